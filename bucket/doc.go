@@ -1,0 +1,16 @@
+// Package bucket holds the admission step of the request flow: after the proxy
+// has identified the caller, weighed the request and matched its rules, it
+// hands every matching rule's bucket to a Store in one Take, which refills and
+// checks all of them and commits every cost only when all can pay (two-phase).
+// Once the upstream's usage is known, Reconcile applies the difference between
+// actual and reserved cost to the same buckets, once per request.
+//
+// The token-bucket arithmetic (tokenbucket.go) is pure: it is a function of a
+// State, a Limit, the instant and the cost, and never reads a clock. Only a
+// Store reads time (the Memory store an injected clock, a Redis store Redis
+// TIME). The arithmetic uses float64 levels and integer microsecond instants
+// so that the Redis scripts in lua/ can mirror it line for line under the same
+// variable names (level, updated, capacity, rate, per, cost, now).
+//
+// The contract every Store must meet lives in package bucket/storetest.
+package bucket

@@ -1,0 +1,76 @@
+package bucket
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInvalid reports a caller's mistake rather than a store failure: a Limit
+// that Validate refuses, a negative cost, or the same key twice in one Take.
+// Store methods wrap it; test with errors.Is.
+var ErrInvalid = errors.New("invalid input")
+
+// maxUnits is the largest capacity or rate a Limit may have: every integer up
+// to 2^53 is exact in a float64 (and in a Lua number).
+const maxUnits = 1 << 53
+
+// Validate reports whether l can be used: Capacity and Rate must be in
+// [1, 2^53] units and Per at least one microsecond (Per is used at
+// microsecond resolution; a sub-microsecond remainder is ignored). The error
+// wraps ErrInvalid.
+func (l Limit) Validate() error {
+	if err := l.validate(); err != nil {
+		return fmt.Errorf("bucket: limit: %w", err)
+	}
+	return nil
+}
+
+func (l Limit) validate() error {
+	switch {
+	case l.Capacity < 1 || l.Capacity > maxUnits:
+		return fmt.Errorf("capacity %d is not in [1, 2^53]: %w", l.Capacity, ErrInvalid)
+	case l.Rate < 1 || l.Rate > maxUnits:
+		return fmt.Errorf("rate %d is not in [1, 2^53]: %w", l.Rate, ErrInvalid)
+	case l.Per < time.Microsecond:
+		return fmt.Errorf("per %v is under 1µs: %w", l.Per, ErrInvalid)
+	}
+	return nil
+}
+
+// floats returns l in the numbers the arithmetic works on: capacity and rate
+// in units, per in microseconds.
+func (l Limit) floats() (capacity, rate, per float64) {
+	return float64(l.Capacity), float64(l.Rate), float64(l.Per / time.Microsecond)
+}
+
+// validateItems checks a Take's items: valid limits, costs >= 0 and no key
+// twice (two items on one bucket would each check the level before the
+// other's cost; give the bucket one item with the summed cost instead).
+func validateItems(items []Item) error {
+	for i, it := range items {
+		if err := it.Limit.validate(); err != nil {
+			return fmt.Errorf("bucket: take %q: %w", it.Key, err)
+		}
+		if it.Cost < 0 {
+			return fmt.Errorf("bucket: take %q: cost %d is negative: %w", it.Key, it.Cost, ErrInvalid)
+		}
+		for _, prev := range items[:i] {
+			if prev.Key == it.Key {
+				return fmt.Errorf("bucket: take %q: key appears twice: %w", it.Key, ErrInvalid)
+			}
+		}
+	}
+	return nil
+}
+
+// validateDeltas checks a Reconcile's deltas: valid limits. A key may appear
+// more than once; its deltas apply in order.
+func validateDeltas(requestID string, deltas []Delta) error {
+	for _, d := range deltas {
+		if err := d.Limit.validate(); err != nil {
+			return fmt.Errorf("bucket: reconcile %q: key %q: %w", requestID, d.Key, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,366 @@
+package bucket
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// MemoryOptions configures NewMemory. The zero value is a usable default.
+type MemoryOptions struct {
+	// Now is the store's clock; nil means time.Now. Only the wall-clock
+	// reading is used, at microsecond resolution; a clock that steps back
+	// never refills a bucket.
+	Now func() time.Time
+	// Shards is the number of independently locked partitions of the key
+	// space, rounded up to a power of two; 0 means 64.
+	Shards int
+	// SweepEvery is how often a background goroutine calls Sweep to forget
+	// full buckets and expired request ids; 0 means one minute, a negative
+	// value starts no goroutine (call Sweep yourself).
+	SweepEvery time.Duration
+	// DedupFor is how long Reconcile remembers a request id at least (and
+	// at most twice as long); 0 means ten minutes.
+	DedupFor time.Duration
+	// MaxRequestIDs bounds the request ids remembered at once; 0 means
+	// 2^20. When the bound is reached the oldest ids are forgotten early,
+	// so under that load a retry must come sooner than DedupFor.
+	MaxRequestIDs int
+}
+
+// Memory is a Store that keeps every bucket in this process. It is safe for
+// concurrent use. Keys are spread over shards by hash, each with its own
+// mutex; a Take or Reconcile locks the shards of all its keys in ascending
+// order (so two multi-key calls cannot deadlock), reads the clock once, and
+// checks and commits under those locks, so each call is atomic.
+//
+// A bucket that has refilled to its capacity is the same as a missing one, so
+// Memory drops it: at once when a call leaves it full, and otherwise in Sweep
+// once the time it needs to refill (under the limit it was last used with)
+// has passed. Memory therefore holds only buckets that are below capacity.
+//
+// Create one with NewMemory; the zero Memory is not usable. Close stops the
+// background sweep.
+type Memory struct {
+	now      func() time.Time
+	shards   []shard
+	mask     uint64
+	dedupFor int64 // µs
+	maxIDs   int   // ids per shard per generation
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+var _ Store = (*Memory)(nil)
+
+// shard is one lock's worth of buckets and request ids.
+type shard struct {
+	mu      sync.Mutex
+	buckets map[string]entry
+	ids     recentIDs
+	_       [64]byte // keep neighbouring mutexes off one cache line
+}
+
+// entry is one bucket's state in the core's numbers.
+type entry struct {
+	level   float64 // units
+	updated int64   // µs since the Unix epoch
+	fullAt  int64   // µs since the Unix epoch: when level reaches capacity under the last limit used
+}
+
+// NewMemory returns a Memory configured by o. Unless o.SweepEvery is
+// negative it starts a goroutine that Close stops.
+func NewMemory(o MemoryOptions) *Memory {
+	n := 64
+	if o.Shards > 0 {
+		n = 1
+		for n < o.Shards {
+			n <<= 1
+		}
+	}
+	dedupFor := o.DedupFor
+	if dedupFor <= 0 {
+		dedupFor = 10 * time.Minute
+	}
+	maxIDs := o.MaxRequestIDs
+	if maxIDs <= 0 {
+		maxIDs = 1 << 20
+	}
+	m := &Memory{
+		now:      o.Now,
+		shards:   make([]shard, n),
+		mask:     uint64(n - 1),
+		dedupFor: dedupFor.Microseconds(),
+		maxIDs:   max(1, maxIDs/(2*n)), // two generations per shard
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	for i := range m.shards {
+		m.shards[i].buckets = make(map[string]entry)
+	}
+	every := o.SweepEvery
+	if every == 0 {
+		every = time.Minute
+	}
+	if every < 0 {
+		close(m.done)
+		return m
+	}
+	go m.sweepLoop(every)
+	return m
+}
+
+// Close stops the background sweep and waits for it to end. The Memory stays
+// usable afterwards, without automatic sweeping. Close is idempotent and
+// always returns nil.
+func (m *Memory) Close() error {
+	m.closeOnce.Do(func() { close(m.stop) })
+	<-m.done
+	return nil
+}
+
+// Take implements Store. Items must have valid limits, costs >= 0 and
+// distinct keys; otherwise Take changes nothing and returns an error wrapping
+// ErrInvalid. It also fails, changing nothing, when ctx is already done.
+// On error the Decision is the zero value.
+func (m *Memory) Take(ctx context.Context, items []Item) (Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return Decision{}, fmt.Errorf("bucket: take: %w", err)
+	}
+	if err := validateItems(items); err != nil {
+		return Decision{}, err
+	}
+	d := Decision{Allowed: true, DeniedBy: -1, Buckets: make([]Status, len(items))}
+	if len(items) == 0 {
+		return d, nil
+	}
+
+	var (
+		seenBuf  [8]checked
+		shardBuf [8]uint32
+		lockBuf  [8]uint32
+	)
+	seen := buf(seenBuf[:], len(items))
+	idx := buf(shardBuf[:], len(items))
+	for i := range items {
+		idx[i] = m.shardOf(items[i].Key)
+	}
+	locks := sortedUnique(append(lockBuf[:0], idx...))
+	m.lock(locks)
+	defer m.unlock(locks)
+	now := m.now().UnixMicro()
+
+	// Phase 1: refill and check every bucket; write nothing.
+	firstLarge, firstShort := -1, -1
+	var retry float64
+	for i, it := range items {
+		capacity, rate, per := it.Limit.floats()
+		level, updated := capacity, now
+		e, found := m.shards[idx[i]].buckets[it.Key]
+		if found {
+			level, updated = e.level, e.updated
+		}
+		level, updated = refill(level, updated, capacity, rate, per, now)
+		seen[i] = checked{level: level, updated: updated, found: found}
+		ok, tooLarge := check(level, capacity, float64(it.Cost))
+		switch {
+		case tooLarge:
+			if firstLarge < 0 {
+				firstLarge = i
+			}
+		case !ok:
+			if firstShort < 0 {
+				firstShort = i
+			}
+			retry = max(retry, wait(level, float64(it.Cost), rate, per))
+		}
+	}
+
+	if firstLarge >= 0 || firstShort >= 0 {
+		d.Allowed = false
+		if firstLarge >= 0 {
+			d.DeniedBy, d.TooLarge = firstLarge, true
+		} else {
+			d.DeniedBy, d.RetryAfter = firstShort, micros(retry)
+		}
+		for i, it := range items {
+			capacity, rate, per := it.Limit.floats()
+			d.Buckets[i] = status(seen[i].level, capacity, rate, per)
+		}
+		return d, nil
+	}
+
+	// Phase 2: every bucket can pay; commit every cost.
+	for i, it := range items {
+		capacity, rate, per := it.Limit.floats()
+		level := seen[i].level - float64(it.Cost)
+		reset := wait(level, capacity, rate, per)
+		m.shards[idx[i]].put(it.Key, seen[i].found, level, seen[i].updated, capacity, reset)
+		d.Buckets[i] = Status{Remaining: floorUnits(level), Reset: micros(reset)}
+	}
+	return d, nil
+}
+
+// checked is what phase 1 learnt about one item's bucket.
+type checked struct {
+	level   float64
+	updated int64
+	found   bool
+}
+
+// Reconcile implements Store. The deltas apply in order under one set of
+// locks, after the request id is recorded; a request id seen in the last
+// DedupFor makes the call a no-op. An empty requestID is never recorded, so
+// such deltas apply on every call. Deltas with an invalid limit fail the
+// whole call, changing nothing, with an error wrapping ErrInvalid; a ctx
+// already done fails it too.
+func (m *Memory) Reconcile(ctx context.Context, requestID string, deltas []Delta) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("bucket: reconcile %q: %w", requestID, err)
+	}
+	if err := validateDeltas(requestID, deltas); err != nil {
+		return err
+	}
+	if len(deltas) == 0 {
+		return nil
+	}
+
+	var (
+		shardBuf [8]uint32
+		lockBuf  [9]uint32
+	)
+	idx := buf(shardBuf[:], len(deltas))
+	for i := range deltas {
+		idx[i] = m.shardOf(deltas[i].Key)
+	}
+	locks := append(lockBuf[:0], idx...)
+	idShard := m.shardOf(requestID)
+	if requestID != "" {
+		locks = append(locks, idShard)
+	}
+	locks = sortedUnique(locks)
+	m.lock(locks)
+	defer m.unlock(locks)
+	now := m.now().UnixMicro()
+
+	if requestID != "" && m.shards[idShard].ids.mark(requestID, now, m.dedupFor, m.maxIDs) {
+		return nil
+	}
+	for i, dl := range deltas {
+		capacity, rate, per := dl.Limit.floats()
+		sh := &m.shards[idx[i]]
+		level, updated := capacity, now
+		e, found := sh.buckets[dl.Key]
+		if found {
+			level, updated = e.level, e.updated
+		}
+		level, updated = apply(level, updated, capacity, rate, per, now, float64(dl.Units))
+		sh.put(dl.Key, found, level, updated, capacity, wait(level, capacity, rate, per))
+	}
+	return nil
+}
+
+// put stores a bucket's new state, or drops it when full (a full bucket and a
+// missing one are the same). reset is the µs until it is full.
+func (s *shard) put(key string, found bool, level float64, updated int64, capacity, reset float64) {
+	switch {
+	case level >= capacity:
+		if found {
+			delete(s.buckets, key)
+		}
+	case found:
+		s.buckets[key] = entry{level: level, updated: updated, fullAt: updated + int64(reset)}
+	default:
+		// The caller's key may alias a larger buffer: keep a copy.
+		s.buckets[strings.Clone(key)] = entry{level: level, updated: updated, fullAt: updated + int64(reset)}
+	}
+}
+
+// Sweep forgets every bucket that has refilled to capacity by now (under the
+// limit it was last used with) and request ids older than the dedup window,
+// and returns the number of buckets it dropped. The background goroutine
+// calls it every SweepEvery; callers may call it at any time. It locks one
+// shard at a time.
+func (m *Memory) Sweep() int {
+	dropped := 0
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		now := m.now().UnixMicro()
+		for k, e := range sh.buckets {
+			if e.fullAt <= now {
+				delete(sh.buckets, k)
+				dropped++
+			}
+		}
+		sh.ids.expire(now, m.dedupFor)
+		sh.mu.Unlock()
+	}
+	return dropped
+}
+
+func (m *Memory) sweepLoop(every time.Duration) {
+	defer close(m.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.Sweep()
+		}
+	}
+}
+
+func (m *Memory) shardOf(key string) uint32 {
+	return uint32(xxhash.Sum64String(key) & m.mask)
+}
+
+// lock locks shards in the order given, which must be ascending: every caller
+// locking in one global order is what rules out deadlock.
+func (m *Memory) lock(shards []uint32) {
+	for _, i := range shards {
+		m.shards[i].mu.Lock()
+	}
+}
+
+func (m *Memory) unlock(shards []uint32) {
+	for j := len(shards) - 1; j >= 0; j-- {
+		m.shards[shards[j]].mu.Unlock()
+	}
+}
+
+// sortedUnique sorts s ascending in place (insertion sort: s is a request's
+// handful of shards) and returns it without repeats.
+func sortedUnique(s []uint32) []uint32 {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// buf returns n elements of stack, or of a fresh slice when stack is short.
+func buf[T any](stack []T, n int) []T {
+	if n <= len(stack) {
+		return stack[:n]
+	}
+	return make([]T, n)
+}

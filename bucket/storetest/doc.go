@@ -1,0 +1,12 @@
+// Package storetest is the behavioural contract every bucket.Store meets: one
+// suite of timelines, run against the memory store now and against the Redis
+// store (miniredis, and a real redis-server) once it exists.
+//
+// A store under test reads its time from the Clock the suite hands its
+// factory, so the suite can walk fixed instants: the memory store takes
+// Clock.Now as its clock, and a Redis store whose clock is Redis TIME follows
+// it through Clock.OnSet (for miniredis, clock.OnSet(mr.SetTime)). Every
+// timeline builds a fresh store and puts its keys and request ids under a
+// prefix of its own, with a Redis Cluster hash tag so that one timeline's
+// keys share a slot; stores may therefore share one database.
+package storetest

@@ -1,0 +1,138 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/bucket"
+)
+
+// NewStore builds a fresh store for one timeline. The store must read its
+// time from clock (see Clock.OnSet) and be cleaned up through t.Cleanup.
+type NewStore func(t *testing.T, clock *Clock) bucket.Store
+
+// Start is the instant every timeline's offsets count from.
+var Start = time.Date(2025, time.March, 1, 12, 0, 0, 0, time.UTC)
+
+// Run runs every timeline of the contract as a subtest of t, one after the
+// other (a Redis store's clock may be shared), each on a store from newStore
+// with a clock reading Start, and its keys and request ids under a prefix of
+// its own.
+func Run(t *testing.T, newStore NewStore) {
+	t.Helper()
+	for _, tl := range timelines {
+		t.Run(tl.name, func(t *testing.T) {
+			clock := NewClock(Start)
+			store := newStore(t, clock)
+			run(t, store, clock, prefix(tl.name), tl.steps)
+		})
+	}
+}
+
+// timeline is one story told to a store: named steps on fixed instants.
+type timeline struct {
+	name  string
+	steps []step
+}
+
+// step is one call at one instant. It is a Reconcile when deltas is non-nil,
+// else a Take of items. Keys and request ids are short names; the runner
+// prefixes them.
+type step struct {
+	name string
+	// at is the clock for this step as an offset from Start; steps may go
+	// back in time.
+	at time.Duration
+
+	items []bucket.Item
+	want  bucket.Decision // of the Take
+
+	request string // request id of the Reconcile
+	deltas  []bucket.Delta
+
+	// invalid is set when the call must fail with an error wrapping
+	// bucket.ErrInvalid (and change nothing).
+	invalid bool
+}
+
+var runs atomic.Uint64
+
+// prefix returns a key prefix no other timeline or run shares. The braces are
+// a Redis Cluster hash tag: one timeline's keys land in one slot.
+func prefix(name string) string {
+	name = strings.NewReplacer("{", "", "}", "", " ", "_").Replace(name)
+	return fmt.Sprintf("storetest:{%s-%d-%d}:", name, time.Now().UnixNano(), runs.Add(1))
+}
+
+func run(t *testing.T, store bucket.Store, clock *Clock, prefix string, steps []step) {
+	t.Helper()
+	ctx := context.Background()
+	for i, s := range steps {
+		clock.Set(Start.Add(s.at))
+		where := fmt.Sprintf("step %d (%s) at +%v", i+1, s.name, s.at)
+
+		var err error
+		if s.deltas != nil {
+			deltas := make([]bucket.Delta, len(s.deltas))
+			for j, d := range s.deltas {
+				d.Key = prefix + d.Key
+				deltas[j] = d
+			}
+			err = store.Reconcile(ctx, prefix+s.request, deltas)
+		} else {
+			items := make([]bucket.Item, len(s.items))
+			for j, it := range s.items {
+				it.Key = prefix + it.Key
+				items[j] = it
+			}
+			var got bucket.Decision
+			got, err = store.Take(ctx, items)
+			if err == nil && !s.invalid && !sameDecision(got, s.want) {
+				t.Errorf("%s: Take decided\n\t%+v\nwant\t%+v", where, got, s.want)
+			}
+		}
+
+		switch {
+		case s.invalid && !errors.Is(err, bucket.ErrInvalid):
+			t.Errorf("%s: err = %v, want one wrapping bucket.ErrInvalid", where, err)
+		case !s.invalid && err != nil:
+			t.Errorf("%s: unexpected error: %v", where, err)
+		}
+	}
+}
+
+func sameDecision(a, b bucket.Decision) bool {
+	if a.Allowed != b.Allowed || a.DeniedBy != b.DeniedBy || a.TooLarge != b.TooLarge ||
+		a.RetryAfter != b.RetryAfter || len(a.Buckets) != len(b.Buckets) {
+		return false
+	}
+	for i := range a.Buckets {
+		if a.Buckets[i] != b.Buckets[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Helpers that keep the tables to one line a decision.
+
+func allowed(buckets ...bucket.Status) bucket.Decision {
+	return bucket.Decision{Allowed: true, DeniedBy: -1, Buckets: buckets}
+}
+
+func denied(by int, retryAfter time.Duration, buckets ...bucket.Status) bucket.Decision {
+	return bucket.Decision{DeniedBy: by, RetryAfter: retryAfter, Buckets: buckets}
+}
+
+func tooLarge(by int, buckets ...bucket.Status) bucket.Decision {
+	return bucket.Decision{DeniedBy: by, TooLarge: true, Buckets: buckets}
+}
+
+func status(remaining int64, reset time.Duration) bucket.Status {
+	return bucket.Status{Remaining: remaining, Reset: reset}
+}

@@ -1,0 +1,104 @@
+// Command llmguard is the rate-limiting reverse proxy for LLM APIs.
+//
+//	llmguard serve [--config FILE]     run the proxy (embedded default without --config)
+//	llmguard validate --config FILE    check a config; non-zero exit names each bad field
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/app"
+)
+
+type cli struct {
+	Serve    serveCmd    `cmd:"" help:"Run the proxy."`
+	Validate validateCmd `cmd:"" help:"Validate a config file and exit."`
+}
+
+type serveCmd struct {
+	Config    string `help:"YAML config file. Default: the embedded default (in-memory store, mock upstream on 127.0.0.1:8081)." type:"path"`
+	LogFormat string `help:"Log format: text or json." enum:"text,json" default:"text"`
+}
+
+type validateCmd struct {
+	Config string `help:"YAML config file." type:"path" required:""`
+}
+
+func main() {
+	var c cli
+	k := kong.Parse(&c, kong.Name("llmguard"), kong.Description("A cost-weighted rate-limiting reverse proxy for LLM APIs."), kong.UsageOnError())
+	if err := k.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "llmguard:", err)
+		os.Exit(1)
+	}
+}
+
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return config.Default()
+	}
+	return config.Load(path)
+}
+
+// printConfigError writes one problem per line, so each names its field.
+func printConfigError(w io.Writer, path string, err error) {
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		fmt.Fprintf(w, "%s: invalid configuration:\n", path)
+		for _, p := range ce.Problems {
+			fmt.Fprintf(w, "  - %s\n", p)
+		}
+		return
+	}
+	fmt.Fprintln(w, err)
+}
+
+func (v *validateCmd) Run() error {
+	if _, err := config.Load(v.Config); err != nil {
+		printConfigError(os.Stderr, v.Config, err)
+		os.Exit(1)
+	}
+	fmt.Printf("%s: OK\n", v.Config)
+	return nil
+}
+
+func (s *serveCmd) Run() error {
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
+	if s.LogFormat == "json" {
+		h = slog.NewJSONHandler(os.Stderr, nil)
+	}
+	log := slog.New(h)
+	cfg, err := loadConfig(s.Config)
+	if err != nil {
+		name := s.Config
+		if name == "" {
+			name = "embedded default config"
+		}
+		printConfigError(os.Stderr, name, err)
+		os.Exit(1)
+	}
+	a, err := app.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.ListenAndServe() }()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	select {
+	case err := <-done:
+		return err
+	case got := <-sig:
+		log.Info("shutting down", "signal", got.String())
+		return a.Close()
+	}
+}

@@ -1,0 +1,221 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/goccy/go-yaml"
+)
+
+// Config is the whole llmguard configuration file, as written in YAML. Its
+// field names are the public contract; Load fills defaults and validates.
+// The zero value is not usable; build one with Load or Parse.
+type Config struct {
+	// Listen is the proxy's address (host:port). Default 127.0.0.1:8080.
+	Listen string `yaml:"listen"`
+	// AdminListen serves /healthz, /readyz and /metrics. Default 127.0.0.1:9090.
+	AdminListen string `yaml:"admin_listen"`
+	// MaxBodyBytes caps request bodies in bytes; larger ones get 413.
+	// Default 8 MiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// DefaultMaxOutputTokens is the output reservation, in tokens, for a
+	// request that sets no maximum and names a model absent from Models.
+	// Default 4096.
+	DefaultMaxOutputTokens int64 `yaml:"default_max_output_tokens"`
+	// Identity chooses how callers are identified besides virtual keys.
+	Identity Identity `yaml:"identity"`
+	// Upstreams are the LLM APIs requests are forwarded to; at least one.
+	Upstreams []Upstream `yaml:"upstreams"`
+	// Keys are the virtual keys callers present.
+	Keys []Key `yaml:"keys"`
+	// Models maps a model name to its encoding, prices and defaults.
+	Models map[string]Model `yaml:"models"`
+	// Limits are the rules; every matching rule applies to a request.
+	Limits []Limit `yaml:"limits"`
+	// Store selects where bucket state lives.
+	Store Store `yaml:"store"`
+}
+
+// Identity configures how a request's caller is found.
+type Identity struct {
+	// PassThrough, when true, admits a request whose credential is not a
+	// configured virtual key: the credential is taken to be the caller's own
+	// upstream key, forwarded unchanged, and its SHA-256 identifies the caller
+	// (key id and user). Default false: unknown keys get 401.
+	PassThrough bool `yaml:"pass_through"`
+	// Tenant and Plan are given to pass-through callers. Default tenant
+	// "pass-through", plan "".
+	Tenant string `yaml:"tenant"`
+	Plan   string `yaml:"plan"`
+}
+
+// Upstream is one LLM API llmguard forwards to.
+type Upstream struct {
+	// Name identifies the upstream in logs and metrics.
+	Name string `yaml:"name"`
+	// Flavor is the API shape: "openai" or "anthropic".
+	Flavor string `yaml:"flavor"`
+	// BaseURL is the scheme, host and optional path of the API, e.g.
+	// https://api.openai.com. The request path is appended to it.
+	BaseURL string `yaml:"base_url"`
+	// APIKeyEnv names the environment variable holding the upstream key that
+	// replaces the caller's virtual key. Empty: no key is sent.
+	APIKeyEnv string `yaml:"api_key_env"`
+	// PathPrefix routes requests whose path starts with it here, with the
+	// prefix stripped. Empty: routed by flavor.
+	PathPrefix string `yaml:"path_prefix"`
+	// Timeout bounds one upstream exchange, headers and body. Default 10m.
+	Timeout Duration `yaml:"timeout"`
+	// MaxConns caps pooled connections to this upstream. Default 1024.
+	MaxConns int `yaml:"max_conns"`
+}
+
+// Key is one virtual key: the credential a caller presents, and who it is.
+type Key struct {
+	// KeySHA256 is the lowercase hex SHA-256 of the key. Preferred.
+	KeySHA256 string `yaml:"key_sha256"`
+	// Key is the key in clear text, for development only.
+	Key string `yaml:"key"`
+	// User, Tenant and Plan identify the principal; Tenant is required.
+	User   string `yaml:"user"`
+	Tenant string `yaml:"tenant"`
+	Plan   string `yaml:"plan"`
+}
+
+// Model holds one model's tokenizer, prices and output default.
+// Prices are USD per million tokens, the unit of OpenAI's and Anthropic's
+// public price lists.
+type Model struct {
+	// Encoding is the tiktoken encoding, e.g. o200k_base or cl100k_base.
+	// Empty: the family default for the model's name.
+	Encoding string `yaml:"encoding"`
+	// InputUSDPerMTok is the price of uncached input tokens.
+	InputUSDPerMTok float64 `yaml:"input_usd_per_mtok"`
+	// CachedInputUSDPerMTok is the price of cached input tokens. Zero:
+	// the input price.
+	CachedInputUSDPerMTok float64 `yaml:"cached_input_usd_per_mtok"`
+	// OutputUSDPerMTok is the price of output (and reasoning) tokens.
+	OutputUSDPerMTok float64 `yaml:"output_usd_per_mtok"`
+	// DefaultMaxOutputTokens is the output reservation, in tokens, when a
+	// request sets no maximum. Zero: Config.DefaultMaxOutputTokens.
+	DefaultMaxOutputTokens int64 `yaml:"default_max_output_tokens"`
+}
+
+// Limit is one rule: a token bucket of Rate units per Per, holding up to
+// Burst, applied to every request its matchers fit.
+type Limit struct {
+	// Name identifies the limit in headers, errors, metrics and store keys.
+	Name string `yaml:"name"`
+	// Scope is whose bucket it is: key, user, tenant or global.
+	Scope string `yaml:"scope"`
+	// Unit is what the limit counts: requests, tokens, input_tokens,
+	// output_tokens or usd.
+	Unit string `yaml:"unit"`
+	// Rate is the refill, in units per Per (for usd: dollars).
+	Rate float64 `yaml:"rate"`
+	// Per is the refill period, a Go duration (1s, 1m, 1h, 24h).
+	Per Duration `yaml:"per"`
+	// Burst is the bucket capacity in units (for usd: dollars). Zero: Rate.
+	Burst float64 `yaml:"burst"`
+	// Matchers: when a list is set, the request must match one of its
+	// entries. Models and Paths entries are globs (path.Match syntax).
+	Plans   []string `yaml:"plans"`
+	Tenants []string `yaml:"tenants"`
+	Users   []string `yaml:"users"`
+	Models  []string `yaml:"models"`
+	Paths   []string `yaml:"paths"`
+}
+
+// Store selects the bucket store.
+type Store struct {
+	// Backend is "memory" (default, one process) or "redis".
+	Backend string `yaml:"backend"`
+	// RedisURL is the Redis address for the redis backend,
+	// e.g. redis://127.0.0.1:6379/0.
+	RedisURL string `yaml:"redis_url"`
+	// Timeout bounds one store call. Default 5ms.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// Duration is a time.Duration written in YAML as a Go duration string
+// ("250ms", "1m", "24h").
+type Duration time.Duration
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (want e.g. 1s, 1m, 24h)", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText writes the duration as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// Load reads, parses and validates the YAML file at path.
+// Errors: the file cannot be read; *Error listing every invalid field.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(b)
+}
+
+// Parse parses and validates one YAML document, fills defaults and returns
+// the config. Unknown fields are errors. Errors: *Error.
+func Parse(b []byte) (*Config, error) {
+	var c Config
+	if len(bytes.TrimSpace(b)) > 0 {
+		if err := yaml.UnmarshalWithOptions(b, &c, yaml.DisallowUnknownField()); err != nil {
+			return nil, &Error{Problems: []string{yaml.FormatError(err, false, true)}}
+		}
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) applyDefaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.AdminListen == "" {
+		c.AdminListen = "127.0.0.1:9090"
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 8 << 20
+	}
+	if c.DefaultMaxOutputTokens == 0 {
+		c.DefaultMaxOutputTokens = 4096
+	}
+	if c.Identity.Tenant == "" {
+		c.Identity.Tenant = "pass-through"
+	}
+	for i := range c.Upstreams {
+		u := &c.Upstreams[i]
+		if u.Timeout == 0 {
+			u.Timeout = Duration(10 * time.Minute)
+		}
+		if u.MaxConns == 0 {
+			u.MaxConns = 1024
+		}
+	}
+	for i := range c.Limits {
+		if c.Limits[i].Burst == 0 {
+			c.Limits[i].Burst = c.Limits[i].Rate
+		}
+	}
+	if c.Store.Backend == "" {
+		c.Store.Backend = "memory"
+	}
+	if c.Store.Timeout == 0 {
+		c.Store.Timeout = Duration(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,196 @@
+package config
+
+import (
+	"encoding/hex"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Error lists every problem found in a config, each prefixed by the path of
+// the field at fault (e.g. "limits[0].scope: …").
+type Error struct {
+	Problems []string
+}
+
+func (e *Error) Error() string {
+	return "config: " + strings.Join(e.Problems, "; ")
+}
+
+// Scopes, units and flavors a config may name.
+var (
+	validScopes  = []string{"key", "user", "tenant", "global"}
+	validUnits   = []string{"requests", "tokens", "input_tokens", "output_tokens", "usd"}
+	validFlavors = []string{"openai", "anthropic"}
+	validStores  = []string{"memory", "redis"}
+	knownEncs    = []string{"o200k_base", "cl100k_base", "p50k_base", "r50k_base"}
+)
+
+// maxUnits bounds any amount in units (tokens, requests, micro-USD) so that
+// it stays exact in a float64 (2^53), which the Redis scripts compute in.
+const maxUnits = 1 << 52
+
+// Validate checks every field and returns *Error naming each bad one, or nil.
+// It does not apply defaults; Parse does both.
+func (c *Config) Validate() error {
+	var p problems
+	checkAddr(&p, "listen", c.Listen)
+	checkAddr(&p, "admin_listen", c.AdminListen)
+	if c.MaxBodyBytes < 0 {
+		p.add("max_body_bytes", "must be positive (got %d)", c.MaxBodyBytes)
+	}
+	if c.DefaultMaxOutputTokens < 0 {
+		p.add("default_max_output_tokens", "must be positive (got %d)", c.DefaultMaxOutputTokens)
+	}
+
+	if len(c.Upstreams) == 0 {
+		p.add("upstreams", "at least one upstream is required")
+	}
+	names := map[string]bool{}
+	prefixes := map[string]bool{}
+	for i, u := range c.Upstreams {
+		f := fmt.Sprintf("upstreams[%d]", i)
+		if u.Name == "" {
+			p.add(f+".name", "required")
+		} else if names[u.Name] {
+			p.add(f+".name", "duplicate upstream name %q", u.Name)
+		}
+		names[u.Name] = true
+		if !oneOf(u.Flavor, validFlavors) {
+			p.add(f+".flavor", "must be one of %s (got %q)", strings.Join(validFlavors, ", "), u.Flavor)
+		}
+		if pu, err := url.Parse(u.BaseURL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			p.add(f+".base_url", "must be an http:// or https:// URL with a host (got %q)", u.BaseURL)
+		}
+		if u.PathPrefix != "" {
+			if !strings.HasPrefix(u.PathPrefix, "/") {
+				p.add(f+".path_prefix", "must start with / (got %q)", u.PathPrefix)
+			} else if prefixes[u.PathPrefix] {
+				p.add(f+".path_prefix", "duplicate prefix %q", u.PathPrefix)
+			}
+			prefixes[u.PathPrefix] = true
+		}
+		if u.Timeout < 0 {
+			p.add(f+".timeout", "must be positive")
+		}
+		if u.MaxConns < 0 {
+			p.add(f+".max_conns", "must be positive")
+		}
+	}
+
+	seen := map[string]int{}
+	for i, k := range c.Keys {
+		f := fmt.Sprintf("keys[%d]", i)
+		switch {
+		case k.Key == "" && k.KeySHA256 == "":
+			p.add(f, "one of key_sha256 or key is required")
+		case k.Key != "" && k.KeySHA256 != "":
+			p.add(f, "set only one of key_sha256 or key")
+		case k.KeySHA256 != "":
+			if b, err := hex.DecodeString(k.KeySHA256); err != nil || len(b) != 32 {
+				p.add(f+".key_sha256", "must be 64 hex digits (a SHA-256)")
+			}
+		}
+		if k.Tenant == "" {
+			p.add(f+".tenant", "required")
+		}
+		id := k.KeySHA256 + "\x00" + k.Key
+		if j, dup := seen[id]; dup {
+			p.add(f, "duplicate of keys[%d]", j)
+		}
+		seen[id] = i
+	}
+
+	for name, m := range c.Models {
+		f := fmt.Sprintf("models.%s", name)
+		if m.Encoding != "" && !oneOf(m.Encoding, knownEncs) {
+			p.add(f+".encoding", "must be one of %s (got %q)", strings.Join(knownEncs, ", "), m.Encoding)
+		}
+		for _, pr := range []struct {
+			field string
+			v     float64
+		}{{"input_usd_per_mtok", m.InputUSDPerMTok}, {"cached_input_usd_per_mtok", m.CachedInputUSDPerMTok}, {"output_usd_per_mtok", m.OutputUSDPerMTok}} {
+			if pr.v < 0 || math.IsNaN(pr.v) || pr.v > 1e6 {
+				p.add(f+"."+pr.field, "must be between 0 and 1000000 USD per million tokens (got %v)", pr.v)
+			}
+		}
+		if m.DefaultMaxOutputTokens < 0 {
+			p.add(f+".default_max_output_tokens", "must be positive")
+		}
+	}
+
+	lnames := map[string]bool{}
+	for i, l := range c.Limits {
+		f := fmt.Sprintf("limits[%d]", i)
+		switch {
+		case l.Name == "":
+			p.add(f+".name", "required")
+		case strings.ContainsAny(l.Name, "{}:\" ,;=\\"):
+			p.add(f+".name", "must not contain braces, colons, quotes, spaces or ,;=\\ (got %q)", l.Name)
+		case lnames[l.Name]:
+			p.add(f+".name", "duplicate limit name %q", l.Name)
+		}
+		lnames[l.Name] = true
+		if !oneOf(l.Scope, validScopes) {
+			p.add(f+".scope", "must be one of %s (got %q)", strings.Join(validScopes, ", "), l.Scope)
+		}
+		if !oneOf(l.Unit, validUnits) {
+			p.add(f+".unit", "must be one of %s (got %q)", strings.Join(validUnits, ", "), l.Unit)
+		}
+		scale := 1.0
+		if l.Unit == "usd" {
+			scale = 1e6
+		}
+		if !(l.Rate > 0) || l.Rate*scale > maxUnits {
+			p.add(f+".rate", "must be a positive number of units per period (got %v)", l.Rate)
+		}
+		if l.Per <= 0 {
+			p.add(f+".per", "required: a positive Go duration such as 1s, 1m, 24h")
+		}
+		if !(l.Burst > 0) || l.Burst*scale > maxUnits {
+			p.add(f+".burst", "must be a positive number of units (got %v)", l.Burst)
+		} else if l.Burst*scale < 1 {
+			p.add(f+".burst", "must hold at least one unit (got %v)", l.Burst)
+		}
+		for j, g := range append(append([]string{}, l.Models...), l.Paths...) {
+			if _, err := path.Match(g, ""); err != nil {
+				p.add(fmt.Sprintf("%s.models/paths[%d]", f, j), "bad glob %q: %v", g, err)
+			}
+		}
+	}
+
+	if !oneOf(c.Store.Backend, validStores) {
+		p.add("store.backend", "must be one of %s (got %q)", strings.Join(validStores, ", "), c.Store.Backend)
+	}
+	if c.Store.Backend == "redis" {
+		if _, err := url.Parse(c.Store.RedisURL); err != nil || !strings.HasPrefix(c.Store.RedisURL, "redis") {
+			p.add("store.redis_url", "must be a redis:// or rediss:// URL (got %q)", c.Store.RedisURL)
+		}
+	}
+	if c.Store.Timeout <= 0 {
+		p.add("store.timeout", "must be positive")
+	}
+
+	if len(p) > 0 {
+		return &Error{Problems: p}
+	}
+	return nil
+}
+
+type problems []string
+
+func (p *problems) add(field, format string, args ...any) {
+	*p = append(*p, field+": "+fmt.Sprintf(format, args...))
+}
+
+func oneOf(s string, set []string) bool { return slices.Contains(set, s) }
+
+func checkAddr(p *problems, field, addr string) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		p.add(field, "must be host:port (got %q)", addr)
+	}
+}

@@ -1,0 +1,159 @@
+// Package app wires a validated config into running llmguard servers: the
+// weigher, the policy, the store, the proxy listener and the admin listener.
+// cmd/llmguard and the end-to-end tests share it.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/proxy"
+	"github.com/llmguard/llmguard/weigher"
+)
+
+// App is one llmguard instance. Build it with New, run it with Serve, stop it
+// with Close.
+type App struct {
+	Config   *config.Config
+	Registry *prometheus.Registry
+	Proxy    *proxy.Proxy
+	Store    bucket.Store
+
+	log   *slog.Logger
+	srv   *fasthttp.Server
+	admin *fasthttp.Server
+	close []func() error
+}
+
+// New builds every component from cfg. Errors: a component cannot start
+// (unknown encoding, bad upstream URL, unsupported store backend).
+func New(cfg *config.Config, log *slog.Logger) (*App, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	a := &App{Config: cfg, Registry: prometheus.NewRegistry(), log: log}
+	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	models := make(map[string]weigher.Model, len(cfg.Models))
+	for name, m := range cfg.Models {
+		models[name] = weigher.Model{Encoding: m.Encoding, DefaultMaxOutputTokens: m.DefaultMaxOutputTokens}
+	}
+	w, err := weigher.New(weigher.Options{Models: models, DefaultMaxOutputTokens: cfg.DefaultMaxOutputTokens})
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+
+	switch cfg.Store.Backend {
+	case "memory":
+		m := bucket.NewMemory(bucket.MemoryOptions{})
+		a.Store = m
+		a.close = append(a.close, func() error { m.Close(); return nil })
+	default:
+		return nil, fmt.Errorf("app: store backend %q is not available yet", cfg.Store.Backend)
+	}
+
+	var ups []*proxy.Upstream
+	for _, u := range cfg.Upstreams {
+		f := proxy.FlavorOpenAI
+		if u.Flavor == "anthropic" {
+			f = proxy.FlavorAnthropic
+		}
+		key := ""
+		if u.APIKeyEnv != "" {
+			key = os.Getenv(u.APIKeyEnv)
+		}
+		ups = append(ups, &proxy.Upstream{Name: u.Name, Flavor: f, BaseURL: u.BaseURL, APIKey: key,
+			PathPrefix: u.PathPrefix, Timeout: time.Duration(u.Timeout), MaxConns: u.MaxConns})
+	}
+	metrics, err := proxy.NewMetrics(a.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	a.Proxy, err = proxy.New(proxy.Options{
+		Upstreams:    ups,
+		Policy:       policy.Compile(cfg),
+		Store:        a.Store,
+		Weigher:      w,
+		MaxBodyBytes: int(cfg.MaxBodyBytes),
+		StoreTimeout: time.Duration(cfg.Store.Timeout),
+		Metrics:      metrics,
+		Logger:       log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.srv = &fasthttp.Server{
+		Handler:               a.Proxy.Handle,
+		ErrorHandler:          a.Proxy.ErrorHandler,
+		Name:                  "llmguard",
+		NoDefaultServerHeader: true,
+		MaxRequestBodySize:    int(cfg.MaxBodyBytes),
+		ReadTimeout:           60 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		ReadBufferSize:        16 << 10,
+		CloseOnShutdown:       true,
+	}
+	a.admin = &fasthttp.Server{
+		Handler: proxy.AdminHandler(a.Registry, func() any {
+			return map[string]string{"status": "ready", "store": cfg.Store.Backend}
+		}),
+		Name: "llmguard-admin",
+	}
+	return a, nil
+}
+
+// Serve serves the proxy on ln and the admin endpoints on admin until Close.
+// A nil admin listener disables the admin endpoints. It returns when both
+// servers have stopped; the error is the first that is not a clean shutdown.
+func (a *App) Serve(ln, admin net.Listener) error {
+	errc := make(chan error, 2)
+	n := 1
+	go func() { errc <- a.srv.Serve(ln) }()
+	if admin != nil {
+		n++
+		go func() { errc <- a.admin.Serve(admin) }()
+	}
+	var first error
+	for range n {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// ListenAndServe binds the configured addresses and calls Serve.
+func (a *App) ListenAndServe() error {
+	ln, err := net.Listen("tcp", a.Config.Listen)
+	if err != nil {
+		return fmt.Errorf("app: listen: %w", err)
+	}
+	adm, err := net.Listen("tcp", a.Config.AdminListen)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("app: admin listen: %w", err)
+	}
+	a.log.Info("llmguard listening", "proxy", ln.Addr().String(), "admin", adm.Addr().String(), "store", a.Config.Store.Backend)
+	return a.Serve(ln, adm)
+}
+
+// Close stops accepting requests, waits for those in flight, and releases
+// the store.
+func (a *App) Close() error {
+	errs := []error{a.srv.Shutdown(), a.admin.Shutdown()}
+	for _, c := range a.close {
+		errs = append(errs, c())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,146 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/mockllm"
+)
+
+// testKey is the virtual key every harness config knows.
+const testKey = "sk-test-alice"
+
+// harness is llmguard in front of the mock upstream, both on loopback.
+type harness struct {
+	t     *testing.T
+	mock  *mockllm.Server
+	app   *App
+	url   string // proxy base URL, no trailing slash
+	admin string // admin base URL
+}
+
+// start runs the mock and llmguard with tail appended to a base config
+// (listeners, the mock upstream, two keys of tenant acme, gpt-4o-mini
+// prices); tail holds the limits: section and anything else. The upstream
+// key is "sk-upstream".
+func start(t *testing.T, tail string) *harness {
+	t.Helper()
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	return startWith(t, mock, mock.URL, tail)
+}
+
+func startWith(t *testing.T, mock *mockllm.Server, upstreamURL, tail string) *harness {
+	t.Helper()
+	t.Setenv("LLMGUARD_TEST_UPSTREAM_KEY", "sk-upstream")
+	yaml := fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+max_body_bytes: 65536
+upstreams:
+  - name: mock
+    flavor: openai
+    base_url: %s
+    api_key_env: LLMGUARD_TEST_UPSTREAM_KEY
+keys:
+  - key: %s
+    user: alice
+    tenant: acme
+    plan: free
+  - key: sk-test-bob
+    user: bob
+    tenant: acme
+    plan: free
+models:
+  gpt-4o-mini:
+    encoding: o200k_base
+    input_usd_per_mtok: 0.15
+    cached_input_usd_per_mtok: 0.075
+    output_usd_per_mtok: 0.60
+    default_max_output_tokens: 256
+%s`, upstreamURL, testKey, tail)
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, yaml)
+	}
+	a, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ln, adm) }()
+	t.Cleanup(func() {
+		a.Close()
+		<-done
+	})
+	return &harness{t: t, mock: mock, app: a, url: "http://" + ln.Addr().String(), admin: "http://" + adm.Addr().String()}
+}
+
+// client is an OpenAI SDK client pointed at llmguard, as an app would do it:
+// only the base URL and the (virtual) key change.
+func (h *harness) client(key string, opts ...option.RequestOption) openai.Client {
+	return openai.NewClient(append([]option.RequestOption{
+		option.WithBaseURL(h.url + "/v1/"),
+		option.WithAPIKey(key),
+		option.WithRequestTimeout(10 * time.Second),
+	}, opts...)...)
+}
+
+// post sends a raw chat request and returns the response with its body read.
+func (h *harness) post(key, body string, headers ...string) (*http.Response, string) {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+// metrics returns the admin /metrics text.
+func (h *harness) metrics() string {
+	h.t.Helper()
+	resp, err := http.Get(h.admin + "/metrics")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}

@@ -1,0 +1,115 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"strings"
+
+	"github.com/llmguard/llmguard/config"
+)
+
+// Principal is who made a request, as found from its credential.
+type Principal struct {
+	// KeyID is the first 16 hex digits of the SHA-256 of the credential:
+	// stable, safe to log, never the key itself.
+	KeyID  string
+	User   string
+	Tenant string
+	Plan   string
+	// PassThrough is true when the credential is the caller's own upstream
+	// key (identity.pass_through), to be forwarded unchanged.
+	PassThrough bool
+}
+
+// Policy is the compiled, immutable form of a config's keys, models and
+// limits: who a caller is, which rules apply, and what a request costs in
+// each rule's unit. Safe for concurrent use.
+type Policy struct {
+	rules       []Rule // narrowest scope first, then config order
+	keys        map[[32]byte]Principal
+	prices      map[string]Price
+	maxPrice    Price // the highest configured price of each kind
+	passThrough bool
+	ptTenant    string
+	ptPlan      string
+}
+
+// Compile builds a Policy from a validated config.
+func Compile(c *config.Config) *Policy {
+	p := &Policy{
+		keys:        make(map[[32]byte]Principal, len(c.Keys)),
+		prices:      make(map[string]Price, len(c.Models)),
+		passThrough: c.Identity.PassThrough,
+		ptTenant:    c.Identity.Tenant,
+		ptPlan:      c.Identity.Plan,
+	}
+	for _, k := range c.Keys {
+		var sum [32]byte
+		if k.Key != "" {
+			sum = sha256.Sum256([]byte(k.Key))
+		} else {
+			hex.Decode(sum[:], []byte(strings.ToLower(k.KeySHA256)))
+		}
+		user := k.User
+		if user == "" {
+			user = hex.EncodeToString(sum[:8])
+		}
+		p.keys[sum] = Principal{KeyID: hex.EncodeToString(sum[:8]), User: user, Tenant: k.Tenant, Plan: k.Plan}
+	}
+	for name, m := range c.Models {
+		pr := PriceFromUSDPerMTok(m.InputUSDPerMTok, m.CachedInputUSDPerMTok, m.OutputUSDPerMTok)
+		p.prices[name] = pr
+		p.maxPrice.Input = max(p.maxPrice.Input, pr.Input)
+		p.maxPrice.CachedInput = max(p.maxPrice.CachedInput, pr.CachedInput)
+		p.maxPrice.Output = max(p.maxPrice.Output, pr.Output)
+	}
+	for _, l := range c.Limits {
+		p.rules = append(p.rules, compileRule(l))
+	}
+	sort.SliceStable(p.rules, func(i, j int) bool { return p.rules[i].Scope < p.rules[j].Scope })
+	return p
+}
+
+// Identify finds the principal for a credential (the bearer token or
+// x-api-key value). ok is false when the credential is empty, or unknown
+// and pass-through identity is off.
+func (p *Policy) Identify(credential string) (pr Principal, ok bool) {
+	if credential == "" {
+		return Principal{}, false
+	}
+	sum := sha256.Sum256([]byte(credential))
+	if pr, ok := p.keys[sum]; ok {
+		return pr, true
+	}
+	if !p.passThrough {
+		return Principal{}, false
+	}
+	id := hex.EncodeToString(sum[:8])
+	return Principal{KeyID: id, User: id, Tenant: p.ptTenant, Plan: p.ptPlan, PassThrough: true}, true
+}
+
+// Match appends to dst the rules that apply to a request from pr for model
+// on reqPath, narrowest scope first, and returns it.
+func (p *Policy) Match(dst []*Rule, pr Principal, model, reqPath string) []*Rule {
+	for i := range p.rules {
+		if p.rules[i].Matches(pr, model, reqPath) {
+			dst = append(dst, &p.rules[i])
+		}
+	}
+	return dst
+}
+
+// Price is the price list of model. A model absent from the config is
+// priced at the highest configured price of each kind, so that a usd rule
+// never undercounts an unlisted model.
+func (p *Policy) Price(model string) Price {
+	if pr, ok := p.prices[model]; ok {
+		return pr
+	}
+	return p.maxPrice
+}
+
+// Rules returns the compiled rules, narrowest scope first. The slice must
+// not be modified.
+func (p *Policy) Rules() []Rule { return p.rules }

@@ -1,0 +1,173 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/config"
+)
+
+// Scope says whose bucket a rule takes from.
+type Scope uint8
+
+// Scopes, narrowest first: the order in which a request's buckets are taken.
+const (
+	ScopeKey Scope = iota
+	ScopeUser
+	ScopeTenant
+	ScopeGlobal
+)
+
+var scopeNames = [...]string{"key", "user", "tenant", "global"}
+
+func (s Scope) String() string { return scopeNames[s] }
+
+// Unit is what a rule counts.
+type Unit uint8
+
+// Units a rule may count.
+const (
+	UnitRequests     Unit = iota // 1 per call
+	UnitTokens                   // input + output tokens
+	UnitInputTokens              // input tokens (cached included)
+	UnitOutputTokens             // output tokens (reasoning included)
+	UnitUSD                      // micro-USD
+)
+
+var unitNames = [...]string{"requests", "tokens", "input_tokens", "output_tokens", "usd"}
+
+// String is the unit's config name; UnitUSD is "usd" although its amounts
+// are micro-USD.
+func (u Unit) String() string { return unitNames[u] }
+
+// CountsTokens reports whether the unit counts tokens of any kind.
+func (u Unit) CountsTokens() bool { return u == UnitTokens || u == UnitInputTokens || u == UnitOutputTokens }
+
+// Rule is one compiled limit: a token bucket per subject of its scope.
+// Rules are immutable after Compile and safe for concurrent use.
+type Rule struct {
+	Name  string
+	Scope Scope
+	Unit  Unit
+	// Limit is the bucket shape in the rule's units (micro-USD for usd).
+	Limit bucket.Limit
+
+	plans, tenants, users []string
+	models, paths         []string // globs
+}
+
+// Matches reports whether the rule applies to a request from p for model
+// (may be "") on the upstream-relative path.
+func (r *Rule) Matches(p Principal, model, reqPath string) bool {
+	if len(r.plans) > 0 && !slices.Contains(r.plans, p.Plan) {
+		return false
+	}
+	if len(r.tenants) > 0 && !slices.Contains(r.tenants, p.Tenant) {
+		return false
+	}
+	if len(r.users) > 0 && !slices.Contains(r.users, p.User) {
+		return false
+	}
+	if len(r.models) > 0 && !globAny(r.models, model) {
+		return false
+	}
+	if len(r.paths) > 0 && !globAny(r.paths, reqPath) {
+		return false
+	}
+	return true
+}
+
+func globAny(globs []string, s string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, s); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Key is the store key of the bucket this rule uses for principal p:
+// llmguard:{<tenant>}:<rule>:<subject>, or llmguard:{global}:<rule> for the
+// global scope. The hash tag {…} keeps a tenant's and its users' buckets in
+// one Redis Cluster slot. Ids are escaped (see escapeID) so that no id can
+// forge another's key.
+func (r *Rule) Key(p Principal) string {
+	if r.Scope == ScopeGlobal {
+		return "llmguard:{global}:" + r.Name
+	}
+	var subject string
+	switch r.Scope {
+	case ScopeKey:
+		subject = p.KeyID
+	case ScopeUser:
+		subject = p.User
+	case ScopeTenant:
+		subject = p.Tenant
+	}
+	var b strings.Builder
+	b.Grow(len("llmguard:{}::") + 2*len(p.Tenant) + len(r.Name) + len(subject))
+	b.WriteString("llmguard:{")
+	escapeID(&b, p.Tenant)
+	b.WriteString("}:")
+	b.WriteString(r.Name)
+	b.WriteByte(':')
+	escapeID(&b, subject)
+	return b.String()
+}
+
+// escapeID writes id with '%', '{', '}' and ':' percent-encoded, so an id
+// can neither close the hash tag nor add a key segment.
+func escapeID(b *strings.Builder, id string) {
+	const hexDigits = "0123456789ABCDEF"
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch c {
+		case '%', '{', '}', ':':
+			b.WriteByte('%')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
+		default:
+			b.WriteByte(c)
+		}
+	}
+}
+
+// compileRule turns a validated config limit into a Rule. Dollar amounts
+// become micro-USD. A rate that is not a whole number of units per period is
+// kept to a thousandth of a unit by scaling Rate and Per by 1000.
+func compileRule(l config.Limit) Rule {
+	scale := 1.0
+	unit := Unit(slices.Index(unitNames[:], l.Unit))
+	if unit == UnitUSD {
+		scale = 1e6
+	}
+	rate, per := l.Rate*scale, time.Duration(l.Per)
+	if rate != math.Trunc(rate) {
+		rate, per = math.Round(rate*1000), per*1000
+	}
+	return Rule{
+		Name:  l.Name,
+		Scope: Scope(slices.Index(scopeNames[:], l.Scope)),
+		Unit:  unit,
+		Limit: bucket.Limit{
+			Capacity: int64(math.Floor(l.Burst * scale)),
+			Rate:     int64(rate),
+			Per:      per,
+		},
+		plans:   l.Plans,
+		tenants: l.Tenants,
+		users:   l.Users,
+		models:  l.Models,
+		paths:   l.Paths,
+	}
+}
+
+// String describes the rule for messages: "user-tpm (20000 tokens, refill 10000 per 1m0s)".
+func (r *Rule) String() string {
+	return fmt.Sprintf("%s (%d %s, refill %d per %s)", r.Name, r.Limit.Capacity, r.Unit, r.Limit.Rate, r.Limit.Per)
+}

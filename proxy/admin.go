@@ -1,0 +1,41 @@
+package proxy
+
+import (
+	"encoding/json"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+)
+
+// AdminHandler serves the admin listener:
+//
+//	GET /healthz  200 "ok" while the process runs (liveness only)
+//	GET /readyz   200 with a JSON body describing the store, while the
+//	              proxy can serve
+//	GET /metrics  Prometheus exposition of g
+//
+// ready returns the /readyz body; it may be nil.
+func AdminHandler(g prometheus.Gatherer, ready func() any) fasthttp.RequestHandler {
+	metrics := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	return func(ctx *fasthttp.RequestCtx) {
+		switch string(ctx.Path()) {
+		case "/healthz":
+			ctx.SetContentType("text/plain")
+			ctx.SetBodyString("ok\n")
+		case "/readyz":
+			ctx.SetContentType("application/json")
+			var body any = map[string]string{"status": "ready"}
+			if ready != nil {
+				body = ready()
+			}
+			b, _ := json.Marshal(body)
+			ctx.SetBody(b)
+		case "/metrics":
+			metrics(ctx)
+		default:
+			ctx.SetStatusCode(fasthttp.StatusNotFound)
+		}
+	}
+}

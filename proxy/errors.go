@@ -1,0 +1,75 @@
+package proxy
+
+import (
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Flavor is an upstream's API shape, which decides the caller's error body
+// and rate-limit headers.
+type Flavor uint8
+
+// Flavors llmguard speaks.
+const (
+	FlavorOpenAI Flavor = iota
+	FlavorAnthropic
+)
+
+func (f Flavor) String() string {
+	if f == FlavorAnthropic {
+		return "anthropic"
+	}
+	return "openai"
+}
+
+// apiError is an error answered by llmguard itself, in the caller's flavor.
+type apiError struct {
+	status int
+	// openAIType and openAICode fill OpenAI's
+	// {"error":{"message","type","param","code"}} shape
+	// (https://platform.openai.com/docs/guides/error-codes).
+	openAIType string
+	openAICode string
+	// anthropicType fills Anthropic's {"type":"error","error":{"type","message"}}
+	// shape (https://docs.anthropic.com/en/api/errors).
+	anthropicType string
+	message       string
+}
+
+var (
+	errUnauthorized = apiError{status: fasthttp.StatusUnauthorized, openAIType: "invalid_request_error", openAICode: "invalid_api_key",
+		anthropicType: "authentication_error", message: "Incorrect or missing API key for llmguard: present a virtual key as `Authorization: Bearer <key>` or `x-api-key`."}
+	errBodyTooLarge = apiError{status: fasthttp.StatusRequestEntityTooLarge, openAIType: "invalid_request_error", openAICode: "request_too_large",
+		anthropicType: "request_too_large", message: "Request body exceeds the size llmguard accepts (max_body_bytes)."}
+	errNoUpstream = apiError{status: fasthttp.StatusNotFound, openAIType: "invalid_request_error", openAICode: "unknown_url",
+		anthropicType: "not_found_error", message: "No upstream is configured for this path."}
+)
+
+// write sends e as the whole response in flavor f's shape.
+func (e apiError) write(ctx *fasthttp.RequestCtx, f Flavor) {
+	ctx.SetStatusCode(e.status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(e.appendBody(nil, f))
+}
+
+func (e apiError) appendBody(b []byte, f Flavor) []byte {
+	if f == FlavorAnthropic {
+		b = append(b, `{"type":"error","error":{"type":`...)
+		b = strconv.AppendQuote(b, e.anthropicType)
+		b = append(b, `,"message":`...)
+		b = strconv.AppendQuote(b, e.message)
+		return append(b, "}}"...)
+	}
+	b = append(b, `{"error":{"message":`...)
+	b = strconv.AppendQuote(b, e.message)
+	b = append(b, `,"type":`...)
+	b = strconv.AppendQuote(b, e.openAIType)
+	b = append(b, `,"param":null,"code":`...)
+	if e.openAICode == "" {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendQuote(b, e.openAICode)
+	}
+	return append(b, "}}"...)
+}

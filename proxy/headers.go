@@ -1,0 +1,148 @@
+package proxy
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/policy"
+)
+
+// applied is one rule a request took from, with its reservation and the
+// bucket's status at admission.
+type applied struct {
+	rule     *policy.Rule
+	key      string
+	reserved int64 // units taken at admission
+	status   bucket.Status
+}
+
+// setLimitHeaders writes the caller-contract headers of DESIGN.md §6 from
+// the statuses seen at admission:
+//
+//   - OpenAI's x-ratelimit-{limit,remaining,reset}-{tokens,requests}
+//     (https://platform.openai.com/docs/guides/rate-limits), each trio from
+//     the rule of that kind with the least remaining;
+//   - the IETF RateLimit-Policy and RateLimit fields
+//     (draft-ietf-httpapi-ratelimit-headers), one item per applied rule,
+//     with llmguard-unit naming the unit of q and r.
+func setLimitHeaders(h *fasthttp.ResponseHeader, rules []applied, buf []byte) []byte {
+	if len(rules) == 0 {
+		return buf
+	}
+	tok, req := -1, -1
+	for i, a := range rules {
+		switch {
+		case a.rule.Unit.CountsTokens():
+			if tok < 0 || a.status.Remaining < rules[tok].status.Remaining {
+				tok = i
+			}
+		case a.rule.Unit == policy.UnitRequests:
+			if req < 0 || a.status.Remaining < rules[req].status.Remaining {
+				req = i
+			}
+		}
+	}
+	if tok >= 0 {
+		setOpenAITrio(h, "tokens", rules[tok])
+	}
+	if req >= 0 {
+		setOpenAITrio(h, "requests", rules[req])
+	}
+
+	buf = buf[:0]
+	for i, a := range rules {
+		if i > 0 {
+			buf = append(buf, ", "...)
+		}
+		buf = strconv.AppendQuote(buf, a.rule.Name)
+		buf = append(buf, ";q="...)
+		buf = strconv.AppendInt(buf, a.rule.Limit.Capacity, 10)
+		buf = append(buf, ";w="...)
+		buf = strconv.AppendInt(buf, ceilSeconds(fillTime(a.rule.Limit, 0)), 10)
+		buf = append(buf, `;llmguard-unit="`...)
+		buf = append(buf, a.rule.Unit.String()...)
+		buf = append(buf, '"')
+	}
+	h.SetBytesV("RateLimit-Policy", buf)
+	buf = buf[:0]
+	for i, a := range rules {
+		if i > 0 {
+			buf = append(buf, ", "...)
+		}
+		buf = strconv.AppendQuote(buf, a.rule.Name)
+		buf = append(buf, ";r="...)
+		buf = strconv.AppendInt(buf, max(a.status.Remaining, 0), 10)
+		buf = append(buf, ";t="...)
+		buf = strconv.AppendInt(buf, ceilSeconds(a.status.Reset), 10)
+	}
+	h.SetBytesV("RateLimit", buf)
+	return buf
+}
+
+func setOpenAITrio(h *fasthttp.ResponseHeader, kind string, a applied) {
+	h.Set("x-ratelimit-limit-"+kind, strconv.FormatInt(a.rule.Limit.Capacity, 10))
+	h.Set("x-ratelimit-remaining-"+kind, strconv.FormatInt(max(a.status.Remaining, 0), 10))
+	h.Set("x-ratelimit-reset-"+kind, goDuration(a.status.Reset))
+}
+
+// fillTime is how long a bucket of limit l takes to refill from level to
+// full.
+func fillTime(l bucket.Limit, level int64) time.Duration {
+	missing := l.Capacity - level
+	if missing <= 0 || l.Rate <= 0 {
+		return 0
+	}
+	return time.Duration((float64(missing)*float64(l.Per) + float64(l.Rate) - 1) / float64(l.Rate))
+}
+
+// ceilSeconds rounds d up to whole seconds.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// goDuration formats d the way OpenAI's x-ratelimit-reset-* headers do:
+// a Go duration string such as "1m30s" or "250ms", rounded up to the
+// millisecond.
+func goDuration(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	return ((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String()
+}
+
+// writeDenied answers a denied request: 429 with Retry-After (whole seconds,
+// rounded up, at least 1) and retry-after-ms, or, when the cost exceeds the
+// capacity, 429 with x-should-retry: false and no Retry-After, since
+// waiting cannot help. The body names the limit, the amount requested and
+// the wait, in the caller's flavor.
+func writeDenied(ctx *fasthttp.RequestCtx, f Flavor, d bucket.Decision, rules []applied) {
+	a := rules[d.DeniedBy]
+	unit := a.rule.Unit.String()
+	if a.rule.Unit == policy.UnitUSD {
+		unit = "micro-USD"
+	}
+	typ := "tokens"
+	if a.rule.Unit == policy.UnitRequests {
+		typ = "requests"
+	}
+	e := apiError{status: fasthttp.StatusTooManyRequests, openAIType: typ, openAICode: "rate_limit_exceeded", anthropicType: "rate_limit_error"}
+	if d.TooLarge {
+		e.message = fmt.Sprintf("Request too large for limit %s (%s scope): requested %d %s, but the limit holds at most %d %s. Waiting will not help: reduce the request (e.g. max_tokens or the prompt).",
+			a.rule.Name, a.rule.Scope, a.reserved, unit, a.rule.Limit.Capacity, unit)
+		ctx.Response.Header.Set("x-should-retry", "false")
+	} else {
+		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %d per %s, remaining %d, requested %d. Please try again in %s.",
+			a.rule.Name, a.rule.Scope, unit, a.rule.Limit.Rate, a.rule.Limit.Per, max(a.status.Remaining, 0), a.reserved, goDuration(d.RetryAfter))
+		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10))
+		ctx.Response.Header.Set("retry-after-ms", strconv.FormatInt(max(int64((d.RetryAfter+time.Millisecond-1)/time.Millisecond), 1), 10))
+	}
+	setLimitHeaders(&ctx.Response.Header, rules, nil)
+	e.write(ctx, f)
+}

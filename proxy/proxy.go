@@ -1,0 +1,274 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/tidwall/sjson"
+	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/weigher"
+)
+
+// Weigher turns request bodies into estimates and counts streamed text.
+// *weigher.Weigher satisfies it.
+type Weigher interface {
+	// Chat weighs a /v1/chat/completions body.
+	Chat(body []byte) weigher.Estimate
+	// Bytes is the conservative estimate for a body that is not parsed.
+	Bytes(body []byte, model string) weigher.Estimate
+	// CountText counts text in model's encoding, in tokens.
+	CountText(model, text string) int64
+}
+
+// Options configures a Proxy. Upstreams, Policy, Store and Weigher are
+// required.
+type Options struct {
+	Upstreams []*Upstream
+	Policy    *policy.Policy
+	Store     bucket.Store
+	Weigher   Weigher
+	// MaxBodyBytes caps request bodies; larger ones get 413. Zero: 8 MiB.
+	MaxBodyBytes int
+	// StoreTimeout bounds one store call. Zero: 5ms.
+	StoreTimeout time.Duration
+	// Metrics receives counters; nil: none.
+	Metrics *Metrics
+	// Logger receives structured logs; nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Proxy is the llmguard request handler: identify, weigh, take, forward,
+// tap usage, reconcile. Safe for concurrent use.
+type Proxy struct {
+	opt    Options
+	router *router
+	log    *slog.Logger
+}
+
+// New checks opt and builds a Proxy. Errors: a required option is missing
+// or an upstream's base URL is invalid.
+func New(opt Options) (*Proxy, error) {
+	if opt.Policy == nil || opt.Store == nil || opt.Weigher == nil || len(opt.Upstreams) == 0 {
+		return nil, errors.New("proxy: Policy, Store, Weigher and at least one Upstream are required")
+	}
+	for _, u := range opt.Upstreams {
+		if err := u.init(); err != nil {
+			return nil, err
+		}
+	}
+	if opt.MaxBodyBytes <= 0 {
+		opt.MaxBodyBytes = 8 << 20
+	}
+	if opt.StoreTimeout <= 0 {
+		opt.StoreTimeout = 5 * time.Millisecond
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	return &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger}, nil
+}
+
+// ErrorHandler answers errors fasthttp meets before the handler runs (a body
+// over the server's size limit: 413; anything else: 400), in OpenAI's shape.
+func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		errBodyTooLarge.write(ctx, FlavorOpenAI)
+		return
+	}
+	apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", anthropicType: "invalid_request_error",
+		message: "Malformed HTTP request."}.write(ctx, FlavorOpenAI)
+}
+
+// exchange is the state of one request that outlives the handler when the
+// response is streamed. It holds copies, never the RequestCtx's slices.
+type exchange struct {
+	id        string
+	principal policy.Principal
+	upstream  *Upstream
+	kind      kind
+	est       weigher.Estimate
+	price     policy.Price
+	rules     []applied
+	// stripUsage: llmguard added stream_options.include_usage, so the
+	// usage-only chunk must not reach the client.
+	stripUsage bool
+	start      time.Time
+}
+
+// kind is what the request is, for weighing and the usage tap.
+type kind uint8
+
+const (
+	kindOther kind = iota // counted as a request only
+	kindChat              // POST /v1/chat/completions
+)
+
+func classify(method []byte, path string) kind {
+	if string(method) == fasthttp.MethodPost && path == "/v1/chat/completions" {
+		return kindChat
+	}
+	return kindOther
+}
+
+// Handle is the fasthttp.RequestHandler of the proxy listener.
+func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
+	x := &exchange{id: newRequestID(), start: time.Now()}
+	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
+
+	path := string(ctx.Path())
+	up, upPath := p.router.route(path)
+	if up == nil {
+		errNoUpstream.write(ctx, FlavorOpenAI)
+		return
+	}
+	x.upstream = up
+	if len(ctx.Request.Body()) > p.opt.MaxBodyBytes {
+		errBodyTooLarge.write(ctx, up.Flavor)
+		return
+	}
+
+	pr, ok := p.opt.Policy.Identify(credential(&ctx.Request.Header))
+	if !ok {
+		p.opt.Metrics.request(up.Flavor, "", outcomeUnauthorized)
+		errUnauthorized.write(ctx, up.Flavor)
+		return
+	}
+	x.principal = pr
+
+	// Weigh.
+	body := ctx.Request.Body()
+	x.kind = classify(ctx.Method(), upPath)
+	switch x.kind {
+	case kindChat:
+		x.est = p.opt.Weigher.Chat(body)
+	default:
+		x.est = weigher.Estimate{}
+	}
+	x.price = p.opt.Policy.Price(x.est.Model)
+
+	// Match and take, two-phase, before any byte goes upstream.
+	var rulesBuf [8]*policy.Rule
+	rules := p.opt.Policy.Match(rulesBuf[:0], pr, x.est.Model, upPath)
+	if len(rules) > 0 {
+		reserve := policy.Tokens{Input: x.est.InputTokens, Output: x.est.OutputTokens}
+		items := make([]bucket.Item, len(rules))
+		x.rules = make([]applied, len(rules))
+		for i, r := range rules {
+			units := r.Units(reserve, x.price)
+			if x.kind == kindOther && r.Unit != policy.UnitRequests {
+				units = 0 // other paths count as requests only
+			}
+			key := r.Key(pr)
+			items[i] = bucket.Item{Key: key, Limit: r.Limit, Cost: units}
+			x.rules[i] = applied{rule: r, key: key, reserved: units}
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), p.opt.StoreTimeout)
+		t0 := time.Now()
+		d, err := p.opt.Store.Take(sctx, items)
+		cancel()
+		p.opt.Metrics.decision(time.Since(t0))
+		if err != nil {
+			// Fail open until the fallback buckets land (DESIGN.md §7).
+			p.log.Warn("store take failed; admitting (fail-open)", "err", err, "request_id", x.id)
+			x.rules = nil
+		} else {
+			for i := range x.rules {
+				x.rules[i].status = d.Buckets[i]
+			}
+			if !d.Allowed {
+				outcome := outcomeLimited
+				if d.TooLarge {
+					outcome = outcomeTooLarge
+				}
+				p.opt.Metrics.request(up.Flavor, x.est.Model, outcome)
+				writeDenied(ctx, up.Flavor, d, x.rules)
+				return
+			}
+		}
+	}
+
+	p.forward(ctx, x, upPath, body)
+}
+
+// credential is the caller's key: the bearer token, else x-api-key.
+func credential(h *fasthttp.RequestHeader) string {
+	if a := h.Peek("Authorization"); len(a) > 7 && bytes.EqualFold(a[:7], []byte("bearer ")) {
+		return string(bytes.TrimSpace(a[7:]))
+	}
+	return string(bytes.TrimSpace(h.Peek("x-api-key")))
+}
+
+// forward sends the admitted request upstream and relays the answer.
+func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, body []byte) {
+	up := x.upstream
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	ctx.Request.Header.CopyTo(&req.Header)
+	removeHopHeaders(&req.Header)
+	req.Header.Del("X-Forwarded-For")
+	req.Header.Del("Forwarded")
+	req.Header.Set("X-Forwarded-For", ctx.RemoteIP().String())
+	if !x.principal.PassThrough {
+		req.Header.Del("Authorization")
+		req.Header.Del("x-api-key")
+		if up.APIKey != "" {
+			if up.Flavor == FlavorAnthropic {
+				req.Header.Set("x-api-key", up.APIKey)
+			} else {
+				req.Header.Set("Authorization", "Bearer "+up.APIKey)
+			}
+		}
+	}
+	// The usage tap must read the body whatever the client accepts: ask the
+	// upstream for an uncompressed answer and let the client's own
+	// compression preferences go (DESIGN.md §1.7).
+	req.Header.Set("Accept-Encoding", "identity")
+	req.SetRequestURI(up.scheme + "://" + up.host + up.basePath + upPath + queryOf(ctx))
+	req.Header.SetHost(up.host)
+
+	if x.kind == kindChat && x.est.Stream && !x.est.IncludeUsage && x.est.Parsed {
+		if nb, err := sjson.SetBytes(bytes.Clone(body), "stream_options.include_usage", true); err == nil {
+			body = nb
+			x.stripUsage = true
+		}
+	}
+	req.SetBodyRaw(body)
+
+	resp := fasthttp.AcquireResponse()
+	err := up.client.DoTimeout(req, resp, up.Timeout)
+	if err != nil {
+		fasthttp.ReleaseResponse(resp)
+		p.log.Warn("upstream unreachable", "upstream", up.Name, "err", err, "request_id", x.id)
+		p.settle(x, settlement{refund: true})
+		p.opt.Metrics.request(up.Flavor, x.est.Model, outcomeUpstreamError)
+		apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_unreachable",
+			anthropicType: "api_error", message: "llmguard could not reach the upstream API (" + up.Name + ")."}.write(ctx, up.Flavor)
+		return
+	}
+	p.relay(ctx, x, resp)
+}
+
+func queryOf(ctx *fasthttp.RequestCtx) string {
+	if q := ctx.URI().QueryString(); len(q) > 0 {
+		return "?" + string(q)
+	}
+	return ""
+}
+
+// newRequestID returns 16 random hex digits.
+func newRequestID() string {
+	var b [8]byte
+	v := rand.Uint64()
+	for i := range b {
+		b[i] = byte(v >> (8 * i))
+	}
+	return hex.EncodeToString(b[:])
+}

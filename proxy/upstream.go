@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Upstream is one API llmguard forwards to. The zero value is not usable;
+// fill the exported fields and pass it in Options.
+type Upstream struct {
+	Name   string
+	Flavor Flavor
+	// BaseURL is scheme://host[:port][/path]; the request path is appended.
+	BaseURL string
+	// APIKey replaces the caller's credential upstream; empty sends none
+	// (pass-through callers' own keys are always forwarded).
+	APIKey string
+	// PathPrefix routes requests starting with it here, prefix stripped.
+	PathPrefix string
+	// Timeout bounds one exchange, response body included.
+	Timeout time.Duration
+	// MaxConns caps pooled keep-alive connections.
+	MaxConns int
+
+	client   *fasthttp.HostClient
+	scheme   string
+	host     string
+	basePath string
+}
+
+func (u *Upstream) init() error {
+	pu, err := url.Parse(u.BaseURL)
+	if err != nil || pu.Host == "" || (pu.Scheme != "http" && pu.Scheme != "https") {
+		return fmt.Errorf("proxy: upstream %q: bad base URL %q", u.Name, u.BaseURL)
+	}
+	addr := pu.Host
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		if pu.Scheme == "https" {
+			addr = net.JoinHostPort(pu.Hostname(), "443")
+		} else {
+			addr = net.JoinHostPort(pu.Hostname(), "80")
+		}
+	}
+	u.scheme, u.host, u.basePath = pu.Scheme, pu.Host, strings.TrimSuffix(pu.Path, "/")
+	u.client = &fasthttp.HostClient{
+		Addr:                          addr,
+		Name:                          "llmguard",
+		IsTLS:                         pu.Scheme == "https",
+		MaxConns:                      u.MaxConns,
+		MaxIdleConnDuration:           90 * time.Second,
+		ReadTimeout:                   u.Timeout,
+		WriteTimeout:                  30 * time.Second,
+		MaxConnWaitTimeout:            5 * time.Second,
+		StreamResponseBody:            true,
+		DisableHeaderNamesNormalizing: true,
+		DisablePathNormalizing:        true,
+		NoDefaultUserAgentHeader:      true,
+	}
+	return nil
+}
+
+// router picks an upstream for a request path.
+type router struct {
+	byPrefix  []*Upstream // longest prefix first
+	openai    *Upstream
+	anthropic *Upstream
+}
+
+func newRouter(ups []*Upstream) *router {
+	r := &router{}
+	for _, u := range ups {
+		if u.PathPrefix != "" {
+			r.byPrefix = append(r.byPrefix, u)
+		}
+		if u.Flavor == FlavorOpenAI && r.openai == nil {
+			r.openai = u
+		}
+		if u.Flavor == FlavorAnthropic && r.anthropic == nil {
+			r.anthropic = u
+		}
+	}
+	sort.SliceStable(r.byPrefix, func(i, j int) bool { return len(r.byPrefix[i].PathPrefix) > len(r.byPrefix[j].PathPrefix) })
+	return r
+}
+
+// route returns the upstream for path and the path to send it, or nil.
+// A prefix matches at a segment boundary: "/azure" matches "/azure/v1/…"
+// but not "/azurex".
+func (r *router) route(path string) (*Upstream, string) {
+	for _, u := range r.byPrefix {
+		p := strings.TrimSuffix(u.PathPrefix, "/")
+		if strings.HasPrefix(path, p) && (len(path) == len(p) || path[len(p)] == '/') {
+			rest := path[len(p):]
+			if rest == "" {
+				rest = "/"
+			}
+			return u, rest
+		}
+	}
+	if strings.HasPrefix(path, "/v1/messages") && r.anthropic != nil {
+		return r.anthropic, path
+	}
+	if r.openai != nil {
+		return r.openai, path
+	}
+	return r.anthropic, path
+}
+
+// hopHeaders are the hop-by-hop fields of RFC 9110 §7.6.1 (and the
+// pre-standard Keep-Alive, Proxy-Connection), which a proxy must not
+// forward in either direction.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// removeHopHeaders deletes hop-by-hop fields, including those the
+// Connection field names.
+func removeHopHeaders(h interface {
+	Peek(string) []byte
+	Del(string)
+}) {
+	if c := h.Peek("Connection"); len(c) > 0 {
+		for _, f := range strings.Split(string(c), ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				h.Del(f)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+}

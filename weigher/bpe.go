@@ -1,0 +1,316 @@
+package weigher
+
+import (
+	"math"
+	"unicode"
+	"unicode/utf8"
+)
+
+// bpeCounter counts tokens of o200k_base and cl100k_base text without
+// building token lists: a hand-written pre-tokenizer equivalent to the two
+// encodings' split patterns (tiktoken-go's encoding.go, from OpenAI's
+// tiktoken_ext/openai_public.py), then tiktoken's byte-pair merge on each
+// piece, counting parts instead of emitting ranks. tiktoken-go runs those
+// patterns through the backtracking regexp2 engine and allocates per piece,
+// which made counting ~10× slower; TestBPECounterMatchesTiktoken and
+// FuzzBPECounter check both give the same counts.
+//
+// It is immutable and safe for concurrent use.
+type bpeCounter struct {
+	ranks map[string]int // byte sequence → rank, from the embedded vocabulary
+	o200k bool           // o200k_base split rules; else cl100k_base
+}
+
+// Character flags for the split patterns. \s is unicode.IsSpace, \p{…} are
+// the unicode package's categories, as in regexp2.
+const (
+	fLetter  uint8 = 1 << iota // \p{L}
+	fNumber                    // \p{N}
+	fSpace                     // \s
+	fUpper                     // o200k [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+	fLower                     // o200k [\p{Ll}\p{Lm}\p{Lo}\p{M}]
+	fNewline                   // [\r\n]
+)
+
+var asciiFlags = func() (t [utf8.RuneSelf]uint8) {
+	for r := range rune(utf8.RuneSelf) {
+		t[r] = runeFlagsSlow(r)
+	}
+	return t
+}()
+
+func runeFlagsSlow(r rune) uint8 {
+	var f uint8
+	if unicode.IsLetter(r) {
+		f |= fLetter
+	}
+	if unicode.IsNumber(r) {
+		f |= fNumber
+	}
+	if unicode.IsSpace(r) {
+		f |= fSpace
+	}
+	mark := unicode.IsMark(r)
+	both := mark || unicode.Is(unicode.Lm, r) || unicode.Is(unicode.Lo, r)
+	if both || unicode.Is(unicode.Lu, r) || unicode.Is(unicode.Lt, r) {
+		f |= fUpper
+	}
+	if both || unicode.Is(unicode.Ll, r) {
+		f |= fLower
+	}
+	if r == '\r' || r == '\n' {
+		f |= fNewline
+	}
+	return f
+}
+
+// at returns the flags and byte size of the rune at s[i].
+func at(s string, i int) (uint8, int) {
+	if c := s[i]; c < utf8.RuneSelf {
+		return asciiFlags[c], 1
+	}
+	r, n := utf8.DecodeRuneInString(s[i:])
+	return runeFlagsSlow(r), n
+}
+
+// isOther: [^\s\p{L}\p{N}]
+func isOther(f uint8) bool { return f&(fSpace|fLetter|fNumber) == 0 }
+
+// isPrefix: [^\r\n\p{L}\p{N}]
+func isPrefix(f uint8) bool { return f&(fNewline|fLetter|fNumber) == 0 }
+
+// run returns the end of the run of runes from i having any flag in mask.
+func run(s string, i int, mask uint8) int {
+	for i < len(s) {
+		f, n := at(s, i)
+		if f&mask == 0 {
+			break
+		}
+		i += n
+	}
+	return i
+}
+
+// contraction returns the length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at s[i],
+// or 0.
+func contraction(s string, i int) int {
+	if i+1 >= len(s) || s[i] != '\'' {
+		return 0
+	}
+	lower := func(c byte) byte {
+		if 'A' <= c && c <= 'Z' {
+			return c + 'a' - 'A'
+		}
+		return c
+	}
+	switch lower(s[i+1]) {
+	case 's', 't', 'm', 'd':
+		return 2
+	case 'r', 'v':
+		if i+2 < len(s) && lower(s[i+2]) == 'e' {
+			return 3
+		}
+	case 'l':
+		if i+2 < len(s) && lower(s[i+2]) == 'l' {
+			return 3
+		}
+	}
+	return 0
+}
+
+// nextPiece returns the end of the pre-tokenizer piece starting at s[i].
+func (c *bpeCounter) nextPiece(s string, i int) int {
+	f0, n0 := at(s, i)
+	if c.o200k {
+		if e := o200kLetters(s, i, f0, n0); e >= 0 {
+			return e
+		}
+	} else {
+		// '(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+'
+		if l := contraction(s, i); l > 0 {
+			return i + l
+		}
+		if f0&fLetter != 0 {
+			return run(s, i, fLetter)
+		}
+		if isPrefix(f0) && i+n0 < len(s) {
+			if f1, _ := at(s, i+n0); f1&fLetter != 0 {
+				return run(s, i+n0, fLetter)
+			}
+		}
+	}
+	// \p{N}{1,3}
+	if f0&fNumber != 0 {
+		j := i
+		for k := 0; k < 3 && j < len(s); k++ {
+			f, n := at(s, j)
+			if f&fNumber == 0 {
+				break
+			}
+			j += n
+		}
+		return j
+	}
+	// ' ?[^\s\p{L}\p{N}]+[\r\n]*' (o200k: '[\r\n/]*')
+	start := -1
+	if isOther(f0) {
+		start = i
+	} else if s[i] == ' ' && i+1 < len(s) {
+		if f1, _ := at(s, i+1); isOther(f1) {
+			start = i + 1
+		}
+	}
+	if start >= 0 {
+		j := start
+		for j < len(s) {
+			f, n := at(s, j)
+			if !isOther(f) {
+				break
+			}
+			j += n
+		}
+		for j < len(s) && (s[j] == '\r' || s[j] == '\n' || (c.o200k && s[j] == '/')) {
+			j++
+		}
+		return j
+	}
+	// f0 is whitespace. '\s*[\r\n]+': up to the run's last newline.
+	j := run(s, i, fSpace)
+	for k := j - 1; k >= i; k-- {
+		if s[k] == '\r' || s[k] == '\n' {
+			return k + 1
+		}
+	}
+	// '\s+(?!\S)': the run, less its last rune when a non-space follows.
+	if j < len(s) {
+		if _, n := utf8.DecodeLastRuneInString(s[i:j]); j-n > i {
+			return j - n
+		}
+	}
+	return j // '\s+'
+}
+
+// o200kLetters matches o200k's two letter alternatives at s[i]:
+// '[^\r\n\p{L}\p{N}]?[U]*[L]+(?i:'s|…)?' then '[^\r\n\p{L}\p{N}]?[U]+[L]*(?i:'s|…)?'
+// with U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], L = [\p{Ll}\p{Lm}\p{Lo}\p{M}],
+// trying the optional prefix first, as a backtracking engine does. It
+// returns the piece's end, or -1.
+func o200kLetters(s string, i int, f0 uint8, n0 int) int {
+	pre := isPrefix(f0) && i+n0 < len(s)
+	if pre {
+		if e := o200kBody1(s, i+n0); e >= 0 {
+			return e
+		}
+	}
+	if e := o200kBody1(s, i); e >= 0 {
+		return e
+	}
+	if pre {
+		if e := o200kBody2(s, i+n0); e >= 0 {
+			return e
+		}
+	}
+	return o200kBody2(s, i)
+}
+
+// o200kBody1 matches '[U]*[L]+(?i:'s|…)?' at s[i], or returns -1. Greedy
+// U* backtracks to the last position where an L rune can start.
+func o200kBody1(s string, i int) int {
+	a := run(s, i, fUpper)
+	if a < len(s) {
+		if f, _ := at(s, a); f&fLower != 0 {
+			return withContraction(s, run(s, a, fLower))
+		}
+	}
+	for k := a; k > i; {
+		r, n := utf8.DecodeLastRuneInString(s[i:k])
+		k -= n
+		if runeFlags(r)&fLower != 0 {
+			return withContraction(s, run(s, k, fLower))
+		}
+	}
+	return -1
+}
+
+// o200kBody2 matches '[U]+[L]*(?i:'s|…)?' at s[i], or returns -1.
+func o200kBody2(s string, i int) int {
+	if i >= len(s) {
+		return -1
+	}
+	if f, _ := at(s, i); f&fUpper == 0 {
+		return -1
+	}
+	return withContraction(s, run(s, run(s, i, fUpper), fLower))
+}
+
+func withContraction(s string, j int) int { return j + contraction(s, j) }
+
+func runeFlags(r rune) uint8 {
+	if r < utf8.RuneSelf {
+		return asciiFlags[r]
+	}
+	return runeFlagsSlow(r)
+}
+
+// count returns the number of tokens of text. Invalid UTF-8 counts as one
+// U+FFFD per bad byte, as tiktoken-go does.
+func (c *bpeCounter) count(text string) int64 {
+	if !utf8.ValidString(text) {
+		text = string([]rune(text))
+	}
+	var n int64
+	for i := 0; i < len(text); {
+		j := c.nextPiece(text, i)
+		n += c.pieceTokens(text[i:j])
+		i = j
+	}
+	return n
+}
+
+// pieceTokens is the number of tokens tiktoken's byte-pair merge splits one
+// piece into (the algorithm of tiktoken-go's bytePairMerge, counting only).
+func (c *bpeCounter) pieceTokens(p string) int64 {
+	if len(p) <= 1 {
+		return int64(len(p))
+	}
+	if _, ok := c.ranks[p]; ok {
+		return 1
+	}
+	type part struct{ start, rank int }
+	var buf [64]part
+	parts := buf[:0]
+	if len(p)+1 > len(buf) {
+		parts = make([]part, 0, len(p)+1)
+	}
+	for i := 0; i <= len(p); i++ {
+		parts = append(parts, part{i, math.MaxInt})
+	}
+	rank := func(i, skip int) int {
+		if i+skip+2 < len(parts) {
+			if r, ok := c.ranks[p[parts[i].start:parts[i+skip+2].start]]; ok {
+				return r
+			}
+		}
+		return math.MaxInt
+	}
+	for i := 0; i < len(parts)-2; i++ {
+		parts[i].rank = rank(i, 0)
+	}
+	for len(parts) > 1 {
+		minRank, i := math.MaxInt, -1
+		for k := 0; k < len(parts)-1; k++ {
+			if parts[k].rank < minRank {
+				minRank, i = parts[k].rank, k
+			}
+		}
+		if i < 0 {
+			break
+		}
+		parts[i].rank = rank(i, 1)
+		if i > 0 {
+			parts[i-1].rank = rank(i-1, 1)
+		}
+		parts = append(parts[:i+1], parts[i+2:]...)
+	}
+	return int64(len(parts) - 1)
+}

@@ -1,0 +1,222 @@
+package weigher
+
+import (
+	"math"
+	"strings"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+)
+
+// Chat framing from OpenAI's cookbook "How to count tokens with tiktoken",
+// section 6 "Counting tokens for chat completions API calls"
+// (https://cookbook.openai.com/examples/how_to_count_tokens_with_tiktoken):
+// for gpt-3.5-turbo-0125, gpt-4-0613, gpt-4o-2024-08-06 and
+// gpt-4o-mini-2024-07-18 each message costs 3 tokens plus the tokens of each
+// of its string fields (role, content, name), a name 1 more, and every reply
+// is primed with 3 (<|start|>assistant<|message|>). On the cookbook's example
+// conversation this equals the API's prompt_tokens: 129 (gpt-3.5-turbo,
+// gpt-4), 124 (gpt-4o, gpt-4o-mini).
+const (
+	tokensPerMessage = 3 // tokens framing each message
+	tokensPerName    = 1 // extra tokens for a message's "name"
+	tokensReply      = 3 // tokens priming the reply
+	// tokensPerToolCall frames each tool call of an assistant message, on
+	// top of its name and arguments. OpenAI publishes no figure for this;
+	// 3 mirrors the per-message framing.
+	tokensPerToolCall = 3
+	// unknownPartBytesPerToken prices a content part of a type this package
+	// does not know (input_audio, file…) at one token per 4 bytes of its
+	// JSON, a rough figure for data the model does not read as text.
+	unknownPartBytesPerToken = 4
+	// maxTokens caps any token figure read from a request (1e15 tokens), so
+	// products never overflow.
+	maxTokens = 1e15
+)
+
+// bodyString views b as a string without copying. The string must not
+// outlive the call, nor be kept in a result: clone what is kept.
+func bodyString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// Chat estimates an OpenAI /v1/chat/completions request body.
+//
+// InputTokens follows the cookbook's chat framing (see tokensPerMessage) and
+// equals OpenAI's prompt_tokens for plain-text messages; it adds content-part
+// text, images by OpenAI's tile/patch rules (see imageTokens), assistant
+// tool_calls / function_call (name + arguments + tokensPerToolCall), tool and
+// legacy "functions" definitions by the cookbook's constants (see
+// toolsCounter.count), and a json_schema response_format as the tokens of its
+// JSON text. OutputTokens is max_completion_tokens, else max_tokens, else the
+// model's default output reservation — times n (default 1), since each of
+// the n choices may run to the limit.
+//
+// A body that is not a JSON object yields the byte-based estimate of
+// [Weigher.Bytes] with Parsed false. Chat never panics and never keeps body.
+func (w *Weigher) Chat(body []byte) Estimate {
+	s := bodyString(body)
+	if !gjson.Valid(s) {
+		return w.Bytes(body, "")
+	}
+	root := gjson.Parse(s)
+	if !root.IsObject() {
+		return w.Bytes(body, "")
+	}
+	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat gjson.Result
+	est := Estimate{Parsed: true}
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			model = v
+		case "messages":
+			messages = v
+		case "tools":
+			tools = v
+		case "functions":
+			functions = v
+		case "max_completion_tokens":
+			maxCompletion = v
+		case "max_tokens":
+			maxTok = v
+		case "n":
+			n = v
+		case "stream":
+			est.Stream = v.Type == gjson.True
+		case "stream_options":
+			est.IncludeUsage = v.Get("include_usage").Type == gjson.True
+		case "response_format":
+			responseFormat = v
+		}
+		return true
+	})
+	if model.Type == gjson.String {
+		est.Model = strings.Clone(model.String())
+	}
+	encName := w.EncodingFor(est.Model)
+	enc := w.encoders[encName]
+	if enc == nil {
+		enc = w.encoders[DefaultEncoding]
+	}
+
+	var in int64
+	if messages.IsArray() {
+		messages.ForEach(func(_, m gjson.Result) bool {
+			in += messageTokens(enc, est.Model, m)
+			return true
+		})
+	}
+	in += tokensReply
+	tc := newToolsCounter(enc, encName)
+	in += tc.count(tools) + tc.count(functions)
+	if js := responseFormat.Get("json_schema"); js.Exists() {
+		in += countText(enc, js.Raw)
+	}
+	est.InputTokens = in
+
+	out, ok := tokenCount(maxCompletion)
+	if !ok {
+		out, ok = tokenCount(maxTok)
+	}
+	if !ok {
+		out = w.defaultOutput(est.Model)
+	}
+	choices, ok := tokenCount(n)
+	if !ok || choices < 1 {
+		choices = 1
+	}
+	est.OutputTokens = min(out, maxTokens) * min(choices, maxTokens/max(1, min(out, maxTokens)))
+	return est
+}
+
+// tokenCount reads a non-negative token count, capped at maxTokens.
+func tokenCount(r gjson.Result) (int64, bool) {
+	if r.Type != gjson.Number || !(r.Num >= 0) { // !(>=) also rejects NaN
+		return 0, false
+	}
+	if r.Num >= maxTokens {
+		return maxTokens, true
+	}
+	return int64(math.Ceil(r.Num)), true
+}
+
+// messageTokens counts one chat message: framing, role, content (a string or
+// an array of parts), name, tool calls and refusal.
+func messageTokens(enc counter, model string, m gjson.Result) int64 {
+	if !m.IsObject() {
+		return 0
+	}
+	n := int64(tokensPerMessage)
+	m.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "role", "refusal":
+			n += countText(enc, stringOf(v))
+		case "name":
+			n += countText(enc, stringOf(v)) + tokensPerName
+		case "content":
+			if v.IsArray() {
+				v.ForEach(func(_, p gjson.Result) bool {
+					n += partTokens(enc, model, p)
+					return true
+				})
+			} else {
+				n += countText(enc, stringOf(v))
+			}
+		case "tool_calls":
+			v.ForEach(func(_, c gjson.Result) bool {
+				n += callTokens(enc, c.Get("function"))
+				return true
+			})
+		case "function_call":
+			n += callTokens(enc, v)
+		}
+		return true
+	})
+	return n
+}
+
+// stringOf is r's text when r is a JSON string, else "".
+func stringOf(r gjson.Result) string {
+	if r.Type != gjson.String {
+		return ""
+	}
+	return r.String()
+}
+
+// callTokens counts one tool or function call: {"name", "arguments"}.
+func callTokens(enc counter, fn gjson.Result) int64 {
+	if !fn.IsObject() {
+		return 0
+	}
+	return tokensPerToolCall + countText(enc, stringOf(fn.Get("name"))) + countText(enc, stringOf(fn.Get("arguments")))
+}
+
+// partTokens counts one content part: text (and refusal) parts by their
+// text, image_url parts by imageTokens, others by unknownPartBytesPerToken.
+func partTokens(enc counter, model string, p gjson.Result) int64 {
+	if p.Type == gjson.String { // lenient: a bare string part
+		return countText(enc, p.String())
+	}
+	if !p.IsObject() {
+		return 0
+	}
+	switch p.Get("type").String() {
+	case "text":
+		return countText(enc, stringOf(p.Get("text")))
+	case "refusal":
+		return countText(enc, stringOf(p.Get("refusal")))
+	case "image_url":
+		img := p.Get("image_url")
+		url := img.String() // the older shape: "image_url": "https://…"
+		if img.IsObject() {
+			url = stringOf(img.Get("url"))
+		}
+		wd, ht := dataURLSize(url)
+		return imageTokens(model, img.Get("detail").String(), wd, ht)
+	default:
+		return ceilDiv(int64(len(p.Raw)), unknownPartBytesPerToken)
+	}
+}

@@ -1,0 +1,68 @@
+package weigher
+
+// maxRunBytes bounds, in bytes, the longest run of same-class characters
+// (letters, whitespace, or punctuation/symbols) handed to the encoder in one
+// piece. tiktoken's byte-pair merge is quadratic in the length of one
+// pre-tokenized piece, so a hostile 1 MB run of one letter would stall the
+// hot path for minutes; cutting such runs every maxRunBytes bounds the work
+// at O(n × maxRunBytes) (a 1 MiB run counts in about 0.2 s) and moves the
+// count by about one token per cut. Natural text has no runs this long, so
+// its counts are exact.
+const maxRunBytes = 256
+
+// charClass is the pre-tokenizer class of a character, as far as run length
+// matters: both split patterns merge runs of letters (and marks), of
+// whitespace and of other symbols into single pieces; digits come in groups
+// of at most 3.
+type charClass uint8
+
+const (
+	classLetter charClass = iota
+	classDigit
+	classSpace
+	classOther
+)
+
+func classOf(f uint8) charClass {
+	switch {
+	case f&(fUpper|fLower) != 0:
+		return classLetter
+	case f&fNumber != 0:
+		return classDigit
+	case f&fSpace != 0:
+		return classSpace
+	default:
+		return classOther
+	}
+}
+
+// countText is the number of tokens of text in enc, special-token text such
+// as "<|endoftext|>" counted as ordinary text. Invalid UTF-8 counts as
+// U+FFFD per bad byte, as in tiktoken-go.
+func countText(enc counter, text string) int64 {
+	if text == "" {
+		return 0
+	}
+	var n int64
+	chunk, runStart := 0, 0
+	prev := charClass(255)
+	for i := 0; i < len(text); {
+		f, size := at(text, i)
+		c := classOf(f)
+		if c != prev || c == classDigit {
+			prev, runStart = c, i
+		} else if i-runStart >= maxRunBytes {
+			n += enc.count(text[chunk:i])
+			chunk, runStart = i, i
+		}
+		i += size
+	}
+	return n + enc.count(text[chunk:])
+}
+
+// CountText returns the number of tokens text takes in model's encoding
+// ([Weigher.EncodingFor]), counting special-token text as ordinary text. It
+// is used to charge the streamed output of a stream the client abandons.
+func (w *Weigher) CountText(model, text string) int64 {
+	return countText(w.encoder(model), text)
+}

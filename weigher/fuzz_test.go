@@ -1,0 +1,57 @@
+package weigher
+
+import (
+	"testing"
+	"time"
+)
+
+func FuzzChat(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"gpt-4o","messages":` + cookbookMessages + `}`,
+		`{"model":"gpt-4","messages":` + cookbookToolMessages + `,"tools":` + cookbookTools + `,"max_tokens":10,"n":2,"stream":true,"stream_options":{"include_usage":true}}`,
+		`{"model":"gpt-4o-mini","messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==","detail":"high"}}]}]}`,
+		`{"model":"o4-mini","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"<|endoftext|>"}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}}`,
+		`{"functions":[{"name":"f","parameters":{"properties":{"a":{"type":"object","properties":{"b":{"enum":[1,"x"]}}}}}}]}`,
+		`not json`, ``, `[]`, `{"model":1e999,"max_tokens":-1e999}`,
+	} {
+		f.Add([]byte(s))
+	}
+	w := testWeigher(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		start := time.Now()
+		e := w.Chat(body)
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("Chat of %d bytes took %v", len(body), d)
+		}
+		if e.InputTokens < 0 || e.OutputTokens < 0 {
+			t.Errorf("negative estimate %+v", e)
+		}
+		if !e.Parsed && e.InputTokens != int64(len(body)+1)/2 {
+			t.Errorf("fallback estimate %+v for %d bytes", e, len(body))
+		}
+	})
+}
+
+func FuzzParseChatChunk(f *testing.F) {
+	for _, s := range []string{
+		`{"choices":[{"index":0,"delta":{"content":"Hello"}}]}`,
+		`{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12,"prompt_tokens_details":{"cached_tokens":3},"completion_tokens_details":{"reasoning_tokens":4}}}`,
+		`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{\"a\""}}]}}]}`,
+		`{"error":{"message":"x"}}`, `[DONE]`, ``, `{`, `"\u0000"`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := ParseChatChunk(data)
+		if c.Usage.InputTokens < 0 || c.Usage.OutputTokens < 0 || c.Usage.CachedInputTokens < 0 || c.Usage.ReasoningTokens < 0 {
+			t.Errorf("negative usage %+v", c.Usage)
+		}
+		if c.UsageOnly && !c.HasUsage {
+			t.Errorf("UsageOnly without HasUsage: %+v", c)
+		}
+		if u, ok := ParseChatUsage(data); !ok && u != (Usage{}) {
+			t.Errorf("ParseChatUsage = %+v, false", u)
+		}
+	})
+}

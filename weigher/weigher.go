@@ -1,0 +1,228 @@
+package weigher
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/pkoukk/tiktoken-go"
+	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
+)
+
+// Encoding names accepted in [Model.Encoding]: the vocabularies embedded by
+// github.com/pkoukk/tiktoken-go-loader (names as in OpenAI's tiktoken,
+// https://github.com/openai/tiktoken/blob/main/tiktoken_ext/openai_public.py).
+const (
+	// EncodingO200k is the GPT-4o / GPT-4.1 / GPT-5 / o-series vocabulary.
+	EncodingO200k = "o200k_base"
+	// EncodingCL100k is the GPT-4 / GPT-3.5-turbo vocabulary.
+	EncodingCL100k = "cl100k_base"
+	// EncodingP50k is the legacy Codex / text-davinci-002/003 vocabulary.
+	EncodingP50k = "p50k_base"
+	// EncodingR50k is the legacy GPT-3 vocabulary.
+	EncodingR50k = "r50k_base"
+)
+
+// knownEncodings are the encodings New can build offline.
+var knownEncodings = []string{EncodingO200k, EncodingCL100k, EncodingP50k, EncodingR50k}
+
+// familyEncodings maps a model-name prefix to its encoding, longest prefix
+// first, following OpenAI's tiktoken model table
+// (https://github.com/openai/tiktoken/blob/main/tiktoken/model.py). A dated
+// snapshot ("gpt-4o-2024-08-06") matches its family by prefix. Names matching
+// nothing use o200k_base, the encoding of every OpenAI model released since
+// May 2024.
+var familyEncodings = []struct{ prefix, encoding string }{
+	{"gpt-4o", EncodingO200k},
+	{"gpt-4.1", EncodingO200k},
+	{"gpt-4.5", EncodingO200k},
+	{"gpt-5", EncodingO200k},
+	{"o1", EncodingO200k},
+	{"o3", EncodingO200k},
+	{"o4", EncodingO200k},
+	{"gpt-4", EncodingCL100k},
+	{"gpt-3.5", EncodingCL100k},
+}
+
+// DefaultEncoding is the encoding of a model neither configured nor matched
+// by a known family prefix.
+const DefaultEncoding = EncodingO200k
+
+// Model is the configuration of one model name.
+//
+// The zero value means: family-default encoding, Options.DefaultMaxOutputTokens.
+type Model struct {
+	// Encoding is a tiktoken encoding name (EncodingO200k, EncodingCL100k,
+	// EncodingP50k, EncodingR50k); "" picks the family default by name.
+	Encoding string
+	// DefaultMaxOutputTokens is the output reservation, in tokens, for a
+	// request that sets neither max_completion_tokens nor max_tokens; 0 uses
+	// Options.DefaultMaxOutputTokens.
+	DefaultMaxOutputTokens int64
+}
+
+// Options configures [New]. The zero value is valid: no configured models,
+// family-default encodings, and an output reservation of 0 tokens for
+// requests that do not state their maximum.
+type Options struct {
+	// Models maps a model name (or a name prefix: "gpt-4o" also covers
+	// "gpt-4o-2024-08-06"; the longest configured prefix wins) to its settings.
+	Models map[string]Model
+	// DefaultMaxOutputTokens is the output reservation, in tokens, for a
+	// model with no DefaultMaxOutputTokens of its own (unknown models too).
+	DefaultMaxOutputTokens int64
+}
+
+// Weigher estimates request costs in tokens. Build it with [New]; it is
+// immutable afterwards and safe for concurrent use. The zero value is not
+// usable.
+type Weigher struct {
+	models     map[string]Model
+	prefixes   []string // configured names, longest first
+	defaultOut int64
+	encoders   map[string]counter
+}
+
+// counter counts the tokens of text in one encoding.
+type counter interface {
+	count(text string) int64
+}
+
+// tiktokenCounter counts with tiktoken-go's encoder (p50k_base, r50k_base),
+// treating special-token text as ordinary text: EncodeOrdinary never panics,
+// unlike Encode with special tokens disallowed.
+type tiktokenCounter struct{ t *tiktoken.Tiktoken }
+
+func (c tiktokenCounter) count(text string) int64 { return int64(len(c.t.EncodeOrdinary(text))) }
+
+var offlineOnce sync.Once
+
+// useOfflineVocabularies makes tiktoken-go read the vocabularies embedded in
+// tiktoken-go-loader instead of downloading them. It is process-wide (the
+// loader is a tiktoken-go package variable), so it runs once, before any
+// encoder is built.
+func useOfflineVocabularies() {
+	offlineOnce.Do(func() { tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader()) })
+}
+
+// New builds the token counters every configured model needs, plus
+// o200k_base and cl100k_base for the family defaults, from the vocabularies
+// embedded in tiktoken-go-loader (no network). Loading those two takes about
+// 0.15–0.25 s and ~50 MB of allocations (see TestNewStartupTime and
+// BenchmarkNew), so call it once at start-up and share the result.
+//
+// It fails when a model names an encoding it cannot build offline, with an
+// error naming the model and the encoding; or when a default is negative.
+func New(opts Options) (*Weigher, error) {
+	useOfflineVocabularies()
+	if opts.DefaultMaxOutputTokens < 0 {
+		return nil, fmt.Errorf("weigher: default max output tokens %d is negative", opts.DefaultMaxOutputTokens)
+	}
+	w := &Weigher{
+		models:     make(map[string]Model, len(opts.Models)),
+		defaultOut: opts.DefaultMaxOutputTokens,
+		encoders:   make(map[string]counter, 2),
+	}
+	need := []string{EncodingO200k, EncodingCL100k}
+	names := make([]string, 0, len(opts.Models))
+	for name := range opts.Models {
+		names = append(names, name)
+	}
+	slices.Sort(names) // deterministic errors
+	for _, name := range names {
+		m := opts.Models[name]
+		if m.Encoding != "" && !slices.Contains(knownEncodings, m.Encoding) {
+			return nil, fmt.Errorf("weigher: model %q: unknown encoding %q (known: %s)",
+				name, m.Encoding, strings.Join(knownEncodings, ", "))
+		}
+		if m.DefaultMaxOutputTokens < 0 {
+			return nil, fmt.Errorf("weigher: model %q: default max output tokens %d is negative", name, m.DefaultMaxOutputTokens)
+		}
+		if m.Encoding != "" && !slices.Contains(need, m.Encoding) {
+			need = append(need, m.Encoding)
+		}
+		w.models[name] = m
+		w.prefixes = append(w.prefixes, name)
+	}
+	slices.SortStableFunc(w.prefixes, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
+	for _, enc := range need {
+		c, err := newCounter(enc)
+		if err != nil {
+			return nil, fmt.Errorf("weigher: load encoding %q: %w", enc, err)
+		}
+		w.encoders[enc] = c
+	}
+	return w, nil
+}
+
+// configured returns the settings of model: an exact configured name, else
+// the longest configured name that prefixes it.
+func (w *Weigher) configured(model string) (Model, bool) {
+	if m, ok := w.models[model]; ok {
+		return m, true
+	}
+	for _, p := range w.prefixes {
+		if strings.HasPrefix(model, p) {
+			return w.models[p], true
+		}
+	}
+	return Model{}, false
+}
+
+// EncodingFor returns the tiktoken encoding name used to count model's text:
+// the configured model's encoding when set, else the family default by name
+// prefix (gpt-4o*, gpt-4.1*, gpt-4.5*, gpt-5*, o1*, o3*, o4* → o200k_base;
+// gpt-4*, gpt-3.5* → cl100k_base), else [DefaultEncoding] (o200k_base).
+func (w *Weigher) EncodingFor(model string) string {
+	if m, ok := w.configured(model); ok && m.Encoding != "" {
+		return m.Encoding
+	}
+	return familyEncoding(model)
+}
+
+// familyEncoding is the encoding of model's family by name prefix.
+func familyEncoding(model string) string {
+	for _, f := range familyEncodings {
+		if strings.HasPrefix(model, f.prefix) {
+			return f.encoding
+		}
+	}
+	return DefaultEncoding
+}
+
+// newCounter builds the counter of one encoding: the fast counter of bpe.go
+// for o200k_base and cl100k_base, tiktoken-go for the legacy encodings.
+func newCounter(encoding string) (counter, error) {
+	switch encoding {
+	case EncodingO200k, EncodingCL100k:
+		ranks, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(encoding + ".tiktoken")
+		if err != nil {
+			return nil, err
+		}
+		return &bpeCounter{ranks: ranks, o200k: encoding == EncodingO200k}, nil
+	}
+	t, err := tiktoken.GetEncoding(encoding)
+	if err != nil {
+		return nil, err
+	}
+	return tiktokenCounter{t}, nil
+}
+
+// encoder returns the counter for model (never nil once New succeeded).
+func (w *Weigher) encoder(model string) counter {
+	if t, ok := w.encoders[w.EncodingFor(model)]; ok {
+		return t
+	}
+	return w.encoders[DefaultEncoding]
+}
+
+// defaultOutput is the output reservation, in tokens, of one completion of
+// model when the request states no maximum.
+func (w *Weigher) defaultOutput(model string) int64 {
+	if m, ok := w.configured(model); ok && m.DefaultMaxOutputTokens > 0 {
+		return m.DefaultMaxOutputTokens
+	}
+	return w.defaultOut
+}

@@ -1,0 +1,141 @@
+package weigher
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	sharedOnce sync.Once
+	shared     *Weigher
+	sharedErr  error
+)
+
+// testWeigher builds one Weigher for the whole test binary (encoders take a
+// few hundred milliseconds to load).
+func testWeigher(tb testing.TB) *Weigher {
+	tb.Helper()
+	sharedOnce.Do(func() {
+		shared, sharedErr = New(Options{
+			Models: map[string]Model{
+				"gpt-4o":          {DefaultMaxOutputTokens: 4096},
+				"gpt-4o-mini":     {DefaultMaxOutputTokens: 2048},
+				"my-legacy-model": {Encoding: EncodingP50k},
+			},
+			DefaultMaxOutputTokens: 1000,
+		})
+	})
+	if sharedErr != nil {
+		tb.Fatalf("New: %v", sharedErr)
+	}
+	return shared
+}
+
+func TestNewUnknownEncoding(t *testing.T) {
+	_, err := New(Options{Models: map[string]Model{"foo": {Encoding: "o300k_base"}}})
+	if err == nil || !strings.Contains(err.Error(), `"foo"`) || !strings.Contains(err.Error(), `"o300k_base"`) {
+		t.Fatalf("New with unknown encoding: err = %v, want one naming the model and encoding", err)
+	}
+	_, err = New(Options{DefaultMaxOutputTokens: -1})
+	if err == nil {
+		t.Fatal("New with negative default: err = nil")
+	}
+}
+
+func TestNewStartupTime(t *testing.T) {
+	start := time.Now()
+	if _, err := New(Options{}); err != nil {
+		t.Fatal(err)
+	}
+	d := time.Since(start)
+	t.Logf("New (o200k_base + cl100k_base): %v", d)
+	if d > 5*time.Second { // generous for -race; typically ~0.3 s
+		t.Errorf("New took %v", d)
+	}
+}
+
+func TestEncodingFor(t *testing.T) {
+	w := testWeigher(t)
+	for _, tc := range []struct{ model, want string }{
+		{"gpt-4o", EncodingO200k},
+		{"gpt-4o-2024-08-06", EncodingO200k},
+		{"gpt-4o-mini-2024-07-18", EncodingO200k},
+		{"gpt-4.1-nano", EncodingO200k},
+		{"gpt-4.5-preview", EncodingO200k},
+		{"gpt-5", EncodingO200k},
+		{"gpt-5.2-chat-latest", EncodingO200k},
+		{"o1-mini", EncodingO200k},
+		{"o3-2025-04-16", EncodingO200k},
+		{"o4-mini", EncodingO200k},
+		{"gpt-4", EncodingCL100k},
+		{"gpt-4-0613", EncodingCL100k},
+		{"gpt-4-turbo-2024-04-09", EncodingCL100k},
+		{"gpt-3.5-turbo-0125", EncodingCL100k},
+		{"my-legacy-model", EncodingP50k},
+		{"my-legacy-model-v2", EncodingP50k}, // configured prefix
+		{"llama-3-70b", EncodingO200k},
+		{"", EncodingO200k},
+	} {
+		if got := w.EncodingFor(tc.model); got != tc.want {
+			t.Errorf("EncodingFor(%q) = %q, want %q", tc.model, got, tc.want)
+		}
+	}
+}
+
+func TestCountText(t *testing.T) {
+	w := testWeigher(t)
+	// Figures from the cookbook's section 2-5 examples
+	// (https://cookbook.openai.com/examples/how_to_count_tokens_with_tiktoken):
+	// "tiktoken is great!" is 6 tokens in cl100k_base; "お誕生日おめでとう" is
+	// 9 in cl100k_base and 8 in o200k_base.
+	for _, tc := range []struct {
+		model, text string
+		want        int64
+	}{
+		{"gpt-4", "tiktoken is great!", 6},
+		{"gpt-4", "お誕生日おめでとう", 9},
+		{"gpt-4o", "お誕生日おめでとう", 8},
+		{"gpt-4o", "", 0},
+	} {
+		if got := w.CountText(tc.model, tc.text); got != tc.want {
+			t.Errorf("CountText(%q, %q) = %d, want %d", tc.model, tc.text, got, tc.want)
+		}
+	}
+}
+
+func TestCountTextSpecialTokensAreOrdinary(t *testing.T) {
+	w := testWeigher(t)
+	for _, model := range []string{"gpt-4o", "gpt-4", "my-legacy-model"} {
+		for _, text := range []string{"<|endoftext|>", "a<|endofprompt|>b", "<|fim_prefix|><|fim_middle|><|fim_suffix|>"} {
+			if got := w.CountText(model, text); got < 2 {
+				t.Errorf("CountText(%q, %q) = %d, want it counted as ordinary text (> 1 token)", model, text, got)
+			}
+		}
+	}
+}
+
+func TestCountTextLongRunsAreBounded(t *testing.T) {
+	w := testWeigher(t)
+	for _, text := range []string{
+		strings.Repeat("a", 1<<20),
+		strings.Repeat(" ", 1<<20),
+		strings.Repeat("-", 1<<20),
+		strings.Repeat("é", 1<<19),
+	} {
+		start := time.Now()
+		n := w.CountText("gpt-4o", text)
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("CountText of a 1 MiB run of %q took %v", text[:1], d)
+		}
+		if n <= 0 || n > int64(len(text)) {
+			t.Errorf("CountText of a 1 MiB run of %q = %d", text[:1], n)
+		}
+	}
+	// Below the cut, counts are exact: a run just under maxRunBytes.
+	short := strings.Repeat("ab", maxRunBytes/2-1)
+	if got, want := w.CountText("gpt-4o", short), reference(t, EncodingO200k).count(short); got != want {
+		t.Errorf("CountText(short run) = %d, want %d", got, want)
+	}
+}
