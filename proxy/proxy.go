@@ -249,6 +249,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 		p.log.Warn("upstream unreachable", "upstream", up.Name, "err", err, "request_id", x.id)
 		p.settle(x, settlement{refund: true})
 		p.opt.Metrics.request(up.Flavor, x.est.Model, outcomeUpstreamError)
+		setLimitHeaders(&ctx.Response.Header, x.rules, nil)
 		apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_unreachable",
 			anthropicType: "api_error", message: "llmguard could not reach the upstream API (" + up.Name + ")."}.write(ctx, up.Flavor)
 		return

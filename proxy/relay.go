@@ -12,7 +12,6 @@ import (
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/policy"
-	"github.com/llmguard/llmguard/sse"
 	"github.com/llmguard/llmguard/weigher"
 )
 
@@ -108,41 +107,14 @@ func tapView(encoding, body []byte) []byte {
 func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response) {
 	defer fasthttp.ReleaseResponse(resp)
 	src := resp.BodyStream()
-	var (
-		sc         sse.Scanner
-		s          settlement
-		text       []byte
-		out        []byte
-		clientGone bool
-		buf        = make([]byte, 16<<10)
-	)
-	onEvent := func(raw []byte, ev sse.Event) {
-		keep := true
-		if x.kind == kindChat && ev.HasData {
-			c := weigher.ParseChatChunk(ev.Data)
-			if c.HasUsage {
-				s.usage, s.hasUsage = c.Usage, true
-			}
-			text = append(text, c.Text...)
-			keep = !(x.stripUsage && c.UsageOnly)
-		}
-		if x.stripUsage && keep {
-			out = append(out, raw...)
-		}
-	}
+	tap := usageTap{chat: x.kind == kindChat, strip: x.stripUsage}
+	buf := make([]byte, 16<<10)
+	clientGone := false
 	for {
 		n, rerr := src.Read(buf)
 		if n > 0 {
-			out = out[:0]
-			sc.Feed(buf[:n], onEvent)
-			chunk := buf[:n]
-			if x.stripUsage {
-				chunk = out
-			}
-			if len(chunk) > 0 {
-				if _, err := w.Write(chunk); err != nil {
-					clientGone = true
-				} else if err := w.Flush(); err != nil {
+			if out := tap.feed(buf[:n]); len(out) > 0 {
+				if _, err := w.Write(out); err != nil || w.Flush() != nil {
 					clientGone = true
 				}
 			}
@@ -162,17 +134,16 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response) {
 		}
 		p.log.Info("client disconnected mid-stream", "request_id", x.id)
 	} else {
-		if rest := sc.Buffered(); len(rest) > 0 && x.stripUsage {
-			w.Write(rest)
-		}
+		w.Write(tap.end())
 		w.Flush()
 		resp.CloseBodyStream()
 	}
+	s := settlement{usage: tap.usage, hasUsage: tap.hasUsage}
 	if !s.hasUsage {
 		// No usage (client gone, or the upstream never sent it): charge the
 		// input plus what was streamed, counted locally; never zero.
 		s.counted = true
-		s.usage = weigher.Usage{InputTokens: x.est.InputTokens, OutputTokens: p.opt.Weigher.CountText(x.est.Model, string(text))}
+		s.usage = weigher.Usage{InputTokens: x.est.InputTokens, OutputTokens: p.opt.Weigher.CountText(x.est.Model, string(tap.text))}
 	}
 	p.settle(x, s)
 }

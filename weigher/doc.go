@@ -4,8 +4,10 @@
 // In the request flow (DESIGN.md §1, step 3 "weigh") the proxy hands the raw
 // body of an OpenAI /v1/chat/completions call to [Weigher.Chat]. The body is
 // parsed once, without building a tree (gjson over a zero-copy string view),
-// and its text is counted with tiktoken in the model's encoding (o200k_base,
-// cl100k_base…), plus the chat framing tokens, tool definitions and images,
+// and its text is counted in the model's tiktoken encoding (o200k_base,
+// cl100k_base: an allocation-free counter checked against tiktoken-go, see
+// bpe.go; legacy encodings: tiktoken-go itself), plus the chat framing
+// tokens, tool definitions and images,
 // following OpenAI's published counting rules. The output reservation comes
 // from max_completion_tokens / max_tokens (times n) or the model's configured
 // default. A body that is not JSON never fails or panics: it gets a

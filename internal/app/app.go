@@ -103,12 +103,14 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		IdleTimeout:           120 * time.Second,
 		ReadBufferSize:        16 << 10,
 		CloseOnShutdown:       true,
+		Logger:                fasthttpLogger{log},
 	}
 	a.admin = &fasthttp.Server{
 		Handler: proxy.AdminHandler(a.Registry, func() any {
 			return map[string]string{"status": "ready", "store": cfg.Store.Backend}
 		}),
-		Name: "llmguard-admin",
+		Name:   "llmguard-admin",
+		Logger: fasthttpLogger{log},
 	}
 	return a, nil
 }
@@ -156,4 +158,13 @@ func (a *App) Close() error {
 		errs = append(errs, c())
 	}
 	return errors.Join(errs...)
+}
+
+// fasthttpLogger sends fasthttp's own messages (malformed requests, bodies
+// over the limit) to slog at debug level: they describe a client's mistake,
+// already answered with a status code.
+type fasthttpLogger struct{ log *slog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Debug(fmt.Sprintf(format, args...), "source", "fasthttp")
 }

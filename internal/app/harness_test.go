@@ -72,6 +72,13 @@ models:
     output_usd_per_mtok: 0.60
     default_max_output_tokens: 256
 %s`, upstreamURL, testKey, tail)
+	return startConfig(t, mock, yaml)
+}
+
+// startConfig runs llmguard on a whole YAML config whose listeners are
+// replaced by free loopback ports.
+func startConfig(t *testing.T, mock *mockllm.Server, yaml string) *harness {
+	t.Helper()
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yaml)

@@ -7,6 +7,7 @@
 //	x-mock-delay-ms: N            wait N ms before each streamed chunk
 //	x-mock-status: N              answer N with an OpenAI error body
 //	x-mock-no-usage: 1            omit usage (JSON and stream)
+//	x-mock-gzip: 1                gzip a JSON answer whatever Accept-Encoding says
 //
 // prompt_tokens is counted with the same weigher llmguard uses, so the
 // mock reports what the OpenAI API would for plain-text messages.
@@ -147,6 +148,10 @@ func (s *Server) chat(ctx *fasthttp.RequestCtx) {
 		}
 		fmt.Fprintf(ctx, `{"id":%q,"object":"chat.completion","created":%d,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%s,"refusal":null},"logprobs":null,"finish_reason":"stop"}]%s,"system_fingerprint":"fp_mock"}`,
 			id, created, model, content, u)
+		if len(ctx.Request.Header.Peek("x-mock-gzip")) > 0 {
+			ctx.Response.SetBodyRaw(fasthttp.AppendGzipBytes(nil, ctx.Response.Body()))
+			ctx.Response.Header.Set("Content-Encoding", "gzip")
+		}
 		return
 	}
 

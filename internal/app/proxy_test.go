@@ -1,0 +1,336 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/internal/mockllm"
+)
+
+const hiBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100}`
+
+// hiInput is the prompt size of hiBody in o200k_base: 3 framing + "user"
+// (1) + "hi" (1) + 3 reply priming.
+const hiInput = 8
+
+func TestUnknownOrMissingKeyIs401(t *testing.T) {
+	h := start(t, slowTPM)
+	for _, key := range []string{"", "sk-nobody"} {
+		resp, body := h.post(key, hiBody)
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("key %q: status %d", key, resp.StatusCode)
+		}
+		if !strings.Contains(body, `"code":"invalid_api_key"`) || !strings.HasPrefix(body, `{"error":{"message":`) {
+			t.Errorf("key %q: body %s is not OpenAI's error shape", key, body)
+		}
+	}
+	if h.mock.Requests.Load() != 0 {
+		t.Error("an unauthenticated request reached the upstream")
+	}
+}
+
+func TestPassThroughIdentity(t *testing.T) {
+	h := start(t, slowTPM+`
+identity:
+  pass_through: true
+  tenant: outside
+  plan: free
+`)
+	resp, body := h.post("sk-callers-own-openai-key", hiBody)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	hdr, _ := h.mock.LastRequest()
+	if a := string(hdr.Peek("Authorization")); a != "Bearer sk-callers-own-openai-key" {
+		t.Errorf("pass-through caller's key not forwarded: upstream Authorization = %q", a)
+	}
+	if r := remainingTokens(t, resp.Header); r != 10000-hiInput-100 {
+		t.Errorf("pass-through caller not limited: remaining %d", r)
+	}
+}
+
+func TestBodyTooLargeIs413(t *testing.T) {
+	h := start(t, slowTPM)
+	big := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("a", 70000) + `"}]}`
+	resp, body := h.post(testKey, big)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d, body %.200s", resp.StatusCode, body)
+	}
+	if h.mock.Requests.Load() != 0 {
+		t.Error("an oversized request reached the upstream")
+	}
+}
+
+func TestUpstreamUnreachableIs502AndRefunds(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	h := startWith(t, nil, dead, slowTPM)
+	resp, body := h.post(testKey, hiBody)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, `"code":"upstream_unreachable"`) {
+		t.Fatalf("status %d body %s", resp.StatusCode, body)
+	}
+	// The reservation came back: the next request sees a full bucket minus itself.
+	resp, _ = h.post(testKey, hiBody)
+	if r := remainingTokens(t, resp.Header); r != 10000-hiInput-100 {
+		t.Errorf("remaining %d after a refunded 502, want %d", r, 10000-hiInput-100)
+	}
+}
+
+func TestUpstreamErrorWithoutUsageRefunds(t *testing.T) {
+	h := start(t, slowTPM)
+	resp, body := h.post(testKey, hiBody, "x-mock-status", "500")
+	if resp.StatusCode != 500 || !strings.Contains(body, "mock error 500") {
+		t.Fatalf("upstream error not relayed as is: %d %s", resp.StatusCode, body)
+	}
+	resp, _ = h.post(testKey, hiBody)
+	if r := remainingTokens(t, resp.Header); r != 10000-hiInput-100 {
+		t.Errorf("remaining %d, want %d: the failed call was not refunded", r, 10000-hiInput-100)
+	}
+}
+
+func TestUnparseableBodyIsForwardedWithByteEstimate(t *testing.T) {
+	h := start(t, slowTPM)
+	resp, _ := h.post(testKey, `{"model": "gpt-4o-mini", "messages": [ oops`)
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("status %d, want the upstream's 400", resp.StatusCode)
+	}
+	if h.mock.Requests.Load() != 1 {
+		t.Errorf("unparseable body not forwarded")
+	}
+	if r := remainingTokens(t, resp.Header); r >= 10000 {
+		t.Errorf("remaining %d: an unparseable body must still reserve a byte-based estimate", r)
+	}
+}
+
+func TestNoUsageStreamChargesCountedOutput(t *testing.T) {
+	h := start(t, slowTPM)
+	resp, body := h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"stream":true}`,
+		"x-mock-no-usage", "1")
+	if resp.StatusCode != 200 || !strings.Contains(body, "[DONE]") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	// The mock streamed min(max_tokens, 16) = 16 one-token words.
+	resp, _ = h.post(testKey, hiBody)
+	want := int64(10000 - (hiInput + 16) - (hiInput + 100))
+	if r := remainingTokens(t, resp.Header); r != want {
+		t.Errorf("remaining %d, want %d (input + 16 locally counted output tokens)", r, want)
+	}
+}
+
+func TestClientGoneMidStream(t *testing.T) {
+	h := start(t, slowTPM)
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions",
+		strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"stream":true}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	req.Header.Set("x-mock-completion-tokens", "100")
+	req.Header.Set("x-mock-delay-ms", "50")
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(resp.Body)
+	events := 0
+	for events < 3 { // role chunk + two words
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			events++
+		}
+	}
+	cancel()
+	resp.Body.Close()
+
+	// The upstream stream is cancelled within a few seconds.
+	deadline := time.Now().Add(5 * time.Second)
+	for h.mock.StreamsAborted.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if h.mock.StreamsAborted.Load() != 1 || h.mock.StreamsCompleted.Load() != 0 {
+		t.Fatalf("upstream stream not cancelled: aborted=%d completed=%d", h.mock.StreamsAborted.Load(), h.mock.StreamsCompleted.Load())
+	}
+	// Charged input + what was streamed: at least 2 words, far less than 100.
+	resp2, _ := h.post(testKey, hiBody)
+	charged := 10000 - (hiInput + 100) - remainingTokens(t, resp2.Header)
+	if charged < hiInput+2 || charged > hiInput+60 {
+		t.Errorf("charged %d tokens for an abandoned stream, want input (%d) + streamed words (2..60)", charged, hiInput)
+	}
+}
+
+func TestHopByHopAndForwardedHeaders(t *testing.T) {
+	h := start(t, slowTPM)
+	resp, _ := h.post(testKey, hiBody,
+		"Connection", "keep-alive, X-Hop-Secret",
+		"X-Hop-Secret", "drop-me",
+		"X-Forwarded-For", "6.6.6.6",
+		"X-End-To-End", "keep-me")
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.StatusCode)
+	}
+	hdr, _ := h.mock.LastRequest()
+	if v := hdr.Peek("X-Hop-Secret"); len(v) > 0 {
+		t.Errorf("a field named by Connection reached the upstream: %q", v)
+	}
+	if v := string(hdr.Peek("X-Forwarded-For")); v != "127.0.0.1" {
+		t.Errorf("X-Forwarded-For = %q: the client's value must not be trusted", v)
+	}
+	if v := string(hdr.Peek("X-End-To-End")); v != "keep-me" {
+		t.Errorf("end-to-end header lost: %q", v)
+	}
+}
+
+func TestAcceptEncodingDoesNotBlindTheTap(t *testing.T) {
+	h := start(t, slowTPM)
+	// The client accepts gzip; the upstream is asked for identity, and when
+	// it compresses anyway the client gets gzip bytes with a gzip header
+	// while the tap still reads the usage.
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions",
+		strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":500}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	req.Header.Set("Accept-Encoding", "gzip, br")
+	req.Header.Set("x-mock-gzip", "1")
+	req.Header.Set("x-mock-completion-tokens", "30")
+	resp, err := http.DefaultTransport.RoundTrip(req) // no transparent decompression
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	hdr, _ := h.mock.LastRequest()
+	if ae := string(hdr.Peek("Accept-Encoding")); ae != "identity" {
+		t.Errorf("upstream Accept-Encoding = %q, want identity", ae)
+	}
+	if resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("Content-Encoding = %q", resp.Header.Get("Content-Encoding"))
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("client bytes are not the gzip the header says: %v", err)
+	}
+	plain, _ := io.ReadAll(zr)
+	if !bytes.Contains(plain, []byte(`"completion_tokens":30`)) {
+		t.Fatalf("decoded body %s", plain)
+	}
+	resp2, _ := h.post(testKey, hiBody)
+	if r, want := remainingTokens(t, resp2.Header), int64(10000-(hiInput+30)-(hiInput+100)); r != want {
+		t.Errorf("remaining %d, want %d: usage in a gzip body was not reconciled", r, want)
+	}
+}
+
+func TestPathPrefixRouting(t *testing.T) {
+	var mocks [2]*mockllm.Server
+	for i := range mocks {
+		m, err := mockllm.Start("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		mocks[i] = m
+	}
+	h := startConfig(t, mocks[0], fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - name: main
+    flavor: openai
+    base_url: %s
+  - name: azure
+    flavor: openai
+    base_url: %s/deployments
+    path_prefix: /azure
+keys:
+  - key: %s
+    tenant: acme
+`, mocks[0].URL, mocks[1].URL, testKey))
+	resp, _ := h.post(testKey, hiBody)
+	if resp.StatusCode != 200 || mocks[0].Requests.Load() != 1 || mocks[1].Requests.Load() != 0 {
+		t.Fatalf("default route: status %d, main=%d azure=%d", resp.StatusCode, mocks[0].Requests.Load(), mocks[1].Requests.Load())
+	}
+	req, _ := http.NewRequest(http.MethodGet, h.url+"/azure/v1/models?api-version=1", nil)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	hdr, _ := mocks[1].LastRequest()
+	if mocks[1].Requests.Load() != 1 || string(hdr.RequestURI()) != "/deployments/v1/models?api-version=1" {
+		t.Errorf("prefixed request: azure saw %d requests, last URI %q; want /deployments/v1/models?api-version=1", mocks[1].Requests.Load(), hdr.RequestURI())
+	}
+	if mocks[0].Requests.Load() != 1 {
+		t.Errorf("main saw %d requests, want 1", mocks[0].Requests.Load())
+	}
+}
+
+func TestConcurrentClientsNeverOverAdmit(t *testing.T) {
+	h := start(t, `
+limits:
+  - name: tenant-rps
+    scope: tenant
+    unit: requests
+    rate: 200
+    per: 1s
+    burst: 20
+`)
+	const workers = 64
+	var admitted, denied atomic.Int64
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	start := time.Now()
+	stop := start.Add(time.Second)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < 2000 && time.Now().Before(stop); n++ {
+				req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions", strings.NewReader(hiBody))
+				req.Header.Set("Authorization", "Bearer "+testKey)
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case 200:
+					admitted.Add(1)
+				case 429:
+					denied.Add(1)
+				default:
+					t.Errorf("status %d", resp.StatusCode)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	bound := 20 + 200*elapsed.Seconds()
+	t.Logf("admitted %d, denied %d in %v (bound %.0f)", admitted.Load(), denied.Load(), elapsed, bound)
+	if float64(admitted.Load()) > bound {
+		t.Errorf("admitted %d > burst + rate × elapsed = %.0f", admitted.Load(), bound)
+	}
+	if denied.Load() == 0 {
+		t.Error("no request was denied: the test did not reach the limit")
+	}
+	if got := h.mock.Requests.Load(); got != admitted.Load() {
+		t.Errorf("upstream saw %d requests, %d were admitted: denials must not reach it", got, admitted.Load())
+	}
+}
