@@ -46,7 +46,9 @@ var unitNames = [...]string{"requests", "tokens", "input_tokens", "output_tokens
 func (u Unit) String() string { return unitNames[u] }
 
 // CountsTokens reports whether the unit counts tokens of any kind.
-func (u Unit) CountsTokens() bool { return u == UnitTokens || u == UnitInputTokens || u == UnitOutputTokens }
+func (u Unit) CountsTokens() bool {
+	return u == UnitTokens || u == UnitInputTokens || u == UnitOutputTokens
+}
 
 // Rule is one compiled limit: a token bucket per subject of its scope.
 // Rules are immutable after Compile and safe for concurrent use.

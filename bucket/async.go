@@ -1,0 +1,332 @@
+package bucket
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Reconciliation is one Reconcile call held for later: a request id and its
+// deltas.
+type Reconciliation struct {
+	RequestID string
+	Deltas    []Delta
+}
+
+// BatchReconciler is a Store that can apply many reconciliations in one
+// round trip. Redis implements it; AsyncReconciler uses it when its store
+// does.
+type BatchReconciler interface {
+	// ReconcileBatch applies each element of batch as Reconcile would and
+	// returns one error per element, nil when it was applied or was a
+	// repeated request id.
+	ReconcileBatch(ctx context.Context, batch []Reconciliation) []error
+}
+
+var (
+	// ErrQueueFull is wrapped by AsyncReconciler.Reconcile when its queue is
+	// full: the deltas were dropped (and counted).
+	ErrQueueFull = errors.New("reconcile queue full")
+	// ErrClosed is wrapped by AsyncReconciler.Reconcile and Flush after
+	// Close.
+	ErrClosed = errors.New("reconciler closed")
+)
+
+// AsyncOptions configures NewAsyncReconciler. The zero value is a usable
+// default.
+type AsyncOptions struct {
+	// QueueSize bounds the reconciliations waiting to be applied, and
+	// separately those waiting for a retry; 0 means 8192.
+	QueueSize int
+	// MaxBatch bounds the reconciliations applied in one round trip; 0
+	// means 256.
+	MaxBatch int
+	// Timeout bounds one round trip to the store; 0 means one second.
+	Timeout time.Duration
+	// Attempts is how many times a reconciliation is tried before it is
+	// dropped; 0 means 5. A repeated attempt is safe: the store applies a
+	// request id once.
+	Attempts int
+	// RetryEvery is the wait before failed reconciliations are tried again;
+	// 0 means 100ms.
+	RetryEvery time.Duration
+	// OnDrop, when set, is called with every reconciliation given up after
+	// Attempts tries, or at Close, and the last error, from the flushing
+	// goroutine. Refusals by Reconcile (queue full, closed) are returned to
+	// the caller instead. Every drop is counted in Stats.
+	OnDrop func(rc Reconciliation, err error)
+}
+
+// AsyncStats counts what an AsyncReconciler did since it was created.
+type AsyncStats struct {
+	Queued  uint64 // reconciliations accepted by Reconcile
+	Applied uint64 // reconciliations the store applied (or found already applied)
+	Retried uint64 // failed attempts that were queued for a retry
+	Dropped uint64 // reconciliations refused (queue full, closed) or given up
+	Pending int64  // reconciliations accepted and not yet applied or dropped
+}
+
+// AsyncReconciler is a Store that takes synchronously and reconciles in the
+// background, so that reconciliation adds no latency to a request: Reconcile
+// validates, copies the deltas into a bounded queue and returns at once; one
+// goroutine applies what is queued in batches (one pipelined round trip per
+// batch when the store is a BatchReconciler, such as Redis), retrying
+// failures. It is safe for concurrent use. Create one with
+// NewAsyncReconciler; Close flushes the queue and stops the goroutine.
+//
+// A Take may not yet see a Reconcile made just before it: reconciliation is
+// eventually applied, within one round trip under normal load. Call Flush to
+// wait for it.
+type AsyncReconciler struct {
+	store   Store
+	batcher BatchReconciler // store, when it batches
+	o       AsyncOptions
+
+	mu     sync.RWMutex // guards closed against sends on queue
+	closed bool
+	queue  chan queued
+	done   chan struct{}
+	once   sync.Once
+	drops  error // set by the goroutine before done closes: the Close error
+
+	queuedN, applied, retried, dropped atomic.Uint64
+	pending                            atomic.Int64
+}
+
+var _ Store = (*AsyncReconciler)(nil)
+
+// queued is one reconciliation in the queue, or a Flush waiting for all
+// before it (flushed set).
+type queued struct {
+	rc       Reconciliation
+	attempts int
+	flushed  chan struct{}
+}
+
+// NewAsyncReconciler returns an AsyncReconciler over store configured by o,
+// and starts its goroutine.
+func NewAsyncReconciler(store Store, o AsyncOptions) *AsyncReconciler {
+	if o.QueueSize <= 0 {
+		o.QueueSize = 8192
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 256
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = time.Second
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = 5
+	}
+	if o.RetryEvery <= 0 {
+		o.RetryEvery = 100 * time.Millisecond
+	}
+	a := &AsyncReconciler{
+		store: store,
+		o:     o,
+		queue: make(chan queued, o.QueueSize),
+		done:  make(chan struct{}),
+	}
+	a.batcher, _ = store.(BatchReconciler)
+	go a.loop()
+	return a
+}
+
+// Take implements Store by calling the wrapped store's Take.
+func (a *AsyncReconciler) Take(ctx context.Context, items []Item) (Decision, error) {
+	return a.store.Take(ctx, items)
+}
+
+// Reconcile implements Store without waiting for the store: it checks the
+// deltas (an invalid limit returns an error wrapping ErrInvalid, and nothing
+// is queued), copies them and queues them. When the queue is full it drops
+// them and returns an error wrapping ErrQueueFull; after Close, one wrapping
+// ErrClosed. ctx is not used: the store call has its own Timeout.
+func (a *AsyncReconciler) Reconcile(_ context.Context, requestID string, deltas []Delta) error {
+	if err := validateDeltas(requestID, deltas); err != nil {
+		return err
+	}
+	if len(deltas) == 0 {
+		return nil
+	}
+	q := queued{rc: Reconciliation{RequestID: requestID, Deltas: slices.Clone(deltas)}}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		a.dropped.Add(1)
+		return fmt.Errorf("bucket: reconcile %q: %w", requestID, ErrClosed)
+	}
+	select {
+	case a.queue <- q:
+		a.queuedN.Add(1)
+		a.pending.Add(1)
+		return nil
+	default:
+		a.dropped.Add(1)
+		return fmt.Errorf("bucket: reconcile %q: %w", requestID, ErrQueueFull)
+	}
+}
+
+// Flush waits until every reconciliation queued before the call has been
+// tried once (a failed one may wait for a retry). The error wraps ctx's, or
+// ErrClosed after Close.
+func (a *AsyncReconciler) Flush(ctx context.Context) error {
+	flushed := make(chan struct{})
+	a.mu.RLock()
+	if a.closed {
+		a.mu.RUnlock()
+		return fmt.Errorf("bucket: flush: %w", ErrClosed)
+	}
+	select {
+	case a.queue <- queued{flushed: flushed}:
+	case <-ctx.Done():
+		a.mu.RUnlock()
+		return fmt.Errorf("bucket: flush: %w", ctx.Err())
+	}
+	a.mu.RUnlock()
+	select {
+	case <-flushed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("bucket: flush: %w", ctx.Err())
+	}
+}
+
+// Close stops accepting reconciliations, applies every one queued (those
+// awaiting a retry get one last try), and stops the goroutine. It returns an
+// error when some were dropped at the end. It is idempotent: later calls
+// return the same error.
+func (a *AsyncReconciler) Close() error {
+	a.once.Do(func() {
+		a.mu.Lock()
+		a.closed = true
+		close(a.queue)
+		a.mu.Unlock()
+	})
+	<-a.done
+	return a.drops
+}
+
+// Stats returns the counters. Safe to call at any time.
+func (a *AsyncReconciler) Stats() AsyncStats {
+	return AsyncStats{
+		Queued:  a.queuedN.Load(),
+		Applied: a.applied.Load(),
+		Retried: a.retried.Load(),
+		Dropped: a.dropped.Load(),
+		Pending: a.pending.Load(),
+	}
+}
+
+func (a *AsyncReconciler) loop() {
+	defer close(a.done)
+	var (
+		batch  = make([]queued, 0, a.o.MaxBatch)
+		retry  []queued
+		timer  = time.NewTimer(time.Hour)
+		timerC <-chan time.Time
+	)
+	timer.Stop()
+	for {
+		select {
+		case q, ok := <-a.queue:
+			if !ok {
+				a.finish(retry)
+				return
+			}
+			// Take what is waiting, up to a batch, without waiting for more.
+			batch = append(batch[:0], q)
+			for q.flushed == nil && len(batch) < a.o.MaxBatch {
+				select {
+				case q, ok = <-a.queue:
+				default:
+					ok = false
+				}
+				if !ok {
+					break
+				}
+				batch = append(batch, q)
+			}
+			var flushed chan struct{}
+			if last := batch[len(batch)-1]; last.flushed != nil {
+				flushed, batch = last.flushed, batch[:len(batch)-1]
+			}
+			retry = a.apply(batch, retry, false)
+			if flushed != nil {
+				close(flushed)
+			}
+		case <-timerC:
+			timerC = nil
+			due := retry
+			retry = nil
+			for len(due) > 0 {
+				n := min(len(due), a.o.MaxBatch)
+				retry = a.apply(due[:n], retry, false)
+				due = due[n:]
+			}
+		}
+		if len(retry) > 0 && timerC == nil {
+			timer.Reset(a.o.RetryEvery)
+			timerC = timer.C
+		}
+	}
+}
+
+// finish runs at Close, once the queue is drained: a last try for the
+// retries, and the count of what is dropped.
+func (a *AsyncReconciler) finish(retry []queued) {
+	before := a.dropped.Load()
+	for len(retry) > 0 {
+		n := min(len(retry), a.o.MaxBatch)
+		a.apply(retry[:n], nil, true)
+		retry = retry[n:]
+	}
+	if n := a.dropped.Load() - before; n > 0 {
+		a.drops = fmt.Errorf("bucket: close: %d reconciliations dropped", n)
+	}
+}
+
+// apply sends batch to the store, and appends to retry the failures that may
+// be tried again (none when last).
+func (a *AsyncReconciler) apply(batch, retry []queued, last bool) []queued {
+	if len(batch) == 0 {
+		return retry
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.o.Timeout)
+	defer cancel()
+	errs := make([]error, len(batch))
+	if a.batcher != nil {
+		rcs := make([]Reconciliation, len(batch))
+		for i, q := range batch {
+			rcs[i] = q.rc
+		}
+		copy(errs, a.batcher.ReconcileBatch(ctx, rcs))
+	} else {
+		for i, q := range batch {
+			errs[i] = a.store.Reconcile(ctx, q.rc.RequestID, q.rc.Deltas)
+		}
+	}
+	for i, q := range batch {
+		err := errs[i]
+		switch {
+		case err == nil:
+			a.applied.Add(1)
+			a.pending.Add(-1)
+		case !last && !errors.Is(err, ErrInvalid) && q.attempts+1 < a.o.Attempts && len(retry) < a.o.QueueSize:
+			q.attempts++
+			retry = append(retry, q)
+			a.retried.Add(1)
+		default:
+			a.dropped.Add(1)
+			a.pending.Add(-1)
+			if a.o.OnDrop != nil {
+				a.o.OnDrop(q.rc, err)
+			}
+		}
+	}
+	return retry
+}

@@ -1,0 +1,415 @@
+package bucket
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmguard/llmguard/lua"
+)
+
+// RedisScripter is what the Redis store needs of a client: running scripts
+// (EVALSHA, EVAL, SCRIPT LOAD, as redis.Script uses them) and pipelines.
+// *redis.Client and *redis.ClusterClient satisfy it.
+type RedisScripter interface {
+	redis.Scripter
+	Pipeline() redis.Pipeliner
+}
+
+// RedisOptions configures NewRedis. Client is required; the zero value of
+// every other field is a documented default.
+type RedisOptions struct {
+	// Client runs the scripts. Size its pool for the load: every Take and
+	// Reconcile holds one connection for one round trip (per slot group).
+	Client RedisScripter
+	// Now overrides the clock, for tests only: its reading (µs) is passed to
+	// the scripts. nil, the default, has every script read Redis TIME, one
+	// clock for every proxy node.
+	Now func() time.Time
+	// Cluster runs one script per hash slot of a request's keys, as Redis
+	// Cluster requires (see Redis). It is set whatever its value when
+	// Client is a *redis.ClusterClient.
+	Cluster bool
+	// DedupFor is how long Reconcile remembers a request id (the TTL of its
+	// marker key); 0 means ten minutes. It is kept at whole milliseconds of
+	// at least one.
+	DedupFor time.Duration
+}
+
+// Redis is a Store that keeps every bucket in Redis, so that any number of
+// proxy processes share one budget per key: N processes against one Redis
+// admit what one process would. It is safe for concurrent use. Create one
+// with NewRedis and call Load at start-up; the zero Redis is not usable.
+//
+// Each Take is one script (lua/take.lua) over all of its keys: it refills
+// and checks every bucket and commits every cost only when all can pay, with
+// the same arithmetic, bit for bit, as the Memory store. Each Reconcile is
+// one script (lua/reconcile.lua) that applies the deltas once per request id.
+// Scripts run by EVALSHA, and by EVAL when Redis answers NOSCRIPT. Time is
+// Redis TIME. A bucket's state is one string key, "<level> <updated µs>",
+// that expires one second after the bucket would be full again; a bucket
+// left full is deleted.
+//
+// In Redis Cluster, a request's keys may lie in several slots (a tenant's
+// buckets share its hash tag, global buckets do not). Take then runs the
+// script once per slot group, narrowest group first; when a group denies,
+// it refunds the groups that took before it. So Redis Cluster never admits
+// more than one Redis would, but a request denied by a later group holds
+// the earlier groups' units for the instant until the refund, which may
+// briefly deny another request (under-admission). Reconcile runs one script
+// per slot group, each with its own marker, in one pipelined round trip.
+type Redis struct {
+	client    RedisScripter
+	now       func() time.Time
+	cluster   bool
+	dedupFor  string // ms, for ARGV
+	take      *redis.Script
+	reconcile *redis.Script
+}
+
+var (
+	_ Store           = (*Redis)(nil)
+	_ BatchReconciler = (*Redis)(nil)
+)
+
+// NewRedis returns a Redis store configured by o. It does not talk to Redis:
+// call Load to load the scripts. The error wraps ErrInvalid when o.Client is
+// nil.
+func NewRedis(o RedisOptions) (*Redis, error) {
+	if o.Client == nil {
+		return nil, fmt.Errorf("bucket: redis: no client: %w", ErrInvalid)
+	}
+	dedupFor := o.DedupFor
+	if dedupFor <= 0 {
+		dedupFor = 10 * time.Minute
+	}
+	_, isCluster := o.Client.(*redis.ClusterClient)
+	return &Redis{
+		client:    o.Client,
+		now:       o.Now,
+		cluster:   o.Cluster || isCluster,
+		dedupFor:  strconv.FormatInt(max(1, dedupFor.Milliseconds()), 10),
+		take:      redis.NewScript(lua.Take),
+		reconcile: redis.NewScript(lua.Reconcile),
+	}, nil
+}
+
+// Load loads both scripts into Redis (SCRIPT LOAD; on every master of a
+// cluster), so that the first calls, and pipelined ones, find them by SHA.
+// Call it at start-up; a Redis that loses its scripts later (a restart, a
+// SCRIPT FLUSH) is served by EVAL until they are cached again. The error is
+// Redis's or the network's.
+func (r *Redis) Load(ctx context.Context) error {
+	for _, s := range []*redis.Script{r.take, r.reconcile} {
+		if err := s.Load(ctx, r.client).Err(); err != nil {
+			return fmt.Errorf("bucket: redis: script load: %w", err)
+		}
+	}
+	return nil
+}
+
+// Take implements Store in one round trip (one per slot group in a
+// cluster). Items must have valid limits, costs >= 0 and distinct keys;
+// otherwise Take sends nothing and returns an error wrapping ErrInvalid.
+// Other errors are Redis's, the network's or ctx's; the Decision is then the
+// zero value. In a cluster, an error after an earlier group took has that
+// group refunded (best effort, within 100ms, its error joined to the one
+// returned).
+func (r *Redis) Take(ctx context.Context, items []Item) (Decision, error) {
+	if err := validateItems(items); err != nil {
+		return Decision{}, err
+	}
+	if len(items) == 0 {
+		return Decision{Allowed: true, DeniedBy: -1, Buckets: []Status{}}, nil
+	}
+	if r.cluster {
+		if groups := groupBySlot(len(items), func(i int) string { return items[i].Key }); len(groups) > 1 {
+			return r.takeGroups(ctx, items, groups)
+		}
+	}
+	d := Decision{Buckets: make([]Status, len(items))}
+	keys, args := r.takeArgs(items, nil, true)
+	reply, err := r.take.Run(ctx, r.client, keys, args...).Int64Slice()
+	if err == nil {
+		err = decide(&d, reply, nil)
+	}
+	if err != nil {
+		return Decision{}, fmt.Errorf("bucket: take %q: %w", items[0].Key, err)
+	}
+	return d, nil
+}
+
+// Reconcile implements Store: one script (in a cluster, one per slot group,
+// pipelined) applies the deltas, each group once per requestID. An empty
+// requestID is never recorded, so such deltas apply on every call. Deltas
+// with an invalid limit fail the call before anything is sent, with an error
+// wrapping ErrInvalid. Other errors are Redis's, the network's or ctx's; a
+// failed call may have applied some groups, and a retry with the same
+// requestID applies only the rest. Reconcile waits for Redis: wrap the store
+// in an AsyncReconciler to keep it off the request's path.
+func (r *Redis) Reconcile(ctx context.Context, requestID string, deltas []Delta) error {
+	errs := r.ReconcileBatch(ctx, []Reconciliation{{RequestID: requestID, Deltas: deltas}})
+	return errs[0]
+}
+
+// ReconcileBatch implements BatchReconciler: it applies every element of
+// batch as Reconcile would, all in one pipelined round trip.
+func (r *Redis) ReconcileBatch(ctx context.Context, batch []Reconciliation) []error {
+	errs := make([]error, len(batch))
+	var calls []scriptCall
+	var owner []int // owner[k]: the batch element of calls[k]
+	for b, rc := range batch {
+		if err := validateDeltas(rc.RequestID, rc.Deltas); err != nil {
+			errs[b] = err
+			continue
+		}
+		if len(rc.Deltas) == 0 {
+			continue
+		}
+		groups := []group{{idx: nil}}
+		if r.cluster {
+			groups = groupBySlot(len(rc.Deltas), func(i int) string { return rc.Deltas[i].Key })
+		}
+		for _, g := range groups {
+			keys, args := r.reconcileArgs(rc.RequestID, rc.Deltas, g.idx, false)
+			calls = append(calls, scriptCall{script: r.reconcile, keys: keys, args: args})
+			owner = append(owner, b)
+		}
+	}
+	if len(calls) == 0 {
+		return errs
+	}
+	r.run(ctx, calls)
+	for k, c := range calls {
+		if err := c.cmd.Err(); err != nil && errs[owner[k]] == nil {
+			rc := batch[owner[k]]
+			errs[owner[k]] = fmt.Errorf("bucket: reconcile %q: %w", rc.RequestID, err)
+		}
+	}
+	return errs
+}
+
+// takeGroups is Take over several slot groups: one take per group, in
+// order; on a denial, one pipelined round trip refunds and re-reads the
+// groups before and checks the groups after, so the Decision reports every
+// bucket as Memory would.
+func (r *Redis) takeGroups(ctx context.Context, items []Item, groups []group) (Decision, error) {
+	d := Decision{Buckets: make([]Status, len(items))}
+	for gi, g := range groups {
+		keys, args := r.takeArgs(items, g.idx, true)
+		reply, err := r.take.Run(ctx, r.client, keys, args...).Int64Slice()
+		if err == nil {
+			err = decide(&d, reply, g.idx)
+		}
+		if err != nil {
+			err = fmt.Errorf("bucket: take %q: %w", items[g.idx[0]].Key, err)
+			if gi > 0 {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 100*time.Millisecond)
+				defer cancel()
+				calls := r.refunds(items, groups[:gi], false)
+				r.run(rctx, calls)
+				err = errors.Join(err, firstErr(calls))
+			}
+			return Decision{}, err
+		}
+		if d.Allowed {
+			continue
+		}
+		// Denied by group gi: refund and re-read the groups before, check the
+		// groups after, in one round trip.
+		calls := r.refunds(items, groups[:gi], true)
+		for _, later := range groups[gi+1:] {
+			keys, args := r.takeArgs(items, later.idx, false)
+			calls = append(calls, scriptCall{script: r.take, keys: keys, args: args, idx: later.idx})
+		}
+		r.run(ctx, calls)
+		if err := firstErr(calls); err != nil {
+			return Decision{}, fmt.Errorf("bucket: take %q: refund: %w", items[0].Key, err)
+		}
+		for _, c := range calls {
+			if c.script != r.take {
+				continue
+			}
+			reply, _ := c.cmd.Int64Slice()
+			var e Decision
+			e.Buckets = d.Buckets
+			if err := decide(&e, reply, c.idx); err != nil {
+				return Decision{}, fmt.Errorf("bucket: take %q: %w", items[0].Key, err)
+			}
+			merge(&d, e)
+		}
+		return d, nil
+	}
+	return d, nil
+}
+
+// refunds returns the calls that give back each group's costs (a reconcile
+// with no marker), each followed, with reread, by a check of the group at
+// cost zero for its statuses.
+func (r *Redis) refunds(items []Item, groups []group, reread bool) []scriptCall {
+	var calls []scriptCall
+	for _, g := range groups {
+		deltas := make([]Delta, len(g.idx))
+		for j, i := range g.idx {
+			deltas[j] = Delta{Key: items[i].Key, Limit: items[i].Limit, Units: -items[i].Cost}
+		}
+		keys, args := r.reconcileArgs("", deltas, nil, true)
+		calls = append(calls, scriptCall{script: r.reconcile, keys: keys, args: args})
+		if reread {
+			zero := make([]Item, len(g.idx))
+			for j, i := range g.idx {
+				zero[j] = Item{Key: items[i].Key, Limit: items[i].Limit}
+			}
+			keys, args := r.takeArgs(zero, nil, false)
+			calls = append(calls, scriptCall{script: r.take, keys: keys, args: args, idx: g.idx})
+		}
+	}
+	return calls
+}
+
+// merge folds the check of another slot group into d, as one take over all
+// items would have decided: the first too-large bucket if any, else the
+// first short one; the longest wait.
+func merge(d *Decision, e Decision) {
+	if e.Allowed {
+		return
+	}
+	switch {
+	case e.TooLarge && (!d.TooLarge || e.DeniedBy < d.DeniedBy):
+		d.DeniedBy, d.TooLarge, d.RetryAfter = e.DeniedBy, true, 0
+	case !e.TooLarge && !d.TooLarge:
+		d.DeniedBy = min(d.DeniedBy, e.DeniedBy)
+		d.RetryAfter = max(d.RetryAfter, e.RetryAfter)
+	}
+}
+
+// takeArgs returns the KEYS and ARGV of take.lua for items (those at idx,
+// when idx is not nil).
+func (r *Redis) takeArgs(items []Item, idx []int, commit bool) ([]string, []any) {
+	n := len(items)
+	if idx != nil {
+		n = len(idx)
+	}
+	keys := make([]string, n)
+	args := make([]any, 2, 2+4*n)
+	args[0], args[1] = r.nowArg(), "0"
+	if commit {
+		args[1] = "1"
+	}
+	for j := range n {
+		it := items[j]
+		if idx != nil {
+			it = items[idx[j]]
+		}
+		keys[j] = it.Key
+		args = append(args, it.Limit.Capacity, it.Limit.Rate, int64(it.Limit.Per/time.Microsecond), it.Cost)
+	}
+	return keys, args
+}
+
+// reconcileArgs returns the KEYS and ARGV of reconcile.lua for deltas (those
+// at idx, when idx is not nil), with the marker of requestID unless it is
+// empty or noMarker is set.
+func (r *Redis) reconcileArgs(requestID string, deltas []Delta, idx []int, noMarker bool) ([]string, []any) {
+	n := len(deltas)
+	if idx != nil {
+		n = len(idx)
+	}
+	marker := requestID != "" && !noMarker
+	keys := make([]string, 0, n+1)
+	args := make([]any, 2, 2+4*n)
+	args[0], args[1] = r.nowArg(), "0"
+	for j := range n {
+		dl := deltas[j]
+		if idx != nil {
+			dl = deltas[idx[j]]
+		}
+		if j == 0 && marker {
+			keys = append(keys, markerKey(dl.Key, requestID))
+			args[1] = r.dedupFor
+		}
+		keys = append(keys, dl.Key)
+		args = append(args, dl.Limit.Capacity, dl.Limit.Rate, int64(dl.Limit.Per/time.Microsecond), dl.Units)
+	}
+	return keys, args
+}
+
+// nowArg is ARGV[1] of both scripts: the override clock in µs, or "" for
+// Redis TIME.
+func (r *Redis) nowArg() string {
+	if r.now == nil {
+		return ""
+	}
+	return strconv.FormatInt(r.now().UnixMicro(), 10)
+}
+
+// decide reads a take.lua reply into d: the verdict (for the items at idx,
+// when not nil, mapping the script's indexes back) and one Status per key.
+func decide(d *Decision, reply []int64, idx []int) error {
+	n := len(reply)/2 - 2
+	if len(reply) < 4 || len(reply)%2 != 0 || (idx != nil && n != len(idx)) || (idx == nil && n != len(d.Buckets)) {
+		return fmt.Errorf("unexpected reply of %d numbers", len(reply))
+	}
+	at := func(j int) int {
+		if idx == nil {
+			return j
+		}
+		return idx[j]
+	}
+	d.Allowed = reply[0] == 1
+	d.DeniedBy = -1
+	if !d.Allowed {
+		d.DeniedBy = at(int(reply[1]))
+	}
+	d.TooLarge = reply[2] == 1
+	d.RetryAfter = time.Duration(reply[3]) * time.Microsecond
+	for j := range n {
+		d.Buckets[at(j)] = Status{Remaining: reply[4+2*j], Reset: time.Duration(reply[5+2*j]) * time.Microsecond}
+	}
+	return nil
+}
+
+// scriptCall is one script run of a pipelined round trip.
+type scriptCall struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+	idx    []int // the items a take covers, for decide
+	cmd    *redis.Cmd
+}
+
+// run runs calls, one by one when there is one, else in one pipeline by
+// EVALSHA; a call that meets NOSCRIPT (Redis restarted or flushed) is run
+// again by EVAL. Errors are left in each call's cmd.
+func (r *Redis) run(ctx context.Context, calls []scriptCall) {
+	if len(calls) == 1 {
+		c := &calls[0]
+		c.cmd = c.script.Run(ctx, r.client, c.keys, c.args...)
+		return
+	}
+	pipe := r.client.Pipeline()
+	for k := range calls {
+		c := &calls[k]
+		c.cmd = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx) // errors are in each cmd
+	for k := range calls {
+		c := &calls[k]
+		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			c.cmd = c.script.Run(ctx, r.client, c.keys, c.args...)
+		}
+	}
+}
+
+func firstErr(calls []scriptCall) error {
+	for _, c := range calls {
+		if err := c.cmd.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultConfigParses(t *testing.T) {
+	c, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.Backend != "memory" || c.Listen != "127.0.0.1:8080" || len(c.Limits) == 0 {
+		t.Errorf("default config: backend %q listen %q limits %d", c.Store.Backend, c.Listen, len(c.Limits))
+	}
+}
+
+func TestParseFillsDefaults(t *testing.T) {
+	c, err := Parse([]byte(`
+upstreams:
+  - {name: openai, flavor: openai, base_url: "https://api.openai.com"}
+limits:
+  - {name: rpm, scope: user, unit: requests, rate: 60, per: 1m}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxBodyBytes != 8<<20 || c.AdminListen != "127.0.0.1:9090" || c.DefaultMaxOutputTokens != 4096 {
+		t.Errorf("defaults: %+v", c)
+	}
+	if c.Limits[0].Burst != 60 || time.Duration(c.Limits[0].Per) != time.Minute {
+		t.Errorf("limit defaults: burst %v per %v", c.Limits[0].Burst, c.Limits[0].Per)
+	}
+	if time.Duration(c.Store.Timeout) != 5*time.Millisecond || time.Duration(c.Upstreams[0].Timeout) != 10*time.Minute {
+		t.Errorf("timeouts: store %v upstream %v", c.Store.Timeout, c.Upstreams[0].Timeout)
+	}
+}
+
+// Every bad field is reported, each with its path.
+func TestValidateNamesEveryBadField(t *testing.T) {
+	_, err := Parse([]byte(`
+listen: nowhere
+upstreams:
+  - {name: a, flavor: gemini, base_url: "ftp://x"}
+  - {name: a, flavor: openai, base_url: "http://x", path_prefix: "noslash"}
+keys:
+  - {key_sha256: "abc", tenant: acme}
+  - {user: bob}
+models:
+  gpt-x: {encoding: klingon, input_usd_per_mtok: -1}
+limits:
+  - {name: "bad:name", scope: org, unit: bananas, rate: 0, per: 0s, burst: -5}
+store: {backend: etcd}
+`))
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want *Error", err)
+	}
+	want := []string{
+		"listen:", "upstreams[0].flavor:", "upstreams[0].base_url:", "upstreams[1].name: duplicate",
+		"upstreams[1].path_prefix:", "keys[0].key_sha256:", "keys[1]: one of key_sha256 or key", "keys[1].tenant:",
+		"models.gpt-x.encoding:", "models.gpt-x.input_usd_per_mtok:", "limits[0].name:", "limits[0].scope:",
+		"limits[0].unit:", "limits[0].rate:", "limits[0].per:", "limits[0].burst:", "store.backend:",
+	}
+	all := strings.Join(ce.Problems, "\n")
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("no problem reported for %q in:\n%s", w, all)
+		}
+	}
+}
+
+func TestUnknownFieldIsAnError(t *testing.T) {
+	_, err := Parse([]byte(`
+upstreams:
+  - {name: openai, flavor: openai, base_url: "https://api.openai.com", api_key: "oops"}
+`))
+	if err == nil || !strings.Contains(err.Error(), "api_key") {
+		t.Fatalf("err = %v, want one naming the unknown field api_key", err)
+	}
+}
+
+func TestBadDurationNamesTheValue(t *testing.T) {
+	_, err := Parse([]byte(`
+upstreams: [{name: o, flavor: openai, base_url: "http://x"}]
+limits: [{name: l, scope: user, unit: tokens, rate: 1, per: "a minute"}]
+`))
+	if err == nil || !strings.Contains(err.Error(), "a minute") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// FuzzParse: any input either parses into a config that validates, or
+// returns an error; it never panics.
+func FuzzParse(f *testing.F) {
+	f.Add(DefaultYAML)
+	f.Add([]byte("limits: [{name: l, scope: user, unit: usd, rate: 1e300, per: 1s}]"))
+	f.Add([]byte("upstreams: [{name: o, flavor: openai, base_url: \"http://[::1]:x\"}]"))
+	f.Add([]byte("keys: &a [*a]"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := Parse(b)
+		if err != nil {
+			return
+		}
+		if verr := c.Validate(); verr != nil {
+			t.Fatalf("Parse accepted a config that Validate rejects: %v", verr)
+		}
+	})
+}
