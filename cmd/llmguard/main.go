@@ -25,8 +25,10 @@ type cli struct {
 }
 
 type serveCmd struct {
-	Config    string `help:"YAML config file. Default: the embedded default (in-memory store, mock upstream on 127.0.0.1:8081)." type:"path"`
-	LogFormat string `help:"Log format: text or json." enum:"text,json" default:"text"`
+	Config      string `help:"YAML config file. Default: the embedded default (in-memory store, mock upstream on 127.0.0.1:8081)." type:"path"`
+	LogFormat   string `help:"Log format: text or json." enum:"text,json" default:"text"`
+	Listen      string `help:"Override the config's listen address (host:port)."`
+	AdminListen string `help:"Override the config's admin_listen address (host:port)."`
 }
 
 type validateCmd struct {
@@ -85,6 +87,12 @@ func (s *serveCmd) Run() error {
 		}
 		printConfigError(os.Stderr, name, err)
 		os.Exit(1)
+	}
+	if s.Listen != "" {
+		cfg.Listen = s.Listen
+	}
+	if s.AdminListen != "" {
+		cfg.AdminListen = s.AdminListen
 	}
 	a, err := app.New(cfg, log)
 	if err != nil {

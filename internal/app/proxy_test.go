@@ -334,3 +334,44 @@ limits:
 		t.Errorf("upstream saw %d requests, %d were admitted: denials must not reach it", got, admitted.Load())
 	}
 }
+
+func TestAnthropicRouteAndErrorShape(t *testing.T) {
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	t.Setenv("LLMGUARD_TEST_ANTHROPIC_KEY", "sk-ant-upstream")
+	h := startConfig(t, mock, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: claude, flavor: anthropic, base_url: "%s", api_key_env: LLMGUARD_TEST_ANTHROPIC_KEY}
+keys:
+  - {key: %s, tenant: acme}
+`, mock.URL, testKey))
+	send := func(key string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/messages", strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[]}`))
+		req.Header.Set("x-api-key", key)
+		req.Header.Set("anthropic-version", "2023-06-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	resp, body := send("sk-wrong")
+	if resp.StatusCode != 401 || !strings.HasPrefix(body, `{"type":"error","error":{"type":"authentication_error"`) {
+		t.Errorf("unknown key on an Anthropic route: %d %s", resp.StatusCode, body)
+	}
+	send(testKey)
+	hdr, _ := mock.LastRequest()
+	if k := string(hdr.Peek("x-api-key")); k != "sk-ant-upstream" {
+		t.Errorf("upstream x-api-key = %q, want the Anthropic upstream key", k)
+	}
+	if v := string(hdr.Peek("anthropic-version")); v != "2023-06-01" {
+		t.Errorf("anthropic-version not forwarded: %q", v)
+	}
+}

@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"github.com/redis/go-redis/v9"
+	"sync/atomic"
 	"testing"
 )
 
@@ -39,14 +40,14 @@ func TestStartCluster(t *testing.T) {
 			t.Fatalf("SET %s: %v", k, err)
 		}
 	}
-	masters := 0
+	var masters atomic.Int32
 	if err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		masters++
+		masters.Add(1)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if masters != 3 {
-		t.Fatalf("%d masters, want 3", masters)
+	if masters.Load() != 3 {
+		t.Fatalf("%d masters, want 3", masters.Load())
 	}
 }

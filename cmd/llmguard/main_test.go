@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// binary builds llmguard once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "llmguard")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestValidateCommand(t *testing.T) {
+	bin := binary(t)
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(good, []byte(`
+upstreams: [{name: openai, flavor: openai, base_url: "https://api.openai.com"}]
+limits: [{name: rpm, scope: user, unit: requests, rate: 60, per: 1m}]
+`), 0o644)
+	os.WriteFile(bad, []byte(`
+upstreams: [{name: openai, flavor: openai, base_url: "https://api.openai.com"}]
+limits: [{name: rpm, scope: organisation, unit: requests, rate: 60, per: 1m}]
+`), 0o644)
+
+	out, err := exec.Command(bin, "validate", "--config", good).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "OK") {
+		t.Errorf("valid config: %v\n%s", err, out)
+	}
+	out, err = exec.Command(bin, "validate", "--config", bad).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+		t.Errorf("invalid config: exit %v, want non-zero", err)
+	}
+	if !strings.Contains(string(out), "limits[0].scope") || !strings.Contains(string(out), "organisation") {
+		t.Errorf("message does not name the bad field:\n%s", out)
+	}
+}
+
+// serve with the embedded default starts offline and answers its admin
+// endpoints.
+func TestServeEmbeddedDefault(t *testing.T) {
+	bin := binary(t)
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--admin-listen", freeAddr(t))
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := make(chan string, 16)
+	go func() {
+		s := bufio.NewScanner(stderr)
+		for s.Scan() {
+			lines <- s.Text()
+		}
+		close(lines)
+	}()
+	timeout := time.After(20 * time.Second)
+	for listening := false; !listening; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("llmguard exited before listening")
+			}
+			listening = strings.Contains(l, "llmguard listening")
+		case <-timeout:
+			t.Fatal("llmguard did not start")
+		}
+	}
+	admin := cmd.Args[len(cmd.Args)-1]
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": `"store":"memory"`, "/metrics": "llmguard_decision_duration_seconds"} {
+		resp, err := http.Get("http://" + admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			t.Errorf("%s: %d %.200s, want %q", path, resp.StatusCode, b, want)
+		}
+	}
+}
+
+// freeAddr returns a loopback address no one listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
