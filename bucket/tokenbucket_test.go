@@ -64,10 +64,16 @@ func runMath(t *testing.T, steps []mathStep) {
 }
 
 func TestTokenBucketTimeline(t *testing.T) {
+	runMath(t, tokenBucketSteps())
+}
+
+// tokenBucketSteps is the timeline of TestTokenBucketTimeline, which the
+// golden test of the Lua scripts replays too.
+func tokenBucketSteps() []mathStep {
 	ten := Limit{Capacity: 10, Rate: 10, Per: time.Second} // 1 unit per 100ms
 	five := Limit{Capacity: 5, Rate: 10, Per: time.Second}
 	ms := time.Millisecond
-	runMath(t, []mathStep{
+	return []mathStep{
 		{name: "a new bucket is full", at: 0, limit: ten, op: "take", cost: 4,
 			wantOK: true, wantLevel: 6, wantUpdated: 0, wantStatus: Status{6, 400 * ms}},
 		{name: "check spends nothing", at: 0, limit: ten, op: "check", cost: 6,
@@ -94,7 +100,7 @@ func TestTokenBucketTimeline(t *testing.T) {
 			wantOK: true, wantLevel: 5, wantUpdated: 150 * ms, wantStatus: Status{5, 0}},
 		{name: "an hour idle fills to capacity only", at: time.Hour, limit: ten, op: "take", cost: 0,
 			wantOK: true, wantLevel: 10, wantUpdated: time.Hour, wantStatus: Status{10, 0}},
-	})
+	}
 }
 
 // TestWaitIsExact checks, over random limits from one request a second up to

@@ -130,13 +130,20 @@ type Limit struct {
 
 // Store selects the bucket store.
 type Store struct {
-	// Backend is "memory" (default, one process) or "redis".
+	// Backend is "memory" (default, one process), "redis" (one Redis
+	// shared by every node) or "redis_cluster".
 	Backend string `yaml:"backend"`
 	// RedisURL is the Redis address for the redis backend,
-	// e.g. redis://127.0.0.1:6379/0.
+	// e.g. redis://127.0.0.1:6379/0 (rediss:// for TLS; user and password
+	// may be given in the URL).
 	RedisURL string `yaml:"redis_url"`
-	// Timeout bounds one store call. Default 5ms.
+	// ClusterAddrs are seed nodes (host:port) for the redis_cluster backend.
+	ClusterAddrs []string `yaml:"cluster_addrs"`
+	// Timeout bounds one store call on the request path. Default 5ms.
 	Timeout Duration `yaml:"timeout"`
+	// PoolSize is the number of pooled connections per Redis node; every
+	// take holds one for one round trip. Default 256.
+	PoolSize int `yaml:"pool_size"`
 }
 
 // Duration is a time.Duration written in YAML as a Go duration string
@@ -217,5 +224,8 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Store.Timeout == 0 {
 		c.Store.Timeout = Duration(5 * time.Millisecond)
+	}
+	if c.Store.PoolSize == 0 {
+		c.Store.PoolSize = 256
 	}
 }

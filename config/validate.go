@@ -26,7 +26,7 @@ var (
 	validScopes  = []string{"key", "user", "tenant", "global"}
 	validUnits   = []string{"requests", "tokens", "input_tokens", "output_tokens", "usd"}
 	validFlavors = []string{"openai", "anthropic"}
-	validStores  = []string{"memory", "redis"}
+	validStores  = []string{"memory", "redis", "redis_cluster"}
 	knownEncs    = []string{"o200k_base", "cl100k_base", "p50k_base", "r50k_base"}
 )
 
@@ -171,8 +171,19 @@ func (c *Config) Validate() error {
 			p.add("store.redis_url", "must be a redis:// or rediss:// URL (got %q)", c.Store.RedisURL)
 		}
 	}
+	if c.Store.Backend == "redis_cluster" {
+		if len(c.Store.ClusterAddrs) == 0 {
+			p.add("store.cluster_addrs", "at least one host:port is required for redis_cluster")
+		}
+		for i, a := range c.Store.ClusterAddrs {
+			checkAddr(&p, fmt.Sprintf("store.cluster_addrs[%d]", i), a)
+		}
+	}
 	if c.Store.Timeout <= 0 {
 		p.add("store.timeout", "must be positive")
+	}
+	if c.Store.PoolSize < 0 {
+		p.add("store.pool_size", "must be positive")
 	}
 
 	if len(p) > 0 {

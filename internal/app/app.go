@@ -54,13 +54,9 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 
-	switch cfg.Store.Backend {
-	case "memory":
-		m := bucket.NewMemory(bucket.MemoryOptions{})
-		a.Store = m
-		a.close = append(a.close, func() error { m.Close(); return nil })
-	default:
-		return nil, fmt.Errorf("app: store backend %q is not available yet", cfg.Store.Backend)
+	a.Store, a.close, err = openStore(cfg.Store, log)
+	if err != nil {
+		return nil, err
 	}
 
 	var ups []*proxy.Upstream
