@@ -1,0 +1,251 @@
+package bucket
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmguard/llmguard/internal/redistest"
+	"github.com/llmguard/llmguard/lua"
+)
+
+// goldenCase is one call into the arithmetic from a given state: the same
+// inputs go through the Go functions (Take, Check, Apply) and through the
+// scripts (take.lua committing, take.lua checking, reconcile.lua), which must
+// give the same verdict, status and stored state, bit for bit.
+type goldenCase struct {
+	name  string
+	state State // the zero State is a missing key
+	limit Limit
+	now   time.Time
+	op    string // "take", "check" or "apply"
+	cost  int64  // units taken (take, check) or delta units (apply)
+}
+
+// TestLuaGolden replays the math timeline of TestTokenBucketTimeline, hand
+// picked edge cases and thousands of random cases through Go and through the
+// scripts, on miniredis (gopher-lua) and on a real redis-server (Lua 5.1).
+func TestLuaGolden(t *testing.T) {
+	cases := goldenCases()
+	t.Run("miniredis", func(t *testing.T) {
+		mr := miniredis.RunT(t)
+		c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		defer c.Close()
+		runGolden(t, c, cases)
+	})
+	t.Run("redis-server", func(t *testing.T) {
+		runGolden(t, redistest.Start(t).Client(), cases)
+	})
+}
+
+func goldenCases() []goldenCase {
+	var cases []goldenCase
+	// The timeline, each step from the state the Go functions left.
+	var s State
+	for _, st := range tokenBucketSteps() {
+		c := goldenCase{name: "timeline: " + st.name, state: s, limit: st.limit, now: t0.Add(st.at), op: st.op, cost: st.cost}
+		cases = append(cases, c)
+		s, _, _ = c.goRun()
+	}
+
+	// Edges.
+	huge := Limit{Capacity: 1 << 53, Rate: 1 << 53, Per: time.Microsecond}
+	slow := Limit{Capacity: 1 << 53, Rate: 1, Per: 24 * time.Hour}
+	thirds := Limit{Capacity: 3, Rate: 2, Per: 3 * time.Second}
+	at := func(level float64, ago time.Duration) State { return State{Level: level, Updated: t0.Add(-ago)} }
+	cases = append(cases,
+		goldenCase{name: "largest limit, full", limit: huge, now: t0, op: "take", cost: 1 << 53},
+		goldenCase{name: "largest limit, 1µs refills it", state: at(0, time.Microsecond), limit: huge, now: t0, op: "take", cost: 1 << 53},
+		goldenCase{name: "a wait capped at 2^53µs", state: at(-(1 << 53), 0), limit: slow, now: t0, op: "take", cost: 1},
+		goldenCase{name: "debt beyond int64 saturates", state: at(-9.2e18, 0), limit: thirds, now: t0, op: "apply", cost: math.MaxInt64},
+		goldenCase{name: "refund beyond int64 clamps", state: at(-9.2e18, 0), limit: thirds, now: t0, op: "apply", cost: math.MinInt64},
+		goldenCase{name: "a third short", state: at(2.0/3, 0), limit: thirds, now: t0.Add(time.Microsecond), op: "take", cost: 1},
+		goldenCase{name: "clock back, debt", state: at(-2.5, -time.Second), limit: thirds, now: t0, op: "check", cost: 1},
+		goldenCase{name: "cost above capacity", state: at(1.5, time.Second), limit: thirds, now: t0, op: "take", cost: 4},
+		goldenCase{name: "cost zero in debt", state: at(-1.25, time.Second), limit: thirds, now: t0, op: "take", cost: 0},
+	)
+
+	// Random cases: limits from a few requests a minute to micro-USD
+	// budgets, levels in debt or not, clocks forward and back.
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 3000 {
+		l := randomLimit(r)
+		c := goldenCase{name: fmt.Sprint("random ", i), limit: l, now: t0}
+		if r.IntN(5) != 0 {
+			c.state = State{
+				Level:   (r.Float64()*2 - 0.5) * float64(l.Capacity),
+				Updated: t0.Add(-time.Duration(r.Int64N(int64(2 * time.Hour / time.Microsecond))) * time.Microsecond),
+			}
+		}
+		if !c.state.Updated.IsZero() && r.IntN(10) == 0 {
+			c.now = c.state.Updated.Add(-time.Duration(r.Int64N(1e6)) * time.Microsecond) // stepped back
+		}
+		c.op = []string{"take", "check", "apply"}[r.IntN(3)]
+		switch k := r.IntN(10); {
+		case k == 0:
+			c.cost = 0
+		case k == 1:
+			c.cost = l.Capacity + 1 + r.Int64N(l.Capacity)
+		default:
+			c.cost = r.Int64N(l.Capacity) + 1
+		}
+		if c.op == "apply" && r.IntN(2) == 0 {
+			c.cost = -c.cost
+		}
+		cases = append(cases, c)
+	}
+	return cases
+}
+
+// goRun is the case through the Go functions: the state a store would hold
+// afterwards (Check and a denied Take write nothing), the verdict and status.
+func (c goldenCase) goRun() (State, Verdict, Status) {
+	switch c.op {
+	case "take":
+		s, v := Take(c.state, c.limit, c.now, c.cost)
+		return s, v, v.Status
+	case "check":
+		_, v := Check(c.state, c.limit, c.now, c.cost)
+		return c.state, v, v.Status
+	default:
+		s, st := Apply(c.state, c.limit, c.now, c.cost)
+		return s, Verdict{}, st
+	}
+}
+
+func runGolden(t *testing.T, c *redis.Client, cases []goldenCase) {
+	ctx := context.Background()
+	const key = "golden:{g}:a"
+	for i, gc := range cases {
+		where := fmt.Sprintf("case %d (%s) %+v %+v at %v, %s %d", i+1, gc.name, gc.state, gc.limit, gc.now.Sub(t0), gc.op, gc.cost)
+		now := gc.now
+		r, err := NewRedis(RedisOptions{Client: c, Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gc.state.Updated.IsZero() {
+			err = c.Del(ctx, key).Err()
+		} else {
+			err = c.Set(ctx, key, fmt.Sprintf("%s %d", strconv.FormatFloat(gc.state.Level, 'g', 17, 64), gc.state.Updated.UnixMicro()), 0).Err()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		wantState, wantV, wantStatus := gc.goRun()
+		var got Decision
+		switch gc.op {
+		case "take":
+			got, err = r.Take(ctx, []Item{{Key: key, Limit: gc.limit, Cost: gc.cost}})
+		case "check":
+			got, err = r.check(ctx, Item{Key: key, Limit: gc.limit, Cost: gc.cost})
+		case "apply":
+			if err = r.Reconcile(ctx, "", []Delta{{Key: key, Limit: gc.limit, Units: gc.cost}}); err == nil {
+				got, err = r.check(ctx, Item{Key: key, Limit: gc.limit})
+				wantV = Verdict{OK: true}
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		want := Decision{Allowed: wantV.OK, DeniedBy: -1, TooLarge: wantV.TooLarge, RetryAfter: wantV.Wait, Buckets: []Status{wantStatus}}
+		if !wantV.OK {
+			want.DeniedBy = 0
+		}
+		if !sameDecision(got, want) {
+			t.Errorf("%s:\n\tLua %+v\n\tGo  %+v", where, got, want)
+		}
+
+		gotState, found := readState(t, c, key)
+		switch {
+		case !found && wantState.Updated.IsZero():
+		case !found:
+			if wantState.Level < float64(gc.limit.Capacity) {
+				t.Errorf("%s: Lua deleted the key, Go left %+v below capacity", where, wantState)
+			}
+		case math.Float64bits(gotState.Level) != math.Float64bits(wantState.Level) || !gotState.Updated.Equal(wantState.Updated):
+			t.Errorf("%s: Lua stored %v @%d, Go %v @%d", where,
+				gotState.Level, gotState.Updated.UnixMicro(), wantState.Level, wantState.Updated.UnixMicro())
+		}
+	}
+}
+
+// check runs take.lua without committing, as Check.
+func (r *Redis) check(ctx context.Context, it Item) (Decision, error) {
+	items := []Item{it}
+	d := Decision{Buckets: make([]Status, 1)}
+	keys, args := r.takeArgs(items, nil, false)
+	reply, err := r.take.Run(ctx, r.client, keys, args...).Int64Slice()
+	if err == nil {
+		err = decide(&d, reply, nil)
+	}
+	return d, err
+}
+
+// readState reads a bucket key as the scripts store it.
+func readState(t testing.TB, c redis.Cmdable, key string) (State, bool) {
+	t.Helper()
+	v, err := c.Get(context.Background(), key).Result()
+	if err == redis.Nil {
+		return State{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	levelText, updatedText, ok := strings.Cut(v, " ")
+	level, err1 := strconv.ParseFloat(levelText, 64)
+	updated, err2 := strconv.ParseInt(updatedText, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		t.Fatalf("key %s holds %q, not '<level> <updated>'", key, v)
+	}
+	return State{Level: level, Updated: time.UnixMicro(updated).UTC()}, true
+}
+
+func sameDecision(a, b Decision) bool {
+	if a.Allowed != b.Allowed || a.DeniedBy != b.DeniedBy || a.TooLarge != b.TooLarge ||
+		a.RetryAfter != b.RetryAfter || len(a.Buckets) != len(b.Buckets) {
+		return false
+	}
+	for i := range a.Buckets {
+		if a.Buckets[i] != b.Buckets[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestLuaCoreIsShared checks that the core functions the two scripts share
+// are the same text in both, so that mirroring Go in one mirrors it in both.
+func TestLuaCoreIsShared(t *testing.T) {
+	fn := regexp.MustCompile(`(?ms)^local function (\w+)\(.*?^end$`)
+	take := map[string]string{}
+	for _, m := range fn.FindAllStringSubmatch(lua.Take, -1) {
+		take[m[1]] = m[0]
+	}
+	shared := 0
+	for _, m := range fn.FindAllStringSubmatch(lua.Reconcile, -1) {
+		if body, ok := take[m[1]]; ok {
+			shared++
+			if body != m[0] {
+				t.Errorf("function %s differs between take.lua and reconcile.lua", m[1])
+			}
+		}
+	}
+	if shared < 4 { // refill, wait, load, put
+		t.Errorf("only %d functions shared; the regexp no longer finds them", shared)
+	}
+	for _, src := range []string{lua.Take, lua.Reconcile} {
+		if !strings.Contains(src, "local maxWait = 2 ^ 53\n") {
+			t.Error("a script lost maxWait = 2^53")
+		}
+	}
+}
