@@ -83,7 +83,7 @@ func goldenCases() []goldenCase {
 		if r.IntN(5) != 0 {
 			c.state = State{
 				Level:   (r.Float64()*2 - 0.5) * float64(l.Capacity),
-				Updated: t0.Add(-time.Duration(r.Int64N(int64(2 * time.Hour / time.Microsecond))) * time.Microsecond),
+				Updated: t0.Add(-time.Duration(r.Int64N(int64(2*time.Hour/time.Microsecond))) * time.Microsecond),
 			}
 		}
 		if !c.state.Updated.IsZero() && r.IntN(10) == 0 {

@@ -3,7 +3,6 @@ package bucket_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -128,5 +127,3 @@ func TestNewRedisWithoutClient(t *testing.T) {
 		t.Fatal("NewRedis without a client: no error")
 	}
 }
-
-var _ = time.Second

@@ -2,7 +2,9 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -150,11 +152,17 @@ type Store struct {
 // ("250ms", "1m", "24h").
 type Duration time.Duration
 
-// UnmarshalText parses a Go duration string.
+// invalidDuration marks a duration that did not parse, so that Validate can
+// report it with its field path alongside every other problem.
+const invalidDuration = Duration(math.MinInt64)
+
+// UnmarshalText parses a Go duration string. A string that is not one
+// leaves the invalid marker that Validate reports.
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
 	if err != nil {
-		return fmt.Errorf("invalid duration %q (want e.g. 1s, 1m, 24h)", b)
+		*d = invalidDuration
+		return nil
 	}
 	*d = Duration(v)
 	return nil
@@ -177,13 +185,28 @@ func Load(path string) (*Config, error) {
 // the config. Unknown fields are errors. Errors: *Error.
 func Parse(b []byte) (*Config, error) {
 	var c Config
+	var unknown []string
 	if len(bytes.TrimSpace(b)) > 0 {
-		if err := yaml.UnmarshalWithOptions(b, &c, yaml.DisallowUnknownField()); err != nil {
+		// A strict pass finds an unknown field (goccy/go-yaml stops at the
+		// first); a lenient pass then reads the rest, so that the unknown
+		// field and every invalid value are reported together.
+		if err := yaml.UnmarshalWithOptions(b, &Config{}, yaml.DisallowUnknownField()); err != nil {
+			unknown = append(unknown, yaml.FormatError(err, false, true))
+		}
+		if err := yaml.Unmarshal(b, &c); err != nil {
 			return nil, &Error{Problems: []string{yaml.FormatError(err, false, true)}}
 		}
 	}
 	c.applyDefaults()
-	if err := c.Validate(); err != nil {
+	err := c.Validate()
+	if len(unknown) > 0 {
+		var ce *Error
+		if errors.As(err, &ce) {
+			unknown = append(unknown, ce.Problems...)
+		}
+		return nil, &Error{Problems: unknown}
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &c, nil

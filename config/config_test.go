@@ -80,6 +80,15 @@ upstreams:
 	if err == nil || !strings.Contains(err.Error(), "api_key") {
 		t.Fatalf("err = %v, want one naming the unknown field api_key", err)
 	}
+	// The unknown field does not hide the other problems.
+	_, err = Parse([]byte(`
+upstreams:
+  - {name: openai, flavor: openai, base_url: "https://api.openai.com", api_key: "oops"}
+limits: [{name: l, scope: org, unit: tokens, rate: 1, per: 1s}]
+`))
+	if err == nil || !strings.Contains(err.Error(), "api_key") || !strings.Contains(err.Error(), "limits[0].scope") {
+		t.Fatalf("err = %v, want both the unknown field and limits[0].scope", err)
+	}
 }
 
 func TestBadDurationNamesTheValue(t *testing.T) {
@@ -87,8 +96,8 @@ func TestBadDurationNamesTheValue(t *testing.T) {
 upstreams: [{name: o, flavor: openai, base_url: "http://x"}]
 limits: [{name: l, scope: user, unit: tokens, rate: 1, per: "a minute"}]
 `))
-	if err == nil || !strings.Contains(err.Error(), "a minute") {
-		t.Fatalf("err = %v", err)
+	if err == nil || !strings.Contains(err.Error(), "limits[0].per: not a Go duration") {
+		t.Fatalf("err = %v, want the field path of the bad duration", err)
 	}
 }
 

@@ -74,9 +74,7 @@ func (c *Config) Validate() error {
 			}
 			prefixes[u.PathPrefix] = true
 		}
-		if u.Timeout < 0 {
-			p.add(f+".timeout", "must be positive")
-		}
+		checkDuration(&p, f+".timeout", u.Timeout)
 		if u.MaxConns < 0 {
 			p.add(f+".max_conns", "must be positive")
 		}
@@ -148,7 +146,9 @@ func (c *Config) Validate() error {
 		if !(l.Rate > 0) || l.Rate*scale > maxUnits {
 			p.add(f+".rate", "must be a positive number of units per period (got %v)", l.Rate)
 		}
-		if l.Per <= 0 {
+		if l.Per == invalidDuration {
+			checkDuration(&p, f+".per", l.Per)
+		} else if l.Per <= 0 {
 			p.add(f+".per", "required: a positive Go duration such as 1s, 1m, 24h")
 		}
 		if !(l.Burst > 0) || l.Burst*scale > maxUnits {
@@ -179,7 +179,9 @@ func (c *Config) Validate() error {
 			checkAddr(&p, fmt.Sprintf("store.cluster_addrs[%d]", i), a)
 		}
 	}
-	if c.Store.Timeout <= 0 {
+	if c.Store.Timeout == invalidDuration {
+		checkDuration(&p, "store.timeout", c.Store.Timeout)
+	} else if c.Store.Timeout <= 0 {
 		p.add("store.timeout", "must be positive")
 	}
 	if c.Store.PoolSize < 0 {
@@ -203,5 +205,14 @@ func oneOf(s string, set []string) bool { return slices.Contains(set, s) }
 func checkAddr(p *problems, field, addr string) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		p.add(field, "must be host:port (got %q)", addr)
+	}
+}
+
+func checkDuration(p *problems, field string, d Duration) {
+	switch {
+	case d == invalidDuration:
+		p.add(field, "not a Go duration (want e.g. 250ms, 1s, 1m, 24h)")
+	case d < 0:
+		p.add(field, "must be positive")
 	}
 }

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
 	"strconv"
 	"time"
 
@@ -90,13 +92,21 @@ func setOpenAITrio(h *fasthttp.ResponseHeader, kind string, a applied) {
 }
 
 // fillTime is how long a bucket of limit l takes to refill from level to
-// full.
+// full, rounded up to the nanosecond, computed exactly in 128 bits.
 func fillTime(l bucket.Limit, level int64) time.Duration {
 	missing := l.Capacity - level
-	if missing <= 0 || l.Rate <= 0 {
+	if missing <= 0 || l.Rate <= 0 || l.Per <= 0 {
 		return 0
 	}
-	return time.Duration((float64(missing)*float64(l.Per) + float64(l.Rate) - 1) / float64(l.Rate))
+	hi, lo := bits.Mul64(uint64(missing), uint64(l.Per))
+	if hi >= uint64(l.Rate) {
+		return math.MaxInt64
+	}
+	q, r := bits.Div64(hi, lo, uint64(l.Rate))
+	if r != 0 {
+		q++
+	}
+	return time.Duration(min(q, math.MaxInt64))
 }
 
 // ceilSeconds rounds d up to whole seconds.
@@ -143,6 +153,7 @@ func writeDenied(ctx *fasthttp.RequestCtx, f Flavor, d bucket.Decision, rules []
 		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10))
 		ctx.Response.Header.Set("retry-after-ms", strconv.FormatInt(max(int64((d.RetryAfter+time.Millisecond-1)/time.Millisecond), 1), 10))
 	}
+	ctx.Response.Header.Set("x-llmguard-limit", a.rule.Name)
 	setLimitHeaders(&ctx.Response.Header, rules, nil)
 	e.write(ctx, f)
 }

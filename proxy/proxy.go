@@ -79,6 +79,8 @@ func New(opt Options) (*Proxy, error) {
 // ErrorHandler answers errors fasthttp meets before the handler runs (a body
 // over the server's size limit: 413; anything else: 400), in OpenAI's shape.
 func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
+	ctx.Response.Header.DisableNormalizing()
+	ctx.Response.Header.Set("x-llmguard-request-id", newRequestID())
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		errBodyTooLarge.write(ctx, FlavorOpenAI)
 		return
@@ -121,6 +123,9 @@ func classify(method []byte, path string) kind {
 // Handle is the fasthttp.RequestHandler of the proxy listener.
 func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	x := &exchange{id: newRequestID(), start: time.Now()}
+	// Keep header names as written (lowercase x-ratelimit-*, as OpenAI
+	// sends them) on the answers llmguard builds itself.
+	ctx.Response.Header.DisableNormalizing()
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
 
 	path := string(ctx.Path())
@@ -149,6 +154,13 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	switch x.kind {
 	case kindChat:
 		x.est = p.opt.Weigher.Chat(body)
+		if !x.est.Parsed {
+			// Not a JSON object: the upstream will refuse it, and no output
+			// can follow. Reserve the byte-based input estimate only, so that
+			// a small limit does not call it too large and the upstream, not
+			// llmguard, answers it.
+			x.est.OutputTokens = 0
+		}
 	default:
 		x.est = weigher.Estimate{}
 	}

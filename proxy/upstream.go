@@ -103,8 +103,8 @@ func (r *router) route(path string) (*Upstream, string) {
 			return u, rest
 		}
 	}
-	if strings.HasPrefix(path, "/v1/messages") && r.anthropic != nil {
-		return r.anthropic, path
+	if strings.HasPrefix(path, "/v1/messages") {
+		return r.anthropic, path // nil (404) when no Anthropic upstream is configured
 	}
 	if r.openai != nil {
 		return r.openai, path

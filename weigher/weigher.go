@@ -3,6 +3,7 @@ package weigher
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -52,7 +53,8 @@ const DefaultEncoding = EncodingO200k
 
 // Model is the configuration of one model name.
 //
-// The zero value means: family-default encoding, Options.DefaultMaxOutputTokens.
+// The zero value means: family-default encoding, Options.DefaultMaxOutputTokens,
+// family-default safety factor.
 type Model struct {
 	// Encoding is a tiktoken encoding name (EncodingO200k, EncodingCL100k,
 	// EncodingP50k, EncodingR50k); "" picks the family default by name.
@@ -61,6 +63,13 @@ type Model struct {
 	// request that sets neither max_completion_tokens nor max_tokens; 0 uses
 	// Options.DefaultMaxOutputTokens.
 	DefaultMaxOutputTokens int64
+	// SafetyFactor multiplies the locally counted text tokens of a model
+	// whose tokenizer is not public, so the estimate errs high (see
+	// claude.go): 0 picks the family default ([DefaultClaudeSafetyFactor] for
+	// "claude-*" names, [NewTokenizerClaudeSafetyFactor] for Claude models on
+	// the tokenizer introduced with Claude Opus 4.7, 1 otherwise). It must be
+	// finite and not negative.
+	SafetyFactor float64
 }
 
 // Options configures [New]. The zero value is valid: no configured models,
@@ -140,6 +149,9 @@ func New(opts Options) (*Weigher, error) {
 		if m.DefaultMaxOutputTokens < 0 {
 			return nil, fmt.Errorf("weigher: model %q: default max output tokens %d is negative", name, m.DefaultMaxOutputTokens)
 		}
+		if !(m.SafetyFactor >= 0) || math.IsInf(m.SafetyFactor, 0) { // !(>=) also rejects NaN
+			return nil, fmt.Errorf("weigher: model %q: safety factor %v is not a finite non-negative number", name, m.SafetyFactor)
+		}
 		if m.Encoding != "" && !slices.Contains(need, m.Encoding) {
 			need = append(need, m.Encoding)
 		}
@@ -208,6 +220,24 @@ func newCounter(encoding string) (counter, error) {
 		return nil, err
 	}
 	return tiktokenCounter{t}, nil
+}
+
+// safetyFactor is the factor applied to model's locally counted text: the
+// configured Model.SafetyFactor when set, else the family default.
+func (w *Weigher) safetyFactor(model string) float64 {
+	if m, ok := w.configured(model); ok && m.SafetyFactor > 0 {
+		return m.SafetyFactor
+	}
+	return familySafetyFactor(model)
+}
+
+// scaled is n text tokens of model times its safety factor, rounded up.
+func (w *Weigher) scaled(model string, n int64) int64 {
+	f := w.safetyFactor(model)
+	if f == 1 || n <= 0 {
+		return max(n, 0)
+	}
+	return int64(math.Ceil(min(float64(n)*f, maxTokens)))
 }
 
 // encoder returns the counter for model (never nil once New succeeded).

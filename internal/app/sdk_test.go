@@ -162,6 +162,9 @@ limits:
 	if err != nil || ms <= 0 || ms > 250 {
 		t.Errorf("retry-after-ms = %q, want 1..250", apiErr.Response.Header.Get("retry-after-ms"))
 	}
+	if apiErr.Response.Header.Get("x-llmguard-limit") != "user-rps" {
+		t.Errorf("x-llmguard-limit = %q, want the denying limit", apiErr.Response.Header.Get("x-llmguard-limit"))
+	}
 	if apiErr.Response.Header.Get("Retry-After") != "1" {
 		t.Errorf("Retry-After = %q, want 1 (whole seconds, rounded up, never 0)", apiErr.Response.Header.Get("Retry-After"))
 	}
