@@ -32,8 +32,9 @@ func (f *fakeStore) Reconcile(ctx context.Context, id string, d []bucket.Delta) 
 
 func (f *fakeStore) ReconcileBatch(_ context.Context, batch []bucket.Reconciliation) []error {
 	if f.gate != nil {
-		if f.entered != nil {
-			f.entered <- struct{}{}
+		select {
+		case f.entered <- struct{}{}:
+		default:
 		}
 		<-f.gate
 	}

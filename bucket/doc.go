@@ -12,5 +12,13 @@
 // so that the Redis scripts in lua/ can mirror it line for line under the same
 // variable names (level, updated, capacity, rate, per, cost, now).
 //
+// Two stores implement it. Memory keeps the buckets of one process. Redis
+// keeps them in Redis (or Redis Cluster) so that every proxy node shares one
+// budget per key: each Take is one script (lua/take.lua) that runs the same
+// arithmetic, bit for bit, on Redis's clock; each Reconcile one script
+// (lua/reconcile.lua) applied once per request id. AsyncReconciler wraps a
+// store so that Reconcile only queues its deltas, which a goroutine applies
+// in pipelined batches, off the request's path.
+//
 // The contract every Store must meet lives in package bucket/storetest.
 package bucket

@@ -31,8 +31,9 @@ type RedisOptions struct {
 	// clock for every proxy node.
 	Now func() time.Time
 	// Cluster runs one script per hash slot of a request's keys, as Redis
-	// Cluster requires (see Redis). It is set whatever its value when
-	// Client is a *redis.ClusterClient.
+	// Cluster requires (see Redis). A *redis.ClusterClient is detected, so
+	// set it only for another client of a cluster; false, the default,
+	// sends each request's keys to one script.
 	Cluster bool
 	// DedupFor is how long Reconcile remembers a request id (the TTL of its
 	// marker key); 0 means ten minutes. It is kept at whole milliseconds of
@@ -60,8 +61,13 @@ type RedisOptions struct {
 // it refunds the groups that took before it. So Redis Cluster never admits
 // more than one Redis would, but a request denied by a later group holds
 // the earlier groups' units for the instant until the refund, which may
-// briefly deny another request (under-admission). Reconcile runs one script
-// per slot group, each with its own marker, in one pipelined round trip.
+// briefly deny another request (under-admission). On a denial the same
+// round trip re-reads the refunded groups and checks the later ones, so the
+// Decision reports every bucket (retry-after, too-large, statuses) as one
+// script would. A failed round trip leaves, at worst, units taken that
+// refill in time: never over-admission. Each master reads its own TIME, so
+// the buckets of one slot share one clock. Reconcile runs one script per
+// slot group, each with its own marker, in one pipelined round trip.
 type Redis struct {
 	client    RedisScripter
 	now       func() time.Time
@@ -74,6 +80,8 @@ type Redis struct {
 var (
 	_ Store           = (*Redis)(nil)
 	_ BatchReconciler = (*Redis)(nil)
+	_ RedisScripter   = (*redis.Client)(nil)
+	_ RedisScripter   = (*redis.ClusterClient)(nil)
 )
 
 // NewRedis returns a Redis store configured by o. It does not talk to Redis:

@@ -189,7 +189,7 @@ func TestRedisTTL(t *testing.T) {
 
 	reconcile("r1", "ttl:{t}:b", ten, 5) // 5 into debt: full again in 1.5s
 	within("in debt", "ttl:{t}:b", 1500*time.Millisecond-5*time.Millisecond, 1500*time.Millisecond+time.Second)
-	within("marker", "llmguard:{t}:rc:r1", time.Minute-time.Second, time.Minute)
+	within("marker", "llmguard:{t}::rc:r1", time.Minute-time.Second, time.Minute)
 
 	st = take("ttl:{t}:c", day, 1)
 	within("one µUSD of $1M/day", "ttl:{t}:c", st.Reset, time.Second+time.Millisecond)

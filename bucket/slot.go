@@ -35,14 +35,16 @@ func hashTag(key string) (string, bool) {
 }
 
 // markerKey names the once-per-request marker of Reconcile in the slot of
-// key: "llmguard:{<key's hash tag>}:rc:<requestID>". A key with no hash tag
-// gets a short tag of the same slot instead.
+// key: "llmguard:{<key's hash tag>}::rc:<requestID>". A key with no hash tag
+// gets a short tag of the same slot instead. The empty segment keeps markers
+// apart from bucket keys, "llmguard:{<tenant>}:<limit>:<subject>", whose limit
+// names are never empty.
 func markerKey(key, requestID string) string {
 	tag, ok := hashTag(key)
 	if !ok {
 		tag = slotTags()[slotOf(key)]
 	}
-	return "llmguard:{" + tag + "}:rc:" + requestID
+	return "llmguard:{" + tag + "}::rc:" + requestID
 }
 
 // slotTags returns, for every slot, a short tag that hashes to it (the

@@ -22,6 +22,10 @@ type Config struct {
 	// MaxBodyBytes caps request bodies in bytes; larger ones get 413.
 	// Default 8 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxResponseBytes caps a non-streamed upstream answer held whole to
+	// read its usage; a larger one is streamed through unread and keeps its
+	// reservation. Default 64 MiB.
+	MaxResponseBytes int64 `yaml:"max_response_bytes"`
 	// DefaultMaxOutputTokens is the output reservation, in tokens, for a
 	// request that sets no maximum and names a model absent from Models.
 	// Default 4096.
@@ -221,6 +225,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 8 << 20
+	}
+	if c.MaxResponseBytes == 0 {
+		c.MaxResponseBytes = 64 << 20
 	}
 	if c.DefaultMaxOutputTokens == 0 {
 		c.DefaultMaxOutputTokens = 4096

@@ -43,6 +43,9 @@ func (c *Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		p.add("max_body_bytes", "must be positive (got %d)", c.MaxBodyBytes)
 	}
+	if c.MaxResponseBytes < 0 {
+		p.add("max_response_bytes", "must be positive (got %d)", c.MaxResponseBytes)
+	}
 	if c.DefaultMaxOutputTokens < 0 {
 		p.add("default_max_output_tokens", "must be positive (got %d)", c.DefaultMaxOutputTokens)
 	}

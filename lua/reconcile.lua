@@ -2,7 +2,8 @@
 -- request id.
 --
 -- KEYS[1]   when ARGV[2] > 0: the request's marker key, in the same slot as
---           the buckets; its existence means this request id was applied.
+--           the buckets ("llmguard:{<their hash tag>}::rc:<request id>");
+--           its existence means this request id was applied.
 -- KEYS[m+i] bucket of delta i (m = 1 with a marker, else 0); a key may
 --           repeat, its deltas apply in order; in Redis Cluster all KEYS
 --           share a slot.

@@ -3,8 +3,10 @@ package policy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/llmguard/llmguard/config"
 )
@@ -35,8 +37,11 @@ type Policy struct {
 	ptPlan      string
 }
 
-// Compile builds a Policy from a validated config.
-func Compile(c *config.Config) *Policy {
+// Compile builds a Policy from a validated config. Errors: *config.Error
+// naming each limit whose compiled bucket is unusable (a rate below a
+// thousandth of a unit per period, a fractional rate over a period too long
+// to scale).
+func Compile(c *config.Config) (*Policy, error) {
 	p := &Policy{
 		keys:        make(map[[32]byte]Principal, len(c.Keys)),
 		prices:      make(map[string]Price, len(c.Models)),
@@ -64,11 +69,20 @@ func Compile(c *config.Config) *Policy {
 		p.maxPrice.CachedInput = max(p.maxPrice.CachedInput, pr.CachedInput)
 		p.maxPrice.Output = max(p.maxPrice.Output, pr.Output)
 	}
-	for _, l := range c.Limits {
-		p.rules = append(p.rules, compileRule(l))
+	var problems []string
+	for i, l := range c.Limits {
+		r := compileRule(l)
+		if err := r.Limit.Validate(); err != nil {
+			problems = append(problems, fmt.Sprintf("limits[%d]: rate %v per %v, burst %v does not make a usable bucket (%v): use a larger rate or a shorter period",
+				i, l.Rate, time.Duration(l.Per), l.Burst, err))
+		}
+		p.rules = append(p.rules, r)
+	}
+	if len(problems) > 0 {
+		return nil, &config.Error{Problems: problems}
 	}
 	sort.SliceStable(p.rules, func(i, j int) bool { return p.rules[i].Scope < p.rules[j].Scope })
-	return p
+	return p, nil
 }
 
 // Identify finds the principal for a credential (the bearer token or

@@ -3,7 +3,9 @@ package policy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,7 +95,10 @@ limits:
   - {name: mini-only, scope: tenant, unit: usd, rate: 1.5, per: 1h, models: ["gpt-4o-mini*"]}
   - {name: chat-path, scope: key, unit: output_tokens, rate: 10, per: 1s, paths: ["/v1/chat/*"]}
 `)
-	p := Compile(c)
+	p, err := Compile(c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	alice, ok := p.Identify("sk-a")
 	if !ok || alice.User != "alice" || alice.KeyID != sha("sk-a")[:16] {
 		t.Fatalf("alice = %+v, %v", alice, ok)
@@ -152,4 +157,20 @@ limits:
 func sha(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
+}
+
+func TestCompileRefusesUnusableBuckets(t *testing.T) {
+	c := mustConfig(t, `
+upstreams: [{name: o, flavor: openai, base_url: "http://x"}]
+limits:
+  - {name: ok, scope: user, unit: requests, rate: 1, per: 1h}
+  - {name: tiny, scope: user, unit: requests, rate: 0.0004, per: 1s, burst: 1}
+  - {name: long, scope: user, unit: requests, rate: 1.5, per: 2500000h}
+`)
+	_, err := Compile(c)
+	var ce *config.Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 2 ||
+		!strings.HasPrefix(ce.Problems[0], "limits[1]:") || !strings.HasPrefix(ce.Problems[1], "limits[2]:") {
+		t.Fatalf("err = %v, want limits[1] and limits[2] refused", err)
+	}
 }

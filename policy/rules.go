@@ -150,6 +150,9 @@ func compileRule(l config.Limit) Rule {
 	}
 	rate, per := l.Rate*scale, time.Duration(l.Per)
 	if rate != math.Trunc(rate) {
+		if per > math.MaxInt64/1000 {
+			per = 0 // cannot scale: Compile reports the limit invalid
+		}
 		rate, per = math.Round(rate*1000), per*1000
 	}
 	return Rule{

@@ -42,6 +42,8 @@ var (
 		anthropicType: "authentication_error", message: "Incorrect or missing API key for llmguard: present a virtual key as `Authorization: Bearer <key>` or `x-api-key`."}
 	errBodyTooLarge = apiError{status: fasthttp.StatusRequestEntityTooLarge, openAIType: "invalid_request_error", openAICode: "request_too_large",
 		anthropicType: "request_too_large", message: "Request body exceeds the size llmguard accepts (max_body_bytes)."}
+	errAmbiguousPath = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_path",
+		anthropicType: "invalid_request_error", message: "The request path routes differently decoded and as sent (a percent-encoded path prefix); send it unencoded."}
 	errNoUpstream = apiError{status: fasthttp.StatusNotFound, openAIType: "invalid_request_error", openAICode: "unknown_url",
 		anthropicType: "not_found_error", message: "No upstream is configured for this path."}
 )

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/tidwall/sjson"
@@ -37,6 +38,10 @@ type Options struct {
 	Weigher   Weigher
 	// MaxBodyBytes caps request bodies; larger ones get 413. Zero: 8 MiB.
 	MaxBodyBytes int
+	// MaxResponseBytes caps a non-streamed upstream body held whole to read
+	// its usage; a larger one is streamed through and keeps its
+	// reservation. Zero: 64 MiB.
+	MaxResponseBytes int
 	// StoreTimeout bounds one store call. Zero: 5ms.
 	StoreTimeout time.Duration
 	// Metrics receives counters; nil: none.
@@ -67,6 +72,9 @@ func New(opt Options) (*Proxy, error) {
 	if opt.MaxBodyBytes <= 0 {
 		opt.MaxBodyBytes = 8 << 20
 	}
+	if opt.MaxResponseBytes <= 0 {
+		opt.MaxResponseBytes = 64 << 20
+	}
 	if opt.StoreTimeout <= 0 {
 		opt.StoreTimeout = 5 * time.Millisecond
 	}
@@ -94,6 +102,7 @@ func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 type exchange struct {
 	id        string
 	principal policy.Principal
+	keyHeader string // the header the caller's key came from
 	upstream  *Upstream
 	kind      kind
 	est       weigher.Estimate
@@ -113,8 +122,18 @@ const (
 	kindChat              // POST /v1/chat/completions
 )
 
+// classify names the endpoint of a request from its decoded upstream path.
+// It errs towards weighing: case, a trailing slash, and anything after a
+// decoded '?' or '#' are ignored, and every method that may carry a body
+// counts, so that no spelling of an endpoint an upstream might accept
+// escapes its token cost.
 func classify(method []byte, path string) kind {
-	if string(method) == fasthttp.MethodPost && path == "/v1/chat/completions" {
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	path = strings.TrimRight(path, "/")
+	if strings.EqualFold(path, "/v1/chat/completions") &&
+		!bytes.EqualFold(method, []byte(fasthttp.MethodGet)) && !bytes.EqualFold(method, []byte(fasthttp.MethodHead)) {
 		return kindChat
 	}
 	return kindOther
@@ -128,25 +147,34 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.DisableNormalizing()
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
 
-	path := string(ctx.Path())
-	up, upPath := p.router.route(path)
+	// Route and classify on the decoded, normalised path; forward the path
+	// exactly as the client sent it. Both must name the same upstream path,
+	// or the request could be weighed as one endpoint and served as another.
+	up, upPath := p.router.route(string(ctx.Path()))
 	if up == nil {
 		errNoUpstream.write(ctx, FlavorOpenAI)
 		return
 	}
 	x.upstream = up
+	rawUpPath, ok := stripPrefix(string(ctx.Request.URI().PathOriginal()), up.PathPrefix)
+	if !ok {
+		errAmbiguousPath.write(ctx, up.Flavor)
+		return
+	}
 	if len(ctx.Request.Body()) > p.opt.MaxBodyBytes {
 		errBodyTooLarge.write(ctx, up.Flavor)
 		return
 	}
 
-	pr, ok := p.opt.Policy.Identify(credential(&ctx.Request.Header))
+	key, keyHeader := credential(&ctx.Request.Header, up.Flavor)
+	pr, ok := p.opt.Policy.Identify(key)
 	if !ok {
 		p.opt.Metrics.request(up.Flavor, "", outcomeUnauthorized)
 		errUnauthorized.write(ctx, up.Flavor)
 		return
 	}
 	x.principal = pr
+	x.keyHeader = keyHeader
 
 	// Weigh.
 	body := ctx.Request.Body()
@@ -187,11 +215,19 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 		d, err := p.opt.Store.Take(sctx, items)
 		cancel()
 		p.opt.Metrics.decision(time.Since(t0))
-		if err != nil {
+		switch {
+		case errors.Is(err, bucket.ErrInvalid):
+			// A limit the store refuses is a bug, not an outage: never
+			// admit past it.
+			p.log.Error("store refused the take as invalid", "err", err, "request_id", x.id)
+			apiError{status: fasthttp.StatusInternalServerError, openAIType: "api_error", openAICode: "limiter_error",
+				anthropicType: "api_error", message: "llmguard could not evaluate its limits for this request."}.write(ctx, up.Flavor)
+			return
+		case err != nil:
 			// Fail open until the fallback buckets land (DESIGN.md §7).
 			p.log.Warn("store take failed; admitting (fail-open)", "err", err, "request_id", x.id)
 			x.rules = nil
-		} else {
+		default:
 			for i := range x.rules {
 				x.rules[i].status = d.Buckets[i]
 			}
@@ -207,16 +243,53 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 		}
 	}
 
-	p.forward(ctx, x, upPath, body)
+	p.forward(ctx, x, rawUpPath, body)
 }
 
-// credential is the caller's key: the bearer token, else x-api-key.
-func credential(h *fasthttp.RequestHeader) string {
+// credential is the caller's key and the header it came from, read from
+// the header the upstream's API authenticates with first (x-api-key for
+// Anthropic, the bearer token for OpenAI), the other header being the
+// fallback. forward strips the header that did not identify the caller, so
+// the key that is limited is the key that is used.
+func credential(h *fasthttp.RequestHeader, f Flavor) (key, header string) {
+	var bearer string
 	if a := h.Peek("Authorization"); len(a) > 7 && bytes.EqualFold(a[:7], []byte("bearer ")) {
-		return string(bytes.TrimSpace(a[7:]))
+		bearer = string(bytes.TrimSpace(a[7:]))
 	}
-	return string(bytes.TrimSpace(h.Peek("x-api-key")))
+	apiKey := string(bytes.TrimSpace(h.Peek("x-api-key")))
+	switch {
+	case f == FlavorAnthropic && apiKey != "":
+		return apiKey, "x-api-key"
+	case bearer != "":
+		return bearer, "Authorization"
+	default:
+		return apiKey, "x-api-key"
+	}
 }
+
+// stripPrefix removes an upstream's path prefix from the raw request path.
+// ok is false when the raw path does not start with the prefix although its
+// decoded form did (the prefix was percent-encoded).
+func stripPrefix(raw, prefix string) (string, bool) {
+	if prefix == "" {
+		return raw, true
+	}
+	p := strings.TrimSuffix(prefix, "/")
+	if !strings.HasPrefix(raw, p) || (len(raw) > len(p) && raw[len(p)] != '/') {
+		return "", false
+	}
+	if rest := raw[len(p):]; rest != "" {
+		return rest, true
+	}
+	return "/", true
+}
+
+// credentialish are request fields that choose an account, a billing
+// project or an identity at the upstream: with a virtual key they are the
+// operator's to set, never the caller's (OpenAI-Organization and
+// OpenAI-Project select the organisation and project billed, per OpenAI's
+// API reference; api-key is Azure OpenAI's key header).
+var credentialish = []string{"Authorization", "x-api-key", "api-key", "OpenAI-Organization", "OpenAI-Project", "Cookie", "X-Real-IP"}
 
 // forward sends the admitted request upstream and relays the answer.
 func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, body []byte) {
@@ -228,9 +301,18 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	req.Header.Del("X-Forwarded-For")
 	req.Header.Del("Forwarded")
 	req.Header.Set("X-Forwarded-For", ctx.RemoteIP().String())
-	if !x.principal.PassThrough {
-		req.Header.Del("Authorization")
-		req.Header.Del("x-api-key")
+	if x.principal.PassThrough {
+		// Forward only the credential that identified the caller.
+		if x.keyHeader == "Authorization" {
+			req.Header.Del("x-api-key")
+		} else {
+			req.Header.Del("Authorization")
+		}
+		req.Header.Del("api-key")
+	} else {
+		for _, h := range credentialish {
+			req.Header.Del(h)
+		}
 		if up.APIKey != "" {
 			if up.Flavor == FlavorAnthropic {
 				req.Header.Set("x-api-key", up.APIKey)

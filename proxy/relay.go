@@ -3,21 +3,20 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"errors"
 	"io"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/weigher"
 )
-
-// maxBufferedResponse caps a non-streamed upstream body llmguard reads whole
-// to find its usage, in bytes.
-const maxBufferedResponse = 64 << 20
 
 // errClientGone aborts the upstream read when the client has disconnected.
 var errClientGone = errors.New("proxy: client disconnected")
@@ -38,21 +37,47 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		return
 	}
 
-	body, err := readBody(resp)
-	fasthttp.ReleaseResponse(resp)
+	st := resp.BodyStream()
+	if st == nil { // fasthttp read it whole
+		ctx.Response.SetBody(resp.Body())
+		fasthttp.ReleaseResponse(resp)
+		p.finish(ctx, x, status)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(st, int64(p.opt.MaxResponseBytes)+1))
 	if err != nil {
+		resp.CloseBodyStream()
+		fasthttp.ReleaseResponse(resp)
 		p.log.Warn("upstream body read failed", "upstream", x.upstream.Name, "err", err, "request_id", x.id)
-		p.settle(x, settlement{refund: true})
+		// The upstream may have billed an answer it failed to deliver:
+		// keep the reservation unless it was an error status.
+		p.settle(x, settlement{refund: status >= 400})
 		p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeUpstreamError)
+		ctx.Response.Header.Del("Content-Encoding")
 		apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_error",
 			anthropicType: "api_error", message: "llmguard lost the upstream response (" + x.upstream.Name + ")."}.write(ctx, x.upstream.Flavor)
 		return
 	}
+	if len(body) > p.opt.MaxResponseBytes {
+		// Too large to hold for its usage: stream it through and keep the
+		// reservation (a refund here would let a caller who asks for a huge
+		// answer pay nothing).
+		ctx.Response.SetBodyStream(&upstreamBody{Reader: io.MultiReader(bytes.NewReader(body), st), resp: resp}, -1)
+		p.settle(x, settlement{refund: status >= 400})
+		p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeFor(status))
+		return
+	}
+	resp.CloseBodyStream()
+	fasthttp.ReleaseResponse(resp)
 	ctx.Response.SetBodyRaw(body)
+	p.finish(ctx, x, status)
+}
 
+// finish reads the usage of a buffered response and settles the exchange.
+func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 	s := settlement{refund: status >= 400}
 	if x.kind == kindChat {
-		if u, ok := weigher.ParseChatUsage(tapView(ctx.Response.Header.ContentEncoding(), body)); ok {
+		if u, ok := weigher.ParseChatUsage(tapView(ctx.Response.Header.ContentEncoding(), ctx.Response.Body(), p.opt.MaxResponseBytes)); ok {
 			s = settlement{usage: u, hasUsage: true}
 		}
 	}
@@ -60,41 +85,48 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	p.settle(x, s)
 }
 
-// readBody reads the whole upstream body, streamed or not.
-func readBody(resp *fasthttp.Response) ([]byte, error) {
-	st := resp.BodyStream()
-	if st == nil {
-		return bytes.Clone(resp.Body()), nil
-	}
-	b, err := io.ReadAll(io.LimitReader(st, maxBufferedResponse+1))
-	if cerr := resp.CloseBodyStream(); err == nil {
-		err = cerr
-	}
-	if err == nil && len(b) > maxBufferedResponse {
-		err = errors.New("response body over 64 MiB")
-	}
-	return b, err
+// upstreamBody relays the rest of an upstream body and releases the
+// response when fasthttp closes it.
+type upstreamBody struct {
+	io.Reader
+	resp *fasthttp.Response
+}
+
+func (b *upstreamBody) Close() error {
+	err := b.resp.CloseBodyStream()
+	fasthttp.ReleaseResponse(b.resp)
+	return err
 }
 
 // tapView returns body decoded for the usage tap when the upstream
-// compressed it anyway; the client still receives the bytes as sent.
-func tapView(encoding, body []byte) []byte {
-	var out []byte
+// compressed it although llmguard asked for identity; the client still
+// receives the bytes as sent. Decoding stops at limit bytes (a compressed
+// answer must not expand without bound); an encoding it does not decode, or
+// a broken one, gives nil: no usage is read and the reservation stands.
+func tapView(encoding, body []byte, limit int) []byte {
+	var r io.Reader
 	var err error
-	switch string(bytes.ToLower(encoding)) {
+	switch string(bytes.ToLower(bytes.TrimSpace(encoding))) {
 	case "", "identity":
 		return body
-	case "gzip":
-		out, err = fasthttp.AppendGunzipBytes(nil, body)
-	case "br":
-		out, err = fasthttp.AppendUnbrotliBytes(nil, body)
+	case "gzip", "x-gzip":
+		r, err = gzip.NewReader(bytes.NewReader(body))
 	case "deflate":
-		out, err = fasthttp.AppendInflateBytes(nil, body)
+		r, err = zlib.NewReader(bytes.NewReader(body))
 	case "zstd":
-		out, err = fasthttp.AppendUnzstdBytes(nil, body)
+		var d *zstd.Decoder
+		d, err = zstd.NewReader(bytes.NewReader(body), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)))
+		if err == nil {
+			defer d.Close()
+			r = d
+		}
 	default:
 		return nil
 	}
+	if err != nil {
+		return nil
+	}
+	out, err := io.ReadAll(io.LimitReader(r, int64(limit)))
 	if err != nil {
 		return nil
 	}

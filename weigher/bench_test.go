@@ -104,3 +104,77 @@ func BenchmarkNew(b *testing.B) {
 		}
 	}
 }
+
+// messagesBody is a realistic Messages request of about size bytes: a
+// system prompt, a tool, alternating turns of prose and Go code.
+func messagesBody(tb testing.TB, size int) []byte {
+	tb.Helper()
+	chat := chatBody(tb, size)
+	var req struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(chat, &req); err != nil {
+		tb.Fatal(err)
+	}
+	msgs, _ := json.Marshal(req.Messages[1:])
+	return []byte(`{"model":"claude-sonnet-4-5","max_tokens":1024,"stream":true,"system":[{"type":"text","text":"You are a careful Go reviewer.","cache_control":{"type":"ephemeral"}}],"tools":[` +
+		anthropicWeatherTool + `],"messages":` + string(msgs) + `}`)
+}
+
+// responsesBody is the same conversation as a Responses request.
+func responsesBody(tb testing.TB, size int) []byte {
+	tb.Helper()
+	b := messagesBody(tb, size)
+	i := strings.Index(string(b), `"messages":`)
+	return []byte(`{"model":"gpt-4o","instructions":"You are a careful Go reviewer.","max_output_tokens":1024,"stream":true,"tools":[{"type":"function","name":"get_weather","description":"Get the current weather","parameters":{"type":"object","properties":{"location":{"type":"string"}}}}],"input":` +
+		string(b[i+len(`"messages":`):]))
+}
+
+func BenchmarkMessages2KB(b *testing.B) {
+	w := testWeigher(b)
+	body := messagesBody(b, 2<<10)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	var e Estimate
+	for b.Loop() {
+		e = w.Messages(body)
+	}
+	b.ReportMetric(float64(e.InputTokens), "tokens/op")
+}
+
+func BenchmarkResponses2KB(b *testing.B) {
+	w := testWeigher(b)
+	body := responsesBody(b, 2<<10)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	var e Estimate
+	for b.Loop() {
+		e = w.Responses(body)
+	}
+	b.ReportMetric(float64(e.InputTokens), "tokens/op")
+}
+
+func BenchmarkStreamEventMessagesDelta(b *testing.B) {
+	data := []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" world"}}`)
+	typ := []byte("content_block_delta")
+	s := NewStream(KindMessages)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Event(typ, data)
+	}
+}
+
+func BenchmarkStreamEventResponsesDelta(b *testing.B) {
+	data := []byte(`{"type":"response.output_text.delta","item_id":"msg_123","output_index":0,"content_index":0,"delta":" world","sequence_number":12}`)
+	typ := []byte("response.output_text.delta")
+	s := NewStream(KindResponses)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Event(typ, data)
+	}
+}

@@ -146,9 +146,8 @@ func patchCount(width, height int64) int64 {
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // dataURLSize reads the pixel size of a base64 data: URL image from its
-// header only (PNG, JPEG, GIF through image.DecodeConfig; WebP parsed here),
-// decoding no more base64 than the header needs. It returns 0, 0 when url is
-// not such a data URL or its header cannot be read.
+// header only (see base64ImageSize). It returns 0, 0 when url is not such a
+// data URL or its header cannot be read.
 func dataURLSize(url string) (width, height int64) {
 	if !strings.HasPrefix(url, "data:") {
 		return 0, 0
@@ -157,7 +156,15 @@ func dataURLSize(url string) (width, height int64) {
 	if i < 0 {
 		return 0, 0
 	}
-	dec := base64.NewDecoder(base64.StdEncoding, strings.NewReader(url[i+len(";base64,"):]))
+	return base64ImageSize(url[i+len(";base64,"):])
+}
+
+// base64ImageSize reads the pixel size of a base64-encoded image from its
+// header only (PNG, JPEG, GIF through image.DecodeConfig; WebP parsed here),
+// decoding no more base64 than the header needs. It returns 0, 0 when the
+// header cannot be read.
+func base64ImageSize(data string) (width, height int64) {
+	dec := base64.NewDecoder(base64.StdEncoding, strings.NewReader(data))
 	var head [30]byte
 	n, _ := io.ReadFull(dec, head[:])
 	if w, h, ok := webpSize(head[:n]); ok {

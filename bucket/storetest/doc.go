@@ -1,6 +1,6 @@
 // Package storetest is the behavioural contract every bucket.Store meets: one
-// suite of timelines, run against the memory store now and against the Redis
-// store (miniredis, and a real redis-server) once it exists.
+// suite of timelines, run against the memory store and against the Redis
+// store on miniredis, a real redis-server and a real Redis Cluster.
 //
 // A store under test reads its time from the Clock the suite hands its
 // factory, so the suite can walk fixed instants: the memory store takes

@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/app"
+	"github.com/llmguard/llmguard/policy"
 )
 
 type cli struct {
@@ -65,7 +66,11 @@ func printConfigError(w io.Writer, path string, err error) {
 }
 
 func (v *validateCmd) Run() error {
-	if _, err := config.Load(v.Config); err != nil {
+	cfg, err := config.Load(v.Config)
+	if err == nil {
+		_, err = policy.Compile(cfg)
+	}
+	if err != nil {
 		printConfigError(os.Stderr, v.Config, err)
 		os.Exit(1)
 	}
@@ -96,7 +101,8 @@ func (s *serveCmd) Run() error {
 	}
 	a, err := app.New(cfg, log)
 	if err != nil {
-		return err
+		printConfigError(os.Stderr, s.Config, err)
+		os.Exit(1)
 	}
 	done := make(chan error, 1)
 	go func() { done <- a.ListenAndServe() }()

@@ -76,15 +76,20 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
+	pol, err := policy.Compile(cfg)
+	if err != nil {
+		return nil, err
+	}
 	a.Proxy, err = proxy.New(proxy.Options{
-		Upstreams:    ups,
-		Policy:       policy.Compile(cfg),
-		Store:        a.Store,
-		Weigher:      w,
-		MaxBodyBytes: int(cfg.MaxBodyBytes),
-		StoreTimeout: time.Duration(cfg.Store.Timeout),
-		Metrics:      metrics,
-		Logger:       log,
+		Upstreams:        ups,
+		Policy:           pol,
+		Store:            a.Store,
+		Weigher:          w,
+		MaxBodyBytes:     int(cfg.MaxBodyBytes),
+		MaxResponseBytes: int(cfg.MaxResponseBytes),
+		StoreTimeout:     time.Duration(cfg.Store.Timeout),
+		Metrics:          metrics,
+		Logger:           log,
 	})
 	if err != nil {
 		return nil, err

@@ -380,3 +380,48 @@ keys:
 		t.Errorf("anthropic-version not forwarded: %q", v)
 	}
 }
+
+func TestEncodedPathVariantsPayTheirTokens(t *testing.T) {
+	h := start(t, slowTPM)
+	// The mock answers these paths 404, which refunds: each request's
+	// headers show its own reservation taken from a full bucket.
+	for _, path := range []string{"/v1/chat/completions%3F", "/v1/chat/completions/", "/V1/chat/completions"} {
+		req, _ := http.NewRequest(http.MethodPost, h.url+path, strings.NewReader(hiBody))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if r := remainingTokens(t, resp.Header); r != 10000-(hiInput+100) {
+			t.Errorf("%s: remaining %d: the request was not weighed as a chat completion", path, r)
+		}
+		hdr, _ := h.mock.LastRequest()
+		if got := string(hdr.RequestURI()); got != path {
+			t.Errorf("%s: upstream saw %q, want the path as sent", path, got)
+		}
+	}
+}
+
+func TestHugeResponseKeepsItsReservation(t *testing.T) {
+	h := start(t, slowTPM+"\nmax_response_bytes: 256\n")
+	resp, body := h.post(testKey, hiBody, "x-mock-completion-tokens", "50")
+	if resp.StatusCode != 200 || !strings.Contains(body, `"completion_tokens":50`) {
+		t.Fatalf("%d %s: the large answer must pass through whole", resp.StatusCode, body)
+	}
+	resp, _ = h.post(testKey, hiBody)
+	if r, want := remainingTokens(t, resp.Header), int64(10000-2*(hiInput+100)); r != want {
+		t.Errorf("remaining %d, want %d: an answer too large to read keeps its reservation", r, want)
+	}
+}
+
+func TestBillingHeadersAreTheOperators(t *testing.T) {
+	h := start(t, slowTPM)
+	h.post(testKey, hiBody, "OpenAI-Organization", "org-attacker", "OpenAI-Project", "proj-x", "api-key", "sk-azure", "Cookie", "a=b")
+	hdr, _ := h.mock.LastRequest()
+	for _, k := range []string{"OpenAI-Organization", "OpenAI-Project", "api-key", "Cookie"} {
+		if v := hdr.Peek(k); len(v) > 0 {
+			t.Errorf("%s reached the upstream: %q", k, v)
+		}
+	}
+}

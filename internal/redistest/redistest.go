@@ -239,6 +239,7 @@ func (s *Server) launch() error {
 	}, s.args...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return err
 	}

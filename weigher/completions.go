@@ -1,0 +1,174 @@
+package weigher
+
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// defaultCompletionMaxTokens is the legacy completions endpoint's own default
+// max_tokens: "integer or null, Optional, Defaults to 16"
+// (https://platform.openai.com/docs/api-reference/completions/create).
+const defaultCompletionMaxTokens = 16
+
+// Completions estimates a legacy OpenAI /v1/completions request body
+// (https://platform.openai.com/docs/api-reference/completions/create).
+//
+// InputTokens is the prompt with no chat framing: a string counted in the
+// model's encoding, a token array by its length, or an array of strings or
+// token arrays (a batch of prompts) summed; plus the suffix once per prompt.
+// An absent prompt is the API's default "<|endoftext|>", 1 token.
+//
+// OutputTokens is max_tokens (absent or null: the API's default of 16) times
+// max(n, best_of) — best_of completions are generated server-side and all
+// billed ("it can quickly consume your token quota"), and best_of ≥ n —
+// times the number of prompts, since each prompt gets its own choices; with
+// echo the prompt is also returned in every choice, so its tokens are added
+// once per choice (reconciliation refunds any excess).
+//
+// A streamed request sets Stream, and IncludeUsage when it sets
+// stream_options.include_usage. A body that is not a JSON object yields the
+// byte-based estimate of [Weigher.Bytes] with Parsed false. Completions never
+// panics and never keeps body.
+func (w *Weigher) Completions(body []byte) Estimate {
+	s := bodyString(body)
+	if !gjson.Valid(s) {
+		return w.Bytes(body, "")
+	}
+	root := gjson.Parse(s)
+	if !root.IsObject() {
+		return w.Bytes(body, "")
+	}
+	var model, prompt, suffix, maxTok, n, bestOf gjson.Result
+	echo := false
+	est := Estimate{Parsed: true}
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			model = v
+		case "prompt":
+			prompt = v
+		case "suffix":
+			suffix = v
+		case "max_tokens":
+			maxTok = v
+		case "n":
+			n = v
+		case "best_of":
+			bestOf = v
+		case "echo":
+			echo = v.Type == gjson.True
+		case "stream":
+			est.Stream = v.Type == gjson.True
+		case "stream_options":
+			est.IncludeUsage = v.Get("include_usage").Type == gjson.True
+		}
+		return true
+	})
+	if model.Type == gjson.String {
+		est.Model = strings.Clone(model.String())
+	}
+	enc := w.encoder(est.Model)
+	in, prompts := promptTokens(enc, prompt)
+	if !prompt.Exists() || prompt.Type == gjson.Null {
+		in, prompts = 1, 1 // "<|endoftext|>"
+	}
+	in += mulCap(countText(enc, stringOf(suffix)), max(prompts, 1))
+	est.InputTokens = w.scaled(est.Model, min(in, maxTokens))
+
+	out, ok := tokenCount(maxTok)
+	if !ok {
+		out = defaultCompletionMaxTokens
+	}
+	choices := int64(1)
+	if c, ok := tokenCount(n); ok && c > choices {
+		choices = c
+	}
+	if c, ok := tokenCount(bestOf); ok && c > choices {
+		choices = c
+	}
+	est.OutputTokens = mulCap(mulCap(out, choices), max(prompts, 1))
+	if echo {
+		est.OutputTokens = min(est.OutputTokens+mulCap(in, choices), maxTokens)
+	}
+	return est
+}
+
+// Embeddings estimates an OpenAI /v1/embeddings request body
+// (https://platform.openai.com/docs/api-reference/embeddings/create):
+// InputTokens is the input — a string, a token array, or an array of
+// strings or token arrays — counted like a completions prompt, with no
+// framing; OutputTokens is 0 (an embedding generates no tokens). A body that
+// is not a JSON object yields the byte-based estimate of [Weigher.Bytes]
+// with OutputTokens 0 and Parsed false. Embeddings never panics and never
+// keeps body.
+func (w *Weigher) Embeddings(body []byte) Estimate {
+	s := bodyString(body)
+	if !gjson.Valid(s) || !gjson.Parse(s).IsObject() {
+		e := w.Bytes(body, "")
+		e.OutputTokens = 0
+		return e
+	}
+	var model, input gjson.Result
+	gjson.Parse(s).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			model = v
+		case "input":
+			input = v
+		}
+		return true
+	})
+	est := Estimate{Parsed: true}
+	if model.Type == gjson.String {
+		est.Model = strings.Clone(model.String())
+	}
+	in, _ := promptTokens(w.encoder(est.Model), input)
+	est.InputTokens = w.scaled(est.Model, min(in, maxTokens))
+	return est
+}
+
+// promptTokens counts a completions prompt or embeddings input: a string, a
+// token array (its length), or an array of strings and token arrays. prompts
+// is how many prompts it holds (a flat token array is one).
+func promptTokens(enc counter, p gjson.Result) (tokens, prompts int64) {
+	switch {
+	case p.Type == gjson.String:
+		return countText(enc, p.Str), 1
+	case !p.IsArray():
+		return 0, 0
+	}
+	flat := false
+	p.ForEach(func(_, e gjson.Result) bool {
+		switch {
+		case e.Type == gjson.Number:
+			tokens++
+			flat = true
+		case e.Type == gjson.String:
+			tokens += countText(enc, e.Str)
+			prompts++
+		case e.IsArray():
+			e.ForEach(func(_, _ gjson.Result) bool {
+				tokens++
+				return true
+			})
+			prompts++
+		}
+		return true
+	})
+	if flat {
+		prompts++
+	}
+	return min(tokens, maxTokens), prompts
+}
+
+// mulCap is a × b for non-negative a, b, saturating at maxTokens.
+func mulCap(a, b int64) int64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	if a > maxTokens/b {
+		return maxTokens
+	}
+	return min(a*b, maxTokens)
+}

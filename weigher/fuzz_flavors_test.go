@@ -1,0 +1,126 @@
+package weigher
+
+import (
+	"testing"
+	"time"
+)
+
+// checkEstimate is the invariant every weighing keeps: bounded time,
+// non-negative figures, and the byte fallback exactly when not parsed.
+func checkEstimate(t *testing.T, name string, body []byte, weigh func([]byte) Estimate, fallbackOut int64) {
+	t.Helper()
+	start := time.Now()
+	e := weigh(body)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("%s of %d bytes took %v", name, len(body), d)
+	}
+	if e.InputTokens < 0 || e.OutputTokens < 0 || e.InputTokens > 3*maxTokens || e.OutputTokens > maxTokens {
+		t.Errorf("%s: estimate out of range %+v", name, e)
+	}
+	if !e.Parsed && (e.InputTokens != int64(len(body)+1)/2 || e.OutputTokens != fallbackOut) {
+		t.Errorf("%s: fallback estimate %+v for %d bytes", name, e, len(body))
+	}
+}
+
+func FuzzResponses(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"gpt-4o","input":"hi","instructions":"be terse","max_output_tokens":10,"stream":true}`,
+		`{"model":"o4-mini","input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="},{"type":"input_file","file_data":"data:application/pdf;base64,JVBERi0xLjQKL1R5cGUgL1BhZ2U="}]},{"type":"function_call","name":"f","arguments":"{}"},{"type":"function_call_output","output":[{"type":"input_text","text":"r"}]},{"type":"reasoning","summary":[{"text":"s"}],"encrypted_content":"xx"},{"type":"item_reference","id":"i"}],"tools":[{"type":"function","name":"f","parameters":{"properties":{"a":{"enum":[1]}}}},{"type":"web_search"}],"text":{"format":{"type":"json_schema","schema":{}}}}`,
+		`{"previous_response_id":"r","conversation":{"id":"c"},"prompt":{"id":"p"}}`,
+		`{"input":[[],1,"x",{"content":[null,{"type":"input_file"}]}],"instructions":[{"role":"system","content":"x"}]}`,
+		`not json`, ``, `[]`, `{"max_output_tokens":1e999}`,
+	} {
+		f.Add([]byte(s))
+	}
+	w := testWeigher(f)
+	f.Fuzz(func(t *testing.T, body []byte) { checkEstimate(t, "Responses", body, w.Responses, 1000) })
+}
+
+func FuzzMessages(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"claude-sonnet-4-5","max_tokens":1,"system":"You are a scientist","messages":[{"role":"user","content":"Hello, Claude"}]}`,
+		`{"model":"claude-opus-4-7","max_tokens":10,"system":[{"type":"text","text":"s"}],"tools":[` + anthropicWeatherTool + `,{"type":"bash_20250124","name":"bash"},{"type":"web_search_20250305","name":"web_search"}],"tool_choice":{"type":"any"},"thinking":{"type":"enabled","budget_tokens":5},"messages":` + anthropicThinking + `}`,
+		`{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","data":"iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="}},{"type":"document","source":{"type":"base64","data":"JVBERi0xLjQKL1R5cGUgL1BhZ2U="}},{"type":"document","source":{"type":"content","content":[{"type":"text","text":"x"}]}},{"type":"tool_result","content":[{"type":"tool_result","content":[{"type":"search_result","content":[{"type":"text","text":"deep"}]}]}]}]},{"role":"assistant","content":[{"type":"redacted_thinking","data":"QQ=="},{"type":"tool_use","name":"f","input":{"a":[1,2]}}]}]}`,
+		`{"messages":[1,"x",{"content":[1,null,"s"]}],"system":42,"tools":{}}`,
+		`not json`, ``, `[]`, `{"max_tokens":-1e999}`,
+	} {
+		f.Add([]byte(s))
+	}
+	w := testWeigher(f)
+	f.Fuzz(func(t *testing.T, body []byte) { checkEstimate(t, "Messages", body, w.Messages, 1000) })
+}
+
+func FuzzCompletions(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"gpt-3.5-turbo-instruct","prompt":"Say this is a test","max_tokens":7,"n":2,"best_of":3,"echo":true,"suffix":"x","stream":true,"stream_options":{"include_usage":true}}`,
+		`{"prompt":[[1,2],[3],"x",4,null,{}],"max_tokens":null}`,
+		`{"prompt":[1,2,3]}`, `{"prompt":[]}`, `{}`, `not json`, ``, `{"n":1e308,"max_tokens":1e308,"echo":true,"prompt":"x"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	w := testWeigher(f)
+	f.Fuzz(func(t *testing.T, body []byte) { checkEstimate(t, "Completions", body, w.Completions, 1000) })
+}
+
+func FuzzEmbeddings(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"text-embedding-3-small","input":"The food was delicious"}`,
+		`{"input":["a","b"]}`, `{"input":[1,2,3]}`, `{"input":[[1,2],[3]]}`, `{"input":{}}`, `not json`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	w := testWeigher(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkEstimate(t, "Embeddings", body, w.Embeddings, 0)
+		if e := w.Embeddings(body); e.OutputTokens != 0 {
+			t.Errorf("embeddings reserve output: %+v", e)
+		}
+	})
+}
+
+func FuzzStreamEvents(f *testing.F) {
+	for _, e := range []sseEvent{
+		{"message_start", `{"type":"message_start","message":{"usage":{"input_tokens":25,"cache_creation_input_tokens":1,"cache_read_input_tokens":2,"output_tokens":1,"cache_creation":{"ephemeral_1h_input_tokens":1}}}}`},
+		{"content_block_delta", `{"type":"content_block_delta","delta":{"type":"text_delta","text":"Hello"}}`},
+		{"message_delta", `{"type":"message_delta","usage":{"output_tokens":-15}}`},
+		{"message_stop", `{"type":"message_stop"}`},
+		{"error", `{"type":"error","error":{"type":"overloaded_error"}}`},
+		{"response.output_text.delta", `{"type":"response.output_text.delta","delta":"Hi"}`},
+		{"response.completed", `{"type":"response.completed","response":{"usage":{"input_tokens":1e999,"output_tokens":2}}}`},
+		{"", `{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12}}`},
+		{"", `[DONE]`}, {"", ``}, {"x", `{`},
+	} {
+		for k := KindOther; k <= KindCountTokens; k++ {
+			f.Add(uint8(k), []byte(e.typ), []byte(e.data))
+		}
+	}
+	f.Fuzz(func(t *testing.T, kind uint8, typ, data []byte) {
+		s := NewStream(Kind(kind % 8))
+		start := time.Now()
+		for range 3 { // repeated events must not accumulate (cumulative counts)
+			u := s.Event(typ, data)
+			if u.UsageOnly && !u.HasUsage {
+				t.Errorf("UsageOnly without HasUsage: %+v", u)
+			}
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("Event of %d bytes took %v", len(data), d)
+		}
+		once := NewStream(Kind(kind % 8))
+		once.Event(typ, data)
+		if s.Usage() != once.Usage() {
+			t.Errorf("repeating an event changed usage: %+v vs %+v", s.Usage(), once.Usage())
+		}
+		r := s.Usage()
+		u := r.Usage
+		if u.InputTokens < 0 || u.CachedInputTokens < 0 || u.CacheWriteTokens < 0 || u.CacheWrite1hTokens < 0 || u.OutputTokens < 0 || u.ReasoningTokens < 0 {
+			t.Errorf("negative usage %+v", u)
+		}
+		if u.CachedInputTokens+u.CacheWriteTokens > u.InputTokens && Kind(kind%8) == KindMessages {
+			t.Errorf("cache parts exceed input: %+v", u)
+		}
+		if su, _ := s.Settle(Estimate{InputTokens: 5}, 3); su.InputTokens < 0 || su.OutputTokens < 0 {
+			t.Errorf("negative settlement %+v", su)
+		}
+	})
+}

@@ -1,0 +1,266 @@
+package weigher
+
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Messages estimates an Anthropic /v1/messages request body
+// (https://platform.claude.com/docs/en/api/messages).
+//
+// Claude's tokenizer is not public, so text — system (a string or text
+// blocks), message content (a string or blocks), tool_use names and input
+// JSON, tool_result content, the JSON of tool definitions (name, description,
+// input_schema) — is counted in o200k_base and multiplied by the model's
+// safety factor (see claude.go). Figures Anthropic publishes in its own
+// tokens are added unscaled: the chat framing (claudeTokensPerMessage per
+// message, claudeTokensReply), the tool-use system prompt by model and
+// tool_choice, Anthropic-defined tools (bash, text editor, computer use),
+// images by the vision rule (base64 images by their header's pixel size, URL
+// and file images at the cap), and PDF documents by pages (see document.go).
+// Thinking blocks count only in the current assistant turn (those after the
+// last user message that is not only tool results): Anthropic ignores the
+// thinking of previous turns. Enabled thinking adds claudeThinkingTokens.
+//
+// OutputTokens is max_tokens (required by the API), else the model's default
+// output reservation. A streamed request sets Stream and IncludeUsage (a
+// Messages stream always reports usage). A body that is not a JSON object
+// yields the byte-based estimate of [Weigher.Bytes] with Parsed false.
+// Messages never panics and never keeps body.
+func (w *Weigher) Messages(body []byte) Estimate {
+	s := bodyString(body)
+	if !gjson.Valid(s) {
+		return w.Bytes(body, "")
+	}
+	root := gjson.Parse(s)
+	if !root.IsObject() {
+		return w.Bytes(body, "")
+	}
+	var model, system, messages, tools, toolChoice, maxTok, thinking gjson.Result
+	est := Estimate{Parsed: true}
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			model = v
+		case "system":
+			system = v
+		case "messages":
+			messages = v
+		case "tools":
+			tools = v
+		case "tool_choice":
+			toolChoice = v
+		case "max_tokens":
+			maxTok = v
+		case "thinking":
+			thinking = v
+		case "stream":
+			est.Stream = v.Type == gjson.True
+		}
+		return true
+	})
+	est.IncludeUsage = est.Stream
+	if model.Type == gjson.String {
+		est.Model = strings.Clone(model.String())
+	}
+	c := claudeCounter{enc: w.encoder(est.Model), model: est.Model}
+
+	if system.IsArray() {
+		system.ForEach(func(_, b gjson.Result) bool {
+			c.block(b, false, 0)
+			return true
+		})
+	} else {
+		c.text += countText(c.enc, stringOf(system))
+	}
+
+	if messages.IsArray() {
+		current := currentTurnStart(messages)
+		i := 0
+		messages.ForEach(func(_, m gjson.Result) bool {
+			if m.IsObject() {
+				c.fixed += claudeTokensPerMessage
+				thinkingCounts := i >= current && m.Get("role").String() == "assistant"
+				if content := m.Get("content"); content.IsArray() {
+					content.ForEach(func(_, b gjson.Result) bool {
+						c.block(b, thinkingCounts, 0)
+						return true
+					})
+				} else {
+					c.text += countText(c.enc, stringOf(content))
+				}
+			}
+			i++
+			return true
+		})
+	}
+	c.fixed += claudeTokensReply
+
+	if tools.IsArray() && len(tools.Raw) > 2 {
+		c.tools(tools, toolChoice.Get("type").String())
+	}
+	if t := thinking.Get("type").String(); t == "enabled" || t == "adaptive" {
+		c.fixed += claudeThinkingTokens
+	}
+	est.InputTokens = min(w.scaled(est.Model, c.text)+c.fixed, maxTokens)
+
+	out, ok := tokenCount(maxTok)
+	if !ok {
+		out = w.defaultOutput(est.Model)
+	}
+	est.OutputTokens = out
+	return est
+}
+
+// currentTurnStart is the index of the first message of the current
+// assistant turn: one past the last user message carrying anything but
+// tool_result blocks (-1 + 1 = 0 when there is none). Thinking blocks before
+// it belong to previous turns.
+func currentTurnStart(messages gjson.Result) int {
+	last, i := -1, 0
+	messages.ForEach(func(_, m gjson.Result) bool {
+		if m.Get("role").String() == "user" {
+			content := m.Get("content")
+			onlyResults := content.IsArray()
+			content.ForEach(func(_, b gjson.Result) bool {
+				if b.Get("type").String() != "tool_result" {
+					onlyResults = false
+					return false
+				}
+				return true
+			})
+			if !onlyResults {
+				last = i
+			}
+		}
+		i++
+		return true
+	})
+	return last + 1
+}
+
+// maxBlockDepth bounds the recursion into nested content blocks
+// (tool_result → document → content …).
+const maxBlockDepth = 4
+
+// claudeCounter sums a Messages request: text in o200k_base tokens (scaled
+// later by the safety factor), fixed in Claude tokens.
+type claudeCounter struct {
+	enc         counter
+	model       string
+	text, fixed int64
+}
+
+// block counts one content block. thinking tells whether thinking blocks
+// count (the current assistant turn).
+func (c *claudeCounter) block(b gjson.Result, thinking bool, depth int) {
+	if b.Type == gjson.String { // lenient: a bare string block
+		c.text += countText(c.enc, b.Str)
+		return
+	}
+	if !b.IsObject() || depth > maxBlockDepth {
+		return
+	}
+	typ := b.Get("type").String()
+	switch typ {
+	case "text":
+		c.text += countText(c.enc, stringOf(b.Get("text")))
+	case "image":
+		c.fixed += c.image(b.Get("source"))
+	case "document":
+		c.document(b, depth)
+	case "search_result":
+		c.text += countText(c.enc, stringOf(b.Get("title"))) + countText(c.enc, stringOf(b.Get("source")))
+		c.blocks(b.Get("content"), thinking, depth)
+	case "thinking":
+		if thinking {
+			c.text += countText(c.enc, stringOf(b.Get("thinking")))
+		}
+	case "redacted_thinking":
+		if thinking {
+			c.fixed += ceilDiv(int64(len(stringOf(b.Get("data")))), unknownPartBytesPerToken)
+		}
+	case "tool_use", "server_tool_use", "mcp_tool_use":
+		c.fixed += claudeTokensPerToolUse
+		c.text += countText(c.enc, stringOf(b.Get("name")))
+		if in := b.Get("input"); in.Exists() {
+			c.text += countText(c.enc, in.Raw)
+		}
+	default:
+		if typ == "tool_result" || strings.HasSuffix(typ, "_tool_result") {
+			c.fixed += claudeTokensPerToolUse
+			c.blocks(b.Get("content"), thinking, depth)
+			return
+		}
+		// Unknown block: one token per unknownPartBytesPerToken of JSON.
+		c.fixed += ceilDiv(int64(len(b.Raw)), unknownPartBytesPerToken)
+	}
+}
+
+// blocks counts content that is a string or an array of blocks.
+func (c *claudeCounter) blocks(content gjson.Result, thinking bool, depth int) {
+	if !content.IsArray() {
+		c.text += countText(c.enc, stringOf(content))
+		return
+	}
+	content.ForEach(func(_, b gjson.Result) bool {
+		c.block(b, thinking, depth+1)
+		return true
+	})
+}
+
+// image is one image's tokens by the vision rule; only base64 sources have a
+// readable size.
+func (c *claudeCounter) image(src gjson.Result) int64 {
+	if src.Get("type").String() == "base64" {
+		wd, ht := base64ImageSize(stringOf(src.Get("data")))
+		return claudeImageTokens(c.model, wd, ht)
+	}
+	return claudeImageTokens(c.model, 0, 0)
+}
+
+// document counts a document block: a PDF by pages, plain text by its text,
+// a content source by its blocks, a URL or file at unknownDocumentPages; plus
+// its title and context.
+func (c *claudeCounter) document(b gjson.Result, depth int) {
+	c.text += countText(c.enc, stringOf(b.Get("title"))) + countText(c.enc, stringOf(b.Get("context")))
+	src := b.Get("source")
+	page := claudeImageTokens(c.model, 0, 0)
+	switch src.Get("type").String() {
+	case "base64":
+		c.fixed += documentTokens(pdfPages(stringOf(src.Get("data"))), page)
+	case "text":
+		c.text += countText(c.enc, stringOf(src.Get("data")))
+	case "content":
+		c.blocks(src.Get("content"), false, depth)
+	default: // "url", "file"
+		c.fixed += documentTokens(unknownDocumentPages, page)
+	}
+}
+
+// tools counts the tool definitions and the tool-use system prompt.
+func (c *claudeCounter) tools(tools gjson.Result, choice string) {
+	c.fixed += claudeToolPrompt(c.model, choice)
+	tools.ForEach(func(_, t gjson.Result) bool {
+		if !t.IsObject() {
+			return true
+		}
+		typ := t.Get("type").String()
+		if typ == "" || typ == "custom" {
+			c.text += countText(c.enc, stringOf(t.Get("name"))) + countText(c.enc, stringOf(t.Get("description")))
+			if schema := t.Get("input_schema"); schema.Exists() {
+				c.text += countText(c.enc, schema.Raw)
+			}
+			return true
+		}
+		for _, d := range definedTools {
+			if strings.HasPrefix(typ, d.prefix) {
+				c.fixed += d.tokens
+				return true
+			}
+		}
+		c.text += countText(c.enc, t.Raw) // server tools: their JSON
+		return true
+	})
+}

@@ -1,0 +1,205 @@
+package weigher
+
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Responses estimates an OpenAI /v1/responses request body
+// (https://platform.openai.com/docs/api-reference/responses/create).
+//
+// OpenAI publishes no counting rule for the Responses API, so its input is
+// framed as the equivalent chat conversation (see tokensPerMessage):
+// "instructions" as a developer message; "input" as one user message when a
+// string, else item by item — messages (role + a string or content parts:
+// input_text / output_text / refusal text, input_image by the image rules of
+// image.go, input_file PDFs by pages as in document.go), function_call and
+// custom_tool_call items (tokensPerToolCall + name + arguments / input),
+// their *_output items (framing + output), reasoning items (summary and
+// reasoning text, plus encrypted_content at one token per
+// unknownPartBytesPerToken bytes), other items (hosted tool calls…) at one
+// token per unknownPartBytesPerToken bytes of JSON — plus the reply priming,
+// the tools by the cookbook's rule (toolsCounter; non-function tools by their
+// JSON) and a json_schema text.format by its JSON.
+//
+// previous_response_id, conversation, a stored "prompt" and item_reference
+// items pull context the body does not hold: ServerContext is set and
+// InputTokens counts only what the body holds.
+//
+// OutputTokens is max_output_tokens (reasoning included), else the model's
+// default output reservation. A streamed request sets Stream and
+// IncludeUsage (a Responses stream always ends with usage). A body that is
+// not a JSON object yields the byte-based estimate of [Weigher.Bytes] with
+// Parsed false. Responses never panics and never keeps body.
+func (w *Weigher) Responses(body []byte) Estimate {
+	s := bodyString(body)
+	if !gjson.Valid(s) {
+		return w.Bytes(body, "")
+	}
+	root := gjson.Parse(s)
+	if !root.IsObject() {
+		return w.Bytes(body, "")
+	}
+	var model, input, instructions, tools, maxOut, text gjson.Result
+	est := Estimate{Parsed: true}
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			model = v
+		case "input":
+			input = v
+		case "instructions":
+			instructions = v
+		case "tools":
+			tools = v
+		case "max_output_tokens":
+			maxOut = v
+		case "text":
+			text = v
+		case "stream":
+			est.Stream = v.Type == gjson.True
+		case "previous_response_id":
+			est.ServerContext = est.ServerContext || v.Type == gjson.String && v.Str != ""
+		case "conversation", "prompt":
+			est.ServerContext = est.ServerContext || v.Type != gjson.Null
+		}
+		return true
+	})
+	est.IncludeUsage = est.Stream
+	if model.Type == gjson.String {
+		est.Model = strings.Clone(model.String())
+	}
+	encName := w.EncodingFor(est.Model)
+	r := responsesCounter{enc: w.encoder(est.Model), model: est.Model}
+
+	var in int64
+	switch {
+	case instructions.Type == gjson.String:
+		in += tokensPerMessage + countText(r.enc, "developer") + countText(r.enc, instructions.Str)
+	case instructions.IsArray():
+		in += r.items(instructions, &est)
+	}
+	switch {
+	case input.Type == gjson.String:
+		in += tokensPerMessage + countText(r.enc, "user") + countText(r.enc, input.Str)
+	case input.IsArray():
+		in += r.items(input, &est)
+	}
+	in += tokensReply
+	in += newToolsCounter(r.enc, encName).count(tools)
+	if f := text.Get("format"); f.Get("type").String() == "json_schema" {
+		in += countText(r.enc, f.Raw)
+	}
+	est.InputTokens = w.scaled(est.Model, min(in, maxTokens))
+
+	out, ok := tokenCount(maxOut)
+	if !ok {
+		out = w.defaultOutput(est.Model)
+	}
+	est.OutputTokens = out
+	return est
+}
+
+// responsesCounter counts Responses input items in one encoding.
+type responsesCounter struct {
+	enc   counter
+	model string
+}
+
+// items counts an array of input items; item_reference items set
+// est.ServerContext.
+func (r responsesCounter) items(list gjson.Result, est *Estimate) int64 {
+	var n int64
+	list.ForEach(func(_, it gjson.Result) bool {
+		n += r.item(it, est)
+		return true
+	})
+	return n
+}
+
+// item counts one input item.
+func (r responsesCounter) item(it gjson.Result, est *Estimate) int64 {
+	if !it.IsObject() {
+		return 0
+	}
+	typ := it.Get("type").String()
+	switch typ {
+	case "", "message":
+		n := int64(tokensPerMessage) + countText(r.enc, stringOf(it.Get("role")))
+		if name := it.Get("name"); name.Type == gjson.String { // lenient: chat's "name"
+			n += countText(r.enc, name.Str) + tokensPerName
+		}
+		return n + r.content(it.Get("content"), 0)
+	case "function_call", "custom_tool_call":
+		args := it.Get("arguments")
+		if typ == "custom_tool_call" {
+			args = it.Get("input")
+		}
+		return tokensPerToolCall + countText(r.enc, stringOf(it.Get("name"))) + countText(r.enc, stringOf(args))
+	case "function_call_output", "custom_tool_call_output":
+		return tokensPerMessage + r.content(it.Get("output"), 0)
+	case "reasoning":
+		var n int64
+		for _, k := range []string{"summary", "content"} {
+			it.Get(k).ForEach(func(_, p gjson.Result) bool {
+				n += countText(r.enc, stringOf(p.Get("text")))
+				return true
+			})
+		}
+		return n + ceilDiv(int64(len(stringOf(it.Get("encrypted_content")))), unknownPartBytesPerToken)
+	case "item_reference":
+		est.ServerContext = true
+		return 0
+	case "computer_call_output":
+		return tokensPerMessage + r.part(it.Get("output"), 0)
+	default:
+		return ceilDiv(int64(len(it.Raw)), unknownPartBytesPerToken)
+	}
+}
+
+// content counts message content or tool output: a string or an array of
+// parts.
+func (r responsesCounter) content(c gjson.Result, depth int) int64 {
+	if !c.IsArray() {
+		return countText(r.enc, stringOf(c))
+	}
+	var n int64
+	c.ForEach(func(_, p gjson.Result) bool {
+		n += r.part(p, depth)
+		return true
+	})
+	return n
+}
+
+// part counts one content part.
+func (r responsesCounter) part(p gjson.Result, depth int) int64 {
+	if p.Type == gjson.String {
+		return countText(r.enc, p.Str)
+	}
+	if !p.IsObject() || depth > maxBlockDepth {
+		return 0
+	}
+	switch p.Get("type").String() {
+	case "input_text", "output_text", "text", "summary_text", "reasoning_text":
+		return countText(r.enc, stringOf(p.Get("text")))
+	case "refusal":
+		return countText(r.enc, stringOf(p.Get("refusal")))
+	case "input_image", "computer_screenshot":
+		wd, ht := dataURLSize(stringOf(p.Get("image_url")))
+		return imageTokens(r.model, p.Get("detail").String(), wd, ht)
+	case "input_file":
+		n := countText(r.enc, stringOf(p.Get("filename")))
+		page := imageTokens(r.model, "high", 0, 0)
+		data := stringOf(p.Get("file_data"))
+		if i := strings.Index(data, ";base64,"); i >= 0 {
+			data = data[i+len(";base64,"):]
+		}
+		if data == "" {
+			return n + documentTokens(unknownDocumentPages, page)
+		}
+		return n + documentTokens(pdfPages(data), page)
+	default:
+		return ceilDiv(int64(len(p.Raw)), unknownPartBytesPerToken)
+	}
+}

@@ -1,0 +1,210 @@
+package weigher
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Stream reads the SSE events of one streamed response of any kind, so one
+// proxy code path serves chat, completions, Responses and Messages streams:
+// feed it every event with [Stream.Event] (the SSE "event" field, empty for
+// OpenAI's chat and completions chunks, and the joined "data" field), append
+// each update's Text for local counting, and at the end call [Stream.Settle].
+//
+// Per kind (see stream_events.go for the event shapes):
+//   - chat, completions: usage arrives in the include_usage chunk (final);
+//   - responses: usage arrives under response.usage of response.completed,
+//     response.incomplete or response.failed (final);
+//   - messages: message_start reports the input (and cache) figures and a
+//     placeholder output; each message_delta repeats the output count
+//     cumulatively (newer API versions the input figures too): the largest,
+//     that is the last, value wins, never the sum. The usage is final at
+//     message_stop.
+//
+// Make one with [NewStream] per response. The zero value reads nothing (as
+// KindOther). Not safe for concurrent use.
+type Stream struct {
+	kind     Kind
+	usage    Usage          // chat, completions, responses: last report
+	anth     anthropicUsage // messages
+	hasUsage bool
+	final    bool
+	errSeen  bool
+	done     bool
+}
+
+// NewStream returns a Stream reading a response of kind k. KindEmbeddings,
+// KindCountTokens and KindOther streams are not parsed.
+func NewStream(k Kind) Stream { return Stream{kind: k} }
+
+// StreamUpdate is what one event said. The zero value is an event with
+// nothing of interest (ping, content_block_stop, response.created…).
+type StreamUpdate struct {
+	// Text is the event's generated output, for local counting when no
+	// usage arrives: chat delta content / refusal / tool-call arguments;
+	// completions choice text; Responses *.delta text (output text, refusal,
+	// function-call and custom-tool arguments, reasoning and reasoning
+	// summary text…); Messages text_delta, input_json_delta and
+	// thinking_delta (and a content block's initial text). It does not alias
+	// data.
+	Text string
+	// HasUsage is true when the event carried usage (now in
+	// [Stream.Usage]).
+	HasUsage bool
+	// UsageOnly is true for the extra chat or completions chunk that
+	// stream_options.include_usage adds (empty choices, usage present): the
+	// proxy drops it when it asked for usage on the client's behalf.
+	UsageOnly bool
+	// Err is true for an in-band error: an {"error": …} chat or completions
+	// chunk, a Responses "error" or "response.failed" event, a Messages
+	// "error" event. Err with HasUsage (response.failed) means the error
+	// came with the usage to charge.
+	Err bool
+	// Done is true for the stream's terminal event: "[DONE]",
+	// response.completed / response.incomplete / response.failed,
+	// message_stop.
+	Done bool
+}
+
+// StreamUsage is the usage a stream has reported so far, in tokens.
+type StreamUsage struct {
+	// Usage is the reported usage, normalised as [Usage] documents; figures
+	// not reported are 0.
+	Usage Usage
+	// Input is true when the input figures were reported (a Messages stream
+	// reports them at message_start, the others with the final usage).
+	Input bool
+	// Output is true when an output figure was reported (for Messages, a
+	// cumulative count that is final only with Final).
+	Output bool
+	// Final is true when the upstream's final usage report was seen.
+	Final bool
+}
+
+// Event reads one SSE event: eventType is its "event" field (may be empty),
+// data its "data" field. Garbage yields the zero StreamUpdate. It never
+// panics and never keeps eventType or data.
+func (s *Stream) Event(eventType, data []byte) StreamUpdate {
+	var u StreamUpdate
+	switch s.kind {
+	case KindChat, KindCompletions:
+		c := parseOpenAIChunk(data, s.kind == KindCompletions)
+		if c.HasUsage {
+			s.usage, s.hasUsage, s.final = c.Usage, true, true
+		}
+		u = StreamUpdate{Text: c.Text, HasUsage: c.HasUsage, UsageOnly: c.UsageOnly, Err: c.Err, Done: c.Done}
+	case KindResponses:
+		u = s.responsesEvent(eventType, data)
+	case KindMessages:
+		u = s.messagesEvent(eventType, data)
+	default:
+		return StreamUpdate{}
+	}
+	s.errSeen = s.errSeen || u.Err
+	s.done = s.done || u.Done
+	return u
+}
+
+// Usage is the usage reported so far.
+func (s *Stream) Usage() StreamUsage {
+	if s.kind == KindMessages {
+		return StreamUsage{Usage: s.anth.usage(), Input: s.anth.has&hasInput != 0,
+			Output: s.anth.has&hasOutput != 0, Final: s.final}
+	}
+	return StreamUsage{Usage: s.usage, Input: s.hasUsage, Output: s.hasUsage, Final: s.final}
+}
+
+// Err reports whether an in-band error event was seen.
+func (s *Stream) Err() bool { return s.errSeen }
+
+// Done reports whether the stream's terminal event was seen.
+func (s *Stream) Done() bool { return s.done }
+
+// Source says where a settled usage comes from.
+type Source uint8
+
+const (
+	// SourceReported is the upstream's final usage, as reported.
+	SourceReported Source = iota
+	// SourcePartial mixes reported figures (a Messages stream's input from
+	// message_start, a cumulative output) with the estimate's input and the
+	// locally counted output for what was not reported.
+	SourcePartial
+	// SourceCounted is the estimate's input plus the locally counted
+	// output: nothing was reported (the client left, or the stream broke).
+	SourceCounted
+	// SourceRefund is an in-band error before any usage or output: the
+	// whole reservation is refunded (DESIGN.md §2), the Usage is zero.
+	SourceRefund
+)
+
+var sourceNames = [...]string{"reported", "partial", "counted", "refund"}
+
+// String is the source's metric-label name.
+func (s Source) String() string {
+	if int(s) < len(sourceNames) {
+		return sourceNames[s]
+	}
+	return "unknown"
+}
+
+// Settle returns what the stream cost, given the request's estimate and the
+// tokens of the streamed Text counted locally ([Weigher.CountText] over the
+// concatenated updates):
+//   - the final reported usage when the upstream sent it (SourceReported);
+//   - otherwise each reported figure, the estimate's InputTokens for an
+//     unreported input, and for the output the larger of a reported
+//     (cumulative) count and counted (SourcePartial, or SourceCounted when
+//     nothing was reported) — a stream the client abandons is charged its
+//     input plus what was streamed (DESIGN.md §2);
+//   - an in-band error with no usage and nothing streamed refunds
+//     everything (SourceRefund).
+func (s *Stream) Settle(est Estimate, counted int64) (Usage, Source) {
+	r := s.Usage()
+	if r.Final {
+		return r.Usage, SourceReported
+	}
+	counted = max(counted, 0)
+	if s.errSeen && !r.Input && !r.Output && counted == 0 {
+		return Usage{}, SourceRefund
+	}
+	u := r.Usage
+	if !r.Input {
+		u.InputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.CacheWrite1hTokens = est.InputTokens, 0, 0, 0
+	}
+	u.OutputTokens = max(u.OutputTokens, counted)
+	if r.Input || r.Output {
+		return u, SourcePartial
+	}
+	return u, SourceCounted
+}
+
+// eventType returns the event's type: the JSON "type" field when present
+// (OpenAI and Anthropic always send it, matching the SSE event name), else
+// the SSE event name.
+func eventTypeOf(root gjson.Result, eventType []byte) string {
+	if t := root.Get("type"); t.Type == gjson.String {
+		return t.Str
+	}
+	return string(bytes.TrimSpace(eventType))
+}
+
+// parseEvent parses an event's data as a JSON object.
+func parseEvent(data []byte) (gjson.Result, bool) {
+	s := bodyString(bytes.TrimSpace(data))
+	if !gjson.Valid(s) {
+		return gjson.Result{}, false
+	}
+	root := gjson.Parse(s)
+	return root, root.IsObject()
+}
+
+// cloneText is r's text, not aliasing the event data, when r is a string.
+func cloneText(r gjson.Result) string {
+	if r.Type != gjson.String || r.Str == "" {
+		return ""
+	}
+	return strings.Clone(r.Str)
+}

@@ -1,0 +1,149 @@
+package weigher
+
+import "github.com/tidwall/gjson"
+
+// ParseCompletionsUsage reads the usage of a legacy OpenAI completions JSON
+// response (https://platform.openai.com/docs/api-reference/completions/object):
+// the same usage object as chat (prompt_tokens, completion_tokens and their
+// details), so it is [ParseChatUsage] under the flavor's name.
+func ParseCompletionsUsage(body []byte) (Usage, bool) { return ParseChatUsage(body) }
+
+// ParseEmbeddingsUsage reads the usage of an OpenAI embeddings JSON response
+// (https://platform.openai.com/docs/api-reference/embeddings/object):
+// usage.prompt_tokens is the input; total_tokens equals it and there is no
+// output. ok is false when body has no usage.prompt_tokens or is not JSON.
+// It never panics and never keeps body.
+func ParseEmbeddingsUsage(body []byte) (Usage, bool) {
+	s := bodyString(body)
+	if !gjson.Valid(s) {
+		return Usage{}, false
+	}
+	p := gjson.Get(s, "usage.prompt_tokens")
+	if p.Type != gjson.Number {
+		return Usage{}, false
+	}
+	return Usage{InputTokens: usageCount(p)}, true
+}
+
+// ParseResponsesUsage reads the usage of an OpenAI Responses JSON response
+// (https://platform.openai.com/docs/api-reference/responses/object):
+// usage.input_tokens (cached included), usage.output_tokens (reasoning
+// included), usage.input_tokens_details.cached_tokens and
+// usage.output_tokens_details.reasoning_tokens. ok is false when body has no
+// usage object with input_tokens or output_tokens, or is not valid JSON; then
+// u is zero. Missing or negative figures read as 0. It never panics and
+// never keeps body.
+func ParseResponsesUsage(body []byte) (u Usage, ok bool) {
+	s := bodyString(body)
+	if !gjson.Valid(s) {
+		return Usage{}, false
+	}
+	return responsesUsageOf(gjson.Get(s, "usage"))
+}
+
+// responsesUsageOf reads a Responses "usage" object.
+func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
+	if !v.IsObject() {
+		return Usage{}, false
+	}
+	var in, out gjson.Result
+	v.ForEach(func(k, f gjson.Result) bool {
+		switch k.Str {
+		case "input_tokens":
+			in = f
+		case "output_tokens":
+			out = f
+		case "input_tokens_details":
+			u.CachedInputTokens = usageCount(f.Get("cached_tokens"))
+		case "output_tokens_details":
+			u.ReasoningTokens = usageCount(f.Get("reasoning_tokens"))
+		}
+		return true
+	})
+	if in.Type != gjson.Number && out.Type != gjson.Number {
+		return Usage{}, false
+	}
+	u.InputTokens, u.OutputTokens = usageCount(in), usageCount(out)
+	return u, true
+}
+
+// ParseMessagesUsage reads the usage of an Anthropic Messages JSON response
+// (https://platform.claude.com/docs/en/api/messages, "usage") and normalises
+// it: Anthropic's input_tokens excludes both cache fields ("Total input
+// tokens in a request is the summation of input_tokens,
+// cache_creation_input_tokens, and cache_read_input_tokens", prompt-caching
+// guide), so InputTokens = input_tokens + cache_creation_input_tokens +
+// cache_read_input_tokens, CachedInputTokens = cache_read_input_tokens,
+// CacheWriteTokens = cache_creation_input_tokens, CacheWrite1hTokens =
+// cache_creation.ephemeral_1h_input_tokens, OutputTokens = output_tokens
+// (thinking included). ok is false when body has no usage object with
+// input_tokens or output_tokens (an error body, a count_tokens answer), or
+// is not valid JSON. It never panics and never keeps body.
+func ParseMessagesUsage(body []byte) (u Usage, ok bool) {
+	s := bodyString(body)
+	if !gjson.Valid(s) {
+		return Usage{}, false
+	}
+	var a anthropicUsage
+	a.merge(gjson.Get(s, "usage"))
+	if a.has&(hasInput|hasOutput) == 0 {
+		return Usage{}, false
+	}
+	return a.usage(), true
+}
+
+// anthropicUsage accumulates Anthropic usage fields as reported, before
+// normalisation. Each field is a running maximum: a stream's message_delta
+// repeats cumulative counts, so the last value is the largest, and a
+// placeholder 0 never erases an earlier figure.
+type anthropicUsage struct {
+	input, cacheWrite, cacheRead, cache1h, output int64
+	has                                           uint8
+}
+
+const (
+	hasInput uint8 = 1 << iota // input_tokens or a cache field reported
+	hasOutput
+)
+
+// merge folds an Anthropic usage object into a and reports whether it held
+// an input or output figure.
+func (a *anthropicUsage) merge(v gjson.Result) bool {
+	if !v.IsObject() {
+		return false
+	}
+	read := false
+	v.ForEach(func(k, f gjson.Result) bool {
+		if f.Type != gjson.Number && k.Str != "cache_creation" {
+			return true
+		}
+		switch k.Str {
+		case "input_tokens":
+			a.input, a.has = max(a.input, usageCount(f)), a.has|hasInput
+		case "cache_creation_input_tokens":
+			a.cacheWrite, a.has = max(a.cacheWrite, usageCount(f)), a.has|hasInput
+		case "cache_read_input_tokens":
+			a.cacheRead, a.has = max(a.cacheRead, usageCount(f)), a.has|hasInput
+		case "cache_creation":
+			a.cache1h = max(a.cache1h, usageCount(f.Get("ephemeral_1h_input_tokens")))
+		case "output_tokens":
+			a.output, a.has = max(a.output, usageCount(f)), a.has|hasOutput
+		default:
+			return true
+		}
+		read = read || k.Str != "cache_creation"
+		return true
+	})
+	return read
+}
+
+// usage normalises a to OpenAI semantics (see ParseMessagesUsage).
+func (a *anthropicUsage) usage() Usage {
+	return Usage{
+		InputTokens:        min(a.input+a.cacheWrite+a.cacheRead, 3*maxTokens),
+		CachedInputTokens:  a.cacheRead,
+		CacheWriteTokens:   a.cacheWrite,
+		CacheWrite1hTokens: min(a.cache1h, a.cacheWrite),
+		OutputTokens:       a.output,
+	}
+}
