@@ -1,0 +1,44 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/internal/redistest"
+)
+
+// Through the Redis store, reconciliation is asynchronous but lands: the
+// bucket in Redis ends at capacity − actual, not capacity − reserved.
+func TestRedisStoreReconcilesThroughTheProxy(t *testing.T) {
+	srv := redistest.Start(t)
+	h := start(t, slowTPM+fmt.Sprintf("\nstore: {backend: redis, redis_url: \"redis://%s/0\", timeout: 100ms}\n", srv.Addr()))
+	resp, _ := h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":500}`,
+		"x-mock-completion-tokens", "30")
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.StatusCode)
+	}
+	if r := remainingTokens(t, resp.Header); r != 10000-hiInput-500 {
+		t.Fatalf("remaining at admission %d, want %d", r, 10000-hiInput-500)
+	}
+	key := "llmguard:{acme}:user-tpm:alice"
+	var level float64
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		v, err := srv.Client().Get(context.Background(), key).Result()
+		if err == nil {
+			level, _ = strconv.ParseFloat(strings.Fields(v)[0], 64)
+			if level >= 10000-hiInput-30-1 {
+				break
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// 1 token a day of refill is < 1 over the test.
+	if int64(level) != 10000-hiInput-30 {
+		t.Errorf("bucket level in Redis = %v, want %d (reconciled to 30 output tokens)", level, 10000-hiInput-30)
+	}
+}
