@@ -102,8 +102,19 @@ type Model struct {
 	// CachedInputUSDPerMTok is the price of cached input tokens. Zero:
 	// the input price.
 	CachedInputUSDPerMTok float64 `yaml:"cached_input_usd_per_mtok"`
+	// CacheWriteUSDPerMTok is the price of input tokens written to the
+	// prompt cache (Anthropic's 5-minute cache writes, 1.25× input on its
+	// price list). Zero: the input price.
+	CacheWriteUSDPerMTok float64 `yaml:"cache_write_usd_per_mtok"`
+	// CacheWrite1hUSDPerMTok is the price of 1-hour cache writes (2× input
+	// on Anthropic's price list). Zero: the cache-write price.
+	CacheWrite1hUSDPerMTok float64 `yaml:"cache_write_1h_usd_per_mtok"`
 	// OutputUSDPerMTok is the price of output (and reasoning) tokens.
 	OutputUSDPerMTok float64 `yaml:"output_usd_per_mtok"`
+	// SafetyFactor multiplies the local token count of models without a
+	// public tokenizer (Claude): 0 means the weigher's default per family
+	// (1.2; 1.6 for Claude's newer tokenizer).
+	SafetyFactor float64 `yaml:"safety_factor"`
 	// DefaultMaxOutputTokens is the output reservation, in tokens, when a
 	// request sets no maximum. Zero: Config.DefaultMaxOutputTokens.
 	DefaultMaxOutputTokens int64 `yaml:"default_max_output_tokens"`

@@ -114,13 +114,17 @@ func (c *Config) Validate() error {
 		for _, pr := range []struct {
 			field string
 			v     float64
-		}{{"input_usd_per_mtok", m.InputUSDPerMTok}, {"cached_input_usd_per_mtok", m.CachedInputUSDPerMTok}, {"output_usd_per_mtok", m.OutputUSDPerMTok}} {
+		}{{"input_usd_per_mtok", m.InputUSDPerMTok}, {"cached_input_usd_per_mtok", m.CachedInputUSDPerMTok}, {"output_usd_per_mtok", m.OutputUSDPerMTok},
+			{"cache_write_usd_per_mtok", m.CacheWriteUSDPerMTok}, {"cache_write_1h_usd_per_mtok", m.CacheWrite1hUSDPerMTok}} {
 			if pr.v < 0 || math.IsNaN(pr.v) || pr.v > 1e6 {
 				p.add(f+"."+pr.field, "must be between 0 and 1000000 USD per million tokens (got %v)", pr.v)
 			}
 		}
 		if m.DefaultMaxOutputTokens < 0 {
 			p.add(f+".default_max_output_tokens", "must be positive")
+		}
+		if m.SafetyFactor != 0 && !(m.SafetyFactor >= 1 && m.SafetyFactor <= 10) {
+			p.add(f+".safety_factor", "must be between 1 and 10 (got %v)", m.SafetyFactor)
 		}
 	}
 

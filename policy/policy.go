@@ -63,10 +63,13 @@ func Compile(c *config.Config) (*Policy, error) {
 		p.keys[sum] = Principal{KeyID: hex.EncodeToString(sum[:8]), User: user, Tenant: k.Tenant, Plan: k.Plan}
 	}
 	for name, m := range c.Models {
-		pr := PriceFromUSDPerMTok(m.InputUSDPerMTok, m.CachedInputUSDPerMTok, m.OutputUSDPerMTok)
+		pr := USDPerMTok{Input: m.InputUSDPerMTok, CachedInput: m.CachedInputUSDPerMTok, CacheWrite: m.CacheWriteUSDPerMTok,
+			CacheWrite1h: m.CacheWrite1hUSDPerMTok, Output: m.OutputUSDPerMTok}.Price()
 		p.prices[name] = pr
 		p.maxPrice.Input = max(p.maxPrice.Input, pr.Input)
 		p.maxPrice.CachedInput = max(p.maxPrice.CachedInput, pr.CachedInput)
+		p.maxPrice.CacheWrite = max(p.maxPrice.CacheWrite, pr.CacheWrite)
+		p.maxPrice.CacheWrite1h = max(p.maxPrice.CacheWrite1h, pr.CacheWrite1h)
 		p.maxPrice.Output = max(p.maxPrice.Output, pr.Output)
 	}
 	var problems []string

@@ -31,30 +31,61 @@ type applied struct {
 //   - the IETF RateLimit-Policy and RateLimit fields
 //     (draft-ietf-httpapi-ratelimit-headers), one item per applied rule,
 //     with llmguard-unit naming the unit of q and r.
-func setLimitHeaders(h *fasthttp.ResponseHeader, rules []applied, buf []byte) []byte {
+//
+// Anthropic callers get Anthropic's anthropic-ratelimit-{requests,tokens,
+// input-tokens,output-tokens}-{limit,remaining,reset} instead, reset as an
+// RFC 3339 instant (https://docs.anthropic.com/en/api/rate-limits).
+func setLimitHeaders(h *fasthttp.ResponseHeader, f Flavor, rules []applied, buf []byte) []byte {
 	if len(rules) == 0 {
 		return buf
 	}
-	tok, req := -1, -1
+	if f == FlavorAnthropic {
+		setAnthropicHeaders(h, rules)
+	} else {
+		setOpenAIHeaders(h, rules)
+	}
+	return setIETFHeaders(h, rules, buf)
+}
+
+// tightest returns the index of the rule whose unit match accepts with the
+// least remaining, or -1.
+func tightest(rules []applied, match func(policy.Unit) bool) int {
+	best := -1
 	for i, a := range rules {
-		switch {
-		case a.rule.Unit.CountsTokens():
-			if tok < 0 || a.status.Remaining < rules[tok].status.Remaining {
-				tok = i
-			}
-		case a.rule.Unit == policy.UnitRequests:
-			if req < 0 || a.status.Remaining < rules[req].status.Remaining {
-				req = i
-			}
+		if match(a.rule.Unit) && (best < 0 || a.status.Remaining < rules[best].status.Remaining) {
+			best = i
 		}
 	}
-	if tok >= 0 {
-		setOpenAITrio(h, "tokens", rules[tok])
-	}
-	if req >= 0 {
-		setOpenAITrio(h, "requests", rules[req])
-	}
+	return best
+}
 
+func setAnthropicHeaders(h *fasthttp.ResponseHeader, rules []applied) {
+	now := time.Now()
+	for _, kind := range []struct {
+		name string
+		unit policy.Unit
+	}{{"requests", policy.UnitRequests}, {"tokens", policy.UnitTokens}, {"input-tokens", policy.UnitInputTokens}, {"output-tokens", policy.UnitOutputTokens}} {
+		i := tightest(rules, func(u policy.Unit) bool { return u == kind.unit })
+		if i < 0 {
+			continue
+		}
+		a := rules[i]
+		h.Set("anthropic-ratelimit-"+kind.name+"-limit", strconv.FormatInt(a.rule.Limit.Capacity, 10))
+		h.Set("anthropic-ratelimit-"+kind.name+"-remaining", strconv.FormatInt(max(a.status.Remaining, 0), 10))
+		h.Set("anthropic-ratelimit-"+kind.name+"-reset", now.Add(a.status.Reset).UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339))
+	}
+}
+
+func setOpenAIHeaders(h *fasthttp.ResponseHeader, rules []applied) {
+	if i := tightest(rules, policy.Unit.CountsTokens); i >= 0 {
+		setOpenAITrio(h, "tokens", rules[i])
+	}
+	if i := tightest(rules, func(u policy.Unit) bool { return u == policy.UnitRequests }); i >= 0 {
+		setOpenAITrio(h, "requests", rules[i])
+	}
+}
+
+func setIETFHeaders(h *fasthttp.ResponseHeader, rules []applied, buf []byte) []byte {
 	buf = buf[:0]
 	for i, a := range rules {
 		if i > 0 {
@@ -154,6 +185,6 @@ func writeDenied(ctx *fasthttp.RequestCtx, f Flavor, d bucket.Decision, rules []
 		ctx.Response.Header.Set("retry-after-ms", strconv.FormatInt(max(int64((d.RetryAfter+time.Millisecond-1)/time.Millisecond), 1), 10))
 	}
 	ctx.Response.Header.Set("x-llmguard-limit", a.rule.Name)
-	setLimitHeaders(&ctx.Response.Header, rules, nil)
+	setLimitHeaders(&ctx.Response.Header, f, rules, nil)
 	e.write(ctx, f)
 }

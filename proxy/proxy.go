@@ -21,11 +21,10 @@ import (
 // Weigher turns request bodies into estimates and counts streamed text.
 // *weigher.Weigher satisfies it.
 type Weigher interface {
-	// Chat weighs a /v1/chat/completions body.
-	Chat(body []byte) weigher.Estimate
-	// Bytes is the conservative estimate for a body that is not parsed.
-	Bytes(body []byte, model string) weigher.Estimate
-	// CountText counts text in model's encoding, in tokens.
+	// Weigh estimates a body of request kind k (chat, responses,
+	// completions, embeddings, messages).
+	Weigh(k weigher.Kind, body []byte) weigher.Estimate
+	// CountText counts text as model's tokenizer would, in tokens.
 	CountText(model, text string) int64
 }
 
@@ -104,7 +103,7 @@ type exchange struct {
 	principal policy.Principal
 	keyHeader string // the header the caller's key came from
 	upstream  *Upstream
-	kind      kind
+	kind      weigher.Kind
 	est       weigher.Estimate
 	price     policy.Price
 	rules     []applied
@@ -114,30 +113,24 @@ type exchange struct {
 	start      time.Time
 }
 
-// kind is what the request is, for weighing and the usage tap.
-type kind uint8
-
-const (
-	kindOther kind = iota // counted as a request only
-	kindChat              // POST /v1/chat/completions
-)
-
 // classify names the endpoint of a request from its decoded upstream path.
 // It errs towards weighing: case, a trailing slash, and anything after a
 // decoded '?' or '#' are ignored, and every method that may carry a body
 // counts, so that no spelling of an endpoint an upstream might accept
 // escapes its token cost.
-func classify(method []byte, path string) kind {
+func classify(method []byte, path string) weigher.Kind {
+	if bytes.EqualFold(method, []byte(fasthttp.MethodGet)) || bytes.EqualFold(method, []byte(fasthttp.MethodHead)) {
+		return weigher.KindOther
+	}
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
 	}
-	path = strings.TrimRight(path, "/")
-	if strings.EqualFold(path, "/v1/chat/completions") &&
-		!bytes.EqualFold(method, []byte(fasthttp.MethodGet)) && !bytes.EqualFold(method, []byte(fasthttp.MethodHead)) {
-		return kindChat
-	}
-	return kindOther
+	return weigher.KindOf(fasthttp.MethodPost, strings.ToLower(strings.TrimRight(path, "/")))
 }
+
+// weighed reports whether requests of kind k are weighed in tokens; the
+// others count as requests only.
+func weighed(k weigher.Kind) bool { return k != weigher.KindOther && k != weigher.KindCountTokens }
 
 // Handle is the fasthttp.RequestHandler of the proxy listener.
 func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
@@ -179,9 +172,8 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	// Weigh.
 	body := ctx.Request.Body()
 	x.kind = classify(ctx.Method(), upPath)
-	switch x.kind {
-	case kindChat:
-		x.est = p.opt.Weigher.Chat(body)
+	if weighed(x.kind) {
+		x.est = p.opt.Weigher.Weigh(x.kind, body)
 		if !x.est.Parsed {
 			// Not a JSON object: the upstream will refuse it, and no output
 			// can follow. Reserve the byte-based input estimate only, so that
@@ -189,8 +181,6 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 			// llmguard, answers it.
 			x.est.OutputTokens = 0
 		}
-	default:
-		x.est = weigher.Estimate{}
 	}
 	x.price = p.opt.Policy.Price(x.est.Model)
 
@@ -203,7 +193,7 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 		x.rules = make([]applied, len(rules))
 		for i, r := range rules {
 			units := r.Units(reserve, x.price)
-			if x.kind == kindOther && r.Unit != policy.UnitRequests {
+			if !weighed(x.kind) && r.Unit != policy.UnitRequests {
 				units = 0 // other paths count as requests only
 			}
 			key := r.Key(pr)
@@ -328,7 +318,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	req.SetRequestURI(up.scheme + "://" + up.host + up.basePath + upPath + queryOf(ctx))
 	req.Header.SetHost(up.host)
 
-	if x.kind == kindChat && x.est.Stream && !x.est.IncludeUsage && x.est.Parsed {
+	if (x.kind == weigher.KindChat || x.kind == weigher.KindCompletions) && x.est.Stream && !x.est.IncludeUsage && x.est.Parsed {
 		if nb, err := sjson.SetBytes(bytes.Clone(body), "stream_options.include_usage", true); err == nil {
 			body = nb
 			x.stripUsage = true
@@ -343,7 +333,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 		p.log.Warn("upstream unreachable", "upstream", up.Name, "err", err, "request_id", x.id)
 		p.settle(x, settlement{refund: true})
 		p.opt.Metrics.request(up.Flavor, x.est.Model, outcomeUpstreamError)
-		setLimitHeaders(&ctx.Response.Header, x.rules, nil)
+		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules, nil)
 		apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_unreachable",
 			anthropicType: "api_error", message: "llmguard could not reach the upstream API (" + up.Name + ")."}.write(ctx, up.Flavor)
 		return

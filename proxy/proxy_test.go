@@ -7,23 +7,30 @@ import (
 	"testing"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/weigher"
 )
 
 func TestClassifyErrsTowardsWeighing(t *testing.T) {
 	for _, tc := range []struct {
 		method, path string
-		want         kind
+		want         weigher.Kind
 	}{
-		{"POST", "/v1/chat/completions", kindChat},
-		{"post", "/v1/chat/completions", kindChat},
-		{"PUT", "/v1/chat/completions", kindChat},
-		{"POST", "/v1/chat/completions/", kindChat},
-		{"POST", "/V1/Chat/Completions", kindChat},
-		{"POST", "/v1/chat/completions?", kindChat}, // a decoded %3F
-		{"POST", "/v1/chat/completions#x", kindChat},
-		{"GET", "/v1/chat/completions", kindOther},
-		{"POST", "/v1/models", kindOther},
-		{"POST", "/v1/chat/completionsX", kindOther},
+		{"POST", "/v1/chat/completions", weigher.KindChat},
+		{"post", "/v1/chat/completions", weigher.KindChat},
+		{"PUT", "/v1/chat/completions", weigher.KindChat},
+		{"POST", "/v1/chat/completions/", weigher.KindChat},
+		{"POST", "/V1/Chat/Completions", weigher.KindChat},
+		{"POST", "/v1/chat/completions?", weigher.KindChat}, // a decoded %3F
+		{"POST", "/v1/chat/completions#x", weigher.KindChat},
+		{"GET", "/v1/chat/completions", weigher.KindOther},
+		{"POST", "/v1/models", weigher.KindOther},
+		{"POST", "/v1/chat/completionsX", weigher.KindOther},
+		{"POST", "/v1/responses", weigher.KindResponses},
+		{"POST", "/v1/completions", weigher.KindCompletions},
+		{"POST", "/v1/embeddings/", weigher.KindEmbeddings},
+		{"POST", "/v1/messages", weigher.KindMessages},
+		{"POST", "/v1/messages/count_tokens", weigher.KindCountTokens},
 	} {
 		if got := classify([]byte(tc.method), tc.path); got != tc.want {
 			t.Errorf("classify(%s %s) = %d, want %d", tc.method, tc.path, got, tc.want)

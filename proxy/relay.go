@@ -27,7 +27,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	resp.Header.CopyTo(&ctx.Response.Header)
 	removeHopHeaders(&ctx.Response.Header)
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
-	setLimitHeaders(&ctx.Response.Header, x.rules, nil)
+	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules, nil)
 	status := resp.StatusCode()
 
 	if bytes.HasPrefix(resp.Header.ContentType(), []byte("text/event-stream")) && resp.BodyStream() != nil {
@@ -76,8 +76,8 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 // finish reads the usage of a buffered response and settles the exchange.
 func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 	s := settlement{refund: status >= 400}
-	if x.kind == kindChat {
-		if u, ok := weigher.ParseChatUsage(tapView(ctx.Response.Header.ContentEncoding(), ctx.Response.Body(), p.opt.MaxResponseBytes)); ok {
+	if weighed(x.kind) {
+		if u, ok := weigher.ParseUsage(x.kind, tapView(ctx.Response.Header.ContentEncoding(), ctx.Response.Body(), p.opt.MaxResponseBytes)); ok {
 			s = settlement{usage: u, hasUsage: true}
 		}
 	}
@@ -139,7 +139,7 @@ func tapView(encoding, body []byte, limit int) []byte {
 func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response) {
 	defer fasthttp.ReleaseResponse(resp)
 	src := resp.BodyStream()
-	tap := usageTap{chat: x.kind == kindChat, strip: x.stripUsage}
+	tap := usageTap{stream: weigher.NewStream(x.kind), strip: x.stripUsage}
 	buf := make([]byte, 16<<10)
 	clientGone := false
 	for {
@@ -170,14 +170,23 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response) {
 		w.Flush()
 		resp.CloseBodyStream()
 	}
-	s := settlement{usage: tap.usage, hasUsage: tap.hasUsage}
-	if !s.hasUsage {
-		// No usage (client gone, or the upstream never sent it): charge the
-		// input plus what was streamed, counted locally; never zero.
-		s.counted = true
-		s.usage = weigher.Usage{InputTokens: x.est.InputTokens, OutputTokens: p.opt.Weigher.CountText(x.est.Model, string(tap.text))}
+	// The final usage when the upstream reported it; otherwise what it did
+	// report, the input estimate and the output streamed so far, counted
+	// locally (the client left, the stream broke or carried an error); a
+	// refund for an in-band error before any output.
+	var counted int64
+	if len(tap.text) > 0 {
+		counted = p.opt.Weigher.CountText(x.est.Model, string(tap.text))
 	}
-	p.settle(x, s)
+	u, source := tap.stream.Settle(x.est, counted)
+	switch {
+	case !weighed(x.kind):
+		p.settle(x, settlement{refund: resp.StatusCode() >= 400})
+	case source == weigher.SourceRefund:
+		p.settle(x, settlement{refund: true})
+	default:
+		p.settle(x, settlement{usage: u, hasUsage: source == weigher.SourceReported, counted: source != weigher.SourceReported})
+	}
 }
 
 // settlement is what a finished exchange really cost.
@@ -194,7 +203,8 @@ func (p *Proxy) settle(x *exchange, s settlement) {
 	if len(x.rules) == 0 {
 		return
 	}
-	actual := policy.Tokens{Input: s.usage.InputTokens, CachedInput: s.usage.CachedInputTokens, Output: s.usage.OutputTokens}
+	actual := policy.Tokens{Input: s.usage.InputTokens, CachedInput: s.usage.CachedInputTokens,
+		CacheWrite: s.usage.CacheWriteTokens, CacheWrite1h: s.usage.CacheWrite1hTokens, Output: s.usage.OutputTokens}
 	var dbuf [8]bucket.Delta
 	deltas := dbuf[:0]
 	for _, a := range x.rules {
@@ -204,7 +214,7 @@ func (p *Proxy) settle(x *exchange, s settlement) {
 			units = 0
 		case !s.hasUsage && !s.counted:
 			units = a.reserved // nothing better known: keep the reservation
-		case x.kind == kindOther && a.rule.Unit != policy.UnitRequests:
+		case !weighed(x.kind) && a.rule.Unit != policy.UnitRequests:
 			units = 0
 		default:
 			units = a.rule.Units(actual, x.price)

@@ -10,14 +10,12 @@ import (
 // usage-only chunk llmguard asked for on the client's behalf. Not safe for
 // concurrent use.
 type usageTap struct {
-	chat  bool // parse chat-completion chunks
-	strip bool // drop usage-only chunks (and hold bytes until events end)
+	stream weigher.Stream // reads the kind's events
+	strip  bool           // drop usage-only chunks (and hold bytes until events end)
 
-	sc       sse.Scanner
-	out      []byte
-	usage    weigher.Usage
-	hasUsage bool
-	text     []byte // streamed output text, for local counting
+	sc   sse.Scanner
+	out  []byte
+	text []byte // streamed output text, for local counting
 }
 
 // feed consumes one upstream read and returns the bytes to send the client
@@ -42,13 +40,10 @@ func (t *usageTap) end() []byte {
 
 func (t *usageTap) onEvent(raw []byte, ev sse.Event) {
 	keep := true
-	if t.chat && ev.HasData && !ev.Truncated {
-		c := weigher.ParseChatChunk(ev.Data)
-		if c.HasUsage {
-			t.usage, t.hasUsage = c.Usage, true
-		}
-		t.text = append(t.text, c.Text...)
-		keep = !(t.strip && c.UsageOnly)
+	if ev.HasData && !ev.Truncated {
+		u := t.stream.Event(ev.Type, ev.Data)
+		t.text = append(t.text, u.Text...)
+		keep = !(t.strip && u.UsageOnly)
 	}
 	if t.strip && keep {
 		t.out = append(t.out, raw...)

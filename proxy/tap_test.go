@@ -43,7 +43,7 @@ func TestUsageTap(t *testing.T) {
 		{name: "strip drops only the usage-only chunk", strip: true, want: strings.Replace(chatStream, usageOnly, "", 1)},
 	} {
 		for _, size := range []int{1, 7, 64, len(chatStream)} {
-			tap := &usageTap{chat: true, strip: tc.strip}
+			tap := &usageTap{stream: weigher.NewStream(weigher.KindChat), strip: tc.strip}
 			var cuts []int
 			for c := size; c < len(chatStream); c += size {
 				cuts = append(cuts, c)
@@ -52,8 +52,8 @@ func TestUsageTap(t *testing.T) {
 			if string(got) != tc.want {
 				t.Errorf("%s (pieces of %d): client got\n%q\nwant\n%q", tc.name, size, got, tc.want)
 			}
-			if !tap.hasUsage || tap.usage != (weigher.Usage{InputTokens: 9, OutputTokens: 2}) {
-				t.Errorf("%s (pieces of %d): usage %+v (found %v)", tc.name, size, tap.usage, tap.hasUsage)
+			if u := tap.stream.Usage(); !u.Final || u.Usage != (weigher.Usage{InputTokens: 9, OutputTokens: 2}) {
+				t.Errorf("%s (pieces of %d): usage %+v", tc.name, size, u)
 			}
 			if string(tap.text) != " Hello world" {
 				t.Errorf("%s (pieces of %d): counted text %q", tc.name, size, tap.text)
@@ -74,7 +74,7 @@ func FuzzUsageTap(f *testing.F) {
 		if cuts[0] > cuts[1] {
 			cuts[0], cuts[1] = cuts[1], cuts[0]
 		}
-		plain := runTap(&usageTap{chat: true}, input, cuts)
+		plain := runTap(&usageTap{stream: weigher.NewStream(weigher.KindChat)}, input, cuts)
 		if !bytes.Equal(plain, input) {
 			t.Fatalf("pass-through changed the bytes:\n%q\n%q", input, plain)
 		}
@@ -87,7 +87,7 @@ func FuzzUsageTap(f *testing.F) {
 			want = append(want, raw...)
 		})
 		want = append(want, sc.Buffered()...)
-		stripped := runTap(&usageTap{chat: true, strip: true}, input, cuts)
+		stripped := runTap(&usageTap{stream: weigher.NewStream(weigher.KindChat), strip: true}, input, cuts)
 		if !bytes.Equal(stripped, want) {
 			t.Fatalf("strip:\n got %q\nwant %q", stripped, want)
 		}

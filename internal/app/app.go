@@ -47,7 +47,7 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 
 	models := make(map[string]weigher.Model, len(cfg.Models))
 	for name, m := range cfg.Models {
-		models[name] = weigher.Model{Encoding: m.Encoding, DefaultMaxOutputTokens: m.DefaultMaxOutputTokens}
+		models[name] = weigher.Model{Encoding: m.Encoding, DefaultMaxOutputTokens: m.DefaultMaxOutputTokens, SafetyFactor: m.SafetyFactor}
 	}
 	w, err := weigher.New(weigher.Options{Models: models, DefaultMaxOutputTokens: cfg.DefaultMaxOutputTokens})
 	if err != nil {
