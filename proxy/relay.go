@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -17,6 +19,10 @@ import (
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/weigher"
 )
+
+// clientWatchEvery is how often a streaming response checks that its client
+// is still connected.
+const clientWatchEvery = 500 * time.Millisecond
 
 // errClientGone aborts the upstream read when the client has disconnected.
 var errClientGone = errors.New("proxy: client disconnected")
@@ -33,7 +39,8 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	if bytes.HasPrefix(resp.Header.ContentType(), []byte("text/event-stream")) && resp.BodyStream() != nil {
 		p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeFor(status))
 		ctx.Response.Header.SetContentLength(-1)
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { p.stream(w, x, resp) })
+		conn := ctx.Conn() // serves this response until the writer returns
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { p.stream(w, x, resp, conn) })
 		return
 	}
 
@@ -136,12 +143,38 @@ func tapView(encoding, body []byte, limit int) []byte {
 // stream relays an SSE body event by event, flushing after every upstream
 // read so the first event reaches the client before the upstream finishes.
 // It runs after the handler returned, on fasthttp's writer goroutine.
-func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response) {
+func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, conn net.Conn) {
 	defer fasthttp.ReleaseResponse(resp)
 	src := resp.BodyStream()
 	tap := usageTap{stream: weigher.NewStream(x.kind), strip: x.stripUsage}
 	buf := make([]byte, 16<<10)
 	clientGone := false
+	// A client that leaves while the upstream is silent (thinking, queued)
+	// would be noticed only at the next write: watch its socket, and cut the
+	// upstream within clientWatchEvery of the client leaving.
+	var watcherCut atomic.Bool
+	stop := make(chan struct{})
+	defer close(stop)
+	if rc, ok := src.(fasthttp.ReadCloserWithError); ok && conn != nil {
+		go func() {
+			t := time.NewTicker(clientWatchEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					if closed, ok := peerClosed(conn); !ok {
+						return
+					} else if closed {
+						watcherCut.Store(true)
+						rc.CloseWithError(errClientGone)
+						return
+					}
+				}
+			}
+		}()
+	}
 	for {
 		n, rerr := src.Read(buf)
 		if n > 0 {
@@ -151,8 +184,11 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response) {
 				}
 			}
 		}
+		if watcherCut.Load() {
+			clientGone = true
+		}
 		if clientGone || rerr != nil {
-			if rerr != nil && rerr != io.EOF {
+			if rerr != nil && rerr != io.EOF && !clientGone {
 				p.log.Warn("upstream stream ended with an error", "upstream", x.upstream.Name, "err", rerr, "request_id", x.id)
 			}
 			break

@@ -425,3 +425,47 @@ func TestBillingHeadersAreTheOperators(t *testing.T) {
 		}
 	}
 }
+
+// A client that leaves while the upstream is silent is noticed without
+// waiting for the next upstream byte: the exchange settles (input plus what
+// was streamed) long before the upstream's next chunk, due 5 s later.
+func TestClientGoneWhileUpstreamSilent(t *testing.T) {
+	h := start(t, slowTPM)
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions",
+		strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"stream":true}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	req.Header.Set("x-mock-delay-ms", "5000")
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n') // the role chunk, sent at once
+	if err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+	cancel()
+	resp.Body.Close()
+
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		r, err := http.NewRequest(http.MethodGet, h.url+"/v1/models", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set("Authorization", "Bearer "+testKey)
+		got, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Body.Close()
+		// Settled: charged the input only (no words were streamed).
+		if remainingTokens(t, got.Header) == 10000-hiInput {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled 3 s after the client left (remaining %s): the upstream was not cut", got.Header.Get("x-ratelimit-remaining-tokens"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,20 +1,7 @@
-// Package mockllm is a small OpenAI-compatible server for tests, benchmarks
-// and the quickstart. It answers /v1/chat/completions with realistic JSON or
-// SSE (with usage), and /v1/models. Requests steer it with headers:
-//
-//	x-mock-completion-tokens: N   reply with exactly N output tokens
-//	                              (default: min(max_tokens, 16))
-//	x-mock-delay-ms: N            wait N ms before each streamed chunk
-//	x-mock-status: N              answer N with an OpenAI error body
-//	x-mock-no-usage: 1            omit usage (JSON and stream)
-//	x-mock-gzip: 1                gzip a JSON answer whatever Accept-Encoding says
-//
-// prompt_tokens is counted with the same weigher llmguard uses, so the
-// mock reports what the OpenAI API would for plain-text messages.
 package mockllm
 
 import (
-	"bufio"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strconv"
@@ -23,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/weigher"
@@ -46,8 +32,15 @@ type Server struct {
 	Requests atomic.Int64
 	// StreamsAborted counts streams whose client went away before the end.
 	StreamsAborted atomic.Int64
-	// StreamsCompleted counts streams written to the end ([DONE] flushed).
+	// StreamsCompleted counts streams written to the end (the flavor's
+	// terminal event — [DONE], response.completed, message_stop — flushed).
 	StreamsCompleted atomic.Int64
+	// StreamsErrored counts streams ended by an in-band error
+	// (x-mock-stream-error) that reached the client.
+	StreamsErrored atomic.Int64
+	// StreamsCut counts streams whose connection was closed abruptly
+	// (x-mock-stream-cut).
+	StreamsCut atomic.Int64
 }
 
 // Start listens on addr (e.g. "127.0.0.1:0") and serves until Close.
@@ -91,117 +84,197 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	s.lastRaw = append(s.lastRaw[:0], ctx.Request.Body()...)
 	s.mu.Unlock()
 
+	path := string(ctx.Path())
+	anthropic := path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/")
 	if st := ctx.Request.Header.Peek("x-mock-status"); len(st) > 0 {
 		code, _ := strconv.Atoi(string(st))
+		if anthropic {
+			anthropicError(ctx, code, anthropicErrorType(code), fmt.Sprintf("mock error %d", code))
+			return
+		}
 		ctx.SetStatusCode(code)
 		ctx.SetContentType("application/json")
 		fmt.Fprintf(ctx, `{"error":{"message":"mock error %d","type":"server_error","param":null,"code":null}}`, code)
 		return
 	}
-	switch string(ctx.Path()) {
+	switch path {
 	case "/v1/models":
 		ctx.SetContentType("application/json")
 		ctx.SetBodyString(`{"object":"list","data":[{"id":"gpt-4o-mini","object":"model","created":1721172741,"owned_by":"system"}]}`)
 	case "/v1/chat/completions":
 		s.chat(ctx)
+	case "/v1/responses":
+		s.responses(ctx)
+	case "/v1/completions":
+		s.completions(ctx)
+	case "/v1/embeddings":
+		s.embeddings(ctx)
+	case "/v1/messages":
+		s.messages(ctx)
+	case "/v1/messages/count_tokens":
+		s.countTokens(ctx)
 	default:
+		if anthropic {
+			anthropicError(ctx, fasthttp.StatusNotFound, "not_found_error", "Not found")
+			return
+		}
 		ctx.SetStatusCode(fasthttp.StatusNotFound)
 		ctx.SetContentType("application/json")
 		ctx.SetBodyString(`{"error":{"message":"unknown path","type":"invalid_request_error","param":null,"code":"unknown_url"}}`)
 	}
 }
 
-// words are single tokens in o200k_base and cl100k_base.
-var words = []string{" The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", "."}
+// badJSON answers 400 with OpenAI's error for a body that is not JSON.
+func badJSON(ctx *fasthttp.RequestCtx) {
+	ctx.SetStatusCode(fasthttp.StatusBadRequest)
+	ctx.SetContentType("application/json")
+	ctx.SetBodyString(`{"error":{"message":"We could not parse the JSON body of your request.","type":"invalid_request_error","param":null,"code":null}}`)
+}
 
-func (s *Server) chat(ctx *fasthttp.RequestCtx) {
-	body := ctx.Request.Body()
-	if !gjson.ValidBytes(body) {
-		ctx.SetStatusCode(fasthttp.StatusBadRequest)
-		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"error":{"message":"We could not parse the JSON body of your request.","type":"invalid_request_error","param":null,"code":null}}`)
-		return
+// anthropicError answers code with Anthropic's error body
+// (https://docs.anthropic.com/en/api/errors).
+func anthropicError(ctx *fasthttp.RequestCtx, code int, typ, msg string) {
+	ctx.SetStatusCode(code)
+	ctx.SetContentType("application/json")
+	ctx.Response.Header.Set("request-id", newID("req_"))
+	fmt.Fprintf(ctx, `{"type":"error","error":{"type":%s,"message":%s}}`, js(typ), js(msg))
+}
+
+// anthropicErrorType is Anthropic's error type for an HTTP status.
+func anthropicErrorType(code int) string {
+	switch code {
+	case 400:
+		return "invalid_request_error"
+	case 401:
+		return "authentication_error"
+	case 402:
+		return "billing_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 413:
+		return "request_too_large"
+	case 429:
+		return "rate_limit_error"
+	case 504:
+		return "timeout_error"
+	case 529:
+		return "overloaded_error"
 	}
-	est := s.w.Chat(body)
-	model := est.Model
-	n := min(est.OutputTokens, 16)
-	if h := ctx.Request.Header.Peek("x-mock-completion-tokens"); len(h) > 0 {
-		n, _ = strconv.ParseInt(string(h), 10, 64)
+	return "api_error"
+}
+
+// steer is what a request's x-mock-* headers ask for. The zero value asks
+// for nothing; -1 in errAfter / cutAfter means "not asked".
+type steer struct {
+	completion    int64 // x-mock-completion-tokens, when hasCompletion
+	hasCompletion bool
+	reasoning     int64         // x-mock-reasoning-tokens
+	cacheRead     int64         // x-mock-cache-read
+	cacheWrite    int64         // x-mock-cache-write
+	cacheWrite1h  int64         // x-mock-cache-write-1h, at most cacheWrite
+	delay         time.Duration // x-mock-delay-ms, before each content delta
+	noUsage       bool
+	gzip          bool
+	crlf          bool
+	splitDelta    bool
+	errorUsage    bool
+	errAfter      int // x-mock-stream-error: after=K
+	cutAfter      int // x-mock-stream-cut: K
+}
+
+func steerOf(h *fasthttp.RequestHeader) steer {
+	num := func(name string) (int64, bool) {
+		v := strings.TrimSpace(string(h.Peek(name)))
+		if v == "" {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		return max(n, 0), err == nil
 	}
-	delay, _ := strconv.Atoi(string(ctx.Request.Header.Peek("x-mock-delay-ms")))
-	noUsage := len(ctx.Request.Header.Peek("x-mock-no-usage")) > 0
+	set := func(name string) bool { return len(h.Peek(name)) > 0 }
+	var st steer
+	st.completion, st.hasCompletion = num("x-mock-completion-tokens")
+	st.reasoning, _ = num("x-mock-reasoning-tokens")
+	st.cacheRead, _ = num("x-mock-cache-read")
+	st.cacheWrite, _ = num("x-mock-cache-write")
+	h1, _ := num("x-mock-cache-write-1h")
+	st.cacheWrite1h = min(h1, st.cacheWrite)
+	d, _ := num("x-mock-delay-ms")
+	st.delay = time.Duration(d) * time.Millisecond
+	st.noUsage = set("x-mock-no-usage")
+	st.gzip = set("x-mock-gzip")
+	st.crlf = set("x-mock-sse-crlf")
+	st.splitDelta = set("x-mock-split-delta")
+	st.errorUsage = set("x-mock-error-usage")
+	st.errAfter, st.cutAfter = -1, -1
+	if v := strings.TrimSpace(string(h.Peek("x-mock-stream-error"))); v != "" {
+		k, err := strconv.Atoi(strings.TrimPrefix(v, "after="))
+		if err != nil || k < 0 {
+			k = 0
+		}
+		st.errAfter = k
+	}
+	if k, ok := num("x-mock-stream-cut"); ok {
+		st.cutAfter = int(min(k, 1<<30))
+	}
+	return st
+}
+
+// outputTokens is the reply size: x-mock-completion-tokens, else
+// min(limit, 16).
+func (st steer) outputTokens(limit int64) int64 {
+	if st.hasCompletion {
+		return st.completion
+	}
+	return max(min(limit, 16), 0)
+}
+
+// replyWords are the n words of a reply.
+func replyWords(n int64) []string {
 	parts := make([]string, n)
 	for i := range parts {
 		parts[i] = words[i%len(words)]
 	}
-	usage := fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}`,
-		est.InputTokens, n, est.InputTokens+n)
-	id := "chatcmpl-mock" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	created := time.Now().Unix()
+	return parts
+}
 
-	if !est.Stream {
-		ctx.SetContentType("application/json")
-		content, _ := jsonString(strings.Join(parts, ""))
-		u := `,"usage":` + usage
-		if noUsage {
-			u = ""
-		}
-		fmt.Fprintf(ctx, `{"id":%q,"object":"chat.completion","created":%d,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%s,"refusal":null},"logprobs":null,"finish_reason":"stop"}]%s,"system_fingerprint":"fp_mock"}`,
-			id, created, model, content, u)
-		if len(ctx.Request.Header.Peek("x-mock-gzip")) > 0 {
-			ctx.Response.SetBodyRaw(fasthttp.AppendGzipBytes(nil, ctx.Response.Body()))
-			ctx.Response.Header.Set("Content-Encoding", "gzip")
-		}
+// words are single tokens in o200k_base and cl100k_base.
+var words = []string{" The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", "."}
+
+var idSeq atomic.Uint64
+
+// newID is prefix plus a process-unique suffix.
+func newID(prefix string) string {
+	return prefix + "mock" + strconv.FormatInt(time.Now().UnixNano(), 36) + strconv.FormatUint(idSeq.Add(1), 36)
+}
+
+// js is s as a JSON string.
+func js(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// mustJSON is v encoded as JSON; v is one of the mock's own types, which
+// always encode.
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("mockllm: encode: " + err.Error())
+	}
+	return string(b)
+}
+
+// jsonBody sets ctx's body to the JSON body, gzipped when the request asked.
+func jsonBody(ctx *fasthttp.RequestCtx, st steer, body string) {
+	ctx.SetContentType("application/json")
+	if st.gzip {
+		ctx.Response.SetBodyRaw(fasthttp.AppendGzipBytes(nil, []byte(body)))
+		ctx.Response.Header.Set("Content-Encoding", "gzip")
 		return
 	}
-
-	ctx.SetContentType("text/event-stream")
-	ctx.Response.Header.Set("Cache-Control", "no-cache")
-	includeUsage := est.IncludeUsage && !noUsage
-	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-		chunk := func(delta, finish, u string) bool {
-			fin := "null"
-			if finish != "" {
-				fin = strconv.Quote(finish)
-			}
-			choices := `[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + fin + `}]`
-			if u != "" {
-				choices = "[]"
-			}
-			usageField := ""
-			if includeUsage {
-				usageField = `,"usage":null`
-				if u != "" {
-					usageField = `,"usage":` + u
-				}
-			}
-			fmt.Fprintf(w, "data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":%d,\"model\":%q,\"system_fingerprint\":\"fp_mock\",\"choices\":%s%s}\n\n",
-				id, created, model, choices, usageField)
-			return w.Flush() == nil
-		}
-		if !chunk(`{"role":"assistant","content":"","refusal":null}`, "", "") {
-			s.StreamsAborted.Add(1)
-			return
-		}
-		for _, p := range parts {
-			if delay > 0 {
-				time.Sleep(time.Duration(delay) * time.Millisecond)
-			}
-			c, _ := jsonString(p)
-			if !chunk(`{"content":`+c+`}`, "", "") {
-				s.StreamsAborted.Add(1)
-				return
-			}
-		}
-		chunk(`{}`, "stop", "")
-		if includeUsage {
-			chunk("", "", usage)
-		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
-		if w.Flush() == nil {
-			s.StreamsCompleted.Add(1)
-		}
-	})
+	ctx.SetBodyString(body)
 }
 
 func jsonString(s string) (string, error) {

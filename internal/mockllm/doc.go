@@ -1,0 +1,80 @@
+// Package mockllm is a small upstream that speaks OpenAI's and Anthropic's
+// HTTP APIs, for tests, benchmarks and the quickstart. It stands where the
+// real provider would behind llmguard, so the proxy's weighing, streaming and
+// usage reconciliation can be exercised end to end without the network.
+//
+// Endpoints (every answer carries usage unless x-mock-no-usage is set):
+//
+//	GET  /v1/models                  a one-model list
+//	POST /v1/chat/completions        chat.completion JSON, or chunk SSE ending in [DONE]
+//	POST /v1/responses               response JSON, or typed SSE events ending in response.completed
+//	POST /v1/completions             text_completion JSON, or chunk SSE ending in [DONE]
+//	POST /v1/embeddings              a list of 8-float embeddings (float or base64), one per input item
+//	POST /v1/messages                Anthropic message JSON, or Anthropic SSE ending in message_stop
+//	POST /v1/messages/count_tokens   {"input_tokens":N}
+//
+// The reply text is N words from a fixed list (" The quick brown fox …"),
+// each a single token in o200k_base and cl100k_base; a stream sends one
+// content delta per word. N is x-mock-completion-tokens when set, else
+// min(the request's output limit, 16): max_completion_tokens / max_tokens
+// (chat), max_output_tokens (Responses), max_tokens (completions, default
+// 16; Messages). The mock does not enforce the limit against N or the
+// reasoning tokens.
+//
+// Input token counts come from the same weigher llmguard uses, so the mock
+// reports what the provider would for plain text: chat prompt_tokens is the
+// Chat estimate, Responses input_tokens the Responses estimate, completions
+// and embeddings prompt_tokens the Completions and Embeddings estimates.
+// Claude's tokenizer is not public, so a Messages request's whole input is
+// the weigher's Messages estimate × 5/6 (the estimate without the default
+// 1.2 safety factor, rounded down): below what the proxy reserves, as with
+// the real API. Of that whole input, the cache fields take their share and
+// input_tokens is the rest (Anthropic semantics: input_tokens excludes
+// cache_creation_input_tokens and cache_read_input_tokens), never below 0.
+// count_tokens answers the same whole input for the same body.
+//
+// Requests steer the mock with headers:
+//
+//	x-mock-status: N              answer N with the flavor's error body: OpenAI
+//	                              {"error":{…}}; Anthropic (/v1/messages…)
+//	                              {"type":"error","error":{"type":…,"message":…}}
+//	x-mock-completion-tokens: N   reply with exactly N output words/tokens
+//	x-mock-reasoning-tokens: R    Responses: R hidden reasoning tokens, added to
+//	                              output_tokens and output_tokens_details.reasoning_tokens
+//	                              (with a reasoning output item before the message)
+//	x-mock-cache-read: R          Messages: cache_read_input_tokens R
+//	x-mock-cache-write: C         Messages: cache_creation_input_tokens C
+//	x-mock-cache-write-1h: H      Messages: H of the C written with the 1-hour TTL
+//	                              (cache_creation.ephemeral_1h_input_tokens)
+//	x-mock-split-delta: 1         Messages stream: two message_delta events, the
+//	                              first with a partial cumulative output_tokens (N/2)
+//	x-mock-no-usage: 1            omit usage: chat, completions and embeddings drop
+//	                              the field (and the include_usage chunk), Responses
+//	                              reports "usage":null, Messages drops its usage
+//	                              objects — unrealistic for the last two, to test
+//	                              the proxy's fallback to local counting
+//	x-mock-delay-ms: N            wait N ms before each streamed content delta
+//	x-mock-gzip: 1                gzip the answer whatever Accept-Encoding says
+//	                              (Content-Encoding: gzip); a stream is gzipped
+//	                              with a sync flush after every event
+//	x-mock-sse-crlf: 1            end SSE lines with CRLF instead of LF
+//	x-mock-stream-error: after=K  stream K content deltas (at most N), then the
+//	                              flavor's in-band error, and end the body cleanly
+//	                              without the final events: chat and completions
+//	                              data: {"error":{"message":…,"type":"server_error",…}};
+//	                              Responses event: response.failed with the failed
+//	                              response object; Messages event: error with
+//	                              {"type":"error","error":{"type":"overloaded_error",…}}
+//	x-mock-error-usage: 1         Responses: response.failed carries usage (input,
+//	                              and K + reasoning output tokens); else "usage":null
+//	x-mock-stream-cut: K          stream K content deltas (at most N), then close the
+//	                              connection without the final events, the chunked
+//	                              terminator or the gzip trailer: the client sees an
+//	                              unexpected EOF
+//
+// K counts content deltas (one per word); "x-mock-stream-error: K" is read
+// like "after=K". Streams are counted in [Server.StreamsCompleted] (the
+// flavor's terminal event flushed), [Server.StreamsAborted] (a write failed:
+// the client went away), [Server.StreamsErrored] (in-band error sent) and
+// [Server.StreamsCut] (cut by x-mock-stream-cut).
+package mockllm
