@@ -7,6 +7,7 @@ import (
 	"compress/zlib"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync/atomic"
@@ -40,7 +41,16 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeFor(status))
 		ctx.Response.Header.SetContentLength(-1)
 		conn := ctx.Conn() // serves this response until the writer returns
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { p.stream(w, x, resp, conn) })
+		enc := string(bytes.ToLower(bytes.TrimSpace(resp.Header.ContentEncoding())))
+		if decodable(enc) && enc != "" {
+			// The upstream compressed the stream although llmguard asked
+			// for identity: relay it decoded, so that the tap can read it
+			// and the client's bytes match the headers it gets.
+			ctx.Response.Header.Del("Content-Encoding")
+		} else if enc != "" {
+			x.stripUsage = false // opaque bytes: relay them untouched
+		}
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { p.stream(w, x, resp, conn, enc) })
 		return
 	}
 
@@ -111,25 +121,11 @@ func (b *upstreamBody) Close() error {
 // answer must not expand without bound); an encoding it does not decode, or
 // a broken one, gives nil: no usage is read and the reservation stands.
 func tapView(encoding, body []byte, limit int) []byte {
-	var r io.Reader
-	var err error
-	switch string(bytes.ToLower(bytes.TrimSpace(encoding))) {
-	case "", "identity":
+	enc := string(bytes.ToLower(bytes.TrimSpace(encoding)))
+	if enc == "" || enc == "identity" {
 		return body
-	case "gzip", "x-gzip":
-		r, err = gzip.NewReader(bytes.NewReader(body))
-	case "deflate":
-		r, err = zlib.NewReader(bytes.NewReader(body))
-	case "zstd":
-		var d *zstd.Decoder
-		d, err = zstd.NewReader(bytes.NewReader(body), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)))
-		if err == nil {
-			defer d.Close()
-			r = d
-		}
-	default:
-		return nil
 	}
+	r, err := decoder(enc, bytes.NewReader(body))
 	if err != nil {
 		return nil
 	}
@@ -140,12 +136,52 @@ func tapView(encoding, body []byte, limit int) []byte {
 	return out
 }
 
+// decodable reports whether decoder knows the content coding enc
+// (lowercase; "" and identity included).
+func decodable(enc string) bool {
+	switch enc {
+	case "", "identity", "gzip", "x-gzip", "deflate", "zstd":
+		return true
+	}
+	return false
+}
+
+// decoder reads the content coding enc of r (RFC 9110 §8.4.1: gzip,
+// deflate meaning zlib, and zstd). Errors: an unknown coding, or a stream
+// that does not start as its coding says.
+func decoder(enc string, r io.Reader) (io.Reader, error) {
+	switch enc {
+	case "", "identity":
+		return r, nil
+	case "gzip", "x-gzip":
+		return gzip.NewReader(r)
+	case "deflate":
+		return zlib.NewReader(r)
+	case "zstd":
+		d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(64<<20))
+		if err != nil {
+			return nil, err
+		}
+		return d.IOReadCloser(), nil
+	}
+	return nil, fmt.Errorf("proxy: content coding %q is not decoded", enc)
+}
+
 // stream relays an SSE body event by event, flushing after every upstream
 // read so the first event reaches the client before the upstream finishes.
 // It runs after the handler returned, on fasthttp's writer goroutine.
-func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, conn net.Conn) {
+func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, conn net.Conn, enc string) {
 	defer fasthttp.ReleaseResponse(resp)
-	src := resp.BodyStream()
+	raw := resp.BodyStream()
+	src := raw
+	opaque := false
+	if enc != "" {
+		if d, err := decoder(enc, raw); err == nil {
+			src = d
+		} else {
+			opaque = true
+		}
+	}
 	tap := usageTap{stream: weigher.NewStream(x.kind), strip: x.stripUsage}
 	buf := make([]byte, 16<<10)
 	clientGone := false
@@ -155,7 +191,7 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	var watcherCut atomic.Bool
 	stop := make(chan struct{})
 	defer close(stop)
-	if rc, ok := src.(fasthttp.ReadCloserWithError); ok && conn != nil {
+	if rc, ok := raw.(fasthttp.ReadCloserWithError); ok && conn != nil {
 		go func() {
 			t := time.NewTicker(clientWatchEvery)
 			defer t.Stop()
@@ -178,7 +214,11 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	for {
 		n, rerr := src.Read(buf)
 		if n > 0 {
-			if out := tap.feed(buf[:n]); len(out) > 0 {
+			out := buf[:n]
+			if !opaque {
+				out = tap.feed(out)
+			}
+			if len(out) > 0 {
 				if _, err := w.Write(out); err != nil || w.Flush() != nil {
 					clientGone = true
 				}
@@ -197,7 +237,7 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	if clientGone {
 		// Stop paying for an answer nobody reads: close the upstream
 		// connection instead of draining it.
-		if rc, ok := src.(fasthttp.ReadCloserWithError); ok {
+		if rc, ok := raw.(fasthttp.ReadCloserWithError); ok {
 			rc.CloseWithError(errClientGone)
 		}
 		p.log.Info("client disconnected mid-stream", "request_id", x.id)

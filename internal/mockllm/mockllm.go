@@ -190,8 +190,8 @@ func steerOf(h *fasthttp.RequestHeader) steer {
 		if v == "" {
 			return 0, false
 		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		return max(n, 0), err == nil
+		n, _ := strconv.ParseInt(v, 10, 64) // garbage reads as 0
+		return max(n, 0), true
 	}
 	set := func(name string) bool { return len(h.Peek(name)) > 0 }
 	var st steer

@@ -1,0 +1,100 @@
+package mockllm
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/valyala/fasthttp"
+)
+
+// openAIStreamError is the in-band error chunk of OpenAI's chat and
+// completions streams.
+const openAIStreamError = `{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`
+
+func (s *Server) chat(ctx *fasthttp.RequestCtx) {
+	body := ctx.Request.Body()
+	if !gjson.ValidBytes(body) {
+		badJSON(ctx)
+		return
+	}
+	st := steerOf(&ctx.Request.Header)
+	est := s.w.Chat(body)
+	model := est.Model
+	n := st.outputTokens(est.OutputTokens)
+	parts := replyWords(n)
+	usage := fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}`,
+		est.InputTokens, n, est.InputTokens+n)
+	id := "chatcmpl-mock" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	created := time.Now().Unix()
+
+	if !est.Stream {
+		content, _ := jsonString(strings.Join(parts, ""))
+		u := `,"usage":` + usage
+		if st.noUsage {
+			u = ""
+		}
+		jsonBody(ctx, st, fmt.Sprintf(`{"id":%q,"object":"chat.completion","created":%d,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%s,"refusal":null},"logprobs":null,"finish_reason":"stop"}]%s,"system_fingerprint":"fp_mock"}`,
+			id, created, model, content, u))
+		return
+	}
+
+	includeUsage := est.IncludeUsage && !st.noUsage
+	s.stream(ctx, st, func(o *sse) end {
+		chunk := func(delta, finish, u string) bool {
+			fin := "null"
+			if finish != "" {
+				fin = strconv.Quote(finish)
+			}
+			choices := `[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + fin + `}]`
+			if u != "" {
+				choices = "[]"
+			}
+			usageField := ""
+			if includeUsage {
+				usageField = `,"usage":null`
+				if u != "" {
+					usageField = `,"usage":` + u
+				}
+			}
+			return o.event("", fmt.Sprintf("{\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":%d,\"model\":%q,\"system_fingerprint\":\"fp_mock\",\"choices\":%s%s}",
+				id, created, model, choices, usageField))
+		}
+		if !chunk(`{"role":"assistant","content":"","refusal":null}`, "", "") {
+			return endAborted
+		}
+		stop, how, early := st.stopAt(len(parts))
+		for i, p := range parts {
+			if early && i == stop {
+				break
+			}
+			o.pause()
+			c, _ := jsonString(p)
+			if !chunk(`{"content":`+c+`}`, "", "") {
+				return endAborted
+			}
+		}
+		if early {
+			return openAIStop(o, how)
+		}
+		chunk(`{}`, "stop", "")
+		if includeUsage {
+			chunk("", "", usage)
+		}
+		if !o.event("", "[DONE]") {
+			return endAborted
+		}
+		return endCompleted
+	})
+}
+
+// openAIStop ends a chat or completions stream early: the in-band error
+// chunk, or nothing before a cut.
+func openAIStop(o *sse, how end) end {
+	if how == endErrored && !o.event("", openAIStreamError) {
+		return endAborted
+	}
+	return how
+}
