@@ -181,6 +181,11 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 			// llmguard, answers it.
 			x.est.OutputTokens = 0
 		}
+		if x.est.ServerContext {
+			// previous_response_id / conversation: the upstream adds
+			// context llmguard cannot see; reconciliation charges it.
+			ctx.Response.Header.Set("x-llmguard-estimate", "partial")
+		}
 	}
 	x.price = p.opt.Policy.Price(x.est.Model)
 
