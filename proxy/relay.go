@@ -34,6 +34,9 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	resp.Header.CopyTo(&ctx.Response.Header)
 	removeHopHeaders(&ctx.Response.Header)
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
+	if x.est.ServerContext {
+		ctx.Response.Header.Set("x-llmguard-estimate", "partial")
+	}
 	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules, nil)
 	status := resp.StatusCode()
 
