@@ -173,6 +173,12 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	body := ctx.Request.Body()
 	x.kind = classify(ctx.Method(), upPath)
 	if weighed(x.kind) {
+		if weigher.DuplicateKeys(body) {
+			// Parsers disagree on which value of a repeated key counts: the
+			// upstream must serve exactly what was weighed.
+			errDuplicateKey.write(ctx, up.Flavor)
+			return
+		}
 		x.est = p.opt.Weigher.Weigh(x.kind, body)
 		if !x.est.Parsed {
 			// Not a JSON object: the upstream will refuse it, and no output

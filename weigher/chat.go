@@ -2,6 +2,7 @@ package weigher
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -117,11 +118,12 @@ func (w *Weigher) Chat(body []byte) Estimate {
 	}
 	est.InputTokens = in
 
-	out, ok := tokenCount(maxCompletion)
-	if !ok {
-		out, ok = tokenCount(maxTok)
-	}
-	if !ok {
+	// Both limits given: reserve the larger, since upstreams differ in
+	// which one wins (and one treats 0 as unset).
+	mc, okC := tokenCount(maxCompletion)
+	mt, okT := tokenCount(maxTok)
+	out := max(mc, mt)
+	if !okC && !okT {
 		out = w.defaultOutput(est.Model)
 	}
 	choices, ok := tokenCount(n)
@@ -133,7 +135,18 @@ func (w *Weigher) Chat(body []byte) Estimate {
 }
 
 // tokenCount reads a non-negative token count, capped at maxTokens.
+//
+// A numeric string ("100") counts as its number: lenient upstreams
+// (pydantic-based OpenAI-compatible servers) coerce it, so ignoring it would
+// let a caller reserve nothing for an answer the upstream does produce.
 func tokenCount(r gjson.Result) (int64, bool) {
+	if r.Type == gjson.String {
+		f, err := strconv.ParseFloat(strings.TrimSpace(r.Str), 64)
+		if err != nil {
+			return 0, false
+		}
+		r = gjson.Result{Type: gjson.Number, Num: f}
+	}
 	if r.Type != gjson.Number || !(r.Num >= 0) { // !(>=) also rejects NaN
 		return 0, false
 	}

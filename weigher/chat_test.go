@@ -122,7 +122,7 @@ func TestChatOutputReservation(t *testing.T) {
 	}{
 		{"max_tokens", `{"model":"gpt-4o","messages":[],"max_tokens":100}`, 100},
 		{"max_completion_tokens", `{"model":"gpt-4o","messages":[],"max_completion_tokens":200}`, 200},
-		{"both: max_completion_tokens wins", `{"model":"gpt-4o","max_tokens":100,"messages":[],"max_completion_tokens":200}`, 200},
+		{"both: the larger", `{"model":"gpt-4o","max_tokens":100,"messages":[],"max_completion_tokens":200}`, 200},
 		{"n times max_tokens", `{"model":"gpt-4o","messages":[],"max_tokens":100,"n":3}`, 300},
 		{"n=0 is 1", `{"model":"gpt-4o","messages":[],"max_tokens":100,"n":0}`, 100},
 		{"n null is 1", `{"model":"gpt-4o","messages":[],"max_tokens":100,"n":null}`, 100},
@@ -133,7 +133,11 @@ func TestChatOutputReservation(t *testing.T) {
 		{"unknown model: options default", `{"model":"llama-3","messages":[]}`, 1000},
 		{"no model: options default", `{"messages":[]}`, 1000},
 		{"negative max_tokens ignored", `{"model":"gpt-4o","messages":[],"max_tokens":-5}`, 4096},
-		{"string max_tokens ignored", `{"model":"gpt-4o","messages":[],"max_tokens":"100"}`, 4096},
+		{"numeric string max_tokens counts (lenient upstreams coerce it)", `{"model":"gpt-4o","messages":[],"max_tokens":"100"}`, 100},
+		{"non-numeric string max_tokens ignored", `{"model":"gpt-4o","messages":[],"max_tokens":"lots"}`, 4096},
+		{"both: the larger, whichever it is", `{"model":"gpt-4o","max_tokens":300,"messages":[],"max_completion_tokens":200}`, 300},
+		{"max_completion_tokens 0 does not hide max_tokens", `{"model":"gpt-4o","max_completion_tokens":0,"messages":[],"max_tokens":100000}`, 100000},
+		{"numeric string n counts", `{"model":"gpt-4o","messages":[],"max_tokens":10,"n":"3"}`, 30},
 		{"zero max_tokens", `{"model":"gpt-4o","messages":[],"max_tokens":0}`, 0},
 		{"huge figures saturate", `{"model":"gpt-4o","messages":[],"max_tokens":1e300,"n":1e300}`, maxTokens},
 	} {

@@ -469,3 +469,21 @@ func TestClientGoneWhileUpstreamSilent(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A body whose reading depends on the parser (a key twice) never reaches
+// the upstream: llmguard weighs one value, the upstream could use the other.
+func TestAmbiguousBodiesAreRefused(t *testing.T) {
+	h := start(t, slowTPM)
+	for _, body := range []string{
+		`{"model":"gpt-4o-mini","messages":[],"max_tokens":1,"max_tokens":100000}`,
+		`{"model":"gpt-4o-mini","messages":[],"stream":true,"stream_options":{"include_usage":true},"stream_options":{"include_usage":false}}`,
+	} {
+		resp, b := h.post(testKey, body)
+		if resp.StatusCode != 400 || !strings.Contains(b, `"code":"duplicate_key"`) {
+			t.Errorf("%s: %d %s", body, resp.StatusCode, b)
+		}
+	}
+	if h.mock.Requests.Load() != 0 {
+		t.Error("an ambiguous body reached the upstream")
+	}
+}
