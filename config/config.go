@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -36,8 +37,15 @@ type Config struct {
 	Upstreams []Upstream `yaml:"upstreams"`
 	// Keys are the virtual keys callers present.
 	Keys []Key `yaml:"keys"`
-	// Models maps a model name to its encoding, prices and defaults.
+	// Models maps a model name to its encoding, prices and defaults. Its
+	// prices take precedence over PricesFile's, which take precedence over
+	// the embedded table (DefaultPricesJSON); a price left at zero is taken
+	// from the layers below.
 	Models map[string]Model `yaml:"models"`
+	// PricesFile is an optional price list in the format of LiteLLM's
+	// model_prices_and_context_window.json (USD per token), relative to the
+	// config file's directory.
+	PricesFile string `yaml:"prices_file"`
 	// Limits are the rules; every matching rule applies to a request.
 	Limits []Limit `yaml:"limits"`
 	// Store selects where bucket state lives.
@@ -193,12 +201,14 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(b)
+	return parse(b, filepath.Dir(path))
 }
 
 // Parse parses and validates one YAML document, fills defaults and returns
 // the config. Unknown fields are errors. Errors: *Error.
-func Parse(b []byte) (*Config, error) {
+func Parse(b []byte) (*Config, error) { return parse(b, "") }
+
+func parse(b []byte, dir string) (*Config, error) {
 	var c Config
 	var unknown []string
 	if len(bytes.TrimSpace(b)) > 0 {
@@ -213,6 +223,9 @@ func Parse(b []byte) (*Config, error) {
 		}
 	}
 	c.applyDefaults()
+	if err := c.loadPrices(dir); err != nil {
+		return nil, err
+	}
 	err := c.Validate()
 	if len(unknown) > 0 {
 		var ce *Error

@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +119,60 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse accepted a config that Validate rejects: %v", verr)
 		}
 	})
+}
+
+func TestPricesLayers(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "prices.json"), []byte(`{
+  "sample_spec": {"max_tokens": "set to max_output_tokens if provider specifies it"},
+  "my-model": {"input_cost_per_token": 1e-06, "output_cost_per_token": 2e-06, "cache_read_input_token_cost": 1e-07, "cache_creation_input_token_cost": 1.25e-06},
+  "gpt-4o-mini": {"input_cost_per_token": 9e-06, "output_cost_per_token": 9e-06},
+  "dall-e-3": {"output_cost_per_image": 0.04}
+}`), 0o644)
+	cfgPath := filepath.Join(dir, "llmguard.yaml")
+	os.WriteFile(cfgPath, []byte(`
+prices_file: prices.json
+upstreams: [{name: o, flavor: openai, base_url: "http://x"}]
+models:
+  gpt-4o-mini: {output_usd_per_mtok: 0.5}
+`), 0o644)
+	c, err := Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := c.Models["my-model"]
+	if mine.InputUSDPerMTok != 1 || mine.OutputUSDPerMTok != 2 || mine.CachedInputUSDPerMTok != 0.1 || mine.CacheWriteUSDPerMTok != 1.25 {
+		t.Errorf("my-model from the prices file: %+v", mine)
+	}
+	mini := c.Models["gpt-4o-mini"]
+	if mini.OutputUSDPerMTok != 0.5 { // config wins
+		t.Errorf("config price lost: %+v", mini)
+	}
+	if mini.InputUSDPerMTok != 9 { // unset in config: the prices file, over the embedded table
+		t.Errorf("prices file did not override the embedded table: %+v", mini)
+	}
+	if c.Models["claude-sonnet-4-5"].CacheWriteUSDPerMTok != 3.75 {
+		t.Errorf("embedded table missing: %+v", c.Models["claude-sonnet-4-5"])
+	}
+	if _, ok := c.Models["dall-e-3"]; ok {
+		t.Error("an entry without input_cost_per_token was read")
+	}
+
+	os.WriteFile(cfgPath, []byte("prices_file: missing.json\nupstreams: [{name: o, flavor: openai, base_url: \"http://x\"}]\n"), 0o644)
+	if _, err := Load(cfgPath); err == nil || !strings.Contains(err.Error(), "prices_file") {
+		t.Errorf("missing prices file: %v", err)
+	}
+}
+
+func TestEmbeddedPriceTableIsDatedAndSourced(t *testing.T) {
+	if !strings.Contains(string(DefaultPricesJSON), `"as_of"`) || !strings.Contains(string(DefaultPricesJSON), `"source"`) {
+		t.Error("the embedded price table must carry its date and source")
+	}
+	m, err := ParsePrices(DefaultPricesJSON)
+	if err != nil || len(m) < 10 {
+		t.Fatalf("%d models, %v", len(m), err)
+	}
+	if m["gpt-4o-mini"].InputUSDPerMTok != 0.15 {
+		t.Errorf("gpt-4o-mini input = %v USD/Mtok", m["gpt-4o-mini"].InputUSDPerMTok)
+	}
 }

@@ -31,7 +31,8 @@ type Policy struct {
 	rules       []Rule // narrowest scope first, then config order
 	keys        map[[32]byte]Principal
 	prices      map[string]Price
-	maxPrice    Price // the highest configured price of each kind
+	byLength    []string // priced model names, longest first, for prefix lookup
+	maxPrice    Price    // the highest configured price of each kind
 	passThrough bool
 	ptTenant    string
 	ptPlan      string
@@ -71,7 +72,14 @@ func Compile(c *config.Config) (*Policy, error) {
 		p.maxPrice.CacheWrite = max(p.maxPrice.CacheWrite, pr.CacheWrite)
 		p.maxPrice.CacheWrite1h = max(p.maxPrice.CacheWrite1h, pr.CacheWrite1h)
 		p.maxPrice.Output = max(p.maxPrice.Output, pr.Output)
+		p.byLength = append(p.byLength, name)
 	}
+	sort.Slice(p.byLength, func(i, j int) bool {
+		if a, b := len(p.byLength[i]), len(p.byLength[j]); a != b {
+			return a > b
+		}
+		return p.byLength[i] < p.byLength[j]
+	})
 	var problems []string
 	for i, l := range c.Limits {
 		r := compileRule(l)
@@ -117,12 +125,19 @@ func (p *Policy) Match(dst []*Rule, pr Principal, model, reqPath string) []*Rule
 	return dst
 }
 
-// Price is the price list of model. A model absent from the config is
-// priced at the highest configured price of each kind, so that a usd rule
-// never undercounts an unlisted model.
+// Price is the price list of model: its own, else that of the longest
+// priced name it starts with (a dated snapshot such as
+// "gpt-4o-mini-2024-07-18" takes "gpt-4o-mini"'s prices). A model matching
+// none is priced at the highest configured price of each kind, so that a
+// usd rule never undercounts an unlisted model.
 func (p *Policy) Price(model string) Price {
 	if pr, ok := p.prices[model]; ok {
 		return pr
+	}
+	for _, name := range p.byLength {
+		if strings.HasPrefix(model, name) {
+			return p.prices[name]
+		}
 	}
 	return p.maxPrice
 }

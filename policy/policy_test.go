@@ -148,9 +148,14 @@ limits:
 	if u := usd.Units(tok, p.Price("gpt-4o-mini")); u != 150+600 {
 		t.Errorf("usd units = %d", u)
 	}
-	// An unlisted model is priced at the highest configured prices.
-	if u := usd.Units(tok, p.Price("mystery-model")); u != 2500+10000 {
-		t.Errorf("unlisted model usd units = %d, want the highest prices (12500)", u)
+	// A dated snapshot takes the longest priced name it starts with.
+	if u := usd.Units(tok, p.Price("gpt-4o-mini-2024-07-18")); u != 150+600 {
+		t.Errorf("dated snapshot usd units = %d, want gpt-4o-mini's (750)", u)
+	}
+	// An unlisted model is priced at the highest price of each kind,
+	// the embedded price table's included (claude-opus-4-5: $5 in, $25 out).
+	if u := usd.Units(tok, p.Price("mystery-model")); u != 5000+25000 {
+		t.Errorf("unlisted model usd units = %d, want the highest prices (30000)", u)
 	}
 }
 
