@@ -66,28 +66,37 @@ func TestUsageTap(t *testing.T) {
 // passes every byte through unchanged when not stripping, and when
 // stripping removes exactly the usage-only events a one-shot parse finds.
 func FuzzUsageTap(f *testing.F) {
-	f.Add([]byte(chatStream), uint16(3), uint16(40))
-	f.Add([]byte("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\r\rdata: x\r"), uint16(1), uint16(2))
-	f.Add([]byte("\xef\xbb\xbfdata: [DONE]\n\ndata"), uint16(5), uint16(0))
-	f.Fuzz(func(t *testing.T, input []byte, a, b uint16) {
+	f.Add([]byte(chatStream), uint16(3), uint16(40), uint8(0))
+	f.Add([]byte("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1}}\r\rdata: x\r"), uint16(1), uint16(2), uint8(1))
+	f.Add([]byte("\xef\xbb\xbfdata: [DONE]\n\ndata"), uint16(5), uint16(0), uint8(2))
+	f.Add([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"+
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":7}}\n\nevent: message_stop\ndata: {}\n\n"), uint16(30), uint16(90), uint8(4))
+	f.Add([]byte("event: response.completed\r\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":3,\"output_tokens\":2}}}\r\n\r\n"), uint16(7), uint16(8), uint8(3))
+	kinds := []weigher.Kind{weigher.KindChat, weigher.KindCompletions, weigher.KindOther, weigher.KindResponses, weigher.KindMessages}
+	f.Fuzz(func(t *testing.T, input []byte, a, b uint16, k uint8) {
+		kind := kinds[int(k)%len(kinds)]
 		cuts := []int{int(a) % (len(input) + 1), int(b) % (len(input) + 1)}
 		if cuts[0] > cuts[1] {
 			cuts[0], cuts[1] = cuts[1], cuts[0]
 		}
-		plain := runTap(&usageTap{stream: weigher.NewStream(weigher.KindChat)}, input, cuts)
+		plain := runTap(&usageTap{stream: weigher.NewStream(kind)}, input, cuts)
 		if !bytes.Equal(plain, input) {
 			t.Fatalf("pass-through changed the bytes:\n%q\n%q", input, plain)
 		}
+		if kind != weigher.KindChat && kind != weigher.KindCompletions {
+			return // llmguard strips only the chat and completions usage chunk
+		}
 		var want []byte
 		var sc sse.Scanner
+		ref := weigher.NewStream(kind)
 		sc.Feed(input, func(raw []byte, ev sse.Event) {
-			if ev.HasData && !ev.Truncated && weigher.ParseChatChunk(ev.Data).UsageOnly {
+			if ev.HasData && !ev.Truncated && ref.Event(ev.Type, ev.Data).UsageOnly {
 				return
 			}
 			want = append(want, raw...)
 		})
 		want = append(want, sc.Buffered()...)
-		stripped := runTap(&usageTap{stream: weigher.NewStream(weigher.KindChat), strip: true}, input, cuts)
+		stripped := runTap(&usageTap{stream: weigher.NewStream(kind), strip: true}, input, cuts)
 		if !bytes.Equal(stripped, want) {
 			t.Fatalf("strip:\n got %q\nwant %q", stripped, want)
 		}
