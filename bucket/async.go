@@ -40,7 +40,9 @@ var (
 // default.
 type AsyncOptions struct {
 	// QueueSize bounds the reconciliations waiting to be applied, and
-	// separately those waiting for a retry; 0 means 8192.
+	// separately those held for a retry (after a failure, or while the
+	// store is unavailable); 0 means 8192. A failure past the second bound
+	// is dropped (counted, and reported to OnDrop).
 	QueueSize int
 	// MaxBatch bounds the reconciliations applied in one round trip; 0
 	// means 256.
@@ -49,7 +51,10 @@ type AsyncOptions struct {
 	Timeout time.Duration
 	// Attempts is how many times a reconciliation is tried before it is
 	// dropped; 0 means 5. A repeated attempt is safe: the store applies a
-	// request id once.
+	// request id once. A try that fails with ErrUnavailable (a Guarded
+	// store that is down or whose breaker is open) does not count: the
+	// reconciliation is held, within QueueSize, and replayed once the
+	// store is back, however long the outage.
 	Attempts int
 	// RetryEvery is the wait before failed reconciliations are tried again;
 	// 0 means 100ms.
@@ -68,6 +73,7 @@ type AsyncStats struct {
 	Retried uint64 // failed attempts that were queued for a retry
 	Dropped uint64 // reconciliations refused (queue full, closed) or given up
 	Pending int64  // reconciliations accepted and not yet applied or dropped
+	Held    int64  // of Pending, those held for a retry (at most QueueSize)
 }
 
 // AsyncReconciler is a Store that takes synchronously and reconciles in the
@@ -75,7 +81,10 @@ type AsyncStats struct {
 // validates, copies the deltas into a bounded queue and returns at once; one
 // goroutine applies what is queued in batches (one pipelined round trip per
 // batch when the store is a BatchReconciler, such as Redis), retrying
-// failures. It is safe for concurrent use. Create one with
+// failures. Over a Guarded store it holds what fails with ErrUnavailable
+// (within QueueSize) and replays it every RetryEvery, each replay going
+// through the breaker (so one of them is the probe that closes it), until
+// the store is back. It is safe for concurrent use. Create one with
 // NewAsyncReconciler; Close flushes the queue and stops the goroutine.
 //
 // A Take may not yet see a Reconcile made just before it: reconciliation is
@@ -94,7 +103,7 @@ type AsyncReconciler struct {
 	drops  error // set by the goroutine before done closes: the Close error
 
 	queuedN, applied, retried, dropped atomic.Uint64
-	pending                            atomic.Int64
+	pending, held                      atomic.Int64
 }
 
 var _ Store = (*AsyncReconciler)(nil)
@@ -219,6 +228,7 @@ func (a *AsyncReconciler) Stats() AsyncStats {
 		Retried: a.retried.Load(),
 		Dropped: a.dropped.Load(),
 		Pending: a.pending.Load(),
+		Held:    a.held.Load(),
 	}
 }
 
@@ -269,6 +279,7 @@ func (a *AsyncReconciler) loop() {
 				due = due[n:]
 			}
 		}
+		a.held.Store(int64(len(retry)))
 		if len(retry) > 0 && timerC == nil {
 			timer.Reset(a.o.RetryEvery)
 			timerC = timer.C
@@ -285,6 +296,7 @@ func (a *AsyncReconciler) finish(retry []queued) {
 		a.apply(retry[:n], nil, true)
 		retry = retry[n:]
 	}
+	a.held.Store(0)
 	if n := a.dropped.Load() - before; n > 0 {
 		a.drops = fmt.Errorf("bucket: close: %d reconciliations dropped", n)
 	}
@@ -316,6 +328,10 @@ func (a *AsyncReconciler) apply(batch, retry []queued, last bool) []queued {
 		case err == nil:
 			a.applied.Add(1)
 			a.pending.Add(-1)
+		case !last && errors.Is(err, ErrUnavailable) && len(retry) < a.o.QueueSize:
+			// The store is down: hold it, without using up an attempt.
+			retry = append(retry, q)
+			a.retried.Add(1)
 		case !last && !errors.Is(err, ErrInvalid) && q.attempts+1 < a.o.Attempts && len(retry) < a.o.QueueSize:
 			q.attempts++
 			retry = append(retry, q)

@@ -20,5 +20,14 @@
 // store so that Reconcile only queues its deltas, which a goroutine applies
 // in pipelined batches, off the request's path.
 //
+// When the store is slow or gone (DESIGN.md §7), Guarded wraps it: every
+// call gets a deadline of a few milliseconds and runs inside a circuit
+// breaker, so that once the store has failed a few times in a row every call
+// fails at once with ErrUnavailable until a probe finds it back. Rules that
+// fail open are then served by a Fallback, this node's in-memory share of
+// each limit (ScaleLimit; OverAdmissionOf states what the cluster may admit
+// beyond it), and an AsyncReconciler over the Guarded store holds the
+// reconciliations it cannot write and replays them when the store returns.
+//
 // The contract every Store must meet lives in package bucket/storetest.
 package bucket

@@ -144,6 +144,9 @@ type Limit struct {
 	Per Duration `yaml:"per"`
 	// Burst is the bucket capacity in units (for usd: dollars). Zero: Rate.
 	Burst float64 `yaml:"burst"`
+	// OnFailure overrides store.on_failure for this limit: "open" or
+	// "closed".
+	OnFailure string `yaml:"on_failure"`
 	// Matchers: when a list is set, the request must match one of its
 	// entries. Models and Paths entries are globs (path.Match syntax).
 	Plans   []string `yaml:"plans"`
@@ -169,6 +172,31 @@ type Store struct {
 	// PoolSize is the number of pooled connections per Redis node; every
 	// take holds one for one round trip. Default 256.
 	PoolSize int `yaml:"pool_size"`
+	// OnFailure is what a limit does while the store is unavailable, unless
+	// the limit says otherwise: "open" (default: admit against a per-node
+	// in-memory bucket of limit / Nodes) or "closed" (answer 503).
+	OnFailure string `yaml:"on_failure"`
+	// Nodes is the expected number of llmguard nodes sharing the store; a
+	// fail-open limit's per-node fallback bucket holds limit / Nodes.
+	// Default 1.
+	Nodes int `yaml:"nodes"`
+	// Breaker trips after repeated store failures so that no request waits
+	// for a store that is down.
+	Breaker Breaker `yaml:"breaker"`
+	// ReplayQueue bounds the reconciliations kept while the store is
+	// unavailable, replayed when it returns; past it they are dropped and
+	// counted. Default 100000.
+	ReplayQueue int `yaml:"replay_queue"`
+}
+
+// Breaker configures the store's circuit breaker.
+type Breaker struct {
+	// Failures is the number of consecutive failed store calls that opens
+	// the breaker. Default 5.
+	Failures uint32 `yaml:"failures"`
+	// OpenFor is how long the breaker stays open before it lets one probe
+	// through (half-open). Default 2s.
+	OpenFor Duration `yaml:"open_for"`
 }
 
 // Duration is a time.Duration written in YAML as a Go duration string
@@ -281,5 +309,25 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Store.PoolSize == 0 {
 		c.Store.PoolSize = 256
+	}
+	if c.Store.OnFailure == "" {
+		c.Store.OnFailure = "open"
+	}
+	if c.Store.Nodes == 0 {
+		c.Store.Nodes = 1
+	}
+	if c.Store.Breaker.Failures == 0 {
+		c.Store.Breaker.Failures = 5
+	}
+	if c.Store.Breaker.OpenFor == 0 {
+		c.Store.Breaker.OpenFor = Duration(2 * time.Second)
+	}
+	if c.Store.ReplayQueue == 0 {
+		c.Store.ReplayQueue = 100000
+	}
+	for i := range c.Limits {
+		if c.Limits[i].OnFailure == "" {
+			c.Limits[i].OnFailure = c.Store.OnFailure
+		}
 	}
 }

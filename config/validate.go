@@ -143,6 +143,9 @@ func (c *Config) Validate() error {
 		if !oneOf(l.Scope, validScopes) {
 			p.add(f+".scope", "must be one of %s (got %q)", strings.Join(validScopes, ", "), l.Scope)
 		}
+		if !oneOf(l.OnFailure, []string{"open", "closed"}) {
+			p.add(f+".on_failure", "must be open or closed (got %q)", l.OnFailure)
+		}
 		if !oneOf(l.Unit, validUnits) {
 			p.add(f+".unit", "must be one of %s (got %q)", strings.Join(validUnits, ", "), l.Unit)
 		}
@@ -193,6 +196,16 @@ func (c *Config) Validate() error {
 	}
 	if c.Store.PoolSize < 0 {
 		p.add("store.pool_size", "must be positive")
+	}
+	if !oneOf(c.Store.OnFailure, []string{"open", "closed"}) {
+		p.add("store.on_failure", "must be open or closed (got %q)", c.Store.OnFailure)
+	}
+	if c.Store.Nodes < 1 {
+		p.add("store.nodes", "must be at least 1 (got %d)", c.Store.Nodes)
+	}
+	checkDuration(&p, "store.breaker.open_for", c.Store.Breaker.OpenFor)
+	if c.Store.ReplayQueue < 0 {
+		p.add("store.replay_queue", "must be positive")
 	}
 
 	if len(p) > 0 {

@@ -58,6 +58,9 @@ type Rule struct {
 	Unit  Unit
 	// Limit is the bucket shape in the rule's units (micro-USD for usd).
 	Limit bucket.Limit
+	// FailOpen: while the store is unavailable the rule admits against a
+	// per-node fallback bucket; otherwise (fail-closed) it answers 503.
+	FailOpen bool
 
 	plans, tenants, users []string
 	models, paths         []string // globs
@@ -164,11 +167,12 @@ func compileRule(l config.Limit) Rule {
 			Rate:     int64(rate),
 			Per:      per,
 		},
-		plans:   l.Plans,
-		tenants: l.Tenants,
-		users:   l.Users,
-		models:  l.Models,
-		paths:   l.Paths,
+		FailOpen: l.OnFailure != "closed",
+		plans:    l.Plans,
+		tenants:  l.Tenants,
+		users:    l.Users,
+		models:   l.Models,
+		paths:    l.Paths,
 	}
 }
 

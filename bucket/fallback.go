@@ -1,0 +1,168 @@
+package bucket
+
+import "context"
+
+// ScaleLimit returns one node's share of l, for a cluster of nodes proxy
+// nodes that each enforce it alone while the shared store is unavailable:
+// Capacity and Rate divided by nodes, rounded down, and at least one unit
+// each; Per is unchanged. nodes below 1 counts as 1 (l itself). It does not
+// validate l.
+//
+// The one-unit floor keeps a limit smaller than nodes usable on every node,
+// at the price of admitting more than the limit: nodes units per Per
+// instead of Rate (see OverAdmissionOf).
+func ScaleLimit(l Limit, nodes int) Limit {
+	n := int64(max(1, nodes))
+	return Limit{Capacity: max(1, l.Capacity/n), Rate: max(1, l.Rate/n), Per: l.Per}
+}
+
+// OverAdmission is how much more than a limit a cluster can admit while
+// every node serves it from its Fallback, as computed by OverAdmissionOf.
+type OverAdmission struct {
+	// Node is one node's share of the limit (ScaleLimit).
+	Node Limit
+	// Burst is what the cluster can admit at once from fallback buckets
+	// that are all full, as a fraction of the limit's Capacity:
+	// nodes × max(Node.Capacity, maxCost) / Capacity. It is at most 1
+	// when Capacity >= nodes and no request costs more than a node's
+	// share.
+	Burst float64
+	// Rate is the cluster's sustained rate from its fallback buckets as a
+	// fraction of the limit's: nodes × Node.Rate / Rate; at most 1 when
+	// Rate >= nodes.
+	Rate float64
+	// Factor is the worst case, over every window of time, of the units
+	// the cluster admits in the window divided by the units the limit
+	// admits in a window as long that starts with a full bucket
+	// (Capacity + Rate × length / Per): max(1 + Burst, Rate). The worst
+	// window starts just before the outage: the shared bucket's full burst
+	// is spent, then the store fails and every node's fresh fallback
+	// bucket is full, so the cluster admits 1 + Burst times the burst at
+	// once. Over a longer outage the ratio tends to Rate. About 2 when
+	// the limit is at least nodes units and requests fit a node's share.
+	Factor float64
+}
+
+// OverAdmissionOf returns the over-admission of limit l when each of nodes
+// proxy nodes (below 1 counts as 1) enforces ScaleLimit(l, nodes) on its
+// own, and no request costs more than maxCost units; maxCost <= 0 means
+// requests no larger than a node's share (Fallback admits a larger one, up
+// to Capacity, only from a full node bucket, leaving the rest as debt: it
+// raises the burst, not the sustained rate). The figures assume every node
+// is counted in nodes: k nodes more than nodes each add their own
+// share. It does not validate l.
+func OverAdmissionOf(l Limit, nodes int, maxCost int64) OverAdmission {
+	n := max(1, nodes)
+	node := ScaleLimit(l, n)
+	burst := node.Capacity
+	if maxCost > burst {
+		burst = min(maxCost, l.Capacity)
+	}
+	o := OverAdmission{
+		Node:  node,
+		Burst: float64(n) * float64(burst) / float64(l.Capacity),
+		Rate:  float64(n) * float64(node.Rate) / float64(l.Rate),
+	}
+	o.Factor = max(1+o.Burst, o.Rate)
+	return o
+}
+
+// FallbackOptions configures NewFallback. The zero value is a usable
+// default.
+type FallbackOptions struct {
+	// Nodes is the expected number of proxy nodes sharing each limit; every
+	// limit is scaled with ScaleLimit(limit, Nodes). Below 1 means 1.
+	Nodes int
+	// Memory configures the in-memory store that holds the node's buckets.
+	Memory MemoryOptions
+}
+
+// Fallback is a Store for rules that fail open: while the shared store is
+// unavailable (Guarded returns ErrUnavailable) the proxy takes those rules'
+// costs here instead, from buckets held in this process, each limit scaled
+// to this node's share (ScaleLimit). A bucket the Fallback has not seen
+// starts full; a bucket keeps its level between outages, so an outage that
+// flaps does not refill it. What the cluster can then admit beyond each
+// limit is OverAdmissionOf's Factor.
+//
+// Items and deltas carry the configured (unscaled) limits and the request's
+// real costs. A cost above the node's share but within the limit's
+// Capacity passes only when the node's bucket is full, and leaves it in
+// debt by the difference, so a request the shared store would admit is not
+// refused as too large; a cost above Capacity is TooLarge, as in the shared
+// store. Statuses in a Decision describe the node's buckets.
+//
+// Reconcile the requests it admitted here, not in the shared store: their
+// reservation was never taken there. It is safe for concurrent use. Create
+// one with NewFallback; Close stops its sweep.
+type Fallback struct {
+	mem   *Memory
+	nodes int
+}
+
+var _ Store = (*Fallback)(nil)
+
+// NewFallback returns a Fallback configured by o. It starts the Memory's
+// sweep goroutine unless o.Memory.SweepEvery is negative.
+func NewFallback(o FallbackOptions) *Fallback {
+	return &Fallback{mem: NewMemory(o.Memory), nodes: max(1, o.Nodes)}
+}
+
+// Nodes returns the number of nodes each limit is divided by.
+func (f *Fallback) Nodes() int { return f.nodes }
+
+// Close stops the sweep goroutine; see Memory.Close.
+func (f *Fallback) Close() error { return f.mem.Close() }
+
+// Take implements Store over the node's share of each limit. Items are
+// checked against their configured limits (an error wraps ErrInvalid, as
+// Memory's; a ctx already done fails the call). A cost above the node's
+// share is taken as the share (so the bucket must be full) and the rest is
+// charged as debt right after, outside the take's lock.
+func (f *Fallback) Take(ctx context.Context, items []Item) (Decision, error) {
+	if err := validateItems(items); err != nil {
+		return Decision{}, err
+	}
+	scaled := make([]Item, len(items))
+	var debts []Delta
+	var debtAt []int
+	for i, it := range items {
+		node := ScaleLimit(it.Limit, f.nodes)
+		scaled[i] = Item{Key: it.Key, Limit: node, Cost: it.Cost}
+		if it.Cost > node.Capacity && it.Cost <= it.Limit.Capacity {
+			scaled[i].Cost = node.Capacity
+			debts = append(debts, Delta{Key: it.Key, Limit: node, Units: it.Cost - node.Capacity})
+			debtAt = append(debtAt, i)
+		}
+		// A cost above it.Limit.Capacity stays as is: Memory finds it
+		// too large for the node's share too.
+	}
+	d, err := f.mem.Take(ctx, scaled)
+	if err != nil || !d.Allowed || len(debts) == 0 {
+		return d, err
+	}
+	if err := f.mem.Reconcile(context.WithoutCancel(ctx), "", debts); err != nil {
+		return Decision{}, err // not reached: the deltas are valid
+	}
+	for j, i := range debtAt {
+		_, rate, per := debts[j].Limit.floats()
+		extra := debts[j].Units
+		d.Buckets[i].Remaining -= extra
+		// Each unit of debt takes Per/Rate longer to refill.
+		d.Buckets[i].Reset += micros(wait(0, float64(extra), rate, per))
+	}
+	return d, nil
+}
+
+// Reconcile implements Store over the node's share of each limit: the
+// deltas' units apply in full to the node's buckets, once per requestID.
+func (f *Fallback) Reconcile(ctx context.Context, requestID string, deltas []Delta) error {
+	if err := validateDeltas(requestID, deltas); err != nil {
+		return err
+	}
+	scaled := make([]Delta, len(deltas))
+	for i, dl := range deltas {
+		scaled[i] = Delta{Key: dl.Key, Limit: ScaleLimit(dl.Limit, f.nodes), Units: dl.Units}
+	}
+	return f.mem.Reconcile(ctx, requestID, scaled)
+}

@@ -1,0 +1,425 @@
+package bucket
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
+)
+
+// ErrUnavailable is wrapped by every error of a Guarded store other than
+// ErrInvalid: the store could not serve the call, because it failed within
+// its deadline (the store's error is wrapped too) or because the breaker is
+// open and the call was not even tried (the failure that opened it is
+// wrapped). The caller then follows each rule's on_failure: serve it from a
+// Fallback, or refuse the request. Test with errors.Is.
+var ErrUnavailable = errors.New("store unavailable")
+
+// BreakerState is the state of a Guarded store's circuit breaker.
+type BreakerState uint8
+
+const (
+	// BreakerClosed lets every call through to the store.
+	BreakerClosed BreakerState = iota
+	// BreakerHalfOpen lets GuardOptions.Probes calls through to find out
+	// whether the store is back; the others are rejected.
+	BreakerHalfOpen
+	// BreakerOpen rejects every call at once, for GuardOptions.OpenFor.
+	BreakerOpen
+)
+
+// String returns "closed", "half-open" or "open".
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerHalfOpen:
+		return "half-open"
+	case BreakerOpen:
+		return "open"
+	}
+	return fmt.Sprintf("BreakerState(%d)", s)
+}
+
+// Op names a Store method, for counters and the OnCall hook.
+type Op uint8
+
+const (
+	OpTake      Op = iota // Store.Take
+	OpReconcile           // Store.Reconcile, or one ReconcileBatch round trip
+	numOps
+)
+
+// String returns "take" or "reconcile".
+func (o Op) String() string {
+	if o == OpTake {
+		return "take"
+	}
+	return "reconcile"
+}
+
+// Result is how a call through a Guarded store ended.
+type Result uint8
+
+const (
+	// ResultOK: the store answered (a Take's denial is an answer).
+	ResultOK Result = iota
+	// ResultInvalid: the input was refused (ErrInvalid); not a store failure.
+	ResultInvalid
+	// ResultFailed: the store was called and failed or missed the deadline.
+	ResultFailed
+	// ResultRejected: the breaker refused the call; the store was not called.
+	ResultRejected
+	numResults
+)
+
+// String returns "ok", "invalid", "failed" or "rejected".
+func (r Result) String() string {
+	return [...]string{"ok", "invalid", "failed", "rejected"}[r]
+}
+
+// ErrorKind classifies a store failure, for counters and logs.
+type ErrorKind uint8
+
+const (
+	// KindNone: no failure.
+	KindNone ErrorKind = iota
+	// KindTimeout: the deadline passed (context deadline, network timeout,
+	// no free connection in time).
+	KindTimeout
+	// KindConnection: the connection could not be made or broke (refused,
+	// reset, aborted, broken pipe, closed, unexpected EOF).
+	KindConnection
+	// KindOther: anything else, such as an error reply from Redis.
+	KindOther
+	numKinds
+)
+
+// String returns "none", "timeout", "connection" or "other".
+func (k ErrorKind) String() string {
+	return [...]string{"none", "timeout", "connection", "other"}[k]
+}
+
+// KindOf classifies err; nil is KindNone.
+func KindOf(err error) ErrorKind {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return KindNone
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
+		errors.Is(err, redis.ErrPoolTimeout), errors.As(err, &ne) && ne.Timeout():
+		return KindTimeout
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, net.ErrClosed), errors.Is(err, redis.ErrClosed):
+		return KindConnection
+	}
+	return KindOther
+}
+
+// Call describes one call through a Guarded store, for GuardOptions.OnCall.
+type Call struct {
+	Op       Op
+	Result   Result
+	Kind     ErrorKind     // KindNone unless Result is ResultFailed
+	Duration time.Duration // wall time in the Guarded method, ~0 when rejected
+}
+
+// GuardOptions configures NewGuarded. The zero value is a usable default.
+type GuardOptions struct {
+	// Timeout is the deadline of every Take, counted from the call,
+	// whatever the caller's context says (its values are kept, its
+	// deadline and cancellation are not); 0 means 5ms. A Take that
+	// misses it fails (KindTimeout) and counts toward opening the breaker.
+	Timeout time.Duration
+	// ReconcileTimeout is the same deadline for Reconcile and
+	// ReconcileBatch, which may carry a pipeline of hundreds of scripts and
+	// run off the request's path; 0 means 100ms.
+	ReconcileTimeout time.Duration
+	// Failures is how many consecutive failed calls open the breaker; 0
+	// means 5. A success (a denial included) resets the count; ErrInvalid
+	// neither counts nor resets.
+	Failures uint32
+	// OpenFor is how long the breaker stays open, rejecting every call at
+	// once, before it half-opens; 0 means 2s.
+	OpenFor time.Duration
+	// Probes is how many calls the half-open breaker lets through; that
+	// many successes in a row close it, one failure opens it again. The
+	// other calls meanwhile are rejected. 0 means 1.
+	Probes uint32
+	// OnStateChange, when set, is called on every transition of the
+	// breaker, in the goroutine of the call (or State) that caused it,
+	// while the breaker is locked: it must be quick and must not call the
+	// Guarded's methods. Open to half-open happens lazily, on the first
+	// call or State after OpenFor.
+	OnStateChange func(from, to BreakerState)
+	// OnCall, when set, is called after every call with its outcome and
+	// latency, from the caller's goroutine.
+	OnCall func(Call)
+}
+
+// GuardStats counts what a Guarded store did since it was created.
+type GuardStats struct {
+	State BreakerState
+	// Calls counts calls by operation and result, e.g.
+	// Calls[OpTake][ResultRejected].
+	Calls [numOps][numResults]uint64
+	// Errors counts failed calls (ResultFailed) by kind, e.g.
+	// Errors[KindTimeout].
+	Errors [numKinds]uint64
+	// Opened counts the transitions to BreakerOpen.
+	Opened uint64
+}
+
+// Guarded is a Store that protects its callers from a slow or failing
+// store: every call runs with its own short deadline inside a circuit
+// breaker (sony/gobreaker), which opens after GuardOptions.Failures
+// consecutive failures. While it is open every call fails at once with
+// ErrUnavailable, so no request waits for a store that is down; after
+// OpenFor it lets Probes calls through, and closes when they succeed.
+// A denial is a success, and ErrInvalid (a caller's mistake, returned as
+// is) neither trips nor heals the breaker.
+//
+// It is safe for concurrent use. Create one with NewGuarded; the zero
+// Guarded is not usable. It implements BatchReconciler, so that an
+// AsyncReconciler over it pipelines its batches (when the wrapped store
+// batches) and holds them while the store is unavailable.
+type Guarded struct {
+	store   Store
+	batcher BatchReconciler // store, when it batches
+	o       GuardOptions
+	cb      *gobreaker.CircuitBreaker[struct{}]
+
+	lastMu  sync.Mutex
+	lastErr error // the last failure, wrapped by rejections
+
+	calls  [numOps][numResults]atomic.Uint64
+	errs   [numKinds]atomic.Uint64
+	opened atomic.Uint64
+}
+
+var (
+	_ Store           = (*Guarded)(nil)
+	_ BatchReconciler = (*Guarded)(nil)
+)
+
+// NewGuarded returns a Guarded over store, configured by o, with its
+// breaker closed.
+func NewGuarded(store Store, o GuardOptions) *Guarded {
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Millisecond
+	}
+	if o.ReconcileTimeout <= 0 {
+		o.ReconcileTimeout = 100 * time.Millisecond
+	}
+	if o.Failures == 0 {
+		o.Failures = 5
+	}
+	if o.OpenFor <= 0 {
+		o.OpenFor = 2 * time.Second
+	}
+	if o.Probes == 0 {
+		o.Probes = 1
+	}
+	g := &Guarded{store: store, o: o}
+	g.batcher, _ = store.(BatchReconciler)
+	g.cb = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        "bucket",
+		MaxRequests: o.Probes,
+		Timeout:     o.OpenFor,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= o.Failures },
+		IsExcluded:  func(err error) bool { return errors.Is(err, ErrInvalid) },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			if to == gobreaker.StateOpen {
+				g.opened.Add(1)
+			}
+			if o.OnStateChange != nil {
+				o.OnStateChange(stateOf(from), stateOf(to))
+			}
+		},
+	})
+	return g
+}
+
+func stateOf(s gobreaker.State) BreakerState {
+	switch s {
+	case gobreaker.StateOpen:
+		return BreakerOpen
+	case gobreaker.StateHalfOpen:
+		return BreakerHalfOpen
+	}
+	return BreakerClosed
+}
+
+// State returns the breaker's state now (moving it from open to half-open
+// when OpenFor has passed).
+func (g *Guarded) State() BreakerState { return stateOf(g.cb.State()) }
+
+// Stats returns the counters and the breaker's state. Safe to call at any
+// time, but not from OnStateChange.
+func (g *Guarded) Stats() GuardStats {
+	s := GuardStats{State: g.State(), Opened: g.opened.Load()}
+	for op := range g.calls {
+		for r := range g.calls[op] {
+			s.Calls[op][r] = g.calls[op][r].Load()
+		}
+	}
+	for k := range g.errs {
+		s.Errors[k] = g.errs[k].Load()
+	}
+	return s
+}
+
+// Take implements Store within Timeout. Items are checked first: invalid
+// ones fail at once with an error wrapping ErrInvalid, whatever the
+// breaker's state. Every other error wraps ErrUnavailable, and the store's
+// error (a failure) or the failure that opened the breaker (a rejection);
+// the Decision is then the zero value.
+func (g *Guarded) Take(ctx context.Context, items []Item) (Decision, error) {
+	if err := validateItems(items); err != nil {
+		g.count(OpTake, ResultInvalid, KindNone, 0)
+		return Decision{}, err
+	}
+	var d Decision
+	err := g.do(ctx, OpTake, g.o.Timeout, func(ctx context.Context) error {
+		var err error
+		d, err = g.store.Take(ctx, items)
+		return err
+	})
+	if err != nil {
+		return Decision{}, err
+	}
+	return d, nil
+}
+
+// Reconcile implements Store within ReconcileTimeout. Deltas are checked
+// first: invalid ones fail at once with an error wrapping ErrInvalid. Every
+// other error wraps ErrUnavailable, as Take's. A failed call may have been
+// applied (the reply was lost): a retry with the same requestID is then a
+// no-op.
+func (g *Guarded) Reconcile(ctx context.Context, requestID string, deltas []Delta) error {
+	if err := validateDeltas(requestID, deltas); err != nil {
+		g.count(OpReconcile, ResultInvalid, KindNone, 0)
+		return err
+	}
+	return g.do(ctx, OpReconcile, g.o.ReconcileTimeout, func(ctx context.Context) error {
+		return g.store.Reconcile(ctx, requestID, deltas)
+	})
+}
+
+// ReconcileBatch implements BatchReconciler: one breaker call (one round
+// trip when the wrapped store batches) within ReconcileTimeout, for the
+// valid elements; an invalid one gets its error wrapping ErrInvalid and is
+// not sent. The call counts as a failure only when every element sent
+// failed (the store is down); an element that fails while others were
+// applied keeps its own error, without ErrUnavailable. When the breaker
+// rejects the batch, or every element sent failed, their errors wrap
+// ErrUnavailable.
+func (g *Guarded) ReconcileBatch(ctx context.Context, batch []Reconciliation) []error {
+	errs := make([]error, len(batch))
+	send := make([]Reconciliation, 0, len(batch))
+	at := make([]int, 0, len(batch)) // at[j]: the batch element of send[j]
+	for i, rc := range batch {
+		if errs[i] = validateDeltas(rc.RequestID, rc.Deltas); errs[i] == nil {
+			send = append(send, rc)
+			at = append(at, i)
+		}
+	}
+	if len(send) == 0 {
+		return errs
+	}
+	sent := make([]error, len(send))
+	err := g.do(ctx, OpReconcile, g.o.ReconcileTimeout, func(ctx context.Context) error {
+		if g.batcher != nil {
+			copy(sent, g.batcher.ReconcileBatch(ctx, send))
+		} else {
+			for j, rc := range send {
+				sent[j] = g.store.Reconcile(ctx, rc.RequestID, rc.Deltas)
+			}
+		}
+		var first error
+		for _, err := range sent {
+			switch {
+			case err == nil:
+				return nil // the store served the batch
+			case first == nil:
+				first = err
+			}
+		}
+		return first
+	})
+	for j, i := range at {
+		switch {
+		case err == nil:
+			errs[i] = sent[j]
+		case sent[j] == nil: // rejected
+			errs[i] = err
+		default:
+			errs[i] = fmt.Errorf("bucket: reconcile: %w: %w", ErrUnavailable, sent[j])
+		}
+	}
+	return errs
+}
+
+// do runs call through the breaker with its own deadline, counts the
+// outcome and returns the error to give the caller.
+func (g *Guarded) do(ctx context.Context, op Op, timeout time.Duration, call func(context.Context) error) error {
+	start := time.Now()
+	var inner error // call's own error, when it ran
+	ran := false
+	_, err := g.cb.Execute(func() (struct{}, error) {
+		ran = true
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		defer cancel()
+		inner = call(cctx)
+		return struct{}{}, inner
+	})
+	var (
+		result = ResultOK
+		kind   = KindNone
+	)
+	switch {
+	case err == nil:
+	case !ran:
+		result = ResultRejected
+		g.lastMu.Lock()
+		last := g.lastErr
+		g.lastMu.Unlock()
+		if last == nil {
+			last = err // gobreaker's own: never opened by a failure
+		}
+		err = fmt.Errorf("bucket: %s: %w: breaker %s (last failure: %w)", op, ErrUnavailable, g.State(), last)
+	case errors.Is(inner, ErrInvalid):
+		result = ResultInvalid
+		err = inner
+	default:
+		result, kind = ResultFailed, KindOf(inner)
+		g.lastMu.Lock()
+		g.lastErr = inner
+		g.lastMu.Unlock()
+		err = fmt.Errorf("bucket: %s: %w: %w", op, ErrUnavailable, inner)
+	}
+	g.count(op, result, kind, time.Since(start))
+	return err
+}
+
+// count records one call's outcome and reports it to OnCall.
+func (g *Guarded) count(op Op, result Result, kind ErrorKind, d time.Duration) {
+	g.calls[op][result].Add(1)
+	if kind != KindNone {
+		g.errs[kind].Add(1)
+	}
+	if g.o.OnCall != nil {
+		g.o.OnCall(Call{Op: op, Result: result, Kind: kind, Duration: d})
+	}
+}
