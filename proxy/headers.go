@@ -188,3 +188,16 @@ func writeDenied(ctx *fasthttp.RequestCtx, f Flavor, d bucket.Decision, rules []
 	setLimitHeaders(&ctx.Response.Header, f, rules, nil)
 	e.write(ctx, f)
 }
+
+// writeUnavailable answers a request that a fail-closed limit cannot judge
+// while the store is unavailable: 503 with Retry-After (the breaker's open
+// interval, whole seconds) in the caller's flavor. The client is not at
+// fault, so it is never a 429 (DESIGN.md §6).
+func writeUnavailable(ctx *fasthttp.RequestCtx, f Flavor, r *policy.Rule, retry time.Duration) {
+	ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(retry), 1), 10))
+	ctx.Response.Header.Set("x-llmguard-limit", r.Name)
+	apiError{status: fasthttp.StatusServiceUnavailable, openAIType: "api_error", openAICode: "limiter_unavailable",
+		anthropicType: "overloaded_error",
+		message:       fmt.Sprintf("Limiter unavailable: the store behind limit %s cannot be reached and the limit fails closed. Please retry shortly.", r.Name),
+	}.write(ctx, f)
+}

@@ -34,7 +34,14 @@ type Options struct {
 	Upstreams []*Upstream
 	Policy    *policy.Policy
 	Store     bucket.Store
-	Weigher   Weigher
+	// Fallback serves fail-open limits while Store is unavailable (its Take
+	// fails with an error other than bucket.ErrInvalid); nil admits them
+	// unlimited instead. It is the per-node bucket.Fallback in production.
+	Fallback bucket.Store
+	// UnavailableRetry is the Retry-After of a 503 answered by a
+	// fail-closed limit while the store is unavailable. Zero: 2s.
+	UnavailableRetry time.Duration
+	Weigher          Weigher
 	// MaxBodyBytes caps request bodies; larger ones get 413. Zero: 8 MiB.
 	MaxBodyBytes int
 	// MaxResponseBytes caps a non-streamed upstream body held whole to read
@@ -77,6 +84,9 @@ func New(opt Options) (*Proxy, error) {
 	if opt.StoreTimeout <= 0 {
 		opt.StoreTimeout = 5 * time.Millisecond
 	}
+	if opt.UnavailableRetry <= 0 {
+		opt.UnavailableRetry = 2 * time.Second
+	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
@@ -107,6 +117,9 @@ type exchange struct {
 	est       weigher.Estimate
 	price     policy.Price
 	rules     []applied
+	// fallback: admitted by the per-node fallback while the store was
+	// unavailable; reconciled there too.
+	fallback bool
 	// stripUsage: llmguard added stream_options.include_usage, so the
 	// usage-only chunk must not reach the client.
 	stripUsage bool
@@ -211,24 +224,40 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 			items[i] = bucket.Item{Key: key, Limit: r.Limit, Cost: units}
 			x.rules[i] = applied{rule: r, key: key, reserved: units}
 		}
-		sctx, cancel := context.WithTimeout(context.Background(), p.opt.StoreTimeout)
-		t0 := time.Now()
-		d, err := p.opt.Store.Take(sctx, items)
-		cancel()
-		p.opt.Metrics.decision(time.Since(t0))
-		switch {
-		case errors.Is(err, bucket.ErrInvalid):
+		d, err := p.take(items)
+		if errors.Is(err, bucket.ErrInvalid) {
 			// A limit the store refuses is a bug, not an outage: never
 			// admit past it.
 			p.log.Error("store refused the take as invalid", "err", err, "request_id", x.id)
 			apiError{status: fasthttp.StatusInternalServerError, openAIType: "api_error", openAICode: "limiter_error",
 				anthropicType: "api_error", message: "llmguard could not evaluate its limits for this request."}.write(ctx, up.Flavor)
 			return
-		case err != nil:
-			// Fail open until the fallback buckets land (DESIGN.md §7).
-			p.log.Warn("store take failed; admitting (fail-open)", "err", err, "request_id", x.id)
-			x.rules = nil
-		default:
+		}
+		if err != nil {
+			// The store is unavailable (DESIGN.md §7): fail-closed limits
+			// answer 503; fail-open ones are checked against this node's
+			// fallback bucket.
+			if closed := failClosedRule(x.rules); closed != nil {
+				p.opt.Metrics.failure(up.Flavor, x.rules, outcomeFailClosed)
+				writeUnavailable(ctx, up.Flavor, closed, p.opt.UnavailableRetry)
+				return
+			}
+			p.opt.Metrics.failure(up.Flavor, x.rules, outcomeFailOpen)
+			if p.opt.Fallback == nil {
+				p.log.Warn("store unavailable; admitting without limits", "err", err, "request_id", x.id)
+				x.rules = nil
+			} else {
+				x.fallback = true
+				sctx, cancel := context.WithTimeout(context.Background(), p.opt.StoreTimeout)
+				d, err = p.opt.Fallback.Take(sctx, items)
+				cancel()
+				if err != nil {
+					p.log.Error("fallback take failed; admitting without limits", "err", err, "request_id", x.id)
+					x.rules = nil
+				}
+			}
+		}
+		if x.rules != nil {
 			for i := range x.rules {
 				x.rules[i].status = d.Buckets[i]
 			}
@@ -245,6 +274,26 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	}
 
 	p.forward(ctx, x, rawUpPath, body)
+}
+
+// take runs the two-phase take on the store under its deadline.
+func (p *Proxy) take(items []bucket.Item) (bucket.Decision, error) {
+	sctx, cancel := context.WithTimeout(context.Background(), p.opt.StoreTimeout)
+	defer cancel()
+	t0 := time.Now()
+	d, err := p.opt.Store.Take(sctx, items)
+	p.opt.Metrics.decision(time.Since(t0))
+	return d, err
+}
+
+// failClosedRule returns the first applied rule that fails closed, or nil.
+func failClosedRule(rules []applied) *policy.Rule {
+	for _, a := range rules {
+		if !a.rule.FailOpen {
+			return a.rule
+		}
+	}
+	return nil
 }
 
 // credential is the caller's key and the header it came from, read from

@@ -305,9 +305,13 @@ func (p *Proxy) settle(x *exchange, s settlement) {
 	if len(deltas) == 0 {
 		return
 	}
+	store := p.opt.Store
+	if x.fallback {
+		store = p.opt.Fallback // the reservation was taken there
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(p.opt.StoreTimeout, 50*time.Millisecond))
 	defer cancel()
-	if err := p.opt.Store.Reconcile(ctx, x.id, deltas); err != nil {
+	if err := store.Reconcile(ctx, x.id, deltas); err != nil {
 		p.log.Warn("reconcile failed", "err", err, "request_id", x.id)
 	}
 }

@@ -30,10 +30,11 @@ type App struct {
 	Proxy    *proxy.Proxy
 	Store    bucket.Store
 
-	log   *slog.Logger
-	srv   *fasthttp.Server
-	admin *fasthttp.Server
-	close []func() error
+	log    *slog.Logger
+	stores *stores
+	srv    *fasthttp.Server
+	admin  *fasthttp.Server
+	close  []func() error
 }
 
 // New builds every component from cfg. Errors: a component cannot start
@@ -54,10 +55,15 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 
-	a.Store, a.close, err = openStore(cfg.Store, log)
+	pol, err := policy.Compile(cfg)
 	if err != nil {
 		return nil, err
 	}
+	st, err := openStore(cfg, pol, a.Registry, log)
+	if err != nil {
+		return nil, err
+	}
+	a.Store, a.close, a.stores = st.main, st.close, st
 
 	var ups []*proxy.Upstream
 	for _, u := range cfg.Upstreams {
@@ -76,14 +82,12 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
-	pol, err := policy.Compile(cfg)
-	if err != nil {
-		return nil, err
-	}
 	a.Proxy, err = proxy.New(proxy.Options{
 		Upstreams:        ups,
 		Policy:           pol,
 		Store:            a.Store,
+		Fallback:         st.fallback,
+		UnavailableRetry: time.Duration(cfg.Store.Breaker.OpenFor),
 		Weigher:          w,
 		MaxBodyBytes:     int(cfg.MaxBodyBytes),
 		MaxResponseBytes: int(cfg.MaxResponseBytes),
@@ -107,11 +111,9 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		Logger:                fasthttpLogger{log},
 	}
 	a.admin = &fasthttp.Server{
-		Handler: proxy.AdminHandler(a.Registry, func() any {
-			return map[string]string{"status": "ready", "store": cfg.Store.Backend}
-		}),
-		Name:   "llmguard-admin",
-		Logger: fasthttpLogger{log},
+		Handler: proxy.AdminHandler(a.Registry, func() any { return st.readiness(cfg.Store.Backend) }),
+		Name:    "llmguard-admin",
+		Logger:  fasthttpLogger{log},
 	}
 	return a, nil
 }

@@ -6,70 +6,184 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/policy"
 )
 
-// openStore builds the configured bucket store and the functions that
-// release it. For Redis it sizes the connection pool, loads the scripts
-// (a Redis that is down at start-up is not fatal: the scripts are loaded by
-// EVAL on first use) and wraps the store in an asynchronous, batching
-// reconciler so that reconciliation never adds a round trip to a request.
-func openStore(c config.Store, log *slog.Logger) (bucket.Store, []func() error, error) {
-	switch c.Backend {
-	case "memory":
-		m := bucket.NewMemory(bucket.MemoryOptions{})
-		return m, []func() error{m.Close}, nil
-	case "redis", "redis_cluster":
-	default:
-		return nil, nil, fmt.Errorf("app: unknown store backend %q", c.Backend)
+// stores is the bucket state llmguard runs on: the main store, and for a
+// shared (Redis) store the guard around it and the per-node fallback that
+// fail-open limits use while it is unavailable.
+type stores struct {
+	main     bucket.Store
+	fallback bucket.Store            // nil for the memory backend, which cannot fail
+	guard    *bucket.Guarded         // nil for the memory backend
+	async    *bucket.AsyncReconciler // nil for the memory backend
+	close    []func() error
+}
+
+// readiness is the /readyz body: the proxy serves whatever the store's
+// state, so it is always ready; degraded says fail-open or fail-closed
+// decisions are being made.
+func (s *stores) readiness(backend string) any {
+	r := map[string]any{"status": "ready", "store": backend, "degraded": false}
+	if s.guard != nil {
+		state := s.guard.State()
+		st := s.async.Stats()
+		r["breaker"] = state.String()
+		r["degraded"] = state != bucket.BreakerClosed
+		r["reconcile_pending"] = st.Pending
+		r["reconcile_dropped"] = st.Dropped
 	}
-	// go-redis timeouts: the request path passes its own deadline
-	// (store.timeout) in the context; these only bound a call without one.
+	return r
+}
+
+// openStore builds the configured stores. For Redis it sizes the
+// connection pool, loads the scripts (a Redis that is down at start-up is
+// not fatal: the scripts load by EVAL on first use), puts every call behind
+// a deadline and a circuit breaker, and queues reconciliations so that they
+// never add a round trip to a request and survive an outage (bounded).
+func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer, log *slog.Logger) (*stores, error) {
+	c := cfg.Store
+	if c.Backend == "memory" {
+		m := bucket.NewMemory(bucket.MemoryOptions{})
+		return &stores{main: m, close: []func() error{m.Close}}, nil
+	}
+	if c.Backend != "redis" && c.Backend != "redis_cluster" {
+		return nil, fmt.Errorf("app: unknown store backend %q", c.Backend)
+	}
+	// go-redis timeouts: every call carries its own deadline (store.timeout);
+	// these only bound a call without one. No retries: a retry would outlive
+	// the deadline. One dial attempt: the default retries a refused dial for
+	// half a second, which would turn "Redis is down" into a timeout.
 	const ioTimeout = time.Second
 	var client bucket.RedisScripter
 	var closeClient func() error
 	if c.Backend == "redis" {
 		opt, err := redis.ParseURL(c.RedisURL)
 		if err != nil {
-			return nil, nil, fmt.Errorf("app: store.redis_url: %w", err)
+			return nil, fmt.Errorf("app: store.redis_url: %w", err)
 		}
-		opt.PoolSize = c.PoolSize
-		opt.MinIdleConns = min(c.PoolSize, 16)
+		opt.PoolSize, opt.MinIdleConns = c.PoolSize, min(c.PoolSize, 16)
 		opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout = ioTimeout, ioTimeout, ioTimeout
-		opt.ContextTimeoutEnabled = true
-		opt.MaxRetries = -1 // a retry would outlive the request's deadline
+		opt.ContextTimeoutEnabled, opt.MaxRetries, opt.DialerRetries = true, -1, 1
 		rc := redis.NewClient(opt)
 		client, closeClient = rc, rc.Close
 	} else {
 		cc := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 c.ClusterAddrs,
-			PoolSize:              c.PoolSize,
-			MinIdleConns:          min(c.PoolSize, 16),
-			ReadTimeout:           ioTimeout,
-			WriteTimeout:          ioTimeout,
-			DialTimeout:           ioTimeout,
-			ContextTimeoutEnabled: true,
-			MaxRetries:            -1,
+			Addrs: c.ClusterAddrs, PoolSize: c.PoolSize, MinIdleConns: min(c.PoolSize, 16),
+			ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, DialTimeout: ioTimeout,
+			ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
 		})
 		client, closeClient = cc, cc.Close
 	}
 	r, err := bucket.NewRedis(bucket.RedisOptions{Client: client})
 	if err != nil {
 		closeClient()
-		return nil, nil, fmt.Errorf("app: %w", err)
+		return nil, fmt.Errorf("app: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := r.Load(ctx); err != nil {
 		log.Warn("could not load the Redis scripts at start-up; they will be loaded on first use", "err", err)
 	}
-	async := bucket.NewAsyncReconciler(r, bucket.AsyncOptions{
+
+	m := newStoreMetrics(reg)
+	logFactors := func() {
+		for _, rule := range pol.Rules() {
+			if rule.FailOpen {
+				oa := bucket.OverAdmissionOf(rule.Limit, c.Nodes, 0)
+				log.Warn("store unavailable: fail-open limit now served by this node's fallback bucket",
+					"limit", rule.Name, "nodes", c.Nodes, "node_capacity", oa.Node.Capacity, "over_admission_factor", oa.Factor)
+			}
+		}
+	}
+	for _, rule := range pol.Rules() {
+		if rule.FailOpen {
+			m.factor.WithLabelValues(rule.Name).Set(bucket.OverAdmissionOf(rule.Limit, c.Nodes, 0).Factor)
+		}
+	}
+	guard := bucket.NewGuarded(r, bucket.GuardOptions{
+		Timeout:  time.Duration(c.Timeout),
+		Failures: c.Breaker.Failures,
+		OpenFor:  time.Duration(c.Breaker.OpenFor),
+		OnStateChange: func(from, to bucket.BreakerState) {
+			m.breaker.Set(float64(to))
+			log.Warn("store circuit breaker", "from", from.String(), "to", to.String())
+			if to == bucket.BreakerOpen && from == bucket.BreakerClosed {
+				logFactors() // once per outage
+			}
+		},
+		OnCall: func(call bucket.Call) {
+			m.duration.WithLabelValues(call.Op.String()).Observe(call.Duration.Seconds())
+			if call.Result == bucket.ResultFailed {
+				m.errors.WithLabelValues(call.Op.String(), call.Kind.String()).Inc()
+			}
+		},
+	})
+	async := bucket.NewAsyncReconciler(guard, bucket.AsyncOptions{
+		QueueSize: c.ReplayQueue,
 		OnDrop: func(rc bucket.Reconciliation, err error) {
 			log.Error("reconciliation dropped", "request_id", rc.RequestID, "err", err)
 		},
 	})
-	return async, []func() error{async.Close, closeClient}, nil
+	m.watchAsync(reg, async)
+	fb := bucket.NewFallback(bucket.FallbackOptions{Nodes: c.Nodes})
+	return &stores{main: async, fallback: fb, guard: guard, async: async,
+		close: []func() error{async.Close, fb.Close, closeClient}}, nil
+}
+
+// storeMetrics are the store-health collectors (DESIGN.md §9):
+//
+//	llmguard_store_duration_seconds{op}                 histogram of store calls
+//	llmguard_store_errors_total{op,kind}                failed calls by kind (timeout, connection, other)
+//	llmguard_breaker_state                              0 closed, 1 half-open, 2 open
+//	llmguard_fallback_over_admission_factor{limit}      worst-case factor of a fail-open limit during an outage
+//	llmguard_reconcile_queue_length                     reconciliations waiting (queued or held through an outage)
+//	llmguard_reconcile_dropped_total                    reconciliations dropped (queue full, given up)
+type storeMetrics struct {
+	duration *prometheus.HistogramVec
+	errors   *prometheus.CounterVec
+	breaker  prometheus.Gauge
+	factor   *prometheus.GaugeVec
+}
+
+func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
+	m := &storeMetrics{
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "llmguard_store_duration_seconds",
+			Help:    "Duration of store calls (take, reconcile), failures included.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .1, .5},
+		}, []string{"op"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmguard_store_errors_total",
+			Help: "Failed store calls by operation and kind (timeout, connection, other).",
+		}, []string{"op", "kind"}),
+		breaker: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "llmguard_breaker_state",
+			Help: "State of the store circuit breaker: 0 closed, 1 half-open, 2 open.",
+		}),
+		factor: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "llmguard_fallback_over_admission_factor",
+			Help: "Worst-case ratio of what the cluster admits during a store outage to what a fail-open limit allows (per-node fallback buckets of limit / store.nodes).",
+		}, []string{"limit"}),
+	}
+	reg.MustRegister(m.duration, m.errors, m.breaker, m.factor)
+	return m
+}
+
+func (m *storeMetrics) watchAsync(reg prometheus.Registerer, a *bucket.AsyncReconciler) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "llmguard_reconcile_queue_length",
+			Help: "Reconciliations waiting to be written to the store, held ones (store unavailable) included.",
+		}, func() float64 { return float64(a.Stats().Pending) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "llmguard_reconcile_dropped_total",
+			Help: "Reconciliations dropped: the replay queue was full, or the store refused them repeatedly.",
+		}, func() float64 { return float64(a.Stats().Dropped) }),
+	)
 }
