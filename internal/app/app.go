@@ -103,12 +103,15 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		ErrorHandler:          a.Proxy.ErrorHandler,
 		Name:                  "llmguard",
 		NoDefaultServerHeader: true,
-		MaxRequestBodySize:    int(cfg.MaxBodyBytes),
-		ReadTimeout:           60 * time.Second,
-		IdleTimeout:           120 * time.Second,
-		ReadBufferSize:        16 << 10,
-		CloseOnShutdown:       true,
-		Logger:                fasthttpLogger{log},
+		// The handler answers 413 for bodies over max_body_bytes after reading
+		// them whole, so the client sees the answer rather than a reset; the
+		// server itself cuts off only bodies a megabyte beyond that.
+		MaxRequestBodySize: int(cfg.MaxBodyBytes) + 1<<20,
+		ReadTimeout:        60 * time.Second,
+		IdleTimeout:        120 * time.Second,
+		ReadBufferSize:     16 << 10,
+		CloseOnShutdown:    true,
+		Logger:             fasthttpLogger{log},
 	}
 	a.admin = &fasthttp.Server{
 		Handler: proxy.AdminHandler(a.Registry, func() any { return st.readiness(cfg.Store.Backend) }),

@@ -1,0 +1,261 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/internal/mockllm"
+	"github.com/llmguard/llmguard/internal/redistest"
+)
+
+// sample is one request of the chaos load.
+type sample struct {
+	key        string
+	start, end time.Time
+	status     int
+	retryAfter string
+}
+
+// TestChaosRedisKilledUnderLoad runs steady load through llmguard on a real
+// redis-server, kills Redis for two seconds, restarts it, and checks the
+// failure story of DESIGN.md §7:
+//   - while Redis is down no request waits longer than the store timeout
+//     (plus a margin for the proxy and the mock);
+//   - the fail-open limit keeps admitting at its per-node fallback rate, no
+//     faster;
+//   - the fail-closed limit answers 503 with Retry-After, never 429;
+//   - after Redis returns the breaker closes within its open interval, and
+//     a reconciliation that could not be written during the outage lands.
+func TestChaosRedisKilledUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos test")
+	}
+	srv := redistest.Start(t)
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	const (
+		storeTimeout = 5 * time.Millisecond
+		openFor      = 500 * time.Millisecond
+		nodes        = 2
+		openRate     = 100 // requests per second, burst 20: the fallback is 50/s, burst 10
+		openBurst    = 20
+	)
+	h := startConfig(t, mock, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams: [{name: mock, flavor: openai, base_url: "%s"}]
+keys:
+  - {key: sk-load, user: loader, tenant: acme}
+  - {key: sk-alice, user: alice, tenant: acme}
+  - {key: sk-bob, user: bob, tenant: beta}
+limits:
+  - {name: acme-rps, scope: tenant, unit: requests, rate: %d, per: 1s, burst: %d, tenants: [acme], on_failure: open}
+  - {name: beta-rps, scope: tenant, unit: requests, rate: 1000, per: 1s, tenants: [beta], on_failure: closed}
+  - {name: user-tokens, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000, users: [alice]}
+store:
+  backend: redis
+  redis_url: "redis://%s/0"
+  timeout: %s
+  nodes: %d
+  breaker: {failures: 3, open_for: %s}
+`, mock.URL, openRate, openBurst, srv.Addr(), storeTimeout, nodes, openFor))
+
+	post := func(key, body string, headers ...string) sample {
+		s := sample{key: key, start: time.Now()}
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return s
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		s.end, s.status, s.retryAfter = time.Now(), resp.StatusCode, resp.Header.Get("Retry-After")
+		return s
+	}
+
+	// Warm the connection pool: a cold first take (dial, script load) may
+	// overrun the 5 ms deadline and be served by the fallback.
+	for range 5 {
+		post("sk-load", hiBody)
+	}
+
+	// A streamed call admitted before the outage that settles during it:
+	// it reserved 8 + 10 tokens and uses 8 + 200, so its reconciliation
+	// charges 190 more — a delta that must wait for Redis and then land.
+	streamDone := make(chan struct{})
+	go func() {
+		defer close(streamDone)
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions",
+			strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":10,"stream":true}`))
+		req.Header.Set("Authorization", "Bearer sk-alice")
+		req.Header.Set("x-mock-completion-tokens", "200")
+		req.Header.Set("x-mock-delay-ms", "8") // about 1.6 s of streaming
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		io.Copy(io.Discard, bufio.NewReader(resp.Body))
+		resp.Body.Close()
+	}()
+
+	// Its reservation was taken in Redis (not by the fallback).
+	aliceKey := "llmguard:{acme}:user-tokens:alice"
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n, _ := srv.Client().Exists(context.Background(), aliceKey).Result(); n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the streamed call's reservation is not in Redis")
+		}
+	}
+
+	var mu sync.Mutex
+	var samples []sample
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	load := func(key string) {
+		defer wg.Done()
+		for n := 0; n < 20000; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s := post(key, hiBody)
+			mu.Lock()
+			samples = append(samples, s)
+			mu.Unlock()
+		}
+	}
+	for range 6 {
+		wg.Add(1)
+		go load("sk-load")
+	}
+	for range 2 {
+		wg.Add(1)
+		go load("sk-bob")
+	}
+
+	time.Sleep(time.Second)
+	killed := time.Now()
+	srv.Kill()
+	time.Sleep(2 * time.Second)
+	srv.Restart()
+	restarted := time.Now()
+	// The breaker closes within its open interval (plus the time for the
+	// first probe to reach a Redis that is accepting connections again).
+	var closedAt time.Time
+	for deadline := time.Now().Add(openFor + 3*time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if readyz(t, h.admin)["breaker"] == "closed" {
+			closedAt = time.Now()
+			break
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	<-streamDone
+
+	if closedAt.IsZero() {
+		t.Fatalf("breaker not closed %v after Redis restarted", openFor+3*time.Second)
+	}
+	t.Logf("breaker closed %v after the restart (open_for %v)", closedAt.Sub(restarted).Round(time.Millisecond), openFor)
+	if closedAt.Sub(restarted) > openFor+time.Second {
+		t.Errorf("breaker closed %v after the restart, want within open_for (%v) + 1s", closedAt.Sub(restarted), openFor)
+	}
+
+	// Requests that started and ended while Redis was down.
+	const margin = 250 * time.Millisecond
+	var openAdmitted, openDenied, closed503, other int
+	var slowest time.Duration
+	for _, s := range samples {
+		if s.start.Before(killed.Add(100*time.Millisecond)) || s.end.After(restarted) {
+			continue
+		}
+		slowest = max(slowest, s.end.Sub(s.start))
+		switch {
+		case s.key == "sk-load" && s.status == 200:
+			openAdmitted++
+		case s.key == "sk-load" && s.status == 429:
+			openDenied++
+		case s.key == "sk-bob" && s.status == 503 && s.retryAfter != "":
+			closed503++
+		default:
+			other++
+			t.Errorf("during the outage: %s got %d (Retry-After %q)", s.key, s.status, s.retryAfter)
+		}
+	}
+	outage := restarted.Sub(killed).Seconds()
+	fallbackBound := float64(openBurst/nodes) + float64(openRate/nodes)*outage
+	t.Logf("outage %.2fs: fail-open admitted %d (fallback bound %.0f), denied %d; fail-closed 503 %d; slowest request %v",
+		outage, openAdmitted, fallbackBound, openDenied, closed503, slowest.Round(time.Millisecond))
+	if slowest > storeTimeout+margin {
+		t.Errorf("a request took %v while Redis was down, want under the store timeout %v + %v", slowest, storeTimeout, margin)
+	}
+	if float64(openAdmitted) > fallbackBound {
+		t.Errorf("fail-open limit admitted %d during the outage, more than its fallback allows (%.0f)", openAdmitted, fallbackBound)
+	}
+	if float64(openAdmitted) < 0.5*fallbackBound || openDenied == 0 {
+		t.Errorf("fail-open limit admitted %d (denied %d) during the outage: it should keep admitting at the fallback rate (bound %.0f)",
+			openAdmitted, openDenied, fallbackBound)
+	}
+	if closed503 == 0 {
+		t.Error("the fail-closed limit never answered 503 during the outage")
+	}
+
+	// The delta held through the outage landed on the fresh Redis.
+	key := aliceKey
+	var level float64
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if v, err := srv.Client().Get(context.Background(), key).Result(); err == nil {
+			level, _ = strconv.ParseFloat(strings.Fields(v)[0], 64)
+			break
+		}
+	}
+	if int64(level) != 100000-190 {
+		keys, _ := srv.Client().Keys(context.Background(), "*").Result()
+		t.Logf("readyz %v; keys in Redis: %v", readyz(t, h.admin), keys)
+		t.Errorf("alice's bucket in Redis = %v, want %d: the reconciliation held through the outage did not land", level, 100000-190)
+	}
+	m := h.metrics()
+	for _, want := range []string{`llmguard_store_failure_decisions_total{decision="fail_open",limit="acme-rps"}`,
+		`llmguard_store_failure_decisions_total{decision="fail_closed",limit="beta-rps"}`, `llmguard_breaker_state 0`,
+		`llmguard_store_errors_total{kind="connection",op="take"}`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+func readyz(t *testing.T, admin string) map[string]any {
+	t.Helper()
+	resp, err := http.Get(admin + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	json.NewDecoder(resp.Body).Decode(&body)
+	if resp.StatusCode != 200 {
+		t.Errorf("/readyz answered %d: it must stay ready while degraded", resp.StatusCode)
+	}
+	return body
+}
