@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/app"
@@ -84,6 +86,10 @@ func (s *serveCmd) Run() error {
 		h = slog.NewJSONHandler(os.Stderr, nil)
 	}
 	log := slog.New(h)
+	// go-redis logs through a package-level logger: send it to slog, at
+	// debug level (every failure it reports is already counted and logged
+	// by the store guard).
+	redis.SetLogger(redisLogger{log})
 	cfg, err := loadConfig(s.Config)
 	if err != nil {
 		name := s.Config
@@ -115,4 +121,11 @@ func (s *serveCmd) Run() error {
 		log.Info("shutting down", "signal", got.String())
 		return a.Close()
 	}
+}
+
+// redisLogger adapts slog to go-redis's logger.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "source", "go-redis")
 }
