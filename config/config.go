@@ -128,8 +128,9 @@ type Model struct {
 	DefaultMaxOutputTokens int64 `yaml:"default_max_output_tokens"`
 }
 
-// Limit is one rule: a token bucket of Rate units per Per, holding up to
-// Burst, applied to every request its matchers fit.
+// Limit is one rule, applied to every request its matchers fit: either a
+// token bucket of Rate units per Per holding up to Burst, or a calendar
+// quota of Quota units per Period (set exactly one of Rate and Quota).
 type Limit struct {
 	// Name identifies the limit in headers, errors, metrics and store keys.
 	Name string `yaml:"name"`
@@ -144,6 +145,17 @@ type Limit struct {
 	Per Duration `yaml:"per"`
 	// Burst is the bucket capacity in units (for usd: dollars). Zero: Rate.
 	Burst float64 `yaml:"burst"`
+	// Quota makes the limit a calendar quota: at most Quota units (for
+	// usd: dollars) per Period, reset at the period's start.
+	Quota float64 `yaml:"quota"`
+	// Period is the quota's calendar period: day, week (ISO 8601: from
+	// Monday) or month.
+	Period string `yaml:"period"`
+	// Timezone is the IANA zone whose midnight starts a period. Default UTC.
+	Timezone string `yaml:"timezone"`
+	// WarnAt are fractions of the quota (e.g. [0.8, 0.95]); once a request
+	// crosses one, responses carry x-llmguard-budget-warning.
+	WarnAt []float64 `yaml:"warn_at"`
 	// OnFailure overrides store.on_failure for this limit: "open" or
 	// "closed".
 	OnFailure string `yaml:"on_failure"`
@@ -297,8 +309,12 @@ func (c *Config) applyDefaults() {
 		}
 	}
 	for i := range c.Limits {
-		if c.Limits[i].Burst == 0 {
-			c.Limits[i].Burst = c.Limits[i].Rate
+		l := &c.Limits[i]
+		if l.Quota == 0 && l.Burst == 0 {
+			l.Burst = l.Rate
+		}
+		if l.Quota != 0 && l.Timezone == "" {
+			l.Timezone = "UTC"
 		}
 	}
 	if c.Store.Backend == "" {

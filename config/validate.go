@@ -9,6 +9,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
+	_ "time/tzdata" // time zones for quotas, on machines without a zoneinfo database
 )
 
 // Error lists every problem found in a config, each prefixed by the path of
@@ -153,18 +155,10 @@ func (c *Config) Validate() error {
 		if l.Unit == "usd" {
 			scale = 1e6
 		}
-		if !(l.Rate > 0) || l.Rate*scale > maxUnits {
-			p.add(f+".rate", "must be a positive number of units per period (got %v)", l.Rate)
-		}
-		if l.Per == invalidDuration {
-			checkDuration(&p, f+".per", l.Per)
-		} else if l.Per <= 0 {
-			p.add(f+".per", "required: a positive Go duration such as 1s, 1m, 24h")
-		}
-		if !(l.Burst > 0) || l.Burst*scale > maxUnits {
-			p.add(f+".burst", "must be a positive number of units (got %v)", l.Burst)
-		} else if l.Burst*scale < 1 {
-			p.add(f+".burst", "must hold at least one unit (got %v)", l.Burst)
+		if l.Quota != 0 {
+			checkQuota(&p, f, l, scale)
+		} else {
+			checkBucket(&p, f, l, scale)
 		}
 		for j, g := range append(append([]string{}, l.Models...), l.Paths...) {
 			if _, err := path.Match(g, ""); err != nil {
@@ -234,5 +228,46 @@ func checkDuration(p *problems, field string, d Duration) {
 		p.add(field, "not a Go duration (want e.g. 250ms, 1s, 1m, 24h)")
 	case d < 0:
 		p.add(field, "must be positive")
+	}
+}
+
+func checkBucket(p *problems, f string, l Limit, scale float64) {
+	if !(l.Rate > 0) || l.Rate*scale > maxUnits {
+		p.add(f+".rate", "must be a positive number of units per period (got %v); or set quota: and period: for a calendar quota", l.Rate)
+	}
+	if l.Per == invalidDuration {
+		checkDuration(p, f+".per", l.Per)
+	} else if l.Per <= 0 {
+		p.add(f+".per", "required: a positive Go duration such as 1s, 1m, 24h")
+	}
+	if !(l.Burst > 0) || l.Burst*scale > maxUnits {
+		p.add(f+".burst", "must be a positive number of units (got %v)", l.Burst)
+	} else if l.Burst*scale < 1 {
+		p.add(f+".burst", "must hold at least one unit (got %v)", l.Burst)
+	}
+	if l.Period != "" || len(l.WarnAt) > 0 || l.Timezone != "" {
+		p.add(f, "period, timezone and warn_at apply to quotas only (set quota:)")
+	}
+}
+
+func checkQuota(p *problems, f string, l Limit, scale float64) {
+	if !(l.Quota > 0) || l.Quota*scale > maxUnits || l.Quota*scale < 1 {
+		p.add(f+".quota", "must be a positive amount of at least one unit (got %v)", l.Quota)
+	}
+	if l.Rate != 0 || l.Burst != 0 || l.Per != 0 {
+		p.add(f, "set either rate/per/burst (a token bucket) or quota/period (a calendar quota), not both")
+	}
+	if !oneOf(l.Period, []string{"day", "week", "month"}) {
+		p.add(f+".period", "must be day, week or month (got %q)", l.Period)
+	}
+	if _, err := time.LoadLocation(l.Timezone); err != nil {
+		p.add(f+".timezone", "unknown time zone %q (want an IANA name such as UTC or Europe/Paris)", l.Timezone)
+	}
+	prev := 0.0
+	for i, w := range l.WarnAt {
+		if !(w > prev && w <= 1) {
+			p.add(fmt.Sprintf("%s.warn_at[%d]", f, i), "must be increasing fractions in (0, 1] (got %v)", w)
+		}
+		prev = w
 	}
 }
