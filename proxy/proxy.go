@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/sjson"
@@ -62,6 +63,23 @@ type Proxy struct {
 	opt    Options
 	router *router
 	log    *slog.Logger
+	// live is the policy and weigher requests use now; Reload swaps it.
+	// A request keeps the pair it started with until it is settled.
+	live atomic.Pointer[live]
+}
+
+// live is what a config reload replaces.
+type live struct {
+	policy  *policy.Policy
+	weigher Weigher
+}
+
+// Reload makes pol and w serve the next requests; requests in flight finish
+// with what they started with. Buckets are keyed by limit name and
+// subject, so a limit that keeps its name keeps its usage, under its new
+// capacity and rate. Safe for concurrent use.
+func (p *Proxy) Reload(pol *policy.Policy, w Weigher) {
+	p.live.Store(&live{policy: pol, weigher: w})
 }
 
 // New checks opt and builds a Proxy. Errors: a required option is missing
@@ -90,7 +108,9 @@ func New(opt Options) (*Proxy, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	return &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger}, nil
+	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger}
+	px.Reload(opt.Policy, opt.Weigher)
+	return px, nil
 }
 
 // ErrorHandler answers errors fasthttp meets before the handler runs (a body
@@ -112,6 +132,7 @@ type exchange struct {
 	id        string
 	principal policy.Principal
 	keyHeader string // the header the caller's key came from
+	live      *live  // the policy and weigher this request started with
 	upstream  *Upstream
 	kind      weigher.Kind
 	est       weigher.Estimate
@@ -173,7 +194,9 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	}
 
 	key, keyHeader := credential(&ctx.Request.Header, up.Flavor)
-	pr, ok := p.opt.Policy.Identify(key)
+	cur := p.live.Load()
+	x.live = cur
+	pr, ok := cur.policy.Identify(key)
 	if !ok {
 		p.opt.Metrics.request(up.Flavor, "", outcomeUnauthorized)
 		errUnauthorized.write(ctx, up.Flavor)
@@ -192,7 +215,7 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 			errDuplicateKey.write(ctx, up.Flavor)
 			return
 		}
-		x.est = p.opt.Weigher.Weigh(x.kind, body)
+		x.est = cur.weigher.Weigh(x.kind, body)
 		if !x.est.Parsed {
 			// Not a JSON object: the upstream will refuse it, and no output
 			// can follow. Reserve the byte-based input estimate only, so that
@@ -206,11 +229,11 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 			ctx.Response.Header.Set("x-llmguard-estimate", "partial")
 		}
 	}
-	x.price = p.opt.Policy.Price(x.est.Model)
+	x.price = cur.policy.Price(x.est.Model)
 
 	// Match and take, two-phase, before any byte goes upstream.
 	var rulesBuf [8]*policy.Rule
-	rules := p.opt.Policy.Match(rulesBuf[:0], pr, x.est.Model, upPath)
+	rules := cur.policy.Match(rulesBuf[:0], pr, x.est.Model, upPath)
 	if len(rules) > 0 {
 		reserve := policy.Tokens{Input: x.est.InputTokens, Output: x.est.OutputTokens}
 		items := make([]bucket.Item, len(rules))

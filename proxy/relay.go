@@ -255,7 +255,7 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	// refund for an in-band error before any output.
 	var counted int64
 	if len(tap.text) > 0 {
-		counted = p.opt.Weigher.CountText(x.est.Model, string(tap.text))
+		counted = x.live.weigher.CountText(x.est.Model, string(tap.text))
 	}
 	u, source := tap.stream.Settle(x.est, counted)
 	switch {

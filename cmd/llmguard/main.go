@@ -112,14 +112,33 @@ func (s *serveCmd) Run() error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- a.ListenAndServe() }()
+	if s.Config != "" {
+		// Live changes: the file is watched, and SIGHUP reloads it too.
+		stop, err := a.Watch(s.Config)
+		if err != nil {
+			log.Warn("cannot watch the config file; SIGHUP still reloads it", "err", err)
+		} else {
+			defer stop()
+		}
+	}
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	select {
-	case err := <-done:
-		return err
-	case got := <-sig:
-		log.Info("shutting down", "signal", got.String())
-		return a.Close()
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	for {
+		select {
+		case err := <-done:
+			return err
+		case got := <-sig:
+			if got == syscall.SIGHUP {
+				if s.Config == "" {
+					log.Warn("SIGHUP: the embedded default config cannot be reloaded")
+				} else if err := a.Reload(s.Config); err != nil {
+					printConfigError(os.Stderr, s.Config+" (reload refused; the running config stays in force)", err)
+				}
+				continue
+			}
+			log.Info("shutting down", "signal", got.String())
+			return a.Close()
+		}
 	}
 }
 

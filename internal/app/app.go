@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,11 +31,12 @@ type App struct {
 	Proxy    *proxy.Proxy
 	Store    bucket.Store
 
-	log    *slog.Logger
-	stores *stores
-	srv    *fasthttp.Server
-	admin  *fasthttp.Server
-	close  []func() error
+	log      *slog.Logger
+	stores   *stores
+	reloadMu sync.Mutex
+	srv      *fasthttp.Server
+	admin    *fasthttp.Server
+	close    []func() error
 }
 
 // New builds every component from cfg. Errors: a component cannot start
@@ -46,16 +48,7 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	a := &App{Config: cfg, Registry: prometheus.NewRegistry(), log: log}
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	models := make(map[string]weigher.Model, len(cfg.Models))
-	for name, m := range cfg.Models {
-		models[name] = weigher.Model{Encoding: m.Encoding, DefaultMaxOutputTokens: m.DefaultMaxOutputTokens, SafetyFactor: m.SafetyFactor}
-	}
-	w, err := weigher.New(weigher.Options{Models: models, DefaultMaxOutputTokens: cfg.DefaultMaxOutputTokens})
-	if err != nil {
-		return nil, fmt.Errorf("app: %w", err)
-	}
-
-	pol, err := policy.Compile(cfg)
+	pol, w, err := compile(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -173,4 +166,22 @@ type fasthttpLogger struct{ log *slog.Logger }
 
 func (l fasthttpLogger) Printf(format string, args ...any) {
 	l.log.Debug(fmt.Sprintf(format, args...), "source", "fasthttp")
+}
+
+// compile builds what a config reload replaces: the policy (keys, prices,
+// limits) and the weigher (models).
+func compile(cfg *config.Config) (*policy.Policy, *weigher.Weigher, error) {
+	models := make(map[string]weigher.Model, len(cfg.Models))
+	for name, m := range cfg.Models {
+		models[name] = weigher.Model{Encoding: m.Encoding, DefaultMaxOutputTokens: m.DefaultMaxOutputTokens, SafetyFactor: m.SafetyFactor}
+	}
+	w, err := weigher.New(weigher.Options{Models: models, DefaultMaxOutputTokens: cfg.DefaultMaxOutputTokens})
+	if err != nil {
+		return nil, nil, fmt.Errorf("app: %w", err)
+	}
+	pol, err := policy.Compile(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pol, w, nil
 }

@@ -83,7 +83,22 @@ func startConfig(t *testing.T, mock *mockllm.Server, yaml string) *harness {
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yaml)
 	}
-	a, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return startParsed(t, mock, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// startFile runs llmguard on the config file at path.
+func startFile(t *testing.T, mock *mockllm.Server, path string, log *slog.Logger) *harness {
+	t.Helper()
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startParsed(t, mock, cfg, log)
+}
+
+func startParsed(t *testing.T, mock *mockllm.Server, cfg *config.Config, log *slog.Logger) *harness {
+	t.Helper()
+	a, err := New(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

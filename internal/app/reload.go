@@ -1,0 +1,121 @@
+package app
+
+import (
+	"errors"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/llmguard/llmguard/config"
+)
+
+// Reload reads the config file at path and, when it is valid, makes its
+// keys, models, prices and limits serve the next request; requests in
+// flight finish under the old ones, and buckets keep their usage (they are
+// keyed by limit name). An invalid file changes nothing: the error names
+// each bad field, and the old config stays in force. Listeners, upstreams
+// and the store are fixed at start-up: a change to them is logged as
+// needing a restart and otherwise ignored.
+func (a *App) Reload(path string) error {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	pol, w, err := compile(cfg)
+	if err != nil {
+		return err
+	}
+	old := a.Config
+	for _, f := range []struct {
+		name     string
+		old, new any
+	}{
+		{"listen", old.Listen, cfg.Listen}, {"admin_listen", old.AdminListen, cfg.AdminListen},
+		{"upstreams", old.Upstreams, cfg.Upstreams}, {"store", old.Store, cfg.Store},
+	} {
+		if !reflect.DeepEqual(f.old, f.new) {
+			a.log.Warn("config reload: this section changes only at restart; keeping the running one", "field", f.name)
+		}
+	}
+	a.Proxy.Reload(pol, w)
+	a.Config = cfg
+	a.log.Info("config reloaded", "path", path, "limits", len(cfg.Limits), "keys", len(cfg.Keys))
+	return nil
+}
+
+// Watch reloads the config file at path whenever it changes (written,
+// replaced by rename as editors and config-management tools do, or
+// re-created), until stop is called. Changes within 100 ms are taken as
+// one. A failed reload is logged with every bad field, and the old config
+// stays in force.
+func (a *App) Watch(path string) (stop func(), err error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	// Watch the directory: a file replaced by rename loses a watch on
+	// itself.
+	if err := w.Add(filepath.Dir(abs)); err != nil {
+		w.Close()
+		return nil, err
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var debounce <-chan time.Time
+		for {
+			select {
+			case <-done:
+				return
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if filepath.Clean(ev.Name) == abs && ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 {
+					debounce = time.After(100 * time.Millisecond)
+				}
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				a.log.Error("config watch", "err", err)
+			case <-debounce:
+				debounce = nil
+				if err := a.Reload(abs); err != nil {
+					a.logReloadError(abs, err)
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			w.Close()
+			wg.Wait()
+		})
+	}, nil
+}
+
+func (a *App) logReloadError(path string, err error) {
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		for _, p := range ce.Problems {
+			a.log.Error("config reload refused; the running config stays in force", "path", path, "problem", p)
+		}
+		return
+	}
+	a.log.Error("config reload refused; the running config stays in force", "path", path, "err", err)
+}

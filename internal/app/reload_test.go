@@ -1,0 +1,159 @@
+package app
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/internal/mockllm"
+)
+
+// syncBuffer is a log sink safe for the watcher goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Editing the config file under load: the new budget applies to the next
+// requests, each bucket keeps its usage, no request fails, and an invalid
+// file is refused with its field named while the old config stays.
+func TestConfigReloadUnderLoad(t *testing.T) {
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	dir := t.TempDir()
+	path := filepath.Join(dir, "llmguard.yaml")
+	write := func(burst string) {
+		t.Helper()
+		// Write to a temporary file and rename it over, as editors and
+		// config-management tools do.
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams: [{name: mock, flavor: openai, base_url: "%s"}]
+keys: [{key: %s, user: alice, tenant: acme}]
+limits:
+  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: %s}
+`, mock.URL, testKey, burst)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("10000")
+	logs := &syncBuffer{}
+	h := startFile(t, mock, path, slog.New(slog.NewTextHandler(logs, nil)))
+	stop, err := h.app.Watch(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+
+	// Steady load from 4 clients through every reload.
+	var failures atomic.Int64
+	var sent atomic.Int64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < 100000; n++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				req, _ := http.NewRequest(http.MethodGet, h.url+"/v1/models", nil)
+				req.Header.Set("Authorization", "Bearer "+testKey)
+				resp, err := http.DefaultClient.Do(req)
+				sent.Add(1)
+				if err != nil {
+					failures.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					failures.Add(1)
+				}
+			}
+		}()
+	}
+
+	resp, _ := h.post(testKey, hiBody) // uses hiInput + 100 of 10000
+	if r := remainingTokens(t, resp.Header); r != 10000-hiInput-100 {
+		t.Fatalf("remaining %d", r)
+	}
+	limitNow := func() string {
+		req, _ := http.NewRequest(http.MethodGet, h.url+"/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("x-ratelimit-limit-tokens") + "/" + resp.Header.Get("x-ratelimit-remaining-tokens")
+	}
+	waitFor := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for got := limitNow(); got != want; got = limitNow() {
+			if time.Now().After(deadline) {
+				t.Fatalf("limit/remaining = %s, want %s after the edit", got, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	// Raised: the new capacity, the usage kept (the first call's 8 + 16).
+	write("50000")
+	waitFor(fmt.Sprintf("50000/%d", 10000-hiInput-16))
+	// Lowered below the usage kept: the level clamps to the new capacity.
+	write("5000")
+	waitFor("5000/5000")
+
+	// An invalid file is refused; the old config stays in force.
+	os.WriteFile(path, []byte("limits: [{name: user-tpm, scope: org}]\n"), 0o644)
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), "limits[0].scope") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "limits[0].scope") {
+		t.Errorf("the refused reload did not log the bad field:\n%s", logs.String())
+	}
+	if got := limitNow(); got != "5000/5000" {
+		t.Errorf("after an invalid edit: %s, want the old config (5000/5000)", got)
+	}
+	close(done)
+	wg.Wait()
+	if failures.Load() != 0 {
+		t.Errorf("%d of %d requests failed during the reloads", failures.Load(), sent.Load())
+	}
+	t.Logf("%d requests during 3 reloads, none failed", sent.Load())
+}
