@@ -50,6 +50,17 @@ type Config struct {
 	Limits []Limit `yaml:"limits"`
 	// Store selects where bucket state lives.
 	Store Store `yaml:"store"`
+	// Metrics bounds the label sets of /metrics.
+	Metrics Metrics `yaml:"metrics"`
+}
+
+// Metrics bounds metric label sets: past the cap, new tenants and models are
+// counted under "other".
+type Metrics struct {
+	// MaxTenants caps distinct tenant label values. Default 100.
+	MaxTenants int `yaml:"max_tenants"`
+	// MaxModels caps distinct model label values. Default 100.
+	MaxModels int `yaml:"max_models"`
 }
 
 // Identity configures how a request's caller is found.

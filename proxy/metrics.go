@@ -1,9 +1,15 @@
 package proxy
 
 import (
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/policy"
 )
 
 // Outcomes of a request, the values of the outcome label.
@@ -12,6 +18,7 @@ const (
 	outcomeLimited       = "limited"
 	outcomeTooLarge      = "too_large"
 	outcomeUnauthorized  = "unauthorized"
+	outcomeInvalid       = "invalid"
 	outcomeUpstreamError = "upstream_error"
 	outcomeFailOpen      = "fail_open"
 	outcomeFailClosed    = "fail_closed"
@@ -24,39 +31,115 @@ func outcomeFor(status int) string {
 	return outcomeAllowed
 }
 
-// Metrics are the proxy's Prometheus collectors. A nil *Metrics records
-// nothing. Safe for concurrent use.
-type Metrics struct {
-	requests    *prometheus.CounterVec
-	takeSeconds prometheus.Histogram
-	failures    *prometheus.CounterVec
+// MetricsOptions bounds the label sets of Metrics. The zero value is a
+// usable default.
+type MetricsOptions struct {
+	// MaxTenants and MaxModels cap the distinct tenant and model label
+	// values; later ones are counted under "other". Zero: 100 each.
+	MaxTenants, MaxModels int
 }
 
-// NewMetrics registers the proxy's collectors on reg:
+// Metrics are the proxy's Prometheus collectors (DESIGN.md §9). Labels are
+// bounded: flavor, outcome, limit and upstream come from the config; tenant
+// and model are capped (MetricsOptions), never user ids or keys. A nil
+// *Metrics records nothing. Safe for concurrent use.
+type Metrics struct {
+	requests        *prometheus.CounterVec
+	tokensEstimated *prometheus.CounterVec
+	tokens          *prometheus.CounterVec
+	estimateRatio   *prometheus.HistogramVec
+	reserved        *prometheus.CounterVec
+	refunded        *prometheus.CounterVec
+	charged         *prometheus.CounterVec
+	spend           *prometheus.CounterVec
+	utilization     *prometheus.GaugeVec
+	decision        prometheus.Histogram
+	overhead        prometheus.Histogram
+	upstreamSeconds *prometheus.HistogramVec
+	upstreamStatus  *prometheus.CounterVec
+	failures        *prometheus.CounterVec
+	budgetWarnings  *prometheus.CounterVec
+
+	tenants, models *labelCap
+}
+
+// NewMetrics registers the proxy's collectors on reg. The families, all
+// prefixed llmguard_:
 //
-//	llmguard_requests_total{flavor,outcome}      counter
-//	llmguard_decision_duration_seconds           histogram of store takes
-//	llmguard_store_failure_decisions_total{limit,decision}
-//	                                             fail_open / fail_closed decisions while the store is unavailable
+//	requests_total{flavor,model,outcome,limit}        requests by outcome (allowed, limited, too_large, fail_open,
+//	                                                  fail_closed, upstream_error, unauthorized, invalid); limit names
+//	                                                  the denying limit, "" otherwise
+//	tokens_estimated_total{flavor,model,kind}         tokens estimated at admission: input, output (reservation)
+//	tokens_total{flavor,model,kind}                   tokens settled: input, cached_input, cache_write, output, reasoning
+//	estimate_ratio{flavor}                            histogram of actual / estimated input tokens
+//	reserved_units_total{limit}                       units reserved at admission, in the limit's unit
+//	refunded_units_total{limit}                       units given back by reconciliation
+//	charged_units_total{limit}                        units charged by reconciliation above the reservation
+//	spend_usd_total{tenant,model}                     settled cost in USD
+//	limit_utilization{limit,tenant}                   1 − remaining / capacity at the last admission
+//	decision_duration_seconds                         histogram of the store take
+//	overhead_seconds                                  histogram of time spent in llmguard, upstream excluded
+//	upstream_duration_seconds{upstream,code}          histogram of upstream time to response (code: 2xx…5xx, error)
+//	upstream_responses_total{upstream,status}         upstream answers by HTTP status (0: unreachable)
+//	store_failure_decisions_total{limit,decision}     fail_open / fail_closed decisions while the store is unavailable
+//	budget_warnings_total{limit}                      quota warning thresholds crossed
 //
 // Errors: registration conflicts from reg.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
+	if o.MaxTenants <= 0 {
+		o.MaxTenants = 100
+	}
+	if o.MaxModels <= 0 {
+		o.MaxModels = 100
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmguard_" + name, Help: help}, labels)
+	}
 	m := &Metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "llmguard_requests_total",
-			Help: "Requests seen by the proxy, by API flavor and outcome (allowed, limited, too_large, unauthorized, upstream_error).",
-		}, []string{"flavor", "outcome"}),
-		takeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+		requests: counter("requests_total", "Requests by API flavor, model, outcome and (for denials) the denying limit.",
+			"flavor", "model", "outcome", "limit"),
+		tokensEstimated: counter("tokens_estimated_total", "Tokens estimated at admission: input counted locally, output reserved.",
+			"flavor", "model", "kind"),
+		tokens: counter("tokens_total", "Tokens settled after the response (reported by the upstream, or counted locally when it reported none).",
+			"flavor", "model", "kind"),
+		estimateRatio: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "llmguard_estimate_ratio",
+			Help:    "Actual input tokens divided by the estimate made at admission (1 = exact).",
+			Buckets: []float64{0.5, 0.8, 0.9, 0.95, 0.99, 1, 1.01, 1.05, 1.1, 1.2, 1.5, 2, 5},
+		}, []string{"flavor"}),
+		reserved: counter("reserved_units_total", "Units reserved at admission, in the limit's unit (micro-USD for usd limits).", "limit"),
+		refunded: counter("refunded_units_total", "Units given back by reconciliation (the request used less than reserved).", "limit"),
+		charged:  counter("charged_units_total", "Units charged by reconciliation above the reservation (the request used more).", "limit"),
+		spend:    counter("spend_usd_total", "Settled cost of requests in USD, from token counts and the model's prices.", "tenant", "model"),
+		utilization: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "llmguard_limit_utilization",
+			Help: "Share of a limit in use at the last admission: 1 − remaining / capacity (token bucket) or used / quota (quota).",
+		}, []string{"limit", "tenant"}),
+		decision: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "llmguard_decision_duration_seconds",
 			Help:    "Time to take a request's cost from its buckets (one store call).",
 			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025},
 		}),
+		overhead: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "llmguard_overhead_seconds",
+			Help:    "Time a request spends in llmguard itself (identify, weigh, take, relay setup), upstream time excluded.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
+		}),
+		upstreamSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "llmguard_upstream_duration_seconds",
+			Help:    "Upstream time until its response headers (and body, when not streamed), by upstream and status class.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
+		}, []string{"upstream", "code"}),
+		upstreamStatus: counter("upstream_responses_total", "Upstream answers by HTTP status (0: unreachable).", "upstream", "status"),
+		failures: counter("store_failure_decisions_total",
+			"Decisions made while the store was unavailable, by limit: fail_open (checked against the node's fallback bucket) or fail_closed (503).",
+			"limit", "decision"),
+		budgetWarnings: counter("budget_warnings_total", "Quota warning thresholds (warn_at) crossed, once per threshold and period on each node.", "limit"),
+		tenants:        newLabelCap(o.MaxTenants),
+		models:         newLabelCap(o.MaxModels),
 	}
-	m.failures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "llmguard_store_failure_decisions_total",
-		Help: "Decisions made while the store was unavailable, by limit: fail_open (checked against the node's fallback bucket) or fail_closed (503).",
-	}, []string{"limit", "decision"})
-	for _, c := range []prometheus.Collector{m.requests, m.takeSeconds, m.failures} {
+	for _, c := range []prometheus.Collector{m.requests, m.tokensEstimated, m.tokens, m.estimateRatio, m.reserved, m.refunded,
+		m.charged, m.spend, m.utilization, m.decision, m.overhead, m.upstreamSeconds, m.upstreamStatus, m.failures, m.budgetWarnings} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -64,29 +147,136 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) request(f Flavor, _ string, outcome string) {
+func (m *Metrics) request(f Flavor, model, outcome, limit string) {
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(f.String(), outcome).Inc()
+	m.requests.WithLabelValues(f.String(), m.models.get(model), outcome, limit).Inc()
 }
 
-func (m *Metrics) decision(d time.Duration) {
+func (m *Metrics) decisionTime(d time.Duration) {
+	if m != nil {
+		m.decision.Observe(d.Seconds())
+	}
+}
+
+// admitted records a request's estimate, reservations and the state of its
+// limits at admission.
+func (m *Metrics) admitted(x *exchange) {
 	if m == nil {
 		return
 	}
-	m.takeSeconds.Observe(d.Seconds())
+	f, model := x.upstream.Flavor.String(), m.models.get(x.est.Model)
+	if x.est.InputTokens > 0 {
+		m.tokensEstimated.WithLabelValues(f, model, "input").Add(float64(x.est.InputTokens))
+	}
+	if x.est.OutputTokens > 0 {
+		m.tokensEstimated.WithLabelValues(f, model, "output").Add(float64(x.est.OutputTokens))
+	}
+	tenant := m.tenants.get(x.principal.Tenant)
+	for _, a := range x.rules {
+		if a.reserved > 0 {
+			m.reserved.WithLabelValues(a.rule.Name).Add(float64(a.reserved))
+		}
+		if c := a.rule.Limit.Capacity; c > 0 {
+			m.utilization.WithLabelValues(a.rule.Name, tenant).Set(1 - float64(a.status.Remaining)/float64(c))
+		}
+	}
+}
+
+// settled records what a finished request really used and cost, and what
+// reconciliation gave back or charged.
+func (m *Metrics) settled(x *exchange, u policy.Tokens, reasoning, costMicroUSD int64, known bool, deltas []bucket.Delta, limits []string) {
+	if m == nil {
+		return
+	}
+	f, model := x.upstream.Flavor.String(), m.models.get(x.est.Model)
+	if known {
+		for _, t := range []struct {
+			kind string
+			n    int64
+		}{{"input", u.Input}, {"cached_input", u.CachedInput}, {"cache_write", u.CacheWrite}, {"output", u.Output}, {"reasoning", reasoning}} {
+			if t.n > 0 {
+				m.tokens.WithLabelValues(f, model, t.kind).Add(float64(t.n))
+			}
+		}
+		if x.est.InputTokens > 0 && u.Input > 0 {
+			m.estimateRatio.WithLabelValues(f).Observe(float64(u.Input) / float64(x.est.InputTokens))
+		}
+	}
+	if costMicroUSD > 0 {
+		m.spend.WithLabelValues(m.tenants.get(x.principal.Tenant), model).Add(float64(costMicroUSD) / 1e6)
+	}
+	for i, d := range deltas {
+		if d.Units < 0 {
+			m.refunded.WithLabelValues(limits[i]).Add(float64(-d.Units))
+		} else {
+			m.charged.WithLabelValues(limits[i]).Add(float64(d.Units))
+		}
+	}
+}
+
+func (m *Metrics) upstream(name string, status int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	code := "error"
+	if status > 0 {
+		code = strconv.Itoa(status/100) + "xx"
+	}
+	m.upstreamSeconds.WithLabelValues(name, code).Observe(d.Seconds())
+	m.upstreamStatus.WithLabelValues(name, strconv.Itoa(status)).Inc()
+}
+
+func (m *Metrics) overheadTime(d time.Duration) {
+	if m != nil && d >= 0 {
+		m.overhead.Observe(d.Seconds())
+	}
 }
 
 // failure counts one request decided while the store was unavailable.
-func (m *Metrics) failure(f Flavor, rules []applied, decision string) {
+func (m *Metrics) failure(f Flavor, model string, rules []applied, decision string) {
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(f.String(), decision).Inc()
+	m.request(f, model, decision, "")
 	for _, a := range rules {
 		if (decision == outcomeFailOpen) == a.rule.FailOpen {
 			m.failures.WithLabelValues(a.rule.Name, decision).Inc()
 		}
 	}
+}
+
+func (m *Metrics) budgetWarning(limit string) {
+	if m != nil {
+		m.budgetWarnings.WithLabelValues(limit).Inc()
+	}
+}
+
+// labelCap maps label values to themselves until max distinct values have
+// been seen, and later ones to "other", so that no caller can grow a
+// metric's series without bound. Safe for concurrent use.
+type labelCap struct {
+	max  int
+	n    atomic.Int64
+	seen sync.Map // string → struct{}
+}
+
+func newLabelCap(max int) *labelCap { return &labelCap{max: max} }
+
+func (c *labelCap) get(v string) string {
+	if v == "" {
+		return ""
+	}
+	if _, ok := c.seen.Load(v); ok {
+		return v
+	}
+	if c.n.Add(1) > int64(c.max) {
+		c.n.Add(-1)
+		return "other"
+	}
+	if _, loaded := c.seen.LoadOrStore(v, struct{}{}); loaded {
+		c.n.Add(-1)
+	}
+	return v
 }

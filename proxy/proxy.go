@@ -145,6 +145,11 @@ type exchange struct {
 	// usage-only chunk must not reach the client.
 	stripUsage bool
 	start      time.Time
+	// upstreamTime is the time spent waiting on the upstream (response
+	// headers, and the body when it is read whole).
+	upstreamTime time.Duration
+	// status is the HTTP status the client got.
+	status int
 }
 
 // classify names the endpoint of a request from its decoded upstream path.
@@ -198,7 +203,7 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	x.live = cur
 	pr, ok := cur.policy.Identify(key)
 	if !ok {
-		p.opt.Metrics.request(up.Flavor, "", outcomeUnauthorized)
+		p.opt.Metrics.request(up.Flavor, "", outcomeUnauthorized, "")
 		errUnauthorized.write(ctx, up.Flavor)
 		return
 	}
@@ -212,6 +217,7 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 		if weigher.DuplicateKeys(body) {
 			// Parsers disagree on which value of a repeated key counts: the
 			// upstream must serve exactly what was weighed.
+			p.opt.Metrics.request(up.Flavor, "", outcomeInvalid, "")
 			errDuplicateKey.write(ctx, up.Flavor)
 			return
 		}
@@ -261,11 +267,11 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 			// answer 503; fail-open ones are checked against this node's
 			// fallback bucket.
 			if closed := failClosedRule(x.rules); closed != nil {
-				p.opt.Metrics.failure(up.Flavor, x.rules, outcomeFailClosed)
+				p.opt.Metrics.failure(up.Flavor, x.est.Model, x.rules, outcomeFailClosed)
 				writeUnavailable(ctx, up.Flavor, closed, p.opt.UnavailableRetry)
 				return
 			}
-			p.opt.Metrics.failure(up.Flavor, x.rules, outcomeFailOpen)
+			p.opt.Metrics.failure(up.Flavor, x.est.Model, x.rules, outcomeFailOpen)
 			if p.opt.Fallback == nil {
 				p.log.Warn("store unavailable; admitting without limits", "err", err, "request_id", x.id)
 				x.rules = nil
@@ -289,14 +295,16 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 				if d.TooLarge {
 					outcome = outcomeTooLarge
 				}
-				p.opt.Metrics.request(up.Flavor, x.est.Model, outcome)
+				p.opt.Metrics.request(up.Flavor, x.est.Model, outcome, x.rules[d.DeniedBy].rule.Name)
 				writeDenied(ctx, up.Flavor, d, x.rules)
 				return
 			}
 		}
 	}
 
+	p.opt.Metrics.admitted(x)
 	p.forward(ctx, x, rawUpPath, body)
+	p.opt.Metrics.overheadTime(time.Since(x.start) - x.upstreamTime)
 }
 
 // take runs the two-phase take on the store under its deadline.
@@ -305,7 +313,7 @@ func (p *Proxy) take(items []bucket.Item) (bucket.Decision, error) {
 	defer cancel()
 	t0 := time.Now()
 	d, err := p.opt.Store.Take(sctx, items)
-	p.opt.Metrics.decision(time.Since(t0))
+	p.opt.Metrics.decisionTime(time.Since(t0))
 	return d, err
 }
 
@@ -410,12 +418,16 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	req.SetBodyRaw(body)
 
 	resp := fasthttp.AcquireResponse()
+	t0 := time.Now()
 	err := up.client.DoTimeout(req, resp, up.Timeout)
+	x.upstreamTime = time.Since(t0)
 	if err != nil {
+		p.opt.Metrics.upstream(up.Name, 0, x.upstreamTime)
+		x.status = fasthttp.StatusBadGateway
 		fasthttp.ReleaseResponse(resp)
 		p.log.Warn("upstream unreachable", "upstream", up.Name, "err", err, "request_id", x.id)
 		p.settle(x, settlement{refund: true})
-		p.opt.Metrics.request(up.Flavor, x.est.Model, outcomeUpstreamError)
+		p.opt.Metrics.request(up.Flavor, x.est.Model, outcomeUpstreamError, "")
 		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules, nil)
 		apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_unreachable",
 			anthropicType: "api_error", message: "llmguard could not reach the upstream API (" + up.Name + ")."}.write(ctx, up.Flavor)

@@ -39,9 +39,11 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	}
 	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules, nil)
 	status := resp.StatusCode()
+	x.status = status
 
 	if bytes.HasPrefix(resp.Header.ContentType(), []byte("text/event-stream")) && resp.BodyStream() != nil {
-		p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeFor(status))
+		p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeFor(status), "")
+		p.opt.Metrics.upstream(x.upstream.Name, status, x.upstreamTime)
 		ctx.Response.Header.SetContentLength(-1)
 		conn := ctx.Conn() // serves this response until the writer returns
 		enc := string(bytes.ToLower(bytes.TrimSpace(resp.Header.ContentEncoding())))
@@ -59,12 +61,16 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 
 	st := resp.BodyStream()
 	if st == nil { // fasthttp read it whole
+		p.opt.Metrics.upstream(x.upstream.Name, status, x.upstreamTime)
 		ctx.Response.SetBody(resp.Body())
 		fasthttp.ReleaseResponse(resp)
 		p.finish(ctx, x, status)
 		return
 	}
+	t0 := time.Now()
 	body, err := io.ReadAll(io.LimitReader(st, int64(p.opt.MaxResponseBytes)+1))
+	x.upstreamTime += time.Since(t0)
+	p.opt.Metrics.upstream(x.upstream.Name, status, x.upstreamTime)
 	if err != nil {
 		resp.CloseBodyStream()
 		fasthttp.ReleaseResponse(resp)
@@ -72,7 +78,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		// The upstream may have billed an answer it failed to deliver:
 		// keep the reservation unless it was an error status.
 		p.settle(x, settlement{refund: status >= 400})
-		p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeUpstreamError)
+		p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeUpstreamError, "")
 		ctx.Response.Header.Del("Content-Encoding")
 		apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_error",
 			anthropicType: "api_error", message: "llmguard lost the upstream response (" + x.upstream.Name + ")."}.write(ctx, x.upstream.Flavor)
@@ -84,7 +90,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		// answer pay nothing).
 		ctx.Response.SetBodyStream(&upstreamBody{Reader: io.MultiReader(bytes.NewReader(body), st), resp: resp}, -1)
 		p.settle(x, settlement{refund: status >= 400})
-		p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeFor(status))
+		p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeFor(status), "")
 		return
 	}
 	resp.CloseBodyStream()
@@ -101,7 +107,7 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 			s = settlement{usage: u, hasUsage: true}
 		}
 	}
-	p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeFor(status))
+	p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeFor(status), "")
 	p.settle(x, s)
 }
 
@@ -277,15 +283,23 @@ type settlement struct {
 }
 
 // settle reconciles every bucket the request took from with actual −
-// reserved, once, under the request id.
+// reserved, once, under the request id, and records what the request
+// really used and cost.
 func (p *Proxy) settle(x *exchange, s settlement) {
-	if len(x.rules) == 0 {
-		return
-	}
 	actual := policy.Tokens{Input: s.usage.InputTokens, CachedInput: s.usage.CachedInputTokens,
 		CacheWrite: s.usage.CacheWriteTokens, CacheWrite1h: s.usage.CacheWrite1hTokens, Output: s.usage.OutputTokens}
+	known := (s.hasUsage || s.counted) && !s.refund && weighed(x.kind)
+	var cost int64
+	switch {
+	case known:
+		cost = x.price.MicroUSD(actual)
+	case !s.refund && weighed(x.kind):
+		// Nothing reported: the reservation stands, and so does its cost.
+		cost = x.price.MicroUSD(policy.Tokens{Input: x.est.InputTokens, Output: x.est.OutputTokens})
+	}
 	var dbuf [8]bucket.Delta
-	deltas := dbuf[:0]
+	var lbuf [8]string
+	deltas, limits := dbuf[:0], lbuf[:0]
 	for _, a := range x.rules {
 		var units int64
 		switch {
@@ -300,8 +314,10 @@ func (p *Proxy) settle(x *exchange, s settlement) {
 		}
 		if d := units - a.reserved; d != 0 {
 			deltas = append(deltas, bucket.Delta{Key: a.key, Limit: a.rule.Limit, Units: d})
+			limits = append(limits, a.rule.Name)
 		}
 	}
+	p.opt.Metrics.settled(x, actual, s.usage.ReasoningTokens, cost, known, deltas, limits)
 	if len(deltas) == 0 {
 		return
 	}

@@ -71,7 +71,7 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		ups = append(ups, &proxy.Upstream{Name: u.Name, Flavor: f, BaseURL: u.BaseURL, APIKey: key,
 			PathPrefix: u.PathPrefix, Timeout: time.Duration(u.Timeout), MaxConns: u.MaxConns})
 	}
-	metrics, err := proxy.NewMetrics(a.Registry)
+	metrics, err := proxy.NewMetrics(a.Registry, proxy.MetricsOptions{MaxTenants: cfg.Metrics.MaxTenants, MaxModels: cfg.Metrics.MaxModels})
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}

@@ -169,8 +169,8 @@ limits:
 		t.Errorf("Retry-After = %q, want 1 (whole seconds, rounded up, never 0)", apiErr.Response.Header.Get("Retry-After"))
 	}
 
-	if m := h.metrics(); !strings.Contains(m, `llmguard_requests_total{flavor="openai",outcome="limited"}`) {
-		t.Errorf("no limited requests in metrics:\n%s", m)
+	if m := h.metrics(); !strings.Contains(m, `llmguard_requests_total{flavor="openai",limit="user-rps",model="gpt-4o-mini",outcome="limited"} 1`) {
+		t.Errorf("the denial is not in llmguard_requests_total:\n%s", m)
 	}
 }
 
