@@ -52,6 +52,31 @@ type Config struct {
 	Store Store `yaml:"store"`
 	// Metrics bounds the label sets of /metrics.
 	Metrics Metrics `yaml:"metrics"`
+	// Ledger is where one record per forwarded request goes.
+	Ledger Ledger `yaml:"ledger"`
+	// AdminTokenEnv names the environment variable holding the bearer token
+	// that /admin/* endpoints require. Empty: /admin/* answers only
+	// loopback clients.
+	AdminTokenEnv string `yaml:"admin_token_env"`
+}
+
+// Ledger configures the usage ledger: an append-only JSON-lines file
+// (rotated by size) and/or a Redis Stream. Both may be set; neither
+// disables the ledger.
+type Ledger struct {
+	// File is the JSON-lines file, relative to the working directory.
+	File string `yaml:"file"`
+	// MaxSizeMB rotates the file past this size. Default 100.
+	MaxSizeMB int `yaml:"max_size_mb"`
+	// MaxBackups is how many rotated files to keep. Default 0: all.
+	MaxBackups int `yaml:"max_backups"`
+	// RedisStream is the Redis Stream key (XADD with MAXLEN ~ MaxLen), on
+	// RedisURL or else the store's Redis.
+	RedisStream string `yaml:"redis_stream"`
+	// RedisURL is the Redis for the stream. Default: store.redis_url.
+	RedisURL string `yaml:"redis_url"`
+	// MaxLen bounds the stream (approximately). Default 1000000.
+	MaxLen int64 `yaml:"maxlen"`
 }
 
 // Metrics bounds metric label sets: past the cap, new tenants and models are
@@ -348,6 +373,12 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Store.Breaker.OpenFor == 0 {
 		c.Store.Breaker.OpenFor = Duration(2 * time.Second)
+	}
+	if c.Ledger.RedisStream != "" && c.Ledger.MaxLen == 0 {
+		c.Ledger.MaxLen = 1000000
+	}
+	if c.Ledger.RedisStream != "" && c.Ledger.RedisURL == "" {
+		c.Ledger.RedisURL = c.Store.RedisURL
 	}
 	if c.Store.ReplayQueue == 0 {
 		c.Store.ReplayQueue = 100000

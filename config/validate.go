@@ -202,6 +202,14 @@ func (c *Config) Validate() error {
 		p.add("store.replay_queue", "must be positive")
 	}
 
+	if c.Ledger.RedisStream != "" {
+		if !strings.HasPrefix(c.Ledger.RedisURL, "redis") {
+			p.add("ledger.redis_url", "a redis:// URL is required for ledger.redis_stream (or a redis store)")
+		}
+	}
+	if c.Ledger.MaxLen < 0 || c.Ledger.MaxSizeMB < 0 || c.Ledger.MaxBackups < 0 {
+		p.add("ledger", "maxlen, max_size_mb and max_backups must be positive")
+	}
 	if len(p) > 0 {
 		return &Error{Problems: p}
 	}

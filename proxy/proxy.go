@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/weigher"
 )
@@ -53,6 +54,10 @@ type Options struct {
 	StoreTimeout time.Duration
 	// Metrics receives counters; nil: none.
 	Metrics *Metrics
+	// Ledger receives one record per forwarded request, upstream errors
+	// included; nil: none. Write must not block (ledger.Writer drops and
+	// counts when its buffer is full).
+	Ledger interface{ Write(ledger.Record) bool }
 	// Logger receives structured logs; nil: slog.Default().
 	Logger *slog.Logger
 }

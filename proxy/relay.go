@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/weigher"
 )
@@ -318,6 +319,7 @@ func (p *Proxy) settle(x *exchange, s settlement) {
 		}
 	}
 	p.opt.Metrics.settled(x, actual, s.usage.ReasoningTokens, cost, known, deltas, limits)
+	p.record(x, s, actual, known, cost)
 	if len(deltas) == 0 {
 		return
 	}
@@ -330,4 +332,46 @@ func (p *Proxy) settle(x *exchange, s settlement) {
 	if err := store.Reconcile(ctx, x.id, deltas); err != nil {
 		p.log.Warn("reconcile failed", "err", err, "request_id", x.id)
 	}
+}
+
+// record writes the ledger record of a settled exchange: what was really
+// used (the reservation when nothing was reported; nothing when refunded)
+// and its cost. It never holds prompts or keys: the key id is a hash.
+func (p *Proxy) record(x *exchange, s settlement, actual policy.Tokens, known bool, cost int64) {
+	if p.opt.Ledger == nil {
+		return
+	}
+	r := ledger.Record{
+		TS: time.Now().UTC(), RequestID: x.id, KeyID: x.principal.KeyID, User: x.principal.User, Tenant: x.principal.Tenant,
+		Model: x.est.Model, Flavor: x.upstream.Flavor.String(), Status: x.status,
+		EstimatedInputTokens: x.est.InputTokens, CostMicroUSD: cost,
+	}
+	switch {
+	case known:
+		r.InputTokens, r.CachedInputTokens, r.CacheWriteTokens = actual.Input, actual.CachedInput, actual.CacheWrite
+		r.OutputTokens, r.ReasoningTokens = actual.Output, s.usage.ReasoningTokens
+	case !s.refund && weighed(x.kind):
+		r.InputTokens, r.OutputTokens = x.est.InputTokens, x.est.OutputTokens
+	}
+	if i := tightestRatio(x.rules); i >= 0 {
+		a := x.rules[i]
+		r.Reserved, r.ReservedUnit = a.reserved, a.rule.Unit.String()
+		if a.rule.Unit == policy.UnitUSD {
+			r.ReservedUnit = "micro_usd"
+		}
+	}
+	p.opt.Ledger.Write(r)
+}
+
+// tightestRatio returns the index of the applied rule with the least
+// remaining share of its capacity, or -1.
+func tightestRatio(rules []applied) int {
+	best, bestShare := -1, 0.0
+	for i, a := range rules {
+		share := float64(a.status.Remaining) / float64(max(a.rule.Limit.Capacity, 1))
+		if best < 0 || share < bestShare {
+			best, bestShare = i, share
+		}
+	}
+	return best
 }

@@ -14,10 +14,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/proxy"
 	"github.com/llmguard/llmguard/weigher"
@@ -30,6 +32,8 @@ type App struct {
 	Registry *prometheus.Registry
 	Proxy    *proxy.Proxy
 	Store    bucket.Store
+	// Ledger is the usage ledger writer, nil when none is configured.
+	Ledger *ledger.Writer
 
 	log      *slog.Logger
 	stores   *stores
@@ -75,7 +79,16 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
+	led, err := openLedger(cfg, a.Registry, log)
+	if err != nil {
+		return nil, err
+	}
+	if led != nil {
+		a.Ledger = led
+		a.close = append([]func() error{led.Close}, a.close...)
+	}
 	a.Proxy, err = proxy.New(proxy.Options{
+		Ledger:           ledgerOrNil(led),
 		Upstreams:        ups,
 		Policy:           pol,
 		Store:            a.Store,
@@ -184,4 +197,34 @@ func compile(cfg *config.Config) (*policy.Policy, *weigher.Weigher, error) {
 		return nil, nil, err
 	}
 	return pol, w, nil
+}
+
+// openLedger starts the usage ledger writer when the config names a file
+// or a stream; nil otherwise.
+func openLedger(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*ledger.Writer, error) {
+	lc := cfg.Ledger
+	if lc.File == "" && lc.RedisStream == "" {
+		return nil, nil
+	}
+	o := ledger.Options{File: lc.File, MaxSizeMB: lc.MaxSizeMB, MaxBackups: lc.MaxBackups, Registerer: reg, Logger: log}
+	if lc.RedisStream != "" {
+		ro, err := redis.ParseURL(lc.RedisURL)
+		if err != nil {
+			return nil, fmt.Errorf("app: ledger.redis_url: %w", err)
+		}
+		o.Redis, o.Stream, o.MaxLen = redis.NewClient(ro), lc.RedisStream, lc.MaxLen
+	}
+	w, err := ledger.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("app: ledger: %w", err)
+	}
+	return w, nil
+}
+
+// ledgerOrNil keeps a nil *ledger.Writer from becoming a non-nil interface.
+func ledgerOrNil(w *ledger.Writer) interface{ Write(ledger.Record) bool } {
+	if w == nil {
+		return nil
+	}
+	return w
 }

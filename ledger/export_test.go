@@ -1,0 +1,8 @@
+package ledger
+
+// WithMaxBytes sets the rotation size in bytes, below lumberjack's 1 MB.
+func WithMaxBytes(o Options, n int64) Options { o.maxBytes = n; return o }
+
+// WithBeforeBatch has the writing goroutine call f each time before it
+// waits for records: a blocking f holds the sink, so that the buffer fills.
+func WithBeforeBatch(o Options, f func()) Options { o.beforeBatch = f; return o }

@@ -1,0 +1,65 @@
+package ledger
+
+import "time"
+
+// Record is what one forwarded request cost: the ledger's only line type,
+// one JSON object per line in the file and in the stream's "r" field.
+//
+// Token counts follow weigher.Usage: InputTokens includes CachedInputTokens
+// and CacheWriteTokens, and OutputTokens includes ReasoningTokens. They are
+// the upstream's counts when it reported usage, zero when it did not (an
+// upstream error, an aborted stream); EstimatedInputTokens is always the
+// proxy's own estimate made before forwarding.
+//
+// A Record holds no prompt, no completion and no raw API key; keep it so
+// (TestRecordJSONKeys pins the exact set of JSON keys). Its zero value is a
+// valid, empty record. A Record is a plain value: copy it freely.
+type Record struct {
+	// TS is when the request finished. It is written in UTC as RFC 3339
+	// with nanoseconds; Writer.Write sets it to the current time when zero.
+	TS time.Time `json:"ts"`
+	// RequestID is the proxy's id of the request (the one Reconcile is
+	// applied once for).
+	RequestID string `json:"request_id"`
+	// KeyID identifies the caller's API key, already hashed by the caller:
+	// never the key itself.
+	KeyID  string `json:"key_id"`
+	User   string `json:"user"`
+	Tenant string `json:"tenant"`
+	// Model is the model the request named.
+	Model string `json:"model"`
+	// Flavor is the API flavor (proxy.Flavor's String: "openai", …).
+	Flavor string `json:"flavor"`
+	// Status is the HTTP status answered to the client (a 5xx or 502 when
+	// the upstream failed or could not be reached).
+	Status int `json:"status"`
+
+	InputTokens          int64 `json:"input_tokens"`
+	CachedInputTokens    int64 `json:"cached_input_tokens"`
+	CacheWriteTokens     int64 `json:"cache_write_tokens"`
+	OutputTokens         int64 `json:"output_tokens"`
+	ReasoningTokens      int64 `json:"reasoning_tokens"`
+	EstimatedInputTokens int64 `json:"estimated_input_tokens"`
+
+	// Reserved is what admission took from the request's tightest limit
+	// before forwarding, in that limit's unit (ReservedUnit).
+	Reserved int64 `json:"reserved"`
+	// ReservedUnit names Reserved's unit: "tokens", "requests" or
+	// "micro_usd" (empty when the request matched no limit). Without it a
+	// Reserved of 1 could be one request or one token.
+	ReservedUnit string `json:"reserved_unit"`
+	// CostMicroUSD is the request's actual cost in millionths of a US
+	// dollar, from the upstream's usage and the model's price.
+	CostMicroUSD int64 `json:"cost_micro_usd"`
+}
+
+// Fields lists Record's JSON keys in the order they are written. It is the
+// whole schema: no other key is ever written.
+func Fields() []string {
+	return []string{
+		"ts", "request_id", "key_id", "user", "tenant", "model", "flavor", "status",
+		"input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens",
+		"reasoning_tokens", "estimated_input_tokens", "reserved", "reserved_unit",
+		"cost_micro_usd",
+	}
+}

@@ -1,0 +1,114 @@
+package ledger
+
+import "time"
+
+// Filter selects records for Summarize. Its zero value selects every record.
+type Filter struct {
+	// Tenant, when not empty, keeps only that tenant's records.
+	Tenant string
+	// From (inclusive) and To (exclusive) bound the records' ts; a zero
+	// bound is open.
+	From, To time.Time
+}
+
+// Match reports whether f selects r.
+func (f Filter) Match(r Record) bool {
+	switch {
+	case f.Tenant != "" && r.Tenant != f.Tenant:
+		return false
+	case !f.From.IsZero() && r.TS.Before(f.From):
+		return false
+	case !f.To.IsZero() && !r.TS.Before(f.To):
+		return false
+	}
+	return true
+}
+
+// Totals add up records. Every count is an exact integer sum over the
+// records. First and Last are the earliest and latest ts among them (zero
+// when there are none), so that a burn rate is CostMicroUSD over
+// Last − First. The zero value is empty totals.
+type Totals struct {
+	Requests          int64 // records, whatever their status
+	Errors            int64 // records whose status is not 2xx
+	InputTokens       int64 // includes cached and cache-write tokens
+	CachedInputTokens int64
+	CacheWriteTokens  int64
+	OutputTokens      int64 // includes reasoning tokens
+	ReasoningTokens   int64
+	CostMicroUSD      int64 // millionths of a US dollar
+	First, Last       time.Time
+}
+
+// Add adds r to t.
+func (t *Totals) Add(r Record) {
+	if t.Requests == 0 || r.TS.Before(t.First) {
+		t.First = r.TS
+	}
+	if t.Requests == 0 || r.TS.After(t.Last) {
+		t.Last = r.TS
+	}
+	t.Requests++
+	if r.Status < 200 || r.Status > 299 {
+		t.Errors++
+	}
+	t.InputTokens += r.InputTokens
+	t.CachedInputTokens += r.CachedInputTokens
+	t.CacheWriteTokens += r.CacheWriteTokens
+	t.OutputTokens += r.OutputTokens
+	t.ReasoningTokens += r.ReasoningTokens
+	t.CostMicroUSD += r.CostMicroUSD
+}
+
+// UserKey identifies a user within a tenant: user names are the tenant's
+// own, so two tenants may both have an "alice".
+type UserKey struct {
+	Tenant, User string
+}
+
+// Summary is the totals of the records a Filter selected, overall and per
+// tenant, per user and per model. Each breakdown adds up to Total.
+type Summary struct {
+	Filter  Filter
+	Total   Totals
+	Tenants map[string]Totals
+	Users   map[UserKey]Totals
+	Models  map[string]Totals
+}
+
+// Summarize adds up the records f selects. The maps are never nil.
+func Summarize(records []Record, f Filter) Summary {
+	s := Summary{
+		Filter:  f,
+		Tenants: map[string]Totals{},
+		Users:   map[UserKey]Totals{},
+		Models:  map[string]Totals{},
+	}
+	for _, r := range records {
+		s.Add(r)
+	}
+	return s
+}
+
+// Add adds r to s when s.Filter selects it, and reports whether it did;
+// use it to summarize records as they are read instead of holding them all.
+// A Summary{Filter: f} is an empty summary: Add makes its maps.
+func (s *Summary) Add(r Record) bool {
+	if !s.Filter.Match(r) {
+		return false
+	}
+	if s.Tenants == nil {
+		s.Tenants, s.Users, s.Models = map[string]Totals{}, map[UserKey]Totals{}, map[string]Totals{}
+	}
+	s.Total.Add(r)
+	add(s.Tenants, r.Tenant, r)
+	add(s.Users, UserKey{r.Tenant, r.User}, r)
+	add(s.Models, r.Model, r)
+	return true
+}
+
+func add[K comparable](m map[K]Totals, k K, r Record) {
+	t := m[k]
+	t.Add(r)
+	m[k] = t
+}

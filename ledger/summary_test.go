@@ -1,0 +1,95 @@
+package ledger_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/ledger"
+)
+
+func TestSummarize(t *testing.T) {
+	at := func(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
+	recs := []ledger.Record{
+		{TS: at(0), Tenant: "acme", User: "alice", Model: "gpt-4o", Status: 200, InputTokens: 100, CachedInputTokens: 40, OutputTokens: 10, CostMicroUSD: 1_250},
+		{TS: at(5), Tenant: "acme", User: "bob", Model: "o3", Status: 200, InputTokens: 200, OutputTokens: 300, ReasoningTokens: 250, CostMicroUSD: 9_999},
+		{TS: at(10), Tenant: "acme", User: "alice", Model: "o3", Status: 502, CostMicroUSD: 0},
+		{TS: at(20), Tenant: "globex", User: "alice", Model: "gpt-4o", Status: 200, InputTokens: 50, CacheWriteTokens: 30, OutputTokens: 5, CostMicroUSD: 777},
+		{TS: at(60), Tenant: "acme", User: "alice", Model: "gpt-4o", Status: 200, InputTokens: 1, OutputTokens: 1, CostMicroUSD: 3},
+	}
+	for _, tc := range []struct {
+		name   string
+		filter ledger.Filter
+		want   ledger.Totals
+		check  func(t *testing.T, s ledger.Summary)
+	}{
+		{
+			name: "everything",
+			want: ledger.Totals{Requests: 5, Errors: 1, InputTokens: 351, CachedInputTokens: 40, CacheWriteTokens: 30,
+				OutputTokens: 316, ReasoningTokens: 250, CostMicroUSD: 12_029, First: at(0), Last: at(60)},
+			check: func(t *testing.T, s ledger.Summary) {
+				if got := s.Users[ledger.UserKey{Tenant: "acme", User: "alice"}]; got.Requests != 3 || got.CostMicroUSD != 1_253 {
+					t.Errorf("acme/alice = %+v, want 3 requests, 1253 µ$", got)
+				}
+				if got := s.Users[ledger.UserKey{Tenant: "globex", User: "alice"}]; got.Requests != 1 || got.CostMicroUSD != 777 {
+					t.Errorf("globex/alice = %+v, want 1 request, 777 µ$ (users are per tenant)", got)
+				}
+				if got := s.Models["o3"]; got.Requests != 2 || got.Errors != 1 || got.ReasoningTokens != 250 || got.First != at(5) || got.Last != at(10) {
+					t.Errorf("o3 = %+v", got)
+				}
+				if got := s.Tenants["globex"]; got.CostMicroUSD != 777 || got.CacheWriteTokens != 30 {
+					t.Errorf("globex = %+v", got)
+				}
+			},
+		},
+		{
+			name:   "tenant and [from, to)",
+			filter: ledger.Filter{Tenant: "acme", From: at(5), To: at(60)},
+			want:   ledger.Totals{Requests: 2, Errors: 1, InputTokens: 200, OutputTokens: 300, ReasoningTokens: 250, CostMicroUSD: 9_999, First: at(5), Last: at(10)},
+		},
+		{
+			name:   "nothing",
+			filter: ledger.Filter{Tenant: "initech"},
+		},
+	} {
+		s := ledger.Summarize(recs, tc.filter)
+		if s.Total != tc.want {
+			t.Errorf("%s: total = %+v\nwant %+v", tc.name, s.Total, tc.want)
+		}
+		// Every breakdown adds up to the total, exactly.
+		for name, m := range map[string]map[string]ledger.Totals{"tenants": s.Tenants, "models": s.Models} {
+			var sum ledger.Totals
+			for _, tot := range m {
+				sum.Requests += tot.Requests
+				sum.CostMicroUSD += tot.CostMicroUSD
+				sum.InputTokens += tot.InputTokens
+			}
+			if sum.Requests != s.Total.Requests || sum.CostMicroUSD != s.Total.CostMicroUSD || sum.InputTokens != s.Total.InputTokens {
+				t.Errorf("%s: %s add up to %+v, total %+v", tc.name, name, sum, s.Total)
+			}
+		}
+		if tc.check != nil {
+			tc.check(t, s)
+		}
+	}
+}
+
+// TestSummaryAddStreams summarizes record by record into a zero Summary,
+// as a report over files too big to hold does, with the same result.
+func TestSummaryAddStreams(t *testing.T) {
+	var recs []ledger.Record
+	for i := range 1000 {
+		recs = append(recs, rec(i))
+	}
+	f := ledger.Filter{Tenant: "globex", From: rec(100).TS}
+	want := ledger.Summarize(recs, f)
+	got := ledger.Summary{Filter: f}
+	for _, r := range recs {
+		got.Add(r)
+	}
+	if got.Total != want.Total || len(got.Users) != len(want.Users) || got.Models["o3"] != want.Models["o3"] {
+		t.Errorf("streamed %+v, want %+v", got.Total, want.Total)
+	}
+	if want.Total.Requests != 450 {
+		t.Errorf("requests = %d, want 450", want.Total.Requests)
+	}
+}
