@@ -5,12 +5,20 @@
 // Once the upstream's usage is known, Reconcile applies the difference between
 // actual and reserved cost to the same buckets, once per request.
 //
-// The token-bucket arithmetic (tokenbucket.go) is pure: it is a function of a
-// State, a Limit, the instant and the cost, and never reads a clock. Only a
+// A bucket is a token bucket (a rate: "10,000 tokens per minute") or a
+// calendar quota (a budget: "$500 per month"), by its Limit; one Take covers
+// both kinds, two-phase across them. A quota counts the units used within
+// the window [WindowStart, WindowEnd) that the caller computed from its
+// period and time zone, and starts again from nothing used when a take names
+// a later window; a denial waits until the window ends.
+//
+// The arithmetic (tokenbucket.go, quota.go) is pure: it is a function of a
+// state, a Limit, the instant and the cost, and never reads a clock. Only a
 // Store reads time (the Memory store an injected clock, a Redis store Redis
 // TIME). The arithmetic uses float64 levels and integer microsecond instants
 // so that the Redis scripts in lua/ can mirror it line for line under the same
-// variable names (level, updated, capacity, rate, per, cost, now).
+// variable names (level, updated, capacity, rate, per, cost, now; used,
+// window, windowStart, windowEnd).
 //
 // Two stores implement it. Memory keeps the buckets of one process. Redis
 // keeps them in Redis (or Redis Cluster) so that every proxy node shares one

@@ -5,15 +5,21 @@ import "context"
 // ScaleLimit returns one node's share of l, for a cluster of nodes proxy
 // nodes that each enforce it alone while the shared store is unavailable:
 // Capacity and Rate divided by nodes, rounded down, and at least one unit
-// each; Per is unchanged. nodes below 1 counts as 1 (l itself). It does not
-// validate l.
+// each; Per is unchanged. A quota's share is Capacity divided likewise for
+// the same window; its Rate and Per are kept as they are (unused). nodes
+// below 1 counts as 1 (l itself). It does not validate l.
 //
 // The one-unit floor keeps a limit smaller than nodes usable on every node,
 // at the price of admitting more than the limit: nodes units per Per
 // instead of Rate (see OverAdmissionOf).
 func ScaleLimit(l Limit, nodes int) Limit {
 	n := int64(max(1, nodes))
-	return Limit{Capacity: max(1, l.Capacity/n), Rate: max(1, l.Rate/n), Per: l.Per}
+	s := l
+	s.Capacity = max(1, l.Capacity/n)
+	if !l.IsQuota() {
+		s.Rate = max(1, l.Rate/n)
+	}
+	return s
 }
 
 // OverAdmission is how much more than a limit a cluster can admit while
@@ -29,7 +35,8 @@ type OverAdmission struct {
 	Burst float64
 	// Rate is the cluster's sustained rate from its fallback buckets as a
 	// fraction of the limit's: nodes × Node.Rate / Rate; at most 1 when
-	// Rate >= nodes.
+	// Rate >= nodes. For a quota, what the nodes' shares admit in one
+	// window as a fraction of Capacity: nodes × Node.Capacity / Capacity.
 	Rate float64
 	// Factor is the worst case, over every window of time, of the units
 	// the cluster admits in the window divided by the units the limit
@@ -40,6 +47,8 @@ type OverAdmission struct {
 	// bucket is full, so the cluster admits 1 + Burst times the burst at
 	// once. Over a longer outage the ratio tends to Rate. About 2 when
 	// the limit is at least nodes units and requests fit a node's share.
+	// For a quota the worst window is the quota's own: the shared quota
+	// used up, then every node's share of it: 1 + Burst.
 	Factor float64
 }
 
@@ -61,7 +70,11 @@ func OverAdmissionOf(l Limit, nodes int, maxCost int64) OverAdmission {
 	o := OverAdmission{
 		Node:  node,
 		Burst: float64(n) * float64(burst) / float64(l.Capacity),
-		Rate:  float64(n) * float64(node.Rate) / float64(l.Rate),
+	}
+	if l.IsQuota() {
+		o.Rate = float64(n) * float64(node.Capacity) / float64(l.Capacity)
+	} else {
+		o.Rate = float64(n) * float64(node.Rate) / float64(l.Rate)
 	}
 	o.Factor = max(1+o.Burst, o.Rate)
 	return o
@@ -87,10 +100,12 @@ type FallbackOptions struct {
 //
 // Items and deltas carry the configured (unscaled) limits and the request's
 // real costs. A cost above the node's share but within the limit's
-// Capacity passes only when the node's bucket is full, and leaves it in
-// debt by the difference, so a request the shared store would admit is not
-// refused as too large; a cost above Capacity is TooLarge, as in the shared
-// store. Statuses in a Decision describe the node's buckets.
+// Capacity passes only when the node's bucket is full (a quota: nothing
+// used of the node's share in the window), and leaves it in debt (a quota:
+// used beyond its share) by the difference, so a request the shared store
+// would admit is not refused as too large; a cost above Capacity is
+// TooLarge, as in the shared store. Statuses in a Decision describe the
+// node's buckets.
 //
 // Reconcile the requests it admitted here, not in the shared store: their
 // reservation was never taken there. It is safe for concurrent use. Create
@@ -145,10 +160,13 @@ func (f *Fallback) Take(ctx context.Context, items []Item) (Decision, error) {
 		return Decision{}, err // not reached: the deltas are valid
 	}
 	for j, i := range debtAt {
-		_, rate, per := debts[j].Limit.floats()
 		extra := debts[j].Units
 		d.Buckets[i].Remaining -= extra
+		if debts[j].Limit.IsQuota() {
+			continue // a quota still resets when its window ends
+		}
 		// Each unit of debt takes Per/Rate longer to refill.
+		_, rate, per := debts[j].Limit.floats()
 		d.Buckets[i].Reset += micros(wait(0, float64(extra), rate, per))
 	}
 	return d, nil

@@ -15,10 +15,12 @@ var ErrInvalid = errors.New("invalid input")
 // to 2^53 is exact in a float64 (and in a Lua number).
 const maxUnits = 1 << 53
 
-// Validate reports whether l can be used: Capacity and Rate must be in
-// [1, 2^53] units and Per at least one microsecond (Per is used at
-// microsecond resolution; a sub-microsecond remainder is ignored). The error
-// wraps ErrInvalid.
+// Validate reports whether l can be used. A token bucket's Capacity and
+// Rate must be in [1, 2^53] units and Per at least one microsecond (Per is
+// used at microsecond resolution; a sub-microsecond remainder is ignored). A
+// quota's Capacity must be in [1, 2^53] units and its window non-empty at
+// microsecond resolution, between the Unix epoch and 2^53µs after it (year
+// 2255); its Rate and Per are ignored. The error wraps ErrInvalid.
 func (l Limit) Validate() error {
 	if err := l.validate(); err != nil {
 		return fmt.Errorf("bucket: limit: %w", err)
@@ -26,10 +28,21 @@ func (l Limit) Validate() error {
 	return nil
 }
 
+// The instants a quota's window may use: every µs count in [0, 2^53) is
+// exact in a float64 (and in a Lua number).
+var (
+	minWindow = time.UnixMicro(0)
+	maxWindow = time.UnixMicro(maxUnits)
+)
+
 func (l Limit) validate() error {
-	switch {
-	case l.Capacity < 1 || l.Capacity > maxUnits:
+	if l.Capacity < 1 || l.Capacity > maxUnits {
 		return fmt.Errorf("capacity %d is not in [1, 2^53]: %w", l.Capacity, ErrInvalid)
+	}
+	if l.IsQuota() {
+		return l.validateWindow()
+	}
+	switch {
 	case l.Rate < 1 || l.Rate > maxUnits:
 		return fmt.Errorf("rate %d is not in [1, 2^53]: %w", l.Rate, ErrInvalid)
 	case l.Per < time.Microsecond:
@@ -38,10 +51,28 @@ func (l Limit) validate() error {
 	return nil
 }
 
-// floats returns l in the numbers the arithmetic works on: capacity and rate
-// in units, per in microseconds.
+func (l Limit) validateWindow() error {
+	switch {
+	case l.WindowStart.IsZero() || l.WindowEnd.IsZero():
+		return fmt.Errorf("quota window [%v, %v) lacks a bound: %w", l.WindowStart, l.WindowEnd, ErrInvalid)
+	case l.WindowStart.Before(minWindow) || !l.WindowEnd.Before(maxWindow):
+		return fmt.Errorf("quota window [%v, %v) is not within [1970, 2255): %w", l.WindowStart, l.WindowEnd, ErrInvalid)
+	case l.WindowEnd.UnixMicro() <= l.WindowStart.UnixMicro():
+		return fmt.Errorf("quota window [%v, %v) is empty: %w", l.WindowStart, l.WindowEnd, ErrInvalid)
+	}
+	return nil
+}
+
+// floats returns a token bucket's l in the numbers the arithmetic works on:
+// capacity and rate in units, per in microseconds.
 func (l Limit) floats() (capacity, rate, per float64) {
 	return float64(l.Capacity), float64(l.Rate), float64(l.Per / time.Microsecond)
+}
+
+// window returns a quota's l in the numbers the arithmetic works on:
+// capacity in units, the window's bounds in µs since the Unix epoch.
+func (l Limit) window() (capacity float64, windowStart, windowEnd int64) {
+	return float64(l.Capacity), l.WindowStart.UnixMicro(), l.WindowEnd.UnixMicro()
 }
 
 // validateItems checks a Take's items: valid limits, costs >= 0 and no key

@@ -19,21 +19,24 @@ import (
 )
 
 // goldenCase is one call into the arithmetic from a given state: the same
-// inputs go through the Go functions (Take, Check, Apply) and through the
-// scripts (take.lua committing, take.lua checking, reconcile.lua), which must
-// give the same verdict, status and stored state, bit for bit.
+// inputs go through the Go functions (Take, Check, Apply, or for a quota
+// limit TakeQuota, CheckQuota, ApplyQuota) and through the scripts (take.lua
+// committing, take.lua checking, reconcile.lua), which must give the same
+// verdict, status and stored state, bit for bit.
 type goldenCase struct {
 	name  string
-	state State // the zero State is a missing key
+	state State      // a token bucket's; the zero State is a missing key
+	quota QuotaState // a quota's; the zero QuotaState is a missing key
 	limit Limit
 	now   time.Time
 	op    string // "take", "check" or "apply"
 	cost  int64  // units taken (take, check) or delta units (apply)
 }
 
-// TestLuaGolden replays the math timeline of TestTokenBucketTimeline, hand
-// picked edge cases and thousands of random cases through Go and through the
-// scripts, on miniredis (gopher-lua) and on a real redis-server (Lua 5.1).
+// TestLuaGolden replays the math timelines of TestTokenBucketTimeline and
+// TestQuotaTimeline, hand picked edge cases and thousands of random cases
+// through Go and through the scripts, on miniredis (gopher-lua) and on a real
+// redis-server (Lua 5.1).
 func TestLuaGolden(t *testing.T) {
 	cases := goldenCases()
 	t.Run("miniredis", func(t *testing.T) {
@@ -74,6 +77,30 @@ func goldenCases() []goldenCase {
 		goldenCase{name: "cost zero in debt", state: at(-1.25, time.Second), limit: thirds, now: t0, op: "take", cost: 0},
 	)
 
+	// The quota timeline, each step from the state the Go functions left.
+	var q QuotaState
+	for _, st := range quotaSteps() {
+		c := goldenCase{name: "quota timeline: " + st.name, quota: q, limit: st.limit, now: t0.Add(st.at), op: st.op, cost: st.cost}
+		cases = append(cases, c)
+		q, _, _ = c.goQuota()
+	}
+
+	// Quota edges.
+	hugeQuota := Quota(1<<53, day1, day2)
+	usedIn := func(used int64, window time.Time) QuotaState { return QuotaState{Used: used, Window: window} }
+	cases = append(cases,
+		goldenCase{name: "quota: the largest capacity, all of it", limit: hugeQuota, now: t0, op: "take", cost: 1 << 53},
+		goldenCase{name: "quota: the last unit of 2^53", quota: usedIn(1<<53-1, day1), limit: hugeQuota, now: t0, op: "take", cost: 1},
+		goldenCase{name: "quota: 2^53 used, one more", quota: usedIn(1<<53, day1), limit: hugeQuota, now: t0, op: "take", cost: 1},
+		goldenCase{name: "quota: a cost rounding to 2^53", limit: hugeQuota, now: t0, op: "take", cost: 1<<53 + 1},
+		goldenCase{name: "quota: a charge saturates at 2^53", quota: usedIn(5, day1), limit: hugeQuota, now: t0, op: "apply", cost: math.MaxInt64},
+		goldenCase{name: "quota: a refund beyond int64 floors at 0", quota: usedIn(1<<53, day1), limit: hugeQuota, now: t0, op: "apply", cost: math.MinInt64},
+		goldenCase{name: "quota: a past window resets", quota: usedIn(9, day1), limit: Quota(10, day2, day3), now: day2, op: "take", cost: 10},
+		goldenCase{name: "quota: a later window is kept", quota: usedIn(9, day2), limit: Quota(10, day1, day2), now: day2, op: "take", cost: 1},
+		goldenCase{name: "quota: a delta for a past window", quota: usedIn(9, day2), limit: Quota(10, day1, day2), now: day2, op: "apply", cost: -9},
+		goldenCase{name: "quota: the clock past the window's end", quota: usedIn(10, day1), limit: Quota(10, day1, day2), now: day3, op: "check", cost: 1},
+	)
+
 	// Random cases: limits from a few requests a minute to micro-USD
 	// budgets, levels in debt or not, clocks forward and back.
 	r := rand.New(rand.NewPCG(3, 4))
@@ -103,7 +130,58 @@ func goldenCases() []goldenCase {
 		}
 		cases = append(cases, c)
 	}
+
+	// Random quotas: windows from a minute to a month, used from nothing to
+	// twice the capacity, stored windows past, current or later, clocks
+	// within the window or past it.
+	for i := range 2000 {
+		capacity := randomLimit(r).Capacity
+		length := []time.Duration{time.Minute, time.Hour, 24 * time.Hour, 7 * 24 * time.Hour, 31 * 24 * time.Hour}[r.IntN(5)]
+		start := t0.Add(-time.Duration(r.Int64N(int64(length/time.Microsecond))) * time.Microsecond)
+		l := Quota(capacity, start, start.Add(length))
+		c := goldenCase{name: fmt.Sprint("random quota ", i), limit: l, now: t0}
+		if r.IntN(5) != 0 {
+			c.quota = QuotaState{Used: min(1<<53, 1+r.Int64N(2*capacity)), Window: start}
+			switch r.IntN(6) {
+			case 0:
+				c.quota.Window = start.Add(-length) // a past period
+			case 1:
+				c.quota.Window = start.Add(length) // a later period
+			}
+		}
+		if r.IntN(10) == 0 {
+			c.now = l.WindowEnd.Add(time.Duration(r.Int64N(1e9)) * time.Microsecond) // past the window
+		}
+		c.op = []string{"take", "check", "apply"}[r.IntN(3)]
+		switch k := r.IntN(10); {
+		case k == 0:
+			c.cost = 0
+		case k == 1:
+			c.cost = capacity + 1 + r.Int64N(capacity)
+		default:
+			c.cost = r.Int64N(capacity) + 1
+		}
+		if c.op == "apply" && r.IntN(2) == 0 {
+			c.cost = -c.cost
+		}
+		cases = append(cases, c)
+	}
 	return cases
+}
+
+// goQuota is a quota case through the Go functions, as goRun.
+func (c goldenCase) goQuota() (QuotaState, Verdict, Status) {
+	switch c.op {
+	case "take":
+		s, v := TakeQuota(c.quota, c.limit, c.now, c.cost)
+		return s, v, v.Status
+	case "check":
+		_, v := CheckQuota(c.quota, c.limit, c.now, c.cost)
+		return c.quota, v, v.Status
+	default:
+		s, st := ApplyQuota(c.quota, c.limit, c.now, c.cost)
+		return s, Verdict{}, st
+	}
 }
 
 // goRun is the case through the Go functions: the state a store would hold
@@ -132,16 +210,31 @@ func runGolden(t *testing.T, c *redis.Client, cases []goldenCase) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if gc.state.Updated.IsZero() {
+		quota := gc.limit.IsQuota()
+		switch {
+		case quota && !gc.quota.Window.IsZero():
+			where = fmt.Sprintf("case %d (%s) %+v %+v at %v, %s %d", i+1, gc.name, gc.quota, gc.limit, gc.now.Sub(t0), gc.op, gc.cost)
+			err = c.Set(ctx, key, fmt.Sprintf("q %d %d", gc.quota.Used, gc.quota.Window.UnixMicro()), 0).Err()
+		case quota || gc.state.Updated.IsZero():
 			err = c.Del(ctx, key).Err()
-		} else {
+		default:
 			err = c.Set(ctx, key, fmt.Sprintf("%s %d", strconv.FormatFloat(gc.state.Level, 'g', 17, 64), gc.state.Updated.UnixMicro()), 0).Err()
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 
-		wantState, wantV, wantStatus := gc.goRun()
+		var (
+			wantState  State
+			wantQuota  QuotaState
+			wantV      Verdict
+			wantStatus Status
+		)
+		if quota {
+			wantQuota, wantV, wantStatus = gc.goQuota()
+		} else {
+			wantState, wantV, wantStatus = gc.goRun()
+		}
 		var got Decision
 		switch gc.op {
 		case "take":
@@ -165,6 +258,20 @@ func runGolden(t *testing.T, c *redis.Client, cases []goldenCase) {
 			t.Errorf("%s:\n\tLua %+v\n\tGo  %+v", where, got, want)
 		}
 
+		if quota {
+			gotQuota, found := readQuota(t, c, key)
+			switch {
+			case !found && wantQuota.Window.IsZero():
+			case !found:
+				if wantQuota.Used > 0 {
+					t.Errorf("%s: Lua deleted the key, Go left %+v", where, wantQuota)
+				}
+			case gotQuota.Used != wantQuota.Used || !gotQuota.Window.Equal(wantQuota.Window):
+				t.Errorf("%s: Lua stored %d @%d, Go %d @%d", where,
+					gotQuota.Used, gotQuota.Window.UnixMicro(), wantQuota.Used, wantQuota.Window.UnixMicro())
+			}
+			continue
+		}
 		gotState, found := readState(t, c, key)
 		switch {
 		case !found && wantState.Updated.IsZero():
@@ -210,6 +317,23 @@ func readState(t testing.TB, c redis.Cmdable, key string) (State, bool) {
 	return State{Level: level, Updated: time.UnixMicro(updated).UTC()}, true
 }
 
+// readQuota reads a quota key as the scripts store it.
+func readQuota(t testing.TB, c redis.Cmdable, key string) (QuotaState, bool) {
+	t.Helper()
+	v, err := c.Get(context.Background(), key).Result()
+	if err == redis.Nil {
+		return QuotaState{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used, window int64
+	if n, err := fmt.Sscanf(v, "q %d %d", &used, &window); n != 2 || err != nil || fmt.Sprintf("q %d %d", used, window) != v {
+		t.Fatalf("key %s holds %q, not 'q <used> <window>'", key, v)
+	}
+	return QuotaState{Used: used, Window: time.UnixMicro(window).UTC()}, true
+}
+
 func sameDecision(a, b Decision) bool {
 	if a.Allowed != b.Allowed || a.DeniedBy != b.DeniedBy || a.TooLarge != b.TooLarge ||
 		a.RetryAfter != b.RetryAfter || len(a.Buckets) != len(b.Buckets) {
@@ -240,12 +364,26 @@ func TestLuaCoreIsShared(t *testing.T) {
 			}
 		}
 	}
-	if shared < 4 { // refill, wait, load, put
+	if shared < 10 { // refill, wait, load, put, roll, charge, untilEnd, quotaExpiry, loadQuota, putQuota
 		t.Errorf("only %d functions shared; the regexp no longer finds them", shared)
+	}
+	// The Go core's functions have their Lua twins under the same names.
+	for _, name := range []string{"refill", "check", "wait", "apply", "floorUnits",
+		"roll", "checkQuota", "charge", "untilEnd", "applyQuota", "quotaExpiry"} {
+		def := "local function " + name + "("
+		if !strings.Contains(lua.Take, def) && !strings.Contains(lua.Reconcile, def) {
+			t.Errorf("no script defines %s, the twin of bucket.%s", name, name)
+		}
 	}
 	for _, src := range []string{lua.Take, lua.Reconcile} {
 		if !strings.Contains(src, "local maxWait = 2 ^ 53\n") {
 			t.Error("a script lost maxWait = 2^53")
+		}
+		if !strings.Contains(src, "local maxUnits = 2 ^ 53\n") {
+			t.Error("a script lost maxUnits = 2^53")
+		}
+		if want := fmt.Sprintf("local quotaMargin = %d\n", quotaMargin); !strings.Contains(src, want) {
+			t.Errorf("a script lost %q (bucket.quotaMargin)", want)
 		}
 	}
 }

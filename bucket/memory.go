@@ -42,6 +42,8 @@ type MemoryOptions struct {
 // Memory drops it: at once when a call leaves it full, and otherwise in Sweep
 // once the time it needs to refill (under the limit it was last used with)
 // has passed. Memory therefore holds only buckets that are below capacity.
+// Likewise a quota with nothing used is dropped at once, and any other in
+// Sweep an hour after its window ends (as Redis expires it).
 //
 // Create one with NewMemory; the zero Memory is not usable. Close stops the
 // background sweep.
@@ -67,11 +69,18 @@ type shard struct {
 	_       [64]byte // keep neighbouring mutexes off one cache line
 }
 
-// entry is one bucket's state in the core's numbers.
+// entry is one bucket's state in the core's numbers: a token bucket's or,
+// with quota set, a quota's.
 type entry struct {
-	level   float64 // units
-	updated int64   // µs since the Unix epoch
-	fullAt  int64   // µs since the Unix epoch: when level reaches capacity under the last limit used
+	level   float64 // token bucket: units
+	updated int64   // token bucket: µs since the Unix epoch
+	used    float64 // quota: units used in window, a whole number
+	window  int64   // quota: start of the window used counts in, µs since the Unix epoch
+	// dropAt is when Sweep may forget the entry, µs since the Unix epoch: a
+	// token bucket's when level reaches capacity under the last limit used,
+	// a quota's quotaMargin past the end of its window.
+	dropAt int64
+	quota  bool
 }
 
 // NewMemory returns a Memory configured by o. Unless o.SweepEvery is
@@ -159,19 +168,37 @@ func (m *Memory) Take(ctx context.Context, items []Item) (Decision, error) {
 	defer m.unlock(locks)
 	now := m.now().UnixMicro()
 
-	// Phase 1: refill and check every bucket; write nothing.
+	// Phase 1: refill every token bucket, roll every quota into its window,
+	// and check each; write nothing.
 	firstLarge, firstShort := -1, -1
 	var retry float64
 	for i, it := range items {
-		capacity, rate, per := it.Limit.floats()
-		level, updated := capacity, now
 		e, found := m.shards[idx[i]].buckets[it.Key]
-		if found {
-			level, updated = e.level, e.updated
+		var ok, tooLarge bool
+		var short float64 // the wait, when short
+		if it.Limit.IsQuota() {
+			capacity, windowStart, windowEnd := it.Limit.window()
+			used, window := 0.0, windowStart
+			if found && e.quota {
+				used, window = e.used, e.window
+			}
+			used, window = roll(used, window, windowStart)
+			seen[i] = checked{used: used, window: window, dropAt: e.dropAt, found: found}
+			ok, tooLarge = checkQuota(used, capacity, float64(it.Cost))
+			short = untilEnd(windowEnd, now)
+		} else {
+			capacity, rate, per := it.Limit.floats()
+			level, updated := capacity, now
+			if found && !e.quota {
+				level, updated = e.level, e.updated
+			}
+			level, updated = refill(level, updated, capacity, rate, per, now)
+			seen[i] = checked{level: level, updated: updated, found: found}
+			ok, tooLarge = check(level, capacity, float64(it.Cost))
+			if !ok && !tooLarge {
+				short = wait(level, float64(it.Cost), rate, per)
+			}
 		}
-		level, updated = refill(level, updated, capacity, rate, per, now)
-		seen[i] = checked{level: level, updated: updated, found: found}
-		ok, tooLarge := check(level, capacity, float64(it.Cost))
 		switch {
 		case tooLarge:
 			if firstLarge < 0 {
@@ -181,7 +208,7 @@ func (m *Memory) Take(ctx context.Context, items []Item) (Decision, error) {
 			if firstShort < 0 {
 				firstShort = i
 			}
-			retry = max(retry, wait(level, float64(it.Cost), rate, per))
+			retry = max(retry, short)
 		}
 	}
 
@@ -193,28 +220,49 @@ func (m *Memory) Take(ctx context.Context, items []Item) (Decision, error) {
 			d.DeniedBy, d.RetryAfter = firstShort, micros(retry)
 		}
 		for i, it := range items {
-			capacity, rate, per := it.Limit.floats()
-			d.Buckets[i] = status(seen[i].level, capacity, rate, per)
+			d.Buckets[i] = seen[i].status(it.Limit, now)
 		}
 		return d, nil
 	}
 
 	// Phase 2: every bucket can pay; commit every cost.
 	for i, it := range items {
+		sh := &m.shards[idx[i]]
+		if it.Limit.IsQuota() {
+			capacity, windowStart, windowEnd := it.Limit.window()
+			used := charge(seen[i].used, float64(it.Cost))
+			sh.putQuota(it.Key, seen[i].found, used, seen[i].window, windowStart, windowEnd, now, seen[i].dropAt)
+			d.Buckets[i] = quotaStatus(used, capacity, windowEnd, now)
+			continue
+		}
 		capacity, rate, per := it.Limit.floats()
 		level := seen[i].level - float64(it.Cost)
 		reset := wait(level, capacity, rate, per)
-		m.shards[idx[i]].put(it.Key, seen[i].found, level, seen[i].updated, capacity, reset)
+		sh.put(it.Key, seen[i].found, level, seen[i].updated, capacity, reset)
 		d.Buckets[i] = Status{Remaining: floorUnits(level), Reset: micros(reset)}
 	}
 	return d, nil
 }
 
-// checked is what phase 1 learnt about one item's bucket.
+// checked is what phase 1 learnt about one item's bucket: a token bucket's
+// refilled state, or a quota's rolled state and when its entry drops.
 type checked struct {
 	level   float64
 	updated int64
+	used    float64
+	window  int64
+	dropAt  int64
 	found   bool
+}
+
+// status is the Status of the state phase 1 saw for a bucket under l.
+func (c checked) status(l Limit, now int64) Status {
+	if l.IsQuota() {
+		capacity, _, windowEnd := l.window()
+		return quotaStatus(c.used, capacity, windowEnd, now)
+	}
+	capacity, rate, per := l.floats()
+	return status(c.level, capacity, rate, per)
 }
 
 // Reconcile implements Store. The deltas apply in order under one set of
@@ -256,11 +304,23 @@ func (m *Memory) Reconcile(ctx context.Context, requestID string, deltas []Delta
 		return nil
 	}
 	for i, dl := range deltas {
-		capacity, rate, per := dl.Limit.floats()
 		sh := &m.shards[idx[i]]
-		level, updated := capacity, now
 		e, found := sh.buckets[dl.Key]
-		if found {
+		if dl.Limit.IsQuota() {
+			_, windowStart, windowEnd := dl.Limit.window()
+			used, window := 0.0, windowStart
+			if found && e.quota {
+				used, window = e.used, e.window
+			}
+			used, window, applied := applyQuota(used, window, windowStart, float64(dl.Units))
+			if applied {
+				sh.putQuota(dl.Key, found, used, window, windowStart, windowEnd, now, e.dropAt)
+			}
+			continue
+		}
+		capacity, rate, per := dl.Limit.floats()
+		level, updated := capacity, now
+		if found && !e.quota {
 			level, updated = e.level, e.updated
 		}
 		level, updated = apply(level, updated, capacity, rate, per, now, float64(dl.Units))
@@ -278,15 +338,38 @@ func (s *shard) put(key string, found bool, level float64, updated int64, capaci
 			delete(s.buckets, key)
 		}
 	case found:
-		s.buckets[key] = entry{level: level, updated: updated, fullAt: updated + int64(reset)}
+		s.buckets[key] = entry{level: level, updated: updated, dropAt: updated + int64(reset)}
 	default:
 		// The caller's key may alias a larger buffer: keep a copy.
-		s.buckets[strings.Clone(key)] = entry{level: level, updated: updated, fullAt: updated + int64(reset)}
+		s.buckets[strings.Clone(key)] = entry{level: level, updated: updated, dropAt: updated + int64(reset)}
+	}
+}
+
+// putQuota stores a quota's new state, or drops it when nothing is used (the
+// same as a missing quota). A state of the item's own window is dropped
+// quotaMargin after the window ends; a later window's (a lagging caller's
+// take counted in it) keeps the dropAt it had, as take.lua keeps the TTL.
+func (s *shard) putQuota(key string, found bool, used float64, window, windowStart, windowEnd, now, dropAt int64) {
+	if used <= 0 {
+		if found {
+			delete(s.buckets, key)
+		}
+		return
+	}
+	if window == windowStart {
+		dropAt = now + int64(quotaExpiry(windowEnd, now))
+	}
+	e := entry{used: used, window: window, dropAt: dropAt, quota: true}
+	if found {
+		s.buckets[key] = e
+	} else {
+		s.buckets[strings.Clone(key)] = e
 	}
 }
 
 // Sweep forgets every bucket that has refilled to capacity by now (under the
-// limit it was last used with) and request ids older than the dedup window,
+// limit it was last used with), every quota an hour past the end of its
+// window, and request ids older than the dedup window,
 // and returns the number of buckets it dropped. The background goroutine
 // calls it every SweepEvery; callers may call it at any time. It locks one
 // shard at a time.
@@ -297,7 +380,7 @@ func (m *Memory) Sweep() int {
 		sh.mu.Lock()
 		now := m.now().UnixMicro()
 		for k, e := range sh.buckets {
-			if e.fullAt <= now {
+			if e.dropAt <= now {
 				delete(sh.buckets, k)
 				dropped++
 			}

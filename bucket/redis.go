@@ -46,14 +46,17 @@ type RedisOptions struct {
 // admit what one process would. It is safe for concurrent use. Create one
 // with NewRedis and call Load at start-up; the zero Redis is not usable.
 //
-// Each Take is one script (lua/take.lua) over all of its keys: it refills
-// and checks every bucket and commits every cost only when all can pay, with
-// the same arithmetic, bit for bit, as the Memory store. Each Reconcile is
-// one script (lua/reconcile.lua) that applies the deltas once per request id.
-// Scripts run by EVALSHA, and by EVAL when Redis answers NOSCRIPT. Time is
-// Redis TIME. A bucket's state is one string key, "<level> <updated µs>",
-// that expires one second after the bucket would be full again; a bucket
-// left full is deleted.
+// Each Take is one script (lua/take.lua) over all of its keys, token buckets
+// and quotas together: it refills and checks every bucket and commits every
+// cost only when all can pay, with the same arithmetic, bit for bit, as the
+// Memory store. Each Reconcile is one script (lua/reconcile.lua) that
+// applies the deltas once per request id. Scripts run by EVALSHA, and by
+// EVAL when Redis answers NOSCRIPT. Time is Redis TIME. A token bucket's
+// state is one string key, "<level> <updated µs>", that expires one second
+// after the bucket would be full again; a bucket left full is deleted. A
+// quota's is one string key, "q <used units> <window start µs>", that
+// expires an hour after its window ends (so that late reconciliations still
+// find it); a quota left with nothing used is deleted.
 //
 // In Redis Cluster, a request's keys may lie in several slots (a tenant's
 // buckets share its hash tag, global buckets do not). Take then runs the
@@ -303,7 +306,7 @@ func (r *Redis) takeArgs(items []Item, idx []int, commit bool) ([]string, []any)
 		n = len(idx)
 	}
 	keys := make([]string, n)
-	args := make([]any, 2, 2+4*n)
+	args := make([]any, 2, 2+6*n)
 	args[0], args[1] = r.nowArg(), "0"
 	if commit {
 		args[1] = "1"
@@ -314,7 +317,8 @@ func (r *Redis) takeArgs(items []Item, idx []int, commit bool) ([]string, []any)
 			it = items[idx[j]]
 		}
 		keys[j] = it.Key
-		args = append(args, it.Limit.Capacity, it.Limit.Rate, int64(it.Limit.Per/time.Microsecond), it.Cost)
+		args = appendLimit(args, it.Limit)
+		args = append(args, it.Cost)
 	}
 	return keys, args
 }
@@ -329,7 +333,7 @@ func (r *Redis) reconcileArgs(requestID string, deltas []Delta, idx []int, noMar
 	}
 	marker := requestID != "" && !noMarker
 	keys := make([]string, 0, n+1)
-	args := make([]any, 2, 2+4*n)
+	args := make([]any, 2, 2+6*n)
 	args[0], args[1] = r.nowArg(), "0"
 	for j := range n {
 		dl := deltas[j]
@@ -341,9 +345,21 @@ func (r *Redis) reconcileArgs(requestID string, deltas []Delta, idx []int, noMar
 			args[1] = r.dedupFor
 		}
 		keys = append(keys, dl.Key)
-		args = append(args, dl.Limit.Capacity, dl.Limit.Rate, int64(dl.Limit.Per/time.Microsecond), dl.Units)
+		args = appendLimit(args, dl.Limit)
+		args = append(args, dl.Units)
 	}
 	return keys, args
+}
+
+// appendLimit appends l to a script's ARGV as both scripts read it:
+// capacity, rate, per (µs), windowStart (µs), windowEnd (µs). A token bucket
+// sends a window of 0 and 0; a quota a rate and per of 0 (unused).
+func appendLimit(args []any, l Limit) []any {
+	if l.IsQuota() {
+		_, windowStart, windowEnd := l.window()
+		return append(args, l.Capacity, 0, 0, windowStart, windowEnd)
+	}
+	return append(args, l.Capacity, l.Rate, int64(l.Per/time.Microsecond), 0, 0)
 }
 
 // nowArg is ARGV[1] of both scripts: the override clock in µs, or "" for

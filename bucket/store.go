@@ -5,20 +5,55 @@ import (
 	"time"
 )
 
-// Limit is the shape of one token bucket: it holds at most Capacity units and
-// refills at Rate units every Per. Units are whatever the rule counts
-// (requests, tokens or micro-USD). The zero value is invalid; Capacity, Rate
-// and Per must all be positive.
+// Limit is the shape of one bucket: a token bucket or a calendar quota.
+//
+// A token bucket (WindowStart and WindowEnd zero) holds at most Capacity
+// units and refills at Rate units every Per; Capacity, Rate and Per must all
+// be positive.
+//
+// A quota (WindowStart and WindowEnd set, as Quota makes it) admits Capacity
+// units within the window [WindowStart, WindowEnd) and starts again from
+// nothing used when a take names a later window. The caller computes the
+// window of the instant from its period (day, week, month) and time zone, so
+// a Store needs no calendar. Rate and Per are ignored; there is no refill and
+// no burst within the window.
+//
+// Units are whatever the rule counts (requests, tokens or micro-USD). The
+// zero value is invalid (see Validate). A Limit is a plain value, safe to
+// copy and share.
 type Limit struct {
-	Capacity int64         // units; the most the bucket holds (the burst)
-	Rate     int64         // units added every Per
-	Per      time.Duration // refill period for Rate
+	Capacity int64         // units; the most the bucket holds (the burst), or a quota admits per window
+	Rate     int64         // units added every Per; token buckets only
+	Per      time.Duration // refill period for Rate; token buckets only
+
+	// WindowStart is the first instant of a quota's window, used at
+	// microsecond resolution: it names the window (a take with a later
+	// WindowStart begins a new period). Zero for a token bucket.
+	WindowStart time.Time
+	// WindowEnd is the instant a quota's window ends (exclusive), at
+	// microsecond resolution: denials retry after it, statuses reset at
+	// it. Zero for a token bucket.
+	WindowEnd time.Time
+}
+
+// Quota returns the Limit of a quota of capacity units within the window
+// [windowStart, windowEnd). It does not validate them (see Limit.Validate).
+func Quota(capacity int64, windowStart, windowEnd time.Time) Limit {
+	return Limit{Capacity: capacity, WindowStart: windowStart, WindowEnd: windowEnd}
+}
+
+// IsQuota reports whether l is a quota: either window bound is set (a valid
+// quota sets both).
+func (l Limit) IsQuota() bool {
+	return !l.WindowStart.IsZero() || !l.WindowEnd.IsZero()
 }
 
 // Item is one bucket a request takes from: the store key that names the
 // bucket, its shape, and the cost in the limit's units. A cost of zero takes
-// nothing, always passes (even a bucket in debt) and still reports the
-// bucket's status.
+// nothing, always passes (even a bucket in debt or a quota used up) and
+// still reports the bucket's status. A key holds one kind of bucket: a key
+// whose state is of the other kind (a rule that changed from a rate to a
+// quota, or back) is taken as new.
 type Item struct {
 	Key   string
 	Limit Limit
@@ -29,10 +64,14 @@ type Item struct {
 type Status struct {
 	// Remaining is the bucket's level in units right after the take (or, on a
 	// denial, right after the refill that the check saw), rounded down. It is
-	// negative while the bucket is in debt after reconciliation.
+	// negative while the bucket is in debt after reconciliation. For a
+	// quota: Capacity minus the units used in the window, negative while
+	// reconciliation has charged it beyond Capacity.
 	Remaining int64
 	// Reset is the time until the bucket is full again at its refill rate,
-	// rounded up to the microsecond; zero when full.
+	// rounded up to the microsecond; zero when full. For a quota: the time
+	// until its window ends (whatever it holds), zero once the store's clock
+	// has passed WindowEnd.
 	Reset time.Duration
 }
 
@@ -46,11 +85,14 @@ type Decision struct {
 	// It is -1 when Allowed.
 	DeniedBy int
 	// TooLarge is set when the denying bucket's cost exceeds its capacity:
-	// the request can never pass that limit and waiting cannot help.
+	// the request can never pass that limit (a quota: in any window) and
+	// waiting cannot help.
 	TooLarge bool
 	// RetryAfter is the longest wait among the denying buckets until each of
 	// them could pay its cost, rounded up to the microsecond (waiting exactly
-	// that long suffices); zero when Allowed or TooLarge.
+	// that long suffices); zero when Allowed or TooLarge. A denying quota
+	// waits until its window ends (zero when the store's clock is already
+	// past WindowEnd: the caller's next window is due).
 	RetryAfter time.Duration
 	// Buckets holds one Status per item, in the items' order.
 	Buckets []Status
@@ -60,6 +102,12 @@ type Decision struct {
 // actual cost minus reserved cost, in the limit's units. A positive Units
 // charges more (the bucket may go into debt), a negative Units refunds (the
 // level never rises above Capacity).
+//
+// A quota's delta must carry the Limit of its take, window included: it
+// changes the units used in that window (a refund never below zero; a
+// charge may go beyond Capacity). When the quota has since moved on to a
+// later window, the delta applies to nothing: a past period's usage never
+// charges or refunds the current one.
 type Delta struct {
 	Key   string
 	Limit Limit

@@ -18,7 +18,8 @@ type State struct {
 	Updated time.Time
 }
 
-// Verdict is the check of one bucket for one cost at one instant.
+// Verdict is the check of one bucket (a token bucket or a quota) for one
+// cost at one instant.
 type Verdict struct {
 	// OK is true when the bucket can pay the cost now.
 	OK bool
@@ -27,7 +28,8 @@ type Verdict struct {
 	TooLarge bool
 	// Wait is the least whole number of microseconds after which the bucket
 	// could pay the cost; zero when OK or TooLarge. It is capped at 2^53µs
-	// (about 285 years).
+	// (about 285 years). For a quota it is the time until its window ends
+	// (zero once it has).
 	Wait time.Duration
 	// Status is the status of the State returned with the Verdict.
 	Status Status

@@ -1,12 +1,16 @@
--- take.lua: the two-phase take over all of one request's token buckets.
+-- take.lua: the two-phase take over all of one request's buckets, token
+-- buckets and quotas together.
 --
 -- KEYS[i]   bucket i, narrowest first; in Redis Cluster all KEYS share a slot.
 -- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
 --           Redis TIME: one clock for every proxy node.
 -- ARGV[2]   '1' commits (a take); '0' only checks (phase 1, writes nothing).
--- ARGV[4i-1], ARGV[4i], ARGV[4i+1], ARGV[4i+2]
---           capacity (units), rate (units per per), per (µs) and cost
---           (units, >= 0) of bucket i. The caller has validated them
+-- ARGV[6i-3] .. ARGV[6i+2]
+--           capacity (units), rate (units per per), per (µs), windowStart
+--           (µs), windowEnd (µs) and cost (units, >= 0) of bucket i: a
+--           token bucket when windowEnd is 0 (windowStart 0 too), else a
+--           quota of capacity units in [windowStart, windowEnd) (rate and
+--           per 0, unused). The caller has validated them
 --           (bucket.Limit.Validate); keys are distinct.
 --
 -- Reply, all integers:
@@ -14,22 +18,37 @@
 --   [2] deniedBy    0-based index of the first too-large bucket if any, else of
 --                   the first bucket that could not pay; -1 when allowed
 --   [3] tooLarge    1 when the denying bucket's cost exceeds its capacity
---   [4] retryAfter  µs: the longest wait among the short buckets; 0 when
---                   allowed or too large
+--   [4] retryAfter  µs: the longest wait among the short buckets (a quota:
+--                   until its window ends); 0 when allowed or too large
 --   [3+2i]          remaining of bucket i: its level rounded down (negative in
---                   debt), after the take, or after the refill on a denial
---   [4+2i]          reset of bucket i: µs until it is full again
+--                   debt), after the take, or after the refill on a denial; a
+--                   quota: capacity - used (negative when charged beyond it)
+--   [4+2i]          reset of bucket i: µs until it is full again; a quota: µs
+--                   until its window ends
 --
--- State: one string per bucket, '<level> <updated>': level in units with 17
--- significant digits (it round-trips a double exactly), updated in µs. A
--- missing key is a full bucket; a bucket left at capacity is deleted; every
--- key written expires 1s past the instant it would be full again.
+-- State: one string per bucket. A token bucket: '<level> <updated>', level
+-- in units with 17 significant digits (it round-trips a double exactly),
+-- updated in µs; a missing key is a full bucket; a bucket left at capacity
+-- is deleted; every key written expires 1s past the instant it would be full
+-- again. A quota: 'q <used> <window>', used a whole number of units, window
+-- the start of the window it counts, µs; a missing key has nothing used; a
+-- quota left with nothing used is deleted; a key written for its own window
+-- expires quotaMargin (1h) past the window's end, one written for a later
+-- window keeps its TTL. A key holding the other kind's state (the rule
+-- changed kind) is read as missing.
 --
--- The core functions mirror bucket/tokenbucket.go line by line, under the
--- same names; reconcile.lua holds identical copies (a Go test compares them).
+-- The core functions mirror bucket/tokenbucket.go and bucket/quota.go line by
+-- line, under the same names; reconcile.lua holds identical copies (a Go test
+-- compares them).
 
 -- maxWait caps every wait, in µs: 2^53 is exact as a double.
 local maxWait = 2 ^ 53
+
+-- maxUnits caps a quota's used: every whole number up to 2^53 is exact.
+local maxUnits = 2 ^ 53
+
+-- quotaMargin is how long, in µs, a quota's state outlives its window.
+local quotaMargin = 3600000000
 
 -- refill brings level forward to now. A clock that steps back (now <
 -- updated) adds nothing and leaves updated alone. The clamp runs even then,
@@ -84,14 +103,19 @@ local function floorUnits(level)
   return f
 end
 
--- load returns a bucket's stored state, or a full one at now when missing.
+-- load returns a bucket's stored state, or a full one at now when missing
+-- or holding a quota's state (found is then true: put overwrites it).
 local function load(key, capacity, now)
   local v = redis.call('GET', key)
   if not v then
     return capacity, now, false
   end
   local sp = string.find(v, ' ', 1, true)
-  return tonumber(string.sub(v, 1, sp - 1)), tonumber(string.sub(v, sp + 1)), true
+  local level, updated = tonumber(string.sub(v, 1, sp - 1)), tonumber(string.sub(v, sp + 1))
+  if not level or not updated then
+    return capacity, now, true
+  end
+  return level, updated, true
 end
 
 -- put stores a bucket's new state, or drops it when full (a full bucket and
@@ -109,6 +133,87 @@ local function put(key, found, level, updated, capacity, reset, now)
     'PX', string.format('%d', math.floor((fullAt - now) / 1000) + 1000))
 end
 
+-- roll brings a quota into the item's window: a stored window before
+-- windowStart is a past period, so used starts again from 0. A stored window
+-- after windowStart (a lagging caller) is kept with its used: a window never
+-- moves back.
+local function roll(used, window, windowStart)
+  if window < windowStart then
+    used = 0
+    window = windowStart
+  end
+  return used, window
+end
+
+-- charge adds units to used (negative refunds): never below 0, saturating
+-- at 2^53.
+local function charge(used, units)
+  used = used + units
+  if used < 0 then
+    used = 0
+  elseif used > maxUnits then
+    used = maxUnits
+  end
+  return used
+end
+
+-- untilEnd returns the µs from now until windowEnd; 0 once it has passed.
+local function untilEnd(windowEnd, now)
+  if now >= windowEnd then
+    return 0
+  end
+  return windowEnd - now
+end
+
+-- quotaExpiry returns the µs from now until a quota's state of the window
+-- ending at windowEnd may be forgotten: quotaMargin past the window's end.
+local function quotaExpiry(windowEnd, now)
+  return untilEnd(windowEnd, now) + quotaMargin
+end
+
+-- loadQuota returns a quota's stored state, or nothing used in the item's
+-- window when missing or holding a token bucket's state (found is then true:
+-- putQuota overwrites it).
+local function loadQuota(key, windowStart)
+  local v = redis.call('GET', key)
+  if not v then
+    return 0, windowStart, false
+  end
+  local used, window = string.match(v, '^q (%d+) (%d+)$')
+  if not used then
+    return 0, windowStart, true
+  end
+  return tonumber(used), tonumber(window), true
+end
+
+-- putQuota stores a quota's new state, or drops it when nothing is used (the
+-- same as a missing quota). A state of the item's own window expires
+-- quotaMargin past the window's end; a later window's keeps its TTL.
+local function putQuota(key, found, used, window, windowStart, windowEnd, now)
+  if used <= 0 then
+    if found then
+      redis.call('DEL', key)
+    end
+    return
+  end
+  local v = string.format('q %d %d', used, window)
+  if window == windowStart then
+    redis.call('SET', key, v, 'PX', string.format('%d', math.floor(quotaExpiry(windowEnd, now) / 1000)))
+  else
+    redis.call('SET', key, v, 'KEEPTTL')
+  end
+end
+
+-- checkQuota is phase one for one rolled quota: can cost fit in the window
+-- now, and can it ever (cost above capacity fits no window). A cost of zero
+-- always passes.
+local function checkQuota(used, capacity, cost)
+  if cost > capacity then
+    return false, true
+  end
+  return cost == 0 or used <= capacity - cost, false
+end
+
 local now
 if ARGV[1] ~= '' then
   now = tonumber(ARGV[1])
@@ -122,16 +227,30 @@ local n = #KEYS
 local reply = {1, -1, 0, 0}
 local seen = {}
 
--- Phase 1: refill and check every bucket; write nothing.
+-- Phase 1: refill every token bucket, roll every quota into its window, and
+-- check each; write nothing.
 local firstLarge, firstShort = -1, -1
 local retry = 0
 for i = 1, n do
-  local a = 4 * i - 1
-  local capacity, rate, per, cost = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  local level, updated, found = load(KEYS[i], capacity, now)
-  level, updated = refill(level, updated, capacity, rate, per, now)
-  seen[i] = {level, updated, found}
-  local ok, tooLarge = check(level, capacity, cost)
+  local a = 6 * i - 3
+  local capacity, rate, per = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local windowStart, windowEnd, cost = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local ok, tooLarge, short
+  if windowEnd > 0 then
+    local used, window, found = loadQuota(KEYS[i], windowStart)
+    used, window = roll(used, window, windowStart)
+    seen[i] = {used, window, found}
+    ok, tooLarge = checkQuota(used, capacity, cost)
+    short = untilEnd(windowEnd, now)
+  else
+    local level, updated, found = load(KEYS[i], capacity, now)
+    level, updated = refill(level, updated, capacity, rate, per, now)
+    seen[i] = {level, updated, found}
+    ok, tooLarge = check(level, capacity, cost)
+    if not ok and not tooLarge then
+      short = wait(level, cost, rate, per)
+    end
+  end
   if tooLarge then
     if firstLarge < 0 then
       firstLarge = i - 1
@@ -140,7 +259,7 @@ for i = 1, n do
     if firstShort < 0 then
       firstShort = i - 1
     end
-    retry = math.max(retry, wait(level, cost, rate, per))
+    retry = math.max(retry, short)
   end
 end
 
@@ -155,21 +274,34 @@ end
 
 if reply[1] == 0 or not commit then
   for i = 1, n do
-    local a = 4 * i - 1
+    local a = 6 * i - 3
     local capacity, rate, per = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-    local level = seen[i][1]
-    reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, capacity, rate, per)
+    local windowEnd = tonumber(ARGV[a + 4])
+    if windowEnd > 0 then
+      local used = seen[i][1]
+      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - used), untilEnd(windowEnd, now)
+    else
+      local level = seen[i][1]
+      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, capacity, rate, per)
+    end
   end
   return reply
 end
 
 -- Phase 2: every bucket can pay; commit every cost.
 for i = 1, n do
-  local a = 4 * i - 1
-  local capacity, rate, per, cost = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  local level = seen[i][1] - cost
-  local reset = wait(level, capacity, rate, per)
-  put(KEYS[i], seen[i][3], level, seen[i][2], capacity, reset, now)
-  reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), reset
+  local a = 6 * i - 3
+  local capacity, rate, per = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local windowStart, windowEnd, cost = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  if windowEnd > 0 then
+    local used = charge(seen[i][1], cost)
+    putQuota(KEYS[i], seen[i][3], used, seen[i][2], windowStart, windowEnd, now)
+    reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - used), untilEnd(windowEnd, now)
+  else
+    local level = seen[i][1] - cost
+    local reset = wait(level, capacity, rate, per)
+    put(KEYS[i], seen[i][3], level, seen[i][2], capacity, reset, now)
+    reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), reset
+  end
 end
 return reply

@@ -1,6 +1,8 @@
 // Package storetest is the behavioural contract every bucket.Store meets: one
 // suite of timelines, run against the memory store and against the Redis
-// store on miniredis, a real redis-server and a real Redis Cluster.
+// store on miniredis, a real redis-server and a real Redis Cluster. The
+// timelines cover token buckets (timelines.go), calendar quotas and takes
+// that mix both kinds (quotas.go).
 //
 // A store under test reads its time from the Clock the suite hands its
 // factory, so the suite can walk fixed instants: the memory store takes

@@ -19,13 +19,13 @@ type NewStore func(t *testing.T, clock *Clock) bucket.Store
 // Start is the instant every timeline's offsets count from.
 var Start = time.Date(2025, time.March, 1, 12, 0, 0, 0, time.UTC)
 
-// Run runs every timeline of the contract as a subtest of t, one after the
-// other (a Redis store's clock may be shared), each on a store from newStore
+// Run runs every timeline of the contract, token buckets' then quotas', as
+// a subtest of t, one after the other (a Redis store's clock may be shared), each on a store from newStore
 // with a clock reading Start, and its keys and request ids under a prefix of
 // its own.
 func Run(t *testing.T, newStore NewStore) {
 	t.Helper()
-	for _, tl := range timelines {
+	for _, tl := range append(timelines[:len(timelines):len(timelines)], quotaTimelines...) {
 		t.Run(tl.name, func(t *testing.T) {
 			clock := NewClock(Start)
 			store := newStore(t, clock)
