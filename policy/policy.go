@@ -83,7 +83,7 @@ func Compile(c *config.Config) (*Policy, error) {
 	var problems []string
 	for i, l := range c.Limits {
 		r := compileRule(l)
-		if err := r.Limit.Validate(); err != nil {
+		if err := r.LimitAt(time.Now()).Validate(); err != nil {
 			problems = append(problems, fmt.Sprintf("limits[%d]: rate %v per %v, burst %v does not make a usable bucket (%v): use a larger rate or a shorter period",
 				i, l.Rate, time.Duration(l.Per), l.Burst, err))
 		}

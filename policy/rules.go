@@ -57,7 +57,15 @@ type Rule struct {
 	Scope Scope
 	Unit  Unit
 	// Limit is the bucket shape in the rule's units (micro-USD for usd).
+	// For a quota only Capacity is set here: LimitAt adds the window.
 	Limit bucket.Limit
+	// Period is the calendar period of a quota, 0 for a token bucket.
+	Period Period
+	// Location is the time zone whose midnight starts a quota's period.
+	Location *time.Location
+	// WarnAt are the used fractions of a quota that trigger a warning,
+	// increasing.
+	WarnAt []float64
 	// FailOpen: while the store is unavailable the rule admits against a
 	// per-node fallback bucket; otherwise (fail-closed) it answers 503.
 	FailOpen bool
@@ -142,6 +150,19 @@ func escapeID(b *strings.Builder, id string) {
 	}
 }
 
+// IsQuota reports whether the rule is a calendar quota.
+func (r *Rule) IsQuota() bool { return r.Period != 0 }
+
+// LimitAt is the bucket the rule takes from at now: its token bucket, or
+// for a quota the Capacity over the calendar period containing now.
+func (r *Rule) LimitAt(now time.Time) bucket.Limit {
+	if r.Period == 0 {
+		return r.Limit
+	}
+	start, end := r.Period.Window(now, r.Location)
+	return bucket.Quota(r.Limit.Capacity, start, end)
+}
+
 // compileRule turns a validated config limit into a Rule. Dollar amounts
 // become micro-USD. A rate that is not a whole number of units per period is
 // kept to a thousandth of a unit by scaling Rate and Per by 1000.
@@ -150,6 +171,21 @@ func compileRule(l config.Limit) Rule {
 	unit := Unit(slices.Index(unitNames[:], l.Unit))
 	if unit == UnitUSD {
 		scale = 1e6
+	}
+	if l.Quota != 0 {
+		loc, err := time.LoadLocation(l.Timezone)
+		if err != nil {
+			loc = time.UTC // Validate has refused it already
+		}
+		return Rule{
+			Name: l.Name, Scope: Scope(slices.Index(scopeNames[:], l.Scope)), Unit: unit,
+			Limit:    bucket.Limit{Capacity: int64(math.Floor(l.Quota * scale))},
+			Period:   parsePeriod(l.Period),
+			Location: loc,
+			WarnAt:   l.WarnAt,
+			FailOpen: l.OnFailure != "closed",
+			plans:    l.Plans, tenants: l.Tenants, users: l.Users, models: l.Models, paths: l.Paths,
+		}
 	}
 	rate, per := l.Rate*scale, time.Duration(l.Per)
 	if rate != math.Trunc(rate) {
@@ -176,7 +212,11 @@ func compileRule(l config.Limit) Rule {
 	}
 }
 
-// String describes the rule for messages: "user-tpm (20000 tokens, refill 10000 per 1m0s)".
+// String describes the rule for messages: "user-tpm (20000 tokens, refill
+// 10000 per 1m0s)" or "acme-monthly (500000000 usd per month)".
 func (r *Rule) String() string {
+	if r.IsQuota() {
+		return fmt.Sprintf("%s (%d %s per %s)", r.Name, r.Limit.Capacity, r.Unit, r.Period)
+	}
 	return fmt.Sprintf("%s (%d %s, refill %d per %s)", r.Name, r.Limit.Capacity, r.Unit, r.Limit.Rate, r.Limit.Per)
 }

@@ -18,7 +18,8 @@ import (
 type applied struct {
 	rule     *policy.Rule
 	key      string
-	reserved int64 // units taken at admission
+	limit    bucket.Limit // as taken: a quota's window is that of admission
+	reserved int64        // units taken at admission
 	status   bucket.Status
 }
 
@@ -70,7 +71,7 @@ func setAnthropicHeaders(h *fasthttp.ResponseHeader, rules []applied) {
 			continue
 		}
 		a := rules[i]
-		h.Set("anthropic-ratelimit-"+kind.name+"-limit", strconv.FormatInt(a.rule.Limit.Capacity, 10))
+		h.Set("anthropic-ratelimit-"+kind.name+"-limit", strconv.FormatInt(a.limit.Capacity, 10))
 		h.Set("anthropic-ratelimit-"+kind.name+"-remaining", strconv.FormatInt(max(a.status.Remaining, 0), 10))
 		h.Set("anthropic-ratelimit-"+kind.name+"-reset", now.Add(a.status.Reset).UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339))
 	}
@@ -93,9 +94,9 @@ func setIETFHeaders(h *fasthttp.ResponseHeader, rules []applied, buf []byte) []b
 		}
 		buf = strconv.AppendQuote(buf, a.rule.Name)
 		buf = append(buf, ";q="...)
-		buf = strconv.AppendInt(buf, a.rule.Limit.Capacity, 10)
+		buf = strconv.AppendInt(buf, a.limit.Capacity, 10)
 		buf = append(buf, ";w="...)
-		buf = strconv.AppendInt(buf, ceilSeconds(fillTime(a.rule.Limit, 0)), 10)
+		buf = strconv.AppendInt(buf, ceilSeconds(window(a.limit)), 10)
 		buf = append(buf, `;llmguard-unit="`...)
 		buf = append(buf, a.rule.Unit.String()...)
 		buf = append(buf, '"')
@@ -117,9 +118,18 @@ func setIETFHeaders(h *fasthttp.ResponseHeader, rules []applied, buf []byte) []b
 }
 
 func setOpenAITrio(h *fasthttp.ResponseHeader, kind string, a applied) {
-	h.Set("x-ratelimit-limit-"+kind, strconv.FormatInt(a.rule.Limit.Capacity, 10))
+	h.Set("x-ratelimit-limit-"+kind, strconv.FormatInt(a.limit.Capacity, 10))
 	h.Set("x-ratelimit-remaining-"+kind, strconv.FormatInt(max(a.status.Remaining, 0), 10))
 	h.Set("x-ratelimit-reset-"+kind, goDuration(a.status.Reset))
+}
+
+// window is the w of a RateLimit-Policy item: the time a token bucket takes
+// to refill from empty, or a quota's period length.
+func window(l bucket.Limit) time.Duration {
+	if l.IsQuota() {
+		return l.WindowEnd.Sub(l.WindowStart)
+	}
+	return fillTime(l, 0)
 }
 
 // fillTime is how long a bucket of limit l takes to refill from level to
@@ -174,13 +184,24 @@ func writeDenied(ctx *fasthttp.RequestCtx, f Flavor, d bucket.Decision, rules []
 		typ = "requests"
 	}
 	e := apiError{status: fasthttp.StatusTooManyRequests, openAIType: typ, openAICode: "rate_limit_exceeded", anthropicType: "rate_limit_error"}
-	if d.TooLarge {
+	switch {
+	case d.TooLarge:
 		e.message = fmt.Sprintf("Request too large for limit %s (%s scope): requested %d %s, but the limit holds at most %d %s. Waiting will not help: reduce the request (e.g. max_tokens or the prompt).",
-			a.rule.Name, a.rule.Scope, a.reserved, unit, a.rule.Limit.Capacity, unit)
+			a.rule.Name, a.rule.Scope, a.reserved, unit, a.limit.Capacity, unit)
 		ctx.Response.Header.Set("x-should-retry", "false")
-	} else {
+	case a.limit.IsQuota():
+		// A budget spent until its period ends (DESIGN.md §6): OpenAI's
+		// insufficient_quota, and x-should-retry: false so that the SDKs do
+		// not retry for days.
+		e.openAIType, e.openAICode = "insufficient_quota", "insufficient_quota"
+		e.message = fmt.Sprintf("Budget %s (%s scope) is spent for this %s: %d of %d %s used, this request needs %d. It resets at %s (in %s).",
+			a.rule.Name, a.rule.Scope, a.rule.Period, a.limit.Capacity-a.status.Remaining, a.limit.Capacity, unit, a.reserved,
+			a.limit.WindowEnd.UTC().Format(time.RFC3339), goDuration(d.RetryAfter))
+		ctx.Response.Header.Set("x-should-retry", "false")
+		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10))
+	default:
 		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %d per %s, remaining %d, requested %d. Please try again in %s.",
-			a.rule.Name, a.rule.Scope, unit, a.rule.Limit.Rate, a.rule.Limit.Per, max(a.status.Remaining, 0), a.reserved, goDuration(d.RetryAfter))
+			a.rule.Name, a.rule.Scope, unit, a.limit.Rate, a.limit.Per, max(a.status.Remaining, 0), a.reserved, goDuration(d.RetryAfter))
 		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10))
 		ctx.Response.Header.Set("retry-after-ms", strconv.FormatInt(max(int64((d.RetryAfter+time.Millisecond-1)/time.Millisecond), 1), 10))
 	}

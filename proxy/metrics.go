@@ -59,6 +59,9 @@ type Metrics struct {
 	upstreamStatus  *prometheus.CounterVec
 	failures        *prometheus.CounterVec
 	budgetWarnings  *prometheus.CounterVec
+	quotaUsed       *prometheus.GaugeVec
+	quotaLimit      *prometheus.GaugeVec
+	quotaEnd        *prometheus.GaugeVec
 
 	tenants, models *labelCap
 }
@@ -83,6 +86,9 @@ type Metrics struct {
 //	upstream_responses_total{upstream,status}         upstream answers by HTTP status (0: unreachable)
 //	store_failure_decisions_total{limit,decision}     fail_open / fail_closed decisions while the store is unavailable
 //	budget_warnings_total{limit}                      quota warning thresholds crossed
+//	quota_used{limit,tenant}                          a quota's use in its period at the last admission (USD for usd)
+//	quota_limit{limit,tenant}                         the quota's amount per period (USD for usd)
+//	quota_period_end_timestamp_seconds{limit,tenant}  when the quota's period ends (unix seconds)
 //
 // Errors: registration conflicts from reg.
 func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
@@ -135,11 +141,18 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 			"Decisions made while the store was unavailable, by limit: fail_open (checked against the node's fallback bucket) or fail_closed (503).",
 			"limit", "decision"),
 		budgetWarnings: counter("budget_warnings_total", "Quota warning thresholds (warn_at) crossed, once per threshold and period on each node.", "limit"),
-		tenants:        newLabelCap(o.MaxTenants),
-		models:         newLabelCap(o.MaxModels),
+		quotaUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmguard_quota_used",
+			Help: "A quota's use in its current period at the last admission, in the limit's unit (USD for usd limits)."}, []string{"limit", "tenant"}),
+		quotaLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmguard_quota_limit",
+			Help: "A quota's amount per period, in the limit's unit (USD for usd limits)."}, []string{"limit", "tenant"}),
+		quotaEnd: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmguard_quota_period_end_timestamp_seconds",
+			Help: "End of a quota's current period, unix seconds."}, []string{"limit", "tenant"}),
+		tenants: newLabelCap(o.MaxTenants),
+		models:  newLabelCap(o.MaxModels),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.tokensEstimated, m.tokens, m.estimateRatio, m.reserved, m.refunded,
-		m.charged, m.spend, m.utilization, m.decision, m.overhead, m.upstreamSeconds, m.upstreamStatus, m.failures, m.budgetWarnings} {
+		m.charged, m.spend, m.utilization, m.decision, m.overhead, m.upstreamSeconds, m.upstreamStatus, m.failures, m.budgetWarnings,
+		m.quotaUsed, m.quotaLimit, m.quotaEnd} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -178,8 +191,17 @@ func (m *Metrics) admitted(x *exchange) {
 		if a.reserved > 0 {
 			m.reserved.WithLabelValues(a.rule.Name).Add(float64(a.reserved))
 		}
-		if c := a.rule.Limit.Capacity; c > 0 {
+		if c := a.limit.Capacity; c > 0 {
 			m.utilization.WithLabelValues(a.rule.Name, tenant).Set(1 - float64(a.status.Remaining)/float64(c))
+		}
+		if a.limit.IsQuota() {
+			scale := 1.0
+			if a.rule.Unit == policy.UnitUSD {
+				scale = 1e-6 // exported in USD, Prometheus' base unit
+			}
+			m.quotaUsed.WithLabelValues(a.rule.Name, tenant).Set(float64(a.limit.Capacity-a.status.Remaining) * scale)
+			m.quotaLimit.WithLabelValues(a.rule.Name, tenant).Set(float64(a.limit.Capacity) * scale)
+			m.quotaEnd.WithLabelValues(a.rule.Name, tenant).Set(float64(a.limit.WindowEnd.Unix()))
 		}
 	}
 }

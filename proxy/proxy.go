@@ -60,6 +60,9 @@ type Options struct {
 	Ledger interface{ Write(ledger.Record) bool }
 	// Logger receives structured logs; nil: slog.Default().
 	Logger *slog.Logger
+	// Now is the clock that places a request in its quota periods (the
+	// buckets' own clock is the store's). nil: time.Now. Tests steer it.
+	Now func() time.Time
 }
 
 // Proxy is the llmguard request handler: identify, weigh, take, forward,
@@ -68,6 +71,8 @@ type Proxy struct {
 	opt    Options
 	router *router
 	log    *slog.Logger
+	// warned remembers the budget thresholds already reported.
+	warned warnings
 	// live is the policy and weigher requests use now; Reload swaps it.
 	// A request keeps the pair it started with until it is settled.
 	live atomic.Pointer[live]
@@ -113,6 +118,9 @@ func New(opt Options) (*Proxy, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
 	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger}
 	px.Reload(opt.Policy, opt.Weigher)
 	return px, nil
@@ -155,6 +163,8 @@ type exchange struct {
 	upstreamTime time.Duration
 	// status is the HTTP status the client got.
 	status int
+	// warnings are the x-llmguard-budget-warning values of the answer.
+	warnings []string
 }
 
 // classify names the endpoint of a request from its decoded upstream path.
@@ -247,6 +257,7 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	rules := cur.policy.Match(rulesBuf[:0], pr, x.est.Model, upPath)
 	if len(rules) > 0 {
 		reserve := policy.Tokens{Input: x.est.InputTokens, Output: x.est.OutputTokens}
+		now := p.opt.Now()
 		items := make([]bucket.Item, len(rules))
 		x.rules = make([]applied, len(rules))
 		for i, r := range rules {
@@ -255,8 +266,9 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 				units = 0 // other paths count as requests only
 			}
 			key := r.Key(pr)
-			items[i] = bucket.Item{Key: key, Limit: r.Limit, Cost: units}
-			x.rules[i] = applied{rule: r, key: key, reserved: units}
+			limit := r.LimitAt(now)
+			items[i] = bucket.Item{Key: key, Limit: limit, Cost: units}
+			x.rules[i] = applied{rule: r, key: key, limit: limit, reserved: units}
 		}
 		d, err := p.take(items)
 		if errors.Is(err, bucket.ErrInvalid) {
@@ -304,6 +316,7 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 				writeDenied(ctx, up.Flavor, d, x.rules)
 				return
 			}
+			p.budgetWarnings(x)
 		}
 	}
 

@@ -38,6 +38,9 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	if x.est.ServerContext {
 		ctx.Response.Header.Set("x-llmguard-estimate", "partial")
 	}
+	for _, w := range x.warnings {
+		ctx.Response.Header.Add("x-llmguard-budget-warning", w)
+	}
 	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules, nil)
 	status := resp.StatusCode()
 	x.status = status
@@ -314,7 +317,7 @@ func (p *Proxy) settle(x *exchange, s settlement) {
 			units = a.rule.Units(actual, x.price)
 		}
 		if d := units - a.reserved; d != 0 {
-			deltas = append(deltas, bucket.Delta{Key: a.key, Limit: a.rule.Limit, Units: d})
+			deltas = append(deltas, bucket.Delta{Key: a.key, Limit: a.limit, Units: d}) // the take's window
 			limits = append(limits, a.rule.Name)
 		}
 	}
@@ -368,7 +371,7 @@ func (p *Proxy) record(x *exchange, s settlement, actual policy.Tokens, known bo
 func tightestRatio(rules []applied) int {
 	best, bestShare := -1, 0.0
 	for i, a := range rules {
-		share := float64(a.status.Remaining) / float64(max(a.rule.Limit.Capacity, 1))
+		share := float64(a.status.Remaining) / float64(max(a.limit.Capacity, 1))
 		if best < 0 || share < bestShare {
 			best, bestShare = i, share
 		}

@@ -36,6 +36,9 @@ func runServe(t *testing.T, bin, cfg string) string {
 			if strings.Contains(s.Text(), "llmguard listening") {
 				ready <- true
 			}
+			if strings.Contains(s.Text(), "level=WARN") || strings.Contains(s.Text(), "level=ERROR") {
+				t.Logf("%s: %s", listen, s.Text())
+			}
 		}
 		close(ready)
 	}()
@@ -72,7 +75,10 @@ keys:
   - {key: sk-b, user: b, tenant: acme}
 limits:
   - {name: tenant-rps, scope: tenant, unit: requests, rate: %d, per: 1s, burst: %d}
-store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms}
+# A generous deadline: this test is about sharing one budget, not about a
+# slow store, and the machine runs 4 proxies and 32 clients on 2 cores.
+# A limit that fails closed can never over-admit, whatever happens.
+store: {backend: redis, redis_url: "redis://%s/0", timeout: 1s, nodes: 4, on_failure: closed}
 `, mock.URL, rate, burst, srv.Addr())), 0o644)
 
 	bin := binary(t)

@@ -45,7 +45,11 @@ type App struct {
 
 // New builds every component from cfg. Errors: a component cannot start
 // (unknown encoding, bad upstream URL, unsupported store backend).
-func New(cfg *config.Config, log *slog.Logger) (*App, error) {
+func New(cfg *config.Config, log *slog.Logger) (*App, error) { return newApp(cfg, log, nil) }
+
+// newApp is New with a clock for the memory store and for quota periods
+// (nil: the real one); tests steer time with it.
+func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -56,7 +60,7 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(cfg, pol, a.Registry, log)
+	st, err := openStore(cfg, pol, a.Registry, log, now)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +104,7 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		StoreTimeout:     time.Duration(cfg.Store.Timeout),
 		Metrics:          metrics,
 		Logger:           log,
+		Now:              now,
 	})
 	if err != nil {
 		return nil, err

@@ -98,7 +98,14 @@ func startFile(t *testing.T, mock *mockllm.Server, path string, log *slog.Logger
 
 func startParsed(t *testing.T, mock *mockllm.Server, cfg *config.Config, log *slog.Logger) *harness {
 	t.Helper()
-	a, err := New(cfg, log)
+	return startClock(t, mock, cfg, log, nil)
+}
+
+// startClock runs llmguard with now as the memory store's and the quota
+// periods' clock.
+func startClock(t *testing.T, mock *mockllm.Server, cfg *config.Config, log *slog.Logger, now func() time.Time) *harness {
+	t.Helper()
+	a, err := newApp(cfg, log, now)
 	if err != nil {
 		t.Fatal(err)
 	}

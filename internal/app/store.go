@@ -46,10 +46,10 @@ func (s *stores) readiness(backend string) any {
 // not fatal: the scripts load by EVAL on first use), puts every call behind
 // a deadline and a circuit breaker, and queues reconciliations so that they
 // never add a round trip to a request and survive an outage (bounded).
-func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer, log *slog.Logger) (*stores, error) {
+func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer, log *slog.Logger, now func() time.Time) (*stores, error) {
 	c := cfg.Store
 	if c.Backend == "memory" {
-		m := bucket.NewMemory(bucket.MemoryOptions{})
+		m := bucket.NewMemory(bucket.MemoryOptions{Now: now})
 		return &stores{main: m, close: []func() error{m.Close}}, nil
 	}
 	if c.Backend != "redis" && c.Backend != "redis_cluster" {
@@ -95,7 +95,7 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 	logFactors := func() {
 		for _, rule := range pol.Rules() {
 			if rule.FailOpen {
-				oa := bucket.OverAdmissionOf(rule.Limit, c.Nodes, 0)
+				oa := bucket.OverAdmissionOf(rule.LimitAt(time.Now()), c.Nodes, 0)
 				log.Warn("store unavailable: fail-open limit now served by this node's fallback bucket",
 					"limit", rule.Name, "nodes", c.Nodes, "node_capacity", oa.Node.Capacity, "over_admission_factor", oa.Factor)
 			}
@@ -103,7 +103,7 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 	}
 	for _, rule := range pol.Rules() {
 		if rule.FailOpen {
-			m.factor.WithLabelValues(rule.Name).Set(bucket.OverAdmissionOf(rule.Limit, c.Nodes, 0).Factor)
+			m.factor.WithLabelValues(rule.Name).Set(bucket.OverAdmissionOf(rule.LimitAt(time.Now()), c.Nodes, 0).Factor)
 		}
 	}
 	guard := bucket.NewGuarded(r, bucket.GuardOptions{
