@@ -145,3 +145,23 @@ func (p *Policy) Price(model string) Price {
 // Rules returns the compiled rules, narrowest scope first. The slice must
 // not be modified.
 func (p *Policy) Rules() []Rule { return p.rules }
+
+// Principals returns every principal of the configured virtual keys,
+// ordered by tenant, user and key id.
+func (p *Policy) Principals() []Principal {
+	out := make([]Principal, 0, len(p.keys))
+	for _, pr := range p.keys {
+		out = append(out, pr)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Tenant != b.Tenant {
+			return a.Tenant < b.Tenant
+		}
+		if a.User != b.User {
+			return a.User < b.User
+		}
+		return a.KeyID < b.KeyID
+	})
+	return out
+}

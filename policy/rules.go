@@ -95,6 +95,14 @@ func (r *Rule) Matches(p Principal, model, reqPath string) bool {
 	return true
 }
 
+// MatchesPrincipal reports whether the rule's plan, tenant and user
+// matchers fit p (its model and path matchers are not consulted).
+func (r *Rule) MatchesPrincipal(p Principal) bool {
+	return (len(r.plans) == 0 || slices.Contains(r.plans, p.Plan)) &&
+		(len(r.tenants) == 0 || slices.Contains(r.tenants, p.Tenant)) &&
+		(len(r.users) == 0 || slices.Contains(r.users, p.User))
+}
+
 func globAny(globs []string, s string) bool {
 	for _, g := range globs {
 		if ok, _ := path.Match(g, s); ok {

@@ -16,8 +16,9 @@ import (
 //	              proxy can serve
 //	GET /metrics  Prometheus exposition of g
 //
-// ready returns the /readyz body; it may be nil.
-func AdminHandler(g prometheus.Gatherer, ready func() any) fasthttp.RequestHandler {
+// ready returns the /readyz body; it may be nil. extra maps more paths (such
+// as /admin/usage) to their handlers, which do their own authorization.
+func AdminHandler(g prometheus.Gatherer, ready func() any, extra map[string]fasthttp.RequestHandler) fasthttp.RequestHandler {
 	metrics := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	return func(ctx *fasthttp.RequestCtx) {
 		switch string(ctx.Path()) {
@@ -35,6 +36,10 @@ func AdminHandler(g prometheus.Gatherer, ready func() any) fasthttp.RequestHandl
 		case "/metrics":
 			metrics(ctx)
 		default:
+			if h, ok := extra[string(ctx.Path())]; ok {
+				h(ctx)
+				return
+			}
 			ctx.SetStatusCode(fasthttp.StatusNotFound)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 type cli struct {
 	Serve    serveCmd    `cmd:"" help:"Run the proxy."`
 	Validate validateCmd `cmd:"" help:"Validate a config file and exit."`
+	Usage    usageCmd    `cmd:"" help:"Show spend, tokens and quotas from a running llmguard (its /admin/usage endpoint)."`
 }
 
 type serveCmd struct {

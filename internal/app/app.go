@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,8 @@ import (
 // App is one llmguard instance. Build it with New, run it with Serve, stop it
 // with Close.
 type App struct {
+	// Config is the configuration the App started with (listeners, store,
+	// upstreams); a reload changes what requests use, not this field.
 	Config   *config.Config
 	Registry *prometheus.Registry
 	Proxy    *proxy.Proxy
@@ -35,12 +38,16 @@ type App struct {
 	// Ledger is the usage ledger writer, nil when none is configured.
 	Ledger *ledger.Writer
 
-	log      *slog.Logger
-	stores   *stores
-	reloadMu sync.Mutex
-	srv      *fasthttp.Server
-	admin    *fasthttp.Server
-	close    []func() error
+	log         *slog.Logger
+	stores      *stores
+	reloadMu    sync.Mutex
+	pol         atomic.Pointer[policy.Policy] // the policy in force
+	cfg         atomic.Pointer[config.Config] // the config in force
+	now         func() time.Time
+	ledgerRedis redis.UniversalClient // the ledger stream's client, for reports
+	srv         *fasthttp.Server
+	admin       *fasthttp.Server
+	close       []func() error
 }
 
 // New builds every component from cfg. Errors: a component cannot start
@@ -59,6 +66,12 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 	pol, w, err := compile(cfg)
 	if err != nil {
 		return nil, err
+	}
+	a.pol.Store(pol)
+	a.cfg.Store(cfg)
+	a.now = now
+	if a.now == nil {
+		a.now = time.Now
 	}
 	st, err := openStore(cfg, pol, a.Registry, log, now)
 	if err != nil {
@@ -83,10 +96,11 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
-	led, err := openLedger(cfg, a.Registry, log)
+	led, ledRedis, err := openLedger(cfg, a.Registry, log)
 	if err != nil {
 		return nil, err
 	}
+	a.ledgerRedis = ledRedis
 	if led != nil {
 		a.Ledger = led
 		a.close = append([]func() error{led.Close}, a.close...)
@@ -125,9 +139,10 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 		Logger:             fasthttpLogger{log},
 	}
 	a.admin = &fasthttp.Server{
-		Handler: proxy.AdminHandler(a.Registry, func() any { return st.readiness(cfg.Store.Backend) }),
-		Name:    "llmguard-admin",
-		Logger:  fasthttpLogger{log},
+		Handler: proxy.AdminHandler(a.Registry, func() any { return st.readiness(cfg.Store.Backend) },
+			map[string]fasthttp.RequestHandler{"/admin/usage": a.usageHandler}),
+		Name:   "llmguard-admin",
+		Logger: fasthttpLogger{log},
 	}
 	return a, nil
 }
@@ -206,25 +221,30 @@ func compile(cfg *config.Config) (*policy.Policy, *weigher.Weigher, error) {
 
 // openLedger starts the usage ledger writer when the config names a file
 // or a stream; nil otherwise.
-func openLedger(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*ledger.Writer, error) {
+func openLedger(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*ledger.Writer, redis.UniversalClient, error) {
 	lc := cfg.Ledger
 	if lc.File == "" && lc.RedisStream == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	o := ledger.Options{File: lc.File, MaxSizeMB: lc.MaxSizeMB, MaxBackups: lc.MaxBackups, Registerer: reg, Logger: log}
+	var rc redis.UniversalClient
 	if lc.RedisStream != "" {
 		ro, err := redis.ParseURL(lc.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("app: ledger.redis_url: %w", err)
+			return nil, nil, fmt.Errorf("app: ledger.redis_url: %w", err)
 		}
-		o.Redis, o.Stream, o.MaxLen = redis.NewClient(ro), lc.RedisStream, lc.MaxLen
+		rc = redis.NewClient(ro)
+		o.Redis, o.Stream, o.MaxLen = rc, lc.RedisStream, lc.MaxLen
 	}
 	w, err := ledger.New(o)
 	if err != nil {
-		return nil, fmt.Errorf("app: ledger: %w", err)
+		return nil, nil, fmt.Errorf("app: ledger: %w", err)
 	}
-	return w, nil
+	return w, rc, nil
 }
+
+// policy is the policy in force (the last successful reload's).
+func (a *App) policy() *policy.Policy { return a.pol.Load() }
 
 // ledgerOrNil keeps a nil *ledger.Writer from becoming a non-nil interface.
 func ledgerOrNil(w *ledger.Writer) interface{ Write(ledger.Record) bool } {

@@ -30,7 +30,7 @@ func (a *App) Reload(path string) error {
 	if err != nil {
 		return err
 	}
-	old := a.Config
+	old := a.cfg.Load()
 	for _, f := range []struct {
 		name     string
 		old, new any
@@ -43,7 +43,8 @@ func (a *App) Reload(path string) error {
 		}
 	}
 	a.Proxy.Reload(pol, w)
-	a.Config = cfg
+	a.pol.Store(pol)
+	a.cfg.Store(cfg)
 	a.log.Info("config reloaded", "path", path, "limits", len(cfg.Limits), "keys", len(cfg.Keys))
 	return nil
 }

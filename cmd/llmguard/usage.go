@@ -1,0 +1,109 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/app"
+)
+
+type usageCmd struct {
+	Config string `help:"YAML config file of the llmguard to ask (its admin_listen and admin_token_env)." type:"path" required:""`
+	Tenant string `help:"Only this tenant."`
+	Period string `help:"Calendar period (UTC): day, week or month." enum:"day,week,month" default:"month"`
+	JSON   bool   `name:"json" help:"Print the endpoint's JSON as it is."`
+	Admin  string `help:"Admin address (host:port) to ask instead of the config's admin_listen."`
+}
+
+// Run asks GET /admin/usage of the llmguard the config describes and
+// prints a table, or the JSON with --json.
+func (u *usageCmd) Run() error {
+	cfg, err := config.Load(u.Config)
+	if err != nil {
+		printConfigError(os.Stderr, u.Config, err)
+		os.Exit(1)
+	}
+	addr := cfg.AdminListen
+	if u.Admin != "" {
+		addr = u.Admin
+	}
+	q := url.Values{"period": {u.Period}}
+	if u.Tenant != "" {
+		q.Set("tenant", u.Tenant)
+	}
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/admin/usage?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	if env := cfg.AdminTokenEnv; env != "" {
+		req.Header.Set("Authorization", "Bearer "+os.Getenv(env))
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("usage: is llmguard running? %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("usage: %s answered %s: %s", addr, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if u.JSON {
+		_, err = os.Stdout.Write(append(body, '\n'))
+		return err
+	}
+	var rep app.UsageReport
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return fmt.Errorf("usage: %w", err)
+	}
+	printReport(os.Stdout, &rep)
+	return nil
+}
+
+func printReport(out io.Writer, r *app.UsageReport) {
+	who := "all tenants"
+	if r.Tenant != "" {
+		who = "tenant " + r.Tenant
+	}
+	fmt.Fprintf(out, "%s, %s %s – %s (UTC), from the ledger %s\n", who, r.Period.Name,
+		r.Period.Start.Format("2006-01-02"), r.Period.End.Format("2006-01-02"), r.Source)
+	fmt.Fprintf(out, "spend $%.6f (%d µUSD) over %d requests; burn rate $%.4f/day\n\n",
+		r.Spend.USD, r.Spend.MicroUSD, r.Requests, r.BurnRateUSDPerDay)
+	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
+	table := func(title string, rows []app.UsageRow, name func(app.UsageRow) string) {
+		if len(rows) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "%s\tspend USD\tµUSD\trequests\terrors\tinput tok\toutput tok\t\n", title)
+		for _, x := range rows {
+			fmt.Fprintf(w, "%s\t%.6f\t%d\t%d\t%d\t%d\t%d\t\n", name(x), x.Spend.USD, x.Spend.MicroUSD, x.Requests, x.Errors, x.Tokens.Input, x.Tokens.Output)
+		}
+		fmt.Fprintln(w, "\t\t\t\t\t\t\t")
+	}
+	table("tenant", r.ByTenant, func(x app.UsageRow) string { return x.Tenant })
+	table("user", r.ByUser, func(x app.UsageRow) string { return x.Tenant + "/" + x.User })
+	table("model", r.ByModel, func(x app.UsageRow) string { return x.Model })
+	if len(r.Quotas) > 0 {
+		fmt.Fprintf(w, "quota\tsubject\tused\tquota\tremaining\tused %%\tperiod end\tdays left\t\n")
+		for _, q := range r.Quotas {
+			days := "-"
+			if q.DaysLeft >= 0 {
+				days = fmt.Sprintf("%.1f", q.DaysLeft)
+			}
+			fmt.Fprintf(w, "%s\t%s %s\t%d\t%d %s\t%d\t%.1f\t%s\t%s\t\n", q.Limit, q.Scope, q.Subject, q.Used, q.Quota, q.Unit,
+				q.Remaining, 100*q.UsedFraction, q.PeriodEnd.Format(time.RFC3339), days)
+		}
+	}
+	w.Flush()
+}

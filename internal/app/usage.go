@@ -1,0 +1,262 @@
+package app
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/ledger"
+	"github.com/llmguard/llmguard/policy"
+)
+
+// UsageReport is the body of GET /admin/usage and of `llmguard usage
+// --json`: spend and tokens from the ledger, per tenant, user and model,
+// and every quota's state from the store, over one calendar period.
+type UsageReport struct {
+	Tenant string       `json:"tenant,omitempty"` // the filter; empty: every tenant
+	Period ReportPeriod `json:"period"`
+	// Spend is the ledger's total over the period (micro-USD exact; USD
+	// for reading).
+	Spend Spend `json:"spend"`
+	// BurnRateUSDPerDay is Spend over the days elapsed in the period.
+	BurnRateUSDPerDay float64      `json:"burn_rate_usd_per_day"`
+	Requests          int64        `json:"requests"`
+	Tokens            TokenTotals  `json:"tokens"`
+	ByTenant          []UsageRow   `json:"by_tenant"`
+	ByUser            []UsageRow   `json:"by_user"`
+	ByModel           []UsageRow   `json:"by_model"`
+	Quotas            []QuotaState `json:"quotas"`
+	// Source names where the spend was read: the ledger file or stream.
+	Source string `json:"source"`
+}
+
+// ReportPeriod is the calendar period a report covers, [Start, End).
+type ReportPeriod struct {
+	Name  string    `json:"name"` // day, week or month
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+}
+
+// Spend is an amount of money, exact in micro-USD.
+type Spend struct {
+	MicroUSD int64   `json:"micro_usd"`
+	USD      float64 `json:"usd"`
+}
+
+func spendOf(microUSD int64) Spend { return Spend{MicroUSD: microUSD, USD: float64(microUSD) / 1e6} }
+
+// TokenTotals are token counts (input includes cached and cache writes;
+// output includes reasoning).
+type TokenTotals struct {
+	Input       int64 `json:"input"`
+	CachedInput int64 `json:"cached_input"`
+	CacheWrite  int64 `json:"cache_write"`
+	Output      int64 `json:"output"`
+	Reasoning   int64 `json:"reasoning"`
+}
+
+// UsageRow is one tenant's, user's or model's share of the period.
+type UsageRow struct {
+	Tenant   string      `json:"tenant,omitempty"`
+	User     string      `json:"user,omitempty"`
+	Model    string      `json:"model,omitempty"`
+	Spend    Spend       `json:"spend"`
+	Requests int64       `json:"requests"`
+	Errors   int64       `json:"errors"`
+	Tokens   TokenTotals `json:"tokens"`
+}
+
+// QuotaState is one quota bucket as the store holds it now.
+type QuotaState struct {
+	Limit   string `json:"limit"`
+	Scope   string `json:"scope"`
+	Subject string `json:"subject"` // tenant, user or key id; "" for global
+	Tenant  string `json:"tenant,omitempty"`
+	Unit    string `json:"unit"` // tokens, requests, …, micro_usd
+	// Quota, Used and Remaining are in Unit; Used may exceed Quota after
+	// reconciliation.
+	Quota        int64     `json:"quota"`
+	Used         int64     `json:"used"`
+	Remaining    int64     `json:"remaining"`
+	UsedFraction float64   `json:"used_fraction"`
+	PeriodStart  time.Time `json:"period_start"`
+	PeriodEnd    time.Time `json:"period_end"`
+	// DaysLeft is Remaining at the period's burn rate so far, in days; -1
+	// when nothing was used yet.
+	DaysLeft float64 `json:"days_left"`
+}
+
+// Usage builds the report for tenant ("" = all) over the calendar period
+// ("day", "week" or "month"; "" = month) containing now, in UTC. Errors:
+// an unknown period, or a ledger that cannot be read.
+func (a *App) Usage(ctx context.Context, tenant, period string) (*UsageReport, error) {
+	p := map[string]policy.Period{"": policy.PeriodMonth, "day": policy.PeriodDay, "week": policy.PeriodWeek, "month": policy.PeriodMonth}[period]
+	if p == 0 {
+		return nil, errors.New("period must be day, week or month")
+	}
+	now := a.now()
+	start, end := p.Window(now, time.UTC)
+	rep := &UsageReport{Tenant: tenant, Period: ReportPeriod{Name: p.String(), Start: start, End: end}}
+	recs, source, err := a.readLedger(ctx, start, end)
+	if err != nil {
+		return nil, err
+	}
+	rep.Source = source
+	sum := ledger.Summarize(recs, ledger.Filter{Tenant: tenant, From: start, To: end})
+	rep.Spend = spendOf(sum.Total.CostMicroUSD)
+	rep.Requests = sum.Total.Requests
+	rep.Tokens = tokenTotals(sum.Total)
+	if days := now.Sub(start).Hours() / 24; days > 0 {
+		rep.BurnRateUSDPerDay = rep.Spend.USD / days
+	}
+	for t, v := range sum.Tenants {
+		rep.ByTenant = append(rep.ByTenant, row(v, UsageRow{Tenant: t}))
+	}
+	for k, v := range sum.Users {
+		rep.ByUser = append(rep.ByUser, row(v, UsageRow{Tenant: k.Tenant, User: k.User}))
+	}
+	for m, v := range sum.Models {
+		rep.ByModel = append(rep.ByModel, row(v, UsageRow{Model: m}))
+	}
+	for _, rows := range [][]UsageRow{rep.ByTenant, rep.ByUser, rep.ByModel} {
+		sort.Slice(rows, func(i, j int) bool { return rows[i].Spend.MicroUSD > rows[j].Spend.MicroUSD })
+	}
+	rep.Quotas, err = a.quotas(ctx, tenant, now)
+	return rep, err
+}
+
+func row(t ledger.Totals, r UsageRow) UsageRow {
+	r.Spend, r.Requests, r.Errors, r.Tokens = spendOf(t.CostMicroUSD), t.Requests, t.Errors, tokenTotals(t)
+	return r
+}
+
+func tokenTotals(t ledger.Totals) TokenTotals {
+	return TokenTotals{Input: t.InputTokens, CachedInput: t.CachedInputTokens, CacheWrite: t.CacheWriteTokens,
+		Output: t.OutputTokens, Reasoning: t.ReasoningTokens}
+}
+
+// readLedger reads the records of [from, to) from the ledger file, else the
+// stream. No ledger configured: no records.
+func (a *App) readLedger(ctx context.Context, from, to time.Time) ([]ledger.Record, string, error) {
+	lc := a.cfg.Load().Ledger
+	if a.Ledger != nil {
+		if err := a.Ledger.Flush(ctx); err != nil && !errors.Is(err, ledger.ErrClosed) {
+			a.log.Warn("ledger flush before a report", "err", err)
+		}
+	}
+	switch {
+	case lc.File != "":
+		recs, err := ledger.ReadFiles(lc.File)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, "file", nil
+		}
+		return recs, "file", err
+	case lc.RedisStream != "" && a.ledgerRedis != nil:
+		recs, err := ledger.ReadStream(ctx, a.ledgerRedis, lc.RedisStream, from, to)
+		return recs, "redis_stream", err
+	}
+	return nil, "none", nil
+}
+
+// quotas reads every quota bucket of the tenant's principals with a
+// cost-0 take: it changes nothing and reports each bucket's remaining.
+func (a *App) quotas(ctx context.Context, tenant string, now time.Time) ([]QuotaState, error) {
+	pol := a.policy()
+	var out []QuotaState
+	seen := map[string]bool{}
+	for _, pr := range pol.Principals() {
+		if tenant != "" && pr.Tenant != tenant {
+			continue
+		}
+		for i := range pol.Rules() {
+			r := &pol.Rules()[i]
+			if !r.IsQuota() || !r.MatchesPrincipal(pr) {
+				continue
+			}
+			key := r.Key(pr)
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			limit := r.LimitAt(now)
+			tctx, cancel := context.WithTimeout(ctx, time.Second)
+			d, err := a.Store.Take(tctx, []bucket.Item{{Key: key, Limit: limit}})
+			cancel()
+			if err != nil {
+				return out, err
+			}
+			st := d.Buckets[0]
+			q := QuotaState{Limit: r.Name, Scope: r.Scope.String(), Subject: subjectOf(r, pr), Tenant: pr.Tenant,
+				Unit: r.Unit.String(), Quota: limit.Capacity, Used: limit.Capacity - st.Remaining, Remaining: st.Remaining,
+				PeriodStart: limit.WindowStart, PeriodEnd: limit.WindowEnd, DaysLeft: -1}
+			if r.Unit == policy.UnitUSD {
+				q.Unit = "micro_usd"
+			}
+			q.UsedFraction = float64(q.Used) / float64(max(q.Quota, 1))
+			if elapsed := now.Sub(limit.WindowStart).Hours() / 24; q.Used > 0 && elapsed > 0 {
+				q.DaysLeft = float64(max(q.Remaining, 0)) / (float64(q.Used) / elapsed)
+			}
+			out = append(out, q)
+		}
+	}
+	slices.SortFunc(out, func(x, y QuotaState) int { return strings.Compare(x.Limit+x.Subject, y.Limit+y.Subject) })
+	return out, nil
+}
+
+func subjectOf(r *policy.Rule, pr policy.Principal) string {
+	switch r.Scope {
+	case policy.ScopeKey:
+		return pr.KeyID
+	case policy.ScopeUser:
+		return pr.User
+	case policy.ScopeTenant:
+		return pr.Tenant
+	}
+	return ""
+}
+
+// usageHandler serves GET /admin/usage?tenant=…&period=day|week|month. With
+// admin_token_env set it requires `Authorization: Bearer <token>`;
+// without, it answers loopback clients only.
+func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
+	token := ""
+	if env := a.cfg.Load().AdminTokenEnv; env != "" {
+		token = os.Getenv(env)
+	}
+	if !adminAllowed(ctx, token) {
+		ctx.SetStatusCode(fasthttp.StatusUnauthorized)
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="llmguard-admin"`)
+		ctx.SetBodyString(`{"error":"unauthorized"}`)
+		return
+	}
+	rep, err := a.Usage(context.Background(), string(ctx.QueryArgs().Peek("tenant")), string(ctx.QueryArgs().Peek("period")))
+	ctx.SetContentType("application/json")
+	if err != nil {
+		ctx.SetStatusCode(fasthttp.StatusBadRequest)
+		b, _ := json.Marshal(map[string]string{"error": err.Error()})
+		ctx.SetBody(b)
+		return
+	}
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	ctx.SetBody(b)
+}
+
+func adminAllowed(ctx *fasthttp.RequestCtx, token string) bool {
+	if token == "" {
+		ip := net.IP(ctx.RemoteIP())
+		return ip.IsLoopback()
+	}
+	got := string(ctx.Request.Header.Peek("Authorization"))
+	return subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+token)) == 1
+}
