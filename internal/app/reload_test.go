@@ -2,7 +2,12 @@ package app
 
 import (
 	"bytes"
+	"context"
+	"strconv"
+
 	"fmt"
+	"github.com/llmguard/llmguard/ledger"
+	"github.com/llmguard/llmguard/policy"
 	"io"
 	"log/slog"
 	"net/http"
@@ -46,6 +51,7 @@ func TestConfigReloadUnderLoad(t *testing.T) {
 	t.Cleanup(func() { mock.Close() })
 	dir := t.TempDir()
 	path := filepath.Join(dir, "llmguard.yaml")
+	ledgerFile := filepath.Join(dir, "ledger.jsonl")
 	write := func(burst string) {
 		t.Helper()
 		// Write to a temporary file and rename it over, as editors and
@@ -55,10 +61,16 @@ func TestConfigReloadUnderLoad(t *testing.T) {
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 upstreams: [{name: mock, flavor: openai, base_url: "%s"}]
-keys: [{key: %s, user: alice, tenant: acme}]
+keys:
+  - {key: %s, user: alice, tenant: acme}
+  - {key: sk-load, user: loader, tenant: acme}
+models:
+  gpt-4o-mini: {input_usd_per_mtok: 0.15, cached_input_usd_per_mtok: 0.075, output_usd_per_mtok: 0.60}
 limits:
-  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: %s}
-`, mock.URL, testKey, burst)), 0o644); err != nil {
+  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: %s, users: [alice]}
+  - {name: acme-month, scope: tenant, unit: usd, quota: 100, period: month}
+ledger: {file: %q}
+`, mock.URL, testKey, burst, ledgerFile)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.Rename(tmp, path); err != nil {
@@ -74,9 +86,11 @@ limits:
 	}
 	t.Cleanup(stop)
 
-	// Steady load from 4 clients through every reload.
+	// Steady load from 4 clients through every reload: chat completions,
+	// each priced from the usage the upstream reported.
+	price := policy.USDPerMTok{Input: 0.15, CachedInput: 0.075, Output: 0.60}.Price()
 	var failures atomic.Int64
-	var sent atomic.Int64
+	var sent, expectMicroUSD atomic.Int64
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 4 {
@@ -89,19 +103,23 @@ limits:
 					return
 				default:
 				}
-				req, _ := http.NewRequest(http.MethodGet, h.url+"/v1/models", nil)
-				req.Header.Set("Authorization", "Bearer "+testKey)
+				req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions", strings.NewReader(hiBody))
+				req.Header.Set("Authorization", "Bearer sk-load")
+				req.Header.Set("x-mock-completion-tokens", strconv.Itoa(1+n%40))
 				resp, err := http.DefaultClient.Do(req)
 				sent.Add(1)
 				if err != nil {
 					failures.Add(1)
 					continue
 				}
-				io.Copy(io.Discard, resp.Body)
+				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode != 200 {
 					failures.Add(1)
+					continue
 				}
+				expectMicroUSD.Add(price.MicroUSD(policy.Tokens{Input: intField(t, string(b), "prompt_tokens"),
+					Output: intField(t, string(b), "completion_tokens")}))
 			}
 		}()
 	}
@@ -155,5 +173,26 @@ limits:
 	if failures.Load() != 0 {
 		t.Errorf("%d of %d requests failed during the reloads", failures.Load(), sent.Load())
 	}
-	t.Logf("%d requests during 3 reloads, none failed", sent.Load())
+	// The ledger holds every forwarded request: its total is the sum of the
+	// upstream-reported usage at the model's prices, to the micro-dollar.
+	if err := h.app.Ledger.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ledger.ReadFiles(ledgerFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	var loadRecs int64
+	for _, r := range recs {
+		if r.User == "loader" {
+			total += r.CostMicroUSD
+			loadRecs++
+		}
+	}
+	if loadRecs != sent.Load() || total != expectMicroUSD.Load() {
+		t.Errorf("ledger: %d records totalling %d µUSD; the load sent %d requests whose usage costs %d µUSD",
+			loadRecs, total, sent.Load(), expectMicroUSD.Load())
+	}
+	t.Logf("%d requests during 3 reloads, none failed; ledger total %d µUSD", sent.Load(), total)
 }
