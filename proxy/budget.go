@@ -27,7 +27,7 @@ func (p *Proxy) budgetWarnings(x *exchange) {
 		}
 		x.warnings = append(x.warnings, a.rule.Name+"; used="+strconv.FormatFloat(used, 'f', 2, 64))
 		if p.warned.first(a.key, a.limit.WindowStart.Unix(), crossed) {
-			p.opt.Metrics.budgetWarning(a.rule.Name)
+			p.opt.Metrics.budgetWarning(a.rule.Name, x.principal.Tenant)
 			p.log.Warn("budget threshold crossed", "limit", a.rule.Name, "key", a.key, "threshold", a.rule.WarnAt[crossed],
 				"used", used, "period_end", a.limit.WindowEnd)
 		}

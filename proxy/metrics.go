@@ -82,10 +82,10 @@ type Metrics struct {
 //	limit_utilization{limit,tenant}                   1 − remaining / capacity at the last admission
 //	decision_duration_seconds                         histogram of the store take
 //	overhead_seconds                                  histogram of time spent in llmguard, upstream excluded
-//	upstream_duration_seconds{upstream,code}          histogram of upstream time to response (code: 2xx…5xx, error)
+//	upstream_duration_seconds{upstream,code}          histogram of upstream time to response (code: 2xx…5xx)
 //	upstream_responses_total{upstream,status}         upstream answers by HTTP status (0: unreachable)
 //	store_failure_decisions_total{limit,decision}     fail_open / fail_closed decisions while the store is unavailable
-//	budget_warnings_total{limit}                      quota warning thresholds crossed
+//	budget_warnings_total{limit,tenant}               quota warning thresholds crossed
 //	quota_used{limit,tenant}                          a quota's use in its period at the last admission (USD for usd)
 //	quota_limit{limit,tenant}                         the quota's amount per period (USD for usd)
 //	quota_period_end_timestamp_seconds{limit,tenant}  when the quota's period ends (unix seconds)
@@ -140,7 +140,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 		failures: counter("store_failure_decisions_total",
 			"Decisions made while the store was unavailable, by limit: fail_open (checked against the node's fallback bucket) or fail_closed (503).",
 			"limit", "decision"),
-		budgetWarnings: counter("budget_warnings_total", "Quota warning thresholds (warn_at) crossed, once per threshold and period on each node.", "limit"),
+		budgetWarnings: counter("budget_warnings_total", "Quota warning thresholds (warn_at) crossed, once per threshold and period on each node.", "limit", "tenant"),
 		quotaUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmguard_quota_used",
 			Help: "A quota's use in its current period at the last admission, in the limit's unit (USD for usd limits)."}, []string{"limit", "tenant"}),
 		quotaLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmguard_quota_limit",
@@ -242,12 +242,10 @@ func (m *Metrics) upstream(name string, status int, d time.Duration) {
 	if m == nil {
 		return
 	}
-	code := "error"
-	if status > 0 {
-		code = strconv.Itoa(status/100) + "xx"
-	}
-	m.upstreamSeconds.WithLabelValues(name, code).Observe(d.Seconds())
 	m.upstreamStatus.WithLabelValues(name, strconv.Itoa(status)).Inc()
+	if status > 0 { // a failed dial is not a latency: it would pull the percentiles down
+		m.upstreamSeconds.WithLabelValues(name, strconv.Itoa(status/100)+"xx").Observe(d.Seconds())
+	}
 }
 
 func (m *Metrics) overheadTime(d time.Duration) {
@@ -269,9 +267,25 @@ func (m *Metrics) failure(f Flavor, model string, rules []applied, decision stri
 	}
 }
 
-func (m *Metrics) budgetWarning(limit string) {
+func (m *Metrics) budgetWarning(limit, tenant string) {
 	if m != nil {
-		m.budgetWarnings.WithLabelValues(limit).Inc()
+		m.budgetWarnings.WithLabelValues(limit, m.tenants.get(tenant)).Inc()
+	}
+}
+
+// Prepare creates every labelled series of rules that counts decisions
+// made only in rare events (fail-open, fail-closed), so that rate() sees
+// the first event after start-up or a reload.
+func (m *Metrics) Prepare(rules []policy.Rule) {
+	if m == nil {
+		return
+	}
+	for _, r := range rules {
+		decision := outcomeFailClosed
+		if r.FailOpen {
+			decision = outcomeFailOpen
+		}
+		m.failures.WithLabelValues(r.Name, decision)
 	}
 }
 

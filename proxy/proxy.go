@@ -89,6 +89,7 @@ type live struct {
 // subject, so a limit that keeps its name keeps its usage, under its new
 // capacity and rate. Safe for concurrent use.
 func (p *Proxy) Reload(pol *policy.Policy, w Weigher) {
+	p.opt.Metrics.Prepare(pol.Rules())
 	p.live.Store(&live{policy: pol, weigher: w})
 }
 

@@ -181,11 +181,11 @@ limits:
 	if w := resp.Header.Get("x-llmguard-budget-warning"); w != "alice-daily; used=0.62" {
 		t.Errorf("at 62%%: warning %q, want %q", w, "alice-daily; used=0.62")
 	}
-	if m := h.metrics(); !strings.Contains(m, `llmguard_budget_warnings_total{limit="alice-daily"} 1`) {
+	if m := h.metrics(); !strings.Contains(m, `llmguard_budget_warnings_total{limit="alice-daily",tenant="acme"} 1`) {
 		t.Errorf("threshold crossing not counted once")
 	}
 	h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":50}`)
-	if m := h.metrics(); !strings.Contains(m, `llmguard_budget_warnings_total{limit="alice-daily"} 1`) {
+	if m := h.metrics(); !strings.Contains(m, `llmguard_budget_warnings_total{limit="alice-daily",tenant="acme"} 1`) {
 		t.Errorf("the same threshold was counted again in the same period")
 	}
 }

@@ -111,7 +111,6 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 		Failures: c.Breaker.Failures,
 		OpenFor:  time.Duration(c.Breaker.OpenFor),
 		OnStateChange: func(from, to bucket.BreakerState) {
-			m.breaker.Set(float64(to))
 			log.Warn("store circuit breaker", "from", from.String(), "to", to.String())
 			if to == bucket.BreakerOpen && from == bucket.BreakerClosed {
 				logFactors() // once per outage
@@ -131,6 +130,17 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 		},
 	})
 	m.watchAsync(reg, async)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "llmguard_breaker_state",
+		Help: "State of the store circuit breaker: 0 closed, 1 half-open, 2 open.",
+	}, func() float64 { return float64(guard.State()) }))
+	// Every label set exists from the start, so that rate() sees the first
+	// error of an outage shorter than a scrape interval.
+	for _, op := range []bucket.Op{bucket.OpTake, bucket.OpReconcile} {
+		for _, k := range []bucket.ErrorKind{bucket.KindTimeout, bucket.KindConnection, bucket.KindOther} {
+			m.errors.WithLabelValues(op.String(), k.String())
+		}
+	}
 	fb := bucket.NewFallback(bucket.FallbackOptions{Nodes: c.Nodes})
 	return &stores{main: async, fallback: fb, guard: guard, async: async,
 		close: []func() error{async.Close, fb.Close, closeClient}}, nil
@@ -147,7 +157,6 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 type storeMetrics struct {
 	duration *prometheus.HistogramVec
 	errors   *prometheus.CounterVec
-	breaker  prometheus.Gauge
 	factor   *prometheus.GaugeVec
 }
 
@@ -162,16 +171,12 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 			Name: "llmguard_store_errors_total",
 			Help: "Failed store calls by operation and kind (timeout, connection, other).",
 		}, []string{"op", "kind"}),
-		breaker: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "llmguard_breaker_state",
-			Help: "State of the store circuit breaker: 0 closed, 1 half-open, 2 open.",
-		}),
 		factor: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "llmguard_fallback_over_admission_factor",
 			Help: "Worst-case ratio of what the cluster admits during a store outage to what a fail-open limit allows (per-node fallback buckets of limit / store.nodes).",
 		}, []string{"limit"}),
 	}
-	reg.MustRegister(m.duration, m.errors, m.breaker, m.factor)
+	reg.MustRegister(m.duration, m.errors, m.factor)
 	return m
 }
 
