@@ -131,15 +131,26 @@ func (p *Policy) Match(dst []*Rule, pr Principal, model, reqPath string) []*Rule
 // none is priced at the highest configured price of each kind, so that a
 // usd rule never undercounts an unlisted model.
 func (p *Policy) Price(model string) Price {
-	if pr, ok := p.prices[model]; ok {
-		return pr
+	if name, ok := p.ModelName(model); ok {
+		return p.prices[name]
+	}
+	return p.maxPrice
+}
+
+// ModelName is the priced model a request's model name resolves to: the
+// name itself, or the longest priced name it starts with. ok is false for a
+// model no price covers. Metrics label models by it, so their label values
+// come from the config and the price table, never from callers.
+func (p *Policy) ModelName(model string) (name string, ok bool) {
+	if _, ok := p.prices[model]; ok {
+		return model, true
 	}
 	for _, name := range p.byLength {
 		if strings.HasPrefix(model, name) {
-			return p.prices[name]
+			return name, true
 		}
 	}
-	return p.maxPrice
+	return "", false
 }
 
 // Rules returns the compiled rules, narrowest scope first. The slice must

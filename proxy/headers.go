@@ -188,13 +188,16 @@ func writeDenied(ctx *fasthttp.RequestCtx, f Flavor, d bucket.Decision, rules []
 	case d.TooLarge:
 		e.message = fmt.Sprintf("Request too large for limit %s (%s scope): requested %d %s, but the limit holds at most %d %s. Waiting will not help: reduce the request (e.g. max_tokens or the prompt).",
 			a.rule.Name, a.rule.Scope, a.reserved, unit, a.limit.Capacity, unit)
+		if a.limit.IsQuota() {
+			e.openAIType, e.openAICode = "insufficient_quota", "insufficient_quota"
+		}
 		ctx.Response.Header.Set("x-should-retry", "false")
 	case a.limit.IsQuota():
 		// A budget spent until its period ends (DESIGN.md §6): OpenAI's
 		// insufficient_quota, and x-should-retry: false so that the SDKs do
 		// not retry for days.
 		e.openAIType, e.openAICode = "insufficient_quota", "insufficient_quota"
-		e.message = fmt.Sprintf("Budget %s (%s scope) is spent for this %s: %d of %d %s used, this request needs %d. It resets at %s (in %s).",
+		e.message = fmt.Sprintf("Budget %s (%s scope) cannot cover this request this %s: %d of %d %s used, and this request reserves %d. It resets at %s (in %s).",
 			a.rule.Name, a.rule.Scope, a.rule.Period, a.limit.Capacity-a.status.Remaining, a.limit.Capacity, unit, a.reserved,
 			a.limit.WindowEnd.UTC().Format(time.RFC3339), goDuration(d.RetryAfter))
 		ctx.Response.Header.Set("x-should-retry", "false")

@@ -164,7 +164,7 @@ func (m *Metrics) request(f Flavor, model, outcome, limit string) {
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(f.String(), m.models.get(model), outcome, limit).Inc()
+	m.requests.WithLabelValues(f.String(), m.models.get(model), outcome, limit).Inc() // model: a priced name or "other"
 }
 
 func (m *Metrics) decisionTime(d time.Duration) {
@@ -179,7 +179,7 @@ func (m *Metrics) admitted(x *exchange) {
 	if m == nil {
 		return
 	}
-	f, model := x.upstream.Flavor.String(), m.models.get(x.est.Model)
+	f, model := x.upstream.Flavor.String(), m.models.get(x.modelLabel)
 	if x.est.InputTokens > 0 {
 		m.tokensEstimated.WithLabelValues(f, model, "input").Add(float64(x.est.InputTokens))
 	}
@@ -197,10 +197,10 @@ func (m *Metrics) admitted(x *exchange) {
 		if a.limit.IsQuota() {
 			scale := 1.0
 			if a.rule.Unit == policy.UnitUSD {
-				scale = 1e-6 // exported in USD, Prometheus' base unit
+				scale = 1e6 // micro-USD, exported in USD (Prometheus' base unit)
 			}
-			m.quotaUsed.WithLabelValues(a.rule.Name, tenant).Set(float64(a.limit.Capacity-a.status.Remaining) * scale)
-			m.quotaLimit.WithLabelValues(a.rule.Name, tenant).Set(float64(a.limit.Capacity) * scale)
+			m.quotaUsed.WithLabelValues(a.rule.Name, tenant).Set(float64(a.limit.Capacity-a.status.Remaining) / scale)
+			m.quotaLimit.WithLabelValues(a.rule.Name, tenant).Set(float64(a.limit.Capacity) / scale)
 			m.quotaEnd.WithLabelValues(a.rule.Name, tenant).Set(float64(a.limit.WindowEnd.Unix()))
 		}
 	}
@@ -212,7 +212,7 @@ func (m *Metrics) settled(x *exchange, u policy.Tokens, reasoning, costMicroUSD 
 	if m == nil {
 		return
 	}
-	f, model := x.upstream.Flavor.String(), m.models.get(x.est.Model)
+	f, model := x.upstream.Flavor.String(), m.models.get(x.modelLabel)
 	if known {
 		for _, t := range []struct {
 			kind string
@@ -254,12 +254,16 @@ func (m *Metrics) overheadTime(d time.Duration) {
 	}
 }
 
-// failure counts one request decided while the store was unavailable.
-func (m *Metrics) failure(f Flavor, model string, rules []applied, decision string) {
+// failure counts the limits of one request decided while the store was
+// unavailable; a fail-closed request also ends here (its outcome, with the
+// limit that failed closed), a fail-open one is counted when it ends.
+func (m *Metrics) failure(f Flavor, model string, rules []applied, decision, closedLimit string) {
 	if m == nil {
 		return
 	}
-	m.request(f, model, decision, "")
+	if decision == outcomeFailClosed {
+		m.request(f, model, decision, closedLimit)
+	}
 	for _, a := range rules {
 		if (decision == outcomeFailOpen) == a.rule.FailOpen {
 			m.failures.WithLabelValues(a.rule.Name, decision).Inc()

@@ -146,12 +146,15 @@ type exchange struct {
 	id        string
 	principal policy.Principal
 	keyHeader string // the header the caller's key came from
-	live      *live  // the policy and weigher this request started with
-	upstream  *Upstream
-	kind      weigher.Kind
-	est       weigher.Estimate
-	price     policy.Price
-	rules     []applied
+	// modelLabel is the model's metric label: its priced name, "other" for
+	// an unpriced model, "" when the request names none.
+	modelLabel string
+	live       *live // the policy and weigher this request started with
+	upstream   *Upstream
+	kind       weigher.Kind
+	est        weigher.Estimate
+	price      policy.Price
+	rules      []applied
 	// fallback: admitted by the per-node fallback while the store was
 	// unavailable; reconciled there too.
 	fallback bool
@@ -251,7 +254,18 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 			ctx.Response.Header.Set("x-llmguard-estimate", "partial")
 		}
 	}
+	if len(x.est.Model) > maxModelName {
+		p.opt.Metrics.request(up.Flavor, "", outcomeInvalid, "")
+		errModelName.write(ctx, up.Flavor)
+		return
+	}
 	x.price = cur.policy.Price(x.est.Model)
+	x.modelLabel = "other"
+	if name, ok := cur.policy.ModelName(x.est.Model); ok {
+		x.modelLabel = name
+	} else if x.est.Model == "" {
+		x.modelLabel = ""
+	}
 
 	// Match and take, two-phase, before any byte goes upstream.
 	var rulesBuf [8]*policy.Rule
@@ -285,11 +299,11 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 			// answer 503; fail-open ones are checked against this node's
 			// fallback bucket.
 			if closed := failClosedRule(x.rules); closed != nil {
-				p.opt.Metrics.failure(up.Flavor, x.est.Model, x.rules, outcomeFailClosed)
+				p.opt.Metrics.failure(up.Flavor, x.modelLabel, x.rules, outcomeFailClosed, closed.Name)
 				writeUnavailable(ctx, up.Flavor, closed, p.opt.UnavailableRetry)
 				return
 			}
-			p.opt.Metrics.failure(up.Flavor, x.est.Model, x.rules, outcomeFailOpen)
+			p.opt.Metrics.failure(up.Flavor, x.modelLabel, x.rules, outcomeFailOpen, "")
 			if p.opt.Fallback == nil {
 				p.log.Warn("store unavailable; admitting without limits", "err", err, "request_id", x.id)
 				x.rules = nil
@@ -313,7 +327,7 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 				if d.TooLarge {
 					outcome = outcomeTooLarge
 				}
-				p.opt.Metrics.request(up.Flavor, x.est.Model, outcome, x.rules[d.DeniedBy].rule.Name)
+				p.opt.Metrics.request(up.Flavor, x.modelLabel, outcome, x.rules[d.DeniedBy].rule.Name)
 				writeDenied(ctx, up.Flavor, d, x.rules)
 				return
 			}
@@ -325,6 +339,10 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	p.forward(ctx, x, rawUpPath, body)
 	p.opt.Metrics.overheadTime(time.Since(x.start) - x.upstreamTime)
 }
+
+// maxModelName bounds a request's model name, in bytes: no provider's
+// names come near it, and it keeps the ledger's lines and the logs bounded.
+const maxModelName = 256
 
 // take runs the two-phase take on the store under its deadline.
 func (p *Proxy) take(items []bucket.Item) (bucket.Decision, error) {
@@ -446,7 +464,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 		fasthttp.ReleaseResponse(resp)
 		p.log.Warn("upstream unreachable", "upstream", up.Name, "err", err, "request_id", x.id)
 		p.settle(x, settlement{refund: true})
-		p.opt.Metrics.request(up.Flavor, x.est.Model, outcomeUpstreamError, "")
+		p.opt.Metrics.request(up.Flavor, x.modelLabel, outcomeUpstreamError, "")
 		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules, nil)
 		apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_unreachable",
 			anthropicType: "api_error", message: "llmguard could not reach the upstream API (" + up.Name + ")."}.write(ctx, up.Flavor)

@@ -46,7 +46,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	x.status = status
 
 	if bytes.HasPrefix(resp.Header.ContentType(), []byte("text/event-stream")) && resp.BodyStream() != nil {
-		p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeFor(status), "")
+		p.opt.Metrics.request(x.upstream.Flavor, x.modelLabel, p.outcome(x, status), "")
 		p.opt.Metrics.upstream(x.upstream.Name, status, x.upstreamTime)
 		ctx.Response.Header.SetContentLength(-1)
 		conn := ctx.Conn() // serves this response until the writer returns
@@ -82,7 +82,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		// The upstream may have billed an answer it failed to deliver:
 		// keep the reservation unless it was an error status.
 		p.settle(x, settlement{refund: status >= 400})
-		p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeUpstreamError, "")
+		p.opt.Metrics.request(x.upstream.Flavor, x.modelLabel, outcomeUpstreamError, "")
 		ctx.Response.Header.Del("Content-Encoding")
 		apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_error",
 			anthropicType: "api_error", message: "llmguard lost the upstream response (" + x.upstream.Name + ")."}.write(ctx, x.upstream.Flavor)
@@ -94,7 +94,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		// answer pay nothing).
 		ctx.Response.SetBodyStream(&upstreamBody{Reader: io.MultiReader(bytes.NewReader(body), st), resp: resp}, -1)
 		p.settle(x, settlement{refund: status >= 400})
-		p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeFor(status), "")
+		p.opt.Metrics.request(x.upstream.Flavor, x.modelLabel, p.outcome(x, status), "")
 		return
 	}
 	resp.CloseBodyStream()
@@ -111,7 +111,7 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 			s = settlement{usage: u, hasUsage: true}
 		}
 	}
-	p.opt.Metrics.request(x.upstream.Flavor, x.est.Model, outcomeFor(status), "")
+	p.opt.Metrics.request(x.upstream.Flavor, x.modelLabel, p.outcome(x, status), "")
 	p.settle(x, s)
 }
 
@@ -377,4 +377,14 @@ func tightestRatio(rules []applied) int {
 		}
 	}
 	return best
+}
+
+// outcome is the requests_total outcome of a forwarded request: fail_open
+// when the per-node fallback admitted it, upstream_error for a 5xx,
+// allowed otherwise.
+func (p *Proxy) outcome(x *exchange, status int) string {
+	if x.fallback {
+		return outcomeFailOpen
+	}
+	return outcomeFor(status)
 }

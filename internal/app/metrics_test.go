@@ -160,17 +160,23 @@ func TestMetricsAfterAWorkload(t *testing.T) {
 	}
 }
 
-// Tenant and model labels are capped: past the cap, "other".
+// Model labels come from the priced names (a dated snapshot counts under
+// its family, an unpriced model as "other") and are capped: past the cap,
+// "other" too. No caller can grow the label set.
 func TestMetricLabelsAreBounded(t *testing.T) {
 	h := startFlavors(t, "metrics: {max_models: 1}\n")
-	h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`)
-	h.do("/v1/chat/completions", `{"model":"gpt-4o-mini-2024-07-18","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`)
-	h.do("/v1/chat/completions", `{"model":"gpt-made-up","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`)
-	m := h.scrape()
-	if got := m["llmguard_requests_total"].sum(map[string]string{"model": "gpt-4o-mini"}); got != 1 {
-		t.Errorf("first model: %v requests, want 1", got)
+	for _, model := range []string{"gpt-4o-mini", "gpt-4o-mini-2024-07-18", "gpt-4o", "gpt-made-up-" + strings.Repeat("x", 200)} {
+		h.do("/v1/chat/completions", `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`)
 	}
-	if got := m["llmguard_requests_total"].sum(map[string]string{"model": "other"}); got != 2 {
-		t.Errorf(`models past the cap: %v requests under "other", want 2`, got)
+	resp, _ := h.do("/v1/chat/completions", `{"model":"`+strings.Repeat("y", 300)+`","messages":[]}`)
+	if resp.StatusCode != 400 {
+		t.Errorf("a 300-byte model name: %d, want 400", resp.StatusCode)
+	}
+	m := h.scrape()
+	if got := m["llmguard_requests_total"].sum(map[string]string{"model": "gpt-4o-mini"}); got != 2 {
+		t.Errorf("gpt-4o-mini and its dated snapshot: %v requests, want 2", got)
+	}
+	if got := m["llmguard_requests_total"].sum(map[string]string{"model": "other", "outcome": "allowed"}); got != 2 {
+		t.Errorf(`gpt-4o (past the cap) and an unpriced model: %v requests under "other", want 2`, got)
 	}
 }

@@ -1,7 +1,10 @@
 package app
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"reflect"
 	"sync"
@@ -10,6 +13,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/policy"
 )
 
 // Reload reads the config file at path and, when it is valid, makes its
@@ -42,6 +46,7 @@ func (a *App) Reload(path string) error {
 			a.log.Warn("config reload: this section changes only at restart; keeping the running one", "field", f.name)
 		}
 	}
+	warnRedefined(a.log, a.pol.Load(), pol)
 	a.Proxy.Reload(pol, w)
 	a.pol.Store(pol)
 	a.cfg.Store(cfg)
@@ -50,9 +55,10 @@ func (a *App) Reload(path string) error {
 }
 
 // Watch reloads the config file at path whenever it changes (written,
-// replaced by rename as editors and config-management tools do, or
-// re-created), until stop is called. Changes within 100 ms are taken as
-// one. A failed reload is logged with every bad field, and the old config
+// replaced by rename as editors and config-management tools do,
+// re-created, or swapped behind a symlink as Kubernetes ConfigMaps are),
+// until stop is called. Changes within 100 ms are taken as one, and a
+// change that leaves the file's content as it was reloads nothing. A failed reload is logged with every bad field, and the old config
 // stays in force.
 func (a *App) Watch(path string) (stop func(), err error) {
 	w, err := fsnotify.NewWatcher()
@@ -70,6 +76,7 @@ func (a *App) Watch(path string) (stop func(), err error) {
 		w.Close()
 		return nil, err
 	}
+	last, _ := os.ReadFile(abs)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -84,7 +91,13 @@ func (a *App) Watch(path string) (stop func(), err error) {
 				if !ok {
 					return
 				}
-				if filepath.Clean(ev.Name) == abs && ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 {
+				// Any change in the directory may be the file: it may be a
+				// symlink whose target was swapped (Kubernetes ConfigMaps
+				// replace a "..data" link). The content decides below.
+				// The timer is not pushed back by later events: a busy
+				// directory (a ledger file beside the config) must not
+				// postpone the reload forever.
+				if ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Remove) != 0 && debounce == nil {
 					debounce = time.After(100 * time.Millisecond)
 				}
 			case err, ok := <-w.Errors:
@@ -94,6 +107,11 @@ func (a *App) Watch(path string) (stop func(), err error) {
 				a.log.Error("config watch", "err", err)
 			case <-debounce:
 				debounce = nil
+				b, err := os.ReadFile(abs)
+				if err != nil || bytes.Equal(b, last) {
+					continue // gone for a moment, or unchanged
+				}
+				last = b
 				if err := a.Reload(abs); err != nil {
 					a.logReloadError(abs, err)
 				}
@@ -119,4 +137,30 @@ func (a *App) logReloadError(path string, err error) {
 		return
 	}
 	a.log.Error("config reload refused; the running config stays in force", "path", path, "err", err)
+}
+
+// warnRedefined logs every limit that keeps its name but changes what its
+// stored amounts mean: its unit, or a quota's period or time zone. Its
+// buckets are keyed by name, so usage so far is read under the new
+// definition: a quota whose period now starts later begins afresh, and a
+// changed unit reinterprets the stored number. Rename the limit to start a
+// clean bucket, or keep the definition.
+func warnRedefined(log *slog.Logger, old, next *policy.Policy) {
+	prev := map[string]*policy.Rule{}
+	for i := range old.Rules() {
+		prev[old.Rules()[i].Name] = &old.Rules()[i]
+	}
+	for i := range next.Rules() {
+		r := &next.Rules()[i]
+		o, ok := prev[r.Name]
+		if !ok {
+			continue
+		}
+		if o.Unit != r.Unit || o.Period != r.Period || o.IsQuota() != r.IsQuota() ||
+			(r.IsQuota() && o.Location.String() != r.Location.String()) {
+			log.Warn("config reload: limit redefined under the same name; its stored usage is read under the new unit or period (a later-starting period begins afresh); rename the limit to start a new bucket instead",
+				"limit", r.Name, "old_unit", o.Unit.String(), "new_unit", r.Unit.String(),
+				"old_period", o.Period.String(), "new_period", r.Period.String())
+		}
+	}
 }

@@ -196,3 +196,53 @@ ledger: {file: %q}
 	}
 	t.Logf("%d requests during 3 reloads, none failed; ledger total %d µUSD", sent.Load(), total)
 }
+
+// A config mounted the way Kubernetes mounts a ConfigMap (c.yaml →
+// ..data/c.yaml, ..data → ..v1, swapped atomically to ..v2) is reloaded.
+func TestConfigMapStyleSwapIsReloaded(t *testing.T) {
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	dir := t.TempDir()
+	version := func(name, burst string) {
+		os.MkdirAll(filepath.Join(dir, name), 0o755)
+		os.WriteFile(filepath.Join(dir, name, "c.yaml"), []byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams: [{name: mock, flavor: openai, base_url: "%s"}]
+keys: [{key: %s, user: alice, tenant: acme}]
+limits: [{name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: %s}]
+`, mock.URL, testKey, burst)), 0o644)
+	}
+	version("..v1", "10000")
+	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink(filepath.Join("..data", "c.yaml"), filepath.Join(dir, "c.yaml"))
+	h := startFile(t, mock, filepath.Join(dir, "c.yaml"), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	stop, err := h.app.Watch(filepath.Join(dir, "c.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+
+	version("..v2", "777")
+	os.Symlink("..v2", filepath.Join(dir, "..data_tmp"))
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(filepath.Join(dir, "..v1"))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, _ := h.post(testKey, `{"model":"gpt-4o-mini","messages":[],"max_tokens":1}`)
+		if resp.Header.Get("x-ratelimit-limit-tokens") == "777" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("limit still %s after the ConfigMap swap, want 777", resp.Header.Get("x-ratelimit-limit-tokens"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
