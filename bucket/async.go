@@ -59,6 +59,12 @@ type AsyncOptions struct {
 	// RetryEvery is the wait before failed reconciliations are tried again;
 	// 0 means 100ms.
 	RetryEvery time.Duration
+	// MaxHold bounds how long a reconciliation is held through an outage;
+	// past it, it is dropped (counted, and reported to OnDrop). Set it below
+	// the store's once-per-request-id window (RedisOptions.DedupFor): an
+	// attempt whose reply was lost may have been applied, and a replay after
+	// the store forgot the request id would apply it twice. 0: no bound.
+	MaxHold time.Duration
 	// OnDrop, when set, is called with every reconciliation given up after
 	// Attempts tries, or at Close, and the last error, from the flushing
 	// goroutine. Refusals by Reconcile (queue full, closed) are returned to
@@ -112,6 +118,7 @@ var _ Store = (*AsyncReconciler)(nil)
 // before it (flushed set).
 type queued struct {
 	rc       Reconciliation
+	at       time.Time // when Reconcile accepted it
 	attempts int
 	flushed  chan struct{}
 }
@@ -162,7 +169,7 @@ func (a *AsyncReconciler) Reconcile(_ context.Context, requestID string, deltas 
 	if len(deltas) == 0 {
 		return nil
 	}
-	q := queued{rc: Reconciliation{RequestID: requestID, Deltas: slices.Clone(deltas)}}
+	q := queued{rc: Reconciliation{RequestID: requestID, Deltas: slices.Clone(deltas)}, at: time.Now()}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if a.closed {
@@ -328,7 +335,8 @@ func (a *AsyncReconciler) apply(batch, retry []queued, last bool) []queued {
 		case err == nil:
 			a.applied.Add(1)
 			a.pending.Add(-1)
-		case !last && errors.Is(err, ErrUnavailable) && len(retry) < a.o.QueueSize:
+		case !last && errors.Is(err, ErrUnavailable) && len(retry) < a.o.QueueSize &&
+			(a.o.MaxHold <= 0 || time.Since(q.at) < a.o.MaxHold):
 			// The store is down: hold it, without using up an attempt.
 			retry = append(retry, q)
 			a.retried.Add(1)

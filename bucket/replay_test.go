@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,4 +138,42 @@ func TestReplayBound(t *testing.T) {
 	if len(applied) != size {
 		t.Errorf("%d reconciliations applied, want %d", len(applied), size)
 	}
+}
+
+// A reconciliation held longer than MaxHold is dropped, not replayed: the
+// store may have applied it already and forgotten its request id since.
+func TestAsyncReconcilerMaxHold(t *testing.T) {
+	inner := bucket.NewMemory(bucket.MemoryOptions{})
+	defer inner.Close()
+	down := &outage{Store: inner}
+	down.down.Store(true)
+	var dropped atomic.Int64
+	a := bucket.NewAsyncReconciler(down, bucket.AsyncOptions{RetryEvery: 5 * time.Millisecond, MaxHold: 30 * time.Millisecond,
+		OnDrop: func(bucket.Reconciliation, error) { dropped.Add(1) }})
+	defer a.Close()
+	l := bucket.Limit{Capacity: 100, Rate: 1, Per: time.Hour}
+	if err := a.Reconcile(context.Background(), "r1", []bucket.Delta{{Key: "k", Limit: l, Units: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for dropped.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	down.down.Store(false)
+	if dropped.Load() != 1 || a.Stats().Applied != 0 {
+		t.Fatalf("dropped %d, applied %d: a reconciliation held past MaxHold must be dropped", dropped.Load(), a.Stats().Applied)
+	}
+}
+
+// outage is a Store whose Reconcile fails with ErrUnavailable while down.
+type outage struct {
+	bucket.Store
+	down atomic.Bool
+}
+
+func (o *outage) Reconcile(ctx context.Context, id string, d []bucket.Delta) error {
+	if o.down.Load() {
+		return fmt.Errorf("test outage: %w", bucket.ErrUnavailable)
+	}
+	return o.Store.Reconcile(ctx, id, d)
 }

@@ -125,6 +125,9 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 	})
 	async := bucket.NewAsyncReconciler(guard, bucket.AsyncOptions{
 		QueueSize: c.ReplayQueue,
+		// Below the Redis store's 10-minute once-per-request-id window: a
+		// replay past it could apply a delta whose first reply was lost.
+		MaxHold: 9 * time.Minute,
 		OnDrop: func(rc bucket.Reconciliation, err error) {
 			log.Error("reconciliation dropped", "request_id", rc.RequestID, "err", err)
 		},
