@@ -74,7 +74,7 @@ limits:
 store:
   backend: redis
   redis_url: "redis://%[3]s/0"
-  timeout: 50ms
+  timeout: 1s   # generous: only the outage (a stopped server, refused at once) may fail a call
   breaker: {failures: 2, open_for: 3s}
   replay_queue: 4
 `

@@ -107,9 +107,11 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 		}
 	}
 	guard := bucket.NewGuarded(r, bucket.GuardOptions{
-		Timeout:  time.Duration(c.Timeout),
-		Failures: c.Breaker.Failures,
-		OpenFor:  time.Duration(c.Breaker.OpenFor),
+		Timeout: time.Duration(c.Timeout),
+		// A background batch of up to 256 scripts: more time than one take.
+		ReconcileTimeout: max(100*time.Millisecond, 4*time.Duration(c.Timeout)),
+		Failures:         c.Breaker.Failures,
+		OpenFor:          time.Duration(c.Breaker.OpenFor),
 		OnStateChange: func(from, to bucket.BreakerState) {
 			log.Warn("store circuit breaker", "from", from.String(), "to", to.String())
 			if to == bucket.BreakerOpen && from == bucket.BreakerClosed {
