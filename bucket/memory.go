@@ -182,7 +182,7 @@ func (m *Memory) Take(ctx context.Context, items []Item) (Decision, error) {
 			if found && e.quota {
 				used, window = e.used, e.window
 			}
-			used, window = roll(used, window, windowStart)
+			used, window = roll(used, window, windowStart, windowEnd)
 			seen[i] = checked{used: used, window: window, dropAt: e.dropAt, found: found}
 			ok, tooLarge = checkQuota(used, capacity, float64(it.Cost))
 			short = untilEnd(windowEnd, now)
@@ -312,7 +312,7 @@ func (m *Memory) Reconcile(ctx context.Context, requestID string, deltas []Delta
 			if found && e.quota {
 				used, window = e.used, e.window
 			}
-			used, window, applied := applyQuota(used, window, windowStart, float64(dl.Units))
+			used, window, applied := applyQuota(used, window, windowStart, windowEnd, float64(dl.Units))
 			if applied {
 				sh.putQuota(dl.Key, found, used, window, windowStart, windowEnd, now, e.dropAt)
 			}

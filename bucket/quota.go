@@ -29,7 +29,7 @@ const quotaMargin = int64(time.Hour / time.Microsecond)
 func CheckQuota(s QuotaState, l Limit, now time.Time, cost int64) (QuotaState, Verdict) {
 	capacity, windowStart, windowEnd := l.window()
 	used, window := s.load(windowStart)
-	used, window = roll(used, window, windowStart)
+	used, window = roll(used, window, windowStart, windowEnd)
 	v := quotaVerdict(used, capacity, windowEnd, now.UnixMicro(), float64(cost))
 	v.Status = quotaStatus(used, capacity, windowEnd, now.UnixMicro())
 	return quotaState(used, window), v
@@ -59,7 +59,7 @@ func TakeQuota(s QuotaState, l Limit, now time.Time, cost int64) (QuotaState, Ve
 func ApplyQuota(s QuotaState, l Limit, now time.Time, units int64) (QuotaState, Status) {
 	capacity, windowStart, windowEnd := l.window()
 	used, window := s.load(windowStart)
-	used, window, _ = applyQuota(used, window, windowStart, float64(units))
+	used, window, _ = applyQuota(used, window, windowStart, windowEnd, float64(units))
 	return quotaState(used, window), quotaStatus(used, capacity, windowEnd, now.UnixMicro())
 }
 
@@ -69,7 +69,7 @@ func ApplyQuota(s QuotaState, l Limit, now time.Time, units int64) (QuotaState, 
 func (s QuotaState) Status(l Limit, now time.Time) Status {
 	capacity, windowStart, windowEnd := l.window()
 	used, window := s.load(windowStart)
-	used, _ = roll(used, window, windowStart)
+	used, _ = roll(used, window, windowStart, windowEnd)
 	return quotaStatus(used, capacity, windowEnd, now.UnixMicro())
 }
 
@@ -99,15 +99,20 @@ func quotaState(used float64, window int64) QuotaState {
 // float64 and Lua arithmetic are exact and agree; capacity - cost is taken
 // rather than used + cost, which could round above 2^53.
 
-// roll brings a quota into the item's window: a stored window before
-// windowStart is a past period, so used starts again from 0. A stored window
-// after windowStart (a caller whose clock lags the one that began the next
-// period) is kept with its used: a window never moves back, as a clock that
-// steps back never refills a token bucket, so two callers on either side of
-// a boundary cannot reset each other's period.
-func roll(used float64, window, windowStart int64) (float64, int64) {
+// roll brings a quota into the item's window [windowStart, windowEnd): a
+// stored window before windowStart is a past period, so used starts again
+// from 0. A stored window at or after windowEnd (a caller whose clock lags
+// the one that began the next period) is kept with its used: a window never
+// moves back, as a clock that steps back never refills a token bucket, so two
+// callers on either side of a boundary cannot reset each other's period. A
+// stored window that starts inside the item's (the quota's period was made
+// longer, say from a day to a month, on a reload) becomes the item's window
+// and keeps its used: usage so far is carried into the longer period.
+func roll(used float64, window, windowStart, windowEnd int64) (float64, int64) {
 	if window < windowStart {
 		used = 0
+		window = windowStart
+	} else if window > windowStart && window < windowEnd {
 		window = windowStart
 	}
 	return used, window
@@ -144,14 +149,14 @@ func untilEnd(windowEnd, now int64) float64 {
 }
 
 // applyQuota is a reconciliation delta: units added to the used of the
-// delta's window. A stored window later than windowStart means the period
+// delta's window. A stored window at or after windowEnd means the period
 // has moved on since the take: the delta applies to nothing (applied is
 // false) and the state stays as it was.
-func applyQuota(used float64, window, windowStart int64, units float64) (float64, int64, bool) {
-	if window > windowStart {
+func applyQuota(used float64, window, windowStart, windowEnd int64, units float64) (float64, int64, bool) {
+	if window >= windowEnd {
 		return used, window, false
 	}
-	used, window = roll(used, window, windowStart)
+	used, window = roll(used, window, windowStart, windowEnd)
 	return charge(used, units), window, true
 }
 

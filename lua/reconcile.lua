@@ -111,13 +111,17 @@ local function put(key, found, level, updated, capacity, reset, now)
     'PX', string.format('%d', math.floor((fullAt - now) / 1000) + 1000))
 end
 
--- roll brings a quota into the item's window: a stored window before
--- windowStart is a past period, so used starts again from 0. A stored window
--- after windowStart (a lagging caller) is kept with its used: a window never
--- moves back.
-local function roll(used, window, windowStart)
+-- roll brings a quota into the item's window [windowStart, windowEnd): a
+-- stored window before windowStart is a past period, so used starts again
+-- from 0. A stored window at or after windowEnd (a lagging caller) is kept
+-- with its used: a window never moves back. A stored window that starts
+-- inside the item's (a period made longer on a reload) becomes the item's
+-- window and keeps its used.
+local function roll(used, window, windowStart, windowEnd)
   if window < windowStart then
     used = 0
+    window = windowStart
+  elseif window > windowStart and window < windowEnd then
     window = windowStart
   end
   return used, window
@@ -183,14 +187,14 @@ local function putQuota(key, found, used, window, windowStart, windowEnd, now)
 end
 
 -- applyQuota is a reconciliation delta: units added to the used of the
--- delta's window. A stored window later than windowStart means the period
+-- delta's window. A stored window at or after windowEnd means the period
 -- has moved on since the take: the delta applies to nothing (applied is
 -- false) and the state stays as it was.
-local function applyQuota(used, window, windowStart, units)
-  if window > windowStart then
+local function applyQuota(used, window, windowStart, windowEnd, units)
+  if window >= windowEnd then
     return used, window, false
   end
-  used, window = roll(used, window, windowStart)
+  used, window = roll(used, window, windowStart, windowEnd)
   return charge(used, units), window, true
 end
 
@@ -219,7 +223,7 @@ for i = 1, #KEYS - m do
   if windowEnd > 0 then
     local used, window, found = loadQuota(key, windowStart)
     local applied
-    used, window, applied = applyQuota(used, window, windowStart, units)
+    used, window, applied = applyQuota(used, window, windowStart, windowEnd, units)
     if applied then
       putQuota(key, found, used, window, windowStart, windowEnd, now)
     end

@@ -133,13 +133,17 @@ local function put(key, found, level, updated, capacity, reset, now)
     'PX', string.format('%d', math.floor((fullAt - now) / 1000) + 1000))
 end
 
--- roll brings a quota into the item's window: a stored window before
--- windowStart is a past period, so used starts again from 0. A stored window
--- after windowStart (a lagging caller) is kept with its used: a window never
--- moves back.
-local function roll(used, window, windowStart)
+-- roll brings a quota into the item's window [windowStart, windowEnd): a
+-- stored window before windowStart is a past period, so used starts again
+-- from 0. A stored window at or after windowEnd (a lagging caller) is kept
+-- with its used: a window never moves back. A stored window that starts
+-- inside the item's (a period made longer on a reload) becomes the item's
+-- window and keeps its used.
+local function roll(used, window, windowStart, windowEnd)
   if window < windowStart then
     used = 0
+    window = windowStart
+  elseif window > windowStart and window < windowEnd then
     window = windowStart
   end
   return used, window
@@ -238,7 +242,7 @@ for i = 1, n do
   local ok, tooLarge, short
   if windowEnd > 0 then
     local used, window, found = loadQuota(KEYS[i], windowStart)
-    used, window = roll(used, window, windowStart)
+    used, window = roll(used, window, windowStart, windowEnd)
     seen[i] = {used, window, found}
     ok, tooLarge = checkQuota(used, capacity, cost)
     short = untilEnd(windowEnd, now)

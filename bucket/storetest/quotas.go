@@ -21,6 +21,7 @@ var (
 	tenTomorrow  = bucket.Quota(10, day2, day3)
 	tenDayAfter  = bucket.Quota(10, day3, day4)
 	hugeForMarch = bucket.Quota(1<<53, march, april) // the largest capacity, a month
+	thirtyMarch  = bucket.Quota(30, march, april)    // a month, as after a reload from day to month
 )
 
 const h = time.Hour
@@ -135,6 +136,23 @@ var quotaTimelines = []timeline{
 		{name: "uses it", at: h,
 			items: []bucket.Item{{Key: "m", Limit: tenToday, Cost: 0}},
 			want:  allowed(status(-2, 11*h))},
+	}},
+
+	{name: "a period made longer keeps its usage, and refunds reach it", steps: []step{
+		{name: "take 6 of today's 10 on day 2", at: 24 * h,
+			items: []bucket.Item{{Key: "q", Limit: tenTomorrow, Cost: 6}},
+			want:  allowed(status(4, 12*h))},
+		{name: "the quota becomes monthly: the 6 used are carried", at: 24 * h,
+			items: []bucket.Item{{Key: "q", Limit: thirtyMarch, Cost: 0}},
+			want:  allowed(status(24, 708*h))},
+		{name: "a refund under the monthly definition applies", at: 24 * h, request: "r1",
+			deltas: []bucket.Delta{{Key: "q", Limit: thirtyMarch, Units: -4}}},
+		{name: "reads 2 used", at: 24 * h,
+			items: []bucket.Item{{Key: "q", Limit: thirtyMarch, Cost: 0}},
+			want:  allowed(status(28, 708*h))},
+		{name: "and the next day is the same month", at: 48 * h,
+			items: []bucket.Item{{Key: "q", Limit: thirtyMarch, Cost: 28}},
+			want:  allowed(status(0, 684*h))},
 	}},
 
 	{name: "a reconcile after the window moved on charges nothing new", steps: []step{

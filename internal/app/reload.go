@@ -142,9 +142,10 @@ func (a *App) logReloadError(path string, err error) {
 // warnRedefined logs every limit that keeps its name but changes what its
 // stored amounts mean: its unit, or a quota's period or time zone. Its
 // buckets are keyed by name, so usage so far is read under the new
-// definition: a quota whose period now starts later begins afresh, and a
-// changed unit reinterprets the stored number. Rename the limit to start a
-// clean bucket, or keep the definition.
+// definition: a quota whose period grows (day to month) carries its usage
+// into the longer period; one whose period now starts later (a time zone
+// moved west, a month shortened to a day) begins afresh; a changed unit
+// reinterprets the stored number. Rename the limit to start a clean bucket.
 func warnRedefined(log *slog.Logger, old, next *policy.Policy) {
 	prev := map[string]*policy.Rule{}
 	for i := range old.Rules() {
@@ -158,7 +159,7 @@ func warnRedefined(log *slog.Logger, old, next *policy.Policy) {
 		}
 		if o.Unit != r.Unit || o.Period != r.Period || o.IsQuota() != r.IsQuota() ||
 			(r.IsQuota() && o.Location.String() != r.Location.String()) {
-			log.Warn("config reload: limit redefined under the same name; its stored usage is read under the new unit or period (a later-starting period begins afresh); rename the limit to start a new bucket instead",
+			log.Warn("config reload: limit redefined under the same name; its stored usage is read under the new definition (a longer period carries it over, a later-starting period begins afresh, a new unit reinterprets it); rename the limit to start a new bucket instead",
 				"limit", r.Name, "old_unit", o.Unit.String(), "new_unit", r.Unit.String(),
 				"old_period", o.Period.String(), "new_period", r.Period.String())
 		}
