@@ -80,30 +80,33 @@ func printReport(out io.Writer, r *app.UsageReport) {
 		r.Period.Start.Format("2006-01-02"), r.Period.End.Format("2006-01-02"), r.Source)
 	fmt.Fprintf(out, "spend $%.6f (%d µUSD) over %d requests; burn rate $%.4f/day\n\n",
 		r.Spend.USD, r.Spend.MicroUSD, r.Requests, r.BurnRateUSDPerDay)
-	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
+	// One tabwriter per table: columns align within a table, not across.
 	table := func(title string, rows []app.UsageRow, name func(app.UsageRow) string) {
 		if len(rows) == 0 {
 			return
 		}
-		fmt.Fprintf(w, "%s\tspend USD\tµUSD\trequests\terrors\tinput tok\toutput tok\t\n", title)
+		w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+		fmt.Fprintf(w, "%s\tspend USD\tmicro-USD\trequests\terrors\tinput tokens\toutput tokens\n", title)
 		for _, x := range rows {
-			fmt.Fprintf(w, "%s\t%.6f\t%d\t%d\t%d\t%d\t%d\t\n", name(x), x.Spend.USD, x.Spend.MicroUSD, x.Requests, x.Errors, x.Tokens.Input, x.Tokens.Output)
+			fmt.Fprintf(w, "%s\t%.6f\t%d\t%d\t%d\t%d\t%d\n", name(x), x.Spend.USD, x.Spend.MicroUSD, x.Requests, x.Errors, x.Tokens.Input, x.Tokens.Output)
 		}
-		fmt.Fprintln(w, "\t\t\t\t\t\t\t")
+		w.Flush()
+		fmt.Fprintln(out)
 	}
 	table("tenant", r.ByTenant, func(x app.UsageRow) string { return x.Tenant })
 	table("user", r.ByUser, func(x app.UsageRow) string { return x.Tenant + "/" + x.User })
 	table("model", r.ByModel, func(x app.UsageRow) string { return x.Model })
 	if len(r.Quotas) > 0 {
-		fmt.Fprintf(w, "quota\tsubject\tused\tquota\tremaining\tused %%\tperiod end\tdays left\t\n")
+		w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+		defer w.Flush()
+		fmt.Fprintf(w, "quota\tsubject\tunit\tused\tquota\tremaining\tused %%\tperiod end\tdays left\n")
 		for _, q := range r.Quotas {
 			days := "-"
 			if q.DaysLeft >= 0 {
 				days = fmt.Sprintf("%.1f", q.DaysLeft)
 			}
-			fmt.Fprintf(w, "%s\t%s %s\t%d\t%d %s\t%d\t%.1f\t%s\t%s\t\n", q.Limit, q.Scope, q.Subject, q.Used, q.Quota, q.Unit,
+			fmt.Fprintf(w, "%s\t%s %s\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\n", q.Limit, q.Scope, q.Subject, q.Unit, q.Used, q.Quota,
 				q.Remaining, 100*q.UsedFraction, q.PeriodEnd.Format(time.RFC3339), days)
 		}
 	}
-	w.Flush()
 }
