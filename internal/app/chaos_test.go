@@ -160,6 +160,7 @@ store:
 	killed := time.Now()
 	srv.Kill()
 	time.Sleep(2 * time.Second)
+	restarting := time.Now() // Redis may answer again from here on
 	srv.Restart()
 	restarted := time.Now()
 	// The breaker closes within its open interval (plus the time for the
@@ -191,7 +192,7 @@ store:
 	var openAdmitted, openDenied, closed503, other int
 	var slowest time.Duration
 	for _, s := range samples {
-		if s.start.Before(killed.Add(100*time.Millisecond)) || s.end.After(restarted) {
+		if s.start.Before(killed.Add(100*time.Millisecond)) || s.end.After(restarting) {
 			continue
 		}
 		slowest = max(slowest, s.end.Sub(s.start))
@@ -207,7 +208,7 @@ store:
 			t.Errorf("during the outage: %s got %d (Retry-After %q)", s.key, s.status, s.retryAfter)
 		}
 	}
-	outage := restarted.Sub(killed).Seconds()
+	outage := restarting.Sub(killed).Seconds()
 	fallbackBound := float64(openBurst/nodes) + float64(openRate/nodes)*outage
 	t.Logf("outage %.2fs: fail-open admitted %d (fallback bound %.0f), denied %d; fail-closed 503 %d; slowest request %v",
 		outage, openAdmitted, fallbackBound, openDenied, closed503, slowest.Round(time.Millisecond))
