@@ -348,7 +348,8 @@ func sameDecision(a, b Decision) bool {
 }
 
 // TestLuaCoreIsShared checks that the core functions the two scripts share
-// are the same text in both, so that mirroring Go in one mirrors it in both.
+// are the same text in both (package lua inserts core.lua into each), so
+// that mirroring Go in one mirrors it in both.
 func TestLuaCoreIsShared(t *testing.T) {
 	fn := regexp.MustCompile(`(?ms)^local function (\w+)\(.*?^end$`)
 	take := map[string]string{}
@@ -376,6 +377,9 @@ func TestLuaCoreIsShared(t *testing.T) {
 		}
 	}
 	for _, src := range []string{lua.Take, lua.Reconcile} {
+		if strings.Contains(src, "-- @core: the shared core") {
+			t.Error("a script still has its @core marker: core.lua was not inserted")
+		}
 		if !strings.Contains(src, "local maxWait = 2 ^ 53\n") {
 			t.Error("a script lost maxWait = 2^53")
 		}

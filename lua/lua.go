@@ -6,20 +6,39 @@
 // EVALSHA, falling back to EVAL when Redis answers NOSCRIPT.
 package lua
 
-import _ "embed"
+import (
+	_ "embed"
+	"strings"
+)
 
-// Take is the source of take.lua: the two-phase take over all of one
+// coreMarker is the line of take.lua and reconcile.lua where core.lua goes.
+const coreMarker = "-- @core: the shared core (lua/core.lua) is inserted here by package lua.\n"
+
+// core is core.lua: the state, arithmetic and storage functions both
+// scripts share, kept once.
+//
+//go:embed core.lua
+var core string
+
+// withCore returns a script's source with the shared core inserted at its
+// marker line; a script without the marker is returned unchanged (a test
+// guards that both have it).
+func withCore(src string) string { return strings.Replace(src, coreMarker, core, 1) }
+
+//go:embed take.lua
+var takeSource string
+
+//go:embed reconcile.lua
+var reconcileSource string
+
+// Take is the source of take.lua, core.lua inserted: the two-phase take over all of one
 // request's buckets, token buckets and quotas together (refill or roll and
 // check every bucket; commit every cost only when all can pay, else write
 // nothing), replying allowed, the denying bucket, the retry-after in µs and
 // each bucket's remaining units and reset in µs in one round trip.
-//
-//go:embed take.lua
-var Take string
+var Take = withCore(takeSource)
 
-// Reconcile is the source of reconcile.lua: signed deltas (actual − reserved
+// Reconcile is the source of reconcile.lua, core.lua inserted: signed deltas (actual − reserved
 // units) applied to a request's buckets once per request id, recorded by a
 // marker key set with SET NX in the same script.
-//
-//go:embed reconcile.lua
-var Reconcile string
+var Reconcile = withCore(reconcileSource)
