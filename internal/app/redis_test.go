@@ -42,3 +42,26 @@ func TestRedisStoreReconcilesThroughTheProxy(t *testing.T) {
 		t.Errorf("bucket level in Redis = %v, want %d (reconciled to 30 output tokens)", level, 10000-hiInput-30)
 	}
 }
+
+// A node whose breaker opened and that then gets no traffic still notices
+// the store is back: it probes while the breaker is open, and /readyz says
+// closed again without any request.
+func TestIdleNodeBreakerClosesByItself(t *testing.T) {
+	srv := redistest.Start(t)
+	h := start(t, slowTPM+fmt.Sprintf("\nstore: {backend: redis, redis_url: \"redis://%s/0\", timeout: 50ms, breaker: {failures: 2, open_for: 300ms}}\n", srv.Addr()))
+	srv.Kill()
+	for range 3 {
+		h.post(testKey, hiBody) // fail-open while the breaker opens
+	}
+	if b := readyz(t, h.admin)["breaker"]; b == "closed" {
+		t.Fatalf("breaker %v after failures, want open", b)
+	}
+	srv.Restart()
+	deadline := time.Now().Add(3 * time.Second)
+	for readyz(t, h.admin)["breaker"] != "closed" {
+		if time.Now().After(deadline) {
+			t.Fatalf("breaker still %v 3 s after Redis returned, with no traffic", readyz(t, h.admin)["breaker"])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -147,8 +148,36 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 		}
 	}
 	fb := bucket.NewFallback(bucket.FallbackOptions{Nodes: c.Nodes})
+	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor))
 	return &stores{main: async, fallback: fb, guard: guard, async: async,
-		close: []func() error{async.Close, fb.Close, closeClient}}, nil
+		close: []func() error{stopProbe, async.Close, fb.Close, closeClient}}, nil
+}
+
+// probeWhileOpen sends a probe (a cost-0 take of a key no rule uses, which
+// writes nothing) whenever the breaker is not closed, every half open
+// interval, so that a node without traffic also notices the store is back
+// and its /readyz and metrics say so. The returned func stops it.
+func probeWhileOpen(g *bucket.Guarded, openFor time.Duration) func() error {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(max(openFor/2, 50*time.Millisecond))
+		defer t.Stop()
+		probe := []bucket.Item{{Key: "llmguard:{probe}:breaker", Limit: bucket.Limit{Capacity: 1, Rate: 1, Per: time.Second}}}
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if g.State() != bucket.BreakerClosed {
+					g.Take(context.Background(), probe)
+				}
+			}
+		}
+	}()
+	return func() error { close(done); wg.Wait(); return nil }
 }
 
 // storeMetrics are the store-health collectors (DESIGN.md §9):
