@@ -131,10 +131,18 @@ func (p *Policy) Match(dst []*Rule, pr Principal, model, reqPath string) []*Rule
 // none is priced at the highest configured price of each kind, so that a
 // usd rule never undercounts an unlisted model.
 func (p *Policy) Price(model string) Price {
-	if name, ok := p.ModelName(model); ok {
-		return p.prices[name]
+	_, price, _ := p.Pricing(model)
+	return price
+}
+
+// Pricing is ModelName and Price in one lookup: the priced name model
+// resolves to (ok false, name "" when none), and its price (the highest
+// configured prices when none).
+func (p *Policy) Pricing(model string) (name string, price Price, ok bool) {
+	if name, ok = p.ModelName(model); ok {
+		return name, p.prices[name], true
 	}
-	return p.maxPrice
+	return "", p.maxPrice, false
 }
 
 // ModelName is the priced model a request's model name resolves to: the

@@ -233,14 +233,14 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	body := ctx.Request.Body()
 	x.kind = classify(ctx.Method(), upPath)
 	if weighed(x.kind) {
-		if weigher.DuplicateKeys(body) {
+		x.est = cur.weigher.Weigh(x.kind, body)
+		if x.est.DuplicateKeys {
 			// Parsers disagree on which value of a repeated key counts: the
 			// upstream must serve exactly what was weighed.
 			p.opt.Metrics.request(up.Flavor, "", outcomeInvalid, "")
 			errDuplicateKey.write(ctx, up.Flavor)
 			return
 		}
-		x.est = cur.weigher.Weigh(x.kind, body)
 		if !x.est.Parsed {
 			// Not a JSON object: the upstream will refuse it, and no output
 			// can follow. Reserve the byte-based input estimate only, so that
@@ -259,12 +259,10 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 		errModelName.write(ctx, up.Flavor)
 		return
 	}
-	x.price = cur.policy.Price(x.est.Model)
-	x.modelLabel = "other"
-	if name, ok := cur.policy.ModelName(x.est.Model); ok {
-		x.modelLabel = name
-	} else if x.est.Model == "" {
-		x.modelLabel = ""
+	var priced bool
+	x.modelLabel, x.price, priced = cur.policy.Pricing(x.est.Model)
+	if !priced && x.est.Model != "" {
+		x.modelLabel = "other"
 	}
 
 	// Match and take, two-phase, before any byte goes upstream.

@@ -178,3 +178,17 @@ func BenchmarkStreamEventResponsesDelta(b *testing.B) {
 		s.Event(typ, data)
 	}
 }
+
+// BenchmarkAdmission is what the proxy does to a 2 KB chat body before the
+// take: the duplicate-key check and the estimate.
+func BenchmarkAdmission(b *testing.B) {
+	w := testWeigher(b)
+	body := chatBody(b, 2<<10)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if e := w.Weigh(KindChat, body); e.DuplicateKeys || !e.Parsed {
+			b.Fatal("unexpected estimate")
+		}
+	}
+}

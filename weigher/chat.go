@@ -59,12 +59,8 @@ func bodyString(b []byte) string {
 // A body that is not a JSON object yields the byte-based estimate of
 // [Weigher.Bytes] with Parsed false. Chat never panics and never keeps body.
 func (w *Weigher) Chat(body []byte) Estimate {
-	s := bodyString(body)
-	if !gjson.Valid(s) {
-		return w.Bytes(body, "")
-	}
-	root := gjson.Parse(s)
-	if !root.IsObject() {
+	root, ok := parseObject(body)
+	if !ok {
 		return w.Bytes(body, "")
 	}
 	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat gjson.Result

@@ -31,12 +31,8 @@ const defaultCompletionMaxTokens = 16
 // byte-based estimate of [Weigher.Bytes] with Parsed false. Completions never
 // panics and never keeps body.
 func (w *Weigher) Completions(body []byte) Estimate {
-	s := bodyString(body)
-	if !gjson.Valid(s) {
-		return w.Bytes(body, "")
-	}
-	root := gjson.Parse(s)
-	if !root.IsObject() {
+	root, ok := parseObject(body)
+	if !ok {
 		return w.Bytes(body, "")
 	}
 	var model, prompt, suffix, maxTok, n, bestOf gjson.Result
@@ -103,14 +99,14 @@ func (w *Weigher) Completions(body []byte) Estimate {
 // with OutputTokens 0 and Parsed false. Embeddings never panics and never
 // keeps body.
 func (w *Weigher) Embeddings(body []byte) Estimate {
-	s := bodyString(body)
-	if !gjson.Valid(s) || !gjson.Parse(s).IsObject() {
+	root, ok := parseObject(body)
+	if !ok {
 		e := w.Bytes(body, "")
 		e.OutputTokens = 0
 		return e
 	}
 	var model, input gjson.Result
-	gjson.Parse(s).ForEach(func(k, v gjson.Result) bool {
+	root.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "model":
 			model = v

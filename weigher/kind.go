@@ -1,6 +1,11 @@
 package weigher
 
-import "strings"
+import (
+	"bytes"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
 
 // Kind is the API a request calls, which decides how its body is weighed and
 // how its response's usage is read. The zero value is KindOther.
@@ -74,19 +79,27 @@ func KindOf(method, path string) Kind {
 // [Weigher.Messages]. KindOther and KindCountTokens are not weighed: the
 // zero Estimate (with Parsed true). It never panics and never keeps body.
 func (w *Weigher) Weigh(k Kind, body []byte) Estimate {
+	var e Estimate
 	switch k {
 	case KindChat:
-		return w.Chat(body)
+		e = w.Chat(body)
 	case KindResponses:
-		return w.Responses(body)
+		e = w.Responses(body)
 	case KindCompletions:
-		return w.Completions(body)
+		e = w.Completions(body)
 	case KindEmbeddings:
-		return w.Embeddings(body)
+		e = w.Embeddings(body)
 	case KindMessages:
-		return w.Messages(body)
+		e = w.Messages(body)
+	default:
+		return Estimate{Parsed: true}
 	}
-	return Estimate{Parsed: true}
+	if e.Parsed {
+		// The body was validated as a JSON object above: walk it for
+		// repeated keys without validating it again.
+		e.DuplicateKeys = duplicateIn(gjson.ParseBytes(bytes.TrimSpace(body)), 0)
+	}
+	return e
 }
 
 // ParseUsage reads the usage of a non-streamed JSON response of kind k:

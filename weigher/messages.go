@@ -29,12 +29,8 @@ import (
 // yields the byte-based estimate of [Weigher.Bytes] with Parsed false.
 // Messages never panics and never keeps body.
 func (w *Weigher) Messages(body []byte) Estimate {
-	s := bodyString(body)
-	if !gjson.Valid(s) {
-		return w.Bytes(body, "")
-	}
-	root := gjson.Parse(s)
-	if !root.IsObject() {
+	root, ok := parseObject(body)
+	if !ok {
 		return w.Bytes(body, "")
 	}
 	var model, system, messages, tools, toolChoice, maxTok, thinking gjson.Result

@@ -33,12 +33,8 @@ import (
 // not a JSON object yields the byte-based estimate of [Weigher.Bytes] with
 // Parsed false. Responses never panics and never keeps body.
 func (w *Weigher) Responses(body []byte) Estimate {
-	s := bodyString(body)
-	if !gjson.Valid(s) {
-		return w.Bytes(body, "")
-	}
-	root := gjson.Parse(s)
-	if !root.IsObject() {
+	root, ok := parseObject(body)
+	if !ok {
 		return w.Bytes(body, "")
 	}
 	var model, input, instructions, tools, maxOut, text gjson.Result

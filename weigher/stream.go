@@ -191,9 +191,11 @@ func eventTypeOf(root gjson.Result, eventType []byte) string {
 	return string(bytes.TrimSpace(eventType))
 }
 
-// parseEvent parses an event's data as a JSON object.
-func parseEvent(data []byte) (gjson.Result, bool) {
-	s := bodyString(bytes.TrimSpace(data))
+// parseObject validates b as JSON and returns it parsed, ok only when it is
+// an object; the request parsers, the chunk parser and the stream events
+// all start here. The result aliases b.
+func parseObject(b []byte) (gjson.Result, bool) {
+	s := bodyString(bytes.TrimSpace(b))
 	if !gjson.Valid(s) {
 		return gjson.Result{}, false
 	}

@@ -37,6 +37,10 @@ type Estimate struct {
 	// Parsed is false when the body could not be parsed and the estimate is
 	// the conservative byte-based fallback.
 	Parsed bool
+	// DuplicateKeys is set by [Weigher.Weigh] when an object of the body
+	// names a key twice (see [DuplicateKeys]): parsers disagree on which
+	// value counts, so the estimate may not be what the upstream serves.
+	DuplicateKeys bool
 }
 
 // Usage is what an upstream reports a request really used, in tokens,

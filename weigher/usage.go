@@ -100,12 +100,8 @@ func parseOpenAIChunk(data []byte, completions bool) Chunk {
 	if bytes.Equal(data, doneMarker) {
 		return Chunk{Done: true}
 	}
-	s := bodyString(data)
-	if !gjson.Valid(s) {
-		return Chunk{}
-	}
-	root := gjson.Parse(s)
-	if !root.IsObject() {
+	root, ok := parseObject(data)
+	if !ok {
 		return Chunk{}
 	}
 	var c Chunk
