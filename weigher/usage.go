@@ -84,15 +84,6 @@ var doneMarker = []byte("[DONE]")
 // and never keeps data.
 func ParseChatChunk(data []byte) Chunk { return parseOpenAIChunk(data, false) }
 
-// ParseCompletionsChunk reads one SSE data payload of a streamed legacy
-// completion (https://platform.openai.com/docs/api-reference/completions/object):
-// the same shape as a chat chunk, with each choice's streamed output in
-// "text" instead of a delta. Text is every choice's text concatenated; usage,
-// the usage-only chunk (stream_options.include_usage), [DONE] and errors read
-// as in [ParseChatChunk]. Garbage yields the zero Chunk; it never panics and
-// never keeps data.
-func ParseCompletionsChunk(data []byte) Chunk { return parseOpenAIChunk(data, true) }
-
 // parseOpenAIChunk reads a chat (completions false) or legacy completions
 // chunk.
 func parseOpenAIChunk(data []byte, completions bool) Chunk {
