@@ -22,6 +22,8 @@ const (
 	outcomeUpstreamError = "upstream_error"
 	outcomeFailOpen      = "fail_open"
 	outcomeFailClosed    = "fail_closed"
+	// outcomeInternalError: llmguard failed (a recovered panic) and answered 500.
+	outcomeInternalError = "internal_error"
 )
 
 func outcomeFor(status int) string {
@@ -62,6 +64,7 @@ type Metrics struct {
 	quotaUsed       *prometheus.GaugeVec
 	quotaLimit      *prometheus.GaugeVec
 	quotaEnd        *prometheus.GaugeVec
+	panics          *prometheus.CounterVec
 
 	tenants, models *labelCap
 }
@@ -70,7 +73,8 @@ type Metrics struct {
 // prefixed llmguard_:
 //
 //	requests_total{flavor,model,outcome,limit}        requests by outcome (allowed, limited, too_large, fail_open,
-//	                                                  fail_closed, upstream_error, unauthorized, invalid); limit names
+//	                                                  fail_closed, upstream_error, unauthorized, invalid,
+//	                                                  internal_error); limit names
 //	                                                  the denying limit, "" otherwise
 //	tokens_estimated_total{flavor,model,kind}         tokens estimated at admission: input, output (reservation)
 //	tokens_total{flavor,model,kind}                   tokens settled: input, cached_input, cache_write, output, reasoning
@@ -89,6 +93,8 @@ type Metrics struct {
 //	quota_used{limit,tenant}                          a quota's use in its period at the last admission (USD for usd)
 //	quota_limit{limit,tenant}                         the quota's amount per period (USD for usd)
 //	quota_period_end_timestamp_seconds{limit,tenant}  when the quota's period ends (unix seconds)
+//	panics_total{stage}                               panics recovered, by stage (handler, stream, watch, settle,
+//	                                                  ledger, metrics; see the Stage constants)
 //
 // Errors: registration conflicts from reg.
 func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
@@ -147,15 +153,19 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 			Help: "A quota's amount per period, in the limit's unit (USD for usd limits)."}, []string{"limit", "tenant"}),
 		quotaEnd: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmguard_quota_period_end_timestamp_seconds",
 			Help: "End of a quota's current period, unix seconds."}, []string{"limit", "tenant"}),
+		panics: counter("panics_total", "Panics recovered while serving a request, by stage; the request was answered 500 or its stream ended, and settled once.", "stage"),
 		tenants: newLabelCap(o.MaxTenants),
 		models:  newLabelCap(o.MaxModels),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.tokensEstimated, m.tokens, m.estimateRatio, m.reserved, m.refunded,
 		m.charged, m.spend, m.utilization, m.decision, m.overhead, m.upstreamSeconds, m.upstreamStatus, m.failures, m.budgetWarnings,
-		m.quotaUsed, m.quotaLimit, m.quotaEnd} {
+		m.quotaUsed, m.quotaLimit, m.quotaEnd, m.panics} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
+	}
+	for _, st := range stages {
+		m.panics.WithLabelValues(st)
 	}
 	return m, nil
 }
@@ -165,6 +175,13 @@ func (m *Metrics) request(f Flavor, model, outcome, limit string) {
 		return
 	}
 	m.requests.WithLabelValues(f.String(), m.models.get(model), outcome, limit).Inc() // model: a priced name or "other"
+}
+
+// panicked counts a recovered panic in stage.
+func (m *Metrics) panicked(stage string) {
+	if m != nil {
+		m.panics.WithLabelValues(stage).Inc()
+	}
 }
 
 func (m *Metrics) decisionTime(d time.Duration) {

@@ -63,6 +63,10 @@ type Options struct {
 	// Now is the clock that places a request in its quota periods (the
 	// buckets' own clock is the store's). nil: time.Now. Tests steer it.
 	Now func() time.Time
+
+	// inject, when set, runs at each injection point of a request's life
+	// (panics.go); tests make it panic to prove containment.
+	inject func(point string)
 }
 
 // Proxy is the llmguard request handler: identify, weigh, take, forward,
@@ -169,6 +173,13 @@ type exchange struct {
 	status int
 	// warnings are the x-llmguard-budget-warning values of the answer.
 	warnings []string
+	// forwarded: the upstream call has started, so the upstream may bill.
+	forwarded bool
+	// release, while set, frees the upstream response the handler holds;
+	// a panic recovered in the handler calls it.
+	release func()
+	// settled: the exchange has been settled (see Proxy.settle).
+	settled atomic.Bool
 }
 
 // classify names the endpoint of a request from its decoded upstream path.
@@ -190,9 +201,16 @@ func classify(method []byte, path string) weigher.Kind {
 // others count as requests only.
 func weighed(k weigher.Kind) bool { return k != weigher.KindOther && k != weigher.KindCountTokens }
 
-// Handle is the fasthttp.RequestHandler of the proxy listener.
+// Handle is the fasthttp.RequestHandler of the proxy listener. A panic
+// while handling a request is recovered (see recoverHandler): the caller
+// gets 500 in its flavor's shape and the process carries on.
 func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	x := &exchange{id: newRequestID(), start: time.Now()}
+	defer p.recoverHandler(ctx, x)
+	p.handle(ctx, x)
+}
+
+func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) {
 	// Keep header names as written (lowercase x-ratelimit-*, as OpenAI
 	// sends them) on the answers llmguard builds itself.
 	ctx.Response.Header.DisableNormalizing()
@@ -228,6 +246,7 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	}
 	x.principal = pr
 	x.keyHeader = keyHeader
+	p.inject(pointHandler)
 
 	// Weigh.
 	body := ctx.Request.Body()
@@ -452,11 +471,18 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	}
 	req.SetBodyRaw(body)
 
+	p.inject(pointForward)
 	resp := fasthttp.AcquireResponse()
 	t0 := time.Now()
+	x.forwarded = true
 	err := up.client.DoTimeout(req, resp, up.Timeout)
 	x.upstreamTime = time.Since(t0)
+	x.release = func() {
+		resp.CloseBodyStream()
+		fasthttp.ReleaseResponse(resp)
+	}
 	if err != nil {
+		x.release = nil
 		p.opt.Metrics.upstream(up.Name, 0, x.upstreamTime)
 		x.status = fasthttp.StatusBadGateway
 		fasthttp.ReleaseResponse(resp)

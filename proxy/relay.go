@@ -59,6 +59,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		} else if enc != "" {
 			x.stripUsage = false // opaque bytes: relay them untouched
 		}
+		x.release = nil // the stream writer owns resp now
 		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { p.stream(w, x, resp, conn, enc) })
 		return
 	}
@@ -67,6 +68,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	if st == nil { // fasthttp read it whole
 		p.opt.Metrics.upstream(x.upstream.Name, status, x.upstreamTime)
 		ctx.Response.SetBody(resp.Body())
+		x.release = nil
 		fasthttp.ReleaseResponse(resp)
 		p.finish(ctx, x, status)
 		return
@@ -76,6 +78,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	x.upstreamTime += time.Since(t0)
 	p.opt.Metrics.upstream(x.upstream.Name, status, x.upstreamTime)
 	if err != nil {
+		x.release = nil
 		resp.CloseBodyStream()
 		fasthttp.ReleaseResponse(resp)
 		p.log.Warn("upstream body read failed", "upstream", x.upstream.Name, "err", err, "request_id", x.id)
@@ -92,11 +95,13 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		// Too large to hold for its usage: stream it through and keep the
 		// reservation (a refund here would let a caller who asks for a huge
 		// answer pay nothing).
+		x.release = nil // fasthttp closes the body stream, which releases resp
 		ctx.Response.SetBodyStream(&upstreamBody{Reader: io.MultiReader(bytes.NewReader(body), st), resp: resp}, -1)
 		p.settle(x, settlement{refund: status >= 400})
 		p.opt.Metrics.request(x.upstream.Flavor, x.modelLabel, p.outcome(x, status), "")
 		return
 	}
+	x.release = nil
 	resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(resp)
 	ctx.Response.SetBodyRaw(body)
@@ -196,6 +201,24 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 		}
 	}
 	tap := usageTap{stream: weigher.NewStream(x.kind), strip: x.stripUsage}
+	defer func() {
+		if r := recover(); r != nil {
+			// End the stream as broken (the client sees a cut, not a clean
+			// end), free the upstream connection, and charge what was
+			// streamed, as for a client that left.
+			p.panicked(StageStream, r, x)
+			if rc, ok := raw.(fasthttp.ReadCloserWithError); ok {
+				rc.CloseWithError(errPanicked)
+			}
+			p.contain(StageSettle, x, func() { p.settleStream(x, &tap, resp.StatusCode()) })
+			if !x.settled.Load() { // counting what was streamed failed too
+				p.contain(StageSettle, x, func() { p.settle(x, settlement{}) })
+			}
+			if conn != nil { // settled first: the client sees the cut after the charge
+				conn.Close()
+			}
+		}
+	}()
 	buf := make([]byte, 16<<10)
 	clientGone := false
 	// A client that leaves while the upstream is silent (thinking, queued)
@@ -206,6 +229,11 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	defer close(stop)
 	if rc, ok := raw.(fasthttp.ReadCloserWithError); ok && conn != nil {
 		go func() {
+			defer func() {
+				if r := recover(); r != nil {
+					p.panicked(StageWatch, r, x)
+				}
+			}()
 			t := time.NewTicker(clientWatchEvery)
 			defer t.Stop()
 			for {
@@ -225,10 +253,12 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 		}()
 	}
 	for {
+		p.inject(pointStream)
 		n, rerr := src.Read(buf)
 		if n > 0 {
 			out := buf[:n]
 			if !opaque {
+				p.inject(pointTap)
 				out = tap.feed(out)
 			}
 			if len(out) > 0 {
@@ -259,23 +289,29 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 		w.Flush()
 		resp.CloseBodyStream()
 	}
-	// The final usage when the upstream reported it; otherwise what it did
-	// report, the input estimate and the output streamed so far, counted
-	// locally (the client left, the stream broke or carried an error); a
-	// refund for an in-band error before any output.
+	p.settleStream(x, &tap, resp.StatusCode())
+}
+
+// settleStream settles a streamed exchange from what its tap saw: the final
+// usage when the upstream reported it; otherwise what it did report, the
+// input estimate and the output streamed so far, counted locally (the
+// client left, the stream broke or carried an error); a refund for an
+// in-band error before any output.
+func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
+	if !weighed(x.kind) {
+		p.settle(x, settlement{refund: status >= 400})
+		return
+	}
 	var counted int64
 	if len(tap.text) > 0 {
 		counted = x.live.weigher.CountText(x.est.Model, string(tap.text))
 	}
 	u, source := tap.stream.Settle(x.est, counted)
-	switch {
-	case !weighed(x.kind):
-		p.settle(x, settlement{refund: resp.StatusCode() >= 400})
-	case source == weigher.SourceRefund:
+	if source == weigher.SourceRefund {
 		p.settle(x, settlement{refund: true})
-	default:
-		p.settle(x, settlement{usage: u, hasUsage: source == weigher.SourceReported, counted: source != weigher.SourceReported})
+		return
 	}
+	p.settle(x, settlement{usage: u, hasUsage: source == weigher.SourceReported, counted: source != weigher.SourceReported})
 }
 
 // settlement is what a finished exchange really cost.
@@ -284,12 +320,22 @@ type settlement struct {
 	usage    weigher.Usage
 	hasUsage bool // usage reported by the upstream
 	counted  bool // usage counted locally (stream without usage)
+	// unforwarded: nothing reached the upstream (a handler that failed
+	// before the call), so no ledger record is written.
+	unforwarded bool
 }
 
 // settle reconciles every bucket the request took from with actual −
 // reserved, once, under the request id, and records what the request
-// really used and cost.
+// really used and cost. Only the first call for an exchange does anything:
+// a request is settled exactly once whatever path (normal end, client gone,
+// recovered panic) reaches here. The metrics, the ledger record and the
+// reconciliation each run contained, so a panic in one skips none of the
+// others.
 func (p *Proxy) settle(x *exchange, s settlement) {
+	if !x.settled.CompareAndSwap(false, true) {
+		return
+	}
 	actual := policy.Tokens{Input: s.usage.InputTokens, CachedInput: s.usage.CachedInputTokens,
 		CacheWrite: s.usage.CacheWriteTokens, CacheWrite1h: s.usage.CacheWrite1hTokens, Output: s.usage.OutputTokens}
 	known := (s.hasUsage || s.counted) && !s.refund && weighed(x.kind)
@@ -321,19 +367,29 @@ func (p *Proxy) settle(x *exchange, s settlement) {
 			limits = append(limits, a.rule.Name)
 		}
 	}
-	p.opt.Metrics.settled(x, actual, s.usage.ReasoningTokens, cost, known, deltas, limits)
-	p.record(x, s, actual, known, cost)
-	if len(deltas) == 0 {
-		return
+	if len(deltas) > 0 {
+		p.contain(StageSettle, x, func() {
+			p.inject(pointSettle)
+			store := p.opt.Store
+			if x.fallback {
+				store = p.opt.Fallback // the reservation was taken there
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), max(p.opt.StoreTimeout, 50*time.Millisecond))
+			defer cancel()
+			if err := store.Reconcile(ctx, x.id, deltas); err != nil {
+				p.log.Warn("reconcile failed", "err", err, "request_id", x.id)
+			}
+		})
 	}
-	store := p.opt.Store
-	if x.fallback {
-		store = p.opt.Fallback // the reservation was taken there
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), max(p.opt.StoreTimeout, 50*time.Millisecond))
-	defer cancel()
-	if err := store.Reconcile(ctx, x.id, deltas); err != nil {
-		p.log.Warn("reconcile failed", "err", err, "request_id", x.id)
+	p.contain(StageMetrics, x, func() {
+		p.inject(pointMetrics)
+		p.opt.Metrics.settled(x, actual, s.usage.ReasoningTokens, cost, known, deltas, limits)
+	})
+	if !s.unforwarded {
+		p.contain(StageLedger, x, func() {
+			p.inject(pointLedger)
+			p.record(x, s, actual, known, cost)
+		})
 	}
 }
 
