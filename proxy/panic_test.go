@@ -29,19 +29,19 @@ import (
 // upstream, on a memory store whose clock never moves (no refill), with a
 // fault hook that panics at one injection point.
 type panicRig struct {
-	t       *testing.T
-	url     string
-	mock    *mockllm.Server
-	store   *bucket.Memory
-	pol     *policy.Policy
-	w       *weigher.Weigher
-	reg     *prometheus.Registry
-	ledger  *countingLedger
-	log     *strings.Builder
-	armed   atomic.Bool // the hook panics while armed
-	passes  atomic.Int64
-	point   string
-	m       *Metrics
+	t      *testing.T
+	url    string
+	mock   *mockllm.Server
+	store  *bucket.Memory
+	pol    *policy.Policy
+	w      *weigher.Weigher
+	reg    *prometheus.Registry
+	ledger *countingLedger
+	log    *strings.Builder
+	armed  atomic.Bool // the hook panics while armed
+	passes atomic.Int64
+	point  string
+	m      *Metrics
 }
 
 // countingLedger counts the records written.
