@@ -48,6 +48,8 @@ var (
 		anthropicType: "invalid_request_error", message: "The JSON body names a key twice in one object (or nests over 128 levels); llmguard refuses ambiguous bodies."}
 	errModelName = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_model",
 		anthropicType: "invalid_request_error", message: "The model name is longer than 256 bytes."}
+	errGatewayCredential = apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_auth_failed",
+		anthropicType: "api_error", message: "The upstream rejected the gateway's credential (llmguard's own upstream key, not yours); llmguard has logged it for its operator."}
 	errNoUpstream = apiError{status: fasthttp.StatusNotFound, openAIType: "invalid_request_error", openAICode: "unknown_url",
 		anthropicType: "not_found_error", message: "No upstream is configured for this path."}
 )

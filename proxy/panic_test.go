@@ -79,11 +79,28 @@ const panicCapacity = 100000
 
 func newPanicRig(t *testing.T, mock *mockllm.Server, w *weigher.Weigher, point string) *panicRig {
 	t.Helper()
+	return newRig(t, rigOptions{mock: mock, url: mock.URL, w: w, point: point})
+}
+
+// rigOptions configures newRig.
+type rigOptions struct {
+	mock   *mockllm.Server // may be nil
+	url    string          // the upstream's base URL
+	w      *weigher.Weigher
+	point  string // the injection point that panics while armed
+	flavor Flavor
+	apiKey string // the upstream key llmguard sends
+}
+
+func newRig(t *testing.T, o rigOptions) *panicRig {
+	t.Helper()
+	mock, w, point := o.mock, o.w, o.point
 	cfg, err := config.Parse([]byte(`
 upstreams:
-  - {name: mock, flavor: openai, base_url: ` + mock.URL + `}
+  - {name: mock, flavor: ` + o.flavor.String() + `, base_url: ` + o.url + `}
 keys:
   - {key: sk-panic, user: alice, tenant: acme}
+identity: {pass_through: true}
 models:
   gpt-4o-mini: {encoding: o200k_base, input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60, default_max_output_tokens: 256}
 limits:
@@ -105,7 +122,7 @@ limits:
 	}
 	r := &panicRig{t: t, mock: mock, store: store, pol: pol, w: w, reg: reg, ledger: &countingLedger{}, log: &strings.Builder{}, point: point, m: m}
 	px, err := New(Options{
-		Upstreams: []*Upstream{{Name: "mock", Flavor: FlavorOpenAI, BaseURL: mock.URL, Timeout: 10 * time.Second}},
+		Upstreams: []*Upstream{{Name: "mock", Flavor: o.flavor, BaseURL: o.url, APIKey: o.apiKey, Timeout: 10 * time.Second}},
 		Policy:    pol, Store: store, Weigher: w, Metrics: m, Ledger: r.ledger,
 		Logger: slog.New(slog.NewTextHandler(&syncWriter{b: r.log}, nil)),
 		Now:    func() time.Time { return frozen },
@@ -153,7 +170,15 @@ func (r *panicRig) remaining() int64 {
 // the body the client read, and the error that ended the read, if any.
 func (r *panicRig) post(body string, headers ...string) (int, string, error) {
 	r.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, r.url+"/v1/chat/completions", strings.NewReader(body))
+	status, _, b, err := r.do("/v1/chat/completions", body, headers...)
+	return status, b, err
+}
+
+// do sends a POST to path with the rig's key unless headers set
+// Authorization; it returns the status, headers and body the client read.
+func (r *panicRig) do(path, body string, headers ...string) (int, http.Header, string, error) {
+	r.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, r.url+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer sk-panic")
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(headers); i += 2 {
@@ -161,11 +186,11 @@ func (r *panicRig) post(body string, headers ...string) (int, string, error) {
 	}
 	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
 	if err != nil {
-		return 0, "", err // the connection was cut before the answer's headers
+		return 0, nil, "", err // the connection was cut before the answer's headers
 	}
 	defer resp.Body.Close()
 	b, rerr := io.ReadAll(bufio.NewReader(resp.Body))
-	return resp.StatusCode, string(b), rerr
+	return resp.StatusCode, resp.Header, string(b), rerr
 }
 
 func (r *panicRig) panics(stage string) float64 {

@@ -32,6 +32,10 @@ var errClientGone = errors.New("proxy: client disconnected")
 // relay sends the upstream response to the client, reading usage on the way,
 // and settles the exchange. It owns resp.
 func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response) {
+	if st := resp.StatusCode(); (st == fasthttp.StatusUnauthorized || st == fasthttp.StatusForbidden) && !x.principal.PassThrough {
+		p.gatewayCredentialRefused(ctx, x, resp)
+		return
+	}
 	resp.Header.CopyTo(&ctx.Response.Header)
 	removeHopHeaders(&ctx.Response.Header)
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
@@ -106,6 +110,30 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	fasthttp.ReleaseResponse(resp)
 	ctx.Response.SetBodyRaw(body)
 	p.finish(ctx, x, status)
+}
+
+// gatewayCredentialRefused answers an upstream 401 or 403 to a request that
+// carried llmguard's own upstream credential: the upstream refused the
+// gateway, not the caller, and its body may quote part of that credential
+// (OpenAI's 401 names the key it refused, masked). The caller gets
+// llmguard's own error in its flavor's shape, 502 with x-should-retry:
+// false (retrying cannot fix the gateway's key); the operator gets a log
+// line; nothing of the upstream's body or headers is passed on. The
+// reservation is refunded, as for any upstream error.
+func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response) {
+	status := resp.StatusCode()
+	x.release = nil
+	resp.CloseBodyStream()
+	fasthttp.ReleaseResponse(resp)
+	x.status = fasthttp.StatusBadGateway
+	p.opt.Metrics.upstream(x.upstream.Name, status, x.upstreamTime)
+	p.log.Error("the upstream rejected llmguard's upstream credential: check the upstream's api_key_env",
+		"upstream", x.upstream.Name, "status", status, "request_id", x.id)
+	p.settle(x, settlement{refund: true})
+	p.opt.Metrics.request(x.upstream.Flavor, x.modelLabel, outcomeUpstreamError, "")
+	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules, nil)
+	ctx.Response.Header.Set("x-should-retry", "false")
+	errGatewayCredential.write(ctx, x.upstream.Flavor)
 }
 
 // finish reads the usage of a buffered response and settles the exchange.

@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -120,20 +122,51 @@ var hopHeaders = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-// removeHopHeaders deletes hop-by-hop fields, including those the
-// Connection field names.
-func removeHopHeaders(h interface {
-	Peek(string) []byte
+var (
+	connectionField = []byte("Connection")
+	hopHeaderNames  = func() [][]byte {
+		b := make([][]byte, len(hopHeaders))
+		for i, h := range hopHeaders {
+			b[i] = []byte(h)
+		}
+		return b
+	}()
+)
+
+// headerSet is what removeHopHeaders needs of fasthttp's RequestHeader and
+// ResponseHeader.
+type headerSet interface {
+	VisitAll(func(key, value []byte))
 	Del(string)
-}) {
-	if c := h.Peek("Connection"); len(c) > 0 {
-		for _, f := range strings.Split(string(c), ",") {
-			if f = strings.TrimSpace(f); f != "" {
-				h.Del(f)
+}
+
+// removeHopHeaders deletes hop-by-hop fields, including those the
+// Connection field names, whatever the case they are written in: the
+// upstream client keeps header names as sent, so "connection" and
+// "Connection" are different keys to fasthttp but the same field to HTTP
+// (RFC 9110 §5.1: field names are case-insensitive).
+func removeHopHeaders(h headerSet) {
+	var listed [][]byte // field names the Connection fields list
+	h.VisitAll(func(k, v []byte) {
+		if bytes.EqualFold(k, connectionField) {
+			for f := range bytes.SplitSeq(v, []byte(",")) {
+				if f = bytes.TrimSpace(f); len(f) > 0 {
+					listed = append(listed, bytes.Clone(f))
+				}
 			}
 		}
+	})
+	var named []string // the fields to delete, as written
+	h.VisitAll(func(k, _ []byte) {
+		if slices.ContainsFunc(hopHeaderNames, func(f []byte) bool { return bytes.EqualFold(f, k) }) ||
+			slices.ContainsFunc(listed, func(f []byte) bool { return bytes.EqualFold(f, k) }) {
+			named = append(named, string(k))
+		}
+	})
+	for _, k := range named {
+		h.Del(k)
 	}
-	for _, k := range hopHeaders {
+	for _, k := range hopHeaders { // fields fasthttp keeps outside its list (Connection, Transfer-Encoding)
 		h.Del(k)
 	}
 }
