@@ -50,8 +50,6 @@ type Options struct {
 	// its usage; a larger one is streamed through and keeps its
 	// reservation. Zero: 64 MiB.
 	MaxResponseBytes int
-	// StoreTimeout bounds one store call. Zero: 5ms.
-	StoreTimeout time.Duration
 	// Metrics receives counters; nil: none.
 	Metrics *Metrics
 	// Ledger receives one record per forwarded request, upstream errors
@@ -113,9 +111,6 @@ func New(opt Options) (*Proxy, error) {
 	}
 	if opt.MaxResponseBytes <= 0 {
 		opt.MaxResponseBytes = 64 << 20
-	}
-	if opt.StoreTimeout <= 0 {
-		opt.StoreTimeout = 5 * time.Millisecond
 	}
 	if opt.UnavailableRetry <= 0 {
 		opt.UnavailableRetry = 2 * time.Second
@@ -326,9 +321,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) {
 				x.rules = nil
 			} else {
 				x.fallback = true
-				sctx, cancel := context.WithTimeout(context.Background(), p.opt.StoreTimeout)
-				d, err = p.opt.Fallback.Take(sctx, items)
-				cancel()
+				d, err = p.opt.Fallback.Take(context.Background(), items) // in memory: no deadline to miss
 				if err != nil {
 					p.log.Error("fallback take failed; admitting without limits", "err", err, "request_id", x.id)
 					x.rules = nil
@@ -361,12 +354,14 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) {
 // names come near it, and it keeps the ledger's lines and the logs bounded.
 const maxModelName = 256
 
-// take runs the two-phase take on the store under its deadline.
+// take runs the two-phase take on the store. The deadline is the store's
+// own: a remote store is wrapped in bucket.Guarded, which bounds each call
+// by store.timeout; the memory store never waits on I/O, and a deadline of
+// a few milliseconds would only fail it on a busy host — and fail its
+// limits open.
 func (p *Proxy) take(items []bucket.Item) (bucket.Decision, error) {
-	sctx, cancel := context.WithTimeout(context.Background(), p.opt.StoreTimeout)
-	defer cancel()
 	t0 := time.Now()
-	d, err := p.opt.Store.Take(sctx, items)
+	d, err := p.opt.Store.Take(context.Background(), items)
 	p.opt.Metrics.decisionTime(time.Since(t0))
 	return d, err
 }

@@ -402,9 +402,9 @@ func (p *Proxy) settle(x *exchange, s settlement) {
 			if x.fallback {
 				store = p.opt.Fallback // the reservation was taken there
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), max(p.opt.StoreTimeout, 50*time.Millisecond))
-			defer cancel()
-			if err := store.Reconcile(ctx, x.id, deltas); err != nil {
+			// No deadline here either: a remote store's reconciliations are
+			// queued (bucket.AsyncReconciler) and bounded there.
+			if err := store.Reconcile(context.Background(), x.id, deltas); err != nil {
 				p.log.Warn("reconcile failed", "err", err, "request_id", x.id)
 			}
 		})

@@ -115,7 +115,6 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 		Weigher:          w,
 		MaxBodyBytes:     int(cfg.MaxBodyBytes),
 		MaxResponseBytes: int(cfg.MaxResponseBytes),
-		StoreTimeout:     time.Duration(cfg.Store.Timeout),
 		Metrics:          metrics,
 		Logger:           log,
 		Now:              now,

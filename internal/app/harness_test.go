@@ -45,8 +45,32 @@ func start(t *testing.T, tail string) *harness {
 
 func startWith(t *testing.T, mock *mockllm.Server, upstreamURL, tail string) *harness {
 	t.Helper()
+	return startConfig(t, mock, baseConfig(t, upstreamURL, tail))
+}
+
+// startFrozen is start on a clock that never moves: buckets never refill, so
+// what a test admits is exact, whatever the machine's speed.
+func startFrozen(t *testing.T, tail string) *harness {
+	t.Helper()
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, tail)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	return startClock(t, mock, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+}
+
+// baseConfig is the harness's config with tail appended; it sets the
+// upstream key's environment variable.
+func baseConfig(t *testing.T, upstreamURL, tail string) string {
+	t.Helper()
 	t.Setenv("LLMGUARD_TEST_UPSTREAM_KEY", "sk-upstream")
-	yaml := fmt.Sprintf(`
+	return fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 max_body_bytes: 65536
@@ -72,7 +96,6 @@ models:
     output_usd_per_mtok: 0.60
     default_max_output_tokens: 256
 %s`, upstreamURL, testKey, tail)
-	return startConfig(t, mock, yaml)
 }
 
 // startConfig runs llmguard on a whole YAML config whose listeners are
