@@ -65,7 +65,6 @@ func TestAsyncReconcilerDoesNotWait(t *testing.T) {
 
 	// The first reconciliation is picked up and blocks the goroutine in the
 	// store; 100 more fill the queue; the next is refused.
-	start := time.Now()
 	if err := a.Reconcile(ctx, "first", oneDelta); err != nil {
 		t.Fatal(err)
 	}
@@ -78,9 +77,9 @@ func TestAsyncReconcilerDoesNotWait(t *testing.T) {
 	if err := a.Reconcile(ctx, "one too many", oneDelta); !errors.Is(err, bucket.ErrQueueFull) {
 		t.Fatalf("reconcile on a full queue: %v, want ErrQueueFull", err)
 	}
-	if took := time.Since(start); took > 100*time.Millisecond {
-		t.Errorf("102 Reconcile calls took %v with the store blocked", took)
-	}
+	// The store stays blocked until close(f.gate) below: had Reconcile
+	// waited on it, the calls above would never have returned. (No clock:
+	// a wall-clock bound fails on a loaded machine.)
 	if err := a.Reconcile(ctx, "bad", []bucket.Delta{{Key: "k"}}); !errors.Is(err, bucket.ErrInvalid) {
 		t.Fatalf("an invalid delta: %v, want ErrInvalid at once", err)
 	}

@@ -148,17 +148,14 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 		func() { once.Do(func() { <-release }) })
 	w := mustNew(t, o)
 
-	var slowest time.Duration
+	// The sink stays blocked until close(release) below: had Write waited
+	// for room, this loop would never end. (No clock: a wall-clock bound
+	// fails on a loaded machine.)
 	accepted := 0
 	for i := range buffer + excess {
-		start := time.Now()
 		if w.Write(rec(i)) {
 			accepted++
 		}
-		slowest = max(slowest, time.Since(start))
-	}
-	if slowest > 50*time.Millisecond {
-		t.Errorf("slowest Write took %v with the sink blocked", slowest)
 	}
 	if accepted != buffer || w.Dropped() != excess {
 		t.Errorf("accepted %d, Dropped %d; want %d and %d", accepted, w.Dropped(), buffer, excess)
