@@ -158,3 +158,19 @@ stor: {backend: redis}
 		}
 	}
 }
+
+// A limit name is at most config.MaxLimitName bytes: it is repeated in
+// response headers, store keys and metric labels.
+func TestLimitNameLengthIsBounded(t *testing.T) {
+	y := func(name string) []byte {
+		return []byte("upstreams: [{name: o, flavor: openai, base_url: \"http://x\"}]\n" +
+			"limits: [{name: " + name + ", scope: user, unit: tokens, rate: 1, per: 1s}]\n")
+	}
+	if _, err := config.Parse(y(strings.Repeat("n", config.MaxLimitName))); err != nil {
+		t.Errorf("a name of %d bytes: %v", config.MaxLimitName, err)
+	}
+	_, err := config.Parse(y(strings.Repeat("n", config.MaxLimitName+1)))
+	if err == nil || !strings.Contains(err.Error(), "limits[0].name: at most 128 bytes") {
+		t.Errorf("a name of %d bytes: err = %v, want limits[0].name named", config.MaxLimitName+1, err)
+	}
+}
