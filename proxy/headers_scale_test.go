@@ -186,4 +186,3 @@ func TestBudgetWarningsBounded(t *testing.T) {
 		}
 	}
 }
-
