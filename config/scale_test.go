@@ -47,18 +47,25 @@ func TestParseScalesLinearly(t *testing.T) {
 	}
 	parse(small)() // warm up: the time zone database, the decoder's type caches
 	// Interleaved, so that a burst of load elsewhere on the machine
-	// disturbs both sizes alike; the best of each is compared.
-	var ts, tl time.Duration = 1<<63 - 1, 1<<63 - 1
-	for range 3 {
-		ts = min(ts, bestOf(3, parse(small)))
-		tl = min(tl, bestOf(1, parse(large)))
+	// disturbs both sizes alike; the best of each is compared. A ratio over
+	// the bound is measured again (twice at most): a burst can spoil one
+	// measurement, while quadratic work exceeds it every time.
+	var ratio float64
+	var ts, tl time.Duration
+	for attempt := range 3 {
+		ts, tl = 1<<63-1, 1<<63-1
+		for range 3 {
+			ts = min(ts, bestOf(3, parse(small)))
+			tl = min(tl, bestOf(1, parse(large)))
+		}
+		ratio = float64(tl) / float64(ts)
+		t.Logf("attempt %d: parse+validate: 1,000 keys/100 limits %v; 10,000 keys/1,000 limits %v; ratio %.1f", attempt, ts, tl, ratio)
+		if ratio <= maxScaleRatio {
+			return
+		}
 	}
-	ratio := float64(tl) / float64(ts)
-	t.Logf("parse+validate: 1,000 keys/100 limits %v; 10,000 keys/1,000 limits %v; ratio %.1f", ts, tl, ratio)
-	if ratio > maxScaleRatio {
-		t.Errorf("10x the config took %.1fx the time (%v vs %v), want at most %dx: parsing is not linear",
-			ratio, tl, ts, maxScaleRatio)
-	}
+	t.Errorf("10x the config took %.1fx the time (%v vs %v), want at most %dx: parsing is not linear",
+		ratio, tl, ts, maxScaleRatio)
 }
 
 // BenchmarkParse10kKeys1kLimits parses and validates a config of 10,000

@@ -89,24 +89,30 @@ func TestLoadAndReloadScaleLinearly(t *testing.T) {
 		}
 	}
 
-	ls, ll, rs, rl := time.Duration(1<<63-1), time.Duration(1<<63-1), time.Duration(1<<63-1), time.Duration(1<<63-1)
-	for range 3 { // interleaved, so that load elsewhere disturbs both sizes alike
-		ls = min(ls, best(3, func() { loadApp(t, small) }))
-		ll = min(ll, best(1, func() { loadApp(t, large) }))
-		rs = min(rs, best(3, reload(small)))
-		rl = min(rl, best(1, reload(large)))
+	// Interleaved, so that a burst of load elsewhere on the machine
+	// disturbs both sizes alike; the best of each is compared. A ratio over
+	// the bound is measured again (twice at most): a burst can spoil one
+	// measurement, while quadratic work exceeds it every time.
+	var loadRatio, reloadRatio float64
+	for attempt := range 3 {
+		ls, ll, rs, rl := time.Duration(1<<63-1), time.Duration(1<<63-1), time.Duration(1<<63-1), time.Duration(1<<63-1)
+		for range 3 {
+			ls = min(ls, best(3, func() { loadApp(t, small) }))
+			ll = min(ll, best(1, func() { loadApp(t, large) }))
+			rs = min(rs, best(3, reload(small)))
+			rl = min(rl, best(1, reload(large)))
+		}
+		if n := len(a.policy().Rules()); n != 1000 {
+			t.Fatalf("after reloading the large config: %d rules, want 1000", n)
+		}
+		loadRatio, reloadRatio = float64(ll)/float64(ls), float64(rl)/float64(rs)
+		t.Logf("attempt %d: load: 1,000 keys/100 limits %v, 10,000 keys/1,000 limits %v (%.1fx); reload: %v, %v (%.1fx)",
+			attempt, ls, ll, loadRatio, rs, rl, reloadRatio)
+		if loadRatio <= maxLoadRatio && reloadRatio <= maxLoadRatio {
+			return
+		}
 	}
-	if n := len(a.policy().Rules()); n != 1000 {
-		t.Fatalf("after reloading the large config: %d rules, want 1000", n)
-	}
-	t.Logf("load: 1,000 keys/100 limits %v, 10,000 keys/1,000 limits %v (%.1fx); reload: %v, %v (%.1fx)",
-		ls, ll, float64(ll)/float64(ls), rs, rl, float64(rl)/float64(rs))
-	if r := float64(ll) / float64(ls); r > maxLoadRatio {
-		t.Errorf("loading 10x the config took %.1fx the time (%v vs %v), want at most %dx", r, ll, ls, maxLoadRatio)
-	}
-	if r := float64(rl) / float64(rs); r > maxLoadRatio {
-		t.Errorf("reloading 10x the config took %.1fx the time (%v vs %v), want at most %dx", r, rl, rs, maxLoadRatio)
-	}
+	t.Errorf("10x the config took %.1fx the time to load and %.1fx to reload, want at most %dx", loadRatio, reloadRatio, maxLoadRatio)
 }
 
 // BenchmarkLoad10kKeys1kLimits loads a config of 10,000 keys and 1,000
