@@ -23,7 +23,7 @@ func bestOf(n int, f func()) time.Duration {
 }
 
 // maxScaleRatio bounds how much longer a config ten times larger may take
-// to parse and validate. Linear work gives 10 in theory and 11 to 15 as
+// to parse and validate. Linear work gives 10 in theory and 11 to 22 as
 // measured here (a larger working set misses the caches more, and the
 // machine is shared); the quadratic decoding of the past gave over 100
 // (3 minutes for 10,000 keys and 1,000 limits).

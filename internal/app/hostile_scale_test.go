@@ -19,7 +19,7 @@ import (
 
 // maxLoadRatio bounds how much longer a config ten times larger (10,000
 // keys and 1,000 limits against 1,000 and 100) may take to load: linear
-// work gives 10 in theory and 10 to 15 as measured here; the quadratic YAML
+// work gives 10 in theory and 9 to 18 as measured here; the quadratic YAML
 // decoding of the past gave over 100 (3 minutes for the larger one).
 const maxLoadRatio = 25
 
