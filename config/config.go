@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
-	"github.com/goccy/go-yaml"
+	"go.yaml.in/yaml/v3"
 )
 
 // Config is the whole llmguard configuration file, as written in YAML. Its
@@ -267,6 +269,22 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// UnmarshalYAML reads the duration from its YAML scalar (YAML decoders
+// prefer this form to UnmarshalText; github.com/goccy/go-yaml, used before,
+// fed UnmarshalText by re-formatting the node with a formatter built over
+// every token of the whole file, so that a config with a thousand limits
+// took time quadratic in its size). A value that is not a scalar, or not a
+// Go duration, leaves the invalid marker that Validate reports with its
+// field path.
+func (d *Duration) UnmarshalYAML(unmarshal func(any) error) error {
+	var s string
+	if err := unmarshal(&s); err != nil {
+		*d = invalidDuration
+		return nil
+	}
+	return d.UnmarshalText([]byte(s))
+}
+
 // MarshalText writes the duration as a Go duration string.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
 
@@ -286,16 +304,20 @@ func Parse(b []byte) (*Config, error) { return parse(b, "") }
 
 func parse(b []byte, dir string) (*Config, error) {
 	var c Config
-	var unknown []string
+	var decodeProblems []string
 	if len(bytes.TrimSpace(b)) > 0 {
-		// A strict pass finds an unknown field (goccy/go-yaml stops at the
-		// first); a lenient pass then reads the rest, so that the unknown
-		// field and every invalid value are reported together.
-		if err := yaml.UnmarshalWithOptions(b, &Config{}, yaml.DisallowUnknownField()); err != nil {
-			unknown = append(unknown, yaml.FormatError(err, false, true))
-		}
-		if err := yaml.Unmarshal(b, &c); err != nil {
-			return nil, &Error{Problems: []string{yaml.FormatError(err, false, true)}}
+		// One strict pass: go.yaml.in/yaml/v3 reports every unknown field
+		// and every value of the wrong type (with its line) and goes on
+		// decoding the rest, so that they and every invalid value are
+		// reported together. Its cost is linear in the file's size.
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			var te *yaml.TypeError
+			if !errors.As(err, &te) {
+				return nil, &Error{Problems: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
+			}
+			decodeProblems = te.Errors
 		}
 	}
 	c.applyDefaults()
@@ -303,12 +325,12 @@ func parse(b []byte, dir string) (*Config, error) {
 		return nil, err
 	}
 	err := c.Validate()
-	if len(unknown) > 0 {
+	if len(decodeProblems) > 0 {
 		var ce *Error
 		if errors.As(err, &ce) {
-			unknown = append(unknown, ce.Problems...)
+			decodeProblems = append(decodeProblems, ce.Problems...)
 		}
-		return nil, &Error{Problems: unknown}
+		return nil, &Error{Problems: decodeProblems}
 	}
 	if err != nil {
 		return nil, err

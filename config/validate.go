@@ -32,6 +32,10 @@ var (
 	knownEncs    = []string{"o200k_base", "cl100k_base", "p50k_base", "r50k_base"}
 )
 
+// MaxLimitName is the longest limit name, in bytes: a name is repeated in
+// response headers, store keys and metric labels, which must stay small.
+const MaxLimitName = 128
+
 // maxUnits bounds any amount in units (tokens, requests, micro-USD) so that
 // it stays exact in a float64 (2^53), which the Redis scripts compute in.
 const maxUnits = 1 << 52
@@ -136,6 +140,8 @@ func (c *Config) Validate() error {
 		switch {
 		case l.Name == "":
 			p.add(f+".name", "required")
+		case len(l.Name) > MaxLimitName:
+			p.add(f+".name", "at most %d bytes (got %d)", MaxLimitName, len(l.Name))
 		case strings.ContainsAny(l.Name, "{}:\" ,;=\\"):
 			p.add(f+".name", "must not contain braces, colons, quotes, spaces or ,;=\\ (got %q)", l.Name)
 		case lnames[l.Name]:

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ type Principal struct {
 // each rule's unit. Safe for concurrent use.
 type Policy struct {
 	rules       []Rule // narrowest scope first, then config order
+	idx         index  // rules by matcher value, for Match
 	keys        map[[32]byte]Principal
 	prices      map[string]Price
 	byLength    []string // priced model names, longest first, for prefix lookup
@@ -93,6 +95,7 @@ func Compile(c *config.Config) (*Policy, error) {
 		return nil, &config.Error{Problems: problems}
 	}
 	sort.SliceStable(p.rules, func(i, j int) bool { return p.rules[i].Scope < p.rules[j].Scope })
+	p.idx = buildIndex(p.rules)
 	return p, nil
 }
 
@@ -115,9 +118,22 @@ func (p *Policy) Identify(credential string) (pr Principal, ok bool) {
 }
 
 // Match appends to dst the rules that apply to a request from pr for model
-// on reqPath, narrowest scope first, and returns it.
+// on reqPath, narrowest scope first (then in config order), and returns it:
+// every rule whose Matches is true, found through an index of the rules by
+// user, tenant, plan, model and path, so that its cost grows with the rules
+// that apply (and those sharing a matcher value with them), not with all
+// rules. It allocates only when dst or more than 32 candidates outgrow
+// their buffers.
 func (p *Policy) Match(dst []*Rule, pr Principal, model, reqPath string) []*Rule {
-	for i := range p.rules {
+	var buf [32]int32
+	c := p.idx.candidates(buf[:0], pr, model, reqPath)
+	slices.Sort(c) // positions in p.rules: narrowest scope, then config order
+	prev := int32(-1)
+	for _, i := range c {
+		if i == prev {
+			continue
+		}
+		prev = i
 		if p.rules[i].Matches(pr, model, reqPath) {
 			dst = append(dst, &p.rules[i])
 		}

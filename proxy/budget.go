@@ -1,16 +1,30 @@
 package proxy
 
 import (
+	"cmp"
+	"slices"
 	"strconv"
 	"sync"
 )
 
+// maxBudgetWarnings is the most x-llmguard-budget-warning headers one
+// response carries: the most used quotas, when more have crossed a
+// threshold, so that a request under a thousand quotas does not get a
+// thousand headers. Crossings are logged and counted as before.
+const maxBudgetWarnings = 4
+
 // budgetWarnings notes, for the x-llmguard-budget-warning header, every
 // quota of the request whose use right after this request's reservation has
 // crossed one of its warn_at thresholds: "<limit>; used=<fraction, 2
-// decimals>". The first crossing of each threshold in each period (per
-// node) is logged and counted.
+// decimals>", at most maxBudgetWarnings of them (the most used, the
+// narrowest scope first among equals). The first crossing of each threshold
+// in each period (per node) is logged and counted.
 func (p *Proxy) budgetWarnings(x *exchange) {
+	type hit struct {
+		name string
+		used float64
+	}
+	var hits []hit
 	for _, a := range x.rules {
 		if len(a.rule.WarnAt) == 0 || !a.limit.IsQuota() || a.limit.Capacity <= 0 {
 			continue
@@ -25,12 +39,19 @@ func (p *Proxy) budgetWarnings(x *exchange) {
 		if crossed < 0 {
 			continue
 		}
-		x.warnings = append(x.warnings, a.rule.Name+"; used="+strconv.FormatFloat(used, 'f', 2, 64))
+		hits = append(hits, hit{a.rule.Name, used})
 		if p.warned.first(a.key, a.limit.WindowStart.Unix(), crossed) {
 			p.opt.Metrics.budgetWarning(a.rule.Name, x.principal.Tenant)
 			p.log.Warn("budget threshold crossed", "limit", a.rule.Name, "key", a.key, "threshold", a.rule.WarnAt[crossed],
 				"used", used, "period_end", a.limit.WindowEnd)
 		}
+	}
+	if len(hits) > maxBudgetWarnings {
+		slices.SortStableFunc(hits, func(a, b hit) int { return cmp.Compare(b.used, a.used) })
+		hits = hits[:maxBudgetWarnings]
+	}
+	for _, h := range hits {
+		x.warnings = append(x.warnings, h.name+"; used="+strconv.FormatFloat(h.used, 'f', 2, 64))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 	"time"
 
@@ -21,7 +22,16 @@ type applied struct {
 	limit    bucket.Limit // as taken: a quota's window is that of admission
 	reserved int64        // units taken at admission
 	status   bucket.Status
+	denied   bool // this rule's bucket denied the request
 }
+
+// maxRateLimitItems is the most items the RateLimit-Policy and RateLimit
+// fields list. A request under more rules gets the tightest of them (the
+// least remaining as a fraction of capacity), the denying one always among
+// them on a 429, so that its headers stay a few hundred bytes when a
+// thousand rules apply (a client or intermediary refuses a response whose
+// headers pass its limit: 8 to 16 KB in many HTTP clients and proxies).
+const maxRateLimitItems = 4
 
 // setLimitHeaders writes the caller-contract headers of DESIGN.md §6 from
 // the statuses seen at admission:
@@ -30,8 +40,9 @@ type applied struct {
 //     (https://platform.openai.com/docs/guides/rate-limits), each trio from
 //     the rule of that kind with the least remaining;
 //   - the IETF RateLimit-Policy and RateLimit fields
-//     (draft-ietf-httpapi-ratelimit-headers), one item per applied rule,
-//     with llmguard-unit naming the unit of q and r.
+//     (draft-ietf-httpapi-ratelimit-headers), one item per applied rule up
+//     to maxRateLimitItems (see listed), with llmguard-unit naming the unit
+//     of q and r.
 //
 // Anthropic callers get Anthropic's anthropic-ratelimit-{requests,tokens,
 // input-tokens,output-tokens}-{limit,remaining,reset} instead, reset as an
@@ -86,7 +97,69 @@ func setOpenAIHeaders(h *fasthttp.ResponseHeader, rules []applied) {
 	}
 }
 
-func setIETFHeaders(h *fasthttp.ResponseHeader, rules []applied, buf []byte) []byte {
+// listed returns the positions in rules of the rules the RateLimit fields
+// list, in rules' order (narrowest scope first): every rule when there are
+// at most maxRateLimitItems, else the denying rule, if any, and the
+// tightest others: those with the least remaining as a fraction of their
+// capacity, the earlier first among equals.
+func listed(rules []applied, dst *[maxRateLimitItems]int) []int {
+	if len(rules) <= maxRateLimitItems {
+		for i := range rules {
+			dst[i] = i
+		}
+		return dst[:len(rules)]
+	}
+	// before reports whether rule i is to be listed rather than rule j.
+	before := func(i, j int) bool {
+		a, b := &rules[i], &rules[j]
+		if a.denied != b.denied {
+			return a.denied
+		}
+		fa, fb := fraction(a), fraction(b)
+		if fa != fb {
+			return fa < fb
+		}
+		return i < j
+	}
+	// Insertion into the few best so far.
+	n := 0
+	for i := range rules {
+		if n == maxRateLimitItems && !before(i, dst[n-1]) {
+			continue
+		}
+		k := min(n, maxRateLimitItems-1)
+		for k > 0 && before(i, dst[k-1]) {
+			dst[k] = dst[k-1]
+			k--
+		}
+		dst[k] = i
+		n = min(n+1, maxRateLimitItems)
+	}
+	out := dst[:n]
+	slices.Sort(out)
+	return out
+}
+
+// fraction is what remains of a rule's bucket as a fraction of its
+// capacity: 1 full, 0 empty, below 0 in debt.
+func fraction(a *applied) float64 {
+	if a.limit.Capacity <= 0 {
+		return 0
+	}
+	return float64(a.status.Remaining) / float64(a.limit.Capacity)
+}
+
+func setIETFHeaders(h *fasthttp.ResponseHeader, all []applied, buf []byte) []byte {
+	var pick [maxRateLimitItems]int
+	idx := listed(all, &pick)
+	var rules [maxRateLimitItems]applied
+	for i, j := range idx {
+		rules[i] = all[j]
+	}
+	return writeIETFHeaders(h, rules[:len(idx)], buf)
+}
+
+func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []applied, buf []byte) []byte {
 	buf = buf[:0]
 	for i, a := range rules {
 		if i > 0 {
@@ -209,6 +282,7 @@ func writeDenied(ctx *fasthttp.RequestCtx, f Flavor, d bucket.Decision, rules []
 		ctx.Response.Header.Set("retry-after-ms", strconv.FormatInt(max(int64((d.RetryAfter+time.Millisecond-1)/time.Millisecond), 1), 10))
 	}
 	ctx.Response.Header.Set("x-llmguard-limit", a.rule.Name)
+	rules[d.DeniedBy].denied = true
 	setLimitHeaders(&ctx.Response.Header, f, rules, nil)
 	e.write(ctx, f)
 }
