@@ -50,7 +50,7 @@ type Options struct {
 	// its usage; a larger one is streamed through and keeps its
 	// reservation. Zero: 64 MiB.
 	MaxResponseBytes int
-	// StoreTimeout bounds one store call. Zero: 5ms.
+	// StoreTimeout bounds one store call. Zero: bucket.DefaultTimeout.
 	StoreTimeout time.Duration
 	// Metrics receives counters; nil: none.
 	Metrics *Metrics
@@ -111,7 +111,7 @@ func New(opt Options) (*Proxy, error) {
 		opt.MaxResponseBytes = 64 << 20
 	}
 	if opt.StoreTimeout <= 0 {
-		opt.StoreTimeout = 5 * time.Millisecond
+		opt.StoreTimeout = bucket.DefaultTimeout
 	}
 	if opt.UnavailableRetry <= 0 {
 		opt.UnavailableRetry = 2 * time.Second
@@ -283,7 +283,7 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 			items[i] = bucket.Item{Key: key, Limit: limit, Cost: units}
 			x.rules[i] = applied{rule: r, key: key, limit: limit, reserved: units}
 		}
-		d, err := p.take(items)
+		d, err := p.take(x.id, items)
 		if errors.Is(err, bucket.ErrInvalid) {
 			// A limit the store refuses is a bug, not an outage: never
 			// admit past it.
@@ -308,7 +308,7 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 			} else {
 				x.fallback = true
 				sctx, cancel := context.WithTimeout(context.Background(), p.opt.StoreTimeout)
-				d, err = p.opt.Fallback.Take(sctx, items)
+				d, err = p.opt.Fallback.Take(sctx, x.id, items)
 				cancel()
 				if err != nil {
 					p.log.Error("fallback take failed; admitting without limits", "err", err, "request_id", x.id)
@@ -342,12 +342,13 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 // names come near it, and it keeps the ledger's lines and the logs bounded.
 const maxModelName = 256
 
-// take runs the two-phase take on the store under its deadline.
-func (p *Proxy) take(items []bucket.Item) (bucket.Decision, error) {
+// take runs the two-phase take of request id on the store under its
+// deadline (the store voids it if it fails but may have been applied).
+func (p *Proxy) take(id string, items []bucket.Item) (bucket.Decision, error) {
 	sctx, cancel := context.WithTimeout(context.Background(), p.opt.StoreTimeout)
 	defer cancel()
 	t0 := time.Now()
-	d, err := p.opt.Store.Take(sctx, items)
+	d, err := p.opt.Store.Take(sctx, id, items)
 	p.opt.Metrics.decisionTime(time.Since(t0))
 	return d, err
 }

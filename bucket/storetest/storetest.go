@@ -91,7 +91,7 @@ func run(t *testing.T, store bucket.Store, clock *Clock, prefix string, steps []
 				items[j] = it
 			}
 			var got bucket.Decision
-			got, err = store.Take(ctx, items)
+			got, err = store.Take(ctx, "", items)
 			if err == nil && !s.invalid && !sameDecision(got, s.want) {
 				t.Errorf("%s: Take decided\n\t%+v\nwant\t%+v", where, got, s.want)
 			}
