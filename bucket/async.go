@@ -130,7 +130,7 @@ type AsyncReconciler struct {
 	drops  error // set by the goroutine before done closes: the Close error
 
 	queuedN, voids, applied, retried, dropped atomic.Uint64
-	pending, held                      atomic.Int64
+	pending, held                             atomic.Int64
 }
 
 var _ Store = (*AsyncReconciler)(nil)
