@@ -20,8 +20,9 @@ import (
 // ErrInvalid and ErrVoided: the store could not serve the call, because it
 // failed within its deadline (the store's error is wrapped too) or because
 // the breaker is open and the call was not even tried (the failure that
-// opened it is wrapped, and ErrNotSent). The caller then follows each rule's on_failure: serve it from a
-// Fallback, or refuse the request. Test with errors.Is.
+// opened it is wrapped, and ErrNotSent). The caller then follows each
+// rule's on_failure: serve it from a Fallback, or refuse the request. Test
+// with errors.Is.
 var ErrUnavailable = errors.New("store unavailable")
 
 // BreakerState is the state of a Guarded store's circuit breaker.
@@ -138,14 +139,14 @@ type Call struct {
 
 // DefaultTimeout is GuardOptions.Timeout's default, the deadline of a Take
 // on the request's path (store.timeout). It was chosen from
-// BenchmarkTakeLatencyUnderLoad (latency_bench_test.go), a take of three
-// buckets from 16 callers on a 2-core machine shared with other jobs: p99.9
-// 5–18 ms and at most 31 ms as it is; p99 13–25 ms, p99.9 72–77 ms and at
-// most 120 ms with four `yes` processes competing for the CPU. 5 ms failed
-// 1–2% of the takes of a healthy Redis there; 50 ms fails none as the
-// machine is, and under 1% under the CPU hog, which the failure-ratio rule
-// of the breaker tolerates and Void gives back. See the README, "Store
-// timeouts".
+// BenchmarkTakeLatencyUnderLoad (latency_bench_test.go): takes of three
+// buckets from 16 callers on a 2-core machine shared with other jobs
+// answered within 8–25 ms as the machine was (p99.9 5.5–13 ms), and with
+// four `yes` processes competing for the CPU at p99 27–37 ms, p99.9 74–124
+// ms, at most 154 ms. 5 ms failed 0.3–2% of a healthy Redis's takes even at
+// rest; 50 ms fails none at rest and under 0.5% beside the CPU hog, which
+// the breaker's failure-ratio rule tolerates and Void gives back. See the
+// README, "Store timeouts".
 const DefaultTimeout = 50 * time.Millisecond
 
 // GuardOptions configures NewGuarded. The zero value is a usable default.

@@ -22,8 +22,10 @@ import (
 // buckets (user, tenant, global) against a real redis-server started for the
 // run, from 16 concurrent callers on a client set up as the proxy's
 // (internal/app/store.go: deadline-driven, no retries), and reports its
-// p50, p99, p99.9 and maximum in milliseconds, and the share of calls (%)
-// that a deadline of 5, 25 and 50 ms would have failed: the figures
+// p50, p99, p99.9 and maximum in milliseconds, the share of calls (%) that
+// a deadline of 5, 25 and 50 ms would have failed, and how often a breaker
+// would then have opened on this healthy Redis (opens-old@5ms: the old rule,
+// 5 failures in a row; opens@D: the current defaults): the figures
 // store.timeout is chosen from (README, "Store timeouts"). Each call gets a one-second
 // deadline, so that a slow call is measured rather than cut.
 //
@@ -59,6 +61,7 @@ func BenchmarkTakeLatencyUnderLoad(b *testing.B) {
 			defer stop()
 			const callers = 16
 			lat := make([]time.Duration, b.N)
+			ends := make([]time.Time, b.N)
 			var next atomic.Int64
 			var wg sync.WaitGroup
 			b.ResetTimer()
@@ -74,7 +77,8 @@ func BenchmarkTakeLatencyUnderLoad(b *testing.B) {
 						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 						t0 := time.Now()
 						_, err := r.Take(ctx, "", items)
-						lat[i] = time.Since(t0)
+						ends[i] = time.Now()
+						lat[i] = ends[i].Sub(t0)
 						cancel()
 						if err != nil {
 							b.Error(err)
@@ -85,6 +89,26 @@ func BenchmarkTakeLatencyUnderLoad(b *testing.B) {
 			}
 			wg.Wait()
 			b.StopTimer()
+			// How often a breaker would have opened on this healthy Redis,
+			// had every call past a deadline failed: the old rule (5
+			// failures in a row) at the old 5 ms, and the current one
+			// (GuardOptions' defaults) at 5, 25 and 50 ms.
+			byEnd := make([]int, len(lat))
+			for i := range byEnd {
+				byEnd[i] = i
+			}
+			slices.SortFunc(byEnd, func(i, j int) int { return ends[i].Compare(ends[j]) })
+			failed := func(d time.Duration) []bool {
+				f := make([]bool, len(byEnd))
+				for k, i := range byEnd {
+					f[k] = lat[i] > d
+				}
+				return f
+			}
+			b.ReportMetric(float64(opens(failed(5*time.Millisecond), 5, 1)), "opens-old@5ms")
+			for _, d := range []time.Duration{5 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond} {
+				b.ReportMetric(float64(opens(failed(d), 20, 0.5)), fmt.Sprintf("opens@%dms", d/time.Millisecond))
+			}
 			slices.Sort(lat)
 			q := func(p float64) float64 {
 				return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / float64(time.Millisecond)
@@ -100,6 +124,30 @@ func BenchmarkTakeLatencyUnderLoad(b *testing.B) {
 			}
 		})
 	}
+}
+
+// opens counts how often a breaker rule would open over calls in the order
+// they ended (failed[k]: the k-th to end failed): minCalls failures in a
+// row, or at least ratio of at least minCalls calls (ratio 1 and minCalls
+// n: n in a row). The counts start again after each opening, as the
+// breaker's do; the run is shorter than the default 10 s window, so the
+// window is the whole run.
+func opens(failed []bool, minCalls int, ratio float64) int {
+	n, ended, fails, run := 0, 0, 0, 0
+	for _, f := range failed {
+		ended++
+		if !f {
+			run = 0
+			continue
+		}
+		fails++
+		run++
+		if run >= minCalls || (ended >= minCalls && float64(fails) >= ratio*float64(ended)) {
+			n++
+			ended, fails, run = 0, 0, 0
+		}
+	}
+	return n
 }
 
 // startHog starts the CPU load named by load with n hogs and returns the

@@ -40,9 +40,9 @@ type RedisOptions struct {
 	// at least one.
 	DedupFor time.Duration
 	// VoidFor is the void window: the TTL of the take marker a committed
-	// take with a request id leaves for Void (one key per slot group, "'t'"),
-	// and of a Void's tombstone ("'v'"); 0 means DefaultVoidWindow. It is
-	// kept at whole milliseconds of at least one.
+	// take with a request id leaves for Void (one key per slot group, "t"),
+	// and of a Void's tombstone ("v"); 0 means DefaultVoidWindow. It is kept
+	// at whole milliseconds of at least one.
 	VoidFor time.Duration
 }
 

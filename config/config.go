@@ -218,8 +218,8 @@ type Store struct {
 	// Timeout bounds one store call on the request path (a take). Default
 	// 50ms (bucket.DefaultTimeout): measured by
 	// BenchmarkTakeLatencyUnderLoad on a shared 2-core machine, a healthy
-	// Redis answered a take within 31ms as the machine was, and its p99 was
-	// 13–25ms (p99.9 72–77ms) with CPU hogs beside it; 5ms failed 1–2% of
+	// Redis answered a take within 8–25ms as the machine was, and at p99
+	// 27–37ms, p99.9 74–124ms with CPU hogs beside it; 5ms failed 0.3–2% of
 	// takes even at rest (README, "Store timeouts").
 	Timeout Duration `yaml:"timeout"`
 	// PoolSize is the number of pooled connections per Redis node; every
