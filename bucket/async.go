@@ -11,19 +11,32 @@ import (
 )
 
 // Reconciliation is one Reconcile call held for later: a request id and its
-// deltas.
+// deltas; or, with Void set, one Void call.
 type Reconciliation struct {
 	RequestID string
 	Deltas    []Delta
+	// Void makes this the Void of RequestID's take: Deltas are the take's
+	// items with Units = -Cost (as refunds builds them), applied only when
+	// that take was, once. RequestID must not be empty.
+	Void bool
+}
+
+// validate checks rc as Reconcile (or Void) would; the error wraps
+// ErrInvalid.
+func (rc Reconciliation) validate() error {
+	if rc.Void {
+		return validateVoid(rc.RequestID, takenBy(rc.Deltas))
+	}
+	return validateDeltas(rc.RequestID, rc.Deltas)
 }
 
 // BatchReconciler is a Store that can apply many reconciliations in one
 // round trip. Redis implements it; AsyncReconciler uses it when its store
 // does.
 type BatchReconciler interface {
-	// ReconcileBatch applies each element of batch as Reconcile would and
-	// returns one error per element, nil when it was applied or was a
-	// repeated request id.
+	// ReconcileBatch applies each element of batch as Reconcile (or Void,
+	// for an element with Void set) would and returns one error per
+	// element, nil when it was applied or was a repeated request id.
 	ReconcileBatch(ctx context.Context, batch []Reconciliation) []error
 }
 
@@ -72,9 +85,11 @@ type AsyncOptions struct {
 	OnDrop func(rc Reconciliation, err error)
 }
 
-// AsyncStats counts what an AsyncReconciler did since it was created.
+// AsyncStats counts what an AsyncReconciler did since it was created. Voids
+// are reconciliations too, in every count.
 type AsyncStats struct {
-	Queued  uint64 // reconciliations accepted by Reconcile
+	Queued  uint64 // reconciliations accepted by Reconcile or Void, and voids of failed takes
+	Voids   uint64 // of Queued, voids of takes that failed but may have been applied
 	Applied uint64 // reconciliations the store applied (or found already applied)
 	Retried uint64 // failed attempts that were queued for a retry
 	Dropped uint64 // reconciliations refused (queue full, closed) or given up
@@ -93,6 +108,12 @@ type AsyncStats struct {
 // the store is back. It is safe for concurrent use. Create one with
 // NewAsyncReconciler; Close flushes the queue and stops the goroutine.
 //
+// A Take that fails in a way that may have been applied (MayHaveApplied:
+// a timeout, a broken connection) is voided: the AsyncReconciler queues the
+// Void of its request id and items, which it applies as it applies
+// reconciliations (and holds through an outage), so that the reservation
+// the store may have taken comes back, once.
+//
 // A Take may not yet see a Reconcile made just before it: reconciliation is
 // eventually applied, within one round trip under normal load. Call Flush to
 // wait for it.
@@ -108,8 +129,8 @@ type AsyncReconciler struct {
 	once   sync.Once
 	drops  error // set by the goroutine before done closes: the Close error
 
-	queuedN, applied, retried, dropped atomic.Uint64
-	pending, held                      atomic.Int64
+	queuedN, voids, applied, retried, dropped atomic.Uint64
+	pending, held                             atomic.Int64
 }
 
 var _ Store = (*AsyncReconciler)(nil)
@@ -152,9 +173,30 @@ func NewAsyncReconciler(store Store, o AsyncOptions) *AsyncReconciler {
 	return a
 }
 
-// Take implements Store by calling the wrapped store's Take.
-func (a *AsyncReconciler) Take(ctx context.Context, items []Item) (Decision, error) {
-	return a.store.Take(ctx, items)
+// Take implements Store by calling the wrapped store's Take. When that
+// fails and may have been applied (MayHaveApplied), and requestID is not
+// empty, it also queues the Void of requestID's take of items (a queue
+// full or closed drops it, counted); the Take's own result is returned as
+// is.
+func (a *AsyncReconciler) Take(ctx context.Context, requestID string, items []Item) (Decision, error) {
+	d, err := a.store.Take(ctx, requestID, items)
+	if requestID != "" && MayHaveApplied(err) && validateVoid(requestID, items) == nil && costs(items) {
+		if a.enqueue(Reconciliation{RequestID: requestID, Deltas: refunds(items), Void: true}) == nil {
+			a.voids.Add(1)
+		}
+	}
+	return d, err
+}
+
+// costs reports whether any item costs something: a take of nothing needs
+// no Void.
+func costs(items []Item) bool {
+	for _, it := range items {
+		if it.Cost != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Reconcile implements Store without waiting for the store: it checks the
@@ -169,12 +211,35 @@ func (a *AsyncReconciler) Reconcile(_ context.Context, requestID string, deltas 
 	if len(deltas) == 0 {
 		return nil
 	}
-	q := queued{rc: Reconciliation{RequestID: requestID, Deltas: slices.Clone(deltas)}, at: time.Now()}
+	return a.enqueue(Reconciliation{RequestID: requestID, Deltas: slices.Clone(deltas)})
+}
+
+// Void implements Store without waiting for the store, as Reconcile: it
+// checks requestID and items (an error wraps ErrInvalid), and queues the
+// Void; the errors are Reconcile's.
+func (a *AsyncReconciler) Void(_ context.Context, requestID string, items []Item) error {
+	if err := validateVoid(requestID, items); err != nil {
+		return err
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	return a.enqueue(Reconciliation{RequestID: requestID, Deltas: refunds(items), Void: true})
+}
+
+// enqueue queues rc, or drops it (counted) when the queue is full or
+// closed.
+func (a *AsyncReconciler) enqueue(rc Reconciliation) error {
+	op := "reconcile"
+	if rc.Void {
+		op = "void"
+	}
+	q := queued{rc: rc, at: time.Now()}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if a.closed {
 		a.dropped.Add(1)
-		return fmt.Errorf("bucket: reconcile %q: %w", requestID, ErrClosed)
+		return fmt.Errorf("bucket: %s %q: %w", op, rc.RequestID, ErrClosed)
 	}
 	select {
 	case a.queue <- q:
@@ -183,7 +248,7 @@ func (a *AsyncReconciler) Reconcile(_ context.Context, requestID string, deltas 
 		return nil
 	default:
 		a.dropped.Add(1)
-		return fmt.Errorf("bucket: reconcile %q: %w", requestID, ErrQueueFull)
+		return fmt.Errorf("bucket: %s %q: %w", op, rc.RequestID, ErrQueueFull)
 	}
 }
 
@@ -231,6 +296,7 @@ func (a *AsyncReconciler) Close() error {
 func (a *AsyncReconciler) Stats() AsyncStats {
 	return AsyncStats{
 		Queued:  a.queuedN.Load(),
+		Voids:   a.voids.Load(),
 		Applied: a.applied.Load(),
 		Retried: a.retried.Load(),
 		Dropped: a.dropped.Load(),
@@ -326,7 +392,11 @@ func (a *AsyncReconciler) apply(batch, retry []queued, last bool) []queued {
 		copy(errs, a.batcher.ReconcileBatch(ctx, rcs))
 	} else {
 		for i, q := range batch {
-			errs[i] = a.store.Reconcile(ctx, q.rc.RequestID, q.rc.Deltas)
+			if q.rc.Void {
+				errs[i] = a.store.Void(ctx, q.rc.RequestID, takenBy(q.rc.Deltas))
+			} else {
+				errs[i] = a.store.Reconcile(ctx, q.rc.RequestID, q.rc.Deltas)
+			}
 		}
 	}
 	for i, q := range batch {

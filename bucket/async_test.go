@@ -22,9 +22,11 @@ type fakeStore struct {
 	applied []string
 }
 
-func (f *fakeStore) Take(context.Context, []bucket.Item) (bucket.Decision, error) {
+func (f *fakeStore) Take(context.Context, string, []bucket.Item) (bucket.Decision, error) {
 	return bucket.Decision{Allowed: true, DeniedBy: -1}, nil
 }
+
+func (f *fakeStore) Void(context.Context, string, []bucket.Item) error { return nil }
 
 func (f *fakeStore) Reconcile(ctx context.Context, id string, d []bucket.Delta) error {
 	return f.ReconcileBatch(ctx, []bucket.Reconciliation{{RequestID: id, Deltas: d}})[0]
@@ -151,7 +153,7 @@ func TestAsyncReconcilerRedis(t *testing.T) {
 	c := redistest.Start(t).Client()
 	a := bucket.NewAsyncReconciler(newRedis(t, bucket.RedisOptions{Client: c}), bucket.AsyncOptions{})
 	l := bucket.Limit{Capacity: 100, Rate: 1, Per: time.Hour}
-	if d, err := a.Take(ctx, []bucket.Item{{Key: "async:{a}:x", Limit: l, Cost: 50}}); err != nil || !d.Allowed {
+	if d, err := a.Take(ctx, "", []bucket.Item{{Key: "async:{a}:x", Limit: l, Cost: 50}}); err != nil || !d.Allowed {
 		t.Fatalf("take: %+v, %v", d, err)
 	}
 	for range 3 { // a retried reconcile: applies once
@@ -168,7 +170,7 @@ func TestAsyncReconcilerRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newRedis(t, bucket.RedisOptions{Client: c})
-	d, err := r.Take(ctx, []bucket.Item{{Key: "async:{a}:x", Limit: l}})
+	d, err := r.Take(ctx, "", []bucket.Item{{Key: "async:{a}:x", Limit: l}})
 	if err != nil {
 		t.Fatal(err)
 	}

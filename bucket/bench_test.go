@@ -45,7 +45,7 @@ func BenchmarkMemoryTake(b *testing.B) {
 				ctx := context.Background()
 				for pb.Next() {
 					t = (t + 1) % tenants
-					if d, err := m.Take(ctx, sets[t]); err != nil || !d.Allowed {
+					if d, err := m.Take(ctx, "", sets[t]); err != nil || !d.Allowed {
 						b.Fatalf("%+v, %v", d, err)
 					}
 				}

@@ -26,7 +26,7 @@ func TestHammerOneKey(t *testing.T) {
 	start := time.Now()
 	hammer(t, func(r *rand.Rand) {
 		cost := r.Int64N(5) + 1
-		d, err := m.Take(context.Background(), []bucket.Item{{Key: "one", Limit: l, Cost: cost}})
+		d, err := m.Take(context.Background(), "", []bucket.Item{{Key: "one", Limit: l, Cost: cost}})
 		if err != nil {
 			t.Error(err)
 			return
@@ -75,7 +75,7 @@ func TestHammerTwoPhase(t *testing.T) {
 			{Key: "ledger", Limit: ledger, Cost: cost},
 			{Key: "shared", Limit: shared, Cost: cost},
 		}
-		d, err := m.Take(context.Background(), items)
+		d, err := m.Take(context.Background(), "", items)
 		if err != nil {
 			t.Error(err)
 			return
@@ -93,7 +93,7 @@ func TestHammerTwoPhase(t *testing.T) {
 	for g := range perOwn {
 		checkBound(t, fmt.Sprint("own-", g), own, perOwn[g].Load(), elapsed)
 	}
-	d, err := m.Take(context.Background(), []bucket.Item{{Key: "ledger", Limit: ledger}})
+	d, err := m.Take(context.Background(), "", []bucket.Item{{Key: "ledger", Limit: ledger}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestConcurrentReconcileAppliesOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	d, err := m.Take(context.Background(), []bucket.Item{{Key: "a", Limit: l}, {Key: "b", Limit: l}})
+	d, err := m.Take(context.Background(), "", []bucket.Item{{Key: "a", Limit: l}, {Key: "b", Limit: l}})
 	if err != nil {
 		t.Fatal(err)
 	}

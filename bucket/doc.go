@@ -29,9 +29,13 @@
 // in pipelined batches, off the request's path.
 //
 // When the store is slow or gone (DESIGN.md §7), Guarded wraps it: every
-// call gets a deadline of a few milliseconds and runs inside a circuit
-// breaker, so that once the store has failed a few times in a row every call
-// fails at once with ErrUnavailable until a probe finds it back. Rules that
+// call gets a deadline (DefaultTimeout, 50ms, measured under load) and runs
+// inside a circuit breaker, so that once failures reach a share of the calls
+// in a rolling window (or a run of them in a row: a store that is down) every
+// call fails at once with ErrUnavailable until a probe finds it back. A take
+// that failed on the client's side may still have been applied by the
+// store: it is voided by its request id (Store.Void), which gives back
+// exactly what it took, once, even when the void reaches the store first. Rules that
 // fail open are then served by a Fallback, this node's in-memory share of
 // each limit (ScaleLimit; OverAdmissionOf states what the cluster may admit
 // beyond it), and an AsyncReconciler over the Guarded store holds the

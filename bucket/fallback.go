@@ -133,8 +133,9 @@ func (f *Fallback) Close() error { return f.mem.Close() }
 // checked against their configured limits (an error wraps ErrInvalid, as
 // Memory's; a ctx already done fails the call). A cost above the node's
 // share is taken as the share (so the bucket must be full) and the rest is
-// charged as debt right after, outside the take's lock.
-func (f *Fallback) Take(ctx context.Context, items []Item) (Decision, error) {
+// charged as debt right after, outside the take's lock. A take with a
+// requestID is remembered for Void, as Memory's.
+func (f *Fallback) Take(ctx context.Context, requestID string, items []Item) (Decision, error) {
 	if err := validateItems(items); err != nil {
 		return Decision{}, err
 	}
@@ -152,7 +153,7 @@ func (f *Fallback) Take(ctx context.Context, items []Item) (Decision, error) {
 		// A cost above it.Limit.Capacity stays as is: Memory finds it
 		// too large for the node's share too.
 	}
-	d, err := f.mem.Take(ctx, scaled)
+	d, err := f.mem.Take(ctx, requestID, scaled)
 	if err != nil || !d.Allowed || len(debts) == 0 {
 		return d, err
 	}
@@ -183,4 +184,18 @@ func (f *Fallback) Reconcile(ctx context.Context, requestID string, deltas []Del
 		scaled[i] = Delta{Key: dl.Key, Limit: ScaleLimit(dl.Limit, f.nodes), Units: dl.Units}
 	}
 	return f.mem.Reconcile(ctx, requestID, scaled)
+}
+
+// Void implements Store over the node's share of each limit: a take of
+// requestID committed here is refunded its whole cost (its debt included),
+// once; see Memory.Void.
+func (f *Fallback) Void(ctx context.Context, requestID string, items []Item) error {
+	if err := validateVoid(requestID, items); err != nil {
+		return err
+	}
+	scaled := make([]Item, len(items))
+	for i, it := range items {
+		scaled[i] = Item{Key: it.Key, Limit: ScaleLimit(it.Limit, f.nodes), Cost: it.Cost}
+	}
+	return f.mem.Void(ctx, requestID, scaled)
 }

@@ -89,7 +89,7 @@ func TestFallbackTimeline(t *testing.T) {
 	limit := bucket.Limit{Capacity: 100, Rate: 40, Per: time.Second} // a node: 25, 10/s
 	take := func(cost int64) bucket.Decision {
 		t.Helper()
-		d, err := f.Take(ctx, []bucket.Item{{Key: "k", Limit: limit, Cost: cost}})
+		d, err := f.Take(ctx, "", []bucket.Item{{Key: "k", Limit: limit, Cost: cost}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +164,7 @@ func TestFallbackClusterBound(t *testing.T) {
 			clock.Set(start.Add(at))
 			for _, n := range nodes {
 				for {
-					d, err := n.Take(ctx, []bucket.Item{{Key: "k", Limit: tc.limit, Cost: 1}})
+					d, err := n.Take(ctx, "", []bucket.Item{{Key: "k", Limit: tc.limit, Cost: 1}})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -17,11 +17,12 @@ import (
 )
 
 // ErrUnavailable is wrapped by every error of a Guarded store other than
-// ErrInvalid: the store could not serve the call, because it failed within
-// its deadline (the store's error is wrapped too) or because the breaker is
-// open and the call was not even tried (the failure that opened it is
-// wrapped). The caller then follows each rule's on_failure: serve it from a
-// Fallback, or refuse the request. Test with errors.Is.
+// ErrInvalid and ErrVoided: the store could not serve the call, because it
+// failed within its deadline (the store's error is wrapped too) or because
+// the breaker is open and the call was not even tried (the failure that
+// opened it is wrapped, and ErrNotSent). The caller then follows each
+// rule's on_failure: serve it from a Fallback, or refuse the request. Test
+// with errors.Is.
 var ErrUnavailable = errors.New("store unavailable")
 
 // BreakerState is the state of a Guarded store's circuit breaker.
@@ -55,7 +56,7 @@ type Op uint8
 
 const (
 	OpTake      Op = iota // Store.Take
-	OpReconcile           // Store.Reconcile, or one ReconcileBatch round trip
+	OpReconcile           // Store.Reconcile or Store.Void, or one ReconcileBatch round trip
 	numOps
 )
 
@@ -71,7 +72,8 @@ func (o Op) String() string {
 type Result uint8
 
 const (
-	// ResultOK: the store answered (a Take's denial is an answer).
+	// ResultOK: the store answered (a Take's denial is an answer, and so
+	// is ErrVoided).
 	ResultOK Result = iota
 	// ResultInvalid: the input was refused (ErrInvalid); not a store failure.
 	ResultInvalid
@@ -135,21 +137,48 @@ type Call struct {
 	Duration time.Duration // wall time in the Guarded method, ~0 when rejected
 }
 
+// DefaultTimeout is GuardOptions.Timeout's default, the deadline of a Take
+// on the request's path (store.timeout). It was chosen from
+// BenchmarkTakeLatencyUnderLoad (latency_bench_test.go): takes of three
+// buckets from 16 callers on a 2-core machine shared with other jobs
+// answered within 8–25 ms as the machine was (p99.9 5.5–13 ms), and with
+// four `yes` processes competing for the CPU at p99 27–37 ms, p99.9 74–124
+// ms, at most 154 ms. 5 ms failed 0.3–2% of a healthy Redis's takes even at
+// rest; 50 ms fails none at rest and under 0.5% beside the CPU hog, which
+// the breaker's failure-ratio rule tolerates and Void gives back. See the
+// README, "Store timeouts".
+const DefaultTimeout = 50 * time.Millisecond
+
 // GuardOptions configures NewGuarded. The zero value is a usable default.
+//
+// The breaker opens on a failure ratio, not on a few slow calls: when, in
+// the last Window, at least MinCalls calls ended and at least FailureRatio
+// of them failed; or at once when MinCalls calls in a row failed (a store
+// that is down or hung, whatever the window held before). With the
+// defaults: half of at least 20 calls in 10 s, or 20 failures in a row.
 type GuardOptions struct {
 	// Timeout is the deadline of every Take, counted from the call,
 	// whatever the caller's context says (its values are kept, its
-	// deadline and cancellation are not); 0 means 5ms. A Take that
-	// misses it fails (KindTimeout) and counts toward opening the breaker.
+	// deadline and cancellation are not); 0 means DefaultTimeout (50ms). A
+	// Take that misses it fails (KindTimeout) and counts toward opening
+	// the breaker; the store may still apply it (see MayHaveApplied).
 	Timeout time.Duration
-	// ReconcileTimeout is the same deadline for Reconcile and
+	// ReconcileTimeout is the same deadline for Reconcile, Void and
 	// ReconcileBatch, which may carry a pipeline of hundreds of scripts and
 	// run off the request's path; 0 means 100ms.
 	ReconcileTimeout time.Duration
-	// Failures is how many consecutive failed calls open the breaker; 0
-	// means 5. A success (a denial included) resets the count; ErrInvalid
-	// neither counts nor resets.
-	Failures uint32
+	// MinCalls is how many calls must have ended in the Window before the
+	// failure ratio can open the breaker, and how many failures in a row
+	// open it at once; 0 means 20. A denial and ErrVoided are successes;
+	// ErrInvalid neither counts nor breaks a run of failures.
+	MinCalls uint32
+	// FailureRatio is the share of failed calls, among those that ended in
+	// the Window, that opens the breaker (once MinCalls ended), in (0, 1];
+	// 0 (or out of range) means 0.5.
+	FailureRatio float64
+	// Window is how long calls are counted toward the ratio: a rolling
+	// window, moved in tenths of it; 0 means 10s.
+	Window time.Duration
 	// OpenFor is how long the breaker stays open, rejecting every call at
 	// once, before it half-opens; 0 means 2s.
 	OpenFor time.Duration
@@ -183,12 +212,14 @@ type GuardStats struct {
 
 // Guarded is a Store that protects its callers from a slow or failing
 // store: every call runs with its own short deadline inside a circuit
-// breaker (sony/gobreaker), which opens after GuardOptions.Failures
-// consecutive failures. While it is open every call fails at once with
-// ErrUnavailable, so no request waits for a store that is down; after
-// OpenFor it lets Probes calls through, and closes when they succeed.
-// A denial is a success, and ErrInvalid (a caller's mistake, returned as
-// is) neither trips nor heals the breaker.
+// breaker (sony/gobreaker), which opens when failures reach
+// GuardOptions.FailureRatio of the calls in the last Window (at least
+// MinCalls of them), or MinCalls calls in a row fail. While it is open
+// every call fails at once with ErrUnavailable, so no request waits for a
+// store that is down; after OpenFor it lets Probes calls through, and
+// closes when they succeed. A denial and ErrVoided (returned as is) are
+// successes, and ErrInvalid (a caller's mistake, returned as is) neither
+// trips nor heals the breaker.
 //
 // It is safe for concurrent use. Create one with NewGuarded; the zero
 // Guarded is not usable. It implements BatchReconciler, so that an
@@ -217,13 +248,19 @@ var (
 // breaker closed.
 func NewGuarded(store Store, o GuardOptions) *Guarded {
 	if o.Timeout <= 0 {
-		o.Timeout = 5 * time.Millisecond
+		o.Timeout = DefaultTimeout
 	}
 	if o.ReconcileTimeout <= 0 {
 		o.ReconcileTimeout = 100 * time.Millisecond
 	}
-	if o.Failures == 0 {
-		o.Failures = 5
+	if o.MinCalls == 0 {
+		o.MinCalls = 20
+	}
+	if !(o.FailureRatio > 0 && o.FailureRatio <= 1) {
+		o.FailureRatio = 0.5
+	}
+	if o.Window <= 0 {
+		o.Window = 10 * time.Second
 	}
 	if o.OpenFor <= 0 {
 		o.OpenFor = 2 * time.Second
@@ -234,11 +271,14 @@ func NewGuarded(store Store, o GuardOptions) *Guarded {
 	g := &Guarded{store: store, o: o}
 	g.batcher, _ = store.(BatchReconciler)
 	g.cb = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:        "bucket",
-		MaxRequests: o.Probes,
-		Timeout:     o.OpenFor,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= o.Failures },
-		IsExcluded:  func(err error) bool { return errors.Is(err, ErrInvalid) },
+		Name:         "bucket",
+		MaxRequests:  o.Probes,
+		Interval:     o.Window,
+		BucketPeriod: max(o.Window/10, time.Millisecond),
+		Timeout:      o.OpenFor,
+		ReadyToTrip:  func(c gobreaker.Counts) bool { return readyToTrip(c, o.MinCalls, o.FailureRatio) },
+		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, ErrVoided) },
+		IsExcluded:   func(err error) bool { return errors.Is(err, ErrInvalid) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			if to == gobreaker.StateOpen {
 				g.opened.Add(1)
@@ -249,6 +289,17 @@ func NewGuarded(store Store, o GuardOptions) *Guarded {
 		},
 	})
 	return g
+}
+
+// readyToTrip is the breaker's rule on the counts of its window: minCalls
+// failures in a row, or a share of failures of at least ratio among at
+// least minCalls calls that ended.
+func readyToTrip(c gobreaker.Counts, minCalls uint32, ratio float64) bool {
+	if c.ConsecutiveFailures >= minCalls {
+		return true
+	}
+	ended := c.TotalSuccesses + c.TotalFailures
+	return ended >= minCalls && float64(c.TotalFailures) >= ratio*float64(ended)
 }
 
 func stateOf(s gobreaker.State) BreakerState {
@@ -282,10 +333,13 @@ func (g *Guarded) Stats() GuardStats {
 
 // Take implements Store within Timeout. Items are checked first: invalid
 // ones fail at once with an error wrapping ErrInvalid, whatever the
-// breaker's state. Every other error wraps ErrUnavailable, and the store's
-// error (a failure) or the failure that opened the breaker (a rejection);
-// the Decision is then the zero value.
-func (g *Guarded) Take(ctx context.Context, items []Item) (Decision, error) {
+// breaker's state. ErrVoided is returned as the store gave it. Every other
+// error wraps ErrUnavailable, and the store's error (a failure, which the
+// store may still have applied: see MayHaveApplied) or the failure that
+// opened the breaker and ErrNotSent (a rejection); the Decision is then the
+// zero value. Guarded does not void a failed take: an AsyncReconciler over
+// it does.
+func (g *Guarded) Take(ctx context.Context, requestID string, items []Item) (Decision, error) {
 	if err := validateItems(items); err != nil {
 		g.count(OpTake, ResultInvalid, KindNone, 0)
 		return Decision{}, err
@@ -293,7 +347,7 @@ func (g *Guarded) Take(ctx context.Context, items []Item) (Decision, error) {
 	var d Decision
 	err := g.do(ctx, OpTake, g.o.Timeout, func(ctx context.Context) error {
 		var err error
-		d, err = g.store.Take(ctx, items)
+		d, err = g.store.Take(ctx, requestID, items)
 		return err
 	})
 	if err != nil {
@@ -317,6 +371,20 @@ func (g *Guarded) Reconcile(ctx context.Context, requestID string, deltas []Delt
 	})
 }
 
+// Void implements Store within ReconcileTimeout, counted as OpReconcile.
+// requestID and items are checked first: invalid ones fail at once with an
+// error wrapping ErrInvalid. Every other error wraps ErrUnavailable, as
+// Take's; a retry is safe.
+func (g *Guarded) Void(ctx context.Context, requestID string, items []Item) error {
+	if err := validateVoid(requestID, items); err != nil {
+		g.count(OpReconcile, ResultInvalid, KindNone, 0)
+		return err
+	}
+	return g.do(ctx, OpReconcile, g.o.ReconcileTimeout, func(ctx context.Context) error {
+		return g.store.Void(ctx, requestID, items)
+	})
+}
+
 // ReconcileBatch implements BatchReconciler: one breaker call (one round
 // trip when the wrapped store batches) within ReconcileTimeout, for the
 // valid elements; an invalid one gets its error wrapping ErrInvalid and is
@@ -330,7 +398,7 @@ func (g *Guarded) ReconcileBatch(ctx context.Context, batch []Reconciliation) []
 	send := make([]Reconciliation, 0, len(batch))
 	at := make([]int, 0, len(batch)) // at[j]: the batch element of send[j]
 	for i, rc := range batch {
-		if errs[i] = validateDeltas(rc.RequestID, rc.Deltas); errs[i] == nil {
+		if errs[i] = rc.validate(); errs[i] == nil {
 			send = append(send, rc)
 			at = append(at, i)
 		}
@@ -344,7 +412,11 @@ func (g *Guarded) ReconcileBatch(ctx context.Context, batch []Reconciliation) []
 			copy(sent, g.batcher.ReconcileBatch(ctx, send))
 		} else {
 			for j, rc := range send {
-				sent[j] = g.store.Reconcile(ctx, rc.RequestID, rc.Deltas)
+				if rc.Void {
+					sent[j] = g.store.Void(ctx, rc.RequestID, takenBy(rc.Deltas))
+				} else {
+					sent[j] = g.store.Reconcile(ctx, rc.RequestID, rc.Deltas)
+				}
 			}
 		}
 		var first error
@@ -398,9 +470,11 @@ func (g *Guarded) do(ctx context.Context, op Op, timeout time.Duration, call fun
 		if last == nil {
 			last = err // gobreaker's own: never opened by a failure
 		}
-		err = fmt.Errorf("bucket: %s: %w: breaker %s (last failure: %w)", op, ErrUnavailable, g.State(), last)
+		err = fmt.Errorf("bucket: %s: %w: %w: breaker %s (last failure: %w)", op, ErrUnavailable, ErrNotSent, g.State(), last)
 	case errors.Is(inner, ErrInvalid):
 		result = ResultInvalid
+		err = inner
+	case errors.Is(inner, ErrVoided):
 		err = inner
 	default:
 		result, kind = ResultFailed, KindOf(inner)

@@ -53,7 +53,7 @@ func warmUp(t *testing.T, g *bucket.Guarded, items []bucket.Item) {
 	var err error
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err = g.Take(context.Background(), items); err == nil {
+		if _, err = g.Take(context.Background(), "", items); err == nil {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -64,7 +64,7 @@ func warmUp(t *testing.T, g *bucket.Guarded, items []bucket.Item) {
 // timedTake runs one Take and returns its error and how long it took.
 func timedTake(g *bucket.Guarded, items []bucket.Item) (time.Duration, error) {
 	t0 := time.Now()
-	_, err := g.Take(context.Background(), items)
+	_, err := g.Take(context.Background(), "", items)
 	return time.Since(t0), err
 }
 
@@ -79,7 +79,7 @@ func TestGuardedRedisKilled(t *testing.T) {
 	const openFor = 300 * time.Millisecond
 	var tr transitions
 	g := bucket.NewGuarded(newRedis(t, bucket.RedisOptions{Client: c}),
-		bucket.GuardOptions{Timeout: guardTimeout, OpenFor: openFor, OnStateChange: tr.record})
+		bucket.GuardOptions{Timeout: guardTimeout, MinCalls: 5, OpenFor: openFor, OnStateChange: tr.record})
 	a := bucket.NewAsyncReconciler(g, bucket.AsyncOptions{RetryEvery: 10 * time.Millisecond})
 	defer a.Close()
 
@@ -180,7 +180,7 @@ func TestGuardedRedisSlow(t *testing.T) {
 	c := guardClient(t, s)
 	const openFor = 100 * time.Millisecond
 	g := bucket.NewGuarded(newRedis(t, bucket.RedisOptions{Client: c}),
-		bucket.GuardOptions{Timeout: guardTimeout, OpenFor: openFor})
+		bucket.GuardOptions{Timeout: guardTimeout, MinCalls: 5, OpenFor: openFor})
 	items := []bucket.Item{{Key: "{t}:slow", Limit: bucket.Limit{Capacity: 1 << 40, Rate: 1, Per: time.Second}, Cost: 1}}
 	warmUp(t, g, items)
 	before := g.Stats()
@@ -232,7 +232,7 @@ func TestGuardedRedisSlow(t *testing.T) {
 	// Redis answers again: a probe after OpenFor closes the breaker.
 	deadline = time.Now().Add(openFor + 2*time.Second)
 	for {
-		if _, err := g.Take(context.Background(), items); err == nil && g.State() == bucket.BreakerClosed {
+		if _, err := g.Take(context.Background(), "", items); err == nil && g.State() == bucket.BreakerClosed {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -53,11 +53,19 @@ func (f *flakyStore) fail(ctx context.Context) error {
 	return nil
 }
 
-func (f *flakyStore) Take(ctx context.Context, items []bucket.Item) (bucket.Decision, error) {
+func (f *flakyStore) Take(ctx context.Context, requestID string, items []bucket.Item) (bucket.Decision, error) {
 	if err := f.fail(ctx); err != nil {
 		return bucket.Decision{}, err
 	}
-	return f.mem.Take(ctx, items)
+	return f.mem.Take(ctx, requestID, items)
+}
+
+func (f *flakyStore) Void(ctx context.Context, id string, items []bucket.Item) error {
+	deltas := make([]bucket.Delta, len(items))
+	for i, it := range items {
+		deltas[i] = bucket.Delta{Key: it.Key, Limit: it.Limit, Units: -it.Cost}
+	}
+	return f.ReconcileBatch(ctx, []bucket.Reconciliation{{RequestID: id, Deltas: deltas, Void: true}})[0]
 }
 
 func (f *flakyStore) Reconcile(ctx context.Context, id string, d []bucket.Delta) error {
@@ -83,6 +91,14 @@ func (f *flakyStore) ReconcileBatch(ctx context.Context, batch []bucket.Reconcil
 	for i, rc := range batch {
 		if rc.RequestID == f.poison && f.poison != "" {
 			errs[i] = errors.New("ERR WRONGTYPE")
+			continue
+		}
+		if rc.Void {
+			items := make([]bucket.Item, len(rc.Deltas))
+			for j, d := range rc.Deltas {
+				items[j] = bucket.Item{Key: d.Key, Limit: d.Limit, Cost: -d.Units}
+			}
+			errs[i] = f.mem.Void(ctx, rc.RequestID, items)
 			continue
 		}
 		if errs[i] = f.mem.Reconcile(ctx, rc.RequestID, rc.Deltas); errs[i] == nil {
@@ -134,16 +150,17 @@ func waitState(t *testing.T, g *bucket.Guarded, want bucket.BreakerState, within
 	}
 }
 
-// TestGuardedOpensAndRejects shows the breaker opening after Failures
-// consecutive failures, then failing every call at once, without calling
-// the store, with ErrUnavailable that wraps the cause.
+// TestGuardedOpensAndRejects shows the breaker opening once failures reach
+// half of at least MinCalls (4) calls — one success then three failures —
+// then failing every call at once, without calling the store, with
+// ErrUnavailable that wraps the cause.
 func TestGuardedOpensAndRejects(t *testing.T) {
 	ctx := context.Background()
 	f := newFlaky(t)
 	var tr transitions
-	g := bucket.NewGuarded(f, bucket.GuardOptions{Failures: 3, OpenFor: time.Hour, OnStateChange: tr.record})
+	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 4, OpenFor: time.Hour, OnStateChange: tr.record})
 
-	if d, err := g.Take(ctx, item("k", 1)); err != nil || !d.Allowed {
+	if d, err := g.Take(ctx, "", item("k", 1)); err != nil || !d.Allowed {
 		t.Fatalf("take while up: %+v, %v", d, err)
 	}
 	f.down.Store(true)
@@ -151,7 +168,7 @@ func TestGuardedOpensAndRejects(t *testing.T) {
 		if g.State() != bucket.BreakerClosed {
 			t.Fatalf("failure %d: breaker %v before the third failure", i, g.State())
 		}
-		_, err := g.Take(ctx, item("k", 1))
+		_, err := g.Take(ctx, "", item("k", 1))
 		if !errors.Is(err, bucket.ErrUnavailable) || !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Fatalf("failure %d: %v, want ErrUnavailable wrapping ECONNREFUSED", i, err)
 		}
@@ -162,7 +179,7 @@ func TestGuardedOpensAndRejects(t *testing.T) {
 	reached := f.calls.Load()
 
 	for i := range 100 {
-		_, err := g.Take(ctx, item("k", 1))
+		_, err := g.Take(ctx, "", item("k", 1))
 		if !errors.Is(err, bucket.ErrUnavailable) || !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Fatalf("take %d while open: %v, want ErrUnavailable wrapping the last failure", i, err)
 		}
@@ -175,7 +192,7 @@ func TestGuardedOpensAndRejects(t *testing.T) {
 		t.Fatalf("%d calls reached the store while the breaker was open", n)
 	}
 	// A caller's mistake is still reported as such while open.
-	if _, err := g.Take(ctx, []bucket.Item{{Key: "k", Limit: guardLimit, Cost: -1}}); !errors.Is(err, bucket.ErrInvalid) || errors.Is(err, bucket.ErrUnavailable) {
+	if _, err := g.Take(ctx, "", []bucket.Item{{Key: "k", Limit: guardLimit, Cost: -1}}); !errors.Is(err, bucket.ErrInvalid) || errors.Is(err, bucket.ErrUnavailable) {
 		t.Fatalf("invalid take while open: %v, want ErrInvalid only", err)
 	}
 
@@ -209,11 +226,11 @@ func TestGuardedHalfOpens(t *testing.T) {
 	f := newFlaky(t)
 	var tr transitions
 	const openFor = 30 * time.Millisecond
-	g := bucket.NewGuarded(f, bucket.GuardOptions{Failures: 2, OpenFor: openFor, OnStateChange: tr.record})
+	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 2, OpenFor: openFor, OnStateChange: tr.record})
 
 	f.down.Store(true)
 	for range 2 {
-		g.Take(ctx, item("k", 1))
+		g.Take(ctx, "", item("k", 1))
 	}
 	if g.State() != bucket.BreakerOpen {
 		t.Fatalf("breaker %v after 2 failures, want open", g.State())
@@ -222,7 +239,7 @@ func TestGuardedHalfOpens(t *testing.T) {
 	// step 1 (failed probe): half-open, one failure reopens it.
 	waitState(t, g, bucket.BreakerHalfOpen, openFor+2*time.Second)
 	before := f.calls.Load()
-	if _, err := g.Take(ctx, item("k", 1)); !errors.Is(err, bucket.ErrUnavailable) {
+	if _, err := g.Take(ctx, "", item("k", 1)); !errors.Is(err, bucket.ErrUnavailable) {
 		t.Fatalf("step 1: probe while down: %v, want ErrUnavailable", err)
 	}
 	if f.calls.Load() != before+1 {
@@ -239,7 +256,7 @@ func TestGuardedHalfOpens(t *testing.T) {
 	f.block.Store(true)
 	probe := make(chan error)
 	go func() {
-		_, err := g.Take(ctx, item("k", 1))
+		_, err := g.Take(ctx, "", item("k", 1))
 		probe <- err
 	}()
 	deadline := time.Now().Add(2 * time.Second)
@@ -250,7 +267,7 @@ func TestGuardedHalfOpens(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	inFlight := f.calls.Load()
-	if _, err := g.Take(ctx, item("k", 1)); !errors.Is(err, bucket.ErrUnavailable) {
+	if _, err := g.Take(ctx, "", item("k", 1)); !errors.Is(err, bucket.ErrUnavailable) {
 		t.Fatalf("step 2: take beside the probe: %v, want ErrUnavailable", err)
 	}
 	if f.calls.Load() != inFlight {
@@ -263,7 +280,7 @@ func TestGuardedHalfOpens(t *testing.T) {
 
 	// step 3 (recovery): the next probe succeeds and closes the breaker.
 	waitState(t, g, bucket.BreakerHalfOpen, openFor+2*time.Second)
-	if d, err := g.Take(ctx, item("k", 1)); err != nil || !d.Allowed {
+	if d, err := g.Take(ctx, "", item("k", 1)); err != nil || !d.Allowed {
 		t.Fatalf("step 3: probe while up: %+v, %v", d, err)
 	}
 	if g.State() != bucket.BreakerClosed {
@@ -283,16 +300,19 @@ func TestGuardedHalfOpens(t *testing.T) {
 }
 
 // TestGuardedInvalidIsNotAFailure shows ErrInvalid passing through as is,
-// without ErrUnavailable, neither tripping the breaker nor resetting its
-// count of failures; and a denial counting as a success.
+// without ErrUnavailable, neither tripping the breaker nor counting as a
+// success; and a denial counting as a success. With MinCalls 4 and a ratio
+// of 0.6: ok, fail, deny, fail is 2 failures of 4 (closed); one more
+// failure makes 3 of 5 (open), unless the invalid call between counted as
+// a success (3 of 6).
 func TestGuardedInvalidIsNotAFailure(t *testing.T) {
 	ctx := context.Background()
 	f := newFlaky(t)
-	g := bucket.NewGuarded(f, bucket.GuardOptions{Failures: 2, OpenFor: time.Hour})
+	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 4, FailureRatio: 0.6, OpenFor: time.Hour})
 
 	invalid := []bucket.Item{{Key: "k", Limit: guardLimit, Cost: -1}}
 	for i := range 10 {
-		_, err := g.Take(ctx, invalid)
+		_, err := g.Take(ctx, "", invalid)
 		if !errors.Is(err, bucket.ErrInvalid) || errors.Is(err, bucket.ErrUnavailable) {
 			t.Fatalf("invalid take %d: %v, want ErrInvalid only", i, err)
 		}
@@ -305,32 +325,33 @@ func TestGuardedInvalidIsNotAFailure(t *testing.T) {
 		t.Fatalf("breaker %v after invalid calls, want closed", g.State())
 	}
 
-	// A denial resets the count: fail, deny, fail stays closed.
-	if d, err := g.Take(ctx, item("full", 100)); err != nil || !d.Allowed {
+	// A denial is a success: ok, fail, deny, fail is 2 failures of 4 and
+	// stays closed.
+	if d, err := g.Take(ctx, "", item("full", 100)); err != nil || !d.Allowed {
 		t.Fatalf("take the whole bucket: %+v, %v", d, err)
 	}
 	f.down.Store(true)
-	g.Take(ctx, item("full", 1))
+	g.Take(ctx, "", item("full", 1))
 	f.down.Store(false)
-	if d, err := g.Take(ctx, item("full", 1)); err != nil || d.Allowed {
+	if d, err := g.Take(ctx, "", item("full", 1)); err != nil || d.Allowed {
 		t.Fatalf("take from an empty bucket: %+v, %v; want a denial", d, err)
 	}
 	f.down.Store(true)
-	g.Take(ctx, item("full", 1))
+	g.Take(ctx, "", item("full", 1))
 	if g.State() != bucket.BreakerClosed {
-		t.Fatalf("breaker %v: a denial between two failures did not reset the count", g.State())
+		t.Fatalf("breaker %v: a denial between two failures counted as a failure", g.State())
 	}
 
-	// An invalid call between failures does not reset it: that failure
-	// and the next make two in a row.
+	// An invalid call between failures counts neither way: the next
+	// failure makes 3 of 5.
 	f.down.Store(false)
-	if _, err := g.Take(ctx, invalid); !errors.Is(err, bucket.ErrInvalid) {
+	if _, err := g.Take(ctx, "", invalid); !errors.Is(err, bucket.ErrInvalid) {
 		t.Fatal(err)
 	}
 	f.down.Store(true)
-	g.Take(ctx, item("full", 1))
+	g.Take(ctx, "", item("full", 1))
 	if g.State() != bucket.BreakerOpen {
-		t.Fatalf("breaker %v: an invalid call reset the failure count", g.State())
+		t.Fatalf("breaker %v: an invalid call counted as a success", g.State())
 	}
 	s := g.Stats()
 	if s.Calls[bucket.OpTake][bucket.ResultInvalid] != 11 || s.Calls[bucket.OpReconcile][bucket.ResultInvalid] != 10 {
@@ -346,11 +367,11 @@ func TestGuardedOwnDeadline(t *testing.T) {
 	f := newFlaky(t)
 	var calls []bucket.Call
 	var mu sync.Mutex
-	g := bucket.NewGuarded(f, bucket.GuardOptions{Timeout: 5 * time.Millisecond, Failures: 100,
+	g := bucket.NewGuarded(f, bucket.GuardOptions{Timeout: 5 * time.Millisecond, MinCalls: 100,
 		OnCall: func(c bucket.Call) { mu.Lock(); calls = append(calls, c); mu.Unlock() }})
 
 	f.block.Store(true)
-	_, err := g.Take(context.Background(), item("k", 1))
+	_, err := g.Take(context.Background(), "", item("k", 1))
 	if !errors.Is(err, bucket.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("take from a hanging store: %v, want ErrUnavailable wrapping the deadline", err)
 	}
@@ -358,7 +379,7 @@ func TestGuardedOwnDeadline(t *testing.T) {
 
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	if d, err := g.Take(cancelled, item("k", 1)); err != nil || !d.Allowed {
+	if d, err := g.Take(cancelled, "", item("k", 1)); err != nil || !d.Allowed {
 		t.Fatalf("take with a cancelled context: %+v, %v; want it served", d, err)
 	}
 
@@ -383,7 +404,7 @@ func TestGuardedBatch(t *testing.T) {
 	ctx := context.Background()
 	f := newFlaky(t)
 	f.poison = "bad"
-	g := bucket.NewGuarded(f, bucket.GuardOptions{Failures: 1, OpenFor: time.Hour})
+	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 1, OpenFor: time.Hour})
 	delta := []bucket.Delta{{Key: "k", Limit: guardLimit, Units: 1}}
 	batch := []bucket.Reconciliation{
 		{RequestID: "a", Deltas: delta},

@@ -68,7 +68,7 @@ func simulate(t *testing.T, l bucket.Limit) {
 		var v bucket.Verdict
 		s, v = bucket.Take(s, l, now, cost)
 		items[0].Cost = cost
-		d, err := store.Take(ctx, items)
+		d, err := store.Take(ctx, "", items)
 		if err != nil {
 			t.Fatal(err)
 		}

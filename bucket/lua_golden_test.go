@@ -238,7 +238,7 @@ func runGolden(t *testing.T, c *redis.Client, cases []goldenCase) {
 		var got Decision
 		switch gc.op {
 		case "take":
-			got, err = r.Take(ctx, []Item{{Key: key, Limit: gc.limit, Cost: gc.cost}})
+			got, err = r.Take(ctx, "", []Item{{Key: key, Limit: gc.limit, Cost: gc.cost}})
 		case "check":
 			got, err = r.check(ctx, Item{Key: key, Limit: gc.limit, Cost: gc.cost})
 		case "apply":
@@ -290,7 +290,7 @@ func runGolden(t *testing.T, c *redis.Client, cases []goldenCase) {
 func (r *Redis) check(ctx context.Context, it Item) (Decision, error) {
 	items := []Item{it}
 	d := Decision{Buckets: make([]Status, 1)}
-	keys, args := r.takeArgs(items, nil, false)
+	keys, args := r.takeArgs("", items, nil, false)
 	reply, err := r.take.Run(ctx, r.client, keys, args...).Int64Slice()
 	if err == nil {
 		err = decide(&d, reply, nil)

@@ -26,9 +26,14 @@ type MemoryOptions struct {
 	// DedupFor is how long Reconcile remembers a request id at least (and
 	// at most twice as long); 0 means ten minutes.
 	DedupFor time.Duration
-	// MaxRequestIDs bounds the request ids remembered at once; 0 means
-	// 2^20. When the bound is reached the oldest ids are forgotten early,
-	// so under that load a retry must come sooner than DedupFor.
+	// VoidFor is how long a committed take's request id is remembered for
+	// Void, and a Void's tombstone for a late take, at least (and at most
+	// twice as long); 0 means DefaultVoidWindow.
+	VoidFor time.Duration
+	// MaxRequestIDs bounds the request ids remembered at once, separately
+	// for Reconcile and for Void; 0 means 2^20. When the bound is reached
+	// the oldest ids are forgotten early, so under that load a retry (a
+	// Void) must come sooner than DedupFor (VoidFor).
 	MaxRequestIDs int
 }
 
@@ -52,6 +57,7 @@ type Memory struct {
 	shards   []shard
 	mask     uint64
 	dedupFor int64 // µs
+	voidFor  int64 // µs
 	maxIDs   int   // ids per shard per generation
 
 	stop      chan struct{}
@@ -65,8 +71,9 @@ var _ Store = (*Memory)(nil)
 type shard struct {
 	mu      sync.Mutex
 	buckets map[string]entry
-	ids     recentIDs
-	_       [64]byte // keep neighbouring mutexes off one cache line
+	ids     recentIDs // request ids Reconcile applied
+	marks   recentIDs // take markers of request ids, for Void
+	_       [64]byte  // keep neighbouring mutexes off one cache line
 }
 
 // entry is one bucket's state in the core's numbers: a token bucket's or,
@@ -97,6 +104,10 @@ func NewMemory(o MemoryOptions) *Memory {
 	if dedupFor <= 0 {
 		dedupFor = 10 * time.Minute
 	}
+	voidFor := o.VoidFor
+	if voidFor <= 0 {
+		voidFor = DefaultVoidWindow
+	}
 	maxIDs := o.MaxRequestIDs
 	if maxIDs <= 0 {
 		maxIDs = 1 << 20
@@ -106,6 +117,7 @@ func NewMemory(o MemoryOptions) *Memory {
 		shards:   make([]shard, n),
 		mask:     uint64(n - 1),
 		dedupFor: dedupFor.Microseconds(),
+		voidFor:  voidFor.Microseconds(),
 		maxIDs:   max(1, maxIDs/(2*n)), // two generations per shard
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -139,9 +151,11 @@ func (m *Memory) Close() error {
 
 // Take implements Store. Items must have valid limits, costs >= 0 and
 // distinct keys; otherwise Take changes nothing and returns an error wrapping
-// ErrInvalid. It also fails, changing nothing, when ctx is already done.
-// On error the Decision is the zero value.
-func (m *Memory) Take(ctx context.Context, items []Item) (Decision, error) {
+// ErrInvalid. It also fails, changing nothing, when ctx is already done, and
+// with ErrVoided when requestID was voided (for VoidFor). A committed take
+// with a requestID is remembered for VoidFor. On error the Decision is the
+// zero value.
+func (m *Memory) Take(ctx context.Context, requestID string, items []Item) (Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return Decision{}, fmt.Errorf("bucket: take: %w", err)
 	}
@@ -156,17 +170,27 @@ func (m *Memory) Take(ctx context.Context, items []Item) (Decision, error) {
 	var (
 		seenBuf  [8]checked
 		shardBuf [8]uint32
-		lockBuf  [8]uint32
+		lockBuf  [9]uint32
 	)
 	seen := buf(seenBuf[:], len(items))
 	idx := buf(shardBuf[:], len(items))
 	for i := range items {
 		idx[i] = m.shardOf(items[i].Key)
 	}
-	locks := sortedUnique(append(lockBuf[:0], idx...))
+	locks := append(lockBuf[:0], idx...)
+	var marks *recentIDs // requestID's shard's, when there is one
+	if requestID != "" {
+		idShard := m.shardOf(requestID)
+		locks = append(locks, idShard)
+		marks = &m.shards[idShard].marks
+	}
+	locks = sortedUnique(locks)
 	m.lock(locks)
 	defer m.unlock(locks)
 	now := m.now().UnixMicro()
+	if marks != nil && takeMarked(marks.get(requestID, now, m.voidFor)) {
+		return Decision{}, fmt.Errorf("bucket: take %q: %w", requestID, ErrVoided)
+	}
 
 	// Phase 1: refill every token bucket, roll every quota into its window,
 	// and check each; write nothing.
@@ -226,6 +250,9 @@ func (m *Memory) Take(ctx context.Context, items []Item) (Decision, error) {
 	}
 
 	// Phase 2: every bucket can pay; commit every cost.
+	if marks != nil {
+		marks.set(requestID, markTaken, now, m.voidFor, m.maxIDs)
+	}
 	for i, it := range items {
 		sh := &m.shards[idx[i]]
 		if it.Limit.IsQuota() {
@@ -300,9 +327,51 @@ func (m *Memory) Reconcile(ctx context.Context, requestID string, deltas []Delta
 	defer m.unlock(locks)
 	now := m.now().UnixMicro()
 
-	if requestID != "" && m.shards[idShard].ids.mark(requestID, now, m.dedupFor, m.maxIDs) {
+	if requestID != "" && m.shards[idShard].ids.seen(requestID, now, m.dedupFor, m.maxIDs) {
 		return nil
 	}
+	m.applyDeltas(idx, deltas, now)
+	return nil
+}
+
+// Void implements Store. requestID must not be empty, and items must be
+// valid as a Take's; otherwise Void changes nothing and returns an error
+// wrapping ErrInvalid. When requestID's take was committed within VoidFor,
+// its items' costs are refunded; otherwise requestID is remembered as voided
+// for VoidFor, so that its take applies nothing. A second Void is a no-op.
+// A ctx already done fails it, changing nothing.
+func (m *Memory) Void(ctx context.Context, requestID string, items []Item) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("bucket: void %q: %w", requestID, err)
+	}
+	if err := validateVoid(requestID, items); err != nil {
+		return err
+	}
+	var (
+		shardBuf [8]uint32
+		lockBuf  [9]uint32
+	)
+	idx := buf(shardBuf[:], len(items))
+	for i := range items {
+		idx[i] = m.shardOf(items[i].Key)
+	}
+	idShard := m.shardOf(requestID)
+	locks := sortedUnique(append(append(lockBuf[:0], idx...), idShard))
+	m.lock(locks)
+	defer m.unlock(locks)
+	now := m.now().UnixMicro()
+
+	marks := &m.shards[idShard].marks
+	next, refund := voidMark(marks.get(requestID, now, m.voidFor))
+	marks.set(requestID, next, now, m.voidFor, m.maxIDs)
+	if refund {
+		m.applyDeltas(idx, refunds(items), now)
+	}
+	return nil
+}
+
+// applyDeltas applies deltas, whose shards are idx and locked, at now.
+func (m *Memory) applyDeltas(idx []uint32, deltas []Delta, now int64) {
 	for i, dl := range deltas {
 		sh := &m.shards[idx[i]]
 		e, found := sh.buckets[dl.Key]
@@ -326,7 +395,6 @@ func (m *Memory) Reconcile(ctx context.Context, requestID string, deltas []Delta
 		level, updated = apply(level, updated, capacity, rate, per, now, float64(dl.Units))
 		sh.put(dl.Key, found, level, updated, capacity, wait(level, capacity, rate, per))
 	}
-	return nil
 }
 
 // put stores a bucket's new state, or drops it when full (a full bucket and a
@@ -369,7 +437,8 @@ func (s *shard) putQuota(key string, found bool, used float64, window, windowSta
 
 // Sweep forgets every bucket that has refilled to capacity by now (under the
 // limit it was last used with), every quota an hour past the end of its
-// window, and request ids older than the dedup window,
+// window, and request ids older than the dedup window (take markers older
+// than the void window),
 // and returns the number of buckets it dropped. The background goroutine
 // calls it every SweepEvery; callers may call it at any time. It locks one
 // shard at a time.
@@ -386,6 +455,7 @@ func (m *Memory) Sweep() int {
 			}
 		}
 		sh.ids.expire(now, m.dedupFor)
+		sh.marks.expire(now, m.voidFor)
 		sh.mu.Unlock()
 	}
 	return dropped

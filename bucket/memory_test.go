@@ -28,7 +28,7 @@ func TestMemoryForgetsFullBuckets(t *testing.T) {
 	defer m.Close()
 	take := func(key string, cost int64) {
 		t.Helper()
-		if _, err := m.Take(ctx, []bucket.Item{{Key: key, Limit: tenPerSecond, Cost: cost}}); err != nil {
+		if _, err := m.Take(ctx, "", []bucket.Item{{Key: key, Limit: tenPerSecond, Cost: cost}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -87,7 +87,7 @@ func TestMemoryForgetsRequestIDs(t *testing.T) {
 		if err := m.Reconcile(ctx, "r1", []bucket.Delta{{Key: "a", Limit: slow, Units: 1}}); err != nil {
 			t.Fatal(err)
 		}
-		d, err := m.Take(ctx, []bucket.Item{{Key: "a", Limit: slow}})
+		d, err := m.Take(ctx, "", []bucket.Item{{Key: "a", Limit: slow}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestMemoryFailsOnDoneContext(t *testing.T) {
 	defer m.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := m.Take(ctx, []bucket.Item{{Key: "a", Limit: tenPerSecond, Cost: 1}}); !errors.Is(err, context.Canceled) {
+	if _, err := m.Take(ctx, "", []bucket.Item{{Key: "a", Limit: tenPerSecond, Cost: 1}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Take: err = %v, want context.Canceled", err)
 	}
 	if err := m.Reconcile(ctx, "r1", []bucket.Delta{{Key: "a", Limit: tenPerSecond, Units: 1}}); !errors.Is(err, context.Canceled) {
@@ -143,7 +143,7 @@ func TestMemoryCloseStopsSweep(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	d, err := m.Take(context.Background(), []bucket.Item{{Key: "a", Limit: tenPerSecond, Cost: 1}})
+	d, err := m.Take(context.Background(), "", []bucket.Item{{Key: "a", Limit: tenPerSecond, Cost: 1}})
 	if err != nil || !d.Allowed {
 		t.Fatalf("Take after Close: %+v, %v; want allowed", d, err)
 	}

@@ -38,7 +38,7 @@ func TestRedisQuotaState(t *testing.T) {
 
 	take := func(l bucket.Limit, cost int64) {
 		t.Helper()
-		if d, err := r.Take(ctx, []bucket.Item{{Key: key, Limit: l, Cost: cost}}); err != nil || !d.Allowed {
+		if d, err := r.Take(ctx, "", []bucket.Item{{Key: key, Limit: l, Cost: cost}}); err != nil || !d.Allowed {
 			t.Fatalf("take %d: %+v, %v", cost, d, err)
 		}
 	}
@@ -87,7 +87,7 @@ func TestRedisQuotaTTL(t *testing.T) {
 	r := newRedis(t, bucket.RedisOptions{Client: c})
 	now := time.Now()
 	l := bucket.Quota(10, now.Add(-time.Minute), now.Add(time.Minute))
-	if d, err := r.Take(ctx, []bucket.Item{{Key: "qttl:{t}:q", Limit: l, Cost: 1}}); err != nil || !d.Allowed {
+	if d, err := r.Take(ctx, "", []bucket.Item{{Key: "qttl:{t}:q", Limit: l, Cost: 1}}); err != nil || !d.Allowed {
 		t.Fatalf("take: %+v, %v", d, err)
 	}
 	got := c.PTTL(ctx, "qttl:{t}:q").Val()
@@ -104,7 +104,7 @@ func TestMemoryForgetsQuotas(t *testing.T) {
 	m := bucket.NewMemory(bucket.MemoryOptions{Now: clock.Now, SweepEvery: -1})
 	defer m.Close()
 	today := bucket.Quota(10, qDay1, qDay2)
-	if _, err := m.Take(ctx, []bucket.Item{{Key: "a", Limit: today, Cost: 3}, {Key: "b", Limit: today, Cost: 3}}); err != nil {
+	if _, err := m.Take(ctx, "", []bucket.Item{{Key: "a", Limit: today, Cost: 3}, {Key: "b", Limit: today, Cost: 3}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Reconcile(ctx, "", []bucket.Delta{{Key: "b", Limit: today, Units: -3}}); err != nil {
@@ -185,7 +185,7 @@ func TestFallbackQuota(t *testing.T) {
 	}
 	for i, s := range steps {
 		clock.Set(storetest.Start.Add(s.at))
-		d, err := f.Take(ctx, []bucket.Item{{Key: "k", Limit: s.limit, Cost: s.cost}})
+		d, err := f.Take(ctx, "", []bucket.Item{{Key: "k", Limit: s.limit, Cost: s.cost}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +197,7 @@ func TestFallbackQuota(t *testing.T) {
 	if err := f.Reconcile(ctx, "r1", []bucket.Delta{{Key: "k", Limit: tomorrow, Units: -50}}); err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := f.Take(ctx, []bucket.Item{{Key: "k", Limit: tomorrow, Cost: 15}}); !d.Allowed || d.Buckets[0].Remaining != 0 {
+	if d, _ := f.Take(ctx, "", []bucket.Item{{Key: "k", Limit: tomorrow, Cost: 15}}); !d.Allowed || d.Buckets[0].Remaining != 0 {
 		t.Fatalf("after a refund of 50: %+v, want 15 allowed and the share used up", d)
 	}
 }

@@ -2,45 +2,62 @@ package bucket
 
 import "strings"
 
-// recentIDs remembers the request ids Reconcile has applied, in two
-// generations: ids go into cur; when cur is dedupFor old (or full) it becomes
-// prev and the old prev is forgotten. An id is thus remembered for at least
-// dedupFor and at most twice that, unless the size bound rotates early.
-// Memory is bounded by two generations of max ids. The zero value is empty.
-// Not safe for concurrent use: its shard's mutex guards it.
+// recentIDs remembers request ids, each with a mark, in two generations: ids
+// go into cur; when cur is window old (or full) it becomes prev and the old
+// prev is forgotten. An id is thus remembered for at least window and at
+// most twice that, unless the size bound rotates early. Memory is bounded by
+// two generations of max ids. Memory keeps one for the ids Reconcile applied
+// and one for the take markers of Void. The zero value is empty. Not safe
+// for concurrent use: its shard's mutex guards it.
 type recentIDs struct {
-	cur, prev map[string]struct{}
+	cur, prev map[string]mark
 	since     int64 // µs: when cur began
 }
 
-// mark records id at now and reports whether it was already recorded.
-func (r *recentIDs) mark(id string, now, dedupFor int64, max int) bool {
-	r.expire(now, dedupFor)
-	if _, ok := r.cur[id]; ok {
-		return true
+// get returns id's mark at now, markNone when it is not remembered.
+func (r *recentIDs) get(id string, now, window int64) mark {
+	r.expire(now, window)
+	if m, ok := r.cur[id]; ok {
+		return m
 	}
-	if _, ok := r.prev[id]; ok {
-		return true
+	return r.prev[id]
+}
+
+// set records id with mark m at now (in cur, where a later mark shadows an
+// older one left in prev).
+func (r *recentIDs) set(id string, m mark, now, window int64, max int) {
+	r.expire(now, window)
+	if _, ok := r.cur[id]; ok {
+		r.cur[id] = m
+		return
 	}
 	if len(r.cur) >= max {
 		r.rotate(now)
 	}
 	if r.cur == nil {
-		r.cur = make(map[string]struct{})
+		r.cur = make(map[string]mark)
 	}
-	r.cur[strings.Clone(id)] = struct{}{}
+	r.cur[strings.Clone(id)] = m
+}
+
+// seen records id at now and reports whether it was already recorded.
+func (r *recentIDs) seen(id string, now, window int64, max int) bool {
+	if r.get(id, now, window) != markNone {
+		return true
+	}
+	r.set(id, markTaken, now, window, max)
 	return false
 }
 
-// expire rotates when cur is dedupFor old, and forgets both generations when
-// cur is twice that old: every id in cur was marked less than dedupFor after
-// since (mark expires first), so by then all are older than dedupFor. A clock
+// expire rotates when cur is window old, and forgets both generations when
+// cur is twice that old: every id in cur was recorded less than window after
+// since (set expires first), so by then all are older than window. A clock
 // that steps back delays both.
-func (r *recentIDs) expire(now, dedupFor int64) {
+func (r *recentIDs) expire(now, window int64) {
 	switch {
-	case now-r.since >= 2*dedupFor:
+	case now-r.since >= 2*window:
 		r.prev, r.cur, r.since = nil, nil, now
-	case now-r.since >= dedupFor:
+	case now-r.since >= window:
 		r.rotate(now)
 	}
 }

@@ -39,6 +39,11 @@ type RedisOptions struct {
 	// marker key); 0 means ten minutes. It is kept at whole milliseconds of
 	// at least one.
 	DedupFor time.Duration
+	// VoidFor is the void window: the TTL of the take marker a committed
+	// take with a request id leaves for Void (one key per slot group, "t"),
+	// and of a Void's tombstone ("v"); 0 means DefaultVoidWindow. It is kept
+	// at whole milliseconds of at least one.
+	VoidFor time.Duration
 }
 
 // Redis is a Store that keeps every bucket in Redis, so that any number of
@@ -71,11 +76,18 @@ type RedisOptions struct {
 // refill in time: never over-admission. Each master reads its own TIME, so
 // the buckets of one slot share one clock. Reconcile runs one script per
 // slot group, each with its own marker, in one pipelined round trip.
+//
+// A Take with a request id that commits also sets its take marker,
+// "llmguard:{<hash tag>}::tk:<request id>" = "t", one per slot group,
+// expiring after VoidFor; Void (reconcile.lua in void mode) refunds each
+// group whose marker says "t" and leaves "v" in every group, so that a take
+// that reaches Redis after its Void finds "v" and applies nothing.
 type Redis struct {
 	client    RedisScripter
 	now       func() time.Time
 	cluster   bool
 	dedupFor  string // ms, for ARGV
+	voidFor   string // ms, for ARGV
 	take      *redis.Script
 	reconcile *redis.Script
 }
@@ -98,12 +110,17 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 	if dedupFor <= 0 {
 		dedupFor = 10 * time.Minute
 	}
+	voidFor := o.VoidFor
+	if voidFor <= 0 {
+		voidFor = DefaultVoidWindow
+	}
 	_, isCluster := o.Client.(*redis.ClusterClient)
 	return &Redis{
 		client:    o.Client,
 		now:       o.Now,
 		cluster:   o.Cluster || isCluster,
 		dedupFor:  strconv.FormatInt(max(1, dedupFor.Milliseconds()), 10),
+		voidFor:   strconv.FormatInt(max(1, voidFor.Milliseconds()), 10),
 		take:      redis.NewScript(lua.Take),
 		reconcile: redis.NewScript(lua.Reconcile),
 	}, nil
@@ -126,11 +143,13 @@ func (r *Redis) Load(ctx context.Context) error {
 // Take implements Store in one round trip (one per slot group in a
 // cluster). Items must have valid limits, costs >= 0 and distinct keys;
 // otherwise Take sends nothing and returns an error wrapping ErrInvalid.
-// Other errors are Redis's, the network's or ctx's; the Decision is then the
-// zero value. In a cluster, an error after an earlier group took has that
-// group refunded (best effort, within 100ms, its error joined to the one
-// returned).
-func (r *Redis) Take(ctx context.Context, items []Item) (Decision, error) {
+// When requestID was voided (in any slot group) the take applies nothing
+// and the error wraps ErrVoided. Other errors are Redis's, the network's or
+// ctx's; the Decision is then the zero value. In a cluster, an error after
+// an earlier group took has that group refunded (best effort, within
+// 100ms, its error joined to the one returned; with a request id, as a Void
+// of that group, so that the caller's Void does not refund it again).
+func (r *Redis) Take(ctx context.Context, requestID string, items []Item) (Decision, error) {
 	if err := validateItems(items); err != nil {
 		return Decision{}, err
 	}
@@ -139,11 +158,11 @@ func (r *Redis) Take(ctx context.Context, items []Item) (Decision, error) {
 	}
 	if r.cluster {
 		if groups := groupBySlot(len(items), func(i int) string { return items[i].Key }); len(groups) > 1 {
-			return r.takeGroups(ctx, items, groups)
+			return r.takeGroups(ctx, requestID, items, groups)
 		}
 	}
 	d := Decision{Buckets: make([]Status, len(items))}
-	keys, args := r.takeArgs(items, nil, true)
+	keys, args := r.takeArgs(requestID, items, nil, true)
 	reply, err := r.take.Run(ctx, r.client, keys, args...).Int64Slice()
 	if err == nil {
 		err = decide(&d, reply, nil)
@@ -167,14 +186,25 @@ func (r *Redis) Reconcile(ctx context.Context, requestID string, deltas []Delta)
 	return errs[0]
 }
 
+// Void implements Store: one script (reconcile.lua in void mode; in a
+// cluster one per slot group of items, pipelined) refunds each group whose
+// take of requestID was applied and leaves every group voided, for VoidFor.
+// An empty requestID or invalid items fail the call before anything is
+// sent, with an error wrapping ErrInvalid. Other errors are Redis's, the
+// network's or ctx's; a retry is safe.
+func (r *Redis) Void(ctx context.Context, requestID string, items []Item) error {
+	errs := r.ReconcileBatch(ctx, []Reconciliation{{RequestID: requestID, Deltas: refunds(items), Void: true}})
+	return errs[0]
+}
+
 // ReconcileBatch implements BatchReconciler: it applies every element of
-// batch as Reconcile would, all in one pipelined round trip.
+// batch as Reconcile (or Void) would, all in one pipelined round trip.
 func (r *Redis) ReconcileBatch(ctx context.Context, batch []Reconciliation) []error {
 	errs := make([]error, len(batch))
 	var calls []scriptCall
 	var owner []int // owner[k]: the batch element of calls[k]
 	for b, rc := range batch {
-		if err := validateDeltas(rc.RequestID, rc.Deltas); err != nil {
+		if err := rc.validate(); err != nil {
 			errs[b] = err
 			continue
 		}
@@ -185,8 +215,12 @@ func (r *Redis) ReconcileBatch(ctx context.Context, batch []Reconciliation) []er
 		if r.cluster {
 			groups = groupBySlot(len(rc.Deltas), func(i int) string { return rc.Deltas[i].Key })
 		}
+		mode := modeReconcile
+		if rc.Void {
+			mode = modeVoid
+		}
 		for _, g := range groups {
-			keys, args := r.reconcileArgs(rc.RequestID, rc.Deltas, g.idx, false)
+			keys, args := r.reconcileArgs(rc.RequestID, rc.Deltas, g.idx, mode)
 			calls = append(calls, scriptCall{script: r.reconcile, keys: keys, args: args})
 			owner = append(owner, b)
 		}
@@ -198,7 +232,11 @@ func (r *Redis) ReconcileBatch(ctx context.Context, batch []Reconciliation) []er
 	for k, c := range calls {
 		if err := c.cmd.Err(); err != nil && errs[owner[k]] == nil {
 			rc := batch[owner[k]]
-			errs[owner[k]] = fmt.Errorf("bucket: reconcile %q: %w", rc.RequestID, err)
+			op := "reconcile"
+			if rc.Void {
+				op = "void"
+			}
+			errs[owner[k]] = fmt.Errorf("bucket: %s %q: %w", op, rc.RequestID, err)
 		}
 	}
 	return errs
@@ -208,10 +246,10 @@ func (r *Redis) ReconcileBatch(ctx context.Context, batch []Reconciliation) []er
 // order; on a denial, one pipelined round trip refunds and re-reads the
 // groups before and checks the groups after, so the Decision reports every
 // bucket as Memory would.
-func (r *Redis) takeGroups(ctx context.Context, items []Item, groups []group) (Decision, error) {
+func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, groups []group) (Decision, error) {
 	d := Decision{Buckets: make([]Status, len(items))}
 	for gi, g := range groups {
-		keys, args := r.takeArgs(items, g.idx, true)
+		keys, args := r.takeArgs(requestID, items, g.idx, true)
 		reply, err := r.take.Run(ctx, r.client, keys, args...).Int64Slice()
 		if err == nil {
 			err = decide(&d, reply, g.idx)
@@ -221,7 +259,7 @@ func (r *Redis) takeGroups(ctx context.Context, items []Item, groups []group) (D
 			if gi > 0 {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 100*time.Millisecond)
 				defer cancel()
-				calls := r.refunds(items, groups[:gi], false)
+				calls := r.refunds(requestID, items, groups[:gi], false)
 				r.run(rctx, calls)
 				err = errors.Join(err, firstErr(calls))
 			}
@@ -232,9 +270,9 @@ func (r *Redis) takeGroups(ctx context.Context, items []Item, groups []group) (D
 		}
 		// Denied by group gi: refund and re-read the groups before, check the
 		// groups after, in one round trip.
-		calls := r.refunds(items, groups[:gi], true)
+		calls := r.refunds(requestID, items, groups[:gi], true)
 		for _, later := range groups[gi+1:] {
-			keys, args := r.takeArgs(items, later.idx, false)
+			keys, args := r.takeArgs("", items, later.idx, false)
 			calls = append(calls, scriptCall{script: r.take, keys: keys, args: args, idx: later.idx})
 		}
 		r.run(ctx, calls)
@@ -258,24 +296,30 @@ func (r *Redis) takeGroups(ctx context.Context, items []Item, groups []group) (D
 	return d, nil
 }
 
-// refunds returns the calls that give back each group's costs (a reconcile
-// with no marker), each followed, with reread, by a check of the group at
-// cost zero for its statuses.
-func (r *Redis) refunds(items []Item, groups []group, reread bool) []scriptCall {
+// refunds returns the calls that give back each group's costs, each
+// followed, with reread, by a check of the group at cost zero for its
+// statuses. With a request id each refund is the group's Void (its take
+// marker then says voided, so a later Void of the request refunds nothing
+// more); without, a reconcile with no marker.
+func (r *Redis) refunds(requestID string, items []Item, groups []group, reread bool) []scriptCall {
 	var calls []scriptCall
+	mode := modeRefund
+	if requestID != "" {
+		mode = modeVoid
+	}
 	for _, g := range groups {
 		deltas := make([]Delta, len(g.idx))
 		for j, i := range g.idx {
 			deltas[j] = Delta{Key: items[i].Key, Limit: items[i].Limit, Units: -items[i].Cost}
 		}
-		keys, args := r.reconcileArgs("", deltas, nil, true)
+		keys, args := r.reconcileArgs(requestID, deltas, nil, mode)
 		calls = append(calls, scriptCall{script: r.reconcile, keys: keys, args: args})
 		if reread {
 			zero := make([]Item, len(g.idx))
 			for j, i := range g.idx {
 				zero[j] = Item{Key: items[i].Key, Limit: items[i].Limit}
 			}
-			keys, args := r.takeArgs(zero, nil, false)
+			keys, args := r.takeArgs("", zero, nil, false)
 			calls = append(calls, scriptCall{script: r.take, keys: keys, args: args, idx: g.idx})
 		}
 	}
@@ -299,15 +343,16 @@ func merge(d *Decision, e Decision) {
 }
 
 // takeArgs returns the KEYS and ARGV of take.lua for items (those at idx,
-// when idx is not nil).
-func (r *Redis) takeArgs(items []Item, idx []int, commit bool) ([]string, []any) {
+// when idx is not nil), with the take marker of requestID when it is not
+// empty.
+func (r *Redis) takeArgs(requestID string, items []Item, idx []int, commit bool) ([]string, []any) {
 	n := len(items)
 	if idx != nil {
 		n = len(idx)
 	}
-	keys := make([]string, n)
-	args := make([]any, 2, 2+6*n)
-	args[0], args[1] = r.nowArg(), "0"
+	keys := make([]string, 0, n+1)
+	args := make([]any, 3, 3+6*n)
+	args[0], args[1], args[2] = r.nowArg(), "0", "0"
 	if commit {
 		args[1] = "1"
 	}
@@ -316,31 +361,48 @@ func (r *Redis) takeArgs(items []Item, idx []int, commit bool) ([]string, []any)
 		if idx != nil {
 			it = items[idx[j]]
 		}
-		keys[j] = it.Key
+		if j == 0 && requestID != "" {
+			keys = append(keys, takeMarkerKey(it.Key, requestID))
+			args[2] = r.voidFor
+		}
+		keys = append(keys, it.Key)
 		args = appendLimit(args, it.Limit)
 		args = append(args, it.Cost)
 	}
 	return keys, args
 }
 
+// scriptMode is how reconcile.lua applies its deltas.
+type scriptMode uint8
+
+const (
+	modeRefund    scriptMode = iota // no marker: the deltas apply on every call
+	modeReconcile                   // once per request id (none when it is empty)
+	modeVoid                        // as the void of the request id's take
+)
+
 // reconcileArgs returns the KEYS and ARGV of reconcile.lua for deltas (those
-// at idx, when idx is not nil), with the marker of requestID unless it is
-// empty or noMarker is set.
-func (r *Redis) reconcileArgs(requestID string, deltas []Delta, idx []int, noMarker bool) ([]string, []any) {
+// at idx, when idx is not nil) in mode; modeReconcile with an empty
+// requestID sends no marker.
+func (r *Redis) reconcileArgs(requestID string, deltas []Delta, idx []int, mode scriptMode) ([]string, []any) {
 	n := len(deltas)
 	if idx != nil {
 		n = len(idx)
 	}
-	marker := requestID != "" && !noMarker
 	keys := make([]string, 0, n+1)
-	args := make([]any, 2, 2+6*n)
-	args[0], args[1] = r.nowArg(), "0"
+	args := make([]any, 3, 3+6*n)
+	args[0], args[1], args[2] = r.nowArg(), "0", "0"
 	for j := range n {
 		dl := deltas[j]
 		if idx != nil {
 			dl = deltas[idx[j]]
 		}
-		if j == 0 && marker {
+		switch {
+		case j > 0 || requestID == "" || mode == modeRefund:
+		case mode == modeVoid:
+			keys = append(keys, takeMarkerKey(dl.Key, requestID))
+			args[1], args[2] = r.voidFor, "1"
+		default:
 			keys = append(keys, markerKey(dl.Key, requestID))
 			args[1] = r.dedupFor
 		}
@@ -372,8 +434,12 @@ func (r *Redis) nowArg() string {
 }
 
 // decide reads a take.lua reply into d: the verdict (for the items at idx,
-// when not nil, mapping the script's indexes back) and one Status per key.
+// when not nil, mapping the script's indexes back) and one Status per key;
+// or ErrVoided for the reply of a voided take.
 func decide(d *Decision, reply []int64, idx []int) error {
+	if len(reply) == 1 && reply[0] == -1 {
+		return ErrVoided
+	}
 	n := len(reply)/2 - 2
 	if len(reply) < 4 || len(reply)%2 != 0 || (idx != nil && n != len(idx)) || (idx == nil && n != len(d.Buckets)) {
 		return fmt.Errorf("unexpected reply of %d numbers", len(reply))

@@ -75,7 +75,7 @@ func BenchmarkRedisTake(b *testing.B) {
 		for _, n := range []int{1, 3} {
 			set := items[:n]
 			run(fmt.Sprintf("take-%d", n), "evalsha", func() error {
-				d, err := r.Take(ctx, set)
+				d, err := r.Take(ctx, "", set)
 				if err == nil && !d.Allowed {
 					err = fmt.Errorf("denied: %+v", d)
 				}

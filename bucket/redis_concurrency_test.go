@@ -47,7 +47,7 @@ func TestRedisHammerOneKey(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(uint64(g), 7))
 			for time.Now().Before(stop) {
 				cost := rnd.Int64N(3) + 1
-				d, err := r.Take(ctx, []bucket.Item{{Key: key, Limit: l, Cost: cost}})
+				d, err := r.Take(ctx, "", []bucket.Item{{Key: key, Limit: l, Cost: cost}})
 				if err != nil {
 					t.Error(err)
 					return
@@ -114,7 +114,7 @@ func TestRedisClusterHammerTiered(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(uint64(g), 9))
 			for time.Now().Before(stop) {
 				cost := rnd.Int64N(3) + 1
-				d, err := r.Take(ctx, items(cost))
+				d, err := r.Take(ctx, "", items(cost))
 				if err != nil {
 					t.Error(err)
 					return
@@ -129,7 +129,7 @@ func TestRedisClusterHammerTiered(t *testing.T) {
 	}
 	wg.Wait()
 	for _, key := range []string{"llmguard:{t}:ledger", "llmguard:{global}:ledger"} {
-		d, err := r.Take(ctx, []bucket.Item{{Key: key, Limit: ledger}})
+		d, err := r.Take(ctx, "", []bucket.Item{{Key: key, Limit: ledger}})
 		if err != nil {
 			t.Fatal(err)
 		}

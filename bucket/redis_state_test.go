@@ -92,11 +92,11 @@ func testTiered(t *testing.T, client bucket.RedisScripter, kv redis.Cmdable, clo
 	}
 	take := func(step string, items []bucket.Item, wantAllowed bool, wantBy int) bucket.Decision {
 		t.Helper()
-		got, err := r.Take(ctx, items)
+		got, err := r.Take(ctx, "", items)
 		if err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
-		want, _ := m.Take(ctx, items)
+		want, _ := m.Take(ctx, "", items)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s: Redis decided %+v, memory %+v", step, got, want)
 		}
@@ -162,7 +162,7 @@ func TestRedisTTL(t *testing.T) {
 	}
 	take := func(key string, l bucket.Limit, cost int64) bucket.Status {
 		t.Helper()
-		d, err := r.Take(ctx, []bucket.Item{{Key: key, Limit: l, Cost: cost}})
+		d, err := r.Take(ctx, "", []bucket.Item{{Key: key, Limit: l, Cost: cost}})
 		if err != nil || !d.Allowed {
 			t.Fatalf("take %d from %s: %+v, %v", cost, key, d, err)
 		}
@@ -227,7 +227,7 @@ func TestRedisNoScript(t *testing.T) {
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	d, err := r.Take(ctx, []bucket.Item{{Key: "ns:{a}:x", Limit: ten, Cost: 4}})
+	d, err := r.Take(ctx, "", []bucket.Item{{Key: "ns:{a}:x", Limit: ten, Cost: 4}})
 	if err != nil || !d.Allowed || d.Buckets[0].Remaining != 6 {
 		t.Fatalf("take after SCRIPT FLUSH: %+v, %v", d, err)
 	}
@@ -244,7 +244,7 @@ func TestRedisNoScript(t *testing.T) {
 			t.Fatalf("batch %d after SCRIPT FLUSH: %v", i, err)
 		}
 	}
-	d, err = r.Take(ctx, []bucket.Item{{Key: "ns:{a}:x", Limit: ten, Cost: 0}})
+	d, err = r.Take(ctx, "", []bucket.Item{{Key: "ns:{a}:x", Limit: ten, Cost: 0}})
 	if err != nil || d.Buckets[0].Remaining != 9 {
 		t.Fatalf("read back after the batch: %+v, %v; want 9 remaining", d, err)
 	}
@@ -260,7 +260,7 @@ func TestRedisClusterNoScript(t *testing.T) {
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	d, err := r.Take(ctx, tiered(10, 1, 2000))
+	d, err := r.Take(ctx, "", tiered(10, 1, 2000))
 	if err != nil || d.Allowed || !d.TooLarge || d.DeniedBy != 2 {
 		t.Fatalf("take after SCRIPT FLUSH: %+v, %v", d, err)
 	}
@@ -278,12 +278,12 @@ func TestRedisMemoryUsage(t *testing.T) {
 	r := newRedis(t, bucket.RedisOptions{Client: c})
 	thirds := bucket.Limit{Capacity: 20000, Rate: 10000, Per: time.Minute}
 	const key = "llmguard:{acme}:tpm:user-42"
-	if _, err := r.Take(ctx, []bucket.Item{{Key: key, Limit: thirds, Cost: 1501}}); err != nil {
+	if _, err := r.Take(ctx, "", []bucket.Item{{Key: key, Limit: thirds, Cost: 1501}}); err != nil {
 		t.Fatal(err)
 	}
 	// Let the level become fractional, as it mostly is.
 	time.Sleep(3 * time.Millisecond)
-	if _, err := r.Take(ctx, []bucket.Item{{Key: key, Limit: thirds, Cost: 1}}); err != nil {
+	if _, err := r.Take(ctx, "", []bucket.Item{{Key: key, Limit: thirds, Cost: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	v := c.Get(ctx, key).Val()

@@ -81,12 +81,20 @@ func untag(key string) string {
 	return string(out)
 }
 
-func (u *untagged) Take(ctx context.Context, items []bucket.Item) (bucket.Decision, error) {
+func (u *untagged) Take(ctx context.Context, requestID string, items []bucket.Item) (bucket.Decision, error) {
+	return u.s.Take(ctx, requestID, untagItems(items))
+}
+
+func (u *untagged) Void(ctx context.Context, requestID string, items []bucket.Item) error {
+	return u.s.Void(ctx, requestID, untagItems(items))
+}
+
+func untagItems(items []bucket.Item) []bucket.Item {
 	items = append([]bucket.Item(nil), items...)
 	for i := range items {
 		items[i].Key = untag(items[i].Key)
 	}
-	return u.s.Take(ctx, items)
+	return items
 }
 
 func (u *untagged) Reconcile(ctx context.Context, requestID string, deltas []bucket.Delta) error {
@@ -117,6 +125,13 @@ type flushing struct{ *bucket.AsyncReconciler }
 
 func (f flushing) Reconcile(ctx context.Context, requestID string, deltas []bucket.Delta) error {
 	if err := f.AsyncReconciler.Reconcile(ctx, requestID, deltas); err != nil {
+		return err
+	}
+	return f.Flush(ctx)
+}
+
+func (f flushing) Void(ctx context.Context, requestID string, items []bucket.Item) error {
+	if err := f.AsyncReconciler.Void(ctx, requestID, items); err != nil {
 		return err
 	}
 	return f.Flush(ctx)

@@ -31,7 +31,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 func TestReplayAfterOutage(t *testing.T) {
 	ctx := context.Background()
 	f := newFlaky(t)
-	g := bucket.NewGuarded(f, bucket.GuardOptions{Failures: 2, OpenFor: 20 * time.Millisecond})
+	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 2, OpenFor: 20 * time.Millisecond})
 	a := bucket.NewAsyncReconciler(g, bucket.AsyncOptions{Attempts: 2, RetryEvery: 2 * time.Millisecond, MaxBatch: 16})
 	defer a.Close()
 
@@ -68,7 +68,7 @@ func TestReplayAfterOutage(t *testing.T) {
 		}
 	}
 	// The bucket holds the sum of the deltas once: 100 - 50.
-	d, err := f.mem.Take(ctx, item("k", 0))
+	d, err := f.mem.Take(ctx, "", item("k", 0))
 	if err != nil || d.Buckets[0].Remaining != guardLimit.Capacity-n {
 		t.Errorf("bucket after the replay: %+v, %v; want %d remaining", d, err, guardLimit.Capacity-n)
 	}
@@ -81,7 +81,7 @@ func TestReplayAfterOutage(t *testing.T) {
 func TestReplayBound(t *testing.T) {
 	ctx := context.Background()
 	f := newFlaky(t)
-	g := bucket.NewGuarded(f, bucket.GuardOptions{Failures: 1, OpenFor: 10 * time.Millisecond})
+	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 1, OpenFor: 10 * time.Millisecond})
 	var (
 		mu      sync.Mutex
 		onDrop  = map[string]error{}

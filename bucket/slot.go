@@ -39,12 +39,18 @@ func hashTag(key string) (string, bool) {
 // gets a short tag of the same slot instead. The empty segment keeps markers
 // apart from bucket keys, "llmguard:{<tenant>}:<limit>:<subject>", whose limit
 // names are never empty.
-func markerKey(key, requestID string) string {
+func markerKey(key, requestID string) string { return markerIn(key, "rc", requestID) }
+
+// takeMarkerKey names the take marker of requestID, for Void, in the slot of
+// key: "llmguard:{<key's hash tag>}::tk:<requestID>", as markerKey.
+func takeMarkerKey(key, requestID string) string { return markerIn(key, "tk", requestID) }
+
+func markerIn(key, kind, requestID string) string {
 	tag, ok := hashTag(key)
 	if !ok {
 		tag = slotTags()[slotOf(key)]
 	}
-	return "llmguard:{" + tag + "}::rc:" + requestID
+	return "llmguard:{" + tag + "}::" + kind + ":" + requestID
 }
 
 // slotTags returns, for every slot, a short tag that hashes to it (the

@@ -114,20 +114,44 @@ type Delta struct {
 	Units int64
 }
 
-// Store holds bucket state and applies takes and deltas atomically.
+// Store holds bucket state and applies takes, deltas and voids atomically.
 // Implementations are safe for concurrent use.
+//
+// A request id names one request's take: the take records it (a marker
+// kept for the store's void window, a few seconds) so that Void can later
+// give back exactly what that take applied, once. The empty request id
+// records nothing and cannot be voided.
 type Store interface {
 	// Take checks every item's bucket and, only when all of them can pay,
 	// commits every cost; otherwise it changes nothing (two-phase, all or
 	// none). Items should be ordered narrowest first, and no key may appear
-	// twice. err is non-nil only when the store failed or the input is
-	// invalid (wrapping ErrInvalid: a Limit that Validate refuses, a negative
-	// cost, a repeated key); a denial is reported in Decision.
-	Take(ctx context.Context, items []Item) (Decision, error)
+	// twice. A committed take with a requestID is recorded for Void. err is
+	// non-nil only when the store failed, the input is invalid (wrapping
+	// ErrInvalid: a Limit that Validate refuses, a negative cost, a repeated
+	// key), or requestID was voided before the take ran (wrapping ErrVoided:
+	// nothing was taken); a denial is reported in Decision. A take that
+	// failed may still have been applied (the store got it, the reply was
+	// lost or late): see MayHaveApplied and Void.
+	Take(ctx context.Context, requestID string, items []Item) (Decision, error)
 	// Reconcile applies deltas once per requestID: a second call with the
 	// same requestID (a retry) is a no-op. A key may appear more than once;
 	// its deltas apply in order. err is non-nil only when the store failed or
 	// a delta's Limit is invalid (wrapping ErrInvalid); a call that fails
 	// does not use up its requestID.
 	Reconcile(ctx context.Context, requestID string, deltas []Delta) error
+	// Void cancels the take of requestID, whose items (the same keys,
+	// limits and costs) it is given: when that take was applied, its costs
+	// are refunded (a token bucket never above capacity; a quota in the
+	// take's window only); when it was not (yet), a tombstone makes a later
+	// take of requestID apply nothing and fail with ErrVoided. Either way it
+	// happens once: a second Void is a no-op. In Redis Cluster each slot
+	// group of the take is voided on its own, so a take applied in some
+	// groups only is refunded in those. The record lives for the store's
+	// void window: a Void that comes later than that after the take, or a
+	// take that runs later than that after the Void, is not matched (a
+	// bounded leak of one reservation, which refills in time). err is
+	// non-nil when the store failed (a retry is safe), or the input is
+	// invalid (wrapping ErrInvalid: an empty requestID, an invalid Limit, a
+	// negative cost).
+	Void(ctx context.Context, requestID string, items []Item) error
 }

@@ -217,7 +217,12 @@ type Store struct {
 	RedisURL string `yaml:"redis_url"`
 	// ClusterAddrs are seed nodes (host:port) for the redis_cluster backend.
 	ClusterAddrs []string `yaml:"cluster_addrs"`
-	// Timeout bounds one store call on the request path. Default 5ms.
+	// Timeout bounds one store call on the request path (a take). Default
+	// 50ms (bucket.DefaultTimeout): measured by
+	// BenchmarkTakeLatencyUnderLoad on a shared 2-core machine, a healthy
+	// Redis answered a take within 8–25ms as the machine was, and at p99
+	// 27–37ms, p99.9 74–124ms with CPU hogs beside it; 5ms failed 0.3–2% of
+	// takes even at rest (README, "Store timeouts").
 	Timeout Duration `yaml:"timeout"`
 	// PoolSize is the number of pooled connections per Redis node; every
 	// take holds one for one round trip. Default 256.
@@ -237,13 +242,28 @@ type Store struct {
 	// unavailable, replayed when it returns; past it they are dropped and
 	// counted. Default 100000.
 	ReplayQueue int `yaml:"replay_queue"`
+	// VoidWindow is how long the store remembers a take's request id so
+	// that a take that failed on llmguard's side (timed out) but was applied
+	// by the store can be voided (its reservation given back, once), and how
+	// long a void's tombstone stops a take that reaches the store later.
+	// In Redis each take costs one small marker key per slot group for that
+	// long. Default 10s (bucket.DefaultVoidWindow).
+	VoidWindow Duration `yaml:"void_window"`
 }
 
-// Breaker configures the store's circuit breaker.
+// Breaker configures the store's circuit breaker. It opens when at least
+// FailureRatio of the store calls that ended in the last Window failed (once
+// MinCalls calls ended), or at once when MinCalls calls in a row failed.
 type Breaker struct {
-	// Failures is the number of consecutive failed store calls that opens
-	// the breaker. Default 5.
-	Failures uint32 `yaml:"failures"`
+	// MinCalls is the number of calls in the window before the ratio
+	// counts, and the number of failures in a row that open the breaker at
+	// once (a store that is down). Default 20.
+	MinCalls uint32 `yaml:"min_calls"`
+	// FailureRatio is the share of failed calls in the window that opens
+	// the breaker, in (0, 1]. Default 0.5.
+	FailureRatio float64 `yaml:"failure_ratio"`
+	// Window is how long calls are counted (a rolling window). Default 10s.
+	Window Duration `yaml:"window"`
 	// OpenFor is how long the breaker stays open before it lets one probe
 	// through (half-open). Default 2s.
 	OpenFor Duration `yaml:"open_for"`
@@ -379,7 +399,10 @@ func (c *Config) applyDefaults() {
 		c.Store.Backend = "memory"
 	}
 	if c.Store.Timeout == 0 {
-		c.Store.Timeout = Duration(5 * time.Millisecond)
+		c.Store.Timeout = Duration(50 * time.Millisecond)
+	}
+	if c.Store.VoidWindow == 0 {
+		c.Store.VoidWindow = Duration(10 * time.Second)
 	}
 	if c.Store.PoolSize == 0 {
 		c.Store.PoolSize = 256
@@ -390,8 +413,14 @@ func (c *Config) applyDefaults() {
 	if c.Store.Nodes == 0 {
 		c.Store.Nodes = 1
 	}
-	if c.Store.Breaker.Failures == 0 {
-		c.Store.Breaker.Failures = 5
+	if c.Store.Breaker.MinCalls == 0 {
+		c.Store.Breaker.MinCalls = 20
+	}
+	if c.Store.Breaker.FailureRatio == 0 {
+		c.Store.Breaker.FailureRatio = 0.5
+	}
+	if c.Store.Breaker.Window == 0 {
+		c.Store.Breaker.Window = Duration(10 * time.Second)
 	}
 	if c.Store.Breaker.OpenFor == 0 {
 		c.Store.Breaker.OpenFor = Duration(2 * time.Second)

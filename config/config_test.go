@@ -35,8 +35,12 @@ limits:
 	if c.Limits[0].Burst != 60 || time.Duration(c.Limits[0].Per) != time.Minute {
 		t.Errorf("limit defaults: burst %v per %v", c.Limits[0].Burst, c.Limits[0].Per)
 	}
-	if time.Duration(c.Store.Timeout) != 5*time.Millisecond || time.Duration(c.Upstreams[0].Timeout) != 10*time.Minute {
+	if time.Duration(c.Store.Timeout) != 50*time.Millisecond || time.Duration(c.Upstreams[0].Timeout) != 10*time.Minute {
 		t.Errorf("timeouts: store %v upstream %v", c.Store.Timeout, c.Upstreams[0].Timeout)
+	}
+	if b := c.Store.Breaker; b.MinCalls != 20 || b.FailureRatio != 0.5 || time.Duration(b.Window) != 10*time.Second ||
+		time.Duration(b.OpenFor) != 2*time.Second || time.Duration(c.Store.VoidWindow) != 10*time.Second {
+		t.Errorf("store defaults: breaker %+v, void window %v", b, c.Store.VoidWindow)
 	}
 }
 
@@ -54,7 +58,7 @@ models:
   gpt-x: {encoding: klingon, input_usd_per_mtok: -1}
 limits:
   - {name: "bad:name", scope: org, unit: bananas, rate: 0, per: 0s, burst: -5}
-store: {backend: etcd}
+store: {backend: etcd, breaker: {failure_ratio: 1.5, window: -1s}, void_window: 1ms}
 `))
 	var ce *Error
 	if !errors.As(err, &ce) {
@@ -65,6 +69,7 @@ store: {backend: etcd}
 		"upstreams[1].path_prefix:", "keys[0].key_sha256:", "keys[1]: one of key_sha256 or key", "keys[1].tenant:",
 		"models.gpt-x.encoding:", "models.gpt-x.input_usd_per_mtok:", "limits[0].name:", "limits[0].scope:",
 		"limits[0].unit:", "limits[0].rate:", "limits[0].per:", "limits[0].burst:", "store.backend:",
+		"store.breaker.failure_ratio:", "store.breaker.window:", "store.void_window:",
 	}
 	all := strings.Join(ce.Problems, "\n")
 	for _, w := range want {

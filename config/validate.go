@@ -204,6 +204,15 @@ func (c *Config) Validate() error {
 		p.add("store.nodes", "must be at least 1 (got %d)", c.Store.Nodes)
 	}
 	checkDuration(&p, "store.breaker.open_for", c.Store.Breaker.OpenFor)
+	checkDuration(&p, "store.breaker.window", c.Store.Breaker.Window)
+	if r := c.Store.Breaker.FailureRatio; !(r > 0 && r <= 1) {
+		p.add("store.breaker.failure_ratio", "must be in (0, 1] (got %v)", r)
+	}
+	if c.Store.VoidWindow == invalidDuration {
+		checkDuration(&p, "store.void_window", c.Store.VoidWindow)
+	} else if c.Store.VoidWindow < c.Store.Timeout {
+		p.add("store.void_window", "must be at least store.timeout (got %v)", time.Duration(c.Store.VoidWindow))
+	}
 	if c.Store.ReplayQueue < 0 {
 		p.add("store.replay_queue", "must be positive")
 	}

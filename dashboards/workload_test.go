@@ -75,7 +75,7 @@ store:
   backend: redis
   redis_url: "redis://%[3]s/0"
   timeout: 1s   # generous: only the outage (a stopped server, refused at once) may fail a call
-  breaker: {failures: 2, open_for: 3s}
+  breaker: {min_calls: 2, open_for: 3s}
   replay_queue: 4
 `
 

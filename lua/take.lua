@@ -1,11 +1,18 @@
 -- take.lua: the two-phase take over all of one request's buckets, token
 -- buckets and quotas together.
 --
--- KEYS[i]   bucket i, narrowest first; in Redis Cluster all KEYS share a slot.
+-- KEYS[1]   when ARGV[3] > 0: the take marker of the request id, in the same
+--           slot as the buckets ("llmguard:{<their hash tag>}::tk:<request
+--           id>"): 't' once a take of the id committed here, 'v' once the id
+--           was voided (reconcile.lua in void mode); missing: neither.
+-- KEYS[m+i] bucket i (m = 1 with a marker, else 0), narrowest first; in
+--           Redis Cluster all KEYS share a slot.
 -- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
 --           Redis TIME: one clock for every proxy node.
 -- ARGV[2]   '1' commits (a take); '0' only checks (phase 1, writes nothing).
--- ARGV[6i-3] .. ARGV[6i+2]
+-- ARGV[3]   how long the take marker lives, ms (the void window); '0': no
+--           marker (no request id, or a check).
+-- ARGV[6i-2] .. ARGV[6i+3]
 --           capacity (units), rate (units per per), per (µs), windowStart
 --           (µs), windowEnd (µs) and cost (units, >= 0) of bucket i: a
 --           token bucket when windowEnd is 0 (windowStart 0 too), else a
@@ -13,7 +20,8 @@
 --           per 0, unused). The caller has validated them
 --           (bucket.Limit.Validate); keys are distinct.
 --
--- Reply, all integers:
+-- Reply, all integers: {-1} alone when the marker says voided (the take
+-- applies nothing, writes nothing); otherwise
 --   [1] allowed     1 when every bucket could pay (and, committing, paid), else 0
 --   [2] deniedBy    0-based index of the first too-large bucket if any, else of
 --                   the first bucket that could not pay; -1 when allowed
@@ -35,7 +43,8 @@
 -- quota left with nothing used is deleted; a key written for its own window
 -- expires quotaMargin (1h) past the window's end, one written for a later
 -- window keeps its TTL. A key holding the other kind's state (the rule
--- changed kind) is read as missing.
+-- changed kind) is read as missing. A committed take with a marker sets it
+-- to 't', expiring after ARGV[3] ms; a denial or a check leaves it alone.
 --
 -- The functions mirror bucket/tokenbucket.go and bucket/quota.go line by
 -- line, under the same names; those reconcile.lua needs too live in
@@ -50,6 +59,14 @@ local function check(level, capacity, cost)
     return false, true
   end
   return cost == 0 or level >= cost, false
+end
+
+-- takeMarked is what a take does with its request id's marker ('t' taken,
+-- 'v' voided, false when missing): it applies nothing when the id was
+-- voided; otherwise it runs as usual, and a committed take sets the marker
+-- to 't'.
+local function takeMarked(mark)
+  return mark == 'v'
 end
 
 -- floorUnits rounds level down to whole units, saturating at the int64 range
@@ -83,7 +100,15 @@ else
 end
 local commit = ARGV[2] == '1'
 
-local n = #KEYS
+local m = 0
+if tonumber(ARGV[3]) > 0 then
+  m = 1
+  if takeMarked(redis.call('GET', KEYS[1])) then
+    return {-1}
+  end
+end
+
+local n = #KEYS - m
 local reply = {1, -1, 0, 0}
 local seen = {}
 
@@ -92,18 +117,18 @@ local seen = {}
 local firstLarge, firstShort = -1, -1
 local retry = 0
 for i = 1, n do
-  local a = 6 * i - 3
+  local a = 6 * i - 2
   local capacity, rate, per = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local windowStart, windowEnd, cost = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   local ok, tooLarge, short
   if windowEnd > 0 then
-    local used, window, found = loadQuota(KEYS[i], windowStart)
+    local used, window, found = loadQuota(KEYS[m + i], windowStart)
     used, window = roll(used, window, windowStart, windowEnd)
     seen[i] = {used, window, found}
     ok, tooLarge = checkQuota(used, capacity, cost)
     short = untilEnd(windowEnd, now)
   else
-    local level, updated, found = load(KEYS[i], capacity, now)
+    local level, updated, found = load(KEYS[m + i], capacity, now)
     level, updated = refill(level, updated, capacity, rate, per, now)
     seen[i] = {level, updated, found}
     ok, tooLarge = check(level, capacity, cost)
@@ -134,7 +159,7 @@ end
 
 if reply[1] == 0 or not commit then
   for i = 1, n do
-    local a = 6 * i - 3
+    local a = 6 * i - 2
     local capacity, rate, per = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     local windowEnd = tonumber(ARGV[a + 4])
     if windowEnd > 0 then
@@ -149,18 +174,21 @@ if reply[1] == 0 or not commit then
 end
 
 -- Phase 2: every bucket can pay; commit every cost.
+if m == 1 then
+  redis.call('SET', KEYS[1], 't', 'PX', ARGV[3])
+end
 for i = 1, n do
-  local a = 6 * i - 3
+  local a = 6 * i - 2
   local capacity, rate, per = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local windowStart, windowEnd, cost = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   if windowEnd > 0 then
     local used = charge(seen[i][1], cost)
-    putQuota(KEYS[i], seen[i][3], used, seen[i][2], windowStart, windowEnd, now)
+    putQuota(KEYS[m + i], seen[i][3], used, seen[i][2], windowStart, windowEnd, now)
     reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - used), untilEnd(windowEnd, now)
   else
     local level = seen[i][1] - cost
     local reset = wait(level, capacity, rate, per)
-    put(KEYS[i], seen[i][3], level, seen[i][2], capacity, reset, now)
+    put(KEYS[m + i], seen[i][3], level, seen[i][2], capacity, reset, now)
     reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), reset
   end
 end

@@ -159,7 +159,7 @@ func (r *panicRig) remaining() int64 {
 	if len(rules) != 1 {
 		r.t.Fatalf("%d rules match", len(rules))
 	}
-	d, err := r.store.Take(context.Background(), []bucket.Item{{Key: rules[0].Key(pr), Limit: rules[0].LimitAt(time.Now()), Cost: 0}})
+	d, err := r.store.Take(context.Background(), newRequestID(), []bucket.Item{{Key: rules[0].Key(pr), Limit: rules[0].LimitAt(time.Now()), Cost: 0}})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -297,7 +297,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) {
 			items[i] = bucket.Item{Key: key, Limit: limit, Cost: units}
 			x.rules[i] = applied{rule: r, key: key, limit: limit, reserved: units}
 		}
-		d, err := p.take(items)
+		d, err := p.take(x.id, items)
 		if errors.Is(err, bucket.ErrInvalid) {
 			// A limit the store refuses is a bug, not an outage: never
 			// admit past it.
@@ -321,7 +321,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) {
 				x.rules = nil
 			} else {
 				x.fallback = true
-				d, err = p.opt.Fallback.Take(context.Background(), items) // in memory: no deadline to miss
+				d, err = p.opt.Fallback.Take(context.Background(), x.id, items) // in memory: no deadline to miss
 				if err != nil {
 					p.log.Error("fallback take failed; admitting without limits", "err", err, "request_id", x.id)
 					x.rules = nil
@@ -354,14 +354,15 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) {
 // names come near it, and it keeps the ledger's lines and the logs bounded.
 const maxModelName = 256
 
-// take runs the two-phase take on the store. The deadline is the store's
-// own: a remote store is wrapped in bucket.Guarded, which bounds each call
-// by store.timeout; the memory store never waits on I/O, and a deadline of
-// a few milliseconds would only fail it on a busy host — and fail its
-// limits open.
-func (p *Proxy) take(items []bucket.Item) (bucket.Decision, error) {
+// take runs the two-phase take of request id on the store. The deadline is
+// the store's own: a remote store is wrapped in bucket.Guarded, which bounds
+// each call by store.timeout (and the store voids a take that failed but
+// may have been applied); the memory store never waits on I/O, and a
+// deadline of a few milliseconds would only fail it on a busy host — and
+// fail its limits open.
+func (p *Proxy) take(id string, items []bucket.Item) (bucket.Decision, error) {
 	t0 := time.Now()
-	d, err := p.opt.Store.Take(context.Background(), items)
+	d, err := p.opt.Store.Take(context.Background(), id, items)
 	p.opt.Metrics.decisionTime(time.Since(t0))
 	return d, err
 }

@@ -2,7 +2,9 @@
 // suite of timelines, run against the memory store and against the Redis
 // store on miniredis, a real redis-server and a real Redis Cluster. The
 // timelines cover token buckets (timelines.go), calendar quotas and takes
-// that mix both kinds (quotas.go).
+// that mix both kinds (quotas.go), and the voids of takes by request id
+// (voids.go: a void after the take refunds once, a second void nothing, a
+// void before the take makes it apply nothing).
 //
 // A store under test reads its time from the Clock the suite hands its
 // factory, so the suite can walk fixed instants: the memory store takes

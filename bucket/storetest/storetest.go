@@ -25,7 +25,8 @@ var Start = time.Date(2025, time.March, 1, 12, 0, 0, 0, time.UTC)
 // its own.
 func Run(t *testing.T, newStore NewStore) {
 	t.Helper()
-	for _, tl := range append(timelines[:len(timelines):len(timelines)], quotaTimelines...) {
+	all := append(timelines[:len(timelines):len(timelines)], quotaTimelines...)
+	for _, tl := range append(all, voidTimelines...) {
 		t.Run(tl.name, func(t *testing.T) {
 			clock := NewClock(Start)
 			store := newStore(t, clock)
@@ -40,9 +41,10 @@ type timeline struct {
 	steps []step
 }
 
-// step is one call at one instant. It is a Reconcile when deltas is non-nil,
-// else a Take of items. Keys and request ids are short names; the runner
-// prefixes them.
+// step is one call at one instant. It is a Void of voids when voids is
+// non-nil, a Reconcile when deltas is non-nil, else a Take of items (with
+// request as its request id, when set). Keys and request ids are short
+// names; the runner prefixes them.
 type step struct {
 	name string
 	// at is the clock for this step as an offset from Start; steps may go
@@ -51,9 +53,13 @@ type step struct {
 
 	items []bucket.Item
 	want  bucket.Decision // of the Take
+	// voided is set when the Take must fail with an error wrapping
+	// bucket.ErrVoided (its request id was voided first; nothing changes).
+	voided bool
 
-	request string // request id of the Reconcile
+	request string // request id of the Reconcile, the Void or the Take
 	deltas  []bucket.Delta
+	voids   []bucket.Item // the items of the Void: the take's
 
 	// invalid is set when the call must fail with an error wrapping
 	// bucket.ErrInvalid (and change nothing).
@@ -77,22 +83,34 @@ func run(t *testing.T, store bucket.Store, clock *Clock, prefix string, steps []
 		where := fmt.Sprintf("step %d (%s) at +%v", i+1, s.name, s.at)
 
 		var err error
-		if s.deltas != nil {
+		request := ""
+		if s.request != "" {
+			request = prefix + s.request
+		}
+		switch {
+		case s.voids != nil:
+			items := make([]bucket.Item, len(s.voids))
+			for j, it := range s.voids {
+				it.Key = prefix + it.Key
+				items[j] = it
+			}
+			err = store.Void(ctx, request, items)
+		case s.deltas != nil:
 			deltas := make([]bucket.Delta, len(s.deltas))
 			for j, d := range s.deltas {
 				d.Key = prefix + d.Key
 				deltas[j] = d
 			}
 			err = store.Reconcile(ctx, prefix+s.request, deltas)
-		} else {
+		default:
 			items := make([]bucket.Item, len(s.items))
 			for j, it := range s.items {
 				it.Key = prefix + it.Key
 				items[j] = it
 			}
 			var got bucket.Decision
-			got, err = store.Take(ctx, items)
-			if err == nil && !s.invalid && !sameDecision(got, s.want) {
+			got, err = store.Take(ctx, request, items)
+			if err == nil && !s.invalid && !s.voided && !sameDecision(got, s.want) {
 				t.Errorf("%s: Take decided\n\t%+v\nwant\t%+v", where, got, s.want)
 			}
 		}
@@ -100,7 +118,9 @@ func run(t *testing.T, store bucket.Store, clock *Clock, prefix string, steps []
 		switch {
 		case s.invalid && !errors.Is(err, bucket.ErrInvalid):
 			t.Errorf("%s: err = %v, want one wrapping bucket.ErrInvalid", where, err)
-		case !s.invalid && err != nil:
+		case s.voided && !errors.Is(err, bucket.ErrVoided):
+			t.Errorf("%s: err = %v, want one wrapping bucket.ErrVoided", where, err)
+		case !s.invalid && !s.voided && err != nil:
 			t.Errorf("%s: unexpected error: %v", where, err)
 		}
 	}

@@ -46,8 +46,10 @@ func TestChaosRedisKilledUnderLoad(t *testing.T) {
 	}
 	t.Cleanup(func() { mock.Close() })
 	const (
-		// 25 ms, not the 5 ms default: the half-open probe after the restart
-		// must not time out on a 2-core machine running other test packages.
+		// 25 ms: half the 50 ms default, to keep the bound on a request's
+		// wait during the outage tight; well above 5 ms, so that the
+		// half-open probe after the restart does not time out on a 2-core
+		// machine running other test packages.
 		storeTimeout = 25 * time.Millisecond
 		openFor      = 500 * time.Millisecond
 		nodes        = 2
@@ -71,7 +73,7 @@ store:
   redis_url: "redis://%s/0"
   timeout: %s
   nodes: %d
-  breaker: {failures: 3, open_for: %s}
+  breaker: {min_calls: 3, open_for: %s}
 `, mock.URL, openRate, openBurst, srv.Addr(), storeTimeout, nodes, openFor))
 
 	post := func(key, body string, headers ...string) sample {

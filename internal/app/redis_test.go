@@ -48,7 +48,7 @@ func TestRedisStoreReconcilesThroughTheProxy(t *testing.T) {
 // closed again without any request.
 func TestIdleNodeBreakerClosesByItself(t *testing.T) {
 	srv := redistest.Start(t)
-	h := start(t, slowTPM+fmt.Sprintf("\nstore: {backend: redis, redis_url: \"redis://%s/0\", timeout: 50ms, breaker: {failures: 2, open_for: 300ms}}\n", srv.Addr()))
+	h := start(t, slowTPM+fmt.Sprintf("\nstore: {backend: redis, redis_url: \"redis://%s/0\", timeout: 50ms, breaker: {min_calls: 2, open_for: 300ms}}\n", srv.Addr()))
 	srv.Kill()
 	for range 3 {
 		h.post(testKey, hiBody) // fail-open while the breaker opens

@@ -50,7 +50,7 @@ func (s *stores) readiness(backend string) any {
 func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer, log *slog.Logger, now func() time.Time) (*stores, error) {
 	c := cfg.Store
 	if c.Backend == "memory" {
-		m := bucket.NewMemory(bucket.MemoryOptions{Now: now})
+		m := bucket.NewMemory(bucket.MemoryOptions{Now: now, VoidFor: time.Duration(c.VoidWindow)})
 		return &stores{main: m, close: []func() error{m.Close}}, nil
 	}
 	if c.Backend != "redis" && c.Backend != "redis_cluster" {
@@ -81,7 +81,7 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 		})
 		client, closeClient = cc, cc.Close
 	}
-	r, err := bucket.NewRedis(bucket.RedisOptions{Client: client})
+	r, err := bucket.NewRedis(bucket.RedisOptions{Client: client, VoidFor: time.Duration(c.VoidWindow)})
 	if err != nil {
 		closeClient()
 		return nil, fmt.Errorf("app: %w", err)
@@ -111,7 +111,9 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 		Timeout: time.Duration(c.Timeout),
 		// A background batch of up to 256 scripts: more time than one take.
 		ReconcileTimeout: max(100*time.Millisecond, 4*time.Duration(c.Timeout)),
-		Failures:         c.Breaker.Failures,
+		MinCalls:         c.Breaker.MinCalls,
+		FailureRatio:     c.Breaker.FailureRatio,
+		Window:           time.Duration(c.Breaker.Window),
 		OpenFor:          time.Duration(c.Breaker.OpenFor),
 		OnStateChange: func(from, to bucket.BreakerState) {
 			log.Warn("store circuit breaker", "from", from.String(), "to", to.String())
@@ -147,7 +149,7 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 			m.errors.WithLabelValues(op.String(), k.String())
 		}
 	}
-	fb := bucket.NewFallback(bucket.FallbackOptions{Nodes: c.Nodes})
+	fb := bucket.NewFallback(bucket.FallbackOptions{Nodes: c.Nodes, Memory: bucket.MemoryOptions{VoidFor: time.Duration(c.VoidWindow)}})
 	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor))
 	return &stores{main: async, fallback: fb, guard: guard, async: async,
 		close: []func() error{stopProbe, async.Close, fb.Close, closeClient}}, nil
@@ -172,7 +174,7 @@ func probeWhileOpen(g *bucket.Guarded, openFor time.Duration) func() error {
 				return
 			case <-t.C:
 				if g.State() != bucket.BreakerClosed {
-					g.Take(context.Background(), probe)
+					g.Take(context.Background(), "", probe)
 				}
 			}
 		}

@@ -191,7 +191,7 @@ func (a *App) quotas(ctx context.Context, tenant string, now time.Time) ([]Quota
 			seen[key] = true
 			limit := r.LimitAt(now)
 			tctx, cancel := context.WithTimeout(ctx, time.Second)
-			d, err := a.Store.Take(tctx, []bucket.Item{{Key: key, Limit: limit}})
+			d, err := a.Store.Take(tctx, "", []bucket.Item{{Key: key, Limit: limit}})
 			cancel()
 			if err != nil {
 				return out, err
