@@ -107,7 +107,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 	s := settlement{refund: status >= 400}
 	if weighed(x.kind) {
-		if u, ok := weigher.ParseUsage(x.kind, tapView(ctx.Response.Header.ContentEncoding(), ctx.Response.Body(), p.opt.MaxResponseBytes)); ok {
+		if u, ok := x.live.weigher.ParseUsage(x.kind, tapView(ctx.Response.Header.ContentEncoding(), ctx.Response.Body(), p.opt.MaxResponseBytes)); ok {
 			s = settlement{usage: u, hasUsage: true}
 		}
 	}
@@ -195,7 +195,7 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 			opaque = true
 		}
 	}
-	tap := usageTap{stream: weigher.NewStream(x.kind), strip: x.stripUsage}
+	tap := usageTap{stream: x.live.weigher.NewStream(x.kind), strip: x.stripUsage}
 	buf := make([]byte, 16<<10)
 	clientGone := false
 	// A client that leaves while the upstream is silent (thinking, queued)

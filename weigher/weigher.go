@@ -82,6 +82,12 @@ type Options struct {
 	// DefaultMaxOutputTokens is the output reservation, in tokens, for a
 	// model with no DefaultMaxOutputTokens of its own (unknown models too).
 	DefaultMaxOutputTokens int64
+	// MaxDepth is the most arrays and objects a JSON document may have open
+	// at once (a request body; an upstream answer or SSE event read through
+	// [Weigher.ParseUsage] or [Weigher.NewStream]); 0 means
+	// [DefaultMaxDepth] (128). A deeper request is reported with
+	// Estimate.TooDeep; a deeper answer is not read. At most [MaxMaxDepth].
+	MaxDepth int
 }
 
 // Weigher estimates request costs in tokens. Build it with [New]; it is
@@ -91,6 +97,7 @@ type Weigher struct {
 	models     map[string]Model
 	prefixes   []string // configured names, longest first
 	defaultOut int64
+	maxDepth   int // Options.MaxDepth, defaulted
 	encoders   map[string]counter
 }
 
@@ -123,15 +130,20 @@ func useOfflineVocabularies() {
 // BenchmarkNew), so call it once at start-up and share the result.
 //
 // It fails when a model names an encoding it cannot build offline, with an
-// error naming the model and the encoding; or when a default is negative.
+// error naming the model and the encoding; when a default is negative; or
+// when MaxDepth is negative or above MaxMaxDepth.
 func New(opts Options) (*Weigher, error) {
 	useOfflineVocabularies()
 	if opts.DefaultMaxOutputTokens < 0 {
 		return nil, fmt.Errorf("weigher: default max output tokens %d is negative", opts.DefaultMaxOutputTokens)
 	}
+	if opts.MaxDepth < 0 || opts.MaxDepth > MaxMaxDepth {
+		return nil, fmt.Errorf("weigher: max depth %d is outside 0..%d", opts.MaxDepth, MaxMaxDepth)
+	}
 	w := &Weigher{
 		models:     make(map[string]Model, len(opts.Models)),
 		defaultOut: opts.DefaultMaxOutputTokens,
+		maxDepth:   cmp.Or(opts.MaxDepth, DefaultMaxDepth),
 		encoders:   make(map[string]counter, 2),
 	}
 	need := []string{EncodingO200k, EncodingCL100k}
