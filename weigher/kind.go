@@ -107,7 +107,9 @@ func ParseUsage(k Kind, body []byte) (Usage, bool) { return parseUsage(k, body, 
 // ParseUsage is [ParseUsage] with w's nesting limit ([Options.MaxDepth]):
 // a response nested deeper is not read (ok false), so the request keeps its
 // reservation.
-func (w *Weigher) ParseUsage(k Kind, body []byte) (Usage, bool) { return parseUsage(k, body, w.maxDepth) }
+func (w *Weigher) ParseUsage(k Kind, body []byte) (Usage, bool) {
+	return parseUsage(k, body, w.maxDepth)
+}
 
 func parseUsage(k Kind, body []byte, maxDepth int) (Usage, bool) {
 	switch k {
