@@ -55,7 +55,7 @@ func checkFlowDepth(b []byte, limit int) error {
 }
 
 // skipQuoted returns the offset of the quote closing the quoted scalar
-// opened at b[i] (” escapes a single quote, a backslash escapes in double
+// opened at b[i] (a doubled single quote escapes one, a backslash escapes in double
 // quotes), or the last offset when it is not closed; it counts the lines
 // it crosses.
 func skipQuoted(b []byte, i int, line *int) int {
