@@ -225,7 +225,7 @@ func newCounter(encoding string) (counter, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &bpeCounter{ranks: ranks, o200k: encoding == EncodingO200k}, nil
+		return newBPECounter(ranks, encoding == EncodingO200k), nil
 	}
 	t, err := tiktoken.GetEncoding(encoding)
 	if err != nil {

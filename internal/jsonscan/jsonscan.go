@@ -65,8 +65,8 @@ type Error struct {
 	Reason Reason
 	// Offset is the byte offset in the input where the problem was found:
 	// the bracket that went too deep, the offending byte, the input's length
-	// for Truncated, the first trailing byte, the start of the repeated key
-	// (or, in an object of more than 16 keys, its closing brace).
+	// for Truncated, the first trailing byte, the opening quote of the
+	// repeated key's second occurrence.
 	Offset int
 	// MaxDepth is the nesting limit in effect.
 	MaxDepth int
@@ -109,9 +109,9 @@ type Options struct {
 	// DuplicateKeys also refuses an object that names a key twice after
 	// unescaping ("max_tokens" and "max\u005ftokens" are the same key; an
 	// unpaired surrogate escape reads as U+FFFD): RFC 8259 §4 leaves such
-	// objects' meaning to each parser. It costs 16 bytes per key of the
-	// objects open at once, and a sort of the keys of any object holding
-	// more than 16.
+	// objects' meaning to each parser. It costs 8 bytes (a hash) per key
+	// of the objects open at once, and a sort of the hashes of any object
+	// holding more than 16 keys.
 	DuplicateKeys bool
 }
 
@@ -140,7 +140,7 @@ func Check(b []byte, opt Options) error {
 
 // pool keeps scanners, so that a Check allocates nothing but its *Error.
 var pool = sync.Pool{New: func() any {
-	return &scanner{stack: make([]uint64, 4), keys: make([]uint64, 0, 64), offs: make([]int, 0, 64), objs: make([]int, 0, 16)}
+	return &scanner{stack: make([]uint64, 4), keys: make([]uint64, 0, 64), objs: make([]object, 0, 16)}
 }}
 
 // keepKeys is the most key slots a pooled scanner keeps between checks.
@@ -154,12 +154,12 @@ func (s *scanner) release() {
 		s.stack = make([]uint64, 4)
 	}
 	if cap(s.keys) > keepKeys {
-		s.keys, s.offs = make([]uint64, 0, 64), make([]int, 0, 64)
+		s.keys = make([]uint64, 0, 64)
 	}
 	if cap(s.objs) > keepKeys {
-		s.objs = make([]int, 0, 16)
+		s.objs = make([]object, 0, 16)
 	}
-	s.keys, s.offs, s.objs = s.keys[:0], s.offs[:0], s.objs[:0]
+	s.keys, s.objs = s.keys[:0], s.objs[:0]
 	for i := range s.scratch {
 		if cap(s.scratch[i]) > keepKeys {
 			s.scratch[i] = nil
@@ -191,15 +191,17 @@ type scanner struct {
 	// stack holds one bit per open container, bit d for depth d+1: 1 for an
 	// object, 0 for an array.
 	stack []uint64
-	// objs is, per open object, the index in keys of its first key.
-	objs []int
+	// objs are the open objects, innermost last.
+	objs []object
 	// keys are the hashes of the unescaped keys of the open objects,
-	// innermost last; offs the offsets of their opening quotes (in the
-	// same order until closeObject sorts keys).
+	// innermost last.
 	keys    []uint64
-	offs    []int
 	scratch [2][]byte
 }
+
+// object is an open object: the offset of its '{' and the index in keys
+// of its first key.
+type object struct{ start, base int }
 
 // str classifies string bytes: 1 ends the fast path (quote, backslash,
 // control character).
@@ -220,17 +222,17 @@ func (s *scanner) skipSpace(i int) int {
 	return i
 }
 
-// push opens a container at depth (after increment) d.
-func (s *scanner) push(d int, object bool) {
+// push opens a container at depth (after increment) d, at offset off.
+func (s *scanner) push(d, off int, isObject bool) {
 	w := (d - 1) >> 6
 	if w >= len(s.stack) {
 		s.stack = append(s.stack, make([]uint64, len(s.stack)+1)...)
 	}
 	bit := uint64(1) << ((d - 1) & 63)
-	if object {
+	if isObject {
 		s.stack[w] |= bit
 		if s.dup {
-			s.objs = append(s.objs, len(s.keys))
+			s.objs = append(s.objs, object{start: off, base: len(s.keys)})
 		}
 	} else {
 		s.stack[w] &^= bit
@@ -260,7 +262,7 @@ value: // a value is expected at i (after optional whitespace)
 		if s.max > 0 && depth > s.max {
 			return TooDeep, i
 		}
-		s.push(depth, c == '{')
+		s.push(depth, i, c == '{')
 		i = s.skipSpace(i + 1)
 		if i >= n {
 			return Truncated, n
@@ -332,7 +334,7 @@ after: // a value ended just before i
 			goto key
 		case '}':
 			if s.dup {
-				if off, ok := s.closeObject(); !ok {
+				if off, ok := s.closeObject(i); !ok {
 					return DuplicateKey, off
 				}
 			}
@@ -499,59 +501,83 @@ func isHex(c byte) bool {
 // object; false when a key already recorded for that object is the same.
 func (s *scanner) addKey(start, end int, escaped bool) bool {
 	h := s.hashKey(start, end, escaped)
-	base := s.objs[len(s.objs)-1]
-	if len(s.keys)-base < smallObject {
-		for j, k := range s.keys[base:] {
-			if k == h && s.sameKey(s.offs[base+j], start) {
-				return false
+	o := s.objs[len(s.objs)-1]
+	if len(s.keys)-o.base < smallObject {
+		for _, k := range s.keys[o.base:] {
+			if k == h {
+				if _, dup := s.sameHash(h, o.start, end); dup {
+					return false
+				}
 			}
 		}
 	}
+	if len(s.keys) == cap(s.keys) {
+		// Double, but never past what the rest of the input can hold (a
+		// key takes at least 4 bytes: `"":0`), so that a body of a million
+		// keys allocates about twice their hashes, not five times.
+		c := min(2*cap(s.keys), len(s.keys)+(len(s.b)-end)/4+1)
+		s.keys = append(make([]uint64, 0, c), s.keys...)
+	}
 	s.keys = append(s.keys, h)
-	s.offs = append(s.offs, start)
 	return true
 }
 
-// closeObject pops the innermost object's keys; for an object of more than
-// smallObject keys (not all compared on the way) it sorts their hashes and
-// compares neighbours. ok is false, with the object's last key's offset,
-// when two are the same.
-func (s *scanner) closeObject() (off int, ok bool) {
-	base := s.objs[len(s.objs)-1]
+// closeObject pops the innermost object, which ends with the '}' at end.
+// For an object of more than smallObject keys (not all compared on the way)
+// it sorts their hashes and compares neighbours; ok is false, with the
+// offset of the repeated key's second occurrence, when two are the same.
+func (s *scanner) closeObject(end int) (off int, ok bool) {
+	o := s.objs[len(s.objs)-1]
 	s.objs = s.objs[:len(s.objs)-1]
-	keys, offs := s.keys[base:], s.offs[base:]
-	s.keys, s.offs = s.keys[:base], s.offs[:base]
+	keys := s.keys[o.base:]
+	s.keys = s.keys[:o.base]
 	if len(keys) <= smallObject {
 		return 0, true
 	}
 	slices.Sort(keys)
 	for i := 1; i < len(keys); i++ {
-		if keys[i] == keys[i-1] && (i == 1 || keys[i-2] != keys[i]) && s.sameHash(keys[i], offs) {
-			return offs[len(offs)-1], false
+		if keys[i] == keys[i-1] && (i == 1 || keys[i-2] != keys[i]) {
+			if off, dup := s.sameHash(keys[i], o.start, end); dup {
+				return off, false
+			}
 		}
 	}
 	return 0, true
 }
 
-// sameHash reports whether two of the keys at offs whose hash is h are the
-// same key (distinct keys sharing a 64-bit hash are possible, though nobody
-// can aim for one: the seed is secret).
-func (s *scanner) sameHash(h uint64, offs []int) bool {
-	var with []int
-	for _, off := range offs {
-		end, escaped, _ := s.str(off)
-		if s.hashKey(off, end, escaped) == h {
-			with = append(with, off)
-		}
-	}
-	for i := range with {
-		for j := range i {
-			if s.sameKey(with[j], with[i]) {
-				return true
+// sameHash finds the keys of the object whose '{' is at start, up to end,
+// that hash to h, and reports whether two of them are the same key, with
+// the later one's offset. It rescans the object: it runs only when two
+// hashes are equal, almost always because the keys are (distinct keys
+// sharing a 64-bit hash are possible, but nobody can aim for one: the seed
+// is secret).
+func (s *scanner) sameHash(h uint64, start, end int) (int, bool) {
+	var found []int
+	depth, key := 0, false
+	for i := start; i < end; i++ {
+		switch s.b[i] {
+		case '"':
+			e, escaped, _ := s.str(i)
+			if key && depth == 1 && s.hashKey(i, e, escaped) == h {
+				for _, prev := range found {
+					if s.sameKey(prev, i) {
+						return i, true
+					}
+				}
+				found = append(found, i)
 			}
+			key = false
+			i = e - 1
+		case '{', '[':
+			depth++
+			key = depth == 1
+		case ',':
+			key = depth == 1
+		case '}', ']':
+			depth--
 		}
 	}
-	return false
+	return 0, false
 }
 
 // hashKey hashes the unescaped text of the key b[start:end].
