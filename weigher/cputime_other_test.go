@@ -11,3 +11,6 @@ func cpuTime(f func()) time.Duration {
 	f()
 	return time.Since(start)
 }
+
+// threadCPU is not available here.
+func threadCPU() (time.Duration, bool) { return 0, false }

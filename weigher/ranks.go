@@ -42,7 +42,7 @@ func newRankTable(ranks map[string]int) *rankTable {
 	}
 	size := 1 << bits.Len(uint(2*short))
 	t := &rankTable{slots: make([]rankSlot, size), shift: uint(64 - bits.Len(uint(size-1))),
-		filter: make([]uint64, 1<<filterBits/64), long: map[string]int{}}
+		filter: make([]uint64, 1<<filterBits/64), long: make(map[string]int, len(ranks)-short)}
 	for tok, r := range ranks {
 		if len(tok) < 1 || len(tok) > 8 {
 			t.long[tok] = r
