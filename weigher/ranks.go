@@ -8,18 +8,19 @@ import "math/bits"
 // open-addressed array, so a lookup costs one memory access instead of the
 // three or four dependent ones of a Go map of strings. On text that does
 // not repeat (base64, random letters, CJK), lookups miss the cache and that
-// difference is most of the counting time. Longer tokens stay in a Go map.
+// difference is most of the counting time. Longer tokens are looked up in
+// the vocabulary's own Go map.
 //
 // It is immutable after newRankTable and safe for concurrent use.
 type rankTable struct {
-	slots []rankSlot // power-of-two length, at most half full
+	slots []rankSlot // power-of-two length, at most 3/4 full
 	shift uint       // 64 − log2(len(slots))
 	// filter has two bits set per short token (a Bloom filter of 2^21 bits,
 	// 256 KiB, that stays in cache): most lookups of strings that are not
 	// tokens, which the merge of text that does not repeat makes as often
 	// as the others, end there without touching slots.
 	filter []uint64
-	long   map[string]int
+	long   map[string]int // the whole vocabulary, read for strings over 8 bytes
 }
 
 const filterBits = 21
@@ -40,12 +41,11 @@ func newRankTable(ranks map[string]int) *rankTable {
 			short++
 		}
 	}
-	size := 1 << bits.Len(uint(2*short))
+	size := 1 << bits.Len(uint(short*4/3)) // at most 3/4 full: about half
 	t := &rankTable{slots: make([]rankSlot, size), shift: uint(64 - bits.Len(uint(size-1))),
-		filter: make([]uint64, 1<<filterBits/64), long: make(map[string]int, len(ranks)-short)}
+		filter: make([]uint64, 1<<filterBits/64), long: ranks}
 	for tok, r := range ranks {
 		if len(tok) < 1 || len(tok) > 8 {
-			t.long[tok] = r
 			continue
 		}
 		k := pack(tok)
