@@ -93,3 +93,20 @@ func TestPricesFileDepth(t *testing.T) {
 		t.Errorf("Load with a bracket-flood price file: %v", err)
 	}
 }
+
+func FuzzCheckFlowDepth(f *testing.F) {
+	for _, s := range []string{minimalUpstream, "a: [b, {c: 'd]]'}]\n# [[[\n", "k: \"\\\"[\"\n", "x: [[[[", "'''[", "a: b#[[\n"} {
+		f.Add(s, uint8(2))
+	}
+	f.Fuzz(func(t *testing.T, s string, limit uint8) {
+		err := checkFlowDepth([]byte(s), int(limit))
+		// A limit as long as the input is never exceeded, and a higher
+		// limit never refuses what a lower one accepted.
+		if checkFlowDepth([]byte(s), len(s)+1) != nil {
+			t.Fatalf("%q refused with a limit over its length", s)
+		}
+		if err == nil && checkFlowDepth([]byte(s), int(limit)+1) != nil {
+			t.Fatalf("%q: accepted at %d, refused at %d", s, limit, int(limit)+1)
+		}
+	})
+}
