@@ -25,6 +25,12 @@ type Config struct {
 	// MaxBodyBytes caps request bodies in bytes; larger ones get 413.
 	// Default 8 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxJSONDepth is the most arrays and objects a JSON request body may
+	// have open at once; a deeper body gets 400 (json_too_deep) and is not
+	// forwarded. Upstream answers and SSE events nested deeper are relayed
+	// but not read for usage. Checked by a flat scan before any parser
+	// recurses. Default 128, at most 10000.
+	MaxJSONDepth int `yaml:"max_json_depth"`
 	// MaxResponseBytes caps a non-streamed upstream answer held whole to
 	// read its usage; a larger one is streamed through unread and keeps its
 	// reservation. Default 64 MiB.
@@ -326,6 +332,9 @@ func parse(b []byte, dir string) (*Config, error) {
 	var c Config
 	var decodeProblems []string
 	if len(bytes.TrimSpace(b)) > 0 {
+		if err := checkFlowDepth(b, maxYAMLFlowDepth); err != nil {
+			return nil, &Error{Problems: []string{err.Error()}}
+		}
 		// One strict pass: go.yaml.in/yaml/v3 reports every unknown field
 		// and every value of the wrong type (with its line) and goes on
 		// decoding the rest, so that they and every invalid value are
@@ -370,6 +379,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.MaxResponseBytes == 0 {
 		c.MaxResponseBytes = 64 << 20
+	}
+	if c.MaxJSONDepth == 0 {
+		c.MaxJSONDepth = 128
 	}
 	if c.DefaultMaxOutputTokens == 0 {
 		c.DefaultMaxOutputTokens = 4096

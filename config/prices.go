@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/llmguard/llmguard/internal/jsonscan"
 )
 
 // DefaultPricesJSON is llmguard's shipped price table (config/prices.json),
@@ -30,9 +32,13 @@ type litellmPrice struct {
 // ParsePrices reads a LiteLLM-format price file into models with prices in
 // USD per million tokens (per-token cost × 10^6). Entries without
 // input_cost_per_token (metadata, image or audio models) are skipped.
-// Errors: the JSON is not an object of objects, or a price is negative or
-// not finite.
+// Errors: the JSON is invalid or nests deeper than 128 levels (checked by a
+// flat scan before encoding/json reads it), is not an object of objects, or
+// a price is negative or not finite.
 func ParsePrices(b []byte) (map[string]Model, error) {
+	if err := jsonscan.Check(b, jsonscan.Options{}); err != nil {
+		return nil, fmt.Errorf("prices: %w", err)
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("prices: %w", err)

@@ -49,6 +49,9 @@ func (c *Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		p.add("max_body_bytes", "must be positive (got %d)", c.MaxBodyBytes)
 	}
+	if c.MaxJSONDepth < 1 || c.MaxJSONDepth > 10000 {
+		p.add("max_json_depth", "must be between 1 and 10000 (got %d)", c.MaxJSONDepth)
+	}
 	if c.MaxResponseBytes < 0 {
 		p.add("max_response_bytes", "must be positive (got %d)", c.MaxResponseBytes)
 	}

@@ -28,6 +28,10 @@ type Weigher interface {
 	Weigh(k weigher.Kind, body []byte) weigher.Estimate
 	// CountText counts text as model's tokenizer would, in tokens.
 	CountText(model, text string) int64
+	// ParseUsage reads the usage of a non-streamed JSON answer of kind k.
+	ParseUsage(k weigher.Kind, body []byte) (weigher.Usage, bool)
+	// NewStream starts reading the SSE events of a streamed answer.
+	NewStream(k weigher.Kind) weigher.Stream
 }
 
 // Options configures a Proxy. Upstreams, Policy, Store and Weigher are
@@ -253,6 +257,13 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) {
 			// upstream must serve exactly what was weighed.
 			p.opt.Metrics.request(up.Flavor, "", outcomeInvalid, "")
 			errDuplicateKey.write(ctx, up.Flavor)
+			return
+		}
+		if x.est.TooDeep {
+			// Nested past max_json_depth: refused before any parser
+			// recursed into it, and never forwarded.
+			p.opt.Metrics.request(up.Flavor, "", outcomeInvalid, "")
+			errTooDeep.write(ctx, up.Flavor)
 			return
 		}
 		if !x.est.Parsed {

@@ -140,7 +140,7 @@ func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, 
 func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 	s := settlement{refund: status >= 400}
 	if weighed(x.kind) {
-		if u, ok := weigher.ParseUsage(x.kind, tapView(ctx.Response.Header.ContentEncoding(), ctx.Response.Body(), p.opt.MaxResponseBytes)); ok {
+		if u, ok := x.live.weigher.ParseUsage(x.kind, tapView(ctx.Response.Header.ContentEncoding(), ctx.Response.Body(), p.opt.MaxResponseBytes)); ok {
 			s = settlement{usage: u, hasUsage: true}
 		}
 	}
@@ -228,7 +228,7 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 			opaque = true
 		}
 	}
-	tap := usageTap{stream: weigher.NewStream(x.kind), strip: x.stripUsage}
+	tap := usageTap{stream: x.live.weigher.NewStream(x.kind), strip: x.stripUsage}
 	defer func() {
 		if r := recover(); r != nil {
 			// End the stream as broken (the client sees a cut, not a clean

@@ -2,6 +2,7 @@ package weigher
 
 import (
 	"math"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -17,8 +18,31 @@ import (
 //
 // It is immutable and safe for concurrent use.
 type bpeCounter struct {
-	ranks map[string]int // byte sequence → rank, from the embedded vocabulary
-	o200k bool           // o200k_base split rules; else cl100k_base
+	ranks *rankTable // byte sequence → rank, from the embedded vocabulary
+	o200k bool       // o200k_base split rules; else cl100k_base
+	// pairs is the rank of each two-byte token (first byte × 256 + second),
+	// -1 when there is none: the first round of every merge reads it
+	// instead of the map.
+	pairs *[1 << 16]int32
+}
+
+// newBPECounter builds the counter of a vocabulary.
+func newBPECounter(ranks map[string]int, o200k bool) *bpeCounter {
+	c := &bpeCounter{ranks: newRankTable(ranks), o200k: o200k, pairs: new([1 << 16]int32)}
+	for i := range c.pairs {
+		c.pairs[i] = -1
+	}
+	for tok, r := range ranks {
+		if len(tok) == 2 {
+			c.pairs[int(tok[0])<<8|int(tok[1])] = int32(r)
+		}
+	}
+	return c
+}
+
+// pairRank is the rank of the two bytes p[i:i+2], or -1.
+func (c *bpeCounter) pairRank(p string, i int) int {
+	return int(c.pairs[int(p[i])<<8|int(p[i+1])])
 }
 
 // Character flags for the split patterns. \s is unicode.IsSpace, \p{…} are
@@ -267,34 +291,41 @@ func (c *bpeCounter) count(text string) int64 {
 	return n
 }
 
+// shortPiece is the longest piece, in bytes, merged by scanning for the
+// lowest rank (tiktoken's own loop, quadratic in the piece but fastest for
+// the short pieces of natural text); longer ones use a heap.
+const shortPiece = 48
+
 // pieceTokens is the number of tokens tiktoken's byte-pair merge splits one
 // piece into (the algorithm of tiktoken-go's bytePairMerge, counting only).
 func (c *bpeCounter) pieceTokens(p string) int64 {
 	if len(p) <= 1 {
 		return int64(len(p))
 	}
-	if _, ok := c.ranks[p]; ok {
+	if _, ok := c.ranks.get(p); ok {
 		return 1
 	}
-	type part struct{ start, rank int }
-	var buf [64]part
-	parts := buf[:0]
-	if len(p)+1 > len(buf) {
-		parts = make([]part, 0, len(p)+1)
+	if len(p) > shortPiece {
+		return c.heapMerge(p)
 	}
+	type part struct{ start, rank int }
+	var buf [shortPiece + 1]part
+	parts := buf[:0]
 	for i := 0; i <= len(p); i++ {
 		parts = append(parts, part{i, math.MaxInt})
 	}
 	rank := func(i, skip int) int {
 		if i+skip+2 < len(parts) {
-			if r, ok := c.ranks[p[parts[i].start:parts[i+skip+2].start]]; ok {
+			if r, ok := c.ranks.get(p[parts[i].start:parts[i+skip+2].start]); ok {
 				return r
 			}
 		}
 		return math.MaxInt
 	}
 	for i := 0; i < len(parts)-2; i++ {
-		parts[i].rank = rank(i, 0)
+		if r := c.pairRank(p, i); r >= 0 {
+			parts[i].rank = r
+		}
 	}
 	for len(parts) > 1 {
 		minRank, i := math.MaxInt, -1
@@ -313,4 +344,131 @@ func (c *bpeCounter) pieceTokens(p string) int64 {
 		parts = append(parts[:i+1], parts[i+2:]...)
 	}
 	return int64(len(parts) - 1)
+}
+
+// A merge candidate in heapMerge is one uint64: the pair's rank in the high
+// 32 bits, the byte offset where it starts in the low 32, so that the
+// smallest value is the lowest rank, and of equal ranks the leftmost pair.
+func candidate(rank, pos int) uint64 { return uint64(rank)<<32 | uint64(pos) }
+
+// mergeScratch is heapMerge's working memory, pooled.
+type mergeScratch struct {
+	next, prev []int32 // boundary → next / previous live boundary (-1: none)
+	rank       []int32 // boundary → rank of the pair starting there, or -1
+	heap       []uint64
+}
+
+var mergePool = sync.Pool{New: func() any { return new(mergeScratch) }}
+
+// heapMerge is the byte-pair merge of a long piece in O(n log n): the same
+// merges in the same order as the scan in pieceTokens (lowest rank first,
+// the leftmost of equal ranks), found with a min-heap of candidate pairs
+// over a linked list of boundaries. A candidate is stale, and skipped, once
+// its boundary died or its pair changed (a boundary's pair only grows, and
+// distinct byte strings have distinct ranks, so a changed pair has a
+// different rank).
+func (c *bpeCounter) heapMerge(p string) int64 {
+	n := len(p)
+	s := mergePool.Get().(*mergeScratch)
+	defer mergePool.Put(s)
+	s.next, s.prev, s.rank = grow(s.next, n+1), grow(s.prev, n+1), grow(s.rank, n+1)
+	next, prev, rank := s.next, s.prev, s.rank
+	h := s.heap[:0]
+	for i := 0; i <= n; i++ {
+		next[i], prev[i], rank[i] = int32(i+1), int32(i-1), -1
+		if i+1 < n {
+			if r := c.pairRank(p, i); r >= 0 {
+				rank[i] = int32(r)
+				h = append(h, candidate(r, i))
+			}
+		}
+	}
+	next[n] = -1
+	for k := len(h)/2 - 1; k >= 0; k-- {
+		siftDown(h, k)
+	}
+	// pairRank is the rank of the pair of parts starting at boundary i.
+	pairRank := func(i int32) int32 {
+		j := next[i]
+		if j < 0 || next[j] < 0 {
+			return -1
+		}
+		if r, ok := c.ranks.get(p[i:next[j]]); ok {
+			return int32(r)
+		}
+		return -1
+	}
+	tokens := int64(n)
+	for len(h) > 0 {
+		top := h[0]
+		last := len(h) - 1
+		h[0] = h[last]
+		h = h[:last]
+		siftDown(h, 0)
+		i := int32(uint32(top))
+		if rank[i] != int32(top>>32) { // stale: the boundary died (rank -1) or its pair grew
+			continue
+		}
+		j := next[i] // merge the parts at i and j: boundary j goes
+		k := next[j]
+		next[i] = k
+		if k >= 0 {
+			prev[k] = i
+		}
+		rank[j] = -1
+		tokens--
+		if rank[i] = pairRank(i); rank[i] >= 0 {
+			h = siftUp(append(h, candidate(int(rank[i]), int(i))))
+		}
+		if b := prev[i]; b >= 0 {
+			if rank[b] = pairRank(b); rank[b] >= 0 {
+				h = siftUp(append(h, candidate(int(rank[b]), int(b))))
+			}
+		}
+	}
+	s.heap = h
+	if cap(h) > 1<<16 { // do not pool the memory of a huge piece
+		*s = mergeScratch{}
+	}
+	return tokens
+}
+
+// siftUp restores the min-heap h after its last element was appended.
+func siftUp(h []uint64) []uint64 {
+	for k := len(h) - 1; k > 0; {
+		up := (k - 1) / 2
+		if h[k] >= h[up] {
+			break
+		}
+		h[k], h[up] = h[up], h[k]
+		k = up
+	}
+	return h
+}
+
+// siftDown restores the min-heap h below k.
+func siftDown(h []uint64, k int) {
+	for {
+		l := 2*k + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if l+1 < len(h) && h[l+1] < h[l] {
+			m = l + 1
+		}
+		if h[k] <= h[m] {
+			return
+		}
+		h[k], h[m] = h[m], h[k]
+		k = m
+	}
+}
+
+// grow returns b resized to n elements, reusing its memory when it can.
+func grow(b []int32, n int) []int32 {
+	if cap(b) < n {
+		return make([]int32, n)
+	}
+	return b[:n]
 }

@@ -59,9 +59,9 @@ func bodyString(b []byte) string {
 // A body that is not a JSON object yields the byte-based estimate of
 // [Weigher.Bytes] with Parsed false. Chat never panics and never keeps body.
 func (w *Weigher) Chat(body []byte) Estimate {
-	root, ok := parseObject(body)
+	root, fallback, ok := w.parseRequest(body)
 	if !ok {
-		return w.Bytes(body, "")
+		return fallback
 	}
 	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat gjson.Result
 	est := Estimate{Parsed: true}

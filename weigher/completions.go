@@ -31,9 +31,9 @@ const defaultCompletionMaxTokens = 16
 // byte-based estimate of [Weigher.Bytes] with Parsed false. Completions never
 // panics and never keeps body.
 func (w *Weigher) Completions(body []byte) Estimate {
-	root, ok := parseObject(body)
+	root, fallback, ok := w.parseRequest(body)
 	if !ok {
-		return w.Bytes(body, "")
+		return fallback
 	}
 	var model, prompt, suffix, maxTok, n, bestOf gjson.Result
 	echo := false
@@ -99,11 +99,10 @@ func (w *Weigher) Completions(body []byte) Estimate {
 // with OutputTokens 0 and Parsed false. Embeddings never panics and never
 // keeps body.
 func (w *Weigher) Embeddings(body []byte) Estimate {
-	root, ok := parseObject(body)
+	root, fallback, ok := w.parseRequest(body)
 	if !ok {
-		e := w.Bytes(body, "")
-		e.OutputTokens = 0
-		return e
+		fallback.OutputTokens = 0
+		return fallback
 	}
 	var model, input gjson.Result
 	root.ForEach(func(k, v gjson.Result) bool {

@@ -7,7 +7,9 @@
 // [Weigher.Responses] (/v1/responses), [Weigher.Completions] (legacy
 // /v1/completions), [Weigher.Embeddings] (/v1/embeddings) and
 // [Weigher.Messages] (Anthropic /v1/messages; /v1/messages/count_tokens is
-// recognised as [KindCountTokens] and not weighed). The body is parsed once,
+// recognised as [KindCountTokens] and not weighed). The body is first
+// checked by one flat, non-recursive pass (internal/jsonscan: strict syntax,
+// nesting within [Options.MaxDepth], keys named twice), then parsed once,
 // without building a tree (gjson over a zero-copy string view), and its text
 // is counted in the model's tiktoken encoding (o200k_base, cl100k_base: an
 // allocation-free counter checked against tiktoken-go, see bpe.go; legacy
@@ -17,7 +19,10 @@
 // per-model safety factor (claude.go). The output reservation comes from the
 // request's maximum or the model's configured default. A body that is not
 // JSON never fails or panics: it gets a conservative byte-based estimate
-// ([Weigher.Bytes]) and is forwarded anyway, so the upstream judges it.
+// ([Weigher.Bytes]) and is forwarded anyway, so the upstream judges it; one
+// nested too deep is flagged (Estimate.TooDeep) for the proxy to refuse.
+// Weighing takes time linear in the body whatever its shape (see
+// BenchmarkBodyShapes).
 //
 // After the call, the usage tap (DESIGN.md §1, step 7) reads the upstream's
 // real usage with [ParseUsage] (a JSON response) or a [Stream] fed every SSE

@@ -1,11 +1,6 @@
 package weigher
 
-import (
-	"bytes"
-	"strings"
-
-	"github.com/tidwall/gjson"
-)
+import "strings"
 
 // Kind is the API a request calls, which decides how its body is weighed and
 // how its response's usage is read. The zero value is KindOther.
@@ -77,7 +72,11 @@ func KindOf(method, path string) Kind {
 // Weigh estimates body as a request of kind k: [Weigher.Chat],
 // [Weigher.Responses], [Weigher.Completions], [Weigher.Embeddings] or
 // [Weigher.Messages]. KindOther and KindCountTokens are not weighed: the
-// zero Estimate (with Parsed true). It never panics and never keeps body.
+// zero Estimate (with Parsed true). Each checks the body in one flat pass
+// first (syntax, nesting within [Options.MaxDepth], keys named twice), so a
+// body too deep or ambiguous is reported (Estimate.TooDeep,
+// Estimate.DuplicateKeys) before any recursive parser reads it. It never
+// panics and never keeps body.
 func (w *Weigher) Weigh(k Kind, body []byte) Estimate {
 	var e Estimate
 	switch k {
@@ -94,31 +93,34 @@ func (w *Weigher) Weigh(k Kind, body []byte) Estimate {
 	default:
 		return Estimate{Parsed: true}
 	}
-	if e.Parsed {
-		// The body was validated as a JSON object above: walk it for
-		// repeated keys without validating it again.
-		e.DuplicateKeys = duplicateIn(gjson.ParseBytes(bytes.TrimSpace(body)), 0)
-	}
 	return e
 }
 
 // ParseUsage reads the usage of a non-streamed JSON response of kind k:
 // [ParseChatUsage], [ParseResponsesUsage], [ParseCompletionsUsage],
 // [ParseEmbeddingsUsage] or [ParseMessagesUsage]. ok is false for a body with
-// no usage (an error body) and for KindOther and KindCountTokens. It never
-// panics and never keeps body.
-func ParseUsage(k Kind, body []byte) (Usage, bool) {
+// no usage (an error body), for a body nested deeper than [DefaultMaxDepth]
+// (checked by a flat scan before anything parses it), and for KindOther and
+// KindCountTokens. It never panics and never keeps body.
+func ParseUsage(k Kind, body []byte) (Usage, bool) { return parseUsage(k, body, 0) }
+
+// ParseUsage is [ParseUsage] with w's nesting limit ([Options.MaxDepth]):
+// a response nested deeper is not read (ok false), so the request keeps its
+// reservation.
+func (w *Weigher) ParseUsage(k Kind, body []byte) (Usage, bool) {
+	return parseUsage(k, body, w.maxDepth)
+}
+
+func parseUsage(k Kind, body []byte, maxDepth int) (Usage, bool) {
 	switch k {
-	case KindChat:
-		return ParseChatUsage(body)
+	case KindChat, KindCompletions:
+		return parseChatUsage(body, maxDepth)
 	case KindResponses:
-		return ParseResponsesUsage(body)
-	case KindCompletions:
-		return ParseCompletionsUsage(body)
+		return parseResponsesUsage(body, maxDepth)
 	case KindEmbeddings:
-		return ParseEmbeddingsUsage(body)
+		return parseEmbeddingsUsage(body, maxDepth)
 	case KindMessages:
-		return ParseMessagesUsage(body)
+		return parseMessagesUsage(body, maxDepth)
 	}
 	return Usage{}, false
 }

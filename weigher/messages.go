@@ -29,9 +29,9 @@ import (
 // yields the byte-based estimate of [Weigher.Bytes] with Parsed false.
 // Messages never panics and never keeps body.
 func (w *Weigher) Messages(body []byte) Estimate {
-	root, ok := parseObject(body)
+	root, fallback, ok := w.parseRequest(body)
 	if !ok {
-		return w.Bytes(body, "")
+		return fallback
 	}
 	var model, system, messages, tools, toolChoice, maxTok, thinking gjson.Result
 	est := Estimate{Parsed: true}

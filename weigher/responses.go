@@ -33,9 +33,9 @@ import (
 // not a JSON object yields the byte-based estimate of [Weigher.Bytes] with
 // Parsed false. Responses never panics and never keeps body.
 func (w *Weigher) Responses(body []byte) Estimate {
-	root, ok := parseObject(body)
+	root, fallback, ok := w.parseRequest(body)
 	if !ok {
-		return w.Bytes(body, "")
+		return fallback
 	}
 	var model, input, instructions, tools, maxOut, text gjson.Result
 	est := Estimate{Parsed: true}

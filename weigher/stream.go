@@ -33,11 +33,19 @@ type Stream struct {
 	final    bool
 	errSeen  bool
 	done     bool
+	maxDepth int // nesting limit of an event's data; 0: DefaultMaxDepth
 }
 
-// NewStream returns a Stream reading a response of kind k. KindEmbeddings,
-// KindCountTokens and KindOther streams are not parsed.
+// NewStream returns a Stream reading a response of kind k, whose events
+// nest at most [DefaultMaxDepth] levels (deeper events are not read).
+// KindEmbeddings, KindCountTokens and KindOther streams are not parsed.
 func NewStream(k Kind) Stream { return Stream{kind: k} }
+
+// NewStream is [NewStream] with w's nesting limit ([Options.MaxDepth]) for
+// the events: an event nested deeper is relayed but not read, so the stream
+// is settled from the rest (its text counted locally when no usage was
+// read).
+func (w *Weigher) NewStream(k Kind) Stream { return Stream{kind: k, maxDepth: w.maxDepth} }
 
 // StreamUpdate is what one event said. The zero value is an event with
 // nothing of interest (ping, content_block_stop, response.created…).
@@ -84,13 +92,15 @@ type StreamUsage struct {
 }
 
 // Event reads one SSE event: eventType is its "event" field (may be empty),
-// data its "data" field. Garbage yields the zero StreamUpdate. It never
+// data its "data" field. Garbage, and data nested deeper than the stream's
+// limit (checked by a flat scan before anything parses it), yield the zero
+// StreamUpdate. It never
 // panics and never keeps eventType or data.
 func (s *Stream) Event(eventType, data []byte) StreamUpdate {
 	var u StreamUpdate
 	switch s.kind {
 	case KindChat, KindCompletions:
-		c := parseOpenAIChunk(data, s.kind == KindCompletions)
+		c := parseOpenAIChunk(data, s.kind == KindCompletions, s.maxDepth)
 		if c.HasUsage {
 			s.usage, s.hasUsage, s.final = c.Usage, true, true
 		}
@@ -189,18 +199,6 @@ func eventTypeOf(root gjson.Result, eventType []byte) string {
 		return t.Str
 	}
 	return string(bytes.TrimSpace(eventType))
-}
-
-// parseObject validates b as JSON and returns it parsed, ok only when it is
-// an object; the request parsers, the chunk parser and the stream events
-// all start here. The result aliases b.
-func parseObject(b []byte) (gjson.Result, bool) {
-	s := bodyString(bytes.TrimSpace(b))
-	if !gjson.Valid(s) {
-		return gjson.Result{}, false
-	}
-	root := gjson.Parse(s)
-	return root, root.IsObject()
 }
 
 // cloneText is r's text, not aliasing the event data, when r is a string.

@@ -13,7 +13,7 @@ import (
 // response.incomplete and response.failed end the stream with the response
 // object, whose usage is final; "error" is an in-band error without usage.
 func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
-	root, ok := parseObject(data)
+	root, ok := parseObject(data, s.maxDepth)
 	if !ok {
 		return StreamUpdate{}
 	}
@@ -45,7 +45,7 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 // text_delta / input_json_delta / thinking_delta output, "error" is an
 // in-band error (e.g. overloaded_error).
 func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
-	root, ok := parseObject(data)
+	root, ok := parseObject(data, s.maxDepth)
 	if !ok {
 		return StreamUpdate{}
 	}

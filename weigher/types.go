@@ -37,10 +37,17 @@ type Estimate struct {
 	// Parsed is false when the body could not be parsed and the estimate is
 	// the conservative byte-based fallback.
 	Parsed bool
-	// DuplicateKeys is set by [Weigher.Weigh] when an object of the body
-	// names a key twice (see [DuplicateKeys]): parsers disagree on which
-	// value counts, so the estimate may not be what the upstream serves.
+	// DuplicateKeys is set when an object of the body names a key twice
+	// (see [DuplicateKeys]): parsers disagree on which value counts, so the
+	// estimate may not be what the upstream serves. Parsed is then false
+	// and the estimate byte-based.
 	DuplicateKeys bool
+	// TooDeep is set when the body nests more arrays and objects than
+	// [Options.MaxDepth] allows (found by a flat scan, before any parser
+	// recursed into it). Parsed is then false and the estimate byte-based;
+	// the proxy refuses such a body rather than forward what it could not
+	// weigh.
+	TooDeep bool
 }
 
 // Usage is what an upstream reports a request really used, in tokens,

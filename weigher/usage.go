@@ -13,11 +13,14 @@ import (
 // (reasoning tokens included), usage.prompt_tokens_details.cached_tokens and
 // usage.completion_tokens_details.reasoning_tokens. ok is false when body has
 // no usage object with prompt_tokens or completion_tokens, or is not valid
-// JSON; then u is zero. Missing or negative figures read as 0. It never
+// JSON nested at most [DefaultMaxDepth] levels (checked by a flat scan
+// before anything parses it); then u is zero. Missing or negative figures read as 0. It never
 // panics and never keeps body.
-func ParseChatUsage(body []byte) (u Usage, ok bool) {
-	s := bodyString(body)
-	if !gjson.Valid(s) {
+func ParseChatUsage(body []byte) (u Usage, ok bool) { return parseChatUsage(body, 0) }
+
+func parseChatUsage(body []byte, maxDepth int) (Usage, bool) {
+	s, ok := upstreamDoc(body, maxDepth)
+	if !ok {
 		return Usage{}, false
 	}
 	return usageOf(gjson.Get(s, "usage"))
@@ -82,16 +85,16 @@ var doneMarker = []byte("[DONE]")
 // ParseChatChunk reads one SSE data payload (the bytes after "data:") of a
 // streamed chat completion. Garbage yields the zero Chunk; it never panics
 // and never keeps data.
-func ParseChatChunk(data []byte) Chunk { return parseOpenAIChunk(data, false) }
+func ParseChatChunk(data []byte) Chunk { return parseOpenAIChunk(data, false, 0) }
 
 // parseOpenAIChunk reads a chat (completions false) or legacy completions
-// chunk.
-func parseOpenAIChunk(data []byte, completions bool) Chunk {
+// chunk nested at most maxDepth levels (0: DefaultMaxDepth).
+func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 	data = bytes.TrimSpace(data)
 	if bytes.Equal(data, doneMarker) {
 		return Chunk{Done: true}
 	}
-	root, ok := parseObject(data)
+	root, ok := parseObject(data, maxDepth)
 	if !ok {
 		return Chunk{}
 	}

@@ -13,9 +13,11 @@ func ParseCompletionsUsage(body []byte) (Usage, bool) { return ParseChatUsage(bo
 // usage.prompt_tokens is the input; total_tokens equals it and there is no
 // output. ok is false when body has no usage.prompt_tokens or is not JSON.
 // It never panics and never keeps body.
-func ParseEmbeddingsUsage(body []byte) (Usage, bool) {
-	s := bodyString(body)
-	if !gjson.Valid(s) {
+func ParseEmbeddingsUsage(body []byte) (Usage, bool) { return parseEmbeddingsUsage(body, 0) }
+
+func parseEmbeddingsUsage(body []byte, maxDepth int) (Usage, bool) {
+	s, ok := upstreamDoc(body, maxDepth)
+	if !ok {
 		return Usage{}, false
 	}
 	p := gjson.Get(s, "usage.prompt_tokens")
@@ -33,9 +35,11 @@ func ParseEmbeddingsUsage(body []byte) (Usage, bool) {
 // usage object with input_tokens or output_tokens, or is not valid JSON; then
 // u is zero. Missing or negative figures read as 0. It never panics and
 // never keeps body.
-func ParseResponsesUsage(body []byte) (u Usage, ok bool) {
-	s := bodyString(body)
-	if !gjson.Valid(s) {
+func ParseResponsesUsage(body []byte) (u Usage, ok bool) { return parseResponsesUsage(body, 0) }
+
+func parseResponsesUsage(body []byte, maxDepth int) (Usage, bool) {
+	s, ok := upstreamDoc(body, maxDepth)
+	if !ok {
 		return Usage{}, false
 	}
 	return responsesUsageOf(gjson.Get(s, "usage"))
@@ -79,9 +83,11 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 // (thinking included). ok is false when body has no usage object with
 // input_tokens or output_tokens (an error body, a count_tokens answer), or
 // is not valid JSON. It never panics and never keeps body.
-func ParseMessagesUsage(body []byte) (u Usage, ok bool) {
-	s := bodyString(body)
-	if !gjson.Valid(s) {
+func ParseMessagesUsage(body []byte) (u Usage, ok bool) { return parseMessagesUsage(body, 0) }
+
+func parseMessagesUsage(body []byte, maxDepth int) (Usage, bool) {
+	s, ok := upstreamDoc(body, maxDepth)
+	if !ok {
 		return Usage{}, false
 	}
 	var a anthropicUsage

@@ -207,7 +207,7 @@ func compile(cfg *config.Config) (*policy.Policy, *weigher.Weigher, error) {
 	for name, m := range cfg.Models {
 		models[name] = weigher.Model{Encoding: m.Encoding, DefaultMaxOutputTokens: m.DefaultMaxOutputTokens, SafetyFactor: m.SafetyFactor}
 	}
-	w, err := weigher.New(weigher.Options{Models: models, DefaultMaxOutputTokens: cfg.DefaultMaxOutputTokens})
+	w, err := weigher.New(weigher.Options{Models: models, DefaultMaxOutputTokens: cfg.DefaultMaxOutputTokens, MaxDepth: cfg.MaxJSONDepth})
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: %w", err)
 	}

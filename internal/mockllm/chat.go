@@ -6,9 +6,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/internal/jsonscan"
 )
+
+// maxJSONDepth is the nesting the mock accepts in a request body, checked by
+// a flat scan (a real upstream has some limit too; encoding/json's is 10000).
+const maxJSONDepth = 10000
 
 // openAIStreamError is the in-band error chunk of OpenAI's chat and
 // completions streams.
@@ -16,7 +21,7 @@ const openAIStreamError = `{"error":{"message":"The server had an error while pr
 
 func (s *Server) chat(ctx *fasthttp.RequestCtx) {
 	body := ctx.Request.Body()
-	if !gjson.ValidBytes(body) {
+	if !jsonscan.Valid(body, maxJSONDepth) {
 		badJSON(ctx)
 		return
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/internal/jsonscan"
 )
 
 // completions answers the legacy /v1/completions
@@ -18,7 +20,7 @@ import (
 // whatever n, best_of or the number of prompts.
 func (s *Server) completions(ctx *fasthttp.RequestCtx) {
 	body := ctx.Request.Body()
-	if !gjson.ValidBytes(body) {
+	if !jsonscan.Valid(body, maxJSONDepth) {
 		badJSON(ctx)
 		return
 	}
@@ -96,7 +98,7 @@ const embeddingDims = 8
 // OpenAI Python SDK asks for by default).
 func (s *Server) embeddings(ctx *fasthttp.RequestCtx) {
 	body := ctx.Request.Body()
-	if !gjson.ValidBytes(body) {
+	if !jsonscan.Valid(body, maxJSONDepth) {
 		badJSON(ctx)
 		return
 	}

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/internal/jsonscan"
 )
 
 // anthropicStreamError is the in-band error event of an Anthropic stream.
@@ -42,7 +43,7 @@ func withUsage(u string) string {
 // https://docs.anthropic.com/en/docs/build-with-claude/streaming).
 func (s *Server) messages(ctx *fasthttp.RequestCtx) {
 	body := ctx.Request.Body()
-	if !gjson.ValidBytes(body) {
+	if !jsonscan.Valid(body, maxJSONDepth) {
 		anthropicError(ctx, fasthttp.StatusBadRequest, "invalid_request_error", "There was an issue with the format or content of your request.")
 		return
 	}
@@ -109,7 +110,7 @@ func (s *Server) messages(ctx *fasthttp.RequestCtx) {
 // input /v1/messages reports for the same body.
 func (s *Server) countTokens(ctx *fasthttp.RequestCtx) {
 	body := ctx.Request.Body()
-	if !gjson.ValidBytes(body) {
+	if !jsonscan.Valid(body, maxJSONDepth) {
 		anthropicError(ctx, fasthttp.StatusBadRequest, "invalid_request_error", "There was an issue with the format or content of your request.")
 		return
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/internal/jsonscan"
 )
 
 // The OpenAI Responses object
@@ -109,7 +111,7 @@ var noLogprobs = json.RawMessage("[]")
 
 func (s *Server) responses(ctx *fasthttp.RequestCtx) {
 	body := ctx.Request.Body()
-	if !gjson.ValidBytes(body) {
+	if !jsonscan.Valid(body, maxJSONDepth) {
 		badJSON(ctx)
 		return
 	}

@@ -1,0 +1,673 @@
+// Package jsonscan checks a JSON document in one flat pass before any
+// recursive parser sees it.
+//
+// In the request flow (DESIGN.md §1, steps 3 and 7) every JSON document
+// llmguard reads — a request body before it is weighed, an upstream JSON
+// answer or SSE event before its usage is read, the price file — goes through
+// [Check] first: strict RFC 8259 syntax, nesting bounded by a depth limit,
+// and optionally no object naming a key twice. The scan is a loop over the
+// bytes with an explicit stack of one bit per open array or object, so it
+// cannot overflow the goroutine stack and costs O(len) time whatever the
+// shape; only the gjson or encoding/json pass that follows builds values.
+package jsonscan
+
+import (
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// DefaultMaxDepth is the nesting limit when [Options.MaxDepth] is 0: at most
+// 128 arrays and objects open at once, as the duplicate-key walk allowed
+// before this package existed. Real API bodies nest under 20 levels (a
+// JSON schema for structured output a few dozen at most).
+const DefaultMaxDepth = 128
+
+// Reason says why a document was refused. The zero value is [OK].
+type Reason uint8
+
+const (
+	// OK: the document is valid and within the limits.
+	OK Reason = iota
+	// TooDeep: more than [Options.MaxDepth] arrays and objects are open at
+	// once.
+	TooDeep
+	// Syntax: a byte that RFC 8259's grammar does not allow where it stands
+	// (a bad literal, number, escape, a control character in a string, a
+	// missing comma or colon, a byte-order mark…).
+	Syntax
+	// Truncated: the input ends inside a value, or holds no value at all.
+	Truncated
+	// Trailing: something other than whitespace follows the top-level value.
+	Trailing
+	// DuplicateKey: an object names the same key twice, compared after
+	// unescaping (only checked with [Options.DuplicateKeys]).
+	DuplicateKey
+)
+
+var reasonNames = [...]string{"ok", "too_deep", "syntax", "truncated", "trailing", "duplicate_key"}
+
+// String is the reason's snake_case name ("too_deep", "syntax"…).
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return "unknown"
+}
+
+// Error is a refused document: the reason and the byte offset at which the
+// scan stopped. [Check] returns it as *Error.
+type Error struct {
+	// Reason is why the document was refused (never OK).
+	Reason Reason
+	// Offset is the byte offset in the input where the problem was found:
+	// the bracket that went too deep, the offending byte, the input's length
+	// for Truncated, the first trailing byte, the opening quote of the
+	// repeated key's second occurrence.
+	Offset int
+	// MaxDepth is the nesting limit in effect.
+	MaxDepth int
+}
+
+func (e *Error) Error() string {
+	switch e.Reason {
+	case TooDeep:
+		return fmt.Sprintf("jsonscan: nested deeper than %d levels at offset %d", e.MaxDepth, e.Offset)
+	case Truncated:
+		return fmt.Sprintf("jsonscan: unexpected end of JSON at offset %d", e.Offset)
+	case Trailing:
+		return fmt.Sprintf("jsonscan: data after the JSON value at offset %d", e.Offset)
+	case DuplicateKey:
+		return fmt.Sprintf("jsonscan: object names a key twice (offset %d)", e.Offset)
+	}
+	return fmt.Sprintf("jsonscan: syntax error at offset %d", e.Offset)
+}
+
+// ReasonOf is err's Reason when err is an *Error, OK when err is nil, and
+// Syntax for any other error.
+func ReasonOf(err error) Reason {
+	if err == nil {
+		return OK
+	}
+	if e, ok := err.(*Error); ok {
+		return e.Reason
+	}
+	return Syntax
+}
+
+// Options configures [Check]. The zero value checks syntax and a depth of
+// [DefaultMaxDepth].
+type Options struct {
+	// MaxDepth is the most arrays and objects that may be open at once
+	// ("[]" is depth 1, a scalar depth 0); 0 means [DefaultMaxDepth]. A
+	// negative value means no limit (the bit stack then grows with the
+	// document, one bit per level).
+	MaxDepth int
+	// DuplicateKeys also refuses an object that names a key twice after
+	// unescaping ("max_tokens" and "max\u005ftokens" are the same key; an
+	// unpaired surrogate escape reads as U+FFFD): RFC 8259 §4 leaves such
+	// objects' meaning to each parser. It costs 8 bytes (a hash) per key
+	// of the objects open at once, and a sort of the hashes of any object
+	// holding more than 16 keys.
+	DuplicateKeys bool
+}
+
+// Check scans b as one JSON text (RFC 8259: a value with optional
+// whitespace around it). It returns nil when b is valid and within opt's
+// limits, else an *Error with the reason and offset. Syntax is checked
+// byte-wise as encoding/json.Valid does: bytes ≥ 0x80 inside strings are not
+// checked for UTF-8 validity. Time is O(len(b)) (plus O(k log k) for an
+// object of k > 16 keys when opt.DuplicateKeys); memory is one bit per
+// nesting level (no allocation up to 256 levels: scanners are pooled) plus the duplicate-key
+// bookkeeping. It never panics and never keeps b.
+func Check(b []byte, opt Options) error {
+	max := opt.MaxDepth
+	if max == 0 {
+		max = DefaultMaxDepth
+	}
+	s := pool.Get().(*scanner)
+	s.b, s.max, s.dup = b, max, opt.DuplicateKeys
+	r, off := s.scan()
+	s.release()
+	if r != OK {
+		return &Error{Reason: r, Offset: off, MaxDepth: max}
+	}
+	return nil
+}
+
+// pool keeps scanners, so that a Check allocates nothing but its *Error.
+var pool = sync.Pool{New: func() any {
+	return &scanner{stack: make([]uint64, 4), keys: make([]uint64, 0, 64), objs: make([]object, 0, 16)}
+}}
+
+// keepKeys is the most key slots a pooled scanner keeps between checks.
+const keepKeys = 4096
+
+// release returns s to the pool, without the input and without buffers a
+// huge document made it grow (those go to the garbage collector).
+func (s *scanner) release() {
+	s.b = nil
+	if len(s.stack) > 4 {
+		s.stack = make([]uint64, 4)
+	}
+	if cap(s.keys) > keepKeys {
+		s.keys = make([]uint64, 0, 64)
+	}
+	if cap(s.objs) > keepKeys {
+		s.objs = make([]object, 0, 16)
+	}
+	s.keys, s.objs = s.keys[:0], s.objs[:0]
+	for i := range s.scratch {
+		if cap(s.scratch[i]) > keepKeys {
+			s.scratch[i] = nil
+		}
+	}
+	pool.Put(s)
+}
+
+// Valid reports whether b is a valid JSON text nested at most maxDepth
+// levels (0: DefaultMaxDepth), like Check(b, Options{MaxDepth: maxDepth})
+// == nil.
+func Valid(b []byte, maxDepth int) bool {
+	return Check(b, Options{MaxDepth: maxDepth}) == nil
+}
+
+// smallObject is the number of keys an object may hold before its keys are
+// compared by sorting at its end rather than one by one as they come.
+const smallObject = 16
+
+// seed hashes keys; it is chosen once per process so that nobody can craft
+// keys whose hashes collide.
+var seed = maphash.MakeSeed()
+
+// scanner is the state of one Check.
+type scanner struct {
+	b   []byte
+	max int
+	dup bool
+	// stack holds one bit per open container, bit d for depth d+1: 1 for an
+	// object, 0 for an array.
+	stack []uint64
+	// objs are the open objects, innermost last.
+	objs []object
+	// keys are the hashes of the unescaped keys of the open objects,
+	// innermost last.
+	keys    []uint64
+	scratch [2][]byte
+}
+
+// object is an open object: the offset of its '{' and the index in keys
+// of its first key.
+type object struct{ start, base int }
+
+// str classifies string bytes: 1 ends the fast path (quote, backslash,
+// control character).
+var str = func() (t [256]uint8) {
+	for c := range 0x20 {
+		t[c] = 1
+	}
+	t['"'], t['\\'] = 1, 1
+	return t
+}()
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func (s *scanner) skipSpace(i int) int {
+	for i < len(s.b) && isSpace(s.b[i]) {
+		i++
+	}
+	return i
+}
+
+// push opens a container at depth (after increment) d, at offset off.
+func (s *scanner) push(d, off int, isObject bool) {
+	w := (d - 1) >> 6
+	if w >= len(s.stack) {
+		s.stack = append(s.stack, make([]uint64, len(s.stack)+1)...)
+	}
+	bit := uint64(1) << ((d - 1) & 63)
+	if isObject {
+		s.stack[w] |= bit
+		if s.dup {
+			s.objs = append(s.objs, object{start: off, base: len(s.keys)})
+		}
+	} else {
+		s.stack[w] &^= bit
+	}
+}
+
+// isObject reports whether the container at depth d is an object.
+func (s *scanner) isObject(d int) bool {
+	return s.stack[(d-1)>>6]&(1<<((d-1)&63)) != 0
+}
+
+// scan checks the whole input.
+func (s *scanner) scan() (Reason, int) {
+	b := s.b
+	n := len(b)
+	depth := 0
+	i := 0
+
+value: // a value is expected at i (after optional whitespace)
+	i = s.skipSpace(i)
+	if i >= n {
+		return Truncated, n
+	}
+	switch c := b[i]; c {
+	case '{', '[':
+		depth++
+		if s.max > 0 && depth > s.max {
+			return TooDeep, i
+		}
+		s.push(depth, i, c == '{')
+		i = s.skipSpace(i + 1)
+		if i >= n {
+			return Truncated, n
+		}
+		if c == '[' {
+			if b[i] == ']' {
+				i++
+				depth--
+				goto after
+			}
+			goto value
+		}
+		if b[i] == '}' {
+			i++
+			depth--
+			if s.dup {
+				s.objs = s.objs[:len(s.objs)-1]
+			}
+			goto after
+		}
+		goto key
+	case '"':
+		end, _, r := s.str(i)
+		if r != OK {
+			return r, end
+		}
+		i = end
+	case 't':
+		if r, off := lit(b, i, "true"); r != OK {
+			return r, off
+		}
+		i += 4
+	case 'f':
+		if r, off := lit(b, i, "false"); r != OK {
+			return r, off
+		}
+		i += 5
+	case 'n':
+		if r, off := lit(b, i, "null"); r != OK {
+			return r, off
+		}
+		i += 4
+	default:
+		if c != '-' && (c < '0' || c > '9') {
+			return Syntax, i
+		}
+		end, r := number(b, i)
+		if r != OK {
+			return r, end
+		}
+		i = end
+	}
+
+after: // a value ended just before i
+	i = s.skipSpace(i)
+	if depth == 0 {
+		if i < n {
+			return Trailing, i
+		}
+		return OK, 0
+	}
+	if i >= n {
+		return Truncated, n
+	}
+	if s.isObject(depth) {
+		switch b[i] {
+		case ',':
+			i++
+			goto key
+		case '}':
+			if s.dup {
+				if off, ok := s.closeObject(i); !ok {
+					return DuplicateKey, off
+				}
+			}
+			i++
+			depth--
+			goto after
+		}
+		return Syntax, i
+	}
+	switch b[i] {
+	case ',':
+		i++
+		goto value
+	case ']':
+		i++
+		depth--
+		goto after
+	}
+	return Syntax, i
+
+key: // an object key is expected at i (after optional whitespace)
+	i = s.skipSpace(i)
+	if i >= n {
+		return Truncated, n
+	}
+	if b[i] != '"' {
+		return Syntax, i
+	}
+	{
+		start := i
+		end, escaped, r := s.str(i)
+		if r != OK {
+			return r, end
+		}
+		if s.dup && !s.addKey(start, end, escaped) {
+			return DuplicateKey, start
+		}
+		i = s.skipSpace(end)
+	}
+	if i >= n {
+		return Truncated, n
+	}
+	if b[i] != ':' {
+		return Syntax, i
+	}
+	i++
+	goto value
+}
+
+// lit checks the literal word at b[i:].
+func lit(b []byte, i int, word string) (Reason, int) {
+	for j := 0; j < len(word); j++ {
+		if i+j >= len(b) {
+			return Truncated, len(b)
+		}
+		if b[i+j] != word[j] {
+			return Syntax, i + j
+		}
+	}
+	return OK, 0
+}
+
+// number checks the number starting at b[i] ('-' or a digit) and returns
+// the offset after it.
+func number(b []byte, i int) (int, Reason) {
+	n := len(b)
+	if b[i] == '-' {
+		i++
+		if i >= n {
+			return n, Truncated
+		}
+	}
+	switch c := b[i]; {
+	case c == '0':
+		i++
+	case c >= '1' && c <= '9':
+		i++
+		for i < n && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		return i, Syntax
+	}
+	if i < n && b[i] == '.' {
+		i++
+		if i >= n {
+			return n, Truncated
+		}
+		if b[i] < '0' || b[i] > '9' {
+			return i, Syntax
+		}
+		for i < n && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	if i < n && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < n && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= n {
+			return n, Truncated
+		}
+		if b[i] < '0' || b[i] > '9' {
+			return i, Syntax
+		}
+		for i < n && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	return i, OK
+}
+
+// str checks the string whose opening quote is at b[i] and returns the
+// offset after its closing quote and whether it holds an escape.
+func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
+	b := s.b
+	n := len(b)
+	i++
+	for {
+		for i < n && str[b[i]] == 0 {
+			i++
+		}
+		if i >= n {
+			return n, escaped, Truncated
+		}
+		switch c := b[i]; c {
+		case '"':
+			return i + 1, escaped, OK
+		case '\\':
+			escaped = true
+			i++
+			if i >= n {
+				return n, escaped, Truncated
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				i++
+				for range 4 {
+					if i >= n {
+						return n, escaped, Truncated
+					}
+					if !isHex(b[i]) {
+						return i, escaped, Syntax
+					}
+					i++
+				}
+			default:
+				return i, escaped, Syntax
+			}
+		default: // a control character
+			return i, escaped, Syntax
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// addKey records the key b[start:end] (quotes included) of the innermost
+// object; false when a key already recorded for that object is the same.
+func (s *scanner) addKey(start, end int, escaped bool) bool {
+	h := s.hashKey(start, end, escaped)
+	o := s.objs[len(s.objs)-1]
+	if len(s.keys)-o.base < smallObject {
+		for _, k := range s.keys[o.base:] {
+			if k == h {
+				if _, dup := s.sameHash(h, o.start, end); dup {
+					return false
+				}
+			}
+		}
+	}
+	if len(s.keys) == cap(s.keys) {
+		// Double, but never past what the rest of the input can hold (a
+		// key takes at least 4 bytes: `"":0`), so that a body of a million
+		// keys allocates about twice their hashes, not five times.
+		c := min(2*cap(s.keys), len(s.keys)+(len(s.b)-end)/4+1)
+		s.keys = append(make([]uint64, 0, c), s.keys...)
+	}
+	s.keys = append(s.keys, h)
+	return true
+}
+
+// closeObject pops the innermost object, which ends with the '}' at end.
+// For an object of more than smallObject keys (not all compared on the way)
+// it sorts their hashes and compares neighbours; ok is false, with the
+// offset of the repeated key's second occurrence, when two are the same.
+func (s *scanner) closeObject(end int) (off int, ok bool) {
+	o := s.objs[len(s.objs)-1]
+	s.objs = s.objs[:len(s.objs)-1]
+	keys := s.keys[o.base:]
+	s.keys = s.keys[:o.base]
+	if len(keys) <= smallObject {
+		return 0, true
+	}
+	slices.Sort(keys)
+	for i := 1; i < len(keys); i++ {
+		if keys[i] == keys[i-1] && (i == 1 || keys[i-2] != keys[i]) {
+			if off, dup := s.sameHash(keys[i], o.start, end); dup {
+				return off, false
+			}
+		}
+	}
+	return 0, true
+}
+
+// sameHash finds the keys of the object whose '{' is at start, up to end,
+// that hash to h, and reports whether two of them are the same key, with
+// the later one's offset. It rescans the object: it runs only when two
+// hashes are equal, almost always because the keys are (distinct keys
+// sharing a 64-bit hash are possible, but nobody can aim for one: the seed
+// is secret).
+func (s *scanner) sameHash(h uint64, start, end int) (int, bool) {
+	var found []int
+	depth, key := 0, false
+	for i := start; i < end; i++ {
+		switch s.b[i] {
+		case '"':
+			e, escaped, _ := s.str(i)
+			if key && depth == 1 && s.hashKey(i, e, escaped) == h {
+				for _, prev := range found {
+					if s.sameKey(prev, i) {
+						return i, true
+					}
+				}
+				found = append(found, i)
+			}
+			key = false
+			i = e - 1
+		case '{', '[':
+			depth++
+			key = depth == 1
+		case ',':
+			key = depth == 1
+		case '}', ']':
+			depth--
+		}
+	}
+	return 0, false
+}
+
+// hashKey hashes the unescaped text of the key b[start:end].
+func (s *scanner) hashKey(start, end int, escaped bool) uint64 {
+	raw := s.b[start+1 : end-1]
+	if !escaped {
+		return maphash.Bytes(seed, raw)
+	}
+	s.scratch[0] = unescape(s.scratch[0][:0], raw)
+	return maphash.Bytes(seed, s.scratch[0])
+}
+
+// sameKey reports whether the keys whose opening quotes are at a and b
+// unescape to the same text.
+func (s *scanner) sameKey(a, b int) bool {
+	ka := s.rawKey(a)
+	kb := s.rawKey(b)
+	if string(ka) == string(kb) {
+		return true
+	}
+	s.scratch[0] = unescape(s.scratch[0][:0], ka)
+	s.scratch[1] = unescape(s.scratch[1][:0], kb)
+	return string(s.scratch[0]) == string(s.scratch[1])
+}
+
+// rawKey is the text between the quotes of the (already checked) string
+// whose opening quote is at off.
+func (s *scanner) rawKey(off int) []byte {
+	end, _, _ := s.str(off)
+	return s.b[off+1 : end-1]
+}
+
+// unescape appends the text of the checked string body raw to dst:
+// escapes decoded, a surrogate pair joined, an unpaired surrogate as
+// U+FFFD (as encoding/json reads it), other bytes as they are.
+func unescape(dst, raw []byte) []byte {
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '\\' {
+			dst = append(dst, c)
+			continue
+		}
+		i++
+		switch raw[i] {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r := hex4(raw[i+1:])
+			i += 4
+			if utf16.IsSurrogate(r) {
+				r2 := rune(-1)
+				if i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+					r2 = hex4(raw[i+3:])
+				}
+				if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+					r = d
+					i += 6
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			dst = utf8.AppendRune(dst, r)
+		default: // '"', '\\', '/'
+			dst = append(dst, raw[i])
+		}
+	}
+	return dst
+}
+
+// hex4 reads the four hex digits at the start of b.
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}

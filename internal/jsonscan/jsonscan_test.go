@@ -1,0 +1,268 @@
+package jsonscan
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestCheck(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	deepObj := func(n int) string { return strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n) }
+	for _, tc := range []struct {
+		name   string
+		in     string
+		opt    Options
+		reason Reason
+		offset int
+	}{
+		{name: "object", in: `{"a":[1,-2.5e+3,"x\u00e9\n",true,false,null,{}],"b":{}}`},
+		{name: "whitespace around", in: " \t\r\n[ 1 , 2 ]\n"},
+		{name: "scalar", in: `"s"`},
+		{name: "number", in: `-0.0E-7`},
+		{name: "empty", in: ``, reason: Truncated, offset: 0},
+		{name: "only space", in: `   `, reason: Truncated, offset: 3},
+		{name: "byte-order mark", in: "\xef\xbb\xbf{}", reason: Syntax, offset: 0},
+		{name: "trailing value", in: `{} {}`, reason: Trailing, offset: 3},
+		{name: "trailing comma", in: `[1,]`, reason: Syntax, offset: 3},
+		{name: "leading zero", in: `[01]`, reason: Syntax, offset: 2},
+		{name: "bare dot", in: `1.`, reason: Truncated, offset: 2},
+		{name: "plus sign", in: `+1`, reason: Syntax, offset: 0},
+		{name: "NaN", in: `NaN`, reason: Syntax, offset: 0},
+		{name: "single quotes", in: `{'a':1}`, reason: Syntax, offset: 1},
+		{name: "comment", in: `{"a":1 /* c */}`, reason: Syntax, offset: 7},
+		{name: "control char in string", in: "\"a\tb\"", reason: Syntax, offset: 2},
+		{name: "bad escape", in: `"\x"`, reason: Syntax, offset: 2},
+		{name: "short unicode escape", in: `"\u12G4"`, reason: Syntax, offset: 5},
+		{name: "unterminated string", in: `["abc`, reason: Truncated, offset: 5},
+		{name: "missing colon", in: `{"a" 1}`, reason: Syntax, offset: 5},
+		{name: "non-string key", in: `{1:2}`, reason: Syntax, offset: 1},
+		{name: "tru", in: `tru`, reason: Truncated, offset: 3},
+		{name: "trux", in: `trux`, reason: Syntax, offset: 3},
+		{name: "unclosed", in: `[[1]`, reason: Truncated, offset: 4},
+		{name: "mismatched", in: `[1}`, reason: Syntax, offset: 2},
+		{name: "depth 128 passes", in: deep(128)},
+		{name: "depth 129 refused", in: deep(129), reason: TooDeep, offset: 128},
+		{name: "objects at the limit", in: deepObj(128)},
+		{name: "objects over the limit", in: deepObj(129), reason: TooDeep, offset: 5 * 128},
+		{name: "custom limit", in: deep(3), opt: Options{MaxDepth: 2}, reason: TooDeep, offset: 2},
+		{name: "no limit", in: deep(100000), opt: Options{MaxDepth: -1}},
+		{name: "deep then syntax: depth wins", in: deep(200)[:150] + "x", reason: TooDeep, offset: 128},
+		{name: "mixed containers past 64 levels", in: strings.Repeat(`[{"k":`, 100) + "0" + strings.Repeat("}]", 100), opt: Options{MaxDepth: 200}},
+		{name: "mixed containers closed wrongly", in: strings.Repeat(`[{"k":`, 40) + "0" + strings.Repeat("]}", 40), opt: Options{MaxDepth: 200}, reason: Syntax, offset: 6*40 + 1},
+		{name: "duplicate ignored without the option", in: `{"a":1,"a":2}`},
+		{name: "duplicate key", in: `{"a":1,"a":2}`, opt: Options{DuplicateKeys: true}, reason: DuplicateKey, offset: 7},
+		{name: "escaped duplicate", in: `{"max_tokens":1,"max\u005ftokens":2}`, opt: Options{DuplicateKeys: true}, reason: DuplicateKey, offset: 16},
+		{name: "surrogate pair duplicate", in: `{"😀":1,"\ud83d\ude00":2}`, opt: Options{DuplicateKeys: true}, reason: DuplicateKey, offset: 10},
+		{name: "unpaired surrogates are U+FFFD", in: `{"\ud800":1,"\udfff":2}`, opt: Options{DuplicateKeys: true}, reason: DuplicateKey, offset: 12},
+		{name: "sibling objects may share keys", in: `{"a":{"x":1},"b":{"x":2},"c":[{"x":1},{"x":1}]}`, opt: Options{DuplicateKeys: true}},
+		{name: "inner object's keys do not leak", in: `{"a":{"b":1},"b":2}`, opt: Options{DuplicateKeys: true}},
+		{name: "empty objects", in: `{"a":{},"b":{}}`, opt: Options{DuplicateKeys: true}},
+		{name: "many keys, none repeated", in: `{` + keys(1000) + `}`, opt: Options{DuplicateKeys: true}},
+		{name: "many keys, one repeated late", in: `{` + keys(1000) + `,"k17":0}`, opt: Options{DuplicateKeys: true}, reason: DuplicateKey, offset: len(keys(1000)) + 1 + 1},
+		{name: "many keys, repeated early", in: `{"k999":0,` + keys(1000) + `}`, opt: Options{DuplicateKeys: true}, reason: DuplicateKey, offset: 0},
+	} {
+		err := Check([]byte(tc.in), tc.opt)
+		if ReasonOf(err) != tc.reason {
+			t.Errorf("%s: %v, want reason %v", tc.name, err, tc.reason)
+			continue
+		}
+		if tc.reason == OK {
+			continue
+		}
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Errorf("%s: %T is not *Error", tc.name, err)
+			continue
+		}
+		// An object of many keys reports its repeated key at its end.
+		if tc.offset != 0 && e.Offset != tc.offset || tc.offset == 0 && tc.reason == DuplicateKey && e.Offset == 0 {
+			t.Errorf("%s: offset %d, want %d (%v)", tc.name, e.Offset, tc.offset, err)
+		}
+		if !strings.HasPrefix(err.Error(), "jsonscan: ") {
+			t.Errorf("%s: message %q", tc.name, err)
+		}
+	}
+}
+
+func keys(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"k` + itoa(i) + `":0`)
+	}
+	return b.String()
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var d []byte
+	for ; i > 0; i /= 10 {
+		d = append([]byte{byte('0' + i%10)}, d...)
+	}
+	return string(d)
+}
+
+// TestCheckDeepFlat: a body of millions of brackets is refused at the
+// limit's bracket without recursion and without allocating.
+func TestCheckDeepFlat(t *testing.T) {
+	body := bytes.Repeat([]byte("["), 6<<20)
+	allocs := testing.AllocsPerRun(5, func() {
+		err := Check(body, Options{})
+		if e, ok := err.(*Error); !ok || e.Reason != TooDeep || e.Offset != DefaultMaxDepth {
+			t.Fatalf("got %v", err)
+		}
+	})
+	// The *Error, plus a scanner when the pool is empty (the race detector
+	// drops pooled items at random): a constant, whatever the input's size.
+	if allocs > 6 {
+		t.Errorf("%v allocations, want at most 6", allocs)
+	}
+	// With no limit the whole input is scanned, flat: one bit per level.
+	if r := ReasonOf(Check(body, Options{MaxDepth: -1})); r != Truncated {
+		t.Errorf("unlimited: %v, want truncated", r)
+	}
+}
+
+// refDepth is the nesting depth of a valid JSON text: the most brackets
+// open at once outside strings.
+func refDepth(b []byte) int {
+	d, most, inStr := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inStr && c == '\\':
+			i++
+		case c == '"':
+			inStr = !inStr
+		case inStr:
+		case c == '[' || c == '{':
+			d++
+			most = max(most, d)
+		case c == ']' || c == '}':
+			d--
+		}
+	}
+	return most
+}
+
+// refDuplicate reports whether a valid JSON text has an object naming a
+// key twice, as encoding/json unescapes keys.
+func refDuplicate(b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	type frame struct {
+		object bool
+		keys   map[string]bool
+		expect bool // the next string token is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return false
+		}
+		if err != nil {
+			return false
+		}
+		top := (*frame)(nil)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.object && top.expect {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			k := tok.(string)
+			if top.keys[k] {
+				return true
+			}
+			top.keys[k] = true
+			top.expect = false
+			continue
+		}
+		switch d, _ := tok.(json.Delim); d {
+		case '{':
+			stack = append(stack, &frame{object: true, keys: map[string]bool{}, expect: true})
+			continue
+		case '[':
+			stack = append(stack, &frame{})
+			continue
+		case ']', '}':
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].expect = true
+		}
+	}
+}
+
+func FuzzCheck(f *testing.F) {
+	for _, s := range []string{
+		`{"a":[1,2,{"b":null}],"c":"\u00e9\ud83d\ude00"}`, `[[[[[]]]]]`, `{"a":1,"a":2}`, `{"\ud800":1,"\udfff":2}`,
+		`-0.5e-10`, `"\u12"`, `[1,]`, `{} x`, " \n", `[01]`, `{"a" 1}`, "\"\x7f\xff\"", `tru`, `{"k":{"k":{}}}`,
+		strings.Repeat(`[{"x":`, 70) + "0" + strings.Repeat(`}]`, 70),
+	} {
+		f.Add([]byte(s), uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, limit uint8) {
+		err := Check(b, Options{MaxDepth: -1})
+		// encoding/json.Valid refuses nesting past 10000 levels.
+		if want := json.Valid(b); (err == nil) != want && refDepth(b) <= 10000 {
+			t.Fatalf("Check %q: %v, encoding/json.Valid says %v", b, err, want)
+		}
+		if err != nil {
+			if r := ReasonOf(Check(b, Options{MaxDepth: int(limit) + 1})); r == OK {
+				t.Fatalf("%q invalid without a limit, valid with one", b)
+			}
+			return
+		}
+		d := refDepth(b)
+		lim := int(limit) + 1
+		got := Check(b, Options{MaxDepth: lim})
+		if want := d > lim; (ReasonOf(got) == TooDeep) != want || (got != nil) != want {
+			t.Fatalf("%q: depth %d, limit %d: %v", b, d, lim, got)
+		}
+		if utf8.Valid(b) && d <= 1000 {
+			dup := Check(b, Options{MaxDepth: -1, DuplicateKeys: true})
+			if want := refDuplicate(b); (ReasonOf(dup) == DuplicateKey) != want || (dup != nil) != want {
+				t.Fatalf("%q: duplicate keys %v, encoding/json's keys say %v", b, dup, want)
+			}
+		}
+	})
+}
+
+func BenchmarkCheck(b *testing.B) {
+	prose := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("the quick brown fox jumps over the lazy dog. ", 20000) + `"}]}`)
+	for _, c := range []struct {
+		name string
+		body []byte
+		opt  Options
+	}{
+		{"prose", prose, Options{}},
+		{"prose+dupkeys", prose, Options{DuplicateKeys: true}},
+		{"tiny-messages+dupkeys", []byte(`{"messages":[` + strings.Repeat(`{"role":"user","content":"hi"},`, 30000) + `{}]}`), Options{DuplicateKeys: true}},
+		{"big-object+dupkeys", []byte(`{` + keys(100000) + `}`), Options{DuplicateKeys: true}},
+		{"deep-128", []byte("[" + strings.Repeat(deepDoc(127)+",", 2000) + "0]"), Options{}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				err := Check(c.body, c.opt)
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func deepDoc(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }

@@ -1,0 +1,64 @@
+//go:build !race
+
+package weigher
+
+import (
+	"cmp"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// weighCost weighs body (after a warm-up) several times and returns the
+// least CPU time of one weighing, and the bytes one weighing allocated.
+func weighCost(w *Weigher, s bodyShape, body []byte, runs int) (time.Duration, uint64) {
+	w.Weigh(s.kind, body)
+	best := time.Duration(1<<63 - 1)
+	for range runs {
+		best = min(best, cpuTime(func() { w.Weigh(s.kind, body) }))
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	w.Weigh(s.kind, body)
+	runtime.ReadMemStats(&after)
+	return best, after.TotalAlloc - before.TotalAlloc
+}
+
+// TestBodyShapesLinear: every shape weighs within 10× the CPU time per byte
+// of plain prose of the same size (16× for random text, see bodyShapes),
+// measured in the same run (no absolute time bound), and allocates at most
+// a small multiple of the body. A superlinear step (the old recursive
+// validator, a quadratic merge) shows as 15× to 100× at 1 MiB. Timing under
+// the race detector says nothing, hence the build tag.
+func TestBodyShapesLinear(t *testing.T) {
+	if testing.Short() {
+		t.Skip("weighs several MiB per shape")
+	}
+	w := testWeigher(t)
+	const size = 1 << 20
+	prose := bodyShapes[0]
+	proseBody := prose.make(size)
+	for _, s := range bodyShapes[1:] {
+		body := s.make(size)
+		if e := w.Weigh(s.kind, body); e.TooDeep || e.DuplicateKeys || !e.Parsed {
+			t.Fatalf("%s: not weighed: %+v", s.name, e)
+		}
+		// Prose is measured again next to each shape, so that both see the
+		// same load on the machine.
+		proseTime, _ := weighCost(w, prose, proseBody, 3)
+		d, alloc := weighCost(w, s, body, 3)
+		ratio := float64(d) / float64(len(body)) / (float64(proseTime) / float64(len(proseBody)))
+		t.Logf("%-24s %6.2f MiB  %8v  %5.2f× prose per byte  %6.2f B allocated per body byte", s.name,
+			float64(len(body))/(1<<20), d.Round(time.Microsecond), ratio, float64(alloc)/float64(len(body)))
+		if bound := cmp.Or(s.maxRatio, 10); ratio > bound {
+			t.Errorf("%s: %.1f× the CPU time per byte of prose, over %v× (%v for %d bytes, prose %v for %d)",
+				s.name, ratio, bound, d, len(body), proseTime, len(proseBody))
+		}
+		// Allocation: a few bytes per body byte at most (the weigher keeps
+		// no copy of the body; key bookkeeping is 8 bytes per key).
+		if alloc > 4*uint64(len(body))+1<<20 {
+			t.Errorf("%s: allocated %d bytes for a %d-byte body", s.name, alloc, len(body))
+		}
+	}
+}

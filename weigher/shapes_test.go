@@ -1,0 +1,166 @@
+package weigher
+
+import (
+	"encoding/base64"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// bodyShape is one hostile (or merely unusual) body shape of about size
+// bytes, weighed as kind.
+type bodyShape struct {
+	name string
+	kind Kind
+	make func(size int) []byte
+	// maxRatio bounds the CPU time per byte against prose's; 0 means 10.
+	maxRatio float64
+}
+
+// fill repeats unit until the string is about size bytes.
+func fill(unit string, size int) string {
+	if size <= len(unit) {
+		return unit
+	}
+	return strings.Repeat(unit, size/len(unit))
+}
+
+func chatWith(content string) []byte {
+	return []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":` + content + `}],"max_tokens":100}`)
+}
+
+// repeatJoin is n copies of unit joined by sep.
+func repeatJoin(unit, sep string, n int) string {
+	return strings.TrimSuffix(strings.Repeat(unit+sep, n), sep)
+}
+
+// bodyShapes are the shapes the weigher must weigh in time linear in the
+// body: CPU per MiB and memory within a small factor of plain prose.
+var bodyShapes = []bodyShape{
+	{"prose", KindChat, func(size int) []byte {
+		return chatWith(`"` + fill("The quick brown fox jumps over the lazy dog; budgets reset at the calendar boundary. ", size) + `"`)
+	}, 0},
+	{"deepest-allowed", KindChat, func(size int) []byte {
+		// Arrays nested to the limit (the body object is level 1, the
+		// metadata array level 2), repeated to fill the body.
+		unit := nest(DefaultMaxDepth-2, `"x"`)
+		return []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"metadata":[` +
+			repeatJoin(unit, ",", size/(len(unit)+1)) + `]}`)
+	}, 0},
+	{"deepest-allowed-objects", KindMessages, func(size int) []byte {
+		unit := strings.Repeat(`{"a":`, DefaultMaxDepth-3) + "0" + strings.Repeat("}", DefaultMaxDepth-3)
+		return []byte(`{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"metadata":[` +
+			repeatJoin(unit, ",", size/(len(unit)+1)) + `]}`)
+	}, 0},
+	{"one-huge-string", KindChat, func(size int) []byte { return chatWith(`"` + strings.Repeat("a", size) + `"`) }, 0},
+	{"tiny-messages", KindChat, func(size int) []byte {
+		unit := `{"role":"user","content":"hi"}`
+		return []byte(`{"model":"gpt-4o","messages":[` + repeatJoin(unit, ",", size/(len(unit)+1)) + `]}`)
+	}, 0},
+	{"tiny-messages-anthropic", KindMessages, func(size int) []byte {
+		unit := `{"role":"user","content":"hi"}`
+		return []byte(`{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[` + repeatJoin(unit, ",", size/(len(unit)+1)) + `]}`)
+	}, 0},
+	{"tiny-input-items", KindResponses, func(size int) []byte {
+		unit := `{"role":"user","content":"hi"}`
+		return []byte(`{"model":"gpt-4o","input":[` + repeatJoin(unit, ",", size/(len(unit)+1)) + `]}`)
+	}, 0},
+	{"million-empty-messages", KindChat, func(size int) []byte {
+		return []byte(`{"model":"gpt-4o","messages":[` + repeatJoin("{}", ",", size/3) + `]}`)
+	}, 0},
+	{"million-element-array", KindChat, func(size int) []byte {
+		return []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"metadata":[` + repeatJoin("0", ",", size/2) + `]}`)
+	}, 0},
+	{"token-array-prompt", KindCompletions, func(size int) []byte {
+		return []byte(`{"model":"gpt-3.5-turbo-instruct","prompt":[` + repeatJoin("1234", ",", size/5) + `]}`)
+	}, 0},
+	{"many-keys", KindChat, func(size int) []byte {
+		var b strings.Builder
+		b.WriteString(`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"metadata":{`)
+		for i := 0; b.Len() < size; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"k%d":0`, i)
+		}
+		b.WriteString("}}")
+		return []byte(b.String())
+	}, 0},
+	// Random text without spaces is the byte-pair merge's worst case: every
+	// piece is a 256-byte run (the cut of maxRunBytes) that merges byte by
+	// byte, through vocabulary lookups that miss the CPU cache, where prose
+	// is mostly whole words found in one (cached) lookup. Measured 7–10×
+	// prose; bounded at 16× so that a loaded machine does not fail the test.
+	{"random-letters", KindChat, func(size int) []byte {
+		r := rand.New(rand.NewPCG(3, 4))
+		b := make([]byte, size)
+		for i := range b {
+			b[i] = byte('a' + r.IntN(26))
+		}
+		return chatWith(`"` + string(b) + `"`)
+	}, 16},
+	{"random-cjk", KindChat, func(size int) []byte {
+		r := rand.New(rand.NewPCG(5, 6))
+		var b strings.Builder
+		for b.Len() < size {
+			b.WriteRune(rune(0x4e00 + r.IntN(0x9fff-0x4e00)))
+		}
+		return chatWith(`"` + b.String() + `"`)
+	}, 16},
+	{"cjk", KindChat, func(size int) []byte {
+		return chatWith(`"` + fill("速率限制器在每个日历周期开始时重置预算，并按实际用量结算每一次请求。", size) + `"`)
+	}, 0},
+	{"cjk-no-punctuation", KindChat, func(size int) []byte {
+		return chatWith(`"` + fill("速率限制器在每个日历周期开始时重置预算并按实际用量结算每一次请求", size) + `"`)
+	}, 0},
+	{"emoji", KindChat, func(size int) []byte { return chatWith(`"` + fill("😀👍🏽🚀🔥", size) + `"`) }, 0},
+	{"base64-text", KindChat, func(size int) []byte {
+		raw := make([]byte, size*3/4)
+		r := rand.New(rand.NewPCG(1, 2))
+		for i := range raw {
+			raw[i] = byte(r.Uint32())
+		}
+		return chatWith(`"` + base64.StdEncoding.EncodeToString(raw) + `"`)
+	}, 0},
+	{"base64-image", KindChat, func(size int) []byte {
+		raw := make([]byte, size*3/4)
+		return chatWith(`[{"type":"image_url","image_url":{"url":"data:image/png;base64,` + base64.StdEncoding.EncodeToString(raw) + `"}}]`)
+	}, 0},
+	{"escaped-string", KindChat, func(size int) []byte { return chatWith(`"` + fill(`\u00e9\n\"`, size) + `"`) }, 0},
+}
+
+// BenchmarkBodyShapes reports, per body shape of 8 MiB (the default
+// max_body_bytes): the time to weigh one MiB (ns/MiB, wall; cpu-ns/MiB, the
+// weighing thread's CPU time where the OS tells it), and the bytes one
+// weighing allocates (B/op: an upper bound of the heap it adds at its
+// peak; the body itself is the caller's).
+// Run: go test -run XXX -bench BodyShapes -benchtime 3x ./weigher
+func BenchmarkBodyShapes(b *testing.B) {
+	w := testWeigher(b)
+	const size = 8 << 20
+	for _, s := range bodyShapes {
+		body := s.make(size - 256) // the JSON around the shape stays under 8 MiB
+		b.Run(s.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			cpu0, ok0 := threadCPU()
+			var e Estimate
+			for b.Loop() {
+				e = w.Weigh(s.kind, body)
+			}
+			cpu1, ok1 := threadCPU()
+			if !e.Parsed {
+				b.Fatalf("not weighed: %+v", e)
+			}
+			mib := float64(len(body)) / (1 << 20)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/mib, "ns/MiB")
+			if ok0 && ok1 {
+				b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N)/mib, "cpu-ns/MiB")
+			}
+		})
+	}
+}
