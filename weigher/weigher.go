@@ -225,28 +225,28 @@ func familyEncoding(model string) string {
 	return DefaultEncoding
 }
 
-// vocabularies loads each fast counter's vocabulary (byte sequence → rank)
-// once per process and shares it, read-only, between weighers: loading one
-// takes a fifth of a second, which every config reload would otherwise pay.
-var vocabularies = map[string]func() (map[string]int, error){
-	EncodingO200k:  sync.OnceValues(func() (map[string]int, error) { return loadVocabulary(EncodingO200k) }),
-	EncodingCL100k: sync.OnceValues(func() (map[string]int, error) { return loadVocabulary(EncodingCL100k) }),
+// fastCounters builds each fast counter (its vocabulary parsed and indexed
+// for the merge) once per process and shares it, read-only, between
+// weighers: building one takes a fifth of a second, which every config
+// reload would otherwise pay.
+var fastCounters = map[string]func() (*bpeCounter, error){
+	EncodingO200k:  sync.OnceValues(func() (*bpeCounter, error) { return buildBPECounter(EncodingO200k) }),
+	EncodingCL100k: sync.OnceValues(func() (*bpeCounter, error) { return buildBPECounter(EncodingCL100k) }),
 }
 
-func loadVocabulary(encoding string) (map[string]int, error) {
-	return tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(encoding + ".tiktoken")
+func buildBPECounter(encoding string) (*bpeCounter, error) {
+	ranks, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(encoding + ".tiktoken")
+	if err != nil {
+		return nil, err
+	}
+	return newBPECounter(ranks, encoding == EncodingO200k), nil
 }
 
-// newCounter builds the counter of one encoding: the fast counter of bpe.go
+// newCounter returns the counter of one encoding: the fast counter of bpe.go
 // for o200k_base and cl100k_base, tiktoken-go for the legacy encodings.
 func newCounter(encoding string) (counter, error) {
-	switch encoding {
-	case EncodingO200k, EncodingCL100k:
-		ranks, err := vocabularies[encoding]()
-		if err != nil {
-			return nil, err
-		}
-		return newBPECounter(ranks, encoding == EncodingO200k), nil
+	if build, ok := fastCounters[encoding]; ok {
+		return build()
 	}
 	t, err := tiktoken.GetEncoding(encoding)
 	if err != nil {
