@@ -2,18 +2,15 @@ package weigher
 
 import (
 	"testing"
-	"time"
 )
 
-// checkEstimate is the invariant every weighing keeps: bounded time,
-// non-negative figures, and the byte fallback exactly when not parsed.
+// checkEstimate is the invariant every weighing keeps: non-negative
+// figures, and the byte fallback exactly when not parsed. (Time is not
+// asserted here: a wall-clock bound fails on a loaded machine; linear time
+// per body shape is TestBodyShapesLinear's, by ratios measured in one run.)
 func checkEstimate(t *testing.T, name string, body []byte, weigh func([]byte) Estimate, fallbackOut int64) {
 	t.Helper()
-	start := time.Now()
 	e := weigh(body)
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("%s of %d bytes took %v", name, len(body), d)
-	}
 	if e.InputTokens < 0 || e.OutputTokens < 0 || e.InputTokens > 3*maxTokens || e.OutputTokens > maxTokens {
 		t.Errorf("%s: estimate out of range %+v", name, e)
 	}
@@ -96,15 +93,11 @@ func FuzzStreamEvents(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, kind uint8, typ, data []byte) {
 		s := NewStream(Kind(kind % 8))
-		start := time.Now()
 		for range 3 { // repeated events must not accumulate (cumulative counts)
 			u := s.Event(typ, data)
 			if u.UsageOnly && !u.HasUsage {
 				t.Errorf("UsageOnly without HasUsage: %+v", u)
 			}
-		}
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("Event of %d bytes took %v", len(data), d)
 		}
 		once := NewStream(Kind(kind % 8))
 		once.Event(typ, data)

@@ -2,7 +2,6 @@ package weigher
 
 import (
 	"testing"
-	"time"
 )
 
 func FuzzChat(f *testing.F) {
@@ -19,11 +18,7 @@ func FuzzChat(f *testing.F) {
 	}
 	w := testWeigher(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		start := time.Now()
 		e := w.Chat(body)
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("Chat of %d bytes took %v", len(body), d)
-		}
 		if e.InputTokens < 0 || e.OutputTokens < 0 {
 			t.Errorf("negative estimate %+v", e)
 		}
