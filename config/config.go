@@ -23,6 +23,16 @@ type Config struct {
 	// MaxBodyBytes caps request bodies in bytes; larger ones get 413.
 	// Default 8 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxInflightBodyBytes caps the request-body bytes held in memory by all
+	// requests at once; a request whose body does not fit gets 503 with
+	// Retry-After. At least MaxBodyBytes. Default 256 MiB (32 bodies of the
+	// default MaxBodyBytes).
+	MaxInflightBodyBytes int64 `yaml:"max_inflight_body_bytes"`
+	// ClientWriteTimeout bounds each write to a client: one that accepts no
+	// byte for this long is disconnected (a streamed answer's upstream
+	// request is cancelled and the caller charged what was streamed).
+	// Default 30s.
+	ClientWriteTimeout Duration `yaml:"client_write_timeout"`
 	// MaxResponseBytes caps a non-streamed upstream answer held whole to
 	// read its usage; a larger one is streamed through unread and keeps its
 	// reservation. Default 64 MiB.
@@ -120,6 +130,11 @@ type Upstream struct {
 	Timeout Duration `yaml:"timeout"`
 	// MaxConns caps pooled connections to this upstream. Default 1024.
 	MaxConns int `yaml:"max_conns"`
+	// IdleTimeout closes a pooled connection idle this long, before the
+	// upstream's own keep-alive timeout closes it under a request (5s is
+	// common: nginx's default 75s, but Node's and many load balancers' 5s).
+	// Default 4s.
+	IdleTimeout Duration `yaml:"idle_timeout"`
 }
 
 // Key is one virtual key: the credential a caller presents, and who it is.
@@ -329,6 +344,12 @@ func (c *Config) applyDefaults() {
 	if c.MaxResponseBytes == 0 {
 		c.MaxResponseBytes = 64 << 20
 	}
+	if c.MaxInflightBodyBytes == 0 {
+		c.MaxInflightBodyBytes = 256 << 20
+	}
+	if c.ClientWriteTimeout == 0 {
+		c.ClientWriteTimeout = Duration(30 * time.Second)
+	}
 	if c.DefaultMaxOutputTokens == 0 {
 		c.DefaultMaxOutputTokens = 4096
 	}
@@ -342,6 +363,9 @@ func (c *Config) applyDefaults() {
 		}
 		if u.MaxConns == 0 {
 			u.MaxConns = 1024
+		}
+		if u.IdleTimeout == 0 {
+			u.IdleTimeout = Duration(4 * time.Second)
 		}
 	}
 	for i := range c.Limits {

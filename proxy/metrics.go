@@ -22,6 +22,9 @@ const (
 	outcomeUpstreamError = "upstream_error"
 	outcomeFailOpen      = "fail_open"
 	outcomeFailClosed    = "fail_closed"
+	// outcomeOverloaded: refused because the request bodies in memory
+	// fill max_inflight_body_bytes.
+	outcomeOverloaded = "overloaded"
 )
 
 func outcomeFor(status int) string {
@@ -70,7 +73,7 @@ type Metrics struct {
 // prefixed llmguard_:
 //
 //	requests_total{flavor,model,outcome,limit}        requests by outcome (allowed, limited, too_large, fail_open,
-//	                                                  fail_closed, upstream_error, unauthorized, invalid); limit names
+//	                                                  fail_closed, upstream_error, unauthorized, invalid, overloaded); limit names
 //	                                                  the denying limit, "" otherwise
 //	tokens_estimated_total{flavor,model,kind}         tokens estimated at admission: input, output (reservation)
 //	tokens_total{flavor,model,kind}                   tokens settled: input, cached_input, cache_write, output, reasoning

@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/ledger"
@@ -46,6 +49,10 @@ type Options struct {
 	Weigher          Weigher
 	// MaxBodyBytes caps request bodies; larger ones get 413. Zero: 8 MiB.
 	MaxBodyBytes int
+	// MaxInflightBodyBytes caps the request-body bytes held in memory by
+	// all requests at once; a body that does not fit is refused with 503.
+	// At least MaxBodyBytes. Zero: 256 MiB.
+	MaxInflightBodyBytes int64
 	// MaxResponseBytes caps a non-streamed upstream body held whole to read
 	// its usage; a larger one is streamed through and keeps its
 	// reservation. Zero: 64 MiB.
@@ -76,6 +83,9 @@ type Proxy struct {
 	// live is the policy and weigher requests use now; Reload swaps it.
 	// A request keeps the pair it started with until it is settled.
 	live atomic.Pointer[live]
+	// bodies is the budget of request-body bytes held in memory
+	// (Options.MaxInflightBodyBytes).
+	bodies *semaphore.Weighted
 }
 
 // live is what a config reload replaces.
@@ -107,6 +117,12 @@ func New(opt Options) (*Proxy, error) {
 	if opt.MaxBodyBytes <= 0 {
 		opt.MaxBodyBytes = 8 << 20
 	}
+	if opt.MaxInflightBodyBytes <= 0 {
+		opt.MaxInflightBodyBytes = 256 << 20
+	}
+	if opt.MaxInflightBodyBytes < int64(opt.MaxBodyBytes) {
+		return nil, fmt.Errorf("proxy: MaxInflightBodyBytes (%d) is below MaxBodyBytes (%d): no body of the largest size could be read", opt.MaxInflightBodyBytes, opt.MaxBodyBytes)
+	}
 	if opt.MaxResponseBytes <= 0 {
 		opt.MaxResponseBytes = 64 << 20
 	}
@@ -122,7 +138,7 @@ func New(opt Options) (*Proxy, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger}
+	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, bodies: semaphore.NewWeighted(opt.MaxInflightBodyBytes)}
 	px.Reload(opt.Policy, opt.Weigher)
 	return px, nil
 }
@@ -197,6 +213,14 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	// sends them) on the answers llmguard builds itself.
 	ctx.Response.Header.DisableNormalizing()
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
+	// A request refused before its body was read leaves the body on the
+	// wire: close the connection rather than read it (fasthttp would
+	// otherwise drain up to 256 KiB of it to keep the connection).
+	defer func() {
+		if unreadBody(ctx) {
+			ctx.SetConnectionClose()
+		}
+	}()
 
 	// Route and classify on the decoded, normalised path; forward the path
 	// exactly as the client sent it. Both must name the same upstream path,
@@ -212,11 +236,9 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 		errAmbiguousPath.write(ctx, up.Flavor)
 		return
 	}
-	if len(ctx.Request.Body()) > p.opt.MaxBodyBytes {
-		errBodyTooLarge.write(ctx, up.Flavor)
-		return
-	}
 
+	// Identify from the headers alone: an unknown caller is refused before
+	// a byte of its body is read.
 	key, keyHeader := credential(&ctx.Request.Header, up.Flavor)
 	cur := p.live.Load()
 	x.live = cur
@@ -229,8 +251,26 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	x.principal = pr
 	x.keyHeader = keyHeader
 
+	// Read the body within max_body_bytes and the in-flight body budget.
+	held, refusal, ok := p.readBody(ctx)
+	if !ok {
+		outcome := outcomeInvalid
+		if refusal.status == fasthttp.StatusServiceUnavailable {
+			outcome = outcomeOverloaded
+			ctx.Response.Header.Set("Retry-After", strconv.Itoa(bodyBudgetRetry))
+		}
+		p.opt.Metrics.request(up.Flavor, "", outcome, "")
+		refusal.write(ctx, up.Flavor)
+		return
+	}
+	// Held until the request is forwarded (or refused): the upstream has
+	// the whole body once forward returns, even for a streamed answer.
+	defer p.releaseBody(ctx, held)
+	body := held.b
+	ctx.Request.SetBodyRaw(body) // later readers of ctx.Request.Body() get these bytes
+	x.start = time.Now()         // llmguard's overhead excludes the client's upload
+
 	// Weigh.
-	body := ctx.Request.Body()
 	x.kind = classify(ctx.Method(), upPath)
 	if weighed(x.kind) {
 		x.est = cur.weigher.Weigh(x.kind, body)

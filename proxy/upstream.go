@@ -27,6 +27,9 @@ type Upstream struct {
 	Timeout time.Duration
 	// MaxConns caps pooled keep-alive connections.
 	MaxConns int
+	// IdleTimeout closes a pooled connection idle this long; keep it below
+	// the upstream's own keep-alive timeout. Zero: 4s.
+	IdleTimeout time.Duration
 
 	client   *fasthttp.HostClient
 	scheme   string
@@ -48,12 +51,26 @@ func (u *Upstream) init() error {
 		}
 	}
 	u.scheme, u.host, u.basePath = pu.Scheme, pu.Host, strings.TrimSuffix(pu.Path, "/")
+	if u.IdleTimeout <= 0 {
+		u.IdleTimeout = 4 * time.Second
+	}
+	useTLS, serverName := pu.Scheme == "https", pu.Hostname()
 	u.client = &fasthttp.HostClient{
-		Addr:                          addr,
-		Name:                          "llmguard",
-		IsTLS:                         pu.Scheme == "https",
-		MaxConns:                      u.MaxConns,
-		MaxIdleConnDuration:           90 * time.Second,
+		Addr:     addr,
+		Name:     "llmguard",
+		IsTLS:    useTLS,
+		MaxConns: u.MaxConns,
+		// Idle connections go before the upstream's keep-alive timeout
+		// (commonly 5s) closes them; one it closed anyway is found before
+		// a request is written on it, and the request retried on a fresh
+		// connection (upstreamconn.go).
+		MaxIdleConnDuration: u.IdleTimeout,
+		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
+			return dialUpstream(addr, timeout, useTLS, serverName)
+		},
+		Transport:                     retryTransport{},
+		RetryIfErr:                    retryOnce,
+		MaxIdemponentCallAttempts:     2,
 		ReadTimeout:                   u.Timeout,
 		WriteTimeout:                  30 * time.Second,
 		MaxConnWaitTimeout:            5 * time.Second,

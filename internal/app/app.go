@@ -90,7 +90,7 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 			key = os.Getenv(u.APIKeyEnv)
 		}
 		ups = append(ups, &proxy.Upstream{Name: u.Name, Flavor: f, BaseURL: u.BaseURL, APIKey: key,
-			PathPrefix: u.PathPrefix, Timeout: time.Duration(u.Timeout), MaxConns: u.MaxConns})
+			PathPrefix: u.PathPrefix, Timeout: time.Duration(u.Timeout), MaxConns: u.MaxConns, IdleTimeout: time.Duration(u.IdleTimeout)})
 	}
 	metrics, err := proxy.NewMetrics(a.Registry, proxy.MetricsOptions{MaxTenants: cfg.Metrics.MaxTenants, MaxModels: cfg.Metrics.MaxModels})
 	if err != nil {
@@ -106,19 +106,20 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 		a.close = append([]func() error{led.Close}, a.close...)
 	}
 	a.Proxy, err = proxy.New(proxy.Options{
-		Ledger:           ledgerOrNil(led),
-		Upstreams:        ups,
-		Policy:           pol,
-		Store:            a.Store,
-		Fallback:         st.fallback,
-		UnavailableRetry: time.Duration(cfg.Store.Breaker.OpenFor),
-		Weigher:          w,
-		MaxBodyBytes:     int(cfg.MaxBodyBytes),
-		MaxResponseBytes: int(cfg.MaxResponseBytes),
-		StoreTimeout:     time.Duration(cfg.Store.Timeout),
-		Metrics:          metrics,
-		Logger:           log,
-		Now:              now,
+		Ledger:               ledgerOrNil(led),
+		Upstreams:            ups,
+		Policy:               pol,
+		Store:                a.Store,
+		Fallback:             st.fallback,
+		UnavailableRetry:     time.Duration(cfg.Store.Breaker.OpenFor),
+		Weigher:              w,
+		MaxBodyBytes:         int(cfg.MaxBodyBytes),
+		MaxInflightBodyBytes: cfg.MaxInflightBodyBytes,
+		MaxResponseBytes:     int(cfg.MaxResponseBytes),
+		StoreTimeout:         time.Duration(cfg.Store.Timeout),
+		Metrics:              metrics,
+		Logger:               log,
+		Now:                  now,
 	})
 	if err != nil {
 		return nil, err
@@ -128,15 +129,22 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 		ErrorHandler:          a.Proxy.ErrorHandler,
 		Name:                  "llmguard",
 		NoDefaultServerHeader: true,
-		// The handler answers 413 for bodies over max_body_bytes after reading
-		// them whole, so the client sees the answer rather than a reset; the
-		// server itself cuts off only bodies a megabyte beyond that.
-		MaxRequestBodySize: int(cfg.MaxBodyBytes) + 1<<20,
-		ReadTimeout:        60 * time.Second,
-		IdleTimeout:        120 * time.Second,
-		ReadBufferSize:     16 << 10,
-		CloseOnShutdown:    true,
-		Logger:             fasthttpLogger{log},
+		// The handler reads the body itself (proxy.Handle), after the caller
+		// is identified and within max_body_bytes and the in-flight body
+		// budget; fasthttp only pre-reads up to 8 KiB of it, and never
+		// pre-parses a multipart body.
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
+		MaxRequestBodySize:           int(cfg.MaxBodyBytes),
+		// ReadTimeout bounds a request's headers and body, from its first
+		// byte. No WriteTimeout: it would bound a whole answer, streams
+		// included; the listener bounds each write instead
+		// (client_write_timeout, proxy.WriteTimeoutListener).
+		ReadTimeout:     60 * time.Second,
+		IdleTimeout:     120 * time.Second,
+		ReadBufferSize:  16 << 10,
+		CloseOnShutdown: true,
+		Logger:          fasthttpLogger{log},
 	}
 	a.admin = &fasthttp.Server{
 		Handler: proxy.AdminHandler(a.Registry, func() any { return st.readiness(cfg.Store.Backend) },
@@ -153,6 +161,7 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 func (a *App) Serve(ln, admin net.Listener) error {
 	errc := make(chan error, 2)
 	n := 1
+	ln = proxy.WriteTimeoutListener(ln, time.Duration(a.Config.ClientWriteTimeout))
 	go func() { errc <- a.srv.Serve(ln) }()
 	if admin != nil {
 		n++
