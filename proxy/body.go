@@ -59,13 +59,13 @@ func (p *Proxy) readBody(ctx *fasthttp.RequestCtx) (h heldBody, refusal apiError
 		if len(b) > limit {
 			return heldBody{}, errBodyTooLarge, false
 		}
-		if !p.bodies.TryAcquire(int64(len(b))) {
+		if !p.hold(int64(len(b))) {
 			return heldBody{}, errBodyBudget, false
 		}
 		return heldBody{b: b, held: int64(len(b))}, apiError{}, true
 	}
 	if cl >= 0 {
-		if !p.bodies.TryAcquire(int64(cl)) {
+		if !p.hold(int64(cl)) {
 			return heldBody{}, errBodyBudget, false
 		}
 		h = heldBody{b: make([]byte, cl), held: int64(cl)}
@@ -76,15 +76,24 @@ func (p *Proxy) readBody(ctx *fasthttp.RequestCtx) (h heldBody, refusal apiError
 		return h, apiError{}, true
 	}
 	// Chunked: grow the buffer as the body arrives, taking each growth from
-	// the budget before allocating it, and stop one byte past the limit.
+	// the budget before allocating it, up to the limit.
 	for {
 		if len(h.b) == cap(h.b) {
-			grow := min(max(cap(h.b), bodyGrowStep), limit+1-cap(h.b))
-			if grow <= 0 {
+			if cap(h.b) >= limit {
+				// Full at the limit: the body must end here.
+				var one [1]byte
+				_, err := io.ReadAtLeast(st, one[:], 1)
+				if errors.Is(err, io.EOF) {
+					return h, apiError{}, true
+				}
 				p.release(h)
-				return heldBody{}, errBodyTooLarge, false
+				if err == nil {
+					return heldBody{}, errBodyTooLarge, false
+				}
+				return heldBody{}, errBodyRead, false
 			}
-			if !p.bodies.TryAcquire(int64(grow)) {
+			grow := min(max(cap(h.b), bodyGrowStep), limit-cap(h.b))
+			if !p.hold(int64(grow)) {
 				p.release(h)
 				return heldBody{}, errBodyBudget, false
 			}
@@ -94,10 +103,6 @@ func (p *Proxy) readBody(ctx *fasthttp.RequestCtx) (h heldBody, refusal apiError
 		}
 		n, err := st.Read(h.b[len(h.b):cap(h.b)])
 		h.b = h.b[:len(h.b)+n]
-		if len(h.b) > limit {
-			p.release(h)
-			return heldBody{}, errBodyTooLarge, false
-		}
 		if errors.Is(err, io.EOF) {
 			return h, apiError{}, true
 		}
@@ -108,10 +113,24 @@ func (p *Proxy) readBody(ctx *fasthttp.RequestCtx) (h heldBody, refusal apiError
 	}
 }
 
+// hold takes n bytes from the body budget if they are free, without
+// waiting.
+func (p *Proxy) hold(n int64) bool {
+	if n == 0 {
+		return true
+	}
+	if !p.bodies.TryAcquire(n) {
+		return false
+	}
+	p.opt.Metrics.bodyBytesHeld(n)
+	return true
+}
+
 // release gives h's bytes back to the body budget.
 func (p *Proxy) release(h heldBody) {
 	if h.held > 0 {
 		p.bodies.Release(h.held)
+		p.opt.Metrics.bodyBytesHeld(-h.held)
 	}
 }
 

@@ -65,6 +65,7 @@ type Metrics struct {
 	quotaUsed       *prometheus.GaugeVec
 	quotaLimit      *prometheus.GaugeVec
 	quotaEnd        *prometheus.GaugeVec
+	bodyBytes       prometheus.Gauge
 
 	tenants, models *labelCap
 }
@@ -92,6 +93,7 @@ type Metrics struct {
 //	quota_used{limit,tenant}                          a quota's use in its period at the last admission (USD for usd)
 //	quota_limit{limit,tenant}                         the quota's amount per period (USD for usd)
 //	quota_period_end_timestamp_seconds{limit,tenant}  when the quota's period ends (unix seconds)
+//	request_body_bytes_in_flight                      request-body bytes held now, of max_inflight_body_bytes
 //
 // Errors: registration conflicts from reg.
 func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
@@ -150,12 +152,14 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 			Help: "A quota's amount per period, in the limit's unit (USD for usd limits)."}, []string{"limit", "tenant"}),
 		quotaEnd: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmguard_quota_period_end_timestamp_seconds",
 			Help: "End of a quota's current period, unix seconds."}, []string{"limit", "tenant"}),
+		bodyBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmguard_request_body_bytes_in_flight",
+			Help: "Request-body bytes held in memory now, counted against max_inflight_body_bytes."}),
 		tenants: newLabelCap(o.MaxTenants),
 		models:  newLabelCap(o.MaxModels),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.tokensEstimated, m.tokens, m.estimateRatio, m.reserved, m.refunded,
 		m.charged, m.spend, m.utilization, m.decision, m.overhead, m.upstreamSeconds, m.upstreamStatus, m.failures, m.budgetWarnings,
-		m.quotaUsed, m.quotaLimit, m.quotaEnd} {
+		m.quotaUsed, m.quotaLimit, m.quotaEnd, m.bodyBytes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -168,6 +172,14 @@ func (m *Metrics) request(f Flavor, model, outcome, limit string) {
 		return
 	}
 	m.requests.WithLabelValues(f.String(), m.models.get(model), outcome, limit).Inc() // model: a priced name or "other"
+}
+
+// bodyBytesHeld adds delta to the request-body bytes held (negative: given
+// back).
+func (m *Metrics) bodyBytesHeld(delta int64) {
+	if m != nil {
+		m.bodyBytes.Add(float64(delta))
+	}
 }
 
 func (m *Metrics) decisionTime(d time.Duration) {
