@@ -68,6 +68,16 @@ func (c *writeTimeoutConn) Write(p []byte) (int, error) {
 	}
 }
 
+// CloseWrite shuts the writing side of the socket underneath, for a
+// lingering close.
+func (c *writeTimeoutConn) CloseWrite() error {
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok {
+		return c.Conn.Close()
+	}
+	return cw.CloseWrite()
+}
+
 // SyscallConn gives the socket underneath, for peerClosed.
 func (c *writeTimeoutConn) SyscallConn() (syscall.RawConn, error) {
 	sc, ok := c.Conn.(syscall.Conn)

@@ -86,6 +86,8 @@ type Proxy struct {
 	// bodies is the budget of request-body bytes held in memory
 	// (Options.MaxInflightBodyBytes).
 	bodies *semaphore.Weighted
+	// lingering counts refused connections waiting to close (linger.go).
+	lingering atomic.Int64
 }
 
 // live is what a config reload replaces.
@@ -214,11 +216,12 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.DisableNormalizing()
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
 	// A request refused before its body was read leaves the body on the
-	// wire: close the connection rather than read it (fasthttp would
-	// otherwise drain up to 256 KiB of it to keep the connection).
+	// wire: the answer ends the connection, rather than llmguard reading the
+	// body (fasthttp would drain up to 256 KiB of it to keep the
+	// connection).
 	defer func() {
 		if unreadBody(ctx) {
-			ctx.SetConnectionClose()
+			p.closeUnread(ctx)
 		}
 	}()
 
