@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -31,10 +32,14 @@ type Upstream struct {
 	// the upstream's own keep-alive timeout. Zero: 4s.
 	IdleTimeout time.Duration
 
-	client   *fasthttp.HostClient
-	scheme   string
-	host     string
-	basePath string
+	client *fasthttp.HostClient
+	// tlsConfig, when set, is the TLS configuration of an https upstream
+	// (tests trust their own certificate with it); nil verifies the
+	// server's name against the system's roots.
+	tlsConfig *tls.Config
+	scheme    string
+	host      string
+	basePath  string
 }
 
 func (u *Upstream) init() error {
@@ -54,7 +59,18 @@ func (u *Upstream) init() error {
 	if u.IdleTimeout <= 0 {
 		u.IdleTimeout = 4 * time.Second
 	}
-	useTLS, serverName := pu.Scheme == "https", pu.Hostname()
+	useTLS := pu.Scheme == "https"
+	tlsCfg := &tls.Config{}
+	if u.tlsConfig != nil {
+		tlsCfg = u.tlsConfig.Clone()
+	}
+	if tlsCfg.ServerName == "" {
+		tlsCfg.ServerName = pu.Hostname()
+	}
+	if tlsCfg.ClientSessionCache == nil {
+		// Resumed sessions make the fresh connections of retries cheap.
+		tlsCfg.ClientSessionCache = tls.NewLRUClientSessionCache(0)
+	}
 	u.client = &fasthttp.HostClient{
 		Addr:     addr,
 		Name:     "llmguard",
@@ -66,7 +82,7 @@ func (u *Upstream) init() error {
 		// connection (upstreamconn.go).
 		MaxIdleConnDuration: u.IdleTimeout,
 		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
-			return dialUpstream(addr, timeout, useTLS, serverName)
+			return dialUpstream(addr, timeout, useTLS, tlsCfg)
 		},
 		Transport:                     retryTransport{},
 		RetryIfErr:                    retryOnce,

@@ -1,10 +1,16 @@
 package proxy
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,5 +120,65 @@ func TestUpstreamConnRefusesAClosedIdleConnection(t *testing.T) {
 				t.Errorf("wrote %d bytes on a connection the upstream closed", n)
 			}
 		})
+	}
+}
+
+// Over TLS, as real upstreams speak: connections are reused, and one the
+// upstream closed while idle (its close_notify and FIN waiting on the
+// socket) is found before a request is written on it; the request goes on
+// a fresh connection.
+func TestUpstreamTLSIdleCloseIsRetried(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	u := &Upstream{Name: "tls", BaseURL: srv.URL, Timeout: 10 * time.Second, MaxConns: 1, IdleTimeout: time.Minute,
+		tlsConfig: &tls.Config{RootCAs: pool, ServerName: "example.com"}}
+	if err := u.init(); err != nil {
+		t.Fatal(err)
+	}
+	call := func() error {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI(srv.URL + "/v1/chat/completions")
+		req.Header.SetMethod(fasthttp.MethodPost)
+		req.SetBodyRaw([]byte(`{}`))
+		if err := u.client.DoTimeout(req, resp, 10*time.Second); err != nil {
+			return err
+		}
+		if resp.StatusCode() != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode())
+		}
+		if _, err := io.Copy(io.Discard, resp.BodyStream()); err != nil {
+			return err
+		}
+		return resp.CloseBodyStream()
+	}
+	for i := range 2 {
+		if err := call(); err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections for two calls, want one reused", n)
+	}
+	srv.CloseClientConnections() // the upstream drops its idle connection
+	time.Sleep(50 * time.Millisecond)
+	if err := call(); err != nil {
+		t.Fatalf("call after the upstream closed the idle connection: %v", err)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections, want the retry on a second one", n)
 	}
 }

@@ -139,8 +139,8 @@ func (retryTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, 
 func retryOnce(*fasthttp.Request, int, error) (resetTimeout, retry bool) { return false, true }
 
 // dialUpstream dials addr (and for https, makes the TLS session with
-// serverName) and returns an upstreamConn.
-func dialUpstream(addr string, timeout time.Duration, useTLS bool, serverName string) (net.Conn, error) {
+// cfg) and returns an upstreamConn.
+func dialUpstream(addr string, timeout time.Duration, useTLS bool, cfg *tls.Config) (net.Conn, error) {
 	var tcp net.Conn
 	var err error
 	if timeout > 0 {
@@ -153,7 +153,7 @@ func dialUpstream(addr string, timeout time.Duration, useTLS bool, serverName st
 	}
 	c := &upstreamConn{Conn: tcp, tcp: tcp}
 	if useTLS {
-		tc := tls.Client(tcp, &tls.Config{ServerName: serverName})
+		tc := tls.Client(tcp, cfg)
 		if err := tcp.SetDeadline(time.Now().Add(tlsHandshakeTimeout)); err != nil {
 			tcp.Close()
 			return nil, err
