@@ -146,7 +146,8 @@ func New(opt Options) (*Proxy, error) {
 }
 
 // ErrorHandler answers errors fasthttp meets before the handler runs (a body
-// over the server's size limit: 413; anything else: 400), in OpenAI's shape.
+// over the server's size limit, when the server reads bodies itself: 413;
+// anything else, such as malformed headers: 400), in OpenAI's shape.
 func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	ctx.Response.Header.DisableNormalizing()
 	ctx.Response.Header.Set("x-llmguard-request-id", newRequestID())

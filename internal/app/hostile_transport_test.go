@@ -425,20 +425,8 @@ func TestSlowReaderIsCut(t *testing.T) {
 		slowTPM+fmt.Sprintf("ledger: {file: %q}\n", file)), smallSendBuffer)
 	addr := strings.TrimPrefix(h.url, "http://")
 
-	// A client with a small receive buffer, set before connecting.
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	// A client with a small receive buffer.
+	c := dialSmallReceiveBuffer(t, addr)
 	const words = 5000 // 5000 × 2 ms: ten seconds of stream, unless cut
 	req := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":6000,"stream":true}`
 	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: llmguard\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
@@ -509,6 +497,59 @@ func TestSlowReaderIsCut(t *testing.T) {
 		t.Errorf("bucket charged %d, ledger says %d + %d", charged, cut.InputTokens, cut.OutputTokens)
 	}
 	t.Logf("client read %d words; charged %d input + %d output tokens", seenWords, cut.InputTokens, cut.OutputTokens)
+}
+
+// Item 4, buffered answers: a client that stops reading a large
+// non-streamed answer is disconnected after client_write_timeout too, and
+// the proxy goes on serving.
+func TestSlowReaderOfABufferedAnswerIsCut(t *testing.T) {
+	mock := startMock(t)
+	h := startTransport(t, mock, transportYAML(mock.URL, "client_write_timeout: 300ms", "    max_conns: 1", ""), smallSendBuffer)
+	c := dialSmallReceiveBuffer(t, strings.TrimPrefix(h.url, "http://"))
+	const words = 20000 // about 120 kB of answer, far beyond both socket buffers
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: llmguard\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+		"x-mock-completion-tokens: %d\r\nContent-Length: %d\r\n\r\n%s", testKey, words, len(hiBody), hiBody)
+	// Read nothing for a while: the answer fills the buffers and the write
+	// waits past its deadline.
+	if !waitFor(60*time.Second, func() bool { return mock.Requests.Load() == 1 }) {
+		t.Fatal("the request did not reach the upstream")
+	}
+	time.Sleep(time.Second) // the stall: past 300 ms
+	// The answer breaks off: the connection was closed mid-body.
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+	}
+	switch {
+	case err == nil:
+		t.Fatal("the stalled client read the whole answer: not cut")
+	case isTimeout(err):
+		t.Fatal("the stalled client's connection is still open")
+	}
+	if resp, body := h.post(testKey, hiBody); resp.StatusCode != 200 {
+		t.Fatalf("next request: %d %s", resp.StatusCode, body)
+	}
+}
+
+// dialSmallReceiveBuffer connects to addr with a 4 KiB receive buffer, set
+// before connecting so that the window stays small.
+func dialSmallReceiveBuffer(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 func isTimeout(err error) bool {
