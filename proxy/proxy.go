@@ -49,10 +49,10 @@ type Options struct {
 	Weigher          Weigher
 	// MaxBodyBytes caps request bodies; larger ones get 413. Zero: 8 MiB.
 	MaxBodyBytes int
-	// MaxInflightBodyBytes caps the request-body bytes held in memory by
-	// all requests at once; a body that does not fit is refused with 503.
-	// At least MaxBodyBytes. Zero: 256 MiB.
-	MaxInflightBodyBytes int64
+	// BodyBudget caps the request-body bytes held in memory by all
+	// requests at once (max_inflight_body_bytes); a body that does not fit
+	// is refused with 503. At least MaxBodyBytes. Zero: 256 MiB.
+	BodyBudget int64
 	// MaxResponseBytes caps a non-streamed upstream body held whole to read
 	// its usage; a larger one is streamed through and keeps its
 	// reservation. Zero: 64 MiB.
@@ -84,7 +84,7 @@ type Proxy struct {
 	// A request keeps the pair it started with until it is settled.
 	live atomic.Pointer[live]
 	// bodies is the budget of request-body bytes held in memory
-	// (Options.MaxInflightBodyBytes).
+	// (Options.BodyBudget).
 	bodies *semaphore.Weighted
 	// lingering counts refused connections waiting to close (linger.go).
 	lingering atomic.Int64
@@ -119,11 +119,11 @@ func New(opt Options) (*Proxy, error) {
 	if opt.MaxBodyBytes <= 0 {
 		opt.MaxBodyBytes = 8 << 20
 	}
-	if opt.MaxInflightBodyBytes <= 0 {
-		opt.MaxInflightBodyBytes = 256 << 20
+	if opt.BodyBudget <= 0 {
+		opt.BodyBudget = 256 << 20
 	}
-	if opt.MaxInflightBodyBytes < int64(opt.MaxBodyBytes) {
-		return nil, fmt.Errorf("proxy: MaxInflightBodyBytes (%d) is below MaxBodyBytes (%d): no body of the largest size could be read", opt.MaxInflightBodyBytes, opt.MaxBodyBytes)
+	if opt.BodyBudget < int64(opt.MaxBodyBytes) {
+		return nil, fmt.Errorf("proxy: BodyBudget (%d) is below MaxBodyBytes (%d): no body of the largest size could be read", opt.BodyBudget, opt.MaxBodyBytes)
 	}
 	if opt.MaxResponseBytes <= 0 {
 		opt.MaxResponseBytes = 64 << 20
@@ -140,7 +140,7 @@ func New(opt Options) (*Proxy, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, bodies: semaphore.NewWeighted(opt.MaxInflightBodyBytes)}
+	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, bodies: semaphore.NewWeighted(opt.BodyBudget)}
 	px.Reload(opt.Policy, opt.Weigher)
 	return px, nil
 }

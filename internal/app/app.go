@@ -106,20 +106,20 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 		a.close = append([]func() error{led.Close}, a.close...)
 	}
 	a.Proxy, err = proxy.New(proxy.Options{
-		Ledger:               ledgerOrNil(led),
-		Upstreams:            ups,
-		Policy:               pol,
-		Store:                a.Store,
-		Fallback:             st.fallback,
-		UnavailableRetry:     time.Duration(cfg.Store.Breaker.OpenFor),
-		Weigher:              w,
-		MaxBodyBytes:         int(cfg.MaxBodyBytes),
-		MaxInflightBodyBytes: cfg.MaxInflightBodyBytes,
-		MaxResponseBytes:     int(cfg.MaxResponseBytes),
-		StoreTimeout:         time.Duration(cfg.Store.Timeout),
-		Metrics:              metrics,
-		Logger:               log,
-		Now:                  now,
+		Ledger:           ledgerOrNil(led),
+		Upstreams:        ups,
+		Policy:           pol,
+		Store:            a.Store,
+		Fallback:         st.fallback,
+		UnavailableRetry: time.Duration(cfg.Store.Breaker.OpenFor),
+		Weigher:          w,
+		MaxBodyBytes:     int(cfg.MaxBodyBytes),
+		BodyBudget:       cfg.MaxInflightBodyBytes,
+		MaxResponseBytes: int(cfg.MaxResponseBytes),
+		StoreTimeout:     time.Duration(cfg.Store.Timeout),
+		Metrics:          metrics,
+		Logger:           log,
+		Now:              now,
 	})
 	if err != nil {
 		return nil, err
@@ -129,22 +129,23 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 		ErrorHandler:          a.Proxy.ErrorHandler,
 		Name:                  "llmguard",
 		NoDefaultServerHeader: true,
-		// The handler reads the body itself (proxy.Handle), after the caller
-		// is identified and within max_body_bytes and the in-flight body
-		// budget; fasthttp only pre-reads up to 8 KiB of it, and never
-		// pre-parses a multipart body.
+		// With StreamRequestBody, this only bounds what fasthttp pre-reads
+		// of a body (at most 8 KiB); the handler enforces max_body_bytes.
+		MaxRequestBodySize: int(cfg.MaxBodyBytes),
+		ReadTimeout:        60 * time.Second,
+		IdleTimeout:        120 * time.Second,
+		ReadBufferSize:     16 << 10,
+		CloseOnShutdown:    true,
+		Logger:             fasthttpLogger{log},
+
+		// The handler reads the body itself (proxy.Handle), once the caller
+		// is identified, within max_body_bytes and max_inflight_body_bytes;
+		// a multipart body is never pre-parsed. ReadTimeout bounds the
+		// headers and the body. No WriteTimeout: it would bound a whole
+		// answer, streams included; the listener bounds each write instead
+		// (client_write_timeout, proxy.WriteTimeoutListener).
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
-		MaxRequestBodySize:           int(cfg.MaxBodyBytes),
-		// ReadTimeout bounds a request's headers and body, from its first
-		// byte. No WriteTimeout: it would bound a whole answer, streams
-		// included; the listener bounds each write instead
-		// (client_write_timeout, proxy.WriteTimeoutListener).
-		ReadTimeout:     60 * time.Second,
-		IdleTimeout:     120 * time.Second,
-		ReadBufferSize:  16 << 10,
-		CloseOnShutdown: true,
-		Logger:          fasthttpLogger{log},
 	}
 	a.admin = &fasthttp.Server{
 		Handler: proxy.AdminHandler(a.Registry, func() any { return st.readiness(cfg.Store.Backend) },
