@@ -31,6 +31,16 @@ type Config struct {
 	// but not read for usage. Checked by a flat scan before any parser
 	// recurses. Default 128, at most 10000.
 	MaxJSONDepth int `yaml:"max_json_depth"`
+	// MaxInflightBodyBytes caps the request-body bytes held in memory by all
+	// requests at once; a request whose body does not fit gets 503 with
+	// Retry-After. At least MaxBodyBytes. Default 256 MiB (32 bodies of the
+	// default MaxBodyBytes).
+	MaxInflightBodyBytes int64 `yaml:"max_inflight_body_bytes"`
+	// ClientWriteTimeout bounds each write to a client: one that accepts no
+	// byte for this long is disconnected (a streamed answer's upstream
+	// request is cancelled and the caller charged what was streamed).
+	// Default 30s.
+	ClientWriteTimeout Duration `yaml:"client_write_timeout"`
 	// MaxResponseBytes caps a non-streamed upstream answer held whole to
 	// read its usage; a larger one is streamed through unread and keeps its
 	// reservation. Default 64 MiB.
@@ -128,6 +138,11 @@ type Upstream struct {
 	Timeout Duration `yaml:"timeout"`
 	// MaxConns caps pooled connections to this upstream. Default 1024.
 	MaxConns int `yaml:"max_conns"`
+	// IdleTimeout closes a pooled connection idle this long, before the
+	// upstream's own keep-alive timeout closes it under a request (5s is
+	// common: nginx's default 75s, but Node's and many load balancers' 5s).
+	// Default 4s.
+	IdleTimeout Duration `yaml:"idle_timeout"`
 }
 
 // Key is one virtual key: the credential a caller presents, and who it is.
@@ -383,6 +398,12 @@ func (c *Config) applyDefaults() {
 	if c.MaxJSONDepth == 0 {
 		c.MaxJSONDepth = 128
 	}
+	if c.MaxInflightBodyBytes == 0 {
+		c.MaxInflightBodyBytes = 256 << 20
+	}
+	if c.ClientWriteTimeout == 0 {
+		c.ClientWriteTimeout = Duration(30 * time.Second)
+	}
 	if c.DefaultMaxOutputTokens == 0 {
 		c.DefaultMaxOutputTokens = 4096
 	}
@@ -396,6 +417,9 @@ func (c *Config) applyDefaults() {
 		}
 		if u.MaxConns == 0 {
 			u.MaxConns = 1024
+		}
+		if u.IdleTimeout == 0 {
+			u.IdleTimeout = Duration(4 * time.Second)
 		}
 	}
 	for i := range c.Limits {

@@ -52,6 +52,10 @@ func (c *Config) Validate() error {
 	if c.MaxJSONDepth < 1 || c.MaxJSONDepth > 10000 {
 		p.add("max_json_depth", "must be between 1 and 10000 (got %d)", c.MaxJSONDepth)
 	}
+	if c.MaxInflightBodyBytes < c.MaxBodyBytes {
+		p.add("max_inflight_body_bytes", "must be at least max_body_bytes (%d), or no body of the largest size could ever be read (got %d)", c.MaxBodyBytes, c.MaxInflightBodyBytes)
+	}
+	checkPositiveDuration(&p, "client_write_timeout", c.ClientWriteTimeout)
 	if c.MaxResponseBytes < 0 {
 		p.add("max_response_bytes", "must be positive (got %d)", c.MaxResponseBytes)
 	}
@@ -87,6 +91,7 @@ func (c *Config) Validate() error {
 			prefixes[u.PathPrefix] = true
 		}
 		checkDuration(&p, f+".timeout", u.Timeout)
+		checkPositiveDuration(&p, f+".idle_timeout", u.IdleTimeout)
 		if u.MaxConns < 0 {
 			p.add(f+".max_conns", "must be positive")
 		}
@@ -253,6 +258,16 @@ func checkDuration(p *problems, field string, d Duration) {
 	case d == invalidDuration:
 		p.add(field, "not a Go duration (want e.g. 250ms, 1s, 1m, 24h)")
 	case d < 0:
+		p.add(field, "must be positive")
+	}
+}
+
+// checkPositiveDuration reports a duration that did not parse or is not
+// above zero.
+func checkPositiveDuration(p *problems, field string, d Duration) {
+	if d == invalidDuration {
+		checkDuration(p, field, d)
+	} else if d <= 0 {
 		p.add(field, "must be positive")
 	}
 }

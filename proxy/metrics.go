@@ -24,6 +24,9 @@ const (
 	outcomeFailClosed    = "fail_closed"
 	// outcomeInternalError: llmguard failed (a recovered panic) and answered 500.
 	outcomeInternalError = "internal_error"
+	// outcomeOverloaded: refused because the request bodies in memory
+	// fill max_inflight_body_bytes.
+	outcomeOverloaded = "overloaded"
 )
 
 func outcomeFor(status int) string {
@@ -65,6 +68,7 @@ type Metrics struct {
 	quotaLimit      *prometheus.GaugeVec
 	quotaEnd        *prometheus.GaugeVec
 	panics          *prometheus.CounterVec
+	bodyBytes       prometheus.Gauge
 
 	tenants, models *labelCap
 }
@@ -74,7 +78,7 @@ type Metrics struct {
 //
 //	requests_total{flavor,model,outcome,limit}        requests by outcome (allowed, limited, too_large, fail_open,
 //	                                                  fail_closed, upstream_error, unauthorized, invalid,
-//	                                                  internal_error); limit names
+//	                                                  internal_error, overloaded); limit names
 //	                                                  the denying limit, "" otherwise
 //	tokens_estimated_total{flavor,model,kind}         tokens estimated at admission: input, output (reservation)
 //	tokens_total{flavor,model,kind}                   tokens settled: input, cached_input, cache_write, output, reasoning
@@ -95,6 +99,7 @@ type Metrics struct {
 //	quota_period_end_timestamp_seconds{limit,tenant}  when the quota's period ends (unix seconds)
 //	panics_total{stage}                               panics recovered, by stage (handler, stream, watch, settle,
 //	                                                  ledger, metrics; see the Stage constants)
+//	request_body_bytes_in_flight                      request-body bytes held now, of max_inflight_body_bytes
 //
 // Errors: registration conflicts from reg.
 func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
@@ -153,13 +158,15 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 			Help: "A quota's amount per period, in the limit's unit (USD for usd limits)."}, []string{"limit", "tenant"}),
 		quotaEnd: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmguard_quota_period_end_timestamp_seconds",
 			Help: "End of a quota's current period, unix seconds."}, []string{"limit", "tenant"}),
-		panics:  counter("panics_total", "Panics recovered while serving a request, by stage; the request was answered 500 or its stream ended, and settled once.", "stage"),
+		panics: counter("panics_total", "Panics recovered while serving a request, by stage; the request was answered 500 or its stream ended, and settled once.", "stage"),
+		bodyBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmguard_request_body_bytes_in_flight",
+			Help: "Request-body bytes held in memory now, counted against max_inflight_body_bytes."}),
 		tenants: newLabelCap(o.MaxTenants),
 		models:  newLabelCap(o.MaxModels),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.tokensEstimated, m.tokens, m.estimateRatio, m.reserved, m.refunded,
 		m.charged, m.spend, m.utilization, m.decision, m.overhead, m.upstreamSeconds, m.upstreamStatus, m.failures, m.budgetWarnings,
-		m.quotaUsed, m.quotaLimit, m.quotaEnd, m.panics} {
+		m.quotaUsed, m.quotaLimit, m.quotaEnd, m.panics, m.bodyBytes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -181,6 +188,14 @@ func (m *Metrics) request(f Flavor, model, outcome, limit string) {
 func (m *Metrics) panicked(stage string) {
 	if m != nil {
 		m.panics.WithLabelValues(stage).Inc()
+	}
+}
+
+// bodyBytesHeld adds delta to the request-body bytes held (negative: given
+// back).
+func (m *Metrics) bodyBytesHeld(delta int64) {
+	if m != nil {
+		m.bodyBytes.Add(float64(delta))
 	}
 }
 

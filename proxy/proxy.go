@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/ledger"
@@ -50,6 +53,10 @@ type Options struct {
 	Weigher          Weigher
 	// MaxBodyBytes caps request bodies; larger ones get 413. Zero: 8 MiB.
 	MaxBodyBytes int
+	// BodyBudget caps the request-body bytes held in memory by all
+	// requests at once (max_inflight_body_bytes); a body that does not fit
+	// is refused with 503. At least MaxBodyBytes. Zero: 256 MiB.
+	BodyBudget int64
 	// MaxResponseBytes caps a non-streamed upstream body held whole to read
 	// its usage; a larger one is streamed through and keeps its
 	// reservation. Zero: 64 MiB.
@@ -82,6 +89,11 @@ type Proxy struct {
 	// live is the policy and weigher requests use now; Reload swaps it.
 	// A request keeps the pair it started with until it is settled.
 	live atomic.Pointer[live]
+	// bodies is the budget of request-body bytes held in memory
+	// (Options.BodyBudget).
+	bodies *semaphore.Weighted
+	// lingering counts refused connections waiting to close (linger.go).
+	lingering atomic.Int64
 }
 
 // live is what a config reload replaces.
@@ -113,6 +125,12 @@ func New(opt Options) (*Proxy, error) {
 	if opt.MaxBodyBytes <= 0 {
 		opt.MaxBodyBytes = 8 << 20
 	}
+	if opt.BodyBudget <= 0 {
+		opt.BodyBudget = 256 << 20
+	}
+	if opt.BodyBudget < int64(opt.MaxBodyBytes) {
+		return nil, fmt.Errorf("proxy: BodyBudget (%d) is below MaxBodyBytes (%d): no body of the largest size could be read", opt.BodyBudget, opt.MaxBodyBytes)
+	}
 	if opt.MaxResponseBytes <= 0 {
 		opt.MaxResponseBytes = 64 << 20
 	}
@@ -125,13 +143,14 @@ func New(opt Options) (*Proxy, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger}
+	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, bodies: semaphore.NewWeighted(opt.BodyBudget)}
 	px.Reload(opt.Policy, opt.Weigher)
 	return px, nil
 }
 
 // ErrorHandler answers errors fasthttp meets before the handler runs (a body
-// over the server's size limit: 413; anything else: 400), in OpenAI's shape.
+// over the server's size limit, when the server reads bodies itself: 413;
+// anything else, such as malformed headers: 400), in OpenAI's shape.
 func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	ctx.Response.Header.DisableNormalizing()
 	ctx.Response.Header.Set("x-llmguard-request-id", newRequestID())
@@ -214,6 +233,15 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) {
 	// sends them) on the answers llmguard builds itself.
 	ctx.Response.Header.DisableNormalizing()
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
+	// A request refused before its body was read leaves the body on the
+	// wire: the answer ends the connection, rather than llmguard reading the
+	// body (fasthttp would drain up to 256 KiB of it to keep the
+	// connection).
+	defer func() {
+		if unreadBody(ctx) {
+			p.closeUnread(ctx)
+		}
+	}()
 
 	// Route and classify on the decoded, normalised path; forward the path
 	// exactly as the client sent it. Both must name the same upstream path,
@@ -229,11 +257,9 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) {
 		errAmbiguousPath.write(ctx, up.Flavor)
 		return
 	}
-	if len(ctx.Request.Body()) > p.opt.MaxBodyBytes {
-		errBodyTooLarge.write(ctx, up.Flavor)
-		return
-	}
 
+	// Identify from the headers alone: an unknown caller is refused before
+	// a byte of its body is read.
 	key, keyHeader := credential(&ctx.Request.Header, up.Flavor)
 	cur := p.live.Load()
 	x.live = cur
@@ -247,8 +273,26 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) {
 	x.keyHeader = keyHeader
 	p.inject(pointHandler)
 
+	// Read the body within max_body_bytes and the in-flight body budget.
+	held, refusal, ok := p.readBody(ctx)
+	if !ok {
+		outcome := outcomeInvalid
+		if refusal.status == fasthttp.StatusServiceUnavailable {
+			outcome = outcomeOverloaded
+			ctx.Response.Header.Set("Retry-After", strconv.Itoa(bodyBudgetRetry))
+		}
+		p.opt.Metrics.request(up.Flavor, "", outcome, "")
+		refusal.write(ctx, up.Flavor)
+		return
+	}
+	// Held until the request is forwarded (or refused): the upstream has
+	// the whole body once forward returns, even for a streamed answer.
+	defer p.releaseBody(ctx, held)
+	body := held.b
+	ctx.Request.SetBodyRaw(body) // later readers of ctx.Request.Body() get these bytes
+	x.start = time.Now()         // llmguard's overhead excludes the client's upload
+
 	// Weigh.
-	body := ctx.Request.Body()
 	x.kind = classify(ctx.Method(), upPath)
 	if weighed(x.kind) {
 		x.est = cur.weigher.Weigh(x.kind, body)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -29,11 +30,18 @@ type Upstream struct {
 	Timeout time.Duration
 	// MaxConns caps pooled keep-alive connections.
 	MaxConns int
+	// IdleTimeout closes a pooled connection idle this long; keep it below
+	// the upstream's own keep-alive timeout. Zero: 4s.
+	IdleTimeout time.Duration
 
-	client   *fasthttp.HostClient
-	scheme   string
-	host     string
-	basePath string
+	client *fasthttp.HostClient
+	// tlsConfig, when set, is the TLS configuration of an https upstream
+	// (tests trust their own certificate with it); nil verifies the
+	// server's name against the system's roots.
+	tlsConfig *tls.Config
+	scheme    string
+	host      string
+	basePath  string
 }
 
 func (u *Upstream) init() error {
@@ -50,12 +58,37 @@ func (u *Upstream) init() error {
 		}
 	}
 	u.scheme, u.host, u.basePath = pu.Scheme, pu.Host, strings.TrimSuffix(pu.Path, "/")
+	if u.IdleTimeout <= 0 {
+		u.IdleTimeout = 4 * time.Second
+	}
+	useTLS := pu.Scheme == "https"
+	tlsCfg := &tls.Config{}
+	if u.tlsConfig != nil {
+		tlsCfg = u.tlsConfig.Clone()
+	}
+	if tlsCfg.ServerName == "" {
+		tlsCfg.ServerName = pu.Hostname()
+	}
+	if tlsCfg.ClientSessionCache == nil {
+		// Resumed sessions make the fresh connections of retries cheap.
+		tlsCfg.ClientSessionCache = tls.NewLRUClientSessionCache(0)
+	}
 	u.client = &fasthttp.HostClient{
-		Addr:                          addr,
-		Name:                          "llmguard",
-		IsTLS:                         pu.Scheme == "https",
-		MaxConns:                      u.MaxConns,
-		MaxIdleConnDuration:           90 * time.Second,
+		Addr:     addr,
+		Name:     "llmguard",
+		IsTLS:    useTLS,
+		MaxConns: u.MaxConns,
+		// Idle connections go before the upstream's keep-alive timeout
+		// (commonly 5s) closes them; one it closed anyway is found before
+		// a request is written on it, and the request retried on a fresh
+		// connection (upstreamconn.go).
+		MaxIdleConnDuration: u.IdleTimeout,
+		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
+			return dialUpstream(addr, timeout, useTLS, tlsCfg)
+		},
+		Transport:                     retryTransport{},
+		RetryIfErr:                    retryOnce,
+		MaxIdemponentCallAttempts:     2,
 		ReadTimeout:                   u.Timeout,
 		WriteTimeout:                  30 * time.Second,
 		MaxConnWaitTimeout:            5 * time.Second,

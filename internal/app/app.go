@@ -90,7 +90,7 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 			key = os.Getenv(u.APIKeyEnv)
 		}
 		ups = append(ups, &proxy.Upstream{Name: u.Name, Flavor: f, BaseURL: u.BaseURL, APIKey: key,
-			PathPrefix: u.PathPrefix, Timeout: time.Duration(u.Timeout), MaxConns: u.MaxConns})
+			PathPrefix: u.PathPrefix, Timeout: time.Duration(u.Timeout), MaxConns: u.MaxConns, IdleTimeout: time.Duration(u.IdleTimeout)})
 	}
 	metrics, err := proxy.NewMetrics(a.Registry, proxy.MetricsOptions{MaxTenants: cfg.Metrics.MaxTenants, MaxModels: cfg.Metrics.MaxModels})
 	if err != nil {
@@ -114,6 +114,7 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 		UnavailableRetry: time.Duration(cfg.Store.Breaker.OpenFor),
 		Weigher:          w,
 		MaxBodyBytes:     int(cfg.MaxBodyBytes),
+		BodyBudget:       cfg.MaxInflightBodyBytes,
 		MaxResponseBytes: int(cfg.MaxResponseBytes),
 		Metrics:          metrics,
 		Logger:           log,
@@ -127,15 +128,23 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 		ErrorHandler:          a.Proxy.ErrorHandler,
 		Name:                  "llmguard",
 		NoDefaultServerHeader: true,
-		// The handler answers 413 for bodies over max_body_bytes after reading
-		// them whole, so the client sees the answer rather than a reset; the
-		// server itself cuts off only bodies a megabyte beyond that.
-		MaxRequestBodySize: int(cfg.MaxBodyBytes) + 1<<20,
+		// With StreamRequestBody, this only bounds what fasthttp pre-reads
+		// of a body (at most 8 KiB); the handler enforces max_body_bytes.
+		MaxRequestBodySize: int(cfg.MaxBodyBytes),
 		ReadTimeout:        60 * time.Second,
 		IdleTimeout:        120 * time.Second,
 		ReadBufferSize:     16 << 10,
 		CloseOnShutdown:    true,
 		Logger:             fasthttpLogger{log},
+
+		// The handler reads the body itself (proxy.Handle), once the caller
+		// is identified, within max_body_bytes and max_inflight_body_bytes;
+		// a multipart body is never pre-parsed. ReadTimeout bounds the
+		// headers and the body. No WriteTimeout: it would bound a whole
+		// answer, streams included; the listener bounds each write instead
+		// (client_write_timeout, proxy.WriteTimeoutListener).
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
 	}
 	a.admin = &fasthttp.Server{
 		Handler: proxy.AdminHandler(a.Registry, func() any { return st.readiness(cfg.Store.Backend) },
@@ -152,6 +161,7 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 func (a *App) Serve(ln, admin net.Listener) error {
 	errc := make(chan error, 2)
 	n := 1
+	ln = proxy.WriteTimeoutListener(ln, time.Duration(a.Config.ClientWriteTimeout))
 	go func() { errc <- a.srv.Serve(ln) }()
 	if admin != nil {
 		n++

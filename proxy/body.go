@@ -1,0 +1,148 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+
+	"github.com/valyala/fasthttp"
+)
+
+// The request body is read by the handler, not by fasthttp: the server runs
+// with StreamRequestBody, so a request reaches Handle once its headers have
+// arrived (fasthttp v1.78 has read at most 8 KiB of the body by then, into
+// its per-connection buffer). Handle refuses an unknown caller from the
+// headers alone and only then reads the body, within max_body_bytes, and
+// only while the bytes of every body held at once stay within
+// max_inflight_body_bytes.
+
+// bodyBudgetRetry is the Retry-After of a request refused because the
+// bodies in memory already fill max_inflight_body_bytes: bodies are held
+// only while they are read and forwarded, so room comes back within
+// seconds.
+const bodyBudgetRetry = 1 // second
+
+// bodyGrowStep is the smallest step, in bytes, by which a chunked body's
+// buffer grows (and takes from the budget).
+const bodyGrowStep = 64 << 10
+
+var (
+	errBodyBudget = apiError{status: fasthttp.StatusServiceUnavailable, openAIType: "api_error", openAICode: "server_overloaded",
+		anthropicType: "overloaded_error", message: "llmguard holds as many request bodies as it may (max_inflight_body_bytes). Please retry shortly."}
+	errBodyRead = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_body",
+		anthropicType: "invalid_request_error", message: "The request body ended before its declared length, or its chunked framing is broken."}
+)
+
+// heldBody is a request body read into memory and the bytes it holds of
+// the budget; release gives them back.
+type heldBody struct {
+	b    []byte
+	held int64
+}
+
+// readBody reads the request body of ctx into memory, taking its bytes from
+// the body budget first: by Content-Length when it is declared, step by
+// step as the buffer grows when it is chunked. It never waits for room:
+// a body that does not fit is refused at once (503), so a request that
+// holds bytes never waits on one that holds others. Refusals: a body over
+// max_body_bytes (413: by its Content-Length before a byte is read, or as
+// soon as a chunked body passes it), no room in the budget (503), a body
+// that breaks off (400). On a refusal nothing stays held.
+func (p *Proxy) readBody(ctx *fasthttp.RequestCtx) (h heldBody, refusal apiError, ok bool) {
+	limit := p.opt.MaxBodyBytes
+	cl := ctx.Request.Header.ContentLength()
+	if cl > limit {
+		return heldBody{}, errBodyTooLarge, false
+	}
+	st := ctx.RequestBodyStream()
+	if st == nil { // a server that read the body whole (tests over in-memory listeners)
+		b := ctx.Request.Body()
+		if len(b) > limit {
+			return heldBody{}, errBodyTooLarge, false
+		}
+		if !p.hold(int64(len(b))) {
+			return heldBody{}, errBodyBudget, false
+		}
+		return heldBody{b: b, held: int64(len(b))}, apiError{}, true
+	}
+	if cl >= 0 {
+		if !p.hold(int64(cl)) {
+			return heldBody{}, errBodyBudget, false
+		}
+		h = heldBody{b: make([]byte, cl), held: int64(cl)}
+		if _, err := io.ReadFull(st, h.b); err != nil {
+			p.release(h)
+			return heldBody{}, errBodyRead, false
+		}
+		return h, apiError{}, true
+	}
+	// Chunked: grow the buffer as the body arrives, taking each growth from
+	// the budget before allocating it, up to the limit.
+	for {
+		if len(h.b) == cap(h.b) {
+			if cap(h.b) >= limit {
+				// Full at the limit: the body must end here.
+				var one [1]byte
+				_, err := io.ReadAtLeast(st, one[:], 1)
+				if errors.Is(err, io.EOF) {
+					return h, apiError{}, true
+				}
+				p.release(h)
+				if err == nil {
+					return heldBody{}, errBodyTooLarge, false
+				}
+				return heldBody{}, errBodyRead, false
+			}
+			grow := min(max(cap(h.b), bodyGrowStep), limit-cap(h.b))
+			if !p.hold(int64(grow)) {
+				p.release(h)
+				return heldBody{}, errBodyBudget, false
+			}
+			nb := make([]byte, len(h.b), cap(h.b)+grow)
+			copy(nb, h.b)
+			h.b, h.held = nb, h.held+int64(grow)
+		}
+		n, err := st.Read(h.b[len(h.b):cap(h.b)])
+		h.b = h.b[:len(h.b)+n]
+		if errors.Is(err, io.EOF) {
+			return h, apiError{}, true
+		}
+		if err != nil {
+			p.release(h)
+			return heldBody{}, errBodyRead, false
+		}
+	}
+}
+
+// hold takes n bytes from the body budget if they are free, without
+// waiting.
+func (p *Proxy) hold(n int64) bool {
+	if n == 0 {
+		return true
+	}
+	if !p.bodies.TryAcquire(n) {
+		return false
+	}
+	p.opt.Metrics.bodyBytesHeld(n)
+	return true
+}
+
+// release gives h's bytes back to the body budget.
+func (p *Proxy) release(h heldBody) {
+	if h.held > 0 {
+		p.bodies.Release(h.held)
+		p.opt.Metrics.bodyBytesHeld(-h.held)
+	}
+}
+
+// releaseBody drops ctx's reference to the body read into h and gives its
+// bytes back to the budget, once the request no longer needs them.
+func (p *Proxy) releaseBody(ctx *fasthttp.RequestCtx, h heldBody) {
+	ctx.Request.ResetBody()
+	p.release(h)
+}
+
+// unreadBody reports whether ctx's request still has body bytes on the
+// wire that the handler did not read.
+func unreadBody(ctx *fasthttp.RequestCtx) bool {
+	return ctx.RequestBodyStream() != nil && ctx.Request.Header.ContentLength() != 0
+}

@@ -1,0 +1,129 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttputil"
+	"golang.org/x/sync/semaphore"
+)
+
+// bodyServer serves readBody alone over an in-memory listener, as the
+// proxy's server does (StreamRequestBody): 200 with the body's length, or
+// the refusal. The Proxy holds limit bytes per body and budget in all.
+func bodyServer(t *testing.T, limit int, budget int64) (*Proxy, func() net.Conn) {
+	t.Helper()
+	p := &Proxy{opt: Options{MaxBodyBytes: limit}, bodies: semaphore.NewWeighted(budget)}
+	ln := fasthttputil.NewInmemoryListener()
+	srv := &fasthttp.Server{StreamRequestBody: true, DisablePreParseMultipartForm: true, MaxRequestBodySize: limit,
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			defer func() {
+				if unreadBody(ctx) {
+					ctx.SetConnectionClose()
+				}
+			}()
+			h, refusal, ok := p.readBody(ctx)
+			if !ok {
+				refusal.write(ctx, FlavorOpenAI)
+				return
+			}
+			defer p.releaseBody(ctx, h)
+			fmt.Fprintf(ctx, "%d", len(h.b))
+		}}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown() })
+	return p, func() net.Conn {
+		c, err := ln.Dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+}
+
+// send writes head and then, concurrently with reading the answer, body;
+// it returns the status and the answer's body.
+func send(t *testing.T, c net.Conn, head, body string) (int, string) {
+	t.Helper()
+	go func() {
+		io.WriteString(c, head)
+		io.WriteString(c, body)
+	}()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func chunked(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		fmt.Fprintf(&b, "%x\r\n%s\r\n", len(p), p)
+	}
+	return b.String() + "0\r\n\r\n"
+}
+
+// readBody reads a body within max_body_bytes and the budget, whatever
+// its framing, and gives every byte back.
+func TestReadBodyLimits(t *testing.T) {
+	const limit = 100 << 10
+	for _, tc := range []struct {
+		name, head, body string
+		status           int
+		want             string // the answer's body, or a fragment of the error
+	}{
+		{name: "length", head: "Content-Length: 5\r\n", body: "hello", status: 200, want: "5"},
+		{name: "empty", head: "Content-Length: 0\r\n", body: "", status: 200, want: "0"},
+		{name: "length at the limit", head: fmt.Sprintf("Content-Length: %d\r\n", limit), body: strings.Repeat("x", limit), status: 200, want: fmt.Sprint(limit)},
+		// Refused from the header: the answer comes after the 8 KiB fasthttp
+		// pre-reads, without the rest of the body.
+		{name: "length over the limit", head: fmt.Sprintf("Content-Length: %d\r\n", limit+1), body: strings.Repeat("x", 8<<10), status: 413, want: "request_too_large"},
+		{name: "chunked", head: "Transfer-Encoding: chunked\r\n", body: chunked("hel", "lo"), status: 200, want: "5"},
+		{name: "chunked at the limit", head: "Transfer-Encoding: chunked\r\n", body: chunked(strings.Repeat("x", limit-1), "x"), status: 200, want: fmt.Sprint(limit)},
+		{name: "chunked over the limit", head: "Transfer-Encoding: chunked\r\n", body: chunked(strings.Repeat("x", limit), "x"), status: 413, want: "request_too_large"},
+		{name: "broken chunk", head: "Transfer-Encoding: chunked\r\n", body: "zz\r\nhello\r\n0\r\n\r\n", status: 400, want: "invalid_body"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, dial := bodyServer(t, limit, 4*limit)
+			status, body := send(t, dial(), "POST / HTTP/1.1\r\nHost: x\r\n"+tc.head+"\r\n", tc.body)
+			if status != tc.status || !strings.Contains(body, tc.want) {
+				t.Errorf("status %d body %q, want %d with %q", status, body, tc.status, tc.want)
+			}
+			if !p.bodies.TryAcquire(4 * limit) {
+				t.Error("bytes still held after the answer")
+			}
+		})
+	}
+}
+
+// A body that does not fit in what the budget has left is refused at once
+// with 503, by its length or as it grows, and what it held is given back.
+func TestReadBodyBudget(t *testing.T) {
+	const limit = 256 << 10
+	p, dial := bodyServer(t, limit, limit)
+	if !p.bodies.TryAcquire(limit - 100<<10) { // another request holds all but 100 KiB
+		t.Fatal("budget")
+	}
+	if st, body := send(t, dial(), "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n", strings.Repeat("x", 8<<10)); st != 503 || !strings.Contains(body, "server_overloaded") {
+		t.Errorf("length beyond the room left: %d %s", st, body)
+	}
+	if st, body := send(t, dial(), "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", chunked(strings.Repeat("x", 200000))); st != 503 || !strings.Contains(body, "server_overloaded") {
+		t.Errorf("chunked beyond the room left: %d %s", st, body)
+	}
+	if st, body := send(t, dial(), "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 90000\r\n\r\n", strings.Repeat("x", 90000)); st != 200 || body != "90000" {
+		t.Errorf("a body that fits: %d %s", st, body)
+	}
+	p.bodies.Release(limit - 100<<10)
+	if !p.bodies.TryAcquire(limit) {
+		t.Error("refused or served requests left bytes held")
+	}
+}

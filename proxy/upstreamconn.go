@@ -1,0 +1,172 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Keep-alive connections to an upstream close under two clocks: llmguard's
+// (Upstream.IdleTimeout, kept below the upstreams' own) and the upstream's
+// (its keep-alive timeout, a restart, a load balancer draining). When the
+// upstream's closes first, the next request sent on that connection fails
+// although the upstream is fine. llmguard applies net/http's rule
+// (Transport.shouldRetryRequest): a request that failed on a reused
+// connection is sent again, once, on a fresh one, when the upstream cannot
+// have seen it (not a byte of it was written: before writing, the idle
+// connection is checked for the upstream's goodbye, as net/http's
+// background reader would have noticed it) or when it may be repeated (a
+// GET, HEAD, OPTIONS or TRACE, or a request carrying an Idempotency-Key)
+// and no byte of the answer came back. Nothing else is retried: an LLM call
+// the upstream may have started is never sent twice, and a failure on a
+// fresh connection is the upstream's answer.
+
+// errIdleClosed is the write error of a request on a reused connection the
+// upstream has already closed: nothing was written.
+var errIdleClosed = errors.New("proxy: the upstream closed the idle connection")
+
+// tlsHandshakeTimeout bounds the TLS handshake with an upstream, as
+// net/http's DefaultTransport does.
+const tlsHandshakeTimeout = 10 * time.Second
+
+// upstreamConn is a connection to an upstream that knows what happened in
+// its current exchange (a request written, its answer read), for the retry
+// rule. fasthttp hands a connection to one request at a time, through its
+// pool's lock, so the exchange fields need no lock of their own.
+type upstreamConn struct {
+	net.Conn          // what fasthttp reads and writes: the TLS session or the TCP connection
+	tcp      net.Conn // the TCP connection, looked at between exchanges
+	// exchanges counts the exchanges begun; from the second, the
+	// connection is a reused one.
+	exchanges int
+	reading   bool  // the current exchange has begun reading its answer
+	written   int64 // request bytes written in the current exchange
+	read      int64 // answer bytes read in the current exchange
+}
+
+// Write begins a new exchange when the last one was reading, and then
+// refuses to write on a reused connection the upstream has closed.
+func (c *upstreamConn) Write(p []byte) (int, error) {
+	if c.reading || c.exchanges == 0 {
+		c.exchanges++
+		c.reading, c.written, c.read = false, 0, 0
+		if c.exchanges > 1 {
+			if unusable, _ := idleUnusable(c.tcp); unusable {
+				return 0, errIdleClosed
+			}
+		}
+	}
+	n, err := c.Conn.Write(p)
+	c.written += int64(n)
+	return n, err
+}
+
+func (c *upstreamConn) Read(p []byte) (int, error) {
+	c.reading = true
+	n, err := c.Conn.Read(p)
+	c.read += int64(n)
+	return n, err
+}
+
+// Handshake tells fasthttp that an https upstream's connection is a TLS
+// session already (dialUpstream made it), so that it does not wrap it again.
+func (c *upstreamConn) Handshake() error {
+	if tc, ok := c.Conn.(*tls.Conn); ok {
+		return tc.Handshake()
+	}
+	return nil
+}
+
+// LocalAddr is the TCP connection's, carrying the connection along:
+// fasthttp keeps it on the response of each attempt (Response.LocalAddr),
+// which is how retryTransport finds the connection an attempt failed on.
+func (c *upstreamConn) LocalAddr() net.Addr { return connAddr{Addr: c.Conn.LocalAddr(), conn: c} }
+
+// connAddr is an upstreamConn's local address; it prints as the address.
+type connAddr struct {
+	net.Addr
+	conn *upstreamConn
+}
+
+// retryable reports whether the request req that failed with err on c may
+// be sent again on a fresh connection (the rule above).
+func (c *upstreamConn) retryable(req *fasthttp.Request, err error) bool {
+	switch {
+	case c.exchanges < 2, errors.Is(err, fasthttp.ErrTimeout):
+		return false
+	case c.written == 0:
+		return true
+	default:
+		return c.read == 0 && replayable(req)
+	}
+}
+
+// replayable is net/http's Request.isReplayable: a method that may be
+// repeated, or a request its client marked as safe to repeat.
+func replayable(req *fasthttp.Request) bool {
+	switch string(req.Header.Method()) {
+	case fasthttp.MethodGet, fasthttp.MethodHead, fasthttp.MethodOptions, fasthttp.MethodTrace:
+		return true
+	}
+	return len(req.Header.Peek("Idempotency-Key")) > 0 || len(req.Header.Peek("X-Idempotency-Key")) > 0
+}
+
+// retryTransport is fasthttp's transport with the retry rule above: it
+// lets HostClient retry (MaxIdemponentCallAttempts 2: once) only a
+// retryable failure, and drops the pool's idle connections first, so that
+// the retry dials a fresh one: an upstream that closed one idle connection
+// (a restart, a drain) has usually closed its siblings too.
+type retryTransport struct{}
+
+func (retryTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
+	_, err := fasthttp.DefaultTransport.RoundTrip(hc, req, resp)
+	if err == nil {
+		return false, nil
+	}
+	a, ok := resp.LocalAddr().(connAddr)
+	if !ok || !a.conn.retryable(req, err) {
+		return false, err
+	}
+	hc.CloseIdleConnections()
+	return true, err
+}
+
+// retryOnce lets HostClient retry whatever retryTransport marked
+// retryable.
+func retryOnce(*fasthttp.Request, int, error) (resetTimeout, retry bool) { return false, true }
+
+// dialUpstream dials addr (and for https, makes the TLS session with
+// cfg) and returns an upstreamConn.
+func dialUpstream(addr string, timeout time.Duration, useTLS bool, cfg *tls.Config) (net.Conn, error) {
+	var tcp net.Conn
+	var err error
+	if timeout > 0 {
+		tcp, err = fasthttp.DialTimeout(addr, timeout)
+	} else {
+		tcp, err = fasthttp.Dial(addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := &upstreamConn{Conn: tcp, tcp: tcp}
+	if useTLS {
+		tc := tls.Client(tcp, cfg)
+		if err := tcp.SetDeadline(time.Now().Add(tlsHandshakeTimeout)); err != nil {
+			tcp.Close()
+			return nil, err
+		}
+		if err := tc.Handshake(); err != nil {
+			tcp.Close()
+			return nil, err
+		}
+		if err := tcp.SetDeadline(time.Time{}); err != nil {
+			tcp.Close()
+			return nil, err
+		}
+		c.Conn = tc
+	}
+	return c, nil
+}
