@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/llmguard/llmguard/weigher"
 )
 
@@ -181,5 +183,34 @@ func TestUpstreamRefusingTheGatewayKey(t *testing.T) {
 		if err != nil || status != tc.status || got != refusal {
 			t.Errorf("%d %v pass-through: got %d %s, want the upstream's answer", tc.status, tc.flavor, status, got)
 		}
+	}
+}
+
+// TestMalformedRequestsAreCounted sends a body that ends, within its first
+// 8 KiB, before its declared length: fasthttp refuses it before the
+// handler runs, and the refusal is still counted as outcome invalid.
+func TestMalformedRequestsAreCounted(t *testing.T) {
+	r := newRig(t, rigOptions{url: "http://127.0.0.1:1", w: testWeigher(t)})
+	c, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-panic\r\nContent-Length: 1000\r\n\r\n{\"model\":\"gpt-4o-mini\"")
+	c.(*net.TCPConn).CloseWrite()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 400 || !strings.Contains(string(b), `"type":"invalid_request_error"`) {
+		t.Errorf("got %d %s, want 400 in OpenAI's shape", resp.StatusCode, b)
+	}
+	var d dto.Metric
+	if err := r.m.requests.WithLabelValues("openai", "", outcomeInvalid, "").Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.GetCounter().GetValue() != 1 {
+		t.Errorf("requests_total{outcome=invalid} = %v, want 1", d.GetCounter().GetValue())
 	}
 }

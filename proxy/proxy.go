@@ -154,12 +154,15 @@ func New(opt Options) (*Proxy, error) {
 func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	ctx.Response.Header.DisableNormalizing()
 	ctx.Response.Header.Set("x-llmguard-request-id", newRequestID())
+	// Counted like the handler's own refusals, so that every answer
+	// llmguard writes itself shows in llmguard_requests_total.
+	p.opt.Metrics.request(FlavorOpenAI, "", outcomeInvalid, "")
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		errBodyTooLarge.write(ctx, FlavorOpenAI)
 		return
 	}
-	apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", anthropicType: "invalid_request_error",
-		message: "Malformed HTTP request."}.write(ctx, FlavorOpenAI)
+	apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_request",
+		anthropicType: "invalid_request_error", message: "Malformed HTTP request (or a body that ended before its declared length)."}.write(ctx, FlavorOpenAI)
 }
 
 // exchange is the state of one request that outlives the handler when the
