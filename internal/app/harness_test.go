@@ -132,6 +132,13 @@ func startClock(t *testing.T, mock *mockllm.Server, cfg *config.Config, log *slo
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveApp(t, mock, a, nil)
+}
+
+// serveApp serves a on free loopback ports until the test ends; wrap, when
+// not nil, wraps the proxy listener (to shape the sockets it accepts).
+func serveApp(t *testing.T, mock *mockllm.Server, a *App, wrap func(net.Listener) net.Listener) *harness {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -140,8 +147,12 @@ func startClock(t *testing.T, mock *mockllm.Server, cfg *config.Config, log *slo
 	if err != nil {
 		t.Fatal(err)
 	}
+	served := ln
+	if wrap != nil {
+		served = wrap(ln)
+	}
 	done := make(chan error, 1)
-	go func() { done <- a.Serve(ln, adm) }()
+	go func() { done <- a.Serve(served, adm) }()
 	t.Cleanup(func() {
 		a.Close()
 		<-done

@@ -66,28 +66,11 @@ func startTransport(t *testing.T, mock *mockllm.Server, yaml string, wrap func(n
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yaml)
 	}
-	if wrap == nil {
-		return startParsed(t, mock, cfg, discardLog())
-	}
 	a, err := newApp(cfg, discardLog(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	adm, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(wrap(ln), adm) }()
-	t.Cleanup(func() {
-		a.Close()
-		<-done
-	})
-	return &harness{t: t, mock: mock, app: a, url: "http://" + ln.Addr().String(), admin: "http://" + adm.Addr().String()}
+	return serveApp(t, mock, a, wrap)
 }
 
 func startMock(t *testing.T) *mockllm.Server {
