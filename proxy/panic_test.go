@@ -275,6 +275,9 @@ func TestPanicsAreContained(t *testing.T) {
 			if n := r.mock.Requests.Load() - upstreamBefore; n != tc.wantUpstream {
 				t.Errorf("upstream got %d requests, want %d", n, tc.wantUpstream)
 			}
+			if tc.wantLedger > 0 {
+				r.waitLedger(tc.wantLedger) // a stream settles after its last byte left
+			}
 			charged := panicCapacity - r.remaining()
 			switch tc.wantCharged {
 			case -1: // a stream cut at its third read: the input, and no more than the reservation

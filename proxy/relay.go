@@ -228,7 +228,8 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 			opaque = true
 		}
 	}
-	tap := usageTap{stream: x.live.weigher.NewStream(x.kind), strip: x.stripUsage}
+	wg, model := x.live.weigher, x.est.Model
+	tap := usageTap{stream: wg.NewStream(x.kind), strip: x.stripUsage, count: func(text string) int64 { return wg.CountText(model, text) }}
 	defer func() {
 		if r := recover(); r != nil {
 			// End the stream as broken (the client sees a cut, not a clean
@@ -323,23 +324,35 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 // settleStream settles a streamed exchange from what its tap saw: the final
 // usage when the upstream reported it; otherwise what it did report, the
 // input estimate and the output streamed so far, counted locally (the
-// client left, the stream broke or carried an error); a refund for an
+// client left, the stream broke or carried an error) — at least the output
+// reservation when some of the output could not be read; a refund for an
 // in-band error before any output.
 func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 	if !weighed(x.kind) {
 		p.settle(x, settlement{refund: status >= 400})
 		return
 	}
-	var counted int64
-	if len(tap.text) > 0 {
-		counted = x.live.weigher.CountText(x.est.Model, string(tap.text))
+	if len(tap.sc.Buffered()) > 0 {
+		tap.unread = true // an event the upstream never finished
 	}
-	u, source := tap.stream.Settle(x.est, counted)
-	if source == weigher.SourceRefund {
+	u, source := tap.stream.Settle(x.est, tap.outputTokens())
+	if source == weigher.SourceReported {
+		p.settle(x, settlement{usage: u, hasUsage: true})
+		return
+	}
+	if tap.unread {
+		// Output llmguard relayed but could not read (an event too large to
+		// parse, or never finished) may be any size: never charge less than
+		// the output reserved, and never refund it.
+		u.OutputTokens = max(u.OutputTokens, x.est.OutputTokens)
+		if source == weigher.SourceRefund {
+			u.InputTokens = x.est.InputTokens
+		}
+	} else if source == weigher.SourceRefund {
 		p.settle(x, settlement{refund: true})
 		return
 	}
-	p.settle(x, settlement{usage: u, hasUsage: source == weigher.SourceReported, counted: source != weigher.SourceReported})
+	p.settle(x, settlement{usage: u, counted: true})
 }
 
 // settlement is what a finished exchange really cost.

@@ -45,11 +45,24 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 		}
 		return true
 	})
-	if prompt.Type != gjson.Number && completion.Type != gjson.Number {
+	u.InputTokens, u.OutputTokens, ok = usagePair(prompt, completion)
+	if !ok {
 		return Usage{}, false
 	}
-	u.InputTokens, u.OutputTokens = usageCount(prompt), usageCount(completion)
 	return u, true
+}
+
+// usagePair reads the input and output figures of a usage object. Both must
+// be non-negative numbers (or numeric strings): a usage with either missing,
+// null, negative or not a number is unreadable, and the caller keeps the
+// reservation or its local count rather than take it as a free call.
+func usagePair(in, out gjson.Result) (input, output int64, ok bool) {
+	input, okIn := tokenCount(in)
+	output, okOut := tokenCount(out)
+	if !okIn || !okOut {
+		return 0, 0, false
+	}
+	return input, output, true
 }
 
 func usageCount(r gjson.Result) int64 {
@@ -63,10 +76,12 @@ func usageCount(r gjson.Result) int64 {
 type Chunk struct {
 	// Usage is the chunk's usage, in tokens, when HasUsage.
 	Usage Usage
-	// HasUsage is true when the chunk carries a non-null usage object.
+	// HasUsage is true when the chunk carries a usage object whose input and
+	// output figures are readable (see usagePair); an unreadable one is not
+	// taken as the stream's final usage.
 	HasUsage bool
 	// UsageOnly is true for the extra chunk stream_options.include_usage
-	// adds: "choices" is an empty array and usage is present. The proxy drops
+	// adds: "choices" is an empty array and a usage object is present. The proxy drops
 	// it when it asked for usage on the client's behalf.
 	UsageOnly bool
 	// Text is the streamed output of the chunk, for local counting: every
@@ -100,14 +115,14 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 	}
 	var c Chunk
 	var text textJoiner
-	emptyChoices := false
+	emptyChoices, usageObject := false, false
 	root.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "error":
 			c.Err = v.Type != gjson.Null
 		case "usage":
 			c.Usage, c.HasUsage = usageOf(v)
-			c.HasUsage = c.HasUsage || v.IsObject()
+			usageObject = v.IsObject()
 		case "choices":
 			if !v.IsArray() {
 				break
@@ -136,7 +151,9 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 		}
 		return true
 	})
-	c.UsageOnly = c.HasUsage && emptyChoices
+	// The chunk include_usage adds is recognised (and dropped when llmguard
+	// asked for it) by its shape, whether or not its figures are readable.
+	c.UsageOnly = usageObject && emptyChoices
 	c.Text = text.String()
 	return c
 }

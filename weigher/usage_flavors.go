@@ -64,10 +64,10 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 		}
 		return true
 	})
-	if in.Type != gjson.Number && out.Type != gjson.Number {
+	u.InputTokens, u.OutputTokens, ok = usagePair(in, out)
+	if !ok {
 		return Usage{}, false
 	}
-	u.InputTokens, u.OutputTokens = usageCount(in), usageCount(out)
 	return u, true
 }
 

@@ -15,10 +15,16 @@ func TestParseChatUsage(t *testing.T) {
 			Usage{InputTokens: 2006, CachedInputTokens: 1920, OutputTokens: 300, ReasoningTokens: 128}, true},
 		{"no details", `{"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29}}`,
 			Usage{InputTokens: 19, OutputTokens: 10}, true},
-		{"usage first", `{"usage":{"completion_tokens":7},"choices":[]}`, Usage{OutputTokens: 7}, true},
+		{"usage first", `{"usage":{"prompt_tokens":3,"completion_tokens":7},"choices":[]}`, Usage{InputTokens: 3, OutputTokens: 7}, true},
+		// A usage that would make the call free or cheaper than billed is
+		// unreadable: the caller keeps its reservation or local count.
+		{"input missing", `{"usage":{"completion_tokens":7},"choices":[]}`, Usage{}, false},
+		{"output null", `{"usage":{"prompt_tokens":5,"completion_tokens":null}}`, Usage{}, false},
+		{"not numbers", `{"usage":{"prompt_tokens":"nan","completion_tokens":"-inf"}}`, Usage{}, false},
 		{"null details", `{"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":null}}`,
 			Usage{InputTokens: 5, OutputTokens: 1}, true},
-		{"negative clamps to 0", `{"usage":{"prompt_tokens":-5,"completion_tokens":1}}`, Usage{OutputTokens: 1}, true},
+		{"negative is unreadable", `{"usage":{"prompt_tokens":-5,"completion_tokens":1}}`, Usage{}, false},
+		{"numeric strings", `{"usage":{"prompt_tokens":"5","completion_tokens":"1"}}`, Usage{InputTokens: 5, OutputTokens: 1}, true},
 		{"no usage", `{"choices":[]}`, Usage{}, false},
 		{"null usage", `{"usage":null}`, Usage{}, false},
 		{"empty usage", `{"usage":{}}`, Usage{}, false},
