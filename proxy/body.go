@@ -35,8 +35,9 @@ var (
 // heldBody is a request body read into memory and the bytes it holds of
 // the budget; release gives them back.
 type heldBody struct {
-	b    []byte
-	held int64
+	b      []byte
+	held   int64
+	tenant string // whose share of the budget held counts against
 }
 
 // readBody reads the request body of ctx into memory, taking its bytes from
@@ -47,7 +48,8 @@ type heldBody struct {
 // max_body_bytes (413: by its Content-Length before a byte is read, or as
 // soon as a chunked body passes it), no room in the budget (503), a body
 // that breaks off (400). On a refusal nothing stays held.
-func (p *Proxy) readBody(ctx *fasthttp.RequestCtx) (h heldBody, refusal apiError, ok bool) {
+func (p *Proxy) readBody(ctx *fasthttp.RequestCtx, tenant string) (h heldBody, refusal apiError, ok bool) {
+	h.tenant = tenant
 	limit := p.opt.MaxBodyBytes
 	cl := ctx.Request.Header.ContentLength()
 	if cl > limit {
@@ -59,16 +61,16 @@ func (p *Proxy) readBody(ctx *fasthttp.RequestCtx) (h heldBody, refusal apiError
 		if len(b) > limit {
 			return heldBody{}, errBodyTooLarge, false
 		}
-		if !p.hold(int64(len(b))) {
+		if !p.hold(tenant, int64(len(b))) {
 			return heldBody{}, errBodyBudget, false
 		}
-		return heldBody{b: b, held: int64(len(b))}, apiError{}, true
+		return heldBody{b: b, held: int64(len(b)), tenant: tenant}, apiError{}, true
 	}
 	if cl >= 0 {
-		if !p.hold(int64(cl)) {
+		if !p.hold(tenant, int64(cl)) {
 			return heldBody{}, errBodyBudget, false
 		}
-		h = heldBody{b: make([]byte, cl), held: int64(cl)}
+		h = heldBody{b: make([]byte, cl), held: int64(cl), tenant: tenant}
 		if _, err := io.ReadFull(st, h.b); err != nil {
 			p.release(h)
 			return heldBody{}, errBodyRead, false
@@ -93,7 +95,7 @@ func (p *Proxy) readBody(ctx *fasthttp.RequestCtx) (h heldBody, refusal apiError
 				return heldBody{}, errBodyRead, false
 			}
 			grow := min(max(cap(h.b), bodyGrowStep), limit-cap(h.b))
-			if !p.hold(int64(grow)) {
+			if !p.hold(tenant, int64(grow)) {
 				p.release(h)
 				return heldBody{}, errBodyBudget, false
 			}
@@ -113,23 +115,43 @@ func (p *Proxy) readBody(ctx *fasthttp.RequestCtx) (h heldBody, refusal apiError
 	}
 }
 
-// hold takes n bytes from the body budget if they are free, without
-// waiting.
-func (p *Proxy) hold(n int64) bool {
+// hold takes n bytes from the body budget for tenant if they are free,
+// without waiting. One tenant may hold at most a quarter of the budget (at
+// least max_body_bytes): a tenant whose uploads stall — slowly, or on
+// purpose — fills its own share, never every other tenant's.
+func (p *Proxy) hold(tenant string, n int64) bool {
 	if n == 0 {
 		return true
 	}
+	p.shareMu.Lock()
+	if p.shares[tenant]+n > p.shareCap {
+		p.shareMu.Unlock()
+		return false
+	}
+	p.shares[tenant] += n
+	p.shareMu.Unlock()
 	if !p.bodies.TryAcquire(n) {
+		p.unshare(tenant, n)
 		return false
 	}
 	p.opt.Metrics.bodyBytesHeld(n)
 	return true
 }
 
+// unshare gives n bytes back to tenant's share.
+func (p *Proxy) unshare(tenant string, n int64) {
+	p.shareMu.Lock()
+	if p.shares[tenant] -= n; p.shares[tenant] <= 0 {
+		delete(p.shares, tenant) // the map holds only tenants with bytes held
+	}
+	p.shareMu.Unlock()
+}
+
 // release gives h's bytes back to the body budget.
 func (p *Proxy) release(h heldBody) {
 	if h.held > 0 {
 		p.bodies.Release(h.held)
+		p.unshare(h.tenant, h.held)
 		p.opt.Metrics.bodyBytesHeld(-h.held)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
@@ -19,7 +20,8 @@ import (
 // the refusal. The Proxy holds limit bytes per body and budget in all.
 func bodyServer(t *testing.T, limit int, budget int64) (*Proxy, func() net.Conn) {
 	t.Helper()
-	p := &Proxy{opt: Options{MaxBodyBytes: limit}, bodies: semaphore.NewWeighted(budget)}
+	p := &Proxy{opt: Options{MaxBodyBytes: limit}, bodies: semaphore.NewWeighted(budget),
+		shares: make(map[string]int64), shareCap: max(budget/4, int64(limit))}
 	ln := fasthttputil.NewInmemoryListener()
 	srv := &fasthttp.Server{StreamRequestBody: true, DisablePreParseMultipartForm: true, MaxRequestBodySize: limit,
 		Handler: func(ctx *fasthttp.RequestCtx) {
@@ -28,7 +30,7 @@ func bodyServer(t *testing.T, limit int, budget int64) (*Proxy, func() net.Conn)
 					ctx.SetConnectionClose()
 				}
 			}()
-			h, refusal, ok := p.readBody(ctx)
+			h, refusal, ok := p.readBody(ctx, string(ctx.Request.Header.Peek("X-Tenant")))
 			if !ok {
 				refusal.write(ctx, FlavorOpenAI)
 				return
@@ -125,5 +127,38 @@ func TestReadBodyBudget(t *testing.T) {
 	p.bodies.Release(limit - 100<<10)
 	if !p.bodies.TryAcquire(limit) {
 		t.Error("refused or served requests left bytes held")
+	}
+}
+
+// TestReadBodyTenantShare: a tenant whose uploads stall holds at most a
+// quarter of the budget; another tenant's body is still read.
+func TestReadBodyTenantShare(t *testing.T) {
+	const limit = 64 << 10
+	p, dial := bodyServer(t, limit, 8*limit) // a tenant's share: 2 bodies
+	stall := func() {
+		c := dial()
+		go io.WriteString(c, fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\nX-Tenant: slow\r\nContent-Length: %d\r\n\r\n%s", limit, strings.Repeat("x", 9<<10)))
+	}
+	stall()
+	stall()
+	waitHeld := func(n int64) {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+			p.shareMu.Lock()
+			held := p.shares["slow"]
+			p.shareMu.Unlock()
+			if held == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("tenant slow holds %d bytes, want %d", held, n)
+			}
+		}
+	}
+	waitHeld(2 * limit)
+	if st, body := send(t, dial(), fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\nX-Tenant: slow\r\nContent-Length: %d\r\n\r\n", 10<<10), strings.Repeat("x", 10<<10)); st != 503 {
+		t.Errorf("a third body of the stalled tenant: %d %s, want 503 (its share is full)", st, body)
+	}
+	if st, body := send(t, dial(), fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\nX-Tenant: other\r\nContent-Length: %d\r\n\r\n", limit), strings.Repeat("x", limit)); st != 200 {
+		t.Errorf("another tenant's body: %d %s, want 200", st, body)
 	}
 }

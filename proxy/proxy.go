@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -92,6 +93,11 @@ type Proxy struct {
 	// bodies is the budget of request-body bytes held in memory
 	// (Options.BodyBudget).
 	bodies *semaphore.Weighted
+	// shares is the body bytes each tenant holds, at most shareCap each
+	// (see hold); guarded by shareMu.
+	shareMu  sync.Mutex
+	shares   map[string]int64
+	shareCap int64
 	// lingering counts refused connections waiting to close (linger.go).
 	lingering atomic.Int64
 }
@@ -143,7 +149,8 @@ func New(opt Options) (*Proxy, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, bodies: semaphore.NewWeighted(opt.BodyBudget)}
+	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, bodies: semaphore.NewWeighted(opt.BodyBudget),
+		shares: make(map[string]int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes))}
 	px.Reload(opt.Policy, opt.Weigher)
 	return px, nil
 }
@@ -277,7 +284,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) {
 	p.inject(pointHandler)
 
 	// Read the body within max_body_bytes and the in-flight body budget.
-	held, refusal, ok := p.readBody(ctx)
+	held, refusal, ok := p.readBody(ctx, pr.Tenant)
 	if !ok {
 		outcome := outcomeInvalid
 		if refusal.status == fasthttp.StatusServiceUnavailable {

@@ -12,9 +12,11 @@ import (
 // usage.prompt_tokens (cached tokens included), usage.completion_tokens
 // (reasoning tokens included), usage.prompt_tokens_details.cached_tokens and
 // usage.completion_tokens_details.reasoning_tokens. ok is false when body has
-// no usage object with prompt_tokens or completion_tokens, or is not valid
-// JSON nested at most [DefaultMaxDepth] levels (checked by a flat scan
-// before anything parses it); then u is zero. Missing or negative figures read as 0. It never
+// no usage object whose prompt_tokens and completion_tokens are both
+// non-negative numbers (numeric strings accepted), or is not valid JSON
+// nested at most [DefaultMaxDepth] levels (checked by a flat scan before
+// anything parses it); then u is zero and the caller keeps its reservation.
+// Missing or negative detail figures (cached, reasoning) read as 0. It never
 // panics and never keeps body.
 func ParseChatUsage(body []byte) (u Usage, ok bool) { return parseChatUsage(body, 0) }
 

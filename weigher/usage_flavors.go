@@ -32,9 +32,10 @@ func parseEmbeddingsUsage(body []byte, maxDepth int) (Usage, bool) {
 // usage.input_tokens (cached included), usage.output_tokens (reasoning
 // included), usage.input_tokens_details.cached_tokens and
 // usage.output_tokens_details.reasoning_tokens. ok is false when body has no
-// usage object with input_tokens or output_tokens, or is not valid JSON; then
-// u is zero. Missing or negative figures read as 0. It never panics and
-// never keeps body.
+// usage object whose input_tokens and output_tokens are both non-negative
+// numbers, or is not valid JSON; then u is zero and the caller keeps its
+// reservation. Missing or negative detail figures read as 0. It never panics
+// and never keeps body.
 func ParseResponsesUsage(body []byte) (u Usage, ok bool) { return parseResponsesUsage(body, 0) }
 
 func parseResponsesUsage(body []byte, maxDepth int) (Usage, bool) {
