@@ -93,7 +93,7 @@ func parseMessagesUsage(body []byte, maxDepth int) (Usage, bool) {
 	}
 	var a anthropicUsage
 	a.merge(gjson.Get(s, "usage"))
-	if a.has&(hasInput|hasOutput) == 0 {
+	if a.has&(hasInput|hasOutput) != hasInput|hasOutput { // both, as Anthropic always sends
 		return Usage{}, false
 	}
 	return a.usage(), true
@@ -121,24 +121,29 @@ func (a *anthropicUsage) merge(v gjson.Result) bool {
 	}
 	read := false
 	v.ForEach(func(k, f gjson.Result) bool {
-		if f.Type != gjson.Number && k.Str != "cache_creation" {
+		if k.Str == "cache_creation" {
+			a.cache1h = max(a.cache1h, usageCount(f.Get("ephemeral_1h_input_tokens")))
+			return true
+		}
+		// A figure that is not a non-negative number is not a report: a
+		// negative output must not make the answer free.
+		n, ok := tokenCount(f)
+		if f.Type != gjson.Number || !ok {
 			return true
 		}
 		switch k.Str {
 		case "input_tokens":
-			a.input, a.has = max(a.input, usageCount(f)), a.has|hasInput
+			a.input, a.has = max(a.input, n), a.has|hasInput
 		case "cache_creation_input_tokens":
-			a.cacheWrite, a.has = max(a.cacheWrite, usageCount(f)), a.has|hasInput
+			a.cacheWrite, a.has = max(a.cacheWrite, n), a.has|hasInput
 		case "cache_read_input_tokens":
-			a.cacheRead, a.has = max(a.cacheRead, usageCount(f)), a.has|hasInput
-		case "cache_creation":
-			a.cache1h = max(a.cache1h, usageCount(f.Get("ephemeral_1h_input_tokens")))
+			a.cacheRead, a.has = max(a.cacheRead, n), a.has|hasInput
 		case "output_tokens":
-			a.output, a.has = max(a.output, usageCount(f)), a.has|hasOutput
+			a.output, a.has = max(a.output, n), a.has|hasOutput
 		default:
 			return true
 		}
-		read = read || k.Str != "cache_creation"
+		read = true
 		return true
 	})
 	return read
