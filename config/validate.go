@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 	_ "time/tzdata" // time zones for quotas, on machines without a zoneinfo database
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // Error lists every problem found in a config, each prefixed by the path of
@@ -23,13 +25,11 @@ func (e *Error) Error() string {
 	return "config: " + strings.Join(e.Problems, "; ")
 }
 
-// Scopes, units and flavors a config may name.
+// Store backends and encodings a config may name (scopes, units and
+// flavors are defined in package spec).
 var (
-	validScopes  = []string{"key", "user", "tenant", "global"}
-	validUnits   = []string{"requests", "tokens", "input_tokens", "output_tokens", "usd"}
-	validFlavors = []string{"openai", "anthropic"}
-	validStores  = []string{"memory", "redis", "redis_cluster"}
-	knownEncs    = []string{"o200k_base", "cl100k_base", "p50k_base", "r50k_base"}
+	validStores = []string{"memory", "redis", "redis_cluster"}
+	knownEncs   = []string{"o200k_base", "cl100k_base", "p50k_base", "r50k_base"}
 )
 
 // MaxLimitName is the longest limit name, in bytes: a name is repeated in
@@ -76,8 +76,8 @@ func (c *Config) Validate() error {
 			p.add(f+".name", "duplicate upstream name %q", u.Name)
 		}
 		names[u.Name] = true
-		if !oneOf(u.Flavor, validFlavors) {
-			p.add(f+".flavor", "must be one of %s (got %q)", strings.Join(validFlavors, ", "), u.Flavor)
+		if _, ok := spec.ParseFlavor(u.Flavor); !ok {
+			p.add(f+".flavor", "must be one of %s (got %q)", strings.Join(spec.FlavorNames(), ", "), u.Flavor)
 		}
 		if pu, err := url.Parse(u.BaseURL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
 			p.add(f+".base_url", "must be an http:// or https:// URL with a host (got %q)", u.BaseURL)
@@ -156,17 +156,18 @@ func (c *Config) Validate() error {
 			p.add(f+".name", "duplicate limit name %q", l.Name)
 		}
 		lnames[l.Name] = true
-		if !oneOf(l.Scope, validScopes) {
-			p.add(f+".scope", "must be one of %s (got %q)", strings.Join(validScopes, ", "), l.Scope)
+		if _, ok := spec.ParseScope(l.Scope); !ok {
+			p.add(f+".scope", "must be one of %s (got %q)", strings.Join(spec.ScopeNames(), ", "), l.Scope)
 		}
 		if !oneOf(l.OnFailure, []string{"open", "closed"}) {
 			p.add(f+".on_failure", "must be open or closed (got %q)", l.OnFailure)
 		}
-		if !oneOf(l.Unit, validUnits) {
-			p.add(f+".unit", "must be one of %s (got %q)", strings.Join(validUnits, ", "), l.Unit)
+		unit, unitOK := spec.ParseUnit(l.Unit)
+		if !unitOK {
+			p.add(f+".unit", "must be one of %s (got %q)", strings.Join(spec.UnitNames(), ", "), l.Unit)
 		}
 		scale := 1.0
-		if l.Unit == "usd" {
+		if unitOK && unit == spec.UnitUSD {
 			scale = 1e6
 		}
 		if l.Quota != 0 {

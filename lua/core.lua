@@ -13,6 +13,16 @@ local maxUnits = 2 ^ 53
 -- quotaMargin is how long, in µs, a quota's state outlives its window.
 local quotaMargin = 3600000000
 
+-- clock returns now in µs: pinned, when the caller passes it (tests, as a
+-- decimal string), else Redis TIME, one clock for every proxy node.
+local function clock(pinned)
+  if pinned ~= '' then
+    return tonumber(pinned)
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
 -- refill brings level forward to now. A clock that steps back (now <
 -- updated) adds nothing and leaves updated alone. The clamp runs even then,
 -- so a lowered capacity applies at once.

@@ -72,13 +72,7 @@ local function applyQuota(used, window, windowStart, windowEnd, units)
   return charge(used, units), window, true
 end
 
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+local now = clock(ARGV[1])
 
 local m = 0
 local dedupFor = tonumber(ARGV[2])

@@ -91,13 +91,7 @@ local function checkQuota(used, capacity, cost)
   return cost == 0 or used <= capacity - cost, false
 end
 
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+local now = clock(ARGV[1])
 local commit = ARGV[2] == '1'
 
 local m = 0

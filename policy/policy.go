@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // Principal is who made a request, as found from its credential.
@@ -43,7 +44,7 @@ type Policy struct {
 // Compile builds a Policy from a validated config. Errors: *config.Error
 // naming each limit whose compiled bucket is unusable (a rate below a
 // thousandth of a unit per period, a fractional rate over a period too long
-// to scale).
+// to scale; an unknown unit or scope, which Validate refuses).
 func Compile(c *config.Config) (*Policy, error) {
 	p := &Policy{
 		keys:        make(map[[32]byte]Principal, len(c.Keys)),
@@ -84,6 +85,12 @@ func Compile(c *config.Config) (*Policy, error) {
 	})
 	var problems []string
 	for i, l := range c.Limits {
+		_, unitOK := spec.ParseUnit(l.Unit)
+		_, scopeOK := spec.ParseScope(l.Scope)
+		if !unitOK || !scopeOK { // Validate refuses both: an unvalidated config
+			problems = append(problems, fmt.Sprintf("limits[%d]: unknown unit %q or scope %q", i, l.Unit, l.Scope))
+			continue
+		}
 		r := compileRule(l)
 		if err := r.LimitAt(time.Now()).Validate(); err != nil {
 			problems = append(problems, fmt.Sprintf("limits[%d]: rate %v per %v, burst %v does not make a usable bucket (%v): use a larger rate or a shorter period",

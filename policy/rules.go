@@ -10,45 +10,31 @@ import (
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/spec"
 )
 
-// Scope says whose bucket a rule takes from.
-type Scope uint8
+// Scope says whose bucket a rule takes from; defined once in package spec.
+type Scope = spec.Scope
 
 // Scopes, narrowest first: the order in which a request's buckets are taken.
 const (
-	ScopeKey Scope = iota
-	ScopeUser
-	ScopeTenant
-	ScopeGlobal
+	ScopeKey    = spec.ScopeKey
+	ScopeUser   = spec.ScopeUser
+	ScopeTenant = spec.ScopeTenant
+	ScopeGlobal = spec.ScopeGlobal
 )
 
-var scopeNames = [...]string{"key", "user", "tenant", "global"}
-
-func (s Scope) String() string { return scopeNames[s] }
-
-// Unit is what a rule counts.
-type Unit uint8
+// Unit is what a rule counts; defined once in package spec.
+type Unit = spec.Unit
 
 // Units a rule may count.
 const (
-	UnitRequests     Unit = iota // 1 per call
-	UnitTokens                   // input + output tokens
-	UnitInputTokens              // input tokens (cached included)
-	UnitOutputTokens             // output tokens (reasoning included)
-	UnitUSD                      // micro-USD
+	UnitRequests     = spec.UnitRequests     // 1 per call
+	UnitTokens       = spec.UnitTokens       // input + output tokens
+	UnitInputTokens  = spec.UnitInputTokens  // input tokens (cached included)
+	UnitOutputTokens = spec.UnitOutputTokens // output tokens (reasoning included)
+	UnitUSD          = spec.UnitUSD          // micro-USD
 )
-
-var unitNames = [...]string{"requests", "tokens", "input_tokens", "output_tokens", "usd"}
-
-// String is the unit's config name; UnitUSD is "usd" although its amounts
-// are micro-USD.
-func (u Unit) String() string { return unitNames[u] }
-
-// CountsTokens reports whether the unit counts tokens of any kind.
-func (u Unit) CountsTokens() bool {
-	return u == UnitTokens || u == UnitInputTokens || u == UnitOutputTokens
-}
 
 // Rule is one compiled limit: a token bucket per subject of its scope.
 // Rules are immutable after Compile and safe for concurrent use.
@@ -176,7 +162,8 @@ func (r *Rule) LimitAt(now time.Time) bucket.Limit {
 // kept to a thousandth of a unit by scaling Rate and Per by 1000.
 func compileRule(l config.Limit) Rule {
 	scale := 1.0
-	unit := Unit(slices.Index(unitNames[:], l.Unit))
+	unit, _ := spec.ParseUnit(l.Unit)    // Compile has refused an unknown unit
+	scope, _ := spec.ParseScope(l.Scope) // and an unknown scope
 	if unit == UnitUSD {
 		scale = 1e6
 	}
@@ -186,7 +173,7 @@ func compileRule(l config.Limit) Rule {
 			loc = time.UTC // Validate has refused it already
 		}
 		return Rule{
-			Name: l.Name, Scope: Scope(slices.Index(scopeNames[:], l.Scope)), Unit: unit,
+			Name: l.Name, Scope: scope, Unit: unit,
 			Limit:    bucket.Limit{Capacity: int64(math.Floor(l.Quota * scale))},
 			Period:   parsePeriod(l.Period),
 			Location: loc,
@@ -204,7 +191,7 @@ func compileRule(l config.Limit) Rule {
 	}
 	return Rule{
 		Name:  l.Name,
-		Scope: Scope(slices.Index(scopeNames[:], l.Scope)),
+		Scope: scope,
 		Unit:  unit,
 		Limit: bucket.Limit{
 			Capacity: int64(math.Floor(l.Burst * scale)),

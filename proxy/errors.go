@@ -4,24 +4,19 @@ import (
 	"strconv"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // Flavor is an upstream's API shape, which decides the caller's error body
-// and rate-limit headers.
-type Flavor uint8
+// and rate-limit headers; defined once in package spec.
+type Flavor = spec.Flavor
 
 // Flavors llmguard speaks.
 const (
-	FlavorOpenAI Flavor = iota
-	FlavorAnthropic
+	FlavorOpenAI    = spec.FlavorOpenAI
+	FlavorAnthropic = spec.FlavorAnthropic
 )
-
-func (f Flavor) String() string {
-	if f == FlavorAnthropic {
-		return "anthropic"
-	}
-	return "openai"
-}
 
 // apiError is an error answered by llmguard itself, in the caller's flavor.
 type apiError struct {

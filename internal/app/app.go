@@ -23,6 +23,7 @@ import (
 	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/proxy"
+	"github.com/llmguard/llmguard/spec"
 	"github.com/llmguard/llmguard/weigher"
 )
 
@@ -73,17 +74,11 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 	if a.now == nil {
 		a.now = time.Now
 	}
-	st, err := openStore(cfg, pol, a.Registry, log, now)
-	if err != nil {
-		return nil, err
-	}
-	a.Store, a.close, a.stores = st.main, st.close, st
-
 	var ups []*proxy.Upstream
 	for _, u := range cfg.Upstreams {
-		f := proxy.FlavorOpenAI
-		if u.Flavor == "anthropic" {
-			f = proxy.FlavorAnthropic
+		f, ok := spec.ParseFlavor(u.Flavor)
+		if !ok { // Validate refuses it: an unvalidated config
+			return nil, fmt.Errorf("app: upstream %q: unknown flavor %q", u.Name, u.Flavor)
 		}
 		key := ""
 		if u.APIKeyEnv != "" {
@@ -92,6 +87,12 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 		ups = append(ups, &proxy.Upstream{Name: u.Name, Flavor: f, BaseURL: u.BaseURL, APIKey: key,
 			PathPrefix: u.PathPrefix, Timeout: time.Duration(u.Timeout), MaxConns: u.MaxConns, IdleTimeout: time.Duration(u.IdleTimeout)})
 	}
+	st, err := openStore(cfg, pol, a.Registry, log, now)
+	if err != nil {
+		return nil, err
+	}
+	a.Store, a.close, a.stores = st.main, st.close, st
+
 	metrics, err := proxy.NewMetrics(a.Registry, proxy.MetricsOptions{MaxTenants: cfg.Metrics.MaxTenants, MaxModels: cfg.Metrics.MaxModels})
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)

@@ -1,0 +1,88 @@
+package spec
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// enum is one of the package's enums seen through its table: String of
+// each of the 256 values of its uint8, Parse and Names.
+type enum struct {
+	name   string
+	str    func(v uint8) string
+	parse  func(s string) (uint8, bool)
+	names  []string
+	consts []uint8 // every declared constant
+}
+
+func enums() []enum {
+	return []enum{
+		{"Unit", func(v uint8) string { return Unit(v).String() },
+			func(s string) (uint8, bool) { u, ok := ParseUnit(s); return uint8(u), ok },
+			UnitNames(), []uint8{uint8(UnitRequests), uint8(UnitTokens), uint8(UnitInputTokens), uint8(UnitOutputTokens), uint8(UnitUSD)}},
+		{"Scope", func(v uint8) string { return Scope(v).String() },
+			func(s string) (uint8, bool) { u, ok := ParseScope(s); return uint8(u), ok },
+			ScopeNames(), []uint8{uint8(ScopeKey), uint8(ScopeUser), uint8(ScopeTenant), uint8(ScopeGlobal)}},
+		{"Flavor", func(v uint8) string { return Flavor(v).String() },
+			func(s string) (uint8, bool) { u, ok := ParseFlavor(s); return uint8(u), ok },
+			FlavorNames(), []uint8{uint8(FlavorOpenAI), uint8(FlavorAnthropic)}},
+	}
+}
+
+// Every value of every enum: a declared constant prints its name, which
+// parses back to it; Names lists each declared constant's name once, in
+// value order; any other value prints "unknown(<n>)", never a valid name.
+func TestEveryValueRoundTrips(t *testing.T) {
+	for _, e := range enums() {
+		if len(e.names) != len(e.consts) {
+			t.Errorf("%s: Names() has %d entries %q, %d constants are declared", e.name, len(e.names), e.names, len(e.consts))
+		}
+		for i, n := range e.names {
+			if slices.Index(e.names, n) != i {
+				t.Errorf("%s: Names() lists %q twice: %q", e.name, n, e.names)
+			}
+		}
+		for v := 0; v < 256; v++ {
+			s := e.str(uint8(v))
+			if !slices.Contains(e.consts, uint8(v)) {
+				if want := fmt.Sprintf("unknown(%d)", v); s != want {
+					t.Errorf("%s(%d).String() = %q, want %q", e.name, v, s, want)
+				}
+				if _, ok := e.parse(s); ok {
+					t.Errorf("%s: Parse(%q) accepted an out-of-range value's string", e.name, s)
+				}
+				continue
+			}
+			if v >= len(e.names) || e.names[v] != s {
+				t.Errorf("%s(%d).String() = %q, not Names()[%d] of %q", e.name, v, s, v, e.names)
+			}
+			if got, ok := e.parse(s); !ok || got != uint8(v) {
+				t.Errorf("%s: Parse(%q) = %d, %v; want %d, true", e.name, s, got, ok, v)
+			}
+		}
+		for _, bad := range []string{"", "unknown", "Tokens", " key", "openai ", "usd\x00"} {
+			if _, ok := e.parse(bad); ok {
+				t.Errorf("%s: Parse(%q) accepted", e.name, bad)
+			}
+		}
+	}
+}
+
+// Names returns a copy: a caller editing it does not change the table.
+func TestNamesIsACopy(t *testing.T) {
+	UnitNames()[0], ScopeNames()[0], FlavorNames()[0] = "x", "x", "x"
+	if UnitRequests.String() != "requests" || ScopeKey.String() != "key" || FlavorOpenAI.String() != "openai" {
+		t.Errorf("editing a Names() slice changed the table: %v %v %v", UnitRequests, ScopeKey, FlavorOpenAI)
+	}
+}
+
+func TestCountsTokens(t *testing.T) {
+	for v := 0; v < 256; v++ {
+		u := Unit(v)
+		want := u == UnitTokens || u == UnitInputTokens || u == UnitOutputTokens
+		if u.CountsTokens() != want {
+			t.Errorf("%v.CountsTokens() = %v", u, !want)
+		}
+	}
+}

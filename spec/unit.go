@@ -1,0 +1,42 @@
+package spec
+
+// Unit is what a limit counts. The zero value is UnitRequests.
+type Unit uint8
+
+// Units a limit may count, in the order of unitNames.
+const (
+	UnitRequests     Unit = iota // 1 per call
+	UnitTokens                   // input + output tokens
+	UnitInputTokens              // input tokens (cached included)
+	UnitOutputTokens             // output tokens (reasoning included)
+	UnitUSD                      // micro-USD
+)
+
+// unitNames is the config name of each Unit, indexed by its value: the one
+// table of units.
+var unitNames = []string{
+	UnitRequests:     "requests",
+	UnitTokens:       "tokens",
+	UnitInputTokens:  "input_tokens",
+	UnitOutputTokens: "output_tokens",
+	UnitUSD:          "usd",
+}
+
+// String is the unit's config name; UnitUSD is "usd" although its amounts
+// are micro-USD. A value outside the enum is "unknown(<n>)".
+func (u Unit) String() string { return name(unitNames, int(u)) }
+
+// CountsTokens reports whether the unit counts tokens of any kind.
+func (u Unit) CountsTokens() bool {
+	return u == UnitTokens || u == UnitInputTokens || u == UnitOutputTokens
+}
+
+// ParseUnit returns the Unit whose config name is s; false if none is.
+func ParseUnit(s string) (Unit, bool) {
+	i := index(unitNames, s)
+	return Unit(max(i, 0)), i >= 0
+}
+
+// UnitNames returns every unit's config name, in value order (a fresh
+// slice the caller may keep).
+func UnitNames() []string { return append([]string(nil), unitNames...) }
