@@ -45,3 +45,32 @@ func TestCompileRefusesUnknownUnitOrScope(t *testing.T) {
 		}
 	}
 }
+
+// Rule.Units has a meaning for every unit spec defines: a unit added to
+// spec without its row here (and its case in Units) fails, rather than
+// being charged as micro-USD by Units' default.
+func TestUnitsCoversEverySpecUnit(t *testing.T) {
+	tok := Tokens{Input: 1000, Output: 30}
+	price := Price{Input: 7_000_000, Output: 11_000_000} // per Mtok, in micro-USD
+	want := map[string]int64{
+		"requests":      1,
+		"tokens":        1030,
+		"input_tokens":  1000,
+		"output_tokens": 30,
+		"usd":           price.MicroUSD(tok),
+	}
+	for _, name := range spec.UnitNames() {
+		u, _ := spec.ParseUnit(name)
+		w, ok := want[name]
+		if !ok {
+			t.Errorf("unit %q: no expected cost here; give it a case in Rule.Units and a row in this table", name)
+			continue
+		}
+		if got := (&Rule{Unit: u}).Units(tok, price); got != w {
+			t.Errorf("unit %q: Units = %d, want %d", name, got, w)
+		}
+	}
+	if len(want) != len(spec.UnitNames()) {
+		t.Errorf("table has %d units, spec %d", len(want), len(spec.UnitNames()))
+	}
+}
