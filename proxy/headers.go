@@ -241,12 +241,13 @@ func goDuration(d time.Duration) string {
 	return ((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String()
 }
 
-// writeDenied answers a denied request: 429 with Retry-After (whole seconds,
+// denied sets the headers of a denied request's answer and returns its
+// error, for Proxy.answer to write: 429 with Retry-After (whole seconds,
 // rounded up, at least 1) and retry-after-ms, or, when the cost exceeds the
 // capacity, 429 with x-should-retry: false and no Retry-After, since
 // waiting cannot help. The body names the limit, the amount requested and
 // the wait, in the caller's flavor.
-func writeDenied(ctx *fasthttp.RequestCtx, f Flavor, d bucket.Decision, rules []applied) {
+func denied(ctx *fasthttp.RequestCtx, f Flavor, d bucket.Decision, rules []applied) apiError {
 	a := rules[d.DeniedBy]
 	unit := a.rule.Unit.String()
 	if a.rule.Unit == policy.UnitUSD {
@@ -284,18 +285,19 @@ func writeDenied(ctx *fasthttp.RequestCtx, f Flavor, d bucket.Decision, rules []
 	ctx.Response.Header.Set("x-llmguard-limit", a.rule.Name)
 	rules[d.DeniedBy].denied = true
 	setLimitHeaders(&ctx.Response.Header, f, rules, nil)
-	e.write(ctx, f)
+	return e
 }
 
-// writeUnavailable answers a request that a fail-closed limit cannot judge
-// while the store is unavailable: 503 with Retry-After (the breaker's open
-// interval, whole seconds) in the caller's flavor. The client is not at
+// unavailable sets the headers of the answer to a request that a
+// fail-closed limit cannot judge while the store is unavailable and returns
+// its error, for Proxy.answer to write: 503 with Retry-After (the breaker's
+// open interval, whole seconds) in the caller's flavor. The client is not at
 // fault, so it is never a 429 (DESIGN.md §6).
-func writeUnavailable(ctx *fasthttp.RequestCtx, f Flavor, r *policy.Rule, retry time.Duration) {
+func unavailable(ctx *fasthttp.RequestCtx, r *policy.Rule, retry time.Duration) apiError {
 	ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(retry), 1), 10))
 	ctx.Response.Header.Set("x-llmguard-limit", r.Name)
-	apiError{status: fasthttp.StatusServiceUnavailable, openAIType: "api_error", openAICode: "limiter_unavailable",
+	return apiError{status: fasthttp.StatusServiceUnavailable, openAIType: "api_error", openAICode: "limiter_unavailable",
 		anthropicType: "overloaded_error",
 		message:       fmt.Sprintf("Limiter unavailable: the store behind limit %s cannot be reached and the limit fails closed. Please retry shortly.", r.Name),
-	}.write(ctx, f)
+	}
 }

@@ -138,7 +138,7 @@ func TestDeniedResponseListsTheDenyingRule(t *testing.T) {
 		for _, f := range []Flavor{FlavorOpenAI, FlavorAnthropic} {
 			var ctx fasthttp.RequestCtx
 			ctx.Response.Header.DisableNormalizing()
-			writeDenied(&ctx, f, bucket.Decision{DeniedBy: deny, TooLarge: true}, slices.Clone(rules))
+			denied(&ctx, f, bucket.Decision{DeniedBy: deny, TooLarge: true}, slices.Clone(rules)).write(&ctx, f)
 			name := rules[deny].rule.Name
 			if got := string(ctx.Response.Header.Peek("x-llmguard-limit")); got != name {
 				t.Fatalf("round %d: x-llmguard-limit %q, want %q", round, got, name)

@@ -287,14 +287,12 @@ func (m *Metrics) overheadTime(d time.Duration) {
 }
 
 // failure counts the limits of one request decided while the store was
-// unavailable; a fail-closed request also ends here (its outcome, with the
-// limit that failed closed), a fail-open one is counted when it ends.
-func (m *Metrics) failure(f Flavor, model string, rules []applied, decision, closedLimit string) {
+// unavailable. The request itself is counted in requests_total when it is
+// answered (Proxy.count): fail_closed with the limit that failed closed,
+// fail_open when a fail-open one ends.
+func (m *Metrics) failure(rules []applied, decision string) {
 	if m == nil {
 		return
-	}
-	if decision == outcomeFailClosed {
-		m.request(f, model, decision, closedLimit)
 	}
 	for _, a := range rules {
 		if (decision == outcomeFailOpen) == a.rule.FailOpen {

@@ -90,6 +90,8 @@ type rigOptions struct {
 	point  string // the injection point that panics while armed
 	flavor Flavor
 	apiKey string // the upstream key llmguard sends
+	// maxBody is the proxy's MaxBodyBytes; zero: the default.
+	maxBody int
 }
 
 func newRig(t *testing.T, o rigOptions) *panicRig {
@@ -123,7 +125,7 @@ limits:
 	r := &panicRig{t: t, mock: mock, store: store, pol: pol, w: w, reg: reg, ledger: &countingLedger{}, log: &strings.Builder{}, point: point, m: m}
 	px, err := New(Options{
 		Upstreams: []*Upstream{{Name: "mock", Flavor: o.flavor, BaseURL: o.url, APIKey: o.apiKey, Timeout: 10 * time.Second}},
-		Policy:    pol, Store: store, Weigher: w, Metrics: m, Ledger: r.ledger,
+		Policy:    pol, Store: store, Weigher: w, Metrics: m, Ledger: r.ledger, MaxBodyBytes: o.maxBody,
 		Logger: slog.New(slog.NewTextHandler(&syncWriter{b: r.log}, nil)),
 		Now:    func() time.Time { return frozen },
 		inject: func(at string) {

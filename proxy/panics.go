@@ -111,15 +111,12 @@ func (p *Proxy) recoverHandler(ctx *fasthttp.RequestCtx, x *exchange) {
 		x.release = nil
 	}
 	p.contain(StageSettle, x, func() { p.settleAborted(x) })
-	f := FlavorOpenAI
-	if x.upstream != nil {
-		f = x.upstream.Flavor
-	}
 	ctx.Response.Reset()
 	ctx.Response.Header.DisableNormalizing()
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
-	p.contain(StageMetrics, x, func() { p.opt.Metrics.request(f, x.modelLabel, outcomeInternalError, "") })
-	errInternal.write(ctx, f)
+	// Counted as internal_error unless the request was counted before the
+	// panic (an answer already under way): once either way.
+	p.answer(ctx, x, refusal{err: errInternal, outcome: outcomeInternalError})
 }
 
 // settleAborted settles an exchange its handler abandoned: a refund when

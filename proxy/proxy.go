@@ -159,17 +159,17 @@ func New(opt Options) (*Proxy, error) {
 // over the server's size limit, when the server reads bodies itself: 413;
 // anything else, such as malformed headers: 400), in OpenAI's shape.
 func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
+	x := &exchange{id: newRequestID()}
 	ctx.Response.Header.DisableNormalizing()
-	ctx.Response.Header.Set("x-llmguard-request-id", newRequestID())
-	// Counted like the handler's own refusals, so that every answer
-	// llmguard writes itself shows in llmguard_requests_total.
-	p.opt.Metrics.request(FlavorOpenAI, "", outcomeInvalid, "")
+	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
+	// Answered and counted like the handler's own refusals, so that every
+	// answer llmguard writes itself shows in llmguard_requests_total.
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		errBodyTooLarge.write(ctx, FlavorOpenAI)
+		p.answer(ctx, x, refusal{err: errBodyTooLarge, outcome: outcomeInvalid})
 		return
 	}
-	apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_request",
-		anthropicType: "invalid_request_error", message: "Malformed HTTP request (or a body that ended before its declared length)."}.write(ctx, FlavorOpenAI)
+	p.answer(ctx, x, refusal{err: apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_request",
+		anthropicType: "invalid_request_error", message: "Malformed HTTP request (or a body that ended before its declared length)."}, outcome: outcomeInvalid})
 }
 
 // exchange is the state of one request that outlives the handler when the
@@ -208,6 +208,9 @@ type exchange struct {
 	release func()
 	// settled: the exchange has been settled (see Proxy.settle).
 	settled atomic.Bool
+	// counted: the request's outcome is in requests_total (see
+	// Proxy.count); set on the handler's goroutine only.
+	counted bool
 }
 
 // classify names the endpoint of a request from its decoded upstream path.
@@ -229,16 +232,15 @@ func classify(method []byte, path string) weigher.Kind {
 // others count as requests only.
 func weighed(k weigher.Kind) bool { return k != weigher.KindOther && k != weigher.KindCountTokens }
 
-// Handle is the fasthttp.RequestHandler of the proxy listener. A panic
-// while handling a request is recovered (see recoverHandler): the caller
-// gets 500 in its flavor's shape and the process carries on.
+// Handle is the fasthttp.RequestHandler of the proxy listener. Every answer
+// llmguard writes itself leaves through answer, which writes it and counts
+// the request in requests_total; a forwarded request is counted once when
+// its answer starts. A panic while handling a request is recovered (see
+// recoverHandler): the caller gets 500 in its flavor's shape and the
+// process carries on.
 func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	x := &exchange{id: newRequestID(), start: time.Now()}
 	defer p.recoverHandler(ctx, x)
-	p.handle(ctx, x)
-}
-
-func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) {
 	// Keep header names as written (lowercase x-ratelimit-*, as OpenAI
 	// sends them) on the answers llmguard builds itself.
 	ctx.Response.Header.DisableNormalizing()
@@ -252,48 +254,66 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) {
 			p.closeUnread(ctx)
 		}
 	}()
+	if r := p.handle(ctx, x); r != nil {
+		p.answer(ctx, x, *r)
+	}
+}
 
-	// Route and classify on the decoded, normalised path; forward the path
-	// exactly as the client sent it. Both must name the same upstream path,
-	// or the request could be weighed as one endpoint and served as another.
-	up, upPath := p.router.route(string(ctx.Path()))
-	if up == nil {
-		errNoUpstream.write(ctx, FlavorOpenAI)
-		return
-	}
-	x.upstream = up
-	rawUpPath, ok := stripPrefix(string(ctx.Request.URI().PathOriginal()), up.PathPrefix)
-	if !ok {
-		errAmbiguousPath.write(ctx, up.Flavor)
-		return
-	}
+// refusal is an answer llmguard gives itself instead of the upstream's:
+// the error, in the caller's flavor, and the requests_total outcome (and
+// denying limit) it is counted as.
+type refusal struct {
+	err     apiError
+	outcome string
+	limit   string
+}
 
-	// Identify from the headers alone: an unknown caller is refused before
-	// a byte of its body is read.
-	key, keyHeader := credential(&ctx.Request.Header, up.Flavor)
-	cur := p.live.Load()
-	x.live = cur
-	pr, ok := cur.policy.Identify(key)
-	if !ok {
-		p.opt.Metrics.request(up.Flavor, "", outcomeUnauthorized, "")
-		errUnauthorized.write(ctx, up.Flavor)
+// answer writes r as the whole response and counts the request, once.
+func (p *Proxy) answer(ctx *fasthttp.RequestCtx, x *exchange, r refusal) {
+	p.count(x, r.outcome, r.limit)
+	r.err.write(ctx, x.flavor())
+}
+
+// count records the request's outcome in requests_total; only the first
+// call for an exchange counts, so that a request is counted exactly once
+// whatever way (answer, relay, recovered panic) it leaves.
+func (p *Proxy) count(x *exchange, outcome, limit string) {
+	if x.counted {
 		return
 	}
-	x.principal = pr
-	x.keyHeader = keyHeader
+	x.counted = true
+	p.contain(StageMetrics, x, func() { p.opt.Metrics.request(x.flavor(), x.modelLabel, outcome, limit) })
+}
+
+// flavor is the flavor the caller is answered in: its upstream's, OpenAI's
+// while no upstream is known.
+func (x *exchange) flavor() Flavor {
+	if x.upstream == nil {
+		return FlavorOpenAI
+	}
+	return x.upstream.Flavor
+}
+
+// handle takes a request through route, identify, read, weigh, take and
+// forward; a step that refuses it returns the refusal Handle answers.
+func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
+	upPath, rawUpPath, r := p.route(ctx, x)
+	if r != nil {
+		return r
+	}
+	if r := p.identify(ctx, x); r != nil {
+		return r
+	}
 	p.inject(pointHandler)
 
 	// Read the body within max_body_bytes and the in-flight body budget.
-	held, refusal, ok := p.readBody(ctx, pr.Tenant)
+	held, refused, ok := p.readBody(ctx, x.principal.Tenant)
 	if !ok {
-		outcome := outcomeInvalid
-		if refusal.status == fasthttp.StatusServiceUnavailable {
-			outcome = outcomeOverloaded
+		if refused.status == fasthttp.StatusServiceUnavailable {
 			ctx.Response.Header.Set("Retry-After", strconv.Itoa(bodyBudgetRetry))
+			return &refusal{err: refused, outcome: outcomeOverloaded}
 		}
-		p.opt.Metrics.request(up.Flavor, "", outcome, "")
-		refusal.write(ctx, up.Flavor)
-		return
+		return &refusal{err: refused, outcome: outcomeInvalid}
 	}
 	// Held until the request is forwarded (or refused): the upstream has
 	// the whole body once forward returns, even for a streamed answer.
@@ -302,23 +322,64 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) {
 	ctx.Request.SetBodyRaw(body) // later readers of ctx.Request.Body() get these bytes
 	x.start = time.Now()         // llmguard's overhead excludes the client's upload
 
-	// Weigh.
+	if r := p.weigh(ctx, x, upPath, body); r != nil {
+		return r
+	}
+	if r := p.admit(ctx, x, upPath); r != nil {
+		return r
+	}
+	p.opt.Metrics.admitted(x)
+	r = p.forward(ctx, x, rawUpPath, body)
+	p.opt.Metrics.overheadTime(time.Since(x.start) - x.upstreamTime)
+	return r
+}
+
+// route picks the upstream of a request. Route and classify on the
+// decoded, normalised path (upPath); forward the path exactly as the client
+// sent it (rawUpPath). Both must name the same upstream path, or the
+// request could be weighed as one endpoint and served as another.
+func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (upPath, rawUpPath string, r *refusal) {
+	up, upPath := p.router.route(string(ctx.Path()))
+	if up == nil {
+		return "", "", &refusal{err: errNoUpstream, outcome: outcomeInvalid}
+	}
+	x.upstream = up
+	rawUpPath, ok := stripPrefix(string(ctx.Request.URI().PathOriginal()), up.PathPrefix)
+	if !ok {
+		return "", "", &refusal{err: errAmbiguousPath, outcome: outcomeInvalid}
+	}
+	return upPath, rawUpPath, nil
+}
+
+// identify finds the caller from the headers alone: an unknown caller is
+// refused before a byte of its body is read.
+func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
+	key, keyHeader := credential(&ctx.Request.Header, x.upstream.Flavor)
+	cur := p.live.Load()
+	x.live = cur
+	pr, ok := cur.policy.Identify(key)
+	if !ok {
+		return &refusal{err: errUnauthorized, outcome: outcomeUnauthorized}
+	}
+	x.principal = pr
+	x.keyHeader = keyHeader
+	return nil
+}
+
+// weigh classifies the request, estimates its cost and prices its model.
+func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, upPath string, body []byte) *refusal {
 	x.kind = classify(ctx.Method(), upPath)
 	if weighed(x.kind) {
-		x.est = cur.weigher.Weigh(x.kind, body)
+		x.est = x.live.weigher.Weigh(x.kind, body)
 		if x.est.DuplicateKeys {
 			// Parsers disagree on which value of a repeated key counts: the
 			// upstream must serve exactly what was weighed.
-			p.opt.Metrics.request(up.Flavor, "", outcomeInvalid, "")
-			errDuplicateKey.write(ctx, up.Flavor)
-			return
+			return &refusal{err: errDuplicateKey, outcome: outcomeInvalid}
 		}
 		if x.est.TooDeep {
 			// Nested past max_json_depth: refused before any parser
 			// recursed into it, and never forwarded.
-			p.opt.Metrics.request(up.Flavor, "", outcomeInvalid, "")
-			errTooDeep.write(ctx, up.Flavor)
-			return
+			return &refusal{err: errTooDeep, outcome: outcomeInvalid}
 		}
 		if !x.est.Parsed {
 			// Not a JSON object: the upstream will refuse it, and no output
@@ -334,85 +395,83 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) {
 		}
 	}
 	if len(x.est.Model) > maxModelName {
-		p.opt.Metrics.request(up.Flavor, "", outcomeInvalid, "")
-		errModelName.write(ctx, up.Flavor)
-		return
+		return &refusal{err: errModelName, outcome: outcomeInvalid}
 	}
 	var priced bool
-	x.modelLabel, x.price, priced = cur.policy.Pricing(x.est.Model)
+	x.modelLabel, x.price, priced = x.live.policy.Pricing(x.est.Model)
 	if !priced && x.est.Model != "" {
 		x.modelLabel = "other"
 	}
+	return nil
+}
 
-	// Match and take, two-phase, before any byte goes upstream.
+// errLimiter answers a take the store refused as invalid.
+var errLimiter = apiError{status: fasthttp.StatusInternalServerError, openAIType: "api_error", openAICode: "limiter_error",
+	anthropicType: "api_error", message: "llmguard could not evaluate its limits for this request."}
+
+// admit matches the request's limits and takes its cost from them,
+// two-phase, before any byte goes upstream.
+func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange, upPath string) *refusal {
 	var rulesBuf [8]*policy.Rule
-	rules := cur.policy.Match(rulesBuf[:0], pr, x.est.Model, upPath)
-	if len(rules) > 0 {
-		reserve := policy.Tokens{Input: x.est.InputTokens, Output: x.est.OutputTokens}
-		now := p.opt.Now()
-		items := make([]bucket.Item, len(rules))
-		x.rules = make([]applied, len(rules))
-		for i, r := range rules {
-			units := r.Units(reserve, x.price)
-			if !weighed(x.kind) && r.Unit != policy.UnitRequests {
-				units = 0 // other paths count as requests only
-			}
-			key := r.Key(pr)
-			limit := r.LimitAt(now)
-			items[i] = bucket.Item{Key: key, Limit: limit, Cost: units}
-			x.rules[i] = applied{rule: r, key: key, limit: limit, reserved: units}
+	rules := x.live.policy.Match(rulesBuf[:0], x.principal, x.est.Model, upPath)
+	if len(rules) == 0 {
+		return nil
+	}
+	reserve := policy.Tokens{Input: x.est.InputTokens, Output: x.est.OutputTokens}
+	now := p.opt.Now()
+	items := make([]bucket.Item, len(rules))
+	x.rules = make([]applied, len(rules))
+	for i, r := range rules {
+		units := r.Units(reserve, x.price)
+		if !weighed(x.kind) && r.Unit != policy.UnitRequests {
+			units = 0 // other paths count as requests only
 		}
-		d, err := p.take(x.id, items)
-		if errors.Is(err, bucket.ErrInvalid) {
-			// A limit the store refuses is a bug, not an outage: never
-			// admit past it.
-			p.log.Error("store refused the take as invalid", "err", err, "request_id", x.id)
-			apiError{status: fasthttp.StatusInternalServerError, openAIType: "api_error", openAICode: "limiter_error",
-				anthropicType: "api_error", message: "llmguard could not evaluate its limits for this request."}.write(ctx, up.Flavor)
-			return
+		key := r.Key(x.principal)
+		limit := r.LimitAt(now)
+		items[i] = bucket.Item{Key: key, Limit: limit, Cost: units}
+		x.rules[i] = applied{rule: r, key: key, limit: limit, reserved: units}
+	}
+	d, err := p.take(x.id, items)
+	if errors.Is(err, bucket.ErrInvalid) {
+		// A limit the store refuses is a bug, not an outage: never
+		// admit past it.
+		p.log.Error("store refused the take as invalid", "err", err, "request_id", x.id)
+		return &refusal{err: errLimiter, outcome: outcomeInternalError}
+	}
+	if err != nil {
+		// The store is unavailable (DESIGN.md §7): fail-closed limits
+		// answer 503; fail-open ones are checked against this node's
+		// fallback bucket.
+		if closed := failClosedRule(x.rules); closed != nil {
+			p.opt.Metrics.failure(x.rules, outcomeFailClosed)
+			return &refusal{err: unavailable(ctx, closed, p.opt.UnavailableRetry), outcome: outcomeFailClosed, limit: closed.Name}
 		}
+		p.opt.Metrics.failure(x.rules, outcomeFailOpen)
+		if p.opt.Fallback == nil {
+			p.log.Warn("store unavailable; admitting without limits", "err", err, "request_id", x.id)
+			x.rules = nil
+			return nil
+		}
+		x.fallback = true
+		d, err = p.opt.Fallback.Take(context.Background(), x.id, items) // in memory: no deadline to miss
 		if err != nil {
-			// The store is unavailable (DESIGN.md §7): fail-closed limits
-			// answer 503; fail-open ones are checked against this node's
-			// fallback bucket.
-			if closed := failClosedRule(x.rules); closed != nil {
-				p.opt.Metrics.failure(up.Flavor, x.modelLabel, x.rules, outcomeFailClosed, closed.Name)
-				writeUnavailable(ctx, up.Flavor, closed, p.opt.UnavailableRetry)
-				return
-			}
-			p.opt.Metrics.failure(up.Flavor, x.modelLabel, x.rules, outcomeFailOpen, "")
-			if p.opt.Fallback == nil {
-				p.log.Warn("store unavailable; admitting without limits", "err", err, "request_id", x.id)
-				x.rules = nil
-			} else {
-				x.fallback = true
-				d, err = p.opt.Fallback.Take(context.Background(), x.id, items) // in memory: no deadline to miss
-				if err != nil {
-					p.log.Error("fallback take failed; admitting without limits", "err", err, "request_id", x.id)
-					x.rules = nil
-				}
-			}
-		}
-		if x.rules != nil {
-			for i := range x.rules {
-				x.rules[i].status = d.Buckets[i]
-			}
-			if !d.Allowed {
-				outcome := outcomeLimited
-				if d.TooLarge {
-					outcome = outcomeTooLarge
-				}
-				p.opt.Metrics.request(up.Flavor, x.modelLabel, outcome, x.rules[d.DeniedBy].rule.Name)
-				writeDenied(ctx, up.Flavor, d, x.rules)
-				return
-			}
-			p.budgetWarnings(x)
+			p.log.Error("fallback take failed; admitting without limits", "err", err, "request_id", x.id)
+			x.rules = nil
+			return nil
 		}
 	}
-
-	p.opt.Metrics.admitted(x)
-	p.forward(ctx, x, rawUpPath, body)
-	p.opt.Metrics.overheadTime(time.Since(x.start) - x.upstreamTime)
+	for i := range x.rules {
+		x.rules[i].status = d.Buckets[i]
+	}
+	if !d.Allowed {
+		outcome := outcomeLimited
+		if d.TooLarge {
+			outcome = outcomeTooLarge
+		}
+		return &refusal{err: denied(ctx, x.upstream.Flavor, d, x.rules), outcome: outcome, limit: x.rules[d.DeniedBy].rule.Name}
+	}
+	p.budgetWarnings(x)
+	return nil
 }
 
 // maxModelName bounds a request's model name, in bytes: no provider's
@@ -487,8 +546,9 @@ func stripPrefix(raw, prefix string) (string, bool) {
 // API reference; api-key is Azure OpenAI's key header).
 var credentialish = []string{"Authorization", "x-api-key", "api-key", "OpenAI-Organization", "OpenAI-Project", "Cookie", "X-Real-IP"}
 
-// forward sends the admitted request upstream and relays the answer.
-func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, body []byte) {
+// forward sends the admitted request upstream and relays the answer; an
+// answer llmguard must give itself instead is returned.
+func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, body []byte) *refusal {
 	up := x.upstream
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
@@ -549,13 +609,11 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 		fasthttp.ReleaseResponse(resp)
 		p.log.Warn("upstream unreachable", "upstream", up.Name, "err", err, "request_id", x.id)
 		p.settle(x, settlement{refund: true})
-		p.opt.Metrics.request(up.Flavor, x.modelLabel, outcomeUpstreamError, "")
 		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules, nil)
-		apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_unreachable",
-			anthropicType: "api_error", message: "llmguard could not reach the upstream API (" + up.Name + ")."}.write(ctx, up.Flavor)
-		return
+		return &refusal{err: apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_unreachable",
+			anthropicType: "api_error", message: "llmguard could not reach the upstream API (" + up.Name + ")."}, outcome: outcomeUpstreamError}
 	}
-	p.relay(ctx, x, resp)
+	return p.relay(ctx, x, resp)
 }
 
 func queryOf(ctx *fasthttp.RequestCtx) string {

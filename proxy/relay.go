@@ -30,11 +30,12 @@ const clientWatchEvery = 500 * time.Millisecond
 var errClientGone = errors.New("proxy: client disconnected")
 
 // relay sends the upstream response to the client, reading usage on the way,
-// and settles the exchange. It owns resp.
-func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response) {
+// and settles the exchange. It owns resp. An answer llmguard must give
+// itself instead (the upstream refused the gateway, or its body was lost)
+// is returned, for Handle to write.
+func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response) *refusal {
 	if st := resp.StatusCode(); (st == fasthttp.StatusUnauthorized || st == fasthttp.StatusForbidden) && !x.principal.PassThrough {
-		p.gatewayCredentialRefused(ctx, x, resp)
-		return
+		return p.gatewayCredentialRefused(ctx, x, resp)
 	}
 	resp.Header.CopyTo(&ctx.Response.Header)
 	removeHopHeaders(&ctx.Response.Header)
@@ -50,7 +51,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	x.status = status
 
 	if bytes.HasPrefix(resp.Header.ContentType(), []byte("text/event-stream")) && resp.BodyStream() != nil {
-		p.opt.Metrics.request(x.upstream.Flavor, x.modelLabel, p.outcome(x, status), "")
+		p.count(x, p.outcome(x, status), "")
 		p.opt.Metrics.upstream(x.upstream.Name, status, x.upstreamTime)
 		ctx.Response.Header.SetContentLength(-1)
 		conn := ctx.Conn() // serves this response until the writer returns
@@ -65,7 +66,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		}
 		x.release = nil // the stream writer owns resp now
 		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { p.stream(w, x, resp, conn, enc) })
-		return
+		return nil
 	}
 
 	st := resp.BodyStream()
@@ -75,7 +76,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		x.release = nil
 		fasthttp.ReleaseResponse(resp)
 		p.finish(ctx, x, status)
-		return
+		return nil
 	}
 	t0 := time.Now()
 	body, err := io.ReadAll(io.LimitReader(st, int64(p.opt.MaxResponseBytes)+1))
@@ -89,11 +90,9 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		// The upstream may have billed an answer it failed to deliver:
 		// keep the reservation unless it was an error status.
 		p.settle(x, settlement{refund: status >= 400})
-		p.opt.Metrics.request(x.upstream.Flavor, x.modelLabel, outcomeUpstreamError, "")
 		ctx.Response.Header.Del("Content-Encoding")
-		apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_error",
-			anthropicType: "api_error", message: "llmguard lost the upstream response (" + x.upstream.Name + ")."}.write(ctx, x.upstream.Flavor)
-		return
+		return &refusal{err: apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_error",
+			anthropicType: "api_error", message: "llmguard lost the upstream response (" + x.upstream.Name + ")."}, outcome: outcomeUpstreamError}
 	}
 	if len(body) > p.opt.MaxResponseBytes {
 		// Too large to hold for its usage: stream it through and keep the
@@ -102,14 +101,15 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		x.release = nil // fasthttp closes the body stream, which releases resp
 		ctx.Response.SetBodyStream(&upstreamBody{Reader: io.MultiReader(bytes.NewReader(body), st), resp: resp}, -1)
 		p.settle(x, settlement{refund: status >= 400})
-		p.opt.Metrics.request(x.upstream.Flavor, x.modelLabel, p.outcome(x, status), "")
-		return
+		p.count(x, p.outcome(x, status), "")
+		return nil
 	}
 	x.release = nil
 	resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(resp)
 	ctx.Response.SetBodyRaw(body)
 	p.finish(ctx, x, status)
+	return nil
 }
 
 // gatewayCredentialRefused answers an upstream 401 or 403 to a request that
@@ -120,7 +120,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 // false (retrying cannot fix the gateway's key); the operator gets a log
 // line; nothing of the upstream's body or headers is passed on. The
 // reservation is refunded, as for any upstream error.
-func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response) {
+func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response) *refusal {
 	status := resp.StatusCode()
 	x.release = nil
 	resp.CloseBodyStream()
@@ -130,10 +130,9 @@ func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, 
 	p.log.Error("the upstream rejected llmguard's upstream credential: check the upstream's api_key_env",
 		"upstream", x.upstream.Name, "status", status, "request_id", x.id)
 	p.settle(x, settlement{refund: true})
-	p.opt.Metrics.request(x.upstream.Flavor, x.modelLabel, outcomeUpstreamError, "")
 	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules, nil)
 	ctx.Response.Header.Set("x-should-retry", "false")
-	errGatewayCredential.write(ctx, x.upstream.Flavor)
+	return &refusal{err: errGatewayCredential, outcome: outcomeUpstreamError}
 }
 
 // finish reads the usage of a buffered response and settles the exchange.
@@ -144,7 +143,7 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 			s = settlement{usage: u, hasUsage: true}
 		}
 	}
-	p.opt.Metrics.request(x.upstream.Flavor, x.modelLabel, p.outcome(x, status), "")
+	p.count(x, p.outcome(x, status), "")
 	p.settle(x, s)
 }
 
