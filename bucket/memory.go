@@ -206,22 +206,16 @@ func (m *Memory) Take(ctx context.Context, requestID string, items []Item) (Deci
 			if found && e.quota {
 				used, window = e.used, e.window
 			}
-			used, window = roll(used, window, windowStart, windowEnd)
+			used, window, ok, tooLarge, short = checkQuotaAt(used, window, windowStart, windowEnd, capacity, now, float64(it.Cost))
 			seen[i] = checked{used: used, window: window, dropAt: e.dropAt, found: found}
-			ok, tooLarge = checkQuota(used, capacity, float64(it.Cost))
-			short = untilEnd(windowEnd, now)
 		} else {
 			capacity, rate, per := it.Limit.floats()
 			level, updated := capacity, now
 			if found && !e.quota {
 				level, updated = e.level, e.updated
 			}
-			level, updated = refill(level, updated, capacity, rate, per, now)
+			level, updated, ok, tooLarge, short = checkAt(level, updated, capacity, rate, per, now, float64(it.Cost))
 			seen[i] = checked{level: level, updated: updated, found: found}
-			ok, tooLarge = check(level, capacity, float64(it.Cost))
-			if !ok && !tooLarge {
-				short = wait(level, float64(it.Cost), rate, per)
-			}
 		}
 		switch {
 		case tooLarge:
@@ -263,8 +257,7 @@ func (m *Memory) Take(ctx context.Context, requestID string, items []Item) (Deci
 			continue
 		}
 		capacity, rate, per := it.Limit.floats()
-		level := seen[i].level - float64(it.Cost)
-		reset := wait(level, capacity, rate, per)
+		level, reset := pay(seen[i].level, capacity, rate, per, float64(it.Cost))
 		sh.put(it.Key, seen[i].found, level, seen[i].updated, capacity, reset)
 		d.Buckets[i] = Status{Remaining: floorUnits(level), Reset: micros(reset)}
 	}

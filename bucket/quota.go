@@ -29,8 +29,8 @@ const quotaMargin = int64(time.Hour / time.Microsecond)
 func CheckQuota(s QuotaState, l Limit, now time.Time, cost int64) (QuotaState, Verdict) {
 	capacity, windowStart, windowEnd := l.window()
 	used, window := s.load(windowStart)
-	used, window = roll(used, window, windowStart, windowEnd)
-	v := quotaVerdict(used, capacity, windowEnd, now.UnixMicro(), float64(cost))
+	used, window, ok, tooLarge, short := checkQuotaAt(used, window, windowStart, windowEnd, capacity, now.UnixMicro(), float64(cost))
+	v := Verdict{OK: ok, TooLarge: tooLarge, Wait: micros(short)}
 	v.Status = quotaStatus(used, capacity, windowEnd, now.UnixMicro())
 	return quotaState(used, window), v
 }
@@ -166,14 +166,18 @@ func quotaExpiry(windowEnd, now int64) float64 {
 	return untilEnd(windowEnd, now) + float64(quotaMargin)
 }
 
-func quotaVerdict(used, capacity float64, windowEnd, now int64, cost float64) Verdict {
+// checkQuotaAt is phase one of a take from one quota, run by CheckQuota
+// and by the Memory store's Take alike: roll into the item's window, then
+// check cost. short is the µs until the window ends when the cost does not
+// fit now but could in a later window; 0 otherwise.
+func checkQuotaAt(used float64, window, windowStart, windowEnd int64, capacity float64, now int64, cost float64) (float64, int64, bool, bool, float64) {
+	used, window = roll(used, window, windowStart, windowEnd)
 	ok, tooLarge := checkQuota(used, capacity, cost)
-	var v Verdict
-	v.OK, v.TooLarge = ok, tooLarge
+	var short float64
 	if !ok && !tooLarge {
-		v.Wait = micros(untilEnd(windowEnd, now))
+		short = untilEnd(windowEnd, now)
 	}
-	return v
+	return used, window, ok, tooLarge, short
 }
 
 func quotaStatus(used, capacity float64, windowEnd, now int64) Status {

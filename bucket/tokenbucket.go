@@ -53,8 +53,8 @@ func Refill(s State, l Limit, now time.Time) State {
 func Check(s State, l Limit, now time.Time, cost int64) (State, Verdict) {
 	capacity, rate, per := l.floats()
 	level, updated := s.load(capacity, now)
-	level, updated = refill(level, updated, capacity, rate, per, now.UnixMicro())
-	v := verdict(level, capacity, rate, per, float64(cost))
+	level, updated, ok, tooLarge, short := checkAt(level, updated, capacity, rate, per, now.UnixMicro(), float64(cost))
+	v := Verdict{OK: ok, TooLarge: tooLarge, Wait: micros(short)}
 	v.Status = status(level, capacity, rate, per)
 	return state(level, updated), v
 }
@@ -70,8 +70,9 @@ func Take(s State, l Limit, now time.Time, cost int64) (State, Verdict) {
 		return s, v
 	}
 	capacity, rate, per := l.floats()
-	refilled.Level = refilled.Level - float64(cost)
-	v.Status = status(refilled.Level, capacity, rate, per)
+	level, reset := pay(refilled.Level, capacity, rate, per, float64(cost))
+	refilled.Level = level
+	v.Status = Status{Remaining: floorUnits(level), Reset: micros(reset)}
 	return refilled, v
 }
 
@@ -186,14 +187,31 @@ func apply(level float64, updated int64, capacity, rate, per float64, now int64,
 	return level, updated
 }
 
-func verdict(level, capacity, rate, per, cost float64) Verdict {
+// The steps of a take. Check and Take above and the Memory store's Take run
+// these same functions (and Apply and the Memory store's Reconcile run apply)
+// on the core's numbers, the Memory store without the time.Time round trip,
+// so what the golden tests check through the exported functions is what the
+// Memory store runs. take.lua runs the same core calls in the same order
+// inline in its phase 1 and phase 2 loops (checkQuotaAt in quota.go likewise).
+
+// checkAt is phase one of a take from one token bucket: refill to now, then
+// check cost. short is the wait in µs when the bucket cannot pay now but
+// could later; 0 otherwise.
+func checkAt(level float64, updated int64, capacity, rate, per float64, now int64, cost float64) (float64, int64, bool, bool, float64) {
+	level, updated = refill(level, updated, capacity, rate, per, now)
 	ok, tooLarge := check(level, capacity, cost)
-	var v Verdict
-	v.OK, v.TooLarge = ok, tooLarge
+	var short float64
 	if !ok && !tooLarge {
-		v.Wait = micros(wait(level, cost, rate, per))
+		short = wait(level, cost, rate, per)
 	}
-	return v
+	return level, updated, ok, tooLarge, short
+}
+
+// pay is phase two of a take from one refilled token bucket that can pay:
+// the level after paying cost, and the µs until it is full again.
+func pay(level, capacity, rate, per, cost float64) (float64, float64) {
+	level = level - cost
+	return level, wait(level, capacity, rate, per)
 }
 
 func status(level, capacity, rate, per float64) Status {
