@@ -24,7 +24,9 @@ func TestRedisHammerOneKey(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.Start(t).Client()
 	r := newRedis(t, bucket.RedisOptions{Client: c})
-	l := bucket.Limit{Capacity: 200, Rate: 2000, Per: time.Second}
+	// A rate a busy machine still outruns (about 300 takes a second), so
+	// that the run reaches the limit however slow the machine is.
+	l := bucket.Limit{Capacity: 100, Rate: 500, Per: time.Second}
 	const key = "hammer:{one}"
 
 	redisNow := func() time.Time {
@@ -36,7 +38,7 @@ func TestRedisHammerOneKey(t *testing.T) {
 		return now
 	}
 
-	var admitted, denied, calls atomic.Int64
+	var admitted, denied, calls, needless atomic.Int64
 	start := redisNow()
 	stop := time.Now().Add(time.Second)
 	var wg sync.WaitGroup
@@ -57,6 +59,9 @@ func TestRedisHammerOneKey(t *testing.T) {
 					admitted.Add(cost)
 				} else {
 					denied.Add(1)
+					if d.Buckets[0].Remaining >= cost { // the bucket could have paid
+						needless.Add(1)
+					}
 				}
 			}
 		}()
@@ -71,8 +76,11 @@ func TestRedisHammerOneKey(t *testing.T) {
 	if got > bound {
 		t.Errorf("admitted %v units, more than capacity + rate × elapsed = %.1f", got, bound)
 	}
-	if got < 0.95*bound {
-		t.Errorf("admitted %v units, under 95%% of capacity + rate × elapsed = %.1f", got, bound)
+	// No needless denial: each denial saw a level below its cost. (A floor
+	// on what was admitted, as a share of capacity + rate × elapsed, would
+	// measure this machine's throughput instead, and fail when it is busy.)
+	if n := needless.Load(); n > 0 {
+		t.Errorf("%d denials while the bucket reported enough units for them", n)
 	}
 	if denied.Load() == 0 {
 		t.Error("no denials: the run did not reach the limit")
