@@ -169,7 +169,8 @@ var (
 // headerSet is what removeHopHeaders needs of fasthttp's RequestHeader and
 // ResponseHeader.
 type headerSet interface {
-	VisitAll(func(key, value []byte))
+	PeekKeys() [][]byte
+	Peek(string) []byte
 	Del(string)
 }
 
@@ -177,25 +178,37 @@ type headerSet interface {
 // Connection field names, whatever the case they are written in: the
 // upstream client keeps header names as sent, so "connection" and
 // "Connection" are different keys to fasthttp but the same field to HTTP
-// (RFC 9110 §5.1: field names are case-insensitive).
+// (RFC 9110 §5.1: field names are case-insensitive). It runs on every
+// request and answer, so it walks the keys fasthttp keeps for PeekKeys (no
+// callback, no allocation) and allocates only for a field it deletes.
 func removeHopHeaders(h headerSet) {
-	var listed [][]byte // field names the Connection fields list
-	h.VisitAll(func(k, v []byte) {
-		if bytes.EqualFold(k, connectionField) {
-			for f := range bytes.SplitSeq(v, []byte(",")) {
+	var namedBuf [8]string
+	named := namedBuf[:0] // the fields to delete, as written
+	var connBuf [2]string
+	conns := connBuf[:0] // the Connection fields, as written
+	for _, k := range h.PeekKeys() {
+		switch {
+		case bytes.EqualFold(k, connectionField):
+			conns = append(conns, string(k))
+		case slices.ContainsFunc(hopHeaderNames, func(f []byte) bool { return bytes.EqualFold(f, k) }):
+			named = append(named, string(k))
+		}
+	}
+	if len(conns) > 0 {
+		var listed [][]byte // field names the Connection fields list
+		for _, c := range conns {
+			for f := range bytes.SplitSeq(h.Peek(c), []byte(",")) {
 				if f = bytes.TrimSpace(f); len(f) > 0 {
 					listed = append(listed, bytes.Clone(f))
 				}
 			}
 		}
-	})
-	var named []string // the fields to delete, as written
-	h.VisitAll(func(k, _ []byte) {
-		if slices.ContainsFunc(hopHeaderNames, func(f []byte) bool { return bytes.EqualFold(f, k) }) ||
-			slices.ContainsFunc(listed, func(f []byte) bool { return bytes.EqualFold(f, k) }) {
-			named = append(named, string(k))
+		for _, k := range h.PeekKeys() {
+			if slices.ContainsFunc(listed, func(f []byte) bool { return bytes.EqualFold(f, k) }) {
+				named = append(named, string(k))
+			}
 		}
-	})
+	}
 	for _, k := range named {
 		h.Del(k)
 	}
