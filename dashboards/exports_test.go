@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 
-	"github.com/llmguard/llmguard/proxy"
+	"github.com/llmguard/llmguard/meter"
 )
 
 // pendingQuota are the quota gauges being added with calendar quotas, with
@@ -39,7 +39,7 @@ type family struct {
 	labels map[string]bool // label names, scrape labels excluded
 	// how the tests know of it: "scraped" (it had samples), "HELP/TYPE"
 	// (announced without samples), or "declared" (registered by
-	// proxy.NewMetrics, not yet emitted by the workload)
+	// meter.NewMetrics, not yet emitted by the workload)
 	source string
 }
 
@@ -107,7 +107,7 @@ var typeLine = regexp.MustCompile(`^# TYPE (\S+) (\w+)`)
 
 // exportsOf gathers what llmguard exports from three sources, all
 // llmguard's own: the samples of every scrape; HELP/TYPE lines of families
-// scraped without samples; and the collectors proxy.NewMetrics registers,
+// scraped without samples; and the collectors meter.NewMetrics registers,
 // so that a family the workload never touched (a vector without children
 // is not exposed at all) still counts, with its labels.
 func exportsOf(t *testing.T, r *run) exports {
@@ -162,12 +162,12 @@ var (
 	descLabels = regexp.MustCompile(`variableLabels: \{([^}]*)\}\}$`)
 )
 
-// declaredByProxy returns the families proxy.NewMetrics registers, read
+// declaredByProxy returns the families meter.NewMetrics registers, read
 // from their descriptors.
 func declaredByProxy(t *testing.T) []*family {
 	t.Helper()
 	var reg captureRegisterer
-	if _, err := proxy.NewMetrics(&reg, proxy.MetricsOptions{}); err != nil {
+	if _, err := meter.NewMetrics(&reg, meter.MetricsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var out []*family

@@ -3,6 +3,8 @@ package policy
 import (
 	"math"
 	"math/bits"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // Price is a model's price list in pico-USD per token. A price list's
@@ -47,26 +49,15 @@ func PriceFromUSDPerMTok(input, cachedInput, output float64) Price {
 	return USDPerMTok{Input: input, CachedInput: cachedInput, Output: output}.Price()
 }
 
-// Tokens is a request's token counts. Input includes CachedInput and
-// CacheWrite (OpenAI's prompt_tokens semantics; Anthropic's input_tokens
-// plus both cache fields); CacheWrite includes CacheWrite1h; Output
-// includes reasoning tokens.
-type Tokens struct {
-	Input        int64
-	CachedInput  int64
-	CacheWrite   int64
-	CacheWrite1h int64
-	Output       int64
-}
-
 // MicroUSD is the cost of t at price p in micro-USD, rounded up to a whole
-// micro-dollar: Σ tokens × pico-USD per token / 10^6. Negative counts are
-// treated as zero.
-func (p Price) MicroUSD(t Tokens) int64 {
-	in := clamp0(t.Input)
-	cached := min(clamp0(t.CachedInput), in)
-	write := min(clamp0(t.CacheWrite), in-cached)
-	write1h := min(clamp0(t.CacheWrite1h), write)
+// micro-dollar: Σ tokens × pico-USD per token / 10^6, with t's cached and
+// cache-written tokens (parts of its input) at their own prices. Negative
+// counts are treated as zero.
+func (p Price) MicroUSD(t spec.Usage) int64 {
+	in := clamp0(t.InputTokens)
+	cached := min(clamp0(t.CachedInputTokens), in)
+	write := min(clamp0(t.CacheWriteTokens), in-cached)
+	write1h := min(clamp0(t.CacheWrite1hTokens), write)
 	uncached := in - cached - write
 	var hi, lo uint64
 	add := func(n, price int64) {
@@ -79,7 +70,7 @@ func (p Price) MicroUSD(t Tokens) int64 {
 	add(cached, p.CachedInput)
 	add(write-write1h, p.CacheWrite)
 	add(write1h, p.CacheWrite1h)
-	add(clamp0(t.Output), p.Output)
+	add(clamp0(t.OutputTokens), p.Output)
 	if hi >= 1e6 { // quotient would not fit in 64 bits
 		return math.MaxInt64
 	}
@@ -95,19 +86,15 @@ func (p Price) MicroUSD(t Tokens) int64 {
 
 func clamp0(n int64) int64 { return max(n, 0) }
 
-// Units is the cost of t in the rule's unit: 1 for requests, token counts
-// for token units, micro-USD at price for usd.
-func (r *Rule) Units(t Tokens, price Price) int64 {
-	switch r.Unit {
-	case UnitRequests:
+// Units is the cost of t in the rule's unit: 1 for requests, micro-USD at
+// price for usd, the unit's token count (spec.Unit.Tokens) otherwise.
+func (r *Rule) Units(t spec.Usage, price Price) int64 {
+	switch {
+	case r.Unit == UnitRequests:
 		return 1
-	case UnitTokens:
-		return clamp0(t.Input) + clamp0(t.Output)
-	case UnitInputTokens:
-		return clamp0(t.Input)
-	case UnitOutputTokens:
-		return clamp0(t.Output)
-	default:
+	case r.Unit == UnitUSD:
 		return price.MicroUSD(t)
+	default:
+		return r.Unit.Tokens(t)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/spec"
 )
 
 func mustConfig(t *testing.T, y string) *config.Config {
@@ -59,23 +60,23 @@ func TestMicroUSDIsExactAndRoundsUp(t *testing.T) {
 	mini := PriceFromUSDPerMTok(0.15, 0.075, 0.60)
 	for _, tc := range []struct {
 		name string
-		t    Tokens
+		t    spec.Usage
 		want int64
 	}{
-		{"1M input tokens cost $0.15", Tokens{Input: 1_000_000}, 150_000},
-		{"one input token rounds up to 1 µUSD", Tokens{Input: 1}, 1},
-		{"cached tokens at the cached price", Tokens{Input: 1_000_000, CachedInput: 1_000_000}, 75_000},
-		{"mixed", Tokens{Input: 1000, CachedInput: 400, Output: 500}, 90 + 30 + 300},
-		{"7 tokens: 7×0.15 = 1.05 → 2", Tokens{Input: 7}, 2},
-		{"negatives count as zero", Tokens{Input: -5, Output: -1}, 0},
-		{"cached above input is clamped", Tokens{Input: 10, CachedInput: 20}, 1},
+		{"1M input tokens cost $0.15", spec.Usage{InputTokens: 1_000_000}, 150_000},
+		{"one input token rounds up to 1 µUSD", spec.Usage{InputTokens: 1}, 1},
+		{"cached tokens at the cached price", spec.Usage{InputTokens: 1_000_000, CachedInputTokens: 1_000_000}, 75_000},
+		{"mixed", spec.Usage{InputTokens: 1000, CachedInputTokens: 400, OutputTokens: 500}, 90 + 30 + 300},
+		{"7 tokens: 7×0.15 = 1.05 → 2", spec.Usage{InputTokens: 7}, 2},
+		{"negatives count as zero", spec.Usage{InputTokens: -5, OutputTokens: -1}, 0},
+		{"cached above input is clamped", spec.Usage{InputTokens: 10, CachedInputTokens: 20}, 1},
 	} {
 		if got := mini.MicroUSD(tc.t); got != tc.want {
 			t.Errorf("%s: %d µUSD, want %d", tc.name, got, tc.want)
 		}
 	}
 	huge := PriceFromUSDPerMTok(1e6, 0, 1e6)
-	if got := huge.MicroUSD(Tokens{Input: math.MaxInt64 / 2}); got != math.MaxInt64 {
+	if got := huge.MicroUSD(spec.Usage{InputTokens: math.MaxInt64 / 2}); got != math.MaxInt64 {
 		t.Errorf("overflow not saturated: %d", got)
 	}
 }
@@ -144,7 +145,7 @@ limits:
 	if usd.Limit.Capacity != 1_500_000 || usd.Limit.Rate != 1_500_000 {
 		t.Errorf("usd limit %+v, want 1.5 dollars = 1,500,000 µUSD", usd.Limit)
 	}
-	tok := Tokens{Input: 1000, Output: 1000}
+	tok := spec.Usage{InputTokens: 1000, OutputTokens: 1000}
 	if u := usd.Units(tok, p.Price("gpt-4o-mini")); u != 150+600 {
 		t.Errorf("usd units = %d", u)
 	}

@@ -50,7 +50,7 @@ func TestCompileRefusesUnknownUnitOrScope(t *testing.T) {
 // spec without its row here (and its case in Units) fails, rather than
 // being charged as micro-USD by Units' default.
 func TestUnitsCoversEverySpecUnit(t *testing.T) {
-	tok := Tokens{Input: 1000, Output: 30}
+	tok := spec.Usage{InputTokens: 1000, OutputTokens: 30}
 	price := Price{Input: 7_000_000, Output: 11_000_000} // per Mtok, in micro-USD
 	want := map[string]int64{
 		"requests":      1,

@@ -134,7 +134,7 @@ func (p *Proxy) hold(tenant string, n int64) bool {
 		p.unshare(tenant, n)
 		return false
 	}
-	p.opt.Metrics.bodyBytesHeld(n)
+	p.opt.Metrics.BodyBytesHeld(n)
 	return true
 }
 
@@ -152,7 +152,7 @@ func (p *Proxy) release(h heldBody) {
 	if h.held > 0 {
 		p.bodies.Release(h.held)
 		p.unshare(h.tenant, h.held)
-		p.opt.Metrics.bodyBytesHeld(-h.held)
+		p.opt.Metrics.BodyBytesHeld(-h.held)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmguard/llmguard/meter"
 )
 
 // requestsTotal sums llmguard_requests_total over all its label sets.
@@ -63,15 +65,15 @@ func TestEveryRefusalIsCountedOnce(t *testing.T) {
 		status           int
 		outcome          string
 	}{
-		{name: "no upstream for the path", path: "/v1/messages", body: panicBody, status: 404, outcome: outcomeInvalid},
-		{name: "no key (the rig passes unknown keys through)", path: "/v1/chat/completions", body: panicBody, noKey: true, status: 401, outcome: outcomeUnauthorized},
-		{name: "body over max_body_bytes", path: "/v1/chat/completions", body: `{"model":"gpt-4o-mini","x":"` + strings.Repeat("a", 5000) + `"}`, status: 413, outcome: outcomeInvalid},
-		{name: "duplicate key", path: "/v1/chat/completions", body: `{"model":"gpt-4o-mini","model":"gpt-4o","messages":[]}`, status: 400, outcome: outcomeInvalid},
-		{name: "json too deep", path: "/v1/chat/completions", body: deep, status: 400, outcome: outcomeInvalid},
-		{name: "model name too long", path: "/v1/chat/completions", body: `{"model":"` + strings.Repeat("m", 300) + `","messages":[]}`, status: 400, outcome: outcomeInvalid},
-		{name: "cost over the limit's capacity", path: "/v1/chat/completions", body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":200000}`, status: 429, outcome: outcomeTooLarge},
-		{name: "upstream unreachable", path: "/v1/chat/completions", body: panicBody, status: 502, outcome: outcomeUpstreamError},
-		{name: "handler panic", path: "/v1/chat/completions", body: panicBody, panic: true, status: 500, outcome: outcomeInternalError},
+		{name: "no upstream for the path", path: "/v1/messages", body: panicBody, status: 404, outcome: meter.OutcomeInvalid},
+		{name: "no key (the rig passes unknown keys through)", path: "/v1/chat/completions", body: panicBody, noKey: true, status: 401, outcome: meter.OutcomeUnauthorized},
+		{name: "body over max_body_bytes", path: "/v1/chat/completions", body: `{"model":"gpt-4o-mini","x":"` + strings.Repeat("a", 5000) + `"}`, status: 413, outcome: meter.OutcomeInvalid},
+		{name: "duplicate key", path: "/v1/chat/completions", body: `{"model":"gpt-4o-mini","model":"gpt-4o","messages":[]}`, status: 400, outcome: meter.OutcomeInvalid},
+		{name: "json too deep", path: "/v1/chat/completions", body: deep, status: 400, outcome: meter.OutcomeInvalid},
+		{name: "model name too long", path: "/v1/chat/completions", body: `{"model":"` + strings.Repeat("m", 300) + `","messages":[]}`, status: 400, outcome: meter.OutcomeInvalid},
+		{name: "cost over the limit's capacity", path: "/v1/chat/completions", body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":200000}`, status: 429, outcome: meter.OutcomeTooLarge},
+		{name: "upstream unreachable", path: "/v1/chat/completions", body: panicBody, status: 502, outcome: meter.OutcomeUpstreamError},
+		{name: "handler panic", path: "/v1/chat/completions", body: panicBody, panic: true, status: 500, outcome: meter.OutcomeInternalError},
 	}
 	for _, tc := range cases {
 		before, beforeOutcome := requestsTotal(t, r.reg), requestsBy(t, r.reg, tc.outcome)

@@ -11,19 +11,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/policy"
 )
-
-// applied is one rule a request took from, with its reservation and the
-// bucket's status at admission.
-type applied struct {
-	rule     *policy.Rule
-	key      string
-	limit    bucket.Limit // as taken: a quota's window is that of admission
-	reserved int64        // units taken at admission
-	status   bucket.Status
-	denied   bool // this rule's bucket denied the request
-}
 
 // maxRateLimitItems is the most items the RateLimit-Policy and RateLimit
 // fields list. A request under more rules gets the tightest of them (the
@@ -47,7 +37,7 @@ const maxRateLimitItems = 4
 // Anthropic callers get Anthropic's anthropic-ratelimit-{requests,tokens,
 // input-tokens,output-tokens}-{limit,remaining,reset} instead, reset as an
 // RFC 3339 instant (https://docs.anthropic.com/en/api/rate-limits).
-func setLimitHeaders(h *fasthttp.ResponseHeader, f Flavor, rules []applied, buf []byte) []byte {
+func setLimitHeaders(h *fasthttp.ResponseHeader, f Flavor, rules []meter.Applied, buf []byte) []byte {
 	if len(rules) == 0 {
 		return buf
 	}
@@ -61,17 +51,17 @@ func setLimitHeaders(h *fasthttp.ResponseHeader, f Flavor, rules []applied, buf 
 
 // tightest returns the index of the rule whose unit match accepts with the
 // least remaining, or -1.
-func tightest(rules []applied, match func(policy.Unit) bool) int {
+func tightest(rules []meter.Applied, match func(policy.Unit) bool) int {
 	best := -1
 	for i, a := range rules {
-		if match(a.rule.Unit) && (best < 0 || a.status.Remaining < rules[best].status.Remaining) {
+		if match(a.Rule.Unit) && (best < 0 || a.Status.Remaining < rules[best].Status.Remaining) {
 			best = i
 		}
 	}
 	return best
 }
 
-func setAnthropicHeaders(h *fasthttp.ResponseHeader, rules []applied) {
+func setAnthropicHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied) {
 	now := time.Now()
 	for _, kind := range []struct {
 		name string
@@ -82,13 +72,13 @@ func setAnthropicHeaders(h *fasthttp.ResponseHeader, rules []applied) {
 			continue
 		}
 		a := rules[i]
-		h.Set("anthropic-ratelimit-"+kind.name+"-limit", strconv.FormatInt(a.limit.Capacity, 10))
-		h.Set("anthropic-ratelimit-"+kind.name+"-remaining", strconv.FormatInt(max(a.status.Remaining, 0), 10))
-		h.Set("anthropic-ratelimit-"+kind.name+"-reset", now.Add(a.status.Reset).UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339))
+		h.Set("anthropic-ratelimit-"+kind.name+"-limit", strconv.FormatInt(a.Limit.Capacity, 10))
+		h.Set("anthropic-ratelimit-"+kind.name+"-remaining", strconv.FormatInt(max(a.Status.Remaining, 0), 10))
+		h.Set("anthropic-ratelimit-"+kind.name+"-reset", now.Add(a.Status.Reset).UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339))
 	}
 }
 
-func setOpenAIHeaders(h *fasthttp.ResponseHeader, rules []applied) {
+func setOpenAIHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied) {
 	if i := tightest(rules, policy.Unit.CountsTokens); i >= 0 {
 		setOpenAITrio(h, "tokens", rules[i])
 	}
@@ -102,7 +92,7 @@ func setOpenAIHeaders(h *fasthttp.ResponseHeader, rules []applied) {
 // at most maxRateLimitItems, else the denying rule, if any, and the
 // tightest others: those with the least remaining as a fraction of their
 // capacity, the earlier first among equals.
-func listed(rules []applied, dst *[maxRateLimitItems]int) []int {
+func listed(rules []meter.Applied, dst *[maxRateLimitItems]int) []int {
 	if len(rules) <= maxRateLimitItems {
 		for i := range rules {
 			dst[i] = i
@@ -112,8 +102,8 @@ func listed(rules []applied, dst *[maxRateLimitItems]int) []int {
 	// before reports whether rule i is to be listed rather than rule j.
 	before := func(i, j int) bool {
 		a, b := &rules[i], &rules[j]
-		if a.denied != b.denied {
-			return a.denied
+		if a.Denied != b.Denied {
+			return a.Denied
 		}
 		fa, fb := fraction(a), fraction(b)
 		if fa != fb {
@@ -142,36 +132,36 @@ func listed(rules []applied, dst *[maxRateLimitItems]int) []int {
 
 // fraction is what remains of a rule's bucket as a fraction of its
 // capacity: 1 full, 0 empty, below 0 in debt.
-func fraction(a *applied) float64 {
-	if a.limit.Capacity <= 0 {
+func fraction(a *meter.Applied) float64 {
+	if a.Limit.Capacity <= 0 {
 		return 0
 	}
-	return float64(a.status.Remaining) / float64(a.limit.Capacity)
+	return float64(a.Status.Remaining) / float64(a.Limit.Capacity)
 }
 
-func setIETFHeaders(h *fasthttp.ResponseHeader, all []applied, buf []byte) []byte {
+func setIETFHeaders(h *fasthttp.ResponseHeader, all []meter.Applied, buf []byte) []byte {
 	var pick [maxRateLimitItems]int
 	idx := listed(all, &pick)
-	var rules [maxRateLimitItems]applied
+	var rules [maxRateLimitItems]meter.Applied
 	for i, j := range idx {
 		rules[i] = all[j]
 	}
 	return writeIETFHeaders(h, rules[:len(idx)], buf)
 }
 
-func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []applied, buf []byte) []byte {
+func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied, buf []byte) []byte {
 	buf = buf[:0]
 	for i, a := range rules {
 		if i > 0 {
 			buf = append(buf, ", "...)
 		}
-		buf = strconv.AppendQuote(buf, a.rule.Name)
+		buf = strconv.AppendQuote(buf, a.Rule.Name)
 		buf = append(buf, ";q="...)
-		buf = strconv.AppendInt(buf, a.limit.Capacity, 10)
+		buf = strconv.AppendInt(buf, a.Limit.Capacity, 10)
 		buf = append(buf, ";w="...)
-		buf = strconv.AppendInt(buf, ceilSeconds(window(a.limit)), 10)
+		buf = strconv.AppendInt(buf, ceilSeconds(window(a.Limit)), 10)
 		buf = append(buf, `;llmguard-unit="`...)
-		buf = append(buf, a.rule.Unit.String()...)
+		buf = append(buf, a.Rule.Unit.String()...)
 		buf = append(buf, '"')
 	}
 	h.SetBytesV("RateLimit-Policy", buf)
@@ -180,20 +170,20 @@ func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []applied, buf []byte) [
 		if i > 0 {
 			buf = append(buf, ", "...)
 		}
-		buf = strconv.AppendQuote(buf, a.rule.Name)
+		buf = strconv.AppendQuote(buf, a.Rule.Name)
 		buf = append(buf, ";r="...)
-		buf = strconv.AppendInt(buf, max(a.status.Remaining, 0), 10)
+		buf = strconv.AppendInt(buf, max(a.Status.Remaining, 0), 10)
 		buf = append(buf, ";t="...)
-		buf = strconv.AppendInt(buf, ceilSeconds(a.status.Reset), 10)
+		buf = strconv.AppendInt(buf, ceilSeconds(a.Status.Reset), 10)
 	}
 	h.SetBytesV("RateLimit", buf)
 	return buf
 }
 
-func setOpenAITrio(h *fasthttp.ResponseHeader, kind string, a applied) {
-	h.Set("x-ratelimit-limit-"+kind, strconv.FormatInt(a.limit.Capacity, 10))
-	h.Set("x-ratelimit-remaining-"+kind, strconv.FormatInt(max(a.status.Remaining, 0), 10))
-	h.Set("x-ratelimit-reset-"+kind, goDuration(a.status.Reset))
+func setOpenAITrio(h *fasthttp.ResponseHeader, kind string, a meter.Applied) {
+	h.Set("x-ratelimit-limit-"+kind, strconv.FormatInt(a.Limit.Capacity, 10))
+	h.Set("x-ratelimit-remaining-"+kind, strconv.FormatInt(max(a.Status.Remaining, 0), 10))
+	h.Set("x-ratelimit-reset-"+kind, goDuration(a.Status.Reset))
 }
 
 // window is the w of a RateLimit-Policy item: the time a token bucket takes
@@ -247,43 +237,42 @@ func goDuration(d time.Duration) string {
 // capacity, 429 with x-should-retry: false and no Retry-After, since
 // waiting cannot help. The body names the limit, the amount requested and
 // the wait, in the caller's flavor.
-func denied(ctx *fasthttp.RequestCtx, f Flavor, d bucket.Decision, rules []applied) apiError {
-	a := rules[d.DeniedBy]
-	unit := a.rule.Unit.String()
-	if a.rule.Unit == policy.UnitUSD {
+func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, deny int, tooLarge bool, retry time.Duration) apiError {
+	a := rules[deny]
+	unit := a.Rule.Unit.String()
+	if a.Rule.Unit == policy.UnitUSD {
 		unit = "micro-USD"
 	}
 	typ := "tokens"
-	if a.rule.Unit == policy.UnitRequests {
+	if a.Rule.Unit == policy.UnitRequests {
 		typ = "requests"
 	}
 	e := apiError{status: fasthttp.StatusTooManyRequests, openAIType: typ, openAICode: "rate_limit_exceeded", anthropicType: "rate_limit_error"}
 	switch {
-	case d.TooLarge:
+	case tooLarge:
 		e.message = fmt.Sprintf("Request too large for limit %s (%s scope): requested %d %s, but the limit holds at most %d %s. Waiting will not help: reduce the request (e.g. max_tokens or the prompt).",
-			a.rule.Name, a.rule.Scope, a.reserved, unit, a.limit.Capacity, unit)
-		if a.limit.IsQuota() {
+			a.Rule.Name, a.Rule.Scope, a.Reserved, unit, a.Limit.Capacity, unit)
+		if a.Limit.IsQuota() {
 			e.openAIType, e.openAICode = "insufficient_quota", "insufficient_quota"
 		}
 		ctx.Response.Header.Set("x-should-retry", "false")
-	case a.limit.IsQuota():
+	case a.Limit.IsQuota():
 		// A budget spent until its period ends (DESIGN.md §6): OpenAI's
 		// insufficient_quota, and x-should-retry: false so that the SDKs do
 		// not retry for days.
 		e.openAIType, e.openAICode = "insufficient_quota", "insufficient_quota"
 		e.message = fmt.Sprintf("Budget %s (%s scope) cannot cover this request this %s: %d of %d %s used, and this request reserves %d. It resets at %s (in %s).",
-			a.rule.Name, a.rule.Scope, a.rule.Period, a.limit.Capacity-a.status.Remaining, a.limit.Capacity, unit, a.reserved,
-			a.limit.WindowEnd.UTC().Format(time.RFC3339), goDuration(d.RetryAfter))
+			a.Rule.Name, a.Rule.Scope, a.Rule.Period, a.Limit.Capacity-a.Status.Remaining, a.Limit.Capacity, unit, a.Reserved,
+			a.Limit.WindowEnd.UTC().Format(time.RFC3339), goDuration(retry))
 		ctx.Response.Header.Set("x-should-retry", "false")
-		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10))
+		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(retry), 1), 10))
 	default:
 		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %d per %s, remaining %d, requested %d. Please try again in %s.",
-			a.rule.Name, a.rule.Scope, unit, a.limit.Rate, a.limit.Per, max(a.status.Remaining, 0), a.reserved, goDuration(d.RetryAfter))
-		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10))
-		ctx.Response.Header.Set("retry-after-ms", strconv.FormatInt(max(int64((d.RetryAfter+time.Millisecond-1)/time.Millisecond), 1), 10))
+			a.Rule.Name, a.Rule.Scope, unit, a.Limit.Rate, a.Limit.Per, max(a.Status.Remaining, 0), a.Reserved, goDuration(retry))
+		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(retry), 1), 10))
+		ctx.Response.Header.Set("retry-after-ms", strconv.FormatInt(max(int64((retry+time.Millisecond-1)/time.Millisecond), 1), 10))
 	}
-	ctx.Response.Header.Set("x-llmguard-limit", a.rule.Name)
-	rules[d.DeniedBy].denied = true
+	ctx.Response.Header.Set("x-llmguard-limit", a.Rule.Name)
 	setLimitHeaders(&ctx.Response.Header, f, rules, nil)
 	return e
 }

@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -13,14 +11,15 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/policy"
 )
 
 // manyApplied is n applied rules of every unit, named l0000…, with random
 // remaining amounts (some in debt) and quotas among them.
-func manyApplied(r *rand.Rand, n int) []applied {
+func manyApplied(r *rand.Rand, n int) []meter.Applied {
 	units := []policy.Unit{policy.UnitRequests, policy.UnitTokens, policy.UnitInputTokens, policy.UnitOutputTokens, policy.UnitUSD}
-	out := make([]applied, n)
+	out := make([]meter.Applied, n)
 	for i := range out {
 		capacity := int64(1 + r.IntN(1_000_000))
 		rule := &policy.Rule{Name: fmt.Sprintf("l%04d", i), Scope: policy.Scope(r.IntN(4)), Unit: units[r.IntN(len(units))]}
@@ -29,8 +28,8 @@ func manyApplied(r *rand.Rand, n int) []applied {
 			start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 			limit = bucket.Quota(capacity, start, start.AddDate(0, 1, 0))
 		}
-		out[i] = applied{rule: rule, key: "k", limit: limit, reserved: 1,
-			status: bucket.Status{Remaining: capacity - r.Int64N(capacity+capacity/4), Reset: time.Duration(r.IntN(3600)) * time.Second}}
+		out[i] = meter.Applied{Rule: rule, Key: "k", Limit: limit, Reserved: 1,
+			Status: bucket.Status{Remaining: capacity - r.Int64N(capacity+capacity/4), Reset: time.Duration(r.IntN(3600)) * time.Second}}
 	}
 	return out
 }
@@ -58,21 +57,21 @@ func itemNames(field string) []string {
 // expectListed is listed's choice by brute force: sort every rule by
 // (denying first, least remaining fraction, position), keep the first
 // maxRateLimitItems, and put them back in position order.
-func expectListed(rules []applied) []string {
+func expectListed(rules []meter.Applied) []string {
 	idx := make([]int, len(rules))
 	for i := range idx {
 		idx[i] = i
 	}
 	slices.SortStableFunc(idx, func(i, j int) int {
 		a, b := &rules[i], &rules[j]
-		if a.denied != b.denied {
-			if a.denied {
+		if a.Denied != b.Denied {
+			if a.Denied {
 				return -1
 			}
 			return 1
 		}
-		fa := float64(a.status.Remaining) / float64(a.limit.Capacity)
-		fb := float64(b.status.Remaining) / float64(b.limit.Capacity)
+		fa := float64(a.Status.Remaining) / float64(a.Limit.Capacity)
+		fb := float64(b.Status.Remaining) / float64(b.Limit.Capacity)
 		switch {
 		case fa < fb:
 			return -1
@@ -85,7 +84,7 @@ func expectListed(rules []applied) []string {
 	slices.Sort(idx)
 	var out []string
 	for _, i := range idx {
-		out = append(out, rules[i].rule.Name)
+		out = append(out, rules[i].Rule.Name)
 	}
 	return out
 }
@@ -133,13 +132,15 @@ func TestDeniedResponseListsTheDenyingRule(t *testing.T) {
 	for round := range 20 {
 		rules := manyApplied(r, 1000)
 		deny := r.IntN(len(rules))
-		rules[deny].status.Remaining = rules[deny].limit.Capacity // full, so never among the tightest by itself
-		rules[deny].reserved = rules[deny].limit.Capacity + 1
+		rules[deny].Status.Remaining = rules[deny].Limit.Capacity // full, so never among the tightest by itself
+		rules[deny].Reserved = rules[deny].Limit.Capacity + 1
 		for _, f := range []Flavor{FlavorOpenAI, FlavorAnthropic} {
 			var ctx fasthttp.RequestCtx
 			ctx.Response.Header.DisableNormalizing()
-			denied(&ctx, f, bucket.Decision{DeniedBy: deny, TooLarge: true}, slices.Clone(rules)).write(&ctx, f)
-			name := rules[deny].rule.Name
+			taken := slices.Clone(rules)
+			taken[deny].Denied = true // as admission marks the denying rule
+			denied(&ctx, f, taken, deny, true, 0).write(&ctx, f)
+			name := rules[deny].Rule.Name
 			if got := string(ctx.Response.Header.Peek("x-llmguard-limit")); got != name {
 				t.Fatalf("round %d: x-llmguard-limit %q, want %q", round, got, name)
 			}
@@ -152,37 +153,6 @@ func TestDeniedResponseListsTheDenyingRule(t *testing.T) {
 			if n := headerBytes(&ctx.Response.Header); n >= 2048 {
 				t.Fatalf("round %d, %v: %d bytes of headers on the 429, want < 2048", round, f, n)
 			}
-		}
-	}
-}
-
-// A request under a thousand quotas past their warn_at thresholds gets at
-// most maxBudgetWarnings x-llmguard-budget-warning values: the most used.
-func TestBudgetWarningsBounded(t *testing.T) {
-	p := &Proxy{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	x := &exchange{}
-	for i := range 1000 {
-		used := int64(800 + i%150) // 80% to 94.9% used
-		switch i {
-		case 321:
-			used = 990
-		case 654:
-			used = 980
-		}
-		x.rules = append(x.rules, applied{
-			rule:  &policy.Rule{Name: fmt.Sprintf("q%d", i), Unit: policy.UnitUSD, Period: policy.PeriodMonth, WarnAt: []float64{0.8}},
-			key:   fmt.Sprintf("k%d", i),
-			limit: bucket.Quota(1000, start, start.AddDate(0, 1, 0)), status: bucket.Status{Remaining: 1000 - used},
-		})
-	}
-	p.budgetWarnings(x)
-	if len(x.warnings) != maxBudgetWarnings {
-		t.Fatalf("%d warnings, want %d", len(x.warnings), maxBudgetWarnings)
-	}
-	for _, want := range []string{"q321; used=0.99", "q654; used=0.98"} {
-		if !slices.Contains(x.warnings, want) {
-			t.Errorf("warnings %v lack the most used %q", x.warnings, want)
 		}
 	}
 }

@@ -10,8 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	dto "github.com/prometheus/client_model/go"
-
+	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/weigher"
 )
 
@@ -206,11 +205,7 @@ func TestMalformedRequestsAreCounted(t *testing.T) {
 	if resp.StatusCode != 400 || !strings.Contains(string(b), `"type":"invalid_request_error"`) {
 		t.Errorf("got %d %s, want 400 in OpenAI's shape", resp.StatusCode, b)
 	}
-	var d dto.Metric
-	if err := r.m.requests.WithLabelValues("openai", "", outcomeInvalid, "").Write(&d); err != nil {
-		t.Fatal(err)
-	}
-	if d.GetCounter().GetValue() != 1 {
-		t.Errorf("requests_total{outcome=invalid} = %v, want 1", d.GetCounter().GetValue())
+	if got := requestsBy(t, r.reg, meter.OutcomeInvalid); got != 1 {
+		t.Errorf("requests_total{outcome=invalid} = %v, want 1", got)
 	}
 }

@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/mockllm"
 	"github.com/llmguard/llmguard/ledger"
+	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/weigher"
 )
@@ -41,7 +41,7 @@ type panicRig struct {
 	armed  atomic.Bool // the hook panics while armed
 	passes atomic.Int64
 	point  string
-	m      *Metrics
+	m      *meter.Metrics
 }
 
 // countingLedger counts the records written.
@@ -118,7 +118,7 @@ limits:
 	frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	store := bucket.NewMemory(bucket.MemoryOptions{Now: func() time.Time { return frozen }, SweepEvery: -1})
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg, MetricsOptions{})
+	m, err := meter.NewMetrics(reg, meter.MetricsOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,11 +196,25 @@ func (r *panicRig) do(path, body string, headers ...string) (int, http.Header, s
 }
 
 func (r *panicRig) panics(stage string) float64 {
-	var d dto.Metric
-	if err := r.m.panics.WithLabelValues(stage).Write(&d); err != nil {
+	r.t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
 		r.t.Fatal(err)
 	}
-	return d.GetCounter().GetValue()
+	for _, mf := range mfs {
+		if mf.GetName() != "llmguard_panics_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stage" && l.GetValue() == stage {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	r.t.Fatalf("llmguard_panics_total has no series for stage %q", stage)
+	return 0
 }
 
 const panicBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello there"}],"max_tokens":50}`
@@ -233,19 +247,19 @@ func TestPanicsAreContained(t *testing.T) {
 		wantCharged int64
 		wantLedger  int
 	}{
-		{name: "handler before weighing", point: pointHandler, stage: StageHandler, wantStatus: 500,
+		{name: "handler before weighing", point: pointHandler, stage: meter.StageHandler, wantStatus: 500,
 			wantUpstream: 0, wantCharged: 0, wantLedger: 0},
-		{name: "handler after the take", point: pointForward, stage: StageHandler, wantStatus: 500,
+		{name: "handler after the take", point: pointForward, stage: meter.StageHandler, wantStatus: 500,
 			wantUpstream: 0, wantCharged: 0, wantLedger: 0},
-		{name: "stream relay", point: pointStream, stage: StageStream, stream: true, wantStatus: 200,
+		{name: "stream relay", point: pointStream, stage: meter.StageStream, stream: true, wantStatus: 200,
 			wantUpstream: 1, wantCharged: -1, wantLedger: 1},
-		{name: "usage tap", point: pointTap, stage: StageStream, stream: true, wantStatus: 200,
+		{name: "usage tap", point: pointTap, stage: meter.StageStream, stream: true, wantStatus: 200,
 			wantUpstream: 1, wantCharged: -1, wantLedger: 1},
-		{name: "settlement store call", point: pointSettle, stage: StageSettle, wantStatus: 200,
+		{name: "settlement store call", point: pointSettle, stage: meter.StageSettle, wantStatus: 200,
 			wantUpstream: 1, wantCharged: est.InputTokens + est.OutputTokens, wantLedger: 1}, // the reservation stands
-		{name: "ledger", point: pointLedger, stage: StageLedger, wantStatus: 200,
+		{name: "ledger", point: pointLedger, stage: meter.StageLedger, wantStatus: 200,
 			wantUpstream: 1, wantCharged: -2, wantLedger: 0},
-		{name: "metrics", point: pointMetrics, stage: StageMetrics, wantStatus: 200,
+		{name: "metrics", point: pointMetrics, stage: meter.StageMetrics, wantStatus: 200,
 			wantUpstream: 1, wantCharged: -2, wantLedger: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,48 +2,23 @@ package proxy
 
 import (
 	"errors"
-	"fmt"
-	"runtime"
-	"runtime/debug"
 
 	"github.com/valyala/fasthttp"
-)
 
-// Stages of a request's life at which a panic is recovered, the values of
-// llmguard_panics_total's stage label. A panic in one stage never takes the
-// process down: the request is answered (or its stream ended), its
-// reservation settled once, and the panic counted and logged with its stack.
-const (
-	// StageHandler is the request handler: identify, weigh, take, forward,
-	// and reading a buffered answer.
-	StageHandler = "handler"
-	// StageStream is the relay of a streamed answer and its usage tap, on
-	// fasthttp's writer goroutine.
-	StageStream = "stream"
-	// StageWatch is the goroutine that notices a streaming client leave.
-	StageWatch = "watch"
-	// StageSettle is the reconciliation of a finished request's buckets.
-	StageSettle = "settle"
-	// StageLedger is the writing of a request's ledger record.
-	StageLedger = "ledger"
-	// StageMetrics is the recording of a finished request's metrics.
-	StageMetrics = "metrics"
+	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/spec"
 )
-
-// stages are every Stage*, so that the panics counter has a series for each
-// from the start.
-var stages = []string{StageHandler, StageStream, StageWatch, StageSettle, StageLedger, StageMetrics}
 
 // Injection points of Options' test hook, inside the stages above: the hook
 // runs at each, and a hook that panics is recovered like any other panic.
 const (
-	pointHandler = "handler" // after identification, before weighing
-	pointForward = "forward" // after the take, just before the upstream call
-	pointStream  = "stream"  // each read of a streamed answer
-	pointTap     = "tap"     // each usage-tap feed of a streamed answer
-	pointSettle  = "settle"  // before the reconciliation store call
-	pointLedger  = "ledger"  // before the ledger write
-	pointMetrics = "metrics" // before the settlement metrics
+	pointHandler = "handler"          // after identification, before weighing
+	pointForward = "forward"          // after the take, just before the upstream call
+	pointStream  = "stream"           // each read of a streamed answer
+	pointTap     = "tap"              // each usage-tap feed of a streamed answer
+	pointSettle  = meter.PointSettle  // before the reconciliation store call
+	pointLedger  = meter.PointLedger  // before the ledger write
+	pointMetrics = meter.PointMetrics // before the settlement metrics
 )
 
 // errPanicked aborts the upstream read of a stream whose relay panicked.
@@ -60,21 +35,18 @@ func (p *Proxy) inject(point string) {
 	}
 }
 
-// panicked counts and logs a recovered panic. The log carries the stack
-// and a description of the value that holds no request data (see
-// describePanic): never prompt text.
+// panicked counts and logs a recovered panic (see meter.Meter.Recovered:
+// the log never holds request data).
 func (p *Proxy) panicked(stage string, r any, x *exchange) {
-	p.opt.Metrics.panicked(stage)
 	id := ""
 	if x != nil {
 		id = x.id
 	}
-	p.log.Error("panic recovered", "stage", stage, "request_id", id, "panic", describePanic(r), "stack", string(debug.Stack()))
+	p.meter.Recovered(stage, r, id)
 }
 
 // contain runs f in stage and recovers a panic in it, so that one failing
-// step of a settlement (metrics, ledger, reconciliation) does not skip the
-// others.
+// step (counting, settling) does not skip the others.
 func (p *Proxy) contain(stage string, x *exchange, f func()) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -82,17 +54,6 @@ func (p *Proxy) contain(stage string, x *exchange, f func()) {
 		}
 	}()
 	f()
-}
-
-// describePanic describes a recovered value without its contents unless it
-// is a runtime error (whose message the runtime writes: an index, a nil
-// map), since a value passed to panic may hold request data.
-func describePanic(r any) string {
-	var re runtime.Error
-	if err, ok := r.(error); ok && errors.As(err, &re) {
-		return re.Error()
-	}
-	return fmt.Sprintf("%T", r)
 }
 
 // recoverHandler is deferred by Handle: a panic in the handler answers 500
@@ -105,30 +66,28 @@ func (p *Proxy) recoverHandler(ctx *fasthttp.RequestCtx, x *exchange) {
 	if r == nil {
 		return
 	}
-	p.panicked(StageHandler, r, x)
+	p.panicked(meter.StageHandler, r, x)
 	if x.release != nil {
 		x.release()
 		x.release = nil
 	}
-	p.contain(StageSettle, x, func() { p.settleAborted(x) })
+	p.contain(meter.StageSettle, x, func() { settleAborted(x) })
 	ctx.Response.Reset()
 	ctx.Response.Header.DisableNormalizing()
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
 	// Counted as internal_error unless the request was counted before the
 	// panic (an answer already under way): once either way.
-	p.answer(ctx, x, refusal{err: errInternal, outcome: outcomeInternalError})
+	p.answer(ctx, x, refusal{err: errInternal, outcome: meter.OutcomeInternalError})
 }
 
 // settleAborted settles an exchange its handler abandoned: a refund when
 // nothing was forwarded (no ledger record: no upstream call was made), the
-// reservation otherwise.
-func (p *Proxy) settleAborted(x *exchange) {
+// reservation otherwise. Nothing happens before admission, or after a
+// refusal (nothing was taken).
+func settleAborted(x *exchange) {
 	if !x.forwarded {
-		if len(x.rules) == 0 {
-			return // nothing taken, nothing to record
-		}
-		p.settle(x, settlement{refund: true, unforwarded: true})
+		x.settle(meter.Settlement{Source: spec.SourceRefund, Unforwarded: true})
 		return
 	}
-	p.settle(x, settlement{})
+	x.settle(meter.Settlement{Source: spec.SourceReserved})
 }

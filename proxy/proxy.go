@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,7 +19,9 @@ import (
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/ledger"
+	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/spec"
 	"github.com/llmguard/llmguard/weigher"
 )
 
@@ -63,7 +64,7 @@ type Options struct {
 	// reservation. Zero: 64 MiB.
 	MaxResponseBytes int
 	// Metrics receives counters; nil: none.
-	Metrics *Metrics
+	Metrics *meter.Metrics
 	// Ledger receives one record per forwarded request, upstream errors
 	// included; nil: none. Write must not block (ledger.Writer drops and
 	// counts when its buffer is full).
@@ -75,7 +76,8 @@ type Options struct {
 	Now func() time.Time
 
 	// inject, when set, runs at each injection point of a request's life
-	// (panics.go); tests make it panic to prove containment.
+	// (panics.go; the settlement's points are meter's); tests make it panic
+	// to prove containment.
 	inject func(point string)
 }
 
@@ -85,8 +87,9 @@ type Proxy struct {
 	opt    Options
 	router *router
 	log    *slog.Logger
-	// warned remembers the budget thresholds already reported.
-	warned warnings
+	// meter admits and settles requests: the limits, the store, the
+	// fallback, the ledger and the metrics of admission and settlement.
+	meter *meter.Meter
 	// live is the policy and weigher requests use now; Reload swaps it.
 	// A request keeps the pair it started with until it is settled.
 	live atomic.Pointer[live]
@@ -149,7 +152,12 @@ func New(opt Options) (*Proxy, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, bodies: semaphore.NewWeighted(opt.BodyBudget),
+	m, err := meter.New(meter.Options{Store: opt.Store, Fallback: opt.Fallback, Ledger: opt.Ledger, Metrics: opt.Metrics,
+		Logger: opt.Logger, Now: opt.Now, Inject: opt.inject})
+	if err != nil {
+		return nil, err
+	}
+	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, meter: m, bodies: semaphore.NewWeighted(opt.BodyBudget),
 		shares: make(map[string]int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes))}
 	px.Reload(opt.Policy, opt.Weigher)
 	return px, nil
@@ -165,11 +173,11 @@ func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	// Answered and counted like the handler's own refusals, so that every
 	// answer llmguard writes itself shows in llmguard_requests_total.
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		p.answer(ctx, x, refusal{err: errBodyTooLarge, outcome: outcomeInvalid})
+		p.answer(ctx, x, refusal{err: errBodyTooLarge, outcome: meter.OutcomeInvalid})
 		return
 	}
 	p.answer(ctx, x, refusal{err: apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_request",
-		anthropicType: "invalid_request_error", message: "Malformed HTTP request (or a body that ended before its declared length)."}, outcome: outcomeInvalid})
+		anthropicType: "invalid_request_error", message: "Malformed HTTP request (or a body that ended before its declared length)."}, outcome: meter.OutcomeInvalid})
 }
 
 // exchange is the state of one request that outlives the handler when the
@@ -178,18 +186,13 @@ type exchange struct {
 	id        string
 	principal policy.Principal
 	keyHeader string // the header the caller's key came from
-	// modelLabel is the model's metric label: its priced name, "other" for
-	// an unpriced model, "" when the request names none.
-	modelLabel string
-	live       *live // the policy and weigher this request started with
-	upstream   *Upstream
-	kind       weigher.Kind
-	est        weigher.Estimate
-	price      policy.Price
-	rules      []applied
-	// fallback: admitted by the per-node fallback while the store was
-	// unavailable; reconciled there too.
-	fallback bool
+	live      *live  // the policy and weigher this request started with
+	upstream  *Upstream
+	kind      weigher.Kind
+	est       weigher.Estimate
+	// m is the request's admission, from the moment it was judged (nil
+	// before): its rules, verdict and settlement.
+	m *meter.Exchange
 	// stripUsage: llmguard added stream_options.include_usage, so the
 	// usage-only chunk must not reach the client.
 	stripUsage bool
@@ -199,18 +202,42 @@ type exchange struct {
 	upstreamTime time.Duration
 	// status is the HTTP status the client got.
 	status int
-	// warnings are the x-llmguard-budget-warning values of the answer.
-	warnings []string
 	// forwarded: the upstream call has started, so the upstream may bill.
 	forwarded bool
 	// release, while set, frees the upstream response the handler holds;
 	// a panic recovered in the handler calls it.
 	release func()
-	// settled: the exchange has been settled (see Proxy.settle).
-	settled atomic.Bool
 	// counted: the request's outcome is in requests_total (see
 	// Proxy.count); set on the handler's goroutine only.
 	counted bool
+}
+
+// rules are the rules the request was judged by, with their statuses at
+// admission; nil before admission.
+func (x *exchange) rules() []meter.Applied {
+	if x.m == nil {
+		return nil
+	}
+	return x.m.Rules()
+}
+
+// modelLabel is the model's metric label once admission priced it, "" before.
+func (x *exchange) modelLabel() string {
+	if x.m == nil {
+		return ""
+	}
+	return x.m.ModelLabel()
+}
+
+// settle settles the request's admission once with s (see
+// meter.Exchange.Settle), the client's status filled in; nothing before
+// admission.
+func (x *exchange) settle(s meter.Settlement) {
+	if x.m == nil {
+		return
+	}
+	s.Status = x.status
+	x.m.Settle(s)
 }
 
 // classify names the endpoint of a request from its decoded upstream path.
@@ -227,10 +254,6 @@ func classify(method []byte, path string) weigher.Kind {
 	}
 	return weigher.KindOf(fasthttp.MethodPost, strings.ToLower(strings.TrimRight(path, "/")))
 }
-
-// weighed reports whether requests of kind k are weighed in tokens; the
-// others count as requests only.
-func weighed(k weigher.Kind) bool { return k != weigher.KindOther && k != weigher.KindCountTokens }
 
 // Handle is the fasthttp.RequestHandler of the proxy listener. Every answer
 // llmguard writes itself leaves through answer, which writes it and counts
@@ -264,7 +287,7 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 // denying limit) it is counted as.
 type refusal struct {
 	err     apiError
-	outcome string
+	outcome meter.Outcome
 	limit   string
 }
 
@@ -277,12 +300,12 @@ func (p *Proxy) answer(ctx *fasthttp.RequestCtx, x *exchange, r refusal) {
 // count records the request's outcome in requests_total; only the first
 // call for an exchange counts, so that a request is counted exactly once
 // whatever way (answer, relay, recovered panic) it leaves.
-func (p *Proxy) count(x *exchange, outcome, limit string) {
+func (p *Proxy) count(x *exchange, outcome meter.Outcome, limit string) {
 	if x.counted {
 		return
 	}
 	x.counted = true
-	p.contain(StageMetrics, x, func() { p.opt.Metrics.request(x.flavor(), x.modelLabel, outcome, limit) })
+	p.contain(meter.StageMetrics, x, func() { p.opt.Metrics.Request(x.flavor(), x.modelLabel(), outcome, limit) })
 }
 
 // flavor is the flavor the caller is answered in: its upstream's, OpenAI's
@@ -311,9 +334,9 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	if !ok {
 		if refused.status == fasthttp.StatusServiceUnavailable {
 			ctx.Response.Header.Set("Retry-After", strconv.Itoa(bodyBudgetRetry))
-			return &refusal{err: refused, outcome: outcomeOverloaded}
+			return &refusal{err: refused, outcome: meter.OutcomeOverloaded}
 		}
-		return &refusal{err: refused, outcome: outcomeInvalid}
+		return &refusal{err: refused, outcome: meter.OutcomeInvalid}
 	}
 	// Held until the request is forwarded (or refused): the upstream has
 	// the whole body once forward returns, even for a streamed answer.
@@ -328,9 +351,8 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	if r := p.admit(ctx, x, upPath); r != nil {
 		return r
 	}
-	p.opt.Metrics.admitted(x)
 	r = p.forward(ctx, x, rawUpPath, body)
-	p.opt.Metrics.overheadTime(time.Since(x.start) - x.upstreamTime)
+	p.opt.Metrics.Overhead(time.Since(x.start) - x.upstreamTime)
 	return r
 }
 
@@ -341,12 +363,12 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (upPath, rawUpPath string, r *refusal) {
 	up, upPath := p.router.route(string(ctx.Path()))
 	if up == nil {
-		return "", "", &refusal{err: errNoUpstream, outcome: outcomeInvalid}
+		return "", "", &refusal{err: errNoUpstream, outcome: meter.OutcomeInvalid}
 	}
 	x.upstream = up
 	rawUpPath, ok := stripPrefix(string(ctx.Request.URI().PathOriginal()), up.PathPrefix)
 	if !ok {
-		return "", "", &refusal{err: errAmbiguousPath, outcome: outcomeInvalid}
+		return "", "", &refusal{err: errAmbiguousPath, outcome: meter.OutcomeInvalid}
 	}
 	return upPath, rawUpPath, nil
 }
@@ -359,27 +381,27 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	x.live = cur
 	pr, ok := cur.policy.Identify(key)
 	if !ok {
-		return &refusal{err: errUnauthorized, outcome: outcomeUnauthorized}
+		return &refusal{err: errUnauthorized, outcome: meter.OutcomeUnauthorized}
 	}
 	x.principal = pr
 	x.keyHeader = keyHeader
 	return nil
 }
 
-// weigh classifies the request, estimates its cost and prices its model.
+// weigh classifies the request and estimates its cost.
 func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, upPath string, body []byte) *refusal {
 	x.kind = classify(ctx.Method(), upPath)
-	if weighed(x.kind) {
+	if x.kind.Weighed() {
 		x.est = x.live.weigher.Weigh(x.kind, body)
 		if x.est.DuplicateKeys {
 			// Parsers disagree on which value of a repeated key counts: the
 			// upstream must serve exactly what was weighed.
-			return &refusal{err: errDuplicateKey, outcome: outcomeInvalid}
+			return &refusal{err: errDuplicateKey, outcome: meter.OutcomeInvalid}
 		}
 		if x.est.TooDeep {
 			// Nested past max_json_depth: refused before any parser
 			// recursed into it, and never forwarded.
-			return &refusal{err: errTooDeep, outcome: outcomeInvalid}
+			return &refusal{err: errTooDeep, outcome: meter.OutcomeInvalid}
 		}
 		if !x.est.Parsed {
 			// Not a JSON object: the upstream will refuse it, and no output
@@ -395,12 +417,7 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, upPath string, body
 		}
 	}
 	if len(x.est.Model) > maxModelName {
-		return &refusal{err: errModelName, outcome: outcomeInvalid}
-	}
-	var priced bool
-	x.modelLabel, x.price, priced = x.live.policy.Pricing(x.est.Model)
-	if !priced && x.est.Model != "" {
-		x.modelLabel = "other"
+		return &refusal{err: errModelName, outcome: meter.OutcomeInvalid}
 	}
 	return nil
 }
@@ -409,97 +426,31 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, upPath string, body
 var errLimiter = apiError{status: fasthttp.StatusInternalServerError, openAIType: "api_error", openAICode: "limiter_error",
 	anthropicType: "api_error", message: "llmguard could not evaluate its limits for this request."}
 
-// admit matches the request's limits and takes its cost from them,
-// two-phase, before any byte goes upstream.
+// admit has the meter judge the request: its limits matched and its cost
+// taken from them, two-phase, before any byte goes upstream. A refusal is
+// answered in the caller's flavor with the headers its SDK reads.
 func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange, upPath string) *refusal {
-	var rulesBuf [8]*policy.Rule
-	rules := x.live.policy.Match(rulesBuf[:0], x.principal, x.est.Model, upPath)
-	if len(rules) == 0 {
+	x.m = p.meter.Admit(meter.Request{ID: x.id, Principal: x.principal, Policy: x.live.policy, Flavor: x.upstream.Flavor,
+		Path: upPath, Model: x.est.Model, Weighed: x.kind.Weighed(),
+		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens}})
+	switch x.m.Verdict() {
+	case meter.Admitted:
 		return nil
+	case meter.Denied, meter.TooLarge:
+		i := x.m.DeniedBy()
+		return &refusal{err: denied(ctx, x.upstream.Flavor, x.m.Rules(), i, x.m.Verdict() == meter.TooLarge, x.m.RetryAfter()),
+			outcome: x.m.Outcome(0), limit: x.m.Rules()[i].Rule.Name}
+	case meter.FailClosed:
+		closed := x.m.ClosedBy()
+		return &refusal{err: unavailable(ctx, closed, p.opt.UnavailableRetry), outcome: x.m.Outcome(0), limit: closed.Name}
+	default: // meter.Broken: a limit the store refuses is a bug, not an outage
+		return &refusal{err: errLimiter, outcome: x.m.Outcome(0)}
 	}
-	reserve := policy.Tokens{Input: x.est.InputTokens, Output: x.est.OutputTokens}
-	now := p.opt.Now()
-	items := make([]bucket.Item, len(rules))
-	x.rules = make([]applied, len(rules))
-	for i, r := range rules {
-		units := r.Units(reserve, x.price)
-		if !weighed(x.kind) && r.Unit != policy.UnitRequests {
-			units = 0 // other paths count as requests only
-		}
-		key := r.Key(x.principal)
-		limit := r.LimitAt(now)
-		items[i] = bucket.Item{Key: key, Limit: limit, Cost: units}
-		x.rules[i] = applied{rule: r, key: key, limit: limit, reserved: units}
-	}
-	d, err := p.take(x.id, items)
-	if errors.Is(err, bucket.ErrInvalid) {
-		// A limit the store refuses is a bug, not an outage: never
-		// admit past it.
-		p.log.Error("store refused the take as invalid", "err", err, "request_id", x.id)
-		return &refusal{err: errLimiter, outcome: outcomeInternalError}
-	}
-	if err != nil {
-		// The store is unavailable (DESIGN.md §7): fail-closed limits
-		// answer 503; fail-open ones are checked against this node's
-		// fallback bucket.
-		if closed := failClosedRule(x.rules); closed != nil {
-			p.opt.Metrics.failure(x.rules, outcomeFailClosed)
-			return &refusal{err: unavailable(ctx, closed, p.opt.UnavailableRetry), outcome: outcomeFailClosed, limit: closed.Name}
-		}
-		p.opt.Metrics.failure(x.rules, outcomeFailOpen)
-		if p.opt.Fallback == nil {
-			p.log.Warn("store unavailable; admitting without limits", "err", err, "request_id", x.id)
-			x.rules = nil
-			return nil
-		}
-		x.fallback = true
-		d, err = p.opt.Fallback.Take(context.Background(), x.id, items) // in memory: no deadline to miss
-		if err != nil {
-			p.log.Error("fallback take failed; admitting without limits", "err", err, "request_id", x.id)
-			x.rules = nil
-			return nil
-		}
-	}
-	for i := range x.rules {
-		x.rules[i].status = d.Buckets[i]
-	}
-	if !d.Allowed {
-		outcome := outcomeLimited
-		if d.TooLarge {
-			outcome = outcomeTooLarge
-		}
-		return &refusal{err: denied(ctx, x.upstream.Flavor, d, x.rules), outcome: outcome, limit: x.rules[d.DeniedBy].rule.Name}
-	}
-	p.budgetWarnings(x)
-	return nil
 }
 
 // maxModelName bounds a request's model name, in bytes: no provider's
 // names come near it, and it keeps the ledger's lines and the logs bounded.
 const maxModelName = 256
-
-// take runs the two-phase take of request id on the store. The deadline is
-// the store's own: a remote store is wrapped in bucket.Guarded, which bounds
-// each call by store.timeout (and the store voids a take that failed but
-// may have been applied); the memory store never waits on I/O, and a
-// deadline of a few milliseconds would only fail it on a busy host — and
-// fail its limits open.
-func (p *Proxy) take(id string, items []bucket.Item) (bucket.Decision, error) {
-	t0 := time.Now()
-	d, err := p.opt.Store.Take(context.Background(), id, items)
-	p.opt.Metrics.decisionTime(time.Since(t0))
-	return d, err
-}
-
-// failClosedRule returns the first applied rule that fails closed, or nil.
-func failClosedRule(rules []applied) *policy.Rule {
-	for _, a := range rules {
-		if !a.rule.FailOpen {
-			return a.rule
-		}
-	}
-	return nil
-}
 
 // credential is the caller's key and the header it came from, read from
 // the header the upstream's API authenticates with first (x-api-key for
@@ -604,14 +555,14 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	}
 	if err != nil {
 		x.release = nil
-		p.opt.Metrics.upstream(up.Name, 0, x.upstreamTime)
+		p.opt.Metrics.Upstream(up.Name, 0, x.upstreamTime)
 		x.status = fasthttp.StatusBadGateway
 		fasthttp.ReleaseResponse(resp)
 		p.log.Warn("upstream unreachable", "upstream", up.Name, "err", err, "request_id", x.id)
-		p.settle(x, settlement{refund: true})
-		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules, nil)
+		x.settle(meter.Settlement{Source: spec.SourceRefund})
+		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), nil)
 		return &refusal{err: apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_unreachable",
-			anthropicType: "api_error", message: "llmguard could not reach the upstream API (" + up.Name + ")."}, outcome: outcomeUpstreamError}
+			anthropicType: "api_error", message: "llmguard could not reach the upstream API (" + up.Name + ")."}, outcome: meter.OutcomeUpstreamError}
 	}
 	return p.relay(ctx, x, resp)
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"compress/zlib"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,10 +15,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/valyala/fasthttp"
 
-	"github.com/llmguard/llmguard/bucket"
-	"github.com/llmguard/llmguard/ledger"
-	"github.com/llmguard/llmguard/policy"
-	"github.com/llmguard/llmguard/weigher"
+	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // clientWatchEvery is how often a streaming response checks that its client
@@ -43,16 +40,16 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	if x.est.ServerContext {
 		ctx.Response.Header.Set("x-llmguard-estimate", "partial")
 	}
-	for _, w := range x.warnings {
+	for _, w := range x.m.Warnings() {
 		ctx.Response.Header.Add("x-llmguard-budget-warning", w)
 	}
-	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules, nil)
+	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), nil)
 	status := resp.StatusCode()
 	x.status = status
 
 	if bytes.HasPrefix(resp.Header.ContentType(), []byte("text/event-stream")) && resp.BodyStream() != nil {
-		p.count(x, p.outcome(x, status), "")
-		p.opt.Metrics.upstream(x.upstream.Name, status, x.upstreamTime)
+		p.count(x, x.m.Outcome(status), "")
+		p.opt.Metrics.Upstream(x.upstream.Name, status, x.upstreamTime)
 		ctx.Response.Header.SetContentLength(-1)
 		conn := ctx.Conn() // serves this response until the writer returns
 		enc := string(bytes.ToLower(bytes.TrimSpace(resp.Header.ContentEncoding())))
@@ -71,7 +68,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 
 	st := resp.BodyStream()
 	if st == nil { // fasthttp read it whole
-		p.opt.Metrics.upstream(x.upstream.Name, status, x.upstreamTime)
+		p.opt.Metrics.Upstream(x.upstream.Name, status, x.upstreamTime)
 		ctx.Response.SetBody(resp.Body())
 		x.release = nil
 		fasthttp.ReleaseResponse(resp)
@@ -81,7 +78,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	t0 := time.Now()
 	body, err := io.ReadAll(io.LimitReader(st, int64(p.opt.MaxResponseBytes)+1))
 	x.upstreamTime += time.Since(t0)
-	p.opt.Metrics.upstream(x.upstream.Name, status, x.upstreamTime)
+	p.opt.Metrics.Upstream(x.upstream.Name, status, x.upstreamTime)
 	if err != nil {
 		x.release = nil
 		resp.CloseBodyStream()
@@ -89,10 +86,10 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		p.log.Warn("upstream body read failed", "upstream", x.upstream.Name, "err", err, "request_id", x.id)
 		// The upstream may have billed an answer it failed to deliver:
 		// keep the reservation unless it was an error status.
-		p.settle(x, settlement{refund: status >= 400})
+		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
 		ctx.Response.Header.Del("Content-Encoding")
 		return &refusal{err: apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_error",
-			anthropicType: "api_error", message: "llmguard lost the upstream response (" + x.upstream.Name + ")."}, outcome: outcomeUpstreamError}
+			anthropicType: "api_error", message: "llmguard lost the upstream response (" + x.upstream.Name + ")."}, outcome: meter.OutcomeUpstreamError}
 	}
 	if len(body) > p.opt.MaxResponseBytes {
 		// Too large to hold for its usage: stream it through and keep the
@@ -100,8 +97,8 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		// answer pay nothing).
 		x.release = nil // fasthttp closes the body stream, which releases resp
 		ctx.Response.SetBodyStream(&upstreamBody{Reader: io.MultiReader(bytes.NewReader(body), st), resp: resp}, -1)
-		p.settle(x, settlement{refund: status >= 400})
-		p.count(x, p.outcome(x, status), "")
+		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
+		p.count(x, x.m.Outcome(status), "")
 		return nil
 	}
 	x.release = nil
@@ -126,25 +123,25 @@ func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, 
 	resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(resp)
 	x.status = fasthttp.StatusBadGateway
-	p.opt.Metrics.upstream(x.upstream.Name, status, x.upstreamTime)
+	p.opt.Metrics.Upstream(x.upstream.Name, status, x.upstreamTime)
 	p.log.Error("the upstream rejected llmguard's upstream credential: check the upstream's api_key_env",
 		"upstream", x.upstream.Name, "status", status, "request_id", x.id)
-	p.settle(x, settlement{refund: true})
-	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules, nil)
+	x.settle(meter.Settlement{Source: spec.SourceRefund})
+	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), nil)
 	ctx.Response.Header.Set("x-should-retry", "false")
-	return &refusal{err: errGatewayCredential, outcome: outcomeUpstreamError}
+	return &refusal{err: errGatewayCredential, outcome: meter.OutcomeUpstreamError}
 }
 
 // finish reads the usage of a buffered response and settles the exchange.
 func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
-	s := settlement{refund: status >= 400}
-	if weighed(x.kind) {
+	s := meter.Settlement{Source: meter.SourceOf(status)}
+	if x.kind.Weighed() {
 		if u, ok := x.live.weigher.ParseUsage(x.kind, tapView(ctx.Response.Header.ContentEncoding(), ctx.Response.Body(), p.opt.MaxResponseBytes)); ok {
-			s = settlement{usage: u, hasUsage: true}
+			s = meter.Settlement{Source: spec.SourceReported, Usage: u}
 		}
 	}
-	p.count(x, p.outcome(x, status), "")
-	p.settle(x, s)
+	p.count(x, x.m.Outcome(status), "")
+	x.settle(s)
 }
 
 // upstreamBody relays the rest of an upstream body and releases the
@@ -234,14 +231,14 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 			// End the stream as broken (the client sees a cut, not a clean
 			// end), free the upstream connection, and charge what was
 			// streamed, as for a client that left.
-			p.panicked(StageStream, r, x)
+			p.panicked(meter.StageStream, r, x)
 			if rc, ok := raw.(fasthttp.ReadCloserWithError); ok {
 				rc.CloseWithError(errPanicked)
 			}
-			p.contain(StageSettle, x, func() { p.settleStream(x, &tap, resp.StatusCode()) })
-			if !x.settled.Load() { // counting what was streamed failed too
-				p.contain(StageSettle, x, func() { p.settle(x, settlement{}) })
-			}
+			p.contain(meter.StageSettle, x, func() { p.settleStream(x, &tap, resp.StatusCode()) })
+			// Counting what was streamed failed too: the reservation stands
+			// (a no-op when the settlement above went through).
+			p.contain(meter.StageSettle, x, func() { x.settle(meter.Settlement{Source: spec.SourceReserved}) })
 			if conn != nil { // settled first: the client sees the cut after the charge
 				conn.Close()
 			}
@@ -259,7 +256,7 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 		go func() {
 			defer func() {
 				if r := recover(); r != nil {
-					p.panicked(StageWatch, r, x)
+					p.panicked(meter.StageWatch, r, x)
 				}
 			}()
 			t := time.NewTicker(clientWatchEvery)
@@ -327,16 +324,16 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 // reservation when some of the output could not be read; a refund for an
 // in-band error before any output.
 func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
-	if !weighed(x.kind) {
-		p.settle(x, settlement{refund: status >= 400})
+	if !x.kind.Weighed() {
+		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
 		return
 	}
 	if len(tap.sc.Buffered()) > 0 {
 		tap.unread = true // an event the upstream never finished
 	}
 	u, source := tap.stream.Settle(x.est, tap.outputTokens())
-	if source == weigher.SourceReported {
-		p.settle(x, settlement{usage: u, hasUsage: true})
+	if source == spec.SourceReported {
+		x.settle(meter.Settlement{Source: source, Usage: u})
 		return
 	}
 	if tap.unread {
@@ -344,143 +341,13 @@ func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 		// parse, or never finished) may be any size: never charge less than
 		// the output reserved, and never refund it.
 		u.OutputTokens = max(u.OutputTokens, x.est.OutputTokens)
-		if source == weigher.SourceRefund {
+		if source == spec.SourceRefund {
 			u.InputTokens = x.est.InputTokens
+			source = spec.SourceCounted
 		}
-	} else if source == weigher.SourceRefund {
-		p.settle(x, settlement{refund: true})
+	} else if source == spec.SourceRefund {
+		x.settle(meter.Settlement{Source: spec.SourceRefund})
 		return
 	}
-	p.settle(x, settlement{usage: u, counted: true})
-}
-
-// settlement is what a finished exchange really cost.
-type settlement struct {
-	refund   bool // upstream error without usage: return every reservation
-	usage    weigher.Usage
-	hasUsage bool // usage reported by the upstream
-	counted  bool // usage counted locally (stream without usage)
-	// unforwarded: nothing reached the upstream (a handler that failed
-	// before the call), so no ledger record is written.
-	unforwarded bool
-}
-
-// settle reconciles every bucket the request took from with actual −
-// reserved, once, under the request id, and records what the request
-// really used and cost. Only the first call for an exchange does anything:
-// a request is settled exactly once whatever path (normal end, client gone,
-// recovered panic) reaches here. The metrics, the ledger record and the
-// reconciliation each run contained, so a panic in one skips none of the
-// others.
-func (p *Proxy) settle(x *exchange, s settlement) {
-	if !x.settled.CompareAndSwap(false, true) {
-		return
-	}
-	actual := policy.Tokens{Input: s.usage.InputTokens, CachedInput: s.usage.CachedInputTokens,
-		CacheWrite: s.usage.CacheWriteTokens, CacheWrite1h: s.usage.CacheWrite1hTokens, Output: s.usage.OutputTokens}
-	known := (s.hasUsage || s.counted) && !s.refund && weighed(x.kind)
-	var cost int64
-	switch {
-	case known:
-		cost = x.price.MicroUSD(actual)
-	case !s.refund && weighed(x.kind):
-		// Nothing reported: the reservation stands, and so does its cost.
-		cost = x.price.MicroUSD(policy.Tokens{Input: x.est.InputTokens, Output: x.est.OutputTokens})
-	}
-	var dbuf [8]bucket.Delta
-	var lbuf [8]string
-	deltas, limits := dbuf[:0], lbuf[:0]
-	for _, a := range x.rules {
-		var units int64
-		switch {
-		case s.refund:
-			units = 0
-		case !s.hasUsage && !s.counted:
-			units = a.reserved // nothing better known: keep the reservation
-		case !weighed(x.kind) && a.rule.Unit != policy.UnitRequests:
-			units = 0
-		default:
-			units = a.rule.Units(actual, x.price)
-		}
-		if d := units - a.reserved; d != 0 {
-			deltas = append(deltas, bucket.Delta{Key: a.key, Limit: a.limit, Units: d}) // the take's window
-			limits = append(limits, a.rule.Name)
-		}
-	}
-	if len(deltas) > 0 {
-		p.contain(StageSettle, x, func() {
-			p.inject(pointSettle)
-			store := p.opt.Store
-			if x.fallback {
-				store = p.opt.Fallback // the reservation was taken there
-			}
-			// No deadline here either: a remote store's reconciliations are
-			// queued (bucket.AsyncReconciler) and bounded there.
-			if err := store.Reconcile(context.Background(), x.id, deltas); err != nil {
-				p.log.Warn("reconcile failed", "err", err, "request_id", x.id)
-			}
-		})
-	}
-	p.contain(StageMetrics, x, func() {
-		p.inject(pointMetrics)
-		p.opt.Metrics.settled(x, actual, s.usage.ReasoningTokens, cost, known, deltas, limits)
-	})
-	if !s.unforwarded {
-		p.contain(StageLedger, x, func() {
-			p.inject(pointLedger)
-			p.record(x, s, actual, known, cost)
-		})
-	}
-}
-
-// record writes the ledger record of a settled exchange: what was really
-// used (the reservation when nothing was reported; nothing when refunded)
-// and its cost. It never holds prompts or keys: the key id is a hash.
-func (p *Proxy) record(x *exchange, s settlement, actual policy.Tokens, known bool, cost int64) {
-	if p.opt.Ledger == nil {
-		return
-	}
-	r := ledger.Record{
-		TS: time.Now().UTC(), RequestID: x.id, KeyID: x.principal.KeyID, User: x.principal.User, Tenant: x.principal.Tenant,
-		Model: x.est.Model, Flavor: x.upstream.Flavor.String(), Status: x.status,
-		EstimatedInputTokens: x.est.InputTokens, CostMicroUSD: cost,
-	}
-	switch {
-	case known:
-		r.InputTokens, r.CachedInputTokens, r.CacheWriteTokens = actual.Input, actual.CachedInput, actual.CacheWrite
-		r.OutputTokens, r.ReasoningTokens = actual.Output, s.usage.ReasoningTokens
-	case !s.refund && weighed(x.kind):
-		r.InputTokens, r.OutputTokens = x.est.InputTokens, x.est.OutputTokens
-	}
-	if i := tightestRatio(x.rules); i >= 0 {
-		a := x.rules[i]
-		r.Reserved, r.ReservedUnit = a.reserved, a.rule.Unit.String()
-		if a.rule.Unit == policy.UnitUSD {
-			r.ReservedUnit = "micro_usd"
-		}
-	}
-	p.opt.Ledger.Write(r)
-}
-
-// tightestRatio returns the index of the applied rule with the least
-// remaining share of its capacity, or -1.
-func tightestRatio(rules []applied) int {
-	best, bestShare := -1, 0.0
-	for i, a := range rules {
-		share := float64(a.status.Remaining) / float64(max(a.limit.Capacity, 1))
-		if best < 0 || share < bestShare {
-			best, bestShare = i, share
-		}
-	}
-	return best
-}
-
-// outcome is the requests_total outcome of a forwarded request: fail_open
-// when the per-node fallback admitted it, upstream_error for a 5xx,
-// allowed otherwise.
-func (p *Proxy) outcome(x *exchange, status int) string {
-	if x.fallback {
-		return outcomeFailOpen
-	}
-	return outcomeFor(status)
+	x.settle(meter.Settlement{Source: source, Usage: u})
 }

@@ -26,9 +26,27 @@ var unitNames = []string{
 // are micro-USD. A value outside the enum is "unknown(<n>)".
 func (u Unit) String() string { return name(unitNames, int(u)) }
 
+// unitTokens counts a token unit's tokens in a usage, indexed by Unit; nil
+// for the units that do not count tokens (requests, usd). Negative counts
+// count as zero.
+var unitTokens = []func(Usage) int64{
+	UnitTokens:       func(t Usage) int64 { return max(t.InputTokens, 0) + max(t.OutputTokens, 0) },
+	UnitInputTokens:  func(t Usage) int64 { return max(t.InputTokens, 0) },
+	UnitOutputTokens: func(t Usage) int64 { return max(t.OutputTokens, 0) },
+	UnitUSD:          nil,
+}
+
 // CountsTokens reports whether the unit counts tokens of any kind.
-func (u Unit) CountsTokens() bool {
-	return u == UnitTokens || u == UnitInputTokens || u == UnitOutputTokens
+func (u Unit) CountsTokens() bool { return int(u) < len(unitTokens) && unitTokens[u] != nil }
+
+// Tokens is t's size in token unit u, in tokens (input and output for
+// tokens, cached input included; output with reasoning included); 0 for a
+// unit that does not count tokens (see CountsTokens).
+func (u Unit) Tokens(t Usage) int64 {
+	if !u.CountsTokens() {
+		return 0
+	}
+	return unitTokens[u](t)
 }
 
 // ParseUnit returns the Unit whose config name is s; false if none is.

@@ -39,6 +39,10 @@ func (k Kind) String() string {
 	return "other"
 }
 
+// Weighed reports whether requests of kind k are weighed in tokens; the
+// others (KindOther, KindCountTokens) count as requests only.
+func (k Kind) Weighed() bool { return k != KindOther && k != KindCountTokens }
+
 // KindOf classifies a request by method and upstream path (query string
 // removed; one trailing slash ignored). Only POST to the paths named on the
 // Kind constants is weighed; anything else is KindOther.

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // Stream reads the SSE events of one streamed response of any kind, so one
@@ -132,33 +134,17 @@ func (s *Stream) Err() bool { return s.errSeen }
 // Done reports whether the stream's terminal event was seen.
 func (s *Stream) Done() bool { return s.done }
 
-// Source says where a settled usage comes from.
-type Source uint8
+// Source says where a settled usage comes from; defined once in package
+// spec.
+type Source = spec.Source
 
+// Sources [Stream.Settle] returns (never [spec.SourceReserved]).
 const (
-	// SourceReported is the upstream's final usage, as reported.
-	SourceReported Source = iota
-	// SourcePartial mixes reported figures (a Messages stream's input from
-	// message_start, a cumulative output) with the estimate's input and the
-	// locally counted output for what was not reported.
-	SourcePartial
-	// SourceCounted is the estimate's input plus the locally counted
-	// output: nothing was reported (the client left, or the stream broke).
-	SourceCounted
-	// SourceRefund is an in-band error before any usage or output: the
-	// whole reservation is refunded (DESIGN.md §2), the Usage is zero.
-	SourceRefund
+	SourceReported = spec.SourceReported
+	SourcePartial  = spec.SourcePartial
+	SourceCounted  = spec.SourceCounted
+	SourceRefund   = spec.SourceRefund
 )
-
-var sourceNames = [...]string{"reported", "partial", "counted", "refund"}
-
-// String is the source's metric-label name.
-func (s Source) String() string {
-	if int(s) < len(sourceNames) {
-		return sourceNames[s]
-	}
-	return "unknown"
-}
 
 // Settle returns what the stream cost, given the request's estimate and the
 // tokens of the streamed Text counted locally ([Weigher.CountText] over the

@@ -1,5 +1,7 @@
 package weigher
 
+import "github.com/llmguard/llmguard/spec"
+
 // Estimate is what the weigher makes of a request body before it is
 // forwarded: the input tokens counted locally and the output reservation.
 // The zero value is "nothing to reserve".
@@ -50,40 +52,9 @@ type Estimate struct {
 	TooDeep bool
 }
 
-// Usage is what an upstream reports a request really used, in tokens,
-// normalised to OpenAI's semantics whatever the flavor:
-// InputTokens includes CachedInputTokens and CacheWriteTokens, and
-// OutputTokens includes ReasoningTokens. (Anthropic reports input_tokens
-// excluding both cache fields; [ParseMessagesUsage] adds them back.)
-// The zero value is "nothing used".
-type Usage struct {
-	// InputTokens is the whole prompt size in tokens, cached and
-	// cache-written tokens included (OpenAI prompt_tokens / input_tokens;
-	// Anthropic input_tokens + cache_creation_input_tokens +
-	// cache_read_input_tokens).
-	InputTokens int64
-	// CachedInputTokens is the part of InputTokens read from the prompt
-	// cache, in tokens (OpenAI prompt_tokens_details.cached_tokens /
-	// input_tokens_details.cached_tokens; Anthropic cache_read_input_tokens).
-	CachedInputTokens int64
-	// CacheWriteTokens is the part of InputTokens written to the prompt
-	// cache, in tokens (Anthropic cache_creation_input_tokens, priced above
-	// ordinary input; always 0 for OpenAI, whose caching is implicit).
-	CacheWriteTokens int64
-	// CacheWrite1hTokens is the part of CacheWriteTokens written with the
-	// 1-hour TTL, in tokens (Anthropic
-	// cache_creation.ephemeral_1h_input_tokens, priced above the 5-minute
-	// writes); the rest of CacheWriteTokens is 5-minute writes.
-	CacheWrite1hTokens int64
-	// OutputTokens is the generated size in tokens (OpenAI completion_tokens
-	// / output_tokens; Anthropic output_tokens, thinking included).
-	OutputTokens int64
-	// ReasoningTokens is the part of OutputTokens spent on hidden reasoning,
-	// in tokens (OpenAI completion_tokens_details.reasoning_tokens /
-	// output_tokens_details.reasoning_tokens; Anthropic reports none
-	// separately, so 0).
-	ReasoningTokens int64
-}
-
-// Total is input plus output tokens.
-func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+// Usage is what an upstream reports a request really used, in tokens:
+// the one token-count type, defined in package spec ([spec.Usage]) so that
+// pricing (policy), settlement (meter) and the ledger read the same fields
+// the weigher fills. (Anthropic reports input_tokens excluding both cache
+// fields; [ParseMessagesUsage] adds them back.)
+type Usage = spec.Usage

@@ -21,6 +21,7 @@ import (
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/ledger"
+	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/proxy"
 	"github.com/llmguard/llmguard/spec"
@@ -93,7 +94,7 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 	}
 	a.Store, a.close, a.stores = st.main, st.close, st
 
-	metrics, err := proxy.NewMetrics(a.Registry, proxy.MetricsOptions{MaxTenants: cfg.Metrics.MaxTenants, MaxModels: cfg.Metrics.MaxModels})
+	metrics, err := meter.NewMetrics(a.Registry, meter.MetricsOptions{MaxTenants: cfg.Metrics.MaxTenants, MaxModels: cfg.Metrics.MaxModels})
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/mockllm"
 	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // fakeClock is a settable clock for the memory store and quota periods.
@@ -105,12 +106,12 @@ limits:
 		if resp.StatusCode != 200 {
 			t.Fatalf("call %d: %d %s", i, resp.StatusCode, body)
 		}
-		var u policy.Tokens
+		var u spec.Usage
 		if strings.HasPrefix(call.path, "/v1/messages") {
-			u = policy.Tokens{Input: intField(t, body, "input_tokens") + intField(t, body, "cache_read_input_tokens") + intField(t, body, "cache_creation_input_tokens"),
-				Output: intField(t, body, "output_tokens")}
+			u = spec.Usage{InputTokens: intField(t, body, "input_tokens") + intField(t, body, "cache_read_input_tokens") + intField(t, body, "cache_creation_input_tokens"),
+				OutputTokens: intField(t, body, "output_tokens")}
 		} else {
-			u = policy.Tokens{Input: intField(t, body, "prompt_tokens"), Output: intField(t, body, "completion_tokens")}
+			u = spec.Usage{InputTokens: intField(t, body, "prompt_tokens"), OutputTokens: intField(t, body, "completion_tokens")}
 		}
 		spent += call.price.MicroUSD(u)
 		if r, _ := left(); r != budget-spent {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // One ledger record per forwarded request, upstream errors included, none
@@ -52,8 +53,8 @@ func TestLedgerRecordsEveryForwardedRequest(t *testing.T) {
 		if r.KeyID == "" || r.KeyID == testKey || r.Tenant != "acme" || r.User != "alice" {
 			t.Errorf("identity fields: %+v", r)
 		}
-		want := prices[r.Model].MicroUSD(policy.Tokens{Input: r.InputTokens, CachedInput: r.CachedInputTokens,
-			CacheWrite: r.CacheWriteTokens, Output: r.OutputTokens})
+		want := prices[r.Model].MicroUSD(spec.Usage{InputTokens: r.InputTokens, CachedInputTokens: r.CachedInputTokens,
+			CacheWriteTokens: r.CacheWriteTokens, OutputTokens: r.OutputTokens})
 		if r.Status == 500 {
 			want = 0 // refunded: nothing was used
 			if r.InputTokens != 0 || r.OutputTokens != 0 {

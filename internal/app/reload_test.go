@@ -6,8 +6,6 @@ import (
 	"strconv"
 
 	"fmt"
-	"github.com/llmguard/llmguard/ledger"
-	"github.com/llmguard/llmguard/policy"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,6 +16,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/llmguard/llmguard/ledger"
+	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/spec"
 
 	"github.com/llmguard/llmguard/internal/mockllm"
 )
@@ -118,8 +120,8 @@ ledger: {file: %q}
 					failures.Add(1)
 					continue
 				}
-				expectMicroUSD.Add(price.MicroUSD(policy.Tokens{Input: intField(t, string(b), "prompt_tokens"),
-					Output: intField(t, string(b), "completion_tokens")}))
+				expectMicroUSD.Add(price.MicroUSD(spec.Usage{InputTokens: intField(t, string(b), "prompt_tokens"),
+					OutputTokens: intField(t, string(b), "completion_tokens")}))
 			}
 		}()
 	}

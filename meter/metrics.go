@@ -1,4 +1,4 @@
-package proxy
+package meter
 
 import (
 	"strconv"
@@ -10,31 +10,78 @@ import (
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/spec"
 )
 
-// Outcomes of a request, the values of the outcome label.
+// Outcome is a request's outcome, the value of requests_total's outcome
+// label: every way a request can end is one of these constants.
+type Outcome = string
+
+// Outcomes of a request.
 const (
-	outcomeAllowed       = "allowed"
-	outcomeLimited       = "limited"
-	outcomeTooLarge      = "too_large"
-	outcomeUnauthorized  = "unauthorized"
-	outcomeInvalid       = "invalid"
-	outcomeUpstreamError = "upstream_error"
-	outcomeFailOpen      = "fail_open"
-	outcomeFailClosed    = "fail_closed"
-	// outcomeInternalError: llmguard failed (a recovered panic) and answered 500.
-	outcomeInternalError = "internal_error"
-	// outcomeOverloaded: refused because the request bodies in memory
-	// fill max_inflight_body_bytes.
-	outcomeOverloaded = "overloaded"
+	// OutcomeAllowed: admitted and answered by the upstream (below 500).
+	OutcomeAllowed Outcome = "allowed"
+	// OutcomeLimited: denied by a limit with too little left (429).
+	OutcomeLimited Outcome = "limited"
+	// OutcomeTooLarge: denied because its cost exceeds a limit's capacity
+	// (429 that waiting cannot cure).
+	OutcomeTooLarge Outcome = "too_large"
+	// OutcomeUnauthorized: no known credential (401).
+	OutcomeUnauthorized Outcome = "unauthorized"
+	// OutcomeInvalid: refused as malformed, unroutable or too large to read
+	// (400, 404, 413).
+	OutcomeInvalid Outcome = "invalid"
+	// OutcomeUpstreamError: the upstream failed, answered 5xx, or could not
+	// be reached (502).
+	OutcomeUpstreamError Outcome = "upstream_error"
+	// OutcomeFailOpen: admitted while the store was unavailable (by the
+	// per-node fallback, or without limits).
+	OutcomeFailOpen Outcome = "fail_open"
+	// OutcomeFailClosed: refused with 503 because a fail-closed limit could
+	// not be checked while the store was unavailable.
+	OutcomeFailClosed Outcome = "fail_closed"
+	// OutcomeInternalError: llmguard failed (a recovered panic, or a take
+	// the store refused as invalid) and answered 500.
+	OutcomeInternalError Outcome = "internal_error"
+	// OutcomeOverloaded: refused with 503 because the request bodies in
+	// memory fill max_inflight_body_bytes.
+	OutcomeOverloaded Outcome = "overloaded"
 )
 
-func outcomeFor(status int) string {
+// OutcomeOf is the outcome of an admitted request the upstream answered
+// with status: upstream_error for a 5xx, allowed otherwise.
+func OutcomeOf(status int) Outcome {
 	if status >= 500 {
-		return outcomeUpstreamError
+		return OutcomeUpstreamError
 	}
-	return outcomeAllowed
+	return OutcomeAllowed
 }
+
+// Stages of a request's life at which a panic is recovered, the values of
+// llmguard_panics_total's stage label. A panic in one stage never takes the
+// process down: the request is answered (or its stream ended), its
+// reservation settled once, and the panic counted and logged with its stack.
+const (
+	// StageHandler is the request handler: identify, weigh, take, forward,
+	// and reading a buffered answer (package proxy).
+	StageHandler = "handler"
+	// StageStream is the relay of a streamed answer and its usage tap, on
+	// fasthttp's writer goroutine (package proxy).
+	StageStream = "stream"
+	// StageWatch is the goroutine that notices a streaming client leave
+	// (package proxy).
+	StageWatch = "watch"
+	// StageSettle is the reconciliation of a finished request's buckets.
+	StageSettle = "settle"
+	// StageLedger is the writing of a request's ledger record.
+	StageLedger = "ledger"
+	// StageMetrics is the recording of a request's metrics.
+	StageMetrics = "metrics"
+)
+
+// stages are every Stage*, so that the panics counter has a series for each
+// from the start.
+var stages = []string{StageHandler, StageStream, StageWatch, StageSettle, StageLedger, StageMetrics}
 
 // MetricsOptions bounds the label sets of Metrics. The zero value is a
 // usable default.
@@ -44,7 +91,7 @@ type MetricsOptions struct {
 	MaxTenants, MaxModels int
 }
 
-// Metrics are the proxy's Prometheus collectors (DESIGN.md §9). Labels are
+// Metrics are llmguard's request collectors (DESIGN.md §9). Labels are
 // bounded: flavor, outcome, limit and upstream come from the config; tenant
 // and model are capped (MetricsOptions), never user ids or keys. A nil
 // *Metrics records nothing. Safe for concurrent use.
@@ -73,7 +120,7 @@ type Metrics struct {
 	tenants, models *labelCap
 }
 
-// NewMetrics registers the proxy's collectors on reg. The families, all
+// NewMetrics registers llmguard's request collectors on reg. The families, all
 // prefixed llmguard_:
 //
 //	requests_total{flavor,model,outcome,limit}        requests by outcome (allowed, limited, too_large, fail_open,
@@ -177,23 +224,27 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) request(f Flavor, model, outcome, limit string) {
+// Request counts one request in requests_total: its flavor, its model's
+// label (a priced name, "other", or "" when it names none; capped by
+// MetricsOptions.MaxModels), its outcome and, for a denial, the denying
+// limit's name ("" otherwise).
+func (m *Metrics) Request(f spec.Flavor, model string, outcome Outcome, limit string) {
 	if m == nil {
 		return
 	}
 	m.requests.WithLabelValues(f.String(), m.models.get(model), outcome, limit).Inc() // model: a priced name or "other"
 }
 
-// panicked counts a recovered panic in stage.
-func (m *Metrics) panicked(stage string) {
+// Panicked counts a recovered panic in stage (a Stage constant).
+func (m *Metrics) Panicked(stage string) {
 	if m != nil {
 		m.panics.WithLabelValues(stage).Inc()
 	}
 }
 
-// bodyBytesHeld adds delta to the request-body bytes held (negative: given
-// back).
-func (m *Metrics) bodyBytesHeld(delta int64) {
+// BodyBytesHeld adds delta bytes to the request-body bytes held in memory
+// (negative: given back).
+func (m *Metrics) BodyBytesHeld(delta int64) {
 	if m != nil {
 		m.bodyBytes.Add(float64(delta))
 	}
@@ -207,59 +258,61 @@ func (m *Metrics) decisionTime(d time.Duration) {
 
 // admitted records a request's estimate, reservations and the state of its
 // limits at admission.
-func (m *Metrics) admitted(x *exchange) {
+func (m *Metrics) admitted(x *Exchange) {
 	if m == nil {
 		return
 	}
-	f, model := x.upstream.Flavor.String(), m.models.get(x.modelLabel)
-	if x.est.InputTokens > 0 {
-		m.tokensEstimated.WithLabelValues(f, model, "input").Add(float64(x.est.InputTokens))
+	f, model := x.req.Flavor.String(), m.models.get(x.modelLabel)
+	est := x.req.Estimate
+	if est.InputTokens > 0 {
+		m.tokensEstimated.WithLabelValues(f, model, "input").Add(float64(est.InputTokens))
 	}
-	if x.est.OutputTokens > 0 {
-		m.tokensEstimated.WithLabelValues(f, model, "output").Add(float64(x.est.OutputTokens))
+	if est.OutputTokens > 0 {
+		m.tokensEstimated.WithLabelValues(f, model, "output").Add(float64(est.OutputTokens))
 	}
-	tenant := m.tenants.get(x.principal.Tenant)
+	tenant := m.tenants.get(x.req.Principal.Tenant)
 	for _, a := range x.rules {
-		if a.reserved > 0 {
-			m.reserved.WithLabelValues(a.rule.Name).Add(float64(a.reserved))
+		if a.Reserved > 0 {
+			m.reserved.WithLabelValues(a.Rule.Name).Add(float64(a.Reserved))
 		}
-		if c := a.limit.Capacity; c > 0 {
-			m.utilization.WithLabelValues(a.rule.Name, tenant).Set(1 - float64(a.status.Remaining)/float64(c))
+		if c := a.Limit.Capacity; c > 0 {
+			m.utilization.WithLabelValues(a.Rule.Name, tenant).Set(1 - float64(a.Status.Remaining)/float64(c))
 		}
-		if a.limit.IsQuota() {
+		if a.Limit.IsQuota() {
 			scale := 1.0
-			if a.rule.Unit == policy.UnitUSD {
+			if a.Rule.Unit == policy.UnitUSD {
 				scale = 1e6 // micro-USD, exported in USD (Prometheus' base unit)
 			}
-			m.quotaUsed.WithLabelValues(a.rule.Name, tenant).Set(float64(a.limit.Capacity-a.status.Remaining) / scale)
-			m.quotaLimit.WithLabelValues(a.rule.Name, tenant).Set(float64(a.limit.Capacity) / scale)
-			m.quotaEnd.WithLabelValues(a.rule.Name, tenant).Set(float64(a.limit.WindowEnd.Unix()))
+			m.quotaUsed.WithLabelValues(a.Rule.Name, tenant).Set(float64(a.Limit.Capacity-a.Status.Remaining) / scale)
+			m.quotaLimit.WithLabelValues(a.Rule.Name, tenant).Set(float64(a.Limit.Capacity) / scale)
+			m.quotaEnd.WithLabelValues(a.Rule.Name, tenant).Set(float64(a.Limit.WindowEnd.Unix()))
 		}
 	}
 }
 
-// settled records what a finished request really used and cost, and what
-// reconciliation gave back or charged.
-func (m *Metrics) settled(x *exchange, u policy.Tokens, reasoning, costMicroUSD int64, known bool, deltas []bucket.Delta, limits []string) {
+// settled records what a finished request really used (u, when known) and
+// cost (costMicroUSD), and what reconciliation gave back or charged
+// (deltas, of the limits named alike).
+func (m *Metrics) settled(x *Exchange, u spec.Usage, costMicroUSD int64, known bool, deltas []bucket.Delta, limits []string) {
 	if m == nil {
 		return
 	}
-	f, model := x.upstream.Flavor.String(), m.models.get(x.modelLabel)
+	f, model := x.req.Flavor.String(), m.models.get(x.modelLabel)
 	if known {
 		for _, t := range []struct {
 			kind string
 			n    int64
-		}{{"input", u.Input}, {"cached_input", u.CachedInput}, {"cache_write", u.CacheWrite}, {"output", u.Output}, {"reasoning", reasoning}} {
+		}{{"input", u.InputTokens}, {"cached_input", u.CachedInputTokens}, {"cache_write", u.CacheWriteTokens}, {"output", u.OutputTokens}, {"reasoning", u.ReasoningTokens}} {
 			if t.n > 0 {
 				m.tokens.WithLabelValues(f, model, t.kind).Add(float64(t.n))
 			}
 		}
-		if x.est.InputTokens > 0 && u.Input > 0 {
-			m.estimateRatio.WithLabelValues(f).Observe(float64(u.Input) / float64(x.est.InputTokens))
+		if est := x.req.Estimate.InputTokens; est > 0 && u.InputTokens > 0 {
+			m.estimateRatio.WithLabelValues(f).Observe(float64(u.InputTokens) / float64(est))
 		}
 	}
 	if costMicroUSD > 0 {
-		m.spend.WithLabelValues(m.tenants.get(x.principal.Tenant), model).Add(float64(costMicroUSD) / 1e6)
+		m.spend.WithLabelValues(m.tenants.get(x.req.Principal.Tenant), model).Add(float64(costMicroUSD) / 1e6)
 	}
 	for i, d := range deltas {
 		if d.Units < 0 {
@@ -270,7 +323,10 @@ func (m *Metrics) settled(x *exchange, u policy.Tokens, reasoning, costMicroUSD 
 	}
 }
 
-func (m *Metrics) upstream(name string, status int, d time.Duration) {
+// Upstream counts one upstream answer of the named upstream by HTTP status
+// (0: unreachable) and, for an answer, observes d, the time until its
+// headers (and body, when read whole).
+func (m *Metrics) Upstream(name string, status int, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -280,7 +336,9 @@ func (m *Metrics) upstream(name string, status int, d time.Duration) {
 	}
 }
 
-func (m *Metrics) overheadTime(d time.Duration) {
+// Overhead observes d, the time a request spent in llmguard itself,
+// upstream time excluded; a negative d is ignored.
+func (m *Metrics) Overhead(d time.Duration) {
 	if m != nil && d >= 0 {
 		m.overhead.Observe(d.Seconds())
 	}
@@ -288,15 +346,15 @@ func (m *Metrics) overheadTime(d time.Duration) {
 
 // failure counts the limits of one request decided while the store was
 // unavailable. The request itself is counted in requests_total when it is
-// answered (Proxy.count): fail_closed with the limit that failed closed,
-// fail_open when a fail-open one ends.
-func (m *Metrics) failure(rules []applied, decision string) {
+// answered: fail_closed with the limit that failed closed, fail_open when
+// a fail-open one ends.
+func (m *Metrics) failure(rules []Applied, decision string) {
 	if m == nil {
 		return
 	}
 	for _, a := range rules {
-		if (decision == outcomeFailOpen) == a.rule.FailOpen {
-			m.failures.WithLabelValues(a.rule.Name, decision).Inc()
+		if (decision == OutcomeFailOpen) == a.Rule.FailOpen {
+			m.failures.WithLabelValues(a.Rule.Name, decision).Inc()
 		}
 	}
 }
@@ -315,9 +373,9 @@ func (m *Metrics) Prepare(rules []policy.Rule) {
 		return
 	}
 	for _, r := range rules {
-		decision := outcomeFailClosed
+		decision := OutcomeFailClosed
 		if r.FailOpen {
-			decision = outcomeFailOpen
+			decision = OutcomeFailOpen
 		}
 		m.failures.WithLabelValues(r.Name, decision)
 	}

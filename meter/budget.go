@@ -1,4 +1,4 @@
-package proxy
+package meter
 
 import (
 	"cmp"
@@ -19,19 +19,19 @@ const maxBudgetWarnings = 4
 // decimals>", at most maxBudgetWarnings of them (the most used, the
 // narrowest scope first among equals). The first crossing of each threshold
 // in each period (per node) is logged and counted.
-func (p *Proxy) budgetWarnings(x *exchange) {
+func (m *Meter) budgetWarnings(x *Exchange) {
 	type hit struct {
 		name string
 		used float64
 	}
 	var hits []hit
 	for _, a := range x.rules {
-		if len(a.rule.WarnAt) == 0 || !a.limit.IsQuota() || a.limit.Capacity <= 0 {
+		if len(a.Rule.WarnAt) == 0 || !a.Limit.IsQuota() || a.Limit.Capacity <= 0 {
 			continue
 		}
-		used := float64(a.limit.Capacity-a.status.Remaining) / float64(a.limit.Capacity)
+		used := float64(a.Limit.Capacity-a.Status.Remaining) / float64(a.Limit.Capacity)
 		crossed := -1
-		for i, w := range a.rule.WarnAt {
+		for i, w := range a.Rule.WarnAt {
 			if used >= w {
 				crossed = i
 			}
@@ -39,11 +39,11 @@ func (p *Proxy) budgetWarnings(x *exchange) {
 		if crossed < 0 {
 			continue
 		}
-		hits = append(hits, hit{a.rule.Name, used})
-		if p.warned.first(a.key, a.limit.WindowStart.Unix(), crossed) {
-			p.opt.Metrics.budgetWarning(a.rule.Name, x.principal.Tenant)
-			p.log.Warn("budget threshold crossed", "limit", a.rule.Name, "key", a.key, "threshold", a.rule.WarnAt[crossed],
-				"used", used, "period_end", a.limit.WindowEnd)
+		hits = append(hits, hit{a.Rule.Name, used})
+		if m.warned.first(a.Key, a.Limit.WindowStart.Unix(), crossed) {
+			m.opt.Metrics.budgetWarning(a.Rule.Name, x.req.Principal.Tenant)
+			m.log.Warn("budget threshold crossed", "limit", a.Rule.Name, "key", a.Key, "threshold", a.Rule.WarnAt[crossed],
+				"used", used, "period_end", a.Limit.WindowEnd)
 		}
 	}
 	if len(hits) > maxBudgetWarnings {

@@ -1,0 +1,44 @@
+package meter
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/policy"
+)
+
+// A request under a thousand quotas past their warn_at thresholds gets at
+// most maxBudgetWarnings x-llmguard-budget-warning values: the most used.
+func TestBudgetWarningsBounded(t *testing.T) {
+	m := &Meter{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	x := &Exchange{m: m}
+	for i := range 1000 {
+		used := int64(800 + i%150) // 80% to 94.9% used
+		switch i {
+		case 321:
+			used = 990
+		case 654:
+			used = 980
+		}
+		x.rules = append(x.rules, Applied{
+			Rule:  &policy.Rule{Name: fmt.Sprintf("q%d", i), Unit: policy.UnitUSD, Period: policy.PeriodMonth, WarnAt: []float64{0.8}},
+			Key:   fmt.Sprintf("k%d", i),
+			Limit: bucket.Quota(1000, start, start.AddDate(0, 1, 0)), Status: bucket.Status{Remaining: 1000 - used},
+		})
+	}
+	m.budgetWarnings(x)
+	if len(x.warnings) != maxBudgetWarnings {
+		t.Fatalf("%d warnings, want %d", len(x.warnings), maxBudgetWarnings)
+	}
+	for _, want := range []string{"q321; used=0.99", "q654; used=0.98"} {
+		if !slices.Contains(x.warnings, want) {
+			t.Errorf("warnings %v lack the most used %q", x.warnings, want)
+		}
+	}
+}

@@ -1,0 +1,341 @@
+package meter
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/ledger"
+	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/spec"
+)
+
+// Options configures a Meter. Store is required.
+type Options struct {
+	// Store holds the buckets every rule takes from (memory, Redis, Redis
+	// Cluster; a remote store wrapped in bucket.Guarded, which bounds each
+	// call by store.timeout).
+	Store bucket.Store
+	// Fallback serves fail-open limits while Store is unavailable (its Take
+	// fails with an error other than bucket.ErrInvalid); nil admits them
+	// unlimited instead. It is the per-node bucket.Fallback in production.
+	Fallback bucket.Store
+	// Ledger receives one record per settled, forwarded request; nil: none.
+	// Write must not block (ledger.Writer drops and counts when its buffer
+	// is full).
+	Ledger interface{ Write(ledger.Record) bool }
+	// Metrics receives the admission and settlement metrics; nil: none.
+	Metrics *Metrics
+	// Logger receives structured logs; nil: slog.Default().
+	Logger *slog.Logger
+	// Now is the clock that places a request in its quota periods (the
+	// buckets' own clock is the store's). nil: time.Now.
+	Now func() time.Time
+	// Inject, when set, runs at each injection point of a settlement
+	// (PointSettle, PointLedger, PointMetrics); tests make it panic to
+	// prove containment. nil in production.
+	Inject func(point string)
+}
+
+// Injection points of Options.Inject, inside the settlement stages.
+const (
+	PointSettle  = "settle"  // before the reconciliation store call
+	PointLedger  = "ledger"  // before the ledger write
+	PointMetrics = "metrics" // before the settlement metrics
+)
+
+// Meter admits requests against the limits that apply to them and settles
+// what they really cost: the transport-free core of llmguard (DESIGN.md
+// §2–§7). Admit prices a request, matches its rules and takes its
+// reservation from every bucket at once, two-phase; the Exchange it returns
+// is settled once with the actual usage or an outcome, which reconciles the
+// buckets, writes the ledger record and records the metrics. Safe for
+// concurrent use.
+type Meter struct {
+	opt Options
+	log *slog.Logger
+	// warned remembers the budget thresholds already reported.
+	warned warnings
+}
+
+// New builds a Meter. Errors: Store is nil.
+func New(opt Options) (*Meter, error) {
+	if opt.Store == nil {
+		return nil, errors.New("meter: Store is required")
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	return &Meter{opt: opt, log: opt.Logger}, nil
+}
+
+// Metrics returns the Metrics the meter records to (nil: none), for the
+// transport to count requests in the same label caps.
+func (m *Meter) Metrics() *Metrics { return m.opt.Metrics }
+
+// Request is what admission needs to know of one request.
+type Request struct {
+	// ID is the request's id, unique per request: the store applies a take
+	// and its reconciliation once per id.
+	ID string
+	// Principal is the caller, as identified by Policy.
+	Principal policy.Principal
+	// Policy is the policy the request is judged by; the exchange keeps it
+	// until it is settled, whatever a reload does meanwhile.
+	Policy *policy.Policy
+	// Flavor is the API flavor, for the metrics and the ledger.
+	Flavor spec.Flavor
+	// Path is the upstream path as routed (decoded, the upstream's prefix
+	// removed), for rules that match paths.
+	Path string
+	// Model is the model the request names, "" when none.
+	Model string
+	// Weighed: the request's kind is weighed in tokens. A request that is
+	// not weighed counts as a request only: 0 in every other unit.
+	Weighed bool
+	// Estimate is the reservation, in tokens: InputTokens counted locally,
+	// OutputTokens the output reserved. Only those two fields are read.
+	Estimate spec.Usage
+}
+
+// Verdict is what admission decided.
+type Verdict uint8
+
+// Verdicts of Admit.
+const (
+	// Admitted: every bucket had room (or the store was unavailable and
+	// every applicable limit fails open); the reservation is taken.
+	Admitted Verdict = iota
+	// Denied: a limit has too little left now; waiting Exchange.RetryAfter
+	// may help. Nothing was taken.
+	Denied
+	// TooLarge: the request costs more than a limit's capacity; waiting
+	// cannot help. Nothing was taken.
+	TooLarge
+	// FailClosed: the store is unavailable and a fail-closed limit applies
+	// (Exchange.ClosedBy). Nothing was taken.
+	FailClosed
+	// Broken: the store refused the take as invalid (bucket.ErrInvalid): a
+	// bug, never an outage, so nothing is admitted past it.
+	Broken
+)
+
+var verdictNames = []string{Admitted: "admitted", Denied: "denied", TooLarge: "too_large", FailClosed: "fail_closed", Broken: "broken"}
+
+// String is the verdict's name; a value outside the enum is "unknown(<n>)".
+func (v Verdict) String() string {
+	if int(v) < len(verdictNames) {
+		return verdictNames[v]
+	}
+	return "unknown(" + strconv.Itoa(int(v)) + ")"
+}
+
+// Applied is one rule a request took from: the bucket, its limit as taken
+// (a quota's window is that of admission), the reservation and the bucket's
+// status at admission.
+type Applied struct {
+	Rule *policy.Rule
+	// Key is the bucket's key in the store.
+	Key string
+	// Limit is the bucket's limit as taken.
+	Limit bucket.Limit
+	// Reserved is the units taken at admission, in the rule's unit (tokens,
+	// requests, micro-USD).
+	Reserved int64
+	// Status is the bucket's state right after the take (or the denial).
+	Status bucket.Status
+	// Denied: this rule's bucket denied the request.
+	Denied bool
+}
+
+// Exchange is one admitted (or refused) request, from admission until it is
+// settled. Its accessors are safe for concurrent use; Settle acts once.
+type Exchange struct {
+	m     *Meter
+	req   Request
+	price policy.Price
+	// modelLabel is the model's metric label: its priced name, "other" for
+	// an unpriced model, "" when the request names none.
+	modelLabel string
+	verdict    Verdict
+	rules      []Applied
+	decision   bucket.Decision
+	closedBy   *policy.Rule
+	// fallback: admitted by the per-node fallback while the store was
+	// unavailable; reconciled there too.
+	fallback bool
+	// unlimited: the store was unavailable and nothing could hold the
+	// limits (no fallback, or it failed): admitted without any.
+	unlimited bool
+	warnings  []string
+	settled   atomic.Bool
+}
+
+// Verdict is what admission decided.
+func (x *Exchange) Verdict() Verdict { return x.verdict }
+
+// Rules are the rules the request was judged by, narrowest scope first,
+// with their reservations and statuses; empty when none applied or the
+// request was admitted without limits. The caller may set Denied-based
+// header choices from them but must not change them.
+func (x *Exchange) Rules() []Applied { return x.rules }
+
+// DeniedBy is the position in Rules of the rule that denied a Denied or
+// TooLarge request, -1 otherwise.
+func (x *Exchange) DeniedBy() int {
+	if x.verdict != Denied && x.verdict != TooLarge {
+		return -1
+	}
+	return x.decision.DeniedBy
+}
+
+// RetryAfter is how long a Denied request must wait for its denying bucket
+// to hold its cost (until the period's end for a quota).
+func (x *Exchange) RetryAfter() time.Duration { return x.decision.RetryAfter }
+
+// ClosedBy is the fail-closed rule that refused a FailClosed request, nil
+// otherwise.
+func (x *Exchange) ClosedBy() *policy.Rule { return x.closedBy }
+
+// Warnings are the request's budget warnings: "<limit>; used=<fraction>"
+// for each quota whose use after this reservation crossed one of its
+// warn_at thresholds, at most maxBudgetWarnings of them.
+func (x *Exchange) Warnings() []string { return x.warnings }
+
+// ModelLabel is the model's metric label: its priced name, "other" for a
+// model without a price, "" when the request names none.
+func (x *Exchange) ModelLabel() string { return x.modelLabel }
+
+// Outcome is the requests_total outcome of the verdict, for an admitted
+// request answered with status: fail_open when admitted while the store
+// was unavailable, else OutcomeOf(status); for a refusal, its own outcome.
+func (x *Exchange) Outcome(status int) Outcome {
+	switch x.verdict {
+	case Denied:
+		return OutcomeLimited
+	case TooLarge:
+		return OutcomeTooLarge
+	case FailClosed:
+		return OutcomeFailClosed
+	case Broken:
+		return OutcomeInternalError
+	}
+	if x.fallback || x.unlimited {
+		return OutcomeFailOpen
+	}
+	return OutcomeOf(status)
+}
+
+// Admit prices r's model, matches its rules and takes its reservation from
+// every bucket in one two-phase step: either every bucket pays or none
+// does. When the store is unavailable, a fail-closed rule refuses the
+// request (FailClosed) and fail-open rules are taken from the per-node
+// Fallback (DESIGN.md §7). An admitted request must be settled once
+// (Exchange.Settle); a refused one holds nothing and needs no settlement.
+func (m *Meter) Admit(r Request) *Exchange {
+	x := &Exchange{m: m, req: r}
+	var priced bool
+	x.modelLabel, x.price, priced = r.Policy.Pricing(r.Model)
+	if !priced && r.Model != "" {
+		x.modelLabel = "other"
+	}
+	var rulesBuf [8]*policy.Rule
+	rules := r.Policy.Match(rulesBuf[:0], r.Principal, r.Model, r.Path)
+	if len(rules) > 0 {
+		x.take(rules)
+	}
+	if x.verdict == Admitted {
+		m.contain(StageMetrics, x, func() { m.opt.Metrics.admitted(x) })
+	}
+	return x
+}
+
+// take takes the request's reservation under rules and sets the verdict.
+func (x *Exchange) take(rules []*policy.Rule) {
+	m, r := x.m, x.req
+	reserve := spec.Usage{InputTokens: r.Estimate.InputTokens, OutputTokens: r.Estimate.OutputTokens}
+	now := m.opt.Now()
+	items := make([]bucket.Item, len(rules))
+	x.rules = make([]Applied, len(rules))
+	for i, rule := range rules {
+		units := x.units(rule, reserve)
+		key := rule.Key(r.Principal)
+		limit := rule.LimitAt(now)
+		items[i] = bucket.Item{Key: key, Limit: limit, Cost: units}
+		x.rules[i] = Applied{Rule: rule, Key: key, Limit: limit, Reserved: units}
+	}
+	t0 := time.Now()
+	// No deadline here: a remote store is wrapped in bucket.Guarded, which
+	// bounds each call by store.timeout (and voids a take that failed but
+	// may have been applied); the memory store never waits on I/O, and a
+	// deadline of a few milliseconds would only fail it on a busy host —
+	// and fail its limits open.
+	d, err := m.opt.Store.Take(context.Background(), r.ID, items)
+	m.opt.Metrics.decisionTime(time.Since(t0))
+	if errors.Is(err, bucket.ErrInvalid) {
+		m.log.Error("store refused the take as invalid", "err", err, "request_id", r.ID)
+		x.verdict = Broken
+		return
+	}
+	if err != nil {
+		// The store is unavailable (DESIGN.md §7): fail-closed limits
+		// refuse; fail-open ones are checked against this node's fallback.
+		if closed := failClosedRule(x.rules); closed != nil {
+			m.opt.Metrics.failure(x.rules, OutcomeFailClosed)
+			x.verdict, x.closedBy = FailClosed, closed
+			return
+		}
+		m.opt.Metrics.failure(x.rules, OutcomeFailOpen)
+		if m.opt.Fallback == nil {
+			m.log.Warn("store unavailable; admitting without limits", "err", err, "request_id", r.ID)
+			x.rules, x.unlimited = nil, true
+			return
+		}
+		x.fallback = true
+		d, err = m.opt.Fallback.Take(context.Background(), r.ID, items) // in memory: no deadline to miss
+		if err != nil {
+			m.log.Error("fallback take failed; admitting without limits", "err", err, "request_id", r.ID)
+			x.rules, x.fallback, x.unlimited = nil, false, true
+			return
+		}
+	}
+	x.decision = d
+	for i := range x.rules {
+		x.rules[i].Status = d.Buckets[i]
+	}
+	if !d.Allowed {
+		x.verdict = Denied
+		if d.TooLarge {
+			x.verdict = TooLarge
+		}
+		x.rules[d.DeniedBy].Denied = true
+		return
+	}
+	m.budgetWarnings(x)
+}
+
+// units is what t costs in rule's unit; a request that is not weighed
+// costs one request and nothing else.
+func (x *Exchange) units(rule *policy.Rule, t spec.Usage) int64 {
+	if !x.req.Weighed && rule.Unit != policy.UnitRequests {
+		return 0
+	}
+	return rule.Units(t, x.price)
+}
+
+// failClosedRule returns the first applied rule that fails closed, or nil.
+func failClosedRule(rules []Applied) *policy.Rule {
+	for _, a := range rules {
+		if !a.Rule.FailOpen {
+			return a.Rule
+		}
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package meter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/ledger"
+	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/spec"
+)
+
+// Settlement is what a finished request really cost, as the transport
+// learned it.
+type Settlement struct {
+	// Source says what Usage is: reported by the upstream, partly reported,
+	// or counted locally (each charged as Usage); SourceRefund (an upstream
+	// error without usage: every reservation is given back); or
+	// SourceReserved (the usage is unknown: the reservation stands).
+	Source spec.Source
+	// Usage is the request's token counts, read for a known Source only.
+	Usage spec.Usage
+	// Status is the HTTP status the client got, for the ledger.
+	Status int
+	// Unforwarded: nothing reached the upstream (the transport failed
+	// before its call), so no ledger record is written.
+	Unforwarded bool
+}
+
+// Settle reconciles every bucket the request took from with actual −
+// reserved, once, under the request id, and records what the request
+// really used and cost: the metrics and the ledger record. Only the first
+// call does anything (it reports whether it was the one), so a request is
+// settled exactly once whatever path (normal end, client gone, recovered
+// panic) reaches here; an exchange that was refused holds nothing and is
+// never settled. The reconciliation, the metrics and the ledger record
+// each run contained: a panic in one skips none of the others.
+func (x *Exchange) Settle(s Settlement) bool {
+	if x.verdict != Admitted || !x.settled.CompareAndSwap(false, true) {
+		return false
+	}
+	m := x.m
+	if !x.req.Weighed && s.Source.Known() {
+		s.Source = SourceOf(s.Status) // nothing to count: a request is a request
+	}
+	known := s.Source.Known()
+	var actual spec.Usage
+	var cost int64
+	switch {
+	case known:
+		actual = s.Usage
+		cost = x.price.MicroUSD(actual)
+	case s.Source == spec.SourceReserved && x.req.Weighed:
+		// Nothing reported: the reservation stands, and so does its cost.
+		cost = x.price.MicroUSD(spec.Usage{InputTokens: x.req.Estimate.InputTokens, OutputTokens: x.req.Estimate.OutputTokens})
+	}
+	var dbuf [8]bucket.Delta
+	var lbuf [8]string
+	deltas, limits := dbuf[:0], lbuf[:0]
+	for _, a := range x.rules {
+		var units int64
+		switch {
+		case s.Source == spec.SourceRefund:
+			units = 0
+		case !known:
+			units = a.Reserved // nothing better known: keep the reservation
+		default:
+			units = x.units(a.Rule, actual)
+		}
+		if d := units - a.Reserved; d != 0 {
+			deltas = append(deltas, bucket.Delta{Key: a.Key, Limit: a.Limit, Units: d}) // the take's window
+			limits = append(limits, a.Rule.Name)
+		}
+	}
+	if len(deltas) > 0 {
+		m.contain(StageSettle, x, func() {
+			m.inject(PointSettle)
+			store := m.opt.Store
+			if x.fallback {
+				store = m.opt.Fallback // the reservation was taken there
+			}
+			// No deadline here either: a remote store's reconciliations are
+			// queued (bucket.AsyncReconciler) and bounded there.
+			if err := store.Reconcile(context.Background(), x.req.ID, deltas); err != nil {
+				m.log.Warn("reconcile failed", "err", err, "request_id", x.req.ID)
+			}
+		})
+	}
+	m.contain(StageMetrics, x, func() {
+		m.inject(PointMetrics)
+		m.opt.Metrics.settled(x, actual, cost, known, deltas, limits)
+	})
+	if !s.Unforwarded {
+		m.contain(StageLedger, x, func() {
+			m.inject(PointLedger)
+			m.record(x, s, actual, known, cost)
+		})
+	}
+	return true
+}
+
+// SourceOf is the settlement source of an answer whose usage llmguard does
+// not read: a refund for an error status (400 and above), the reservation
+// otherwise.
+func SourceOf(status int) spec.Source {
+	if status >= 400 {
+		return spec.SourceRefund
+	}
+	return spec.SourceReserved
+}
+
+// record writes the ledger record of a settled exchange: what was really
+// used (the reservation when nothing was reported; nothing when refunded)
+// and its cost. It never holds prompts or keys: the key id is a hash.
+func (m *Meter) record(x *Exchange, s Settlement, actual spec.Usage, known bool, cost int64) {
+	if m.opt.Ledger == nil {
+		return
+	}
+	r := ledger.Record{
+		TS: time.Now().UTC(), RequestID: x.req.ID, KeyID: x.req.Principal.KeyID, User: x.req.Principal.User,
+		Tenant: x.req.Principal.Tenant, Model: x.req.Model, Flavor: x.req.Flavor.String(), Status: s.Status,
+		EstimatedInputTokens: x.req.Estimate.InputTokens, CostMicroUSD: cost,
+	}
+	switch {
+	case known:
+		r.InputTokens, r.CachedInputTokens, r.CacheWriteTokens = actual.InputTokens, actual.CachedInputTokens, actual.CacheWriteTokens
+		r.OutputTokens, r.ReasoningTokens = actual.OutputTokens, actual.ReasoningTokens
+	case s.Source == spec.SourceReserved && x.req.Weighed:
+		r.InputTokens, r.OutputTokens = x.req.Estimate.InputTokens, x.req.Estimate.OutputTokens
+	}
+	if i := tightestRatio(x.rules); i >= 0 {
+		a := x.rules[i]
+		r.Reserved, r.ReservedUnit = a.Reserved, a.Rule.Unit.String()
+		if a.Rule.Unit == policy.UnitUSD {
+			r.ReservedUnit = "micro_usd"
+		}
+	}
+	m.opt.Ledger.Write(r)
+}
+
+// tightestRatio returns the index of the applied rule with the least
+// remaining share of its capacity, or -1.
+func tightestRatio(rules []Applied) int {
+	best, bestShare := -1, 0.0
+	for i, a := range rules {
+		share := float64(a.Status.Remaining) / float64(max(a.Limit.Capacity, 1))
+		if best < 0 || share < bestShare {
+			best, bestShare = i, share
+		}
+	}
+	return best
+}
+
+// inject runs the test hook at point; nil in production.
+func (m *Meter) inject(point string) {
+	if m.opt.Inject != nil {
+		m.opt.Inject(point)
+	}
+}
+
+// contain runs f in stage and recovers a panic in it, so that one failing
+// step of a settlement (metrics, ledger, reconciliation) does not skip the
+// others.
+func (m *Meter) contain(stage string, x *Exchange, f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			m.Recovered(stage, r, x.req.ID)
+		}
+	}()
+	f()
+}
+
+// Recovered counts and logs a panic recovered in stage (a Stage constant)
+// while serving request id ("" when none is known). The log carries the
+// stack and a description of the value that holds no request data (its
+// type, or a runtime error's own message): never prompt text.
+func (m *Meter) Recovered(stage string, r any, id string) {
+	m.opt.Metrics.Panicked(stage)
+	m.log.Error("panic recovered", "stage", stage, "request_id", id, "panic", describePanic(r), "stack", string(debug.Stack()))
+}
+
+// describePanic describes a recovered value without its contents unless it
+// is a runtime error (whose message the runtime writes: an index, a nil
+// map), since a value passed to panic may hold request data.
+func describePanic(r any) string {
+	var re runtime.Error
+	if err, ok := r.(error); ok && errors.As(err, &re) {
+		return re.Error()
+	}
+	return fmt.Sprintf("%T", r)
+}
