@@ -19,7 +19,11 @@ const maxJSONDepth = 10000
 // completions streams.
 const openAIStreamError = `{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`
 
-func (s *Server) chat(ctx *fasthttp.RequestCtx) {
+// chat answers /v1/chat/completions
+// (https://platform.openai.com/docs/api-reference/chat) and its Azure paths.
+// An Azure stream (fl == flavorAzure) opens with the prompt's content-filter
+// chunk, which has no choices (see azurePromptFilterChunk).
+func (s *Server) chat(ctx *fasthttp.RequestCtx, fl flavor) {
 	body := ctx.Request.Body()
 	if !jsonscan.Valid(body, maxJSONDepth) {
 		badJSON(ctx)
@@ -66,6 +70,9 @@ func (s *Server) chat(ctx *fasthttp.RequestCtx) {
 			}
 			return o.event("", fmt.Sprintf("{\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":%d,\"model\":%q,\"system_fingerprint\":\"fp_mock\",\"choices\":%s%s}",
 				id, created, model, choices, usageField))
+		}
+		if fl == flavorAzure && !o.event("", azurePromptFilterChunk(includeUsage)) {
+			return endAborted
 		}
 		if !chunk(`{"role":"assistant","content":"","refusal":null}`, "", "") {
 			return endAborted

@@ -1,7 +1,8 @@
-// Package mockllm is a small upstream that speaks OpenAI's and Anthropic's
-// HTTP APIs, for tests, benchmarks and the quickstart. It stands where the
-// real provider would behind llmguard, so the proxy's weighing, streaming and
-// usage reconciliation can be exercised end to end without the network.
+// Package mockllm is a small upstream that speaks OpenAI's, Azure OpenAI's and
+// Anthropic's HTTP APIs, for tests, benchmarks and the quickstart. It stands
+// where the real provider would behind llmguard, so the proxy's weighing,
+// streaming and usage reconciliation can be exercised end to end without the
+// network.
 //
 // Endpoints (every answer carries usage unless x-mock-no-usage is set):
 //
@@ -12,6 +13,39 @@
 //	POST /v1/embeddings              a list of 8-float embeddings (float or base64), one per input item
 //	POST /v1/messages                Anthropic message JSON, or Anthropic SSE ending in message_stop
 //	POST /v1/messages/count_tokens   {"input_tokens":N}
+//
+// Azure OpenAI's paths reach the same handlers
+// (https://learn.microsoft.com/azure/ai-foundry/openai/reference and
+// https://learn.microsoft.com/azure/foundry/openai/api-version-lifecycle):
+//
+//	POST /openai/deployments/{dep}/chat/completions?api-version=V
+//	POST /openai/deployments/{dep}/completions?api-version=V
+//	POST /openai/deployments/{dep}/embeddings?api-version=V
+//	POST /openai/responses?api-version=V       (model in the body)
+//	GET  /openai/models?api-version=V
+//	POST /openai/v1/chat/completions           v1 API: model in the body,
+//	POST /openai/v1/responses                  api-version optional
+//	POST /openai/v1/completions
+//	POST /openai/v1/embeddings
+//	GET  /openai/v1/models
+//
+// These are the paths openai-go's azure.WithEndpoint sends to (it moves the
+// body's model into /openai/deployments/{model}/ for chat, completions and
+// embeddings) and, for the v1 API, option.WithBaseURL(endpoint+"/openai/v1/").
+// A dated path without api-version, or an unknown /openai/ path, is answered
+// 404 {"error":{"code":"404","message":"Resource not found"}}, as the service
+// does. On a deployment path the deployment is the model when the body names
+// none. Errors on /openai/ paths have Azure's shape,
+// {"error":{"code":"<status>","message":…}} (with apim-request-id, and
+// retry-after and retry-after-ms on a 429); a body that is not JSON gets
+// OpenAI's 400, which fits Azure's documented error schema too. An Azure
+// chat stream opens, as the service's does, with a chunk that has no
+// choices, only prompt_filter_results.
+//
+// With [Options.APIKey] set the mock requires the key: "Authorization: Bearer
+// K" anywhere, or the flavor's own header — "x-api-key" on /v1/messages…,
+// "api-key" on /openai/… — else 401 in the flavor's error shape. [Start]
+// requires none.
 //
 // The reply text is N words from a fixed list (" The quick brown fox …"),
 // each a single token in o200k_base and cl100k_base; a stream sends one
@@ -37,7 +71,8 @@
 //
 //	x-mock-status: N              answer N with the flavor's error body: OpenAI
 //	                              {"error":{…}}; Anthropic (/v1/messages…)
-//	                              {"type":"error","error":{"type":…,"message":…}}
+//	                              {"type":"error","error":{"type":…,"message":…}};
+//	                              Azure (/openai/…) {"error":{"code":"N","message":…}}
 //	x-mock-completion-tokens: N   reply with exactly N output words/tokens
 //	x-mock-reasoning-tokens: R    Responses: R hidden reasoning tokens, added to
 //	                              output_tokens and output_tokens_details.reasoning_tokens

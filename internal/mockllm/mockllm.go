@@ -23,6 +23,7 @@ type Server struct {
 	ln  net.Listener
 	srv *fasthttp.Server
 	w   *weigher.Weigher
+	key string // Options.APIKey
 
 	mu      sync.Mutex
 	last    *fasthttp.RequestHeader
@@ -43,9 +44,26 @@ type Server struct {
 	StreamsCut atomic.Int64
 }
 
-// Start listens on addr (e.g. "127.0.0.1:0") and serves until Close.
-// Errors: the address cannot be bound, or the weigher cannot start.
-func Start(addr string) (*Server, error) {
+// Options configure a mock. The zero value is what Start runs: no key is
+// checked.
+type Options struct {
+	// APIKey, when not empty, is the key every request must carry, in its
+	// flavor's header: "Authorization: Bearer K" on OpenAI paths (/v1/…),
+	// "x-api-key: K" on Anthropic paths (/v1/messages…), "api-key: K" on
+	// Azure paths (/openai/…). "Authorization: Bearer K" is accepted on
+	// every path (Anthropic's auth token; Azure's Entra ID token and, on the
+	// v1 API, its key). A request without it is answered 401 in the flavor's
+	// error shape.
+	APIKey string
+}
+
+// Start listens on addr (e.g. "127.0.0.1:0") and serves until Close, with
+// the zero Options. Errors: the address cannot be bound, or the weigher
+// cannot start.
+func Start(addr string) (*Server, error) { return StartWith(addr, Options{}) }
+
+// StartWith is Start with options. Errors: as Start.
+func StartWith(addr string, o Options) (*Server, error) {
 	w, err := weigher.New(weigher.Options{DefaultMaxOutputTokens: 16})
 	if err != nil {
 		return nil, err
@@ -54,7 +72,7 @@ func Start(addr string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mockllm: %w", err)
 	}
-	s := &Server{URL: "http://" + ln.Addr().String(), ln: ln, w: w}
+	s := &Server{URL: "http://" + ln.Addr().String(), ln: ln, w: w, key: o.APIKey}
 	s.srv = &fasthttp.Server{Handler: s.handle, Name: "mockllm", MaxRequestBodySize: 64 << 20, StreamRequestBody: false}
 	go s.srv.Serve(ln)
 	return s, nil
@@ -84,43 +102,89 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	s.lastRaw = append(s.lastRaw[:0], ctx.Request.Body()...)
 	s.mu.Unlock()
 
-	path := string(ctx.Path())
-	anthropic := path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/")
-	if st := ctx.Request.Header.Peek("x-mock-status"); len(st) > 0 {
-		code, _ := strconv.Atoi(string(st))
-		if anthropic {
-			anthropicError(ctx, code, anthropicErrorType(code), fmt.Sprintf("mock error %d", code))
-			return
-		}
-		ctx.SetStatusCode(code)
-		ctx.SetContentType("application/json")
-		fmt.Fprintf(ctx, `{"error":{"message":"mock error %d","type":"server_error","param":null,"code":null}}`, code)
+	rt := routeOf(string(ctx.Path()))
+	if !s.keyOK(&ctx.Request.Header, rt.flavor) {
+		unauthorized(ctx, rt.flavor)
 		return
 	}
-	switch path {
-	case "/v1/models":
+	if st := ctx.Request.Header.Peek("x-mock-status"); len(st) > 0 {
+		code, _ := strconv.Atoi(string(st))
+		switch rt.flavor {
+		case flavorAnthropic:
+			anthropicError(ctx, code, anthropicErrorType(code), fmt.Sprintf("mock error %d", code))
+		case flavorAzure:
+			azureError(ctx, code, fmt.Sprintf("mock error %d", code))
+		default:
+			ctx.SetStatusCode(code)
+			ctx.SetContentType("application/json")
+			fmt.Fprintf(ctx, `{"error":{"message":"mock error %d","type":"server_error","param":null,"code":null}}`, code)
+		}
+		return
+	}
+	if rt.needsVersion && len(ctx.QueryArgs().Peek("api-version")) == 0 {
+		azureError(ctx, fasthttp.StatusNotFound, azureNotFound)
+		return
+	}
+	if rt.deployment != "" {
+		withDeployment(&ctx.Request, rt.deployment)
+	}
+	switch rt.endpoint {
+	case models:
 		ctx.SetContentType("application/json")
 		ctx.SetBodyString(`{"object":"list","data":[{"id":"gpt-4o-mini","object":"model","created":1721172741,"owned_by":"system"}]}`)
-	case "/v1/chat/completions":
-		s.chat(ctx)
-	case "/v1/responses":
+	case chatCompletions:
+		s.chat(ctx, rt.flavor)
+	case responsesAPI:
 		s.responses(ctx)
-	case "/v1/completions":
+	case textCompletions:
 		s.completions(ctx)
-	case "/v1/embeddings":
+	case embeddingsAPI:
 		s.embeddings(ctx)
-	case "/v1/messages":
+	case messagesAPI:
 		s.messages(ctx)
-	case "/v1/messages/count_tokens":
+	case countTokensAPI:
 		s.countTokens(ctx)
 	default:
-		if anthropic {
+		switch rt.flavor {
+		case flavorAnthropic:
 			anthropicError(ctx, fasthttp.StatusNotFound, "not_found_error", "Not found")
-			return
+		case flavorAzure:
+			azureError(ctx, fasthttp.StatusNotFound, azureNotFound)
+		default:
+			ctx.SetStatusCode(fasthttp.StatusNotFound)
+			ctx.SetContentType("application/json")
+			ctx.SetBodyString(`{"error":{"message":"unknown path","type":"invalid_request_error","param":null,"code":"unknown_url"}}`)
 		}
-		ctx.SetStatusCode(fasthttp.StatusNotFound)
+	}
+}
+
+// keyOK reports whether a request carries the key the mock requires, if
+// any: "Authorization: Bearer K" on any path, "x-api-key: K" on Anthropic
+// paths, "api-key: K" on Azure paths.
+func (s *Server) keyOK(h *fasthttp.RequestHeader, fl flavor) bool {
+	if s.key == "" || string(h.Peek("Authorization")) == "Bearer "+s.key {
+		return true
+	}
+	switch fl {
+	case flavorAnthropic:
+		return string(h.Peek("x-api-key")) == s.key
+	case flavorAzure:
+		return string(h.Peek("api-key")) == s.key
+	}
+	return false
+}
+
+// unauthorized answers 401 in the flavor's error shape.
+func unauthorized(ctx *fasthttp.RequestCtx, fl flavor) {
+	switch fl {
+	case flavorAnthropic:
+		anthropicError(ctx, fasthttp.StatusUnauthorized, "authentication_error", "invalid x-api-key")
+	case flavorAzure:
+		azureError(ctx, fasthttp.StatusUnauthorized, "Access denied: the api-key header is missing or is not the resource's key.")
+	default:
+		ctx.SetStatusCode(fasthttp.StatusUnauthorized)
 		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"error":{"message":"unknown path","type":"invalid_request_error","param":null,"code":"unknown_url"}}`)
+		ctx.SetBodyString(`{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
 	}
 }
 
