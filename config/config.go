@@ -123,7 +123,8 @@ type Identity struct {
 type Upstream struct {
 	// Name identifies the upstream in logs and metrics.
 	Name string `yaml:"name"`
-	// Flavor is the API shape: "openai" or "anthropic".
+	// Flavor is the API shape: "openai", "anthropic" or "azure" (Azure
+	// OpenAI).
 	Flavor string `yaml:"flavor"`
 	// BaseURL is the scheme, host and optional path of the API, e.g.
 	// https://api.openai.com. The request path is appended to it.
@@ -143,6 +144,11 @@ type Upstream struct {
 	// common: nginx's default 75s, but Node's and many load balancers' 5s).
 	// Default 4s.
 	IdleTimeout Duration `yaml:"idle_timeout"`
+	// Deployments maps an Azure OpenAI deployment name to the model it
+	// serves (flavor azure only), e.g. {chat-prod: gpt-4o-mini}: requests to
+	// the deployment are weighed, priced and limited as that model. A
+	// deployment not listed is taken as a model of its own name.
+	Deployments map[string]string `yaml:"deployments"`
 }
 
 // Key is one virtual key: the credential a caller presents, and who it is.

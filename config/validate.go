@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/url"
@@ -94,6 +95,14 @@ func (c *Config) Validate() error {
 		checkPositiveDuration(&p, f+".idle_timeout", u.IdleTimeout)
 		if u.MaxConns < 0 {
 			p.add(f+".max_conns", "must be positive")
+		}
+		if len(u.Deployments) > 0 && u.Flavor != spec.FlavorAzure.String() {
+			p.add(f+".deployments", "only an azure upstream has deployments (flavor is %q)", u.Flavor)
+		}
+		for _, d := range slices.Sorted(maps.Keys(u.Deployments)) {
+			if d == "" || strings.Contains(d, "/") || u.Deployments[d] == "" {
+				p.add(f+".deployments", "a deployment needs a name without / and a model (got %q: %q)", d, u.Deployments[d])
+			}
 		}
 	}
 

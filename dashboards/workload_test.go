@@ -1,6 +1,7 @@
 package dashboards
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -203,6 +204,21 @@ func (c *client) expect(want int, what, key, path, body string, headers ...strin
 	c.t.Helper()
 	if got := c.send(key, path, body, headers...); got != want {
 		c.t.Errorf("workload: %s answered %d, want %d", what, got, want)
+	}
+	c.drained()
+}
+
+// drained waits (a bounded while) until llmguard's reconciliation queue is
+// empty, so that ordinary traffic never fills the workload's small replay
+// queue however slowly a busy machine runs its worker: only the outage's
+// reconciliations are to overflow it.
+func (c *client) drained() {
+	c.t.Helper()
+	for range 1000 {
+		if bytes.Contains(c.metrics(), []byte("\nllmguard_reconcile_queue_length 0\n")) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"strconv"
-
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/spec"
@@ -16,6 +14,7 @@ type Flavor = spec.Flavor
 const (
 	FlavorOpenAI    = spec.FlavorOpenAI
 	FlavorAnthropic = spec.FlavorAnthropic
+	FlavorAzure     = spec.FlavorAzure
 )
 
 // apiError is an error answered by llmguard itself, in the caller's flavor.
@@ -58,23 +57,5 @@ func (e apiError) write(ctx *fasthttp.RequestCtx, f Flavor) {
 	ctx.SetBody(e.appendBody(nil, f))
 }
 
-func (e apiError) appendBody(b []byte, f Flavor) []byte {
-	if f == FlavorAnthropic {
-		b = append(b, `{"type":"error","error":{"type":`...)
-		b = strconv.AppendQuote(b, e.anthropicType)
-		b = append(b, `,"message":`...)
-		b = strconv.AppendQuote(b, e.message)
-		return append(b, "}}"...)
-	}
-	b = append(b, `{"error":{"message":`...)
-	b = strconv.AppendQuote(b, e.message)
-	b = append(b, `,"type":`...)
-	b = strconv.AppendQuote(b, e.openAIType)
-	b = append(b, `,"param":null,"code":`...)
-	if e.openAICode == "" {
-		b = append(b, "null"...)
-	} else {
-		b = strconv.AppendQuote(b, e.openAICode)
-	}
-	return append(b, "}}"...)
-}
+// appendBody appends e's body in flavor f's shape.
+func (e apiError) appendBody(b []byte, f Flavor) []byte { return dialectOf(f).appendError(b, e) }

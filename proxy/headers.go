@@ -26,26 +26,16 @@ const maxRateLimitItems = 4
 // setLimitHeaders writes the caller-contract headers of DESIGN.md §6 from
 // the statuses seen at admission:
 //
-//   - OpenAI's x-ratelimit-{limit,remaining,reset}-{tokens,requests}
-//     (https://platform.openai.com/docs/guides/rate-limits), each trio from
-//     the rule of that kind with the least remaining;
+//   - the flavor's own rate-limit headers (its dialect's limitHeaders);
 //   - the IETF RateLimit-Policy and RateLimit fields
 //     (draft-ietf-httpapi-ratelimit-headers), one item per applied rule up
 //     to maxRateLimitItems (see listed), with llmguard-unit naming the unit
 //     of q and r.
-//
-// Anthropic callers get Anthropic's anthropic-ratelimit-{requests,tokens,
-// input-tokens,output-tokens}-{limit,remaining,reset} instead, reset as an
-// RFC 3339 instant (https://docs.anthropic.com/en/api/rate-limits).
 func setLimitHeaders(h *fasthttp.ResponseHeader, f Flavor, rules []meter.Applied, buf []byte) []byte {
 	if len(rules) == 0 {
 		return buf
 	}
-	if f == FlavorAnthropic {
-		setAnthropicHeaders(h, rules)
-	} else {
-		setOpenAIHeaders(h, rules)
-	}
+	dialectOf(f).limitHeaders(h, rules)
 	return setIETFHeaders(h, rules, buf)
 }
 
@@ -59,32 +49,6 @@ func tightest(rules []meter.Applied, match func(policy.Unit) bool) int {
 		}
 	}
 	return best
-}
-
-func setAnthropicHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied) {
-	now := time.Now()
-	for _, kind := range []struct {
-		name string
-		unit policy.Unit
-	}{{"requests", policy.UnitRequests}, {"tokens", policy.UnitTokens}, {"input-tokens", policy.UnitInputTokens}, {"output-tokens", policy.UnitOutputTokens}} {
-		i := tightest(rules, func(u policy.Unit) bool { return u == kind.unit })
-		if i < 0 {
-			continue
-		}
-		a := rules[i]
-		h.Set("anthropic-ratelimit-"+kind.name+"-limit", strconv.FormatInt(a.Limit.Capacity, 10))
-		h.Set("anthropic-ratelimit-"+kind.name+"-remaining", strconv.FormatInt(max(a.Status.Remaining, 0), 10))
-		h.Set("anthropic-ratelimit-"+kind.name+"-reset", now.Add(a.Status.Reset).UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339))
-	}
-}
-
-func setOpenAIHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied) {
-	if i := tightest(rules, policy.Unit.CountsTokens); i >= 0 {
-		setOpenAITrio(h, "tokens", rules[i])
-	}
-	if i := tightest(rules, func(u policy.Unit) bool { return u == policy.UnitRequests }); i >= 0 {
-		setOpenAITrio(h, "requests", rules[i])
-	}
 }
 
 // listed returns the positions in rules of the rules the RateLimit fields
@@ -178,12 +142,6 @@ func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied, buf []b
 	}
 	h.SetBytesV("RateLimit", buf)
 	return buf
-}
-
-func setOpenAITrio(h *fasthttp.ResponseHeader, kind string, a meter.Applied) {
-	h.Set("x-ratelimit-limit-"+kind, strconv.FormatInt(a.Limit.Capacity, 10))
-	h.Set("x-ratelimit-remaining-"+kind, strconv.FormatInt(max(a.Status.Remaining, 0), 10))
-	h.Set("x-ratelimit-reset-"+kind, goDuration(a.Status.Reset))
 }
 
 // window is the w of a RateLimit-Policy item: the time a token bucket takes

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/semaphore"
 
@@ -188,8 +187,14 @@ type exchange struct {
 	keyHeader string // the header the caller's key came from
 	live      *live  // the policy and weigher this request started with
 	upstream  *Upstream
-	kind      weigher.Kind
-	est       weigher.Estimate
+	// path is the request's endpoint in OpenAI's spelling (the upstream's
+	// dialect maps its own paths to it), which names its kind and which
+	// rules' paths match; deployment is the Azure deployment the path
+	// names, "" when none.
+	path       string
+	deployment string
+	kind       weigher.Kind
+	est        weigher.Estimate
 	// m is the request's admission, from the moment it was judged (nil
 	// before): its rules, verdict and settlement.
 	m *meter.Exchange
@@ -320,7 +325,7 @@ func (x *exchange) flavor() Flavor {
 // handle takes a request through route, identify, read, weigh, take and
 // forward; a step that refuses it returns the refusal Handle answers.
 func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
-	upPath, rawUpPath, r := p.route(ctx, x)
+	rawUpPath, r := p.route(ctx, x)
 	if r != nil {
 		return r
 	}
@@ -345,10 +350,10 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	ctx.Request.SetBodyRaw(body) // later readers of ctx.Request.Body() get these bytes
 	x.start = time.Now()         // llmguard's overhead excludes the client's upload
 
-	if r := p.weigh(ctx, x, upPath, body); r != nil {
+	if r := p.weigh(ctx, x, body); r != nil {
 		return r
 	}
-	if r := p.admit(ctx, x, upPath); r != nil {
+	if r := p.admit(ctx, x); r != nil {
 		return r
 	}
 	r = p.forward(ctx, x, rawUpPath, body)
@@ -360,23 +365,24 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 // decoded, normalised path (upPath); forward the path exactly as the client
 // sent it (rawUpPath). Both must name the same upstream path, or the
 // request could be weighed as one endpoint and served as another.
-func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (upPath, rawUpPath string, r *refusal) {
+func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (rawUpPath string, r *refusal) {
 	up, upPath := p.router.route(string(ctx.Path()))
 	if up == nil {
-		return "", "", &refusal{err: errNoUpstream, outcome: meter.OutcomeInvalid}
+		return "", &refusal{err: errNoUpstream, outcome: meter.OutcomeInvalid}
 	}
 	x.upstream = up
 	rawUpPath, ok := stripPrefix(string(ctx.Request.URI().PathOriginal()), up.PathPrefix)
 	if !ok {
-		return "", "", &refusal{err: errAmbiguousPath, outcome: meter.OutcomeInvalid}
+		return "", &refusal{err: errAmbiguousPath, outcome: meter.OutcomeInvalid}
 	}
-	return upPath, rawUpPath, nil
+	x.path, x.deployment = up.dialect.endpoint(upPath)
+	return rawUpPath, nil
 }
 
 // identify finds the caller from the headers alone: an unknown caller is
 // refused before a byte of its body is read.
 func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
-	key, keyHeader := credential(&ctx.Request.Header, x.upstream.Flavor)
+	key, keyHeader := x.upstream.dialect.credential(&ctx.Request.Header)
 	cur := p.live.Load()
 	x.live = cur
 	pr, ok := cur.policy.Identify(key)
@@ -389,8 +395,8 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 }
 
 // weigh classifies the request and estimates its cost.
-func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, upPath string, body []byte) *refusal {
-	x.kind = classify(ctx.Method(), upPath)
+func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refusal {
+	x.kind = classify(ctx.Method(), x.path)
 	if x.kind.Weighed() {
 		x.est = x.live.weigher.Weigh(x.kind, body)
 		if x.est.DuplicateKeys {
@@ -416,6 +422,11 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, upPath string, body
 			ctx.Response.Header.Set("x-llmguard-estimate", "partial")
 		}
 	}
+	if x.deployment != "" || x.upstream.Deployments != nil {
+		// Azure: the deployment the path (or, on the v1 API, the body's
+		// model) names is priced and limited as the model it serves.
+		x.est.Model = x.upstream.modelOf(x.deployment, x.est.Model)
+	}
 	if len(x.est.Model) > maxModelName {
 		return &refusal{err: errModelName, outcome: meter.OutcomeInvalid}
 	}
@@ -429,9 +440,9 @@ var errLimiter = apiError{status: fasthttp.StatusInternalServerError, openAIType
 // admit has the meter judge the request: its limits matched and its cost
 // taken from them, two-phase, before any byte goes upstream. A refusal is
 // answered in the caller's flavor with the headers its SDK reads.
-func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange, upPath string) *refusal {
+func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	x.m = p.meter.Admit(meter.Request{ID: x.id, Principal: x.principal, Policy: x.live.policy, Flavor: x.upstream.Flavor,
-		Path: upPath, Model: x.est.Model, Weighed: x.kind.Weighed(),
+		Path: x.path, Model: x.est.Model, Weighed: x.kind.Weighed(),
 		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens}})
 	switch x.m.Verdict() {
 	case meter.Admitted:
@@ -451,27 +462,6 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange, upPath string) *ref
 // maxModelName bounds a request's model name, in bytes: no provider's
 // names come near it, and it keeps the ledger's lines and the logs bounded.
 const maxModelName = 256
-
-// credential is the caller's key and the header it came from, read from
-// the header the upstream's API authenticates with first (x-api-key for
-// Anthropic, the bearer token for OpenAI), the other header being the
-// fallback. forward strips the header that did not identify the caller, so
-// the key that is limited is the key that is used.
-func credential(h *fasthttp.RequestHeader, f Flavor) (key, header string) {
-	var bearer string
-	if a := h.Peek("Authorization"); len(a) > 7 && bytes.EqualFold(a[:7], []byte("bearer ")) {
-		bearer = string(bytes.TrimSpace(a[7:]))
-	}
-	apiKey := string(bytes.TrimSpace(h.Peek("x-api-key")))
-	switch {
-	case f == FlavorAnthropic && apiKey != "":
-		return apiKey, "x-api-key"
-	case bearer != "":
-		return bearer, "Authorization"
-	default:
-		return apiKey, "x-api-key"
-	}
-}
 
 // stripPrefix removes an upstream's path prefix from the raw request path.
 // ok is false when the raw path does not start with the prefix although its
@@ -510,22 +500,17 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	req.Header.Set("X-Forwarded-For", ctx.RemoteIP().String())
 	if x.principal.PassThrough {
 		// Forward only the credential that identified the caller.
-		if x.keyHeader == "Authorization" {
-			req.Header.Del("x-api-key")
-		} else {
-			req.Header.Del("Authorization")
+		for _, h := range callerKeyHeaders {
+			if h != x.keyHeader {
+				req.Header.Del(h)
+			}
 		}
-		req.Header.Del("api-key")
 	} else {
 		for _, h := range credentialish {
 			req.Header.Del(h)
 		}
 		if up.APIKey != "" {
-			if up.Flavor == FlavorAnthropic {
-				req.Header.Set("x-api-key", up.APIKey)
-			} else {
-				req.Header.Set("Authorization", "Bearer "+up.APIKey)
-			}
+			up.dialect.authorize(&req.Header, up.APIKey)
 		}
 	}
 	// The usage tap must read the body whatever the client accepts: ask the
@@ -535,12 +520,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	req.SetRequestURI(up.scheme + "://" + up.host + up.basePath + upPath + queryOf(ctx))
 	req.Header.SetHost(up.host)
 
-	if (x.kind == weigher.KindChat || x.kind == weigher.KindCompletions) && x.est.Stream && !x.est.IncludeUsage && x.est.Parsed {
-		if nb, err := sjson.SetBytes(bytes.Clone(body), "stream_options.include_usage", true); err == nil {
-			body = nb
-			x.stripUsage = true
-		}
-	}
+	body, x.stripUsage = up.dialect.rewrite(x.kind, x.est, body)
 	req.SetBodyRaw(body)
 
 	p.inject(pointForward)

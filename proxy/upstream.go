@@ -33,6 +33,12 @@ type Upstream struct {
 	// IdleTimeout closes a pooled connection idle this long; keep it below
 	// the upstream's own keep-alive timeout. Zero: 4s.
 	IdleTimeout time.Duration
+	// Deployments maps an Azure OpenAI deployment name to the model it
+	// serves, which the request is weighed, priced and limited as; a
+	// deployment it does not list is taken as a model of its own name.
+	Deployments map[string]string
+
+	dialect dialect // the Flavor's
 
 	client *fasthttp.HostClient
 	// tlsConfig, when set, is the TLS configuration of an https upstream
@@ -44,7 +50,24 @@ type Upstream struct {
 	basePath  string
 }
 
+// modelOf is the model a request to deployment (or, when the path names
+// none, naming model in its body) is weighed and priced as: the model
+// Deployments maps the name to, else the name itself.
+func (u *Upstream) modelOf(deployment, model string) string {
+	name := deployment
+	if name == "" {
+		name = model
+	}
+	if m, ok := u.Deployments[name]; ok {
+		return m
+	}
+	return name
+}
+
 func (u *Upstream) init() error {
+	if u.dialect = dialectOf(u.Flavor); u.dialect == nil {
+		return fmt.Errorf("proxy: upstream %q: flavor %v has no dialect", u.Name, u.Flavor)
+	}
 	pu, err := url.Parse(u.BaseURL)
 	if err != nil || pu.Host == "" || (pu.Scheme != "http" && pu.Scheme != "https") {
 		return fmt.Errorf("proxy: upstream %q: bad base URL %q", u.Name, u.BaseURL)
@@ -102,23 +125,27 @@ func (u *Upstream) init() error {
 
 // router picks an upstream for a request path.
 type router struct {
-	byPrefix  []*Upstream // longest prefix first
-	openai    *Upstream
-	anthropic *Upstream
+	byPrefix []*Upstream // longest prefix first
+	// byFlavor is the first upstream of each flavor, prefixed or not: a
+	// path a flavor owns goes there.
+	byFlavor map[Flavor]*Upstream
+	// fallback serves the paths no dialect owns: the first OpenAI
+	// upstream, else the first upstream.
+	fallback *Upstream
 }
 
 func newRouter(ups []*Upstream) *router {
-	r := &router{}
+	r := &router{byFlavor: make(map[Flavor]*Upstream)}
 	for _, u := range ups {
 		if u.PathPrefix != "" {
 			r.byPrefix = append(r.byPrefix, u)
 		}
-		if u.Flavor == FlavorOpenAI && r.openai == nil {
-			r.openai = u
+		if r.byFlavor[u.Flavor] == nil {
+			r.byFlavor[u.Flavor] = u
 		}
-		if u.Flavor == FlavorAnthropic && r.anthropic == nil {
-			r.anthropic = u
-		}
+	}
+	if r.fallback = r.byFlavor[FlavorOpenAI]; r.fallback == nil && len(ups) > 0 {
+		r.fallback = ups[0]
 	}
 	sort.SliceStable(r.byPrefix, func(i, j int) bool { return len(r.byPrefix[i].PathPrefix) > len(r.byPrefix[j].PathPrefix) })
 	return r
@@ -126,7 +153,10 @@ func newRouter(ups []*Upstream) *router {
 
 // route returns the upstream for path and the path to send it, or nil.
 // A prefix matches at a segment boundary: "/azure" matches "/azure/v1/…"
-// but not "/azurex".
+// but not "/azurex". Without a prefix, a path a flavor claims goes to that
+// flavor's first upstream (Anthropic's /v1/messages: nil, a 404, when none
+// is configured; Azure's /openai/: the fallback then), and any other path
+// to the fallback.
 func (r *router) route(path string) (*Upstream, string) {
 	for _, u := range r.byPrefix {
 		p := strings.TrimSuffix(u.PathPrefix, "/")
@@ -138,13 +168,16 @@ func (r *router) route(path string) (*Upstream, string) {
 			return u, rest
 		}
 	}
-	if strings.HasPrefix(path, "/v1/messages") {
-		return r.anthropic, path // nil (404) when no Anthropic upstream is configured
+	for f, d := range dialects {
+		if d == nil {
+			continue
+		}
+		switch c := d.claims(path); {
+		case c == claimOnly, c == claimPrefer && r.byFlavor[Flavor(f)] != nil:
+			return r.byFlavor[Flavor(f)], path
+		}
 	}
-	if r.openai != nil {
-		return r.openai, path
-	}
-	return r.anthropic, path
+	return r.fallback, path
 }
 
 // hopHeaders are the hop-by-hop fields of RFC 9110 §7.6.1 (and the

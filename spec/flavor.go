@@ -9,6 +9,7 @@ type Flavor uint8
 const (
 	FlavorOpenAI    Flavor = iota // OpenAI and OpenAI-compatible APIs
 	FlavorAnthropic               // Anthropic's Messages API
+	FlavorAzure                   // Azure OpenAI: deployment paths, the api-key header
 )
 
 // flavorNames is the config name of each Flavor, indexed by its value: the
@@ -16,6 +17,7 @@ const (
 var flavorNames = []string{
 	FlavorOpenAI:    "openai",
 	FlavorAnthropic: "anthropic",
+	FlavorAzure:     "azure",
 }
 
 // String is the flavor's config name, also its metric label and ledger

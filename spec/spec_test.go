@@ -26,7 +26,7 @@ func enums() []enum {
 			ScopeNames(), []uint8{uint8(ScopeKey), uint8(ScopeUser), uint8(ScopeTenant), uint8(ScopeGlobal)}},
 		{"Flavor", func(v uint8) string { return Flavor(v).String() },
 			func(s string) (uint8, bool) { u, ok := ParseFlavor(s); return uint8(u), ok },
-			FlavorNames(), []uint8{uint8(FlavorOpenAI), uint8(FlavorAnthropic)}},
+			FlavorNames(), []uint8{uint8(FlavorOpenAI), uint8(FlavorAnthropic), uint8(FlavorAzure)}},
 	}
 }
 

@@ -86,7 +86,8 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 			key = os.Getenv(u.APIKeyEnv)
 		}
 		ups = append(ups, &proxy.Upstream{Name: u.Name, Flavor: f, BaseURL: u.BaseURL, APIKey: key,
-			PathPrefix: u.PathPrefix, Timeout: time.Duration(u.Timeout), MaxConns: u.MaxConns, IdleTimeout: time.Duration(u.IdleTimeout)})
+			PathPrefix: u.PathPrefix, Timeout: time.Duration(u.Timeout), MaxConns: u.MaxConns, IdleTimeout: time.Duration(u.IdleTimeout),
+			Deployments: u.Deployments})
 	}
 	st, err := openStore(cfg, pol, a.Registry, log, now)
 	if err != nil {

@@ -1,0 +1,230 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/azure"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/llmguard/llmguard/internal/mockllm"
+	"github.com/llmguard/llmguard/weigher"
+)
+
+// These tests put the official OpenAI Go SDK, configured with its Azure
+// options, in front of llmguard's azure flavor, with the mock as the Azure
+// resource: it demands the gateway's own key (sk-upstream) in api-key, so
+// every answer that succeeds proves the caller's virtual key was replaced.
+
+const azureAPIVersion = "2024-10-21"
+
+// startAzure runs llmguard with one azure upstream whose deployments
+// chat-prod and embed map to gpt-4o-mini and text-embedding-3-small, a
+// slow 100,000-token bucket, the usd limit, and extra limits.
+func startAzure(t *testing.T, extraLimits string) *harness {
+	t.Helper()
+	mock, err := mockllm.StartWith("127.0.0.1:0", mockllm.Options{APIKey: "sk-upstream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	t.Setenv("LLMGUARD_TEST_UPSTREAM_KEY", "sk-upstream")
+	return startConfig(t, mock, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - name: aoai
+    flavor: azure
+    base_url: "%[1]s"
+    api_key_env: LLMGUARD_TEST_UPSTREAM_KEY
+    deployments: {chat-prod: gpt-4o-mini, embed: text-embedding-3-small}
+keys:
+  - {key: %[2]s, user: alice, tenant: acme}
+models:
+  gpt-4o-mini: {input_usd_per_mtok: 0.15, cached_input_usd_per_mtok: 0.075, output_usd_per_mtok: 0.60}
+limits:
+  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000}
+%[3]s
+%[4]s`, mock.URL, testKey, usdLimit, extraLimits))
+}
+
+// azureClient is the SDK configured as its azure package documents, with
+// the virtual key as the Azure key.
+func (h *harness) azureClient(opts ...option.RequestOption) openai.Client {
+	return openai.NewClient(append([]option.RequestOption{
+		azure.WithEndpoint(h.url, azureAPIVersion),
+		azure.WithAPIKey(testKey),
+		azure.WithUnsafeAllowHTTP(), // plain HTTP to a loopback address
+		option.WithMaxRetries(0),
+		option.WithRequestTimeout(10 * time.Second),
+	}, opts...)...)
+}
+
+// azureLeft is what user-tpm (tokens) and user-usd (micro-USD) hold, read
+// from a requests-only probe (GET /openai/models) with the key in api-key.
+func (h *harness) azureLeft() (tokens, microUSD int64) {
+	h.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, h.url+"/openai/models?api-version="+azureAPIVersion, nil)
+	req.Header.Set("api-key", testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		h.t.Fatalf("probe: %d", resp.StatusCode)
+	}
+	return remainingTokens(h.t, resp.Header), rateLimitRemaining(h.t, resp.Header, "user-usd")
+}
+
+// Chat (plain and streamed), completions and embeddings through the SDK's
+// Azure options reach the deployment paths, are charged exactly the usage
+// the upstream reports, in tokens and in micro-USD at the price of the
+// model the deployment maps to; the stream's usage chunk, which llmguard
+// asked for, does not reach the caller.
+func TestAzureSDKReconcilesEveryEndpoint(t *testing.T) {
+	h := startAzure(t, "")
+	c := h.azureClient()
+	ctx := context.Background()
+	chat := openai.ChatCompletionNewParams{
+		Model:     "chat-prod", // the deployment's name, as Azure's SDK users write it
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me about token buckets.")},
+		MaxTokens: openai.Int(300),
+	}
+	checkCharge := func(name string, beforeTok, beforeUSD int64, u usage, p price) {
+		t.Helper()
+		tok, usd := h.azureLeft()
+		if got := beforeTok - tok; got != u.tokens() {
+			t.Errorf("%s: charged %d tokens, want %d (the reported usage)", name, got, u.tokens())
+		}
+		if got := beforeUSD - usd; got != u.microUSD(p) {
+			t.Errorf("%s: charged %d µUSD, want %d (usage at the mapped model's price)", name, got, u.microUSD(p))
+		}
+	}
+
+	tok, usd := h.azureLeft()
+	got, err := c.Chat.Completions.New(ctx, chat, option.WithHeader("x-mock-completion-tokens", "12"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Usage.CompletionTokens != 12 || got.Usage.PromptTokens == 0 {
+		t.Fatalf("usage %+v", got.Usage)
+	}
+	if uri, _ := h.mock.LastRequest(); !strings.HasPrefix(string(uri.RequestURI()), "/openai/deployments/chat-prod/chat/completions?api-version=") ||
+		string(uri.Peek("api-key")) != "sk-upstream" || len(uri.Peek("Authorization")) != 0 {
+		t.Errorf("upstream got %s with api-key %q, Authorization %q", uri.RequestURI(), uri.Peek("api-key"), uri.Peek("Authorization"))
+	}
+	checkCharge("chat", tok, usd, usage{input: got.Usage.PromptTokens, output: got.Usage.CompletionTokens}, priceGPT4oMini)
+
+	tok, usd = h.azureLeft()
+	stream := c.Chat.Completions.NewStreaming(ctx, chat, option.WithHeader("x-mock-completion-tokens", "7"))
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		ch := stream.Current()
+		if ch.JSON.Usage.Valid() && ch.Usage.TotalTokens > 0 {
+			t.Errorf("the caller got the usage chunk llmguard asked for: %s", ch.RawJSON())
+		}
+		acc.AddChunk(ch)
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if acc.Choices[0].Message.Content != mockReply(7) {
+		t.Fatalf("streamed %q", acc.Choices[0].Message.Content)
+	}
+	_, reqBody := h.mock.LastRequest() // the stream's request: nothing was sent since
+	w, err := weigher.New(weigher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := w.Chat(reqBody).InputTokens // what the mock reports in the usage chunk the caller never saw
+	checkCharge("chat stream", tok, usd, usage{input: in, output: 7}, priceGPT4oMini)
+
+	tok, usd = h.azureLeft()
+	comp, err := c.Completions.New(ctx, openai.CompletionNewParams{
+		Model: "chat-prod", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Once upon a time")},
+		MaxTokens: openai.Int(50)}, option.WithHeader("x-mock-completion-tokens", "4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCharge("completions", tok, usd, usage{input: comp.Usage.PromptTokens, output: comp.Usage.CompletionTokens}, priceGPT4oMini)
+
+	tok, _ = h.azureLeft()
+	emb, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "embed",
+		Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"a b c", "d e"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, _ := h.azureLeft()
+	if emb.Usage.TotalTokens == 0 || tok-left != emb.Usage.TotalTokens {
+		t.Errorf("embeddings: charged %d tokens, want %d", tok-left, emb.Usage.TotalTokens)
+	}
+}
+
+// A denial reaches the SDK as Azure's 429: its error shape (code "429",
+// llmguard's reason in inner_error), retry-after and retry-after-ms, and
+// Azure's x-ratelimit headers; a wrong key is Azure's 401.
+func TestAzureSDKDenialAndUnauthorized(t *testing.T) {
+	h := startAzure(t, `  - {name: one-per-hour, scope: user, unit: requests, rate: 1, per: 1h}`)
+	c := h.azureClient()
+	ctx := context.Background()
+	chat := openai.ChatCompletionNewParams{Model: "chat-prod", MaxTokens: openai.Int(10),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")}}
+	var first *http.Response
+	if _, err := c.Chat.Completions.New(ctx, chat, option.WithResponseInto(&first)); err != nil {
+		t.Fatal(err)
+	}
+	if first.Header.Get("x-ratelimit-remaining-requests") != "0" || first.Header.Get("x-ratelimit-reset-requests") != "3600" {
+		t.Errorf("x-ratelimit-*-requests: remaining %q, reset %q; want 0 and 3600 (whole seconds, as Azure gives them)",
+			first.Header.Get("x-ratelimit-remaining-requests"), first.Header.Get("x-ratelimit-reset-requests"))
+	}
+	_, err := c.Chat.Completions.New(ctx, chat)
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 429 || apiErr.Code != "429" {
+		t.Fatalf("err %v, want Azure's 429", err)
+	}
+	raw := apiErr.RawJSON()
+	if !strings.Contains(raw, `"inner_error":{"code":"rate_limit_exceeded"}`) || !strings.Contains(raw, "one-per-hour") {
+		t.Errorf("429 body %s: want llmguard's reason in inner_error and the limit named", raw)
+	}
+	if ra := apiErr.Response.Header.Get("Retry-After"); ra == "" || apiErr.Response.Header.Get("retry-after-ms") == "" {
+		t.Errorf("429 without retry-after / retry-after-ms: %v", apiErr.Response.Header)
+	}
+
+	bad := openai.NewClient(azure.WithEndpoint(h.url, azureAPIVersion), azure.WithAPIKey("not-a-key"),
+		azure.WithUnsafeAllowHTTP(), option.WithMaxRetries(0))
+	_, err = bad.Chat.Completions.New(ctx, chat)
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || apiErr.Code != "401" {
+		t.Fatalf("err %v, want Azure's 401", err)
+	}
+}
+
+// The v1 API (/openai/v1/…, the model in the body, the key as a bearer
+// token, as Microsoft's v1 examples configure the plain OpenAI client) is
+// weighed and reconciled like the deployment paths.
+func TestAzureV1API(t *testing.T) {
+	h := startAzure(t, "")
+	c := openai.NewClient(option.WithBaseURL(h.url+"/openai/v1/"), option.WithAPIKey(testKey),
+		option.WithMaxRetries(0), option.WithRequestTimeout(10*time.Second))
+	tok, usd := h.azureLeft()
+	got, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "chat-prod", MaxTokens: openai.Int(100),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me about token buckets.")}},
+		option.WithHeader("x-mock-completion-tokens", "5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := usage{input: got.Usage.PromptTokens, output: got.Usage.CompletionTokens}
+	left, leftUSD := h.azureLeft()
+	if tok-left != u.tokens() || usd-leftUSD != u.microUSD(priceGPT4oMini) {
+		t.Errorf("charged %d tokens and %d µUSD, want %d and %d", tok-left, usd-leftUSD, u.tokens(), u.microUSD(priceGPT4oMini))
+	}
+	if req, _ := h.mock.LastRequest(); string(req.Peek("api-key")) != "sk-upstream" || len(req.Peek("Authorization")) != 0 {
+		t.Errorf("upstream got api-key %q, Authorization %q; want the gateway's key in api-key only", req.Peek("api-key"), req.Peek("Authorization"))
+	}
+}

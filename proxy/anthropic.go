@@ -1,0 +1,75 @@
+package proxy
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/weigher"
+)
+
+// anthropic is the dialect of Anthropic's Messages API
+// (https://docs.anthropic.com/en/api/messages): the key in x-api-key, the
+// /v1/messages paths.
+type anthropic struct{}
+
+// credential reads x-api-key first, then the bearer token.
+func (anthropic) credential(h *fasthttp.RequestHeader) (string, string) {
+	if k := headerKey(h, "x-api-key"); k != "" {
+		return k, "x-api-key"
+	}
+	if b := bearer(h); b != "" {
+		return b, "Authorization"
+	}
+	return "", "x-api-key"
+}
+
+func (anthropic) authorize(h *fasthttp.RequestHeader, key string) { h.Set("x-api-key", key) }
+
+func (anthropic) claims(path string) claim {
+	if hasPathPrefix(path, "/v1/messages") {
+		return claimOnly
+	}
+	return claimNone
+}
+
+func (anthropic) endpoint(path string) (string, string) { return path, "" }
+
+// rewrite changes nothing: a Messages stream reports its usage unasked.
+func (anthropic) rewrite(_ weigher.Kind, _ weigher.Estimate, body []byte) ([]byte, bool) {
+	return body, false
+}
+
+// appendError writes Anthropic's {"type":"error","error":{"type","message"}}
+// (https://docs.anthropic.com/en/api/errors).
+func (anthropic) appendError(b []byte, e apiError) []byte {
+	b = append(b, `{"type":"error","error":{"type":`...)
+	b = strconv.AppendQuote(b, e.anthropicType)
+	b = append(b, `,"message":`...)
+	b = strconv.AppendQuote(b, e.message)
+	return append(b, "}}"...)
+}
+
+// limitHeaders writes Anthropic's anthropic-ratelimit-{requests,tokens,
+// input-tokens,output-tokens}-{limit,remaining,reset}, reset as an RFC 3339
+// instant (https://docs.anthropic.com/en/api/rate-limits), each from the
+// rule of that unit with the least remaining.
+func (anthropic) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied) {
+	now := time.Now()
+	for _, kind := range []struct {
+		name string
+		unit policy.Unit
+	}{{"requests", policy.UnitRequests}, {"tokens", policy.UnitTokens}, {"input-tokens", policy.UnitInputTokens}, {"output-tokens", policy.UnitOutputTokens}} {
+		i := tightest(rules, func(u policy.Unit) bool { return u == kind.unit })
+		if i < 0 {
+			continue
+		}
+		a := rules[i]
+		h.Set("anthropic-ratelimit-"+kind.name+"-limit", strconv.FormatInt(a.Limit.Capacity, 10))
+		h.Set("anthropic-ratelimit-"+kind.name+"-remaining", strconv.FormatInt(max(a.Status.Remaining, 0), 10))
+		h.Set("anthropic-ratelimit-"+kind.name+"-reset", now.Add(a.Status.Reset).UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339))
+	}
+}

@@ -1,0 +1,71 @@
+package proxy
+
+import (
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/weigher"
+)
+
+// openAI is the dialect of OpenAI's API and the many servers that copy it
+// (https://platform.openai.com/docs/api-reference): the key as a bearer
+// token, the default flavor for any path no other dialect owns.
+type openAI struct{}
+
+// credential reads the bearer token first, then x-api-key.
+func (openAI) credential(h *fasthttp.RequestHeader) (string, string) {
+	if b := bearer(h); b != "" {
+		return b, "Authorization"
+	}
+	return headerKey(h, "x-api-key"), "x-api-key"
+}
+
+func (openAI) authorize(h *fasthttp.RequestHeader, key string) { h.Set("Authorization", "Bearer "+key) }
+
+func (openAI) claims(string) claim { return claimNone }
+
+func (openAI) endpoint(path string) (string, string) { return path, "" }
+
+func (openAI) rewrite(k weigher.Kind, est weigher.Estimate, body []byte) ([]byte, bool) {
+	return addIncludeUsage(k, est, body)
+}
+
+// appendError writes OpenAI's {"error":{"message","type","param","code"}}
+// (https://platform.openai.com/docs/guides/error-codes).
+func (openAI) appendError(b []byte, e apiError) []byte {
+	b = append(b, `{"error":{"message":`...)
+	b = strconv.AppendQuote(b, e.message)
+	b = append(b, `,"type":`...)
+	b = strconv.AppendQuote(b, e.openAIType)
+	b = append(b, `,"param":null,"code":`...)
+	if e.openAICode == "" {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendQuote(b, e.openAICode)
+	}
+	return append(b, "}}"...)
+}
+
+// limitHeaders writes OpenAI's x-ratelimit-{limit,remaining,reset}-{tokens,
+// requests} (https://platform.openai.com/docs/guides/rate-limits), each
+// trio from the rule of that kind with the least remaining; reset is a Go
+// duration string such as "1m30s", as OpenAI writes it.
+func (openAI) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied) {
+	if i := tightest(rules, policy.Unit.CountsTokens); i >= 0 {
+		setOpenAITrio(h, "tokens", rules[i], goDuration(rules[i].Status.Reset))
+	}
+	if i := tightest(rules, func(u policy.Unit) bool { return u == policy.UnitRequests }); i >= 0 {
+		setOpenAITrio(h, "requests", rules[i], goDuration(rules[i].Status.Reset))
+	}
+}
+
+// setOpenAITrio writes x-ratelimit-{limit,remaining,reset}-kind from a's
+// limit and status, reset already formatted.
+func setOpenAITrio(h *fasthttp.ResponseHeader, kind string, a meter.Applied, reset string) {
+	h.Set("x-ratelimit-limit-"+kind, strconv.FormatInt(a.Limit.Capacity, 10))
+	h.Set("x-ratelimit-remaining-"+kind, strconv.FormatInt(max(a.Status.Remaining, 0), 10))
+	h.Set("x-ratelimit-reset-"+kind, reset)
+}
