@@ -271,14 +271,13 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		items[i] = bucket.Item{Key: key, Limit: limit, Cost: units}
 		x.rules[i] = Applied{Rule: rule, Key: key, Limit: limit, Reserved: units}
 	}
-	t0 := time.Now()
 	// No deadline here: a remote store is wrapped in bucket.Guarded, which
 	// bounds each call by store.timeout (and voids a take that failed but
 	// may have been applied); the memory store never waits on I/O, and a
 	// deadline of a few milliseconds would only fail it on a busy host —
 	// and fail its limits open.
+	// The store times its own calls (llmguard_store_duration_seconds).
 	d, err := m.opt.Store.Take(context.Background(), r.ID, items)
-	m.opt.Metrics.decisionTime(time.Since(t0))
 	if errors.Is(err, bucket.ErrInvalid) {
 		m.log.Error("store refused the take as invalid", "err", err, "request_id", r.ID)
 		x.verdict = Broken

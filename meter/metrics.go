@@ -105,7 +105,6 @@ type Metrics struct {
 	charged         *prometheus.CounterVec
 	spend           *prometheus.CounterVec
 	utilization     *prometheus.GaugeVec
-	decision        prometheus.Histogram
 	overhead        prometheus.Histogram
 	upstreamSeconds *prometheus.HistogramVec
 	upstreamStatus  *prometheus.CounterVec
@@ -135,7 +134,6 @@ type Metrics struct {
 //	charged_units_total{limit}                        units charged by reconciliation above the reservation
 //	spend_usd_total{tenant,model}                     settled cost in USD
 //	limit_utilization{limit,tenant}                   1 − remaining / capacity at the last admission
-//	decision_duration_seconds                         histogram of the store take
 //	overhead_seconds                                  histogram of time spent in llmguard, upstream excluded
 //	upstream_duration_seconds{upstream,code}          histogram of upstream time to response (code: 2xx…5xx)
 //	upstream_responses_total{upstream,status}         upstream answers by HTTP status (0: unreachable)
@@ -179,11 +177,6 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 			Name: "llmguard_limit_utilization",
 			Help: "Share of a limit in use at the last admission: 1 − remaining / capacity (token bucket) or used / quota (quota).",
 		}, []string{"limit", "tenant"}),
-		decision: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "llmguard_decision_duration_seconds",
-			Help:    "Time to take a request's cost from its buckets (one store call).",
-			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025},
-		}),
 		overhead: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "llmguard_overhead_seconds",
 			Help:    "Time a request spends in llmguard itself (identify, weigh, take, relay setup), upstream time excluded.",
@@ -212,7 +205,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 		models:  newLabelCap(o.MaxModels),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.tokensEstimated, m.tokens, m.estimateRatio, m.reserved, m.refunded,
-		m.charged, m.spend, m.utilization, m.decision, m.overhead, m.upstreamSeconds, m.upstreamStatus, m.failures, m.budgetWarnings,
+		m.charged, m.spend, m.utilization, m.overhead, m.upstreamSeconds, m.upstreamStatus, m.failures, m.budgetWarnings,
 		m.quotaUsed, m.quotaLimit, m.quotaEnd, m.panics, m.bodyBytes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -247,12 +240,6 @@ func (m *Metrics) Panicked(stage string) {
 func (m *Metrics) BodyBytesHeld(delta int64) {
 	if m != nil {
 		m.bodyBytes.Add(float64(delta))
-	}
-}
-
-func (m *Metrics) decisionTime(d time.Duration) {
-	if m != nil {
-		m.decision.Observe(d.Seconds())
 	}
 }
 

@@ -107,7 +107,7 @@ func TestServeEmbeddedDefault(t *testing.T) {
 		}
 	}
 	admin := cmd.Args[len(cmd.Args)-1]
-	for path, want := range map[string]string{"/healthz": "ok", "/readyz": `"store":"memory"`, "/metrics": "llmguard_decision_duration_seconds"} {
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": `"store":"memory"`, "/metrics": "llmguard_store_duration_seconds"} {
 		resp, err := http.Get("http://" + admin + path)
 		if err != nil {
 			t.Fatal(err)

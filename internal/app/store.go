@@ -50,8 +50,10 @@ func (s *stores) readiness(backend string) any {
 func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer, log *slog.Logger, now func() time.Time) (*stores, error) {
 	c := cfg.Store
 	if c.Backend == "memory" {
-		m := bucket.NewMemory(bucket.MemoryOptions{Now: now, VoidFor: time.Duration(c.VoidWindow)})
-		return &stores{main: m, close: []func() error{m.Close}}, nil
+		mem := bucket.NewMemory(bucket.MemoryOptions{Now: now, VoidFor: time.Duration(c.VoidWindow)})
+		m := newStoreMetrics(reg)
+		observe := func(op bucket.Op, d time.Duration) { m.duration.WithLabelValues(op.String()).Observe(d.Seconds()) }
+		return &stores{main: timed{Store: mem, observe: observe}, close: []func() error{mem.Close}}, nil
 	}
 	if c.Backend != "redis" && c.Backend != "redis_cluster" {
 		return nil, fmt.Errorf("app: unknown store backend %q", c.Backend)
@@ -182,9 +184,38 @@ func probeWhileOpen(g *bucket.Guarded, openFor time.Duration) func() error {
 	return func() error { close(done); wg.Wait(); return nil }
 }
 
+// timed is a store whose every call is observed in
+// llmguard_store_duration_seconds{op}, as Guarded's OnCall observes the Redis
+// store's: one latency histogram per store call, whatever the backend.
+type timed struct {
+	bucket.Store
+	observe func(op bucket.Op, d time.Duration)
+}
+
+func (t timed) Take(ctx context.Context, id string, items []bucket.Item) (bucket.Decision, error) {
+	t0 := time.Now()
+	d, err := t.Store.Take(ctx, id, items)
+	t.observe(bucket.OpTake, time.Since(t0))
+	return d, err
+}
+
+func (t timed) Reconcile(ctx context.Context, id string, deltas []bucket.Delta) error {
+	t0 := time.Now()
+	err := t.Store.Reconcile(ctx, id, deltas)
+	t.observe(bucket.OpReconcile, time.Since(t0))
+	return err
+}
+
+func (t timed) Void(ctx context.Context, id string, items []bucket.Item) error {
+	t0 := time.Now()
+	err := t.Store.Void(ctx, id, items)
+	t.observe(bucket.OpReconcile, time.Since(t0))
+	return err
+}
+
 // storeMetrics are the store-health collectors (DESIGN.md §9):
 //
-//	llmguard_store_duration_seconds{op}                 histogram of store calls
+//	llmguard_store_duration_seconds{op}                 histogram of store calls (take, reconcile), every backend
 //	llmguard_store_errors_total{op,kind}                failed calls by kind (timeout, connection, other)
 //	llmguard_breaker_state                              0 closed, 1 half-open, 2 open
 //	llmguard_fallback_over_admission_factor{limit}      worst-case factor of a fail-open limit during an outage
@@ -213,6 +244,9 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 		}, []string{"limit"}),
 	}
 	reg.MustRegister(m.duration, m.errors, m.factor)
+	for _, op := range []bucket.Op{bucket.OpTake, bucket.OpReconcile} {
+		m.duration.WithLabelValues(op.String()) // exported from the start, for rate() and dashboards
+	}
 	return m
 }
 
