@@ -137,7 +137,7 @@ func TestMetricsAfterAWorkload(t *testing.T) {
 	check("llmguard_quota_limit", map[string]string{"limit": "acme-month", "tenant": "acme"}, 1)
 	positive("llmguard_quota_period_end_timestamp_seconds", map[string]string{"limit": "acme-month"})
 	check("llmguard_store_duration_seconds", map[string]string{"op": "take"}, 5) // one take per judged request, on the memory store too
-	check("llmguard_overhead_seconds", map[string]string{}, 4) // the forwarded requests
+	check("llmguard_overhead_seconds", map[string]string{}, 4)                   // the forwarded requests
 	check("llmguard_upstream_responses_total", map[string]string{"status": "200"}, 3)
 	check("llmguard_upstream_responses_total", map[string]string{"status": "503"}, 1)
 	check("llmguard_upstream_duration_seconds", map[string]string{"upstream": "openai"}, 3)
