@@ -120,15 +120,30 @@ func KindOf(method, path string) Kind {
 	if len(path) > 1 {
 		path = strings.TrimSuffix(path, "/")
 	}
-	for k := range kinds {
-		for _, p := range kinds[k].paths {
-			if p == path {
-				return Kind(k)
-			}
+	for _, r := range kindPaths {
+		if r.path == path {
+			return r.kind
 		}
 	}
 	return KindOther
 }
+
+// kindPath is one upstream path of the kind table and its kind.
+type kindPath struct {
+	path string
+	kind Kind
+}
+
+// kindPaths is every path in the kind table, flattened for [KindOf].
+var kindPaths = func() []kindPath {
+	var ps []kindPath
+	for k := range kinds {
+		for _, p := range kinds[k].paths {
+			ps = append(ps, kindPath{p, Kind(k)})
+		}
+	}
+	return ps
+}()
 
 // Weigh estimates body as a request of kind k: [Weigher.Chat],
 // [Weigher.Responses], [Weigher.Completions], [Weigher.Embeddings] or
