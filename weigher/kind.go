@@ -107,9 +107,9 @@ func (k Kind) String() string { return k.row().name }
 func (k Kind) Weighed() bool { return k.row().weighed }
 
 // KindOf classifies a request by method and upstream path (query string
-// removed; one trailing slash ignored). Only POST to the paths named on the
-// Kind constants is recognised; anything else is KindOther. It does not
-// allocate.
+// removed; one trailing slash ignored). Only POST to a path of the kind
+// table (named on each Kind constant) is recognised; anything else is
+// KindOther. It does not allocate.
 func KindOf(method, path string) Kind {
 	if method != "POST" {
 		return KindOther
