@@ -3,22 +3,29 @@ package weigher
 import "strings"
 
 // Kind is the API a request calls, which decides how its body is weighed and
-// how its response's usage is read. The zero value is KindOther.
+// how its response's usage is read. Everything the package knows about a
+// kind is its row in one table (kinds, below); a Kind beyond the table reads
+// as KindOther. The zero value is KindOther.
 type Kind uint8
 
 const (
 	// KindOther is any request the weigher does not weigh; it counts as a
 	// request only.
 	KindOther Kind = iota
-	// KindChat is OpenAI POST /v1/chat/completions.
+	// KindChat is OpenAI POST /v1/chat/completions
+	// (https://platform.openai.com/docs/api-reference/chat/create).
 	KindChat
-	// KindResponses is OpenAI POST /v1/responses.
+	// KindResponses is OpenAI POST /v1/responses
+	// (https://platform.openai.com/docs/api-reference/responses/create).
 	KindResponses
-	// KindCompletions is OpenAI's legacy POST /v1/completions.
+	// KindCompletions is OpenAI's legacy POST /v1/completions
+	// (https://platform.openai.com/docs/api-reference/completions/create).
 	KindCompletions
-	// KindEmbeddings is OpenAI POST /v1/embeddings.
+	// KindEmbeddings is OpenAI POST /v1/embeddings
+	// (https://platform.openai.com/docs/api-reference/embeddings/create).
 	KindEmbeddings
-	// KindMessages is Anthropic POST /v1/messages.
+	// KindMessages is Anthropic POST /v1/messages
+	// (https://platform.claude.com/docs/en/api/messages).
 	KindMessages
 	// KindCountTokens is Anthropic POST /v1/messages/count_tokens: free of
 	// charge upstream (https://platform.claude.com/docs/en/build-with-claude/token-counting,
@@ -26,26 +33,83 @@ const (
 	// limit), so it is recognised — to be limited as a request and kept
 	// apart from /v1/messages — but not weighed, and has no usage.
 	KindCountTokens
+
+	// numKinds counts the kinds above and sizes the table: a new kind goes
+	// before it, and TestKindTable fails until the kind has its row.
+	numKinds
 )
 
-var kindNames = [...]string{"other", "chat", "responses", "completions", "embeddings", "messages", "count_tokens"}
-
-// String is the kind's metric-label name: "other", "chat", "responses",
-// "completions", "embeddings", "messages", "count_tokens".
-func (k Kind) String() string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
-	}
-	return "other"
+// kindRow is everything the package knows about one Kind. A weighed kind
+// has all three functions; a kind that is not weighed has none of them.
+type kindRow struct {
+	// name is the metric label ([Kind.String]).
+	name string
+	// paths are the upstream paths a POST of this kind is sent to, matched
+	// exactly by [KindOf] (no query, no trailing slash).
+	paths []string
+	// weighed: requests of this kind are weighed in tokens ([Kind.Weighed]).
+	weighed bool
+	// weigh estimates a request body ([Weigher.Weigh]).
+	weigh func(w *Weigher, body []byte) Estimate
+	// usage reads a non-streamed response's usage ([ParseUsage]), its body
+	// nested at most maxDepth levels (0: DefaultMaxDepth).
+	usage func(body []byte, maxDepth int) (Usage, bool)
+	// stream reads one SSE event of a streamed response ([Stream.Event]),
+	// recording the usage it reports in s.
+	stream func(s *Stream, eventType, data []byte) StreamUpdate
 }
 
-// Weighed reports whether requests of kind k are weighed in tokens; the
-// others (KindOther, KindCountTokens) count as requests only.
-func (k Kind) Weighed() bool { return k != KindOther && k != KindCountTokens }
+// kinds is the table of request kinds, indexed by Kind. Chat and legacy
+// completions report usage in the same shape (prompt_tokens /
+// completion_tokens), so both read it with parseChatUsage.
+var kinds = [numKinds]kindRow{
+	KindOther: {name: "other"},
+	KindChat: {
+		name: "chat", paths: []string{"/v1/chat/completions"}, weighed: true,
+		weigh: (*Weigher).Chat, usage: parseChatUsage, stream: (*Stream).chatEvent,
+	},
+	KindResponses: {
+		name: "responses", paths: []string{"/v1/responses"}, weighed: true,
+		weigh: (*Weigher).Responses, usage: parseResponsesUsage, stream: (*Stream).responsesEvent,
+	},
+	KindCompletions: {
+		name: "completions", paths: []string{"/v1/completions"}, weighed: true,
+		weigh: (*Weigher).Completions, usage: parseChatUsage, stream: (*Stream).completionsEvent,
+	},
+	KindEmbeddings: {
+		name: "embeddings", paths: []string{"/v1/embeddings"}, weighed: true,
+		weigh: (*Weigher).Embeddings, usage: parseEmbeddingsUsage, stream: notStreamed,
+	},
+	KindMessages: {
+		name: "messages", paths: []string{"/v1/messages"}, weighed: true,
+		weigh: (*Weigher).Messages, usage: parseMessagesUsage, stream: (*Stream).messagesEvent,
+	},
+	KindCountTokens: {name: "count_tokens", paths: []string{"/v1/messages/count_tokens"}},
+}
+
+// row is k's row in the table; a Kind beyond the table is KindOther.
+func (k Kind) row() *kindRow {
+	if k < numKinds {
+		return &kinds[k]
+	}
+	return &kinds[KindOther]
+}
+
+// String is the kind's metric-label name: "other", "chat", "responses",
+// "completions", "embeddings", "messages", "count_tokens"; "other" for a
+// value that is no kind.
+func (k Kind) String() string { return k.row().name }
+
+// Weighed reports whether requests of kind k are weighed in tokens: their
+// body is estimated ([Weigher.Weigh]) and their response's usage read
+// ([ParseUsage], [Stream]). False for KindOther, KindCountTokens and a value
+// that is no kind, whose requests count as requests only.
+func (k Kind) Weighed() bool { return k.row().weighed }
 
 // KindOf classifies a request by method and upstream path (query string
-// removed; one trailing slash ignored). Only POST to the paths named on the
-// Kind constants is weighed; anything else is KindOther.
+// removed; one trailing slash ignored). Only POST to a path of the kind
+// table (named on each Kind constant) is recognised; anything else is
+// KindOther. It does not allocate.
 func KindOf(method, path string) Kind {
 	if method != "POST" {
 		return KindOther
@@ -56,56 +120,54 @@ func KindOf(method, path string) Kind {
 	if len(path) > 1 {
 		path = strings.TrimSuffix(path, "/")
 	}
-	switch path {
-	case "/v1/chat/completions":
-		return KindChat
-	case "/v1/responses":
-		return KindResponses
-	case "/v1/completions":
-		return KindCompletions
-	case "/v1/embeddings":
-		return KindEmbeddings
-	case "/v1/messages":
-		return KindMessages
-	case "/v1/messages/count_tokens":
-		return KindCountTokens
+	for _, r := range kindPaths {
+		if r.path == path {
+			return r.kind
+		}
 	}
 	return KindOther
 }
 
+// kindPath is one upstream path of the kind table and its kind.
+type kindPath struct {
+	path string
+	kind Kind
+}
+
+// kindPaths is every path in the kind table, flattened for [KindOf].
+var kindPaths = func() []kindPath {
+	var ps []kindPath
+	for k := range kinds {
+		for _, p := range kinds[k].paths {
+			ps = append(ps, kindPath{p, Kind(k)})
+		}
+	}
+	return ps
+}()
+
 // Weigh estimates body as a request of kind k: [Weigher.Chat],
 // [Weigher.Responses], [Weigher.Completions], [Weigher.Embeddings] or
-// [Weigher.Messages]. KindOther and KindCountTokens are not weighed: the
-// zero Estimate (with Parsed true). Each checks the body in one flat pass
-// first (syntax, nesting within [Options.MaxDepth], keys named twice), so a
-// body too deep or ambiguous is reported (Estimate.TooDeep,
-// Estimate.DuplicateKeys) before any recursive parser reads it. It never
-// panics and never keeps body.
+// [Weigher.Messages]. A kind that is not [Kind.Weighed] (KindOther,
+// KindCountTokens) gets the zero Estimate with Parsed true. Each checks the
+// body in one flat pass first (syntax, nesting within [Options.MaxDepth],
+// keys named twice), so a body too deep or ambiguous is reported
+// (Estimate.TooDeep, Estimate.DuplicateKeys) before any recursive parser
+// reads it. It never panics and never keeps body.
 func (w *Weigher) Weigh(k Kind, body []byte) Estimate {
-	var e Estimate
-	switch k {
-	case KindChat:
-		e = w.Chat(body)
-	case KindResponses:
-		e = w.Responses(body)
-	case KindCompletions:
-		e = w.Completions(body)
-	case KindEmbeddings:
-		e = w.Embeddings(body)
-	case KindMessages:
-		e = w.Messages(body)
-	default:
+	r := k.row()
+	if !r.weighed {
 		return Estimate{Parsed: true}
 	}
-	return e
+	return r.weigh(w, body)
 }
 
 // ParseUsage reads the usage of a non-streamed JSON response of kind k:
 // [ParseChatUsage], [ParseResponsesUsage], [ParseCompletionsUsage],
 // [ParseEmbeddingsUsage] or [ParseMessagesUsage]. ok is false for a body with
 // no usage (an error body), for a body nested deeper than [DefaultMaxDepth]
-// (checked by a flat scan before anything parses it), and for KindOther and
-// KindCountTokens. It never panics and never keeps body.
+// (checked by a flat scan before anything parses it), and for a kind that is
+// not [Kind.Weighed] (KindOther, KindCountTokens). It never panics and never
+// keeps body.
 func ParseUsage(k Kind, body []byte) (Usage, bool) { return parseUsage(k, body, 0) }
 
 // ParseUsage is [ParseUsage] with w's nesting limit ([Options.MaxDepth]):
@@ -116,15 +178,9 @@ func (w *Weigher) ParseUsage(k Kind, body []byte) (Usage, bool) {
 }
 
 func parseUsage(k Kind, body []byte, maxDepth int) (Usage, bool) {
-	switch k {
-	case KindChat, KindCompletions:
-		return parseChatUsage(body, maxDepth)
-	case KindResponses:
-		return parseResponsesUsage(body, maxDepth)
-	case KindEmbeddings:
-		return parseEmbeddingsUsage(body, maxDepth)
-	case KindMessages:
-		return parseMessagesUsage(body, maxDepth)
+	r := k.row()
+	if !r.weighed {
+		return Usage{}, false
 	}
-	return Usage{}, false
+	return r.usage(body, maxDepth)
 }

@@ -29,9 +29,9 @@ import (
 // KindOther). Not safe for concurrent use.
 type Stream struct {
 	kind     Kind
-	usage    Usage          // chat, completions, responses: last report
-	anth     anthropicUsage // messages
-	hasUsage bool
+	usage    Usage          // the usage reported so far, normalised
+	has      uint8          // hasInput, hasOutput: the figures of usage reported
+	anth     anthropicUsage // messages: the figures as reported, folded into usage
 	final    bool
 	errSeen  bool
 	done     bool
@@ -40,7 +40,8 @@ type Stream struct {
 
 // NewStream returns a Stream reading a response of kind k, whose events
 // nest at most [DefaultMaxDepth] levels (deeper events are not read).
-// KindEmbeddings, KindCountTokens and KindOther streams are not parsed.
+// KindEmbeddings (which does not stream), KindCountTokens and KindOther
+// streams are not parsed.
 func NewStream(k Kind) Stream { return Stream{kind: k} }
 
 // NewStream is [NewStream] with w's nesting limit ([Options.MaxDepth]) for
@@ -99,21 +100,11 @@ type StreamUsage struct {
 // StreamUpdate. It never
 // panics and never keeps eventType or data.
 func (s *Stream) Event(eventType, data []byte) StreamUpdate {
-	var u StreamUpdate
-	switch s.kind {
-	case KindChat, KindCompletions:
-		c := parseOpenAIChunk(data, s.kind == KindCompletions, s.maxDepth)
-		if c.HasUsage {
-			s.usage, s.hasUsage, s.final = c.Usage, true, true
-		}
-		u = StreamUpdate{Text: c.Text, HasUsage: c.HasUsage, UsageOnly: c.UsageOnly, Err: c.Err, Done: c.Done}
-	case KindResponses:
-		u = s.responsesEvent(eventType, data)
-	case KindMessages:
-		u = s.messagesEvent(eventType, data)
-	default:
+	r := s.kind.row()
+	if !r.weighed {
 		return StreamUpdate{}
 	}
+	u := r.stream(s, eventType, data)
 	s.errSeen = s.errSeen || u.Err
 	s.done = s.done || u.Done
 	return u
@@ -121,11 +112,7 @@ func (s *Stream) Event(eventType, data []byte) StreamUpdate {
 
 // Usage is the usage reported so far.
 func (s *Stream) Usage() StreamUsage {
-	if s.kind == KindMessages {
-		return StreamUsage{Usage: s.anth.usage(), Input: s.anth.has&hasInput != 0,
-			Output: s.anth.has&hasOutput != 0, Final: s.final}
-	}
-	return StreamUsage{Usage: s.usage, Input: s.hasUsage, Output: s.hasUsage, Final: s.final}
+	return StreamUsage{Usage: s.usage, Input: s.has&hasInput != 0, Output: s.has&hasOutput != 0, Final: s.final}
 }
 
 // Err reports whether an in-band error event was seen.

@@ -6,6 +6,35 @@ import (
 	"github.com/tidwall/gjson"
 )
 
+// The functions here are the stream column of the kind table (kind.go): each
+// reads one SSE event of its kind into s and says what the event held.
+
+// chatEvent reads one chat completions chunk
+// (https://platform.openai.com/docs/api-reference/chat-streaming); the SSE
+// event name is unused.
+func (s *Stream) chatEvent(_, data []byte) StreamUpdate { return s.openAIEvent(data, false) }
+
+// completionsEvent reads one legacy completions chunk
+// (https://platform.openai.com/docs/api-reference/completions/create): a
+// chat chunk whose choices carry text instead of a delta.
+func (s *Stream) completionsEvent(_, data []byte) StreamUpdate { return s.openAIEvent(data, true) }
+
+// openAIEvent reads a chat (completions false) or legacy completions chunk;
+// the usage of the include_usage chunk is final.
+func (s *Stream) openAIEvent(data []byte, completions bool) StreamUpdate {
+	c := parseOpenAIChunk(data, completions, s.maxDepth)
+	if c.HasUsage {
+		s.usage, s.has, s.final = c.Usage, hasInput|hasOutput, true
+	}
+	return StreamUpdate{Text: c.Text, HasUsage: c.HasUsage, UsageOnly: c.UsageOnly, Err: c.Err, Done: c.Done}
+}
+
+// notStreamed is the stream reader of a weighed kind whose API has no
+// streaming (embeddings: its request has no stream parameter,
+// https://platform.openai.com/docs/api-reference/embeddings/create): it
+// reads nothing.
+func notStreamed(*Stream, []byte, []byte) StreamUpdate { return StreamUpdate{} }
+
 // responsesEvent reads one Responses streaming event
 // (https://platform.openai.com/docs/api-reference/responses-streaming):
 // every "*.delta" event with a string "delta" is streamed output (except
@@ -22,7 +51,7 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	case "response.completed", "response.incomplete", "response.failed":
 		u := StreamUpdate{Done: true, Err: typ == "response.failed"}
 		if usage, ok := responsesUsageOf(root.Get("response.usage")); ok {
-			s.usage, s.hasUsage, s.final = usage, true, true
+			s.usage, s.has, s.final = usage, hasInput|hasOutput, true
 			u.HasUsage = true
 		}
 		return u
@@ -55,7 +84,7 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 	case "message_delta":
 		return s.anthropicUsage(root.Get("usage"))
 	case "message_stop":
-		s.final = s.anth.has&hasOutput != 0
+		s.final = s.has&hasOutput != 0
 		return StreamUpdate{Done: true}
 	case "content_block_delta":
 		d := root.Get("delta")
@@ -81,11 +110,14 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 	return StreamUpdate{}
 }
 
-// anthropicUsage folds a message_start or message_delta usage object in.
+// anthropicUsage folds a message_start or message_delta usage object in:
+// s.anth keeps the largest of each figure reported, s.usage their
+// normalised sum.
 func (s *Stream) anthropicUsage(v gjson.Result) StreamUpdate {
-	if !s.anth.merge(v) {
+	read := s.anth.merge(v) // may take a cache_creation split even when false
+	s.usage, s.has = s.anth.usage(), s.anth.has
+	if !read {
 		return StreamUpdate{}
 	}
-	s.hasUsage = true
 	return StreamUpdate{HasUsage: true}
 }
