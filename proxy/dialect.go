@@ -106,7 +106,7 @@ func credential(h *fasthttp.RequestHeader, f Flavor) (key, header string) {
 // report usage on a stream at all), unless the caller did; stripUsage says
 // the usage-only chunk it brings is the gateway's, not the caller's.
 func addIncludeUsage(k weigher.Kind, est weigher.Estimate, body []byte) ([]byte, bool) {
-	if (k != weigher.KindChat && k != weigher.KindCompletions) || !est.Stream || est.IncludeUsage || !est.Parsed {
+	if !k.StreamUsageOptIn() || !est.Stream || est.IncludeUsage || !est.Parsed {
 		return body, false
 	}
 	nb, err := sjson.SetBytes(bytes.Clone(body), "stream_options.include_usage", true)

@@ -27,9 +27,10 @@ import (
 // Weigher turns request bodies into estimates and counts streamed text.
 // *weigher.Weigher satisfies it.
 type Weigher interface {
-	// Weigh estimates a body of request kind k (chat, responses,
-	// completions, embeddings, messages).
-	Weigh(k weigher.Kind, body []byte) weigher.Estimate
+	// WeighAs estimates a body of request kind k (chat, responses,
+	// completions, embeddings, messages) as a request for model, or for
+	// the model the body names when model is "".
+	WeighAs(k weigher.Kind, body []byte, model string) weigher.Estimate
 	// CountText counts text as model's tokenizer would, in tokens.
 	CountText(model, text string) int64
 	// ParseUsage reads the usage of a non-streamed JSON answer of kind k.
@@ -398,7 +399,7 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refusal {
 	x.kind = classify(ctx.Method(), x.path)
 	if x.kind.Weighed() {
-		x.est = x.live.weigher.Weigh(x.kind, body)
+		x.est = p.weighAs(x, body)
 		if x.est.DuplicateKeys {
 			// Parsers disagree on which value of a repeated key counts: the
 			// upstream must serve exactly what was weighed.
@@ -422,15 +423,27 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 			ctx.Response.Header.Set("x-llmguard-estimate", "partial")
 		}
 	}
-	if x.deployment != "" || x.upstream.Deployments != nil {
-		// Azure: the deployment the path (or, on the v1 API, the body's
-		// model) names is priced and limited as the model it serves.
-		x.est.Model = x.upstream.modelOf(x.deployment, x.est.Model)
-	}
 	if len(x.est.Model) > maxModelName {
 		return &refusal{err: errModelName, outcome: meter.OutcomeInvalid}
 	}
 	return nil
+}
+
+// weighAs weighs body as the model it is served by: an Azure deployment
+// (named by the path, or on the v1 API by the body's model) as the model
+// upstreams[].deployments maps it to, so that it is counted with that
+// model's tokenizer, reserved its default output, priced and limited as
+// it; any other request as the model its body names.
+func (p *Proxy) weighAs(x *exchange, body []byte) weigher.Estimate {
+	w, up := x.live.weigher, x.upstream
+	if x.deployment != "" {
+		return w.WeighAs(x.kind, body, up.modelOf(x.deployment))
+	}
+	est := w.WeighAs(x.kind, body, "")
+	if m, ok := up.Deployments[est.Model]; ok && m != est.Model {
+		est = w.WeighAs(x.kind, body, m)
+	}
+	return est
 }
 
 // errLimiter answers a take the store refused as invalid.

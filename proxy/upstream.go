@@ -50,18 +50,13 @@ type Upstream struct {
 	basePath  string
 }
 
-// modelOf is the model a request to deployment (or, when the path names
-// none, naming model in its body) is weighed and priced as: the model
-// Deployments maps the name to, else the name itself.
-func (u *Upstream) modelOf(deployment, model string) string {
-	name := deployment
-	if name == "" {
-		name = model
-	}
-	if m, ok := u.Deployments[name]; ok {
+// modelOf is the model a request to deployment is weighed and priced as:
+// the model Deployments maps it to, else the deployment's own name.
+func (u *Upstream) modelOf(deployment string) string {
+	if m, ok := u.Deployments[deployment]; ok {
 		return m
 	}
-	return name
+	return deployment
 }
 
 func (u *Upstream) init() error {

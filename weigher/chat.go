@@ -58,7 +58,11 @@ func bodyString(b []byte) string {
 //
 // A body that is not a JSON object yields the byte-based estimate of
 // [Weigher.Bytes] with Parsed false. Chat never panics and never keeps body.
-func (w *Weigher) Chat(body []byte) Estimate {
+func (w *Weigher) Chat(body []byte) Estimate { return w.chat(body, "") }
+
+// chat is [Weigher.Chat] weighed as model as when it is not empty, whatever
+// the body names.
+func (w *Weigher) chat(body []byte, as string) Estimate {
 	root, fallback, ok := w.parseRequest(body)
 	if !ok {
 		return fallback
@@ -90,7 +94,9 @@ func (w *Weigher) Chat(body []byte) Estimate {
 		}
 		return true
 	})
-	if model.Type == gjson.String {
+	if as != "" {
+		est.Model = as
+	} else if model.Type == gjson.String {
 		est.Model = strings.Clone(model.String())
 	}
 	encName := w.EncodingFor(est.Model)

@@ -30,7 +30,11 @@ const defaultCompletionMaxTokens = 16
 // stream_options.include_usage. A body that is not a JSON object yields the
 // byte-based estimate of [Weigher.Bytes] with Parsed false. Completions never
 // panics and never keeps body.
-func (w *Weigher) Completions(body []byte) Estimate {
+func (w *Weigher) Completions(body []byte) Estimate { return w.completions(body, "") }
+
+// completions is [Weigher.Completions] weighed as model as when it is not empty, whatever
+// the body names.
+func (w *Weigher) completions(body []byte, as string) Estimate {
 	root, fallback, ok := w.parseRequest(body)
 	if !ok {
 		return fallback
@@ -61,7 +65,9 @@ func (w *Weigher) Completions(body []byte) Estimate {
 		}
 		return true
 	})
-	if model.Type == gjson.String {
+	if as != "" {
+		est.Model = as
+	} else if model.Type == gjson.String {
 		est.Model = strings.Clone(model.String())
 	}
 	enc := w.encoder(est.Model)
@@ -98,7 +104,11 @@ func (w *Weigher) Completions(body []byte) Estimate {
 // is not a JSON object yields the byte-based estimate of [Weigher.Bytes]
 // with OutputTokens 0 and Parsed false. Embeddings never panics and never
 // keeps body.
-func (w *Weigher) Embeddings(body []byte) Estimate {
+func (w *Weigher) Embeddings(body []byte) Estimate { return w.embeddings(body, "") }
+
+// embeddings is [Weigher.Embeddings] weighed as model as when it is not empty, whatever
+// the body names.
+func (w *Weigher) embeddings(body []byte, as string) Estimate {
 	root, fallback, ok := w.parseRequest(body)
 	if !ok {
 		fallback.OutputTokens = 0
@@ -115,7 +125,9 @@ func (w *Weigher) Embeddings(body []byte) Estimate {
 		return true
 	})
 	est := Estimate{Parsed: true}
-	if model.Type == gjson.String {
+	if as != "" {
+		est.Model = as
+	} else if model.Type == gjson.String {
 		est.Model = strings.Clone(model.String())
 	}
 	in, _ := promptTokens(w.encoder(est.Model), input)

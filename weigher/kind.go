@@ -50,10 +50,14 @@ type kindRow struct {
 	// weighed: requests of this kind are weighed in tokens ([Kind.Weighed]).
 	weighed bool
 	// weigh estimates a request body ([Weigher.Weigh]).
-	weigh func(w *Weigher, body []byte) Estimate
+	weigh func(w *Weigher, body []byte, as string) Estimate
 	// usage reads a non-streamed response's usage ([ParseUsage]), its body
 	// nested at most maxDepth levels (0: DefaultMaxDepth).
 	usage func(body []byte, maxDepth int) (Usage, bool)
+	// usageOptIn: a stream of this kind reports its usage only when the
+	// request asks with stream_options.include_usage (OpenAI's chat and
+	// legacy completions, https://platform.openai.com/docs/api-reference/chat/create#chat-create-stream_options).
+	usageOptIn bool
 	// stream reads one SSE event of a streamed response ([Stream.Event]),
 	// recording the usage it reports in s.
 	stream func(s *Stream, eventType, data []byte) StreamUpdate
@@ -66,23 +70,23 @@ var kinds = [numKinds]kindRow{
 	KindOther: {name: "other"},
 	KindChat: {
 		name: "chat", paths: []string{"/v1/chat/completions"}, weighed: true,
-		weigh: (*Weigher).Chat, usage: parseChatUsage, stream: (*Stream).chatEvent,
+		weigh: (*Weigher).chat, usage: parseChatUsage, stream: (*Stream).chatEvent, usageOptIn: true,
 	},
 	KindResponses: {
 		name: "responses", paths: []string{"/v1/responses"}, weighed: true,
-		weigh: (*Weigher).Responses, usage: parseResponsesUsage, stream: (*Stream).responsesEvent,
+		weigh: (*Weigher).responses, usage: parseResponsesUsage, stream: (*Stream).responsesEvent,
 	},
 	KindCompletions: {
 		name: "completions", paths: []string{"/v1/completions"}, weighed: true,
-		weigh: (*Weigher).Completions, usage: parseChatUsage, stream: (*Stream).completionsEvent,
+		weigh: (*Weigher).completions, usage: parseChatUsage, stream: (*Stream).completionsEvent, usageOptIn: true,
 	},
 	KindEmbeddings: {
 		name: "embeddings", paths: []string{"/v1/embeddings"}, weighed: true,
-		weigh: (*Weigher).Embeddings, usage: parseEmbeddingsUsage, stream: notStreamed,
+		weigh: (*Weigher).embeddings, usage: parseEmbeddingsUsage, stream: notStreamed,
 	},
 	KindMessages: {
 		name: "messages", paths: []string{"/v1/messages"}, weighed: true,
-		weigh: (*Weigher).Messages, usage: parseMessagesUsage, stream: (*Stream).messagesEvent,
+		weigh: (*Weigher).messages, usage: parseMessagesUsage, stream: (*Stream).messagesEvent,
 	},
 	KindCountTokens: {name: "count_tokens", paths: []string{"/v1/messages/count_tokens"}},
 }
@@ -105,6 +109,11 @@ func (k Kind) String() string { return k.row().name }
 // ([ParseUsage], [Stream]). False for KindOther, KindCountTokens and a value
 // that is no kind, whose requests count as requests only.
 func (k Kind) Weighed() bool { return k.row().weighed }
+
+// StreamUsageOptIn reports whether a streamed answer of kind k carries its
+// usage only when the request sets stream_options.include_usage (chat and
+// legacy completions); the proxy sets it for the caller to read the usage.
+func (k Kind) StreamUsageOptIn() bool { return k.row().usageOptIn }
 
 // KindOf classifies a request by method and upstream path (query string
 // removed; one trailing slash ignored). Only POST to a path of the kind
@@ -158,7 +167,19 @@ func (w *Weigher) Weigh(k Kind, body []byte) Estimate {
 	if !r.weighed {
 		return Estimate{Parsed: true}
 	}
-	return r.weigh(w, body)
+	return r.weigh(w, body, "")
+}
+
+// WeighAs is [Weigher.Weigh] with the body weighed as a request for model
+// (its tokenizer, its default output reservation, its Estimate.Model),
+// whatever model the body names; an empty model is Weigh. An Azure
+// OpenAI deployment is weighed as the model it serves this way.
+func (w *Weigher) WeighAs(k Kind, body []byte, model string) Estimate {
+	r := k.row()
+	if !r.weighed {
+		return Estimate{Parsed: true}
+	}
+	return r.weigh(w, body, model)
 }
 
 // ParseUsage reads the usage of a non-streamed JSON response of kind k:

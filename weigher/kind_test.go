@@ -1,6 +1,7 @@
 package weigher
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -189,5 +190,42 @@ func BenchmarkStreamEventChatChunk(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		s.Event(nil, data)
+	}
+}
+
+// WeighAs weighs a body as the model it is given, whatever the body names:
+// the same estimate as the body naming that model, for every weighed kind
+// (an Azure deployment "chat-prod" serving gpt-4 is counted in cl100k_base,
+// not in the default encoding a name the weigher does not know gets).
+func TestWeighAs(t *testing.T) {
+	w := testWeigher(t)
+	bodies := map[Kind]string{
+		KindChat:        `{"model":%q,"messages":[{"role":"user","content":"Ünïcödé text, numbers 12345 and emoji 🙂 for the tokenizer"}]}`,
+		KindResponses:   `{"model":%q,"input":"Ünïcödé text, numbers 12345 and emoji 🙂 for the tokenizer"}`,
+		KindCompletions: `{"model":%q,"prompt":"Ünïcödé text, numbers 12345 and emoji 🙂 for the tokenizer"}`,
+		KindEmbeddings:  `{"model":%q,"input":"Ünïcödé text, numbers 12345 and emoji 🙂 for the tokenizer"}`,
+		KindMessages:    `{"model":%q,"max_tokens":10,"messages":[{"role":"user","content":"Ünïcödé text, numbers 12345 and emoji 🙂"}]}`,
+	}
+	for k := Kind(0); k < numKinds; k++ {
+		if !k.Weighed() {
+			if e := w.WeighAs(k, []byte(`{}`), "gpt-4"); e != (Estimate{Parsed: true}) {
+				t.Errorf("%v is not weighed, yet WeighAs gave %+v", k, e)
+			}
+			continue
+		}
+		tmpl, ok := bodies[k]
+		if !ok {
+			t.Fatalf("no body for weighed kind %v", k)
+		}
+		for _, model := range []string{"gpt-4", "gpt-4o", "claude-sonnet-4-5"} {
+			as := w.WeighAs(k, fmt.Appendf(nil, tmpl, "chat-prod"), model)
+			named := w.Weigh(k, fmt.Appendf(nil, tmpl, model))
+			if as != named {
+				t.Errorf("%v as %s: %+v, want %+v (the body naming %s)", k, model, as, named, model)
+			}
+		}
+	}
+	if a, b := w.WeighAs(KindChat, fmt.Appendf(nil, bodies[KindChat], "chat-prod"), "gpt-4"), w.Chat(fmt.Appendf(nil, bodies[KindChat], "chat-prod")); a.InputTokens == b.InputTokens {
+		t.Errorf("gpt-4 (cl100k_base) and an unknown name counted alike (%d): the test text does not tell encodings apart", a.InputTokens)
 	}
 }

@@ -28,7 +28,11 @@ import (
 // Messages stream always reports usage). A body that is not a JSON object
 // yields the byte-based estimate of [Weigher.Bytes] with Parsed false.
 // Messages never panics and never keeps body.
-func (w *Weigher) Messages(body []byte) Estimate {
+func (w *Weigher) Messages(body []byte) Estimate { return w.messages(body, "") }
+
+// messages is [Weigher.Messages] weighed as model as when it is not empty, whatever
+// the body names.
+func (w *Weigher) messages(body []byte, as string) Estimate {
 	root, fallback, ok := w.parseRequest(body)
 	if !ok {
 		return fallback
@@ -57,7 +61,9 @@ func (w *Weigher) Messages(body []byte) Estimate {
 		return true
 	})
 	est.IncludeUsage = est.Stream
-	if model.Type == gjson.String {
+	if as != "" {
+		est.Model = as
+	} else if model.Type == gjson.String {
 		est.Model = strings.Clone(model.String())
 	}
 	c := claudeCounter{enc: w.encoder(est.Model), model: est.Model}

@@ -32,7 +32,11 @@ import (
 // IncludeUsage (a Responses stream always ends with usage). A body that is
 // not a JSON object yields the byte-based estimate of [Weigher.Bytes] with
 // Parsed false. Responses never panics and never keeps body.
-func (w *Weigher) Responses(body []byte) Estimate {
+func (w *Weigher) Responses(body []byte) Estimate { return w.responses(body, "") }
+
+// responses is [Weigher.Responses] weighed as model as when it is not empty, whatever
+// the body names.
+func (w *Weigher) responses(body []byte, as string) Estimate {
 	root, fallback, ok := w.parseRequest(body)
 	if !ok {
 		return fallback
@@ -63,7 +67,9 @@ func (w *Weigher) Responses(body []byte) Estimate {
 		return true
 	})
 	est.IncludeUsage = est.Stream
-	if model.Type == gjson.String {
+	if as != "" {
+		est.Model = as
+	} else if model.Type == gjson.String {
 		est.Model = strings.Clone(model.String())
 	}
 	encName := w.EncodingFor(est.Model)

@@ -47,7 +47,7 @@ upstreams:
 keys:
   - {key: %[2]s, user: alice, tenant: acme}
 models:
-  gpt-4o-mini: {input_usd_per_mtok: 0.15, cached_input_usd_per_mtok: 0.075, output_usd_per_mtok: 0.60}
+  gpt-4o-mini: {input_usd_per_mtok: 0.15, cached_input_usd_per_mtok: 0.075, output_usd_per_mtok: 0.60, default_max_output_tokens: 77}
 limits:
   - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000}
 %[3]s
@@ -226,5 +226,32 @@ func TestAzureV1API(t *testing.T) {
 	}
 	if req, _ := h.mock.LastRequest(); string(req.Peek("api-key")) != "sk-upstream" || len(req.Peek("Authorization")) != 0 {
 		t.Errorf("upstream got api-key %q, Authorization %q; want the gateway's key in api-key only", req.Peek("api-key"), req.Peek("Authorization"))
+	}
+}
+
+// A deployment is weighed as the model it maps to: a call without
+// max_tokens reserves that model's default output (77 here, not the
+// global 4096), on either API.
+func TestAzureDeploymentReservesItsModelsDefault(t *testing.T) {
+	h := startAzure(t, "")
+	w, err := weigher.New(weigher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/openai/deployments/chat-prod/chat/completions?api-version=" + azureAPIVersion, "/openai/v1/chat/completions"} {
+		body := `{"model":"chat-prod","messages":[{"role":"user","content":"Tell me about token buckets."}]}`
+		before, _ := h.azureLeft()
+		req, _ := http.NewRequest(http.MethodPost, h.url+path, strings.NewReader(body))
+		req.Header.Set("api-key", testKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		in := w.WeighAs(weigher.KindChat, []byte(body), "gpt-4o-mini").InputTokens
+		if got := before - remainingTokens(t, resp.Header); resp.StatusCode != 200 || got != in+77 {
+			t.Errorf("%s: %d, reserved %d tokens, want %d input + 77 (gpt-4o-mini's default output)", path, resp.StatusCode, got, in)
+		}
 	}
 }
