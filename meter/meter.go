@@ -25,9 +25,7 @@ type Options struct {
 	// unlimited instead. It is the per-node bucket.Fallback in production.
 	Fallback bucket.Store
 	// Ledger receives one record per settled, forwarded request; nil: none.
-	// Write must not block (ledger.Writer drops and counts when its buffer
-	// is full).
-	Ledger interface{ Write(ledger.Record) bool }
+	Ledger Ledger
 	// Metrics receives the admission and settlement metrics; nil: none.
 	Metrics *Metrics
 	// Logger receives structured logs; nil: slog.Default().
@@ -40,6 +38,11 @@ type Options struct {
 	// prove containment. nil in production.
 	Inject func(point string)
 }
+
+// Ledger is where settled requests are recorded. Write must not block
+// (ledger.Writer drops and counts when its buffer is full); it reports
+// whether the record was accepted.
+type Ledger interface{ Write(ledger.Record) bool }
 
 // Injection points of Options.Inject, inside the settlement stages.
 const (

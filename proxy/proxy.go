@@ -17,7 +17,6 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/llmguard/llmguard/bucket"
-	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/spec"
@@ -68,7 +67,7 @@ type Options struct {
 	// Ledger receives one record per forwarded request, upstream errors
 	// included; nil: none. Write must not block (ledger.Writer drops and
 	// counts when its buffer is full).
-	Ledger interface{ Write(ledger.Record) bool }
+	Ledger meter.Ledger
 	// Logger receives structured logs; nil: slog.Default().
 	Logger *slog.Logger
 	// Now is the clock that places a request in its quota periods (the

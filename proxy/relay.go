@@ -253,29 +253,7 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	stop := make(chan struct{})
 	defer close(stop)
 	if rc, ok := raw.(fasthttp.ReadCloserWithError); ok && conn != nil {
-		go func() {
-			defer func() {
-				if r := recover(); r != nil {
-					p.panicked(meter.StageWatch, r, x)
-				}
-			}()
-			t := time.NewTicker(clientWatchEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					if closed, ok := peerClosed(conn); !ok {
-						return
-					} else if closed {
-						watcherCut.Store(true)
-						rc.CloseWithError(errClientGone)
-						return
-					}
-				}
-			}
-		}()
+		go p.watchClient(x, conn, rc, stop, &watcherCut)
 	}
 	for {
 		p.inject(pointStream)
@@ -315,6 +293,34 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 		resp.CloseBodyStream()
 	}
 	p.settleStream(x, &tap, resp.StatusCode())
+}
+
+// watchClient checks every clientWatchEvery that the client of a streamed
+// answer is still connected, until stop closes; when it has left, it marks
+// cut and cuts the upstream read, so that a silent upstream (thinking,
+// queued) stops being paid for. It runs on its own goroutine, contained.
+func (p *Proxy) watchClient(x *exchange, conn net.Conn, upstream fasthttp.ReadCloserWithError, stop <-chan struct{}, cut *atomic.Bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.panicked(meter.StageWatch, r, x)
+		}
+	}()
+	t := time.NewTicker(clientWatchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if closed, ok := peerClosed(conn); !ok {
+				return
+			} else if closed {
+				cut.Store(true)
+				upstream.CloseWithError(errClientGone)
+				return
+			}
+		}
+	}
 }
 
 // settleStream settles a streamed exchange from what its tap saw: the final
