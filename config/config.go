@@ -41,6 +41,12 @@ type Config struct {
 	// request is cancelled and the caller charged what was streamed).
 	// Default 30s.
 	ClientWriteTimeout Duration `yaml:"client_write_timeout"`
+	// MaxRetryWait is the longest wait a 429 asks an SDK to sleep through:
+	// a denial whose wait is longer also carries x-should-retry: false, so
+	// that the official OpenAI and Anthropic SDKs, which sleep for whatever
+	// Retry-After says, return the error at once (Retry-After still gives
+	// the true wait). Default 60s.
+	MaxRetryWait Duration `yaml:"max_retry_wait"`
 	// MaxResponseBytes caps a non-streamed upstream answer held whole to
 	// read its usage; a larger one is streamed through unread and keeps its
 	// reservation. Default 64 MiB.
@@ -409,6 +415,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.ClientWriteTimeout == 0 {
 		c.ClientWriteTimeout = Duration(30 * time.Second)
+	}
+	if c.MaxRetryWait == 0 {
+		c.MaxRetryWait = Duration(time.Minute)
 	}
 	if c.DefaultMaxOutputTokens == 0 {
 		c.DefaultMaxOutputTokens = 4096

@@ -57,6 +57,7 @@ func (c *Config) Validate() error {
 		p.add("max_inflight_body_bytes", "must be at least max_body_bytes (%d), or no body of the largest size could ever be read (got %d)", c.MaxBodyBytes, c.MaxInflightBodyBytes)
 	}
 	checkPositiveDuration(&p, "client_write_timeout", c.ClientWriteTimeout)
+	checkPositiveDuration(&p, "max_retry_wait", c.MaxRetryWait)
 	if c.MaxResponseBytes < 0 {
 		p.add("max_response_bytes", "must be positive (got %d)", c.MaxResponseBytes)
 	}

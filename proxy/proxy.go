@@ -51,6 +51,10 @@ type Options struct {
 	// UnavailableRetry is the Retry-After of a 503 answered by a
 	// fail-closed limit while the store is unavailable. Zero: 2s.
 	UnavailableRetry time.Duration
+	// MaxRetryWait is the longest wait a 429 lets an SDK sleep through
+	// (max_retry_wait): a longer one also carries x-should-retry: false.
+	// Zero: 60s.
+	MaxRetryWait time.Duration
 	Weigher          Weigher
 	// MaxBodyBytes caps request bodies; larger ones get 413. Zero: 8 MiB.
 	MaxBodyBytes int
@@ -141,6 +145,9 @@ func New(opt Options) (*Proxy, error) {
 	}
 	if opt.MaxResponseBytes <= 0 {
 		opt.MaxResponseBytes = 64 << 20
+	}
+	if opt.MaxRetryWait <= 0 {
+		opt.MaxRetryWait = time.Minute
 	}
 	if opt.UnavailableRetry <= 0 {
 		opt.UnavailableRetry = 2 * time.Second
@@ -461,8 +468,13 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		return nil
 	case meter.Denied, meter.TooLarge:
 		i := x.m.DeniedBy()
-		return &refusal{err: denied(ctx, x.upstream.Flavor, x.m.Rules(), i, x.m.Verdict() == meter.TooLarge, x.m.RetryAfter()),
-			outcome: x.m.Outcome(0), limit: x.m.Rules()[i].Rule.Name}
+		e := denied(ctx, x.upstream.Flavor, x.m.Rules(), i, x.m.Verdict() == meter.TooLarge, x.m.RetryAfter())
+		if x.m.RetryAfter() > p.opt.MaxRetryWait {
+			// The official SDKs sleep for whatever Retry-After says: past
+			// max_retry_wait, have them return the error at once.
+			ctx.Response.Header.Set("x-should-retry", "false")
+		}
+		return &refusal{err: e, outcome: x.m.Outcome(0), limit: x.m.Rules()[i].Rule.Name}
 	case meter.FailClosed:
 		closed := x.m.ClosedBy()
 		return &refusal{err: unavailable(ctx, closed, p.opt.UnavailableRetry), outcome: x.m.Outcome(0), limit: closed.Name}
@@ -551,7 +563,14 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 		x.status = fasthttp.StatusBadGateway
 		fasthttp.ReleaseResponse(resp)
 		p.log.Warn("upstream unreachable", "upstream", up.Name, "err", err, "request_id", x.id)
-		x.settle(meter.Settlement{Source: spec.SourceRefund})
+		if unsent(err) {
+			x.settle(meter.Settlement{Source: spec.SourceRefund})
+		} else {
+			// The upstream may have read the request and billed it (a
+			// timeout, a connection cut after the write): the reservation
+			// stands, never a refund a slow answer could earn.
+			x.settle(meter.Settlement{Source: spec.SourceReserved})
+		}
 		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), nil)
 		return &refusal{err: apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_unreachable",
 			anthropicType: "api_error", message: "llmguard could not reach the upstream API (" + up.Name + ")."}, outcome: meter.OutcomeUpstreamError}

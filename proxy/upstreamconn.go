@@ -19,8 +19,8 @@ import (
 // have seen it (not a byte of it was written: before writing, the idle
 // connection is checked for the upstream's goodbye, as net/http's
 // background reader would have noticed it) or when it may be repeated (a
-// GET, HEAD, OPTIONS or TRACE, or a request carrying an Idempotency-Key)
-// and no byte of the answer came back. Nothing else is retried: an LLM call
+// GET, HEAD, OPTIONS or TRACE; never a POST, Idempotency-Key or not) and no
+// byte of the answer came back. Nothing else is retried: an LLM call
 // the upstream may have started is never sent twice, and a failure on a
 // fresh connection is the upstream's answer.
 
@@ -104,14 +104,17 @@ func (c *upstreamConn) retryable(req *fasthttp.Request, err error) bool {
 	}
 }
 
-// replayable is net/http's Request.isReplayable: a method that may be
-// repeated, or a request its client marked as safe to repeat.
+// replayable reports whether req may be repeated after the upstream may
+// have seen it: a GET, HEAD, OPTIONS or TRACE. Unlike net/http, a request
+// carrying an Idempotency-Key is not: the caller's key promises nothing
+// about the upstream's billing, and a POST the upstream read and billed
+// would be paid twice while llmguard charges it once.
 func replayable(req *fasthttp.Request) bool {
 	switch string(req.Header.Method()) {
 	case fasthttp.MethodGet, fasthttp.MethodHead, fasthttp.MethodOptions, fasthttp.MethodTrace:
 		return true
 	}
-	return len(req.Header.Peek("Idempotency-Key")) > 0 || len(req.Header.Peek("X-Idempotency-Key")) > 0
+	return false
 }
 
 // retryTransport is fasthttp's transport with the retry rule above: it
@@ -141,6 +144,33 @@ func retryOnce(*fasthttp.Request, int, error) (resetTimeout, retry bool) { retur
 // dialUpstream dials addr (and for https, makes the TLS session with
 // cfg) and returns an upstreamConn.
 func dialUpstream(addr string, timeout time.Duration, useTLS bool, cfg *tls.Config) (net.Conn, error) {
+	c, err := dial(addr, timeout, useTLS, cfg)
+	if err != nil {
+		return nil, dialError{err}
+	}
+	return c, nil
+}
+
+// dialError is a failure to connect to an upstream (TCP or TLS): no byte
+// of the request can have reached it.
+type dialError struct{ err error }
+
+func (e dialError) Error() string { return "proxy: dial upstream: " + e.err.Error() }
+func (e dialError) Unwrap() error { return e.err }
+
+// unsent reports whether err, an upstream call's failure, means no byte of
+// the request reached the upstream — so the upstream cannot have started,
+// nor billed, the call: a failed dial or TLS handshake, no free connection
+// within MaxConnWaitTimeout, or a reused connection found closed before
+// writing. Any other failure (a timeout, a connection cut after the request
+// was written) may have been billed.
+func unsent(err error) bool {
+	var de dialError
+	return errors.As(err, &de) || errors.Is(err, fasthttp.ErrDialTimeout) || errors.Is(err, fasthttp.ErrNoFreeConns) ||
+		errors.Is(err, errIdleClosed)
+}
+
+func dial(addr string, timeout time.Duration, useTLS bool, cfg *tls.Config) (net.Conn, error) {
 	var tcp net.Conn
 	var err error
 	if timeout > 0 {

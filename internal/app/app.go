@@ -115,6 +115,7 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 		Store:            a.Store,
 		Fallback:         st.fallback,
 		UnavailableRetry: time.Duration(cfg.Store.Breaker.OpenFor),
+		MaxRetryWait:     time.Duration(cfg.MaxRetryWait),
 		Weigher:          w,
 		MaxBodyBytes:     int(cfg.MaxBodyBytes),
 		BodyBudget:       cfg.MaxInflightBodyBytes,

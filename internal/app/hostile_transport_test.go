@@ -677,6 +677,9 @@ func (u *scriptedUpstream) serve(c net.Conn, n int) {
 		case "partial":
 			io.WriteString(c, "HTTP/1.1 200 OK\r\n")
 			return
+		case "hang": // read it, bill it, never answer: wait for llmguard to give up
+			io.Copy(io.Discard, c)
+			return
 		default:
 			return
 		}
@@ -701,7 +704,9 @@ func TestUpstreamFailuresRetriedOnlyByNetHTTPRule(t *testing.T) {
 	}{
 		{name: "fresh connection closed without an answer", act: "close", fresh: true, idemKey: true, status: 502, arrivals: 1},
 		{name: "reused connection closed after the request", act: "close", status: 502, arrivals: 1},
-		{name: "reused connection closed, request with an Idempotency-Key", act: "close", idemKey: true, status: 200, arrivals: 2, retriedOn: true},
+		// An Idempotency-Key does not make a POST replayable: the upstream
+		// may have billed it.
+		{name: "reused connection closed, request with an Idempotency-Key", act: "close", idemKey: true, status: 502, arrivals: 1},
 		{name: "reused connection cut after answer bytes", act: "partial", idemKey: true, status: 502, arrivals: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -733,14 +738,17 @@ func TestUpstreamFailuresRetriedOnlyByNetHTTPRule(t *testing.T) {
 			if wantConns := int64(1) + map[bool]int64{true: 1}[tc.retriedOn]; u.conns.Load() != wantConns {
 				t.Errorf("%d upstream connections, want %d", u.conns.Load(), wantConns)
 			}
-			// Alive, and a failed call was refunded: the bucket holds only
-			// the successful calls' usage (8 + 1 tokens each).
+			// Alive, and a failed call keeps its reservation (8 + 100
+			// tokens): the upstream read it, and may have billed it. The
+			// bucket holds the successful calls' usage (8 + 1 tokens each)
+			// and the failed call's reservation.
 			successes := before + map[bool]int64{true: 1}[tc.status == 200]
+			kept := map[bool]int64{true: 1}[tc.status == 502]
 			resp, body = h.post(testKey, hiBody)
 			if resp.StatusCode != 200 {
 				t.Fatalf("next call: %d %s", resp.StatusCode, body)
 			}
-			if want := 10000 - successes*(hiInput+1) - (hiInput + 100); remainingTokens(t, resp.Header) != want {
+			if want := 10000 - successes*(hiInput+1) - kept*(hiInput+100) - (hiInput + 100); remainingTokens(t, resp.Header) != want {
 				t.Errorf("remaining %d, want %d", remainingTokens(t, resp.Header), want)
 			}
 		})
@@ -749,3 +757,25 @@ func TestUpstreamFailuresRetriedOnlyByNetHTTPRule(t *testing.T) {
 
 // discardLog is a logger that drops everything.
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// An upstream that read the request but answered after the upstream's
+// timeout may have billed it (a slow reasoning model, a long answer): the
+// 502 keeps the reservation, or a caller could spend without limit by
+// asking for answers slower than the timeout. Only a call that never
+// reached the upstream (a refused dial) is refunded.
+func TestUpstreamTimeoutKeepsTheReservation(t *testing.T) {
+	u := startScripted(t, func(conn, exchange int) string { return "hang" })
+	h := startTransport(t, nil, transportYAML("http://"+u.ln.Addr().String(), "", "    timeout: 300ms", slowTPM), nil)
+	for i := range 3 {
+		resp, body := h.post(testKey, hiBody)
+		if resp.StatusCode != http.StatusBadGateway {
+			t.Fatalf("call %d: %d %s, want 502", i, resp.StatusCode, body)
+		}
+		if got, want := remainingTokens(t, resp.Header), 10000-int64(i+1)*(hiInput+100); got != want {
+			t.Fatalf("call %d: %d left at admission, want %d: the earlier timed-out calls keep their reservations", i, got, want)
+		}
+	}
+	if n := u.arrivals.Load(); n != 3 {
+		t.Errorf("%d arrivals, want 3 (none retried)", n)
+	}
+}
