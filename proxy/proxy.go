@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,7 +56,7 @@ type Options struct {
 	// (max_retry_wait): a longer one also carries x-should-retry: false.
 	// Zero: 60s.
 	MaxRetryWait time.Duration
-	Weigher          Weigher
+	Weigher      Weigher
 	// MaxBodyBytes caps request bodies; larger ones get 413. Zero: 8 MiB.
 	MaxBodyBytes int
 	// BodyBudget caps the request-body bytes held in memory by all
@@ -176,6 +177,11 @@ func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	x := &exchange{id: newRequestID()}
 	ctx.Response.Header.DisableNormalizing()
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
+	// In the flavor of the upstream the path routes to, when the request
+	// line was read (OpenAI's otherwise).
+	if path := ctx.Path(); len(path) > 0 {
+		x.upstream, _ = p.router.route(string(path))
+	}
 	// Answered and counted like the handler's own refusals, so that every
 	// answer llmguard writes itself shows in llmguard_requests_total.
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
@@ -446,7 +452,7 @@ func (p *Proxy) weighAs(x *exchange, body []byte) weigher.Estimate {
 		return w.WeighAs(x.kind, body, up.modelOf(x.deployment))
 	}
 	est := w.WeighAs(x.kind, body, "")
-	if m, ok := up.Deployments[est.Model]; ok && m != est.Model {
+	if m, ok := up.mapsModel(est.Model); ok && m != est.Model {
 		est = w.WeighAs(x.kind, body, m)
 	}
 	return est
@@ -508,8 +514,17 @@ func stripPrefix(raw, prefix string) (string, bool) {
 // project or an identity at the upstream: with a virtual key they are the
 // operator's to set, never the caller's (OpenAI-Organization and
 // OpenAI-Project select the organisation and project billed, per OpenAI's
-// API reference; api-key is Azure OpenAI's key header).
-var credentialish = []string{"Authorization", "x-api-key", "api-key", "OpenAI-Organization", "OpenAI-Project", "Cookie", "X-Real-IP"}
+// API reference; api-key is Azure OpenAI's key header;
+// Ocp-Apim-Subscription-Key is Azure API Management's, which fronts many
+// Azure OpenAI deployments).
+var credentialish = []string{"Authorization", "x-api-key", "api-key", "OpenAI-Organization", "OpenAI-Project", "Cookie", "X-Real-IP",
+	"Ocp-Apim-Subscription-Key"}
+
+// credentialQuery are query parameters that carry a key at some upstream
+// (Azure API Management's subscription-key; api-key and key at gateways
+// that accept one in the URL): never forwarded, so that the only key the
+// upstream sees is the one llmguard limited.
+var credentialQuery = []string{"subscription-key", "api-key", "key"}
 
 // forward sends the admitted request upstream and relays the answer; an
 // answer llmguard must give itself instead is returned.
@@ -522,6 +537,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	req.Header.Del("X-Forwarded-For")
 	req.Header.Del("Forwarded")
 	req.Header.Set("X-Forwarded-For", ctx.RemoteIP().String())
+	req.Header.Del("Ocp-Apim-Subscription-Key") // a second credential, in either mode
 	if x.principal.PassThrough {
 		// Forward only the credential that identified the caller.
 		for _, h := range callerKeyHeaders {
@@ -578,11 +594,35 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	return p.relay(ctx, x, resp)
 }
 
+// queryOf is the request's query string to forward, "?…" or "": as sent,
+// unless it carries a credentialQuery parameter (in any case, encoded or
+// not), which is dropped and the rest re-encoded.
 func queryOf(ctx *fasthttp.RequestCtx) string {
-	if q := ctx.URI().QueryString(); len(q) > 0 {
+	q := ctx.URI().QueryString()
+	if len(q) == 0 {
+		return ""
+	}
+	isKey := func(k []byte) bool {
+		return slices.ContainsFunc(credentialQuery, func(c string) bool { return bytes.EqualFold(k, []byte(c)) })
+	}
+	args := ctx.QueryArgs()
+	found := false
+	for k := range args.All() {
+		found = found || isKey(k)
+	}
+	if !found {
 		return "?" + string(q)
 	}
-	return ""
+	var kept fasthttp.Args
+	for k, v := range args.All() {
+		if !isKey(k) {
+			kept.AddBytesKV(k, v)
+		}
+	}
+	if kept.Len() == 0 {
+		return ""
+	}
+	return "?" + string(kept.QueryString())
 }
 
 // newRequestID returns 16 random hex digits.

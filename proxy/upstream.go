@@ -38,7 +38,8 @@ type Upstream struct {
 	// deployment it does not list is taken as a model of its own name.
 	Deployments map[string]string
 
-	dialect dialect // the Flavor's
+	dialect     dialect           // the Flavor's
+	deployments map[string]string // Deployments keyed by lowercase name
 
 	client *fasthttp.HostClient
 	// tlsConfig, when set, is the TLS configuration of an https upstream
@@ -51,17 +52,32 @@ type Upstream struct {
 }
 
 // modelOf is the model a request to deployment is weighed and priced as:
-// the model Deployments maps it to, else the deployment's own name.
+// the model Deployments maps it to, else the deployment's own name. Names
+// are matched without regard to case, as Azure matches them, so that no
+// spelling of a deployment escapes the rules of its model.
 func (u *Upstream) modelOf(deployment string) string {
-	if m, ok := u.Deployments[deployment]; ok {
+	if m, ok := u.deployments[strings.ToLower(deployment)]; ok {
 		return m
 	}
 	return deployment
 }
 
+// mapsModel reports the model Deployments maps name to (case aside).
+func (u *Upstream) mapsModel(name string) (string, bool) {
+	m, ok := u.deployments[strings.ToLower(name)]
+	return m, ok
+}
+
 func (u *Upstream) init() error {
 	if u.dialect = dialectOf(u.Flavor); u.dialect == nil {
 		return fmt.Errorf("proxy: upstream %q: flavor %v has no dialect", u.Name, u.Flavor)
+	}
+	u.deployments = make(map[string]string, len(u.Deployments))
+	for d, m := range u.Deployments {
+		if prev, dup := u.deployments[strings.ToLower(d)]; dup && prev != m {
+			return fmt.Errorf("proxy: upstream %q: deployments %q map to different models but differ only in case", u.Name, d)
+		}
+		u.deployments[strings.ToLower(d)] = m
 	}
 	pu, err := url.Parse(u.BaseURL)
 	if err != nil || pu.Host == "" || (pu.Scheme != "http" && pu.Scheme != "https") {

@@ -1,9 +1,12 @@
 package app
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -253,5 +256,82 @@ func TestAzureDeploymentReservesItsModelsDefault(t *testing.T) {
 		if got := before - remainingTokens(t, resp.Header); resp.StatusCode != 200 || got != in+77 {
 			t.Errorf("%s: %d, reserved %d tokens, want %d input + 77 (gpt-4o-mini's default output)", path, resp.StatusCode, got, in)
 		}
+	}
+}
+
+// A deployment is its model's whatever its case (Azure matches names
+// without regard to case): a model's rule cannot be escaped by spelling
+// the deployment differently, on either API.
+func TestAzureDeploymentCaseDoesNotEscapeModelRules(t *testing.T) {
+	h := startAzure(t, `  - {name: mini-hourly, scope: user, unit: requests, rate: 1, per: 1h, models: [gpt-4o-mini]}`)
+	send := func(path, model string) int {
+		req, _ := http.NewRequest(http.MethodPost, h.url+path, strings.NewReader(`{"model":"`+model+`","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("api-key", testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	const q = "?api-version=" + azureAPIVersion
+	if st := send("/openai/deployments/chat-prod/chat/completions"+q, "x"); st != 200 {
+		t.Fatalf("first call: %d", st)
+	}
+	for _, c := range []struct{ path, model string }{
+		{"/openai/deployments/CHAT-PROD/chat/completions" + q, "x"},
+		{"/openai/deployments/Chat-Prod/chat/completions" + q, "x"},
+		{"/openai/v1/chat/completions", "CHAT-PROD"},
+	} {
+		if st := send(c.path, c.model); st != 429 {
+			t.Errorf("%s (model %s): %d, want 429 from gpt-4o-mini's rule", c.path, c.model, st)
+		}
+	}
+}
+
+// A second credential the upstream (or Azure API Management in front of
+// it) would honour never reaches it: Ocp-Apim-Subscription-Key and key
+// query parameters are dropped, the rest of the query kept.
+func TestAzureSmuggledCredentialsAreDropped(t *testing.T) {
+	h := startAzure(t, "")
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/openai/deployments/chat-prod/chat/completions?api-version="+azureAPIVersion+"&Subscription-Key=sk-other&api-key=sk-other2",
+		strings.NewReader(`{"model":"x","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("api-key", testKey)
+	req.Header.Set("Ocp-Apim-Subscription-Key", "sk-apim")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d", resp.StatusCode)
+	}
+	up, _ := h.mock.LastRequest()
+	if got := string(up.RequestURI()); got != "/openai/deployments/chat-prod/chat/completions?api-version="+azureAPIVersion {
+		t.Errorf("upstream got %s: the key parameters were forwarded", got)
+	}
+	if v := up.Peek("Ocp-Apim-Subscription-Key"); len(v) != 0 {
+		t.Errorf("upstream got Ocp-Apim-Subscription-Key %q", v)
+	}
+}
+
+// A request fasthttp cannot read (two Content-Length fields) on an Azure
+// path is refused in Azure's error shape, like every other refusal there.
+func TestAzureMalformedRequestInAzureShape(t *testing.T) {
+	h := startAzure(t, "")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "POST /openai/deployments/chat-prod/chat/completions?api-version=%s HTTP/1.1\r\nHost: x\r\napi-key: %s\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", azureAPIVersion, testKey)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 400 || !strings.Contains(string(body), `"code":"400"`) {
+		t.Errorf("%d %s, want 400 in Azure's shape", resp.StatusCode, body)
 	}
 }
