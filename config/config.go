@@ -47,6 +47,14 @@ type Config struct {
 	// Retry-After says, return the error at once (Retry-After still gives
 	// the true wait). Default 60s.
 	MaxRetryWait Duration `yaml:"max_retry_wait"`
+	// UnmeteredPaths are path globs (path.Match syntax, matched against the
+	// request's lowercase path with the upstream's prefix removed, e.g.
+	// "/v1/images/*") of endpoints that spend tokens or money upstream but
+	// that llmguard does not weigh, which callers under token or dollar
+	// limits may call anyway: each counts as one request, and its ledger
+	// record is marked unmetered. Default none: such calls are refused with
+	// 403 unmetered_endpoint.
+	UnmeteredPaths []string `yaml:"unmetered_paths"`
 	// MaxResponseBytes caps a non-streamed upstream answer held whole to
 	// read its usage; a larger one is streamed through unread and keeps its
 	// reservation. Default 64 MiB.

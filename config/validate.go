@@ -58,6 +58,11 @@ func (c *Config) Validate() error {
 	}
 	checkPositiveDuration(&p, "client_write_timeout", c.ClientWriteTimeout)
 	checkPositiveDuration(&p, "max_retry_wait", c.MaxRetryWait)
+	for i, g := range c.UnmeteredPaths {
+		if _, err := path.Match(g, "/"); err != nil || !strings.HasPrefix(g, "/") {
+			p.add(fmt.Sprintf("unmetered_paths[%d]", i), "must be a path glob starting with / (got %q)", g)
+		}
+	}
 	if c.MaxResponseBytes < 0 {
 		p.add("max_response_bytes", "must be positive (got %d)", c.MaxResponseBytes)
 	}

@@ -51,6 +51,11 @@ type Record struct {
 	// CostMicroUSD is the request's actual cost in millionths of a US
 	// dollar, from the upstream's usage and the model's price.
 	CostMicroUSD int64 `json:"cost_micro_usd"`
+	// Unmetered marks a call to an endpoint that spends tokens or money
+	// upstream but that llmguard does not weigh, let through by the
+	// operator's unmetered_paths: its cost is not in the token counts or
+	// CostMicroUSD, and must be read from the upstream's own bill.
+	Unmetered bool `json:"unmetered"`
 }
 
 // Fields lists Record's JSON keys in the order they are written. It is the
@@ -60,6 +65,6 @@ func Fields() []string {
 		"ts", "request_id", "key_id", "user", "tenant", "model", "flavor", "status",
 		"input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens",
 		"reasoning_tokens", "estimated_input_tokens", "reserved", "reserved_unit",
-		"cost_micro_usd",
+		"cost_micro_usd", "unmetered",
 	}
 }

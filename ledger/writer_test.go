@@ -18,12 +18,13 @@ import (
 	"github.com/llmguard/llmguard/ledger"
 )
 
-// documented is the ledger's schema as issue 6 states it, plus reserved_unit.
+// documented is the ledger's schema as issue 6 states it, plus reserved_unit
+// and unmetered (issue 12).
 var documented = []string{
 	"ts", "request_id", "key_id", "user", "tenant", "model", "flavor", "status",
 	"input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens",
 	"reasoning_tokens", "estimated_input_tokens", "reserved", "reserved_unit",
-	"cost_micro_usd",
+	"cost_micro_usd", "unmetered",
 }
 
 // TestRecordJSONKeys pins the schema: Record's JSON keys are exactly the

@@ -103,6 +103,15 @@ type Request struct {
 	// Weighed: the request's kind is weighed in tokens. A request that is
 	// not weighed counts as a request only: 0 in every other unit.
 	Weighed bool
+	// Unmetered: the request calls an endpoint that spends tokens or money
+	// upstream but is not weighed (weigher.KindUnmetered) and that the
+	// operator has not allowed (unmetered_paths): refused (Unmetered) when
+	// a token or dollar rule applies to the caller.
+	Unmetered bool
+	// UnmeteredAllowed: the request calls an unmetered endpoint the
+	// operator allows (unmetered_paths): it counts as a request, and its
+	// ledger record is marked unmetered.
+	UnmeteredAllowed bool
 	// Estimate is the reservation, in tokens: InputTokens counted locally,
 	// OutputTokens the output reserved. Only those two fields are read.
 	Estimate spec.Usage
@@ -128,9 +137,14 @@ const (
 	// Broken: the store refused the take as invalid (bucket.ErrInvalid): a
 	// bug, never an outage, so nothing is admitted past it.
 	Broken
+	// Unmetered: the request calls an unmetered endpoint and a token or
+	// dollar rule applies (Exchange.RefusedBy): its cost cannot be weighed
+	// against that rule. Nothing was taken.
+	Unmetered
 )
 
-var verdictNames = []string{Admitted: "admitted", Denied: "denied", TooLarge: "too_large", FailClosed: "fail_closed", Broken: "broken"}
+var verdictNames = []string{Admitted: "admitted", Denied: "denied", TooLarge: "too_large", FailClosed: "fail_closed", Broken: "broken",
+	Unmetered: "unmetered"}
 
 // String is the verdict's name; a value outside the enum is "unknown(<n>)".
 func (v Verdict) String() string {
@@ -203,8 +217,8 @@ func (x *Exchange) DeniedBy() int {
 // to hold its cost (until the period's end for a quota).
 func (x *Exchange) RetryAfter() time.Duration { return x.decision.RetryAfter }
 
-// ClosedBy is the fail-closed rule that refused a FailClosed request, nil
-// otherwise.
+// ClosedBy is the rule that refused a FailClosed request (the fail-closed
+// rule) or an Unmetered one (a token or dollar rule), nil otherwise.
 func (x *Exchange) ClosedBy() *policy.Rule { return x.closedBy }
 
 // Warnings are the request's budget warnings: "<limit>; used=<fraction>"
@@ -229,6 +243,8 @@ func (x *Exchange) Outcome(status int) Outcome {
 		return OutcomeFailClosed
 	case Broken:
 		return OutcomeInternalError
+	case Unmetered:
+		return OutcomeUnmetered
 	}
 	if x.fallback || x.unlimited {
 		return OutcomeFailOpen
@@ -251,6 +267,14 @@ func (m *Meter) Admit(r Request) *Exchange {
 	}
 	var rulesBuf [8]*policy.Rule
 	rules := r.Policy.Match(rulesBuf[:0], r.Principal, r.Model, r.Path)
+	if r.Unmetered {
+		for _, rule := range rules {
+			if rule.Unit != policy.UnitRequests {
+				x.verdict, x.closedBy = Unmetered, rule
+				return x
+			}
+		}
+	}
 	if len(rules) > 0 {
 		x.take(rules)
 	}

@@ -46,6 +46,10 @@ const (
 	// OutcomeOverloaded: refused with 503 because the request bodies in
 	// memory fill max_inflight_body_bytes.
 	OutcomeOverloaded Outcome = "overloaded"
+	// OutcomeUnmetered: refused with 403 because it calls an endpoint that
+	// spends tokens or money but is not weighed, under a token or dollar
+	// limit.
+	OutcomeUnmetered Outcome = "unmetered"
 )
 
 // OutcomeOf is the outcome of an admitted request the upstream answered
@@ -124,7 +128,7 @@ type Metrics struct {
 //
 //	requests_total{flavor,model,outcome,limit}        requests by outcome (allowed, limited, too_large, fail_open,
 //	                                                  fail_closed, upstream_error, unauthorized, invalid,
-//	                                                  internal_error, overloaded); limit names
+//	                                                  internal_error, overloaded, unmetered); limit names
 //	                                                  the denying limit, "" otherwise
 //	tokens_estimated_total{flavor,model,kind}         tokens estimated at admission: input, output (reservation)
 //	tokens_total{flavor,model,kind}                   tokens settled: input, cached_input, cache_write, output, reasoning

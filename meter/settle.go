@@ -123,7 +123,7 @@ func (m *Meter) record(x *Exchange, s Settlement, actual spec.Usage, known bool,
 	r := ledger.Record{
 		TS: time.Now().UTC(), RequestID: x.req.ID, KeyID: x.req.Principal.KeyID, User: x.req.Principal.User,
 		Tenant: x.req.Principal.Tenant, Model: x.req.Model, Flavor: x.req.Flavor.String(), Status: s.Status,
-		EstimatedInputTokens: x.req.Estimate.InputTokens, CostMicroUSD: cost,
+		EstimatedInputTokens: x.req.Estimate.InputTokens, CostMicroUSD: cost, Unmetered: x.req.UnmeteredAllowed,
 	}
 	switch {
 	case known:

@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"fmt"
+
 	"github.com/valyala/fasthttp"
 
+	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/spec"
 )
 
@@ -59,3 +62,13 @@ func (e apiError) write(ctx *fasthttp.RequestCtx, f Flavor) {
 
 // appendBody appends e's body in flavor f's shape.
 func (e apiError) appendBody(b []byte, f Flavor) []byte { return dialectOf(f).appendError(b, e) }
+
+// unmetered is the answer to a call to an endpoint that spends tokens or
+// money upstream but that llmguard does not weigh, from a caller under the
+// token or dollar rule r: 403 unmetered_endpoint, naming the way to allow it.
+func unmetered(path string, r *policy.Rule) apiError {
+	return apiError{status: fasthttp.StatusForbidden, openAIType: "invalid_request_error", openAICode: "unmetered_endpoint",
+		anthropicType: "permission_error",
+		message: fmt.Sprintf("%s spends tokens or money upstream but llmguard does not weigh it, and limit %s (%s) applies to you: "+
+			"llmguard refuses it rather than let it past the limit. An operator can allow it with unmetered_paths.", path, r.Name, r.Unit)}
+}

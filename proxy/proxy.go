@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +53,10 @@ type Options struct {
 	// UnavailableRetry is the Retry-After of a 503 answered by a
 	// fail-closed limit while the store is unavailable. Zero: 2s.
 	UnavailableRetry time.Duration
+	// UnmeteredPaths are the path globs (path.Match, against the lowercase
+	// upstream path) of unmetered endpoints callers under token or dollar
+	// limits may call anyway (unmetered_paths); the others are refused.
+	UnmeteredPaths []string
 	// MaxRetryWait is the longest wait a 429 lets an SDK sleep through
 	// (max_retry_wait): a longer one also carries x-should-retry: false.
 	// Zero: 60s.
@@ -206,8 +211,11 @@ type exchange struct {
 	// names, "" when none.
 	path       string
 	deployment string
-	kind       weigher.Kind
-	est        weigher.Estimate
+	// unmeteredAllowed: an unmetered endpoint the operator lets callers
+	// under token or dollar limits call (Options.UnmeteredPaths).
+	unmeteredAllowed bool
+	kind             weigher.Kind
+	est              weigher.Estimate
 	// m is the request's admission, from the moment it was judged (nil
 	// before): its rules, verdict and settlement.
 	m *meter.Exchange
@@ -258,19 +266,11 @@ func (x *exchange) settle(s meter.Settlement) {
 	x.m.Settle(s)
 }
 
-// classify names the endpoint of a request from its decoded upstream path.
-// It errs towards weighing: case, a trailing slash, and anything after a
-// decoded '?' or '#' are ignored, and every method that may carry a body
-// counts, so that no spelling of an endpoint an upstream might accept
-// escapes its token cost.
+// classify names the endpoint of a request from its decoded upstream path
+// (see weigher.Classify: it errs towards weighing, so that no spelling of an
+// endpoint an upstream might accept escapes its cost).
 func classify(method []byte, path string) weigher.Kind {
-	if bytes.EqualFold(method, []byte(fasthttp.MethodGet)) || bytes.EqualFold(method, []byte(fasthttp.MethodHead)) {
-		return weigher.KindOther
-	}
-	if i := strings.IndexAny(path, "?#"); i >= 0 {
-		path = path[:i]
-	}
-	return weigher.KindOf(fasthttp.MethodPost, strings.ToLower(strings.TrimRight(path, "/")))
+	return weigher.Classify(string(method), path)
 }
 
 // Handle is the fasthttp.RequestHandler of the proxy listener. Every answer
@@ -410,6 +410,9 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 // weigh classifies the request and estimates its cost.
 func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refusal {
 	x.kind = classify(ctx.Method(), x.path)
+	if x.kind == weigher.KindUnmetered {
+		x.unmeteredAllowed = p.unmeteredAllowed(x.path)
+	}
 	if x.kind.Weighed() {
 		x.est = p.weighAs(x, body)
 		if x.est.DuplicateKeys {
@@ -441,6 +444,30 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 	return nil
 }
 
+// rulePath is the path a request's rules' paths are matched against: its
+// kind's own spelling (/v1/chat/completions) for an endpoint llmguard
+// recognises, whatever the request's spelling (/Chat/Completions/,
+// /openai/deployments/d/chat/completions), so that no spelling escapes a
+// path rule; the canonical path (weigher.CanonicalPath) otherwise.
+func rulePath(k weigher.Kind, path string) string {
+	if p := k.Path(); p != "" {
+		return p
+	}
+	return weigher.CanonicalPath(path)
+}
+
+// unmeteredAllowed reports whether the operator lets callers under token
+// or dollar limits call the unmetered endpoint upPath.
+func (p *Proxy) unmeteredAllowed(upPath string) bool {
+	c := weigher.CanonicalPath(upPath)
+	for _, g := range p.opt.UnmeteredPaths {
+		if ok, _ := path.Match(strings.ToLower(g), c); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // weighAs weighs body as the model it is served by: an Azure deployment
 // (named by the path, or on the v1 API by the body's model) as the model
 // upstreams[].deployments maps it to, so that it is counted with that
@@ -467,7 +494,8 @@ var errLimiter = apiError{status: fasthttp.StatusInternalServerError, openAIType
 // answered in the caller's flavor with the headers its SDK reads.
 func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	x.m = p.meter.Admit(meter.Request{ID: x.id, Principal: x.principal, Policy: x.live.policy, Flavor: x.upstream.Flavor,
-		Path: x.path, Model: x.est.Model, Weighed: x.kind.Weighed(),
+		Path: rulePath(x.kind, x.path), Model: x.est.Model, Weighed: x.kind.Weighed(),
+		Unmetered: x.kind == weigher.KindUnmetered && !x.unmeteredAllowed, UnmeteredAllowed: x.unmeteredAllowed,
 		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens}})
 	switch x.m.Verdict() {
 	case meter.Admitted:
@@ -484,6 +512,9 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	case meter.FailClosed:
 		closed := x.m.ClosedBy()
 		return &refusal{err: unavailable(ctx, closed, p.opt.UnavailableRetry), outcome: x.m.Outcome(0), limit: closed.Name}
+	case meter.Unmetered:
+		r := x.m.ClosedBy()
+		return &refusal{err: unmetered(x.path, r), outcome: x.m.Outcome(0), limit: r.Name}
 	default: // meter.Broken: a limit the store refuses is a bug, not an outage
 		return &refusal{err: errLimiter, outcome: x.m.Outcome(0)}
 	}

@@ -33,6 +33,13 @@ const (
 	// limit), so it is recognised — to be limited as a request and kept
 	// apart from /v1/messages — but not weighed, and has no usage.
 	KindCountTokens
+	// KindUnmetered is an endpoint that spends tokens or money upstream but
+	// that llmguard does not weigh (batches, images, audio, realtime,
+	// assistants and threads, fine-tuning, files, uploads, vector stores,
+	// Anthropic's message batches: see [Classify]). A caller under a token
+	// or dollar limit is refused it unless the operator lists it as
+	// unmetered; otherwise it counts as a request only.
+	KindUnmetered
 
 	// numKinds counts the kinds above and sizes the table: a new kind goes
 	// before it, and TestKindTable fails until the kind has its row.
@@ -89,6 +96,7 @@ var kinds = [numKinds]kindRow{
 		weigh: (*Weigher).messages, usage: parseMessagesUsage, stream: (*Stream).messagesEvent,
 	},
 	KindCountTokens: {name: "count_tokens", paths: []string{"/v1/messages/count_tokens"}},
+	KindUnmetered:   {name: "unmetered"}, // found by family, not by path: see Classify
 }
 
 // row is k's row in the table; a Kind beyond the table is KindOther.
@@ -103,6 +111,17 @@ func (k Kind) row() *kindRow {
 // "completions", "embeddings", "messages", "count_tokens"; "other" for a
 // value that is no kind.
 func (k Kind) String() string { return k.row().name }
+
+// Path is the kind's endpoint as OpenAI (or Anthropic) spells it, e.g.
+// "/v1/chat/completions": the path rules' paths are matched against for a
+// request of this kind, whatever its own spelling; "" for KindOther,
+// KindUnmetered and a value that is no kind.
+func (k Kind) Path() string {
+	if ps := k.row().paths; len(ps) > 0 {
+		return ps[0]
+	}
+	return ""
+}
 
 // Weighed reports whether requests of kind k are weighed in tokens: their
 // body is estimated ([Weigher.Weigh]) and their response's usage read

@@ -44,8 +44,8 @@ func TestKindTable(t *testing.T) {
 		if k.String() != r.name || k.Weighed() != r.weighed {
 			t.Errorf("%s: String %q, Weighed %v; the row says %q, %v", r.name, k.String(), k.Weighed(), r.name, r.weighed)
 		}
-		if (k == KindOther) != (len(r.paths) == 0) {
-			t.Errorf("%s: paths %q; every kind but other has a path, other none", r.name, r.paths)
+		if (k == KindOther || k == KindUnmetered) != (len(r.paths) == 0) {
+			t.Errorf("%s: paths %q; every kind but other and unmetered (found by family) has a path, they none", r.name, r.paths)
 		}
 		for _, p := range r.paths {
 			if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.ContainsAny(p, "?#") {

@@ -116,6 +116,7 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 		Fallback:         st.fallback,
 		UnavailableRetry: time.Duration(cfg.Store.Breaker.OpenFor),
 		MaxRetryWait:     time.Duration(cfg.MaxRetryWait),
+		UnmeteredPaths:   cfg.UnmeteredPaths,
 		Weigher:          w,
 		MaxBodyBytes:     int(cfg.MaxBodyBytes),
 		BodyBudget:       cfg.MaxInflightBodyBytes,

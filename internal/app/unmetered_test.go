@@ -1,0 +1,102 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/llmguard/llmguard/ledger"
+)
+
+// Endpoints that spend tokens or money upstream but that llmguard does not
+// weigh are refused (403 unmetered_endpoint, in the caller's flavor, never
+// forwarded) to a caller under a token or dollar limit, whatever their
+// spelling; reads pass; an endpoint the operator lists in unmetered_paths
+// passes as one request, marked unmetered in the ledger.
+func TestUnmeteredEndpoints(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ledger.jsonl")
+	h := startFlavors(t, fmt.Sprintf(`ledger: {file: %q}
+unmetered_paths: ["/v1/images/*"]
+`, file))
+	tokens := h.tokensLeft()
+	lastURI := func() string {
+		hd, _ := h.mock.LastRequest()
+		if hd == nil {
+			return ""
+		}
+		return string(hd.RequestURI())
+	}
+	before := lastURI()
+	for _, tc := range []struct{ path, shape string }{
+		{"/v1/batches", `"code":"unmetered_endpoint"`},
+		{"/V1/Batches/", `"code":"unmetered_endpoint"`},
+		{"/v1/audio/speech", `"code":"unmetered_endpoint"`},
+		{"/v1/threads/runs", `"code":"unmetered_endpoint"`},
+		{"/v1/threads/t1/messages", `"code":"unmetered_endpoint"`},
+		{"/v1/fine_tuning/jobs", `"code":"unmetered_endpoint"`},
+		{"/openai/v1/files", `"code":"unmetered_endpoint"`},
+		{"/v1/messages/batches", `"type":"permission_error"`}, // Anthropic's shape
+	} {
+		resp, body := h.do(tc.path, `{"model":"gpt-4o-mini","input":"x"}`)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, tc.shape) || !strings.Contains(body, "user-tpm") {
+			t.Errorf("POST %s: %d %s, want 403 with %s naming the limit", tc.path, resp.StatusCode, body, tc.shape)
+		}
+	}
+	if got := lastURI(); got != before {
+		t.Errorf("an unmetered call reached the upstream: %s", got)
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, h.url+"/v1/files", nil)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusForbidden || lastURI() != "/v1/files" {
+		t.Errorf("GET /v1/files: %d, upstream saw %q; a read must pass", resp.StatusCode, lastURI())
+	}
+
+	resp, body := h.do("/v1/images/generations", `{"model":"dall-e-3","prompt":"a cat"}`)
+	if resp.StatusCode == http.StatusForbidden || lastURI() != "/v1/images/generations" {
+		t.Fatalf("allowed unmetered path: %d %s, upstream saw %q", resp.StatusCode, body, lastURI())
+	}
+	if got := h.tokensLeft(); got != tokens {
+		t.Errorf("%d tokens left, want %d: unmetered calls cost no tokens", got, tokens)
+	}
+	if err := h.app.Ledger.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ledger.ReadFiles(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var marked int
+	for _, r := range recs {
+		if r.Unmetered {
+			marked++
+		}
+	}
+	if marked != 1 {
+		t.Errorf("%d records marked unmetered, want 1 (the allowed images call): %+v", marked, recs)
+	}
+}
+
+// A rule on an endpoint's path holds whatever the request's spelling of
+// that endpoint: once it is spent, no variant gets through.
+func TestPathRulesHoldForEverySpelling(t *testing.T) {
+	h := startFlavors(t, `  - {name: chat-hourly, scope: user, unit: requests, rate: 1, per: 1h, paths: ["/v1/chat/completions"]}`)
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`
+	if resp, b := h.do("/v1/chat/completions", body); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	for _, p := range []string{"/v1/chat/completions/", "/v1/Chat/Completions", "/V1/CHAT/COMPLETIONS", "/v1//chat/completions",
+		"/chat/completions", "/openai/v1/chat/completions", "/v1/chat/completions%3Fx=1"} {
+		if resp, b := h.do(p, body); resp.StatusCode != 429 {
+			t.Errorf("POST %s: %d %s, want 429 from chat-hourly", p, resp.StatusCode, b)
+		}
+	}
+}

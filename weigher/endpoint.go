@@ -1,0 +1,143 @@
+package weigher
+
+import "strings"
+
+// unmeteredFamilies are the API families (the first path segment after the
+// API root) whose calls spend tokens or money upstream but that llmguard
+// does not weigh (OpenAI API reference, https://platform.openai.com/docs/api-reference:
+// batches, images, audio, realtime sessions, assistants and threads (runs
+// bill the model), fine-tuning, files, uploads, vector stores (file search
+// storage), containers, evals, videos; Anthropic's message batches are
+// matched apart, below). A call to one is KindUnmetered.
+var unmeteredFamilies = []string{
+	"batches", "images", "audio", "realtime", "assistants", "threads", "fine_tuning", "fine-tunes",
+	"files", "uploads", "vector_stores", "containers", "evals", "videos",
+}
+
+// unmeteredPaths are unmetered endpoints inside a weighed family, matched
+// as path prefixes of the API-relative path.
+var unmeteredPaths = []string{"/messages/batches"}
+
+// weighedSuffixes are the weighed endpoints, API-relative (the kind table's
+// paths without /v1), longest first so that /chat/completions is found
+// before /completions and /messages/count_tokens before /messages. They
+// match at the end of the path, after any prefix: /v1/chat/completions,
+// /chat/completions, /openai/v1/chat/completions,
+// /openai/deployments/d/chat/completions, /engines/m/chat/completions and
+// /openai/deployments/d/extensions/chat/completions are all chat.
+var weighedSuffixes = func() []kindPath {
+	var ps []kindPath
+	for _, kp := range kindPaths {
+		ps = append(ps, kindPath{strings.TrimPrefix(kp.path, "/v1"), kp.kind})
+	}
+	for i := 1; i < len(ps); i++ { // insertion sort by length, longest first
+		for j := i; j > 0 && len(ps[j].path) > len(ps[j-1].path); j-- {
+			ps[j], ps[j-1] = ps[j-1], ps[j]
+		}
+	}
+	return ps
+}()
+
+// Classify names the endpoint of a request from its method and upstream
+// path (decoded), erring towards weighing, so that no spelling of an
+// endpoint an upstream might serve escapes its cost:
+//   - GET, HEAD, DELETE and OPTIONS spend nothing: KindOther;
+//   - case, repeated and trailing slashes, and anything after a '?' or '#'
+//     are ignored;
+//   - the API root is found whatever it is (/v1, /openai/v1, /openai,
+//     /openai/deployments/{deployment}, or none), and a path in an
+//     unmetered family is KindUnmetered;
+//   - a path ending in a weighed endpoint, after any prefix, is that kind;
+//   - anything else counts as a request only: KindOther.
+//
+// Every other method (POST, PUT, PATCH, anything unknown) may carry a body
+// and is classified by path. It allocates only for a path that needs
+// lowering or cleaning.
+func Classify(method, path string) Kind {
+	switch strings.ToUpper(method) {
+	case "GET", "HEAD", "DELETE", "OPTIONS":
+		return KindOther
+	}
+	p := CanonicalPath(path)
+	rest := apiRelative(p)
+	family := rest
+	if i := strings.IndexByte(rest[min(1, len(rest)):], '/'); i >= 0 {
+		family = rest[:i+1]
+	}
+	for _, f := range unmeteredFamilies {
+		if family == "/"+f {
+			return KindUnmetered
+		}
+	}
+	for _, u := range unmeteredPaths {
+		if rest == u || strings.HasPrefix(rest, u+"/") {
+			return KindUnmetered
+		}
+	}
+	for _, s := range weighedSuffixes {
+		if strings.HasSuffix(p, s.path) {
+			return s.kind
+		}
+	}
+	return KindOther
+}
+
+// CanonicalPath is path as Classify reads it: lowercase, anything after a
+// '?' or '#' removed, runs of '/' collapsed, no trailing '/' ("/" for the
+// root).
+func CanonicalPath(path string) string {
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	clean := true
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		if 'A' <= c && c <= 'Z' || c == '/' && i > 0 && path[i-1] == '/' {
+			clean = false
+			break
+		}
+	}
+	if !clean {
+		var b strings.Builder
+		b.Grow(len(path))
+		for i := 0; i < len(path); i++ {
+			c := path[i]
+			if c == '/' && i > 0 && path[i-1] == '/' {
+				continue
+			}
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			b.WriteByte(c)
+		}
+		path = b.String()
+	}
+	for len(path) > 1 && path[len(path)-1] == '/' {
+		path = path[:len(path)-1]
+	}
+	if path == "" {
+		return "/"
+	}
+	return path
+}
+
+// apiRelative is a canonical path without its API root: /openai/deployments/{d},
+// /openai/v1, /openai or /v1 (the first that applies); the path itself
+// when it has none.
+func apiRelative(p string) string {
+	if rest, ok := strings.CutPrefix(p, "/openai/deployments/"); ok {
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			return rest[i:]
+		}
+		return "/"
+	}
+	for _, root := range []string{"/openai/v1", "/openai", "/v1"} {
+		if rest, ok := strings.CutPrefix(p, root); ok && (rest == "" || rest[0] == '/') {
+			if rest == "" {
+				return "/"
+			}
+			return rest
+		}
+	}
+	return p
+}

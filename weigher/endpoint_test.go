@@ -1,0 +1,96 @@
+package weigher
+
+import "testing"
+
+// Every spelling of a weighed endpoint an upstream might serve is that
+// endpoint; the families that spend without being weighed are unmetered
+// whatever their API root; reads and deletes spend nothing.
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		method, path string
+		want         Kind
+	}{
+		{"POST", "/v1/chat/completions", KindChat},
+		{"POST", "/chat/completions", KindChat},
+		{"POST", "/openai/v1/chat/completions", KindChat},
+		{"POST", "/openai/deployments/d/chat/completions", KindChat},
+		{"POST", "/openai/deployments/d/extensions/chat/completions", KindChat},
+		{"POST", "/models/chat/completions", KindChat},
+		{"POST", "/engines/m/chat/completions", KindChat},
+		{"POST", "/V1//Chat/Completions//", KindChat},
+		{"PATCH", "/v1/chat/completions", KindChat},
+		{"POST", "/v1/chat/completions?x=1", KindChat},
+		{"POST", "/v1/chat/completions#frag", KindChat},
+		{"POST", "/v1/completions", KindCompletions},
+		{"POST", "/completions", KindCompletions},
+		{"POST", "/v1/embeddings", KindEmbeddings},
+		{"POST", "/openai/v1/embeddings", KindEmbeddings},
+		{"POST", "/v1/responses", KindResponses},
+		{"POST", "/openai/responses", KindResponses},
+		{"POST", "/v1/messages", KindMessages},
+		{"POST", "/messages", KindMessages},
+		{"POST", "/v1/messages/count_tokens", KindCountTokens},
+		{"POST", "/v1/messages/batches", KindUnmetered},
+		{"POST", "/v1/messages/batches/b1/cancel", KindUnmetered},
+		{"POST", "/v1/batches", KindUnmetered},
+		{"POST", "/batches", KindUnmetered},
+		{"POST", "/v1/images/generations", KindUnmetered},
+		{"POST", "/openai/deployments/dall-e/images/generations", KindUnmetered},
+		{"POST", "/v1/audio/transcriptions", KindUnmetered},
+		{"POST", "/v1/audio/speech", KindUnmetered},
+		{"POST", "/v1/realtime/sessions", KindUnmetered},
+		{"POST", "/v1/threads/runs", KindUnmetered},
+		{"POST", "/v1/threads/t1/messages", KindUnmetered}, // not Anthropic's /v1/messages
+		{"POST", "/v1/threads/t1/runs", KindUnmetered},
+		{"POST", "/v1/assistants", KindUnmetered},
+		{"POST", "/v1/fine_tuning/jobs", KindUnmetered},
+		{"POST", "/v1/files", KindUnmetered},
+		{"POST", "/v1/uploads", KindUnmetered},
+		{"POST", "/v1/vector_stores", KindUnmetered},
+		{"POST", "/openai/v1/files", KindUnmetered},
+		{"GET", "/v1/files", KindOther},
+		{"HEAD", "/v1/chat/completions", KindOther},
+		{"DELETE", "/v1/files/f1", KindOther},
+		{"GET", "/v1/models", KindOther},
+		{"POST", "/v1/models", KindOther},
+		{"POST", "/v1/moderations", KindOther},
+		{"POST", "/v1/chat/completionsX", KindOther},
+		{"POST", "/v1/chat/completions/c1", KindOther}, // updates a stored completion's metadata
+		{"POST", "/", KindOther},
+		{"POST", "", KindOther},
+	} {
+		if got := Classify(tc.method, tc.path); got != tc.want {
+			t.Errorf("Classify(%s %q) = %s, want %s", tc.method, tc.path, got, tc.want)
+		}
+	}
+}
+
+// CanonicalPath lowers, cuts the query, collapses slashes and drops the
+// trailing one, and leaves a clean path as it is, without allocating.
+func TestCanonicalPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/v1/chat/completions": "/v1/chat/completions", "/V1//Chat/": "/v1/chat", "/x?y=/Z": "/x", "": "/", "/": "/", "//": "/",
+	} {
+		if got := CanonicalPath(in); got != want {
+			t.Errorf("CanonicalPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { CanonicalPath("/v1/chat/completions") }); n != 0 {
+		t.Errorf("%v allocations for a clean path, want 0", n)
+	}
+}
+
+func FuzzClassify(f *testing.F) {
+	for _, s := range []string{"/v1/chat/completions", "/openai/deployments/x/y", "//", "/V1/Messages/Batches/"} {
+		f.Add("POST", s)
+	}
+	f.Fuzz(func(t *testing.T, method, path string) {
+		k := Classify(method, path)
+		if k >= numKinds {
+			t.Fatalf("Classify(%q, %q) = %d, no kind", method, path, k)
+		}
+		if c := CanonicalPath(path); Classify(method, c) != k || CanonicalPath(c) != c {
+			t.Fatalf("%q: classified %s, but its canonical form %q is %s (or not canonical)", path, k, c, Classify(method, c))
+		}
+	})
+}
