@@ -63,6 +63,11 @@ type Config struct {
 	// request that sets no maximum and names a model absent from Models.
 	// Default 4096.
 	DefaultMaxOutputTokens int64 `yaml:"default_max_output_tokens"`
+	// DefaultMaxInputTokens is the input reserved, in tokens, by a request
+	// with hidden context (previous_response_id, conversation, a stored
+	// file, Azure data_sources) for a model without max_input_tokens.
+	// Default 200000.
+	DefaultMaxInputTokens int64 `yaml:"default_max_input_tokens"`
 	// Identity chooses how callers are identified besides virtual keys.
 	Identity Identity `yaml:"identity"`
 	// Upstreams are the LLM APIs requests are forwarded to; at least one.
@@ -205,6 +210,11 @@ type Model struct {
 	// DefaultMaxOutputTokens is the output reservation, in tokens, when a
 	// request sets no maximum. Zero: Config.DefaultMaxOutputTokens.
 	DefaultMaxOutputTokens int64 `yaml:"default_max_output_tokens"`
+	// MaxInputTokens is the model's largest input, in tokens: what a request
+	// whose input the body does not hold (previous_response_id,
+	// conversation, a stored file) reserves. Zero: the price table's
+	// max_input_tokens, else Config.DefaultMaxInputTokens.
+	MaxInputTokens int64 `yaml:"max_input_tokens"`
 }
 
 // Limit is one rule, applied to every request its matchers fit: either a
@@ -426,6 +436,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.MaxRetryWait == 0 {
 		c.MaxRetryWait = Duration(time.Minute)
+	}
+	if c.DefaultMaxInputTokens == 0 {
+		c.DefaultMaxInputTokens = 200_000
 	}
 	if c.DefaultMaxOutputTokens == 0 {
 		c.DefaultMaxOutputTokens = 4096

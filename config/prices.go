@@ -27,6 +27,8 @@ type litellmPrice struct {
 	CacheRead    *float64 `json:"cache_read_input_token_cost"`
 	CacheWrite   *float64 `json:"cache_creation_input_token_cost"`
 	CacheWrite1h *float64 `json:"cache_creation_input_token_cost_above_1hr"`
+	// MaxInputTokens is the model's largest input, in tokens.
+	MaxInputTokens *int64 `json:"max_input_tokens"`
 }
 
 // ParsePrices reads a LiteLLM-format price file into models with prices in
@@ -65,6 +67,12 @@ func ParsePrices(b []byte) (map[string]Model, error) {
 			// per token llmguard prices in (1e-07 × 1e6 is 0.09999…).
 			*f.dst = math.Round(*f.src*1e12) / 1e6
 		}
+		if p.MaxInputTokens != nil {
+			if *p.MaxInputTokens < 0 {
+				return nil, fmt.Errorf("prices: model %q: negative max_input_tokens %d", name, *p.MaxInputTokens)
+			}
+			m.MaxInputTokens = *p.MaxInputTokens
+		}
 		out[name] = m
 	}
 	return out, nil
@@ -99,6 +107,9 @@ func (c *Config) mergePrices(layers ...map[string]Model) {
 		fill(&m.CacheWriteUSDPerMTok, p.CacheWriteUSDPerMTok)
 		fill(&m.CacheWrite1hUSDPerMTok, p.CacheWrite1hUSDPerMTok)
 		fill(&m.OutputUSDPerMTok, p.OutputUSDPerMTok)
+		if m.MaxInputTokens == 0 {
+			m.MaxInputTokens = p.MaxInputTokens
+		}
 		c.Models[name] = m
 	}
 }

@@ -69,6 +69,9 @@ func (c *Config) Validate() error {
 	if c.DefaultMaxOutputTokens < 0 {
 		p.add("default_max_output_tokens", "must be positive (got %d)", c.DefaultMaxOutputTokens)
 	}
+	if c.DefaultMaxInputTokens < 0 {
+		p.add("default_max_input_tokens", "must be positive (got %d)", c.DefaultMaxInputTokens)
+	}
 
 	if len(c.Upstreams) == 0 {
 		p.add("upstreams", "at least one upstream is required")
@@ -151,6 +154,9 @@ func (c *Config) Validate() error {
 		}
 		if m.DefaultMaxOutputTokens < 0 {
 			p.add(f+".default_max_output_tokens", "must be positive")
+		}
+		if m.MaxInputTokens < 0 {
+			p.add(f+".max_input_tokens", "must be positive")
 		}
 		if m.SafetyFactor != 0 && !(m.SafetyFactor >= 1 && m.SafetyFactor <= 10) {
 			p.add(f+".safety_factor", "must be between 1 and 10 (got %v)", m.SafetyFactor)

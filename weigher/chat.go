@@ -91,6 +91,10 @@ func (w *Weigher) chat(body []byte, as string) Estimate {
 			est.IncludeUsage = v.Get("include_usage").Type == gjson.True
 		case "response_format":
 			responseFormat = v
+		case "data_sources":
+			// Azure OpenAI "On Your Data": the upstream retrieves documents
+			// into the prompt it bills.
+			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		}
 		return true
 	})
@@ -111,6 +115,7 @@ func (w *Weigher) chat(body []byte, as string) Estimate {
 			in += messageTokens(enc, est.Model, m)
 			return true
 		})
+		est.ServerContext = est.ServerContext || chatHidden(messages)
 	}
 	in += tokensReply
 	tc := newToolsCounter(enc, encName)
@@ -211,6 +216,22 @@ func callTokens(enc counter, fn gjson.Result) int64 {
 
 // partTokens counts one content part: text (and refusal) parts by their
 // text, image_url parts by imageTokens, others by unknownPartBytesPerToken.
+// chatHidden reports whether chat messages refer to input the body does
+// not hold: a file part without file_data (a stored file_id).
+func chatHidden(messages gjson.Result) bool {
+	hidden := false
+	messages.ForEach(func(_, m gjson.Result) bool {
+		m.Get("content").ForEach(func(_, p gjson.Result) bool {
+			if p.IsObject() && p.Get("type").String() == "file" && stringOf(p.Get("file.file_data")) == "" {
+				hidden = true
+			}
+			return !hidden
+		})
+		return !hidden
+	})
+	return hidden
+}
+
 func partTokens(enc counter, model string, p gjson.Result) int64 {
 	if p.Type == gjson.String { // lenient: a bare string part
 		return countText(enc, p.String())
@@ -223,6 +244,21 @@ func partTokens(enc counter, model string, p gjson.Result) int64 {
 		return countText(enc, stringOf(p.Get("text")))
 	case "refusal":
 		return countText(enc, stringOf(p.Get("refusal")))
+	case "file":
+		// {"type":"file","file":{"file_data":"data:…;base64,…","filename"}}
+		// or {"file":{"file_id"}}: a PDF by its pages, like Responses'
+		// input_file; a stored file (see chatHidden) as unknown pages.
+		f := p.Get("file")
+		n := countText(enc, stringOf(f.Get("filename")))
+		page := imageTokens(model, "high", 0, 0)
+		data := stringOf(f.Get("file_data"))
+		if i := strings.Index(data, ";base64,"); i >= 0 {
+			data = data[i+len(";base64,"):]
+		}
+		if data == "" {
+			return n + documentTokens(unknownDocumentPages, page)
+		}
+		return n + documentTokens(pdfPages(data), page)
 	case "image_url":
 		img := p.Get("image_url")
 		url := img.String() // the older shape: "image_url": "https://…"

@@ -88,7 +88,7 @@ func TestKindOfAndWeigh(t *testing.T) {
 	body := []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"input":"hi","prompt":"hi","max_tokens":5}`)
 	for k, want := range map[Kind]Estimate{
 		KindChat:        w.Chat(body),
-		KindResponses:   w.Responses(body),
+		KindResponses:   w.hidden(w.Responses(body)), // "prompt": a stored template, hidden context
 		KindCompletions: w.Completions(body),
 		KindEmbeddings:  w.Embeddings(body),
 		KindMessages:    w.Messages(body),

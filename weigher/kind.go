@@ -180,13 +180,15 @@ var kindPaths = func() []kindPath {
 // body in one flat pass first (syntax, nesting within [Options.MaxDepth],
 // keys named twice), so a body too deep or ambiguous is reported
 // (Estimate.TooDeep, Estimate.DuplicateKeys) before any recursive parser
-// reads it. It never panics and never keeps body.
+// reads it. A request with hidden context (Estimate.ServerContext) reserves
+// at least the model's largest input ([Model.MaxInputTokens]). It never
+// panics and never keeps body.
 func (w *Weigher) Weigh(k Kind, body []byte) Estimate {
 	r := k.row()
 	if !r.weighed {
 		return Estimate{Parsed: true}
 	}
-	return r.weigh(w, body, "")
+	return w.hidden(r.weigh(w, body, ""))
 }
 
 // WeighAs is [Weigher.Weigh] with the body weighed as a request for model
@@ -198,7 +200,7 @@ func (w *Weigher) WeighAs(k Kind, body []byte, model string) Estimate {
 	if !r.weighed {
 		return Estimate{Parsed: true}
 	}
-	return r.weigh(w, body, model)
+	return w.hidden(r.weigh(w, body, model))
 }
 
 // ParseUsage reads the usage of a non-streamed JSON response of kind k:

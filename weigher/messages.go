@@ -105,6 +105,7 @@ func (w *Weigher) messages(body []byte, as string) Estimate {
 	if t := thinking.Get("type").String(); t == "enabled" || t == "adaptive" {
 		c.fixed += claudeThinkingTokens
 	}
+	est.ServerContext = est.ServerContext || c.hidden
 	est.InputTokens = min(w.scaled(est.Model, c.text)+c.fixed, maxTokens)
 
 	out, ok := tokenCount(maxTok)
@@ -152,6 +153,9 @@ type claudeCounter struct {
 	enc         counter
 	model       string
 	text, fixed int64
+	// hidden: a block refers to content the body does not hold (a document
+	// by file id or URL): Estimate.ServerContext.
+	hidden bool
 }
 
 // block counts one content block. thinking tells whether thinking blocks
@@ -236,7 +240,8 @@ func (c *claudeCounter) document(b gjson.Result, depth int) {
 		c.text += countText(c.enc, stringOf(src.Get("data")))
 	case "content":
 		c.blocks(src.Get("content"), false, depth)
-	default: // "url", "file"
+	default: // "url", "file": the upstream fetches it
+		c.hidden = true
 		c.fixed += documentTokens(unknownDocumentPages, page)
 	}
 }

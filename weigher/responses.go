@@ -73,7 +73,7 @@ func (w *Weigher) responses(body []byte, as string) Estimate {
 		est.Model = strings.Clone(model.String())
 	}
 	encName := w.EncodingFor(est.Model)
-	r := responsesCounter{enc: w.encoder(est.Model), model: est.Model}
+	r := responsesCounter{enc: w.encoder(est.Model), model: est.Model, hidden: &est.ServerContext}
 
 	var in int64
 	switch {
@@ -107,6 +107,9 @@ func (w *Weigher) responses(body []byte, as string) Estimate {
 type responsesCounter struct {
 	enc   counter
 	model string
+	// hidden is set when an input refers to content the body does not
+	// hold (an input_file by file_id or file_url): Estimate.ServerContext.
+	hidden *bool
 }
 
 // items counts an array of input items; item_reference items set
@@ -197,7 +200,8 @@ func (r responsesCounter) part(p gjson.Result, depth int) int64 {
 		if i := strings.Index(data, ";base64,"); i >= 0 {
 			data = data[i+len(";base64,"):]
 		}
-		if data == "" {
+		if data == "" { // file_id or file_url: the upstream fetches it
+			*r.hidden = true
 			return n + documentTokens(unknownDocumentPages, page)
 		}
 		return n + documentTokens(pdfPages(data), page)

@@ -70,6 +70,11 @@ type Model struct {
 	// the tokenizer introduced with Claude Opus 4.7, 1 otherwise). It must be
 	// finite and not negative.
 	SafetyFactor float64
+	// MaxInputTokens is the model's largest input (its context window less
+	// its output), in tokens: what a request whose input the body does not
+	// hold (Estimate.ServerContext) reserves; 0 uses
+	// Options.DefaultMaxInputTokens.
+	MaxInputTokens int64
 }
 
 // Options configures [New]. The zero value is valid: no configured models,
@@ -82,6 +87,10 @@ type Options struct {
 	// DefaultMaxOutputTokens is the output reservation, in tokens, for a
 	// model with no DefaultMaxOutputTokens of its own (unknown models too).
 	DefaultMaxOutputTokens int64
+	// DefaultMaxInputTokens is the input reserved, in tokens, by a request
+	// with hidden context (Estimate.ServerContext) for a model with no
+	// MaxInputTokens of its own; 0 means [DefaultMaxInputTokens].
+	DefaultMaxInputTokens int64
 	// MaxDepth is the most arrays and objects a JSON document may have open
 	// at once (a request body; an upstream answer or SSE event read through
 	// [Weigher.ParseUsage] or [Weigher.NewStream]); 0 means
@@ -97,7 +106,8 @@ type Weigher struct {
 	models     map[string]Model
 	prefixes   []string // configured names, longest first
 	defaultOut int64
-	maxDepth   int // Options.MaxDepth, defaulted
+	defaultIn  int64 // Options.DefaultMaxInputTokens, defaulted
+	maxDepth   int   // Options.MaxDepth, defaulted
 	encoders   map[string]counter
 }
 
@@ -144,6 +154,7 @@ func New(opts Options) (*Weigher, error) {
 	w := &Weigher{
 		models:     make(map[string]Model, len(opts.Models)),
 		defaultOut: opts.DefaultMaxOutputTokens,
+		defaultIn:  cmp.Or(opts.DefaultMaxInputTokens, DefaultMaxInputTokens),
 		maxDepth:   cmp.Or(opts.MaxDepth, DefaultMaxDepth),
 		encoders:   make(map[string]counter, 2),
 	}
@@ -283,6 +294,33 @@ func (w *Weigher) encoder(model string) counter {
 
 // defaultOutput is the output reservation, in tokens, of one completion of
 // model when the request states no maximum.
+// DefaultMaxInputTokens is [Options.DefaultMaxInputTokens]'s default, in
+// tokens: the context window of Anthropic's Claude models and of OpenAI's
+// o-series (200,000; https://platform.claude.com/docs/en/about-claude/models/overview,
+// https://platform.openai.com/docs/models), an assumption for a model whose
+// own maximum is not configured.
+const DefaultMaxInputTokens = 200_000
+
+// maxInput is the input reserved for model by a request with hidden context.
+func (w *Weigher) maxInput(model string) int64 {
+	if m, ok := w.configured(model); ok && m.MaxInputTokens > 0 {
+		return m.MaxInputTokens
+	}
+	return w.defaultIn
+}
+
+// hidden reserves, for a request whose input the body does not hold, the
+// model's largest input: the upstream adds context llmguard cannot see, and
+// reconciliation gives back what it did not use. Only the entry points
+// (Weigh, WeighAs) apply it; the per-kind methods report ServerContext and
+// the body's own content.
+func (w *Weigher) hidden(e Estimate) Estimate {
+	if e.ServerContext {
+		e.InputTokens = max(e.InputTokens, w.maxInput(e.Model))
+	}
+	return e
+}
+
 func (w *Weigher) defaultOutput(model string) int64 {
 	if m, ok := w.configured(model); ok && m.DefaultMaxOutputTokens > 0 {
 		return m.DefaultMaxOutputTokens

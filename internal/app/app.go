@@ -220,9 +220,11 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 func compile(cfg *config.Config) (*policy.Policy, *weigher.Weigher, error) {
 	models := make(map[string]weigher.Model, len(cfg.Models))
 	for name, m := range cfg.Models {
-		models[name] = weigher.Model{Encoding: m.Encoding, DefaultMaxOutputTokens: m.DefaultMaxOutputTokens, SafetyFactor: m.SafetyFactor}
+		models[name] = weigher.Model{Encoding: m.Encoding, DefaultMaxOutputTokens: m.DefaultMaxOutputTokens, SafetyFactor: m.SafetyFactor,
+			MaxInputTokens: m.MaxInputTokens}
 	}
-	w, err := weigher.New(weigher.Options{Models: models, DefaultMaxOutputTokens: cfg.DefaultMaxOutputTokens, MaxDepth: cfg.MaxJSONDepth})
+	w, err := weigher.New(weigher.Options{Models: models, DefaultMaxOutputTokens: cfg.DefaultMaxOutputTokens,
+		DefaultMaxInputTokens: cfg.DefaultMaxInputTokens, MaxDepth: cfg.MaxJSONDepth})
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: %w", err)
 	}

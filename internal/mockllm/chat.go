@@ -31,6 +31,7 @@ func (s *Server) chat(ctx *fasthttp.RequestCtx, fl flavor) {
 	}
 	st := steerOf(&ctx.Request.Header)
 	est := s.w.Chat(body)
+	est.InputTokens = st.inputTokens(est.InputTokens)
 	model := est.Model
 	n := st.outputTokens(est.OutputTokens)
 	parts := replyWords(n)

@@ -74,6 +74,8 @@
 //	                              {"type":"error","error":{"type":…,"message":…}};
 //	                              Azure (/openai/…) {"error":{"code":"N","message":…}}
 //	x-mock-completion-tokens: N   reply with exactly N output words/tokens
+//	x-mock-prompt-tokens: N       chat, Responses: report N input tokens (context
+//	                              the upstream holds: previous_response_id, files)
 //	x-mock-reasoning-tokens: R    Responses: R hidden reasoning tokens, added to
 //	                              output_tokens and output_tokens_details.reasoning_tokens
 //	                              (with a reasoning output item before the message)

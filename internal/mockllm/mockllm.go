@@ -234,6 +234,8 @@ func anthropicErrorType(code int) string {
 type steer struct {
 	completion    int64 // x-mock-completion-tokens, when hasCompletion
 	hasCompletion bool
+	prompt        int64 // x-mock-prompt-tokens, when hasPrompt
+	hasPrompt     bool
 	reasoning     int64         // x-mock-reasoning-tokens
 	cacheRead     int64         // x-mock-cache-read
 	cacheWrite    int64         // x-mock-cache-write
@@ -260,6 +262,7 @@ func steerOf(h *fasthttp.RequestHeader) steer {
 	set := func(name string) bool { return len(h.Peek(name)) > 0 }
 	var st steer
 	st.completion, st.hasCompletion = num("x-mock-completion-tokens")
+	st.prompt, st.hasPrompt = num("x-mock-prompt-tokens")
 	st.reasoning, _ = num("x-mock-reasoning-tokens")
 	st.cacheRead, _ = num("x-mock-cache-read")
 	st.cacheWrite, _ = num("x-mock-cache-write")
@@ -284,6 +287,15 @@ func steerOf(h *fasthttp.RequestHeader) steer {
 		st.cutAfter = int(min(k, 1<<30))
 	}
 	return st
+}
+
+// inputTokens is the input the mock reports: x-mock-prompt-tokens (context
+// the upstream holds and the body does not show), else counted.
+func (st steer) inputTokens(counted int64) int64 {
+	if st.hasPrompt {
+		return st.prompt
+	}
+	return counted
 }
 
 // outputTokens is the reply size: x-mock-completion-tokens, else

@@ -117,6 +117,7 @@ func (s *Server) responses(ctx *fasthttp.RequestCtx) {
 	}
 	st := steerOf(&ctx.Request.Header)
 	est := s.w.Responses(body)
+	est.InputTokens = st.inputTokens(est.InputTokens)
 	n := st.outputTokens(est.OutputTokens)
 	parts := replyWords(n)
 	text := strings.Join(parts, "")

@@ -1,0 +1,41 @@
+package weigher
+
+import "testing"
+
+// A request whose input the body does not hold reserves the model's largest
+// input through Weigh (ServerContext set); the same stored file is treated
+// alike by chat and Responses; a file sent inline is counted, not hidden.
+func TestHiddenContextReservesTheModelsMaxInput(t *testing.T) {
+	w, err := New(Options{Models: map[string]Model{"gpt-4o": {MaxInputTokens: 128_000}}, DefaultMaxOutputTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		kind Kind
+		body string
+		want int64 // InputTokens through Weigh; 0: not hidden
+	}{
+		{"responses previous_response_id", KindResponses, `{"model":"gpt-4o","previous_response_id":"resp_1","input":"go on"}`, 128_000},
+		{"responses conversation", KindResponses, `{"model":"gpt-4o","conversation":"conv_1","input":"go on"}`, 128_000},
+		{"responses input_file by id", KindResponses, `{"model":"gpt-4o","input":[{"role":"user","content":[{"type":"input_file","file_id":"file-1"}]}]}`, 128_000},
+		{"responses input_file by url", KindResponses, `{"model":"gpt-4o","input":[{"role":"user","content":[{"type":"input_file","file_url":"https://x/a.pdf"}]}]}`, 128_000},
+		{"chat file by id", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}`, 128_000},
+		{"chat Azure data_sources", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"q"}],"data_sources":[{"type":"azure_search"}]}`, 128_000},
+		{"messages document by file id", KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"file","file_id":"f"}}]}]}`, DefaultMaxInputTokens},
+		{"messages document by url", KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://x/a.pdf"}}]}]}`, DefaultMaxInputTokens},
+		{"chat file inline", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,JVBERi0xLjQK"}}]}]}`, 0},
+		{"plain chat", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`, 0},
+	} {
+		e := w.Weigh(tc.kind, []byte(tc.body))
+		if tc.want == 0 {
+			if e.ServerContext || e.InputTokens >= 100_000 {
+				t.Errorf("%s: %+v, want the body's own estimate", tc.name, e)
+			}
+			continue
+		}
+		if !e.ServerContext || e.InputTokens != tc.want {
+			t.Errorf("%s: ServerContext %v, input %d; want true, %d", tc.name, e.ServerContext, e.InputTokens, tc.want)
+		}
+	}
+}
