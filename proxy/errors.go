@@ -36,7 +36,7 @@ type apiError struct {
 
 var (
 	errUnauthorized = apiError{status: fasthttp.StatusUnauthorized, openAIType: "invalid_request_error", openAICode: "invalid_api_key",
-		anthropicType: "authentication_error", message: "Incorrect or missing API key for llmguard: present a virtual key as `Authorization: Bearer <key>` or `x-api-key`."}
+		anthropicType: "authentication_error", message: "Incorrect or missing API key for llmguard: present a virtual key where your API's SDK sends its key (`Authorization: Bearer <key>`, `x-api-key` or Azure's `api-key`)."}
 	errBodyTooLarge = apiError{status: fasthttp.StatusRequestEntityTooLarge, openAIType: "invalid_request_error", openAICode: "request_too_large",
 		anthropicType: "request_too_large", message: "Request body exceeds the size llmguard accepts (max_body_bytes)."}
 	errAmbiguousPath = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_path",

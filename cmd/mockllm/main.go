@@ -1,7 +1,8 @@
-// Command mockllm runs a small OpenAI-compatible upstream for the quickstart,
-// load benchmarks and manual tests. It answers /v1/chat/completions (JSON and
-// SSE, with usage) and /v1/models; see package internal/mockllm for the
-// x-mock-* request headers that steer it.
+// Command mockllm runs a small upstream for the quickstart, load benchmarks
+// and manual tests, speaking OpenAI's API (chat completions, responses,
+// completions, embeddings, models), Anthropic's (messages, count_tokens) and
+// Azure OpenAI's paths, JSON and SSE, with usage; see package
+// internal/mockllm for the x-mock-* request headers that steer it.
 package main
 
 import (

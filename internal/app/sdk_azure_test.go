@@ -147,6 +147,8 @@ func TestAzureSDKReconcilesEveryEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := w.Chat(reqBody).InputTokens // what the mock reports in the usage chunk the caller never saw
+	// A stream is settled just after its last byte left: wait for it.
+	waitFor(10*time.Second, func() bool { left, _ := h.azureLeft(); return tok-left == in+7 })
 	checkCharge("chat stream", tok, usd, usage{input: in, output: 7}, priceGPT4oMini)
 
 	tok, usd = h.azureLeft()
