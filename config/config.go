@@ -224,8 +224,15 @@ type Limit struct {
 	// OnFailure overrides store.on_failure for this limit: "open" or
 	// "closed".
 	OnFailure string `yaml:"on_failure"`
+	// PerModel keeps one bucket per model for each subject of Scope (the
+	// model as priced: a dated snapshot shares its model's bucket, and
+	// every model without a price shares one bucket), instead of one
+	// bucket shared by every model the rule's matchers fit. Default false.
+	PerModel bool `yaml:"per_model"`
 	// Matchers: when a list is set, the request must match one of its
-	// entries. Models and Paths entries are globs (path.Match syntax).
+	// entries. Models and Paths entries are globs in path.Match syntax;
+	// in a Models glob `*` and `?` also match `/` (`*` matches
+	// `openai/gpt-4o`), in a Paths glob they stop at `/`.
 	Plans   []string `yaml:"plans"`
 	Tenants []string `yaml:"tenants"`
 	Users   []string `yaml:"users"`
