@@ -454,7 +454,7 @@ var errLimiter = apiError{status: fasthttp.StatusInternalServerError, openAIType
 // answered in the caller's flavor with the headers its SDK reads.
 func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	x.m = p.meter.Admit(meter.Request{ID: x.id, Principal: x.principal, Policy: x.live.policy, Flavor: x.upstream.Flavor,
-		Path: x.path, Model: x.est.Model, Weighed: x.kind.Weighed(),
+		Path: x.path, Model: x.est.Model, ServiceTier: x.est.ServiceTier, Weighed: x.kind.Weighed(),
 		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens}})
 	switch x.m.Verdict() {
 	case meter.Admitted:
@@ -466,6 +466,9 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	case meter.FailClosed:
 		closed := x.m.ClosedBy()
 		return &refusal{err: unavailable(ctx, closed, p.opt.UnavailableRetry), outcome: x.m.Outcome(0), limit: closed.Name}
+	case meter.Unpriced:
+		by := x.m.UnpricedBy()
+		return &refusal{err: modelNotPriced(x.est.Model, by.Name, x.m.Quote().Missing), outcome: x.m.Outcome(0), limit: by.Name}
 	default: // meter.Broken: a limit the store refuses is a bug, not an outage
 		return &refusal{err: errLimiter, outcome: x.m.Outcome(0)}
 	}

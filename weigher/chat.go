@@ -91,6 +91,8 @@ func (w *Weigher) chat(body []byte, as string) Estimate {
 			est.IncludeUsage = v.Get("include_usage").Type == gjson.True
 		case "response_format":
 			responseFormat = v
+		case "service_tier":
+			est.ServiceTier = serviceTier(v)
 		}
 		return true
 	})
@@ -234,4 +236,13 @@ func partTokens(enc counter, model string, p gjson.Result) int64 {
 	default:
 		return ceilDiv(int64(len(p.Raw)), unknownPartBytesPerToken)
 	}
+}
+
+// serviceTier is v as an Estimate's ServiceTier: a string of at most 32
+// bytes, copied out of the body; "" otherwise.
+func serviceTier(v gjson.Result) string {
+	if v.Type != gjson.String || len(v.Str) > 32 {
+		return ""
+	}
+	return strings.Clone(v.Str)
 }
