@@ -30,10 +30,10 @@ type Principal struct {
 // limits: who a caller is, which rules apply, and what a request costs in
 // each rule's unit. Safe for concurrent use.
 type Policy struct {
-	rules       []Rule // narrowest scope first, then config order
-	idx         index  // rules by matcher value, for Match
-	keys        map[[32]byte]Principal
-	prices      map[string]modelPrices // by priced name, aliases included
+	rules  []Rule // narrowest scope first, then config order
+	idx    index  // rules by matcher value, for Match
+	keys   map[[32]byte]Principal
+	prices map[string]modelPrices // by priced name, aliases included
 	// defaultPrice is default_price: the price of a model without one; nil
 	// leaves such a model unpriced.
 	defaultPrice *Price

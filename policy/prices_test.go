@@ -89,8 +89,8 @@ func TestEmbeddedPricesEveryFamily(t *testing.T) {
 		"claude-sonnet-4-0": claude(3, 15), "claude-haiku-4-5": claude(1, 5),
 		"claude-3-7-sonnet": claude(3, 15), "claude-3-7-sonnet-latest": claude(3, 15),
 		"claude-3-5-haiku": claude(0.8, 4), "claude-3-5-haiku-latest": claude(0.8, 4),
-		"claude-3-haiku":  {0.25, 0.03, 0.3, 0.5, 1.25},
-		"claude-3-opus":   claude(15, 75), "claude-3-opus-latest": claude(15, 75),
+		"claude-3-haiku": {0.25, 0.03, 0.3, 0.5, 1.25},
+		"claude-3-opus":  claude(15, 75), "claude-3-opus-latest": claude(15, 75),
 	}
 	var table map[string]json.RawMessage
 	if err := json.Unmarshal(config.DefaultPricesJSON, &table); err != nil {
