@@ -229,8 +229,11 @@ func (x *Exchange) UnpricedBy() *policy.Rule { return x.unpriced }
 func (x *Exchange) Quote() policy.Quote { return x.quote }
 
 // Warnings are the request's budget warnings: "<limit>; used=<fraction>"
-// for each quota whose use after this reservation crossed one of its
-// warn_at thresholds, at most maxBudgetWarnings of them.
+// for each quota whose use before this request (spend settled so far and
+// other requests' reservations in flight, never this request's own
+// reservation) has crossed one of its warn_at thresholds, at most
+// maxBudgetWarnings of them. Crossings are logged and counted at
+// settlement, on what requests really cost.
 func (x *Exchange) Warnings() []string { return x.warnings }
 
 // ModelLabel is the model's metric label: its priced name, "other" for a
