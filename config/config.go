@@ -143,8 +143,15 @@ type Upstream struct {
 	// https://api.openai.com. The request path is appended to it.
 	BaseURL string `yaml:"base_url"`
 	// APIKeyEnv names the environment variable holding the upstream key that
-	// replaces the caller's virtual key. Empty: no key is sent.
+	// replaces the caller's virtual key. llmguard refuses to start when it
+	// is empty or names a variable that is unset or empty, unless NoKey is
+	// set (or every caller brings its own key: identity.pass_through with
+	// no keys).
 	APIKeyEnv string `yaml:"api_key_env"`
+	// NoKey marks an upstream that needs no key of llmguard's (a local
+	// server, the bundled mock): no credential is sent to it for virtual
+	// keys. Set it or APIKeyEnv, not both. Default false.
+	NoKey bool `yaml:"no_key"`
 	// PathPrefix routes requests whose path starts with it here, with the
 	// prefix stripped. Empty: routed by flavor.
 	PathPrefix string `yaml:"path_prefix"`

@@ -91,6 +91,9 @@ func (c *Config) Validate() error {
 			}
 			prefixes[u.PathPrefix] = true
 		}
+		if u.NoKey && u.APIKeyEnv != "" {
+			p.add(f+".no_key", "set either api_key_env (the upstream's key) or no_key: true (it needs none), not both")
+		}
 		checkDuration(&p, f+".timeout", u.Timeout)
 		checkPositiveDuration(&p, f+".idle_timeout", u.IdleTimeout)
 		if u.MaxConns < 0 {

@@ -59,8 +59,8 @@ func TestMonthlyUSDBudgetWithFakeClock(t *testing.T) {
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 upstreams:
-  - {name: openai, flavor: openai, base_url: "%[1]s"}
-  - {name: claude, flavor: anthropic, base_url: "%[1]s"}
+  - {name: openai, flavor: openai, base_url: "%[1]s", no_key: true}
+  - {name: claude, flavor: anthropic, base_url: "%[1]s", no_key: true}
 keys: [{key: %[2]s, user: alice, tenant: acme}]
 models:
   gpt-4o-mini: {input_usd_per_mtok: 0.15, cached_input_usd_per_mtok: 0.075, output_usd_per_mtok: 0.60}
