@@ -194,7 +194,13 @@ models:
   openai/gpt-4o: {alias_of: gpt-4o}
   house-claude: {alias_of: claude-sonnet-4-5, default_max_output_tokens: 100}
   my-llama: {encoding: cl100k_base, default_max_output_tokens: 512}
+  chatgpt-4o-latest: {alias_of: gpt-4o}
 `)
+	// An alias over a name the table prices takes its target's prices,
+	// none of the table's.
+	if a, b := p.Quote("chatgpt-4o-latest", ""), p.Quote("gpt-4o", ""); a.Price != b.Price {
+		t.Errorf("chatgpt-4o-latest aliased to gpt-4o quoted %+v, want gpt-4o's %+v", a.Price, b.Price)
+	}
 	a, b := p.Quote("openai/gpt-4o", "priority"), p.Quote("gpt-4o", "priority")
 	if !a.Priced || a.Label != "openai/gpt-4o" || a.Price != b.Price {
 		t.Errorf("alias quoted %+v, want gpt-4o's priority price %+v under its own name", a, b.Price)
