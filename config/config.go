@@ -83,6 +83,19 @@ type Config struct {
 	// model_prices_and_context_window.json (USD per token), relative to the
 	// config file's directory.
 	PricesFile string `yaml:"prices_file"`
+	// DefaultPrice prices every model that has no price of its own (no
+	// priced entry, dated snapshot of one, or alias). Nil (the default):
+	// such a model is not priced, and a usd limit refuses its requests
+	// with 400 model_not_priced, since any guess could under-count. It
+	// does not price a priority request for a priced model without
+	// priority prices: set that model's priority prices.
+	DefaultPrice *TierPrices `yaml:"default_price"`
+	// DefaultServiceTier is the service tier of a request that names none
+	// or names "auto": "default" (the standard tier; the default),
+	// "priority" or "flex". Set "priority" when the OpenAI project's
+	// default tier is Priority, as such requests are then billed at
+	// priority prices.
+	DefaultServiceTier string `yaml:"default_service_tier"`
 	// Limits are the rules; every matching rule applies to a request.
 	Limits []Limit `yaml:"limits"`
 	// Store selects where bucket state lives.
@@ -149,8 +162,15 @@ type Upstream struct {
 	// https://api.openai.com. The request path is appended to it.
 	BaseURL string `yaml:"base_url"`
 	// APIKeyEnv names the environment variable holding the upstream key that
-	// replaces the caller's virtual key. Empty: no key is sent.
+	// replaces the caller's virtual key. llmguard refuses to start when it
+	// is empty or names a variable that is unset or empty, unless NoKey is
+	// set (or every caller brings its own key: identity.pass_through with
+	// no keys).
 	APIKeyEnv string `yaml:"api_key_env"`
+	// NoKey marks an upstream that needs no key of llmguard's (a local
+	// server, the bundled mock): no credential is sent to it for virtual
+	// keys. Set it or APIKeyEnv, not both. Default false.
+	NoKey bool `yaml:"no_key"`
 	// PathPrefix routes requests whose path starts with it here, with the
 	// prefix stripped. Empty: routed by flavor.
 	PathPrefix string `yaml:"path_prefix"`
@@ -215,6 +235,71 @@ type Model struct {
 	// conversation, a stored file) reserves. Zero: the price table's
 	// max_input_tokens, else Config.DefaultMaxInputTokens.
 	MaxInputTokens int64 `yaml:"max_input_tokens"`
+	// AliasOf makes this name another name of a priced model: it is
+	// priced as that model (all its tiers), and counted with its encoding,
+	// safety factor and default output where this entry leaves them unset.
+	// An alias sets no prices of its own, and its target is not an alias.
+	// Use it for names the upstream serves that are not dated snapshots
+	// (`my-deployment`, `openai/gpt-4o`, `gpt-4o-latest`): only an exact
+	// name, a dated snapshot of a priced name (`-YYYY-MM-DD`, `-YYYYMMDD`,
+	// or `-MMDD`) or an alias is priced.
+	AliasOf string `yaml:"alias_of"`
+	// Priority prices a request that asks for OpenAI's service_tier
+	// "priority" (https://openai.com/api-priority-processing/). A model
+	// without it is not priced for such a request: a usd limit refuses it.
+	Priority *TierPrices `yaml:"priority"`
+	// Flex prices a request that asks for service_tier "flex" (Batch API
+	// rates, https://developers.openai.com/api/docs/guides/flex-processing).
+	// A model without it is priced at its standard prices for such a
+	// request (which costs no more).
+	Flex *TierPrices `yaml:"flex"`
+	// LongContext prices every token of a request whose input (cached and
+	// cache writes included) exceeds LongContext.AboveInputTokens, as
+	// Anthropic (above 200K) and OpenAI (above 272K) bill long prompts.
+	LongContext *LongContext `yaml:"long_context"`
+}
+
+// TierPrices are a model's prices in one service tier or context band, in
+// USD per million tokens. A zero CachedInput or CacheWrite price means the
+// input price; a zero CacheWrite1h price means the cache-write price.
+type TierPrices struct {
+	InputUSDPerMTok        float64 `yaml:"input_usd_per_mtok"`
+	CachedInputUSDPerMTok  float64 `yaml:"cached_input_usd_per_mtok"`
+	CacheWriteUSDPerMTok   float64 `yaml:"cache_write_usd_per_mtok"`
+	CacheWrite1hUSDPerMTok float64 `yaml:"cache_write_1h_usd_per_mtok"`
+	OutputUSDPerMTok       float64 `yaml:"output_usd_per_mtok"`
+}
+
+// LongContext is a model's long-prompt band: the prices of every token of
+// a request whose input exceeds AboveInputTokens.
+type LongContext struct {
+	// AboveInputTokens is the band's threshold, in input tokens; at least 1.
+	AboveInputTokens int64 `yaml:"above_input_tokens"`
+	// The standard tier's prices past the threshold.
+	TierPrices `yaml:",inline"`
+	// Priority is the priority tier's prices past the threshold. Nil: the
+	// higher of the priority prices and the long-context prices, field by
+	// field.
+	Priority *TierPrices `yaml:"priority"`
+}
+
+// Priced reports whether m sets any standard-tier price: an entry that
+// sets only an encoding, a safety factor or a default output is not a
+// price, and neither is an alias (which takes its target's).
+func (m Model) Priced() bool {
+	return m.Standard().Priced()
+}
+
+// Standard is m's standard-tier prices.
+func (m Model) Standard() TierPrices {
+	return TierPrices{InputUSDPerMTok: m.InputUSDPerMTok, CachedInputUSDPerMTok: m.CachedInputUSDPerMTok,
+		CacheWriteUSDPerMTok: m.CacheWriteUSDPerMTok, CacheWrite1hUSDPerMTok: m.CacheWrite1hUSDPerMTok, OutputUSDPerMTok: m.OutputUSDPerMTok}
+}
+
+// Priced reports whether any of t's prices is above zero.
+func (t TierPrices) Priced() bool {
+	return t.InputUSDPerMTok > 0 || t.CachedInputUSDPerMTok > 0 || t.CacheWriteUSDPerMTok > 0 ||
+		t.CacheWrite1hUSDPerMTok > 0 || t.OutputUSDPerMTok > 0
 }
 
 // Limit is one rule, applied to every request its matchers fit: either a
@@ -248,8 +333,15 @@ type Limit struct {
 	// OnFailure overrides store.on_failure for this limit: "open" or
 	// "closed".
 	OnFailure string `yaml:"on_failure"`
+	// PerModel keeps one bucket per model for each subject of Scope (the
+	// model as priced: a dated snapshot shares its model's bucket, and
+	// every model without a price shares one bucket), instead of one
+	// bucket shared by every model the rule's matchers fit. Default false.
+	PerModel bool `yaml:"per_model"`
 	// Matchers: when a list is set, the request must match one of its
-	// entries. Models and Paths entries are globs (path.Match syntax).
+	// entries. Models and Paths entries are globs in path.Match syntax;
+	// in a Models glob `*` and `?` also match `/` (`*` matches
+	// `openai/gpt-4o`), in a Paths glob they stop at `/`.
 	Plans   []string `yaml:"plans"`
 	Tenants []string `yaml:"tenants"`
 	Users   []string `yaml:"users"`

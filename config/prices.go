@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 
 	"github.com/llmguard/llmguard/internal/jsonscan"
 )
@@ -19,20 +21,41 @@ import (
 //go:embed prices.json
 var DefaultPricesJSON []byte
 
-// litellmPrice is one model entry of a LiteLLM-format price file. Fields
-// are USD per token; other fields of the format are ignored.
-type litellmPrice struct {
-	Input        *float64 `json:"input_cost_per_token"`
-	Output       *float64 `json:"output_cost_per_token"`
-	CacheRead    *float64 `json:"cache_read_input_token_cost"`
-	CacheWrite   *float64 `json:"cache_creation_input_token_cost"`
-	CacheWrite1h *float64 `json:"cache_creation_input_token_cost_above_1hr"`
-	// MaxInputTokens is the model's largest input, in tokens.
-	MaxInputTokens *int64 `json:"max_input_tokens"`
+// LiteLLM-format price fields llmguard reads, USD per token (the names of
+// LiteLLM's model_prices_and_context_window.json; other fields are
+// ignored). A tier's fields end in _priority or _flex; a long-context
+// band's fields add _above_<N>k_tokens (before the tier suffix).
+var litellmFields = []struct {
+	name string
+	set  func(t *TierPrices, v float64)
+}{
+	{"input_cost_per_token", func(t *TierPrices, v float64) { t.InputUSDPerMTok = v }},
+	{"output_cost_per_token", func(t *TierPrices, v float64) { t.OutputUSDPerMTok = v }},
+	{"cache_read_input_token_cost", func(t *TierPrices, v float64) { t.CachedInputUSDPerMTok = v }},
+	{"cache_creation_input_token_cost", func(t *TierPrices, v float64) { t.CacheWriteUSDPerMTok = v }},
+	{"cache_creation_input_token_cost_above_1hr", func(t *TierPrices, v float64) { t.CacheWrite1hUSDPerMTok = v }},
+}
+
+// litellmKey matches a LiteLLM price field: its base name, an optional
+// long-context band (_above_<N>k_tokens) and an optional tier.
+var litellmKey = regexp.MustCompile(`^(input_cost_per_token|output_cost_per_token|cache_read_input_token_cost|cache_creation_input_token_cost(?:_above_1hr)?)(?:_above_([0-9]{1,6})k_tokens)?(?:_(priority|flex))?$`)
+
+// litellmEntry gathers one model's prices, by tier and band, as read.
+type litellmEntry struct {
+	standard, priority, flex TierPrices
+	hasStandardInput         bool
+	hasPriority, hasFlex     bool
+	longAbove                int64 // lowest band threshold, in tokens; 0: none
+	long, longPriority       TierPrices
+	hasLongPriority          bool
 }
 
 // ParsePrices reads a LiteLLM-format price file into models with prices in
-// USD per million tokens (per-token cost × 10^6). Entries without
+// USD per million tokens (per-token cost × 10^6): the standard tier, the
+// priority and flex tiers (fields ending in _priority, _flex) and a
+// long-context band (fields with _above_<N>k_tokens; when an entry has
+// several bands, the lowest threshold with the highest price of each
+// field, so that no band is under-counted). Entries without
 // input_cost_per_token (metadata, image or audio models) are skipped.
 // Errors: the JSON is invalid or nests deeper than 128 levels (checked by a
 // flat scan before encoding/json reads it), is not an object of objects, or
@@ -47,40 +70,133 @@ func ParsePrices(b []byte) (map[string]Model, error) {
 	}
 	out := make(map[string]Model, len(raw))
 	for name, entry := range raw {
-		var p litellmPrice
-		if err := json.Unmarshal(entry, &p); err != nil || p.Input == nil {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(entry, &fields); err != nil {
 			continue
 		}
-		var m Model
-		for _, f := range []struct {
-			src *float64
-			dst *float64
-		}{{p.Input, &m.InputUSDPerMTok}, {p.Output, &m.OutputUSDPerMTok}, {p.CacheRead, &m.CachedInputUSDPerMTok},
-			{p.CacheWrite, &m.CacheWriteUSDPerMTok}, {p.CacheWrite1h, &m.CacheWrite1hUSDPerMTok}} {
-			if f.src == nil {
-				continue
-			}
-			if *f.src < 0 || math.IsNaN(*f.src) || math.IsInf(*f.src, 0) {
-				return nil, fmt.Errorf("prices: model %q: negative or non-finite price %v", name, *f.src)
-			}
-			// USD per token → USD per million tokens, kept to the pico-USD
-			// per token llmguard prices in (1e-07 × 1e6 is 0.09999…).
-			*f.dst = math.Round(*f.src*1e12) / 1e6
+		e, err := readLitellmEntry(fields)
+		if err != nil {
+			return nil, fmt.Errorf("prices: model %q: %w", name, err)
 		}
-		if p.MaxInputTokens != nil {
-			if *p.MaxInputTokens < 0 {
-				return nil, fmt.Errorf("prices: model %q: negative max_input_tokens %d", name, *p.MaxInputTokens)
+		if e == nil || !e.hasStandardInput {
+			continue
+		}
+		m := e.model()
+		if v, ok := fields["max_input_tokens"]; ok {
+			var n int64
+			if err := json.Unmarshal(v, &n); err != nil || n < 0 {
+				return nil, fmt.Errorf("prices: model %q: max_input_tokens %s is not a positive integer", name, v)
 			}
-			m.MaxInputTokens = *p.MaxInputTokens
+			m.MaxInputTokens = n
 		}
 		out[name] = m
 	}
 	return out, nil
 }
 
+// readLitellmEntry reads the price fields of one entry; nil when a price
+// field is not a number (the entry is then skipped, as before tiers were
+// read). Errors: a negative or non-finite price.
+func readLitellmEntry(fields map[string]json.RawMessage) (*litellmEntry, error) {
+	e := &litellmEntry{}
+	for key, v := range fields {
+		m := litellmKey.FindStringSubmatch(key)
+		if m == nil {
+			continue
+		}
+		var f float64
+		if err := json.Unmarshal(v, &f); err != nil {
+			return nil, nil
+		}
+		if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("negative or non-finite price %v in %s", f, key)
+		}
+		// USD per token → USD per million tokens, kept to the pico-USD
+		// per token llmguard prices in (1e-07 × 1e6 is 0.09999…).
+		f = math.Round(f*1e12) / 1e6
+		base, band, tier := m[1], m[2], m[3]
+		var dst *TierPrices
+		switch {
+		case band != "":
+			above, _ := strconv.ParseInt(band, 10, 64)
+			above *= 1000
+			if e.longAbove == 0 || above < e.longAbove {
+				e.longAbove = above
+			}
+			switch tier {
+			case "priority":
+				dst, e.hasLongPriority = &e.longPriority, true
+			case "flex":
+				continue // flex costs no more than standard: the standard band covers it
+			default:
+				dst = &e.long
+			}
+		case tier == "priority":
+			dst, e.hasPriority = &e.priority, true
+		case tier == "flex":
+			dst, e.hasFlex = &e.flex, true
+		default:
+			dst = &e.standard
+			if base == "input_cost_per_token" {
+				e.hasStandardInput = true
+			}
+		}
+		for _, lf := range litellmFields {
+			if lf.name == base {
+				setMax(dst, lf.set, f)
+			}
+		}
+	}
+	return e, nil
+}
+
+// setMax raises one field of t (the one set sets) to v: an entry's bands
+// all fill one band, each field at its highest price.
+func setMax(t *TierPrices, set func(*TierPrices, float64), v float64) {
+	var probe TierPrices
+	set(&probe, v)
+	*t = maxTier(*t, probe)
+}
+
+// maxTier is the higher of a's and b's prices, field by field.
+func maxTier(a, b TierPrices) TierPrices {
+	return TierPrices{InputUSDPerMTok: max(a.InputUSDPerMTok, b.InputUSDPerMTok),
+		CachedInputUSDPerMTok:  max(a.CachedInputUSDPerMTok, b.CachedInputUSDPerMTok),
+		CacheWriteUSDPerMTok:   max(a.CacheWriteUSDPerMTok, b.CacheWriteUSDPerMTok),
+		CacheWrite1hUSDPerMTok: max(a.CacheWrite1hUSDPerMTok, b.CacheWrite1hUSDPerMTok),
+		OutputUSDPerMTok:       max(a.OutputUSDPerMTok, b.OutputUSDPerMTok)}
+}
+
+// model is the Model the entry describes.
+func (e *litellmEntry) model() Model {
+	s := e.standard
+	m := Model{InputUSDPerMTok: s.InputUSDPerMTok, CachedInputUSDPerMTok: s.CachedInputUSDPerMTok,
+		CacheWriteUSDPerMTok: s.CacheWriteUSDPerMTok, CacheWrite1hUSDPerMTok: s.CacheWrite1hUSDPerMTok,
+		OutputUSDPerMTok: s.OutputUSDPerMTok}
+	if e.hasPriority {
+		p := e.priority
+		m.Priority = &p
+	}
+	if e.hasFlex {
+		f := e.flex
+		m.Flex = &f
+	}
+	if e.longAbove > 0 {
+		m.LongContext = &LongContext{AboveInputTokens: e.longAbove, TierPrices: e.long}
+		if e.hasLongPriority {
+			lp := e.longPriority
+			m.LongContext.Priority = &lp
+		}
+	}
+	return m
+}
+
 // mergePrices fills c.Models from the price layers, lowest first: a model
 // absent from c.Models is added with the layer's prices; a model present
-// keeps every price it sets and takes the unset (zero) ones from the layer.
+// keeps every price it sets and takes the unset (zero) ones from the
+// layer, and each tier or band it leaves unset (priority, flex,
+// long_context). An alias (alias_of) takes nothing from the layers: its
+// prices are its target's.
 func (c *Config) mergePrices(layers ...map[string]Model) {
 	merged := map[string]Model{}
 	for _, layer := range layers {
@@ -97,6 +213,9 @@ func (c *Config) mergePrices(layers ...map[string]Model) {
 			c.Models[name] = p
 			continue
 		}
+		if m.AliasOf != "" {
+			continue
+		}
 		fill := func(dst *float64, v float64) {
 			if *dst == 0 {
 				*dst = v
@@ -109,6 +228,15 @@ func (c *Config) mergePrices(layers ...map[string]Model) {
 		fill(&m.OutputUSDPerMTok, p.OutputUSDPerMTok)
 		if m.MaxInputTokens == 0 {
 			m.MaxInputTokens = p.MaxInputTokens
+		}
+		if m.Priority == nil {
+			m.Priority = p.Priority
+		}
+		if m.Flex == nil {
+			m.Flex = p.Flex
+		}
+		if m.LongContext == nil {
+			m.LongContext = p.LongContext
 		}
 		c.Models[name] = m
 	}

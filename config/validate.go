@@ -100,6 +100,9 @@ func (c *Config) Validate() error {
 			}
 			prefixes[u.PathPrefix] = true
 		}
+		if u.NoKey && u.APIKeyEnv != "" {
+			p.add(f+".no_key", "set either api_key_env (the upstream's key) or no_key: true (it needs none), not both")
+		}
 		checkDuration(&p, f+".timeout", u.Timeout)
 		checkPositiveDuration(&p, f+".idle_timeout", u.IdleTimeout)
 		if u.MaxConns < 0 {
@@ -143,14 +146,24 @@ func (c *Config) Validate() error {
 		if m.Encoding != "" && !oneOf(m.Encoding, knownEncs) {
 			p.add(f+".encoding", "must be one of %s (got %q)", strings.Join(knownEncs, ", "), m.Encoding)
 		}
-		for _, pr := range []struct {
-			field string
-			v     float64
-		}{{"input_usd_per_mtok", m.InputUSDPerMTok}, {"cached_input_usd_per_mtok", m.CachedInputUSDPerMTok}, {"output_usd_per_mtok", m.OutputUSDPerMTok},
-			{"cache_write_usd_per_mtok", m.CacheWriteUSDPerMTok}, {"cache_write_1h_usd_per_mtok", m.CacheWrite1hUSDPerMTok}} {
-			if pr.v < 0 || math.IsNaN(pr.v) || pr.v > 1e6 {
-				p.add(f+"."+pr.field, "must be between 0 and 1000000 USD per million tokens (got %v)", pr.v)
+		checkPrices(&p, f, m.Standard())
+		if m.Priority != nil {
+			checkPrices(&p, f+".priority", *m.Priority)
+		}
+		if m.Flex != nil {
+			checkPrices(&p, f+".flex", *m.Flex)
+		}
+		if lc := m.LongContext; lc != nil {
+			if lc.AboveInputTokens < 1 || lc.AboveInputTokens > maxUnits {
+				p.add(f+".long_context.above_input_tokens", "must be a positive number of input tokens (got %d)", lc.AboveInputTokens)
 			}
+			checkPrices(&p, f+".long_context", lc.TierPrices)
+			if lc.Priority != nil {
+				checkPrices(&p, f+".long_context.priority", *lc.Priority)
+			}
+		}
+		if m.AliasOf != "" {
+			checkAlias(&p, f, name, m, c.Models)
 		}
 		if m.DefaultMaxOutputTokens < 0 {
 			p.add(f+".default_max_output_tokens", "must be positive")
@@ -161,6 +174,16 @@ func (c *Config) Validate() error {
 		if m.SafetyFactor != 0 && !(m.SafetyFactor >= 1 && m.SafetyFactor <= 10) {
 			p.add(f+".safety_factor", "must be between 1 and 10 (got %v)", m.SafetyFactor)
 		}
+	}
+
+	if c.DefaultPrice != nil {
+		checkPrices(&p, "default_price", *c.DefaultPrice)
+		if !c.DefaultPrice.Priced() {
+			p.add("default_price", "sets no price: give input_usd_per_mtok and output_usd_per_mtok, or remove it")
+		}
+	}
+	if !oneOf(c.DefaultServiceTier, []string{"", "default", "priority", "flex"}) {
+		p.add("default_service_tier", "must be default, priority or flex (got %q)", c.DefaultServiceTier)
 	}
 
 	lnames := map[string]bool{}
@@ -259,6 +282,40 @@ func (c *Config) Validate() error {
 		return &Error{Problems: p}
 	}
 	return nil
+}
+
+// checkPrices reports each price of t outside 0..1000000 USD per million
+// tokens, under field f.
+func checkPrices(p *problems, f string, t TierPrices) {
+	for _, pr := range []struct {
+		field string
+		v     float64
+	}{{"input_usd_per_mtok", t.InputUSDPerMTok}, {"cached_input_usd_per_mtok", t.CachedInputUSDPerMTok}, {"output_usd_per_mtok", t.OutputUSDPerMTok},
+		{"cache_write_usd_per_mtok", t.CacheWriteUSDPerMTok}, {"cache_write_1h_usd_per_mtok", t.CacheWrite1hUSDPerMTok}} {
+		if pr.v < 0 || math.IsNaN(pr.v) || pr.v > 1e6 {
+			p.add(f+"."+pr.field, "must be between 0 and 1000000 USD per million tokens (got %v)", pr.v)
+		}
+	}
+}
+
+// checkAlias reports an alias (models.<name>, field f) that sets prices of
+// its own, names itself, or names a model that is absent, unpriced or an
+// alias itself.
+func checkAlias(p *problems, f, name string, m Model, models map[string]Model) {
+	if m.Priced() || m.Priority != nil || m.Flex != nil || m.LongContext != nil {
+		p.add(f+".alias_of", "an alias takes its prices from %q: remove this entry's own prices", m.AliasOf)
+	}
+	t, ok := models[m.AliasOf]
+	switch {
+	case m.AliasOf == name:
+		p.add(f+".alias_of", "a model cannot be an alias of itself")
+	case !ok:
+		p.add(f+".alias_of", "no model %q is priced (in models:, prices_file or the embedded table)", m.AliasOf)
+	case t.AliasOf != "":
+		p.add(f+".alias_of", "%q is itself an alias (of %q): name the priced model", m.AliasOf, t.AliasOf)
+	case !t.Priced():
+		p.add(f+".alias_of", "%q has no price to take", m.AliasOf)
+	}
 }
 
 type problems []string

@@ -54,9 +54,9 @@ const workloadConfig = `
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 upstreams:
-  - {name: openai, flavor: openai, base_url: "%[1]s"}
-  - {name: claude, flavor: anthropic, base_url: "%[1]s"}
-  - {name: dead, flavor: openai, base_url: "%[2]s", path_prefix: /dead, timeout: 2s}
+  - {name: openai, flavor: openai, base_url: "%[1]s", no_key: true}
+  - {name: claude, flavor: anthropic, base_url: "%[1]s", no_key: true}
+  - {name: dead, flavor: openai, base_url: "%[2]s", path_prefix: /dead, timeout: 2s, no_key: true}
 keys:
   - {key: sk-alice, user: alice, tenant: acme, plan: free}
   - {key: sk-bob, user: bob, tenant: acme, plan: free}

@@ -14,11 +14,14 @@ import (
 const maxBudgetWarnings = 4
 
 // budgetWarnings notes, for the x-llmguard-budget-warning header, every
-// quota of the request whose use right after this request's reservation has
-// crossed one of its warn_at thresholds: "<limit>; used=<fraction, 2
-// decimals>", at most maxBudgetWarnings of them (the most used, the
-// narrowest scope first among equals). The first crossing of each threshold
-// in each period (per node) is logged and counted.
+// quota of the request whose use before this request (its level at
+// admission less this request's own reservation: spend settled so far,
+// plus what requests still in flight hold) has crossed one of its warn_at
+// thresholds: "<limit>; used=<fraction, 2 decimals>", at most
+// maxBudgetWarnings of them (the most used, the narrowest scope first
+// among equals). A request's own reservation never warns: it may be far
+// above what the request will cost. The crossing itself is logged and
+// counted at settlement, on spend (budgetCrossings).
 func (m *Meter) budgetWarnings(x *Exchange) {
 	type hit struct {
 		name string
@@ -26,25 +29,14 @@ func (m *Meter) budgetWarnings(x *Exchange) {
 	}
 	var hits []hit
 	for _, a := range x.rules {
-		if len(a.Rule.WarnAt) == 0 || !a.Limit.IsQuota() || a.Limit.Capacity <= 0 {
+		if !warns(a) {
 			continue
 		}
-		used := float64(a.Limit.Capacity-a.Status.Remaining) / float64(a.Limit.Capacity)
-		crossed := -1
-		for i, w := range a.Rule.WarnAt {
-			if used >= w {
-				crossed = i
-			}
-		}
-		if crossed < 0 {
+		used := float64(a.Limit.Capacity-a.Status.Remaining-a.Reserved) / float64(a.Limit.Capacity)
+		if crossedAt(a.Rule.WarnAt, used) < 0 {
 			continue
 		}
 		hits = append(hits, hit{a.Rule.Name, used})
-		if m.warned.first(a.Key, a.Limit.WindowStart.Unix(), crossed) {
-			m.opt.Metrics.budgetWarning(a.Rule.Name, x.req.Principal.Tenant)
-			m.log.Warn("budget threshold crossed", "limit", a.Rule.Name, "key", a.Key, "threshold", a.Rule.WarnAt[crossed],
-				"used", used, "period_end", a.Limit.WindowEnd)
-		}
 	}
 	if len(hits) > maxBudgetWarnings {
 		slices.SortStableFunc(hits, func(a, b hit) int { return cmp.Compare(b.used, a.used) })
@@ -53,6 +45,47 @@ func (m *Meter) budgetWarnings(x *Exchange) {
 	for _, h := range hits {
 		x.warnings = append(x.warnings, h.name+"; used="+strconv.FormatFloat(h.used, 'f', 2, 64))
 	}
+}
+
+// budgetCrossings logs and counts, once per threshold and period on this
+// node, each warn_at threshold of the request's quotas that its settled
+// cost crossed: the quota's use right after settlement, taken as its
+// level at admission with this request's reservation replaced by what it
+// really cost (settled[i], in rule i's unit). Reservations of other
+// requests still in flight at admission count as used; nothing else does.
+func (m *Meter) budgetCrossings(x *Exchange, settled []int64) {
+	for i, a := range x.rules {
+		if !warns(a) || i >= len(settled) {
+			continue
+		}
+		used := float64(a.Limit.Capacity-a.Status.Remaining-a.Reserved+settled[i]) / float64(a.Limit.Capacity)
+		crossed := crossedAt(a.Rule.WarnAt, used)
+		if crossed < 0 {
+			continue
+		}
+		if m.warned.first(a.Key, a.Limit.WindowStart.Unix(), crossed) {
+			m.opt.Metrics.budgetWarning(a.Rule.Name, x.req.Principal.Tenant)
+			m.log.Warn("budget threshold crossed", "limit", a.Rule.Name, "key", a.Key, "threshold", a.Rule.WarnAt[crossed],
+				"used", used, "period_end", a.Limit.WindowEnd)
+		}
+	}
+}
+
+// warns reports whether a is a quota with warn_at thresholds.
+func warns(a Applied) bool {
+	return len(a.Rule.WarnAt) > 0 && a.Limit.IsQuota() && a.Limit.Capacity > 0
+}
+
+// crossedAt is the index of the highest threshold of warnAt (increasing)
+// that used reaches, -1 when none.
+func crossedAt(warnAt []float64, used float64) int {
+	crossed := -1
+	for i, w := range warnAt {
+		if used >= w {
+			crossed = i
+		}
+	}
+	return crossed
 }
 
 // warnings remembers which (bucket, period, threshold) crossings were

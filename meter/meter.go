@@ -100,6 +100,9 @@ type Request struct {
 	Path string
 	// Model is the model the request names, "" when none.
 	Model string
+	// ServiceTier is the request's service_tier as sent ("" when none):
+	// it picks the tier the model is priced in (policy.Policy.Quote).
+	ServiceTier string
 	// Weighed: the request's kind is weighed in tokens. A request that is
 	// not weighed counts as a request only: 0 in every other unit.
 	Weighed bool
@@ -138,13 +141,19 @@ const (
 	// bug, never an outage, so nothing is admitted past it.
 	Broken
 	// Unmetered: the request calls an unmetered endpoint and a token or
-	// dollar rule applies (Exchange.RefusedBy): its cost cannot be weighed
+	// dollar rule applies (Exchange.ClosedBy): its cost cannot be weighed
 	// against that rule. Nothing was taken.
 	Unmetered
+	// Unpriced: a usd limit applies (Exchange.UnpricedBy) to a weighed
+	// request whose model has no price in its service tier, and no
+	// default_price covers it: any guess could under-count, so it is
+	// refused (Exchange.Quote().Missing names the config key that would
+	// price it). Nothing was taken.
+	Unpriced
 )
 
 var verdictNames = []string{Admitted: "admitted", Denied: "denied", TooLarge: "too_large", FailClosed: "fail_closed", Broken: "broken",
-	Unmetered: "unmetered"}
+	Unmetered: "unmetered", Unpriced: "unpriced"}
 
 // String is the verdict's name; a value outside the enum is "unknown(<n>)".
 func (v Verdict) String() string {
@@ -177,7 +186,8 @@ type Applied struct {
 type Exchange struct {
 	m     *Meter
 	req   Request
-	price policy.Price
+	quote policy.Quote
+	price policy.Price // quote.Price
 	// modelLabel is the model's metric label: its priced name, "other" for
 	// an unpriced model, "" when the request names none.
 	modelLabel string
@@ -185,6 +195,7 @@ type Exchange struct {
 	rules      []Applied
 	decision   bucket.Decision
 	closedBy   *policy.Rule
+	unpriced   *policy.Rule
 	// fallback: admitted by the per-node fallback while the store was
 	// unavailable; reconciled there too.
 	fallback bool
@@ -221,9 +232,21 @@ func (x *Exchange) RetryAfter() time.Duration { return x.decision.RetryAfter }
 // rule) or an Unmetered one (a token or dollar rule), nil otherwise.
 func (x *Exchange) ClosedBy() *policy.Rule { return x.closedBy }
 
+// UnpricedBy is the usd rule that refused an Unpriced request, nil
+// otherwise.
+func (x *Exchange) UnpricedBy() *policy.Rule { return x.unpriced }
+
+// Quote is how admission priced the request: its model's priced name, its
+// service tier and price, or (Priced false) the config key that would
+// price it.
+func (x *Exchange) Quote() policy.Quote { return x.quote }
+
 // Warnings are the request's budget warnings: "<limit>; used=<fraction>"
-// for each quota whose use after this reservation crossed one of its
-// warn_at thresholds, at most maxBudgetWarnings of them.
+// for each quota whose use before this request (spend settled so far and
+// other requests' reservations in flight, never this request's own
+// reservation) has crossed one of its warn_at thresholds, at most
+// maxBudgetWarnings of them. Crossings are logged and counted at
+// settlement, on what requests really cost.
 func (x *Exchange) Warnings() []string { return x.warnings }
 
 // ModelLabel is the model's metric label: its priced name, "other" for a
@@ -245,6 +268,8 @@ func (x *Exchange) Outcome(status int) Outcome {
 		return OutcomeInternalError
 	case Unmetered:
 		return OutcomeUnmetered
+	case Unpriced:
+		return OutcomeInvalid
 	}
 	if x.fallback || x.unlimited {
 		return OutcomeFailOpen
@@ -252,17 +277,19 @@ func (x *Exchange) Outcome(status int) Outcome {
 	return OutcomeOf(status)
 }
 
-// Admit prices r's model, matches its rules and takes its reservation from
-// every bucket in one two-phase step: either every bucket pays or none
-// does. When the store is unavailable, a fail-closed rule refuses the
-// request (FailClosed) and fail-open rules are taken from the per-node
-// Fallback (DESIGN.md §7). An admitted request must be settled once
+// Admit prices r's model in its service tier, matches its rules and takes
+// its reservation from every bucket in one two-phase step: either every
+// bucket pays or none does. A weighed request whose model has no price is
+// refused (Unpriced) when a usd rule applies, before any take. When the
+// store is unavailable, a fail-closed rule refuses the request
+// (FailClosed) and fail-open rules are taken from the per-node Fallback
+// (DESIGN.md §7). An admitted request must be settled once
 // (Exchange.Settle); a refused one holds nothing and needs no settlement.
 func (m *Meter) Admit(r Request) *Exchange {
 	x := &Exchange{m: m, req: r}
-	var priced bool
-	x.modelLabel, x.price, priced = r.Policy.Pricing(r.Model)
-	if !priced && r.Model != "" {
+	x.quote = r.Policy.Quote(r.Model, r.ServiceTier)
+	x.price, x.modelLabel = x.quote.Price, x.quote.Label
+	if x.modelLabel == "" && r.Model != "" {
 		x.modelLabel = "other"
 	}
 	var rulesBuf [8]*policy.Rule
@@ -271,6 +298,14 @@ func (m *Meter) Admit(r Request) *Exchange {
 		for _, rule := range rules {
 			if rule.Unit != policy.UnitRequests {
 				x.verdict, x.closedBy = Unmetered, rule
+				return x
+			}
+		}
+	}
+	if !x.quote.Priced && r.Weighed {
+		for _, rule := range rules {
+			if rule.Unit == policy.UnitUSD {
+				x.verdict, x.unpriced = Unpriced, rule
 				return x
 			}
 		}
@@ -293,7 +328,7 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	x.rules = make([]Applied, len(rules))
 	for i, rule := range rules {
 		units := x.units(rule, reserve)
-		key := rule.Key(r.Principal)
+		key := rule.ModelKey(r.Principal, x.quote.Label)
 		limit := rule.LimitAt(now)
 		items[i] = bucket.Item{Key: key, Limit: limit, Cost: units}
 		x.rules[i] = Applied{Rule: rule, Key: key, Limit: limit, Reserved: units}

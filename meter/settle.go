@@ -60,7 +60,8 @@ func (x *Exchange) Settle(s Settlement) bool {
 	}
 	var dbuf [8]bucket.Delta
 	var lbuf [8]string
-	deltas, limits := dbuf[:0], lbuf[:0]
+	var sbuf [8]int64
+	deltas, limits, settled := dbuf[:0], lbuf[:0], sbuf[:0]
 	for _, a := range x.rules {
 		var units int64
 		switch {
@@ -71,6 +72,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 		default:
 			units = x.units(a.Rule, actual)
 		}
+		settled = append(settled, units)
 		if d := units - a.Reserved; d != 0 {
 			deltas = append(deltas, bucket.Delta{Key: a.Key, Limit: a.Limit, Units: d}) // the take's window
 			limits = append(limits, a.Rule.Name)
@@ -93,6 +95,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 	m.contain(StageMetrics, x, func() {
 		m.inject(PointMetrics)
 		m.opt.Metrics.settled(x, actual, cost, known, deltas, limits)
+		m.budgetCrossings(x, settled)
 	})
 	if !s.Unforwarded {
 		m.contain(StageLedger, x, func() {

@@ -405,23 +405,61 @@ func TestTimelineDenialSpendsNothing(t *testing.T) {
 	}
 }
 
-// Budget warnings are reported once the reservation crosses a warn_at
-// threshold, and counted once per period on the node.
+// Budget warnings fire on spend, never on a reservation: the crossing is
+// logged and counted once per period when a settled request's real cost
+// takes the quota past a warn_at threshold, and the header reports the use
+// before each request (settled spend and other requests in flight).
 func TestTimelineBudgetWarning(t *testing.T) {
 	tl := newTimeline(t, `  - {name: daily, scope: user, unit: tokens, quota: 1000, period: day, warn_at: [0.5, 0.9]}
 `)
-	if w := tl.admit(100, 300).Warnings(); len(w) != 0 {
-		t.Fatalf("warnings %v at 40%%, want none", w)
+	counted := func() float64 { return testCounter(t, tl.reg, "llmguard_budget_warnings_total") }
+	settle := func(x *Exchange, in, out int64) {
+		t.Helper()
+		if !x.Settle(Settlement{Source: spec.SourceReported, Usage: spec.Usage{InputTokens: in, OutputTokens: out}, Status: 200}) {
+			t.Fatal("not settled")
+		}
 	}
-	if w := tl.admit(100, 100).Warnings(); len(w) != 1 || w[0] != "daily; used=0.60" {
-		t.Fatalf("warnings %v at 60%%, want daily; used=0.60", w)
+	// step 1: 400 reserved, 150 spent.
+	x := tl.admit(100, 300)
+	if w := x.Warnings(); len(w) != 0 {
+		t.Fatalf("step 1: warnings %v before any spend", w)
 	}
-	if got := testCounter(t, tl.reg, "llmguard_budget_warnings_total"); got != 1 {
-		t.Fatalf("budget_warnings_total = %v, want 1", got)
+	settle(x, 100, 50)
+	// step 2 (a large reservation): 150 spent and 700 reserved is 85%,
+	// past 50%, but only 120 is spent: no warning, nothing counted.
+	x = tl.admit(100, 600)
+	if w := x.Warnings(); len(w) != 0 || counted() != 0 {
+		t.Fatalf("step 2: warnings %v, counted %v on a reservation", w, counted())
 	}
-	tl.admit(10, 10)
-	if got := testCounter(t, tl.reg, "llmguard_budget_warnings_total"); got != 1 {
-		t.Fatalf("budget_warnings_total = %v after a second request past 50%%, want still 1", got)
+	settle(x, 100, 20)
+	if counted() != 0 {
+		t.Fatalf("step 2: counted %v at 27%% spent", counted())
+	}
+	// step 3: 270 spent before; this one spends 300: 57% crosses 50%.
+	x = tl.admit(100, 100)
+	if w := x.Warnings(); len(w) != 0 {
+		t.Fatalf("step 3: warnings %v at 27%% spent", w)
+	}
+	settle(x, 200, 100)
+	if counted() != 1 {
+		t.Fatalf("step 3: budget_warnings_total = %v after spend crossed 50%%, want 1", counted())
+	}
+	// step 4: the header reports the use before the request; the same
+	// threshold is not counted again.
+	x = tl.admit(10, 10)
+	if w := x.Warnings(); len(w) != 1 || w[0] != "daily; used=0.57" {
+		t.Fatalf("step 4: warnings %v, want daily; used=0.57", w)
+	}
+	settle(x, 10, 10)
+	if counted() != 1 {
+		t.Fatalf("step 4: budget_warnings_total = %v, want still 1", counted())
+	}
+	// step 5: a refund spends nothing and crosses nothing, whatever it
+	// reserved.
+	x = tl.admit(100, 300)
+	x.Settle(Settlement{Source: spec.SourceRefund, Status: 500})
+	if counted() != 1 {
+		t.Fatalf("step 5: budget_warnings_total = %v after a refund, want 1", counted())
 	}
 }
 

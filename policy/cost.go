@@ -7,16 +7,36 @@ import (
 	"github.com/llmguard/llmguard/spec"
 )
 
-// Price is a model's price list in pico-USD per token. A price list's
-// "USD per million tokens" is micro-USD per token, so pico-USD per token is
-// that figure times 10^6: $0.15 per million tokens is 150,000 pico-USD per
-// token. Integers keep every sum exact.
+// Price is a model's price list in pico-USD per token, in one service
+// tier. A price list's "USD per million tokens" is micro-USD per token, so
+// pico-USD per token is that figure times 10^6: $0.15 per million tokens
+// is 150,000 pico-USD per token. Integers keep every sum exact. When
+// LongAbove is set, a request whose input exceeds LongAbove tokens pays
+// Long's rates on every token instead (a long-context band).
 type Price struct {
 	Input        int64 // uncached input tokens
 	CachedInput  int64 // input tokens read from the prompt cache
 	CacheWrite   int64 // input tokens written to the prompt cache (5-minute TTL)
 	CacheWrite1h int64 // input tokens written to the prompt cache with a 1-hour TTL
 	Output       int64 // output tokens, reasoning included
+	// LongAbove is the long-context threshold in input tokens (cached and
+	// cache writes included); 0: the model has no long-context band.
+	LongAbove int64
+	// Long are the rates of a request past LongAbove, pico-USD per token.
+	Long Rates
+}
+
+// Rates are one band's prices in pico-USD per token, as in Price.
+type Rates struct {
+	Input, CachedInput, CacheWrite, CacheWrite1h, Output int64
+}
+
+// rates are the rates that price usage of input tokens.
+func (p Price) rates(input int64) Rates {
+	if p.LongAbove > 0 && input > p.LongAbove {
+		return p.Long
+	}
+	return Rates{Input: p.Input, CachedInput: p.CachedInput, CacheWrite: p.CacheWrite, CacheWrite1h: p.CacheWrite1h, Output: p.Output}
 }
 
 // USDPerMTok is a model's list prices in USD per million tokens, as price
@@ -29,6 +49,13 @@ type USDPerMTok struct {
 // Price converts list prices to a Price, rounded to the nearest pico-USD
 // per token (six decimals of USD per million tokens).
 func (p USDPerMTok) Price() Price {
+	r := p.rates()
+	return Price{Input: r.Input, CachedInput: r.CachedInput, CacheWrite: r.CacheWrite, CacheWrite1h: r.CacheWrite1h, Output: r.Output}
+}
+
+// rates converts list prices to Rates, filling the zero prices as Price
+// documents.
+func (p USDPerMTok) rates() Rates {
 	if p.CachedInput == 0 {
 		p.CachedInput = p.Input
 	}
@@ -38,10 +65,12 @@ func (p USDPerMTok) Price() Price {
 	if p.CacheWrite1h == 0 {
 		p.CacheWrite1h = p.CacheWrite
 	}
-	pico := func(usdPerMTok float64) int64 { return int64(math.Round(usdPerMTok * 1e6)) }
-	return Price{Input: pico(p.Input), CachedInput: pico(p.CachedInput), CacheWrite: pico(p.CacheWrite),
+	return Rates{Input: pico(p.Input), CachedInput: pico(p.CachedInput), CacheWrite: pico(p.CacheWrite),
 		CacheWrite1h: pico(p.CacheWrite1h), Output: pico(p.Output)}
 }
+
+// pico is a price in USD per million tokens as pico-USD per token.
+func pico(usdPerMTok float64) int64 { return int64(math.Round(usdPerMTok * 1e6)) }
 
 // PriceFromUSDPerMTok is USDPerMTok{Input: input, CachedInput: cachedInput,
 // Output: output}.Price().
@@ -51,10 +80,12 @@ func PriceFromUSDPerMTok(input, cachedInput, output float64) Price {
 
 // MicroUSD is the cost of t at price p in micro-USD, rounded up to a whole
 // micro-dollar: Σ tokens × pico-USD per token / 10^6, with t's cached and
-// cache-written tokens (parts of its input) at their own prices. Negative
-// counts are treated as zero.
+// cache-written tokens (parts of its input) at their own prices, and every
+// token at the long-context rates when t's input exceeds p.LongAbove.
+// Negative counts are treated as zero.
 func (p Price) MicroUSD(t spec.Usage) int64 {
 	in := clamp0(t.InputTokens)
+	r := p.rates(in)
 	cached := min(clamp0(t.CachedInputTokens), in)
 	write := min(clamp0(t.CacheWriteTokens), in-cached)
 	write1h := min(clamp0(t.CacheWrite1hTokens), write)
@@ -66,16 +97,16 @@ func (p Price) MicroUSD(t spec.Usage) int64 {
 		lo, c = bits.Add64(lo, l, 0)
 		hi += h + c
 	}
-	add(uncached, p.Input)
-	add(cached, p.CachedInput)
-	add(write-write1h, p.CacheWrite)
-	add(write1h, p.CacheWrite1h)
-	add(clamp0(t.OutputTokens), p.Output)
+	add(uncached, r.Input)
+	add(cached, r.CachedInput)
+	add(write-write1h, r.CacheWrite)
+	add(write1h, r.CacheWrite1h)
+	add(clamp0(t.OutputTokens), r.Output)
 	if hi >= 1e6 { // quotient would not fit in 64 bits
 		return math.MaxInt64
 	}
-	q, r := bits.Div64(hi, lo, 1e6)
-	if r != 0 {
+	q, rem := bits.Div64(hi, lo, 1e6)
+	if rem != 0 {
 		q++
 	}
 	if q > math.MaxInt64 {

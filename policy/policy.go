@@ -30,12 +30,16 @@ type Principal struct {
 // limits: who a caller is, which rules apply, and what a request costs in
 // each rule's unit. Safe for concurrent use.
 type Policy struct {
-	rules       []Rule // narrowest scope first, then config order
-	idx         index  // rules by matcher value, for Match
-	keys        map[[32]byte]Principal
-	prices      map[string]Price
-	byLength    []string // priced model names, longest first, for prefix lookup
-	maxPrice    Price    // the highest configured price of each kind
+	rules  []Rule // narrowest scope first, then config order
+	idx    index  // rules by matcher value, for Match
+	keys   map[[32]byte]Principal
+	prices map[string]modelPrices // by priced name, aliases included
+	// defaultPrice is default_price: the price of a model without one; nil
+	// leaves such a model unpriced.
+	defaultPrice *Price
+	// defaultTier is default_service_tier: the tier of a request that
+	// names none.
+	defaultTier ServiceTier
 	passThrough bool
 	ptTenant    string
 	ptPlan      string
@@ -48,7 +52,8 @@ type Policy struct {
 func Compile(c *config.Config) (*Policy, error) {
 	p := &Policy{
 		keys:        make(map[[32]byte]Principal, len(c.Keys)),
-		prices:      make(map[string]Price, len(c.Models)),
+		prices:      buildPrices(c),
+		defaultTier: parseTier(c.DefaultServiceTier),
 		passThrough: c.Identity.PassThrough,
 		ptTenant:    c.Identity.Tenant,
 		ptPlan:      c.Identity.Plan,
@@ -66,23 +71,10 @@ func Compile(c *config.Config) (*Policy, error) {
 		}
 		p.keys[sum] = Principal{KeyID: hex.EncodeToString(sum[:8]), User: user, Tenant: k.Tenant, Plan: k.Plan}
 	}
-	for name, m := range c.Models {
-		pr := USDPerMTok{Input: m.InputUSDPerMTok, CachedInput: m.CachedInputUSDPerMTok, CacheWrite: m.CacheWriteUSDPerMTok,
-			CacheWrite1h: m.CacheWrite1hUSDPerMTok, Output: m.OutputUSDPerMTok}.Price()
-		p.prices[name] = pr
-		p.maxPrice.Input = max(p.maxPrice.Input, pr.Input)
-		p.maxPrice.CachedInput = max(p.maxPrice.CachedInput, pr.CachedInput)
-		p.maxPrice.CacheWrite = max(p.maxPrice.CacheWrite, pr.CacheWrite)
-		p.maxPrice.CacheWrite1h = max(p.maxPrice.CacheWrite1h, pr.CacheWrite1h)
-		p.maxPrice.Output = max(p.maxPrice.Output, pr.Output)
-		p.byLength = append(p.byLength, name)
+	if c.DefaultPrice != nil {
+		dp := usd(*c.DefaultPrice).Price()
+		p.defaultPrice = &dp
 	}
-	sort.Slice(p.byLength, func(i, j int) bool {
-		if a, b := len(p.byLength[i]), len(p.byLength[j]); a != b {
-			return a > b
-		}
-		return p.byLength[i] < p.byLength[j]
-	})
 	var problems []string
 	for i, l := range c.Limits {
 		_, unitOK := spec.ParseUnit(l.Unit)
@@ -146,42 +138,6 @@ func (p *Policy) Match(dst []*Rule, pr Principal, model, reqPath string) []*Rule
 		}
 	}
 	return dst
-}
-
-// Price is the price list of model: its own, else that of the longest
-// priced name it starts with (a dated snapshot such as
-// "gpt-4o-mini-2024-07-18" takes "gpt-4o-mini"'s prices). A model matching
-// none is priced at the highest configured price of each kind, so that a
-// usd rule never undercounts an unlisted model.
-func (p *Policy) Price(model string) Price {
-	_, price, _ := p.Pricing(model)
-	return price
-}
-
-// Pricing is ModelName and Price in one lookup: the priced name model
-// resolves to (ok false, name "" when none), and its price (the highest
-// configured prices when none).
-func (p *Policy) Pricing(model string) (name string, price Price, ok bool) {
-	if name, ok = p.ModelName(model); ok {
-		return name, p.prices[name], true
-	}
-	return "", p.maxPrice, false
-}
-
-// ModelName is the priced model a request's model name resolves to: the
-// name itself, or the longest priced name it starts with. ok is false for a
-// model no price covers. Metrics label models by it, so their label values
-// come from the config and the price table, never from callers.
-func (p *Policy) ModelName(model string) (name string, ok bool) {
-	if _, ok := p.prices[model]; ok {
-		return model, true
-	}
-	for _, name := range p.byLength {
-		if strings.HasPrefix(model, name) {
-			return name, true
-		}
-	}
-	return "", false
 }
 
 // Rules returns the compiled rules, narrowest scope first. The slice must

@@ -146,17 +146,24 @@ limits:
 		t.Errorf("usd limit %+v, want 1.5 dollars = 1,500,000 µUSD", usd.Limit)
 	}
 	tok := spec.Usage{InputTokens: 1000, OutputTokens: 1000}
-	if u := usd.Units(tok, p.Price("gpt-4o-mini")); u != 150+600 {
+	price := func(model string) Price {
+		q := p.Quote(model, "")
+		if !q.Priced {
+			t.Fatalf("%s: not priced", model)
+		}
+		return q.Price
+	}
+	if u := usd.Units(tok, price("gpt-4o-mini")); u != 150+600 {
 		t.Errorf("usd units = %d", u)
 	}
-	// A dated snapshot takes the longest priced name it starts with.
-	if u := usd.Units(tok, p.Price("gpt-4o-mini-2024-07-18")); u != 150+600 {
+	// A dated snapshot takes the prices of the model it is a snapshot of.
+	if u := usd.Units(tok, price("gpt-4o-mini-2024-07-18")); u != 150+600 {
 		t.Errorf("dated snapshot usd units = %d, want gpt-4o-mini's (750)", u)
 	}
-	// An unlisted model is priced at the highest price of each kind,
-	// the embedded price table's included (claude-opus-4-5: $5 in, $25 out).
-	if u := usd.Units(tok, p.Price("mystery-model")); u != 5000+25000 {
-		t.Errorf("unlisted model usd units = %d, want the highest prices (30000)", u)
+	// An unlisted model has no price: no guess (the highest price of the
+	// table was still 24× too low for o1-pro), and a usd limit refuses it.
+	if q := p.Quote("mystery-model", ""); q.Priced || q.Label != "" || q.Missing != `models."mystery-model"` {
+		t.Errorf("unlisted model quoted %+v, want unpriced with its config key", q)
 	}
 }
 

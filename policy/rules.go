@@ -55,6 +55,10 @@ type Rule struct {
 	// FailOpen: while the store is unavailable the rule admits against a
 	// per-node fallback bucket; otherwise (fail-closed) it answers 503.
 	FailOpen bool
+	// PerModel: the rule keeps one bucket per priced model (per_model:
+	// true) for each subject of its scope, instead of one bucket shared by
+	// every model its matchers fit. See ModelKey.
+	PerModel bool
 
 	plans, tenants, users []string
 	models, paths         []string // globs
@@ -72,7 +76,7 @@ func (r *Rule) Matches(p Principal, model, reqPath string) bool {
 	if len(r.users) > 0 && !slices.Contains(r.users, p.User) {
 		return false
 	}
-	if len(r.models) > 0 && !globAny(r.models, model) {
+	if len(r.models) > 0 && !modelGlobAny(r.models, model) {
 		return false
 	}
 	if len(r.paths) > 0 && !globAny(r.paths, reqPath) {
@@ -89,6 +93,19 @@ func (r *Rule) MatchesPrincipal(p Principal) bool {
 		(len(r.users) == 0 || slices.Contains(r.users, p.User))
 }
 
+// modelGlobAny reports whether model matches one of globs (MatchModel:
+// `*` matches across `/`).
+func modelGlobAny(globs []string, model string) bool {
+	for _, g := range globs {
+		if MatchModel(g, model) {
+			return true
+		}
+	}
+	return false
+}
+
+// globAny reports whether s matches one of globs (path.Match: `*` stops
+// at `/`), the syntax of path matchers.
 func globAny(globs []string, s string) bool {
 	for _, g := range globs {
 		if ok, _ := path.Match(g, s); ok {
@@ -125,6 +142,43 @@ func (r *Rule) Key(p Principal) string {
 	b.WriteByte(':')
 	escapeID(&b, subject)
 	return b.String()
+}
+
+// UnpricedModelKey is the model segment of a per-model bucket key for a
+// request whose model has no price (or names none): every such model
+// shares that one bucket. escapeID writes '%' as "%25", so no model name
+// can produce it.
+const UnpricedModelKey = "%unpriced"
+
+// ModelKey is the store key of the bucket this rule uses for principal p
+// and a request priced as model label (Quote.Label: the priced name a
+// dated snapshot or a name resolves to; "" for a model without a price).
+// Without PerModel it is Key(p). With PerModel it is Key(p) followed by
+// ":" and the escaped label, or ":" and UnpricedModelKey when label is "":
+// so that the buckets of one rule are bounded by the models the config
+// prices, and a caller cannot open a fresh bucket by inventing a model
+// name.
+func (r *Rule) ModelKey(p Principal, label string) string {
+	k := r.Key(p)
+	if !r.PerModel {
+		return k
+	}
+	var b strings.Builder
+	b.Grow(len(k) + 1 + len(label) + len(UnpricedModelKey))
+	b.WriteString(k)
+	b.WriteByte(':')
+	if label == "" {
+		b.WriteString(UnpricedModelKey)
+	} else {
+		escapeID(&b, label)
+	}
+	return b.String()
+}
+
+// MatchesModel reports whether the rule's model matchers fit model (true
+// when it has none).
+func (r *Rule) MatchesModel(model string) bool {
+	return len(r.models) == 0 || modelGlobAny(r.models, model)
 }
 
 // escapeID writes id with '%', '{', '}' and ':' percent-encoded, so an id
@@ -179,6 +233,7 @@ func compileRule(l config.Limit) Rule {
 			Location: loc,
 			WarnAt:   l.WarnAt,
 			FailOpen: l.OnFailure != "closed",
+			PerModel: l.PerModel,
 			plans:    l.Plans, tenants: l.Tenants, users: l.Users, models: l.Models, paths: l.Paths,
 		}
 	}
@@ -199,6 +254,7 @@ func compileRule(l config.Limit) Rule {
 			Per:      per,
 		},
 		FailOpen: l.OnFailure != "closed",
+		PerModel: l.PerModel,
 		plans:    l.Plans,
 		tenants:  l.Tenants,
 		users:    l.Users,

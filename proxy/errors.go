@@ -53,6 +53,17 @@ var (
 		anthropicType: "not_found_error", message: "No upstream is configured for this path."}
 )
 
+// modelNotPriced answers a request a usd limit cannot count: its model
+// (as sent, quoted) has no price in its service tier, and missing is the
+// config key that would price it (policy.Quote.Missing).
+func modelNotPriced(model, limit, missing string) apiError {
+	return apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "model_not_priced",
+		anthropicType: "invalid_request_error",
+		message: fmt.Sprintf("Model %q has no price in llmguard, and limit %s counts US dollars, so it cannot be admitted. "+
+			"Its operator can price it with %s in the config (its prices, or alias_of: a priced model), or set default_price.",
+			model, limit, missing)}
+}
+
 // write sends e as the whole response in flavor f's shape.
 func (e apiError) write(ctx *fasthttp.RequestCtx, f Flavor) {
 	ctx.SetStatusCode(e.status)

@@ -494,7 +494,7 @@ var errLimiter = apiError{status: fasthttp.StatusInternalServerError, openAIType
 // answered in the caller's flavor with the headers its SDK reads.
 func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	x.m = p.meter.Admit(meter.Request{ID: x.id, Principal: x.principal, Policy: x.live.policy, Flavor: x.upstream.Flavor,
-		Path: rulePath(x.kind, x.path), Model: x.est.Model, Weighed: x.kind.Weighed(),
+		Path: rulePath(x.kind, x.path), Model: x.est.Model, ServiceTier: x.est.ServiceTier, Weighed: x.kind.Weighed(),
 		Unmetered: x.kind == weigher.KindUnmetered && !x.unmeteredAllowed, UnmeteredAllowed: x.unmeteredAllowed,
 		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens}})
 	switch x.m.Verdict() {
@@ -515,6 +515,9 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	case meter.Unmetered:
 		r := x.m.ClosedBy()
 		return &refusal{err: unmetered(x.path, r), outcome: x.m.Outcome(0), limit: r.Name}
+	case meter.Unpriced:
+		by := x.m.UnpricedBy()
+		return &refusal{err: modelNotPriced(x.est.Model, by.Name, x.m.Quote().Missing), outcome: x.m.Outcome(0), limit: by.Name}
 	default: // meter.Broken: a limit the store refuses is a bug, not an outage
 		return &refusal{err: errLimiter, outcome: x.m.Outcome(0)}
 	}

@@ -95,6 +95,8 @@ func (w *Weigher) chat(body []byte, as string) Estimate {
 			// Azure OpenAI "On Your Data": the upstream retrieves documents
 			// into the prompt it bills.
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
+		case "service_tier":
+			est.ServiceTier = serviceTier(v)
 		}
 		return true
 	})
@@ -270,4 +272,13 @@ func partTokens(enc counter, model string, p gjson.Result) int64 {
 	default:
 		return ceilDiv(int64(len(p.Raw)), unknownPartBytesPerToken)
 	}
+}
+
+// serviceTier is v as an Estimate's ServiceTier: a string of at most 32
+// bytes, copied out of the body; "" otherwise.
+func serviceTier(v gjson.Result) string {
+	if v.Type != gjson.String || len(v.Str) > 32 {
+		return ""
+	}
+	return strings.Clone(v.Str)
 }

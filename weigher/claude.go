@@ -40,6 +40,12 @@ var newTokenizerClaude = []string{
 }
 
 // familySafetyFactor is the default safety factor of model by name.
+// FamilySafetyFactor is the safety factor a model's name gives it when
+// its configuration sets none: [NewTokenizerClaudeSafetyFactor] or
+// [DefaultClaudeSafetyFactor] for Claude models, 1 otherwise. Config
+// aliases of a Claude model take it from their target's name.
+func FamilySafetyFactor(model string) float64 { return familySafetyFactor(model) }
+
 func familySafetyFactor(model string) float64 {
 	if !isClaude(model) {
 		return 1

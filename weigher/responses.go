@@ -63,6 +63,8 @@ func (w *Weigher) responses(body []byte, as string) Estimate {
 			est.ServerContext = est.ServerContext || v.Type == gjson.String && v.Str != ""
 		case "conversation", "prompt":
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
+		case "service_tier":
+			est.ServiceTier = serviceTier(v)
 		}
 		return true
 	})

@@ -36,6 +36,11 @@ type Estimate struct {
 	// the body's own content, a lower bound of the real input; the
 	// reconciliation with the reported usage settles the difference.
 	ServerContext bool
+	// ServiceTier is a chat or Responses request's "service_tier" as sent
+	// ("auto", "default", "flex", "priority"; OpenAI's API reference), ""
+	// when absent, not a string, or longer than 32 bytes (no tier is): the
+	// tier the request is priced in.
+	ServiceTier string
 	// Parsed is false when the body could not be parsed and the estimate is
 	// the conservative byte-based fallback.
 	Parsed bool

@@ -226,6 +226,11 @@ func (w *Weigher) EncodingFor(model string) string {
 	return familyEncoding(model)
 }
 
+// FamilyEncoding is the encoding a model's name gives it when its
+// configuration sets none (see [Weigher.EncodingFor]). Config aliases take
+// it from their target's name.
+func FamilyEncoding(model string) string { return familyEncoding(model) }
+
 // familyEncoding is the encoding of model's family by name prefix.
 func familyEncoding(model string) string {
 	for _, f := range familyEncodings {

@@ -2,6 +2,7 @@
 //
 //	llmguard serve [--config FILE]     run the proxy (embedded default without --config)
 //	llmguard validate --config FILE    check a config; non-zero exit names each bad field
+//	                                   (--strict: warnings too; --no-env: skip api_key_env's variables)
 package main
 
 import (
@@ -19,7 +20,6 @@ import (
 
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/app"
-	"github.com/llmguard/llmguard/policy"
 )
 
 type cli struct {
@@ -37,6 +37,8 @@ type serveCmd struct {
 
 type validateCmd struct {
 	Config string `help:"YAML config file." type:"path" required:""`
+	Strict bool   `help:"Exit non-zero on warnings too (a limit below a model's default request cost, a matcher that matches nothing)."`
+	NoEnv  bool   `help:"Do not check that each upstream's api_key_env is set here (validating on a machine without the secrets)." name:"no-env"`
 }
 
 func main() {
@@ -68,13 +70,42 @@ func printConfigError(w io.Writer, path string, err error) {
 	fmt.Fprintln(w, err)
 }
 
+// Run checks the file as `serve` would: it parses and validates, its
+// limits compile, and nothing in it cannot work (app.Check): an error
+// exits 1 naming each field; warnings are printed, and exit 1 with
+// --strict.
 func (v *validateCmd) Run() error {
 	cfg, err := config.Load(v.Config)
+	var findings []app.Finding
 	if err == nil {
-		_, err = policy.Compile(cfg)
+		env := app.Lookup(os.LookupEnv)
+		if v.NoEnv {
+			env = nil
+		}
+		findings, err = app.CheckConfig(cfg, env)
+	}
+	if err == nil {
+		if fatal := app.Fatal(findings); len(fatal) > 0 {
+			ce := &config.Error{}
+			for _, f := range fatal {
+				ce.Problems = append(ce.Problems, f.String())
+			}
+			err = ce
+		}
 	}
 	if err != nil {
 		printConfigError(os.Stderr, v.Config, err)
+		os.Exit(1)
+	}
+	warned := 0
+	for _, f := range findings {
+		if !f.Fatal {
+			fmt.Fprintf(os.Stderr, "%s: warning: %s\n", v.Config, f)
+			warned++
+		}
+	}
+	if warned > 0 && v.Strict {
+		fmt.Fprintf(os.Stderr, "%s: %d warnings (--strict)\n", v.Config, warned)
 		os.Exit(1)
 	}
 	fmt.Printf("%s: OK\n", v.Config)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -55,11 +56,11 @@ func TestValidateCommand(t *testing.T) {
 	good := filepath.Join(dir, "good.yaml")
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(good, []byte(`
-upstreams: [{name: openai, flavor: openai, base_url: "https://api.openai.com"}]
+upstreams: [{name: openai, flavor: openai, base_url: "https://api.openai.com", no_key: true}]
 limits: [{name: rpm, scope: user, unit: requests, rate: 60, per: 1m}]
 `), 0o644)
 	os.WriteFile(bad, []byte(`
-upstreams: [{name: openai, flavor: openai, base_url: "https://api.openai.com"}]
+upstreams: [{name: openai, flavor: openai, base_url: "https://api.openai.com", no_key: true}]
 limits: [{name: rpm, scope: organisation, unit: requests, rate: 60, per: 1m}]
 `), 0o644)
 
@@ -73,6 +74,57 @@ limits: [{name: rpm, scope: organisation, unit: requests, rate: 60, per: 1m}]
 	}
 	if !strings.Contains(string(out), "limits[0].scope") || !strings.Contains(string(out), "organisation") {
 		t.Errorf("message does not name the bad field:\n%s", out)
+	}
+}
+
+// validate reports what cannot work: an upstream key's variable unset
+// fails it (unless --no-env), warnings are printed (and fail it with
+// --strict); serve refuses to start on the missing key.
+func TestValidateReportsConfigsThatCannotWork(t *testing.T) {
+	bin := binary(t)
+	cfg := filepath.Join(t.TempDir(), "llmguard.yaml")
+	os.WriteFile(cfg, []byte(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams: [{name: openai, flavor: openai, base_url: "https://api.openai.com", api_key_env: LLMGUARD_TEST_VALIDATE_KEY}]
+keys: [{key: sk-a, user: alice, tenant: acme, plan: standard}]
+limits:
+  - {name: user-tokens, scope: user, unit: tokens, rate: 1000, per: 1h, plans: [standrad]}
+`), 0o644)
+	run := func(env string, args ...string) (string, int) {
+		// A safety net only: a serve that wrongly starts would otherwise
+		// run until the test binary's own timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = append(os.Environ(), "LLMGUARD_TEST_VALIDATE_KEY="+env)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	out, code := run("", "validate", "--config", cfg)
+	if code == 0 || !strings.Contains(out, "upstreams[0].api_key_env: LLMGUARD_TEST_VALIDATE_KEY is not set") {
+		t.Errorf("key unset: exit %d\n%s\nwant non-zero naming upstreams[0].api_key_env", code, out)
+	}
+	out, code = run("", "validate", "--no-env", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "OK") {
+		t.Errorf("--no-env: exit %d\n%s", code, out)
+	}
+	out, code = run("sk-up", "validate", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "warning: limits[0]: limit user-tokens holds 1000 tokens") ||
+		!strings.Contains(out, `warning: limits[0].plans[0]: no key has plan "standrad"`) || !strings.Contains(out, "OK") {
+		t.Errorf("key set: exit %d\n%s\nwant OK with both warnings", code, out)
+	}
+	if out, code = run("sk-up", "validate", "--strict", "--config", cfg); code == 0 {
+		t.Errorf("--strict with warnings: exit 0\n%s", out)
+	}
+	if out, code = run("", "serve", "--config", cfg); code == 0 || !strings.Contains(out, "upstreams[0].api_key_env") {
+		t.Errorf("serve with the key unset: exit %d\n%s\nwant a refusal naming upstreams[0].api_key_env", code, out)
 	}
 }
 

@@ -69,7 +69,7 @@ func TestMultiProcessSharedBudget(t *testing.T) {
 	)
 	cfg := filepath.Join(t.TempDir(), "llmguard.yaml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-upstreams: [{name: mock, flavor: openai, base_url: "%s"}]
+upstreams: [{name: mock, flavor: openai, base_url: "%s", no_key: true}]
 keys:
   - {key: sk-a, user: a, tenant: acme}
   - {key: sk-b, user: b, tenant: acme}

@@ -26,7 +26,7 @@ func TestUsageCommand(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "llmguard.yaml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-upstreams: [{name: mock, flavor: openai, base_url: "%s"}]
+upstreams: [{name: mock, flavor: openai, base_url: "%s", no_key: true}]
 keys: [{key: sk-a, user: alice, tenant: acme}]
 limits: [{name: acme-day, scope: tenant, unit: tokens, quota: 100000, period: day}]
 ledger: {file: %q}

@@ -4,6 +4,7 @@
 package app
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -69,6 +70,17 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 	if err != nil {
 		return nil, err
 	}
+	// A config that cannot work: an upstream without its key refuses the
+	// start; the rest is logged.
+	findings := Check(cfg, pol, w, os.LookupEnv)
+	if fatal := Fatal(findings); len(fatal) > 0 {
+		ce := &config.Error{}
+		for _, f := range fatal {
+			ce.Problems = append(ce.Problems, f.String())
+		}
+		return nil, ce
+	}
+	logFindings(log, findings)
 	a.pol.Store(pol)
 	a.cfg.Store(cfg)
 	a.now = now
@@ -215,13 +227,32 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 	l.log.Debug(fmt.Sprintf(format, args...), "source", "fasthttp")
 }
 
+// logFindings logs Check's warnings, one line each.
+func logFindings(log *slog.Logger, findings []Finding) {
+	for _, f := range findings {
+		if !f.Fatal {
+			log.Warn("config: "+f.Message, "field", f.Field)
+		}
+	}
+}
+
 // compile builds what a config reload replaces: the policy (keys, prices,
-// limits) and the weigher (models).
+// limits) and the weigher (models). An alias (alias_of) is counted as its
+// target where its own entry says nothing: the target's encoding, default
+// output and safety factor (its family's, for a Claude model), so that an
+// alias of a Claude model keeps Claude's safety factor.
 func compile(cfg *config.Config) (*policy.Policy, *weigher.Weigher, error) {
 	models := make(map[string]weigher.Model, len(cfg.Models))
 	for name, m := range cfg.Models {
-		models[name] = weigher.Model{Encoding: m.Encoding, DefaultMaxOutputTokens: m.DefaultMaxOutputTokens, SafetyFactor: m.SafetyFactor,
+		wm := weigher.Model{Encoding: m.Encoding, DefaultMaxOutputTokens: m.DefaultMaxOutputTokens, SafetyFactor: m.SafetyFactor,
 			MaxInputTokens: m.MaxInputTokens}
+		if t, ok := cfg.Models[m.AliasOf]; ok && m.AliasOf != "" {
+			wm.Encoding = cmp.Or(wm.Encoding, t.Encoding, weigher.FamilyEncoding(m.AliasOf))
+			wm.DefaultMaxOutputTokens = cmp.Or(wm.DefaultMaxOutputTokens, t.DefaultMaxOutputTokens)
+			wm.SafetyFactor = cmp.Or(wm.SafetyFactor, t.SafetyFactor, weigher.FamilySafetyFactor(m.AliasOf))
+			wm.MaxInputTokens = cmp.Or(wm.MaxInputTokens, t.MaxInputTokens)
+		}
+		models[name] = wm
 	}
 	w, err := weigher.New(weigher.Options{Models: models, DefaultMaxOutputTokens: cfg.DefaultMaxOutputTokens,
 		DefaultMaxInputTokens: cfg.DefaultMaxInputTokens, MaxDepth: cfg.MaxJSONDepth})

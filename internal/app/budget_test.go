@@ -59,8 +59,8 @@ func TestMonthlyUSDBudgetWithFakeClock(t *testing.T) {
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 upstreams:
-  - {name: openai, flavor: openai, base_url: "%[1]s"}
-  - {name: claude, flavor: anthropic, base_url: "%[1]s"}
+  - {name: openai, flavor: openai, base_url: "%[1]s", no_key: true}
+  - {name: claude, flavor: anthropic, base_url: "%[1]s", no_key: true}
 keys: [{key: %[2]s, user: alice, tenant: acme}]
 models:
   gpt-4o-mini: {input_usd_per_mtok: 0.15, cached_input_usd_per_mtok: 0.075, output_usd_per_mtok: 0.60}
@@ -168,25 +168,36 @@ limits:
 	}
 }
 
-// Crossing warn_at thresholds adds x-llmguard-budget-warning.
+// Crossing warn_at thresholds adds x-llmguard-budget-warning to the
+// answers that follow: the crossing is counted when a request's settled
+// cost takes the quota past a threshold, never on a reservation.
 func TestBudgetWarningHeader(t *testing.T) {
 	h := start(t, `
 limits:
   - {name: alice-daily, scope: user, unit: tokens, quota: 1000, period: day, warn_at: [0.5, 0.9]}
 `)
-	resp, _ := h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":300}`, "x-mock-completion-tokens", "300")
-	if w := resp.Header.Get("x-llmguard-budget-warning"); w != "" {
-		t.Errorf("at 31%%: warning %q", w)
+	const counted = `llmguard_budget_warnings_total{limit="alice-daily",tenant="acme"} 1`
+	// 8 + 900 reserved is 91%, but the call spends 8 + 5: no warning.
+	resp, _ := h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":900}`, "x-mock-completion-tokens", "5")
+	if w := resp.Header.Get("x-llmguard-budget-warning"); w != "" || strings.Contains(h.metrics(), counted) {
+		t.Errorf("a 91%% reservation spending 1%% warned: %q", w)
 	}
 	resp, _ = h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":300}`, "x-mock-completion-tokens", "300")
-	if w := resp.Header.Get("x-llmguard-budget-warning"); w != "alice-daily; used=0.62" {
-		t.Errorf("at 62%%: warning %q, want %q", w, "alice-daily; used=0.62")
+	if w := resp.Header.Get("x-llmguard-budget-warning"); w != "" {
+		t.Errorf("at 1%% before the call: warning %q", w)
 	}
-	if m := h.metrics(); !strings.Contains(m, `llmguard_budget_warnings_total{limit="alice-daily",tenant="acme"} 1`) {
-		t.Errorf("threshold crossing not counted once")
+	resp, _ = h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":300}`, "x-mock-completion-tokens", "300")
+	if w := resp.Header.Get("x-llmguard-budget-warning"); w != "" {
+		t.Errorf("at 32%% before the call: warning %q", w)
 	}
-	h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":50}`)
-	if m := h.metrics(); !strings.Contains(m, `llmguard_budget_warnings_total{limit="alice-daily",tenant="acme"} 1`) {
+	if m := h.metrics(); !strings.Contains(m, counted) {
+		t.Errorf("spend crossing 50%% (63%%) not counted once")
+	}
+	resp, _ = h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":50}`)
+	if w := resp.Header.Get("x-llmguard-budget-warning"); w != "alice-daily; used=0.63" {
+		t.Errorf("at 63%%: warning %q, want %q", w, "alice-daily; used=0.63")
+	}
+	if m := h.metrics(); !strings.Contains(m, counted) {
 		t.Errorf("the same threshold was counted again in the same period")
 	}
 }

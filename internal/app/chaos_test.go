@@ -59,7 +59,7 @@ func TestChaosRedisKilledUnderLoad(t *testing.T) {
 	h := startConfig(t, mock, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
-upstreams: [{name: mock, flavor: openai, base_url: "%s"}]
+upstreams: [{name: mock, flavor: openai, base_url: "%s", no_key: true}]
 keys:
   - {key: sk-load, user: loader, tenant: acme}
   - {key: sk-alice, user: alice, tenant: acme}

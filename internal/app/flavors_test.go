@@ -25,8 +25,8 @@ func startFlavors(t *testing.T, extraLimits string) *harness {
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 upstreams:
-  - {name: openai, flavor: openai, base_url: "%[1]s"}
-  - {name: claude, flavor: anthropic, base_url: "%[1]s"}
+  - {name: openai, flavor: openai, base_url: "%[1]s", no_key: true}
+  - {name: claude, flavor: anthropic, base_url: "%[1]s", no_key: true}
 keys:
   - {key: %[2]s, user: alice, tenant: acme}
 models:

@@ -24,8 +24,8 @@ func depthConfig(mockURL string) string {
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 upstreams:
-  - {name: mock, flavor: openai, base_url: "%[1]s"}
-  - {name: claude, flavor: anthropic, base_url: "%[1]s"}
+  - {name: mock, flavor: openai, base_url: "%[1]s", no_key: true}
+  - {name: claude, flavor: anthropic, base_url: "%[1]s", no_key: true}
 keys:
   - {key: %[2]s, user: alice, tenant: acme}
   - {key: sk-test-bob, user: bob, tenant: acme}

@@ -30,7 +30,7 @@ func BenchmarkLoad(b *testing.B) {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
-upstreams: [{name: mock, flavor: openai, base_url: "%s"}]
+upstreams: [{name: mock, flavor: openai, base_url: "%s", no_key: true}]
 keys: [{key: %s, user: alice, tenant: acme}]
 limits:
   - {name: user-tpm, scope: user, unit: tokens, rate: 1000000000, per: 1s}

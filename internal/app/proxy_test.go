@@ -256,10 +256,12 @@ upstreams:
   - name: main
     flavor: openai
     base_url: %s
+    no_key: true
   - name: azure
     flavor: openai
     base_url: %s/deployments
     path_prefix: /azure
+    no_key: true
 keys:
   - key: %s
     tenant: acme

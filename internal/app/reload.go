@@ -47,6 +47,8 @@ func (a *App) Reload(path string) error {
 		}
 	}
 	warnRedefined(a.log, a.pol.Load(), pol)
+	// Upstreams change only at restart; the limits, keys and prices now.
+	logFindings(a.log, append(checkDefaultCosts(cfg, pol, w), checkMatchers(cfg, pol)...))
 	a.Proxy.Reload(pol, w)
 	a.pol.Store(pol)
 	a.cfg.Store(cfg)

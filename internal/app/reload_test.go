@@ -62,7 +62,7 @@ func TestConfigReloadUnderLoad(t *testing.T) {
 		if err := os.WriteFile(tmp, []byte(fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
-upstreams: [{name: mock, flavor: openai, base_url: "%s"}]
+upstreams: [{name: mock, flavor: openai, base_url: "%s", no_key: true}]
 keys:
   - {key: %s, user: alice, tenant: acme}
   - {key: sk-load, user: loader, tenant: acme}
@@ -213,7 +213,7 @@ func TestConfigMapStyleSwapIsReloaded(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, name, "c.yaml"), []byte(fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
-upstreams: [{name: mock, flavor: openai, base_url: "%s"}]
+upstreams: [{name: mock, flavor: openai, base_url: "%s", no_key: true}]
 keys: [{key: %s, user: alice, tenant: acme}]
 limits: [{name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: %s}]
 `, mock.URL, testKey, burst)), 0o644)

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -84,6 +85,10 @@ type QuotaState struct {
 	Subject string `json:"subject"` // tenant, user or key id; "" for global
 	Tenant  string `json:"tenant,omitempty"`
 	Unit    string `json:"unit"` // tokens, requests, …, micro_usd
+	// Model is the priced model of a per_model limit's bucket ("%unpriced":
+	// the one every model without a price shares); "" for other limits.
+	// Only a per_model limit's buckets with spend are listed.
+	Model string `json:"model,omitempty"`
 	// Quota, Used and Remaining are in Unit; Used may exceed Quota after
 	// reconciliation.
 	Quota        int64     `json:"quota"`
@@ -184,34 +189,59 @@ func (a *App) quotas(ctx context.Context, tenant string, now time.Time) ([]Quota
 			if !r.IsQuota() || !r.MatchesPrincipal(pr) {
 				continue
 			}
-			key := r.Key(pr)
-			if seen[key] {
-				continue
+			for _, model := range quotaModels(pol, r) {
+				key := r.ModelKey(pr, model)
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
+				limit := r.LimitAt(now)
+				tctx, cancel := context.WithTimeout(ctx, time.Second)
+				d, err := a.Store.Take(tctx, "", []bucket.Item{{Key: key, Limit: limit}})
+				cancel()
+				if err != nil {
+					return out, err
+				}
+				st := d.Buckets[0]
+				q := QuotaState{Limit: r.Name, Scope: r.Scope.String(), Subject: subjectOf(r, pr), Tenant: pr.Tenant,
+					Unit: r.Unit.String(), Quota: limit.Capacity, Used: limit.Capacity - st.Remaining, Remaining: st.Remaining,
+					PeriodStart: limit.WindowStart, PeriodEnd: limit.WindowEnd, DaysLeft: -1}
+				if r.PerModel {
+					if q.Used == 0 {
+						continue
+					}
+					q.Model = cmp.Or(model, policy.UnpricedModelKey)
+				}
+				if r.Unit == policy.UnitUSD {
+					q.Unit = "micro_usd"
+				}
+				q.UsedFraction = float64(q.Used) / float64(max(q.Quota, 1))
+				if elapsed := now.Sub(limit.WindowStart).Hours() / 24; q.Used > 0 && elapsed > 0 {
+					q.DaysLeft = float64(max(q.Remaining, 0)) / (float64(q.Used) / elapsed)
+				}
+				out = append(out, q)
 			}
-			seen[key] = true
-			limit := r.LimitAt(now)
-			tctx, cancel := context.WithTimeout(ctx, time.Second)
-			d, err := a.Store.Take(tctx, "", []bucket.Item{{Key: key, Limit: limit}})
-			cancel()
-			if err != nil {
-				return out, err
-			}
-			st := d.Buckets[0]
-			q := QuotaState{Limit: r.Name, Scope: r.Scope.String(), Subject: subjectOf(r, pr), Tenant: pr.Tenant,
-				Unit: r.Unit.String(), Quota: limit.Capacity, Used: limit.Capacity - st.Remaining, Remaining: st.Remaining,
-				PeriodStart: limit.WindowStart, PeriodEnd: limit.WindowEnd, DaysLeft: -1}
-			if r.Unit == policy.UnitUSD {
-				q.Unit = "micro_usd"
-			}
-			q.UsedFraction = float64(q.Used) / float64(max(q.Quota, 1))
-			if elapsed := now.Sub(limit.WindowStart).Hours() / 24; q.Used > 0 && elapsed > 0 {
-				q.DaysLeft = float64(max(q.Remaining, 0)) / (float64(q.Used) / elapsed)
-			}
-			out = append(out, q)
 		}
 	}
 	slices.SortFunc(out, func(x, y QuotaState) int { return strings.Compare(x.Limit+x.Subject, y.Limit+y.Subject) })
 	return out, nil
+}
+
+// quotaModels are the model labels whose buckets a quota keeps: "" alone
+// for a shared bucket; for a per_model quota every priced model its model
+// matchers fit, sorted, and "" for the unpriced models' bucket.
+func quotaModels(pol *policy.Policy, r *policy.Rule) []string {
+	if !r.PerModel {
+		return []string{""}
+	}
+	var out []string
+	for _, m := range pol.PricedModels() {
+		if r.MatchesModel(m) {
+			out = append(out, m)
+		}
+	}
+	slices.Sort(out)
+	return append(out, "")
 }
 
 func subjectOf(r *policy.Rule, pr policy.Principal) string {

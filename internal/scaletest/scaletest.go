@@ -43,7 +43,7 @@ func tenants(keys int) int { return max(keys/100, 1) }
 func Config(keys, limits int, upstreamURL string) []byte {
 	var b strings.Builder
 	b.Grow(keys*130 + limits*170 + 256)
-	fmt.Fprintf(&b, "upstreams:\n  - name: openai\n    flavor: openai\n    base_url: %q\n", upstreamURL)
+	fmt.Fprintf(&b, "upstreams:\n  - name: openai\n    flavor: openai\n    base_url: %q\n    no_key: true\n", upstreamURL)
 	b.WriteString("keys:\n")
 	for i := range keys {
 		sum := sha256.Sum256([]byte(Key(i)))

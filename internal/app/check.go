@@ -1,0 +1,252 @@
+package app
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/spec"
+	"github.com/llmguard/llmguard/weigher"
+)
+
+// Finding is one problem Check found in a config that parses and
+// validates but cannot work as written.
+type Finding struct {
+	// Field is the config path at fault, e.g. "limits[2]" or
+	// "upstreams[0].api_key_env".
+	Field string
+	// Message says what goes wrong and what to change.
+	Message string
+	// Fatal: llmguard refuses to start (and `llmguard validate` fails).
+	// Otherwise the finding is a warning: logged at start and on reload,
+	// printed by `llmguard validate`.
+	Fatal bool
+}
+
+// String is "<field>: <message>".
+func (f Finding) String() string { return f.Field + ": " + f.Message }
+
+// Lookup reads an environment variable (os.LookupEnv's shape).
+type Lookup func(name string) (string, bool)
+
+// Check finds what in a valid config cannot work, in config order:
+//
+//   - an upstream that would get no credential for virtual-key callers:
+//     api_key_env empty, or naming a variable unset or empty in env (fatal;
+//     an upstream with no_key: true, or a config whose every caller brings
+//     its own key — identity.pass_through and no keys — needs none). env
+//     nil skips the environment (a check on a machine without the secrets)
+//     but not an empty api_key_env;
+//   - a limit whose capacity is below some model's default request cost (a
+//     minimal request's input plus the model's default output reservation,
+//     priced in the standard tier for usd), so that every call to it that
+//     sets no maximum output is refused: the model with the highest such
+//     cost is named, with the count of others;
+//   - a plans, tenants or users matcher entry that no key (nor the
+//     pass-through identity) has, and a models glob that fits no priced
+//     model.
+//
+// pol and w are the config's compiled policy and weigher.
+func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Lookup) []Finding {
+	var out []Finding
+	out = append(out, checkUpstreamKeys(cfg, env)...)
+	out = append(out, checkDefaultCosts(cfg, pol, w)...)
+	out = append(out, checkMatchers(cfg, pol)...)
+	return out
+}
+
+// Fatal returns the fatal findings of fs.
+func Fatal(fs []Finding) []Finding {
+	return slices.DeleteFunc(slices.Clone(fs), func(f Finding) bool { return !f.Fatal })
+}
+
+func checkUpstreamKeys(cfg *config.Config, env Lookup) []Finding {
+	if cfg.Identity.PassThrough && len(cfg.Keys) == 0 {
+		return nil // every caller's own key goes upstream
+	}
+	var out []Finding
+	for i, u := range cfg.Upstreams {
+		f := fmt.Sprintf("upstreams[%d]", i)
+		switch {
+		case u.NoKey:
+		case u.APIKeyEnv == "":
+			out = append(out, Finding{Field: f + ".api_key_env", Fatal: true, Message: fmt.Sprintf(
+				"upstream %q has no api_key_env, so callers with virtual keys would reach it with no credential: "+
+					"name the environment variable holding its key, or set no_key: true if it needs none", u.Name)})
+		case env != nil:
+			if v, ok := env(u.APIKeyEnv); !ok || v == "" {
+				out = append(out, Finding{Field: f + ".api_key_env", Fatal: true, Message: fmt.Sprintf(
+					"%s is not set (or empty), so upstream %q would get no credential: set it, or set no_key: true "+
+						"(without api_key_env) if the upstream needs no key", u.APIKeyEnv, u.Name)})
+			}
+		}
+	}
+	return out
+}
+
+// defaultCost is what a minimal request for one model reserves when it
+// sets no maximum output: its input and output tokens and its price.
+type defaultCost struct {
+	model   string
+	in, out int64
+	quote   policy.Quote
+}
+
+// defaultCosts weighs a minimal request (one empty user message; an empty
+// input for an embedding model) for every model of cfg, sorted by name.
+func defaultCosts(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher) []defaultCost {
+	names := slices.Sorted(maps.Keys(cfg.Models))
+	out := make([]defaultCost, 0, len(names))
+	for _, name := range names {
+		q := strconv.Quote(name)
+		var est weigher.Estimate
+		switch {
+		case strings.Contains(name, "embedding"):
+			est = w.Embeddings([]byte(`{"model":` + q + `,"input":""}`))
+		case strings.HasPrefix(name, "claude") || strings.HasPrefix(name, "anthropic"):
+			est = w.Messages([]byte(`{"model":` + q + `,"messages":[{"role":"user","content":""}]}`))
+		default:
+			est = w.Chat([]byte(`{"model":` + q + `,"messages":[{"role":"user","content":""}]}`))
+		}
+		out = append(out, defaultCost{model: name, in: est.InputTokens, out: est.OutputTokens, quote: pol.Quote(name, "")})
+	}
+	return out
+}
+
+func checkDefaultCosts(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher) []Finding {
+	costs := defaultCosts(cfg, pol, w)
+	var out []Finding
+	for i, l := range cfg.Limits {
+		r := ruleNamed(pol, l.Name)
+		if r == nil || r.Unit == policy.UnitRequests {
+			continue
+		}
+		var worst *defaultCost
+		var worstUnits int64
+		over := 0
+		for j := range costs {
+			c := &costs[j]
+			if !r.MatchesModel(c.model) || (r.Unit == policy.UnitUSD && !c.quote.Priced) {
+				continue
+			}
+			units := r.Units(spec.Usage{InputTokens: c.in, OutputTokens: c.out}, c.quote.Price)
+			if units <= r.Limit.Capacity {
+				continue
+			}
+			over++
+			if worst == nil || units > worstUnits {
+				worst, worstUnits = c, units
+			}
+		}
+		if worst == nil {
+			continue
+		}
+		others := ""
+		if over > 1 {
+			others = fmt.Sprintf(" (and of %d other models)", over-1)
+		}
+		out = append(out, Finding{Field: fmt.Sprintf("limits[%d]", i), Message: fmt.Sprintf(
+			"limit %s holds %s, less than the default cost of a request to %s%s: %d input tokens of a minimal request "+
+				"and %d of default output reservation, %s. Every call to it that sets no max_tokens is refused, and "+
+				"waiting will not help: raise the limit's burst or quota, or lower models.%s.default_max_output_tokens "+
+				"(or default_max_output_tokens)",
+			l.Name, amount(r, r.Limit.Capacity), worst.model, others, worst.in, worst.out, amount(r, worstUnits), strconv.Quote(worst.model))})
+	}
+	return out
+}
+
+// amount writes n units of r's unit for people: dollars for usd.
+func amount(r *policy.Rule, n int64) string {
+	if r.Unit == policy.UnitUSD {
+		return fmt.Sprintf("$%.6f", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%d %s", n, r.Unit)
+}
+
+// ruleNamed is the compiled rule of a limit name (names are unique).
+func ruleNamed(pol *policy.Policy, name string) *policy.Rule {
+	rules := pol.Rules()
+	for i := range rules {
+		if rules[i].Name == name {
+			return &rules[i]
+		}
+	}
+	return nil
+}
+
+// passThroughID is the shape of a pass-through caller's user id: the first
+// 16 hex digits of its key's SHA-256.
+var passThroughID = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+func checkMatchers(cfg *config.Config, pol *policy.Policy) []Finding {
+	plans, tenants, users := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, pr := range pol.Principals() {
+		plans[pr.Plan], tenants[pr.Tenant], users[pr.User] = true, true, true
+	}
+	pt := cfg.Identity.PassThrough
+	if pt {
+		plans[cfg.Identity.Plan], tenants[cfg.Identity.Tenant] = true, true
+	}
+	priced := pol.PricedModels()
+	slices.Sort(priced)
+	var out []Finding
+	for i, l := range cfg.Limits {
+		f := fmt.Sprintf("limits[%d]", i)
+		for _, m := range []struct {
+			field  string
+			values []string
+			known  map[string]bool
+			what   string
+		}{{"plans", l.Plans, plans, "plan"}, {"tenants", l.Tenants, tenants, "tenant"}, {"users", l.Users, users, "user"}} {
+			for j, v := range m.values {
+				if m.known[v] || (pt && m.field == "users" && passThroughID.MatchString(v)) {
+					continue
+				}
+				out = append(out, Finding{Field: fmt.Sprintf("%s.%s[%d]", f, m.field, j), Message: fmt.Sprintf(
+					"no key has %s %q, so this entry matches nobody (%ss in use: %s)", m.what, v, m.what, known(m.known))})
+			}
+		}
+		for j, g := range l.Models {
+			if slices.ContainsFunc(priced, func(name string) bool { return policy.MatchModel(g, name) }) {
+				continue
+			}
+			msg := fmt.Sprintf("%q fits no priced model (in models:, prices_file or the embedded table)", g)
+			if u, _ := spec.ParseUnit(l.Unit); u == spec.UnitUSD && cfg.DefaultPrice == nil {
+				msg += ": this usd limit refuses every request it fits with model_not_priced; price those models or alias them"
+			} else {
+				msg += "; if it is meant for models without prices, ignore this"
+			}
+			out = append(out, Finding{Field: fmt.Sprintf("%s.models[%d]", f, j), Message: msg})
+		}
+	}
+	return out
+}
+
+// known lists a set's values, sorted and bounded, for a message.
+func known(set map[string]bool) string {
+	vals := slices.Sorted(maps.Keys(set))
+	if i := slices.Index(vals, ""); i >= 0 {
+		vals[i] = `""`
+	}
+	if len(vals) > 10 {
+		vals = append(vals[:10], fmt.Sprintf("… %d more", len(vals)-10))
+	}
+	return cmp.Or(strings.Join(vals, ", "), "none")
+}
+
+// CheckConfig compiles cfg as New does and returns Check's findings, for
+// `llmguard validate`. Errors: the config does not compile (*config.Error
+// for a limit Compile refuses, or a model the weigher cannot count).
+func CheckConfig(cfg *config.Config, env Lookup) ([]Finding, error) {
+	pol, w, err := compile(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return Check(cfg, pol, w, env), nil
+}

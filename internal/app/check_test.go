@@ -1,0 +1,193 @@
+package app
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/llmguard/llmguard/config"
+)
+
+// checkOf parses a config and runs Check on it with env as the
+// environment.
+func checkOf(t *testing.T, yaml string, env map[string]string) []Finding {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, yaml)
+	}
+	fs, err := CheckConfig(cfg, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+// found returns the findings at field.
+func found(fs []Finding, field string) []Finding {
+	var out []Finding
+	for _, f := range fs {
+		if f.Field == field {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// An upstream that would get no credential refuses the start: an empty
+// api_key_env, or one naming an unset or empty variable; no_key: true
+// and pass-through-only configs need none.
+func TestCheckUpstreamKeys(t *testing.T) {
+	fs := checkOf(t, `
+upstreams:
+  - {name: a, flavor: openai, base_url: "http://x", api_key_env: KEY_SET}
+  - {name: b, flavor: openai, base_url: "http://x", path_prefix: /b, api_key_env: KEY_UNSET}
+  - {name: c, flavor: openai, base_url: "http://x", path_prefix: /c, api_key_env: KEY_EMPTY}
+  - {name: d, flavor: anthropic, base_url: "http://x"}
+  - {name: e, flavor: openai, base_url: "http://x", path_prefix: /e, no_key: true}
+keys: [{key: sk-a, tenant: acme}]
+`, map[string]string{"KEY_SET": "sk-up", "KEY_EMPTY": ""})
+	for _, tc := range []struct {
+		field string
+		fatal bool
+		says  string
+	}{
+		{"upstreams[0].api_key_env", false, ""},
+		{"upstreams[1].api_key_env", true, "KEY_UNSET is not set"},
+		{"upstreams[2].api_key_env", true, "KEY_EMPTY is not set (or empty)"},
+		{"upstreams[3].api_key_env", true, "no api_key_env"},
+		{"upstreams[4].api_key_env", false, ""},
+	} {
+		got := found(fs, tc.field)
+		if !tc.fatal {
+			if len(got) != 0 {
+				t.Errorf("%s: %v, want nothing", tc.field, got)
+			}
+			continue
+		}
+		if len(got) != 1 || !got[0].Fatal || !strings.Contains(got[0].Message, tc.says) || !strings.Contains(got[0].Message, "no_key: true") {
+			t.Errorf("%s: %v, want one fatal finding saying %q and naming no_key", tc.field, got, tc.says)
+		}
+	}
+	if fs := checkOf(t, `
+upstreams: [{name: a, flavor: openai, base_url: "http://x"}]
+identity: {pass_through: true}
+`, nil); len(Fatal(fs)) != 0 {
+		t.Errorf("pass-through only: %v, want no fatal finding (callers bring their keys)", fs)
+	}
+	if _, err := config.Parse([]byte(`upstreams: [{name: a, flavor: openai, base_url: "http://x", api_key_env: K, no_key: true}]`)); err == nil ||
+		!strings.Contains(err.Error(), "upstreams[0].no_key") {
+		t.Errorf("api_key_env with no_key: %v, want refused", err)
+	}
+}
+
+// New refuses to start on a missing key, naming the field; it starts once
+// the variable is set.
+func TestStartRefusesAnUpstreamWithoutItsKey(t *testing.T) {
+	yaml := `
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams: [{name: openai, flavor: openai, base_url: "http://127.0.0.1:1", api_key_env: LLMGUARD_TEST_UNSET_KEY}]
+keys: [{key: sk-a, tenant: acme}]
+`
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	t.Setenv("LLMGUARD_TEST_UNSET_KEY", "")
+	if _, err := New(cfg, quiet); err == nil || !strings.Contains(err.Error(), "upstreams[0].api_key_env: LLMGUARD_TEST_UNSET_KEY is not set") {
+		t.Fatalf("New = %v, want a refusal naming upstreams[0].api_key_env", err)
+	}
+	t.Setenv("LLMGUARD_TEST_UNSET_KEY", "sk-upstream")
+	a, err := New(cfg, quiet)
+	if err != nil {
+		t.Fatalf("with the key set: %v", err)
+	}
+	a.Close()
+}
+
+// A limit below some model's default request cost is reported, naming the
+// limit, the dearest model and the cost; one above every model's is not.
+func TestCheckLimitBelowDefaultCost(t *testing.T) {
+	fs := checkOf(t, `
+upstreams: [{name: a, flavor: openai, base_url: "http://x", no_key: true}]
+keys: [{key: sk-a, user: alice, tenant: acme, plan: free}]
+default_max_output_tokens: 4096
+models:
+  gpt-4o-mini: {default_max_output_tokens: 256}
+limits:
+  - {name: tiny-tokens, scope: user, unit: tokens, rate: 1000, per: 1h}
+  - {name: mini-tokens, scope: user, unit: tokens, rate: 1000, per: 1h, models: ["gpt-4o-mini"]}
+  - {name: pro-dollars, scope: user, unit: usd, quota: 1, period: day, models: ["o1-pro*", "gpt-4o-mini"]}
+  - {name: output-only, scope: user, unit: output_tokens, rate: 100, per: 1m, models: ["text-embedding-*"]}
+  - {name: rpm, scope: user, unit: requests, rate: 1, per: 1m}
+`, nil)
+	tiny := found(fs, "limits[0]")
+	if len(tiny) != 1 || tiny[0].Fatal || !strings.Contains(tiny[0].Message, "tiny-tokens holds 1000 tokens") ||
+		!strings.Contains(tiny[0].Message, "4096 of default output reservation") || !strings.Contains(tiny[0].Message, "other models") {
+		t.Errorf("limits[0]: %v, want a warning naming tiny-tokens, the 4096-token reservation and the other models", tiny)
+	}
+	if got := found(fs, "limits[1]"); len(got) != 0 {
+		t.Errorf("limits[1]: %v, want nothing (gpt-4o-mini reserves 256)", got)
+	}
+	pro := found(fs, "limits[2]")
+	if len(pro) != 1 || !strings.Contains(pro[0].Message, "request to o1-pro:") || !strings.Contains(pro[0].Message, "$1.000000") ||
+		!strings.Contains(pro[0].Message, "$2.45") {
+		t.Errorf("limits[2]: %v, want o1-pro's $2.45… default cost against $1", pro)
+	}
+	if got := found(fs, "limits[3]"); len(got) != 0 {
+		t.Errorf("limits[3]: %v, want nothing (embeddings reserve no output)", got)
+	}
+	if got := found(fs, "limits[4]"); len(got) != 0 {
+		t.Errorf("limits[4]: %v, want nothing for a requests limit", got)
+	}
+}
+
+// A matcher entry that matches no key, and a models glob that fits no
+// priced model, are reported.
+func TestCheckMatchersThatMatchNothing(t *testing.T) {
+	fs := checkOf(t, `
+upstreams: [{name: a, flavor: openai, base_url: "http://x", no_key: true}]
+keys:
+  - {key: sk-a, user: alice, tenant: acme, plan: standard}
+  - {key: sk-b, user: bob, tenant: beta, plan: pro}
+limits:
+  - {name: typo-plan, scope: user, unit: requests, rate: 1, per: 1s, plans: [standrad, pro]}
+  - {name: typo-tenant, scope: user, unit: requests, rate: 1, per: 1s, tenants: [acme, acne]}
+  - {name: typo-user, scope: user, unit: requests, rate: 1, per: 1s, users: [alcie]}
+  - {name: typo-model, scope: user, unit: usd, rate: 1, per: 1s, models: ["gtp-4o*", "gpt-4o*"]}
+  - {name: slashed, scope: user, unit: tokens, rate: 100000, per: 1s, models: ["*/gpt-4o"]}
+  - {name: fine, scope: user, unit: requests, rate: 1, per: 1s, plans: [pro], tenants: [beta], users: [bob], models: ["claude-*"]}
+`, nil)
+	for _, tc := range []struct{ field, says string }{
+		{"limits[0].plans[0]", `no key has plan "standrad"`},
+		{"limits[1].tenants[1]", `no key has tenant "acne"`},
+		{"limits[2].users[0]", `no key has user "alcie"`},
+		{"limits[3].models[0]", "refuses every request it fits with model_not_priced"},
+		{"limits[4].models[0]", "meant for models without prices"},
+	} {
+		got := found(fs, tc.field)
+		if len(got) != 1 || got[0].Fatal || !strings.Contains(got[0].Message, tc.says) {
+			t.Errorf("%s: %v, want a warning saying %q", tc.field, got, tc.says)
+		}
+	}
+	for _, f := range fs {
+		if strings.HasPrefix(f.Field, "limits[5]") || f.Field == "limits[0].plans[1]" || f.Field == "limits[1].tenants[0]" ||
+			f.Field == "limits[3].models[1]" {
+			t.Errorf("%s: %s, want nothing: it matches", f.Field, f.Message)
+		}
+	}
+	// Pass-through callers have the identity's plan and tenant, and users
+	// named by their key's hash.
+	fs = checkOf(t, `
+upstreams: [{name: a, flavor: openai, base_url: "http://x", no_key: true}]
+identity: {pass_through: true, tenant: byok, plan: byok-plan}
+limits:
+  - {name: pt, scope: user, unit: requests, rate: 1, per: 1s, plans: [byok-plan], tenants: [byok], users: ["0123456789abcdef"]}
+`, nil)
+	if len(fs) != 0 {
+		t.Errorf("pass-through matchers: %v, want nothing", fs)
+	}
+}

@@ -1,0 +1,95 @@
+package policy
+
+import "unicode/utf8"
+
+// MatchModel reports whether the model name matches glob. The syntax is
+// path.Match's (`*`, `?`, `[…]` classes with ranges and `^` negation, `\`
+// escapes), but a model name is not a path: `*` and `?` match `/` too, so
+// `*` matches `openai/gpt-4o` and `meta-llama/*` matches
+// `meta-llama/Llama-3.3-70B-Instruct`. A malformed glob (which config
+// validation refuses) matches an undefined set of names, never panics.
+//
+// It runs in O(len(glob) × len(name)) steps at worst: one `*` is
+// backtracked at a time, as in the classic wildcard matcher.
+func MatchModel(glob, name string) bool {
+	// gi, ni: positions in glob and name; star, mark: the glob position
+	// after the last `*` seen and the name position it was tried at.
+	gi, ni := 0, 0
+	star, mark := -1, 0
+	for ni < len(name) {
+		if gi < len(glob) {
+			switch c := glob[gi]; c {
+			case '*':
+				star, mark = gi+1, ni
+				gi++
+				continue
+			case '?':
+				_, w := utf8.DecodeRuneInString(name[ni:])
+				gi, ni = gi+1, ni+w
+				continue
+			case '[':
+				r, w := utf8.DecodeRuneInString(name[ni:])
+				if end, ok := matchClass(glob, gi, r); ok {
+					gi, ni = end, ni+w
+					continue
+				}
+			case '\\':
+				if gi+1 < len(glob) && glob[gi+1] == name[ni] {
+					gi, ni = gi+2, ni+1
+					continue
+				}
+			default:
+				if c == name[ni] {
+					gi, ni = gi+1, ni+1
+					continue
+				}
+			}
+		}
+		if star < 0 {
+			return false
+		}
+		// Let the last `*` take one more rune and retry from there.
+		_, w := utf8.DecodeRuneInString(name[mark:])
+		mark += w
+		gi, ni = star, mark
+	}
+	for gi < len(glob) && glob[gi] == '*' {
+		gi++
+	}
+	return gi == len(glob)
+}
+
+// matchClass matches r against the class that opens at glob[start] ('['),
+// which config validation has found well formed (path.Match's syntax). It returns the position
+// after the class's ']' and whether r is in the class.
+func matchClass(glob string, start int, r rune) (end int, ok bool) {
+	i := start + 1
+	negated := false
+	if i < len(glob) && glob[i] == '^' {
+		negated = true
+		i++
+	}
+	matched := false
+	for i < len(glob) && glob[i] != ']' {
+		lo, w := classChar(glob, i)
+		i += w
+		hi := lo
+		if i+1 < len(glob) && glob[i] == '-' {
+			hi, w = classChar(glob, i+1)
+			i += 1 + w
+		}
+		if lo <= r && r <= hi {
+			matched = true
+		}
+	}
+	return i + 1, matched != negated
+}
+
+// classChar reads one character of a class at glob[i], unescaping `\x`.
+func classChar(glob string, i int) (rune, int) {
+	if glob[i] == '\\' && i+1 < len(glob) {
+		r, w := utf8.DecodeRuneInString(glob[i+1:])
+		return r, 1 + w
+	}
+	return utf8.DecodeRuneInString(glob[i:])
+}

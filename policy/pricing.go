@@ -1,0 +1,300 @@
+package policy
+
+import (
+	"strconv"
+
+	"github.com/llmguard/llmguard/config"
+)
+
+// ServiceTier is the processing tier a request asks for (OpenAI's
+// service_tier request field, https://platform.openai.com/docs/api-reference/chat/create),
+// which decides its price.
+type ServiceTier uint8
+
+// Service tiers.
+const (
+	// TierStandard is OpenAI's "default" tier (also "scale" and any value
+	// OpenAI does not price differently).
+	TierStandard ServiceTier = iota
+	// TierPriority is "priority": faster, at a premium
+	// (https://openai.com/api-priority-processing/).
+	TierPriority
+	// TierFlex is "flex": slower, at Batch API rates
+	// (https://developers.openai.com/api/docs/guides/flex-processing).
+	TierFlex
+)
+
+var tierNames = []string{TierStandard: "default", TierPriority: "priority", TierFlex: "flex"}
+
+// String is the tier's name as OpenAI spells it ("default", "priority",
+// "flex"); a value outside the enum is "unknown(<n>)".
+func (t ServiceTier) String() string {
+	if int(t) < len(tierNames) {
+		return tierNames[t]
+	}
+	return "unknown(" + strconv.Itoa(int(t)) + ")"
+}
+
+// parseTier reads a config's default_service_tier ("" is the standard
+// tier; Validate refuses other values).
+func parseTier(s string) ServiceTier {
+	for i, n := range tierNames {
+		if s == n {
+			return ServiceTier(i)
+		}
+	}
+	return TierStandard
+}
+
+// modelPrices are one priced model's prices in each tier. priority is nil
+// when the price table gives none (such a request is not priced); flex
+// falls back to the standard prices, which cost no less.
+type modelPrices struct {
+	standard, flex Price
+	priority       *Price
+}
+
+// buildPrices compiles every priced model of c (its own prices, or its
+// alias target's) into pico-USD prices per tier.
+func buildPrices(c *config.Config) map[string]modelPrices {
+	out := make(map[string]modelPrices, len(c.Models))
+	for name, m := range c.Models {
+		if m.AliasOf != "" {
+			t, ok := c.Models[m.AliasOf]
+			if !ok || t.AliasOf != "" || !t.Priced() { // Validate refuses these
+				continue
+			}
+			m = t
+		}
+		if !m.Priced() {
+			continue
+		}
+		out[name] = compileModel(m)
+	}
+	return out
+}
+
+// compileModel is a priced model's prices per tier. A tier or band field
+// left at zero is derived so as never to under-count: a long-context
+// field scales the standard field by the band's input ratio (Anthropic's
+// long-context cache writes keep their 1.25× of input); the priority tier
+// past the threshold is its own band if given, else the higher of the
+// priority and the standard long-context rates, field by field.
+func compileModel(m config.Model) modelPrices {
+	std := tierPrice(m.Standard(), m.LongContext, nil)
+	mp := modelPrices{standard: std, flex: std}
+	if m.Flex != nil && m.Flex.Priced() {
+		mp.flex = tierPrice(*m.Flex, m.LongContext, nil)
+		if m.LongContext != nil { // flex past the threshold: no cheaper than standard's band
+			mp.flex.LongAbove, mp.flex.Long = std.LongAbove, std.Long
+		}
+	}
+	if m.Priority != nil && m.Priority.Priced() {
+		p := tierPrice(*m.Priority, m.LongContext, &std)
+		mp.priority = &p
+	}
+	return mp
+}
+
+// tierPrice converts one tier's list prices, with the model's long-context
+// band (nil: none). For the priority tier, std is the standard tier's
+// compiled price: without a priority band of its own, the band is the
+// higher of the priority rates and std's band.
+func tierPrice(t config.TierPrices, lc *config.LongContext, std *Price) Price {
+	p := usd(t).Price()
+	if lc == nil {
+		return p
+	}
+	p.LongAbove = lc.AboveInputTokens
+	base := p.rates(0)
+	switch {
+	case std == nil:
+		p.Long = deriveBand(usd(lc.TierPrices), base)
+	case lc.Priority != nil && lc.Priority.Priced():
+		p.Long = deriveBand(usd(*lc.Priority), base)
+	default:
+		p.Long = maxRates(base, std.Long)
+	}
+	return p
+}
+
+// deriveBand converts a long-context band's list prices, filling each
+// price the band leaves at zero from the tier's rate scaled by the band's
+// input ratio (rounded up): Anthropic's 1-hour cache writes at 2× input stay
+// 2× the band's input.
+func deriveBand(band USDPerMTok, base Rates) Rates {
+	r := Rates{Input: pico(band.Input), CachedInput: pico(band.CachedInput), CacheWrite: pico(band.CacheWrite),
+		CacheWrite1h: pico(band.CacheWrite1h), Output: pico(band.Output)}
+	if r.Input == 0 {
+		r.Input = base.Input
+	}
+	scale := func(dst *int64, v int64) {
+		if *dst != 0 {
+			return
+		}
+		if base.Input == 0 {
+			*dst = max(v, r.Input)
+			return
+		}
+		*dst = ceilMulDiv(v, r.Input, base.Input)
+	}
+	scale(&r.CachedInput, base.CachedInput)
+	scale(&r.CacheWrite, base.CacheWrite)
+	scale(&r.CacheWrite1h, base.CacheWrite1h)
+	scale(&r.Output, base.Output)
+	return r
+}
+
+// ceilMulDiv is ⌈v × num / den⌉ for prices (pico-USD per token, at most
+// 10^12 by validation), saturating rather than overflowing.
+func ceilMulDiv(v, num, den int64) int64 {
+	if v != 0 && num > (1<<62)/v {
+		return 1 << 62
+	}
+	return (v*num + den - 1) / den
+}
+
+// maxRates is the higher of a's and b's rates, field by field.
+func maxRates(a, b Rates) Rates {
+	return Rates{Input: max(a.Input, b.Input), CachedInput: max(a.CachedInput, b.CachedInput), CacheWrite: max(a.CacheWrite, b.CacheWrite),
+		CacheWrite1h: max(a.CacheWrite1h, b.CacheWrite1h), Output: max(a.Output, b.Output)}
+}
+
+// usd is a config's tier prices as USDPerMTok.
+func usd(t config.TierPrices) USDPerMTok {
+	return USDPerMTok{Input: t.InputUSDPerMTok, CachedInput: t.CachedInputUSDPerMTok, CacheWrite: t.CacheWriteUSDPerMTok,
+		CacheWrite1h: t.CacheWrite1hUSDPerMTok, Output: t.OutputUSDPerMTok}
+}
+
+// Quote is how one request is priced: its model and service tier
+// resolved against the price table.
+type Quote struct {
+	// Label is the priced model name the request's model resolves to: the
+	// name itself, the model a dated snapshot is of, or an alias's name.
+	// Metrics label models by it and per_model buckets are keyed by it, so
+	// its values come from the config and the price table, never from
+	// callers. "" when the model has no price (or the request names none).
+	Label string
+	// Price is the request's price; zero when Priced is false.
+	Price Price
+	// Priced: Price applies, the model's own or (Default) default_price.
+	// False: a usd limit cannot count the request.
+	Priced bool
+	// Default: the model has no price of its own; Price is default_price.
+	Default bool
+	// Tier is the service tier the request is priced in.
+	Tier ServiceTier
+	// Missing names the config key that would price the request when
+	// Priced is false: `models."<model>"` (its prices, or alias_of), or
+	// `models."<label>".priority` for a priority request.
+	Missing string
+}
+
+// Quote prices a request for model in the service tier it asks for
+// (serviceTier: the request's service_tier as sent; "", "auto" and
+// unknown values take the config's default_service_tier, "default",
+// "standard" and "scale" the standard tier). The model resolves to a
+// priced name only by its exact name (an alias is an exact name), or as
+// a dated snapshot of a priced name (see SnapshotOf); anything else is
+// unpriced, or priced at default_price when the config sets one.
+func (p *Policy) Quote(model, serviceTier string) Quote {
+	q := Quote{Tier: p.tierOf(serviceTier)}
+	label, ok := p.priced(model)
+	if !ok {
+		if p.defaultPrice != nil {
+			q.Price, q.Priced, q.Default = *p.defaultPrice, true, true
+			return q
+		}
+		q.Missing = "models." + strconv.Quote(model)
+		return q
+	}
+	q.Label = label
+	mp := p.prices[label]
+	switch q.Tier {
+	case TierPriority:
+		if mp.priority == nil {
+			q.Missing = "models." + strconv.Quote(label) + ".priority"
+			return q
+		}
+		q.Price = *mp.priority
+	case TierFlex:
+		q.Price = mp.flex
+	default:
+		q.Price = mp.standard
+	}
+	q.Priced = true
+	return q
+}
+
+// tierOf is the tier a request's service_tier value asks for.
+func (p *Policy) tierOf(s string) ServiceTier {
+	switch s {
+	case "priority":
+		return TierPriority
+	case "flex":
+		return TierFlex
+	case "default", "standard", "scale":
+		return TierStandard
+	}
+	return p.defaultTier
+}
+
+// priced is the priced name model resolves to: model itself, or the model
+// it is a dated snapshot of.
+func (p *Policy) priced(model string) (string, bool) {
+	if _, ok := p.prices[model]; ok {
+		return model, true
+	}
+	if base, ok := SnapshotOf(model); ok {
+		if _, ok := p.prices[base]; ok {
+			return base, true
+		}
+	}
+	return "", false
+}
+
+// PricedModels returns the names the policy prices (aliases included),
+// in no particular order. The slice is the caller's.
+func (p *Policy) PricedModels() []string {
+	out := make([]string, 0, len(p.prices))
+	for name := range p.prices {
+		out = append(out, name)
+	}
+	return out
+}
+
+// SnapshotOf returns the model a dated snapshot name is of: name without a
+// date suffix `-YYYY-MM-DD` (gpt-4o-2024-08-06), `-YYYYMMDD`
+// (claude-sonnet-4-5-20250929) or `-MMDD` (gpt-4-0613, the form of older
+// OpenAI names), with a plausible date (a year from 2000, months 01–12,
+// days 01–31). ok is false for any other name: a name that merely starts
+// with another (gpt-5-pro, o3-pro, claude-opus-4-1) is not a snapshot of
+// it, since providers price such models differently.
+func SnapshotOf(name string) (base string, ok bool) {
+	digits := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if s[i] < '0' || s[i] > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	monthDay := func(mm, dd string) bool {
+		m, _ := strconv.Atoi(mm)
+		d, _ := strconv.Atoi(dd)
+		return m >= 1 && m <= 12 && d >= 1 && d <= 31
+	}
+	n := len(name)
+	switch {
+	case n > 11 && name[n-11] == '-' && name[n-6] == '-' && name[n-3] == '-' &&
+		digits(name[n-10:n-6]) && digits(name[n-5:n-3]) && digits(name[n-2:]) &&
+		name[n-10:n-8] >= "20" && monthDay(name[n-5:n-3], name[n-2:]):
+		return name[:n-11], true // -YYYY-MM-DD
+	case n > 9 && name[n-9] == '-' && digits(name[n-8:]) &&
+		name[n-8:n-6] >= "20" && monthDay(name[n-4:n-2], name[n-2:]):
+		return name[:n-9], true // -YYYYMMDD
+	case n > 5 && name[n-5] == '-' && digits(name[n-4:]) && monthDay(name[n-4:n-2], name[n-2:]):
+		return name[:n-5], true // -MMDD
+	}
+	return "", false
+}
