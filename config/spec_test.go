@@ -54,3 +54,21 @@ limits:
 		}
 	}
 }
+
+// Every model of the embedded price table states its largest input, which
+// a request with hidden context (previous_response_id, a stored file)
+// reserves: without it such a request would reserve a guess.
+func TestEmbeddedPricesStateMaxInput(t *testing.T) {
+	table, err := ParsePrices(DefaultPricesJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range table {
+		if m.MaxInputTokens < 4096 {
+			t.Errorf("%s: max_input_tokens %d", name, m.MaxInputTokens)
+		}
+	}
+	if table["gpt-4o"].MaxInputTokens != 128_000 || table["gpt-5"].MaxInputTokens != 272_000 {
+		t.Errorf("gpt-4o %d, gpt-5 %d: want 128000 and 272000", table["gpt-4o"].MaxInputTokens, table["gpt-5"].MaxInputTokens)
+	}
+}
