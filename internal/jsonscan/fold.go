@@ -58,6 +58,17 @@ func foldRune(r rune) rune {
 	return least
 }
 
+// Folded reports whether key is its own fold: no ASCII capital letter and
+// no byte ≥ 0x80 (a fast path: FoldKey would copy it as it is).
+func Folded[K string | []byte](key K) bool {
+	for i := range len(key) {
+		if c := key[i]; c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
 func asciiLower(r rune) rune {
 	if 'A' <= r && r <= 'Z' {
 		return r + 'a' - 'A'

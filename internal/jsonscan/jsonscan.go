@@ -683,7 +683,7 @@ func (s *scanner) hashKey(start, end int, escaped bool) uint64 {
 		s.scratch[0] = unescape(s.scratch[0][:0], raw)
 		raw = s.scratch[0]
 	}
-	if s.fold {
+	if s.fold && !Folded(raw) {
 		s.scratch[2] = FoldKey(s.scratch[2][:0], raw)
 		raw = s.scratch[2]
 	}
