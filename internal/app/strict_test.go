@@ -268,6 +268,11 @@ func TestStrictBodiesAreRefused(t *testing.T) {
 	if !strings.Contains(h.metrics(), `outcome="invalid"`) {
 		t.Error("refusals not counted as outcome invalid")
 	}
+	// Every byte held for the bodies, decoded ones and decoder windows
+	// included, was given back (the handler releases before it answers).
+	if n := h.bodyBytesInFlight(); n != 0 {
+		t.Errorf("%v body bytes still held after every answer", n)
+	}
 }
 
 // TestRefusalMessagesNameTheReason: the message says what and where.
@@ -331,6 +336,9 @@ func TestEncodedBodiesAreWeighedAndForwardedDecoded(t *testing.T) {
 		if after, _ := h.left(); before-after != cost {
 			t.Errorf("%s: charged %d tokens, the plain body %d", tc.name, before-after, cost)
 		}
+	}
+	if n := h.bodyBytesInFlight(); n != 0 {
+		t.Errorf("%v body bytes still held after every answer", n)
 	}
 }
 
