@@ -41,10 +41,6 @@ var (
 		anthropicType: "request_too_large", message: "Request body exceeds the size llmguard accepts (max_body_bytes)."}
 	errAmbiguousPath = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_path",
 		anthropicType: "invalid_request_error", message: "The request path routes differently decoded and as sent (a percent-encoded path prefix); send it unencoded."}
-	errDuplicateKey = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "duplicate_key",
-		anthropicType: "invalid_request_error", message: "The JSON body names a key twice in one object; llmguard refuses ambiguous bodies."}
-	errTooDeep = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "json_too_deep",
-		anthropicType: "invalid_request_error", message: "The JSON body nests more arrays and objects than llmguard accepts (its max_json_depth)."}
 	errModelName = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_model",
 		anthropicType: "invalid_request_error", message: "The model name is longer than 256 bytes."}
 	errGatewayCredential = apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_auth_failed",

@@ -346,6 +346,13 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		return r
 	}
 	p.inject(pointHandler)
+	// A weighed endpoint takes only bodies llmguard can decode: refused
+	// from the headers, before a byte of the body is read.
+	x.kind = classify(ctx.Method(), x.path)
+	codings, r := checkEncoding(&ctx.Request.Header, x.kind)
+	if r != nil {
+		return r
+	}
 
 	// Read the body within max_body_bytes and the in-flight body budget.
 	held, refused, ok := p.readBody(ctx, x.principal.Tenant)
@@ -358,10 +365,14 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	}
 	// Held until the request is forwarded (or refused): the upstream has
 	// the whole body once forward returns, even for a streamed answer.
-	defer p.releaseBody(ctx, held)
+	// (Decoding adds to what is held.)
+	defer func() { p.releaseBody(ctx, held) }()
+	ctx.Request.SetBodyRaw(held.b) // later readers of ctx.Request.Body() get these bytes
+	if r := p.decodeBody(ctx, &held, codings); r != nil {
+		return r
+	}
 	body := held.b
-	ctx.Request.SetBodyRaw(body) // later readers of ctx.Request.Body() get these bytes
-	x.start = time.Now()         // llmguard's overhead excludes the client's upload
+	x.start = time.Now() // llmguard's overhead excludes the client's upload
 
 	if r := p.weigh(ctx, x, body); r != nil {
 		return r
@@ -415,22 +426,13 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 	}
 	if x.kind.Weighed() {
 		x.est = p.weighAs(x, body)
-		if x.est.DuplicateKeys {
-			// Parsers disagree on which value of a repeated key counts: the
-			// upstream must serve exactly what was weighed.
-			return &refusal{err: errDuplicateKey, outcome: meter.OutcomeInvalid}
-		}
-		if x.est.TooDeep {
-			// Nested past max_json_depth: refused before any parser
-			// recursed into it, and never forwarded.
-			return &refusal{err: errTooDeep, outcome: meter.OutcomeInvalid}
-		}
 		if !x.est.Parsed {
-			// Not a JSON object: the upstream will refuse it, and no output
-			// can follow. Reserve the byte-based input estimate only, so that
-			// a small limit does not call it too large and the upstream, not
-			// llmguard, answers it.
-			x.est.OutputTokens = 0
+			// Not weighed exactly as every upstream reads it (not strict
+			// UTF-8 JSON, not an object, a key twice or in another case,
+			// nested past max_json_depth): a lenient upstream could serve
+			// what llmguard did not weigh, so it is refused, never
+			// forwarded, never charged.
+			return &refusal{err: faultError(x.est), outcome: meter.OutcomeInvalid}
 		}
 		if x.est.ServerContext {
 			// previous_response_id / conversation: the upstream adds

@@ -63,7 +63,7 @@ func (w *Weigher) Chat(body []byte) Estimate { return w.chat(body, "") }
 // chat is [Weigher.Chat] weighed as model as when it is not empty, whatever
 // the body names.
 func (w *Weigher) chat(body []byte, as string) Estimate {
-	root, fallback, ok := w.parseRequest(body)
+	root, fallback, ok := w.parseRequest(body, chatFields)
 	if !ok {
 		return fallback
 	}

@@ -169,18 +169,20 @@ func TestChatStreamFlags(t *testing.T) {
 func TestChatFallback(t *testing.T) {
 	w := testWeigher(t)
 	for _, tc := range []struct {
-		name string
-		body []byte
+		name  string
+		body  []byte
+		fault Fault
 	}{
-		{"empty", nil},
-		{"not JSON", []byte("model=gpt-4o&messages=hello")},
-		{"truncated", []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"`)},
-		{"array", []byte(`[1,2,3]`)},
-		{"string", []byte(`"hello"`)},
-		{"invalid UTF-8 bytes", []byte{0xff, 0xfe, 0x00, '{'}},
+		{"empty", nil, FaultInvalidJSON},
+		{"not JSON", []byte("model=gpt-4o&messages=hello"), FaultInvalidJSON},
+		{"truncated", []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"`), FaultInvalidJSON},
+		{"array", []byte(`[1,2,3]`), FaultNotObject},
+		{"string", []byte(`"hello"`), FaultNotObject},
+		{"invalid UTF-8 bytes", []byte{0xff, 0xfe, 0x00, '{'}, FaultNotUTF8},
 	} {
 		e := w.Chat(tc.body)
-		want := Estimate{InputTokens: int64(len(tc.body)+1) / 2, OutputTokens: 1000}
+		want := Estimate{InputTokens: int64(len(tc.body)+1) / 2, OutputTokens: 1000, Fault: tc.fault}
+		e.FaultDetail = ""
 		if e != want {
 			t.Errorf("%s: Chat = %+v, want %+v", tc.name, e, want)
 		}

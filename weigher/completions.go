@@ -35,7 +35,7 @@ func (w *Weigher) Completions(body []byte) Estimate { return w.completions(body,
 // completions is [Weigher.Completions] weighed as model as when it is not empty, whatever
 // the body names.
 func (w *Weigher) completions(body []byte, as string) Estimate {
-	root, fallback, ok := w.parseRequest(body)
+	root, fallback, ok := w.parseRequest(body, completionsFields)
 	if !ok {
 		return fallback
 	}
@@ -109,7 +109,7 @@ func (w *Weigher) Embeddings(body []byte) Estimate { return w.embeddings(body, "
 // embeddings is [Weigher.Embeddings] weighed as model as when it is not empty, whatever
 // the body names.
 func (w *Weigher) embeddings(body []byte, as string) Estimate {
-	root, fallback, ok := w.parseRequest(body)
+	root, fallback, ok := w.parseRequest(body, embeddingsFields)
 	if !ok {
 		fallback.OutputTokens = 0
 		return fallback

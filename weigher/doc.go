@@ -8,8 +8,9 @@
 // /v1/completions), [Weigher.Embeddings] (/v1/embeddings) and
 // [Weigher.Messages] (Anthropic /v1/messages; /v1/messages/count_tokens is
 // recognised as [KindCountTokens] and not weighed). The body is first
-// checked by one flat, non-recursive pass (internal/jsonscan: strict syntax,
-// nesting within [Options.MaxDepth], keys named twice), then parsed once,
+// checked by one flat, non-recursive pass (internal/jsonscan: strict syntax
+// in UTF-8 without a byte-order mark, nesting within [Options.MaxDepth],
+// keys named twice or in two cases), then parsed once,
 // without building a tree (gjson over a zero-copy string view), and its text
 // is counted in the model's tiktoken encoding (o200k_base, cl100k_base: an
 // allocation-free counter checked against tiktoken-go, see bpe.go; legacy
@@ -17,10 +18,12 @@
 // images and documents, following the providers' published counting rules.
 // Claude has no public tokenizer: its text is counted in o200k_base times a
 // per-model safety factor (claude.go). The output reservation comes from the
-// request's maximum or the model's configured default. A body that is not
-// JSON never fails or panics: it gets a conservative byte-based estimate
-// ([Weigher.Bytes]) and is forwarded anyway, so the upstream judges it; one
-// nested too deep is flagged (Estimate.TooDeep) for the proxy to refuse.
+// request's maximum or the model's configured default. A body that every
+// upstream might not read as the weigher does — not strict UTF-8 JSON, not
+// an object, a key twice or in another case (also a key that is a field the
+// weigher reads, fields.go, only when case is ignored), nested too deep —
+// never fails or panics: it gets a byte-based estimate ([Weigher.Bytes])
+// with Parsed false and Estimate.Fault saying why, for the proxy to refuse.
 // Weighing takes time linear in the body whatever its shape (see
 // BenchmarkBodyShapes).
 //

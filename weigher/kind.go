@@ -177,12 +177,13 @@ var kindPaths = func() []kindPath {
 // [Weigher.Responses], [Weigher.Completions], [Weigher.Embeddings] or
 // [Weigher.Messages]. A kind that is not [Kind.Weighed] (KindOther,
 // KindCountTokens) gets the zero Estimate with Parsed true. Each checks the
-// body in one flat pass first (syntax, nesting within [Options.MaxDepth],
-// keys named twice), so a body too deep or ambiguous is reported
-// (Estimate.TooDeep, Estimate.DuplicateKeys) before any recursive parser
-// reads it. A request with hidden context (Estimate.ServerContext) reserves
-// at least the model's largest input ([Model.MaxInputTokens]). It never
-// panics and never keeps body.
+// body in one flat pass first (strict syntax in UTF-8, nesting within
+// [Options.MaxDepth], keys named twice or in two cases), so a body that is
+// too deep, ambiguous or not strict JSON is reported (Estimate.Fault,
+// Parsed false) before any recursive parser reads it. A request with
+// hidden context (Estimate.ServerContext) reserves at least the model's
+// largest input ([Model.MaxInputTokens]). It never panics and never keeps
+// body.
 func (w *Weigher) Weigh(k Kind, body []byte) Estimate {
 	r := k.row()
 	if !r.weighed {

@@ -33,7 +33,7 @@ func (w *Weigher) Messages(body []byte) Estimate { return w.messages(body, "") }
 // messages is [Weigher.Messages] weighed as model as when it is not empty, whatever
 // the body names.
 func (w *Weigher) messages(body []byte, as string) Estimate {
-	root, fallback, ok := w.parseRequest(body)
+	root, fallback, ok := w.parseRequest(body, messagesFields)
 	if !ok {
 		return fallback
 	}

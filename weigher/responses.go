@@ -37,7 +37,7 @@ func (w *Weigher) Responses(body []byte) Estimate { return w.responses(body, "")
 // responses is [Weigher.Responses] weighed as model as when it is not empty, whatever
 // the body names.
 func (w *Weigher) responses(body []byte, as string) Estimate {
-	root, fallback, ok := w.parseRequest(body)
+	root, fallback, ok := w.parseRequest(body, responsesFields)
 	if !ok {
 		return fallback
 	}

@@ -18,24 +18,38 @@ const DefaultMaxDepth = jsonscan.DefaultMaxDepth
 const MaxMaxDepth = 10000
 
 // parseRequest checks a request body in one flat pass (jsonscan: strict RFC
-// 8259 syntax, nesting within w's limit, no key named twice in an object)
-// and parses it with gjson only when it passed, so no recursive parser ever
-// sees an unbounded document. ok is true for a JSON object; otherwise
-// fallback is the estimate to return: the byte-based [Weigher.Bytes], with
-// TooDeep or DuplicateKeys set when that is why it failed.
-func (w *Weigher) parseRequest(body []byte) (root gjson.Result, fallback Estimate, ok bool) {
-	err := jsonscan.Check(body, jsonscan.Options{MaxDepth: w.maxDepth, DuplicateKeys: true})
+// 8259 syntax in UTF-8 without a byte-order mark, nesting within w's limit,
+// no key named twice in an object, not even in another case) and parses it
+// with gjson only when it passed, so no recursive parser ever sees an
+// unbounded document; then it checks that no object the weigher reads
+// (described by f) holds one of its fields in another case. ok is true for
+// a JSON object that passed all of it; otherwise fallback is the estimate to
+// return: the byte-based [Weigher.Bytes], with Parsed false and Fault (and
+// TooDeep or DuplicateKeys) saying why.
+func (w *Weigher) parseRequest(body []byte, f *fields) (root gjson.Result, fallback Estimate, ok bool) {
+	err := jsonscan.Check(body, jsonscan.Options{MaxDepth: w.maxDepth, FoldCase: true, UTF8: true})
 	if err == nil {
 		root = gjson.Parse(bodyString(bytes.TrimSpace(body)))
-		if root.IsObject() {
+		if !root.IsObject() {
+			fallback = w.Bytes(body, "")
+			fallback.Fault, fallback.FaultDetail = FaultNotObject, notObjectDetail(root)
+			return gjson.Result{}, fallback, false
+		}
+		key, field, fine := checkFields(root, f)
+		if fine {
 			return root, Estimate{}, true
 		}
+		fallback = w.Bytes(body, "")
+		fallback.Fault = FaultCaseVariantKey
+		fallback.FaultDetail = "key " + shownKey(key) + " is the field " + shownKey(field) + " in another case"
+		return gjson.Result{}, fallback, false
 	}
 	fallback = w.Bytes(body, "")
-	switch jsonscan.ReasonOf(err) {
-	case jsonscan.TooDeep:
+	fallback.Fault, fallback.FaultDetail = scanFault(body, err)
+	switch fallback.Fault {
+	case FaultTooDeep:
 		fallback.TooDeep = true
-	case jsonscan.DuplicateKey:
+	case FaultDuplicateKey, FaultCaseVariantKey:
 		fallback.DuplicateKeys = true
 	}
 	return gjson.Result{}, fallback, false

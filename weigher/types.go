@@ -41,11 +41,22 @@ type Estimate struct {
 	// when absent, not a string, or longer than 32 bytes (no tier is): the
 	// tier the request is priced in.
 	ServiceTier string
-	// Parsed is false when the body could not be parsed and the estimate is
-	// the conservative byte-based fallback.
+	// Parsed is false when the body could not be weighed exactly as every
+	// upstream reads it and the estimate is the conservative byte-based
+	// fallback; Fault then says why.
 	Parsed bool
+	// Fault is why the body could not be weighed (FaultNone when Parsed):
+	// not strict JSON, not an object, not UTF-8, a byte-order mark, a key
+	// twice or in another case, too deep. The proxy refuses such a body
+	// with 400 and the fault's code rather than forward it.
+	Fault Fault
+	// FaultDetail says where and what the fault is, for the caller's
+	// message: a byte offset, the offending key (quoted, cut to 64 bytes),
+	// "NaN and Infinity are not JSON numbers"… "" when Parsed.
+	FaultDetail string
 	// DuplicateKeys is set when an object of the body names a key twice
-	// (see [DuplicateKeys]): parsers disagree on which value counts, so the
+	// (see [DuplicateKeys]), or two keys that differ only in case
+	// (FaultCaseVariantKey): parsers disagree on which value counts, so the
 	// estimate may not be what the upstream serves. Parsed is then false
 	// and the estimate byte-based.
 	DuplicateKeys bool

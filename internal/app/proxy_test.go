@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,22 +104,28 @@ func TestUpstreamErrorWithoutUsageRefunds(t *testing.T) {
 	}
 }
 
-func TestUnparseableBodyIsForwardedWithByteEstimate(t *testing.T) {
-	// A small bucket: an unparseable body must not be refused as too large
-	// because of an output reservation no answer can use.
+// An unparseable body on a weighed endpoint used to be forwarded with a
+// byte-based estimate; a lenient upstream could serve it (NaN, a
+// byte-order mark…) with an output llmguard never reserved. Now llmguard
+// answers it itself (a deliberate contract change, README "When things go
+// wrong"): 400 invalid_json, never forwarded, nothing charged.
+func TestUnparseableBodyIsRefusedNotForwarded(t *testing.T) {
 	h := start(t, `
 limits:
   - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 200}
 `)
-	resp, _ := h.post(testKey, `{"model": "gpt-4o-mini", "messages": [ oops`)
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("status %d, want the upstream's 400", resp.StatusCode)
+	resp, body := h.post(testKey, `{"model": "gpt-4o-mini", "messages": [ oops`)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, `"code":"invalid_json"`) {
+		t.Errorf("status %d %s, want llmguard's 400 invalid_json", resp.StatusCode, body)
 	}
-	if h.mock.Requests.Load() != 1 {
-		t.Errorf("unparseable body not forwarded")
+	if h.mock.Requests.Load() != 0 {
+		t.Errorf("unparseable body forwarded")
 	}
-	if r := remainingTokens(t, resp.Header); r >= 200 {
-		t.Errorf("remaining %d: an unparseable body must still reserve a byte-based estimate", r)
+	// Nothing was reserved: a request that fits 200 tokens exactly still passes.
+	resp, body = h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":`+
+		strconv.Itoa(200-hiInput)+`}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a request of the whole bucket after the refusal: %d %s", resp.StatusCode, body)
 	}
 }
 

@@ -5,7 +5,8 @@
 // llmguard reads — a request body before it is weighed, an upstream JSON
 // answer or SSE event before its usage is read, the price file — goes through
 // [Check] first: strict RFC 8259 syntax, nesting bounded by a depth limit,
-// and optionally no object naming a key twice. The scan is a loop over the
+// optionally no object naming a key twice (or two keys that differ only in
+// case), and optionally the UTF-8 of RFC 8259 §8.1. The scan is a loop over the
 // bytes with an explicit stack of one bit per open array or object, so it
 // cannot overflow the goroutine stack and costs O(len) time whatever the
 // shape; only the gjson or encoding/json pass that follows builds values.
@@ -46,9 +47,23 @@ const (
 	// DuplicateKey: an object names the same key twice, compared after
 	// unescaping (only checked with [Options.DuplicateKeys]).
 	DuplicateKey
+	// ByteOrderMark: the input starts with a UTF-8 byte-order mark (EF BB
+	// BF), which RFC 8259 §8.1 forbids in JSON exchanged between systems
+	// (only reported with [Options.UTF8]; otherwise it is a Syntax error).
+	ByteOrderMark
+	// NotUTF8: the input is not UTF-8 (RFC 8259 §8.1): a byte sequence that
+	// is not valid UTF-8 (RFC 3629), or a NUL byte, which no JSON text holds
+	// raw and which marks UTF-16 and UTF-32 text (only reported with
+	// [Options.UTF8]).
+	NotUTF8
+	// CaseVariantKey: two keys of one object are the same once case is
+	// folded ([FoldKey]) but not as written, as "max_tokens" and
+	// "MAX_TOKENS" (only checked with [Options.FoldCase]).
+	CaseVariantKey
 )
 
-var reasonNames = [...]string{"ok", "too_deep", "syntax", "truncated", "trailing", "duplicate_key"}
+var reasonNames = [...]string{"ok", "too_deep", "syntax", "truncated", "trailing", "duplicate_key",
+	"byte_order_mark", "not_utf8", "case_variant_key"}
 
 // String is the reason's snake_case name ("too_deep", "syntax"…).
 func (r Reason) String() string {
@@ -82,6 +97,12 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("jsonscan: data after the JSON value at offset %d", e.Offset)
 	case DuplicateKey:
 		return fmt.Sprintf("jsonscan: object names a key twice (offset %d)", e.Offset)
+	case ByteOrderMark:
+		return "jsonscan: byte-order mark before the JSON text"
+	case NotUTF8:
+		return fmt.Sprintf("jsonscan: not UTF-8 at offset %d", e.Offset)
+	case CaseVariantKey:
+		return fmt.Sprintf("jsonscan: object has two keys that differ only in case (offset %d)", e.Offset)
 	}
 	return fmt.Sprintf("jsonscan: syntax error at offset %d", e.Offset)
 }
@@ -113,13 +134,27 @@ type Options struct {
 	// of the objects open at once, and a sort of the hashes of any object
 	// holding more than 16 keys.
 	DuplicateKeys bool
+	// FoldCase also refuses an object holding two keys that are the same
+	// once case is folded ([FoldKey]) but differ as written, with reason
+	// CaseVariantKey: a decoder that matches keys to fields ignoring case
+	// (Go's encoding/json) reads one of them where a case-sensitive one
+	// (Python's json, gjson) reads the other. It implies DuplicateKeys.
+	FoldCase bool
+	// UTF8 refuses a document that is not UTF-8 (RFC 8259 §8.1): a leading
+	// byte-order mark (ByteOrderMark), bytes that are not valid UTF-8
+	// inside or outside strings, or a NUL byte (NotUTF8), rather than
+	// calling them Syntax errors or (inside strings) letting them pass.
+	// Lenient decoders read such input anyway (Python's json.loads decodes
+	// UTF-16, UTF-32 and a byte-order mark; Go's encoding/json turns invalid
+	// UTF-8 into U+FFFD), so a reader that must agree with them refuses it.
+	UTF8 bool
 }
 
 // Check scans b as one JSON text (RFC 8259: a value with optional
 // whitespace around it). It returns nil when b is valid and within opt's
-// limits, else an *Error with the reason and offset. Syntax is checked
-// byte-wise as encoding/json.Valid does: bytes ≥ 0x80 inside strings are not
-// checked for UTF-8 validity. Time is O(len(b)) (plus O(k log k) for an
+// limits, else an *Error with the reason and offset. Without opt.UTF8,
+// syntax is checked byte-wise as encoding/json.Valid does: bytes ≥ 0x80
+// inside strings are not checked for UTF-8 validity. Time is O(len(b)) (plus O(k log k) for an
 // object of k > 16 keys when opt.DuplicateKeys); memory is one bit per
 // nesting level (no allocation up to 256 levels: scanners are pooled) plus the duplicate-key
 // bookkeeping. It never panics and never keeps b.
@@ -129,8 +164,15 @@ func Check(b []byte, opt Options) error {
 		max = DefaultMaxDepth
 	}
 	s := pool.Get().(*scanner)
-	s.b, s.max, s.dup = b, max, opt.DuplicateKeys
+	s.b, s.max, s.dup, s.fold, s.utf8 = b, max, opt.DuplicateKeys || opt.FoldCase, opt.FoldCase, opt.UTF8
+	s.stop = &str
+	if s.utf8 {
+		s.stop = &strUTF8
+	}
 	r, off := s.scan()
+	if s.utf8 && r == Syntax {
+		r, off = encodingReason(b, off)
+	}
 	s.release()
 	if r != OK {
 		return &Error{Reason: r, Offset: off, MaxDepth: max}
@@ -185,9 +227,13 @@ var seed = maphash.MakeSeed()
 
 // scanner is the state of one Check.
 type scanner struct {
-	b   []byte
-	max int
-	dup bool
+	b    []byte
+	max  int
+	dup  bool
+	fold bool // keys are compared case-folded too (Options.FoldCase)
+	utf8 bool // strings must be valid UTF-8 (Options.UTF8)
+	// stop is the string table in use: str, or strUTF8 when utf8.
+	stop *[256]uint8
 	// stack holds one bit per open container, bit d for depth d+1: 1 for an
 	// object, 0 for an array.
 	stack []uint64
@@ -196,7 +242,7 @@ type scanner struct {
 	// keys are the hashes of the unescaped keys of the open objects,
 	// innermost last.
 	keys    []uint64
-	scratch [2][]byte
+	scratch [4][]byte
 }
 
 // object is an open object: the offset of its '{' and the index in keys
@@ -212,6 +258,40 @@ var str = func() (t [256]uint8) {
 	t['"'], t['\\'] = 1, 1
 	return t
 }()
+
+// strUTF8 is str that also stops at every byte ≥ 0x80, for the UTF-8 check.
+var strUTF8 = func() (t [256]uint8) {
+	t = str
+	for c := 0x80; c < 0x100; c++ {
+		t[c] = 1
+	}
+	return t
+}()
+
+// encodingReason refines a Syntax error at off when the input must be
+// UTF-8: a byte-order mark at the start, a NUL byte (UTF-16 and UTF-32 text
+// holds one in its first four bytes), or a byte that starts no valid UTF-8
+// sequence is an encoding problem rather than a grammar one.
+func encodingReason(b []byte, off int) (Reason, int) {
+	if off == 0 && len(b) >= 3 && b[0] == 0xef && b[1] == 0xbb && b[2] == 0xbf {
+		return ByteOrderMark, 0
+	}
+	if off < len(b) {
+		if c := b[off]; c == 0 {
+			return NotUTF8, off
+		} else if c >= utf8.RuneSelf {
+			if r, size := utf8.DecodeRune(b[off:]); r == utf8.RuneError && size <= 1 {
+				return NotUTF8, off
+			}
+		}
+	}
+	for i := range min(len(b), 4) {
+		if b[i] == 0 {
+			return NotUTF8, i
+		}
+	}
+	return Syntax, off
+}
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
@@ -334,8 +414,8 @@ after: // a value ended just before i
 			goto key
 		case '}':
 			if s.dup {
-				if off, ok := s.closeObject(i); !ok {
-					return DuplicateKey, off
+				if off, r := s.closeObject(i); r != OK {
+					return r, off
 				}
 			}
 			i++
@@ -369,8 +449,10 @@ key: // an object key is expected at i (after optional whitespace)
 		if r != OK {
 			return r, end
 		}
-		if s.dup && !s.addKey(start, end, escaped) {
-			return DuplicateKey, start
+		if s.dup {
+			if r := s.addKey(start, end, escaped); r != OK {
+				return r, start
+			}
 		}
 		i = s.skipSpace(end)
 	}
@@ -454,14 +536,24 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 	b := s.b
 	n := len(b)
 	i++
+	stop := s.stop
 	for {
-		for i < n && str[b[i]] == 0 {
+		for i < n && stop[b[i]] == 0 {
 			i++
 		}
 		if i >= n {
 			return n, escaped, Truncated
 		}
-		switch c := b[i]; c {
+		c := b[i]
+		if c >= utf8.RuneSelf { // only with Options.UTF8
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return i, escaped, NotUTF8
+			}
+			i += size
+			continue
+		}
+		switch c {
 		case '"':
 			return i + 1, escaped, OK
 		case '\\':
@@ -498,15 +590,16 @@ func isHex(c byte) bool {
 }
 
 // addKey records the key b[start:end] (quotes included) of the innermost
-// object; false when a key already recorded for that object is the same.
-func (s *scanner) addKey(start, end int, escaped bool) bool {
+// object; DuplicateKey or CaseVariantKey when a key already recorded for
+// that object is the same (folded, with s.fold), else OK.
+func (s *scanner) addKey(start, end int, escaped bool) Reason {
 	h := s.hashKey(start, end, escaped)
 	o := s.objs[len(s.objs)-1]
 	if len(s.keys)-o.base < smallObject {
 		for _, k := range s.keys[o.base:] {
 			if k == h {
-				if _, dup := s.sameHash(h, o.start, end); dup {
-					return false
+				if _, r := s.sameHash(h, o.start, end); r != OK {
+					return r
 				}
 			}
 		}
@@ -519,39 +612,41 @@ func (s *scanner) addKey(start, end int, escaped bool) bool {
 		s.keys = append(make([]uint64, 0, c), s.keys...)
 	}
 	s.keys = append(s.keys, h)
-	return true
+	return OK
 }
 
 // closeObject pops the innermost object, which ends with the '}' at end.
 // For an object of more than smallObject keys (not all compared on the way)
-// it sorts their hashes and compares neighbours; ok is false, with the
-// offset of the repeated key's second occurrence, when two are the same.
-func (s *scanner) closeObject(end int) (off int, ok bool) {
+// it sorts their hashes and compares neighbours; r is DuplicateKey or
+// CaseVariantKey, with the offset of the repeated key's second occurrence,
+// when two are the same.
+func (s *scanner) closeObject(end int) (off int, r Reason) {
 	o := s.objs[len(s.objs)-1]
 	s.objs = s.objs[:len(s.objs)-1]
 	keys := s.keys[o.base:]
 	s.keys = s.keys[:o.base]
 	if len(keys) <= smallObject {
-		return 0, true
+		return 0, OK
 	}
 	slices.Sort(keys)
 	for i := 1; i < len(keys); i++ {
 		if keys[i] == keys[i-1] && (i == 1 || keys[i-2] != keys[i]) {
-			if off, dup := s.sameHash(keys[i], o.start, end); dup {
-				return off, false
+			if off, r := s.sameHash(keys[i], o.start, end); r != OK {
+				return off, r
 			}
 		}
 	}
-	return 0, true
+	return 0, OK
 }
 
 // sameHash finds the keys of the object whose '{' is at start, up to end,
-// that hash to h, and reports whether two of them are the same key, with
-// the later one's offset. It rescans the object: it runs only when two
-// hashes are equal, almost always because the keys are (distinct keys
+// that hash to h, and reports whether two of them are the same key
+// (DuplicateKey) or the same once folded (CaseVariantKey), with the later
+// one's offset; OK when none are. It rescans the object: it runs only when
+// two hashes are equal, almost always because the keys are (distinct keys
 // sharing a 64-bit hash are possible, but nobody can aim for one: the seed
 // is secret).
-func (s *scanner) sameHash(h uint64, start, end int) (int, bool) {
+func (s *scanner) sameHash(h uint64, start, end int) (int, Reason) {
 	var found []int
 	depth, key := 0, false
 	for i := start; i < end; i++ {
@@ -560,8 +655,8 @@ func (s *scanner) sameHash(h uint64, start, end int) (int, bool) {
 			e, escaped, _ := s.str(i)
 			if key && depth == 1 && s.hashKey(i, e, escaped) == h {
 				for _, prev := range found {
-					if s.sameKey(prev, i) {
-						return i, true
+					if r := s.sameKey(prev, i); r != OK {
+						return i, r
 					}
 				}
 				found = append(found, i)
@@ -577,30 +672,46 @@ func (s *scanner) sameHash(h uint64, start, end int) (int, bool) {
 			depth--
 		}
 	}
-	return 0, false
+	return 0, OK
 }
 
-// hashKey hashes the unescaped text of the key b[start:end].
+// hashKey hashes the unescaped (and, with s.fold, case-folded) text of the
+// key b[start:end].
 func (s *scanner) hashKey(start, end int, escaped bool) uint64 {
 	raw := s.b[start+1 : end-1]
-	if !escaped {
-		return maphash.Bytes(seed, raw)
+	if escaped {
+		s.scratch[0] = unescape(s.scratch[0][:0], raw)
+		raw = s.scratch[0]
 	}
-	s.scratch[0] = unescape(s.scratch[0][:0], raw)
-	return maphash.Bytes(seed, s.scratch[0])
+	if s.fold && !Folded(raw) {
+		s.scratch[2] = FoldKey(s.scratch[2][:0], raw)
+		raw = s.scratch[2]
+	}
+	return maphash.Bytes(seed, raw)
 }
 
-// sameKey reports whether the keys whose opening quotes are at a and b
-// unescape to the same text.
-func (s *scanner) sameKey(a, b int) bool {
+// sameKey compares the keys whose opening quotes are at a and b:
+// DuplicateKey when they unescape to the same text, CaseVariantKey when
+// (with s.fold) they do once folded, else OK.
+func (s *scanner) sameKey(a, b int) Reason {
 	ka := s.rawKey(a)
 	kb := s.rawKey(b)
 	if string(ka) == string(kb) {
-		return true
+		return DuplicateKey
 	}
 	s.scratch[0] = unescape(s.scratch[0][:0], ka)
 	s.scratch[1] = unescape(s.scratch[1][:0], kb)
-	return string(s.scratch[0]) == string(s.scratch[1])
+	if string(s.scratch[0]) == string(s.scratch[1]) {
+		return DuplicateKey
+	}
+	if s.fold {
+		s.scratch[2] = FoldKey(s.scratch[2][:0], s.scratch[0])
+		s.scratch[3] = FoldKey(s.scratch[3][:0], s.scratch[1])
+		if string(s.scratch[2]) == string(s.scratch[3]) {
+			return CaseVariantKey
+		}
+	}
+	return OK
 }
 
 // rawKey is the text between the quotes of the (already checked) string

@@ -65,6 +65,35 @@ func TestCheck(t *testing.T) {
 		{name: "many keys, none repeated", in: `{` + keys(1000) + `}`, opt: Options{DuplicateKeys: true}},
 		{name: "many keys, one repeated late", in: `{` + keys(1000) + `,"k17":0}`, opt: Options{DuplicateKeys: true}, reason: DuplicateKey, offset: len(keys(1000)) + 1 + 1},
 		{name: "many keys, repeated early", in: `{"k999":0,` + keys(1000) + `}`, opt: Options{DuplicateKeys: true}, reason: DuplicateKey, offset: 0},
+		// Options.UTF8: RFC 8259 §8.1.
+		{name: "UTF-8 passes", in: `{"a":"café ` + "café 😀 日本" + `"}`, opt: Options{UTF8: true}},
+		{name: "byte-order mark named", in: "\xef\xbb\xbf{}", opt: Options{UTF8: true}, reason: ByteOrderMark, offset: 0},
+		{name: "byte-order mark after space", in: " \xef\xbb\xbf{}", opt: Options{UTF8: true}, reason: Syntax, offset: 1},
+		{name: "UTF-16LE", in: "{\x00\"\x00a\x00\"\x00:\x001\x00}\x00", opt: Options{UTF8: true}, reason: NotUTF8, offset: 1},
+		{name: "UTF-16BE", in: "\x00{\x00\"\x00a\x00\"\x00:\x001\x00}", opt: Options{UTF8: true}, reason: NotUTF8, offset: 0},
+		{name: "UTF-16LE with its mark", in: "\xff\xfe{\x00}\x00", opt: Options{UTF8: true}, reason: NotUTF8, offset: 0},
+		{name: "UTF-32BE", in: "\x00\x00\x00{\x00\x00\x00}", opt: Options{UTF8: true}, reason: NotUTF8, offset: 0},
+		{name: "Latin-1 in a string", in: "{\"a\":\"caf\xe9\"}", opt: Options{UTF8: true}, reason: NotUTF8, offset: 9},
+		{name: "Latin-1 passes without the option", in: "{\"a\":\"caf\xe9\"}"},
+		{name: "encoded surrogate", in: "[\"\xed\xa0\x80\"]", opt: Options{UTF8: true}, reason: NotUTF8, offset: 2},
+		{name: "overlong slash", in: "[\"\xc0\xaf\"]", opt: Options{UTF8: true}, reason: NotUTF8, offset: 2},
+		{name: "cut rune", in: "[\"\xe6\x97\"]", opt: Options{UTF8: true}, reason: NotUTF8, offset: 2},
+		{name: "raw NUL in a string", in: "{\"a\":\"x\x00\"}", opt: Options{UTF8: true}, reason: NotUTF8, offset: 7},
+		{name: "invalid byte outside strings", in: "{\"a\":1\xff}", opt: Options{UTF8: true}, reason: NotUTF8, offset: 6},
+		{name: "valid non-ASCII outside strings is syntax", in: "{\"a\":1\u00a0}", opt: Options{UTF8: true}, reason: Syntax, offset: 6},
+		{name: "NaN stays syntax", in: `{"a":NaN}`, opt: Options{UTF8: true}, reason: Syntax, offset: 5},
+		// Options.FoldCase.
+		{name: "case variants pass without the option", in: `{"max_tokens":1,"MAX_TOKENS":2}`, opt: Options{DuplicateKeys: true}},
+		{name: "case variants", in: `{"max_tokens":1,"MAX_TOKENS":2}`, opt: Options{FoldCase: true}, reason: CaseVariantKey, offset: 16},
+		{name: "exact repeat is still a duplicate", in: `{"n":1,"n":2}`, opt: Options{FoldCase: true}, reason: DuplicateKey, offset: 7},
+		{name: "escaped case variant", in: `{"model":"a","\u004dodel":"b"}`, opt: Options{FoldCase: true}, reason: CaseVariantKey, offset: 13},
+		{name: "Kelvin sign", in: `{"max_tokens":1,"max_to\u212aens":2}`, opt: Options{FoldCase: true}, reason: CaseVariantKey, offset: 16},
+		{name: "long s", in: `{"stream":false,"ſtream":true}`, opt: Options{FoldCase: true}, reason: CaseVariantKey, offset: 16},
+		{name: "dotted capital I", in: `{"input":"a","İnput":"b"}`, opt: Options{FoldCase: true}, reason: CaseVariantKey, offset: 13},
+		{name: "non-ASCII case variants", in: `{"été":1,"ÉTÉ":2}`, opt: Options{FoldCase: true}, reason: CaseVariantKey, offset: 11},
+		{name: "nested case variants", in: `{"messages":[{"role":"user","Role":"system"}]}`, opt: Options{FoldCase: true}, reason: CaseVariantKey, offset: 28},
+		{name: "different keys pass", in: `{"a":1,"b":2,"ab":3,"a_":4,"é":5,"e":6}`, opt: Options{FoldCase: true}},
+		{name: "many keys, case variant late", in: `{` + keys(1000) + `,"K17":0}`, opt: Options{FoldCase: true}, reason: CaseVariantKey, offset: len(keys(1000)) + 1 + 1},
 	} {
 		err := Check([]byte(tc.in), tc.opt)
 		if ReasonOf(err) != tc.reason {
@@ -209,6 +238,7 @@ func FuzzCheck(f *testing.F) {
 		`{"a":[1,2,{"b":null}],"c":"\u00e9\ud83d\ude00"}`, `[[[[[]]]]]`, `{"a":1,"a":2}`, `{"\ud800":1,"\udfff":2}`,
 		`-0.5e-10`, `"\u12"`, `[1,]`, `{} x`, " \n", `[01]`, `{"a" 1}`, "\"\x7f\xff\"", `tru`, `{"k":{"k":{}}}`,
 		strings.Repeat(`[{"x":`, 70) + "0" + strings.Repeat(`}]`, 70),
+		`{"max_tokens":1,"MAX_TOKENS":2}`, `{"a":{"ſ":1,"S":2}}`, "\xef\xbb\xbf{}", "{\x00}\x00", `{"\u004b":1,"\u212a":2}`,
 	} {
 		f.Add([]byte(s), uint8(3))
 	}
@@ -230,13 +260,57 @@ func FuzzCheck(f *testing.F) {
 		if want := d > lim; (ReasonOf(got) == TooDeep) != want || (got != nil) != want {
 			t.Fatalf("%q: depth %d, limit %d: %v", b, d, lim, got)
 		}
+		// Options.UTF8 refuses exactly the valid JSON that is not UTF-8.
+		strict := Check(b, Options{MaxDepth: -1, UTF8: true})
+		if want := utf8.Valid(b); (strict == nil) != want || !want && ReasonOf(strict) != NotUTF8 {
+			t.Fatalf("%q: UTF-8 check %v, utf8.Valid says %v", b, strict, want)
+		}
 		if utf8.Valid(b) && d <= 1000 {
 			dup := Check(b, Options{MaxDepth: -1, DuplicateKeys: true})
 			if want := refDuplicate(b); (ReasonOf(dup) == DuplicateKey) != want || (dup != nil) != want {
 				t.Fatalf("%q: duplicate keys %v, encoding/json's keys say %v", b, dup, want)
 			}
+			folded := Check(b, Options{MaxDepth: -1, FoldCase: true})
+			if want := refCaseVariant(b); dup == nil && ((ReasonOf(folded) == CaseVariantKey) != want || (folded != nil) != want) {
+				t.Fatalf("%q: case variants %v, encoding/json's keys folded say %v", b, folded, want)
+			}
+			if dup != nil && folded == nil {
+				t.Fatalf("%q: FoldCase passes what DuplicateKeys refuses (%v)", b, dup)
+			}
 		}
 	})
+}
+
+// refCaseVariant reports whether a valid JSON text without repeated keys
+// has an object holding two keys that fold alike, as encoding/json
+// unescapes keys.
+func refCaseVariant(b []byte) bool {
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case map[string]any:
+			seen := map[string]bool{}
+			for k, x := range v {
+				f := string(FoldKey(nil, []byte(k)))
+				if seen[f] || walk(x) {
+					return true
+				}
+				seen[f] = true
+			}
+		case []any:
+			for _, x := range v {
+				if walk(x) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return false
+	}
+	return walk(v)
 }
 
 func BenchmarkCheck(b *testing.B) {
@@ -248,7 +322,10 @@ func BenchmarkCheck(b *testing.B) {
 	}{
 		{"prose", prose, Options{}},
 		{"prose+dupkeys", prose, Options{DuplicateKeys: true}},
+		{"prose+strict", prose, Options{FoldCase: true, UTF8: true}},
+		{"cjk+strict", []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat("日本語のテキストです。", 30000) + `"}]}`), Options{FoldCase: true, UTF8: true}},
 		{"tiny-messages+dupkeys", []byte(`{"messages":[` + strings.Repeat(`{"role":"user","content":"hi"},`, 30000) + `{}]}`), Options{DuplicateKeys: true}},
+		{"tiny-messages+strict", []byte(`{"messages":[` + strings.Repeat(`{"role":"user","content":"hi"},`, 30000) + `{}]}`), Options{FoldCase: true, UTF8: true}},
 		{"big-object+dupkeys", []byte(`{` + keys(100000) + `}`), Options{DuplicateKeys: true}},
 		{"deep-128", []byte("[" + strings.Repeat(deepDoc(127)+",", 2000) + "0]"), Options{}},
 	} {

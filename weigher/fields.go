@@ -1,0 +1,176 @@
+package weigher
+
+import (
+	"github.com/tidwall/gjson"
+
+	"github.com/llmguard/llmguard/internal/jsonscan"
+)
+
+// fields are the names the weigher reads in one kind of JSON object (the
+// top level of a request, a message, a content part…), each with the
+// fields of the objects it reads below that name (nil: none). A decoder
+// that matches keys to fields ignoring case (Go's encoding/json) reads
+// "MAX_TOKENS" or "Model" as the field; the weigher, like Python's json,
+// reads only the exact name. So no object the weigher reads may hold a key
+// that is one of its fields only when case is ignored ([checkFields]).
+//
+// A value under a name may be an object (read with the sub-fields) or an
+// array of them (each read with the sub-fields); anything else is not
+// checked further, as the weigher does not read into it. Content parts,
+// items and blocks of different types share one fields value: the union
+// of every type's names.
+type fields struct {
+	// names maps each field name to the fields of the objects under it.
+	names map[string]*fields
+	// folded maps each name's fold (jsonscan.FoldKey) to the name.
+	folded map[string]string
+	// each, when set, makes this a map: its keys are free (a JSON schema's
+	// property names), and every value is read with each.
+	each *fields
+}
+
+// object returns the fields of an object that reads names, none of which
+// has fields read below it (add them with under).
+func object(names ...string) *fields {
+	f := &fields{names: make(map[string]*fields, len(names)), folded: make(map[string]string, len(names))}
+	for _, n := range names {
+		f.add(n, nil)
+	}
+	return f
+}
+
+// mapOf returns the fields of a map whose every value reads value.
+func mapOf(value *fields) *fields { return &fields{each: value} }
+
+// under adds the field name, whose objects read sub, and returns f.
+func (f *fields) under(name string, sub *fields) *fields {
+	f.add(name, sub)
+	return f
+}
+
+func (f *fields) add(name string, sub *fields) {
+	f.names[name] = sub
+	f.folded[string(jsonscan.FoldKey(nil, []byte(name)))] = name
+}
+
+// maxFieldsDepth bounds how deep checkFields follows nested fields: below
+// it the weigher reads nothing (schemas are read 8 levels deep, content
+// blocks 4; see maxSchemaDepth and maxBlockDepth), so it checks nothing.
+const maxFieldsDepth = 24
+
+// checkFields walks the objects of v that f describes and returns the first
+// key that names one of their fields only when case is ignored, with that
+// field; ok is false when there is one. The body has passed jsonscan (so
+// keys are unique, even folded); each object's keys are read once, so the
+// walk is linear in the part of the body the weigher reads.
+func checkFields(v gjson.Result, f *fields) (key, field string, ok bool) {
+	return checkFieldsAt(v, f, 0)
+}
+
+func checkFieldsAt(v gjson.Result, f *fields, depth int) (key, field string, ok bool) {
+	if f == nil || depth > maxFieldsDepth {
+		return "", "", true
+	}
+	if v.IsArray() {
+		ok = true
+		v.ForEach(func(_, e gjson.Result) bool {
+			if e.IsObject() {
+				key, field, ok = checkFieldsAt(e, f, depth+1)
+			}
+			return ok
+		})
+		return key, field, ok
+	}
+	if !v.IsObject() {
+		return "", "", true
+	}
+	ok = true
+	var fold []byte
+	v.ForEach(func(k, val gjson.Result) bool {
+		if f.each != nil {
+			key, field, ok = checkFieldsAt(val, f.each, depth+1)
+			return ok
+		}
+		if sub, exact := f.names[k.Str]; exact {
+			key, field, ok = checkFieldsAt(val, sub, depth+1)
+			return ok
+		}
+		if jsonscan.Folded(k.Str) {
+			return true // its own fold, and not a field: no field's variant
+		}
+		fold = jsonscan.FoldKey(fold[:0], []byte(k.Str))
+		if name, variant := f.folded[string(fold)]; variant {
+			key, field, ok = k.Str, name, false
+		}
+		return ok
+	})
+	return key, field, ok
+}
+
+// The fields each request kind reads, from the readers in chat.go,
+// responses.go, completions.go, messages.go and tools.go (a reader that
+// reads a new field names it here too; TestFieldsCoverReaders finds the
+// ones it forgets).
+var (
+	// schemaFields: one JSON-schema property, as toolsCounter.properties
+	// reads it.
+	schemaFields = func() *fields {
+		s := object("enum", "type", "description")
+		return s.under("properties", mapOf(s)).under("items", object().under("properties", mapOf(s)))
+	}()
+	// functionFields: a chat tool, or a legacy function (toolsCounter.count
+	// reads a tool without "function" as the function itself).
+	functionFields = object("type", "name", "description").
+			under("parameters", object().under("properties", mapOf(schemaFields)))
+	toolFields = object("type", "name", "description").
+			under("function", functionFields).
+			under("parameters", object().under("properties", mapOf(schemaFields)))
+
+	callFields     = object("name", "arguments")
+	chatPartFields = object("type", "text", "refusal").
+			under("image_url", object("url", "detail")).
+			under("file", object("filename", "file_data"))
+	chatMessageFields = object("role", "refusal", "name").
+				under("content", chatPartFields).
+				under("tool_calls", object().under("function", callFields)).
+				under("function_call", callFields)
+	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources").
+			under("messages", chatMessageFields).
+			under("tools", toolFields).
+			under("functions", functionFields).
+			under("stream_options", object("include_usage")).
+			under("response_format", object("json_schema"))
+
+	// responsesPartFields: a Responses content part, or a
+	// computer_call_output's output.
+	responsesPartFields = object("type", "text", "refusal", "image_url", "detail", "filename", "file_data")
+	// responsesItemFields: every input item type's fields (message,
+	// function and custom tool calls and outputs, reasoning).
+	responsesItemFields = object("type", "role", "name", "arguments", "input", "encrypted_content").
+				under("content", responsesPartFields).
+				under("output", responsesPartFields).
+				under("summary", object("text"))
+	responsesFields = object("model", "max_output_tokens", "stream", "previous_response_id", "conversation", "prompt", "service_tier").
+			under("input", responsesItemFields).
+			under("instructions", responsesItemFields).
+			under("tools", toolFields).
+			under("text", object().under("format", object("type")))
+
+	completionsFields = object("model", "prompt", "suffix", "max_tokens", "n", "best_of", "echo", "stream").
+				under("stream_options", object("include_usage"))
+	embeddingsFields = object("model", "input")
+
+	// claudeBlockFields: every content block type's fields, blocks nested
+	// in tool results, search results and document sources included.
+	claudeBlockFields = func() *fields {
+		b := object("type", "text", "title", "context", "thinking", "data", "name", "input")
+		b.under("source", object("type", "data").under("content", b))
+		return b.under("content", b)
+	}()
+	messagesFields = object("model", "max_tokens", "stream").
+			under("system", claudeBlockFields).
+			under("messages", object("role").under("content", claudeBlockFields)).
+			under("tools", object("type", "name", "description", "input_schema")).
+			under("tool_choice", object("type")).
+			under("thinking", object("type"))
+)
