@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -294,6 +295,11 @@ func (m *Meter) Admit(r Request) *Exchange {
 	}
 	var rulesBuf [8]*policy.Rule
 	rules := r.Policy.Match(rulesBuf[:0], r.Principal, r.Model, r.Path)
+	if x.quote.Label != "" && x.quote.Label != r.Model {
+		// A dated snapshot or an alias is its priced model for the rules
+		// too: a rule on gpt-5-pro holds gpt-5-pro-2025-10-06.
+		rules = unionRules(rules, r.Policy.Match(nil, r.Principal, x.quote.Label, r.Path))
+	}
 	if r.Unmetered {
 		for _, rule := range rules {
 			if rule.Unit != policy.UnitRequests {
@@ -317,6 +323,16 @@ func (m *Meter) Admit(r Request) *Exchange {
 		m.contain(StageMetrics, x, func() { m.opt.Metrics.admitted(x) })
 	}
 	return x
+}
+
+// unionRules is a followed by the rules of b it lacks.
+func unionRules(a, b []*policy.Rule) []*policy.Rule {
+	for _, r := range b {
+		if !slices.Contains(a, r) {
+			a = append(a, r)
+		}
+	}
+	return a
 }
 
 // take takes the request's reservation under rules and sets the verdict.

@@ -3,6 +3,7 @@ package meter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -479,4 +480,22 @@ func testCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// A dated snapshot is its priced model for the rules too: a rule on
+// gpt-4o-mini holds gpt-4o-mini-2024-07-18.
+func TestTimelineSnapshotsMeetTheirModelsRules(t *testing.T) {
+	tl := newTimeline(t, `  - {name: mini-hourly, scope: user, unit: requests, rate: 1, per: 1h, models: [gpt-4o-mini]}
+`)
+	admit := func(model string) Verdict {
+		tl.n++
+		return tl.meter.Admit(Request{ID: fmt.Sprintf("snap-%d", tl.n), Principal: tl.alice, Policy: tl.policy, Flavor: spec.FlavorOpenAI,
+			Path: "/v1/chat/completions", Model: model, Weighed: true, Estimate: spec.Usage{InputTokens: 1, OutputTokens: 1}}).Verdict()
+	}
+	if v := admit("gpt-4o-mini"); v != Admitted {
+		t.Fatalf("first: %v", v)
+	}
+	if v := admit("gpt-4o-mini-2024-07-18"); v != Denied {
+		t.Fatalf("the snapshot: %v, want denied by the model's rule", v)
+	}
 }

@@ -264,7 +264,11 @@ func TestServiceTiers(t *testing.T) {
 		{"gpt-5-pro", "priority", 0, 0, false},
 		{"claude-sonnet-4-5", "priority", 0, 0, false},
 		{"gpt-5", "scale", 1.25, 10, true},
-		{"gpt-5", "no-such-tier", 1.25, 10, true}, // the upstream refuses it; priced at the default tier
+		// A spelling llmguard does not know may be one an upstream accepts
+		// ("Priority"): priced at the dearest tier, never below.
+		{"gpt-5", "no-such-tier", 2.5, 20, true},
+		{"gpt-5", "Priority", 2.5, 20, true},
+		{"gpt-5", "auto", 1.25, 10, true},
 	} {
 		q := p.Quote(tc.model, tc.tier)
 		if q.Priced != tc.priced {

@@ -229,6 +229,8 @@ func (p *Policy) Quote(model, serviceTier string) Quote {
 // tierOf is the tier a request's service_tier value asks for.
 func (p *Policy) tierOf(s string) ServiceTier {
 	switch s {
+	case "", "auto":
+		return p.defaultTier
 	case "priority":
 		return TierPriority
 	case "flex":
@@ -236,7 +238,9 @@ func (p *Policy) tierOf(s string) ServiceTier {
 	case "default", "standard", "scale":
 		return TierStandard
 	}
-	return p.defaultTier
+	// A spelling llmguard does not know ("Priority", " priority") may be
+	// one an upstream accepts: price it at the dearest tier, never below.
+	return TierPriority
 }
 
 // priced is the priced name model resolves to: model itself, or the model

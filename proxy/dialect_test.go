@@ -68,7 +68,7 @@ func TestAzureEndpoints(t *testing.T) {
 		{"/openai/deployments/instruct/completions", "/v1/completions", "instruct", weigher.KindCompletions},
 		{"/openai/deployments/embed/embeddings", "/v1/embeddings", "embed", weigher.KindEmbeddings},
 		{"/openai/deployments/img/images/generations", "/v1/images/generations", "img", weigher.KindUnmetered},
-		{"/openai/deployments/x", "/v1/deployments/x", "", weigher.KindOther},
+		{"/openai/deployments/x", "/v1/deployments/x", "", weigher.KindUnmetered}, // no known endpoint: unmetered
 		{"/openai/v1/chat/completions", "/v1/chat/completions", "", weigher.KindChat},
 		{"/openai/v1/responses", "/v1/responses", "", weigher.KindResponses},
 		{"/openai/responses", "/v1/responses", "", weigher.KindResponses},

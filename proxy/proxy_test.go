@@ -25,7 +25,7 @@ func TestClassifyErrsTowardsWeighing(t *testing.T) {
 		{"POST", "/v1/chat/completions#x", weigher.KindChat},
 		{"GET", "/v1/chat/completions", weigher.KindOther},
 		{"POST", "/v1/models", weigher.KindOther},
-		{"POST", "/v1/chat/completionsX", weigher.KindOther},
+		{"POST", "/v1/chat/completionsX", weigher.KindUnmetered}, // an unknown POST may be billed: unmetered
 		{"POST", "/v1/responses", weigher.KindResponses},
 		{"POST", "/v1/completions", weigher.KindCompletions},
 		{"POST", "/v1/embeddings/", weigher.KindEmbeddings},

@@ -91,6 +91,9 @@ func (w *Weigher) chat(body []byte, as string) Estimate {
 			est.IncludeUsage = v.Get("include_usage").Type == gjson.True
 		case "response_format":
 			responseFormat = v
+		case "web_search_options":
+			// Search results enter the prompt the upstream bills.
+			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case "data_sources":
 			// Azure OpenAI "On Your Data": the upstream retrieves documents
 			// into the prompt it bills.
@@ -156,7 +159,9 @@ func tokenCount(r gjson.Result) (int64, bool) {
 		}
 		r = gjson.Result{Type: gjson.Number, Num: f}
 	}
-	if r.Type != gjson.Number || !(r.Num >= 0) { // !(>=) also rejects NaN
+	if r.Type != gjson.Number || !(r.Num > 0) { // !(>) also rejects NaN
+		// 0 (or -0) reads as no cap: gateways that drop zero fields, or
+		// read 0 as "unset", forward it uncapped.
 		return 0, false
 	}
 	if r.Num >= maxTokens {

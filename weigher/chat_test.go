@@ -138,7 +138,9 @@ func TestChatOutputReservation(t *testing.T) {
 		{"both: the larger, whichever it is", `{"model":"gpt-4o","max_tokens":300,"messages":[],"max_completion_tokens":200}`, 300},
 		{"max_completion_tokens 0 does not hide max_tokens", `{"model":"gpt-4o","max_completion_tokens":0,"messages":[],"max_tokens":100000}`, 100000},
 		{"numeric string n counts", `{"model":"gpt-4o","messages":[],"max_tokens":10,"n":"3"}`, 30},
-		{"zero max_tokens", `{"model":"gpt-4o","messages":[],"max_tokens":0}`, 0},
+		// 0 is no cap to gateways that drop zero fields or read 0 as unset:
+		// the model's default is reserved.
+		{"zero max_tokens reads as unset", `{"model":"gpt-4o","messages":[],"max_tokens":0}`, 4096},
 		{"huge figures saturate", `{"model":"gpt-4o","messages":[],"max_tokens":1e300,"n":1e300}`, maxTokens},
 	} {
 		if got := w.Chat([]byte(tc.body)).OutputTokens; got != tc.want {

@@ -1,6 +1,9 @@
 package weigher
 
-import "strings"
+import (
+	pathpkg "path"
+	"strings"
+)
 
 // unmeteredFamilies are the API families (the first path segment after the
 // API root) whose calls spend tokens or money upstream but that llmguard
@@ -17,6 +20,13 @@ var unmeteredFamilies = []string{
 // unmeteredPaths are unmetered endpoints inside a weighed family, matched
 // as path prefixes of the API-relative path.
 var unmeteredPaths = []string{"/messages/batches"}
+
+// freePaths are the POST endpoints, API-relative, that spend nothing
+// upstream (OpenAI API reference: moderations are free, a stored chat
+// completion's metadata update and a response's cancel bill nothing, and
+// the input-token count is free; "*" is one path segment). Any other POST
+// llmguard does not weigh is KindUnmetered.
+var freePaths = []string{"/moderations", "/models", "/responses/input_tokens", "/responses/*/cancel", "/chat/completions/*"}
 
 // weighedSuffixes are the weighed endpoints, API-relative (the kind table's
 // paths without /v1), longest first so that /chat/completions is found
@@ -48,7 +58,14 @@ var weighedSuffixes = func() []kindPath {
 //     /openai/deployments/{deployment}, or none), and a path in an
 //     unmetered family is KindUnmetered;
 //   - a path ending in a weighed endpoint, after any prefix, is that kind;
-//   - anything else counts as a request only: KindOther.
+//   - a known free endpoint (freePaths) counts as a request only:
+//     KindOther;
+//   - anything else is KindUnmetered: an upstream may bill it (Ollama's
+//     /api/chat, TGI's /generate, a rerank, another provider's API root),
+//     and llmguard cannot weigh it.
+//
+// A ";params" part of a segment is dropped first, as servlet containers
+// drop it before routing.
 //
 // Every other method (POST, PUT, PATCH, anything unknown) may carry a body
 // and is classified by path. It allocates only for a path that needs
@@ -79,12 +96,17 @@ func Classify(method, path string) Kind {
 			return s.kind
 		}
 	}
-	return KindOther
+	for _, f := range freePaths {
+		if ok, _ := pathpkg.Match(f, rest); ok {
+			return KindOther
+		}
+	}
+	return KindUnmetered
 }
 
 // CanonicalPath is path as Classify reads it: lowercase, anything after a
-// '?' or '#' removed, runs of '/' collapsed, no trailing '/' ("/" for the
-// root).
+// '?' or '#' removed, each segment's ";params" removed, runs of '/'
+// collapsed, no trailing '/' ("/" for the root).
 func CanonicalPath(path string) string {
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
@@ -92,7 +114,7 @@ func CanonicalPath(path string) string {
 	clean := true
 	for i := 0; i < len(path); i++ {
 		c := path[i]
-		if 'A' <= c && c <= 'Z' || c == '/' && i > 0 && path[i-1] == '/' {
+		if 'A' <= c && c <= 'Z' || c == ';' || c == '/' && i > 0 && path[i-1] == '/' {
 			clean = false
 			break
 		}
@@ -100,12 +122,21 @@ func CanonicalPath(path string) string {
 	if !clean {
 		var b strings.Builder
 		b.Grow(len(path))
+		param := false
 		for i := 0; i < len(path); i++ {
 			c := path[i]
-			if c == '/' && i > 0 && path[i-1] == '/' {
+			switch {
+			case c == '/':
+				param = false
+				if i > 0 && path[i-1] == '/' || b.Len() > 0 && b.String()[b.Len()-1] == '/' {
+					continue
+				}
+			case c == ';':
+				param = true
 				continue
-			}
-			if 'A' <= c && c <= 'Z' {
+			case param:
+				continue
+			case 'A' <= c && c <= 'Z':
 				c += 'a' - 'A'
 			}
 			b.WriteByte(c)

@@ -54,10 +54,25 @@ func TestClassify(t *testing.T) {
 		{"GET", "/v1/models", KindOther},
 		{"POST", "/v1/models", KindOther},
 		{"POST", "/v1/moderations", KindOther},
-		{"POST", "/v1/chat/completionsX", KindOther},
 		{"POST", "/v1/chat/completions/c1", KindOther}, // updates a stored completion's metadata
-		{"POST", "/", KindOther},
-		{"POST", "", KindOther},
+		{"POST", "/v1/responses/resp_1/cancel", KindOther},
+		{"POST", "/v1/responses/input_tokens", KindOther},
+		// Anything else an upstream may bill: unmetered.
+		{"POST", "/v1/chat/completionsX", KindUnmetered},
+		{"POST", "/", KindUnmetered},
+		{"POST", "", KindUnmetered},
+		{"POST", "/api/chat", KindUnmetered},     // Ollama
+		{"POST", "/api/generate", KindUnmetered}, // Ollama
+		{"POST", "/generate", KindUnmetered},     // TGI
+		{"POST", "/v1/rerank", KindUnmetered},
+		{"POST", "/v1/openai/images/generations", KindUnmetered}, // DeepInfra's root
+		{"POST", "/api/v1/audio/speech", KindUnmetered},
+		{"POST", "/v1beta/models/gemini-pro:generateContent", KindUnmetered},
+		{"POST", "/v1/chat/completions.", KindUnmetered},
+		// ;params are dropped, as servlet containers do before routing.
+		{"POST", "/v1/chat/completions;x=1", KindChat},
+		{"POST", "/v1/chat;x/completions", KindChat},
+		{"POST", "/v1/images;x/generations", KindUnmetered},
 	} {
 		if got := Classify(tc.method, tc.path); got != tc.want {
 			t.Errorf("Classify(%s %q) = %s, want %s", tc.method, tc.path, got, tc.want)
@@ -70,6 +85,7 @@ func TestClassify(t *testing.T) {
 func TestCanonicalPath(t *testing.T) {
 	for in, want := range map[string]string{
 		"/v1/chat/completions": "/v1/chat/completions", "/V1//Chat/": "/v1/chat", "/x?y=/Z": "/x", "": "/", "/": "/", "//": "/",
+		"/v1/chat;a=b/completions;c": "/v1/chat/completions", "/;x/;y/v1": "/v1",
 	} {
 		if got := CanonicalPath(in); got != want {
 			t.Errorf("CanonicalPath(%q) = %q, want %q", in, got, want)

@@ -134,7 +134,7 @@ var (
 				under("content", chatPartFields).
 				under("tool_calls", object().under("function", callFields)).
 				under("function_call", callFields)
-	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources").
+	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources", "web_search_options").
 			under("messages", chatMessageFields).
 			under("tools", toolFields).
 			under("functions", functionFields).
@@ -167,7 +167,7 @@ var (
 		b.under("source", object("type", "data").under("content", b))
 		return b.under("content", b)
 	}()
-	messagesFields = object("model", "max_tokens", "stream").
+	messagesFields = object("model", "max_tokens", "stream", "mcp_servers").
 			under("system", claudeBlockFields).
 			under("messages", object("role").under("content", claudeBlockFields)).
 			under("tools", object("type", "name", "description", "input_schema")).

@@ -39,3 +39,30 @@ func TestHiddenContextReservesTheModelsMaxInput(t *testing.T) {
 		}
 	}
 }
+
+// Tools the upstream runs itself (search, fetch, file search, MCP, code)
+// add their results to the context it bills: reserved as hidden context.
+func TestServerToolsAreHiddenContext(t *testing.T) {
+	w, err := New(Options{DefaultMaxOutputTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		kind Kind
+		body string
+	}{
+		{KindResponses, `{"model":"gpt-4o","input":"news?","tools":[{"type":"web_search"}]}`},
+		{KindResponses, `{"model":"gpt-4o","input":"q","tools":[{"type":"function","name":"f"},{"type":"file_search","vector_store_ids":["vs"]}]}`},
+		{KindResponses, `{"model":"gpt-4o","input":"q","tools":[{"type":"mcp","server_label":"x","server_url":"https://x"}]}`},
+		{KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"news?"}],"web_search_options":{}}`},
+		{KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"news?"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`},
+		{KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"q"}],"mcp_servers":[{"type":"url","url":"https://x","name":"x"}]}`},
+	} {
+		if e := w.Weigh(tc.kind, []byte(tc.body)); !e.ServerContext || e.InputTokens != DefaultMaxInputTokens {
+			t.Errorf("%s: ServerContext %v, input %d; want hidden context reserved", tc.body, e.ServerContext, e.InputTokens)
+		}
+	}
+	if e := w.Weigh(KindResponses, []byte(`{"model":"gpt-4o","input":"q","tools":[{"type":"function","name":"f"}]}`)); e.ServerContext {
+		t.Error("a function tool (run by the caller) was taken for a server tool")
+	}
+}

@@ -57,10 +57,15 @@ func (w *Weigher) messages(body []byte, as string) Estimate {
 			thinking = v
 		case "stream":
 			est.Stream = v.Type == gjson.True
+		case "mcp_servers":
+			// Remote MCP servers: their tool results enter the context the
+			// upstream bills.
+			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		}
 		return true
 	})
 	est.IncludeUsage = est.Stream
+	est.ServerContext = est.ServerContext || serverTools(tools)
 	if as != "" {
 		est.Model = as
 	} else if model.Type == gjson.String {

@@ -92,6 +92,7 @@ func (w *Weigher) responses(body []byte, as string) Estimate {
 	}
 	in += tokensReply
 	in += newToolsCounter(r.enc, encName).count(tools)
+	est.ServerContext = est.ServerContext || serverTools(tools)
 	if f := text.Get("format"); f.Get("type").String() == "json_schema" {
 		in += countText(r.enc, f.Raw)
 	}

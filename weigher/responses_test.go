@@ -95,7 +95,7 @@ func TestResponsesServerContextAndOutput(t *testing.T) {
 		{"conversation object", `"input":"hi","conversation":{"id":"conv_1"}`, true, 4096, false, false},
 		{"stored prompt", `"prompt":{"id":"pmpt_1","variables":{"x":"y"}}`, true, 4096, false, false},
 		{"item_reference", `"input":[{"type":"item_reference","id":"msg_1"}]`, true, 4096, false, false},
-		{"stream", `"input":"hi","stream":true,"max_output_tokens":0`, false, 0, true, true},
+		{"stream, max_output_tokens 0 read as unset", `"input":"hi","stream":true,"max_output_tokens":0`, false, 4096, true, true},
 		{"bad max_output_tokens", `"input":"hi","max_output_tokens":-3`, false, 4096, false, false},
 	} {
 		e := w.Responses([]byte(`{"model":"gpt-4o",` + tc.fields + `}`))

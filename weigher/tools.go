@@ -104,3 +104,29 @@ func (c toolsCounter) properties(props gjson.Result, depth int) int64 {
 }
 
 func trimDot(s string) string { return strings.TrimSuffix(s, ".") }
+
+// serverToolPrefixes are the tool types whose calls the upstream runs
+// itself, adding their results (search hits, fetched pages, files, MCP
+// tool output, code output) to the context it bills: OpenAI's Responses
+// built-in tools (web_search, file_search, mcp, code_interpreter,
+// image_generation; https://platform.openai.com/docs/guides/tools) and
+// Anthropic's server tools (web_search_*, web_fetch_*, code_execution_*;
+// https://platform.claude.com/docs/en/agents-and-tools/tool-use/overview).
+var serverToolPrefixes = []string{"web_search", "web_fetch", "file_search", "mcp", "code_interpreter", "code_execution", "image_generation"}
+
+// serverTools reports whether tools (a request's "tools" array) holds a
+// tool the upstream runs itself: the request then pulls context the body
+// does not hold (Estimate.ServerContext).
+func serverTools(tools gjson.Result) bool {
+	found := false
+	tools.ForEach(func(_, t gjson.Result) bool {
+		typ := t.Get("type").String()
+		for _, p := range serverToolPrefixes {
+			if strings.HasPrefix(typ, p) {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
