@@ -295,10 +295,12 @@ func (m *Meter) Admit(r Request) *Exchange {
 	}
 	var rulesBuf [8]*policy.Rule
 	rules := r.Policy.Match(rulesBuf[:0], r.Principal, r.Model, r.Path)
-	if x.quote.Label != "" && x.quote.Label != r.Model {
-		// A dated snapshot or an alias is its priced model for the rules
-		// too: a rule on gpt-5-pro holds gpt-5-pro-2025-10-06.
-		rules = unionRules(rules, r.Policy.Match(nil, r.Principal, x.quote.Label, r.Path))
+	// A dated snapshot or an alias is its priced model for the rules too:
+	// a rule on gpt-5-pro holds gpt-5-pro-2025-10-06 and an alias of it.
+	for _, name := range []string{x.quote.Label, x.quote.AliasOf} {
+		if name != "" && name != r.Model {
+			rules = unionRules(rules, r.Policy.Match(nil, r.Principal, name, r.Path))
+		}
 	}
 	if r.Unmetered {
 		for _, rule := range rules {

@@ -52,6 +52,9 @@ func parseTier(s string) ServiceTier {
 type modelPrices struct {
 	standard, flex Price
 	priority       *Price
+	// aliasOf is the model an alias (alias_of) stands for, "" for a model
+	// priced by its own name.
+	aliasOf string
 }
 
 // buildPrices compiles every priced model of c (its own prices, or its
@@ -59,8 +62,9 @@ type modelPrices struct {
 func buildPrices(c *config.Config) map[string]modelPrices {
 	out := make(map[string]modelPrices, len(c.Models))
 	for name, m := range c.Models {
-		if m.AliasOf != "" {
-			t, ok := c.Models[m.AliasOf]
+		target := m.AliasOf
+		if target != "" {
+			t, ok := c.Models[target]
 			if !ok || t.AliasOf != "" || !t.Priced() { // Validate refuses these
 				continue
 			}
@@ -69,7 +73,9 @@ func buildPrices(c *config.Config) map[string]modelPrices {
 		if !m.Priced() {
 			continue
 		}
-		out[name] = compileModel(m)
+		mp := compileModel(m)
+		mp.aliasOf = target
+		out[name] = mp
 	}
 	return out
 }
@@ -175,6 +181,9 @@ type Quote struct {
 	// its values come from the config and the price table, never from
 	// callers. "" when the model has no price (or the request names none).
 	Label string
+	// AliasOf is the model Label is an alias of (alias_of), "" when Label is
+	// no alias: rules on that model hold the alias too.
+	AliasOf string
 	// Price is the request's price; zero when Priced is false.
 	Price Price
 	// Priced: Price applies, the model's own or (Default) default_price.
@@ -210,6 +219,7 @@ func (p *Policy) Quote(model, serviceTier string) Quote {
 	}
 	q.Label = label
 	mp := p.prices[label]
+	q.AliasOf = mp.aliasOf
 	switch q.Tier {
 	case TierPriority:
 		if mp.priority == nil {
