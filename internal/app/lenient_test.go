@@ -93,21 +93,35 @@ func (u *lenientUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	if out <= 0 {
 		out = 1000
 	}
-	path := strings.ToLower(r.URL.Path)
+	if writeBilled(w, strings.ToLower(r.URL.Path), b.Model, in, out) {
+		u.reported.Add(in + out)
+	} else {
+		u.silent.Add(in + out)
+	}
+}
+
+// writeBilled answers a billing test upstream's request for path with in
+// input and out output tokens: with the usage in the shape of its API for
+// a chat, Responses or Messages call (reported true), without any for
+// every other endpoint, which bills silently, as a provider's invoice
+// would (reported false).
+func writeBilled(w http.ResponseWriter, path, model string, in, out int64) (reported bool) {
 	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case strings.HasSuffix(path, "/chat/completions"):
-		u.reported.Add(in + out)
 		fmt.Fprintf(w, `{"id":"x","object":"chat.completion","model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
-			b.Model, in, out, in+out)
+			model, in, out, in+out)
 	case strings.HasSuffix(path, "/responses"):
-		u.reported.Add(in + out)
 		fmt.Fprintf(w, `{"id":"r","object":"response","status":"completed","model":%q,"output":[],"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}}`,
-			b.Model, in, out, in+out)
+			model, in, out, in+out)
+	case strings.HasSuffix(path, "/messages"):
+		fmt.Fprintf(w, `{"id":"m","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":%d,"output_tokens":%d}}`,
+			model, in, out)
 	default:
-		u.silent.Add(in + out)
 		io.WriteString(w, `{"id":"job","object":"batch"}`)
+		return false
 	}
+	return true
 }
 
 // The issue's tricks, sent concurrently through llmguard to a lenient

@@ -94,23 +94,10 @@ func (u *billingUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	if out <= 0 {
 		out = u.noMax
 	}
-	w.Header().Set("Content-Type", "application/json")
-	switch {
-	case strings.HasSuffix(path, "/chat/completions"):
+	if writeBilled(w, path, b.Model, in, out) {
 		u.reported.Add(in + out)
-		fmt.Fprintf(w, `{"id":"x","object":"chat.completion","model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
-			b.Model, in, out, in+out)
-	case strings.HasSuffix(path, "/responses"):
-		u.reported.Add(in + out)
-		fmt.Fprintf(w, `{"id":"r","object":"response","status":"completed","model":%q,"output":[],"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}}`,
-			b.Model, in, out, in+out)
-	case strings.HasSuffix(path, "/messages"):
-		u.reported.Add(in + out)
-		fmt.Fprintf(w, `{"id":"m","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":%d,"output_tokens":%d}}`,
-			b.Model, in, out)
-	default:
+	} else {
 		u.silent.Add(in + out)
-		io.WriteString(w, `{"id":"job","object":"thing"}`)
 	}
 }
 
