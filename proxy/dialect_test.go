@@ -67,7 +67,7 @@ func TestAzureEndpoints(t *testing.T) {
 		{"/OpenAI/Deployments/Chat-Prod/Chat/Completions/", "/v1/Chat/Completions/", "Chat-Prod", weigher.KindChat},
 		{"/openai/deployments/instruct/completions", "/v1/completions", "instruct", weigher.KindCompletions},
 		{"/openai/deployments/embed/embeddings", "/v1/embeddings", "embed", weigher.KindEmbeddings},
-		{"/openai/deployments/img/images/generations", "/v1/images/generations", "img", weigher.KindUnmetered},
+		{"/openai/deployments/img/images/generations", "/v1/images/generations", "img", weigher.KindImages},
 		{"/openai/deployments/x", "/v1/deployments/x", "", weigher.KindUnmetered}, // no known endpoint: unmetered
 		{"/openai/v1/chat/completions", "/v1/chat/completions", "", weigher.KindChat},
 		{"/openai/v1/responses", "/v1/responses", "", weigher.KindResponses},

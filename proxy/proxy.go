@@ -421,11 +421,17 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 // weigh classifies the request and estimates its cost.
 func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refusal {
 	x.kind = classify(ctx.Method(), x.path)
+	if x.kind.Weighed() {
+		x.est = p.weighAs(x, body)
+		if x.kind == weigher.KindImages && x.est.Parsed && !weigher.TokenBilledImages(x.est.Model) {
+			// Billed per image (DALL·E), not in tokens: not weighed.
+			x.kind, x.est = weigher.KindUnmetered, weigher.Estimate{Model: x.est.Model}
+		}
+	}
 	if x.kind == weigher.KindUnmetered {
 		x.unmeteredAllowed = p.unmeteredAllowed(x.path)
 	}
 	if x.kind.Weighed() {
-		x.est = p.weighAs(x, body)
 		if !x.est.Parsed {
 			// Not weighed exactly as every upstream reads it (not strict
 			// UTF-8 JSON, not an object, a key twice or in another case,

@@ -334,8 +334,10 @@ func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
 		return
 	}
-	if len(tap.sc.Buffered()) > 0 {
-		tap.unread = true // an event the upstream never finished
+	if len(tap.sc.Buffered()) > 0 || x.kind.OutputUncountable() {
+		// An event the upstream never finished, or output that is not text
+		// (images): what was streamed cannot be counted.
+		tap.unread = true
 	}
 	u, source := tap.stream.Settle(x.est, tap.outputTokens())
 	if source == spec.SourceReported {

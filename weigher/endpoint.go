@@ -81,6 +81,9 @@ func Classify(method, path string) Kind {
 	if i := strings.IndexByte(rest[min(1, len(rest)):], '/'); i >= 0 {
 		family = rest[:i+1]
 	}
+	if strings.HasSuffix(p, "/images/generations") {
+		return KindImages // weighed for token-billed models; see TokenBilledImages
+	}
 	for _, f := range unmeteredFamilies {
 		if family == "/"+f {
 			return KindUnmetered

@@ -34,8 +34,9 @@ func TestClassify(t *testing.T) {
 		{"POST", "/v1/messages/batches/b1/cancel", KindUnmetered},
 		{"POST", "/v1/batches", KindUnmetered},
 		{"POST", "/batches", KindUnmetered},
-		{"POST", "/v1/images/generations", KindUnmetered},
-		{"POST", "/openai/deployments/dall-e/images/generations", KindUnmetered},
+		{"POST", "/v1/images/generations", KindImages}, // weighed for token-billed models, else unmetered by the proxy
+		{"POST", "/openai/deployments/dall-e/images/generations", KindImages},
+		{"POST", "/v1/images/edits", KindUnmetered},
 		{"POST", "/v1/audio/transcriptions", KindUnmetered},
 		{"POST", "/v1/audio/speech", KindUnmetered},
 		{"POST", "/v1/realtime/sessions", KindUnmetered},
@@ -65,14 +66,15 @@ func TestClassify(t *testing.T) {
 		{"POST", "/api/generate", KindUnmetered}, // Ollama
 		{"POST", "/generate", KindUnmetered},     // TGI
 		{"POST", "/v1/rerank", KindUnmetered},
-		{"POST", "/v1/openai/images/generations", KindUnmetered}, // DeepInfra's root
+		{"POST", "/v1/openai/images/generations", KindImages}, // DeepInfra's root
 		{"POST", "/api/v1/audio/speech", KindUnmetered},
 		{"POST", "/v1beta/models/gemini-pro:generateContent", KindUnmetered},
 		{"POST", "/v1/chat/completions.", KindUnmetered},
 		// ;params are dropped, as servlet containers do before routing.
 		{"POST", "/v1/chat/completions;x=1", KindChat},
 		{"POST", "/v1/chat;x/completions", KindChat},
-		{"POST", "/v1/images;x/generations", KindUnmetered},
+		{"POST", "/v1/images;x/generations", KindImages},
+		{"POST", "/v1/images;x/variations", KindUnmetered},
 	} {
 		if got := Classify(tc.method, tc.path); got != tc.want {
 			t.Errorf("Classify(%s %q) = %s, want %s", tc.method, tc.path, got, tc.want)

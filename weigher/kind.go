@@ -40,6 +40,10 @@ const (
 	// or dollar limit is refused it unless the operator lists it as
 	// unmetered; otherwise it counts as a request only.
 	KindUnmetered
+	// KindImages is OpenAI POST /v1/images/generations for a model billed
+	// in tokens (images.go); a per-image-billed model's generation is
+	// unmetered.
+	KindImages
 
 	// numKinds counts the kinds above and sizes the table: a new kind goes
 	// before it, and TestKindTable fails until the kind has its row.
@@ -61,6 +65,9 @@ type kindRow struct {
 	// usage reads a non-streamed response's usage ([ParseUsage]), its body
 	// nested at most maxDepth levels (0: DefaultMaxDepth).
 	usage func(body []byte, maxDepth int) (Usage, bool)
+	// outputUncountable: the output is not text llmguard can count (images):
+	// an answer without usage keeps its output reservation.
+	outputUncountable bool
 	// usageOptIn: a stream of this kind reports its usage only when the
 	// request asks with stream_options.include_usage (OpenAI's chat and
 	// legacy completions, https://platform.openai.com/docs/api-reference/chat/create#chat-create-stream_options).
@@ -97,6 +104,10 @@ var kinds = [numKinds]kindRow{
 	},
 	KindCountTokens: {name: "count_tokens", paths: []string{"/v1/messages/count_tokens"}},
 	KindUnmetered:   {name: "unmetered"}, // found by family, not by path: see Classify
+	KindImages: {
+		name: "images", paths: []string{"/v1/images/generations"}, weighed: true,
+		weigh: (*Weigher).images, usage: parseResponsesUsage, stream: (*Stream).imagesEvent, outputUncountable: true,
+	},
 }
 
 // row is k's row in the table; a Kind beyond the table is KindOther.
@@ -128,6 +139,11 @@ func (k Kind) Path() string {
 // ([ParseUsage], [Stream]). False for KindOther, KindCountTokens and a value
 // that is no kind, whose requests count as requests only.
 func (k Kind) Weighed() bool { return k.row().weighed }
+
+// OutputUncountable reports whether the output of kind k is not text that
+// can be counted locally (generated images): a streamed answer whose usage
+// was not reported then keeps its output reservation.
+func (k Kind) OutputUncountable() bool { return k.row().outputUncountable }
 
 // StreamUsageOptIn reports whether a streamed answer of kind k carries its
 // usage only when the request sets stream_options.include_usage (chat and

@@ -205,6 +205,7 @@ func TestWeighAs(t *testing.T) {
 		KindCompletions: `{"model":%q,"prompt":"Ünïcödé text, numbers 12345 and emoji 🙂 for the tokenizer"}`,
 		KindEmbeddings:  `{"model":%q,"input":"Ünïcödé text, numbers 12345 and emoji 🙂 for the tokenizer"}`,
 		KindMessages:    `{"model":%q,"max_tokens":10,"messages":[{"role":"user","content":"Ünïcödé text, numbers 12345 and emoji 🙂"}]}`,
+		KindImages:      `{"model":%q,"prompt":"Ünïcödé text, numbers 12345 and emoji 🙂 for the tokenizer","size":"1024x1024","quality":"low"}`,
 	}
 	for k := Kind(0); k < numKinds; k++ {
 		if !k.Weighed() {

@@ -173,6 +173,7 @@ var richBodies = []struct {
 	{KindResponses, `{"model":"gpt-4o","instructions":[{"role":"developer","content":"Rules here."}],"input":"plain text input"}`},
 	{KindCompletions, `{"model":"gpt-3.5-turbo-instruct","prompt":["one prompt","two prompt"],"suffix":"the end","max_tokens":7,"n":3,"best_of":4,"echo":true,"stream":true,"stream_options":{"include_usage":true}}`},
 	{KindEmbeddings, `{"model":"text-embedding-3-small","input":["some text","more text"]}`},
+	{KindImages, `{"model":"gpt-image-1","prompt":"A cat reading a book.","n":2,"size":"1024x1536","quality":"medium","stream":true}`},
 	{KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"thinking":{"type":"enabled","budget_tokens":1024},"tool_choice":{"type":"any"},
 	  "system":[{"type":"text","text":"Be brief."}],
 	  "messages":[{"role":"user","content":[{"type":"text","text":"Hello"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="}},

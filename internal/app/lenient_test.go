@@ -29,10 +29,10 @@ import (
 // skipped, NaN and Infinity read as numbers, UTF-16 decoded, keys matched
 // without regard to case with the last one winning, a gzip-encoded body
 // decoded) and bills what it parsed: input at a quarter of the decoded
-// body's bytes, output at the max_tokens it read (1000 when none). It bills
-// every endpoint it is sent; on the weighed ones it reports its usage, the
-// others (batches, images…) it bills silently, as a provider's invoice
-// would.
+// body's bytes, output at the max_tokens it read (1000 when none; a GPT
+// Image generation 4,160 image tokens). It bills every endpoint it is sent;
+// on the weighed ones it reports its usage, the others (batches, DALL·E
+// images…) it bills silently, as a provider's invoice would.
 type lenientUpstream struct {
 	url      string
 	reported atomic.Int64 // tokens billed and reported in usage
@@ -93,6 +93,9 @@ func (u *lenientUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	if out <= 0 {
 		out = 1000
 	}
+	if strings.HasSuffix(strings.ToLower(r.URL.Path), "/images/generations") {
+		out = 4160 // one high-quality square image, in image tokens
+	}
 	if writeBilled(w, strings.ToLower(r.URL.Path), b.Model, in, out) {
 		u.reported.Add(in + out)
 	} else {
@@ -114,6 +117,9 @@ func writeBilled(w http.ResponseWriter, path, model string, in, out int64) (repo
 	case strings.HasSuffix(path, "/responses"):
 		fmt.Fprintf(w, `{"id":"r","object":"response","status":"completed","model":%q,"output":[],"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}}`,
 			model, in, out, in+out)
+	case strings.HasSuffix(path, "/images/generations") && strings.HasPrefix(model, "gpt-image-"):
+		fmt.Fprintf(w, `{"created":1,"data":[{"b64_json":"AAAA"}],"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}}`,
+			in, out, in+out)
 	case strings.HasSuffix(path, "/messages"):
 		fmt.Fprintf(w, `{"id":"m","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":%d,"output_tokens":%d}}`,
 			model, in, out)
@@ -173,7 +179,8 @@ ledger: {file: %q}
 		{"gzip body", "/v1/chat/completions", gz(big), []string{"Content-Encoding", "gzip"}, []int{413, 429}},
 		{"no /v1 prefix", "/chat/completions", []byte(big), nil, []int{429}},
 		{"batches", "/v1/batches", []byte(`{"input_file_id":"f","endpoint":"/v1/chat/completions","completion_window":"24h"}`), nil, []int{403}},
-		{"images", "/v1/images/generations", []byte(`{"model":"gpt-image-1","prompt":"a cat"}`), nil, []int{403}},
+		{"images per image", "/v1/images/generations", []byte(`{"model":"dall-e-3","prompt":"a cat"}`), nil, []int{403}},
+		{"images in tokens", "/v1/images/generations", []byte(`{"model":"gpt-image-1","prompt":"a cat"}`), nil, []int{200, 429}},
 		{"hidden context", "/v1/responses", []byte(`{"model":"gpt-4o-mini","previous_response_id":"resp_1","input":"go on","max_output_tokens":10}`), nil, []int{429}},
 		{"ordinary", "/v1/chat/completions", []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":200}`), nil, []int{200, 429}},
 	}
@@ -235,7 +242,8 @@ ledger: {file: %q}
 	for _, r := range recs {
 		cost += r.CostMicroUSD
 		usage += r.InputTokens + r.OutputTokens
-		want := (r.InputTokens*150_000 + r.OutputTokens*600_000 + 999_999) / 1_000_000
+		price := map[string][2]int64{"gpt-4o-mini": {150_000, 600_000}, "gpt-image-1": {5_000_000, 40_000_000}}[r.Model]
+		want := (r.InputTokens*price[0] + r.OutputTokens*price[1] + 999_999) / 1_000_000
 		if r.CostMicroUSD != want {
 			t.Errorf("record %s: %d µUSD for %d in / %d out, want %d", r.RequestID, r.CostMicroUSD, r.InputTokens, r.OutputTokens, want)
 		}

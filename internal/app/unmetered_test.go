@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/llmguard/llmguard/ledger"
+	"github.com/llmguard/llmguard/weigher"
 )
 
 // Endpoints that spend tokens or money upstream but that llmguard does not
@@ -98,5 +99,39 @@ func TestPathRulesHoldForEverySpelling(t *testing.T) {
 		if resp, b := h.do(p, body); resp.StatusCode != 429 {
 			t.Errorf("POST %s: %d %s, want 429 from chat-hourly", p, resp.StatusCode, b)
 		}
+	}
+}
+
+// Image generation is weighed for the models billed in tokens (GPT Image:
+// the prompt plus n images in image tokens by size and quality), and stays
+// unmetered for the ones billed per image (DALL·E): refused under a token
+// or dollar limit.
+func TestImageGenerationWeighedWhenPriced(t *testing.T) {
+	up := startLenient(t)
+	h := startConfig(t, nil, baseConfig(t, up.url, `limits:
+  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 20000}
+`))
+	body := `{"model":"gpt-image-1","prompt":"A cat reading a book.","size":"1024x1024","quality":"low","n":2}`
+	w, err := weigher.New(weigher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := w.Weigh(weigher.KindImages, []byte(body))
+	before := h.tokensLeft()
+	resp, b := h.do("/v1/images/generations", body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("gpt-image-1: %d %s", resp.StatusCode, b)
+	}
+	if got := before - remainingTokens(t, resp.Header); got != want.InputTokens+2*272 {
+		t.Errorf("reserved %d tokens, want the prompt's %d + 2 × 272", got, want.InputTokens)
+	}
+	if got := before - h.tokensLeft(); got != up.reported.Load() {
+		t.Errorf("charged %d tokens, the upstream reported %d: not reconciled", got, up.reported.Load())
+	}
+	if resp, b := h.do("/v1/images/generations", `{"model":"gpt-image-1","prompt":"x","size":"1024x1536","quality":"high","n":4}`); resp.StatusCode != 429 {
+		t.Errorf("4 high-quality images (24,960 tokens) past a 20,000-token bucket: %d %s, want 429", resp.StatusCode, b)
+	}
+	if resp, b := h.do("/v1/images/generations", `{"model":"dall-e-3","prompt":"a cat"}`); resp.StatusCode != 403 || !strings.Contains(b, "unmetered_endpoint") {
+		t.Errorf("dall-e-3 (billed per image): %d %s, want 403 unmetered_endpoint", resp.StatusCode, b)
 	}
 }

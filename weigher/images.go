@@ -1,0 +1,108 @@
+package weigher
+
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Image generation (POST /v1/images/generations,
+// https://platform.openai.com/docs/api-reference/images/create) is weighed
+// for the models billed in tokens: the GPT Image models, whose output is
+// image tokens by size and quality (OpenAI's image generation guide, "Cost
+// and latency"; their per-image prices divided by the $40 per million image
+// output price give the same figures: $0.011, $0.042, $0.167 for a square
+// image). Models billed per image (dall-e-2, dall-e-3) are not weighed:
+// [TokenBilledImages] tells them apart, and the proxy keeps them unmetered.
+
+// imageOutputTokens are the image tokens of one generated image, by size
+// and quality; "auto" (or absent) size and quality take the largest.
+var imageOutputTokens = map[string]map[string]int64{
+	"1024x1024": {"low": 272, "medium": 1056, "high": 4160},
+	"1024x1536": {"low": 408, "medium": 1584, "high": 6240},
+	"1536x1024": {"low": 400, "medium": 1568, "high": 6208},
+}
+
+// maxImageOutputTokens is the most image tokens one image may take: the
+// largest size at high quality.
+const maxImageOutputTokens = 6240
+
+// TokenBilledImages reports whether an image model is billed in tokens
+// (the GPT Image family, "gpt-image-*"), so that a generation request for
+// it can be weighed; per-image-billed models (DALL·E) are not.
+func TokenBilledImages(model string) bool { return strings.HasPrefix(model, "gpt-image-") }
+
+// images is the weigher of an image generation request weighed as model as
+// when it is not empty: InputTokens is the prompt's text, OutputTokens n
+// (default 1) images of the size and quality asked (the largest for
+// "auto" or anything unknown).
+func (w *Weigher) images(body []byte, as string) Estimate {
+	root, fallback, ok := w.parseRequest(body, imagesFields)
+	if !ok {
+		fallback.OutputTokens = maxImageOutputTokens
+		return fallback
+	}
+	var model, prompt, n, size, quality gjson.Result
+	est := Estimate{Parsed: true}
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			model = v
+		case "prompt":
+			prompt = v
+		case "n":
+			n = v
+		case "size":
+			size = v
+		case "quality":
+			quality = v
+		case "stream":
+			est.Stream = v.Type == gjson.True
+		}
+		return true
+	})
+	if as != "" {
+		est.Model = as
+	} else if model.Type == gjson.String {
+		est.Model = strings.Clone(model.String())
+	}
+	est.IncludeUsage = est.Stream // image_generation.completed carries it
+	est.InputTokens = w.scaled(est.Model, min(countText(w.encoder(est.Model), stringOf(prompt)), maxTokens))
+	per := int64(maxImageOutputTokens)
+	if bySize, ok := imageOutputTokens[strings.ToLower(stringOf(size))]; ok {
+		if t, ok := bySize[strings.ToLower(stringOf(quality))]; ok {
+			per = t
+		} else {
+			per = bySize["high"]
+		}
+	}
+	count := int64(1)
+	if c, ok := tokenCount(n); ok {
+		count = c
+	}
+	est.OutputTokens = min(per*count, maxTokens)
+	return est
+}
+
+// imagesEvent reads one image generation streaming event
+// (https://platform.openai.com/docs/api-reference/images-streaming):
+// image_generation.completed ends the stream with the usage; partial
+// images carry no text to count.
+func (s *Stream) imagesEvent(eventType, data []byte) StreamUpdate {
+	root, ok := parseObject(data, s.maxDepth)
+	if !ok {
+		return StreamUpdate{}
+	}
+	switch eventTypeOf(root, eventType) {
+	case "image_generation.completed":
+		u := StreamUpdate{Done: true}
+		if usage, ok := responsesUsageOf(root.Get("usage")); ok {
+			s.usage, s.has, s.final = usage, hasInput|hasOutput, true
+			u.HasUsage = true
+		}
+		return u
+	case "error":
+		return StreamUpdate{Err: true}
+	}
+	return StreamUpdate{}
+}

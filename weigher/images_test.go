@@ -1,0 +1,46 @@
+package weigher
+
+import "testing"
+
+// A GPT Image generation reserves its prompt and n images of the size and
+// quality asked, in image tokens (the largest for auto or unknown values);
+// DALL·E is not token-billed.
+func TestImagesEstimate(t *testing.T) {
+	w := testWeigher(t)
+	for _, tc := range []struct {
+		body string
+		out  int64
+	}{
+		{`{"model":"gpt-image-1","prompt":"a cat","size":"1024x1024","quality":"low"}`, 272},
+		{`{"model":"gpt-image-1","prompt":"a cat","size":"1024x1024","quality":"high","n":3}`, 3 * 4160},
+		{`{"model":"gpt-image-1","prompt":"a cat","size":"1536x1024","quality":"medium"}`, 1568},
+		{`{"model":"gpt-image-1","prompt":"a cat","size":"1024x1536"}`, 6240},                 // quality auto: high
+		{`{"model":"gpt-image-1","prompt":"a cat","size":"auto","quality":"low"}`, 6240},      // size auto: the largest
+		{`{"model":"gpt-image-1","prompt":"a cat","size":"4096x4096","quality":"low"}`, 6240}, // unknown: the largest
+		{`{"model":"gpt-image-1","prompt":"a cat","n":0}`, 6240},                              // n 0 reads as unset
+	} {
+		e := w.Weigh(KindImages, []byte(tc.body))
+		if !e.Parsed || e.OutputTokens != tc.out || e.InputTokens <= 0 {
+			t.Errorf("%s: %+v, want output %d and the prompt's input", tc.body, e, tc.out)
+		}
+	}
+	if !TokenBilledImages("gpt-image-1") || !TokenBilledImages("gpt-image-1-mini") || TokenBilledImages("dall-e-3") {
+		t.Error("TokenBilledImages tells GPT Image from DALL·E wrongly")
+	}
+	if !KindImages.OutputUncountable() || KindChat.OutputUncountable() {
+		t.Error("an image's output is not text to count; a chat's is")
+	}
+	u, ok := ParseUsage(KindImages, []byte(`{"created":1,"data":[{"b64_json":"x"}],"usage":{"input_tokens":12,"output_tokens":4160,"total_tokens":4172,"input_tokens_details":{"text_tokens":12,"image_tokens":0}}}`))
+	if !ok || u.InputTokens != 12 || u.OutputTokens != 4160 {
+		t.Errorf("usage %+v, %v", u, ok)
+	}
+	s := NewStream(KindImages)
+	s.Event([]byte("image_generation.partial_image"), []byte(`{"type":"image_generation.partial_image","b64_json":"x"}`))
+	up := s.Event(nil, []byte(`{"type":"image_generation.completed","b64_json":"x","usage":{"input_tokens":12,"output_tokens":272,"total_tokens":284}}`))
+	if !up.HasUsage {
+		t.Fatal("the completed event's usage was not read")
+	}
+	if got, src := s.Settle(Estimate{InputTokens: 12, OutputTokens: 272}, 0); src != SourceReported || got.OutputTokens != 272 {
+		t.Errorf("stream settled %+v from %v", got, src)
+	}
+}
