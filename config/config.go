@@ -83,6 +83,11 @@ type Config struct {
 	// model_prices_and_context_window.json (USD per token), relative to the
 	// config file's directory.
 	PricesFile string `yaml:"prices_file"`
+	// ImagePrices are the per-image prices, in USD, of image models billed
+	// per image (DALL·E), keyed by ImagePriceKey(model, quality, "WxH"):
+	// read from the embedded table and PricesFile (LiteLLM's
+	// "[quality/]W-x-H/model" entries), not from YAML.
+	ImagePrices map[string]float64 `yaml:"-"`
 	// DefaultPrice prices every model that has no price of its own (no
 	// priced entry, dated snapshot of one, or alias). Nil (the default):
 	// such a model is not priced, and a usd limit refuses its requests

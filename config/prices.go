@@ -250,6 +250,7 @@ func (c *Config) loadPrices(dir string) error {
 		return fmt.Errorf("config: embedded price table: %w", err)
 	}
 	layers := []map[string]Model{base}
+	var fileBytes []byte
 	if c.PricesFile != "" {
 		path := c.PricesFile
 		if !filepath.IsAbs(path) && dir != "" {
@@ -264,7 +265,11 @@ func (c *Config) loadPrices(dir string) error {
 			return &Error{Problems: []string{fmt.Sprintf("prices_file: %v", err)}}
 		}
 		layers = append(layers, file)
+		fileBytes = b
 	}
 	c.mergePrices(layers...)
+	if err := c.loadImagePrices(fileBytes); err != nil {
+		return &Error{Problems: []string{fmt.Sprintf("prices_file: %v", err)}}
+	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -112,6 +113,12 @@ type Request struct {
 	// operator has not allowed (unmetered_paths): refused (Unmetered) when
 	// a token or dollar rule applies to the caller.
 	Unmetered bool
+	// Images and PerImage price a generation billed per image (DALL·E):
+	// Images images at PerImage micro-USD each. Such a request costs one
+	// request, Images × PerImage micro-USD, and cannot be weighed against a
+	// token rule (it is refused as Unmetered under one, unless
+	// UnmeteredAllowed). PerImage 0: not billed per image.
+	Images, PerImage int64
 	// UnmeteredAllowed: the request calls an unmetered endpoint the
 	// operator allows (unmetered_paths): it counts as a request, and its
 	// ledger record is marked unmetered.
@@ -302,15 +309,15 @@ func (m *Meter) Admit(r Request) *Exchange {
 			rules = unionRules(rules, r.Policy.Match(nil, r.Principal, name, r.Path))
 		}
 	}
-	if r.Unmetered {
+	if r.Unmetered || r.PerImage > 0 && !r.UnmeteredAllowed {
 		for _, rule := range rules {
-			if rule.Unit != policy.UnitRequests {
+			if rule.Unit != policy.UnitRequests && (r.Unmetered || rule.Unit != policy.UnitUSD) {
 				x.verdict, x.closedBy = Unmetered, rule
 				return x
 			}
 		}
 	}
-	if !x.quote.Priced && r.Weighed {
+	if !x.quote.Priced && r.Weighed && r.PerImage == 0 {
 		for _, rule := range rules {
 			if rule.Unit == policy.UnitUSD {
 				x.verdict, x.unpriced = Unpriced, rule
@@ -403,10 +410,29 @@ func (x *Exchange) take(rules []*policy.Rule) {
 // units is what t costs in rule's unit; a request that is not weighed
 // costs one request and nothing else.
 func (x *Exchange) units(rule *policy.Rule, t spec.Usage) int64 {
+	if x.req.PerImage > 0 {
+		switch rule.Unit {
+		case policy.UnitRequests:
+			return 1
+		case policy.UnitUSD:
+			return x.imagesCost()
+		}
+		return 0 // refused at admission: a token rule cannot weigh it
+	}
 	if !x.req.Weighed && rule.Unit != policy.UnitRequests {
 		return 0
 	}
 	return rule.Units(t, x.price)
+}
+
+// imagesCost is a per-image generation's price: Images × PerImage
+// micro-USD, saturating.
+func (x *Exchange) imagesCost() int64 {
+	n, each := max(x.req.Images, 1), x.req.PerImage
+	if each > 0 && n > math.MaxInt64/each {
+		return math.MaxInt64
+	}
+	return n * each
 }
 
 // failClosedRule returns the first applied rule that fails closed, or nil.

@@ -58,6 +58,12 @@ func (x *Exchange) Settle(s Settlement) bool {
 		// Nothing reported: the reservation stands, and so does its cost.
 		cost = x.price.MicroUSD(spec.Usage{InputTokens: x.req.Estimate.InputTokens, OutputTokens: x.req.Estimate.OutputTokens})
 	}
+	if x.req.PerImage > 0 && s.Source != spec.SourceRefund {
+		// Billed per image: the images asked for are the bill, whatever
+		// tokens an answer reports.
+		known, cost = false, x.imagesCost()
+		s.Source = spec.SourceReserved
+	}
 	var dbuf [8]bucket.Delta
 	var lbuf [8]string
 	var sbuf [8]int64

@@ -34,6 +34,9 @@ type Policy struct {
 	idx    index  // rules by matcher value, for Match
 	keys   map[[32]byte]Principal
 	prices map[string]modelPrices // by priced name, aliases included
+	// imagePrices are the per-image prices of models billed per image, in
+	// micro-USD (rounded up), keyed by config.ImagePriceKey.
+	imagePrices map[string]int64
 	// defaultPrice is default_price: the price of a model without one; nil
 	// leaves such a model unpriced.
 	defaultPrice *Price
@@ -53,6 +56,7 @@ func Compile(c *config.Config) (*Policy, error) {
 	p := &Policy{
 		keys:        make(map[[32]byte]Principal, len(c.Keys)),
 		prices:      buildPrices(c),
+		imagePrices: buildImagePrices(c.ImagePrices),
 		defaultTier: parseTier(c.DefaultServiceTier),
 		passThrough: c.Identity.PassThrough,
 		ptTenant:    c.Identity.Tenant,

@@ -98,7 +98,7 @@ func TestEmbeddedPricesEveryFamily(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name := range table {
-		if _, ok := want[name]; !ok && name != "llmguard_price_table" {
+		if _, ok := want[name]; !ok && name != "llmguard_price_table" && !strings.Contains(name, "-x-") { // per-image entries: TestImagePrices
 			t.Errorf("%s is in config/prices.json but has no expected price here", name)
 		}
 	}
@@ -370,5 +370,33 @@ func TestParsePricesTiersAndBands(t *testing.T) {
 	}
 	if _, err := config.ParsePrices([]byte(`{"m": {"input_cost_per_token": 1e-06, "output_cost_per_token_priority": -1}}`)); err == nil {
 		t.Error("a negative tier price was accepted")
+	}
+}
+
+// DALL·E is priced per image from the embedded table's LiteLLM entries: by
+// size and quality, the dearest of the model for one the table lacks.
+func TestImagePrices(t *testing.T) {
+	p := embedded(t, "")
+	for _, tc := range []struct {
+		model, quality, size string
+		want                 int64
+		ok                   bool
+	}{
+		{"dall-e-3", "", "1024x1024", 40_000, true},
+		{"dall-e-3", "standard", "1792x1024", 80_000, true},
+		{"dall-e-3", "hd", "1024x1024", 80_000, true},
+		{"dall-e-3", "hd", "1024x1792", 120_000, true},
+		{"dall-e-3", "auto", "auto", 40_000, true},
+		{"dall-e-3", "ultra", "1024x1024", 120_000, true}, // unknown: the dearest
+		{"dall-e-3", "", "4096x4096", 120_000, true},
+		{"dall-e-2", "", "256x256", 16_000, true},
+		{"dall-e-2", "", "1024x1024", 20_000, true},
+		{"gpt-image-1", "", "1024x1024", 0, false}, // billed in tokens
+		{"dall-e-9", "", "1024x1024", 0, false},
+	} {
+		got, ok := p.ImagePrice(tc.model, tc.quality, tc.size)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s %q %s: %d µUSD, %v; want %d, %v", tc.model, tc.quality, tc.size, got, ok, tc.want, tc.ok)
+		}
 	}
 }

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"math"
 	"strconv"
+	"strings"
 
 	"github.com/llmguard/llmguard/config"
 )
@@ -311,4 +313,42 @@ func SnapshotOf(name string) (base string, ok bool) {
 		return name[:n-5], true // -MMDD
 	}
 	return "", false
+}
+
+// buildImagePrices turns per-image prices in USD into micro-USD, rounded
+// up (after rounding away the float noise of a per-pixel price: $0.04 is
+// 40,000 µUSD, not 40,001).
+func buildImagePrices(usd map[string]float64) map[string]int64 {
+	out := make(map[string]int64, len(usd))
+	for k, v := range usd {
+		out[k] = int64(math.Ceil(math.Round(v*1e9) / 1e3))
+	}
+	return out
+}
+
+// ImagePrice is the price of one image of model (billed per image: DALL·E)
+// of size ("WxH", "" or "auto" for the default 1024x1024) in quality ("",
+// "auto" or "standard" for the standard quality; "hd"), in micro-USD. An
+// image whose size or quality the table does not list costs the dearest
+// image of the model, never less. ok is false for a model the table does
+// not price per image.
+func (p *Policy) ImagePrice(model, quality, size string) (microUSD int64, ok bool) {
+	if size == "" || size == "auto" {
+		size = "1024x1024"
+	}
+	for _, q := range []string{quality, "standard", ""} {
+		if q == "auto" {
+			continue
+		}
+		if v, ok := p.imagePrices[config.ImagePriceKey(model, q, size)]; ok && (q == quality || quality == "" || quality == "auto" || quality == "standard") {
+			return v, true
+		}
+	}
+	prefix := model + "|"
+	for k, v := range p.imagePrices {
+		if strings.HasPrefix(k, prefix) {
+			microUSD, ok = max(microUSD, v), true
+		}
+	}
+	return microUSD, ok
 }

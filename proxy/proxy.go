@@ -214,8 +214,11 @@ type exchange struct {
 	// unmeteredAllowed: an unmetered endpoint the operator lets callers
 	// under token or dollar limits call (Options.UnmeteredPaths).
 	unmeteredAllowed bool
-	kind             weigher.Kind
-	est              weigher.Estimate
+	// perImage is the price of each image of a per-image-billed generation
+	// (DALL·E), in micro-USD; 0 for every other request.
+	perImage int64
+	kind     weigher.Kind
+	est      weigher.Estimate
 	// m is the request's admission, from the moment it was judged (nil
 	// before): its rules, verdict and settlement.
 	m *meter.Exchange
@@ -424,11 +427,18 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 	if x.kind.Weighed() {
 		x.est = p.weighAs(x, body)
 		if x.kind == weigher.KindImages && x.est.Parsed && !weigher.TokenBilledImages(x.est.Model) {
-			// Billed per image (DALL·E), not in tokens: not weighed.
-			x.kind, x.est = weigher.KindUnmetered, weigher.Estimate{Model: x.est.Model}
+			// Billed per image (DALL·E), not in tokens: priced per image
+			// when the table prices the model so, unmetered otherwise.
+			each, ok := x.live.policy.ImagePrice(x.est.Model, x.est.ImageQuality, x.est.ImageSize)
+			if ok {
+				x.perImage = each
+				x.est = weigher.Estimate{Model: x.est.Model, Parsed: true, Images: x.est.Images, Stream: x.est.Stream}
+			} else {
+				x.kind, x.est = weigher.KindUnmetered, weigher.Estimate{Model: x.est.Model}
+			}
 		}
 	}
-	if x.kind == weigher.KindUnmetered {
+	if x.kind == weigher.KindUnmetered || x.perImage > 0 {
 		x.unmeteredAllowed = p.unmeteredAllowed(x.path)
 	}
 	if x.kind.Weighed() {
@@ -504,6 +514,7 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	x.m = p.meter.Admit(meter.Request{ID: x.id, Principal: x.principal, Policy: x.live.policy, Flavor: x.upstream.Flavor,
 		Path: rulePath(x.kind, x.path), Model: x.est.Model, ServiceTier: x.est.ServiceTier, Weighed: x.kind.Weighed(),
 		Unmetered: x.kind == weigher.KindUnmetered && !x.unmeteredAllowed, UnmeteredAllowed: x.unmeteredAllowed,
+		Images: x.est.Images, PerImage: x.perImage,
 		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens}})
 	switch x.m.Verdict() {
 	case meter.Admitted:

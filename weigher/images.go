@@ -81,6 +81,8 @@ func (w *Weigher) images(body []byte, as string) Estimate {
 		count = c
 	}
 	est.OutputTokens = min(per*count, maxTokens)
+	est.Images = count
+	est.ImageSize, est.ImageQuality = shortLower(stringOf(size)), shortLower(stringOf(quality))
 	return est
 }
 
@@ -105,4 +107,13 @@ func (s *Stream) imagesEvent(eventType, data []byte) StreamUpdate {
 		return StreamUpdate{Err: true}
 	}
 	return StreamUpdate{}
+}
+
+// shortLower is s lowercased, or "" when longer than 32 bytes (no size or
+// quality is).
+func shortLower(s string) string {
+	if len(s) > 32 {
+		return ""
+	}
+	return strings.ToLower(s)
 }

@@ -36,6 +36,12 @@ type Estimate struct {
 	// the body's own content, a lower bound of the real input; the
 	// reconciliation with the reported usage settles the difference.
 	ServerContext bool
+	// Images is the number of images an image generation request asks
+	// for ("n", default 1); ImageSize and ImageQuality are its "size" and
+	// "quality" as sent, lowercased ("" when absent, not strings, or
+	// longer than 32 bytes): what a model billed per image is priced by.
+	Images                  int64
+	ImageSize, ImageQuality string
 	// ServiceTier is a chat or Responses request's "service_tier" as sent
 	// ("auto", "default", "flex", "priority"; OpenAI's API reference), ""
 	// when absent, not a string, or longer than 32 bytes (no tier is): the

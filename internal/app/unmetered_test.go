@@ -135,3 +135,42 @@ func TestImageGenerationWeighedWhenPriced(t *testing.T) {
 		t.Errorf("dall-e-3 (billed per image): %d %s, want 403 unmetered_endpoint", resp.StatusCode, b)
 	}
 }
+
+// A generation billed per image (DALL·E) is priced from the table's
+// per-image entries under a usd limit — n images of its size and quality,
+// exact to the micro-dollar, whatever the answer says — and refused under
+// a token limit, which cannot weigh it.
+func TestPerImageGenerationsPricedUnderUSDLimits(t *testing.T) {
+	up := startLenient(t)
+	h := startConfig(t, nil, baseConfig(t, up.url, `limits:
+  - {name: user-usd, scope: user, unit: usd, rate: 0.000001, per: 24h, burst: 1}
+`))
+	usdLeft := func() int64 {
+		req, _ := http.NewRequest(http.MethodGet, h.url+"/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return rateLimitRemaining(t, resp.Header, "user-usd")
+	}
+	before := usdLeft()
+	resp, b := h.do("/v1/images/generations", `{"model":"dall-e-3","prompt":"a cat","quality":"hd","size":"1024x1024","n":2}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("dall-e-3 under a usd limit: %d %s", resp.StatusCode, b)
+	}
+	if got := before - usdLeft(); got != 2*80_000 {
+		t.Errorf("charged %d µUSD, want 2 × $0.08", got)
+	}
+	if resp, b := h.do("/v1/images/generations", `{"model":"dall-e-3","prompt":"a cat","quality":"hd","size":"1792x1024","n":8}`); resp.StatusCode != 429 {
+		t.Errorf("8 × $0.12 past a $1 budget with $0.84 left: %d %s, want 429", resp.StatusCode, b)
+	}
+
+	h2 := startConfig(t, nil, baseConfig(t, up.url, `limits:
+  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000}
+`))
+	if resp, b := h2.do("/v1/images/generations", `{"model":"dall-e-3","prompt":"a cat"}`); resp.StatusCode != 403 || !strings.Contains(b, "unmetered_endpoint") {
+		t.Errorf("dall-e-3 under a token limit: %d %s, want 403 unmetered_endpoint", resp.StatusCode, b)
+	}
+}
