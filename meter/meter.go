@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"math"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -300,15 +299,11 @@ func (m *Meter) Admit(r Request) *Exchange {
 	if x.modelLabel == "" && r.Model != "" {
 		x.modelLabel = "other"
 	}
-	var rulesBuf [8]*policy.Rule
-	rules := r.Policy.Match(rulesBuf[:0], r.Principal, r.Model, r.Path)
 	// A dated snapshot or an alias is its priced model for the rules too:
 	// a rule on gpt-5-pro holds gpt-5-pro-2025-10-06 and an alias of it.
-	for _, name := range []string{x.quote.Label, x.quote.AliasOf} {
-		if name != "" && name != r.Model {
-			rules = unionRules(rules, r.Policy.Match(nil, r.Principal, name, r.Path))
-		}
-	}
+	var rulesBuf [8]*policy.Rule
+	names := [3]string{r.Model, x.quote.Label, x.quote.AliasOf}
+	rules := r.Policy.MatchNames(rulesBuf[:0], r.Principal, names[:], r.Path)
 	if r.Unmetered || r.PerImage > 0 && !r.UnmeteredAllowed {
 		for _, rule := range rules {
 			if rule.Unit != policy.UnitRequests && (r.Unmetered || rule.Unit != policy.UnitUSD) {
@@ -332,16 +327,6 @@ func (m *Meter) Admit(r Request) *Exchange {
 		m.contain(StageMetrics, x, func() { m.opt.Metrics.admitted(x) })
 	}
 	return x
-}
-
-// unionRules is a followed by the rules of b it lacks.
-func unionRules(a, b []*policy.Rule) []*policy.Rule {
-	for _, r := range b {
-		if !slices.Contains(a, r) {
-			a = append(a, r)
-		}
-	}
-	return a
 }
 
 // take takes the request's reservation under rules and sets the verdict.

@@ -128,8 +128,21 @@ func (p *Policy) Identify(credential string) (pr Principal, ok bool) {
 // rules. It allocates only when dst or more than 32 candidates outgrow
 // their buffers.
 func (p *Policy) Match(dst []*Rule, pr Principal, model, reqPath string) []*Rule {
+	return p.MatchNames(dst, pr, []string{model}, reqPath)
+}
+
+// MatchNames is Match for a model known by several names (the name sent,
+// the priced model a dated snapshot or an alias resolves to): a rule
+// applies when it matches any of them, and appears once, in Match's order.
+// Empty names are skipped unless they are all there is.
+func (p *Policy) MatchNames(dst []*Rule, pr Principal, models []string, reqPath string) []*Rule {
 	var buf [32]int32
-	c := p.idx.candidates(buf[:0], pr, model, reqPath)
+	c := buf[:0]
+	for i, m := range models {
+		if m != "" || i == 0 {
+			c = p.idx.candidates(c, pr, m, reqPath)
+		}
+	}
 	slices.Sort(c) // positions in p.rules: narrowest scope, then config order
 	prev := int32(-1)
 	for _, i := range c {
@@ -137,8 +150,11 @@ func (p *Policy) Match(dst []*Rule, pr Principal, model, reqPath string) []*Rule
 			continue
 		}
 		prev = i
-		if p.rules[i].Matches(pr, model, reqPath) {
-			dst = append(dst, &p.rules[i])
+		for j, m := range models {
+			if (m != "" || j == 0) && p.rules[i].Matches(pr, m, reqPath) {
+				dst = append(dst, &p.rules[i])
+				break
+			}
 		}
 	}
 	return dst
