@@ -28,10 +28,10 @@ import (
 // Weigher turns request bodies into estimates and counts streamed text.
 // *weigher.Weigher satisfies it.
 type Weigher interface {
-	// WeighAs estimates a body of request kind k (chat, responses,
-	// completions, embeddings, messages) as a request for model, or for
-	// the model the body names when model is "".
-	WeighAs(k weigher.Kind, body []byte, model string) weigher.Estimate
+	// WeighResolved estimates a body of request kind k (chat, responses,
+	// completions, embeddings, messages, images) as a request for the model
+	// resolve maps the body's model to (nil: the body's own), in one pass.
+	WeighResolved(k weigher.Kind, body []byte, resolve func(bodyModel string) string) weigher.Estimate
 	// CountText counts text as model's tokenizer would, in tokens.
 	CountText(model, text string) int64
 	// ParseUsage reads the usage of a non-streamed JSON answer of kind k.
@@ -490,17 +490,22 @@ func (p *Proxy) unmeteredAllowed(upPath string) bool {
 // (named by the path, or on the v1 API by the body's model) as the model
 // upstreams[].deployments maps it to, so that it is counted with that
 // model's tokenizer, reserved its default output, priced and limited as
-// it; any other request as the model its body names.
+// it; any other request as the model its body names. The body is read once.
 func (p *Proxy) weighAs(x *exchange, body []byte) weigher.Estimate {
 	w, up := x.live.weigher, x.upstream
-	if x.deployment != "" {
-		return w.WeighAs(x.kind, body, up.modelOf(x.deployment))
+	switch {
+	case x.deployment != "":
+		m := up.modelOf(x.deployment)
+		return w.WeighResolved(x.kind, body, func(string) string { return m })
+	case len(up.deployments) > 0:
+		return w.WeighResolved(x.kind, body, func(name string) string {
+			if m, ok := up.mapsModel(name); ok {
+				return m
+			}
+			return name
+		})
 	}
-	est := w.WeighAs(x.kind, body, "")
-	if m, ok := up.mapsModel(est.Model); ok && m != est.Model {
-		est = w.WeighAs(x.kind, body, m)
-	}
-	return est
+	return w.WeighResolved(x.kind, body, nil)
 }
 
 // errLimiter answers a take the store refused as invalid.

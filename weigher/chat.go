@@ -58,11 +58,11 @@ func bodyString(b []byte) string {
 //
 // A body that is not a JSON object yields the byte-based estimate of
 // [Weigher.Bytes] with Parsed false. Chat never panics and never keeps body.
-func (w *Weigher) Chat(body []byte) Estimate { return w.chat(body, "") }
+func (w *Weigher) Chat(body []byte) Estimate { return w.chat(body, nil) }
 
-// chat is [Weigher.Chat] weighed as model as when it is not empty, whatever
-// the body names.
-func (w *Weigher) chat(body []byte, as string) Estimate {
+// chat is [Weigher.Chat] weighed as the model as resolves the body's
+// model to (nil: the body's own).
+func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 	root, fallback, ok := w.parseRequest(body, chatFields)
 	if !ok {
 		return fallback
@@ -103,11 +103,7 @@ func (w *Weigher) chat(body []byte, as string) Estimate {
 		}
 		return true
 	})
-	if as != "" {
-		est.Model = as
-	} else if model.Type == gjson.String {
-		est.Model = strings.Clone(model.String())
-	}
+	est.Model = modelNamed(model, as)
 	encName := w.EncodingFor(est.Model)
 	enc := w.encoders[encName]
 	if enc == nil {

@@ -1,8 +1,6 @@
 package weigher
 
 import (
-	"strings"
-
 	"github.com/tidwall/gjson"
 )
 
@@ -30,11 +28,11 @@ const defaultCompletionMaxTokens = 16
 // stream_options.include_usage. A body that is not a JSON object yields the
 // byte-based estimate of [Weigher.Bytes] with Parsed false. Completions never
 // panics and never keeps body.
-func (w *Weigher) Completions(body []byte) Estimate { return w.completions(body, "") }
+func (w *Weigher) Completions(body []byte) Estimate { return w.completions(body, nil) }
 
-// completions is [Weigher.Completions] weighed as model as when it is not empty, whatever
-// the body names.
-func (w *Weigher) completions(body []byte, as string) Estimate {
+// completions is [Weigher.Completions] weighed as the model as resolves the body's
+// model to (nil: the body's own).
+func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	root, fallback, ok := w.parseRequest(body, completionsFields)
 	if !ok {
 		return fallback
@@ -65,11 +63,7 @@ func (w *Weigher) completions(body []byte, as string) Estimate {
 		}
 		return true
 	})
-	if as != "" {
-		est.Model = as
-	} else if model.Type == gjson.String {
-		est.Model = strings.Clone(model.String())
-	}
+	est.Model = modelNamed(model, as)
 	enc := w.encoder(est.Model)
 	in, prompts := promptTokens(enc, prompt)
 	if !prompt.Exists() || prompt.Type == gjson.Null {
@@ -104,11 +98,11 @@ func (w *Weigher) completions(body []byte, as string) Estimate {
 // is not a JSON object yields the byte-based estimate of [Weigher.Bytes]
 // with OutputTokens 0 and Parsed false. Embeddings never panics and never
 // keeps body.
-func (w *Weigher) Embeddings(body []byte) Estimate { return w.embeddings(body, "") }
+func (w *Weigher) Embeddings(body []byte) Estimate { return w.embeddings(body, nil) }
 
-// embeddings is [Weigher.Embeddings] weighed as model as when it is not empty, whatever
-// the body names.
-func (w *Weigher) embeddings(body []byte, as string) Estimate {
+// embeddings is [Weigher.Embeddings] weighed as the model as resolves the body's
+// model to (nil: the body's own).
+func (w *Weigher) embeddings(body []byte, as func(string) string) Estimate {
 	root, fallback, ok := w.parseRequest(body, embeddingsFields)
 	if !ok {
 		fallback.OutputTokens = 0
@@ -125,11 +119,7 @@ func (w *Weigher) embeddings(body []byte, as string) Estimate {
 		return true
 	})
 	est := Estimate{Parsed: true}
-	if as != "" {
-		est.Model = as
-	} else if model.Type == gjson.String {
-		est.Model = strings.Clone(model.String())
-	}
+	est.Model = modelNamed(model, as)
 	in, _ := promptTokens(w.encoder(est.Model), input)
 	est.InputTokens = w.scaled(est.Model, min(in, maxTokens))
 	return est

@@ -32,11 +32,11 @@ const maxImageOutputTokens = 6240
 // it can be weighed; per-image-billed models (DALL·E) are not.
 func TokenBilledImages(model string) bool { return strings.HasPrefix(model, "gpt-image-") }
 
-// images is the weigher of an image generation request weighed as model as
-// when it is not empty: InputTokens is the prompt's text, OutputTokens n
+// images is the weigher of an image generation request weighed as the model as resolves
+// the body's model to (nil: the body's own): InputTokens is the prompt's text, OutputTokens n
 // (default 1) images of the size and quality asked (the largest for
 // "auto" or anything unknown).
-func (w *Weigher) images(body []byte, as string) Estimate {
+func (w *Weigher) images(body []byte, as func(string) string) Estimate {
 	root, fallback, ok := w.parseRequest(body, imagesFields)
 	if !ok {
 		fallback.OutputTokens = maxImageOutputTokens
@@ -61,11 +61,7 @@ func (w *Weigher) images(body []byte, as string) Estimate {
 		}
 		return true
 	})
-	if as != "" {
-		est.Model = as
-	} else if model.Type == gjson.String {
-		est.Model = strings.Clone(model.String())
-	}
+	est.Model = modelNamed(model, as)
 	est.IncludeUsage = est.Stream // image_generation.completed carries it
 	est.InputTokens = w.scaled(est.Model, min(countText(w.encoder(est.Model), stringOf(prompt)), maxTokens))
 	per := int64(maxImageOutputTokens)

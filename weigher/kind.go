@@ -1,6 +1,10 @@
 package weigher
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
 
 // Kind is the API a request calls, which decides how its body is weighed and
 // how its response's usage is read. Everything the package knows about a
@@ -61,7 +65,7 @@ type kindRow struct {
 	// weighed: requests of this kind are weighed in tokens ([Kind.Weighed]).
 	weighed bool
 	// weigh estimates a request body ([Weigher.Weigh]).
-	weigh func(w *Weigher, body []byte, as string) Estimate
+	weigh func(w *Weigher, body []byte, as func(string) string) Estimate
 	// usage reads a non-streamed response's usage ([ParseUsage]), its body
 	// nested at most maxDepth levels (0: DefaultMaxDepth).
 	usage func(body []byte, maxDepth int) (Usage, bool)
@@ -205,19 +209,45 @@ func (w *Weigher) Weigh(k Kind, body []byte) Estimate {
 	if !r.weighed {
 		return Estimate{Parsed: true}
 	}
-	return w.hidden(r.weigh(w, body, ""))
+	return w.hidden(r.weigh(w, body, nil))
 }
 
 // WeighAs is [Weigher.Weigh] with the body weighed as a request for model
 // (its tokenizer, its default output reservation, its Estimate.Model),
-// whatever model the body names; an empty model is Weigh. An Azure
-// OpenAI deployment is weighed as the model it serves this way.
+// whatever model the body names; an empty model is Weigh.
 func (w *Weigher) WeighAs(k Kind, body []byte, model string) Estimate {
+	if model == "" {
+		return w.Weigh(k, body)
+	}
+	return w.WeighResolved(k, body, func(string) string { return model })
+}
+
+// WeighResolved is [Weigher.Weigh] with the body weighed as a request for
+// the model resolve returns for the model the body names ("" when it names
+// none): in one pass, whatever the mapping needs to see. An Azure OpenAI
+// deployment is weighed as the model it serves this way. A nil resolve is
+// Weigh.
+func (w *Weigher) WeighResolved(k Kind, body []byte, resolve func(bodyModel string) string) Estimate {
 	r := k.row()
 	if !r.weighed {
 		return Estimate{Parsed: true}
 	}
-	return w.hidden(r.weigh(w, body, model))
+	return w.hidden(r.weigh(w, body, resolve))
+}
+
+// modelNamed is the model a body naming model is weighed as: as(name)
+// when as is set, the name otherwise (copied: body is not kept).
+func modelNamed(model gjson.Result, as func(string) string) string {
+	name := ""
+	if model.Type == gjson.String {
+		name = model.Str
+	}
+	if as != nil {
+		if m := as(name); m != name {
+			return m
+		}
+	}
+	return strings.Clone(name)
 }
 
 // ParseUsage reads the usage of a non-streamed JSON response of kind k:

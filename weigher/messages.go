@@ -28,11 +28,11 @@ import (
 // Messages stream always reports usage). A body that is not a JSON object
 // yields the byte-based estimate of [Weigher.Bytes] with Parsed false.
 // Messages never panics and never keeps body.
-func (w *Weigher) Messages(body []byte) Estimate { return w.messages(body, "") }
+func (w *Weigher) Messages(body []byte) Estimate { return w.messages(body, nil) }
 
-// messages is [Weigher.Messages] weighed as model as when it is not empty, whatever
-// the body names.
-func (w *Weigher) messages(body []byte, as string) Estimate {
+// messages is [Weigher.Messages] weighed as the model as resolves the body's
+// model to (nil: the body's own).
+func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 	root, fallback, ok := w.parseRequest(body, messagesFields)
 	if !ok {
 		return fallback
@@ -66,11 +66,7 @@ func (w *Weigher) messages(body []byte, as string) Estimate {
 	})
 	est.IncludeUsage = est.Stream
 	est.ServerContext = est.ServerContext || serverTools(tools)
-	if as != "" {
-		est.Model = as
-	} else if model.Type == gjson.String {
-		est.Model = strings.Clone(model.String())
-	}
+	est.Model = modelNamed(model, as)
 	c := claudeCounter{enc: w.encoder(est.Model), model: est.Model}
 
 	if system.IsArray() {

@@ -32,11 +32,11 @@ import (
 // IncludeUsage (a Responses stream always ends with usage). A body that is
 // not a JSON object yields the byte-based estimate of [Weigher.Bytes] with
 // Parsed false. Responses never panics and never keeps body.
-func (w *Weigher) Responses(body []byte) Estimate { return w.responses(body, "") }
+func (w *Weigher) Responses(body []byte) Estimate { return w.responses(body, nil) }
 
-// responses is [Weigher.Responses] weighed as model as when it is not empty, whatever
-// the body names.
-func (w *Weigher) responses(body []byte, as string) Estimate {
+// responses is [Weigher.Responses] weighed as the model as resolves the body's
+// model to (nil: the body's own).
+func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
 	root, fallback, ok := w.parseRequest(body, responsesFields)
 	if !ok {
 		return fallback
@@ -69,11 +69,7 @@ func (w *Weigher) responses(body []byte, as string) Estimate {
 		return true
 	})
 	est.IncludeUsage = est.Stream
-	if as != "" {
-		est.Model = as
-	} else if model.Type == gjson.String {
-		est.Model = strings.Clone(model.String())
-	}
+	est.Model = modelNamed(model, as)
 	encName := w.EncodingFor(est.Model)
 	r := responsesCounter{enc: w.encoder(est.Model), model: est.Model, hidden: &est.ServerContext}
 
