@@ -174,10 +174,15 @@ func (m *Meter) inject(point string) {
 // contain runs f in stage and recovers a panic in it, so that one failing
 // step of a settlement (metrics, ledger, reconciliation) does not skip the
 // others.
-func (m *Meter) contain(stage string, x *Exchange, f func()) {
+func (m *Meter) contain(stage string, x *Exchange, f func()) { m.Contain(stage, x.req.ID, f) }
+
+// Contain runs f and recovers a panic in it as one of stage's (a Stage
+// constant) while serving request id, reporting it through Recovered, so
+// that one failing step does not skip the others.
+func (m *Meter) Contain(stage, id string, f func()) {
 	defer func() {
 		if r := recover(); r != nil {
-			m.Recovered(stage, r, x.req.ID)
+			m.Recovered(stage, r, id)
 		}
 	}()
 	f()

@@ -95,11 +95,6 @@ func headerKey(h *fasthttp.RequestHeader, name string) string {
 	return string(bytes.TrimSpace(h.Peek(name)))
 }
 
-// credential is the caller's key and the header it came from, as flavor f
-// reads it (see dialect.credential).
-func credential(h *fasthttp.RequestHeader, f Flavor) (key, header string) {
-	return dialectOf(f).credential(h)
-}
 
 // addIncludeUsage asks a streamed chat or completions request for its
 // usage (stream_options.include_usage, which OpenAI-style APIs need to

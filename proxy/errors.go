@@ -64,11 +64,8 @@ func modelNotPriced(model, limit, missing string) apiError {
 func (e apiError) write(ctx *fasthttp.RequestCtx, f Flavor) {
 	ctx.SetStatusCode(e.status)
 	ctx.SetContentType("application/json")
-	ctx.SetBody(e.appendBody(nil, f))
+	ctx.SetBody(dialectOf(f).appendError(nil, e))
 }
-
-// appendBody appends e's body in flavor f's shape.
-func (e apiError) appendBody(b []byte, f Flavor) []byte { return dialectOf(f).appendError(b, e) }
 
 // unmetered is the answer to a call to an endpoint that spends tokens or
 // money upstream but that llmguard does not weigh, from a caller under the

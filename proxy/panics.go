@@ -47,14 +47,7 @@ func (p *Proxy) panicked(stage string, r any, x *exchange) {
 
 // contain runs f in stage and recovers a panic in it, so that one failing
 // step (counting, settling) does not skip the others.
-func (p *Proxy) contain(stage string, x *exchange, f func()) {
-	defer func() {
-		if r := recover(); r != nil {
-			p.panicked(stage, r, x)
-		}
-	}()
-	f()
-}
+func (p *Proxy) contain(stage string, x *exchange, f func()) { p.meter.Contain(stage, x.id, f) }
 
 // recoverHandler is deferred by Handle: a panic in the handler answers 500
 // in the caller's flavor, releases the upstream response it held, and

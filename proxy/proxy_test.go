@@ -94,3 +94,9 @@ func TestTapViewBoundsDecompression(t *testing.T) {
 		t.Errorf("identity: %q", got)
 	}
 }
+
+// credential is the caller's key (a test's shorthand) and the header it came from, as flavor f
+// reads it (see dialect.credential).
+func credential(h *fasthttp.RequestHeader, f Flavor) (key, header string) {
+	return dialectOf(f).credential(h)
+}
