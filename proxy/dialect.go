@@ -95,7 +95,6 @@ func headerKey(h *fasthttp.RequestHeader, name string) string {
 	return string(bytes.TrimSpace(h.Peek(name)))
 }
 
-
 // addIncludeUsage asks a streamed chat or completions request for its
 // usage (stream_options.include_usage, which OpenAI-style APIs need to
 // report usage on a stream at all), unless the caller did; stripUsage says

@@ -61,9 +61,9 @@ func (h *harness) do(path, body string, headers ...string) (*http.Response, stri
 	return resp, string(b)
 }
 
-// charged reports what the last settled request cost, in tokens: the drop
-// of the bucket seen by a requests-only probe (GET /v1/models) from before.
-func (h *harness) tokensLeft() int64 {
+// probe is the headers of a requests-only call (GET /v1/models with the
+// test key), which costs no token and no dollar: the state of every bucket.
+func (h *harness) probe() http.Header {
 	h.t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, h.url+"/v1/models", nil)
 	req.Header.Set("Authorization", "Bearer "+testKey)
@@ -72,7 +72,13 @@ func (h *harness) tokensLeft() int64 {
 		h.t.Fatal(err)
 	}
 	resp.Body.Close()
-	return remainingTokens(h.t, resp.Header)
+	return resp.Header
+}
+
+// tokensLeft is what the tightest token bucket holds, read from a probe.
+func (h *harness) tokensLeft() int64 {
+	h.t.Helper()
+	return remainingTokens(h.t, h.probe())
 }
 
 func intField(t *testing.T, body, field string) int64 {

@@ -320,15 +320,3 @@ limits:
 		t.Errorf("3 calls with server tools: the upstream billed %d tokens through a 20000-token bucket", billed)
 	}
 }
-
-func (h *harness) leftTokens() int64 {
-	h.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, h.url+"/v1/models", nil)
-	req.Header.Set("Authorization", "Bearer "+testKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	resp.Body.Close()
-	return remainingTokens(h.t, resp.Header)
-}

@@ -98,14 +98,8 @@ func rateLimitRemaining(t *testing.T, h http.Header, name string) int64 {
 // read from a requests-only probe (GET /v1/models), which costs neither.
 func (h *harness) left() (tokens, microUSD int64) {
 	h.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, h.url+"/v1/models", nil)
-	req.Header.Set("Authorization", "Bearer "+testKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	resp.Body.Close()
-	return remainingTokens(h.t, resp.Header), rateLimitRemaining(h.t, resp.Header, "user-usd")
+	hd := h.probe()
+	return remainingTokens(h.t, hd), rateLimitRemaining(h.t, hd, "user-usd")
 }
 
 // price is a price list in pico-USD per token (USD per million tokens × 10^6).

@@ -145,16 +145,7 @@ func TestPerImageGenerationsPricedUnderUSDLimits(t *testing.T) {
 	h := startConfig(t, nil, baseConfig(t, up.url, `limits:
   - {name: user-usd, scope: user, unit: usd, rate: 0.000001, per: 24h, burst: 1}
 `))
-	usdLeft := func() int64 {
-		req, _ := http.NewRequest(http.MethodGet, h.url+"/v1/models", nil)
-		req.Header.Set("Authorization", "Bearer "+testKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return rateLimitRemaining(t, resp.Header, "user-usd")
-	}
+	usdLeft := func() int64 { return rateLimitRemaining(t, h.probe(), "user-usd") }
 	before := usdLeft()
 	resp, b := h.do("/v1/images/generations", `{"model":"dall-e-3","prompt":"a cat","quality":"hd","size":"1024x1024","n":2}`)
 	if resp.StatusCode != 200 {
