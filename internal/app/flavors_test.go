@@ -2,7 +2,6 @@ package app
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -41,24 +40,7 @@ limits:
 // uses and returns the response and body.
 func (h *harness) do(path, body string, headers ...string) (*http.Response, string) {
 	h.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, h.url+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if strings.HasPrefix(path, "/v1/messages") {
-		req.Header.Set("x-api-key", testKey)
-		req.Header.Set("anthropic-version", "2023-06-01")
-	} else {
-		req.Header.Set("Authorization", "Bearer "+testKey)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return h.send(path, []byte(body), headers...)
 }
 
 // probe is the headers of a requests-only call (GET /v1/models with the
