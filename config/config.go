@@ -68,6 +68,13 @@ type Config struct {
 	// file, Azure data_sources) for a model without max_input_tokens.
 	// Default 200000.
 	DefaultMaxInputTokens int64 `yaml:"default_max_input_tokens"`
+	// CountCacheBytes bounds, in bytes, the memory of the cache of token
+	// counts of request elements (chat messages, Responses input items,
+	// Anthropic system prompts and messages, tool lists), keyed by a hash
+	// of their exact bytes, so that a conversation resent with one more
+	// turn has only that turn counted. Default 33554432 (32 MiB, about
+	// 170,000 elements); -1 turns the cache off.
+	CountCacheBytes int64 `yaml:"count_cache_bytes"`
 	// Identity chooses how callers are identified besides virtual keys.
 	Identity Identity `yaml:"identity"`
 	// Upstreams are the LLM APIs requests are forwarded to; at least one.
@@ -539,6 +546,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.DefaultMaxOutputTokens == 0 {
 		c.DefaultMaxOutputTokens = 4096
+	}
+	if c.CountCacheBytes == 0 {
+		c.CountCacheBytes = 32 << 20
 	}
 	if c.Identity.Tenant == "" {
 		c.Identity.Tenant = "pass-through"

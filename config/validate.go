@@ -66,6 +66,9 @@ func (c *Config) Validate() error {
 	if c.MaxResponseBytes < 0 {
 		p.add("max_response_bytes", "must be positive (got %d)", c.MaxResponseBytes)
 	}
+	if c.CountCacheBytes < -1 {
+		p.add("count_cache_bytes", "must be a size in bytes, or -1 for no cache (got %d)", c.CountCacheBytes)
+	}
 	if c.DefaultMaxOutputTokens < 0 {
 		p.add("default_max_output_tokens", "must be positive (got %d)", c.DefaultMaxOutputTokens)
 	}

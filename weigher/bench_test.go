@@ -42,7 +42,7 @@ func chatBody(tb testing.TB, size int) []byte {
 }
 
 func benchmarkChat(b *testing.B, size int) {
-	w := testWeigher(b)
+	w := uncached(b)
 	body := chatBody(b, size)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
@@ -134,7 +134,7 @@ func responsesBody(tb testing.TB, size int) []byte {
 }
 
 func BenchmarkMessages2KB(b *testing.B) {
-	w := testWeigher(b)
+	w := uncached(b)
 	body := messagesBody(b, 2<<10)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
@@ -146,7 +146,7 @@ func BenchmarkMessages2KB(b *testing.B) {
 }
 
 func BenchmarkResponses2KB(b *testing.B) {
-	w := testWeigher(b)
+	w := uncached(b)
 	body := responsesBody(b, 2<<10)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
@@ -182,7 +182,7 @@ func BenchmarkStreamEventResponsesDelta(b *testing.B) {
 // BenchmarkAdmission is what the proxy does to a 2 KB chat body before the
 // take: the duplicate-key check and the estimate.
 func BenchmarkAdmission(b *testing.B) {
-	w := testWeigher(b)
+	w := uncached(b)
 	body := chatBody(b, 2<<10)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()

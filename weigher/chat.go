@@ -63,18 +63,20 @@ func (w *Weigher) Chat(body []byte) Estimate { return w.chat(body, nil) }
 // chat is [Weigher.Chat] weighed as the model as resolves the body's
 // model to (nil: the body's own).
 func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
-	root, fallback, ok := w.parseRequest(body, chatFields)
+	d, fallback, ok := w.parseRequest(body, chatFields)
 	if !ok {
 		return fallback
 	}
+	defer d.close()
 	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat gjson.Result
+	var messageElems elements
 	est := Estimate{Parsed: true}
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	d.members(func(k string, v gjson.Result, elems elements) bool {
+		switch k {
 		case "model":
 			model = v
 		case "messages":
-			messages = v
+			messages, messageElems = v, elems
 		case "tools":
 			tools = v
 		case "functions":
@@ -112,15 +114,22 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 
 	var in int64
 	if messages.IsArray() {
-		messages.ForEach(func(_, m gjson.Result) bool {
-			in += messageTokens(enc, est.Model, m)
+		ctx := w.cache.context("chat.message", encName, est.Model, "")
+		messageElems.each(func(m gjson.Result) bool {
+			t := w.cache.count(ctx, m.Raw, func() tally {
+				return tally{text: messageTokens(enc, est.Model, m), hidden: messageHidden(m)}
+			})
+			in += t.text
+			est.ServerContext = est.ServerContext || t.hidden
 			return true
 		})
-		est.ServerContext = est.ServerContext || chatHidden(messages)
 	}
 	in += tokensReply
 	tc := newToolsCounter(enc, encName)
-	in += tc.count(tools) + tc.count(functions)
+	tctx := w.cache.context("chat.tools", encName, "", "")
+	for _, list := range [...]gjson.Result{tools, functions} {
+		in += w.cache.count(tctx, list.Raw, func() tally { return tally{text: tc.count(list)} }).text
+	}
 	if js := responseFormat.Get("json_schema"); js.Exists() {
 		in += countText(enc, js.Raw)
 	}
@@ -217,24 +226,21 @@ func callTokens(enc counter, fn gjson.Result) int64 {
 	return tokensPerToolCall + countText(enc, stringOf(fn.Get("name"))) + countText(enc, stringOf(fn.Get("arguments")))
 }
 
-// partTokens counts one content part: text (and refusal) parts by their
-// text, image_url parts by imageTokens, others by unknownPartBytesPerToken.
-// chatHidden reports whether chat messages refer to input the body does
-// not hold: a file part without file_data (a stored file_id).
-func chatHidden(messages gjson.Result) bool {
+// messageHidden reports whether a chat message refers to input the body
+// does not hold: a file part without file_data (a stored file_id).
+func messageHidden(m gjson.Result) bool {
 	hidden := false
-	messages.ForEach(func(_, m gjson.Result) bool {
-		m.Get("content").ForEach(func(_, p gjson.Result) bool {
-			if p.IsObject() && p.Get("type").String() == "file" && stringOf(p.Get("file.file_data")) == "" {
-				hidden = true
-			}
-			return !hidden
-		})
+	m.Get("content").ForEach(func(_, p gjson.Result) bool {
+		if p.IsObject() && p.Get("type").String() == "file" && stringOf(p.Get("file.file_data")) == "" {
+			hidden = true
+		}
 		return !hidden
 	})
 	return hidden
 }
 
+// partTokens counts one content part: text (and refusal) parts by their
+// text, image_url parts by imageTokens, others by unknownPartBytesPerToken.
 func partTokens(enc counter, model string, p gjson.Result) int64 {
 	if p.Type == gjson.String { // lenient: a bare string part
 		return countText(enc, p.String())
@@ -250,7 +256,7 @@ func partTokens(enc counter, model string, p gjson.Result) int64 {
 	case "file":
 		// {"type":"file","file":{"file_data":"data:…;base64,…","filename"}}
 		// or {"file":{"file_id"}}: a PDF by its pages, like Responses'
-		// input_file; a stored file (see chatHidden) as unknown pages.
+		// input_file; a stored file (see messageHidden) as unknown pages.
 		f := p.Get("file")
 		n := countText(enc, stringOf(f.Get("filename")))
 		page := imageTokens(model, "high", 0, 0)

@@ -33,15 +33,16 @@ func (w *Weigher) Completions(body []byte) Estimate { return w.completions(body,
 // completions is [Weigher.Completions] weighed as the model as resolves the body's
 // model to (nil: the body's own).
 func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
-	root, fallback, ok := w.parseRequest(body, completionsFields)
+	d, fallback, ok := w.parseRequest(body, completionsFields)
 	if !ok {
 		return fallback
 	}
+	defer d.close()
 	var model, prompt, suffix, maxTok, n, bestOf gjson.Result
 	echo := false
 	est := Estimate{Parsed: true}
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	d.members(func(k string, v gjson.Result, elems elements) bool {
+		switch k {
 		case "model":
 			model = v
 		case "prompt":
@@ -103,14 +104,15 @@ func (w *Weigher) Embeddings(body []byte) Estimate { return w.embeddings(body, n
 // embeddings is [Weigher.Embeddings] weighed as the model as resolves the body's
 // model to (nil: the body's own).
 func (w *Weigher) embeddings(body []byte, as func(string) string) Estimate {
-	root, fallback, ok := w.parseRequest(body, embeddingsFields)
+	d, fallback, ok := w.parseRequest(body, embeddingsFields)
 	if !ok {
 		fallback.OutputTokens = 0
 		return fallback
 	}
+	defer d.close()
 	var model, input gjson.Result
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	d.members(func(k string, v gjson.Result, elems elements) bool {
+		switch k {
 		case "model":
 			model = v
 		case "input":

@@ -1,6 +1,8 @@
 package weigher
 
 import (
+	"sync/atomic"
+
 	"github.com/tidwall/gjson"
 
 	"github.com/llmguard/llmguard/internal/jsonscan"
@@ -27,12 +29,17 @@ type fields struct {
 	// each, when set, makes this a map: its keys are free (a JSON schema's
 	// property names), and every value is read with each.
 	each *fields
+	// id tells the fields apart in the count cache's keys.
+	id uint64
 }
+
+// fieldsIDs numbers the fields values (all built at init).
+var fieldsIDs atomic.Uint64
 
 // object returns the fields of an object that reads names, none of which
 // has fields read below it (add them with under).
 func object(names ...string) *fields {
-	f := &fields{names: make(map[string]*fields, len(names)), folded: make(map[string]string, len(names))}
+	f := &fields{names: make(map[string]*fields, len(names)), folded: make(map[string]string, len(names)), id: fieldsIDs.Add(1)}
 	for _, n := range names {
 		f.add(n, nil)
 	}
@@ -40,7 +47,7 @@ func object(names ...string) *fields {
 }
 
 // mapOf returns the fields of a map whose every value reads value.
-func mapOf(value *fields) *fields { return &fields{each: value} }
+func mapOf(value *fields) *fields { return &fields{each: value, id: fieldsIDs.Add(1)} }
 
 // under adds the field name, whose objects read sub, and returns f.
 func (f *fields) under(name string, sub *fields) *fields {
@@ -63,23 +70,28 @@ const maxFieldsDepth = 24
 // field; ok is false when there is one. The body has passed jsonscan (so
 // keys are unique, even folded); each object's keys are read once, so the
 // walk is linear in the part of the body the weigher reads.
-func checkFields(v gjson.Result, f *fields) (key, field string, ok bool) {
-	return checkFieldsAt(v, f, 0)
+//
+// The elements of arrays found fine are remembered in cache (nil: none), so
+// that a conversation resent with one more turn has only that turn walked.
+func checkFields(d doc, f *fields, cache *countCache) (key, field string, ok bool) {
+	if d.lay == nil {
+		return checkFieldsAt(d.root, f, 0, cache)
+	}
+	ok = true
+	var fold []byte
+	d.members(func(k string, v gjson.Result, elems elements) bool {
+		key, field, ok = checkMember(k, v, elems, f, 0, cache, &fold)
+		return ok
+	})
+	return key, field, ok
 }
 
-func checkFieldsAt(v gjson.Result, f *fields, depth int) (key, field string, ok bool) {
+func checkFieldsAt(v gjson.Result, f *fields, depth int, cache *countCache) (key, field string, ok bool) {
 	if f == nil || depth > maxFieldsDepth {
 		return "", "", true
 	}
 	if v.IsArray() {
-		ok = true
-		v.ForEach(func(_, e gjson.Result) bool {
-			if e.IsObject() {
-				key, field, ok = checkFieldsAt(e, f, depth+1)
-			}
-			return ok
-		})
-		return key, field, ok
+		return checkElements(elements{v: v}, f, depth, cache)
 	}
 	if !v.IsObject() {
 		return "", "", true
@@ -87,24 +99,47 @@ func checkFieldsAt(v gjson.Result, f *fields, depth int) (key, field string, ok 
 	ok = true
 	var fold []byte
 	v.ForEach(func(k, val gjson.Result) bool {
-		if f.each != nil {
-			key, field, ok = checkFieldsAt(val, f.each, depth+1)
-			return ok
-		}
-		if sub, exact := f.names[k.Str]; exact {
-			key, field, ok = checkFieldsAt(val, sub, depth+1)
-			return ok
-		}
-		if jsonscan.Folded(k.Str) {
-			return true // its own fold, and not a field: no field's variant
-		}
-		fold = jsonscan.FoldKey(fold[:0], []byte(k.Str))
-		if name, variant := f.folded[string(fold)]; variant {
-			key, field, ok = k.Str, name, false
+		key, field, ok = checkMember(k.Str, val, elements{v: val}, f, depth, cache, &fold)
+		return ok
+	})
+	return key, field, ok
+}
+
+// checkElements checks the objects of an array read with f.
+func checkElements(elems elements, f *fields, depth int, cache *countCache) (key, field string, ok bool) {
+	ok = true
+	ctx := cache.fieldsContext(f, depth+1)
+	elems.each(func(e gjson.Result) bool {
+		if e.IsObject() && !cache.seen(ctx, e.Raw) {
+			if key, field, ok = checkFieldsAt(e, f, depth+1, cache); ok {
+				cache.remember(ctx, e.Raw)
+			}
 		}
 		return ok
 	})
 	return key, field, ok
+}
+
+// checkMember checks the member k: val (whose elements, when an array, are
+// elems) of an object read with f at depth; fold is scratch.
+func checkMember(k string, val gjson.Result, elems elements, f *fields, depth int, cache *countCache, fold *[]byte) (key, field string, ok bool) {
+	if f.each != nil {
+		return checkFieldsAt(val, f.each, depth+1, cache)
+	}
+	if sub, exact := f.names[k]; exact {
+		if sub != nil && val.IsArray() && depth+1 <= maxFieldsDepth {
+			return checkElements(elems, sub, depth+1, cache)
+		}
+		return checkFieldsAt(val, sub, depth+1, cache)
+	}
+	if jsonscan.Folded(k) {
+		return "", "", true // its own fold, and not a field: no field's variant
+	}
+	*fold = jsonscan.FoldKey((*fold)[:0], []byte(k))
+	if name, variant := f.folded[string(*fold)]; variant {
+		return k, name, false
+	}
+	return "", "", true
 }
 
 // The fields each request kind reads, from the readers in chat.go,

@@ -30,7 +30,10 @@ func FuzzResponses(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	w := testWeigher(f)
-	f.Fuzz(func(t *testing.T, body []byte) { checkEstimate(t, "Responses", body, w.Responses, 1000) })
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkEstimate(t, "Responses", body, w.Responses, 1000)
+		sameAsPlain(t, KindResponses, body)
+	})
 }
 
 func FuzzMessages(f *testing.F) {
@@ -44,7 +47,10 @@ func FuzzMessages(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	w := testWeigher(f)
-	f.Fuzz(func(t *testing.T, body []byte) { checkEstimate(t, "Messages", body, w.Messages, 1000) })
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkEstimate(t, "Messages", body, w.Messages, 1000)
+		sameAsPlain(t, KindMessages, body)
+	})
 }
 
 func FuzzCompletions(f *testing.F) {
@@ -56,7 +62,10 @@ func FuzzCompletions(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	w := testWeigher(f)
-	f.Fuzz(func(t *testing.T, body []byte) { checkEstimate(t, "Completions", body, w.Completions, 1000) })
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkEstimate(t, "Completions", body, w.Completions, 1000)
+		sameAsPlain(t, KindCompletions, body)
+	})
 }
 
 func FuzzEmbeddings(f *testing.F) {

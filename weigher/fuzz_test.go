@@ -25,6 +25,7 @@ func FuzzChat(f *testing.F) {
 		if !e.Parsed && e.InputTokens != int64(len(body)+1)/2 {
 			t.Errorf("fallback estimate %+v for %d bytes", e, len(body))
 		}
+		sameAsPlain(t, KindChat, body)
 	})
 }
 

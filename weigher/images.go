@@ -37,15 +37,16 @@ func TokenBilledImages(model string) bool { return strings.HasPrefix(model, "gpt
 // (default 1) images of the size and quality asked (the largest for
 // "auto" or anything unknown).
 func (w *Weigher) images(body []byte, as func(string) string) Estimate {
-	root, fallback, ok := w.parseRequest(body, imagesFields)
+	d, fallback, ok := w.parseRequest(body, imagesFields)
 	if !ok {
 		fallback.OutputTokens = maxImageOutputTokens
 		return fallback
 	}
+	defer d.close()
 	var model, prompt, n, size, quality gjson.Result
 	est := Estimate{Parsed: true}
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	d.members(func(k string, v gjson.Result, elems elements) bool {
+		switch k {
 		case "model":
 			model = v
 		case "prompt":

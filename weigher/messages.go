@@ -33,20 +33,22 @@ func (w *Weigher) Messages(body []byte) Estimate { return w.messages(body, nil) 
 // messages is [Weigher.Messages] weighed as the model as resolves the body's
 // model to (nil: the body's own).
 func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
-	root, fallback, ok := w.parseRequest(body, messagesFields)
+	d, fallback, ok := w.parseRequest(body, messagesFields)
 	if !ok {
 		return fallback
 	}
+	defer d.close()
 	var model, system, messages, tools, toolChoice, maxTok, thinking gjson.Result
+	var messageElems elements
 	est := Estimate{Parsed: true}
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	d.members(func(k string, v gjson.Result, elems elements) bool {
+		switch k {
 		case "model":
 			model = v
 		case "system":
 			system = v
 		case "messages":
-			messages = v
+			messages, messageElems = v, elems
 		case "tools":
 			tools = v
 		case "tool_choice":
@@ -67,32 +69,51 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 	est.IncludeUsage = est.Stream
 	est.ServerContext = est.ServerContext || serverTools(tools)
 	est.Model = modelNamed(model, as)
+	encName := w.EncodingFor(est.Model)
 	c := claudeCounter{enc: w.encoder(est.Model), model: est.Model}
-
-	if system.IsArray() {
-		system.ForEach(func(_, b gjson.Result) bool {
-			c.block(b, false, 0)
-			return true
-		})
-	} else {
-		c.text += countText(c.enc, stringOf(system))
+	// Each element is counted on its own counter, so that its tally can be
+	// remembered (see countCache).
+	part := func(tag, flags string, raw string, fn func(sub *claudeCounter)) {
+		ctx := w.cache.context(tag, encName, est.Model, flags)
+		c.add(w.cache.count(ctx, raw, func() tally {
+			sub := claudeCounter{enc: c.enc, model: c.model}
+			fn(&sub)
+			return tally{text: sub.text, fixed: sub.fixed, hidden: sub.hidden}
+		}))
 	}
 
+	part("messages.system", "", system.Raw, func(sub *claudeCounter) {
+		if system.IsArray() {
+			system.ForEach(func(_, b gjson.Result) bool {
+				sub.block(b, false, 0)
+				return true
+			})
+		} else {
+			sub.text += countText(sub.enc, stringOf(system))
+		}
+	})
+
 	if messages.IsArray() {
-		current := currentTurnStart(messages)
+		current := currentTurnStart(messageElems)
 		i := 0
-		messages.ForEach(func(_, m gjson.Result) bool {
+		messageElems.each(func(m gjson.Result) bool {
 			if m.IsObject() {
 				c.fixed += claudeTokensPerMessage
 				thinkingCounts := i >= current && m.Get("role").String() == "assistant"
-				if content := m.Get("content"); content.IsArray() {
-					content.ForEach(func(_, b gjson.Result) bool {
-						c.block(b, thinkingCounts, 0)
-						return true
-					})
-				} else {
-					c.text += countText(c.enc, stringOf(content))
+				flags := "past"
+				if thinkingCounts {
+					flags = "current"
 				}
+				part("messages.message", flags, m.Raw, func(sub *claudeCounter) {
+					if content := m.Get("content"); content.IsArray() {
+						content.ForEach(func(_, b gjson.Result) bool {
+							sub.block(b, thinkingCounts, 0)
+							return true
+						})
+					} else {
+						sub.text += countText(sub.enc, stringOf(content))
+					}
+				})
 			}
 			i++
 			return true
@@ -101,7 +122,8 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 	c.fixed += claudeTokensReply
 
 	if tools.IsArray() && len(tools.Raw) > 2 {
-		c.tools(tools, toolChoice.Get("type").String())
+		choice := toolChoice.Get("type").String()
+		part("messages.tools", choice, tools.Raw, func(sub *claudeCounter) { sub.tools(tools, choice) })
 	}
 	if t := thinking.Get("type").String(); t == "enabled" || t == "adaptive" {
 		c.fixed += claudeThinkingTokens
@@ -121,9 +143,9 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 // assistant turn: one past the last user message carrying anything but
 // tool_result blocks (-1 + 1 = 0 when there is none). Thinking blocks before
 // it belong to previous turns.
-func currentTurnStart(messages gjson.Result) int {
+func currentTurnStart(messages elements) int {
 	last, i := -1, 0
-	messages.ForEach(func(_, m gjson.Result) bool {
+	messages.each(func(m gjson.Result) bool {
 		if m.Get("role").String() == "user" {
 			content := m.Get("content")
 			onlyResults := content.IsArray()
@@ -157,6 +179,13 @@ type claudeCounter struct {
 	// hidden: a block refers to content the body does not hold (a document
 	// by file id or URL): Estimate.ServerContext.
 	hidden bool
+}
+
+// add adds an element's tally.
+func (c *claudeCounter) add(t tally) {
+	c.text += t.text
+	c.fixed += t.fixed
+	c.hidden = c.hidden || t.hidden
 }
 
 // block counts one content block. thinking tells whether thinking blocks

@@ -37,20 +37,22 @@ func (w *Weigher) Responses(body []byte) Estimate { return w.responses(body, nil
 // responses is [Weigher.Responses] weighed as the model as resolves the body's
 // model to (nil: the body's own).
 func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
-	root, fallback, ok := w.parseRequest(body, responsesFields)
+	d, fallback, ok := w.parseRequest(body, responsesFields)
 	if !ok {
 		return fallback
 	}
+	defer d.close()
 	var model, input, instructions, tools, maxOut, text gjson.Result
+	var inputElems, instructionElems elements
 	est := Estimate{Parsed: true}
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	d.members(func(k string, v gjson.Result, elems elements) bool {
+		switch k {
 		case "model":
 			model = v
 		case "input":
-			input = v
+			input, inputElems = v, elems
 		case "instructions":
-			instructions = v
+			instructions, instructionElems = v, elems
 		case "tools":
 			tools = v
 		case "max_output_tokens":
@@ -73,21 +75,24 @@ func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
 	encName := w.EncodingFor(est.Model)
 	r := responsesCounter{enc: w.encoder(est.Model), model: est.Model, hidden: &est.ServerContext}
 
+	r.cache, r.ctx = w.cache, w.cache.context("responses.item", encName, est.Model, "")
 	var in int64
 	switch {
 	case instructions.Type == gjson.String:
-		in += tokensPerMessage + countText(r.enc, "developer") + countText(r.enc, instructions.Str)
+		in += tokensPerMessage + countText(r.enc, "developer") + r.text(instructions)
 	case instructions.IsArray():
-		in += r.items(instructions, &est)
+		in += r.items(instructionElems, &est)
 	}
 	switch {
 	case input.Type == gjson.String:
-		in += tokensPerMessage + countText(r.enc, "user") + countText(r.enc, input.Str)
+		in += tokensPerMessage + countText(r.enc, "user") + r.text(input)
 	case input.IsArray():
-		in += r.items(input, &est)
+		in += r.items(inputElems, &est)
 	}
 	in += tokensReply
-	in += newToolsCounter(r.enc, encName).count(tools)
+	tc := newToolsCounter(r.enc, encName)
+	tctx := w.cache.context("responses.tools", encName, "", "")
+	in += w.cache.count(tctx, tools.Raw, func() tally { return tally{text: tc.count(tools)} }).text
 	est.ServerContext = est.ServerContext || serverTools(tools)
 	if f := text.Get("format"); f.Get("type").String() == "json_schema" {
 		in += countText(r.enc, f.Raw)
@@ -109,14 +114,34 @@ type responsesCounter struct {
 	// hidden is set when an input refers to content the body does not
 	// hold (an input_file by file_id or file_url): Estimate.ServerContext.
 	hidden *bool
+	cache  *countCache // remembers items' counts (nil: off)
+	ctx    uint64      // the items' cache context
 }
 
-// items counts an array of input items; item_reference items set
-// est.ServerContext.
-func (r responsesCounter) items(list gjson.Result, est *Estimate) int64 {
+// text counts a JSON string (instructions or input given as text),
+// remembered by the cache.
+func (r responsesCounter) text(v gjson.Result) int64 {
+	return r.cache.count(r.ctx, v.Raw, func() tally { return tally{text: countText(r.enc, v.Str)} }).text
+}
+
+// items counts an array of input items; item_reference items and inputs
+// by reference set est.ServerContext. Each item's count is remembered by the
+// cache.
+func (r responsesCounter) items(list elements, est *Estimate) int64 {
 	var n int64
-	list.ForEach(func(_, it gjson.Result) bool {
-		n += r.item(it, est)
+	list.each(func(it gjson.Result) bool {
+		t := r.cache.count(r.ctx, it.Raw, func() tally {
+			var hidden bool
+			var e Estimate
+			sub := r
+			sub.hidden = &hidden
+			n := sub.item(it, &e)
+			return tally{text: n, hidden: hidden || e.ServerContext}
+		})
+		n += t.text
+		if t.hidden {
+			est.ServerContext = true
+		}
 		return true
 	})
 	return n

@@ -2,6 +2,8 @@ package weigher
 
 import (
 	"bytes"
+	"strings"
+	"sync"
 
 	"github.com/tidwall/gjson"
 
@@ -26,24 +28,31 @@ const MaxMaxDepth = 10000
 // a JSON object that passed all of it; otherwise fallback is the estimate to
 // return: the byte-based [Weigher.Bytes], with Parsed false and Fault (and
 // TooDeep or DuplicateKeys) saying why.
-func (w *Weigher) parseRequest(body []byte, f *fields) (root gjson.Result, fallback Estimate, ok bool) {
-	err := jsonscan.Check(body, jsonscan.Options{MaxDepth: w.maxDepth, FoldCase: true, UTF8: true})
+func (w *Weigher) parseRequest(body []byte, f *fields) (d doc, fallback Estimate, ok bool) {
+	lay := layouts.Get().(*jsonscan.Layout)
+	err := jsonscan.Check(body, jsonscan.Options{MaxDepth: w.maxDepth, FoldCase: true, UTF8: true, Layout: lay})
 	if err == nil {
-		root = gjson.Parse(bodyString(bytes.TrimSpace(body)))
-		if !root.IsObject() {
+		d = doc{root: gjson.Parse(bodyString(bytes.TrimSpace(body))), body: bodyString(body), lay: lay}
+		if lay.Dropped || w.noLayout { // too many members and elements to lay out: gjson finds them
+			d.close()
+		}
+		if !d.root.IsObject() {
+			d.close()
 			fallback = w.Bytes(body, "")
-			fallback.Fault, fallback.FaultDetail = FaultNotObject, notObjectDetail(root)
-			return gjson.Result{}, fallback, false
+			fallback.Fault, fallback.FaultDetail = FaultNotObject, notObjectDetail(d.root)
+			return doc{}, fallback, false
 		}
-		key, field, fine := checkFields(root, f)
+		key, field, fine := checkFields(d, f, w.cache)
 		if fine {
-			return root, Estimate{}, true
+			return d, Estimate{}, true
 		}
+		d.close()
 		fallback = w.Bytes(body, "")
 		fallback.Fault = FaultCaseVariantKey
 		fallback.FaultDetail = "key " + shownKey(key) + " is the field " + shownKey(field) + " in another case"
-		return gjson.Result{}, fallback, false
+		return doc{}, fallback, false
 	}
+	layouts.Put(lay)
 	fallback = w.Bytes(body, "")
 	fallback.Fault, fallback.FaultDetail = scanFault(body, err)
 	switch fallback.Fault {
@@ -52,7 +61,7 @@ func (w *Weigher) parseRequest(body []byte, f *fields) (root gjson.Result, fallb
 	case FaultDuplicateKey, FaultCaseVariantKey:
 		fallback.DuplicateKeys = true
 	}
-	return gjson.Result{}, fallback, false
+	return doc{}, fallback, false
 }
 
 // parseObject checks an upstream document (an SSE event's data) in one
@@ -75,4 +84,82 @@ func upstreamDoc(body []byte, maxDepth int) (string, bool) {
 		return "", false
 	}
 	return bodyString(body), true
+}
+
+// doc is a request body that passed parseRequest: its root object, and
+// where jsonscan found its members and their arrays' elements, so that the
+// readers walk them without scanning the body again. Call close when done
+// (the layout is pooled); nothing read from it may be kept without a copy.
+type doc struct {
+	root gjson.Result
+	body string
+	lay  *jsonscan.Layout // nil after close, or when not recorded
+}
+
+// layouts pools the layouts of requests being weighed.
+var layouts = sync.Pool{New: func() any { return new(jsonscan.Layout) }}
+
+// maxPooledLayout is the most members plus elements a pooled layout keeps
+// room for; a bigger one goes to the garbage collector.
+const maxPooledLayout = 4096
+
+// close returns d's layout to the pool.
+func (d *doc) close() {
+	if d.lay == nil {
+		return
+	}
+	if cap(d.lay.Members)+cap(d.lay.Elems) <= maxPooledLayout {
+		layouts.Put(d.lay)
+	}
+	d.lay = nil
+}
+
+// span is the text of sp.
+func (d doc) span(sp jsonscan.Span) string { return d.body[sp.Start:sp.End] }
+
+// members calls fn with each member of the root object, in order: its key
+// (unescaped), its value, and the value's elements when it is an array; it
+// stops when fn returns false.
+func (d doc) members(fn func(key string, v gjson.Result, elems elements) bool) {
+	if d.lay == nil {
+		d.root.ForEach(func(k, v gjson.Result) bool { return fn(k.Str, v, elements{v: v}) })
+		return
+	}
+	for _, m := range d.lay.Members {
+		k := d.span(m.Key)
+		if strings.IndexByte(k, '\\') >= 0 {
+			k = gjson.Parse(k).Str
+		} else {
+			k = k[1 : len(k)-1]
+		}
+		v := gjson.Parse(d.span(m.Value))
+		if !fn(k, v, elements{v: v, body: d.body, spans: d.lay.Elems[m.First:m.Last], laid: true}) {
+			return
+		}
+	}
+}
+
+// elements are the elements of an array v: where the layout found them in
+// body when laid, else found by gjson. An elements of a value that is not
+// an array has none.
+type elements struct {
+	v     gjson.Result
+	body  string
+	spans []jsonscan.Span
+	laid  bool
+}
+
+// each calls fn with each element, in order, until fn returns false.
+func (e elements) each(fn func(gjson.Result) bool) {
+	if !e.laid {
+		if e.v.IsArray() {
+			e.v.ForEach(func(_, v gjson.Result) bool { return fn(v) })
+		}
+		return
+	}
+	for _, sp := range e.spans {
+		if !fn(gjson.Parse(e.body[sp.Start:sp.End])) {
+			return
+		}
+	}
 }

@@ -37,7 +37,7 @@ func TestBodyShapesLinear(t *testing.T) {
 	if testing.Short() {
 		t.Skip("weighs several MiB per shape")
 	}
-	w := testWeigher(t)
+	w := uncached(t)
 	const size = 1 << 20
 	prose := bodyShapes[0]
 	proseBody := prose.make(size)

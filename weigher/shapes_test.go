@@ -138,7 +138,7 @@ var bodyShapes = []bodyShape{
 // peak; the body itself is the caller's).
 // Run: go test -run XXX -bench BodyShapes -benchtime 3x ./weigher
 func BenchmarkBodyShapes(b *testing.B) {
-	w := testWeigher(b)
+	w := uncached(b)
 	const size = 8 << 20
 	for _, s := range bodyShapes {
 		body := s.make(size - 256) // the JSON around the shape stays under 8 MiB

@@ -97,6 +97,13 @@ type Options struct {
 	// [DefaultMaxDepth] (128). A deeper request is reported with
 	// Estimate.TooDeep; a deeper answer is not read. At most [MaxMaxDepth].
 	MaxDepth int
+	// CacheBytes bounds, in bytes, the memory of the cache of element counts
+	// (chat messages, Responses input items, Anthropic system prompts and
+	// messages, tool lists of 64 bytes of JSON or more), keyed by a seeded
+	// 128-bit xxh3 of their exact bytes and their context (kind, encoding,
+	// model). One cache serves the whole process: the last New sets its
+	// size. 0 means [DefaultCacheBytes] (32 MiB); negative turns it off.
+	CacheBytes int64
 }
 
 // Weigher estimates request costs in tokens. Build it with [New]; it is
@@ -109,6 +116,8 @@ type Weigher struct {
 	defaultIn  int64 // Options.DefaultMaxInputTokens, defaulted
 	maxDepth   int   // Options.MaxDepth, defaulted
 	encoders   map[string]counter
+	cache      *countCache // nil: off
+	noLayout   bool        // tests: find members with gjson, not the scan's layout
 }
 
 // counter counts the tokens of text in one encoding.
@@ -157,6 +166,7 @@ func New(opts Options) (*Weigher, error) {
 		defaultIn:  cmp.Or(opts.DefaultMaxInputTokens, DefaultMaxInputTokens),
 		maxDepth:   cmp.Or(opts.MaxDepth, DefaultMaxDepth),
 		encoders:   make(map[string]counter, 2),
+		cache:      cacheOf(opts.CacheBytes),
 	}
 	need := []string{EncodingO200k, EncodingCL100k}
 	names := make([]string, 0, len(opts.Models))

@@ -32,6 +32,37 @@ func testWeigher(tb testing.TB) *Weigher {
 	return shared
 }
 
+// uncached is testWeigher without the count cache: every request is
+// counted cold, as the CPU-time and shape tests and the cold benchmarks
+// need.
+func uncached(tb testing.TB) *Weigher {
+	tb.Helper()
+	w := *testWeigher(tb)
+	w.cache = nil
+	return &w
+}
+
+// plain is testWeigher as it was before the count cache and the scan's
+// layout: every member found by gjson, every element counted.
+func plain(tb testing.TB) *Weigher {
+	tb.Helper()
+	w := *testWeigher(tb)
+	w.cache, w.noLayout = nil, true
+	return &w
+}
+
+// sameAsPlain checks that weighing body as kind gives the same estimate
+// cold, warm (twice through the count cache) and plain.
+func sameAsPlain(t *testing.T, k Kind, body []byte) {
+	t.Helper()
+	want := plain(t).Weigh(k, body)
+	for i, w := range []*Weigher{uncached(t), testWeigher(t), testWeigher(t)} {
+		if got := w.Weigh(k, body); got != want {
+			t.Fatalf("%s %q: estimate %d is %+v, plain %+v", k, body, i, got, want)
+		}
+	}
+}
+
 func TestNewUnknownEncoding(t *testing.T) {
 	_, err := New(Options{Models: map[string]Model{"foo": {Encoding: "o300k_base"}}})
 	if err == nil || !strings.Contains(err.Error(), `"foo"`) || !strings.Contains(err.Error(), `"o300k_base"`) {

@@ -65,6 +65,20 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 	}
 	a := &App{Config: cfg, Registry: prometheus.NewRegistry(), log: log}
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.Registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "llmguard_count_cache_hits_total",
+			Help: "Request elements (messages, input items, system prompts, tool lists) whose token count was remembered.",
+		}, func() float64 { return float64(weigher.SharedCacheStats().Hits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "llmguard_count_cache_misses_total",
+			Help: "Request elements long enough to be remembered whose tokens were counted.",
+		}, func() float64 { return float64(weigher.SharedCacheStats().Misses) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "llmguard_count_cache_bytes",
+			Help: "Estimated memory held by the token-count cache, in bytes (bounded by count_cache_bytes).",
+		}, func() float64 { return float64(weigher.SharedCacheStats().Bytes) }),
+	)
 
 	pol, w, err := compile(cfg)
 	if err != nil {
@@ -255,7 +269,7 @@ func compile(cfg *config.Config) (*policy.Policy, *weigher.Weigher, error) {
 		models[name] = wm
 	}
 	w, err := weigher.New(weigher.Options{Models: models, DefaultMaxOutputTokens: cfg.DefaultMaxOutputTokens,
-		DefaultMaxInputTokens: cfg.DefaultMaxInputTokens, MaxDepth: cfg.MaxJSONDepth})
+		DefaultMaxInputTokens: cfg.DefaultMaxInputTokens, MaxDepth: cfg.MaxJSONDepth, CacheBytes: cfg.CountCacheBytes})
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: %w", err)
 	}

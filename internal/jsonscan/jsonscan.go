@@ -13,6 +13,7 @@
 package jsonscan
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"slices"
@@ -140,6 +141,11 @@ type Options struct {
 	// (Go's encoding/json) reads one of them where a case-sensitive one
 	// (Python's json, gjson) reads the other. It implies DuplicateKeys.
 	FoldCase bool
+	// Layout, when not nil, is reset and filled with where the members of
+	// the top-level object and the elements of its arrays lie, so that a
+	// reader finds them without scanning the document again. It is filled
+	// only as far as the scan went: read it only when Check returns nil.
+	Layout *Layout
 	// UTF8 refuses a document that is not UTF-8 (RFC 8259 §8.1): a leading
 	// byte-order mark (ByteOrderMark), bytes that are not valid UTF-8
 	// inside or outside strings, or a NUL byte (NotUTF8), rather than
@@ -148,6 +154,46 @@ type Options struct {
 	// UTF-16, UTF-32 and a byte-order mark; Go's encoding/json turns invalid
 	// UTF-8 into U+FFFD), so a reader that must agree with them refuses it.
 	UTF8 bool
+}
+
+// Span is the bytes b[Start:End] of the checked document.
+type Span struct{ Start, End int32 }
+
+// Member is one member of the top-level object: its key (quotes included,
+// as written: escapes are not decoded) and its value, without the
+// whitespace around either. When the value is an array, its elements are
+// Layout.Elems[First:Last].
+type Member struct {
+	Key, Value  Span
+	First, Last int32
+}
+
+// Layout is where a document's top-level members and the elements of its
+// top-level arrays lie ([Options.Layout]). It holds nothing when the
+// document is not an object. Reuse one across checks to allocate nothing:
+// Check reslices its slices to zero length first.
+//
+// A layout holds at most one member or element per 16 bytes of document
+// (and none for a document of 2 GiB or more): past that, Dropped is set and
+// the layout is incomplete, so that its memory stays within the document's
+// size; a reader then finds its way without it.
+type Layout struct {
+	Members []Member
+	Elems   []Span
+	Dropped bool
+}
+
+// room reports whether the layout of a document of n bytes may take one
+// more entry, and marks it Dropped when not.
+func (l *Layout) room(n int) bool {
+	if l.Dropped {
+		return false
+	}
+	if n >= 1<<31-1 || len(l.Members)+len(l.Elems) >= n/16+16 {
+		l.Dropped = true
+		return false
+	}
+	return true
 }
 
 // Check scans b as one JSON text (RFC 8259: a value with optional
@@ -165,6 +211,10 @@ func Check(b []byte, opt Options) error {
 	}
 	s := pool.Get().(*scanner)
 	s.b, s.max, s.dup, s.fold, s.utf8 = b, max, opt.DuplicateKeys || opt.FoldCase, opt.FoldCase, opt.UTF8
+	s.lay = opt.Layout
+	if s.lay != nil {
+		s.lay.Members, s.lay.Elems, s.lay.Dropped = s.lay.Members[:0], s.lay.Elems[:0], false
+	}
 	s.stop = &str
 	if s.utf8 {
 		s.stop = &strUTF8
@@ -191,7 +241,7 @@ const keepKeys = 4096
 // release returns s to the pool, without the input and without buffers a
 // huge document made it grow (those go to the garbage collector).
 func (s *scanner) release() {
-	s.b = nil
+	s.b, s.lay = nil, nil
 	if len(s.stack) > 4 {
 		s.stack = make([]uint64, 4)
 	}
@@ -243,6 +293,8 @@ type scanner struct {
 	// innermost last.
 	keys    []uint64
 	scratch [4][]byte
+	// lay, when not nil, records the top-level layout (Options.Layout).
+	lay *Layout
 }
 
 // object is an open object: the offset of its '{' and the index in keys
@@ -336,6 +388,9 @@ value: // a value is expected at i (after optional whitespace)
 	if i >= n {
 		return Truncated, n
 	}
+	if s.lay != nil && depth > 0 && depth <= 2 {
+		s.valueStarts(depth, i)
+	}
 	switch c := b[i]; c {
 	case '{', '[':
 		depth++
@@ -397,6 +452,9 @@ value: // a value is expected at i (after optional whitespace)
 	}
 
 after: // a value ended just before i
+	if s.lay != nil && depth > 0 && depth <= 2 {
+		s.valueEnds(depth, i)
+	}
 	i = s.skipSpace(i)
 	if depth == 0 {
 		if i < n {
@@ -454,6 +512,9 @@ key: // an object key is expected at i (after optional whitespace)
 				return r, start
 			}
 		}
+		if s.lay != nil && depth == 1 && s.lay.room(n) {
+			s.lay.Members = append(s.lay.Members, Member{Key: Span{int32(start), int32(end)}})
+		}
 		i = s.skipSpace(end)
 	}
 	if i >= n {
@@ -464,6 +525,34 @@ key: // an object key is expected at i (after optional whitespace)
 	}
 	i++
 	goto value
+}
+
+// valueStarts records a value starting at i at depth 1 or 2: a member of
+// the top-level object, or an element of an array that is one.
+func (s *scanner) valueStarts(depth, i int) {
+	if !s.isObject(1) || s.lay.Dropped {
+		return
+	}
+	m := &s.lay.Members[len(s.lay.Members)-1]
+	if depth == 1 {
+		m.Value.Start = int32(i)
+		m.First, m.Last = int32(len(s.lay.Elems)), int32(len(s.lay.Elems))
+	} else if !s.isObject(2) && s.lay.room(len(s.b)) {
+		s.lay.Elems = append(s.lay.Elems, Span{Start: int32(i)})
+		m.Last = int32(len(s.lay.Elems))
+	}
+}
+
+// valueEnds records the end of the value valueStarts recorded at depth.
+func (s *scanner) valueEnds(depth, i int) {
+	if !s.isObject(1) || s.lay.Dropped {
+		return
+	}
+	if depth == 1 {
+		s.lay.Members[len(s.lay.Members)-1].Value.End = int32(i)
+	} else if !s.isObject(2) {
+		s.lay.Elems[len(s.lay.Elems)-1].End = int32(i)
+	}
 }
 
 // lit checks the literal word at b[i:].
@@ -538,6 +627,16 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 	i++
 	stop := s.stop
 	for {
+		// Eight bytes at a time while none of them ends the plain run: no
+		// quote, backslash or control character, and (checking UTF-8) no
+		// byte ≥ 0x80.
+		high := uint64(0)
+		if s.utf8 {
+			high = 0x8080808080808080
+		}
+		for i+8 <= n && !stopsRun(binary.LittleEndian.Uint64(b[i:]), high) {
+			i += 8
+		}
 		for i < n && stop[b[i]] == 0 {
 			i++
 		}
@@ -546,6 +645,16 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 		}
 		c := b[i]
 		if c >= utf8.RuneSelf { // only with Options.UTF8
+			// The run of multi-byte sequences, checked at once; a bad one
+			// is located rune by rune.
+			j := i + 1
+			for j < n && b[j] >= utf8.RuneSelf {
+				j++
+			}
+			if utf8.Valid(b[i:j]) {
+				i = j
+				continue
+			}
 			r, size := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && size <= 1 {
 				return i, escaped, NotUTF8
@@ -583,6 +692,21 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 			return i, escaped, Syntax
 		}
 	}
+}
+
+// stopsRun reports whether any byte of w (eight bytes of a string) is a
+// quote, a backslash, a control character (< 0x20), or has a bit of high
+// set (0x80 in each byte to stop at bytes ≥ 0x80, else 0), by the bit tricks
+// of "has a zero byte" and "has a byte less than n" on 64-bit words. It may
+// report a stop where there is none (the byte loop then finds none), never
+// the reverse.
+func stopsRun(w, high uint64) bool {
+	const ones, msb = 0x0101010101010101, 0x8080808080808080
+	quote := w ^ (ones * '"')
+	slash := w ^ (ones * '\\')
+	zero := func(x uint64) uint64 { return (x - ones) &^ x & msb }
+	control := (w - ones*0x20) &^ w & msb
+	return zero(quote)|zero(slash)|control|w&high != 0
 }
 
 func isHex(c byte) bool {

@@ -265,6 +265,7 @@ func FuzzCheck(f *testing.F) {
 		if want := utf8.Valid(b); (strict == nil) != want || !want && ReasonOf(strict) != NotUTF8 {
 			t.Fatalf("%q: UTF-8 check %v, utf8.Valid says %v", b, strict, want)
 		}
+		checkLayout(t, b)
 		if utf8.Valid(b) && d <= 1000 {
 			dup := Check(b, Options{MaxDepth: -1, DuplicateKeys: true})
 			if want := refDuplicate(b); (ReasonOf(dup) == DuplicateKey) != want || (dup != nil) != want {
@@ -343,3 +344,76 @@ func BenchmarkCheck(b *testing.B) {
 }
 
 func deepDoc(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+
+// checkLayout compares Options.Layout on the valid document b with
+// encoding/json: the top-level object's keys and values in order, and the
+// elements of its arrays.
+func checkLayout(t *testing.T, b []byte) {
+	t.Helper()
+	var lay Layout
+	if err := Check(b, Options{MaxDepth: -1, Layout: &lay}); err != nil {
+		t.Fatalf("%q: Check with a layout: %v", b, err)
+	}
+	if lay.Dropped {
+		if len(b) >= 16*(len(lay.Members)+len(lay.Elems))-256 && len(b) < 1<<31-1 {
+			t.Fatalf("%q: layout dropped at %d entries for %d bytes", b, len(lay.Members)+len(lay.Elems), len(b))
+		}
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		if len(lay.Members) != 0 || len(lay.Elems) != 0 {
+			t.Fatalf("%q is not an object, but the layout holds %+v", b, lay)
+		}
+		return
+	}
+	i := 0
+	for ; dec.More(); i++ {
+		key, err := dec.Token()
+		if err != nil {
+			t.Fatalf("%q: %v", b, err)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			t.Fatalf("%q: %v", b, err)
+		}
+		if i >= len(lay.Members) {
+			t.Fatalf("%q: layout has %d members, encoding/json reads more", b, len(lay.Members))
+		}
+		m := lay.Members[i]
+		var gotKey string
+		if err := json.Unmarshal(b[m.Key.Start:m.Key.End], &gotKey); err != nil || gotKey != key {
+			t.Fatalf("%q: member %d key %q (%v), encoding/json %q", b, i, b[m.Key.Start:m.Key.End], err, key)
+		}
+		if got := b[m.Value.Start:m.Value.End]; !bytes.Equal(got, raw) {
+			t.Fatalf("%q: member %d value %q, encoding/json %q", b, i, got, raw)
+		}
+		var elems []json.RawMessage
+		if json.Unmarshal(raw, &elems) != nil {
+			elems = nil
+		}
+		if int(m.Last-m.First) != len(elems) {
+			t.Fatalf("%q: member %d has %d elements, encoding/json %d", b, i, m.Last-m.First, len(elems))
+		}
+		for j, e := range elems {
+			sp := lay.Elems[int(m.First)+j]
+			if got := bytes.TrimSpace(b[sp.Start:sp.End]); !bytes.Equal(got, bytes.TrimSpace(e)) || int(sp.End-sp.Start) != len(got) {
+				t.Fatalf("%q: member %d element %d %q, encoding/json %q", b, i, j, b[sp.Start:sp.End], e)
+			}
+		}
+	}
+	if i != len(lay.Members) {
+		t.Fatalf("%q: layout has %d members, encoding/json reads %d", b, len(lay.Members), i)
+	}
+}
+
+func TestLayout(t *testing.T) {
+	for _, s := range []string{
+		`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}, 3 ,"x",[1,[2]],{}],"n":1}`,
+		` { "a" : [ ] , "b" : { "c" : [1,2] } , "d" : [ {"e":[0]} ] } `,
+		`{}`, `[1,2]`, `"x"`, `{"k\u0041":"v","e":[[]]}`,
+	} {
+		checkLayout(t, []byte(s))
+	}
+}

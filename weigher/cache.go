@@ -1,0 +1,218 @@
+package weigher
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+
+	"github.com/maypok86/otter/v2"
+	"github.com/zeebo/xxh3"
+)
+
+// DefaultCacheBytes is [Options.CacheBytes]' default, in bytes: 32 MiB
+// hold about 200,000 counted elements (messages, input items, tool lists,
+// system prompts), the history of a few thousand agent conversations of
+// fifty turns.
+const DefaultCacheBytes = 32 << 20
+
+// cacheEntryBytes is the memory, in bytes, one cached count holds: its key
+// and value, otter's node (pointers, frequency and policy metadata) and its
+// share of the hash table. Measured by TestCacheEntryBytes (about 150 bytes
+// on amd64); the round figure errs high, so the cache stays within its
+// configured bytes.
+const cacheEntryBytes = 192
+
+// minCachedBytes is the shortest element, in bytes of JSON, whose count is
+// cached: below it, counting costs about what hashing and a lookup do.
+const minCachedBytes = 64
+
+// tally is the weight of one counted element of a request: text tokens
+// (before a model's safety factor), tokens of fixed cost (framing, images,
+// documents), and whether it refers to input the body does not hold.
+type tally struct {
+	text, fixed int64
+	hidden      bool
+}
+
+// add sums two tallies.
+func (t tally) add(u tally) tally {
+	return tally{text: t.text + u.text, fixed: t.fixed + u.fixed, hidden: t.hidden || u.hidden}
+}
+
+// cacheKey names one element's count: a 128-bit xxh3 of its exact bytes,
+// seeded with a secret chosen at start-up so that callers cannot aim
+// collisions at it, its length, and the hash of the context it was counted
+// in (see countContext).
+type cacheKey struct {
+	h   xxh3.Uint128
+	ctx uint64
+	n   int
+}
+
+// countCache remembers the counts of request elements (chat messages,
+// Responses input items, Anthropic system prompts and messages, tool
+// lists), so that a conversation resent with one more turn costs the new
+// turn plus one hash pass over the rest. A count is a pure function of the
+// element's bytes and its context (request kind, encoding, model, flags), so
+// one cache serves every [Weigher] of the process, across config reloads.
+type countCache struct {
+	c            *otter.Cache[cacheKey, tally]
+	seed         uint64
+	hits, misses atomic.Uint64
+}
+
+var (
+	sharedCacheMu sync.Mutex
+	sharedCache   *countCache
+)
+
+// cacheOf returns the process's count cache resized to bytes (0:
+// DefaultCacheBytes; at least one entry's worth), or nil when bytes is
+// negative (caching off).
+func cacheOf(bytes int64) *countCache {
+	if bytes < 0 {
+		return nil
+	}
+	sharedCacheMu.Lock()
+	defer sharedCacheMu.Unlock()
+	if sharedCache == nil {
+		sharedCache = newCountCache(bytes)
+	} else {
+		sharedCache.resize(bytes)
+	}
+	return sharedCache
+}
+
+// newCountCache returns a count cache holding at most bytes (0:
+// DefaultCacheBytes) of entries of cacheEntryBytes each, with a fresh
+// random seed.
+func newCountCache(bytes int64) *countCache {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return &countCache{
+		seed: binary.LittleEndian.Uint64(b[:]),
+		c: otter.Must(&otter.Options[cacheKey, tally]{
+			MaximumWeight: cacheLimit(bytes),
+			Weigher:       func(cacheKey, tally) uint32 { return cacheEntryBytes },
+		}),
+	}
+}
+
+// cacheLimit is the weight limit of a cache of bytes (0: the default).
+func cacheLimit(bytes int64) uint64 {
+	if bytes == 0 {
+		bytes = DefaultCacheBytes
+	}
+	return uint64(max(bytes, cacheEntryBytes))
+}
+
+// resize sets c's bound to bytes (0: the default), evicting as needed.
+func (c *countCache) resize(bytes int64) {
+	if l := cacheLimit(bytes); c.c.GetMaximum() != l {
+		c.c.SetMaximum(l)
+	}
+}
+
+// countContext is the hash of what, besides an element's bytes, its count
+// depends on: the request kind and role of the element (tag), the encoding,
+// the model (image and document rules differ by model) and flags (whether
+// thinking blocks count, the tool choice). Zero when caching is off.
+func (c *countCache) context(tag, encoding, model string, flags string) uint64 {
+	if c == nil {
+		return 0
+	}
+	var buf [128]byte
+	b := append(buf[:0], tag...)
+	b = append(b, 0)
+	b = append(b, encoding...)
+	b = append(b, 0)
+	b = append(b, flags...)
+	b = append(b, 0)
+	b = append(b, model...)
+	return xxh3.HashSeed(b, c.seed)
+}
+
+// count returns the tally of the element raw (its JSON text) in context
+// ctx: the remembered one, or fn's, remembered when raw is long enough to be
+// worth it. With a nil cache it is fn().
+func (c *countCache) count(ctx uint64, raw string, fn func() tally) tally {
+	if c == nil || len(raw) < minCachedBytes {
+		return fn()
+	}
+	k := c.key(ctx, raw)
+	if t, ok := c.c.GetIfPresent(k); ok {
+		c.hits.Add(1)
+		return t
+	}
+	c.misses.Add(1)
+	t := fn()
+	c.c.Set(k, t)
+	return t
+}
+
+// fieldsContext is the context of the objects checkFields reads with f at
+// depth: a key of the cache names one it found fine.
+func (c *countCache) fieldsContext(f *fields, depth int) uint64 {
+	if c == nil {
+		return 0
+	}
+	var b [24]byte
+	copy(b[:], "fields\x00")
+	binary.LittleEndian.PutUint64(b[8:], f.id)
+	binary.LittleEndian.PutUint64(b[16:], uint64(depth))
+	return xxh3.HashSeed(b[:], c.seed)
+}
+
+// seen reports whether raw was remembered in context ctx; never for
+// elements shorter than minCachedBytes.
+func (c *countCache) seen(ctx uint64, raw string) bool {
+	if c == nil || len(raw) < minCachedBytes {
+		return false
+	}
+	_, ok := c.c.GetIfPresent(c.key(ctx, raw))
+	return ok
+}
+
+// remember records raw in context ctx (see seen).
+func (c *countCache) remember(ctx uint64, raw string) {
+	if c != nil && len(raw) >= minCachedBytes {
+		c.c.Set(c.key(ctx, raw), tally{})
+	}
+}
+
+// key is the cache key of raw in context ctx.
+func (c *countCache) key(ctx uint64, raw string) cacheKey {
+	return cacheKey{h: xxh3.HashString128Seed(raw, c.seed), ctx: ctx, n: len(raw)}
+}
+
+// CacheStats are the count cache's counters since start-up.
+type CacheStats struct {
+	// Hits and Misses count lookups of elements long enough to be cached
+	// (64 bytes of JSON or more).
+	Hits, Misses uint64
+	// Entries is the number of counts held; Bytes their estimated memory,
+	// in bytes (entries × the measured bytes per entry).
+	Entries, Bytes int64
+}
+
+// CacheStats returns the counters of w's count cache (the process's, shared
+// by every Weigher); zero when caching is off.
+func (w *Weigher) CacheStats() CacheStats { return w.cache.stats() }
+
+// SharedCacheStats returns the counters of the process's count cache, which
+// every Weigher built with caching on shares; zero before the first.
+func SharedCacheStats() CacheStats {
+	sharedCacheMu.Lock()
+	c := sharedCache
+	sharedCacheMu.Unlock()
+	return c.stats()
+}
+
+func (c *countCache) stats() CacheStats {
+	if c == nil {
+		return CacheStats{}
+	}
+	n := int64(c.c.EstimatedSize())
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: n, Bytes: n * cacheEntryBytes}
+}

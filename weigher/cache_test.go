@@ -1,0 +1,97 @@
+package weigher
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+)
+
+// cachedWeigher is testWeigher with a count cache of its own, bytes big.
+func cachedWeigher(tb testing.TB, bytes int64) *Weigher {
+	tb.Helper()
+	w := *testWeigher(tb)
+	w.cache = newCountCache(bytes)
+	return &w
+}
+
+// TestWarmConversationCountsOnlyTheNewTurn checks what the cache is for: a
+// conversation resent with one more turn has only that turn counted (one
+// miss per request, the rest hits), and its estimate is the cold one.
+func TestWarmConversationCountsOnlyTheNewTurn(t *testing.T) {
+	w, cold := cachedWeigher(t, 1<<20), uncached(t)
+	bodies := growingBodies(t, "gpt-4o", 3, 64<<10)
+	if len(bodies) < 10 {
+		t.Fatalf("only %d turns", len(bodies))
+	}
+	for i, body := range bodies {
+		before := w.CacheStats()
+		got, want := w.Chat(body), cold.Chat(body)
+		if got != want {
+			t.Fatalf("turn %d: warm %+v, cold %+v", i, got, want)
+		}
+		after := w.CacheStats()
+		// Only counts are tallied (the field check's lookups are not):
+		// the new message is counted, every earlier one remembered.
+		if misses := after.Misses - before.Misses; misses != 1 {
+			t.Errorf("turn %d: %d messages counted, want only the new one", i, misses)
+		}
+		if hits := after.Hits - before.Hits; hits != uint64(i) {
+			t.Errorf("turn %d: %d counts remembered, want %d", i, hits, i)
+		}
+	}
+}
+
+// TestCacheKeysAreContextual checks that one message's count is not
+// reused across encodings or models whose rules differ.
+func TestCacheKeysAreContextual(t *testing.T) {
+	w, cold := cachedWeigher(t, 1<<20), uncached(t)
+	msg := `{"role":"user","content":[{"type":"text","text":"The same message, weighed for different models and encodings."},` +
+		`{"type":"image_url","image_url":{"url":"https://example.com/a.png","detail":"high"}}]}`
+	for _, model := range []string{"gpt-4o", "gpt-4", "gpt-4o-mini", "o4-mini", "gpt-4.1-mini", "gpt-4o"} {
+		body := []byte(`{"model":"` + model + `","messages":[` + msg + `]}`)
+		if got, want := w.Chat(body), cold.Chat(body); got != want {
+			t.Errorf("%s: cached %+v, cold %+v", model, got, want)
+		}
+	}
+}
+
+// TestCacheIsBounded fills a small cache with many distinct messages: it
+// holds no more entries than its bytes allow.
+func TestCacheIsBounded(t *testing.T) {
+	const limit = 64 << 10
+	w := cachedWeigher(t, limit)
+	for i := range 5000 {
+		body := fmt.Appendf(nil, `{"model":"gpt-4o","messages":[{"role":"user","content":"distinct message number %d, long enough to be remembered"}]}`, i)
+		w.Chat(body)
+	}
+	w.cache.c.CleanUp()
+	if s := w.CacheStats(); s.Bytes > limit || s.Entries == 0 {
+		t.Fatalf("cache of %d bytes holds %d entries (%d bytes)", limit, s.Entries, s.Bytes)
+	}
+}
+
+// TestCacheEntryBytes measures the heap one cached count takes, which
+// cacheEntryBytes must not be below (the cache's bound counts entries at
+// that weight).
+func TestCacheEntryBytes(t *testing.T) {
+	const n = 100_000
+	c := newCountCache(n * cacheEntryBytes * 2)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		c.c.Set(cacheKey{ctx: uint64(i), n: i}, tally{text: int64(i)})
+	}
+	c.c.CleanUp()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if got := c.c.EstimatedSize(); got < n*9/10 {
+		t.Fatalf("cache holds %d of %d entries", got, n)
+	}
+	per := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	t.Logf("%.0f bytes of heap per cached count (cacheEntryBytes %d)", per, cacheEntryBytes)
+	if per > cacheEntryBytes {
+		t.Errorf("a cached count takes %.0f bytes, above cacheEntryBytes (%d)", per, cacheEntryBytes)
+	}
+	runtime.KeepAlive(c)
+}
