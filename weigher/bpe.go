@@ -94,7 +94,7 @@ func at(s string, i int) (uint8, int) {
 		return asciiFlags[c], 1
 	}
 	r, n := utf8.DecodeRuneInString(s[i:])
-	return runeFlagsSlow(r), n
+	return flagsOf(r), n
 }
 
 // isOther: [^\s\p{L}\p{N}]
@@ -273,7 +273,7 @@ func runeFlags(r rune) uint8 {
 	if r < utf8.RuneSelf {
 		return asciiFlags[r]
 	}
-	return runeFlagsSlow(r)
+	return flagsOf(r)
 }
 
 // count returns the number of tokens of text. Invalid UTF-8 counts as one
