@@ -68,6 +68,19 @@ type Config struct {
 	// file, Azure data_sources) for a model without max_input_tokens.
 	// Default 200000.
 	DefaultMaxInputTokens int64 `yaml:"default_max_input_tokens"`
+	// ExactCountMaxBytes is the most bytes of a request body's text counted
+	// exactly: past them, a larger body's text is counted with the weigher's
+	// fast upper bound (never below the exact count; 1.0–2.0× it, see
+	// weigher/bound.go) and the response says x-llmguard-estimate: bound.
+	// Reconciliation refunds the excess. Default 1 MiB (about 30 ms of
+	// exact counting on one core); set it to max_body_bytes or more to
+	// count every body exactly. weigher.Options.ExactMaxBytes.
+	ExactCountMaxBytes int64 `yaml:"exact_count_max_bytes"`
+	// CountTimeBudget is the longest a request's text is counted exactly
+	// before the rest is counted with the upper bound, as for
+	// ExactCountMaxBytes (checked every 4 KiB of text). Default 0: no time
+	// budget. weigher.Options.CountTimeBudget.
+	CountTimeBudget Duration `yaml:"count_time_budget"`
 	// Identity chooses how callers are identified besides virtual keys.
 	Identity Identity `yaml:"identity"`
 	// Upstreams are the LLM APIs requests are forwarded to; at least one.
@@ -539,6 +552,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.DefaultMaxOutputTokens == 0 {
 		c.DefaultMaxOutputTokens = 4096
+	}
+	if c.ExactCountMaxBytes == 0 {
+		c.ExactCountMaxBytes = 1 << 20
 	}
 	if c.Identity.Tenant == "" {
 		c.Identity.Tenant = "pass-through"

@@ -255,7 +255,8 @@ func compile(cfg *config.Config) (*policy.Policy, *weigher.Weigher, error) {
 		models[name] = wm
 	}
 	w, err := weigher.New(weigher.Options{Models: models, DefaultMaxOutputTokens: cfg.DefaultMaxOutputTokens,
-		DefaultMaxInputTokens: cfg.DefaultMaxInputTokens, MaxDepth: cfg.MaxJSONDepth})
+		DefaultMaxInputTokens: cfg.DefaultMaxInputTokens, MaxDepth: cfg.MaxJSONDepth,
+		ExactMaxBytes: cfg.ExactCountMaxBytes, CountTimeBudget: time.Duration(cfg.CountTimeBudget)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: %w", err)
 	}
