@@ -75,6 +75,19 @@ type Config struct {
 	// turn has only that turn counted. Default 33554432 (32 MiB, about
 	// 170,000 elements); -1 turns the cache off.
 	CountCacheBytes int64 `yaml:"count_cache_bytes"`
+	// ExactCountMaxBytes is the most bytes of a request body's text counted
+	// exactly: past them, a larger body's text is counted with the weigher's
+	// fast upper bound (never below the exact count; 1.0–2.0× it, see
+	// weigher/bound.go) and the response says x-llmguard-estimate: bound.
+	// Reconciliation refunds the excess. Default 1 MiB (about 30 ms of
+	// exact counting on one core); set it to max_body_bytes or more to
+	// count every body exactly. weigher.Options.ExactMaxBytes.
+	ExactCountMaxBytes int64 `yaml:"exact_count_max_bytes"`
+	// CountTimeBudget is the longest a request's text is counted exactly
+	// before the rest is counted with the upper bound, as for
+	// ExactCountMaxBytes (checked every 4 KiB of text). Default 0: no time
+	// budget. weigher.Options.CountTimeBudget.
+	CountTimeBudget Duration `yaml:"count_time_budget"`
 	// Identity chooses how callers are identified besides virtual keys.
 	Identity Identity `yaml:"identity"`
 	// Upstreams are the LLM APIs requests are forwarded to; at least one.
@@ -549,6 +562,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.CountCacheBytes == 0 {
 		c.CountCacheBytes = 32 << 20
+	}
+	if c.ExactCountMaxBytes == 0 {
+		c.ExactCountMaxBytes = 1 << 20
 	}
 	if c.Identity.Tenant == "" {
 		c.Identity.Tenant = "pass-through"

@@ -181,3 +181,37 @@ func TestEmbeddedPriceTableIsDatedAndSourced(t *testing.T) {
 		t.Errorf("gpt-4o-mini input = %v USD/Mtok", m["gpt-4o-mini"].InputUSDPerMTok)
 	}
 }
+
+// The exact-count budget: 1 MiB and no time budget by default; set values
+// are kept; negative ones are reported by field.
+func TestExactCountBudget(t *testing.T) {
+	base := "upstreams:\n  - {name: openai, flavor: openai, base_url: \"https://api.openai.com\"}\n"
+	c, err := Parse([]byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ExactCountMaxBytes != 1<<20 || c.CountTimeBudget != 0 {
+		t.Errorf("defaults: exact_count_max_bytes %d, count_time_budget %v", c.ExactCountMaxBytes, c.CountTimeBudget)
+	}
+	c, err = Parse([]byte(base + "exact_count_max_bytes: 4096\ncount_time_budget: 25ms\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ExactCountMaxBytes != 4096 || time.Duration(c.CountTimeBudget) != 25*time.Millisecond {
+		t.Errorf("set: exact_count_max_bytes %d, count_time_budget %v", c.ExactCountMaxBytes, c.CountTimeBudget)
+	}
+	_, err = Parse([]byte(base + "exact_count_max_bytes: -1\ncount_time_budget: -1s\n"))
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want *Error", err)
+	}
+	all := strings.Join(ce.Problems, "\n")
+	for _, f := range []string{"exact_count_max_bytes:", "count_time_budget:"} {
+		if !strings.Contains(all, f) {
+			t.Errorf("no problem for %s in:\n%s", f, all)
+		}
+	}
+	if _, err := Parse([]byte(base + "count_time_budget: soon\n")); err == nil {
+		t.Error("count_time_budget: soon accepted")
+	}
+}

@@ -75,6 +75,10 @@ func (c *Config) Validate() error {
 	if c.DefaultMaxInputTokens < 0 {
 		p.add("default_max_input_tokens", "must be positive (got %d)", c.DefaultMaxInputTokens)
 	}
+	if c.ExactCountMaxBytes < 0 {
+		p.add("exact_count_max_bytes", "must be positive (got %d)", c.ExactCountMaxBytes)
+	}
+	checkDuration(&p, "count_time_budget", c.CountTimeBudget) // 0: none
 
 	if len(c.Upstreams) == 0 {
 		p.add("upstreams", "at least one upstream is required")

@@ -454,6 +454,11 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 			// previous_response_id / conversation: the upstream adds
 			// context llmguard cannot see; reconciliation charges it.
 			ctx.Response.Header.Set("x-llmguard-estimate", "partial")
+		} else if x.est.Bounded {
+			// Part of the text was counted with the weigher's upper bound
+			// (exact_count_max_bytes, count_time_budget): reconciliation
+			// refunds the excess.
+			ctx.Response.Header.Set("x-llmguard-estimate", "bound")
 		}
 	}
 	if len(x.est.Model) > maxModelName {

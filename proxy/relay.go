@@ -39,6 +39,8 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
 	if x.est.ServerContext {
 		ctx.Response.Header.Set("x-llmguard-estimate", "partial")
+	} else if x.est.Bounded {
+		ctx.Response.Header.Set("x-llmguard-estimate", "bound")
 	}
 	for _, w := range x.m.Warnings() {
 		ctx.Response.Header.Add("x-llmguard-budget-warning", w)

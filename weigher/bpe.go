@@ -24,17 +24,22 @@ type bpeCounter struct {
 	// -1 when there is none: the first round of every merge reads it
 	// instead of the map.
 	pairs *[1 << 16]int32
+	// pairBits has bit a×256+b set when the bytes a, b form a token: the
+	// pairs table in 8 KiB, for the upper bound (bound.go).
+	pairBits *[1 << 16 / 64]uint64
 }
 
 // newBPECounter builds the counter of a vocabulary.
 func newBPECounter(ranks map[string]int, o200k bool) *bpeCounter {
-	c := &bpeCounter{ranks: newRankTable(ranks), o200k: o200k, pairs: new([1 << 16]int32)}
+	c := &bpeCounter{ranks: newRankTable(ranks), o200k: o200k, pairs: new([1 << 16]int32), pairBits: new([1 << 16 / 64]uint64)}
 	for i := range c.pairs {
 		c.pairs[i] = -1
 	}
 	for tok, r := range ranks {
 		if len(tok) == 2 {
-			c.pairs[int(tok[0])<<8|int(tok[1])] = int32(r)
+			k := int(tok[0])<<8 | int(tok[1])
+			c.pairs[k] = int32(r)
+			c.pairBits[k/64] |= 1 << (k % 64)
 		}
 	}
 	return c
@@ -94,7 +99,7 @@ func at(s string, i int) (uint8, int) {
 		return asciiFlags[c], 1
 	}
 	r, n := utf8.DecodeRuneInString(s[i:])
-	return runeFlagsSlow(r), n
+	return flagsOf(r), n
 }
 
 // isOther: [^\s\p{L}\p{N}]
@@ -273,7 +278,7 @@ func runeFlags(r rune) uint8 {
 	if r < utf8.RuneSelf {
 		return asciiFlags[r]
 	}
-	return runeFlagsSlow(r)
+	return flagsOf(r)
 }
 
 // count returns the number of tokens of text. Invalid UTF-8 counts as one
@@ -282,13 +287,22 @@ func (c *bpeCounter) count(text string) int64 {
 	if !utf8.ValidString(text) {
 		text = string([]rune(text))
 	}
+	n, _ := c.countFrom(text, 0, len(text))
+	return n
+}
+
+// countFrom counts the pieces of valid UTF-8 text from byte i, a piece
+// boundary, until the first piece that ends at or past stop: it returns
+// their tokens and where they end (a piece boundary, at least stop unless
+// text ends first).
+func (c *bpeCounter) countFrom(text string, i, stop int) (int64, int) {
 	var n int64
-	for i := 0; i < len(text); {
+	for i < len(text) && i < stop {
 		j := c.nextPiece(text, i)
 		n += c.pieceTokens(text[i:j])
 		i = j
 	}
-	return n
+	return n, i
 }
 
 // shortPiece is the longest piece, in bytes, merged by scanning for the

@@ -135,8 +135,10 @@ func (c *countCache) context(tag, encoding, model string, flags string) uint64 {
 
 // count returns the tally of the element raw (its JSON text) in context
 // ctx: the remembered one, or fn's, remembered when raw is long enough to be
-// worth it. With a nil cache it is fn().
-func (c *countCache) count(ctx uint64, raw string, fn func() tally) tally {
+// worth it and fn counted it exactly (b, the request's counting budget, was
+// not spent: a count past it is an upper bound). With a nil cache it is
+// fn().
+func (c *countCache) count(b *budget, ctx uint64, raw string, fn func() tally) tally {
 	if c == nil || len(raw) < minCachedBytes {
 		return fn()
 	}
@@ -147,7 +149,9 @@ func (c *countCache) count(ctx uint64, raw string, fn func() tally) tally {
 	}
 	c.misses.Add(1)
 	t := fn()
-	c.c.Set(k, t)
+	if b == nil || !b.over {
+		c.c.Set(k, t)
+	}
 	return t
 }
 

@@ -95,3 +95,21 @@ func TestCacheEntryBytes(t *testing.T) {
 	}
 	runtime.KeepAlive(c)
 }
+
+// TestBoundCountsAreNotRemembered weighs a conversation past its exact
+// budget (its later messages bounded), then the same conversation with no
+// budget through the same cache: the second estimate is the exact one, not
+// the bounds the first left behind.
+func TestBoundCountsAreNotRemembered(t *testing.T) {
+	w, cold := cachedWeigher(t, 4<<20), uncached(t)
+	bounded := *w
+	bounded.exactMax = 4 << 10
+	bodies := growingBodies(t, "gpt-4o", 5, 48<<10)
+	body := bodies[len(bodies)-1]
+	if e := bounded.Weigh(KindChat, body); !e.Bounded {
+		t.Fatalf("a %d-byte body over a 4 KiB budget is not bounded: %+v", len(body), e)
+	}
+	if got, want := w.Chat(body), cold.Chat(body); got != want {
+		t.Fatalf("after a bounded weighing, the cache gives %+v; exact is %+v", got, want)
+	}
+}

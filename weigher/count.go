@@ -1,5 +1,7 @@
 package weigher
 
+import "unicode/utf8"
+
 // maxRunBytes bounds, in bytes, the longest run of same-class characters
 // (letters, whitespace, or punctuation/symbols) handed to the encoder in one
 // piece. tiktoken's byte-pair merge is quadratic in the length of one
@@ -36,19 +38,38 @@ func classOf(f uint8) charClass {
 	}
 }
 
+// classOfFlags is classOf of every flag set, so the run scan of countText
+// costs one table load per rune.
+var classOfFlags = func() (t [256]charClass) {
+	for f := range t {
+		t[f] = classOf(uint8(f))
+	}
+	return t
+}()
+
 // countText is the number of tokens of text in enc, special-token text such
 // as "<|endoftext|>" counted as ordinary text. Invalid UTF-8 counts as
 // U+FFFD per bad byte, as in tiktoken-go.
 func countText(enc counter, text string) int64 {
-	if text == "" {
-		return 0
+	if len(text) <= maxRunBytes { // no run can reach a cut
+		if text == "" {
+			return 0
+		}
+		return enc.count(text)
 	}
 	var n int64
 	chunk, runStart := 0, 0
 	prev := charClass(255)
 	for i := 0; i < len(text); {
-		f, size := at(text, i)
-		c := classOf(f)
+		var c charClass
+		size := 1
+		if b := text[i]; b < utf8.RuneSelf {
+			c = classOfFlags[asciiFlags[b]]
+		} else {
+			var f uint8
+			f, size = at(text, i)
+			c = classOfFlags[f]
+		}
 		if c != prev || c == classDigit {
 			prev, runStart = c, i
 		} else if i-runStart >= maxRunBytes {

@@ -209,7 +209,7 @@ func (w *Weigher) Weigh(k Kind, body []byte) Estimate {
 	if !r.weighed {
 		return Estimate{Parsed: true}
 	}
-	return w.hidden(r.weigh(w, body, nil))
+	return w.hidden(w.weighRow(r, body, nil))
 }
 
 // WeighAs is [Weigher.Weigh] with the body weighed as a request for model
@@ -232,7 +232,7 @@ func (w *Weigher) WeighResolved(k Kind, body []byte, resolve func(bodyModel stri
 	if !r.weighed {
 		return Estimate{Parsed: true}
 	}
-	return w.hidden(r.weigh(w, body, resolve))
+	return w.hidden(w.weighRow(r, body, resolve))
 }
 
 // modelNamed is the model a body naming model is weighed as: as(name)

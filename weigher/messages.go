@@ -75,7 +75,7 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 	// remembered (see countCache).
 	part := func(tag, flags string, raw string, fn func(sub *claudeCounter)) {
 		ctx := w.cache.context(tag, encName, est.Model, flags)
-		c.add(w.cache.count(ctx, raw, func() tally {
+		c.add(w.cache.count(w.budget, ctx, raw, func() tally {
 			sub := claudeCounter{enc: c.enc, model: c.model}
 			fn(&sub)
 			return tally{text: sub.text, fixed: sub.fixed, hidden: sub.hidden}

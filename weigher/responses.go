@@ -75,7 +75,7 @@ func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
 	encName := w.EncodingFor(est.Model)
 	r := responsesCounter{enc: w.encoder(est.Model), model: est.Model, hidden: &est.ServerContext}
 
-	r.cache, r.ctx = w.cache, w.cache.context("responses.item", encName, est.Model, "")
+	r.cache, r.budget, r.ctx = w.cache, w.budget, w.cache.context("responses.item", encName, est.Model, "")
 	var in int64
 	switch {
 	case instructions.Type == gjson.String:
@@ -92,7 +92,7 @@ func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
 	in += tokensReply
 	tc := newToolsCounter(r.enc, encName)
 	tctx := w.cache.context("responses.tools", encName, "", "")
-	in += w.cache.count(tctx, tools.Raw, func() tally { return tally{text: tc.count(tools)} }).text
+	in += w.cache.count(w.budget, tctx, tools.Raw, func() tally { return tally{text: tc.count(tools)} }).text
 	est.ServerContext = est.ServerContext || serverTools(tools)
 	if f := text.Get("format"); f.Get("type").String() == "json_schema" {
 		in += countText(r.enc, f.Raw)
@@ -115,13 +115,14 @@ type responsesCounter struct {
 	// hold (an input_file by file_id or file_url): Estimate.ServerContext.
 	hidden *bool
 	cache  *countCache // remembers items' counts (nil: off)
+	budget *budget     // the request's counting budget (nil: none)
 	ctx    uint64      // the items' cache context
 }
 
 // text counts a JSON string (instructions or input given as text),
 // remembered by the cache.
 func (r responsesCounter) text(v gjson.Result) int64 {
-	return r.cache.count(r.ctx, v.Raw, func() tally { return tally{text: countText(r.enc, v.Str)} }).text
+	return r.cache.count(r.budget, r.ctx, v.Raw, func() tally { return tally{text: countText(r.enc, v.Str)} }).text
 }
 
 // items counts an array of input items; item_reference items and inputs
@@ -130,7 +131,7 @@ func (r responsesCounter) text(v gjson.Result) int64 {
 func (r responsesCounter) items(list elements, est *Estimate) int64 {
 	var n int64
 	list.each(func(it gjson.Result) bool {
-		t := r.cache.count(r.ctx, it.Raw, func() tally {
+		t := r.cache.count(r.budget, r.ctx, it.Raw, func() tally {
 			var hidden bool
 			var e Estimate
 			sub := r

@@ -72,6 +72,14 @@ type Estimate struct {
 	// the proxy refuses such a body rather than forward what it could not
 	// weigh.
 	TooDeep bool
+	// Bounded is set when part of the body's text was counted with the
+	// weigher's upper bound instead of exactly (the body is larger than
+	// [Options.ExactMaxBytes], or counting it exactly took longer than
+	// [Options.CountTimeBudget]): InputTokens is then at least the exact
+	// figure (see bound.go for how much more, per kind of text), Parsed
+	// stays true, and reconciliation with the reported usage refunds the
+	// excess as for any estimate.
+	Bounded bool
 }
 
 // Usage is what an upstream reports a request really used, in tokens:

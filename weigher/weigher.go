@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
@@ -104,6 +105,22 @@ type Options struct {
 	// model). One cache serves the whole process: the last New sets its
 	// size. 0 means [DefaultCacheBytes] (32 MiB); negative turns it off.
 	CacheBytes int64
+	// ExactMaxBytes is the most bytes of a request's text counted exactly,
+	// for a body larger than this many bytes: the text after them is counted
+	// with a fast upper bound (never below the exact count; see bound.go
+	// for its measured error), and the estimate says Bounded. 0: every body
+	// is counted exactly. Not negative.
+	ExactMaxBytes int64
+	// CountTimeBudget is the longest a request's text is counted exactly,
+	// measured on Now from the start of weighing and read every 4 KiB of
+	// text (bodies under 4 KiB are never cut short): past it, the rest is
+	// counted with the upper bound, as for ExactMaxBytes. Legacy encodings
+	// (p50k_base, r50k_base, counted by tiktoken-go) check it between texts
+	// and bound by bytes. 0: no time budget. Not negative.
+	CountTimeBudget time.Duration
+	// Now is the clock of CountTimeBudget; nil means time.Now. Tests
+	// inject one.
+	Now func() time.Time
 }
 
 // Weigher estimates request costs in tokens. Build it with [New]; it is
@@ -115,9 +132,16 @@ type Weigher struct {
 	defaultOut int64
 	defaultIn  int64 // Options.DefaultMaxInputTokens, defaulted
 	maxDepth   int   // Options.MaxDepth, defaulted
+	exactMax   int64 // Options.ExactMaxBytes
+	timeBudget time.Duration
+	now        func() time.Time // Options.Now, defaulted
 	encoders   map[string]counter
 	cache      *countCache // nil: off
-	noLayout   bool        // tests: find members with gjson, not the scan's layout
+	// budget is the request's exact-counting budget, set only on the
+	// per-request copy weighRow makes (nil: none): counts made once it is
+	// spent are bounds, which the cache must not remember.
+	budget   *budget
+	noLayout bool // tests: find members with gjson, not the scan's layout
 }
 
 // counter counts the tokens of text in one encoding.
@@ -160,13 +184,25 @@ func New(opts Options) (*Weigher, error) {
 	if opts.MaxDepth < 0 || opts.MaxDepth > MaxMaxDepth {
 		return nil, fmt.Errorf("weigher: max depth %d is outside 0..%d", opts.MaxDepth, MaxMaxDepth)
 	}
+	if opts.ExactMaxBytes < 0 {
+		return nil, fmt.Errorf("weigher: exact max bytes %d is negative", opts.ExactMaxBytes)
+	}
+	if opts.CountTimeBudget < 0 {
+		return nil, fmt.Errorf("weigher: count time budget %v is negative", opts.CountTimeBudget)
+	}
 	w := &Weigher{
+		exactMax:   opts.ExactMaxBytes,
+		timeBudget: opts.CountTimeBudget,
+		now:        opts.Now,
 		models:     make(map[string]Model, len(opts.Models)),
 		defaultOut: opts.DefaultMaxOutputTokens,
 		defaultIn:  cmp.Or(opts.DefaultMaxInputTokens, DefaultMaxInputTokens),
 		maxDepth:   cmp.Or(opts.MaxDepth, DefaultMaxDepth),
 		encoders:   make(map[string]counter, 2),
 		cache:      cacheOf(opts.CacheBytes),
+	}
+	if w.now == nil {
+		w.now = time.Now
 	}
 	need := []string{EncodingO200k, EncodingCL100k}
 	names := make([]string, 0, len(opts.Models))

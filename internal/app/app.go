@@ -269,7 +269,9 @@ func compile(cfg *config.Config) (*policy.Policy, *weigher.Weigher, error) {
 		models[name] = wm
 	}
 	w, err := weigher.New(weigher.Options{Models: models, DefaultMaxOutputTokens: cfg.DefaultMaxOutputTokens,
-		DefaultMaxInputTokens: cfg.DefaultMaxInputTokens, MaxDepth: cfg.MaxJSONDepth, CacheBytes: cfg.CountCacheBytes})
+		DefaultMaxInputTokens: cfg.DefaultMaxInputTokens, MaxDepth: cfg.MaxJSONDepth,
+		ExactMaxBytes: cfg.ExactCountMaxBytes, CountTimeBudget: time.Duration(cfg.CountTimeBudget),
+		CacheBytes: cfg.CountCacheBytes})
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: %w", err)
 	}
