@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -237,52 +238,82 @@ func growingBodies(tb testing.TB, model string, seed uint64, size int) [][]byte 
 	return out
 }
 
-// BenchmarkWarmConversation weighs the last turns of a conversation growing
-// to 128 KiB, cold (no cache) and warm (each body the previous one plus a
-// turn, through the count cache), and tiktoken-go counting the same
-// messages, in one run: compare the MB/s.
+// englishBodies is growingBodies for a conversation of English prose and
+// Go code, the turns of chatBody, each numbered.
+func englishBodies(size int) [][]byte {
+	prose := "The quick brown fox jumps over the lazy dog while the rate limiter counts every token. " +
+		"Budgets reset at the calendar boundary, and a stream the client abandons is charged what it streamed. "
+	code := "func (b *Bucket) Take(now time.Time, cost int64) (Decision, error) {\n\tif cost > b.capacity {\n\t\treturn Decision{}, ErrTooLarge\n\t}\n\treturn b.take(now, cost), nil\n}\n"
+	conv := newConversation("gpt-4o")
+	var out [][]byte
+	for i := 0; ; i++ {
+		text := fmt.Sprintf("Turn %d. %s%s", i, prose, prose)
+		if i%2 == 1 {
+			text = fmt.Sprintf("Turn %d. Here is a fix:\n%s", i, code)
+		}
+		conv.next(text)
+		b := conv.body()
+		if len(b) > size {
+			return out
+		}
+		out = append(out, b)
+	}
+}
+
+// BenchmarkWarmConversation weighs the last 16 turns of a conversation
+// growing to 128 KiB, cold (no cache), warm (each body the previous one
+// plus a turn, through the count cache: the new turn is counted, the rest
+// remembered) and by tiktoken-go counting the same messages' text, in one
+// run: compare the MB/s (of whole bodies). Two conversations: English prose
+// and code, and the mixed text of the differential test (made-up words, CJK,
+// emoji: slower to count for both).
+//
+//	go test -run XXX -bench WarmConversation ./weigher
 func BenchmarkWarmConversation(b *testing.B) {
-	bodies := growingBodies(b, "gpt-4o", 7, 128<<10)
-	last := bodies[len(bodies)-16:]
-	size := 0
-	for _, body := range last {
-		size += len(body)
-	}
-	weigh := func(b *testing.B, w *Weigher, prime bool) {
-		if prime {
-			for _, body := range bodies[:len(bodies)-16] {
-				w.Chat(body)
-			}
+	for _, conv := range []struct {
+		name   string
+		bodies [][]byte
+	}{
+		{"english", englishBodies(128 << 10)},
+		{"mixed", growingBodies(b, "gpt-4o", 7, 128<<10)},
+	} {
+		bodies := conv.bodies
+		last := bodies[len(bodies)-16:]
+		size := 0
+		for _, body := range last {
+			size += len(body)
 		}
-		b.SetBytes(int64(size))
-		b.ReportAllocs()
-		for b.Loop() {
-			if prime {
-				b.StopTimer()
-				w.cache.c.InvalidateAll()
-				w.Chat(bodies[len(bodies)-17]) // the history, as the previous turn left it
-				b.StartTimer()
-			}
-			for _, body := range last {
-				w.Chat(body)
-			}
-		}
-	}
-	b.Run("cold", func(b *testing.B) { weigh(b, uncached(b), false) })
-	b.Run("warm", func(b *testing.B) { weigh(b, testWeigher(b), true) })
-	b.Run("tiktoken-go", func(b *testing.B) {
-		ref := reference(b, EncodingO200k)
-		b.SetBytes(int64(size))
-		for b.Loop() {
-			for _, body := range last {
-				var n int64
-				for _, m := range gjsonMessages(body) {
-					n += ref.count(m)
+		weigh := func(b *testing.B, w *Weigher, warm bool) {
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if warm {
+					b.StopTimer()
+					w.cache.c.InvalidateAll()
+					w.Chat(bodies[len(bodies)-17]) // the history, as the previous turn left it
+					b.StartTimer()
 				}
-				_ = n
+				for _, body := range last {
+					w.Chat(body)
+				}
 			}
 		}
-	})
+		b.Run(conv.name+"/cold", func(b *testing.B) { weigh(b, uncached(b), false) })
+		b.Run(conv.name+"/warm", func(b *testing.B) { weigh(b, cachedWeigher(b, 64<<20), true) })
+		b.Run(conv.name+"/tiktoken-go", func(b *testing.B) {
+			ref := reference(b, EncodingO200k)
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				for _, body := range last {
+					var n int64
+					for _, m := range gjsonMessages(body) {
+						n += ref.count(m)
+					}
+					_ = n
+				}
+			}
+		})
+	}
 }
 
 // gjsonMessages is the content of each message of a chat body.

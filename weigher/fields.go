@@ -79,7 +79,7 @@ func checkFields(d doc, f *fields, cache *countCache) (key, field string, ok boo
 	}
 	ok = true
 	var fold []byte
-	d.members(func(k string, v gjson.Result, elems elements) bool {
+	d.walk(true, func(k string, v gjson.Result, elems elements) bool {
 		key, field, ok = checkMember(k, v, elems, f, 0, cache, &fold)
 		return ok
 	})
@@ -91,15 +91,15 @@ func checkFieldsAt(v gjson.Result, f *fields, depth int, cache *countCache) (key
 		return "", "", true
 	}
 	if v.IsArray() {
-		return checkElements(elements{v: v}, f, depth, cache)
+		return checkElements(elements{v: v, raw: true}, f, depth, cache)
 	}
 	if !v.IsObject() {
 		return "", "", true
 	}
 	ok = true
 	var fold []byte
-	v.ForEach(func(k, val gjson.Result) bool {
-		key, field, ok = checkMember(k.Str, val, elements{v: val}, f, depth, cache, &fold)
+	rawMembers(v.Raw, func(k string, val gjson.Result) bool {
+		key, field, ok = checkMember(k, val, elements{v: val, raw: true}, f, depth, cache, &fold)
 		return ok
 	})
 	return key, field, ok

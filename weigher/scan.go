@@ -121,8 +121,18 @@ func (d doc) span(sp jsonscan.Span) string { return d.body[sp.Start:sp.End] }
 // (unescaped), its value, and the value's elements when it is an array; it
 // stops when fn returns false.
 func (d doc) members(fn func(key string, v gjson.Result, elems elements) bool) {
+	d.walk(false, fn)
+}
+
+// walk is members, with values and elements as rawValue gives them when
+// raw (strings not decoded: for walks that read keys only).
+func (d doc) walk(raw bool, fn func(key string, v gjson.Result, elems elements) bool) {
 	if d.lay == nil {
-		d.root.ForEach(func(k, v gjson.Result) bool { return fn(k.Str, v, elements{v: v}) })
+		if raw {
+			rawMembers(d.root.Raw, func(k string, v gjson.Result) bool { return fn(k, v, elements{v: v, raw: true}) })
+		} else {
+			d.root.ForEach(func(k, v gjson.Result) bool { return fn(k.Str, v, elements{v: v}) })
+		}
 		return
 	}
 	for _, m := range d.lay.Members {
@@ -132,8 +142,13 @@ func (d doc) members(fn func(key string, v gjson.Result, elems elements) bool) {
 		} else {
 			k = k[1 : len(k)-1]
 		}
-		v := gjson.Parse(d.span(m.Value))
-		if !fn(k, v, elements{v: v, body: d.body, spans: d.lay.Elems[m.First:m.Last], laid: true}) {
+		var v gjson.Result
+		if raw {
+			v = rawValue(d.span(m.Value))
+		} else {
+			v = gjson.Parse(d.span(m.Value))
+		}
+		if !fn(k, v, elements{v: v, body: d.body, spans: d.lay.Elems[m.First:m.Last], laid: true, raw: raw}) {
 			return
 		}
 	}
@@ -147,19 +162,146 @@ type elements struct {
 	body  string
 	spans []jsonscan.Span
 	laid  bool
+	// raw: the elements are given as rawValue gives them, strings not
+	// decoded (for walks that read keys only).
+	raw bool
+}
+
+// value is the element v as e gives them.
+func (e elements) value(v string) gjson.Result {
+	if e.raw {
+		return rawValue(v)
+	}
+	return gjson.Parse(v)
 }
 
 // each calls fn with each element, in order, until fn returns false.
 func (e elements) each(fn func(gjson.Result) bool) {
-	if !e.laid {
-		if e.v.IsArray() {
-			e.v.ForEach(func(_, v gjson.Result) bool { return fn(v) })
+	switch {
+	case !e.v.IsArray():
+	case e.laid:
+		for _, sp := range e.spans {
+			v := e.body[sp.Start:sp.End]
+			if !fn(e.value(v)) {
+				return
+			}
 		}
-		return
+	case e.raw:
+		rawElements(e.v.Raw, fn)
+	default:
+		e.v.ForEach(func(_, v gjson.Result) bool { return fn(v) })
 	}
-	for _, sp := range e.spans {
-		if !fn(gjson.Parse(e.body[sp.Start:sp.End])) {
+}
+
+// rawMembers calls fn with each member of obj, the text of a JSON object
+// that passed jsonscan, in order, until fn returns false: its key
+// (unescaped) and its value as rawValue gives it. Unlike gjson's ForEach it
+// decodes no string value, for walks that read keys only (checkFields).
+func rawMembers(obj string, fn func(key string, v gjson.Result) bool) {
+	i := skipSpace(obj, 1) // past '{'
+	for i < len(obj) && obj[i] == '"' {
+		kEnd := skipString(obj, i)
+		key := obj[i+1 : kEnd-1]
+		if strings.IndexByte(key, '\\') >= 0 {
+			key = gjson.Parse(obj[i:kEnd]).Str
+		}
+		i = skipSpace(obj, kEnd) + 1 // past ':'
+		i = skipSpace(obj, i)
+		end := skipValue(obj, i)
+		if !fn(key, rawValue(obj[i:end])) {
 			return
 		}
+		i = skipSpace(obj, end)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+		}
 	}
+}
+
+// rawElements calls fn with each element of arr, the text of a JSON array
+// that passed jsonscan, as rawValue gives it, until fn returns false.
+func rawElements(arr string, fn func(v gjson.Result) bool) {
+	i := skipSpace(arr, 1) // past '['
+	for i < len(arr) && arr[i] != ']' {
+		end := skipValue(arr, i)
+		if !fn(rawValue(arr[i:end])) {
+			return
+		}
+		i = skipSpace(arr, end)
+		if i < len(arr) && arr[i] == ',' {
+			i = skipSpace(arr, i+1)
+		}
+	}
+}
+
+// rawValue is the JSON value v (valid, without surrounding space) as a
+// gjson.Result of the right Type whose Raw is v, without decoding it: a
+// string's Str and a number's Num are left empty. Objects and arrays read
+// as gjson reads them (their Raw is all gjson needs).
+func rawValue(v string) gjson.Result {
+	r := gjson.Result{Raw: v}
+	switch v[0] {
+	case '{', '[':
+		r.Type = gjson.JSON
+	case '"':
+		r.Type = gjson.String
+	case 't':
+		r.Type = gjson.True
+	case 'f':
+		r.Type = gjson.False
+	case 'n':
+		r.Type = gjson.Null
+	default:
+		r.Type = gjson.Number
+	}
+	return r
+}
+
+// skipSpace returns the index of the first non-space byte of s from i.
+func skipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the string starting at s[i] ('"').
+func skipString(s string, i int) int {
+	for i++; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(s)
+}
+
+// skipValue returns the index just past the valid JSON value starting at
+// s[i].
+func skipValue(s string, i int) int {
+	switch s[i] {
+	case '"':
+		return skipString(s, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(s); i++ {
+			switch s[i] {
+			case '"':
+				i = skipString(s, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(s)
+	}
+	for i < len(s) && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' && s[i] != '\n' && s[i] != '\r' && s[i] != '\t' {
+		i++
+	}
+	return i
 }

@@ -3,6 +3,7 @@ package weigher
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -360,7 +361,10 @@ func FuzzStrictBodies(f *testing.F) {
 // kindReads reports whether kind's top level reads name.
 func kindReads(k Kind, name string) bool {
 	f := map[Kind]*fields{KindChat: chatFields, KindResponses: responsesFields, KindCompletions: completionsFields,
-		KindEmbeddings: embeddingsFields, KindMessages: messagesFields}[k]
+		KindEmbeddings: embeddingsFields, KindMessages: messagesFields, KindImages: imagesFields}[k]
+	if f == nil {
+		panic(fmt.Sprintf("kindReads: no fields for the weighed kind %s", k))
+	}
 	_, ok := f.names[name]
 	return ok
 }
