@@ -225,7 +225,7 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 		}
 	}
 	wg, model := x.live.weigher, x.est.Model
-	tap := usageTap{stream: wg.NewStream(x.kind), strip: x.stripUsage, count: func(text string) int64 { return wg.CountText(model, text) }}
+	tap := newUsageTap(wg.NewStream(x.kind), x.stripUsage, expectsUsage(x), func(text string) int64 { return wg.CountText(model, text) })
 	defer func() {
 		if r := recover(); r != nil {
 			// End the stream as broken (the client sees a cut, not a clean
@@ -323,6 +323,17 @@ func (p *Proxy) watchClient(x *exchange, conn net.Conn, upstream fasthttp.ReadCl
 	}
 }
 
+// expectsUsage reports whether x's stream will report its usage when it
+// ends: Messages and Responses streams always do; chat and completions
+// streams when the request asks for include_usage (the caller did, or the
+// dialect added it: x.stripUsage).
+func expectsUsage(x *exchange) bool {
+	if !x.kind.Weighed() {
+		return false
+	}
+	return !x.kind.StreamUsageOptIn() || x.est.IncludeUsage || x.stripUsage
+}
+
 // settleStream settles a streamed exchange from what its tap saw: the final
 // usage when the upstream reported it; otherwise what it did report, the
 // input estimate and the output streamed so far, counted locally (the
@@ -339,7 +350,7 @@ func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 		// (images): what was streamed cannot be counted.
 		tap.unread = true
 	}
-	u, source := tap.stream.Settle(x.est, tap.outputTokens())
+	u, source := tap.settle(x.est)
 	if source == spec.SourceReported {
 		x.settle(meter.Settlement{Source: source, Usage: u})
 		return

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,28 +9,85 @@ import (
 	"github.com/llmguard/llmguard/weigher"
 )
 
-// TestTapHoldsBoundedText streams 8 MiB of content without usage through
-// the tap: the text it holds stays under two counting pieces whatever the
-// stream's length, and what it counts in pieces equals a count of the
-// whole text.
+// wordCounter is a cheap stand-in for a tokenizer: one token per run of
+// non-spaces. It cuts where safeCut cuts, so pieces add up exactly.
+type wordCounter struct{ calls, bytes int }
+
+func (c *wordCounter) count(s string) int64 {
+	c.calls++
+	c.bytes += len(s)
+	return int64(len(strings.Fields(s)))
+}
+
+// TestTapHoldsBoundedText streams 50 MB of content through the tap, once
+// with the usage arriving at the end and once cut off before it: the text
+// the tap holds never exceeds tapTextMax (64 KiB), and the text counted in
+// pieces counts as the whole text does.
 func TestTapHoldsBoundedText(t *testing.T) {
-	w := testWeigher(t)
-	count := func(s string) int64 { return w.CountText("gpt-4o-mini", s) }
-	tap := usageTap{stream: weigher.NewStream(weigher.KindChat), count: count}
-	const word = "lorem ipsum dolor sit amet, consectetur adipiscing elit "
-	var whole strings.Builder
-	maxHeld := 0
-	for i := 0; whole.Len() < 8<<20; i++ {
-		piece := fmt.Sprintf("%s%d ", word, i)
-		whole.WriteString(piece)
-		tap.feed([]byte(`data: {"choices":[{"index":0,"delta":{"content":"` + piece + `"}}]}` + "\n\n"))
-		maxHeld = max(maxHeld, cap(tap.text))
+	const total = 50 << 20
+	delta := strings.Repeat(`lorem ipsum dolor sit amet,\nconsectetur adipiscing elit `, 70) // ~4 KiB per event
+	event := []byte(`data: {"choices":[{"index":0,"delta":{"content":"` + delta + `"}}]}` + "\n\n")
+	plain := strings.ReplaceAll(delta, `\n`, "\n")
+	for _, usage := range []bool{true, false} {
+		c := &wordCounter{}
+		tap := newUsageTap(weigher.NewStream(weigher.KindChat), true, true, c.count)
+		maxHeld, streamed, events := 0, 0, 0
+		for ; streamed < total; streamed += len(plain) {
+			tap.feed(event)
+			events++
+			maxHeld = max(maxHeld, cap(tap.text.buf))
+		}
+		if maxHeld > tapTextMax {
+			t.Errorf("usage %v: the tap held up to %d bytes of text for a %d-byte stream, want at most %d", usage, maxHeld, streamed, tapTextMax)
+		}
+		if usage {
+			tap.feed([]byte(`data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":123,"total_tokens":132}}` + "\n\ndata: [DONE]\n\n"))
+		}
+		u, src := tap.settle(weigher.Estimate{InputTokens: 9})
+		whole := int64(events) * int64(len(strings.Fields(plain)))
+		switch {
+		case usage && (src != weigher.SourceReported || u.OutputTokens != 123):
+			t.Errorf("usage arrived: settled %+v from %v, want the reported 123 output tokens", u, src)
+		case usage && (c.bytes > streamed-len(plain) || c.bytes < streamed-tapTextMax):
+			t.Errorf("usage arrived: counted %d of %d bytes, want only what overflowed the %d bytes held", c.bytes, streamed, tapTextMax)
+		case !usage && u.OutputTokens != whole:
+			t.Errorf("cut off: counted %d tokens in pieces, the whole text has %d", u.OutputTokens, whole)
+		}
 	}
-	if maxHeld > 2*(tapTextPiece+len(word)+16) {
-		t.Errorf("the tap held up to %d bytes of text for an 8 MiB stream, want under two pieces of %d", maxHeld, tapTextPiece)
+}
+
+// TestTapCountsOnlyWhenNeeded: a stream that reports its usage is not
+// counted at all (under tapTextMax of text); one cut off before its usage,
+// and one not expected to report any, are counted.
+func TestTapCountsOnlyWhenNeeded(t *testing.T) {
+	content := func(s string) []byte {
+		return []byte(`data: {"choices":[{"index":0,"delta":{"content":"` + s + `"}}]}` + "\n\n")
 	}
-	if got, want := tap.outputTokens(), count(whole.String()); got != want {
-		t.Errorf("counted %d tokens in pieces, %d in one count of the whole text", got, want)
+	usage := []byte(`data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}` + "\n\n")
+	for _, tc := range []struct {
+		name            string
+		expect, arrives bool
+		wantCounted     bool
+	}{
+		{"usage expected and reported", true, true, false},
+		{"usage expected, never reported", true, false, true},
+		{"usage not expected", false, false, true},
+	} {
+		c := &wordCounter{}
+		tap := newUsageTap(weigher.NewStream(weigher.KindChat), false, tc.expect, c.count)
+		for range 100 {
+			tap.feed(content("hello world "))
+		}
+		if tc.arrives {
+			tap.feed(usage)
+		}
+		u, _ := tap.settle(weigher.Estimate{InputTokens: 9})
+		if counted := c.calls > 0; counted != tc.wantCounted {
+			t.Errorf("%s: counted %v (%d calls), want %v", tc.name, counted, c.calls, tc.wantCounted)
+		}
+		if want := map[bool]int64{true: 2, false: 200}[tc.arrives]; u.OutputTokens != want {
+			t.Errorf("%s: output %d, want %d", tc.name, u.OutputTokens, want)
+		}
 	}
 }
 
