@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,7 +44,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	for _, w := range x.m.Warnings() {
 		ctx.Response.Header.Add("x-llmguard-budget-warning", w)
 	}
-	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), nil)
+	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules())
 	status := resp.StatusCode()
 	x.status = status
 
@@ -76,7 +77,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		return nil
 	}
 	t0 := time.Now()
-	body, err := io.ReadAll(io.LimitReader(st, int64(p.opt.MaxResponseBytes)+1))
+	body, err := readInto(&ctx.Response, st, p.opt.MaxResponseBytes+1)
 	x.upstreamTime += time.Since(t0)
 	p.opt.Metrics.Upstream(x.upstream.Name, status, x.upstreamTime)
 	if err != nil {
@@ -88,6 +89,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		// keep the reservation unless it was an error status.
 		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
 		ctx.Response.Header.Del("Content-Encoding")
+		ctx.Response.ResetBody()
 		return &refusal{err: apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_error",
 			anthropicType: "api_error", message: "llmguard lost the upstream response (" + x.upstream.Name + ")."}, outcome: meter.OutcomeUpstreamError}
 	}
@@ -95,8 +97,9 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		// Too large to hold for its usage: stream it through and keep the
 		// reservation (a refund here would let a caller who asks for a huge
 		// answer pay nothing).
-		x.release = nil // fasthttp closes the body stream, which releases resp
-		ctx.Response.SetBodyStream(&upstreamBody{Reader: io.MultiReader(bytes.NewReader(body), st), resp: resp}, -1)
+		x.release = nil           // fasthttp closes the body stream, which releases resp
+		head := bytes.Clone(body) // body is the response's buffer, which SetBodyStream frees
+		ctx.Response.SetBodyStream(&upstreamBody{Reader: io.MultiReader(bytes.NewReader(head), st), resp: resp}, -1)
 		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
 		p.count(x, x.m.Outcome(status), "")
 		return nil
@@ -104,9 +107,36 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	x.release = nil
 	resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(resp)
-	ctx.Response.SetBodyRaw(body)
-	p.finish(ctx, x, status)
+	p.finish(ctx, x, status) // the body is already ctx.Response's
 	return nil
+}
+
+// readChunk is the size of the pooled buffers upstream bodies are read
+// through, in bytes.
+const readChunk = 16 << 10
+
+// chunks are readChunk-byte buffers, shared by readInto and stream.
+var chunks = sync.Pool{New: func() any { return new([readChunk]byte) }}
+
+// readInto reads r to its end, or until more than limit bytes were read,
+// into dst's body (fasthttp's pooled buffer: nothing is allocated once the
+// pools are warm), and returns that body; it holds at most limit bytes plus
+// one chunk. The returned slice is dst's until dst's body changes.
+func readInto(dst *fasthttp.Response, r io.Reader, limit int) ([]byte, error) {
+	dst.ResetBody()
+	c := chunks.Get().(*[readChunk]byte)
+	defer chunks.Put(c)
+	for len(dst.Body()) < limit {
+		n, err := r.Read(c[:min(readChunk, limit-len(dst.Body()))])
+		dst.AppendBody(c[:n])
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return dst.Body(), err
+		}
+	}
+	return dst.Body(), nil
 }
 
 // gatewayCredentialRefused answers an upstream 401 or 403 to a request that
@@ -127,7 +157,7 @@ func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, 
 	p.log.Error("the upstream rejected llmguard's upstream credential: check the upstream's api_key_env",
 		"upstream", x.upstream.Name, "status", status, "request_id", x.id)
 	x.settle(meter.Settlement{Source: spec.SourceRefund})
-	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), nil)
+	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules())
 	ctx.Response.Header.Set("x-should-retry", "false")
 	return &refusal{err: errGatewayCredential, outcome: meter.OutcomeUpstreamError}
 }
@@ -244,7 +274,9 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 			}
 		}
 	}()
-	buf := make([]byte, 16<<10)
+	chunk := chunks.Get().(*[readChunk]byte)
+	defer chunks.Put(chunk)
+	buf := chunk[:]
 	clientGone := false
 	// A client that leaves while the upstream is silent (thinking, queued)
 	// would be noticed only at the next write: watch its socket, and cut the
