@@ -49,6 +49,13 @@ func TestMemoryForgetsFullBuckets(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, wantHeld: 0},
+		{name: "taken again: the bucket is back", at: time.Second, do: func() { take("b", 3) }, wantHeld: 1},
+		{name: "refunded to full again", at: time.Second, do: func() {
+			if err := m.Reconcile(ctx, "r2", []bucket.Delta{{Key: "b", Limit: tenPerSecond, Units: -3}}); err != nil {
+				t.Fatal(err)
+			}
+		}, wantHeld: 0},
+		{name: "the sweep lets the full bucket's entry go", at: time.Second, sweep: true, wantHeld: 0},
 	} {
 		clock.Set(storetest.Start.Add(s.at))
 		if s.do != nil {
@@ -59,6 +66,9 @@ func TestMemoryForgetsFullBuckets(t *testing.T) {
 		}
 		if got, _ := m.Held(); got != s.wantHeld {
 			t.Errorf("step %d (%s): %d buckets held, want %d", i+1, s.name, got, s.wantHeld)
+		}
+		if s.sweep && m.Slots() != s.wantHeld {
+			t.Errorf("step %d (%s): %d entries after the sweep, want %d", i+1, s.name, m.Slots(), s.wantHeld)
 		}
 	}
 }
