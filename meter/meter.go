@@ -211,6 +211,25 @@ type Exchange struct {
 	unlimited bool
 	warnings  []string
 	settled   atomic.Bool
+
+	// The storage of rules, of the take's items and of the settlement's
+	// deltas for a request under at most inlineRules rules, so that they
+	// cost no allocation of their own (the Exchange is never reused, so a
+	// store may keep the items or deltas it is given).
+	ruleBuf  [inlineRules]Applied
+	itemBuf  [inlineRules]bucket.Item
+	deltaBuf [inlineRules]bucket.Delta
+}
+
+// inlineRules is how many rules an Exchange holds without allocating.
+const inlineRules = 4
+
+// inline returns buf[:n] when buf can hold n elements, else a new slice.
+func inline[T any](buf []T, n int) []T {
+	if n <= len(buf) {
+		return buf[:n]
+	}
+	return make([]T, n)
 }
 
 // Verdict is what admission decided.
@@ -334,8 +353,8 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	m, r := x.m, x.req
 	reserve := spec.Usage{InputTokens: r.Estimate.InputTokens, OutputTokens: r.Estimate.OutputTokens}
 	now := m.opt.Now()
-	items := make([]bucket.Item, len(rules))
-	x.rules = make([]Applied, len(rules))
+	items := inline(x.itemBuf[:], len(rules))
+	x.rules = inline(x.ruleBuf[:], len(rules))
 	for i, rule := range rules {
 		units := x.units(rule, reserve)
 		key := rule.ModelKey(r.Principal, x.quote.Label)

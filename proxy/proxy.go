@@ -234,12 +234,21 @@ type exchange struct {
 	status int
 	// forwarded: the upstream call has started, so the upstream may bill.
 	forwarded bool
-	// release, while set, frees the upstream response the handler holds;
-	// a panic recovered in the handler calls it.
-	release func()
+	// held, while set, is the upstream response the handler holds; a
+	// panic recovered in the handler frees it (releaseHeld).
+	held *fasthttp.Response
 	// counted: the request's outcome is in requests_total (see
 	// Proxy.count); set on the handler's goroutine only.
 	counted bool
+}
+
+// releaseHeld frees the upstream response the handler holds, if any.
+func (x *exchange) releaseHeld() {
+	if x.held != nil {
+		x.held.CloseBodyStream()
+		fasthttp.ReleaseResponse(x.held)
+		x.held = nil
+	}
 }
 
 // rules are the rules the request was judged by, with their statuses at
@@ -659,12 +668,9 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	x.forwarded = true
 	err := up.client.DoTimeout(req, resp, up.Timeout)
 	x.upstreamTime = time.Since(t0)
-	x.release = func() {
-		resp.CloseBodyStream()
-		fasthttp.ReleaseResponse(resp)
-	}
+	x.held = resp
 	if err != nil {
-		x.release = nil
+		x.held = nil
 		p.opt.Metrics.Upstream(up.Name, 0, x.upstreamTime)
 		x.status = fasthttp.StatusBadGateway
 		fasthttp.ReleaseResponse(resp)

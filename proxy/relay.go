@@ -62,7 +62,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		} else if enc != "" {
 			x.stripUsage = false // opaque bytes: relay them untouched
 		}
-		x.release = nil // the stream writer owns resp now
+		x.held = nil // the stream writer owns resp now
 		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { p.stream(w, x, resp, conn, enc) })
 		return nil
 	}
@@ -71,7 +71,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	if st == nil { // fasthttp read it whole
 		p.opt.Metrics.Upstream(x.upstream.Name, status, x.upstreamTime)
 		ctx.Response.SetBody(resp.Body())
-		x.release = nil
+		x.held = nil
 		fasthttp.ReleaseResponse(resp)
 		p.finish(ctx, x, status)
 		return nil
@@ -81,7 +81,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	x.upstreamTime += time.Since(t0)
 	p.opt.Metrics.Upstream(x.upstream.Name, status, x.upstreamTime)
 	if err != nil {
-		x.release = nil
+		x.held = nil
 		resp.CloseBodyStream()
 		fasthttp.ReleaseResponse(resp)
 		p.log.Warn("upstream body read failed", "upstream", x.upstream.Name, "err", err, "request_id", x.id)
@@ -97,14 +97,14 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		// Too large to hold for its usage: stream it through and keep the
 		// reservation (a refund here would let a caller who asks for a huge
 		// answer pay nothing).
-		x.release = nil           // fasthttp closes the body stream, which releases resp
+		x.held = nil              // fasthttp closes the body stream, which releases resp
 		head := bytes.Clone(body) // body is the response's buffer, which SetBodyStream frees
 		ctx.Response.SetBodyStream(&upstreamBody{Reader: io.MultiReader(bytes.NewReader(head), st), resp: resp}, -1)
 		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
 		p.count(x, x.m.Outcome(status), "")
 		return nil
 	}
-	x.release = nil
+	x.held = nil
 	resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(resp)
 	p.finish(ctx, x, status) // the body is already ctx.Response's
@@ -149,7 +149,7 @@ func readInto(dst *fasthttp.Response, r io.Reader, limit int) ([]byte, error) {
 // reservation is refunded, as for any upstream error.
 func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response) *refusal {
 	status := resp.StatusCode()
-	x.release = nil
+	x.held = nil
 	resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(resp)
 	x.status = fasthttp.StatusBadGateway
@@ -256,6 +256,9 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	}
 	wg, model := x.live.weigher, x.est.Model
 	tap := newUsageTap(wg.NewStream(x.kind), x.stripUsage, expectsUsage(x), func(text string) int64 { return wg.CountText(model, text) })
+	out := chunks.Get().(*[readChunk]byte) // what the tap sends, while it fits
+	defer chunks.Put(out)                  // the last thing the stream does
+	tap.out = out[:0]
 	defer func() {
 		if r := recover(); r != nil {
 			// End the stream as broken (the client sees a cut, not a clean
