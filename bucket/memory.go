@@ -68,7 +68,10 @@ type Memory struct {
 	closeOnce sync.Once
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store       = (*Memory)(nil)
+	_ StatusTaker = (*Memory)(nil)
+)
 
 // shard is one lock's worth of buckets and request ids.
 type shard struct {
@@ -165,13 +168,20 @@ func (m *Memory) Close() error {
 // with a requestID is remembered for VoidFor. On error the Decision is the
 // zero value.
 func (m *Memory) Take(ctx context.Context, requestID string, items []Item) (Decision, error) {
+	return m.TakeInto(ctx, requestID, items, nil)
+}
+
+// TakeInto implements StatusTaker: Take, with the Decision's Buckets in
+// statuses when it can hold them, so that a take allocates nothing.
+func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, statuses []Status) (Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return Decision{}, fmt.Errorf("bucket: take: %w", err)
 	}
 	if err := validateItems(items); err != nil {
 		return Decision{}, err
 	}
-	d := Decision{Allowed: true, DeniedBy: -1, Buckets: make([]Status, len(items))}
+	d := Decision{Allowed: true, DeniedBy: -1, Buckets: buf(statuses, len(items))}
+	clear(d.Buckets)
 	if len(items) == 0 {
 		return d, nil
 	}

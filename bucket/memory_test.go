@@ -158,3 +158,30 @@ func TestMemoryCloseStopsSweep(t *testing.T) {
 		t.Fatalf("Take after Close: %+v, %v; want allowed", d, err)
 	}
 }
+
+// TestMemoryTakeIntoAllocatesNothing: a take of existing buckets into the
+// caller's statuses, and its reconciliation, allocate nothing (the memory
+// store's share of a request's path).
+func TestMemoryTakeIntoAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	m := bucket.NewMemory(bucket.MemoryOptions{SweepEvery: -1})
+	defer m.Close()
+	roomy := bucket.Limit{Capacity: 1 << 50, Rate: 1 << 40, Per: time.Second}
+	items := []bucket.Item{{Key: "llmguard:{t}:u:alice", Limit: roomy, Cost: 300}, {Key: "llmguard:{t}:t:t", Limit: roomy, Cost: 300},
+		{Key: "llmguard:{global}:g", Limit: roomy, Cost: 1}}
+	deltas := []bucket.Delta{{Key: items[0].Key, Limit: roomy, Units: -300}, {Key: items[1].Key, Limit: roomy, Units: -300}}
+	var statuses [4]bucket.Status
+	once := func() {
+		d, err := m.TakeInto(ctx, "", items, statuses[:])
+		if err != nil || !d.Allowed || &d.Buckets[0] != &statuses[0] {
+			t.Fatalf("%+v, %v", d, err)
+		}
+		if err := m.Reconcile(ctx, "", deltas); err != nil { // back to full: tombstones
+			t.Fatal(err)
+		}
+	}
+	once()
+	if n := testing.AllocsPerRun(100, once); n != 0 {
+		t.Errorf("%v allocations per take and reconciliation, want 0", n)
+	}
+}

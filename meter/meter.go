@@ -216,9 +216,10 @@ type Exchange struct {
 	// deltas for a request under at most inlineRules rules, so that they
 	// cost no allocation of their own (the Exchange is never reused, so a
 	// store may keep the items or deltas it is given).
-	ruleBuf  [inlineRules]Applied
-	itemBuf  [inlineRules]bucket.Item
-	deltaBuf [inlineRules]bucket.Delta
+	ruleBuf   [inlineRules]Applied
+	itemBuf   [inlineRules]bucket.Item
+	deltaBuf  [inlineRules]bucket.Delta
+	statusBuf [inlineRules]bucket.Status
 }
 
 // inlineRules is how many rules an Exchange holds without allocating.
@@ -368,7 +369,13 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	// deadline of a few milliseconds would only fail it on a busy host —
 	// and fail its limits open.
 	// The store times its own calls (llmguard_store_duration_seconds).
-	d, err := m.opt.Store.Take(context.Background(), r.ID, items)
+	var d bucket.Decision
+	var err error
+	if st, ok := m.opt.Store.(bucket.StatusTaker); ok { // the statuses in the Exchange: no allocation
+		d, err = st.TakeInto(context.Background(), r.ID, items, x.statusBuf[:])
+	} else {
+		d, err = m.opt.Store.Take(context.Background(), r.ID, items)
+	}
 	if errors.Is(err, bucket.ErrInvalid) {
 		m.log.Error("store refused the take as invalid", "err", err, "request_id", r.ID)
 		x.verdict = Broken
