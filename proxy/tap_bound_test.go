@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/llmguard/llmguard/sse"
 	"github.com/llmguard/llmguard/weigher"
@@ -16,21 +18,52 @@ type wordCounter struct{ calls, bytes int }
 func (c *wordCounter) count(s string) int64 {
 	c.calls++
 	c.bytes += len(s)
-	return int64(len(strings.Fields(s)))
+	var n int64
+	in := false
+	for _, r := range s { // strings.Fields' count, without its slice
+		if sp := unicode.IsSpace(r); !sp && !in {
+			n++
+			in = true
+		} else if sp {
+			in = false
+		}
+	}
+	return n
 }
 
-// TestTapHoldsBoundedText streams 50 MB of content through the tap, once
-// with the usage arriving at the end and once cut off before it: the text
-// the tap holds never exceeds tapTextMax (64 KiB), and the text counted in
-// pieces counts as the whole text does.
+// TestTapHoldsBoundedText streams mixed content (prose, code, CJK, emoji:
+// mixedText) through the tap, once with the usage arriving at the end and
+// once cut off before it: the text the tap holds never exceeds tapTextMax
+// (64 KiB); with the usage, only what overflowed that is counted and the
+// reported usage is charged; cut off, the text counted in pieces is at
+// least the count of the whole text and within a token per piece of it.
+// 50 MB are counted by words (the bound on memory does not depend on the
+// counter), 4 MiB by the model's tokenizer.
 func TestTapHoldsBoundedText(t *testing.T) {
-	const total = 50 << 20
-	delta := strings.Repeat(`lorem ipsum dolor sit amet,\nconsectetur adipiscing elit `, 70) // ~4 KiB per event
-	event := []byte(`data: {"choices":[{"index":0,"delta":{"content":"` + delta + `"}}]}` + "\n\n")
-	plain := strings.ReplaceAll(delta, `\n`, "\n")
+	for _, tc := range []struct {
+		total int
+		real  bool // counted by the model's tokenizer; a cheap word count otherwise
+	}{{50 << 20, false}, {4 << 20, true}} {
+		tapHoldsBoundedText(t, tc.total, tc.real)
+	}
+}
+
+func tapHoldsBoundedText(t *testing.T, total int, real bool) {
+	t.Helper()
+	w := testWeigher(t)
+	plain := mixedText(60) // ~3 KiB per event
+	quoted, err := json.Marshal(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	event := []byte(`data: {"choices":[{"index":0,"delta":{"content":` + string(quoted) + `}}]}` + "\n\n")
 	for _, usage := range []bool{true, false} {
 		c := &wordCounter{}
-		tap := newUsageTap(weigher.NewStream(weigher.KindChat), true, true, c.count)
+		count := c.count
+		if real {
+			count = func(s string) int64 { c.calls++; c.bytes += len(s); return w.CountText("gpt-4o-mini", s) }
+		}
+		tap := newUsageTap(weigher.NewStream(weigher.KindChat), true, true, count)
 		maxHeld, streamed, events := 0, 0, 0
 		for ; streamed < total; streamed += len(plain) {
 			tap.feed(event)
@@ -38,20 +71,27 @@ func TestTapHoldsBoundedText(t *testing.T) {
 			maxHeld = max(maxHeld, cap(tap.text.buf))
 		}
 		if maxHeld > tapTextMax {
-			t.Errorf("usage %v: the tap held up to %d bytes of text for a %d-byte stream, want at most %d", usage, maxHeld, streamed, tapTextMax)
+			t.Errorf("%d bytes, usage %v: the tap held up to %d bytes of text for a %d-byte stream, want at most %d", total, usage, maxHeld, streamed, tapTextMax)
 		}
 		if usage {
 			tap.feed([]byte(`data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":123,"total_tokens":132}}` + "\n\ndata: [DONE]\n\n"))
 		}
 		u, src := tap.settle(weigher.Estimate{InputTokens: 9})
-		whole := int64(events) * int64(len(strings.Fields(plain)))
-		switch {
-		case usage && (src != weigher.SourceReported || u.OutputTokens != 123):
-			t.Errorf("usage arrived: settled %+v from %v, want the reported 123 output tokens", u, src)
-		case usage && (c.bytes > streamed-len(plain) || c.bytes < streamed-tapTextMax):
-			t.Errorf("usage arrived: counted %d of %d bytes, want only what overflowed the %d bytes held", c.bytes, streamed, tapTextMax)
-		case !usage && u.OutputTokens != whole:
-			t.Errorf("cut off: counted %d tokens in pieces, the whole text has %d", u.OutputTokens, whole)
+		if usage {
+			if src != weigher.SourceReported || u.OutputTokens != 123 {
+				t.Errorf("usage arrived: settled %+v from %v, want the reported 123 output tokens", u, src)
+			}
+			if c.bytes > streamed-len(plain) || c.bytes < streamed-tapTextMax {
+				t.Errorf("usage arrived: counted %d of %d bytes, want only what overflowed the %d bytes held", c.bytes, streamed, tapTextMax)
+			}
+			continue
+		}
+		whole := c.count(strings.Repeat(plain, events))
+		if real {
+			whole = w.CountText("gpt-4o-mini", strings.Repeat(plain, events))
+		}
+		if got := u.OutputTokens; got < whole || got > whole+int64(c.calls) {
+			t.Errorf("cut off: %d tokens counted in %d pieces, %d in the whole text", got, c.calls, whole)
 		}
 	}
 }
