@@ -3,6 +3,7 @@ package bucket_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,6 +51,58 @@ func BenchmarkMemoryTake(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkMemoryShards measures parallel one-bucket takes on distinct keys
+// (every goroutine its own tenants) with the key space in one lock
+// (shards=1, as a single store-wide mutex would be) and in the default 64
+// shards, in the same run; the sharded run reports its speed-up over the
+// single lock as x-one-lock (above 1: faster). Run it with -cpu 1,2,4… to
+// see the scaling:
+//
+//	go test -run XXX -bench MemoryShards -cpu 1,2 ./bucket
+func BenchmarkMemoryShards(b *testing.B) {
+	lim := bucket.Limit{Capacity: 1 << 50, Rate: 1 << 40, Per: time.Second}
+	const keys = 4096
+	sets := make([][]bucket.Item, keys)
+	for i := range sets {
+		sets[i] = []bucket.Item{{Key: fmt.Sprintf("llmguard:{t%d}:tpm:user-%d", i, i), Limit: lim, Cost: 1500}}
+	}
+	oneLock := map[int]float64{} // ns/op of shards=1 by GOMAXPROCS (-cpu runs each sub-benchmark for every value)
+	for _, shards := range []int{1, 0} {
+		name := "shards=64"
+		if shards == 1 {
+			name = "shards=1"
+		}
+		b.Run(name, func(b *testing.B) {
+			m := bucket.NewMemory(bucket.MemoryOptions{Shards: shards, SweepEvery: -1})
+			var worker atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				// Worker w takes keys w, w+64, w+128…: no two workers share a key.
+				w := int(worker.Add(1)-1) % 64
+				i := w
+				ctx := context.Background()
+				for pb.Next() {
+					if d, err := m.Take(ctx, "", sets[i]); err != nil || !d.Allowed {
+						b.Fatalf("%+v, %v", d, err)
+					}
+					if i += 64; i >= keys {
+						i = w
+					}
+				}
+			})
+			b.StopTimer()
+			ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			procs := runtime.GOMAXPROCS(0)
+			if shards == 1 {
+				oneLock[procs] = ns
+			} else if oneLock[procs] > 0 {
+				b.ReportMetric(oneLock[procs]/ns, "x-one-lock")
+			}
 		})
 	}
 }

@@ -6,9 +6,25 @@ func (m *Memory) Held() (buckets, requestIDs int) {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
-		buckets += len(sh.buckets)
+		for _, e := range sh.buckets {
+			if !e.gone {
+				buckets++
+			}
+		}
 		requestIDs += sh.ids.len()
 		sh.mu.Unlock()
 	}
 	return buckets, requestIDs
+}
+
+// Slots is the number of bucket entries the shards' maps hold, tombstones
+// of buckets left full included.
+func (m *Memory) Slots() (n int) {
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		n += len(sh.buckets)
+		sh.mu.Unlock()
+	}
+	return n
 }

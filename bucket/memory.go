@@ -44,11 +44,14 @@ type MemoryOptions struct {
 // checks and commits under those locks, so each call is atomic.
 //
 // A bucket that has refilled to its capacity is the same as a missing one, so
-// Memory drops it: at once when a call leaves it full, and otherwise in Sweep
-// once the time it needs to refill (under the limit it was last used with)
-// has passed. Memory therefore holds only buckets that are below capacity.
-// Likewise a quota with nothing used is dropped at once, and any other in
-// Sweep an hour after its window ends (as Redis expires it).
+// Memory forgets it: at once when a call leaves it full (its entry is then
+// only a tombstone that keeps the key's slot until the next Sweep, so that a
+// bucket refunded to full and taken again copies nothing), and otherwise in
+// Sweep once the time it needs to refill (under the limit it was last used
+// with) has passed. Memory therefore holds the state only of buckets that
+// are below capacity. Likewise a quota with nothing used is forgotten at
+// once, and any other in Sweep an hour after its window ends (as Redis
+// expires it).
 //
 // Create one with NewMemory; the zero Memory is not usable. Close stops the
 // background sweep.
@@ -65,7 +68,10 @@ type Memory struct {
 	closeOnce sync.Once
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store       = (*Memory)(nil)
+	_ StatusTaker = (*Memory)(nil)
+)
 
 // shard is one lock's worth of buckets and request ids.
 type shard struct {
@@ -88,6 +94,12 @@ type entry struct {
 	// a quota's quotaMargin past the end of its window.
 	dropAt int64
 	quota  bool
+	// gone: the bucket is full (a quota: nothing used), the same as a
+	// missing one, and its state is not read. The entry is kept until
+	// Sweep, so that a bucket refunded to full and taken again, as the
+	// buckets of every admitted and reconciled request under a roomy limit
+	// are, reuses its slot and key instead of copying the key anew.
+	gone bool
 }
 
 // NewMemory returns a Memory configured by o. Unless o.SweepEvery is
@@ -156,13 +168,20 @@ func (m *Memory) Close() error {
 // with a requestID is remembered for VoidFor. On error the Decision is the
 // zero value.
 func (m *Memory) Take(ctx context.Context, requestID string, items []Item) (Decision, error) {
+	return m.TakeInto(ctx, requestID, items, nil)
+}
+
+// TakeInto implements StatusTaker: Take, with the Decision's Buckets in
+// statuses when it can hold them, so that a take allocates nothing.
+func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, statuses []Status) (Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return Decision{}, fmt.Errorf("bucket: take: %w", err)
 	}
 	if err := validateItems(items); err != nil {
 		return Decision{}, err
 	}
-	d := Decision{Allowed: true, DeniedBy: -1, Buckets: make([]Status, len(items))}
+	d := Decision{Allowed: true, DeniedBy: -1, Buckets: buf(statuses, len(items))}
+	clear(d.Buckets)
 	if len(items) == 0 {
 		return d, nil
 	}
@@ -203,7 +222,7 @@ func (m *Memory) Take(ctx context.Context, requestID string, items []Item) (Deci
 		if it.Limit.IsQuota() {
 			capacity, windowStart, windowEnd := it.Limit.window()
 			used, window := 0.0, windowStart
-			if found && e.quota {
+			if found && !e.gone && e.quota {
 				used, window = e.used, e.window
 			}
 			used, window, ok, tooLarge, short = checkQuotaAt(used, window, windowStart, windowEnd, capacity, now, float64(it.Cost))
@@ -211,7 +230,7 @@ func (m *Memory) Take(ctx context.Context, requestID string, items []Item) (Deci
 		} else {
 			capacity, rate, per := it.Limit.floats()
 			level, updated := capacity, now
-			if found && !e.quota {
+			if found && !e.gone && !e.quota {
 				level, updated = e.level, e.updated
 			}
 			level, updated, ok, tooLarge, short = checkAt(level, updated, capacity, rate, per, now, float64(it.Cost))
@@ -371,7 +390,7 @@ func (m *Memory) applyDeltas(idx []uint32, deltas []Delta, now int64) {
 		if dl.Limit.IsQuota() {
 			_, windowStart, windowEnd := dl.Limit.window()
 			used, window := 0.0, windowStart
-			if found && e.quota {
+			if found && !e.gone && e.quota {
 				used, window = e.used, e.window
 			}
 			used, window, applied := applyQuota(used, window, windowStart, windowEnd, float64(dl.Units))
@@ -382,7 +401,7 @@ func (m *Memory) applyDeltas(idx []uint32, deltas []Delta, now int64) {
 		}
 		capacity, rate, per := dl.Limit.floats()
 		level, updated := capacity, now
-		if found && !e.quota {
+		if found && !e.gone && !e.quota {
 			level, updated = e.level, e.updated
 		}
 		level, updated = apply(level, updated, capacity, rate, per, now, float64(dl.Units))
@@ -390,13 +409,14 @@ func (m *Memory) applyDeltas(idx []uint32, deltas []Delta, now int64) {
 	}
 }
 
-// put stores a bucket's new state, or drops it when full (a full bucket and a
-// missing one are the same). reset is the µs until it is full.
+// put stores a bucket's new state, or marks it gone when full (a full bucket
+// and a missing one are the same; Sweep drops it). found: the key has an
+// entry, live or gone. reset is the µs until it is full.
 func (s *shard) put(key string, found bool, level float64, updated int64, capacity, reset float64) {
 	switch {
 	case level >= capacity:
 		if found {
-			delete(s.buckets, key)
+			s.buckets[key] = entry{gone: true, dropAt: updated}
 		}
 	case found:
 		s.buckets[key] = entry{level: level, updated: updated, dropAt: updated + int64(reset)}
@@ -406,14 +426,15 @@ func (s *shard) put(key string, found bool, level float64, updated int64, capaci
 	}
 }
 
-// putQuota stores a quota's new state, or drops it when nothing is used (the
-// same as a missing quota). A state of the item's own window is dropped
+// putQuota stores a quota's new state, or marks it gone when nothing is used
+// (the same as a missing quota; Sweep drops it). found: the key has an
+// entry, live or gone. A state of the item's own window is dropped
 // quotaMargin after the window ends; a later window's (a lagging caller's
 // take counted in it) keeps the dropAt it had, as take.lua keeps the TTL.
 func (s *shard) putQuota(key string, found bool, used float64, window, windowStart, windowEnd, now, dropAt int64) {
 	if used <= 0 {
 		if found {
-			delete(s.buckets, key)
+			s.buckets[key] = entry{gone: true, dropAt: now}
 		}
 		return
 	}
@@ -430,11 +451,11 @@ func (s *shard) putQuota(key string, found bool, used float64, window, windowSta
 
 // Sweep forgets every bucket that has refilled to capacity by now (under the
 // limit it was last used with), every quota an hour past the end of its
-// window, and request ids older than the dedup window (take markers older
-// than the void window),
-// and returns the number of buckets it dropped. The background goroutine
-// calls it every SweepEvery; callers may call it at any time. It locks one
-// shard at a time.
+// window, the tombstones of buckets left full, and request ids older than
+// the dedup window (take markers older than the void window), and returns
+// the number of buckets it dropped (tombstones not counted). The background
+// goroutine calls it every SweepEvery; callers may call it at any time. It
+// locks one shard at a time.
 func (m *Memory) Sweep() int {
 	dropped := 0
 	for i := range m.shards {
@@ -444,7 +465,9 @@ func (m *Memory) Sweep() int {
 		for k, e := range sh.buckets {
 			if e.dropAt <= now {
 				delete(sh.buckets, k)
-				dropped++
+				if !e.gone { // a tombstone is no bucket
+					dropped++
+				}
 			}
 		}
 		sh.ids.expire(now, m.dedupFor)

@@ -49,6 +49,13 @@ func TestMemoryForgetsFullBuckets(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, wantHeld: 0},
+		{name: "taken again: the bucket is back", at: time.Second, do: func() { take("b", 3) }, wantHeld: 1},
+		{name: "refunded to full again", at: time.Second, do: func() {
+			if err := m.Reconcile(ctx, "r2", []bucket.Delta{{Key: "b", Limit: tenPerSecond, Units: -3}}); err != nil {
+				t.Fatal(err)
+			}
+		}, wantHeld: 0},
+		{name: "the sweep lets the full bucket's entry go", at: time.Second, sweep: true, wantHeld: 0},
 	} {
 		clock.Set(storetest.Start.Add(s.at))
 		if s.do != nil {
@@ -59,6 +66,9 @@ func TestMemoryForgetsFullBuckets(t *testing.T) {
 		}
 		if got, _ := m.Held(); got != s.wantHeld {
 			t.Errorf("step %d (%s): %d buckets held, want %d", i+1, s.name, got, s.wantHeld)
+		}
+		if s.sweep && m.Slots() != s.wantHeld {
+			t.Errorf("step %d (%s): %d entries after the sweep, want %d", i+1, s.name, m.Slots(), s.wantHeld)
 		}
 	}
 }
@@ -146,5 +156,32 @@ func TestMemoryCloseStopsSweep(t *testing.T) {
 	d, err := m.Take(context.Background(), "", []bucket.Item{{Key: "a", Limit: tenPerSecond, Cost: 1}})
 	if err != nil || !d.Allowed {
 		t.Fatalf("Take after Close: %+v, %v; want allowed", d, err)
+	}
+}
+
+// TestMemoryTakeIntoAllocatesNothing: a take of existing buckets into the
+// caller's statuses, and its reconciliation, allocate nothing (the memory
+// store's share of a request's path).
+func TestMemoryTakeIntoAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	m := bucket.NewMemory(bucket.MemoryOptions{SweepEvery: -1})
+	defer m.Close()
+	roomy := bucket.Limit{Capacity: 1 << 50, Rate: 1 << 40, Per: time.Second}
+	items := []bucket.Item{{Key: "llmguard:{t}:u:alice", Limit: roomy, Cost: 300}, {Key: "llmguard:{t}:t:t", Limit: roomy, Cost: 300},
+		{Key: "llmguard:{global}:g", Limit: roomy, Cost: 1}}
+	deltas := []bucket.Delta{{Key: items[0].Key, Limit: roomy, Units: -300}, {Key: items[1].Key, Limit: roomy, Units: -300}}
+	var statuses [4]bucket.Status
+	once := func() {
+		d, err := m.TakeInto(ctx, "", items, statuses[:])
+		if err != nil || !d.Allowed || &d.Buckets[0] != &statuses[0] {
+			t.Fatalf("%+v, %v", d, err)
+		}
+		if err := m.Reconcile(ctx, "", deltas); err != nil { // back to full: tombstones
+			t.Fatal(err)
+		}
+	}
+	once()
+	if n := testing.AllocsPerRun(100, once); n != 0 {
+		t.Errorf("%v allocations per take and reconciliation, want 0", n)
 	}
 }

@@ -1,6 +1,6 @@
 package bucket
 
-import "strings"
+import "github.com/cespare/xxhash/v2"
 
 // recentIDs remembers request ids, each with a mark, in two generations: ids
 // go into cur; when cur is window old (or full) it becomes prev and the old
@@ -10,34 +10,58 @@ import "strings"
 // and one for the take markers of Void. The zero value is empty. Not safe
 // for concurrent use: its shard's mutex guards it.
 type recentIDs struct {
-	cur, prev map[string]mark
+	cur, prev map[idKey]mark
 	since     int64 // µs: when cur began
+}
+
+// idKey is a request id as a map key that holds its bytes inline, so that
+// remembering an id copies nothing to the heap: an id of up to 24 bytes
+// (llmguard's own are 16) is kept whole; a longer one as its first 24 bytes
+// and its 64-bit xxhash, which two ids share by chance with a probability
+// of about 2^-64.
+type idKey struct {
+	b    [24]byte
+	n    uint8  // len(id), or 255 for a longer id
+	hash uint64 // a longer id's xxhash; 0 otherwise
+}
+
+func keyOf(id string) idKey {
+	var k idKey
+	copy(k.b[:], id)
+	if len(id) <= len(k.b) {
+		k.n = uint8(len(id))
+		return k
+	}
+	k.n, k.hash = 255, xxhash.Sum64String(id)
+	return k
 }
 
 // get returns id's mark at now, markNone when it is not remembered.
 func (r *recentIDs) get(id string, now, window int64) mark {
 	r.expire(now, window)
-	if m, ok := r.cur[id]; ok {
+	k := keyOf(id)
+	if m, ok := r.cur[k]; ok {
 		return m
 	}
-	return r.prev[id]
+	return r.prev[k]
 }
 
 // set records id with mark m at now (in cur, where a later mark shadows an
 // older one left in prev).
 func (r *recentIDs) set(id string, m mark, now, window int64, max int) {
 	r.expire(now, window)
-	if _, ok := r.cur[id]; ok {
-		r.cur[id] = m
+	k := keyOf(id)
+	if _, ok := r.cur[k]; ok {
+		r.cur[k] = m
 		return
 	}
 	if len(r.cur) >= max {
 		r.rotate(now)
 	}
 	if r.cur == nil {
-		r.cur = make(map[string]mark)
+		r.cur = make(map[idKey]mark)
 	}
-	r.cur[strings.Clone(id)] = m
+	r.cur[k] = m
 }
 
 // seen records id at now and reports whether it was already recorded.

@@ -114,6 +114,16 @@ type Delta struct {
 	Units int64
 }
 
+// StatusTaker is a Store whose take can write the Decision's Buckets into
+// the caller's slice: TakeInto is Take, with Decision.Buckets being
+// statuses[:len(items)] when statuses is that long (a new slice
+// otherwise), so that the caller can keep the statuses without an
+// allocation per take. Memory implements it; the caller (meter) uses it
+// when its store does.
+type StatusTaker interface {
+	TakeInto(ctx context.Context, requestID string, items []Item, statuses []Status) (Decision, error)
+}
+
 // Store holds bucket state and applies takes, deltas and voids atomically.
 // Implementations are safe for concurrent use.
 //

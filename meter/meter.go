@@ -211,6 +211,26 @@ type Exchange struct {
 	unlimited bool
 	warnings  []string
 	settled   atomic.Bool
+
+	// The storage of rules, of the take's items and of the settlement's
+	// deltas for a request under at most inlineRules rules, so that they
+	// cost no allocation of their own (the Exchange is never reused, so a
+	// store may keep the items or deltas it is given).
+	ruleBuf   [inlineRules]Applied
+	itemBuf   [inlineRules]bucket.Item
+	deltaBuf  [inlineRules]bucket.Delta
+	statusBuf [inlineRules]bucket.Status
+}
+
+// inlineRules is how many rules an Exchange holds without allocating.
+const inlineRules = 4
+
+// inline returns buf[:n] when buf can hold n elements, else a new slice.
+func inline[T any](buf []T, n int) []T {
+	if n <= len(buf) {
+		return buf[:n]
+	}
+	return make([]T, n)
 }
 
 // Verdict is what admission decided.
@@ -334,8 +354,8 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	m, r := x.m, x.req
 	reserve := spec.Usage{InputTokens: r.Estimate.InputTokens, OutputTokens: r.Estimate.OutputTokens}
 	now := m.opt.Now()
-	items := make([]bucket.Item, len(rules))
-	x.rules = make([]Applied, len(rules))
+	items := inline(x.itemBuf[:], len(rules))
+	x.rules = inline(x.ruleBuf[:], len(rules))
 	for i, rule := range rules {
 		units := x.units(rule, reserve)
 		key := rule.ModelKey(r.Principal, x.quote.Label)
@@ -349,7 +369,13 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	// deadline of a few milliseconds would only fail it on a busy host —
 	// and fail its limits open.
 	// The store times its own calls (llmguard_store_duration_seconds).
-	d, err := m.opt.Store.Take(context.Background(), r.ID, items)
+	var d bucket.Decision
+	var err error
+	if st, ok := m.opt.Store.(bucket.StatusTaker); ok { // the statuses in the Exchange: no allocation
+		d, err = st.TakeInto(context.Background(), r.ID, items, x.statusBuf[:])
+	} else {
+		d, err = m.opt.Store.Take(context.Background(), r.ID, items)
+	}
 	if errors.Is(err, bucket.ErrInvalid) {
 		m.log.Error("store refused the take as invalid", "err", err, "request_id", r.ID)
 		x.verdict = Broken

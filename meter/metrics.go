@@ -321,9 +321,36 @@ func (m *Metrics) Upstream(name string, status int, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.upstreamStatus.WithLabelValues(name, strconv.Itoa(status)).Inc()
+	m.upstreamStatus.WithLabelValues(name, statusLabel(status)).Inc()
 	if status > 0 { // a failed dial is not a latency: it would pull the percentiles down
-		m.upstreamSeconds.WithLabelValues(name, strconv.Itoa(status/100)+"xx").Observe(d.Seconds())
+		m.upstreamSeconds.WithLabelValues(name, classLabel(status)).Observe(d.Seconds())
+	}
+}
+
+// statusLabels are the labels of the HTTP statuses 0 to 599, made once so
+// that counting an answer builds no string.
+var statusLabels = func() (l [600]string) {
+	for i := range l {
+		l[i] = strconv.Itoa(i)
+	}
+	return l
+}()
+
+// statusLabel is status as a label value.
+func statusLabel(status int) string {
+	if status >= 0 && status < len(statusLabels) {
+		return statusLabels[status]
+	}
+	return strconv.Itoa(status)
+}
+
+// classLabel is status's class as a label value: "2xx" for 200 to 299.
+func classLabel(status int) string {
+	switch c := status / 100; {
+	case c >= 1 && c <= 5:
+		return [...]string{"1xx", "2xx", "3xx", "4xx", "5xx"}[c-1]
+	default:
+		return strconv.Itoa(c) + "xx"
 	}
 }
 

@@ -64,10 +64,9 @@ func (x *Exchange) Settle(s Settlement) bool {
 		known, cost = false, x.imagesCost()
 		s.Source = spec.SourceReserved
 	}
-	var dbuf [8]bucket.Delta
 	var lbuf [8]string
 	var sbuf [8]int64
-	deltas, limits, settled := dbuf[:0], lbuf[:0], sbuf[:0]
+	deltas, limits, settled := x.deltaBuf[:0], lbuf[:0], sbuf[:0]
 	for _, a := range x.rules {
 		var units int64
 		switch {

@@ -68,8 +68,9 @@ func (anthropic) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied)
 			continue
 		}
 		a := rules[i]
-		h.Set("anthropic-ratelimit-"+kind.name+"-limit", strconv.FormatInt(a.Limit.Capacity, 10))
-		h.Set("anthropic-ratelimit-"+kind.name+"-remaining", strconv.FormatInt(max(a.Status.Remaining, 0), 10))
-		h.Set("anthropic-ratelimit-"+kind.name+"-reset", now.Add(a.Status.Reset).UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339))
+		var b [32]byte // the values are built on the stack
+		h.SetBytesV("anthropic-ratelimit-"+kind.name+"-limit", strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
+		h.SetBytesV("anthropic-ratelimit-"+kind.name+"-remaining", strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
+		h.SetBytesV("anthropic-ratelimit-"+kind.name+"-reset", now.Add(a.Status.Reset).UTC().Truncate(time.Second).Add(time.Second).AppendFormat(b[:0], time.RFC3339))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 
+	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
 
@@ -102,6 +103,17 @@ func headerKey(h *fasthttp.RequestHeader, name string) string {
 func addIncludeUsage(k weigher.Kind, est weigher.Estimate, body []byte) ([]byte, bool) {
 	if !k.StreamUsageOptIn() || !est.Stream || est.IncludeUsage || !est.Parsed {
 		return body, false
+	}
+	if !gjson.GetBytes(body, "stream_options").Exists() {
+		// The common case: one copy of the body with the member added
+		// before its closing brace (a parsed body is an object with at
+		// least its model and stream members, so a comma goes first).
+		if end := bytes.LastIndexByte(body, '}'); end > 0 {
+			const member = `,"stream_options":{"include_usage":true}`
+			nb := make([]byte, 0, len(body)+len(member))
+			nb = append(append(append(nb, body[:end]...), member...), body[end:]...)
+			return nb, true
+		}
 	}
 	nb, err := sjson.SetBytes(bytes.Clone(body), "stream_options.include_usage", true)
 	if err != nil {

@@ -31,12 +31,16 @@ const maxRateLimitItems = 4
 //     (draft-ietf-httpapi-ratelimit-headers), one item per applied rule up
 //     to maxRateLimitItems (see listed), with llmguard-unit naming the unit
 //     of q and r.
-func setLimitHeaders(h *fasthttp.ResponseHeader, f Flavor, rules []meter.Applied, buf []byte) []byte {
+//
+// The values are built in a buffer on the stack: no allocation for up to
+// maxRateLimitItems rules of ordinary names.
+func setLimitHeaders(h *fasthttp.ResponseHeader, f Flavor, rules []meter.Applied) {
 	if len(rules) == 0 {
-		return buf
+		return
 	}
 	dialectOf(f).limitHeaders(h, rules)
-	return setIETFHeaders(h, rules, buf)
+	var stack [512]byte
+	setIETFHeaders(h, rules, stack[:0])
 }
 
 // tightest returns the index of the rule whose unit match accepts with the
@@ -179,6 +183,33 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
+// appendGoDuration appends goDuration(d) to b without allocating: d rounded
+// up to the millisecond, in time.Duration.String's format ("250ms",
+// "1m30s", "1h2m3.5s").
+func appendGoDuration(b []byte, d time.Duration) []byte {
+	if d <= 0 {
+		return append(b, "0s"...)
+	}
+	ms := int64((d + time.Millisecond - 1) / time.Millisecond)
+	if ms < 1000 {
+		return append(strconv.AppendInt(b, ms, 10), "ms"...)
+	}
+	if h := ms / 3_600_000; h > 0 {
+		b = append(strconv.AppendInt(b, h, 10), 'h')
+	}
+	if ms >= 60_000 {
+		b = append(strconv.AppendInt(b, ms/60_000%60, 10), 'm')
+	}
+	b = strconv.AppendInt(b, ms/1000%60, 10)
+	if frac := ms % 1000; frac > 0 {
+		b = append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
+		for b[len(b)-1] == '0' {
+			b = b[:len(b)-1]
+		}
+	}
+	return append(b, 's')
+}
+
 // goDuration formats d the way OpenAI's x-ratelimit-reset-* headers do:
 // a Go duration string such as "1m30s" or "250ms", rounded up to the
 // millisecond.
@@ -231,7 +262,7 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, deny int,
 		ctx.Response.Header.Set("retry-after-ms", strconv.FormatInt(max(int64((retry+time.Millisecond-1)/time.Millisecond), 1), 10))
 	}
 	ctx.Response.Header.Set("x-llmguard-limit", a.Rule.Name)
-	setLimitHeaders(&ctx.Response.Header, f, rules, nil)
+	setLimitHeaders(&ctx.Response.Header, f, rules)
 	return e
 }
 

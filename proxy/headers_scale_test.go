@@ -100,7 +100,7 @@ func TestRateLimitHeadersBoundedWithManyRules(t *testing.T) {
 		for _, f := range []Flavor{FlavorOpenAI, FlavorAnthropic} {
 			var h fasthttp.ResponseHeader
 			h.DisableNormalizing()
-			setLimitHeaders(&h, f, rules, nil)
+			setLimitHeaders(&h, f, rules)
 			if n := headerBytes(&h); n >= 2048 {
 				t.Fatalf("round %d, %v: %d bytes of headers, want < 2048", round, f, n)
 			}
@@ -117,7 +117,7 @@ func TestRateLimitHeadersBoundedWithManyRules(t *testing.T) {
 func TestRateLimitHeadersListFewRulesAll(t *testing.T) {
 	rules := manyApplied(rand.New(rand.NewPCG(1, 2)), maxRateLimitItems)
 	var h fasthttp.ResponseHeader
-	setLimitHeaders(&h, FlavorOpenAI, rules, nil)
+	setLimitHeaders(&h, FlavorOpenAI, rules)
 	want := []string{"l0000", "l0001", "l0002", "l0003"}
 	if got := itemNames(string(h.Peek("RateLimit"))); !slices.Equal(got, want) {
 		t.Errorf("RateLimit lists %v, want %v", got, want)

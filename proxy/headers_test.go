@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -36,6 +37,19 @@ func TestGoDurationAndCeilSeconds(t *testing.T) {
 	} {
 		if got := goDuration(d); got != want {
 			t.Errorf("goDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+	// appendGoDuration writes what time.Duration.String writes of the
+	// duration rounded up to the millisecond.
+	r := rand.New(rand.NewPCG(7, 7))
+	for i := range 20000 {
+		d := time.Duration(r.Int64N(int64(1 << (10 + i%44))))
+		want := ((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String()
+		if d <= 0 {
+			want = "0s"
+		}
+		if got := string(appendGoDuration(nil, d)); got != want {
+			t.Fatalf("appendGoDuration(%d) = %q, want %q", d, got, want)
 		}
 	}
 	if ceilSeconds(1) != 1 || ceilSeconds(time.Second) != 1 || ceilSeconds(time.Second+1) != 2 || ceilSeconds(0) != 0 {

@@ -55,17 +55,31 @@ func (openAI) appendError(b []byte, e apiError) []byte {
 // duration string such as "1m30s", as OpenAI writes it.
 func (openAI) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied) {
 	if i := tightest(rules, policy.Unit.CountsTokens); i >= 0 {
-		setOpenAITrio(h, "tokens", rules[i], goDuration(rules[i].Status.Reset))
+		setOpenAITrio(h, "tokens", rules[i], resetGo)
 	}
 	if i := tightest(rules, func(u policy.Unit) bool { return u == policy.UnitRequests }); i >= 0 {
-		setOpenAITrio(h, "requests", rules[i], goDuration(rules[i].Status.Reset))
+		setOpenAITrio(h, "requests", rules[i], resetGo)
 	}
 }
 
+// resetFormat is how an x-ratelimit-reset-* value is written.
+type resetFormat uint8
+
+const (
+	resetGo      resetFormat = iota // a Go duration rounded up to the millisecond ("1m30s"), as OpenAI writes it
+	resetSeconds                    // whole seconds rounded up ("90"), as Azure writes it
+)
+
 // setOpenAITrio writes x-ratelimit-{limit,remaining,reset}-kind from a's
-// limit and status, reset already formatted.
-func setOpenAITrio(h *fasthttp.ResponseHeader, kind string, a meter.Applied, reset string) {
-	h.Set("x-ratelimit-limit-"+kind, strconv.FormatInt(a.Limit.Capacity, 10))
-	h.Set("x-ratelimit-remaining-"+kind, strconv.FormatInt(max(a.Status.Remaining, 0), 10))
-	h.Set("x-ratelimit-reset-"+kind, reset)
+// limit and status, the reset as format says; the values are built on the
+// stack, so that no header allocates.
+func setOpenAITrio(h *fasthttp.ResponseHeader, kind string, a meter.Applied, format resetFormat) {
+	var b [32]byte
+	h.SetBytesV("x-ratelimit-limit-"+kind, strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
+	h.SetBytesV("x-ratelimit-remaining-"+kind, strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
+	if format == resetSeconds {
+		h.SetBytesV("x-ratelimit-reset-"+kind, strconv.AppendInt(b[:0], ceilSeconds(a.Status.Reset), 10))
+	} else {
+		h.SetBytesV("x-ratelimit-reset-"+kind, appendGoDuration(b[:0], a.Status.Reset))
+	}
 }

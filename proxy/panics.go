@@ -60,10 +60,7 @@ func (p *Proxy) recoverHandler(ctx *fasthttp.RequestCtx, x *exchange) {
 		return
 	}
 	p.panicked(meter.StageHandler, r, x)
-	if x.release != nil {
-		x.release()
-		x.release = nil
-	}
+	x.releaseHeld()
 	p.contain(meter.StageSettle, x, func() { settleAborted(x) })
 	ctx.Response.Reset()
 	ctx.Response.Header.DisableNormalizing()

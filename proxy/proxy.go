@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/netip"
 	"path"
 	"slices"
 	"strconv"
@@ -233,12 +234,21 @@ type exchange struct {
 	status int
 	// forwarded: the upstream call has started, so the upstream may bill.
 	forwarded bool
-	// release, while set, frees the upstream response the handler holds;
-	// a panic recovered in the handler calls it.
-	release func()
+	// held, while set, is the upstream response the handler holds; a
+	// panic recovered in the handler frees it (releaseHeld).
+	held *fasthttp.Response
 	// counted: the request's outcome is in requests_total (see
 	// Proxy.count); set on the handler's goroutine only.
 	counted bool
+}
+
+// releaseHeld frees the upstream response the handler holds, if any.
+func (x *exchange) releaseHeld() {
+	if x.held != nil {
+		x.held.CloseBodyStream()
+		fasthttp.ReleaseResponse(x.held)
+		x.held = nil
+	}
 }
 
 // rules are the rules the request was judged by, with their statuses at
@@ -393,17 +403,45 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 // sent it (rawUpPath). Both must name the same upstream path, or the
 // request could be weighed as one endpoint and served as another.
 func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (rawUpPath string, r *refusal) {
-	up, upPath := p.router.route(string(ctx.Path()))
+	path := internPath(ctx.Path())
+	up, upPath := p.router.route(path)
 	if up == nil {
 		return "", &refusal{err: errNoUpstream, outcome: meter.OutcomeInvalid}
 	}
 	x.upstream = up
-	rawUpPath, ok := stripPrefix(string(ctx.Request.URI().PathOriginal()), up.PathPrefix)
+	raw := path // the same bytes: no second copy
+	if orig := ctx.Request.URI().PathOriginal(); string(orig) != path {
+		raw = string(orig)
+	}
+	rawUpPath, ok := stripPrefix(raw, up.PathPrefix)
 	if !ok {
 		return "", &refusal{err: errAmbiguousPath, outcome: meter.OutcomeInvalid}
 	}
 	x.path, x.deployment = up.dialect.endpoint(upPath)
 	return rawUpPath, nil
+}
+
+// knownPaths are the endpoint paths of the kinds llmguard weighs, as their
+// APIs spell them (weigher.Kind.Path).
+var knownPaths = func() []string {
+	var ps []string
+	for k := weigher.KindOther; k <= weigher.KindImages; k++ {
+		if p := k.Path(); p != "" {
+			ps = append(ps, p, "/openai"+p) // as sent, and behind Azure's /openai root
+		}
+	}
+	return ps
+}()
+
+// internPath returns b as a string: one of knownPaths, without allocating,
+// when it spells one; a copy otherwise.
+func internPath(b []byte) string {
+	for _, p := range knownPaths {
+		if string(b) == p {
+			return p
+		}
+	}
+	return string(b)
 }
 
 // identify finds the caller from the headers alone: an unknown caller is
@@ -599,7 +637,10 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	removeHopHeaders(&req.Header)
 	req.Header.Del("X-Forwarded-For")
 	req.Header.Del("Forwarded")
-	req.Header.Set("X-Forwarded-For", ctx.RemoteIP().String())
+	var ip [64]byte // the address is written on the stack
+	if a, ok := netip.AddrFromSlice(ctx.RemoteIP()); ok {
+		req.Header.SetBytesV("X-Forwarded-For", a.Unmap().AppendTo(ip[:0]))
+	}
 	req.Header.Del("Ocp-Apim-Subscription-Key") // a second credential, in either mode
 	if x.principal.PassThrough {
 		// Forward only the credential that identified the caller.
@@ -620,7 +661,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	// upstream for an uncompressed answer and let the client's own
 	// compression preferences go (DESIGN.md §1.7).
 	req.Header.Set("Accept-Encoding", "identity")
-	req.SetRequestURI(up.scheme + "://" + up.host + up.basePath + upPath + queryOf(ctx))
+	setUpstreamURI(req, up, upPath, ctx)
 	req.Header.SetHost(up.host)
 
 	body, x.stripUsage = up.dialect.rewrite(x.kind, x.est, body)
@@ -632,12 +673,9 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	x.forwarded = true
 	err := up.client.DoTimeout(req, resp, up.Timeout)
 	x.upstreamTime = time.Since(t0)
-	x.release = func() {
-		resp.CloseBodyStream()
-		fasthttp.ReleaseResponse(resp)
-	}
+	x.held = resp
 	if err != nil {
-		x.release = nil
+		x.held = nil
 		p.opt.Metrics.Upstream(up.Name, 0, x.upstreamTime)
 		x.status = fasthttp.StatusBadGateway
 		fasthttp.ReleaseResponse(resp)
@@ -650,11 +688,55 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 			// stands, never a refund a slow answer could earn.
 			x.settle(meter.Settlement{Source: spec.SourceReserved})
 		}
-		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), nil)
+		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules())
 		return &refusal{err: apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_unreachable",
 			anthropicType: "api_error", message: "llmguard could not reach the upstream API (" + up.Name + ")."}, outcome: meter.OutcomeUpstreamError}
 	}
 	return p.relay(ctx, x, resp)
+}
+
+// setUpstreamURI sets req's URI to up's base URL, upPath and the request's
+// query (see queryOf), built in a pooled buffer: fasthttp copies it.
+func setUpstreamURI(req *fasthttp.Request, up *Upstream, upPath string, ctx *fasthttp.RequestCtx) {
+	bp := uriBuffers.Get().(*[]byte)
+	b := append((*bp)[:0], up.scheme...)
+	b = append(b, "://"...)
+	b = append(b, up.host...)
+	b = append(b, up.basePath...)
+	b = append(b, upPath...)
+	b = appendQuery(b, ctx)
+	req.SetRequestURIBytes(b)
+	*bp = b
+	uriBuffers.Put(bp)
+}
+
+// uriBuffers hold the upstream URIs setUpstreamURI builds.
+var uriBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// appendQuery appends queryOf(ctx) to b, without allocating when the query
+// carries no credential.
+func appendQuery(b []byte, ctx *fasthttp.RequestCtx) []byte {
+	q := ctx.URI().QueryString()
+	if len(q) == 0 {
+		return b
+	}
+	for k := range ctx.QueryArgs().All() {
+		if isCredentialQuery(k) {
+			return append(b, queryOf(ctx)...)
+		}
+	}
+	return append(append(b, '?'), q...)
+}
+
+// isCredentialQuery reports whether the query parameter k is one of
+// credentialQuery, in any case.
+func isCredentialQuery(k []byte) bool {
+	for _, c := range credentialQuery {
+		if bytes.EqualFold(k, []byte(c)) {
+			return true
+		}
+	}
+	return false
 }
 
 // queryOf is the request's query string to forward, "?…" or "": as sent,

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,7 +46,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	for _, w := range x.m.Warnings() {
 		ctx.Response.Header.Add("x-llmguard-budget-warning", w)
 	}
-	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), nil)
+	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules())
 	status := resp.StatusCode()
 	x.status = status
 
@@ -63,7 +64,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		} else if enc != "" {
 			x.stripUsage = false // opaque bytes: relay them untouched
 		}
-		x.release = nil // the stream writer owns resp now
+		x.held = nil // the stream writer owns resp now
 		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { p.stream(w, x, resp, conn, enc) })
 		return nil
 	}
@@ -72,17 +73,17 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	if st == nil { // fasthttp read it whole
 		p.opt.Metrics.Upstream(x.upstream.Name, status, x.upstreamTime)
 		ctx.Response.SetBody(resp.Body())
-		x.release = nil
+		x.held = nil
 		fasthttp.ReleaseResponse(resp)
 		p.finish(ctx, x, status)
 		return nil
 	}
 	t0 := time.Now()
-	body, err := io.ReadAll(io.LimitReader(st, int64(p.opt.MaxResponseBytes)+1))
+	body, err := readInto(&ctx.Response, st, p.opt.MaxResponseBytes+1)
 	x.upstreamTime += time.Since(t0)
 	p.opt.Metrics.Upstream(x.upstream.Name, status, x.upstreamTime)
 	if err != nil {
-		x.release = nil
+		x.held = nil
 		resp.CloseBodyStream()
 		fasthttp.ReleaseResponse(resp)
 		p.log.Warn("upstream body read failed", "upstream", x.upstream.Name, "err", err, "request_id", x.id)
@@ -90,6 +91,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		// keep the reservation unless it was an error status.
 		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
 		ctx.Response.Header.Del("Content-Encoding")
+		ctx.Response.ResetBody()
 		return &refusal{err: apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_error",
 			anthropicType: "api_error", message: "llmguard lost the upstream response (" + x.upstream.Name + ")."}, outcome: meter.OutcomeUpstreamError}
 	}
@@ -97,18 +99,46 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		// Too large to hold for its usage: stream it through and keep the
 		// reservation (a refund here would let a caller who asks for a huge
 		// answer pay nothing).
-		x.release = nil // fasthttp closes the body stream, which releases resp
-		ctx.Response.SetBodyStream(&upstreamBody{Reader: io.MultiReader(bytes.NewReader(body), st), resp: resp}, -1)
+		x.held = nil              // fasthttp closes the body stream, which releases resp
+		head := bytes.Clone(body) // body is the response's buffer, which SetBodyStream frees
+		ctx.Response.SetBodyStream(&upstreamBody{Reader: io.MultiReader(bytes.NewReader(head), st), resp: resp}, -1)
 		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
 		p.count(x, x.m.Outcome(status), "")
 		return nil
 	}
-	x.release = nil
+	x.held = nil
 	resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(resp)
-	ctx.Response.SetBodyRaw(body)
-	p.finish(ctx, x, status)
+	p.finish(ctx, x, status) // the body is already ctx.Response's
 	return nil
+}
+
+// readChunk is the size of the pooled buffers upstream bodies are read
+// through, in bytes.
+const readChunk = 16 << 10
+
+// chunks are readChunk-byte buffers, shared by readInto and stream.
+var chunks = sync.Pool{New: func() any { return new([readChunk]byte) }}
+
+// readInto reads r to its end, or until more than limit bytes were read,
+// into dst's body (fasthttp's pooled buffer: nothing is allocated once the
+// pools are warm), and returns that body; it holds at most limit bytes plus
+// one chunk. The returned slice is dst's until dst's body changes.
+func readInto(dst *fasthttp.Response, r io.Reader, limit int) ([]byte, error) {
+	dst.ResetBody()
+	c := chunks.Get().(*[readChunk]byte)
+	defer chunks.Put(c)
+	for len(dst.Body()) < limit {
+		n, err := r.Read(c[:min(readChunk, limit-len(dst.Body()))])
+		dst.AppendBody(c[:n])
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return dst.Body(), err
+		}
+	}
+	return dst.Body(), nil
 }
 
 // gatewayCredentialRefused answers an upstream 401 or 403 to a request that
@@ -121,7 +151,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 // reservation is refunded, as for any upstream error.
 func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response) *refusal {
 	status := resp.StatusCode()
-	x.release = nil
+	x.held = nil
 	resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(resp)
 	x.status = fasthttp.StatusBadGateway
@@ -129,7 +159,7 @@ func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, 
 	p.log.Error("the upstream rejected llmguard's upstream credential: check the upstream's api_key_env",
 		"upstream", x.upstream.Name, "status", status, "request_id", x.id)
 	x.settle(meter.Settlement{Source: spec.SourceRefund})
-	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), nil)
+	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules())
 	ctx.Response.Header.Set("x-should-retry", "false")
 	return &refusal{err: errGatewayCredential, outcome: meter.OutcomeUpstreamError}
 }
@@ -227,7 +257,10 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 		}
 	}
 	wg, model := x.live.weigher, x.est.Model
-	tap := usageTap{stream: wg.NewStream(x.kind), strip: x.stripUsage, count: func(text string) int64 { return wg.CountText(model, text) }}
+	tap := newUsageTap(wg.NewStream(x.kind), x.stripUsage, expectsUsage(x), func(text string) int64 { return wg.CountText(model, text) })
+	out := chunks.Get().(*[readChunk]byte) // what the tap sends, while it fits
+	defer chunks.Put(out)                  // the last thing the stream does
+	tap.out = out[:0]
 	defer func() {
 		if r := recover(); r != nil {
 			// End the stream as broken (the client sees a cut, not a clean
@@ -246,7 +279,9 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 			}
 		}
 	}()
-	buf := make([]byte, 16<<10)
+	chunk := chunks.Get().(*[readChunk]byte)
+	defer chunks.Put(chunk)
+	buf := chunk[:]
 	clientGone := false
 	// A client that leaves while the upstream is silent (thinking, queued)
 	// would be noticed only at the next write: watch its socket, and cut the
@@ -325,6 +360,17 @@ func (p *Proxy) watchClient(x *exchange, conn net.Conn, upstream fasthttp.ReadCl
 	}
 }
 
+// expectsUsage reports whether x's stream will report its usage when it
+// ends: Messages and Responses streams always do; chat and completions
+// streams when the request asks for include_usage (the caller did, or the
+// dialect added it: x.stripUsage).
+func expectsUsage(x *exchange) bool {
+	if !x.kind.Weighed() {
+		return false
+	}
+	return !x.kind.StreamUsageOptIn() || x.est.IncludeUsage || x.stripUsage
+}
+
 // settleStream settles a streamed exchange from what its tap saw: the final
 // usage when the upstream reported it; otherwise what it did report, the
 // input estimate and the output streamed so far, counted locally (the
@@ -341,7 +387,7 @@ func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 		// (images): what was streamed cannot be counted.
 		tap.unread = true
 	}
-	u, source := tap.stream.Settle(x.est, tap.outputTokens())
+	u, source := tap.settle(x.est)
 	if source == spec.SourceReported {
 		x.settle(meter.Settlement{Source: source, Usage: u})
 		return

@@ -1,9 +1,6 @@
 package proxy
 
 import (
-	"bytes"
-	"unicode/utf8"
-
 	"github.com/llmguard/llmguard/sse"
 	"github.com/llmguard/llmguard/weigher"
 )
@@ -16,60 +13,43 @@ type usageTap struct {
 	stream weigher.Stream // reads the kind's events
 	strip  bool           // drop usage-only chunks (and hold bytes until events end)
 
-	// count counts streamed text in the request's model's tokens; nil
-	// counts nothing (tests of the relay alone).
-	count func(text string) int64
+	// text is the streamed output text, counted only as far as it must be
+	// (see newUsageTap).
+	text pendingText
 
-	sc   sse.Scanner
-	out  []byte
-	text []byte // streamed output text not counted yet
-	// counted is the tokens of the text already counted and let go: the
-	// text is counted in pieces of about tapTextPiece bytes, so a stream of
-	// any length holds a bounded amount of it.
-	counted int64
+	sc  sse.Scanner
+	out []byte
 	// unread: some of the stream's data was relayed without being read (an
 	// event over sse.MaxEventBytes, or one the upstream never finished), so
 	// the text counted is not all the stream carried.
 	unread bool
 }
 
-// tapTextPiece is the size, in bytes, at which held text is counted and
-// let go.
-const tapTextPiece = 64 << 10
-
-// outputTokens is the tokens of all the text the stream carried, counted
-// locally.
-func (t *usageTap) outputTokens() int64 {
-	if len(t.text) > 0 && t.count != nil {
-		t.counted += t.count(string(t.text))
-		t.text = t.text[:0]
+// newUsageTap returns a tap reading stream, dropping usage-only chunks when
+// strip is set, and counting the streamed text with count (nil: counting
+// nothing, for tests of the relay alone). A stream expected to report its
+// usage (expectUsage: a Messages or Responses stream, or a chat or
+// completions stream whose request asks for include_usage) is not counted
+// unless its usage never arrives: it holds its text uncounted up to
+// tapTextMax bytes and counts only what overflows that. Any other stream is
+// counted as it goes, every tapCountEvery bytes. Either way the text held is
+// at most tapTextMax bytes.
+func newUsageTap(stream weigher.Stream, strip, expectUsage bool, count func(text string) int64) usageTap {
+	t := usageTap{stream: stream, strip: strip, text: pendingText{count: count, countAt: tapTextMax}}
+	if !expectUsage {
+		t.text.countAt = tapCountEvery
 	}
-	return t.counted
+	return t
 }
 
-// countPiece counts the held text up to a cut between words (a space or a
-// newline: pre-tokenizers split there too, so the pieces count as the whole
-// would), keeps the rest, and lets the counted part go.
-func (t *usageTap) countPiece() {
-	if t.count == nil {
-		t.text = t.text[:0]
-		return
+// settle is what the stream cost (see weigher.Stream.Settle): the usage the
+// upstream reported when it arrived, its streamed text uncounted; otherwise
+// with the output counted locally.
+func (t *usageTap) settle(est weigher.Estimate) (weigher.Usage, weigher.Source) {
+	if t.stream.Usage().Final {
+		return t.stream.Settle(est, 0) // the reported usage: the count is not read
 	}
-	cut := bytes.LastIndexAny(t.text, " \n")
-	if cut < len(t.text)/2 { // no word break late enough: cut at a character boundary
-		cut = len(t.text)
-		for cut > 0 && !utf8.RuneStart(t.text[cut-1]) {
-			cut--
-		}
-		if cut > 0 {
-			cut-- // before the last (possibly incomplete) character
-		}
-	}
-	if cut <= 0 {
-		return
-	}
-	t.counted += t.count(string(t.text[:cut]))
-	t.text = t.text[:copy(t.text, t.text[cut:])]
+	return t.stream.Settle(est, t.text.tokens())
 }
 
 // feed consumes one upstream read and returns the bytes to send the client
@@ -99,10 +79,7 @@ func (t *usageTap) onEvent(raw []byte, ev sse.Event) {
 	}
 	if ev.HasData && !ev.Truncated {
 		u := t.stream.Event(ev.Type, ev.Data)
-		t.text = append(t.text, u.Text...)
-		if len(t.text) >= tapTextPiece {
-			t.countPiece()
-		}
+		t.text.add(u.Text)
 		keep = !(t.strip && u.UsageOnly)
 	}
 	if t.strip && keep {

@@ -1,37 +1,133 @@
 package proxy
 
 import (
-	"fmt"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/llmguard/llmguard/sse"
 	"github.com/llmguard/llmguard/weigher"
 )
 
-// TestTapHoldsBoundedText streams 8 MiB of content without usage through
-// the tap: the text it holds stays under two counting pieces whatever the
-// stream's length, and what it counts in pieces equals a count of the
-// whole text.
+// wordCounter is a cheap stand-in for a tokenizer: one token per run of
+// non-spaces. It cuts where safeCut cuts, so pieces add up exactly.
+type wordCounter struct{ calls, bytes int }
+
+func (c *wordCounter) count(s string) int64 {
+	c.calls++
+	c.bytes += len(s)
+	var n int64
+	in := false
+	for _, r := range s { // strings.Fields' count, without its slice
+		if sp := unicode.IsSpace(r); !sp && !in {
+			n++
+			in = true
+		} else if sp {
+			in = false
+		}
+	}
+	return n
+}
+
+// TestTapHoldsBoundedText streams mixed content (prose, code, CJK, emoji:
+// mixedText) through the tap, once with the usage arriving at the end and
+// once cut off before it: the text the tap holds never exceeds tapTextMax
+// (64 KiB); with the usage, only what overflowed that is counted and the
+// reported usage is charged; cut off, the text counted in pieces is at
+// least the count of the whole text and within a token per piece of it.
+// 50 MB are counted by words (the bound on memory does not depend on the
+// counter), 4 MiB by the model's tokenizer.
 func TestTapHoldsBoundedText(t *testing.T) {
+	for _, tc := range []struct {
+		total int
+		real  bool // counted by the model's tokenizer; a cheap word count otherwise
+	}{{50 << 20, false}, {4 << 20, true}} {
+		tapHoldsBoundedText(t, tc.total, tc.real)
+	}
+}
+
+func tapHoldsBoundedText(t *testing.T, total int, real bool) {
+	t.Helper()
 	w := testWeigher(t)
-	count := func(s string) int64 { return w.CountText("gpt-4o-mini", s) }
-	tap := usageTap{stream: weigher.NewStream(weigher.KindChat), count: count}
-	const word = "lorem ipsum dolor sit amet, consectetur adipiscing elit "
-	var whole strings.Builder
-	maxHeld := 0
-	for i := 0; whole.Len() < 8<<20; i++ {
-		piece := fmt.Sprintf("%s%d ", word, i)
-		whole.WriteString(piece)
-		tap.feed([]byte(`data: {"choices":[{"index":0,"delta":{"content":"` + piece + `"}}]}` + "\n\n"))
-		maxHeld = max(maxHeld, cap(tap.text))
+	plain := mixedText(60) // ~3 KiB per event
+	quoted, err := json.Marshal(plain)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if maxHeld > 2*(tapTextPiece+len(word)+16) {
-		t.Errorf("the tap held up to %d bytes of text for an 8 MiB stream, want under two pieces of %d", maxHeld, tapTextPiece)
+	event := []byte(`data: {"choices":[{"index":0,"delta":{"content":` + string(quoted) + `}}]}` + "\n\n")
+	for _, usage := range []bool{true, false} {
+		c := &wordCounter{}
+		count := c.count
+		if real {
+			count = func(s string) int64 { c.calls++; c.bytes += len(s); return w.CountText("gpt-4o-mini", s) }
+		}
+		tap := newUsageTap(weigher.NewStream(weigher.KindChat), true, true, count)
+		maxHeld, streamed, events := 0, 0, 0
+		for ; streamed < total; streamed += len(plain) {
+			tap.feed(event)
+			events++
+			maxHeld = max(maxHeld, cap(tap.text.buf))
+		}
+		if maxHeld > tapTextMax {
+			t.Errorf("%d bytes, usage %v: the tap held up to %d bytes of text for a %d-byte stream, want at most %d", total, usage, maxHeld, streamed, tapTextMax)
+		}
+		if usage {
+			tap.feed([]byte(`data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":123,"total_tokens":132}}` + "\n\ndata: [DONE]\n\n"))
+		}
+		u, src := tap.settle(weigher.Estimate{InputTokens: 9})
+		if usage {
+			if src != weigher.SourceReported || u.OutputTokens != 123 {
+				t.Errorf("usage arrived: settled %+v from %v, want the reported 123 output tokens", u, src)
+			}
+			if c.bytes > streamed-len(plain) || c.bytes < streamed-tapTextMax {
+				t.Errorf("usage arrived: counted %d of %d bytes, want only what overflowed the %d bytes held", c.bytes, streamed, tapTextMax)
+			}
+			continue
+		}
+		whole := c.count(strings.Repeat(plain, events))
+		if real {
+			whole = w.CountText("gpt-4o-mini", strings.Repeat(plain, events))
+		}
+		if got := u.OutputTokens; got < whole || got > whole+int64(c.calls) {
+			t.Errorf("cut off: %d tokens counted in %d pieces, %d in the whole text", got, c.calls, whole)
+		}
 	}
-	if got, want := tap.outputTokens(), count(whole.String()); got != want {
-		t.Errorf("counted %d tokens in pieces, %d in one count of the whole text", got, want)
+}
+
+// TestTapCountsOnlyWhenNeeded: a stream that reports its usage is not
+// counted at all (under tapTextMax of text); one cut off before its usage,
+// and one not expected to report any, are counted.
+func TestTapCountsOnlyWhenNeeded(t *testing.T) {
+	content := func(s string) []byte {
+		return []byte(`data: {"choices":[{"index":0,"delta":{"content":"` + s + `"}}]}` + "\n\n")
+	}
+	usage := []byte(`data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}` + "\n\n")
+	for _, tc := range []struct {
+		name            string
+		expect, arrives bool
+		wantCounted     bool
+	}{
+		{"usage expected and reported", true, true, false},
+		{"usage expected, never reported", true, false, true},
+		{"usage not expected", false, false, true},
+	} {
+		c := &wordCounter{}
+		tap := newUsageTap(weigher.NewStream(weigher.KindChat), false, tc.expect, c.count)
+		for range 100 {
+			tap.feed(content("hello world "))
+		}
+		if tc.arrives {
+			tap.feed(usage)
+		}
+		u, _ := tap.settle(weigher.Estimate{InputTokens: 9})
+		if counted := c.calls > 0; counted != tc.wantCounted {
+			t.Errorf("%s: counted %v (%d calls), want %v", tc.name, counted, c.calls, tc.wantCounted)
+		}
+		if want := map[bool]int64{true: 2, false: 200}[tc.arrives]; u.OutputTokens != want {
+			t.Errorf("%s: output %d, want %d", tc.name, u.OutputTokens, want)
+		}
 	}
 }
 

@@ -55,8 +55,8 @@ func TestUsageTap(t *testing.T) {
 			if u := tap.stream.Usage(); !u.Final || u.Usage != (weigher.Usage{InputTokens: 9, OutputTokens: 2}) {
 				t.Errorf("%s (pieces of %d): usage %+v", tc.name, size, u)
 			}
-			if string(tap.text) != " Hello world" {
-				t.Errorf("%s (pieces of %d): counted text %q", tc.name, size, tap.text)
+			if string(tap.text.buf) != " Hello world" {
+				t.Errorf("%s (pieces of %d): held text %q", tc.name, size, tap.text.buf)
 			}
 		}
 	}
