@@ -63,10 +63,11 @@ func parseFlags(args []string) (loadbench.Options, error) {
 	quick := fs.Bool("quick", false, "short runs (300 requests or 0.4 s) over the whole selection")
 	tokenize := fs.Bool("tokenize-mock", false, "the mock counts input tokens with the weigher, as the API would (default: len/4, cheap)")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	profile := fs.String("cpuprofile-dir", "", "write each proxy process's CPU profile here (bare.pprof, memory.pprof, redis.pprof)")
 	if err := fs.Parse(args); err != nil {
 		return loadbench.Options{}, err
 	}
-	o := loadbench.Options{Requests: *requests, Duration: *duration, TokenizeMock: *tokenize, Targets: splitList(*targets)}
+	o := loadbench.Options{Requests: *requests, Duration: *duration, TokenizeMock: *tokenize, Targets: splitList(*targets), ProfileDir: *profile}
 	if *quick {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -54,7 +55,7 @@ limits:
 
 // Child runs the role args[0] with its flags args[1:] until its standard
 // input closes: mock [-tokenize], bare -upstream URL, llmguard -upstream URL
-// [-redis host:port]. Errors: an unknown role or flag, a server that does
+// [-redis host:port]; each takes -cpuprofile FILE. Errors: an unknown role or flag, a server that does
 // not start or stops.
 func Child(args []string) error {
 	if len(args) == 0 {
@@ -64,8 +65,19 @@ func Child(args []string) error {
 	upstream := fs.String("upstream", "", "upstream base URL (bare, llmguard)")
 	redisAddr := fs.String("redis", "", "Redis host:port: llmguard's store (memory when empty)")
 	tokenize := fs.Bool("tokenize", false, "mock: count chat input with the weigher (default: len(body)/4)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole life of the process to this file")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	served := make(chan error, 2)
 	var lines []string

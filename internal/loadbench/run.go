@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -54,6 +55,9 @@ type Options struct {
 	// almost no CPU, so that it competes less with the proxy it stands
 	// behind.
 	TokenizeMock bool
+	// ProfileDir, when not empty, is where each proxy process writes a CPU
+	// profile of its whole life: bare.pprof, memory.pprof, redis.pprof.
+	ProfileDir string
 	// Progress, when not nil, gets one line per run as it ends.
 	Progress io.Writer
 }
@@ -189,16 +193,20 @@ func Run(o Options) (*Report, error) {
 	for _, name := range o.Targets {
 		t := &target{name: name}
 		targets = append(targets, t)
+		args := []string{"-upstream", mock.URL}
+		if o.ProfileDir != "" {
+			args = append(args, "-cpuprofile", filepath.Join(o.ProfileDir, name+".pprof"))
+		}
 		switch name {
 		case TargetDirect:
 			t.url = mock.URL
 		case TargetBare:
-			t.proc, err = startChild(o.Executable, RoleBare, "-upstream", mock.URL)
+			t.proc, err = startChild(o.Executable, RoleBare, args...)
 		case TargetMemory:
-			t.proc, err = startChild(o.Executable, RoleLLMGuard, "-upstream", mock.URL)
+			t.proc, err = startChild(o.Executable, RoleLLMGuard, args...)
 		case TargetRedis:
 			if t.redis, err = startRedis(); err == nil {
-				t.proc, err = startChild(o.Executable, RoleLLMGuard, "-upstream", mock.URL, "-redis", t.redis.Addr)
+				t.proc, err = startChild(o.Executable, RoleLLMGuard, append(args, "-redis", t.redis.Addr)...)
 			}
 		}
 		if err != nil {
