@@ -17,7 +17,7 @@ func TestParseFlags(t *testing.T) {
 		!slices.Equal(o.Warm, []bool{true}) || !slices.Equal(o.Targets, []string{"bare", "memory"}) || o.Progress != nil {
 		t.Errorf("options %+v", o)
 	}
-	if o.Requests != 3000 || o.Duration != 2500*time.Millisecond {
+	if o.Requests != 5000 || o.Duration != 3*time.Second {
 		t.Errorf("default run bounds %d, %v", o.Requests, o.Duration)
 	}
 	o, err = parseFlags([]string{"-quick"})

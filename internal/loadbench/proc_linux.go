@@ -56,3 +56,16 @@ func cpuModel() string {
 	}
 	return ""
 }
+
+// loadAverage is the 1-minute load average from /proc/loadavg, or "".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}

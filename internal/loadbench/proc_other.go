@@ -15,3 +15,6 @@ func procCPU(int) (int64, error) { return 0, errors.New("loadbench: no /proc on 
 
 // cpuModel is unknown here.
 func cpuModel() string { return "" }
+
+// loadAverage is unknown here.
+func loadAverage() string { return "" }

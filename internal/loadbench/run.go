@@ -43,9 +43,9 @@ type Options struct {
 	// all four.
 	Targets []string
 	// Requests caps the requests of one run (one cell, one target).
-	// Default 3000.
+	// Default 5000.
 	Requests int
-	// Duration caps the time of one run. Default 2.5 s.
+	// Duration caps the time of one run. Default 3 s.
 	Duration time.Duration
 	// Executable is the program run as "Executable child ROLE …" for the
 	// measured processes (see Child). Default os.Executable().
@@ -95,10 +95,10 @@ func (o *Options) defaults() error {
 		}
 	}
 	if o.Requests == 0 {
-		o.Requests = 3000
+		o.Requests = 5000
 	}
 	if o.Duration == 0 {
-		o.Duration = 2500 * time.Millisecond
+		o.Duration = 3 * time.Second
 	}
 	if o.Requests < 1 || o.Duration < 0 {
 		return errors.New("loadbench: requests and duration must be positive")
@@ -148,6 +148,10 @@ type Report struct {
 	Options Options
 	Started time.Time
 	Took    time.Duration
+	// LoadBefore and LoadAfter are the machine's 1-minute load average
+	// when the benchmark started and ended ("" where unknown): anything
+	// else running shows there.
+	LoadBefore, LoadAfter string
 }
 
 // target is one thing the load is sent to, and the processes it runs.
@@ -169,7 +173,7 @@ func Run(o Options) (*Report, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	rep := &Report{Options: o, Started: time.Now()}
+	rep := &Report{Options: o, Started: time.Now(), LoadBefore: loadAverage()}
 	mockArgs := []string{}
 	if o.TokenizeMock {
 		mockArgs = append(mockArgs, "-tokenize")
@@ -243,6 +247,7 @@ func Run(o Options) (*Report, error) {
 		}
 	}
 	rep.Took = time.Since(rep.Started)
+	rep.LoadAfter = loadAverage()
 	return rep, nil
 }
 

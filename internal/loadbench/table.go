@@ -13,14 +13,29 @@ import (
 func (r *Report) Markdown(w io.Writer) {
 	o := r.Options
 	withRedis := slices.Contains(o.Targets, TargetRedis)
-	fmt.Fprintf(w, "llmguard-bench — %s; %s, took %s.\n", machine(), r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Took.Round(time.Second))
+	fmt.Fprintf(w, "llmguard-bench — %s; %s, took %s", machine(), r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Took.Round(time.Second))
+	if r.LoadBefore != "" {
+		fmt.Fprintf(w, "; load average %s before, %s after (the benchmark's own processes included)", r.LoadBefore, r.LoadAfter)
+	}
+	fmt.Fprintln(w, ".")
 	fmt.Fprintf(w, "Each run: at most %d requests or %s, whichever comes first; POST /v1/chat/completions (%s, max_tokens %d: 16-token answers), one key, 3 rules (user tokens, tenant USD, global requests).\n",
 		o.Requests, o.Duration, benchModel, maxTokens)
 	mockNote := "reports len(body)/4 input tokens (no tokenizing)"
 	if o.TokenizeMock {
 		mockNote = "counts input with llmguard's weigher"
 	}
-	fmt.Fprintf(w, "Processes: load generator (this one), mock upstream (%s), bare proxy, llmguard memory, llmguard redis + redis-server: all on 127.0.0.1, sharing the CPUs.\n\n", mockNote)
+	procs := "load generator (this one), mock upstream (" + mockNote + ")"
+	for _, t := range o.Targets {
+		switch t {
+		case TargetBare:
+			procs += ", bare proxy"
+		case TargetMemory:
+			procs += ", llmguard (memory store)"
+		case TargetRedis:
+			procs += ", llmguard (Redis store) + redis-server"
+		}
+	}
+	fmt.Fprintf(w, "Processes: %s; all on 127.0.0.1, sharing the CPUs.\n\n", procs)
 
 	head := []string{"cell", "target", "n", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "+p50 ms", "+p99 ms", "CPU µs/req"}
 	if withRedis {
