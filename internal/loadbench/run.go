@@ -140,6 +140,9 @@ type Row struct {
 	// over the run (it should equal N+Errors), StoreErrors of
 	// llmguard_store_errors_total; -1 for other targets.
 	Allowed, StoreErrors float64
+	// StoreErrorsBy breaks StoreErrors down by "op/kind" (take/timeout,
+	// reconcile/connection…); nil when there were none.
+	StoreErrorsBy map[string]float64
 }
 
 // Report is a whole benchmark's rows, in run order, and how it ran.
@@ -294,6 +297,14 @@ func measure(t *target, mock *child, pool *textPool, cell Cell, seed uint64, o O
 		}
 		row.Allowed = mAfter.allowed - mBefore.allowed
 		row.StoreErrors = mAfter.storeErrors - mBefore.storeErrors
+		for k, v := range mAfter.storeErrorsBy {
+			if d := v - mBefore.storeErrorsBy[k]; d > 0 {
+				if row.StoreErrorsBy == nil {
+					row.StoreErrorsBy = map[string]float64{}
+				}
+				row.StoreErrorsBy[k] = d
+			}
+		}
 	}
 	row.N, row.Errors, row.FirstError = l.n, l.errs, l.firstErr
 	if l.elapsed > 0 {

@@ -140,3 +140,11 @@ func TestQuantile(t *testing.T) {
 		t.Error("quantile of nothing is not 0")
 	}
 }
+
+// TestLabel reads one label of a Prometheus series.
+func TestLabel(t *testing.T) {
+	s := `llmguard_store_errors_total{kind="timeout",op="take"}`
+	if label(s, "op") != "take" || label(s, "kind") != "timeout" || label(s, "limit") != "" {
+		t.Errorf("op %q, kind %q, limit %q", label(s, "op"), label(s, "kind"), label(s, "limit"))
+	}
+}

@@ -15,6 +15,9 @@ import (
 type llmguardCounters struct {
 	allowed     float64 // llmguard_requests_total{outcome="allowed"}, summed
 	storeErrors float64 // llmguard_store_errors_total, summed
+	// storeErrorsBy is llmguard_store_errors_total by "op/kind" (take or
+	// reconcile; timeout, connection or other).
+	storeErrorsBy map[string]float64
 }
 
 var scrapeClient = &http.Client{Timeout: 10 * time.Second}
@@ -22,7 +25,7 @@ var scrapeClient = &http.Client{Timeout: 10 * time.Second}
 // scrape reads llmguardCounters from the admin listener at admin (a base
 // URL). Errors: the request fails or the status is not 200.
 func scrape(admin string) (llmguardCounters, error) {
-	var c llmguardCounters
+	c := llmguardCounters{storeErrorsBy: map[string]float64{}}
 	resp, err := scrapeClient.Get(admin + "/metrics")
 	if err != nil {
 		return c, fmt.Errorf("loadbench: metrics: %w", err)
@@ -51,7 +54,18 @@ func scrape(admin string) (llmguardCounters, error) {
 			c.allowed += v
 		case strings.HasPrefix(series, "llmguard_store_errors_total"):
 			c.storeErrors += v
+			c.storeErrorsBy[label(series, "op")+"/"+label(series, "kind")] += v
 		}
 	}
 	return c, sc.Err()
+}
+
+// label is the value of label name in a series `metric{a="x",b="y"}`, or "".
+func label(series, name string) string {
+	_, rest, ok := strings.Cut(series, name+`="`)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, `"`)
+	return v
 }

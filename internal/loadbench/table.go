@@ -89,7 +89,13 @@ func (r *Report) Markdown(w io.Writer) {
 			fmt.Fprintf(w, "- %s %s: llmguard counted %.0f allowed requests of %d sent\n", row.Cell, row.Target, row.Allowed, row.N+row.Errors)
 		}
 		if row.StoreErrors > 0 {
-			fmt.Fprintf(w, "- %s %s: %.0f store calls failed (fail-open: those requests were limited by the node's fallback bucket)\n", row.Cell, row.Target, row.StoreErrors)
+			var kinds []string
+			for k, v := range row.StoreErrorsBy {
+				kinds = append(kinds, fmt.Sprintf("%s %.0f", k, v))
+			}
+			slices.Sort(kinds)
+			fmt.Fprintf(w, "- %s %s: %.0f store calls failed (%s); a take that fails, or finds the breaker open, is admitted fail-open by the node's fallback bucket\n",
+				row.Cell, row.Target, row.StoreErrors, strings.Join(kinds, ", "))
 		}
 	}
 }
