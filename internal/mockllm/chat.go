@@ -6,14 +6,39 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/internal/jsonscan"
+	"github.com/llmguard/llmguard/weigher"
 )
 
 // maxJSONDepth is the nesting the mock accepts in a request body, checked by
 // a flat scan (a real upstream has some limit too; encoding/json's is 10000).
 const maxJSONDepth = 10000
+
+// bytesPerToken is the input a [Options.ByteCountedChat] mock reports: one
+// token per 4 bytes of body, OpenAI's rule of thumb for English text
+// (https://help.openai.com/en/articles/4936856-what-are-tokens-and-how-to-count-them).
+const bytesPerToken = 4
+
+// chatEstimate is the weigher's estimate of a chat body, or, for a mock
+// with [Options.ByteCountedChat], the same fields read with gjson and the
+// input taken as len(body)/bytesPerToken tokens.
+func (s *Server) chatEstimate(body []byte) weigher.Estimate {
+	if !s.byteCounted {
+		return s.w.Chat(body)
+	}
+	f := gjson.GetManyBytes(body, "model", "stream", "stream_options.include_usage", "max_completion_tokens", "max_tokens")
+	out := int64(16)
+	if f[3].Exists() {
+		out = f[3].Int()
+	} else if f[4].Exists() {
+		out = f[4].Int()
+	}
+	return weigher.Estimate{Parsed: true, Model: f[0].String(), Stream: f[1].Bool(), IncludeUsage: f[2].Bool(),
+		InputTokens: int64(len(body) / bytesPerToken), OutputTokens: out}
+}
 
 // openAIStreamError is the in-band error chunk of OpenAI's chat and
 // completions streams.
@@ -30,7 +55,7 @@ func (s *Server) chat(ctx *fasthttp.RequestCtx, fl flavor) {
 		return
 	}
 	st := steerOf(&ctx.Request.Header)
-	est := s.w.Chat(body)
+	est := s.chatEstimate(body)
 	est.InputTokens = st.inputTokens(est.InputTokens)
 	model := est.Model
 	n := st.outputTokens(est.OutputTokens)

@@ -55,8 +55,10 @@
 // 16; Messages). The mock does not enforce the limit against N or the
 // reasoning tokens.
 //
-// Input token counts come from the same weigher llmguard uses, so the mock
-// reports what the provider would for plain text: chat prompt_tokens is the
+// Input token counts come from the same weigher llmguard uses (unless
+// [Options.ByteCountedChat] asks chat completions for len(body)/4, cheaply,
+// for load benchmarks), so the mock reports what the provider would for
+// plain text: chat prompt_tokens is the
 // Chat estimate, Responses input_tokens the Responses estimate, completions
 // and embeddings prompt_tokens the Completions and Embeddings estimates.
 // Claude's tokenizer is not public, so a Messages request's whole input is

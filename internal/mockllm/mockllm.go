@@ -25,6 +25,8 @@ type Server struct {
 	w   *weigher.Weigher
 	key string // Options.APIKey
 
+	byteCounted bool // Options.ByteCountedChat
+
 	mu      sync.Mutex
 	last    *fasthttp.RequestHeader
 	lastRaw []byte
@@ -55,6 +57,13 @@ type Options struct {
 	// v1 API, its key). A request without it is answered 401 in the flavor's
 	// error shape.
 	APIKey string
+	// ByteCountedChat, when true, makes chat completions report
+	// len(body)/4 prompt tokens instead of the weigher's count, and read
+	// the model, stream and output limit without weighing: a load
+	// benchmark's upstream then costs little CPU next to the proxy it
+	// measures (tokenizing a 128 KiB body takes milliseconds). The other
+	// endpoints still count with the weigher.
+	ByteCountedChat bool
 }
 
 // Start listens on addr (e.g. "127.0.0.1:0") and serves until Close, with
@@ -72,7 +81,7 @@ func StartWith(addr string, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mockllm: %w", err)
 	}
-	s := &Server{URL: "http://" + ln.Addr().String(), ln: ln, w: w, key: o.APIKey}
+	s := &Server{URL: "http://" + ln.Addr().String(), ln: ln, w: w, key: o.APIKey, byteCounted: o.ByteCountedChat}
 	s.srv = &fasthttp.Server{Handler: s.handle, Name: "mockllm", MaxRequestBodySize: 64 << 20, StreamRequestBody: false}
 	go s.srv.Serve(ln)
 	return s, nil

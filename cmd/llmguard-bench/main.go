@@ -1,0 +1,133 @@
+// Command llmguard-bench is the load benchmark anyone can rerun:
+//
+//	go run ./cmd/llmguard-bench            # the full matrix, ~6 minutes on 2 cores
+//	go run ./cmd/llmguard-bench -quick     # every cell, briefly (~1 minute)
+//
+// It starts, each as a process of its own on 127.0.0.1, the mock upstream,
+// a bare fasthttp reverse proxy (the floor), llmguard on the in-memory
+// store and llmguard on Redis (with a redis-server it starts; leave the
+// redis target out when Redis is not installed), sends each the same
+// bounded load — realistic chat bodies of about 1, 16 and 128 KiB, cold and
+// warm, JSON and streamed, at concurrency 1 and 32 — and prints one
+// markdown table: requests/s, latency quantiles, latency added against the
+// mock itself, CPU per request of each proxy process from its own
+// accounting, and the ratios to the bare proxy. See package
+// internal/loadbench.
+//
+// "llmguard-bench child ROLE …" is how it runs its processes (hidden).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmguard/llmguard/internal/loadbench"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "child" {
+		if err := loadbench.Child(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "llmguard-bench child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "llmguard-bench:", err)
+		os.Exit(2)
+	}
+	rep, err := loadbench.Run(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "llmguard-bench:", err)
+		os.Exit(1)
+	}
+	rep.Markdown(os.Stdout)
+}
+
+// parseFlags reads the command line into loadbench.Options. Errors: a flag
+// or list item that does not parse.
+func parseFlags(args []string) (loadbench.Options, error) {
+	fs := flag.NewFlagSet("llmguard-bench", flag.ContinueOnError)
+	sizes := fs.String("sizes", "1k,16k,128k", "body sizes, comma-separated (k = KiB)")
+	conc := fs.String("concurrency", "1,32", "worker counts, comma-separated")
+	stream := fs.String("stream", "both", "json, sse or both")
+	mode := fs.String("mode", "both", "cold, warm or both")
+	targets := fs.String("targets", strings.Join(loadbench.AllTargets, ","), "targets, comma-separated: direct, bare, memory, redis")
+	requests := fs.Int("requests", 5000, "at most this many requests per run (one cell, one target)")
+	duration := fs.Duration("duration", 3*time.Second, "at most this long per run")
+	quick := fs.Bool("quick", false, "short runs (300 requests or 0.4 s) over the whole selection")
+	tokenize := fs.Bool("tokenize-mock", false, "the mock counts input tokens with the weigher, as the API would (default: len/4, cheap)")
+	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	profile := fs.String("cpuprofile-dir", "", "write each proxy process's CPU profile here (bare.pprof, memory.pprof, redis.pprof)")
+	if err := fs.Parse(args); err != nil {
+		return loadbench.Options{}, err
+	}
+	o := loadbench.Options{Requests: *requests, Duration: *duration, TokenizeMock: *tokenize, Targets: splitList(*targets), ProfileDir: *profile}
+	if *quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["requests"] {
+			o.Requests = 300
+		}
+		if !set["duration"] {
+			o.Duration = 400 * time.Millisecond
+		}
+	}
+	if !*quiet {
+		o.Progress = os.Stderr
+	}
+	for _, s := range splitList(*sizes) {
+		mult := 1
+		if rest, ok := strings.CutSuffix(strings.ToLower(s), "k"); ok {
+			s, mult = rest, 1024
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return o, fmt.Errorf("-sizes: %q is not a size", s)
+		}
+		o.Sizes = append(o.Sizes, n*mult)
+	}
+	for _, s := range splitList(*conc) {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return o, fmt.Errorf("-concurrency: %q is not a number", s)
+		}
+		o.Concurrency = append(o.Concurrency, n)
+	}
+	var err error
+	if o.Streams, err = pair(*stream, "json", "sse"); err != nil {
+		return o, fmt.Errorf("-stream: %w", err)
+	}
+	if o.Warm, err = pair(*mode, "cold", "warm"); err != nil {
+		return o, fmt.Errorf("-mode: %w", err)
+	}
+	return o, nil
+}
+
+// pair reads "off", "on" or "both" under the names given: false, true, or both.
+func pair(v, off, on string) ([]bool, error) {
+	switch v {
+	case off:
+		return []bool{false}, nil
+	case on:
+		return []bool{true}, nil
+	case "both":
+		return []bool{false, true}, nil
+	}
+	return nil, fmt.Errorf("%q: want %s, %s or both", v, off, on)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

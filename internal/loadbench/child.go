@@ -1,0 +1,150 @@
+package loadbench
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+
+	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/app"
+	"github.com/llmguard/llmguard/internal/mockllm"
+)
+
+// Each process the benchmark measures is this program run again with
+// "child ROLE [flags]" (see [Child]). A child binds 127.0.0.1:0, writes
+// "listening URL" (and, for llmguard, "admin URL") on its standard output,
+// then answers each "cpu" line on its standard input with "cpu N", N its
+// own CPU time so far (user + system) in microseconds, from getrusage. It
+// exits when its standard input closes (and, on Linux, when its parent
+// dies: Pdeathsig).
+
+// Roles a child plays.
+const (
+	RoleMock     = "mock"     // the mock upstream (internal/mockllm)
+	RoleBare     = "bare"     // the bare fasthttp reverse proxy (the floor)
+	RoleLLMGuard = "llmguard" // llmguard itself (internal/app)
+)
+
+// benchKey is the virtual key every request carries.
+const benchKey = "sk-bench-alice"
+
+// llmguardConfig is the configuration the llmguard child runs: one OpenAI
+// upstream, one key, and the three rules of internal/app's BenchmarkLoad —
+// user tokens, tenant USD, global requests — set far above the load, so
+// that every request is weighed, taken from three buckets and reconciled,
+// and none is refused. %s: the upstream's URL, then the store section.
+const llmguardConfig = `
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams: [{name: mock, flavor: openai, base_url: "%s", no_key: true}]
+keys: [{key: ` + benchKey + `, user: alice, tenant: acme}]
+limits:
+  - {name: user-tpm, scope: user, unit: tokens, rate: 1000000000, per: 1s}
+  - {name: tenant-usd, scope: tenant, unit: usd, rate: 1000000, per: 1s}
+  - {name: global-rps, scope: global, unit: requests, rate: 1000000, per: 1s}
+%s
+`
+
+// Child runs the role args[0] with its flags args[1:] until its standard
+// input closes: mock [-tokenize], bare -upstream URL, llmguard -upstream URL
+// [-redis host:port]; each takes -cpuprofile FILE. Errors: an unknown role or flag, a server that does
+// not start or stops.
+func Child(args []string) error {
+	if len(args) == 0 {
+		return errors.New("loadbench: child: no role")
+	}
+	fs := flag.NewFlagSet("child "+args[0], flag.ContinueOnError)
+	upstream := fs.String("upstream", "", "upstream base URL (bare, llmguard)")
+	redisAddr := fs.String("redis", "", "Redis host:port: llmguard's store (memory when empty)")
+	tokenize := fs.Bool("tokenize", false, "mock: count chat input with the weigher (default: len(body)/4)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole life of the process to this file")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	served := make(chan error, 2)
+	var lines []string
+	switch args[0] {
+	case RoleMock:
+		s, err := mockllm.StartWith("127.0.0.1:0", mockllm.Options{ByteCountedChat: !*tokenize})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		lines = append(lines, "listening "+s.URL)
+	case RoleBare:
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		go func() { served <- serveBare(ln, *upstream) }()
+		lines = append(lines, "listening http://"+ln.Addr().String())
+	case RoleLLMGuard:
+		store := "store: {backend: memory}"
+		if *redisAddr != "" {
+			store = "store: {backend: redis, redis_url: \"redis://" + *redisAddr + "/0\"}"
+		}
+		cfg, err := config.Parse(fmt.Appendf(nil, llmguardConfig, *upstream, store))
+		if err != nil {
+			return err
+		}
+		a, err := app.New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		adm, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		go func() { served <- a.Serve(ln, adm) }()
+		lines = append(lines, "listening http://"+ln.Addr().String(), "admin http://"+adm.Addr().String())
+	default:
+		return fmt.Errorf("loadbench: child: unknown role %q", args[0])
+	}
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	go func() { served <- answerCPU(os.Stdin, os.Stdout) }()
+	return <-served
+}
+
+// answerCPU answers each "cpu" line of in with "cpu N" on out, N this
+// process's CPU time in microseconds; it returns nil when in ends.
+func answerCPU(in io.Reader, out io.Writer) error {
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) != "cpu" {
+			continue
+		}
+		us, err := selfCPU()
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(out, "cpu", strconv.FormatInt(us, 10)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

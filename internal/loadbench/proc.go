@@ -1,0 +1,200 @@
+package loadbench
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// startTimeout bounds how long a child or redis-server may take to start.
+const startTimeout = 30 * time.Second
+
+// child is a running child process (see [Child]). Its methods are safe for
+// concurrent use.
+type child struct {
+	role  string
+	URL   string // its proxy or upstream base URL
+	Admin string // llmguard's admin base URL, "" for other roles
+
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Reader
+	mu     sync.Mutex
+	exited chan struct{}
+}
+
+// startChild runs exe with "child role args…" and waits for the address it
+// prints. Errors: the process cannot start, exits, or prints no address
+// within startTimeout.
+func startChild(exe, role string, args ...string) (*child, error) {
+	cmd := exec.Command(exe, append([]string{"child", role}, args...)...)
+	cmd.Stderr = os.Stderr
+	dieWithParent(cmd)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("loadbench: start %s: %w", role, err)
+	}
+	c := &child{role: role, cmd: cmd, in: in, out: bufio.NewReader(out), exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(c.exited) }()
+	want := 1
+	if role == RoleLLMGuard {
+		want = 2
+	}
+	got := make(chan error, 1)
+	go func() {
+		for range want {
+			line, err := c.out.ReadString('\n')
+			if err != nil {
+				got <- fmt.Errorf("loadbench: %s exited before printing its address", role)
+				return
+			}
+			k, v, _ := strings.Cut(strings.TrimSpace(line), " ")
+			switch k {
+			case "listening":
+				c.URL = v
+			case "admin":
+				c.Admin = v
+			}
+		}
+		got <- nil
+	}()
+	select {
+	case err = <-got:
+	case <-time.After(startTimeout):
+		err = fmt.Errorf("loadbench: %s printed no address within %v", role, startTimeout)
+	}
+	if err != nil {
+		c.stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// pid is the child's process id.
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
+// cpu asks the child for its CPU time so far (user + system), in
+// microseconds. Errors: the child has exited or answers garbage.
+func (c *child) cpu() (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := io.WriteString(c.in, "cpu\n"); err != nil {
+		return 0, fmt.Errorf("loadbench: %s: %w", c.role, err)
+	}
+	line, err := c.out.ReadString('\n')
+	if err != nil {
+		return 0, fmt.Errorf("loadbench: %s: %w", c.role, err)
+	}
+	v, ok := strings.CutPrefix(strings.TrimSpace(line), "cpu ")
+	if !ok {
+		return 0, fmt.Errorf("loadbench: %s answered %q to cpu", c.role, line)
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
+// stop closes the child's input, which ends it, and kills it if it has
+// not exited within a few seconds.
+func (c *child) stop() {
+	c.in.Close()
+	select {
+	case <-c.exited:
+	case <-time.After(5 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	}
+}
+
+// redisServer is a redis-server the benchmark started: no persistence, a
+// free loopback port, its own temporary directory.
+type redisServer struct {
+	Addr   string
+	cmd    *exec.Cmd
+	dir    string
+	exited chan struct{}
+}
+
+// errNoRedis is returned when redis-server cannot be found.
+var errNoRedis = errors.New("loadbench: redis-server not found ($REDIS_SERVER or on $PATH): install Redis, or leave the redis target out (-targets direct,bare,memory)")
+
+// startRedis starts redis-server ($REDIS_SERVER, else on $PATH) with
+// --save "" --appendonly no on a free loopback port and waits until it
+// answers PING. Errors: errNoRedis, or a server that does not start.
+func startRedis() (*redisServer, error) {
+	name := os.Getenv("REDIS_SERVER")
+	if name == "" {
+		name = "redis-server"
+	}
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		return nil, errNoRedis
+	}
+	dir, err := os.MkdirTemp("", "llmguard-bench-redis-")
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		s := &redisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, exited: make(chan struct{})}
+		s.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--logfile", "redis.log", "--daemonize", "no")
+		s.cmd.Dir = dir
+		dieWithParent(s.cmd)
+		if err := s.cmd.Start(); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("loadbench: start redis-server: %w", err)
+		}
+		go func() { _ = s.cmd.Wait(); close(s.exited) }()
+		if lastErr = s.waitPing(); lastErr == nil {
+			return s, nil
+		}
+		s.stop()
+	}
+	os.RemoveAll(dir)
+	return nil, fmt.Errorf("loadbench: redis-server did not start: %w", lastErr)
+}
+
+func (s *redisServer) waitPing() error {
+	deadline := time.Now().Add(startTimeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.exited:
+			b, _ := os.ReadFile(s.dir + "/redis.log")
+			return fmt.Errorf("exited: %s", strings.TrimSpace(string(b)))
+		default:
+		}
+		if ping(s.Addr) == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("no PING answer within %v", startTimeout)
+}
+
+// pid is the server's process id.
+func (s *redisServer) pid() int { return s.cmd.Process.Pid }
+
+// stop kills the server and removes its directory.
+func (s *redisServer) stop() {
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	os.RemoveAll(s.dir)
+}
