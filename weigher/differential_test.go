@@ -161,7 +161,7 @@ func TestCountsMatchTiktoken(t *testing.T) {
 	t.Run("chat", func(t *testing.T) {
 		models := map[string]string{EncodingO200k: "gpt-4o", EncodingCL100k: "gpt-4"}
 		for _, enc := range diffEncodings {
-			const turns = 24
+			const turns = 8
 			for start := 0; start < len(pieces); start += turns {
 				end := min(start+turns, len(pieces))
 				conv := newConversation(models[enc])
