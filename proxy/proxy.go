@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"path"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,6 +104,14 @@ type Proxy struct {
 	// live is the policy and weigher requests use now; Reload swaps it.
 	// A request keeps the pair it started with until it is settled.
 	live atomic.Pointer[live]
+	// weighing holds one token per request being weighed: at most
+	// GOMAXPROCS at once. Weighing is pure CPU; without the cap, dozens of
+	// large bodies weighed at once keep every core's run queue long, and a
+	// goroutine woken by a store reply waits behind them past
+	// store.timeout (the take then fails open or closed for nothing).
+	// Queued requests hold only their already-read bodies, which the
+	// in-flight body budget bounds.
+	weighing chan struct{}
 	// bodies is the budget of request-body bytes held in memory
 	// (Options.BodyBudget).
 	bodies *semaphore.Weighted
@@ -171,7 +180,8 @@ func New(opt Options) (*Proxy, error) {
 		return nil, err
 	}
 	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, meter: m, bodies: semaphore.NewWeighted(opt.BodyBudget),
-		shares: make(map[string]int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes))}
+		weighing: make(chan struct{}, runtime.GOMAXPROCS(0)),
+		shares:   make(map[string]int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes))}
 	px.Reload(opt.Policy, opt.Weigher)
 	return px, nil
 }
@@ -535,6 +545,8 @@ func (p *Proxy) unmeteredAllowed(upPath string) bool {
 // model's tokenizer, reserved its default output, priced and limited as
 // it; any other request as the model its body names. The body is read once.
 func (p *Proxy) weighAs(x *exchange, body []byte) weigher.Estimate {
+	p.weighing <- struct{}{}
+	defer func() { <-p.weighing }()
 	w, up := x.live.weigher, x.upstream
 	switch {
 	case x.deployment != "":

@@ -1,0 +1,65 @@
+package proxy
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/llmguard/llmguard/weigher"
+)
+
+// gateWeigher is a Weigher whose weighing waits at a gate, counting how many
+// weigh at once.
+type gateWeigher struct {
+	Weigher
+	gate            chan struct{}
+	inside, maxSeen atomic.Int32
+	entered         chan struct{}
+}
+
+func (g *gateWeigher) WeighResolved(weigher.Kind, []byte, func(string) string) weigher.Estimate {
+	n := g.inside.Add(1)
+	for m := g.maxSeen.Load(); n > m && !g.maxSeen.CompareAndSwap(m, n); m = g.maxSeen.Load() {
+	}
+	g.entered <- struct{}{}
+	<-g.gate
+	g.inside.Add(-1)
+	return weigher.Estimate{Parsed: true}
+}
+
+// TestWeighingIsCapped: however many requests arrive at once, at most
+// GOMAXPROCS are weighed at the same time (weighing is pure CPU; more at
+// once only lengthens the run queues a store reply waits in), and the
+// others are weighed as slots free up.
+func TestWeighingIsCapped(t *testing.T) {
+	slots := runtime.GOMAXPROCS(0)
+	const requests = 16
+	g := &gateWeigher{gate: make(chan struct{}), entered: make(chan struct{}, requests)}
+	p := &Proxy{weighing: make(chan struct{}, slots)}
+	x := &exchange{live: &live{weigher: g}, upstream: &Upstream{}, kind: weigher.KindChat}
+	var wg sync.WaitGroup
+	for range requests {
+		wg.Go(func() { p.weighAs(x, []byte(`{}`)) })
+	}
+	for range slots { // the first slots get in
+		<-g.entered
+	}
+	for range 10000 { // give the others every chance to get in too
+		runtime.Gosched()
+	}
+	if n := g.inside.Load(); n != int32(slots) {
+		t.Fatalf("%d weighings at once, want %d (GOMAXPROCS)", n, slots)
+	}
+	for range requests - slots { // each release lets one more in
+		g.gate <- struct{}{}
+		<-g.entered
+	}
+	for range slots {
+		g.gate <- struct{}{}
+	}
+	wg.Wait()
+	if m := g.maxSeen.Load(); m != int32(slots) {
+		t.Fatalf("at most %d weighings at once, want %d", m, slots)
+	}
+}
