@@ -119,7 +119,23 @@ func TestRankTable(t *testing.T) {
 				t.Fatalf("%s: get(%q) = %d, %v; want %d", enc, tok, got, ok, want)
 			}
 		}
-		for _, s := range []string{"", "\x00\x00\x00\x00\x00\x00\x00\x00\x00", "zqxjzqxj", "qqqqqqqqqqqqqqqqqqqqqqq"} {
+		// Near misses of 9-to-16-byte tokens: the last byte changed.
+		misses := 0
+		for tok := range src {
+			if len(tok) > 8 && len(tok) <= 16 {
+				near := tok[:len(tok)-1] + string(rune(tok[len(tok)-1]^0x5a)&0x7f)
+				if _, ok := src[near]; !ok {
+					if r, ok := table.get(near); ok {
+						t.Fatalf("%s: get(%q) = %d, not a token", enc, near, r)
+					}
+					misses++
+				}
+			}
+		}
+		if misses < 1000 {
+			t.Fatalf("%s: only %d near misses of 9-to-16-byte tokens checked", enc, misses)
+		}
+		for _, s := range []string{"", "\x00\x00\x00\x00\x00\x00\x00\x00\x00", "zqxjzqxj", "zqxjzqxjzqxj", "qqqqqqqqqqqqqqqq", "qqqqqqqqqqqqqqqqqqqqqqq"} {
 			if _, ok := src[s]; ok {
 				continue
 			}

@@ -20,8 +20,26 @@ type rankTable struct {
 	// tokens, which the merge of text that does not repeat makes as often
 	// as the others, end there without touching slots.
 	filter []uint64
-	long   map[string]int // the whole vocabulary, read for strings over 8 bytes
+	// mid holds the tokens of 9 to 16 bytes (about a quarter of each
+	// vocabulary: " implementation", "_configuration"), two words a key,
+	// open-addressed like slots; the filter covers them too.
+	mid      []midSlot
+	midShift uint
+	long     map[string]int // the whole vocabulary, read for strings over 16 bytes
 }
+
+// midSlot is one token of 9 to 16 bytes: its first 8 bytes in lo, the rest
+// zero-padded in hi (both little-endian), its length and rank. n == 0
+// marks an empty slot.
+type midSlot struct {
+	lo, hi uint64
+	rank   int32
+	n      uint8
+}
+
+// midHash mixes a 9-to-16-byte key: its top bits pick the home slot, its
+// low bits the filter's.
+func midHash(lo, hi uint64, n int) uint64 { return hashKey(lo^bits.RotateLeft64(hi, 31)*0x94d049bb133111eb, n) }
 
 const filterBits = 21
 
@@ -44,7 +62,28 @@ func newRankTable(ranks map[string]int) *rankTable {
 	size := 1 << bits.Len(uint(short*4/3)) // at most 3/4 full: about half
 	t := &rankTable{slots: make([]rankSlot, size), shift: uint(64 - bits.Len(uint(size-1))),
 		filter: make([]uint64, 1<<filterBits/64), long: ranks}
+	mid := 0
+	for tok := range ranks {
+		if len(tok) > 8 && len(tok) <= 16 {
+			mid++
+		}
+	}
+	midSize := 1 << bits.Len(uint(mid*4/3))
+	t.mid, t.midShift = make([]midSlot, midSize), uint(64-bits.Len(uint(midSize-1)))
 	for tok, r := range ranks {
+		if len(tok) > 8 && len(tok) <= 16 {
+			lo, hi := pack(tok[:8]), pack(tok[8:])
+			h := midHash(lo, hi, len(tok))
+			a, b := filterPos(h)
+			t.filter[a/64] |= 1 << (a % 64)
+			t.filter[b/64] |= 1 << (b % 64)
+			for i := int(h >> t.midShift); ; i = (i + 1) & (len(t.mid) - 1) {
+				if t.mid[i].n == 0 {
+					t.mid[i] = midSlot{lo: lo, hi: hi, rank: int32(r), n: uint8(len(tok))}
+					break
+				}
+			}
+		}
 		if len(tok) < 1 || len(tok) > 8 {
 			continue
 		}
@@ -88,9 +127,15 @@ func filterPos(h uint64) (uint64, uint64) {
 
 // get returns the rank of the token s, ok false when s is not a token.
 func (t *rankTable) get(s string) (int, bool) {
-	if len(s) > 8 || len(s) == 0 {
-		r, ok := t.long[s]
-		return r, ok
+	if len(s) > 8 {
+		if len(s) > 16 {
+			r, ok := t.long[s]
+			return r, ok
+		}
+		return t.getMid(s)
+	}
+	if len(s) == 0 {
+		return 0, false
 	}
 	k := pack(s)
 	h := hashKey(k, len(s))
@@ -103,6 +148,24 @@ func (t *rankTable) get(s string) (int, bool) {
 			return 0, false
 		}
 		if sl.key == k && int(sl.n) == len(s) {
+			return int(sl.rank), true
+		}
+	}
+}
+
+// getMid is get for a string of 9 to 16 bytes.
+func (t *rankTable) getMid(s string) (int, bool) {
+	lo, hi := pack(s[:8]), pack(s[8:])
+	h := midHash(lo, hi, len(s))
+	if a, b := filterPos(h); t.filter[a/64]&(1<<(a%64)) == 0 || t.filter[b/64]&(1<<(b%64)) == 0 {
+		return 0, false
+	}
+	for i := int(h >> t.midShift); ; i = (i + 1) & (len(t.mid) - 1) {
+		sl := &t.mid[i]
+		if sl.n == 0 {
+			return 0, false
+		}
+		if sl.lo == lo && sl.hi == hi && int(sl.n) == len(s) {
 			return int(sl.rank), true
 		}
 	}
