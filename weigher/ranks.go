@@ -39,7 +39,9 @@ type midSlot struct {
 
 // midHash mixes a 9-to-16-byte key: its top bits pick the home slot, its
 // low bits the filter's.
-func midHash(lo, hi uint64, n int) uint64 { return hashKey(lo^bits.RotateLeft64(hi, 31)*0x94d049bb133111eb, n) }
+func midHash(lo, hi uint64, n int) uint64 {
+	return hashKey(lo^bits.RotateLeft64(hi, 31)*0x94d049bb133111eb, n)
+}
 
 const filterBits = 21
 
