@@ -110,8 +110,11 @@ type Proxy struct {
 	// goroutine woken by a store reply waits behind them past
 	// store.timeout (the take then fails open or closed for nothing).
 	// Queued requests hold only their already-read bodies, which the
-	// in-flight body budget bounds.
-	weighing chan struct{}
+	// in-flight body budget bounds. A request that finds every slot busy
+	// for weighWait weighs without one: a caller whose bodies are slow to
+	// weigh may not hold everyone else's weighing for longer than that.
+	weighing  chan struct{}
+	weighWait time.Duration
 	// bodies is the budget of request-body bytes held in memory
 	// (Options.BodyBudget).
 	bodies *semaphore.Weighted
@@ -180,8 +183,8 @@ func New(opt Options) (*Proxy, error) {
 		return nil, err
 	}
 	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, meter: m, bodies: semaphore.NewWeighted(opt.BodyBudget),
-		weighing: make(chan struct{}, runtime.GOMAXPROCS(0)),
-		shares:   make(map[string]int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes))}
+		weighing: make(chan struct{}, runtime.GOMAXPROCS(0)), weighWait: weighQueueWait,
+		shares: make(map[string]int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes))}
 	px.Reload(opt.Policy, opt.Weigher)
 	return px, nil
 }
@@ -545,8 +548,9 @@ func (p *Proxy) unmeteredAllowed(upPath string) bool {
 // model's tokenizer, reserved its default output, priced and limited as
 // it; any other request as the model its body names. The body is read once.
 func (p *Proxy) weighAs(x *exchange, body []byte) weigher.Estimate {
-	p.weighing <- struct{}{}
-	defer func() { <-p.weighing }()
+	if p.takeWeighSlot() {
+		defer func() { <-p.weighing }()
+	}
 	w, up := x.live.weigher, x.upstream
 	switch {
 	case x.deployment != "":
@@ -561,6 +565,29 @@ func (p *Proxy) weighAs(x *exchange, body []byte) weigher.Estimate {
 		})
 	}
 	return w.WeighResolved(x.kind, body, nil)
+}
+
+// weighQueueWait is the longest a request waits for a weighing slot
+// before it is weighed without one (see Proxy.weighing): a few store
+// timeouts' worth, far below what a caller notices.
+const weighQueueWait = 50 * time.Millisecond
+
+// takeWeighSlot takes a weighing slot, waiting at most p.weighWait; false
+// when it weighs without one.
+func (p *Proxy) takeWeighSlot() bool {
+	select {
+	case p.weighing <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(p.weighWait)
+	defer t.Stop()
+	select {
+	case p.weighing <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // errLimiter answers a take the store refused as invalid.

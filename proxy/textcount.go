@@ -94,10 +94,12 @@ func (p *pendingText) countPrefix() {
 // o200k_base, and GPT-2's) always end a piece, so that counting b[:cut] and
 // b[cut:] apart gives the count of b: right after a newline, or right before
 // an ASCII space, when the next byte is a printable ASCII character (not a
-// space of any kind). Their patterns join a newline only to the whitespace
-// and symbols before it (`\s*[\r\n]+`, ` ?[^\s\p{L}\p{N}]+[\r\n]*`), never to
-// what follows; a space followed by anything but whitespace starts a piece
-// (` ?\p{L}+`, ` ?[^\s\p{L}\p{N}]+`) or is one (`\s+` before a digit), and
+// space of any kind, and after a newline not '/'). Their patterns join a
+// newline only to the whitespace and symbols before it (`\s*[\r\n]+`,
+// ` ?[^\s\p{L}\p{N}]+[\r\n]*`; o200k_base's `[\r\n/]*` also takes slashes
+// after it, hence the exception), never to what follows; a space followed
+// by anything but whitespace starts a piece (` ?\p{L}+`,
+// ` ?[^\s\p{L}\p{N}]+`) or is one (`\s+` before a digit), and
 // no pattern ends with a space unless whitespace follows it (`\s+(?!\S)`).
 // Source: the encodings' pat_str in OpenAI's tiktoken (tiktoken_ext/
 // openai_public.py).
@@ -107,7 +109,10 @@ func safeCut(b []byte) int {
 			continue
 		}
 		// b[i] is printable ASCII, not a space.
-		if b[i-1] == '\n' {
+		// After a newline, unless the next byte is '/': o200k_base's
+		// symbol pieces take "[\r\n/]*" after them, so a piece may run
+		// on past a newline into a slash.
+		if b[i-1] == '\n' && b[i] != '/' {
 			return i
 		}
 		if b[i-1] == ' ' && i-1 > 0 {

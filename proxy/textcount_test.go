@@ -56,6 +56,40 @@ func TestSafeCutCountsAsTheWhole(t *testing.T) {
 	}
 }
 
+// TestSafeCutSymbols checks safe cuts in short strings of symbols,
+// newlines and slashes, where o200k_base's symbol pieces run on past a
+// newline into a slash ("*\n/" is one piece): cutting there would count
+// less than the whole.
+func TestSafeCutSymbols(t *testing.T) {
+	w := testWeigher(t)
+	alphabet := []string{" ", "\n", "\r\n", "/", "//", "*", ".", "'", "-", "B", "a", "é", "1", "\t"}
+	r := rand.New(rand.NewPCG(7, 8))
+	texts := []string{" B-\n. /'\n/*", "*/.a''\r\n/' é", "*\n/*\n/*\n/"}
+	for range 3000 {
+		var b strings.Builder
+		for range 3 + r.IntN(20) {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		texts = append(texts, b.String())
+	}
+	checked := 0
+	for _, text := range texts {
+		cut := safeCut([]byte(text))
+		if cut <= 0 {
+			continue
+		}
+		checked++
+		for _, model := range []string{"gpt-4o-mini", "gpt-4"} {
+			if got, whole := w.CountText(model, text[:cut])+w.CountText(model, text[cut:]), w.CountText(model, text); got != whole {
+				t.Fatalf("%s: cut %q|%q: %d tokens apart, %d whole", model, text[:cut], text[cut:], got, whole)
+			}
+		}
+	}
+	if checked < 1000 {
+		t.Fatalf("only %d of %d texts had a safe cut", checked, len(texts))
+	}
+}
+
 // TestPendingTextCountsAsTheWhole streams about 1 MiB of mixed text in
 // deltas of random sizes (cut anywhere, even inside a character) and checks
 // that the tokens counted in pieces, as the tap counts them, are at least

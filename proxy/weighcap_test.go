@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/llmguard/llmguard/weigher"
 )
@@ -36,7 +37,7 @@ func TestWeighingIsCapped(t *testing.T) {
 	slots := runtime.GOMAXPROCS(0)
 	const requests = 16
 	g := &gateWeigher{gate: make(chan struct{}), entered: make(chan struct{}, requests)}
-	p := &Proxy{weighing: make(chan struct{}, slots)}
+	p := &Proxy{weighing: make(chan struct{}, slots), weighWait: time.Hour}
 	x := &exchange{live: &live{weigher: g}, upstream: &Upstream{}, kind: weigher.KindChat}
 	var wg sync.WaitGroup
 	for range requests {
@@ -61,5 +62,23 @@ func TestWeighingIsCapped(t *testing.T) {
 	wg.Wait()
 	if m := g.maxSeen.Load(); m != int32(slots) {
 		t.Fatalf("at most %d weighings at once, want %d", m, slots)
+	}
+}
+
+// TestWeighingSlotsAreNotHeldForever: a request that finds every slot
+// taken (a caller whose bodies are slow to weigh) is weighed without one
+// once it has waited weighWait, instead of waiting for the slots.
+func TestWeighingSlotsAreNotHeldForever(t *testing.T) {
+	p := &Proxy{weighing: make(chan struct{}, 2), weighWait: time.Millisecond}
+	p.weighing <- struct{}{}
+	p.weighing <- struct{}{} // every slot held, never released
+	g := &gateWeigher{gate: make(chan struct{}, 1), entered: make(chan struct{}, 1)}
+	g.gate <- struct{}{}
+	x := &exchange{live: &live{weigher: g}, upstream: &Upstream{}, kind: weigher.KindChat}
+	if e := p.weighAs(x, []byte(`{}`)); !e.Parsed {
+		t.Fatalf("estimate %+v", e)
+	}
+	if len(p.weighing) != 2 {
+		t.Fatalf("%d slots taken after weighing without one, want the 2 held", len(p.weighing))
 	}
 }

@@ -1,8 +1,10 @@
 package weigher
 
 import (
+	"encoding/json"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -111,5 +113,46 @@ func TestBoundCountsAreNotRemembered(t *testing.T) {
 	}
 	if got, want := w.Chat(body), cold.Chat(body); got != want {
 		t.Fatalf("after a bounded weighing, the cache gives %+v; exact is %+v", got, want)
+	}
+}
+
+// TestResponsesTextIsNotAnItem: the same JSON string as instructions or
+// input text, and as an element of an input array, is weighed in each place
+// by its own rule (a shared cache context let the array's count stand for
+// the text's), and a bare string item weighs as the user message a lenient
+// upstream reads it as.
+func TestResponsesTextIsNotAnItem(t *testing.T) {
+	text := strings.Repeat("hello world, a prompt long enough to be remembered. ", 200)
+	q, _ := json.Marshal(text)
+	w, cold := cachedWeigher(t, 1<<20), uncached(t)
+	for _, body := range []string{
+		`{"model":"gpt-4o","input":[` + string(q) + `]}`,
+		`{"model":"gpt-4o","input":` + string(q) + `}`,
+		`{"model":"gpt-4o","instructions":[` + string(q) + `],"input":` + string(q) + `}`,
+		`{"model":"gpt-4o","instructions":` + string(q) + `,"input":[` + string(q) + `]}`,
+	} {
+		got, want := w.Responses([]byte(body)), cold.Responses([]byte(body))
+		if got != want {
+			t.Errorf("%.60s…: cached %+v, cold %+v", body, got, want)
+		}
+		if min := int64(len(text) / 6); want.InputTokens < min {
+			t.Errorf("%.60s…: %d input tokens for %d bytes of text", body, want.InputTokens, len(text))
+		}
+	}
+}
+
+// TestPDFPagesOfTinyData: probing a tiny inline document allocates about
+// its size, not a 32 KiB buffer (a body of many tiny documents held a
+// weighing slot for seconds).
+func TestPDFPagesOfTinyData(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const calls = 1000
+	for range calls {
+		pdfPages("QUFB")
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / calls; per > 512 {
+		t.Fatalf("pdfPages of 4 bytes allocates %d bytes a call", per)
 	}
 }

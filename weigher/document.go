@@ -49,6 +49,16 @@ var (
 // decoded size / bytesPerPageGuess, capped at maxDocumentPages; at least 1.
 // It scans at most maxPDFScanBytes decoded bytes, in 32 KiB reads.
 func pdfPages(b64 string) int64 {
+	if len(b64) <= 32<<10 {
+		// Small enough to decode at once: no streaming decoder and no
+		// 32 KiB buffer, which a body of many tiny documents would pay for
+		// each of them. Undecodable data counts what decoded before it.
+		data, _ := base64.StdEncoding.DecodeString(b64)
+		if pages := countPageObjects(data, len(data)); pages > 0 {
+			return pages
+		}
+		return max(1, min(ceilDiv(int64(len(data)), bytesPerPageGuess), maxDocumentPages))
+	}
 	dec := base64.NewDecoder(base64.StdEncoding, strings.NewReader(b64))
 	buf := make([]byte, pageMarkerSpan+32<<10)
 	var pages, total int64

@@ -75,7 +75,9 @@ func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
 	encName := w.EncodingFor(est.Model)
 	r := responsesCounter{enc: w.encoder(est.Model), model: est.Model, hidden: &est.ServerContext}
 
-	r.cache, r.budget, r.ctx = w.cache, w.budget, w.cache.context("responses.item", encName, est.Model, "")
+	r.cache, r.budget = w.cache, w.budget
+	r.ctx = w.cache.context("responses.item", encName, est.Model, "")
+	r.textCtx = w.cache.context("responses.text", encName, est.Model, "")
 	var in int64
 	switch {
 	case instructions.Type == gjson.String:
@@ -117,12 +119,15 @@ type responsesCounter struct {
 	cache  *countCache // remembers items' counts (nil: off)
 	budget *budget     // the request's counting budget (nil: none)
 	ctx    uint64      // the items' cache context
+	// textCtx is the cache context of instructions or input given as a
+	// string: the same bytes as an item are weighed otherwise.
+	textCtx uint64
 }
 
 // text counts a JSON string (instructions or input given as text),
 // remembered by the cache.
 func (r responsesCounter) text(v gjson.Result) int64 {
-	return r.cache.count(r.budget, r.ctx, v.Raw, func() tally { return tally{text: countText(r.enc, v.Str)} }).text
+	return r.cache.count(r.budget, r.textCtx, v.Raw, func() tally { return tally{text: countText(r.enc, v.Str)} }).text
 }
 
 // items counts an array of input items; item_reference items and inputs
@@ -150,6 +155,11 @@ func (r responsesCounter) items(list elements, est *Estimate) int64 {
 
 // item counts one input item.
 func (r responsesCounter) item(it gjson.Result, est *Estimate) int64 {
+	if it.Type == gjson.String {
+		// Not an item the API defines, but a lenient upstream reads a
+		// bare string as a user message: weighed as one.
+		return tokensPerMessage + countText(r.enc, "user") + countText(r.enc, it.Str)
+	}
 	if !it.IsObject() {
 		return 0
 	}
