@@ -53,6 +53,9 @@ func (c *bpeCounter) pieceBound(p string) int64 {
 	if len(p) <= 1 {
 		return int64(len(p))
 	}
+	if len(p) > maxPieceBytes { // as pieceTokens merges it
+		return segmented(p, c.pieceBound)
+	}
 	if _, ok := c.ranks.get(p); ok {
 		return 1
 	}

@@ -316,6 +316,9 @@ func (c *bpeCounter) pieceTokens(p string) int64 {
 	if len(p) <= 1 {
 		return int64(len(p))
 	}
+	if len(p) > maxPieceBytes {
+		return segmented(p, c.pieceTokens)
+	}
 	if _, ok := c.ranks.get(p); ok {
 		return 1
 	}

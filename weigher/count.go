@@ -3,8 +3,8 @@ package weigher
 import "unicode/utf8"
 
 // maxRunBytes bounds, in bytes, the longest run of same-class characters
-// (letters, whitespace, or punctuation/symbols) handed to the encoder in one
-// piece. tiktoken's byte-pair merge is quadratic in the length of one
+// (letters, whitespace, or punctuation/symbols) handed to tiktoken-go (the
+// legacy encodings) in one piece. tiktoken's byte-pair merge is quadratic in the length of one
 // pre-tokenized piece, so a hostile 1 MB run of one letter would stall the
 // hot path for minutes; cutting such runs every maxRunBytes bounds the work
 // at O(n × maxRunBytes) (a 1 MiB run counts in about 0.2 s) and moves the
@@ -47,10 +47,45 @@ var classOfFlags = func() (t [256]charClass) {
 	return t
 }()
 
+// maxPieceBytes is the longest pre-tokenizer piece the fast counter merges
+// whole: a longer one (only a hostile or degenerate text makes one: a
+// megabyte of one letter, of spaces, of punctuation) is merged in segments
+// of at most this many bytes, cut at rune starts, moving its count by about
+// one token per cut. The merge of a long piece is O(n log n) (heapMerge),
+// so this bounds its memory, not its time; cutting pieces as the counter
+// meets them spares natural text the pass over every byte that cutting
+// runs (maxRunBytes) takes, and keeps its count exact up to this length.
+const maxPieceBytes = 256
+
+// segmented is the sum of one over the segments of p of at most
+// maxPieceBytes, cut at rune starts.
+func segmented(p string, one func(string) int64) int64 {
+	var n int64
+	for len(p) > 0 {
+		e := min(len(p), maxPieceBytes)
+		for e < len(p) && e > 1 && !utf8.RuneStart(p[e]) {
+			e--
+		}
+		n += one(p[:e])
+		p = p[e:]
+	}
+	return n
+}
+
 // countText is the number of tokens of text in enc, special-token text such
 // as "<|endoftext|>" counted as ordinary text. Invalid UTF-8 counts as
-// U+FFFD per bad byte, as in tiktoken-go.
+// U+FFFD per bad byte, as in tiktoken-go. The fast counter cuts long pieces
+// itself (maxPieceBytes); tiktoken-go's text is cut at long runs
+// (maxRunBytes) first.
 func countText(enc counter, text string) int64 {
+	switch c := enc.(type) {
+	case *bpeCounter:
+		return c.count(text)
+	case budgetCounter:
+		if c.bpe != nil {
+			return c.count(text)
+		}
+	}
 	if len(text) <= maxRunBytes { // no run can reach a cut
 		if text == "" {
 			return 0
