@@ -215,3 +215,24 @@ func TestExactCountBudget(t *testing.T) {
 		t.Error("count_time_budget: soon accepted")
 	}
 }
+
+func TestCountCacheBytes(t *testing.T) {
+	base := "upstreams:\n  - {name: openai, flavor: openai, base_url: \"https://api.openai.com\"}\n"
+	for _, tc := range []struct {
+		yaml string
+		want int64 // 0: refused
+	}{
+		{"", 32 << 20}, {"count_cache_bytes: 0\n", 32 << 20}, {"count_cache_bytes: -1\n", -1},
+		{"count_cache_bytes: 65536\n", 65536}, {"count_cache_bytes: 1000\n", 0}, {"count_cache_bytes: -2\n", 0},
+	} {
+		c, err := Parse([]byte(base + tc.yaml))
+		switch {
+		case tc.want == 0 && (err == nil || !strings.Contains(err.Error(), "count_cache_bytes")):
+			t.Errorf("%q: err = %v, want a problem naming count_cache_bytes", tc.yaml, err)
+		case tc.want != 0 && err != nil:
+			t.Errorf("%q: %v", tc.yaml, err)
+		case tc.want != 0 && c.CountCacheBytes != tc.want:
+			t.Errorf("%q: count_cache_bytes %d, want %d", tc.yaml, c.CountCacheBytes, tc.want)
+		}
+	}
+}

@@ -66,8 +66,8 @@ func (c *Config) Validate() error {
 	if c.MaxResponseBytes < 0 {
 		p.add("max_response_bytes", "must be positive (got %d)", c.MaxResponseBytes)
 	}
-	if c.CountCacheBytes < -1 {
-		p.add("count_cache_bytes", "must be a size in bytes, or -1 for no cache (got %d)", c.CountCacheBytes)
+	if c.CountCacheBytes < -1 || c.CountCacheBytes >= 0 && c.CountCacheBytes < 64<<10 {
+		p.add("count_cache_bytes", "must be at least 65536 bytes (a smaller cache holds too few elements to help), or -1 for no cache (got %d)", c.CountCacheBytes)
 	}
 	if c.DefaultMaxOutputTokens < 0 {
 		p.add("default_max_output_tokens", "must be positive (got %d)", c.DefaultMaxOutputTokens)

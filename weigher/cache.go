@@ -11,9 +11,10 @@ import (
 )
 
 // DefaultCacheBytes is [Options.CacheBytes]' default, in bytes: 32 MiB
-// hold about 200,000 counted elements (messages, input items, tool lists,
-// system prompts), the history of a few thousand agent conversations of
-// fifty turns.
+// hold about 175,000 entries, two per remembered element (its count, and
+// the mark that its keys passed the case-variant field check): about
+// 87,000 messages, input items, tool lists or system prompts, the history
+// of a couple of thousand agent conversations of forty turns.
 const DefaultCacheBytes = 32 << 20
 
 // cacheEntryBytes is the memory, in bytes, one cached count holds: its key
@@ -71,11 +72,17 @@ var (
 // DefaultCacheBytes; at least one entry's worth), or nil when bytes is
 // negative (caching off).
 func cacheOf(bytes int64) *countCache {
-	if bytes < 0 {
-		return nil
-	}
 	sharedCacheMu.Lock()
 	defer sharedCacheMu.Unlock()
+	if bytes < 0 {
+		// Off (a reload may turn it off): its memory goes once the
+		// weighers still holding it are done.
+		if sharedCache != nil {
+			sharedCache.c.InvalidateAll()
+			sharedCache = nil
+		}
+		return nil
+	}
 	if sharedCache == nil {
 		sharedCache = newCountCache(bytes)
 	} else {

@@ -156,3 +156,30 @@ func TestPDFPagesOfTinyData(t *testing.T) {
 		t.Fatalf("pdfPages of 4 bytes allocates %d bytes a call", per)
 	}
 }
+
+// TestCacheTurnedOffByReload: a New with caching off (a reload to
+// count_cache_bytes: -1) lets the shared cache go: its statistics read zero
+// and the next New with caching on starts an empty one.
+func TestCacheTurnedOffByReload(t *testing.T) {
+	on, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	on.Chat([]byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"a message long enough to be remembered by the cache"}]}`))
+	if SharedCacheStats().Entries == 0 {
+		t.Fatal("nothing remembered")
+	}
+	if _, err := New(Options{CacheBytes: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if s := SharedCacheStats(); s != (CacheStats{}) {
+		t.Fatalf("after a New with caching off the shared cache reads %+v", s)
+	}
+	again, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := again.CacheStats(); s.Entries != 0 {
+		t.Fatalf("the cache turned on again holds %d entries", s.Entries)
+	}
+}
