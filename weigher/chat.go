@@ -229,12 +229,23 @@ func callTokens(enc counter, fn gjson.Result) int64 {
 // messageHidden reports whether a chat message refers to input the body
 // does not hold: a file part without file_data (a stored file_id).
 func messageHidden(m gjson.Result) bool {
+	if !m.IsObject() {
+		return false
+	}
 	hidden := false
-	m.Get("content").ForEach(func(_, p gjson.Result) bool {
-		if p.IsObject() && p.Get("type").String() == "file" && stringOf(p.Get("file.file_data")) == "" {
-			hidden = true
+	// The content is found without decoding it (gjson's Get would unescape
+	// a string content only for it to be skipped).
+	rawMembers(m.Raw, func(k string, content gjson.Result) bool {
+		if k != "content" || !content.IsArray() {
+			return true
 		}
-		return !hidden
+		content.ForEach(func(_, p gjson.Result) bool {
+			if p.IsObject() && p.Get("type").String() == "file" && stringOf(p.Get("file.file_data")) == "" {
+				hidden = true
+			}
+			return !hidden
+		})
+		return false
 	})
 	return hidden
 }
