@@ -202,7 +202,11 @@ func TestGuardedRedisSlow(t *testing.T) {
 	healthy := healthySlowest(t, g, items, 50)
 	before := g.Stats()
 
-	const sleep = 200 * time.Millisecond
+	// Blocked for far longer than the deadline, so that a take that waited
+	// on it stands out from one a loaded machine (CI's) merely scheduled
+	// late: 200 ms left a take delayed 168 ms by a loaded scheduler, under
+	// -race, over the bound below.
+	const sleep = time.Second
 	type result struct {
 		took time.Duration
 		err  error
@@ -239,7 +243,7 @@ func TestGuardedRedisSlow(t *testing.T) {
 	st := g.Stats()
 	t.Logf("Redis blocked %v; takes by result %v, errors by kind %v; slowest take %v (healthy: %v)",
 		r.took, st.Calls[bucket.OpTake], st.Errors, slowest, healthy)
-	// Waiting on the blocked Redis would cost up to its 200 ms sleep.
+	// Waiting on the blocked Redis would cost up to its 1 s sleep.
 	if bound := healthy + guardTimeout + sleep/2; slowest > bound {
 		t.Errorf("slowest take while Redis was blocked took %v, want under %v (the slowest healthy take + the deadline + half the block it must not wait for)", slowest, bound)
 	}
