@@ -98,6 +98,12 @@ func at(s string, i int) (uint8, int) {
 	if c := s[i]; c < utf8.RuneSelf {
 		return asciiFlags[c], 1
 	}
+	return atRune(s, i)
+}
+
+// atRune is at for a rune that is not ASCII: kept apart so that at, called
+// for nearly every byte of the text, is inlined.
+func atRune(s string, i int) (uint8, int) {
 	r, n := utf8.DecodeRuneInString(s[i:])
 	return flagsOf(r), n
 }
@@ -111,7 +117,14 @@ func isPrefix(f uint8) bool { return f&(fNewline|fLetter|fNumber) == 0 }
 // run returns the end of the run of runes from i having any flag in mask.
 func run(s string, i int, mask uint8) int {
 	for i < len(s) {
-		f, n := at(s, i)
+		if c := s[i]; c < utf8.RuneSelf { // ASCII without a call
+			if asciiFlags[c]&mask == 0 {
+				return i
+			}
+			i++
+			continue
+		}
+		f, n := atRune(s, i)
 		if f&mask == 0 {
 			break
 		}

@@ -58,15 +58,20 @@ var classOfFlags = func() (t [256]charClass) {
 const maxPieceBytes = 256
 
 // segmented is the sum of one over the segments of p of at most
-// maxPieceBytes, cut at rune starts.
+// maxPieceBytes, cut at rune starts. A segment the same as the one before
+// it (a run of one character makes nothing else) is not merged again.
 func segmented(p string, one func(string) int64) int64 {
-	var n int64
+	var n, lastN int64
+	last := ""
 	for len(p) > 0 {
 		e := min(len(p), maxPieceBytes)
 		for e < len(p) && e > 1 && !utf8.RuneStart(p[e]) {
 			e--
 		}
-		n += one(p[:e])
+		if seg := p[:e]; seg != last {
+			last, lastN = seg, one(seg)
+		}
+		n += lastN
 		p = p[e:]
 	}
 	return n
