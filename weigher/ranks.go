@@ -1,6 +1,11 @@
 package weigher
 
-import "math/bits"
+import (
+	"cmp"
+	"math/bits"
+	"slices"
+	"strings"
+)
 
 // rankTable maps a token's bytes to its rank, built for the byte-pair
 // merge's lookups: almost all of them are of strings of at most 8 bytes
@@ -72,7 +77,21 @@ func newRankTable(ranks map[string]int) *rankTable {
 	}
 	midSize := 1 << bits.Len(uint(mid*4/3))
 	t.mid, t.midShift = make([]midSlot, midSize), uint(64-bits.Len(uint(midSize-1)))
+	// Inserted in rank order, not the map's random order: the table is the
+	// same in every process (so are its probe lengths, and what a benchmark
+	// measures), and the most frequent tokens, which BPE ranks first, sit
+	// in their home slots.
+	type ranked struct {
+		tok  string
+		rank int
+	}
+	byRank := make([]ranked, 0, len(ranks))
 	for tok, r := range ranks {
+		byRank = append(byRank, ranked{tok, r})
+	}
+	slices.SortFunc(byRank, func(a, b ranked) int { return cmp.Or(cmp.Compare(a.rank, b.rank), strings.Compare(a.tok, b.tok)) })
+	for _, e := range byRank {
+		tok, r := e.tok, e.rank
 		if len(tok) > 8 && len(tok) <= 16 {
 			lo, hi := pack(tok[:8]), pack(tok[8:])
 			h := midHash(lo, hi, len(tok))
