@@ -162,11 +162,6 @@ func contraction(s string, i int) int {
 
 // nextPiece returns the end of the pre-tokenizer piece starting at s[i].
 func (c *bpeCounter) nextPiece(s string, i int) int {
-	if c.o200k {
-		if e := o200kASCIIWord(s, i); e >= 0 {
-			return e
-		}
-	}
 	f0, n0 := at(s, i)
 	if c.o200k {
 		if e := o200kLetters(s, i, f0, n0); e >= 0 {
@@ -235,34 +230,6 @@ func (c *bpeCounter) nextPiece(s string, i int) int {
 		}
 	}
 	return j // '\s+'
-}
-
-// o200kASCIIWord is the end of the piece at s[i] when it is the most
-// common one of English text and code, an ASCII word: an optional space,
-// at most one upper-case ASCII letter, then lower-case letters (the first
-// of them ASCII) and an optional contraction; -1 for any other start, left
-// to the general rules. It gives what o200kLetters does for these starts —
-// '[^\r\n\p{L}\p{N}]?[U]*[L]+(?i:'s|…)?' with one upper-case letter at
-// most, and the lower-case run may go on past ASCII — without a call per
-// byte.
-func o200kASCIIWord(s string, i int) int {
-	j := i
-	if j < len(s) && s[j] == ' ' {
-		j++
-	}
-	if j < len(s) && 'A' <= s[j] && s[j] <= 'Z' {
-		j++
-	}
-	if j >= len(s) || s[j] < 'a' || s[j] > 'z' {
-		return -1
-	}
-	for j < len(s) && 'a' <= s[j] && s[j] <= 'z' {
-		j++
-	}
-	if j < len(s) && s[j] >= utf8.RuneSelf {
-		j = run(s, j, fLower) // é, ß…: still [L]
-	}
-	return withContraction(s, j)
 }
 
 // o200kLetters matches o200k's two letter alternatives at s[i]:
