@@ -1,11 +1,11 @@
 package loadbench
 
 import (
-	"bufio"
 	"errors"
 	"net"
-	"strings"
 	"time"
+
+	"github.com/llmguard/llmguard/internal/redisprobe"
 )
 
 // freePort returns a loopback TCP port that is free now and is not
@@ -26,22 +26,4 @@ func freePort() (int, error) {
 }
 
 // ping sends PING over a fresh connection and expects +PONG.
-func ping(addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "+PONG\r\n" {
-		return errors.New(strings.TrimSpace(line))
-	}
-	return nil
-}
+func ping(addr string) error { return redisprobe.Ping(addr, time.Second) }

@@ -10,7 +10,6 @@
 package redistest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llmguard/llmguard/internal/redisprobe"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -287,25 +288,7 @@ func (s *Server) logTail() string {
 }
 
 // ping sends PING over a fresh connection and expects +PONG.
-func ping(addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "+PONG\r\n" {
-		return errors.New(strings.TrimSpace(line))
-	}
-	return nil
-}
+func ping(addr string) error { return redisprobe.Ping(addr, 500*time.Millisecond) }
 
 // freePort returns a loopback port that is free now, with its cluster bus
 // port (port + 10000) free too, and neither is Redis's default 6379.
