@@ -178,21 +178,22 @@ func (c *countCache) fieldsContext(f *fields, depth int) uint64 {
 	return xxh3.HashSeed(b[:], c.seed)
 }
 
-// seen reports whether raw was remembered in context ctx; never for
-// elements shorter than minCachedBytes.
-func (c *countCache) seen(ctx uint64, raw string) bool {
+// checked returns whether raw passed check in context ctx: remembered,
+// or check's answer, remembered when true (elements shorter than
+// minCachedBytes are always checked). The key is hashed once.
+func (c *countCache) checked(ctx uint64, raw string, check func() bool) bool {
 	if c == nil || len(raw) < minCachedBytes {
+		return check()
+	}
+	k := c.key(ctx, raw)
+	if _, ok := c.c.GetIfPresent(k); ok {
+		return true
+	}
+	if !check() {
 		return false
 	}
-	_, ok := c.c.GetIfPresent(c.key(ctx, raw))
-	return ok
-}
-
-// remember records raw in context ctx (see seen).
-func (c *countCache) remember(ctx uint64, raw string) {
-	if c != nil && len(raw) >= minCachedBytes {
-		c.c.Set(c.key(ctx, raw), tally{})
-	}
+	c.c.Set(k, tally{})
+	return true
 }
 
 // key is the cache key of raw in context ctx.

@@ -110,10 +110,11 @@ func checkElements(elems elements, f *fields, depth int, cache *countCache) (key
 	ok = true
 	ctx := cache.fieldsContext(f, depth+1)
 	elems.each(func(e gjson.Result) bool {
-		if e.IsObject() && !cache.seen(ctx, e.Raw) {
-			if key, field, ok = checkFieldsAt(e, f, depth+1, cache); ok {
-				cache.remember(ctx, e.Raw)
-			}
+		if e.IsObject() {
+			ok = cache.checked(ctx, e.Raw, func() bool {
+				key, field, ok = checkFieldsAt(e, f, depth+1, cache)
+				return ok
+			})
 		}
 		return ok
 	})
