@@ -163,3 +163,27 @@ func FuzzHeapMerge(f *testing.F) {
 		}
 	})
 }
+
+// TestInRankOrder: tokens come out by rank, whether placed by rank (dense,
+// distinct ranks) or sorted (gaps, a repeated rank).
+func TestInRankOrder(t *testing.T) {
+	for _, ranks := range []map[string]int{
+		{"c": 2, "a": 0, "b": 1},
+		{"z": 100, "y": 1},
+		{"b": 1, "a": 1, "c": 0},
+		{"q": 5, "r": -1, "s": 3},
+	} {
+		got := inRankOrder(ranks)
+		if len(got) != len(ranks) {
+			t.Fatalf("%v: %d tokens out, want %d", ranks, len(got), len(ranks))
+		}
+		for i, e := range got {
+			if ranks[e.tok] != e.rank {
+				t.Fatalf("%v: %q given rank %d", ranks, e.tok, e.rank)
+			}
+			if i > 0 && (got[i-1].rank > e.rank || got[i-1].rank == e.rank && got[i-1].tok > e.tok) {
+				t.Fatalf("%v: out of order: %v", ranks, got)
+			}
+		}
+	}
+}

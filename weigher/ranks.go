@@ -81,16 +81,7 @@ func newRankTable(ranks map[string]int) *rankTable {
 	// same in every process (so are its probe lengths, and what a benchmark
 	// measures), and the most frequent tokens, which BPE ranks first, sit
 	// in their home slots.
-	type ranked struct {
-		tok  string
-		rank int
-	}
-	byRank := make([]ranked, 0, len(ranks))
-	for tok, r := range ranks {
-		byRank = append(byRank, ranked{tok, r})
-	}
-	slices.SortFunc(byRank, func(a, b ranked) int { return cmp.Or(cmp.Compare(a.rank, b.rank), strings.Compare(a.tok, b.tok)) })
-	for _, e := range byRank {
+	for _, e := range inRankOrder(ranks) {
 		tok, r := e.tok, e.rank
 		if len(tok) > 8 && len(tok) <= 16 {
 			lo, hi := pack(tok[:8]), pack(tok[8:])
@@ -190,4 +181,47 @@ func (t *rankTable) getMid(s string) (int, bool) {
 			return int(sl.rank), true
 		}
 	}
+}
+
+// ranked is a token and its rank.
+type ranked struct {
+	tok  string
+	rank int
+}
+
+// inRankOrder lists ranks' tokens by rank (then bytes): placed by rank in
+// one pass when the ranks are distinct and dense, as in every tiktoken
+// vocabulary (sorting 200,000 tokens instead added about 80 ms to
+// start-up), sorted otherwise.
+func inRankOrder(ranks map[string]int) []ranked {
+	maxRank := -1
+	for _, r := range ranks {
+		maxRank = max(maxRank, r)
+	}
+	if maxRank < 2*len(ranks) {
+		slots := make([]ranked, maxRank+1)
+		distinct := true
+		for tok, r := range ranks {
+			if r < 0 || tok == "" || slots[r].tok != "" {
+				distinct = false
+				break
+			}
+			slots[r] = ranked{tok, r}
+		}
+		if distinct {
+			out := slots[:0]
+			for _, e := range slots {
+				if e.tok != "" {
+					out = append(out, e)
+				}
+			}
+			return out
+		}
+	}
+	out := make([]ranked, 0, len(ranks))
+	for tok, r := range ranks {
+		out = append(out, ranked{tok, r})
+	}
+	slices.SortFunc(out, func(a, b ranked) int { return cmp.Or(cmp.Compare(a.rank, b.rank), strings.Compare(a.tok, b.tok)) })
+	return out
 }
