@@ -170,7 +170,7 @@ func useOfflineVocabularies() {
 // o200k_base and cl100k_base for the family defaults, from the vocabularies
 // embedded in tiktoken-go-loader (no network), in parallel. Loading and
 // indexing those two takes about 0.1–0.15 s on two cores and ~68 MB of
-// allocations (see TestNewStartupTime and BenchmarkNew), so call it once at
+// allocations (see BenchmarkNew), so call it once at
 // start-up and share the result.
 //
 // It fails when a model names an encoding it cannot build offline, with an
