@@ -501,16 +501,7 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 			// forwarded, never charged.
 			return &refusal{err: faultError(x.est), outcome: meter.OutcomeInvalid}
 		}
-		if x.est.ServerContext {
-			// previous_response_id / conversation: the upstream adds
-			// context llmguard cannot see; reconciliation charges it.
-			ctx.Response.Header.Set("x-llmguard-estimate", "partial")
-		} else if x.est.Bounded {
-			// Part of the text was counted with the weigher's upper bound
-			// (exact_count_max_bytes, count_time_budget): reconciliation
-			// refunds the excess.
-			ctx.Response.Header.Set("x-llmguard-estimate", "bound")
-		}
+		setEstimateHeader(&ctx.Response.Header, x.est)
 	}
 	if len(x.est.Model) > maxModelName {
 		return &refusal{err: errModelName, outcome: meter.OutcomeInvalid}
@@ -565,6 +556,21 @@ func (p *Proxy) weighAs(x *exchange, body []byte) weigher.Estimate {
 		})
 	}
 	return w.WeighResolved(x.kind, body, nil)
+}
+
+// setEstimateHeader says, in x-llmguard-estimate, how an estimate is not
+// exact: "partial" when the upstream adds context llmguard cannot see
+// (previous_response_id, conversation, stored files: reconciliation charges
+// it), "bound" when part of the text was counted with the weigher's upper
+// bound (exact_count_max_bytes, count_time_budget: reconciliation refunds
+// the excess); nothing for an exact one.
+func setEstimateHeader(h *fasthttp.ResponseHeader, est weigher.Estimate) {
+	switch {
+	case est.ServerContext:
+		h.Set("x-llmguard-estimate", "partial")
+	case est.Bounded:
+		h.Set("x-llmguard-estimate", "bound")
+	}
 }
 
 // weighQueueWait is the longest a request waits for a weighing slot

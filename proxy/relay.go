@@ -38,11 +38,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	resp.Header.CopyTo(&ctx.Response.Header)
 	removeHopHeaders(&ctx.Response.Header)
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
-	if x.est.ServerContext {
-		ctx.Response.Header.Set("x-llmguard-estimate", "partial")
-	} else if x.est.Bounded {
-		ctx.Response.Header.Set("x-llmguard-estimate", "bound")
-	}
+	setEstimateHeader(&ctx.Response.Header, x.est) // the upstream's headers replaced it
 	for _, w := range x.m.Warnings() {
 		ctx.Response.Header.Add("x-llmguard-budget-warning", w)
 	}

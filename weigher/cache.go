@@ -36,11 +36,6 @@ type tally struct {
 	hidden      bool
 }
 
-// add sums two tallies.
-func (t tally) add(u tally) tally {
-	return tally{text: t.text + u.text, fixed: t.fixed + u.fixed, hidden: t.hidden || u.hidden}
-}
-
 // cacheKey names one element's count: a 128-bit xxh3 of its exact bytes,
 // seeded with a secret chosen at start-up so that callers cannot aim
 // collisions at it, its length, and the hash of the context it was counted

@@ -146,17 +146,20 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 func currentTurnStart(messages elements) int {
 	last, i := -1, 0
 	messages.each(func(m gjson.Result) bool {
-		if m.Get("role").String() == "user" {
-			content := m.Get("content")
-			onlyResults := content.IsArray()
-			content.ForEach(func(_, b gjson.Result) bool {
-				if b.Get("type").String() != "tool_result" {
-					onlyResults = false
-					return false
+		if m.IsObject() {
+			// Role and content are found without decoding them: this walk
+			// visits every message of the conversation, remembered or not.
+			var role, content gjson.Result
+			rawMembers(m.Raw, func(k string, v gjson.Result) bool {
+				switch k {
+				case "role":
+					role = v
+				case "content":
+					content = v
 				}
 				return true
 			})
-			if !onlyResults {
+			if rawString(role) == "user" && !onlyToolResults(content) {
 				last = i
 			}
 		}
@@ -164,6 +167,17 @@ func currentTurnStart(messages elements) int {
 		return true
 	})
 	return last + 1
+}
+
+// onlyToolResults reports whether content is an array of tool_result
+// blocks only.
+func onlyToolResults(content gjson.Result) bool {
+	only := content.IsArray()
+	content.ForEach(func(_, b gjson.Result) bool {
+		only = b.Get("type").String() == "tool_result"
+		return only
+	})
+	return only
 }
 
 // maxBlockDepth bounds the recursion into nested content blocks

@@ -257,6 +257,18 @@ func rawValue(v string) gjson.Result {
 	return r
 }
 
+// rawString is the text of v, a value as rawValue gives it, when it is a
+// JSON string (decoded only if it holds an escape); "" otherwise.
+func rawString(v gjson.Result) string {
+	if v.Type != gjson.String || len(v.Raw) < 2 {
+		return ""
+	}
+	if strings.IndexByte(v.Raw, '\\') >= 0 {
+		return gjson.Parse(v.Raw).Str
+	}
+	return v.Raw[1 : len(v.Raw)-1]
+}
+
 // skipSpace returns the index of the first non-space byte of s from i.
 func skipSpace(s string, i int) int {
 	for i < len(s) && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') {

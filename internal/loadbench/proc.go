@@ -84,9 +84,6 @@ func startChild(exe, role string, args ...string) (*child, error) {
 	return c, nil
 }
 
-// pid is the child's process id.
-func (c *child) pid() int { return c.cmd.Process.Pid }
-
 // cpu asks the child for its CPU time so far (user + system), in
 // microseconds. Errors: the child has exited or answers garbage.
 func (c *child) cpu() (int64, error) {
