@@ -17,8 +17,12 @@ type Shape struct {
 	Stream bool
 	// Warm resends a growing conversation: each request is the previous
 	// one's messages, byte for byte, plus one turn (the assistant's answer
-	// and the next user message), until the body passes 1¼ Size, when a new
-	// conversation starts. Cold (false) builds every body from new text:
+	// and the next user message). When the body passes 1¼ Size, its oldest
+	// exchanges are dropped until it is back under ¾ Size, as a chat
+	// framework trims history to fit a context window: the system prompt,
+	// the tools and every message kept are the bytes sent before, so only
+	// the first body of a conversation is new text (the benchmark sends it
+	// before measuring). Cold (false) builds every body from new text:
 	// every message, the system prompt and the tool descriptions carry text
 	// never sent before, so no cache keyed on content can help.
 	Warm bool
@@ -45,6 +49,7 @@ type conversation struct {
 	system []byte // the system message
 	tools  []byte // `,"tools":[…]`
 	msgs   []byte // the messages after the system message, each led by ','
+	users  []int  // offsets in msgs of each user message's ',', oldest first
 	tail   []byte // max_tokens, stream… and the closing brace
 	body   []byte // the last body, reused
 	step   int    // cold: index into the size schedule
@@ -77,9 +82,12 @@ func (c *conversation) size() int {
 // next returns the next request body. It is valid until the next call.
 func (c *conversation) next() []byte {
 	if c.shape.Warm {
-		if !c.open || c.size() >= c.hi() {
+		if !c.open {
 			c.start(c.lo())
 		} else {
+			if c.size() >= c.hi() {
+				c.trim(c.lo())
+			}
 			c.addTurn()
 		}
 	} else {
@@ -106,7 +114,8 @@ func (c *conversation) start(target int) {
 	c.open = true
 	c.system = c.message(c.system[:0], "system", kindProse, max(c.shape.Size/32, 80))
 	c.tools = c.appendTools(c.tools[:0])
-	c.msgs = append(c.msgs[:0], ',')
+	c.msgs, c.users = c.msgs[:0], append(c.users[:0], 0)
+	c.msgs = append(c.msgs, ',')
 	c.msgs = c.userMessage(c.msgs, max(c.turn()/2, 60))
 	for c.size() < target {
 		c.addTurn()
@@ -129,8 +138,29 @@ func (c *conversation) addTurn() {
 		kind = kindCode
 	}
 	c.msgs = c.message(c.msgs, "assistant", kind, n*11/20)
+	c.users = append(c.users, len(c.msgs))
 	c.msgs = append(c.msgs, ',')
 	c.msgs = c.userMessage(c.msgs, n*9/20)
+}
+
+// trim drops the oldest exchanges (a user message and the answers to it)
+// as long as the body stays at least target bytes and one exchange is
+// left; the conversation still starts with a user message after the
+// system prompt.
+func (c *conversation) trim(target int) {
+	drop := 0
+	for drop+1 < len(c.users) && c.size()-c.users[drop+1] >= target {
+		drop++
+	}
+	if drop == 0 {
+		return
+	}
+	cut := c.users[drop]
+	c.msgs = c.msgs[:copy(c.msgs, c.msgs[cut:])]
+	c.users = c.users[:copy(c.users, c.users[drop:])]
+	for i := range c.users {
+		c.users[i] -= cut
+	}
 }
 
 // userMessage appends a user message of about n bytes: prose, prose in

@@ -51,13 +51,24 @@ func newClient(addr string) *fasthttp.HostClient {
 	}
 }
 
-// drive sends cell's load to base through client: Concurrency workers, each
-// sending the next body of its own conversation (seeded seed+worker) as
-// soon as the last is answered, until requests have been sent in all or
-// the time cap has passed, whichever comes first. The bodies are built
-// between requests, outside the latency; buffers are reused, so the
-// generator allocates almost nothing per request.
-func drive(client *fasthttp.HostClient, base string, pool *textPool, cell Cell, seed uint64, requests int, limit time.Duration) load {
+// conversations returns the body builders of cell's workers, worker w's
+// seeded seed+w.
+func conversations(pool *textPool, cell Cell, seed uint64) []*conversation {
+	convs := make([]*conversation, cell.Concurrency)
+	for w := range convs {
+		convs[w] = newConversation(pool, cell.Shape, seed+uint64(w))
+	}
+	return convs
+}
+
+// drive sends cell's load to base through client: one worker per
+// conversation in convs (cell.Concurrency of them), each sending its
+// conversation's next body as soon as the last is answered, until requests
+// have been sent in all or the time cap has passed, whichever comes first.
+// The bodies are built between requests, outside the latency; buffers are
+// reused, so the generator allocates almost nothing per request. A later
+// drive with the same convs continues their conversations.
+func drive(client *fasthttp.HostClient, base string, convs []*conversation, cell Cell, requests int, limit time.Duration) load {
 	uri := base + "/v1/chat/completions"
 	var issued atomic.Int64
 	deadline := time.Now().Add(limit)
@@ -70,7 +81,7 @@ func drive(client *fasthttp.HostClient, base string, pool *textPool, cell Cell, 
 			defer wg.Done()
 			l := &per[w]
 			l.lat = make([]time.Duration, 0, requests/cell.Concurrency+1)
-			conv := newConversation(pool, cell.Shape, seed+uint64(w))
+			conv := convs[w]
 			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 			defer fasthttp.ReleaseRequest(req)
 			defer fasthttp.ReleaseResponse(resp)

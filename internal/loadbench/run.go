@@ -232,7 +232,8 @@ func Run(o Options) (*Report, error) {
 	// A first small load per target: connections, tokenizer tables, the
 	// Lua scripts loaded.
 	for _, t := range targets {
-		if l := drive(t.client, t.url, pool, Cell{Shape: Shape{Size: 4 << 10}, Concurrency: 4}, 1<<40, 40, 30*time.Second); l.errs > 0 {
+		check := Cell{Shape: Shape{Size: 4 << 10}, Concurrency: 4}
+		if l := drive(t.client, t.url, conversations(pool, check, 1<<40), check, 40, 30*time.Second); l.errs > 0 {
 			return nil, fmt.Errorf("loadbench: %s does not answer as expected: %s", t.name, l.firstErr)
 		}
 	}
@@ -271,10 +272,13 @@ func (o *Options) cells() []Cell {
 }
 
 // measure runs one cell against one target: a short unmeasured warm-up
-// (two requests per worker, bodies of their own), then the measured run
-// between two readings of every process's CPU time.
+// (two requests per worker), then the measured run between two readings of
+// every process's CPU time. The run continues the warm-up's conversations,
+// so a warm run measures conversations already under way: the first body
+// of each, all new text, is a cold request, which the cold cells measure.
 func measure(t *target, mock *child, pool *textPool, cell Cell, seed uint64, o Options) (Row, error) {
-	drive(t.client, t.url, pool, cell, seed+1<<16, 2*cell.Concurrency, o.Duration)
+	convs := conversations(pool, cell, seed)
+	drive(t.client, t.url, convs, cell, 2*cell.Concurrency, o.Duration)
 	row := Row{Target: t.name, Cell: cell, ProxyCPU: -1, StoreCPU: -1, Allowed: -1, StoreErrors: -1}
 	var before, after cpuReading
 	var mBefore, mAfter llmguardCounters
@@ -287,7 +291,7 @@ func measure(t *target, mock *child, pool *textPool, cell Cell, seed uint64, o O
 	if before, err = readCPU(t, mock); err != nil {
 		return row, err
 	}
-	l := drive(t.client, t.url, pool, cell, seed, o.Requests, o.Duration)
+	l := drive(t.client, t.url, convs, cell, o.Requests, o.Duration)
 	if after, err = readCPU(t, mock); err != nil {
 		return row, err
 	}
