@@ -143,6 +143,9 @@ type Row struct {
 	// StoreErrorsBy breaks StoreErrors down by "op/kind" (take/timeout,
 	// reconcile/connection…); nil when there were none.
 	StoreErrorsBy map[string]float64
+	// CacheHit is the share (0 to 1) of the weigher's count-cache lookups
+	// over the run that hit; -1 for other targets or without lookups.
+	CacheHit float64
 }
 
 // Report is a whole benchmark's rows, in run order, and how it ran.
@@ -279,7 +282,7 @@ func (o *Options) cells() []Cell {
 func measure(t *target, mock *child, pool *textPool, cell Cell, seed uint64, o Options) (Row, error) {
 	convs := conversations(pool, cell, seed)
 	drive(t.client, t.url, convs, cell, 2*cell.Concurrency, o.Duration)
-	row := Row{Target: t.name, Cell: cell, ProxyCPU: -1, StoreCPU: -1, Allowed: -1, StoreErrors: -1}
+	row := Row{Target: t.name, Cell: cell, ProxyCPU: -1, StoreCPU: -1, Allowed: -1, StoreErrors: -1, CacheHit: -1}
 	var before, after cpuReading
 	var mBefore, mAfter llmguardCounters
 	var err error
@@ -301,6 +304,10 @@ func measure(t *target, mock *child, pool *textPool, cell Cell, seed uint64, o O
 		}
 		row.Allowed = mAfter.allowed - mBefore.allowed
 		row.StoreErrors = mAfter.storeErrors - mBefore.storeErrors
+		hits, misses := mAfter.cacheHits-mBefore.cacheHits, mAfter.cacheMisses-mBefore.cacheMisses
+		if hits+misses > 0 {
+			row.CacheHit = hits / (hits + misses)
+		}
 		for k, v := range mAfter.storeErrorsBy {
 			if d := v - mBefore.storeErrorsBy[k]; d > 0 {
 				if row.StoreErrorsBy == nil {

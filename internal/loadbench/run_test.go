@@ -42,7 +42,8 @@ func redisTargets(t *testing.T) []string {
 
 // TestRunTinyMatrix runs every kind of cell with a few requests each and
 // checks the report: a row per cell and target in run order, every request
-// answered and (for llmguard) admitted by its limiter, CPU measured for
+// answered and (for llmguard) admitted by its limiter, the count cache hit
+// on warm bodies and not on cold ones, CPU measured for
 // every proxy process, quantiles in order, and a table line per row. No
 // figure is compared with a time.
 func TestRunTinyMatrix(t *testing.T) {
@@ -87,6 +88,14 @@ func TestRunTinyMatrix(t *testing.T) {
 		llmguard := target == TargetMemory || target == TargetRedis
 		if llmguard && (row.Allowed != requests || row.StoreErrors != 0) {
 			t.Errorf("%s: llmguard allowed %.0f, store errors %.0f; want %d, 0", name, row.Allowed, row.StoreErrors, requests)
+		}
+		// Warm bodies resend their conversation: most of each is remembered.
+		// Cold bodies are new text: nothing is.
+		if llmguard && ((row.Cell.Warm && row.CacheHit < 0.5) || (!row.Cell.Warm && (row.CacheHit < 0 || row.CacheHit > 0.05))) {
+			t.Errorf("%s: count-cache hit share %.2f", name, row.CacheHit)
+		}
+		if !llmguard && row.CacheHit != -1 {
+			t.Errorf("%s: cache hits %.2f, want -1 (not llmguard)", name, row.CacheHit)
 		}
 		if !llmguard && row.Allowed != -1 {
 			t.Errorf("%s: allowed %.0f, want -1 (not llmguard)", name, row.Allowed)

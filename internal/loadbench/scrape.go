@@ -18,6 +18,9 @@ type llmguardCounters struct {
 	// storeErrorsBy is llmguard_store_errors_total by "op/kind" (take or
 	// reconcile; timeout, connection or other).
 	storeErrorsBy map[string]float64
+	// cacheHits and cacheMisses are llmguard_count_cache_hits_total and
+	// _misses_total: lookups of the weigher's count cache.
+	cacheHits, cacheMisses float64
 }
 
 var scrapeClient = &http.Client{Timeout: 10 * time.Second}
@@ -52,6 +55,10 @@ func scrape(admin string) (llmguardCounters, error) {
 		switch series := line[:i]; {
 		case strings.HasPrefix(series, "llmguard_requests_total{") && strings.Contains(series, `outcome="allowed"`):
 			c.allowed += v
+		case series == "llmguard_count_cache_hits_total":
+			c.cacheHits += v
+		case series == "llmguard_count_cache_misses_total":
+			c.cacheMisses += v
 		case strings.HasPrefix(series, "llmguard_store_errors_total"):
 			c.storeErrors += v
 			c.storeErrorsBy[label(series, "op")+"/"+label(series, "kind")] += v

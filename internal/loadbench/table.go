@@ -41,7 +41,7 @@ func (r *Report) Markdown(w io.Writer) {
 	if withRedis {
 		head = append(head, "redis µs/req")
 	}
-	head = append(head, "CPU × bare", "+p99 vs bare ms", "req/s × bare")
+	head = append(head, "CPU × bare", "+p99 vs bare ms", "req/s × bare", "cache hits")
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
 	find := func(cell Cell, target string) *Row {
 		for i := range r.Rows {
@@ -68,6 +68,11 @@ func (r *Report) Markdown(w io.Writer) {
 		} else {
 			cells = append(cells, "—", "—", "—")
 		}
+		if row.CacheHit >= 0 {
+			cells = append(cells, fmt.Sprintf("%.0f%%", 100*row.CacheHit))
+		} else {
+			cells = append(cells, "—")
+		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
 
@@ -75,6 +80,7 @@ func (r *Report) Markdown(w io.Writer) {
 	fmt.Fprintln(w, "cell: body size (bodies run from ¾ to 1¼ of it), cold (all text new) or warm (a growing conversation resent), json or sse, concurrency.")
 	fmt.Fprintln(w, "Latency: send to last byte, nearest rank (p99.9 is the maximum below 1000 requests). +p50/+p99: minus the direct run of the same cell.")
 	fmt.Fprintln(w, "CPU µs/req: the proxy process's own user+system time (getrusage) over the run, per request; redis: redis-server's (/proc, 10 ms ticks).")
+	fmt.Fprintln(w, "cache hits: the share of llmguard's count-cache lookups over the run that found the element's count (llmguard_count_cache_hits_total and _misses_total).")
 	var client, mock []float64
 	for _, row := range r.Rows {
 		client, mock = append(client, row.ClientCPU), append(mock, row.MockCPU)
