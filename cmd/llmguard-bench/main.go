@@ -2,6 +2,8 @@
 //
 //	go run ./cmd/llmguard-bench            # the full matrix, ~6 minutes on 2 cores
 //	go run ./cmd/llmguard-bench -quick     # every cell, briefly (~1 minute)
+//	go run ./cmd/llmguard-bench hot        # one hot tenant and one hot global limit on a 3-master Redis Cluster,
+//	                                       # plain, sharded, leased (see loadbench.RunHot)
 //
 // It starts, each as a process of its own on 127.0.0.1, the mock upstream,
 // a bare fasthttp reverse proxy (the floor), llmguard on the in-memory
@@ -34,6 +36,20 @@ func main() {
 			fmt.Fprintln(os.Stderr, "llmguard-bench child:", err)
 			os.Exit(1)
 		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "hot" {
+		o, err := parseHotFlags(os.Args[2:])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "llmguard-bench hot:", err)
+			os.Exit(2)
+		}
+		rep, err := loadbench.RunHot(o)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "llmguard-bench hot:", err)
+			os.Exit(1)
+		}
+		rep.Markdown(os.Stdout)
 		return
 	}
 	o, err := parseFlags(os.Args[1:])
@@ -105,6 +121,29 @@ func parseFlags(args []string) (loadbench.Options, error) {
 	}
 	if o.Warm, err = pair(*mode, "cold", "warm"); err != nil {
 		return o, fmt.Errorf("-mode: %w", err)
+	}
+	return o, nil
+}
+
+// parseHotFlags reads the command line of "llmguard-bench hot" into
+// loadbench.HotOptions. Errors: a flag that does not parse.
+func parseHotFlags(args []string) (loadbench.HotOptions, error) {
+	fs := flag.NewFlagSet("llmguard-bench hot", flag.ContinueOnError)
+	variants := fs.String("variants", strings.Join(loadbench.HotVariants, ","), "variants, comma-separated: "+strings.Join(loadbench.HotVariants, ", "))
+	masters := fs.Int("masters", 3, "Redis Cluster masters")
+	conc := fs.Int("concurrency", 64, "workers, all with the one key of the one tenant")
+	requests := fs.Int("requests", 20000, "at most this many requests per variant")
+	duration := fs.Duration("duration", 5*time.Second, "at most this long per variant")
+	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	if err := fs.Parse(args); err != nil {
+		return loadbench.HotOptions{}, err
+	}
+	if fs.NArg() > 0 {
+		return loadbench.HotOptions{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o := loadbench.HotOptions{Variants: splitList(*variants), Masters: *masters, Concurrency: *conc, Requests: *requests, Duration: *duration}
+	if !*quiet {
+		o.Progress = os.Stderr
 	}
 	return o, nil
 }

@@ -64,6 +64,7 @@ func Child(args []string) error {
 	fs := flag.NewFlagSet("child "+args[0], flag.ContinueOnError)
 	upstream := fs.String("upstream", "", "upstream base URL (bare, llmguard)")
 	redisAddr := fs.String("redis", "", "Redis host:port: llmguard's store (memory when empty)")
+	configFile := fs.String("config", "", "llmguard: run this YAML config instead of the built-in one (-upstream and -redis are then unused; its listeners are replaced by free loopback ports)")
 	tokenize := fs.Bool("tokenize", false, "mock: count chat input with the weigher (default: len(body)/4)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole life of the process to this file")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -81,6 +82,7 @@ func Child(args []string) error {
 	}
 	served := make(chan error, 2)
 	var lines []string
+	var err error
 	switch args[0] {
 	case RoleMock:
 		s, err := mockllm.StartWith("127.0.0.1:0", mockllm.Options{ByteCountedChat: !*tokenize})
@@ -101,7 +103,13 @@ func Child(args []string) error {
 		if *redisAddr != "" {
 			store = "store: {backend: redis, redis_url: \"redis://" + *redisAddr + "/0\"}"
 		}
-		cfg, err := config.Parse(fmt.Appendf(nil, llmguardConfig, *upstream, store))
+		text := fmt.Appendf(nil, llmguardConfig, *upstream, store)
+		if *configFile != "" {
+			if text, err = os.ReadFile(*configFile); err != nil {
+				return err
+			}
+		}
+		cfg, err := config.Parse(text)
 		if err != nil {
 			return err
 		}

@@ -130,44 +130,7 @@ var errNoRedis = errors.New("loadbench: redis-server not found ($REDIS_SERVER or
 // startRedis starts redis-server ($REDIS_SERVER, else on $PATH) with
 // --save "" --appendonly no on a free loopback port and waits until it
 // answers PING. Errors: errNoRedis, or a server that does not start.
-func startRedis() (*redisServer, error) {
-	name := os.Getenv("REDIS_SERVER")
-	if name == "" {
-		name = "redis-server"
-	}
-	bin, err := exec.LookPath(name)
-	if err != nil {
-		return nil, errNoRedis
-	}
-	dir, err := os.MkdirTemp("", "llmguard-bench-redis-")
-	if err != nil {
-		return nil, err
-	}
-	var lastErr error
-	for range 5 {
-		port, err := freePort()
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		s := &redisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, exited: make(chan struct{})}
-		s.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", dir, "--logfile", "redis.log", "--daemonize", "no")
-		s.cmd.Dir = dir
-		dieWithParent(s.cmd)
-		if err := s.cmd.Start(); err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("loadbench: start redis-server: %w", err)
-		}
-		go func() { _ = s.cmd.Wait(); close(s.exited) }()
-		if lastErr = s.waitPing(); lastErr == nil {
-			return s, nil
-		}
-		s.stop()
-	}
-	os.RemoveAll(dir)
-	return nil, fmt.Errorf("loadbench: redis-server did not start: %w", lastErr)
-}
+func startRedis() (*redisServer, error) { return startRedisWith() }
 
 func (s *redisServer) waitPing() error {
 	deadline := time.Now().Add(startTimeout)

@@ -1,0 +1,279 @@
+package loadbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Hot-key variants: how the hot tenant's and the global limit's buckets
+// are kept in the cluster.
+const (
+	HotPlain       = "plain"        // one bucket each, one key
+	HotShards      = "shards"       // shards: HotShardCount sub-keys each
+	HotLease       = "lease"        // lease: a block per node, spent from memory
+	HotShardsLease = "shards+lease" // both
+)
+
+// HotVariants are the variants in the order a hot-key run measures them.
+var HotVariants = []string{HotPlain, HotShards, HotLease, HotShardsLease}
+
+// HotShardCount is the shards of a sharded variant's limits.
+const HotShardCount = 8
+
+// HotOptions configure RunHot. The zero value of a field is its default.
+type HotOptions struct {
+	// Variants are a subset of HotVariants. Default all.
+	Variants []string
+	// Masters is the cluster's size. Default 3.
+	Masters int
+	// Concurrency is the number of workers, all with the one key of the
+	// one tenant. Default 64.
+	Concurrency int
+	// Requests and Duration bound each run. Default 20,000 and 5 s.
+	Requests int
+	Duration time.Duration
+	// Executable runs the children (see Child). Default os.Executable().
+	Executable string
+	// Progress, when not nil, gets one line per run.
+	Progress io.Writer
+}
+
+// HotRow is one variant's run.
+type HotRow struct {
+	Variant string
+	// N are the requests answered 200 (every one is admitted: the limits are
+	// set far above the load), Errors the others.
+	N, Errors int
+	// RPS is N per second of the run.
+	RPS float64
+	// P50 and P99 are latency quantiles, send to last byte.
+	P50, P99 time.Duration
+	// Scripts, Commands and RedisMicros are per request answered, summed
+	// over every master, from INFO commandstats (reset before the run, read
+	// once the node's reconciliations have been written): script calls
+	// (one round trip each), all commands (those the scripts run included),
+	// and Redis CPU in microseconds.
+	Scripts, Commands, RedisMicros float64
+	// Busiest is the largest share (0 to 1) of the commands that one master
+	// served.
+	Busiest float64
+}
+
+// HotReport is a hot-key run: a direct baseline and one row per variant.
+type HotReport struct {
+	Options           HotOptions
+	Started           time.Time
+	Took              time.Duration
+	DirectP50         time.Duration
+	DirectP99         time.Duration
+	Rows              []HotRow
+	LoadBefore, After string
+}
+
+// hotConfig is llmguard's config in a hot-key run: one tenant's tokens per
+// minute and the global requests per second, set far above the load (every
+// request is admitted, so each variant's figures compare the same work),
+// with the variant's sharding and leases. %s: the upstream, the cluster's
+// seed nodes, then each limit's extra fields twice.
+const hotConfig = `
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams: [{name: mock, flavor: openai, base_url: "%s", no_key: true}]
+keys: [{key: ` + benchKey + `, user: alice, tenant: acme}]
+store: {backend: redis_cluster, cluster_addrs: [%s]}
+limits:
+  - {name: tenant-tpm, scope: tenant, unit: tokens, rate: 1000000000, per: 1m%s}
+  - {name: global-rps, scope: global, unit: requests, rate: 1000000, per: 1s%s}
+`
+
+// hotExtra is a variant's extra fields for the tenant (tokens) and the
+// global (requests) limit. A lease is about 100 ms of a hot node's load:
+// 100 requests, of about 300 tokens each.
+func hotExtra(variant string) (tenant, global string) {
+	var sh, tl, gl string
+	if strings.Contains(variant, "shards") {
+		sh = fmt.Sprintf(", shards: %d", HotShardCount)
+	}
+	if strings.Contains(variant, "lease") {
+		tl = ", lease: {size: 30000, ttl: 100ms}"
+		gl = ", lease: {size: 100, ttl: 100ms}"
+	}
+	return sh + tl, sh + gl
+}
+
+// RunHot measures one hot tenant and one hot global limit on a Redis
+// Cluster: it starts the mock, a cluster of Masters masters, and for each
+// variant an llmguard process on the cluster; drives Concurrency workers
+// with 1 KiB warm conversations of one key (one user of one tenant); and
+// reads every master's INFO commandstats around the run. Errors: bad
+// options, a process or the cluster failing to start (errNoRedis without
+// redis-server), a Redis call failing.
+func RunHot(o HotOptions) (*HotReport, error) {
+	if len(o.Variants) == 0 {
+		o.Variants = HotVariants
+	}
+	for _, v := range o.Variants {
+		if !slices.Contains(HotVariants, v) {
+			return nil, fmt.Errorf("loadbench: unknown hot-key variant %q (want %v)", v, HotVariants)
+		}
+	}
+	if o.Masters == 0 {
+		o.Masters = 3
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 64
+	}
+	if o.Requests == 0 {
+		o.Requests = 20000
+	}
+	if o.Duration == 0 {
+		o.Duration = 5 * time.Second
+	}
+	if o.Masters < 1 || o.Concurrency < 1 || o.Concurrency > 256 || o.Requests < 1 || o.Duration <= 0 {
+		return nil, fmt.Errorf("loadbench: hot-key options out of range: %+v", o)
+	}
+	if o.Executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		o.Executable = exe
+	}
+	rep := &HotReport{Options: o, Started: time.Now(), LoadBefore: loadAverage()}
+	mock, err := startChild(o.Executable, RoleMock)
+	if err != nil {
+		return nil, err
+	}
+	defer mock.stop()
+	cl, err := startCluster(o.Masters)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.stop()
+	dir, err := os.MkdirTemp("", "llmguard-bench-hot-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+
+	pool := newTextPool(1)
+	cell := Cell{Shape: Shape{Size: 1 << 10, Warm: true}, Concurrency: o.Concurrency}
+	u, err := url.Parse(mock.URL)
+	if err != nil {
+		return nil, err
+	}
+	direct := newClient(u.Host)
+	convs := conversations(pool, cell, 1<<30)
+	drive(direct, mock.URL, convs, cell, 2*cell.Concurrency, o.Duration)
+	l := drive(direct, mock.URL, convs, cell, o.Requests, o.Duration)
+	rep.DirectP50, rep.DirectP99 = quantile(l.lat, 0.5), quantile(l.lat, 0.99)
+
+	nodes := cl.clients()
+	defer closeAll(nodes)
+	seeds := `"` + strings.Join(cl.addrs(), `", "`) + `"`
+	for vi, v := range o.Variants {
+		tenant, global := hotExtra(v)
+		file := filepath.Join(dir, v+".yaml")
+		if err := os.WriteFile(file, fmt.Appendf(nil, hotConfig, mock.URL, seeds, tenant, global), 0o600); err != nil {
+			return nil, err
+		}
+		row, err := runHotVariant(o, v, file, pool, cell, uint64(vi+1)<<32, nodes)
+		if err != nil {
+			return nil, fmt.Errorf("loadbench: hot-key %s: %w", v, err)
+		}
+		rep.Rows = append(rep.Rows, row)
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "hot %-12s %d req, %.0f req/s, p50 %s ms, p99 %s ms, %.3f scripts/req, %.2f commands/req, %.1f redis µs/req\n",
+				v, row.N, row.RPS, ms(row.P50), ms(row.P99), row.Scripts, row.Commands, row.RedisMicros)
+		}
+	}
+	rep.Took = time.Since(rep.Started)
+	rep.After = loadAverage()
+	return rep, nil
+}
+
+// hotSettle is how long a run waits after its last answer for the node's
+// asynchronous reconciliations and returned leases to reach Redis before
+// the command counts are read (the reconciler writes what is queued at
+// once; a lease lives 100 ms).
+const hotSettle = 500 * time.Millisecond
+
+func runHotVariant(o HotOptions, variant, config string, pool *textPool, cell Cell, seed uint64, nodes []*redis.Client) (HotRow, error) {
+	row := HotRow{Variant: variant}
+	p, err := startChild(o.Executable, RoleLLMGuard, "-config", config)
+	if err != nil {
+		return row, err
+	}
+	defer p.stop()
+	u, err := url.Parse(p.URL)
+	if err != nil {
+		return row, err
+	}
+	client := newClient(u.Host)
+	convs := conversations(pool, cell, seed)
+	if w := drive(client, p.URL, convs, cell, 2*cell.Concurrency, o.Duration); w.errs > 0 {
+		return row, fmt.Errorf("warm-up: %s", w.firstErr)
+	}
+	time.Sleep(hotSettle)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, n := range nodes {
+		if err := n.ConfigResetStat(ctx).Err(); err != nil {
+			return row, err
+		}
+	}
+	l := drive(client, p.URL, convs, cell, o.Requests, o.Duration)
+	time.Sleep(hotSettle)
+	var calls, scripts, usec, busiest int64
+	for _, n := range nodes {
+		st, err := readCommandStats(ctx, n)
+		if err != nil {
+			return row, err
+		}
+		c, s, us := st.totals()
+		calls, scripts, usec = calls+c, scripts+s, usec+us
+		busiest = max(busiest, c)
+	}
+	row.N, row.Errors = l.n, l.errs
+	if l.elapsed > 0 {
+		row.RPS = float64(l.n) / l.elapsed.Seconds()
+	}
+	row.P50, row.P99 = quantile(l.lat, 0.5), quantile(l.lat, 0.99)
+	n := float64(max(l.n, 1))
+	row.Scripts, row.Commands, row.RedisMicros = float64(scripts)/n, float64(calls)/n, float64(usec)/n
+	if calls > 0 {
+		row.Busiest = float64(busiest) / float64(calls)
+	}
+	if l.errs > 0 {
+		return row, fmt.Errorf("%d of %d requests failed: %s", l.errs, l.n+l.errs, l.firstErr)
+	}
+	return row, nil
+}
+
+// Markdown writes the hot-key report: how it ran and one table.
+func (r *HotReport) Markdown(w io.Writer) {
+	o := r.Options
+	fmt.Fprintf(w, "llmguard-bench hot — %s; %s, took %s; load average %s before, %s after.\n",
+		machine(), r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Took.Round(time.Second), r.LoadBefore, r.After)
+	fmt.Fprintf(w, "Each run: at most %d requests or %s; %d workers, one key (one user of one tenant), 1 KiB warm chat bodies; a %d-master Redis Cluster; 2 limits set far above the load: the tenant's tokens per minute and the global requests per second.\n\n",
+		o.Requests, o.Duration, o.Concurrency, o.Masters)
+	fmt.Fprintln(w, "| variant | n | req/s | p50 ms | p99 ms | +p50 ms | +p99 ms | Redis script calls / req | Redis commands / req | Redis µs / req | busiest master |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, row := range r.Rows {
+		fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %s | %.3f | %.2f | %.1f | %.0f%% |\n",
+			row.Variant, row.N, row.RPS, ms(row.P50), ms(row.P99), msDiff(row.P50-r.DirectP50), msDiff(row.P99-r.DirectP99),
+			row.Scripts, row.Commands, row.RedisMicros, 100*row.Busiest)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "+p50/+p99: minus the mock called directly with the same load (p50 %s ms, p99 %s ms). Redis figures: INFO commandstats of every master, reset before the run and read %s after its last answer (reconciliations and returned leases included), per request answered; script calls are round trips, commands include those the scripts ran. Busiest master: its share of the commands.\n",
+		ms(r.DirectP50), ms(r.DirectP99), hotSettle)
+}
