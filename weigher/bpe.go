@@ -27,6 +27,11 @@ type bpeCounter struct {
 	// pairBits has bit a×256+b set when the bytes a, b form a token: the
 	// pairs table in 8 KiB, for the upper bound (bound.go).
 	pairBits *[1 << 16 / 64]uint64
+	// memos are this counter's piece memos (*pieceMemo), one per counting
+	// goroutine at a time.
+	memos sync.Pool
+	// noMemo counts without the memo (benchmarks compare the two).
+	noMemo bool
 }
 
 // newBPECounter builds the counter of a vocabulary.
@@ -310,11 +315,24 @@ func (c *bpeCounter) count(text string) int64 {
 // text ends first).
 func (c *bpeCounter) countFrom(text string, i, stop int) (int64, int) {
 	var n int64
+	if c.noMemo {
+		for i < len(text) && i < stop {
+			j := c.nextPiece(text, i)
+			n += c.pieceTokens(text[i:j])
+			i = j
+		}
+		return n, i
+	}
+	m, _ := c.memos.Get().(*pieceMemo)
+	if m == nil {
+		m = new(pieceMemo)
+	}
 	for i < len(text) && i < stop {
 		j := c.nextPiece(text, i)
-		n += c.pieceTokens(text[i:j])
+		n += c.memoTokens(m, text[i:j])
 		i = j
 	}
+	c.memos.Put(m)
 	return n, i
 }
 

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"slices"
 	"testing"
+	"time"
 )
 
 // Text kinds of the cold-counter benchmarks and tests: each generator
@@ -211,3 +213,104 @@ func BenchmarkCold(b *testing.B) {
 }
 
 func BenchmarkChat128KB(b *testing.B) { benchmarkChat(b, 128<<10) }
+
+// BenchmarkPieceMemo counts each text kind (16 KB) with and without the
+// piece memo, one count of each per iteration, in turns, so that a busy
+// machine slows both alike, and reports the median time of each and their
+// ratio (memo/plain: below 1, the memo is faster).
+func BenchmarkPieceMemo(b *testing.B) {
+	w := testWeigher(b)
+	fast := w.encoders[EncodingO200k].(*bpeCounter)
+	plain := &bpeCounter{ranks: fast.ranks, o200k: fast.o200k, pairs: fast.pairs, pairBits: fast.pairBits, noMemo: true}
+	for _, k := range textKinds {
+		text := kindText(k.name, 16<<10)
+		b.Run(k.name, func(b *testing.B) {
+			var withMemo, without []time.Duration
+			for i := 0; b.Loop(); i++ {
+				first, second := fast, plain // each goes first every other time: the
+				if i%2 == 1 {                // second finds the rank table warmed
+					first, second = plain, fast
+				}
+				t0 := time.Now()
+				n1 := first.count(text)
+				t1 := time.Now()
+				n2 := second.count(text)
+				t2 := time.Now()
+				if n1 != n2 {
+					b.Fatalf("memo and plain counts differ: %d, %d", n1, n2)
+				}
+				d1, d2 := t1.Sub(t0), t2.Sub(t1)
+				if i%2 == 1 {
+					d1, d2 = d2, d1
+				}
+				withMemo, without = append(withMemo, d1), append(without, d2)
+			}
+			slices.Sort(withMemo)
+			slices.Sort(without)
+			m, p := withMemo[len(withMemo)/2], without[len(without)/2]
+			b.ReportMetric(float64(m.Nanoseconds()), "ns-memo")
+			b.ReportMetric(float64(p.Nanoseconds()), "ns-plain")
+			b.ReportMetric(float64(m)/float64(p), "memo/plain")
+		})
+	}
+}
+
+// TestPieceMemoMatchesPlain: counting with the piece memo, cold and warm
+// (the same text again, its pieces remembered), gives the counts of the
+// plain counter, for every text kind and a text of pieces that share memo
+// slots.
+func TestPieceMemoMatchesPlain(t *testing.T) {
+	w := testWeigher(t)
+	fast := w.encoders[EncodingO200k].(*bpeCounter)
+	plain := &bpeCounter{ranks: fast.ranks, o200k: fast.o200k, pairs: fast.pairs, pairBits: fast.pairBits, noMemo: true}
+	var many strings.Builder // more distinct pieces than the memo has slots
+	for i := range 3 * memoSlots {
+		fmt.Fprintf(&many, " w%xq%d", i*2654435761, i%97)
+	}
+	texts := []string{many.String()}
+	for _, k := range textKinds {
+		texts = append(texts, kindText(k.name, 16<<10))
+	}
+	for i, text := range texts {
+		want := plain.count(text)
+		for round := range 2 {
+			if got := fast.count(text); got != want {
+				t.Errorf("text %d, round %d: memo counts %d tokens, plain %d", i, round, got, want)
+			}
+		}
+	}
+}
+
+// TestPieceMemoSlotsShared: pieces that land on one memo slot, with the
+// same first 8 bytes, never answer for each other.
+func TestPieceMemoSlotsShared(t *testing.T) {
+	w := testWeigher(t)
+	fast := w.encoders[EncodingO200k].(*bpeCounter)
+	plain := &bpeCounter{ranks: fast.ranks, o200k: fast.o200k, pairs: fast.pairs, pairBits: fast.pairBits, noMemo: true}
+	slotOf := func(p string) uint64 { return midHash(pack(p[:8]), pack(p[8:]), len(p)) >> (64 - 12) }
+	bySlot := map[uint64][]string{}
+	for _, a := range "abcdefghijklmnopqrstuvwxyz" {
+		for _, b := range "abcdefghijklmnopqrstuvwxyz0123456789" {
+			p := "Tokenize" + string(a) + string(b) // one piece of 10 bytes
+			bySlot[slotOf(p)] = append(bySlot[slotOf(p)], p)
+		}
+	}
+	pairs, differ := 0, 0
+	for _, ps := range bySlot {
+		for i := 1; i < len(ps); i++ {
+			m := new(pieceMemo)
+			for _, p := range []string{ps[0], ps[i], ps[0], ps[i]} {
+				if got, want := fast.memoTokens(m, p), plain.pieceTokens(p); got != want {
+					t.Errorf("%q after %q: %d tokens, want %d", p, ps[0], got, want)
+				}
+			}
+			pairs++
+			if plain.pieceTokens(ps[0]) != plain.pieceTokens(ps[i]) {
+				differ++
+			}
+		}
+	}
+	if pairs == 0 || differ == 0 {
+		t.Fatalf("%d pairs sharing a slot, %d of different counts: the test shows nothing", pairs, differ)
+	}
+}
