@@ -3,8 +3,8 @@ package weigher
 import (
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
