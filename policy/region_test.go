@@ -25,7 +25,7 @@ limits:
   - {name: user-tpm, scope: user, unit: tokens, rate: 100, per: 1s}
 `
 
-func rule(t *testing.T, p *Policy, name string) *Rule {
+func rule(t testing.TB, p *Policy, name string) *Rule {
 	t.Helper()
 	for i := range p.Rules() {
 		if p.Rules()[i].Name == name {
