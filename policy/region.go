@@ -256,3 +256,14 @@ func (p *Policy) AdoptRegional(old *Policy) {
 		}
 	}
 }
+
+// RegionCapacity is the rule's capacity in this node's region at its
+// configured share, in units (a quota: its quota): what a request must fit
+// in there. For a rule not split, Limit.Capacity.
+func (r *Rule) RegionCapacity() int64 {
+	if r.Regional == nil {
+		return r.Limit.Capacity
+	}
+	l, _ := scaleLimit(r.Limit, r.Regional.Shares[r.Regional.Self])
+	return l.Capacity
+}

@@ -162,3 +162,25 @@ func TestAppRegionExchangeStepsByItself(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A split limit is checked at its region's share: a whole limit of 6000
+// tokens holds a default gpt-4o request, eu's half of it does not.
+func TestCheckSplitLimitAtItsShare(t *testing.T) {
+	fs := checkOf(t, `
+upstreams: [{name: a, flavor: openai, base_url: "http://x", no_key: true}]
+keys: [{key: sk-a, user: alice, tenant: acme, plan: free}]
+default_max_output_tokens: 4096
+models:
+  gpt-4o-mini: {default_max_output_tokens: 256}
+region: eu
+limits:
+  - {name: whole, scope: global, unit: tokens, rate: 6000, per: 1h}
+  - {name: split, scope: global, unit: tokens, rate: 6000, per: 1h, regions: {eu: 0.5, us: 0.5}}
+`, nil)
+	if got := found(fs, "limits[0]"); len(got) != 0 {
+		t.Errorf("limits[0]: %v, want nothing (6000 tokens hold 4096 of output and a minimal input)", got)
+	}
+	if got := found(fs, "limits[1]"); len(got) != 1 || !strings.Contains(got[0].Message, "split holds 3000 tokens") {
+		t.Errorf("limits[1]: %v, want a warning that eu's share holds 3000 tokens", got)
+	}
+}
