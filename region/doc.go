@@ -70,11 +70,11 @@
 // live under a fingerprint of the limit's regions, shares and floors: a
 // reload that changes them starts afresh the same way.
 //
-// What it costs: per exchanged limit and interval, a node makes one call
-// to its own Redis (demand and share), reads the plan and every region's
-// record, and the one node that advances the plan reads every region's
-// demand and writes every record: a few small calls per node every E
-// (default 5 s), none on the request path. A grown share takes effect
+// What it costs: per exchanged limit and interval, a node makes two calls
+// to its own Redis (its demand, its share), reads the plan and every
+// region's record, and the one node that advances the plan reads every
+// region's demand, swaps the plan and writes every record: a few small
+// calls per node every E (default 5 s), none on the request path. A grown share takes effect
 // Fill + 3E after the plan that grants it (a shrunk one at once), so the
 // exchange follows demand that lasts longer than that.
 package region

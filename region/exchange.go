@@ -164,25 +164,35 @@ func (x *Exchange) timing(g *policy.Regional) timing {
 func (t timing) interval(now time.Time) int64 { return now.UnixMicro() / t.pace.Microseconds() }
 
 // Step runs one exchange step for every exchanged rule of the policy in
-// force: it records this node's demand, advances or replicates the plan
-// when every region it needs answers, and reads this region's share. The
-// error joins every failure (each also counted and logged); a step that
-// fails leaves shares safe, and the next one retries.
+// force: for each, it records this node's demand and reads this region's
+// share (its own Redis only); then, for each, it advances or replicates the
+// plan when every region it needs answers (so that peers slow to answer
+// never delay the reads that keep the shares valid). The error joins every
+// failure (each also counted and logged); a step that fails leaves shares
+// safe, and the next one retries.
 func (x *Exchange) Step(ctx context.Context) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var errs []error
-	pol := x.o.Policy()
-	for i := range pol.Rules() {
-		r := &pol.Rules()[i]
-		if r.Regional == nil || !r.Regional.Exchanged {
-			continue
-		}
-		errs = append(errs, x.fail(stepDemand, r, x.flush(ctx, r)),
-			x.fail(stepExchange, r, x.coordinate(ctx, r)),
-			x.fail(stepShare, r, x.refresh(ctx, r)))
+	rules := exchanged(x.o.Policy())
+	for _, r := range rules {
+		errs = append(errs, x.fail(stepDemand, r, x.flush(ctx, r)), x.fail(stepShare, r, x.refresh(ctx, r)))
+	}
+	for _, r := range rules {
+		errs = append(errs, x.fail(stepExchange, r, x.coordinate(ctx, r)))
 	}
 	return errors.Join(errs...)
+}
+
+// exchanged are the rules of pol the exchange moves.
+func exchanged(pol *policy.Policy) []*policy.Rule {
+	var rules []*policy.Rule
+	for i := range pol.Rules() {
+		if r := &pol.Rules()[i]; r.Regional != nil && r.Regional.Exchanged {
+			rules = append(rules, r)
+		}
+	}
+	return rules
 }
 
 // Refresh reads this region's share of every exchanged rule, without
@@ -192,11 +202,8 @@ func (x *Exchange) Refresh(ctx context.Context) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var errs []error
-	pol := x.o.Policy()
-	for i := range pol.Rules() {
-		if r := &pol.Rules()[i]; r.Regional != nil && r.Regional.Exchanged {
-			errs = append(errs, x.fail(stepShare, r, x.refresh(ctx, r)))
-		}
+	for _, r := range exchanged(x.o.Policy()) {
+		errs = append(errs, x.fail(stepShare, r, x.refresh(ctx, r)))
 	}
 	return errors.Join(errs...)
 }
