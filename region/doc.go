@@ -12,7 +12,10 @@
 //
 // Demand. Each node counts the units its region asked of the limit
 // (admitted or denied; policy.Regional.NoteDemand) and adds them, every
-// interval, to a counter of that interval in its own Redis.
+// interval, to a counter of that interval in its own Redis. Intervals are
+// counted on the node's clock: demand only steers the shares, so a clock
+// off by a little moves some demand to the next interval, never a share
+// past what is safe.
 //
 // The plan. One record per limit in the coordinating region's Redis (the
 // first of the limit's regions by name) holds the plan: an epoch and a
