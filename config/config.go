@@ -134,6 +134,14 @@ type Config struct {
 	// that /admin/* endpoints require. Empty: /admin/* answers only
 	// loopback clients.
 	AdminTokenEnv string `yaml:"admin_token_env"`
+	// Region names this node's region (1-32 lowercase letters, digits, -
+	// or _), e.g. "eu": required when a limit has Regions, whose share for
+	// this region the node enforces. Empty: the node is in no region.
+	Region string `yaml:"region"`
+	// RegionExchange, when set, moves unused share of the token-bucket
+	// limits that have Regions between regions (see RegionExchange). Nil,
+	// the default: every region holds its configured share.
+	RegionExchange *RegionExchange `yaml:"region_exchange"`
 }
 
 // Ledger configures the usage ledger: an append-only JSON-lines file
@@ -364,6 +372,13 @@ type Limit struct {
 	// every model without a price shares one bucket), instead of one
 	// bucket shared by every model the rule's matchers fit. Default false.
 	PerModel bool `yaml:"per_model"`
+	// Regions splits a global limit between regions, each with its own
+	// Redis: region name → share of the limit, each in (0, 1], summing to
+	// at most 1 (e.g. {eu: 0.6, us: 0.4}). A node in region r (Config.Region,
+	// which must be listed) enforces share_r of the capacity and refill
+	// rate (a quota: of the quota) in its own store, under keys that name
+	// the region. Nil: the limit is not split.
+	Regions map[string]float64 `yaml:"regions"`
 	// Matchers: when a list is set, the request must match one of its
 	// entries. Models and Paths entries are globs in path.Match syntax;
 	// in a Models glob `*` and `?` also match `/` (`*` matches
@@ -627,6 +642,7 @@ func (c *Config) applyDefaults() {
 	if c.Ledger.RedisStream != "" && c.Ledger.RedisURL == "" {
 		c.Ledger.RedisURL = c.Store.RedisURL
 	}
+	c.applyRegionDefaults()
 	if c.Store.ReplayQueue == 0 {
 		c.Store.ReplayQueue = 100000
 	}

@@ -285,6 +285,7 @@ func (c *Config) Validate() error {
 	if c.Ledger.MaxLen < 0 || c.Ledger.MaxSizeMB < 0 || c.Ledger.MaxBackups < 0 {
 		p.add("ledger", "maxlen, max_size_mb and max_backups must be positive")
 	}
+	c.validateRegions(&p)
 	if len(p) > 0 {
 		return &Error{Problems: p}
 	}

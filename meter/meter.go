@@ -406,6 +406,11 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	x.decision = d
 	for i := range x.rules {
 		x.rules[i].Status = d.Buckets[i]
+		// A region's demand on a split rule: what it admitted or denied
+		// (package region moves shares toward it).
+		if d.Allowed || i == d.DeniedBy {
+			x.rules[i].Rule.NoteDemand(x.rules[i].Reserved)
+		}
 	}
 	if !d.Allowed {
 		x.verdict = Denied

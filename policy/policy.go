@@ -88,6 +88,12 @@ func Compile(c *config.Config) (*Policy, error) {
 			continue
 		}
 		r := compileRule(l)
+		if len(l.Regions) > 0 {
+			r.Regional = newRegional(c, l, &r)
+			if msg := r.Regional.check(r.wholeLimitAt(time.Now())); msg != "" {
+				problems = append(problems, fmt.Sprintf("limits[%d].regions: %s", i, msg))
+			}
+		}
 		if err := r.LimitAt(time.Now()).Validate(); err != nil {
 			problems = append(problems, fmt.Sprintf("limits[%d]: rate %v per %v, burst %v does not make a usable bucket (%v): use a larger rate or a shorter period",
 				i, l.Rate, time.Duration(l.Per), l.Burst, err))

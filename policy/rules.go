@@ -59,6 +59,9 @@ type Rule struct {
 	// true) for each subject of its scope, instead of one bucket shared by
 	// every model its matchers fit. See ModelKey.
 	PerModel bool
+	// Regional splits a global rule between regions (config regions:):
+	// nil for a rule that is not split. See Regional.
+	Regional *Regional
 
 	plans, tenants, users []string
 	models, paths         []string // globs
@@ -119,9 +122,13 @@ func globAny(globs []string, s string) bool {
 // llmguard:{<tenant>}:<rule>:<subject>, or llmguard:{global}:<rule> for the
 // global scope. The hash tag {…} keeps a tenant's and its users' buckets in
 // one Redis Cluster slot. Ids are escaped (see escapeID) so that no id can
-// forge another's key.
+// forge another's key. A rule split between regions has its region's key,
+// llmguard:{global}:<rule>;region=<region> (Regional.Key).
 func (r *Rule) Key(p Principal) string {
 	if r.Scope == ScopeGlobal {
+		if r.Regional != nil {
+			return r.Regional.Key()
+		}
 		return "llmguard:{global}:" + r.Name
 	}
 	var subject string
@@ -202,8 +209,19 @@ func escapeID(b *strings.Builder, id string) {
 func (r *Rule) IsQuota() bool { return r.Period != 0 }
 
 // LimitAt is the bucket the rule takes from at now: its token bucket, or
-// for a quota the Capacity over the calendar period containing now.
+// for a quota the Capacity over the calendar period containing now. A rule
+// split between regions gives its region's share of it at now (capacity
+// and rate, or the quota, scaled by Regional.Share, rounded down).
 func (r *Rule) LimitAt(now time.Time) bucket.Limit {
+	l := r.wholeLimitAt(now)
+	if r.Regional != nil {
+		l, _ = scaleLimit(l, r.Regional.Share(now)) // Compile checked every share allowed
+	}
+	return l
+}
+
+// wholeLimitAt is LimitAt before a region's share: the whole limit.
+func (r *Rule) wholeLimitAt(now time.Time) bucket.Limit {
 	if r.Period == 0 {
 		return r.Limit
 	}

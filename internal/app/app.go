@@ -25,6 +25,7 @@ import (
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/proxy"
+	"github.com/llmguard/llmguard/region"
 	"github.com/llmguard/llmguard/spec"
 	"github.com/llmguard/llmguard/weigher"
 )
@@ -48,6 +49,7 @@ type App struct {
 	cfg         atomic.Pointer[config.Config] // the config in force
 	now         func() time.Time
 	ledgerRedis redis.UniversalClient // the ledger stream's client, for reports
+	regions     *region.Exchange      // the region exchange, nil when off
 	srv         *fasthttp.Server
 	admin       *fasthttp.Server
 	close       []func() error
@@ -119,7 +121,17 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 	if err != nil {
 		return nil, err
 	}
+	if a.regions, err = openRegions(cfg, st, a.policy, a.Registry, log); err != nil {
+		for _, c := range st.close {
+			c()
+		}
+		return nil, err
+	}
 	a.Store, a.close, a.stores = st.main, st.close, st
+	if a.regions != nil { // stopped before the store and the peers' clients close
+		stop := a.regions.Run()
+		a.close = append([]func() error{func() error { stop(); return nil }}, a.close...)
+	}
 
 	metrics, err := meter.NewMetrics(a.Registry, meter.MetricsOptions{MaxTenants: cfg.Metrics.MaxTenants, MaxModels: cfg.Metrics.MaxModels})
 	if err != nil {

@@ -136,7 +136,7 @@ func checkDefaultCosts(cfg *config.Config, pol *policy.Policy, w *weigher.Weighe
 				continue
 			}
 			units := r.Units(spec.Usage{InputTokens: c.in, OutputTokens: c.out}, c.quote.Price)
-			if units <= r.Limit.Capacity {
+			if units <= r.RegionCapacity() {
 				continue
 			}
 			over++
@@ -156,7 +156,7 @@ func checkDefaultCosts(cfg *config.Config, pol *policy.Policy, w *weigher.Weighe
 				"and %d of default output reservation, %s. Every call to it that sets no max_tokens is refused, and "+
 				"waiting will not help: raise the limit's burst or quota, or lower models.%s.default_max_output_tokens "+
 				"(or default_max_output_tokens)",
-			l.Name, amount(r, r.Limit.Capacity), worst.model, others, worst.in, worst.out, amount(r, worstUnits), strconv.Quote(worst.model))})
+			l.Name, amount(r, r.RegionCapacity()), worst.model, others, worst.in, worst.out, amount(r, worstUnits), strconv.Quote(worst.model))})
 	}
 	return out
 }

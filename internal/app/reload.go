@@ -20,9 +20,12 @@ import (
 // keys, models, prices and limits serve the next request; requests in
 // flight finish under the old ones, and buckets keep their usage (they are
 // keyed by limit name). An invalid file changes nothing: the error names
-// each bad field, and the old config stays in force. Listeners, upstreams
-// and the store are fixed at start-up: a change to them is logged as
-// needing a restart and otherwise ignored.
+// each bad field, and the old config stays in force. Listeners, upstreams,
+// the store, region and region_exchange are fixed at start-up: a change to
+// them is logged as needing a restart and otherwise ignored (the new limits
+// must then be valid with the running region). A limit split between
+// regions keeps its held share across a reload that leaves its split alone
+// (policy.Policy.AdoptRegional).
 func (a *App) Reload(path string) error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
@@ -30,11 +33,20 @@ func (a *App) Reload(path string) error {
 	if err != nil {
 		return err
 	}
+	old := a.cfg.Load()
+	if cfg.Region != old.Region || !reflect.DeepEqual(cfg.RegionExchange, old.RegionExchange) {
+		// The exchange runs for the node's region with the peers it
+		// started with: the new limits must work with them.
+		a.log.Warn("config reload: region and region_exchange change only at restart; keeping the running ones")
+		cfg.Region, cfg.RegionExchange = old.Region, old.RegionExchange
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+	}
 	pol, w, err := compile(cfg)
 	if err != nil {
 		return err
 	}
-	old := a.cfg.Load()
 	for _, f := range []struct {
 		name     string
 		old, new any
@@ -49,6 +61,7 @@ func (a *App) Reload(path string) error {
 	warnRedefined(a.log, a.pol.Load(), pol)
 	// Upstreams change only at restart; the limits, keys and prices now.
 	logFindings(a.log, append(checkDefaultCosts(cfg, pol, w), checkMatchers(cfg, pol)...))
+	pol.AdoptRegional(a.pol.Load()) // a region's held share and demand survive a reload that keeps its split
 	a.Proxy.Reload(pol, w)
 	a.pol.Store(pol)
 	a.cfg.Store(cfg)

@@ -23,7 +23,10 @@ type stores struct {
 	fallback bucket.Store            // nil for the memory backend, which cannot fail
 	guard    *bucket.Guarded         // nil for the memory backend
 	async    *bucket.AsyncReconciler // nil for the memory backend
-	close    []func() error
+	// client is the Redis client of a redis or redis_cluster store (the
+	// region exchange's own region); nil for the memory backend.
+	client bucket.RedisScripter
+	close  []func() error
 }
 
 // readiness is the /readyz body: the proxy serves whatever the store's
@@ -153,7 +156,7 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 	}
 	fb := bucket.NewFallback(bucket.FallbackOptions{Nodes: c.Nodes, Memory: bucket.MemoryOptions{VoidFor: time.Duration(c.VoidWindow)}})
 	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor))
-	return &stores{main: async, fallback: fb, guard: guard, async: async,
+	return &stores{main: async, fallback: fb, guard: guard, async: async, client: client,
 		close: []func() error{stopProbe, async.Close, fb.Close, closeClient}}, nil
 }
 
