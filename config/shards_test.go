@@ -26,11 +26,11 @@ func TestShardsValidation(t *testing.T) {
 		{"negative", "{name: l, scope: global, unit: tokens, rate: 1000, per: 1s, shards: -2}", "limits[0].shards: must be a whole number"},
 		{"not whole", "{name: l, scope: global, unit: tokens, rate: 1000, per: 1s, shards: 2.5}", "limits[0].shards: must be a whole number of shards from 1 to 256 (got a number with a fraction, or no number)"},
 		{"burst below shards", "{name: l, scope: global, unit: tokens, rate: 100, per: 1s, burst: 3, shards: 4}",
-			"limits[0].shards: 4 shards of a burst of 3 units would each hold less than one unit: use at most 3 shards"},
+			"limits[0].shards: 4 shards of a burst of 3 units would each hold less than one unit: use shards: 3 or fewer"},
 		{"rate below shards", "{name: l, scope: global, unit: requests, rate: 2, per: 1s, burst: 100, shards: 4}",
-			"limits[0].shards: 4 shards of a rate of 2 units per 1s would each refill less than one unit per period: use at most 2 shards"},
+			"limits[0].shards: 4 shards of a rate of 2 units per 1s would each refill less than one unit per period: use shards: 2 or fewer"},
 		{"quota below shards", "{name: l, scope: global, unit: requests, quota: 5, period: day, shards: 6}",
-			"limits[0].shards: 6 shards of a quota of 5 units would each allow less than one unit: use at most 5 shards"},
+			"limits[0].shards: 6 shards of a quota of 5 units would each allow less than one unit: use shards: 5 or fewer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse([]byte(head + "  - " + tc.limit + "\n"))

@@ -434,15 +434,15 @@ func checkShards(p *problems, f string, l Limit, scale float64) {
 	}
 	if l.Quota != 0 {
 		if units := math.Floor(l.Quota * scale); units >= 1 && units < float64(k) {
-			p.add(f+".shards", "%d shards of a quota of %v units would each allow less than one unit: use at most %v shards", k, units, units)
+			p.add(f+".shards", "%d shards of a quota of %v units would each allow less than one unit: use shards: %v or fewer", k, units, units)
 		}
 		return
 	}
 	if units := math.Floor(l.Burst * scale); units >= 1 && units < float64(k) {
-		p.add(f+".shards", "%d shards of a burst of %v units would each hold less than one unit: use at most %v shards", k, units, units)
+		p.add(f+".shards", "%d shards of a burst of %v units would each hold less than one unit: use shards: %v or fewer", k, units, units)
 	}
 	if rate := l.Rate * scale; rate > 0 && rate < float64(k) {
-		p.add(f+".shards", "%d shards of a rate of %v units per %v would each refill less than one unit per period: use at most %v shards, or a longer per with a larger rate",
+		p.add(f+".shards", "%d shards of a rate of %v units per %v would each refill less than one unit per period: use shards: %v or fewer, or a longer per with a larger rate",
 			k, rate, time.Duration(l.Per), max(1, math.Floor(rate)))
 	}
 }
