@@ -224,3 +224,31 @@ admin_token_env: LLMGUARD_TEST_ADMIN_TOKEN
 		t.Errorf("quota %+v, want used = ledger spend %d", q, rep.Spend.MicroUSD)
 	}
 }
+
+// Shards on a store other than a Redis Cluster are a warning, never fatal:
+// they spread no load there.
+func TestCheckShardsOutsideACluster(t *testing.T) {
+	const head = `
+upstreams: [{name: o, flavor: openai, base_url: "http://x", no_key: true}]
+limits:
+  - {name: g, scope: global, unit: requests, rate: 100, per: 1s, shards: 4}
+  - {name: u, scope: user, unit: requests, rate: 100, per: 1s}
+`
+	for _, tc := range []struct {
+		store string
+		warn  bool
+	}{
+		{"", true},
+		{"store: {backend: redis, redis_url: \"redis://127.0.0.1:1/0\"}", true},
+		{"store: {backend: redis_cluster, cluster_addrs: [\"127.0.0.1:1\"]}", false},
+	} {
+		fs := checkOf(t, head+tc.store+"\n", nil)
+		got := found(fs, "limits[0].shards")
+		if (len(got) == 1) != tc.warn || len(found(fs, "limits[1].shards")) != 0 || len(Fatal(fs)) != 0 {
+			t.Errorf("%q: findings %v, want a warning on limits[0].shards: %v", tc.store, fs, tc.warn)
+		}
+		if tc.warn && !strings.Contains(got[0].Message, "limit g has 4 shards") {
+			t.Errorf("%q: %q", tc.store, got[0].Message)
+		}
+	}
+}
