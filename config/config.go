@@ -438,12 +438,13 @@ type Store struct {
 	// much as the denied one are denied at once, with the rest of w as
 	// Retry-After (bucket.DenyCache). Denials only, never admissions: it
 	// can only under-admit, by what refunds and reconciliations return to
-	// the bucket within that time. Default 100ms (a tenth of the whole
-	// second Retry-After carries, so a client that obeys Retry-After never
-	// meets a cached denial; one that retries at once is answered without
-	// a round trip). 0 turns it off; at most 10s. Used by the redis and
-	// redis_cluster backends only: the memory store's take costs no more
-	// than the cache's lookup.
+	// the bucket within that time. Default 100ms: a cached denial never
+	// outlives the wait the store gave, so a client that waits as told
+	// never meets one, and 100ms holds back a refund for a tenth of a
+	// second at most, under the one-second resolution of Retry-After (see
+	// the README, "Cached denials"). 0 turns it off; at most 10s. Used by
+	// the redis and redis_cluster backends only: the memory store's take
+	// costs no more than the cache's lookup.
 	DenyCache *Duration `yaml:"deny_cache"`
 }
 
