@@ -41,5 +41,14 @@
 // beyond it), and an AsyncReconciler over the Guarded store holds the
 // reconciliations it cannot write and replays them when the store returns.
 //
+// A hot bucket may be split into shards (shard.go): TakeSharded takes a
+// request's cost from one shard, each under a key of its own Redis Cluster
+// hash tag, trying the others before it denies, and from several at once
+// for a cost above a shard's capacity; ShardLimit splits a Limit so that the
+// shards add up to it exactly, and SplitDelta reconciles the shards taken
+// from. DenyCache wraps a remote store so that a bucket's repeat denials,
+// within the wait the store reported, are answered from memory without a
+// round trip (denials only: it can only under-admit).
+//
 // The contract every Store must meet lives in package bucket/storetest.
 package bucket

@@ -28,3 +28,9 @@ func (m *Memory) Slots() (n int) {
 	}
 	return n
 }
+
+// Len is the number of denials c holds, after its pending maintenance.
+func (c *DenyCache) Len() int {
+	c.denials.CleanUp()
+	return c.denials.EstimatedSize()
+}

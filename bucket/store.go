@@ -96,6 +96,12 @@ type Decision struct {
 	RetryAfter time.Duration
 	// Buckets holds one Status per item, in the items' order.
 	Buckets []Status
+	// Cached is set on a denial answered from memory by a DenyCache,
+	// without the store: only Buckets[DeniedBy] is known (the status the
+	// store reported with the denial, its Reset counted down since), and
+	// every other Status is zero. RetryAfter is then the rest of the wait
+	// the store reported. Never set on an admission.
+	Cached bool
 }
 
 // Delta is a signed correction applied to one bucket by reconciliation:

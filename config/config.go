@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -379,6 +380,19 @@ type Limit struct {
 	// rate (a quota: of the quota) in its own store, under keys that name
 	// the region. Nil: the limit is not split.
 	Regions map[string]float64 `yaml:"regions"`
+	// Shards splits each bucket of the limit into this many sub-buckets
+	// (shards), each holding Burst/Shards (a quota: Quota/Shards) and
+	// refilling at Rate/Shards (the remainders going one unit each to the
+	// first shards, so that the shards add up to the limit exactly), each
+	// under a key of its own Redis Cluster hash tag, so that a hot global
+	// or tenant bucket is spread over the cluster's slots. A request takes
+	// from one shard chosen at random and tries the others before it is
+	// denied; one that costs more than a shard holds takes from several at
+	// once, all or nothing. 0 or 1: one bucket (the default); at most
+	// MaxShards, and at most the limit's burst (quota) and rate in units,
+	// so that every shard holds and refills at least one unit. See the
+	// README, "Sharded limits", for what it costs in under-admission.
+	Shards Count `yaml:"shards"`
 	// Matchers: when a list is set, the request must match one of its
 	// entries. Models and Paths entries are globs in path.Match syntax;
 	// in a Models glob `*` and `?` also match `/` (`*` matches
@@ -433,6 +447,20 @@ type Store struct {
 	// In Redis each take costs one small marker key per slot group for that
 	// long. Default 10s (bucket.DefaultVoidWindow).
 	VoidWindow Duration `yaml:"void_window"`
+	// DenyCache is the longest a node answers from memory, without asking
+	// the store, the requests of a key that a Redis store has just denied
+	// with a wait w: for min(w, DenyCache), requests that cost at least as
+	// much as the denied one are denied at once, with the rest of w as
+	// Retry-After (bucket.DenyCache). Denials only, never admissions: it
+	// can only under-admit, by what refunds and reconciliations return to
+	// the bucket within that time. Default 100ms: a cached denial never
+	// outlives the wait the store gave, so a client that waits as told
+	// never meets one, and 100ms holds back a refund for a tenth of a
+	// second at most, under the one-second resolution of Retry-After (see
+	// the README, "Cached denials"). 0 turns it off; at most 10s. Used by
+	// the redis and redis_cluster backends only: the memory store's take
+	// costs no more than the cache's lookup.
+	DenyCache *Duration `yaml:"deny_cache"`
 }
 
 // Breaker configures the store's circuit breaker. It opens when at least
@@ -451,6 +479,39 @@ type Breaker struct {
 	// OpenFor is how long the breaker stays open before it lets one probe
 	// through (half-open). Default 2s.
 	OpenFor Duration `yaml:"open_for"`
+}
+
+// DefaultDenyCache is store.deny_cache when the config leaves it unset:
+// 100ms (see Store.DenyCache).
+const DefaultDenyCache = Duration(100 * time.Millisecond)
+
+// MaxDenyCache is the longest store.deny_cache: 10s. A longer one would
+// only hold denials past refunds for longer.
+const MaxDenyCache = Duration(10 * time.Second)
+
+// Count is a whole number written in YAML as a decimal integer ("8"). A
+// value with a fraction ("2.5"), which the YAML decoder would round down
+// into an int, or any other text leaves the invalid marker that Validate
+// reports with its field path.
+type Count int
+
+// invalidCount marks a count that did not parse as a decimal integer.
+const invalidCount = Count(math.MinInt)
+
+// UnmarshalYAML reads the count from its YAML scalar; see Count.
+func (n *Count) UnmarshalYAML(unmarshal func(any) error) error {
+	var s string
+	if err := unmarshal(&s); err != nil {
+		*n = invalidCount
+		return nil
+	}
+	v, err := strconv.Atoi(strings.TrimPrefix(s, "+"))
+	if err != nil {
+		*n = invalidCount
+		return nil
+	}
+	*n = Count(v)
+	return nil
 }
 
 // Duration is a time.Duration written in YAML as a Go duration string
@@ -602,6 +663,9 @@ func (c *Config) applyDefaults() {
 		if l.Quota == 0 && l.Burst == 0 {
 			l.Burst = l.Rate
 		}
+		if l.Shards == 0 {
+			l.Shards = 1
+		}
 		if l.Quota != 0 && l.Timezone == "" {
 			l.Timezone = "UTC"
 		}
@@ -614,6 +678,10 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Store.VoidWindow == 0 {
 		c.Store.VoidWindow = Duration(10 * time.Second)
+	}
+	if c.Store.DenyCache == nil {
+		d := DefaultDenyCache
+		c.Store.DenyCache = &d
 	}
 	if c.Store.PoolSize == 0 {
 		c.Store.PoolSize = 256

@@ -37,6 +37,12 @@ var (
 // response headers, store keys and metric labels, which must stay small.
 const MaxLimitName = 128
 
+// MaxShards is the most shards a limit may be split into (limits[].shards):
+// a denied request tries every shard, one store call each, so K bounds a
+// denial's round trips; 256 spreads a bucket over more masters than a Redis
+// Cluster usually has.
+const MaxShards = 256
+
 // maxUnits bounds any amount in units (tokens, requests, micro-USD) so that
 // it stays exact in a float64 (2^53), which the Redis scripts compute in.
 const maxUnits = 1 << 52
@@ -226,6 +232,7 @@ func (c *Config) Validate() error {
 		} else {
 			checkBucket(&p, f, l, scale)
 		}
+		checkShards(&p, f, l, scale)
 		for j, g := range append(append([]string{}, l.Models...), l.Paths...) {
 			if _, err := path.Match(g, ""); err != nil {
 				p.add(fmt.Sprintf("%s.models/paths[%d]", f, j), "bad glob %q: %v", g, err)
@@ -272,6 +279,14 @@ func (c *Config) Validate() error {
 		checkDuration(&p, "store.void_window", c.Store.VoidWindow)
 	} else if c.Store.VoidWindow < c.Store.Timeout {
 		p.add("store.void_window", "must be at least store.timeout (got %v)", time.Duration(c.Store.VoidWindow))
+	}
+	if d := c.Store.DenyCache; d != nil {
+		if *d == invalidDuration || *d < 0 {
+			checkDuration(&p, "store.deny_cache", *d)
+		} else if *d > MaxDenyCache {
+			p.add("store.deny_cache", "must be at most %v: a longer one only holds denials past refunds for longer (got %v)",
+				time.Duration(MaxDenyCache), time.Duration(*d))
+		}
 	}
 	if c.Store.ReplayQueue < 0 {
 		p.add("store.replay_queue", "must be positive")
@@ -397,5 +412,44 @@ func checkQuota(p *problems, f string, l Limit, scale float64) {
 			p.add(fmt.Sprintf("%s.warn_at[%d]", f, i), "must be increasing fractions in (0, 1] (got %v)", w)
 		}
 		prev = w
+	}
+}
+
+// checkShards reports a limit's shards (field f) outside 0..MaxShards (0 or
+// 1: one bucket), or more than the units its burst (a quota: its quota) or
+// its rate per period holds in the limit's unit scaled by scale (1e6 for
+// usd): a shard would then hold or refill less than one unit, which no
+// bucket can (bucket.ShardLimit).
+func checkShards(p *problems, f string, l Limit, scale float64) {
+	k := int(l.Shards)
+	switch {
+	case l.Shards == invalidCount:
+		p.add(f+".shards", "must be a whole number of shards from 1 to %d (got a number with a fraction, or no number)", MaxShards)
+		return
+	case k < 0 || k > MaxShards:
+		p.add(f+".shards", "must be a whole number of shards from 1 to %d (got %d)", MaxShards, k)
+		return
+	}
+	if k <= 1 {
+		return
+	}
+	if len(l.Regions) > 0 {
+		// A region's share of a sharded limit would need shard keys that
+		// name the region and shards of the share: not built yet.
+		p.add(f+".shards", "cannot be combined with regions: on one limit (split the limit by regions or by shards)")
+		return
+	}
+	if l.Quota != 0 {
+		if units := math.Floor(l.Quota * scale); units >= 1 && units < float64(k) {
+			p.add(f+".shards", "%d shards of a quota of %v units would each allow less than one unit: use shards: %v or fewer", k, units, units)
+		}
+		return
+	}
+	if units := math.Floor(l.Burst * scale); units >= 1 && units < float64(k) {
+		p.add(f+".shards", "%d shards of a burst of %v units would each hold less than one unit: use shards: %v or fewer", k, units, units)
+	}
+	if rate := l.Rate * scale; rate > 0 && rate < float64(k) {
+		p.add(f+".shards", "%d shards of a rate of %v units per %v would each refill less than one unit per period: use shards: %v or fewer, or a longer per with a larger rate",
+			k, rate, time.Duration(l.Per), max(1, math.Floor(rate)))
 	}
 }

@@ -175,15 +175,24 @@ func (v Verdict) String() string {
 // status at admission.
 type Applied struct {
 	Rule *policy.Rule
-	// Key is the bucket's key in the store.
+	// Key is the bucket's key in the store (for a sharded rule, the key the
+	// bucket would have unsharded, which names it: its shards are in Taken).
 	Key string
-	// Limit is the bucket's limit as taken.
+	// Limit is the bucket's limit as taken: the whole limit, shards and all.
 	Limit bucket.Limit
 	// Reserved is the units taken at admission, in the rule's unit (tokens,
 	// requests, micro-USD).
 	Reserved int64
 	// Status is the bucket's state right after the take (or the denial).
+	// For a sharded rule it is the whole limit's, estimated from the shards
+	// the take saw (bucket.ShardedDecision): what the RateLimit and
+	// x-ratelimit headers and the utilization metrics report.
 	Status bucket.Status
+	// Taken are the shards of a sharded rule the reservation was taken
+	// from, each with its own limit and cost, which settlement reconciles
+	// (bucket.SplitDelta); nil when the reservation is in Key alone (an
+	// unsharded rule, or the per-node fallback, which keeps whole limits).
+	Taken []bucket.Item
 	// Denied: this rule's bucket denied the request.
 	Denied bool
 }
@@ -370,10 +379,15 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	// and fail its limits open.
 	// The store times its own calls (llmguard_store_duration_seconds).
 	var d bucket.Decision
+	var taken [][]bucket.Item // per rule, the shards taken from, when a rule is sharded
 	var err error
-	if st, ok := m.opt.Store.(bucket.StatusTaker); ok { // the statuses in the Exchange: no allocation
+	st, statusTaker := m.opt.Store.(bucket.StatusTaker)
+	switch {
+	case sharded(rules):
+		d, taken, err = x.takeSharded(rules, items)
+	case statusTaker: // the statuses in the Exchange: no allocation
 		d, err = st.TakeInto(context.Background(), r.ID, items, x.statusBuf[:])
-	} else {
+	default:
 		d, err = m.opt.Store.Take(context.Background(), r.ID, items)
 	}
 	if errors.Is(err, bucket.ErrInvalid) {
@@ -403,6 +417,13 @@ func (x *Exchange) take(rules []*policy.Rule) {
 			return
 		}
 	}
+	if !d.Allowed && d.Cached {
+		// Answered from the deny cache: the request was judged by the
+		// denying rule alone, the only one whose status is known.
+		x.rules = x.rules[d.DeniedBy : d.DeniedBy+1]
+		d.Buckets = d.Buckets[d.DeniedBy : d.DeniedBy+1]
+		d.DeniedBy = 0
+	}
 	x.decision = d
 	for i := range x.rules {
 		x.rules[i].Status = d.Buckets[i]
@@ -410,6 +431,9 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		// (package region moves shares toward it).
 		if d.Allowed || i == d.DeniedBy {
 			x.rules[i].Rule.NoteDemand(x.rules[i].Reserved)
+		}
+		if taken != nil && x.rules[i].Rule.Shards > 1 {
+			x.rules[i].Taken = taken[i]
 		}
 	}
 	if !d.Allowed {
@@ -421,6 +445,32 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		return
 	}
 	m.budgetWarnings(x)
+}
+
+// sharded reports whether a rule of rules splits its buckets into shards.
+func sharded(rules []*policy.Rule) bool {
+	for _, r := range rules {
+		if r.Shards > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// takeSharded takes items, the rules' buckets with their whole limits and
+// unsharded keys, through bucket.TakeSharded: a sharded rule's bucket is
+// taken from its shards, and taken[i] holds the shards rule i took from.
+// The per-node fallback, should the store fail, takes items as they are.
+func (x *Exchange) takeSharded(rules []*policy.Rule, items []bucket.Item) (bucket.Decision, [][]bucket.Item, error) {
+	si := make([]bucket.ShardedItem, len(items))
+	for i, rule := range rules {
+		si[i].Item = items[i]
+		if rule.Shards > 1 {
+			si[i].Shards, si[i].Keys = rule.Shards, rule.ShardKeys(x.req.Principal, x.quote.Label)
+		}
+	}
+	d, err := bucket.TakeSharded(context.Background(), x.m.opt.Store, x.req.ID, si, nil)
+	return d.Decision, d.Taken, err
 }
 
 // units is what t costs in rule's unit; a request that is not weighed

@@ -79,6 +79,14 @@ func (x *Exchange) Settle(s Settlement) bool {
 		}
 		settled = append(settled, units)
 		if d := units - a.Reserved; d != 0 {
+			if a.Taken != nil { // to the shards taken from, in proportion to what each paid
+				n := len(deltas)
+				deltas = bucket.SplitDelta(deltas, a.Taken, d)
+				for range len(deltas) - n {
+					limits = append(limits, a.Rule.Name)
+				}
+				continue
+			}
 			deltas = append(deltas, bucket.Delta{Key: a.Key, Limit: a.Limit, Units: d}) // the take's window
 			limits = append(limits, a.Rule.Name)
 		}

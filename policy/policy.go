@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/spec"
 )
@@ -97,6 +98,11 @@ func Compile(c *config.Config) (*Policy, error) {
 		if err := r.LimitAt(time.Now()).Validate(); err != nil {
 			problems = append(problems, fmt.Sprintf("limits[%d]: rate %v per %v, burst %v does not make a usable bucket (%v): use a larger rate or a shorter period",
 				i, l.Rate, time.Duration(l.Per), l.Burst, err))
+		} else if r.Shards > bucket.MaxShards {
+			problems = append(problems, fmt.Sprintf("limits[%d].shards: %d is more than %d", i, r.Shards, bucket.MaxShards))
+		} else if err := bucket.ShardLimit(r.LimitAt(time.Now()), r.Shards, r.Shards-1).Validate(); err != nil {
+			// Validate refuses it: every shard holds and refills a unit.
+			problems = append(problems, fmt.Sprintf("limits[%d].shards: %d shards do not make usable buckets (%v): use fewer", i, r.Shards, err))
 		}
 		p.rules = append(p.rules, r)
 	}

@@ -62,6 +62,11 @@ type Rule struct {
 	// Regional splits a global rule between regions (config regions:):
 	// nil for a rule that is not split. See Regional.
 	Regional *Regional
+	// Shards is the number of sub-buckets (shards) each bucket of the rule
+	// is split into, 1 for one bucket (config limits[].shards). Each shard
+	// holds bucket.ShardLimit(Limit, Shards, i) under ShardKeys(…).Key(i);
+	// a rule of one shard uses ModelKey alone.
+	Shards int
 
 	plans, tenants, users []string
 	models, paths         []string // globs
@@ -131,15 +136,7 @@ func (r *Rule) Key(p Principal) string {
 		}
 		return "llmguard:{global}:" + r.Name
 	}
-	var subject string
-	switch r.Scope {
-	case ScopeKey:
-		subject = p.KeyID
-	case ScopeUser:
-		subject = p.User
-	case ScopeTenant:
-		subject = p.Tenant
-	}
+	subject := r.subject(p)
 	var b strings.Builder
 	b.Grow(len("llmguard:{}::") + 2*len(p.Tenant) + len(r.Name) + len(subject))
 	b.WriteString("llmguard:{")
@@ -149,6 +146,20 @@ func (r *Rule) Key(p Principal) string {
 	b.WriteByte(':')
 	escapeID(&b, subject)
 	return b.String()
+}
+
+// subject is the id of p whose bucket the rule keeps: its key id, user or
+// tenant by scope; "" for the global scope.
+func (r *Rule) subject(p Principal) string {
+	switch r.Scope {
+	case ScopeKey:
+		return p.KeyID
+	case ScopeUser:
+		return p.User
+	case ScopeTenant:
+		return p.Tenant
+	}
+	return ""
 }
 
 // UnpricedModelKey is the model segment of a per-model bucket key for a
@@ -180,6 +191,63 @@ func (r *Rule) ModelKey(p Principal, label string) string {
 		escapeID(&b, label)
 	}
 	return b.String()
+}
+
+// ShardKeys names the shards of the bucket this rule uses for principal p
+// and model label (as ModelKey), when Shards is 2 or more: shard i's key is
+// ModelKey's with the shard number added to its hash tag after a colon,
+// llmguard:{<tenant>:<i>}:<rule>:<subject>[:<model>], or
+// llmguard:{global:<i>}:<rule>[:<model>] for the global scope. Each shard
+// has a hash tag of its own, so shards lie in different Redis Cluster
+// slots (distinct tags may still share a slot, as any two keys may). An
+// escaped id never holds a colon (escapeID), so the colon in the tag marks
+// the shard number: no tenant id can forge another tenant's shard, or be
+// taken for one. A rule of one shard keeps ModelKey's key.
+func (r *Rule) ShardKeys(p Principal, label string) bucket.ShardKeys {
+	var pre, suf strings.Builder
+	if r.Scope == ScopeGlobal {
+		pre.WriteString("llmguard:{global:")
+		suf.WriteString("}:")
+		suf.WriteString(r.Name)
+	} else {
+		pre.Grow(len("llmguard:{:") + 2*len(p.Tenant))
+		pre.WriteString("llmguard:{")
+		escapeID(&pre, p.Tenant)
+		pre.WriteByte(':')
+		suf.WriteString("}:")
+		suf.WriteString(r.Name)
+		suf.WriteByte(':')
+		escapeID(&suf, r.subject(p))
+	}
+	if r.PerModel {
+		suf.WriteByte(':')
+		if label == "" {
+			suf.WriteString(UnpricedModelKey)
+		} else {
+			escapeID(&suf, label)
+		}
+	}
+	return bucket.ShardKeys{Prefix: pre.String(), Suffix: suf.String()}
+}
+
+// LimitOfKey returns the limit name of a bucket key built by Key, ModelKey
+// or ShardKeys (llmguard:{<tag>}:<limit>…), and false for any other
+// string. The name is whatever the key holds: check it against the rules
+// before trusting it as a bounded label.
+func LimitOfKey(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "llmguard:{")
+	if !ok {
+		return "", false
+	}
+	end := strings.Index(rest, "}:") // an escaped id holds no '}'
+	if end < 0 {
+		return "", false
+	}
+	name := rest[end+2:]
+	if i := strings.IndexByte(name, ':'); i >= 0 {
+		name = name[:i]
+	}
+	return name, name != ""
 }
 
 // MatchesModel reports whether the rule's model matchers fit model (true
@@ -252,6 +320,7 @@ func compileRule(l config.Limit) Rule {
 			WarnAt:   l.WarnAt,
 			FailOpen: l.OnFailure != "closed",
 			PerModel: l.PerModel,
+			Shards:   max(1, int(l.Shards)),
 			plans:    l.Plans, tenants: l.Tenants, users: l.Users, models: l.Models, paths: l.Paths,
 		}
 	}
@@ -273,6 +342,7 @@ func compileRule(l config.Limit) Rule {
 		},
 		FailOpen: l.OnFailure != "closed",
 		PerModel: l.PerModel,
+		Shards:   max(1, int(l.Shards)),
 		plans:    l.Plans,
 		tenants:  l.Tenants,
 		users:    l.Users,

@@ -50,7 +50,9 @@ type Lookup func(name string) (string, bool)
 //     cost is named, with the count of others;
 //   - a plans, tenants or users matcher entry that no key (nor the
 //     pass-through identity) has, and a models glob that fits no priced
-//     model.
+//     model;
+//   - a limit with shards on a store other than redis_cluster, where
+//     shards spread no load and only add under-admission.
 //
 // pol and w are the config's compiled policy and weigher.
 func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Lookup) []Finding {
@@ -58,6 +60,27 @@ func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Looku
 	out = append(out, checkUpstreamKeys(cfg, env)...)
 	out = append(out, checkDefaultCosts(cfg, pol, w)...)
 	out = append(out, checkMatchers(cfg, pol)...)
+	out = append(out, checkShards(cfg)...)
+	return out
+}
+
+// checkShards warns of every sharded limit when the store is not a Redis
+// Cluster: one Redis runs every script on one thread and the memory store
+// takes in-process, so shards save nothing there, while a request may
+// still be denied with units left in the shards it could not use.
+func checkShards(cfg *config.Config) []Finding {
+	if cfg.Store.Backend == "redis_cluster" {
+		return nil
+	}
+	var out []Finding
+	for i, l := range cfg.Limits {
+		if l.Shards > 1 {
+			out = append(out, Finding{Field: fmt.Sprintf("limits[%d].shards", i), Message: fmt.Sprintf(
+				"limit %s has %d shards on the %s store: shards spread a hot bucket over a Redis Cluster's masters; "+
+					"here they spread no load and only add under-admission (README, \"Sharded limits\"): remove shards, or use redis_cluster",
+				l.Name, l.Shards, cfg.Store.Backend)})
+		}
+	}
 	return out
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,7 +61,7 @@ func (a *App) Reload(path string) error {
 	}
 	warnRedefined(a.log, a.pol.Load(), pol)
 	// Upstreams change only at restart; the limits, keys and prices now.
-	logFindings(a.log, append(checkDefaultCosts(cfg, pol, w), checkMatchers(cfg, pol)...))
+	logFindings(a.log, slices.Concat(checkDefaultCosts(cfg, pol, w), checkMatchers(cfg, pol), checkShards(cfg)))
 	pol.AdoptRegional(a.pol.Load()) // a region's held share and demand survive a reload that keeps its split
 	a.Proxy.Reload(pol, w)
 	a.pol.Store(pol)
@@ -161,6 +162,7 @@ func (a *App) logReloadError(path string, err error) {
 // into the longer period; one whose period now starts later (a time zone
 // moved west, a month shortened to a day) begins afresh; a changed unit
 // reinterprets the stored number. Rename the limit to start a clean bucket.
+// It also logs a limit whose shards changed: its buckets then have new keys.
 func warnRedefined(log *slog.Logger, old, next *policy.Policy) {
 	prev := map[string]*policy.Rule{}
 	for i := range old.Rules() {
@@ -177,6 +179,10 @@ func warnRedefined(log *slog.Logger, old, next *policy.Policy) {
 			log.Warn("config reload: limit redefined under the same name; its stored usage is read under the new definition (a longer period carries it over, a later-starting period begins afresh, a new unit reinterprets it); rename the limit to start a new bucket instead",
 				"limit", r.Name, "old_unit", o.Unit.String(), "new_unit", r.Unit.String(),
 				"old_period", o.Period.String(), "new_period", r.Period.String())
+		}
+		if o.Shards != r.Shards {
+			log.Warn("config reload: limit's shards changed; its buckets move to new keys, which start full while the old ones expire unused, so up to one more capacity (quota) may be admitted once",
+				"limit", r.Name, "old_shards", o.Shards, "new_shards", r.Shards)
 		}
 	}
 }

@@ -156,8 +156,39 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 	}
 	fb := bucket.NewFallback(bucket.FallbackOptions{Nodes: c.Nodes, Memory: bucket.MemoryOptions{VoidFor: time.Duration(c.VoidWindow)}})
 	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor))
-	return &stores{main: async, fallback: fb, guard: guard, async: async, client: client,
-		close: []func() error{stopProbe, async.Close, fb.Close, closeClient}}, nil
+	st := &stores{main: async, fallback: fb, guard: guard, async: async, client: client,
+		close: []func() error{stopProbe, async.Close, fb.Close, closeClient}}
+	if window := time.Duration(denyCacheOf(c)); window > 0 {
+		// Denials a Redis store has just made are answered from memory
+		// (store.deny_cache); the memory backend has no round trip to save.
+		for _, rule := range pol.Rules() {
+			m.cached.WithLabelValues(rule.Name)
+		}
+		dc := bucket.NewDenyCache(async, bucket.DenyCacheOptions{Window: window, Now: now, OnCached: func(it bucket.Item) {
+			m.cached.WithLabelValues(limitLabel(it.Key)).Inc()
+		}})
+		st.main = dc
+		st.close = append([]func() error{dc.Close}, st.close...)
+	}
+	return st, nil
+}
+
+// denyCacheOf is store.deny_cache, its default when unset.
+func denyCacheOf(c config.Store) config.Duration {
+	if c.DenyCache == nil {
+		return config.DefaultDenyCache
+	}
+	return *c.DenyCache
+}
+
+// limitLabel is the limit label of a bucket key: the limit's name, which
+// only the config gives (policy.LimitOfKey), or "other" for a key of no
+// limit.
+func limitLabel(key string) string {
+	if name, ok := policy.LimitOfKey(key); ok {
+		return name
+	}
+	return "other"
 }
 
 // probeWhileOpen sends a probe (a cost-0 take of a key no rule uses, which
@@ -224,10 +255,12 @@ func (t timed) Void(ctx context.Context, id string, items []bucket.Item) error {
 //	llmguard_fallback_over_admission_factor{limit}      worst-case factor of a fail-open limit during an outage
 //	llmguard_reconcile_queue_length                     reconciliations waiting (queued or held through an outage)
 //	llmguard_reconcile_dropped_total                    reconciliations dropped (queue full, given up)
+//	llmguard_denials_cached_total{limit}                denials answered from memory (store.deny_cache), by denying limit
 type storeMetrics struct {
 	duration *prometheus.HistogramVec
 	errors   *prometheus.CounterVec
 	factor   *prometheus.GaugeVec
+	cached   *prometheus.CounterVec
 }
 
 func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
@@ -245,8 +278,12 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 			Name: "llmguard_fallback_over_admission_factor",
 			Help: "Worst-case ratio of what the cluster admits during a store outage to what a fail-open limit allows (per-node fallback buckets of limit / store.nodes).",
 		}, []string{"limit"}),
+		cached: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmguard_denials_cached_total",
+			Help: "Denials answered from this node's memory without a store round trip (store.deny_cache), by the denying limit: the store had denied the same bucket the same or a smaller cost within its wait.",
+		}, []string{"limit"}),
 	}
-	reg.MustRegister(m.duration, m.errors, m.factor)
+	reg.MustRegister(m.duration, m.errors, m.factor, m.cached)
 	for _, op := range []bucket.Op{bucket.OpTake, bucket.OpReconcile} {
 		m.duration.WithLabelValues(op.String()) // exported from the start, for rate() and dashboards
 	}

@@ -196,13 +196,10 @@ func (a *App) quotas(ctx context.Context, tenant string, now time.Time) ([]Quota
 				}
 				seen[key] = true
 				limit := r.LimitAt(now)
-				tctx, cancel := context.WithTimeout(ctx, time.Second)
-				d, err := a.Store.Take(tctx, "", []bucket.Item{{Key: key, Limit: limit}})
-				cancel()
+				st, err := a.quotaStatus(ctx, r, pr, model, key, limit)
 				if err != nil {
 					return out, err
 				}
-				st := d.Buckets[0]
 				q := QuotaState{Limit: r.Name, Scope: r.Scope.String(), Subject: subjectOf(r, pr), Tenant: pr.Tenant,
 					Unit: r.Unit.String(), Quota: limit.Capacity, Used: limit.Capacity - st.Remaining, Remaining: st.Remaining,
 					PeriodStart: limit.WindowStart, PeriodEnd: limit.WindowEnd, DaysLeft: -1}
@@ -225,6 +222,31 @@ func (a *App) quotas(ctx context.Context, tenant string, now time.Time) ([]Quota
 	}
 	slices.SortFunc(out, func(x, y QuotaState) int { return strings.Compare(x.Limit+x.Subject, y.Limit+y.Subject) })
 	return out, nil
+}
+
+// quotaStatus reads a quota bucket (key, or the shards of a sharded rule r
+// for pr and model) with a cost-0 take, which changes nothing: the whole
+// quota's Remaining (the sum of its shards') and Reset.
+func (a *App) quotaStatus(ctx context.Context, r *policy.Rule, pr policy.Principal, model, key string, limit bucket.Limit) (bucket.Status, error) {
+	items := []bucket.Item{{Key: key, Limit: limit}}
+	if r.Shards > 1 {
+		keys := r.ShardKeys(pr, model)
+		items = make([]bucket.Item, r.Shards)
+		for i := range items {
+			items[i] = bucket.Item{Key: keys.Key(i), Limit: bucket.ShardLimit(limit, r.Shards, i)}
+		}
+	}
+	tctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	d, err := a.Store.Take(tctx, "", items)
+	if err != nil {
+		return bucket.Status{}, err
+	}
+	st := bucket.Status{Reset: d.Buckets[0].Reset}
+	for _, b := range d.Buckets {
+		st.Remaining += b.Remaining
+	}
+	return st, nil
 }
 
 // quotaModels are the model labels whose buckets a quota keeps: "" alone

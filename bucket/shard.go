@@ -1,0 +1,472 @@
+package bucket
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// A hot bucket (a global limit every request takes from, or a huge
+// tenant's) puts all of its load on one Redis key, hence on one master of
+// a Redis Cluster. Sharding splits it into K sub-buckets, the shards, each
+// holding 1/K of the limit under a key of its own hash tag, so that K
+// masters share the load. A request takes from one shard, chosen at
+// random, and tries the others before it is denied: each try is one
+// two-phase Take of all of the request's buckets, so a denied try spends
+// nothing. The shards add up to the limit exactly, so sharding never
+// admits more than the limit; it may admit less (see TakeSharded).
+
+// MaxShards is the most shards a bucket may be split into. A denied
+// request may try every shard, one Store.Take each.
+const MaxShards = 256
+
+// ShardKeys names the shards of a sharded bucket: shard i's key is Prefix,
+// then i in decimal, then Suffix (policy.Rule.ShardKeys gives each shard a
+// Redis Cluster hash tag of its own). The zero value names nothing.
+type ShardKeys struct{ Prefix, Suffix string }
+
+// Key is the store key of shard i.
+func (k ShardKeys) Key(i int) string { return k.Prefix + strconv.Itoa(i) + k.Suffix }
+
+// ShardLimit returns shard i's share of l split into shards shards (0 <= i
+// < shards): Capacity and, for a token bucket, Rate divided by shards,
+// rounded down, with the remainders given one unit each to the first
+// shards, so that the shards' capacities and rates add up to l's exactly
+// (never more: no over-admission; never less). Per and a quota's window are
+// l's. shards below 2 returns l. A share is zero, which Validate refuses,
+// when shards exceeds l's Capacity or Rate in units.
+func ShardLimit(l Limit, shards, i int) Limit {
+	if shards < 2 {
+		return l
+	}
+	s := l
+	s.Capacity = shareOf(l.Capacity, shards, i)
+	if !l.IsQuota() {
+		s.Rate = shareOf(l.Rate, shards, i)
+	}
+	return s
+}
+
+// shareOf is shard i's share of total units split into k shards.
+func shareOf(total int64, k, i int) int64 {
+	q, r := total/int64(k), total%int64(k)
+	if int64(i) < r {
+		return q + 1
+	}
+	return q
+}
+
+// ShardedItem is one bucket of a request for TakeSharded: an Item whose
+// bucket may be split into Shards shards. Item.Limit is the whole limit and
+// Item.Cost the request's cost in its units. With Shards 0 or 1 the bucket
+// is Item.Key, as for Store.Take; with Shards K >= 2, shard i is the bucket
+// Keys.Key(i) of ShardLimit(Limit, K, i), and Item.Key is not used by the
+// store (the caller may keep the unsharded key there, to name the bucket).
+type ShardedItem struct {
+	Item
+	Shards int
+	Keys   ShardKeys
+}
+
+// ShardedDecision is the outcome of TakeSharded: a Decision over the
+// ShardedItems (DeniedBy indexes them), with what was taken.
+//
+// Buckets holds one Status per ShardedItem. For a sharded one it describes
+// the whole limit, estimated from the shards the take saw: Remaining is the
+// units those shards held before this request, scaled from the shards seen
+// to all K (exact once every shard was seen, as on a denial), capped at
+// Capacity, less what this request took; Reset is the time a bucket of the
+// whole limit takes to refill from that Remaining (a quota: until its window
+// ends). Cached is set when a Status is unknown (a try was answered by a
+// DenyCache): Buckets[DeniedBy] is known, the others may be zero.
+type ShardedDecision struct {
+	Decision
+	// Taken holds, per ShardedItem when Allowed, the buckets its cost was
+	// taken from, with their limits and costs: the item itself when it is
+	// not sharded; one or more shards, under their own keys and
+	// ShardLimits, when it is. Reconcile those buckets (see SplitDelta).
+	// Nil when denied.
+	Taken [][]Item
+	// Tries is the number of Store.Take calls made: 1 when the first try
+	// decided.
+	Tries int
+}
+
+// TakeSharded takes a request's buckets, some of them split into shards,
+// from s: the two-phase all-or-nothing take of Store.Take, over the shards
+// it picks for each sharded item.
+//
+// The first try takes each sharded item's cost from the shard start(K)
+// picks (nil: at random). An item that costs more than the smallest shard
+// holds (Capacity/K, rounded down) is taken from m consecutive shards at
+// once, m = ⌈cost / (Capacity/K)⌉, its cost split evenly among them (a
+// cost above the whole Capacity is split over all K, and the store reports
+// it too large). When a try is denied by a sharded item's shard, the next
+// try moves that item to the next shards, until every shard was tried
+// (⌈K/m⌉ tries); then, when the shards' Remaining as those tries saw them
+// add up to its cost, one last try takes it from several shards at once,
+// each paying at most what it held. A denial by an unsharded item, or a
+// too-large one, ends the take. Each try is one Store.Take, under
+// requestID for the first and requestID + "/<try>" for the next ones (a
+// store records a request id's take once), so that a denied try spends
+// nothing; RetryAfter is the least wait among the denied tries.
+//
+// Never over-admission: the shards' capacities and rates add up to the
+// limit's, and each try is all or nothing. Under-admission: a denial
+// means that the shards, as its tries saw them, held less than the cost in
+// whole units (each shard's level rounded down), so a sharded limit may
+// deny a request with up to K−1 more units in the whole limit than one
+// bucket (the fractions of K levels), plus whatever changed between its
+// tries; and a full shard stops refilling while the others are not full
+// (README, "Sharded limits").
+//
+// Errors: ErrInvalid (wrapped) for a Shards outside [0, MaxShards] or a
+// limit whose shards would hold or refill less than one unit, and anything
+// Store.Take returns (the tries before the failed one were denials, which
+// spent nothing). On error the ShardedDecision is the zero value.
+func TakeSharded(ctx context.Context, s Store, requestID string, items []ShardedItem, start func(shards int) int) (ShardedDecision, error) {
+	if start == nil {
+		start = rand.IntN
+	}
+	if err := validateSharded(items); err != nil {
+		return ShardedDecision{}, err
+	}
+	plans := make([]*shardPlan, len(items))
+	for i, it := range items {
+		if it.Shards > 1 {
+			plans[i] = newShardPlan(it, start(it.Shards))
+		}
+	}
+	last := make([]Status, len(items)) // unsharded items: the status last seen
+	known := make([]bool, len(items))
+	out := ShardedDecision{}
+	retry := time.Duration(-1)
+	var flat []Item
+	var owner []int // owner[f]: the item flat[f] belongs to
+	for try := 0; ; try++ {
+		flat, owner = flatten(items, plans, flat[:0], owner[:0])
+		d, err := s.Take(ctx, tryID(requestID, try), flat)
+		out.Tries++
+		if err != nil {
+			return ShardedDecision{}, err
+		}
+		for f, i := range owner {
+			if d.Cached && f != d.DeniedBy {
+				continue // not known
+			}
+			if p := plans[i]; p != nil {
+				p.observe(f-firstOf(owner, f), d.Buckets[f], d.Allowed)
+			} else {
+				last[i], known[i] = d.Buckets[f], true
+			}
+		}
+		if d.Allowed {
+			out.Decision = Decision{Allowed: true, DeniedBy: -1, Buckets: make([]Status, len(items))}
+			out.Taken = make([][]Item, len(items))
+			for f, i := range owner {
+				out.Taken[i] = append(out.Taken[i], flat[f])
+			}
+			for i, p := range plans {
+				if p == nil {
+					out.Buckets[i] = last[i]
+				} else {
+					out.Buckets[i], _ = p.status(items[i].Cost)
+				}
+			}
+			return out, nil
+		}
+		if !d.TooLarge && (retry < 0 || d.RetryAfter < retry) {
+			retry = d.RetryAfter
+		}
+		p := plans[owner[d.DeniedBy]]
+		if p != nil && !d.TooLarge && p.next() {
+			continue
+		}
+		out.Decision = Decision{DeniedBy: owner[d.DeniedBy], TooLarge: d.TooLarge, RetryAfter: max(retry, 0), Buckets: make([]Status, len(items))}
+		if d.TooLarge {
+			out.RetryAfter = 0
+		}
+		for i, p := range plans {
+			ok := known[i]
+			if p == nil {
+				out.Buckets[i] = last[i]
+			} else {
+				out.Buckets[i], ok = p.status(0)
+			}
+			out.Cached = out.Cached || !ok
+		}
+		return out, nil
+	}
+}
+
+// tryID is the request id of try number try (from 0) of requestID.
+func tryID(requestID string, try int) string {
+	if requestID == "" || try == 0 {
+		return requestID
+	}
+	return requestID + "/" + strconv.Itoa(try)
+}
+
+// flatten appends the buckets of the next try to flat: each unsharded item
+// as it is, each sharded one as its plan's current pieces; owner[f] is the
+// item of flat[f].
+func flatten(items []ShardedItem, plans []*shardPlan, flat []Item, owner []int) ([]Item, []int) {
+	for i, it := range items {
+		if p := plans[i]; p != nil {
+			for _, pc := range p.pieces {
+				flat = append(flat, pc.item)
+				owner = append(owner, i)
+			}
+			continue
+		}
+		flat = append(flat, it.Item)
+		owner = append(owner, i)
+	}
+	return flat, owner
+}
+
+// firstOf is the index in owner of the first bucket of the item of flat
+// index f.
+func firstOf(owner []int, f int) int {
+	for f > 0 && owner[f-1] == owner[f] {
+		f--
+	}
+	return f
+}
+
+func validateSharded(items []ShardedItem) error {
+	for _, it := range items {
+		switch {
+		case it.Shards < 0 || it.Shards > MaxShards:
+			return fmt.Errorf("bucket: take %q: %d shards is not in [0, %d]: %w", it.Key, it.Shards, MaxShards, ErrInvalid)
+		case it.Shards < 2:
+			continue
+		}
+		if err := it.Limit.validate(); err != nil {
+			return fmt.Errorf("bucket: take %q: %w", it.Keys.Key(0), err)
+		}
+		// The last shard has the smallest share.
+		if err := ShardLimit(it.Limit, it.Shards, it.Shards-1).validate(); err != nil {
+			return fmt.Errorf("bucket: take %q: %d shards of this limit: %w", it.Keys.Key(0), it.Shards, err)
+		}
+		if it.Cost < 0 {
+			return fmt.Errorf("bucket: take %q: cost %d is negative: %w", it.Keys.Key(0), it.Cost, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// shardPlan is the shards one sharded item takes from, try by try, and what
+// the tries saw of them.
+type shardPlan struct {
+	it      ShardedItem
+	k       int
+	start   int
+	m       int // shards per window
+	window  int // the current window, from 0
+	windows int // ⌈k/m⌉
+	// gathered: the last try, from several shards by what they held, was
+	// planned.
+	gathered bool
+	pieces   []piece
+	// held[i] is what shard i held before this request's take, in units
+	// (its Remaining, plus the piece taken when the try was admitted), and
+	// reset[i] its Reset, as last seen; seen[i] whether it was seen.
+	held  []int64
+	reset []time.Duration
+	seen  []bool
+}
+
+// piece is one shard of a try: its index and its Item.
+type piece struct {
+	shard int
+	item  Item
+}
+
+func newShardPlan(it ShardedItem, start int) *shardPlan {
+	k := it.Shards
+	p := &shardPlan{it: it, k: k, start: ((start % k) + k) % k,
+		held: make([]int64, k), reset: make([]time.Duration, k), seen: make([]bool, k)}
+	smallest := ShardLimit(it.Limit, k, k-1).Capacity
+	p.m = 1
+	if it.Cost > smallest {
+		p.m = int(min(int64(k), (it.Cost+smallest-1)/smallest))
+	}
+	p.windows = (k + p.m - 1) / p.m
+	p.pieces = p.windowPieces()
+	return p
+}
+
+// windowPieces splits the cost evenly over the m shards of the current
+// window, from start + window×m on: cost/m each, the remainder one unit
+// each to the shards of larger share first (the first shards of ShardLimit),
+// so that no piece exceeds its shard's capacity unless the cost exceeds
+// the window's capacity.
+func (p *shardPlan) windowPieces() []piece {
+	ps := p.pieces[:0]
+	for j := range p.m {
+		i := (p.start + p.window*p.m + j) % p.k
+		ps = append(ps, piece{shard: i, item: Item{Key: p.it.Keys.Key(i), Limit: ShardLimit(p.it.Limit, p.k, i)}})
+	}
+	base, rem := p.it.Cost/int64(p.m), p.it.Cost%int64(p.m)
+	order := make([]int, len(ps))
+	for j := range order {
+		order[j] = j
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ps[b].item.Limit.Capacity, ps[a].item.Limit.Capacity) })
+	for n, j := range order {
+		ps[j].item.Cost = base
+		if int64(n) < rem {
+			ps[j].item.Cost++
+		}
+	}
+	return ps
+}
+
+// observe records what a try saw of piece j: st, with its cost still in the
+// shard when taken was set.
+func (p *shardPlan) observe(j int, st Status, taken bool) {
+	pc := p.pieces[j]
+	p.held[pc.shard], p.reset[pc.shard], p.seen[pc.shard] = st.Remaining, st.Reset, true
+	if taken {
+		p.held[pc.shard] += pc.item.Cost
+	}
+}
+
+// next plans the next try after a denial by one of the item's shards, and
+// reports false when none is left: the next window of shards, then once
+// the take from several shards by what they held.
+func (p *shardPlan) next() bool {
+	if p.window+1 < p.windows {
+		p.window++
+		p.pieces = p.windowPieces()
+		return true
+	}
+	if p.gathered {
+		return false
+	}
+	p.gathered = true
+	return p.gather()
+}
+
+// gather plans a take of the cost from the shards that held the most, as
+// last seen, each paying at most what it held in whole units; false when
+// a shard was not seen or together they held less than the cost.
+func (p *shardPlan) gather() bool {
+	order := make([]int, 0, p.k)
+	var sum int64
+	for i := range p.k {
+		if !p.seen[i] {
+			return false
+		}
+		if p.held[i] > 0 {
+			order = append(order, i)
+			sum += p.held[i]
+		}
+	}
+	if sum < p.it.Cost || p.it.Cost == 0 {
+		return false
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(p.held[b], p.held[a]) })
+	ps := p.pieces[:0]
+	left := p.it.Cost
+	for _, i := range order {
+		if left == 0 {
+			break
+		}
+		c := min(left, p.held[i])
+		ps = append(ps, piece{shard: i, item: Item{Key: p.it.Keys.Key(i), Limit: ShardLimit(p.it.Limit, p.k, i), Cost: c}})
+		left -= c
+	}
+	p.pieces = ps
+	return true
+}
+
+// status estimates the whole limit's Status from the shards seen, after
+// this request took taken units (0 on a denial); false when no shard was
+// seen. See ShardedDecision.
+func (p *shardPlan) status(taken int64) (Status, bool) {
+	var sum float64
+	var n int
+	var reset time.Duration
+	for i := range p.k {
+		if p.seen[i] {
+			sum += float64(p.held[i])
+			reset = max(reset, p.reset[i])
+			n++
+		}
+	}
+	if n == 0 {
+		return Status{}, false
+	}
+	l := p.it.Limit
+	est := min(floorUnits(sum*float64(p.k)/float64(n)), l.Capacity) - taken
+	if l.IsQuota() {
+		return Status{Remaining: est, Reset: reset}, true
+	}
+	capacity, rate, per := l.floats()
+	return status(float64(est), capacity, rate, per), true
+}
+
+// SplitDelta appends to dst the reconciliation of units (actual − reserved,
+// in the limit's units) over the buckets a take took from (one
+// ShardedDecision.Taken entry), each with its own key and limit: all of it
+// to a single bucket; over several, shares in proportion to what each paid
+// (rounded toward zero, the remainder one unit each to the first buckets
+// that can take it), so that a refund never gives a shard back more than it
+// paid: a quota shard's refund must not return units that other requests
+// used. A refund is at most what the take paid (actual usage is never
+// negative). A take of zero cost puts a charge on its first bucket.
+func SplitDelta(dst []Delta, taken []Item, units int64) []Delta {
+	if len(taken) == 0 || units == 0 {
+		return dst
+	}
+	if len(taken) == 1 {
+		return append(dst, Delta{Key: taken[0].Key, Limit: taken[0].Limit, Units: units})
+	}
+	var total uint64
+	for _, it := range taken {
+		total += uint64(it.Cost)
+	}
+	if total == 0 {
+		return append(dst, Delta{Key: taken[0].Key, Limit: taken[0].Limit, Units: units})
+	}
+	mag := uint64(units) // |units|, MinInt64 included
+	if units < 0 {
+		mag = -mag
+	}
+	n := len(dst)
+	left := mag
+	for _, it := range taken {
+		hi, lo := bits.Mul64(mag, uint64(it.Cost))
+		q, _ := bits.Div64(hi, lo, total) // hi < it.Cost <= total
+		left -= q
+		dst = append(dst, Delta{Key: it.Key, Limit: it.Limit, Units: int64(q)})
+	}
+	// Each share lost less than one unit to rounding, so left < len(taken);
+	// a refund (mag <= total) has room for it below what the shards paid.
+	for j := n; left > 0 && j < len(dst); j++ {
+		if units < 0 && uint64(dst[j].Units) >= uint64(taken[j-n].Cost) {
+			continue // a refund never above what the shard paid
+		}
+		dst[j].Units++
+		left--
+	}
+	if units < 0 {
+		for j := n; j < len(dst); j++ {
+			dst[j].Units = -dst[j].Units
+		}
+	}
+	out := dst[:n]
+	for _, d := range dst[n:] {
+		if d.Units != 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}

@@ -1,0 +1,53 @@
+package loadbench
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunHotTiny runs every hot-key variant with a few requests on a real
+// 3-master cluster and checks the report: a row per variant, every request
+// answered, each taking at least one script call in the plain variant (two
+// slot groups: the tenant's and the global bucket) and Redis doing work in
+// every variant, and a table line per row. No figure is compared with a
+// time. Without redis-server it skips, and fails under CI=true.
+func TestRunHotTiny(t *testing.T) {
+	name := os.Getenv("REDIS_SERVER")
+	if name == "" {
+		name = "redis-server"
+	}
+	if _, err := exec.LookPath(name); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%v (CI=true: a missing redis-server fails)", err)
+		}
+		t.Skipf("%v", err)
+	}
+	const requests = 40
+	rep, err := RunHot(HotOptions{Concurrency: 4, Requests: requests, Duration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != len(HotVariants) {
+		t.Fatalf("%d rows, want %d", len(rep.Rows), len(HotVariants))
+	}
+	var table bytes.Buffer
+	rep.Markdown(&table)
+	for i, row := range rep.Rows {
+		if row.Variant != HotVariants[i] || row.N != requests || row.Errors != 0 || row.RPS <= 0 || row.P50 > row.P99 {
+			t.Errorf("row %d: %+v", i, row)
+		}
+		if row.Commands <= 0 || row.RedisMicros < 0 || row.Busiest <= 0 || row.Busiest > 1 {
+			t.Errorf("%s: %.2f commands, %.1f µs, busiest %.2f per request", row.Variant, row.Commands, row.RedisMicros, row.Busiest)
+		}
+		if row.Variant == HotPlain && row.Scripts < 2 {
+			t.Errorf("plain: %.2f script calls per request, want at least 2 (a take per slot group)", row.Scripts)
+		}
+		if !strings.Contains(table.String(), "| "+row.Variant+" | ") {
+			t.Errorf("no table line for %s:\n%s", row.Variant, table.String())
+		}
+	}
+}
