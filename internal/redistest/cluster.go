@@ -307,6 +307,36 @@ func (c *Cluster) SyncReplicas(master *Server, pause time.Duration) {
 	}
 }
 
+// HoldFailover stops master's replicas from taking over its slots
+// (cluster-replica-no-failover yes) and returns the func that lets them
+// again; the test calls it once. Held, a killed master's slots stay
+// unserved for as long as the test needs to observe the outage; released,
+// a replica starts its election as it would have (a FAIL flag older than
+// cluster-node-timeout only shortens nothing: the election still waits
+// its 500–1000 ms). Both fail the test when a replica does not answer.
+func (c *Cluster) HoldFailover(master *Server) (release func()) {
+	c.t.Helper()
+	replicas := c.ReplicasOf(master)
+	set := func(v string) {
+		c.t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, r := range replicas {
+			cl := r.admin()
+			err := cl.ConfigSet(ctx, "cluster-replica-no-failover", v).Err()
+			cl.Close()
+			if err != nil {
+				c.t.Fatalf("redistest: config set cluster-replica-no-failover %s on %s: %v", v, r.Addr(), err)
+			}
+		}
+	}
+	set("yes")
+	return func() {
+		c.t.Helper()
+		set("no")
+	}
+}
+
 // WaitFailover waits until the slot of key is served by a new master: every
 // running node reports cluster_state:ok and names, for that slot, the same
 // running master, other than old, which itself reports role:master. It

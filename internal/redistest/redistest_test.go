@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,9 +57,10 @@ func TestStartCluster(t *testing.T) {
 }
 
 // A cluster with replicas fails over: the killed master's replica takes its
-// slots with every write the master acknowledged before SyncReplicas, the
-// other masters keep theirs, and the killed master, restarted, rejoins as a
-// replica of the node that replaced it.
+// slots, once released by HoldFailover, with every write the master
+// acknowledged before SyncReplicas; the other masters keep theirs, and the
+// killed master, restarted, rejoins as a replica of the node that replaced
+// it.
 func TestClusterFailover(t *testing.T) {
 	ctx := context.Background()
 	c := StartClusterWith(t, ClusterOptions{Masters: 3, ReplicasPerMaster: 1, NodeTimeout: time.Second})
@@ -104,13 +106,32 @@ func TestClusterFailover(t *testing.T) {
 	if err == nil {
 		t.Fatal("INCR answered on a master whose writes are paused")
 	}
+	release := c.HoldFailover(old)
 	killed := time.Now()
 	old.Kill()
 	if old.Running() {
 		t.Fatal("Running after Kill")
 	}
+	// Held, the failure is seen (cluster_state:fail: full coverage is
+	// required) and no replica takes over, even given two node timeouts
+	// more, which suffice on an idle machine.
+	ctx2, cancel2 := context.WithTimeout(ctx, FailoverTimeout)
+	defer cancel2()
+	watch := c.Nodes[4].admin()
+	defer watch.Close()
+	if err := poll(ctx2, func() (bool, string) {
+		info, err := watch.ClusterInfo(ctx2).Result()
+		return err == nil && strings.Contains(info, "cluster_state:fail"), fmt.Sprint(info, err)
+	}); err != nil {
+		t.Fatalf("the kill is not seen: %v", err)
+	}
+	time.Sleep(2 * time.Second)
+	if m := c.MasterOf(key); m != old {
+		t.Fatalf("slot of %s served by %s while the failover was held, want the killed %s", key, m.Addr(), old.Addr())
+	}
+	release()
 	repl := c.WaitFailover(key, old)
-	t.Logf("failover seen %v after the kill (cluster-node-timeout 1s)", time.Since(killed).Round(time.Millisecond))
+	t.Logf("failover seen %v after the kill (held for 2 s after the failure was seen; cluster-node-timeout 1s)", time.Since(killed).Round(time.Millisecond))
 	if repl != c.Nodes[4] {
 		t.Fatalf("slot of %s failed over to %s, want old's replica %s", key, repl.Addr(), c.Nodes[4].Addr())
 	}
