@@ -170,6 +170,7 @@ func TestChaosClusterFailover(t *testing.T) {
 	}
 	t.Cleanup(func() { mock.Close() })
 	up := startHoldingUpstream(t, mock.URL)
+	defer up.releaseAll() // before the app's cleanup, which waits for the held requests
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
@@ -266,24 +267,23 @@ store:
 	begun := time.Now()
 	waitRedis("before the kill", 60*time.Second, begun, 30, tenants...)
 	// Requests admitted now whose answers the upstream holds until the
-	// victim is dead: their reconciliations must wait for the failover.
+	// victim is dead: their reconciliations must wait for the failover. A
+	// request whose take failed (the store timeout on a loaded machine) is
+	// answered without reaching the upstream.
 	const held = 6
-	var heldWG sync.WaitGroup
+	heldDone := make(chan fsample, held)
 	for i := range held {
-		heldWG.Add(1)
-		go func() {
-			defer heldWG.Done()
-			s := post([]string{tOpen, tClosed}[i%2], "x-test-hold", "1")
-			load.mu.Lock()
-			load.samples = append(load.samples, s)
-			load.mu.Unlock()
-		}()
+		go func() { heldDone <- post([]string{tOpen, tClosed}[i%2], "x-test-hold", "1") }()
 	}
-	for range held {
+	var heldSamples []fsample
+	for arrived := 0; arrived+len(heldSamples) < held; {
 		select {
 		case <-up.arrived:
+			arrived++
+		case s := <-heldDone:
+			heldSamples = append(heldSamples, s)
 		case <-time.After(30 * time.Second):
-			t.Fatal("the held requests did not reach the upstream within 30 s")
+			t.Fatalf("the held requests neither reached the upstream nor were answered within 30 s")
 		}
 	}
 	// The victim's replica takes over only once the held reconciliations
@@ -294,10 +294,24 @@ store:
 	killed := time.Now()
 	victim.Kill()
 	up.releaseAll()
-	heldWG.Wait()
-	for deadline := time.Now().Add(30 * time.Second); async(h).Stats().Held < held; time.Sleep(5 * time.Millisecond) {
+	for len(heldSamples) < held {
+		heldSamples = append(heldSamples, <-heldDone) // bounded by the client's timeout
+	}
+	heldByRedis := 0
+	for _, s := range heldSamples {
+		if s.fromRedis() {
+			heldByRedis++
+		}
+	}
+	load.mu.Lock()
+	load.samples = append(load.samples, heldSamples...)
+	load.mu.Unlock()
+	if heldByRedis == 0 {
+		t.Fatalf("none of the %d held requests was admitted by Redis before the kill: %+v", held, heldSamples)
+	}
+	for deadline := time.Now().Add(30 * time.Second); reconcilerOf(h).Stats().Held < int64(heldByRedis); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the held requests' reconciliations are not held 30 s after the kill: %+v", async(h).Stats())
+			t.Fatalf("the %d held requests' reconciliations are not held 30 s after the kill: %+v", heldByRedis, reconcilerOf(h).Stats())
 		}
 	}
 	heldSeen := time.Now()
@@ -319,7 +333,7 @@ store:
 	load.halt()
 
 	// The reconciler drains: everything held through the gap is applied.
-	async := async(h)
+	async := reconcilerOf(h)
 	for deadline := time.Now().Add(30 * time.Second); async.Stats().Pending != 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("reconciler not drained 30 s after the load: %+v", async.Stats())
@@ -379,10 +393,10 @@ store:
 	to, tc, tx := tallies[tOpen], tallies[tClosed], tallies[tOther]
 	t.Logf("%d requests; fail-open %s: %d by Redis, %d by the fallback; fail-closed %s: %d by Redis, %d answered 503; %s (other master): %d by Redis, %d by the fallback",
 		len(samples), tOpen, to.redis, to.fallback, tClosed, tc.redis, tc.closed503, tOther, tx.redis, tx.fallback)
-	t.Logf("failover: writes paused %v before the kill; the held reconciliations seen held %v after the kill, the failover let go then; cluster_state ok with the slots on the replica %v after the kill; "+
+	t.Logf("failover: writes paused %v before the kill; %d held reconciliations seen held %v after the kill, the failover let go then; cluster_state ok with the slots on the replica %v after the kill; "+
 		"first request of the victim's tenants admitted by Redis %v after the kill, last one not admitted by Redis %v after it; "+
 		"the restarted node was a replica %v after its restart",
-		killed.Sub(paused).Round(time.Millisecond), heldSeen.Sub(killed).Round(time.Millisecond), failedOver.Sub(killed).Round(time.Millisecond),
+		killed.Sub(paused).Round(time.Millisecond), heldByRedis, heldSeen.Sub(killed).Round(time.Millisecond), failedOver.Sub(killed).Round(time.Millisecond),
 		gapFirstOK.Sub(killed).Round(time.Millisecond), gapLastFail.Sub(killed).Round(time.Millisecond),
 		rejoined.Sub(rejoining).Round(time.Millisecond))
 	errs := m["llmguard_store_errors_total"]
@@ -475,7 +489,8 @@ store:
 	}
 }
 
-func async(h *harness) *bucket.AsyncReconciler { return h.app.stores.async }
+// reconcilerOf is h's asynchronous reconciler (a Redis store's).
+func reconcilerOf(h *harness) *bucket.AsyncReconciler { return h.app.stores.async }
 
 // holdingUpstream is an upstream in front of the mock that forwards every
 // request to it at once, but keeps the answer of a request carrying
