@@ -389,10 +389,13 @@ func (g *Guarded) Void(ctx context.Context, requestID string, items []Item) erro
 // trip when the wrapped store batches) within ReconcileTimeout, for the
 // valid elements; an invalid one gets its error wrapping ErrInvalid and is
 // not sent. The call counts as a failure only when every element sent
-// failed (the store is down); an element that fails while others were
-// applied keeps its own error, without ErrUnavailable. When the breaker
-// rejects the batch, or every element sent failed, their errors wrap
-// ErrUnavailable.
+// failed (the store is down). An element that fails while others were
+// applied keeps its own error, wrapped with ErrUnavailable only when it
+// says that part of the store could not be reached (partUnavailable: in a
+// Redis Cluster, the master of its keys is down or failing over), so that
+// an AsyncReconciler holds it through the failover instead of spending
+// its attempts. When the breaker rejects the batch, or every element sent
+// failed, their errors wrap ErrUnavailable.
 func (g *Guarded) ReconcileBatch(ctx context.Context, batch []Reconciliation) []error {
 	errs := make([]error, len(batch))
 	send := make([]Reconciliation, 0, len(batch))
@@ -432,6 +435,10 @@ func (g *Guarded) ReconcileBatch(ctx context.Context, batch []Reconciliation) []
 	})
 	for j, i := range at {
 		switch {
+		case err == nil && sent[j] != nil && partUnavailable(sent[j]):
+			// The store served the batch but not this element's keys: in a
+			// cluster, their master is down or failing over.
+			errs[i] = fmt.Errorf("bucket: reconcile: %w: %w", ErrUnavailable, sent[j])
 		case err == nil:
 			errs[i] = sent[j]
 		case sent[j] == nil: // rejected
@@ -441,6 +448,24 @@ func (g *Guarded) ReconcileBatch(ctx context.Context, batch []Reconciliation) []
 		}
 	}
 	return errs
+}
+
+// partUnavailable reports whether err, the failure of one element of a
+// batch the store otherwise served, says that the part of the store holding
+// the element's keys could not serve it — a timeout or a broken or refused
+// connection (KindOf), or a Redis Cluster reply sent while the slot's
+// master is down, failing over or moving (CLUSTERDOWN, TRYAGAIN, MOVED,
+// ASK, MASTERDOWN, LOADING, READONLY: the go-redis error predicates) —
+// rather than that the store refused the element (a script error, a key of
+// the wrong type), which a retry would not heal.
+func partUnavailable(err error) bool {
+	if k := KindOf(err); k == KindTimeout || k == KindConnection {
+		return true
+	}
+	_, moved := redis.IsMovedError(err)
+	_, ask := redis.IsAskError(err)
+	return moved || ask || redis.IsClusterDownError(err) || redis.IsTryAgainError(err) ||
+		redis.IsMasterDownError(err) || redis.IsLoadingError(err) || redis.IsReadOnlyError(err)
 }
 
 // do runs call through the breaker with its own deadline, counts the

@@ -1,16 +1,18 @@
 // Package redistest starts real redis-server processes for tests: one
-// standalone server, or a Redis Cluster of several masters, each on free
-// loopback ports with its own temporary directory and no persistence, and
-// stopped when the test ends. Tests never touch a Redis they did not start
-// (in particular not the one on 6379).
+// standalone server, or a Redis Cluster of several masters (with replicas,
+// if asked), each on free loopback ports with its own temporary directory
+// and no persistence, and stopped when the test ends. A test can kill a
+// node (SIGKILL, as a crash), restart it, and wait for a cluster to fail
+// over (cluster.go). Tests never touch a Redis they did not start (in
+// particular not the one on 6379).
 //
-// When redis-server (or $REDIS_SERVER) cannot be found, Start and
-// StartCluster skip the test, unless the environment has CI=true, in which
-// case they fail it: CI must run the real-Redis tests.
+// When redis-server (or $REDIS_SERVER) cannot be found, Start,
+// StartCluster and StartClusterWith skip the test, unless the environment
+// has CI=true, in which case they fail it: CI must run the real-Redis
+// tests.
 package redistest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -71,6 +73,24 @@ func (s *Server) Client() *redis.Client {
 	return c
 }
 
+// Running reports whether the server's process runs: it was started and
+// not killed since (or restarted).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
+// admin returns a new client of the server for the harness's own commands,
+// which the caller closes: one dial attempt, no retries, so that a node
+// that is down fails the command at once.
+func (s *Server) admin() *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: s.Addr(), DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
+		MaxRetries: -1, DialerRetries: 1, PoolSize: 1,
+	})
+}
+
 // Kill stops the server at once with SIGKILL (as a crash would) and waits
 // for it to exit. Its data is lost: there is no persistence. Killing a
 // stopped server does nothing.
@@ -91,99 +111,6 @@ func (s *Server) Restart() {
 	s.kill()
 	if err := s.launch(); err != nil {
 		s.t.Fatalf("redistest: restart %s: %v", s.Addr(), err)
-	}
-}
-
-// Cluster is a Redis Cluster of masters only, owned by a test.
-type Cluster struct {
-	// Nodes are the masters, which together serve all 16384 slots.
-	Nodes []*Server
-}
-
-// StartCluster starts masters redis-server nodes with cluster mode on, each
-// as Start would, assigns them equal ranges of the 16384 slots, joins them
-// (CLUSTER ADDSLOTS, SET-CONFIG-EPOCH, MEET: what `redis-cli --cluster
-// create --cluster-replicas 0` does) and waits until every node reports
-// cluster_state:ok and knows every other. It skips and fails t as Start does.
-func StartCluster(t testing.TB, masters int) *Cluster {
-	t.Helper()
-	if masters < 1 {
-		t.Fatalf("redistest: a cluster needs at least one master, not %d", masters)
-	}
-	bin := lookBinary(t)
-	c := &Cluster{}
-	for range masters {
-		c.Nodes = append(c.Nodes, start(t, bin, []string{
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000",
-			"--cluster-require-full-coverage", "yes",
-		}))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	clients := make([]*redis.Client, masters)
-	for i, n := range c.Nodes {
-		clients[i] = redis.NewClient(&redis.Options{Addr: n.Addr()})
-		defer clients[i].Close()
-	}
-	for i, cl := range clients {
-		from, to := i*16384/masters, (i+1)*16384/masters
-		slots := make([]int, 0, to-from)
-		for s := from; s < to; s++ {
-			slots = append(slots, s)
-		}
-		if err := cl.ClusterAddSlots(ctx, slots...).Err(); err != nil {
-			t.Fatalf("redistest: cluster addslots on %s: %v", c.Nodes[i].Addr(), err)
-		}
-		if err := cl.Do(ctx, "cluster", "set-config-epoch", i+1).Err(); err != nil {
-			t.Fatalf("redistest: cluster set-config-epoch on %s: %v", c.Nodes[i].Addr(), err)
-		}
-	}
-	for _, n := range c.Nodes[1:] {
-		if err := clients[0].ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(n.port)).Err(); err != nil {
-			t.Fatalf("redistest: cluster meet %s: %v", n.Addr(), err)
-		}
-	}
-	for i, cl := range clients {
-		if err := waitClusterOK(ctx, cl, masters); err != nil {
-			t.Fatalf("redistest: cluster node %s: %v", c.Nodes[i].Addr(), err)
-		}
-	}
-	return c
-}
-
-// Addrs returns every node's "127.0.0.1:port".
-func (c *Cluster) Addrs() []string {
-	addrs := make([]string, len(c.Nodes))
-	for i, n := range c.Nodes {
-		addrs[i] = n.Addr()
-	}
-	return addrs
-}
-
-// Client returns a new cluster client of the cluster, closed at the end of
-// the test.
-func (c *Cluster) Client() *redis.ClusterClient {
-	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
-	c.Nodes[0].t.Cleanup(func() { cl.Close() })
-	return cl
-}
-
-func waitClusterOK(ctx context.Context, cl *redis.Client, masters int) error {
-	var last string
-	for {
-		info, err := cl.ClusterInfo(ctx).Result()
-		if err == nil && strings.Contains(info, "cluster_state:ok") &&
-			strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d\r\n", masters)) {
-			return nil
-		}
-		last = fmt.Sprint(info, err)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not ok after %v: %s", startTimeout, last)
-		case <-time.After(20 * time.Millisecond):
-		}
 	}
 }
 
