@@ -34,3 +34,7 @@ func (c *DenyCache) Len() int {
 	c.denials.CleanUp()
 	return c.denials.EstimatedSize()
 }
+
+// Waiting reports how many takes wait for another take's lease
+// acquisition, for the single-flight test.
+func (l *Leased) Waiting() int { return int(l.waiting.Load()) }

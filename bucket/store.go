@@ -58,6 +58,10 @@ type Item struct {
 	Key   string
 	Limit Limit
 	Cost  int64 // units, >= 0
+	// Lease, when its Size is set, lets a Leased store serve the item from
+	// a lease it holds in memory (see Leased); every other store ignores
+	// it. The zero Lease: not leased.
+	Lease Lease
 }
 
 // Status is one bucket's state as seen by a take, for the caller's headers.

@@ -1,0 +1,557 @@
+package bucket
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Lease says how a Leased store may serve one item's token bucket from
+// memory (DESIGN.md §5, hot keys). The zero Lease: the item is not leased.
+// Leases apply to token buckets only: a quota does not refill, so units a
+// node held when it died would be lost to the quota until its period ends,
+// not regained in Size × Per / Rate.
+type Lease struct {
+	// Size is the most units of the bucket a node holds on lease at once,
+	// in the limit's units (tokens, requests, micro-USD): at least 1 and at
+	// most the limit's Capacity, since a lease is taken as one take and a
+	// take above Capacity never passes. 0: the item is not leased.
+	Size int64
+	// TTL is how long a lease may be spent after it is taken, by the Leased
+	// store's clock; what is left then goes back to the shared bucket.
+	// Positive when Size is set.
+	TTL time.Duration
+	// Label names the lease's counts in LeaseStats: the rule's name, so
+	// that the set of labels is bounded by the config.
+	Label string
+}
+
+// validate checks it's lease: the error wraps ErrInvalid.
+func (ls Lease) validate(it Item) error {
+	switch {
+	case ls.Size < 0:
+		return fmt.Errorf("bucket: take %q: lease size %d is negative: %w", it.Key, ls.Size, ErrInvalid)
+	case ls.Size == 0:
+		return nil
+	case it.Limit.IsQuota():
+		return fmt.Errorf("bucket: take %q: a lease applies to token buckets only, not to a quota: %w", it.Key, ErrInvalid)
+	case ls.Size > it.Limit.Capacity:
+		return fmt.Errorf("bucket: take %q: lease size %d exceeds the capacity %d: %w", it.Key, ls.Size, it.Limit.Capacity, ErrInvalid)
+	case ls.TTL <= 0:
+		return fmt.Errorf("bucket: take %q: lease ttl %v is not positive: %w", it.Key, ls.TTL, ErrInvalid)
+	}
+	return nil
+}
+
+// DefaultLeaseShare is LeaseOptions.Share's default: a lease takes at most
+// a quarter of what its bucket is estimated to hold beyond the request's own
+// cost.
+const DefaultLeaseShare = 0.25
+
+// DefaultLeaseSweep is LeaseOptions.SweepEvery's default: an expired lease
+// goes back at most this long after its TTL.
+const DefaultLeaseSweep = 20 * time.Millisecond
+
+// LeaseOptions configures NewLeased. The zero value is a usable default.
+type LeaseOptions struct {
+	// Now is the clock leases expire by and refills are estimated with;
+	// nil means time.Now. The shared bucket keeps its own clock (Redis
+	// TIME): this one only decides when a lease is spent no more.
+	Now func() time.Time
+	// Share bounds a lease by the bucket's level: a lease takes at most
+	// Share × (estimated level − the request's own cost), so that near
+	// empty no node holds the last units while others are denied; in
+	// (0, 1], 0 or out of range means DefaultLeaseShare (1/4).
+	Share float64
+	// SweepEvery is how often a background goroutine calls Sweep, which
+	// gives back expired leases; 0 means DefaultLeaseSweep (20ms), a
+	// negative value starts no goroutine (call Sweep yourself).
+	SweepEvery time.Duration
+	// IdleFor is how long the state of a bucket that holds no lease is
+	// kept (its last level seen, for the next lease's size); 0 means 10s.
+	IdleFor time.Duration
+	// ReturnTimeout bounds each store call that gives units back; 0 means
+	// one second.
+	ReturnTimeout time.Duration
+	// VoidFor is how long a take that failed (and may have been applied)
+	// is remembered for Void, and a Void's tombstone for a later take; 0
+	// means DefaultVoidWindow.
+	VoidFor time.Duration
+	// OnReturnError, when set, is called with the error of a store call
+	// that failed to give units back (those units are then lost to the
+	// shared bucket until it refills: under-admission, never over). It is
+	// called from the goroutine that gave them back (Sweep, ReturnAll,
+	// Close).
+	OnReturnError func(err error)
+}
+
+// Leased is a Store that serves leased items (Item.Lease) from leases held
+// in memory, so that a hot bucket (a busy tenant, a global limit) costs one
+// store call per lease instead of one per request. It wraps the shared
+// store (Redis, Redis Cluster; in production the AsyncReconciler over the
+// Guarded store).
+//
+// A lease is capacity already taken: a node takes up to Lease.Size units
+// from the shared bucket in one take and admits from memory until the lease
+// is spent or its TTL passes; then what is left goes back to the bucket (a
+// negative reconciliation delta, once per return id). Every unit a node
+// admits was taken from the shared bucket first, so the fleet never admits
+// more than the limit (capacity + rate × elapsed); a node that dies loses at
+// most what its leases hold (at most Size per bucket), which the bucket
+// regains by refilling within Size × Per / Rate.
+//
+// Take serves each leased item from its lease when the lease covers the
+// cost. Otherwise the request spends what the lease holds and sends the
+// rest of its cost to the store, plus a new lease (the fill), in the same
+// two-phase Take as its other items: one round trip, and a denial spends
+// nothing (local deductions are put back). The fill is at most Size and at
+// most Share of the level the bucket is estimated to hold beyond the
+// request (its last reported Remaining, refilled since by this node's
+// clock), so leases shrink as the bucket runs low. A take denied while
+// asking for a fill is taken again at once without one (a second round
+// trip, under a derived request id), so that a request whose own cost fits
+// is admitted and a denial reports the wait for its own cost
+// (Decision.RetryAfter), never the lease's. One take per bucket acquires a
+// lease at a time (single flight): a take that finds another acquiring
+// waits for it when it has nothing else to send to the store, and
+// otherwise sends its own cost without a fill. No lock is held across a
+// store call.
+//
+// Items without a lease, and items whose cost exceeds their capacity
+// (TooLarge, as the store decides), go to the store as they are; a take of
+// such items only is passed through unchanged. Reconcile passes through:
+// reconciliation deltas of leased buckets apply to the shared bucket.
+// While the store is unavailable, leases held may still be spent; a take
+// that needs the store fails as the store's does, with its local
+// deductions put back.
+//
+// The statuses of leased items in a Decision are this node's estimate: the
+// level the store last reported, refilled since, plus what the lease holds.
+//
+// Leases are pointless over the Memory store (one process holds the
+// buckets already) and are not used there. It is safe for concurrent use.
+// Create one with NewLeased; Close stops the sweep and gives every lease
+// back.
+type Leased struct {
+	store Store
+	o     LeaseOptions
+	node  string // prefix of return ids, unique per Leased
+	seq   atomic.Uint64
+
+	mu     sync.RWMutex
+	leases map[string]*lease
+
+	pendMu  sync.Mutex
+	pending []pendingReturn // units to give back at the next flush
+
+	voids voidMemory
+
+	statsMu sync.Mutex
+	stats   map[string]*leaseCounters
+
+	waiting atomic.Int64 // takes waiting for another's lease acquisition
+
+	closed    atomic.Bool
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+var _ Store = (*Leased)(nil)
+
+// lease is one bucket's lease on this node, and what this node knows of
+// the bucket. Its fields are guarded by mu.
+type lease struct {
+	mu      sync.Mutex
+	key     string
+	limit   Limit     // the limit units were taken under
+	units   int64     // units held, spendable until expires
+	expires time.Time // when units stop being spendable
+	seen    int64     // the bucket's Remaining as the store last reported it
+	seenAt  time.Time // when seen was reported (this node's clock); zero: never
+	lastUse time.Time
+	flight  chan struct{} // non-nil while a take acquires a lease here; closed when it ends
+	retired bool          // removed from the map: units arriving here go back
+	c       *leaseCounters
+}
+
+// add changes the units held, and the outstanding count with them.
+func (e *lease) add(n int64) {
+	e.units += n
+	e.c.outstanding.Add(n)
+}
+
+// level estimates the bucket's level at now, leases excluded: the last
+// Remaining seen, refilled since; the capacity when never seen.
+func (e *lease) level(now time.Time) float64 {
+	capacity, rate, per := e.limit.floats()
+	if e.seenAt.IsZero() {
+		return capacity
+	}
+	level, _ := refill(float64(e.seen), e.seenAt.UnixMicro(), capacity, rate, per, now.UnixMicro())
+	return level
+}
+
+// status is the item's Status as this node sees it: the level estimate
+// plus the units held, at most the capacity.
+func (e *lease) status(now time.Time) Status {
+	capacity, rate, per := e.limit.floats()
+	return status(min(capacity, math.Floor(e.level(now))+float64(e.units)), capacity, rate, per)
+}
+
+// NewLeased returns a Leased over store configured by o. It starts the
+// sweep goroutine unless o.SweepEvery is negative.
+func NewLeased(store Store, o LeaseOptions) *Leased {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if !(o.Share > 0 && o.Share <= 1) {
+		o.Share = DefaultLeaseShare
+	}
+	if o.SweepEvery == 0 {
+		o.SweepEvery = DefaultLeaseSweep
+	}
+	if o.IdleFor <= 0 {
+		o.IdleFor = 10 * time.Second
+	}
+	if o.ReturnTimeout <= 0 {
+		o.ReturnTimeout = time.Second
+	}
+	if o.VoidFor <= 0 {
+		o.VoidFor = DefaultVoidWindow
+	}
+	var id [6]byte
+	rand.Read(id[:])
+	l := &Leased{
+		store:  store,
+		o:      o,
+		node:   hex.EncodeToString(id[:]),
+		leases: map[string]*lease{},
+		stats:  map[string]*leaseCounters{},
+	}
+	l.voids.init(o.VoidFor)
+	if o.SweepEvery > 0 {
+		l.stop, l.done = make(chan struct{}), make(chan struct{})
+		go l.sweepLoop(o.SweepEvery)
+	}
+	return l
+}
+
+// leasedItems reports whether any item carries a lease.
+func leasedItems(items []Item) bool {
+	for _, it := range items {
+		if it.Lease.Size != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// maxWaits bounds how often one take waits for another's lease
+// acquisition before it goes to the store itself.
+const maxWaits = 2
+
+// Take implements Store, serving leased items from leases (see Leased).
+// Errors: ErrInvalid (the items as Memory validates them, or a lease that
+// is negative, on a quota, above the capacity or with no TTL); ErrVoided
+// when requestID was voided first; ctx's error while waiting for another
+// take's lease; otherwise the store's, with every local deduction put back.
+// A take of items without leases, or after Close, is the store's Take.
+func (l *Leased) Take(ctx context.Context, requestID string, items []Item) (Decision, error) {
+	if !leasedItems(items) || l.closed.Load() {
+		return l.store.Take(ctx, requestID, items)
+	}
+	if err := validateItems(items); err != nil {
+		return Decision{}, err
+	}
+	for _, it := range items {
+		if err := it.Lease.validate(it); err != nil {
+			return Decision{}, err
+		}
+	}
+	if requestID != "" && l.voids.voided(requestID) {
+		return Decision{}, fmt.Errorf("bucket: take %q: %w", items[0].Key, ErrVoided)
+	}
+	now := l.o.Now()
+	for waits := 0; ; waits++ {
+		p := l.plan(items, now, waits < maxWaits)
+		if p.wait == nil {
+			return l.run(ctx, requestID, items, p, now)
+		}
+		l.waiting.Add(1)
+		select {
+		case <-p.wait:
+		case <-ctx.Done():
+			l.waiting.Add(-1)
+			return Decision{}, fmt.Errorf("bucket: take %q: waiting for a lease: %w", items[0].Key, ctx.Err())
+		}
+		l.waiting.Add(-1)
+		now = l.o.Now()
+	}
+}
+
+// use is what a take does with one item.
+type use struct {
+	e      *lease // the item's lease; nil when it is not leased
+	local  int64  // units spent from the lease
+	fill   int64  // units taken for the lease on top of the request's cost
+	owner  bool   // this take holds e's flight
+	remote bool   // the item goes to the store, for Cost − local + fill
+}
+
+// plan is what a take does with each of its items, decided under each
+// lease's lock in turn: the local deductions are made. wait, when set, is
+// another take's lease acquisition to wait for before planning again; the
+// plan then holds nothing.
+type plan struct {
+	uses []use
+	wait <-chan struct{}
+}
+
+// plan deducts what the leases cover and decides what goes to the store.
+// With mayWait, a take whose only store-bound items are those whose lease
+// another take is acquiring waits for it instead (its deductions put back).
+func (l *Leased) plan(items []Item, now time.Time, mayWait bool) plan {
+	p := plan{uses: make([]use, len(items))}
+	storeBound := false // some item goes to the store whatever happens
+	var wait <-chan struct{}
+	for i, it := range items {
+		u := &p.uses[i]
+		if it.Lease.Size == 0 || it.Cost > it.Limit.Capacity {
+			u.remote, storeBound = true, true
+			continue
+		}
+		e := l.lock(it, now)
+		u.e = e
+		switch {
+		case e.units >= it.Cost:
+			u.local = it.Cost
+		case e.flight != nil: // another take is acquiring a lease here
+			u.local, u.remote = e.units, true
+			if wait == nil {
+				wait = e.flight
+			}
+		default:
+			u.local, u.remote = e.units, true
+			u.fill = l.fill(e, it, now)
+			if u.fill > 0 {
+				e.flight, u.owner = make(chan struct{}), true
+			}
+			storeBound = true
+		}
+		e.add(-u.local)
+		e.mu.Unlock()
+	}
+	if wait != nil && mayWait && !storeBound {
+		l.putBack(items, p.uses)
+		return plan{wait: wait}
+	}
+	return p
+}
+
+// fill is the lease a take of it acquires on top of its own cost, once the
+// lease's units are spent toward it: at most Size, at most Share of the
+// level estimated beyond the request's remote cost, and never so much that
+// the take exceeds the capacity. Zero near empty.
+func (l *Leased) fill(e *lease, it Item, now time.Time) int64 {
+	need := float64(it.Cost - e.units)
+	f := min(float64(it.Lease.Size), math.Floor(l.o.Share*(e.level(now)-need)), float64(it.Limit.Capacity)-need)
+	if f < 1 {
+		return 0
+	}
+	return int64(f)
+}
+
+// lock returns it's lease, locked, creating it if need be. A lease taken
+// under another limit (a reload changed it) or expired gives its units
+// back first.
+func (l *Leased) lock(it Item, now time.Time) *lease {
+	for {
+		l.mu.RLock()
+		e := l.leases[it.Key]
+		l.mu.RUnlock()
+		if e == nil {
+			l.mu.Lock()
+			if e = l.leases[it.Key]; e == nil {
+				e = &lease{key: it.Key, limit: it.Limit, c: l.counters(it.Lease.Label)}
+				l.leases[it.Key] = e
+			}
+			l.mu.Unlock()
+		}
+		e.mu.Lock()
+		if e.retired {
+			e.mu.Unlock()
+			continue
+		}
+		if e.limit != it.Limit {
+			l.giveBack(e, e.units)
+			e.limit, e.seenAt = it.Limit, time.Time{}
+		} else if e.units > 0 && !now.Before(e.expires) {
+			l.giveBack(e, e.units)
+		}
+		e.lastUse = now
+		return e
+	}
+}
+
+// run sends a plan's store-bound items to the store (when there are any)
+// and settles the leases with the outcome.
+func (l *Leased) run(ctx context.Context, requestID string, items []Item, p plan, now time.Time) (Decision, error) {
+	remote, at := remoteItems(items, p.uses)
+	if len(remote) == 0 {
+		d := Decision{Allowed: true, DeniedBy: -1, Buckets: make([]Status, len(items))}
+		l.finish(items, p.uses, d, nil, now)
+		return d, nil
+	}
+	id := requestID
+	d, err := l.store.Take(ctx, id, remote)
+	if err == nil && !d.Allowed && !d.TooLarge && hasFill(p.uses) {
+		// Denied while asking for a lease: learn the levels, and take again
+		// for the request's own cost only, under a request id of its own
+		// (in Redis Cluster the denial voided the first id's earlier groups).
+		l.observe(items, p.uses, at, d, now)
+		for i := range p.uses {
+			p.uses[i].fill = 0
+		}
+		remote, at = remoteItems(items, p.uses)
+		if id != "" {
+			id += "#lease"
+		}
+		d, err = l.store.Take(ctx, id, remote)
+	}
+	if err != nil {
+		if id != "" && MayHaveApplied(err) {
+			l.voids.failed(requestID, id, remote, now)
+		}
+		l.putBack(items, p.uses)
+		l.release(items, p.uses, false, now)
+		return Decision{}, err
+	}
+	l.observe(items, p.uses, at, d, now)
+	if !d.Allowed {
+		l.putBack(items, p.uses)
+	}
+	out := Decision{Allowed: d.Allowed, DeniedBy: -1, TooLarge: d.TooLarge, RetryAfter: d.RetryAfter, Buckets: make([]Status, len(items))}
+	if !d.Allowed {
+		out.DeniedBy = at[d.DeniedBy]
+	}
+	l.finish(items, p.uses, out, &d, now)
+	return out, nil
+}
+
+// remoteItems returns the items a plan sends to the store, each for its
+// cost less what its lease paid plus its fill, and the index in items of
+// each.
+func remoteItems(items []Item, uses []use) ([]Item, []int) {
+	var remote []Item
+	var at []int
+	for i, it := range items {
+		u := uses[i]
+		if !u.remote {
+			continue
+		}
+		remote = append(remote, Item{Key: it.Key, Limit: it.Limit, Cost: it.Cost - u.local + u.fill})
+		at = append(at, i)
+	}
+	return remote, at
+}
+
+func hasFill(uses []use) bool {
+	for _, u := range uses {
+		if u.fill > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// observe records the levels the store reported for leased items.
+func (l *Leased) observe(items []Item, uses []use, at []int, d Decision, now time.Time) {
+	for j, i := range at {
+		e := uses[i].e
+		if e == nil {
+			continue
+		}
+		e.mu.Lock()
+		if !e.retired && e.limit == items[i].Limit {
+			e.seen, e.seenAt = d.Buckets[j].Remaining, now
+		}
+		e.mu.Unlock()
+	}
+}
+
+// putBack returns a take's local deductions to their leases (or, for a
+// lease retired or re-limited meanwhile, to the shared bucket).
+func (l *Leased) putBack(items []Item, uses []use) {
+	for i, u := range uses {
+		if u.local == 0 {
+			continue
+		}
+		u.e.mu.Lock()
+		if u.e.retired || u.e.limit != items[i].Limit {
+			l.queue(Delta{Key: items[i].Key, Limit: items[i].Limit, Units: -u.local}, u.e.c)
+		} else {
+			u.e.add(u.local)
+		}
+		u.e.mu.Unlock()
+	}
+}
+
+// release ends the flights a take holds; with taken, its fills join their
+// leases (or go back, for a lease retired or re-limited meanwhile), which
+// expire a TTL after now.
+func (l *Leased) release(items []Item, uses []use, taken bool, now time.Time) {
+	for i, u := range uses {
+		if !u.owner {
+			continue
+		}
+		e, it := u.e, items[i]
+		e.mu.Lock()
+		if taken && u.fill > 0 {
+			e.c.taken.Add(1)
+			e.c.takenUnits.Add(uint64(u.fill))
+			if e.retired || e.limit != it.Limit {
+				l.queue(Delta{Key: it.Key, Limit: it.Limit, Units: -u.fill}, e.c)
+			} else {
+				e.add(u.fill)
+				e.expires = now.Add(it.Lease.TTL)
+			}
+		}
+		close(e.flight)
+		e.flight = nil
+		e.mu.Unlock()
+	}
+}
+
+// finish ends a take that reached a decision: the fills join their leases
+// when admitted, the flights end, and out's statuses are filled: the
+// store's for items without a lease, this node's estimate for leased ones.
+func (l *Leased) finish(items []Item, uses []use, out Decision, d *Decision, now time.Time) {
+	l.release(items, uses, out.Allowed, now)
+	j := 0
+	for i, u := range uses {
+		if u.remote {
+			if u.e == nil {
+				out.Buckets[i] = d.Buckets[j]
+			}
+			j++
+		}
+		if u.e == nil {
+			continue
+		}
+		u.e.mu.Lock()
+		out.Buckets[i] = u.e.status(now)
+		u.e.mu.Unlock()
+		if out.Allowed && !u.remote {
+			u.e.c.served.Add(1)
+		}
+	}
+	if l.closed.Load() {
+		l.flush() // Close has run: nothing else will send what this take gave back
+	}
+}
