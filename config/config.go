@@ -393,6 +393,11 @@ type Limit struct {
 	// so that every shard holds and refills at least one unit. See the
 	// README, "Sharded limits", for what it costs in under-admission.
 	Shards Count `yaml:"shards"`
+	// Lease lets each llmguard node take Lease.Size units of this limit's
+	// shared bucket (Redis, Redis Cluster) in one call and admit from
+	// memory until they are spent or Lease.TTL passes (README, "Leases").
+	// Token buckets only. nil: no lease.
+	Lease *Lease `yaml:"lease"`
 	// Matchers: when a list is set, the request must match one of its
 	// entries. Models and Paths entries are globs in path.Match syntax;
 	// in a Models glob `*` and `?` also match `/` (`*` matches
@@ -403,6 +408,24 @@ type Limit struct {
 	Models  []string `yaml:"models"`
 	Paths   []string `yaml:"paths"`
 }
+
+// Lease is a limit's lease: how much of its shared bucket a node may hold
+// in memory, and for how long.
+type Lease struct {
+	// Size is the most a node takes at once, in the limit's units (for
+	// usd: dollars, like rate and burst): above zero, at most the burst.
+	Size float64 `yaml:"size"`
+	// TTL is how long a lease may be spent before its unused units go back,
+	// a Go duration from 10ms to 10s. Default 100ms.
+	TTL Duration `yaml:"ttl"`
+}
+
+// Lease bounds, and the default TTL.
+const (
+	MinLeaseTTL     = 10 * time.Millisecond
+	MaxLeaseTTL     = 10 * time.Second
+	DefaultLeaseTTL = 100 * time.Millisecond
+)
 
 // Store selects the bucket store.
 type Store struct {
@@ -668,6 +691,9 @@ func (c *Config) applyDefaults() {
 		}
 		if l.Quota != 0 && l.Timezone == "" {
 			l.Timezone = "UTC"
+		}
+		if l.Lease != nil && l.Lease.TTL == 0 {
+			l.Lease.TTL = Duration(DefaultLeaseTTL)
 		}
 	}
 	if c.Store.Backend == "" {

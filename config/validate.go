@@ -233,6 +233,9 @@ func (c *Config) Validate() error {
 			checkBucket(&p, f, l, scale)
 		}
 		checkShards(&p, f, l, scale)
+		if l.Lease != nil {
+			checkLease(&p, f+".lease", l, scale)
+		}
 		for j, g := range append(append([]string{}, l.Models...), l.Paths...) {
 			if _, err := path.Match(g, ""); err != nil {
 				p.add(fmt.Sprintf("%s.models/paths[%d]", f, j), "bad glob %q: %v", g, err)

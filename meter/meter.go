@@ -369,7 +369,7 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		units := x.units(rule, reserve)
 		key := rule.ModelKey(r.Principal, x.quote.Label)
 		limit := rule.LimitAt(now)
-		items[i] = bucket.Item{Key: key, Limit: limit, Cost: units}
+		items[i] = bucket.Item{Key: key, Limit: limit, Cost: units, Lease: rule.Lease}
 		x.rules[i] = Applied{Rule: rule, Key: key, Limit: limit, Reserved: units}
 	}
 	// No deadline here: a remote store is wrapped in bucket.Guarded, which

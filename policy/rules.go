@@ -67,6 +67,10 @@ type Rule struct {
 	// holds bucket.ShardLimit(Limit, Shards, i) under ShardKeys(…).Key(i);
 	// a rule of one shard uses ModelKey alone.
 	Shards int
+	// Lease is the rule's lease in its units (micro-USD for usd), labelled
+	// with its name; the zero Lease when it has none (a Leased store then
+	// takes its buckets as they are). Token buckets only.
+	Lease bucket.Lease
 
 	plans, tenants, users []string
 	models, paths         []string // globs
@@ -343,6 +347,7 @@ func compileRule(l config.Limit) Rule {
 		FailOpen: l.OnFailure != "closed",
 		PerModel: l.PerModel,
 		Shards:   max(1, int(l.Shards)),
+		Lease:    compileLease(l, scale),
 		plans:    l.Plans,
 		tenants:  l.Tenants,
 		users:    l.Users,
@@ -358,4 +363,14 @@ func (r *Rule) String() string {
 		return fmt.Sprintf("%s (%d %s per %s)", r.Name, r.Limit.Capacity, r.Unit, r.Period)
 	}
 	return fmt.Sprintf("%s (%d %s, refill %d per %s)", r.Name, r.Limit.Capacity, r.Unit, r.Limit.Rate, r.Limit.Per)
+}
+
+// compileLease is l's lease in the rule's units (a size in dollars becomes
+// micro-USD, rounded down), labelled with the limit's name; the zero Lease
+// when l has none.
+func compileLease(l config.Limit, scale float64) bucket.Lease {
+	if l.Lease == nil {
+		return bucket.Lease{}
+	}
+	return bucket.Lease{Size: int64(math.Floor(l.Lease.Size * scale)), TTL: time.Duration(l.Lease.TTL), Label: l.Name}
 }
