@@ -52,7 +52,8 @@ type Lookup func(name string) (string, bool)
 //     pass-through identity) has, and a models glob that fits no priced
 //     model;
 //   - a limit with shards on a store other than redis_cluster, where
-//     shards spread no load and only add under-admission.
+//     shards spread no load and only add under-admission;
+//   - a lease on a limit of a memory store, which has no effect.
 //
 // pol and w are the config's compiled policy and weigher.
 func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Lookup) []Finding {
@@ -61,6 +62,7 @@ func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Looku
 	out = append(out, checkDefaultCosts(cfg, pol, w)...)
 	out = append(out, checkMatchers(cfg, pol)...)
 	out = append(out, checkShards(cfg)...)
+	out = append(out, checkLeases(cfg)...)
 	return out
 }
 

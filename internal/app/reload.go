@@ -61,11 +61,18 @@ func (a *App) Reload(path string) error {
 	}
 	warnRedefined(a.log, a.pol.Load(), pol)
 	// Upstreams change only at restart; the limits, keys and prices now.
-	logFindings(a.log, slices.Concat(checkDefaultCosts(cfg, pol, w), checkMatchers(cfg, pol), checkShards(cfg)))
+	logFindings(a.log, slices.Concat(checkDefaultCosts(cfg, pol, w), checkMatchers(cfg, pol), checkShards(cfg), checkLeases(cfg)))
 	pol.AdoptRegional(a.pol.Load()) // a region's held share and demand survive a reload that keeps its split
 	a.Proxy.Reload(pol, w)
 	a.pol.Store(pol)
 	a.cfg.Store(cfg)
+	if a.stores.leases != nil {
+		// A limit may have changed: leases go back, and are taken again
+		// under the new one.
+		if err := a.stores.leases.ReturnAll(); err != nil {
+			a.log.Warn("config reload: returning leases failed; the units come back as the buckets refill", "err", err)
+		}
+	}
 	a.log.Info("config reloaded", "path", path, "limits", len(cfg.Limits), "keys", len(cfg.Keys))
 	return nil
 }

@@ -26,6 +26,7 @@ type stores struct {
 	// client is the Redis client of a redis or redis_cluster store (the
 	// region exchange's own region); nil for the memory backend.
 	client bucket.RedisScripter
+	leases *bucket.Leased // the main store for Redis; nil for the memory backend (README, "Leases")
 	close  []func() error
 }
 
@@ -192,6 +193,19 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 		st.main = dc
 		st.close = append([]func() error{dc.Close}, st.close...)
 	}
+	// Leased limits (lease:) are served from leases over the shared store;
+	// others pass through. Its returns go through the stores below it, so
+	// it closes first.
+	st.leases = bucket.NewLeased(st.main, bucket.LeaseOptions{
+		Now:     now,
+		VoidFor: time.Duration(c.VoidWindow),
+		OnReturnError: func(err error) {
+			log.Warn("lease return failed; the units come back as the bucket refills", "err", err)
+		},
+	})
+	reg.MustRegister(newLeaseCollector(st.leases, pol))
+	st.main = st.leases
+	st.close = append([]func() error{st.leases.Close}, st.close...)
 	return st, nil
 }
 
