@@ -149,7 +149,9 @@ type Leased struct {
 	pendMu  sync.Mutex
 	pending []pendingReturn // units to give back at the next flush
 
-	voids voidMemory
+	voids      voidMemory
+	voidsSwept time.Time // when Sweep last forgot old voids (once a second at most); guarded by sweepMu
+	sweepMu    sync.Mutex
 
 	statsMu sync.Mutex
 	stats   map[string]*leaseCounters

@@ -119,7 +119,12 @@ func (l *Leased) Sweep(now time.Time) error {
 		}
 		l.mu.Unlock()
 	}
-	l.voids.sweep(now)
+	l.sweepMu.Lock()
+	if now.Sub(l.voidsSwept) >= time.Second || now.Before(l.voidsSwept) {
+		l.voidsSwept = now
+		l.voids.sweep(now)
+	}
+	l.sweepMu.Unlock()
 	return l.flush()
 }
 

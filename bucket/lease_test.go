@@ -249,6 +249,8 @@ func TestLeaseSingleFlight(t *testing.T) {
 			admitted.Add(1)
 		}
 	}
+	release := sync.OnceFunc(func() { close(b.release) })
+	t.Cleanup(release) // no take left blocked when the test fails
 	wg.Add(1)
 	go take("first")
 	<-b.entered // the first take is in the store, holding the flight
@@ -259,12 +261,12 @@ func TestLeaseSingleFlight(t *testing.T) {
 	// Every waiter waits for the flight (one that went to the store
 	// instead would block there, and never be counted as waiting).
 	for i := 0; l.Waiting() < waiters; i++ {
-		if i == 10000 {
+		if i == 10000 || b.takes.Load() > 1 {
 			t.Fatalf("%d of %d takes wait for the lease; %d store takes", l.Waiting(), waiters, b.takes.Load())
 		}
 		time.Sleep(time.Millisecond)
 	}
-	close(b.release)
+	release()
 	wg.Wait()
 	if n := b.takes.Load(); n != 1 {
 		t.Errorf("%d store takes for %d concurrent requests on one bucket, want 1", n, waiters+1)
@@ -506,6 +508,14 @@ func TestLeaseVoid(t *testing.T) {
 	}
 	if got := r.level(t, hot); got != 1000 {
 		t.Errorf("level %d after a voided take, want 1000", got)
+	}
+	// The void window passes: the tombstone is forgotten.
+	r.at(bucket.DefaultVoidWindow)
+	if err := r.l.Sweep(r.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if d := r.take(t, "early", hot); !d.Allowed {
+		t.Errorf("take past the void window: %+v, want admitted", d)
 	}
 }
 
