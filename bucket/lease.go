@@ -178,14 +178,31 @@ type lease struct {
 	seenAt  time.Time // when seen was reported (this node's clock); zero: never
 	lastUse time.Time
 	flight  chan struct{} // non-nil while a take acquires a lease here; closed when it ends
+	// waitCost is the units asked for by the takes waiting for flight;
+	// when it ends with a lease, that much of units (at most) is reserved
+	// for takes that waited: a take that did not wait spends only units −
+	// reserved, so that the takes woken by a lease are not beaten to it by
+	// those already running (which would send them to the store).
+	waitCost, reserved int64
 	retired bool          // removed from the map: units arriving here go back
 	c       *leaseCounters
 }
 
-// add changes the units held, and the outstanding count with them.
+// add changes the units held, and the outstanding count with them; the
+// reserved units are never more than those held.
 func (e *lease) add(n int64) {
 	e.units += n
 	e.c.outstanding.Add(n)
+	e.reserved = max(0, min(e.reserved, e.units))
+}
+
+// avail is the units a take may spend: all of them for a take that waited
+// for this node's last lease, else those not reserved for such takes.
+func (e *lease) avail(waited bool) int64 {
+	if waited {
+		return e.units
+	}
+	return e.units - e.reserved
 }
 
 // level estimates the bucket's level at now, leases excluded: the last
@@ -256,7 +273,7 @@ func leasedItems(items []Item) bool {
 
 // maxWaits bounds how often one take waits for another's lease
 // acquisition before it goes to the store itself.
-const maxWaits = 2
+const maxWaits = 8
 
 // Take implements Store, serving leased items from leases (see Leased).
 // Errors: ErrInvalid (the items as Memory validates them, or a lease that
@@ -281,7 +298,7 @@ func (l *Leased) Take(ctx context.Context, requestID string, items []Item) (Deci
 	}
 	now := l.o.Now()
 	for waits := 0; ; waits++ {
-		p := l.plan(items, now, waits < maxWaits)
+		p := l.plan(items, now, waits < maxWaits, waits > 0)
 		if p.wait == nil {
 			return l.run(ctx, requestID, items, p, now)
 		}
@@ -304,6 +321,9 @@ type use struct {
 	fill   int64  // units taken for the lease on top of the request's cost
 	owner  bool   // this take holds e's flight
 	remote bool   // the item goes to the store, for Cost − local + fill
+	// flight is another take's acquisition of e's lease, which this
+	// take would wait for.
+	flight chan struct{}
 }
 
 // plan is what a take does with each of its items, decided under each
@@ -317,8 +337,10 @@ type plan struct {
 
 // plan deducts what the leases cover and decides what goes to the store.
 // With mayWait, a take whose only store-bound items are those whose lease
-// another take is acquiring waits for it instead (its deductions put back).
-func (l *Leased) plan(items []Item, now time.Time, mayWait bool) plan {
+// another take is acquiring waits for it instead (its deductions put back),
+// and asks for its costs to be reserved in the lease to come. waited says
+// the take has waited: it may spend reserved units.
+func (l *Leased) plan(items []Item, now time.Time, mayWait, waited bool) plan {
 	p := plan{uses: make([]use, len(items))}
 	storeBound := false // some item goes to the store whatever happens
 	var wait <-chan struct{}
@@ -330,38 +352,53 @@ func (l *Leased) plan(items []Item, now time.Time, mayWait bool) plan {
 		}
 		e := l.lock(it, now)
 		u.e = e
+		avail := e.avail(waited)
 		switch {
-		case e.units >= it.Cost:
+		case avail >= it.Cost:
 			u.local = it.Cost
 		case e.flight != nil: // another take is acquiring a lease here
-			u.local, u.remote = e.units, true
+			u.local, u.remote, u.flight = avail, true, e.flight
 			if wait == nil {
 				wait = e.flight
 			}
 		default:
-			u.local, u.remote = e.units, true
-			u.fill = l.fill(e, it, now)
+			u.local, u.remote = avail, true
+			u.fill = l.fill(e, it, avail, now)
 			if u.fill > 0 {
 				e.flight, u.owner = make(chan struct{}), true
 			}
 			storeBound = true
 		}
+		reserved := e.reserved
 		e.add(-u.local)
+		if waited {
+			e.reserved = max(0, reserved-u.local)
+		}
 		e.mu.Unlock()
 	}
 	if wait != nil && mayWait && !storeBound {
 		l.putBack(items, p.uses)
+		for i, u := range p.uses {
+			if u.flight == nil {
+				continue
+			}
+			u.e.mu.Lock()
+			if u.e.flight == u.flight {
+				u.e.waitCost += items[i].Cost
+			}
+			u.e.mu.Unlock()
+		}
 		return plan{wait: wait}
 	}
 	return p
 }
 
 // fill is the lease a take of it acquires on top of its own cost, once the
-// lease's units are spent toward it: at most Size, at most Share of the
-// level estimated beyond the request's remote cost, and never so much that
-// the take exceeds the capacity. Zero near empty.
-func (l *Leased) fill(e *lease, it Item, now time.Time) int64 {
-	need := float64(it.Cost - e.units)
+// avail units it may spend of the lease are spent toward it: at most Size,
+// at most Share of the level estimated beyond the request's remote cost,
+// and never so much that the take exceeds the capacity. Zero near empty.
+func (l *Leased) fill(e *lease, it Item, avail int64, now time.Time) int64 {
+	need := float64(it.Cost - avail)
 	f := min(float64(it.Lease.Size), math.Floor(l.o.Share*(e.level(now)-need)), float64(it.Limit.Capacity)-need)
 	if f < 1 {
 		return 0
@@ -522,10 +559,11 @@ func (l *Leased) release(items []Item, uses []use, taken bool, now time.Time) {
 			} else {
 				e.add(u.fill)
 				e.expires = now.Add(it.Lease.TTL)
+				e.reserved = min(e.waitCost, e.units)
 			}
 		}
 		close(e.flight)
-		e.flight = nil
+		e.flight, e.waitCost = nil, 0
 		e.mu.Unlock()
 	}
 }

@@ -219,10 +219,15 @@ type blocking struct {
 	entered chan struct{}
 	release chan struct{}
 	takes   atomic.Int64
+	mu      sync.Mutex
+	ids     []string // of the takes, in order
 }
 
 func (b *blocking) Take(ctx context.Context, id string, items []bucket.Item) (bucket.Decision, error) {
 	b.takes.Add(1)
+	b.mu.Lock()
+	b.ids = append(b.ids, id)
+	b.mu.Unlock()
 	b.entered <- struct{}{}
 	<-b.release
 	return b.Store.Take(ctx, id, items)
@@ -589,4 +594,71 @@ func TestLeasedContract(t *testing.T) {
 		t.Cleanup(func() { l.Close(); mem.Close() })
 		return l
 	})
+}
+
+// A take woken by the lease it waited for is served from it, even when a
+// take that did not wait comes first: the units the waiters asked for are
+// reserved for them, and the newcomer goes to the store.
+func TestLeaseWaitersServedFirst(t *testing.T) {
+	clock := storetest.NewClock(storetest.Start)
+	mem := bucket.NewMemory(bucket.MemoryOptions{Now: clock.Now, SweepEvery: -1})
+	defer mem.Close()
+	b := &blocking{Store: mem, entered: make(chan struct{}, 100), release: make(chan struct{})}
+	release := sync.OnceFunc(func() { close(b.release) })
+	t.Cleanup(release)
+	// The Leased's clock can hold the next caller, to order the takes.
+	var gateMu sync.Mutex
+	armed, held, open := false, make(chan struct{}), make(chan struct{})
+	now := func() time.Time {
+		gateMu.Lock()
+		hold := armed
+		armed = false
+		gateMu.Unlock()
+		if hold {
+			held <- struct{}{}
+			<-open
+		}
+		return clock.Now()
+	}
+	l := bucket.NewLeased(b, bucket.LeaseOptions{Now: now, SweepEvery: -1})
+	// A lease of 1 (a quarter of 7 left after the first request): room for
+	// one waiter.
+	hot := leased("hot", bucket.Limit{Capacity: 8, Rate: 1, Per: time.Hour}, 1, 8, time.Hour)
+	var wg sync.WaitGroup
+	results := make(map[string]bool)
+	var mu sync.Mutex
+	take := func(id string) {
+		defer wg.Done()
+		d, err := l.Take(context.Background(), id, []bucket.Item{hot})
+		mu.Lock()
+		results[id] = err == nil && d.Allowed
+		mu.Unlock()
+	}
+	wg.Add(2)
+	go take("first")
+	<-b.entered
+	go take("waiter")
+	for i := 0; l.Waiting() < 1; i++ {
+		if i == 10000 {
+			t.Fatal("the second take does not wait for the lease")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	gateMu.Lock()
+	armed = true // the waiter's next reading of the clock, once woken
+	gateMu.Unlock()
+	release() // the first take gets its lease of 1, and wakes the waiter
+	<-held    // the waiter is woken, held before it looks at the lease
+	newcomer, err := l.Take(context.Background(), "newcomer", []bucket.Item{hot})
+	if err != nil || !newcomer.Allowed {
+		t.Fatalf("newcomer: %+v %v", newcomer, err)
+	}
+	close(open)
+	wg.Wait()
+	if !results["first"] || !results["waiter"] {
+		t.Fatalf("results %v, want both admitted", results)
+	}
+	if got := fmt.Sprint(b.ids); got != "[first newcomer]" {
+		t.Errorf("store takes %s, want [first newcomer]: the waiter is served from the lease it waited for", got)
+	}
 }
