@@ -127,13 +127,13 @@ func leased(key string, l bucket.Limit, cost, size int64, ttl time.Duration) buc
 	return bucket.Item{Key: key, Limit: l, Cost: cost, Lease: bucket.Lease{Size: size, TTL: ttl, Label: "hot"}}
 }
 
-// A hot key with a lease of 20 requests' worth costs at most one store call
-// per 10 admitted requests (here: one per 21), the returns included, at
+// A hot key with a lease of 10 requests' worth costs at most one store call
+// per 10 admitted requests (here: one per 11), the returns included, at
 // the limit's own rate.
 func TestLeaseHotKeyStoreCalls(t *testing.T) {
 	r := newLeaseRig(t, bucket.LeaseOptions{})
 	limit := bucket.Limit{Capacity: 1000, Rate: 1000, Per: time.Second}
-	hot := leased("hot", limit, 1, 20, 100*time.Millisecond)
+	hot := leased("hot", limit, 1, 10, 100*time.Millisecond)
 	const requests = 5000
 	admitted := 0
 	for n := range requests {
@@ -174,6 +174,7 @@ func TestLeaseHotKeyConcurrent(t *testing.T) {
 	store := &counting{Store: mem}
 	l := bucket.NewLeased(store, bucket.LeaseOptions{Now: now, SweepEvery: -1})
 	limit := bucket.Limit{Capacity: 1000, Rate: 1000, Per: time.Second}
+	// A lease of 20: more than the 16 takes that may be waiting for it.
 	hot := leased("hot", limit, 1, 20, 100*time.Millisecond)
 	const workers, each = 16, 400
 	var admitted atomic.Int64
