@@ -184,8 +184,8 @@ type lease struct {
 	// reserved, so that the takes woken by a lease are not beaten to it by
 	// those already running (which would send them to the store).
 	waitCost, reserved int64
-	retired bool          // removed from the map: units arriving here go back
-	c       *leaseCounters
+	retired            bool // removed from the map: units arriving here go back
+	c                  *leaseCounters
 }
 
 // add changes the units held, and the outstanding count with them; the
