@@ -101,9 +101,13 @@ type LeaseOptions struct {
 // is spent or its TTL passes; then what is left goes back to the bucket (a
 // negative reconciliation delta, once per return id). Every unit a node
 // admits was taken from the shared bucket first, so the fleet never admits
-// more than the limit (capacity + rate × elapsed); a node that dies loses at
-// most what its leases hold (at most Size per bucket), which the bucket
-// regains by refilling within Size × Per / Rate.
+// more than the limit: capacity + rate × elapsed since the bucket was last
+// full with no lease out. Over a window that starts while leases are out,
+// the fleet may admit those units on top of capacity + rate × window (the
+// bucket refilled the room they left): at most what the leases held then
+// (LeaseStats.Outstanding). A node that dies loses what its leases hold (at
+// most Size per bucket, plus unused units not yet sent back), which the
+// bucket regains by refilling, within Size × Per / Rate.
 //
 // Take serves each leased item from its lease when the lease covers the
 // cost. Otherwise the request spends what the lease holds and sends the
@@ -118,9 +122,10 @@ type LeaseOptions struct {
 // is admitted and a denial reports the wait for its own cost
 // (Decision.RetryAfter), never the lease's. One take per bucket acquires a
 // lease at a time (single flight): a take that finds another acquiring
-// waits for it when it has nothing else to send to the store, and
-// otherwise sends its own cost without a fill. No lock is held across a
-// store call.
+// waits for it when it has nothing else to send to the store (up to 8
+// times; what it asks for is reserved for it in the lease to come, so that
+// takes that did not wait cannot spend it first), and otherwise sends its
+// own cost without a fill. No lock is held across a store call.
 //
 // Items without a lease, and items whose cost exceeds their capacity
 // (TooLarge, as the store decides), go to the store as they are; a take of
@@ -178,14 +183,14 @@ type lease struct {
 	seenAt  time.Time // when seen was reported (this node's clock); zero: never
 	lastUse time.Time
 	flight  chan struct{} // non-nil while a take acquires a lease here; closed when it ends
+	retired bool          // removed from the map: units arriving here go back
+	c       *leaseCounters
 	// waitCost is the units asked for by the takes waiting for flight;
 	// when it ends with a lease, that much of units (at most) is reserved
 	// for takes that waited: a take that did not wait spends only units −
 	// reserved, so that the takes woken by a lease are not beaten to it by
 	// those already running (which would send them to the store).
 	waitCost, reserved int64
-	retired            bool // removed from the map: units arriving here go back
-	c                  *leaseCounters
 }
 
 // add changes the units held, and the outstanding count with them; the
