@@ -18,9 +18,10 @@ import (
 // not regained in Size × Per / Rate.
 type Lease struct {
 	// Size is the most units of the bucket a node holds on lease at once,
-	// in the limit's units (tokens, requests, micro-USD): at least 1 and at
-	// most the limit's Capacity, since a lease is taken as one take and a
-	// take above Capacity never passes. 0: the item is not leased.
+	// in the limit's units (tokens, requests, micro-USD): at least 1. A
+	// lease is taken as one take, and a take above Capacity never passes:
+	// an item whose Capacity is below Size (a region's share of a limit, a
+	// shard) leases at most its Capacity. 0: the item is not leased.
 	Size int64
 	// TTL is how long a lease may be spent after it is taken, by the Leased
 	// store's clock; what is left then goes back to the shared bucket.
@@ -31,7 +32,8 @@ type Lease struct {
 	Label string
 }
 
-// validate checks it's lease: the error wraps ErrInvalid.
+// validate checks it's lease: the error wraps ErrInvalid. A Size above the
+// item's Capacity is not an error: the fill never exceeds the Capacity.
 func (ls Lease) validate(it Item) error {
 	switch {
 	case ls.Size < 0:
@@ -40,12 +42,20 @@ func (ls Lease) validate(it Item) error {
 		return nil
 	case it.Limit.IsQuota():
 		return fmt.Errorf("bucket: take %q: a lease applies to token buckets only, not to a quota: %w", it.Key, ErrInvalid)
-	case ls.Size > it.Limit.Capacity:
-		return fmt.Errorf("bucket: take %q: lease size %d exceeds the capacity %d: %w", it.Key, ls.Size, it.Limit.Capacity, ErrInvalid)
 	case ls.TTL <= 0:
 		return fmt.Errorf("bucket: take %q: lease ttl %v is not positive: %w", it.Key, ls.TTL, ErrInvalid)
 	}
 	return nil
+}
+
+// shard is ls for one of k shards of its bucket (TakeSharded): Size
+// divided by k, rounded up, so that a node's leases on every shard hold
+// about Size together.
+func (ls Lease) shard(k int) Lease {
+	if ls.Size > 0 && k > 1 {
+		ls.Size = (ls.Size + int64(k) - 1) / int64(k)
+	}
+	return ls
 }
 
 // DefaultLeaseShare is LeaseOptions.Share's default: a lease takes at most
@@ -480,7 +490,8 @@ func (l *Leased) run(ctx context.Context, requestID string, items []Item, p plan
 	if !d.Allowed {
 		l.putBack(items, p.uses)
 	}
-	out := Decision{Allowed: d.Allowed, DeniedBy: -1, TooLarge: d.TooLarge, RetryAfter: d.RetryAfter, Buckets: make([]Status, len(items))}
+	out := Decision{Allowed: d.Allowed, DeniedBy: -1, TooLarge: d.TooLarge, RetryAfter: d.RetryAfter, Cached: d.Cached,
+		Buckets: make([]Status, len(items))}
 	if !d.Allowed {
 		out.DeniedBy = at[d.DeniedBy]
 	}
@@ -514,11 +525,12 @@ func hasFill(uses []use) bool {
 	return false
 }
 
-// observe records the levels the store reported for leased items.
+// observe records the levels the store reported for leased items (of a
+// denial answered from a DenyCache, only the denying item's is known).
 func (l *Leased) observe(items []Item, uses []use, at []int, d Decision, now time.Time) {
 	for j, i := range at {
 		e := uses[i].e
-		if e == nil {
+		if e == nil || d.Cached && j != d.DeniedBy {
 			continue
 		}
 		e.mu.Lock()

@@ -530,7 +530,6 @@ func TestLeaseInvalid(t *testing.T) {
 	r := newLeaseRig(t, bucket.LeaseOptions{})
 	limit := bucket.Limit{Capacity: 10, Rate: 1, Per: time.Second}
 	for _, it := range []bucket.Item{
-		leased("big", limit, 1, 11, time.Second),
 		leased("neg", limit, 1, -1, time.Second),
 		leased("ttl", limit, 1, 5, 0),
 		leased("quota", bucket.Quota(10, storetest.Start, storetest.Start.Add(time.Hour)), 1, 5, time.Second),
@@ -661,5 +660,108 @@ func TestLeaseWaitersServedFirst(t *testing.T) {
 	}
 	if got := fmt.Sprint(b.ids); got != "[first newcomer]" {
 		t.Errorf("store takes %s, want [first newcomer]: the waiter is served from the lease it waited for", got)
+	}
+}
+
+// A lease larger than the item's capacity (a region's share of the limit,
+// a shard) is bounded by it: never an error, never a take above it.
+func TestLeaseLargerThanCapacity(t *testing.T) {
+	r := newLeaseRig(t, bucket.LeaseOptions{Share: 1})
+	limit := bucket.Limit{Capacity: 10, Rate: 1, Per: time.Hour}
+	d := r.take(t, "a", leased("k", limit, 1, 100, time.Hour))
+	if !d.Allowed {
+		t.Fatalf("decision %+v", d)
+	}
+	if got := r.store.lastTake().items[0].Cost; got != 10 {
+		t.Errorf("take of %d, want the capacity, 10", got)
+	}
+}
+
+// Over a DenyCache, a denial answered from memory is reported as cached,
+// with the denying bucket's status, and the other buckets' levels this node
+// knows are kept (the cache does not know them).
+func TestLeaseOverDenyCache(t *testing.T) {
+	clock := storetest.NewClock(storetest.Start)
+	mem := bucket.NewMemory(bucket.MemoryOptions{Now: clock.Now, SweepEvery: -1})
+	defer mem.Close()
+	dc := bucket.NewDenyCache(mem, bucket.DenyCacheOptions{Window: time.Second, Now: clock.Now})
+	defer dc.Close()
+	store := &counting{Store: dc}
+	l := bucket.NewLeased(store, bucket.LeaseOptions{Now: clock.Now, SweepEvery: -1})
+	defer l.Close()
+	global := leased("global", bucket.Limit{Capacity: 1000, Rate: 1, Per: time.Hour}, 1, 10, time.Hour)
+	user := bucket.Item{Key: "user", Limit: bucket.Limit{Capacity: 1, Rate: 1, Per: time.Hour}, Cost: 1}
+	take := func(id string) bucket.Decision {
+		t.Helper()
+		d, err := l.Take(context.Background(), id, []bucket.Item{user, global})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if !take("a").Allowed { // user now empty; global leased
+		t.Fatal("first take denied")
+	}
+	// Spend the lease, so that the next takes ask the store for the
+	// global bucket too.
+	for i := range 10 {
+		l.Take(context.Background(), fmt.Sprint("g", i), []bucket.Item{global})
+	}
+	// The store denies (asked for a lease), the take again without one is
+	// answered by the cache; so is the next.
+	for _, id := range []string{"b", "c"} {
+		d := take(id)
+		if d.Allowed || !d.Cached || d.DeniedBy != 0 || d.Buckets[0].Remaining != 0 {
+			t.Fatalf("take %s: %+v, want a cached denial by the user bucket", id, d)
+		}
+		// The global bucket's level this node knows is kept (989 seen).
+		if d.Buckets[1].Remaining < 900 {
+			t.Errorf("take %s: global bucket %+v, want the level seen before the cached denial", id, d.Buckets[1])
+		}
+	}
+	st := l.Stats()["hot"]
+	clock.Set(storetest.Start.Add(time.Hour)) // user refilled
+	if !take("e").Allowed {
+		t.Fatal("denied once the user bucket refilled")
+	}
+	if got := l.Stats()["hot"]; got.Taken != st.Taken+1 {
+		t.Errorf("leases taken %d then %d, want one more: the level seen survived the cached denial", st.Taken, got.Taken)
+	}
+}
+
+// A sharded leased item (TakeSharded over a Leased store) leases each shard
+// for Size/K: a hot sharded bucket also costs a store call per lease.
+func TestLeaseSharded(t *testing.T) {
+	r := newLeaseRig(t, bucket.LeaseOptions{})
+	limit := bucket.Limit{Capacity: 4000, Rate: 4000, Per: time.Second}
+	item := bucket.ShardedItem{
+		Item:   leased("llmguard:{acme}:rps:acme", limit, 1, 40, 100*time.Millisecond),
+		Shards: 4,
+		Keys:   bucket.ShardKeys{Prefix: "llmguard:{acme:", Suffix: "}:rps:acme"},
+	}
+	const requests = 4000
+	admitted := 0
+	for n := range requests {
+		r.at(time.Duration(n) * 250 * time.Microsecond) // the limit's rate
+		d, err := bucket.TakeSharded(context.Background(), r.l, fmt.Sprint("r", n), []bucket.ShardedItem{item}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			admitted++
+		}
+	}
+	calls := r.store.calls()
+	t.Logf("%d requests, %d admitted, %d store calls", requests, admitted, calls)
+	if admitted != requests {
+		t.Errorf("admitted %d of %d at the limit's rate", admitted, requests)
+	}
+	if per := float64(calls) / float64(admitted); per > 0.1 {
+		t.Errorf("%.3f store calls per admitted request, want <= 0.1 (leases of 10 per shard)", per)
+	}
+	for _, c := range r.store.takes {
+		if c.items[0].Cost > 11 {
+			t.Fatalf("a take of %d from one shard, want at most 1 + 40/4", c.items[0].Cost)
+		}
 	}
 }

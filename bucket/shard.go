@@ -67,6 +67,8 @@ func shareOf(total int64, k, i int) int64 {
 // is Item.Key, as for Store.Take; with Shards K >= 2, shard i is the bucket
 // Keys.Key(i) of ShardLimit(Limit, K, i), and Item.Key is not used by the
 // store (the caller may keep the unsharded key there, to name the bucket).
+// A leased item (Item.Lease, for a Leased store) leases each shard for
+// Size/K, rounded up.
 type ShardedItem struct {
 	Item
 	Shards int
@@ -311,7 +313,7 @@ func (p *shardPlan) windowPieces() []piece {
 	ps := p.pieces[:0]
 	for j := range p.m {
 		i := (p.start + p.window*p.m + j) % p.k
-		ps = append(ps, piece{shard: i, item: Item{Key: p.it.Keys.Key(i), Limit: ShardLimit(p.it.Limit, p.k, i)}})
+		ps = append(ps, piece{shard: i, item: Item{Key: p.it.Keys.Key(i), Limit: ShardLimit(p.it.Limit, p.k, i), Lease: p.it.Lease.shard(p.k)}})
 	}
 	base, rem := p.it.Cost/int64(p.m), p.it.Cost%int64(p.m)
 	order := make([]int, len(ps))
@@ -380,7 +382,8 @@ func (p *shardPlan) gather() bool {
 			break
 		}
 		c := min(left, p.held[i])
-		ps = append(ps, piece{shard: i, item: Item{Key: p.it.Keys.Key(i), Limit: ShardLimit(p.it.Limit, p.k, i), Cost: c}})
+		ps = append(ps, piece{shard: i, item: Item{Key: p.it.Keys.Key(i), Limit: ShardLimit(p.it.Limit, p.k, i), Cost: c,
+			Lease: p.it.Lease.shard(p.k)}})
 		left -= c
 	}
 	p.pieces = ps
