@@ -128,9 +128,11 @@ type redisServer struct {
 var errNoRedis = errors.New("loadbench: redis-server not found ($REDIS_SERVER or on $PATH): install Redis, or leave the redis target out (-targets direct,bare,memory)")
 
 // startRedis starts redis-server ($REDIS_SERVER, else on $PATH) with
-// --save "" --appendonly no on a free loopback port and waits until it
-// answers PING. Errors: errNoRedis, or a server that does not start.
-func startRedis() (*redisServer, error) {
+// --save "" --appendonly no and the extra arguments on a free loopback port
+// (with its cluster bus port, port + 10000, free too when cluster is set)
+// and waits until it answers PING. Errors: errNoRedis, or a server that
+// does not start.
+func startRedis(cluster bool, extra ...string) (*redisServer, error) {
 	name := os.Getenv("REDIS_SERVER")
 	if name == "" {
 		name = "redis-server"
@@ -139,20 +141,24 @@ func startRedis() (*redisServer, error) {
 	if err != nil {
 		return nil, errNoRedis
 	}
-	dir, err := os.MkdirTemp("", "llmguard-bench-redis-")
-	if err != nil {
-		return nil, err
-	}
 	var lastErr error
 	for range 5 {
-		port, err := freePort()
+		dir, err := os.MkdirTemp("", "llmguard-bench-redis-")
 		if err != nil {
+			return nil, err
+		}
+		port, err := freePort()
+		if err == nil && cluster {
+			err = busFree(port)
+		}
+		if err != nil {
+			os.RemoveAll(dir)
 			lastErr = err
 			continue
 		}
 		s := &redisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, exited: make(chan struct{})}
-		s.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", dir, "--logfile", "redis.log", "--daemonize", "no")
+		s.cmd = exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--logfile", "redis.log", "--daemonize", "no"}, extra...)...)
 		s.cmd.Dir = dir
 		dieWithParent(s.cmd)
 		if err := s.cmd.Start(); err != nil {
@@ -163,9 +169,8 @@ func startRedis() (*redisServer, error) {
 		if lastErr = s.waitPing(); lastErr == nil {
 			return s, nil
 		}
-		s.stop()
+		s.stop() // removes dir
 	}
-	os.RemoveAll(dir)
 	return nil, fmt.Errorf("loadbench: redis-server did not start: %w", lastErr)
 }
 
