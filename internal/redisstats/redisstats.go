@@ -59,6 +59,11 @@ type Reading struct {
 	// CPU is INFO cpu's used_cpu_user + used_cpu_sys: the whole process's
 	// CPU time, network I/O and every thread included, at µs resolution.
 	CPU time.Duration
+	// UserCPU is used_cpu_user alone: the process's CPU time outside the
+	// kernel, where scripts and commands run (most of the network I/O is
+	// system time). Unlike commandstats' µs, which are wall time, it does
+	// not grow when a loaded machine pauses the process.
+	UserCPU time.Duration
 	// Nodes is how many servers were read.
 	Nodes int
 }
@@ -182,6 +187,7 @@ func Parse(info string) (Reading, error) {
 		}
 	}
 	r.CPU = time.Duration((cpuUser + cpuSys) * float64(time.Second)).Round(time.Microsecond)
+	r.UserCPU = time.Duration(cpuUser * float64(time.Second)).Round(time.Microsecond)
 	return r, sc.Err()
 }
 
@@ -231,6 +237,7 @@ func (r Reading) add(o Reading, sign int64) Reading {
 		Commands:       make(map[string]Command, len(r.Commands)+len(o.Commands)),
 		ReadsProcessed: r.ReadsProcessed + sign*o.ReadsProcessed,
 		CPU:            r.CPU + time.Duration(sign)*o.CPU,
+		UserCPU:        r.UserCPU + time.Duration(sign)*o.UserCPU,
 		Nodes:          max(r.Nodes, o.Nodes),
 	}
 	for name, c := range r.Commands {
@@ -303,6 +310,7 @@ type PerRequest struct {
 	Reads    float64 // reads of client connections: about round trips
 	Usec     float64 // µs running commands (Usec)
 	CPU      float64 // µs of process CPU, network I/O included
+	UserCPU  float64 // µs of the process's user CPU (scripts, commands)
 	// ByCommand is each command's calls and µs per request.
 	ByCommand map[string][2]float64
 }
@@ -317,6 +325,7 @@ func (r Reading) Per(requests int64) PerRequest {
 		Reads:     float64(r.ReadsProcessed) / n,
 		Usec:      float64(r.Usec()) / n,
 		CPU:       float64(r.CPU.Microseconds()) / n,
+		UserCPU:   float64(r.UserCPU.Microseconds()) / n,
 		ByCommand: make(map[string][2]float64, len(r.Commands)),
 	}
 	for name, c := range r.Commands {

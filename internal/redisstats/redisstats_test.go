@@ -39,14 +39,14 @@ func TestParse(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", name, r.Commands[name], c)
 		}
 	}
-	if r.ReadsProcessed != 17 || r.CPU != 1375001*time.Microsecond || r.Nodes != 1 {
-		t.Errorf("reads %d, cpu %v, nodes %d; want 17, 1.375001s, 1", r.ReadsProcessed, r.CPU, r.Nodes)
+	if r.ReadsProcessed != 17 || r.CPU != 1375001*time.Microsecond || r.UserCPU != 1125001*time.Microsecond || r.Nodes != 1 {
+		t.Errorf("reads %d, cpu %v, user %v, nodes %d; want 17, 1.375001s, 1.125001s, 1", r.ReadsProcessed, r.CPU, r.UserCPU, r.Nodes)
 	}
 	if r.Calls() != 12 || r.ScriptCalls() != 2 || r.ScriptUsec() != 41 || r.Usec() != 41 {
 		t.Errorf("calls %d, scripts %d, script µs %d, µs %d; want 12, 2, 41, 41", r.Calls(), r.ScriptCalls(), r.ScriptUsec(), r.Usec())
 	}
 	p := r.Per(2)
-	if p.Calls != 6 || p.Scripts != 1 || p.Reads != 8.5 || p.Usec != 20.5 || p.CPU != 687500.5 || p.ByCommand["get"] != [2]float64{3, 1} {
+	if p.Calls != 6 || p.Scripts != 1 || p.Reads != 8.5 || p.Usec != 20.5 || p.CPU != 687500.5 || p.UserCPU != 562500.5 || p.ByCommand["get"] != [2]float64{3, 1} {
 		t.Errorf("per request: %+v", p)
 	}
 	if _, err := redisstats.Parse("cmdstat_get:calls=x,usec=1\r\n"); err == nil {
