@@ -23,6 +23,7 @@
 //	go run ./cmd/llmguard-bench -redis-work
 //	go build -o /tmp/bench-b ./cmd/llmguard-bench   # at the other commit
 //	go run ./cmd/llmguard-bench -redis-work -compare /tmp/bench-b
+//	go run ./cmd/llmguard-bench -redis-work -callgrind -requests 1000   # instructions, under valgrind
 //
 // "llmguard-bench child ROLE …" is how it runs its processes (hidden).
 package main
@@ -146,11 +147,12 @@ func parseRedisWorkFlags(args []string) (loadbench.RedisWorkOptions, error) {
 	duration := fs.Duration("duration", 5*time.Second, "at most this long per run")
 	rounds := fs.Int("rounds", 3, "runs of each store, concurrency and build, the builds alternating")
 	compare := fs.String("compare", "", "another llmguard-bench executable whose llmguard is run as build B (A/B)")
+	callgrind := fs.Bool("callgrind", false, "run Redis under valgrind's callgrind and report its instructions per request (load-independent; some 50x slower: use fewer requests)")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	if err := fs.Parse(args); err != nil {
 		return loadbench.RedisWorkOptions{}, err
 	}
-	o := loadbench.RedisWorkOptions{Stores: splitList(*stores), Requests: *requests, Duration: *duration, Rounds: *rounds, Compare: *compare}
+	o := loadbench.RedisWorkOptions{Stores: splitList(*stores), Requests: *requests, Duration: *duration, Rounds: *rounds, Compare: *compare, Callgrind: *callgrind}
 	if !*quiet {
 		o.Progress = os.Stderr
 	}

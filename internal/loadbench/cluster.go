@@ -18,17 +18,18 @@ type redisCluster struct {
 	nodes []*redisServer
 }
 
-// startCluster starts masters redis-servers with cluster mode on, gives
+// startCluster starts masters redis-servers with cluster mode on (under
+// callgrind when asked), gives
 // them equal ranges of the 16384 slots, joins them (CLUSTER ADDSLOTSRANGE,
 // SET-CONFIG-EPOCH, MEET: what `redis-cli --cluster create
 // --cluster-replicas 0` does) and waits until every node reports
 // cluster_state:ok and knows every other. Errors: startRedis's, a command
 // refused, or a cluster not ok within startTimeout.
-func startCluster(masters int) (*redisCluster, error) {
+func startCluster(masters int, callgrind bool) (*redisCluster, error) {
 	c := &redisCluster{}
 	for range masters {
-		s, err := startRedis(true, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "yes")
+		s, err := startRedis(redisOptions{cluster: true, callgrind: callgrind, extra: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "yes"}})
 		if err != nil {
 			c.stop()
 			return nil, err

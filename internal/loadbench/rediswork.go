@@ -48,6 +48,12 @@ type RedisWorkOptions struct {
 	// with A: an A/B measured in one run. It must know the child flags
 	// -redis and -redis-cluster.
 	Compare string
+	// Callgrind runs every redis-server under valgrind's callgrind and
+	// reports the instructions Redis executed per admitted request: a
+	// figure that does not depend on the machine's load, for A/B runs on
+	// a shared machine. Redis runs some 50 times slower: use fewer
+	// requests.
+	Callgrind bool
 	// Progress, when not nil, gets one line per run as it ends.
 	Progress io.Writer
 }
@@ -114,6 +120,10 @@ type RedisWorkRow struct {
 	Redis redisstats.Reading
 	// Per is Redis divided by Admitted.
 	Per redisstats.PerRequest
+	// Instructions is the instructions the Redis servers executed over the
+	// run per admitted request, counted by callgrind; -1 without
+	// RedisWorkOptions.Callgrind.
+	Instructions float64
 }
 
 // RedisWorkReport is a whole RunRedisWork's rows, in run order.
@@ -130,6 +140,7 @@ type redisWorkTarget struct {
 	store, build string
 	t            *target
 	nodes        []redisstats.Node
+	servers      []*redisServer
 }
 
 // RunRedisWork measures the Redis work per admitted request: it starts the
@@ -168,25 +179,25 @@ func RunRedisWork(o RedisWorkOptions) (*RedisWorkReport, error) {
 	for _, store := range o.Stores {
 		var flag, addr string
 		var nodes []redisstats.Node
+		var servers []*redisServer
 		switch store {
 		case StoreRedis:
-			s, err := startRedis(false)
+			s, err := startRedis(redisOptions{callgrind: o.Callgrind})
 			if err != nil {
 				return nil, err
 			}
 			stops = append(stops, s.stop)
-			flag, addr = "-redis", s.Addr
-			nodes = append(nodes, nodeClient(s.Addr, &stops))
+			flag, addr, servers = "-redis", s.Addr, []*redisServer{s}
 		case StoreCluster:
-			c, err := startCluster(3)
+			c, err := startCluster(3, o.Callgrind)
 			if err != nil {
 				return nil, err
 			}
 			stops = append(stops, c.stop)
-			flag, addr = "-redis-cluster", strings.Join(c.addrs(), ",")
-			for _, a := range c.addrs() {
-				nodes = append(nodes, nodeClient(a, &stops))
-			}
+			flag, addr, servers = "-redis-cluster", strings.Join(c.addrs(), ","), c.nodes
+		}
+		for _, s := range servers {
+			nodes = append(nodes, nodeClient(s.Addr, &stops))
 		}
 		for _, b := range builds {
 			// A deadline far above any take's time, even on a loaded
@@ -201,7 +212,7 @@ func RunRedisWork(o RedisWorkOptions) (*RedisWorkReport, error) {
 			if err != nil {
 				return nil, err
 			}
-			targets = append(targets, &redisWorkTarget{store: store, build: b, nodes: nodes,
+			targets = append(targets, &redisWorkTarget{store: store, build: b, nodes: nodes, servers: servers,
 				t: &target{name: store + "/" + b, url: p.URL, client: newClient(u.Host), proc: p}})
 		}
 	}
@@ -230,8 +241,12 @@ func RunRedisWork(o RedisWorkOptions) (*RedisWorkReport, error) {
 					row.Round = round
 					rep.Rows = append(rep.Rows, row)
 					if o.Progress != nil {
-						fmt.Fprintf(o.Progress, "%-7s c%-3d %s round %d: %d admitted, %.0f req/s, %.1f commands, %.2f scripts, %.2f reads, %.1f µs, cpu %.1f µs per request\n",
-							store, c, b, round, row.Admitted, row.RPS, row.Per.Calls, row.Per.Scripts, row.Per.Reads, row.Per.Usec, row.Per.CPU)
+						fmt.Fprintf(o.Progress, "%-7s c%-3d %s round %d: %d admitted, %.0f req/s, %.1f commands, %.2f scripts, %.2f reads, %.1f µs, cpu %.1f µs (user %.1f)",
+							store, c, b, round, row.Admitted, row.RPS, row.Per.Calls, row.Per.Scripts, row.Per.Reads, row.Per.Usec, row.Per.CPU, row.Per.UserCPU)
+						if row.Instructions >= 0 {
+							fmt.Fprintf(o.Progress, ", %.0f instructions", row.Instructions)
+						}
+						fmt.Fprintln(o.Progress, " per request")
 					}
 				}
 			}
@@ -257,11 +272,18 @@ func measureRedisWork(rt *redisWorkTarget, pool *textPool, c int, seed uint64, o
 	cell := Cell{Shape: Shape{Size: 1 << 10}, Concurrency: c}
 	convs := conversations(pool, cell, seed)
 	drive(rt.t.client, rt.t.url, convs, cell, 2*c, o.Duration)
-	row := RedisWorkRow{Store: rt.store, Build: rt.build, Concurrency: c}
+	row := RedisWorkRow{Store: rt.store, Build: rt.build, Concurrency: c, Instructions: -1}
 	ctx := context.Background()
 	m0, err := drained(rt.t.proc.Admin)
 	if err != nil {
 		return row, err
+	}
+	if o.Callgrind {
+		for _, s := range rt.servers {
+			if err := s.zero(); err != nil {
+				return row, err
+			}
+		}
 	}
 	r0, err := redisstats.Read(ctx, rt.nodes...)
 	if err != nil {
@@ -275,6 +297,17 @@ func measureRedisWork(rt *redisWorkTarget, pool *textPool, c int, seed uint64, o
 	r1, err := redisstats.Read(ctx, rt.nodes...)
 	if err != nil {
 		return row, err
+	}
+	if o.Callgrind {
+		var sum int64
+		for _, s := range rt.servers {
+			n, err := s.instructions()
+			if err != nil {
+				return row, err
+			}
+			sum += n
+		}
+		row.Instructions = float64(sum) / float64(max(m1.allowed-m0.allowed, 1))
 	}
 	row.N, row.Errors, row.FirstError = l.n, l.errs, l.firstErr
 	if l.elapsed > 0 {
@@ -318,15 +351,25 @@ func (r *RedisWorkReport) Markdown(w io.Writer) {
 	if o.Compare != "" {
 		fmt.Fprintf(w, "Build A: %s; build B: %s.\n", o.Executable, o.Compare)
 	}
-	fmt.Fprintln(w, "Per admitted request, from INFO (summed over the cluster's masters), reconciliations included: commands (those scripts ran included), scripts run, reads of client connections (about round trips), µs running commands (the scripts' time, INFO commandstats), and the redis-server process's CPU µs (INFO cpu: network I/O included).")
+	fmt.Fprintln(w, "Per admitted request, from INFO (summed over the cluster's masters), reconciliations included: commands (those scripts ran included), scripts run, reads of client connections (about round trips), µs running commands (the scripts' time, INFO commandstats), and the redis-server process's CPU µs (INFO cpu: network I/O included), of which user time (scripts and commands; not stretched, as commandstats' wall-clock µs are, when a loaded machine pauses the process).")
+	if o.Callgrind {
+		fmt.Fprintln(w, "Redis instructions: thousands of instructions the redis-servers executed per admitted request, counted by valgrind's callgrind (it does not depend on the machine's load; Redis ran under it, some 50 times slower, so the µs columns are not comparable with a run without it).")
+	}
 	fmt.Fprintln(w)
-	head := []string{"store", "concurrency", "build", "admitted", "req/s", "commands", "scripts", "reads", "Redis µs (commandstats)", "Redis CPU µs (process)"}
+	head := []string{"store", "concurrency", "build", "admitted", "req/s", "commands", "scripts", "reads", "Redis µs (commandstats)", "Redis CPU µs (process)", "of which user"}
+	if o.Callgrind {
+		head = append(head, "Redis instructions")
+	}
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
 	for _, g := range r.groups() {
 		m := g[len(g)/2]
-		fmt.Fprintf(w, "| %s | %d | %s | %d | %.0f | %.1f | %.2f | %.2f | %s | %s |\n", m.Store, m.Concurrency, m.Build, m.Admitted, m.RPS,
-			m.Per.Calls, m.Per.Scripts, m.Per.Reads, spread(g, m, func(p redisstats.PerRequest) float64 { return p.Usec }),
-			spread(g, m, func(p redisstats.PerRequest) float64 { return p.CPU }))
+		fmt.Fprintf(w, "| %s | %d | %s | %d | %.0f | %.1f | %.2f | %.2f | %s | %s | %s |", m.Store, m.Concurrency, m.Build, m.Admitted, m.RPS,
+			m.Per.Calls, m.Per.Scripts, m.Per.Reads, spread(g, m, func(r RedisWorkRow) float64 { return r.Per.Usec }),
+			spread(g, m, func(r RedisWorkRow) float64 { return r.Per.CPU }), spread(g, m, func(r RedisWorkRow) float64 { return r.Per.UserCPU }))
+		if o.Callgrind {
+			fmt.Fprintf(w, " %s |", spread(g, m, func(r RedisWorkRow) float64 { return r.Instructions / 1000 }))
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands per admitted request, all rounds (calls, µs as commandstats counts them; a script's µs include its commands'):")
@@ -401,13 +444,13 @@ func (r *RedisWorkReport) groups() [][]RedisWorkRow {
 
 // spread is m's figure with the range over g's rounds when there are
 // several: "18.2 (17.9–19.0)".
-func spread(g []RedisWorkRow, m RedisWorkRow, f func(redisstats.PerRequest) float64) string {
+func spread(g []RedisWorkRow, m RedisWorkRow, f func(RedisWorkRow) float64) string {
 	if len(g) == 1 {
-		return fmt.Sprintf("%.1f", f(m.Per))
+		return fmt.Sprintf("%.1f", f(m))
 	}
-	lo, hi := f(g[0].Per), f(g[0].Per)
+	lo, hi := f(g[0]), f(g[0])
 	for _, row := range g {
-		lo, hi = min(lo, f(row.Per)), max(hi, f(row.Per))
+		lo, hi = min(lo, f(row)), max(hi, f(row))
 	}
-	return fmt.Sprintf("%.1f (%.1f–%.1f)", f(m.Per), lo, hi)
+	return fmt.Sprintf("%.1f (%.1f–%.1f)", f(m), lo, hi)
 }

@@ -104,3 +104,32 @@ func TestRunRedisWorkWithoutRedis(t *testing.T) {
 		t.Error("an unknown store: no error")
 	}
 }
+
+// TestRunRedisWorkCallgrind runs a few requests with Redis under valgrind's
+// callgrind (skipped where valgrind is not installed): every row has an
+// instruction count, and a request costs Redis more instructions than its
+// commands alone could (at least a take script with three buckets).
+func TestRunRedisWorkCallgrind(t *testing.T) {
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		t.Skip("valgrind not installed")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil && os.Getenv("REDIS_SERVER") == "" {
+		t.Skip("redis-server not installed")
+	}
+	rep, err := RunRedisWork(RedisWorkOptions{Stores: []string{StoreRedis}, Concurrency: []int{2}, Requests: 10, Rounds: 1, Duration: time.Minute, Callgrind: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 1 {
+		t.Fatalf("%d rows, want 1", len(rep.Rows))
+	}
+	row := rep.Rows[0]
+	if row.Admitted != 10 || row.Instructions < 10_000 {
+		t.Errorf("%d admitted, %.0f instructions per request", row.Admitted, row.Instructions)
+	}
+	var table bytes.Buffer
+	rep.Markdown(&table)
+	if !strings.Contains(table.String(), "Redis instructions") {
+		t.Errorf("no instructions column:\n%s", table.String())
+	}
+}
