@@ -151,18 +151,6 @@ for from = 1, #order, 1000 do
   end
 end
 
--- The limits, each read from ARGV once, when first used.
-local limits = {}
-local function limit(i)
-  local l = limits[i]
-  if not l then
-    local b = 5 * i
-    l = {ARGV[b] + 0, ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0}
-    limits[i] = l
-  end
-  return l
-end
-
 local reply = {}
 k, a = 1, first
 while a <= #ARGV do
@@ -186,9 +174,9 @@ while a <= #ARGV do
     if not applies then
       break
     end
-    local l = limit(ARGV[a + 2 + 2 * i] + 0)
-    local units = ARGV[a + 3 + 2 * i] + 0
-    local capacity, rate, per, windowStart, windowEnd = l[1], l[2], l[3], l[4], l[5]
+    local b = 5 * ARGV[a + 2 + 2 * i] -- limit i is ARGV[5i] to ARGV[5i + 4]
+    local capacity, rate, per = ARGV[b] + 0, ARGV[b + 1] + 0, ARGV[b + 2] + 0
+    local windowStart, windowEnd, units = ARGV[b + 3] + 0, ARGV[b + 4] + 0, ARGV[a + 3 + 2 * i] + 0
     local c = view[KEYS[k + i]]
     if windowEnd > 0 then
       local used, window, found = loadQuota(c[KIND], c[A], c[B], windowStart)
