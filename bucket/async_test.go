@@ -3,6 +3,7 @@ package bucket_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -176,5 +177,64 @@ func TestAsyncReconcilerRedis(t *testing.T) {
 	}
 	if got := d.Buckets[0].Remaining; got != 60 {
 		t.Errorf("remaining %d after 50 taken, 20 refunded once, 10 charged: want 60", got)
+	}
+}
+
+// TestAsyncReconcilerLinger: a batch that is not full waits for more
+// (Linger of an hour: four reconciliations queued one by one go as one
+// batch, sent when it is full), Flush and Close send what waits without
+// waiting out the hour, and a negative Linger sends each at once.
+func TestAsyncReconcilerLinger(t *testing.T) {
+	ctx := context.Background()
+	f := &fakeStore{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	a := bucket.NewAsyncReconciler(f, bucket.AsyncOptions{MaxBatch: 4, Linger: time.Hour})
+	if err := a.Reconcile(ctx, "a", oneDelta); err != nil {
+		t.Fatal(err)
+	}
+	// Not sent alone. (A loaded machine can only delay a send, so this
+	// wait cannot fail a correct reconciler; it catches one that does not
+	// linger.)
+	select {
+	case <-f.entered:
+		t.Fatal("a batch of one was sent at once, with an hour to wait for more")
+	case <-time.After(100 * time.Millisecond):
+	}
+	for _, id := range []string{"b", "c", "d"} {
+		if err := a.Reconcile(ctx, id, oneDelta); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-f.entered // full: sent
+	close(f.gate)
+	if err := a.Reconcile(ctx, "e", oneDelta); err != nil {
+		t.Fatal(err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, time.Minute) // far below the hour
+	defer cancel()
+	if err := a.Flush(fctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	if err := a.Reconcile(ctx, "f", oneDelta); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	batches, applied := slices.Clone(f.batches), len(f.applied)
+	f.mu.Unlock()
+	if !slices.Equal(batches, []int{4, 1, 1}) || applied != 6 {
+		t.Errorf("batches %v, %d applied; want [4 1 1] (full, flushed, closed), 6", batches, applied)
+	}
+
+	g := &fakeStore{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	b := bucket.NewAsyncReconciler(g, bucket.AsyncOptions{Linger: -1})
+	if err := b.Reconcile(ctx, "x", oneDelta); err != nil {
+		t.Fatal(err)
+	}
+	<-g.entered // sent with nothing else queued, no Flush
+	close(g.gate)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -54,9 +54,14 @@ type RedisOptions struct {
 // Each Take is one script (lua/take.lua) over all of its keys, token buckets
 // and quotas together: it refills and checks every bucket and commits every
 // cost only when all can pay, with the same arithmetic, bit for bit, as the
-// Memory store. Each Reconcile is one script (lua/reconcile.lua) that
-// applies the deltas once per request id. Scripts run by EVALSHA, and by
-// EVAL when Redis answers NOSCRIPT. Time is Redis TIME. A token bucket's
+// Memory store: one MGET reads every key (the take marker with the
+// buckets), and a commit writes each changed key once. Reconciliations
+// (lua/reconcile.lua) apply the deltas once per request id; ReconcileBatch
+// applies many requests' in one script (one per slot in a cluster), reading
+// and writing each bucket once however many requests touch it, so that an
+// AsyncReconciler's batches cost Redis little more than a marker per
+// request. Deltas of zero units are never sent. Scripts run by EVALSHA, and
+// by EVAL when Redis answers NOSCRIPT. Time is Redis TIME. A token bucket's
 // state is one string key, "<level> <updated µs>", that expires one second
 // after the bucket would be full again; a bucket left full is deleted. A
 // quota's is one string key, "q <used units> <window start µs>", that
@@ -75,7 +80,8 @@ type RedisOptions struct {
 // script would. A failed round trip leaves, at worst, units taken that
 // refill in time: never over-admission. Each master reads its own TIME, so
 // the buckets of one slot share one clock. Reconcile runs one script per
-// slot group, each with its own marker, in one pipelined round trip.
+// slot group, each with its own marker, in one pipelined round trip; a
+// batch, one script per slot of all its requests' groups.
 //
 // A Take with a request id that commits also sets its take marker,
 // "llmguard:{<hash tag>}::tk:<request id>" = "t", one per slot group,
@@ -176,8 +182,9 @@ func (r *Redis) Take(ctx context.Context, requestID string, items []Item) (Decis
 // Reconcile implements Store: one script (in a cluster, one per slot group,
 // pipelined) applies the deltas, each group once per requestID. An empty
 // requestID is never recorded, so such deltas apply on every call. Deltas
-// with an invalid limit fail the call before anything is sent, with an error
-// wrapping ErrInvalid. Other errors are Redis's, the network's or ctx's; a
+// of zero units are not sent; a group with no other records nothing (see
+// ReconcileBatch). Deltas with an invalid limit fail the call before
+// anything is sent, with an error wrapping ErrInvalid. Other errors are Redis's, the network's or ctx's; a
 // failed call may have applied some groups, and a retry with the same
 // requestID applies only the rest. Reconcile waits for Redis: wrap the store
 // in an AsyncReconciler to keep it off the request's path.
@@ -198,45 +205,73 @@ func (r *Redis) Void(ctx context.Context, requestID string, items []Item) error 
 }
 
 // ReconcileBatch implements BatchReconciler: it applies every element of
-// batch as Reconcile (or Void) would, all in one pipelined round trip.
+// batch as Reconcile (or Void) would, all in one round trip: one script
+// (lua/reconcile.lua) carrying every element, in a cluster one per slot
+// (pipelined), so that Redis reads and writes a bucket that many elements
+// touch once per batch. Deltas of zero units change nothing and are not
+// sent: an element with no other deltas sends nothing and records no
+// request id (a retry of it is a no-op as well). A Void is always sent (its
+// tombstone is needed even when its costs are zero). When a script fails,
+// every element it carried gets its error; none of its writes happened (it
+// reads every bucket before it writes anything).
 func (r *Redis) ReconcileBatch(ctx context.Context, batch []Reconciliation) []error {
 	errs := make([]error, len(batch))
-	var calls []scriptCall
-	var owner []int // owner[k]: the batch element of calls[k]
+	var calls []*reconcileCall
+	bySlot := map[uint16]*reconcileCall{}
+	callFor := func(slot uint16) *reconcileCall {
+		if !r.cluster {
+			slot = 0
+		}
+		c := bySlot[slot]
+		if c == nil {
+			c = r.newReconcileCall()
+			bySlot[slot] = c
+			calls = append(calls, c)
+		}
+		return c
+	}
 	for b, rc := range batch {
 		if err := rc.validate(); err != nil {
 			errs[b] = err
 			continue
 		}
-		if len(rc.Deltas) == 0 {
-			continue
-		}
-		groups := []group{{idx: nil}}
-		if r.cluster {
-			groups = groupBySlot(len(rc.Deltas), func(i int) string { return rc.Deltas[i].Key })
-		}
-		mode := modeReconcile
+		mode, deltas := modeReconcile, rc.Deltas
 		if rc.Void {
 			mode = modeVoid
 		}
-		for _, g := range groups {
-			keys, args := r.reconcileArgs(rc.RequestID, rc.Deltas, g.idx, mode)
-			calls = append(calls, scriptCall{script: r.reconcile, keys: keys, args: args})
-			owner = append(owner, b)
+		if len(deltas) == 0 {
+			continue
+		}
+		if !r.cluster {
+			callFor(0).add(b, rc.RequestID, deltas, nil, mode)
+			continue
+		}
+		for _, g := range groupBySlot(len(deltas), func(i int) string { return deltas[i].Key }) {
+			callFor(g.slot).add(b, rc.RequestID, deltas, g.idx, mode)
 		}
 	}
 	if len(calls) == 0 {
 		return errs
 	}
-	r.run(ctx, calls)
+	sc := make([]scriptCall, len(calls))
 	for k, c := range calls {
-		if err := c.cmd.Err(); err != nil && errs[owner[k]] == nil {
-			rc := batch[owner[k]]
+		sc[k] = scriptCall{script: r.reconcile, keys: c.keys, args: c.args(r)}
+	}
+	r.run(ctx, sc)
+	for k, c := range calls {
+		err := sc[k].cmd.Err()
+		if err == nil {
+			continue
+		}
+		for _, b := range c.owners {
+			if errs[b] != nil {
+				continue
+			}
 			op := "reconcile"
-			if rc.Void {
+			if batch[b].Void {
 				op = "void"
 			}
-			errs[owner[k]] = fmt.Errorf("bucket: %s %q: %w", op, rc.RequestID, err)
+			errs[b] = fmt.Errorf("bucket: %s %q: %w", op, batch[b].RequestID, err)
 		}
 	}
 	return errs
@@ -312,8 +347,9 @@ func (r *Redis) refunds(requestID string, items []Item, groups []group, reread b
 		for j, i := range g.idx {
 			deltas[j] = Delta{Key: items[i].Key, Limit: items[i].Limit, Units: -items[i].Cost}
 		}
-		keys, args := r.reconcileArgs(requestID, deltas, nil, mode)
-		calls = append(calls, scriptCall{script: r.reconcile, keys: keys, args: args})
+		c := r.newReconcileCall()
+		c.add(0, requestID, deltas, nil, mode)
+		calls = append(calls, scriptCall{script: r.reconcile, keys: c.keys, args: c.args(r)})
 		if reread {
 			zero := make([]Item, len(g.idx))
 			for j, i := range g.idx {
@@ -381,47 +417,103 @@ const (
 	modeVoid                        // as the void of the request id's take
 )
 
-// reconcileArgs returns the KEYS and ARGV of reconcile.lua for deltas (those
-// at idx, when idx is not nil) in mode; modeReconcile with an empty
-// requestID sends no marker.
-func (r *Redis) reconcileArgs(requestID string, deltas []Delta, idx []int, mode scriptMode) ([]string, []any) {
+// reconcileCall is one run of reconcile.lua being built: the entries of
+// one or more requests (in a cluster, of one slot), and the distinct limits
+// their deltas name, each sent once.
+type reconcileCall struct {
+	now     string
+	keys    []string
+	limits  []any            // 5 ARGV per distinct limit
+	limitOf map[[5]int64]int // a limit's ARGV → its index, from 1
+	entries []any            // mode, count, then limit index and units per delta
+	owners  []int            // the batch element of each entry
+}
+
+// newReconcileCall returns a call with no entries yet.
+func (r *Redis) newReconcileCall() *reconcileCall {
+	return &reconcileCall{now: r.nowArg(), limitOf: map[[5]int64]int{}}
+}
+
+// args returns the call's ARGV (see lua/reconcile.lua).
+func (c *reconcileCall) args(r *Redis) []any {
+	args := make([]any, 0, 4+len(c.limits)+len(c.entries))
+	args = append(args, c.now, r.dedupFor, r.voidFor, len(c.limitOf))
+	args = append(args, c.limits...)
+	return append(args, c.entries...)
+}
+
+// add appends to c the entry of requestID's deltas (those at idx, when idx
+// is not nil) in mode, for batch element owner: its marker key (none for
+// modeRefund, or modeReconcile with an empty requestID), named in the slot
+// of its first delta, then its deltas of non-zero units. An entry of
+// modeReconcile or modeRefund with no such delta is not added.
+func (c *reconcileCall) add(owner int, requestID string, deltas []Delta, idx []int, mode scriptMode) {
 	n := len(deltas)
 	if idx != nil {
 		n = len(idx)
 	}
-	keys := make([]string, 0, n+1)
-	args := make([]any, 3, 3+6*n)
-	args[0], args[1], args[2] = r.nowArg(), "0", "0"
-	for j := range n {
-		dl := deltas[j]
+	at := func(j int) Delta {
 		if idx != nil {
-			dl = deltas[idx[j]]
+			return deltas[idx[j]]
 		}
-		switch {
-		case j > 0 || requestID == "" || mode == modeRefund:
-		case mode == modeVoid:
-			keys = append(keys, takeMarkerKey(dl.Key, requestID))
-			args[1], args[2] = r.voidFor, "1"
-		default:
-			keys = append(keys, markerKey(dl.Key, requestID))
-			args[1] = r.dedupFor
-		}
-		keys = append(keys, dl.Key)
-		args = appendLimit(args, dl.Limit)
-		args = append(args, dl.Units)
+		return deltas[j]
 	}
-	return keys, args
+	count := 0
+	for j := range n {
+		if at(j).Units != 0 {
+			count++
+		}
+	}
+	tag := "n"
+	switch {
+	case mode == modeVoid:
+		tag = "v"
+		c.keys = append(c.keys, takeMarkerKey(at(0).Key, requestID))
+	case count == 0:
+		return
+	case mode == modeReconcile && requestID != "":
+		tag = "r"
+		c.keys = append(c.keys, markerKey(at(0).Key, requestID))
+	}
+	c.owners = append(c.owners, owner)
+	c.entries = append(c.entries, tag, count)
+	for j := range n {
+		dl := at(j)
+		if dl.Units == 0 {
+			continue
+		}
+		c.keys = append(c.keys, dl.Key)
+		c.entries = append(c.entries, c.limit(dl.Limit), dl.Units)
+	}
+}
+
+// limit returns the index (from 1) of l among c's limits, adding it.
+func (c *reconcileCall) limit(l Limit) int {
+	a := limitArgs(l)
+	i, ok := c.limitOf[a]
+	if !ok {
+		c.limits = append(c.limits, a[0], a[1], a[2], a[3], a[4])
+		i = len(c.limitOf) + 1
+		c.limitOf[a] = i
+	}
+	return i
 }
 
 // appendLimit appends l to a script's ARGV as both scripts read it:
 // capacity, rate, per (µs), windowStart (µs), windowEnd (µs). A token bucket
 // sends a window of 0 and 0; a quota a rate and per of 0 (unused).
 func appendLimit(args []any, l Limit) []any {
+	a := limitArgs(l)
+	return append(args, a[0], a[1], a[2], a[3], a[4])
+}
+
+// limitArgs is l as both scripts read it (see appendLimit).
+func limitArgs(l Limit) [5]int64 {
 	if l.IsQuota() {
 		_, windowStart, windowEnd := l.window()
-		return append(args, l.Capacity, 0, 0, windowStart, windowEnd)
+		return [5]int64{l.Capacity, 0, 0, windowStart, windowEnd}
 	}
-	return append(args, l.Capacity, l.Rate, int64(l.Per/time.Microsecond), 0, 0)
+	return [5]int64{l.Capacity, l.Rate, int64(l.Per / time.Microsecond), 0, 0}
 }
 
 // nowArg is ARGV[1] of both scripts: the override clock in µs, or "" for

@@ -154,7 +154,9 @@ type Store interface {
 	// lost or late): see MayHaveApplied and Void.
 	Take(ctx context.Context, requestID string, items []Item) (Decision, error)
 	// Reconcile applies deltas once per requestID: a second call with the
-	// same requestID (a retry) is a no-op. A key may appear more than once;
+	// same requestID (a retry) is a no-op. Deltas of zero units change
+	// nothing: a store may leave them out, and need not record the
+	// requestID of a call with no others. A key may appear more than once;
 	// its deltas apply in order. err is non-nil only when the store failed or
 	// a delta's Limit is invalid (wrapping ErrInvalid); a call that fails
 	// does not use up its requestID.

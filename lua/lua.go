@@ -2,8 +2,9 @@
 // from the .lua files beside this one. Each script opens with a comment that
 // lists its KEYS, ARGV and reply; their core functions mirror the arithmetic
 // of package bucket (bucket/tokenbucket.go for token buckets, bucket/quota.go
-// for calendar quotas) line by line, under the same names. Package bucket wraps them with redis.NewScript and runs them by
-// EVALSHA, falling back to EVAL when Redis answers NOSCRIPT.
+// for calendar quotas) line by line, under the same names. Package bucket
+// wraps them with redis.NewScript and runs them by EVALSHA, falling back to
+// EVAL when Redis answers NOSCRIPT.
 package lua
 
 import (
@@ -38,7 +39,9 @@ var reconcileSource string
 // each bucket's remaining units and reset in µs in one round trip.
 var Take = withCore(takeSource)
 
-// Reconcile is the source of reconcile.lua, core.lua inserted: signed deltas (actual − reserved
-// units) applied to a request's buckets once per request id, recorded by a
-// marker key set with SET NX in the same script.
+// Reconcile is the source of reconcile.lua, core.lua inserted: the
+// reconciliations of many requests in one script, each its signed deltas
+// (actual − reserved units) applied to its buckets once per request id
+// (recorded by a marker key set with SET NX in the same script), or the
+// void of its take; every bucket read once (one MGET) and written once.
 var Reconcile = withCore(reconcileSource)

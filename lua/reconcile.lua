@@ -1,43 +1,60 @@
--- reconcile.lua: signed deltas on a request's buckets (token buckets and
--- quotas), applied once per request id; or, in void mode, the refund of a
--- request's take, applied only when that take was, once.
+-- reconcile.lua: the reconciliations of many requests in one script: each
+-- a request's signed deltas on its buckets (token buckets and quotas),
+-- applied once per request id; or, in void mode, the refund of a request's
+-- take, applied only when that take was, once; or a refund applied on every
+-- call. The entries apply in order, as one script each would at the same
+-- instant; a bucket that several entries touch is read once and written
+-- once.
 --
--- KEYS[1]   when ARGV[2] > 0: the request's marker key, in the same slot as
---           the buckets. Reconcile mode: "llmguard:{<their hash tag>}::rc:
---           <request id>", whose existence means this request id was
---           applied. Void mode: the take marker of take.lua,
---           "llmguard:{<their hash tag>}::tk:<request id>".
--- KEYS[m+i] bucket of delta i (m = 1 with a marker, else 0); a key may
---           repeat, its deltas apply in order; in Redis Cluster all KEYS
---           share a slot.
+-- KEYS      entry after entry: the entry's marker key unless its mode is
+--           'n', then the bucket key of each of its deltas; in Redis
+--           Cluster all KEYS share a slot. A reconciliation's marker is
+--           "llmguard:{<hash tag>}::rc:<request id>", whose existence
+--           means this request id was applied; a void's is the take marker
+--           of take.lua, "llmguard:{<hash tag>}::tk:<request id>". A
+--           bucket key may repeat, within an entry and across entries: its
+--           deltas apply in order.
 -- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
 --           Redis TIME.
--- ARGV[2]   how long the marker lives, ms; '0': no marker (an empty request
---           id, or an internal refund), the deltas apply on every call.
--- ARGV[3]   '1': void mode (ARGV[2] > 0; the deltas are the take's costs,
---           negated); '0': reconcile mode.
--- ARGV[6i-2] .. ARGV[6i+3]
---           capacity (units), rate (units per per), per (µs), windowStart
---           (µs), windowEnd (µs) and units of delta i, the limit as in
---           take.lua (a quota when windowEnd > 0). A token bucket: positive
---           units charge (the level may go below zero, debt), negative
---           refund (never above capacity). A quota: units are added to the
---           used of the delta's window (never below 0); when the stored
---           window is later than windowStart (the period moved on since the
---           take) the delta applies to nothing. The caller has validated the
---           limits (bucket.Limit.Validate).
+-- ARGV[2]   how long a reconciliation's marker lives, ms.
+-- ARGV[3]   how long a void's marker (the tombstone 'v') lives, ms.
+-- ARGV[4]   L, the number of distinct limits the deltas name; then 5 ARGV
+--           per limit: capacity (units), rate (units per per), per (µs),
+--           windowStart (µs), windowEnd (µs), as in take.lua (a quota when
+--           windowEnd > 0, with rate and per 0). The caller has validated
+--           them (bucket.Limit.Validate).
+-- then, entry after entry:
+--   mode    'r': a reconciliation, once per request id (SET NX of its
+--           marker); 'v': the void of a take (the deltas are its costs,
+--           negated); 'n': no marker (an empty request id, or an internal
+--           refund), the deltas apply on every call.
+--   count   the number of the entry's deltas, then 2 ARGV per delta: the
+--           index of its limit (1 to L) and its units. A token bucket:
+--           positive units charge (the level may go below zero, debt),
+--           negative refund (never above capacity). A quota: units are
+--           added to the used of the delta's window (never below 0); when
+--           the stored window is later than windowStart (the period moved
+--           on since the take) the delta applies to nothing.
 --
--- Reply, an integer: 1 when the deltas were applied, 0 when the marker
--- already existed (a retry: nothing changed). In void mode: 1 when the take
--- marker said 't' (the take was applied: refunded now), 0 otherwise (no
--- take yet: the marker is left 'v', a tombstone that makes a late take
--- apply nothing; or 'v' already: a second void). Either way the marker is
--- then 'v', expiring ARGV[2] ms later.
+-- Reply: one integer per entry, in order: 1 when its deltas were applied, 0
+-- when its marker already existed (a retry: nothing changed). In void mode:
+-- 1 when the take marker said 't' (the take was applied: refunded now), 0
+-- otherwise (no take yet: the marker is left 'v', a tombstone that makes a
+-- late take apply nothing; or 'v' already: a second void). Either way the
+-- marker is then 'v', expiring ARGV[3] ms later.
+--
+-- Redis commands: TIME (unless ARGV[1] pins now); one MGET of every bucket
+-- key, before anything is written (so that an error, such as a key of
+-- another type, fails the script before it changes anything); per entry a
+-- SET NX of its marker (mode 'r'), or a GET and at most one SET (mode
+-- 'v'); then one SET or DEL per bucket key whose state changed.
 --
 -- State and expiry as in take.lua. The functions mirror
 -- bucket/tokenbucket.go and bucket/quota.go line by line, under the same
 -- names; those take.lua needs too live in core.lua, inserted at the
 -- "-- @core" line below.
+
+-- @core" line below.
 
 -- @core: the shared core (lua/core.lua) is inserted here by package lua.
 
@@ -72,43 +89,132 @@ local function applyQuota(used, window, windowStart, windowEnd, units)
   return charge(used, units), window, true
 end
 
+-- A bucket key's view, the state the script sees and will write, is an
+-- array: kind, a and b (as parse returns them), whether the key was stored
+-- before the script, whether its state changed, and the TTL to write (ms;
+-- false: keep the key's).
+local KIND, A, B, FOUND, DIRTY, PX = 1, 2, 3, 4, 5, 6
+
+-- stage records in view c a bucket's new state (kind 't' or 'q', numbers a
+-- and b) and what put or putQuota returned for it (how: a TTL in ms, true
+-- to keep the key's TTL, false to delete it, nil to write nothing). The
+-- last state of each key is written once, at the end. A TTL kept is the one
+-- the key has at that point: one an earlier entry set, else its stored
+-- one.
+local function stage(c, how, kind, a, b)
+  if how == nil then
+    return
+  end
+  c[DIRTY] = true
+  if not how then
+    c[KIND], c[PX] = nil, false
+    return
+  end
+  c[KIND], c[A], c[B] = kind, a, b
+  if how ~= true then
+    c[PX] = how
+  end
+end
+
 local now = clock(ARGV[1])
+local dedupFor, voidFor = ARGV[2], ARGV[3]
+local nl = ARGV[4] + 0
+local first = 5 + 5 * nl -- the first entry's ARGV
 
-local m = 0
-local dedupFor = tonumber(ARGV[2])
-if dedupFor > 0 and ARGV[3] == '1' then
-  local mark = redis.call('GET', KEYS[1])
-  local nextMark, refund = voidMark(mark)
-  if mark ~= nextMark then
-    redis.call('SET', KEYS[1], nextMark, 'PX', ARGV[2])
+-- Every bucket key once, in order of first use.
+local order, view = {}, {}
+local k, a = 1, first
+while a <= #ARGV do
+  local count = ARGV[a + 1] + 0
+  if ARGV[a] ~= 'n' then
+    k = k + 1
   end
-  if not refund then
-    return 0
-  end
-  m = 1
-elseif dedupFor > 0 then
-  if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[2]) then
-    return 0
-  end
-  m = 1
-end
-
-for i = 1, #KEYS - m do
-  local a = 6 * i - 2
-  local capacity, rate, per = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local windowStart, windowEnd, units = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local key = KEYS[m + i]
-  if windowEnd > 0 then
-    local used, window, found = loadQuota(key, windowStart)
-    local applied
-    used, window, applied = applyQuota(used, window, windowStart, windowEnd, units)
-    if applied then
-      putQuota(key, found, used, window, windowStart, windowEnd, now)
+  for i = k, k + count - 1 do
+    local key = KEYS[i]
+    if not view[key] then
+      view[key] = true
+      order[#order + 1] = key
     end
-  else
-    local level, updated, found = load(key, capacity, now)
-    level, updated = apply(level, updated, capacity, rate, per, now, units)
-    put(key, found, level, updated, capacity, wait(level, capacity, rate, per), now)
+  end
+  k = k + count
+  a = a + 2 + 2 * count
+end
+
+-- Every bucket's stored value, before anything is written: one MGET per
+-- 1000 keys (unpack's bound is far above it).
+for from = 1, #order, 1000 do
+  local to = math.min(from + 999, #order)
+  local stored = redis.call('MGET', unpack(order, from, to))
+  for i = from, to do
+    local kind, x, y = parse(stored[i - from + 1])
+    view[order[i]] = {kind, x, y, kind ~= nil, false, false}
   end
 end
-return 1
+
+local reply = {}
+k, a = 1, first
+while a <= #ARGV do
+  local mode, count = ARGV[a], ARGV[a + 1] + 0
+  local applies = true
+  if mode == 'v' then
+    local mark = redis.call('GET', KEYS[k])
+    local nextMark, refund = voidMark(mark)
+    if mark ~= nextMark then
+      redis.call('SET', KEYS[k], nextMark, 'PX', voidFor)
+    end
+    applies = refund
+  elseif mode == 'r' then
+    applies = redis.call('SET', KEYS[k], '1', 'NX', 'PX', dedupFor) ~= false
+  end
+  if mode ~= 'n' then
+    k = k + 1
+  end
+  reply[#reply + 1] = applies and 1 or 0
+  for i = 0, count - 1 do
+    if not applies then
+      break
+    end
+    local b = 5 * ARGV[a + 2 + 2 * i] -- limit i is ARGV[5i] to ARGV[5i + 4]
+    local capacity, rate, per = ARGV[b] + 0, ARGV[b + 1] + 0, ARGV[b + 2] + 0
+    local windowStart, windowEnd, units = ARGV[b + 3] + 0, ARGV[b + 4] + 0, ARGV[a + 3 + 2 * i] + 0
+    local c = view[KEYS[k + i]]
+    if windowEnd > 0 then
+      local used, window, found = loadQuota(c[KIND], c[A], c[B], windowStart)
+      local applied
+      used, window, applied = applyQuota(used, window, windowStart, windowEnd, units)
+      if applied then
+        stage(c, putQuota(found, used, window, windowStart, windowEnd, now), 'q', used, window)
+      end
+    else
+      local level, updated, found = load(c[KIND], c[A], c[B], capacity, now)
+      level, updated = apply(level, updated, capacity, rate, per, now, units)
+      stage(c, put(found, level, updated, capacity, wait(level, capacity, rate, per), now), 't', level, updated)
+    end
+  end
+  k = k + count
+  a = a + 2 + 2 * count
+end
+
+for _, key in ipairs(order) do
+  local c = view[key]
+  if c[DIRTY] then
+    if c[KIND] == nil then
+      if c[FOUND] then
+        redis.call('DEL', key)
+      end
+    else
+      local v
+      if c[KIND] == 'q' then
+        v = encodeQuota(c[A], c[B])
+      else
+        v = encode(c[A], c[B])
+      end
+      if c[PX] then
+        redis.call('SET', key, v, 'PX', c[PX])
+      else
+        redis.call('SET', key, v, 'KEEPTTL')
+      end
+    end
+  end
+end
+return reply

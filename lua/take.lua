@@ -43,8 +43,14 @@
 -- quota left with nothing used is deleted; a key written for its own window
 -- expires quotaMargin (1h) past the window's end, one written for a later
 -- window keeps its TTL. A key holding the other kind's state (the rule
--- changed kind) is read as missing. A committed take with a marker sets it
+-- changed kind), or any value these scripts do not write, is read as
+-- missing. A committed take with a marker sets it
 -- to 't', expiring after ARGV[3] ms; a denial or a check leaves it alone.
+--
+-- Redis commands: TIME (unless ARGV[1] pins now), one MGET of every KEYS
+-- (the marker with the buckets), and when committing one SET of the marker
+-- and one SET or DEL per bucket whose key changes. A denial or a check
+-- reads only.
 --
 -- The functions mirror bucket/tokenbucket.go and bucket/quota.go line by
 -- line, under the same names; those reconcile.lua needs too live in
@@ -91,15 +97,31 @@ local function checkQuota(used, capacity, cost)
   return cost == 0 or used <= capacity - cost, false
 end
 
+-- write stores what put or putQuota returned for key: a TTL in ms, true
+-- to keep the key's TTL, false to delete it, nil to write nothing; the
+-- value is encodeIt(a, b), made only when it is written.
+local function write(key, how, encodeIt, a, b)
+  if how == nil then
+    return
+  elseif not how then
+    redis.call('DEL', key)
+  elseif how == true then
+    redis.call('SET', key, encodeIt(a, b), 'KEEPTTL')
+  else
+    redis.call('SET', key, encodeIt(a, b), 'PX', how)
+  end
+end
+
 local now = clock(ARGV[1])
 local commit = ARGV[2] == '1'
 
 local m = 0
-if tonumber(ARGV[3]) > 0 then
+if ARGV[3] ~= '0' then
   m = 1
-  if takeMarked(redis.call('GET', KEYS[1])) then
-    return {-1}
-  end
+end
+local stored = redis.call('MGET', unpack(KEYS))
+if m == 1 and takeMarked(stored[1]) then
+  return {-1}
 end
 
 local n = #KEYS - m
@@ -112,19 +134,20 @@ local firstLarge, firstShort = -1, -1
 local retry = 0
 for i = 1, n do
   local a = 6 * i - 2
-  local capacity, rate, per = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local windowStart, windowEnd, cost = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local capacity, rate, per = ARGV[a] + 0, ARGV[a + 1] + 0, ARGV[a + 2] + 0
+  local windowStart, windowEnd, cost = ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0
+  local kind, x, y = parse(stored[m + i])
   local ok, tooLarge, short
   if windowEnd > 0 then
-    local used, window, found = loadQuota(KEYS[m + i], windowStart)
+    local used, window, found = loadQuota(kind, x, y, windowStart)
     used, window = roll(used, window, windowStart, windowEnd)
-    seen[i] = {used, window, found}
+    seen[i] = {used, window, found, capacity, rate, per, windowStart, windowEnd, cost}
     ok, tooLarge = checkQuota(used, capacity, cost)
     short = untilEnd(windowEnd, now)
   else
-    local level, updated, found = load(KEYS[m + i], capacity, now)
+    local level, updated, found = load(kind, x, y, capacity, now)
     level, updated = refill(level, updated, capacity, rate, per, now)
-    seen[i] = {level, updated, found}
+    seen[i] = {level, updated, found, capacity, rate, per, windowStart, windowEnd, cost}
     ok, tooLarge = check(level, capacity, cost)
     if not ok and not tooLarge then
       short = wait(level, cost, rate, per)
@@ -153,14 +176,13 @@ end
 
 if reply[1] == 0 or not commit then
   for i = 1, n do
-    local a = 6 * i - 2
-    local capacity, rate, per = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-    local windowEnd = tonumber(ARGV[a + 4])
+    local s = seen[i]
+    local capacity, rate, per, windowEnd = s[4], s[5], s[6], s[8]
     if windowEnd > 0 then
-      local used = seen[i][1]
+      local used = s[1]
       reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - used), untilEnd(windowEnd, now)
     else
-      local level = seen[i][1]
+      local level = s[1]
       reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, capacity, rate, per)
     end
   end
@@ -172,17 +194,16 @@ if m == 1 then
   redis.call('SET', KEYS[1], 't', 'PX', ARGV[3])
 end
 for i = 1, n do
-  local a = 6 * i - 2
-  local capacity, rate, per = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local windowStart, windowEnd, cost = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  local s = seen[i]
+  local capacity, rate, per, windowStart, windowEnd, cost = s[4], s[5], s[6], s[7], s[8], s[9]
   if windowEnd > 0 then
-    local used = charge(seen[i][1], cost)
-    putQuota(KEYS[m + i], seen[i][3], used, seen[i][2], windowStart, windowEnd, now)
+    local used = charge(s[1], cost)
+    write(KEYS[m + i], putQuota(s[3], used, s[2], windowStart, windowEnd, now), encodeQuota, used, s[2])
     reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - used), untilEnd(windowEnd, now)
   else
-    local level = seen[i][1] - cost
+    local level = s[1] - cost
     local reset = wait(level, capacity, rate, per)
-    put(KEYS[m + i], seen[i][3], level, seen[i][2], capacity, reset, now)
+    write(KEYS[m + i], put(s[3], level, s[2], capacity, reset, now), encode, level, s[2])
     reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), reset
   end
 end

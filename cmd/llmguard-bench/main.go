@@ -16,6 +16,17 @@
 // accounting, and the ratios to the bare proxy. See package
 // internal/loadbench.
 //
+// With -redis-work it measures instead the Redis work per admitted request
+// (commands, scripts, round trips, Redis µs from INFO commandstats and the
+// redis-server process's CPU) of llmguard on one redis-server and on a
+// Redis Cluster of three masters, at concurrency 1 and 32; -compare runs
+// another build's llmguard alternately against the same Redis (an A/B):
+//
+//	go run ./cmd/llmguard-bench -redis-work
+//	go build -o /tmp/bench-b ./cmd/llmguard-bench   # at the other commit
+//	go run ./cmd/llmguard-bench -redis-work -compare /tmp/bench-b
+//	go run ./cmd/llmguard-bench -redis-work -callgrind -requests 1000   # instructions, under valgrind
+//
 // "llmguard-bench child ROLE …" is how it runs its processes (hidden).
 package main
 
@@ -23,6 +34,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +59,20 @@ func main() {
 		rep, err := loadbench.RunHot(o)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "llmguard-bench hot:", err)
+			os.Exit(1)
+		}
+		rep.Markdown(os.Stdout)
+		return
+	}
+	if slices.Contains(os.Args[1:], "-redis-work") || slices.Contains(os.Args[1:], "--redis-work") {
+		o, err := parseRedisWorkFlags(os.Args[1:])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "llmguard-bench:", err)
+			os.Exit(2)
+		}
+		rep, err := loadbench.RunRedisWork(o)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "llmguard-bench:", err)
 			os.Exit(1)
 		}
 		rep.Markdown(os.Stdout)
@@ -144,6 +170,37 @@ func parseHotFlags(args []string) (loadbench.HotOptions, error) {
 	o := loadbench.HotOptions{Variants: splitList(*variants), Masters: *masters, Concurrency: *conc, Requests: *requests, Duration: *duration}
 	if !*quiet {
 		o.Progress = os.Stderr
+	}
+	return o, nil
+}
+
+// parseRedisWorkFlags reads the command line of -redis-work into
+// loadbench.RedisWorkOptions. Errors: a flag or list item that does not
+// parse.
+func parseRedisWorkFlags(args []string) (loadbench.RedisWorkOptions, error) {
+	fs := flag.NewFlagSet("llmguard-bench -redis-work", flag.ContinueOnError)
+	fs.Bool("redis-work", true, "measure the Redis work per admitted request")
+	stores := fs.String("stores", strings.Join(loadbench.AllStores, ","), "stores, comma-separated: redis (one server), cluster (three masters)")
+	conc := fs.String("concurrency", "1,32", "worker counts, comma-separated")
+	requests := fs.Int("requests", 4000, "at most this many requests per run")
+	duration := fs.Duration("duration", 5*time.Second, "at most this long per run")
+	rounds := fs.Int("rounds", 3, "runs of each store, concurrency and build, the builds alternating")
+	compare := fs.String("compare", "", "another llmguard-bench executable whose llmguard is run as build B (A/B)")
+	callgrind := fs.Bool("callgrind", false, "run Redis under valgrind's callgrind and report its instructions per request (load-independent; some 50x slower: use fewer requests)")
+	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	if err := fs.Parse(args); err != nil {
+		return loadbench.RedisWorkOptions{}, err
+	}
+	o := loadbench.RedisWorkOptions{Stores: splitList(*stores), Requests: *requests, Duration: *duration, Rounds: *rounds, Compare: *compare, Callgrind: *callgrind}
+	if !*quiet {
+		o.Progress = os.Stderr
+	}
+	for _, s := range splitList(*conc) {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return o, fmt.Errorf("-concurrency: %q is not a number", s)
+		}
+		o.Concurrency = append(o.Concurrency, n)
 	}
 	return o, nil
 }

@@ -136,7 +136,8 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 	}
 	guard := bucket.NewGuarded(r, bucket.GuardOptions{
 		Timeout: time.Duration(c.Timeout),
-		// A background batch of up to 256 scripts: more time than one take.
+		// A background batch of up to 256 reconciliations (one script per
+		// slot, each bucket written once): more time than one take.
 		ReconcileTimeout: max(100*time.Millisecond, 4*time.Duration(c.Timeout)),
 		MinCalls:         c.Breaker.MinCalls,
 		FailureRatio:     c.Breaker.FailureRatio,

@@ -55,7 +55,8 @@ limits:
 
 // Child runs the role args[0] with its flags args[1:] until its standard
 // input closes: mock [-tokenize], bare -upstream URL, llmguard -upstream URL
-// [-redis host:port]; each takes -cpuprofile FILE. Errors: an unknown role or flag, a server that does
+// [-redis host:port | -redis-cluster host:port,…] [-store-timeout D]; each
+// takes -cpuprofile FILE. Errors: an unknown role or flag, a server that does
 // not start or stops.
 func Child(args []string) error {
 	if len(args) == 0 {
@@ -65,6 +66,8 @@ func Child(args []string) error {
 	upstream := fs.String("upstream", "", "upstream base URL (bare, llmguard)")
 	redisAddr := fs.String("redis", "", "Redis host:port: llmguard's store (memory when empty)")
 	configFile := fs.String("config", "", "llmguard: run this YAML config instead of the built-in one (-upstream and -redis are then unused; its listeners are replaced by free loopback ports)")
+	clusterAddrs := fs.String("redis-cluster", "", "Redis Cluster seed nodes, host:port,…: llmguard's store (redis_cluster)")
+	storeTimeout := fs.Duration("store-timeout", 0, "llmguard's store.timeout (0: its default)")
 	tokenize := fs.Bool("tokenize", false, "mock: count chat input with the weigher (default: len(body)/4)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole life of the process to this file")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -100,8 +103,14 @@ func Child(args []string) error {
 		lines = append(lines, "listening http://"+ln.Addr().String())
 	case RoleLLMGuard:
 		store := "store: {backend: memory}"
-		if *redisAddr != "" {
+		switch {
+		case *redisAddr != "":
 			store = "store: {backend: redis, redis_url: \"redis://" + *redisAddr + "/0\"}"
+		case *clusterAddrs != "":
+			store = "store: {backend: redis_cluster, cluster_addrs: [" + *clusterAddrs + "]}"
+		}
+		if *storeTimeout > 0 && store != "store: {backend: memory}" {
+			store = strings.TrimSuffix(store, "}") + ", timeout: " + storeTimeout.String() + "}"
 		}
 		text := fmt.Appendf(nil, llmguardConfig, *upstream, store)
 		if *configFile != "" {

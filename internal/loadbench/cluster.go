@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -14,57 +13,62 @@ import (
 )
 
 // redisCluster is a Redis Cluster of masters only that the benchmark
-// started: each node a redis-server of its own (no persistence, a free
-// loopback port, its own directory), the 16384 slots split evenly.
+// started, each a redisServer with cluster mode on.
 type redisCluster struct {
 	nodes []*redisServer
 }
 
-// startCluster starts masters cluster-enabled redis-servers, assigns them
-// equal ranges of the slots, joins them (what `redis-cli --cluster create
-// --cluster-replicas 0` does: CLUSTER ADDSLOTS, SET-CONFIG-EPOCH, MEET) and
-// waits until every node reports cluster_state:ok and knows the others.
-// Errors: errNoRedis, a node that does not start, a cluster that does not
-// form within startTimeout.
-func startCluster(masters int) (*redisCluster, error) {
+// startCluster starts masters redis-servers with cluster mode on (under
+// callgrind when asked), gives
+// them equal ranges of the 16384 slots, joins them (CLUSTER ADDSLOTSRANGE,
+// SET-CONFIG-EPOCH, MEET: what `redis-cli --cluster create
+// --cluster-replicas 0` does) and waits until every node reports
+// cluster_state:ok and knows every other. Errors: startRedis's, a command
+// refused, or a cluster not ok within startTimeout.
+func startCluster(masters int, callgrind bool) (*redisCluster, error) {
 	c := &redisCluster{}
 	for range masters {
-		s, err := startRedisWith("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "5000", "--cluster-require-full-coverage", "yes")
+		s, err := startRedis(redisOptions{cluster: true, callgrind: callgrind, extra: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "yes"}})
 		if err != nil {
 			c.stop()
 			return nil, err
 		}
 		c.nodes = append(c.nodes, s)
 	}
+	if err := c.join(); err != nil {
+		c.stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *redisCluster) join() error {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	clients := c.clients()
-	defer closeAll(clients)
+	masters := len(c.nodes)
+	clients := make([]*redis.Client, masters)
+	for i, n := range c.nodes {
+		clients[i] = redis.NewClient(&redis.Options{Addr: n.Addr})
+		defer clients[i].Close()
+	}
 	for i, cl := range clients {
-		from, to := i*16384/masters, (i+1)*16384/masters
-		slots := make([]int, 0, to-from)
-		for s := from; s < to; s++ {
-			slots = append(slots, s)
-		}
-		if err := cl.ClusterAddSlots(ctx, slots...).Err(); err != nil {
-			c.stop()
-			return nil, fmt.Errorf("loadbench: cluster addslots: %w", err)
+		from, to := i*16384/masters, (i+1)*16384/masters-1
+		if err := cl.Do(ctx, "cluster", "addslotsrange", from, to).Err(); err != nil {
+			return fmt.Errorf("loadbench: cluster addslotsrange on %s: %w", c.nodes[i].Addr, err)
 		}
 		if err := cl.Do(ctx, "cluster", "set-config-epoch", i+1).Err(); err != nil {
-			c.stop()
-			return nil, fmt.Errorf("loadbench: cluster set-config-epoch: %w", err)
+			return fmt.Errorf("loadbench: cluster set-config-epoch on %s: %w", c.nodes[i].Addr, err)
 		}
 	}
 	for _, n := range c.nodes[1:] {
-		host, port, _ := strings.Cut(n.Addr, ":")
+		host, port, _ := net.SplitHostPort(n.Addr)
 		if err := clients[0].ClusterMeet(ctx, host, port).Err(); err != nil {
-			c.stop()
-			return nil, fmt.Errorf("loadbench: cluster meet: %w", err)
+			return fmt.Errorf("loadbench: cluster meet %s: %w", n.Addr, err)
 		}
 	}
-	want := fmt.Sprintf("cluster_known_nodes:%d\r\n", masters)
-	for _, cl := range clients {
+	want := "cluster_known_nodes:" + strconv.Itoa(masters) + "\r\n"
+	for i, cl := range clients {
 		for {
 			info, err := cl.ClusterInfo(ctx).Result()
 			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, want) {
@@ -72,155 +76,39 @@ func startCluster(masters int) (*redisCluster, error) {
 			}
 			select {
 			case <-ctx.Done():
-				c.stop()
-				return nil, fmt.Errorf("loadbench: the cluster did not form within %v: %s %v", startTimeout, info, err)
+				return fmt.Errorf("loadbench: cluster node %s not ok within %v: %v %v", c.nodes[i].Addr, startTimeout, info, err)
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
 	}
-	return c, nil
+	return nil
 }
 
-// addrs are the nodes' host:port.
+// addrs returns every node's host:port.
 func (c *redisCluster) addrs() []string {
-	a := make([]string, len(c.nodes))
+	out := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
-		a[i] = n.Addr
+		out[i] = n.Addr
 	}
-	return a
+	return out
 }
 
-// clients returns a plain client of each node, in node order; the caller
-// closes them.
-func (c *redisCluster) clients() []*redis.Client {
-	cls := make([]*redis.Client, len(c.nodes))
-	for i, n := range c.nodes {
-		cls[i] = redis.NewClient(&redis.Options{Addr: n.Addr})
-	}
-	return cls
-}
-
+// stop stops every node.
 func (c *redisCluster) stop() {
 	for _, n := range c.nodes {
 		n.stop()
 	}
 }
 
-func closeAll(cls []*redis.Client) {
-	for _, cl := range cls {
-		cl.Close()
+// busFree reports an error when port's cluster bus port (port + 10000) is
+// taken or out of range.
+func busFree(port int) error {
+	if port+10000 > 65535 {
+		return errors.New("loadbench: no room for a cluster bus port")
 	}
-}
-
-// commandStats is what `INFO commandstats` says of one node since its last
-// CONFIG RESETSTAT: per command, the calls and the microseconds of CPU they
-// took (commands a script runs are counted under their own names too).
-type commandStats map[string]struct{ calls, usec int64 }
-
-// scriptCommands are the commands that run a script: one round trip each
-// from a client (llmguard never sends a script's commands itself).
-var scriptCommands = []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro"}
-
-// readCommandStats reads INFO commandstats of one node. Errors: the call
-// fails.
-func readCommandStats(ctx context.Context, cl *redis.Client) (commandStats, error) {
-	text, err := cl.Info(ctx, "commandstats").Result()
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000)))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return parseCommandStats(text)
-}
-
-// parseCommandStats parses INFO commandstats lines,
-// "cmdstat_get:calls=3,usec=12,usec_per_call=4.00,…". Errors: a cmdstat
-// line without calls or usec.
-func parseCommandStats(text string) (commandStats, error) {
-	st := commandStats{}
-	for line := range strings.Lines(text) {
-		line = strings.TrimSpace(line)
-		name, rest, ok := strings.Cut(line, ":")
-		cmd, isStat := strings.CutPrefix(name, "cmdstat_")
-		if !ok || !isStat {
-			continue
-		}
-		var calls, usec int64 = -1, -1
-		for field := range strings.SplitSeq(rest, ",") {
-			k, v, _ := strings.Cut(field, "=")
-			switch k {
-			case "calls":
-				calls, _ = strconv.ParseInt(v, 10, 64)
-			case "usec":
-				usec, _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
-		if calls < 0 || usec < 0 {
-			return nil, fmt.Errorf("loadbench: commandstats line %q", line)
-		}
-		st[strings.ToLower(cmd)] = struct{ calls, usec int64 }{calls, usec}
-	}
-	return st, nil
-}
-
-// totals sums st: every command's calls, the script calls among them, and
-// the CPU microseconds; the benchmark's own commands (CONFIG RESETSTAT,
-// INFO) are left out.
-func (st commandStats) totals() (calls, scripts, usec int64) {
-	for cmd, s := range st {
-		if cmd == "config|resetstat" || cmd == "config" || cmd == "info" {
-			continue
-		}
-		calls += s.calls
-		usec += s.usec
-		for _, sc := range scriptCommands {
-			if cmd == sc {
-				scripts += s.calls
-			}
-		}
-	}
-	return calls, scripts, usec
-}
-
-// startRedisWith starts redis-server as startRedis does, with extra
-// arguments.
-func startRedisWith(extra ...string) (*redisServer, error) {
-	name := os.Getenv("REDIS_SERVER")
-	if name == "" {
-		name = "redis-server"
-	}
-	bin, err := exec.LookPath(name)
-	if err != nil {
-		return nil, errNoRedis
-	}
-	dir, err := os.MkdirTemp("", "llmguard-bench-redis-")
-	if err != nil {
-		return nil, err
-	}
-	var lastErr error
-	for range 5 {
-		port, err := freePort()
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		s := &redisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, exited: make(chan struct{})}
-		args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", dir, "--logfile", "redis.log", "--daemonize", "no"}, extra...)
-		s.cmd = exec.Command(bin, args...)
-		s.cmd.Dir = dir
-		dieWithParent(s.cmd)
-		if err := s.cmd.Start(); err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("loadbench: start redis-server: %w", err)
-		}
-		go func() { _ = s.cmd.Wait(); close(s.exited) }()
-		if lastErr = s.waitPing(); lastErr == nil {
-			return s, nil
-		}
-		s.stop()
-	}
-	os.RemoveAll(dir)
-	if lastErr == nil {
-		lastErr = errors.New("no free port")
-	}
-	return nil, fmt.Errorf("loadbench: redis-server did not start: %w", lastErr)
+	return l.Close()
 }

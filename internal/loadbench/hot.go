@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/llmguard/llmguard/internal/redisstats"
 )
 
 // Hot-key variants: how the hot tenant's and the global limit's buckets
@@ -57,12 +59,14 @@ type HotRow struct {
 	RPS float64
 	// P50 and P99 are latency quantiles, send to last byte.
 	P50, P99 time.Duration
-	// Scripts, Commands and RedisMicros are per request answered, summed
-	// over every master, from INFO commandstats (reset before the run, read
-	// once the node's reconciliations have been written): script calls
-	// (one round trip each), all commands (those the scripts run included),
-	// and Redis CPU in microseconds.
-	Scripts, Commands, RedisMicros float64
+	// Scripts, Commands, RoundTrips and RedisMicros are per request
+	// answered, summed over every master, from INFO (package redisstats;
+	// reset before the run, read once the node's reconciliations and
+	// returned leases have been written): script calls, all commands (those
+	// the scripts ran included), client reads (about one per round trip: a
+	// pipeline that arrives at once is one), and the µs Redis spent running
+	// them.
+	Scripts, Commands, RoundTrips, RedisMicros float64
 	// Busiest is the largest share (0 to 1) of the commands that one master
 	// served.
 	Busiest float64
@@ -154,7 +158,7 @@ func RunHot(o HotOptions) (*HotReport, error) {
 		return nil, err
 	}
 	defer mock.stop()
-	cl, err := startCluster(o.Masters)
+	cl, err := startCluster(o.Masters, false)
 	if err != nil {
 		return nil, err
 	}
@@ -177,8 +181,11 @@ func RunHot(o HotOptions) (*HotReport, error) {
 	l := drive(direct, mock.URL, convs, cell, o.Requests, o.Duration)
 	rep.DirectP50, rep.DirectP99 = quantile(l.lat, 0.5), quantile(l.lat, 0.99)
 
-	nodes := cl.clients()
-	defer closeAll(nodes)
+	nodes := make([]*redis.Client, len(cl.nodes))
+	for i, n := range cl.nodes {
+		nodes[i] = redis.NewClient(&redis.Options{Addr: n.Addr})
+		defer nodes[i].Close()
+	}
 	seeds := `"` + strings.Join(cl.addrs(), `", "`) + `"`
 	for vi, v := range o.Variants {
 		tenant, global := hotExtra(v)
@@ -192,8 +199,8 @@ func RunHot(o HotOptions) (*HotReport, error) {
 		}
 		rep.Rows = append(rep.Rows, row)
 		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, "hot %-12s %d req, %.0f req/s, p50 %s ms, p99 %s ms, %.3f scripts/req, %.2f commands/req, %.1f redis µs/req\n",
-				v, row.N, row.RPS, ms(row.P50), ms(row.P99), row.Scripts, row.Commands, row.RedisMicros)
+			fmt.Fprintf(o.Progress, "hot %-12s %d req, %.0f req/s, p50 %s ms, p99 %s ms, %.3f round trips/req, %.3f scripts/req, %.2f commands/req, %.1f redis µs/req\n",
+				v, row.N, row.RPS, ms(row.P50), ms(row.P99), row.RoundTrips, row.Scripts, row.Commands, row.RedisMicros)
 		}
 	}
 	rep.Took = time.Since(rep.Started)
@@ -227,31 +234,31 @@ func runHotVariant(o HotOptions, variant, config string, pool *textPool, cell Ce
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, n := range nodes {
-		if err := n.ConfigResetStat(ctx).Err(); err != nil {
+		if err := redisstats.Reset(ctx, n); err != nil {
 			return row, err
 		}
 	}
 	l := drive(client, p.URL, convs, cell, o.Requests, o.Duration)
 	time.Sleep(hotSettle)
-	var calls, scripts, usec, busiest int64
+	var sum redisstats.Reading
+	var busiest int64
 	for _, n := range nodes {
-		st, err := readCommandStats(ctx, n)
+		r, err := redisstats.Read(ctx, n)
 		if err != nil {
 			return row, err
 		}
-		c, s, us := st.totals()
-		calls, scripts, usec = calls+c, scripts+s, usec+us
-		busiest = max(busiest, c)
+		sum = sum.Add(r)
+		busiest = max(busiest, r.Calls())
 	}
 	row.N, row.Errors = l.n, l.errs
 	if l.elapsed > 0 {
 		row.RPS = float64(l.n) / l.elapsed.Seconds()
 	}
 	row.P50, row.P99 = quantile(l.lat, 0.5), quantile(l.lat, 0.99)
-	n := float64(max(l.n, 1))
-	row.Scripts, row.Commands, row.RedisMicros = float64(scripts)/n, float64(calls)/n, float64(usec)/n
-	if calls > 0 {
-		row.Busiest = float64(busiest) / float64(calls)
+	per := sum.Per(int64(l.n))
+	row.Scripts, row.Commands, row.RoundTrips, row.RedisMicros = per.Scripts, per.Calls, per.Reads, per.Usec
+	if c := sum.Calls(); c > 0 {
+		row.Busiest = float64(busiest) / float64(c)
 	}
 	if l.errs > 0 {
 		return row, fmt.Errorf("%d of %d requests failed: %s", l.errs, l.n+l.errs, l.firstErr)
@@ -266,14 +273,14 @@ func (r *HotReport) Markdown(w io.Writer) {
 		machine(), r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Took.Round(time.Second), r.LoadBefore, r.After)
 	fmt.Fprintf(w, "Each run: at most %d requests or %s; %d workers, one key (one user of one tenant), 1 KiB warm chat bodies; a %d-master Redis Cluster; 2 limits set far above the load: the tenant's tokens per minute and the global requests per second.\n\n",
 		o.Requests, o.Duration, o.Concurrency, o.Masters)
-	fmt.Fprintln(w, "| variant | n | req/s | p50 ms | p99 ms | +p50 ms | +p99 ms | Redis script calls / req | Redis commands / req | Redis µs / req | busiest master |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| variant | n | req/s | p50 ms | p99 ms | +p50 ms | +p99 ms | Redis round trips / req | script calls / req | commands / req | Redis µs / req | busiest master |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, row := range r.Rows {
-		fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %s | %.3f | %.2f | %.1f | %.0f%% |\n",
+		fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %s | %.3f | %.3f | %.2f | %.1f | %.0f%% |\n",
 			row.Variant, row.N, row.RPS, ms(row.P50), ms(row.P99), msDiff(row.P50-r.DirectP50), msDiff(row.P99-r.DirectP99),
-			row.Scripts, row.Commands, row.RedisMicros, 100*row.Busiest)
+			row.RoundTrips, row.Scripts, row.Commands, row.RedisMicros, 100*row.Busiest)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "+p50/+p99: minus the mock called directly with the same load (p50 %s ms, p99 %s ms). Redis figures: INFO commandstats of every master, reset before the run and read %s after its last answer (reconciliations and returned leases included), per request answered; script calls are round trips, commands include those the scripts ran. Busiest master: its share of the commands.\n",
+	fmt.Fprintf(w, "+p50/+p99: minus the mock called directly with the same load (p50 %s ms, p99 %s ms). Redis figures: INFO of every master (package redisstats), reset before the run and read %s after its last answer (reconciliations and returned leases included), per request answered: round trips are client reads (a pipeline that arrives at once is one), commands include those the scripts ran, µs are Redis's time running them. Busiest master: its share of the commands.\n",
 		ms(r.DirectP50), ms(r.DirectP99), hotSettle)
 }

@@ -122,15 +122,83 @@ type redisServer struct {
 	cmd    *exec.Cmd
 	dir    string
 	exited chan struct{}
+	// callgrind is set when the server runs under valgrind's callgrind,
+	// which counts the instructions it executes (see instructions).
+	callgrind bool
 }
 
 // errNoRedis is returned when redis-server cannot be found.
 var errNoRedis = errors.New("loadbench: redis-server not found ($REDIS_SERVER or on $PATH): install Redis, or leave the redis target out (-targets direct,bare,memory)")
 
+// redisOptions says how startRedis starts a server.
+type redisOptions struct {
+	// cluster wants the cluster bus port (port + 10000) free too.
+	cluster bool
+	// callgrind runs the server under valgrind --tool=callgrind.
+	callgrind bool
+	// extra are more redis-server arguments.
+	extra []string
+}
+
 // startRedis starts redis-server ($REDIS_SERVER, else on $PATH) with
-// --save "" --appendonly no on a free loopback port and waits until it
-// answers PING. Errors: errNoRedis, or a server that does not start.
-func startRedis() (*redisServer, error) { return startRedisWith() }
+// --save "" --appendonly no and o's extra arguments on a free loopback port
+// (under valgrind's callgrind when o says so), and waits until it answers
+// PING. Errors: errNoRedis, errNoValgrind, or a server that does not start.
+func startRedis(o redisOptions) (*redisServer, error) {
+	name := os.Getenv("REDIS_SERVER")
+	if name == "" {
+		name = "redis-server"
+	}
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		return nil, errNoRedis
+	}
+	var valgrind string
+	if o.callgrind {
+		if valgrind, err = exec.LookPath("valgrind"); err != nil {
+			return nil, errNoValgrind
+		}
+		if _, err := exec.LookPath("callgrind_control"); err != nil {
+			return nil, errNoValgrind
+		}
+	}
+	var lastErr error
+	for range 5 {
+		dir, err := os.MkdirTemp("", "llmguard-bench-redis-")
+		if err != nil {
+			return nil, err
+		}
+		port, err := freePort()
+		if err == nil && o.cluster {
+			err = busFree(port)
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			lastErr = err
+			continue
+		}
+		s := &redisServer{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, exited: make(chan struct{}), callgrind: o.callgrind}
+		args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--logfile", "redis.log", "--daemonize", "no"}, o.extra...)
+		if o.callgrind {
+			s.cmd = exec.Command(valgrind, append([]string{"--tool=callgrind", "--callgrind-out-file=" + dir + "/cg.%p", bin}, args...)...)
+		} else {
+			s.cmd = exec.Command(bin, args...)
+		}
+		s.cmd.Dir = dir
+		dieWithParent(s.cmd)
+		if err := s.cmd.Start(); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("loadbench: start redis-server: %w", err)
+		}
+		go func() { _ = s.cmd.Wait(); close(s.exited) }()
+		if lastErr = s.waitPing(); lastErr == nil {
+			return s, nil
+		}
+		s.stop() // removes dir
+	}
+	return nil, fmt.Errorf("loadbench: redis-server did not start: %w", lastErr)
+}
 
 func (s *redisServer) waitPing() error {
 	deadline := time.Now().Add(startTimeout)

@@ -215,7 +215,7 @@ func Run(o Options) (*Report, error) {
 		case TargetMemory:
 			t.proc, err = startChild(o.Executable, RoleLLMGuard, args...)
 		case TargetRedis:
-			if t.redis, err = startRedis(); err == nil {
+			if t.redis, err = startRedis(redisOptions{}); err == nil {
 				t.proc, err = startChild(o.Executable, RoleLLMGuard, append(args, "-redis", t.redis.Addr)...)
 			}
 		}

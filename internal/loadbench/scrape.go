@@ -21,6 +21,9 @@ type llmguardCounters struct {
 	// cacheHits and cacheMisses are llmguard_count_cache_hits_total and
 	// _misses_total: lookups of the weigher's count cache.
 	cacheHits, cacheMisses float64
+	// reconcilePending is llmguard_reconcile_queue_length: reconciliations
+	// accepted and not yet applied (or dropped).
+	reconcilePending float64
 }
 
 var scrapeClient = &http.Client{Timeout: 10 * time.Second}
@@ -59,6 +62,8 @@ func scrape(admin string) (llmguardCounters, error) {
 			c.cacheHits += v
 		case series == "llmguard_count_cache_misses_total":
 			c.cacheMisses += v
+		case series == "llmguard_reconcile_queue_length":
+			c.reconcilePending = v
 		case strings.HasPrefix(series, "llmguard_store_errors_total"):
 			c.storeErrors += v
 			c.storeErrorsBy[label(series, "op")+"/"+label(series, "kind")] += v

@@ -1,0 +1,354 @@
+package bucket
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmguard/llmguard/internal/redistest"
+)
+
+// batchEntry is one element of a reconciliation batch: a Reconcile of id
+// (mode "r"), a Void of its take ("v", the deltas the take's costs,
+// negated), or deltas applied with no marker ("n": an empty request id, or
+// an internal refund).
+type batchEntry struct {
+	mode   string
+	id     string
+	deltas []Delta
+}
+
+// storedValue is a key as the model holds it: its value as the scripts
+// write it ("" when missing) and its TTL in ms (-1: none).
+type storedValue struct {
+	v   string
+	ttl int64
+}
+
+// batchCase is one batch from a given state of its keys and markers.
+type batchCase struct {
+	now     time.Time
+	state   map[string]storedValue // bucket keys and markers before
+	entries []batchEntry
+}
+
+// TestReconcileBatchGolden runs random batches of reconciliations, voids
+// and refunds through reconcile.lua (one script for the whole batch, as
+// ReconcileBatch sends it) and through a model that applies them one by one
+// with the Go arithmetic (Apply, ApplyQuota, voidMark) at the same instant,
+// storing each result as the scripts encode it: every entry's reply, every
+// bucket's and marker's value and TTL must agree, bit for bit. Keys repeat
+// within and across entries, request ids repeat within a batch and may be
+// marked before it, limits change between entries (a reload) and keys
+// change kind, deltas of zero units are left out (an entry of nothing but
+// those records nothing), on miniredis (gopher-lua, whose TTLs do not run
+// down) and a real redis-server (Lua 5.1).
+func TestReconcileBatchGolden(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var cases []batchCase
+	for range 400 {
+		cases = append(cases, randomBatch(r))
+	}
+	t.Run("miniredis", func(t *testing.T) {
+		mr := miniredis.RunT(t)
+		c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		defer c.Close()
+		runBatchGolden(t, c, cases, true)
+	})
+	t.Run("redis-server", func(t *testing.T) {
+		runBatchGolden(t, redistest.Start(t).Client(), cases, false)
+	})
+}
+
+const (
+	goldenDedupFor = int64(600000) // ms
+	goldenVoidFor  = int64(10000)  // ms
+)
+
+var batchKeys = []string{"golden:{b}:k0", "golden:{b}:k1", "golden:{b}:k2", "golden:{b}:q3", "golden:{b}:q4"}
+
+func randomBatch(r *rand.Rand) batchCase {
+	now := t0.Add(time.Duration(r.Int64N(1e9)) * time.Microsecond)
+	start := now.Add(-time.Duration(r.Int64N(int64(24*time.Hour/time.Microsecond))) * time.Microsecond)
+	day := Quota(0, start, start.Add(24*time.Hour))
+	limits := make([]Limit, len(batchKeys))
+	for i := range limits {
+		if i < 3 {
+			limits[i] = randomLimit(r)
+		} else {
+			limits[i] = day
+			limits[i].Capacity = randomLimit(r).Capacity
+		}
+	}
+	bc := batchCase{now: now, state: map[string]storedValue{}}
+	ttl := func() int64 {
+		if r.IntN(5) == 0 {
+			return -1
+		}
+		return 1 + r.Int64N(1e7)
+	}
+	for i, key := range batchKeys {
+		l := limits[i]
+		switch k := r.IntN(10); {
+		case k < 3: // missing
+		case k < 7 && !l.IsQuota(), k < 5:
+			level := (r.Float64()*2 - 0.5) * float64(max(l.Capacity, 1000))
+			updated := now.Add(-time.Duration(r.Int64N(int64(2*time.Hour/time.Microsecond))) * time.Microsecond)
+			if r.IntN(10) == 0 {
+				updated = now.Add(time.Duration(r.Int64N(1e6)) * time.Microsecond) // a clock stepped back
+			}
+			bc.state[key] = storedValue{v: strconv.FormatFloat(level, 'g', 17, 64) + " " + strconv.FormatInt(updated.UnixMicro(), 10), ttl: ttl()}
+		default:
+			window := start
+			switch r.IntN(4) {
+			case 0:
+				window = start.Add(-24 * time.Hour) // a past period
+			case 1:
+				window = start.Add(24 * time.Hour) // a later one
+			}
+			bc.state[key] = storedValue{v: fmt.Sprintf("q %d %d", 1+r.Int64N(2*max(l.Capacity, 10)), window.UnixMicro()), ttl: ttl()}
+		}
+	}
+	ids := []string{"a", "b", "c", "d"}
+	for range 1 + r.IntN(12) {
+		e := batchEntry{mode: []string{"r", "r", "r", "v", "n"}[r.IntN(5)], id: ids[r.IntN(len(ids))]}
+		for range 1 + r.IntN(4) {
+			i := r.IntN(len(batchKeys))
+			l := limits[i]
+			switch r.IntN(20) {
+			case 0: // a reload changed the limit
+				l = randomLimit(r)
+			case 1: // a quota's period moved on, or a rate became a quota
+				l = Quota(1+r.Int64N(1e6), start.Add(24*time.Hour), start.Add(48*time.Hour))
+			}
+			units := r.Int64N(2*max(l.Capacity, 10)) - max(l.Capacity, 10)
+			if r.IntN(10) == 0 {
+				units = 0
+			}
+			if e.mode == "v" {
+				units = -r.Int64N(max(l.Capacity, 10)) // a take's cost, negated
+			}
+			e.deltas = append(e.deltas, Delta{Key: batchKeys[i], Limit: l, Units: units})
+		}
+		if e.mode == "v" { // a void's keys are distinct, as a take's
+			seen := map[string]bool{}
+			e.deltas = slicesFilter(e.deltas, func(d Delta) bool { ok := !seen[d.Key]; seen[d.Key] = true; return ok })
+		}
+		bc.entries = append(bc.entries, e)
+		switch r.IntN(6) { // markers already there
+		case 0:
+			bc.state[markerKey(e.deltas[0].Key, e.id)] = storedValue{v: "1", ttl: ttl()}
+		case 1:
+			bc.state[takeMarkerKey(e.deltas[0].Key, e.id)] = storedValue{v: []string{"t", "v"}[r.IntN(2)], ttl: ttl()}
+		}
+	}
+	return bc
+}
+
+func slicesFilter(ds []Delta, keep func(Delta) bool) []Delta {
+	var out []Delta
+	for _, d := range ds {
+		if keep(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// model applies bc's entries one by one with the Go arithmetic, as the
+// scripts' encoding stores them, and returns the reply of each entry sent
+// (those of mode "r" or "n" with no delta of non-zero units are not) and
+// every key afterwards.
+func (bc batchCase) model() ([]int64, map[string]storedValue) {
+	st := map[string]storedValue{}
+	for k, v := range bc.state {
+		st[k] = v
+	}
+	now := bc.now.UnixMicro()
+	var reply []int64
+	for _, e := range bc.entries {
+		var deltas []Delta
+		for _, d := range e.deltas {
+			if d.Units != 0 {
+				deltas = append(deltas, d)
+			}
+		}
+		if len(deltas) == 0 && e.mode != "v" {
+			continue
+		}
+		applies := true
+		switch e.mode {
+		case "r":
+			mk := markerKey(e.deltas[0].Key, e.id)
+			if _, ok := st[mk]; ok {
+				applies = false
+			} else {
+				st[mk] = storedValue{v: "1", ttl: goldenDedupFor}
+			}
+		case "v":
+			mk := takeMarkerKey(e.deltas[0].Key, e.id)
+			m := map[string]mark{"": markNone, "t": markTaken, "v": markVoided}[st[mk].v]
+			next, refund := voidMark(m)
+			if next != m {
+				st[mk] = storedValue{v: markText(next), ttl: goldenVoidFor}
+			}
+			applies = refund
+		}
+		if !applies {
+			reply = append(reply, 0)
+			continue
+		}
+		reply = append(reply, 1)
+		for _, d := range deltas {
+			old, found := st[d.Key]
+			write := func(v string, px int64, keep bool) {
+				switch {
+				case v == "":
+					delete(st, d.Key)
+				case keep:
+					st[d.Key] = storedValue{v: v, ttl: old.ttl}
+				default:
+					st[d.Key] = storedValue{v: v, ttl: px}
+				}
+			}
+			if d.Limit.IsQuota() {
+				_, windowStart, windowEnd := d.Limit.window()
+				used, window := 0.0, windowStart
+				if found {
+					var u, w int64
+					if n, err := fmt.Sscanf(old.v, "q %d %d", &u, &w); n == 2 && err == nil && fmt.Sprintf("q %d %d", u, w) == old.v {
+						used, window = float64(u), w
+					}
+				}
+				var applied bool
+				used, window, applied = applyQuota(used, window, windowStart, windowEnd, float64(d.Units))
+				switch {
+				case !applied:
+				case used <= 0 && found:
+					write("", 0, false)
+				case used <= 0:
+				case window == windowStart:
+					write(fmt.Sprintf("q %d %d", int64(used), window), int64(math.Floor(quotaExpiry(windowEnd, now)/1000)), false)
+				default:
+					write(fmt.Sprintf("q %d %d", int64(used), window), 0, true)
+				}
+				continue
+			}
+			capacity, rate, per := d.Limit.floats()
+			level, updated := capacity, now
+			if found {
+				a, b, ok := strings.Cut(old.v, " ")
+				l, err1 := strconv.ParseFloat(a, 64)
+				u, err2 := strconv.ParseInt(b, 10, 64)
+				if ok && err1 == nil && err2 == nil {
+					level, updated = l, u
+				}
+			}
+			level, updated = apply(level, updated, capacity, rate, per, now, float64(d.Units))
+			switch {
+			case level >= capacity && found:
+				write("", 0, false)
+			case level >= capacity:
+			default:
+				reset := wait(level, capacity, rate, per)
+				px := int64(math.Floor((float64(updated)+reset-float64(now))/1000)) + 1000
+				write(strconv.FormatFloat(level, 'g', 17, 64)+" "+strconv.FormatInt(updated, 10), px, false)
+			}
+		}
+	}
+	return reply, st
+}
+
+func runBatchGolden(t *testing.T, c *redis.Client, cases []batchCase, exactTTL bool) {
+	ctx := context.Background()
+	for i, bc := range cases {
+		where := fmt.Sprintf("batch %d", i+1)
+		if err := c.FlushDB(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range bc.state {
+			ttl := time.Duration(v.ttl) * time.Millisecond
+			if v.ttl < 0 {
+				ttl = 0
+			}
+			if err := c.Set(ctx, k, v.v, ttl).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now := bc.now
+		r, err := NewRedis(RedisOptions{Client: c, Now: func() time.Time { return now },
+			DedupFor: time.Duration(goldenDedupFor) * time.Millisecond, VoidFor: time.Duration(goldenVoidFor) * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := r.newReconcileCall()
+		for j, e := range bc.entries {
+			mode := map[string]scriptMode{"r": modeReconcile, "v": modeVoid, "n": modeRefund}[e.mode]
+			call.add(j, e.id, e.deltas, nil, mode)
+		}
+		wantReply, want := bc.model()
+		var got []int64
+		if len(call.owners) > 0 {
+			got, err = r.reconcile.Run(ctx, c, call.keys, call.args(r)...).Int64Slice()
+			if err != nil {
+				t.Fatalf("%s: %v", where, err)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(wantReply) {
+			t.Errorf("%s: replies %v, model %v", where, got, wantReply)
+		}
+		keys, err := c.Keys(ctx, "*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if _, ok := want[k]; !ok {
+				t.Errorf("%s: Lua left %s = %q, the model none", where, k, c.Get(ctx, k).Val())
+			}
+		}
+		for k, w := range want {
+			v, err := c.Get(ctx, k).Result()
+			if err == redis.Nil {
+				t.Errorf("%s: Lua left no %s, the model %q", where, k, w.v)
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sameStored(v, w.v) {
+				t.Errorf("%s: %s is %q in Lua, %q in the model", where, k, v, w.v)
+			}
+			pttl := c.PTTL(ctx, k).Val()
+			switch {
+			case w.ttl < 0 && pttl != -time.Millisecond && pttl != -1:
+				t.Errorf("%s: %s expires in %v in Lua, never in the model", where, k, pttl)
+			case w.ttl >= 0 && exactTTL && pttl != time.Duration(w.ttl)*time.Millisecond:
+				t.Errorf("%s: %s expires in %v in Lua, %dms in the model", where, k, pttl, w.ttl)
+			case w.ttl >= 0 && (pttl <= 0 || pttl > time.Duration(w.ttl)*time.Millisecond):
+				t.Errorf("%s: %s expires in %v in Lua, %dms in the model", where, k, pttl, w.ttl)
+			}
+		}
+	}
+}
+
+// sameStored compares two stored values: the same text, or token bucket
+// states whose numbers are the same bit for bit (Lua's %.17g and Go's 'g'
+// may spell a number differently).
+func sameStored(a, b string) bool {
+	if a == b {
+		return true
+	}
+	la, ua, ok1 := strings.Cut(a, " ")
+	lb, ub, ok2 := strings.Cut(b, " ")
+	fa, err1 := strconv.ParseFloat(la, 64)
+	fb, err2 := strconv.ParseFloat(lb, 64)
+	return ok1 && ok2 && err1 == nil && err2 == nil && ua == ub && math.Float64bits(fa) == math.Float64bits(fb)
+}
