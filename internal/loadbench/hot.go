@@ -70,6 +70,9 @@ type HotRow struct {
 	// Busiest is the largest share (0 to 1) of the commands that one master
 	// served.
 	Busiest float64
+	// Allowed and StoreErrors are llmguard's own count of the run's
+	// admitted requests and failed store calls (its /metrics).
+	Allowed, StoreErrors float64
 }
 
 // HotReport is a hot-key run: a direct baseline and one row per variant.
@@ -86,14 +89,18 @@ type HotReport struct {
 // hotConfig is llmguard's config in a hot-key run: one tenant's tokens per
 // minute and the global requests per second, set far above the load (every
 // request is admitted, so each variant's figures compare the same work),
-// with the variant's sharding and leases. %s: the upstream, the cluster's
+// with the variant's sharding and leases. store.timeout is 2 s, not the
+// default 50 ms: on a loaded 2-core machine some takes would miss 50 ms,
+// open the breaker and be admitted by the fail-open fallback without
+// Redis, which would flatter the Redis figures (RunHot fails a run where
+// any store call failed). %s: the upstream, the cluster's
 // seed nodes, then each limit's extra fields twice.
 const hotConfig = `
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 upstreams: [{name: mock, flavor: openai, base_url: "%s", no_key: true}]
 keys: [{key: ` + benchKey + `, user: alice, tenant: acme}]
-store: {backend: redis_cluster, cluster_addrs: [%s]}
+store: {backend: redis_cluster, cluster_addrs: [%s], timeout: 2s}
 limits:
   - {name: tenant-tpm, scope: tenant, unit: tokens, rate: 1000000000, per: 1m%s}
   - {name: global-rps, scope: global, unit: requests, rate: 1000000, per: 1s%s}
@@ -238,8 +245,17 @@ func runHotVariant(o HotOptions, variant, config string, pool *textPool, cell Ce
 			return row, err
 		}
 	}
+	before, err := scrape(p.Admin)
+	if err != nil {
+		return row, err
+	}
 	l := drive(client, p.URL, convs, cell, o.Requests, o.Duration)
 	time.Sleep(hotSettle)
+	after, err := scrape(p.Admin)
+	if err != nil {
+		return row, err
+	}
+	row.Allowed, row.StoreErrors = after.allowed-before.allowed, after.storeErrors-before.storeErrors
 	var sum redisstats.Reading
 	var busiest int64
 	for _, n := range nodes {
@@ -262,6 +278,9 @@ func runHotVariant(o HotOptions, variant, config string, pool *textPool, cell Ce
 	}
 	if l.errs > 0 {
 		return row, fmt.Errorf("%d of %d requests failed: %s", l.errs, l.n+l.errs, l.firstErr)
+	}
+	if row.StoreErrors > 0 || int(row.Allowed) != l.n {
+		return row, fmt.Errorf("llmguard counted %.0f allowed of %d and %.0f failed store calls: its fallback, not Redis, admitted some", row.Allowed, l.n, row.StoreErrors)
 	}
 	return row, nil
 }
