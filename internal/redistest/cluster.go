@@ -311,9 +311,10 @@ func (c *Cluster) SyncReplicas(master *Server, pause time.Duration) {
 // (cluster-replica-no-failover yes) and returns the func that lets them
 // again; the test calls it once. Held, a killed master's slots stay
 // unserved for as long as the test needs to observe the outage; released,
-// a replica starts its election as it would have (a FAIL flag older than
-// cluster-node-timeout only shortens nothing: the election still waits
-// its 500–1000 ms). Both fail the test when a replica does not answer.
+// a replica of a master already flagged FAIL starts its election (after
+// the usual 500–1000 ms delay), and one of a master not yet flagged waits
+// for the flag as it would have. Both fail the test when a replica does
+// not answer.
 func (c *Cluster) HoldFailover(master *Server) (release func()) {
 	c.t.Helper()
 	replicas := c.ReplicasOf(master)
