@@ -296,8 +296,18 @@ func newShardPlan(it ShardedItem, start int) *shardPlan {
 		held: make([]int64, k), reset: make([]time.Duration, k), seen: make([]bool, k)}
 	smallest := ShardLimit(it.Limit, k, k-1).Capacity
 	p.m = 1
-	if it.Cost > smallest {
-		p.m = int(min(int64(k), (it.Cost+smallest-1)/smallest))
+	switch {
+	case smallest <= 0:
+		p.m = k
+	case it.Cost > smallest:
+		// ⌈cost/smallest⌉ without cost+smallest−1, which overflows for a
+		// cost near MaxInt64 (an image request of 10^15 images): a negative
+		// m took the limit out of the take altogether.
+		need := it.Cost / smallest
+		if it.Cost%smallest != 0 {
+			need++
+		}
+		p.m = int(min(int64(k), need))
 	}
 	p.windows = (k + p.m - 1) / p.m
 	p.pieces = p.windowPieces()

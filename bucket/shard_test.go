@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -270,5 +271,23 @@ func TestSplitDelta(t *testing.T) {
 	big := []bucket.Item{{Key: "a", Limit: l, Cost: 1 << 52}, {Key: "b", Limit: l, Cost: 1 << 52}}
 	if d := bucket.SplitDelta(nil, big, -(1 << 53)); len(d) != 2 || d[0].Units != -(1<<52) || d[1].Units != -(1<<52) {
 		t.Errorf("huge refund split %+v", d)
+	}
+}
+
+// TestTakeShardedHugeCost: a cost near MaxInt64 (reachable: an image
+// request of 10^15 images is capped there) is refused as too large, never
+// taken from no shard at all.
+func TestTakeShardedHugeCost(t *testing.T) {
+	for _, cost := range []int64{math.MaxInt64, math.MaxInt64 - 100, math.MaxInt64 / 2, 1001} {
+		m := bucket.NewMemory(bucket.MemoryOptions{})
+		it := sharded(bucket.Limit{Capacity: 1000, Rate: 10, Per: time.Second}, cost)
+		d, err := bucket.TakeSharded(context.Background(), m, "r", []bucket.ShardedItem{it}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed || !d.TooLarge {
+			t.Errorf("cost %d: allowed %v, too large %v (taken %v); want refused as too large", cost, d.Allowed, d.TooLarge, d.Taken)
+		}
+		m.Close()
 	}
 }
