@@ -58,3 +58,19 @@ func TestLeaseValidation(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseOnlyTenantOrGlobal: a lease on a key's or a user's limit is
+// refused (its per-bucket state would grow with the callers).
+func TestLeaseOnlyTenantOrGlobal(t *testing.T) {
+	for _, scope := range []string{"key", "user"} {
+		_, err := config.Parse([]byte(`
+upstreams: [{name: u, flavor: openai, base_url: "http://127.0.0.1:1"}]
+store: {backend: redis, redis_url: "redis://127.0.0.1:1/0"}
+limits:
+  - {name: l, scope: ` + scope + `, unit: tokens, rate: 1000, per: 1s, lease: {size: 10}}
+`))
+		if err == nil || !strings.Contains(err.Error(), "limits[0].lease") || !strings.Contains(err.Error(), "tenant and global") {
+			t.Errorf("scope %s: err = %v, want limits[0].lease refused", scope, err)
+		}
+	}
+}
