@@ -61,7 +61,7 @@ type HotRow struct {
 	P50, P99 time.Duration
 	// Scripts, Commands, RoundTrips and RedisMicros are per request
 	// answered, summed over every master, from INFO (package redisstats;
-	// reset before the run, read once the node's reconciliations and
+	// read before and after the run, once the node's reconciliations and
 	// returned leases have been written): script calls, all commands (those
 	// the scripts ran included), client reads (about one per round trip: a
 	// pipeline that arrives at once is one), and the µs Redis spent running
@@ -215,11 +215,11 @@ func RunHot(o HotOptions) (*HotReport, error) {
 	return rep, nil
 }
 
-// hotSettle is how long a run waits after its last answer for the node's
-// asynchronous reconciliations and returned leases to reach Redis before
-// the command counts are read (the reconciler writes what is queued at
-// once; a lease lives 100 ms).
-const hotSettle = 500 * time.Millisecond
+// hotLeaseSettle is how long a run waits after its last answer for the
+// node's unspent leases to expire and be swept back (a lease lives 100 ms,
+// the sweep runs every 20 ms) before it waits for the reconcile queue to
+// drain (drained) and reads Redis.
+const hotLeaseSettle = 200 * time.Millisecond
 
 func runHotVariant(o HotOptions, variant, config string, pool *textPool, cell Cell, seed uint64, nodes []*redis.Client) (HotRow, error) {
 	row := HotRow{Variant: variant}
@@ -237,34 +237,44 @@ func runHotVariant(o HotOptions, variant, config string, pool *textPool, cell Ce
 	if w := drive(client, p.URL, convs, cell, 2*cell.Concurrency, o.Duration); w.errs > 0 {
 		return row, fmt.Errorf("warm-up: %s", w.firstErr)
 	}
-	time.Sleep(hotSettle)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, n := range nodes {
-		if err := redisstats.Reset(ctx, n); err != nil {
-			return row, err
+	readNodes := func() ([]redisstats.Reading, error) {
+		rs := make([]redisstats.Reading, len(nodes))
+		for i, n := range nodes {
+			var err error
+			if rs[i], err = redisstats.Read(ctx, n); err != nil {
+				return nil, err
+			}
 		}
+		return rs, nil
 	}
-	before, err := scrape(p.Admin)
+	time.Sleep(hotLeaseSettle) // the warm-up's leases back first
+	before, err := drained(p.Admin)
+	if err != nil {
+		return row, err
+	}
+	r0, err := readNodes()
 	if err != nil {
 		return row, err
 	}
 	l := drive(client, p.URL, convs, cell, o.Requests, o.Duration)
-	time.Sleep(hotSettle)
-	after, err := scrape(p.Admin)
+	time.Sleep(hotLeaseSettle)
+	after, err := drained(p.Admin)
+	if err != nil {
+		return row, err
+	}
+	r1, err := readNodes()
 	if err != nil {
 		return row, err
 	}
 	row.Allowed, row.StoreErrors = after.allowed-before.allowed, after.storeErrors-before.storeErrors
 	var sum redisstats.Reading
 	var busiest int64
-	for _, n := range nodes {
-		r, err := redisstats.Read(ctx, n)
-		if err != nil {
-			return row, err
-		}
-		sum = sum.Add(r)
-		busiest = max(busiest, r.Calls())
+	for i := range nodes {
+		d := r1[i].Sub(r0[i])
+		sum = sum.Add(d)
+		busiest = max(busiest, d.Calls())
 	}
 	row.N, row.Errors = l.n, l.errs
 	if l.elapsed > 0 {
@@ -300,6 +310,6 @@ func (r *HotReport) Markdown(w io.Writer) {
 			row.RoundTrips, row.Scripts, row.Commands, row.RedisMicros, 100*row.Busiest)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "+p50/+p99: minus the mock called directly with the same load (p50 %s ms, p99 %s ms). Redis figures: INFO of every master (package redisstats), reset before the run and read %s after its last answer (reconciliations and returned leases included), per request answered: round trips are client reads (a pipeline that arrives at once is one), commands include those the scripts ran, µs are Redis's time running them. Busiest master: its share of the commands.\n",
-		ms(r.DirectP50), ms(r.DirectP99), hotSettle)
+	fmt.Fprintf(w, "+p50/+p99: minus the mock called directly with the same load (p50 %s ms, p99 %s ms). Redis figures: INFO of every master (package redisstats) before the run and after it, read once llmguard's leases were back (%s after the last answer) and its reconcile queue empty, per request answered: round trips are client reads (a pipeline that arrives at once is one), commands include those the scripts ran, µs are Redis's time running them. Busiest master: its share of the commands.\n",
+		ms(r.DirectP50), ms(r.DirectP99), hotLeaseSettle)
 }
