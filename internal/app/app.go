@@ -53,6 +53,8 @@ type App struct {
 	srv         *fasthttp.Server
 	admin       *fasthttp.Server
 	close       []func() error
+	closeOnce   sync.Once // Close runs the closers once
+	closeErr    error     // what the first Close returned
 }
 
 // New builds every component from cfg. Errors: a component cannot start
@@ -235,13 +237,18 @@ func (a *App) ListenAndServe() error {
 }
 
 // Close stops accepting requests, waits for those in flight, and releases
-// the store.
+// the store. It may be called more than once (a signal handler and a
+// deferred Close): only the first call does the work, and every call
+// returns what it returned (the listeners' and closers' errors, joined).
 func (a *App) Close() error {
-	errs := []error{a.srv.Shutdown(), a.admin.Shutdown()}
-	for _, c := range a.close {
-		errs = append(errs, c())
-	}
-	return errors.Join(errs...)
+	a.closeOnce.Do(func() {
+		errs := []error{a.srv.Shutdown(), a.admin.Shutdown()}
+		for _, c := range a.close {
+			errs = append(errs, c())
+		}
+		a.closeErr = errors.Join(errs...)
+	})
+	return a.closeErr
 }
 
 // fasthttpLogger sends fasthttp's own messages (malformed requests, bodies
