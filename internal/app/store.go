@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"golang.org/x/time/rate"
 	"log/slog"
 	"sync"
 	"time"
@@ -120,6 +121,7 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 	}
 
 	m := newStoreMetrics(reg)
+	failedTakeLog := &rate.Sometimes{First: 1, Interval: failedTakeLogEvery}
 	logFactors := func() {
 		for _, rule := range pol.Rules() {
 			if rule.FailOpen {
@@ -154,6 +156,16 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 			if call.Result == bucket.ResultFailed {
 				m.errors.WithLabelValues(call.Op.String(), call.Kind.String()).Inc()
 				reloadCluster()
+				if call.Op == bucket.OpTake {
+					// A failed take is served by the fallback (fail-open
+					// limits) or refused (fail-closed) even when the
+					// breaker stays closed: say so for isolated failures
+					// too, at most once per failedTakeLogEvery.
+					failedTakeLog.Do(func() {
+						log.Warn("store take failed: this request's fail-open limits were served by this node's fallback bucket, fail-closed limits refused it",
+							"kind", call.Kind.String(), "took", call.Duration, "next_line_after", failedTakeLogEvery)
+					})
+				}
 			}
 		},
 	})
@@ -339,3 +351,9 @@ func (m *storeMetrics) watchAsync(reg prometheus.Registerer, a *bucket.AsyncReco
 		}, func() float64 { return float64(a.Stats().Dropped) }),
 	)
 }
+
+// failedTakeLogEvery is the least time between two log lines about failed
+// takes while the breaker stays closed (an isolated timeout or a few): the
+// first failure is logged at once, later ones at most this often; the
+// llmguard_store_errors_total counter counts every one.
+const failedTakeLogEvery = 10 * time.Second
