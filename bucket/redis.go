@@ -44,6 +44,12 @@ type RedisOptions struct {
 	// and of a Void's tombstone ("v"); 0 means DefaultVoidWindow. It is kept
 	// at whole milliseconds of at least one.
 	VoidFor time.Duration
+	// TakeBatch is how many concurrent takes of one hash slot (of the one
+	// Redis, outside a cluster) may share one script call: a take is sent
+	// at once when no take of its slot is in flight, and the takes that
+	// queue behind one go together when it returns (see Redis). 0 means
+	// DefaultTakeBatch; 1 sends every take alone.
+	TakeBatch int
 }
 
 // Redis is a Store that keeps every bucket in Redis, so that any number of
@@ -96,6 +102,7 @@ type Redis struct {
 	voidFor   string // ms, for ARGV
 	take      *redis.Script
 	reconcile *redis.Script
+	takes     *takeBatcher
 }
 
 var (
@@ -121,7 +128,11 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 		voidFor = DefaultVoidWindow
 	}
 	_, isCluster := o.Client.(*redis.ClusterClient)
-	return &Redis{
+	takeBatch := o.TakeBatch
+	if takeBatch <= 0 {
+		takeBatch = DefaultTakeBatch
+	}
+	r := &Redis{
 		client:    o.Client,
 		now:       o.Now,
 		cluster:   o.Cluster || isCluster,
@@ -129,7 +140,9 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 		voidFor:   strconv.FormatInt(max(1, voidFor.Milliseconds()), 10),
 		take:      redis.NewScript(lua.Take),
 		reconcile: redis.NewScript(lua.Reconcile),
-	}, nil
+	}
+	r.takes = newTakeBatcher(r, takeBatch)
+	return r, nil
 }
 
 // Load loads both scripts into Redis (SCRIPT LOAD; on every master of a
@@ -169,7 +182,11 @@ func (r *Redis) Take(ctx context.Context, requestID string, items []Item) (Decis
 	}
 	d := Decision{Buckets: make([]Status, len(items))}
 	keys, args := r.takeArgs(requestID, items, nil, true)
-	reply, err := r.take.Run(ctx, r.client, keys, args...).Int64Slice()
+	var slot uint16
+	if r.cluster {
+		slot = slotOf(items[0].Key)
+	}
+	reply, err := r.takes.do(ctx, slot, keys, args)
 	if err == nil {
 		err = decide(&d, reply, nil)
 	}
@@ -285,7 +302,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 	d := Decision{Buckets: make([]Status, len(items))}
 	for gi, g := range groups {
 		keys, args := r.takeArgs(requestID, items, g.idx, true)
-		reply, err := r.take.Run(ctx, r.client, keys, args...).Int64Slice()
+		reply, err := r.takes.do(ctx, g.slot, keys, args)
 		if err == nil {
 			err = decide(&d, reply, g.idx)
 		}

@@ -20,6 +20,21 @@
 --           per 0, unused). The caller has validated them
 --           (bucket.Limit.Validate); keys are distinct.
 --
+-- Batch layout (ARGV[2] = 'b'): the takes of several requests, committing,
+-- in one script, each run as if alone, in order, at one instant:
+-- ARGV[1]   now, as above.
+-- ARGV[2]   'b'.
+-- ARGV[3]   R, the number of requests; then, request after request, its
+--           marker TTL (as ARGV[3] above), its bucket count n, and its 6n
+--           bucket ARGV (as above).
+-- KEYS      request after request: its marker key (when its TTL is not
+--           '0'), then its n bucket keys. A key may repeat across requests
+--           (a tenant's or a global bucket): its takes apply in order.
+-- Reply: one reply per request, in order, each as below. Every key is read
+-- once (one MGET) before any take and written once after all of them, so
+-- a bucket that many requests share costs one read and one write per
+-- batch; a denial spends nothing, as alone.
+--
 -- Reply, all integers: {-1} alone when the marker says voided (the take
 -- applies nothing, writes nothing); otherwise
 --   [1] allowed     1 when every bucket could pay (and, committing, paid), else 0
@@ -97,12 +112,57 @@ local function checkQuota(used, capacity, cost)
   return cost == 0 or used <= capacity - cost, false
 end
 
+-- batch is true in the batch layout: reads come from, and writes go to,
+-- state (key -> its value as the takes so far left it, false when
+-- missing); pending holds each written key's last write (a TTL in ms, true
+-- to keep the TTL, false to delete, 'persist' for a value with no TTL),
+-- flushed once after every take (flush).
+local batch = ARGV[2] == 'b'
+local state, pending, written = {}, {}, {}
+
+-- remember records, in batch mode, a write of value v (false: a delete) to
+-- key with how (see pending). A TTL kept over an earlier write of the batch
+-- is that write's TTL (or none after a delete), as Redis would have it.
+local function remember(key, how, v)
+  local before = pending[key]
+  if before == nil then
+    written[#written + 1] = key
+  elseif how == true and before ~= true then
+    how = before or 'persist'
+  end
+  state[key], pending[key] = v, how
+end
+
+-- read returns the stored values of keys: one MGET, or from state in batch
+-- mode.
+local function read(keys)
+  if not batch then
+    return redis.call('MGET', unpack(keys))
+  end
+  local out = {}
+  for i = 1, #keys do
+    out[i] = state[keys[i]]
+  end
+  return out
+end
+
+-- mark sets a committed take's marker to 't' for ttl ms.
+local function mark(key, ttl)
+  if batch then
+    remember(key, ttl + 0, 't')
+    return
+  end
+  redis.call('SET', key, 't', 'PX', ttl)
+end
+
 -- write stores what put or putQuota returned for key: a TTL in ms, true
 -- to keep the key's TTL, false to delete it, nil to write nothing; the
 -- value is encodeIt(a, b), made only when it is written.
 local function write(key, how, encodeIt, a, b)
   if how == nil then
     return
+  elseif batch then
+    remember(key, how, how and encodeIt(a, b))
   elseif not how then
     redis.call('DEL', key)
   elseif how == true then
@@ -113,13 +173,17 @@ local function write(key, how, encodeIt, a, b)
 end
 
 local now = clock(ARGV[1])
-local commit = ARGV[2] == '1'
+local commit = ARGV[2] == '1' or batch
 
+-- takeOne is the take of one request, KEYS and ARGV in the single layout
+-- (its own, in batch mode); it returns the request's reply. (Its body is
+-- the script's body before batching, left unindented.)
+local function takeOne(KEYS, ARGV)
 local m = 0
 if ARGV[3] ~= '0' then
   m = 1
 end
-local stored = redis.call('MGET', unpack(KEYS))
+local stored = read(KEYS)
 if m == 1 and takeMarked(stored[1]) then
   return {-1}
 end
@@ -191,7 +255,7 @@ end
 
 -- Phase 2: every bucket can pay; commit every cost.
 if m == 1 then
-  redis.call('SET', KEYS[1], 't', 'PX', ARGV[3])
+  mark(KEYS[1], ARGV[3])
 end
 for i = 1, n do
   local s = seen[i]
@@ -208,3 +272,55 @@ for i = 1, n do
   end
 end
 return reply
+end
+
+if not batch then
+  return takeOne(KEYS, ARGV)
+end
+
+-- The batch: read every distinct key once, run each request's take in
+-- order on state, then write each key its takes changed once.
+local distinct, seenKey = {}, {}
+for i = 1, #KEYS do
+  local k = KEYS[i]
+  if not seenKey[k] then
+    seenKey[k] = true
+    distinct[#distinct + 1] = k
+  end
+end
+local values = redis.call('MGET', unpack(distinct))
+for i = 1, #distinct do
+  state[distinct[i]] = values[i]
+end
+local replies = {}
+local k, a = 0, 4
+for r = 1, ARGV[3] + 0 do
+  local ttl, n = ARGV[a], ARGV[a + 1] + 0
+  local keys, args = {}, {ARGV[1], '1', ttl}
+  local m = 0
+  if ttl ~= '0' then
+    m = 1
+  end
+  for i = 1, n + m do
+    keys[i] = KEYS[k + i]
+  end
+  for i = 1, 6 * n do
+    args[3 + i] = ARGV[a + 1 + i]
+  end
+  k, a = k + n + m, a + 2 + 6 * n
+  replies[r] = takeOne(keys, args)
+end
+for i = 1, #written do
+  local key = written[i]
+  local how, v = pending[key], state[key]
+  if not how then
+    redis.call('DEL', key)
+  elseif how == true then
+    redis.call('SET', key, v, 'KEEPTTL')
+  elseif how == 'persist' then
+    redis.call('SET', key, v)
+  else
+    redis.call('SET', key, v, 'PX', how)
+  end
+end
+return replies
