@@ -24,8 +24,8 @@ var errTakeReply = errors.New("unexpected take reply in a batch")
 // its own two-phase take, in order of arrival. One call per slot is in
 // flight at a time. It is safe for concurrent use.
 type takeBatcher struct {
-	r     *Redis
-	max   int
+	r   *Redis
+	max int
 	// alone sends a lone take in the batch layout too (a batch of one), so
 	// that the contract suite can run through it; tests only.
 	alone bool
