@@ -113,12 +113,33 @@ local function checkQuota(used, capacity, cost)
 end
 
 -- batch is true in the batch layout: reads come from, and writes go to,
--- state (key -> its value as the takes so far left it, false when
--- missing); pending holds each written key's last write (a TTL in ms, true
--- to keep the TTL, false to delete, 'persist' for a value with no TTL),
--- flushed once after every take (flush).
+-- state (key -> its value as the takes so far left it: a string, false
+-- when missing, or {encodeIt, a, b} for a value written in the batch and
+-- not encoded yet); pending holds each written key's last write (a TTL in
+-- ms, true to keep the TTL, false to delete, 'persist' for a value with no
+-- TTL), flushed once after every take.
 local batch = ARGV[2] == 'b'
 local state, pending, written = {}, {}, {}
+
+-- kindOf is the kind parse returns for the values of each encoder: a value
+-- written in the batch is read back as parse(encodeIt(a, b)) would read it
+-- (encode keeps 17 digits, so the level comes back bit for bit) without
+-- the text. An encoder not listed is encoded and parsed.
+local kindOf = {[encode] = 't', [encodeQuota] = 'q'}
+
+-- parseText is core.lua's parse; parse, here, also reads the values the
+-- batch wrote.
+local parseText = parse
+local function parse(v)
+  if type(v) ~= 'table' then
+    return parseText(v)
+  end
+  local kind = kindOf[v[1]]
+  if kind then
+    return kind, v[2], v[3]
+  end
+  return parseText(v[1](v[2], v[3]))
+end
 
 -- remember records, in batch mode, a write of value v (false: a delete) to
 -- key with how (see pending). A TTL kept over an earlier write of the batch
@@ -162,7 +183,7 @@ local function write(key, how, encodeIt, a, b)
   if how == nil then
     return
   elseif batch then
-    remember(key, how, how and encodeIt(a, b))
+    remember(key, how, how and {encodeIt, a, b})
   elseif not how then
     redis.call('DEL', key)
   elseif how == true then
@@ -313,6 +334,9 @@ end
 for i = 1, #written do
   local key = written[i]
   local how, v = pending[key], state[key]
+  if type(v) == 'table' then
+    v = v[1](v[2], v[3])
+  end
   if not how then
     redis.call('DEL', key)
   elseif how == true then
