@@ -37,6 +37,7 @@ func takeBatchSteps(now time.Time) (steps []takeBatchStep, allowed []bool) {
 	rps := bucket.Limit{Capacity: 1000, Rate: 7, Per: time.Second}
 	tpm := bucket.Limit{Capacity: 500, Rate: 3, Per: time.Minute}
 	month := bucket.Quota(6, now.AddDate(0, 0, -9), now.AddDate(0, 0, 21))
+	next := bucket.Quota(6, now.AddDate(0, 0, 21), now.AddDate(0, 0, 52))
 	req := func(name, id, user string, usdCost, tokens int64, quota bool) takeBatchStep {
 		items := []bucket.Item{
 			{Key: "k:{PFX}:user:" + user, Limit: tpm, Cost: tokens},
@@ -60,8 +61,12 @@ func takeBatchSteps(now time.Time) (steps []takeBatchStep, allowed []bool) {
 		req("user short", "r9", "bob", 0, 300, false),
 		req("id taken again", "r1", "alice", 0, 10, false),
 		req("last", "r11", "dave", 0, 499, false),
+		// A caller already in the next window, then one lagging in this
+		// window: its write keeps the key's TTL, the one the first set.
+		{name: "next window", id: "r12", items: []bucket.Item{{Key: "k:{PFX}:laggy", Limit: next, Cost: 1}}},
+		{name: "lagging window", id: "r13", items: []bucket.Item{{Key: "k:{PFX}:laggy", Limit: month, Cost: 1}}},
 	}
-	allowed = []bool{true, true, false, true, false, true, false, false, false, true, true}
+	allowed = []bool{true, true, false, true, false, true, false, false, false, true, true, true, true}
 	return steps, allowed
 }
 
