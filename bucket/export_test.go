@@ -70,6 +70,6 @@ func (r *Redis) QueuedTakes(slot uint16) int {
 // (DefaultTakeBatch at most per call).
 func (r *Redis) ReleaseTakes(slot uint16) { r.takes.next(slot) }
 
-// SendTakesAsBatches has every take use take.lua's batch layout, a lone one
+// SendTakesAsBatches has every take use takebatch.lua, a lone one
 // as a batch of one, so that the contract suite runs through it.
 func (r *Redis) SendTakesAsBatches() { r.takes.alone = true }

@@ -102,6 +102,7 @@ type Redis struct {
 	voidFor   string // ms, for ARGV
 	take      *redis.Script
 	reconcile *redis.Script
+	takeBatch *redis.Script
 	takes     *takeBatcher
 }
 
@@ -140,18 +141,19 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 		voidFor:   strconv.FormatInt(max(1, voidFor.Milliseconds()), 10),
 		take:      redis.NewScript(lua.Take),
 		reconcile: redis.NewScript(lua.Reconcile),
+		takeBatch: redis.NewScript(lua.TakeBatch),
 	}
 	r.takes = newTakeBatcher(r, takeBatch)
 	return r, nil
 }
 
-// Load loads both scripts into Redis (SCRIPT LOAD; on every master of a
+// Load loads the scripts into Redis (SCRIPT LOAD; on every master of a
 // cluster), so that the first calls, and pipelined ones, find them by SHA.
 // Call it at start-up; a Redis that loses its scripts later (a restart, a
 // SCRIPT FLUSH) is served by EVAL until they are cached again. The error is
 // Redis's or the network's.
 func (r *Redis) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{r.take, r.reconcile} {
+	for _, s := range []*redis.Script{r.take, r.reconcile, r.takeBatch} {
 		if err := s.Load(ctx, r.client).Err(); err != nil {
 			return fmt.Errorf("bucket: redis: script load: %w", err)
 		}

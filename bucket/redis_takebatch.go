@@ -20,13 +20,13 @@ var errTakeReply = errors.New("unexpected take reply in a batch")
 // on a single Redis): a take finds its slot idle and is sent at once, alone,
 // as before batching (so a lone caller waits for nothing); takes that arrive
 // while a call of their slot is in flight queue, and when it returns they go
-// in one script call (take.lua's batch layout, at most max of them), each
+// in one script call (lua/takebatch.lua, at most max of them), each
 // its own two-phase take, in order of arrival. One call per slot is in
 // flight at a time. It is safe for concurrent use.
 type takeBatcher struct {
 	r   *Redis
 	max int
-	// alone sends a lone take in the batch layout too (a batch of one), so
+	// alone sends a lone take through takebatch.lua too (a batch of one), so
 	// that the contract suite can run through it; tests only.
 	alone bool
 	mu    sync.Mutex
@@ -172,7 +172,7 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 		return
 	}
 	keys, args := batchArgs(live)
-	replies, err := b.r.take.Run(ctx, b.r.client, keys, args...).Slice()
+	replies, err := b.r.takeBatch.Run(ctx, b.r.client, keys, args...).Slice()
 	if err == nil && len(replies) != len(live) {
 		err = fmt.Errorf("%w: %d replies for %d takes", errTakeReply, len(replies), len(live))
 	}
@@ -185,7 +185,7 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 	}
 }
 
-// batchArgs returns the KEYS and ARGV of take.lua's batch layout for takes,
+// batchArgs returns the KEYS and ARGV of takebatch.lua for takes,
 // each given in the single layout (now, '1', marker TTL, 6 per bucket).
 func batchArgs(takes []*queuedTake) ([]string, []any) {
 	nk, na := 0, 3

@@ -225,7 +225,7 @@ func TestTakeBatchMatchesSequence(t *testing.T) {
 }
 
 // TestTakeBatchContractServer runs the store contract with every take in
-// take.lua's batch layout (a lone take as a batch of one).
+// takebatch.lua (a lone take as a batch of one).
 func TestTakeBatchContractServer(t *testing.T) {
 	c := redistest.Start(t).Client()
 	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) bucket.Store {

@@ -20,21 +20,6 @@
 --           per 0, unused). The caller has validated them
 --           (bucket.Limit.Validate); keys are distinct.
 --
--- Batch layout (ARGV[2] = 'b'): the takes of several requests, committing,
--- in one script, each run as if alone, in order, at one instant:
--- ARGV[1]   now, as above.
--- ARGV[2]   'b'.
--- ARGV[3]   R, the number of requests; then, request after request, its
---           marker TTL (as ARGV[3] above), its bucket count n, and its 6n
---           bucket ARGV (as above).
--- KEYS      request after request: its marker key (when its TTL is not
---           '0'), then its n bucket keys. A key may repeat across requests
---           (a tenant's or a global bucket): its takes apply in order.
--- Reply: one reply per request, in order, each as below. Every key is read
--- once (one MGET) before any take and written once after all of them, so
--- a bucket that many requests share costs one read and one write per
--- batch; a denial spends nothing, as alone.
---
 -- Reply, all integers: {-1} alone when the marker says voided (the take
 -- applies nothing, writes nothing); otherwise
 --   [1] allowed     1 when every bucket could pay (and, committing, paid), else 0
@@ -61,6 +46,8 @@
 -- changed kind), or any value these scripts do not write, is read as
 -- missing. A committed take with a marker sets it
 -- to 't', expiring after ARGV[3] ms; a denial or a check leaves it alone.
+--
+-- takebatch.lua runs the takes of several requests in one script.
 --
 -- Redis commands: TIME (unless ARGV[1] pins now), one MGET of every KEYS
 -- (the marker with the buckets), and when committing one SET of the marker
@@ -112,67 +99,14 @@ local function checkQuota(used, capacity, cost)
   return cost == 0 or used <= capacity - cost, false
 end
 
--- batch is true in the batch layout: reads come from, and writes go to,
--- state (key -> its value as the takes so far left it: a string, false
--- when missing, or {encodeIt, a, b} for a value written in the batch and
--- not encoded yet); pending holds each written key's last write (a TTL in
--- ms, true to keep the TTL, false to delete, 'persist' for a value with no
--- TTL), flushed once after every take.
-local batch = ARGV[2] == 'b'
-local state, pending, written = {}, {}, {}
-
--- kindOf is the kind parse returns for the values of each encoder: a value
--- written in the batch is read back as parse(encodeIt(a, b)) would read it
--- (encode keeps 17 digits, so the level comes back bit for bit) without
--- the text. An encoder not listed is encoded and parsed.
-local kindOf = {[encode] = 't', [encodeQuota] = 'q'}
-
--- parseText is core.lua's parse; parse, here, also reads the values the
--- batch wrote.
-local parseText = parse
-local function parse(v)
-  if type(v) ~= 'table' then
-    return parseText(v)
-  end
-  local kind = kindOf[v[1]]
-  if kind then
-    return kind, v[2], v[3]
-  end
-  return parseText(v[1](v[2], v[3]))
-end
-
--- remember records, in batch mode, a write of value v (false: a delete) to
--- key with how (see pending). A TTL kept over an earlier write of the batch
--- is that write's TTL (or none after a delete), as Redis would have it.
-local function remember(key, how, v)
-  local before = pending[key]
-  if before == nil then
-    written[#written + 1] = key
-  elseif how == true and before ~= true then
-    how = before or 'persist'
-  end
-  state[key], pending[key] = v, how
-end
-
--- read returns the stored values of keys: one MGET, or from state in batch
--- mode.
+-- read returns the stored values of keys (one MGET); takebatch.lua reads
+-- them from its batch's state instead.
 local function read(keys)
-  if not batch then
-    return redis.call('MGET', unpack(keys))
-  end
-  local out = {}
-  for i = 1, #keys do
-    out[i] = state[keys[i]]
-  end
-  return out
+  return redis.call('MGET', unpack(keys))
 end
 
 -- mark sets a committed take's marker to 't' for ttl ms.
 local function mark(key, ttl)
-  if batch then
-    remember(key, ttl + 0, 't')
-    return
-  end
   redis.call('SET', key, 't', 'PX', ttl)
 end
 
@@ -182,8 +116,6 @@ end
 local function write(key, how, encodeIt, a, b)
   if how == nil then
     return
-  elseif batch then
-    remember(key, how, how and {encodeIt, a, b})
   elseif not how then
     redis.call('DEL', key)
   elseif how == true then
@@ -194,12 +126,9 @@ local function write(key, how, encodeIt, a, b)
 end
 
 local now = clock(ARGV[1])
-local commit = ARGV[2] == '1' or batch
+local commit = ARGV[2] == '1'
 
--- takeOne is the take of one request, KEYS and ARGV in the single layout
--- (its own, in batch mode); it returns the request's reply. (Its body is
--- the script's body before batching, left unindented.)
-local function takeOne(KEYS, ARGV)
+-- @body: one request's take; takebatch.lua runs it once per request.
 local m = 0
 if ARGV[3] ~= '0' then
   m = 1
@@ -293,58 +222,3 @@ for i = 1, n do
   end
 end
 return reply
-end
-
-if not batch then
-  return takeOne(KEYS, ARGV)
-end
-
--- The batch: read every distinct key once, run each request's take in
--- order on state, then write each key its takes changed once.
-local distinct, seenKey = {}, {}
-for i = 1, #KEYS do
-  local k = KEYS[i]
-  if not seenKey[k] then
-    seenKey[k] = true
-    distinct[#distinct + 1] = k
-  end
-end
-local values = redis.call('MGET', unpack(distinct))
-for i = 1, #distinct do
-  state[distinct[i]] = values[i]
-end
-local replies = {}
-local k, a = 0, 4
-for r = 1, ARGV[3] + 0 do
-  local ttl, n = ARGV[a], ARGV[a + 1] + 0
-  local keys, args = {}, {ARGV[1], '1', ttl}
-  local m = 0
-  if ttl ~= '0' then
-    m = 1
-  end
-  for i = 1, n + m do
-    keys[i] = KEYS[k + i]
-  end
-  for i = 1, 6 * n do
-    args[3 + i] = ARGV[a + 1 + i]
-  end
-  k, a = k + n + m, a + 2 + 6 * n
-  replies[r] = takeOne(keys, args)
-end
-for i = 1, #written do
-  local key = written[i]
-  local how, v = pending[key], state[key]
-  if type(v) == 'table' then
-    v = v[1](v[2], v[3])
-  end
-  if not how then
-    redis.call('DEL', key)
-  elseif how == true then
-    redis.call('SET', key, v, 'KEEPTTL')
-  elseif how == 'persist' then
-    redis.call('SET', key, v)
-  else
-    redis.call('SET', key, v, 'PX', how)
-  end
-end
-return replies
