@@ -89,6 +89,21 @@ type RedisOptions struct {
 // slot group, each with its own marker, in one pipelined round trip; a
 // batch, one script per slot of all its requests' groups.
 //
+// Concurrent takes are coalesced per hash slot (one Redis: one slot): a
+// take whose slot has no call in flight is sent at once, alone (a lone
+// caller never waits for a batch); the takes that arrive while one is in
+// flight queue, and go, up to TakeBatch of them, in one script
+// (lua/takebatch.lua) when it returns. Each is still its own all-or-nothing
+// take, run in order of arrival as take.lua would run it alone, with its
+// own reply; the script reads each key once and writes it once, so a
+// tenant's or a global bucket that a batch's requests share costs one MGET
+// and one SET per batch. A take whose context ends while it waits in the
+// queue is never sent. A batch's call carries the latest of its takes'
+// deadlines, each caller still stopping at its own; when the call fails,
+// every take it carried gets the error (a script error applied none of
+// them; a timeout may have applied all, as for a lone take, and each is
+// voided by its request id).
+//
 // A Take with a request id that commits also sets its take marker,
 // "llmguard:{<hash tag>}::tk:<request id>" = "t", one per slot group,
 // expiring after VoidFor; Void (reconcile.lua in void mode) refunds each
