@@ -38,3 +38,38 @@ func (c *DenyCache) Len() int {
 // Waiting reports how many takes wait for another take's lease
 // acquisition, for the single-flight test.
 func (l *Leased) Waiting() int { return int(l.waiting.Load()) }
+
+// SlotOf is the hash slot of key as the Redis store groups takes by it (0
+// for every key of a store that is not a cluster's).
+func SlotOf(key string) uint16 { return slotOf(key) }
+
+// HoldTakes marks slot's takes as in flight, so that every take of the slot
+// queues until ReleaseTakes: a test builds a batch of known order with it.
+func (r *Redis) HoldTakes(slot uint16) {
+	b := r.takes
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.slots[slot] == nil {
+		b.slots[slot] = &takeSlot{}
+	}
+	b.slots[slot].busy = true
+}
+
+// QueuedTakes is how many takes of slot wait in its queue.
+func (r *Redis) QueuedTakes(slot uint16) int {
+	b := r.takes
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.slots[slot]; s != nil {
+		return len(s.queue)
+	}
+	return 0
+}
+
+// ReleaseTakes ends a HoldTakes: the queued takes go, as one script call
+// (DefaultTakeBatch at most per call).
+func (r *Redis) ReleaseTakes(slot uint16) { r.takes.next(slot) }
+
+// SendTakesAsBatches has every take use takebatch.lua, a lone one
+// as a batch of one, so that the contract suite runs through it.
+func (r *Redis) SendTakesAsBatches() { r.takes.alone = true }

@@ -44,6 +44,12 @@ type RedisOptions struct {
 	// and of a Void's tombstone ("v"); 0 means DefaultVoidWindow. It is kept
 	// at whole milliseconds of at least one.
 	VoidFor time.Duration
+	// TakeBatch is how many concurrent takes of one hash slot (of the one
+	// Redis, outside a cluster) may share one script call: a take is sent
+	// at once when no take of its slot is in flight, and the takes that
+	// queue behind one go together when it returns (see Redis). 0 means
+	// DefaultTakeBatch; 1 sends every take alone.
+	TakeBatch int
 }
 
 // Redis is a Store that keeps every bucket in Redis, so that any number of
@@ -83,6 +89,21 @@ type RedisOptions struct {
 // slot group, each with its own marker, in one pipelined round trip; a
 // batch, one script per slot of all its requests' groups.
 //
+// Concurrent takes are coalesced per hash slot (one Redis: one slot): a
+// take whose slot has no call in flight is sent at once, alone (a lone
+// caller never waits for a batch); the takes that arrive while one is in
+// flight queue, and go, up to TakeBatch of them, in one script
+// (lua/takebatch.lua) when it returns. Each is still its own all-or-nothing
+// take, run in order of arrival as take.lua would run it alone, with its
+// own reply; the script reads each key once and writes it once, so a
+// tenant's or a global bucket that a batch's requests share costs one MGET
+// and one SET per batch. A take whose context ends while it waits in the
+// queue is never sent. A batch's call carries the latest of its takes'
+// deadlines, each caller still stopping at its own; when the call fails,
+// every take it carried gets the error (a script error applied none of
+// them; a timeout may have applied all, as for a lone take, and each is
+// voided by its request id).
+//
 // A Take with a request id that commits also sets its take marker,
 // "llmguard:{<hash tag>}::tk:<request id>" = "t", one per slot group,
 // expiring after VoidFor; Void (reconcile.lua in void mode) refunds each
@@ -96,6 +117,8 @@ type Redis struct {
 	voidFor   string // ms, for ARGV
 	take      *redis.Script
 	reconcile *redis.Script
+	takeBatch *redis.Script
+	takes     *takeBatcher
 }
 
 var (
@@ -121,7 +144,11 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 		voidFor = DefaultVoidWindow
 	}
 	_, isCluster := o.Client.(*redis.ClusterClient)
-	return &Redis{
+	takeBatch := o.TakeBatch
+	if takeBatch <= 0 {
+		takeBatch = DefaultTakeBatch
+	}
+	r := &Redis{
 		client:    o.Client,
 		now:       o.Now,
 		cluster:   o.Cluster || isCluster,
@@ -129,16 +156,19 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 		voidFor:   strconv.FormatInt(max(1, voidFor.Milliseconds()), 10),
 		take:      redis.NewScript(lua.Take),
 		reconcile: redis.NewScript(lua.Reconcile),
-	}, nil
+		takeBatch: redis.NewScript(lua.TakeBatch),
+	}
+	r.takes = newTakeBatcher(r, takeBatch)
+	return r, nil
 }
 
-// Load loads both scripts into Redis (SCRIPT LOAD; on every master of a
+// Load loads the scripts into Redis (SCRIPT LOAD; on every master of a
 // cluster), so that the first calls, and pipelined ones, find them by SHA.
 // Call it at start-up; a Redis that loses its scripts later (a restart, a
 // SCRIPT FLUSH) is served by EVAL until they are cached again. The error is
 // Redis's or the network's.
 func (r *Redis) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{r.take, r.reconcile} {
+	for _, s := range []*redis.Script{r.take, r.reconcile, r.takeBatch} {
 		if err := s.Load(ctx, r.client).Err(); err != nil {
 			return fmt.Errorf("bucket: redis: script load: %w", err)
 		}
@@ -169,7 +199,11 @@ func (r *Redis) Take(ctx context.Context, requestID string, items []Item) (Decis
 	}
 	d := Decision{Buckets: make([]Status, len(items))}
 	keys, args := r.takeArgs(requestID, items, nil, true)
-	reply, err := r.take.Run(ctx, r.client, keys, args...).Int64Slice()
+	var slot uint16
+	if r.cluster {
+		slot = slotOf(items[0].Key)
+	}
+	reply, err := r.takes.do(ctx, slot, keys, args)
 	if err == nil {
 		err = decide(&d, reply, nil)
 	}
@@ -285,7 +319,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 	d := Decision{Buckets: make([]Status, len(items))}
 	for gi, g := range groups {
 		keys, args := r.takeArgs(requestID, items, g.idx, true)
-		reply, err := r.take.Run(ctx, r.client, keys, args...).Int64Slice()
+		reply, err := r.takes.do(ctx, g.slot, keys, args)
 		if err == nil {
 			err = decide(&d, reply, g.idx)
 		}

@@ -32,6 +32,31 @@ var takeSource string
 //go:embed reconcile.lua
 var reconcileSource string
 
+//go:embed takebatch.lua
+var takeBatchSource string
+
+// The lines of take.lua and takebatch.lua where takeBatch splices them.
+const (
+	bodyMarker    = "-- @body: one request's take; takebatch.lua runs it once per request.\n"
+	takeMarker    = "-- @take: take.lua up to its body is inserted here by package lua.\n"
+	takeOneMarker = "-- @takeOne: take.lua's body, as takeOne(KEYS, ARGV), is inserted here by package lua.\n"
+)
+
+// takeBatch returns takebatch.lua with take.lua spliced in: take.lua up to
+// its body marker (core.lua inserted) at takeMarker, and its body wrapped
+// as "local function takeOne(KEYS, ARGV)" at takeOneMarker. It panics when
+// a marker is missing (a test guards them), as the embedded sources are
+// fixed at build time: every program and test importing the package fails
+// at start-up.
+func takeBatch(take, batch string) string {
+	prelude, body, ok := strings.Cut(take, bodyMarker)
+	if !ok || !strings.Contains(batch, takeMarker) || !strings.Contains(batch, takeOneMarker) {
+		panic("lua: take.lua or takebatch.lua lost a splice marker")
+	}
+	batch = strings.Replace(batch, takeMarker, withCore(prelude), 1)
+	return strings.Replace(batch, takeOneMarker, "local function takeOne(KEYS, ARGV)\n"+body+"end\n", 1)
+}
+
 // Take is the source of take.lua, core.lua inserted: the two-phase take over all of one
 // request's buckets, token buckets and quotas together (refill or roll and
 // check every bucket; commit every cost only when all can pay, else write
@@ -45,3 +70,9 @@ var Take = withCore(takeSource)
 // (recorded by a marker key set with SET NX in the same script), or the
 // void of its take; every bucket read once (one MGET) and written once.
 var Reconcile = withCore(reconcileSource)
+
+// TakeBatch is the source of takebatch.lua, take.lua and core.lua spliced
+// in: the takes of several requests, each committing as Take would alone,
+// in order, in one script; every key read once and written once. See the
+// script's header for its KEYS, ARGV and reply.
+var TakeBatch = takeBatch(takeSource, takeBatchSource)

@@ -47,6 +47,8 @@
 -- missing. A committed take with a marker sets it
 -- to 't', expiring after ARGV[3] ms; a denial or a check leaves it alone.
 --
+-- takebatch.lua runs the takes of several requests in one script.
+--
 -- Redis commands: TIME (unless ARGV[1] pins now), one MGET of every KEYS
 -- (the marker with the buckets), and when committing one SET of the marker
 -- and one SET or DEL per bucket whose key changes. A denial or a check
@@ -97,6 +99,17 @@ local function checkQuota(used, capacity, cost)
   return cost == 0 or used <= capacity - cost, false
 end
 
+-- read returns the stored values of keys (one MGET); takebatch.lua reads
+-- them from its batch's state instead.
+local function read(keys)
+  return redis.call('MGET', unpack(keys))
+end
+
+-- mark sets a committed take's marker to 't' for ttl ms.
+local function mark(key, ttl)
+  redis.call('SET', key, 't', 'PX', ttl)
+end
+
 -- write stores what put or putQuota returned for key: a TTL in ms, true
 -- to keep the key's TTL, false to delete it, nil to write nothing; the
 -- value is encodeIt(a, b), made only when it is written.
@@ -115,11 +128,12 @@ end
 local now = clock(ARGV[1])
 local commit = ARGV[2] == '1'
 
+-- @body: one request's take; takebatch.lua runs it once per request.
 local m = 0
 if ARGV[3] ~= '0' then
   m = 1
 end
-local stored = redis.call('MGET', unpack(KEYS))
+local stored = read(KEYS)
 if m == 1 and takeMarked(stored[1]) then
   return {-1}
 end
@@ -191,7 +205,7 @@ end
 
 -- Phase 2: every bucket can pay; commit every cost.
 if m == 1 then
-  redis.call('SET', KEYS[1], 't', 'PX', ARGV[3])
+  mark(KEYS[1], ARGV[3])
 end
 for i = 1, n do
   local s = seen[i]

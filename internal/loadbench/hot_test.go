@@ -43,8 +43,10 @@ func TestRunHotTiny(t *testing.T) {
 		if row.Commands <= 0 || row.RedisMicros < 0 || row.Busiest <= 0 || row.Busiest > 1 {
 			t.Errorf("%s: %.2f commands, %.1f µs, busiest %.2f per request", row.Variant, row.Commands, row.RedisMicros, row.Busiest)
 		}
-		if row.Variant == HotPlain && row.Scripts < 2 {
-			t.Errorf("plain: %.2f script calls per request, want at least 2 (a take per slot group)", row.Scripts)
+		if row.Variant == HotPlain && row.Scripts <= 0 {
+			// Concurrent takes of one slot share a script (bucket.Redis
+			// coalesces them), so fewer than 2 per request is possible.
+			t.Errorf("plain: %.2f script calls per request, want some", row.Scripts)
 		}
 		if row.Variant == HotLease && row.RoundTrips >= rep.Rows[0].RoundTrips/2 {
 			// A lease of 100 requests' worth makes one take serve many (0.04

@@ -15,9 +15,9 @@ import (
 // Redis Cluster of three masters, with this test binary as both builds
 // (A/B), and checks the report: a row per round, store, concurrency and
 // build in run order, every request answered and admitted, and Redis's
-// own counts of the work: at least one script (the take) per request, two
-// on the cluster (the tenant's slot and {global}'s), each script with its
-// commands, and scripts for the reconciliations beyond. No figure is
+// own counts of the work: at concurrency 1 one take script per request,
+// two on the cluster (the tenant's slot and {global}'s), and scripts for
+// the reconciliations beyond; each script with its commands. No figure is
 // compared with a time.
 func TestRunRedisWorkTiny(t *testing.T) {
 	name := os.Getenv("REDIS_SERVER")
@@ -65,13 +65,15 @@ func TestRunRedisWorkTiny(t *testing.T) {
 						takes = 2
 					}
 					p := row.Per
-					if p.Scripts < takes || p.Calls < 3*p.Scripts || p.Usec <= 0 || p.Reads < 1 || p.CPU < 0 {
-						t.Errorf("%s: per request %.2f scripts (want at least %.0f), %.2f commands, %.2f reads, %.1f µs, cpu %.1f µs", where, p.Scripts, takes, p.Calls, p.Reads, p.Usec, p.CPU)
+					if p.Scripts <= 0 || p.Calls < 3*p.Scripts || p.Usec <= 0 || p.Reads <= 0 || p.CPU < 0 {
+						t.Errorf("%s: per request %.2f scripts, %.2f commands, %.2f reads, %.1f µs, cpu %.1f µs", where, p.Scripts, p.Calls, p.Reads, p.Usec, p.CPU)
 					}
-					// The reconciliations (user tokens, tenant USD) ran: scripts
-					// beyond the takes.
-					if p.Scripts <= takes {
-						t.Errorf("%s: %.2f scripts per request, none for the reconciliations", where, p.Scripts)
+					// At concurrency 1 nothing is coalesced: a take script per
+					// slot group of every request, and the reconciliations'
+					// (user tokens, tenant USD) beyond them. Concurrent takes
+					// may share scripts (bucket.Redis coalesces them per slot).
+					if c == 1 && p.Scripts <= takes {
+						t.Errorf("%s: %.2f scripts per request, want more than %.0f (the takes, one each, and reconciliations)", where, p.Scripts, takes)
 					}
 				}
 			}

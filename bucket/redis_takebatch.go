@@ -1,0 +1,223 @@
+package bucket
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// DefaultTakeBatch is RedisOptions.TakeBatch's default: at most this many
+// takes of one slot share a script call.
+const DefaultTakeBatch = 32
+
+// errTakeReply is the error of a batch element whose reply is not a list of
+// integers (a script that does not match this build).
+var errTakeReply = errors.New("unexpected take reply in a batch")
+
+// takeBatcher coalesces the takes of one Redis store per hash slot (slot 0
+// on a single Redis): a take finds its slot idle and is sent at once, alone,
+// as before batching (so a lone caller waits for nothing); takes that arrive
+// while a call of their slot is in flight queue, and when it returns they go
+// in one script call (lua/takebatch.lua, at most max of them), each
+// its own two-phase take, in order of arrival. One call per slot is in
+// flight at a time. It is safe for concurrent use.
+type takeBatcher struct {
+	r   *Redis
+	max int
+	// alone sends a lone take through takebatch.lua too (a batch of one), so
+	// that the contract suite can run through it; tests only.
+	alone bool
+	mu    sync.Mutex
+	slots map[uint16]*takeSlot
+}
+
+// takeSlot is one slot's state, under takeBatcher.mu.
+type takeSlot struct {
+	busy  bool          // a call of the slot is in flight
+	queue []*queuedTake // the takes waiting for it, in order
+}
+
+// queuedTake is one take waiting in a slot's queue, and then its answer.
+type queuedTake struct {
+	ctx   context.Context
+	keys  []string
+	args  []any // take.lua's single layout
+	sent  bool  // taken off the queue into a call (under takeBatcher.mu)
+	done  chan struct{}
+	reply []int64
+	err   error
+}
+
+func newTakeBatcher(r *Redis, max int) *takeBatcher {
+	return &takeBatcher{r: r, max: max, slots: map[uint16]*takeSlot{}}
+}
+
+// do runs one take (take.lua in the single layout, committing) of slot and
+// returns its reply; see takeBatcher. A take that ctx ends while it waits in
+// the queue is never sent, and do returns ctx's error; one that ctx ends
+// after it was sent may still apply, as a take whose round trip times out.
+func (b *takeBatcher) do(ctx context.Context, slot uint16, keys []string, args []any) ([]int64, error) {
+	if b.max <= 1 && !b.alone {
+		return b.r.take.Run(ctx, b.r.client, keys, args...).Int64Slice()
+	}
+	b.mu.Lock()
+	s := b.slots[slot]
+	if s == nil {
+		s = &takeSlot{}
+		b.slots[slot] = s
+	}
+	if !s.busy {
+		s.busy = true
+		b.mu.Unlock()
+		defer b.next(slot)
+		if b.alone {
+			q := &queuedTake{ctx: ctx, keys: keys, args: args, done: make(chan struct{})}
+			b.send([]*queuedTake{q})
+			return q.reply, q.err
+		}
+		return b.r.take.Run(ctx, b.r.client, keys, args...).Int64Slice()
+	}
+	q := &queuedTake{ctx: ctx, keys: keys, args: args, done: make(chan struct{})}
+	s.queue = append(s.queue, q)
+	b.mu.Unlock()
+	select {
+	case <-q.done:
+		return q.reply, q.err
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	if !q.sent {
+		for i, o := range s.queue {
+			if o == q {
+				s.queue = append(s.queue[:i], s.queue[i+1:]...)
+				break
+			}
+		}
+	}
+	b.mu.Unlock()
+	return nil, ctx.Err()
+}
+
+// next hands slot's queue, at most max takes of it, to a new call, or marks
+// the slot idle when nothing waits.
+func (b *takeBatcher) next(slot uint16) {
+	b.mu.Lock()
+	s := b.slots[slot]
+	if len(s.queue) == 0 {
+		s.busy = false
+		b.mu.Unlock()
+		return
+	}
+	n := min(len(s.queue), b.max)
+	batch := make([]*queuedTake, n)
+	copy(batch, s.queue)
+	for _, q := range batch {
+		q.sent = true
+	}
+	s.queue = append(s.queue[:0], s.queue[n:]...)
+	b.mu.Unlock()
+	go func() {
+		defer b.next(slot)
+		b.send(batch)
+	}()
+}
+
+// send runs batch in one script call and answers each take. The call's
+// deadline is the latest of the takes' (each caller still stops at its
+// own); a take whose context ended before the call is answered with its
+// error and not sent. When the call fails every take it carried gets its
+// error: the script writes nothing before every take has run, so none of
+// them applied (unless the failure was the reply's loss on its way back).
+func (b *takeBatcher) send(batch []*queuedTake) {
+	defer func() {
+		if p := recover(); p != nil {
+			for _, q := range batch {
+				if q.reply == nil && q.err == nil {
+					q.err = fmt.Errorf("panic in take batch: %v", p)
+				}
+			}
+		}
+		for _, q := range batch {
+			close(q.done)
+		}
+	}()
+	live := batch[:0:0]
+	var deadline time.Time
+	for _, q := range batch {
+		if err := q.ctx.Err(); err != nil {
+			q.err = err
+			continue
+		}
+		live = append(live, q)
+		if d, ok := q.ctx.Deadline(); !ok {
+			deadline = time.Time{}.Add(1<<63 - 1)
+		} else if d.After(deadline) {
+			deadline = d
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx := context.WithoutCancel(live[0].ctx)
+	if deadline.Before(time.Time{}.Add(1<<63 - 1)) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	if len(live) == 1 && !b.alone {
+		q := live[0]
+		q.reply, q.err = b.r.take.Run(ctx, b.r.client, q.keys, q.args...).Int64Slice()
+		return
+	}
+	keys, args := batchArgs(live)
+	replies, err := b.r.takeBatch.Run(ctx, b.r.client, keys, args...).Slice()
+	if err == nil && len(replies) != len(live) {
+		err = fmt.Errorf("%w: %d replies for %d takes", errTakeReply, len(replies), len(live))
+	}
+	for i, q := range live {
+		if err != nil {
+			q.err = err
+			continue
+		}
+		q.reply, q.err = int64s(replies[i])
+	}
+}
+
+// batchArgs returns the KEYS and ARGV of takebatch.lua for takes,
+// each given in the single layout (now, '1', marker TTL, 6 per bucket).
+func batchArgs(takes []*queuedTake) ([]string, []any) {
+	nk, na := 0, 3
+	for _, q := range takes {
+		nk += len(q.keys)
+		na += len(q.args) - 1
+	}
+	keys := make([]string, 0, nk)
+	args := make([]any, 0, na)
+	args = append(args, takes[0].args[0], "b", len(takes))
+	for _, q := range takes {
+		keys = append(keys, q.keys...)
+		n := (len(q.args) - 3) / 6
+		args = append(args, q.args[2], n)
+		args = append(args, q.args[3:]...)
+	}
+	return keys, args
+}
+
+// int64s reads one element of a batch reply: a list of integers.
+func int64s(v any) ([]int64, error) {
+	vs, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T", errTakeReply, v)
+	}
+	out := make([]int64, len(vs))
+	for i, x := range vs {
+		n, ok := x.(int64)
+		if !ok {
+			return nil, fmt.Errorf("%w: element %d is %T", errTakeReply, i, x)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
