@@ -71,9 +71,10 @@ const maxFieldsDepth = 24
 // keys are unique, even folded); each object's keys are read once, so the
 // walk is linear in the part of the body the weigher reads.
 //
-// The elements of arrays found fine are remembered in cache (nil: none), so
-// that a conversation resent with one more turn has only that turn walked.
-func checkFields(d doc, f *fields, cache *countCache) (key, field string, ok bool) {
+// The elements of arrays found fine are remembered in the count cache,
+// through the request's memo (nil: none), so that a conversation resent
+// with one more turn has only that turn walked.
+func checkFields(d doc, f *fields, cache *elemMemo) (key, field string, ok bool) {
 	if d.lay == nil {
 		return checkFieldsAt(d.root, f, 0, cache)
 	}
@@ -86,7 +87,7 @@ func checkFields(d doc, f *fields, cache *countCache) (key, field string, ok boo
 	return key, field, ok
 }
 
-func checkFieldsAt(v gjson.Result, f *fields, depth int, cache *countCache) (key, field string, ok bool) {
+func checkFieldsAt(v gjson.Result, f *fields, depth int, cache *elemMemo) (key, field string, ok bool) {
 	if f == nil || depth > maxFieldsDepth {
 		return "", "", true
 	}
@@ -106,7 +107,7 @@ func checkFieldsAt(v gjson.Result, f *fields, depth int, cache *countCache) (key
 }
 
 // checkElements checks the objects of an array read with f.
-func checkElements(elems elements, f *fields, depth int, cache *countCache) (key, field string, ok bool) {
+func checkElements(elems elements, f *fields, depth int, cache *elemMemo) (key, field string, ok bool) {
 	ok = true
 	ctx := cache.fieldsContext(f, depth+1)
 	elems.each(func(e gjson.Result) bool {
@@ -123,7 +124,7 @@ func checkElements(elems elements, f *fields, depth int, cache *countCache) (key
 
 // checkMember checks the member k: val (whose elements, when an array, are
 // elems) of an object read with f at depth; fold is scratch.
-func checkMember(k string, val gjson.Result, elems elements, f *fields, depth int, cache *countCache, fold *[]byte) (key, field string, ok bool) {
+func checkMember(k string, val gjson.Result, elems elements, f *fields, depth int, cache *elemMemo, fold *[]byte) (key, field string, ok bool) {
 	if f.each != nil {
 		return checkFieldsAt(val, f.each, depth+1, cache)
 	}
