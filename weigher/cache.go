@@ -182,6 +182,20 @@ func (c *countCache) fieldsContext(f *fields, depth int) uint64 {
 	return xxh3.HashSeed(b[:], c.seed)
 }
 
+// listContext is the context of the lists of objects checkFields reads
+// whole with f at depth (fields.whole): a key of the cache names one whose
+// every element it found fine.
+func (c *countCache) listContext(f *fields, depth int) uint64 {
+	if c == nil {
+		return 0
+	}
+	var b [24]byte
+	copy(b[:], "flist\x00")
+	binary.LittleEndian.PutUint64(b[8:], f.id)
+	binary.LittleEndian.PutUint64(b[16:], uint64(depth))
+	return xxh3.HashSeed(b[:], c.seed)
+}
+
 // key is the cache key of raw in context ctx.
 func (c *countCache) key(ctx uint64, raw string) cacheKey {
 	return cacheKey{h: xxh3.HashString128Seed(raw, c.seed), ctx: ctx, n: len(raw)}

@@ -9,7 +9,10 @@ import (
 // A request element that is both field-checked and counted (a chat or
 // Anthropic message, a Responses input item) costs one cache lookup, not
 // two: its entry is keyed in its field check's context and holds its count
-// too (entry.ctx names the count context). The field check looks the
+// too (entry.ctx names the count context). A list counted as a whole (tool
+// definitions: fields.whole) is one such element, its objects checked
+// afresh, and not remembered one by one, when the list is new. The field
+// check looks the
 // element up once and leaves what it found in the request's elemMemo; the
 // counter takes it from there. An entry under a field check's context is
 // written only after the element passed that check, so finding one is the
@@ -150,4 +153,12 @@ func (m *elemMemo) fieldsContext(f *fields, depth int) uint64 {
 		return 0
 	}
 	return m.cache.fieldsContext(f, depth)
+}
+
+// listContext is [countCache.listContext] of m's cache; zero with a nil m.
+func (m *elemMemo) listContext(f *fields, depth int) uint64 {
+	if m == nil {
+		return 0
+	}
+	return m.cache.listContext(f, depth)
 }

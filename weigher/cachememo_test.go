@@ -98,3 +98,64 @@ func TestOneEntryAcrossModels(t *testing.T) {
 		}
 	}
 }
+
+// TestToolListHasOneEntry: a list of tool definitions, counted as a whole,
+// is remembered as one entry holding its field check's mark and its count,
+// not one mark per tool besides: a warm request looks it up once.
+func TestToolListHasOneEntry(t *testing.T) {
+	tool := func(i int) string {
+		return fmt.Sprintf(`{"type":"function","function":{"name":"tool_%d","description":"a tool long enough to be remembered","parameters":{"type":"object","properties":{"q":{"type":"string","description":"the query"}}}}}`, i)
+	}
+	anthropicTool := func(i int) string {
+		return fmt.Sprintf(`{"name":"tool_%d","description":"a tool long enough to be remembered","input_schema":{"type":"object","properties":{"q":{"type":"string"}}}}`, i)
+	}
+	var tools, claude []string
+	for i := range 4 {
+		tools, claude = append(tools, tool(i)), append(claude, anthropicTool(i))
+	}
+	for _, c := range []struct {
+		kind Kind
+		body string
+	}{
+		{KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"tools":[` + strings.Join(tools, ",") + `]}`},
+		{KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"functions":[` + strings.Join(tools, ",") + `]}`},
+		{KindResponses, `{"model":"gpt-4o","input":"hi","tools":[` + strings.Join(tools, ",") + `]}`},
+		{KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"tools":[` + strings.Join(claude, ",") + `]}`},
+	} {
+		w, cold := cachedWeigher(t, 1<<20), uncached(t)
+		first := w.Weigh(c.kind, []byte(c.body))
+		if want := cold.Weigh(c.kind, []byte(c.body)); first != want {
+			t.Fatalf("%v: cached %+v, uncached %+v", c.kind, first, want)
+		}
+		w.cache.c.CleanUp()
+		if got := w.cache.c.EstimatedSize(); got != 1 {
+			t.Errorf("%v: a list of 4 tools left %d cache entries, want 1", c.kind, got)
+		}
+		before := w.CacheStats()
+		if again := w.Weigh(c.kind, []byte(c.body)); again != first {
+			t.Errorf("%v: warm estimate %+v, cold %+v", c.kind, again, first)
+		}
+		if s := w.CacheStats(); s.Hits-before.Hits != 1 || s.Misses != before.Misses {
+			t.Errorf("%v: warm request: %d hits, %d misses; want 1 and 0", c.kind, s.Hits-before.Hits, s.Misses-before.Misses)
+		}
+	}
+}
+
+// TestToolListMarkIsTheWholeList: a list of tools found fine does not
+// vouch for another list holding the same tools and one with a case-variant
+// key: the new list is checked, and refused, every time.
+func TestToolListMarkIsTheWholeList(t *testing.T) {
+	w := cachedWeigher(t, 1<<20)
+	good := `{"type":"function","function":{"name":"search","description":"a tool long enough to be remembered","parameters":{"type":"object","properties":{}}}}`
+	bad := `{"type":"function","function":{"name":"fetch","Description":"a tool with a case-variant key in it","parameters":{"type":"object","properties":{}}}}`
+	for range 2 {
+		if e := w.Chat([]byte(`{"model":"gpt-4o","messages":[],"tools":[` + good + `]}`)); !e.Parsed {
+			t.Fatalf("fine tools refused: %+v", e)
+		}
+	}
+	for i := range 2 {
+		if e := w.Chat([]byte(`{"model":"gpt-4o","messages":[],"tools":[` + good + `,` + bad + `]}`)); e.Parsed || e.Fault != FaultCaseVariantKey {
+			t.Fatalf("request %d with a case-variant tool: %+v, want refused (%s)", i, e, FaultCaseVariantKey)
+		}
+	}
+}

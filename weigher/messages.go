@@ -131,7 +131,7 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 
 	if tools.IsArray() && len(tools.Raw) > 2 {
 		choice := toolChoice.Get("type").String()
-		part("messages.tools", choice, tools.Raw, func(sub *claudeCounter) { sub.tools(tools, choice) })
+		count("messages.tools", choice, tools.Raw, func(sub *claudeCounter) { sub.tools(tools, choice) }, d.memo)
 	}
 	if t := thinking.Get("type").String(); t == "enabled" || t == "adaptive" {
 		c.fixed += claudeThinkingTokens

@@ -94,7 +94,7 @@ func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
 	in += tokensReply
 	tc := newToolsCounter(r.enc, encName)
 	tctx := w.cache.context("responses.tools", encName, "", "")
-	in += w.cache.count(w.budget, tctx, tools.Raw, func() tally { return tally{text: tc.count(tools)} }).text
+	in += d.memo.count(w.budget, tctx, tools.Raw, func() tally { return tally{text: tc.count(tools)} }).text
 	est.ServerContext = est.ServerContext || serverTools(tools)
 	if f := text.Get("format"); f.Get("type").String() == "json_schema" {
 		in += countText(r.enc, f.Raw)
