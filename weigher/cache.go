@@ -36,6 +36,15 @@ type tally struct {
 	hidden      bool
 }
 
+// entry is what the cache holds under a key: a count (t, when counted),
+// and, under a field check's context (see elemMemo), the mark that the
+// element passed that check, with the count context t was counted in (ctx).
+type entry struct {
+	t       tally
+	ctx     uint64 // under a field check's context: the count context of t
+	counted bool   // t is a count (false: a mark alone)
+}
+
 // cacheKey names one element's count: a 128-bit xxh3 of its exact bytes,
 // seeded with a secret chosen at start-up so that callers cannot aim
 // collisions at it, its length, and the hash of the context it was counted
@@ -53,7 +62,7 @@ type cacheKey struct {
 // element's bytes and its context (request kind, encoding, model, flags), so
 // one cache serves every [Weigher] of the process, across config reloads.
 type countCache struct {
-	c            *otter.Cache[cacheKey, tally]
+	c            *otter.Cache[cacheKey, entry]
 	seed         uint64
 	hits, misses atomic.Uint64
 }
@@ -94,9 +103,9 @@ func newCountCache(bytes int64) *countCache {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	return &countCache{
 		seed: binary.LittleEndian.Uint64(b[:]),
-		c: otter.Must(&otter.Options[cacheKey, tally]{
+		c: otter.Must(&otter.Options[cacheKey, entry]{
 			MaximumWeight: cacheLimit(bytes),
-			Weigher:       func(cacheKey, tally) uint32 { return cacheEntryBytes },
+			Weigher:       func(cacheKey, entry) uint32 { return cacheEntryBytes },
 			// Maintenance (draining the read and write buffers, evicting)
 			// runs on the goroutine that triggered it, amortized over
 			// writes: otter's default starts a goroutine for each drain,
@@ -148,14 +157,14 @@ func (c *countCache) count(b *budget, ctx uint64, raw string, fn func() tally) t
 		return fn()
 	}
 	k := c.key(ctx, raw)
-	if t, ok := c.c.GetIfPresent(k); ok {
+	if e, ok := c.c.GetIfPresent(k); ok && e.counted {
 		c.hits.Add(1)
-		return t
+		return e.t
 	}
 	c.misses.Add(1)
 	t := fn()
 	if b == nil || !b.over {
-		c.c.Set(k, t)
+		c.c.Set(k, entry{t: t, ctx: ctx, counted: true})
 	}
 	return t
 }
@@ -173,22 +182,18 @@ func (c *countCache) fieldsContext(f *fields, depth int) uint64 {
 	return xxh3.HashSeed(b[:], c.seed)
 }
 
-// checked returns whether raw passed check in context ctx: remembered,
-// or check's answer, remembered when true (elements shorter than
-// minCachedBytes are always checked). The key is hashed once.
-func (c *countCache) checked(ctx uint64, raw string, check func() bool) bool {
-	if c == nil || len(raw) < minCachedBytes {
-		return check()
+// listContext is the context of the lists of objects checkFields reads
+// whole with f at depth (fields.whole): a key of the cache names one whose
+// every element it found fine.
+func (c *countCache) listContext(f *fields, depth int) uint64 {
+	if c == nil {
+		return 0
 	}
-	k := c.key(ctx, raw)
-	if _, ok := c.c.GetIfPresent(k); ok {
-		return true
-	}
-	if !check() {
-		return false
-	}
-	c.c.Set(k, tally{})
-	return true
+	var b [24]byte
+	copy(b[:], "flist\x00")
+	binary.LittleEndian.PutUint64(b[8:], f.id)
+	binary.LittleEndian.PutUint64(b[16:], uint64(depth))
+	return xxh3.HashSeed(b[:], c.seed)
 }
 
 // key is the cache key of raw in context ctx.

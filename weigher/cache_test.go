@@ -82,7 +82,7 @@ func TestCacheEntryBytes(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := range n {
-		c.c.Set(cacheKey{ctx: uint64(i), n: i}, tally{text: int64(i)})
+		c.c.Set(cacheKey{ctx: uint64(i), n: i}, entry{t: tally{text: int64(i)}, ctx: uint64(i), counted: true})
 	}
 	c.c.CleanUp()
 	runtime.GC()

@@ -116,7 +116,7 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 	if messages.IsArray() {
 		ctx := w.cache.context("chat.message", encName, est.Model, "")
 		messageElems.each(func(m gjson.Result) bool {
-			t := w.cache.count(w.budget, ctx, m.Raw, func() tally {
+			t := d.memo.count(w.budget, ctx, m.Raw, func() tally {
 				return tally{text: messageTokens(enc, est.Model, m), hidden: messageHidden(m)}
 			})
 			in += t.text
@@ -128,7 +128,7 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 	tc := newToolsCounter(enc, encName)
 	tctx := w.cache.context("chat.tools", encName, "", "")
 	for _, list := range [...]gjson.Result{tools, functions} {
-		in += w.cache.count(w.budget, tctx, list.Raw, func() tally { return tally{text: tc.count(list)} }).text
+		in += d.memo.count(w.budget, tctx, list.Raw, func() tally { return tally{text: tc.count(list)} }).text
 	}
 	if js := responseFormat.Get("json_schema"); js.Exists() {
 		in += countText(enc, js.Raw)

@@ -31,6 +31,17 @@ type fields struct {
 	each *fields
 	// id tells the fields apart in the count cache's keys.
 	id uint64
+	// whole: a list of these objects is counted as one (tool
+	// definitions), so its field check is remembered for the list as a
+	// whole too, in the entry that holds the list's count, and not for
+	// each element.
+	whole bool
+}
+
+// wholeLists marks f's lists as checked and counted whole, and returns f.
+func (f *fields) wholeLists() *fields {
+	f.whole = true
+	return f
 }
 
 // fieldsIDs numbers the fields values (all built at init).
@@ -71,9 +82,10 @@ const maxFieldsDepth = 24
 // keys are unique, even folded); each object's keys are read once, so the
 // walk is linear in the part of the body the weigher reads.
 //
-// The elements of arrays found fine are remembered in cache (nil: none), so
-// that a conversation resent with one more turn has only that turn walked.
-func checkFields(d doc, f *fields, cache *countCache) (key, field string, ok bool) {
+// The elements of arrays found fine are remembered in the count cache,
+// through the request's memo (nil: none), so that a conversation resent
+// with one more turn has only that turn walked.
+func checkFields(d doc, f *fields, cache *elemMemo) (key, field string, ok bool) {
 	if d.lay == nil {
 		return checkFieldsAt(d.root, f, 0, cache)
 	}
@@ -86,7 +98,7 @@ func checkFields(d doc, f *fields, cache *countCache) (key, field string, ok boo
 	return key, field, ok
 }
 
-func checkFieldsAt(v gjson.Result, f *fields, depth int, cache *countCache) (key, field string, ok bool) {
+func checkFieldsAt(v gjson.Result, f *fields, depth int, cache *elemMemo) (key, field string, ok bool) {
 	if f == nil || depth > maxFieldsDepth {
 		return "", "", true
 	}
@@ -106,7 +118,7 @@ func checkFieldsAt(v gjson.Result, f *fields, depth int, cache *countCache) (key
 }
 
 // checkElements checks the objects of an array read with f.
-func checkElements(elems elements, f *fields, depth int, cache *countCache) (key, field string, ok bool) {
+func checkElements(elems elements, f *fields, depth int, cache *elemMemo) (key, field string, ok bool) {
 	ok = true
 	ctx := cache.fieldsContext(f, depth+1)
 	elems.each(func(e gjson.Result) bool {
@@ -121,14 +133,28 @@ func checkElements(elems elements, f *fields, depth int, cache *countCache) (key
 	return key, field, ok
 }
 
+// checkWhole checks the objects of the list raw (its elements elems), read
+// with f, as one: remembered in cache as a list, its elements checked
+// afresh (and not remembered one by one) when the list is new.
+func checkWhole(elems elements, raw string, f *fields, depth int, cache *elemMemo) (key, field string, ok bool) {
+	ok = cache.checked(cache.listContext(f, depth), raw, func() bool {
+		key, field, ok = checkElements(elems, f, depth, nil)
+		return ok
+	})
+	return key, field, ok
+}
+
 // checkMember checks the member k: val (whose elements, when an array, are
 // elems) of an object read with f at depth; fold is scratch.
-func checkMember(k string, val gjson.Result, elems elements, f *fields, depth int, cache *countCache, fold *[]byte) (key, field string, ok bool) {
+func checkMember(k string, val gjson.Result, elems elements, f *fields, depth int, cache *elemMemo, fold *[]byte) (key, field string, ok bool) {
 	if f.each != nil {
 		return checkFieldsAt(val, f.each, depth+1, cache)
 	}
 	if sub, exact := f.names[k]; exact {
 		if sub != nil && val.IsArray() && depth+1 <= maxFieldsDepth {
+			if sub.whole {
+				return checkWhole(elems, val.Raw, sub, depth+1, cache)
+			}
 			return checkElements(elems, sub, depth+1, cache)
 		}
 		return checkFieldsAt(val, sub, depth+1, cache)
@@ -157,10 +183,10 @@ var (
 	// functionFields: a chat tool, or a legacy function (toolsCounter.count
 	// reads a tool without "function" as the function itself).
 	functionFields = object("type", "name", "description").
-			under("parameters", object().under("properties", mapOf(schemaFields)))
+			under("parameters", object().under("properties", mapOf(schemaFields))).wholeLists()
 	toolFields = object("type", "name", "description").
 			under("function", functionFields).
-			under("parameters", object().under("properties", mapOf(schemaFields)))
+			under("parameters", object().under("properties", mapOf(schemaFields))).wholeLists()
 
 	callFields     = object("name", "arguments")
 	chatPartFields = object("type", "text", "refusal").
@@ -207,7 +233,7 @@ var (
 	messagesFields = object("model", "max_tokens", "stream", "mcp_servers").
 			under("system", claudeBlockFields).
 			under("messages", object("role").under("content", claudeBlockFields)).
-			under("tools", object("type", "name", "description", "input_schema")).
+			under("tools", object("type", "name", "description", "input_schema").wholeLists()).
 			under("tool_choice", object("type")).
 			under("thinking", object("type"))
 )

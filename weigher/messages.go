@@ -73,14 +73,22 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 	c := claudeCounter{enc: w.encoder(est.Model), model: est.Model}
 	// Each element is counted on its own counter, so that its tally can be
 	// remembered (see countCache).
-	part := func(tag, flags string, raw string, fn func(sub *claudeCounter)) {
+	// A message is looked up through the memo of the field check, which
+	// found it already (see elemMemo).
+	count := func(tag, flags string, raw string, fn func(sub *claudeCounter), memo *elemMemo) {
 		ctx := w.cache.context(tag, encName, est.Model, flags)
-		c.add(w.cache.count(w.budget, ctx, raw, func() tally {
+		sum := func() tally {
 			sub := claudeCounter{enc: c.enc, model: c.model}
 			fn(&sub)
 			return tally{text: sub.text, fixed: sub.fixed, hidden: sub.hidden}
-		}))
+		}
+		if memo != nil {
+			c.add(memo.count(w.budget, ctx, raw, sum))
+		} else {
+			c.add(w.cache.count(w.budget, ctx, raw, sum))
+		}
 	}
+	part := func(tag, flags string, raw string, fn func(sub *claudeCounter)) { count(tag, flags, raw, fn, nil) }
 
 	part("messages.system", "", system.Raw, func(sub *claudeCounter) {
 		if system.IsArray() {
@@ -104,7 +112,7 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 				if thinkingCounts {
 					flags = "current"
 				}
-				part("messages.message", flags, m.Raw, func(sub *claudeCounter) {
+				count("messages.message", flags, m.Raw, func(sub *claudeCounter) {
 					if content := m.Get("content"); content.IsArray() {
 						content.ForEach(func(_, b gjson.Result) bool {
 							sub.block(b, thinkingCounts, 0)
@@ -113,7 +121,7 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 					} else {
 						sub.text += countText(sub.enc, stringOf(content))
 					}
-				})
+				}, d.memo)
 			}
 			i++
 			return true
@@ -123,7 +131,7 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 
 	if tools.IsArray() && len(tools.Raw) > 2 {
 		choice := toolChoice.Get("type").String()
-		part("messages.tools", choice, tools.Raw, func(sub *claudeCounter) { sub.tools(tools, choice) })
+		count("messages.tools", choice, tools.Raw, func(sub *claudeCounter) { sub.tools(tools, choice) }, d.memo)
 	}
 	if t := thinking.Get("type").String(); t == "enabled" || t == "adaptive" {
 		c.fixed += claudeThinkingTokens

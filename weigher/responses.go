@@ -75,7 +75,7 @@ func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
 	encName := w.EncodingFor(est.Model)
 	r := responsesCounter{enc: w.encoder(est.Model), model: est.Model, hidden: &est.ServerContext}
 
-	r.cache, r.budget = w.cache, w.budget
+	r.cache, r.budget, r.memo = w.cache, w.budget, d.memo
 	r.ctx = w.cache.context("responses.item", encName, est.Model, "")
 	r.textCtx = w.cache.context("responses.text", encName, est.Model, "")
 	var in int64
@@ -94,7 +94,7 @@ func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
 	in += tokensReply
 	tc := newToolsCounter(r.enc, encName)
 	tctx := w.cache.context("responses.tools", encName, "", "")
-	in += w.cache.count(w.budget, tctx, tools.Raw, func() tally { return tally{text: tc.count(tools)} }).text
+	in += d.memo.count(w.budget, tctx, tools.Raw, func() tally { return tally{text: tc.count(tools)} }).text
 	est.ServerContext = est.ServerContext || serverTools(tools)
 	if f := text.Get("format"); f.Get("type").String() == "json_schema" {
 		in += countText(r.enc, f.Raw)
@@ -117,6 +117,7 @@ type responsesCounter struct {
 	// hold (an input_file by file_id or file_url): Estimate.ServerContext.
 	hidden *bool
 	cache  *countCache // remembers items' counts (nil: off)
+	memo   *elemMemo   // the field check's lookups of the items (nil: off)
 	budget *budget     // the request's counting budget (nil: none)
 	ctx    uint64      // the items' cache context
 	// textCtx is the cache context of instructions or input given as a
@@ -136,7 +137,7 @@ func (r responsesCounter) text(v gjson.Result) int64 {
 func (r responsesCounter) items(list elements, est *Estimate) int64 {
 	var n int64
 	list.each(func(it gjson.Result) bool {
-		t := r.cache.count(r.budget, r.ctx, it.Raw, func() tally {
+		t := r.memo.count(r.budget, r.ctx, it.Raw, func() tally {
 			var hidden bool
 			var e Estimate
 			sub := r

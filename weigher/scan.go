@@ -42,7 +42,8 @@ func (w *Weigher) parseRequest(body []byte, f *fields) (d doc, fallback Estimate
 			fallback.Fault, fallback.FaultDetail = FaultNotObject, notObjectDetail(d.root)
 			return doc{}, fallback, false
 		}
-		key, field, fine := checkFields(d, f, w.cache)
+		d.memo = w.cache.memo()
+		key, field, fine := checkFields(d, f, d.memo)
 		if fine {
 			return d, Estimate{}, true
 		}
@@ -94,6 +95,9 @@ type doc struct {
 	root gjson.Result
 	body string
 	lay  *jsonscan.Layout // nil after close, or when not recorded
+	// memo holds what the field check found in the count cache, for the
+	// counters (nil: caching off, or after close).
+	memo *elemMemo
 }
 
 // layouts pools the layouts of requests being weighed.
@@ -103,8 +107,11 @@ var layouts = sync.Pool{New: func() any { return new(jsonscan.Layout) }}
 // room for; a bigger one goes to the garbage collector.
 const maxPooledLayout = 4096
 
-// close returns d's layout to the pool.
+// close writes what d's memo holds to the count cache and returns d's memo
+// and layout to their pools.
 func (d *doc) close() {
+	d.memo.done()
+	d.memo = nil
 	if d.lay == nil {
 		return
 	}

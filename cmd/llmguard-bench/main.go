@@ -106,10 +106,13 @@ func parseFlags(args []string) (loadbench.Options, error) {
 	tokenize := fs.Bool("tokenize-mock", false, "the mock counts input tokens with the weigher, as the API would (default: len/4, cheap)")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	profile := fs.String("cpuprofile-dir", "", "write each proxy process's CPU profile here (bare.pprof, memory.pprof, redis.pprof)")
+	compare := fs.String("compare", "", "another llmguard-bench executable whose llmguard (memory store) runs as the target memory-b, next to memory in each cell (A/B)")
+	rounds := fs.Int("rounds", 1, "run the selection this many times in one report; with -compare, memory and memory-b alternate which goes first")
 	if err := fs.Parse(args); err != nil {
 		return loadbench.Options{}, err
 	}
-	o := loadbench.Options{Requests: *requests, Duration: *duration, TokenizeMock: *tokenize, Targets: splitList(*targets), ProfileDir: *profile}
+	o := loadbench.Options{Requests: *requests, Duration: *duration, TokenizeMock: *tokenize, Targets: splitList(*targets), ProfileDir: *profile,
+		Compare: *compare, Rounds: *rounds}
 	if *quick {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -21,6 +21,9 @@ const (
 	TargetBare   = "bare"   // the bare fasthttp reverse proxy
 	TargetMemory = "memory" // llmguard with the in-memory store
 	TargetRedis  = "redis"  // llmguard with a Redis store (a redis-server it starts)
+	// TargetMemoryB is llmguard on the in-memory store run from another
+	// build (Options.Compare), for A/B comparisons within one run.
+	TargetMemoryB = "memory-b"
 )
 
 // AllTargets are the targets in the order each cell runs them.
@@ -60,6 +63,13 @@ type Options struct {
 	ProfileDir string
 	// Progress, when not nil, gets one line per run as it ends.
 	Progress io.Writer
+	// Compare, when not empty, is another build of llmguard-bench whose
+	// llmguard child (memory store) runs as the target memory-b, measured
+	// right after memory in each cell (before it in every other round).
+	Compare string
+	// Rounds is how many times the matrix runs, in one report (rows
+	// repeat). Default 1.
+	Rounds int
 }
 
 func (o *Options) defaults() error {
@@ -78,12 +88,18 @@ func (o *Options) defaults() error {
 	if len(o.Targets) == 0 {
 		o.Targets = AllTargets
 	}
+	if o.Compare != "" && !slices.Contains(o.Targets, TargetMemoryB) {
+		o.Targets = append(slices.Clone(o.Targets), TargetMemoryB)
+	}
 	for _, t := range o.Targets {
+		if t == TargetMemoryB && o.Compare != "" {
+			continue
+		}
 		if !slices.Contains(AllTargets, t) {
 			return fmt.Errorf("loadbench: unknown target %q (want %v)", t, AllTargets)
 		}
 	}
-	o.Targets = slices.DeleteFunc(slices.Clone(AllTargets), func(t string) bool { return !slices.Contains(o.Targets, t) })
+	o.Targets = slices.DeleteFunc(slices.Insert(slices.Clone(AllTargets), 3, TargetMemoryB), func(t string) bool { return !slices.Contains(o.Targets, t) })
 	for _, s := range o.Sizes {
 		if s < 256 {
 			return fmt.Errorf("loadbench: body size %d bytes is below 256", s)
@@ -214,6 +230,8 @@ func Run(o Options) (*Report, error) {
 			t.proc, err = startChild(o.Executable, RoleBare, args...)
 		case TargetMemory:
 			t.proc, err = startChild(o.Executable, RoleLLMGuard, args...)
+		case TargetMemoryB:
+			t.proc, err = startChild(o.Compare, RoleLLMGuard, args...)
 		case TargetRedis:
 			if t.redis, err = startRedis(redisOptions{}); err == nil {
 				t.proc, err = startChild(o.Executable, RoleLLMGuard, append(args, "-redis", t.redis.Addr)...)
@@ -240,22 +258,43 @@ func Run(o Options) (*Report, error) {
 			return nil, fmt.Errorf("loadbench: %s does not answer as expected: %s", t.name, l.firstErr)
 		}
 	}
-	for ci, cell := range o.cells() {
-		for _, t := range targets {
-			row, err := measure(t, mock, pool, cell, uint64(ci+1)<<20, o)
-			if err != nil {
-				return nil, err
+	cells := o.cells()
+	for round := range max(o.Rounds, 1) {
+		for ci, cell := range cells {
+			order := targets
+			if round%2 == 1 { // A/B, then B/A: memory and memory-b swap places
+				order = slices.Clone(targets)
+				i, j := slices.IndexFunc(order, func(t *target) bool { return t.name == TargetMemory }),
+					slices.IndexFunc(order, func(t *target) bool { return t.name == TargetMemoryB })
+				if i >= 0 && j >= 0 {
+					order[i], order[j] = order[j], order[i]
+				}
 			}
-			rep.Rows = append(rep.Rows, row)
-			if o.Progress != nil {
-				fmt.Fprintf(o.Progress, "%-6s %s: %d req, %.0f req/s, p50 %s ms, p99 %s ms, cpu %s µs/req\n",
-					t.name, cell, row.N, row.RPS, ms(row.P50), ms(row.P99), micros(row.ProxyCPU))
+			if err := o.measureCell(rep, order, mock, pool, cell, uint64(round*len(cells)+ci+1)<<20); err != nil {
+				return nil, err
 			}
 		}
 	}
 	rep.Took = time.Since(rep.Started)
 	rep.LoadAfter = loadAverage()
 	return rep, nil
+}
+
+// measureCell runs cell against each target in turn, adding the rows to
+// rep.
+func (o *Options) measureCell(rep *Report, targets []*target, mock *child, pool *textPool, cell Cell, seed uint64) error {
+	for _, t := range targets {
+		row, err := measure(t, mock, pool, cell, seed, *o)
+		if err != nil {
+			return err
+		}
+		rep.Rows = append(rep.Rows, row)
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "%-6s %s: %d req, %.0f req/s, p50 %s ms, p99 %s ms, cpu %s µs/req\n",
+				t.name, cell, row.N, row.RPS, ms(row.P50), ms(row.P99), micros(row.ProxyCPU))
+		}
+	}
+	return nil
 }
 
 // cells is the matrix in the order it runs: size, then mode, stream and
