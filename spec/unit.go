@@ -10,6 +10,7 @@ const (
 	UnitInputTokens              // input tokens (cached included)
 	UnitOutputTokens             // output tokens (reasoning included)
 	UnitUSD                      // micro-USD
+	UnitConcurrent               // requests in flight at once (1 per call, given back when it ends)
 )
 
 // unitNames is the config name of each Unit, indexed by its value: the one
@@ -20,6 +21,7 @@ var unitNames = []string{
 	UnitInputTokens:  "input_tokens",
 	UnitOutputTokens: "output_tokens",
 	UnitUSD:          "usd",
+	UnitConcurrent:   "concurrent",
 }
 
 // String is the unit's config name; UnitUSD is "usd" although its amounts
