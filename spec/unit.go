@@ -38,6 +38,10 @@ var unitTokens = []func(Usage) int64{
 	UnitUSD:          nil,
 }
 
+// PerCall reports whether the unit counts calls, whatever they weigh:
+// requests (1 per call) and concurrent (1 slot per call in flight).
+func (u Unit) PerCall() bool { return u == UnitRequests || u == UnitConcurrent }
+
 // CountsTokens reports whether the unit counts tokens of any kind.
 func (u Unit) CountsTokens() bool { return int(u) < len(unitTokens) && unitTokens[u] != nil }
 
