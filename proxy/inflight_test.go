@@ -118,8 +118,14 @@ func TestInFlightEveryExitPath(t *testing.T) {
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("stream: %v %v", resp, err)
 		}
-		if _, err := br.ReadString('\n'); err != nil { // the stream has begun
-			t.Fatal(err)
+		for seen := 0; seen < 4; { // the stream has begun, output streamed (charged as counted, not refunded)
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(line, `"content":"`) {
+				seen++
+			}
 		}
 		if r.inFlight() != 1 {
 			t.Fatal("a running stream holds no slot")
@@ -148,8 +154,8 @@ func TestInFlightEveryExitPath(t *testing.T) {
 	})
 
 	t.Run("upstream timeout", func(t *testing.T) {
-		r := newOne("", 300*time.Millisecond)
-		_, body, _ := r.post(panicStreamBody, "x-mock-delay-ms", "200", "x-mock-completion-tokens", "50")
+		r := newOne("", 500*time.Millisecond)
+		_, body, _ := r.post(panicStreamBody, "x-mock-delay-ms", "100", "x-mock-completion-tokens", "50")
 		r.waitFree("upstream timeout")
 		if !strings.Contains(body, "data:") || strings.Contains(body, "[DONE]") {
 			t.Errorf("want a stream cut by the timeout before its end, got %q", body)
