@@ -16,7 +16,7 @@ func ScaleLimit(l Limit, nodes int) Limit {
 	n := int64(max(1, nodes))
 	s := l
 	s.Capacity = max(1, l.Capacity/n)
-	if !l.IsQuota() {
+	if !l.IsQuota() && !l.Concurrent {
 		s.Rate = max(1, l.Rate/n)
 	}
 	return s
@@ -71,7 +71,7 @@ func OverAdmissionOf(l Limit, nodes int, maxCost int64) OverAdmission {
 		Node:  node,
 		Burst: float64(n) * float64(burst) / float64(l.Capacity),
 	}
-	if l.IsQuota() {
+	if l.IsQuota() || l.Concurrent {
 		o.Rate = float64(n) * float64(node.Capacity) / float64(l.Capacity)
 	} else {
 		o.Rate = float64(n) * float64(node.Rate) / float64(l.Rate)

@@ -39,6 +39,9 @@ func (l Limit) validate() error {
 	if l.Capacity < 1 || l.Capacity > maxUnits {
 		return fmt.Errorf("capacity %d is not in [1, 2^53]: %w", l.Capacity, ErrInvalid)
 	}
+	if l.Concurrent {
+		return l.validateSlots()
+	}
 	if l.IsQuota() {
 		return l.validateWindow()
 	}
@@ -82,6 +85,9 @@ func validateItems(items []Item) error {
 	for i, it := range items {
 		if err := it.Limit.validate(); err != nil {
 			return fmt.Errorf("bucket: take %q: %w", it.Key, err)
+		}
+		if it.Limit.Concurrent && it.Cost > 1 {
+			return fmt.Errorf("bucket: take %q: cost %d of an in-flight limit is not 0 or 1: %w", it.Key, it.Cost, ErrInvalid)
 		}
 		if it.Cost < 0 {
 			return fmt.Errorf("bucket: take %q: cost %d is negative: %w", it.Key, it.Cost, ErrInvalid)

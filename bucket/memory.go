@@ -77,9 +77,10 @@ var (
 type shard struct {
 	mu      sync.Mutex
 	buckets map[string]entry
-	ids     recentIDs // request ids Reconcile applied
-	marks   recentIDs // take markers of request ids, for Void
-	_       [64]byte  // keep neighbouring mutexes off one cache line
+	ids     recentIDs          // request ids Reconcile applied
+	marks   recentIDs          // take markers of request ids, for Void
+	slots   map[string]holders // in-flight limits' holders, made on first use
+	_       [64]byte           // keep neighbouring mutexes off one cache line
 }
 
 // entry is one bucket's state in the core's numbers: a token bucket's or,
@@ -180,6 +181,9 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 	if err := validateItems(items); err != nil {
 		return Decision{}, err
 	}
+	if err := validateHolders(requestID, items); err != nil {
+		return Decision{}, err
+	}
 	d := Decision{Allowed: true, DeniedBy: -1, Buckets: buf(statuses, len(items))}
 	clear(d.Buckets)
 	if len(items) == 0 {
@@ -219,7 +223,12 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 		e, found := m.shards[idx[i]].buckets[it.Key]
 		var ok, tooLarge bool
 		var short float64 // the wait, when short
-		if it.Limit.IsQuota() {
+		if it.Limit.Concurrent {
+			live := m.shards[idx[i]].slots[it.Key].live(now)
+			ok, tooLarge = checkSlots(live, float64(it.Limit.Capacity), float64(it.Cost))
+			short = slotRetry
+			seen[i] = checked{live: live}
+		} else if it.Limit.IsQuota() {
 			capacity, windowStart, windowEnd := it.Limit.window()
 			used, window := 0.0, windowStart
 			if found && !e.gone && e.quota {
@@ -268,6 +277,15 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 	}
 	for i, it := range items {
 		sh := &m.shards[idx[i]]
+		if it.Limit.Concurrent {
+			live := seen[i].live
+			if it.Cost > 0 {
+				sh.hold(it.Key, requestID, now+it.Limit.slotLease(), now)
+				live++
+			}
+			d.Buckets[i] = slotStatus(live, float64(it.Limit.Capacity))
+			continue
+		}
 		if it.Limit.IsQuota() {
 			capacity, windowStart, windowEnd := it.Limit.window()
 			used := charge(seen[i].used, float64(it.Cost))
@@ -291,11 +309,15 @@ type checked struct {
 	used    float64
 	window  int64
 	dropAt  int64
+	live    float64 // in-flight limit: live holders
 	found   bool
 }
 
 // status is the Status of the state phase 1 saw for a bucket under l.
 func (c checked) status(l Limit, now int64) Status {
+	if l.Concurrent {
+		return slotStatus(c.live, float64(l.Capacity))
+	}
 	if l.IsQuota() {
 		capacity, _, windowEnd := l.window()
 		return quotaStatus(c.used, capacity, windowEnd, now)
@@ -342,7 +364,7 @@ func (m *Memory) Reconcile(ctx context.Context, requestID string, deltas []Delta
 	if requestID != "" && m.shards[idShard].ids.seen(requestID, now, m.dedupFor, m.maxIDs) {
 		return nil
 	}
-	m.applyDeltas(idx, deltas, now)
+	m.applyDeltas(requestID, idx, deltas, now)
 	return nil
 }
 
@@ -377,15 +399,22 @@ func (m *Memory) Void(ctx context.Context, requestID string, items []Item) error
 	next, refund := voidMark(marks.get(requestID, now, m.voidFor))
 	marks.set(requestID, next, now, m.voidFor, m.maxIDs)
 	if refund {
-		m.applyDeltas(idx, refunds(items), now)
+		m.applyDeltas(requestID, idx, refunds(items), now)
 	}
 	return nil
 }
 
-// applyDeltas applies deltas, whose shards are idx and locked, at now.
-func (m *Memory) applyDeltas(idx []uint32, deltas []Delta, now int64) {
+// applyDeltas applies deltas, whose shards are idx and locked, at now; a
+// negative delta on an in-flight limit releases requestID's slot.
+func (m *Memory) applyDeltas(requestID string, idx []uint32, deltas []Delta, now int64) {
 	for i, dl := range deltas {
 		sh := &m.shards[idx[i]]
+		if dl.Limit.Concurrent {
+			if dl.Units < 0 {
+				sh.release(dl.Key, requestID)
+			}
+			continue
+		}
 		e, found := sh.buckets[dl.Key]
 		if dl.Limit.IsQuota() {
 			_, windowStart, windowEnd := dl.Limit.window()
@@ -470,6 +499,7 @@ func (m *Memory) Sweep() int {
 				}
 			}
 		}
+		sh.sweepSlots(now)
 		sh.ids.expire(now, m.dedupFor)
 		sh.marks.expire(now, m.voidFor)
 		sh.mu.Unlock()

@@ -189,6 +189,9 @@ func (r *Redis) Take(ctx context.Context, requestID string, items []Item) (Decis
 	if err := validateItems(items); err != nil {
 		return Decision{}, err
 	}
+	if err := validateHolders(requestID, items); err != nil {
+		return Decision{}, err
+	}
 	if len(items) == 0 {
 		return Decision{Allowed: true, DeniedBy: -1, Buckets: []Status{}}, nil
 	}
@@ -543,6 +546,9 @@ func appendLimit(args []any, l Limit) []any {
 
 // limitArgs is l as both scripts read it (see appendLimit).
 func limitArgs(l Limit) [5]int64 {
+	if l.Concurrent { // rate 0 marks it (see lua/core.lua kindOf)
+		return [5]int64{l.Capacity, 0, l.slotLease(), 0, 0}
+	}
 	if l.IsQuota() {
 		_, windowStart, windowEnd := l.window()
 		return [5]int64{l.Capacity, 0, 0, windowStart, windowEnd}

@@ -34,12 +34,26 @@ type Limit struct {
 	// microsecond resolution: denials retry after it, statuses reset at
 	// it. Zero for a token bucket.
 	WindowEnd time.Time
+
+	// Concurrent makes the Limit an in-flight limit (see Slots): at most
+	// Capacity request ids hold a slot at once, each until its release or
+	// until Per (the slot lease) has passed since its take. Rate and the
+	// window are unused (zero).
+	Concurrent bool
 }
 
 // Quota returns the Limit of a quota of capacity units within the window
 // [windowStart, windowEnd). It does not validate them (see Limit.Validate).
 func Quota(capacity int64, windowStart, windowEnd time.Time) Limit {
 	return Limit{Capacity: capacity, WindowStart: windowStart, WindowEnd: windowEnd}
+}
+
+// Slots returns the Limit of an in-flight limit: at most capacity request
+// ids hold a slot at once, each for at most lease after its take (a holder
+// that never releases, such as a node that died, is forgotten then). It
+// does not validate them (see Limit.Validate).
+func Slots(capacity int64, lease time.Duration) Limit {
+	return Limit{Capacity: capacity, Per: lease, Concurrent: true}
 }
 
 // IsQuota reports whether l is a quota: either window bound is set (a valid

@@ -393,6 +393,24 @@ type Limit struct {
 	// so that every shard holds and refills at least one unit. See the
 	// README, "Sharded limits", for what it costs in under-admission.
 	Shards Count `yaml:"shards"`
+	// Max makes the limit an in-flight limit (unit: concurrent): at most
+	// Max requests of each subject of Scope in flight at once, a whole
+	// number in [1, 100000]. A request holds one slot from admission until
+	// its response ends, fails or its client leaves.
+	Max float64 `yaml:"max"`
+	// SlotLease is how long an in-flight limit's slot counts at most: the
+	// slot of a request whose node died before releasing it is reclaimed
+	// then. It must be at least every upstream's timeout (which bounds a
+	// response, streams included), so that a live request never outlasts
+	// its slot. Default: the longest upstream timeout plus 30s; at most
+	// 24h. Only with unit: concurrent.
+	SlotLease Duration `yaml:"slot_lease"`
+	// Shadow makes the limit a shadow limit: evaluated, taken from its own
+	// buckets and reported (x-llmguard-shadow headers, metrics, logs) for
+	// requests the other limits admit, but never denying one. A shadow
+	// bucket that cannot pay reports "would deny" and takes nothing (no
+	// debt). For rolling out a new limit safely. Default false.
+	Shadow bool `yaml:"shadow"`
 	// Lease lets each llmguard node take Lease.Size units of this limit's
 	// shared bucket (Redis, Redis Cluster) in one call and admit from
 	// memory until they are spent or Lease.TTL passes (README, "Leases").
@@ -694,6 +712,9 @@ func (c *Config) applyDefaults() {
 		}
 		if l.Lease != nil && l.Lease.TTL == 0 {
 			l.Lease.TTL = Duration(DefaultLeaseTTL)
+		}
+		if l.Unit == "concurrent" && l.SlotLease == 0 {
+			l.SlotLease = Duration(c.defaultSlotLease())
 		}
 	}
 	if c.Store.Backend == "" {

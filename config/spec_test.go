@@ -13,12 +13,16 @@ import (
 // units and flavors, and its message lists them all.
 func TestValidateAcceptsExactlySpecNames(t *testing.T) {
 	doc := func(flavor, scope, unit string) []byte {
+		shape := "rate: 60, per: 1m"
+		if unit == "concurrent" {
+			shape = "max: 4"
+		}
 		return []byte(fmt.Sprintf(`
 upstreams:
   - {name: up, flavor: %q, base_url: "http://127.0.0.1:1"}
 limits:
-  - {name: l, scope: %q, unit: %q, rate: 60, per: 1m}
-`, flavor, scope, unit))
+  - {name: l, scope: %q, unit: %q, %s}
+`, flavor, scope, unit, shape))
 	}
 	fields := []struct {
 		field string

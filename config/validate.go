@@ -227,12 +227,19 @@ func (c *Config) Validate() error {
 		if unitOK && unit == spec.UnitUSD {
 			scale = 1e6
 		}
-		if l.Quota != 0 {
+		if (l.Max != 0 || l.SlotLease != 0) && !(unitOK && unit == spec.UnitConcurrent) {
+			p.add(f, "max and slot_lease apply to in-flight limits only (set unit: concurrent)")
+		}
+		switch {
+		case unitOK && unit == spec.UnitConcurrent:
+			c.checkSlots(&p, f, l)
+		case l.Quota != 0:
 			checkQuota(&p, f, l, scale)
-		} else {
+		default:
 			checkBucket(&p, f, l, scale)
 		}
 		checkShards(&p, f, l, scale)
+		checkShadow(&p, f, l)
 		if l.Lease != nil {
 			checkLease(&p, f+".lease", l, scale)
 		}

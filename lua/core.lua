@@ -187,3 +187,66 @@ end
 local function encodeQuota(used, window)
   return string.format('q %d %d', used, window)
 end
+
+-- In-flight limits (bucket/concurrent.go): a sorted set of holders (request
+-- ids) scored by expiry in µs. A limit's ARGV carries rate 0 and windowEnd
+-- 0 (per is the slot lease, µs); kindOf tells the three kinds apart.
+
+-- slotRetry is the wait of a denial by an in-flight limit, µs.
+local slotRetry = 1000000
+
+-- kindOf is the kind of a limit from its ARGV: 'q' a quota, 'c' an
+-- in-flight limit, 't' a token bucket.
+local function kindOf(rate, windowEnd)
+  if windowEnd > 0 then
+    return 'q'
+  elseif rate == 0 then
+    return 'c'
+  end
+  return 't'
+end
+
+-- holderOf is the request id a marker key names
+-- ("llmguard:{<tag>}::tk:<id>" or "::rc:<id>"); nil without one.
+local function holderOf(marker)
+  if not marker then
+    return nil
+  end
+  return string.match(marker, '}::%a%a:(.*)$')
+end
+
+-- liveSlots counts the holders of key whose expiry is after now; a key
+-- holding another kind's string (stored, as MGET read it) holds none.
+local function liveSlots(key, stored, now)
+  if stored then
+    return 0
+  end
+  return redis.call('ZCOUNT', key, string.format('(%d', now), '+inf')
+end
+
+-- checkSlots is phase one for one in-flight limit: can cost slots be held
+-- now, and can they ever (a cost above capacity never passes). A cost of
+-- zero always passes.
+local function checkSlots(live, capacity, cost)
+  if cost > capacity then
+    return false, true
+  end
+  return cost == 0 or live <= capacity - cost, false
+end
+
+-- slotReset is the reset of an in-flight limit: 0 while a slot is free,
+-- else slotRetry.
+local function slotReset(live, capacity)
+  if live < capacity then
+    return 0
+  end
+  return slotRetry
+end
+
+-- hold adds holder to key's set with its expiry, first dropping every
+-- expired holder; the key lives 1s past the new holder's expiry.
+local function hold(key, holder, expiry, now)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
+  redis.call('ZADD', key, string.format('%d', expiry), holder)
+  redis.call('PEXPIRE', key, math.floor((expiry - now) / 1000) + 1000)
+end

@@ -34,7 +34,11 @@
 --           negative refund (never above capacity). A quota: units are
 --           added to the used of the delta's window (never below 0); when
 --           the stored window is later than windowStart (the period moved
---           on since the take) the delta applies to nothing.
+--           on since the take) the delta applies to nothing. An
+--           in-flight limit (rate 0, windowEnd 0): negative units release
+--           the slot of the entry's request id (ZREM; named by its marker
+--           key), other units change nothing; an entry without a marker
+--           releases nothing.
 --
 -- Reply: one integer per entry, in order: 1 when its deltas were applied, 0
 -- when its marker already existed (a retry: nothing changed). In void mode:
@@ -178,7 +182,13 @@ while a <= #ARGV do
     local capacity, rate, per = ARGV[b] + 0, ARGV[b + 1] + 0, ARGV[b + 2] + 0
     local windowStart, windowEnd, units = ARGV[b + 3] + 0, ARGV[b + 4] + 0, ARGV[a + 3 + 2 * i] + 0
     local c = view[KEYS[k + i]]
-    if windowEnd > 0 then
+    local limitKind = kindOf(rate, windowEnd)
+    if limitKind == 'c' then
+      local holder = mode ~= 'n' and holderOf(KEYS[k - 1])
+      if units < 0 and holder and not c[FOUND] and not c[DIRTY] then
+        redis.call('ZREM', KEYS[k + i], holder)
+      end
+    elseif limitKind == 'q' then
       local used, window, found = loadQuota(c[KIND], c[A], c[B], windowStart)
       local applied
       used, window, applied = applyQuota(used, window, windowStart, windowEnd, units)

@@ -18,7 +18,10 @@
 --           token bucket when windowEnd is 0 (windowStart 0 too), else a
 --           quota of capacity units in [windowStart, windowEnd) (rate and
 --           per 0, unused). The caller has validated them
---           (bucket.Limit.Validate); keys are distinct.
+--           (bucket.Limit.Validate); keys are distinct. An in-flight limit
+--           (bucket.Limit.Concurrent) sends rate 0 and windowEnd 0, per its
+--           slot lease (µs) and cost 0 or 1: a cost of 1 needs the marker,
+--           whose request id becomes the slot's holder.
 --
 -- Reply, all integers: {-1} alone when the marker says voided (the take
 -- applies nothing, writes nothing); otherwise
@@ -44,7 +47,11 @@
 -- expires quotaMargin (1h) past the window's end, one written for a later
 -- window keeps its TTL. A key holding the other kind's state (the rule
 -- changed kind), or any value these scripts do not write, is read as
--- missing. A committed take with a marker sets it
+-- missing. An in-flight limit: a sorted set of holder request ids scored
+-- by expiry (µs), counting those after now; a take of cost 1 drops expired
+-- holders, adds its own (expiry now + lease) and sets the key to expire 1s
+-- after it; a key holding a string (another kind) has no holders and is
+-- replaced. A committed take with a marker sets it
 -- to 't', expiring after ARGV[3] ms; a denial or a check leaves it alone.
 --
 -- takebatch.lua runs the takes of several requests in one script.
@@ -152,7 +159,13 @@ for i = 1, n do
   local windowStart, windowEnd, cost = ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0
   local kind, x, y = parse(stored[m + i])
   local ok, tooLarge, short
-  if windowEnd > 0 then
+  local limitKind = kindOf(rate, windowEnd)
+  if limitKind == 'c' then
+    local live = liveSlots(KEYS[m + i], stored[m + i], now)
+    seen[i] = {live, 0, stored[m + i] ~= false, capacity, rate, per, windowStart, windowEnd, cost}
+    ok, tooLarge = checkSlots(live, capacity, cost)
+    short = slotRetry
+  elseif limitKind == 'q' then
     local used, window, found = loadQuota(kind, x, y, windowStart)
     used, window = roll(used, window, windowStart, windowEnd)
     seen[i] = {used, window, found, capacity, rate, per, windowStart, windowEnd, cost}
@@ -192,7 +205,9 @@ if reply[1] == 0 or not commit then
   for i = 1, n do
     local s = seen[i]
     local capacity, rate, per, windowEnd = s[4], s[5], s[6], s[8]
-    if windowEnd > 0 then
+    if kindOf(rate, windowEnd) == 'c' then
+      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - s[1]), slotReset(s[1], capacity)
+    elseif windowEnd > 0 then
       local used = s[1]
       reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - used), untilEnd(windowEnd, now)
     else
@@ -210,7 +225,18 @@ end
 for i = 1, n do
   local s = seen[i]
   local capacity, rate, per, windowStart, windowEnd, cost = s[4], s[5], s[6], s[7], s[8], s[9]
-  if windowEnd > 0 then
+  local limitKind = kindOf(rate, windowEnd)
+  if limitKind == 'c' then
+    local live = s[1]
+    if cost > 0 then
+      if s[3] then
+        redis.call('DEL', KEYS[m + i])
+      end
+      hold(KEYS[m + i], holderOf(KEYS[1]), now + per, now)
+      live = live + 1
+    end
+    reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - live), slotReset(live, capacity)
+  elseif limitKind == 'q' then
     local used = charge(s[1], cost)
     write(KEYS[m + i], putQuota(s[3], used, s[2], windowStart, windowEnd, now), encodeQuota, used, s[2])
     reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - used), untilEnd(windowEnd, now)

@@ -193,8 +193,13 @@ type Applied struct {
 	// (bucket.SplitDelta); nil when the reservation is in Key alone (an
 	// unsharded rule, or the per-node fallback, which keeps whole limits).
 	Taken []bucket.Item
-	// Denied: this rule's bucket denied the request.
+	// Denied: this rule's bucket denied the request. For a shadow rule
+	// (Exchange.Shadow): it would have denied it.
 	Denied bool
+	// Untaken is set on a shadow rule whose bucket took nothing: it would
+	// deny (Denied), or the store failed. Settlement reconciles only the
+	// shadow buckets that were taken.
+	Untaken bool
 }
 
 // Exchange is one admitted (or refused) request, from admission until it is
@@ -212,6 +217,9 @@ type Exchange struct {
 	decision   bucket.Decision
 	closedBy   *policy.Rule
 	unpriced   *policy.Rule
+	// shadow are the shadow rules' buckets (shadow.go), taken apart from
+	// rules once those admitted; nil when none applies.
+	shadow []Applied
 	// fallback: admitted by the per-node fallback while the store was
 	// unavailable; reconciled there too.
 	fallback bool
@@ -333,9 +341,10 @@ func (m *Meter) Admit(r Request) *Exchange {
 	var rulesBuf [8]*policy.Rule
 	names := [3]string{r.Model, x.quote.Label, x.quote.AliasOf}
 	rules := r.Policy.MatchNames(rulesBuf[:0], r.Principal, names[:], r.Path)
+	rules, shadow := splitShadow(rules)
 	if r.Unmetered || r.PerImage > 0 && !r.UnmeteredAllowed {
 		for _, rule := range rules {
-			if rule.Unit != policy.UnitRequests && (r.Unmetered || rule.Unit != policy.UnitUSD) {
+			if !rule.Unit.PerCall() && (r.Unmetered || rule.Unit != policy.UnitUSD) {
 				x.verdict, x.closedBy = Unmetered, rule
 				return x
 			}
@@ -352,8 +361,11 @@ func (m *Meter) Admit(r Request) *Exchange {
 	if len(rules) > 0 {
 		x.take(rules)
 	}
+	if x.verdict == Admitted && len(shadow) > 0 && !x.fallback && !x.unlimited {
+		x.takeShadow(shadow)
+	}
 	if x.verdict == Admitted {
-		m.contain(StageMetrics, x, func() { m.opt.Metrics.admitted(x) })
+		m.contain(StageMetrics, x, func() { m.opt.Metrics.admitted(x); m.opt.Metrics.held(x) })
 	}
 	return x
 }
@@ -478,14 +490,14 @@ func (x *Exchange) takeSharded(rules []*policy.Rule, items []bucket.Item) (bucke
 func (x *Exchange) units(rule *policy.Rule, t spec.Usage) int64 {
 	if x.req.PerImage > 0 {
 		switch rule.Unit {
-		case policy.UnitRequests:
+		case policy.UnitRequests, policy.UnitConcurrent:
 			return 1
 		case policy.UnitUSD:
 			return x.imagesCost()
 		}
 		return 0 // refused at admission: a token rule cannot weigh it
 	}
-	if !x.req.Weighed && rule.Unit != policy.UnitRequests {
+	if !x.req.Weighed && !rule.Unit.PerCall() {
 		return 0
 	}
 	return rule.Units(t, x.price)

@@ -119,6 +119,8 @@ type Metrics struct {
 	quotaEnd        *prometheus.GaugeVec
 	panics          *prometheus.CounterVec
 	bodyBytes       prometheus.Gauge
+	inFlight        *prometheus.GaugeVec   // in-flight limits: requests holding a slot (inflight.go)
+	shadow          *prometheus.CounterVec // shadow limits' decisions (shadow.go)
 
 	tenants, models *labelCap
 }
@@ -149,6 +151,10 @@ type Metrics struct {
 //	panics_total{stage}                               panics recovered, by stage (handler, stream, watch, settle,
 //	                                                  ledger, metrics; see the Stage constants)
 //	request_body_bytes_in_flight                      request-body bytes held now, of max_inflight_body_bytes
+//	in_flight_requests{limit}                         requests holding a slot of an in-flight limit (unit: concurrent)
+//	                                                  on this node now
+//	shadow_decisions_total{limit,decision}            a shadow limit's verdicts on requests the real limits admitted:
+//	                                                  pass, would_deny, error (the store failed)
 //
 // Errors: registration conflicts from reg.
 func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
@@ -205,12 +211,17 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 		panics: counter("panics_total", "Panics recovered while serving a request, by stage; the request was answered 500 or its stream ended, and settled once.", "stage"),
 		bodyBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmguard_request_body_bytes_in_flight",
 			Help: "Request-body bytes held in memory now, counted against max_inflight_body_bytes."}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmguard_in_flight_requests",
+			Help: "Requests holding a slot of an in-flight limit (unit: concurrent) on this node now; sum over nodes for the limit's use."}, []string{"limit"}),
+		shadow: counter("shadow_decisions_total",
+			"Verdicts of shadow limits on requests the real limits admitted: pass, would_deny (the shadow bucket could not pay and took nothing) or error.",
+			"limit", "decision"),
 		tenants: newLabelCap(o.MaxTenants),
 		models:  newLabelCap(o.MaxModels),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.tokensEstimated, m.tokens, m.estimateRatio, m.reserved, m.refunded,
 		m.charged, m.spend, m.utilization, m.overhead, m.upstreamSeconds, m.upstreamStatus, m.failures, m.budgetWarnings,
-		m.quotaUsed, m.quotaLimit, m.quotaEnd, m.panics, m.bodyBytes} {
+		m.quotaUsed, m.quotaLimit, m.quotaEnd, m.panics, m.bodyBytes, m.inFlight, m.shadow} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

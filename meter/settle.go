@@ -68,15 +68,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 	var sbuf [8]int64
 	deltas, limits, settled := x.deltaBuf[:0], lbuf[:0], sbuf[:0]
 	for _, a := range x.rules {
-		var units int64
-		switch {
-		case s.Source == spec.SourceRefund:
-			units = 0
-		case !known:
-			units = a.Reserved // nothing better known: keep the reservation
-		default:
-			units = x.units(a.Rule, actual)
-		}
+		units := x.settledUnits(a, s.Source, known, actual)
 		settled = append(settled, units)
 		if d := units - a.Reserved; d != 0 {
 			if a.Taken != nil { // to the shards taken from, in proportion to what each paid
@@ -105,8 +97,12 @@ func (x *Exchange) Settle(s Settlement) bool {
 			}
 		})
 	}
+	if len(x.shadow) > 0 {
+		m.contain(StageSettle, x, func() { x.settleShadow(s.Source, known, actual) })
+	}
 	m.contain(StageMetrics, x, func() {
 		m.inject(PointMetrics)
+		m.opt.Metrics.released(x)
 		m.opt.Metrics.settled(x, actual, cost, known, deltas, limits)
 		m.budgetCrossings(x, settled)
 	})

@@ -121,7 +121,7 @@ func clamp0(n int64) int64 { return max(n, 0) }
 // price for usd, the unit's token count (spec.Unit.Tokens) otherwise.
 func (r *Rule) Units(t spec.Usage, price Price) int64 {
 	switch {
-	case r.Unit == UnitRequests:
+	case r.Unit == UnitRequests, r.Unit == UnitConcurrent:
 		return 1
 	case r.Unit == UnitUSD:
 		return price.MicroUSD(t)

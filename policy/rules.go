@@ -34,6 +34,7 @@ const (
 	UnitInputTokens  = spec.UnitInputTokens  // input tokens (cached included)
 	UnitOutputTokens = spec.UnitOutputTokens // output tokens (reasoning included)
 	UnitUSD          = spec.UnitUSD          // micro-USD
+	UnitConcurrent   = spec.UnitConcurrent   // requests in flight (slots)
 )
 
 // Rule is one compiled limit: a token bucket per subject of its scope.
@@ -71,6 +72,10 @@ type Rule struct {
 	// with its name; the zero Lease when it has none (a Leased store then
 	// takes its buckets as they are). Token buckets only.
 	Lease bucket.Lease
+	// Shadow: the rule is evaluated and reported but never denies (config
+	// limits[].shadow): the meter takes its buckets apart from the real
+	// rules', only for requests they admit.
+	Shadow bool
 
 	plans, tenants, users []string
 	models, paths         []string // globs
@@ -311,6 +316,17 @@ func compileRule(l config.Limit) Rule {
 	if unit == UnitUSD {
 		scale = 1e6
 	}
+	if unit == UnitConcurrent {
+		return Rule{
+			Name: l.Name, Scope: scope, Unit: unit,
+			Limit:    bucket.Slots(int64(l.Max), time.Duration(l.SlotLease)),
+			FailOpen: l.OnFailure != "closed",
+			PerModel: l.PerModel,
+			Shards:   1,
+			Shadow:   l.Shadow,
+			plans:    l.Plans, tenants: l.Tenants, users: l.Users, models: l.Models, paths: l.Paths,
+		}
+	}
 	if l.Quota != 0 {
 		loc, err := time.LoadLocation(l.Timezone)
 		if err != nil {
@@ -325,6 +341,7 @@ func compileRule(l config.Limit) Rule {
 			FailOpen: l.OnFailure != "closed",
 			PerModel: l.PerModel,
 			Shards:   max(1, int(l.Shards)),
+			Shadow:   l.Shadow,
 			plans:    l.Plans, tenants: l.Tenants, users: l.Users, models: l.Models, paths: l.Paths,
 		}
 	}
@@ -348,6 +365,7 @@ func compileRule(l config.Limit) Rule {
 		PerModel: l.PerModel,
 		Shards:   max(1, int(l.Shards)),
 		Lease:    compileLease(l, scale),
+		Shadow:   l.Shadow,
 		plans:    l.Plans,
 		tenants:  l.Tenants,
 		users:    l.Users,
@@ -359,6 +377,9 @@ func compileRule(l config.Limit) Rule {
 // String describes the rule for messages: "user-tpm (20000 tokens, refill
 // 10000 per 1m0s)" or "acme-monthly (500000000 usd per month)".
 func (r *Rule) String() string {
+	if r.Unit == UnitConcurrent {
+		return fmt.Sprintf("%s (%d requests in flight)", r.Name, r.Limit.Capacity)
+	}
 	if r.IsQuota() {
 		return fmt.Sprintf("%s (%d %s per %s)", r.Name, r.Limit.Capacity, r.Unit, r.Period)
 	}

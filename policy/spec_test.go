@@ -17,8 +17,8 @@ func TestCompileEverySpecName(t *testing.T) {
 upstreams:
   - {name: up, flavor: openai, base_url: "http://127.0.0.1:1"}
 limits:
-  - {name: l, scope: %q, unit: %q, rate: 60, per: 1m}
-`, s, u))
+  - {name: l, scope: %q, unit: %q, %s}
+`, s, u, shapeOf(u)))
 			p, err := Compile(c)
 			if err != nil {
 				t.Fatalf("%s/%s: %v", s, u, err)
@@ -46,6 +46,15 @@ func TestCompileRefusesUnknownUnitOrScope(t *testing.T) {
 	}
 }
 
+// shapeOf is a limit's shape for unit u: a rate, or a max for an in-flight
+// limit.
+func shapeOf(u string) string {
+	if u == "concurrent" {
+		return "max: 4"
+	}
+	return "rate: 60, per: 1m"
+}
+
 // Rule.Units has a meaning for every unit spec defines: a unit added to
 // spec without its row here (and its case in Units) fails, rather than
 // being charged as micro-USD by Units' default.
@@ -58,6 +67,7 @@ func TestUnitsCoversEverySpecUnit(t *testing.T) {
 		"input_tokens":  1000,
 		"output_tokens": 30,
 		"usd":           price.MicroUSD(tok),
+		"concurrent":    1, // one slot
 	}
 	for _, name := range spec.UnitNames() {
 		u, _ := spec.ParseUnit(name)

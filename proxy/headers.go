@@ -151,6 +151,9 @@ func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied, buf []b
 // window is the w of a RateLimit-Policy item: the time a token bucket takes
 // to refill from empty, or a quota's period length.
 func window(l bucket.Limit) time.Duration {
+	if l.Concurrent { // no window: a slot frees when a request ends
+		return bucket.SlotRetry
+	}
 	if l.IsQuota() {
 		return l.WindowEnd.Sub(l.WindowStart)
 	}
@@ -233,7 +236,7 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, deny int,
 		unit = "micro-USD"
 	}
 	typ := "tokens"
-	if a.Rule.Unit == policy.UnitRequests {
+	if a.Rule.Unit.PerCall() {
 		typ = "requests"
 	}
 	e := apiError{status: fasthttp.StatusTooManyRequests, openAIType: typ, openAICode: "rate_limit_exceeded", anthropicType: "rate_limit_error"}
@@ -245,6 +248,11 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, deny int,
 			e.openAIType, e.openAICode = "insufficient_quota", "insufficient_quota"
 		}
 		ctx.Response.Header.Set("x-should-retry", "false")
+	case a.Limit.Concurrent:
+		e.message = fmt.Sprintf("Concurrency limit reached for limit %s (%s scope): %d requests in flight, the most allowed at once. Please try again in %s, or when one of your requests ends.",
+			a.Rule.Name, a.Rule.Scope, a.Limit.Capacity-max(a.Status.Remaining, 0), goDuration(retry))
+		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(retry), 1), 10))
+		ctx.Response.Header.Set("retry-after-ms", strconv.FormatInt(max(int64((retry+time.Millisecond-1)/time.Millisecond), 1), 10))
 	case a.Limit.IsQuota():
 		// A budget spent until its period ends (DESIGN.md §6): OpenAI's
 		// insufficient_quota, and x-should-retry: false so that the SDKs do

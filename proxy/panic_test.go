@@ -92,6 +92,10 @@ type rigOptions struct {
 	apiKey string // the upstream key llmguard sends
 	// maxBody is the proxy's MaxBodyBytes; zero: the default.
 	maxBody int
+	// limits are more limits: entries of the limits: list; timeout the
+	// upstream's timeout, zero: 10s.
+	limits  string
+	timeout time.Duration
 }
 
 func newRig(t *testing.T, o rigOptions) *panicRig {
@@ -107,7 +111,7 @@ models:
   gpt-4o-mini: {encoding: o200k_base, input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60, default_max_output_tokens: 256}
 limits:
   - {name: user-tokens, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000}
-`))
+` + o.limits))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,9 +126,12 @@ limits:
 	if err != nil {
 		t.Fatal(err)
 	}
+	if o.timeout == 0 {
+		o.timeout = 10 * time.Second
+	}
 	r := &panicRig{t: t, mock: mock, store: store, pol: pol, w: w, reg: reg, ledger: &countingLedger{}, log: &strings.Builder{}, point: point, m: m}
 	px, err := New(Options{
-		Upstreams: []*Upstream{{Name: "mock", Flavor: o.flavor, BaseURL: o.url, APIKey: o.apiKey, Timeout: 10 * time.Second}},
+		Upstreams: []*Upstream{{Name: "mock", Flavor: o.flavor, BaseURL: o.url, APIKey: o.apiKey, Timeout: o.timeout}},
 		Policy:    pol, Store: store, Weigher: w, Metrics: m, Ledger: r.ledger, MaxBodyBytes: o.maxBody,
 		Logger: slog.New(slog.NewTextHandler(&syncWriter{b: r.log}, nil)),
 		Now:    func() time.Time { return frozen },

@@ -43,6 +43,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		ctx.Response.Header.Add("x-llmguard-budget-warning", w)
 	}
 	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules())
+	setShadowHeaders(&ctx.Response.Header, x.m.Shadow())
 	status := resp.StatusCode()
 	x.status = status
 

@@ -20,7 +20,7 @@ func enums() []enum {
 	return []enum{
 		{"Unit", func(v uint8) string { return Unit(v).String() },
 			func(s string) (uint8, bool) { u, ok := ParseUnit(s); return uint8(u), ok },
-			UnitNames(), []uint8{uint8(UnitRequests), uint8(UnitTokens), uint8(UnitInputTokens), uint8(UnitOutputTokens), uint8(UnitUSD)}},
+			UnitNames(), []uint8{uint8(UnitRequests), uint8(UnitTokens), uint8(UnitInputTokens), uint8(UnitOutputTokens), uint8(UnitUSD), uint8(UnitConcurrent)}},
 		{"Scope", func(v uint8) string { return Scope(v).String() },
 			func(s string) (uint8, bool) { u, ok := ParseScope(s); return uint8(u), ok },
 			ScopeNames(), []uint8{uint8(ScopeKey), uint8(ScopeUser), uint8(ScopeTenant), uint8(ScopeGlobal)}},

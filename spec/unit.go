@@ -10,6 +10,7 @@ const (
 	UnitInputTokens              // input tokens (cached included)
 	UnitOutputTokens             // output tokens (reasoning included)
 	UnitUSD                      // micro-USD
+	UnitConcurrent               // requests in flight at once (1 per call, given back when it ends)
 )
 
 // unitNames is the config name of each Unit, indexed by its value: the one
@@ -20,6 +21,7 @@ var unitNames = []string{
 	UnitInputTokens:  "input_tokens",
 	UnitOutputTokens: "output_tokens",
 	UnitUSD:          "usd",
+	UnitConcurrent:   "concurrent",
 }
 
 // String is the unit's config name; UnitUSD is "usd" although its amounts
@@ -35,6 +37,10 @@ var unitTokens = []func(Usage) int64{
 	UnitOutputTokens: func(t Usage) int64 { return max(t.OutputTokens, 0) },
 	UnitUSD:          nil,
 }
+
+// PerCall reports whether the unit counts calls, whatever they weigh:
+// requests (1 per call) and concurrent (1 slot per call in flight).
+func (u Unit) PerCall() bool { return u == UnitRequests || u == UnitConcurrent }
 
 // CountsTokens reports whether the unit counts tokens of any kind.
 func (u Unit) CountsTokens() bool { return int(u) < len(unitTokens) && unitTokens[u] != nil }

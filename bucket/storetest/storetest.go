@@ -26,6 +26,7 @@ var Start = time.Date(2025, time.March, 1, 12, 0, 0, 0, time.UTC)
 func Run(t *testing.T, newStore NewStore) {
 	t.Helper()
 	all := append(timelines[:len(timelines):len(timelines)], quotaTimelines...)
+	all = append(all, slotTimelines...)
 	for _, tl := range append(all, voidTimelines...) {
 		t.Run(tl.name, func(t *testing.T) {
 			clock := NewClock(Start)

@@ -1,0 +1,42 @@
+package meter
+
+import (
+	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/spec"
+)
+
+// settledUnits is what rule a of a settled request really cost, in its
+// unit: nothing for an upstream error without usage (SourceRefund) and
+// for an in-flight limit (its slot is given back however the request
+// ended: the delta −1 releases it); the reservation when the usage is
+// unknown; else the usage's units.
+func (x *Exchange) settledUnits(a Applied, src spec.Source, known bool, actual spec.Usage) int64 {
+	switch {
+	case a.Rule.Unit == policy.UnitConcurrent, src == spec.SourceRefund:
+		return 0
+	case !known:
+		return a.Reserved // nothing better known: keep the reservation
+	default:
+		return x.units(a.Rule, actual)
+	}
+}
+
+// held counts the slots an admitted request holds in in_flight_requests,
+// real and shadow limits alike.
+func (m *Metrics) held(x *Exchange) { m.slots(x, 1) }
+
+// released uncounts them, once the request is settled.
+func (m *Metrics) released(x *Exchange) { m.slots(x, -1) }
+
+func (m *Metrics) slots(x *Exchange, by float64) {
+	if m == nil {
+		return
+	}
+	for _, rules := range [2][]Applied{x.rules, x.shadow} {
+		for _, a := range rules {
+			if a.Rule.Unit == policy.UnitConcurrent && a.Reserved > 0 && !a.Untaken {
+				m.inFlight.WithLabelValues(a.Rule.Name).Add(by)
+			}
+		}
+	}
+}
