@@ -38,11 +38,11 @@ commit = true
 -- delete, 'persist' for a value with no TTL), flushed after every take.
 local state, pending, written = {}, {}, {}
 
--- kindOf is the kind parse returns for the values of each encoder: a value
+-- encoderKind is the kind parse returns for the values of each encoder: a value
 -- written in the batch is read back as parse(encodeIt(a, b)) would read it
 -- (encode keeps 17 digits, so the level comes back bit for bit) without
 -- the text. An encoder not listed is encoded and parsed.
-local kindOf = {[encode] = 't', [encodeQuota] = 'q'}
+local encoderKind = {[encode] = 't', [encodeQuota] = 'q'}
 
 -- parseText is core.lua's parse; parse, here, also reads the values the
 -- batch wrote.
@@ -51,7 +51,7 @@ local function parse(v)
   if type(v) ~= 'table' then
     return parseText(v)
   end
-  local kind = kindOf[v[1]]
+  local kind = encoderKind[v[1]]
   if kind then
     return kind, v[2], v[3]
   end
