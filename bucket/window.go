@@ -160,13 +160,18 @@ func TakeWindow(s WindowState, l Limit, now time.Time, cost int64) (WindowState,
 // current window): Cur when that is the current window, Prev when it is
 // the previous one of a sliding window; any other window is past (or, the
 // clock having stepped back, not yet begun) and the delta applies to
-// nothing (applied is false, s is returned as it was). l must be valid.
+// nothing (applied is false, s is returned as it was). A counter left
+// with nothing is returned as the zero WindowState (stores delete it). l
+// must be valid.
 func ApplyWindow(s WindowState, l Limit, now time.Time, units int64) (WindowState, Status, bool) {
 	capacity, per, taken, sliding := l.windowed()
 	prev, cur, start := s.load()
 	prev, cur, start, applied := applyWindow(prev, cur, start, per, now.UnixMicro(), taken, float64(units), sliding)
 	if !applied {
 		return s, s.Status(l, now), false
+	}
+	if prev <= 0 && cur <= 0 { // nothing counted: the same as a new counter, which a store deletes
+		return WindowState{}, WindowState{}.Status(l, now), true
 	}
 	return windowState(prev, cur, start), windowStatus(prev, cur, start, per, capacity, now.UnixMicro(), sliding), true
 }
