@@ -186,7 +186,9 @@ func windowGoldenCases() []windowGolden {
 	sliding := Window(SlidingWindow, 100, time.Minute)
 	fixed := Window(FixedWindow, 100, time.Minute)
 	huge := Window(SlidingWindow, 1<<53, time.Duration(maxWindowPer)*time.Microsecond)
-	in := func(prev, cur int64, start time.Time) WindowState { return WindowState{Prev: prev, Cur: cur, Start: start} }
+	in := func(prev, cur int64, start time.Time) WindowState {
+		return WindowState{Prev: prev, Cur: cur, Start: start}
+	}
 	taken := func(l Limit, w time.Time) Limit { l.WindowStart = w; return l }
 	cases := []windowGolden{
 		{name: "new sliding", limit: sliding, now: w0.Add(time.Second), op: "take", cost: 100},
