@@ -262,6 +262,8 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, deny int,
 	case a.Limit.IsWindow():
 		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %d per %s (%s), remaining %d, requested %d. Please try again in %s.",
 			a.Rule.Name, a.Rule.Scope, unit, a.Limit.Capacity, a.Limit.Per, a.Limit.Algorithm, max(a.Status.Remaining, 0), a.Reserved, goDuration(retry))
+		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(retry), 1), 10))
+		ctx.Response.Header.Set("retry-after-ms", strconv.FormatInt(max(int64((retry+time.Millisecond-1)/time.Millisecond), 1), 10))
 	default:
 		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %d per %s, remaining %d, requested %d. Please try again in %s.",
 			a.Rule.Name, a.Rule.Scope, unit, a.Limit.Rate, a.Limit.Per, max(a.Status.Remaining, 0), a.Reserved, goDuration(retry))
