@@ -497,6 +497,12 @@ func (l *Leased) run(ctx context.Context, requestID string, items []Item, p plan
 	if !d.Allowed {
 		out.DeniedBy = at[d.DeniedBy]
 	}
+	if d.Windows != nil { // the window counters' windows, at their items
+		out.Windows = make([]time.Time, len(items))
+		for j, i := range at {
+			out.Windows[i] = d.Windows[j]
+		}
+	}
 	l.finish(items, p.uses, out, &d, now)
 	return out, nil
 }

@@ -323,3 +323,38 @@ func readWindow(t testing.TB, c redis.Cmdable, key string) (WindowState, bool) {
 	}
 	return WindowState{Prev: prev, Cur: cur, Start: time.UnixMicro(start).UTC()}, true
 }
+
+// The wrappers keep a window counter's window in the Decision when it
+// shares a take with a leased bucket (Leased) or a sharded one
+// (TakeSharded): the meter names it in the take's deltas.
+func TestWindowsThroughWrappers(t *testing.T) {
+	ctx := context.Background()
+	now := w0.Add(90 * time.Second)
+	clock := func() time.Time { return now }
+	win := Window(SlidingWindow, 100, time.Minute)
+	bucketLimit := Limit{Capacity: 1000, Rate: 1000, Per: time.Second}
+
+	leased := NewLeased(NewMemory(MemoryOptions{Now: clock, SweepEvery: -1}), LeaseOptions{Now: clock, SweepEvery: -1})
+	d, err := leased.Take(ctx, "r1", []Item{
+		{Key: "w:{t}:hot", Limit: bucketLimit, Cost: 1, Lease: Lease{Size: 100, TTL: time.Second}},
+		{Key: "w:{t}:win", Limit: win, Cost: 1},
+	})
+	if err != nil || !d.Allowed {
+		t.Fatalf("leased take: %+v %v", d, err)
+	}
+	if len(d.Windows) != 2 || !d.Windows[1].Equal(w0.Add(time.Minute)) || !d.Windows[0].IsZero() {
+		t.Errorf("leased take: windows %v, want [zero, %v]", d.Windows, w0.Add(time.Minute))
+	}
+
+	mem := NewMemory(MemoryOptions{Now: clock, SweepEvery: -1})
+	sd, err := TakeSharded(ctx, mem, "r2", []ShardedItem{
+		{Item: Item{Key: "w:{t}:hot", Limit: bucketLimit, Cost: 1}, Shards: 2, Keys: ShardKeys{Prefix: "w:{s", Suffix: "}:hot"}},
+		{Item: Item{Key: "w:{t}:win", Limit: win, Cost: 1}},
+	}, nil)
+	if err != nil || !sd.Allowed {
+		t.Fatalf("sharded take: %+v %v", sd, err)
+	}
+	if len(sd.Windows) != 2 || !sd.Windows[1].Equal(w0.Add(time.Minute)) {
+		t.Errorf("sharded take: windows %v, want [zero, %v]", sd.Windows, w0.Add(time.Minute))
+	}
+}
