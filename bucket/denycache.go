@@ -140,7 +140,7 @@ func (c *DenyCache) cached(items []Item, now time.Time) (int, denial, bool) {
 // sameLimit reports whether a and b are the same bucket shape, windows
 // compared as instants.
 func sameLimit(a, b Limit) bool {
-	return a.Capacity == b.Capacity && a.Rate == b.Rate && a.Per == b.Per &&
+	return a.Capacity == b.Capacity && a.Rate == b.Rate && a.Per == b.Per && a.Algorithm == b.Algorithm &&
 		a.WindowStart.Equal(b.WindowStart) && a.WindowEnd.Equal(b.WindowEnd)
 }
 

@@ -10,9 +10,13 @@
 // both kinds, two-phase across them. A quota counts the units used within
 // the window [WindowStart, WindowEnd) that the caller computed from its
 // period and time zone, and starts again from nothing used when a take names
-// a later window; a denial waits until the window ends.
+// a later window; a denial waits until the window ends. A window counter
+// (Limit.Algorithm SlidingWindow or FixedWindow, window.go) counts the units
+// of windows of Per aligned on the store's own clock: the fixed window those
+// of the current window, the sliding window those plus the previous window's
+// weighted by the share of it still within the last Per.
 //
-// The arithmetic (tokenbucket.go, quota.go) is pure: it is a function of a
+// The arithmetic (tokenbucket.go, quota.go, window.go) is pure: it is a function of a
 // state, a Limit, the instant and the cost, and never reads a clock. Only a
 // Store reads time (the Memory store an injected clock, a Redis store Redis
 // TIME). The arithmetic uses float64 levels and integer microsecond instants

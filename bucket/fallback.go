@@ -6,7 +6,8 @@ import "context"
 // nodes that each enforce it alone while the shared store is unavailable:
 // Capacity and Rate divided by nodes, rounded down, and at least one unit
 // each; Per is unchanged. A quota's share is Capacity divided likewise for
-// the same window; its Rate and Per are kept as they are (unused). nodes
+// the same window; its Rate and Per are kept as they are (unused); a window
+// counter's likewise, per window of Per. nodes
 // below 1 counts as 1 (l itself). It does not validate l.
 //
 // The one-unit floor keeps a limit smaller than nodes usable on every node,
@@ -16,7 +17,7 @@ func ScaleLimit(l Limit, nodes int) Limit {
 	n := int64(max(1, nodes))
 	s := l
 	s.Capacity = max(1, l.Capacity/n)
-	if !l.IsQuota() && !l.Concurrent {
+	if !l.IsQuota() && !l.Concurrent && !l.IsWindow() {
 		s.Rate = max(1, l.Rate/n)
 	}
 	return s
@@ -71,7 +72,7 @@ func OverAdmissionOf(l Limit, nodes int, maxCost int64) OverAdmission {
 		Node:  node,
 		Burst: float64(n) * float64(burst) / float64(l.Capacity),
 	}
-	if l.IsQuota() || l.Concurrent {
+	if l.IsQuota() || l.Concurrent || l.IsWindow() {
 		o.Rate = float64(n) * float64(node.Capacity) / float64(l.Capacity)
 	} else {
 		o.Rate = float64(n) * float64(node.Rate) / float64(l.Rate)

@@ -42,6 +42,8 @@ func (ls Lease) validate(it Item) error {
 		return nil
 	case it.Limit.IsQuota():
 		return fmt.Errorf("bucket: take %q: a lease applies to token buckets only, not to a quota: %w", it.Key, ErrInvalid)
+	case it.Limit.IsWindow():
+		return fmt.Errorf("bucket: take %q: a lease applies to token buckets only, not to a %s: %w", it.Key, it.Limit.Algorithm, ErrInvalid)
 	case ls.TTL <= 0:
 		return fmt.Errorf("bucket: take %q: lease ttl %v is not positive: %w", it.Key, ls.TTL, ErrInvalid)
 	}
@@ -494,6 +496,12 @@ func (l *Leased) run(ctx context.Context, requestID string, items []Item, p plan
 		Buckets: make([]Status, len(items))}
 	if !d.Allowed {
 		out.DeniedBy = at[d.DeniedBy]
+	}
+	if d.Windows != nil { // the window counters' windows, at their items
+		out.Windows = make([]time.Time, len(items))
+		for j, i := range at {
+			out.Windows[i] = d.Windows[j]
+		}
 	}
 	l.finish(items, p.uses, out, &d, now)
 	return out, nil

@@ -20,7 +20,10 @@ const maxUnits = 1 << 53
 // used at microsecond resolution; a sub-microsecond remainder is ignored). A
 // quota's Capacity must be in [1, 2^53] units and its window non-empty at
 // microsecond resolution, between the Unix epoch and 2^53µs after it (year
-// 2255); its Rate and Per are ignored. The error wraps ErrInvalid.
+// 2255); its Rate and Per are ignored. A window counter's Capacity must be
+// in [1, 2^53] units, its Per in [1µs, 2^50µs], its WindowEnd zero and its
+// WindowStart zero or a window of Per; its Rate is ignored. The error wraps
+// ErrInvalid.
 func (l Limit) Validate() error {
 	if err := l.validate(); err != nil {
 		return fmt.Errorf("bucket: limit: %w", err)
@@ -44,6 +47,13 @@ func (l Limit) validate() error {
 	}
 	if l.IsQuota() {
 		return l.validateWindow()
+	}
+	switch l.Algorithm {
+	case TokenBucket:
+	case SlidingWindow, FixedWindow:
+		return l.validateWindowLimit()
+	default:
+		return fmt.Errorf("%v is not an algorithm: %w", l.Algorithm, ErrInvalid)
 	}
 	switch {
 	case l.Rate < 1 || l.Rate > maxUnits:

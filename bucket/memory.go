@@ -95,6 +95,10 @@ type entry struct {
 	// a quota's quotaMargin past the end of its window.
 	dropAt int64
 	quota  bool
+	// win: a window counter's state (window.go): prev units in the window
+	// before window, used (cur) in the window that starts at window.
+	win  bool
+	prev float64
 	// gone: the bucket is full (a quota: nothing used), the same as a
 	// missing one, and its state is not read. The entry is kept until
 	// Sweep, so that a bucket refunded to full and taken again, as the
@@ -236,10 +240,14 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 			}
 			used, window, ok, tooLarge, short = checkQuotaAt(used, window, windowStart, windowEnd, capacity, now, float64(it.Cost))
 			seen[i] = checked{used: used, window: window, dropAt: e.dropAt, found: found}
+		} else if it.Limit.IsWindow() {
+			var prev float64
+			prev, seen[i], ok, tooLarge, short = m.checkWindow(e, found, it, now)
+			seen[i].level = prev
 		} else {
 			capacity, rate, per := it.Limit.floats()
 			level, updated := capacity, now
-			if found && !e.gone && !e.quota {
+			if found && !e.gone && !e.quota && !e.win {
 				level, updated = e.level, e.updated
 			}
 			level, updated, ok, tooLarge, short = checkAt(level, updated, capacity, rate, per, now, float64(it.Cost))
@@ -258,6 +266,7 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 		}
 	}
 
+	d.Windows = windowsOf(items, seen)
 	if firstLarge >= 0 || firstShort >= 0 {
 		d.Allowed = false
 		if firstLarge >= 0 {
@@ -293,6 +302,14 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 			d.Buckets[i] = quotaStatus(used, capacity, windowEnd, now)
 			continue
 		}
+		if it.Limit.IsWindow() {
+			capacity, per, _, sliding := it.Limit.windowed()
+			c := seen[i]
+			used := charge(c.used, float64(it.Cost))
+			sh.putWindow(it.Key, c.found, c.level, used, c.window, per, now, sliding)
+			d.Buckets[i] = windowStatus(c.level, used, c.window, per, capacity, now, sliding)
+			continue
+		}
 		capacity, rate, per := it.Limit.floats()
 		level, reset := pay(seen[i].level, capacity, rate, per, float64(it.Cost))
 		sh.put(it.Key, seen[i].found, level, seen[i].updated, capacity, reset)
@@ -302,7 +319,9 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 }
 
 // checked is what phase 1 learnt about one item's bucket: a token bucket's
-// refilled state, or a quota's rolled state and when its entry drops.
+// refilled state, or a quota's rolled state and when its entry drops, or a
+// window counter's slid state (prev in level, cur in used, its window's
+// start in window).
 type checked struct {
 	level   float64
 	updated int64
@@ -321,6 +340,10 @@ func (c checked) status(l Limit, now int64) Status {
 	if l.IsQuota() {
 		capacity, _, windowEnd := l.window()
 		return quotaStatus(c.used, capacity, windowEnd, now)
+	}
+	if l.IsWindow() {
+		capacity, per, _, sliding := l.windowed()
+		return windowStatus(c.level, c.used, c.window, per, capacity, now, sliding)
 	}
 	capacity, rate, per := l.floats()
 	return status(c.level, capacity, rate, per)
@@ -428,9 +451,21 @@ func (m *Memory) applyDeltas(requestID string, idx []uint32, deltas []Delta, now
 			}
 			continue
 		}
+		if dl.Limit.IsWindow() {
+			_, per, taken, sliding := dl.Limit.windowed()
+			prev, cur, start := 0.0, 0.0, int64(-1)
+			if found && !e.gone && e.win {
+				prev, cur, start = e.prev, e.used, e.window
+			}
+			prev, cur, start, applied := applyWindow(prev, cur, start, per, now, taken, float64(dl.Units), sliding)
+			if applied {
+				sh.putWindow(dl.Key, found, prev, cur, start, per, now, sliding)
+			}
+			continue
+		}
 		capacity, rate, per := dl.Limit.floats()
 		level, updated := capacity, now
-		if found && !e.gone && !e.quota {
+		if found && !e.gone && !e.quota && !e.win {
 			level, updated = e.level, e.updated
 		}
 		level, updated = apply(level, updated, capacity, rate, per, now, float64(dl.Units))
@@ -471,6 +506,54 @@ func (s *shard) putQuota(key string, found bool, used float64, window, windowSta
 		dropAt = now + int64(quotaExpiry(windowEnd, now))
 	}
 	e := entry{used: used, window: window, dropAt: dropAt, quota: true}
+	if found {
+		s.buckets[key] = e
+	} else {
+		s.buckets[strings.Clone(key)] = e
+	}
+}
+
+// windowsOf is Decision.Windows for items whose phase 1 saw seen: nil
+// when no item is a window counter.
+func windowsOf(items []Item, seen []checked) []time.Time {
+	var w []time.Time
+	for i, it := range items {
+		if !it.Limit.IsWindow() {
+			continue
+		}
+		if w == nil {
+			w = make([]time.Time, len(items))
+		}
+		w[i] = time.UnixMicro(seen[i].window).UTC()
+	}
+	return w
+}
+
+// checkWindow is phase one of a take from a window counter whose entry is
+// e (found: the key has one): its slid state (prev returned apart, cur in
+// used, start in window) and the verdict, as checkWindowAt reports it.
+func (m *Memory) checkWindow(e entry, found bool, it Item, now int64) (float64, checked, bool, bool, float64) {
+	capacity, per, _, sliding := it.Limit.windowed()
+	prev, cur, start := 0.0, 0.0, int64(-1)
+	if found && !e.gone && e.win {
+		prev, cur, start = e.prev, e.used, e.window
+	}
+	prev, cur, start, ok, tooLarge, short := checkWindowAt(prev, cur, start, per, capacity, now, float64(it.Cost), sliding)
+	return prev, checked{used: cur, window: start, found: found}, ok, tooLarge, short
+}
+
+// putWindow stores a window counter's new state, or marks it gone when it
+// counts nothing (the same as a missing counter; Sweep drops it). found:
+// the key has an entry, live or gone. It is dropped when nothing it counts
+// weighs any more (windowExpiry).
+func (s *shard) putWindow(key string, found bool, prev, cur float64, start, per, now int64, sliding bool) {
+	if prev <= 0 && cur <= 0 {
+		if found {
+			s.buckets[key] = entry{gone: true, dropAt: now}
+		}
+		return
+	}
+	e := entry{prev: prev, used: cur, window: start, dropAt: now + int64(windowExpiry(start, per, now, sliding)), win: true}
 	if found {
 		s.buckets[key] = e
 	} else {

@@ -538,7 +538,10 @@ func (c *reconcileCall) limit(l Limit) int {
 
 // appendLimit appends l to a script's ARGV as both scripts read it:
 // capacity, rate, per (µs), windowStart (µs), windowEnd (µs). A token bucket
-// sends a window of 0 and 0; a quota a rate and per of 0 (unused).
+// sends a window of 0 and 0; a quota a rate and per of 0 (unused); a window
+// counter a rate of 0, the window its delta's take counted in as
+// windowStart (-1: the current window) and windowEnd windowSliding or
+// windowFixed.
 func appendLimit(args []any, l Limit) []any {
 	a := limitArgs(l)
 	return append(args, a[0], a[1], a[2], a[3], a[4])
@@ -549,12 +552,26 @@ func limitArgs(l Limit) [5]int64 {
 	if l.Concurrent { // rate 0 marks it (see lua/core.lua kindOf)
 		return [5]int64{l.Capacity, 0, l.slotLease(), 0, 0}
 	}
+	if l.IsWindow() {
+		_, per, taken, sliding := l.windowed()
+		code := int64(windowFixed)
+		if sliding {
+			code = windowSliding
+		}
+		return [5]int64{l.Capacity, 0, per, taken, code}
+	}
 	if l.IsQuota() {
 		_, windowStart, windowEnd := l.window()
 		return [5]int64{l.Capacity, 0, 0, windowStart, windowEnd}
 	}
 	return [5]int64{l.Capacity, l.Rate, int64(l.Per / time.Microsecond), 0, 0}
 }
+
+// The windowEnd codes of a window counter in the scripts' ARGV (core.lua).
+const (
+	windowSliding = -1
+	windowFixed   = -2
+)
 
 // nowArg is ARGV[1] of both scripts: the override clock in µs, or "" for
 // Redis TIME.
@@ -572,8 +589,12 @@ func decide(d *Decision, reply []int64, idx []int) error {
 	if len(reply) == 1 && reply[0] == -1 {
 		return ErrVoided
 	}
-	n := len(reply)/2 - 2
-	if len(reply) < 4 || len(reply)%2 != 0 || (idx != nil && n != len(idx)) || (idx == nil && n != len(d.Buckets)) {
+	n := len(d.Buckets)
+	if idx != nil {
+		n = len(idx)
+	}
+	windows := len(reply) == 4+3*n // a window counter among the buckets: their windows follow
+	if len(reply) != 4+2*n && !windows {
 		return fmt.Errorf("unexpected reply of %d numbers", len(reply))
 	}
 	at := func(j int) int {
@@ -591,6 +612,16 @@ func decide(d *Decision, reply []int64, idx []int) error {
 	d.RetryAfter = time.Duration(reply[3]) * time.Microsecond
 	for j := range n {
 		d.Buckets[at(j)] = Status{Remaining: reply[4+2*j], Reset: time.Duration(reply[5+2*j]) * time.Microsecond}
+	}
+	if windows {
+		if d.Windows == nil {
+			d.Windows = make([]time.Time, len(d.Buckets))
+		}
+		for j := range n {
+			if w := reply[4+2*n+j]; w != 0 {
+				d.Windows[at(j)] = time.UnixMicro(w).UTC()
+			}
+		}
 	}
 	return nil
 }

@@ -173,6 +173,14 @@ func TakeSharded(ctx context.Context, s Store, requestID string, items []Sharded
 			for f, i := range owner {
 				out.Taken[i] = append(out.Taken[i], flat[f])
 			}
+			if d.Windows != nil { // an unsharded window counter's window, at its item
+				out.Windows = make([]time.Time, len(items))
+				for f, i := range owner {
+					if plans[i] == nil {
+						out.Windows[i] = d.Windows[f]
+					}
+				}
+			}
 			for i, p := range plans {
 				if p == nil {
 					out.Buckets[i] = last[i]

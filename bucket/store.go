@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// Limit is the shape of one bucket: a token bucket or a calendar quota.
+// Limit is the shape of one bucket: a token bucket, a calendar quota, or a
+// window counter (Algorithm SlidingWindow or FixedWindow).
 //
 // A token bucket (WindowStart and WindowEnd zero) holds at most Capacity
 // units and refills at Rate units every Per; Capacity, Rate and Per must all
@@ -17,6 +18,14 @@ import (
 // window of the instant from its period (day, week, month) and time zone, so
 // a Store needs no calendar. Rate and Per are ignored; there is no refill and
 // no burst within the window.
+//
+// A window counter (Algorithm set, see window.go) admits Capacity units per
+// window of Per, the windows aligned on the Unix epoch on the store's clock
+// (Redis TIME: one clock for every proxy node), so the caller computes no
+// window. WindowEnd and Rate are unused. WindowStart is zero in a take; in
+// a Delta (and a Void's items) it may name the window the take counted in
+// (Decision.Windows), which the delta then applies to; zero applies it to the
+// store's current window.
 //
 // Units are whatever the rule counts (requests, tokens or micro-USD). The
 // zero value is invalid (see Validate). A Limit is a plain value, safe to
@@ -40,6 +49,11 @@ type Limit struct {
 	// until Per (the slot lease) has passed since its take. Rate and the
 	// window are unused (zero).
 	Concurrent bool
+
+	// Algorithm is how a limit that is not a quota counts: TokenBucket
+	// (the zero value), SlidingWindow or FixedWindow. A quota's is
+	// TokenBucket.
+	Algorithm Algorithm
 }
 
 // Quota returns the Limit of a quota of capacity units within the window
@@ -56,10 +70,10 @@ func Slots(capacity int64, lease time.Duration) Limit {
 	return Limit{Capacity: capacity, Per: lease, Concurrent: true}
 }
 
-// IsQuota reports whether l is a quota: either window bound is set (a valid
-// quota sets both).
+// IsQuota reports whether l is a quota: a token-bucket Algorithm with
+// either window bound set (a valid quota sets both).
 func (l Limit) IsQuota() bool {
-	return !l.WindowStart.IsZero() || !l.WindowEnd.IsZero()
+	return l.Algorithm == TokenBucket && (!l.WindowStart.IsZero() || !l.WindowEnd.IsZero())
 }
 
 // Item is one bucket a request takes from: the store key that names the
@@ -89,7 +103,8 @@ type Status struct {
 	// Reset is the time until the bucket is full again at its refill rate,
 	// rounded up to the microsecond; zero when full. For a quota: the time
 	// until its window ends (whatever it holds), zero once the store's clock
-	// has passed WindowEnd.
+	// has passed WindowEnd. A sliding window: the time until nothing it
+	// counts weighs any more; a fixed window: until its window ends.
 	Reset time.Duration
 }
 
@@ -114,6 +129,13 @@ type Decision struct {
 	RetryAfter time.Duration
 	// Buckets holds one Status per item, in the items' order.
 	Buckets []Status
+	// Windows, when any item is a window counter, holds one instant per
+	// item, in the items' order: for a window counter, the first instant
+	// of the window the take (or, on a denial, the check) counted in, on
+	// the store's clock, which a Delta of the take names as its Limit's
+	// WindowStart (see Limit); zero for other items. Nil when no item is a
+	// window counter, or on a cached denial.
+	Windows []time.Time
 	// Cached is set on a denial answered from memory by a DenyCache,
 	// without the store: only Buckets[DeniedBy] is known (the status the
 	// store reported with the denial, its Reset counted down since), and

@@ -353,7 +353,17 @@ type Limit struct {
 	// Per is the refill period, a Go duration (1s, 1m, 1h, 24h).
 	Per Duration `yaml:"per"`
 	// Burst is the bucket capacity in units (for usd: dollars). Zero: Rate.
+	// A window algorithm has no burst: leave it unset (or equal to Rate).
 	Burst float64 `yaml:"burst"`
+	// Algorithm is how a rate limit counts: token_bucket (the default: a
+	// bucket of Burst refilled at Rate per Per), sliding_window (the
+	// sliding-window counter: the units of the current window of Per plus
+	// those of the previous one, weighted by the share of it still inside
+	// the last Per) or fixed_window (at most Rate units per window of Per;
+	// windows aligned on the Unix epoch on the store's clock). Windows
+	// admit Rate units per window, in whole units; they do not combine
+	// with shards, leases or regions (README, "Window algorithms").
+	Algorithm string `yaml:"algorithm"`
 	// Quota makes the limit a calendar quota: at most Quota units (for
 	// usd: dollars) per Period, reset at the period's start.
 	Quota float64 `yaml:"quota"`

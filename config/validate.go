@@ -13,6 +13,7 @@ import (
 	"time"
 	_ "time/tzdata" // time zones for quotas, on machines without a zoneinfo database
 
+	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/spec"
 )
 
@@ -238,6 +239,7 @@ func (c *Config) Validate() error {
 		default:
 			checkBucket(&p, f, l, scale)
 		}
+		checkAlgorithm(&p, f, l, scale)
 		checkShards(&p, f, l, scale)
 		checkShadow(&p, f, l)
 		if l.Lease != nil {
@@ -463,3 +465,45 @@ func checkShards(p *problems, f string, l Limit, scale float64) {
 			k, rate, time.Duration(l.Per), max(1, math.Floor(rate)))
 	}
 }
+
+// checkAlgorithm checks a limit's algorithm: a known name, and for a window
+// algorithm a rate limit (not a quota) of whole units per window with no
+// burst of its own, and none of the features that need a token bucket:
+// shards and leases split or lend a refilling level, and regions scale a
+// refill rate, none of which a window counter has.
+func checkAlgorithm(p *problems, f string, l Limit, scale float64) {
+	a, ok := bucket.ParseAlgorithm(l.Algorithm)
+	if !ok {
+		p.add(f+".algorithm", "must be token_bucket, sliding_window or fixed_window (got %q)", l.Algorithm)
+		return
+	}
+	if a == bucket.TokenBucket {
+		return
+	}
+	if l.Quota != 0 {
+		p.add(f+".algorithm", "%s applies to rate limits (rate: and per:), not to a calendar quota", a)
+		return
+	}
+	if l.Burst != 0 && l.Burst != l.Rate {
+		p.add(f+".burst", "%s has no burst: it admits rate units per window of per (got burst %v, rate %v)", a, l.Burst, l.Rate)
+	}
+	if r := l.Rate * scale; r > 0 && r != math.Trunc(r) {
+		p.add(f+".rate", "%s counts whole units per window (got %v)", a, l.Rate)
+	}
+	if l.Per > 0 && time.Duration(l.Per) > maxWindowPer {
+		p.add(f+".per", "%s windows are at most %v (got %v)", a, maxWindowPer, time.Duration(l.Per))
+	}
+	if l.Shards > 1 {
+		p.add(f+".shards", "%s does not combine with shards (token buckets only)", a)
+	}
+	if l.Lease != nil {
+		p.add(f+".lease", "%s does not combine with a lease (token buckets only)", a)
+	}
+	if len(l.Regions) > 0 {
+		p.add(f+".regions", "%s does not combine with regions (token buckets and quotas only)", a)
+	}
+}
+
+// maxWindowPer is the longest window a window algorithm accepts: a year
+// (bucket.Limit allows 2^50µs, about 35 years).
+const maxWindowPer = 366 * 24 * time.Hour

@@ -63,7 +63,8 @@ end
 
 -- parse reads a stored value v (false: the key is missing): 't', level and
 -- updated for a token bucket's '<level> <updated>'; 'q', used and window
--- for a quota's 'q <used> <window>'; 'x' for any other value; nil when
+-- for a quota's 'q <used> <window>'; 'w', prev, cur and start for a window
+-- counter's 'w <prev> <cur> <start>'; 'x' for any other value; nil when
 -- missing.
 local function parse(v)
   if not v then
@@ -72,6 +73,10 @@ local function parse(v)
   local used, window = string.match(v, '^q (%d+) (%d+)$')
   if used then
     return 'q', used + 0, window + 0
+  end
+  local prev, cur, start = string.match(v, '^w (%d+) (%d+) (%d+)$')
+  if prev then
+    return 'w', prev + 0, cur + 0, start + 0
   end
   local level, updated = string.match(v, '^(%S+) (%d+)$')
   level = level and tonumber(level)
@@ -195,11 +200,14 @@ end
 -- slotRetry is the wait of a denial by an in-flight limit, µs.
 local slotRetry = 1000000
 
--- kindOf is the kind of a limit from its ARGV: 'q' a quota, 'c' an
--- in-flight limit, 't' a token bucket.
+-- kindOf is the kind of a limit from its ARGV: 'q' a quota, 'w' a window
+-- counter (windowEnd -1 or -2, see below), 'c' an in-flight limit, 't' a
+-- token bucket.
 local function kindOf(rate, windowEnd)
   if windowEnd > 0 then
     return 'q'
+  elseif windowEnd < 0 then
+    return 'w'
   elseif rate == 0 then
     return 'c'
   end
@@ -249,4 +257,149 @@ local function hold(key, holder, expiry, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
   redis.call('ZADD', key, string.format('%d', expiry), holder)
   redis.call('PEXPIRE', key, math.floor((expiry - now) / 1000) + 1000)
+end
+
+-- The window counters (sliding_window, fixed_window): mirror
+-- bucket/window.go line by line, under the same names. In both scripts'
+-- ARGV a window counter's limit is capacity, rate 0, per (µs), windowStart
+-- = the window a delta's take counted in (µs; -1: the current window;
+-- unused by a take) and windowEnd = -1 (sliding) or -2 (fixed).
+
+-- isSliding reads a window counter's windowEnd code.
+local function isSliding(windowEnd)
+  return windowEnd == -1
+end
+
+-- slide brings a counter into now's window: the next window moves cur to
+-- prev (a fixed window drops it), a later one empties both. A now before
+-- start (a clock that stepped back) keeps the window.
+local function slide(prev, cur, start, per, now, sliding)
+  local current = now - math.fmod(now, per)
+  if current <= start then
+    return prev, cur, start
+  end
+  if current == start + per and sliding then
+    return cur, 0, current
+  end
+  return 0, 0, current
+end
+
+-- weigh is the count a take at now sees: the sliding window's
+-- prev * (per - elapsed) / per + cur; the fixed window's cur.
+local function weigh(prev, cur, start, per, now, sliding)
+  if not sliding then
+    return cur
+  end
+  local elapsed = now - start
+  if elapsed < 0 then
+    elapsed = 0
+  end
+  return prev * (per - elapsed) / per + cur
+end
+
+-- fitsAt reports whether cost fits a sliding window at elapsed µs into the
+-- window whose counts are prev and cur.
+local function fitsAt(prev, cur, per, elapsed, capacity, cost)
+  return prev * (per - elapsed) / per + cur <= capacity - cost
+end
+
+-- firstFit returns the least elapsed in [0, per) at which cost fits the
+-- window whose counts are prev and cur, or per when it fits nowhere in it.
+local function firstFit(prev, cur, per, capacity, cost)
+  local room = capacity - cost - cur
+  if room < 0 then
+    return per
+  end
+  if prev <= 0 or fitsAt(prev, cur, per, 0, capacity, cost) then
+    return 0
+  end
+  local f = math.floor(per - room * per / prev)
+  if f >= per then
+    return per
+  end
+  local e = f
+  if e < 0 then
+    e = 0
+  end
+  local i = 0
+  while i < 2 and e < per and not fitsAt(prev, cur, per, e, capacity, cost) do
+    e = e + 1
+    i = i + 1
+  end
+  i = 0
+  while i < 2 and e > 0 and fitsAt(prev, cur, per, e - 1, capacity, cost) do
+    e = e - 1
+    i = i + 1
+  end
+  return e
+end
+
+-- windowWait returns the least whole number of µs after now at which cost
+-- fits a counter slid to now's window.
+local function windowWait(prev, cur, start, per, now, capacity, cost, sliding)
+  if not sliding then
+    return start + per - now
+  end
+  local e = firstFit(prev, cur, per, capacity, cost)
+  if e < per and start + e > now then
+    return start + e - now
+  end
+  e = firstFit(cur, 0, per, capacity, cost)
+  if e < per then
+    return start + per + e - now
+  end
+  return start + 2 * per - now
+end
+
+-- windowReset returns the µs from now until the counter is empty again (a
+-- fixed window: until its window ends, whatever it holds).
+local function windowReset(prev, cur, start, per, now, sliding)
+  if not sliding then
+    return start + per - now
+  elseif cur > 0 then
+    return start + 2 * per - now
+  elseif prev > 0 then
+    return start + per - now
+  end
+  return 0
+end
+
+-- windowExpiry returns the µs from now until a counter's state may be
+-- forgotten.
+local function windowExpiry(start, per, now, sliding)
+  if sliding then
+    return start + 2 * per - now
+  end
+  return start + per - now
+end
+
+-- loadWindow returns a counter's state from its parsed value (kind, a, b,
+-- c), or nothing taken in a window that slide replaces with now's (start
+-- -1) when missing or holding another kind's value (found is then true:
+-- putWindow overwrites it).
+local function loadWindow(kind, a, b, c)
+  if kind == 'w' then
+    return a, b, c, true
+  end
+  return 0, 0, -1, kind ~= nil
+end
+
+-- putWindow returns how to store a counter's new state, as put: the ms its
+-- key lives (1s past windowExpiry); false, to delete the key, when it
+-- counts nothing (the same as a missing counter); nil when it was missing
+-- and counts nothing.
+local function putWindow(found, prev, cur, start, per, now, sliding)
+  if prev <= 0 and cur <= 0 then
+    if found then
+      return false
+    end
+    return nil
+  end
+  return math.floor(windowExpiry(start, per, now, sliding) / 1000) + 1000
+end
+
+-- encodeWindow is a counter's stored value: prev, cur and start, whole
+-- numbers.
+local function encodeWindow(prev, cur, start)
+  return string.format('w %d %d %d', prev, cur, start)
 end

@@ -22,7 +22,9 @@
 --           per limit: capacity (units), rate (units per per), per (µs),
 --           windowStart (µs), windowEnd (µs), as in take.lua (a quota when
 --           windowEnd > 0, with rate and per 0). The caller has validated
---           them (bucket.Limit.Validate).
+--           them (bucket.Limit.Validate). A window counter (windowEnd -1
+--           sliding, -2 fixed; see core.lua) has rate 0 and windowStart
+--           the window its take counted in (-1: the current window).
 -- then, entry after entry:
 --   mode    'r': a reconciliation, once per request id (SET NX of its
 --           marker); 'v': the void of a take (the deltas are its costs,
@@ -38,7 +40,10 @@
 --           in-flight limit (rate 0, windowEnd 0): negative units release
 --           the slot of the entry's request id (ZREM; named by its marker
 --           key), other units change nothing; an entry without a marker
---           releases nothing.
+--           releases nothing. A window
+--           counter: units are added to the count of the take's window
+--           (never below 0): cur when it is the current window, prev when
+--           it is a sliding window's previous one, nothing otherwise.
 --
 -- Reply: one integer per entry, in order: 1 when its deltas were applied, 0
 -- when its marker already existed (a retry: nothing changed). In void mode:
@@ -93,11 +98,26 @@ local function applyQuota(used, window, windowStart, windowEnd, units)
   return charge(used, units), window, true
 end
 
+-- applyWindow is a reconciliation delta: slide into now's window, then add
+-- units to the window the take counted in (taken; -1: the current one):
+-- cur for the current window, prev for a sliding window's previous one;
+-- any other window applies to nothing (applied is false).
+local function applyWindow(prev, cur, start, per, now, taken, units, sliding)
+  prev, cur, start = slide(prev, cur, start, per, now, sliding)
+  if taken < 0 or taken == start then
+    return prev, charge(cur, units), start, true
+  end
+  if sliding and taken == start - per then
+    return charge(prev, units), cur, start, true
+  end
+  return prev, cur, start, false
+end
+
 -- A bucket key's view, the state the script sees and will write, is an
 -- array: kind, a and b (as parse returns them), whether the key was stored
--- before the script, whether its state changed, and the TTL to write (ms;
--- false: keep the key's).
-local KIND, A, B, FOUND, DIRTY, PX = 1, 2, 3, 4, 5, 6
+-- before the script, whether its state changed, the TTL to write (ms;
+-- false: keep the key's), and a window counter's third number (c).
+local KIND, A, B, FOUND, DIRTY, PX, C = 1, 2, 3, 4, 5, 6, 7
 
 -- stage records in view c a bucket's new state (kind 't' or 'q', numbers a
 -- and b) and what put or putQuota returned for it (how: a TTL in ms, true
@@ -105,7 +125,7 @@ local KIND, A, B, FOUND, DIRTY, PX = 1, 2, 3, 4, 5, 6
 -- last state of each key is written once, at the end. A TTL kept is the one
 -- the key has at that point: one an earlier entry set, else its stored
 -- one.
-local function stage(c, how, kind, a, b)
+local function stage(c, how, kind, a, b, z)
   if how == nil then
     return
   end
@@ -114,7 +134,7 @@ local function stage(c, how, kind, a, b)
     c[KIND], c[PX] = nil, false
     return
   end
-  c[KIND], c[A], c[B] = kind, a, b
+  c[KIND], c[A], c[B], c[C] = kind, a, b, z
   if how ~= true then
     c[PX] = how
   end
@@ -150,8 +170,8 @@ for from = 1, #order, 1000 do
   local to = math.min(from + 999, #order)
   local stored = redis.call('MGET', unpack(order, from, to))
   for i = from, to do
-    local kind, x, y = parse(stored[i - from + 1])
-    view[order[i]] = {kind, x, y, kind ~= nil, false, false}
+    local kind, x, y, z = parse(stored[i - from + 1])
+    view[order[i]] = {kind, x, y, kind ~= nil, false, false, z}
   end
 end
 
@@ -188,6 +208,14 @@ while a <= #ARGV do
       if units < 0 and holder and not c[FOUND] and not c[DIRTY] then
         redis.call('ZREM', KEYS[k + i], holder)
       end
+    elseif limitKind == 'w' then
+      local sliding = isSliding(windowEnd)
+      local prev, cur, start, found = loadWindow(c[KIND], c[A], c[B], c[C])
+      local applied
+      prev, cur, start, applied = applyWindow(prev, cur, start, per, now, windowStart, units, sliding)
+      if applied then
+        stage(c, putWindow(found, prev, cur, start, per, now, sliding), 'w', prev, cur, start)
+      end
     elseif limitKind == 'q' then
       local used, window, found = loadQuota(c[KIND], c[A], c[B], windowStart)
       local applied
@@ -216,6 +244,8 @@ for _, key in ipairs(order) do
       local v
       if c[KIND] == 'q' then
         v = encodeQuota(c[A], c[B])
+      elseif c[KIND] == 'w' then
+        v = encodeWindow(c[A], c[B], c[C])
       else
         v = encode(c[A], c[B])
       end

@@ -15,9 +15,11 @@
 -- ARGV[6i-2] .. ARGV[6i+3]
 --           capacity (units), rate (units per per), per (µs), windowStart
 --           (µs), windowEnd (µs) and cost (units, >= 0) of bucket i: a
---           token bucket when windowEnd is 0 (windowStart 0 too), else a
---           quota of capacity units in [windowStart, windowEnd) (rate and
---           per 0, unused). The caller has validated them
+--           token bucket when windowEnd is 0 (windowStart 0 too), a quota of
+--           capacity units in [windowStart, windowEnd) when windowEnd > 0
+--           (rate and per 0, unused), a window counter of capacity units
+--           per window of per when windowEnd is -1 (sliding window) or -2
+--           (fixed window; rate 0 and windowStart unused). The caller has validated them
 --           (bucket.Limit.Validate); keys are distinct. An in-flight limit
 --           (bucket.Limit.Concurrent) sends rate 0 and windowEnd 0, per its
 --           slot lease (µs) and cost 0 or 1: a cost of 1 needs the marker,
@@ -35,7 +37,10 @@
 --                   debt), after the take, or after the refill on a denial; a
 --                   quota: capacity - used (negative when charged beyond it)
 --   [4+2i]          reset of bucket i: µs until it is full again; a quota: µs
---                   until its window ends
+--                   until its window ends; a sliding window: µs until nothing
+--                   it counts weighs; a fixed window: µs until its window ends
+--   [4+2n+i]        only when a bucket is a window counter: the start (µs) of
+--                   the window bucket i counted in (0 for other buckets)
 --
 -- State: one string per bucket. A token bucket: '<level> <updated>', level
 -- in units with 17 significant digits (it round-trips a double exactly),
@@ -45,7 +50,12 @@
 -- the start of the window it counts, µs; a missing key has nothing used; a
 -- quota left with nothing used is deleted; a key written for its own window
 -- expires quotaMargin (1h) past the window's end, one written for a later
--- window keeps its TTL. A key holding the other kind's state (the rule
+-- window keeps its TTL. A window counter: 'w <prev> <cur> <start>', the
+-- units taken in the previous and the current window (whole numbers) and
+-- the current window's start, µs; a missing key has nothing taken; a
+-- counter left with nothing is deleted; a key written expires 1s after the
+-- last instant it weighs (its window's end, a sliding window's next
+-- window's end). A key holding the other kind's state (the rule
 -- changed kind), or any value these scripts do not write, is read as
 -- missing. An in-flight limit: a sorted set of holder request ids scored
 -- by expiry (µs), counting those after now; a take of cost 1 drops expired
@@ -119,16 +129,16 @@ end
 
 -- write stores what put or putQuota returned for key: a TTL in ms, true
 -- to keep the key's TTL, false to delete it, nil to write nothing; the
--- value is encodeIt(a, b), made only when it is written.
-local function write(key, how, encodeIt, a, b)
+-- value is encodeIt(a, b, c), made only when it is written.
+local function write(key, how, encodeIt, a, b, c)
   if how == nil then
     return
   elseif not how then
     redis.call('DEL', key)
   elseif how == true then
-    redis.call('SET', key, encodeIt(a, b), 'KEEPTTL')
+    redis.call('SET', key, encodeIt(a, b, c), 'KEEPTTL')
   else
-    redis.call('SET', key, encodeIt(a, b), 'PX', how)
+    redis.call('SET', key, encodeIt(a, b, c), 'PX', how)
   end
 end
 
@@ -140,6 +150,18 @@ local m = 0
 if ARGV[3] ~= '0' then
   m = 1
 end
+-- checkWindowAt is phase one of a take from one window counter: slide
+-- into now's window, then check cost against the weighted count.
+local function checkWindowAt(prev, cur, start, per, capacity, now, cost, sliding)
+  prev, cur, start = slide(prev, cur, start, per, now, sliding)
+  local ok, tooLarge = checkQuota(weigh(prev, cur, start, per, now, sliding), capacity, cost)
+  local short = 0
+  if not ok and not tooLarge then
+    short = windowWait(prev, cur, start, per, now, capacity, cost, sliding)
+  end
+  return prev, cur, start, ok, tooLarge, short
+end
+
 local stored = read(KEYS)
 if m == 1 and takeMarked(stored[1]) then
   return {-1}
@@ -153,11 +175,12 @@ local seen = {}
 -- check each; write nothing.
 local firstLarge, firstShort = -1, -1
 local retry = 0
+local hasWindow = false
 for i = 1, n do
   local a = 6 * i - 2
   local capacity, rate, per = ARGV[a] + 0, ARGV[a + 1] + 0, ARGV[a + 2] + 0
   local windowStart, windowEnd, cost = ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0
-  local kind, x, y = parse(stored[m + i])
+  local kind, x, y, z = parse(stored[m + i])
   local ok, tooLarge, short
   local limitKind = kindOf(rate, windowEnd)
   if limitKind == 'c' then
@@ -165,6 +188,11 @@ for i = 1, n do
     seen[i] = {live, 0, stored[m + i] ~= false, capacity, rate, per, windowStart, windowEnd, cost}
     ok, tooLarge = checkSlots(live, capacity, cost)
     short = slotRetry
+  elseif limitKind == 'w' then
+    local prev, cur, start, found = loadWindow(kind, x, y, z)
+    prev, cur, start, ok, tooLarge, short = checkWindowAt(prev, cur, start, per, capacity, now, cost, isSliding(windowEnd))
+    seen[i] = {prev, cur, found, capacity, rate, per, windowStart, windowEnd, cost, start}
+    hasWindow = true
   elseif limitKind == 'q' then
     local used, window, found = loadQuota(kind, x, y, windowStart)
     used, window = roll(used, window, windowStart, windowEnd)
@@ -201,12 +229,27 @@ if firstLarge >= 0 or firstShort >= 0 then
   end
 end
 
+-- windows appends, when a bucket is a window counter, the start of the
+-- window each bucket counted in (0 for the others).
+local function windows()
+  if hasWindow then
+    for i = 1, n do
+      reply[4 + 2 * n + i] = seen[i][10] or 0
+    end
+  end
+  return reply
+end
+
 if reply[1] == 0 or not commit then
   for i = 1, n do
     local s = seen[i]
     local capacity, rate, per, windowEnd = s[4], s[5], s[6], s[8]
     if kindOf(rate, windowEnd) == 'c' then
       reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - s[1]), slotReset(s[1], capacity)
+    elseif windowEnd < 0 then
+      local sliding = isSliding(windowEnd)
+      reply[3 + 2 * i] = floorUnits(capacity - weigh(s[1], s[2], s[10], per, now, sliding))
+      reply[4 + 2 * i] = windowReset(s[1], s[2], s[10], per, now, sliding)
     elseif windowEnd > 0 then
       local used = s[1]
       reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - used), untilEnd(windowEnd, now)
@@ -215,7 +258,7 @@ if reply[1] == 0 or not commit then
       reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, capacity, rate, per)
     end
   end
-  return reply
+  return windows()
 end
 
 -- Phase 2: every bucket can pay; commit every cost.
@@ -236,6 +279,12 @@ for i = 1, n do
       live = live + 1
     end
     reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - live), slotReset(live, capacity)
+  elseif limitKind == 'w' then
+    local sliding, start = isSliding(windowEnd), s[10]
+    local cur = charge(s[2], cost)
+    write(KEYS[m + i], putWindow(s[3], s[1], cur, start, per, now, sliding), encodeWindow, s[1], cur, start)
+    reply[3 + 2 * i] = floorUnits(capacity - weigh(s[1], cur, start, per, now, sliding))
+    reply[4 + 2 * i] = windowReset(s[1], cur, start, per, now, sliding)
   elseif limitKind == 'q' then
     local used = charge(s[1], cost)
     write(KEYS[m + i], putQuota(s[3], used, s[2], windowStart, windowEnd, now), encodeQuota, used, s[2])
@@ -247,4 +296,4 @@ for i = 1, n do
     reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), reset
   end
 end
-return reply
+return windows()

@@ -42,7 +42,7 @@ local state, pending, written = {}, {}, {}
 -- written in the batch is read back as parse(encodeIt(a, b)) would read it
 -- (encode keeps 17 digits, so the level comes back bit for bit) without
 -- the text. An encoder not listed is encoded and parsed.
-local encoderKind = {[encode] = 't', [encodeQuota] = 'q'}
+local encoderKind = {[encode] = 't', [encodeQuota] = 'q', [encodeWindow] = 'w'}
 
 -- parseText is core.lua's parse; parse, here, also reads the values the
 -- batch wrote.
@@ -53,9 +53,9 @@ local function parse(v)
   end
   local kind = encoderKind[v[1]]
   if kind then
-    return kind, v[2], v[3]
+    return kind, v[2], v[3], v[4]
   end
-  return parseText(v[1](v[2], v[3]))
+  return parseText(v[1](v[2], v[3], v[4]))
 end
 
 -- remember records a write of value v (false: a delete) to key with how
@@ -87,10 +87,19 @@ end
 
 -- write, in a batch, records what put or putQuota returned for key (see
 -- take.lua's write) in state, the value left unencoded until the flush.
-local function write(key, how, encodeIt, a, b)
+local function write(key, how, encodeIt, a, b, c)
   if how ~= nil then
-    remember(key, how, how and {encodeIt, a, b})
+    remember(key, how, how and {encodeIt, a, b, c})
   end
+end
+
+-- hold, in a batch, adds an in-flight holder at once (core.lua's hold) and
+-- records the key as holding no string: a later take of the batch counts
+-- the holders (liveSlots) rather than read a value the first one replaced.
+local holdNow = hold
+local function hold(key, holder, expiry, now)
+  state[key] = false
+  return holdNow(key, holder, expiry, now)
 end
 
 -- @takeOne: take.lua's body, as takeOne(KEYS, ARGV), is inserted here by package lua.
@@ -131,7 +140,7 @@ for i = 1, #written do
   local key = written[i]
   local how, v = pending[key], state[key]
   if type(v) == 'table' then
-    v = v[1](v[2], v[3])
+    v = v[1](v[2], v[3], v[4])
   end
   if not how then
     redis.call('DEL', key)

@@ -171,8 +171,9 @@ func (v Verdict) String() string {
 }
 
 // Applied is one rule a request took from: the bucket, its limit as taken
-// (a quota's window is that of admission), the reservation and the bucket's
-// status at admission.
+// (a quota's window is that of admission; a window counter's WindowStart
+// the window the store counted the take in), the reservation and the
+// bucket's status at admission.
 type Applied struct {
 	Rule *policy.Rule
 	// Key is the bucket's key in the store (for a sharded rule, the key the
@@ -439,6 +440,11 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	x.decision = d
 	for i := range x.rules {
 		x.rules[i].Status = d.Buckets[i]
+		if d.Windows != nil && x.rules[i].Limit.IsWindow() {
+			// A window counter's deltas apply to the window the take
+			// counted in, on the store's clock (bucket.Limit).
+			x.rules[i].Limit.WindowStart = d.Windows[i]
+		}
 		// A region's demand on a split rule: what it admitted or denied
 		// (package region moves shares toward it).
 		if d.Allowed || i == d.DeniedBy {

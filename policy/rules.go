@@ -352,15 +352,19 @@ func compileRule(l config.Limit) Rule {
 		}
 		rate, per = math.Round(rate*1000), per*1000
 	}
+	limit := bucket.Limit{
+		Capacity: int64(math.Floor(l.Burst * scale)),
+		Rate:     int64(rate),
+		Per:      per,
+	}
+	if a, _ := bucket.ParseAlgorithm(l.Algorithm); a != bucket.TokenBucket { // Compile has refused an unknown name
+		limit = bucket.Window(a, int64(math.Floor(l.Rate*scale)), time.Duration(l.Per))
+	}
 	return Rule{
-		Name:  l.Name,
-		Scope: scope,
-		Unit:  unit,
-		Limit: bucket.Limit{
-			Capacity: int64(math.Floor(l.Burst * scale)),
-			Rate:     int64(rate),
-			Per:      per,
-		},
+		Name:     l.Name,
+		Scope:    scope,
+		Unit:     unit,
+		Limit:    limit,
 		FailOpen: l.OnFailure != "closed",
 		PerModel: l.PerModel,
 		Shards:   max(1, int(l.Shards)),
@@ -375,13 +379,17 @@ func compileRule(l config.Limit) Rule {
 }
 
 // String describes the rule for messages: "user-tpm (20000 tokens, refill
-// 10000 per 1m0s)" or "acme-monthly (500000000 usd per month)".
+// 10000 per 1m0s)", "user-rpm (60 requests per 1m0s, sliding_window)" or
+// "acme-monthly (500000000 usd per month)".
 func (r *Rule) String() string {
 	if r.Unit == UnitConcurrent {
 		return fmt.Sprintf("%s (%d requests in flight)", r.Name, r.Limit.Capacity)
 	}
 	if r.IsQuota() {
 		return fmt.Sprintf("%s (%d %s per %s)", r.Name, r.Limit.Capacity, r.Unit, r.Period)
+	}
+	if r.Limit.IsWindow() {
+		return fmt.Sprintf("%s (%d %s per %s, %s)", r.Name, r.Limit.Capacity, r.Unit, r.Limit.Per, r.Limit.Algorithm)
 	}
 	return fmt.Sprintf("%s (%d %s, refill %d per %s)", r.Name, r.Limit.Capacity, r.Unit, r.Limit.Rate, r.Limit.Per)
 }

@@ -149,13 +149,17 @@ func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied, buf []b
 }
 
 // window is the w of a RateLimit-Policy item: the time a token bucket takes
-// to refill from empty, or a quota's period length.
+// to refill from empty, a quota's period length, or a window counter's
+// window (Per).
 func window(l bucket.Limit) time.Duration {
 	if l.Concurrent { // no window: a slot frees when a request ends
 		return bucket.SlotRetry
 	}
 	if l.IsQuota() {
 		return l.WindowEnd.Sub(l.WindowStart)
+	}
+	if l.IsWindow() {
+		return l.Per
 	}
 	return fillTime(l, 0)
 }
@@ -263,6 +267,11 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, deny int,
 			a.Limit.WindowEnd.UTC().Format(time.RFC3339), goDuration(retry))
 		ctx.Response.Header.Set("x-should-retry", "false")
 		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(retry), 1), 10))
+	case a.Limit.IsWindow():
+		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %d per %s (%s), remaining %d, requested %d. Please try again in %s.",
+			a.Rule.Name, a.Rule.Scope, unit, a.Limit.Capacity, a.Limit.Per, a.Limit.Algorithm, max(a.Status.Remaining, 0), a.Reserved, goDuration(retry))
+		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(retry), 1), 10))
+		ctx.Response.Header.Set("retry-after-ms", strconv.FormatInt(max(int64((retry+time.Millisecond-1)/time.Millisecond), 1), 10))
 	default:
 		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %d per %s, remaining %d, requested %d. Please try again in %s.",
 			a.Rule.Name, a.Rule.Scope, unit, a.Limit.Rate, a.Limit.Per, max(a.Status.Remaining, 0), a.Reserved, goDuration(retry))

@@ -27,6 +27,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Helper()
 	all := append(timelines[:len(timelines):len(timelines)], quotaTimelines...)
 	all = append(all, slotTimelines...)
+	all = append(all, windowTimelines...)
 	for _, tl := range append(all, voidTimelines...) {
 		t.Run(tl.name, func(t *testing.T) {
 			clock := NewClock(Start)
@@ -54,6 +55,9 @@ type step struct {
 
 	items []bucket.Item
 	want  bucket.Decision // of the Take
+	// windows, when set, is the Take's Decision.Windows as offsets from
+	// Start (the window each window counter counted in).
+	windows []time.Duration
 	// voided is set when the Take must fail with an error wrapping
 	// bucket.ErrVoided (its request id was voided first; nothing changes).
 	voided bool
@@ -114,6 +118,9 @@ func run(t *testing.T, store bucket.Store, clock *Clock, prefix string, steps []
 			if err == nil && !s.invalid && !s.voided && !sameDecision(got, s.want) {
 				t.Errorf("%s: Take decided\n\t%+v\nwant\t%+v", where, got, s.want)
 			}
+			if err == nil && s.windows != nil && !sameWindows(got.Windows, s.windows) {
+				t.Errorf("%s: Take counted in windows %v, want %v after Start", where, got.Windows, s.windows)
+			}
 		}
 
 		switch {
@@ -134,6 +141,19 @@ func sameDecision(a, b bucket.Decision) bool {
 	}
 	for i := range a.Buckets {
 		if a.Buckets[i] != b.Buckets[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// sameWindows reports whether got are the instants Start + want.
+func sameWindows(got []time.Time, want []time.Duration) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if !got[i].Equal(Start.Add(want[i])) {
 			return false
 		}
 	}
