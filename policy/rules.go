@@ -71,6 +71,14 @@ type Rule struct {
 	// with its name; the zero Lease when it has none (a Leased store then
 	// takes its buckets as they are). Token buckets only.
 	Lease bucket.Lease
+	// CapOutput: when this rule cannot pay a request's output reservation
+	// but can pay its input plus CapOutputMin tokens of output per
+	// completion, admission lowers the request's output maximum to what
+	// fits instead of denying it (config limits[].cap_output).
+	CapOutput bool
+	// CapOutputMin is the least output maximum per completion, in tokens,
+	// a CapOutput rule lowers a request to; below it the request is denied.
+	CapOutputMin int64
 
 	plans, tenants, users []string
 	models, paths         []string // globs
@@ -318,14 +326,15 @@ func compileRule(l config.Limit) Rule {
 		}
 		return Rule{
 			Name: l.Name, Scope: scope, Unit: unit,
-			Limit:    bucket.Limit{Capacity: int64(math.Floor(l.Quota * scale))},
-			Period:   parsePeriod(l.Period),
-			Location: loc,
-			WarnAt:   l.WarnAt,
-			FailOpen: l.OnFailure != "closed",
-			PerModel: l.PerModel,
-			Shards:   max(1, int(l.Shards)),
-			plans:    l.Plans, tenants: l.Tenants, users: l.Users, models: l.Models, paths: l.Paths,
+			Limit:     bucket.Limit{Capacity: int64(math.Floor(l.Quota * scale))},
+			Period:    parsePeriod(l.Period),
+			Location:  loc,
+			WarnAt:    l.WarnAt,
+			FailOpen:  l.OnFailure != "closed",
+			PerModel:  l.PerModel,
+			Shards:    max(1, int(l.Shards)),
+			CapOutput: l.CapOutput, CapOutputMin: capOutputMin(l),
+			plans: l.Plans, tenants: l.Tenants, users: l.Users, models: l.Models, paths: l.Paths,
 		}
 	}
 	rate, per := l.Rate*scale, time.Duration(l.Per)
@@ -344,15 +353,16 @@ func compileRule(l config.Limit) Rule {
 			Rate:     int64(rate),
 			Per:      per,
 		},
-		FailOpen: l.OnFailure != "closed",
-		PerModel: l.PerModel,
-		Shards:   max(1, int(l.Shards)),
-		Lease:    compileLease(l, scale),
-		plans:    l.Plans,
-		tenants:  l.Tenants,
-		users:    l.Users,
-		models:   l.Models,
-		paths:    l.Paths,
+		FailOpen:  l.OnFailure != "closed",
+		PerModel:  l.PerModel,
+		Shards:    max(1, int(l.Shards)),
+		Lease:     compileLease(l, scale),
+		CapOutput: l.CapOutput, CapOutputMin: capOutputMin(l),
+		plans:   l.Plans,
+		tenants: l.Tenants,
+		users:   l.Users,
+		models:  l.Models,
+		paths:   l.Paths,
 	}
 }
 
@@ -373,4 +383,16 @@ func compileLease(l config.Limit, scale float64) bucket.Lease {
 		return bucket.Lease{}
 	}
 	return bucket.Lease{Size: int64(math.Floor(l.Lease.Size * scale)), TTL: time.Duration(l.Lease.TTL), Label: l.Name}
+}
+
+// DefaultCapOutputMin is a cap_output limit's cap_output_min when unset, in
+// tokens: a reply shorter than this is seldom worth sending.
+const DefaultCapOutputMin = 256
+
+// capOutputMin is l's cap_output_min in tokens, defaulted.
+func capOutputMin(l config.Limit) int64 {
+	if l.CapOutputMin > 0 {
+		return l.CapOutputMin
+	}
+	return DefaultCapOutputMin
 }

@@ -25,6 +25,12 @@ type Estimate struct {
 	// OutputTokens is then the model's default per completion times
 	// Choices, which a learned reservation may replace (package reserve).
 	OutputDefaulted bool
+	// OutputCeiling is, for a request with OutputDefaulted, the model's
+	// documented maximum output per completion in tokens
+	// ([Model.MaxOutputTokens]; 0: unknown), which a learned reservation
+	// must not exceed. Only the entry points (Weigh, WeighAs,
+	// WeighResolved) set it.
+	OutputCeiling int64
 	// Choices is how many completions OutputTokens covers: a chat
 	// request's n (at least 1), 1 for every other kind.
 	Choices int64
