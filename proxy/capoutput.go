@@ -49,28 +49,38 @@ func outputOf(k weigher.Kind, est weigher.Estimate) meter.Output {
 }
 
 // capBody returns the body to forward for a request whose output maximum
-// admission lowered (cap_output), and says so in x-llmguard-output-capped
-// ("<new maximum>; requested=<old>", tokens per completion); body itself
-// otherwise. The new maximum replaces the value of every output field the
-// weigher found in the body (their offsets, from the one strict parse that
-// refused keys named twice or in another case, so no other member can be
-// the one an upstream reads), or is added as the flavor's own field when
-// the body named none.
-func (p *Proxy) capBody(ctx *fasthttp.RequestCtx, x *exchange, body []byte) []byte {
+// admission lowered (cap_output); body itself otherwise. The new maximum
+// replaces the value of every output field the weigher found in the body
+// (their offsets, from the one strict parse that refused keys named twice
+// or in another case, so no other member can be the one an upstream
+// reads), or is added as the flavor's own field when the body named none.
+func (p *Proxy) capBody(_ *fasthttp.RequestCtx, x *exchange, body []byte) []byte {
 	if x.m == nil {
 		return body
 	}
-	to, from, ok := x.m.OutputCapped()
+	to, _, ok := x.m.OutputCapped()
 	if !ok {
 		return body
 	}
-	nb := rewriteOutputMax(body, x.est.OutputFields, outputField(x.kind), to)
+	return rewriteOutputMax(body, x.est.OutputFields, outputField(x.kind), to)
+}
+
+// setCappedHeader says, in x-llmguard-output-capped ("<new maximum>;
+// requested=<old>", tokens per completion), that admission lowered the
+// request's output maximum; nothing otherwise.
+func setCappedHeader(h *fasthttp.ResponseHeader, x *exchange) {
+	if x.m == nil {
+		return
+	}
+	to, from, ok := x.m.OutputCapped()
+	if !ok {
+		return
+	}
 	var b [48]byte
 	v := strconv.AppendInt(b[:0], to, 10)
 	v = append(v, "; requested="...)
 	v = strconv.AppendInt(v, from, 10)
-	ctx.Response.Header.SetBytesV("x-llmguard-output-capped", v)
-	return nb
+	h.SetBytesV("x-llmguard-output-capped", v)
 }
 
 // rewriteOutputMax returns a copy of body, a JSON object that passed the
