@@ -64,6 +64,10 @@ type Config struct {
 	// request that sets no maximum and names a model absent from Models.
 	// Default 4096.
 	DefaultMaxOutputTokens int64 `yaml:"default_max_output_tokens"`
+	// OutputReservation learns each model's output reservation from the
+	// outputs it really produced, for requests that name no maximum
+	// (README, "Learned output reservations"). Off unless Learn is set.
+	OutputReservation OutputReservation `yaml:"output_reservation"`
 	// DefaultMaxInputTokens is the input reserved, in tokens, by a request
 	// with hidden context (previous_response_id, conversation, a stored
 	// file, Azure data_sources) for a model without max_input_tokens.
@@ -270,6 +274,10 @@ type Model struct {
 	// conversation, a stored file) reserves. Zero: the price table's
 	// max_input_tokens, else Config.DefaultMaxInputTokens.
 	MaxInputTokens int64 `yaml:"max_input_tokens"`
+	// MaxOutputTokens is the model's documented maximum output per
+	// completion, in tokens (its provider's model page): a learned output
+	// reservation (output_reservation) never exceeds it. Zero: unknown.
+	MaxOutputTokens int64 `yaml:"max_output_tokens"`
 	// AliasOf makes this name another name of a priced model: it is
 	// priced as that model (all its tiers), and counted with its encoding,
 	// safety factor and default output where this entry leaves them unset.
@@ -426,6 +434,18 @@ type Limit struct {
 	// memory until they are spent or Lease.TTL passes (README, "Leases").
 	// Token buckets only. nil: no lease.
 	Lease *Lease `yaml:"lease"`
+	// CapOutput lets this limit lower a request's output maximum instead of
+	// denying it: when what the limit has left cannot pay the request's
+	// output reservation but pays its input plus CapOutputMin tokens of
+	// output per completion, the request goes upstream with its maximum
+	// (max_completion_tokens / max_tokens, max_output_tokens, Anthropic's
+	// max_tokens) lowered to what fits, and the answer carries
+	// x-llmguard-output-capped. Units tokens, output_tokens and usd only.
+	// Default false.
+	CapOutput bool `yaml:"cap_output"`
+	// CapOutputMin is the least output maximum per completion, in tokens,
+	// CapOutput lowers a request to. Zero: 256.
+	CapOutputMin int64 `yaml:"cap_output_min"`
 	// Matchers: when a list is set, the request must match one of its
 	// entries. Models and Paths entries are globs in path.Match syntax;
 	// in a Models glob `*` and `?` also match `/` (`*` matches
@@ -776,4 +796,29 @@ func (c *Config) applyDefaults() {
 			c.Limits[i].OnFailure = c.Store.OnFailure
 		}
 	}
+}
+
+// OutputReservation configures learned output reservations: a request that
+// names no output maximum reserves Quantile of the outputs its model
+// produced recently (a decaying sketch per model) instead of
+// default_max_output_tokens, clamped to [Floor, Cap] and to the model's
+// max_output_tokens. Zero fields take the defaults of package reserve.
+type OutputReservation struct {
+	// Learn turns learning on. Default false: the fixed default.
+	Learn bool `yaml:"learn"`
+	// Quantile is the share of recent outputs covered, in (0, 1). Zero: 0.95.
+	Quantile float64 `yaml:"quantile"`
+	// MinSamples is how many settled outputs a model needs before its
+	// reservation is learned. Zero: 50.
+	MinSamples int64 `yaml:"min_samples"`
+	// Floor and Cap bound a learned reservation per completion, in tokens.
+	// Zero: 256 and 32768.
+	Floor int64 `yaml:"floor"`
+	Cap   int64 `yaml:"cap"`
+	// HalfLife is after how many later outputs of a model an output
+	// weighs half. Zero: 500.
+	HalfLife int `yaml:"half_life"`
+	// MaxModels bounds the per-model sketches (about 3 KiB each); unpriced
+	// models always share one. Zero: 1024.
+	MaxModels int `yaml:"max_models"`
 }

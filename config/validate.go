@@ -79,6 +79,7 @@ func (c *Config) Validate() error {
 	if c.DefaultMaxOutputTokens < 0 {
 		p.add("default_max_output_tokens", "must be positive (got %d)", c.DefaultMaxOutputTokens)
 	}
+	checkOutputReservation(&p, c.OutputReservation)
 	if c.DefaultMaxInputTokens < 0 {
 		p.add("default_max_input_tokens", "must be positive (got %d)", c.DefaultMaxInputTokens)
 	}
@@ -185,6 +186,9 @@ func (c *Config) Validate() error {
 		if m.MaxInputTokens < 0 {
 			p.add(f+".max_input_tokens", "must be positive")
 		}
+		if m.MaxOutputTokens < 0 {
+			p.add(f+".max_output_tokens", "must be positive")
+		}
 		if m.SafetyFactor != 0 && !(m.SafetyFactor >= 1 && m.SafetyFactor <= 10) {
 			p.add(f+".safety_factor", "must be between 1 and 10 (got %v)", m.SafetyFactor)
 		}
@@ -244,6 +248,9 @@ func (c *Config) Validate() error {
 		checkShadow(&p, f, l)
 		if l.Lease != nil {
 			checkLease(&p, f+".lease", l, scale)
+		}
+		if unitOK {
+			checkCapOutput(&p, f, l, unit)
 		}
 		for j, g := range append(append([]string{}, l.Models...), l.Paths...) {
 			if _, err := path.Match(g, ""); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/reserve"
 	"github.com/llmguard/llmguard/spec"
 )
 
@@ -34,6 +35,10 @@ type Options struct {
 	// Now is the clock that places a request in its quota periods (the
 	// buckets' own clock is the store's). nil: time.Now.
 	Now func() time.Time
+	// Outputs, when set, learns each model's output from settled requests
+	// that named no maximum and reserves its quantile for the next such
+	// request (output_reservation.learn); nil: the fixed default stands.
+	Outputs *reserve.Learner
 	// Inject, when set, runs at each injection point of a settlement
 	// (PointSettle, PointLedger, PointMetrics); tests make it panic to
 	// prove containment. nil in production.
@@ -125,6 +130,10 @@ type Request struct {
 	// Estimate is the reservation, in tokens: InputTokens counted locally,
 	// OutputTokens the output reserved. Only those two fields are read.
 	Estimate spec.Usage
+	// Output says how Estimate.OutputTokens was made and whether the
+	// request's output maximum may be lowered (output.go); the zero value:
+	// named by the request, one completion, never lowered.
+	Output Output
 }
 
 // Verdict is what admission decided.
@@ -229,6 +238,8 @@ type Exchange struct {
 	unlimited bool
 	warnings  []string
 	settled   atomic.Bool
+	// out is how the output reservation was made and lowered (output.go).
+	out outputState
 
 	// The storage of rules, of the take's items and of the settlement's
 	// deltas for a request under at most inlineRules rules, so that they
@@ -359,8 +370,12 @@ func (m *Meter) Admit(r Request) *Exchange {
 			}
 		}
 	}
+	x.learnOutput()
 	if len(rules) > 0 {
 		x.take(rules)
+		if x.verdict == Denied || x.verdict == TooLarge {
+			x.capOutput(rules)
+		}
 	}
 	if x.verdict == Admitted && len(shadow) > 0 && !x.fallback && !x.unlimited {
 		x.takeShadow(shadow)

@@ -58,6 +58,9 @@ func (x *Exchange) Settle(s Settlement) bool {
 		// Nothing reported: the reservation stands, and so does its cost.
 		cost = x.price.MicroUSD(spec.Usage{InputTokens: x.req.Estimate.InputTokens, OutputTokens: x.req.Estimate.OutputTokens})
 	}
+	if s.Source == spec.SourceReported && s.Status < 300 {
+		m.contain(StageMetrics, x, func() { x.observeOutput(actual.OutputTokens) })
+	}
 	if x.req.PerImage > 0 && s.Source != spec.SourceRefund {
 		// Billed per image: the images asked for are the bill, whatever
 		// tokens an answer reports.

@@ -76,6 +76,14 @@ type Rule struct {
 	// limits[].shadow): the meter takes its buckets apart from the real
 	// rules', only for requests they admit.
 	Shadow bool
+	// CapOutput: when this rule cannot pay a request's output reservation
+	// but can pay its input plus CapOutputMin tokens of output per
+	// completion, admission lowers the request's output maximum to what
+	// fits instead of denying it (config limits[].cap_output).
+	CapOutput bool
+	// CapOutputMin is the least output maximum per completion, in tokens,
+	// a CapOutput rule lowers a request to; below it the request is denied.
+	CapOutputMin int64
 
 	plans, tenants, users []string
 	models, paths         []string // globs
@@ -334,15 +342,16 @@ func compileRule(l config.Limit) Rule {
 		}
 		return Rule{
 			Name: l.Name, Scope: scope, Unit: unit,
-			Limit:    bucket.Limit{Capacity: int64(math.Floor(l.Quota * scale))},
-			Period:   parsePeriod(l.Period),
-			Location: loc,
-			WarnAt:   l.WarnAt,
-			FailOpen: l.OnFailure != "closed",
-			PerModel: l.PerModel,
-			Shards:   max(1, int(l.Shards)),
-			Shadow:   l.Shadow,
-			plans:    l.Plans, tenants: l.Tenants, users: l.Users, models: l.Models, paths: l.Paths,
+			Limit:     bucket.Limit{Capacity: int64(math.Floor(l.Quota * scale))},
+			Period:    parsePeriod(l.Period),
+			Location:  loc,
+			WarnAt:    l.WarnAt,
+			FailOpen:  l.OnFailure != "closed",
+			PerModel:  l.PerModel,
+			Shards:    max(1, int(l.Shards)),
+			Shadow:    l.Shadow,
+			CapOutput: l.CapOutput, CapOutputMin: capOutputMin(l),
+			plans: l.Plans, tenants: l.Tenants, users: l.Users, models: l.Models, paths: l.Paths,
 		}
 	}
 	rate, per := l.Rate*scale, time.Duration(l.Per)
@@ -361,20 +370,21 @@ func compileRule(l config.Limit) Rule {
 		limit = bucket.Window(a, int64(math.Floor(l.Rate*scale)), time.Duration(l.Per))
 	}
 	return Rule{
-		Name:     l.Name,
-		Scope:    scope,
-		Unit:     unit,
-		Limit:    limit,
-		FailOpen: l.OnFailure != "closed",
-		PerModel: l.PerModel,
-		Shards:   max(1, int(l.Shards)),
-		Lease:    compileLease(l, scale),
-		Shadow:   l.Shadow,
-		plans:    l.Plans,
-		tenants:  l.Tenants,
-		users:    l.Users,
-		models:   l.Models,
-		paths:    l.Paths,
+		Name:      l.Name,
+		Scope:     scope,
+		Unit:      unit,
+		Limit:     limit,
+		FailOpen:  l.OnFailure != "closed",
+		PerModel:  l.PerModel,
+		Shards:    max(1, int(l.Shards)),
+		Lease:     compileLease(l, scale),
+		Shadow:    l.Shadow,
+		CapOutput: l.CapOutput, CapOutputMin: capOutputMin(l),
+		plans:   l.Plans,
+		tenants: l.Tenants,
+		users:   l.Users,
+		models:  l.Models,
+		paths:   l.Paths,
 	}
 }
 
@@ -402,4 +412,16 @@ func compileLease(l config.Limit, scale float64) bucket.Lease {
 		return bucket.Lease{}
 	}
 	return bucket.Lease{Size: int64(math.Floor(l.Lease.Size * scale)), TTL: time.Duration(l.Lease.TTL), Label: l.Name}
+}
+
+// DefaultCapOutputMin is a cap_output limit's cap_output_min when unset, in
+// tokens: a reply shorter than this is seldom worth sending.
+const DefaultCapOutputMin = 256
+
+// capOutputMin is l's cap_output_min in tokens, defaulted.
+func capOutputMin(l config.Limit) int64 {
+	if l.CapOutputMin > 0 {
+		return l.CapOutputMin
+	}
+	return DefaultCapOutputMin
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/reserve"
 	"github.com/llmguard/llmguard/spec"
 	"github.com/llmguard/llmguard/weigher"
 )
@@ -74,6 +75,9 @@ type Options struct {
 	// its usage; a larger one is streamed through and keeps its
 	// reservation. Zero: 64 MiB.
 	MaxResponseBytes int
+	// Outputs learns output reservations (output_reservation.learn); nil:
+	// the fixed default.
+	Outputs *reserve.Learner
 	// Metrics receives counters; nil: none.
 	Metrics *meter.Metrics
 	// Ledger receives one record per forwarded request, upstream errors
@@ -178,7 +182,7 @@ func New(opt Options) (*Proxy, error) {
 		opt.Now = time.Now
 	}
 	m, err := meter.New(meter.Options{Store: opt.Store, Fallback: opt.Fallback, Ledger: opt.Ledger, Metrics: opt.Metrics,
-		Logger: opt.Logger, Now: opt.Now, Inject: opt.inject})
+		Logger: opt.Logger, Now: opt.Now, Inject: opt.inject, Outputs: opt.Outputs})
 	if err != nil {
 		return nil, err
 	}
@@ -608,7 +612,8 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		Path: rulePath(x.kind, x.path), Model: x.est.Model, ServiceTier: x.est.ServiceTier, Weighed: x.kind.Weighed(),
 		Unmetered: x.kind == weigher.KindUnmetered && !x.unmeteredAllowed, UnmeteredAllowed: x.unmeteredAllowed,
 		Images: x.est.Images, PerImage: x.perImage,
-		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens}})
+		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens},
+		Output:   outputOf(x.kind, x.est)})
 	switch x.m.Verdict() {
 	case meter.Admitted:
 		return nil
@@ -709,6 +714,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	setUpstreamURI(req, up, upPath, ctx)
 	req.Header.SetHost(up.host)
 
+	body = p.capBody(ctx, x, body)
 	body, x.stripUsage = up.dialect.rewrite(x.kind, x.est, body)
 	req.SetBodyRaw(body)
 

@@ -83,8 +83,10 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 			functions = v
 		case "max_completion_tokens":
 			maxCompletion = v
+			addField(&est.OutputFields, spanOf(elems))
 		case "max_tokens":
 			maxTok = v
+			addField(&est.OutputFields, spanOf(elems))
 		case "n":
 			n = v
 		case "stream":
@@ -142,12 +144,14 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 	out := max(mc, mt)
 	if !okC && !okT {
 		out = w.defaultOutput(est.Model)
+		est.OutputDefaulted = true
 	}
 	choices, ok := tokenCount(n)
 	if !ok || choices < 1 {
 		choices = 1
 	}
-	est.OutputTokens = min(out, maxTokens) * min(choices, maxTokens/max(1, min(out, maxTokens)))
+	est.Choices = min(choices, maxTokens/max(1, min(out, maxTokens)))
+	est.OutputTokens = min(out, maxTokens) * est.Choices
 	return est
 }
 

@@ -219,8 +219,17 @@ func TestWeighAs(t *testing.T) {
 			t.Fatalf("no body for weighed kind %v", k)
 		}
 		for _, model := range []string{"gpt-4", "gpt-4o", "claude-sonnet-4-5"} {
-			as := w.WeighAs(k, fmt.Appendf(nil, tmpl, "chat-prod"), model)
-			named := w.Weigh(k, fmt.Appendf(nil, tmpl, model))
+			asBody, namedBody := fmt.Appendf(nil, tmpl, "chat-prod"), fmt.Appendf(nil, tmpl, model)
+			as := w.WeighAs(k, asBody, model)
+			named := w.Weigh(k, namedBody)
+			// The output fields lie at offsets of each body's own: the
+			// same member's value in both.
+			for i := range as.OutputFields {
+				if a, n := as.OutputFields[i], named.OutputFields[i]; string(asBody[a.Start:a.End]) != string(namedBody[n.Start:n.End]) {
+					t.Errorf("%v as %s: output field %d is %q, want %q", k, model, i, asBody[a.Start:a.End], namedBody[n.Start:n.End])
+				}
+			}
+			as.OutputFields, named.OutputFields = [2]FieldSpan{}, [2]FieldSpan{}
 			if as != named {
 				t.Errorf("%v as %s: %+v, want %+v (the body naming %s)", k, model, as, named, model)
 			}

@@ -55,6 +55,7 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 			toolChoice = v
 		case "max_tokens":
 			maxTok = v
+			addField(&est.OutputFields, spanOf(elems))
 		case "thinking":
 			thinking = v
 		case "stream":
@@ -142,8 +143,9 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 	out, ok := tokenCount(maxTok)
 	if !ok {
 		out = w.defaultOutput(est.Model)
+		est.OutputDefaulted = true
 	}
-	est.OutputTokens = out
+	est.OutputTokens, est.Choices = out, 1
 	return est
 }
 

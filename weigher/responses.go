@@ -57,6 +57,7 @@ func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
 			tools = v
 		case "max_output_tokens":
 			maxOut = v
+			addField(&est.OutputFields, spanOf(elems))
 		case "text":
 			text = v
 		case "stream":
@@ -104,8 +105,9 @@ func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
 	out, ok := tokenCount(maxOut)
 	if !ok {
 		out = w.defaultOutput(est.Model)
+		est.OutputDefaulted = true
 	}
-	est.OutputTokens = out
+	est.OutputTokens, est.Choices = out, 1
 	return est
 }
 

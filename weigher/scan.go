@@ -138,7 +138,11 @@ func (d doc) walk(raw bool, fn func(key string, v gjson.Result, elems elements) 
 		if raw {
 			rawMembers(d.root.Raw, func(k string, v gjson.Result) bool { return fn(k, v, elements{v: v, raw: true}) })
 		} else {
-			d.root.ForEach(func(k, v gjson.Result) bool { return fn(k.Str, v, elements{v: v}) })
+			lead := len(d.body) - len(strings.TrimLeft(d.body, " \t\r\n")) // where root starts in body
+			d.root.ForEach(func(k, v gjson.Result) bool {
+				at := jsonscan.Span{Start: int32(lead + v.Index), End: int32(lead + v.Index + len(v.Raw))}
+				return fn(k.Str, v, elements{v: v, at: at})
+			})
 		}
 		return
 	}
@@ -155,7 +159,7 @@ func (d doc) walk(raw bool, fn func(key string, v gjson.Result, elems elements) 
 		} else {
 			v = gjson.Parse(d.span(m.Value))
 		}
-		if !fn(k, v, elements{v: v, body: d.body, spans: d.lay.Elems[m.First:m.Last], laid: true, raw: raw}) {
+		if !fn(k, v, elements{v: v, body: d.body, spans: d.lay.Elems[m.First:m.Last], laid: true, raw: raw, at: m.Value}) {
 			return
 		}
 	}
@@ -172,6 +176,10 @@ type elements struct {
 	// raw: the elements are given as rawValue gives them, strings not
 	// decoded (for walks that read keys only).
 	raw bool
+	// at is where the member's value lies in the body weighed, as byte
+	// offsets [Start, End): set by members (not by raw walks), for the
+	// values the proxy may rewrite (OutputFields).
+	at jsonscan.Span
 }
 
 // value is the element v as e gives them.

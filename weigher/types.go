@@ -20,6 +20,28 @@ type Estimate struct {
 	// prompts, plus the echoed prompt. Embeddings: 0. Messages: max_tokens,
 	// else the model's default.
 	OutputTokens int64
+	// OutputDefaulted is set when a chat, Responses or Messages request
+	// names no output maximum (the field absent, null or not a count):
+	// OutputTokens is then the model's default per completion times
+	// Choices, which a learned reservation may replace (package reserve).
+	OutputDefaulted bool
+	// OutputCeiling is, for a request with OutputDefaulted, the model's
+	// documented maximum output per completion in tokens
+	// ([Model.MaxOutputTokens]; 0: unknown), which a learned reservation
+	// must not exceed. Only the entry points (Weigh, WeighAs,
+	// WeighResolved) set it.
+	OutputCeiling int64
+	// Choices is how many completions OutputTokens covers: a chat
+	// request's n (at least 1), 1 for every other kind.
+	Choices int64
+	// OutputFields are where a chat, Responses or Messages body holds its
+	// output maximum (max_completion_tokens and max_tokens; max_output_tokens;
+	// max_tokens): the byte offsets [Start, End) of each such member's
+	// value in the body weighed, in body order, unused entries zero (End
+	// 0). The proxy splices a lowered maximum there (cap_output) and
+	// nowhere else: the body passed the strict scan (no key twice, not even
+	// in another case), so these are the only members an upstream reads.
+	OutputFields [2]FieldSpan
 	// Stream is true when the request asks for a streamed (SSE) response.
 	Stream bool
 	// IncludeUsage is true when a streamed response will carry the
@@ -88,3 +110,22 @@ type Estimate struct {
 // the weigher fills. (Anthropic reports input_tokens excluding both cache
 // fields; [ParseMessagesUsage] adds them back.)
 type Usage = spec.Usage
+
+// FieldSpan is where one member's value lies in a request body: byte
+// offsets [Start, End) into the body as weighed. The zero value (End 0)
+// is "none".
+type FieldSpan struct{ Start, End int }
+
+// spanOf is e's value span as a FieldSpan.
+func spanOf(e elements) FieldSpan { return FieldSpan{Start: int(e.at.Start), End: int(e.at.End)} }
+
+// addField records sp in the first free entry of fs (a third is dropped:
+// no kind reads more than two output fields).
+func addField(fs *[2]FieldSpan, sp FieldSpan) {
+	for i := range fs {
+		if fs[i].End == 0 {
+			fs[i] = sp
+			return
+		}
+	}
+}

@@ -76,6 +76,10 @@ type Model struct {
 	// hold (Estimate.ServerContext) reserves; 0 uses
 	// Options.DefaultMaxInputTokens.
 	MaxInputTokens int64
+	// MaxOutputTokens is the model's documented maximum output per
+	// completion, in tokens (0: unknown), reported as
+	// Estimate.OutputCeiling of a request that names no maximum.
+	MaxOutputTokens int64
 }
 
 // Options configures [New]. The zero value is valid: no configured models,
@@ -368,6 +372,9 @@ func (w *Weigher) maxInput(model string) int64 {
 func (w *Weigher) hidden(e Estimate) Estimate {
 	if e.ServerContext {
 		e.InputTokens = max(e.InputTokens, w.maxInput(e.Model))
+	}
+	if m, ok := w.configured(e.Model); ok && e.OutputDefaulted {
+		e.OutputCeiling = m.MaxOutputTokens
 	}
 	return e
 }

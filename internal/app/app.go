@@ -148,6 +148,10 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 		a.Ledger = led
 		a.close = append([]func() error{led.Close}, a.close...)
 	}
+	outputs, err := openOutputs(cfg, a.Registry)
+	if err != nil {
+		return nil, err
+	}
 	a.Proxy, err = proxy.New(proxy.Options{
 		Ledger:           ledgerOrNil(led),
 		Upstreams:        ups,
@@ -161,6 +165,7 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 		MaxBodyBytes:     int(cfg.MaxBodyBytes),
 		BodyBudget:       cfg.MaxInflightBodyBytes,
 		MaxResponseBytes: int(cfg.MaxResponseBytes),
+		Outputs:          outputs,
 		Metrics:          metrics,
 		Logger:           log,
 		Now:              now,
@@ -278,12 +283,13 @@ func compile(cfg *config.Config) (*policy.Policy, *weigher.Weigher, error) {
 	models := make(map[string]weigher.Model, len(cfg.Models))
 	for name, m := range cfg.Models {
 		wm := weigher.Model{Encoding: m.Encoding, DefaultMaxOutputTokens: m.DefaultMaxOutputTokens, SafetyFactor: m.SafetyFactor,
-			MaxInputTokens: m.MaxInputTokens}
+			MaxInputTokens: m.MaxInputTokens, MaxOutputTokens: m.MaxOutputTokens}
 		if t, ok := cfg.Models[m.AliasOf]; ok && m.AliasOf != "" {
 			wm.Encoding = cmp.Or(wm.Encoding, t.Encoding, weigher.FamilyEncoding(m.AliasOf))
 			wm.DefaultMaxOutputTokens = cmp.Or(wm.DefaultMaxOutputTokens, t.DefaultMaxOutputTokens)
 			wm.SafetyFactor = cmp.Or(wm.SafetyFactor, t.SafetyFactor, weigher.FamilySafetyFactor(m.AliasOf))
 			wm.MaxInputTokens = cmp.Or(wm.MaxInputTokens, t.MaxInputTokens)
+			wm.MaxOutputTokens = cmp.Or(wm.MaxOutputTokens, t.MaxOutputTokens)
 		}
 		models[name] = wm
 	}

@@ -1,0 +1,168 @@
+package meter
+
+import (
+	"math"
+	"slices"
+
+	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/reserve"
+	"github.com/llmguard/llmguard/spec"
+)
+
+// Output is how a request's output reservation (Request.Estimate's
+// OutputTokens) was made, and whether admission may lower the request's
+// output maximum. The zero value: the request named its maximum, for one
+// completion, and it is never lowered.
+type Output struct {
+	// Defaulted: the request names no output maximum, so the reservation
+	// is the model's fixed default times Choices. With Options.Outputs set,
+	// admission replaces it by the learned reservation once the model has
+	// enough samples, and the output the upstream reports for the request
+	// teaches the learner.
+	Defaulted bool
+	// Choices is how many completions the reservation covers (chat's n);
+	// 0 means 1.
+	Choices int64
+	// Ceiling is the model's documented maximum output per completion, in
+	// tokens (models[].max_output_tokens; 0: unknown): a learned
+	// reservation never exceeds it.
+	Ceiling int64
+	// Cappable: the transport can lower the request's output maximum in the
+	// body it forwards (chat completions, Responses, Anthropic Messages),
+	// so a limit with cap_output may admit it with a lower maximum instead
+	// of denying it.
+	Cappable bool
+	// MinMax is the smallest output maximum per completion the endpoint
+	// accepts, in tokens (Responses: 16); 0 means 1.
+	MinMax int64
+}
+
+// outputState is what admission did to a request's output reservation.
+type outputState struct {
+	key       string // the learner's sketch key; "" when the request does not learn
+	learned   bool   // the reservation is the learned one
+	capped    int64  // the lowered maximum per completion, tokens; 0: not lowered
+	requested int64  // the maximum per completion before it was lowered, tokens
+}
+
+// OutputLearned reports whether the request's output reservation is the
+// learned one (output_reservation.learn) rather than the fixed default or
+// the request's own maximum.
+func (x *Exchange) OutputLearned() bool { return x.out.learned }
+
+// OutputCapped reports whether admission lowered the request's output
+// maximum to fit a cap_output limit: to is the new maximum per completion,
+// from the one reserved before (the request's own, or its default), both
+// in tokens. The transport must send to upstream in the flavor's own field.
+func (x *Exchange) OutputCapped() (to, from int64, ok bool) {
+	return x.out.capped, x.out.requested, x.out.capped > 0
+}
+
+// learnOutput replaces a defaulted output reservation by the learned one
+// when the meter learns outputs and the model has enough samples.
+func (x *Exchange) learnOutput() {
+	l, r := x.m.opt.Outputs, x.req
+	if l == nil || !r.Output.Defaulted || !r.Weighed || r.PerImage > 0 {
+		return
+	}
+	x.out.key = reserve.Key(x.quote.Label, x.quote.Priced)
+	n := max(r.Output.Choices, 1)
+	per, learned := l.Reservation(x.out.key, r.Estimate.OutputTokens/n, r.Output.Ceiling)
+	if learned {
+		x.req.Estimate.OutputTokens = mulSat(per, n)
+		x.out.learned = true
+	}
+}
+
+// observeOutput teaches the learner the output a settled request that
+// named no maximum really produced, per completion (never one whose
+// maximum admission lowered: its output was cut by llmguard, not chosen by
+// the model).
+func (x *Exchange) observeOutput(output int64) {
+	if x.out.key == "" || x.out.capped > 0 || x.m.opt.Outputs == nil {
+		return
+	}
+	n := max(x.req.Output.Choices, 1)
+	x.m.opt.Outputs.Observe(x.out.key, (max(output, 0)+n-1)/n)
+}
+
+// capOutput admits, with a lower output maximum, a request that its limits
+// denied, when every limit that could not pay allows it (cap_output) and
+// what they have left covers the input plus at least the largest of their
+// cap_output_min (and the endpoint's MinMax) per completion. It finds the
+// largest maximum per completion that every bucket's remaining units, as
+// the denial reported them, would pay, and takes again with that cost: the
+// second take is the same two-phase, all-or-nothing take, so a bucket
+// another request drained meanwhile denies it and nothing is spent past a
+// limit. When the second take is denied too, the first denial is what the
+// caller is told. The first denial spent nothing.
+func (x *Exchange) capOutput(rules []*policy.Rule) {
+	r := x.req
+	if !r.Output.Cappable || !r.Weighed || r.PerImage > 0 {
+		return
+	}
+	n := max(r.Output.Choices, 1)
+	per := r.Estimate.OutputTokens / n
+	lo := max(r.Output.MinMax, 1)
+	for _, a := range x.rules {
+		if a.Reserved <= a.Status.Remaining {
+			continue
+		}
+		if !a.Rule.CapOutput {
+			return // a limit that does not lower outputs denies as it did
+		}
+		lo = max(lo, a.Rule.CapOutputMin)
+	}
+	if lo >= per {
+		return
+	}
+	fits := func(out int64) bool {
+		u := spec.Usage{InputTokens: r.Estimate.InputTokens, OutputTokens: mulSat(out, n)}
+		for _, a := range x.rules {
+			if x.units(a.Rule, u) > a.Status.Remaining {
+				return false
+			}
+		}
+		return true
+	}
+	if !fits(lo) {
+		return
+	}
+	hi := per // exclusive: the full request was denied
+	for hi-lo > 1 {
+		if mid := lo + (hi-lo)/2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	// Keep the first denial, to answer with should the second take fail.
+	first := struct {
+		verdict  Verdict
+		rules    []Applied
+		decision bucket.Decision
+		fallback bool
+	}{x.verdict, slices.Clone(x.rules), x.decision, x.fallback}
+	first.decision.Buckets = slices.Clone(first.decision.Buckets)
+
+	x.req.Estimate.OutputTokens = mulSat(lo, n)
+	x.verdict, x.fallback, x.unlimited, x.closedBy = Admitted, false, false, nil
+	x.take(rules)
+	if x.verdict == Admitted {
+		x.out.capped, x.out.requested = lo, per
+		return
+	}
+	if x.verdict == Denied || x.verdict == TooLarge {
+		x.req.Estimate.OutputTokens = r.Estimate.OutputTokens
+		x.verdict, x.rules, x.decision, x.fallback = first.verdict, first.rules, first.decision, first.fallback
+	}
+}
+
+// mulSat is a × b for non-negative a and b, saturating at MaxInt64.
+func mulSat(a, b int64) int64 {
+	if a > 0 && b > math.MaxInt64/a {
+		return math.MaxInt64
+	}
+	return a * b
+}

@@ -1,0 +1,116 @@
+package proxy
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/weigher"
+)
+
+// outputField is the member that holds the output maximum of a kind whose
+// maximum llmguard may lower (cap_output), "" for the others: chat
+// completions' max_completion_tokens (the field every current OpenAI chat
+// model reads; the o-series refuse max_tokens), Responses'
+// max_output_tokens, Anthropic Messages' max_tokens
+// (https://platform.openai.com/docs/api-reference/chat/create,
+// https://platform.openai.com/docs/api-reference/responses/create,
+// https://docs.anthropic.com/en/api/messages).
+func outputField(k weigher.Kind) string {
+	switch k {
+	case weigher.KindChat:
+		return "max_completion_tokens"
+	case weigher.KindResponses:
+		return "max_output_tokens"
+	case weigher.KindMessages:
+		return "max_tokens"
+	}
+	return ""
+}
+
+// minOutputMax is the smallest output maximum an endpoint accepts, in
+// tokens: Responses refuses a max_output_tokens below 16 (OpenAI's API
+// reference), the others take 1.
+func minOutputMax(k weigher.Kind) int64 {
+	if k == weigher.KindResponses {
+		return 16
+	}
+	return 1
+}
+
+// outputOf is what admission needs to know of a request's output
+// reservation: whether the body named a maximum, for how many choices, the
+// model's documented ceiling, and whether llmguard can lower it.
+func outputOf(k weigher.Kind, est weigher.Estimate) meter.Output {
+	return meter.Output{Defaulted: est.OutputDefaulted, Choices: est.Choices, Ceiling: est.OutputCeiling,
+		Cappable: est.Parsed && outputField(k) != "", MinMax: minOutputMax(k)}
+}
+
+// capBody returns the body to forward for a request whose output maximum
+// admission lowered (cap_output); body itself otherwise. The new maximum
+// replaces the value of every output field the weigher found in the body
+// (their offsets, from the one strict parse that refused keys named twice
+// or in another case, so no other member can be the one an upstream
+// reads), or is added as the flavor's own field when the body named none.
+func (p *Proxy) capBody(_ *fasthttp.RequestCtx, x *exchange, body []byte) []byte {
+	if x.m == nil {
+		return body
+	}
+	to, _, ok := x.m.OutputCapped()
+	if !ok {
+		return body
+	}
+	return rewriteOutputMax(body, x.est.OutputFields, outputField(x.kind), to)
+}
+
+// setCappedHeader says, in x-llmguard-output-capped ("<new maximum>;
+// requested=<old>", tokens per completion), that admission lowered the
+// request's output maximum; nothing otherwise.
+func setCappedHeader(h *fasthttp.ResponseHeader, x *exchange) {
+	if x.m == nil {
+		return
+	}
+	to, from, ok := x.m.OutputCapped()
+	if !ok {
+		return
+	}
+	var b [48]byte
+	v := strconv.AppendInt(b[:0], to, 10)
+	v = append(v, "; requested="...)
+	v = strconv.AppendInt(v, from, 10)
+	h.SetBytesV("x-llmguard-output-capped", v)
+}
+
+// rewriteOutputMax returns a copy of body, a JSON object that passed the
+// weigher's strict scan, with the values at fields replaced by n, or, when
+// fields holds none, with the member "name": n added before its closing
+// brace.
+func rewriteOutputMax(body []byte, fields [2]weigher.FieldSpan, name string, n int64) []byte {
+	var num [20]byte
+	val := strconv.AppendInt(num[:0], n, 10)
+	nb := make([]byte, 0, len(body)+len(name)+len(val)+4)
+	at := 0
+	for _, f := range fields {
+		if f.End == 0 || f.Start < at || f.End > len(body) {
+			continue
+		}
+		nb = append(append(nb, body[at:f.Start]...), val...)
+		at = f.End
+	}
+	if at > 0 {
+		return append(nb, body[at:]...)
+	}
+	end := bytes.LastIndexByte(body, '}')
+	open := bytes.IndexByte(body, '{')
+	if end < 0 || open < 0 || open > end {
+		return body // not an object: never the case for a weighed body
+	}
+	nb = append(nb, body[:end]...)
+	if len(bytes.TrimSpace(body[open+1:end])) > 0 {
+		nb = append(nb, ',')
+	}
+	nb = append(append(append(append(nb, '"'), name...), `":`...), val...)
+	return append(nb, body[end:]...)
+}
