@@ -233,6 +233,7 @@ func (c *Config) Validate() error {
 			checkBucket(&p, f, l, scale)
 		}
 		checkShards(&p, f, l, scale)
+		checkWait(&p, f, l)
 		if l.Lease != nil {
 			checkLease(&p, f+".lease", l, scale)
 		}
@@ -243,6 +244,7 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	checkWaitQueue(&p, c.WaitQueue)
 	if !oneOf(c.Store.Backend, validStores) {
 		p.add("store.backend", "must be one of %s (got %q)", strings.Join(validStores, ", "), c.Store.Backend)
 	}

@@ -34,6 +34,10 @@ type Options struct {
 	// Now is the clock that places a request in its quota periods (the
 	// buckets' own clock is the store's). nil: time.Now.
 	Now func() time.Time
+	// Waits holds requests denied by a limit that waits (on_limit: wait)
+	// until their buckets can pay (see Waits); nil: every denial is
+	// answered at once.
+	Waits *Waits
 	// Inject, when set, runs at each injection point of a settlement
 	// (PointSettle, PointLedger, PointMetrics); tests make it panic to
 	// prove containment. nil in production.
@@ -125,6 +129,17 @@ type Request struct {
 	// Estimate is the reservation, in tokens: InputTokens counted locally,
 	// OutputTokens the output reserved. Only those two fields are read.
 	Estimate spec.Usage
+	// Watch, when set, watches the request's client while the request
+	// waits (Options.Waits). nil: the client is not watched, and a request
+	// waits until admitted or refused.
+	Watch Watcher
+}
+
+// Watcher watches a waiting request's client. Watch is called at most once
+// per request, when it starts to wait: gone is closed when the client
+// leaves, and stop (called once the wait ends) ends the watch.
+type Watcher interface {
+	Watch() (gone <-chan struct{}, stop func())
 }
 
 // Verdict is what admission decided.
@@ -157,10 +172,13 @@ const (
 	// refused (Exchange.Quote().Missing names the config key that would
 	// price it). Nothing was taken.
 	Unpriced
+	// Left: the request was waiting for its buckets (Options.Waits) and
+	// its client went away. Nothing was taken.
+	Left
 )
 
 var verdictNames = []string{Admitted: "admitted", Denied: "denied", TooLarge: "too_large", FailClosed: "fail_closed", Broken: "broken",
-	Unmetered: "unmetered", Unpriced: "unpriced"}
+	Unmetered: "unmetered", Unpriced: "unpriced", Left: "left"}
 
 // String is the verdict's name; a value outside the enum is "unknown(<n>)".
 func (v Verdict) String() string {
@@ -220,6 +238,9 @@ type Exchange struct {
 	unlimited bool
 	warnings  []string
 	settled   atomic.Bool
+	// held: it joined a wait queue; waited: for how long (wait.go).
+	held   bool
+	waited time.Duration
 
 	// The storage of rules, of the take's items and of the settlement's
 	// deltas for a request under at most inlineRules rules, so that they
@@ -306,6 +327,8 @@ func (x *Exchange) Outcome(status int) Outcome {
 		return OutcomeUnmetered
 	case Unpriced:
 		return OutcomeInvalid
+	case Left:
+		return OutcomeLeft
 	}
 	if x.fallback || x.unlimited {
 		return OutcomeFailOpen
@@ -350,7 +373,7 @@ func (m *Meter) Admit(r Request) *Exchange {
 		}
 	}
 	if len(rules) > 0 {
-		x.take(rules)
+		m.takeOrWait(x, rules)
 	}
 	if x.verdict == Admitted {
 		m.contain(StageMetrics, x, func() { m.opt.Metrics.admitted(x) })

@@ -71,6 +71,10 @@ type Rule struct {
 	// with its name; the zero Lease when it has none (a Leased store then
 	// takes its buckets as they are). Token buckets only.
 	Lease bucket.Lease
+	// MaxWait is the longest a request this rule denies may be held
+	// waiting for its buckets (on_limit: wait, max_wait); 0 when the rule
+	// fails at once (on_limit: fail). See meter's Waits.
+	MaxWait time.Duration
 
 	plans, tenants, users []string
 	models, paths         []string // globs
@@ -325,6 +329,7 @@ func compileRule(l config.Limit) Rule {
 			FailOpen: l.OnFailure != "closed",
 			PerModel: l.PerModel,
 			Shards:   max(1, int(l.Shards)),
+			MaxWait:  maxWait(l),
 			plans:    l.Plans, tenants: l.Tenants, users: l.Users, models: l.Models, paths: l.Paths,
 		}
 	}
@@ -348,6 +353,7 @@ func compileRule(l config.Limit) Rule {
 		PerModel: l.PerModel,
 		Shards:   max(1, int(l.Shards)),
 		Lease:    compileLease(l, scale),
+		MaxWait:  maxWait(l),
 		plans:    l.Plans,
 		tenants:  l.Tenants,
 		users:    l.Users,
@@ -374,3 +380,19 @@ func compileLease(l config.Limit, scale float64) bucket.Lease {
 	}
 	return bucket.Lease{Size: int64(math.Floor(l.Lease.Size * scale)), TTL: time.Duration(l.Lease.TTL), Label: l.Name}
 }
+
+// maxWait is l's max_wait under on_limit: wait, 0 otherwise.
+func maxWait(l config.Limit) time.Duration {
+	if l.OnLimit != config.OnLimitWait {
+		return 0
+	}
+	return time.Duration(l.MaxWait)
+}
+
+// ModelGlobs are the rule's model matchers (globs), nil when it has none.
+// The caller must not change them.
+func (r *Rule) ModelGlobs() []string { return r.models }
+
+// PathGlobs are the rule's path matchers (globs), nil when it has none.
+// The caller must not change them.
+func (r *Rule) PathGlobs() []string { return r.paths }
