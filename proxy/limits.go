@@ -64,14 +64,14 @@ type BudgetState struct {
 	// Quota is the amount per period; Used the spend so far in this period
 	// (settled spend plus reservations of requests in flight); Remaining
 	// is Quota − Used (negative when reconciliation charged past it).
-	Quota     int64 `json:"quota"`
+	Quota     int64  `json:"quota"`
 	Used      *int64 `json:"used,omitempty"`
 	Remaining *int64 `json:"remaining,omitempty"`
 	// ResetMS is the milliseconds until the period ends, ResetsAt its end
 	// (RFC 3339, UTC).
-	ResetMS  int64  `json:"reset_ms"`
-	ResetsAt string `json:"resets_at"`
-	PerModel bool   `json:"per_model,omitempty"`
+	ResetMS  int64    `json:"reset_ms"`
+	ResetsAt string   `json:"resets_at"`
+	PerModel bool     `json:"per_model,omitempty"`
 	Models   []string `json:"models,omitempty"`
 	Paths    []string `json:"paths,omitempty"`
 }
