@@ -238,9 +238,11 @@ type Exchange struct {
 	unlimited bool
 	warnings  []string
 	settled   atomic.Bool
-	// held: it joined a wait queue; waited: for how long (wait.go).
+	// held: it joined a wait queue; waited: for how long; peek: take
+	// reads the buckets' statuses, taking nothing (wait.go).
 	held   bool
 	waited time.Duration
+	peek   bool
 
 	// The storage of rules, of the take's items and of the settlement's
 	// deltas for a request under at most inlineRules rules, so that they
@@ -393,6 +395,9 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		key := rule.ModelKey(r.Principal, x.quote.Label)
 		limit := rule.LimitAt(now)
 		items[i] = bucket.Item{Key: key, Limit: limit, Cost: units, Lease: rule.Lease}
+		if x.peek {
+			items[i].Cost, items[i].Lease = 0, bucket.Lease{} // a status read (wait.go)
+		}
 		x.rules[i] = Applied{Rule: rule, Key: key, Limit: limit, Reserved: units}
 	}
 	// No deadline here: a remote store is wrapped in bucket.Guarded, which

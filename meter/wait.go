@@ -1,6 +1,7 @@
 package meter
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -277,8 +278,7 @@ func (m *Meter) takeOrWait(x *Exchange, rules []*policy.Rule) {
 				return
 			case expired:
 				if tookAt.IsZero() {
-					x.resetTake()
-					x.take(rules) // never taken: one take for the answer and its headers
+					x.peekDenial(rules, s.q.key) // never taken: a status read for the answer, taking nothing
 				} else {
 					x.decision.RetryAfter = max(0, x.decision.RetryAfter-m.opt.Now().Sub(tookAt))
 				}
@@ -378,7 +378,7 @@ func (s *waitRun) block(turn <-chan struct{}, timer <-chan time.Time, deadline t
 		return expired
 	case <-s.gone:
 		s.x.resetTake()
-		s.x.verdict, s.outcome = Left, WaitLeft
+		s.x.verdict, s.x.rules, s.outcome = Left, nil, WaitLeft
 		return left
 	}
 }
@@ -401,4 +401,35 @@ func (s *waitRun) end() {
 	}
 	s.x.held, s.x.waited = true, s.m.opt.Now().Sub(s.start)
 	s.w.observe(s.outcome, s.x.waited)
+}
+
+// peekDenial sets x denied by the bucket key it waited for without ever
+// taking: one take of zero cost reads every bucket's status (taking
+// nothing, so that the waiters ahead keep what they wait for), and the
+// wait is that bucket's own until it could pay (a token bucket: its
+// deficit at its refill rate; a quota: its window's end), at least
+// minRetry.
+func (x *Exchange) peekDenial(rules []*policy.Rule, key string) {
+	x.resetTake()
+	x.peek = true
+	x.take(rules)
+	x.peek = false
+	if x.verdict != Admitted { // the store failed, or refused
+		return
+	}
+	i := 0
+	for j := range x.rules {
+		if x.rules[j].Key == key {
+			i = j
+		}
+	}
+	a := &x.rules[i]
+	wait := a.Status.Reset // a quota: until its window ends
+	if !a.Limit.IsQuota() {
+		deficit := a.Reserved - a.Status.Remaining
+		wait = time.Duration(math.Ceil(float64(max(deficit, 0)) * float64(a.Limit.Per) / float64(a.Limit.Rate)))
+	}
+	a.Denied = true
+	x.verdict = Denied
+	x.decision = bucket.Decision{DeniedBy: i, RetryAfter: max(wait, minRetry), Buckets: x.decision.Buckets}
 }
