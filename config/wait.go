@@ -56,12 +56,12 @@ func (c *Config) applyWaitDefaults() {
 // checkWait reports a bad on_limit or max_wait of limit l at field f.
 func checkWait(p *problems, f string, l Limit) {
 	switch l.OnLimit {
-	case OnLimitFail:
+	case "", OnLimitFail: // "": the default, fail
 		if l.MaxWait != 0 {
 			p.add(f+".max_wait", "only with on_limit: wait")
 		}
-	case OnLimitWait:
-		checkPositiveDuration(p, f+".max_wait", l.MaxWait)
+	case OnLimitWait: // 0: the default, DefaultMaxWait
+		checkDuration(p, f+".max_wait", l.MaxWait)
 		if time.Duration(l.MaxWait) < time.Millisecond && l.MaxWait > 0 {
 			p.add(f+".max_wait", "at least 1ms (got %s)", time.Duration(l.MaxWait))
 		}
@@ -73,14 +73,14 @@ func checkWait(p *problems, f string, l Limit) {
 	}
 }
 
-// checkWaitQueue reports bad wait_queue bounds.
+// checkWaitQueue reports bad wait_queue bounds (0: the default).
 func checkWaitQueue(p *problems, q WaitQueue) {
-	if q.PerBucket < 1 || q.PerBucket > MaxWaitQueue {
+	if q.PerBucket < 0 || q.PerBucket > MaxWaitQueue {
 		p.add("wait_queue.per_bucket", "must be 1 to %d (got %d)", MaxWaitQueue, q.PerBucket)
 	}
-	if q.Total < 1 || q.Total > MaxWaitQueue {
+	if q.Total < 0 || q.Total > MaxWaitQueue {
 		p.add("wait_queue.total", "must be 1 to %d (got %d)", MaxWaitQueue, q.Total)
-	} else if q.Total < q.PerBucket {
+	} else if q.Total > 0 && q.Total < q.PerBucket {
 		p.add("wait_queue.total", "must be at least per_bucket (%d, got %d)", q.PerBucket, q.Total)
 	}
 }

@@ -386,6 +386,9 @@ func maxWait(l config.Limit) time.Duration {
 	if l.OnLimit != config.OnLimitWait {
 		return 0
 	}
+	if l.MaxWait == 0 {
+		return config.DefaultMaxWait
+	}
 	return time.Duration(l.MaxWait)
 }
 
