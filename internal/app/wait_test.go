@@ -105,7 +105,20 @@ func TestWaitAdmitsInArrivalOrder(t *testing.T) {
 	b := h.postAsync(testKey)
 	until(t, "the second request waits, sleeping as its queue's head", func() bool { return waits.Len() == 1 && clock.Timers() == 1 })
 	c := h.postAsync(testKey)
-	until(t, "the third request queues behind it (its deadline timer)", func() bool { return waits.Len() == 2 && clock.Timers() == 2 })
+	var early *answer
+	until(t, "the third request queues behind it (its deadline timer)", func() bool {
+		select {
+		case a := <-c:
+			early = &a
+			return true
+		default:
+		}
+		return waits.Len() == 2 && clock.Timers() == 2
+	})
+	if early != nil {
+		clock.Advance(time.Second)
+		t.Fatalf("third request answered at once: %+v (waiting %d, timers %d)", *early, waits.Len(), clock.Timers())
+	}
 
 	clock.Advance(time.Second) // one request refills: the head's
 	got := <-b
