@@ -23,7 +23,7 @@ limits:
   - {name: global-rpd, scope: global, unit: requests, rate: 100000, per: 24h, burst: 100000}
   - {name: bob-only, scope: user, unit: requests, rate: 10, per: 24h, burst: 10, users: [bob]}
   - {name: model-tpd, scope: key, unit: tokens, rate: 50000, per: 24h, burst: 50000, per_model: true, models: ["gpt-4o*"]}
-  - {name: acme-month, scope: tenant, unit: usd, quota: 100, period: month}
+  - {name: tenant-month, scope: tenant, unit: usd, quota: 100, period: month}
 `
 
 // readLimits GETs the caller's limits with key (none when ""), query
@@ -87,7 +87,7 @@ func testLimitsReadOut(t *testing.T, store string) {
 	if code != 200 {
 		t.Fatalf("alice: %d %s", code, body)
 	}
-	if got := names(alice); got != "acme-month,global-rpd,key-rpd,model-tpd,tenant-tpd,user-tpd" {
+	if got := names(alice); got != "tenant-month,global-rpd,key-rpd,model-tpd,tenant-tpd,user-tpd" {
 		t.Fatalf("alice's limits %s", got)
 	}
 	for _, secret := range []string{"alice", "bob", "acme", "sk-test", "free"} {
@@ -115,7 +115,7 @@ func testLimitsReadOut(t *testing.T, store string) {
 		t.Fatalf("a read spent: %s", names(again))
 	}
 	_, bob, _ := readLimits(t, h, "sk-test-bob", "")
-	if got := names(bob); got != "acme-month,bob-only,global-rpd,key-rpd,model-tpd,tenant-tpd,user-tpd" {
+	if got := names(bob); got != "tenant-month,bob-only,global-rpd,key-rpd,model-tpd,tenant-tpd,user-tpd" {
 		t.Fatalf("bob's limits %s", got)
 	}
 
