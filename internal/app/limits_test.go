@@ -87,7 +87,7 @@ func testLimitsReadOut(t *testing.T, store string) {
 	if code != 200 {
 		t.Fatalf("alice: %d %s", code, body)
 	}
-	if got := names(alice); got != "tenant-month,global-rpd,key-rpd,model-tpd,tenant-tpd,user-tpd" {
+	if got := names(alice); got != "global-rpd,key-rpd,model-tpd,tenant-month,tenant-tpd,user-tpd" {
 		t.Fatalf("alice's limits %s", got)
 	}
 	for _, secret := range []string{"alice", "bob", "acme", "sk-test", "free"} {
@@ -115,7 +115,7 @@ func testLimitsReadOut(t *testing.T, store string) {
 		t.Fatalf("a read spent: %s", names(again))
 	}
 	_, bob, _ := readLimits(t, h, "sk-test-bob", "")
-	if got := names(bob); got != "tenant-month,bob-only,global-rpd,key-rpd,model-tpd,tenant-tpd,user-tpd" {
+	if got := names(bob); got != "bob-only,global-rpd,key-rpd,model-tpd,tenant-month,tenant-tpd,user-tpd" {
 		t.Fatalf("bob's limits %s", got)
 	}
 
