@@ -129,6 +129,8 @@ type Config struct {
 	DefaultServiceTier string `yaml:"default_service_tier"`
 	// Limits are the rules; every matching rule applies to a request.
 	Limits []Limit `yaml:"limits"`
+	// WaitQueue bounds the requests held by limits with on_limit: wait.
+	WaitQueue WaitQueue `yaml:"wait_queue"`
 	// Store selects where bucket state lives.
 	Store Store `yaml:"store"`
 	// Metrics bounds the label sets of /metrics.
@@ -446,6 +448,15 @@ type Limit struct {
 	// CapOutputMin is the least output maximum per completion, in tokens,
 	// CapOutput lowers a request to. Zero: 256.
 	CapOutputMin int64 `yaml:"cap_output_min"`
+	// OnLimit is what a request this limit denies does: "fail" (the
+	// default: 429 at once) or "wait": when the wait it needs is at most
+	// MaxWait, llmguard holds the request and admits it when the buckets
+	// can pay (README, "Waiting instead of failing").
+	OnLimit string `yaml:"on_limit"`
+	// MaxWait is the longest a request waits under on_limit: wait, a Go
+	// duration from 1ms to MaxLimitWait. Default 2s when on_limit is wait;
+	// must be unset otherwise.
+	MaxWait Duration `yaml:"max_wait"`
 	// Matchers: when a list is set, the request must match one of its
 	// entries. Models and Paths entries are globs in path.Match syntax;
 	// in a Models glob `*` and `?` also match `/` (`*` matches
@@ -702,6 +713,7 @@ func (c *Config) applyDefaults() {
 	if c.MaxRetryWait == 0 {
 		c.MaxRetryWait = Duration(time.Minute)
 	}
+	c.applyWaitDefaults()
 	if c.DefaultMaxInputTokens == 0 {
 		c.DefaultMaxInputTokens = 200_000
 	}

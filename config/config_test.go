@@ -236,3 +236,26 @@ func TestCountCacheBytes(t *testing.T) {
 		}
 	}
 }
+
+// on_limit and max_wait are checked and defaulted; wait_queue is bounded.
+func TestWaitConfig(t *testing.T) {
+	base := "upstreams: [{name: o, flavor: openai, base_url: \"http://x\"}]\nlimits:\n"
+	c, err := Parse([]byte(base + "  - {name: a, scope: key, unit: requests, rate: 1, per: 1s, on_limit: wait}\n  - {name: b, scope: key, unit: requests, rate: 1, per: 1s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limits[0].MaxWait != Duration(DefaultMaxWait) || c.Limits[1].OnLimit != OnLimitFail || c.WaitQueue != (WaitQueue{PerBucket: 64, Total: 1024}) {
+		t.Fatalf("defaults: %+v %+v %+v", c.Limits[0], c.Limits[1], c.WaitQueue)
+	}
+	for _, bad := range []string{
+		"  - {name: a, scope: key, unit: requests, rate: 1, per: 1s, on_limit: queue}\n",
+		"  - {name: a, scope: key, unit: requests, rate: 1, per: 1s, max_wait: 1s}\n",
+		"  - {name: a, scope: key, unit: requests, rate: 1, per: 1s, on_limit: wait, max_wait: 2m}\n",
+		"  - {name: a, scope: key, unit: requests, rate: 1, per: 1s}\nwait_queue: {per_bucket: 10, total: 5}\n",
+		"  - {name: a, scope: key, unit: requests, rate: 1, per: 1s}\nwait_queue: {per_bucket: 100000}\n",
+	} {
+		if _, err := Parse([]byte(base + bad)); err == nil {
+			t.Errorf("accepted:\n%s", bad)
+		}
+	}
+}

@@ -246,6 +246,7 @@ func (c *Config) Validate() error {
 		checkAlgorithm(&p, f, l, scale)
 		checkShards(&p, f, l, scale)
 		checkShadow(&p, f, l)
+		checkWait(&p, f, l)
 		if l.Lease != nil {
 			checkLease(&p, f+".lease", l, scale)
 		}
@@ -259,6 +260,7 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	checkWaitQueue(&p, c.WaitQueue)
 	if !oneOf(c.Store.Backend, validStores) {
 		p.add("store.backend", "must be one of %s (got %q)", strings.Join(validStores, ", "), c.Store.Backend)
 	}

@@ -39,6 +39,10 @@ type Options struct {
 	// that named no maximum and reserves its quantile for the next such
 	// request (output_reservation.learn); nil: the fixed default stands.
 	Outputs *reserve.Learner
+	// Waits holds requests denied by a limit that waits (on_limit: wait)
+	// until their buckets can pay (see Waits); nil: every denial is
+	// answered at once.
+	Waits *Waits
 	// Inject, when set, runs at each injection point of a settlement
 	// (PointSettle, PointLedger, PointMetrics); tests make it panic to
 	// prove containment. nil in production.
@@ -134,6 +138,17 @@ type Request struct {
 	// request's output maximum may be lowered (output.go); the zero value:
 	// named by the request, one completion, never lowered.
 	Output Output
+	// Watch, when set, watches the request's client while the request
+	// waits (Options.Waits). nil: the client is not watched, and a request
+	// waits until admitted or refused.
+	Watch Watcher
+}
+
+// Watcher watches a waiting request's client. Watch is called at most once
+// per request, when it starts to wait: gone is closed when the client
+// leaves, and stop (called once the wait ends) ends the watch.
+type Watcher interface {
+	Watch() (gone <-chan struct{}, stop func())
 }
 
 // Verdict is what admission decided.
@@ -166,10 +181,13 @@ const (
 	// refused (Exchange.Quote().Missing names the config key that would
 	// price it). Nothing was taken.
 	Unpriced
+	// Left: the request was waiting for its buckets (Options.Waits) and
+	// its client went away. Nothing was taken.
+	Left
 )
 
 var verdictNames = []string{Admitted: "admitted", Denied: "denied", TooLarge: "too_large", FailClosed: "fail_closed", Broken: "broken",
-	Unmetered: "unmetered", Unpriced: "unpriced"}
+	Unmetered: "unmetered", Unpriced: "unpriced", Left: "left"}
 
 // String is the verdict's name; a value outside the enum is "unknown(<n>)".
 func (v Verdict) String() string {
@@ -240,6 +258,11 @@ type Exchange struct {
 	settled   atomic.Bool
 	// out is how the output reservation was made and lowered (output.go).
 	out outputState
+	// held: it joined a wait queue; waited: for how long; peek: take
+	// reads the buckets' statuses, taking nothing (wait.go).
+	held   bool
+	waited time.Duration
+	peek   bool
 
 	// The storage of rules, of the take's items and of the settlement's
 	// deltas for a request under at most inlineRules rules, so that they
@@ -326,6 +349,8 @@ func (x *Exchange) Outcome(status int) Outcome {
 		return OutcomeUnmetered
 	case Unpriced:
 		return OutcomeInvalid
+	case Left:
+		return OutcomeLeft
 	}
 	if x.fallback || x.unlimited {
 		return OutcomeFailOpen
@@ -372,7 +397,7 @@ func (m *Meter) Admit(r Request) *Exchange {
 	}
 	x.learnOutput()
 	if len(rules) > 0 {
-		x.take(rules)
+		m.takeOrWait(x, rules)
 		if x.verdict == Denied || x.verdict == TooLarge {
 			x.capOutput(rules)
 		}
@@ -398,6 +423,9 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		key := rule.ModelKey(r.Principal, x.quote.Label)
 		limit := rule.LimitAt(now)
 		items[i] = bucket.Item{Key: key, Limit: limit, Cost: units, Lease: rule.Lease}
+		if x.peek {
+			items[i].Cost, items[i].Lease = 0, bucket.Lease{} // a status read (wait.go)
+		}
 		x.rules[i] = Applied{Rule: rule, Key: key, Limit: limit, Reserved: units}
 	}
 	// No deadline here: a remote store is wrapped in bucket.Guarded, which

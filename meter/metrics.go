@@ -50,6 +50,9 @@ const (
 	// spends tokens or money but is not weighed, under a token or dollar
 	// limit.
 	OutcomeUnmetered Outcome = "unmetered"
+	// OutcomeLeft: the client went away while its request waited for its
+	// buckets (on_limit: wait); nothing was answered or taken.
+	OutcomeLeft Outcome = "left"
 )
 
 // OutcomeOf is the outcome of an admitted request the upstream answered

@@ -84,6 +84,10 @@ type Rule struct {
 	// CapOutputMin is the least output maximum per completion, in tokens,
 	// a CapOutput rule lowers a request to; below it the request is denied.
 	CapOutputMin int64
+	// MaxWait is the longest a request this rule denies may be held
+	// waiting for its buckets (on_limit: wait, max_wait); 0 when the rule
+	// fails at once (on_limit: fail). See meter's Waits.
+	MaxWait time.Duration
 
 	plans, tenants, users []string
 	models, paths         []string // globs
@@ -350,6 +354,7 @@ func compileRule(l config.Limit) Rule {
 			PerModel:  l.PerModel,
 			Shards:    max(1, int(l.Shards)),
 			Shadow:    l.Shadow,
+			MaxWait:   maxWait(l),
 			CapOutput: l.CapOutput, CapOutputMin: capOutputMin(l),
 			plans: l.Plans, tenants: l.Tenants, users: l.Users, models: l.Models, paths: l.Paths,
 		}
@@ -379,6 +384,7 @@ func compileRule(l config.Limit) Rule {
 		Shards:    max(1, int(l.Shards)),
 		Lease:     compileLease(l, scale),
 		Shadow:    l.Shadow,
+		MaxWait:   maxWait(l),
 		CapOutput: l.CapOutput, CapOutputMin: capOutputMin(l),
 		plans:   l.Plans,
 		tenants: l.Tenants,
@@ -425,3 +431,22 @@ func capOutputMin(l config.Limit) int64 {
 	}
 	return DefaultCapOutputMin
 }
+
+// maxWait is l's max_wait under on_limit: wait, 0 otherwise.
+func maxWait(l config.Limit) time.Duration {
+	if l.OnLimit != config.OnLimitWait {
+		return 0
+	}
+	if l.MaxWait == 0 {
+		return config.DefaultMaxWait
+	}
+	return time.Duration(l.MaxWait)
+}
+
+// ModelGlobs are the rule's model matchers (globs), nil when it has none.
+// The caller must not change them.
+func (r *Rule) ModelGlobs() []string { return r.models }
+
+// PathGlobs are the rule's path matchers (globs), nil when it has none.
+// The caller must not change them.
+func (r *Rule) PathGlobs() []string { return r.paths }

@@ -89,6 +89,9 @@ type Options struct {
 	// Now is the clock that places a request in its quota periods (the
 	// buckets' own clock is the store's). nil: time.Now. Tests steer it.
 	Now func() time.Time
+	// Waits holds requests denied by limits with on_limit: wait until
+	// their buckets can pay (meter.Waits); nil: none waits.
+	Waits *meter.Waits
 
 	// inject, when set, runs at each injection point of a request's life
 	// (panics.go; the settlement's points are meter's); tests make it panic
@@ -129,6 +132,9 @@ type Proxy struct {
 	shareCap int64
 	// lingering counts refused connections waiting to close (linger.go).
 	lingering atomic.Int64
+	// waiting watches the connections of requests held waiting for their
+	// buckets, to drop those whose clients leave (wait.go).
+	waiting connWatch
 }
 
 // live is what a config reload replaces.
@@ -182,7 +188,7 @@ func New(opt Options) (*Proxy, error) {
 		opt.Now = time.Now
 	}
 	m, err := meter.New(meter.Options{Store: opt.Store, Fallback: opt.Fallback, Ledger: opt.Ledger, Metrics: opt.Metrics,
-		Logger: opt.Logger, Now: opt.Now, Inject: opt.inject, Outputs: opt.Outputs})
+		Logger: opt.Logger, Now: opt.Now, Inject: opt.inject, Outputs: opt.Outputs, Waits: opt.Waits})
 	if err != nil {
 		return nil, err
 	}
@@ -257,6 +263,9 @@ type exchange struct {
 	// counted: the request's outcome is in requests_total (see
 	// Proxy.count); set on the handler's goroutine only.
 	counted bool
+	// watch watches the client while the request waits for its buckets
+	// (wait.go); set at admission.
+	watch clientWatcher
 }
 
 // releaseHeld frees the upstream response the handler holds, if any.
@@ -374,6 +383,9 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	}
 	if r := p.identify(ctx, x); r != nil {
 		return r
+	}
+	if x.path == LimitsPath {
+		return p.serveLimits(ctx, x)
 	}
 	p.inject(pointHandler)
 	// A weighed endpoint takes only bodies llmguard can decode: refused
@@ -613,7 +625,9 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		Unmetered: x.kind == weigher.KindUnmetered && !x.unmeteredAllowed, UnmeteredAllowed: x.unmeteredAllowed,
 		Images: x.est.Images, PerImage: x.perImage,
 		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens},
-		Output:   outputOf(x.kind, x.est)})
+		Output:   outputOf(x.kind, x.est),
+		Watch:    p.watcher(ctx, x)})
+	setWaitHeader(&ctx.Response.Header, x.m)
 	switch x.m.Verdict() {
 	case meter.Admitted:
 		return nil
@@ -632,6 +646,9 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	case meter.Unmetered:
 		r := x.m.ClosedBy()
 		return &refusal{err: unmetered(x.path, r), outcome: x.m.Outcome(0), limit: r.Name}
+	case meter.Left:
+		ctx.SetConnectionClose()
+		return &refusal{err: errClientLeft, outcome: x.m.Outcome(0)}
 	case meter.Unpriced:
 		by := x.m.UnpricedBy()
 		return &refusal{err: modelNotPriced(x.est.Model, by.Name, x.m.Quote().Missing), outcome: x.m.Outcome(0), limit: by.Name}

@@ -64,6 +64,12 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) { return newApp(cfg
 // newApp is New with a clock for the memory store and for quota periods
 // (nil: the real one); tests steer time with it.
 func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, error) {
+	return newAppTimed(cfg, log, now, nil)
+}
+
+// newAppTimed is newApp with after as the timer of waiting requests
+// (meter.WaitsOptions.After; nil: real timers), on the same clock as now.
+func newAppTimed(cfg *config.Config, log *slog.Logger, now func() time.Time, after func(time.Duration) (<-chan time.Time, func() bool)) (*App, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -152,7 +158,13 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 	if err != nil {
 		return nil, err
 	}
+	waits, err := meter.NewWaits(meter.WaitsOptions{PerBucket: cfg.WaitQueue.PerBucket, Total: cfg.WaitQueue.Total,
+		After: after, Registerer: a.Registry})
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
 	a.Proxy, err = proxy.New(proxy.Options{
+		Waits:            waits,
 		Ledger:           ledgerOrNil(led),
 		Upstreams:        ups,
 		Policy:           pol,

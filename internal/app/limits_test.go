@@ -1,0 +1,170 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/llmguard/llmguard/internal/redistest"
+	"github.com/llmguard/llmguard/proxy"
+)
+
+// limitsTail has a limit of each scope, one only bob's requests take, a
+// per-model limit and a tenant budget; refills are too slow to matter.
+const limitsTail = `
+limits:
+  - {name: key-rpd, scope: key, unit: requests, rate: 1000, per: 24h, burst: 1000}
+  - {name: user-tpd, scope: user, unit: tokens, rate: 100000, per: 24h, burst: 100000, on_limit: wait, max_wait: 2s}
+  - {name: tenant-tpd, scope: tenant, unit: tokens, rate: 1000000, per: 24h, burst: 1000000}
+  - {name: global-rpd, scope: global, unit: requests, rate: 100000, per: 24h, burst: 100000}
+  - {name: bob-only, scope: user, unit: requests, rate: 10, per: 24h, burst: 10, users: [bob]}
+  - {name: model-tpd, scope: key, unit: tokens, rate: 50000, per: 24h, burst: 50000, per_model: true, models: ["gpt-4o*"]}
+  - {name: tenant-month, scope: tenant, unit: usd, quota: 100, period: month}
+`
+
+// readLimits GETs the caller's limits with key (none when ""), query
+// appended; it returns the status and, for a 200, the report.
+func readLimits(t *testing.T, h *harness, key, query string) (int, proxy.LimitsReport, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, h.url+proxy.LimitsPath+query, nil)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var rep proxy.LimitsReport
+	if resp.StatusCode == 200 {
+		if err := json.Unmarshal(b, &rep); err != nil {
+			t.Fatalf("%v: %s", err, b)
+		}
+	}
+	return resp.StatusCode, rep, string(b)
+}
+
+func limitByName(rep proxy.LimitsReport, name string) *proxy.LimitState {
+	for i := range rep.Limits {
+		if rep.Limits[i].Name == name {
+			return &rep.Limits[i]
+		}
+	}
+	return nil
+}
+
+// names lists the report's limit and budget names, sorted.
+func names(rep proxy.LimitsReport) string {
+	var n []string
+	for _, l := range rep.Limits {
+		n = append(n, l.Name)
+	}
+	for _, b := range rep.Budgets {
+		n = append(n, b.Name)
+	}
+	slices.Sort(n)
+	return strings.Join(n, ",")
+}
+
+func TestLimitsReadOutMemory(t *testing.T) { testLimitsReadOut(t, "") }
+
+func TestLimitsReadOutRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	testLimitsReadOut(t, fmt.Sprintf("store: {backend: redis, redis_url: \"redis://%s/0\", timeout: 200ms}\n", srv.Addr()))
+}
+
+// Each caller reads only the limits that apply to it, without spending;
+// after a request, its remaining and its budget's spend move; a wrong key
+// is 401.
+func testLimitsReadOut(t *testing.T, store string) {
+	h := startFrozen(t, limitsTail+store)
+	code, alice, body := readLimits(t, h, testKey, "")
+	if code != 200 {
+		t.Fatalf("alice: %d %s", code, body)
+	}
+	if got := names(alice); got != "global-rpd,key-rpd,model-tpd,tenant-month,tenant-tpd,user-tpd" {
+		t.Fatalf("alice's limits %s", got)
+	}
+	for _, secret := range []string{"alice", "bob", "acme", "sk-test", "free"} {
+		if strings.Contains(body, secret) {
+			t.Fatalf("report names %q: %s", secret, body)
+		}
+	}
+	k := limitByName(alice, "key-rpd")
+	if k.Remaining == nil || *k.Remaining != 1000 || k.Capacity != 1000 || k.Unit != "requests" || k.Scope != "key" || k.OnLimit != "fail" {
+		t.Fatalf("key-rpd %+v", k)
+	}
+	if u := limitByName(alice, "user-tpd"); u.OnLimit != "wait" || u.MaxWaitMS != 2000 {
+		t.Fatalf("user-tpd %+v", u)
+	}
+	if m := limitByName(alice, "model-tpd"); !m.PerModel || m.Remaining != nil {
+		t.Fatalf("per-model limit without a model: %+v, want no status", m)
+	}
+	b := alice.Budgets[0]
+	if b.Unit != "usd" || b.Quota != 100_000_000 || b.Used == nil || *b.Used != 0 || b.Period != "month" || b.ResetsAt != "2027-01-01T00:00:00Z" {
+		t.Fatalf("budget %+v", b)
+	}
+	// Reading spends nothing.
+	_, again, _ := readLimits(t, h, testKey, "")
+	if *limitByName(again, "key-rpd").Remaining != 1000 || *limitByName(again, "global-rpd").Remaining != 100000 {
+		t.Fatalf("a read spent: %s", names(again))
+	}
+	_, bob, _ := readLimits(t, h, "sk-test-bob", "")
+	if got := names(bob); got != "bob-only,global-rpd,key-rpd,model-tpd,tenant-month,tenant-tpd,user-tpd" {
+		t.Fatalf("bob's limits %s", got)
+	}
+
+	resp, _ := h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100}`, "x-mock-completion-tokens", "30")
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.StatusCode)
+	}
+	var after proxy.LimitsReport
+	until(t, "alice's spend is reconciled", func() bool {
+		_, after, _ = readLimits(t, h, testKey, "?model=gpt-4o-mini")
+		u := limitByName(after, "user-tpd")
+		return u != nil && *u.Remaining > 100000-100 // reconciled: 30 output tokens, not the 100 reserved
+	})
+	if r := *limitByName(after, "key-rpd").Remaining; r != 999 {
+		t.Errorf("key-rpd remaining %d after one request, want 999", r)
+	}
+	if m := limitByName(after, "model-tpd"); m.Remaining == nil || *m.Remaining >= 50000 || after.Model != "gpt-4o-mini" {
+		t.Errorf("per-model limit for gpt-4o-mini: %+v", m)
+	}
+	if used := *after.Budgets[0].Used; used <= 0 || used > 1000 {
+		t.Errorf("budget used %d micro-USD after one small request", used)
+	}
+	_, bob, _ = readLimits(t, h, "sk-test-bob", "")
+	if r := *limitByName(bob, "key-rpd").Remaining; r != 1000 {
+		t.Errorf("bob's key-rpd %d: alice's request spent it", r)
+	}
+	if r := *limitByName(bob, "user-tpd").Remaining; r != 100000 {
+		t.Errorf("bob's user-tpd %d: alice's request spent it", r)
+	}
+	if r := *limitByName(bob, "tenant-tpd").Remaining; r >= 1000000 {
+		t.Errorf("bob's tenant-tpd %d: the tenant's bucket is shared, alice's request must show", r)
+	}
+
+	for _, key := range []string{"", "sk-wrong"} {
+		if code, _, body := readLimits(t, h, key, ""); code != 401 {
+			t.Errorf("key %q: %d %s, want 401", key, code, body)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, h.url+proxy.LimitsPath, strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != 405 {
+		t.Errorf("POST: %d, want 405", r.StatusCode)
+	}
+	if hdr, _ := h.mock.LastRequest(); hdr == nil || string(hdr.RequestURI()) != "/v1/chat/completions" {
+		t.Errorf("the upstream's last request is not alice's chat: the read-out must never be forwarded")
+	}
+}
