@@ -40,6 +40,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
 	setEstimateHeader(&ctx.Response.Header, x.est) // the upstream's headers replaced it
 	setCappedHeader(&ctx.Response.Header, x)
+	setWaitHeader(&ctx.Response.Header, x.m) // likewise
 	for _, w := range x.m.Warnings() {
 		ctx.Response.Header.Add("x-llmguard-budget-warning", w)
 	}
