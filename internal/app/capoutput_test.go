@@ -1,11 +1,13 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/gjson"
 
 	"github.com/llmguard/llmguard/internal/mockllm"
@@ -59,20 +61,34 @@ var cappedCases = []struct {
 }
 
 // cap_output through real sockets, for each flavor's own field, on the
-// memory store and Redis: the request goes upstream with its maximum
+// memory store, Redis and a 3-master Redis Cluster: the request goes upstream with its maximum
 // lowered to exactly what the limit has left after its input (the bucket
 // holds 0 at admission), the answer says so in x-llmguard-output-capped,
 // and a request that cannot get even cap_output_min is answered 429
 // without reaching the upstream or spending.
 func TestCapOutputThroughTheProxy(t *testing.T) {
+	var cluster *redistest.Cluster // one for every subtest (the parent test's), flushed before each
+	parent := t
 	stores := map[string]func(t *testing.T) string{
 		"memory": func(*testing.T) string { return "" },
 		"redis": func(t *testing.T) string {
 			srv := redistest.Start(t)
 			return fmt.Sprintf("store: {backend: redis, redis_url: \"redis://%s/0\", timeout: 200ms}\n", srv.Addr())
 		},
+		"cluster": func(t *testing.T) string {
+			if cluster == nil {
+				cluster = redistest.StartCluster(parent, 3)
+			}
+			err := cluster.Client().ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
+				return m.FlushAll(ctx).Err()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Sprintf("store: {backend: redis_cluster, cluster_addrs: [%s], timeout: 1s}\n", strings.Join(cluster.Addrs(), ", "))
+		},
 	}
-	for _, storeName := range []string{"memory", "redis"} {
+	for _, storeName := range []string{"memory", "redis", "cluster"} {
 		for _, c := range cappedCases {
 			t.Run(storeName+"/"+c.name, func(t *testing.T) {
 				h := startCapped(t, stores[storeName](t))

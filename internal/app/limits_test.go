@@ -78,6 +78,11 @@ func TestLimitsReadOutRedis(t *testing.T) {
 	testLimitsReadOut(t, fmt.Sprintf("store: {backend: redis, redis_url: \"redis://%s/0\", timeout: 200ms}\n", srv.Addr()))
 }
 
+func TestLimitsReadOutCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	testLimitsReadOut(t, fmt.Sprintf("store: {backend: redis_cluster, cluster_addrs: [%s], timeout: 1s}\n", strings.Join(c.Addrs(), ", ")))
+}
+
 // Each caller reads only the limits that apply to it, without spending;
 // after a request, its remaining and its budget's spend move; a wrong key
 // is 401.

@@ -295,10 +295,21 @@ func TestWaitRawClientStaysQueued(t *testing.T) {
 	}
 }
 
-// On Redis (the store's own clock, real time), a request denied for a
-// short wait is held and admitted, its wait reported within max_wait.
+// On Redis and a 3-master Redis Cluster (the store's own clock, real
+// time), a request denied for a short wait is held and admitted, its wait
+// reported within max_wait.
 func TestWaitOnRedis(t *testing.T) {
-	srv := redistest.Start(t)
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		testWaitOnStore(t, fmt.Sprintf("store: {backend: redis, redis_url: \"redis://%s/0\", timeout: 200ms}\n", srv.Addr()))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		c := redistest.StartCluster(t, 3)
+		testWaitOnStore(t, fmt.Sprintf("store: {backend: redis_cluster, cluster_addrs: [%s], timeout: 1s}\n", strings.Join(c.Addrs(), ", ")))
+	})
+}
+
+func testWaitOnStore(t *testing.T, store string) {
 	h := start(t, `
 limits:
   - name: key-fast
@@ -309,7 +320,7 @@ limits:
     burst: 1
     on_limit: wait
     max_wait: 2s
-`+fmt.Sprintf("store: {backend: redis, redis_url: \"redis://%s/0\", timeout: 200ms}\n", srv.Addr()))
+`+store)
 	first := <-h.postAsync(testKey)
 	if first.status != 200 {
 		t.Fatalf("first: %+v", first)
