@@ -253,6 +253,7 @@ func TestWaitConfig(t *testing.T) {
 		"  - {name: a, scope: key, unit: requests, rate: 1, per: 1s, on_limit: wait, max_wait: 2m}\n",
 		"  - {name: a, scope: key, unit: requests, rate: 1, per: 1s}\nwait_queue: {per_bucket: 10, total: 5}\n",
 		"  - {name: a, scope: key, unit: requests, rate: 1, per: 1s}\nwait_queue: {per_bucket: 100000}\n",
+		"  - {name: a, scope: key, unit: concurrent, max: 1, on_limit: wait}\n",
 	} {
 		if _, err := Parse([]byte(base + bad)); err == nil {
 			t.Errorf("accepted:\n%s", bad)

@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/llmguard/llmguard/spec"
+)
 
 // WaitQueue bounds the requests held waiting by limits with on_limit: wait.
 // Each waiting request holds its handler goroutine, its connection and its
@@ -61,6 +65,11 @@ func checkWait(p *problems, f string, l Limit) {
 			p.add(f+".max_wait", "only with on_limit: wait")
 		}
 	case OnLimitWait: // 0: the default, DefaultMaxWait
+		if u, ok := spec.ParseUnit(l.Unit); ok && u == spec.UnitConcurrent {
+			// A slot frees when a response ends, at no time a take can
+			// compute: nothing to wait for.
+			p.add(f+".on_limit", "wait is not supported on in-flight limits (unit: concurrent); their 429 says Retry-After: 1")
+		}
 		checkDuration(p, f+".max_wait", l.MaxWait)
 		if time.Duration(l.MaxWait) < time.Millisecond && l.MaxWait > 0 {
 			p.add(f+".max_wait", "at least 1ms (got %s)", time.Duration(l.MaxWait))

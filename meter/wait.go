@@ -424,8 +424,11 @@ func (x *Exchange) peekDenial(rules []*policy.Rule, key string) {
 		}
 	}
 	a := &x.rules[i]
-	wait := a.Status.Reset // a quota: until its window ends
-	if !a.Limit.IsQuota() {
+	// A quota: until its window ends. A window counter: until it is
+	// empty again (a fixed window: its end), never shorter than the wait
+	// its take would compute; an in-flight limit: its short retry.
+	wait := a.Status.Reset
+	if !a.Limit.IsQuota() && !a.Limit.IsWindow() && !a.Limit.Concurrent && a.Limit.Rate > 0 {
 		deficit := a.Reserved - a.Status.Remaining
 		wait = time.Duration(math.Ceil(float64(max(deficit, 0)) * float64(a.Limit.Per) / float64(a.Limit.Rate)))
 	}
