@@ -67,6 +67,18 @@ type Waits struct {
 	mu     sync.Mutex
 	queues map[string][]*waiter
 	n      int
+
+	closed    chan struct{} // closed by Close: no request waits any more
+	closeOnce sync.Once
+}
+
+// Close ends every wait, for shutdown: each waiting request is answered as
+// if its max_wait had run out (429 with its Retry-After), so that its
+// client retries elsewhere instead of the node holding it, and a request
+// that would wait from now on is refused at once as if its queue were
+// full. It never blocks; later calls do nothing.
+func (w *Waits) Close() {
+	w.closeOnce.Do(func() { close(w.closed) })
 }
 
 // waiter is one request in a queue: turn is closed when it becomes its
@@ -91,7 +103,8 @@ func NewWaits(o WaitsOptions) (*Waits, error) {
 			return t.C, t.Stop
 		}
 	}
-	w := &Waits{perBucket: o.PerBucket, total: o.Total, after: o.After, queues: map[string][]*waiter{}}
+	w := &Waits{perBucket: o.PerBucket, total: o.Total, after: o.After, queues: map[string][]*waiter{},
+		closed: make(chan struct{})}
 	if o.Registerer != nil {
 		w.seconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "llmguard_wait_seconds",
@@ -131,6 +144,11 @@ func (w *Waits) busy(key string) bool {
 func (w *Waits) join(key string) *waiter {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	select {
+	case <-w.closed:
+		return nil // shutting down: refused as if full
+	default:
+	}
 	q := w.queues[key]
 	if len(q) >= w.perBucket || w.n >= w.total {
 		return nil
@@ -325,7 +343,11 @@ func (m *Meter) takeOrWait(x *Exchange, rules []*policy.Rule) {
 		c, stop := w.after(max(need, minRetry))
 		r := s.block(nil, c, time.Time{})
 		stop()
-		if r == left {
+		switch r {
+		case left:
+			return
+		case expired: // no deadline here: Close ended the wait; its last denial stands
+			s.outcome = WaitLimited
 			return
 		}
 	}
@@ -375,6 +397,8 @@ func (s *waitRun) block(turn <-chan struct{}, timer <-chan time.Time, deadline t
 	case <-timer:
 		return woke
 	case <-dl:
+		return expired
+	case <-s.w.closed: // shutting down: answered as if max_wait ran out
 		return expired
 	case <-s.gone:
 		s.x.resetTake()

@@ -53,8 +53,9 @@ type App struct {
 	srv         *fasthttp.Server
 	admin       *fasthttp.Server
 	close       []func() error
-	closeOnce   sync.Once // Close runs the closers once
-	closeErr    error     // what the first Close returned
+	waits       *meter.Waits // the wait queues, ended first by Close
+	closeOnce   sync.Once    // Close runs the closers once
+	closeErr    error        // what the first Close returned
 }
 
 // New builds every component from cfg. Errors: a component cannot start
@@ -163,6 +164,7 @@ func newAppTimed(cfg *config.Config, log *slog.Logger, now func() time.Time, aft
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
+	a.waits = waits
 	a.Proxy, err = proxy.New(proxy.Options{
 		Waits:            waits,
 		Ledger:           ledgerOrNil(led),
@@ -253,12 +255,16 @@ func (a *App) ListenAndServe() error {
 	return a.Serve(ln, adm)
 }
 
-// Close stops accepting requests, waits for those in flight, and releases
-// the store. It may be called more than once (a signal handler and a
+// Close stops accepting requests, answers those waiting for their buckets
+// (on_limit: wait) with their 429 at once, waits for those in flight, and
+// releases the store. It may be called more than once (a signal handler and a
 // deferred Close): only the first call does the work, and every call
 // returns what it returned (the listeners' and closers' errors, joined).
 func (a *App) Close() error {
 	a.closeOnce.Do(func() {
+		if a.waits != nil {
+			a.waits.Close() // waiting requests are answered now, not after max_wait
+		}
 		errs := []error{a.srv.Shutdown(), a.admin.Shutdown()}
 		for _, c := range a.close {
 			errs = append(errs, c())

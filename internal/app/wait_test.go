@@ -344,3 +344,31 @@ limits:
 		t.Errorf("%d waiting", n)
 	}
 }
+
+// Shutdown does not hold waiting requests until their max_wait: Close
+// answers them with their 429 at once (the manual clock never moves here,
+// so without that Close would never return).
+func TestCloseAnswersWaiters(t *testing.T) {
+	h, clock := startWaiting(t, waitRPS)
+	waits := h.app.Proxy.Waits()
+	if first := <-h.postAsync(testKey); first.status != 200 {
+		t.Fatalf("first request: %+v", first)
+	}
+	held := h.postAsync(testKey)
+	until(t, "the second request waits", func() bool { return waits.Len() == 1 && clock.Timers() == 1 })
+	closed := make(chan error, 1)
+	go func() { closed <- h.app.Close() }()
+	select {
+	case got := <-held:
+		if got.status != 429 || got.retry == "" {
+			t.Errorf("held request at shutdown: %+v, want 429 with Retry-After", got)
+		}
+	case <-time.After(time.Minute): // a hang guard, not a timing assertion
+		t.Fatal("Close left the waiting request held")
+	}
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close never returned")
+	}
+}
