@@ -431,8 +431,11 @@ func TestRedisBlockedTakesAreVoided(t *testing.T) {
 	sent := blockedTakes(t, s, g, g, key, limit, "bare", n, cost, block)
 	leaked := start - redisLevel(t, kv, key, limit.Capacity)
 	t.Logf("step 1: %d takes timed out; Redis applied %.0f units of them", n, leaked)
-	if leaked < cost {
-		t.Fatalf("step 1: no timed-out take was applied by Redis (%.0f units): the test shows nothing", leaked)
+	// At least one take applied (the refill over the test, < 0.01 units,
+	// comes off it). With takes coalesced per slot, those queued behind the
+	// blocked call time out unsent: often only the first reaches Redis.
+	if leaked < cost-0.5 {
+		t.Fatalf("step 1: no timed-out take was applied by Redis (%.2f units): the test shows nothing", leaked)
 	}
 
 	// step 2: voiding those ids gives back exactly what was taken.
