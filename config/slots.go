@@ -63,6 +63,9 @@ func (c *Config) checkSlots(p *problems, f string, l Limit) {
 	if l.Lease != nil {
 		p.add(f+".lease", "is not supported on an in-flight limit (slots are held per request, not leased per node)")
 	}
+	if l.Algorithm != "" {
+		p.add(f+".algorithm", "is not supported on an in-flight limit: it counts requests in flight, not a rate")
+	}
 	if len(l.Regions) > 0 {
 		p.add(f+".regions", "is not supported on an in-flight limit")
 	}
@@ -80,5 +83,8 @@ func checkShadow(p *problems, f string, l Limit) {
 	}
 	if l.Lease != nil {
 		p.add(f+".lease", "is not supported on a shadow limit")
+	}
+	if l.OnLimit == OnLimitWait {
+		p.add(f+".on_limit", "wait means nothing on a shadow limit: it never denies")
 	}
 }

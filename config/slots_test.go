@@ -44,6 +44,8 @@ limits:
 		{"slot_lease on a token limit", `{name: c, scope: key, unit: tokens, rate: 5, per: 1s, slot_lease: 1h}`, "limits[0]"},
 		{"a sharded shadow", `{name: c, scope: global, unit: tokens, rate: 500, per: 1s, shards: 4, shadow: true}`, "limits[0].shards"},
 		{"a leased shadow", `{name: c, scope: tenant, unit: tokens, rate: 500, per: 1s, lease: {size: 10}, shadow: true}`, "limits[0].lease"},
+		{"an algorithm on an in-flight limit", `{name: c, scope: key, unit: concurrent, max: 2, algorithm: sliding_window}`, "limits[0].algorithm"},
+		{"a waiting shadow", `{name: c, scope: key, unit: tokens, rate: 500, per: 1s, on_limit: wait, shadow: true}`, "limits[0].on_limit"},
 	} {
 		_, err := Parse([]byte(head + "  - " + tc.limit + "\n"))
 		var ce *Error

@@ -53,6 +53,13 @@ type LimitState struct {
 	// OnLimit is fail or wait; MaxWaitMS the longest wait under wait.
 	OnLimit   string `json:"on_limit"`
 	MaxWaitMS int64  `json:"max_wait_ms,omitempty"`
+	// Algorithm is sliding_window or fixed_window for a window counter
+	// (Capacity = Rate units per window of PerMS), absent for a token
+	// bucket and an in-flight limit (unit concurrent: Capacity requests in
+	// flight; Rate and PerMS 0).
+	Algorithm string `json:"algorithm,omitempty"`
+	// Shadow: the limit is reported but never denies (limits[].shadow).
+	Shadow bool `json:"shadow,omitempty"`
 }
 
 // BudgetState is one calendar quota that applies to the caller.
@@ -160,6 +167,13 @@ func (p *Proxy) serveLimits(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		if r.MaxWait > 0 {
 			l.OnLimit, l.MaxWaitMS = "wait", ceilMS(r.MaxWait)
 		}
+		switch {
+		case limit.IsWindow():
+			l.Algorithm, l.Rate = limit.Algorithm.String(), limit.Capacity
+		case limit.Concurrent:
+			l.PerMS = 0 // Per is the slot lease, not a period
+		}
+		l.Shadow = r.Shadow
 		if read {
 			reset := ceilMS(st.Reset)
 			l.Remaining, l.ResetMS = &st.Remaining, &reset

@@ -173,3 +173,32 @@ func testLimitsReadOut(t *testing.T, store string) {
 		t.Errorf("the upstream's last request is not alice's chat: the read-out must never be forwarded")
 	}
 }
+
+// The read-out says what kind each limit is: a window counter its
+// algorithm and real rate (capacity per window), an in-flight limit no
+// period, and a shadow limit that it never denies.
+func TestLimitsReadOutKinds(t *testing.T) {
+	h := startFrozen(t, `
+limits:
+  - {name: win, scope: key, unit: requests, rate: 30, per: 1m, algorithm: sliding_window}
+  - {name: slots, scope: key, unit: concurrent, max: 3}
+  - {name: next, scope: user, unit: tokens, rate: 100, per: 1m, shadow: true}
+  - {name: real, scope: user, unit: tokens, rate: 100000, per: 1m}
+`)
+	code, rep, body := readLimits(t, h, testKey, "")
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	if w := limitByName(rep, "win"); w == nil || w.Algorithm != "sliding_window" || w.Rate != 30 || w.Capacity != 30 || w.PerMS != 60000 || w.Shadow {
+		t.Errorf("window limit %+v", w)
+	}
+	if s := limitByName(rep, "slots"); s == nil || s.Algorithm != "" || s.Capacity != 3 || s.Rate != 0 || s.PerMS != 0 {
+		t.Errorf("in-flight limit %+v", s)
+	}
+	if n := limitByName(rep, "next"); n == nil || !n.Shadow {
+		t.Errorf("shadow limit %+v, want shadow: true", n)
+	}
+	if r := limitByName(rep, "real"); r == nil || r.Shadow || r.Algorithm != "" {
+		t.Errorf("token bucket %+v", r)
+	}
+}
