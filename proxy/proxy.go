@@ -384,7 +384,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	if r := p.identify(ctx, x); r != nil {
 		return r
 	}
-	if x.path == LimitsPath {
+	if weigher.CanonicalPath(x.path) == LimitsPath { // any spelling: case, slashes, ;params (as endpoints are recognised)
 		return p.serveLimits(ctx, x)
 	}
 	p.inject(pointHandler)

@@ -202,3 +202,22 @@ limits:
 		t.Errorf("token bucket %+v", r)
 	}
 }
+
+// Every spelling of the read-out's path that an endpoint's would match is
+// served by llmguard, never forwarded upstream with the gateway's key.
+func TestLimitsReadOutSpellings(t *testing.T) {
+	h := startFrozen(t, limitsTail)
+	for _, p := range []string{"/v1/llmguard/limits/", "/V1/LLMGUARD/LIMITS", "/v1/llmguard/limits;x", "//v1//llmguard/limits"} {
+		req, _ := http.NewRequest(http.MethodGet, h.url+p, nil)
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), `"limits":`) {
+			t.Errorf("%s: %d %s; want the caller's report", p, resp.StatusCode, b)
+		}
+	}
+}
