@@ -149,8 +149,8 @@ func checkDefaultCosts(cfg *config.Config, pol *policy.Policy, w *weigher.Weighe
 	var out []Finding
 	for i, l := range cfg.Limits {
 		r := ruleNamed(pol, l.Name)
-		if r == nil || r.Unit == policy.UnitRequests {
-			continue
+		if r == nil || r.Unit == policy.UnitRequests || r.Unit == spec.UnitConcurrent || r.Shadow {
+			continue // a shadow limit never refuses
 		}
 		var worst *defaultCost
 		var worstUnits int64
@@ -160,7 +160,11 @@ func checkDefaultCosts(cfg *config.Config, pol *policy.Policy, w *weigher.Weighe
 			if !r.MatchesModel(c.model) || (r.Unit == policy.UnitUSD && !c.quote.Priced) {
 				continue
 			}
-			units := r.Units(spec.Usage{InputTokens: c.in, OutputTokens: c.out}, c.quote.Price)
+			out := c.out
+			if r.CapOutput { // lowered to cap_output_min before it is refused
+				out = min(out, r.CapOutputMin)
+			}
+			units := r.Units(spec.Usage{InputTokens: c.in, OutputTokens: out}, c.quote.Price)
 			if units <= r.RegionCapacity() {
 				continue
 			}

@@ -123,7 +123,19 @@ limits:
   - {name: pro-dollars, scope: user, unit: usd, quota: 1, period: day, models: ["o1-pro*", "gpt-4o-mini"]}
   - {name: output-only, scope: user, unit: output_tokens, rate: 100, per: 1m, models: ["text-embedding-*"]}
   - {name: rpm, scope: user, unit: requests, rate: 1, per: 1m}
+  - {name: next-tokens, scope: user, unit: tokens, rate: 1000, per: 1h, shadow: true}
+  - {name: capped-tokens, scope: user, unit: tokens, rate: 1000, per: 1h, cap_output: true}
+  - {name: capped-too-small, scope: user, unit: tokens, rate: 200, per: 1h, cap_output: true}
 `, nil)
+	if got := found(fs, "limits[5]"); len(got) != 0 {
+		t.Errorf("limits[5]: %v, want nothing for a shadow limit (it never refuses)", got)
+	}
+	if got := found(fs, "limits[6]"); len(got) != 0 {
+		t.Errorf("limits[6]: %v, want nothing: cap_output lowers the 4096 reserved to 256, which fits", got)
+	}
+	if got := found(fs, "limits[7]"); len(got) != 1 {
+		t.Errorf("limits[7]: %v, want a warning: not even cap_output_min (256) fits 200 tokens", got)
+	}
 	tiny := found(fs, "limits[0]")
 	if len(tiny) != 1 || tiny[0].Fatal || !strings.Contains(tiny[0].Message, "tiny-tokens holds 1000 tokens") ||
 		!strings.Contains(tiny[0].Message, "4096 of default output reservation") || !strings.Contains(tiny[0].Message, "other models") {
