@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 
 	"github.com/llmguard/llmguard/config"
@@ -40,22 +39,11 @@ ledger: {file: %q}
 		if err != nil {
 			t.Fatal(err)
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		adm, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- a.Serve(ln, adm) }()
-		h := &harness{t: t, mock: mock, app: a, url: "http://" + ln.Addr().String(), admin: "http://" + adm.Addr().String()}
+		h := serveApp(t, mock, a, nil) // its cleanup closes a once more
 		if resp, body := h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`); resp.StatusCode != 200 {
 			t.Fatalf("status %d: %s", resp.StatusCode, body)
 		}
 		first := a.Close()
-		<-done
 		if second := a.Close(); fmt.Sprint(second) != fmt.Sprint(first) {
 			t.Errorf("second Close = %v, first %v", second, first)
 		}
