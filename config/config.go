@@ -141,6 +141,12 @@ type Config struct {
 	// that /admin/* endpoints require. Empty: /admin/* answers only
 	// loopback clients.
 	AdminTokenEnv string `yaml:"admin_token_env"`
+	// TLS, when set, serves the proxy listener (listen) over TLS with
+	// these files. Nil, the default: plain HTTP.
+	TLS *TLS `yaml:"tls"`
+	// AdminTLS, when set, serves the admin listener (admin_listen: health,
+	// metrics, /admin/*) over TLS with these files. Nil: plain HTTP.
+	AdminTLS *TLS `yaml:"admin_tls"`
 	// Region names this node's region (1-32 lowercase letters, digits, -
 	// or _), e.g. "eu": required when a limit has Regions, whose share for
 	// this region the node enforces. Empty: the node is in no region.
@@ -671,6 +677,7 @@ func parse(b []byte, dir string) (*Config, error) {
 		}
 	}
 	c.applyDefaults()
+	c.resolveTLS(dir)
 	if err := c.loadPrices(dir); err != nil {
 		return nil, err
 	}

@@ -39,6 +39,7 @@ var alertPhases = map[string][]string{
 	"LLMGuardBudget80":            {"traffic 3"},
 	"LLMGuardBudgetExhausted":     {"traffic 3"},
 	"LLMGuardReconcileBacklog":    {},
+	"LLMGuardConfigReloadFailed":  {}, // no reload in this workload: internal/app's TestFailedReloadOnReadyz sets the gauge
 }
 
 // mayHold are phases at which an alert may hold or not. The store error

@@ -56,6 +56,9 @@ type App struct {
 	waits       *meter.Waits // the wait queues, ended first by Close
 	closeOnce   sync.Once    // Close runs the closers once
 	closeErr    error        // what the first Close returned
+	tlsProxy    *certSource  // the proxy listener's certificate, nil without tls
+	tlsAdmin    *certSource  // the admin listener's certificate, nil without admin_tls
+	reloads     reloadStatus // config reloads so far, for /readyz and metrics
 }
 
 // New builds every component from cfg. Errors: a component cannot start
@@ -211,12 +214,51 @@ func newAppTimed(cfg *config.Config, log *slog.Logger, now func() time.Time, aft
 		DisablePreParseMultipartForm: true,
 	}
 	a.admin = &fasthttp.Server{
-		Handler: proxy.AdminHandler(a.Registry, func() any { return st.readiness(cfg.Store.Backend) },
+		Handler: proxy.AdminHandler(a.Registry, func() any {
+			r := st.readiness(cfg.Store.Backend)
+			r["config"] = a.reloads.snapshot()
+			return r
+		},
 			map[string]fasthttp.RequestHandler{"/admin/usage": a.usageHandler}),
 		Name:   "llmguard-admin",
 		Logger: fasthttpLogger{log},
 	}
+	a.reloads.init(a.Registry)
+	if err := a.startTLS(cfg); err != nil {
+		for _, c := range a.close {
+			c()
+		}
+		return nil, err
+	}
 	return a, nil
+}
+
+// startTLS loads the listeners' certificates and watches their files.
+// Errors: a pair cannot be loaded (the message names the files).
+func (a *App) startTLS(cfg *config.Config) error {
+	if cfg.TLS == nil && cfg.AdminTLS == nil {
+		return nil
+	}
+	m := newTLSMetrics(a.Registry)
+	for _, l := range []struct {
+		name string
+		t    *config.TLS
+		dst  **certSource
+	}{{"proxy", cfg.TLS, &a.tlsProxy}, {"admin", cfg.AdminTLS, &a.tlsAdmin}} {
+		if l.t == nil {
+			continue
+		}
+		s, err := newCertSource(l.name, l.t, a.log, m)
+		if err != nil {
+			return err
+		}
+		if err := s.watch(); err != nil {
+			a.log.Warn("tls: cannot watch the certificate files; they are read again every minute", "listener", l.name, "err", err)
+		}
+		*l.dst = s
+		a.close = append(a.close, s.stop)
+	}
+	return nil
 }
 
 // Serve serves the proxy on ln and the admin endpoints on admin until Close.
@@ -226,9 +268,18 @@ func (a *App) Serve(ln, admin net.Listener) error {
 	errc := make(chan error, 2)
 	n := 1
 	ln = proxy.WriteTimeoutListener(ln, time.Duration(a.Config.ClientWriteTimeout))
+	if a.tlsProxy != nil {
+		// Inside the write deadlines: each TLS record is written by the
+		// deadline-setting connection, and peerClosed finds the socket
+		// through tls.Conn.NetConn.
+		ln = a.tlsProxy.listen(ln)
+	}
 	go func() { errc <- a.srv.Serve(ln) }()
 	if admin != nil {
 		n++
+		if a.tlsAdmin != nil {
+			admin = a.tlsAdmin.listen(admin)
+		}
 		go func() { errc <- a.admin.Serve(admin) }()
 	}
 	var first error
@@ -251,8 +302,15 @@ func (a *App) ListenAndServe() error {
 		ln.Close()
 		return fmt.Errorf("app: admin listen: %w", err)
 	}
-	a.log.Info("llmguard listening", "proxy", ln.Addr().String(), "admin", adm.Addr().String(), "store", a.Config.Store.Backend)
+	a.log.Info("llmguard listening", "proxy", scheme(a.tlsProxy)+ln.Addr().String(), "admin", scheme(a.tlsAdmin)+adm.Addr().String(), "store", a.Config.Store.Backend)
 	return a.Serve(ln, adm)
+}
+
+func scheme(s *certSource) string {
+	if s != nil {
+		return "https://"
+	}
+	return "http://"
 }
 
 // Close stops accepting requests, answers those waiting for their buckets
