@@ -597,12 +597,25 @@ func TestDockerfile(t *testing.T) {
 		final := i == len(stages)-1
 		var user string
 		var entry []string
+		cgoOff := false
 		copied := map[string]bool{}
 		for _, in := range st.ins {
 			switch in.cmd {
+			case "ENV":
+				if strings.Contains(in.raw, "CGO_ENABLED=0") {
+					cgoOff = true
+				}
 			case "RUN":
-				if strings.Contains(in.raw, "go build") {
-					static = strings.Contains(in.raw, "CGO_ENABLED=0") && strings.Contains(in.raw, "./cmd/llmguard")
+				// Each command of the RUN that builds must build static.
+				for _, cmd := range shellSeparators.Split(in.raw, -1) {
+					if !strings.Contains(cmd, "go build") {
+						continue
+					}
+					if !cgoOff && !strings.Contains(cmd, "CGO_ENABLED=0") {
+						t.Errorf("Dockerfile line %d: %q builds without CGO_ENABLED=0: not a static binary", in.line, strings.TrimSpace(cmd))
+					} else if strings.Contains(cmd, "./cmd/llmguard") {
+						static = true
+					}
 				}
 			case "USER":
 				user = strings.Split(in.args[0], ":")[0]
@@ -663,6 +676,9 @@ func TestDockerfile(t *testing.T) {
 		t.Error("Dockerfile: no RUN builds ./cmd/llmguard with CGO_ENABLED=0")
 	}
 }
+
+// shellSeparators split a shell-form RUN into its commands.
+var shellSeparators = regexp.MustCompile(`&&|;|\|\|`)
 
 // dockerignore returns .dockerignore's patterns.
 func dockerignore(t *testing.T) []string {
