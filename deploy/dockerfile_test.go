@@ -201,11 +201,11 @@ func TestParseDockerfile(t *testing.T) {
 		t.Errorf("escape=`: %+v, %v", backtick, err)
 	}
 	for _, bad := range []string{
-		"RUN a \\\n",            // continued past the end
-		"FROM\n",                // no arguments
-		"=x y\n",                // not an instruction
-		"RUN <<EOF\nls\nEOF\n",  // here-document
-		"# escape=x\nFROM a\n",  // bad escape
+		"RUN a \\\n",           // continued past the end
+		"FROM\n",               // no arguments
+		"=x y\n",               // not an instruction
+		"RUN <<EOF\nls\nEOF\n", // here-document
+		"# escape=x\nFROM a\n", // bad escape
 		strings.Repeat("#", maxDockerfileBytes+1),
 	} {
 		if _, err := parseDockerfile(bad); err == nil {
