@@ -119,7 +119,10 @@ func directive(line string) (name, value string, ok bool) {
 // parseInstruction splits one joined instruction into name, flags and
 // arguments.
 func parseInstruction(s string) (instruction, error) {
-	name, rest, _ := strings.Cut(s, " ")
+	name, rest, _ := strings.Cut(strings.TrimSpace(s), " ")
+	if name == "" {
+		return instruction{}, errors.New("an empty instruction")
+	}
 	for _, r := range name {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
 			return instruction{}, fmt.Errorf("%.40q does not start with an instruction name", s)
