@@ -187,6 +187,8 @@ func TestRealPrometheus(t *testing.T) {
 			kind := "FIRES"
 			if why, ok := alertsOnlyValid[q.alert]; ok {
 				kind = "VALID ONLY (" + why + ")"
+			} else if known && len(want) == 0 {
+				t.Errorf("%s: the workload never makes it hold, and alertsOnlyValid does not say why", q.where)
 			}
 			report = append(report, fmt.Sprintf("%s %s holds at: %s", kind, q.alert, strings.Join(holds, "; ")))
 		}
