@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -272,6 +273,17 @@ func TestComposeLlmguardConfig(t *testing.T) {
 		}
 		if !slices.ContainsFunc(s.Ports, func(p string) bool { return strings.HasSuffix(p, ":"+port) }) {
 			t.Errorf("docker-compose.yml: llmguard's %s port %s is not published (%v)", l.field, port, s.Ports)
+		}
+	}
+	// On SIGTERM llmguard waits for what is in flight; compose kills it
+	// after stop_grace_period: the longest exchange must fit.
+	grace, err := time.ParseDuration(s.StopGracePeriod)
+	if err != nil {
+		t.Errorf("docker-compose.yml: llmguard's stop_grace_period %q: %v", s.StopGracePeriod, err)
+	}
+	for i, u := range cfg.Upstreams {
+		if d := time.Duration(u.Timeout); d >= grace {
+			t.Errorf("%s: upstreams[%d].timeout %s is not below docker-compose.yml's stop_grace_period %s: a stream still running at shutdown would be killed", file, i, d, grace)
 		}
 	}
 	if cfg.AdminTokenEnv == "" {
