@@ -71,7 +71,7 @@ func TestAgainstRunningLlmguard(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	r := runWorkload(t)
+	r := runWorkload(t, workloadOptions{})
 	ex := exportsOf(t, r)
 	store := loadTSDB(t, r)
 
