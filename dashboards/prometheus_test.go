@@ -66,8 +66,9 @@ func TestPromtoolCheckRules(t *testing.T) {
 // fire. Every other alert in alertPhases must hold at its phases and go
 // pending in Prometheus's own rule evaluation.
 var alertsOnlyValid = map[string]string{
-	"LLMGuardStoreErrors":      "the error ratio over 5m may or may not pass 5 %: the breaker opens after 2 failed calls and calls it refuses are not store calls",
-	"LLMGuardReconcileBacklog": "needs over 1000 reconciliations queued; the workload's replay queue holds 4",
+	"LLMGuardStoreErrors":        "the error ratio over 5m may or may not pass 5 %: the breaker opens after 2 failed calls and calls it refuses are not store calls",
+	"LLMGuardReconcileBacklog":   "needs over 1000 reconciliations queued; the workload's replay queue holds 4",
+	"LLMGuardConfigReloadFailed": "the workload reloads no config file; internal/app's TestFailedReloadOnReadyz shows the gauge it reads going to 0",
 }
 
 // TestRealPrometheus runs the dashboards' workload (TestAgainstRunningLlmguard's)
