@@ -20,7 +20,10 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/llmguard ./cmd/llmguard \
+# `llmguard version` names this (.git is not copied, so Go stamps no commit):
+#   docker build --build-arg VERSION=$(git describe --tags --always) .
+ARG VERSION=devel
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/llmguard ./cmd/llmguard \
  && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/mockllm ./cmd/mockllm
 
 # The mock upstream of the quickstart and of docker-compose.yml.
