@@ -262,9 +262,9 @@ type Exchange struct {
 	warnings  []string
 	settled   atomic.Bool
 	// record is the settlement's ledger record (Record), set by Settle
-	// when the Meter keeps records or writes a ledger.
-	record   ledger.Record
-	recorded bool
+	// when the Meter keeps records (Options.Records); a pointer, so that
+	// an Exchange without one is no larger.
+	record *ledger.Record
 	// out is how the output reservation was made and lowered (output.go).
 	out outputState
 	// held: it joined a wait queue; waited: for how long; peek: take

@@ -111,10 +111,15 @@ func (x *Exchange) Settle(s Settlement) bool {
 	})
 	if m.opt.Ledger != nil || m.opt.Records {
 		m.contain(StageLedger, x, func() {
-			x.record, x.recorded = m.newRecord(x, s, actual, known, cost), true
+			r := m.newRecord(x, s, actual, known, cost)
+			if m.opt.Records {
+				kept := new(ledger.Record) // a copy: r itself stays on the stack
+				*kept = r
+				x.record = kept
+			}
 			if m.opt.Ledger != nil && !s.Unforwarded {
 				m.inject(PointLedger)
-				m.opt.Ledger.Write(x.record)
+				m.opt.Ledger.Write(r)
 			}
 		})
 	}
@@ -128,7 +133,10 @@ func (x *Exchange) Settle(s Settlement) bool {
 // (Options.Records). It is read by the goroutine that settled the request,
 // or after it (it is written once, by Settle).
 func (x *Exchange) Record() (ledger.Record, bool) {
-	return x.record, x.recorded
+	if x.record == nil {
+		return ledger.Record{}, false
+	}
+	return *x.record, true
 }
 
 // SourceOf is the settlement source of an answer whose usage llmguard does
