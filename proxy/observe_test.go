@@ -1,12 +1,16 @@
 package proxy
 
 import (
+	"encoding/json"
 	"io"
+	"strings"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/llmguard/llmguard/internal/mockllm"
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/obs"
 )
@@ -84,4 +88,62 @@ func BenchmarkProxyPathObserve(b *testing.B) {
 	for _, m := range observeModes(b) {
 		b.Run(m.name, func(b *testing.B) { run(b, newPathRequest(pathBody), newPathRig(b, cannedJSON, m.with).Handle) })
 	}
+}
+
+// A request whose handler or stream panics is still logged once, when it
+// is settled: the handler's as the 500 internal_error it answered, the
+// stream's as counted when it started, with what it was charged.
+func TestAccessLogAfterPanics(t *testing.T) {
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	for _, tc := range []struct {
+		point, outcome string
+		stream         bool
+		status         float64
+	}{
+		{point: pointForward, outcome: "internal_error", status: 500},
+		{point: pointStream, outcome: "allowed", stream: true, status: 200},
+	} {
+		out := &syncWriter{b: &strings.Builder{}}
+		log, err := obs.NewAccessLog(obs.AccessLogOptions{Writer: out, SampleAllowed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newRig(t, rigOptions{mock: mock, url: mock.URL, w: testWeigher(t), point: tc.point, access: log})
+		r.armed.Store(true)
+		body := panicBody
+		if tc.stream {
+			body = panicStreamBody
+		}
+		r.post(body, "x-mock-completion-tokens", "40", "x-mock-delay-ms", "20")
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(out.string(), "\n") && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond) // a second line, were there one
+		text := out.string()
+		if strings.Count(text, "\n") != 1 {
+			t.Fatalf("%s: want one line, got:\n%s", tc.point, text)
+		}
+		var line map[string]any
+		if err := json.Unmarshal([]byte(text), &line); err != nil {
+			t.Fatal(err)
+		}
+		if line["outcome"] != tc.outcome || line["status"] != tc.status || line["user"] != "alice" || line["estimated_input_tokens"] == 0.0 {
+			t.Errorf("%s: line %s", tc.point, text)
+		}
+		if tc.stream && line["input_tokens"] == 0.0 {
+			t.Errorf("%s: a cut stream's charge is missing: %s", tc.point, text)
+		}
+	}
+}
+
+// string is what was written so far.
+func (s *syncWriter) string() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
