@@ -64,9 +64,25 @@ func (p *Proxy) observe(ctx *fasthttp.RequestCtx, x *exchange) {
 		o.tracer = t.Tracer()
 		parent := t.Propagator().Extract(context.Background(), requestCarrier{&ctx.Request.Header})
 		o.ctx, o.root = o.tracer.Start(parent, spanRequest, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(o.begin),
-			trace.WithAttributes(attribute.String("http.request.method", string(ctx.Method()))))
+			trace.WithAttributes(attribute.String("http.request.method", methodName(ctx.Method()))))
 	}
 }
+
+// methodName is method as the http.request.method attribute holds it: a
+// method of RFC 9110 §9 (or PATCH) by its name, anything else "_OTHER" (as
+// OpenTelemetry's HTTP semantic conventions ask), so that a caller cannot
+// put text of its own in a span through the request line.
+func methodName(method []byte) string {
+	for _, m := range httpMethods {
+		if string(method) == m {
+			return m
+		}
+	}
+	return "_OTHER"
+}
+
+// httpMethods are the methods methodName names.
+var httpMethods = []string{"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "CONNECT", "TRACE"}
 
 // span starts a child span of x's root named name, the no-op span when x
 // is not traced.

@@ -28,7 +28,8 @@ const obsMarker = "ZQX7MARKERQZX"
 const obsKey = "sk-" + obsMarker + "-carol"
 
 // obsConfig is a config in front of upstreamURL with a key holding the
-// marker (user carol, tenant acme), a token limit that admits about one
+// marker (user carol, tenant acme), a second upstream under /dead that
+// nothing listens on, a token limit that admits about one
 // small request per minute for user dave, and tail appended.
 func obsConfig(t *testing.T, upstreamURL, tail string) *config.Config {
 	t.Helper()
@@ -38,6 +39,7 @@ listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 upstreams:
   - {name: mock, flavor: openai, base_url: %q, api_key_env: LLMGUARD_TEST_UPSTREAM_KEY}
+  - {name: dead, flavor: openai, base_url: "http://127.0.0.1:1", path_prefix: /dead, no_key: true}
 keys:
   - {key: %q, user: carol, tenant: acme}
   - {key: sk-test-dave, user: dave, tenant: acme}
@@ -152,6 +154,9 @@ func TestAccessLogLinePerRequest(t *testing.T) {
 	send("denied", "sk-test-dave", chatBody(false, 60), 429)
 	send("unauthorized", "sk-unknown-"+obsMarker, chatBody(false, 20), 401)
 	send("upstream-error", obsKey, chatBody(false, 20), 500, "x-mock-status", "500")
+	h.url += "/dead"
+	send("unreachable", obsKey, chatBody(false, 20), 502)
+	h.url = strings.TrimSuffix(h.url, "/dead")
 
 	// A client that leaves mid-stream: the line comes once the stream is
 	// settled, marked client_gone.
@@ -212,6 +217,7 @@ func TestAccessLogLinePerRequest(t *testing.T) {
 		"denied":         {status: 429, outcome: "limited", user: "dave", limit: "dave-tokens", estimate: true},
 		"unauthorized":   {status: 401, outcome: "unauthorized"},
 		"upstream-error": {status: 500, outcome: "upstream_error", user: "carol", estimate: true},
+		"unreachable":    {status: 502, outcome: "upstream_error", user: "carol", estimate: true},
 		"gone":           {status: 200, outcome: "allowed", user: "carol", input: true, output: true, cost: true, estimate: true, clientGone: true},
 		"malformed":      {status: 400, outcome: "invalid"},
 	} {
