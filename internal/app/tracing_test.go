@@ -1,8 +1,10 @@
 package app
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -16,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmguard/llmguard/internal/mockllm"
@@ -247,5 +250,59 @@ func TestTraceOTLPHTTPExport(t *testing.T) {
 	want := []string{"llmguard.request", "llmguard.settle", "llmguard.take", "llmguard.upstream", "llmguard.weigh"}
 	if !slices.Equal(names, want) || gotHeader != "t0k" {
 		t.Errorf("collector got spans %v (header %q), want %v", names, gotHeader, want)
+	}
+}
+
+// fakeGRPCCollector is an OTLP/gRPC trace service that keeps the names of
+// the spans it receives.
+type fakeGRPCCollector struct {
+	collectortrace.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	names []string
+}
+
+func (c *fakeGRPCCollector) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rs := range req.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				c.names = append(c.names, s.Name)
+			}
+		}
+	}
+	return &collectortrace.ExportTraceServiceResponse{}, nil
+}
+
+// With the default protocol (grpc) and insecure, the spans reach an
+// OTLP/gRPC collector on loopback by App.Close at the latest.
+func TestTraceOTLPGRPCExport(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	col := &fakeGRPCCollector{}
+	collectortrace.RegisterTraceServiceServer(srv, col)
+	go srv.Serve(ln)
+	defer srv.Stop()
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	cfg := obsConfig(t, mock.URL, "tracing: {enabled: true, insecure: true, endpoint: "+ln.Addr().String()+"}\n")
+	h := serveApp(t, mock, mustApp(t, cfg), nil)
+	if resp, _ := h.post("sk-test-dave", chatBody(false, 20)); resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if err := h.app.Close(); err != nil {
+		t.Fatal(err)
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	slices.Sort(col.names)
+	if want := []string{"llmguard.request", "llmguard.settle", "llmguard.take", "llmguard.upstream", "llmguard.weigh"}; !slices.Equal(col.names, want) {
+		t.Errorf("collector got spans %v, want %v", col.names, want)
 	}
 }
