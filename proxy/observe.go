@@ -171,7 +171,7 @@ func (p *Proxy) settled(x *exchange, status int) {
 	e.Flavor = x.flavor().String()
 	e.Status = status
 	e.Outcome = o.outcome
-	if e.Outcome == "" { // never counted (a path that answers without answer)
+	if e.Outcome == "" { // not counted by Proxy.count: judged by its status
 		e.Outcome = meter.OutcomeOf(status)
 	}
 	e.Limit = o.limit

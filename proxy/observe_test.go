@@ -53,6 +53,9 @@ func TestObserveOffAllocatesNothing(t *testing.T) {
 	allocs := map[string]float64{}
 	for _, m := range observeModes(t) {
 		px := newPathRig(t, cannedJSON, m.with)
+		if px.observed() != (m.name != "off") {
+			t.Fatalf("%s: observed() = %v", m.name, px.observed())
+		}
 		r := newPathRequest(pathBody)
 		for range 20 { // warm the pools and the keep-alive connection
 			if st := r.serve(t, px.Handle); st != 200 {
