@@ -137,6 +137,10 @@ type Config struct {
 	Metrics Metrics `yaml:"metrics"`
 	// Ledger is where one record per forwarded request goes.
 	Ledger Ledger `yaml:"ledger"`
+	// AccessLog is the per-request access log (off by default).
+	AccessLog AccessLog `yaml:"access_log"`
+	// Tracing is OpenTelemetry tracing (off by default).
+	Tracing Tracing `yaml:"tracing"`
 	// AdminTokenEnv names the environment variable holding the bearer token
 	// that /admin/* endpoints require. Empty: /admin/* answers only
 	// loopback clients.
@@ -807,6 +811,7 @@ func (c *Config) applyDefaults() {
 		c.Ledger.RedisURL = c.Store.RedisURL
 	}
 	c.applyRegionDefaults()
+	c.applyObserveDefaults()
 	if c.Store.ReplayQueue == 0 {
 		c.Store.ReplayQueue = 100000
 	}

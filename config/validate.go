@@ -324,6 +324,7 @@ func (c *Config) Validate() error {
 		p.add("ledger", "maxlen, max_size_mb and max_backups must be positive")
 	}
 	c.validateRegions(&p)
+	c.validateObserve(&p)
 	if len(p) > 0 {
 		return &Error{Problems: p}
 	}

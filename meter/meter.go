@@ -28,6 +28,11 @@ type Options struct {
 	Fallback bucket.Store
 	// Ledger receives one record per settled, forwarded request; nil: none.
 	Ledger Ledger
+	// Records keeps each settled request's ledger record on its Exchange
+	// (Exchange.Record) even without a Ledger, and for a request that was
+	// never forwarded: the access log and the traces read it. False: the
+	// record is built only to be written to Ledger.
+	Records bool
 	// Metrics receives the admission and settlement metrics; nil: none.
 	Metrics *Metrics
 	// Logger receives structured logs; nil: slog.Default().
@@ -256,6 +261,10 @@ type Exchange struct {
 	unlimited bool
 	warnings  []string
 	settled   atomic.Bool
+	// record is the settlement's ledger record (Record), set by Settle
+	// when the Meter keeps records (Options.Records); a pointer, so that
+	// an Exchange without one is no larger.
+	record *ledger.Record
 	// out is how the output reservation was made and lowered (output.go).
 	out outputState
 	// held: it joined a wait queue; waited: for how long; peek: take

@@ -5,6 +5,7 @@ package app
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,11 +19,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/obs"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/proxy"
 	"github.com/llmguard/llmguard/region"
@@ -74,6 +77,22 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 // newAppTimed is newApp with after as the timer of waiting requests
 // (meter.WaitsOptions.After; nil: real timers), on the same clock as now.
 func newAppTimed(cfg *config.Config, log *slog.Logger, now func() time.Time, after func(time.Duration) (<-chan time.Time, func() bool)) (*App, error) {
+	return newAppWith(cfg, log, appHooks{now: now, after: after})
+}
+
+// appHooks are what tests steer in an App: its clock, the timer of
+// waiting requests, where spans go.
+type appHooks struct {
+	now   func() time.Time
+	after func(time.Duration) (<-chan time.Time, func() bool)
+	// spans, when set with tracing enabled, receives the spans instead of
+	// the OTLP exporter (a tracetest.SpanRecorder).
+	spans sdktrace.SpanProcessor
+}
+
+// newAppWith is New with hooks.
+func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, error) {
+	now, after := hooks.now, hooks.after
 	if log == nil {
 		log = slog.Default()
 	}
@@ -168,7 +187,13 @@ func newAppTimed(cfg *config.Config, log *slog.Logger, now func() time.Time, aft
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.waits = waits
+	access, tracing, err := a.openObserve(cfg, hooks.spans)
+	if err != nil {
+		return nil, err
+	}
 	a.Proxy, err = proxy.New(proxy.Options{
+		AccessLog:        access,
+		Tracing:          tracing,
 		Waits:            waits,
 		Ledger:           ledgerOrNil(led),
 		Upstreams:        ups,
@@ -416,4 +441,54 @@ func ledgerOrNil(w *ledger.Writer) interface{ Write(ledger.Record) bool } {
 		return nil
 	}
 	return w
+}
+
+// tracingFlushTimeout bounds how long Close waits for the spans still
+// queued to reach the collector.
+const tracingFlushTimeout = 5 * time.Second
+
+// openObserve opens the access log and tracing the config enables (nil
+// each when off) and adds their closers to a's, last: spans and lines of
+// the requests the servers' shutdown waited for are flushed. spans, when
+// set, replaces the OTLP exporter (tests).
+func (a *App) openObserve(cfg *config.Config, spans sdktrace.SpanProcessor) (*obs.AccessLog, *obs.Tracing, error) {
+	var access *obs.AccessLog
+	if al := cfg.AccessLog; al.Enabled {
+		w, closeW, err := obs.OpenOutput(al.Output, al.MaxSizeMB, al.MaxBackups)
+		if err != nil {
+			return nil, nil, fmt.Errorf("app: access_log.output: %w", err)
+		}
+		access, err = obs.NewAccessLog(obs.AccessLogOptions{Writer: w, Format: al.Format, SampleAllowed: ratioOr1(al.SampleAllowed)})
+		if err != nil {
+			closeW()
+			return nil, nil, fmt.Errorf("app: %w", err)
+		}
+		a.close = append(a.close, closeW)
+	}
+	var tracing *obs.Tracing
+	if tc := cfg.Tracing; tc.Enabled {
+		var err error
+		tracing, err = obs.NewTracing(obs.TracingOptions{Endpoint: tc.Endpoint, Protocol: tc.Protocol, Headers: tc.Headers,
+			Insecure: tc.Insecure, SampleRatio: ratioOr1(tc.SampleRatio), ServiceName: tc.ServiceName, Processor: spans})
+		if err != nil {
+			return nil, nil, fmt.Errorf("app: %w", err)
+		}
+		a.close = append(a.close, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+			defer cancel()
+			if err := tracing.Shutdown(ctx); err != nil {
+				return fmt.Errorf("app: tracing shutdown: %w", err)
+			}
+			return nil
+		})
+	}
+	return access, tracing, nil
+}
+
+// ratioOr1 is *r, or 1 (the default of both sampling ratios) when unset.
+func ratioOr1(r *float64) float64 {
+	if r == nil {
+		return 1
+	}
+	return *r
 }
