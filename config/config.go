@@ -137,6 +137,9 @@ type Config struct {
 	Metrics Metrics `yaml:"metrics"`
 	// Ledger is where one record per forwarded request goes.
 	Ledger Ledger `yaml:"ledger"`
+	// Alerts sends budget threshold alerts to a webhook (README, "Reports
+	// for finance"). The zero value sends none.
+	Alerts Alerts `yaml:"alerts"`
 	// AdminTokenEnv names the environment variable holding the bearer token
 	// that /admin/* endpoints require. Empty: /admin/* answers only
 	// loopback clients.
@@ -714,6 +717,7 @@ func (c *Config) applyDefaults() {
 		c.MaxRetryWait = Duration(time.Minute)
 	}
 	c.applyWaitDefaults()
+	c.applyAlertDefaults()
 	if c.DefaultMaxInputTokens == 0 {
 		c.DefaultMaxInputTokens = 200_000
 	}

@@ -47,6 +47,9 @@ type Options struct {
 	// (PointSettle, PointLedger, PointMetrics); tests make it panic to
 	// prove containment. nil in production.
 	Inject func(point string)
+	// Alerts, when set, is told each quota's level as a request settles
+	// (budget threshold alerts, package alert); nil: none.
+	Alerts Alerts
 }
 
 // Ledger is where settled requests are recorded. Write must not block

@@ -165,7 +165,15 @@ func newAppTimed(cfg *config.Config, log *slog.Logger, now func() time.Time, aft
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.waits = waits
+	alerts, err := openAlerts(cfg, st, a.Registry, log, now)
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	if alerts != nil { // stopped before the store's client closes
+		a.close = append([]func() error{alerts.Close}, a.close...)
+	}
 	a.Proxy, err = proxy.New(proxy.Options{
+		Alerts:           alertsOrNil(alerts),
 		Waits:            waits,
 		Ledger:           ledgerOrNil(led),
 		Upstreams:        ups,

@@ -1,0 +1,63 @@
+package meter
+
+import (
+	"time"
+
+	"github.com/llmguard/llmguard/policy"
+)
+
+// BudgetLevel is one quota's use right after a request settled: what
+// Options.Alerts observes. Used and Quota are in Unit (micro-USD for a usd
+// quota, else tokens or requests); Used may exceed Quota after
+// reconciliation. PeriodStart and PeriodEnd bound the quota's calendar
+// period, [start, end), in the quota's own time zone (its timezone:).
+type BudgetLevel struct {
+	Limit   string // the limit's name
+	Scope   string // key, user, tenant or global
+	Subject string // the key id, user or tenant the bucket is for; "" for global
+	Tenant  string // the request's tenant
+	Unit    string // "micro_usd", "tokens", "input_tokens", "output_tokens" or "requests"
+	// Key is the bucket's store key: with PeriodStart it names the budget's
+	// period uniquely.
+	Key         string
+	Used, Quota int64
+	PeriodStart time.Time
+	PeriodEnd   time.Time
+}
+
+// Alerts is told every quota's level as each request settles (package
+// alert decides which levels cross a threshold and sends them). Observe
+// runs on the request path: it must not block, and must be safe for
+// concurrent use.
+type Alerts interface{ Observe(BudgetLevel) }
+
+// budgetLevels tells Options.Alerts the level of each quota of x (shadow
+// quotas excluded) right after settlement: its level at admission with this
+// request's reservation replaced by what it really cost (settled[i], in
+// rule i's unit), as budgetCrossings computes it.
+func (m *Meter) budgetLevels(x *Exchange, settled []int64) {
+	if m.opt.Alerts == nil {
+		return
+	}
+	pr := x.req.Principal
+	for i, a := range x.rules {
+		if !a.Limit.IsQuota() || a.Limit.Capacity <= 0 || i >= len(settled) {
+			continue
+		}
+		l := BudgetLevel{Limit: a.Rule.Name, Scope: a.Rule.Scope.String(), Tenant: pr.Tenant, Unit: a.Rule.Unit.String(),
+			Key: a.Key, Used: a.Limit.Capacity - a.Status.Remaining - a.Reserved + settled[i], Quota: a.Limit.Capacity,
+			PeriodStart: a.Limit.WindowStart, PeriodEnd: a.Limit.WindowEnd}
+		switch a.Rule.Scope {
+		case policy.ScopeKey:
+			l.Subject = pr.KeyID
+		case policy.ScopeUser:
+			l.Subject = pr.User
+		case policy.ScopeTenant:
+			l.Subject = pr.Tenant
+		}
+		if a.Rule.Unit == policy.UnitUSD {
+			l.Unit = "micro_usd"
+		}
+		m.opt.Alerts.Observe(l)
+	}
+}
