@@ -26,6 +26,7 @@ type cli struct {
 	Serve    serveCmd    `cmd:"" help:"Run the proxy."`
 	Validate validateCmd `cmd:"" help:"Validate a config file and exit."`
 	Usage    usageCmd    `cmd:"" help:"Show spend, tokens and quotas from a running llmguard (its /admin/usage endpoint)."`
+	Report   reportCmd   `cmd:"" help:"Write one tenant's monthly spend report (self-contained HTML) from the ledger to stdout."`
 }
 
 type serveCmd struct {
