@@ -61,33 +61,50 @@ func (r *reportCmd) Run() error {
 			return fmt.Errorf("report: unknown --timezone %q (want an IANA name such as Europe/Paris)", r.TimeZone)
 		}
 	}
-	recs, err := r.read(cfg, opt)
+	b, err := report.NewBuilder(opt)
 	if err != nil {
 		return err
 	}
-	rep, err := report.Build(recs, opt)
-	if err != nil {
+	if err := r.read(cfg, opt, b.Add); err != nil {
 		return err
 	}
 	w := bufio.NewWriter(os.Stdout)
-	if err := report.Render(w, rep); err != nil {
+	if err := report.Render(w, b.Report()); err != nil {
 		return err
 	}
 	return w.Flush()
 }
 
-// read returns the ledger's records: of --ledger, or of the config's
-// ledger file, else of its stream (the month's entries, XRANGE).
-func (r *reportCmd) read(cfg *config.Config, opt report.Options) ([]ledger.Record, error) {
+// read passes fn the ledger's records: of --ledger, or of the config's
+// ledger file (each file streamed, never held whole), else of its stream
+// (the month's entries, XRANGE; the stream is bounded by its maxlen).
+func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.Record)) error {
+	file := r.Ledger
+	if file == "" && cfg != nil {
+		file = cfg.Ledger.File
+	}
 	switch {
-	case r.Ledger != "":
-		return ledger.ReadFiles(r.Ledger)
-	case cfg != nil && cfg.Ledger.File != "":
-		return ledger.ReadFiles(cfg.Ledger.File)
+	case file != "":
+		files, err := ledger.Files(file)
+		if err != nil {
+			return err
+		}
+		bad := 0
+		for _, name := range files {
+			n, err := ledger.ReadFile(name, fn)
+			if err != nil {
+				return err
+			}
+			bad += n
+		}
+		if bad > 0 {
+			fmt.Fprintf(os.Stderr, "llmguard report: skipped %d unreadable ledger lines\n", bad)
+		}
+		return nil
 	case cfg != nil && cfg.Ledger.RedisStream != "":
 		o, err := redis.ParseURL(cfg.Ledger.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("report: ledger.redis_url: %w", err)
+			return fmt.Errorf("report: ledger.redis_url: %w", err)
 		}
 		rc := redis.NewClient(o)
 		defer rc.Close()
@@ -98,11 +115,15 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options) ([]ledger.Recor
 		from := time.Date(opt.Year, opt.Month, 1, 0, 0, 0, 0, loc)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		return ledger.ReadStream(ctx, rc, cfg.Ledger.RedisStream, from, from.AddDate(0, 1, 0))
+		recs, err := ledger.ReadStream(ctx, rc, cfg.Ledger.RedisStream, from, from.AddDate(0, 1, 0))
+		for _, rec := range recs {
+			fn(rec)
+		}
+		return err
 	case cfg != nil:
-		return nil, errors.New("report: the config names no ledger (ledger.file or ledger.redis_stream)")
+		return errors.New("report: the config names no ledger (ledger.file or ledger.redis_stream)")
 	}
-	return nil, errors.New("report: give --ledger FILE or --config FILE")
+	return errors.New("report: give --ledger FILE or --config FILE")
 }
 
 // monthlyBudget is the first limit of cfg that is a monthly USD quota of

@@ -107,9 +107,23 @@ func (r *Row) add(rec ledger.Record) {
 	r.OutputTokens += rec.OutputTokens
 }
 
-// Build adds up the records of o.Tenant in the month. Errors: no tenant,
-// or a month out of range.
-func Build(recs []ledger.Record, o Options) (*Report, error) {
+// MaxNames bounds the distinct models and users a Builder keeps apart;
+// records of further names are added up under "(other)", so that a
+// hostile ledger cannot grow memory without bound.
+const MaxNames = 100000
+
+// Builder adds up ledger records one at a time into a Report, so that a
+// ledger of any length is read in bounded memory. Build it with
+// NewBuilder; not safe for concurrent use.
+type Builder struct {
+	rep           *Report
+	loc           *time.Location
+	models, users map[string]*Row
+}
+
+// NewBuilder starts a report for o. Errors: no tenant, or a month out of
+// range.
+func NewBuilder(o Options) (*Builder, error) {
 	if o.Tenant == "" {
 		return nil, errors.New("report: a tenant is required")
 	}
@@ -125,28 +139,53 @@ func Build(recs []ledger.Record, o Options) (*Report, error) {
 	for d := start; d.Before(end); d = d.AddDate(0, 0, 1) {
 		rep.Days = append(rep.Days, Day{Date: d, Future: !o.Now.IsZero() && !d.Before(o.Now)})
 	}
-	models, users := map[string]*Row{}, map[string]*Row{}
-	for _, rec := range recs {
-		if rec.Tenant != o.Tenant || rec.TS.Before(start) || !rec.TS.Before(end) {
-			continue
-		}
-		rep.Total.add(rec)
-		rep.Days[rec.TS.In(loc).Day()-1].add(rec)
-		rowOf(models, rec.Model).add(rec)
-		rowOf(users, rec.User).add(rec)
+	return &Builder{rep: rep, loc: loc, models: map[string]*Row{}, users: map[string]*Row{}}, nil
+}
+
+// Add adds rec when it is the tenant's and in the month.
+func (b *Builder) Add(rec ledger.Record) {
+	rep := b.rep
+	if rec.Tenant != rep.Tenant || rec.TS.Before(rep.Start) || !rec.TS.Before(rep.End) {
+		return
 	}
+	rep.Total.add(rec)
+	rep.Days[rec.TS.In(b.loc).Day()-1].add(rec)
+	rowOf(b.models, rec.Model).add(rec)
+	rowOf(b.users, rec.User).add(rec)
+}
+
+// Report finishes the report: cumulative spend per day, and the models
+// and users sorted by spend (MaxRows of each at most).
+func (b *Builder) Report() *Report {
+	rep := b.rep
 	var cum int64
 	for i := range rep.Days {
 		cum += rep.Days[i].CostMicroUSD
 		rep.Days[i].Cumulative = cum
 	}
-	rep.Models, rep.Users = top(models), top(users)
-	return rep, nil
+	rep.Models, rep.Users = top(b.models), top(b.users)
+	return rep
+}
+
+// Build adds up the records of o.Tenant in the month (NewBuilder, Add,
+// Report). Errors: as NewBuilder.
+func Build(recs []ledger.Record, o Options) (*Report, error) {
+	b, err := NewBuilder(o)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		b.Add(r)
+	}
+	return b.Report(), nil
 }
 
 func rowOf(m map[string]*Row, name string) *Row {
 	if name == "" {
 		name = "(none)"
+	}
+	if _, ok := m[name]; !ok && len(m) >= MaxNames {
+		name = "(other)"
 	}
 	r := m[name]
 	if r == nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -186,4 +187,23 @@ func FuzzParseMonth(f *testing.F) {
 			t.Fatalf("ParseMonth(%q) = %d-%d, formats as %q", s, y, m, got)
 		}
 	})
+}
+
+// A ledger with more than MaxNames users keeps MaxNames apart and adds the
+// rest up under "(other)": memory stays bounded, the total exact.
+func TestBuilderBoundsNames(t *testing.T) {
+	b, err := NewBuilder(Options{Tenant: "a", Year: 2026, Month: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	for i := range MaxNames + 10 {
+		b.Add(ledger.Record{TS: ts, Tenant: "a", User: "u" + strconv.Itoa(i), Model: "m", CostMicroUSD: 1})
+	}
+	if len(b.users) != MaxNames+1 || b.users["(other)"] == nil || b.users["(other)"].Requests != 10 {
+		t.Errorf("%d users kept, (other) %+v", len(b.users), b.users["(other)"])
+	}
+	if rep := b.Report(); rep.Total.CostMicroUSD != MaxNames+10 {
+		t.Errorf("total %d", rep.Total.CostMicroUSD)
+	}
 }
