@@ -185,7 +185,8 @@ func New(opt Options) (*Notifier, error) {
 }
 
 // Observe queues every threshold l has reached that this node has not
-// queued yet for l's budget and period. It never blocks: a full queue
+// queued yet for l's budget and period: those at most its used fraction,
+// and 1.0 when l is Exhausted. It never blocks: a full queue
 // drops the crossing (counted; the next request's Observe queues it
 // again).
 func (n *Notifier) Observe(l meter.BudgetLevel) {
@@ -194,8 +195,10 @@ func (n *Notifier) Observe(l meter.BudgetLevel) {
 	}
 	used := float64(l.Used) / float64(l.Quota)
 	for _, th := range n.opt.Thresholds {
-		if used < th {
-			return
+		// A budget that denies a request has reached 100 % (it cannot pay
+		// it), whatever its spend: the one threshold a denial reaches.
+		if used < th && !(l.Exhausted && th == 1) {
+			continue
 		}
 		c := crossing{id: crossingID(l.Key, l.PeriodStart, th), level: l, threshold: th}
 		if !n.mark(c.id) {
@@ -292,7 +295,8 @@ func payloadOf(c crossing) Payload {
 	l := c.level
 	p := Payload{Type: PayloadType, Tenant: l.Tenant, Limit: l.Limit, Scope: l.Scope, Subject: l.Subject, Unit: l.Unit,
 		Threshold: c.threshold, Spent: l.Used, Quota: l.Quota, UsedFraction: float64(l.Used) / float64(l.Quota),
-		PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd, TimeZone: l.PeriodStart.Location().String(), DetectedAt: c.at.UTC()}
+		PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd, TimeZone: l.PeriodStart.Location().String(), DetectedAt: c.at.UTC(),
+		Exhausted: l.Exhausted && c.threshold == 1 && l.Used < l.Quota}
 	if l.Unit == "micro_usd" {
 		spent, quota := float64(l.Used)/1e6, float64(l.Quota)/1e6
 		p.SpentUSD, p.QuotaUSD = &spent, &quota

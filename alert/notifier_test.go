@@ -328,3 +328,26 @@ func TestMemoryClaimer(t *testing.T) {
 		t.Error("an expired claim was not claimable again")
 	}
 }
+
+// A budget that denies a request (Exhausted) at 99.7 % reaches the 1.0
+// threshold, marked exhausted; the lower ones follow spend, and one above
+// 1 is not reached.
+func TestWebhookExhaustedReachesOne(t *testing.T) {
+	rcv := newReceiver(t)
+	n, _ := newNotifier(t, Options{URL: rcv.URL, Thresholds: []float64{0.5, 0.998, 1, 1.2}})
+	l := level(9_970_000)
+	l.Exhausted = true
+	n.Observe(l)
+	waitFor(t, "two deliveries", func() bool { return outcome(n, OutcomeDelivered) == 2 })
+	var got []Payload
+	for _, b := range rcv.got() {
+		var p Payload
+		if err := json.Unmarshal([]byte(b), &p); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p)
+	}
+	if len(got) != 2 || got[0].Threshold != 0.5 || got[0].Exhausted || got[1].Threshold != 1 || !got[1].Exhausted || got[1].Spent != 9_970_000 {
+		t.Errorf("payloads %+v: want 0.5 (spend) and 1.0 (exhausted, spent 9.97)", got)
+	}
+}

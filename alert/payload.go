@@ -46,6 +46,10 @@ type Payload struct {
 	TimeZone string `json:"timezone"`
 	// DetectedAt is when the node saw the crossing, RFC 3339 UTC.
 	DetectedAt time.Time `json:"detected_at"`
+	// Exhausted is set when the budget reached Threshold by denying a
+	// request (it cannot pay one more) rather than by spend: Spent may then
+	// be a little below Threshold × Quota.
+	Exhausted bool `json:"exhausted,omitempty"`
 }
 
 // PayloadType is Payload.Type.
@@ -76,5 +80,8 @@ func slackText(p Payload) string {
 	s := fmt.Sprintf("llmguard: budget %s (%s, tenant %s) crossed %s%%: %s used (%.1f%%), period %s to %s",
 		p.Limit, who, p.Tenant, strconv.FormatFloat(p.Threshold*100, 'f', -1, 64), amount, p.UsedFraction*100,
 		p.PeriodStart.Format(time.RFC3339), p.PeriodEnd.Format(time.RFC3339))
+	if p.Exhausted {
+		s += "; it now denies requests"
+	}
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }

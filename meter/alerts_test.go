@@ -50,3 +50,24 @@ func TestBudgetLevelsFollowSpend(t *testing.T) {
 		t.Errorf("token level %+v: want 32 tokens for alice", tok)
 	}
 }
+
+// A quota that denies a request is reported Exhausted at its level in the
+// store; a request admitted by the per-node fallback reports nothing.
+func TestBudgetExhausted(t *testing.T) {
+	got := &levels{}
+	m := &Meter{log: slog.New(slog.NewTextHandler(io.Discard, nil)), opt: Options{Alerts: got}}
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	x := &Exchange{m: m, req: Request{Principal: policy.Principal{Tenant: "acme"}}}
+	x.rules = []Applied{{Rule: &policy.Rule{Name: "acme-usd", Scope: policy.ScopeTenant, Unit: policy.UnitUSD, Period: policy.PeriodMonth},
+		Key: "q", Limit: bucket.Quota(1000, start, start.AddDate(0, 1, 0)), Reserved: 50, Status: bucket.Status{Remaining: 3}}}
+	m.budgetExhausted(x, 0)
+	if len(*got) != 1 || !(*got)[0].Exhausted || (*got)[0].Used != 997 {
+		t.Fatalf("levels %+v, want one exhausted at 997", *got)
+	}
+	x.fallback = true
+	m.budgetExhausted(x, 0)
+	m.budgetLevels(x, []int64{10})
+	if len(*got) != 1 {
+		t.Errorf("fallback levels reported: %+v", (*got)[1:])
+	}
+}

@@ -506,6 +506,9 @@ func (x *Exchange) take(rules []*policy.Rule) {
 			x.verdict = TooLarge
 		}
 		x.rules[d.DeniedBy].Denied = true
+		if !d.TooLarge {
+			m.budgetExhausted(x, d.DeniedBy)
+		}
 		return
 	}
 	m.budgetWarnings(x)

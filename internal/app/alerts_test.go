@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -124,5 +125,47 @@ alerts:
 	}
 	if ttl := srv.Client().TTL(t.Context(), keys[0]).Val(); ttl <= alert.ClaimGrace || ttl > 32*24*time.Hour+alert.ClaimGrace {
 		t.Errorf("claim TTL %v: want until the period's end plus the grace", ttl)
+	}
+}
+
+// On the memory store, a token quota that denies a request (its
+// reservation does not fit) alerts at 1.0 once, marked exhausted, with
+// the spend so far; the Slack format carries it as text.
+func TestBudgetAlertOnDenialMemoryStore(t *testing.T) {
+	hook := newHookReceiver(t)
+	h := start(t, fmt.Sprintf(`
+limits:
+  - {name: alice-tokens, scope: user, unit: tokens, quota: 100, period: day, timezone: Asia/Tokyo}
+alerts:
+  webhook: {url: "%s", format: slack, thresholds: [1.0]}
+`, hook.URL))
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":50}`
+	codes := []int{}
+	for range 4 {
+		resp, _ := h.post(testKey, body)
+		codes = append(codes, resp.StatusCode)
+	}
+	if codes[0] != 200 || codes[1] != 200 || codes[2] != 429 || codes[3] != 429 {
+		t.Fatalf("statuses %v, want 200 200 429 429", codes)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for alertCount(h, alert.OutcomeDelivered) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no alert delivered; webhook got %q", hook.got())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := hook.got()
+	if len(got) != 1 {
+		t.Fatalf("webhook got %d alerts: %q, want one", len(got), got)
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(got[0]), &m); err != nil || len(m) != 1 {
+		t.Fatalf("Slack body %s: %v", got[0], err)
+	}
+	for _, want := range []string{"alice-tokens", "user alice", "tenant acme", "crossed 100%", "48 of 100 tokens", "it now denies requests", "+09:00"} {
+		if !strings.Contains(m["text"], want) {
+			t.Errorf("text %q lacks %q", m["text"], want)
+		}
 	}
 }
