@@ -141,6 +141,9 @@ type Config struct {
 	AccessLog AccessLog `yaml:"access_log"`
 	// Tracing is OpenTelemetry tracing (off by default).
 	Tracing Tracing `yaml:"tracing"`
+	// Alerts sends budget threshold alerts to a webhook (README, "Reports
+	// for finance"). The zero value sends none.
+	Alerts Alerts `yaml:"alerts"`
 	// AdminTokenEnv names the environment variable holding the bearer token
 	// that /admin/* endpoints require. Empty: /admin/* answers only
 	// loopback clients.
@@ -725,6 +728,7 @@ func (c *Config) applyDefaults() {
 		c.MaxRetryWait = Duration(time.Minute)
 	}
 	c.applyWaitDefaults()
+	c.applyAlertDefaults()
 	if c.DefaultMaxInputTokens == 0 {
 		c.DefaultMaxInputTokens = 200_000
 	}

@@ -325,6 +325,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateRegions(&p)
 	c.validateObserve(&p)
+	c.validateAlerts(&p)
 	if len(p) > 0 {
 		return &Error{Problems: p}
 	}

@@ -52,6 +52,9 @@ type Options struct {
 	// (PointSettle, PointLedger, PointMetrics); tests make it panic to
 	// prove containment. nil in production.
 	Inject func(point string)
+	// Alerts, when set, is told each quota's level as a request settles
+	// (budget threshold alerts, package alert); nil: none.
+	Alerts Alerts
 }
 
 // Ledger is where settled requests are recorded. Write must not block
@@ -512,6 +515,9 @@ func (x *Exchange) take(rules []*policy.Rule) {
 			x.verdict = TooLarge
 		}
 		x.rules[d.DeniedBy].Denied = true
+		if !d.TooLarge {
+			m.budgetExhausted(x, d.DeniedBy)
+		}
 		return
 	}
 	m.budgetWarnings(x)

@@ -108,6 +108,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 		m.opt.Metrics.released(x)
 		m.opt.Metrics.settled(x, actual, cost, known, deltas, limits)
 		m.budgetCrossings(x, settled)
+		m.budgetLevels(x, settled)
 	})
 	if m.opt.Ledger != nil || m.opt.Records {
 		m.contain(StageLedger, x, func() {

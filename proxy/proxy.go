@@ -101,6 +101,9 @@ type Options struct {
 	// Waits holds requests denied by limits with on_limit: wait until
 	// their buckets can pay (meter.Waits); nil: none waits.
 	Waits *meter.Waits
+	// Alerts is told each quota's level as a request settles (budget
+	// threshold alerts); nil: none.
+	Alerts meter.Alerts
 
 	// inject, when set, runs at each injection point of a request's life
 	// (panics.go; the settlement's points are meter's); tests make it panic
@@ -197,7 +200,7 @@ func New(opt Options) (*Proxy, error) {
 		opt.Now = time.Now
 	}
 	m, err := meter.New(meter.Options{Store: opt.Store, Fallback: opt.Fallback, Ledger: opt.Ledger, Metrics: opt.Metrics,
-		Logger: opt.Logger, Now: opt.Now, Inject: opt.inject, Outputs: opt.Outputs, Waits: opt.Waits,
+		Logger: opt.Logger, Now: opt.Now, Inject: opt.inject, Outputs: opt.Outputs, Waits: opt.Waits, Alerts: opt.Alerts,
 		Records: opt.AccessLog != nil || opt.Tracing != nil})
 	if err != nil {
 		return nil, err

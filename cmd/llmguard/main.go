@@ -35,6 +35,7 @@ type cli struct {
 	Validate validateCmd `cmd:"" help:"Validate a config file and exit."`
 	Usage    usageCmd    `cmd:"" help:"Show spend, tokens and quotas from a running llmguard (its /admin/usage endpoint)."`
 	Version  versionCmd  `cmd:"" help:"Print the version, commit and Go release this binary was built from."`
+	Report   reportCmd   `cmd:"" help:"Write one tenant's monthly spend report (self-contained HTML) from the ledger to stdout."`
 }
 
 type serveCmd struct {

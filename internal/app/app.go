@@ -187,6 +187,13 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.waits = waits
+	alerts, err := openAlerts(cfg, st, a.Registry, log, now)
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	if alerts != nil { // stopped before the store's client closes
+		a.close = append([]func() error{alerts.Close}, a.close...)
+	}
 	access, tracing, err := a.openObserve(cfg, hooks.spans)
 	if err != nil {
 		return nil, err
@@ -194,6 +201,7 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 	a.Proxy, err = proxy.New(proxy.Options{
 		AccessLog:        access,
 		Tracing:          tracing,
+		Alerts:           alertsOrNil(alerts),
 		Waits:            waits,
 		Ledger:           ledgerOrNil(led),
 		Upstreams:        ups,
