@@ -47,8 +47,9 @@ type Payload struct {
 	// DetectedAt is when the node saw the crossing, RFC 3339 UTC.
 	DetectedAt time.Time `json:"detected_at"`
 	// Exhausted is set when the budget reached Threshold by denying a
-	// request (it cannot pay one more) rather than by spend: Spent may then
-	// be a little below Threshold × Quota.
+	// request (what is left cannot pay it) rather than by spend: Spent may
+	// then be well below Threshold × Quota (a request with a large output
+	// reservation is denied with half the budget left).
 	Exhausted bool `json:"exhausted,omitempty"`
 }
 
@@ -77,11 +78,15 @@ func slackText(p Payload) string {
 	if p.SpentUSD != nil && p.QuotaUSD != nil {
 		amount = fmt.Sprintf("$%.2f of $%.2f", *p.SpentUSD, *p.QuotaUSD)
 	}
-	s := fmt.Sprintf("llmguard: budget %s (%s, tenant %s) crossed %s%%: %s used (%.1f%%), period %s to %s",
-		p.Limit, who, p.Tenant, strconv.FormatFloat(p.Threshold*100, 'f', -1, 64), amount, p.UsedFraction*100,
-		p.PeriodStart.Format(time.RFC3339), p.PeriodEnd.Format(time.RFC3339))
+	// A budget that reached 1.0 by denying a request may have spent well
+	// short of it (a request with a large reservation): the text says it
+	// denies, not that its spend crossed 100 %.
+	crossed := "crossed " + strconv.FormatFloat(p.Threshold*100, 'f', -1, 64) + "%"
 	if p.Exhausted {
-		s += "; it now denies requests"
+		crossed = "now denies requests it cannot pay for"
 	}
+	s := fmt.Sprintf("llmguard: budget %s (%s, tenant %s) %s: %s used (%.1f%%), period %s to %s",
+		p.Limit, who, p.Tenant, crossed, amount, p.UsedFraction*100,
+		p.PeriodStart.Format(time.RFC3339), p.PeriodEnd.Format(time.RFC3339))
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }

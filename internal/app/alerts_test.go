@@ -163,7 +163,10 @@ alerts:
 	if err := json.Unmarshal([]byte(got[0]), &m); err != nil || len(m) != 1 {
 		t.Fatalf("Slack body %s: %v", got[0], err)
 	}
-	for _, want := range []string{"alice-tokens", "user alice", "tenant acme", "crossed 100%", "48 of 100 tokens", "it now denies requests", "+09:00"} {
+	if strings.Contains(m["text"], "crossed 100%") {
+		t.Errorf("text %q says spend crossed 100%% at 48 %%", m["text"])
+	}
+	for _, want := range []string{"alice-tokens", "user alice", "tenant acme", "now denies requests", "48 of 100 tokens", "+09:00"} {
 		if !strings.Contains(m["text"], want) {
 			t.Errorf("text %q lacks %q", m["text"], want)
 		}
