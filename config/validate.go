@@ -322,6 +322,7 @@ func (c *Config) Validate() error {
 		p.add("ledger", "maxlen, max_size_mb and max_backups must be positive")
 	}
 	c.validateRegions(&p)
+	c.validateKeyStore(&p)
 	if len(p) > 0 {
 		return &Error{Problems: p}
 	}

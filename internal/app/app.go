@@ -50,6 +50,7 @@ type App struct {
 	now         func() time.Time
 	ledgerRedis redis.UniversalClient // the ledger stream's client, for reports
 	regions     *region.Exchange      // the region exchange, nil when off
+	keys        *keyStore             // the key store, nil when off
 	srv         *fasthttp.Server
 	admin       *fasthttp.Server
 	close       []func() error
@@ -155,6 +156,13 @@ func newAppTimed(cfg *config.Config, log *slog.Logger, now func() time.Time, aft
 		a.Ledger = led
 		a.close = append([]func() error{led.Close}, a.close...)
 	}
+	if a.keys, err = openKeyStore(cfg, a.Registry, log); err != nil {
+		return nil, err
+	}
+	if a.keys != nil { // stopped before the store closes
+		a.close = append([]func() error{a.keys.Close}, a.close...)
+	}
+	a.Registry.MustRegister(newKeysCollector(a))
 	outputs, err := openOutputs(cfg, a.Registry)
 	if err != nil {
 		return nil, err
@@ -167,6 +175,7 @@ func newAppTimed(cfg *config.Config, log *slog.Logger, now func() time.Time, aft
 	a.waits = waits
 	a.Proxy, err = proxy.New(proxy.Options{
 		Waits:            waits,
+		Keys:             a.keys.keySource(),
 		Ledger:           ledgerOrNil(led),
 		Upstreams:        ups,
 		Policy:           pol,
@@ -212,9 +221,12 @@ func newAppTimed(cfg *config.Config, log *slog.Logger, now func() time.Time, aft
 	}
 	a.admin = &fasthttp.Server{
 		Handler: proxy.AdminHandler(a.Registry, func() any { return st.readiness(cfg.Store.Backend) },
-			map[string]fasthttp.RequestHandler{"/admin/usage": a.usageHandler}),
+			map[string]fasthttp.RequestHandler{"/admin/usage": a.usageHandler, "/admin/keys": a.keysHandler, "/admin/keys/": a.keysHandler}),
 		Name:   "llmguard-admin",
 		Logger: fasthttpLogger{log},
+		// The admin API's bodies are small (keystore.MaxRequestBytes);
+		// fasthttp answers a larger one with 413 before reading it whole.
+		MaxRequestBodySize: 1 << 20,
 	}
 	return a, nil
 }
