@@ -224,9 +224,10 @@ func newAppTimed(cfg *config.Config, log *slog.Logger, now func() time.Time, aft
 			map[string]fasthttp.RequestHandler{"/admin/usage": a.usageHandler, "/admin/keys": a.keysHandler, "/admin/keys/": a.keysHandler}),
 		Name:   "llmguard-admin",
 		Logger: fasthttpLogger{log},
-		// The admin API's bodies are small (keystore.MaxRequestBytes);
-		// fasthttp answers a larger one with 413 before reading it whole.
+		// The admin API's bodies are small (keystore.MaxRequestBytes): a
+		// larger one is refused with 413 before it is read whole.
 		MaxRequestBodySize: 1 << 20,
+		ErrorHandler:       adminErrorHandler,
 	}
 	return a, nil
 }
@@ -284,6 +285,19 @@ func (a *App) Close() error {
 		a.closeErr = errors.Join(errs...)
 	})
 	return a.closeErr
+}
+
+// adminErrorHandler answers a request the admin server could not read: 413
+// for a body over its bound, 400 otherwise.
+func adminErrorHandler(ctx *fasthttp.RequestCtx, err error) {
+	ctx.SetContentType("application/json")
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		ctx.SetStatusCode(fasthttp.StatusRequestEntityTooLarge)
+		ctx.SetBodyString(`{"error":"the request body is too large"}` + "\n")
+		return
+	}
+	ctx.SetStatusCode(fasthttp.StatusBadRequest)
+	ctx.SetBodyString(`{"error":"the request could not be parsed"}` + "\n")
 }
 
 // fasthttpLogger sends fasthttp's own messages (malformed requests, bodies
