@@ -26,6 +26,7 @@ type cli struct {
 	Serve    serveCmd    `cmd:"" help:"Run the proxy."`
 	Validate validateCmd `cmd:"" help:"Validate a config file and exit."`
 	Usage    usageCmd    `cmd:"" help:"Show spend, tokens and quotas from a running llmguard (its /admin/usage endpoint)."`
+	Keys     keysCmd     `cmd:"" help:"Manage the virtual keys of the key store (create, list, show, revoke, rotate, audit), or hash a key for the config file."`
 }
 
 type serveCmd struct {
