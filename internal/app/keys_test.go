@@ -244,19 +244,20 @@ func TestKeysPeriodicResyncFindsLostChanges(t *testing.T) {
 	}
 }
 
-// Redis down: the nodes keep serving the keys they know, the admin API
-// says the store is unavailable; Redis back: a key created then reaches
-// the other node by notification again (its subscription came back).
+// Redis down: the nodes keep serving the keys they know, through failed
+// periodic resyncs, and the admin API says the store is unavailable; Redis
+// back: a key created then reaches the other node again.
 func TestKeysRedisDownKeepsKnownKeys(t *testing.T) {
 	srv := redistest.Start(t)
 	store := fmt.Sprintf(`{backend: redis, redis_url: "redis://%s/0", timeout: 100ms, breaker: {min_calls: 2, open_for: 200ms}}`, srv.Addr())
-	nodes := startKeyNodes(t, 2, func(_ int, mockURL string) string { return keyStoreConfig(t, mockURL, store, "1h") }, nil)
+	nodes := startKeyNodes(t, 2, func(_ int, mockURL string) string { return keyStoreConfig(t, mockURL, store, "1s") }, nil)
 	a, b := nodes[0], nodes[1]
 	k := a.create(`{"tenant":"acme","user":"ivy"}`, "")
 	b.waitStatus(k.Secret, 200)
 	srv.Kill()
 	for _, n := range nodes {
 		n.waitMetric("llmguard_key_store_subscribed", func(v float64) bool { return v == 0 })
+		n.waitMetric(`llmguard_key_store_resyncs_total{result="error"}`, func(v float64) bool { return v >= 1 })
 		for range 3 {
 			if st, body := n.chat(k.Secret); st != 200 {
 				t.Fatalf("node %s with Redis down refuses a known key: %d %s", n.name, st, body)
