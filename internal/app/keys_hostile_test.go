@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/redistest"
 )
 
@@ -91,5 +92,36 @@ func TestKeysMemoryStoreAnswers501(t *testing.T) {
 	}
 	if resp, body := h.post(testKey, hiBody); resp.StatusCode != 200 {
 		t.Errorf("file key: %d %s", resp.StatusCode, body)
+	}
+}
+
+// With the key store on, a plans, tenants or users matcher no file key has
+// is not reported as matching nobody: a stored key may have it.
+func TestKeysStoreSilencesUnknownMatcherWarnings(t *testing.T) {
+	const y = `
+upstreams: [{name: u, flavor: openai, base_url: "http://127.0.0.1:1", no_key: true}]
+keys: [{key: sk-a, user: alice, tenant: acme, plan: free}]
+limits: [{name: pro-tpm, scope: user, unit: tokens, rate: 1000, per: 1m, plans: [pro]}]
+store: {backend: redis, redis_url: "redis://127.0.0.1:1/0"}
+`
+	for _, tc := range []struct {
+		tail string
+		warn bool
+	}{{"", true}, {"key_store: {enabled: true}\n", false}} {
+		cfg, err := config.Parse([]byte(y + tc.tail))
+		if err != nil {
+			t.Fatal(err)
+		}
+		findings, err := CheckConfig(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := false
+		for _, f := range findings {
+			warned = warned || strings.Contains(f.Message, `no key has plan "pro"`)
+		}
+		if warned != tc.warn {
+			t.Errorf("%q: warned %v, want %v: %v", tc.tail, warned, tc.warn, findings)
+		}
 	}
 }

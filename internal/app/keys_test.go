@@ -321,3 +321,25 @@ func TestKeysTwoNodesOnACluster(t *testing.T) {
 		t.Errorf("list: %d %s", st, body)
 	}
 }
+
+// /admin/usage reports the quotas of tenants whose only keys are stored
+// keys.
+func TestKeysUsageReportsStoredKeysQuotas(t *testing.T) {
+	srv := redistest.Start(t)
+	store := fmt.Sprintf(`{backend: redis, redis_url: "redis://%s/0", timeout: 200ms}`, srv.Addr())
+	n := startKeyNodes(t, 1, func(_ int, mockURL string) string {
+		return strings.Replace(keyStoreConfig(t, mockURL, store, "1h"), "limits:\n",
+			"limits:\n  - {name: beta-day, scope: tenant, unit: requests, quota: 100, period: day, tenants: [beta]}\n", 1)
+	}, nil)[0]
+	k := n.create(`{"tenant":"beta","user":"lee"}`, "")
+	for range 3 {
+		if st, body := n.chat(k.Secret); st != 200 {
+			t.Fatalf("%d %s", st, body)
+		}
+	}
+	st, body := n.adminCall(http.MethodGet, "/admin/usage?tenant=beta&period=day", "", "")
+	var rep UsageReport
+	if err := json.Unmarshal([]byte(body), &rep); err != nil || st != 200 || len(rep.Quotas) != 1 || rep.Quotas[0].Used != 3 {
+		t.Errorf("usage: %d %s", st, body)
+	}
+}

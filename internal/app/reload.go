@@ -26,7 +26,8 @@ import (
 // them is logged as needing a restart and otherwise ignored (the new limits
 // must then be valid with the running region). A limit split between
 // regions keeps its held share across a reload that leaves its split alone
-// (policy.Policy.AdoptRegional).
+// (policy.Policy.AdoptRegional). key_store also changes only at restart;
+// the stored keys themselves change live (README, "Managing keys").
 func (a *App) Reload(path string) error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
@@ -53,7 +54,7 @@ func (a *App) Reload(path string) error {
 		old, new any
 	}{
 		{"listen", old.Listen, cfg.Listen}, {"admin_listen", old.AdminListen, cfg.AdminListen},
-		{"upstreams", old.Upstreams, cfg.Upstreams}, {"store", old.Store, cfg.Store},
+		{"upstreams", old.Upstreams, cfg.Upstreams}, {"store", old.Store, cfg.Store}, {"key_store", old.KeyStore, cfg.KeyStore},
 	} {
 		if !reflect.DeepEqual(f.old, f.new) {
 			a.log.Warn("config reload: this section changes only at restart; keeping the running one", "field", f.name)
