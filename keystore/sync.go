@@ -40,6 +40,7 @@ type SyncOptions struct {
 // is confirmed (at start and after every reconnection, so changes made
 // while it was cut off are read) and every Resync. While Redis is down the
 // Cache keeps what it had. Build it with StartSyncer; stop it with Close.
+// Safe for concurrent use.
 type Syncer struct {
 	o       SyncOptions
 	log     *slog.Logger
@@ -122,22 +123,37 @@ func (s *Syncer) requestResync() {
 	}
 }
 
+// resyncLoop reads the whole registry every Resync and when asked; a read
+// that fails is tried again after 1 s, then 2 s, 4 s… up to Resync, so
+// that the read a reconnection asked for is not put off to the next period
+// by a store still coming back.
 func (s *Syncer) resyncLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.o.Resync)
 	defer t.Stop()
+	var retry <-chan time.Time
+	wait := minRetry
 	for {
 		select {
 		case <-s.done:
 			return
 		case <-t.C:
 		case <-s.trigger:
+		case <-retry:
 		}
+		retry = nil
 		if err := s.Resync(context.Background()); err != nil {
-			s.log.Warn("key store: resync failed; serving the keys known so far", "err", err)
+			s.log.Warn("key store: resync failed; serving the keys known so far", "err", err, "retry_in", wait)
+			retry = time.After(wait)
+			wait = min(2*wait, s.o.Resync)
+			continue
 		}
+		wait = minRetry
 	}
 }
+
+// minRetry is the first wait before a failed whole read is tried again.
+const minRetry = time.Second
 
 // Subscription back-off bounds after a failed receive.
 const (
