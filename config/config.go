@@ -140,10 +140,23 @@ type Config struct {
 	Metrics Metrics `yaml:"metrics"`
 	// Ledger is where one record per forwarded request goes.
 	Ledger Ledger `yaml:"ledger"`
+	// AccessLog is the per-request access log (off by default).
+	AccessLog AccessLog `yaml:"access_log"`
+	// Tracing is OpenTelemetry tracing (off by default).
+	Tracing Tracing `yaml:"tracing"`
+	// Alerts sends budget threshold alerts to a webhook (README, "Reports
+	// for finance"). The zero value sends none.
+	Alerts Alerts `yaml:"alerts"`
 	// AdminTokenEnv names the environment variable holding the bearer token
 	// that /admin/* endpoints require. Empty: /admin/* answers only
 	// loopback clients.
 	AdminTokenEnv string `yaml:"admin_token_env"`
+	// TLS, when set, serves the proxy listener (listen) over TLS with
+	// these files. Nil, the default: plain HTTP.
+	TLS *TLS `yaml:"tls"`
+	// AdminTLS, when set, serves the admin listener (admin_listen: health,
+	// metrics, /admin/*) over TLS with these files. Nil: plain HTTP.
+	AdminTLS *TLS `yaml:"admin_tls"`
 	// Region names this node's region (1-32 lowercase letters, digits, -
 	// or _), e.g. "eu": required when a limit has Regions, whose share for
 	// this region the node enforces. Empty: the node is in no region.
@@ -674,6 +687,7 @@ func parse(b []byte, dir string) (*Config, error) {
 		}
 	}
 	c.applyDefaults()
+	c.resolveTLS(dir)
 	if err := c.loadPrices(dir); err != nil {
 		return nil, err
 	}
@@ -717,6 +731,7 @@ func (c *Config) applyDefaults() {
 		c.MaxRetryWait = Duration(time.Minute)
 	}
 	c.applyWaitDefaults()
+	c.applyAlertDefaults()
 	if c.DefaultMaxInputTokens == 0 {
 		c.DefaultMaxInputTokens = 200_000
 	}
@@ -803,6 +818,7 @@ func (c *Config) applyDefaults() {
 		c.Ledger.RedisURL = c.Store.RedisURL
 	}
 	c.applyRegionDefaults()
+	c.applyObserveDefaults()
 	c.applyKeyStoreDefaults()
 	if c.Store.ReplayQueue == 0 {
 		c.Store.ReplayQueue = 100000

@@ -54,6 +54,8 @@ func (c *Config) Validate() error {
 	var p problems
 	checkAddr(&p, "listen", c.Listen)
 	checkAddr(&p, "admin_listen", c.AdminListen)
+	checkTLS(&p, "tls", c.TLS)
+	checkTLS(&p, "admin_tls", c.AdminTLS)
 	if c.MaxBodyBytes < 0 {
 		p.add("max_body_bytes", "must be positive (got %d)", c.MaxBodyBytes)
 	}
@@ -322,6 +324,8 @@ func (c *Config) Validate() error {
 		p.add("ledger", "maxlen, max_size_mb and max_backups must be positive")
 	}
 	c.validateRegions(&p)
+	c.validateObserve(&p)
+	c.validateAlerts(&p)
 	c.validateKeyStore(&p)
 	if len(p) > 0 {
 		return &Error{Problems: p}

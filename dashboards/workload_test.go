@@ -76,7 +76,7 @@ store:
   backend: redis
   redis_url: "redis://%[3]s/0"
   timeout: 1s   # generous: only the outage (a stopped server, refused at once) may fail a call
-  breaker: {min_calls: 2, open_for: 3s}
+  breaker: {min_calls: 2, open_for: %[5]s}
   replay_queue: 4
 `
 
@@ -89,12 +89,30 @@ const quotaLimits = `
   - {name: delta-weekly-requests, scope: tenant, unit: requests, quota: 5, period: week, tenants: [delta]}
   - {name: delta-monthly-usd, scope: tenant, unit: usd, quota: 100, period: month, warn_at: [0.8], tenants: [delta]}`
 
+// workloadOptions adapts the workload to who watches it. The zero value
+// is what TestAgainstRunningLlmguard uses: a 3 s breaker and no hooks.
+type workloadOptions struct {
+	// openFor is store.breaker.open_for; 0 means 3 s. A Prometheus that
+	// scrapes on its own schedule needs the breaker to stay open long
+	// enough to see it open after the outage phase.
+	openFor time.Duration
+	// started, when set, is called with llmguard's admin listener
+	// ("127.0.0.1:port") once it serves, before the first phase.
+	started func(admin string)
+	// phaseDone, when set, is called after each phase's scrape with the
+	// phase's name and the instant it ended; the workload waits for it.
+	phaseDone func(phase string, end time.Time)
+}
+
 // runWorkload starts llmguard and runs the workload, scraping /metrics
 // after each phase: idle, two of ordinary traffic, a store outage, the
 // recovery, and one more of ordinary traffic. Everything listens on
-// 127.0.0.1; it takes a few seconds.
-func runWorkload(t *testing.T) *run {
+// 127.0.0.1; it takes a few seconds (more with a longer o.openFor).
+func runWorkload(t *testing.T, o workloadOptions) *run {
 	t.Helper()
+	if o.openFor == 0 {
+		o.openFor = 3 * time.Second
+	}
 	mock, err := mockllm.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -109,11 +127,11 @@ func runWorkload(t *testing.T) *run {
 	mr := miniredis.RunT(t)
 
 	r := &run{quota: true}
-	a, err := newApp(fmt.Sprintf(workloadConfig, mock.URL, deadURL, mr.Addr(), quotaLimits))
+	a, err := newApp(fmt.Sprintf(workloadConfig, mock.URL, deadURL, mr.Addr(), quotaLimits, o.openFor))
 	if err != nil {
 		t.Logf("llmguard refused calendar quotas (%v): the workload runs without them", err)
 		r.quota = false
-		a, err = newApp(fmt.Sprintf(workloadConfig, mock.URL, deadURL, mr.Addr(), ""))
+		a, err = newApp(fmt.Sprintf(workloadConfig, mock.URL, deadURL, mr.Addr(), "", o.openFor))
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +153,15 @@ func runWorkload(t *testing.T) *run {
 	c := &client{t: t, proxy: "http://" + ln.Addr().String(), admin: "http://" + adm.Addr().String(),
 		http: &http.Client{Timeout: 5 * time.Second}}
 	r.instance = adm.Addr().String()
-	take := func(phase string) { r.scrapes = append(r.scrapes, scrape{phase: phase, text: c.metrics()}) }
+	take := func(phase string) {
+		r.scrapes = append(r.scrapes, scrape{phase: phase, text: c.metrics()})
+		if o.phaseDone != nil {
+			o.phaseDone(phase, time.Now())
+		}
+	}
+	if o.started != nil {
+		o.started(r.instance)
+	}
 
 	take("idle")
 	c.traffic()
@@ -144,7 +170,7 @@ func runWorkload(t *testing.T) *run {
 	take("traffic 2")
 	c.outage(mr)
 	take("outage")
-	c.recover(mr)
+	c.recover(mr, o.openFor)
 	c.traffic()
 	take("recovery")
 	c.traffic()
@@ -303,13 +329,14 @@ func (c *client) outage(mr *miniredis.Miniredis) {
 	}
 }
 
-// recover restarts Redis and waits for the breaker to close.
-func (c *client) recover(mr *miniredis.Miniredis) {
+// recover restarts Redis and waits for the breaker, open for openFor, to
+// close.
+func (c *client) recover(mr *miniredis.Miniredis, openFor time.Duration) {
 	c.t.Helper()
 	if err := mr.Restart(); err != nil {
 		c.t.Fatal(err)
 	}
-	deadline := time.Now().Add(8 * time.Second)
+	deadline := time.Now().Add(openFor + 15*time.Second) // a failure timeout only
 	for c.readiness().Breaker != "closed" {
 		if time.Now().After(deadline) {
 			c.t.Fatal("workload: the store breaker did not close after Redis returned")

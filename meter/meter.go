@@ -28,6 +28,11 @@ type Options struct {
 	Fallback bucket.Store
 	// Ledger receives one record per settled, forwarded request; nil: none.
 	Ledger Ledger
+	// Records keeps each settled request's ledger record on its Exchange
+	// (Exchange.Record) even without a Ledger, and for a request that was
+	// never forwarded: the access log and the traces read it. False: the
+	// record is built only to be written to Ledger.
+	Records bool
 	// Metrics receives the admission and settlement metrics; nil: none.
 	Metrics *Metrics
 	// Logger receives structured logs; nil: slog.Default().
@@ -47,6 +52,9 @@ type Options struct {
 	// (PointSettle, PointLedger, PointMetrics); tests make it panic to
 	// prove containment. nil in production.
 	Inject func(point string)
+	// Alerts, when set, is told each quota's level as a request settles
+	// (budget threshold alerts, package alert); nil: none.
+	Alerts Alerts
 }
 
 // Ledger is where settled requests are recorded. Write must not block
@@ -256,6 +264,10 @@ type Exchange struct {
 	unlimited bool
 	warnings  []string
 	settled   atomic.Bool
+	// record is the settlement's ledger record (Record), set by Settle
+	// when the Meter keeps records (Options.Records); a pointer, so that
+	// an Exchange without one is no larger.
+	record *ledger.Record
 	// out is how the output reservation was made and lowered (output.go).
 	out outputState
 	// held: it joined a wait queue; waited: for how long; peek: take
@@ -503,6 +515,9 @@ func (x *Exchange) take(rules []*policy.Rule) {
 			x.verdict = TooLarge
 		}
 		x.rules[d.DeniedBy].Denied = true
+		if !d.TooLarge {
+			m.budgetExhausted(x, d.DeniedBy)
+		}
 		return
 	}
 	m.budgetWarnings(x)

@@ -108,14 +108,36 @@ func (x *Exchange) Settle(s Settlement) bool {
 		m.opt.Metrics.released(x)
 		m.opt.Metrics.settled(x, actual, cost, known, deltas, limits)
 		m.budgetCrossings(x, settled)
+		m.budgetLevels(x, settled)
 	})
-	if !s.Unforwarded {
+	if m.opt.Ledger != nil || m.opt.Records {
 		m.contain(StageLedger, x, func() {
-			m.inject(PointLedger)
-			m.record(x, s, actual, known, cost)
+			r := m.newRecord(x, s, actual, known, cost)
+			if m.opt.Records {
+				kept := new(ledger.Record) // a copy: r itself stays on the stack
+				*kept = r
+				x.record = kept
+			}
+			if m.opt.Ledger != nil && !s.Unforwarded {
+				m.inject(PointLedger)
+				m.opt.Ledger.Write(r)
+			}
 		})
 	}
 	return true
+}
+
+// Record is the ledger record of a settled request (see ledger.Record:
+// tokens, cost in micro-USD, the reservation; no prompt, no key), and
+// whether there is one: false before Settle, for a refused request, and
+// when the Meter neither writes a ledger nor keeps records
+// (Options.Records). It is read by the goroutine that settled the request,
+// or after it (it is written once, by Settle).
+func (x *Exchange) Record() (ledger.Record, bool) {
+	if x.record == nil {
+		return ledger.Record{}, false
+	}
+	return *x.record, true
 }
 
 // SourceOf is the settlement source of an answer whose usage llmguard does
@@ -128,13 +150,10 @@ func SourceOf(status int) spec.Source {
 	return spec.SourceReserved
 }
 
-// record writes the ledger record of a settled exchange: what was really
+// newRecord is the ledger record of a settled exchange: what was really
 // used (the reservation when nothing was reported; nothing when refunded)
 // and its cost. It never holds prompts or keys: the key id is a hash.
-func (m *Meter) record(x *Exchange, s Settlement, actual spec.Usage, known bool, cost int64) {
-	if m.opt.Ledger == nil {
-		return
-	}
+func (m *Meter) newRecord(x *Exchange, s Settlement, actual spec.Usage, known bool, cost int64) ledger.Record {
 	r := ledger.Record{
 		TS: time.Now().UTC(), RequestID: x.req.ID, KeyID: x.req.Principal.KeyID, User: x.req.Principal.User,
 		Tenant: x.req.Principal.Tenant, Model: x.req.Model, Flavor: x.req.Flavor.String(), Status: s.Status,
@@ -154,7 +173,7 @@ func (m *Meter) record(x *Exchange, s Settlement, actual spec.Usage, known bool,
 			r.ReservedUnit = "micro_usd"
 		}
 	}
-	m.opt.Ledger.Write(r)
+	return r
 }
 
 // tightestRatio returns the index of the applied rule with the least

@@ -21,6 +21,7 @@ import (
 	"github.com/llmguard/llmguard/internal/mockllm"
 	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/obs"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/weigher"
 )
@@ -96,6 +97,8 @@ type rigOptions struct {
 	// upstream's timeout, zero: 10s.
 	limits  string
 	timeout time.Duration
+	// access is the proxy's access log; nil: none.
+	access *obs.AccessLog
 }
 
 func newRig(t *testing.T, o rigOptions) *panicRig {
@@ -132,7 +135,7 @@ limits:
 	r := &panicRig{t: t, mock: mock, store: store, pol: pol, w: w, reg: reg, ledger: &countingLedger{}, log: &strings.Builder{}, point: point, m: m}
 	px, err := New(Options{
 		Upstreams: []*Upstream{{Name: "mock", Flavor: o.flavor, BaseURL: o.url, APIKey: o.apiKey, Timeout: o.timeout}},
-		Policy:    pol, Store: store, Weigher: w, Metrics: m, Ledger: r.ledger, MaxBodyBytes: o.maxBody,
+		Policy:    pol, Store: store, Weigher: w, Metrics: m, Ledger: r.ledger, MaxBodyBytes: o.maxBody, AccessLog: o.access,
 		Logger: slog.New(slog.NewTextHandler(&syncWriter{b: r.log}, nil)),
 		Now:    func() time.Time { return frozen },
 		inject: func(at string) {

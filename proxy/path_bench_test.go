@@ -110,7 +110,7 @@ var benchAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4000}
 // pathRig is a Proxy in front of a canned upstream, as BenchmarkLoad
 // configures it: three rules (user tokens, tenant usd, global requests) on
 // a memory store, metrics on, ledger off.
-func newPathRig(b *testing.B, answer []byte) *Proxy {
+func newPathRig(b testing.TB, answer []byte, with ...func(*Options)) *Proxy {
 	b.Helper()
 	cfg, err := config.Parse([]byte(`
 upstreams: [{name: mock, flavor: openai, base_url: "http://127.0.0.1:4000", no_key: true}]
@@ -133,8 +133,12 @@ limits:
 		b.Fatal(err)
 	}
 	up := &Upstream{Name: "mock", Flavor: FlavorOpenAI, BaseURL: "http://127.0.0.1:4000", Timeout: 10 * time.Second, MaxConns: 1}
-	px, err := New(Options{Upstreams: []*Upstream{up}, Policy: pol, Store: store, Weigher: benchWeigher(b), Metrics: m,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	opt := Options{Upstreams: []*Upstream{up}, Policy: pol, Store: store, Weigher: benchWeigher(b), Metrics: m,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, f := range with {
+		f(&opt)
+	}
+	px, err := New(opt)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -144,7 +148,7 @@ limits:
 }
 
 // benchWeigher is the package's shared test Weigher (see testWeigher).
-func benchWeigher(b *testing.B) *weigher.Weigher {
+func benchWeigher(b testing.TB) *weigher.Weigher {
 	b.Helper()
 	sharedWeigher.once.Do(func() { sharedWeigher.w, sharedWeigher.err = weigher.New(weigher.Options{DefaultMaxOutputTokens: 256}) })
 	if sharedWeigher.err != nil {
@@ -181,7 +185,7 @@ func newPathRequest(body []byte) *pathRequest {
 
 // serve runs one request through h and writes its answer; it returns the
 // answer's status.
-func (r *pathRequest) serve(b *testing.B, h fasthttp.RequestHandler) int {
+func (r *pathRequest) serve(b testing.TB, h fasthttp.RequestHandler) int {
 	r.body.Reset(r.raw)
 	r.ctx.Request.SetBodyStream(r.body, len(r.raw))
 	r.ctx.Response.Reset()

@@ -1,9 +1,10 @@
 package proxy
 
 import (
-	"errors"
 	"net"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // peerClosed reports whether the client at the other end of conn has closed
@@ -11,6 +12,16 @@ import (
 // (recv with MSG_PEEK|MSG_DONTWAIT). ok is false when conn gives no socket
 // to look at.
 func peerClosed(conn net.Conn) (closed, ok bool) {
+	// A client on a TLS listener: its connection (tls.Conn) runs on the
+	// socket, whose end shows there. Only the end is read from it: bytes
+	// pending there are TLS records, whatever they hold.
+	for range 4 {
+		u, isTLS := conn.(interface{ NetConn() net.Conn })
+		if !isTLS || u.NetConn() == conn {
+			break
+		}
+		conn = u.NetConn()
+	}
 	closed, _, ok = peek(conn)
 	return closed, ok
 }
@@ -26,7 +37,11 @@ func idleUnusable(conn net.Conn) (unusable, ok bool) {
 }
 
 // peek looks at conn's socket without consuming or waiting: closed when
-// the peer shut down or reset it, pending when bytes wait to be read.
+// the peer shut down its sending side or reset the connection, pending when
+// bytes wait to be read. It polls the socket (poll(2) with a zero timeout)
+// for POLLRDHUP, which Linux raises when the peer's FIN arrives even behind
+// unread bytes: a TLS client's close_notify precedes its FIN, and a
+// recv(MSG_PEEK) would see only the alert.
 func peek(conn net.Conn) (closed, pending, ok bool) {
 	sc, isSocket := conn.(syscall.Conn)
 	if !isSocket {
@@ -36,19 +51,21 @@ func peek(conn net.Conn) (closed, pending, ok bool) {
 	if err != nil {
 		return false, false, false
 	}
-	err = raw.Read(func(fd uintptr) bool {
-		var b [1]byte
-		n, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		switch {
-		case rerr == nil && n == 0: // orderly shutdown: EOF
-			closed = true
-		case rerr == nil:
-			pending = true
-		case errors.Is(rerr, syscall.EAGAIN), errors.Is(rerr, syscall.EINTR):
-		default: // ECONNRESET and the like
-			closed = true
+	err = raw.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}}
+		for {
+			_, perr := unix.Poll(fds, 0)
+			if perr == unix.EINTR {
+				continue
+			}
+			if perr != nil {
+				return
+			}
+			break
 		}
-		return true // never wait for readiness
+		ev := fds[0].Revents
+		closed = ev&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+		pending = ev&unix.POLLIN != 0
 	})
 	return closed, pending, err == nil
 }

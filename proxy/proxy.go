@@ -22,6 +22,7 @@ import (
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/obs"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/reserve"
 	"github.com/llmguard/llmguard/spec"
@@ -86,12 +87,23 @@ type Options struct {
 	Ledger meter.Ledger
 	// Logger receives structured logs; nil: slog.Default().
 	Logger *slog.Logger
+	// AccessLog receives one line per request once it is settled; nil:
+	// none, at no cost per request.
+	AccessLog *obs.AccessLog
+	// Tracing traces requests (a root span, children for weighing, the
+	// take, the upstream call and settlement) and propagates W3C trace
+	// context to the upstream; nil: no spans, no propagation, at no cost
+	// per request.
+	Tracing *obs.Tracing
 	// Now is the clock that places a request in its quota periods (the
 	// buckets' own clock is the store's). nil: time.Now. Tests steer it.
 	Now func() time.Time
 	// Waits holds requests denied by limits with on_limit: wait until
 	// their buckets can pay (meter.Waits); nil: none waits.
 	Waits *meter.Waits
+	// Alerts is told each quota's level as a request settles (budget
+	// threshold alerts); nil: none.
+	Alerts meter.Alerts
 	// Keys are the virtual keys kept outside the config file (the Redis
 	// key store), consulted after the file's keys at the instant Now
 	// gives (policy.Policy.Authenticate); nil: the file's keys only.
@@ -192,7 +204,8 @@ func New(opt Options) (*Proxy, error) {
 		opt.Now = time.Now
 	}
 	m, err := meter.New(meter.Options{Store: opt.Store, Fallback: opt.Fallback, Ledger: opt.Ledger, Metrics: opt.Metrics,
-		Logger: opt.Logger, Now: opt.Now, Inject: opt.inject, Outputs: opt.Outputs, Waits: opt.Waits})
+		Logger: opt.Logger, Now: opt.Now, Inject: opt.inject, Outputs: opt.Outputs, Waits: opt.Waits, Alerts: opt.Alerts,
+		Records: opt.AccessLog != nil || opt.Tracing != nil})
 	if err != nil {
 		return nil, err
 	}
@@ -208,6 +221,10 @@ func New(opt Options) (*Proxy, error) {
 // anything else, such as malformed headers: 400), in OpenAI's shape.
 func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	x := &exchange{id: newRequestID()}
+	if p.observed() {
+		p.observe(ctx, x)
+		defer p.handled(ctx, x)
+	}
 	ctx.Response.Header.DisableNormalizing()
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
 	// In the flavor of the upstream the path routes to, when the request
@@ -270,6 +287,13 @@ type exchange struct {
 	// watch watches the client while the request waits for its buckets
 	// (wait.go); set at admission.
 	watch clientWatcher
+	// streaming: the answer is streamed by the body stream writer, which
+	// settles the request after the handler returned. Set before that
+	// writer starts, read-only after.
+	streaming bool
+	// obs is the request's access-log and trace state, nil when neither
+	// is on (observe.go).
+	obs *reqObs
 }
 
 // releaseHeld frees the upstream response the handler holds, if any.
@@ -306,6 +330,11 @@ func (x *exchange) settle(s meter.Settlement) {
 		return
 	}
 	s.Status = x.status
+	if x.obs != nil {
+		x.endUpstream(x.status, nil)
+		sp := x.span(spanSettle)
+		defer sp.End()
+	}
 	x.m.Settle(s)
 }
 
@@ -324,6 +353,10 @@ func classify(method []byte, path string) weigher.Kind {
 // process carries on.
 func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	x := &exchange{id: newRequestID(), start: time.Now()}
+	if p.observed() {
+		p.observe(ctx, x)
+		defer p.handled(ctx, x) // after the recovery below: a panic's answer is logged
+	}
 	defer p.recoverHandler(ctx, x)
 	// Keep header names as written (lowercase x-ratelimit-*, as OpenAI
 	// sends them) on the answers llmguard builds itself.
@@ -366,6 +399,9 @@ func (p *Proxy) count(x *exchange, outcome meter.Outcome, limit string) {
 		return
 	}
 	x.counted = true
+	if x.obs != nil {
+		x.obs.outcome, x.obs.limit = outcome, limit
+	}
 	p.contain(meter.StageMetrics, x, func() { p.opt.Metrics.Request(x.flavor(), x.modelLabel(), outcome, limit) })
 }
 
@@ -420,10 +456,16 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	body := held.b
 	x.start = time.Now() // llmguard's overhead excludes the client's upload
 
-	if r := p.weigh(ctx, x, body); r != nil {
+	sp := x.span(spanWeigh)
+	r = p.weigh(ctx, x, body)
+	sp.End()
+	if r != nil {
 		return r
 	}
-	if r := p.admit(ctx, x); r != nil {
+	sp = x.span(spanTake)
+	r = p.admit(ctx, x)
+	sp.End()
+	if r != nil {
 		return r
 	}
 	r = p.forward(ctx, x, rawUpPath, body)
@@ -749,10 +791,14 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	resp := fasthttp.AcquireResponse()
 	t0 := time.Now()
 	x.forwarded = true
+	if x.obs != nil {
+		p.startUpstream(x, req)
+	}
 	err := up.client.DoTimeout(req, resp, up.Timeout)
 	x.upstreamTime = time.Since(t0)
 	x.held = resp
 	if err != nil {
+		x.endUpstream(0, err)
 		x.held = nil
 		p.opt.Metrics.Upstream(up.Name, 0, x.upstreamTime)
 		x.status = fasthttp.StatusBadGateway

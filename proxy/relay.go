@@ -64,6 +64,10 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 			x.stripUsage = false // opaque bytes: relay them untouched
 		}
 		x.held = nil // the stream writer owns resp now
+		x.streaming = true
+		if x.obs != nil {
+			x.obs.overhead = overheadOf(x, time.Now())
+		}
 		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { p.stream(w, x, resp, conn, enc) })
 		return nil
 	}
@@ -244,6 +248,9 @@ func decoder(enc string, r io.Reader) (io.Reader, error) {
 // read so the first event reaches the client before the upstream finishes.
 // It runs after the handler returned, on fasthttp's writer goroutine.
 func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, conn net.Conn, enc string) {
+	if x.obs != nil {
+		defer p.settled(x, x.status) // last: after the settlement, whichever way the stream ends
+	}
 	defer fasthttp.ReleaseResponse(resp)
 	raw := resp.BodyStream()
 	src := raw
@@ -323,6 +330,9 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 			rc.CloseWithError(errClientGone)
 		}
 		p.log.Info("client disconnected mid-stream", "request_id", x.id)
+		if x.obs != nil {
+			x.obs.clientGone = true
+		}
 	} else {
 		w.Write(tap.end())
 		w.Flush()

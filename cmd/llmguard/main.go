@@ -1,8 +1,16 @@
 // Command llmguard is the rate-limiting reverse proxy for LLM APIs.
 //
 //	llmguard serve [--config FILE]     run the proxy (embedded default without --config)
+//	               [--log-level LEVEL] debug, info (default), warn or error
 //	llmguard validate --config FILE    check a config; non-zero exit names each bad field
 //	                                   (--strict: warnings too; --no-env: skip api_key_env's variables)
+//	llmguard usage --config FILE       spend, tokens and quotas from a running llmguard
+//	llmguard version                   the version, commit and Go release it was built from
+//
+// Exit status: 0 on success; 1 when the command failed (an invalid config,
+// a listener that cannot bind, a running llmguard that cannot be asked);
+// 2 on a usage error (an unknown command or flag, a missing or invalid
+// argument), as the shells' and most tools' convention has it.
 package main
 
 import (
@@ -26,12 +34,15 @@ type cli struct {
 	Serve    serveCmd    `cmd:"" help:"Run the proxy."`
 	Validate validateCmd `cmd:"" help:"Validate a config file and exit."`
 	Usage    usageCmd    `cmd:"" help:"Show spend, tokens and quotas from a running llmguard (its /admin/usage endpoint)."`
+	Version  versionCmd  `cmd:"" help:"Print the version, commit and Go release this binary was built from."`
+	Report   reportCmd   `cmd:"" help:"Write one tenant's monthly spend report (self-contained HTML) from the ledger to stdout."`
 	Keys     keysCmd     `cmd:"" help:"Manage the virtual keys of the key store (create, list, show, revoke, rotate, audit), or hash a key for the config file."`
 }
 
 type serveCmd struct {
 	Config      string `help:"YAML config file. Default: the embedded default (in-memory store, mock upstream on 127.0.0.1:8081)." type:"path"`
 	LogFormat   string `help:"Log format: text or json." enum:"text,json" default:"text"`
+	LogLevel    string `help:"Least severe log level written: debug, info, warn or error." enum:"debug,info,warn,error" default:"info"`
 	Listen      string `help:"Override the config's listen address (host:port)."`
 	AdminListen string `help:"Override the config's admin_listen address (host:port)."`
 }
@@ -42,9 +53,27 @@ type validateCmd struct {
 	NoEnv  bool   `help:"Do not check that each upstream's api_key_env is set here (validating on a machine without the secrets)." name:"no-env"`
 }
 
+// exitUsage is the exit status of a command line that does not parse.
+const exitUsage = 2
+
 func main() {
 	var c cli
-	k := kong.Parse(&c, kong.Name("llmguard"), kong.Description("A cost-weighted rate-limiting reverse proxy for LLM APIs."), kong.UsageOnError())
+	parser, err := kong.New(&c, kong.Name("llmguard"), kong.Description("A cost-weighted rate-limiting reverse proxy for LLM APIs."), kong.UsageOnError())
+	if err != nil { // the cli struct's tags are wrong: a programming error
+		panic(err)
+	}
+	k, err := parser.Parse(os.Args[1:])
+	if err != nil {
+		// An unknown command or flag, a missing or invalid argument: the
+		// short usage, the error, and exit 2.
+		var pe *kong.ParseError
+		if errors.As(err, &pe) {
+			pe.Context.PrintUsage(true)
+			fmt.Fprintln(os.Stderr)
+		}
+		fmt.Fprintln(os.Stderr, "llmguard:", err)
+		os.Exit(exitUsage)
+	}
 	if err := k.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "llmguard:", err)
 		os.Exit(1)
@@ -114,11 +143,17 @@ func (v *validateCmd) Run() error {
 }
 
 func (s *serveCmd) Run() error {
-	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(s.LogLevel)); err != nil { // kong's enum admits only valid names
+		return err
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, opts)
 	if s.LogFormat == "json" {
-		h = slog.NewJSONHandler(os.Stderr, nil)
+		h = slog.NewJSONHandler(os.Stderr, opts)
 	}
 	log := slog.New(h)
+	slog.SetDefault(log)
 	// go-redis logs through a package-level logger: send it to slog, at
 	// debug level (every failure it reports is already counted and logged
 	// by the store guard).
@@ -138,9 +173,15 @@ func (s *serveCmd) Run() error {
 	if s.AdminListen != "" {
 		cfg.AdminListen = s.AdminListen
 	}
+	source := s.Config
+	if source == "" {
+		source = "embedded default"
+	}
+	log.Info("llmguard starting", "version", buildVersion().Version, "config", source,
+		"upstreams", upstreamsForLog(cfg), "store", storeForLog(cfg.Store), "log_level", level.String())
 	a, err := app.New(cfg, log)
 	if err != nil {
-		printConfigError(os.Stderr, s.Config, err)
+		printConfigError(os.Stderr, source, err)
 		os.Exit(1)
 	}
 	done := make(chan error, 1)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,14 +19,23 @@ import (
 type usageCmd struct {
 	Config string `help:"YAML config file of the llmguard to ask (its admin_listen and admin_token_env)." type:"path" required:""`
 	Tenant string `help:"Only this tenant."`
-	Period string `help:"Calendar period (UTC): day, week or month." enum:"day,week,month" default:"month"`
-	JSON   bool   `name:"json" help:"Print the endpoint's JSON as it is."`
-	Admin  string `help:"Admin address (host:port) to ask instead of the config's admin_listen."`
+	Period string `help:"Calendar period, from midnight in the budgets' time zone: day, week or month." enum:"day,week,month" default:"month"`
+	// TimeZone overrides the budgets' zone (UsageQuery.TimeZone).
+	TimeZone string `name:"timezone" help:"IANA time zone of the period (default: the zone of the tenant's budgets, else UTC)."`
+	Format   string `help:"Output: table, json (the endpoint's JSON as it is) or csv (one header row; README, \"Reports for finance\")." enum:"table,json,csv" default:"table"`
+	JSON     bool   `name:"json" help:"Same as --format json."`
+	Admin    string `help:"Admin address (host:port) to ask instead of the config's admin_listen."`
 }
 
+// maxUsageBody bounds the endpoint's answer the CLI reads, in bytes.
+const maxUsageBody = 64 << 20
+
 // Run asks GET /admin/usage of the llmguard the config describes and
-// prints a table, or the JSON with --json.
+// prints a table, the JSON (--format json) or CSV (--format csv).
 func (u *usageCmd) Run() error {
+	if u.JSON {
+		u.Format = "json"
+	}
 	cfg, err := config.Load(u.Config)
 	if err != nil {
 		printConfigError(os.Stderr, u.Config, err)
@@ -38,6 +48,12 @@ func (u *usageCmd) Run() error {
 	q := url.Values{"period": {u.Period}}
 	if u.Tenant != "" {
 		q.Set("tenant", u.Tenant)
+	}
+	if u.TimeZone != "" {
+		q.Set("timezone", u.TimeZone)
+	}
+	if u.Format == "csv" {
+		q.Set("format", "csv")
 	}
 	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/admin/usage?"+q.Encode(), nil)
 	if err != nil {
@@ -52,15 +68,22 @@ func (u *usageCmd) Run() error {
 		return fmt.Errorf("usage: is llmguard running? %w", err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUsageBody+1))
 	if err != nil {
 		return err
+	}
+	if len(body) > maxUsageBody {
+		return fmt.Errorf("usage: %s answered more than %d bytes", addr, maxUsageBody)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("usage: %s answered %s: %s", addr, resp.Status, strings.TrimSpace(string(body)))
 	}
-	if u.JSON {
+	switch u.Format {
+	case "json":
 		_, err = os.Stdout.Write(append(body, '\n'))
+		return err
+	case "csv":
+		_, err = os.Stdout.Write(body)
 		return err
 	}
 	var rep app.UsageReport
@@ -76,8 +99,8 @@ func printReport(out io.Writer, r *app.UsageReport) {
 	if r.Tenant != "" {
 		who = "tenant " + r.Tenant
 	}
-	fmt.Fprintf(out, "%s, %s %s – %s (UTC), from the ledger %s\n", who, r.Period.Name,
-		r.Period.Start.Format("2006-01-02"), r.Period.End.Format("2006-01-02"), r.Source)
+	fmt.Fprintf(out, "%s, %s %s – %s (%s), from the ledger %s\n", who, r.Period.Name,
+		r.Period.Start.Format(time.RFC3339), r.Period.End.Format(time.RFC3339), cmp.Or(r.Period.TimeZone, "UTC"), r.Source)
 	fmt.Fprintf(out, "spend $%.6f (%d µUSD) over %d requests; burn rate $%.4f/day\n\n",
 		r.Spend.USD, r.Spend.MicroUSD, r.Requests, r.BurnRateUSDPerDay)
 	// One tabwriter per table: columns align within a table, not across.

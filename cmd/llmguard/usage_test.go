@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +31,7 @@ func TestUsageCommand(t *testing.T) {
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`
 upstreams: [{name: mock, flavor: openai, base_url: "%s", no_key: true}]
 keys: [{key: sk-a, user: alice, tenant: acme}]
-limits: [{name: acme-day, scope: tenant, unit: tokens, quota: 100000, period: day}]
+limits: [{name: acme-day, scope: tenant, unit: tokens, quota: 100000, period: day, timezone: Europe/Paris}]
 ledger: {file: %q}
 `, mock.URL, filepath.Join(dir, "ledger.jsonl"))), 0o644)
 	bin := binary(t)
@@ -76,9 +79,39 @@ ledger: {file: %q}
 	if err != nil {
 		t.Fatalf("usage: %v", err)
 	}
-	for _, want := range []string{"tenant acme", "gpt-4o-mini", "acme-day", "72"} {
+	_, off := time.Now().In(paris(t)).Zone()
+	offset := fmt.Sprintf("T00:00:00+%02d:00", off/3600)
+	for _, want := range []string{"tenant acme", "gpt-4o-mini", "acme-day", "72", "(Europe/Paris)", offset} {
 		if !strings.Contains(string(table), want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
 	}
+	// --format csv: the header row, then total, tenant, user, model and
+	// quota rows, the period in Paris time.
+	out, err = exec.Command(bin, "usage", "--config", cfg, "--admin", admin, "--tenant", "acme", "--period", "day", "--format", "csv").Output()
+	if err != nil {
+		t.Fatalf("usage --format csv: %v", err)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
+	if err != nil || len(rows) != 6 || !slices.Equal(rows[0], app.UsageCSVHeader) {
+		t.Fatalf("csv (%v):\n%s", err, out)
+	}
+	for i, kind := range []string{"total", "tenant", "user", "model", "quota"} {
+		r := rows[i+1]
+		if r[0] != kind || !strings.HasSuffix(r[8], offset) || r[10] != "Europe/Paris" {
+			t.Errorf("row %d %v: want a %s row in Paris time", i+1, r, kind)
+		}
+	}
+	if rows[5][21] != "72" || rows[1][13] != "3" {
+		t.Errorf("quota used %s (want 72 tokens), total requests %s (want 3)", rows[5][21], rows[1][13])
+	}
+}
+
+func paris(t *testing.T) *time.Location {
+	t.Helper()
+	l, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -5,6 +5,7 @@ package app
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,11 +19,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/obs"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/proxy"
 	"github.com/llmguard/llmguard/region"
@@ -57,6 +60,9 @@ type App struct {
 	waits       *meter.Waits // the wait queues, ended first by Close
 	closeOnce   sync.Once    // Close runs the closers once
 	closeErr    error        // what the first Close returned
+	tlsProxy    *certSource  // the proxy listener's certificate, nil without tls
+	tlsAdmin    *certSource  // the admin listener's certificate, nil without admin_tls
+	reloads     reloadStatus // config reloads so far, for /readyz and metrics
 }
 
 // New builds every component from cfg. Errors: a component cannot start
@@ -72,6 +78,22 @@ func newApp(cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, e
 // newAppTimed is newApp with after as the timer of waiting requests
 // (meter.WaitsOptions.After; nil: real timers), on the same clock as now.
 func newAppTimed(cfg *config.Config, log *slog.Logger, now func() time.Time, after func(time.Duration) (<-chan time.Time, func() bool)) (*App, error) {
+	return newAppWith(cfg, log, appHooks{now: now, after: after})
+}
+
+// appHooks are what tests steer in an App: its clock, the timer of
+// waiting requests, where spans go.
+type appHooks struct {
+	now   func() time.Time
+	after func(time.Duration) (<-chan time.Time, func() bool)
+	// spans, when set with tracing enabled, receives the spans instead of
+	// the OTLP exporter (a tracetest.SpanRecorder).
+	spans sdktrace.SpanProcessor
+}
+
+// newAppWith is New with hooks.
+func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, error) {
+	now, after := hooks.now, hooks.after
 	if log == nil {
 		log = slog.Default()
 	}
@@ -173,7 +195,21 @@ func newAppTimed(cfg *config.Config, log *slog.Logger, now func() time.Time, aft
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.waits = waits
+	alerts, err := openAlerts(cfg, st, a.Registry, log, now)
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	if alerts != nil { // stopped before the store's client closes
+		a.close = append([]func() error{alerts.Close}, a.close...)
+	}
+	access, tracing, err := a.openObserve(cfg, hooks.spans)
+	if err != nil {
+		return nil, err
+	}
 	a.Proxy, err = proxy.New(proxy.Options{
+		AccessLog:        access,
+		Tracing:          tracing,
+		Alerts:           alertsOrNil(alerts),
 		Waits:            waits,
 		Keys:             a.keys.keySource(),
 		Ledger:           ledgerOrNil(led),
@@ -220,7 +256,11 @@ func newAppTimed(cfg *config.Config, log *slog.Logger, now func() time.Time, aft
 		DisablePreParseMultipartForm: true,
 	}
 	a.admin = &fasthttp.Server{
-		Handler: proxy.AdminHandler(a.Registry, func() any { return st.readiness(cfg.Store.Backend) },
+		Handler: proxy.AdminHandler(a.Registry, func() any {
+			r := st.readiness(cfg.Store.Backend)
+			r["config"] = a.reloads.snapshot()
+			return r
+		},
 			map[string]fasthttp.RequestHandler{"/admin/usage": a.usageHandler, "/admin/keys": a.keysHandler, "/admin/keys/": a.keysHandler}),
 		Name:   "llmguard-admin",
 		Logger: fasthttpLogger{log},
@@ -229,7 +269,42 @@ func newAppTimed(cfg *config.Config, log *slog.Logger, now func() time.Time, aft
 		MaxRequestBodySize: 1 << 20,
 		ErrorHandler:       adminErrorHandler,
 	}
+	a.reloads.init(a.Registry)
+	if err := a.startTLS(cfg); err != nil {
+		for _, c := range a.close {
+			c()
+		}
+		return nil, err
+	}
 	return a, nil
+}
+
+// startTLS loads the listeners' certificates and watches their files.
+// Errors: a pair cannot be loaded (the message names the files).
+func (a *App) startTLS(cfg *config.Config) error {
+	if cfg.TLS == nil && cfg.AdminTLS == nil {
+		return nil
+	}
+	m := newTLSMetrics(a.Registry)
+	for _, l := range []struct {
+		name string
+		t    *config.TLS
+		dst  **certSource
+	}{{"proxy", cfg.TLS, &a.tlsProxy}, {"admin", cfg.AdminTLS, &a.tlsAdmin}} {
+		if l.t == nil {
+			continue
+		}
+		s, err := newCertSource(l.name, l.t, a.log, m)
+		if err != nil {
+			return err
+		}
+		if err := s.watch(); err != nil {
+			a.log.Warn("tls: cannot watch the certificate files; they are read again every minute", "listener", l.name, "err", err)
+		}
+		*l.dst = s
+		a.close = append(a.close, s.stop)
+	}
+	return nil
 }
 
 // Serve serves the proxy on ln and the admin endpoints on admin until Close.
@@ -239,9 +314,18 @@ func (a *App) Serve(ln, admin net.Listener) error {
 	errc := make(chan error, 2)
 	n := 1
 	ln = proxy.WriteTimeoutListener(ln, time.Duration(a.Config.ClientWriteTimeout))
+	if a.tlsProxy != nil {
+		// Inside the write deadlines: each TLS record is written by the
+		// deadline-setting connection, and peerClosed finds the socket
+		// through tls.Conn.NetConn.
+		ln = a.tlsProxy.listen(ln)
+	}
 	go func() { errc <- a.srv.Serve(ln) }()
 	if admin != nil {
 		n++
+		if a.tlsAdmin != nil {
+			admin = a.tlsAdmin.listen(admin)
+		}
 		go func() { errc <- a.admin.Serve(admin) }()
 	}
 	var first error
@@ -264,8 +348,15 @@ func (a *App) ListenAndServe() error {
 		ln.Close()
 		return fmt.Errorf("app: admin listen: %w", err)
 	}
-	a.log.Info("llmguard listening", "proxy", ln.Addr().String(), "admin", adm.Addr().String(), "store", a.Config.Store.Backend)
+	a.log.Info("llmguard listening", "proxy", scheme(a.tlsProxy)+ln.Addr().String(), "admin", scheme(a.tlsAdmin)+adm.Addr().String(), "store", a.Config.Store.Backend)
 	return a.Serve(ln, adm)
+}
+
+func scheme(s *certSource) string {
+	if s != nil {
+		return "https://"
+	}
+	return "http://"
 }
 
 // Close stops accepting requests, answers those waiting for their buckets
@@ -384,4 +475,54 @@ func ledgerOrNil(w *ledger.Writer) interface{ Write(ledger.Record) bool } {
 		return nil
 	}
 	return w
+}
+
+// tracingFlushTimeout bounds how long Close waits for the spans still
+// queued to reach the collector.
+const tracingFlushTimeout = 5 * time.Second
+
+// openObserve opens the access log and tracing the config enables (nil
+// each when off) and adds their closers to a's, last: spans and lines of
+// the requests the servers' shutdown waited for are flushed. spans, when
+// set, replaces the OTLP exporter (tests).
+func (a *App) openObserve(cfg *config.Config, spans sdktrace.SpanProcessor) (*obs.AccessLog, *obs.Tracing, error) {
+	var access *obs.AccessLog
+	if al := cfg.AccessLog; al.Enabled {
+		w, closeW, err := obs.OpenOutput(al.Output, al.MaxSizeMB, al.MaxBackups)
+		if err != nil {
+			return nil, nil, fmt.Errorf("app: access_log.output: %w", err)
+		}
+		access, err = obs.NewAccessLog(obs.AccessLogOptions{Writer: w, Format: al.Format, SampleAllowed: ratioOr1(al.SampleAllowed)})
+		if err != nil {
+			closeW()
+			return nil, nil, fmt.Errorf("app: %w", err)
+		}
+		a.close = append(a.close, closeW)
+	}
+	var tracing *obs.Tracing
+	if tc := cfg.Tracing; tc.Enabled {
+		var err error
+		tracing, err = obs.NewTracing(obs.TracingOptions{Endpoint: tc.Endpoint, Protocol: tc.Protocol, Headers: tc.Headers,
+			Insecure: tc.Insecure, SampleRatio: ratioOr1(tc.SampleRatio), ServiceName: tc.ServiceName, Processor: spans})
+		if err != nil {
+			return nil, nil, fmt.Errorf("app: %w", err)
+		}
+		a.close = append(a.close, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+			defer cancel()
+			if err := tracing.Shutdown(ctx); err != nil {
+				return fmt.Errorf("app: tracing shutdown: %w", err)
+			}
+			return nil
+		})
+	}
+	return access, tracing, nil
+}
+
+// ratioOr1 is *r, or 1 (the default of both sampling ratios) when unset.
+func ratioOr1(r *float64) float64 {
+	if r == nil {
+		return 1
+	}
+	return *r
 }

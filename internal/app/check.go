@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/policy"
@@ -63,6 +64,36 @@ func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Looku
 	out = append(out, checkMatchers(cfg, pol)...)
 	out = append(out, checkShards(cfg)...)
 	out = append(out, checkLeases(cfg)...)
+	out = append(out, checkTLSFiles(cfg, time.Now())...)
+	return out
+}
+
+// tlsExpiryWarning is how close to its NotAfter a served certificate is
+// warned of at start, on reload and by `llmguard validate`.
+const tlsExpiryWarning = 14 * 24 * time.Hour
+
+// checkTLSFiles refuses a tls or admin_tls section whose files do not hold
+// a usable pair (the listener could not start), and warns of a certificate
+// that expires within tlsExpiryWarning of now or has expired.
+func checkTLSFiles(cfg *config.Config, now time.Time) []Finding {
+	var out []Finding
+	for _, l := range []struct {
+		field string
+		t     *config.TLS
+	}{{"tls", cfg.TLS}, {"admin_tls", cfg.AdminTLS}} {
+		if l.t == nil {
+			continue
+		}
+		c, err := loadPair(l.t)
+		switch {
+		case err != nil:
+			out = append(out, Finding{Field: l.field, Fatal: true, Message: "the certificate and key do not load: " + err.Error()})
+		case now.After(c.Leaf.NotAfter):
+			out = append(out, Finding{Field: l.field + ".cert_file", Message: fmt.Sprintf("the certificate expired at %s: clients that verify it refuse to connect", c.Leaf.NotAfter.UTC().Format(time.RFC3339))})
+		case c.Leaf.NotAfter.Sub(now) < tlsExpiryWarning:
+			out = append(out, Finding{Field: l.field + ".cert_file", Message: fmt.Sprintf("the certificate expires at %s, in less than %d days: renew it (the file is reloaded when it changes)", c.Leaf.NotAfter.UTC().Format(time.RFC3339), int(tlsExpiryWarning/(24*time.Hour)))})
+		}
+	}
 	return out
 }
 

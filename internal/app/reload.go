@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/policy"
@@ -26,9 +28,17 @@ import (
 // them is logged as needing a restart and otherwise ignored (the new limits
 // must then be valid with the running region). A limit split between
 // regions keeps its held share across a reload that leaves its split alone
-// (policy.Policy.AdoptRegional). key_store also changes only at restart;
-// the stored keys themselves change live (README, "Managing keys").
+// (policy.Policy.AdoptRegional). Every attempt is counted
+// (llmguard_config_reloads_total) and the last one's outcome is shown on
+// /readyz. key_store changes only at restart too; the stored keys
+// themselves change live (README, "Managing keys").
 func (a *App) Reload(path string) error {
+	err := a.reload(path)
+	a.reloads.record(a.now(), err)
+	return err
+}
+
+func (a *App) reload(path string) error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	cfg, err := config.Load(path)
@@ -55,6 +65,7 @@ func (a *App) Reload(path string) error {
 	}{
 		{"listen", old.Listen, cfg.Listen}, {"admin_listen", old.AdminListen, cfg.AdminListen},
 		{"upstreams", old.Upstreams, cfg.Upstreams}, {"store", old.Store, cfg.Store}, {"key_store", old.KeyStore, cfg.KeyStore},
+		{"tls", old.TLS, cfg.TLS}, {"admin_tls", old.AdminTLS, cfg.AdminTLS},
 	} {
 		if !reflect.DeepEqual(f.old, f.new) {
 			a.log.Warn("config reload: this section changes only at restart; keeping the running one", "field", f.name)
@@ -193,4 +204,82 @@ func warnRedefined(log *slog.Logger, old, next *policy.Policy) {
 				"limit", r.Name, "old_shards", o.Shards, "new_shards", r.Shards)
 		}
 	}
+}
+
+// reloadStatus counts config reloads and remembers the last failure, for
+// /readyz ("config") and the metrics llmguard_config_reloads_total{result}
+// and llmguard_config_last_reload_successful (1 or 0, as Prometheus's own
+// prometheus_config_last_reload_successful).
+type reloadStatus struct {
+	mu       sync.Mutex
+	ok, fail int64
+	lastAt   time.Time // the last reload attempted; zero before any
+	lastErr  string    // its error, "" when it succeeded
+
+	total   *prometheus.CounterVec
+	success prometheus.Gauge
+}
+
+func (r *reloadStatus) init(reg prometheus.Registerer) {
+	r.total = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llmguard_config_reloads_total",
+		Help: "Config reloads (file change or SIGHUP) by result: ok, or failed (the running config stayed in force).",
+	}, []string{"result"})
+	r.success = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "llmguard_config_last_reload_successful",
+		Help: "1 when the last config reload succeeded (or none was tried), 0 when it was refused and the running config is older than the file.",
+	})
+	r.success.Set(1)
+	r.total.WithLabelValues("ok")
+	r.total.WithLabelValues("failed")
+	reg.MustRegister(r.total, r.success)
+}
+
+func (r *reloadStatus) record(at time.Time, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastAt = at
+	if err != nil {
+		r.fail++
+		r.lastErr = reloadErrorText(err)
+		r.total.WithLabelValues("failed").Inc()
+		r.success.Set(0)
+		return
+	}
+	r.ok++
+	r.lastErr = ""
+	r.total.WithLabelValues("ok").Inc()
+	r.success.Set(1)
+}
+
+// maxReloadErrorBytes bounds the error /readyz repeats: a config with
+// thousands of bad fields must not make every probe answer megabytes.
+const maxReloadErrorBytes = 4 << 10
+
+func reloadErrorText(err error) string {
+	msg := err.Error()
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		msg = strings.Join(ce.Problems, "; ")
+	}
+	if len(msg) > maxReloadErrorBytes {
+		msg = msg[:maxReloadErrorBytes] + "…"
+	}
+	return msg
+}
+
+// snapshot is /readyz's "config" object: reloads that took and were
+// refused, and the last one's time and error. A refused reload leaves the
+// node ready: it serves on the config it had.
+func (r *reloadStatus) snapshot() map[string]any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := map[string]any{"reloads": r.ok, "reload_failures": r.fail, "last_reload_successful": r.lastErr == ""}
+	if !r.lastAt.IsZero() {
+		m["last_reload_at"] = r.lastAt.UTC().Format(time.RFC3339)
+	}
+	if r.lastErr != "" {
+		m["last_reload_error"] = r.lastErr
+	}
+	return m
 }

@@ -34,7 +34,7 @@ type stores struct {
 // readiness is the /readyz body: the proxy serves whatever the store's
 // state, so it is always ready; degraded says fail-open or fail-closed
 // decisions are being made.
-func (s *stores) readiness(backend string) any {
+func (s *stores) readiness(backend string) map[string]any {
 	r := map[string]any{"status": "ready", "store": backend, "degraded": false}
 	if s.guard != nil {
 		state := s.guard.State()

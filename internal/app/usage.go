@@ -1,11 +1,13 @@
 package app
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
@@ -44,9 +46,13 @@ type UsageReport struct {
 
 // ReportPeriod is the calendar period a report covers, [Start, End).
 type ReportPeriod struct {
-	Name  string    `json:"name"` // day, week or month
+	Name string `json:"name"` // day, week or month
+	// Start and End are midnights in TimeZone (RFC 3339 with its offset in
+	// JSON).
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
+	// TimeZone is the IANA zone of Start and End (UsageQuery.TimeZone).
+	TimeZone string `json:"timezone"`
 }
 
 // Spend is an amount of money, exact in micro-USD.
@@ -102,17 +108,47 @@ type QuotaState struct {
 	DaysLeft float64 `json:"days_left"`
 }
 
+// UsageQuery selects a usage report: whose, over which period, in which
+// time zone. Its zero value is every tenant's current month in the
+// budgets' zone.
+type UsageQuery struct {
+	Tenant string // "" = every tenant
+	Period string // "day", "week" or "month"; "" = month
+	// TimeZone is the IANA zone whose midnights bound the period. "" = the
+	// zone of the quota limits that apply (to Tenant's principals, or to
+	// every principal): theirs when they all share one, else UTC.
+	TimeZone string
+}
+
+// maxZoneName bounds a time zone name from a caller, in bytes.
+const maxZoneName = 64
+
 // Usage builds the report for tenant ("" = all) over the calendar period
-// ("day", "week" or "month"; "" = month) containing now, in UTC. Errors:
-// an unknown period, or a ledger that cannot be read.
+// ("day", "week" or "month"; "" = month) containing now, in the budgets'
+// time zone (see UsageQuery). Errors: as UsageIn.
 func (a *App) Usage(ctx context.Context, tenant, period string) (*UsageReport, error) {
-	p := map[string]policy.Period{"": policy.PeriodMonth, "day": policy.PeriodDay, "week": policy.PeriodWeek, "month": policy.PeriodMonth}[period]
+	return a.UsageIn(ctx, UsageQuery{Tenant: tenant, Period: period})
+}
+
+// UsageIn builds the report q selects over the calendar period containing
+// now. Errors: an unknown period or time zone, or a ledger that cannot be
+// read.
+func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
+	tenant := q.Tenant
+	p := map[string]policy.Period{"": policy.PeriodMonth, "day": policy.PeriodDay, "week": policy.PeriodWeek, "month": policy.PeriodMonth}[q.Period]
 	if p == 0 {
 		return nil, errors.New("period must be day, week or month")
 	}
+	loc := a.budgetZone(tenant)
+	if q.TimeZone != "" {
+		var err error
+		if loc, err = loadZone(q.TimeZone); err != nil {
+			return nil, err
+		}
+	}
 	now := a.now()
-	start, end := p.Window(now, time.UTC)
-	rep := &UsageReport{Tenant: tenant, Period: ReportPeriod{Name: p.String(), Start: start, End: end}}
+	start, end := p.Window(now, loc)
+	rep := &UsageReport{Tenant: tenant, Period: ReportPeriod{Name: p.String(), Start: start, End: end, TimeZone: loc.String()}}
 	recs, source, err := a.readLedger(ctx, start, end)
 	if err != nil {
 		return nil, err
@@ -139,6 +175,46 @@ func (a *App) Usage(ctx context.Context, tenant, period string) (*UsageReport, e
 	}
 	rep.Quotas, err = a.quotas(ctx, tenant, now)
 	return rep, err
+}
+
+// loadZone loads an IANA zone named by a caller. Errors: too long, or
+// unknown.
+func loadZone(name string) (*time.Location, error) {
+	if len(name) > maxZoneName {
+		return nil, fmt.Errorf("timezone: at most %d bytes", maxZoneName)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("timezone: unknown time zone %q (want an IANA name such as UTC or Europe/Paris)", name)
+	}
+	return loc, nil
+}
+
+// budgetZone is the zone of the quota limits that apply to tenant's
+// principals (every principal's when tenant is ""): theirs when they all
+// share one, else UTC.
+func (a *App) budgetZone(tenant string) *time.Location {
+	pol := a.policy()
+	var zone *time.Location
+	for _, pr := range pol.Principals() {
+		if tenant != "" && pr.Tenant != tenant {
+			continue
+		}
+		for i := range pol.Rules() {
+			r := &pol.Rules()[i]
+			if !r.IsQuota() || r.Location == nil || !r.MatchesPrincipal(pr) {
+				continue
+			}
+			if zone != nil && zone.String() != r.Location.String() {
+				return time.UTC
+			}
+			zone = r.Location
+		}
+	}
+	if zone == nil {
+		return time.UTC
+	}
+	return zone
 }
 
 func row(t ledger.Totals, r UsageRow) UsageRow {
@@ -278,7 +354,9 @@ func subjectOf(r *policy.Rule, pr policy.Principal) string {
 	return ""
 }
 
-// usageHandler serves GET /admin/usage?tenant=…&period=day|week|month. With
+// usageHandler serves GET
+// /admin/usage?tenant=…&period=day|week|month&timezone=…&format=json|csv
+// (UsageQuery; CSV: WriteUsageCSV). With
 // admin_token_env set it requires `Authorization: Bearer <token>`;
 // without, it answers loopback clients only.
 func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
@@ -292,8 +370,24 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString(`{"error":"unauthorized"}`)
 		return
 	}
-	rep, err := a.Usage(context.Background(), string(ctx.QueryArgs().Peek("tenant")), string(ctx.QueryArgs().Peek("period")))
+	args := ctx.QueryArgs()
+	format := string(args.Peek("format"))
+	var rep *UsageReport
+	err := fmt.Errorf("format must be json or csv (got %.32q)", format)
+	if format == "" || format == "json" || format == "csv" {
+		rep, err = a.UsageIn(context.Background(), UsageQuery{Tenant: string(args.Peek("tenant")), Period: string(args.Peek("period")),
+			TimeZone: string(args.Peek("timezone"))})
+	}
 	ctx.SetContentType("application/json")
+	if err == nil && format == "csv" {
+		var buf bytes.Buffer
+		if err = WriteUsageCSV(&buf, rep); err == nil {
+			ctx.SetContentType("text/csv; charset=utf-8")
+			ctx.Response.Header.Set("Content-Disposition", `attachment; filename="llmguard-usage-`+rep.Period.Name+`.csv"`)
+			ctx.SetBody(buf.Bytes())
+			return
+		}
+	}
 	if err != nil {
 		ctx.SetStatusCode(fasthttp.StatusBadRequest)
 		b, _ := json.Marshal(map[string]string{"error": err.Error()})

@@ -1,12 +1,18 @@
 package app
 
 import (
+	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // GET /admin/usage: bearer-protected; spend from the ledger to the
@@ -74,5 +80,106 @@ admin_token_env: LLMGUARD_TEST_ADMIN_TOKEN
 	}
 	if !q.PeriodEnd.After(q.PeriodStart) || q.DaysLeft <= 0 {
 		t.Errorf("quota period/days left: %+v", q)
+	}
+}
+
+// /admin/usage reports its period in the budget's own zone (RFC 3339 with
+// the offset), a timezone= override, and the same report as CSV: a header
+// row, one row per tenant, user, model and quota, spend exact in
+// micro-USD; bad formats and zones are refused with 400.
+func TestAdminUsageZoneAndCSV(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ledger.jsonl")
+	h := start(t, fmt.Sprintf(`limits:
+  - {name: acme-month, scope: tenant, unit: usd, quota: 5, period: month, timezone: Asia/Tokyo}
+ledger: {file: %q}
+`, file))
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":50}`
+	h.post(testKey, body)
+	h.post("sk-test-bob", body)
+	get := func(q string) (int, http.Header, []byte) {
+		resp, err := http.Get(h.admin + "/admin/usage?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, b
+	}
+	code, _, b := get("tenant=acme")
+	var rep UsageReport
+	if err := json.Unmarshal(b, &rep); code != 200 || err != nil {
+		t.Fatalf("%d %s %v", code, b, err)
+	}
+	if _, off := rep.Period.Start.Zone(); off != 9*3600 || rep.Period.TimeZone != "Asia/Tokyo" || rep.Period.Start.Day() != 1 ||
+		!strings.Contains(string(b), `"start": "`+rep.Period.Start.Format("2006-01-02")+`T00:00:00+09:00"`) {
+		t.Errorf("period %+v: want the month from the 1st, 00:00 +09:00 (Asia/Tokyo)\n%s", rep.Period, b)
+	}
+	code, _, b = get("tenant=acme&timezone=America/New_York")
+	if err := json.Unmarshal(b, &rep); code != 200 || err != nil || rep.Period.TimeZone != "America/New_York" {
+		t.Errorf("timezone override: %d %+v", code, rep.Period)
+	}
+	code, hdr, b := get("tenant=acme&format=csv")
+	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/csv") {
+		t.Fatalf("csv: %d %s %s", code, hdr.Get("Content-Type"), b)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if err != nil {
+		t.Fatalf("csv does not parse: %v\n%s", err, b)
+	}
+	if !slices.Equal(rows[0], UsageCSVHeader) {
+		t.Fatalf("header %v", rows[0])
+	}
+	col := func(r []string, name string) string { return r[slices.Index(UsageCSVHeader, name)] }
+	kinds := map[string]int{}
+	var models int64
+	for _, r := range rows[1:] {
+		if len(r) != len(UsageCSVHeader) {
+			t.Fatalf("row %v: %d cells", r, len(r))
+		}
+		kinds[r[0]]++
+		if r[0] == "model" {
+			n, _ := strconv.ParseInt(col(r, "spend_micro_usd"), 10, 64)
+			models += n
+		}
+		if !strings.HasSuffix(col(r, "period_start"), "T00:00:00+09:00") || col(r, "timezone") != "Asia/Tokyo" {
+			t.Errorf("row %v: period not in Tokyo time", r)
+		}
+	}
+	if kinds["total"] != 1 || kinds["tenant"] != 1 || kinds["user"] != 2 || kinds["model"] != 1 || kinds["quota"] != 1 {
+		t.Errorf("rows by kind %v, want 1 total, 1 tenant, 2 users, 1 model, 1 quota\n%s", kinds, b)
+	}
+	total := rows[1]
+	if col(total, "row") != "total" || col(total, "spend_micro_usd") != strconv.FormatInt(models, 10) || models <= 0 ||
+		col(total, "requests") != "2" || col(total, "spend_usd") != usd(models) {
+		t.Errorf("total row %v: want the models' spend %d µUSD over 2 requests", total, models)
+	}
+	for _, q := range []string{"format=xml", "timezone=Mars/Olympus", "timezone=../../etc/passwd", "timezone=" + strings.Repeat("A", 100)} {
+		if code, _, b := get(q); code != 400 {
+			t.Errorf("%s: %d %s, want 400", q, code, b)
+		}
+	}
+}
+
+// CSV cells a spreadsheet would run as a formula are neutralised, and
+// dollars are exact.
+func TestUsageCSVCells(t *testing.T) {
+	var buf bytes.Buffer
+	rep := &UsageReport{Period: ReportPeriod{Name: "month", Start: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), TimeZone: "UTC"},
+		ByUser: []UsageRow{{Tenant: "acme", User: "=HYPERLINK(\"http://x\")", Spend: spendOf(1_234_567)}}}
+	if err := WriteUsageCSV(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&buf).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := rows[2][2]; u != "'=HYPERLINK(\"http://x\")" {
+		t.Errorf("user cell %q: formula not neutralised", u)
+	}
+	if d := rows[2][12]; d != "1.234567" {
+		t.Errorf("spend_usd %q, want 1.234567", d)
+	}
+	if usd(-5) != "-0.000005" {
+		t.Errorf("usd(-5) = %s", usd(-5))
 	}
 }

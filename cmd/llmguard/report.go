@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/report"
+	"github.com/llmguard/llmguard/ledger"
+)
+
+// reportCmd is `llmguard report`: one tenant's month as a self-contained
+// HTML page on stdout, read straight from the ledger (no running node is
+// needed): the file of --ledger, or the ledger the --config file names
+// (its file and rotated backups, else its Redis stream). README, "Reports
+// for finance".
+type reportCmd struct {
+	Tenant   string  `help:"Tenant to report on." required:""`
+	Month    string  `help:"Calendar month, YYYY-MM (e.g. 2026-11)." required:""`
+	Ledger   string  `help:"Ledger file to read (JSON lines; its rotated backups beside it are read too)." type:"path" xor:"source"`
+	Config   string  `help:"llmguard config whose ledger (ledger.file, else ledger.redis_stream) is read, and whose monthly USD quota of the tenant is the budget." type:"path" xor:"source"`
+	TimeZone string  `name:"timezone" help:"IANA time zone of the month and its days (default: the budget's timezone, else UTC)."`
+	Budget   float64 `name:"budget-usd" help:"The month's budget in US dollars for the burn-down (default: the tenant's monthly usd quota in --config; none without)."`
+}
+
+// Run writes the report to stdout. Errors: no source, a bad month or zone,
+// an unreadable ledger.
+func (r *reportCmd) Run() error {
+	year, month, err := report.ParseMonth(r.Month)
+	if err != nil {
+		return err
+	}
+	opt := report.Options{Tenant: r.Tenant, Year: year, Month: month, Now: time.Now()}
+	var cfg *config.Config
+	if r.Config != "" {
+		if cfg, err = config.Load(r.Config); err != nil {
+			printConfigError(os.Stderr, r.Config, err)
+			os.Exit(1)
+		}
+		if l := monthlyBudget(cfg, r.Tenant); l != nil {
+			opt.BudgetMicroUSD, opt.BudgetName = int64(math.Floor(l.Quota*1e6)), l.Name
+			opt.Location, _ = time.LoadLocation(l.Timezone)
+		}
+	}
+	if r.Budget < 0 || r.Budget > 1e12 {
+		return fmt.Errorf("report: --budget-usd must be between 0 and 1e12 (got %v)", r.Budget)
+	}
+	if r.Budget > 0 {
+		opt.BudgetMicroUSD, opt.BudgetName = int64(math.Floor(r.Budget*1e6)), ""
+	}
+	if r.TimeZone != "" {
+		if opt.Location, err = time.LoadLocation(r.TimeZone); err != nil {
+			return fmt.Errorf("report: unknown --timezone %q (want an IANA name such as Europe/Paris)", r.TimeZone)
+		}
+	}
+	b, err := report.NewBuilder(opt)
+	if err != nil {
+		return err
+	}
+	if err := r.read(cfg, opt, b.Add); err != nil {
+		return err
+	}
+	w := bufio.NewWriter(os.Stdout)
+	if err := report.Render(w, b.Report()); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// read passes fn the ledger's records: of --ledger, or of the config's
+// ledger file (each file streamed, never held whole), else of its stream
+// (the month's entries, XRANGE; the stream is bounded by its maxlen).
+func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.Record)) error {
+	file := r.Ledger
+	if file == "" && cfg != nil {
+		file = cfg.Ledger.File
+	}
+	switch {
+	case file != "":
+		files, err := ledger.Files(file)
+		if err != nil {
+			return err
+		}
+		bad := 0
+		for _, name := range files {
+			n, err := ledger.ReadFile(name, fn)
+			if err != nil {
+				return err
+			}
+			bad += n
+		}
+		if bad > 0 {
+			fmt.Fprintf(os.Stderr, "llmguard report: skipped %d unreadable ledger lines\n", bad)
+		}
+		return nil
+	case cfg != nil && cfg.Ledger.RedisStream != "":
+		o, err := redis.ParseURL(cfg.Ledger.RedisURL)
+		if err != nil {
+			return fmt.Errorf("report: ledger.redis_url: %w", err)
+		}
+		rc := redis.NewClient(o)
+		defer rc.Close()
+		loc := opt.Location
+		if loc == nil {
+			loc = time.UTC
+		}
+		from := time.Date(opt.Year, opt.Month, 1, 0, 0, 0, 0, loc)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		recs, err := ledger.ReadStream(ctx, rc, cfg.Ledger.RedisStream, from, from.AddDate(0, 1, 0))
+		for _, rec := range recs {
+			fn(rec)
+		}
+		return err
+	case cfg != nil:
+		return errors.New("report: the config names no ledger (ledger.file or ledger.redis_stream)")
+	}
+	return errors.New("report: give --ledger FILE or --config FILE")
+}
+
+// monthlyBudget is the first limit of cfg that is a monthly USD quota of
+// scope tenant applying to tenant (its tenants: list names it, or it has
+// none); nil when there is none.
+func monthlyBudget(cfg *config.Config, tenant string) *config.Limit {
+	for i := range cfg.Limits {
+		l := &cfg.Limits[i]
+		if l.Scope == "tenant" && l.Unit == "usd" && l.Quota > 0 && l.Period == "month" && !l.Shadow &&
+			(len(l.Tenants) == 0 || slices.Contains(l.Tenants, tenant)) {
+			return l
+		}
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/ledger"
+)
+
+// `llmguard report` writes the tenant's month as HTML from the ledger the
+// config names, with the config's monthly USD quota as the budget in its
+// zone; --ledger reads a file directly; a bad month is refused.
+func TestReportCommand(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ledger.jsonl")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := json.NewEncoder(f)
+	for day := 1; day <= 10; day++ {
+		enc.Encode(ledger.Record{TS: time.Date(2026, 11, day, 12, 0, 0, 0, time.UTC), Tenant: "acme", User: "alice",
+			Model: "gpt-4o-mini", Status: 200, CostMicroUSD: 1_000_000})
+	}
+	enc.Encode(ledger.Record{TS: time.Date(2026, 11, 3, 12, 0, 0, 0, time.UTC), Tenant: "globex", User: "hank", Model: "o3", Status: 200, CostMicroUSD: 5})
+	f.Close()
+	cfg := filepath.Join(dir, "llmguard.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`
+upstreams: [{name: mock, flavor: openai, base_url: "http://127.0.0.1:1", no_key: true}]
+limits: [{name: acme-monthly, scope: tenant, unit: usd, quota: 25, period: month, timezone: Europe/Paris}]
+ledger: {file: %q}
+`, file)), 0o644)
+	bin := binary(t)
+	out, err := exec.Command(bin, "report", "--config", cfg, "--tenant", "acme", "--month", "2026-11").Output()
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	page := string(out)
+	for _, want := range []string{"<!DOCTYPE html>", "acme — November 2026", "Europe/Paris", "$10.00", "$25.00", "acme-monthly",
+		"gpt-4o-mini", "alice", `<svg id="burn"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "globex") || strings.Contains(page, "hank") {
+		t.Error("report shows another tenant's records")
+	}
+	out, err = exec.Command(bin, "report", "--ledger", file, "--tenant", "acme", "--month", "2026-11", "--budget-usd", "12").Output()
+	if err != nil || !strings.Contains(string(out), "$12.00") || !strings.Contains(string(out), "(UTC)") {
+		t.Errorf("report --ledger: %v", err)
+	}
+	if err := exec.Command(bin, "report", "--ledger", file, "--tenant", "acme", "--month", "2026-13").Run(); err == nil {
+		t.Error("--month 2026-13 accepted")
+	}
+}

@@ -1,0 +1,193 @@
+package report
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"strconv"
+)
+
+// Chart geometry, in SVG user units (CSS pixels at 100 %).
+const (
+	chartW   = 760.0
+	chartH   = 240.0
+	padLeft  = 70.0
+	padRight = 20.0
+	padTop   = 16.0
+	padBot   = 30.0
+	hbarH    = 22.0 // one horizontal bar's row
+	hbarGap  = 6.0
+	hbarName = 180.0 // the label column of horizontal bars
+)
+
+// view is what the template draws: the report plus every coordinate,
+// computed here so that the template only prints numbers and escaped text.
+type view struct {
+	*Report
+	DayBars   []bar
+	DayTicks  []tick
+	YTicks    []tick
+	Burn      burn
+	ModelBars []bar
+	UserBars  []bar
+	ModelsH   float64
+	UsersH    float64
+	W, H      float64
+	PlotLeft  float64
+	PlotRight float64
+	PlotTop   float64
+	PlotBot   float64
+}
+
+type bar struct {
+	X, Y, W, H float64
+	Label      string // the tooltip / row label
+	Value      string
+	TextY      float64
+}
+
+type tick struct {
+	Pos   float64
+	Label string
+}
+
+// burn is the burn-down chart: remaining budget (or cumulative spend
+// without a budget) at each day's end, and the ideal line.
+type burn struct {
+	HasBudget                  bool
+	Points                     []point
+	Line                       string // the polyline's points attribute
+	IdealX1, IdealY1           float64
+	IdealX2, IdealY2           float64
+	YTicks                     []tick
+	ZeroY                      float64
+	OverBudget                 bool
+	RemainingLabel, BudgetText string
+}
+
+type point struct {
+	X, Y  float64
+	Label string
+}
+
+// Render writes r as one self-contained HTML page. Errors: w's.
+func Render(w io.Writer, r *Report) error {
+	v := &view{Report: r, W: chartW, H: chartH, PlotLeft: padLeft, PlotRight: chartW - padRight, PlotTop: padTop, PlotBot: chartH - padBot}
+	plotW, plotH := chartW-padLeft-padRight, chartH-padTop-padBot
+	n := float64(len(r.Days))
+
+	// Spend per day.
+	var maxDay int64 = 1
+	for _, d := range r.Days {
+		maxDay = max(maxDay, d.CostMicroUSD)
+	}
+	slot := plotW / n
+	for i, d := range r.Days {
+		h := plotH * float64(d.CostMicroUSD) / float64(maxDay)
+		v.DayBars = append(v.DayBars, bar{X: padLeft + float64(i)*slot + slot*0.15, Y: padTop + plotH - h, W: slot * 0.7, H: h,
+			Label: d.Date.Format("Mon 2 Jan 2006"), Value: USD(d.CostMicroUSD)})
+		if i == 0 || (i+1)%5 == 0 {
+			v.DayTicks = append(v.DayTicks, tick{Pos: padLeft + (float64(i)+0.5)*slot, Label: strconv.Itoa(i + 1)})
+		}
+	}
+	v.YTicks = yTicks(0, maxDay, padTop, plotH)
+
+	// Burn-down: remaining budget at each day's end against the straight
+	// line from the whole budget on the 1st to nothing at the month's end.
+	b := &v.Burn
+	b.HasBudget = r.Budget > 0
+	lo, hi := int64(0), max(r.Budget, r.Total.CostMicroUSD, 1)
+	if b.HasBudget {
+		lo, hi = min(0, r.Budget-r.Total.CostMicroUSD), r.Budget
+	}
+	y := func(v int64) float64 { return padTop + plotH*float64(hi-v)/float64(max(hi-lo, 1)) }
+	b.ZeroY = y(0)
+	b.YTicks = yTicks(lo, hi, padTop, plotH)
+	b.IdealX1, b.IdealY1, b.IdealX2, b.IdealY2 = padLeft, y(hi), padLeft+plotW, y(0)
+	if !b.HasBudget {
+		b.IdealY1 = y(0)
+		b.IdealY2 = y(r.Total.CostMicroUSD)
+	}
+	line := fmt.Sprintf("%.1f,%.1f", padLeft, y(map[bool]int64{true: r.Budget, false: 0}[b.HasBudget]))
+	for i, d := range r.Days {
+		if d.Future {
+			break
+		}
+		val := d.Cumulative
+		if b.HasBudget {
+			val = r.Budget - d.Cumulative
+		}
+		p := point{X: padLeft + float64(i+1)*slot, Y: y(val), Label: d.Date.Format("2 Jan") + ": " + USD(val)}
+		b.Points = append(b.Points, p)
+		line += fmt.Sprintf(" %.1f,%.1f", p.X, p.Y)
+	}
+	b.Line = line
+	if b.HasBudget {
+		b.BudgetText = USD(r.Budget)
+		b.RemainingLabel = USD(r.Budget - r.Total.CostMicroUSD)
+		b.OverBudget = r.Total.CostMicroUSD > r.Budget
+	}
+
+	v.ModelBars, v.ModelsH = hbars(r.Models)
+	v.UserBars, v.UsersH = hbars(r.Users)
+	return page.Execute(w, v)
+}
+
+// hbars lays out one horizontal bar per row, scaled to the largest spend.
+func hbars(rows []Row) ([]bar, float64) {
+	var most int64 = 1
+	for _, r := range rows {
+		most = max(most, r.CostMicroUSD)
+	}
+	width := chartW - hbarName - 110
+	var out []bar
+	for i, r := range rows {
+		y := padTop + float64(i)*(hbarH+hbarGap)
+		out = append(out, bar{X: hbarName, Y: y, W: math.Max(1, width*float64(r.CostMicroUSD)/float64(most)), H: hbarH,
+			Label: short(r.Name), Value: USD(r.CostMicroUSD), TextY: y + hbarH*0.7})
+	}
+	return out, padTop*2 + float64(len(rows))*(hbarH+hbarGap)
+}
+
+// yTicks are five labelled levels from lo to hi (micro-USD).
+func yTicks(lo, hi int64, top, plotH float64) []tick {
+	var out []tick
+	for i := 0; i <= 4; i++ {
+		v := lo + (hi-lo)*int64(i)/4
+		out = append(out, tick{Pos: top + plotH*float64(hi-v)/float64(max(hi-lo, 1)), Label: USD(v)})
+	}
+	return out
+}
+
+// USD formats micro-USD as dollars rounded to the cent, e.g. "$1,234.57"
+// or "-$0.50".
+func USD(micro int64) string {
+	sign := ""
+	if micro < 0 {
+		sign = "-"
+		micro = -max(micro, -math.MaxInt64)
+	}
+	cents := (micro + 5000) / 10000
+	whole := strconv.FormatInt(cents/100, 10)
+	for i := len(whole) - 3; i > 0; i -= 3 {
+		whole = whole[:i] + "," + whole[i:]
+	}
+	return fmt.Sprintf("%s$%s.%02d", sign, whole, cents%100)
+}
+
+var page = template.Must(template.New("report").Funcs(template.FuncMap{
+	"usd": USD,
+	"f":   func(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) },
+	"add": func(a, b float64) float64 { return a + b },
+	"rfc": func(t interface{ Format(string) string }) string { return t.Format("2006-01-02T15:04:05Z07:00") },
+}).Parse(pageHTML))
+
+// short cuts a chart label to 28 characters (the tables keep the whole
+// name).
+func short(s string) string {
+	if r := []rune(s); len(r) > 28 {
+		return string(r[:27]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,209 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/ledger"
+)
+
+var newYork = mustZone("America/New_York")
+
+func mustZone(name string) *time.Location {
+	l, err := time.LoadLocation(name)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
+// hostileUser is a user name that would be markup if not escaped.
+const hostileUser = `<script>alert("x")</script>&mallory`
+
+// writeLedger writes a generated ledger file for November 2026 (New York
+// time) and returns its path: acme's requests on days 1 to 20 by three
+// users on two models, plus records that must not count (another tenant,
+// October, December in New York time).
+func writeLedger(t *testing.T) string {
+	t.Helper()
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	add := func(r ledger.Record) {
+		if err := enc.Encode(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	users := []string{"alice", "bob", hostileUser}
+	models := []string{"gpt-4o-mini", "claude-sonnet-4-5"}
+	for day := 1; day <= 20; day++ {
+		for i := range day % 4 {
+			add(ledger.Record{TS: time.Date(2026, 11, day, 9+i, 30, 0, 0, newYork).UTC(), RequestID: "r", Tenant: "acme",
+				User: users[(day+i)%3], Model: models[(day*i)%2], Status: 200, InputTokens: 1000, OutputTokens: 200,
+				CostMicroUSD: int64(250_000 * (1 + (day+i)%3))})
+		}
+	}
+	add(ledger.Record{TS: time.Date(2026, 11, 5, 12, 0, 0, 0, newYork), Tenant: "other", User: "zed", Model: "gpt-4o", Status: 200, CostMicroUSD: 9_000_000})
+	add(ledger.Record{TS: time.Date(2026, 10, 31, 23, 0, 0, 0, newYork), Tenant: "acme", User: "alice", Model: "gpt-4o-mini", Status: 200, CostMicroUSD: 7_000_000})
+	add(ledger.Record{TS: time.Date(2026, 12, 1, 0, 0, 0, 0, newYork), Tenant: "acme", User: "alice", Model: "gpt-4o-mini", Status: 200, CostMicroUSD: 7_000_000})
+	b.WriteString("torn line {\n")
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// wantTotal is writeLedger's acme spend in November, in micro-USD, and its
+// request count.
+func wantTotal() (int64, int64) {
+	var c, n int64
+	for day := 1; day <= 20; day++ {
+		for i := range day % 4 {
+			c += int64(250_000 * (1 + (day+i)%3))
+			n++
+		}
+	}
+	return c, n
+}
+
+func build(t *testing.T, budget int64) *Report {
+	t.Helper()
+	recs, err := ledger.ReadFiles(writeLedger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Build(recs, Options{Tenant: "acme", Year: 2026, Month: time.November, Location: newYork, BudgetMicroUSD: budget,
+		BudgetName: "acme-monthly", Now: time.Date(2026, 11, 21, 0, 0, 0, 0, newYork)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// Build keeps the tenant's records of the month in its zone and adds them
+// up per day, model and user; the breakdowns add up to the total.
+func TestBuild(t *testing.T) {
+	rep := build(t, 50_000_000)
+	cost, n := wantTotal()
+	if rep.Total.CostMicroUSD != cost || rep.Total.Requests != n {
+		t.Fatalf("total %d µUSD over %d, want %d over %d", rep.Total.CostMicroUSD, rep.Total.Requests, cost, n)
+	}
+	if len(rep.Days) != 30 || rep.Days[29].Cumulative != cost || !rep.Days[20].Future || rep.Days[19].Future {
+		t.Errorf("days: %d, last cumulative %d, future from day 21", len(rep.Days), rep.Days[29].Cumulative)
+	}
+	if rep.Start.Format(time.RFC3339) != "2026-11-01T00:00:00-04:00" || rep.End.Format(time.RFC3339) != "2026-12-01T00:00:00-05:00" {
+		t.Errorf("period %v – %v", rep.Start, rep.End) // EDT to EST: 1 Nov 2026 is the change
+	}
+	for _, rows := range [][]Row{rep.Models, rep.Users} {
+		var sum int64
+		for _, r := range rows {
+			sum += r.CostMicroUSD
+		}
+		if sum != cost {
+			t.Errorf("rows %v add up to %d, want %d", rows, sum, cost)
+		}
+	}
+	if len(rep.Models) != 2 || len(rep.Users) != 3 {
+		t.Errorf("models %v users %v", rep.Models, rep.Users)
+	}
+}
+
+// More than MaxRows users fold into one "(N others)" row, keeping the sum.
+func TestBuildFoldsRows(t *testing.T) {
+	var recs []ledger.Record
+	for i := range 100 {
+		recs = append(recs, ledger.Record{TS: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), Tenant: "a", User: "u" + string(rune('A'+i%26)) + string(rune('a'+i/26)), CostMicroUSD: int64(i + 1)})
+	}
+	rep, err := Build(recs, Options{Tenant: "a", Year: 2026, Month: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, u := range rep.Users {
+		sum += u.CostMicroUSD
+	}
+	if len(rep.Users) != MaxRows || sum != 5050 || rep.Users[MaxRows-1].Name != "(76 others)" {
+		t.Errorf("%d rows, sum %d, last %q", len(rep.Users), sum, rep.Users[len(rep.Users)-1].Name)
+	}
+}
+
+// The page is self-contained (no URL to fetch, no script) and escapes
+// every text.
+func TestRenderSelfContained(t *testing.T) {
+	var b bytes.Buffer
+	if err := Render(&b, build(t, 50_000_000)); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, bad := range []string{"http://", "https://", "<script", "@import", "url(", "src="} {
+		if strings.Contains(page, bad) {
+			t.Errorf("page contains %q", bad)
+		}
+	}
+	if !strings.Contains(page, "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;mallory") {
+		t.Errorf("hostile user name not escaped")
+	}
+	if n := strings.Count(page, `<rect class="bar day"`); n != 30 {
+		t.Errorf("%d day bars, want 30", n)
+	}
+}
+
+func TestUSD(t *testing.T) {
+	for micro, want := range map[int64]string{0: "$0.00", 4_999: "$0.00", 5_000: "$0.01", 1_234_567_890: "$1,234.57", -500_000: "-$0.50", 100_000_000_000: "$100,000.00"} {
+		if got := USD(micro); got != want {
+			t.Errorf("USD(%d) = %s, want %s", micro, got, want)
+		}
+	}
+}
+
+func TestParseMonth(t *testing.T) {
+	if y, m, err := ParseMonth("2026-11"); err != nil || y != 2026 || m != time.November {
+		t.Errorf("2026-11: %d %v %v", y, m, err)
+	}
+	for _, bad := range []string{"", "2026-13", "2026-00", "2026-1", "26-11", "2026/11", "1969-12", "２０２６-11", "2026-1a", "+026-11"} {
+		if _, _, err := ParseMonth(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// FuzzParseMonth: a month parsed is one that Format gives back the same.
+func FuzzParseMonth(f *testing.F) {
+	for _, s := range []string{"2026-11", "9999-12", "1970-01", "2026-13", "-2026-1", "2026-1\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		y, m, err := ParseMonth(s)
+		if err != nil {
+			return
+		}
+		if got := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC).Format("2006-01"); got != s {
+			t.Fatalf("ParseMonth(%q) = %d-%d, formats as %q", s, y, m, got)
+		}
+	})
+}
+
+// A ledger with more than MaxNames users keeps MaxNames apart and adds the
+// rest up under "(other)": memory stays bounded, the total exact.
+func TestBuilderBoundsNames(t *testing.T) {
+	b, err := NewBuilder(Options{Tenant: "a", Year: 2026, Month: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	for i := range MaxNames + 10 {
+		b.Add(ledger.Record{TS: ts, Tenant: "a", User: "u" + strconv.Itoa(i), Model: "m", CostMicroUSD: 1})
+	}
+	if len(b.users) != MaxNames+1 || b.users["(other)"] == nil || b.users["(other)"].Requests != 10 {
+		t.Errorf("%d users kept, (other) %+v", len(b.users), b.users["(other)"])
+	}
+	if rep := b.Report(); rep.Total.CostMicroUSD != MaxNames+10 {
+		t.Errorf("total %d", rep.Total.CostMicroUSD)
+	}
+}
