@@ -100,6 +100,9 @@ type Config struct {
 	Upstreams []Upstream `yaml:"upstreams"`
 	// Keys are the virtual keys callers present.
 	Keys []Key `yaml:"keys"`
+	// KeyStore keeps more virtual keys in the Redis store, managed live
+	// (README, "Managing keys"). Off by default.
+	KeyStore KeyStore `yaml:"key_store"`
 	// Models maps a model name to its encoding, prices and defaults. Its
 	// prices take precedence over PricesFile's, which take precedence over
 	// the embedded table (DefaultPricesJSON); a price left at zero is taken
@@ -816,6 +819,7 @@ func (c *Config) applyDefaults() {
 	}
 	c.applyRegionDefaults()
 	c.applyObserveDefaults()
+	c.applyKeyStoreDefaults()
 	if c.Store.ReplayQueue == 0 {
 		c.Store.ReplayQueue = 100000
 	}

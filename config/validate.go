@@ -326,6 +326,7 @@ func (c *Config) Validate() error {
 	c.validateRegions(&p)
 	c.validateObserve(&p)
 	c.validateAlerts(&p)
+	c.validateKeyStore(&p)
 	if len(p) > 0 {
 		return &Error{Problems: p}
 	}

@@ -115,21 +115,12 @@ func Compile(c *config.Config) (*Policy, error) {
 }
 
 // Identify finds the principal for a credential (the bearer token or
-// x-api-key value). ok is false when the credential is empty, or unknown
-// and pass-through identity is off.
+// x-api-key value) among the config file's keys, else as a pass-through
+// caller. ok is false when the credential is empty, or unknown and
+// pass-through identity is off. Authenticate also consults stored keys.
 func (p *Policy) Identify(credential string) (pr Principal, ok bool) {
-	if credential == "" {
-		return Principal{}, false
-	}
-	sum := sha256.Sum256([]byte(credential))
-	if pr, ok := p.keys[sum]; ok {
-		return pr, true
-	}
-	if !p.passThrough {
-		return Principal{}, false
-	}
-	id := hex.EncodeToString(sum[:8])
-	return Principal{KeyID: id, User: id, Tenant: p.ptTenant, Plan: p.ptPlan, PassThrough: true}, true
+	pr, st := p.Authenticate(credential, nil, time.Time{})
+	return pr, st == KeyAccepted
 }
 
 // Match appends to dst the rules that apply to a request from pr for model

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -17,7 +18,9 @@ import (
 //	GET /metrics  Prometheus exposition of g
 //
 // ready returns the /readyz body; it may be nil. extra maps more paths (such
-// as /admin/usage) to their handlers, which do their own authorization.
+// as /admin/usage) to their handlers, which do their own authorization; a
+// path ending in "/" (such as /admin/keys/) also serves every path under
+// it that has no entry of its own.
 func AdminHandler(g prometheus.Gatherer, ready func() any, extra map[string]fasthttp.RequestHandler) fasthttp.RequestHandler {
 	metrics := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	return func(ctx *fasthttp.RequestCtx) {
@@ -36,9 +39,16 @@ func AdminHandler(g prometheus.Gatherer, ready func() any, extra map[string]fast
 		case "/metrics":
 			metrics(ctx)
 		default:
-			if h, ok := extra[string(ctx.Path())]; ok {
+			p := string(ctx.Path())
+			if h, ok := extra[p]; ok {
 				h(ctx)
 				return
+			}
+			for i := strings.LastIndexByte(p, '/'); i > 0; i = strings.LastIndexByte(p[:i], '/') {
+				if h, ok := extra[p[:i+1]]; ok {
+					h(ctx)
+					return
+				}
 			}
 			ctx.SetStatusCode(fasthttp.StatusNotFound)
 		}

@@ -37,6 +37,14 @@ type apiError struct {
 var (
 	errUnauthorized = apiError{status: fasthttp.StatusUnauthorized, openAIType: "invalid_request_error", openAICode: "invalid_api_key",
 		anthropicType: "authentication_error", message: "Incorrect or missing API key for llmguard: present a virtual key where your API's SDK sends its key (`Authorization: Bearer <key>`, `x-api-key` or Azure's `api-key`)."}
+	// errKeyExpired and errKeyRevoked answer a stored virtual key (README,
+	// "Managing keys") past its expiry or revoked: 401 like an unknown
+	// key, which the SDKs raise as their authentication error, with a
+	// message and code that say which.
+	errKeyExpired = apiError{status: fasthttp.StatusUnauthorized, openAIType: "invalid_request_error", openAICode: "expired_api_key",
+		anthropicType: "authentication_error", message: "This llmguard virtual key has expired: ask its operator for a new one (`llmguard keys create` or `rotate`)."}
+	errKeyRevoked = apiError{status: fasthttp.StatusUnauthorized, openAIType: "invalid_request_error", openAICode: "revoked_api_key",
+		anthropicType: "authentication_error", message: "This llmguard virtual key has been revoked: ask its operator for a new one."}
 	errBodyTooLarge = apiError{status: fasthttp.StatusRequestEntityTooLarge, openAIType: "invalid_request_error", openAICode: "request_too_large",
 		anthropicType: "request_too_large", message: "Request body exceeds the size llmguard accepts (max_body_bytes)."}
 	errAmbiguousPath = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_path",

@@ -104,6 +104,10 @@ type Options struct {
 	// Alerts is told each quota's level as a request settles (budget
 	// threshold alerts); nil: none.
 	Alerts meter.Alerts
+	// Keys are the virtual keys kept outside the config file (the Redis
+	// key store), consulted after the file's keys at the instant Now
+	// gives (policy.Policy.Authenticate); nil: the file's keys only.
+	Keys policy.KeySource
 
 	// inject, when set, runs at each injection point of a request's life
 	// (panics.go; the settlement's points are meter's); tests make it panic
@@ -521,8 +525,14 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	key, keyHeader := x.upstream.dialect.credential(&ctx.Request.Header)
 	cur := p.live.Load()
 	x.live = cur
-	pr, ok := cur.policy.Identify(key)
-	if !ok {
+	pr, st := cur.policy.Authenticate(key, p.opt.Keys, p.opt.Now())
+	switch st {
+	case policy.KeyAccepted:
+	case policy.KeyExpired:
+		return &refusal{err: errKeyExpired, outcome: meter.OutcomeUnauthorized}
+	case policy.KeyRevoked:
+		return &refusal{err: errKeyRevoked, outcome: meter.OutcomeUnauthorized}
+	default:
 		return &refusal{err: errUnauthorized, outcome: meter.OutcomeUnauthorized}
 	}
 	x.principal = pr

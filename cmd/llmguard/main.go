@@ -36,6 +36,7 @@ type cli struct {
 	Usage    usageCmd    `cmd:"" help:"Show spend, tokens and quotas from a running llmguard (its /admin/usage endpoint)."`
 	Version  versionCmd  `cmd:"" help:"Print the version, commit and Go release this binary was built from."`
 	Report   reportCmd   `cmd:"" help:"Write one tenant's monthly spend report (self-contained HTML) from the ledger to stdout."`
+	Keys     keysCmd     `cmd:"" help:"Manage the virtual keys of the key store (create, list, show, revoke, rotate, audit), or hash a key for the config file."`
 }
 
 type serveCmd struct {

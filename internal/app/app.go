@@ -53,6 +53,7 @@ type App struct {
 	now         func() time.Time
 	ledgerRedis redis.UniversalClient // the ledger stream's client, for reports
 	regions     *region.Exchange      // the region exchange, nil when off
+	keys        *keyStore             // the key store, nil when off
 	srv         *fasthttp.Server
 	admin       *fasthttp.Server
 	close       []func() error
@@ -177,6 +178,13 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		a.Ledger = led
 		a.close = append([]func() error{led.Close}, a.close...)
 	}
+	if a.keys, err = openKeyStore(cfg, a.Registry, log); err != nil {
+		return nil, err
+	}
+	if a.keys != nil { // stopped before the store closes
+		a.close = append([]func() error{a.keys.Close}, a.close...)
+	}
+	a.Registry.MustRegister(newKeysCollector(a))
 	outputs, err := openOutputs(cfg, a.Registry)
 	if err != nil {
 		return nil, err
@@ -203,6 +211,7 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		Tracing:          tracing,
 		Alerts:           alertsOrNil(alerts),
 		Waits:            waits,
+		Keys:             a.keys.keySource(),
 		Ledger:           ledgerOrNil(led),
 		Upstreams:        ups,
 		Policy:           pol,
@@ -252,9 +261,13 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 			r["config"] = a.reloads.snapshot()
 			return r
 		},
-			map[string]fasthttp.RequestHandler{"/admin/usage": a.usageHandler}),
+			map[string]fasthttp.RequestHandler{"/admin/usage": a.usageHandler, "/admin/keys": a.keysHandler, "/admin/keys/": a.keysHandler}),
 		Name:   "llmguard-admin",
 		Logger: fasthttpLogger{log},
+		// The admin API's bodies are small (keystore.MaxRequestBytes): a
+		// larger one is refused with 413 before it is read whole.
+		MaxRequestBodySize: 1 << 20,
+		ErrorHandler:       adminErrorHandler,
 	}
 	a.reloads.init(a.Registry)
 	if err := a.startTLS(cfg); err != nil {
@@ -363,6 +376,19 @@ func (a *App) Close() error {
 		a.closeErr = errors.Join(errs...)
 	})
 	return a.closeErr
+}
+
+// adminErrorHandler answers a request the admin server could not read: 413
+// for a body over its bound, 400 otherwise.
+func adminErrorHandler(ctx *fasthttp.RequestCtx, err error) {
+	ctx.SetContentType("application/json")
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		ctx.SetStatusCode(fasthttp.StatusRequestEntityTooLarge)
+		ctx.SetBodyString(`{"error":"the request body is too large"}` + "\n")
+		return
+	}
+	ctx.SetStatusCode(fasthttp.StatusBadRequest)
+	ctx.SetBodyString(`{"error":"the request could not be parsed"}` + "\n")
 }
 
 // fasthttpLogger sends fasthttp's own messages (malformed requests, bodies

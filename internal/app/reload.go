@@ -30,7 +30,8 @@ import (
 // regions keeps its held share across a reload that leaves its split alone
 // (policy.Policy.AdoptRegional). Every attempt is counted
 // (llmguard_config_reloads_total) and the last one's outcome is shown on
-// /readyz.
+// /readyz. key_store changes only at restart too; the stored keys
+// themselves change live (README, "Managing keys").
 func (a *App) Reload(path string) error {
 	err := a.reload(path)
 	a.reloads.record(a.now(), err)
@@ -63,7 +64,7 @@ func (a *App) reload(path string) error {
 		old, new any
 	}{
 		{"listen", old.Listen, cfg.Listen}, {"admin_listen", old.AdminListen, cfg.AdminListen},
-		{"upstreams", old.Upstreams, cfg.Upstreams}, {"store", old.Store, cfg.Store},
+		{"upstreams", old.Upstreams, cfg.Upstreams}, {"store", old.Store, cfg.Store}, {"key_store", old.KeyStore, cfg.KeyStore},
 		{"tls", old.TLS, cfg.TLS}, {"admin_tls", old.AdminTLS, cfg.AdminTLS},
 	} {
 		if !reflect.DeepEqual(f.old, f.new) {

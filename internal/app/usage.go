@@ -256,7 +256,7 @@ func (a *App) quotas(ctx context.Context, tenant string, now time.Time) ([]Quota
 	pol := a.policy()
 	var out []QuotaState
 	seen := map[string]bool{}
-	for _, pr := range pol.Principals() {
+	for _, pr := range append(pol.Principals(), a.storePrincipals(pol, now)...) {
 		if tenant != "" && pr.Tenant != tenant {
 			continue
 		}

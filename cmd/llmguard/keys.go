@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/app"
+	"github.com/llmguard/llmguard/keystore"
+)
+
+// keysCmd manages the virtual keys of the key store through a running
+// llmguard's admin API (README, "Managing keys"); `hash` works offline.
+type keysCmd struct {
+	Create keysCreateCmd `cmd:"" help:"Create a key; its secret is printed once, on stdout."`
+	List   keysListCmd   `cmd:"" help:"List the stored keys."`
+	Show   keysShowCmd   `cmd:"" help:"Show one stored key."`
+	Revoke keysRevokeCmd `cmd:"" help:"Revoke a key: every node refuses it within a second."`
+	Rotate keysRotateCmd `cmd:"" help:"Replace a key with a new one of the same user, tenant, plan and expiry; the new secret is printed once."`
+	Audit  keysAuditCmd  `cmd:"" help:"Show the latest changes from the audit stream."`
+	Hash   keysHashCmd   `cmd:"" help:"Print the SHA-256 of a key (the config file's key_sha256). Reads the key from stdin when not given."`
+}
+
+// adminFlags say which llmguard to ask and as whom.
+type adminFlags struct {
+	Config   string `help:"YAML config file of the llmguard to ask (its admin_listen and admin_token_env)." type:"path"`
+	Admin    string `help:"Admin address (host:port) to ask instead of the config's admin_listen."`
+	TokenEnv string `name:"token-env" help:"Environment variable holding the admin token. Default: the config's admin_token_env."`
+	Actor    string `help:"Your name, recorded as the actor in the audit stream (default: how you authenticated)."`
+	JSON     bool   `name:"json" help:"Print the endpoint's JSON as it is."`
+}
+
+// call sends one admin API request and returns the body of a 2xx answer;
+// otherwise an error carrying the endpoint's message.
+func (f *adminFlags) call(method, path string, body any) ([]byte, error) {
+	addr, tokenEnv := f.Admin, f.TokenEnv
+	if f.Config != "" {
+		cfg, err := config.Load(f.Config)
+		if err != nil {
+			printConfigError(os.Stderr, f.Config, err)
+			os.Exit(1)
+		}
+		if addr == "" {
+			addr = cfg.AdminListen
+		}
+		if tokenEnv == "" {
+			tokenEnv = cfg.AdminTokenEnv
+		}
+	}
+	if addr == "" {
+		return nil, errors.New("keys: give --config (the running llmguard's config) or --admin host:port")
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, "http://"+addr+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if tokenEnv != "" {
+		req.Header.Set("Authorization", "Bearer "+os.Getenv(tokenEnv))
+	}
+	if f.Actor != "" {
+		req.Header.Set(app.ActorHeader, f.Actor)
+	}
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("keys: is llmguard running? %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct{ Error string }
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			return nil, fmt.Errorf("keys: %s answered %s: %s", addr, resp.Status, e.Error)
+		}
+		return nil, fmt.Errorf("keys: %s answered %s: %s", addr, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return b, nil
+}
+
+// printRaw writes an answer's JSON as it is.
+func printRaw(b []byte) error {
+	_, err := os.Stdout.Write(append(bytes.TrimRight(b, "\n"), '\n'))
+	return err
+}
+
+type keysCreateCmd struct {
+	adminFlags `embed:""`
+	Tenant     string `help:"The key's tenant." required:""`
+	User       string `help:"The key's user (default: the key id)."`
+	Plan       string `help:"The key's plan."`
+	ExpiresAt  string `name:"expires-at" help:"When the key stops working (RFC 3339, e.g. 2027-01-01T00:00:00Z)."`
+	ExpiresIn  string `name:"expires-in" help:"How long the key works (a Go duration, e.g. 720h)."`
+}
+
+// Run creates the key and prints its secret alone on stdout (the details
+// go to stderr), or the answer's JSON with --json.
+func (c *keysCreateCmd) Run() error {
+	b, err := c.call(http.MethodPost, "/admin/keys", map[string]string{"tenant": c.Tenant, "user": c.User, "plan": c.Plan,
+		"expires_at": c.ExpiresAt, "expires_in": c.ExpiresIn})
+	if err != nil {
+		return err
+	}
+	return printNewKey(b, c.JSON, "created")
+}
+
+// printNewKey prints a create's or rotate's answer: the secret on stdout,
+// what it is on stderr.
+func printNewKey(b []byte, raw bool, verb string) error {
+	if raw {
+		return printRaw(b)
+	}
+	var k app.NewKey
+	if err := json.Unmarshal(b, &k); err != nil {
+		return fmt.Errorf("keys: %w", err)
+	}
+	fmt.Println(k.Secret)
+	fmt.Fprintf(os.Stderr, "%s key %s for tenant %s, user %s%s, expires %s\n", verb, k.Key.ID, k.Key.Tenant, k.Key.User,
+		planText(k.Key.Plan), expiryText(k.Key.ExpiresAt))
+	if k.Previous != nil {
+		fmt.Fprintf(os.Stderr, "previous key %s is %s%s\n", k.Previous.ID, k.Previous.Status, untilText(k.Previous))
+	}
+	fmt.Fprintln(os.Stderr, "the secret above is shown only now: llmguard keeps only its SHA-256")
+	return nil
+}
+
+func planText(p string) string {
+	if p == "" {
+		return ""
+	}
+	return ", plan " + p
+}
+
+func expiryText(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func untilText(k *app.KeyInfo) string {
+	if k.Status == keystore.StatusActive && !k.ExpiresAt.IsZero() {
+		return " until " + k.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	return ""
+}
+
+type keysListCmd struct {
+	adminFlags `embed:""`
+	Tenant     string `help:"Only this tenant."`
+	User       string `help:"Only this user."`
+	Status     string `help:"Only keys in this status." enum:",active,expired,revoked" default:""`
+}
+
+// Run prints the keys as a table, or the JSON with --json.
+func (c *keysListCmd) Run() error {
+	q := url.Values{}
+	for k, v := range map[string]string{"tenant": c.Tenant, "user": c.User, "status": c.Status} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	path := "/admin/keys"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	b, err := c.call(http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printRaw(b)
+	}
+	var l app.KeyList
+	if err := json.Unmarshal(b, &l); err != nil {
+		return fmt.Errorf("keys: %w", err)
+	}
+	if l.Source != "store" {
+		fmt.Fprintln(os.Stderr, "the store could not be read: this is the answering node's copy")
+	}
+	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "id\ttenant\tuser\tplan\tstatus\tcreated\texpires")
+	for _, k := range l.Keys {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Tenant, k.User, k.Plan, k.Status,
+			k.CreatedAt.UTC().Format(time.RFC3339), expiryText(k.ExpiresAt))
+	}
+	return w.Flush()
+}
+
+type keysShowCmd struct {
+	adminFlags `embed:""`
+	ID         string `arg:"" help:"The key id (16 hex digits)."`
+}
+
+// Run prints the key's fields, or the JSON with --json.
+func (c *keysShowCmd) Run() error {
+	b, err := c.call(http.MethodGet, "/admin/keys/"+url.PathEscape(c.ID), nil)
+	if err != nil {
+		return err
+	}
+	return printKey(b, c.JSON)
+}
+
+// printKey prints one KeyInfo as "field: value" lines.
+func printKey(b []byte, raw bool) error {
+	if raw {
+		return printRaw(b)
+	}
+	var k app.KeyInfo
+	if err := json.Unmarshal(b, &k); err != nil {
+		return fmt.Errorf("keys: %w", err)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	line := func(name, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "%s:\t%s\n", name, v)
+		}
+	}
+	line("id", k.ID)
+	line("sha256", k.SHA256)
+	line("status", k.Status)
+	line("tenant", k.Tenant)
+	line("user", k.User)
+	line("plan", k.Plan)
+	line("created", k.CreatedAt.UTC().Format(time.RFC3339)+" by "+k.CreatedBy)
+	line("expires", expiryText(k.ExpiresAt))
+	if !k.RevokedAt.IsZero() {
+		line("revoked", k.RevokedAt.UTC().Format(time.RFC3339)+" by "+k.RevokedBy)
+	}
+	line("rotated from", k.RotatedFrom)
+	line("rotated to", k.RotatedTo)
+	return w.Flush()
+}
+
+type keysRevokeCmd struct {
+	adminFlags `embed:""`
+	ID         string `arg:"" help:"The key id (16 hex digits)."`
+}
+
+// Run revokes the key and prints it.
+func (c *keysRevokeCmd) Run() error {
+	b, err := c.call(http.MethodPost, "/admin/keys/"+url.PathEscape(c.ID)+"/revoke", nil)
+	if err != nil {
+		return err
+	}
+	return printKey(b, c.JSON)
+}
+
+type keysRotateCmd struct {
+	adminFlags `embed:""`
+	ID         string        `arg:"" help:"The key id (16 hex digits)."`
+	Grace      time.Duration `help:"How long the old key keeps working (0: revoked at once)." default:"0s"`
+}
+
+// Run rotates the key and prints the new secret alone on stdout.
+func (c *keysRotateCmd) Run() error {
+	b, err := c.call(http.MethodPost, "/admin/keys/"+url.PathEscape(c.ID)+"/rotate", map[string]string{"grace": c.Grace.String()})
+	if err != nil {
+		return err
+	}
+	return printNewKey(b, c.JSON, "rotated: new")
+}
+
+type keysAuditCmd struct {
+	adminFlags `embed:""`
+	Count      int `help:"How many of the latest entries (1-1000)." default:"50"`
+}
+
+// Run prints the latest audit entries, newest first.
+func (c *keysAuditCmd) Run() error {
+	b, err := c.call(http.MethodGet, fmt.Sprintf("/admin/keys/audit?count=%d", c.Count), nil)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printRaw(b)
+	}
+	var a struct{ Entries []keystore.AuditEntry }
+	if err := json.Unmarshal(b, &a); err != nil {
+		return fmt.Errorf("keys: %w", err)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "at\tactor\taction\tkey\ttenant\tuser\tdetail")
+	for _, e := range a.Entries {
+		fmt.Fprintf(w, "%s\t%s (%s)\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), e.Actor, e.Auth, e.Action, e.KeyID, e.Tenant, e.User, e.Detail)
+	}
+	return w.Flush()
+}
+
+type keysHashCmd struct {
+	Key string `arg:"" optional:"" help:"The key. Omit it to read the key from stdin (it then stays out of your shell history)."`
+}
+
+// Run prints the lowercase hex SHA-256 of the key, the config file's
+// key_sha256.
+func (c *keysHashCmd) Run() error {
+	key := c.Key
+	if key == "" {
+		line, err := bufio.NewReader(io.LimitReader(os.Stdin, 64<<10)).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		key = strings.TrimRight(line, "\r\n")
+	}
+	if key == "" {
+		return errors.New("keys hash: no key given (as an argument or on stdin)")
+	}
+	fmt.Println(keystore.Hash(key))
+	return nil
+}

@@ -1,0 +1,113 @@
+package keystore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/internal/redistest"
+)
+
+var ops = Actor{Name: "ops", Auth: "token"}
+
+// Concurrent changes all land, each with its own revision, and each is in
+// the audit stream once.
+func TestRegistryConcurrentCreates(t *testing.T) {
+	srv := redistest.Start(t)
+	r := NewRegistry(RegistryOptions{Client: srv.Client()})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	revs := map[int64]bool{}
+	for range 8 {
+		wg.Go(func() {
+			for range 5 {
+				_, rec, err := r.Create(ctx, Spec{Tenant: "acme"}, ops, t0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if revs[rec.Rev] {
+					t.Errorf("revision %d given twice", rec.Rev)
+				}
+				revs[rec.Rev] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	snap, err := r.List(ctx)
+	if err != nil || len(snap.Records) != 40 || snap.Rev != 40 {
+		t.Fatalf("list: %d records, rev %d, %v", len(snap.Records), snap.Rev, err)
+	}
+	if n, _ := srv.Client().XLen(ctx, AuditKey).Result(); n != 40 {
+		t.Errorf("audit stream holds %d entries, want 40", n)
+	}
+}
+
+func TestRegistryLifecycle(t *testing.T) {
+	srv := redistest.Start(t)
+	r := NewRegistry(RegistryOptions{Client: srv.Client(), MaxKeys: 3})
+	ctx := context.Background()
+	secret, rec, err := r.Create(ctx, Spec{Tenant: "acme", User: "al", Plan: "pro", ExpiresAt: t0.Add(48 * time.Hour).Truncate(time.Second)}, ops, t0)
+	if err != nil || rec.User != "al" || Hash(secret) != rec.SHA256 {
+		t.Fatalf("create: %+v %v", rec, err)
+	}
+	// step 1: rotate with a grace of an hour: the old key expires then.
+	_, next, old, err := r.Rotate(ctx, rec.ID, time.Hour, ops, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !old.ExpiresAt.Equal(t0.Add(time.Hour).Truncate(time.Second)) || !old.RevokedAt.IsZero() || old.RotatedTo != next.ID ||
+		next.RotatedFrom != rec.ID || !next.ExpiresAt.Equal(rec.ExpiresAt) || next.Plan != "pro" {
+		t.Errorf("step 1 (rotate with grace): old %+v next %+v", old, next)
+	}
+	// step 2: the registry is full (3 keys): a create is refused.
+	if _, _, err := r.Create(ctx, Spec{Tenant: "acme"}, ops, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Create(ctx, Spec{Tenant: "acme"}, ops, t0); !errors.Is(err, ErrFull) {
+		t.Errorf("step 2 (full): %v", err)
+	}
+	// step 3: revoke; again; unknown ids.
+	if _, err := r.Revoke(ctx, next.ID, ops, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Revoke(ctx, next.ID, ops, t0); !errors.Is(err, ErrRevoked) {
+		t.Errorf("step 3 (revoke twice): %v", err)
+	}
+	if _, _, _, err := r.Rotate(ctx, next.ID, 0, ops, t0); !errors.Is(err, ErrRevoked) {
+		t.Errorf("step 3 (rotate a revoked key): %v", err)
+	}
+	for _, id := range []string{"0123456789abcdef", "../../etc", ""} {
+		if _, err := r.Get(ctx, id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("step 3 (get %q): %v", id, err)
+		}
+	}
+	// step 4: the audit stream, newest first.
+	es, err := r.Audit(ctx, 10)
+	if err != nil || len(es) != 4 || es[0].Action != "revoke" || es[3].Action != "create" || es[2].Action != "rotate" ||
+		es[2].KeyID != rec.ID || es[3].Actor != "ops" || es[3].Auth != "token" || !es[3].At.Equal(t0) {
+		t.Errorf("step 4 (audit): %+v %v", es, err)
+	}
+}
+
+// A registry holding garbage (written by hand, or a hostile Redis) is read
+// around: the bad fields are counted and skipped.
+func TestRegistryListSkipsGarbage(t *testing.T) {
+	srv := redistest.Start(t)
+	r := NewRegistry(RegistryOptions{Client: srv.Client()})
+	ctx := context.Background()
+	_, rec, err := r.Create(ctx, Spec{Tenant: "acme"}, ops, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Client().HSet(ctx, RegistryKey, "garbage", "{not json", "0000000000000000", `{"id":"0000000000000000"}`)
+	snap, err := r.List(ctx)
+	if err != nil || len(snap.Records) != 1 || snap.Records[0].ID != rec.ID || snap.Bad != 2 {
+		t.Errorf("list: %+v %v", snap, err)
+	}
+}

@@ -1,0 +1,104 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
+
+// StoredKey is a virtual key kept outside the config file (the Redis key
+// store, package keystore): who it is, and whether it may still be used.
+type StoredKey struct {
+	// Principal is the caller the key identifies; its KeyID is the first
+	// 16 hex digits of the key's SHA-256, as for the file's keys.
+	Principal Principal
+	// ExpiresAt is the first instant the key is refused (zero: never):
+	// a request at ExpiresAt − 1ns is served, one at ExpiresAt is not.
+	ExpiresAt time.Time
+	// Revoked is true once the key was revoked.
+	Revoked bool
+}
+
+// KeySource finds stored keys by the SHA-256 of their secret. Its
+// implementations are safe for concurrent use and answer from memory: they
+// run on every request not served by the file's keys.
+type KeySource interface {
+	LookupKey(sum [32]byte) (StoredKey, bool)
+}
+
+// KeyStatus says whether a credential was accepted, and why not.
+type KeyStatus uint8
+
+const (
+	// KeyUnknown: no key has this credential (or it is empty), and
+	// pass-through identity is off.
+	KeyUnknown KeyStatus = iota
+	// KeyAccepted: the credential is a usable key, or a pass-through
+	// caller's own upstream key.
+	KeyAccepted
+	// KeyExpired: a stored key whose expiry has passed.
+	KeyExpired
+	// KeyRevoked: a stored key that was revoked.
+	KeyRevoked
+)
+
+// String is the status's name: unknown, accepted, expired or revoked.
+func (s KeyStatus) String() string {
+	switch s {
+	case KeyAccepted:
+		return "accepted"
+	case KeyExpired:
+		return "expired"
+	case KeyRevoked:
+		return "revoked"
+	}
+	return "unknown"
+}
+
+// Authenticate finds the principal for a credential (the bearer token or
+// x-api-key value) at instant now, in this order of precedence (README,
+// "Managing keys"):
+//
+//  1. the config file's keys: a credential listed there is that key,
+//     whatever the store says of the same SHA-256;
+//  2. the stored keys of src (nil: none): usable until its ExpiresAt and
+//     unless revoked; an expired or revoked key is refused as such, and
+//     never taken as a pass-through caller's own key;
+//  3. pass-through identity (identity.pass_through), when on.
+//
+// pr is meaningful only when the status is KeyAccepted.
+func (p *Policy) Authenticate(credential string, src KeySource, now time.Time) (pr Principal, st KeyStatus) {
+	if credential == "" {
+		return Principal{}, KeyUnknown
+	}
+	sum := sha256.Sum256([]byte(credential))
+	if pr, ok := p.keys[sum]; ok {
+		return pr, KeyAccepted
+	}
+	if src != nil {
+		if k, ok := src.LookupKey(sum); ok {
+			switch {
+			case k.Revoked:
+				return Principal{}, KeyRevoked
+			case !k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt):
+				return Principal{}, KeyExpired
+			}
+			return k.Principal, KeyAccepted
+		}
+	}
+	if !p.passThrough {
+		return Principal{}, KeyUnknown
+	}
+	id := hex.EncodeToString(sum[:8])
+	return Principal{KeyID: id, User: id, Tenant: p.ptTenant, Plan: p.ptPlan, PassThrough: true}, KeyAccepted
+}
+
+// HasFileKey reports whether the config file lists the key whose SHA-256
+// is sum (such a key shadows a stored key of the same hash).
+func (p *Policy) HasFileKey(sum [32]byte) bool {
+	_, ok := p.keys[sum]
+	return ok
+}
+
+// FileKeys is the number of virtual keys the config file lists.
+func (p *Policy) FileKeys() int { return len(p.keys) }
