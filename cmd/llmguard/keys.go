@@ -34,7 +34,8 @@ type keysCmd struct {
 // adminFlags say which llmguard to ask and as whom.
 type adminFlags struct {
 	Config   string `help:"YAML config file of the llmguard to ask (its admin_listen and admin_token_env)." type:"path"`
-	Admin    string `help:"Admin address (host:port) to ask instead of the config's admin_listen."`
+	Admin    string `help:"Admin address (host:port, or https://host:port) to ask instead of the config's admin_listen."`
+	AdminCA  string `name:"admin-ca" help:"PEM file of the CA that signed the admin listener's certificate (admin_tls), besides the system's roots and the config's admin_tls cert_file." type:"path"`
 	TokenEnv string `name:"token-env" help:"Environment variable holding the admin token. Default: the config's admin_token_env."`
 	Actor    string `help:"Your name, recorded as the actor in the audit stream (default: how you authenticated)."`
 	JSON     bool   `name:"json" help:"Print the endpoint's JSON as it is."`
@@ -43,23 +44,23 @@ type adminFlags struct {
 // call sends one admin API request and returns the body of a 2xx answer;
 // otherwise an error carrying the endpoint's message.
 func (f *adminFlags) call(method, path string, body any) ([]byte, error) {
-	addr, tokenEnv := f.Admin, f.TokenEnv
+	tokenEnv := f.TokenEnv
+	var cfg *config.Config
 	if f.Config != "" {
-		cfg, err := config.Load(f.Config)
-		if err != nil {
+		var err error
+		if cfg, err = config.Load(f.Config); err != nil {
 			printConfigError(os.Stderr, f.Config, err)
 			os.Exit(1)
-		}
-		if addr == "" {
-			addr = cfg.AdminListen
 		}
 		if tokenEnv == "" {
 			tokenEnv = cfg.AdminTokenEnv
 		}
 	}
-	if addr == "" {
-		return nil, errors.New("keys: give --config (the running llmguard's config) or --admin host:port")
+	target, err := newAdminTarget(cfg, f.Admin, f.AdminCA)
+	if err != nil {
+		return nil, fmt.Errorf("keys: %w", err)
 	}
+	addr := target.base
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -68,7 +69,7 @@ func (f *adminFlags) call(method, path string, body any) ([]byte, error) {
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, "http://"+addr+path, rd)
+	req, err := http.NewRequest(method, target.base+path, rd)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func (f *adminFlags) call(method, path string, body any) ([]byte, error) {
 	if f.Actor != "" {
 		req.Header.Set(app.ActorHeader, f.Actor)
 	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	resp, err := target.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("keys: is llmguard running? %w", err)
 	}

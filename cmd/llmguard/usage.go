@@ -24,7 +24,8 @@ type usageCmd struct {
 	TimeZone string `name:"timezone" help:"IANA time zone of the period (default: the zone of the tenant's budgets, else UTC)."`
 	Format   string `help:"Output: table, json (the endpoint's JSON as it is) or csv (one header row; README, \"Reports for finance\")." enum:"table,json,csv" default:"table"`
 	JSON     bool   `name:"json" help:"Same as --format json."`
-	Admin    string `help:"Admin address (host:port) to ask instead of the config's admin_listen."`
+	Admin    string `help:"Admin address (host:port, or https://host:port) to ask instead of the config's admin_listen."`
+	AdminCA  string `name:"admin-ca" help:"PEM file of the CA that signed the admin listener's certificate (admin_tls), besides the system's roots and the config's admin_tls cert_file." type:"path"`
 }
 
 // maxUsageBody bounds the endpoint's answer the CLI reads, in bytes.
@@ -41,10 +42,11 @@ func (u *usageCmd) Run() error {
 		printConfigError(os.Stderr, u.Config, err)
 		os.Exit(1)
 	}
-	addr := cfg.AdminListen
-	if u.Admin != "" {
-		addr = u.Admin
+	target, err := newAdminTarget(cfg, u.Admin, u.AdminCA)
+	if err != nil {
+		return fmt.Errorf("usage: %w", err)
 	}
+	addr := target.base
 	q := url.Values{"period": {u.Period}}
 	if u.Tenant != "" {
 		q.Set("tenant", u.Tenant)
@@ -55,15 +57,14 @@ func (u *usageCmd) Run() error {
 	if u.Format == "csv" {
 		q.Set("format", "csv")
 	}
-	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/admin/usage?"+q.Encode(), nil)
+	req, err := http.NewRequest(http.MethodGet, addr+"/admin/usage?"+q.Encode(), nil)
 	if err != nil {
 		return err
 	}
 	if env := cfg.AdminTokenEnv; env != "" {
 		req.Header.Set("Authorization", "Bearer "+os.Getenv(env))
 	}
-	client := &http.Client{Timeout: 30 * time.Second}
-	resp, err := client.Do(req)
+	resp, err := target.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("usage: is llmguard running? %w", err)
 	}
