@@ -329,7 +329,7 @@ func TestKeysUsageReportsStoredKeysQuotas(t *testing.T) {
 	store := fmt.Sprintf(`{backend: redis, redis_url: "redis://%s/0", timeout: 200ms}`, srv.Addr())
 	n := startKeyNodes(t, 1, func(_ int, mockURL string) string {
 		return strings.Replace(keyStoreConfig(t, mockURL, store, "1h"), "limits:\n",
-			"limits:\n  - {name: beta-day, scope: tenant, unit: requests, quota: 100, period: day, tenants: [beta]}\n", 1)
+			"limits:\n  - {name: beta-day, scope: tenant, unit: requests, quota: 100, period: day, timezone: Asia/Tokyo, tenants: [beta]}\n", 1)
 	}, nil)[0]
 	k := n.create(`{"tenant":"beta","user":"lee"}`, "")
 	for range 3 {
@@ -341,5 +341,10 @@ func TestKeysUsageReportsStoredKeysQuotas(t *testing.T) {
 	var rep UsageReport
 	if err := json.Unmarshal([]byte(body), &rep); err != nil || st != 200 || len(rep.Quotas) != 1 || rep.Quotas[0].Used != 3 {
 		t.Errorf("usage: %d %s", st, body)
+	}
+	// The period runs in the zone of the budgets of the tenant's stored
+	// keys, as for keys in the file.
+	if rep.Period.TimeZone != "Asia/Tokyo" {
+		t.Errorf("usage period in %q, want the budget's Asia/Tokyo: %s", rep.Period.TimeZone, body)
 	}
 }

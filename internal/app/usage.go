@@ -139,14 +139,14 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	if p == 0 {
 		return nil, errors.New("period must be day, week or month")
 	}
-	loc := a.budgetZone(tenant)
+	now := a.now()
+	loc := a.budgetZone(tenant, now)
 	if q.TimeZone != "" {
 		var err error
 		if loc, err = loadZone(q.TimeZone); err != nil {
 			return nil, err
 		}
 	}
-	now := a.now()
 	start, end := p.Window(now, loc)
 	rep := &UsageReport{Tenant: tenant, Period: ReportPeriod{Name: p.String(), Start: start, End: end, TimeZone: loc.String()}}
 	recs, source, err := a.readLedger(ctx, start, end)
@@ -191,12 +191,13 @@ func loadZone(name string) (*time.Location, error) {
 }
 
 // budgetZone is the zone of the quota limits that apply to tenant's
-// principals (every principal's when tenant is ""): theirs when they all
-// share one, else UTC.
-func (a *App) budgetZone(tenant string) *time.Location {
+// principals (every principal's when tenant is ""), those of the file's
+// keys and of the key store's active keys at now alike: theirs when they
+// all share one, else UTC.
+func (a *App) budgetZone(tenant string, now time.Time) *time.Location {
 	pol := a.policy()
 	var zone *time.Location
-	for _, pr := range pol.Principals() {
+	for _, pr := range append(pol.Principals(), a.storePrincipals(pol, now)...) {
 		if tenant != "" && pr.Tenant != tenant {
 			continue
 		}
