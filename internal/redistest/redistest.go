@@ -13,6 +13,7 @@
 package redistest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -187,6 +188,13 @@ func (s *Server) launch() error {
 		default:
 		}
 		if ping(s.Addr()) == nil {
+			// Another process may have taken the port between freePort and
+			// the bind (tests of other packages, other runs start servers
+			// too): the answer must come from this process.
+			if pid, err := serverPID(s.Addr()); err != nil || pid != cmd.Process.Pid {
+				s.kill()
+				return fmt.Errorf("port %d is answered by another redis-server (pid %d, %v), not ours (pid %d)", s.port, pid, err, cmd.Process.Pid)
+			}
 			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -212,6 +220,19 @@ func (s *Server) logTail() string {
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return strings.Join(lines[max(0, len(lines)-5):], "\n")
+}
+
+// serverPID is the process_id the Redis at addr reports (INFO server).
+func serverPID(addr string) (int, error) {
+	cl := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second, PoolSize: 1})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	info, err := cl.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(lineValue(info, "process_id"))
 }
 
 // ping sends PING over a fresh connection and expects +PONG.
