@@ -97,3 +97,18 @@ func readSmall(path string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// unauthorizedHint explains a 401 from the admin listener when the token
+// the command sent came from an unset variable: "" otherwise.
+func unauthorizedHint(status int, tokenEnv string) string {
+	if status != http.StatusUnauthorized {
+		return ""
+	}
+	if tokenEnv == "" {
+		return " (no admin token sent: set admin_token_env in the config, or --token-env, to the variable holding it)"
+	}
+	if os.Getenv(tokenEnv) == "" {
+		return fmt.Sprintf(" (the token is read from $%s, which is unset or empty in this shell)", tokenEnv)
+	}
+	return fmt.Sprintf(" (the token in $%s is not the one the node was started with)", tokenEnv)
+}

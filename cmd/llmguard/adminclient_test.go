@@ -92,3 +92,26 @@ limits: [{name: rpm, scope: user, unit: requests, rate: 60, per: 1m}]
 		t.Errorf("plain http to the TLS admin listener: exit 0 %s", out)
 	}
 }
+
+// A 401 names why: no token configured, its variable unset here, or a
+// token the node does not take.
+func TestUnauthorizedHint(t *testing.T) {
+	t.Setenv("LLMGUARD_TEST_ADMIN_TOKEN", "")
+	for _, tc := range []struct {
+		status int
+		env    string
+		want   string
+	}{
+		{200, "LLMGUARD_TEST_ADMIN_TOKEN", ""},
+		{401, "", "no admin token sent"},
+		{401, "LLMGUARD_TEST_ADMIN_TOKEN", "$LLMGUARD_TEST_ADMIN_TOKEN, which is unset or empty"},
+	} {
+		if got := unauthorizedHint(tc.status, tc.env); tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("hint(%d, %q) = %q, want %q", tc.status, tc.env, got, tc.want)
+		}
+	}
+	t.Setenv("LLMGUARD_TEST_ADMIN_TOKEN", "wrong")
+	if got := unauthorizedHint(401, "LLMGUARD_TEST_ADMIN_TOKEN"); !strings.Contains(got, "not the one the node was started with") {
+		t.Errorf("hint with a set token = %q", got)
+	}
+}

@@ -92,9 +92,9 @@ func (f *adminFlags) call(method, path string, body any) ([]byte, error) {
 	if resp.StatusCode/100 != 2 {
 		var e struct{ Error string }
 		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return nil, fmt.Errorf("keys: %s answered %s: %s", addr, resp.Status, e.Error)
+			return nil, fmt.Errorf("keys: %s answered %s: %s%s", addr, resp.Status, e.Error, unauthorizedHint(resp.StatusCode, tokenEnv))
 		}
-		return nil, fmt.Errorf("keys: %s answered %s: %s", addr, resp.Status, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("keys: %s answered %s: %s%s", addr, resp.Status, strings.TrimSpace(string(b)), unauthorizedHint(resp.StatusCode, tokenEnv))
 	}
 	return b, nil
 }

@@ -77,7 +77,7 @@ func (u *usageCmd) Run() error {
 		return fmt.Errorf("usage: %s answered more than %d bytes", addr, maxUsageBody)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("usage: %s answered %s: %s", addr, resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("usage: %s answered %s: %s%s", addr, resp.Status, strings.TrimSpace(string(body)), unauthorizedHint(resp.StatusCode, cfg.AdminTokenEnv))
 	}
 	switch u.Format {
 	case "json":

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -65,7 +67,31 @@ func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Looku
 	out = append(out, checkShards(cfg)...)
 	out = append(out, checkLeases(cfg)...)
 	out = append(out, checkTLSFiles(cfg, time.Now())...)
+	out = append(out, checkAccessLogOutput(cfg)...)
 	return out
+}
+
+// checkAccessLogOutput refuses an access log file that `serve` could not
+// open: its directory missing or not a directory, or the path an existing
+// directory, FIFO or device rather than a regular file.
+func checkAccessLogOutput(cfg *config.Config) []Finding {
+	al := cfg.AccessLog
+	if !al.Enabled || al.Output == "" || al.Output == "stderr" || al.Output == "stdout" {
+		return nil
+	}
+	bad := func(msg string) []Finding {
+		return []Finding{{Field: "access_log.output", Fatal: true, Message: msg}}
+	}
+	dir := filepath.Dir(al.Output)
+	if st, err := os.Stat(dir); err != nil {
+		return bad(fmt.Sprintf("the directory of %s cannot be used: %v", al.Output, err))
+	} else if !st.IsDir() {
+		return bad(fmt.Sprintf("%s is not a directory", dir))
+	}
+	if st, err := os.Stat(al.Output); err == nil && !st.Mode().IsRegular() {
+		return bad(fmt.Sprintf("%s exists and is not a regular file (%s)", al.Output, st.Mode().Type()))
+	}
+	return nil
 }
 
 // tlsExpiryWarning is how close to its NotAfter a served certificate is

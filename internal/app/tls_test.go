@@ -330,3 +330,35 @@ func TestFailedReloadOnReadyz(t *testing.T) {
 		t.Errorf("metrics after a good reload:\n%s", grepLines(m, "llmguard_config"))
 	}
 }
+
+// `validate` refuses an access log file serve could not open: a missing
+// directory, or a path that is a directory.
+func TestValidateAccessLogOutput(t *testing.T) {
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	dir := t.TempDir()
+	for out, want := range map[string]string{
+		filepath.Join(dir, "missing", "access.log"): "cannot be used",
+		dir: "not a regular file",
+		filepath.Join(dir, "access.log"): "",
+	} {
+		cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, fmt.Sprintf("access_log: {enabled: true, output: %q}\n", out))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		findings, err := CheckConfig(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fatal := Fatal(findings)
+		switch {
+		case want == "" && len(fatal) > 0:
+			t.Errorf("%s: refused: %v", out, fatal)
+		case want != "" && (len(fatal) != 1 || !strings.Contains(fatal[0].String(), "access_log.output") || !strings.Contains(fatal[0].String(), want)):
+			t.Errorf("%s: findings %v, want one naming access_log.output saying %q", out, findings, want)
+		}
+	}
+}
