@@ -342,7 +342,7 @@ func TestValidateAccessLogOutput(t *testing.T) {
 	dir := t.TempDir()
 	for out, want := range map[string]string{
 		filepath.Join(dir, "missing", "access.log"): "cannot be used",
-		dir: "not a regular file",
+		dir:                              "not a regular file",
 		filepath.Join(dir, "access.log"): "",
 	} {
 		cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, fmt.Sprintf("access_log: {enabled: true, output: %q}\n", out))))
