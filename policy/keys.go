@@ -66,7 +66,9 @@ func (s KeyStatus) String() string {
 //     never taken as a pass-through caller's own key;
 //  3. pass-through identity (identity.pass_through), when on.
 //
-// pr is meaningful only when the status is KeyAccepted.
+// pr is the caller when the status is KeyAccepted; for KeyExpired and
+// KeyRevoked it is the stored key's principal, to name in logs only (the
+// request is refused); for KeyUnknown it is zero.
 func (p *Policy) Authenticate(credential string, src KeySource, now time.Time) (pr Principal, st KeyStatus) {
 	if credential == "" {
 		return Principal{}, KeyUnknown
@@ -79,9 +81,9 @@ func (p *Policy) Authenticate(credential string, src KeySource, now time.Time) (
 		if k, ok := src.LookupKey(sum); ok {
 			switch {
 			case k.Revoked:
-				return Principal{}, KeyRevoked
+				return k.Principal, KeyRevoked
 			case !k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt):
-				return Principal{}, KeyExpired
+				return k.Principal, KeyExpired
 			}
 			return k.Principal, KeyAccepted
 		}

@@ -40,8 +40,8 @@ keys: [{key: sk-file, user: alice, tenant: acme}]
 	}{
 		{"sk-file", src, "alice", KeyAccepted}, // the file wins over the store
 		{"sk-live", src, "bob", KeyAccepted},
-		{"sk-expired", src, "", KeyExpired},
-		{"sk-revoked", src, "", KeyRevoked},
+		{"sk-expired", src, "eve", KeyExpired}, // named, for the access log
+		{"sk-revoked", src, "rob", KeyRevoked},
 		{"sk-unknown", src, "", KeyAccepted}, // pass-through
 		{"sk-live", nil, "", KeyAccepted},    // no source: a pass-through caller
 		{"", src, "", KeyUnknown},

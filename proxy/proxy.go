@@ -528,11 +528,16 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	pr, st := cur.policy.Authenticate(key, p.opt.Keys, p.opt.Now())
 	switch st {
 	case policy.KeyAccepted:
-	case policy.KeyExpired:
-		return &refusal{err: errKeyExpired, outcome: meter.OutcomeUnauthorized}
-	case policy.KeyRevoked:
+	case policy.KeyExpired, policy.KeyRevoked:
+		// Refused, but named in the access log and traces: the operator
+		// sees which stored key a client still uses, and for what.
+		x.principal, x.kind = pr, classify(ctx.Method(), x.path)
+		if st == policy.KeyExpired {
+			return &refusal{err: errKeyExpired, outcome: meter.OutcomeUnauthorized}
+		}
 		return &refusal{err: errKeyRevoked, outcome: meter.OutcomeUnauthorized}
 	default:
+		x.kind = classify(ctx.Method(), x.path)
 		return &refusal{err: errUnauthorized, outcome: meter.OutcomeUnauthorized}
 	}
 	x.principal = pr

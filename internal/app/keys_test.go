@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -346,5 +348,46 @@ func TestKeysUsageReportsStoredKeysQuotas(t *testing.T) {
 	// keys, as for keys in the file.
 	if rep.Period.TimeZone != "Asia/Tokyo" {
 		t.Errorf("usage period in %q, want the budget's Asia/Tokyo: %s", rep.Period.TimeZone, body)
+	}
+}
+
+// A revoked stored key's refusal names the key, its user and tenant, and
+// the endpoint in the access log: the operator sees which key a client
+// still uses.
+func TestKeysRevokedKeyNamedInAccessLog(t *testing.T) {
+	srv := redistest.Start(t)
+	store := fmt.Sprintf(`{backend: redis, redis_url: "redis://%s/0", timeout: 200ms}`, srv.Addr())
+	logFile := filepath.Join(t.TempDir(), "access.log")
+	n := startKeyNodes(t, 1, func(_ int, mockURL string) string {
+		return keyStoreConfig(t, mockURL, store, "1h") + fmt.Sprintf("access_log: {enabled: true, format: json, output: %q}\n", logFile)
+	}, nil)[0]
+	k := n.create(`{"tenant":"beta","user":"lee"}`, "")
+	if st, body := n.chat(k.Secret); st != 200 {
+		t.Fatalf("%d %s", st, body)
+	}
+	if st, body := n.adminCall(http.MethodDelete, "/admin/keys/"+k.Key.ID, "", ""); st != 200 {
+		t.Fatalf("revoke: %d %s", st, body)
+	}
+	n.waitStatus(k.Secret, 401)
+	deadline := time.Now().Add(20 * time.Second) // a failure timeout: the line is written as the answer goes
+	for {
+		b, _ := os.ReadFile(logFile)
+		for _, line := range strings.Split(string(b), "\n") {
+			var e map[string]any
+			if json.Unmarshal([]byte(line), &e) != nil || e["status"] != 401.0 {
+				continue
+			}
+			if e["key_id"] != k.Key.ID || e["user"] != "lee" || e["tenant"] != "beta" || e["kind"] != "chat" {
+				t.Fatalf("401 line %s: want key_id %s, user lee, tenant beta, kind chat", line, k.Key.ID)
+			}
+			if strings.Contains(string(b), k.Secret) {
+				t.Fatal("the secret reached the access log")
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no 401 line in the access log:\n%s", b)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
