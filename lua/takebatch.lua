@@ -78,13 +78,15 @@ local function remember(key, how, v)
   state[key], pending[key] = v, how
 end
 
--- read returns the stored values of keys from state.
+-- read returns the stored values of keys from state, in a table that
+-- every take reuses (takeOne reads it only while it runs, and only at the
+-- indexes of its own keys).
+local readOut = {}
 local function read(keys)
-  local out = {}
   for i = 1, #keys do
-    out[i] = state[keys[i]]
+    readOut[i] = state[keys[i]]
   end
-  return out
+  return readOut
 end
 
 -- mark records a committed take's marker, 't' for ttl ms (the TTL's text
