@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -187,14 +188,17 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 
 // batchArgs returns the KEYS and ARGV of takebatch.lua for takes, each
 // given in take.lua's single layout (now, '1', marker TTL, then 6 per
-// bucket: its 5 limit ARGV and its cost): every distinct bucket key and
-// every distinct limit sent once, each take naming them by index (see the
+// bucket: its 5 limit ARGV and its cost): every distinct bucket key, limit
+// and shape (marker TTL and the keys and limits of the buckets) sent once,
+// each take naming its shape by index and sending its costs (see the
 // script's header).
 func batchArgs(takes []*queuedTake) ([]string, []any) {
 	keyOf := map[string]int{}
 	limitOf := map[[5]any]int{}
+	shapeOf := map[string]int{}
 	var buckets, markers []string
-	var limits, entries []any
+	var limits, shapes, entries []any
+	var shape []byte
 	for _, q := range takes {
 		m := 0
 		if q.args[2] != "0" {
@@ -202,7 +206,9 @@ func batchArgs(takes []*queuedTake) ([]string, []any) {
 			markers = append(markers, q.keys[0])
 		}
 		n := (len(q.args) - 3) / 6
-		entries = append(entries, q.args[2], n)
+		shape = fmt.Appendf(shape[:0], "%v %d", q.args[2], n)
+		at := len(shapes)
+		shapes = append(shapes, q.args[2], n)
 		for j := range n {
 			key := q.keys[m+j]
 			k, ok := keyOf[key]
@@ -219,13 +225,27 @@ func batchArgs(takes []*queuedTake) ([]string, []any) {
 				l = len(limitOf) + 1
 				limitOf[spec] = l
 			}
-			entries = append(entries, k, l, a[5])
+			shape = strconv.AppendInt(append(shape, ' '), int64(k), 10)
+			shape = strconv.AppendInt(append(shape, ' '), int64(l), 10)
+			shapes = append(shapes, k, l)
+		}
+		s, ok := shapeOf[string(shape)]
+		if !ok {
+			s = len(shapeOf) + 1
+			shapeOf[string(shape)] = s
+		} else {
+			shapes = shapes[:at]
+		}
+		entries = append(entries, s)
+		for j := range n {
+			entries = append(entries, q.args[3+6*j+5])
 		}
 	}
 	keys := append(buckets, markers...)
-	args := make([]any, 0, 5+len(limits)+len(entries))
-	args = append(args, takes[0].args[0], "c", len(takes), len(buckets), len(limitOf))
+	args := make([]any, 0, 6+len(limits)+len(shapes)+len(entries))
+	args = append(args, takes[0].args[0], "c", len(takes), len(buckets), len(limitOf), len(shapeOf))
 	args = append(args, limits...)
+	args = append(args, shapes...)
 	return keys, append(args, entries...)
 }
 

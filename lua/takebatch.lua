@@ -11,13 +11,16 @@
 -- ARGV[2]   'c' (this layout).
 -- ARGV[3]   R, the number of requests.
 -- ARGV[4]   D, the number of distinct bucket keys.
--- ARGV[5]   L, the number of distinct limits; then 5 ARGV per limit:
---           capacity, rate, per, windowStart and windowEnd, as take.lua's
---           (each converted to a number once per batch).
--- then, request after request: its marker TTL (take.lua's ARGV[3]), its
---           bucket count n, then per bucket, narrowest first, the index of
---           its key among the first D KEYS (1 to D), the index of its limit
---           (1 to L) and its cost (units, >= 0).
+-- ARGV[5]   L, the number of distinct limits.
+-- ARGV[6]   S, the number of distinct shapes.
+-- then 5 ARGV per limit: capacity, rate, per, windowStart and windowEnd, as
+--           take.lua's (each converted to a number once per batch);
+-- then per shape, what the takes of one kind share: the marker TTL
+--           (take.lua's ARGV[3]), the bucket count n, then per bucket,
+--           narrowest first, the index of its key among the first D KEYS
+--           (1 to D) and the index of its limit (1 to L);
+-- then, request after request: the index of its shape (1 to S), then the
+--           cost of each of the shape's n buckets (units, >= 0).
 --
 -- Reply: one take.lua reply per request, in order. A failure (an error in
 -- the script) fails every request of the batch and writes nothing: every
@@ -123,35 +126,57 @@ local values = redis.call('MGET', unpack(KEYS))
 for i = 1, #KEYS do
   state[KEYS[i]] = values[i]
 end
-local nd, nl = ARGV[4] + 0, ARGV[5] + 0
+local nd, nl, ns = ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
 local limits = {}
 for l = 1, nl do
-  local b = 1 + 5 * l
+  local b = 2 + 5 * l
   limits[l] = {ARGV[b] + 0, ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0}
 end
+-- A shape: its TTL, n, then each bucket's key and limit (numbers).
+local shapes = {}
+local a = 7 + 5 * nl
+for s = 1, ns do
+  local ttl, n = ARGV[a], ARGV[a + 1] + 0
+  local shape = {ttl, n}
+  for i = 1, n do
+    shape[1 + 2 * i] = KEYS[ARGV[a + 2 * i] + 0]
+    shape[2 + 2 * i] = limits[ARGV[a + 1 + 2 * i] + 0]
+  end
+  shapes[s] = shape
+  a = a + 2 + 2 * n
+end
+-- keys and args hold the last take's: a take of the same shape changes
+-- only its marker and its costs.
 local replies = {}
 local keys, args = {}, {ARGV[1], '1'}
-local used, marker, a = 0, nd, 6 + 5 * nl
+local last, m, n, marker = nil, 0, 0, nd
 for r = 1, ARGV[3] + 0 do
-  local ttl, n = ARGV[a], ARGV[a + 1] + 0
-  args[3] = ttl
-  local m = 0
-  if ttl ~= '0' then
-    m, marker = 1, marker + 1
+  local shape = shapes[ARGV[a] + 0]
+  if shape ~= last then
+    local used = m + n
+    n, m = shape[2], 0
+    args[3] = shape[1]
+    if shape[1] ~= '0' then
+      m = 1
+    end
+    for i = 1, n do
+      local limit, b = shape[2 + 2 * i], 6 * i - 2
+      keys[m + i] = shape[1 + 2 * i]
+      args[b], args[b + 1], args[b + 2], args[b + 3], args[b + 4] = limit[1], limit[2], limit[3], limit[4], limit[5]
+    end
+    for i = m + n + 1, used do
+      keys[i] = nil
+    end
+    last = shape
+  end
+  if m == 1 then
+    marker = marker + 1
     keys[1] = KEYS[marker]
   end
   for i = 1, n do
-    local c = a + 3 * i - 1
-    local limit, b = limits[ARGV[c + 1] + 0], 6 * i - 2
-    keys[m + i] = KEYS[ARGV[c] + 0]
-    args[b], args[b + 1], args[b + 2], args[b + 3], args[b + 4] = limit[1], limit[2], limit[3], limit[4], limit[5]
-    args[b + 5] = ARGV[c + 2]
+    args[6 * i + 3] = ARGV[a + i]
   end
-  for i = m + n + 1, used do
-    keys[i] = nil
-  end
-  used = m + n
-  a = a + 2 + 3 * n
+  a = a + 1 + n
   replies[r] = takeOne(keys, args)
 end
 for i = 1, #written do
