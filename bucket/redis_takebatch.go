@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -185,24 +186,67 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 	}
 }
 
-// batchArgs returns the KEYS and ARGV of takebatch.lua for takes,
-// each given in the single layout (now, '1', marker TTL, 6 per bucket).
+// batchArgs returns the KEYS and ARGV of takebatch.lua for takes, each
+// given in take.lua's single layout (now, '1', marker TTL, then 6 per
+// bucket: its 5 limit ARGV and its cost): every distinct bucket key, limit
+// and shape (marker TTL and the keys and limits of the buckets) sent once,
+// each take naming its shape by index and sending its costs (see the
+// script's header).
 func batchArgs(takes []*queuedTake) ([]string, []any) {
-	nk, na := 0, 3
+	keyOf := map[string]int{}
+	limitOf := map[[5]any]int{}
+	shapeOf := map[string]int{}
+	var buckets, markers []string
+	var limits, shapes, entries []any
+	var shape []byte
 	for _, q := range takes {
-		nk += len(q.keys)
-		na += len(q.args) - 1
-	}
-	keys := make([]string, 0, nk)
-	args := make([]any, 0, na)
-	args = append(args, takes[0].args[0], "b", len(takes))
-	for _, q := range takes {
-		keys = append(keys, q.keys...)
+		m := 0
+		if q.args[2] != "0" {
+			m = 1
+			markers = append(markers, q.keys[0])
+		}
 		n := (len(q.args) - 3) / 6
-		args = append(args, q.args[2], n)
-		args = append(args, q.args[3:]...)
+		shape = fmt.Appendf(shape[:0], "%v %d", q.args[2], n)
+		at := len(shapes)
+		shapes = append(shapes, q.args[2], n)
+		for j := range n {
+			key := q.keys[m+j]
+			k, ok := keyOf[key]
+			if !ok {
+				buckets = append(buckets, key)
+				k = len(buckets)
+				keyOf[key] = k
+			}
+			a := q.args[3+6*j:]
+			spec := [5]any{a[0], a[1], a[2], a[3], a[4]}
+			l, ok := limitOf[spec]
+			if !ok {
+				limits = append(limits, a[0], a[1], a[2], a[3], a[4])
+				l = len(limitOf) + 1
+				limitOf[spec] = l
+			}
+			shape = strconv.AppendInt(append(shape, ' '), int64(k), 10)
+			shape = strconv.AppendInt(append(shape, ' '), int64(l), 10)
+			shapes = append(shapes, k, l)
+		}
+		s, ok := shapeOf[string(shape)]
+		if !ok {
+			s = len(shapeOf) + 1
+			shapeOf[string(shape)] = s
+		} else {
+			shapes = shapes[:at]
+		}
+		entries = append(entries, s)
+		for j := range n {
+			entries = append(entries, q.args[3+6*j+5])
+		}
 	}
-	return keys, args
+	keys := append(buckets, markers...)
+	args := make([]any, 0, 6+len(limits)+len(shapes)+len(entries))
+	args = append(args, takes[0].args[0], "c", len(takes), len(buckets), len(limitOf), len(shapeOf))
+	args = append(args, limits...)
+	args = append(args, shapes...)
+	return keys, append(args, entries...)
 }
 
 // int64s reads one element of a batch reply: a list of integers.

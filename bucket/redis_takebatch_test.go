@@ -65,8 +65,14 @@ func takeBatchSteps(now time.Time) (steps []takeBatchStep, allowed []bool) {
 		// window: its write keeps the key's TTL, the one the first set.
 		{name: "next window", id: "r12", items: []bucket.Item{{Key: "k:{PFX}:laggy", Limit: next, Cost: 1}}},
 		{name: "lagging window", id: "r13", items: []bucket.Item{{Key: "k:{PFX}:laggy", Limit: month, Cost: 1}}},
+		// A limit that differs from tpm in its capacity alone: a batch
+		// sends each distinct limit once, and must keep these two apart.
+		{name: "capacity alone differs", id: "r14", items: []bucket.Item{
+			{Key: "k:{PFX}:user:erin", Limit: bucket.Limit{Capacity: 200, Rate: 3, Per: time.Minute}, Cost: 300},
+			{Key: "k:{PFX}:user:frank", Limit: tpm, Cost: 300},
+		}},
 	}
-	allowed = []bool{true, true, false, true, false, true, false, false, false, true, true, true, true}
+	allowed = []bool{true, true, false, true, false, true, false, false, false, true, true, true, true, false}
 	return steps, allowed
 }
 

@@ -145,6 +145,14 @@ local dedupFor, voidFor = ARGV[2], ARGV[3]
 local nl = ARGV[4] + 0
 local first = 5 + 5 * nl -- the first entry's ARGV
 
+-- Every limit as numbers, converted once: limit i is ARGV[5i] to
+-- ARGV[5i + 4].
+local limits = {}
+for l = 1, nl do
+  local b = 5 * l
+  limits[l] = {ARGV[b] + 0, ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0}
+end
+
 -- Every bucket key once, in order of first use.
 local order, view = {}, {}
 local k, a = 1, first
@@ -198,9 +206,9 @@ while a <= #ARGV do
     if not applies then
       break
     end
-    local b = 5 * ARGV[a + 2 + 2 * i] -- limit i is ARGV[5i] to ARGV[5i + 4]
-    local capacity, rate, per = ARGV[b] + 0, ARGV[b + 1] + 0, ARGV[b + 2] + 0
-    local windowStart, windowEnd, units = ARGV[b + 3] + 0, ARGV[b + 4] + 0, ARGV[a + 3 + 2 * i] + 0
+    local limit = limits[ARGV[a + 2 + 2 * i] + 0]
+    local capacity, rate, per = limit[1], limit[2], limit[3]
+    local windowStart, windowEnd, units = limit[4], limit[5], ARGV[a + 3 + 2 * i] + 0
     local c = view[KEYS[k + i]]
     local limitKind = kindOf(rate, windowEnd)
     if limitKind == 'c' then

@@ -145,11 +145,6 @@ end
 local now = clock(ARGV[1])
 local commit = ARGV[2] == '1'
 
--- @body: one request's take; takebatch.lua runs it once per request.
-local m = 0
-if ARGV[3] ~= '0' then
-  m = 1
-end
 -- checkWindowAt is phase one of a take from one window counter: slide
 -- into now's window, then check cost against the weighted count.
 local function checkWindowAt(prev, cur, start, per, capacity, now, cost, sliding)
@@ -162,14 +157,34 @@ local function checkWindowAt(prev, cur, start, per, capacity, now, cost, sliding
   return prev, cur, start, ok, tooLarge, short
 end
 
+-- windows appends to reply, when a bucket is a window counter (hasWindow),
+-- the start of the window each of the n buckets counted in (0 for the
+-- others, seen[i][10] is nil), and returns reply.
+local function windows(reply, n, seen, hasWindow)
+  if hasWindow then
+    for i = 1, n do
+      reply[4 + 2 * n + i] = seen[i][10] or 0
+    end
+  end
+  return reply
+end
+
+-- @body: one request's take; takebatch.lua runs it once per request.
+local m = 0
+if ARGV[3] ~= '0' then
+  m = 1
+end
 local stored = read(KEYS)
 if m == 1 and takeMarked(stored[1]) then
   return {-1}
 end
 
 local n = #KEYS - m
-local reply = {1, -1, 0, 0}
-local seen = {}
+-- Room for three buckets' remaining and reset, and three seen: tables built
+-- with room grow no more (a take of up to three buckets, the common case,
+-- rehashes neither); the nils are not part of the reply.
+local reply = {1, -1, 0, 0, nil, nil, nil, nil, nil, nil}
+local seen = {nil, nil, nil}
 
 -- Phase 1: refill every token bucket, roll every quota into its window, and
 -- check each; write nothing.
@@ -229,17 +244,6 @@ if firstLarge >= 0 or firstShort >= 0 then
   end
 end
 
--- windows appends, when a bucket is a window counter, the start of the
--- window each bucket counted in (0 for the others).
-local function windows()
-  if hasWindow then
-    for i = 1, n do
-      reply[4 + 2 * n + i] = seen[i][10] or 0
-    end
-  end
-  return reply
-end
-
 if reply[1] == 0 or not commit then
   for i = 1, n do
     local s = seen[i]
@@ -258,7 +262,7 @@ if reply[1] == 0 or not commit then
       reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, capacity, rate, per)
     end
   end
-  return windows()
+  return windows(reply, n, seen, hasWindow)
 end
 
 -- Phase 2: every bucket can pay; commit every cost.
@@ -296,4 +300,4 @@ for i = 1, n do
     reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), reset
   end
 end
-return windows()
+return windows(reply, n, seen, hasWindow)

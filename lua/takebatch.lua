@@ -2,22 +2,32 @@
 -- committing, each run as take.lua would run it alone (all-or-nothing; a
 -- denial spends nothing), in order, at one instant.
 --
--- KEYS      request after request: its take marker key (when its marker
---           TTL is not '0'), then its n bucket keys, as in take.lua. A key
---           may repeat across requests (a tenant's or a global bucket): its
+-- KEYS      the batch's distinct bucket keys, in order of first use (D of
+--           them), then the take marker key of each request whose marker
+--           TTL is not '0', in request order. A bucket key that many
+--           requests name (a tenant's or a global bucket) is sent once: its
 --           takes apply in order. In Redis Cluster all KEYS share a slot.
 -- ARGV[1]   now, as in take.lua.
--- ARGV[2]   'b'.
--- ARGV[3]   R, the number of requests; then, request after request, its
---           marker TTL (take.lua's ARGV[3]), its bucket count n, and its 6n
---           bucket ARGV (as in take.lua).
+-- ARGV[2]   'c' (this layout).
+-- ARGV[3]   R, the number of requests.
+-- ARGV[4]   D, the number of distinct bucket keys.
+-- ARGV[5]   L, the number of distinct limits.
+-- ARGV[6]   S, the number of distinct shapes.
+-- then 5 ARGV per limit: capacity, rate, per, windowStart and windowEnd, as
+--           take.lua's (each converted to a number once per batch);
+-- then per shape, what the takes of one kind share: the marker TTL
+--           (take.lua's ARGV[3]), the bucket count n, then per bucket,
+--           narrowest first, the index of its key among the first D KEYS
+--           (1 to D) and the index of its limit (1 to L);
+-- then, request after request: the index of its shape (1 to S), then the
+--           cost of each of the shape's n buckets (units, >= 0).
 --
 -- Reply: one take.lua reply per request, in order. A failure (an error in
 -- the script) fails every request of the batch and writes nothing: every
 -- key is read before the first take and written after the last.
 --
--- Redis commands: TIME (unless ARGV[1] pins now), one MGET of every
--- distinct key, then one SET or DEL per key the takes changed (the markers
+-- Redis commands: TIME (unless ARGV[1] pins now), one MGET of every key
+-- (a marker that repeats, a request id taken twice, is read twice), then one SET or DEL per key the takes changed (the markers
 -- of committed takes among them): a bucket that many requests share is read
 -- and written once per batch.
 --
@@ -71,18 +81,21 @@ local function remember(key, how, v)
   state[key], pending[key] = v, how
 end
 
--- read returns the stored values of keys from state.
+-- read returns the stored values of keys from state, in a table that
+-- every take reuses (takeOne reads it only while it runs, and only at the
+-- indexes of its own keys).
+local readOut = {}
 local function read(keys)
-  local out = {}
   for i = 1, #keys do
-    out[i] = state[keys[i]]
+    readOut[i] = state[keys[i]]
   end
-  return out
+  return readOut
 end
 
--- mark records a committed take's marker, 't' for ttl ms.
+-- mark records a committed take's marker, 't' for ttl ms (the TTL's text
+-- as sent: the flush passes it to SET PX unconverted).
 local function mark(key, ttl)
-  remember(key, ttl + 0, 't')
+  remember(key, ttl, 't')
 end
 
 -- write, in a batch, records what put or putQuota returned for key (see
@@ -104,36 +117,66 @@ end
 
 -- @takeOne: take.lua's body, as takeOne(KEYS, ARGV), is inserted here by package lua.
 
--- The batch: read every distinct key once, run each request's take in
--- order on state, then write each key its takes changed once.
-local distinct, seenKey = {}, {}
+-- The batch: read every key once, run each request's take in order on
+-- state, then write each key its takes changed once. Each take gets the
+-- KEYS and ARGV take.lua would get alone, its limits as numbers (take.lua
+-- adds 0 to them: a number stays as it is), in two tables that every take
+-- reuses (takeOne keeps neither).
+local values = redis.call('MGET', unpack(KEYS))
 for i = 1, #KEYS do
-  local k = KEYS[i]
-  if not seenKey[k] then
-    seenKey[k] = true
-    distinct[#distinct + 1] = k
-  end
+  state[KEYS[i]] = values[i]
 end
-local values = redis.call('MGET', unpack(distinct))
-for i = 1, #distinct do
-  state[distinct[i]] = values[i]
+local nd, nl, ns = ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
+local limits = {}
+for l = 1, nl do
+  local b = 2 + 5 * l
+  limits[l] = {ARGV[b] + 0, ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0}
 end
-local replies = {}
-local k, a = 0, 4
-for r = 1, ARGV[3] + 0 do
+-- A shape: its TTL, n, then each bucket's key and limit (numbers).
+local shapes = {}
+local a = 7 + 5 * nl
+for s = 1, ns do
   local ttl, n = ARGV[a], ARGV[a + 1] + 0
-  local keys, args = {}, {ARGV[1], '1', ttl}
-  local m = 0
-  if ttl ~= '0' then
-    m = 1
+  local shape = {ttl, n}
+  for i = 1, n do
+    shape[1 + 2 * i] = KEYS[ARGV[a + 2 * i] + 0]
+    shape[2 + 2 * i] = limits[ARGV[a + 1 + 2 * i] + 0]
   end
-  for i = 1, n + m do
-    keys[i] = KEYS[k + i]
+  shapes[s] = shape
+  a = a + 2 + 2 * n
+end
+-- keys and args hold the last take's: a take of the same shape changes
+-- only its marker and its costs.
+local replies = {}
+local keys, args = {}, {ARGV[1], '1'}
+local last, m, n, marker = nil, 0, 0, nd
+for r = 1, ARGV[3] + 0 do
+  local shape = shapes[ARGV[a] + 0]
+  if shape ~= last then
+    local used = m + n
+    n, m = shape[2], 0
+    args[3] = shape[1]
+    if shape[1] ~= '0' then
+      m = 1
+    end
+    for i = 1, n do
+      local limit, b = shape[2 + 2 * i], 6 * i - 2
+      keys[m + i] = shape[1 + 2 * i]
+      args[b], args[b + 1], args[b + 2], args[b + 3], args[b + 4] = limit[1], limit[2], limit[3], limit[4], limit[5]
+    end
+    for i = m + n + 1, used do
+      keys[i] = nil
+    end
+    last = shape
   end
-  for i = 1, 6 * n do
-    args[3 + i] = ARGV[a + 1 + i]
+  if m == 1 then
+    marker = marker + 1
+    keys[1] = KEYS[marker]
   end
-  k, a = k + n + m, a + 2 + 6 * n
+  for i = 1, n do
+    args[6 * i + 3] = ARGV[a + i]
+  end
+  a = a + 1 + n
   replies[r] = takeOne(keys, args)
 end
 for i = 1, #written do

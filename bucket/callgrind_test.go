@@ -1,0 +1,151 @@
+package bucket
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestCallgrindScripts is a measurement, not a check: with
+// LLMGUARD_CALLGRIND=1 it starts a redis-server under valgrind's callgrind,
+// feeds it the scripts directly (no proxy, no network client but this one)
+// and logs the instructions Redis executed per take, in a lone take.lua and
+// in takebatch.lua batches of 8 and 32, and per reconciliation in
+// reconcile.lua batches of 32: three token buckets (a user's, a tenant's, a
+// global one, as llmguard-bench's rules) that every request shares, a take
+// marker per take, two deltas per reconciliation. Without the variable it
+// is skipped; with it, a missing valgrind fails it. Run it with
+//
+//	LLMGUARD_CALLGRIND=1 go test -run TestCallgrindScripts -v ./bucket/
+func TestCallgrindScripts(t *testing.T) {
+	if os.Getenv("LLMGUARD_CALLGRIND") == "" {
+		t.Skip("a measurement: set LLMGUARD_CALLGRIND=1 to run it")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	dir := t.TempDir()
+	cmd := exec.Command("valgrind", "--tool=callgrind", "--callgrind-out-file="+filepath.Join(dir, "cg.%p"),
+		"redis-server", "--port", port, "--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+	for deadline := time.Now().Add(60 * time.Second); client.Ping(ctx).Err() != nil; {
+		if time.Now().After(deadline) {
+			t.Fatal("redis-server under valgrind did not answer within 60 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r, err := NewRedis(RedisOptions{Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pid := strconv.Itoa(cmd.Process.Pid)
+	zero := func() {
+		if out, err := exec.Command("callgrind_control", "-z", pid).CombinedOutput(); err != nil {
+			t.Fatalf("callgrind_control -z: %v: %s", err, out)
+		}
+	}
+	instructions := func() int64 {
+		if out, err := exec.Command("callgrind_control", "-d", pid).CombinedOutput(); err != nil {
+			t.Fatalf("callgrind_control -d: %v: %s", err, out)
+		}
+		dumps, _ := filepath.Glob(filepath.Join(dir, "cg."+pid+".*"))
+		newest, last := "", -1
+		for _, d := range dumps {
+			if n, err := strconv.Atoi(d[strings.LastIndexByte(d, '.')+1:]); err == nil && n > last {
+				newest, last = d, n
+			}
+		}
+		f, err := os.Open(newest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "summary: "); ok {
+				n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+		}
+		t.Fatalf("no summary in %s", newest)
+		return 0
+	}
+	limits := []Limit{
+		{Capacity: 1e9, Rate: 1e9, Per: time.Second},
+		{Capacity: 1e6, Rate: 1e6, Per: time.Second},
+		{Capacity: 1e6, Rate: 1e6, Per: time.Second},
+	}
+	keys := []string{"llmguard:{t}:user:alice", "llmguard:{t}:tenant:acme", "llmguard:{t}:global"}
+	id := 0
+	nextID := func() string { id++; return fmt.Sprintf("req-%08d", id) }
+	takes := func(size, batches int) {
+		for range batches {
+			batch := make([]*queuedTake, size)
+			for i := range batch {
+				items := []Item{{Key: keys[0], Limit: limits[0], Cost: 300}, {Key: keys[1], Limit: limits[1], Cost: 20}, {Key: keys[2], Limit: limits[2], Cost: 1}}
+				k, a := r.takeArgs(nextID(), items, nil, true)
+				batch[i] = &queuedTake{ctx: ctx, keys: k, args: a, done: make(chan struct{})}
+			}
+			if size == 1 {
+				q := batch[0]
+				q.reply, q.err = r.take.Run(ctx, client, q.keys, q.args...).Int64Slice()
+			} else {
+				r.takes.send(batch)
+			}
+			for _, q := range batch {
+				if q.err != nil || len(q.reply) == 0 || q.reply[0] != 1 {
+					t.Fatalf("take: %v %v", q.reply, q.err)
+				}
+			}
+		}
+	}
+	reconciles := func(size, batches int) {
+		for range batches {
+			batch := make([]Reconciliation, size)
+			for i := range batch {
+				batch[i] = Reconciliation{RequestID: nextID(), Deltas: []Delta{{Key: keys[0], Limit: limits[0], Units: -100}, {Key: keys[1], Limit: limits[1], Units: 3}}}
+			}
+			for _, err := range r.ReconcileBatch(ctx, batch) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	measure := func(name string, size int, run func(size, batches int)) {
+		run(size, 5) // warm: scripts cached, keys present
+		zero()
+		const batches = 50
+		run(size, batches)
+		t.Logf("%-34s %7d instructions per request", name, instructions()/int64(size*batches))
+	}
+	measure("take.lua, alone", 1, takes)
+	measure("takebatch.lua, batches of 8", 8, takes)
+	measure("takebatch.lua, batches of 32", 32, takes)
+	measure("reconcile.lua, batches of 32", 32, reconciles)
+}
