@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -86,8 +87,10 @@ func NewRegistry(o RegistryOptions) *Registry {
 }
 
 // maxTxAttempts bounds the optimistic retries of a change whose WATCH saw
-// a concurrent change.
-const maxTxAttempts = 10
+// another change land first. Between attempts a change waits a random
+// time up to 1 ms × 2^attempt (at most 64 ms), so that writers that keep
+// colliding spread out: 8 admins creating at once all land.
+const maxTxAttempts = 32
 
 // Create makes a new key for s at instant now: a secret from crypto/rand
 // (returned here, and never stored), and its record. Errors: ErrFull, or
@@ -344,13 +347,19 @@ func (r *Registry) change(ctx context.Context, plan func(tx *redis.Tx, rev int64
 		})
 		return err
 	}
-	for range maxTxAttempts {
+	for attempt := range maxTxAttempts {
 		err := r.rdb.Watch(ctx, fn, RegistryKey, RevKey)
 		if !errors.Is(err, redis.TxFailedErr) {
 			if err != nil && !isSentinel(err) {
 				return fmt.Errorf("keystore: %w", err)
 			}
 			return err
+		}
+		backoff := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("keystore: %w", ctx.Err())
+		case <-time.After(backoff):
 		}
 	}
 	return fmt.Errorf("keystore: %d concurrent changes in a row; try again", maxTxAttempts)
