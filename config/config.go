@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -654,7 +653,7 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d)
 // Load reads, parses and validates the YAML file at path.
 // Errors: the file cannot be read; *Error listing every invalid field.
 func Load(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
+	b, err := ReadFile(path, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

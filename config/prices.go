@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -256,7 +255,7 @@ func (c *Config) loadPrices(dir string) error {
 		if !filepath.IsAbs(path) && dir != "" {
 			path = filepath.Join(dir, path)
 		}
-		b, err := os.ReadFile(path)
+		b, err := ReadFile(path, MaxFileBytes)
 		if err != nil {
 			return &Error{Problems: []string{fmt.Sprintf("prices_file: %v", err)}}
 		}

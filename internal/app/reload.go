@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -111,7 +110,7 @@ func (a *App) Watch(path string) (stop func(), err error) {
 		w.Close()
 		return nil, err
 	}
-	last, _ := os.ReadFile(abs)
+	last, _ := config.ReadFile(abs, config.MaxFileBytes)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -142,7 +141,7 @@ func (a *App) Watch(path string) (stop func(), err error) {
 				a.log.Error("config watch", "err", err)
 			case <-debounce:
 				debounce = nil
-				b, err := os.ReadFile(abs)
+				b, err := config.ReadFile(abs, config.MaxFileBytes)
 				if err != nil || bytes.Equal(b, last) {
 					continue // gone for a moment, or unchanged
 				}

@@ -5,10 +5,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -102,18 +100,13 @@ func loadPair(t *config.TLS) (*tls.Certificate, error) {
 	return &c, nil
 }
 
+// readPEM reads a certificate or key file: a regular file of at most
+// maxPEMBytes. A FIFO is refused without waiting for a writer (its open
+// would otherwise hold the watcher, and so a shutdown, forever).
 func readPEM(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	b, err := config.ReadFile(path, maxPEMBytes)
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxPEMBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxPEMBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes: not a PEM certificate or key", path, maxPEMBytes)
+		return nil, fmt.Errorf("%w: not a PEM certificate or key", err)
 	}
 	return b, nil
 }
