@@ -18,13 +18,29 @@ type Cache struct {
 	mu    sync.RWMutex
 	bySum map[[32]byte]*Record
 	byID  map[string]*Record
+	// seq counts Apply's changes; applied holds, per key id, the seq of
+	// the Apply that brought the cached record (none: a whole read did).
+	// A whole read that began after that Apply (Snapshot.Since) reflects
+	// its change or a later one, so it is the truth for that key: a record
+	// the registry does not hold (a forged notification, a registry Redis
+	// that restarted empty or from an older copy) does not outlive it.
+	seq     uint64
+	applied map[string]uint64
 }
 
 var _ policy.KeySource = (*Cache)(nil)
 
 // NewCache returns an empty cache.
 func NewCache() *Cache {
-	return &Cache{bySum: map[[32]byte]*Record{}, byID: map[string]*Record{}}
+	return &Cache{bySum: map[[32]byte]*Record{}, byID: map[string]*Record{}, applied: map[string]uint64{}}
+}
+
+// Mark is the cache's Apply sequence: take it before a whole read of the
+// registry begins and pass it as the read's Snapshot.Since.
+func (c *Cache) Mark() uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.seq
 }
 
 // LookupKey finds the key whose SHA-256 is sum (policy.KeySource).
@@ -56,28 +72,38 @@ func (c *Cache) Apply(rec Record) bool {
 	}
 	r := rec
 	c.byID[rec.ID], c.bySum[sum] = &r, &r
+	c.seq++
+	c.applied[rec.ID] = c.seq
 	return true
 }
 
-// Replace makes the cache the registry as s read it: every record of s,
-// except where the cache holds a higher Rev of the same key, and the
-// cached keys s lacks are dropped unless their Rev is above s.Rev (a key
-// created during the read, whose notification came first). It returns the
+// Replace makes the cache the registry as s read it. Only a record
+// applied after the read began (Apply after s.Since) can be newer than the
+// read: such a record is kept over the read's when its Rev is higher, and
+// kept when the read lacks it and its Rev is above s.Rev (a key created
+// during the read, whose notification came first). Every other cached
+// record is replaced by the read's, or dropped when the read lacks it:
+// the registry is the truth for what it had time to show, whatever Rev a
+// node holds (a registry Redis that restarted empty counts its revisions
+// from 1 again; a notification may have been forged). It returns the
 // number of keys added or changed, and removed.
 func (c *Cache) Replace(s Snapshot) (changed, removed int) {
 	byID := make(map[string]*Record, len(s.Records))
 	bySum := make(map[[32]byte]*Record, len(s.Records))
+	applied := map[string]uint64{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	newer := func(id string) bool { return c.applied[id] > s.Since }
 	for i := range s.Records {
 		rec := s.Records[i]
 		sum, ok := rec.sum()
 		if !ok {
 			continue
 		}
-		if cur, ok := c.byID[rec.ID]; ok && cur.Rev > rec.Rev {
+		if cur, ok := c.byID[rec.ID]; ok && cur.Rev > rec.Rev && newer(rec.ID) {
 			rec = *cur
 			sum = mustSum(cur)
+			applied[rec.ID] = c.applied[rec.ID]
 		} else if !ok || cur.Rev != rec.Rev {
 			changed++
 		}
@@ -88,13 +114,14 @@ func (c *Cache) Replace(s Snapshot) (changed, removed int) {
 		if _, ok := byID[id]; ok {
 			continue
 		}
-		if cur.Rev > s.Rev {
+		if cur.Rev > s.Rev && newer(id) {
 			byID[id], bySum[mustSum(cur)] = cur, cur
+			applied[id] = c.applied[id]
 			continue
 		}
 		removed++
 	}
-	c.byID, c.bySum = byID, bySum
+	c.byID, c.bySum, c.applied = byID, bySum, applied
 	return changed, removed
 }
 

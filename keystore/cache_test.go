@@ -72,3 +72,45 @@ func BenchmarkCacheLookup(b *testing.B) {
 		}
 	}
 }
+
+// A whole read that began after a record was applied is the truth for
+// that key, whatever Rev the cache holds: a forged notification with a
+// huge Rev used to un-revoke a key on a node for good (every later read
+// and notification lost to it), and a registry Redis that restarted empty
+// (revisions from 1 again) left every node serving keys no longer stored,
+// which no admin call could then revoke.
+func TestCacheReadAfterApplyIsTheTruth(t *testing.T) {
+	c := NewCache()
+	revoked := testRecord("sk-1", 3)
+	revoked.RevokedAt = t0
+	c.Replace(Snapshot{Records: []Record{revoked}, Rev: 3, Since: c.Mark()})
+
+	forged := testRecord("sk-1", 1<<62) // not revoked
+	if !c.Apply(forged) {
+		t.Fatal("the forged record was not applied (the test's premise)")
+	}
+	gone := testRecord("sk-2", 1<<61) // a key the registry lost
+	c.Apply(gone)
+
+	// A read that began before the Apply may predate it: kept.
+	before := c.Mark() - 2
+	c.Replace(Snapshot{Records: []Record{revoked}, Rev: 3, Since: before})
+	if k, _ := c.LookupKey(mustSum(&forged)); k.Revoked {
+		t.Fatal("a read older than the notification overrode it")
+	}
+
+	// A read that began after it shows the registry: revoked, sk-2 gone.
+	c.Replace(Snapshot{Records: []Record{revoked}, Rev: 3, Since: c.Mark()})
+	if k, ok := c.LookupKey(mustSum(&forged)); !ok || !k.Revoked {
+		t.Errorf("after a later read: revoked %v (found %v), want the registry's revoked record", k.Revoked, ok)
+	}
+	if _, ok := lookup(c, "sk-2"); ok {
+		t.Error("a key the registry no longer holds is still served after a later read")
+	}
+	// And the registry's own changes apply again.
+	again := revoked
+	again.Rev = 4
+	if !c.Apply(again) {
+		t.Error("a registry change after the read was refused as stale")
+	}
+}

@@ -247,6 +247,9 @@ type Snapshot struct {
 	// true when the registry held more than MaxKeys records.
 	Bad       int
 	Truncated bool
+	// Since is the reading cache's Mark taken before the read began
+	// (Cache.Replace); List leaves it zero, the Syncer sets it.
+	Since uint64
 }
 
 // List reads every record, with HSCAN in pages of 1000, at most MaxKeys of

@@ -80,11 +80,13 @@ func StartSyncer(o SyncOptions) *Syncer {
 func (s *Syncer) Resync(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
+	since := s.o.Cache.Mark() // before the read: what was applied until now, the read shows
 	snap, err := s.o.Registry.List(ctx)
 	if err != nil {
 		s.o.Metrics.resynced(false, time.Time{})
 		return err
 	}
+	snap.Since = since
 	changed, removed := s.o.Cache.Replace(snap)
 	s.o.Metrics.resynced(true, time.Now())
 	if snap.Bad > 0 || snap.Truncated {

@@ -2,6 +2,8 @@ package keystore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"io"
 	"net"
 	"sync"
@@ -140,5 +142,66 @@ func waitKey(t *testing.T, c *Cache, secret string) {
 			t.Fatal("the key never reached the cache")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Through a real redis-server: a key whose registry is lost (FLUSHALL, as
+// a Redis restarting without persistence) is dropped at the next read, and
+// a forged notification un-revoking a key lasts only until the next read.
+func TestSyncerFollowsTheRegistryBackwards(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	reg := NewRegistry(RegistryOptions{Client: client})
+	cache := NewCache()
+	s := StartSyncer(SyncOptions{Client: client, Registry: reg, Cache: cache, Resync: time.Hour, Timeout: 5 * time.Second})
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	var ids []string
+	var secrets []string
+	for range 5 {
+		secret, rec, err := reg.Create(ctx, Spec{Tenant: "acme"}, ops, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, secrets = append(ids, rec.ID), append(secrets, secret)
+	}
+	waitKey(t, cache, secrets[4])
+	revoked, err := reg.Revoke(ctx, ids[0], ops, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := revoked
+	forged.RevokedAt, forged.RevokedBy, forged.Rev = time.Time{}, "", 1<<62
+	b, _ := json.Marshal(forged)
+	if err := client.Publish(ctx, Channel, b).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if k, ok := cache.LookupKey(sha256.Sum256([]byte(secrets[0]))); ok && !k.Revoked {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the forged notification never arrived (the test's premise)")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := cache.LookupKey(sha256.Sum256([]byte(secrets[0]))); !k.Revoked {
+		t.Error("a forged notification un-revoked a key past a whole read of the registry")
+	}
+
+	if err := client.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, sec := range secrets {
+		if _, ok := lookup(cache, sec); ok {
+			t.Errorf("key %s still served after its registry was emptied and read again", ids[i])
+		}
 	}
 }
