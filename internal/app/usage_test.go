@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -181,5 +182,51 @@ func TestUsageCSVCells(t *testing.T) {
 	}
 	if usd(-5) != "-0.000005" {
 		t.Errorf("usd(-5) = %s", usd(-5))
+	}
+}
+
+// /admin/usage sums the ledger's backups with the file, reading them
+// record by record (it used to hold every record of every backup in
+// memory at once: 1.3 GB for 400 MB of ledger), and does not read a backup
+// last written before the period began.
+func TestAdminUsageReadsBackupsOfThePeriodOnly(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ledger.jsonl")
+	h := startFlavors(t, fmt.Sprintf(`  - {name: acme-month, scope: tenant, unit: usd, quota: 1, period: month}
+ledger: {file: %q}
+`, file))
+	h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":50}`, "x-mock-completion-tokens", "20")
+	now := time.Now().UTC()
+	line := func(model string) []byte {
+		return []byte(fmt.Sprintf(`{"ts":%q,"request_id":"r-%s","key_id":"k","user":"u","tenant":"acme","model":%q,"flavor":"openai","status":200,"input_tokens":1,"output_tokens":1,"cost_micro_usd":7}`+"\n",
+			now.Format(time.RFC3339Nano), model, model))
+	}
+	recent := filepath.Join(dir, "ledger-"+now.Add(-time.Minute).Format("2006-01-02T15-04-05.000")+".jsonl")
+	old := filepath.Join(dir, "ledger-"+now.Add(-2*time.Minute).Format("2006-01-02T15-04-05.000")+".jsonl")
+	if err := os.WriteFile(recent, line("from-backup"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, line("from-old-backup"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	longAgo := now.AddDate(0, -2, 0)
+	if err := os.Chtimes(old, longAgo, longAgo); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(h.admin + "/admin/usage?tenant=acme&period=month")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rep UsageReport
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		t.Fatal(err)
+	}
+	models := map[string]bool{}
+	for _, m := range rep.ByModel {
+		models[m.Model] = true
+	}
+	if rep.Requests != 2 || !models["from-backup"] || !models["gpt-4o-mini"] || models["from-old-backup"] {
+		t.Errorf("report: %d requests, models %v; want the file's and the recent backup's, not the backup written before the period", rep.Requests, models)
 	}
 }
