@@ -303,7 +303,7 @@ func (c *keysAuditCmd) Run() error {
 	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "at\tactor\taction\tkey\ttenant\tuser\tdetail")
 	for _, e := range a.Entries {
-		fmt.Fprintf(w, "%s\t%s (%s)\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), e.Actor, e.Auth, e.Action, e.KeyID, e.Tenant, e.User, e.Detail)
+		fmt.Fprintf(w, "%s\t%s (%s)\t%s\t%s\t%s\t%s\t%s\n", e.At.UTC().Format(time.RFC3339), cell(e.Actor), cell(e.Auth), cell(e.Action), cell(e.KeyID), cell(e.Tenant), cell(e.User), cell(e.Detail))
 	}
 	return w.Flush()
 }

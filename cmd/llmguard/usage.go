@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/app"
@@ -117,9 +119,9 @@ func printReport(out io.Writer, r *app.UsageReport) {
 		w.Flush()
 		fmt.Fprintln(out)
 	}
-	table("tenant", r.ByTenant, func(x app.UsageRow) string { return x.Tenant })
-	table("user", r.ByUser, func(x app.UsageRow) string { return x.Tenant + "/" + x.User })
-	table("model", r.ByModel, func(x app.UsageRow) string { return x.Model })
+	table("tenant", r.ByTenant, func(x app.UsageRow) string { return cell(x.Tenant) })
+	table("user", r.ByUser, func(x app.UsageRow) string { return cell(x.Tenant) + "/" + cell(x.User) })
+	table("model", r.ByModel, func(x app.UsageRow) string { return cell(x.Model) })
 	if len(r.Quotas) > 0 {
 		w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 		defer w.Flush()
@@ -129,8 +131,22 @@ func printReport(out io.Writer, r *app.UsageReport) {
 			if q.DaysLeft >= 0 {
 				days = fmt.Sprintf("%.1f", q.DaysLeft)
 			}
-			fmt.Fprintf(w, "%s\t%s %s\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\n", q.Limit, q.Scope, q.Subject, q.Unit, q.Used, q.Quota,
+			fmt.Fprintf(w, "%s\t%s %s\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\n", q.Limit, q.Scope, cell(q.Subject), q.Unit, q.Used, q.Quota,
 				q.Remaining, 100*q.UsedFraction, q.PeriodEnd.Format(time.RFC3339), days)
 		}
 	}
+}
+
+// cell is text from the ledger or the store as a table prints it: as it
+// is, or quoted as a Go string (\n, \x1b…) when it holds a control
+// character or a tab. A model name is the caller's choice, and one holding
+// a newline or an escape sequence must not add rows to the table or drive
+// the operator's terminal.
+func cell(s string) string {
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) || c == utf8.RuneError {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

@@ -115,3 +115,20 @@ func paris(t *testing.T) *time.Location {
 	}
 	return l
 }
+
+// A model name is the caller's choice: one holding a newline or an escape
+// sequence is printed quoted, so that it neither adds a row to
+// `llmguard usage`'s table nor reaches the operator's terminal as a
+// control sequence.
+func TestUsageTableQuotesControlCharacters(t *testing.T) {
+	var b strings.Builder
+	printReport(&b, &app.UsageReport{Tenant: "acme", ByModel: []app.UsageRow{
+		{Model: "gpt-4o-mini\nfake-model  999.000000"}, {Model: "m\x1b[2J\x1b]0;pwned\x07"}, {Model: "gpt-4o-mini"}}})
+	out := b.String()
+	if strings.ContainsAny(out, "\x1b\x07") || strings.Contains(out, "\nfake-model") {
+		t.Errorf("control characters reached the table:\n%q", out)
+	}
+	if !strings.Contains(out, `"gpt-4o-mini\nfake-model  999.000000"`) || !strings.Contains(out, "\ngpt-4o-mini ") {
+		t.Errorf("names not shown as expected:\n%s", out)
+	}
+}
