@@ -268,6 +268,11 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		// larger one is refused with 413 before it is read whole.
 		MaxRequestBodySize: 1 << 20,
 		ErrorHandler:       adminErrorHandler,
+		// A connection that sends no request, or half of one, is closed
+		// (it was held forever: thousands of them, a file descriptor
+		// each, starve the proxy's own accepts and dials).
+		ReadTimeout: adminReadTimeout,
+		IdleTimeout: adminIdleTimeout,
 	}
 	a.reloads.init(a.Registry)
 	if err := a.startTLS(cfg); err != nil {
@@ -377,6 +382,13 @@ func (a *App) Close() error {
 	})
 	return a.closeErr
 }
+
+// The admin listener's timeouts: its requests are small and its clients
+// (probes, Prometheus, the CLI) send them at once. Variables for the tests.
+var (
+	adminReadTimeout = 30 * time.Second
+	adminIdleTimeout = 60 * time.Second
+)
 
 // adminErrorHandler answers a request the admin server could not read: 413
 // for a body over its bound, 400 otherwise.

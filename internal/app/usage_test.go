@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -228,5 +229,29 @@ ledger: {file: %q}
 	}
 	if rep.Requests != 2 || !models["from-backup"] || !models["gpt-4o-mini"] || models["from-old-backup"] {
 		t.Errorf("report: %d requests, models %v; want the file's and the recent backup's, not the backup written before the period", rep.Requests, models)
+	}
+}
+
+// The admin listener closes a connection that never finishes its request
+// (it held one forever: 3,000 half-sent requests held 3,000 descriptors
+// for minutes, the proxy's own limit of descriptors shared with them).
+func TestAdminListenerDropsSilentConnections(t *testing.T) {
+	defer func(r, i time.Duration) { adminReadTimeout, adminIdleTimeout = r, i }(adminReadTimeout, adminIdleTimeout)
+	adminReadTimeout, adminIdleTimeout = 300*time.Millisecond, 300*time.Millisecond
+	h := startFlavors(t, "")
+	addr := strings.TrimPrefix(h.admin, "http://")
+	for _, first := range []string{"", "GET /healthz HTTP/1.1\r\nHost: x\r\n"} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if first != "" {
+			c.Write([]byte(first))
+		}
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.ReadAll(c); err != nil {
+			t.Errorf("sent %q: the admin listener still held the connection after 20s (%v)", first, err)
+		}
 	}
 }
