@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/llmguard/llmguard/internal/jsonscan"
 )
 
 // MaxRequestBytes bounds an admin API request body, in bytes.
@@ -140,6 +142,13 @@ func decode(body []byte, v any) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("the body must hold one JSON object and nothing after it")
+	}
+	// encoding/json takes the last of two equal keys and matches a key in
+	// any case: a body a reviewing tool and llmguard would read
+	// differently ({"tenant":"acme","tenant":"evil"} made a key of tenant
+	// evil) is refused, as llmguard refuses it from callers.
+	if err := jsonscan.Check(body, jsonscan.Options{DuplicateKeys: true, FoldCase: true}); err != nil {
+		return badRequest("the body is not valid JSON for this request: %s", clip(err.Error()))
 	}
 	return nil
 }

@@ -105,3 +105,21 @@ func FuzzParseRotate(f *testing.F) {
 		}
 	})
 }
+
+// A body two readers could read differently is refused: a key twice, a key
+// in two cases (encoding/json took the last, in any case: a key of tenant
+// "evil" from a body a reviewer reads as tenant "acme").
+func TestParseCreateRefusesAmbiguousBodies(t *testing.T) {
+	for _, body := range []string{
+		`{"tenant":"acme","tenant":"evil"}`,
+		`{"tenant":"acme","Tenant":"evil"}`,
+		`{"tenant":"acme","expires_in":"1h","expires_in":"876000h"}`,
+	} {
+		if s, err := ParseCreate([]byte(body), t0); err == nil {
+			t.Errorf("%q: accepted as tenant %q", body, s.Tenant)
+		}
+	}
+	if s, err := ParseCreate([]byte(`{"tenant":"acmé"}`), t0); err != nil || s.Tenant != "acmé" {
+		t.Errorf("a plain UTF-8 body: %+v %v", s, err)
+	}
+}
