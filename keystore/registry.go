@@ -16,10 +16,11 @@ import (
 )
 
 // Sentinel errors of Registry's methods; the admin API answers them with
-// 404, 409 and 409.
+// 404, 409, 409 and 409.
 var (
 	ErrNotFound = errors.New("keystore: no such key")
 	ErrRevoked  = errors.New("keystore: the key is already revoked")
+	ErrRotated  = errors.New("keystore: the key was already rotated")
 	ErrFull     = errors.New("keystore: the registry holds key_store.max_keys keys")
 )
 
@@ -169,8 +170,10 @@ func (r *Registry) Revoke(ctx context.Context, id string, by Actor, now time.Tim
 // user, tenant, plan and expiry, returned with its secret. The old key is
 // revoked at once when grace is zero; otherwise it keeps working until
 // now + grace (cut to the second), or its own expiry if sooner. Errors:
-// ErrNotFound, ErrRevoked (a revoked key is not rotated), ErrFull, or the
-// store's.
+// ErrNotFound, ErrRevoked (a revoked key is not rotated), ErrRotated (a
+// key is rotated once: its successor is the one to rotate; concurrent
+// rotations of one key leave one successor, as the registry's WATCH
+// serialises them), ErrFull, or the store's.
 func (r *Registry) Rotate(ctx context.Context, id string, grace time.Duration, by Actor, now time.Time) (secret string, next, old Record, err error) {
 	for range 3 {
 		err = r.change(ctx, func(tx *redis.Tx, rev int64) ([]Record, *AuditEntry, error) {
@@ -180,6 +183,9 @@ func (r *Registry) Rotate(ctx context.Context, id string, grace time.Duration, b
 			}
 			if !prev.RevokedAt.IsZero() {
 				return nil, nil, ErrRevoked
+			}
+			if prev.RotatedTo != "" {
+				return nil, nil, ErrRotated
 			}
 			if n, err := tx.HLen(ctx, RegistryKey).Result(); err != nil {
 				return nil, nil, err
@@ -382,5 +388,5 @@ func (r *Registry) change(ctx context.Context, plan func(tx *redis.Tx, rev int64
 }
 
 func isSentinel(err error) bool {
-	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrRevoked) || errors.Is(err, ErrFull) || errors.Is(err, errIDTaken)
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrRevoked) || errors.Is(err, ErrRotated) || errors.Is(err, ErrFull) || errors.Is(err, errIDTaken)
 }

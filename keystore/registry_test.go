@@ -65,6 +65,11 @@ func TestRegistryLifecycle(t *testing.T) {
 		next.RotatedFrom != rec.ID || !next.ExpiresAt.Equal(rec.ExpiresAt) || next.Plan != "pro" {
 		t.Errorf("step 1 (rotate with grace): old %+v next %+v", old, next)
 	}
+	// A key is rotated once: rotating the old key again (or a second
+	// concurrent rotation) is refused, so one key has one successor.
+	if _, _, _, err := r.Rotate(ctx, rec.ID, time.Hour, ops, t0); !errors.Is(err, ErrRotated) {
+		t.Errorf("step 1 (rotate the old key again): %v, want ErrRotated", err)
+	}
 	// step 2: the registry is full (3 keys): a create is refused.
 	if _, _, err := r.Create(ctx, Spec{Tenant: "acme"}, ops, t0); err != nil {
 		t.Fatal(err)

@@ -338,6 +338,8 @@ func storeFailure(err error) (int, any) {
 		return fasthttp.StatusNotFound, errorBody{"no such key"}
 	case errors.Is(err, keystore.ErrRevoked):
 		return fasthttp.StatusConflict, errorBody{"the key is already revoked"}
+	case errors.Is(err, keystore.ErrRotated):
+		return fasthttp.StatusConflict, errorBody{"the key was already rotated: rotate its successor (rotated_to)"}
 	case errors.Is(err, keystore.ErrFull):
 		return fasthttp.StatusConflict, errorBody{"the registry holds key_store.max_keys keys: raise key_store.max_keys (revoked keys count too)"}
 	}
