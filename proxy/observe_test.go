@@ -68,7 +68,9 @@ func TestObserveOffAllocatesNothing(t *testing.T) {
 	if !(allocs["off"] < allocs["log"] && allocs["off"] < allocs["trace"] && allocs["log"] < allocs["both"]) {
 		t.Errorf("observation on should cost allocations that off does not: %v", allocs)
 	}
-	if allocs["log"]-allocs["off"] > 8 || allocs["trace"]-allocs["off"] > 60 {
+	// The budget holds without the race detector, which adds allocations
+	// of its own (under -race log costs 9 more than off, not 4).
+	if !raceEnabled && (allocs["log"]-allocs["off"] > 8 || allocs["trace"]-allocs["off"] > 60) {
 		t.Errorf("observation on costs too many allocations per request: %v", allocs)
 	}
 	// Off, every hook a request passes is a nil check: none allocates.
