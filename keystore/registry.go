@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -337,6 +338,11 @@ func (r *Registry) change(ctx context.Context, plan func(tx *redis.Tx, rev int64
 		cur, err := tx.Get(ctx, RevKey).Int64()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return err
+		}
+		if cur < 0 || cur == math.MaxInt64 {
+			// Written by hand or by a hostile Redis client: a record made
+			// at such a revision would be refused by every node's parser.
+			return fmt.Errorf("the registry's revision %s is %d: set it to the highest rev of its records", RevKey, cur)
 		}
 		rev := cur + 1
 		var entry *AuditEntry

@@ -116,3 +116,20 @@ func TestRegistryListSkipsGarbage(t *testing.T) {
 		t.Errorf("list: %+v %v", snap, err)
 	}
 }
+
+// A revision written by hand below zero is refused, not turned into a
+// record every node's parser refuses.
+func TestRegistryRefusesNegativeRevision(t *testing.T) {
+	srv := redistest.Start(t)
+	r := NewRegistry(RegistryOptions{Client: srv.Client()})
+	ctx := context.Background()
+	if err := srv.Client().Set(ctx, RevKey, "-5", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, rec, err := r.Create(ctx, Spec{Tenant: "acme"}, ops, t0); err == nil || isSentinel(err) {
+		t.Fatalf("create at revision -5: %+v %v, want a store error", rec, err)
+	}
+	if n, _ := srv.Client().HLen(ctx, RegistryKey).Result(); n != 0 {
+		t.Errorf("%d records written", n)
+	}
+}
