@@ -276,7 +276,7 @@ func (r *Registry) List(ctx context.Context) (Snapshot, error) {
 	s.Rev = rev
 	var cursor uint64
 	for {
-		kv, next, err := r.rdb.HScan(ctx, RegistryKey, cursor, "*", 1000).Result()
+		kv, next, err := scanBounded(ctx, r.rdb, cursor)
 		if err != nil {
 			return Snapshot{}, fmt.Errorf("keystore: scan the registry: %w", err)
 		}
@@ -296,6 +296,46 @@ func (r *Registry) List(ctx context.Context) (Snapshot, error) {
 			return s, nil
 		}
 	}
+}
+
+// scanPage is how many registry fields one scan call asks Redis for.
+const scanPage = 1000
+
+// scanScript is one HSCAN page of the registry in which a value longer
+// than ARGV[3] bytes (MaxRecordBytes) is replaced by "" before it leaves
+// Redis: a value written by hand (hundreds of MB) must not be read whole by
+// every node at every resync. Its reply is HSCAN's: {cursor, {field,
+// value, …}}.
+var scanScript = redis.NewScript(`
+local r = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])
+local kv, max = r[2], tonumber(ARGV[3])
+for i = 2, #kv, 2 do
+  if #kv[i] > max then kv[i] = '' end
+end
+return r`)
+
+// scanBounded is one page of the registry from cursor: fields and values
+// (each value at most MaxRecordBytes, an oversized one ""), and the next
+// cursor (0: done). Errors: the store's, or a reply not shaped as HSCAN's.
+func scanBounded(ctx context.Context, rdb redis.UniversalClient, cursor uint64) (kv []string, next uint64, err error) {
+	res, err := scanScript.Run(ctx, rdb, []string{RegistryKey}, strconv.FormatUint(cursor, 10), scanPage, MaxRecordBytes).Slice()
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(res) != 2 {
+		return nil, 0, fmt.Errorf("scan reply of %d parts", len(res))
+	}
+	c, _ := res[0].(string)
+	if next, err = strconv.ParseUint(c, 10, 64); err != nil {
+		return nil, 0, fmt.Errorf("scan cursor %q", c)
+	}
+	items, _ := res[1].([]any)
+	kv = make([]string, 0, len(items))
+	for _, it := range items {
+		v, _ := it.(string)
+		kv = append(kv, v)
+	}
+	return kv, next, nil
 }
 
 // Audit reads the latest count entries of the audit stream, newest first

@@ -3,6 +3,7 @@ package keystore
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,5 +132,33 @@ func TestRegistryRefusesNegativeRevision(t *testing.T) {
 	}
 	if n, _ := srv.Client().HLen(ctx, RegistryKey).Result(); n != 0 {
 		t.Errorf("%d records written", n)
+	}
+}
+
+// A registry value far over MaxRecordBytes (written straight into Redis)
+// is counted as bad without leaving Redis: the scan replaces it with "",
+// so a node never reads it whole, at any resync.
+func TestRegistryListBoundsValues(t *testing.T) {
+	srv := redistest.Start(t)
+	r := NewRegistry(RegistryOptions{Client: srv.Client()})
+	ctx := context.Background()
+	_, rec, err := r.Create(ctx, Spec{Tenant: "acme"}, ops, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := strings.Repeat("x", 8<<20)
+	srv.Client().HSet(ctx, RegistryKey, "0000000000000000", huge)
+	kv, next, err := scanBounded(ctx, srv.Client(), 0)
+	if err != nil || next != 0 || len(kv) != 4 {
+		t.Fatalf("scan: %d items, next %d, %v", len(kv), next, err)
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if len(kv[i+1]) > MaxRecordBytes {
+			t.Errorf("field %s came back with %d bytes, over MaxRecordBytes", kv[i], len(kv[i+1]))
+		}
+	}
+	snap, err := r.List(ctx)
+	if err != nil || len(snap.Records) != 1 || snap.Records[0].ID != rec.ID || snap.Bad != 1 {
+		t.Errorf("list: %+v %v", snap, err)
 	}
 }
