@@ -74,7 +74,17 @@ type Summary struct {
 	Tenants map[string]Totals
 	Users   map[UserKey]Totals
 	Models  map[string]Totals
+	// MaxNames, when above zero, bounds the entries of each breakdown: a
+	// record of a tenant, user or model past that many distinct ones is
+	// added under OtherName, so that a ledger of caller-chosen model names
+	// (up to 256 bytes each) cannot make a summary grow without bound.
+	// Zero: no bound.
+	MaxNames int
 }
+
+// OtherName is the breakdown entry (tenant, user or model) that gathers the
+// records past Summary.MaxNames distinct names.
+const OtherName = "(other)"
 
 // Summarize adds up the records f selects. The maps are never nil.
 func Summarize(records []Record, f Filter) Summary {
@@ -101,13 +111,18 @@ func (s *Summary) Add(r Record) bool {
 		s.Tenants, s.Users, s.Models = map[string]Totals{}, map[UserKey]Totals{}, map[string]Totals{}
 	}
 	s.Total.Add(r)
-	add(s.Tenants, r.Tenant, r)
-	add(s.Users, UserKey{r.Tenant, r.User}, r)
-	add(s.Models, r.Model, r)
+	add(s.Tenants, r.Tenant, OtherName, s.MaxNames, r)
+	add(s.Users, UserKey{r.Tenant, r.User}, UserKey{OtherName, OtherName}, s.MaxNames, r)
+	add(s.Models, r.Model, OtherName, s.MaxNames, r)
 	return true
 }
 
-func add[K comparable](m map[K]Totals, k K, r Record) {
+// add adds r to m[k], or to m[other] when k is new and m already holds max
+// entries (max 0: no bound).
+func add[K comparable](m map[K]Totals, k, other K, max int, r Record) {
+	if _, ok := m[k]; !ok && max > 0 && len(m) >= max {
+		k = other
+	}
 	t := m[k]
 	t.Add(r)
 	m[k] = t

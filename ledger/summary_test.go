@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -91,5 +92,20 @@ func TestSummaryAddStreams(t *testing.T) {
 	}
 	if want.Total.Requests != 450 {
 		t.Errorf("requests = %d, want 450", want.Total.Requests)
+	}
+}
+
+// Past MaxNames distinct names a breakdown adds records under OtherName:
+// the totals still add up, and the maps stay bounded.
+func TestSummaryBoundsNames(t *testing.T) {
+	s := ledger.Summary{MaxNames: 3}
+	for i := range 10 {
+		s.Add(ledger.Record{Tenant: "acme", User: fmt.Sprint("u", i), Model: fmt.Sprint("m", i), CostMicroUSD: 1})
+	}
+	if len(s.Models) != 4 || len(s.Users) != 4 || s.Models[ledger.OtherName].CostMicroUSD != 7 || s.Total.CostMicroUSD != 10 {
+		t.Errorf("models %v users %d total %d", s.Models, len(s.Users), s.Total.CostMicroUSD)
+	}
+	if s.Tenants["acme"].CostMicroUSD != 10 {
+		t.Errorf("tenants %v", s.Tenants)
 	}
 }

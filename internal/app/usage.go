@@ -120,6 +120,10 @@ type UsageQuery struct {
 	TimeZone string
 }
 
+// maxUsageNames bounds the distinct tenants, users and models a usage
+// read-out keeps apart; further ones are added up under ledger.OtherName.
+const maxUsageNames = 100_000
+
 // maxZoneName bounds a time zone name from a caller, in bytes.
 const maxZoneName = 64
 
@@ -241,7 +245,9 @@ func (a *App) summarizeLedger(ctx context.Context, f ledger.Filter) (ledger.Summ
 			a.log.Warn("ledger flush before a report", "err", err)
 		}
 	}
-	sum := ledger.Summary{Filter: f}
+	// A caller chooses its model names: the breakdowns are bounded as the
+	// monthly report's are.
+	sum := ledger.Summary{Filter: f, MaxNames: maxUsageNames}
 	switch {
 	case lc.File != "":
 		files, err := ledger.Files(lc.File)
