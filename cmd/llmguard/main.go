@@ -76,9 +76,20 @@ func main() {
 	}
 	if err := k.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "llmguard:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(exitUsage)
+		}
 		os.Exit(1)
 	}
 }
+
+// usageError is a flag's value that parses but that the command refuses
+// (a month 13, a negative budget, an unknown time zone): it exits 2, as
+// kong's own parse errors do.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
 
 func loadConfig(path string) (*config.Config, error) {
 	if path == "" {

@@ -43,6 +43,8 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"serve", "--log-level", "loud"}, 2, "--log-level must be one of"},
 		{[]string{"validate"}, 2, "missing flags: --config"},
 		{[]string{"usage", "--config", bad, "--period", "fortnight"}, 2, "--period must be one of"},
+		{[]string{"report", "--tenant", "acme", "--month", "2026-13", "--ledger", bad}, 2, "month must be YYYY-MM"},
+		{[]string{"report", "--tenant", "acme", "--month", "2026-11", "--ledger", bad, "--timezone", "Mars/Olympus"}, 2, "unknown --timezone"},
 		{[]string{"validate", "--config", bad}, 1, "invalid configuration"},
 		{[]string{"validate", "--config", filepath.Join(dir, "missing.yaml")}, 1, "missing.yaml"},
 		{[]string{"--help"}, 0, "Usage: llmguard"},

@@ -36,7 +36,7 @@ type reportCmd struct {
 func (r *reportCmd) Run() error {
 	year, month, err := report.ParseMonth(r.Month)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	opt := report.Options{Tenant: r.Tenant, Year: year, Month: month, Now: time.Now()}
 	var cfg *config.Config
@@ -51,14 +51,14 @@ func (r *reportCmd) Run() error {
 		}
 	}
 	if r.Budget < 0 || r.Budget > 1e12 {
-		return fmt.Errorf("report: --budget-usd must be between 0 and 1e12 (got %v)", r.Budget)
+		return usageError{fmt.Errorf("report: --budget-usd must be between 0 and 1e12 (got %v)", r.Budget)}
 	}
 	if r.Budget > 0 {
 		opt.BudgetMicroUSD, opt.BudgetName = int64(math.Floor(r.Budget*1e6)), ""
 	}
 	if r.TimeZone != "" {
 		if opt.Location, err = time.LoadLocation(r.TimeZone); err != nil {
-			return fmt.Errorf("report: unknown --timezone %q (want an IANA name such as Europe/Paris)", r.TimeZone)
+			return usageError{fmt.Errorf("report: unknown --timezone %q (want an IANA name such as Europe/Paris)", r.TimeZone)}
 		}
 	}
 	b, err := report.NewBuilder(opt)
