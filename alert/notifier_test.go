@@ -351,3 +351,12 @@ func TestWebhookExhaustedReachesOne(t *testing.T) {
 		t.Errorf("payloads %+v: want 0.5 (spend) and 1.0 (exhausted, spent 9.97)", got)
 	}
 }
+
+// An amount under a cent is written to the micro-dollar, not as $0.00.
+func TestDollars(t *testing.T) {
+	for usd, want := range map[float64]string{0: "$0.00", 0.0042: "$0.004200", 0.01: "$0.01", 12.345: "$12.35", -0.0001: "$-0.000100"} {
+		if got := dollars(usd); got != want {
+			t.Errorf("dollars(%v) = %s, want %s", usd, got, want)
+		}
+	}
+}

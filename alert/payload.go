@@ -3,6 +3,7 @@ package alert
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -76,7 +77,7 @@ func slackText(p Payload) string {
 	}
 	amount := fmt.Sprintf("%d of %d %s", p.Spent, p.Quota, p.Unit)
 	if p.SpentUSD != nil && p.QuotaUSD != nil {
-		amount = fmt.Sprintf("$%.2f of $%.2f", *p.SpentUSD, *p.QuotaUSD)
+		amount = dollars(*p.SpentUSD) + " of " + dollars(*p.QuotaUSD)
 	}
 	// A budget that reached 1.0 by denying a request may have spent well
 	// short of it (a request with a large reservation): the text says it
@@ -89,4 +90,13 @@ func slackText(p Payload) string {
 		p.Limit, who, p.Tenant, crossed, amount, p.UsedFraction*100,
 		p.PeriodStart.Format(time.RFC3339), p.PeriodEnd.Format(time.RFC3339))
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// dollars formats an amount to the cent, or to the micro-dollar when it is
+// under a cent but not zero (a small test budget must not read $0.00).
+func dollars(usd float64) string {
+	if a := math.Abs(usd); a > 0 && a < 0.01 {
+		return fmt.Sprintf("$%.6f", usd)
+	}
+	return fmt.Sprintf("$%.2f", usd)
 }

@@ -161,12 +161,16 @@ func yTicks(lo, hi int64, top, plotH float64) []tick {
 }
 
 // USD formats micro-USD as dollars rounded to the cent, e.g. "$1,234.57"
-// or "-$0.50".
+// or "-$0.50"; an amount under a cent (but not zero) to the micro-dollar,
+// e.g. "$0.004999", so that a small budget does not read as $0.00.
 func USD(micro int64) string {
 	sign := ""
 	if micro < 0 {
 		sign = "-"
 		micro = -max(micro, -math.MaxInt64)
+	}
+	if micro > 0 && micro < 10_000 {
+		return fmt.Sprintf("%s$0.%06d", sign, micro)
 	}
 	cents := (micro + 5000) / 10000
 	whole := strconv.FormatInt(cents/100, 10)

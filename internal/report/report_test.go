@@ -155,7 +155,7 @@ func TestRenderSelfContained(t *testing.T) {
 }
 
 func TestUSD(t *testing.T) {
-	for micro, want := range map[int64]string{0: "$0.00", 4_999: "$0.00", 5_000: "$0.01", 1_234_567_890: "$1,234.57", -500_000: "-$0.50", 100_000_000_000: "$100,000.00"} {
+	for micro, want := range map[int64]string{0: "$0.00", 4_999: "$0.004999", 5_000: "$0.005000", 9_999: "$0.009999", 10_000: "$0.01", 14_999: "$0.01", -42: "-$0.000042", 1_234_567_890: "$1,234.57", -500_000: "-$0.50", 100_000_000_000: "$100,000.00"} {
 		if got := USD(micro); got != want {
 			t.Errorf("USD(%d) = %s, want %s", micro, got, want)
 		}
