@@ -360,3 +360,19 @@ func TestDollars(t *testing.T) {
 		}
 	}
 }
+
+// The Slack text names a tenant's budget's tenant once, a user's budget's
+// user and tenant.
+func TestSlackTextNamesOnce(t *testing.T) {
+	for _, tc := range []struct {
+		p    Payload
+		want string
+	}{
+		{Payload{Limit: "b", Scope: "tenant", Subject: "acme", Tenant: "acme"}, "budget b (tenant acme) crossed"},
+		{Payload{Limit: "b", Scope: "user", Subject: "al", Tenant: "acme"}, "budget b (user al, tenant acme) crossed"},
+	} {
+		if got := slackText(tc.p); !strings.Contains(got, tc.want) {
+			t.Errorf("%q lacks %q", got, tc.want)
+		}
+	}
+}

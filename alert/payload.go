@@ -86,8 +86,13 @@ func slackText(p Payload) string {
 	if p.Exhausted {
 		crossed = "now denies requests it cannot pay for"
 	}
-	s := fmt.Sprintf("llmguard: budget %s (%s, tenant %s) %s: %s used (%.1f%%), period %s to %s",
-		p.Limit, who, p.Tenant, crossed, amount, p.UsedFraction*100,
+	// "(user alice, tenant acme)"; a tenant's or global budget names the
+	// tenant once: "(tenant acme)".
+	if p.Tenant != "" && !(p.Scope == "tenant" && p.Subject == p.Tenant) {
+		who += ", tenant " + p.Tenant
+	}
+	s := fmt.Sprintf("llmguard: budget %s (%s) %s: %s used (%.1f%%), period %s to %s",
+		p.Limit, who, crossed, amount, p.UsedFraction*100,
 		p.PeriodStart.Format(time.RFC3339), p.PeriodEnd.Format(time.RFC3339))
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
