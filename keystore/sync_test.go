@@ -176,9 +176,20 @@ func TestSyncerFollowsTheRegistryBackwards(t *testing.T) {
 	if err := client.Publish(ctx, Channel, b).Err(); err != nil {
 		t.Fatal(err)
 	}
+	// Wait for the forged record itself (its rev): the key's record from
+	// before the revocation is unrevoked too, and under load the revoke's
+	// own notification may not have arrived yet.
+	forgedHere := func() bool {
+		for _, r := range cache.Records() {
+			if r.ID == ids[0] && r.Rev == forged.Rev {
+				return true
+			}
+		}
+		return false
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if k, ok := cache.LookupKey(sha256.Sum256([]byte(secrets[0]))); ok && !k.Revoked {
+		if k, ok := cache.LookupKey(sha256.Sum256([]byte(secrets[0]))); ok && !k.Revoked && forgedHere() {
 			break
 		}
 		if time.Now().After(deadline) {
