@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -82,18 +84,55 @@ func newAdminTarget(cfg *config.Config, addr, caFile string) (adminTarget, error
 	return t, nil
 }
 
-func readSmall(path string) ([]byte, error) {
-	f, err := os.Open(path)
+func readSmall(path string) ([]byte, error) { return config.ReadFile(path, maxPEMFile) }
+
+// maxAdminAnswer bounds the admin listener's answer a command reads, in
+// bytes.
+const maxAdminAnswer = 64 << 20
+
+// do sends one request to the admin listener (path with its query; body
+// nil or JSON) with the bearer token read from the variable tokenEnv (none
+// when ""), and returns the body of a 2xx answer. header adds fields.
+// Errors, prefixed with cmd: the listener cannot be reached; an answer over
+// maxAdminAnswer; a non-2xx answer, with its message (the "error" of a JSON
+// body, else the body) and why a 401 may have happened.
+func (t adminTarget) do(cmd, method, path string, body []byte, tokenEnv string, header map[string]string) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, t.base+path, rd)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxPEMFile+1))
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if tokenEnv != "" {
+		req.Header.Set("Authorization", "Bearer "+os.Getenv(tokenEnv))
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: is llmguard running? %w", cmd, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminAnswer+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > maxPEMFile {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxPEMFile)
+	if len(b) > maxAdminAnswer {
+		return nil, fmt.Errorf("%s: %s answered more than %d bytes", cmd, t.base, maxAdminAnswer)
+	}
+	if resp.StatusCode/100 != 2 {
+		msg := strings.TrimSpace(string(b))
+		var e struct{ Error string }
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			msg = e.Error
+		}
+		return nil, fmt.Errorf("%s: %s answered %s: %s%s", cmd, t.base, resp.Status, msg, unauthorizedHint(resp.StatusCode, tokenEnv))
 	}
 	return b, nil
 }

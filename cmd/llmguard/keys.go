@@ -60,43 +60,17 @@ func (f *adminFlags) call(method, path string, body any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keys: %w", err)
 	}
-	addr := target.base
-	var rd io.Reader
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		if b, err = json.Marshal(body); err != nil {
 			return nil, err
 		}
-		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, target.base+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if tokenEnv != "" {
-		req.Header.Set("Authorization", "Bearer "+os.Getenv(tokenEnv))
-	}
+	var header map[string]string
 	if f.Actor != "" {
-		req.Header.Set(app.ActorHeader, f.Actor)
+		header = map[string]string{app.ActorHeader: f.Actor}
 	}
-	resp, err := target.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("keys: is llmguard running? %w", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode/100 != 2 {
-		var e struct{ Error string }
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return nil, fmt.Errorf("keys: %s answered %s: %s%s", addr, resp.Status, e.Error, unauthorizedHint(resp.StatusCode, tokenEnv))
-		}
-		return nil, fmt.Errorf("keys: %s answered %s: %s%s", addr, resp.Status, strings.TrimSpace(string(b)), unauthorizedHint(resp.StatusCode, tokenEnv))
-	}
-	return b, nil
+	return target.do("keys", method, path, b, tokenEnv, header)
 }
 
 // printRaw writes an answer's JSON as it is.

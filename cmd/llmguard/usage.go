@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -30,9 +29,6 @@ type usageCmd struct {
 	AdminCA  string `name:"admin-ca" help:"PEM file of the CA that signed the admin listener's certificate (admin_tls), besides the system's roots and the config's admin_tls cert_file." type:"path"`
 }
 
-// maxUsageBody bounds the endpoint's answer the CLI reads, in bytes.
-const maxUsageBody = 64 << 20
-
 // Run asks GET /admin/usage of the llmguard the config describes and
 // prints a table, the JSON (--format json) or CSV (--format csv).
 func (u *usageCmd) Run() error {
@@ -48,7 +44,6 @@ func (u *usageCmd) Run() error {
 	if err != nil {
 		return fmt.Errorf("usage: %w", err)
 	}
-	addr := target.base
 	q := url.Values{"period": {u.Period}}
 	if u.Tenant != "" {
 		q.Set("tenant", u.Tenant)
@@ -59,27 +54,9 @@ func (u *usageCmd) Run() error {
 	if u.Format == "csv" {
 		q.Set("format", "csv")
 	}
-	req, err := http.NewRequest(http.MethodGet, addr+"/admin/usage?"+q.Encode(), nil)
+	body, err := target.do("usage", http.MethodGet, "/admin/usage?"+q.Encode(), nil, cfg.AdminTokenEnv, nil)
 	if err != nil {
 		return err
-	}
-	if env := cfg.AdminTokenEnv; env != "" {
-		req.Header.Set("Authorization", "Bearer "+os.Getenv(env))
-	}
-	resp, err := target.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("usage: is llmguard running? %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUsageBody+1))
-	if err != nil {
-		return err
-	}
-	if len(body) > maxUsageBody {
-		return fmt.Errorf("usage: %s answered more than %d bytes", addr, maxUsageBody)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("usage: %s answered %s: %s%s", addr, resp.Status, strings.TrimSpace(string(body)), unauthorizedHint(resp.StatusCode, cfg.AdminTokenEnv))
 	}
 	switch u.Format {
 	case "json":
