@@ -65,8 +65,12 @@ func BenchmarkChatFallback(b *testing.B) {
 	}
 }
 
+// benchChatChunk is a chat completion chunk as OpenAI streams one per
+// token (https://platform.openai.com/docs/api-reference/chat-streaming).
+const benchChatChunk = `{"id":"chatcmpl-123","object":"chat.completion.chunk","created":1694268190,"model":"gpt-4o-mini","system_fingerprint":"fp_44709d6fcb","choices":[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}],"usage":null}`
+
 func BenchmarkParseChatChunk(b *testing.B) {
-	data := []byte(`{"id":"chatcmpl-123","object":"chat.completion.chunk","created":1694268190,"model":"gpt-4o-mini","system_fingerprint":"fp_44709d6fcb","choices":[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}],"usage":null}`)
+	data := []byte(benchChatChunk)
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {

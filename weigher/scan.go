@@ -107,6 +107,13 @@ var layouts = sync.Pool{New: func() any { return new(jsonscan.Layout) }}
 // room for; a bigger one goes to the garbage collector.
 const maxPooledLayout = 4096
 
+// putLayout returns lay to the pool unless it grew past maxPooledLayout.
+func putLayout(lay *jsonscan.Layout) {
+	if cap(lay.Members)+cap(lay.Elems) <= maxPooledLayout {
+		layouts.Put(lay)
+	}
+}
+
 // close writes what d's memo holds to the count cache and returns d's memo
 // and layout to their pools.
 func (d *doc) close() {

@@ -1,0 +1,132 @@
+package weigher
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// parseOpenAIChunkGJSON is parseOpenAIChunk as it was before the span walk
+// (gjson's ForEach and Get over the checked chunk): the reference the
+// differential tests hold the walk to.
+func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
+	data = bytes.TrimSpace(data)
+	if bytes.Equal(data, doneMarker) {
+		return Chunk{Done: true}
+	}
+	root, ok := parseObject(data, maxDepth)
+	if !ok {
+		return Chunk{}
+	}
+	var c Chunk
+	var text textJoiner
+	emptyChoices, usageObject := false, false
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "error":
+			c.Err = v.Type != gjson.Null
+		case "usage":
+			c.Usage, c.HasUsage = usageOf(v)
+			usageObject = v.IsObject()
+		case "choices":
+			if !v.IsArray() {
+				break
+			}
+			count := 0
+			v.ForEach(func(_, ch gjson.Result) bool {
+				count++
+				if completions {
+					text.add(ch.Get("text"))
+					return true
+				}
+				d := ch.Get("delta")
+				if !d.IsObject() {
+					return true
+				}
+				text.add(d.Get("content"))
+				text.add(d.Get("refusal"))
+				d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+					text.add(tc.Get("function.arguments"))
+					return true
+				})
+				text.add(d.Get("function_call.arguments"))
+				return true
+			})
+			emptyChoices = count == 0
+		}
+		return true
+	})
+	// The chunk include_usage adds is recognised (and dropped when llmguard
+	// asked for it) by its shape, whether or not its figures are readable.
+	c.UsageOnly = usageObject && emptyChoices
+	c.Text = text.String()
+	return c
+}
+
+// BenchmarkParseChatChunkGJSON is BenchmarkParseChatChunk's chunk read by
+// the reference reader, for an A/B in one run.
+func BenchmarkParseChatChunkGJSON(b *testing.B) {
+	data := []byte(benchChatChunk)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		parseOpenAIChunkGJSON(data, false, 0)
+	}
+}
+
+// chunkSeeds are chunks that exercise what the span walk must read as
+// gjson does: duplicates (members in order, a choice's fields first
+// found), escaped keys, tool_calls as an object or a scalar, odd types,
+// whitespace everywhere, nesting.
+var chunkSeeds = []string{
+	benchChatChunk,
+	`{"choices":[{"index":0,"delta":{"content":"Hello"}}]}`,
+	`{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12,"prompt_tokens_details":{"cached_tokens":3},"completion_tokens_details":{"reasoning_tokens":4}}}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{\"a\""}}]}}]}`,
+	`{"error":{"message":"x"}}`, `{"error":null}`, `[DONE]`, ``, `{`, `"\u0000"`, `[]`, `{}`, ` { } `,
+	`{"choices":[{"delta":{"content":"a","content":"b"}}],"choices":[{"delta":{"content":"c"}}]}`,
+	`{"choices":[{"delta":{"content":"a"},"delta":{"content":"b"}}]}`,
+	`{"ch\u006fices":[{"d\u0065lta":{"c\u006fntent":"x\ny","refusal":"no"}}]}`,
+	`{"choices":[{"delta":{"tool_calls":{"a":{"function":{"arguments":"1"}},"b":{"function":{"arguments":"2"}}}}}]}`,
+	`{"choices":[{"delta":{"tool_calls":"str","function_call":{"arguments":"f","arguments":"g"}}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"1"}},{"function":{"arguments":""}},7,null,[1]]}}]}`,
+	`{"choices":[{"text":"legacy","delta":{"content":"chat"}}, {"text":5}, "s", 1, null, [] ]}`,
+	` {"choices" : [ { "delta" : { "content" : "sp" , "refusal" : null } } ] , "usage" : null } `,
+	`{"choices":{"0":{"delta":{"content":"obj"}}}}`,
+	`{"choices":[{"delta":[{"content":"arr"}]}]}`,
+	`{"usage":{"prompt_tokens":"7","completion_tokens":1e2},"choices":[]}`,
+	`{"usage":{"prompt_tokens":1,"completion_tokens":2},"usage":null,"choices":[]}`,
+	`{"choices":[{"delta":{"content":"\ud83d\ude00 \u00e9"}}],"error":false}`,
+	`{"choices":[{"delta":{"content":"a\\","refusal":"\"q\""}}]}`,
+	`{"choices":[[[[[[{"delta":{"content":"deep"}}]]]]]]}`,
+}
+
+// TestOpenAIChunkSameAsGJSON holds the span walk to the gjson reader on the
+// seeds, for both shapes (chat, legacy completions) and two depth limits.
+func TestOpenAIChunkSameAsGJSON(t *testing.T) {
+	for _, s := range chunkSeeds {
+		sameChunk(t, []byte(s))
+	}
+}
+
+func sameChunk(t *testing.T, data []byte) {
+	t.Helper()
+	for _, completions := range []bool{false, true} {
+		for _, depth := range []int{0, 3} {
+			got := parseOpenAIChunk(bytes.Clone(data), completions, depth)
+			want := parseOpenAIChunkGJSON(bytes.Clone(data), completions, depth)
+			if got != want {
+				t.Errorf("chunk %q (completions %v, depth %d):\nwalk  %+v\ngjson %+v", data, completions, depth, got, want)
+			}
+		}
+	}
+}
+
+// FuzzOpenAIChunkSameAsGJSON is TestOpenAIChunkSameAsGJSON on any input.
+func FuzzOpenAIChunkSameAsGJSON(f *testing.F) {
+	for _, s := range chunkSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { sameChunk(t, data) })
+}

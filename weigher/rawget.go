@@ -1,0 +1,37 @@
+package weigher
+
+import "github.com/tidwall/gjson"
+
+// rawGet is the first member of v named key, as rawValue gives it, when v
+// (a value as rawValue gives it) is an object: gjson's v.Get(key) for a
+// one-level path, read with the span walk of rawMembers instead of gjson's
+// parser. The zero Result when v is not an object or has no such member.
+func rawGet(v gjson.Result, key string) gjson.Result {
+	var found gjson.Result
+	if !v.IsObject() {
+		return found
+	}
+	rawMembers(v.Raw, func(k string, m gjson.Result) bool {
+		if k == key {
+			found = m
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// rawEach calls fn with each value gjson's v.ForEach passes (as rawValue
+// gives them): an array's elements or an object's member values, in order;
+// any other value that exists is passed itself, once.
+func rawEach(v gjson.Result, fn func(e gjson.Result) bool) {
+	switch {
+	case v.Raw == "":
+	case v.IsArray():
+		rawElements(v.Raw, fn)
+	case v.IsObject():
+		rawMembers(v.Raw, func(_ string, m gjson.Result) bool { return fn(m) })
+	default:
+		fn(v)
+	}
+}
