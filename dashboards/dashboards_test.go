@@ -154,40 +154,59 @@ func TestAgainstRunningLlmguard(t *testing.T) {
 	})
 
 	t.Run("alerts hold when they should", func(t *testing.T) {
+		holds := alertsHoldWhenTheyShould(t, qs, store.phases, r.quota, func(expr string, i int) (bool, string, error) {
+			v, err := store.eval(expr, store.times[i])
+			return len(v) > 0, describe(v), err
+		})
 		var report []string
 		for _, q := range qs {
-			if q.alert == "" {
-				continue
+			if q.alert != "" {
+				report = append(report, fmt.Sprintf("%s holds at: %s", q.alert, strings.Join(holds[q.alert], "; ")))
 			}
-			want, known := alertPhases[q.alert]
-			if !known {
-				t.Errorf("%s: no expectation in alertPhases", q.where)
-			}
-			quotaAlert := len(pendingQuotaIn(q)) > 0
-			var holds []string
-			for i, ts := range store.times {
-				v, err := store.eval(q.expr, ts)
-				if err != nil {
-					t.Errorf("%s at %s: %v", q.where, store.phases[i], err)
-					continue
-				}
-				phase := store.phases[i]
-				if len(v) > 0 {
-					holds = append(holds, fmt.Sprintf("%s (%s)", phase, describe(v)))
-				}
-				switch expected := slices.Contains(want, phase); {
-				case quotaAlert && !r.quota:
-				case slices.Contains(mayHold[q.alert], phase):
-				case expected && len(v) == 0:
-					t.Errorf("%s: does not hold at scrape %q", q.where, phase)
-				case !expected && len(v) > 0:
-					t.Errorf("%s: holds at scrape %q: %s", q.where, phase, describe(v))
-				}
-			}
-			report = append(report, fmt.Sprintf("%s holds at: %s", q.alert, strings.Join(holds, "; ")))
 		}
 		t.Logf("alert expressions by scrape:\n%s", strings.Join(report, "\n"))
 	})
+}
+
+// alertsHoldWhenTheyShould evaluates each alert of qs after every phase
+// (eval answers whether the expression has data at phases[i], and a
+// description of it) and reports on t every phase where it holds and
+// alertPhases says it should not, or the reverse (mayHold's phases and,
+// without the quota workload, quota alerts excepted). It returns, per
+// alert, the phases where it held, described, for the test's log. The
+// in-process evaluator and the real Prometheus run share it.
+func alertsHoldWhenTheyShould(t *testing.T, qs []*query, phases []string, quota bool, eval func(expr string, i int) (held bool, desc string, err error)) map[string][]string {
+	t.Helper()
+	holds := make(map[string][]string)
+	for _, q := range qs {
+		if q.alert == "" {
+			continue
+		}
+		want, known := alertPhases[q.alert]
+		if !known {
+			t.Errorf("%s: no expectation in alertPhases", q.where)
+		}
+		quotaAlert := len(pendingQuotaIn(q)) > 0
+		for i, phase := range phases {
+			held, got, err := eval(q.expr, i)
+			if err != nil {
+				t.Errorf("%s at %s: %v", q.where, phase, err)
+				continue
+			}
+			if held {
+				holds[q.alert] = append(holds[q.alert], fmt.Sprintf("%s (%s)", phase, got))
+			}
+			switch expected := slices.Contains(want, phase); {
+			case quotaAlert && !quota:
+			case slices.Contains(mayHold[q.alert], phase):
+			case expected && !held:
+				t.Errorf("%s: does not hold at the scrape after %q", q.where, phase)
+			case !expected && held:
+				t.Errorf("%s: holds at the scrape after %q: %s", q.where, phase, got)
+			}
+		}
+	}
+	return holds
 }
 
 // pendingQuotaIn returns the quota gauges q reads.

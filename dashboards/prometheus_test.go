@@ -156,42 +156,22 @@ func TestRealPrometheus(t *testing.T) {
 	})
 
 	t.Run("alert expressions hold when they should", func(t *testing.T) {
+		holds := alertsHoldWhenTheyShould(t, qs, phases, r.quota, func(expr string, i int) (bool, string, error) {
+			v, err := prom.query(expr, at[phases[i]])
+			return len(v) > 0, describeProm(v), err
+		})
 		var report []string
 		for _, q := range qs {
 			if q.alert == "" {
 				continue
 			}
-			want, known := alertPhases[q.alert]
-			if !known {
-				t.Errorf("%s: no expectation in alertPhases", q.where)
-			}
-			quotaAlert := len(pendingQuotaIn(q)) > 0
-			var holds []string
-			for _, phase := range phases {
-				v, err := prom.query(q.expr, at[phase])
-				if err != nil {
-					t.Errorf("%s at %s: %v", q.where, phase, err)
-					continue
-				}
-				if len(v) > 0 {
-					holds = append(holds, fmt.Sprintf("%s (%s)", phase, describeProm(v)))
-				}
-				switch expected := slices.Contains(want, phase); {
-				case quotaAlert && !r.quota:
-				case slices.Contains(mayHold[q.alert], phase):
-				case expected && len(v) == 0:
-					t.Errorf("%s: does not hold at the scrape after %q", q.where, phase)
-				case !expected && len(v) > 0:
-					t.Errorf("%s: holds at the scrape after %q: %s", q.where, phase, describeProm(v))
-				}
-			}
 			kind := "FIRES"
 			if why, ok := alertsOnlyValid[q.alert]; ok {
 				kind = "VALID ONLY (" + why + ")"
-			} else if known && len(want) == 0 {
+			} else if want, known := alertPhases[q.alert]; known && len(want) == 0 {
 				t.Errorf("%s: the workload never makes it hold, and alertsOnlyValid does not say why", q.where)
 			}
-			report = append(report, fmt.Sprintf("%s %s holds at: %s", kind, q.alert, strings.Join(holds, "; ")))
+			report = append(report, fmt.Sprintf("%s %s holds at: %s", kind, q.alert, strings.Join(holds[q.alert], "; ")))
 		}
 		t.Logf("alert expressions evaluated by Prometheus after each phase:\n%s", strings.Join(report, "\n"))
 	})

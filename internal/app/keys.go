@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -178,14 +177,8 @@ const ActorHeader = "X-Llmguard-Actor"
 // registry full, 413 a body over 8 KiB, 501 the key store off, 503 Redis
 // unavailable.
 func (a *App) keysHandler(ctx *fasthttp.RequestCtx) {
-	token := ""
-	if env := a.cfg.Load().AdminTokenEnv; env != "" {
-		token = os.Getenv(env)
-	}
-	if !adminAllowed(ctx, token) {
-		ctx.SetStatusCode(fasthttp.StatusUnauthorized)
-		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="llmguard-admin"`)
-		ctx.SetBodyString(`{"error":"unauthorized"}`)
+	token, ok := a.adminGate(ctx)
+	if !ok {
 		return
 	}
 	status, body := a.serveKeys(ctx, token != "")

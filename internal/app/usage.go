@@ -390,14 +390,7 @@ func subjectOf(r *policy.Rule, pr policy.Principal) string {
 // admin_token_env set it requires `Authorization: Bearer <token>`;
 // without, it answers loopback clients only.
 func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
-	token := ""
-	if env := a.cfg.Load().AdminTokenEnv; env != "" {
-		token = os.Getenv(env)
-	}
-	if !adminAllowed(ctx, token) {
-		ctx.SetStatusCode(fasthttp.StatusUnauthorized)
-		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="llmguard-admin"`)
-		ctx.SetBodyString(`{"error":"unauthorized"}`)
+	if _, ok := a.adminGate(ctx); !ok {
 		return
 	}
 	args := ctx.QueryArgs()
@@ -426,6 +419,24 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 	}
 	b, _ := json.MarshalIndent(rep, "", "  ")
 	ctx.SetBody(b)
+}
+
+// adminGate lets an admin request through: with admin_token_env set, one
+// whose Authorization header is "Bearer <the variable's value>" (compared
+// in constant time); without, one from a loopback address. It answers any
+// other request itself with 401 and a Bearer challenge (RFC 6750 §3) and
+// returns ok false. token is the variable's value ("" when unset).
+func (a *App) adminGate(ctx *fasthttp.RequestCtx) (token string, ok bool) {
+	if env := a.cfg.Load().AdminTokenEnv; env != "" {
+		token = os.Getenv(env)
+	}
+	if !adminAllowed(ctx, token) {
+		ctx.SetStatusCode(fasthttp.StatusUnauthorized)
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="llmguard-admin"`)
+		ctx.SetBodyString(`{"error":"unauthorized"}`)
+		return token, false
+	}
+	return token, true
 }
 
 func adminAllowed(ctx *fasthttp.RequestCtx, token string) bool {
