@@ -30,11 +30,16 @@ const MaxMaxDepth = 10000
 // TooDeep or DuplicateKeys) saying why.
 func (w *Weigher) parseRequest(body []byte, f *fields) (d doc, fallback Estimate, ok bool) {
 	lay := layouts.Get().(*jsonscan.Layout)
-	err := jsonscan.Check(body, jsonscan.Options{MaxDepth: w.maxDepth, FoldCase: true, UTF8: true, Layout: lay})
+	opts := jsonscan.Options{MaxDepth: w.maxDepth, FoldCase: true, UTF8: true, Layout: lay}
+	memo := w.cache.memo(bodyString(body), f, w.maxDepth)
+	if memo != nil { // elements the cache has seen pass are not scanned again
+		opts.Known = memo
+	}
+	err := jsonscan.Check(body, opts)
 	if err == nil {
-		d = doc{root: gjson.Parse(bodyString(bytes.TrimSpace(body))), body: bodyString(body), lay: lay}
+		d = doc{root: gjson.Parse(bodyString(bytes.TrimSpace(body))), body: bodyString(body), lay: lay, memo: memo}
 		if lay.Dropped || w.noLayout { // too many members and elements to lay out: gjson finds them
-			d.close()
+			d.dropLayout()
 		}
 		if !d.root.IsObject() {
 			d.close()
@@ -42,7 +47,6 @@ func (w *Weigher) parseRequest(body []byte, f *fields) (d doc, fallback Estimate
 			fallback.Fault, fallback.FaultDetail = FaultNotObject, notObjectDetail(d.root)
 			return doc{}, fallback, false
 		}
-		d.memo = w.cache.memo()
 		key, field, fine := checkFields(d, f, d.memo)
 		if fine {
 			return d, Estimate{}, true
@@ -54,6 +58,7 @@ func (w *Weigher) parseRequest(body []byte, f *fields) (d doc, fallback Estimate
 		return doc{}, fallback, false
 	}
 	layouts.Put(lay)
+	memo.done() // nothing to write: the field check did not run
 	fallback = w.Bytes(body, "")
 	fallback.Fault, fallback.FaultDetail = scanFault(body, err)
 	switch fallback.Fault {
@@ -112,6 +117,12 @@ const maxPooledLayout = 4096
 func (d *doc) close() {
 	d.memo.done()
 	d.memo = nil
+	d.dropLayout()
+}
+
+// dropLayout returns d's layout to its pool: d's readers then find members
+// and elements with gjson.
+func (d *doc) dropLayout() {
 	if d.lay == nil {
 		return
 	}
