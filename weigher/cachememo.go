@@ -42,6 +42,8 @@ type elemMemo struct {
 	// next is the first the field check has not reached.
 	pre  []memoElem
 	next int
+	// found is the index in elems of the element find found last.
+	found int
 	// body, top and maxDepth are the request's body, the fields of its
 	// top-level object and the weigher's nesting limit, for Known.
 	body     string
@@ -167,8 +169,23 @@ func (m *elemMemo) checked(ctx uint64, raw string, check func() bool) bool {
 
 // find returns the element raw (a view of the same body) when the field
 // check recorded it and it passed; nil otherwise.
+//
+// Counters ask in body order, mostly: the search goes forward from the
+// element found last, and falls back to a binary search when raw lies
+// before it.
 func (m *elemMemo) find(raw string) *memoElem {
 	p := uintptr(unsafe.Pointer(unsafe.StringData(raw)))
+	if m.found < len(m.elems) && uintptr(unsafe.Pointer(m.elems[m.found].p)) <= p {
+		i := m.found
+		for i < len(m.elems) && uintptr(unsafe.Pointer(m.elems[i].p)) < p {
+			i++
+		}
+		if i == len(m.elems) || uintptr(unsafe.Pointer(m.elems[i].p)) != p || m.elems[i].n != len(raw) || m.elems[i].dead {
+			return nil
+		}
+		m.found = i
+		return &m.elems[i]
+	}
 	i, ok := slices.BinarySearchFunc(m.elems, p, func(el memoElem, p uintptr) int {
 		q := uintptr(unsafe.Pointer(el.p))
 		switch {
@@ -182,6 +199,7 @@ func (m *elemMemo) find(raw string) *memoElem {
 	if !ok || m.elems[i].n != len(raw) || m.elems[i].dead {
 		return nil
 	}
+	m.found = i
 	return &m.elems[i]
 }
 
@@ -221,7 +239,7 @@ func (m *elemMemo) done() {
 			m.cache.c.Set(el.k, el.e)
 		}
 	}
-	m.cache, m.body, m.top, m.next = nil, "", nil, 0
+	m.cache, m.body, m.top, m.next, m.found = nil, "", nil, 0, 0
 	if cap(m.elems) > maxPooledMemo {
 		m.elems = nil
 	} else {

@@ -13,10 +13,10 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
-	"math/bits"
 	"slices"
 	"sync"
 	"unicode/utf16"
@@ -693,38 +693,25 @@ func Skip(b []byte, i int) int {
 }
 
 // skipString returns the offset past the string whose opening quote is at
-// b[i], or -1 when the input ends first; eight bytes at a time.
+// b[i], or -1 when the input ends first: the first quote after it not
+// escaped (preceded by an even run of backslashes), found with
+// bytes.IndexByte.
 func skipString(b []byte, i int) int {
-	n := len(b)
 	for i++; ; {
-		for i+8 <= n {
-			if m := quoteOrSlash(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
-		for i < n && b[i] != '"' && b[i] != '\\' {
-			i++
-		}
-		if i >= n {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
 			return -1
 		}
-		if b[i] == '"' {
-			return i + 1
+		j := i + q
+		k := j
+		for k > i && b[k-1] == '\\' {
+			k--
 		}
-		i += 2
+		if (j-k)%2 == 0 {
+			return j + 1
+		}
+		i = j + 1
 	}
-}
-
-// quoteOrSlash has the high bit set of the first byte of w (read
-// little-endian) that is a quote or a backslash, when there is one, by
-// the "has a zero byte" trick (higher bits may be set wrongly; the lowest
-// is exact); 0 when there is none.
-func quoteOrSlash(w uint64) uint64 {
-	const ones, msb = 0x0101010101010101, 0x8080808080808080
-	q, bs := w^(ones*'"'), w^(ones*'\\')
-	return ((q-ones)&^q | (bs-ones)&^bs) & msb
 }
 
 // valueEnds records the end of the value valueStarts recorded at depth.
