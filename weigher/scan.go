@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -304,42 +305,14 @@ func skipSpace(s string, i int) int {
 }
 
 // skipString returns the index just past the string starting at s[i] ('"').
-func skipString(s string, i int) int {
-	for i++; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(s)
-}
+func skipString(s string, i int) int { return skipValue(s, i) }
 
 // skipValue returns the index just past the valid JSON value starting at
-// s[i].
+// s[i] (jsonscan.Skip, whose strings are searched with bytes.IndexByte);
+// len(s) when s ends first.
 func skipValue(s string, i int) int {
-	switch s[i] {
-	case '"':
-		return skipString(s, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(s); i++ {
-			switch s[i] {
-			case '"':
-				i = skipString(s, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return len(s)
+	if end := jsonscan.Skip(unsafe.Slice(unsafe.StringData(s), len(s)), i); end >= 0 {
+		return end
 	}
-	for i < len(s) && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' && s[i] != '\n' && s[i] != '\r' && s[i] != '\t' {
-		i++
-	}
-	return i
+	return len(s)
 }
