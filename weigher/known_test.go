@@ -45,3 +45,32 @@ func TestWarmElementsSkipTheScanOnlyWhereTheyPassed(t *testing.T) {
 		sameAsPlain(t, KindChat, []byte(bad))
 	}
 }
+
+// FuzzWarmBodies: a body weighed after another, whose elements the count
+// cache (and so the scan's Known) remembers, is weighed as the plain
+// weigher weighs it, refusals included.
+func FuzzWarmBodies(f *testing.F) {
+	a := agentBody(1)
+	for _, b := range []string{
+		string(agentBody(1)), string(agentBody(2)),
+		strings.Replace(string(a), `"role":"user"`, `"role":"user","ROLE":"x"`, 1),
+		strings.Replace(string(a), `"max_tokens":256`, `"max_tokens":256,"model":"x"`, 1),
+		strings.Replace(string(a), `]}`, `]`, 1),
+		strings.Replace(string(a), `"messages":[`, `"messages":[[`, 1) + "]",
+	} {
+		f.Add(a, []byte(b), uint8(KindChat))
+	}
+	msgs := `{"model":"claude-sonnet-4-5","max_tokens":64,"system":[{"type":"text","text":"` + strings.Repeat("you are terse ", 6) + `"}],"messages":[{"role":"user","content":"` + strings.Repeat("hello there ", 8) + `"}]}`
+	f.Add([]byte(msgs), []byte(strings.Replace(msgs, `"max_tokens":64,`, `"max_tokens":64,"MAX_TOKENS":1,`, 1)), uint8(KindMessages))
+	w := cachedWeigher(f, 1<<20)
+	f.Fuzz(func(t *testing.T, first, second []byte, k uint8) {
+		kind := Kind(k % uint8(numKinds))
+		if !kind.Weighed() {
+			return
+		}
+		w.Weigh(kind, first)
+		if got, want := w.Weigh(kind, second), plain(t).Weigh(kind, second); got != want {
+			t.Fatalf("%s %q after %q: %+v, plain %+v", kind, second, first, got, want)
+		}
+	})
+}
