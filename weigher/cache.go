@@ -172,7 +172,7 @@ func (c *countCache) count(b *budget, ctx uint64, raw string, fn func() tally) t
 // fieldsContext is the context of the objects checkFields reads with f at
 // depth, in bodies checked under the nesting limit maxDepth: a key of the
 // cache names one it found fine, in a body that passed the strict scan
-// (elemMemo.Known trusts it for both).
+// (elemMemo.Vouch trusts it for both).
 func (c *countCache) fieldsContext(f *fields, depth, maxDepth int) uint64 {
 	if c == nil {
 		return 0

@@ -24,7 +24,9 @@ const MaxMaxDepth = 10000
 // 8259 syntax in UTF-8 without a byte-order mark, nesting within w's limit,
 // no key named twice in an object, not even in another case) and parses it
 // with gjson only when it passed, so no recursive parser ever sees an
-// unbounded document; then it checks that no object the weigher reads
+// unbounded document (the elements the count cache marks as having passed
+// that scan and the field check before, byte for byte, are skipped
+// unchecked: see elemMemo.Vouch); then it checks that no object the weigher reads
 // (described by f) holds one of its fields in another case. ok is true for
 // a JSON object that passed all of it; otherwise fallback is the estimate to
 // return: the byte-based [Weigher.Bytes], with Parsed false and Fault (and
