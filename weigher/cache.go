@@ -170,29 +170,33 @@ func (c *countCache) count(b *budget, ctx uint64, raw string, fn func() tally) t
 }
 
 // fieldsContext is the context of the objects checkFields reads with f at
-// depth: a key of the cache names one it found fine.
-func (c *countCache) fieldsContext(f *fields, depth int) uint64 {
+// depth, in bodies checked under the nesting limit maxDepth: a key of the
+// cache names one it found fine, in a body that passed the strict scan
+// (elemMemo.Vouch trusts it for both).
+func (c *countCache) fieldsContext(f *fields, depth, maxDepth int) uint64 {
 	if c == nil {
 		return 0
 	}
-	var b [24]byte
+	var b [32]byte
 	copy(b[:], "fields\x00")
 	binary.LittleEndian.PutUint64(b[8:], f.id)
 	binary.LittleEndian.PutUint64(b[16:], uint64(depth))
+	binary.LittleEndian.PutUint64(b[24:], uint64(maxDepth))
 	return xxh3.HashSeed(b[:], c.seed)
 }
 
 // listContext is the context of the lists of objects checkFields reads
-// whole with f at depth (fields.whole): a key of the cache names one whose
-// every element it found fine.
-func (c *countCache) listContext(f *fields, depth int) uint64 {
+// whole with f at depth (fields.whole), in bodies checked under maxDepth: a
+// key of the cache names one whose every element it found fine.
+func (c *countCache) listContext(f *fields, depth, maxDepth int) uint64 {
 	if c == nil {
 		return 0
 	}
-	var b [24]byte
+	var b [32]byte
 	copy(b[:], "flist\x00")
 	binary.LittleEndian.PutUint64(b[8:], f.id)
 	binary.LittleEndian.PutUint64(b[16:], uint64(depth))
+	binary.LittleEndian.PutUint64(b[24:], uint64(maxDepth))
 	return xxh3.HashSeed(b[:], c.seed)
 }
 

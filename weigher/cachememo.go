@@ -2,8 +2,11 @@ package weigher
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/llmguard/llmguard/internal/jsonscan"
 )
 
 // A request element that is both field-checked and counted (a chat or
@@ -19,6 +22,15 @@ import (
 // check's mark; a count is used only when its count context matches. Every
 // write (a new mark, a new count) waits in the memo until the request is
 // weighed (doc.close), then is made once per element.
+//
+// The memo also vouches for elements to the strict scan (jsonscan.Known):
+// an element of a top-level array (or a whole list) whose exact bytes
+// carry a field check's mark passed that scan before, under the same
+// options at the same place (the mark's context holds the fields, their
+// depth and the nesting limit, and a mark is written only for a body that
+// passed the scan), so the scan skips it. What the memo looked up for the
+// scan is kept (pre) for the field check, which then neither hashes the
+// element again nor looks it up a second time.
 
 // elemMemo is one request's record of the array elements its field check
 // looked up in the count cache, in body order. Not safe for concurrent use;
@@ -26,6 +38,18 @@ import (
 type elemMemo struct {
 	cache *countCache
 	elems []memoElem
+	// pre are the elements looked up for the scan (Vouch), in body order;
+	// next is the first the field check has not reached.
+	pre  []memoElem
+	next int
+	// found is the index in elems of the element find found last.
+	found int
+	// body, top and maxDepth are the request's body, the fields of its
+	// top-level object and the weigher's nesting limit, for Known.
+	body     string
+	top      *fields
+	maxDepth int
+	vouchCtx uint64 // the context of what Vouch is offered
 }
 
 // memoElem is one element the field check looked up: where it lies in the
@@ -37,6 +61,8 @@ type memoElem struct {
 	e     entry
 	dirty bool // e must be written when the request is done
 	dead  bool // the element failed the check (or is still being checked)
+	found bool // in pre: e was found in the cache
+	ctx   uint64
 }
 
 // memos pools elemMemos between requests.
@@ -45,15 +71,68 @@ var memos = sync.Pool{New: func() any { return new(elemMemo) }}
 // maxPooledMemo is the most elements a pooled memo keeps room for.
 const maxPooledMemo = 4096
 
-// memo returns an empty memo of c for one request; nil when c is nil
-// (caching off).
-func (c *countCache) memo() *elemMemo {
+// memo returns an empty memo of c for one request whose body is body, its
+// top-level object read with top, under the nesting limit maxDepth; nil
+// when c is nil (caching off).
+func (c *countCache) memo(body string, top *fields, maxDepth int) *elemMemo {
 	if c == nil {
 		return nil
 	}
 	m := memos.Get().(*elemMemo)
-	m.cache = c
+	m.cache, m.body, m.top, m.maxDepth = c, body, top, maxDepth
 	return m
+}
+
+// Wants implements jsonscan.Known: the lists (elem false) or elements
+// (elem true) under the top-level member key that the field check reads
+// with marks (checkWhole's list mark, checkElements' element mark), in
+// the contexts of those marks.
+func (m *elemMemo) Wants(key jsonscan.Span, elem bool) bool {
+	k := m.body[key.Start:key.End]
+	if len(k) < 2 || strings.IndexByte(k, '\\') >= 0 || m.top.each != nil {
+		return false // an escaped key: left to the scan and the check
+	}
+	sub := m.top.names[k[1:len(k)-1]]
+	if sub == nil || sub.whole == elem {
+		return false
+	}
+	if elem {
+		m.vouchCtx = m.fieldsContext(sub, 2) // checkElements(elems, sub, 1, …)
+	} else {
+		m.vouchCtx = m.listContext(sub, 1) // checkWhole(elems, raw, sub, 1, …)
+	}
+	return true
+}
+
+// Vouch implements jsonscan.Known: the body's bytes [start, end) carry
+// their field check's mark. What it looked up is kept for checked.
+func (m *elemMemo) Vouch(start, end int) bool {
+	if end-start < minCachedBytes {
+		return false
+	}
+	raw := m.body[start:end]
+	ck := m.cache.key(m.vouchCtx, raw)
+	e, found := m.cache.c.GetIfPresent(ck)
+	m.pre = append(m.pre, memoElem{p: unsafe.StringData(raw), n: len(raw), k: ck, e: e, found: found, ctx: m.vouchCtx})
+	return found
+}
+
+// looked returns what Vouch looked up for raw in ctx; nil when it did not.
+// The field check asks in body order, so the search goes forward.
+func (m *elemMemo) looked(ctx uint64, raw string) *memoElem {
+	p := uintptr(unsafe.Pointer(unsafe.StringData(raw)))
+	for ; m.next < len(m.pre); m.next++ {
+		el := &m.pre[m.next]
+		q := uintptr(unsafe.Pointer(el.p))
+		if q > p {
+			return nil
+		}
+		if q == p && el.n == len(raw) && el.ctx == ctx {
+			m.next++
+			return el
+		}
+	}
+	return nil
 }
 
 // checked returns whether raw passed check in the fields context ctx: found
@@ -64,8 +143,16 @@ func (m *elemMemo) checked(ctx uint64, raw string, check func() bool) bool {
 	if m == nil || len(raw) < minCachedBytes {
 		return check()
 	}
-	k := m.cache.key(ctx, raw)
-	if e, ok := m.cache.c.GetIfPresent(k); ok {
+	var k cacheKey
+	var e entry
+	var found bool
+	if el := m.looked(ctx, raw); el != nil {
+		k, e, found = el.k, el.e, el.found
+	} else {
+		k = m.cache.key(ctx, raw)
+		e, found = m.cache.c.GetIfPresent(k)
+	}
+	if found {
 		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, e: e})
 		return true
 	}
@@ -82,8 +169,23 @@ func (m *elemMemo) checked(ctx uint64, raw string, check func() bool) bool {
 
 // find returns the element raw (a view of the same body) when the field
 // check recorded it and it passed; nil otherwise.
+//
+// Counters ask in body order, mostly: the search goes forward from the
+// element found last, and falls back to a binary search when raw lies
+// before it.
 func (m *elemMemo) find(raw string) *memoElem {
 	p := uintptr(unsafe.Pointer(unsafe.StringData(raw)))
+	if m.found < len(m.elems) && uintptr(unsafe.Pointer(m.elems[m.found].p)) <= p {
+		i := m.found
+		for i < len(m.elems) && uintptr(unsafe.Pointer(m.elems[i].p)) < p {
+			i++
+		}
+		if i == len(m.elems) || uintptr(unsafe.Pointer(m.elems[i].p)) != p || m.elems[i].n != len(raw) || m.elems[i].dead {
+			return nil
+		}
+		m.found = i
+		return &m.elems[i]
+	}
 	i, ok := slices.BinarySearchFunc(m.elems, p, func(el memoElem, p uintptr) int {
 		q := uintptr(unsafe.Pointer(el.p))
 		switch {
@@ -97,6 +199,7 @@ func (m *elemMemo) find(raw string) *memoElem {
 	if !ok || m.elems[i].n != len(raw) || m.elems[i].dead {
 		return nil
 	}
+	m.found = i
 	return &m.elems[i]
 }
 
@@ -136,12 +239,18 @@ func (m *elemMemo) done() {
 			m.cache.c.Set(el.k, el.e)
 		}
 	}
-	m.cache = nil
+	m.cache, m.body, m.top, m.next, m.found = nil, "", nil, 0, 0
 	if cap(m.elems) > maxPooledMemo {
 		m.elems = nil
 	} else {
 		clear(m.elems) // drop the body pointers
 		m.elems = m.elems[:0]
+	}
+	if cap(m.pre) > maxPooledMemo {
+		m.pre = nil
+	} else {
+		clear(m.pre)
+		m.pre = m.pre[:0]
 	}
 	memos.Put(m)
 }
@@ -152,7 +261,7 @@ func (m *elemMemo) fieldsContext(f *fields, depth int) uint64 {
 	if m == nil {
 		return 0
 	}
-	return m.cache.fieldsContext(f, depth)
+	return m.cache.fieldsContext(f, depth, m.maxDepth)
 }
 
 // listContext is [countCache.listContext] of m's cache; zero with a nil m.
@@ -160,5 +269,5 @@ func (m *elemMemo) listContext(f *fields, depth int) uint64 {
 	if m == nil {
 		return 0
 	}
-	return m.cache.listContext(f, depth)
+	return m.cache.listContext(f, depth, m.maxDepth)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -23,18 +24,25 @@ const MaxMaxDepth = 10000
 // 8259 syntax in UTF-8 without a byte-order mark, nesting within w's limit,
 // no key named twice in an object, not even in another case) and parses it
 // with gjson only when it passed, so no recursive parser ever sees an
-// unbounded document; then it checks that no object the weigher reads
+// unbounded document (the elements the count cache marks as having passed
+// that scan and the field check before, byte for byte, are skipped
+// unchecked: see elemMemo.Vouch); then it checks that no object the weigher reads
 // (described by f) holds one of its fields in another case. ok is true for
 // a JSON object that passed all of it; otherwise fallback is the estimate to
 // return: the byte-based [Weigher.Bytes], with Parsed false and Fault (and
 // TooDeep or DuplicateKeys) saying why.
 func (w *Weigher) parseRequest(body []byte, f *fields) (d doc, fallback Estimate, ok bool) {
 	lay := layouts.Get().(*jsonscan.Layout)
-	err := jsonscan.Check(body, jsonscan.Options{MaxDepth: w.maxDepth, FoldCase: true, UTF8: true, Layout: lay})
+	opts := jsonscan.Options{MaxDepth: w.maxDepth, FoldCase: true, UTF8: true, Layout: lay}
+	memo := w.cache.memo(bodyString(body), f, w.maxDepth)
+	if memo != nil { // elements the cache has seen pass are not scanned again
+		opts.Known = memo
+	}
+	err := jsonscan.Check(body, opts)
 	if err == nil {
-		d = doc{root: gjson.Parse(bodyString(bytes.TrimSpace(body))), body: bodyString(body), lay: lay}
+		d = doc{root: gjson.Parse(bodyString(bytes.TrimSpace(body))), body: bodyString(body), lay: lay, memo: memo}
 		if lay.Dropped || w.noLayout { // too many members and elements to lay out: gjson finds them
-			d.close()
+			d.dropLayout()
 		}
 		if !d.root.IsObject() {
 			d.close()
@@ -42,7 +50,6 @@ func (w *Weigher) parseRequest(body []byte, f *fields) (d doc, fallback Estimate
 			fallback.Fault, fallback.FaultDetail = FaultNotObject, notObjectDetail(d.root)
 			return doc{}, fallback, false
 		}
-		d.memo = w.cache.memo()
 		key, field, fine := checkFields(d, f, d.memo)
 		if fine {
 			return d, Estimate{}, true
@@ -54,6 +61,7 @@ func (w *Weigher) parseRequest(body []byte, f *fields) (d doc, fallback Estimate
 		return doc{}, fallback, false
 	}
 	layouts.Put(lay)
+	memo.done() // nothing to write: the field check did not run
 	fallback = w.Bytes(body, "")
 	fallback.Fault, fallback.FaultDetail = scanFault(body, err)
 	switch fallback.Fault {
@@ -119,6 +127,12 @@ func putLayout(lay *jsonscan.Layout) {
 func (d *doc) close() {
 	d.memo.done()
 	d.memo = nil
+	d.dropLayout()
+}
+
+// dropLayout returns d's layout to its pool: d's readers then find members
+// and elements with gjson.
+func (d *doc) dropLayout() {
 	if d.lay == nil {
 		return
 	}
@@ -300,42 +314,14 @@ func skipSpace(s string, i int) int {
 }
 
 // skipString returns the index just past the string starting at s[i] ('"').
-func skipString(s string, i int) int {
-	for i++; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(s)
-}
+func skipString(s string, i int) int { return skipValue(s, i) }
 
 // skipValue returns the index just past the valid JSON value starting at
-// s[i].
+// s[i] (jsonscan.Skip, whose strings are searched with bytes.IndexByte);
+// len(s) when s ends first.
 func skipValue(s string, i int) int {
-	switch s[i] {
-	case '"':
-		return skipString(s, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(s); i++ {
-			switch s[i] {
-			case '"':
-				i = skipString(s, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return len(s)
+	if end := jsonscan.Skip(unsafe.Slice(unsafe.StringData(s), len(s)), i); end >= 0 {
+		return end
 	}
-	for i < len(s) && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' && s[i] != '\n' && s[i] != '\r' && s[i] != '\t' {
-		i++
-	}
-	return i
+	return len(s)
 }

@@ -13,6 +13,7 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
@@ -146,6 +147,9 @@ type Options struct {
 	// reader finds them without scanning the document again. It is filled
 	// only as far as the scan went: read it only when Check returns nil.
 	Layout *Layout
+	// Known, when not nil (and Layout is set), is offered the values it
+	// may skip: see [Known]. Values it vouches for are not checked again.
+	Known Known
 	// UTF8 refuses a document that is not UTF-8 (RFC 8259 §8.1): a leading
 	// byte-order mark (ByteOrderMark), bytes that are not valid UTF-8
 	// inside or outside strings, or a NUL byte (NotUTF8), rather than
@@ -154,6 +158,25 @@ type Options struct {
 	// UTF-16, UTF-32 and a byte-order mark; Go's encoding/json turns invalid
 	// UTF-8 into U+FFFD), so a reader that must agree with them refuses it.
 	UTF8 bool
+}
+
+// Known vouches for parts of a document a caller has seen checked before
+// (the weigher: request elements whose exact bytes it remembers having
+// passed Check with the same options, at the same place). Check offers it
+// the array value of a top-level member (a list: elem false) and the
+// object elements of such an array (elem true) under the keys it Wants,
+// found without checking them ([Skip]): a value it vouches for is recorded
+// in the layout and not checked. A Known that vouches for bytes that would
+// not pass makes Check accept them: it must vouch only for bytes it has
+// seen pass, in full.
+type Known interface {
+	// Wants reports whether the member whose key is key (as Layout
+	// records it) has its list (elem false) or its elements (elem true)
+	// offered to Vouch. It is asked at most once per member and elem.
+	Wants(key Span, elem bool) bool
+	// Vouch reports whether b[start:end], a list or element of the member
+	// Wants last accepted, passed before: Check then goes on from end.
+	Vouch(start, end int) bool
 }
 
 // Span is the bytes b[Start:End] of the checked document.
@@ -203,7 +226,8 @@ func (l *Layout) room(n int) bool {
 // inside strings are not checked for UTF-8 validity. Time is O(len(b)) (plus O(k log k) for an
 // object of k > 16 keys when opt.DuplicateKeys); memory is one bit per
 // nesting level (no allocation up to 256 levels: scanners are pooled) plus the duplicate-key
-// bookkeeping. It never panics and never keeps b.
+// bookkeeping. With opt.Known, values it vouches for are skipped unchecked
+// (see [Known]). It never panics and never keeps b.
 func Check(b []byte, opt Options) error {
 	max := opt.MaxDepth
 	if max == 0 {
@@ -212,7 +236,9 @@ func Check(b []byte, opt Options) error {
 	s := pool.Get().(*scanner)
 	s.b, s.max, s.dup, s.fold, s.utf8 = b, max, opt.DuplicateKeys || opt.FoldCase, opt.FoldCase, opt.UTF8
 	s.lay = opt.Layout
+	s.known = nil
 	if s.lay != nil {
+		s.known = opt.Known
 		s.lay.Members, s.lay.Elems, s.lay.Dropped = s.lay.Members[:0], s.lay.Elems[:0], false
 	}
 	s.stop = &str
@@ -241,7 +267,7 @@ const keepKeys = 4096
 // release returns s to the pool, without the input and without buffers a
 // huge document made it grow (those go to the garbage collector).
 func (s *scanner) release() {
-	s.b, s.lay = nil, nil
+	s.b, s.lay, s.known = nil, nil, nil
 	if len(s.stack) > 4 {
 		s.stack = make([]uint64, 4)
 	}
@@ -295,6 +321,12 @@ type scanner struct {
 	scratch [4][]byte
 	// lay, when not nil, records the top-level layout (Options.Layout).
 	lay *Layout
+	// known, when not nil, vouches for values (Options.Known; only with
+	// lay); wants holds its Wants answers for the current member: bit 0
+	// asked, bit 1 the list wanted, bit 2 asked for elements, bit 3 the
+	// elements wanted.
+	known Known
+	wants uint8
 }
 
 // object is an open object: the offset of its '{' and the index in keys
@@ -390,6 +422,12 @@ value: // a value is expected at i (after optional whitespace)
 	}
 	if s.lay != nil && depth > 0 && depth <= 2 {
 		s.valueStarts(depth, i)
+		if s.known != nil {
+			if end := s.vouched(depth, i); end > i {
+				i = end
+				goto after
+			}
+		}
 	}
 	switch c := b[i]; c {
 	case '{', '[':
@@ -540,6 +578,139 @@ func (s *scanner) valueStarts(depth, i int) {
 	} else if !s.isObject(2) && s.lay.room(len(s.b)) {
 		s.lay.Elems = append(s.lay.Elems, Span{Start: int32(i)})
 		m.Last = int32(len(s.lay.Elems))
+	}
+}
+
+// vouched offers s.known the value at i, at depth 1 or 2 (as valueStarts
+// records it), when it is one Known is offered: an array member of the
+// top-level object, or an object element of one, under a key it wants.
+// It returns the offset past the value when Known vouches for it, having
+// recorded a list's elements in the layout; else i.
+func (s *scanner) vouched(depth, i int) int {
+	if !s.isObject(1) || s.lay.Dropped {
+		return i
+	}
+	c := s.b[i]
+	m := &s.lay.Members[len(s.lay.Members)-1]
+	if depth == 1 {
+		s.wants = 0
+		if c != '[' {
+			return i
+		}
+		s.wants = 1
+		if !s.known.Wants(m.Key, false) {
+			return i
+		}
+		s.wants |= 2
+		// Its elements, as valueStarts and valueEnds would record them.
+		j := s.skipSpace(i + 1)
+		for j < len(s.b) && s.b[j] != ']' {
+			e := Skip(s.b, j)
+			if e <= j || !s.lay.room(len(s.b)) {
+				return s.unvouched(m, i)
+			}
+			s.lay.Elems = append(s.lay.Elems, Span{Start: int32(j), End: int32(e)})
+			m.Last = int32(len(s.lay.Elems))
+			j = s.skipSpace(e)
+			if j < len(s.b) && s.b[j] == ',' {
+				j = s.skipSpace(j + 1)
+			}
+		}
+		if j >= len(s.b) || !s.known.Vouch(i, j+1) {
+			return s.unvouched(m, i)
+		}
+		return j + 1
+	}
+	if s.isObject(2) || c != '{' {
+		return i
+	}
+	if s.wants&4 == 0 {
+		s.wants |= 4
+		if s.known.Wants(m.Key, true) {
+			s.wants |= 8
+		}
+	}
+	if s.wants&8 == 0 {
+		return i
+	}
+	end := Skip(s.b, i)
+	if end < 0 || !s.known.Vouch(i, end) {
+		return i
+	}
+	return end
+}
+
+// unvouched forgets the elements vouched recorded for the member m, whose
+// value at i is scanned after all, and returns i.
+func (s *scanner) unvouched(m *Member, i int) int {
+	if !s.lay.Dropped {
+		s.lay.Elems = s.lay.Elems[:m.First]
+		m.Last = m.First
+	}
+	return i
+}
+
+// Skip returns the offset just past the JSON value starting at b[i] (not
+// whitespace), found without checking it: strings are skipped to their
+// closing quote (escapes honoured), arrays and objects to their matching
+// bracket, other values to the next delimiter. It is -1 when the input
+// ends first. For a value that passes Check it is where Check finds the
+// value's end; for any other input it is some offset, or -1. Time O(n),
+// no allocation, no recursion.
+func Skip(b []byte, i int) int {
+	n := len(b)
+	if i >= n {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+	default:
+		for i < n && b[i] != ',' && b[i] != '}' && b[i] != ']' && !isSpace(b[i]) {
+			i++
+		}
+		return i
+	}
+	depth := 0
+	for i < n {
+		switch b[i] {
+		case '"':
+			if i = skipString(b, i); i < 0 {
+				return -1
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		}
+		i++
+	}
+	return -1
+}
+
+// skipString returns the offset past the string whose opening quote is at
+// b[i], or -1 when the input ends first: the first quote after it not
+// escaped (preceded by an even run of backslashes), found with
+// bytes.IndexByte.
+func skipString(b []byte, i int) int {
+	for i++; ; {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return -1
+		}
+		j := i + q
+		k := j
+		for k > i && b[k-1] == '\\' {
+			k--
+		}
+		if (j-k)%2 == 0 {
+			return j + 1
+		}
+		i = j + 1
 	}
 }
 

@@ -1,0 +1,149 @@
+package jsonscan
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// passing is a Known that vouches for a value only when its bytes pass
+// Check at the place offered (wrapped as {"k":[v]} for an element, {"k":v}
+// for a list), under opt, as a caller's memory of values seen passing
+// does; want picks the keys and kinds it wants. It records what it was
+// offered.
+type passing struct {
+	b       []byte
+	opt     Options
+	want    func(key string, elem bool) bool
+	elem    bool
+	offered []string
+	vouched int
+}
+
+func (p *passing) Wants(key Span, elem bool) bool {
+	p.elem = elem
+	return p.want(string(p.b[key.Start:key.End]), elem)
+}
+
+func (p *passing) Vouch(start, end int) bool {
+	v := string(p.b[start:end])
+	p.offered = append(p.offered, v)
+	wrapped := `{"k":` + v + `}`
+	if p.elem {
+		wrapped = `{"k":[` + v + `]}`
+	}
+	opt := p.opt
+	opt.Layout, opt.Known = nil, nil
+	if Check([]byte(wrapped), opt) != nil {
+		return false
+	}
+	p.vouched++
+	return true
+}
+
+// checkKnown checks b under opt with a Known that vouches for every value
+// that would pass: the outcome (error, reason and offset) and the layout
+// are those of the scan without it.
+func checkKnown(t *testing.T, b []byte, opt Options, want func(string, bool) bool) *passing {
+	t.Helper()
+	var plain, known Layout
+	opt.Layout = &plain
+	err := Check(b, opt)
+	p := &passing{b: b, opt: opt, want: want}
+	opt.Layout, opt.Known = &known, p
+	got := Check(b, opt)
+	var e1, e2 *Error
+	if (err == nil) != (got == nil) || err != nil && (!errors.As(err, &e1) || !errors.As(got, &e2) || *e1 != *e2) {
+		t.Fatalf("%q: with Known %v, without %v", b, got, err)
+	}
+	if err == nil && (plain.Dropped != known.Dropped || !plain.Dropped &&
+		(!slices.Equal(plain.Members, known.Members) || !slices.Equal(plain.Elems, known.Elems))) {
+		t.Fatalf("%q: layout with Known %+v, without %+v", b, known, plain)
+	}
+	return p
+}
+
+func wantAll(string, bool) bool { return true }
+
+// TestKnownSkipsWhatItVouchesFor: lists and object elements of top-level
+// arrays are offered, under the keys wanted; what is vouched for is not
+// scanned (a Known vouching for bad bytes gets them past), what is not is
+// scanned as ever.
+func TestKnownSkipsWhatItVouchesFor(t *testing.T) {
+	b := []byte(`{"m":[{"a":1},{"b":[2]}, 3 ,"x"],"t":[{"c":1}],"o":{"d":[{"e":1}]},"s":"[{}]"}`)
+	p := checkKnown(t, b, Options{FoldCase: true, UTF8: true}, func(key string, elem bool) bool { return key == `"m"` == elem })
+	want := []string{`{"a":1}`, `{"b":[2]}`, `[{"c":1}]`}
+	if !slices.Equal(p.offered, want) || p.vouched != 3 {
+		t.Fatalf("offered %q (%d vouched), want %q", p.offered, p.vouched, want)
+	}
+	// What it vouches for is not checked: a Known must vouch only for
+	// bytes it saw pass.
+	for _, bad := range []string{`{"m":[{"a":1,"a":2}]}`, `{"m":[{"a":[[[[1]]]]}]}`, "{\"m\":[{\"a\":\"\xff\"}]}", `{"t":[{"A":1,"a":1},tru]}`} {
+		var lay Layout
+		yes := &always{}
+		if err := Check([]byte(bad), Options{MaxDepth: 4, FoldCase: true, UTF8: true, Layout: &lay, Known: yes}); err != nil {
+			t.Errorf("%q vouched for: %v", bad, err)
+		}
+		if err := Check([]byte(bad), Options{MaxDepth: 4, FoldCase: true, UTF8: true}); err == nil {
+			t.Errorf("%q passes without Known", bad)
+		}
+	}
+	// Not wanted, or not vouched for: checked.
+	for _, bad := range []string{`{"m":[{"a":1,"a":2}]}`, `{"t":[{"A":1,"a":1}]}`, `{"m":[{"a":1}],"m":[]}`, `{"t":[1 2]}`, `{"t":[}`, `{"t":[1,}`, `{"t":[`, `{"m":[{"a":"}`} {
+		checkKnown(t, []byte(bad), Options{MaxDepth: 4, FoldCase: true, UTF8: true}, wantAll)
+		var lay Layout
+		if err := Check([]byte(bad), Options{MaxDepth: 4, FoldCase: true, UTF8: true, Layout: &lay, Known: &never{}}); err == nil {
+			t.Errorf("%q passes with a Known that vouches for nothing", bad)
+		}
+	}
+}
+
+type always struct{}
+
+func (*always) Wants(Span, bool) bool { return true }
+func (*always) Vouch(int, int) bool   { return true }
+
+type never struct{}
+
+func (*never) Wants(Span, bool) bool { return true }
+func (*never) Vouch(int, int) bool   { return false }
+
+// FuzzKnown: with a Known that vouches only for values that pass where
+// they stand, Check says what it says without one, at the same offset,
+// and lays out the same members and elements.
+func FuzzKnown(f *testing.F) {
+	for _, s := range []string{
+		`{"m":[{"a":1},{"b":[2]}],"t":[{"c":1}]}`, `{"m":[{"a":1,"a":2}]}`, `{"m":[{"A":1,"a":2}]}`,
+		`{"m":[{"a":"\ud800"},{"a":"\\\""}],"t":[1,"]",{"x":"[{"}]}`, `{"t":[1 2]}`, `{"t":[}`, `{"m":[{"a":[[[[[1]]]]]}]}`,
+		"{\"m\":[{\"a\":\"\xff\"}]}", `{"m":[{}],"M":[]}`, `{"m" : [ {"a":1} , {"b":2} ] , "t" : [ ] }`,
+	} {
+		f.Add([]byte(s), uint8(4))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, limit uint8) {
+		checkKnown(t, b, Options{MaxDepth: int(limit%8) + 1, FoldCase: true, UTF8: true}, wantAll)
+		checkKnown(t, b, Options{MaxDepth: -1}, func(key string, elem bool) bool { return strings.Contains(key, "m") == elem })
+	})
+}
+
+// TestSkip: Skip ends where a checked value ends, whatever its strings
+// hold; -1 when the input ends first.
+func TestSkip(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+	}{
+		{`{"a":"]}\\"}x`, 12}, {`"abcdefghij\"klmnopq\\"`, 23}, {`[1,[2],{"}":"{"}]`, 17}, {`12 `, 2}, {`true,`, 4},
+		{`"abc`, -1}, {`{"a":[1]`, -1}, {`"abcdefgh\`, -1}, {`[`, -1}, {``, -1},
+	} {
+		if got := Skip([]byte(tc.in), 0); got != tc.want {
+			t.Errorf("Skip(%q) = %d, want %d", tc.in, got, tc.want)
+		}
+		if tc.want > 0 && bytes.HasPrefix([]byte(tc.in), []byte{'{'}) {
+			if err := Check([]byte(tc.in[:tc.want]), Options{}); err != nil {
+				t.Errorf("%q: %v", tc.in[:tc.want], err)
+			}
+		}
+	}
+}
