@@ -48,8 +48,8 @@ func TestBodyShapesLinear(t *testing.T) {
 		}
 		// Prose is measured again next to each shape, so that both see the
 		// same load on the machine.
-		proseTime, _ := weighCost(w, prose, proseBody, 3)
-		d, alloc := weighCost(w, s, body, 3)
+		proseTime, _ := weighCost(w, prose, proseBody, 5)
+		d, alloc := weighCost(w, s, body, 5)
 		ratio := float64(d) / float64(len(body)) / (float64(proseTime) / float64(len(proseBody)))
 		t.Logf("%-24s %6.2f MiB  %8v  %5.2f× prose per byte  %6.2f B allocated per body byte", s.name,
 			float64(len(body))/(1<<20), d.Round(time.Microsecond), ratio, float64(alloc)/float64(len(body)))
