@@ -66,7 +66,8 @@ func TestCallgrindScripts(t *testing.T) {
 			t.Fatalf("callgrind_control -z: %v: %s", err, out)
 		}
 	}
-	instructions := func() int64 {
+	keep := os.Getenv("LLMGUARD_CALLGRIND_KEEP") // a directory: each measurement's dump is copied there
+	instructions := func(name string) int64 {
 		if out, err := exec.Command("callgrind_control", "-d", pid).CombinedOutput(); err != nil {
 			t.Fatalf("callgrind_control -d: %v: %s", err, out)
 		}
@@ -75,6 +76,15 @@ func TestCallgrindScripts(t *testing.T) {
 		for _, d := range dumps {
 			if n, err := strconv.Atoi(d[strings.LastIndexByte(d, '.')+1:]); err == nil && n > last {
 				newest, last = d, n
+			}
+		}
+		if keep != "" {
+			b, err := os.ReadFile(newest)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(keep, strings.NewReplacer(" ", "_", ",", "", ".lua", "").Replace(name)+".cg"), b, 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
 			}
 		}
 		f, err := os.Open(newest)
@@ -113,7 +123,7 @@ func TestCallgrindScripts(t *testing.T) {
 			}
 			if size == 1 {
 				q := batch[0]
-				q.reply, q.err = r.take.Run(ctx, client, q.keys, q.args...).Int64Slice()
+				q.reply, q.err = r.call(ctx, r.take, q.keys, q.args...).Int64Slice()
 			} else {
 				r.takes.send(batch)
 			}
@@ -142,7 +152,7 @@ func TestCallgrindScripts(t *testing.T) {
 		zero()
 		const batches = 50
 		run(size, batches)
-		t.Logf("%-34s %7d instructions per request", name, instructions()/int64(size*batches))
+		t.Logf("%-34s %7d instructions per request", name, instructions(name)/int64(size*batches))
 	}
 	measure("take.lua, alone", 1, takes)
 	measure("takebatch.lua, batches of 8", 8, takes)

@@ -115,9 +115,10 @@ type Redis struct {
 	cluster   bool
 	dedupFor  string // ms, for ARGV
 	voidFor   string // ms, for ARGV
-	take      *redis.Script
-	reconcile *redis.Script
-	takeBatch *redis.Script
+	take      *script
+	reconcile *script
+	takeBatch *script
+	fns       functions
 	takes     *takeBatcher
 }
 
@@ -154,22 +155,35 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 		cluster:   o.Cluster || isCluster,
 		dedupFor:  strconv.FormatInt(max(1, dedupFor.Milliseconds()), 10),
 		voidFor:   strconv.FormatInt(max(1, voidFor.Milliseconds()), 10),
-		take:      redis.NewScript(lua.Take),
-		reconcile: redis.NewScript(lua.Reconcile),
-		takeBatch: redis.NewScript(lua.TakeBatch),
+		take:      &script{fn: lua.TakeFunction, eval: redis.NewScript(lua.Take)},
+		reconcile: &script{fn: lua.ReconcileFunction, eval: redis.NewScript(lua.Reconcile)},
+		takeBatch: &script{fn: lua.TakeBatchFunction, eval: redis.NewScript(lua.TakeBatch)},
 	}
+	r.fns.client, _ = o.Client.(redisFunctions)
 	r.takes = newTakeBatcher(r, takeBatch)
 	return r, nil
 }
 
-// Load loads the scripts into Redis (SCRIPT LOAD; on every master of a
-// cluster), so that the first calls, and pipelined ones, find them by SHA.
-// Call it at start-up; a Redis that loses its scripts later (a restart, a
-// SCRIPT FLUSH) is served by EVAL until they are cached again. The error is
-// Redis's or the network's.
+// Load loads the scripts into Redis, so that the first calls, and
+// pipelined ones, find them: the library lua.Library by FUNCTION LOAD (on
+// every master of a cluster) when the client can call functions (see
+// Redis), else, or when Redis answers that it has no FUNCTION command
+// (Redis before 7.0), each script by SCRIPT LOAD. Call it at start-up; a
+// Redis that loses them later (a restart without persistence, a FUNCTION
+// FLUSH or SCRIPT FLUSH, a new cluster node) has them loaded again by the
+// first call that misses them. The error is Redis's or the network's.
 func (r *Redis) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{r.take, r.reconcile, r.takeBatch} {
-		if err := s.Load(ctx, r.client).Err(); err != nil {
+	if r.fns.on() {
+		err := r.loadLibrary(ctx)
+		if err == nil {
+			return nil
+		}
+		if !isUnknownCommand(err) {
+			return fmt.Errorf("bucket: redis: function load: %w", err)
+		}
+	}
+	for _, s := range []*script{r.take, r.reconcile, r.takeBatch} {
+		if err := s.eval.Load(ctx, r.client).Err(); err != nil {
 			return fmt.Errorf("bucket: redis: script load: %w", err)
 		}
 	}
@@ -628,32 +642,33 @@ func decide(d *Decision, reply []int64, idx []int) error {
 
 // scriptCall is one script run of a pipelined round trip.
 type scriptCall struct {
-	script *redis.Script
+	script *script
 	keys   []string
 	args   []any
 	idx    []int // the items a take covers, for decide
 	cmd    *redis.Cmd
 }
 
-// run runs calls, one by one when there is one, else in one pipeline by
-// EVALSHA; a call that meets NOSCRIPT (Redis restarted or flushed) is run
-// again by EVAL. Errors are left in each call's cmd.
+// run runs calls, one by one (by call) when there is one, else in one
+// pipeline of FCALLs (EVALSHAs without Functions); a call that meets a
+// missing function or script (Redis restarted or flushed) is run again
+// alone by call, which loads it. Errors are left in each call's cmd.
 func (r *Redis) run(ctx context.Context, calls []scriptCall) {
 	if len(calls) == 1 {
 		c := &calls[0]
-		c.cmd = c.script.Run(ctx, r.client, c.keys, c.args...)
+		c.cmd = r.call(ctx, c.script, c.keys, c.args...)
 		return
 	}
 	pipe := r.client.Pipeline()
 	for k := range calls {
 		c := &calls[k]
-		c.cmd = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		c.cmd = r.pipelined(ctx, pipe, c.script, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are in each cmd
 	for k := range calls {
 		c := &calls[k]
-		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			c.cmd = c.script.Run(ctx, r.client, c.keys, c.args...)
+		if needsRerun(c.cmd.Err()) {
+			c.cmd = r.call(ctx, c.script, c.keys, c.args...)
 		}
 	}
 }

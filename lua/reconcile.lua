@@ -63,8 +63,6 @@
 -- names; those take.lua needs too live in core.lua, inserted at the
 -- "-- @core" line below.
 
--- @core" line below.
-
 -- @core: the shared core (lua/core.lua) is inserted here by package lua.
 
 -- apply is a reconciliation delta: refill, remove units (negative refunds),
@@ -140,6 +138,7 @@ local function stage(c, how, kind, a, b, z)
   end
 end
 
+-- @entry: the script's work; a Redis Functions library runs it as a function.
 local now = clock(ARGV[1])
 local dedupFor, voidFor = ARGV[2], ARGV[3]
 local nl = ARGV[4] + 0

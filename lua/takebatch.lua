@@ -31,15 +31,14 @@
 -- of committed takes among them): a bucket that many requests share is read
 -- and written once per batch.
 --
--- Package lua builds the script: take.lua up to its "-- @body" line
+-- Package lua builds the script: take.lua up to its "-- @entry" line
 -- (core.lua inserted) at the "-- @take" line below, then the overrides
--- below, then take.lua's body as the function takeOne(KEYS, ARGV) at the
--- "-- @takeOne" line.
+-- below, then take.lua's body (after its "-- @body" line) as the function
+-- takeOne(KEYS, ARGV) at the "-- @takeOne" line, then the batch's entry
+-- (after the "-- @batch" line). In the Redis Functions library (lua.go's
+-- Library) the entry is the body of the function the library registers.
 
--- @take: take.lua up to its body is inserted here by package lua.
-
--- Every take of a batch commits.
-commit = true
+-- @take: take.lua up to its entry is inserted here by package lua.
 
 -- Reads come from, and writes go to, state (key -> its value as the takes
 -- so far left it: a string, false when missing, or {encodeIt, a, b} for a
@@ -116,6 +115,12 @@ local function hold(key, holder, expiry, now)
 end
 
 -- @takeOne: take.lua's body, as takeOne(KEYS, ARGV), is inserted here by package lua.
+
+-- @batch: the batch's entry; a Redis Functions library runs it as a function.
+-- Every take of the batch commits, at one instant; state starts empty (a
+-- library keeps the tables above from one call to the next).
+now, commit = clock(ARGV[1]), true
+state, pending, written = {}, {}, {}
 
 -- The batch: read every key once, run each request's take in order on
 -- state, then write each key its takes changed once. Each take gets the
