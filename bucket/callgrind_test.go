@@ -27,6 +27,11 @@ import (
 // is skipped; with it, a missing valgrind fails it. Run it with
 //
 //	LLMGUARD_CALLGRIND=1 go test -run TestCallgrindScripts -v ./bucket/
+//
+// LLMGUARD_CALLGRIND=all adds batches of 32 without request ids (no take
+// marker) and of one bucket, to tell a batched take's parts apart;
+// LLMGUARD_CALLGRIND_KEEP=<dir> keeps each measurement's callgrind dump
+// there, for callgrind_annotate.
 func TestCallgrindScripts(t *testing.T) {
 	if os.Getenv("LLMGUARD_CALLGRIND") == "" {
 		t.Skip("a measurement: set LLMGUARD_CALLGRIND=1 to run it")
@@ -113,27 +118,36 @@ func TestCallgrindScripts(t *testing.T) {
 	keys := []string{"llmguard:{t}:user:alice", "llmguard:{t}:tenant:acme", "llmguard:{t}:global"}
 	id := 0
 	nextID := func() string { id++; return fmt.Sprintf("req-%08d", id) }
-	takes := func(size, batches int) {
-		for range batches {
-			batch := make([]*queuedTake, size)
-			for i := range batch {
-				items := []Item{{Key: keys[0], Limit: limits[0], Cost: 300}, {Key: keys[1], Limit: limits[1], Cost: 20}, {Key: keys[2], Limit: limits[2], Cost: 1}}
-				k, a := r.takeArgs(nextID(), items, nil, true)
-				batch[i] = &queuedTake{ctx: ctx, keys: k, args: a, done: make(chan struct{})}
-			}
-			if size == 1 {
-				q := batch[0]
-				q.reply, q.err = r.call(ctx, r.take, q.keys, q.args...).Int64Slice()
-			} else {
-				r.takes.send(batch)
-			}
-			for _, q := range batch {
-				if q.err != nil || len(q.reply) == 0 || q.reply[0] != 1 {
-					t.Fatalf("take: %v %v", q.reply, q.err)
+	// takesOf returns a run of takes of the first n buckets, each with a
+	// request id (a take marker) when marked.
+	takesOf := func(n int, marked bool) func(size, batches int) {
+		return func(size, batches int) {
+			for range batches {
+				batch := make([]*queuedTake, size)
+				for i := range batch {
+					items := []Item{{Key: keys[0], Limit: limits[0], Cost: 300}, {Key: keys[1], Limit: limits[1], Cost: 20}, {Key: keys[2], Limit: limits[2], Cost: 1}}[:n]
+					id := ""
+					if marked {
+						id = nextID()
+					}
+					k, a := r.takeArgs(id, items, nil, true)
+					batch[i] = &queuedTake{ctx: ctx, keys: k, args: a, done: make(chan struct{})}
+				}
+				if size == 1 {
+					q := batch[0]
+					q.reply, q.err = r.call(ctx, r.take, q.keys, q.args...).Int64Slice()
+				} else {
+					r.takes.send(batch)
+				}
+				for _, q := range batch {
+					if q.err != nil || len(q.reply) == 0 || q.reply[0] != 1 {
+						t.Fatalf("take: %v %v", q.reply, q.err)
+					}
 				}
 			}
 		}
 	}
+	takes := takesOf(3, true)
 	reconciles := func(size, batches int) {
 		for range batches {
 			batch := make([]Reconciliation, size)
@@ -158,4 +172,9 @@ func TestCallgrindScripts(t *testing.T) {
 	measure("takebatch.lua, batches of 8", 8, takes)
 	measure("takebatch.lua, batches of 32", 32, takes)
 	measure("reconcile.lua, batches of 32", 32, reconciles)
+	if os.Getenv("LLMGUARD_CALLGRIND") == "all" { // the parts of a batched take
+		measure("takebatch.lua, 32, no request id", 32, takesOf(3, false))
+		measure("takebatch.lua, 32, one bucket", 32, takesOf(1, true))
+		measure("takebatch.lua, 32, one bucket, no id", 32, takesOf(1, false))
+	}
 }

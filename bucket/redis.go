@@ -14,7 +14,9 @@ import (
 
 // RedisScripter is what the Redis store needs of a client: running scripts
 // (EVALSHA, EVAL, SCRIPT LOAD, as redis.Script uses them) and pipelines.
-// *redis.Client and *redis.ClusterClient satisfy it.
+// *redis.Client and *redis.ClusterClient satisfy it. A client that also
+// has FCall and FunctionLoad (both of those do) has the scripts loaded as
+// one Redis Functions library and called by FCALL (see Redis).
 type RedisScripter interface {
 	redis.Scripter
 	Pipeline() redis.Pipeliner
@@ -66,8 +68,7 @@ type RedisOptions struct {
 // applies many requests' in one script (one per slot in a cluster), reading
 // and writing each bucket once however many requests touch it, so that an
 // AsyncReconciler's batches cost Redis little more than a marker per
-// request. Deltas of zero units are never sent. Scripts run by EVALSHA, and
-// by EVAL when Redis answers NOSCRIPT. Time is Redis TIME. A token bucket's
+// request. Deltas of zero units are never sent. Time is Redis TIME. A token bucket's
 // state is one string key, "<level> <updated µs>", that expires one second
 // after the bucket would be full again; a bucket left full is deleted. A
 // quota's is one string key, "q <used units> <window start µs>", that
@@ -103,6 +104,30 @@ type RedisOptions struct {
 // every take it carried gets the error (a script error applied none of
 // them; a timeout may have applied all, as for a lone take, and each is
 // voided by its request id).
+//
+// The scripts are one Redis Functions library (lua.Library, Redis 7.0 and
+// later): Load loads it once per server by FUNCTION LOAD (on every master
+// of a cluster; replicas get it by replication, and keep it through a
+// failover), so that a call runs only its script's entry, by FCALL, not
+// the whole script with every helper function made again as EVALSHA does
+// (about a tenth of a lone take's instructions in Redis). Function names
+// are global to a server, so the library's name and its functions' end in
+// a hash of its text (lua.Version): nodes of two llmguard versions keep
+// their own functions side by side during a rolling upgrade, and read and
+// write the same stored values. A call answered "Function not found" (a
+// server restarted without persistence, a FUNCTION FLUSH, a node new to a
+// cluster) loads the library and is sent once more, then by EVALSHA. A
+// server without FUNCTION (Redis before 7.0, miniredis) or a client
+// without FCall runs every script by EVALSHA, and by EVAL when Redis
+// answers NOSCRIPT, as before. A function without flags may write, so
+// Redis refuses its FCALL when used memory is above maxmemory with the
+// noeviction policy (the Redis docs' "deny-oom" for functions), where an
+// EVALSHA failed only at its first write: a take that would be denied then
+// fails too; set an eviction policy or room for the buckets. (Redis docs:
+// https://redis.io/docs/latest/develop/programmability/functions-intro/ for
+// FUNCTION LOAD, FCALL, replication and persistence of libraries;
+// https://redis.io/docs/latest/develop/programmability/eval-intro/#script-flags
+// for flags; each checked against redis-server 7.0.15.)
 //
 // A Take with a request id that commits also sets its take marker,
 // "llmguard:{<hash tag>}::tk:<request id>" = "t", one per slot group,

@@ -41,11 +41,14 @@
 -- @take: take.lua up to its entry is inserted here by package lua.
 
 -- Reads come from, and writes go to, state (key -> its value as the takes
--- so far left it: a string, false when missing, or {encodeIt, a, b} for a
--- value written in the batch and not encoded yet); pending holds each
--- written key's last write (a TTL in ms, true to keep the TTL, false to
--- delete, 'persist' for a value with no TTL), flushed after every take.
-local state, pending, written = {}, {}, {}
+-- so far left it: a string, false when missing, or the key's cell
+-- {encodeIt, a, b, c} for a value written in the batch and not encoded
+-- yet); pending holds each written key's last write (a TTL in ms, true to
+-- keep the TTL, false to delete, 'persist' for a value with no TTL),
+-- flushed after every take. A key has one cell per batch, refilled by each
+-- write (cells, by key); made holds the cells, so that parse tells them
+-- from stored strings without a call to type.
+local state, pending, written, cells, made = {}, {}, {}, {}, {}
 
 -- encoderKind is the kind parse returns for the values of each encoder: a value
 -- written in the batch is read back as parse(encodeIt(a, b)) would read it
@@ -57,7 +60,7 @@ local encoderKind = {[encode] = 't', [encodeQuota] = 'q', [encodeWindow] = 'w'}
 -- batch wrote.
 local parseText = parse
 local function parse(v)
-  if type(v) ~= 'table' then
+  if not (v and made[v]) then
     return parseText(v)
   end
   local kind = encoderKind[v[1]]
@@ -100,9 +103,19 @@ end
 -- write, in a batch, records what put or putQuota returned for key (see
 -- take.lua's write) in state, the value left unencoded until the flush.
 local function write(key, how, encodeIt, a, b, c)
-  if how ~= nil then
-    remember(key, how, how and {encodeIt, a, b, c})
+  if how == nil then
+    return
+  elseif not how then
+    return remember(key, how, false)
   end
+  local cell = cells[key]
+  if cell then
+    cell[1], cell[2], cell[3], cell[4] = encodeIt, a, b, c
+  else
+    cell = {encodeIt, a, b, c}
+    cells[key], made[cell] = cell, true
+  end
+  remember(key, how, cell)
 end
 
 -- hold, in a batch, adds an in-flight holder at once (core.lua's hold) and
@@ -120,7 +133,7 @@ end
 -- Every take of the batch commits, at one instant; state starts empty (a
 -- library keeps the tables above from one call to the next).
 now, commit = clock(ARGV[1]), true
-state, pending, written = {}, {}, {}
+state, pending, written, cells, made = {}, {}, {}, {}, {}
 
 -- The batch: read every key once, run each request's take in order on
 -- state, then write each key its takes changed once. Each take gets the
