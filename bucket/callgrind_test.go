@@ -29,7 +29,8 @@ import (
 //	LLMGUARD_CALLGRIND=1 go test -run TestCallgrindScripts -v ./bucket/
 //
 // LLMGUARD_CALLGRIND=all adds batches of 32 without request ids (no take
-// marker) and of one bucket, to tell a batched take's parts apart;
+// or reconcile marker) and of one bucket or delta, to tell a batch's parts
+// apart;
 // LLMGUARD_CALLGRIND_KEEP=<dir> keeps each measurement's callgrind dump
 // there, for callgrind_annotate.
 func TestCallgrindScripts(t *testing.T) {
@@ -148,19 +149,28 @@ func TestCallgrindScripts(t *testing.T) {
 		}
 	}
 	takes := takesOf(3, true)
-	reconciles := func(size, batches int) {
-		for range batches {
-			batch := make([]Reconciliation, size)
-			for i := range batch {
-				batch[i] = Reconciliation{RequestID: nextID(), Deltas: []Delta{{Key: keys[0], Limit: limits[0], Units: -100}, {Key: keys[1], Limit: limits[1], Units: 3}}}
-			}
-			for _, err := range r.ReconcileBatch(ctx, batch) {
-				if err != nil {
-					t.Fatal(err)
+	// reconcilesOf returns a run of reconciliations of the first n of two
+	// deltas, each with a request id (a marker) when marked.
+	reconcilesOf := func(n int, marked bool) func(size, batches int) {
+		return func(size, batches int) {
+			for range batches {
+				batch := make([]Reconciliation, size)
+				for i := range batch {
+					id := ""
+					if marked {
+						id = nextID()
+					}
+					batch[i] = Reconciliation{RequestID: id, Deltas: []Delta{{Key: keys[0], Limit: limits[0], Units: -100}, {Key: keys[1], Limit: limits[1], Units: 3}}[:n]}
+				}
+				for _, err := range r.ReconcileBatch(ctx, batch) {
+					if err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 		}
 	}
+	reconciles := reconcilesOf(2, true)
 	measure := func(name string, size int, run func(size, batches int)) {
 		run(size, 5) // warm: scripts cached, keys present
 		zero()
@@ -176,5 +186,7 @@ func TestCallgrindScripts(t *testing.T) {
 		measure("takebatch.lua, 32, no request id", 32, takesOf(3, false))
 		measure("takebatch.lua, 32, one bucket", 32, takesOf(1, true))
 		measure("takebatch.lua, 32, one bucket, no id", 32, takesOf(1, false))
+		measure("reconcile.lua, 32, no request id", 32, reconcilesOf(2, false))
+		measure("reconcile.lua, 32, one delta", 32, reconcilesOf(1, true))
 	}
 }

@@ -248,7 +248,7 @@ local replies = {}
 local keys, args = {}, {ARGV[1], '1'}
 local last, m, n, marker = nil, 0, 0, nd
 for r = 1, ARGV[3] + 0 do
-  local shape = shapes[ARGV[a] + 0]
+  local shape = shapes[digits[ARGV[a]] or ARGV[a] + 0]
   if fast[shape] then
     local key
     if shape[1] ~= '0' then
