@@ -33,17 +33,29 @@ type redisFunctions interface {
 type functions struct {
 	client redisFunctions // nil: the client cannot call functions
 	// off is set once a server answered FCALL or FUNCTION LOAD with
-	// "unknown command" (Redis before 7.0, miniredis): every later call runs
-	// by EVALSHA.
+	// "unknown command" (Redis before 7.0, miniredis) or refused the
+	// command to the client's ACL user: every later call runs by EVALSHA.
 	off atomic.Bool
 }
 
 // on reports whether the next call should be an FCALL.
 func (f *functions) on() bool { return f.client != nil && !f.off.Load() }
 
-// isUnknownCommand reports an error of a server without the command (Redis
-// before 7.0 answers FCALL and FUNCTION with "ERR unknown command").
-func isUnknownCommand(err error) bool { return redis.HasErrorPrefix(err, "unknown command") }
+// isUnknownCommand reports an error of a server that will not run FCALL or
+// FUNCTION LOAD for this client: Redis before 7.0 (and miniredis) answers
+// "ERR unknown command"; an ACL user allowed scripts but not functions gets
+// "NOPERM this user has no permissions to run the 'fcall' command" (or
+// 'function|load'), checked on Redis 7.0.15.
+func isUnknownCommand(err error) bool {
+	if redis.HasErrorPrefix(err, "unknown command") {
+		return true
+	}
+	if !redis.HasErrorPrefix(err, "NOPERM") {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "'fcall'") || strings.Contains(msg, "'function")
+}
 
 // isFunctionMissing reports Redis 7's answer to an FCALL of a function it
 // does not hold ("ERR Function not found"): a server restarted without

@@ -179,3 +179,28 @@ func TestRedisFunctionsCluster(t *testing.T) {
 		t.Error("no master holds the library again")
 	}
 }
+
+// TestRedisFunctionsRefusedByACL checks that a client whose ACL user may
+// run scripts but not functions (FCALL and FUNCTION refused with NOPERM) is
+// served by EVALSHA: Load and every call succeed.
+func TestRedisFunctionsRefusedByACL(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "scripts", "on", ">pw", "+@all", "-fcall", "-function", "~*").Err(); err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "scripts", Password: "pw"})
+	t.Cleanup(func() { client.Close() })
+	r := newRedis(t, bucket.RedisOptions{Client: client})
+	limit := bucket.Limit{Capacity: 100, Rate: 100, Per: time.Minute}
+	for i, want := range []int64{90, 80} {
+		d, err := r.Take(ctx, "", []bucket.Item{{Key: "llmguard:{t}:a", Limit: limit, Cost: 10}})
+		if err != nil || !d.Allowed || d.Buckets[0].Remaining != want {
+			t.Fatalf("take %d: %+v, %v; want allowed, %d left", i, d, err, want)
+		}
+	}
+	if n := commandCount(t, admin, "evalsha"); n != 2 {
+		t.Errorf("%d EVALSHA; want 2", n)
+	}
+}
