@@ -3,6 +3,7 @@ package bucket
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -36,6 +37,12 @@ type functions struct {
 	// "unknown command" (Redis before 7.0, miniredis) or refused the
 	// command to the client's ACL user: every later call runs by EVALSHA.
 	off atomic.Bool
+	// loads counts the library loads done by calls that missed it; mu
+	// serialises them, so that the calls a restarted Redis fails all at
+	// once load the library once, not once each (a load compiles some
+	// 50 KB of Lua inside Redis, blocking it meanwhile).
+	loads atomic.Uint64
+	mu    sync.Mutex
 }
 
 // on reports whether the next call should be an FCALL.
@@ -94,8 +101,9 @@ func (r *Redis) loadLibrary(ctx context.Context) error {
 // off and runs by EVALSHA. Errors are in the Cmd.
 func (r *Redis) call(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
 	if r.fns.on() {
+		seen := r.fns.loads.Load()
 		cmd := r.fns.client.FCall(ctx, s.fn, keys, args...)
-		if !r.retryable(ctx, cmd.Err()) {
+		if !r.retryable(ctx, cmd.Err(), seen) {
 			return cmd
 		}
 		if r.fns.on() {
@@ -109,10 +117,12 @@ func (r *Redis) call(ctx context.Context, s *script, keys []string, args ...any)
 }
 
 // retryable reports whether an FCALL that failed with err should be sent
-// again: the function was missing (the library is loaded first; when that
-// fails, the call should go by EVALSHA, and true is returned too) or the
-// server has no FCALL (Functions are turned off).
-func (r *Redis) retryable(ctx context.Context, err error) bool {
+// again: the function was missing (the library is loaded first, unless
+// another call loaded it since seen, the count of loads done before this
+// call was sent; when the load fails, the call should go by
+// EVALSHA, and true is returned too) or the server has no FCALL (Functions
+// are turned off).
+func (r *Redis) retryable(ctx context.Context, err error, seen uint64) bool {
 	switch {
 	case err == nil:
 		return false
@@ -120,7 +130,12 @@ func (r *Redis) retryable(ctx context.Context, err error) bool {
 		r.fns.off.Store(true)
 		return true
 	case isFunctionMissing(err):
-		_ = r.loadLibrary(ctx) // a failure leaves the retry to fail, then EVALSHA
+		r.fns.mu.Lock()
+		defer r.fns.mu.Unlock()
+		if r.fns.loads.Load() == seen {
+			_ = r.loadLibrary(ctx) // a failure leaves the retry to fail, then EVALSHA
+			r.fns.loads.Add(1)
+		}
 		return true
 	}
 	return false
