@@ -116,10 +116,11 @@ type RedisOptions struct {
 // their own functions side by side during a rolling upgrade, and read and
 // write the same stored values. A call answered "Function not found" (a
 // server restarted without persistence, a FUNCTION FLUSH, a node new to a
-// cluster) loads the library and is sent once more, then by EVALSHA. A
-// server without FUNCTION (Redis before 7.0, miniredis) or a client
-// without FCall runs every script by EVALSHA, and by EVAL when Redis
-// answers NOSCRIPT, as before. A function without flags may write, so
+// cluster) loads the library and is sent once more, then by EVALSHA; the
+// calls that miss it together load it once. A server without FUNCTION
+// (Redis before 7.0, miniredis), an ACL user refused FCALL or FUNCTION
+// (NOPERM), or a client without FCall runs every script by EVALSHA, and by
+// EVAL when Redis answers NOSCRIPT, as before. A function without flags may write, so
 // Redis refuses its FCALL when used memory is above maxmemory with the
 // noeviction policy (the Redis docs' "deny-oom" for functions), where an
 // EVALSHA failed only at its first write: a take that would be denied then
