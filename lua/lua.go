@@ -156,8 +156,9 @@ var librarySource, libraryVersion = library(split)
 var Library = librarySource
 
 // Version is the first 12 hex digits of the SHA-256 of the library's text
-// after its shebang line: the suffix of LibraryName and of each function's
-// name.
+// after its shebang line, written with a placeholder where the function
+// names carry Version: the suffix of LibraryName and of each function's
+// name. Any change to a script changes it.
 var Version = libraryVersion
 
 // LibraryName is the name Library loads under: "llmguard_" + Version.
