@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,14 +138,14 @@ func TestRedisFunctionsCluster(t *testing.T) {
 	client := cl.Client()
 	ctx := context.Background()
 	r := newRedis(t, bucket.RedisOptions{Client: client})
-	err := client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+	masters := mastersOf(t, client)
+	for _, m := range masters {
 		if !libraryLoaded(t, m) {
 			t.Errorf("master %s: no library after Load", m.Options().Addr)
 		}
-		return m.FunctionFlush(ctx).Err()
-	})
-	if err != nil {
-		t.Fatal(err)
+		if err := m.FunctionFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	limit := bucket.Limit{Capacity: 100, Rate: 100, Per: time.Minute}
 	var batch []bucket.Reconciliation
@@ -168,16 +169,32 @@ func TestRedisFunctionsCluster(t *testing.T) {
 			t.Errorf("tenant %s: %+v, %v; want 93 left (the delta of 7 applied once)", tn, d, err)
 		}
 	}
-	masters := 0
-	_ = client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+	loaded := 0
+	for _, m := range masters {
 		if libraryLoaded(t, m) {
-			masters++
+			loaded++
 		}
+	}
+	if loaded != len(masters) {
+		t.Errorf("%d of %d masters hold the library again; want every one (the reload loads it on every master)", loaded, len(masters))
+	}
+}
+
+// mastersOf returns a client of each master of c's cluster.
+func mastersOf(t *testing.T, c *redis.ClusterClient) []*redis.Client {
+	t.Helper()
+	var mu sync.Mutex
+	var out []*redis.Client
+	err := c.ForEachMaster(context.Background(), func(_ context.Context, m *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, m)
 		return nil
 	})
-	if masters == 0 {
-		t.Error("no master holds the library again")
+	if err != nil {
+		t.Fatal(err)
 	}
+	return out
 }
 
 // TestRedisFunctionsRefusedByACL checks that a client whose ACL user may
