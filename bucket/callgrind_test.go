@@ -27,6 +27,12 @@ import (
 // is skipped; with it, a missing valgrind fails it. Run it with
 //
 //	LLMGUARD_CALLGRIND=1 go test -run TestCallgrindScripts -v ./bucket/
+//
+// LLMGUARD_CALLGRIND=all adds batches of 32 without request ids (no take
+// or reconcile marker) and of one bucket or delta, to tell a batch's parts
+// apart;
+// LLMGUARD_CALLGRIND_KEEP=<dir> keeps each measurement's callgrind dump
+// there, for callgrind_annotate.
 func TestCallgrindScripts(t *testing.T) {
 	if os.Getenv("LLMGUARD_CALLGRIND") == "" {
 		t.Skip("a measurement: set LLMGUARD_CALLGRIND=1 to run it")
@@ -66,7 +72,8 @@ func TestCallgrindScripts(t *testing.T) {
 			t.Fatalf("callgrind_control -z: %v: %s", err, out)
 		}
 	}
-	instructions := func() int64 {
+	keep := os.Getenv("LLMGUARD_CALLGRIND_KEEP") // a directory: each measurement's dump is copied there
+	instructions := func(name string) int64 {
 		if out, err := exec.Command("callgrind_control", "-d", pid).CombinedOutput(); err != nil {
 			t.Fatalf("callgrind_control -d: %v: %s", err, out)
 		}
@@ -75,6 +82,15 @@ func TestCallgrindScripts(t *testing.T) {
 		for _, d := range dumps {
 			if n, err := strconv.Atoi(d[strings.LastIndexByte(d, '.')+1:]); err == nil && n > last {
 				newest, last = d, n
+			}
+		}
+		if keep != "" {
+			b, err := os.ReadFile(newest)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(keep, strings.NewReplacer(" ", "_", ",", "", ".lua", "").Replace(name)+".cg"), b, 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
 			}
 		}
 		f, err := os.Open(newest)
@@ -103,49 +119,74 @@ func TestCallgrindScripts(t *testing.T) {
 	keys := []string{"llmguard:{t}:user:alice", "llmguard:{t}:tenant:acme", "llmguard:{t}:global"}
 	id := 0
 	nextID := func() string { id++; return fmt.Sprintf("req-%08d", id) }
-	takes := func(size, batches int) {
-		for range batches {
-			batch := make([]*queuedTake, size)
-			for i := range batch {
-				items := []Item{{Key: keys[0], Limit: limits[0], Cost: 300}, {Key: keys[1], Limit: limits[1], Cost: 20}, {Key: keys[2], Limit: limits[2], Cost: 1}}
-				k, a := r.takeArgs(nextID(), items, nil, true)
-				batch[i] = &queuedTake{ctx: ctx, keys: k, args: a, done: make(chan struct{})}
-			}
-			if size == 1 {
-				q := batch[0]
-				q.reply, q.err = r.take.Run(ctx, client, q.keys, q.args...).Int64Slice()
-			} else {
-				r.takes.send(batch)
-			}
-			for _, q := range batch {
-				if q.err != nil || len(q.reply) == 0 || q.reply[0] != 1 {
-					t.Fatalf("take: %v %v", q.reply, q.err)
+	// takesOf returns a run of takes of the first n buckets, each with a
+	// request id (a take marker) when marked.
+	takesOf := func(n int, marked bool) func(size, batches int) {
+		return func(size, batches int) {
+			for range batches {
+				batch := make([]*queuedTake, size)
+				for i := range batch {
+					items := []Item{{Key: keys[0], Limit: limits[0], Cost: 300}, {Key: keys[1], Limit: limits[1], Cost: 20}, {Key: keys[2], Limit: limits[2], Cost: 1}}[:n]
+					id := ""
+					if marked {
+						id = nextID()
+					}
+					k, a := r.takeArgs(id, items, nil, true)
+					batch[i] = &queuedTake{ctx: ctx, keys: k, args: a, done: make(chan struct{})}
+				}
+				if size == 1 {
+					q := batch[0]
+					q.reply, q.err = r.call(ctx, r.take, q.keys, q.args...).Int64Slice()
+				} else {
+					r.takes.send(batch)
+				}
+				for _, q := range batch {
+					if q.err != nil || len(q.reply) == 0 || q.reply[0] != 1 {
+						t.Fatalf("take: %v %v", q.reply, q.err)
+					}
 				}
 			}
 		}
 	}
-	reconciles := func(size, batches int) {
-		for range batches {
-			batch := make([]Reconciliation, size)
-			for i := range batch {
-				batch[i] = Reconciliation{RequestID: nextID(), Deltas: []Delta{{Key: keys[0], Limit: limits[0], Units: -100}, {Key: keys[1], Limit: limits[1], Units: 3}}}
-			}
-			for _, err := range r.ReconcileBatch(ctx, batch) {
-				if err != nil {
-					t.Fatal(err)
+	takes := takesOf(3, true)
+	// reconcilesOf returns a run of reconciliations of the first n of two
+	// deltas, each with a request id (a marker) when marked.
+	reconcilesOf := func(n int, marked bool) func(size, batches int) {
+		return func(size, batches int) {
+			for range batches {
+				batch := make([]Reconciliation, size)
+				for i := range batch {
+					id := ""
+					if marked {
+						id = nextID()
+					}
+					batch[i] = Reconciliation{RequestID: id, Deltas: []Delta{{Key: keys[0], Limit: limits[0], Units: -100}, {Key: keys[1], Limit: limits[1], Units: 3}}[:n]}
+				}
+				for _, err := range r.ReconcileBatch(ctx, batch) {
+					if err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 		}
 	}
+	reconciles := reconcilesOf(2, true)
 	measure := func(name string, size int, run func(size, batches int)) {
 		run(size, 5) // warm: scripts cached, keys present
 		zero()
 		const batches = 50
 		run(size, batches)
-		t.Logf("%-34s %7d instructions per request", name, instructions()/int64(size*batches))
+		t.Logf("%-34s %7d instructions per request", name, instructions(name)/int64(size*batches))
 	}
 	measure("take.lua, alone", 1, takes)
 	measure("takebatch.lua, batches of 8", 8, takes)
 	measure("takebatch.lua, batches of 32", 32, takes)
 	measure("reconcile.lua, batches of 32", 32, reconciles)
+	if os.Getenv("LLMGUARD_CALLGRIND") == "all" { // the parts of a batched take
+		measure("takebatch.lua, 32, no request id", 32, takesOf(3, false))
+		measure("takebatch.lua, 32, one bucket", 32, takesOf(1, true))
+		measure("takebatch.lua, 32, one bucket, no id", 32, takesOf(1, false))
+		measure("reconcile.lua, 32, no request id", 32, reconcilesOf(2, false))
+		measure("reconcile.lua, 32, one delta", 32, reconcilesOf(1, true))
+	}
 }

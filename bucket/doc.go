@@ -28,7 +28,10 @@
 // keeps them in Redis (or Redis Cluster) so that every proxy node shares one
 // budget per key: each Take is one script (lua/take.lua) that runs the same
 // arithmetic, bit for bit, on Redis's clock; each Reconcile one script
-// (lua/reconcile.lua) applied once per request id. AsyncReconciler wraps a
+// (lua/reconcile.lua) applied once per request id. The scripts are one
+// Redis Functions library (lua.Library), loaded once per server and called
+// by FCALL (DESIGN.md §4's "one EVALSHA per request" is now one FCALL; by
+// EVALSHA still on Redis before 7.0). AsyncReconciler wraps a
 // store so that Reconcile only queues its deltas, which a goroutine applies
 // in pipelined batches, off the request's path.
 //

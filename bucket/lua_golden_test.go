@@ -297,7 +297,7 @@ func (r *Redis) check(ctx context.Context, it Item) (Decision, error) {
 	items := []Item{it}
 	d := Decision{Buckets: make([]Status, 1)}
 	keys, args := r.takeArgs("", items, nil, false)
-	reply, err := r.take.Run(ctx, r.client, keys, args...).Int64Slice()
+	reply, err := r.call(ctx, r.take, keys, args...).Int64Slice()
 	if err == nil {
 		err = decide(&d, reply, nil)
 	}
@@ -316,7 +316,7 @@ func (r *Redis) applyScript(ctx context.Context, deltas []Delta) error {
 		c.keys = append(c.keys, d.Key)
 		c.entries = append(c.entries, c.limit(d.Limit), d.Units)
 	}
-	return r.reconcile.Run(ctx, r.client, c.keys, c.args(r)...).Err()
+	return r.call(ctx, r.reconcile, c.keys, c.args(r)...).Err()
 }
 
 // readState reads a bucket key as the scripts store it.

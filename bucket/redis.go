@@ -14,7 +14,9 @@ import (
 
 // RedisScripter is what the Redis store needs of a client: running scripts
 // (EVALSHA, EVAL, SCRIPT LOAD, as redis.Script uses them) and pipelines.
-// *redis.Client and *redis.ClusterClient satisfy it.
+// *redis.Client and *redis.ClusterClient satisfy it. A client that also
+// has FCall and FunctionLoad (both of those do) has the scripts loaded as
+// one Redis Functions library and called by FCALL (see Redis).
 type RedisScripter interface {
 	redis.Scripter
 	Pipeline() redis.Pipeliner
@@ -66,8 +68,7 @@ type RedisOptions struct {
 // applies many requests' in one script (one per slot in a cluster), reading
 // and writing each bucket once however many requests touch it, so that an
 // AsyncReconciler's batches cost Redis little more than a marker per
-// request. Deltas of zero units are never sent. Scripts run by EVALSHA, and
-// by EVAL when Redis answers NOSCRIPT. Time is Redis TIME. A token bucket's
+// request. Deltas of zero units are never sent. Time is Redis TIME. A token bucket's
 // state is one string key, "<level> <updated µs>", that expires one second
 // after the bucket would be full again; a bucket left full is deleted. A
 // quota's is one string key, "q <used units> <window start µs>", that
@@ -104,6 +105,31 @@ type RedisOptions struct {
 // them; a timeout may have applied all, as for a lone take, and each is
 // voided by its request id).
 //
+// The scripts are one Redis Functions library (lua.Library, Redis 7.0 and
+// later): Load loads it once per server by FUNCTION LOAD (on every master
+// of a cluster; replicas get it by replication, and keep it through a
+// failover), so that a call runs only its script's entry, by FCALL, not
+// the whole script with every helper function made again as EVALSHA does
+// (about a tenth of a lone take's instructions in Redis). Function names
+// are global to a server, so the library's name and its functions' end in
+// a hash of its text (lua.Version): nodes of two llmguard versions keep
+// their own functions side by side during a rolling upgrade, and read and
+// write the same stored values. A call answered "Function not found" (a
+// server restarted without persistence, a FUNCTION FLUSH, a node new to a
+// cluster) loads the library and is sent once more, then by EVALSHA; the
+// calls that miss it together load it once. A server without FUNCTION
+// (Redis before 7.0, miniredis), an ACL user refused FCALL or FUNCTION
+// (NOPERM), or a client without FCall runs every script by EVALSHA, and by
+// EVAL when Redis answers NOSCRIPT, as before. A function without flags may write, so
+// Redis refuses its FCALL when used memory is above maxmemory with the
+// noeviction policy (the Redis docs' "deny-oom" for functions), where an
+// EVALSHA failed only at its first write: a take that would be denied then
+// fails too; set an eviction policy or room for the buckets. (Redis docs:
+// https://redis.io/docs/latest/develop/programmability/functions-intro/ for
+// FUNCTION LOAD, FCALL, replication and persistence of libraries;
+// https://redis.io/docs/latest/develop/programmability/eval-intro/#script-flags
+// for flags; each checked against redis-server 7.0.15.)
+//
 // A Take with a request id that commits also sets its take marker,
 // "llmguard:{<hash tag>}::tk:<request id>" = "t", one per slot group,
 // expiring after VoidFor; Void (reconcile.lua in void mode) refunds each
@@ -115,9 +141,10 @@ type Redis struct {
 	cluster   bool
 	dedupFor  string // ms, for ARGV
 	voidFor   string // ms, for ARGV
-	take      *redis.Script
-	reconcile *redis.Script
-	takeBatch *redis.Script
+	take      *script
+	reconcile *script
+	takeBatch *script
+	fns       functions
 	takes     *takeBatcher
 }
 
@@ -154,22 +181,35 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 		cluster:   o.Cluster || isCluster,
 		dedupFor:  strconv.FormatInt(max(1, dedupFor.Milliseconds()), 10),
 		voidFor:   strconv.FormatInt(max(1, voidFor.Milliseconds()), 10),
-		take:      redis.NewScript(lua.Take),
-		reconcile: redis.NewScript(lua.Reconcile),
-		takeBatch: redis.NewScript(lua.TakeBatch),
+		take:      &script{fn: lua.TakeFunction, eval: redis.NewScript(lua.Take)},
+		reconcile: &script{fn: lua.ReconcileFunction, eval: redis.NewScript(lua.Reconcile)},
+		takeBatch: &script{fn: lua.TakeBatchFunction, eval: redis.NewScript(lua.TakeBatch)},
 	}
+	r.fns.client, _ = o.Client.(redisFunctions)
 	r.takes = newTakeBatcher(r, takeBatch)
 	return r, nil
 }
 
-// Load loads the scripts into Redis (SCRIPT LOAD; on every master of a
-// cluster), so that the first calls, and pipelined ones, find them by SHA.
-// Call it at start-up; a Redis that loses its scripts later (a restart, a
-// SCRIPT FLUSH) is served by EVAL until they are cached again. The error is
-// Redis's or the network's.
+// Load loads the scripts into Redis, so that the first calls, and
+// pipelined ones, find them: the library lua.Library by FUNCTION LOAD (on
+// every master of a cluster) when the client can call functions (see
+// Redis), else, or when Redis answers that it has no FUNCTION command
+// (Redis before 7.0), each script by SCRIPT LOAD. Call it at start-up; a
+// Redis that loses them later (a restart without persistence, a FUNCTION
+// FLUSH or SCRIPT FLUSH, a new cluster node) has them loaded again by the
+// first call that misses them. The error is Redis's or the network's.
 func (r *Redis) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{r.take, r.reconcile, r.takeBatch} {
-		if err := s.Load(ctx, r.client).Err(); err != nil {
+	if r.fns.on() {
+		err := r.loadLibrary(ctx)
+		if err == nil {
+			return nil
+		}
+		if !isUnknownCommand(err) {
+			return fmt.Errorf("bucket: redis: function load: %w", err)
+		}
+	}
+	for _, s := range []*script{r.take, r.reconcile, r.takeBatch} {
+		if err := s.eval.Load(ctx, r.client).Err(); err != nil {
 			return fmt.Errorf("bucket: redis: script load: %w", err)
 		}
 	}
@@ -628,32 +668,33 @@ func decide(d *Decision, reply []int64, idx []int) error {
 
 // scriptCall is one script run of a pipelined round trip.
 type scriptCall struct {
-	script *redis.Script
+	script *script
 	keys   []string
 	args   []any
 	idx    []int // the items a take covers, for decide
 	cmd    *redis.Cmd
 }
 
-// run runs calls, one by one when there is one, else in one pipeline by
-// EVALSHA; a call that meets NOSCRIPT (Redis restarted or flushed) is run
-// again by EVAL. Errors are left in each call's cmd.
+// run runs calls, one by one (by call) when there is one, else in one
+// pipeline of FCALLs (EVALSHAs without Functions); a call that meets a
+// missing function or script (Redis restarted or flushed) is run again
+// alone by call, which loads it. Errors are left in each call's cmd.
 func (r *Redis) run(ctx context.Context, calls []scriptCall) {
 	if len(calls) == 1 {
 		c := &calls[0]
-		c.cmd = c.script.Run(ctx, r.client, c.keys, c.args...)
+		c.cmd = r.call(ctx, c.script, c.keys, c.args...)
 		return
 	}
 	pipe := r.client.Pipeline()
 	for k := range calls {
 		c := &calls[k]
-		c.cmd = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		c.cmd = r.pipelined(ctx, pipe, c.script, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are in each cmd
 	for k := range calls {
 		c := &calls[k]
-		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			c.cmd = c.script.Run(ctx, r.client, c.keys, c.args...)
+		if needsRerun(c.cmd.Err()) {
+			c.cmd = r.call(ctx, c.script, c.keys, c.args...)
 		}
 	}
 }

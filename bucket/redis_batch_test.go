@@ -152,13 +152,13 @@ func TestRedisBatchOneScriptPerSlot(t *testing.T) {
 		}
 		trips, cmds := counter.take()
 		d := after.Sub(before)
-		if trips != 1 || cmds["evalsha"] != slots || len(cmds) != 1 {
-			t.Errorf("%d round trips carrying %v; want 1 carrying %d evalsha", trips, cmds, slots)
+		if trips != 1 || cmds["fcall"] != slots || len(cmds) != 1 {
+			t.Errorf("%d round trips carrying %v; want 1 carrying %d fcall", trips, cmds, slots)
 		}
 		voids := n / 10
 		calls := func(name string) int64 { return d.Commands[name].Calls }
-		if calls("evalsha") != int64(slots) || calls("mget") != int64(slots) || calls("get") != int64(voids*voidSlots) {
-			t.Errorf("server: %d evalsha, %d mget, %d get; want %d, %d, %d (%v)", calls("evalsha"), calls("mget"), calls("get"), slots, slots, voids*voidSlots, d.Commands)
+		if calls("fcall") != int64(slots) || calls("mget") != int64(slots) || calls("get") != int64(voids*voidSlots) {
+			t.Errorf("server: %d fcall, %d mget, %d get; want %d, %d, %d (%v)", calls("fcall"), calls("mget"), calls("get"), slots, slots, voids*voidSlots, d.Commands)
 		}
 		// A marker per reconciliation (in one slot: the zero delta of
 		// {global} sends nothing), a tombstone per void and slot (each take

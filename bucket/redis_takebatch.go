@@ -61,7 +61,7 @@ func newTakeBatcher(r *Redis, max int) *takeBatcher {
 // after it was sent may still apply, as a take whose round trip times out.
 func (b *takeBatcher) do(ctx context.Context, slot uint16, keys []string, args []any) ([]int64, error) {
 	if b.max <= 1 && !b.alone {
-		return b.r.take.Run(ctx, b.r.client, keys, args...).Int64Slice()
+		return b.r.call(ctx, b.r.take, keys, args...).Int64Slice()
 	}
 	b.mu.Lock()
 	s := b.slots[slot]
@@ -78,7 +78,7 @@ func (b *takeBatcher) do(ctx context.Context, slot uint16, keys []string, args [
 			b.send([]*queuedTake{q})
 			return q.reply, q.err
 		}
-		return b.r.take.Run(ctx, b.r.client, keys, args...).Int64Slice()
+		return b.r.call(ctx, b.r.take, keys, args...).Int64Slice()
 	}
 	q := &queuedTake{ctx: ctx, keys: keys, args: args, done: make(chan struct{})}
 	s.queue = append(s.queue, q)
@@ -169,11 +169,11 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 	}
 	if len(live) == 1 && !b.alone {
 		q := live[0]
-		q.reply, q.err = b.r.take.Run(ctx, b.r.client, q.keys, q.args...).Int64Slice()
+		q.reply, q.err = b.r.call(ctx, b.r.take, q.keys, q.args...).Int64Slice()
 		return
 	}
 	keys, args := batchArgs(live)
-	replies, err := b.r.takeBatch.Run(ctx, b.r.client, keys, args...).Slice()
+	replies, err := b.r.call(ctx, b.r.takeBatch, keys, args...).Slice()
 	if err == nil && len(replies) != len(live) {
 		err = fmt.Errorf("%w: %d replies for %d takes", errTakeReply, len(replies), len(live))
 	}

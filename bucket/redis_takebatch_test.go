@@ -189,7 +189,7 @@ func TestTakeBatchMatchesSequence(t *testing.T) {
 			got := runQueued(t, bat, 0, steps, "bat")
 			evalsha2 := calls()
 			if backend != "miniredis" && (evalsha1-evalsha0 != len(steps) || evalsha2-evalsha1 != 1) {
-				t.Errorf("EVALSHA calls: %d one by one, %d batched; want %d and 1", evalsha1-evalsha0, evalsha2-evalsha1, len(steps))
+				t.Errorf("script calls (FCALL or EVALSHA): %d one by one, %d batched; want %d and 1", evalsha1-evalsha0, evalsha2-evalsha1, len(steps))
 			}
 			for i, s := range steps {
 				if !reflect.DeepEqual(got[i], want[i]) {

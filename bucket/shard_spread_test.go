@@ -15,11 +15,11 @@ import (
 	"github.com/llmguard/llmguard/internal/redistest"
 )
 
-// masterScriptCalls is the number of script calls (EVALSHA and EVAL) each master
+// masterScriptCalls is the number of script calls (FCALL, EVALSHA and EVAL) each master
 // of c has served, by address.
 func masterScriptCalls(t *testing.T, c *redis.ClusterClient) map[string]int {
 	t.Helper()
-	calls := regexp.MustCompile(`cmdstat_eval(?:sha)?:calls=(\d+)`)
+	calls := regexp.MustCompile(`cmdstat_(?:eval(?:sha)?|fcall):calls=(\d+)`)
 	var mu sync.Mutex
 	out := map[string]int{}
 	err := c.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {

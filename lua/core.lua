@@ -10,6 +10,11 @@
 -- tonumber converts it twice (lua_isnumber, then lua_tonumber), and each
 -- conversion is a strtod: about a tenth of a take's work before.
 
+-- digits maps the text of each of 0 to 9 to its number: an ARGV holding a
+-- small count or index is read by one table lookup instead of a conversion
+-- (a strtod); callers convert any other text ("x + 0").
+local digits = {['0'] = 0, ['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6, ['7'] = 7, ['8'] = 8, ['9'] = 9}
+
 -- maxWait caps every wait, in µs: 2^53 is exact as a double.
 local maxWait = 2 ^ 53
 

@@ -63,8 +63,6 @@
 -- names; those take.lua needs too live in core.lua, inserted at the
 -- "-- @core" line below.
 
--- @core" line below.
-
 -- @core: the shared core (lua/core.lua) is inserted here by package lua.
 
 -- apply is a reconciliation delta: refill, remove units (negative refunds),
@@ -140,24 +138,29 @@ local function stage(c, how, kind, a, b, z)
   end
 end
 
+-- @entry: the script's work; a Redis Functions library runs it as a function.
 local now = clock(ARGV[1])
 local dedupFor, voidFor = ARGV[2], ARGV[3]
 local nl = ARGV[4] + 0
 local first = 5 + 5 * nl -- the first entry's ARGV
 
 -- Every limit as numbers, converted once: limit i is ARGV[5i] to
--- ARGV[5i + 4].
+-- ARGV[5i + 4], then its kind (kindOf). It is found by its index as a
+-- number or as the text the entries send it in (a lookup, not a
+-- conversion, per delta).
 local limits = {}
 for l = 1, nl do
   local b = 5 * l
-  limits[l] = {ARGV[b] + 0, ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0}
+  local rate, windowEnd = ARGV[b + 1] + 0, ARGV[b + 4] + 0
+  limits[l] = {ARGV[b] + 0, rate, ARGV[b + 2] + 0, ARGV[b + 3] + 0, windowEnd, kindOf(rate, windowEnd)}
+  limits[tostring(l)] = limits[l]
 end
 
 -- Every bucket key once, in order of first use.
 local order, view = {}, {}
 local k, a = 1, first
 while a <= #ARGV do
-  local count = ARGV[a + 1] + 0
+  local count = digits[ARGV[a + 1]] or ARGV[a + 1] + 0
   if ARGV[a] ~= 'n' then
     k = k + 1
   end
@@ -186,7 +189,7 @@ end
 local reply = {}
 k, a = 1, first
 while a <= #ARGV do
-  local mode, count = ARGV[a], ARGV[a + 1] + 0
+  local mode, count = ARGV[a], digits[ARGV[a + 1]] or ARGV[a + 1] + 0
   local applies = true
   if mode == 'v' then
     local mark = redis.call('GET', KEYS[k])
@@ -206,11 +209,12 @@ while a <= #ARGV do
     if not applies then
       break
     end
-    local limit = limits[ARGV[a + 2 + 2 * i] + 0]
+    local at = ARGV[a + 2 + 2 * i]
+    local limit = limits[at] or limits[at + 0]
     local capacity, rate, per = limit[1], limit[2], limit[3]
     local windowStart, windowEnd, units = limit[4], limit[5], ARGV[a + 3 + 2 * i] + 0
     local c = view[KEYS[k + i]]
-    local limitKind = kindOf(rate, windowEnd)
+    local limitKind = limit[6]
     if limitKind == 'c' then
       local holder = mode ~= 'n' and holderOf(KEYS[k - 1])
       if units < 0 and holder and not c[FOUND] and not c[DIRTY] then
@@ -232,7 +236,10 @@ while a <= #ARGV do
         stage(c, putQuota(found, used, window, windowStart, windowEnd, now), 'q', used, window)
       end
     else
-      local level, updated, found = load(c[KIND], c[A], c[B], capacity, now)
+      local level, updated, found = c[A], c[B], true -- load's, for a token bucket's state
+      if c[KIND] ~= 't' then
+        level, updated, found = load(c[KIND], c[A], c[B], capacity, now)
+      end
       level, updated = apply(level, updated, capacity, rate, per, now, units)
       stage(c, put(found, level, updated, capacity, wait(level, capacity, rate, per), now), 't', level, updated)
     end

@@ -142,8 +142,10 @@ local function write(key, how, encodeIt, a, b, c)
   end
 end
 
-local now = clock(ARGV[1])
-local commit = ARGV[2] == '1'
+-- now (µs) and commit (whether the take commits) are the call's: the entry
+-- below sets them (takebatch.lua's entry sets its own), so that the
+-- functions above are made once in a Redis Functions library and reused.
+local now, commit
 
 -- checkWindowAt is phase one of a take from one window counter: slide
 -- into now's window, then check cost against the weighted count.
@@ -169,6 +171,8 @@ local function windows(reply, n, seen, hasWindow)
   return reply
 end
 
+-- @entry: take.lua's own; takebatch.lua's entry sets now and commit itself.
+now, commit = clock(ARGV[1]), ARGV[2] == '1'
 -- @body: one request's take; takebatch.lua runs it once per request.
 local m = 0
 if ARGV[3] ~= '0' then

@@ -31,22 +31,24 @@
 -- of committed takes among them): a bucket that many requests share is read
 -- and written once per batch.
 --
--- Package lua builds the script: take.lua up to its "-- @body" line
+-- Package lua builds the script: take.lua up to its "-- @entry" line
 -- (core.lua inserted) at the "-- @take" line below, then the overrides
--- below, then take.lua's body as the function takeOne(KEYS, ARGV) at the
--- "-- @takeOne" line.
+-- below, then take.lua's body (after its "-- @body" line) as the function
+-- takeOne(KEYS, ARGV) at the "-- @takeOne" line, then the batch's entry
+-- (after the "-- @batch" line). In the Redis Functions library (lua.go's
+-- Library) the entry is the body of the function the library registers.
 
--- @take: take.lua up to its body is inserted here by package lua.
-
--- Every take of a batch commits.
-commit = true
+-- @take: take.lua up to its entry is inserted here by package lua.
 
 -- Reads come from, and writes go to, state (key -> its value as the takes
--- so far left it: a string, false when missing, or {encodeIt, a, b} for a
--- value written in the batch and not encoded yet); pending holds each
--- written key's last write (a TTL in ms, true to keep the TTL, false to
--- delete, 'persist' for a value with no TTL), flushed after every take.
-local state, pending, written = {}, {}, {}
+-- so far left it: a string, false when missing, or the key's cell
+-- {encodeIt, a, b, c} for a value written in the batch and not encoded
+-- yet); pending holds each written key's last write (a TTL in ms, true to
+-- keep the TTL, false to delete, 'persist' for a value with no TTL),
+-- flushed after every take. A key has one cell per batch, refilled by each
+-- write (cells, by key); made holds the cells, so that parse tells them
+-- from stored strings without a call to type.
+local state, pending, written, cells, made = {}, {}, {}, {}, {}
 
 -- encoderKind is the kind parse returns for the values of each encoder: a value
 -- written in the batch is read back as parse(encodeIt(a, b)) would read it
@@ -58,7 +60,7 @@ local encoderKind = {[encode] = 't', [encodeQuota] = 'q', [encodeWindow] = 'w'}
 -- batch wrote.
 local parseText = parse
 local function parse(v)
-  if type(v) ~= 'table' then
+  if not (v and made[v]) then
     return parseText(v)
   end
   local kind = encoderKind[v[1]]
@@ -101,9 +103,19 @@ end
 -- write, in a batch, records what put or putQuota returned for key (see
 -- take.lua's write) in state, the value left unencoded until the flush.
 local function write(key, how, encodeIt, a, b, c)
-  if how ~= nil then
-    remember(key, how, how and {encodeIt, a, b, c})
+  if how == nil then
+    return
+  elseif not how then
+    return remember(key, how, false)
   end
+  local cell = cells[key]
+  if cell then
+    cell[1], cell[2], cell[3], cell[4] = encodeIt, a, b, c
+  else
+    cell = {encodeIt, a, b, c}
+    cells[key], made[cell] = cell, true
+  end
+  remember(key, how, cell)
 end
 
 -- hold, in a batch, adds an in-flight holder at once (core.lua's hold) and
@@ -116,6 +128,85 @@ local function hold(key, holder, expiry, now)
 end
 
 -- @takeOne: take.lua's body, as takeOne(KEYS, ARGV), is inserted here by package lua.
+
+-- The phase-1 state of each bucket of the token-bucket take running, by
+-- index (reused from take to take): level, updated, found and cost.
+local levels, updateds, founds, spends = {}, {}, {}, {}
+
+-- takeTokens is takeOne for a take whose buckets are all token buckets
+-- (its shape's fast flag): take.lua's body for that kind step for step,
+-- calling the same core functions in the same order (parse, load, refill,
+-- check, wait, put, floorUnits; mark and write as the batch records them),
+-- without its per-bucket dispatch, its seen tables or its KEYS and ARGV; a
+-- bucket an earlier take of the batch wrote is read from its cell as parse
+-- and load would read it.
+-- shape is the take's shape, marker its marker key (nil without), ttl the
+-- marker's TTL, costs the ARGV holding its costs from costs[at + 1] on.
+-- The reply is take.lua's.
+local function takeTokens(shape, marker, ttl, costs, at)
+  if marker and takeMarked(state[marker]) then
+    return {-1}
+  end
+  local n = shape[2]
+  local reply = {1, -1, 0, 0, nil, nil, nil, nil, nil, nil}
+  local firstLarge, firstShort, retry = -1, -1, 0
+  for i = 1, n do
+    local limit = shape[2 + 2 * i]
+    local capacity, rate, per, cost = limit[1], limit[2], limit[3], costs[at + i] + 0
+    local v = state[shape[1 + 2 * i]]
+    local level, updated, found
+    if v and made[v] and v[1] == encode then -- a token bucket the batch wrote: load's 't'
+      level, updated, found = v[2], v[3], true
+    else
+      local kind, x, y = parse(v)
+      level, updated, found = load(kind, x, y, capacity, now)
+    end
+    level, updated = refill(level, updated, capacity, rate, per, now)
+    levels[i], updateds[i], founds[i], spends[i] = level, updated, found, cost
+    local ok, tooLarge = check(level, capacity, cost)
+    if tooLarge then
+      if firstLarge < 0 then
+        firstLarge = i - 1
+      end
+    elseif not ok then
+      if firstShort < 0 then
+        firstShort = i - 1
+      end
+      retry = math.max(retry, wait(level, cost, rate, per))
+    end
+  end
+  if firstLarge >= 0 or firstShort >= 0 then
+    reply[1] = 0
+    if firstLarge >= 0 then
+      reply[2], reply[3] = firstLarge, 1
+    else
+      reply[2], reply[4] = firstShort, retry
+    end
+    for i = 1, n do
+      local limit, level = shape[2 + 2 * i], levels[i]
+      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, limit[1], limit[2], limit[3])
+    end
+    return reply
+  end
+  if marker then
+    mark(marker, ttl)
+  end
+  for i = 1, n do
+    local limit = shape[2 + 2 * i]
+    local capacity, rate, per = limit[1], limit[2], limit[3]
+    local level, updated = levels[i] - spends[i], updateds[i]
+    local reset = wait(level, capacity, rate, per)
+    write(shape[1 + 2 * i], put(founds[i], level, updated, capacity, reset, now), encode, level, updated)
+    reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), reset
+  end
+  return reply
+end
+
+-- @batch: the batch's entry; a Redis Functions library runs it as a function.
+-- Every take of the batch commits, at one instant; state starts empty (a
+-- library keeps the tables above from one call to the next).
+now, commit = clock(ARGV[1]), true
+state, pending, written, cells, made = {}, {}, {}, {}, {}
 
 -- The batch: read every key once, run each request's take in order on
 -- state, then write each key its takes changed once. Each take gets the
@@ -132,15 +223,21 @@ for l = 1, nl do
   local b = 2 + 5 * l
   limits[l] = {ARGV[b] + 0, ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0}
 end
--- A shape: its TTL, n, then each bucket's key and limit (numbers).
-local shapes = {}
+-- A shape: its TTL, n, then each bucket's key and limit (numbers); fast
+-- when every bucket is a token bucket (kindOf 't': takeTokens runs it).
+local shapes, fast = {}, {}
 local a = 7 + 5 * nl
 for s = 1, ns do
   local ttl, n = ARGV[a], ARGV[a + 1] + 0
   local shape = {ttl, n}
+  fast[shape] = true
   for i = 1, n do
+    local limit = limits[ARGV[a + 1 + 2 * i] + 0]
     shape[1 + 2 * i] = KEYS[ARGV[a + 2 * i] + 0]
-    shape[2 + 2 * i] = limits[ARGV[a + 1 + 2 * i] + 0]
+    shape[2 + 2 * i] = limit
+    if kindOf(limit[2], limit[5]) ~= 't' then
+      fast[shape] = nil
+    end
   end
   shapes[s] = shape
   a = a + 2 + 2 * n
@@ -151,33 +248,42 @@ local replies = {}
 local keys, args = {}, {ARGV[1], '1'}
 local last, m, n, marker = nil, 0, 0, nd
 for r = 1, ARGV[3] + 0 do
-  local shape = shapes[ARGV[a] + 0]
-  if shape ~= last then
-    local used = m + n
-    n, m = shape[2], 0
-    args[3] = shape[1]
+  local shape = shapes[digits[ARGV[a]] or ARGV[a] + 0]
+  if fast[shape] then
+    local key
     if shape[1] ~= '0' then
-      m = 1
+      marker = marker + 1
+      key = KEYS[marker]
+    end
+    replies[r] = takeTokens(shape, key, shape[1], ARGV, a)
+  else
+    if shape ~= last then
+      local used = m + n
+      n, m = shape[2], 0
+      args[3] = shape[1]
+      if shape[1] ~= '0' then
+        m = 1
+      end
+      for i = 1, n do
+        local limit, b = shape[2 + 2 * i], 6 * i - 2
+        keys[m + i] = shape[1 + 2 * i]
+        args[b], args[b + 1], args[b + 2], args[b + 3], args[b + 4] = limit[1], limit[2], limit[3], limit[4], limit[5]
+      end
+      for i = m + n + 1, used do
+        keys[i] = nil
+      end
+      last = shape
+    end
+    if m == 1 then
+      marker = marker + 1
+      keys[1] = KEYS[marker]
     end
     for i = 1, n do
-      local limit, b = shape[2 + 2 * i], 6 * i - 2
-      keys[m + i] = shape[1 + 2 * i]
-      args[b], args[b + 1], args[b + 2], args[b + 3], args[b + 4] = limit[1], limit[2], limit[3], limit[4], limit[5]
+      args[6 * i + 3] = ARGV[a + i]
     end
-    for i = m + n + 1, used do
-      keys[i] = nil
-    end
-    last = shape
+    replies[r] = takeOne(keys, args)
   end
-  if m == 1 then
-    marker = marker + 1
-    keys[1] = KEYS[marker]
-  end
-  for i = 1, n do
-    args[6 * i + 3] = ARGV[a + i]
-  end
-  a = a + 1 + n
-  replies[r] = takeOne(keys, args)
+  a = a + 1 + shape[2]
 end
 for i = 1, #written do
   local key = written[i]

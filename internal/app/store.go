@@ -49,7 +49,8 @@ func (s *stores) readiness(backend string) map[string]any {
 
 // openStore builds the configured stores. For Redis it sizes the
 // connection pool, loads the scripts (a Redis that is down at start-up is
-// not fatal: the scripts load by EVAL on first use), puts every call behind
+// not fatal: the first call that finds its function missing loads the
+// library, or on Redis before 7.0 its script by EVAL), puts every call behind
 // a deadline and a circuit breaker, and queues reconciliations so that they
 // never add a round trip to a request and survive an outage (bounded).
 func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer, log *slog.Logger, now func() time.Time) (*stores, error) {

@@ -1,0 +1,158 @@
+package bucket
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmguard/llmguard/lua"
+)
+
+// script is one of the Redis store's scripts in its two forms: a function
+// of the Redis Functions library lua.Library, called by FCALL, and the same
+// text as an EVAL script, run by EVALSHA (EVAL on NOSCRIPT) where Redis has
+// no Functions.
+type script struct {
+	fn   string        // the function's name in lua.Library
+	eval *redis.Script // the EVAL form
+}
+
+// redisFunctions is what calling lua.Library needs of a client beyond
+// RedisScripter: FCALL and FUNCTION LOAD. *redis.Client and
+// *redis.ClusterClient have them; a client without them (a wrapper that
+// only forwards scripts) is served by EVALSHA.
+type redisFunctions interface {
+	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+	FunctionLoad(ctx context.Context, code string) *redis.StringCmd
+}
+
+// functions decides, for one store, whether its scripts run as the
+// library's functions (FCALL) or by EVALSHA. It is safe for concurrent use.
+type functions struct {
+	client redisFunctions // nil: the client cannot call functions
+	// off is set once a server answered FCALL or FUNCTION LOAD with
+	// "unknown command" (Redis before 7.0, miniredis) or refused the
+	// command to the client's ACL user: every later call runs by EVALSHA.
+	off atomic.Bool
+	// loads counts the library loads done by calls that missed it; mu
+	// serialises them, so that the calls a restarted Redis fails all at
+	// once load the library once, not once each (a load compiles some
+	// 50 KB of Lua inside Redis, blocking it meanwhile).
+	loads atomic.Uint64
+	mu    sync.Mutex
+}
+
+// on reports whether the next call should be an FCALL.
+func (f *functions) on() bool { return f.client != nil && !f.off.Load() }
+
+// isUnknownCommand reports an error of a server that will not run FCALL or
+// FUNCTION LOAD for this client: Redis before 7.0 (and miniredis) answers
+// "ERR unknown command"; an ACL user allowed scripts but not functions gets
+// "NOPERM this user has no permissions to run the 'fcall' command" (or
+// 'function|load'), checked on Redis 7.0.15.
+func isUnknownCommand(err error) bool {
+	if redis.HasErrorPrefix(err, "unknown command") {
+		return true
+	}
+	if !redis.HasErrorPrefix(err, "NOPERM") {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "'fcall'") || strings.Contains(msg, "'function")
+}
+
+// isFunctionMissing reports Redis 7's answer to an FCALL of a function it
+// does not hold ("ERR Function not found"): a server restarted without
+// persistence, a FUNCTION FLUSH, a node new to a cluster.
+func isFunctionMissing(err error) bool { return redis.HasErrorPrefix(err, "Function not found") }
+
+// loadLibrary loads lua.Library into Redis by FUNCTION LOAD: on every master
+// of a *redis.ClusterClient (replicas get it by replication), else on the
+// one server. A library of the same name already there is the same text (its
+// name is its text's hash) and counts as loaded. It returns the first
+// error; an "unknown command" error turns Functions off for the store.
+func (r *Redis) loadLibrary(ctx context.Context) error {
+	load := func(ctx context.Context, c redisFunctions) error {
+		err := c.FunctionLoad(ctx, lua.Library).Err()
+		if err != nil && strings.Contains(err.Error(), "already exists") {
+			return nil
+		}
+		return err
+	}
+	var err error
+	if cc, ok := r.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	} else {
+		err = load(ctx, r.fns.client)
+	}
+	if err != nil && isUnknownCommand(err) {
+		r.fns.off.Store(true)
+	}
+	return err
+}
+
+// call runs s once with keys and args: by FCALL while Functions are on,
+// else by EVALSHA (EVAL on NOSCRIPT). An FCALL that finds the function
+// missing loads the library and tries once more, then falls back to
+// EVALSHA for this call; one that finds no FCALL command turns Functions
+// off and runs by EVALSHA. Errors are in the Cmd.
+func (r *Redis) call(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
+	if r.fns.on() {
+		seen := r.fns.loads.Load()
+		cmd := r.fns.client.FCall(ctx, s.fn, keys, args...)
+		if !r.retryable(ctx, cmd.Err(), seen) {
+			return cmd
+		}
+		if r.fns.on() {
+			cmd = r.fns.client.FCall(ctx, s.fn, keys, args...)
+			if err := cmd.Err(); !isFunctionMissing(err) && !isUnknownCommand(err) {
+				return cmd
+			}
+		}
+	}
+	return s.eval.Run(ctx, r.client, keys, args...)
+}
+
+// retryable reports whether an FCALL that failed with err should be sent
+// again: the function was missing (the library is loaded first, unless
+// another call loaded it since seen, the count of loads done before this
+// call was sent; when the load fails, the call should go by
+// EVALSHA, and true is returned too) or the server has no FCALL (Functions
+// are turned off).
+func (r *Redis) retryable(ctx context.Context, err error, seen uint64) bool {
+	switch {
+	case err == nil:
+		return false
+	case isUnknownCommand(err):
+		r.fns.off.Store(true)
+		return true
+	case isFunctionMissing(err):
+		r.fns.mu.Lock()
+		defer r.fns.mu.Unlock()
+		if r.fns.loads.Load() == seen {
+			_ = r.loadLibrary(ctx) // a failure leaves the retry to fail, then EVALSHA
+			r.fns.loads.Add(1)
+		}
+		return true
+	}
+	return false
+}
+
+// pipelined adds s's call to pipe: an FCALL while Functions are on, else
+// an EVALSHA. run repairs the calls that meet a missing function or script.
+func (r *Redis) pipelined(ctx context.Context, pipe redis.Pipeliner, s *script, keys []string, args ...any) *redis.Cmd {
+	if r.fns.on() {
+		return pipe.FCall(ctx, s.fn, keys, args...)
+	}
+	return s.eval.EvalSha(ctx, pipe, keys, args...)
+}
+
+// needsRerun reports whether a pipelined call failed only for want of its
+// function or script (NOSCRIPT, "Function not found", no FCALL command):
+// run sends it again alone, by call.
+func needsRerun(err error) bool {
+	return err != nil && (redis.HasErrorPrefix(err, "NOSCRIPT") || isFunctionMissing(err) || isUnknownCommand(err))
+}

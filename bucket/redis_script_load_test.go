@@ -1,0 +1,68 @@
+package bucket
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmguard/llmguard/internal/redistest"
+)
+
+// TestRetryLoadsOnce checks that the calls a Redis that lost the library
+// fails all at once (every one sent before any load) load it once between
+// them, not once each: a load compiles the whole library inside Redis,
+// blocking it meanwhile.
+func TestRetryLoadsOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	ctx := context.Background()
+	r, err := NewRedis(RedisOptions{Client: srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loads := func() int {
+		info, err := admin.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_function|load:calls="); ok {
+				n, _ := strconv.Atoi(rest[:strings.IndexByte(rest+",", ',')])
+				return n
+			}
+		}
+		return 0
+	}
+	missing := replyError("ERR Function not found")
+	seen := r.fns.loads.Load() // what each of the failed calls saw when it was sent
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !r.retryable(ctx, missing, seen) {
+				t.Error("a missing function is not retried")
+			}
+		}()
+	}
+	wg.Wait()
+	if n := loads(); n != 1 {
+		t.Errorf("%d FUNCTION LOAD for 16 calls that missed the library together; want 1", n)
+	}
+	if r.retryable(ctx, replyError("ERR other"), seen) {
+		t.Error("another error is retried")
+	}
+}
+
+// replyError is an error reply of Redis, as go-redis reads one (a
+// redis.Error).
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+var _ redis.Error = replyError("")
