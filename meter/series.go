@@ -29,13 +29,14 @@ type labelValues [4]string
 // required. Safe for concurrent use.
 type seriesCache[M any] struct {
 	with func(...string) M // the vector's WithLabelValues
+	max  int               // the most series remembered: maxCachedSeries
 	mu   sync.Mutex        // serialises replacements of snap
 	snap atomic.Pointer[map[labelValues]M]
 }
 
 // newSeriesCache returns the cache of the vector whose WithLabelValues is with.
 func newSeriesCache[M any](with func(...string) M) *seriesCache[M] {
-	return &seriesCache[M]{with: with}
+	return &seriesCache[M]{with: with, max: maxCachedSeries}
 }
 
 // get returns the child of the first n values of k, made in the vector
@@ -57,7 +58,7 @@ func (c *seriesCache[M]) miss(n int, k labelValues) M {
 	defer c.mu.Unlock()
 	var next map[labelValues]M
 	if old := c.snap.Load(); old != nil {
-		if len(*old) >= maxCachedSeries {
+		if len(*old) >= c.max {
 			return m
 		}
 		next = maps.Clone(*old)

@@ -13,24 +13,25 @@ import (
 func TestSeriesCacheIsTheVectorsChild(t *testing.T) {
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x_total", Help: "x"}, []string{"a", "b"})
 	c := newSeriesCache(vec.WithLabelValues)
-	for i := range maxCachedSeries + 10 {
+	c.max = 64
+	for i := range c.max + 10 {
 		c.get(2, labelValues{"r" + strconv.Itoa(i), "t"}).Inc()
 	}
 	c.get(2, labelValues{"r1", "t"}).Add(2)
-	c.get(2, labelValues{"r" + strconv.Itoa(maxCachedSeries+5), "t"}).Add(2) // past the bound: not cached
+	c.get(2, labelValues{"r" + strconv.Itoa(c.max+5), "t"}).Add(2) // past the bound: not cached
 	c.reset()
 	c.get(2, labelValues{"r1", "t"}).Inc()
 	if got := testutil.ToFloat64(vec.WithLabelValues("r1", "t")); got != 4 {
 		t.Errorf("r1: %v, want 4", got)
 	}
-	if got := testutil.ToFloat64(vec.WithLabelValues("r"+strconv.Itoa(maxCachedSeries+5), "t")); got != 3 {
+	if got := testutil.ToFloat64(vec.WithLabelValues("r"+strconv.Itoa(c.max+5), "t")); got != 3 {
 		t.Errorf("past the bound: %v, want 3", got)
 	}
 	if n := len(*c.snap.Load()); n != 1 {
 		t.Errorf("%d series cached after a reset and one lookup, want 1", n)
 	}
-	if got := testutil.CollectAndCount(vec); got != maxCachedSeries+10 {
-		t.Errorf("%d series, want %d", got, maxCachedSeries+10)
+	if got := testutil.CollectAndCount(vec); got != c.max+10 {
+		t.Errorf("%d series, want %d", got, c.max+10)
 	}
 }
 
