@@ -749,6 +749,12 @@ func stripPrefix(raw, prefix string) (string, bool) {
 var credentialish = []string{"Authorization", "x-api-key", "api-key", "OpenAI-Organization", "OpenAI-Project", "Cookie", "X-Real-IP",
 	"Ocp-Apim-Subscription-Key"}
 
+// virtualKeyDrop are the request fields removed for a caller with a
+// virtual key, besides the hop-by-hop ones: the client's forwarding fields
+// (X-Forwarded-For, which llmguard sets itself, and Forwarded: never
+// trusted) and the credentialish fields.
+var virtualKeyDrop = append([]string{"X-Forwarded-For", "Forwarded"}, credentialish...)
+
 // credentialQuery are query parameters that carry a key at some upstream
 // (Azure API Management's subscription-key; api-key and key at gateways
 // that accept one in the URL): never forwarded, so that the only key the
@@ -762,28 +768,28 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	ctx.Request.Header.CopyTo(&req.Header)
-	removeHopHeaders(&req.Header)
-	req.Header.Del("X-Forwarded-For")
-	req.Header.Del("Forwarded")
+	// The hop-by-hop fields, the client's forwarding fields (never
+	// trusted) and the credentials go in one walk over the fields.
+	if x.principal.PassThrough {
+		// Forward only the credential that identified the caller;
+		// Ocp-Apim-Subscription-Key is a second credential in either mode.
+		var buf [8]string
+		drop := append(buf[:0], "X-Forwarded-For", "Forwarded", "Ocp-Apim-Subscription-Key")
+		for _, h := range callerKeyHeaders {
+			if h != x.keyHeader {
+				drop = append(drop, h)
+			}
+		}
+		removeFields(&req.Header, drop)
+	} else {
+		removeFields(&req.Header, virtualKeyDrop)
+	}
 	var ip [64]byte // the address is written on the stack
 	if a, ok := netip.AddrFromSlice(ctx.RemoteIP()); ok {
 		req.Header.SetBytesV("X-Forwarded-For", a.Unmap().AppendTo(ip[:0]))
 	}
-	req.Header.Del("Ocp-Apim-Subscription-Key") // a second credential, in either mode
-	if x.principal.PassThrough {
-		// Forward only the credential that identified the caller.
-		for _, h := range callerKeyHeaders {
-			if h != x.keyHeader {
-				req.Header.Del(h)
-			}
-		}
-	} else {
-		for _, h := range credentialish {
-			req.Header.Del(h)
-		}
-		if up.APIKey != "" {
-			up.dialect.authorize(&req.Header, up.APIKey)
-		}
+	if !x.principal.PassThrough && up.APIKey != "" {
+		up.dialect.authorize(&req.Header, up.APIKey)
 	}
 	// The usage tap must read the body whatever the client accepts: ask the
 	// upstream for an uncompressed answer and let the client's own

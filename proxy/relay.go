@@ -36,7 +36,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		return p.gatewayCredentialRefused(ctx, x, resp)
 	}
 	resp.Header.CopyTo(&ctx.Response.Header)
-	removeHopHeaders(&ctx.Response.Header)
+	removeFields(&ctx.Response.Header, nil)
 	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
 	setEstimateHeader(&ctx.Response.Header, x.est) // the upstream's headers replaced it
 	setCappedHeader(&ctx.Response.Header, x)
