@@ -549,9 +549,8 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	return nil
 }
 
-// weigh classifies the request and estimates its cost.
+// weigh estimates the cost of the request handle classified (x.kind).
 func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refusal {
-	x.kind = classify(ctx.Method(), x.path)
 	if x.kind.Weighed() {
 		x.est = p.weighAs(x, body)
 		if x.kind == weigher.KindImages && x.est.Parsed && !weigher.TokenBilledImages(x.est.Model) {
@@ -663,8 +662,14 @@ func (p *Proxy) takeWeighSlot() bool {
 		return true
 	default:
 	}
-	t := time.NewTimer(p.weighWait)
-	defer t.Stop()
+	t := slotTimers.Get().(*time.Timer)
+	t.Reset(p.weighWait)
+	defer func() {
+		// Stopped, a timer's channel holds no stale tick (Go 1.23 timers),
+		// so the next Reset starts clean.
+		t.Stop()
+		slotTimers.Put(t)
+	}()
 	select {
 	case p.weighing <- struct{}{}:
 		return true
@@ -672,6 +677,15 @@ func (p *Proxy) takeWeighSlot() bool {
 		return false
 	}
 }
+
+// slotTimers are stopped timers for takeWeighSlot's wait: under load most
+// requests find every slot busy, and a timer made for each (and the
+// runtime's work to add it) is reused instead.
+var slotTimers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
 
 // errLimiter answers a take the store refused as invalid.
 var errLimiter = apiError{status: fasthttp.StatusInternalServerError, openAIType: "api_error", openAICode: "limiter_error",
