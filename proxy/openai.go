@@ -72,11 +72,13 @@ const (
 
 // openAITrio are the names of one kind's x-ratelimit-{limit,remaining,
 // reset}-kind fields, spelled once rather than joined on every answer.
-type openAITrio struct{ limit, remaining, reset string }
+type openAITrio struct{ limit, remaining, reset []byte }
 
 var (
-	tokensTrio   = openAITrio{"x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"}
-	requestsTrio = openAITrio{"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"}
+	tokensTrio = openAITrio{[]byte("x-ratelimit-limit-tokens"), []byte("x-ratelimit-remaining-tokens"),
+		[]byte("x-ratelimit-reset-tokens")}
+	requestsTrio = openAITrio{[]byte("x-ratelimit-limit-requests"), []byte("x-ratelimit-remaining-requests"),
+		[]byte("x-ratelimit-reset-requests")}
 )
 
 // setOpenAITrio writes the trio of fields names from a's limit and status,
@@ -84,11 +86,11 @@ var (
 // header allocates.
 func setOpenAITrio(h *fasthttp.ResponseHeader, names *openAITrio, a meter.Applied, format resetFormat) {
 	var b [32]byte
-	h.SetBytesV(names.limit, strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
-	h.SetBytesV(names.remaining, strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
+	setField(h, names.limit, strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
+	setField(h, names.remaining, strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
 	if format == resetSeconds {
-		h.SetBytesV(names.reset, strconv.AppendInt(b[:0], ceilSeconds(a.Status.Reset), 10))
+		setField(h, names.reset, strconv.AppendInt(b[:0], ceilSeconds(a.Status.Reset), 10))
 	} else {
-		h.SetBytesV(names.reset, appendGoDuration(b[:0], a.Status.Reset))
+		setField(h, names.reset, appendGoDuration(b[:0], a.Status.Reset))
 	}
 }

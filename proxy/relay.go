@@ -37,7 +37,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	}
 	resp.Header.CopyTo(&ctx.Response.Header)
 	removeFields(&ctx.Response.Header, nil)
-	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
+	setField(&ctx.Response.Header, requestIDField, []byte(x.id))
 	setEstimateHeader(&ctx.Response.Header, x.est) // the upstream's headers replaced it
 	setCappedHeader(&ctx.Response.Header, x)
 	setWaitHeader(&ctx.Response.Header, x.m) // likewise
