@@ -233,7 +233,11 @@ func removeFieldsOnce(h headerSet, also []string, walkAgain bool) {
 	named := namedBuf[:0] // the fields to delete, as written
 	var connBuf [2]string
 	conns := connBuf[:0] // the Connection fields, as written
+	lens := hopLengths | lengths(also)
 	for _, k := range h.PeekKeys() {
+		if len(k) < 64 && lens&(1<<len(k)) == 0 {
+			continue // no name of its length: most fields
+		}
 		if f := matchField(hopHeaders, k); f != "" {
 			if f == "Trailer" && walkAgain {
 				// The fields it announced come back to the list when it
@@ -272,6 +276,19 @@ func removeFieldsOnce(h headerSet, also []string, walkAgain bool) {
 	for _, k := range named {
 		h.Del(k)
 	}
+}
+
+// hopLengths is lengths(hopHeaders).
+var hopLengths = lengths(hopHeaders)
+
+// lengths is the set of the lengths of names below 64 bytes, as bits.
+func lengths(names []string) (set uint64) {
+	for _, n := range names {
+		if len(n) < 64 {
+			set |= 1 << len(n)
+		}
+	}
+	return set
 }
 
 // matchField returns the name in names that k spells, without regard to
