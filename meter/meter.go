@@ -423,6 +423,47 @@ func (m *Meter) Admit(r Request) *Exchange {
 	return x
 }
 
+// ruleKeys are the store keys of a request's rules (policy.Rule.ModelKey),
+// made as one string: one allocation for every key of the request rather
+// than one or two each.
+type ruleKeys struct {
+	all  string
+	ends [inlineRules]int // key i ends at all[ends[i]] (more past inlineRules)
+	more []int
+}
+
+// make sets k to the keys of rules for principal p and model label.
+func (k *ruleKeys) make(rules []*policy.Rule, p policy.Principal, label string) {
+	var stack [512]byte
+	b := stack[:0]
+	for i, rule := range rules {
+		b = rule.AppendModelKey(b, p, label)
+		if i < inlineRules {
+			k.ends[i] = len(b)
+		} else {
+			k.more = append(k.more, len(b))
+		}
+	}
+	k.all = string(b)
+}
+
+// end is where key i ends in k.all.
+func (k *ruleKeys) end(i int) int {
+	if i < inlineRules {
+		return k.ends[i]
+	}
+	return k.more[i-inlineRules]
+}
+
+// key is rule i's key.
+func (k *ruleKeys) key(i int) string {
+	from := 0
+	if i > 0 {
+		from = k.end(i - 1)
+	}
+	return k.all[from:k.end(i)]
+}
+
 // take takes the request's reservation under rules and sets the verdict.
 func (x *Exchange) take(rules []*policy.Rule) {
 	m, r := x.m, x.req
@@ -430,9 +471,11 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	now := m.opt.Now()
 	items := inline(x.itemBuf[:], len(rules))
 	x.rules = inline(x.ruleBuf[:], len(rules))
+	var keys ruleKeys
+	keys.make(rules, r.Principal, x.quote.Label)
 	for i, rule := range rules {
 		units := x.units(rule, reserve)
-		key := rule.ModelKey(r.Principal, x.quote.Label)
+		key := keys.key(i)
 		limit := rule.LimitAt(now)
 		items[i] = bucket.Item{Key: key, Limit: limit, Cost: units, Lease: rule.Lease}
 		if x.peek {

@@ -126,6 +126,15 @@ type Metrics struct {
 	shadow          *prometheus.CounterVec // shadow limits' decisions (shadow.go)
 
 	tenants, models *labelCap
+
+	// The children of the vectors recorded on every request, cached by
+	// label values (seriesCache): requests_total, tokens_estimated_total,
+	// tokens_total, estimate_ratio, reserved, refunded and charged units,
+	// spend, limit_utilization, the quota gauges, and the upstream's
+	// responses and durations.
+	cRequests, cTokensEstimated, cTokens, cReserved, cRefunded, cCharged, cSpend, cUpstreamStatus *seriesCache[prometheus.Counter]
+	cEstimateRatio, cUpstreamSeconds                                                              *seriesCache[prometheus.Observer]
+	cUtilization, cQuotaUsed, cQuotaLimit, cQuotaEnd                                              *seriesCache[prometheus.Gauge]
 }
 
 // NewMetrics registers llmguard's request collectors on reg. The families, all
@@ -232,6 +241,14 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 	for _, st := range stages {
 		m.panics.WithLabelValues(st)
 	}
+	m.cRequests, m.cTokensEstimated, m.cTokens = newSeriesCache(m.requests.WithLabelValues), newSeriesCache(m.tokensEstimated.WithLabelValues),
+		newSeriesCache(m.tokens.WithLabelValues)
+	m.cReserved, m.cRefunded, m.cCharged = newSeriesCache(m.reserved.WithLabelValues), newSeriesCache(m.refunded.WithLabelValues),
+		newSeriesCache(m.charged.WithLabelValues)
+	m.cSpend, m.cUpstreamStatus = newSeriesCache(m.spend.WithLabelValues), newSeriesCache(m.upstreamStatus.WithLabelValues)
+	m.cEstimateRatio, m.cUpstreamSeconds = newSeriesCache(m.estimateRatio.WithLabelValues), newSeriesCache(m.upstreamSeconds.WithLabelValues)
+	m.cUtilization, m.cQuotaUsed = newSeriesCache(m.utilization.WithLabelValues), newSeriesCache(m.quotaUsed.WithLabelValues)
+	m.cQuotaLimit, m.cQuotaEnd = newSeriesCache(m.quotaLimit.WithLabelValues), newSeriesCache(m.quotaEnd.WithLabelValues)
 	return m, nil
 }
 
@@ -243,7 +260,7 @@ func (m *Metrics) Request(f spec.Flavor, model string, outcome Outcome, limit st
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(f.String(), m.models.get(model), outcome, limit).Inc() // model: a priced name or "other"
+	m.cRequests.get(4, labelValues{f.String(), m.models.get(model), outcome, limit}).Inc() // model: a priced name or "other"
 }
 
 // Panicked counts a recovered panic in stage (a Stage constant).
@@ -270,27 +287,27 @@ func (m *Metrics) admitted(x *Exchange) {
 	f, model := x.req.Flavor.String(), m.models.get(x.modelLabel)
 	est := x.req.Estimate
 	if est.InputTokens > 0 {
-		m.tokensEstimated.WithLabelValues(f, model, "input").Add(float64(est.InputTokens))
+		m.cTokensEstimated.get(3, labelValues{f, model, "input"}).Add(float64(est.InputTokens))
 	}
 	if est.OutputTokens > 0 {
-		m.tokensEstimated.WithLabelValues(f, model, "output").Add(float64(est.OutputTokens))
+		m.cTokensEstimated.get(3, labelValues{f, model, "output"}).Add(float64(est.OutputTokens))
 	}
 	tenant := m.tenants.get(x.req.Principal.Tenant)
 	for _, a := range x.rules {
 		if a.Reserved > 0 {
-			m.reserved.WithLabelValues(a.Rule.Name).Add(float64(a.Reserved))
+			m.cReserved.get(1, labelValues{a.Rule.Name}).Add(float64(a.Reserved))
 		}
 		if c := a.Limit.Capacity; c > 0 {
-			m.utilization.WithLabelValues(a.Rule.Name, tenant).Set(1 - float64(a.Status.Remaining)/float64(c))
+			m.cUtilization.get(2, labelValues{a.Rule.Name, tenant}).Set(1 - float64(a.Status.Remaining)/float64(c))
 		}
 		if a.Limit.IsQuota() {
 			scale := 1.0
 			if a.Rule.Unit == policy.UnitUSD {
 				scale = 1e6 // micro-USD, exported in USD (Prometheus' base unit)
 			}
-			m.quotaUsed.WithLabelValues(a.Rule.Name, tenant).Set(float64(a.Limit.Capacity-a.Status.Remaining) / scale)
-			m.quotaLimit.WithLabelValues(a.Rule.Name, tenant).Set(float64(a.Limit.Capacity) / scale)
-			m.quotaEnd.WithLabelValues(a.Rule.Name, tenant).Set(float64(a.Limit.WindowEnd.Unix()))
+			m.cQuotaUsed.get(2, labelValues{a.Rule.Name, tenant}).Set(float64(a.Limit.Capacity-a.Status.Remaining) / scale)
+			m.cQuotaLimit.get(2, labelValues{a.Rule.Name, tenant}).Set(float64(a.Limit.Capacity) / scale)
+			m.cQuotaEnd.get(2, labelValues{a.Rule.Name, tenant}).Set(float64(a.Limit.WindowEnd.Unix()))
 		}
 	}
 }
@@ -309,21 +326,21 @@ func (m *Metrics) settled(x *Exchange, u spec.Usage, costMicroUSD int64, known b
 			n    int64
 		}{{"input", u.InputTokens}, {"cached_input", u.CachedInputTokens}, {"cache_write", u.CacheWriteTokens}, {"output", u.OutputTokens}, {"reasoning", u.ReasoningTokens}} {
 			if t.n > 0 {
-				m.tokens.WithLabelValues(f, model, t.kind).Add(float64(t.n))
+				m.cTokens.get(3, labelValues{f, model, t.kind}).Add(float64(t.n))
 			}
 		}
 		if est := x.req.Estimate.InputTokens; est > 0 && u.InputTokens > 0 {
-			m.estimateRatio.WithLabelValues(f).Observe(float64(u.InputTokens) / float64(est))
+			m.cEstimateRatio.get(1, labelValues{f}).Observe(float64(u.InputTokens) / float64(est))
 		}
 	}
 	if costMicroUSD > 0 {
-		m.spend.WithLabelValues(m.tenants.get(x.req.Principal.Tenant), model).Add(float64(costMicroUSD) / 1e6)
+		m.cSpend.get(2, labelValues{m.tenants.get(x.req.Principal.Tenant), model}).Add(float64(costMicroUSD) / 1e6)
 	}
 	for i, d := range deltas {
 		if d.Units < 0 {
-			m.refunded.WithLabelValues(limits[i]).Add(float64(-d.Units))
+			m.cRefunded.get(1, labelValues{limits[i]}).Add(float64(-d.Units))
 		} else {
-			m.charged.WithLabelValues(limits[i]).Add(float64(d.Units))
+			m.cCharged.get(1, labelValues{limits[i]}).Add(float64(d.Units))
 		}
 	}
 }
@@ -335,9 +352,9 @@ func (m *Metrics) Upstream(name string, status int, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.upstreamStatus.WithLabelValues(name, statusLabel(status)).Inc()
+	m.cUpstreamStatus.get(2, labelValues{name, statusLabel(status)}).Inc()
 	if status > 0 { // a failed dial is not a latency: it would pull the percentiles down
-		m.upstreamSeconds.WithLabelValues(name, classLabel(status)).Observe(d.Seconds())
+		m.cUpstreamSeconds.get(2, labelValues{name, classLabel(status)}).Observe(d.Seconds())
 	}
 }
 
@@ -403,6 +420,12 @@ func (m *Metrics) budgetWarning(limit, tenant string) {
 func (m *Metrics) Prepare(rules []policy.Rule) {
 	if m == nil {
 		return
+	}
+	for _, c := range []*seriesCache[prometheus.Counter]{m.cReserved, m.cRefunded, m.cCharged} {
+		c.reset() // limits a reload dropped are looked up no more
+	}
+	for _, c := range []*seriesCache[prometheus.Gauge]{m.cUtilization, m.cQuotaUsed, m.cQuotaLimit, m.cQuotaEnd} {
+		c.reset()
 	}
 	for _, r := range rules {
 		decision := OutcomeFailClosed

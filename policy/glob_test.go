@@ -148,3 +148,25 @@ func TestModelKeyPerModel(t *testing.T) {
 		t.Error("a user id and a model label forge one key")
 	}
 }
+
+// ModelKey is AppendModelKey's bytes, and without PerModel the same key as
+// Key, for every scope and ids that need escaping.
+func TestAppendModelKeyIsModelKey(t *testing.T) {
+	ps := []Principal{{KeyID: "0123abcd", User: "alice", Tenant: "acme"}, {KeyID: "k:1", User: "a%b{c}", Tenant: "t:{x}%"}}
+	for _, scope := range []Scope{ScopeKey, ScopeUser, ScopeTenant, ScopeGlobal} {
+		for _, perModel := range []bool{false, true} {
+			r := Rule{Name: "r-1", Scope: scope, PerModel: perModel}
+			for _, p := range ps {
+				for _, label := range []string{"", "gpt-4o", "a:b%"} {
+					got := string(r.AppendModelKey([]byte("prefix|"), p, label))
+					if want := "prefix|" + r.ModelKey(p, label); got != want {
+						t.Errorf("scope %v per-model %v %+v %q: AppendModelKey %q, want %q", scope, perModel, p, label, got, want)
+					}
+					if !perModel && r.ModelKey(p, label) != r.Key(p) {
+						t.Errorf("scope %v %+v: ModelKey %q, Key %q", scope, p, r.ModelKey(p, label), r.Key(p))
+					}
+				}
+			}
+		}
+	}
+}

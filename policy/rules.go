@@ -198,20 +198,32 @@ const UnpricedModelKey = "%unpriced"
 // prices, and a caller cannot open a fresh bucket by inventing a model
 // name.
 func (r *Rule) ModelKey(p Principal, label string) string {
-	k := r.Key(p)
+	var buf [128]byte // most keys fit: one allocation, the string's
+	return string(r.AppendModelKey(buf[:0], p, label))
+}
+
+// AppendModelKey appends ModelKey(p, label) to b and returns the extended
+// buffer, so that a caller naming several buckets can build their keys in
+// one buffer (meter builds a request's keys as one string).
+func (r *Rule) AppendModelKey(b []byte, p Principal, label string) []byte {
+	switch {
+	case r.Scope == ScopeGlobal && r.Regional != nil:
+		b = append(b, r.Regional.Key()...)
+	case r.Scope == ScopeGlobal:
+		b = append(append(b, "llmguard:{global}:"...), r.Name...)
+	default:
+		b = appendEscapedID(append(b, "llmguard:{"...), p.Tenant)
+		b = append(append(append(b, "}:"...), r.Name...), ':')
+		b = appendEscapedID(b, r.subject(p))
+	}
 	if !r.PerModel {
-		return k
+		return b
 	}
-	var b strings.Builder
-	b.Grow(len(k) + 1 + len(label) + len(UnpricedModelKey))
-	b.WriteString(k)
-	b.WriteByte(':')
+	b = append(b, ':')
 	if label == "" {
-		b.WriteString(UnpricedModelKey)
-	} else {
-		escapeID(&b, label)
+		return append(b, UnpricedModelKey...)
 	}
-	return b.String()
+	return appendEscapedID(b, label)
 }
 
 // ShardKeys names the shards of the bucket this rule uses for principal p
@@ -279,6 +291,20 @@ func (r *Rule) MatchesModel(model string) bool {
 
 // escapeID writes id with '%', '{', '}' and ':' percent-encoded, so an id
 // can neither close the hash tag nor add a key segment.
+// appendEscapedID is escapeID appending to a byte slice.
+func appendEscapedID(b []byte, id string) []byte {
+	const hexDigits = "0123456789ABCDEF"
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; c {
+		case '%', '{', '}', ':':
+			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
 func escapeID(b *strings.Builder, id string) {
 	const hexDigits = "0123456789ABCDEF"
 	for i := 0; i < len(id); i++ {

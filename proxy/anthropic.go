@@ -59,18 +59,34 @@ func (anthropic) appendError(b []byte, e apiError) []byte {
 // rule of that unit with the least remaining.
 func (anthropic) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied) {
 	now := time.Now()
-	for _, kind := range []struct {
-		name string
-		unit policy.Unit
-	}{{"requests", policy.UnitRequests}, {"tokens", policy.UnitTokens}, {"input-tokens", policy.UnitInputTokens}, {"output-tokens", policy.UnitOutputTokens}} {
+	for k := range anthropicKinds {
+		kind := &anthropicKinds[k]
 		i := tightest(rules, func(u policy.Unit) bool { return u == kind.unit })
 		if i < 0 {
 			continue
 		}
 		a := rules[i]
 		var b [32]byte // the values are built on the stack
-		h.SetBytesV("anthropic-ratelimit-"+kind.name+"-limit", strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
-		h.SetBytesV("anthropic-ratelimit-"+kind.name+"-remaining", strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
-		h.SetBytesV("anthropic-ratelimit-"+kind.name+"-reset", now.Add(a.Status.Reset).UTC().Truncate(time.Second).Add(time.Second).AppendFormat(b[:0], time.RFC3339))
+		h.SetBytesV(kind.limit, strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
+		h.SetBytesV(kind.remaining, strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
+		h.SetBytesV(kind.reset, now.Add(a.Status.Reset).UTC().Truncate(time.Second).Add(time.Second).AppendFormat(b[:0], time.RFC3339))
 	}
 }
+
+// anthropicKinds are the units Anthropic's rate-limit fields report, with
+// the names of each one's fields, spelled once rather than joined on every
+// answer.
+var anthropicKinds = func() []struct {
+	unit                    policy.Unit
+	limit, remaining, reset string
+} {
+	ks := []struct {
+		unit                    policy.Unit
+		limit, remaining, reset string
+	}{{unit: policy.UnitRequests}, {unit: policy.UnitTokens}, {unit: policy.UnitInputTokens}, {unit: policy.UnitOutputTokens}}
+	for i, name := range []string{"requests", "tokens", "input-tokens", "output-tokens"} {
+		p := "anthropic-ratelimit-" + name
+		ks[i].limit, ks[i].remaining, ks[i].reset = p+"-limit", p+"-remaining", p+"-reset"
+	}
+	return ks
+}()

@@ -108,3 +108,14 @@ func TestRouterByFlavor(t *testing.T) {
 		t.Errorf("/v1/messages without an Anthropic upstream went to %s, want none (404)", got.Name)
 	}
 }
+
+// classify's table of known endpoints answers as weigher.Classify does.
+func TestClassifyKnownPathsAsTheWeigher(t *testing.T) {
+	for _, p := range knownPaths {
+		for _, m := range []string{"POST", "post", "GET"} {
+			if got, want := classify([]byte(m), p), weigher.Classify(m, p); got != want {
+				t.Errorf("%s %s: %v, want %v", m, p, got, want)
+			}
+		}
+	}
+}

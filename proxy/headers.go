@@ -123,7 +123,7 @@ func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied, buf []b
 		if i > 0 {
 			buf = append(buf, ", "...)
 		}
-		buf = strconv.AppendQuote(buf, a.Rule.Name)
+		buf = appendQuoted(buf, a.Rule.Name)
 		buf = append(buf, ";q="...)
 		buf = strconv.AppendInt(buf, a.Limit.Capacity, 10)
 		buf = append(buf, ";w="...)
@@ -138,7 +138,7 @@ func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied, buf []b
 		if i > 0 {
 			buf = append(buf, ", "...)
 		}
-		buf = strconv.AppendQuote(buf, a.Rule.Name)
+		buf = appendQuoted(buf, a.Rule.Name)
 		buf = append(buf, ";r="...)
 		buf = strconv.AppendInt(buf, max(a.Status.Remaining, 0), 10)
 		buf = append(buf, ";t="...)
@@ -146,6 +146,30 @@ func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied, buf []b
 	}
 	h.SetBytesV("RateLimit", buf)
 	return buf
+}
+
+// requestIDField is the name of the field naming the request on every
+// answer, spelled as it is written.
+var requestIDField = []byte("x-llmguard-request-id")
+
+// setField sets the field name of h, an answer whose header names are not
+// normalised (ResponseHeader.DisableNormalizing: every answer llmguard
+// writes), to value. name must be a valid field name in lower case, as
+// llmguard's own are: fasthttp's SetCanonical takes it as it is, where Set and
+// SetBytesV copy and check every byte of it first (about 200 instructions
+// a field; an answer sets a dozen).
+func setField(h *fasthttp.ResponseHeader, name, value []byte) { h.SetCanonical(name, value) }
+
+// appendQuoted appends s quoted, as strconv.AppendQuote does; a rule name
+// of printable ASCII without a quote or backslash, as names are, is copied
+// between quotes as it is, without AppendQuote's work per rune.
+func appendQuoted(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return strconv.AppendQuote(b, s)
+		}
+	}
+	return append(append(append(b, '"'), s...), '"')
 }
 
 // window is the w of a RateLimit-Policy item: the time a token bucket takes

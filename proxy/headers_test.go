@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -54,5 +55,14 @@ func TestGoDurationAndCeilSeconds(t *testing.T) {
 	}
 	if ceilSeconds(1) != 1 || ceilSeconds(time.Second) != 1 || ceilSeconds(time.Second+1) != 2 || ceilSeconds(0) != 0 {
 		t.Error("ceilSeconds does not round up")
+	}
+}
+
+// appendQuoted quotes as strconv.AppendQuote does, plain names and others.
+func TestAppendQuotedIsAppendQuote(t *testing.T) {
+	for _, s := range []string{"", "user-tpm", "a b~", `a"b`, `a\b`, "tab\there", "é", "\x7f", "日本", "\xff"} {
+		if got, want := string(appendQuoted([]byte("x"), s)), string(strconv.AppendQuote([]byte("x"), s)); got != want {
+			t.Errorf("%q: %s, want %s", s, got, want)
+		}
 	}
 }

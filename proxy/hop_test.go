@@ -111,6 +111,43 @@ func TestHopHeadersRemovedWhateverTheirCase(t *testing.T) {
 	}
 }
 
+// A credential the request announces as a trailer (Trailer: X-Api-Key)
+// is held by fasthttp outside its list of fields until the Trailer field
+// goes: it must not reach the upstream once that field is removed.
+func TestAnnouncedTrailerCredentialIsDropped(t *testing.T) {
+	body := `{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}`
+	up := startRawUpstream(t, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "+itoa(len(body))+"\r\n\r\n"+body)
+	r := newRig(t, rigOptions{url: up.url(), w: testWeigher(t)})
+	// Written by hand: net/http's client does not send a Trailer field
+	// from the header map.
+	c, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: llmguard\r\nAuthorization: Bearer sk-panic\r\n"+
+		"Content-Type: application/json\r\nTrailer: X-Api-Key, OpenAI-Organization\r\nX-Api-Key: sk-smuggled\r\n"+
+		"OpenAI-Organization: org-smuggled\r\nX-End-Req: kept\r\nConnection: close\r\n"+
+		"Content-Length: "+itoa(len(panicBody))+"\r\n\r\n"+panicBody)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d, body %s", resp.StatusCode, got)
+	}
+	sent := strings.ToLower(up.lastHeaders())
+	for _, v := range []string{"smuggled", "trailer:"} {
+		if strings.Contains(sent, v) {
+			t.Errorf("upstream got %q\n%s", v, sent)
+		}
+	}
+	if !strings.Contains(sent, "x-end-req: kept") {
+		t.Errorf("end-to-end request field lost:\n%s", sent)
+	}
+}
+
 func itoa(n int) string { return strconv.Itoa(n) }
 
 var sharedWeigher struct {

@@ -55,10 +55,10 @@ func (openAI) appendError(b []byte, e apiError) []byte {
 // duration string such as "1m30s", as OpenAI writes it.
 func (openAI) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied) {
 	if i := tightest(rules, policy.Unit.CountsTokens); i >= 0 {
-		setOpenAITrio(h, "tokens", rules[i], resetGo)
+		setOpenAITrio(h, &tokensTrio, rules[i], resetGo)
 	}
 	if i := tightest(rules, func(u policy.Unit) bool { return u == policy.UnitRequests }); i >= 0 {
-		setOpenAITrio(h, "requests", rules[i], resetGo)
+		setOpenAITrio(h, &requestsTrio, rules[i], resetGo)
 	}
 }
 
@@ -70,16 +70,27 @@ const (
 	resetSeconds                    // whole seconds rounded up ("90"), as Azure writes it
 )
 
-// setOpenAITrio writes x-ratelimit-{limit,remaining,reset}-kind from a's
-// limit and status, the reset as format says; the values are built on the
-// stack, so that no header allocates.
-func setOpenAITrio(h *fasthttp.ResponseHeader, kind string, a meter.Applied, format resetFormat) {
+// openAITrio are the names of one kind's x-ratelimit-{limit,remaining,
+// reset}-kind fields, spelled once rather than joined on every answer.
+type openAITrio struct{ limit, remaining, reset []byte }
+
+var (
+	tokensTrio = openAITrio{[]byte("x-ratelimit-limit-tokens"), []byte("x-ratelimit-remaining-tokens"),
+		[]byte("x-ratelimit-reset-tokens")}
+	requestsTrio = openAITrio{[]byte("x-ratelimit-limit-requests"), []byte("x-ratelimit-remaining-requests"),
+		[]byte("x-ratelimit-reset-requests")}
+)
+
+// setOpenAITrio writes the trio of fields names from a's limit and status,
+// the reset as format says; the values are built on the stack, so that no
+// header allocates.
+func setOpenAITrio(h *fasthttp.ResponseHeader, names *openAITrio, a meter.Applied, format resetFormat) {
 	var b [32]byte
-	h.SetBytesV("x-ratelimit-limit-"+kind, strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
-	h.SetBytesV("x-ratelimit-remaining-"+kind, strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
+	setField(h, names.limit, strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
+	setField(h, names.remaining, strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
 	if format == resetSeconds {
-		h.SetBytesV("x-ratelimit-reset-"+kind, strconv.AppendInt(b[:0], ceilSeconds(a.Status.Reset), 10))
+		setField(h, names.reset, strconv.AppendInt(b[:0], ceilSeconds(a.Status.Reset), 10))
 	} else {
-		h.SetBytesV("x-ratelimit-reset-"+kind, appendGoDuration(b[:0], a.Status.Reset))
+		setField(h, names.reset, appendGoDuration(b[:0], a.Status.Reset))
 	}
 }

@@ -26,14 +26,63 @@ func peerClosed(conn net.Conn) (closed, ok bool) {
 	return closed, ok
 }
 
-// idleUnusable reports whether a connection with no exchange under way has
+// idlePeek reports whether a connection with no exchange under way has
 // anything to read: the end of the stream, an error, or bytes nobody asked
-// for (an HTTP server's goodbye, a TLS close_notify). Any of them means the
-// peer is done with it. Nothing is consumed. ok is false when conn gives no
-// socket to look at.
-func idleUnusable(conn net.Conn) (unusable, ok bool) {
-	closed, pending, ok := peek(conn)
-	return closed || pending, ok
+// for (an HTTP server's goodbye, a TLS close_notify); any of them means the
+// peer is done with it, and nothing is consumed. It is made for one
+// connection looked at again and again (an upstream connection, before each
+// request written on it once it is reused): the socket's RawConn, the poll
+// argument and the function run on the descriptor are made once, so that a
+// look allocates nothing; it makes the same poll(2) as peek. Not safe for concurrent use: a connection is
+// looked at by the one request that holds it.
+type idlePeek struct {
+	raw  syscall.RawConn
+	fds  [1]unix.PollFd
+	look func(fd uintptr) // polls fd into fds[0].Revents, or sets failed
+	// failed: the last poll failed (EINTR aside).
+	failed bool
+}
+
+// newIdlePeek returns the idlePeek of conn's socket; nil when conn gives no
+// socket to look at (a nil *idlePeek answers ok false).
+func newIdlePeek(conn net.Conn) *idlePeek {
+	sc, isSocket := conn.(syscall.Conn)
+	if !isSocket {
+		return nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	p := &idlePeek{raw: raw}
+	p.look = func(fd uintptr) {
+		p.fds[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}
+		p.failed = pollNow(p.fds[:]) != nil
+	}
+	return p
+}
+
+// unusable reports whether p's socket is done with (see idlePeek); ok is
+// false when there is no socket to look at.
+func (p *idlePeek) unusable() (unusable, ok bool) {
+	if p == nil {
+		return false, false
+	}
+	if err := p.raw.Control(p.look); err != nil || p.failed {
+		return false, err == nil
+	}
+	ev := p.fds[0].Revents
+	return ev&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR|unix.POLLIN) != 0, true
+}
+
+// pollNow polls fds with a zero timeout, again after EINTR.
+func pollNow(fds []unix.PollFd) error {
+	for {
+		_, err := unix.Poll(fds, 0)
+		if err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // peek looks at conn's socket without consuming or waiting: closed when
@@ -53,15 +102,8 @@ func peek(conn net.Conn) (closed, pending, ok bool) {
 	}
 	err = raw.Control(func(fd uintptr) {
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}}
-		for {
-			_, perr := unix.Poll(fds, 0)
-			if perr == unix.EINTR {
-				continue
-			}
-			if perr != nil {
-				return
-			}
-			break
+		if pollNow(fds) != nil {
+			return
 		}
 		ev := fds[0].Revents
 		closed = ev&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0

@@ -341,9 +341,28 @@ func (x *exchange) settle(s meter.Settlement) {
 // classify names the endpoint of a request from its decoded upstream path
 // (see weigher.Classify: it errs towards weighing, so that no spelling of an
 // endpoint an upstream might accept escapes its cost).
+//
+// A POST to one of knownPaths, the common case, is looked up in postKinds.
 func classify(method []byte, path string) weigher.Kind {
+	if string(method) == fasthttp.MethodPost {
+		if k, ok := postKinds[path]; ok {
+			return k
+		}
+	}
 	return weigher.Classify(string(method), path)
 }
+
+// postKinds are weigher.Classify's kinds of a POST to each of knownPaths,
+// worked out once: Classify is a function of the method and path alone
+// and costs a few hundred nanoseconds (the path canonicalised, then
+// matched against its tables).
+var postKinds = func() map[string]weigher.Kind {
+	m := make(map[string]weigher.Kind, len(knownPaths))
+	for _, p := range knownPaths {
+		m[p] = weigher.Classify(fasthttp.MethodPost, p)
+	}
+	return m
+}()
 
 // Handle is the fasthttp.RequestHandler of the proxy listener. Every answer
 // llmguard writes itself leaves through answer, which writes it and counts
@@ -361,7 +380,7 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	// Keep header names as written (lowercase x-ratelimit-*, as OpenAI
 	// sends them) on the answers llmguard builds itself.
 	ctx.Response.Header.DisableNormalizing()
-	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
+	setField(&ctx.Response.Header, requestIDField, []byte(x.id))
 	// A request refused before its body was read leaves the body on the
 	// wire: the answer ends the connection, rather than llmguard reading the
 	// body (fasthttp would drain up to 256 KiB of it to keep the
@@ -549,9 +568,8 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	return nil
 }
 
-// weigh classifies the request and estimates its cost.
+// weigh estimates the cost of the request handle classified (x.kind).
 func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refusal {
-	x.kind = classify(ctx.Method(), x.path)
 	if x.kind.Weighed() {
 		x.est = p.weighAs(x, body)
 		if x.kind == weigher.KindImages && x.est.Parsed && !weigher.TokenBilledImages(x.est.Model) {
@@ -663,8 +681,14 @@ func (p *Proxy) takeWeighSlot() bool {
 		return true
 	default:
 	}
-	t := time.NewTimer(p.weighWait)
-	defer t.Stop()
+	t := slotTimers.Get().(*time.Timer)
+	t.Reset(p.weighWait)
+	defer func() {
+		// Stopped, a timer's channel holds no stale tick (Go 1.23 timers),
+		// so the next Reset starts clean.
+		t.Stop()
+		slotTimers.Put(t)
+	}()
 	select {
 	case p.weighing <- struct{}{}:
 		return true
@@ -672,6 +696,15 @@ func (p *Proxy) takeWeighSlot() bool {
 		return false
 	}
 }
+
+// slotTimers are stopped timers for takeWeighSlot's wait: under load most
+// requests find every slot busy, and a timer made for each (and the
+// runtime's work to add it) is reused instead.
+var slotTimers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
 
 // errLimiter answers a take the store refused as invalid.
 var errLimiter = apiError{status: fasthttp.StatusInternalServerError, openAIType: "api_error", openAICode: "limiter_error",
@@ -749,6 +782,12 @@ func stripPrefix(raw, prefix string) (string, bool) {
 var credentialish = []string{"Authorization", "x-api-key", "api-key", "OpenAI-Organization", "OpenAI-Project", "Cookie", "X-Real-IP",
 	"Ocp-Apim-Subscription-Key"}
 
+// virtualKeyDrop are the request fields removed for a caller with a
+// virtual key, besides the hop-by-hop ones: the client's forwarding fields
+// (X-Forwarded-For, which llmguard sets itself, and Forwarded: never
+// trusted) and the credentialish fields.
+var virtualKeyDrop = append([]string{"X-Forwarded-For", "Forwarded"}, credentialish...)
+
 // credentialQuery are query parameters that carry a key at some upstream
 // (Azure API Management's subscription-key; api-key and key at gateways
 // that accept one in the URL): never forwarded, so that the only key the
@@ -762,28 +801,28 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	ctx.Request.Header.CopyTo(&req.Header)
-	removeHopHeaders(&req.Header)
-	req.Header.Del("X-Forwarded-For")
-	req.Header.Del("Forwarded")
+	// The hop-by-hop fields, the client's forwarding fields (never
+	// trusted) and the credentials go in one walk over the fields.
+	if x.principal.PassThrough {
+		// Forward only the credential that identified the caller;
+		// Ocp-Apim-Subscription-Key is a second credential in either mode.
+		var buf [8]string
+		drop := append(buf[:0], "X-Forwarded-For", "Forwarded", "Ocp-Apim-Subscription-Key")
+		for _, h := range callerKeyHeaders {
+			if h != x.keyHeader {
+				drop = append(drop, h)
+			}
+		}
+		removeFields(&req.Header, drop)
+	} else {
+		removeFields(&req.Header, virtualKeyDrop)
+	}
 	var ip [64]byte // the address is written on the stack
 	if a, ok := netip.AddrFromSlice(ctx.RemoteIP()); ok {
 		req.Header.SetBytesV("X-Forwarded-For", a.Unmap().AppendTo(ip[:0]))
 	}
-	req.Header.Del("Ocp-Apim-Subscription-Key") // a second credential, in either mode
-	if x.principal.PassThrough {
-		// Forward only the credential that identified the caller.
-		for _, h := range callerKeyHeaders {
-			if h != x.keyHeader {
-				req.Header.Del(h)
-			}
-		}
-	} else {
-		for _, h := range credentialish {
-			req.Header.Del(h)
-		}
-		if up.APIKey != "" {
-			up.dialect.authorize(&req.Header, up.APIKey)
-		}
+	if !x.principal.PassThrough && up.APIKey != "" {
+		up.dialect.authorize(&req.Header, up.APIKey)
 	}
 	// The usage tap must read the body whatever the client accepts: ask the
 	// upstream for an uncompressed answer and let the client's own

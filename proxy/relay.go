@@ -36,8 +36,8 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		return p.gatewayCredentialRefused(ctx, x, resp)
 	}
 	resp.Header.CopyTo(&ctx.Response.Header)
-	removeHopHeaders(&ctx.Response.Header)
-	ctx.Response.Header.Set("x-llmguard-request-id", x.id)
+	removeFields(&ctx.Response.Header, nil)
+	setField(&ctx.Response.Header, requestIDField, []byte(x.id))
 	setEstimateHeader(&ctx.Response.Header, x.est) // the upstream's headers replaced it
 	setCappedHeader(&ctx.Response.Header, x)
 	setWaitHeader(&ctx.Response.Header, x.m) // likewise

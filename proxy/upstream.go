@@ -199,18 +199,7 @@ var hopHeaders = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-var (
-	connectionField = []byte("Connection")
-	hopHeaderNames  = func() [][]byte {
-		b := make([][]byte, len(hopHeaders))
-		for i, h := range hopHeaders {
-			b[i] = []byte(h)
-		}
-		return b
-	}()
-)
-
-// headerSet is what removeHopHeaders needs of fasthttp's RequestHeader and
+// headerSet is what removeFields needs of fasthttp's RequestHeader and
 // ResponseHeader.
 type headerSet interface {
 	PeekKeys() [][]byte
@@ -218,24 +207,55 @@ type headerSet interface {
 	Del(string)
 }
 
-// removeHopHeaders deletes hop-by-hop fields, including those the
-// Connection field names, whatever the case they are written in: the
-// upstream client keeps header names as sent, so "connection" and
-// "Connection" are different keys to fasthttp but the same field to HTTP
-// (RFC 9110 §5.1: field names are case-insensitive). It runs on every
-// request and answer, so it walks the keys fasthttp keeps for PeekKeys (no
-// callback, no allocation) and allocates only for a field it deletes.
-func removeHopHeaders(h headerSet) {
+// removeFields deletes the hop-by-hop fields (hopHeaders), those the
+// Connection field names, and the fields named in also, whatever the case
+// they are written in: the upstream client keeps header names as sent, so
+// "connection" and "Connection" are different keys to fasthttp but the same
+// field to HTTP (RFC 9110 §5.1: field names are case-insensitive). It runs
+// on every request and answer, so it walks the keys fasthttp keeps for
+// PeekKeys once (no callback, no allocation) and deletes only the fields it
+// finds there: fasthttp's Del normalises the name and walks the fields each
+// time (about 35 ns; the request's hop-by-hop and credential fields made 20
+// calls a request). PeekKeys lists every field fasthttp would write,
+// including those it keeps outside its list (Connection: close from its
+// flag, the Trailer announcement, cookies); for a hop-by-hop field found,
+// its canonical name is deleted too, which clears the state fasthttp keeps
+// beside the list (the Connection: close flag; announced trailers:
+// deleting Trailer returns the fields it announced to the list, where a
+// second walk finds them). It allocates only for a field it deletes whose name differs
+// from the canonical spelling.
+func removeFields(h headerSet, also []string) { removeFieldsOnce(h, also, true) }
+
+// removeFieldsOnce is removeFields; walkAgain allows the second walk after
+// a Trailer field is deleted (once: the second walk deletes what it finds).
+func removeFieldsOnce(h headerSet, also []string, walkAgain bool) {
 	var namedBuf [8]string
 	named := namedBuf[:0] // the fields to delete, as written
 	var connBuf [2]string
 	conns := connBuf[:0] // the Connection fields, as written
+	lens := hopLengths | lengths(also)
 	for _, k := range h.PeekKeys() {
-		switch {
-		case bytes.EqualFold(k, connectionField):
-			conns = append(conns, string(k))
-		case slices.ContainsFunc(hopHeaderNames, func(f []byte) bool { return bytes.EqualFold(f, k) }):
-			named = append(named, string(k))
+		if len(k) < 64 && lens&(1<<len(k)) == 0 {
+			continue // no name of its length: most fields
+		}
+		if f := matchField(hopHeaders, k); f != "" {
+			if f == "Trailer" && walkAgain {
+				// The fields it announced come back to the list when it
+				// goes: delete it, then walk the fields again.
+				h.Del(spelled(k, f))
+				h.Del(f)
+				removeFieldsOnce(h, also, false)
+				return
+			}
+			if f == "Connection" {
+				conns = append(conns, spelled(k, f))
+			}
+			named = append(named, spelled(k, f))
+			if string(k) != f {
+				named = append(named, f)
+			}
+		} else if f := matchField(also, k); f != "" {
+			named = append(named, spelled(k, f))
 		}
 	}
 	if len(conns) > 0 {
@@ -256,7 +276,37 @@ func removeHopHeaders(h headerSet) {
 	for _, k := range named {
 		h.Del(k)
 	}
-	for _, k := range hopHeaders { // fields fasthttp keeps outside its list (Connection, Transfer-Encoding)
-		h.Del(k)
+}
+
+// hopLengths is lengths(hopHeaders).
+var hopLengths = lengths(hopHeaders)
+
+// lengths is the set of the lengths of names below 64 bytes, as bits.
+func lengths(names []string) (set uint64) {
+	for _, n := range names {
+		if len(n) < 64 {
+			set |= 1 << len(n)
+		}
 	}
+	return set
+}
+
+// matchField returns the name in names that k spells, without regard to
+// case; "" when none.
+func matchField(names []string, k []byte) string {
+	for _, n := range names {
+		if len(n) == len(k) && bytes.EqualFold([]byte(n), k) {
+			return n
+		}
+	}
+	return ""
+}
+
+// spelled is k, a field name that matched f, as a string: f itself when k
+// spells it exactly (no allocation), a copy otherwise.
+func spelled(k []byte, f string) string {
+	if string(k) == f {
+		return f
+	}
+	return string(k)
 }

@@ -45,6 +45,13 @@ type upstreamConn struct {
 	reading   bool  // the current exchange has begun reading its answer
 	written   int64 // request bytes written in the current exchange
 	read      int64 // answer bytes read in the current exchange
+	// idle looks at tcp before a reused connection is written on, made at
+	// the first reuse (idleMade): nil when tcp is no socket.
+	idle     *idlePeek
+	idleMade bool
+	// addr is LocalAddr's answer, made once: fasthttp asks for it on every
+	// answer (Response.ParseNetConn).
+	addr net.Addr
 }
 
 // Write begins a new exchange when the last one was reading, and then
@@ -54,7 +61,10 @@ func (c *upstreamConn) Write(p []byte) (int, error) {
 		c.exchanges++
 		c.reading, c.written, c.read = false, 0, 0
 		if c.exchanges > 1 {
-			if unusable, _ := idleUnusable(c.tcp); unusable {
+			if !c.idleMade {
+				c.idle, c.idleMade = newIdlePeek(c.tcp), true
+			}
+			if unusable, _ := c.idle.unusable(); unusable {
 				return 0, errIdleClosed
 			}
 		}
@@ -83,7 +93,12 @@ func (c *upstreamConn) Handshake() error {
 // LocalAddr is the TCP connection's, carrying the connection along:
 // fasthttp keeps it on the response of each attempt (Response.LocalAddr),
 // which is how retryTransport finds the connection an attempt failed on.
-func (c *upstreamConn) LocalAddr() net.Addr { return connAddr{Addr: c.Conn.LocalAddr(), conn: c} }
+func (c *upstreamConn) LocalAddr() net.Addr {
+	if c.addr == nil {
+		c.addr = connAddr{Addr: c.Conn.LocalAddr(), conn: c}
+	}
+	return c.addr
+}
 
 // connAddr is an upstreamConn's local address; it prints as the address.
 type connAddr struct {
@@ -182,6 +197,7 @@ func dial(addr string, timeout time.Duration, useTLS bool, cfg *tls.Config) (net
 		return nil, err
 	}
 	c := &upstreamConn{Conn: tcp, tcp: tcp}
+	c.addr = connAddr{Addr: tcp.LocalAddr(), conn: c} // a TLS session's local address is its socket's
 	if useTLS {
 		tc := tls.Client(tcp, cfg)
 		if err := tcp.SetDeadline(time.Now().Add(tlsHandshakeTimeout)); err != nil {
