@@ -813,7 +813,18 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 				drop = append(drop, h)
 			}
 		}
+		// A second field of the credential's name (in any case) may carry
+		// another key, which the upstream could bill instead of the one
+		// limited: all of them go, and the one that identified the caller
+		// (the first, as identify read it) is set again.
+		again := fieldCount(&req.Header, x.keyHeader) > 1
+		if again {
+			drop = append(drop, x.keyHeader)
+		}
 		removeFields(&req.Header, drop)
+		if again {
+			req.Header.SetBytesV(x.keyHeader, ctx.Request.Header.Peek(x.keyHeader))
+		}
 	} else {
 		removeFields(&req.Header, virtualKeyDrop)
 	}
