@@ -203,7 +203,7 @@ var hopHeaders = []string{
 // ResponseHeader.
 type headerSet interface {
 	PeekKeys() [][]byte
-	Peek(string) []byte
+	PeekAll(string) [][]byte
 	Del(string)
 }
 
@@ -260,10 +260,17 @@ func removeFieldsOnce(h headerSet, also []string, walkAgain bool) {
 	}
 	if len(conns) > 0 {
 		var listed [][]byte // field names the Connection fields list
-		for _, c := range conns {
-			for f := range bytes.SplitSeq(h.Peek(c), []byte(",")) {
-				if f = bytes.TrimSpace(f); len(f) > 0 {
-					listed = append(listed, bytes.Clone(f))
+		for i, c := range conns {
+			if slices.Contains(conns[:i], c) {
+				continue
+			}
+			// Every field of the name, not the first only: the field
+			// may be repeated (RFC 9110 §5.3, §7.6.1).
+			for _, v := range h.PeekAll(c) {
+				for f := range bytes.SplitSeq(v, []byte(",")) {
+					if f = bytes.TrimSpace(f); len(f) > 0 {
+						listed = append(listed, bytes.Clone(f))
+					}
 				}
 			}
 		}
