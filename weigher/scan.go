@@ -87,9 +87,14 @@ func parseObject(b []byte, maxDepth int) (gjson.Result, bool) {
 }
 
 // upstreamDoc checks an upstream JSON answer like parseObject and returns
-// it as a string view (aliasing body) when it is valid JSON.
+// it as a string view (aliasing body) when it is valid JSON with no key
+// named twice in an object: the readers find a member by gjson's path
+// (the first of its name), where a JSON SDK keeps the last, so an answer
+// with a small "usage" before the real one would be charged the small one
+// (TestUpstreamUsageDuplicateMember); it is unreadable instead, and the
+// caller keeps its reservation.
 func upstreamDoc(body []byte, maxDepth int) (string, bool) {
-	if jsonscan.Check(body, jsonscan.Options{MaxDepth: maxDepth}) != nil {
+	if jsonscan.Check(body, jsonscan.Options{MaxDepth: maxDepth, DuplicateKeys: true}) != nil {
 		return "", false
 	}
 	return bodyString(body), true
