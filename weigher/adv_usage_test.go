@@ -2,6 +2,7 @@ package weigher
 
 import (
 	"encoding/json"
+	"os"
 	"testing"
 )
 
@@ -25,5 +26,26 @@ func TestUpstreamUsageDuplicateMember(t *testing.T) {
 	u, ok := ParseChatUsage(body)
 	if ok && (u.InputTokens < sdk.Usage.Prompt || u.OutputTokens < sdk.Usage.Completion) {
 		t.Errorf("ParseChatUsage: %+v, a JSON SDK reads %+v", u, sdk.Usage)
+	}
+}
+
+// TestStreamEventUsageDuplicateMember: a Messages stream event naming
+// "usage" twice is read by SDKs with the last member; it must not be
+// settled as the first, smaller one.
+//
+// Known, not fixed: stream events (parseObject, then gjson paths such as
+// root.Get("usage"), "message.usage", "response.usage", "type") take the
+// first of a duplicated member. Run with LLMGUARD_KNOWN_BUGS=1.
+func TestStreamEventUsageDuplicateMember(t *testing.T) {
+	if os.Getenv("LLMGUARD_KNOWN_BUGS") == "" {
+		t.Skip("known: stream events read the first of duplicated members (LLMGUARD_KNOWN_BUGS=1 to run)")
+	}
+	s, _, _ := feed(KindMessages, []sseEvent{
+		{"message_start", `{"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1}}}`},
+		{"message_delta", `{"type":"message_delta","usage":{"output_tokens":1},"usage":{"output_tokens":5000}}`},
+		{"message_stop", `{"type":"message_stop"}`},
+	})
+	if u, src := s.Settle(Estimate{InputTokens: 10, OutputTokens: 64}, 0); u.OutputTokens < 64 {
+		t.Errorf("settled %+v (%v): the first of two usage members, SDKs read output_tokens 5000", u, src)
 	}
 }
