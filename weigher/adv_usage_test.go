@@ -2,7 +2,6 @@ package weigher
 
 import (
 	"encoding/json"
-	"os"
 	"testing"
 )
 
@@ -29,17 +28,11 @@ func TestUpstreamUsageDuplicateMember(t *testing.T) {
 	}
 }
 
-// TestStreamEventUsageDuplicateMember: a Messages stream event naming
-// "usage" twice is read by SDKs with the last member; it must not be
-// settled as the first, smaller one.
-//
-// Known, not fixed: stream events (parseObject, then gjson paths such as
-// root.Get("usage"), "message.usage", "response.usage", "type") take the
-// first of a duplicated member. Run with LLMGUARD_KNOWN_BUGS=1.
+// TestStreamEventUsageDuplicateMember: a Messages or Responses stream event
+// naming "usage" (or "type", or a member on the way to the usage) twice is
+// read as SDKs read it, with the last member; it must not be settled as the
+// first, smaller one.
 func TestStreamEventUsageDuplicateMember(t *testing.T) {
-	if os.Getenv("LLMGUARD_KNOWN_BUGS") == "" {
-		t.Skip("known: stream events read the first of duplicated members (LLMGUARD_KNOWN_BUGS=1 to run)")
-	}
 	s, _, _ := feed(KindMessages, []sseEvent{
 		{"message_start", `{"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1}}}`},
 		{"message_delta", `{"type":"message_delta","usage":{"output_tokens":1},"usage":{"output_tokens":5000}}`},
@@ -47,5 +40,21 @@ func TestStreamEventUsageDuplicateMember(t *testing.T) {
 	})
 	if u, src := s.Settle(Estimate{InputTokens: 10, OutputTokens: 64}, 0); u.OutputTokens < 64 {
 		t.Errorf("settled %+v (%v): the first of two usage members, SDKs read output_tokens 5000", u, src)
+	}
+	// The type named twice: the last says message_delta, as the SDK reads it.
+	s, _, _ = feed(KindMessages, []sseEvent{
+		{"message_start", `{"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1}}}`},
+		{"message_delta", `{"type":"ping","type":"message_delta","usage":{"output_tokens":5000}}`},
+		{"message_stop", `{"type":"message_stop"}`},
+	})
+	if u, src := s.Settle(Estimate{InputTokens: 10, OutputTokens: 64}, 0); u.OutputTokens != 5000 {
+		t.Errorf("type named twice: settled %+v (%v), want the message_delta's 5000 output tokens", u, src)
+	}
+	// Responses: response named twice, the usage of the last.
+	s, _, _ = feed(KindResponses, []sseEvent{
+		{"response.completed", `{"type":"response.completed","response":{"usage":{"input_tokens":10,"output_tokens":1}},"response":{"usage":{"input_tokens":10,"output_tokens":5000}}}`},
+	})
+	if u, src := s.Settle(Estimate{InputTokens: 10, OutputTokens: 64}, 0); u.OutputTokens != 5000 {
+		t.Errorf("response named twice: settled %+v (%v), want the last usage's 5000 output tokens", u, src)
 	}
 }

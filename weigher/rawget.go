@@ -35,3 +35,32 @@ func rawEach(v gjson.Result, fn func(e gjson.Result) bool) {
 		fn(v)
 	}
 }
+
+// lastGet is v's member at path, one key per level, taking at each level
+// the last member of that name: a key named twice reads as JSON decoders
+// that fill maps or structs read it (Python's json, JavaScript's
+// JSON.parse, Go's encoding/json all keep the last), which is what the
+// caller's SDK shows, where gjson's Get takes the first. A stream event's
+// usage and type are read so, so that an upstream cannot have llmguard
+// settle a small first usage while the caller is shown a larger last one.
+// The zero Result when a level is not an object or lacks the key; the
+// value found is parsed by gjson (a string's Str decoded).
+func lastGet(v gjson.Result, path ...string) gjson.Result {
+	for _, key := range path {
+		if !v.IsObject() {
+			return gjson.Result{}
+		}
+		var found gjson.Result
+		rawMembers(v.Raw, func(k string, m gjson.Result) bool {
+			if k == key {
+				found = m
+			}
+			return true
+		})
+		if found.Raw == "" {
+			return gjson.Result{}
+		}
+		v = gjson.Parse(found.Raw)
+	}
+	return v
+}

@@ -165,10 +165,10 @@ func (s *Stream) Settle(est Estimate, counted int64) (Usage, Source) {
 }
 
 // eventType returns the event's type: the JSON "type" field when present
-// (OpenAI and Anthropic always send it, matching the SSE event name), else
-// the SSE event name.
+// (OpenAI and Anthropic always send it, matching the SSE event name; the
+// last one when it is named twice, see lastGet), else the SSE event name.
 func eventTypeOf(root gjson.Result, eventType []byte) string {
-	if t := root.Get("type"); t.Type == gjson.String {
+	if t := lastGet(root, "type"); t.Type == gjson.String {
 		return t.Str
 	}
 	return string(bytes.TrimSpace(eventType))

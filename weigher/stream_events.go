@@ -50,7 +50,7 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	switch typ {
 	case "response.completed", "response.incomplete", "response.failed":
 		u := StreamUpdate{Done: true, Err: typ == "response.failed"}
-		if usage, ok := responsesUsageOf(root.Get("response.usage")); ok {
+		if usage, ok := responsesUsageOf(lastGet(root, "response", "usage")); ok {
 			s.usage, s.has, s.final = usage, hasInput|hasOutput, true
 			u.HasUsage = true
 		}
@@ -61,7 +61,7 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		return StreamUpdate{}
 	}
 	if strings.HasSuffix(typ, ".delta") {
-		return StreamUpdate{Text: cloneText(root.Get("delta"))}
+		return StreamUpdate{Text: cloneText(lastGet(root, "delta"))}
 	}
 	return StreamUpdate{}
 }
@@ -80,29 +80,29 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 	}
 	switch eventTypeOf(root, eventType) {
 	case "message_start":
-		return s.anthropicUsage(root.Get("message.usage"))
+		return s.anthropicUsage(lastGet(root, "message", "usage"))
 	case "message_delta":
-		return s.anthropicUsage(root.Get("usage"))
+		return s.anthropicUsage(lastGet(root, "usage"))
 	case "message_stop":
 		s.final = s.has&hasOutput != 0
 		return StreamUpdate{Done: true}
 	case "content_block_delta":
-		d := root.Get("delta")
-		switch d.Get("type").String() {
+		d := lastGet(root, "delta")
+		switch lastGet(d, "type").String() {
 		case "text_delta":
-			return StreamUpdate{Text: cloneText(d.Get("text"))}
+			return StreamUpdate{Text: cloneText(lastGet(d, "text"))}
 		case "input_json_delta":
-			return StreamUpdate{Text: cloneText(d.Get("partial_json"))}
+			return StreamUpdate{Text: cloneText(lastGet(d, "partial_json"))}
 		case "thinking_delta":
-			return StreamUpdate{Text: cloneText(d.Get("thinking"))}
+			return StreamUpdate{Text: cloneText(lastGet(d, "thinking"))}
 		}
 	case "content_block_start":
-		b := root.Get("content_block")
-		switch b.Get("type").String() {
+		b := lastGet(root, "content_block")
+		switch lastGet(b, "type").String() {
 		case "text":
-			return StreamUpdate{Text: cloneText(b.Get("text"))}
+			return StreamUpdate{Text: cloneText(lastGet(b, "text"))}
 		case "thinking":
-			return StreamUpdate{Text: cloneText(b.Get("thinking"))}
+			return StreamUpdate{Text: cloneText(lastGet(b, "thinking"))}
 		}
 	case "error":
 		return StreamUpdate{Err: true}
