@@ -1,0 +1,43 @@
+package weigher
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestPieceKey: pieceKey's word loads give pack's key at every offset and
+// length, near the text's end too, and the rank table's has, given that key
+// and its hash, agrees with get.
+func TestPieceKey(t *testing.T) {
+	w := testWeigher(t)
+	ranks := w.encoders[EncodingO200k].(*bpeCounter).ranks
+	text := kindText("code", 2<<10) + " implementation" + randomText(rand.New(rand.NewPCG(5, 6)), 40)
+	found := 0
+	for i := range len(text) {
+		for n := 1; n <= 16 && i+n <= len(text); n++ {
+			p := text[i : i+n]
+			lo, hi := pieceKey(text, i, n)
+			wantLo, wantHi := pack(p), uint64(0)
+			if n > 8 {
+				wantLo, wantHi = pack(p[:8]), pack(p[8:])
+			}
+			if lo != wantLo || hi != wantHi {
+				t.Fatalf("pieceKey(text, %d, %d) = %x, %x; pack says %x, %x (%q)", i, n, lo, hi, wantLo, wantHi, p)
+			}
+			h := hashKey(lo, n)
+			if n > 8 {
+				h = midHash(lo, hi, n)
+			}
+			_, ok := ranks.get(p)
+			if ranks.has(lo, hi, n, h) != ok {
+				t.Fatalf("has(%q) = %v, get says %v", p, !ok, ok)
+			}
+			if ok {
+				found++
+			}
+		}
+	}
+	if found < 1000 {
+		t.Fatalf("only %d of the substrings are tokens: the test shows little", found)
+	}
+}
