@@ -3,6 +3,8 @@ package weigher
 import (
 	"math/rand/v2"
 	"testing"
+
+	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 )
 
 // TestPieceKey: pieceKey's word loads give pack's key at every offset and
@@ -39,5 +41,28 @@ func TestPieceKey(t *testing.T) {
 	}
 	if found < 1000 {
 		t.Fatalf("only %d of the substrings are tokens: the test shows little", found)
+	}
+}
+
+// TestRankTableFindsEveryToken: get finds every token of both vocabularies,
+// of every length (the filter must hold the long ones too), at its rank.
+func TestRankTableFindsEveryToken(t *testing.T) {
+	for _, enc := range []string{EncodingO200k, EncodingCL100k} {
+		ranks, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(enc + ".tiktoken")
+		if err != nil {
+			t.Fatal(err)
+		}
+		table, long := newRankTable(ranks), 0
+		for tok, want := range ranks {
+			if got, ok := table.get(tok); !ok || got != want {
+				t.Fatalf("%s: get(%q) = %d, %v; want %d", enc, tok, got, ok, want)
+			}
+			if len(tok) > 16 {
+				long++
+			}
+		}
+		if long == 0 {
+			t.Fatalf("%s: no token over 16 bytes", enc)
+		}
 	}
 }

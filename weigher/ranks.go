@@ -23,7 +23,7 @@ import (
 type rankTable struct {
 	slots []rankSlot // power-of-two length, at most 3/4 full
 	shift uint       // 64 − log2(len(slots))
-	// filter has two bits set per short token (a Bloom filter of 2^21 bits,
+	// filter has two bits set per token (a Bloom filter of 2^21 bits,
 	// 256 KiB, that stays in cache): most lookups of strings that are not
 	// tokens, which the merge of text that does not repeat makes as often
 	// as the others, end there without touching slots.
@@ -49,6 +49,14 @@ type midSlot struct {
 // low bits the filter's.
 func midHash(lo, hi uint64, n int) uint64 {
 	return hashKey(lo^bits.RotateLeft64(hi, 31)*0x94d049bb133111eb, n)
+}
+
+// longHash is the filter's hash of a string over 16 bytes: midHash of its
+// first 16 bytes and its length. The long pieces of CJK text, which are
+// almost never tokens, end there instead of hashing all their bytes for
+// the map.
+func longHash(s string) uint64 {
+	return midHash(pack(s[:8]), pack(s[8:16]), len(s))
 }
 
 const filterBits = 21
@@ -88,6 +96,9 @@ func newRankTable(ranks map[string]int) *rankTable {
 		tok, r := e.tok, e.rank
 		if len(tok) > 16 {
 			t.long[strings.Clone(tok)] = int32(r)
+			a, b := filterPos(longHash(tok))
+			t.filter[a/64] |= 1 << (a % 64)
+			t.filter[b/64] |= 1 << (b % 64)
 		}
 		if len(tok) > 8 && len(tok) <= 16 {
 			lo, hi := pack(tok[:8]), pack(tok[8:])
@@ -147,6 +158,9 @@ func filterPos(h uint64) (uint64, uint64) {
 func (t *rankTable) get(s string) (int, bool) {
 	if len(s) > 8 {
 		if len(s) > 16 {
+			if a, b := filterPos(longHash(s)); t.filter[a/64]&(1<<(a%64)) == 0 || t.filter[b/64]&(1<<(b%64)) == 0 {
+				return 0, false
+			}
 			r, ok := t.long[s]
 			return int(r), ok
 		}
