@@ -46,7 +46,7 @@ func (c *bpeCounter) memoTokens(m *pieceMemo, text string, i, j int) int64 {
 		return int64(s.tokens)
 	}
 	var t int64 = 1
-	if !c.ranks.has(lo, hi, n, h) {
+	if _, ok := c.ranks.lookup(lo, hi, n, h); !ok {
 		t = c.mergeTokens(text[i:j]) // at most 16: a piece never has more tokens than bytes
 	}
 	*s = memoSlot{lo: lo, hi: hi, n: uint8(n), tokens: uint8(t)}

@@ -8,8 +8,8 @@ import (
 )
 
 // TestPieceKey: pieceKey's word loads give pack's key at every offset and
-// length, near the text's end too, and the rank table's has, given that key
-// and its hash, agrees with get.
+// length, near the text's end too, and the rank table's lookup (given that
+// key and its hash) and getAt agree with get.
 func TestPieceKey(t *testing.T) {
 	w := testWeigher(t)
 	ranks := w.encoders[EncodingO200k].(*bpeCounter).ranks
@@ -30,9 +30,12 @@ func TestPieceKey(t *testing.T) {
 			if n > 8 {
 				h = midHash(lo, hi, n)
 			}
-			_, ok := ranks.get(p)
-			if ranks.has(lo, hi, n, h) != ok {
-				t.Fatalf("has(%q) = %v, get says %v", p, !ok, ok)
+			want, ok := ranks.get(p)
+			if got, gotOK := ranks.lookup(lo, hi, n, h); got != want || gotOK != ok {
+				t.Fatalf("lookup(%q) = %d, %v; get says %d, %v", p, got, gotOK, want, ok)
+			}
+			if got, gotOK := ranks.getAt(text, i, n); got != want || gotOK != ok {
+				t.Fatalf("getAt(text, %d, %d) (%q) = %d, %v; get says %d, %v", i, n, p, got, gotOK, want, ok)
 			}
 			if ok {
 				found++

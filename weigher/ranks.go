@@ -185,31 +185,44 @@ func (t *rankTable) get(s string) (int, bool) {
 	}
 }
 
-// has reports whether the string of n bytes (1 to 16) with key lo, hi
-// (pieceKey's) and hash h (hashKey(lo, n) for n ≤ 8, else midHash(lo, hi, n))
-// is a token: get without packing or hashing again.
-func (t *rankTable) has(lo, hi uint64, n int, h uint64) bool {
+// getAt is get(s[i:i+n]), the key loaded by pieceKey: in whole words
+// where 16 bytes of s remain.
+func (t *rankTable) getAt(s string, i, n int) (int, bool) {
+	if n > 16 || n == 0 {
+		return t.get(s[i : i+n])
+	}
+	lo, hi := pieceKey(s, i, n)
+	if n <= 8 {
+		return t.lookup(lo, 0, n, hashKey(lo, n))
+	}
+	return t.lookup(lo, hi, n, midHash(lo, hi, n))
+}
+
+// lookup is get of the string of n bytes (1 to 16) with key lo, hi
+// (pieceKey's) and hash h (hashKey(lo, n) for n ≤ 8, else
+// midHash(lo, hi, n)), without packing or hashing it again.
+func (t *rankTable) lookup(lo, hi uint64, n int, h uint64) (int, bool) {
 	if a, b := filterPos(h); t.filter[a/64]&(1<<(a%64)) == 0 || t.filter[b/64]&(1<<(b%64)) == 0 {
-		return false
+		return 0, false
 	}
 	if n <= 8 {
 		for i := int(h >> t.shift); ; i = (i + 1) & (len(t.slots) - 1) {
 			sl := &t.slots[i]
 			if sl.n == 0 {
-				return false
+				return 0, false
 			}
 			if sl.key == lo && int(sl.n) == n {
-				return true
+				return int(sl.rank), true
 			}
 		}
 	}
 	for i := int(h >> t.midShift); ; i = (i + 1) & (len(t.mid) - 1) {
 		sl := &t.mid[i]
 		if sl.n == 0 {
-			return false
+			return 0, false
 		}
 		if sl.lo == lo && sl.hi == hi && int(sl.n) == n {
-			return true
+			return int(sl.rank), true
 		}
 	}
 }
