@@ -398,7 +398,7 @@ func (c *bpeCounter) mergeTokens(p string) int64 {
 	}
 	rank := func(i, skip int) int {
 		if i+skip+2 < len(parts) {
-			if r, ok := c.ranks.getAt(p, parts[i].start, parts[i+skip+2].start-parts[i].start); ok {
+			if r, ok := c.ranks.get(p[parts[i].start:parts[i+skip+2].start]); ok {
 				return r
 			}
 		}
@@ -475,7 +475,7 @@ func (c *bpeCounter) heapMerge(p string) int64 {
 		if j < 0 || next[j] < 0 {
 			return -1
 		}
-		if r, ok := c.ranks.getAt(p, int(i), int(next[j]-i)); ok {
+		if r, ok := c.ranks.get(p[i:next[j]]); ok {
 			return int32(r)
 		}
 		return -1

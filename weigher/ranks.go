@@ -23,7 +23,7 @@ import (
 type rankTable struct {
 	slots []rankSlot // power-of-two length, at most 3/4 full
 	shift uint       // 64 − log2(len(slots))
-	// filter has two bits set per token (a Bloom filter of 2^21 bits,
+	// filter has two bits set per short token (a Bloom filter of 2^21 bits,
 	// 256 KiB, that stays in cache): most lookups of strings that are not
 	// tokens, which the merge of text that does not repeat makes as often
 	// as the others, end there without touching slots.
@@ -49,14 +49,6 @@ type midSlot struct {
 // low bits the filter's.
 func midHash(lo, hi uint64, n int) uint64 {
 	return hashKey(lo^bits.RotateLeft64(hi, 31)*0x94d049bb133111eb, n)
-}
-
-// longHash is the filter's hash of a string over 16 bytes: midHash of its
-// first 16 bytes and its length. The long pieces of CJK text, which are
-// almost never tokens, end there instead of hashing all their bytes for
-// the map.
-func longHash(s string) uint64 {
-	return midHash(pack(s[:8]), pack(s[8:16]), len(s))
 }
 
 const filterBits = 21
@@ -96,9 +88,6 @@ func newRankTable(ranks map[string]int) *rankTable {
 		tok, r := e.tok, e.rank
 		if len(tok) > 16 {
 			t.long[strings.Clone(tok)] = int32(r)
-			a, b := filterPos(longHash(tok))
-			t.filter[a/64] |= 1 << (a % 64)
-			t.filter[b/64] |= 1 << (b % 64)
 		}
 		if len(tok) > 8 && len(tok) <= 16 {
 			lo, hi := pack(tok[:8]), pack(tok[8:])
@@ -158,9 +147,6 @@ func filterPos(h uint64) (uint64, uint64) {
 func (t *rankTable) get(s string) (int, bool) {
 	if len(s) > 8 {
 		if len(s) > 16 {
-			if a, b := filterPos(longHash(s)); t.filter[a/64]&(1<<(a%64)) == 0 || t.filter[b/64]&(1<<(b%64)) == 0 {
-				return 0, false
-			}
 			r, ok := t.long[s]
 			return int(r), ok
 		}
@@ -183,19 +169,6 @@ func (t *rankTable) get(s string) (int, bool) {
 			return int(sl.rank), true
 		}
 	}
-}
-
-// getAt is get(s[i:i+n]), the key loaded by pieceKey: in whole words
-// where 16 bytes of s remain.
-func (t *rankTable) getAt(s string, i, n int) (int, bool) {
-	if n > 16 || n == 0 {
-		return t.get(s[i : i+n])
-	}
-	lo, hi := pieceKey(s, i, n)
-	if n <= 8 {
-		return t.lookup(lo, 0, n, hashKey(lo, n))
-	}
-	return t.lookup(lo, hi, n, midHash(lo, hi, n))
 }
 
 // lookup is get of the string of n bytes (1 to 16) with key lo, hi
