@@ -165,8 +165,28 @@ func contraction(s string, i int) int {
 	return 0
 }
 
-// nextPiece returns the end of the pre-tokenizer piece starting at s[i].
+// nextPiece returns the end of the pre-tokenizer piece starting at s[i]:
+// the ASCII fast path's (pretok_ascii.go) when it can decide, else
+// generalPiece's.
 func (c *bpeCounter) nextPiece(s string, i int) int {
+	if s[i] < utf8.RuneSelf {
+		var e int
+		if c.o200k {
+			e = asciiPieceO200k(s, i)
+		} else {
+			e = asciiPieceCL100k(s, i)
+		}
+		if e >= 0 {
+			return e
+		}
+	}
+	return c.generalPiece(s, i)
+}
+
+// generalPiece returns the end of the pre-tokenizer piece starting at s[i],
+// for any text: the split pattern's alternatives tried in order, rune by
+// rune.
+func (c *bpeCounter) generalPiece(s string, i int) int {
 	f0, n0 := at(s, i)
 	if c.o200k {
 		if e := o200kLetters(s, i, f0, n0); e >= 0 {
@@ -290,7 +310,15 @@ func o200kBody2(s string, i int) int {
 	return withContraction(s, run(s, run(s, i, fUpper), fLower))
 }
 
-func withContraction(s string, j int) int { return j + contraction(s, j) }
+// withContraction is j, or the end of a contraction at s[j]. It tests for
+// the apostrophe itself so that it inlines and most letter runs, which end
+// otherwise, make no call.
+func withContraction(s string, j int) int {
+	if j < len(s) && s[j] == '\'' {
+		return j + contraction(s, j)
+	}
+	return j
+}
 
 func runeFlags(r rune) uint8 {
 	if r < utf8.RuneSelf {
@@ -329,7 +357,7 @@ func (c *bpeCounter) countFrom(text string, i, stop int) (int64, int) {
 	}
 	for i < len(text) && i < stop {
 		j := c.nextPiece(text, i)
-		n += c.memoTokens(m, text[i:j])
+		n += c.memoTokens(m, text, i, j)
 		i = j
 	}
 	c.memos.Put(m)
@@ -353,6 +381,12 @@ func (c *bpeCounter) pieceTokens(p string) int64 {
 	if _, ok := c.ranks.get(p); ok {
 		return 1
 	}
+	return c.mergeTokens(p)
+}
+
+// mergeTokens is pieceTokens for a piece of 2 to maxPieceBytes bytes that
+// is not itself a token.
+func (c *bpeCounter) mergeTokens(p string) int64 {
 	if len(p) > shortPiece {
 		return c.heapMerge(p)
 	}

@@ -300,7 +300,7 @@ func TestPieceMemoSlotsShared(t *testing.T) {
 		for i := 1; i < len(ps); i++ {
 			m := new(pieceMemo)
 			for _, p := range []string{ps[0], ps[i], ps[0], ps[i]} {
-				if got, want := fast.memoTokens(m, p), plain.pieceTokens(p); got != want {
+				if got, want := fast.memoTokens(m, p, 0, len(p)), plain.pieceTokens(p); got != want {
 					t.Errorf("%q after %q: %d tokens, want %d", p, ps[0], got, want)
 				}
 			}

@@ -24,24 +24,64 @@ type memoSlot struct {
 	tokens uint8
 }
 
-// memoTokens is c.pieceTokens(p), remembered in m for pieces of 2 to 16
-// bytes (one byte is one token; a longer piece is rarer and its merge
-// dwarfs a lookup).
-func (c *bpeCounter) memoTokens(m *pieceMemo, p string) int64 {
-	if len(p) < 2 || len(p) > 16 {
-		return c.pieceTokens(p)
+// memoTokens is c.pieceTokens(text[i:j]), remembered in m for pieces of 2
+// to 16 bytes (one byte is one token; a longer piece is rarer and its merge
+// dwarfs a lookup). The piece's key and hash are made once, from at most
+// two 8-byte loads of text, and serve both the memo and, on a miss, the
+// rank table.
+func (c *bpeCounter) memoTokens(m *pieceMemo, text string, i, j int) int64 {
+	n := j - i
+	if n < 2 || n > 16 {
+		return c.pieceTokens(text[i:j])
 	}
-	var lo, hi uint64
-	if len(p) <= 8 {
-		lo = pack(p)
+	lo, hi := pieceKey(text, i, n)
+	var h uint64
+	if n <= 8 {
+		h = hashKey(lo, n)
 	} else {
-		lo, hi = pack(p[:8]), pack(p[8:])
+		h = midHash(lo, hi, n)
 	}
-	s := &m.slots[midHash(lo, hi, len(p))>>(64-12)]
-	if int(s.n) == len(p) && s.lo == lo && s.hi == hi {
+	s := &m.slots[h>>(64-12)]
+	if int(s.n) == n && s.lo == lo && s.hi == hi {
 		return int64(s.tokens)
 	}
-	t := c.pieceTokens(p) // at most 16: a piece never has more tokens than bytes
-	*s = memoSlot{lo: lo, hi: hi, n: uint8(len(p)), tokens: uint8(t)}
+	var t int64 = 1
+	if _, ok := c.ranks.lookup(lo, hi, n, h); !ok {
+		t = c.mergeTokens(text[i:j]) // at most 16: a piece never has more tokens than bytes
+	}
+	*s = memoSlot{lo: lo, hi: hi, n: uint8(n), tokens: uint8(t)}
 	return t
+}
+
+// pieceKey is the rank table's key of text[i:i+n] (1 ≤ n ≤ 16): its first 8
+// bytes little-endian in lo, the rest zero-padded in hi (0 when n ≤ 8), as
+// pack makes them. Where 16 bytes of text remain it loads whole words and
+// masks them.
+func pieceKey(text string, i, n int) (lo, hi uint64) {
+	if i+16 > len(text) {
+		return pieceKeyPacked(text, i, n)
+	}
+	w := text[i : i+16]
+	lo, hi = le64(w[:8]), le64(w[8:16])
+	if n <= 8 {
+		return lo & (^uint64(0) >> (64 - 8*n)), 0
+	}
+	return lo, hi & (^uint64(0) >> (128 - 8*n))
+}
+
+// pieceKeyPacked is pieceKey near the end of text, byte by byte: kept apart
+// so that pieceKey inlines.
+func pieceKeyPacked(text string, i, n int) (lo, hi uint64) {
+	if n <= 8 {
+		return pack(text[i : i+n]), 0
+	}
+	return pack(text[i : i+8]), pack(text[i+8 : i+n])
+}
+
+// le64 is the first 8 bytes of s (at least 8) as a little-endian integer,
+// in one load.
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }

@@ -171,6 +171,35 @@ func (t *rankTable) get(s string) (int, bool) {
 	}
 }
 
+// lookup is get of the string of n bytes (1 to 16) with key lo, hi
+// (pieceKey's) and hash h (hashKey(lo, n) for n ≤ 8, else
+// midHash(lo, hi, n)), without packing or hashing it again.
+func (t *rankTable) lookup(lo, hi uint64, n int, h uint64) (int, bool) {
+	if a, b := filterPos(h); t.filter[a/64]&(1<<(a%64)) == 0 || t.filter[b/64]&(1<<(b%64)) == 0 {
+		return 0, false
+	}
+	if n <= 8 {
+		for i := int(h >> t.shift); ; i = (i + 1) & (len(t.slots) - 1) {
+			sl := &t.slots[i]
+			if sl.n == 0 {
+				return 0, false
+			}
+			if sl.key == lo && int(sl.n) == n {
+				return int(sl.rank), true
+			}
+		}
+	}
+	for i := int(h >> t.midShift); ; i = (i + 1) & (len(t.mid) - 1) {
+		sl := &t.mid[i]
+		if sl.n == 0 {
+			return 0, false
+		}
+		if sl.lo == lo && sl.hi == hi && int(sl.n) == n {
+			return int(sl.rank), true
+		}
+	}
+}
+
 // getMid is get for a string of 9 to 16 bytes.
 func (t *rankTable) getMid(s string) (int, bool) {
 	lo, hi := pack(s[:8]), pack(s[8:])
