@@ -18,20 +18,10 @@ func TestPassThroughDuplicateCredentialNotForwarded(t *testing.T) {
 	for _, second := range []string{"Authorization: Bearer sk-pt-smuggled", "authorization: Bearer sk-pt-smuggled", "AUTHORIZATION: Bearer sk-pt-smuggled"} {
 		up := startRawUpstream(t, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "+itoa(len(body))+"\r\n\r\n"+body)
 		r := newRig(t, rigOptions{url: up.url(), w: testWeigher(t)})
-		c, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
+		resp, got, err := rawPost(t, r.url, "POST /v1/chat/completions HTTP/1.1\r\nHost: llmguard\r\nAuthorization: Bearer sk-pt-limited\r\n"+second+"\r\n", panicBody)
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: llmguard\r\nAuthorization: Bearer sk-pt-limited\r\n"+second+"\r\n"+
-			"Content-Type: application/json\r\nConnection: close\r\n"+
-			"Content-Length: "+itoa(len(panicBody))+"\r\n\r\n"+panicBody)
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			c.Close()
-			t.Fatal(err)
-		}
-		got, _ := io.ReadAll(resp.Body)
-		c.Close()
 		if resp.StatusCode != 200 {
 			// Refusing the request is as good as not forwarding the key.
 			t.Logf("%q: status %d, body %s", second, resp.StatusCode, got)
@@ -43,4 +33,28 @@ func TestPassThroughDuplicateCredentialNotForwarded(t *testing.T) {
 			t.Errorf("%q: upstream did not get the limited key once:\n%s", second, sent)
 		}
 	}
+}
+
+// rawPost writes one hand-made HTTP/1.1 request to the proxy at url
+// ("http://host:port"): head is its request line and fields, each line
+// ending in "\r\n"; Content-Type JSON, Connection: close and the
+// Content-Length of body are added. It returns the answer and its body, or
+// the error reading the answer (a request refused by closing the
+// connection). Hand-made because net/http's client normalises what these
+// tests send on purpose (field case, duplicates, Trailer, folded lines).
+func rawPost(t *testing.T, url, head, body string) (*http.Response, []byte, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, head+"Content-Type: application/json\r\nConnection: close\r\n"+
+		"Content-Length: "+itoa(len(body))+"\r\n\r\n"+body)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	got, _ := io.ReadAll(resp.Body)
+	return resp, got, nil
 }

@@ -1,10 +1,6 @@
 package proxy
 
 import (
-	"bufio"
-	"io"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -25,20 +21,10 @@ func TestOddCredentialFieldNamesNotForwarded(t *testing.T) {
 	} {
 		up := startRawUpstream(t, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "+itoa(len(body))+"\r\n\r\n"+body)
 		r := newRig(t, rigOptions{url: up.url(), w: testWeigher(t)})
-		c, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
+		resp, got, err := rawPost(t, r.url, "POST /v1/chat/completions HTTP/1.1\r\nHost: llmguard\r\nAuthorization: Bearer sk-panic\r\n"+odd, panicBody)
 		if err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: llmguard\r\nAuthorization: Bearer sk-panic\r\n"+odd+
-			"Content-Type: application/json\r\nConnection: close\r\n"+
-			"Content-Length: "+itoa(len(panicBody))+"\r\n\r\n"+panicBody)
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			c.Close()
 			continue // refused outright
 		}
-		got, _ := io.ReadAll(resp.Body)
-		c.Close()
 		// A folded line (obs-fold) joins the Authorization value, which
 		// then is the caller's whole (pass-through) credential: only a
 		// field of its own counts as smuggled.

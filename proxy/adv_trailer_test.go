@@ -1,10 +1,6 @@
 package proxy
 
 import (
-	"bufio"
-	"io"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -24,20 +20,10 @@ func TestPassThroughTrailerAnnouncedCredential(t *testing.T) {
 	} {
 		up := startRawUpstream(t, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "+itoa(len(body))+"\r\n\r\n"+body)
 		r := newRig(t, rigOptions{url: up.url(), w: testWeigher(t), flavor: FlavorAnthropic})
-		c, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
+		resp, got, err := rawPost(t, r.url, "POST /v1/messages HTTP/1.1\r\nHost: llmguard\r\n"+hdrs, req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.WriteString(c, "POST /v1/messages HTTP/1.1\r\nHost: llmguard\r\n"+hdrs+
-			"Content-Type: application/json\r\nConnection: close\r\n"+
-			"Content-Length: "+itoa(len(req))+"\r\n\r\n"+req)
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			c.Close()
-			t.Fatal(err)
-		}
-		got, _ := io.ReadAll(resp.Body)
-		c.Close()
 		sent := up.lastHeaders()
 		if resp.StatusCode == 200 && (strings.Contains(sent, "smuggled") || !strings.Contains(sent, "sk-pt-limited")) {
 			t.Errorf("%d: status %d %s; upstream got\n%s", i, resp.StatusCode, got, sent)
