@@ -28,6 +28,7 @@ import (
 
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/app"
+	"github.com/llmguard/llmguard/lua"
 )
 
 type cli struct {
@@ -188,8 +189,14 @@ func (s *serveCmd) Run() error {
 	if source == "" {
 		source = "embedded default"
 	}
-	log.Info("llmguard starting", "version", buildVersion().Version, "config", source,
-		"upstreams", upstreamsForLog(cfg), "store", storeForLog(cfg.Store), "log_level", level.String())
+	startAttrs := []any{"version", buildVersion().Version, "config", source,
+		"upstreams", upstreamsForLog(cfg), "store", storeForLog(cfg.Store), "log_level", level.String()}
+	if cfg.Store.RedisURL != "" || len(cfg.Store.ClusterAddrs) > 0 {
+		// The Functions library this build loads: the one to keep when an
+		// operator deletes old ones after an upgrade.
+		startAttrs = append(startAttrs, "redis_library", lua.LibraryName)
+	}
+	log.Info("llmguard starting", startAttrs...)
 	a, err := app.New(cfg, log)
 	if err != nil {
 		printConfigError(os.Stderr, source, err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmguard/llmguard/lua"
 )
 
 // exitCode runs bin with args and returns its exit status and output.
@@ -75,7 +77,7 @@ func TestVersionCommand(t *testing.T) {
 			rev = strings.TrimPrefix(f[1], "vcs.revision=")
 		}
 	}
-	if code != 0 || !strings.HasPrefix(out, "llmguard v9.8.7-test (") || !strings.Contains(out, "go1.") {
+	if code != 0 || !strings.HasPrefix(out, "llmguard v9.8.7-test (") || !strings.Contains(out, "go1.") || !strings.Contains(out, "scripts "+lua.LibraryName) {
 		t.Fatalf("version: exit %d %q", code, out)
 	}
 	if rev != "" && !strings.Contains(out, "commit "+rev) {
@@ -106,7 +108,7 @@ store: {backend: redis, redis_url: "redis://:hunter2-secret@127.0.0.1:1/0"}
 			start = l
 		}
 	}
-	for _, want := range []string{"config=" + cfg, "primary=openai:http://127.0.0.1:1", "claude=anthropic:http://127.0.0.1:2", "redis redis://:xxxxx@127.0.0.1:1/0", "version="} {
+	for _, want := range []string{"config=" + cfg, "primary=openai:http://127.0.0.1:1", "claude=anthropic:http://127.0.0.1:2", "redis redis://:xxxxx@127.0.0.1:1/0", "version=", "redis_library=" + lua.LibraryName} {
 		if !strings.Contains(start, want) {
 			t.Errorf("start-up line %q does not name %q", start, want)
 		}

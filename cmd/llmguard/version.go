@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/lua"
 )
 
 // version is the release this binary was built as, set by the linker:
@@ -24,12 +25,17 @@ type versionInfo struct {
 	Modified bool   // the work tree had uncommitted changes at build
 	Time     string // the revision's commit time (RFC 3339), "" when none
 	Go       string // the Go release that built it, e.g. go1.26.8
+	// Scripts is the Redis Functions library this build loads and calls
+	// (lua.LibraryName, "llmguard_" + 12 hex digits of its text's SHA-256):
+	// the one library an operator keeps when deleting old ones after an
+	// upgrade (README "Redis work per request").
+	Scripts string
 }
 
 // buildVersion reads the linker's version and Go's build information
 // (runtime/debug.ReadBuildInfo: vcs.revision, vcs.time, vcs.modified).
 func buildVersion() versionInfo {
-	v := versionInfo{Version: version}
+	v := versionInfo{Version: version, Scripts: lua.LibraryName}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		if v.Version == "" {
@@ -57,7 +63,8 @@ func buildVersion() versionInfo {
 	return v
 }
 
-// String is one line: "llmguard v1.2.3 (commit 0123abcd…, 2026-12-01T…, go1.26.8)".
+// String is one line: "llmguard v1.2.3 (commit 0123abcd…, 2026-12-01T…,
+// go1.26.8, scripts llmguard_0123456789ab)".
 func (v versionInfo) String() string {
 	var parts []string
 	if v.Commit != "" {
@@ -72,6 +79,9 @@ func (v versionInfo) String() string {
 	}
 	if v.Go != "" {
 		parts = append(parts, v.Go)
+	}
+	if v.Scripts != "" {
+		parts = append(parts, "scripts "+v.Scripts)
 	}
 	if len(parts) == 0 {
 		return "llmguard " + v.Version
