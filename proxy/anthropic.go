@@ -73,17 +73,18 @@ func (anthropic) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied)
 	}
 }
 
+// anthropicKind is one unit Anthropic's rate-limit fields report and the
+// names of its anthropic-ratelimit-<unit>-{limit,remaining,reset} fields.
+type anthropicKind struct {
+	unit                    policy.Unit
+	limit, remaining, reset string
+}
+
 // anthropicKinds are the units Anthropic's rate-limit fields report, with
 // the names of each one's fields, spelled once rather than joined on every
 // answer.
-var anthropicKinds = func() []struct {
-	unit                    policy.Unit
-	limit, remaining, reset string
-} {
-	ks := []struct {
-		unit                    policy.Unit
-		limit, remaining, reset string
-	}{{unit: policy.UnitRequests}, {unit: policy.UnitTokens}, {unit: policy.UnitInputTokens}, {unit: policy.UnitOutputTokens}}
+var anthropicKinds = func() []anthropicKind {
+	ks := []anthropicKind{{unit: policy.UnitRequests}, {unit: policy.UnitTokens}, {unit: policy.UnitInputTokens}, {unit: policy.UnitOutputTokens}}
 	for i, name := range []string{"requests", "tokens", "input-tokens", "output-tokens"} {
 		p := "anthropic-ratelimit-" + name
 		ks[i].limit, ks[i].remaining, ks[i].reset = p+"-limit", p+"-remaining", p+"-reset"

@@ -6,7 +6,11 @@ import "github.com/tidwall/gjson"
 // (a value as rawValue gives it) is an object: gjson's v.Get(key) for a
 // one-level path, read with the span walk of rawMembers instead of gjson's
 // parser. The zero Result when v is not an object or has no such member.
-func rawGet(v gjson.Result, key string) gjson.Result {
+func rawGet(v gjson.Result, key string) gjson.Result { return member(v, key, false) }
+
+// member is the first (last false) or last member of v named key, as
+// rawValue gives it; the zero Result when v is not an object or has none.
+func member(v gjson.Result, key string, last bool) gjson.Result {
 	var found gjson.Result
 	if !v.IsObject() {
 		return found
@@ -14,7 +18,7 @@ func rawGet(v gjson.Result, key string) gjson.Result {
 	rawMembers(v.Raw, func(k string, m gjson.Result) bool {
 		if k == key {
 			found = m
-			return false
+			return last
 		}
 		return true
 	})
@@ -47,16 +51,7 @@ func rawEach(v gjson.Result, fn func(e gjson.Result) bool) {
 // value found is parsed by gjson (a string's Str decoded).
 func lastGet(v gjson.Result, path ...string) gjson.Result {
 	for _, key := range path {
-		if !v.IsObject() {
-			return gjson.Result{}
-		}
-		var found gjson.Result
-		rawMembers(v.Raw, func(k string, m gjson.Result) bool {
-			if k == key {
-				found = m
-			}
-			return true
-		})
+		found := member(v, key, true)
 		if found.Raw == "" {
 			return gjson.Result{}
 		}
