@@ -403,8 +403,9 @@ func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 	}
 	if tap.unread {
 		// Output llmguard relayed but could not read (an event too large to
-		// parse, or never finished) may be any size: never charge less than
-		// the output reserved, and never refund it.
+		// parse, never finished, not JSON, too deep, or naming a key twice)
+		// may be any size: never charge less than the output reserved, and
+		// never refund it.
 		u.OutputTokens = max(u.OutputTokens, x.est.OutputTokens)
 		if source == spec.SourceRefund {
 			u.InputTokens = x.est.InputTokens

@@ -20,8 +20,9 @@ type usageTap struct {
 	sc  sse.Scanner
 	out []byte
 	// unread: some of the stream's data was relayed without being read (an
-	// event over sse.MaxEventBytes, or one the upstream never finished), so
-	// the text counted is not all the stream carried.
+	// event over sse.MaxEventBytes, one the upstream never finished, or one
+	// the weigher could not read: weigher.StreamUpdate.Unread), so the text
+	// counted is not all the stream carried.
 	unread bool
 }
 
@@ -79,6 +80,7 @@ func (t *usageTap) onEvent(raw []byte, ev sse.Event) {
 	}
 	if ev.HasData && !ev.Truncated {
 		u := t.stream.Event(ev.Type, ev.Data)
+		t.unread = t.unread || u.Unread
 		t.text.add(u.Text)
 		keep = !(t.strip && u.UsageOnly)
 	}

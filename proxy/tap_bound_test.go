@@ -150,9 +150,10 @@ func sseAnswer(body string) string {
 	return "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: " + itoa(len(body)) + "\r\n\r\n" + body
 }
 
-// TestStreamsLlmguardCannotReadKeepTheirCharge: a stream without usage
-// whose output llmguard could not read (an event too large to parse) keeps
-// the output reservation; a stream whose usage object has no readable
+// TestStreamsLlmguardCannotReadKeepTheirCharge: a stream without a readable
+// usage whose output llmguard could not read (an event too large to parse,
+// not JSON, nested past the limit, or naming a key twice) keeps the output
+// reservation; a stream whose usage object has no readable
 // figures is charged its input and its text counted locally, not nothing.
 func TestStreamsLlmguardCannotReadKeepTheirCharge(t *testing.T) {
 	w := testWeigher(t)
@@ -167,6 +168,18 @@ func TestStreamsLlmguardCannotReadKeepTheirCharge(t *testing.T) {
 	}{
 		{"event over the scanner's limit, no usage",
 			content("hello") + content(strings.Repeat("x ", sse.DefaultMaxEventBytes/2+1)) + "data: [DONE]\n\n",
+			est.InputTokens + est.OutputTokens},
+		{"chunk naming content twice, no usage",
+			content("hello") + `data: {"choices":[{"index":0,"delta":{"content":"a","content":"` + strings.Repeat("y ", 2000) + `"}}]}` + "\n\ndata: [DONE]\n\n",
+			est.InputTokens + est.OutputTokens},
+		{"usage named twice",
+			content("hello") + `data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1},"usage":{"prompt_tokens":1,"completion_tokens":9000}}` + "\n\ndata: [DONE]\n\n",
+			est.InputTokens + est.OutputTokens},
+		{"chunk that is not JSON, no usage",
+			content("hello") + "data: {\"choices\":[{\"delta\":{\"content\":'single quotes'}}]}\n\ndata: [DONE]\n\n",
+			est.InputTokens + est.OutputTokens},
+		{"chunk nested past the limit, no usage",
+			content("hello") + `data: {"x":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `,"choices":[{"index":0,"delta":{"content":"` + strings.Repeat("z ", 2000) + `"}}]}` + "\n\ndata: [DONE]\n\n",
 			est.InputTokens + est.OutputTokens},
 		{"usage without figures",
 			content("hello world") + `data: {"choices":[],"usage":{"prompt_tokens":null,"completion_tokens":null}}` + "\n\ndata: [DONE]\n\n",

@@ -28,33 +28,64 @@ func TestUpstreamUsageDuplicateMember(t *testing.T) {
 	}
 }
 
-// TestStreamEventUsageDuplicateMember: a Messages or Responses stream event
-// naming "usage" (or "type", or a member on the way to the usage) twice is
-// read as SDKs read it, with the last member; it must not be settled as the
-// first, smaller one.
+// TestStreamEventUsageDuplicateMember: a stream event naming a key twice
+// (a usage, a type, a member on the way to the usage) is read by the
+// caller's SDK with the last member, by a first-match reader with the
+// first: llmguard reads neither. The event is Unread, its usage is not
+// taken, and a Messages usage read elsewhere is then not final (the unread
+// event may have been a message_delta with a larger count), so the proxy
+// charges at least the output reservation (TestStreamsLlmguardCannotRead
+// KeepTheirCharge checks that end to end).
 func TestStreamEventUsageDuplicateMember(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		kind   Kind
+		events []sseEvent
+	}{
+		{"messages usage named twice", KindMessages, []sseEvent{
+			{"message_start", `{"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1}}}`},
+			{"message_delta", `{"type":"message_delta","usage":{"output_tokens":1},"usage":{"output_tokens":5000}}`},
+			{"message_stop", `{"type":"message_stop"}`},
+		}},
+		{"messages type named twice", KindMessages, []sseEvent{
+			{"message_start", `{"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1}}}`},
+			{"message_delta", `{"type":"ping","type":"message_delta","usage":{"output_tokens":5000}}`},
+			{"message_stop", `{"type":"message_stop"}`},
+		}},
+		{"responses response named twice", KindResponses, []sseEvent{
+			{"response.completed", `{"type":"response.completed","response":{"usage":{"input_tokens":10,"output_tokens":1}},"response":{"usage":{"input_tokens":10,"output_tokens":5000}}}`},
+		}},
+		{"chat usage named twice", KindChat, []sseEvent{
+			{"", `{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":1},"usage":{"prompt_tokens":10,"completion_tokens":5000}}`},
+			{"", `[DONE]`},
+		}},
+		{"chat content named twice", KindChat, []sseEvent{
+			{"", `{"choices":[{"delta":{"content":"a","content":"a much longer text"}}]}`},
+			{"", `[DONE]`},
+		}},
+	} {
+		s, _, ups := feed(tc.kind, tc.events)
+		unread := false
+		for _, u := range ups {
+			unread = unread || u.Unread
+			if u.Unread && u != (StreamUpdate{Unread: true}) {
+				t.Errorf("%s: an unread event said more: %+v", tc.name, u)
+			}
+		}
+		if !unread {
+			t.Errorf("%s: no event was Unread", tc.name)
+		}
+		if u, src := s.Settle(Estimate{InputTokens: 10, OutputTokens: 64}, 0); src == SourceReported {
+			t.Errorf("%s: settled %+v as reported: a usage named twice was taken", tc.name, u)
+		}
+	}
+	// The same streams without the duplicate are read and final.
 	s, _, _ := feed(KindMessages, []sseEvent{
 		{"message_start", `{"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1}}}`},
-		{"message_delta", `{"type":"message_delta","usage":{"output_tokens":1},"usage":{"output_tokens":5000}}`},
+		{"message_delta", `{"type":"message_delta","usage":{"output_tokens":5000}}`},
 		{"message_stop", `{"type":"message_stop"}`},
 	})
-	if u, src := s.Settle(Estimate{InputTokens: 10, OutputTokens: 64}, 0); u.OutputTokens < 64 {
-		t.Errorf("settled %+v (%v): the first of two usage members, SDKs read output_tokens 5000", u, src)
-	}
-	// The type named twice: the last says message_delta, as the SDK reads it.
-	s, _, _ = feed(KindMessages, []sseEvent{
-		{"message_start", `{"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1}}}`},
-		{"message_delta", `{"type":"ping","type":"message_delta","usage":{"output_tokens":5000}}`},
-		{"message_stop", `{"type":"message_stop"}`},
-	})
-	if u, src := s.Settle(Estimate{InputTokens: 10, OutputTokens: 64}, 0); u.OutputTokens != 5000 {
-		t.Errorf("type named twice: settled %+v (%v), want the message_delta's 5000 output tokens", u, src)
-	}
-	// Responses: response named twice, the usage of the last.
-	s, _, _ = feed(KindResponses, []sseEvent{
-		{"response.completed", `{"type":"response.completed","response":{"usage":{"input_tokens":10,"output_tokens":1}},"response":{"usage":{"input_tokens":10,"output_tokens":5000}}}`},
-	})
-	if u, src := s.Settle(Estimate{InputTokens: 10, OutputTokens: 64}, 0); u.OutputTokens != 5000 {
-		t.Errorf("response named twice: settled %+v (%v), want the last usage's 5000 output tokens", u, src)
+	if u, src := s.Settle(Estimate{InputTokens: 10, OutputTokens: 64}, 0); src != SourceReported || u.OutputTokens != 5000 {
+		t.Errorf("messages without a duplicate: settled %+v (%v), want 5000 output tokens reported", u, src)
 	}
 }

@@ -15,9 +15,12 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 	if bytes.Equal(data, doneMarker) {
 		return Chunk{Done: true}
 	}
+	if len(data) == 0 {
+		return Chunk{}
+	}
 	root, ok := parseObject(data, maxDepth)
 	if !ok {
-		return Chunk{}
+		return Chunk{Unread: true}
 	}
 	var c Chunk
 	var text textJoiner

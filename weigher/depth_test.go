@@ -88,7 +88,7 @@ func TestWeighBracketFlood(t *testing.T) {
 		}
 	}
 	s := NewStream(KindChat)
-	if u := s.Event(nil, body); u != (StreamUpdate{}) {
+	if u := s.Event(nil, body); u != (StreamUpdate{Unread: true}) {
 		t.Errorf("stream event: %+v", u)
 	}
 }

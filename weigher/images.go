@@ -90,7 +90,7 @@ func (w *Weigher) images(body []byte, as func(string) string) Estimate {
 func (s *Stream) imagesEvent(eventType, data []byte) StreamUpdate {
 	root, ok := parseObject(data, s.maxDepth)
 	if !ok {
-		return StreamUpdate{}
+		return StreamUpdate{Unread: true}
 	}
 	switch eventTypeOf(root, eventType) {
 	case "image_generation.completed":

@@ -74,17 +74,24 @@ func (w *Weigher) parseRequest(body []byte, f *fields) (d doc, fallback Estimate
 }
 
 // parseObject checks an upstream document (an SSE event's data) in one
-// flat pass, nesting within maxDepth (0: DefaultMaxDepth), and returns it
-// parsed; ok only when it is a valid JSON object. Deeper or invalid data is
-// not read: the stream is then settled from what was read elsewhere. The
-// result aliases b.
+// flat pass, nesting within maxDepth (0: DefaultMaxDepth), with no key
+// named twice in an object, and returns it parsed; ok only when it is such
+// a JSON object. Anything else is not read ([StreamUpdate.Unread]): the
+// readers find members by gjson's paths (the first of a name) where the
+// caller's SDK keeps the last, and an SDK reads deeper data than the limit.
+// The result aliases b.
 func parseObject(b []byte, maxDepth int) (gjson.Result, bool) {
-	if jsonscan.Check(b, jsonscan.Options{MaxDepth: maxDepth}) != nil {
+	if jsonscan.Check(b, jsonscan.Options{MaxDepth: maxDepth, DuplicateKeys: true}) != nil {
 		return gjson.Result{}, false
 	}
 	root := gjson.Parse(bodyString(bytes.TrimSpace(b)))
 	return root, root.IsObject()
 }
+
+// blank reports whether an event's data is empty or only whitespace: it
+// holds nothing a reader (or an SDK) could take output or usage from, so it
+// is skipped rather than counted as unread.
+func blank(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
 
 // upstreamDoc checks an upstream JSON answer like parseObject and returns
 // it as a string view (aliasing body) when it is valid JSON with no key

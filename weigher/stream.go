@@ -23,7 +23,8 @@ import (
 //     placeholder output; each message_delta repeats the output count
 //     cumulatively (newer API versions the input figures too): the largest,
 //     that is the last, value wins, never the sum. The usage is final at
-//     message_stop.
+//     message_stop, unless an event was Unread (it may have been a
+//     message_delta with a larger count): the figures read are then partial.
 //
 // Make one with [NewStream] per response. The zero value reads nothing (as
 // KindOther). Not safe for concurrent use.
@@ -35,6 +36,7 @@ type Stream struct {
 	final    bool
 	errSeen  bool
 	done     bool
+	unread   bool // an event was Unread: a Messages usage is then never final
 	maxDepth int // nesting limit of an event's data; 0: DefaultMaxDepth
 }
 
@@ -45,9 +47,8 @@ type Stream struct {
 func NewStream(k Kind) Stream { return Stream{kind: k} }
 
 // NewStream is [NewStream] with w's nesting limit ([Options.MaxDepth]) for
-// the events: an event nested deeper is relayed but not read, so the stream
-// is settled from the rest (its text counted locally when no usage was
-// read).
+// the events: an event nested deeper is relayed but not read
+// ([StreamUpdate.Unread]).
 func (w *Weigher) NewStream(k Kind) Stream { return Stream{kind: k, maxDepth: w.maxDepth} }
 
 // StreamUpdate is what one event said. The zero value is an event with
@@ -77,6 +78,16 @@ type StreamUpdate struct {
 	// response.completed / response.incomplete / response.failed,
 	// message_stop.
 	Done bool
+	// Unread is true when the event's data held something but could not be
+	// read: not a JSON object (nor "[DONE]"), nested deeper than the
+	// stream's limit, or naming a key twice in one object (RFC 8259 §4
+	// leaves such an object's meaning to each parser: the caller's SDK
+	// keeps the last member where a first-match reader would not). Nothing
+	// else is set then: such an event may carry output (or a usage) that
+	// llmguard did not count, so the proxy charges such a stream, unless
+	// a readable final usage arrives, at least its output reservation, as
+	// for an event too large to read.
+	Unread bool
 }
 
 // StreamUsage is the usage a stream has reported so far, in tokens.
@@ -95,18 +106,20 @@ type StreamUsage struct {
 }
 
 // Event reads one SSE event: eventType is its "event" field (may be empty),
-// data its "data" field. Garbage, and data nested deeper than the stream's
-// limit (checked by a flat scan before anything parses it), yield the zero
-// StreamUpdate. It never
+// data its "data" field. Empty (or blank) data yields the zero
+// StreamUpdate; garbage, data nested deeper than the stream's limit and
+// data naming a key twice in an object (checked by a flat scan before
+// anything parses it) yield an update with only Unread set. It never
 // panics and never keeps eventType or data.
 func (s *Stream) Event(eventType, data []byte) StreamUpdate {
 	r := s.kind.row()
-	if !r.weighed {
+	if !r.weighed || blank(data) {
 		return StreamUpdate{}
 	}
 	u := r.stream(s, eventType, data)
 	s.errSeen = s.errSeen || u.Err
 	s.done = s.done || u.Done
+	s.unread = s.unread || u.Unread
 	return u
 }
 

@@ -26,7 +26,7 @@ func (s *Stream) openAIEvent(data []byte, completions bool) StreamUpdate {
 	if c.HasUsage {
 		s.usage, s.has, s.final = c.Usage, hasInput|hasOutput, true
 	}
-	return StreamUpdate{Text: c.Text, HasUsage: c.HasUsage, UsageOnly: c.UsageOnly, Err: c.Err, Done: c.Done}
+	return StreamUpdate{Text: c.Text, HasUsage: c.HasUsage, UsageOnly: c.UsageOnly, Err: c.Err, Done: c.Done, Unread: c.Unread}
 }
 
 // notStreamed is the stream reader of a weighed kind whose API has no
@@ -44,7 +44,7 @@ func notStreamed(*Stream, []byte, []byte) StreamUpdate { return StreamUpdate{} }
 func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	root, ok := parseObject(data, s.maxDepth)
 	if !ok {
-		return StreamUpdate{}
+		return StreamUpdate{Unread: true}
 	}
 	typ := eventTypeOf(root, eventType)
 	switch typ {
@@ -76,7 +76,7 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 	root, ok := parseObject(data, s.maxDepth)
 	if !ok {
-		return StreamUpdate{}
+		return StreamUpdate{Unread: true}
 	}
 	switch eventTypeOf(root, eventType) {
 	case "message_start":
@@ -84,7 +84,9 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 	case "message_delta":
 		return s.anthropicUsage(lastGet(root, "usage"))
 	case "message_stop":
-		s.final = s.has&hasOutput != 0
+		// An unread event may have been a message_delta with a larger
+		// cumulative count than the last one read.
+		s.final = s.has&hasOutput != 0 && !s.unread
 		return StreamUpdate{Done: true}
 	case "content_block_delta":
 		d := lastGet(root, "delta")

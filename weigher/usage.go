@@ -97,13 +97,18 @@ type Chunk struct {
 	Done bool
 	// Err is true for an {"error": …} payload.
 	Err bool
+	// Unread is true for a payload that is not "[DONE]" and not a JSON
+	// object llmguard can read: invalid, nested deeper than the limit, or
+	// naming a key twice in one object (see [StreamUpdate.Unread]). Nothing
+	// else is set then.
+	Unread bool
 }
 
 var doneMarker = []byte("[DONE]")
 
 // ParseChatChunk reads one SSE data payload (the bytes after "data:") of a
-// streamed chat completion. Garbage yields the zero Chunk; it never panics
-// and never keeps data.
+// streamed chat completion. Empty data yields the zero Chunk, garbage one
+// with only Unread set; it never panics and never keeps data.
 func ParseChatChunk(data []byte) Chunk { return parseOpenAIChunk(data, false, 0) }
 
 // parseOpenAIChunk reads a chat (completions false) or legacy completions
@@ -117,17 +122,20 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 	// the spans (doc.walk, rawMembers): a chunk arrives per generated token,
 	// and gjson's ForEach (which turns every number it passes into a
 	// float64) and its Gets (each a scan from the start) cost a third more
-	// instructions. Members are read in order, duplicates included, and a
-	// field inside a choice is its first occurrence, as gjson reads them
+	// instructions. A chunk naming a key twice in any object is not read
+	// (Unread): gjson would read the first member, an SDK shows the last
 	// (TestOpenAIChunkSameAsGJSON and its fuzz test hold the two readers to
-	// the same answers).
-	if len(data) == 0 || data[0] != '{' {
+	// the same answers on everything else).
+	if len(data) == 0 {
 		return Chunk{}
+	}
+	if data[0] != '{' {
+		return Chunk{Unread: true}
 	}
 	lay := layouts.Get().(*jsonscan.Layout)
 	defer putLayout(lay)
-	if jsonscan.Check(data, jsonscan.Options{MaxDepth: maxDepth, Layout: lay}) != nil {
-		return Chunk{}
+	if jsonscan.Check(data, jsonscan.Options{MaxDepth: maxDepth, DuplicateKeys: true, Layout: lay}) != nil {
+		return Chunk{Unread: true}
 	}
 	d := doc{root: rawValue(bodyString(data)), body: bodyString(data), lay: lay}
 	if lay.Dropped {
@@ -158,7 +166,8 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 				if !d.IsObject() {
 					return true
 				}
-				// The first of each field, in one walk of the delta.
+				// Each field (named once: duplicates were refused), in one
+				// walk of the delta.
 				var content, refusal, calls, call gjson.Result
 				rawMembers(d.Raw, func(k string, v gjson.Result) bool {
 					var f *gjson.Result

@@ -64,8 +64,11 @@ func TestParseChatChunk(t *testing.T) {
 		{"done with spaces", " [DONE]\r\n", Chunk{Done: true}},
 		{"error", `{"error":{"message":"The server had an error","type":"server_error"}}`, Chunk{Err: true}},
 		{"null error", `{"error":null,"choices":[]}`, Chunk{}},
-		{"garbage", `{"choices":[{"delta":{"content":"unterminated`, Chunk{}},
-		{"not an object", `42`, Chunk{}},
+		{"garbage", `{"choices":[{"delta":{"content":"unterminated`, Chunk{Unread: true}},
+		{"not an object", `42`, Chunk{Unread: true}},
+		{"usage named twice", `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1},"usage":{"prompt_tokens":1,"completion_tokens":900}}`, Chunk{Unread: true}},
+		{"content named twice", `{"choices":[{"delta":{"content":"a","content":"much longer"}}]}`, Chunk{Unread: true}},
+		{"blank", " \r\n", Chunk{}},
 		{"choices not array", `{"choices":{"delta":{"content":"x"}}}`, Chunk{}},
 		{"empty", ``, Chunk{}},
 	} {
