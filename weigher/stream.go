@@ -37,7 +37,7 @@ type Stream struct {
 	errSeen  bool
 	done     bool
 	unread   bool // an event was Unread: a Messages usage is then never final
-	maxDepth int // nesting limit of an event's data; 0: DefaultMaxDepth
+	maxDepth int  // nesting limit of an event's data; 0: DefaultMaxDepth
 }
 
 // NewStream returns a Stream reading a response of kind k, whose events
