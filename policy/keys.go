@@ -64,7 +64,9 @@ func (s KeyStatus) String() string {
 //  2. the stored keys of src (nil: none): usable until its ExpiresAt and
 //     unless revoked; an expired or revoked key is refused as such, and
 //     never taken as a pass-through caller's own key;
-//  3. pass-through identity (identity.pass_through), when on.
+//  3. pass-through identity (identity.pass_through), when on, for a
+//     credential that is one token68 (see token68): anything else is
+//     refused (KeyUnknown).
 //
 // pr is the caller when the status is KeyAccepted; for KeyExpired and
 // KeyRevoked it is the stored key's principal, to name in logs only (the
@@ -88,7 +90,7 @@ func (p *Policy) Authenticate(credential string, src KeySource, now time.Time) (
 			return k.Principal, KeyAccepted
 		}
 	}
-	if !p.passThrough {
+	if !p.passThrough || !token68(credential) {
 		return Principal{}, KeyUnknown
 	}
 	id := hex.EncodeToString(sum[:8])
@@ -104,3 +106,35 @@ func (p *Policy) HasFileKey(sum [32]byte) bool {
 
 // FileKeys is the number of virtual keys the config file lists.
 func (p *Policy) FileKeys() int { return len(p.keys) }
+
+// token68 reports whether s is one token68 of RFC 7235 §2.1 (RFC 6750's
+// b64token): letters, digits and "-._~+/", then optional "=" padding, at
+// most 4 KiB. A pass-through caller is identified by its credential's
+// exact text while the upstream, which bills it, parses the field its own
+// way: a credential with a space, comma or quote in it ("sk-A junk",
+// "sk-A, sk-B") could be read by the upstream as the key before the break
+// while llmguard limits each such variant as a new caller, so only a
+// single token is passed through. Every provider key format known to the
+// docs (OpenAI sk-…, Anthropic sk-ant-…, Azure's hex keys, JWTs) is one.
+func token68(s string) bool {
+	if len(s) == 0 || len(s) > 4096 {
+		return false
+	}
+	i := 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/') {
+			break
+		}
+	}
+	if i == 0 {
+		return false
+	}
+	for ; i < len(s); i++ {
+		if s[i] != '=' {
+			return false
+		}
+	}
+	return true
+}

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"crypto/sha256"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -45,6 +47,17 @@ keys: [{key: sk-file, user: alice, tenant: acme}]
 		{"sk-unknown", src, "", KeyAccepted}, // pass-through
 		{"sk-live", nil, "", KeyAccepted},    // no source: a pass-through caller
 		{"", src, "", KeyUnknown},
+		// Pass-through takes one token68 only: the upstream may read the
+		// key before a break where llmguard would see a new caller.
+		{"sk-proj-AbC_12.x~y+z/w==", src, "", KeyAccepted},
+		{"sk-A junk", src, "", KeyUnknown},
+		{"sk-A,sk-B", src, "", KeyUnknown},
+		{"sk-A\tjunk", src, "", KeyUnknown},
+		{`"sk-A"`, src, "", KeyUnknown},
+		{"sk-A=x", src, "", KeyUnknown},
+		{"==", src, "", KeyUnknown},
+		{"sk-\u00e9", src, "", KeyUnknown},
+		{strings.Repeat("k", 4097), src, "", KeyUnknown},
 	} {
 		pr, st := p.Authenticate(tc.cred, tc.src, now)
 		if st != tc.want || (tc.wantUser != "" && pr.User != tc.wantUser) {
@@ -63,4 +76,18 @@ keys: [{key: sk-file, user: alice, tenant: acme}]
 	if !p.HasFileKey(sum("sk-file")) || p.HasFileKey(sum("sk-live")) || p.FileKeys() != 1 {
 		t.Error("HasFileKey / FileKeys")
 	}
+}
+
+// FuzzToken68 holds token68 to its grammar (RFC 7235 §2.1) written as a
+// regular expression, with the 4 KiB bound.
+func FuzzToken68(f *testing.F) {
+	for _, s := range []string{"sk-a", "a==", "==", "", "a b", "a=b", "sk-ant-api03-x_Y.z~+/", "é"} {
+		f.Add(s)
+	}
+	re := regexp.MustCompile(`^[A-Za-z0-9._~+/-]+=*$`)
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := token68(s), re.MatchString(s) && len(s) <= 4096; got != want {
+			t.Errorf("token68(%q) = %v, want %v", s, got, want)
+		}
+	})
 }

@@ -58,3 +58,31 @@ func rawPost(t *testing.T, url, head, body string) (*http.Response, []byte, erro
 	got, _ := io.ReadAll(resp.Body)
 	return resp, got, nil
 }
+
+// TestPassThroughCredentialOneToken: a pass-through credential that is not
+// one token68 ("sk-pt-a junk", "sk-pt-a, sk-pt-b") is refused with 401 and
+// never reaches the upstream: llmguard would limit each such variant as a
+// caller of its own while an upstream reading the key before the break
+// would bill them all to one key.
+func TestPassThroughCredentialOneToken(t *testing.T) {
+	body := `{"id":"x","object":"chat.completion","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}`
+	up := startRawUpstream(t, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "+itoa(len(body))+"\r\n\r\n"+body)
+	r := newRig(t, rigOptions{url: up.url(), w: testWeigher(t)})
+	for _, field := range []string{"Authorization: Bearer sk-pt-a junk", "Authorization: Bearer sk-pt-a, sk-pt-b", "x-api-key: sk-pt-a sk-pt-b", `Authorization: Bearer "sk-pt-a"`} {
+		resp, got, err := rawPost(t, r.url, "POST /v1/chat/completions HTTP/1.1\r\nHost: llmguard\r\n"+field+"\r\n", panicBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 401 {
+			t.Errorf("%q: status %d, body %s; want 401", field, resp.StatusCode, got)
+		}
+	}
+	if sent := up.lastHeaders(); sent != "" {
+		t.Errorf("the upstream got a request:\n%s", sent)
+	}
+	// One token still passes.
+	resp, got, err := rawPost(t, r.url, "POST /v1/chat/completions HTTP/1.1\r\nHost: llmguard\r\nAuthorization: Bearer sk-pt-a\r\n", panicBody)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("one token: %v %v %s", err, resp, got)
+	}
+}
