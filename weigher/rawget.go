@@ -41,14 +41,13 @@ func rawEach(v gjson.Result, fn func(e gjson.Result) bool) {
 }
 
 // lastGet is v's member at path, one key per level, taking at each level
-// the last member of that name: a key named twice reads as JSON decoders
-// that fill maps or structs read it (Python's json, JavaScript's
-// JSON.parse, Go's encoding/json all keep the last), which is what the
-// caller's SDK shows, where gjson's Get takes the first. A stream event's
-// usage and type are read so, so that an upstream cannot have llmguard
-// settle a small first usage while the caller is shown a larger last one.
-// The zero Result when a level is not an object or lacks the key; the
-// value found is parsed by gjson (a string's Str decoded).
+// the last member of that name, as JSON decoders that fill maps or structs
+// read it (Python's json, JavaScript's JSON.parse, Go's encoding/json all
+// keep the last; gjson's Get takes the first). The stream readers use it on
+// events parseObject checked, which name no key twice, so there it reads
+// the only member; the last is what any other caller would want. The zero
+// Result when a level is not an object or lacks the key; the value found is
+// parsed by gjson (a string's Str decoded).
 func lastGet(v gjson.Result, path ...string) gjson.Result {
 	for _, key := range path {
 		found := member(v, key, true)
