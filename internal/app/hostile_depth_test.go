@@ -164,9 +164,10 @@ func TestBracketFloodIs400NotACrash(t *testing.T) {
 // TestUpstreamTooDeepIsRelayedNotRead: an upstream answer nested past
 // max_json_depth is relayed to the client byte for byte, but its usage is
 // not read (the flat scan refuses it before gjson would): a JSON answer
-// keeps its reservation, a stream is settled on the estimate's input and
-// the streamed text counted locally. The same answer within the limit is
-// read, which shows the test would see the difference.
+// keeps its reservation, and so does a stream (its input estimate and at
+// least its output reservation: the unread event may have carried output
+// or a usage larger than the text counted). The same answer within the
+// limit is read, which shows the test would see the difference.
 func TestUpstreamTooDeepIsRelayedNotRead(t *testing.T) {
 	const reportedIn, reportedOut = 999, 999
 	// extra nests the "extra" field so that the document is depth deep.
@@ -212,8 +213,8 @@ func TestUpstreamTooDeepIsRelayedNotRead(t *testing.T) {
 		{"json within the limit: usage read", false, 128, reportedIn + reportedOut},
 		{"json too deep: the reservation stands", false, 129, hiInput + 100},
 		{"stream within the limit: usage read", true, 128, reportedIn + reportedOut},
-		// hello world: 2 tokens counted locally.
-		{"stream too deep: input estimate + counted output", true, 129, hiInput + 2},
+		// hello world is 2 tokens counted locally, under the 100 reserved.
+		{"stream too deep: the output reservation stands", true, 129, hiInput + 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := startWith(t, nil, up.URL, slowTPM)
