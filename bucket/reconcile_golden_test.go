@@ -163,6 +163,20 @@ func slicesFilter(ds []Delta, keep func(Delta) bool) []Delta {
 	return out
 }
 
+// groupKey names the deltas of one bucket under one limit (its ARGV).
+type groupKey struct {
+	key   string
+	limit [5]int64
+}
+
+// deltaGroup is the applied deltas of one bucket under one limit, summed:
+// refund the negative units, spend the positive ones.
+type deltaGroup struct {
+	key           string
+	limit         Limit
+	refund, spend int64
+}
+
 // model applies bc's entries one by one with the Go arithmetic, as the
 // scripts' encoding stores them, and returns the reply of each entry sent
 // (those of mode "r" or "n" with no delta of non-zero units are not) and
@@ -174,6 +188,8 @@ func (bc batchCase) model() ([]int64, map[string]storedValue) {
 	}
 	now := bc.now.UnixMicro()
 	var reply []int64
+	var groups []deltaGroup
+	groupAt := map[groupKey]int{}
 	for _, e := range bc.entries {
 		var deltas []Delta
 		for _, d := range e.deltas {
@@ -208,60 +224,87 @@ func (bc batchCase) model() ([]int64, map[string]storedValue) {
 		}
 		reply = append(reply, 1)
 		for _, d := range deltas {
-			old, found := st[d.Key]
-			write := func(v string, px int64, keep bool) {
-				switch {
-				case v == "":
-					delete(st, d.Key)
-				case keep:
-					st[d.Key] = storedValue{v: v, ttl: old.ttl}
-				default:
-					st[d.Key] = storedValue{v: v, ttl: px}
-				}
+			g := groupKey{d.Key, limitArgs(d.Limit)}
+			at, ok := groupAt[g]
+			if !ok {
+				at = len(groups)
+				groupAt[g] = at
+				groups = append(groups, deltaGroup{key: d.Key, limit: d.Limit})
 			}
-			if d.Limit.IsQuota() {
-				_, windowStart, windowEnd := d.Limit.window()
-				used, window := 0.0, windowStart
-				if found {
-					var u, w int64
-					if n, err := fmt.Sscanf(old.v, "q %d %d", &u, &w); n == 2 && err == nil && fmt.Sprintf("q %d %d", u, w) == old.v {
-						used, window = float64(u), w
-					}
-				}
-				var applied bool
-				used, window, applied = applyQuota(used, window, windowStart, windowEnd, float64(d.Units))
-				switch {
-				case !applied:
-				case used <= 0 && found:
-					write("", 0, false)
-				case used <= 0:
-				case window == windowStart:
-					write(fmt.Sprintf("q %d %d", int64(used), window), int64(math.Floor(quotaExpiry(windowEnd, now)/1000)), false)
-				default:
-					write(fmt.Sprintf("q %d %d", int64(used), window), 0, true)
-				}
-				continue
+			if d.Units < 0 {
+				groups[at].refund += d.Units
+			} else {
+				groups[at].spend += d.Units
 			}
-			capacity, rate, per := d.Limit.floats()
-			level, updated := capacity, now
-			if found {
-				a, b, ok := strings.Cut(old.v, " ")
-				l, err1 := strconv.ParseFloat(a, 64)
-				u, err2 := strconv.ParseInt(b, 10, 64)
-				if ok && err1 == nil && err2 == nil {
-					level, updated = l, u
-				}
-			}
-			level, updated = apply(level, updated, capacity, rate, per, now, float64(d.Units))
+		}
+	}
+	// The applied deltas of each bucket under each limit, summed, settle
+	// once after every marker, in order of the group's first delta: the
+	// refunds, then the charges (see reconcile.lua's settle).
+	for _, g := range groups {
+		old, found := st[g.key]
+		write := func(v string, px int64, keep bool) {
 			switch {
-			case level >= capacity && found:
-				write("", 0, false)
-			case level >= capacity:
+			case v == "":
+				delete(st, g.key)
+			case keep:
+				st[g.key] = storedValue{v: v, ttl: old.ttl}
 			default:
-				reset := wait(level, capacity, rate, per)
-				px := int64(math.Floor((float64(updated)+reset-float64(now))/1000)) + 1000
-				write(strconv.FormatFloat(level, 'g', 17, 64)+" "+strconv.FormatInt(updated, 10), px, false)
+				st[g.key] = storedValue{v: v, ttl: px}
 			}
+		}
+		var sums []float64
+		for _, u := range []int64{g.refund, g.spend} {
+			if u != 0 {
+				sums = append(sums, float64(u))
+			}
+		}
+		if g.limit.IsQuota() {
+			_, windowStart, windowEnd := g.limit.window()
+			used, window := 0.0, windowStart
+			if found {
+				var u, w int64
+				if n, err := fmt.Sscanf(old.v, "q %d %d", &u, &w); n == 2 && err == nil && fmt.Sprintf("q %d %d", u, w) == old.v {
+					used, window = float64(u), w
+				}
+			}
+			var applied bool
+			for _, units := range sums {
+				used, window, applied = applyQuota(used, window, windowStart, windowEnd, units)
+			}
+			switch {
+			case !applied:
+			case used <= 0 && found:
+				write("", 0, false)
+			case used <= 0:
+			case window == windowStart:
+				write(fmt.Sprintf("q %d %d", int64(used), window), int64(math.Floor(quotaExpiry(windowEnd, now)/1000)), false)
+			default:
+				write(fmt.Sprintf("q %d %d", int64(used), window), 0, true)
+			}
+			continue
+		}
+		capacity, rate, per := g.limit.floats()
+		level, updated := capacity, now
+		if found {
+			a, b, ok := strings.Cut(old.v, " ")
+			l, err1 := strconv.ParseFloat(a, 64)
+			u, err2 := strconv.ParseInt(b, 10, 64)
+			if ok && err1 == nil && err2 == nil {
+				level, updated = l, u
+			}
+		}
+		for _, units := range sums {
+			level, updated = apply(level, updated, capacity, rate, per, now, units)
+		}
+		switch {
+		case level >= capacity && found:
+			write("", 0, false)
+		case level >= capacity:
+		default:
+			reset := wait(level, capacity, rate, per)
+			px := int64(math.Floor((float64(updated)+reset-float64(now))/1000)) + 1000
+			write(strconv.FormatFloat(level, 'g', 17, 64)+" "+strconv.FormatInt(updated, 10), px, false)
 		}
 	}
 	return reply, st

@@ -285,7 +285,11 @@ func (r *Redis) Void(ctx context.Context, requestID string, items []Item) error 
 // batch as Reconcile (or Void) would, all in one round trip: one script
 // (lua/reconcile.lua) carrying every element, in a cluster one per slot
 // (pipelined), so that Redis reads and writes a bucket that many elements
-// touch once per batch. Deltas of zero units change nothing and are not
+// touch once per batch, and settles their deltas on it once: the refunds of
+// every element applied, then the charges, the strictest order of the
+// elements (never more generous than any order of separate Reconcile calls;
+// order changes a result only through the clamps at capacity and at 0).
+// Deltas of zero units change nothing and are not
 // sent: an element with no other deltas sends nothing and records no
 // request id (a retry of it is a no-op as well). A Void is always sent (its
 // tombstone is needed even when its costs are zero). When a script fails,
