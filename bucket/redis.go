@@ -135,6 +135,17 @@ type RedisOptions struct {
 // expiring after VoidFor; Void (reconcile.lua in void mode) refunds each
 // group whose marker says "t" and leaves "v" in every group, so that a take
 // that reaches Redis after its Void finds "v" and applies nothing.
+//
+// A Reconcile records its request id in its first delta's slot: an id of
+// NewRequestID's (the proxy's) as a member of the set of its epoch's ids,
+// "llmguard:{<hash tag>}::rcs:<epoch>" (epoch: the id's second / 10), read
+// by one SMISMEMBER and written by one SADD per set and batch, the set
+// living DedupFor past its last write; any other id as a key of its own,
+// "llmguard:{<hash tag>}::rc:<request id>", SET NX with DedupFor. The form
+// follows from the id alone, so every attempt of an id finds its marker;
+// a node reconciles only the ids it made, so nodes of two versions never
+// share one (an older version, which knows only marker keys, never sees a
+// NewRequestID id).
 type Redis struct {
 	client    RedisScripter
 	now       func() time.Time
@@ -525,8 +536,10 @@ func (c *reconcileCall) args(r *Redis) []any {
 
 // add appends to c the entry of requestID's deltas (those at idx, when idx
 // is not nil) in mode, for batch element owner: its marker key (none for
-// modeRefund, or modeReconcile with an empty requestID), named in the slot
-// of its first delta, then its deltas of non-zero units. An entry of
+// modeRefund, or modeReconcile with an empty requestID; for modeReconcile
+// and an id of NewRequestID's, the marker set of its epoch, the id then
+// sent as an ARGV), named in the slot of its first delta, then its deltas
+// of non-zero units. An entry of
 // modeReconcile or modeRefund with no such delta is not added.
 func (c *reconcileCall) add(owner int, requestID string, deltas []Delta, idx []int, mode scriptMode) {
 	n := len(deltas)
@@ -554,10 +567,19 @@ func (c *reconcileCall) add(owner int, requestID string, deltas []Delta, idx []i
 		return
 	case mode == modeReconcile && requestID != "":
 		tag = "r"
-		c.keys = append(c.keys, markerKey(at(0).Key, requestID))
+		if epoch, ok := markerEpoch(requestID); ok {
+			tag = "h"
+			c.keys = append(c.keys, markerSetKey(at(0).Key, epoch))
+		} else {
+			c.keys = append(c.keys, markerKey(at(0).Key, requestID))
+		}
 	}
 	c.owners = append(c.owners, owner)
-	c.entries = append(c.entries, tag, count)
+	c.entries = append(c.entries, tag)
+	if tag == "h" {
+		c.entries = append(c.entries, requestID)
+	}
+	c.entries = append(c.entries, count)
 	for j := range n {
 		dl := at(j)
 		if dl.Units == 0 {

@@ -41,6 +41,12 @@ func hashTag(key string) (string, bool) {
 // names are never empty.
 func markerKey(key, requestID string) string { return markerIn(key, "rc", requestID) }
 
+// markerSetKey names the set of the once-per-request markers of Reconcile
+// of the request ids of one epoch (markerEpoch), in the slot of key:
+// "llmguard:{<key's hash tag>}::rcs:<epoch>", each id a member. Its kind,
+// three letters, keeps it apart from every marker key of markerKey.
+func markerSetKey(key, epoch string) string { return markerIn(key, "rcs", epoch) }
+
 // takeMarkerKey names the take marker of requestID, for Void, in the slot of
 // key: "llmguard:{<key's hash tag>}::tk:<requestID>", as markerKey.
 func takeMarkerKey(key, requestID string) string { return markerIn(key, "tk", requestID) }

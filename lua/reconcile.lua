@@ -12,8 +12,11 @@
 --           'n', then the bucket key of each of its deltas; in Redis
 --           Cluster all KEYS share a slot. A reconciliation's marker is
 --           "llmguard:{<hash tag>}::rc:<request id>", whose existence
---           means this request id was applied; a void's is the take marker
---           of take.lua, "llmguard:{<hash tag>}::tk:<request id>". A
+--           means this request id was applied, or (mode 'h') the set
+--           "llmguard:{<hash tag>}::rcs:<epoch>" of the applied ids of one
+--           epoch of ids (bucket.NewRequestID), the id a member; a void's
+--           is the take marker of take.lua,
+--           "llmguard:{<hash tag>}::tk:<request id>". A
 --           bucket key may repeat, within an entry and across entries: its
 --           deltas are summed (see settle).
 -- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
@@ -29,9 +32,12 @@
 --           the window its take counted in (-1: the current window).
 -- then, entry after entry:
 --   mode    'r': a reconciliation, once per request id (SET NX of its
---           marker); 'v': the void of a take (the deltas are its costs,
---           negated); 'n': no marker (an empty request id, or an internal
---           refund), the deltas apply on every call.
+--           marker); 'h': the same, its marker a member of its epoch's set
+--           (the id follows the mode as an ARGV of its own); 'v': the void
+--           of a take (the deltas are its costs, negated); 'n': no marker
+--           (an empty request id, or an internal refund), the deltas apply
+--           on every call.
+--   id      mode 'h' only: the request id.
 --   count   the number of the entry's deltas, then 2 ARGV per delta: the
 --           index of its limit (1 to L) and its units. A token bucket:
 --           positive units charge (the level may go below zero, debt),
@@ -41,7 +47,7 @@
 --           on since the take) the delta applies to nothing. An
 --           in-flight limit (rate 0, windowEnd 0): negative units release
 --           the slot of the entry's request id (ZREM; named by its marker
---           key), other units change nothing; an entry without a marker
+--           key, or its id in mode 'h'), other units change nothing; an entry without a marker
 --           releases nothing. A window
 --           counter: units are added to the count of the take's window
 --           (never below 0): cur when it is the current window, prev when
@@ -56,9 +62,12 @@
 --
 -- Redis commands: TIME (unless ARGV[1] pins now); one MGET of every bucket
 -- key, before anything is written (so that an error, such as a key of
--- another type, fails the script before it changes anything); per entry a
--- SET NX of its marker (mode 'r'), or a GET and at most one SET (mode
--- 'v'); then one SET or DEL per bucket key whose state changed.
+-- another type, fails the script before it changes anything); per marker
+-- set one SMISMEMBER of its entries' ids, and when any applies one SADD of
+-- them and a PEXPIRE of the set to ARGV[2] ms (so every member outlives its
+-- write by ARGV[2] at least: the set lives that long past its last write);
+-- per entry a SET NX of its marker (mode 'r'), or a GET and at most one SET
+-- (mode 'v'); then one SET or DEL per bucket key whose state changed.
 --
 -- State and expiry as in take.lua. The functions mirror
 -- bucket/tokenbucket.go and bucket/quota.go line by line, under the same
@@ -226,12 +235,26 @@ for l = 1, nl do
   limits[tostring(l)] = limits[l]
 end
 
--- Every bucket key once, in order of first use.
+-- Every bucket key once, in order of first use; every marker set once, in
+-- order of first use, with the request ids of its entries (ids).
 local order, view = {}, {}
+local sets, ids = {}, {}
 local k, a = 1, first
 while a <= #ARGV do
-  local count = digits[ARGV[a + 1]] or ARGV[a + 1] + 0
-  if ARGV[a] ~= 'n' then
+  local mode, head = ARGV[a], 2
+  if mode == 'h' then
+    head = 3
+    local set = KEYS[k]
+    local list = ids[set]
+    if not list then
+      list = {}
+      ids[set] = list
+      sets[#sets + 1] = set
+    end
+    list[#list + 1] = ARGV[a + 1]
+  end
+  local count = digits[ARGV[a + head - 1]] or ARGV[a + head - 1] + 0
+  if mode ~= 'n' then
     k = k + 1
   end
   for i = k, k + count - 1 do
@@ -242,7 +265,7 @@ while a <= #ARGV do
     end
   end
   k = k + count
-  a = a + 2 + 2 * count
+  a = a + head + 2 * count
 end
 
 -- Every bucket's stored value, before anything is written: one MGET per
@@ -256,12 +279,40 @@ for from = 1, #order, 1000 do
   end
 end
 
+-- The members each marker set already holds, of its entries' ids: one
+-- SMISMEMBER per set (seen[set][id] is true for those); fresh[set] collects
+-- the ids applied now.
+local seen, fresh = {}, {}
+for _, set in ipairs(sets) do
+  local list = ids[set]
+  local got = redis.call('SMISMEMBER', set, unpack(list))
+  local s = {}
+  for i = 1, #list do
+    if got[i] == 1 then
+      s[list[i]] = true
+    end
+  end
+  seen[set], fresh[set] = s, {}
+end
+
 local reply, groups = {}, {}
 k, a = 1, first
 while a <= #ARGV do
-  local mode, count = ARGV[a], digits[ARGV[a + 1]] or ARGV[a + 1] + 0
+  local mode, head = ARGV[a], 2
+  if mode == 'h' then
+    head = 3
+  end
+  local count = digits[ARGV[a + head - 1]] or ARGV[a + head - 1] + 0
   local applies = true
-  if mode == 'v' then
+  if mode == 'h' then
+    local id, s = ARGV[a + 1], seen[KEYS[k]]
+    applies = not s[id]
+    if applies then
+      s[id] = true
+      local f = fresh[KEYS[k]]
+      f[#f + 1] = id
+    end
+  elseif mode == 'v' then
     local mark = redis.call('GET', KEYS[k])
     local nextMark, refund = voidMark(mark)
     if mark ~= nextMark then
@@ -279,12 +330,12 @@ while a <= #ARGV do
     if not applies then
       break
     end
-    local at = ARGV[a + 2 + 2 * i]
+    local at = ARGV[a + head + 2 * i]
     local limit = limits[at] or limits[at + 0]
-    local units = ARGV[a + 3 + 2 * i] + 0
+    local units = ARGV[a + head + 1 + 2 * i] + 0
     local c = view[KEYS[k + i]]
     if limit[6] == 'c' then
-      local holder = mode ~= 'n' and holderOf(KEYS[k - 1])
+      local holder = mode == 'h' and ARGV[a + 1] or mode ~= 'n' and holderOf(KEYS[k - 1])
       if units < 0 and holder and not c[FOUND] and not c[DIRTY] then
         redis.call('ZREM', KEYS[k + i], holder)
       end
@@ -303,7 +354,17 @@ while a <= #ARGV do
     end
   end
   k = k + count
-  a = a + 2 + 2 * count
+  a = a + head + 2 * count
+end
+
+-- The markers of the ids applied now, one SADD per set, which then lives
+-- dedupFor ms more (every marker at least dedupFor after its write).
+for _, set in ipairs(sets) do
+  local f = fresh[set]
+  if #f > 0 then
+    redis.call('SADD', set, unpack(f))
+    redis.call('PEXPIRE', set, dedupFor)
+  end
 end
 
 -- Every group's sums, in order of the group's first delta: refunds, then

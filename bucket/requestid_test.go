@@ -1,0 +1,155 @@
+package bucket
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmguard/llmguard/internal/redistest"
+)
+
+// FuzzMarkerEpoch checks markerEpoch on any id: it accepts exactly 24
+// lowercase hex digits, alone or before a "/", and its epoch is the first 8
+// digits' seconds divided by epochSeconds; NewRequestID's ids round-trip.
+func FuzzMarkerEpoch(f *testing.F) {
+	f.Add("")
+	f.Add("e236aaf0a41f6137")
+	f.Add(NewRequestID(t0))
+	f.Add(NewRequestID(t0) + "/shadow")
+	f.Add(NewRequestID(t0) + "x")
+	f.Add("692e1a40E236AAF0A41F6137")
+	f.Add("lease:node:1")
+	f.Fuzz(func(t *testing.T, id string) {
+		epoch, ok := markerEpoch(id)
+		want := len(id) >= 24 && (len(id) == 24 || id[24] == '/')
+		for i := 0; want && i < 24; i++ {
+			c := id[i]
+			want = '0' <= c && c <= '9' || 'a' <= c && c <= 'f'
+		}
+		if ok != want {
+			t.Fatalf("markerEpoch(%q) ok = %v, want %v", id, ok, want)
+		}
+		if !ok {
+			return
+		}
+		s, err := strconv.ParseUint(id[:8], 16, 32)
+		if err != nil || epoch != strconv.FormatUint(s/epochSeconds, 10) {
+			t.Fatalf("markerEpoch(%q) = %q", id, epoch)
+		}
+		now := time.Unix(int64(s), 0)
+		if e, ok := markerEpoch(NewRequestID(now)); !ok || e != epoch {
+			t.Fatalf("NewRequestID(%v) has epoch %q, %v; want %q", now, e, ok, epoch)
+		}
+	})
+}
+
+// TestReconcileMarkerSets runs reconciliations of NewRequestID's ids, whose
+// markers are members of their epoch's set, on miniredis and a real
+// redis-server: an id applies once, within a batch (named twice) and across
+// batches (a retry of the whole batch, as AsyncReconciler's next attempt);
+// ids of two epochs go to two sets; an id and one derived from it ("/…")
+// are two ids; the set lives DedupFor past its last write; an id of another
+// form keeps its marker key; a request's in-flight slot is released by its
+// reconciliation (the member is the holder).
+func TestReconcileMarkerSets(t *testing.T) {
+	t.Run("miniredis", func(t *testing.T) {
+		mr := miniredis.RunT(t)
+		c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		defer c.Close()
+		testMarkerSets(t, c, true)
+	})
+	t.Run("redis-server", func(t *testing.T) {
+		testMarkerSets(t, redistest.Start(t).Client(), false)
+	})
+}
+
+func testMarkerSets(t *testing.T, c *redis.Client, exactTTL bool) {
+	ctx := context.Background()
+	now := t0
+	r, err := NewRedis(RedisOptions{Client: c, Now: func() time.Time { return now }, DedupFor: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := Limit{Capacity: 1000, Rate: 1, Per: time.Hour}
+	key := "ms:{m}:tb"
+	level := func() int64 {
+		d, err := r.Take(ctx, "", []Item{{Key: key, Limit: lim}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Buckets[0].Remaining
+	}
+	charge := func(id string, units int64) Reconciliation {
+		return Reconciliation{RequestID: id, Deltas: []Delta{{Key: key, Limit: lim, Units: units}}}
+	}
+	a, b := NewRequestID(t0), NewRequestID(t0.Add(time.Second))
+	later := NewRequestID(t0.Add(epochSeconds * time.Second))
+	batch := []Reconciliation{charge(a, 10), charge(b, 20), charge(a, 40), charge(later, 100), charge(a+"/shadow", 200)}
+	for attempt := range 2 {
+		for i, err := range r.ReconcileBatch(ctx, batch) {
+			if err != nil {
+				t.Fatalf("attempt %d, element %d: %v", attempt+1, i, err)
+			}
+		}
+		if got := level(); got != 1000-10-20-100-200 {
+			t.Fatalf("attempt %d: level %d, want %d (a once, b, later and a's derived id)", attempt+1, got, 1000-330)
+		}
+	}
+	epochA, _ := markerEpoch(a)
+	epochLater, _ := markerEpoch(later)
+	if epochA == epochLater {
+		t.Fatalf("ids %s and %s share epoch %s", a, later, epochA)
+	}
+	setA, setLater := markerSetKey(key, epochA), markerSetKey(key, epochLater)
+	members, err := c.SMembers(ctx, setA).Result()
+	if err != nil || len(members) != 3 {
+		t.Fatalf("%s holds %v (%v), want a, b and a/shadow", setA, members, err)
+	}
+	for _, id := range []string{a, b, a + "/shadow"} {
+		if !c.SIsMember(ctx, setA, id).Val() {
+			t.Errorf("%s lacks %s", setA, id)
+		}
+	}
+	if !c.SIsMember(ctx, setLater, later).Val() {
+		t.Errorf("%s lacks %s", setLater, later)
+	}
+	for _, s := range []string{setA, setLater} {
+		ttl := c.PTTL(ctx, s).Val()
+		if ttl <= 0 || ttl > time.Minute || exactTTL && ttl != time.Minute {
+			t.Errorf("%s expires in %v, want DedupFor (1m)", s, ttl)
+		}
+	}
+	if n := c.Exists(ctx, markerKey(key, a)).Val(); n != 0 {
+		t.Errorf("a NewRequestID id left a marker key")
+	}
+	// An id of another form keeps its own marker key, once.
+	for range 2 {
+		if err := r.Reconcile(ctx, "req-1", []Delta{{Key: key, Limit: lim, Units: 5}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := level(); got != 1000-335 {
+		t.Errorf("level %d after req-1 twice, want %d", got, 1000-335)
+	}
+	if c.Exists(ctx, markerKey(key, "req-1")).Val() != 1 {
+		t.Errorf("req-1 has no marker key")
+	}
+	// The in-flight slot of a request is released by its reconciliation.
+	slots := Limit{Capacity: 1, Concurrent: true, Per: time.Minute}
+	held := NewRequestID(t0)
+	d, err := r.Take(ctx, held, []Item{{Key: "ms:{m}:inflight", Limit: slots, Cost: 1}})
+	if err != nil || !d.Allowed {
+		t.Fatalf("take of a slot: %+v, %v", d, err)
+	}
+	if err := r.Reconcile(ctx, held, []Delta{{Key: "ms:{m}:inflight", Limit: slots, Units: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	d, err = r.Take(ctx, NewRequestID(t0), []Item{{Key: "ms:{m}:inflight", Limit: slots, Cost: 1}})
+	if err != nil || !d.Allowed {
+		t.Errorf("the slot was not released by the reconciliation: %+v, %v", d, err)
+	}
+}
