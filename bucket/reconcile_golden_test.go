@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,13 +43,15 @@ type batchCase struct {
 
 // TestReconcileBatchGolden runs random batches of reconciliations, voids
 // and refunds through reconcile.lua (one script for the whole batch, as
-// ReconcileBatch sends it) and through a model that applies them one by one
-// with the Go arithmetic (Apply, ApplyQuota, voidMark) at the same instant,
+// ReconcileBatch sends it) and through a model that checks their markers one
+// by one and settles the applied deltas per bucket and limit with the Go
+// arithmetic (Apply, ApplyQuota, voidMark) at the same instant,
 // storing each result as the scripts encode it: every entry's reply, every
 // bucket's and marker's value and TTL must agree, bit for bit. Keys repeat
 // within and across entries, request ids repeat within a batch and may be
-// marked before it, limits change between entries (a reload) and keys
-// change kind, deltas of zero units are left out (an entry of nothing but
+// marked before it (ids of NewRequestID's form, of two epochs and one
+// derived, have their markers in sets, beside the others' marker keys),
+// limits change between entries (a reload) and keys change kind, deltas of zero units are left out (an entry of nothing but
 // those records nothing), on miniredis (gopher-lua, whose TTLs do not run
 // down) and a real redis-server (Lua 5.1).
 func TestReconcileBatchGolden(t *testing.T) {
@@ -117,7 +120,7 @@ func randomBatch(r *rand.Rand) batchCase {
 			bc.state[key] = storedValue{v: fmt.Sprintf("q %d %d", 1+r.Int64N(2*max(l.Capacity, 10)), window.UnixMicro()), ttl: ttl()}
 		}
 	}
-	ids := []string{"a", "b", "c", "d"}
+	ids := []string{"a", "b", "c", "d", goldenSetIDs[0], goldenSetIDs[1], goldenSetIDs[2], goldenSetIDs[3]}
 	for range 1 + r.IntN(12) {
 		e := batchEntry{mode: []string{"r", "r", "r", "v", "n"}[r.IntN(5)], id: ids[r.IntN(len(ids))]}
 		for range 1 + r.IntN(4) {
@@ -145,12 +148,43 @@ func randomBatch(r *rand.Rand) batchCase {
 		bc.entries = append(bc.entries, e)
 		switch r.IntN(6) { // markers already there
 		case 0:
+			if epoch, ok := markerEpoch(e.id); ok {
+				mk := markerSetKey(e.deltas[0].Key, epoch)
+				old := bc.state[mk]
+				bc.state[mk] = storedValue{v: addMember(old.v, e.id), ttl: ttl()}
+				break
+			}
 			bc.state[markerKey(e.deltas[0].Key, e.id)] = storedValue{v: "1", ttl: ttl()}
 		case 1:
 			bc.state[takeMarkerKey(e.deltas[0].Key, e.id)] = storedValue{v: []string{"t", "v"}[r.IntN(2)], ttl: ttl()}
 		}
 	}
 	return bc
+}
+
+// goldenSetIDs are request ids of NewRequestID's form, whose markers are
+// members of a set: the first two of one epoch, the third of the next, the
+// fourth derived from the first.
+var goldenSetIDs = []string{
+	"67c2f6c00123456789abcdef", "67c2f6c9fedcba9876543210", "67c2f6ca0f1e2d3c4b5a6978", "67c2f6c00123456789abcdef/shadow",
+}
+
+// setPrefix starts the model's value of a set key: its members, sorted,
+// each after a newline.
+const setPrefix = "set:"
+
+func hasMember(set, id string) bool {
+	return strings.Contains(set+"\n", "\n"+id+"\n")
+}
+
+func addMember(set, id string) string {
+	if hasMember(set, id) {
+		return set
+	}
+	members := strings.Split(strings.TrimPrefix(set, setPrefix), "\n")[1:]
+	members = append(members, id)
+	slices.Sort(members)
+	return setPrefix + "\n" + strings.Join(members, "\n")
 }
 
 func slicesFilter(ds []Delta, keep func(Delta) bool) []Delta {
@@ -203,6 +237,14 @@ func (bc batchCase) model() ([]int64, map[string]storedValue) {
 		applies := true
 		switch e.mode {
 		case "r":
+			if epoch, ok := markerEpoch(e.id); ok { // a member of its epoch's set
+				mk := markerSetKey(e.deltas[0].Key, epoch)
+				old := st[mk]
+				if applies = !hasMember(old.v, e.id); applies {
+					st[mk] = storedValue{v: addMember(old.v, e.id), ttl: goldenDedupFor}
+				}
+				break
+			}
 			mk := markerKey(e.deltas[0].Key, e.id)
 			if _, ok := st[mk]; ok {
 				applies = false
@@ -322,6 +364,17 @@ func runBatchGolden(t *testing.T, c *redis.Client, cases []batchCase, exactTTL b
 			if v.ttl < 0 {
 				ttl = 0
 			}
+			if members, ok := strings.CutPrefix(v.v, setPrefix); ok {
+				for _, m := range strings.Split(members, "\n")[1:] {
+					if err := c.SAdd(ctx, k, m).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if ttl > 0 {
+					c.PExpire(ctx, k, ttl)
+				}
+				continue
+			}
 			if err := c.Set(ctx, k, v.v, ttl).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -354,11 +407,20 @@ func runBatchGolden(t *testing.T, c *redis.Client, cases []batchCase, exactTTL b
 		}
 		for _, k := range keys {
 			if _, ok := want[k]; !ok {
-				t.Errorf("%s: Lua left %s = %q, the model none", where, k, c.Get(ctx, k).Val())
+				t.Errorf("%s: Lua left %s (%s), the model none", where, k, c.Type(ctx, k).Val())
 			}
 		}
 		for k, w := range want {
-			v, err := c.Get(ctx, k).Result()
+			var v string
+			var err error
+			if c.Type(ctx, k).Val() == "set" {
+				var members []string
+				members, err = c.SMembers(ctx, k).Result()
+				slices.Sort(members)
+				v = setPrefix + "\n" + strings.Join(members, "\n")
+			} else {
+				v, err = c.Get(ctx, k).Result()
+			}
 			if err == redis.Nil {
 				t.Errorf("%s: Lua left no %s, the model %q", where, k, w.v)
 				continue

@@ -153,3 +153,47 @@ func testMarkerSets(t *testing.T, c *redis.Client, exactTTL bool) {
 		t.Errorf("the slot was not released by the reconciliation: %+v, %v", d, err)
 	}
 }
+
+// TestReconcileMarkerSetsCluster reconciles a NewRequestID id whose deltas
+// lie in two slots of a 3-master Redis Cluster, twice (a retried batch):
+// each slot's group applies once, and each records the id in its own
+// slot's set.
+func TestReconcileMarkerSetsCluster(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.StartCluster(t, 3).Client()
+	now := t0
+	r, err := NewRedis(RedisOptions{Client: c, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lim := Limit{Capacity: 1000, Rate: 1, Per: time.Hour}
+	keys := []string{"llmguard:{acme}:tpm:alice", "llmguard:{global}:tpm"}
+	if slotOf(keys[0]) == slotOf(keys[1]) {
+		t.Fatal("the keys share a slot: the test needs two")
+	}
+	id := NewRequestID(t0)
+	batch := []Reconciliation{{RequestID: id, Deltas: []Delta{{Key: keys[0], Limit: lim, Units: 7}, {Key: keys[1], Limit: lim, Units: 9}}}}
+	for attempt := range 2 {
+		for _, err := range r.ReconcileBatch(ctx, batch) {
+			if err != nil {
+				t.Fatalf("attempt %d: %v", attempt+1, err)
+			}
+		}
+	}
+	d, err := r.Take(ctx, "", []Item{{Key: keys[0], Limit: lim}, {Key: keys[1], Limit: lim}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Buckets[0].Remaining != 993 || d.Buckets[1].Remaining != 991 {
+		t.Errorf("remaining %d and %d after two attempts, want 993 and 991 (once each)", d.Buckets[0].Remaining, d.Buckets[1].Remaining)
+	}
+	epoch, _ := markerEpoch(id)
+	for _, k := range keys {
+		if !c.SIsMember(ctx, markerSetKey(k, epoch), id).Val() {
+			t.Errorf("the set of %s's slot lacks %s", k, id)
+		}
+	}
+}
