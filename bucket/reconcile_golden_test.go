@@ -156,6 +156,14 @@ func randomBatch(r *rand.Rand) batchCase {
 			}
 			bc.state[markerKey(e.deltas[0].Key, e.id)] = storedValue{v: "1", ttl: ttl()}
 		case 1:
+			if epoch, ok := markerEpoch(e.id); ok { // the taken or the voided set
+				mk := takenSetKey(e.deltas[0].Key, epoch)
+				if r.IntN(2) == 0 {
+					mk = voidedSetKey(e.deltas[0].Key, epoch)
+				}
+				bc.state[mk] = storedValue{v: addMember(bc.state[mk].v, e.id), ttl: ttl()}
+				break
+			}
 			bc.state[takeMarkerKey(e.deltas[0].Key, e.id)] = storedValue{v: []string{"t", "v"}[r.IntN(2)], ttl: ttl()}
 		}
 	}
@@ -252,6 +260,15 @@ func (bc batchCase) model() ([]int64, map[string]storedValue) {
 				st[mk] = storedValue{v: "1", ttl: goldenDedupFor}
 			}
 		case "v":
+			if epoch, ok := markerEpoch(e.id); ok { // the taken and voided sets
+				taken, voided := takenSetKey(e.deltas[0].Key, epoch), voidedSetKey(e.deltas[0].Key, epoch)
+				was := hasMember(st[voided].v, e.id)
+				if !was {
+					st[voided] = storedValue{v: addMember(st[voided].v, e.id), ttl: goldenVoidFor}
+				}
+				applies = !was && hasMember(st[taken].v, e.id)
+				break
+			}
 			mk := takeMarkerKey(e.deltas[0].Key, e.id)
 			m := map[string]mark{"": markNone, "t": markTaken, "v": markVoided}[st[mk].v]
 			next, refund := voidMark(m)

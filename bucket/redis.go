@@ -134,7 +134,13 @@ type RedisOptions struct {
 // "llmguard:{<hash tag>}::tk:<request id>" = "t", one per slot group,
 // expiring after VoidFor; Void (reconcile.lua in void mode) refunds each
 // group whose marker says "t" and leaves "v" in every group, so that a take
-// that reaches Redis after its Void finds "v" and applies nothing.
+// that reaches Redis after its Void finds "v" and applies nothing. An id of
+// NewRequestID's (the proxy's) has its take markers in two sets of its
+// slot and epoch instead: "llmguard:{<hash tag>}::tkt:<epoch>" holds the
+// ids taken, "…::tkv:<epoch>" those voided (a take finds its id there and
+// applies nothing; a Void refunds an id taken and not yet voided, then adds
+// it), each set living VoidFor past its last write; a batch of takes adds
+// its ids with one SADD per set.
 //
 // A Reconcile records its request id in its first delta's slot: an id of
 // NewRequestID's (the proxy's) as a member of the set of its epoch's ids,
@@ -143,9 +149,9 @@ type RedisOptions struct {
 // living DedupFor past its last write; any other id as a key of its own,
 // "llmguard:{<hash tag>}::rc:<request id>", SET NX with DedupFor. The form
 // follows from the id alone, so every attempt of an id finds its marker;
-// a node reconciles only the ids it made, so nodes of two versions never
-// share one (an older version, which knows only marker keys, never sees a
-// NewRequestID id).
+// a node takes, voids and reconciles only the ids it made, so nodes of two
+// versions never share one (an older version, which knows only marker
+// keys, never sees a NewRequestID id).
 type Redis struct {
 	client    RedisScripter
 	now       func() time.Time
@@ -478,9 +484,9 @@ func (r *Redis) takeArgs(requestID string, items []Item, idx []int, commit bool)
 	if idx != nil {
 		n = len(idx)
 	}
-	keys := make([]string, 0, n+1)
-	args := make([]any, 3, 3+6*n)
-	args[0], args[1], args[2] = r.nowArg(), "0", "0"
+	keys := make([]string, 0, n+2)
+	args := make([]any, 4, 4+6*n)
+	args[0], args[1], args[2], args[3] = r.nowArg(), "0", "0", ""
 	if commit {
 		args[1] = "1"
 	}
@@ -490,7 +496,12 @@ func (r *Redis) takeArgs(requestID string, items []Item, idx []int, commit bool)
 			it = items[idx[j]]
 		}
 		if j == 0 && requestID != "" {
-			keys = append(keys, takeMarkerKey(it.Key, requestID))
+			if epoch, ok := markerEpoch(requestID); ok {
+				keys = append(keys, takenSetKey(it.Key, epoch), voidedSetKey(it.Key, epoch))
+				args[3] = requestID
+			} else {
+				keys = append(keys, takeMarkerKey(it.Key, requestID))
+			}
 			args[2] = r.voidFor
 		}
 		keys = append(keys, it.Key)
@@ -562,7 +573,12 @@ func (c *reconcileCall) add(owner int, requestID string, deltas []Delta, idx []i
 	switch {
 	case mode == modeVoid:
 		tag = "v"
-		c.keys = append(c.keys, takeMarkerKey(at(0).Key, requestID))
+		if epoch, ok := markerEpoch(requestID); ok {
+			tag = "w"
+			c.keys = append(c.keys, takenSetKey(at(0).Key, epoch), voidedSetKey(at(0).Key, epoch))
+		} else {
+			c.keys = append(c.keys, takeMarkerKey(at(0).Key, requestID))
+		}
 	case count == 0:
 		return
 	case mode == modeReconcile && requestID != "":
@@ -576,7 +592,7 @@ func (c *reconcileCall) add(owner int, requestID string, deltas []Delta, idx []i
 	}
 	c.owners = append(c.owners, owner)
 	c.entries = append(c.entries, tag)
-	if tag == "h" {
+	if tag == "h" || tag == "w" {
 		c.entries = append(c.entries, requestID)
 	}
 	c.entries = append(c.entries, count)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +28,10 @@ type takeBatchStep struct {
 	id    string
 	items []bucket.Item
 }
+
+// setID is a request id of bucket.NewRequestID's form made at now, its
+// random part n: its take markers are members of its epoch's sets.
+func setID(now time.Time, n uint64) string { return fmt.Sprintf("%08x%016x", uint32(now.Unix()), n) }
 
 // takeBatchSteps is a timeline over buckets that many requests share (a
 // tenant's small USD bucket, a global requests bucket, a monthly quota),
@@ -51,13 +57,14 @@ func takeBatchSteps(now time.Time) (steps []takeBatchStep, allowed []bool) {
 	}
 	steps = []takeBatchStep{
 		req("first", "r1", "alice", 4, 100, true),
-		req("second", "r2", "bob", 4, 100, true),
-		req("short usd: spends nothing", "r3", "alice", 5, 100, true),
+		req("second (marker sets)", setID(now, 2), "bob", 4, 100, true),
+		req("short usd: spends nothing (marker sets)", setID(now, 3), "alice", 5, 100, true),
 		req("fits what r3 left", "r4", "carol", 2, 100, false),
 		req("too large", "r5", "alice", 11, 1, false),
 		req("no request id", "", "bob", 0, 200, true),
-		req("quota used up", "r7", "carol", 0, 1, true),
+		req("quota used up (marker sets)", setID(now, 7), "carol", 0, 1, true),
 		req("voided before", "void-me", "alice", 0, 1, false),
+		req("voided before (marker sets)", setID(now, 8), "alice", 0, 1, false),
 		req("user short", "r9", "bob", 0, 300, false),
 		req("id taken again", "r1", "alice", 0, 10, false),
 		req("last", "r11", "dave", 0, 499, false),
@@ -72,7 +79,7 @@ func takeBatchSteps(now time.Time) (steps []takeBatchStep, allowed []bool) {
 			{Key: "k:{PFX}:user:frank", Limit: tpm, Cost: 300},
 		}},
 	}
-	allowed = []bool{true, true, false, true, false, true, false, false, false, true, true, true, true, false}
+	allowed = []bool{true, true, false, true, false, true, false, false, false, false, true, true, true, true, false}
 	return steps, allowed
 }
 
@@ -162,7 +169,7 @@ func TestTakeBatchMatchesSequence(t *testing.T) {
 			bat := newRedis(t, bucket.RedisOptions{Client: c, Now: clock})
 			steps, allowed := takeBatchSteps(now)
 			for _, s := range steps {
-				if s.id == "void-me" {
+				if s.id == "void-me" || s.id == setID(now, 8) {
 					for _, p := range []string{"seq", "bat"} {
 						if err := seq.Void(ctx, s.id, named(s.items, p)); err != nil {
 							t.Fatal(err)
@@ -206,6 +213,20 @@ func TestTakeBatchMatchesSequence(t *testing.T) {
 				}
 				if s.id != "" {
 					keys["llmguard:{PFX}::tk:"+s.id] = true
+				}
+			}
+			// The marker sets of the ids of setID's form (epoch: second / 10).
+			epoch := strconv.FormatInt(now.Unix()/10, 10)
+			for _, kind := range []string{"tkt", "tkv"} {
+				sk, bk := "llmguard:{seq}::"+kind+":"+epoch, "llmguard:{bat}::"+kind+":"+epoch
+				sm, bm := c.SMembers(ctx, sk).Val(), c.SMembers(ctx, bk).Val()
+				slices.Sort(sm)
+				slices.Sort(bm)
+				if len(sm) == 0 || !slices.Equal(sm, bm) {
+					t.Errorf("%s holds %v batched, %v one by one", kind, bm, sm)
+				}
+				if st, bt := c.PTTL(ctx, sk).Val(), c.PTTL(ctx, bk).Val(); st <= 0 || bt <= 0 || backend == "miniredis" && st != bt {
+					t.Errorf("%s: TTL batched %v, one by one %v", kind, bt, st)
 				}
 			}
 			spread := time.Since(start)

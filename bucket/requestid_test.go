@@ -2,6 +2,7 @@ package bucket
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -195,5 +196,116 @@ func TestReconcileMarkerSetsCluster(t *testing.T) {
 		if !c.SIsMember(ctx, markerSetKey(k, epoch), id).Val() {
 			t.Errorf("the set of %s's slot lacks %s", k, id)
 		}
+	}
+}
+
+// TestTakeMarkerSets takes and voids ids of NewRequestID's form, whose take
+// markers are members of their epoch's two sets (taken, voided), on
+// miniredis, a real redis-server and a 3-master cluster: a take's Void
+// refunds it once; a Void before its take leaves the take voided (it
+// applies nothing); a denied take leaves no marker; each set lives VoidFor
+// past its last write. In the cluster a take denied by its second slot
+// group refunds the first as that group's Void, so the caller's Void
+// refunds nothing more.
+func TestTakeMarkerSets(t *testing.T) {
+	t.Run("miniredis", func(t *testing.T) {
+		mr := miniredis.RunT(t)
+		c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		defer c.Close()
+		testTakeMarkerSets(t, c, c, true)
+	})
+	t.Run("redis-server", func(t *testing.T) {
+		c := redistest.Start(t).Client()
+		testTakeMarkerSets(t, c, c, false)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		c := redistest.StartCluster(t, 3).Client()
+		testTakeMarkerSets(t, c, c, false)
+	})
+}
+
+func testTakeMarkerSets(t *testing.T, client RedisScripter, kv redis.Cmdable, exactTTL bool) {
+	ctx := context.Background()
+	now := t0
+	r, err := NewRedis(RedisOptions{Client: client, Now: func() time.Time { return now }, VoidFor: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lim := Limit{Capacity: 100, Rate: 1, Per: time.Hour}
+	tenant, global := "tm:{acme}:tpm", "tm:{global}:rpm"
+	items := func(user, glob int64) []Item {
+		return []Item{{Key: tenant, Limit: lim, Cost: user}, {Key: global, Limit: lim, Cost: glob}}
+	}
+	remaining := func() (int64, int64) {
+		d, err := r.Take(ctx, "", items(0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Buckets[0].Remaining, d.Buckets[1].Remaining
+	}
+	want := func(step string, a, b int64) {
+		t.Helper()
+		if x, y := remaining(); x != a || y != b {
+			t.Errorf("%s: remaining %d and %d, want %d and %d", step, x, y, a, b)
+		}
+	}
+	id := NewRequestID(t0)
+	if d, err := r.Take(ctx, id, items(10, 20)); err != nil || !d.Allowed {
+		t.Fatalf("take: %+v, %v", d, err)
+	}
+	want("taken", 90, 80)
+	epoch, _ := markerEpoch(id)
+	if !kv.SIsMember(ctx, takenSetKey(tenant, epoch), id).Val() {
+		t.Errorf("the taken set lacks %s", id)
+	}
+	if ttl := kv.PTTL(ctx, takenSetKey(tenant, epoch)).Val(); ttl <= 0 || ttl > 30*time.Second || exactTTL && ttl != 30*time.Second {
+		t.Errorf("the taken set expires in %v, want VoidFor (30s)", ttl)
+	}
+	for range 2 {
+		if err := r.Void(ctx, id, items(10, 20)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want("voided twice", 100, 100)
+	if ttl := kv.PTTL(ctx, voidedSetKey(tenant, epoch)).Val(); ttl <= 0 || ttl > 30*time.Second || exactTTL && ttl != 30*time.Second {
+		t.Errorf("the voided set expires in %v, want VoidFor (30s)", ttl)
+	}
+	// A Void that reaches Redis before its take: the take applies nothing.
+	late := NewRequestID(t0)
+	if err := r.Void(ctx, late, items(5, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Take(ctx, late, items(5, 5)); !errors.Is(err, ErrVoided) {
+		t.Errorf("a take after its Void: %v, want ErrVoided", err)
+	}
+	want("voided before its take", 100, 100)
+	// A denied take leaves no marker: its Void refunds nothing.
+	denied := NewRequestID(t0)
+	if d, err := r.Take(ctx, denied, items(10, 101)); err != nil || d.Allowed {
+		t.Fatalf("a take over capacity: %+v, %v", d, err)
+	}
+	if err := r.Void(ctx, denied, items(10, 101)); err != nil {
+		t.Fatal(err)
+	}
+	want("denied, then voided", 100, 100)
+	// Denied by the global bucket after the tenant's took (in a cluster,
+	// another slot group): nothing stays spent, and the Void refunds
+	// nothing more.
+	short := NewRequestID(t0)
+	if _, err := r.Take(ctx, NewRequestID(t0), items(0, 95)); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := r.Take(ctx, short, items(30, 10)); err != nil || d.Allowed {
+		t.Fatalf("a take the global bucket denies: %+v, %v", d, err)
+	}
+	if err := r.Void(ctx, short, items(30, 10)); err != nil {
+		t.Fatal(err)
+	}
+	want("denied by the second group, then voided", 100, 5)
+	if kv.Exists(ctx, takeMarkerKey(tenant, id)).Val() != 0 {
+		t.Errorf("an id of NewRequestID's form left a take marker key")
 	}
 }

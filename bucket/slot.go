@@ -47,6 +47,13 @@ func markerKey(key, requestID string) string { return markerIn(key, "rc", reques
 // three letters, keeps it apart from every marker key of markerKey.
 func markerSetKey(key, epoch string) string { return markerIn(key, "rcs", epoch) }
 
+// takenSetKey and voidedSetKey name the sets of the take markers of the
+// request ids of one epoch (markerEpoch), in the slot of key:
+// "llmguard:{<key's hash tag>}::tkt:<epoch>" holds the ids whose take
+// committed, "…::tkv:<epoch>" those voided.
+func takenSetKey(key, epoch string) string  { return markerIn(key, "tkt", epoch) }
+func voidedSetKey(key, epoch string) string { return markerIn(key, "tkv", epoch) }
+
 // takeMarkerKey names the take marker of requestID, for Void, in the slot of
 // key: "llmguard:{<key's hash tag>}::tk:<requestID>", as markerKey.
 func takeMarkerKey(key, requestID string) string { return markerIn(key, "tk", requestID) }

@@ -16,7 +16,8 @@
 --           "llmguard:{<hash tag>}::rcs:<epoch>" of the applied ids of one
 --           epoch of ids (bucket.NewRequestID), the id a member; a void's
 --           is the take marker of take.lua,
---           "llmguard:{<hash tag>}::tk:<request id>". A
+--           "llmguard:{<hash tag>}::tk:<request id>", or (mode 'w') its
+--           two marker sets. A
 --           bucket key may repeat, within an entry and across entries: its
 --           deltas are summed (see settle).
 -- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
@@ -34,10 +35,12 @@
 --   mode    'r': a reconciliation, once per request id (SET NX of its
 --           marker); 'h': the same, its marker a member of its epoch's set
 --           (the id follows the mode as an ARGV of its own); 'v': the void
---           of a take (the deltas are its costs, negated); 'n': no marker
+--           of a take (the deltas are its costs, negated); 'w': the same,
+--           its take markers the two sets of its epoch, taken and voided
+--           (two KEYS, take.lua's; the id follows the mode); 'n': no marker
 --           (an empty request id, or an internal refund), the deltas apply
 --           on every call.
---   id      mode 'h' only: the request id.
+--   id      modes 'h' and 'w' only: the request id.
 --   count   the number of the entry's deltas, then 2 ARGV per delta: the
 --           index of its limit (1 to L) and its units. A token bucket:
 --           positive units charge (the level may go below zero, debt),
@@ -58,16 +61,21 @@
 -- 1 when the take marker said 't' (the take was applied: refunded now), 0
 -- otherwise (no take yet: the marker is left 'v', a tombstone that makes a
 -- late take apply nothing; or 'v' already: a second void). Either way the
--- marker is then 'v', expiring ARGV[3] ms later.
+-- marker is then 'v', expiring ARGV[3] ms later. Mode 'w' alike: 1 when
+-- the id is in the taken set and was not in the voided set; the id is then
+-- in the voided set, which expires ARGV[3] ms later.
 --
 -- Redis commands: TIME (unless ARGV[1] pins now); one MGET of every bucket
 -- key, before anything is written (so that an error, such as a key of
 -- another type, fails the script before it changes anything); per marker
 -- set one SMISMEMBER of its entries' ids, and when any applies one SADD of
 -- them and a PEXPIRE of the set to ARGV[2] ms (so every member outlives its
--- write by ARGV[2] at least: the set lives that long past its last write);
+-- write by ARGV[2] at least: the set lives that long past its last write;
+-- a set of one entry: its SADD, whose reply tells, and the PEXPIRE);
 -- per entry a SET NX of its marker (mode 'r'), or a GET and at most one SET
--- (mode 'v'); then one SET or DEL per bucket key whose state changed.
+-- (mode 'v'), or a SISMEMBER of the voided set and, when the id is not in
+-- it, a SADD, a PEXPIRE and a SISMEMBER of the taken set (mode 'w'); then
+-- one SET or DEL per bucket key whose state changed.
 --
 -- State and expiry as in take.lua. The functions mirror
 -- bucket/tokenbucket.go and bucket/quota.go line by line, under the same
@@ -217,6 +225,9 @@ local function settle(c, limit, refund, spend, now)
   end
 end
 
+-- markers is how many marker keys an entry of each mode names.
+local markers = {r = 1, h = 1, v = 1, w = 2, n = 0}
+
 -- @entry: the script's work; a Redis Functions library runs it as a function.
 local now = clock(ARGV[1])
 local dedupFor, voidFor = ARGV[2], ARGV[3]
@@ -253,10 +264,11 @@ while a <= #ARGV do
     end
     list[#list + 1] = ARGV[a + 1]
   end
-  local count = digits[ARGV[a + head - 1]] or ARGV[a + head - 1] + 0
-  if mode ~= 'n' then
-    k = k + 1
+  if mode == 'w' then
+    head = 3
   end
+  local count = digits[ARGV[a + head - 1]] or ARGV[a + head - 1] + 0
+  k = k + markers[mode]
   for i = k, k + count - 1 do
     local key = KEYS[i]
     if not view[key] then
@@ -280,16 +292,19 @@ for from = 1, #order, 1000 do
 end
 
 -- The members each marker set already holds, of its entries' ids: one
--- SMISMEMBER per set (seen[set][id] is true for those); fresh[set] collects
--- the ids applied now.
+-- SMISMEMBER per set of several entries (seen[set][id] is true for those);
+-- fresh[set] collects the ids applied now. A set of one entry (a lone
+-- reconciliation) is asked nothing here: its entry's SADD tells.
 local seen, fresh = {}, {}
 for _, set in ipairs(sets) do
   local list = ids[set]
-  local got = redis.call('SMISMEMBER', set, unpack(list))
   local s = {}
-  for i = 1, #list do
-    if got[i] == 1 then
-      s[list[i]] = true
+  if #list > 1 then
+    local got = redis.call('SMISMEMBER', set, unpack(list))
+    for i = 1, #list do
+      if got[i] == 1 then
+        s[list[i]] = true
+      end
     end
   end
   seen[set], fresh[set] = s, {}
@@ -299,18 +314,36 @@ local reply, groups = {}, {}
 k, a = 1, first
 while a <= #ARGV do
   local mode, head = ARGV[a], 2
-  if mode == 'h' then
+  if mode == 'h' or mode == 'w' then
     head = 3
   end
   local count = digits[ARGV[a + head - 1]] or ARGV[a + head - 1] + 0
   local applies = true
   if mode == 'h' then
-    local id, s = ARGV[a + 1], seen[KEYS[k]]
-    applies = not s[id]
-    if applies then
-      s[id] = true
-      local f = fresh[KEYS[k]]
-      f[#f + 1] = id
+    local id, set = ARGV[a + 1], KEYS[k]
+    if #ids[set] == 1 then
+      applies = redis.call('SADD', set, id) == 1
+      if applies then
+        redis.call('PEXPIRE', set, dedupFor)
+      end
+    else
+      local s = seen[set]
+      applies = not s[id]
+      if applies then
+        s[id] = true
+        local f = fresh[set]
+        f[#f + 1] = id
+      end
+    end
+  elseif mode == 'w' then
+    local id = ARGV[a + 1]
+    -- (Written as ifs: gopher-lua, miniredis's Lua, gave true for
+    -- "not voided and redis.call(...) == 1" with voided true.)
+    applies = false
+    if redis.call('SISMEMBER', KEYS[k + 1], id) == 0 then
+      redis.call('SADD', KEYS[k + 1], id)
+      redis.call('PEXPIRE', KEYS[k + 1], voidFor)
+      applies = redis.call('SISMEMBER', KEYS[k], id) == 1
     end
   elseif mode == 'v' then
     local mark = redis.call('GET', KEYS[k])
@@ -322,9 +355,7 @@ while a <= #ARGV do
   elseif mode == 'r' then
     applies = redis.call('SET', KEYS[k], '1', 'NX', 'PX', dedupFor) ~= false
   end
-  if mode ~= 'n' then
-    k = k + 1
-  end
+  k = k + markers[mode]
   reply[#reply + 1] = applies and 1 or 0
   for i = 0, count - 1 do
     if not applies then
@@ -335,7 +366,7 @@ while a <= #ARGV do
     local units = ARGV[a + head + 1 + 2 * i] + 0
     local c = view[KEYS[k + i]]
     if limit[6] == 'c' then
-      local holder = mode == 'h' and ARGV[a + 1] or mode ~= 'n' and holderOf(KEYS[k - 1])
+      local holder = head == 3 and ARGV[a + 1] or mode ~= 'n' and holderOf(KEYS[k - 1])
       if units < 0 and holder and not c[FOUND] and not c[DIRTY] then
         redis.call('ZREM', KEYS[k + i], holder)
       end

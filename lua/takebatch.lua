@@ -3,8 +3,11 @@
 -- denial spends nothing), in order, at one instant.
 --
 -- KEYS      the batch's distinct bucket keys, in order of first use (D of
---           them), then the take marker key of each request whose marker
---           TTL is not '0', in request order. A bucket key that many
+--           them; among them, side by side, the two marker sets, taken
+--           then voided, of each epoch of the batch's requests whose ids
+--           are bucket.NewRequestID's: see take.lua), then the take marker
+--           key of each other request whose marker TTL is not '0', in
+--           request order. A bucket key that many
 --           requests name (a tenant's or a global bucket) is sent once: its
 --           takes apply in order. In Redis Cluster all KEYS share a slot.
 -- ARGV[1]   now, as in take.lua.
@@ -16,20 +19,26 @@
 -- then 5 ARGV per limit: capacity, rate, per, windowStart and windowEnd, as
 --           take.lua's (each converted to a number once per batch);
 -- then per shape, what the takes of one kind share: the marker TTL
---           (take.lua's ARGV[3]), the bucket count n, then per bucket,
+--           (take.lua's ARGV[3]), the index among the first D KEYS of its
+--           taken marker set (the voided set follows it; 0: a marker key
+--           or none), the bucket count n, then per bucket,
 --           narrowest first, the index of its key among the first D KEYS
 --           (1 to D) and the index of its limit (1 to L);
--- then, request after request: the index of its shape (1 to S), then the
---           cost of each of the shape's n buckets (units, >= 0).
+-- then, request after request: the index of its shape (1 to S), its
+--           request id when the shape has marker sets, then the cost of
+--           each of the shape's n buckets (units, >= 0).
 --
 -- Reply: one take.lua reply per request, in order. A failure (an error in
 -- the script) fails every request of the batch and writes nothing: every
 -- key is read before the first take and written after the last.
 --
 -- Redis commands: TIME (unless ARGV[1] pins now), one MGET of every key
--- (a marker that repeats, a request id taken twice, is read twice), then one SET or DEL per key the takes changed (the markers
--- of committed takes among them): a bucket that many requests share is read
--- and written once per batch.
+-- (a marker that repeats, a request id taken twice, is read twice), one
+-- EXISTS per voided marker set (and a SISMEMBER per take of an epoch whose
+-- voided set exists), then per taken marker set one SADD of the committed
+-- takes' ids and one PEXPIRE, then one SET or DEL per key the takes
+-- changed (the marker keys of committed takes among them): a bucket that
+-- many requests share is read and written once per batch.
 --
 -- Package lua builds the script: take.lua up to its "-- @entry" line
 -- (core.lua inserted) at the "-- @take" line below, then the overrides
@@ -118,6 +127,37 @@ local function write(key, how, encodeIt, a, b, c)
   remember(key, how, cell)
 end
 
+-- The batch's marker sets (requests whose ids are bucket.NewRequestID's):
+-- voidedSets[set] is whether a voided set exists (one EXISTS per set and
+-- batch: none does, unless a take of its epoch was voided), takenIds[set]
+-- the ids of the committed takes to add to a taken set (takenSets in order,
+-- takenTTL its TTL), by one SADD and one PEXPIRE per set in the flush;
+-- takenOf and voidedOf a shape's two sets.
+local voidedSets, takenIds, takenSets, takenTTL, takenOf, voidedOf = {}, {}, {}, {}, {}, {}
+
+-- voidedIn, in a batch, asks Redis only of a voided set that exists (no
+-- void of the batch runs meanwhile: the answer holds for the batch).
+local voidedNow = voidedIn
+local function voidedIn(set, id)
+  local v = voidedSets[set]
+  if v == nil then
+    v = redis.call('EXISTS', set) == 1
+    voidedSets[set] = v
+  end
+  return v and voidedNow(set, id)
+end
+
+-- markIn, in a batch, records a committed take's id for the flush.
+local function markIn(set, id, ttl)
+  local list = takenIds[set]
+  if not list then
+    list = {}
+    takenIds[set], takenTTL[set] = list, ttl
+    takenSets[#takenSets + 1] = set
+  end
+  list[#list + 1] = id
+end
+
 -- hold, in a batch, adds an in-flight holder at once (core.lua's hold) and
 -- records the key as holding no string: a later take of the batch counts
 -- the holders (liveSlots) rather than read a value the first one replaced.
@@ -140,12 +180,20 @@ local levels, updateds, founds, spends = {}, {}, {}, {}
 -- without its per-bucket dispatch, its seen tables or its KEYS and ARGV; a
 -- bucket an earlier take of the batch wrote is read from its cell as parse
 -- and load would read it.
--- shape is the take's shape, marker its marker key (nil without), ttl the
--- marker's TTL, costs the ARGV holding its costs from costs[at + 1] on.
--- The reply is take.lua's.
-local function takeTokens(shape, marker, ttl, costs, at)
-  if marker and takeMarked(state[marker]) then
-    return {-1}
+-- shape is the take's shape, marker its marker key (nil without, or with
+-- marker sets), ttl the marker's TTL, costs the ARGV holding its costs from
+-- costs[at + 1] on, id its request id when its markers are the shape's
+-- sets. The reply is take.lua's.
+local function takeTokens(shape, marker, ttl, costs, at, id)
+  local taken = takenOf[shape]
+  if marker then
+    if takeMarked(state[marker]) then
+      return {-1}
+    end
+  elseif taken then
+    if voidedIn(voidedOf[shape], id) then
+      return {-1}
+    end
   end
   local n = shape[2]
   local reply = {1, -1, 0, 0, nil, nil, nil, nil, nil, nil}
@@ -190,6 +238,8 @@ local function takeTokens(shape, marker, ttl, costs, at)
   end
   if marker then
     mark(marker, ttl)
+  elseif taken then
+    markIn(taken, id, ttl)
   end
   for i = 1, n do
     local limit = shape[2 + 2 * i]
@@ -207,6 +257,7 @@ end
 -- library keeps the tables above from one call to the next).
 now, commit = clock(ARGV[1]), true
 state, pending, written, cells, made = {}, {}, {}, {}, {}
+voidedSets, takenIds, takenSets, takenTTL, takenOf, voidedOf = {}, {}, {}, {}, {}, {}
 
 -- The batch: read every key once, run each request's take in order on
 -- state, then write each key its takes changed once. Each take gets the
@@ -228,19 +279,22 @@ end
 local shapes, fast = {}, {}
 local a = 7 + 5 * nl
 for s = 1, ns do
-  local ttl, n = ARGV[a], ARGV[a + 1] + 0
+  local ttl, sets, n = ARGV[a], digits[ARGV[a + 1]] or ARGV[a + 1] + 0, ARGV[a + 2] + 0
   local shape = {ttl, n}
   fast[shape] = true
+  if sets > 0 then
+    takenOf[shape], voidedOf[shape] = KEYS[sets], KEYS[sets + 1]
+  end
   for i = 1, n do
-    local limit = limits[ARGV[a + 1 + 2 * i] + 0]
-    shape[1 + 2 * i] = KEYS[ARGV[a + 2 * i] + 0]
+    local limit = limits[ARGV[a + 2 + 2 * i] + 0]
+    shape[1 + 2 * i] = KEYS[ARGV[a + 1 + 2 * i] + 0]
     shape[2 + 2 * i] = limit
     if kindOf(limit[2], limit[5]) ~= 't' then
       fast[shape] = nil
     end
   end
   shapes[s] = shape
-  a = a + 2 + 2 * n
+  a = a + 3 + 2 * n
 end
 -- keys and args hold the last take's: a take of the same shape changes
 -- only its marker and its costs.
@@ -249,23 +303,30 @@ local keys, args = {}, {ARGV[1], '1'}
 local last, m, n, marker = nil, 0, 0, nd
 for r = 1, ARGV[3] + 0 do
   local shape = shapes[digits[ARGV[a]] or ARGV[a] + 0]
+  local id, at = nil, a -- the id of a take with marker sets; its costs from ARGV[at + 1]
+  if takenOf[shape] then
+    id, at = ARGV[a + 1], a + 1
+  end
   if fast[shape] then
     local key
-    if shape[1] ~= '0' then
+    if shape[1] ~= '0' and not id then
       marker = marker + 1
       key = KEYS[marker]
     end
-    replies[r] = takeTokens(shape, key, shape[1], ARGV, a)
+    replies[r] = takeTokens(shape, key, shape[1], ARGV, at, id)
   else
     if shape ~= last then
       local used = m + n
       n, m = shape[2], 0
-      args[3] = shape[1]
-      if shape[1] ~= '0' then
+      args[3], args[4] = shape[1], ''
+      if takenOf[shape] then
+        m = 2
+        keys[1], keys[2] = takenOf[shape], voidedOf[shape]
+      elseif shape[1] ~= '0' then
         m = 1
       end
       for i = 1, n do
-        local limit, b = shape[2 + 2 * i], 6 * i - 2
+        local limit, b = shape[2 + 2 * i], 6 * i - 1
         keys[m + i] = shape[1 + 2 * i]
         args[b], args[b + 1], args[b + 2], args[b + 3], args[b + 4] = limit[1], limit[2], limit[3], limit[4], limit[5]
       end
@@ -277,13 +338,21 @@ for r = 1, ARGV[3] + 0 do
     if m == 1 then
       marker = marker + 1
       keys[1] = KEYS[marker]
+    elseif m == 2 then
+      args[4] = id
     end
     for i = 1, n do
-      args[6 * i + 3] = ARGV[a + i]
+      args[6 * i + 4] = ARGV[at + i]
     end
     replies[r] = takeOne(keys, args)
   end
-  a = a + 1 + shape[2]
+  a = at + 1 + shape[2]
+end
+-- The marker sets first: a set that cannot be written (a key of another
+-- type) fails the batch before any bucket is written.
+for _, set in ipairs(takenSets) do
+  redis.call('SADD', set, unpack(takenIds[set]))
+  redis.call('PEXPIRE', set, takenTTL[set])
 end
 for i = 1, #written do
   local key = written[i]
