@@ -156,11 +156,8 @@ func randomBatch(r *rand.Rand) batchCase {
 			}
 			bc.state[markerKey(e.deltas[0].Key, e.id)] = storedValue{v: "1", ttl: ttl()}
 		case 1:
-			if epoch, ok := markerEpoch(e.id); ok { // the taken or the voided set
+			if epoch, ok := markerEpoch(e.id); ok && r.IntN(2) == 0 { // taken in a batch
 				mk := takenSetKey(e.deltas[0].Key, epoch)
-				if r.IntN(2) == 0 {
-					mk = voidedSetKey(e.deltas[0].Key, epoch)
-				}
 				bc.state[mk] = storedValue{v: addMember(bc.state[mk].v, e.id), ttl: ttl()}
 				break
 			}
@@ -260,16 +257,19 @@ func (bc batchCase) model() ([]int64, map[string]storedValue) {
 				st[mk] = storedValue{v: "1", ttl: goldenDedupFor}
 			}
 		case "v":
-			if epoch, ok := markerEpoch(e.id); ok { // the taken and voided sets
-				taken, voided := takenSetKey(e.deltas[0].Key, epoch), voidedSetKey(e.deltas[0].Key, epoch)
-				was := hasMember(st[voided].v, e.id)
-				if !was {
-					st[voided] = storedValue{v: addMember(st[voided].v, e.id), ttl: goldenVoidFor}
+			mk := takeMarkerKey(e.deltas[0].Key, e.id)
+			if epoch, ok := markerEpoch(e.id); ok { // a take a batch recorded in its taken set counts as "t"
+				m := map[string]mark{"": markNone, "t": markTaken, "v": markVoided}[st[mk].v]
+				if m == markNone && hasMember(st[takenSetKey(e.deltas[0].Key, epoch)].v, e.id) {
+					m = markTaken
 				}
-				applies = !was && hasMember(st[taken].v, e.id)
+				next, refund := voidMark(m)
+				if markText(next) != st[mk].v {
+					st[mk] = storedValue{v: markText(next), ttl: goldenVoidFor}
+				}
+				applies = refund
 				break
 			}
-			mk := takeMarkerKey(e.deltas[0].Key, e.id)
 			m := map[string]mark{"": markNone, "t": markTaken, "v": markVoided}[st[mk].v]
 			next, refund := voidMark(m)
 			if next != m {

@@ -134,13 +134,14 @@ type RedisOptions struct {
 // "llmguard:{<hash tag>}::tk:<request id>" = "t", one per slot group,
 // expiring after VoidFor; Void (reconcile.lua in void mode) refunds each
 // group whose marker says "t" and leaves "v" in every group, so that a take
-// that reaches Redis after its Void finds "v" and applies nothing. An id of
-// NewRequestID's (the proxy's) has its take markers in two sets of its
-// slot and epoch instead: "llmguard:{<hash tag>}::tkt:<epoch>" holds the
-// ids taken, "…::tkv:<epoch>" those voided (a take finds its id there and
-// applies nothing; a Void refunds an id taken and not yet voided, then adds
-// it), each set living VoidFor past its last write; a batch of takes adds
-// its ids with one SADD per set.
+// that reaches Redis after its Void finds "v" and applies nothing. A take
+// of an id of NewRequestID's (the proxy's) that commits in a batch
+// (takebatch.lua) records the id in the set of its slot's and epoch's ids
+// taken, "llmguard:{<hash tag>}::tkt:<epoch>" (one SADD per set and batch,
+// the set living VoidFor past its last write), instead of setting its
+// marker key, which it still reads; the Void of such an id counts a missing
+// marker as "t" when the id is in that set, and leaves "v" in the marker
+// key as for any id.
 //
 // A Reconcile records its request id in its first delta's slot: an id of
 // NewRequestID's (the proxy's) as a member of the set of its epoch's ids,
@@ -484,9 +485,9 @@ func (r *Redis) takeArgs(requestID string, items []Item, idx []int, commit bool)
 	if idx != nil {
 		n = len(idx)
 	}
-	keys := make([]string, 0, n+2)
-	args := make([]any, 4, 4+6*n)
-	args[0], args[1], args[2], args[3] = r.nowArg(), "0", "0", ""
+	keys := make([]string, 0, n+1)
+	args := make([]any, 3, 3+6*n)
+	args[0], args[1], args[2] = r.nowArg(), "0", "0"
 	if commit {
 		args[1] = "1"
 	}
@@ -496,12 +497,7 @@ func (r *Redis) takeArgs(requestID string, items []Item, idx []int, commit bool)
 			it = items[idx[j]]
 		}
 		if j == 0 && requestID != "" {
-			if epoch, ok := markerEpoch(requestID); ok {
-				keys = append(keys, takenSetKey(it.Key, epoch), voidedSetKey(it.Key, epoch))
-				args[3] = requestID
-			} else {
-				keys = append(keys, takeMarkerKey(it.Key, requestID))
-			}
+			keys = append(keys, takeMarkerKey(it.Key, requestID))
 			args[2] = r.voidFor
 		}
 		keys = append(keys, it.Key)
@@ -573,11 +569,10 @@ func (c *reconcileCall) add(owner int, requestID string, deltas []Delta, idx []i
 	switch {
 	case mode == modeVoid:
 		tag = "v"
+		c.keys = append(c.keys, takeMarkerKey(at(0).Key, requestID))
 		if epoch, ok := markerEpoch(requestID); ok {
 			tag = "w"
-			c.keys = append(c.keys, takenSetKey(at(0).Key, epoch), voidedSetKey(at(0).Key, epoch))
-		} else {
-			c.keys = append(c.keys, takeMarkerKey(at(0).Key, requestID))
+			c.keys = append(c.keys, takenSetKey(at(0).Key, epoch))
 		}
 	case count == 0:
 		return

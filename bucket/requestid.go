@@ -9,9 +9,9 @@ import (
 
 // epochSeconds is how many seconds of request ids made by NewRequestID
 // share one set of each kind of marker in Redis (see Redis): the set
-// "llmguard:{<hash tag>}::rcs:<epoch>" (reconciled), "…::tkt:<epoch>"
-// (taken), "…::tkv:<epoch>" (voided) holds, as members, ids whose second
-// lies in the epoch. It bounds a set to the requests of 10 s of one
+// "llmguard:{<hash tag>}::rcs:<epoch>" (reconciled) or "…::tkt:<epoch>"
+// (taken in a batch) holds, as members, ids whose second lies in the
+// epoch. It bounds a set to the requests of 10 s of one
 // slot, so that its expiry (Redis frees an expired key at once, in one
 // step) stays short.
 const epochSeconds = 10
@@ -20,9 +20,9 @@ const epochSeconds = 10
 // in: 24 lowercase hex digits, the Unix seconds of now (the low 32 bits, 8
 // digits) then 64 random bits (16 digits). Such an id (alone, or followed
 // by "/" and any suffix, as derived ids are) lets the Redis store record
-// its take, its void and its reconciliation as members of sets shared by
-// the ids of the same epoch (see Redis) instead of keys of their own; any
-// other id is recorded as before. It is safe for concurrent use.
+// its reconciliation, and its take when it commits in a batch, as members
+// of sets shared by the ids of the same epoch (see Redis) instead of keys
+// of their own; any other id is recorded as before. It is safe for concurrent use.
 func NewRequestID(now time.Time) string {
 	var b [12]byte
 	s := uint32(now.Unix())

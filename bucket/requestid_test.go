@@ -199,37 +199,44 @@ func TestReconcileMarkerSetsCluster(t *testing.T) {
 	}
 }
 
-// TestTakeMarkerSets takes and voids ids of NewRequestID's form, whose take
-// markers are members of their epoch's two sets (taken, voided), on
-// miniredis, a real redis-server and a 3-master cluster: a take's Void
-// refunds it once; a Void before its take leaves the take voided (it
-// applies nothing); a denied take leaves no marker; each set lives VoidFor
-// past its last write. In the cluster a take denied by its second slot
-// group refunds the first as that group's Void, so the caller's Void
+// TestTakeMarkerSets takes and voids ids of NewRequestID's form, on
+// miniredis, a real redis-server and a 3-master cluster, each take alone
+// (take.lua: the id's marker key says "t") and each in a batch
+// (takebatch.lua: the id goes in its epoch's taken set instead): a take's
+// Void refunds it once; a Void before its take leaves the take voided (it
+// applies nothing); a denied take leaves no marker; the taken set lives
+// VoidFor past its last write. In the cluster a take denied by its second
+// slot group refunds the first as that group's Void, so the caller's Void
 // refunds nothing more.
 func TestTakeMarkerSets(t *testing.T) {
-	t.Run("miniredis", func(t *testing.T) {
-		mr := miniredis.RunT(t)
-		c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		defer c.Close()
-		testTakeMarkerSets(t, c, c, true)
-	})
-	t.Run("redis-server", func(t *testing.T) {
-		c := redistest.Start(t).Client()
-		testTakeMarkerSets(t, c, c, false)
-	})
-	t.Run("cluster", func(t *testing.T) {
-		c := redistest.StartCluster(t, 3).Client()
-		testTakeMarkerSets(t, c, c, false)
-	})
+	for _, batched := range []bool{false, true} {
+		name := map[bool]string{false: "alone", true: "batched"}[batched]
+		t.Run("miniredis/"+name, func(t *testing.T) {
+			mr := miniredis.RunT(t)
+			c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+			defer c.Close()
+			testTakeMarkerSets(t, c, c, batched, true)
+		})
+		t.Run("redis-server/"+name, func(t *testing.T) {
+			c := redistest.Start(t).Client()
+			testTakeMarkerSets(t, c, c, batched, false)
+		})
+		t.Run("cluster/"+name, func(t *testing.T) {
+			c := redistest.StartCluster(t, 3).Client()
+			testTakeMarkerSets(t, c, c, batched, false)
+		})
+	}
 }
 
-func testTakeMarkerSets(t *testing.T, client RedisScripter, kv redis.Cmdable, exactTTL bool) {
+func testTakeMarkerSets(t *testing.T, client RedisScripter, kv redis.Cmdable, batched, exactTTL bool) {
 	ctx := context.Background()
 	now := t0
 	r, err := NewRedis(RedisOptions{Client: client, Now: func() time.Time { return now }, VoidFor: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if batched {
+		r.SendTakesAsBatches()
 	}
 	if err := r.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -252,16 +259,20 @@ func testTakeMarkerSets(t *testing.T, client RedisScripter, kv redis.Cmdable, ex
 			t.Errorf("%s: remaining %d and %d, want %d and %d", step, x, y, a, b)
 		}
 	}
+	if _, err := r.Take(ctx, NewRequestID(t0), items(30, 30)); err != nil {
+		t.Fatal(err)
+	}
 	id := NewRequestID(t0)
 	if d, err := r.Take(ctx, id, items(10, 20)); err != nil || !d.Allowed {
 		t.Fatalf("take: %+v, %v", d, err)
 	}
-	want("taken", 90, 80)
+	want("taken", 60, 50)
 	epoch, _ := markerEpoch(id)
-	if !kv.SIsMember(ctx, takenSetKey(tenant, epoch), id).Val() {
-		t.Errorf("the taken set lacks %s", id)
+	inSet, marker := kv.SIsMember(ctx, takenSetKey(tenant, epoch), id).Val(), kv.Get(ctx, takeMarkerKey(tenant, id)).Val()
+	if batched && (!inSet || marker != "") || !batched && (inSet || marker != "t") {
+		t.Errorf("after the take: in the taken set %v, marker key %q", inSet, marker)
 	}
-	if ttl := kv.PTTL(ctx, takenSetKey(tenant, epoch)).Val(); ttl <= 0 || ttl > 30*time.Second || exactTTL && ttl != 30*time.Second {
+	if ttl := kv.PTTL(ctx, takenSetKey(tenant, epoch)).Val(); batched && (ttl <= 0 || ttl > 30*time.Second || exactTTL && ttl != 30*time.Second) {
 		t.Errorf("the taken set expires in %v, want VoidFor (30s)", ttl)
 	}
 	for range 2 {
@@ -269,9 +280,9 @@ func testTakeMarkerSets(t *testing.T, client RedisScripter, kv redis.Cmdable, ex
 			t.Fatal(err)
 		}
 	}
-	want("voided twice", 100, 100)
-	if ttl := kv.PTTL(ctx, voidedSetKey(tenant, epoch)).Val(); ttl <= 0 || ttl > 30*time.Second || exactTTL && ttl != 30*time.Second {
-		t.Errorf("the voided set expires in %v, want VoidFor (30s)", ttl)
+	want("voided twice", 70, 70)
+	if m := kv.Get(ctx, takeMarkerKey(tenant, id)).Val(); m != "v" {
+		t.Errorf("after the void the marker key is %q, want v", m)
 	}
 	// A Void that reaches Redis before its take: the take applies nothing.
 	late := NewRequestID(t0)
@@ -281,7 +292,7 @@ func testTakeMarkerSets(t *testing.T, client RedisScripter, kv redis.Cmdable, ex
 	if _, err := r.Take(ctx, late, items(5, 5)); !errors.Is(err, ErrVoided) {
 		t.Errorf("a take after its Void: %v, want ErrVoided", err)
 	}
-	want("voided before its take", 100, 100)
+	want("voided before its take", 70, 70)
 	// A denied take leaves no marker: its Void refunds nothing.
 	denied := NewRequestID(t0)
 	if d, err := r.Take(ctx, denied, items(10, 101)); err != nil || d.Allowed {
@@ -290,12 +301,12 @@ func testTakeMarkerSets(t *testing.T, client RedisScripter, kv redis.Cmdable, ex
 	if err := r.Void(ctx, denied, items(10, 101)); err != nil {
 		t.Fatal(err)
 	}
-	want("denied, then voided", 100, 100)
+	want("denied, then voided", 70, 70)
 	// Denied by the global bucket after the tenant's took (in a cluster,
 	// another slot group): nothing stays spent, and the Void refunds
 	// nothing more.
 	short := NewRequestID(t0)
-	if _, err := r.Take(ctx, NewRequestID(t0), items(0, 95)); err != nil {
+	if _, err := r.Take(ctx, NewRequestID(t0), items(0, 65)); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := r.Take(ctx, short, items(30, 10)); err != nil || d.Allowed {
@@ -304,8 +315,26 @@ func testTakeMarkerSets(t *testing.T, client RedisScripter, kv redis.Cmdable, ex
 	if err := r.Void(ctx, short, items(30, 10)); err != nil {
 		t.Fatal(err)
 	}
-	want("denied by the second group, then voided", 100, 5)
-	if kv.Exists(ctx, takeMarkerKey(tenant, id)).Val() != 0 {
-		t.Errorf("an id of NewRequestID's form left a take marker key")
-	}
+	want("denied by the second group, then voided", 70, 5)
+}
+
+// FuzzTakenSetOf checks takenSetOf on any text (no panic; ok only for a
+// marker of an id of NewRequestID's form) and on the marker key of any
+// bucket key and id: it finds the id and the taken set of its epoch in the
+// key's slot.
+func FuzzTakenSetOf(f *testing.F) {
+	f.Add("llmguard:{acme}:tpm:alice", NewRequestID(t0), "")
+	f.Add("nokey", NewRequestID(t0)+"/shadow", "llmguard:{x}::tk:")
+	f.Add("a:{}:b", "req-1", "}::tk:")
+	f.Fuzz(func(t *testing.T, key, id, text string) {
+		takenSetOf(text)
+		set, got, ok := takenSetOf(takeMarkerKey(key, id))
+		epoch, want := markerEpoch(id)
+		if ok != want {
+			t.Fatalf("takenSetOf(%q) ok = %v, want %v", takeMarkerKey(key, id), ok, want)
+		}
+		if ok && (got != id || set != takenSetKey(key, epoch) || slotOf(set) != slotOf(key)) {
+			t.Fatalf("takenSetOf(%q) = %q, %q", takeMarkerKey(key, id), set, got)
+		}
+	})
 }

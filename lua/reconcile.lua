@@ -16,8 +16,8 @@
 --           "llmguard:{<hash tag>}::rcs:<epoch>" of the applied ids of one
 --           epoch of ids (bucket.NewRequestID), the id a member; a void's
 --           is the take marker of take.lua,
---           "llmguard:{<hash tag>}::tk:<request id>", or (mode 'w') its
---           two marker sets. A
+--           "llmguard:{<hash tag>}::tk:<request id>", followed (mode 'w') by
+--           the taken set of its epoch, "…::tkt:<epoch>" (takebatch.lua). A
 --           bucket key may repeat, within an entry and across entries: its
 --           deltas are summed (see settle).
 -- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
@@ -36,8 +36,9 @@
 --           marker); 'h': the same, its marker a member of its epoch's set
 --           (the id follows the mode as an ARGV of its own); 'v': the void
 --           of a take (the deltas are its costs, negated); 'w': the same,
---           its take markers the two sets of its epoch, taken and voided
---           (two KEYS, take.lua's; the id follows the mode); 'n': no marker
+--           for an id whose take a batch may have recorded in its taken
+--           set instead of its marker (two KEYS; the id follows the mode);
+--           'n': no marker
 --           (an empty request id, or an internal refund), the deltas apply
 --           on every call.
 --   id      modes 'h' and 'w' only: the request id.
@@ -61,9 +62,8 @@
 -- 1 when the take marker said 't' (the take was applied: refunded now), 0
 -- otherwise (no take yet: the marker is left 'v', a tombstone that makes a
 -- late take apply nothing; or 'v' already: a second void). Either way the
--- marker is then 'v', expiring ARGV[3] ms later. Mode 'w' alike: 1 when
--- the id is in the taken set and was not in the voided set; the id is then
--- in the voided set, which expires ARGV[3] ms later.
+-- marker is then 'v', expiring ARGV[3] ms later. Mode 'w' alike, the
+-- marker counted as 't' when it is missing and the id is in the taken set.
 --
 -- Redis commands: TIME (unless ARGV[1] pins now); one MGET of every bucket
 -- key, before anything is written (so that an error, such as a key of
@@ -73,8 +73,8 @@
 -- write by ARGV[2] at least: the set lives that long past its last write;
 -- a set of one entry: its SADD, whose reply tells, and the PEXPIRE);
 -- per entry a SET NX of its marker (mode 'r'), or a GET and at most one SET
--- (mode 'v'), or a SISMEMBER of the voided set and, when the id is not in
--- it, a SADD, a PEXPIRE and a SISMEMBER of the taken set (mode 'w'); then
+-- (mode 'v'; mode 'w' adds a SISMEMBER of the taken set when the marker
+-- is missing); then
 -- one SET or DEL per bucket key whose state changed.
 --
 -- State and expiry as in take.lua. The functions mirror
@@ -336,15 +336,21 @@ while a <= #ARGV do
       end
     end
   elseif mode == 'w' then
-    local id = ARGV[a + 1]
-    -- (Written as ifs: gopher-lua, miniredis's Lua, gave true for
-    -- "not voided and redis.call(...) == 1" with voided true.)
-    applies = false
-    if redis.call('SISMEMBER', KEYS[k + 1], id) == 0 then
-      redis.call('SADD', KEYS[k + 1], id)
-      redis.call('PEXPIRE', KEYS[k + 1], voidFor)
-      applies = redis.call('SISMEMBER', KEYS[k], id) == 1
+    -- As 'v', the take counted as 't' when a batch recorded it in its
+    -- taken set. (Written as ifs: gopher-lua, miniredis's Lua, gave true
+    -- for "not voided and redis.call(...) == 1" with voided true.)
+    local stored = redis.call('GET', KEYS[k])
+    local mark = stored
+    if mark ~= 'v' and mark ~= 't' then
+      if redis.call('SISMEMBER', KEYS[k + 1], ARGV[a + 1]) == 1 then
+        mark = 't'
+      end
     end
+    local nextMark, refund = voidMark(mark)
+    if stored ~= nextMark then
+      redis.call('SET', KEYS[k], nextMark, 'PX', voidFor)
+    end
+    applies = refund
   elseif mode == 'v' then
     local mark = redis.call('GET', KEYS[k])
     local nextMark, refund = voidMark(mark)

@@ -1,27 +1,18 @@
 -- take.lua: the two-phase take over all of one request's buckets, token
 -- buckets and quotas together.
 --
--- KEYS[1]   when ARGV[3] > 0 and ARGV[4] is '': the take marker of the
---           request id, in the same slot as the buckets
---           ("llmguard:{<their hash tag>}::tk:<request id>"): 't' once a
---           take of the id committed here, 'v' once the id was voided
---           (reconcile.lua in void mode); missing: neither.
--- KEYS[1], KEYS[2]
---           when ARGV[3] > 0 and ARGV[4] is a request id (one of
---           bucket.NewRequestID's): the take markers of its epoch's ids,
---           two sets in the buckets' slot, "…::tkt:<epoch>" holding the ids
---           whose take committed here, "…::tkv:<epoch>" those voided; an id
---           in neither: neither.
--- KEYS[m+i] bucket i (m = 1 or 2 with a marker, else 0), narrowest first;
---           in Redis Cluster all KEYS share a slot.
+-- KEYS[1]   when ARGV[3] > 0: the take marker of the request id, in the same
+--           slot as the buckets ("llmguard:{<their hash tag>}::tk:<request
+--           id>"): 't' once a take of the id committed here, 'v' once the id
+--           was voided (reconcile.lua in void mode); missing: neither.
+-- KEYS[m+i] bucket i (m = 1 with a marker, else 0), narrowest first; in
+--           Redis Cluster all KEYS share a slot.
 -- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
 --           Redis TIME: one clock for every proxy node.
 -- ARGV[2]   '1' commits (a take); '0' only checks (phase 1, writes nothing).
 -- ARGV[3]   how long the take marker lives, ms (the void window); '0': no
 --           marker (no request id, or a check).
--- ARGV[4]   the request id whose markers are the sets KEYS[1] and KEYS[2];
---           '' for a marker key (or none).
--- ARGV[6i-1] .. ARGV[6i+4]
+-- ARGV[6i-2] .. ARGV[6i+3]
 --           capacity (units), rate (units per per), per (µs), windowStart
 --           (µs), windowEnd (µs) and cost (units, >= 0) of bucket i: a
 --           token bucket when windowEnd is 0 (windowStart 0 too), a quota of
@@ -71,17 +62,14 @@
 -- holders, adds its own (expiry now + lease) and sets the key to expire 1s
 -- after it; a key holding a string (another kind) has no holders and is
 -- replaced. A committed take with a marker sets it
--- to 't', expiring after ARGV[3] ms (with marker sets: adds the id to
--- KEYS[1], which then expires ARGV[3] ms later); a denial or a check leaves
--- it alone.
+-- to 't', expiring after ARGV[3] ms; a denial or a check leaves it alone.
 --
 -- takebatch.lua runs the takes of several requests in one script.
 --
 -- Redis commands: TIME (unless ARGV[1] pins now), one MGET of every KEYS
--- (the marker with the buckets), with marker sets a SISMEMBER of the
--- voided set, and when committing one SET of the marker (with marker sets:
--- a SADD and a PEXPIRE of the taken set) and one SET or DEL per bucket
--- whose key changes. A denial or a check reads only.
+-- (the marker with the buckets), and when committing one SET of the marker
+-- and one SET or DEL per bucket whose key changes. A denial or a check
+-- reads only.
 --
 -- The functions mirror bucket/tokenbucket.go and bucket/quota.go line by
 -- line, under the same names; those reconcile.lua needs too live in
@@ -139,20 +127,6 @@ local function mark(key, ttl)
   redis.call('SET', key, 't', 'PX', ttl)
 end
 
--- voidedIn reports whether id is a member of the set voided (a request id
--- whose take markers are sets: see the header); takebatch.lua reads its
--- batch's answer instead.
-local function voidedIn(voided, id)
-  return redis.call('SISMEMBER', voided, id) == 1
-end
-
--- markIn records a committed take of id in the set taken, which then lives
--- ttl ms more; takebatch.lua records it for its flush instead.
-local function markIn(taken, id, ttl)
-  redis.call('SADD', taken, id)
-  redis.call('PEXPIRE', taken, ttl)
-end
-
 -- write stores what put or putQuota returned for key: a TTL in ms, true
 -- to keep the key's TTL, false to delete it, nil to write nothing; the
 -- value is encodeIt(a, b, c), made only when it is written.
@@ -200,22 +174,13 @@ end
 -- @entry: take.lua's own; takebatch.lua's entry sets now and commit itself.
 now, commit = clock(ARGV[1]), ARGV[2] == '1'
 -- @body: one request's take; takebatch.lua runs it once per request.
-local m, id = 0, ARGV[4]
+local m = 0
 if ARGV[3] ~= '0' then
   m = 1
-  if id ~= '' then
-    m = 2
-  end
 end
 local stored = read(KEYS)
-if m == 1 then
-  if takeMarked(stored[1]) then
-    return {-1}
-  end
-elseif m == 2 then
-  if voidedIn(KEYS[2], id) then
-    return {-1}
-  end
+if m == 1 and takeMarked(stored[1]) then
+  return {-1}
 end
 
 local n = #KEYS - m
@@ -231,7 +196,7 @@ local firstLarge, firstShort = -1, -1
 local retry = 0
 local hasWindow = false
 for i = 1, n do
-  local a = 6 * i - 1
+  local a = 6 * i - 2
   local capacity, rate, per = ARGV[a] + 0, ARGV[a + 1] + 0, ARGV[a + 2] + 0
   local windowStart, windowEnd, cost = ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0
   local kind, x, y, z = parse(stored[m + i])
@@ -307,8 +272,6 @@ end
 -- Phase 2: every bucket can pay; commit every cost.
 if m == 1 then
   mark(KEYS[1], ARGV[3])
-elseif m == 2 then
-  markIn(KEYS[1], id, ARGV[3])
 end
 for i = 1, n do
   local s = seen[i]
@@ -320,11 +283,7 @@ for i = 1, n do
       if s[3] then
         redis.call('DEL', KEYS[m + i])
       end
-      local holder = id
-      if m == 1 then
-        holder = holderOf(KEYS[1])
-      end
-      hold(KEYS[m + i], holder, now + per, now)
+      hold(KEYS[m + i], holderOf(KEYS[1]), now + per, now)
       live = live + 1
     end
     reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - live), slotReset(live, capacity)

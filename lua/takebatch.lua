@@ -3,11 +3,11 @@
 -- denial spends nothing), in order, at one instant.
 --
 -- KEYS      the batch's distinct bucket keys, in order of first use (D of
---           them; among them, side by side, the two marker sets, taken
---           then voided, of each epoch of the batch's requests whose ids
---           are bucket.NewRequestID's: see take.lua), then the take marker
---           key of each other request whose marker TTL is not '0', in
---           request order. A bucket key that many
+--           them; among them the taken set of each epoch of the batch's
+--           requests whose ids are bucket.NewRequestID's,
+--           "llmguard:{<hash tag>}::tkt:<epoch>"), then the take marker key
+--           of each request whose marker TTL is not '0', in request order.
+--           A bucket key that many
 --           requests name (a tenant's or a global bucket) is sent once: its
 --           takes apply in order. In Redis Cluster all KEYS share a slot.
 -- ARGV[1]   now, as in take.lua.
@@ -20,25 +20,28 @@
 --           take.lua's (each converted to a number once per batch);
 -- then per shape, what the takes of one kind share: the marker TTL
 --           (take.lua's ARGV[3]), the index among the first D KEYS of its
---           taken marker set (the voided set follows it; 0: a marker key
---           or none), the bucket count n, then per bucket,
+--           taken set (0: none), the bucket count n, then per bucket,
 --           narrowest first, the index of its key among the first D KEYS
 --           (1 to D) and the index of its limit (1 to L);
 -- then, request after request: the index of its shape (1 to S), its
---           request id when the shape has marker sets, then the cost of
+--           request id when the shape has a taken set, then the cost of
 --           each of the shape's n buckets (units, >= 0).
+--
+-- A committed take of a shape with a taken set adds its id to the set
+-- instead of setting its marker key to 't' (the key is still read: a void
+-- leaves 'v' there, and the take then applies nothing); reconcile.lua's
+-- void of such an id looks in both.
 --
 -- Reply: one take.lua reply per request, in order. A failure (an error in
 -- the script) fails every request of the batch and writes nothing: every
 -- key is read before the first take and written after the last.
 --
 -- Redis commands: TIME (unless ARGV[1] pins now), one MGET of every key
--- (a marker that repeats, a request id taken twice, is read twice), one
--- EXISTS per voided marker set (and a SISMEMBER per take of an epoch whose
--- voided set exists), then per taken marker set one SADD of the committed
--- takes' ids and one PEXPIRE, then one SET or DEL per key the takes
--- changed (the marker keys of committed takes among them): a bucket that
--- many requests share is read and written once per batch.
+-- (a marker that repeats, a request id taken twice, is read twice), then
+-- per taken set one SADD of the committed takes' ids and one PEXPIRE, then
+-- one SET or DEL per key the takes changed (the marker keys of other
+-- committed takes among them): a bucket that many requests share is read
+-- and written once per batch.
 --
 -- Package lua builds the script: take.lua up to its "-- @entry" line
 -- (core.lua inserted) at the "-- @take" line below, then the overrides
@@ -103,9 +106,32 @@ local function read(keys)
   return readOut
 end
 
+-- The batch's taken sets (requests whose ids are bucket.NewRequestID's):
+-- takenIds[set] the ids of the committed takes to add to a taken set
+-- (takenSets in order, takenTTL its TTL), by one SADD and one PEXPIRE per
+-- set in the flush; takenOf a shape's taken set.
+local takenIds, takenSets, takenTTL, takenOf = {}, {}, {}, {}
+
+-- markIn records a committed take's id in a taken set, for the flush.
+local function markIn(set, id, ttl)
+  local list = takenIds[set]
+  if not list then
+    list = {}
+    takenIds[set], takenTTL[set] = list, ttl
+    takenSets[#takenSets + 1] = set
+  end
+  list[#list + 1] = id
+end
+
 -- mark records a committed take's marker, 't' for ttl ms (the TTL's text
--- as sent: the flush passes it to SET PX unconverted).
+-- as sent: the flush passes it to SET PX unconverted); or, when the entry
+-- set markSet and markId for the take takeOne runs (its id is
+-- bucket.NewRequestID's), the id in its taken set (markIn).
+local markSet, markId
 local function mark(key, ttl)
+  if markSet then
+    return markIn(markSet, markId, ttl)
+  end
   remember(key, ttl, 't')
 end
 
@@ -125,37 +151,6 @@ local function write(key, how, encodeIt, a, b, c)
     cells[key], made[cell] = cell, true
   end
   remember(key, how, cell)
-end
-
--- The batch's marker sets (requests whose ids are bucket.NewRequestID's):
--- voidedSets[set] is whether a voided set exists (one EXISTS per set and
--- batch: none does, unless a take of its epoch was voided), takenIds[set]
--- the ids of the committed takes to add to a taken set (takenSets in order,
--- takenTTL its TTL), by one SADD and one PEXPIRE per set in the flush;
--- takenOf and voidedOf a shape's two sets.
-local voidedSets, takenIds, takenSets, takenTTL, takenOf, voidedOf = {}, {}, {}, {}, {}, {}
-
--- voidedIn, in a batch, asks Redis only of a voided set that exists (no
--- void of the batch runs meanwhile: the answer holds for the batch).
-local voidedNow = voidedIn
-local function voidedIn(set, id)
-  local v = voidedSets[set]
-  if v == nil then
-    v = redis.call('EXISTS', set) == 1
-    voidedSets[set] = v
-  end
-  return v and voidedNow(set, id)
-end
-
--- markIn, in a batch, records a committed take's id for the flush.
-local function markIn(set, id, ttl)
-  local list = takenIds[set]
-  if not list then
-    list = {}
-    takenIds[set], takenTTL[set] = list, ttl
-    takenSets[#takenSets + 1] = set
-  end
-  list[#list + 1] = id
 end
 
 -- hold, in a batch, adds an in-flight holder at once (core.lua's hold) and
@@ -180,20 +175,13 @@ local levels, updateds, founds, spends = {}, {}, {}, {}
 -- without its per-bucket dispatch, its seen tables or its KEYS and ARGV; a
 -- bucket an earlier take of the batch wrote is read from its cell as parse
 -- and load would read it.
--- shape is the take's shape, marker its marker key (nil without, or with
--- marker sets), ttl the marker's TTL, costs the ARGV holding its costs from
--- costs[at + 1] on, id its request id when its markers are the shape's
--- sets. The reply is take.lua's.
+-- shape is the take's shape, marker its marker key (nil without), ttl the
+-- marker's TTL, costs the ARGV holding its costs from costs[at + 1] on, id
+-- its request id when the shape has a taken set (the commit records the id
+-- there instead of in the marker key). The reply is take.lua's.
 local function takeTokens(shape, marker, ttl, costs, at, id)
-  local taken = takenOf[shape]
-  if marker then
-    if takeMarked(state[marker]) then
-      return {-1}
-    end
-  elseif taken then
-    if voidedIn(voidedOf[shape], id) then
-      return {-1}
-    end
+  if marker and takeMarked(state[marker]) then
+    return {-1}
   end
   local n = shape[2]
   local reply = {1, -1, 0, 0, nil, nil, nil, nil, nil, nil}
@@ -236,10 +224,11 @@ local function takeTokens(shape, marker, ttl, costs, at, id)
     end
     return reply
   end
-  if marker then
-    mark(marker, ttl)
-  elseif taken then
+  local taken = takenOf[shape]
+  if taken then
     markIn(taken, id, ttl)
+  elseif marker then
+    remember(marker, ttl, 't')
   end
   for i = 1, n do
     local limit = shape[2 + 2 * i]
@@ -257,7 +246,7 @@ end
 -- library keeps the tables above from one call to the next).
 now, commit = clock(ARGV[1]), true
 state, pending, written, cells, made = {}, {}, {}, {}, {}
-voidedSets, takenIds, takenSets, takenTTL, takenOf, voidedOf = {}, {}, {}, {}, {}, {}
+takenIds, takenSets, takenTTL, takenOf, markSet = {}, {}, {}, {}, nil
 
 -- The batch: read every key once, run each request's take in order on
 -- state, then write each key its takes changed once. Each take gets the
@@ -283,7 +272,7 @@ for s = 1, ns do
   local shape = {ttl, n}
   fast[shape] = true
   if sets > 0 then
-    takenOf[shape], voidedOf[shape] = KEYS[sets], KEYS[sets + 1]
+    takenOf[shape] = KEYS[sets]
   end
   for i = 1, n do
     local limit = limits[ARGV[a + 2 + 2 * i] + 0]
@@ -303,13 +292,13 @@ local keys, args = {}, {ARGV[1], '1'}
 local last, m, n, marker = nil, 0, 0, nd
 for r = 1, ARGV[3] + 0 do
   local shape = shapes[digits[ARGV[a]] or ARGV[a] + 0]
-  local id, at = nil, a -- the id of a take with marker sets; its costs from ARGV[at + 1]
+  local id, at = nil, a -- the id of a take with a taken set; its costs from ARGV[at + 1]
   if takenOf[shape] then
     id, at = ARGV[a + 1], a + 1
   end
   if fast[shape] then
     local key
-    if shape[1] ~= '0' and not id then
+    if shape[1] ~= '0' then
       marker = marker + 1
       key = KEYS[marker]
     end
@@ -318,15 +307,12 @@ for r = 1, ARGV[3] + 0 do
     if shape ~= last then
       local used = m + n
       n, m = shape[2], 0
-      args[3], args[4] = shape[1], ''
-      if takenOf[shape] then
-        m = 2
-        keys[1], keys[2] = takenOf[shape], voidedOf[shape]
-      elseif shape[1] ~= '0' then
+      args[3] = shape[1]
+      if shape[1] ~= '0' then
         m = 1
       end
       for i = 1, n do
-        local limit, b = shape[2 + 2 * i], 6 * i - 1
+        local limit, b = shape[2 + 2 * i], 6 * i - 2
         keys[m + i] = shape[1 + 2 * i]
         args[b], args[b + 1], args[b + 2], args[b + 3], args[b + 4] = limit[1], limit[2], limit[3], limit[4], limit[5]
       end
@@ -338,13 +324,13 @@ for r = 1, ARGV[3] + 0 do
     if m == 1 then
       marker = marker + 1
       keys[1] = KEYS[marker]
-    elseif m == 2 then
-      args[4] = id
     end
     for i = 1, n do
-      args[6 * i + 4] = ARGV[at + i]
+      args[6 * i + 3] = ARGV[at + i]
     end
+    markSet, markId = takenOf[shape], id
     replies[r] = takeOne(keys, args)
+    markSet = nil
   end
   a = at + 1 + shape[2]
 end
