@@ -3,7 +3,6 @@ package bucket
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -117,8 +116,9 @@ func TestCallgrindScripts(t *testing.T) {
 		{Capacity: 1e6, Rate: 1e6, Per: time.Second},
 	}
 	keys := []string{"llmguard:{t}:user:alice", "llmguard:{t}:tenant:acme", "llmguard:{t}:global"}
-	id := 0
-	nextID := func() string { id++; return fmt.Sprintf("req-%08d", id) }
+	// Request ids as the proxy makes them (NewRequestID): a reconciliation's
+	// marker is a field of its epoch's hash.
+	nextID := func() string { return NewRequestID(time.Now()) }
 	// takesOf returns a run of takes of the first n buckets, each with a
 	// request id (a take marker) when marked.
 	takesOf := func(n int, marked bool) func(size, batches int) {

@@ -16,7 +16,7 @@ type recentIDs struct {
 
 // idKey is a request id as a map key that holds its bytes inline, so that
 // remembering an id copies nothing to the heap: an id of up to 24 bytes
-// (llmguard's own are 16) is kept whole; a longer one as its first 24 bytes
+// (llmguard's own are 24) is kept whole; a longer one as its first 24 bytes
 // and its 64-bit xxhash, which two ids share by chance with a probability
 // of about 2^-64.
 type idKey struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,13 +43,15 @@ type batchCase struct {
 
 // TestReconcileBatchGolden runs random batches of reconciliations, voids
 // and refunds through reconcile.lua (one script for the whole batch, as
-// ReconcileBatch sends it) and through a model that applies them one by one
-// with the Go arithmetic (Apply, ApplyQuota, voidMark) at the same instant,
+// ReconcileBatch sends it) and through a model that checks their markers one
+// by one and settles the applied deltas per bucket and limit with the Go
+// arithmetic (Apply, ApplyQuota, voidMark) at the same instant,
 // storing each result as the scripts encode it: every entry's reply, every
 // bucket's and marker's value and TTL must agree, bit for bit. Keys repeat
 // within and across entries, request ids repeat within a batch and may be
-// marked before it, limits change between entries (a reload) and keys
-// change kind, deltas of zero units are left out (an entry of nothing but
+// marked before it (ids of NewRequestID's form, of two epochs and one
+// derived, have their markers in sets, beside the others' marker keys),
+// limits change between entries (a reload) and keys change kind, deltas of zero units are left out (an entry of nothing but
 // those records nothing), on miniredis (gopher-lua, whose TTLs do not run
 // down) and a real redis-server (Lua 5.1).
 func TestReconcileBatchGolden(t *testing.T) {
@@ -117,7 +120,7 @@ func randomBatch(r *rand.Rand) batchCase {
 			bc.state[key] = storedValue{v: fmt.Sprintf("q %d %d", 1+r.Int64N(2*max(l.Capacity, 10)), window.UnixMicro()), ttl: ttl()}
 		}
 	}
-	ids := []string{"a", "b", "c", "d"}
+	ids := []string{"a", "b", "c", "d", goldenSetIDs[0], goldenSetIDs[1], goldenSetIDs[2], goldenSetIDs[3]}
 	for range 1 + r.IntN(12) {
 		e := batchEntry{mode: []string{"r", "r", "r", "v", "n"}[r.IntN(5)], id: ids[r.IntN(len(ids))]}
 		for range 1 + r.IntN(4) {
@@ -145,12 +148,48 @@ func randomBatch(r *rand.Rand) batchCase {
 		bc.entries = append(bc.entries, e)
 		switch r.IntN(6) { // markers already there
 		case 0:
+			if epoch, ok := markerEpoch(e.id); ok {
+				mk := markerSetKey(e.deltas[0].Key, epoch)
+				old := bc.state[mk]
+				bc.state[mk] = storedValue{v: addMember(old.v, e.id), ttl: ttl()}
+				break
+			}
 			bc.state[markerKey(e.deltas[0].Key, e.id)] = storedValue{v: "1", ttl: ttl()}
 		case 1:
+			if epoch, ok := markerEpoch(e.id); ok && r.IntN(2) == 0 { // taken in a batch
+				mk := takenSetKey(e.deltas[0].Key, epoch)
+				bc.state[mk] = storedValue{v: addMember(bc.state[mk].v, e.id), ttl: ttl()}
+				break
+			}
 			bc.state[takeMarkerKey(e.deltas[0].Key, e.id)] = storedValue{v: []string{"t", "v"}[r.IntN(2)], ttl: ttl()}
 		}
 	}
 	return bc
+}
+
+// goldenSetIDs are request ids of NewRequestID's form, whose markers are
+// members of a set: the first two of one epoch, the third of the next, the
+// fourth derived from the first.
+var goldenSetIDs = []string{
+	"67c2f6c00123456789abcdef", "67c2f6c9fedcba9876543210", "67c2f6ca0f1e2d3c4b5a6978", "67c2f6c00123456789abcdef/shadow",
+}
+
+// setPrefix starts the model's value of a set key: its members, sorted,
+// each after a newline.
+const setPrefix = "set:"
+
+func hasMember(set, id string) bool {
+	return strings.Contains(set+"\n", "\n"+id+"\n")
+}
+
+func addMember(set, id string) string {
+	if hasMember(set, id) {
+		return set
+	}
+	members := strings.Split(strings.TrimPrefix(set, setPrefix), "\n")[1:]
+	members = append(members, id)
+	slices.Sort(members)
+	return setPrefix + "\n" + strings.Join(members, "\n")
 }
 
 func slicesFilter(ds []Delta, keep func(Delta) bool) []Delta {
@@ -161,6 +200,20 @@ func slicesFilter(ds []Delta, keep func(Delta) bool) []Delta {
 		}
 	}
 	return out
+}
+
+// groupKey names the deltas of one bucket under one limit (its ARGV).
+type groupKey struct {
+	key   string
+	limit [5]int64
+}
+
+// deltaGroup is the applied deltas of one bucket under one limit, summed:
+// refund the negative units, spend the positive ones.
+type deltaGroup struct {
+	key           string
+	limit         Limit
+	refund, spend int64
 }
 
 // model applies bc's entries one by one with the Go arithmetic, as the
@@ -174,6 +227,8 @@ func (bc batchCase) model() ([]int64, map[string]storedValue) {
 	}
 	now := bc.now.UnixMicro()
 	var reply []int64
+	var groups []deltaGroup
+	groupAt := map[groupKey]int{}
 	for _, e := range bc.entries {
 		var deltas []Delta
 		for _, d := range e.deltas {
@@ -187,6 +242,14 @@ func (bc batchCase) model() ([]int64, map[string]storedValue) {
 		applies := true
 		switch e.mode {
 		case "r":
+			if epoch, ok := markerEpoch(e.id); ok { // a member of its epoch's set
+				mk := markerSetKey(e.deltas[0].Key, epoch)
+				old := st[mk]
+				if applies = !hasMember(old.v, e.id); applies {
+					st[mk] = storedValue{v: addMember(old.v, e.id), ttl: goldenDedupFor}
+				}
+				break
+			}
 			mk := markerKey(e.deltas[0].Key, e.id)
 			if _, ok := st[mk]; ok {
 				applies = false
@@ -195,6 +258,18 @@ func (bc batchCase) model() ([]int64, map[string]storedValue) {
 			}
 		case "v":
 			mk := takeMarkerKey(e.deltas[0].Key, e.id)
+			if epoch, ok := markerEpoch(e.id); ok { // a take a batch recorded in its taken set counts as "t"
+				m := map[string]mark{"": markNone, "t": markTaken, "v": markVoided}[st[mk].v]
+				if m == markNone && hasMember(st[takenSetKey(e.deltas[0].Key, epoch)].v, e.id) {
+					m = markTaken
+				}
+				next, refund := voidMark(m)
+				if markText(next) != st[mk].v {
+					st[mk] = storedValue{v: markText(next), ttl: goldenVoidFor}
+				}
+				applies = refund
+				break
+			}
 			m := map[string]mark{"": markNone, "t": markTaken, "v": markVoided}[st[mk].v]
 			next, refund := voidMark(m)
 			if next != m {
@@ -208,60 +283,87 @@ func (bc batchCase) model() ([]int64, map[string]storedValue) {
 		}
 		reply = append(reply, 1)
 		for _, d := range deltas {
-			old, found := st[d.Key]
-			write := func(v string, px int64, keep bool) {
-				switch {
-				case v == "":
-					delete(st, d.Key)
-				case keep:
-					st[d.Key] = storedValue{v: v, ttl: old.ttl}
-				default:
-					st[d.Key] = storedValue{v: v, ttl: px}
-				}
+			g := groupKey{d.Key, limitArgs(d.Limit)}
+			at, ok := groupAt[g]
+			if !ok {
+				at = len(groups)
+				groupAt[g] = at
+				groups = append(groups, deltaGroup{key: d.Key, limit: d.Limit})
 			}
-			if d.Limit.IsQuota() {
-				_, windowStart, windowEnd := d.Limit.window()
-				used, window := 0.0, windowStart
-				if found {
-					var u, w int64
-					if n, err := fmt.Sscanf(old.v, "q %d %d", &u, &w); n == 2 && err == nil && fmt.Sprintf("q %d %d", u, w) == old.v {
-						used, window = float64(u), w
-					}
-				}
-				var applied bool
-				used, window, applied = applyQuota(used, window, windowStart, windowEnd, float64(d.Units))
-				switch {
-				case !applied:
-				case used <= 0 && found:
-					write("", 0, false)
-				case used <= 0:
-				case window == windowStart:
-					write(fmt.Sprintf("q %d %d", int64(used), window), int64(math.Floor(quotaExpiry(windowEnd, now)/1000)), false)
-				default:
-					write(fmt.Sprintf("q %d %d", int64(used), window), 0, true)
-				}
-				continue
+			if d.Units < 0 {
+				groups[at].refund += d.Units
+			} else {
+				groups[at].spend += d.Units
 			}
-			capacity, rate, per := d.Limit.floats()
-			level, updated := capacity, now
-			if found {
-				a, b, ok := strings.Cut(old.v, " ")
-				l, err1 := strconv.ParseFloat(a, 64)
-				u, err2 := strconv.ParseInt(b, 10, 64)
-				if ok && err1 == nil && err2 == nil {
-					level, updated = l, u
-				}
-			}
-			level, updated = apply(level, updated, capacity, rate, per, now, float64(d.Units))
+		}
+	}
+	// The applied deltas of each bucket under each limit, summed, settle
+	// once after every marker, in order of the group's first delta: the
+	// refunds, then the charges (see reconcile.lua's settle).
+	for _, g := range groups {
+		old, found := st[g.key]
+		write := func(v string, px int64, keep bool) {
 			switch {
-			case level >= capacity && found:
-				write("", 0, false)
-			case level >= capacity:
+			case v == "":
+				delete(st, g.key)
+			case keep:
+				st[g.key] = storedValue{v: v, ttl: old.ttl}
 			default:
-				reset := wait(level, capacity, rate, per)
-				px := int64(math.Floor((float64(updated)+reset-float64(now))/1000)) + 1000
-				write(strconv.FormatFloat(level, 'g', 17, 64)+" "+strconv.FormatInt(updated, 10), px, false)
+				st[g.key] = storedValue{v: v, ttl: px}
 			}
+		}
+		var sums []float64
+		for _, u := range []int64{g.refund, g.spend} {
+			if u != 0 {
+				sums = append(sums, float64(u))
+			}
+		}
+		if g.limit.IsQuota() {
+			_, windowStart, windowEnd := g.limit.window()
+			used, window := 0.0, windowStart
+			if found {
+				var u, w int64
+				if n, err := fmt.Sscanf(old.v, "q %d %d", &u, &w); n == 2 && err == nil && fmt.Sprintf("q %d %d", u, w) == old.v {
+					used, window = float64(u), w
+				}
+			}
+			var applied bool
+			for _, units := range sums {
+				used, window, applied = applyQuota(used, window, windowStart, windowEnd, units)
+			}
+			switch {
+			case !applied:
+			case used <= 0 && found:
+				write("", 0, false)
+			case used <= 0:
+			case window == windowStart:
+				write(fmt.Sprintf("q %d %d", int64(used), window), int64(math.Floor(quotaExpiry(windowEnd, now)/1000)), false)
+			default:
+				write(fmt.Sprintf("q %d %d", int64(used), window), 0, true)
+			}
+			continue
+		}
+		capacity, rate, per := g.limit.floats()
+		level, updated := capacity, now
+		if found {
+			a, b, ok := strings.Cut(old.v, " ")
+			l, err1 := strconv.ParseFloat(a, 64)
+			u, err2 := strconv.ParseInt(b, 10, 64)
+			if ok && err1 == nil && err2 == nil {
+				level, updated = l, u
+			}
+		}
+		for _, units := range sums {
+			level, updated = apply(level, updated, capacity, rate, per, now, units)
+		}
+		switch {
+		case level >= capacity && found:
+			write("", 0, false)
+		case level >= capacity:
+		default:
+			reset := wait(level, capacity, rate, per)
+			px := int64(math.Floor((float64(updated)+reset-float64(now))/1000)) + 1000
+			write(strconv.FormatFloat(level, 'g', 17, 64)+" "+strconv.FormatInt(updated, 10), px, false)
 		}
 	}
 	return reply, st
@@ -278,6 +380,17 @@ func runBatchGolden(t *testing.T, c *redis.Client, cases []batchCase, exactTTL b
 			ttl := time.Duration(v.ttl) * time.Millisecond
 			if v.ttl < 0 {
 				ttl = 0
+			}
+			if members, ok := strings.CutPrefix(v.v, setPrefix); ok {
+				for _, m := range strings.Split(members, "\n")[1:] {
+					if err := c.SAdd(ctx, k, m).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if ttl > 0 {
+					c.PExpire(ctx, k, ttl)
+				}
+				continue
 			}
 			if err := c.Set(ctx, k, v.v, ttl).Err(); err != nil {
 				t.Fatal(err)
@@ -311,11 +424,20 @@ func runBatchGolden(t *testing.T, c *redis.Client, cases []batchCase, exactTTL b
 		}
 		for _, k := range keys {
 			if _, ok := want[k]; !ok {
-				t.Errorf("%s: Lua left %s = %q, the model none", where, k, c.Get(ctx, k).Val())
+				t.Errorf("%s: Lua left %s (%s), the model none", where, k, c.Type(ctx, k).Val())
 			}
 		}
 		for k, w := range want {
-			v, err := c.Get(ctx, k).Result()
+			var v string
+			var err error
+			if c.Type(ctx, k).Val() == "set" {
+				var members []string
+				members, err = c.SMembers(ctx, k).Result()
+				slices.Sort(members)
+				v = setPrefix + "\n" + strings.Join(members, "\n")
+			} else {
+				v, err = c.Get(ctx, k).Result()
+			}
 			if err == redis.Nil {
 				t.Errorf("%s: Lua left no %s, the model %q", where, k, w.v)
 				continue

@@ -134,7 +134,25 @@ type RedisOptions struct {
 // "llmguard:{<hash tag>}::tk:<request id>" = "t", one per slot group,
 // expiring after VoidFor; Void (reconcile.lua in void mode) refunds each
 // group whose marker says "t" and leaves "v" in every group, so that a take
-// that reaches Redis after its Void finds "v" and applies nothing.
+// that reaches Redis after its Void finds "v" and applies nothing. A take
+// of an id of NewRequestID's (the proxy's) that commits in a batch
+// (takebatch.lua) records the id in the set of its slot's and epoch's ids
+// taken, "llmguard:{<hash tag>}::tkt:<epoch>" (one SADD per set and batch,
+// the set living VoidFor past its last write), instead of setting its
+// marker key, which it still reads; the Void of such an id counts a missing
+// marker as "t" when the id is in that set, and leaves "v" in the marker
+// key as for any id.
+//
+// A Reconcile records its request id in its first delta's slot: an id of
+// NewRequestID's (the proxy's) as a member of the set of its epoch's ids,
+// "llmguard:{<hash tag>}::rcs:<epoch>" (epoch: the id's second / 10), read
+// by one SMISMEMBER and written by one SADD per set and batch, the set
+// living DedupFor past its last write; any other id as a key of its own,
+// "llmguard:{<hash tag>}::rc:<request id>", SET NX with DedupFor. The form
+// follows from the id alone, so every attempt of an id finds its marker;
+// a node takes, voids and reconciles only the ids it made, so nodes of two
+// versions never share one (an older version, which knows only marker
+// keys, never sees a NewRequestID id).
 type Redis struct {
 	client    RedisScripter
 	now       func() time.Time
@@ -285,7 +303,11 @@ func (r *Redis) Void(ctx context.Context, requestID string, items []Item) error 
 // batch as Reconcile (or Void) would, all in one round trip: one script
 // (lua/reconcile.lua) carrying every element, in a cluster one per slot
 // (pipelined), so that Redis reads and writes a bucket that many elements
-// touch once per batch. Deltas of zero units change nothing and are not
+// touch once per batch, and settles their deltas on it once: the refunds of
+// every element applied, then the charges, the strictest order of the
+// elements (never more generous than any order of separate Reconcile calls;
+// order changes a result only through the clamps at capacity and at 0).
+// Deltas of zero units change nothing and are not
 // sent: an element with no other deltas sends nothing and records no
 // request id (a retry of it is a no-op as well). A Void is always sent (its
 // tombstone is needed even when its costs are zero). When a script fails,
@@ -521,8 +543,10 @@ func (c *reconcileCall) args(r *Redis) []any {
 
 // add appends to c the entry of requestID's deltas (those at idx, when idx
 // is not nil) in mode, for batch element owner: its marker key (none for
-// modeRefund, or modeReconcile with an empty requestID), named in the slot
-// of its first delta, then its deltas of non-zero units. An entry of
+// modeRefund, or modeReconcile with an empty requestID; for modeReconcile
+// and an id of NewRequestID's, the marker set of its epoch, the id then
+// sent as an ARGV), named in the slot of its first delta, then its deltas
+// of non-zero units. An entry of
 // modeReconcile or modeRefund with no such delta is not added.
 func (c *reconcileCall) add(owner int, requestID string, deltas []Delta, idx []int, mode scriptMode) {
 	n := len(deltas)
@@ -546,14 +570,27 @@ func (c *reconcileCall) add(owner int, requestID string, deltas []Delta, idx []i
 	case mode == modeVoid:
 		tag = "v"
 		c.keys = append(c.keys, takeMarkerKey(at(0).Key, requestID))
+		if epoch, ok := markerEpoch(requestID); ok {
+			tag = "w"
+			c.keys = append(c.keys, takenSetKey(at(0).Key, epoch))
+		}
 	case count == 0:
 		return
 	case mode == modeReconcile && requestID != "":
 		tag = "r"
-		c.keys = append(c.keys, markerKey(at(0).Key, requestID))
+		if epoch, ok := markerEpoch(requestID); ok {
+			tag = "h"
+			c.keys = append(c.keys, markerSetKey(at(0).Key, epoch))
+		} else {
+			c.keys = append(c.keys, markerKey(at(0).Key, requestID))
+		}
 	}
 	c.owners = append(c.owners, owner)
-	c.entries = append(c.entries, tag, count)
+	c.entries = append(c.entries, tag)
+	if tag == "h" || tag == "w" {
+		c.entries = append(c.entries, requestID)
+	}
+	c.entries = append(c.entries, count)
 	for j := range n {
 		dl := at(j)
 		if dl.Units == 0 {

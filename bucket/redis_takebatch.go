@@ -189,9 +189,12 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 // batchArgs returns the KEYS and ARGV of takebatch.lua for takes, each
 // given in take.lua's single layout (now, '1', marker TTL, then 6 per
 // bucket: its 5 limit ARGV and its cost): every distinct bucket key, limit
-// and shape (marker TTL and the keys and limits of the buckets) sent once,
-// each take naming its shape by index and sending its costs (see the
-// script's header).
+// and shape (marker TTL, taken set, and the keys and limits of the buckets)
+// sent once, each take naming its shape by index and sending its request id
+// (with a taken set: an id of NewRequestID's form) and its costs (see the
+// script's header). A take's marker key is sent as before (the batch reads
+// it: a void leaves "v" there); the taken set of its id's epoch goes among
+// the bucket keys, once per batch.
 func batchArgs(takes []*queuedTake) ([]string, []any) {
 	keyOf := map[string]int{}
 	limitOf := map[[5]any]int{}
@@ -200,15 +203,26 @@ func batchArgs(takes []*queuedTake) ([]string, []any) {
 	var limits, shapes, entries []any
 	var shape []byte
 	for _, q := range takes {
-		m := 0
+		m, taken, id := 0, 0, ""
 		if q.args[2] != "0" {
 			m = 1
 			markers = append(markers, q.keys[0])
+			var set string
+			var ok bool
+			if set, id, ok = takenSetOf(q.keys[0]); ok {
+				k, seen := keyOf[set]
+				if !seen {
+					buckets = append(buckets, set)
+					k = len(buckets)
+					keyOf[set] = k
+				}
+				taken = k
+			}
 		}
 		n := (len(q.args) - 3) / 6
-		shape = fmt.Appendf(shape[:0], "%v %d", q.args[2], n)
+		shape = fmt.Appendf(shape[:0], "%v %d %d", q.args[2], taken, n)
 		at := len(shapes)
-		shapes = append(shapes, q.args[2], n)
+		shapes = append(shapes, q.args[2], taken, n)
 		for j := range n {
 			key := q.keys[m+j]
 			k, ok := keyOf[key]
@@ -237,6 +251,9 @@ func batchArgs(takes []*queuedTake) ([]string, []any) {
 			shapes = shapes[:at]
 		}
 		entries = append(entries, s)
+		if taken > 0 {
+			entries = append(entries, id)
+		}
 		for j := range n {
 			entries = append(entries, q.args[3+6*j+5])
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,13 @@ type takeBatchStep struct {
 	id    string
 	items []bucket.Item
 }
+
+// setID is a request id of bucket.NewRequestID's form made at now, its
+// random part n: its take markers are members of its epoch's sets.
+func setID(now time.Time, n uint64) string { return fmt.Sprintf("%s%016x", setPrefix(now), n) }
+
+// setPrefix is the first 8 hex digits of setID's ids: now's second.
+func setPrefix(now time.Time) string { return fmt.Sprintf("%08x", uint32(now.Unix())) }
 
 // takeBatchSteps is a timeline over buckets that many requests share (a
 // tenant's small USD bucket, a global requests bucket, a monthly quota),
@@ -51,13 +59,14 @@ func takeBatchSteps(now time.Time) (steps []takeBatchStep, allowed []bool) {
 	}
 	steps = []takeBatchStep{
 		req("first", "r1", "alice", 4, 100, true),
-		req("second", "r2", "bob", 4, 100, true),
-		req("short usd: spends nothing", "r3", "alice", 5, 100, true),
+		req("second (marker sets)", setID(now, 2), "bob", 4, 100, true),
+		req("short usd: spends nothing (marker sets)", setID(now, 3), "alice", 5, 100, true),
 		req("fits what r3 left", "r4", "carol", 2, 100, false),
 		req("too large", "r5", "alice", 11, 1, false),
 		req("no request id", "", "bob", 0, 200, true),
-		req("quota used up", "r7", "carol", 0, 1, true),
+		req("quota used up (marker sets)", setID(now, 7), "carol", 0, 1, true),
 		req("voided before", "void-me", "alice", 0, 1, false),
+		req("voided before (marker sets)", setID(now, 8), "alice", 0, 1, false),
 		req("user short", "r9", "bob", 0, 300, false),
 		req("id taken again", "r1", "alice", 0, 10, false),
 		req("last", "r11", "dave", 0, 499, false),
@@ -72,7 +81,7 @@ func takeBatchSteps(now time.Time) (steps []takeBatchStep, allowed []bool) {
 			{Key: "k:{PFX}:user:frank", Limit: tpm, Cost: 300},
 		}},
 	}
-	allowed = []bool{true, true, false, true, false, true, false, false, false, true, true, true, true, false}
+	allowed = []bool{true, true, false, true, false, true, false, false, false, false, true, true, true, true, false}
 	return steps, allowed
 }
 
@@ -162,7 +171,7 @@ func TestTakeBatchMatchesSequence(t *testing.T) {
 			bat := newRedis(t, bucket.RedisOptions{Client: c, Now: clock})
 			steps, allowed := takeBatchSteps(now)
 			for _, s := range steps {
-				if s.id == "void-me" {
+				if s.id == "void-me" || s.id == setID(now, 8) {
 					for _, p := range []string{"seq", "bat"} {
 						if err := seq.Void(ctx, s.id, named(s.items, p)); err != nil {
 							t.Fatal(err)
@@ -204,9 +213,31 @@ func TestTakeBatchMatchesSequence(t *testing.T) {
 				for _, it := range s.items {
 					keys[it.Key] = true
 				}
-				if s.id != "" {
+				if s.id != "" && !strings.HasPrefix(s.id, setPrefix(now)) {
 					keys["llmguard:{PFX}::tk:"+s.id] = true
 				}
+			}
+			// The ids of setID's form: a take committed one by one (take.lua)
+			// sets the id's marker key to "t", one committed in a batch adds
+			// the id to its epoch's taken set (epoch: second / 10), with the
+			// same TTL; a void leaves "v" in the marker key either way.
+			taken := "llmguard:{bat}::tkt:" + strconv.FormatInt(now.Unix()/10, 10)
+			var inSet []string
+			for _, s := range steps {
+				if !strings.HasPrefix(s.id, setPrefix(now)) {
+					continue
+				}
+				sm, bm := c.Get(ctx, "llmguard:{seq}::tk:"+s.id).Val(), c.Get(ctx, "llmguard:{bat}::tk:"+s.id).Val()
+				member := c.SIsMember(ctx, taken, s.id).Val()
+				if sm == "t" && (bm != "" || !member) || sm != "t" && (bm != sm || member) {
+					t.Errorf("%s: marker %q one by one; batched %q, in the taken set %v", s.id, sm, bm, member)
+				}
+				if member {
+					inSet = append(inSet, s.id)
+				}
+			}
+			if st, bt := c.PTTL(ctx, "llmguard:{seq}::tk:"+setID(now, 2)).Val(), c.PTTL(ctx, taken).Val(); len(inSet) == 0 || bt <= 0 || backend == "miniredis" && st != bt {
+				t.Errorf("the taken set holds %v and expires in %v; a marker key one by one in %v", inSet, bt, st)
 			}
 			spread := time.Since(start)
 			for k := range keys {

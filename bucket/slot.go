@@ -41,6 +41,34 @@ func hashTag(key string) (string, bool) {
 // names are never empty.
 func markerKey(key, requestID string) string { return markerIn(key, "rc", requestID) }
 
+// markerSetKey names the set of the once-per-request markers of Reconcile
+// of the request ids of one epoch (markerEpoch), in the slot of key:
+// "llmguard:{<key's hash tag>}::rcs:<epoch>", each id a member. Its kind,
+// three letters, keeps it apart from every marker key of markerKey.
+func markerSetKey(key, epoch string) string { return markerIn(key, "rcs", epoch) }
+
+// takenSetKey names the set of the take markers of the request ids of one
+// epoch (markerEpoch) whose takes committed in a batch, in the slot of key:
+// "llmguard:{<key's hash tag>}::tkt:<epoch>". (A lone take, and a void,
+// keep the id's marker key of takeMarkerKey.)
+func takenSetKey(key, epoch string) string { return markerIn(key, "tkt", epoch) }
+
+// takenSetOf returns, for the take marker key of takeMarkerKey, its request
+// id and the taken set of its id's epoch in its slot; ok is false for a key
+// of another form or an id not of NewRequestID's form.
+func takenSetOf(marker string) (set, id string, ok bool) {
+	end := strings.IndexByte(marker, '}')
+	if end < 0 || !strings.HasPrefix(marker[end:], "}::tk:") {
+		return "", "", false
+	}
+	id = marker[end+len("}::tk:"):]
+	epoch, ok := markerEpoch(id)
+	if !ok {
+		return "", "", false
+	}
+	return marker[:end+len("}::")] + "tkt:" + epoch, id, true
+}
+
 // takeMarkerKey names the take marker of requestID, for Void, in the slot of
 // key: "llmguard:{<key's hash tag>}::tk:<requestID>", as markerKey.
 func takeMarkerKey(key, requestID string) string { return markerIn(key, "tk", requestID) }

@@ -131,7 +131,8 @@ var Take = withCore(takeSource)
 // Reconcile is the source of reconcile.lua, core.lua inserted: the
 // reconciliations of many requests in one script, each its signed deltas
 // (actual − reserved units) applied to its buckets once per request id
-// (recorded by a marker key set with SET NX in the same script), or the
+// (recorded by a marker key set with SET NX in the same script, or, for
+// an id of bucket.NewRequestID's, a member of its epoch's set), or the
 // void of its take; every bucket read once (one MGET) and written once.
 var Reconcile = withCore(reconcileSource)
 

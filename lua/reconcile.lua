@@ -2,18 +2,24 @@
 -- a request's signed deltas on its buckets (token buckets and quotas),
 -- applied once per request id; or, in void mode, the refund of a request's
 -- take, applied only when that take was, once; or a refund applied on every
--- call. The entries apply in order, as one script each would at the same
--- instant; a bucket that several entries touch is read once and written
--- once.
+-- call. The entries' markers are checked and set in order; then the
+-- deltas of the entries that apply are settled once per bucket (and
+-- limit), at the script's instant: their refunds, then their charges, the
+-- strictest order of the entries (see settle); a bucket that several
+-- entries touch is read once and written once.
 --
 -- KEYS      entry after entry: the entry's marker key unless its mode is
 --           'n', then the bucket key of each of its deltas; in Redis
 --           Cluster all KEYS share a slot. A reconciliation's marker is
 --           "llmguard:{<hash tag>}::rc:<request id>", whose existence
---           means this request id was applied; a void's is the take marker
---           of take.lua, "llmguard:{<hash tag>}::tk:<request id>". A
+--           means this request id was applied, or (mode 'h') the set
+--           "llmguard:{<hash tag>}::rcs:<epoch>" of the applied ids of one
+--           epoch of ids (bucket.NewRequestID), the id a member; a void's
+--           is the take marker of take.lua,
+--           "llmguard:{<hash tag>}::tk:<request id>", followed (mode 'w') by
+--           the taken set of its epoch, "…::tkt:<epoch>" (takebatch.lua). A
 --           bucket key may repeat, within an entry and across entries: its
---           deltas apply in order.
+--           deltas are summed (see settle).
 -- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
 --           Redis TIME.
 -- ARGV[2]   how long a reconciliation's marker lives, ms.
@@ -27,9 +33,15 @@
 --           the window its take counted in (-1: the current window).
 -- then, entry after entry:
 --   mode    'r': a reconciliation, once per request id (SET NX of its
---           marker); 'v': the void of a take (the deltas are its costs,
---           negated); 'n': no marker (an empty request id, or an internal
---           refund), the deltas apply on every call.
+--           marker); 'h': the same, its marker a member of its epoch's set
+--           (the id follows the mode as an ARGV of its own); 'v': the void
+--           of a take (the deltas are its costs, negated); 'w': the same,
+--           for an id whose take a batch may have recorded in its taken
+--           set instead of its marker (two KEYS; the id follows the mode);
+--           'n': no marker
+--           (an empty request id, or an internal refund), the deltas apply
+--           on every call.
+--   id      modes 'h' and 'w' only: the request id.
 --   count   the number of the entry's deltas, then 2 ARGV per delta: the
 --           index of its limit (1 to L) and its units. A token bucket:
 --           positive units charge (the level may go below zero, debt),
@@ -39,7 +51,7 @@
 --           on since the take) the delta applies to nothing. An
 --           in-flight limit (rate 0, windowEnd 0): negative units release
 --           the slot of the entry's request id (ZREM; named by its marker
---           key), other units change nothing; an entry without a marker
+--           key, or its id in mode 'h'), other units change nothing; an entry without a marker
 --           releases nothing. A window
 --           counter: units are added to the count of the take's window
 --           (never below 0): cur when it is the current window, prev when
@@ -50,13 +62,20 @@
 -- 1 when the take marker said 't' (the take was applied: refunded now), 0
 -- otherwise (no take yet: the marker is left 'v', a tombstone that makes a
 -- late take apply nothing; or 'v' already: a second void). Either way the
--- marker is then 'v', expiring ARGV[3] ms later.
+-- marker is then 'v', expiring ARGV[3] ms later. Mode 'w' alike, the
+-- marker counted as 't' when it is missing and the id is in the taken set.
 --
 -- Redis commands: TIME (unless ARGV[1] pins now); one MGET of every bucket
 -- key, before anything is written (so that an error, such as a key of
--- another type, fails the script before it changes anything); per entry a
--- SET NX of its marker (mode 'r'), or a GET and at most one SET (mode
--- 'v'); then one SET or DEL per bucket key whose state changed.
+-- another type, fails the script before it changes anything); per marker
+-- set one SMISMEMBER of its entries' ids, and when any applies one SADD of
+-- them and a PEXPIRE of the set to ARGV[2] ms (so every member outlives its
+-- write by ARGV[2] at least: the set lives that long past its last write;
+-- a set of one entry: its SADD, whose reply tells, and the PEXPIRE);
+-- per entry a SET NX of its marker (mode 'r'), or a GET and at most one SET
+-- (mode 'v'; mode 'w' adds a SISMEMBER of the taken set when the marker
+-- is missing); then
+-- one SET or DEL per bucket key whose state changed.
 --
 -- State and expiry as in take.lua. The functions mirror
 -- bucket/tokenbucket.go and bucket/quota.go line by line, under the same
@@ -138,6 +157,77 @@ local function stage(c, how, kind, a, b, z)
   end
 end
 
+-- settle applies to view c, once, the deltas of the batch's applying
+-- entries on one bucket under one limit (the limits array: capacity, rate,
+-- per, windowStart, windowEnd, kind), summed: refund, the sum of the
+-- negative units, and spend, the sum of the positive ones. A bucket the
+-- batch names under two limits (a reload between two requests, a quota's
+-- period moving on) has one group per limit, settled in order of each
+-- group's first delta.
+--
+-- The refunds go first, then the charges. Order changes a result only
+-- through a clamp, and only refunds meet one: a token bucket's level is
+-- clamped at capacity, a quota's or a window counter's count at 0. Applied
+-- one by one, x(i) = clamp(x(i-1) + d(i)); for a clamp at capacity from
+-- above the final level is min(x0 + sum, capacity + the least sum of a
+-- tail of the deltas), and every tail sums to at least -spend, the sum of
+-- all the charges, which the order refunds-then-charges reaches: its level
+-- is the least of every order. For a clamp at 0 from below the final count
+-- is max(x0 + sum, the greatest sum of a tail), at most spend, which
+-- refunds-then-charges reaches: its count is the greatest of every order.
+-- So the batch is never more generous than the requests applied one by one
+-- in any order (nothing spends past a limit); charges first would be the
+-- most generous order. (bucket's TestReconcileAggregateStrictest checks it
+-- against every order of small batches.) A quota's used also saturates at
+-- 2^53 (charge), a clamp on charges, far above any capacity. A group
+-- of deltas of zero units (never sent by package bucket) applies 0 once: a
+-- refill, a roll or a slide, as one such delta alone.
+local function settle(c, limit, refund, spend, now)
+  local capacity, rate, per, windowStart, windowEnd = limit[1], limit[2], limit[3], limit[4], limit[5]
+  local limitKind = limit[6]
+  if limitKind == 'w' then
+    local sliding = isSliding(windowEnd)
+    local prev, cur, start, found = loadWindow(c[KIND], c[A], c[B], c[C])
+    local applied = false
+    if refund ~= 0 or spend == 0 then
+      prev, cur, start, applied = applyWindow(prev, cur, start, per, now, windowStart, refund, sliding)
+    end
+    if spend ~= 0 then
+      prev, cur, start, applied = applyWindow(prev, cur, start, per, now, windowStart, spend, sliding)
+    end
+    if applied then
+      stage(c, putWindow(found, prev, cur, start, per, now, sliding), 'w', prev, cur, start)
+    end
+  elseif limitKind == 'q' then
+    local used, window, found = loadQuota(c[KIND], c[A], c[B], windowStart)
+    local applied = false
+    if refund ~= 0 or spend == 0 then
+      used, window, applied = applyQuota(used, window, windowStart, windowEnd, refund)
+    end
+    if spend ~= 0 then
+      used, window, applied = applyQuota(used, window, windowStart, windowEnd, spend)
+    end
+    if applied then
+      stage(c, putQuota(found, used, window, windowStart, windowEnd, now), 'q', used, window)
+    end
+  else
+    local level, updated, found = c[A], c[B], true -- load's, for a token bucket's state
+    if c[KIND] ~= 't' then
+      level, updated, found = load(c[KIND], c[A], c[B], capacity, now)
+    end
+    if refund ~= 0 or spend == 0 then
+      level, updated = apply(level, updated, capacity, rate, per, now, refund)
+    end
+    if spend ~= 0 then
+      level, updated = apply(level, updated, capacity, rate, per, now, spend)
+    end
+    stage(c, put(found, level, updated, capacity, wait(level, capacity, rate, per), now), 't', level, updated)
+  end
+end
+
+-- markers is how many marker keys an entry of each mode names.
+local markers = {r = 1, h = 1, v = 1, w = 2, n = 0}
+
 -- @entry: the script's work; a Redis Functions library runs it as a function.
 local now = clock(ARGV[1])
 local dedupFor, voidFor = ARGV[2], ARGV[3]
@@ -156,14 +246,29 @@ for l = 1, nl do
   limits[tostring(l)] = limits[l]
 end
 
--- Every bucket key once, in order of first use.
+-- Every bucket key once, in order of first use; every marker set once, in
+-- order of first use, with the request ids of its entries (ids).
 local order, view = {}, {}
+local sets, ids = {}, {}
 local k, a = 1, first
 while a <= #ARGV do
-  local count = digits[ARGV[a + 1]] or ARGV[a + 1] + 0
-  if ARGV[a] ~= 'n' then
-    k = k + 1
+  local mode, head = ARGV[a], 2
+  if mode == 'h' then
+    head = 3
+    local set = KEYS[k]
+    local list = ids[set]
+    if not list then
+      list = {}
+      ids[set] = list
+      sets[#sets + 1] = set
+    end
+    list[#list + 1] = ARGV[a + 1]
   end
+  if mode == 'w' then
+    head = 3
+  end
+  local count = digits[ARGV[a + head - 1]] or ARGV[a + head - 1] + 0
+  k = k + markers[mode]
   for i = k, k + count - 1 do
     local key = KEYS[i]
     if not view[key] then
@@ -172,7 +277,7 @@ while a <= #ARGV do
     end
   end
   k = k + count
-  a = a + 2 + 2 * count
+  a = a + head + 2 * count
 end
 
 -- Every bucket's stored value, before anything is written: one MGET per
@@ -186,12 +291,67 @@ for from = 1, #order, 1000 do
   end
 end
 
-local reply = {}
+-- The members each marker set already holds, of its entries' ids: one
+-- SMISMEMBER per set of several entries (seen[set][id] is true for those);
+-- fresh[set] collects the ids applied now. A set of one entry (a lone
+-- reconciliation) is asked nothing here: its entry's SADD tells.
+local seen, fresh = {}, {}
+for _, set in ipairs(sets) do
+  local list = ids[set]
+  local s = {}
+  if #list > 1 then
+    local got = redis.call('SMISMEMBER', set, unpack(list))
+    for i = 1, #list do
+      if got[i] == 1 then
+        s[list[i]] = true
+      end
+    end
+  end
+  seen[set], fresh[set] = s, {}
+end
+
+local reply, groups = {}, {}
 k, a = 1, first
 while a <= #ARGV do
-  local mode, count = ARGV[a], digits[ARGV[a + 1]] or ARGV[a + 1] + 0
+  local mode, head = ARGV[a], 2
+  if mode == 'h' or mode == 'w' then
+    head = 3
+  end
+  local count = digits[ARGV[a + head - 1]] or ARGV[a + head - 1] + 0
   local applies = true
-  if mode == 'v' then
+  if mode == 'h' then
+    local id, set = ARGV[a + 1], KEYS[k]
+    if #ids[set] == 1 then
+      applies = redis.call('SADD', set, id) == 1
+      if applies then
+        redis.call('PEXPIRE', set, dedupFor)
+      end
+    else
+      local s = seen[set]
+      applies = not s[id]
+      if applies then
+        s[id] = true
+        local f = fresh[set]
+        f[#f + 1] = id
+      end
+    end
+  elseif mode == 'w' then
+    -- As 'v', the take counted as 't' when a batch recorded it in its
+    -- taken set. (Written as ifs: gopher-lua, miniredis's Lua, gave true
+    -- for "not voided and redis.call(...) == 1" with voided true.)
+    local stored = redis.call('GET', KEYS[k])
+    local mark = stored
+    if mark ~= 'v' and mark ~= 't' then
+      if redis.call('SISMEMBER', KEYS[k + 1], ARGV[a + 1]) == 1 then
+        mark = 't'
+      end
+    end
+    local nextMark, refund = voidMark(mark)
+    if stored ~= nextMark then
+      redis.call('SET', KEYS[k], nextMark, 'PX', voidFor)
+    end
+    applies = refund
+  elseif mode == 'v' then
     local mark = redis.call('GET', KEYS[k])
     local nextMark, refund = voidMark(mark)
     if mark ~= nextMark then
@@ -201,51 +361,53 @@ while a <= #ARGV do
   elseif mode == 'r' then
     applies = redis.call('SET', KEYS[k], '1', 'NX', 'PX', dedupFor) ~= false
   end
-  if mode ~= 'n' then
-    k = k + 1
-  end
+  k = k + markers[mode]
   reply[#reply + 1] = applies and 1 or 0
   for i = 0, count - 1 do
     if not applies then
       break
     end
-    local at = ARGV[a + 2 + 2 * i]
+    local at = ARGV[a + head + 2 * i]
     local limit = limits[at] or limits[at + 0]
-    local capacity, rate, per = limit[1], limit[2], limit[3]
-    local windowStart, windowEnd, units = limit[4], limit[5], ARGV[a + 3 + 2 * i] + 0
+    local units = ARGV[a + head + 1 + 2 * i] + 0
     local c = view[KEYS[k + i]]
-    local limitKind = limit[6]
-    if limitKind == 'c' then
-      local holder = mode ~= 'n' and holderOf(KEYS[k - 1])
+    if limit[6] == 'c' then
+      local holder = head == 3 and ARGV[a + 1] or mode ~= 'n' and holderOf(KEYS[k - 1])
       if units < 0 and holder and not c[FOUND] and not c[DIRTY] then
         redis.call('ZREM', KEYS[k + i], holder)
       end
-    elseif limitKind == 'w' then
-      local sliding = isSliding(windowEnd)
-      local prev, cur, start, found = loadWindow(c[KIND], c[A], c[B], c[C])
-      local applied
-      prev, cur, start, applied = applyWindow(prev, cur, start, per, now, windowStart, units, sliding)
-      if applied then
-        stage(c, putWindow(found, prev, cur, start, per, now, sliding), 'w', prev, cur, start)
-      end
-    elseif limitKind == 'q' then
-      local used, window, found = loadQuota(c[KIND], c[A], c[B], windowStart)
-      local applied
-      used, window, applied = applyQuota(used, window, windowStart, windowEnd, units)
-      if applied then
-        stage(c, putQuota(found, used, window, windowStart, windowEnd, now), 'q', used, window)
-      end
     else
-      local level, updated, found = c[A], c[B], true -- load's, for a token bucket's state
-      if c[KIND] ~= 't' then
-        level, updated, found = load(c[KIND], c[A], c[B], capacity, now)
+      local g = c[limit]
+      if not g then
+        g = {c, limit, 0, 0}
+        c[limit] = g
+        groups[#groups + 1] = g
       end
-      level, updated = apply(level, updated, capacity, rate, per, now, units)
-      stage(c, put(found, level, updated, capacity, wait(level, capacity, rate, per), now), 't', level, updated)
+      if units < 0 then
+        g[3] = g[3] + units
+      else
+        g[4] = g[4] + units
+      end
     end
   end
   k = k + count
-  a = a + 2 + 2 * count
+  a = a + head + 2 * count
+end
+
+-- The markers of the ids applied now, one SADD per set, which then lives
+-- dedupFor ms more (every marker at least dedupFor after its write).
+for _, set in ipairs(sets) do
+  local f = fresh[set]
+  if #f > 0 then
+    redis.call('SADD', set, unpack(f))
+    redis.call('PEXPIRE', set, dedupFor)
+  end
+end
+
+-- Every group's sums, in order of the group's first delta: refunds, then
+-- charges (see settle).
+for _, g in ipairs(groups) do
+  settle(g[1], g[2], g[3], g[4], now)
 end
 
 for _, key in ipairs(order) do

@@ -3,8 +3,11 @@
 -- denial spends nothing), in order, at one instant.
 --
 -- KEYS      the batch's distinct bucket keys, in order of first use (D of
---           them), then the take marker key of each request whose marker
---           TTL is not '0', in request order. A bucket key that many
+--           them; among them the taken set of each epoch of the batch's
+--           requests whose ids are bucket.NewRequestID's,
+--           "llmguard:{<hash tag>}::tkt:<epoch>"), then the take marker key
+--           of each request whose marker TTL is not '0', in request order.
+--           A bucket key that many
 --           requests name (a tenant's or a global bucket) is sent once: its
 --           takes apply in order. In Redis Cluster all KEYS share a slot.
 -- ARGV[1]   now, as in take.lua.
@@ -16,19 +19,28 @@
 -- then 5 ARGV per limit: capacity, rate, per, windowStart and windowEnd, as
 --           take.lua's (each converted to a number once per batch);
 -- then per shape, what the takes of one kind share: the marker TTL
---           (take.lua's ARGV[3]), the bucket count n, then per bucket,
+--           (take.lua's ARGV[3]), the index among the first D KEYS of its
+--           taken set (0: none), the bucket count n, then per bucket,
 --           narrowest first, the index of its key among the first D KEYS
 --           (1 to D) and the index of its limit (1 to L);
--- then, request after request: the index of its shape (1 to S), then the
---           cost of each of the shape's n buckets (units, >= 0).
+-- then, request after request: the index of its shape (1 to S), its
+--           request id when the shape has a taken set, then the cost of
+--           each of the shape's n buckets (units, >= 0).
+--
+-- A committed take of a shape with a taken set adds its id to the set
+-- instead of setting its marker key to 't' (the key is still read: a void
+-- leaves 'v' there, and the take then applies nothing); reconcile.lua's
+-- void of such an id looks in both.
 --
 -- Reply: one take.lua reply per request, in order. A failure (an error in
 -- the script) fails every request of the batch and writes nothing: every
 -- key is read before the first take and written after the last.
 --
 -- Redis commands: TIME (unless ARGV[1] pins now), one MGET of every key
--- (a marker that repeats, a request id taken twice, is read twice), then one SET or DEL per key the takes changed (the markers
--- of committed takes among them): a bucket that many requests share is read
+-- (a marker that repeats, a request id taken twice, is read twice), then
+-- per taken set one SADD of the committed takes' ids and one PEXPIRE, then
+-- one SET or DEL per key the takes changed (the marker keys of other
+-- committed takes among them): a bucket that many requests share is read
 -- and written once per batch.
 --
 -- Package lua builds the script: take.lua up to its "-- @entry" line
@@ -94,9 +106,32 @@ local function read(keys)
   return readOut
 end
 
+-- The batch's taken sets (requests whose ids are bucket.NewRequestID's):
+-- takenIds[set] the ids of the committed takes to add to a taken set
+-- (takenSets in order, takenTTL its TTL), by one SADD and one PEXPIRE per
+-- set in the flush; takenOf a shape's taken set.
+local takenIds, takenSets, takenTTL, takenOf = {}, {}, {}, {}
+
+-- markIn records a committed take's id in a taken set, for the flush.
+local function markIn(set, id, ttl)
+  local list = takenIds[set]
+  if not list then
+    list = {}
+    takenIds[set], takenTTL[set] = list, ttl
+    takenSets[#takenSets + 1] = set
+  end
+  list[#list + 1] = id
+end
+
 -- mark records a committed take's marker, 't' for ttl ms (the TTL's text
--- as sent: the flush passes it to SET PX unconverted).
+-- as sent: the flush passes it to SET PX unconverted); or, when the entry
+-- set markSet and markId for the take takeOne runs (its id is
+-- bucket.NewRequestID's), the id in its taken set (markIn).
+local markSet, markId
 local function mark(key, ttl)
+  if markSet then
+    return markIn(markSet, markId, ttl)
+  end
   remember(key, ttl, 't')
 end
 
@@ -141,9 +176,10 @@ local levels, updateds, founds, spends = {}, {}, {}, {}
 -- bucket an earlier take of the batch wrote is read from its cell as parse
 -- and load would read it.
 -- shape is the take's shape, marker its marker key (nil without), ttl the
--- marker's TTL, costs the ARGV holding its costs from costs[at + 1] on.
--- The reply is take.lua's.
-local function takeTokens(shape, marker, ttl, costs, at)
+-- marker's TTL, costs the ARGV holding its costs from costs[at + 1] on, id
+-- its request id when the shape has a taken set (the commit records the id
+-- there instead of in the marker key). The reply is take.lua's.
+local function takeTokens(shape, marker, ttl, costs, at, id)
   if marker and takeMarked(state[marker]) then
     return {-1}
   end
@@ -188,8 +224,11 @@ local function takeTokens(shape, marker, ttl, costs, at)
     end
     return reply
   end
-  if marker then
-    mark(marker, ttl)
+  local taken = takenOf[shape]
+  if taken then
+    markIn(taken, id, ttl)
+  elseif marker then
+    remember(marker, ttl, 't')
   end
   for i = 1, n do
     local limit = shape[2 + 2 * i]
@@ -207,6 +246,7 @@ end
 -- library keeps the tables above from one call to the next).
 now, commit = clock(ARGV[1]), true
 state, pending, written, cells, made = {}, {}, {}, {}, {}
+takenIds, takenSets, takenTTL, takenOf, markSet = {}, {}, {}, {}, nil
 
 -- The batch: read every key once, run each request's take in order on
 -- state, then write each key its takes changed once. Each take gets the
@@ -228,19 +268,22 @@ end
 local shapes, fast = {}, {}
 local a = 7 + 5 * nl
 for s = 1, ns do
-  local ttl, n = ARGV[a], ARGV[a + 1] + 0
+  local ttl, sets, n = ARGV[a], digits[ARGV[a + 1]] or ARGV[a + 1] + 0, ARGV[a + 2] + 0
   local shape = {ttl, n}
   fast[shape] = true
+  if sets > 0 then
+    takenOf[shape] = KEYS[sets]
+  end
   for i = 1, n do
-    local limit = limits[ARGV[a + 1 + 2 * i] + 0]
-    shape[1 + 2 * i] = KEYS[ARGV[a + 2 * i] + 0]
+    local limit = limits[ARGV[a + 2 + 2 * i] + 0]
+    shape[1 + 2 * i] = KEYS[ARGV[a + 1 + 2 * i] + 0]
     shape[2 + 2 * i] = limit
     if kindOf(limit[2], limit[5]) ~= 't' then
       fast[shape] = nil
     end
   end
   shapes[s] = shape
-  a = a + 2 + 2 * n
+  a = a + 3 + 2 * n
 end
 -- keys and args hold the last take's: a take of the same shape changes
 -- only its marker and its costs.
@@ -249,13 +292,17 @@ local keys, args = {}, {ARGV[1], '1'}
 local last, m, n, marker = nil, 0, 0, nd
 for r = 1, ARGV[3] + 0 do
   local shape = shapes[digits[ARGV[a]] or ARGV[a] + 0]
+  local id, at = nil, a -- the id of a take with a taken set; its costs from ARGV[at + 1]
+  if takenOf[shape] then
+    id, at = ARGV[a + 1], a + 1
+  end
   if fast[shape] then
     local key
     if shape[1] ~= '0' then
       marker = marker + 1
       key = KEYS[marker]
     end
-    replies[r] = takeTokens(shape, key, shape[1], ARGV, a)
+    replies[r] = takeTokens(shape, key, shape[1], ARGV, at, id)
   else
     if shape ~= last then
       local used = m + n
@@ -279,11 +326,19 @@ for r = 1, ARGV[3] + 0 do
       keys[1] = KEYS[marker]
     end
     for i = 1, n do
-      args[6 * i + 3] = ARGV[a + i]
+      args[6 * i + 3] = ARGV[at + i]
     end
+    markSet, markId = takenOf[shape], id
     replies[r] = takeOne(keys, args)
+    markSet = nil
   end
-  a = a + 1 + shape[2]
+  a = at + 1 + shape[2]
+end
+-- The marker sets first: a set that cannot be written (a key of another
+-- type) fails the batch before any bucket is written.
+for _, set in ipairs(takenSets) do
+  redis.call('SADD', set, unpack(takenIds[set]))
+  redis.call('PEXPIRE', set, takenTTL[set])
 end
 for i = 1, #written do
   local key = written[i]

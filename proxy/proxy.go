@@ -2,11 +2,9 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/netip"
 	"path"
 	"runtime"
@@ -953,12 +951,8 @@ func queryOf(ctx *fasthttp.RequestCtx) string {
 	return "?" + string(kept.QueryString())
 }
 
-// newRequestID returns 16 random hex digits.
-func newRequestID() string {
-	var b [8]byte
-	v := rand.Uint64()
-	for i := range b {
-		b[i] = byte(v >> (8 * i))
-	}
-	return hex.EncodeToString(b[:])
-}
+// newRequestID returns a request id as bucket.NewRequestID makes it: 24 hex
+// digits, the second it was made then 64 random bits, so that the Redis
+// store keeps its reconciliation marker in a set shared by its epoch's ids
+// rather than in a key of its own.
+func newRequestID() string { return bucket.NewRequestID(time.Now()) }
