@@ -1,0 +1,75 @@
+package meter
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// A request records some fifteen series as it is admitted and settled;
+// looked up one by one in their seriesCaches (each a hash and comparison of
+// up to four label values), the lookups cost more than the recording. The
+// series that share their label values are therefore bundled: one
+// flowSeries per flavor, model and tenant, one ruleSeries per limit and
+// tenant, each looked up once at admission, kept on the Exchange and read
+// again at settlement. A bundle's children are found in the same
+// seriesCaches (so in the same vectors) on first use, never before: a
+// bundle exports no series a request has not recorded.
+
+// child is one child of a vector, found in its seriesCache on first use
+// and kept. The zero value is empty. Safe for concurrent use: two first
+// uses store the same child.
+type child[M any] struct{ p atomic.Pointer[M] }
+
+// get returns the child, looking up the first n values of k in c the
+// first time.
+func (s *child[M]) get(c *seriesCache[M], n int, k labelValues) M {
+	if p := s.p.Load(); p != nil {
+		return *p
+	}
+	m := c.get(n, k)
+	s.p.Store(&m)
+	return m
+}
+
+// tokenKinds are the kind label values of tokens_total, in the order of
+// flowSeries.tokens.
+var tokenKinds = [...]string{"input", "cached_input", "cache_write", "output", "reasoning"}
+
+// flowSeries are the series of requests of one flavor, model label and
+// tenant label: tokens_estimated_total (input, output), tokens_total (by
+// tokenKinds), estimate_ratio and spend_usd_total.
+type flowSeries struct {
+	flavor, model, tenant string
+	estimated             [2]child[prometheus.Counter]
+	tokens                [len(tokenKinds)]child[prometheus.Counter]
+	ratio                 child[prometheus.Observer]
+	spend                 child[prometheus.Counter]
+}
+
+// ruleSeries are the series of one limit and tenant label:
+// reserved_units_total, refunded_units_total, charged_units_total,
+// limit_utilization and the quota gauges.
+type ruleSeries struct {
+	limit, tenant                                string
+	reserved, refunded, charged                  child[prometheus.Counter]
+	utilization, quotaUsed, quotaLimit, quotaEnd child[prometheus.Gauge]
+}
+
+// flowOf returns x's flowSeries, looked up once and kept on x.
+func (m *Metrics) flowOf(x *Exchange) *flowSeries {
+	if x.flow != nil {
+		return x.flow
+	}
+	x.flow = m.flows.get(3, labelValues{x.req.Flavor.String(), m.models.get(x.modelLabel), m.tenants.get(x.req.Principal.Tenant)})
+	return x.flow
+}
+
+// ruleOf returns the ruleSeries of a, a rule of an Exchange being
+// admitted, looked up once and kept on a.
+func (m *Metrics) ruleOf(a *Applied, tenant string) *ruleSeries {
+	if a.series == nil {
+		a.series = m.rules.get(2, labelValues{a.Rule.Name, tenant})
+	}
+	return a.series
+}
