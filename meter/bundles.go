@@ -38,9 +38,11 @@ var tokenKinds = [...]string{"input", "cached_input", "cache_write", "output", "
 
 // flowSeries are the series of requests of one flavor, model label and
 // tenant label: tokens_estimated_total (input, output), tokens_total (by
-// tokenKinds), estimate_ratio and spend_usd_total.
+// tokenKinds), estimate_ratio, spend_usd_total, and requests_total's
+// allowed series (no limit named).
 type flowSeries struct {
 	flavor, model, tenant string
+	allowed               child[prometheus.Counter]
 	estimated             [2]child[prometheus.Counter]
 	tokens                [len(tokenKinds)]child[prometheus.Counter]
 	ratio                 child[prometheus.Observer]
@@ -56,13 +58,26 @@ type ruleSeries struct {
 	utilization, quotaUsed, quotaLimit, quotaEnd child[prometheus.Gauge]
 }
 
-// flowOf returns x's flowSeries, looked up once and kept on x.
+// flowOf returns the flowSeries of x, an Exchange being admitted, looked
+// up once and kept on x.
 func (m *Metrics) flowOf(x *Exchange) *flowSeries {
+	if x.flow == nil {
+		x.flow = m.lookupFlow(x)
+	}
+	return x.flow
+}
+
+// flowIn returns the flowSeries admission kept on x, or looks it up
+// without keeping it (x may be read by another goroutine by then).
+func (m *Metrics) flowIn(x *Exchange) *flowSeries {
 	if x.flow != nil {
 		return x.flow
 	}
-	x.flow = m.flows.get(3, labelValues{x.req.Flavor.String(), m.models.get(x.modelLabel), m.tenants.get(x.req.Principal.Tenant)})
-	return x.flow
+	return m.lookupFlow(x)
+}
+
+func (m *Metrics) lookupFlow(x *Exchange) *flowSeries {
+	return m.flows.get(3, labelValues{x.req.Flavor.String(), m.models.get(x.modelLabel), m.tenants.get(x.req.Principal.Tenant)})
 }
 
 // ruleOf returns the ruleSeries of a, a rule of an Exchange being

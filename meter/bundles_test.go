@@ -26,7 +26,8 @@ func bundleExchange(f spec.Flavor, model, tenant string, est spec.Usage) *Exchan
 	return x
 }
 
-// TestBundledSeries: what a request records through its bundles
+// TestBundledSeries: what a request records through its bundles (and
+// RequestOf)
 // (flowSeries, ruleSeries) lands in the series its flavor, model, tenant
 // and limits name, requests of other tenants and models in theirs, and no
 // series is created that no request recorded (no reasoning tokens, no
@@ -50,11 +51,18 @@ func TestBundledSeries(t *testing.T) {
 	b := bundleExchange(spec.FlavorAnthropic, "claude-x", "globex", spec.Usage{InputTokens: 0, OutputTokens: 100})
 	settle(b, spec.Usage{InputTokens: 30, OutputTokens: 200}, 900, []bucket.Delta{{Key: "k1", Units: 130}}, []int{0})
 
+	m.RequestOf(b, OutcomeAllowed, "")
+	m.RequestOf(b, OutcomeUpstreamError, "")
+	denied := bundleExchange(spec.FlavorOpenAI, "gpt-4o-mini", "acme", spec.Usage{InputTokens: 10, OutputTokens: 64})
+	m.RequestOf(denied, OutcomeLimited, "user-tpm") // refused: no bundle
 	for _, c := range []struct {
 		name string
 		got  prometheus.Collector
 		want float64
 	}{
+		{"requests allowed anthropic", m.requests.WithLabelValues("anthropic", "claude-x", OutcomeAllowed, ""), 1},
+		{"requests upstream_error anthropic", m.requests.WithLabelValues("anthropic", "claude-x", OutcomeUpstreamError, ""), 1},
+		{"requests limited openai", m.requests.WithLabelValues("openai", "gpt-4o-mini", OutcomeLimited, "user-tpm"), 1},
 		{"estimated openai input", m.tokensEstimated.WithLabelValues("openai", "gpt-4o-mini", "input"), 30},
 		{"estimated openai output", m.tokensEstimated.WithLabelValues("openai", "gpt-4o-mini", "output"), 192},
 		{"estimated anthropic output", m.tokensEstimated.WithLabelValues("anthropic", "claude-x", "output"), 100},
@@ -89,6 +97,7 @@ func TestBundledSeries(t *testing.T) {
 		want int
 	}{
 		{"tokens_estimated_total", m.tokensEstimated, 3},
+		{"requests_total", m.requests, 3},
 		{"tokens_total", m.tokens, 5},
 		{"estimate_ratio", m.estimateRatio, 1}, // none for globex: no input estimated
 		{"charged_units_total", m.charged, 1},
@@ -123,6 +132,7 @@ func TestBundlesAllocateNothing(t *testing.T) {
 		}
 		m.admitted(&y)
 		m.settled(&y, spec.Usage{InputTokens: 9, OutputTokens: 20}, 250, true, deltas, owners)
+		m.RequestOf(&y, OutcomeAllowed, "")
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations a request, want 0", allocs)

@@ -268,6 +268,21 @@ func (m *Metrics) Request(f spec.Flavor, model string, outcome Outcome, limit st
 	m.cRequests.get(4, labelValues{f.String(), m.models.get(model), outcome, limit}).Inc() // model: a priced name or "other"
 }
 
+// RequestOf is Request for the request admitted (or refused) as x: its
+// flavor and model label are x's. An allowed request counted after its
+// metrics at admission is counted through x's series bundle (bundles.go),
+// without a lookup.
+func (m *Metrics) RequestOf(x *Exchange, outcome Outcome, limit string) {
+	if m == nil {
+		return
+	}
+	if fs := x.flow; fs != nil && outcome == OutcomeAllowed && limit == "" {
+		fs.allowed.get(m.cRequests, 4, labelValues{fs.flavor, fs.model, OutcomeAllowed, ""}).Inc()
+		return
+	}
+	m.Request(x.req.Flavor, x.modelLabel, outcome, limit)
+}
+
 // Panicked counts a recovered panic in stage (a Stage constant).
 func (m *Metrics) Panicked(stage string) {
 	if m != nil {
@@ -325,7 +340,7 @@ func (m *Metrics) settled(x *Exchange, u spec.Usage, costMicroUSD int64, known b
 	if m == nil {
 		return
 	}
-	fs := m.flowOf(x)
+	fs := m.flowIn(x)
 	if known {
 		for i, n := range [len(tokenKinds)]int64{u.InputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.OutputTokens, u.ReasoningTokens} {
 			if n > 0 {

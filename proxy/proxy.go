@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/semaphore"
@@ -220,7 +220,8 @@ func New(opt Options) (*Proxy, error) {
 // over the server's size limit, when the server reads bodies itself: 413;
 // anything else, such as malformed headers: 400), in OpenAI's shape.
 func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
-	x := &exchange{id: newRequestID()}
+	x := &exchange{}
+	x.setID()
 	if p.observed() {
 		p.observe(ctx, x)
 		defer p.handled(ctx, x)
@@ -245,7 +246,8 @@ func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 // exchange is the state of one request that outlives the handler when the
 // response is streamed. It holds copies, never the RequestCtx's slices.
 type exchange struct {
-	id        string
+	id        string // idBuf's 16 hex digits (setID)
+	idBuf     [16]byte
 	principal policy.Principal
 	keyHeader string // the header the caller's key came from
 	live      *live  // the policy and weigher this request started with
@@ -371,7 +373,8 @@ var postKinds = func() map[string]weigher.Kind {
 // recoverHandler): the caller gets 500 in its flavor's shape and the
 // process carries on.
 func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
-	x := &exchange{id: newRequestID(), start: time.Now()}
+	x := &exchange{start: time.Now()}
+	x.setID()
 	if p.observed() {
 		p.observe(ctx, x)
 		defer p.handled(ctx, x) // after the recovery below: a panic's answer is logged
@@ -421,7 +424,13 @@ func (p *Proxy) count(x *exchange, outcome meter.Outcome, limit string) {
 	if x.obs != nil {
 		x.obs.outcome, x.obs.limit = outcome, limit
 	}
-	p.contain(meter.StageMetrics, x, func() { p.opt.Metrics.Request(x.flavor(), x.modelLabel(), outcome, limit) })
+	p.contain(meter.StageMetrics, x, func() {
+		if x.m != nil { // its flavor and model label are x's
+			p.opt.Metrics.RequestOf(x.m, outcome, limit)
+			return
+		}
+		p.opt.Metrics.Request(x.flavor(), "", outcome, limit)
+	})
 }
 
 // flavor is the flavor the caller is answered in: its upstream's, OpenAI's
@@ -953,12 +962,16 @@ func queryOf(ctx *fasthttp.RequestCtx) string {
 	return "?" + string(kept.QueryString())
 }
 
-// newRequestID returns 16 random hex digits.
-func newRequestID() string {
-	var b [8]byte
+// setID sets x.id to 16 random hex digits, written in x.idBuf: the id
+// costs no allocation of its own. x must not be copied (the id aliases
+// it); it is never reused, so the id stays as written while anything
+// holds it.
+func (x *exchange) setID() {
+	const hexDigits = "0123456789abcdef"
 	v := rand.Uint64()
-	for i := range b {
-		b[i] = byte(v >> (8 * i))
+	for i := range 8 {
+		b := byte(v >> (8 * i))
+		x.idBuf[2*i], x.idBuf[2*i+1] = hexDigits[b>>4], hexDigits[b&15]
 	}
-	return hex.EncodeToString(b[:])
+	x.id = unsafe.String(&x.idBuf[0], len(x.idBuf))
 }

@@ -1,0 +1,66 @@
+package proxy
+
+import (
+	"testing"
+)
+
+// TestRequestIDs: each request's id is 16 random lowercase hex digits, written in
+// its exchange, different from the next one's, and unchanged when later
+// exchanges are made.
+func TestRequestIDs(t *testing.T) {
+	seen, digits := map[string]bool{}, map[byte]bool{}
+	var first string
+	for i := range 100 {
+		x := &exchange{}
+		x.setID()
+		if len(x.id) != 16 {
+			t.Fatalf("id %q: %d characters, want 16", x.id, len(x.id))
+		}
+		for _, c := range []byte(x.id) {
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				t.Fatalf("id %q: not lowercase hex", x.id)
+			}
+			digits[c] = true
+		}
+		if seen[x.id] {
+			t.Fatalf("id %q given twice", x.id)
+		}
+		seen[x.id] = true
+		if i == 0 {
+			first = x.id
+		}
+	}
+	if !seen[first] || len(seen) != 100 {
+		t.Errorf("the first id changed: %q", first)
+	}
+	if len(digits) != 16 { // 1,600 random digits: each of the 16 appears
+		t.Errorf("only %d distinct hex digits in 100 ids", len(digits))
+	}
+}
+
+// pathAllocBudget is the allocations a ~1 KiB chat request answered with
+// JSON makes through the proxy path (BenchmarkProxyPath/llmguard), the
+// bare forward's (transport) being 10: the upstream round trip's four
+// (fasthttp's stream body and its closures), the body buffer, the two
+// exchanges (proxy's and meter's), the bucket keys, the model name kept,
+// and the credential.
+const pathAllocBudget = 10
+
+// TestPathAllocationBudget: a request through the proxy path allocates no
+// more than pathAllocBudget times (measured without the race detector,
+// which allocates on its own account).
+func TestPathAllocationBudget(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("allocation measurement")
+	}
+	px := newPathRig(t, cannedJSON)
+	r := newPathRequest(pathBody)
+	for range 20 { // warm the pools, the caches and the keep-alive connection
+		if st := r.serve(t, px.Handle); st != 200 {
+			t.Fatalf("status %d: %s", st, r.ctx.Response.Body())
+		}
+	}
+	if n := testing.AllocsPerRun(200, func() { r.serve(t, px.Handle) }); n > pathAllocBudget {
+		t.Errorf("%v allocations a request, budget %d", n, pathAllocBudget)
+	}
+}
