@@ -157,6 +157,7 @@ type Proxy struct {
 type live struct {
 	policy  *policy.Policy
 	weigher Weigher
+	ietf    *ietfItems // the RateLimit fields' text of policy's rules
 }
 
 // Reload makes pol and w serve the next requests; requests in flight finish
@@ -165,7 +166,7 @@ type live struct {
 // capacity and rate. Safe for concurrent use.
 func (p *Proxy) Reload(pol *policy.Policy, w Weigher) {
 	p.opt.Metrics.Prepare(pol.Rules())
-	p.live.Store(&live{policy: pol, weigher: w})
+	p.live.Store(&live{policy: pol, weigher: w, ietf: newIETFItems(pol)})
 }
 
 // New checks opt and builds a Proxy. Errors: a required option is missing
@@ -736,7 +737,7 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		return nil
 	case meter.Denied, meter.TooLarge:
 		i := x.m.DeniedBy()
-		e := denied(ctx, x.upstream.Flavor, x.m.Rules(), i, x.m.Verdict() == meter.TooLarge, x.m.RetryAfter())
+		e := denied(ctx, x.upstream.Flavor, x.m.Rules(), x.live.ietf, i, x.m.Verdict() == meter.TooLarge, x.m.RetryAfter())
 		if x.m.RetryAfter() > p.opt.MaxRetryWait {
 			// The official SDKs sleep for whatever Retry-After says: past
 			// max_retry_wait, have them return the error at once.
@@ -880,7 +881,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 			// stands, never a refund a slow answer could earn.
 			x.settle(meter.Settlement{Source: spec.SourceReserved})
 		}
-		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules())
+		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), x.live.ietf)
 		return &refusal{err: apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_unreachable",
 			anthropicType: "api_error", message: "llmguard could not reach the upstream API (" + up.Name + ")."}, outcome: meter.OutcomeUpstreamError}
 	}

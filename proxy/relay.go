@@ -44,7 +44,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	for _, w := range x.m.Warnings() {
 		ctx.Response.Header.Add("x-llmguard-budget-warning", w)
 	}
-	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules())
+	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), x.live.ietf)
 	setShadowHeaders(&ctx.Response.Header, x.m.Shadow())
 	status := resp.StatusCode()
 	x.status = status
@@ -162,7 +162,7 @@ func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, 
 	p.log.Error("the upstream rejected llmguard's upstream credential: check the upstream's api_key_env",
 		"upstream", x.upstream.Name, "status", status, "request_id", x.id)
 	x.settle(meter.Settlement{Source: spec.SourceRefund})
-	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules())
+	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), x.live.ietf)
 	ctx.Response.Header.Set("x-should-retry", "false")
 	return &refusal{err: errGatewayCredential, outcome: meter.OutcomeUpstreamError}
 }
