@@ -1,7 +1,14 @@
 package proxy
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/obs"
 )
 
 // TestRequestIDs: each request's id is 16 random lowercase hex digits, written in
@@ -62,5 +69,33 @@ func TestPathAllocationBudget(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(200, func() { r.serve(t, px.Handle) }); n > pathAllocBudget {
 		t.Errorf("%v allocations a request, budget %d", n, pathAllocBudget)
+	}
+}
+
+// TestRefusedBeforeBodyOverhead: a request refused before its body is
+// read (an unknown key) has no start of its own; its access-log overhead
+// counts from its arrival (the observation's start), so it lies within
+// the time the handler took, measured around it.
+func TestRefusedBeforeBodyOverhead(t *testing.T) {
+	out := &syncWriter{b: &strings.Builder{}}
+	log, err := obs.NewAccessLog(obs.AccessLogOptions{Writer: out, SampleAllowed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newPathRig(t, cannedJSON, func(o *Options) { o.AccessLog = log })
+	r := newPathRequest(pathBody)
+	r.ctx.Request.Header.Set("Authorization", "Bearer sk-unknown")
+	before := time.Now()
+	if st := r.serve(t, px.Handle); st != fasthttp.StatusUnauthorized {
+		t.Fatalf("status %d, want 401", st)
+	}
+	took := time.Since(before)
+	var line map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out.string())), &line); err != nil {
+		t.Fatalf("%v: %q", err, out.string())
+	}
+	us, ok := line["overhead_us"].(float64)
+	if !ok || us < 0 || us > float64(took.Microseconds()+1) {
+		t.Errorf("overhead_us %v, the handler took %v", line["overhead_us"], took)
 	}
 }

@@ -374,7 +374,7 @@ var postKinds = func() map[string]weigher.Kind {
 // recoverHandler): the caller gets 500 in its flavor's shape and the
 // process carries on.
 func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
-	x := &exchange{start: time.Now()}
+	x := &exchange{} // start: when the body has been read (an observed request's overhead counts from obs.begin until then)
 	x.setID()
 	if p.observed() {
 		p.observe(ctx, x)
