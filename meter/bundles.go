@@ -2,6 +2,7 @@ package meter
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -87,4 +88,49 @@ func (m *Metrics) ruleOf(a *Applied, tenant string) *ruleSeries {
 		a.series = m.rules.get(2, labelValues{a.Rule.Name, tenant})
 	}
 	return a.series
+}
+
+// UpstreamSeries are one upstream's series: upstream_responses_total by
+// status and upstream_duration_seconds by status class, each found in its
+// seriesCache on first use and kept, so that recording an answer looks
+// nothing up (two lookups of two label values a request before). Get one
+// per upstream with Metrics.UpstreamSeries and keep it; its memory is one
+// pointer per HTTP status (about 5 KB). A nil *UpstreamSeries records
+// nothing. Safe for concurrent use.
+type UpstreamSeries struct {
+	m      *Metrics
+	name   string
+	status [len(statusLabels)]child[prometheus.Counter]
+	class  [5]child[prometheus.Observer] // 1xx to 5xx
+}
+
+// UpstreamSeries returns the series of the upstream named name (nil when m
+// is nil).
+func (m *Metrics) UpstreamSeries(name string) *UpstreamSeries {
+	if m == nil {
+		return nil
+	}
+	return &UpstreamSeries{m: m, name: name}
+}
+
+// Record is Metrics.Upstream for u's upstream: one answer of status (0:
+// unreachable) and, for an answer, d.
+func (u *UpstreamSeries) Record(status int, d time.Duration) {
+	if u == nil {
+		return
+	}
+	m := u.m
+	if status < 0 || status >= len(u.status) {
+		m.Upstream(u.name, status, d)
+		return
+	}
+	u.status[status].get(m.cUpstreamStatus, 2, labelValues{u.name, statusLabels[status]}).Inc()
+	if status == 0 { // a failed dial is not a latency
+		return
+	}
+	if c := status / 100; c >= 1 && c <= 5 {
+		u.class[c-1].get(m.cUpstreamSeconds, 2, labelValues{u.name, classLabel(status)}).Observe(d.Seconds())
+		return
+	}
+	m.cUpstreamSeconds.get(2, labelValues{u.name, classLabel(status)}).Observe(d.Seconds())
 }

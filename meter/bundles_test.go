@@ -1,6 +1,7 @@
 package meter
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -136,5 +137,57 @@ func TestBundlesAllocateNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations a request, want 0", allocs)
+	}
+}
+
+// TestUpstreamSeriesAsUpstream: an upstream's answers recorded through its
+// UpstreamSeries are exported exactly as Metrics.Upstream exports them
+// (statuses, unreachable, classes outside 1xx–5xx, statuses outside the
+// table), and a nil UpstreamSeries records nothing.
+func TestUpstreamSeriesAsUpstream(t *testing.T) {
+	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
+	a, err := NewMetrics(regA, MetricsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewMetrics(regB, MetricsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mock, other := a.UpstreamSeries("mock"), a.UpstreamSeries("other")
+	for i, st := range []int{200, 200, 0, 503, 429, 99, 700, 201, 200, 0} {
+		d := time.Duration(i+1) * 3 * time.Millisecond
+		mock.Record(st, d)
+		b.Upstream("mock", st, d)
+		if i%3 == 0 {
+			other.Record(st, 2*d)
+			b.Upstream("other", st, 2*d)
+		}
+	}
+	(*UpstreamSeries)(nil).Record(200, time.Second)
+	fams := func(reg *prometheus.Registry) string {
+		got, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s strings.Builder
+		for _, f := range got {
+			if strings.HasPrefix(f.GetName(), "llmguard_upstream_") {
+				for _, m := range f.GetMetric() { // when made differs; what is counted must not
+					if c := m.GetCounter(); c != nil {
+						c.CreatedTimestamp = nil
+					}
+					if h := m.GetHistogram(); h != nil {
+						h.CreatedTimestamp = nil
+					}
+				}
+				s.WriteString(f.String())
+				s.WriteByte('\n')
+			}
+		}
+		return s.String()
+	}
+	if got, want := fams(regA), fams(regB); got != want || !strings.Contains(got, `value:"700"`) {
+		t.Errorf("through UpstreamSeries:\n%s\nthrough Upstream:\n%s", got, want)
 	}
 }

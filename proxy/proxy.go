@@ -179,6 +179,7 @@ func New(opt Options) (*Proxy, error) {
 		if err := u.init(); err != nil {
 			return nil, err
 		}
+		u.series = opt.Metrics.UpstreamSeries(u.Name)
 	}
 	if opt.MaxBodyBytes <= 0 {
 		opt.MaxBodyBytes = 8 << 20
@@ -869,7 +870,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	if err != nil {
 		x.endUpstream(0, err)
 		x.held = nil
-		p.opt.Metrics.Upstream(up.Name, 0, x.upstreamTime)
+		up.series.Record(0, x.upstreamTime)
 		x.status = fasthttp.StatusBadGateway
 		fasthttp.ReleaseResponse(resp)
 		p.log.Warn("upstream unreachable", "upstream", up.Name, "err", err, "request_id", x.id)
