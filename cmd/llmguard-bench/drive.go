@@ -14,7 +14,8 @@ import (
 
 // driveCmd is "llmguard-bench drive -url URL …": the benchmark's load for
 // one cell, sent to a proxy started by hand (for instance "llmguard-bench
-// child llmguard -upstream URL" under valgrind's callgrind), with
+// child llmguard -upstream URL" under valgrind's callgrind, its standard
+// input held open: a child exits when it closes), with
 // -between and -after commands run around the measured requests:
 //
 //	llmguard-bench drive -url http://127.0.0.1:PORT -size 1k -mode warm -concurrency 32 \
