@@ -1,7 +1,6 @@
 package bucket
 
 import (
-	"encoding/hex"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -24,14 +23,28 @@ const epochSeconds = 10
 // of sets shared by the ids of the same epoch (see Redis) instead of keys
 // of their own; any other id is recorded as before. It is safe for concurrent use.
 func NewRequestID(now time.Time) string {
-	var b [12]byte
+	var b [RequestIDLen]byte
+	PutRequestID(&b, now)
+	return string(b[:])
+}
+
+// RequestIDLen is the length of a NewRequestID id, in bytes.
+const RequestIDLen = 24
+
+// PutRequestID writes into dst the id NewRequestID would return for now,
+// so that a caller can keep it without an allocation of its own. It is
+// safe for concurrent use.
+func PutRequestID(dst *[RequestIDLen]byte, now time.Time) {
+	const hexDigits = "0123456789abcdef"
 	s := uint32(now.Unix())
-	b[0], b[1], b[2], b[3] = byte(s>>24), byte(s>>16), byte(s>>8), byte(s)
+	for i := range 8 {
+		dst[i] = hexDigits[(s>>(28-4*i))&15]
+	}
 	v := rand.Uint64()
 	for i := range 8 {
-		b[4+i] = byte(v >> (8 * i))
+		b := byte(v >> (8 * i))
+		dst[8+2*i], dst[9+2*i] = hexDigits[b>>4], hexDigits[b&15]
 	}
-	return hex.EncodeToString(b[:])
 }
 
 // markerEpoch returns the epoch (Unix seconds / epochSeconds, in decimal)

@@ -236,6 +236,9 @@ type Applied struct {
 	// deny (Denied), or the store failed. Settlement reconciles only the
 	// shadow buckets that were taken.
 	Untaken bool
+	// series are the rule's metric series for the request's tenant
+	// (bundles.go), nil until its metrics are first recorded.
+	series *ruleSeries
 }
 
 // Exchange is one admitted (or refused) request, from admission until it is
@@ -268,6 +271,9 @@ type Exchange struct {
 	// when the Meter keeps records (Options.Records); a pointer, so that
 	// an Exchange without one is no larger.
 	record *ledger.Record
+	// flow are the request's metric series (bundles.go), nil until its
+	// metrics are first recorded.
+	flow *flowSeries
 	// out is how the output reservation was made and lowered (output.go).
 	out outputState
 	// held: it joined a wait queue; waited: for how long; peek: take

@@ -135,6 +135,9 @@ type Metrics struct {
 	cRequests, cTokensEstimated, cTokens, cReserved, cRefunded, cCharged, cSpend, cUpstreamStatus *seriesCache[prometheus.Counter]
 	cEstimateRatio, cUpstreamSeconds                                                              *seriesCache[prometheus.Observer]
 	cUtilization, cQuotaUsed, cQuotaLimit, cQuotaEnd                                              *seriesCache[prometheus.Gauge]
+	// flows and rules hold the bundles of those children (bundles.go).
+	flows *seriesCache[*flowSeries]
+	rules *seriesCache[*ruleSeries]
 }
 
 // NewMetrics registers llmguard's request collectors on reg. The families, all
@@ -249,6 +252,8 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 	m.cEstimateRatio, m.cUpstreamSeconds = newSeriesCache(m.estimateRatio.WithLabelValues), newSeriesCache(m.upstreamSeconds.WithLabelValues)
 	m.cUtilization, m.cQuotaUsed = newSeriesCache(m.utilization.WithLabelValues), newSeriesCache(m.quotaUsed.WithLabelValues)
 	m.cQuotaLimit, m.cQuotaEnd = newSeriesCache(m.quotaLimit.WithLabelValues), newSeriesCache(m.quotaEnd.WithLabelValues)
+	m.flows = newSeriesCache(func(v ...string) *flowSeries { return &flowSeries{flavor: v[0], model: v[1], tenant: v[2]} })
+	m.rules = newSeriesCache(func(v ...string) *ruleSeries { return &ruleSeries{limit: v[0], tenant: v[1]} })
 	return m, nil
 }
 
@@ -261,6 +266,21 @@ func (m *Metrics) Request(f spec.Flavor, model string, outcome Outcome, limit st
 		return
 	}
 	m.cRequests.get(4, labelValues{f.String(), m.models.get(model), outcome, limit}).Inc() // model: a priced name or "other"
+}
+
+// RequestOf is Request for the request admitted (or refused) as x: its
+// flavor and model label are x's. An allowed request counted after its
+// metrics at admission is counted through x's series bundle (bundles.go),
+// without a lookup.
+func (m *Metrics) RequestOf(x *Exchange, outcome Outcome, limit string) {
+	if m == nil {
+		return
+	}
+	if fs := x.flow; fs != nil && outcome == OutcomeAllowed && limit == "" {
+		fs.allowed.get(m.cRequests, 4, labelValues{fs.flavor, fs.model, OutcomeAllowed, ""}).Inc()
+		return
+	}
+	m.Request(x.req.Flavor, x.modelLabel, outcome, limit)
 }
 
 // Panicked counts a recovered panic in stage (a Stage constant).
@@ -284,63 +304,66 @@ func (m *Metrics) admitted(x *Exchange) {
 	if m == nil {
 		return
 	}
-	f, model := x.req.Flavor.String(), m.models.get(x.modelLabel)
+	fs := m.flowOf(x)
 	est := x.req.Estimate
 	if est.InputTokens > 0 {
-		m.cTokensEstimated.get(3, labelValues{f, model, "input"}).Add(float64(est.InputTokens))
+		fs.estimated[0].get(m.cTokensEstimated, 3, labelValues{fs.flavor, fs.model, "input"}).Add(float64(est.InputTokens))
 	}
 	if est.OutputTokens > 0 {
-		m.cTokensEstimated.get(3, labelValues{f, model, "output"}).Add(float64(est.OutputTokens))
+		fs.estimated[1].get(m.cTokensEstimated, 3, labelValues{fs.flavor, fs.model, "output"}).Add(float64(est.OutputTokens))
 	}
-	tenant := m.tenants.get(x.req.Principal.Tenant)
-	for _, a := range x.rules {
+	for i := range x.rules {
+		a := &x.rules[i]
+		rs := m.ruleOf(a, fs.tenant)
 		if a.Reserved > 0 {
-			m.cReserved.get(1, labelValues{a.Rule.Name}).Add(float64(a.Reserved))
+			rs.reserved.get(m.cReserved, 1, labelValues{rs.limit}).Add(float64(a.Reserved))
 		}
 		if c := a.Limit.Capacity; c > 0 {
-			m.cUtilization.get(2, labelValues{a.Rule.Name, tenant}).Set(1 - float64(a.Status.Remaining)/float64(c))
+			rs.utilization.get(m.cUtilization, 2, labelValues{rs.limit, rs.tenant}).Set(1 - float64(a.Status.Remaining)/float64(c))
 		}
 		if a.Limit.IsQuota() {
 			scale := 1.0
 			if a.Rule.Unit == policy.UnitUSD {
 				scale = 1e6 // micro-USD, exported in USD (Prometheus' base unit)
 			}
-			m.cQuotaUsed.get(2, labelValues{a.Rule.Name, tenant}).Set(float64(a.Limit.Capacity-a.Status.Remaining) / scale)
-			m.cQuotaLimit.get(2, labelValues{a.Rule.Name, tenant}).Set(float64(a.Limit.Capacity) / scale)
-			m.cQuotaEnd.get(2, labelValues{a.Rule.Name, tenant}).Set(float64(a.Limit.WindowEnd.Unix()))
+			rs.quotaUsed.get(m.cQuotaUsed, 2, labelValues{rs.limit, rs.tenant}).Set(float64(a.Limit.Capacity-a.Status.Remaining) / scale)
+			rs.quotaLimit.get(m.cQuotaLimit, 2, labelValues{rs.limit, rs.tenant}).Set(float64(a.Limit.Capacity) / scale)
+			rs.quotaEnd.get(m.cQuotaEnd, 2, labelValues{rs.limit, rs.tenant}).Set(float64(a.Limit.WindowEnd.Unix()))
 		}
 	}
 }
 
 // settled records what a finished request really used (u, when known) and
 // cost (costMicroUSD), and what reconciliation gave back or charged
-// (deltas, of the limits named alike).
-func (m *Metrics) settled(x *Exchange, u spec.Usage, costMicroUSD int64, known bool, deltas []bucket.Delta, limits []string) {
+// (deltas, each of the rule of x at the same position of owners).
+func (m *Metrics) settled(x *Exchange, u spec.Usage, costMicroUSD int64, known bool, deltas []bucket.Delta, owners []int) {
 	if m == nil {
 		return
 	}
-	f, model := x.req.Flavor.String(), m.models.get(x.modelLabel)
+	fs := m.flowIn(x)
 	if known {
-		for _, t := range []struct {
-			kind string
-			n    int64
-		}{{"input", u.InputTokens}, {"cached_input", u.CachedInputTokens}, {"cache_write", u.CacheWriteTokens}, {"output", u.OutputTokens}, {"reasoning", u.ReasoningTokens}} {
-			if t.n > 0 {
-				m.cTokens.get(3, labelValues{f, model, t.kind}).Add(float64(t.n))
+		for i, n := range [len(tokenKinds)]int64{u.InputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.OutputTokens, u.ReasoningTokens} {
+			if n > 0 {
+				fs.tokens[i].get(m.cTokens, 3, labelValues{fs.flavor, fs.model, tokenKinds[i]}).Add(float64(n))
 			}
 		}
 		if est := x.req.Estimate.InputTokens; est > 0 && u.InputTokens > 0 {
-			m.cEstimateRatio.get(1, labelValues{f}).Observe(float64(u.InputTokens) / float64(est))
+			fs.ratio.get(m.cEstimateRatio, 1, labelValues{fs.flavor}).Observe(float64(u.InputTokens) / float64(est))
 		}
 	}
 	if costMicroUSD > 0 {
-		m.cSpend.get(2, labelValues{m.tenants.get(x.req.Principal.Tenant), model}).Add(float64(costMicroUSD) / 1e6)
+		fs.spend.get(m.cSpend, 2, labelValues{fs.tenant, fs.model}).Add(float64(costMicroUSD) / 1e6)
 	}
 	for i, d := range deltas {
+		rs := x.rules[owners[i]].series // set by admitted; not written here, where x.rules may be read by the handler
+		if rs == nil {
+			a := &x.rules[owners[i]]
+			rs = m.rules.get(2, labelValues{a.Rule.Name, fs.tenant})
+		}
 		if d.Units < 0 {
-			m.cRefunded.get(1, labelValues{limits[i]}).Add(float64(-d.Units))
+			rs.refunded.get(m.cRefunded, 1, labelValues{rs.limit}).Add(float64(-d.Units))
 		} else {
-			m.cCharged.get(1, labelValues{limits[i]}).Add(float64(d.Units))
+			rs.charged.get(m.cCharged, 1, labelValues{rs.limit}).Add(float64(d.Units))
 		}
 	}
 }
@@ -427,6 +450,7 @@ func (m *Metrics) Prepare(rules []policy.Rule) {
 	for _, c := range []*seriesCache[prometheus.Gauge]{m.cUtilization, m.cQuotaUsed, m.cQuotaLimit, m.cQuotaEnd} {
 		c.reset()
 	}
+	m.rules.reset()
 	for _, r := range rules {
 		decision := OutcomeFailClosed
 		if r.FailOpen {

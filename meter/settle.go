@@ -67,10 +67,10 @@ func (x *Exchange) Settle(s Settlement) bool {
 		known, cost = false, x.imagesCost()
 		s.Source = spec.SourceReserved
 	}
-	var lbuf [8]string
+	var obuf [8]int
 	var sbuf [8]int64
-	deltas, limits, settled := x.deltaBuf[:0], lbuf[:0], sbuf[:0]
-	for _, a := range x.rules {
+	deltas, owners, settled := x.deltaBuf[:0], obuf[:0], sbuf[:0]
+	for i, a := range x.rules {
 		units := x.settledUnits(a, s.Source, known, actual)
 		settled = append(settled, units)
 		if d := units - a.Reserved; d != 0 {
@@ -78,12 +78,12 @@ func (x *Exchange) Settle(s Settlement) bool {
 				n := len(deltas)
 				deltas = bucket.SplitDelta(deltas, a.Taken, d)
 				for range len(deltas) - n {
-					limits = append(limits, a.Rule.Name)
+					owners = append(owners, i)
 				}
 				continue
 			}
 			deltas = append(deltas, bucket.Delta{Key: a.Key, Limit: a.Limit, Units: d}) // the take's window
-			limits = append(limits, a.Rule.Name)
+			owners = append(owners, i)
 		}
 	}
 	if len(deltas) > 0 {
@@ -106,7 +106,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 	m.contain(StageMetrics, x, func() {
 		m.inject(PointMetrics)
 		m.opt.Metrics.released(x)
-		m.opt.Metrics.settled(x, actual, cost, known, deltas, limits)
+		m.opt.Metrics.settled(x, actual, cost, known, deltas, owners)
 		m.budgetCrossings(x, settled)
 		m.budgetLevels(x, settled)
 	})

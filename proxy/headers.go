@@ -34,13 +34,13 @@ const maxRateLimitItems = 4
 //
 // The values are built in a buffer on the stack: no allocation for up to
 // maxRateLimitItems rules of ordinary names.
-func setLimitHeaders(h *fasthttp.ResponseHeader, f Flavor, rules []meter.Applied) {
+func setLimitHeaders(h *fasthttp.ResponseHeader, f Flavor, rules []meter.Applied, items *ietfItems) {
 	if len(rules) == 0 {
 		return
 	}
 	dialectOf(f).limitHeaders(h, rules)
 	var stack [512]byte
-	setIETFHeaders(h, rules, stack[:0])
+	setIETFHeaders(h, rules, items, stack[:0])
 }
 
 // tightest returns the index of the rule whose unit match accepts with the
@@ -107,30 +107,31 @@ func fraction(a *meter.Applied) float64 {
 	return float64(a.Status.Remaining) / float64(a.Limit.Capacity)
 }
 
-func setIETFHeaders(h *fasthttp.ResponseHeader, all []meter.Applied, buf []byte) []byte {
+func setIETFHeaders(h *fasthttp.ResponseHeader, all []meter.Applied, items *ietfItems, buf []byte) []byte {
 	var pick [maxRateLimitItems]int
 	idx := listed(all, &pick)
-	var rules [maxRateLimitItems]meter.Applied
+	var rules [maxRateLimitItems]*meter.Applied
+	var texts [maxRateLimitItems]*ietfItem
 	for i, j := range idx {
-		rules[i] = all[j]
+		rules[i], texts[i] = &all[j], items.of(&all[j])
 	}
-	return writeIETFHeaders(h, rules[:len(idx)], buf)
+	return writeIETFHeaders(h, rules[:len(idx)], texts[:len(idx)], buf)
 }
 
-func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied, buf []byte) []byte {
+// writeIETFHeaders writes the RateLimit-Policy and RateLimit fields of
+// rules, texts[i] being rules[i]'s cached text (ietfItems.of), or nil to
+// build it here.
+func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []*meter.Applied, texts []*ietfItem, buf []byte) []byte {
 	buf = buf[:0]
 	for i, a := range rules {
 		if i > 0 {
 			buf = append(buf, ", "...)
 		}
-		buf = appendQuoted(buf, a.Rule.Name)
-		buf = append(buf, ";q="...)
-		buf = strconv.AppendInt(buf, a.Limit.Capacity, 10)
-		buf = append(buf, ";w="...)
-		buf = strconv.AppendInt(buf, ceilSeconds(window(a.Limit)), 10)
-		buf = append(buf, `;llmguard-unit="`...)
-		buf = append(buf, a.Rule.Unit.String()...)
-		buf = append(buf, '"')
+		if texts[i] != nil {
+			buf = append(buf, texts[i].policy...)
+		} else {
+			buf = appendPolicyItem(buf, a)
+		}
 	}
 	h.SetBytesV("RateLimit-Policy", buf)
 	buf = buf[:0]
@@ -138,7 +139,11 @@ func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied, buf []b
 		if i > 0 {
 			buf = append(buf, ", "...)
 		}
-		buf = appendQuoted(buf, a.Rule.Name)
+		if texts[i] != nil {
+			buf = append(buf, texts[i].name...)
+		} else {
+			buf = appendQuoted(buf, a.Rule.Name)
+		}
 		buf = append(buf, ";r="...)
 		buf = strconv.AppendInt(buf, max(a.Status.Remaining, 0), 10)
 		buf = append(buf, ";t="...)
@@ -257,7 +262,7 @@ func goDuration(d time.Duration) string {
 // capacity, 429 with x-should-retry: false and no Retry-After, since
 // waiting cannot help. The body names the limit, the amount requested and
 // the wait, in the caller's flavor.
-func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, deny int, tooLarge bool, retry time.Duration) apiError {
+func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ietfItems, deny int, tooLarge bool, retry time.Duration) apiError {
 	a := rules[deny]
 	unit := a.Rule.Unit.String()
 	if a.Rule.Unit == policy.UnitUSD {
@@ -303,7 +308,7 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, deny int,
 		ctx.Response.Header.Set("retry-after-ms", strconv.FormatInt(max(int64((retry+time.Millisecond-1)/time.Millisecond), 1), 10))
 	}
 	ctx.Response.Header.Set("x-llmguard-limit", a.Rule.Name)
-	setLimitHeaders(&ctx.Response.Header, f, rules)
+	setLimitHeaders(&ctx.Response.Header, f, rules, items)
 	return e
 }
 

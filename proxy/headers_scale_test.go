@@ -100,7 +100,7 @@ func TestRateLimitHeadersBoundedWithManyRules(t *testing.T) {
 		for _, f := range []Flavor{FlavorOpenAI, FlavorAnthropic} {
 			var h fasthttp.ResponseHeader
 			h.DisableNormalizing()
-			setLimitHeaders(&h, f, rules)
+			setLimitHeaders(&h, f, rules, nil)
 			if n := headerBytes(&h); n >= 2048 {
 				t.Fatalf("round %d, %v: %d bytes of headers, want < 2048", round, f, n)
 			}
@@ -117,7 +117,7 @@ func TestRateLimitHeadersBoundedWithManyRules(t *testing.T) {
 func TestRateLimitHeadersListFewRulesAll(t *testing.T) {
 	rules := manyApplied(rand.New(rand.NewPCG(1, 2)), maxRateLimitItems)
 	var h fasthttp.ResponseHeader
-	setLimitHeaders(&h, FlavorOpenAI, rules)
+	setLimitHeaders(&h, FlavorOpenAI, rules, nil)
 	want := []string{"l0000", "l0001", "l0002", "l0003"}
 	if got := itemNames(string(h.Peek("RateLimit"))); !slices.Equal(got, want) {
 		t.Errorf("RateLimit lists %v, want %v", got, want)
@@ -139,7 +139,7 @@ func TestDeniedResponseListsTheDenyingRule(t *testing.T) {
 			ctx.Response.Header.DisableNormalizing()
 			taken := slices.Clone(rules)
 			taken[deny].Denied = true // as admission marks the denying rule
-			denied(&ctx, f, taken, deny, true, 0).write(&ctx, f)
+			denied(&ctx, f, taken, nil, deny, true, 0).write(&ctx, f)
 			name := rules[deny].Rule.Name
 			if got := string(ctx.Response.Header.Peek("x-llmguard-limit")); got != name {
 				t.Fatalf("round %d: x-llmguard-limit %q, want %q", round, got, name)

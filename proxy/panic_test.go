@@ -352,3 +352,10 @@ func TestPanicsAreContained(t *testing.T) {
 type quietLogger struct{}
 
 func (quietLogger) Printf(string, ...any) {}
+
+// newRequestID returns 16 random hex digits, as exchange.setID writes them.
+func newRequestID() string {
+	x := &exchange{}
+	x.setID()
+	return x.id
+}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/semaphore"
@@ -155,6 +156,7 @@ type Proxy struct {
 type live struct {
 	policy  *policy.Policy
 	weigher Weigher
+	ietf    *ietfItems // the RateLimit fields' text of policy's rules
 }
 
 // Reload makes pol and w serve the next requests; requests in flight finish
@@ -163,7 +165,7 @@ type live struct {
 // capacity and rate. Safe for concurrent use.
 func (p *Proxy) Reload(pol *policy.Policy, w Weigher) {
 	p.opt.Metrics.Prepare(pol.Rules())
-	p.live.Store(&live{policy: pol, weigher: w})
+	p.live.Store(&live{policy: pol, weigher: w, ietf: newIETFItems(pol)})
 }
 
 // New checks opt and builds a Proxy. Errors: a required option is missing
@@ -176,6 +178,7 @@ func New(opt Options) (*Proxy, error) {
 		if err := u.init(); err != nil {
 			return nil, err
 		}
+		u.series = opt.Metrics.UpstreamSeries(u.Name)
 	}
 	if opt.MaxBodyBytes <= 0 {
 		opt.MaxBodyBytes = 8 << 20
@@ -218,7 +221,8 @@ func New(opt Options) (*Proxy, error) {
 // over the server's size limit, when the server reads bodies itself: 413;
 // anything else, such as malformed headers: 400), in OpenAI's shape.
 func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
-	x := &exchange{id: newRequestID()}
+	x := &exchange{}
+	x.setID()
 	if p.observed() {
 		p.observe(ctx, x)
 		defer p.handled(ctx, x)
@@ -243,7 +247,8 @@ func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 // exchange is the state of one request that outlives the handler when the
 // response is streamed. It holds copies, never the RequestCtx's slices.
 type exchange struct {
-	id        string
+	id        string // idBuf's hex digits (setID)
+	idBuf     [bucket.RequestIDLen]byte
 	principal policy.Principal
 	keyHeader string // the header the caller's key came from
 	live      *live  // the policy and weigher this request started with
@@ -369,7 +374,8 @@ var postKinds = func() map[string]weigher.Kind {
 // recoverHandler): the caller gets 500 in its flavor's shape and the
 // process carries on.
 func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
-	x := &exchange{id: newRequestID(), start: time.Now()}
+	x := &exchange{} // start: when the body has been read (an observed request's overhead counts from obs.begin until then)
+	x.setID()
 	if p.observed() {
 		p.observe(ctx, x)
 		defer p.handled(ctx, x) // after the recovery below: a panic's answer is logged
@@ -419,7 +425,13 @@ func (p *Proxy) count(x *exchange, outcome meter.Outcome, limit string) {
 	if x.obs != nil {
 		x.obs.outcome, x.obs.limit = outcome, limit
 	}
-	p.contain(meter.StageMetrics, x, func() { p.opt.Metrics.Request(x.flavor(), x.modelLabel(), outcome, limit) })
+	p.contain(meter.StageMetrics, x, func() {
+		if x.m != nil { // its flavor and model label are x's
+			p.opt.Metrics.RequestOf(x.m, outcome, limit)
+			return
+		}
+		p.opt.Metrics.Request(x.flavor(), "", outcome, limit)
+	})
 }
 
 // flavor is the flavor the caller is answered in: its upstream's, OpenAI's
@@ -725,7 +737,7 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		return nil
 	case meter.Denied, meter.TooLarge:
 		i := x.m.DeniedBy()
-		e := denied(ctx, x.upstream.Flavor, x.m.Rules(), i, x.m.Verdict() == meter.TooLarge, x.m.RetryAfter())
+		e := denied(ctx, x.upstream.Flavor, x.m.Rules(), x.live.ietf, i, x.m.Verdict() == meter.TooLarge, x.m.RetryAfter())
 		if x.m.RetryAfter() > p.opt.MaxRetryWait {
 			// The official SDKs sleep for whatever Retry-After says: past
 			// max_retry_wait, have them return the error at once.
@@ -857,7 +869,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	if err != nil {
 		x.endUpstream(0, err)
 		x.held = nil
-		p.opt.Metrics.Upstream(up.Name, 0, x.upstreamTime)
+		up.series.Record(0, x.upstreamTime)
 		x.status = fasthttp.StatusBadGateway
 		fasthttp.ReleaseResponse(resp)
 		p.log.Warn("upstream unreachable", "upstream", up.Name, "err", err, "request_id", x.id)
@@ -869,7 +881,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 			// stands, never a refund a slow answer could earn.
 			x.settle(meter.Settlement{Source: spec.SourceReserved})
 		}
-		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules())
+		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), x.live.ietf)
 		return &refusal{err: apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_unreachable",
 			anthropicType: "api_error", message: "llmguard could not reach the upstream API (" + up.Name + ")."}, outcome: meter.OutcomeUpstreamError}
 	}
@@ -951,8 +963,11 @@ func queryOf(ctx *fasthttp.RequestCtx) string {
 	return "?" + string(kept.QueryString())
 }
 
-// newRequestID returns a request id as bucket.NewRequestID makes it: 24 hex
-// digits, the second it was made then 64 random bits, so that the Redis
-// store keeps its reconciliation marker in a set shared by its epoch's ids
-// rather than in a key of its own.
-func newRequestID() string { return bucket.NewRequestID(time.Now()) }
+// setID sets x.id to a bucket.NewRequestID id (24 hex digits: the second,
+// then 64 random bits), written in x.idBuf: the id costs no allocation of
+// its own. x must not be copied (the id aliases it); it is never reused, so
+// the id stays as written while anything holds it.
+func (x *exchange) setID() {
+	bucket.PutRequestID(&x.idBuf, time.Now())
+	x.id = unsafe.String(&x.idBuf[0], len(x.idBuf))
+}

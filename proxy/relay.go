@@ -44,14 +44,14 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	for _, w := range x.m.Warnings() {
 		ctx.Response.Header.Add("x-llmguard-budget-warning", w)
 	}
-	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules())
+	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), x.live.ietf)
 	setShadowHeaders(&ctx.Response.Header, x.m.Shadow())
 	status := resp.StatusCode()
 	x.status = status
 
 	if bytes.HasPrefix(resp.Header.ContentType(), []byte("text/event-stream")) && resp.BodyStream() != nil {
 		p.count(x, x.m.Outcome(status), "")
-		p.opt.Metrics.Upstream(x.upstream.Name, status, x.upstreamTime)
+		x.upstream.series.Record(status, x.upstreamTime)
 		ctx.Response.Header.SetContentLength(-1)
 		conn := ctx.Conn() // serves this response until the writer returns
 		enc := string(bytes.ToLower(bytes.TrimSpace(resp.Header.ContentEncoding())))
@@ -74,7 +74,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 
 	st := resp.BodyStream()
 	if st == nil { // fasthttp read it whole
-		p.opt.Metrics.Upstream(x.upstream.Name, status, x.upstreamTime)
+		x.upstream.series.Record(status, x.upstreamTime)
 		ctx.Response.SetBody(resp.Body())
 		x.held = nil
 		fasthttp.ReleaseResponse(resp)
@@ -84,7 +84,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	t0 := time.Now()
 	body, err := readInto(&ctx.Response, st, p.opt.MaxResponseBytes+1)
 	x.upstreamTime += time.Since(t0)
-	p.opt.Metrics.Upstream(x.upstream.Name, status, x.upstreamTime)
+	x.upstream.series.Record(status, x.upstreamTime)
 	if err != nil {
 		x.held = nil
 		resp.CloseBodyStream()
@@ -158,11 +158,11 @@ func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, 
 	resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(resp)
 	x.status = fasthttp.StatusBadGateway
-	p.opt.Metrics.Upstream(x.upstream.Name, status, x.upstreamTime)
+	x.upstream.series.Record(status, x.upstreamTime)
 	p.log.Error("the upstream rejected llmguard's upstream credential: check the upstream's api_key_env",
 		"upstream", x.upstream.Name, "status", status, "request_id", x.id)
 	x.settle(meter.Settlement{Source: spec.SourceRefund})
-	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules())
+	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), x.live.ietf)
 	ctx.Response.Header.Set("x-should-retry", "false")
 	return &refusal{err: errGatewayCredential, outcome: meter.OutcomeUpstreamError}
 }

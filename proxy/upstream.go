@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/meter"
 )
 
 // Upstream is one API llmguard forwards to. The zero value is not usable;
@@ -49,6 +51,9 @@ type Upstream struct {
 	scheme    string
 	host      string
 	basePath  string
+	// series records the upstream's answers in the metrics (set by New;
+	// nil records nothing).
+	series *meter.UpstreamSeries
 }
 
 // modelOf is the model a request to deployment is weighed and priced as:

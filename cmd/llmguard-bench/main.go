@@ -27,6 +27,11 @@
 //	go run ./cmd/llmguard-bench -redis-work -compare /tmp/bench-b
 //	go run ./cmd/llmguard-bench -redis-work -callgrind -requests 1000   # instructions, under valgrind
 //
+// "llmguard-bench drive -url URL …" sends one cell's load to a proxy started
+// by hand ("llmguard-bench child bare|llmguard -upstream URL", under
+// valgrind's callgrind, strace or perf), with commands run around the
+// measured requests (see drive.go): whole-process instructions per request.
+//
 // "llmguard-bench child ROLE …" is how it runs its processes (hidden).
 package main
 
@@ -46,6 +51,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "child" {
 		if err := loadbench.Child(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "llmguard-bench child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "drive" {
+		if err := driveCmd(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "llmguard-bench drive:", err)
 			os.Exit(1)
 		}
 		return

@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/obs"
+)
+
+// TestRequestIDs: each request's id is bucket.NewRequestID's form (24
+// lowercase hex digits: the Unix second, then 16 random ones), written in
+// its exchange, different from the next one's, and unchanged when later
+// exchanges are made.
+func TestRequestIDs(t *testing.T) {
+	seen, digits := map[string]bool{}, map[byte]bool{}
+	var first string
+	for i := range 100 {
+		before := uint32(time.Now().Unix())
+		x := &exchange{}
+		x.setID()
+		after := uint32(time.Now().Unix())
+		if len(x.id) != 24 {
+			t.Fatalf("id %q: %d characters, want 24", x.id, len(x.id))
+		}
+		sec, err := strconv.ParseUint(x.id[:8], 16, 32)
+		if err != nil || uint32(sec) < before || uint32(sec) > after {
+			t.Fatalf("id %q: does not start with the second it was made in (%x..%x)", x.id, before, after)
+		}
+		for _, c := range []byte(x.id[8:]) {
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				t.Fatalf("id %q: not lowercase hex", x.id)
+			}
+			digits[c] = true
+		}
+		if seen[x.id] {
+			t.Fatalf("id %q given twice", x.id)
+		}
+		seen[x.id] = true
+		if i == 0 {
+			first = x.id
+		}
+	}
+	if !seen[first] || len(seen) != 100 {
+		t.Errorf("the first id changed: %q", first)
+	}
+	if len(digits) != 16 { // 1,600 random digits: each of the 16 appears
+		t.Errorf("only %d distinct hex digits in 100 ids", len(digits))
+	}
+}
+
+// pathAllocBudget is the allocations a ~1 KiB chat request answered with
+// JSON makes through the proxy path (BenchmarkProxyPath/llmguard), the
+// bare forward's (transport) being 10: the upstream round trip's four
+// (fasthttp's stream body and its closures), the body buffer, the two
+// exchanges (proxy's and meter's), the bucket keys, the model name kept,
+// and the credential.
+const pathAllocBudget = 10
+
+// TestPathAllocationBudget: a request through the proxy path allocates no
+// more than pathAllocBudget times (measured without the race detector,
+// which allocates on its own account).
+func TestPathAllocationBudget(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("allocation measurement")
+	}
+	px := newPathRig(t, cannedJSON)
+	r := newPathRequest(pathBody)
+	for range 20 { // warm the pools, the caches and the keep-alive connection
+		if st := r.serve(t, px.Handle); st != 200 {
+			t.Fatalf("status %d: %s", st, r.ctx.Response.Body())
+		}
+	}
+	if n := testing.AllocsPerRun(200, func() { r.serve(t, px.Handle) }); n > pathAllocBudget {
+		t.Errorf("%v allocations a request, budget %d", n, pathAllocBudget)
+	}
+}
+
+// TestRefusedBeforeBodyOverhead: a request refused before its body is
+// read (an unknown key) has no start of its own; its access-log overhead
+// counts from its arrival (the observation's start), so it lies within
+// the time the handler took, measured around it.
+func TestRefusedBeforeBodyOverhead(t *testing.T) {
+	out := &syncWriter{b: &strings.Builder{}}
+	log, err := obs.NewAccessLog(obs.AccessLogOptions{Writer: out, SampleAllowed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newPathRig(t, cannedJSON, func(o *Options) { o.AccessLog = log })
+	r := newPathRequest(pathBody)
+	r.ctx.Request.Header.Set("Authorization", "Bearer sk-unknown")
+	before := time.Now()
+	if st := r.serve(t, px.Handle); st != fasthttp.StatusUnauthorized {
+		t.Fatalf("status %d, want 401", st)
+	}
+	took := time.Since(before)
+	var line map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out.string())), &line); err != nil {
+		t.Fatalf("%v: %q", err, out.string())
+	}
+	us, ok := line["overhead_us"].(float64)
+	if !ok || us < 0 || us > float64(took.Microseconds()+1) {
+		t.Errorf("overhead_us %v, the handler took %v", line["overhead_us"], took)
+	}
+}
