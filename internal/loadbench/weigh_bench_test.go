@@ -2,7 +2,10 @@ package loadbench
 
 import (
 	"fmt"
+	"runtime"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/llmguard/llmguard/weigher"
 )
@@ -41,5 +44,53 @@ func BenchmarkWeighWarm(b *testing.B) {
 			}
 			b.ReportMetric(float64(bytes)/float64(b.N), "body-bytes/op")
 		})
+	}
+}
+
+// BenchmarkWeighWarmTail weighs 3,000 of the load benchmark's warm 128 KiB
+// bodies per op, one at a time, and reports the quantiles of a body's
+// weighing time (wall clock, so read them on a quiet machine or as ratios
+// within one run) and how many of the slowest 1% saw a garbage collection
+// start: the weigher's own share of the cell's latency tail. The count
+// cache is the process's: with -count 2 the second pass finds every turn
+// remembered (no counting: the cost of the rest alone).
+//
+//	go test -run XXX -bench WeighWarmTail -benchtime 1x ./internal/loadbench
+func BenchmarkWeighWarmTail(b *testing.B) {
+	pool := newTextPool(1)
+	for b.Loop() {
+		w, err := weigher.New(weigher.Options{DefaultMaxOutputTokens: 256})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := newConversation(pool, Shape{Size: 128 << 10, Warm: true}, 7)
+		w.Chat(c.next())
+		const n = 3000
+		took := make([]time.Duration, n)
+		gc := make([]bool, n)
+		var ms runtime.MemStats
+		for i := range n {
+			body := c.next()
+			runtime.ReadMemStats(&ms)
+			before := ms.NumGC
+			t0 := time.Now()
+			w.Chat(body)
+			took[i] = time.Since(t0)
+			runtime.ReadMemStats(&ms)
+			gc[i] = ms.NumGC != before
+		}
+		sorted := slices.Clone(took)
+		slices.Sort(sorted)
+		p99 := sorted[n*99/100]
+		withGC := 0
+		for i := range n {
+			if took[i] >= p99 && gc[i] {
+				withGC++
+			}
+		}
+		b.ReportMetric(float64(sorted[n/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+		b.ReportMetric(float64(sorted[n-1].Microseconds()), "max-µs")
+		b.ReportMetric(float64(withGC), "slowest-1%-with-gc")
 	}
 }
