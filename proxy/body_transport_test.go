@@ -162,3 +162,65 @@ func TestReadBodyTenantShare(t *testing.T) {
 		t.Errorf("another tenant's body: %d %s, want 200", st, body)
 	}
 }
+
+// TestReadBodyReusesBuffers: a body read by its length goes into a buffer
+// of the body pool, given back when the request is done and reused by the
+// next body of about its size, which reads its own bytes, not the last
+// one's; a body that breaks off gives its buffer back too.
+func TestReadBodyReusesBuffers(t *testing.T) {
+	const limit = 1 << 20
+	p := &Proxy{opt: Options{MaxBodyBytes: limit}, bodies: semaphore.NewWeighted(4 * limit),
+		shares: make(map[string]int64), shareCap: limit, bodyPool: newBodyPool(4 * limit)}
+	var bufs []*byte
+	done := make(chan struct{}, 8) // one per request handled
+	ln := fasthttputil.NewInmemoryListener()
+	srv := &fasthttp.Server{StreamRequestBody: true, DisablePreParseMultipartForm: true, MaxRequestBodySize: limit,
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			defer func() { done <- struct{}{} }()
+			h, refusal, ok := p.readBody(ctx, "")
+			if !ok {
+				refusal.write(ctx, FlavorOpenAI)
+				return
+			}
+			defer p.releaseBody(ctx, h)
+			bufs = append(bufs, &h.pooled[0])
+			ctx.SetBody(h.b) // a copy
+		}}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown() })
+	dial := func() net.Conn {
+		c, err := ln.Dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	c := dial()
+	for i, n := range []int{100_000, 99_000, 101_000} {
+		body := strings.Repeat(string(rune('a'+i)), n)
+		st, got := send(t, c, fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", n), body)
+		if st != 200 || got != body {
+			t.Fatalf("body %d (%d bytes): status %d, echoed %d bytes, first %.8q", i, n, st, len(got), got)
+		}
+		<-done
+		if held := p.bodyPool.Held(); held < int64(n) {
+			t.Errorf("body %d: the pool holds %d bytes after the request, want its buffer", i, held)
+		}
+	}
+	if bufs[1] != bufs[0] || bufs[2] != bufs[0] {
+		t.Errorf("bodies of about one size read into new buffers: %p %p %p", bufs[0], bufs[1], bufs[2])
+	}
+	// A body that breaks off: refused, its buffer given back.
+	before := p.bodyPool.Held()
+	c2 := dial()
+	io.WriteString(c2, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("z", 50_000))
+	c2.Close()
+	<-done
+	if p.bodyPool.Held() != before {
+		t.Errorf("a broken body's buffer not given back: the pool holds %d, held %d before", p.bodyPool.Held(), before)
+	}
+	if !p.bodies.TryAcquire(4 * limit) {
+		t.Error("bytes still held")
+	}
+}

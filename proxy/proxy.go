@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/internal/bufpool"
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/obs"
 	"github.com/llmguard/llmguard/policy"
@@ -140,6 +141,9 @@ type Proxy struct {
 	// bodies is the budget of request-body bytes held in memory
 	// (Options.BodyBudget).
 	bodies *semaphore.Weighted
+	// bodyPool keeps the buffers of bodies read by Content-Length for
+	// reuse (body.go).
+	bodyPool *bufpool.Pool
 	// shares is the body bytes each tenant holds, at most shareCap each
 	// (see hold); guarded by shareMu.
 	shareMu  sync.Mutex
@@ -212,7 +216,7 @@ func New(opt Options) (*Proxy, error) {
 	}
 	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, meter: m, bodies: semaphore.NewWeighted(opt.BodyBudget),
 		weighing: make(chan struct{}, runtime.GOMAXPROCS(0)), weighWait: weighQueueWait,
-		shares: make(map[string]int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes))}
+		shares: make(map[string]int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes)), bodyPool: newBodyPool(opt.BodyBudget)}
 	px.Reload(opt.Policy, opt.Weigher)
 	return px, nil
 }

@@ -11,10 +11,11 @@ import (
 )
 
 // DefaultCacheBytes is [Options.CacheBytes]' default, in bytes: 32 MiB
-// hold about 175,000 entries, two per remembered element (its count, and
-// the mark that its keys passed the case-variant field check): about
-// 87,000 messages, input items, tool lists or system prompts, the history
-// of a couple of thousand agent conversations of forty turns.
+// hold 1 MiB of end hints (hints.go) and about 170,000 entries, one per
+// remembered element (its count and the mark that it passed the strict
+// scan and the case-variant field check): the messages, input items, tool
+// lists or system prompts of a few thousand agent conversations of forty
+// turns.
 const DefaultCacheBytes = 32 << 20
 
 // cacheEntryBytes is the memory, in bytes, one cached count holds: its key
@@ -65,6 +66,10 @@ type countCache struct {
 	c            *otter.Cache[cacheKey, entry]
 	seed         uint64
 	hits, misses atomic.Uint64
+	// hints are the end hints of remembered elements (hints.go), taking
+	// 1/hintShare of the cache's bytes; replaced when a resize changes
+	// their size (nil: none).
+	hints atomic.Pointer[hintTable]
 }
 
 var (
@@ -101,10 +106,11 @@ func cacheOf(bytes int64) *countCache {
 func newCountCache(bytes int64) *countCache {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return &countCache{
+	limit, hints := cacheLimit(bytes)
+	c := &countCache{
 		seed: binary.LittleEndian.Uint64(b[:]),
 		c: otter.Must(&otter.Options[cacheKey, entry]{
-			MaximumWeight: cacheLimit(bytes),
+			MaximumWeight: limit,
 			Weigher:       func(cacheKey, entry) uint32 { return cacheEntryBytes },
 			// Maintenance (draining the read and write buffers, evicting)
 			// runs on the goroutine that triggered it, amortized over
@@ -113,20 +119,30 @@ func newCountCache(bytes int64) *countCache {
 			Executor: func(fn func()) { fn() },
 		}),
 	}
+	c.hints.Store(hints)
+	return c
 }
 
-// cacheLimit is the weight limit of a cache of bytes (0: the default).
-func cacheLimit(bytes int64) uint64 {
+// cacheLimit splits a cache of bytes (0: the default) between the hint
+// table (1/hintShare of it) and the entries: it returns the entries'
+// weight limit (at least one entry's) and the table.
+func cacheLimit(bytes int64) (uint64, *hintTable) {
 	if bytes == 0 {
 		bytes = DefaultCacheBytes
 	}
-	return uint64(max(bytes, cacheEntryBytes))
+	hints := newHintTable(bytes / hintShare)
+	return uint64(max(bytes-hints.bytes(), cacheEntryBytes)), hints
 }
 
-// resize sets c's bound to bytes (0: the default), evicting as needed.
+// resize sets c's bound to bytes (0: the default), evicting as needed; a
+// hint table of another size replaces the old one, empty.
 func (c *countCache) resize(bytes int64) {
-	if l := cacheLimit(bytes); c.c.GetMaximum() != l {
+	l, hints := cacheLimit(bytes)
+	if c.c.GetMaximum() != l {
 		c.c.SetMaximum(l)
+	}
+	if hints.bytes() != c.hints.Load().bytes() {
+		c.hints.Store(hints)
 	}
 }
 

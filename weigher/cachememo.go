@@ -50,6 +50,16 @@ type elemMemo struct {
 	top      *fields
 	maxDepth int
 	vouchCtx uint64 // the context of what Vouch is offered
+	// vouchElem: Vouch is offered elements (not whole lists), whose ends
+	// End may guess.
+	vouchElem bool
+	// guessAt and guessEnd are End's last guess (guessEnd -1: none), so
+	// that Vouch knows a guess from an end Skip found; guessBudget is how
+	// many more bytes wrong guesses may have Vouch hash in this request
+	// (len(body) at the start: wrong guesses at most double the hashing).
+	guessAt, guessEnd int
+	guessBudget       int
+	hints             *hintTable // the cache's, when the request began
 }
 
 // memoElem is one element the field check looked up: where it lies in the
@@ -62,7 +72,10 @@ type memoElem struct {
 	dirty bool // e must be written when the request is done
 	dead  bool // the element failed the check (or is still being checked)
 	found bool // in pre: e was found in the cache
-	ctx   uint64
+	// hint: its end hint (hints.go) must be written when the request
+	// is done, if it passed: End did not find its end.
+	hint bool
+	ctx  uint64
 }
 
 // memos pools elemMemos between requests.
@@ -80,6 +93,8 @@ func (c *countCache) memo(body string, top *fields, maxDepth int) *elemMemo {
 	}
 	m := memos.Get().(*elemMemo)
 	m.cache, m.body, m.top, m.maxDepth = c, body, top, maxDepth
+	m.hints = c.hints.Load()
+	m.guessAt, m.guessEnd, m.guessBudget = -1, -1, len(body)
 	return m
 }
 
@@ -101,7 +116,28 @@ func (m *elemMemo) Wants(key jsonscan.Span, elem bool) bool {
 	} else {
 		m.vouchCtx = m.listContext(sub, 1) // checkWhole(elems, raw, sub, 1, …)
 	}
+	m.vouchElem = elem
 	return true
+}
+
+// End implements jsonscan.KnownEnds: where the element at start ends, by
+// the end hint (hints.go) of the last element seen passing in the same
+// context with the same first hintPrefix bytes; -1 when there is none, when it would
+// reach past the body, or when this request's wrong guesses have used up
+// their budget. A guess is only a guess: Vouch then hashes the bytes it
+// names and looks them up, and the scan steps over them only when they
+// are an element remembered whole.
+func (m *elemMemo) End(start int) int {
+	m.guessAt, m.guessEnd = start, -1
+	if !m.vouchElem || len(m.body)-start < hintPrefix || m.hints == nil {
+		return -1
+	}
+	size := m.hints.get(m.cache.hintHash(m.vouchCtx, m.body[start:start+hintPrefix]))
+	if size < hintPrefix || size > len(m.body)-start || size > m.guessBudget {
+		return -1
+	}
+	m.guessEnd = start + size
+	return m.guessEnd
 }
 
 // Vouch implements jsonscan.Known: the body's bytes [start, end) carry
@@ -113,7 +149,14 @@ func (m *elemMemo) Vouch(start, end int) bool {
 	raw := m.body[start:end]
 	ck := m.cache.key(m.vouchCtx, raw)
 	e, found := m.cache.c.GetIfPresent(ck)
-	m.pre = append(m.pre, memoElem{p: unsafe.StringData(raw), n: len(raw), k: ck, e: e, found: found, ctx: m.vouchCtx})
+	guessed := start == m.guessAt && end == m.guessEnd
+	m.guessAt, m.guessEnd = -1, -1
+	if guessed && !found { // a wrong guess: the scan finds the end and asks again
+		m.guessBudget -= end - start
+		return false
+	}
+	hint := m.vouchElem && !guessed && len(raw) >= hintPrefix
+	m.pre = append(m.pre, memoElem{p: unsafe.StringData(raw), n: len(raw), k: ck, e: e, found: found, hint: hint, ctx: m.vouchCtx})
 	return found
 }
 
@@ -145,21 +188,21 @@ func (m *elemMemo) checked(ctx uint64, raw string, check func() bool) bool {
 	}
 	var k cacheKey
 	var e entry
-	var found bool
+	var found, hint bool
 	if el := m.looked(ctx, raw); el != nil {
-		k, e, found = el.k, el.e, el.found
+		k, e, found, hint = el.k, el.e, el.found, el.hint
 	} else {
 		k = m.cache.key(ctx, raw)
 		e, found = m.cache.c.GetIfPresent(k)
 	}
 	if found {
-		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, e: e})
+		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, e: e, hint: hint})
 		return true
 	}
 	// The slot is taken before check runs, so that the elements nested in
 	// raw, which check records, come after it: the memo stays in body order.
 	i := len(m.elems)
-	m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, dead: true})
+	m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, dead: true, hint: hint})
 	if !check() {
 		return false
 	}
@@ -235,11 +278,18 @@ func (m *elemMemo) done() {
 		return
 	}
 	for i := range m.elems {
-		if el := &m.elems[i]; el.dirty && !el.dead {
+		el := &m.elems[i]
+		if el.dead {
+			continue
+		}
+		if el.dirty {
 			m.cache.c.Set(el.k, el.e)
 		}
+		if el.hint { // vouched for or checked whole, so its end is right
+			m.hints.put(m.cache.hintHash(el.k.ctx, unsafe.String(el.p, hintPrefix)), el.n)
+		}
 	}
-	m.cache, m.body, m.top, m.next, m.found = nil, "", nil, 0, 0
+	m.cache, m.hints, m.body, m.top, m.next, m.found, m.vouchElem = nil, nil, "", nil, 0, 0, false
 	if cap(m.elems) > maxPooledMemo {
 		m.elems = nil
 	} else {

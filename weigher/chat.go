@@ -186,12 +186,15 @@ func messageTokens(enc counter, model string, m gjson.Result) int64 {
 		return 0
 	}
 	n := int64(tokensPerMessage)
-	m.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	// Its members are walked raw (rawMembers: ends found with jsonscan.Skip,
+	// nothing decoded that is not read) and its strings decoded by
+	// unescapeJSON: gjson's ForEach decoded every value byte by byte.
+	rawMembers(m.Raw, func(k string, v gjson.Result) bool {
+		switch k {
 		case "role", "refusal":
-			n += countText(enc, stringOf(v))
+			n += countText(enc, rawString(v))
 		case "name":
-			n += countText(enc, stringOf(v)) + tokensPerName
+			n += countText(enc, rawString(v)) + tokensPerName
 		case "content":
 			if v.IsArray() {
 				v.ForEach(func(_, p gjson.Result) bool {
@@ -199,7 +202,7 @@ func messageTokens(enc counter, model string, m gjson.Result) int64 {
 					return true
 				})
 			} else {
-				n += countText(enc, stringOf(v))
+				n += countText(enc, rawString(v))
 			}
 		case "tool_calls":
 			v.ForEach(func(_, c gjson.Result) bool {

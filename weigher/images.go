@@ -107,10 +107,13 @@ func (s *Stream) imagesEvent(eventType, data []byte) StreamUpdate {
 }
 
 // shortLower is s lowercased, or "" when longer than 32 bytes (no size or
-// quality is).
+// quality is), in memory of its own: strings.ToLower returns s itself when
+// it has no upper case, and s is a view of the body, which the proxy
+// reuses for a later request once this one is forwarded, while the
+// estimate lives on until settlement.
 func shortLower(s string) string {
 	if len(s) > 32 {
 		return ""
 	}
-	return strings.ToLower(s)
+	return strings.Clone(strings.ToLower(s))
 }

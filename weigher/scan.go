@@ -306,15 +306,13 @@ func rawValue(v string) gjson.Result {
 }
 
 // rawString is the text of v, a value as rawValue gives it, when it is a
-// JSON string (decoded only if it holds an escape); "" otherwise.
+// JSON string (decoded by unescapeJSON only if it holds an escape); ""
+// otherwise.
 func rawString(v gjson.Result) string {
 	if v.Type != gjson.String || len(v.Raw) < 2 {
 		return ""
 	}
-	if strings.IndexByte(v.Raw, '\\') >= 0 {
-		return gjson.Parse(v.Raw).Str
-	}
-	return v.Raw[1 : len(v.Raw)-1]
+	return unescapeJSON(v.Raw[1 : len(v.Raw)-1])
 }
 
 // skipSpace returns the index of the first non-space byte of s from i.

@@ -106,8 +106,11 @@ type Options struct {
 	// (chat messages, Responses input items, Anthropic system prompts and
 	// messages, tool lists of 64 bytes of JSON or more), keyed by a seeded
 	// 128-bit xxh3 of their exact bytes and their context (kind, encoding,
-	// model). One cache serves the whole process: the last New sets its
-	// size. 0 means [DefaultCacheBytes] (32 MiB); negative turns it off.
+	// model), and 1/32 of it holds where remembered elements end (a table
+	// of end hints, so that the strict scan steps over them without a
+	// pass over their bytes). One cache serves the whole process: the last
+	// New sets its size. 0 means [DefaultCacheBytes] (32 MiB); negative
+	// turns it off.
 	CacheBytes int64
 	// ExactMaxBytes is the most bytes of a request's text counted exactly,
 	// for a body larger than this many bytes: the text after them is counted

@@ -179,6 +179,24 @@ type Known interface {
 	Vouch(start, end int) bool
 }
 
+// KnownEnds is a [Known] that may also guess where an object element it
+// is offered ends, so that Check need not find the end with [Skip] (a
+// pass over the element's bytes, the larger part of stepping over a
+// remembered one). Check offers Vouch the guessed bytes b[start:end] only
+// when they open with '{' and close with '}', and Vouch must accept only
+// bytes it has seen pass as one element (as Known requires), never a run
+// of elements and what lies between them (`{}],"k":[{}`): one object that
+// fills b[start:end] ends where Skip would have found its end. A wrong guess (Vouch refuses it)
+// costs the time Vouch takes; Check then finds the end with Skip and
+// offers the element again.
+type KnownEnds interface {
+	Known
+	// End returns where the object element starting at b[start], of the
+	// member Wants last accepted for its elements, ends (exclusive), when
+	// it remembers one starting with the same bytes; -1 when not.
+	End(start int) int
+}
+
 // Span is the bytes b[Start:End] of the checked document.
 type Span struct{ Start, End int32 }
 
@@ -236,9 +254,10 @@ func Check(b []byte, opt Options) error {
 	s := pool.Get().(*scanner)
 	s.b, s.max, s.dup, s.fold, s.utf8 = b, max, opt.DuplicateKeys || opt.FoldCase, opt.FoldCase, opt.UTF8
 	s.lay = opt.Layout
-	s.known = nil
+	s.known, s.ends = nil, nil
 	if s.lay != nil {
 		s.known = opt.Known
+		s.ends, _ = opt.Known.(KnownEnds)
 		s.lay.Members, s.lay.Elems, s.lay.Dropped = s.lay.Members[:0], s.lay.Elems[:0], false
 	}
 	s.stop = &str
@@ -267,7 +286,7 @@ const keepKeys = 4096
 // release returns s to the pool, without the input and without buffers a
 // huge document made it grow (those go to the garbage collector).
 func (s *scanner) release() {
-	s.b, s.lay, s.known = nil, nil, nil
+	s.b, s.lay, s.known, s.ends = nil, nil, nil, nil
 	if len(s.stack) > 4 {
 		s.stack = make([]uint64, 4)
 	}
@@ -327,6 +346,8 @@ type scanner struct {
 	// elements wanted.
 	known Known
 	wants uint8
+	// ends is known as a KnownEnds, when it is one.
+	ends KnownEnds
 }
 
 // object is an open object: the offset of its '{' and the index in keys
@@ -632,6 +653,11 @@ func (s *scanner) vouched(depth, i int) int {
 	}
 	if s.wants&8 == 0 {
 		return i
+	}
+	if s.ends != nil {
+		if end := s.ends.End(i); end > i+1 && end <= len(s.b) && s.b[end-1] == '}' && s.known.Vouch(i, end) {
+			return end
+		}
 	}
 	end := Skip(s.b, i)
 	if end < 0 || !s.known.Vouch(i, end) {

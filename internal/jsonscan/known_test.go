@@ -147,3 +147,108 @@ func TestSkip(t *testing.T) {
 		}
 	}
 }
+
+// guessing is a passing Known that also guesses ends (KnownEnds): from
+// guesses, in turn, an offset from the element's start (the true end, one
+// short, one long, past trailing space, anywhere); it counts the guesses
+// Vouch accepted. Like the weigher's memo, it vouches only for one value
+// (bytes seen as one element), never a run of them (`{}],"k":[{}`).
+type guessing struct {
+	passing
+	guesses []int
+	turn    int
+	taken   int
+	last    [2]int
+	// loose: vouch for any bytes that pass where they stand (a value
+	// with the space after it too), for the check Check makes itself.
+	loose bool
+}
+
+func (g *guessing) End(start int) int {
+	if len(g.guesses) == 0 {
+		return -1
+	}
+	d := g.guesses[g.turn%len(g.guesses)]
+	g.turn++
+	end := start + d
+	if d == 0 { // the true end
+		end = Skip(g.b, start)
+	}
+	g.last = [2]int{start, end}
+	return end
+}
+
+func (g *guessing) Vouch(start, end int) bool {
+	if !g.loose && Skip(g.b[start:end], 0) != end-start { // not one value: never seen as an element
+		return false
+	}
+	ok := g.passing.Vouch(start, end)
+	if ok && g.last == [2]int{start, end} {
+		g.taken++
+	}
+	return ok
+}
+
+// checkGuessing is checkKnown with a guessing Known.
+func checkGuessing(t *testing.T, b []byte, opt Options, want func(string, bool) bool, guesses []int, loose bool) *guessing {
+	t.Helper()
+	var plain, known Layout
+	opt.Layout = &plain
+	err := Check(b, opt)
+	g := &guessing{passing: passing{b: b, opt: opt, want: want}, guesses: guesses, loose: loose}
+	opt.Layout, opt.Known = &known, g
+	got := Check(b, opt)
+	var e1, e2 *Error
+	if (err == nil) != (got == nil) || err != nil && (!errors.As(err, &e1) || !errors.As(got, &e2) || *e1 != *e2) {
+		t.Fatalf("%q, guesses %v: with KnownEnds %v, without %v", b, guesses, got, err)
+	}
+	if err == nil && (plain.Dropped != known.Dropped || !plain.Dropped &&
+		(!slices.Equal(plain.Members, known.Members) || !slices.Equal(plain.Elems, known.Elems))) {
+		t.Fatalf("%q, guesses %v: layout with KnownEnds %+v, without %+v", b, guesses, known, plain)
+	}
+	return g
+}
+
+// TestKnownEndsGuesses: a right guess steps over the element without
+// Skip; a wrong one (short, long, past the space after it, past the
+// input) changes nothing: the element is found and offered as without
+// guesses.
+func TestKnownEndsGuesses(t *testing.T) {
+	b := []byte(`{"m":[{"a":"}"} , {"b":[2]},{"c":{}}]}`)
+	elems := func(_ string, elem bool) bool { return elem }
+	g := checkGuessing(t, b, Options{FoldCase: true, UTF8: true}, elems, []int{0}, false)
+	if g.taken != 3 {
+		t.Errorf("right guesses: %d taken, want 3", g.taken)
+	}
+	for _, wrong := range []int{-1, 1, 2, 3, 7, 10, 100} {
+		g := checkGuessing(t, b, Options{FoldCase: true, UTF8: true}, elems, []int{wrong}, false)
+		if g.taken != 0 || g.vouched != 3 {
+			t.Errorf("guess +%d: %d taken, %d vouched; want 0 and 3", wrong, g.taken, g.vouched)
+		}
+	}
+	// `{"a":"}"} ` plus the space, vouched for by a Known that checks
+	// only that the bytes pass where they stand: refused by Check for not
+	// ending with '}'.
+	if g := checkGuessing(t, b, Options{}, elems, []int{10}, true); g.taken != 0 {
+		t.Errorf("a guess past the space taken")
+	}
+}
+
+// FuzzKnownEnds: with a KnownEnds that guesses anything and vouches only
+// for values that pass where they stand, Check says what it says without
+// one and lays out the same members and elements.
+func FuzzKnownEnds(f *testing.F) {
+	for _, s := range []string{
+		`{"m":[{"a":1},{"b":[2]}],"t":[{"c":1}]}`, `{"m":[{"a":1} ,{"a":2}]}`, `{"m":[{"A":1,"a":2}]}`,
+		`{"m":[{"a":"\ud800"},{"a":"\\\"}"}],"t":[1,"]",{"x":"[{"}]}`, `{"m":[{}]}`, `{"m":[{"a":[[[[[1]]]]]}]}`,
+	} {
+		f.Add([]byte(s), uint8(4), int8(0), int8(1))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, limit uint8, g1, g2 int8) {
+		want := wantAll
+		if limit&8 != 0 {
+			want = func(_ string, elem bool) bool { return elem }
+		}
+		checkGuessing(t, b, Options{MaxDepth: int(limit%8) + 1, FoldCase: true, UTF8: true}, want, []int{int(g1), int(g2)}, false)
+	})
+}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/internal/bufpool"
 )
 
 // bareProxy is the floor the benchmark compares llmguard with: a fasthttp
@@ -17,7 +19,8 @@ import (
 // — no identification, weighing, limiting, usage tap or metrics. Its
 // server and upstream client carry llmguard's settings (internal/app's
 // fasthttp.Server, proxy.Upstream.init's HostClient), it reads the body
-// itself into a buffer of its Content-Length (proxy.readBody), drops the
+// itself into a buffer of its Content-Length taken from a pool of buffers
+// reused between requests (proxy.readBody, internal/bufpool), drops the
 // hop-by-hop fields both ways, asks the upstream for an identity encoding,
 // relays an SSE answer read by read with a flush after each (16 KiB
 // buffer), and reads any other answer whole before sending it.
@@ -26,6 +29,7 @@ type bareProxy struct {
 	host    string // upstream host:port
 	prefix  string // scheme://host[/path] the request URI is appended to
 	timeout time.Duration
+	bodies  *bufpool.Pool // as llmguard's body pool (proxy/body.go), 32 MiB
 }
 
 // newBareProxy returns the bare proxy of the upstream at baseURL
@@ -35,7 +39,7 @@ func newBareProxy(baseURL string) (*bareProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &bareProxy{host: u.Host, prefix: "http://" + u.Host + u.Path, timeout: 10 * time.Minute}
+	p := &bareProxy{host: u.Host, prefix: "http://" + u.Host + u.Path, timeout: 10 * time.Minute, bodies: bufpool.New(32 << 20)}
 	p.client = &fasthttp.HostClient{
 		Addr:                          u.Host,
 		Name:                          "bare",
@@ -68,7 +72,8 @@ func (p *bareProxy) server() *fasthttp.Server {
 }
 
 func (p *bareProxy) handle(ctx *fasthttp.RequestCtx) {
-	body, ok := readWhole(ctx)
+	body, pooled, ok := p.readWhole(ctx)
+	defer p.bodies.Put(pooled) // after the upstream request is released (deferred below)
 	if !ok {
 		ctx.Error("bad body", fasthttp.StatusBadRequest)
 		return
@@ -135,20 +140,21 @@ func relayStream(w *bufio.Writer, resp *fasthttp.Response) {
 	resp.CloseBodyStream()
 }
 
-// readWhole reads the request body into a buffer of its Content-Length, as
-// llmguard does, or whole when it is chunked or fasthttp read it already.
-func readWhole(ctx *fasthttp.RequestCtx) ([]byte, bool) {
+// readWhole reads the request body into a buffer of its Content-Length
+// from the body pool (pooled: to give back when done), as llmguard does, or
+// whole when it is chunked or fasthttp read it already.
+func (p *bareProxy) readWhole(ctx *fasthttp.RequestCtx) (body, pooled []byte, ok bool) {
 	st := ctx.RequestBodyStream()
 	if st == nil {
-		return ctx.Request.Body(), true
+		return ctx.Request.Body(), nil, true
 	}
 	if cl := ctx.Request.Header.ContentLength(); cl >= 0 {
-		b := make([]byte, cl)
+		b := p.bodies.Get(cl)
 		_, err := io.ReadFull(st, b)
-		return b, err == nil
+		return b, b, err == nil
 	}
 	b, err := io.ReadAll(st)
-	return b, err == nil
+	return b, nil, err == nil
 }
 
 // hopFields are the hop-by-hop fields of RFC 9110 §7.6.1 (and the

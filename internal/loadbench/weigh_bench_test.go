@@ -1,0 +1,96 @@
+package loadbench
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/weigher"
+)
+
+// BenchmarkWeighWarm weighs the load benchmark's warm bodies (one worker's
+// growing conversation, trimmed as the load generator trims it) through a
+// weigher with the count cache, after the unmeasured first body: the
+// weigher's share of a warm request of the "Performance" table, per body
+// size. The bodies are built outside the timer. For instruction counts,
+// inside the weighing only:
+//
+//	go test -c -o /tmp/lb.test ./internal/loadbench
+//	GODEBUG=asyncpreemptoff=1 GOMAXPROCS=1 valgrind --tool=callgrind \
+//	  --collect-atstart=no --toggle-collect='*weigher.(*Weigher).Chat' \
+//	  /tmp/lb.test -test.run XXX -test.bench 'WeighWarm/128k' -test.benchtime 200x -test.cpu 1
+func BenchmarkWeighWarm(b *testing.B) {
+	pool := newTextPool(1)
+	for _, size := range []int{16 << 10, 128 << 10} {
+		b.Run(fmt.Sprintf("%dk", size>>10), func(b *testing.B) {
+			w, err := weigher.New(weigher.Options{DefaultMaxOutputTokens: 256})
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := newConversation(pool, Shape{Size: size, Warm: true}, 7)
+			w.Chat(c.next()) // the first body: all new text, as the warm-up sends it
+			bytes := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				body := c.next()
+				bytes += len(body)
+				b.StartTimer()
+				if e := w.Chat(body); !e.Parsed {
+					b.Fatal(e.FaultDetail)
+				}
+			}
+			b.ReportMetric(float64(bytes)/float64(b.N), "body-bytes/op")
+		})
+	}
+}
+
+// BenchmarkWeighWarmTail weighs 3,000 of the load benchmark's warm 128 KiB
+// bodies per op, one at a time, and reports the quantiles of a body's
+// weighing time (wall clock, so read them on a quiet machine or as ratios
+// within one run) and how many of the slowest 1% saw a garbage collection
+// start: the weigher's own share of the cell's latency tail. The count
+// cache is the process's: with -count 2 the second pass finds every turn
+// remembered (no counting: the cost of the rest alone).
+//
+//	go test -run XXX -bench WeighWarmTail -benchtime 1x ./internal/loadbench
+func BenchmarkWeighWarmTail(b *testing.B) {
+	pool := newTextPool(1)
+	for b.Loop() {
+		w, err := weigher.New(weigher.Options{DefaultMaxOutputTokens: 256})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := newConversation(pool, Shape{Size: 128 << 10, Warm: true}, 7)
+		w.Chat(c.next())
+		const n = 3000
+		took := make([]time.Duration, n)
+		gc := make([]bool, n)
+		var ms runtime.MemStats
+		for i := range n {
+			body := c.next()
+			runtime.ReadMemStats(&ms)
+			before := ms.NumGC
+			t0 := time.Now()
+			w.Chat(body)
+			took[i] = time.Since(t0)
+			runtime.ReadMemStats(&ms)
+			gc[i] = ms.NumGC != before
+		}
+		sorted := slices.Clone(took)
+		slices.Sort(sorted)
+		p99 := sorted[n*99/100]
+		withGC := 0
+		for i := range n {
+			if took[i] >= p99 && gc[i] {
+				withGC++
+			}
+		}
+		b.ReportMetric(float64(sorted[n/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+		b.ReportMetric(float64(sorted[n-1].Microseconds()), "max-µs")
+		b.ReportMetric(float64(withGC), "slowest-1%-with-gc")
+	}
+}
