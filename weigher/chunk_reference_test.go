@@ -49,6 +49,17 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 				}
 				text.add(d.Get("content"))
 				text.add(d.Get("refusal"))
+				text.add(d.Get("reasoning_content"))
+				text.add(d.Get("reasoning"))
+				d.ForEach(func(k, v gjson.Result) bool {
+					switch k.Str {
+					case "role", "content", "refusal", "tool_calls", "function_call", "reasoning_content", "reasoning":
+					default:
+						c.Uncounted = c.Uncounted || (v.Type == gjson.String && v.Str != "") ||
+							(v.IsArray() && len(v.Array()) > 0) || (v.IsObject() && len(v.Map()) > 0)
+					}
+					return true
+				})
 				d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
 					text.add(tc.Get("function.arguments"))
 					return true
@@ -103,6 +114,10 @@ var chunkSeeds = []string{
 	`{"choices":[{"delta":{"content":"\ud83d\ude00 \u00e9"}}],"error":false}`,
 	`{"choices":[{"delta":{"content":"a\\","refusal":"\"q\""}}]}`,
 	`{"choices":[[[[[[{"delta":{"content":"deep"}}]]]]]]}`,
+	`{"choices":[{"delta":{"audio":{"id":"a","data":"QUFB","transcript":"hi"}}}]}`,
+	`{"choices":[{"delta":{"reasoning_content":"think","reasoning":"more","content":null}}]}`,
+	`{"choices":[{"delta":{"role":"assistant","x":null,"y":"","z":[ ],"w":{ },"n":5,"b":true}}]}`,
+	`{"choices":[{"delta":{"annotations":[{"url":"u"}],"extra":"s"}}]}`,
 }
 
 // TestOpenAIChunkSameAsGJSON holds the span walk to the gjson reader on the
