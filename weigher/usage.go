@@ -97,8 +97,10 @@ type Chunk struct {
 	Done bool
 	// Err is true for an {"error": …} payload.
 	Err bool
-	// Uncounted is true when a choice's delta carried something that may be
-	// output but is not counted in Text: a member other than role, content,
+	// Uncounted is true when a choice carried something that may be output
+	// but is not counted in Text: a text field (content, text, arguments…)
+	// holding a non-empty array or object instead of a string, or a delta
+	// member other than role, content,
 	// refusal, tool_calls, function_call, reasoning_content and reasoning
 	// (counted) that holds a non-empty string, array or object — delta.audio
 	// (gpt-4o-audio's base64 audio, billed as audio output tokens), or an
@@ -152,6 +154,16 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 	var c Chunk
 	var text textJoiner
 	emptyChoices, usageObject := false, false
+	// add counts a text field's value; one that holds output but is not a
+	// string (content as an array of parts, as some OpenAI-compatible
+	// upstreams stream it) is not counted: Uncounted.
+	add := func(v gjson.Result) {
+		if v.Type == gjson.String {
+			text.addRaw(v)
+		} else if mayHoldOutput(v) {
+			c.Uncounted = true
+		}
+	}
 	d.walk(true, func(k string, v gjson.Result, elems elements) bool {
 		switch k {
 		case "error":
@@ -167,7 +179,7 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 			elems.each(func(ch gjson.Result) bool {
 				count++
 				if completions {
-					text.addRaw(rawGet(ch, "text"))
+					add(rawGet(ch, "text"))
 					return true
 				}
 				d := rawGet(ch, "delta")
@@ -206,15 +218,15 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 					}
 					return true
 				})
-				text.addRaw(content)
-				text.addRaw(refusal)
-				text.addRaw(reasoning)
-				text.addRaw(reasoning2)
+				add(content)
+				add(refusal)
+				add(reasoning)
+				add(reasoning2)
 				rawEach(calls, func(tc gjson.Result) bool {
-					text.addRaw(rawGet(rawGet(tc, "function"), "arguments"))
+					add(rawGet(rawGet(tc, "function"), "arguments"))
 					return true
 				})
-				text.addRaw(rawGet(call, "arguments"))
+				add(rawGet(call, "arguments"))
 				return true
 			})
 			emptyChoices = count == 0
