@@ -74,6 +74,14 @@ func TestOutputUsageDoesNotCoverIsCharged(t *testing.T) {
 		{"responses text after response.completed", "/v1/responses", respBody,
 			completed + "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"" + big + "\"}\n\n",
 			spec.FlavorOpenAI, 9 + bigTokens, false},
+		{"responses text only in a .done event, cut", "/v1/responses", respBody,
+			"event: response.output_text.done\ndata: {\"type\":\"response.output_text.done\",\"text\":\"" + big + "\"}\n\n",
+			spec.FlavorOpenAI, 9 + bigTokens, false},
+		{"responses deltas and their .done, then usage", "/v1/responses", respBody,
+			"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"a b\"}\n\n" +
+				"event: response.output_text.done\ndata: {\"type\":\"response.output_text.done\",\"text\":\"a b\"}\n\n" +
+				"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":9,\"output_tokens\":2}}}\n\n",
+			spec.FlavorOpenAI, 9 + 2, true},
 		{"responses audio, cut", "/v1/responses", respBody,
 			"event: response.audio.delta\ndata: {\"type\":\"response.audio.delta\",\"delta\":\"" + audio + "\"}\n\n",
 			spec.FlavorOpenAI, 50, false},

@@ -43,8 +43,11 @@ type Stream struct {
 	closed bool
 	// late: output text arrived after closed. The figures reported do not
 	// cover it, so no usage is final any more (see [Stream.Event]).
-	late     bool
-	maxDepth int // nesting limit of an event's data; 0: DefaultMaxDepth
+	late bool
+	// deltaText, doneText: bytes of Responses text seen in *.delta events
+	// and in the *.done events that repeat it whole (see responsesEvent).
+	deltaText, doneText int
+	maxDepth            int // nesting limit of an event's data; 0: DefaultMaxDepth
 }
 
 // NewStream returns a Stream reading a response of kind k, whose events

@@ -45,7 +45,8 @@ func notStreamed(*Stream, []byte, []byte) StreamUpdate { return StreamUpdate{} }
 // (https://platform.openai.com/docs/api-reference/responses-streaming):
 // every "*.delta" event with a string "delta" is streamed output (except
 // response.audio.delta, base64 audio, which like a partial image is
-// Uncounted); response.completed,
+// Uncounted), and a "*.done" event's text when it outruns the deltas
+// (doneTextFields); response.completed,
 // response.incomplete and response.failed end the stream with the response
 // object, whose usage is final; "error" is an in-band error without usage.
 func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
@@ -72,10 +73,37 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		return StreamUpdate{Uncounted: true}
 	}
 	if strings.HasSuffix(typ, ".delta") {
-		return StreamUpdate{Text: cloneText(lastGet(root, "delta"))}
+		t := cloneText(lastGet(root, "delta"))
+		s.deltaText += len(t)
+		return StreamUpdate{Text: t}
+	}
+	if strings.HasSuffix(typ, ".done") {
+		// A *.done event repeats whole the text its deltas streamed
+		// (output_text.done's text, refusal.done's refusal,
+		// function_call_arguments.done's arguments…). An upstream that
+		// sends the text only there (no deltas) would stream output
+		// nothing counted: when the text announced done outruns the
+		// deltas seen, this event's text is counted.
+		for _, f := range doneTextFields {
+			if t := lastGet(root, f); t.Type == gjson.String && t.Str != "" {
+				s.doneText += len(t.Str)
+				if s.doneText > s.deltaText {
+					s.deltaText += len(t.Str)
+					return StreamUpdate{Text: cloneText(t)}
+				}
+				break
+			}
+		}
 	}
 	return StreamUpdate{}
 }
+
+// doneTextFields are the members in which a Responses *.done event repeats
+// its text (https://platform.openai.com/docs/api-reference/responses-streaming):
+// output_text.done, reasoning_text.done and reasoning_summary_text.done
+// "text", refusal.done "refusal", function_call_arguments.done and
+// mcp_call_arguments.done "arguments", custom_tool_call_input.done "input".
+var doneTextFields = []string{"text", "refusal", "arguments", "input"}
 
 // messagesEvent reads one Anthropic Messages streaming event
 // (https://platform.claude.com/docs/en/build-with-claude/streaming):

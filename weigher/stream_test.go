@@ -260,3 +260,32 @@ func TestStreamOutputAfterFinalUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesDoneTextCountedOnce: a Responses *.done event's text counts
+// only when it outruns the deltas streamed before it (an upstream sending
+// the text there alone), never twice.
+func TestResponsesDoneTextCountedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events []string
+		want   string // the text counted, joined
+	}{
+		{"deltas then done", []string{
+			`{"type":"response.output_text.delta","delta":"ab"}`, `{"type":"response.output_text.delta","delta":"c"}`,
+			`{"type":"response.output_text.done","text":"abc"}`}, "abc"},
+		{"done alone", []string{`{"type":"response.output_text.done","text":"abc"}`}, "abc"},
+		{"arguments done alone", []string{`{"type":"response.function_call_arguments.done","arguments":"{}"}`}, "{}"},
+		{"two items, the second without deltas", []string{
+			`{"type":"response.output_text.delta","delta":"ab"}`, `{"type":"response.output_text.done","text":"ab"}`,
+			`{"type":"response.refusal.done","refusal":"no"}`}, "abno"},
+	} {
+		s := NewStream(KindResponses)
+		var got string
+		for _, e := range tc.events {
+			got += s.Event(nil, []byte(e)).Text
+		}
+		if got != tc.want {
+			t.Errorf("%s: counted %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
