@@ -98,6 +98,19 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	return StreamUpdate{}
 }
 
+// deltaHoldsData reports whether d, a Messages content_block_delta's delta,
+// has a member other than "type" that could carry output (mayHoldOutput).
+func deltaHoldsData(d gjson.Result) bool {
+	holds := false
+	d.ForEach(func(k, v gjson.Result) bool {
+		if k.Str != "type" && mayHoldOutput(gjson.Result{Type: v.Type, Raw: strings.TrimSpace(v.Raw)}) {
+			holds = true
+		}
+		return !holds
+	})
+	return holds
+}
+
 // doneTextFields are the members in which a Responses *.done event repeats
 // its text (https://platform.openai.com/docs/api-reference/responses-streaming):
 // output_text.done, reasoning_text.done and reasoning_summary_text.done
@@ -142,6 +155,14 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 			return StreamUpdate{Text: cloneText(lastGet(d, "partial_json"))}
 		case "thinking_delta":
 			return StreamUpdate{Text: cloneText(lastGet(d, "thinking"))}
+		case "citations_delta", "signature_delta":
+			// A citation's text is not output (Anthropic: cited_text does
+			// not count towards output tokens); a thinking block's
+			// signature is verification data, its thinking counted above.
+		default:
+			// A delta of a type llmguard does not know that holds data:
+			// output it cannot count.
+			return StreamUpdate{Uncounted: deltaHoldsData(d)}
 		}
 	case "content_block_start":
 		b := lastGet(root, "content_block")

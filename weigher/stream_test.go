@@ -253,6 +253,10 @@ func TestStreamOutputAfterFinalUsage(t *testing.T) {
 		{KindResponses, `{"type":"response.image_generation_call.partial_image","partial_image_b64":"QUFB"}`, true},
 		{KindMessages, `{"type":"content_block_start","content_block":{"type":"redacted_thinking","data":"x"}}`, true},
 		{KindMessages, `{"type":"content_block_start","content_block":{"type":"text","text":""}}`, false},
+		{KindMessages, `{"type":"content_block_delta","delta":{"type":"future_delta","data":"x"}}`, true},
+		{KindMessages, `{"type":"content_block_delta","delta":{"type":"future_delta","data":""}}`, false},
+		{KindMessages, `{"type":"content_block_delta","delta":{"type":"citations_delta","citation":{"cited_text":"x"}}}`, false},
+		{KindMessages, `{"type":"content_block_delta","delta":{"type":"signature_delta","signature":"abc"}}`, false},
 	} {
 		s := NewStream(tc.kind)
 		if got := s.Event(nil, []byte(tc.data)).Uncounted; got != tc.want {
