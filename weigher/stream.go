@@ -23,8 +23,9 @@ import (
 //     placeholder output; each message_delta repeats the output count
 //     cumulatively (newer API versions the input figures too): the largest,
 //     that is the last, value wins, never the sum. The usage is final at
-//     message_stop, unless an event was Unread (it may have been a
-//     message_delta with a larger count): the figures read are then partial.
+//     message_stop when a message_delta reported the output, unless an
+//     event was Unread (it may have been a message_delta with a larger
+//     count): the figures read are then partial.
 //
 // Make one with [NewStream] per response. The zero value reads nothing (as
 // KindOther). Not safe for concurrent use.
@@ -44,6 +45,9 @@ type Stream struct {
 	// late: output text arrived after closed. The figures reported do not
 	// cover it, so no usage is final any more (see [Stream.Event]).
 	late bool
+	// deltaOutput: a Messages message_delta reported an output count
+	// (message_start's is a placeholder).
+	deltaOutput bool
 	// deltaText, doneText: bytes of Responses text seen in *.delta events
 	// and in the *.done events that repeat it whole (see responsesEvent).
 	deltaText, doneText int

@@ -134,16 +134,26 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 	case "message_start":
 		return s.anthropicUsage(lastGet(root, "message", "usage"))
 	case "message_delta":
-		u := s.anthropicUsage(lastGet(root, "usage"))
+		usage := lastGet(root, "usage")
+		// Read as anthropicUsage reads it: a number (a string is not
+		// merged, so it must not make the placeholder final either).
+		if f := lastGet(usage, "output_tokens"); f.Type == gjson.Number {
+			if _, ok := tokenCount(f); ok {
+				s.deltaOutput = true
+			}
+		}
+		u := s.anthropicUsage(usage)
 		// message_delta comes after the content blocks: its count is meant
 		// to be the last (text after it makes the stream late, Event).
 		s.closed = s.closed || u.HasUsage
 		return u
 	case "message_stop":
-		// An unread event may have been a message_delta with a larger
-		// cumulative count than the last one read (and text after a
-		// message_delta keeps the usage from being final: Event).
-		s.final = s.has&hasOutput != 0 && !s.unread
+		// The output is reported by a message_delta (message_start's is a
+		// placeholder: a stream without one would settle its text at 1
+		// token). An unread event may have been a message_delta with a
+		// larger cumulative count than the last one read (and text after
+		// a message_delta keeps the usage from being final: Event).
+		s.final = s.deltaOutput && s.has&hasOutput != 0 && !s.unread
 		s.closed = true
 		return StreamUpdate{Done: true}
 	case "content_block_delta":

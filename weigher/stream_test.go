@@ -225,6 +225,10 @@ func TestStreamOutputAfterFinalUsage(t *testing.T) {
 			{"", `{"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}`},
 			{"", `{"type":"message_delta","usage":{"output_tokens":7}}`},
 			{"", `{"type":"message_stop"}`}}, true, 7},
+		{"messages: no message_delta", KindMessages, [][2]string{
+			{"", `{"type":"message_start","message":{"usage":{"input_tokens":3,"output_tokens":1}}}`},
+			{"", `{"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}`},
+			{"", `{"type":"message_stop"}`}}, false, 500},
 		{"messages: text after message_delta", KindMessages, [][2]string{
 			{"", `{"type":"message_start","message":{"usage":{"input_tokens":3,"output_tokens":1}}}`},
 			{"", `{"type":"message_delta","usage":{"output_tokens":7}}`},
