@@ -96,7 +96,8 @@ type StreamUpdate struct {
 	// text llmguard counts (Text does not hold it): a chat delta's audio or
 	// unknown member (see [Chunk.Uncounted]), a Responses
 	// response.audio.delta or image_generation_call.partial_image, a
-	// Messages redacted_thinking block. The proxy treats the stream as it
+	// Messages redacted_thinking block or a content_block_delta of a type
+	// llmguard does not know that holds data. The proxy treats the stream as it
 	// does one with an Unread event (at least the output reservation unless
 	// a readable final usage arrives); other fields are set as usual.
 	Uncounted bool
