@@ -99,6 +99,8 @@ type rigOptions struct {
 	timeout time.Duration
 	// access is the proxy's access log; nil: none.
 	access *obs.AccessLog
+	// maxResponse is the proxy's MaxResponseBytes; zero: the default.
+	maxResponse int
 }
 
 func newRig(t *testing.T, o rigOptions) *panicRig {
@@ -135,7 +137,7 @@ limits:
 	r := &panicRig{t: t, mock: mock, store: store, pol: pol, w: w, reg: reg, ledger: &countingLedger{}, log: &strings.Builder{}, point: point, m: m}
 	px, err := New(Options{
 		Upstreams: []*Upstream{{Name: "mock", Flavor: o.flavor, BaseURL: o.url, APIKey: o.apiKey, Timeout: o.timeout}},
-		Policy:    pol, Store: store, Weigher: w, Metrics: m, Ledger: r.ledger, MaxBodyBytes: o.maxBody, AccessLog: o.access,
+		Policy:    pol, Store: store, Weigher: w, Metrics: m, Ledger: r.ledger, MaxBodyBytes: o.maxBody, MaxResponseBytes: o.maxResponse, AccessLog: o.access,
 		Logger: slog.New(slog.NewTextHandler(&syncWriter{b: r.log}, nil)),
 		Now:    func() time.Time { return frozen },
 		inject: func(at string) {

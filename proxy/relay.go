@@ -256,14 +256,24 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	src := raw
 	opaque := false
 	if enc != "" {
-		if d, err := decoder(enc, raw); err == nil {
+		// The decoder reads the coding's header from raw: keep those bytes,
+		// so that a stream it cannot decode is relayed whole.
+		head := &headRecorder{r: raw}
+		if d, err := decoder(enc, head); err == nil {
 			src = d
 		} else {
 			opaque = true
+			src = io.MultiReader(bytes.NewReader(head.buf), raw)
 		}
+		head.buf, head.done = nil, true
 	}
 	wg, model := x.live.weigher, x.est.Model
 	tap := newUsageTap(wg.NewStream(x.kind), x.stripUsage, expectsUsage(x), func(text string) int64 { return wg.CountText(model, text) })
+	// Bytes relayed without being read (a coding llmguard does not decode:
+	// br, "gzip, gzip", one whose header is broken) may carry any output:
+	// the stream keeps its output reservation, as for an event too large
+	// to read.
+	tap.unread = opaque
 	out := chunks.Get().(*[readChunk]byte) // what the tap sends, while it fits
 	defer chunks.Put(out)                  // the last thing the stream does
 	tap.out = out[:0]
@@ -339,6 +349,22 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 		resp.CloseBodyStream()
 	}
 	p.settleStream(x, &tap, resp.StatusCode())
+}
+
+// headRecorder reads r, keeping a copy of what it read until done is set:
+// the bytes a decoder consumed while failing to read its header.
+type headRecorder struct {
+	r    io.Reader
+	buf  []byte
+	done bool
+}
+
+func (h *headRecorder) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	if !h.done {
+		h.buf = append(h.buf, p[:n]...)
+	}
+	return n, err
 }
 
 // watchClient checks every clientWatchEvery that the client of a streamed

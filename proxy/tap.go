@@ -80,7 +80,7 @@ func (t *usageTap) onEvent(raw []byte, ev sse.Event) {
 	}
 	if ev.HasData && !ev.Truncated {
 		u := t.stream.Event(ev.Type, ev.Data)
-		t.unread = t.unread || u.Unread
+		t.unread = t.unread || u.Unread || u.Uncounted
 		t.text.add(u.Text)
 		keep = !(t.strip && u.UsageOnly)
 	}

@@ -25,6 +25,16 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 	var c Chunk
 	var text textJoiner
 	emptyChoices, usageObject := false, false
+	holds := func(v gjson.Result) bool {
+		return (v.Type == gjson.String && v.Str != "") || (v.IsArray() && len(v.Array()) > 0) || (v.IsObject() && len(v.Map()) > 0)
+	}
+	add := func(v gjson.Result) {
+		if v.Type == gjson.String {
+			text.add(v)
+		} else if holds(v) {
+			c.Uncounted = true
+		}
+	}
 	root.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "error":
@@ -40,20 +50,30 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 			v.ForEach(func(_, ch gjson.Result) bool {
 				count++
 				if completions {
-					text.add(ch.Get("text"))
+					add(ch.Get("text"))
 					return true
 				}
 				d := ch.Get("delta")
 				if !d.IsObject() {
 					return true
 				}
-				text.add(d.Get("content"))
-				text.add(d.Get("refusal"))
-				d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
-					text.add(tc.Get("function.arguments"))
+				add(d.Get("content"))
+				add(d.Get("refusal"))
+				add(d.Get("reasoning_content"))
+				add(d.Get("reasoning"))
+				d.ForEach(func(k, v gjson.Result) bool {
+					switch k.Str {
+					case "role", "content", "refusal", "tool_calls", "function_call", "reasoning_content", "reasoning":
+					default:
+						c.Uncounted = c.Uncounted || holds(v)
+					}
 					return true
 				})
-				text.add(d.Get("function_call.arguments"))
+				d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+					add(tc.Get("function.arguments"))
+					return true
+				})
+				add(d.Get("function_call.arguments"))
 				return true
 			})
 			emptyChoices = count == 0
@@ -103,6 +123,11 @@ var chunkSeeds = []string{
 	`{"choices":[{"delta":{"content":"\ud83d\ude00 \u00e9"}}],"error":false}`,
 	`{"choices":[{"delta":{"content":"a\\","refusal":"\"q\""}}]}`,
 	`{"choices":[[[[[[{"delta":{"content":"deep"}}]]]]]]}`,
+	`{"choices":[{"delta":{"audio":{"id":"a","data":"QUFB","transcript":"hi"}}}]}`,
+	`{"choices":[{"delta":{"reasoning_content":"think","reasoning":"more","content":null}}]}`,
+	`{"choices":[{"delta":{"role":"assistant","x":null,"y":"","z":[ ],"w":{ },"n":5,"b":true}}]}`,
+	`{"choices":[{"delta":{"annotations":[{"url":"u"}],"extra":"s"}}]}`,
+	`{"choices":[{"text":["legacy"],"delta":{"content":[{"type":"thinking","thinking":"t"}],"refusal":{},"tool_calls":[{"function":{"arguments":{"a":1}}}]}}]}`,
 }
 
 // TestOpenAIChunkSameAsGJSON holds the span walk to the gjson reader on the

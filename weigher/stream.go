@@ -23,21 +23,35 @@ import (
 //     placeholder output; each message_delta repeats the output count
 //     cumulatively (newer API versions the input figures too): the largest,
 //     that is the last, value wins, never the sum. The usage is final at
-//     message_stop, unless an event was Unread (it may have been a
-//     message_delta with a larger count): the figures read are then partial.
+//     message_stop when a message_delta reported the output, unless an
+//     event was Unread (it may have been a message_delta with a larger
+//     count): the figures read are then partial.
 //
 // Make one with [NewStream] per response. The zero value reads nothing (as
 // KindOther). Not safe for concurrent use.
 type Stream struct {
-	kind     Kind
-	usage    Usage          // the usage reported so far, normalised
-	has      uint8          // hasInput, hasOutput: the figures of usage reported
-	anth     anthropicUsage // messages: the figures as reported, folded into usage
-	final    bool
-	errSeen  bool
-	done     bool
-	unread   bool // an event was Unread: a Messages usage is then never final
-	maxDepth int  // nesting limit of an event's data; 0: DefaultMaxDepth
+	kind    Kind
+	usage   Usage          // the usage reported so far, normalised
+	has     uint8          // hasInput, hasOutput: the figures of usage reported
+	anth    anthropicUsage // messages: the figures as reported, folded into usage
+	final   bool
+	errSeen bool
+	done    bool
+	unread  bool // an event was Unread: a Messages usage is then never final
+	// closed: the upstream has reported what should be its last output
+	// figure (a chat or completions usage chunk, a Responses terminal
+	// event's usage, a Messages message_delta usage or message_stop).
+	closed bool
+	// late: output text arrived after closed. The figures reported do not
+	// cover it, so no usage is final any more (see [Stream.Event]).
+	late bool
+	// deltaOutput: a Messages message_delta reported an output count
+	// (message_start's is a placeholder).
+	deltaOutput bool
+	// deltaText, doneText: bytes of Responses text seen in *.delta events
+	// and in the *.done events that repeat it whole (see responsesEvent).
+	deltaText, doneText int
+	maxDepth            int // nesting limit of an event's data; 0: DefaultMaxDepth
 }
 
 // NewStream returns a Stream reading a response of kind k, whose events
@@ -78,6 +92,15 @@ type StreamUpdate struct {
 	// response.completed / response.incomplete / response.failed,
 	// message_stop.
 	Done bool
+	// Uncounted is true when the event, read, carried output that is not
+	// text llmguard counts (Text does not hold it): a chat delta's audio or
+	// unknown member (see [Chunk.Uncounted]), a Responses
+	// response.audio.delta or image_generation_call.partial_image, a
+	// Messages redacted_thinking block or a content_block_delta of a type
+	// llmguard does not know that holds data. The proxy treats the stream as it
+	// does one with an Unread event (at least the output reservation unless
+	// a readable final usage arrives); other fields are set as usual.
+	Uncounted bool
 	// Unread is true when the event's data held something but could not be
 	// read: not a JSON object (nor "[DONE]"), nested deeper than the
 	// stream's limit, or naming a key twice in one object (RFC 8259 §4
@@ -116,10 +139,23 @@ func (s *Stream) Event(eventType, data []byte) StreamUpdate {
 	if !r.weighed || blank(data) {
 		return StreamUpdate{}
 	}
+	closed := s.closed
 	u := r.stream(s, eventType, data)
 	s.errSeen = s.errSeen || u.Err
 	s.done = s.done || u.Done
 	s.unread = s.unread || u.Unread
+	// Output after the usage that should have been the last figure (text
+	// after an include_usage chunk, a response.completed, a message_delta
+	// or a message_stop) is output that usage does not cover: from then on
+	// the stream settles at the larger of the figures reported and the
+	// text counted, never at the reported usage alone. A lenient upstream
+	// could otherwise report 1 token and stream any amount after it.
+	if u.Text != "" && closed {
+		s.late = true
+	}
+	if s.late {
+		s.final = false
+	}
 	return u
 }
 

@@ -24,9 +24,15 @@ func (s *Stream) completionsEvent(_, data []byte) StreamUpdate { return s.openAI
 func (s *Stream) openAIEvent(data []byte, completions bool) StreamUpdate {
 	c := parseOpenAIChunk(data, completions, s.maxDepth)
 	if c.HasUsage {
-		s.usage, s.has, s.final = c.Usage, hasInput|hasOutput, true
+		if s.closed {
+			// A second usage: the upstream contradicts itself, keep the
+			// dearer reading of the two (a later, smaller usage must not
+			// undo a larger one).
+			c.Usage = upper(s.usage, c.Usage)
+		}
+		s.usage, s.has, s.final, s.closed = c.Usage, hasInput|hasOutput, true, true
 	}
-	return StreamUpdate{Text: c.Text, HasUsage: c.HasUsage, UsageOnly: c.UsageOnly, Err: c.Err, Done: c.Done, Unread: c.Unread}
+	return StreamUpdate{Text: c.Text, HasUsage: c.HasUsage, UsageOnly: c.UsageOnly, Err: c.Err, Done: c.Done, Unread: c.Unread, Uncounted: c.Uncounted}
 }
 
 // notStreamed is the stream reader of a weighed kind whose API has no
@@ -38,7 +44,9 @@ func notStreamed(*Stream, []byte, []byte) StreamUpdate { return StreamUpdate{} }
 // responsesEvent reads one Responses streaming event
 // (https://platform.openai.com/docs/api-reference/responses-streaming):
 // every "*.delta" event with a string "delta" is streamed output (except
-// response.audio.delta, base64 audio); response.completed,
+// response.audio.delta, base64 audio, which like a partial image is
+// Uncounted), and a "*.done" event's text when it outruns the deltas
+// (doneTextFields); response.completed,
 // response.incomplete and response.failed end the stream with the response
 // object, whose usage is final; "error" is an in-band error without usage.
 func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
@@ -51,20 +59,64 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	case "response.completed", "response.incomplete", "response.failed":
 		u := StreamUpdate{Done: true, Err: typ == "response.failed"}
 		if usage, ok := responsesUsageOf(lastGet(root, "response", "usage")); ok {
-			s.usage, s.has, s.final = usage, hasInput|hasOutput, true
+			if s.closed {
+				usage = upper(s.usage, usage) // a second terminal event: see openAIEvent
+			}
+			s.usage, s.has, s.final, s.closed = usage, hasInput|hasOutput, true, true
 			u.HasUsage = true
 		}
 		return u
 	case "error":
 		return StreamUpdate{Err: true}
-	case "response.audio.delta":
-		return StreamUpdate{}
+	case "response.audio.delta", "response.image_generation_call.partial_image":
+		// Billed output (audio, image tokens) that is not text to count.
+		return StreamUpdate{Uncounted: true}
 	}
 	if strings.HasSuffix(typ, ".delta") {
-		return StreamUpdate{Text: cloneText(lastGet(root, "delta"))}
+		t := cloneText(lastGet(root, "delta"))
+		s.deltaText += len(t)
+		return StreamUpdate{Text: t}
+	}
+	if strings.HasSuffix(typ, ".done") {
+		// A *.done event repeats whole the text its deltas streamed
+		// (output_text.done's text, refusal.done's refusal,
+		// function_call_arguments.done's arguments…). An upstream that
+		// sends the text only there (no deltas) would stream output
+		// nothing counted: when the text announced done outruns the
+		// deltas seen, this event's text is counted.
+		for _, f := range doneTextFields {
+			if t := lastGet(root, f); t.Type == gjson.String && t.Str != "" {
+				s.doneText += len(t.Str)
+				if s.doneText > s.deltaText {
+					s.deltaText += len(t.Str)
+					return StreamUpdate{Text: cloneText(t)}
+				}
+				break
+			}
+		}
 	}
 	return StreamUpdate{}
 }
+
+// deltaHoldsData reports whether d, a Messages content_block_delta's delta,
+// has a member other than "type" that could carry output (mayHoldOutput).
+func deltaHoldsData(d gjson.Result) bool {
+	holds := false
+	d.ForEach(func(k, v gjson.Result) bool {
+		if k.Str != "type" && mayHoldOutput(gjson.Result{Type: v.Type, Raw: strings.TrimSpace(v.Raw)}) {
+			holds = true
+		}
+		return !holds
+	})
+	return holds
+}
+
+// doneTextFields are the members in which a Responses *.done event repeats
+// its text (https://platform.openai.com/docs/api-reference/responses-streaming):
+// output_text.done, reasoning_text.done and reasoning_summary_text.done
+// "text", refusal.done "refusal", function_call_arguments.done and
+// mcp_call_arguments.done "arguments", custom_tool_call_input.done "input".
+var doneTextFields = []string{"text", "refusal", "arguments", "input"}
 
 // messagesEvent reads one Anthropic Messages streaming event
 // (https://platform.claude.com/docs/en/build-with-claude/streaming):
@@ -82,11 +134,27 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 	case "message_start":
 		return s.anthropicUsage(lastGet(root, "message", "usage"))
 	case "message_delta":
-		return s.anthropicUsage(lastGet(root, "usage"))
+		usage := lastGet(root, "usage")
+		// Read as anthropicUsage reads it: a number (a string is not
+		// merged, so it must not make the placeholder final either).
+		if f := lastGet(usage, "output_tokens"); f.Type == gjson.Number {
+			if _, ok := tokenCount(f); ok {
+				s.deltaOutput = true
+			}
+		}
+		u := s.anthropicUsage(usage)
+		// message_delta comes after the content blocks: its count is meant
+		// to be the last (text after it makes the stream late, Event).
+		s.closed = s.closed || u.HasUsage
+		return u
 	case "message_stop":
-		// An unread event may have been a message_delta with a larger
-		// cumulative count than the last one read.
-		s.final = s.has&hasOutput != 0 && !s.unread
+		// The output is reported by a message_delta (message_start's is a
+		// placeholder: a stream without one would settle its text at 1
+		// token). An unread event may have been a message_delta with a
+		// larger cumulative count than the last one read (and text after
+		// a message_delta keeps the usage from being final: Event).
+		s.final = s.deltaOutput && s.has&hasOutput != 0 && !s.unread
+		s.closed = true
 		return StreamUpdate{Done: true}
 	case "content_block_delta":
 		d := lastGet(root, "delta")
@@ -97,6 +165,14 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 			return StreamUpdate{Text: cloneText(lastGet(d, "partial_json"))}
 		case "thinking_delta":
 			return StreamUpdate{Text: cloneText(lastGet(d, "thinking"))}
+		case "citations_delta", "signature_delta":
+			// A citation's text is not output (Anthropic: cited_text does
+			// not count towards output tokens); a thinking block's
+			// signature is verification data, its thinking counted above.
+		default:
+			// A delta of a type llmguard does not know that holds data:
+			// output it cannot count.
+			return StreamUpdate{Uncounted: deltaHoldsData(d)}
 		}
 	case "content_block_start":
 		b := lastGet(root, "content_block")
@@ -105,11 +181,29 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 			return StreamUpdate{Text: cloneText(lastGet(b, "text"))}
 		case "thinking":
 			return StreamUpdate{Text: cloneText(lastGet(b, "thinking"))}
+		case "redacted_thinking":
+			// Encrypted thinking, billed as output: nothing to count.
+			return StreamUpdate{Uncounted: true}
 		}
 	case "error":
 		return StreamUpdate{Err: true}
 	}
 	return StreamUpdate{}
+}
+
+// upper is the dearer reading of two usages the same stream reported:
+// every figure at its larger value, except the cached input (priced below
+// ordinary input) at its smaller, so that it costs at least as much as
+// either. Its cached and cache-write parts never exceed its input.
+func upper(a, b Usage) Usage {
+	return Usage{
+		InputTokens:        max(a.InputTokens, b.InputTokens),
+		CachedInputTokens:  min(a.CachedInputTokens, b.CachedInputTokens),
+		CacheWriteTokens:   max(a.CacheWriteTokens, b.CacheWriteTokens),
+		CacheWrite1hTokens: max(a.CacheWrite1hTokens, b.CacheWrite1hTokens),
+		OutputTokens:       max(a.OutputTokens, b.OutputTokens),
+		ReasoningTokens:    max(a.ReasoningTokens, b.ReasoningTokens),
+	}
 }
 
 // anthropicUsage folds a message_start or message_delta usage object in:

@@ -194,3 +194,106 @@ func TestStreamTextDoesNotAliasData(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamOutputAfterFinalUsage: text after the usage that should be a
+// stream's last figure makes the usage not final (settled at the larger of
+// it and the text counted), in every kind; a second, smaller chat usage
+// does not undo the first; output that is not text is flagged Uncounted.
+func TestStreamOutputAfterFinalUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		kind   Kind
+		events [][2]string // event type, data
+		final  bool
+		output int64 // settled with 500 tokens counted
+	}{
+		{"chat: usage last", KindChat, [][2]string{
+			{"", `{"choices":[{"delta":{"content":"a"}}]}`},
+			{"", `{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":7}}`}}, true, 7},
+		{"chat: text after usage", KindChat, [][2]string{
+			{"", `{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":7}}`},
+			{"", `{"choices":[{"delta":{"content":"a"}}]}`},
+			{"", `{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":7}}`}}, false, 500},
+		{"chat: smaller second usage", KindChat, [][2]string{
+			{"", `{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":700}}`},
+			{"", `{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":7}}`}}, true, 700},
+		{"responses: text after completed", KindResponses, [][2]string{
+			{"", `{"type":"response.completed","response":{"usage":{"input_tokens":3,"output_tokens":7}}}`},
+			{"", `{"type":"response.output_text.delta","delta":"a"}`}}, false, 500},
+		{"messages: delta, stop", KindMessages, [][2]string{
+			{"", `{"type":"message_start","message":{"usage":{"input_tokens":3,"output_tokens":1}}}`},
+			{"", `{"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}`},
+			{"", `{"type":"message_delta","usage":{"output_tokens":7}}`},
+			{"", `{"type":"message_stop"}`}}, true, 7},
+		{"messages: no message_delta", KindMessages, [][2]string{
+			{"", `{"type":"message_start","message":{"usage":{"input_tokens":3,"output_tokens":1}}}`},
+			{"", `{"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}`},
+			{"", `{"type":"message_stop"}`}}, false, 500},
+		{"messages: text after message_delta", KindMessages, [][2]string{
+			{"", `{"type":"message_start","message":{"usage":{"input_tokens":3,"output_tokens":1}}}`},
+			{"", `{"type":"message_delta","usage":{"output_tokens":7}}`},
+			{"", `{"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}`},
+			{"", `{"type":"message_stop"}`}}, false, 500},
+	} {
+		s := NewStream(tc.kind)
+		for _, e := range tc.events {
+			s.Event([]byte(e[0]), []byte(e[1]))
+		}
+		if got := s.Usage().Final; got != tc.final {
+			t.Errorf("%s: final %v, want %v", tc.name, got, tc.final)
+		}
+		if u, _ := s.Settle(Estimate{InputTokens: 3, OutputTokens: 50}, 500); u.OutputTokens != tc.output {
+			t.Errorf("%s: output %d, want %d", tc.name, u.OutputTokens, tc.output)
+		}
+	}
+	for _, tc := range []struct {
+		kind Kind
+		data string
+		want bool
+	}{
+		{KindChat, `{"choices":[{"delta":{"audio":{"data":"QUFB"}}}]}`, true},
+		{KindChat, `{"choices":[{"delta":{"role":"assistant","content":"x","audio":null,"extra":""}}]}`, false},
+		{KindResponses, `{"type":"response.audio.delta","delta":"QUFB"}`, true},
+		{KindResponses, `{"type":"response.image_generation_call.partial_image","partial_image_b64":"QUFB"}`, true},
+		{KindMessages, `{"type":"content_block_start","content_block":{"type":"redacted_thinking","data":"x"}}`, true},
+		{KindMessages, `{"type":"content_block_start","content_block":{"type":"text","text":""}}`, false},
+		{KindMessages, `{"type":"content_block_delta","delta":{"type":"future_delta","data":"x"}}`, true},
+		{KindMessages, `{"type":"content_block_delta","delta":{"type":"future_delta","data":""}}`, false},
+		{KindMessages, `{"type":"content_block_delta","delta":{"type":"citations_delta","citation":{"cited_text":"x"}}}`, false},
+		{KindMessages, `{"type":"content_block_delta","delta":{"type":"signature_delta","signature":"abc"}}`, false},
+	} {
+		s := NewStream(tc.kind)
+		if got := s.Event(nil, []byte(tc.data)).Uncounted; got != tc.want {
+			t.Errorf("%s %s: Uncounted %v, want %v", tc.kind, tc.data, got, tc.want)
+		}
+	}
+}
+
+// TestResponsesDoneTextCountedOnce: a Responses *.done event's text counts
+// only when it outruns the deltas streamed before it (an upstream sending
+// the text there alone), never twice.
+func TestResponsesDoneTextCountedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events []string
+		want   string // the text counted, joined
+	}{
+		{"deltas then done", []string{
+			`{"type":"response.output_text.delta","delta":"ab"}`, `{"type":"response.output_text.delta","delta":"c"}`,
+			`{"type":"response.output_text.done","text":"abc"}`}, "abc"},
+		{"done alone", []string{`{"type":"response.output_text.done","text":"abc"}`}, "abc"},
+		{"arguments done alone", []string{`{"type":"response.function_call_arguments.done","arguments":"{}"}`}, "{}"},
+		{"two items, the second without deltas", []string{
+			`{"type":"response.output_text.delta","delta":"ab"}`, `{"type":"response.output_text.done","text":"ab"}`,
+			`{"type":"response.refusal.done","refusal":"no"}`}, "abno"},
+	} {
+		s := NewStream(KindResponses)
+		var got string
+		for _, e := range tc.events {
+			got += s.Event(nil, []byte(e)).Text
+		}
+		if got != tc.want {
+			t.Errorf("%s: counted %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -97,6 +97,16 @@ type Chunk struct {
 	Done bool
 	// Err is true for an {"error": …} payload.
 	Err bool
+	// Uncounted is true when a choice carried something that may be output
+	// but is not counted in Text: a text field (content, text, arguments…)
+	// holding a non-empty array or object instead of a string, or a delta
+	// member other than role, content,
+	// refusal, tool_calls, function_call, reasoning_content and reasoning
+	// (counted) that holds a non-empty string, array or object — delta.audio
+	// (gpt-4o-audio's base64 audio, billed as audio output tokens), or an
+	// OpenAI-compatible upstream's own output field. See
+	// [StreamUpdate.Uncounted].
+	Uncounted bool
 	// Unread is true for a payload that is not "[DONE]" and not a JSON
 	// object llmguard can read: invalid, nested deeper than the limit, or
 	// naming a key twice in one object (see [StreamUpdate.Unread]). Nothing
@@ -144,6 +154,16 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 	var c Chunk
 	var text textJoiner
 	emptyChoices, usageObject := false, false
+	// add counts a text field's value; one that holds output but is not a
+	// string (content as an array of parts, as some OpenAI-compatible
+	// upstreams stream it) is not counted: Uncounted.
+	add := func(v gjson.Result) {
+		if v.Type == gjson.String {
+			text.addRaw(v)
+		} else if mayHoldOutput(v) {
+			c.Uncounted = true
+		}
+	}
 	d.walk(true, func(k string, v gjson.Result, elems elements) bool {
 		switch k {
 		case "error":
@@ -159,7 +179,7 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 			elems.each(func(ch gjson.Result) bool {
 				count++
 				if completions {
-					text.addRaw(rawGet(ch, "text"))
+					add(rawGet(ch, "text"))
 					return true
 				}
 				d := rawGet(ch, "delta")
@@ -168,10 +188,12 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 				}
 				// Each field (named once: duplicates were refused), in one
 				// walk of the delta.
-				var content, refusal, calls, call gjson.Result
+				var content, refusal, calls, call, reasoning, reasoning2 gjson.Result
 				rawMembers(d.Raw, func(k string, v gjson.Result) bool {
 					var f *gjson.Result
 					switch k {
+					case "role":
+						return true
 					case "content":
 						f = &content
 					case "refusal":
@@ -180,7 +202,15 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 						f = &calls
 					case "function_call":
 						f = &call
+					case "reasoning_content": // DeepSeek, vLLM
+						f = &reasoning
+					case "reasoning": // OpenRouter, newer vLLM
+						f = &reasoning2
 					default:
+						// Output llmguard cannot count as text (audio,
+						// a field it does not know): without a final
+						// usage the stream keeps its output reservation.
+						c.Uncounted = c.Uncounted || mayHoldOutput(v)
 						return true
 					}
 					if f.Raw == "" {
@@ -188,13 +218,15 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 					}
 					return true
 				})
-				text.addRaw(content)
-				text.addRaw(refusal)
+				add(content)
+				add(refusal)
+				add(reasoning)
+				add(reasoning2)
 				rawEach(calls, func(tc gjson.Result) bool {
-					text.addRaw(rawGet(rawGet(tc, "function"), "arguments"))
+					add(rawGet(rawGet(tc, "function"), "arguments"))
 					return true
 				})
-				text.addRaw(rawGet(call, "arguments"))
+				add(rawGet(call, "arguments"))
 				return true
 			})
 			emptyChoices = count == 0
@@ -206,6 +238,19 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 	c.UsageOnly = usageObject && emptyChoices
 	c.Text = text.String()
 	return c
+}
+
+// mayHoldOutput reports whether v, a value as rawValue gives it, could
+// carry generated output: a non-empty string, array or object (null,
+// booleans, numbers and empty values cannot).
+func mayHoldOutput(v gjson.Result) bool {
+	switch v.Type {
+	case gjson.String:
+		return len(v.Raw) > 2
+	case gjson.JSON:
+		return len(v.Raw) > 2 && strings.TrimSpace(v.Raw[1:len(v.Raw)-1]) != ""
+	}
+	return false
 }
 
 // textJoiner concatenates JSON string values, allocating only for the
