@@ -63,7 +63,7 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 				add(d.Get("reasoning"))
 				d.ForEach(func(k, v gjson.Result) bool {
 					switch k.Str {
-					case "role", "content", "refusal", "tool_calls", "function_call", "reasoning_content", "reasoning":
+					case "role", "annotations", "content", "refusal", "tool_calls", "function_call", "reasoning_content", "reasoning":
 					default:
 						c.Uncounted = c.Uncounted || holds(v)
 					}

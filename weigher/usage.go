@@ -194,6 +194,12 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 					switch k {
 					case "role":
 						return true
+					case "annotations":
+						// url_citation entries of search models point
+						// into the content by start and end index
+						// (https://platform.openai.com/docs/guides/tools-web-search):
+						// the text they cite is the content, counted.
+						return true
 					case "content":
 						f = &content
 					case "refusal":

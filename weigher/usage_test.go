@@ -69,6 +69,7 @@ func TestParseChatChunk(t *testing.T) {
 		{"usage named twice", `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1},"usage":{"prompt_tokens":1,"completion_tokens":900}}`, Chunk{Unread: true}},
 		{"content named twice", `{"choices":[{"delta":{"content":"a","content":"much longer"}}]}`, Chunk{Unread: true}},
 		{"blank", " \r\n", Chunk{}},
+		{"annotations point into the content", `{"choices":[{"delta":{"content":"see x","annotations":[{"type":"url_citation","url_citation":{"start_index":4,"end_index":5,"url":"https://example.com","title":"x"}}]}}]}`, Chunk{Text: "see x"}},
 		{"choices not array", `{"choices":{"delta":{"content":"x"}}}`, Chunk{}},
 		{"empty", ``, Chunk{}},
 	} {
