@@ -120,6 +120,14 @@ func parseFlags(args []string) (loadbench.Options, error) {
 	profile := fs.String("cpuprofile-dir", "", "write each proxy process's CPU profile here (bare.pprof, memory.pprof, redis.pprof)")
 	compare := fs.String("compare", "", "another llmguard-bench executable whose llmguard (memory store) runs as the target memory-b, next to memory in each cell (A/B)")
 	rounds := fs.Int("rounds", 1, "run the selection this many times in one report; with -compare, memory and memory-b alternate which goes first")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: llmguard-bench [flags]    the load benchmark (README \"Performance\")\n"+
+			"       llmguard-bench -redis-work [flags]    Redis work per admitted request (see llmguard-bench -redis-work -h)\n"+
+			"       llmguard-bench hot [flags]    one hot tenant on a cluster (see llmguard-bench hot -h)\n"+
+			"       llmguard-bench drive [flags]    one cell's load against a proxy started by hand (see llmguard-bench drive -h)\n"+
+			"Flags of the load benchmark:\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return loadbench.Options{}, err
 	}
