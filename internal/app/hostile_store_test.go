@@ -178,7 +178,14 @@ store:
 	markMu.Lock()
 	appliedThenVoided := 0
 	for id, sets := range markSets {
-		if statusOf[id] == 503 && sets == 2 {
+		if statusOf[id] != 503 {
+			continue
+		}
+		// A lone take sets its marker key ("t", then the void's "v"); a
+		// take committed in a batch records its id in the epoch's taken
+		// set instead (bucket.NewRequestID's ids), and only the void sets
+		// the key.
+		if sets == 2 || sets == 1 && inTakenSet(ctx, t, kv, id) {
 			appliedThenVoided++
 		}
 	}
@@ -231,4 +238,23 @@ store:
 		t.Errorf("token bucket at %.3f in Redis, want %.0f (burst − %d admitted × %d tokens): %+.0f tokens leaked",
 			level, want, ok, hiInput+completion, want-level)
 	}
+}
+
+// inTakenSet reports whether request id (of bucket.NewRequestID's form: the
+// Unix second in its first 8 hex digits) is a member of its epoch's set of
+// takes committed in a batch, "llmguard:{acme}::tkt:<second/10>".
+func inTakenSet(ctx context.Context, t *testing.T, kv *redis.Client, id string) bool {
+	t.Helper()
+	if len(id) < 8 {
+		return false
+	}
+	sec, err := strconv.ParseUint(id[:8], 16, 32)
+	if err != nil {
+		return false
+	}
+	ok, err := kv.SIsMember(ctx, "llmguard:{acme}::tkt:"+strconv.FormatUint(sec/10, 10), id).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
 }
