@@ -40,9 +40,14 @@ const (
 	KeyExpired
 	// KeyRevoked: a stored key that was revoked.
 	KeyRevoked
+	// KeyMalformed: pass-through identity is on but the credential is not
+	// one token68 (RFC 7235 §2.1; see token68): it has a space, comma,
+	// quote or other byte an upstream may read as the end of the key.
+	KeyMalformed
 )
 
-// String is the status's name: unknown, accepted, expired or revoked.
+// String is the status's name: unknown, accepted, expired, revoked or
+// malformed.
 func (s KeyStatus) String() string {
 	switch s {
 	case KeyAccepted:
@@ -51,6 +56,8 @@ func (s KeyStatus) String() string {
 		return "expired"
 	case KeyRevoked:
 		return "revoked"
+	case KeyMalformed:
+		return "malformed"
 	}
 	return "unknown"
 }
@@ -66,7 +73,7 @@ func (s KeyStatus) String() string {
 //     never taken as a pass-through caller's own key;
 //  3. pass-through identity (identity.pass_through), when on, for a
 //     credential that is one token68 (see token68): anything else is
-//     refused (KeyUnknown).
+//     refused as KeyMalformed (KeyUnknown when pass-through is off).
 //
 // pr is the caller when the status is KeyAccepted; for KeyExpired and
 // KeyRevoked it is the stored key's principal, to name in logs only (the
@@ -90,8 +97,11 @@ func (p *Policy) Authenticate(credential string, src KeySource, now time.Time) (
 			return k.Principal, KeyAccepted
 		}
 	}
-	if !p.passThrough || !token68(credential) {
+	if !p.passThrough {
 		return Principal{}, KeyUnknown
+	}
+	if !token68(credential) {
+		return Principal{}, KeyMalformed
 	}
 	id := hex.EncodeToString(sum[:8])
 	return Principal{KeyID: id, User: id, Tenant: p.ptTenant, Plan: p.ptPlan, PassThrough: true}, KeyAccepted

@@ -50,14 +50,14 @@ keys: [{key: sk-file, user: alice, tenant: acme}]
 		// Pass-through takes one token68 only: the upstream may read the
 		// key before a break where llmguard would see a new caller.
 		{"sk-proj-AbC_12.x~y+z/w==", src, "", KeyAccepted},
-		{"sk-A junk", src, "", KeyUnknown},
-		{"sk-A,sk-B", src, "", KeyUnknown},
-		{"sk-A\tjunk", src, "", KeyUnknown},
-		{`"sk-A"`, src, "", KeyUnknown},
-		{"sk-A=x", src, "", KeyUnknown},
-		{"==", src, "", KeyUnknown},
-		{"sk-\u00e9", src, "", KeyUnknown},
-		{strings.Repeat("k", 4097), src, "", KeyUnknown},
+		{"sk-A junk", src, "", KeyMalformed},
+		{"sk-A,sk-B", src, "", KeyMalformed},
+		{"sk-A\tjunk", src, "", KeyMalformed},
+		{`"sk-A"`, src, "", KeyMalformed},
+		{"sk-A=x", src, "", KeyMalformed},
+		{"==", src, "", KeyMalformed},
+		{"sk-\u00e9", src, "", KeyMalformed},
+		{strings.Repeat("k", 4097), src, "", KeyMalformed},
 	} {
 		pr, st := p.Authenticate(tc.cred, tc.src, now)
 		if st != tc.want || (tc.wantUser != "" && pr.User != tc.wantUser) {
@@ -72,6 +72,20 @@ keys: [{key: sk-file, user: alice, tenant: acme}]
 	}
 	if _, st := p.Authenticate("sk-live", src, now.Add(time.Second)); st != KeyExpired {
 		t.Errorf("at its expiry: %s", st)
+	}
+	// Without pass-through a credential no key has is unknown, whatever
+	// its shape.
+	off, err := Compile(mustConfig(t, `
+upstreams: [{name: u, flavor: openai, base_url: "http://127.0.0.1:1", no_key: true}]
+keys: [{key: sk-file, user: alice, tenant: acme}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cred := range []string{"sk-A junk", "sk-unknown"} {
+		if _, st := off.Authenticate(cred, nil, now); st != KeyUnknown {
+			t.Errorf("pass-through off, %q: %s, want unknown", cred, st)
+		}
 	}
 	if !p.HasFileKey(sum("sk-file")) || p.HasFileKey(sum("sk-live")) || p.FileKeys() != 1 {
 		t.Error("HasFileKey / FileKeys")

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -73,8 +74,8 @@ func TestPassThroughCredentialOneToken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.StatusCode != 401 {
-			t.Errorf("%q: status %d, body %s; want 401", field, resp.StatusCode, got)
+		if resp.StatusCode != 401 || !bytes.Contains(got, []byte("token68")) {
+			t.Errorf("%q: status %d, body %s; want 401 saying why (token68)", field, resp.StatusCode, got)
 		}
 	}
 	if sent := up.lastHeaders(); sent != "" {

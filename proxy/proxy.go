@@ -573,6 +573,9 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 			return &refusal{err: errKeyExpired, outcome: meter.OutcomeUnauthorized}
 		}
 		return &refusal{err: errKeyRevoked, outcome: meter.OutcomeUnauthorized}
+	case policy.KeyMalformed:
+		x.kind = classify(ctx.Method(), x.path)
+		return &refusal{err: errKeyMalformed, outcome: meter.OutcomeUnauthorized}
 	default:
 		x.kind = classify(ctx.Method(), x.path)
 		return &refusal{err: errUnauthorized, outcome: meter.OutcomeUnauthorized}
