@@ -522,7 +522,7 @@ const (
 type reconcileCall struct {
 	now     string
 	keys    []string
-	limits  []any            // 5 ARGV per distinct limit
+	limits  []any            // 1 ARGV per distinct limit, its text (limitText)
 	limitOf map[[5]int64]int // a limit's ARGV → its index, from 1
 	entries []any            // mode, count, then limit index and units per delta
 	owners  []int            // the batch element of each entry
@@ -606,7 +606,7 @@ func (c *reconcileCall) limit(l Limit) int {
 	a := limitArgs(l)
 	i, ok := c.limitOf[a]
 	if !ok {
-		c.limits = append(c.limits, a[0], a[1], a[2], a[3], a[4])
+		c.limits = append(c.limits, limitText(a[0], a[1], a[2], a[3], a[4]))
 		i = len(c.limitOf) + 1
 		c.limitOf[a] = i
 	}
