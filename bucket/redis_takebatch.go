@@ -34,8 +34,8 @@ type takeBatcher struct {
 	// layout, through the body's generic path, instead of the lone layout
 	// (see loneArgs), so that tests can compare the two; tests only.
 	generic bool
-	mu    sync.Mutex
-	slots map[uint16]*takeSlot
+	mu      sync.Mutex
+	slots   map[uint16]*takeSlot
 }
 
 // takeSlot is one slot's state, under takeBatcher.mu.

@@ -26,12 +26,21 @@ local quotaMargin = 3600000000
 
 -- clock returns now in µs: pinned, when the caller passes it (tests, as a
 -- decimal string), else Redis TIME, one clock for every proxy node.
+-- TIME's seconds, as the last call read them: the text and its number
+-- (converted once a second, not once a call, in a Redis Functions
+-- library, whose upvalues last from call to call).
+local clockText, clockSeconds = '', 0
+
 local function clock(pinned)
   if pinned ~= '' then
     return pinned + 0
   end
   local t = redis.call('TIME')
-  return t[1] * 1000000 + t[2]
+  local s = t[1]
+  if s ~= clockText then
+    clockText, clockSeconds = s, s * 1000000
+  end
+  return clockSeconds + t[2]
 end
 
 -- refill brings level forward to now. A clock that steps back (now <

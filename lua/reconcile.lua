@@ -228,6 +228,10 @@ local function settle(c, limit, refund, spend, now)
   end
 end
 
+-- indexText is the text of each of 1 to 9, as the entries send a limit's
+-- index: a lookup instead of a conversion (tostring) per limit.
+local indexText = {'1', '2', '3', '4', '5', '6', '7', '8', '9'}
+
 -- markers is how many marker keys an entry of each mode names.
 local markers = {r = 1, h = 1, v = 1, w = 2, n = 0}
 
@@ -244,7 +248,7 @@ local first = 5 + nl -- the first entry's ARGV
 local limits = {}
 for l = 1, nl do
   limits[l] = limitOf(ARGV[4 + l])
-  limits[tostring(l)] = limits[l]
+  limits[indexText[l] or tostring(l)] = limits[l]
 end
 
 -- Every bucket key once, in order of first use; every marker set once, in

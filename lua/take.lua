@@ -9,7 +9,11 @@
 --           Redis Cluster all KEYS share a slot.
 -- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
 --           Redis TIME: one clock for every proxy node.
--- ARGV[2]   '1' commits (a take); '0' only checks (phase 1, writes nothing).
+-- ARGV[2]   '1' commits (a take); '0' only checks (phase 1, writes nothing);
+--           't' commits a take whose buckets are all token buckets, sent in
+--           the lone layout (takeLone, below): ARGV[3] as here, then 2 ARGV
+--           per bucket, its limit as one text ("capacity rate per 0 0",
+--           core.lua's limitOf) and its cost; the reply is the same.
 -- ARGV[3]   how long the take marker lives, ms (the void window); '0': no
 --           marker (no request id, or a check).
 -- ARGV[6i-2] .. ARGV[6i+3]
