@@ -72,11 +72,12 @@ func loneSteps() (steps []takeBatchStep, at []int64) {
 // same stored state (values bit for bit; TTLs exactly on miniredis, whose
 // clock stands still, within the runs' spread on redis-server), step after
 // step of loneSteps and of the batch timeline (whose quota takes go by the
-// generic body both ways), on miniredis (EVAL) and on a real redis-server
-// (Functions: the limits' and values' tables last from call to call).
+// generic body both ways), on miniredis (EVAL) and on a real redis-server,
+// by FCALL (Functions: the limits' and values' tables last from call to
+// call) and by EVALSHA (Redis before 7.0; they are made again each call).
 func TestTakeLoneMatchesGeneric(t *testing.T) {
 	start := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-	for _, backend := range []string{"miniredis", "redis-server"} {
+	for _, backend := range []string{"miniredis", "redis-server", "redis-server, EVALSHA"} {
 		t.Run(backend, func(t *testing.T) {
 			now := start
 			clock := func() time.Time { return now }
@@ -90,9 +91,13 @@ func TestTakeLoneMatchesGeneric(t *testing.T) {
 			} else {
 				c = redistest.Start(t).Client()
 			}
+			var client bucket.RedisScripter = c
+			if strings.HasSuffix(backend, "EVALSHA") {
+				client = struct{ bucket.RedisScripter }{c} // no FCall: the scripts by EVALSHA
+			}
 			ctx := context.Background()
-			fast := newRedis(t, bucket.RedisOptions{Client: c, Now: clock, TakeBatch: 1})
-			generic := newRedis(t, bucket.RedisOptions{Client: c, Now: clock, TakeBatch: 1})
+			fast := newRedis(t, bucket.RedisOptions{Client: client, Now: clock, TakeBatch: 1})
+			generic := newRedis(t, bucket.RedisOptions{Client: client, Now: clock, TakeBatch: 1})
 			generic.SendLoneTakesGeneric()
 			steps, at := loneSteps()
 			batch, _ := takeBatchSteps(start)
@@ -144,6 +149,13 @@ func TestTakeLoneMatchesGeneric(t *testing.T) {
 					if (ft > 0) != (gt > 0) || (mr != nil && diff != 0) || diff > spread+time.Millisecond {
 						t.Errorf("step %d (%s): %s: TTL fast path %v, generic body %v", i, s.name, k, ft, gt)
 					}
+				}
+			}
+			if mr == nil { // the path the backend names was the one taken
+				info := c.Info(ctx, "commandstats").Val()
+				fcall, evalsha := strings.Contains(info, "cmdstat_fcall:"), strings.Contains(info, "cmdstat_evalsha:")
+				if fcall == strings.HasSuffix(backend, "EVALSHA") || evalsha != strings.HasSuffix(backend, "EVALSHA") {
+					t.Errorf("FCALL run %v, EVALSHA run %v", fcall, evalsha)
 				}
 			}
 			// The timeline must reach both verdicts many times, or it
