@@ -84,7 +84,7 @@ end
 -- Redis Functions library the tables last from call to call (an EVAL
 -- script makes them again on each call); at most encodedMax texts are
 -- held, then the tables start again empty, so their memory is bounded
--- (some 150 bytes a text: under 100 KB).
+-- (some 150 bytes a text, estimated: under 100 KB).
 local encodedLevel, encodedUpdated, encodedCount, encodedMax = {}, {}, 0, 512
 
 -- parse reads a stored value v (false: the key is missing): 't', level and
