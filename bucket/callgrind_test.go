@@ -134,9 +134,9 @@ func TestCallgrindScripts(t *testing.T) {
 					k, a := r.takeArgs(id, items, nil, true)
 					batch[i] = &queuedTake{ctx: ctx, keys: k, args: a, done: make(chan struct{})}
 				}
-				if size == 1 {
+				if size == 1 && !r.takes.alone {
 					q := batch[0]
-					q.reply, q.err = r.call(ctx, r.take, q.keys, q.args...).Int64Slice()
+					q.reply, q.err = r.takes.lone(ctx, q.keys, q.args)
 				} else {
 					r.takes.send(batch)
 				}
@@ -179,6 +179,15 @@ func TestCallgrindScripts(t *testing.T) {
 		t.Logf("%-34s %7d instructions per request", name, instructions(name)/int64(size*batches))
 	}
 	measure("take.lua, alone", 1, takes)
+	if os.Getenv("LLMGUARD_CALLGRIND") == "all" { // the lone take's other paths
+		r.takes.generic = true // take.lua's generic body, the single layout
+		measure("take.lua, alone, generic body", 1, takes)
+		r.takes.generic = false
+		r.takes.alone = true // a batch of one through takebatch.lua
+		measure("takebatch.lua, batches of 1", 1, takes)
+		r.takes.alone = false
+	}
+	measure("reconcile.lua, alone", 1, reconciles)
 	measure("takebatch.lua, batches of 8", 8, takes)
 	measure("takebatch.lua, batches of 32", 32, takes)
 	measure("reconcile.lua, batches of 32", 32, reconciles)

@@ -73,3 +73,8 @@ func (r *Redis) ReleaseTakes(slot uint16) { r.takes.next(slot) }
 // SendTakesAsBatches has every take use takebatch.lua, a lone one
 // as a batch of one, so that the contract suite runs through it.
 func (r *Redis) SendTakesAsBatches() { r.takes.alone = true }
+
+// SendLoneTakesGeneric has a lone take of token buckets run take.lua's
+// generic body (the single layout) instead of its fast path (the lone
+// layout), so that tests can compare the two.
+func (r *Redis) SendLoneTakesGeneric() { r.takes.generic = true }

@@ -63,7 +63,11 @@ type RedisOptions struct {
 // and quotas together: it refills and checks every bucket and commits every
 // cost only when all can pay, with the same arithmetic, bit for bit, as the
 // Memory store: one MGET reads every key (the take marker with the
-// buckets), and a commit writes each changed key once. Reconciliations
+// buckets), and a commit writes each changed key once. A take sent alone
+// whose buckets are all token buckets goes in take.lua's lone layout (each
+// limit one text, read once per text by the library and kept; see
+// loneArgs) to the script's token-bucket path, with the same reply and
+// writes. Reconciliations
 // (lua/reconcile.lua) apply the deltas once per request id; ReconcileBatch
 // applies many requests' in one script (one per slot in a cluster), reading
 // and writing each bucket once however many requests touch it, so that an
@@ -522,7 +526,7 @@ const (
 type reconcileCall struct {
 	now     string
 	keys    []string
-	limits  []any            // 5 ARGV per distinct limit
+	limits  []any            // 1 ARGV per distinct limit, its text (limitText)
 	limitOf map[[5]int64]int // a limit's ARGV → its index, from 1
 	entries []any            // mode, count, then limit index and units per delta
 	owners  []int            // the batch element of each entry
@@ -606,7 +610,7 @@ func (c *reconcileCall) limit(l Limit) int {
 	a := limitArgs(l)
 	i, ok := c.limitOf[a]
 	if !ok {
-		c.limits = append(c.limits, a[0], a[1], a[2], a[3], a[4])
+		c.limits = append(c.limits, limitText(a[0], a[1], a[2], a[3], a[4]))
 		i = len(c.limitOf) + 1
 		c.limitOf[a] = i
 	}

@@ -30,8 +30,12 @@ type takeBatcher struct {
 	// alone sends a lone take through takebatch.lua too (a batch of one), so
 	// that the contract suite can run through it; tests only.
 	alone bool
-	mu    sync.Mutex
-	slots map[uint16]*takeSlot
+	// generic sends a lone take of token buckets only in take.lua's single
+	// layout, through the body's generic path, instead of the lone layout
+	// (see loneArgs), so that tests can compare the two; tests only.
+	generic bool
+	mu      sync.Mutex
+	slots   map[uint16]*takeSlot
 }
 
 // takeSlot is one slot's state, under takeBatcher.mu.
@@ -61,7 +65,7 @@ func newTakeBatcher(r *Redis, max int) *takeBatcher {
 // after it was sent may still apply, as a take whose round trip times out.
 func (b *takeBatcher) do(ctx context.Context, slot uint16, keys []string, args []any) ([]int64, error) {
 	if b.max <= 1 && !b.alone {
-		return b.r.call(ctx, b.r.take, keys, args...).Int64Slice()
+		return b.lone(ctx, keys, args)
 	}
 	b.mu.Lock()
 	s := b.slots[slot]
@@ -78,7 +82,7 @@ func (b *takeBatcher) do(ctx context.Context, slot uint16, keys []string, args [
 			b.send([]*queuedTake{q})
 			return q.reply, q.err
 		}
-		return b.r.call(ctx, b.r.take, keys, args...).Int64Slice()
+		return b.lone(ctx, keys, args)
 	}
 	q := &queuedTake{ctx: ctx, keys: keys, args: args, done: make(chan struct{})}
 	s.queue = append(s.queue, q)
@@ -169,7 +173,7 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 	}
 	if len(live) == 1 && !b.alone {
 		q := live[0]
-		q.reply, q.err = b.r.call(ctx, b.r.take, q.keys, q.args...).Int64Slice()
+		q.reply, q.err = b.lone(ctx, q.keys, q.args)
 		return
 	}
 	keys, args := batchArgs(live)
@@ -184,6 +188,60 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 		}
 		q.reply, q.err = int64s(replies[i])
 	}
+}
+
+// lone runs one take alone, given in take.lua's single layout
+// (committing): in the lone layout when every bucket is a token bucket
+// (loneArgs), else as given. The reply is take.lua's either way.
+func (b *takeBatcher) lone(ctx context.Context, keys []string, args []any) ([]int64, error) {
+	if !b.generic {
+		if l := loneArgs(args); l != nil {
+			args = l
+		}
+	}
+	return b.r.call(ctx, b.r.take, keys, args...).Int64Slice()
+}
+
+// loneArgs returns a committing take's ARGV in take.lua's single layout
+// (now, "1", marker TTL, then 6 per bucket: its 5 limit ARGV and its cost)
+// in the lone layout take.lua's fast path reads (now, "t", marker TTL,
+// then 2 per bucket: its limit as one text, "capacity rate per 0 0", and
+// its cost), or nil when a bucket is not a token bucket (rate 0: an
+// in-flight limit; windowEnd not 0: a quota or a window counter; see
+// lua/core.lua kindOf) or the take only checks. A limit's text is the
+// same from call to call, so Redis converts it once (core.lua's limitOf)
+// and makes two Lua strings per bucket instead of six.
+func loneArgs(args []any) []any {
+	if len(args) < 3 || args[1] != "1" || (len(args)-3)%6 != 0 {
+		return nil
+	}
+	n := (len(args) - 3) / 6
+	out := make([]any, 3, 3+2*n)
+	out[0], out[1], out[2] = args[0], "t", args[2]
+	for j := range n {
+		a := args[3+6*j : 9+6*j]
+		c, ok1 := a[0].(int64)
+		r, ok2 := a[1].(int64)
+		p, ok3 := a[2].(int64)
+		if !ok1 || !ok2 || !ok3 || r == 0 || a[3] != any(int64(0)) || a[4] != any(int64(0)) {
+			return nil
+		}
+		out = append(out, limitText(c, r, p, 0, 0), a[5])
+	}
+	return out
+}
+
+// limitText is a limit's five ARGV as one text, as lua/core.lua's limitOf
+// reads it: decimal integers separated by spaces.
+func limitText(capacity, rate, per, windowStart, windowEnd int64) string {
+	b := make([]byte, 0, 64)
+	for i, v := range [5]int64{capacity, rate, per, windowStart, windowEnd} {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendInt(b, v, 10)
+	}
+	return string(b)
 }
 
 // batchArgs returns the KEYS and ARGV of takebatch.lua for takes, each

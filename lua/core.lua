@@ -26,12 +26,21 @@ local quotaMargin = 3600000000
 
 -- clock returns now in µs: pinned, when the caller passes it (tests, as a
 -- decimal string), else Redis TIME, one clock for every proxy node.
+-- TIME's seconds, as the last call read them: the text and its number
+-- (converted once a second, not once a call, in a Redis Functions
+-- library, whose upvalues last from call to call).
+local clockText, clockSeconds = '', 0
+
 local function clock(pinned)
   if pinned ~= '' then
     return pinned + 0
   end
   local t = redis.call('TIME')
-  return t[1] * 1000000 + t[2]
+  local s = t[1]
+  if s ~= clockText then
+    clockText, clockSeconds = s, s * 1000000
+  end
+  return clockSeconds + t[2]
 end
 
 -- refill brings level forward to now. A clock that steps back (now <
@@ -66,14 +75,38 @@ local function wait(level, target, rate, per)
   return w
 end
 
+-- The values encode made, by their text: the level and updated each was
+-- made from, so that parse reads a value a script of this library wrote
+-- (the last take's or reconciliation's of a busy bucket) by one lookup
+-- instead of a match and two conversions. parse(encode(level, updated))
+-- gives level and updated exactly ('%.17g' round-trips a double, updated
+-- is a whole number of µs), so a hit returns what parsing would. In a
+-- Redis Functions library the tables last from call to call (an EVAL
+-- script makes them again on each call); at most encodedMax texts are
+-- held, then the tables start again empty, so their memory is bounded
+-- (some 150 bytes a text, estimated: under 100 KB).
+local encodedLevel, encodedUpdated, encodedCount, encodedMax = {}, {}, 0, 512
+
 -- parse reads a stored value v (false: the key is missing): 't', level and
 -- updated for a token bucket's '<level> <updated>'; 'q', used and window
 -- for a quota's 'q <used> <window>'; 'w', prev, cur and start for a window
 -- counter's 'w <prev> <cur> <start>'; 'x' for any other value; nil when
--- missing.
+-- missing. A token bucket's value, the most common, is tried first (one
+-- match); no quota's or window counter's value matches its pattern with a
+-- number first ('q' and 'w' are not numbers, and their values have three
+-- and four fields), so the order changes no result.
 local function parse(v)
   if not v then
     return nil
+  end
+  local known = encodedLevel[v]
+  if known then
+    return 't', known, encodedUpdated[v]
+  end
+  local level, updated = string.match(v, '^(%S+) (%d+)$')
+  level = level and tonumber(level)
+  if level then
+    return 't', level, updated + 0
   end
   local used, window = string.match(v, '^q (%d+) (%d+)$')
   if used then
@@ -82,11 +115,6 @@ local function parse(v)
   local prev, cur, start = string.match(v, '^w (%d+) (%d+) (%d+)$')
   if prev then
     return 'w', prev + 0, cur + 0, start + 0
-  end
-  local level, updated = string.match(v, '^(%S+) (%d+)$')
-  level = level and tonumber(level)
-  if level then
-    return 't', level, updated + 0
   end
   return 'x'
 end
@@ -119,9 +147,22 @@ end
 
 -- encode is a bucket's stored value: the level with 17 significant digits
 -- (it round-trips a double exactly) and updated in µs.
+-- Each value made is remembered for parse (see encodedLevel), when
+-- updated is a whole number (always: a µs reading), so that '%d' keeps it.
 local function encode(level, updated)
-  return string.format('%.17g %d', level, updated)
+  local v = string.format('%.17g %d', level, updated)
+  if updated % 1 == 0 then
+    if encodedCount >= encodedMax then
+      encodedLevel, encodedUpdated, encodedCount = {}, {}, 0
+    end
+    encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
+  end
+  return v
 end
+
+-- The limits read from their text (limitOf), by text, kept from call to
+-- call as the encoded values are; at most limitsMax, then emptied.
+local limitsByText, limitsCount, limitsMax = {}, 0, 256
 
 -- roll brings a quota into the item's window [windowStart, windowEnd): a
 -- stored window before windowStart is a past period, so used starts again
@@ -217,6 +258,31 @@ local function kindOf(rate, windowEnd)
     return 'c'
   end
   return 't'
+end
+
+-- limitOf returns a limit sent as one text, its five numbers as the
+-- scripts' ARGV give them, each a decimal integer, separated by spaces
+-- ("capacity rate per windowStart windowEnd"): {capacity, rate, per,
+-- windowStart, windowEnd, kindOf(rate, windowEnd)}, a table the caller
+-- must not change (it is kept for the next call with the same text: a
+-- hit is one lookup, a miss one match and five conversions). A text of
+-- another form is an error.
+local function limitOf(text)
+  local l = limitsByText[text]
+  if l then
+    return l
+  end
+  local c, r, p, s, e = string.match(text, '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+  if not c then
+    error('llmguard: bad limit ' .. text)
+  end
+  local rate, windowEnd = r + 0, e + 0
+  l = {c + 0, rate, p + 0, s + 0, windowEnd, kindOf(rate, windowEnd)}
+  if limitsCount >= limitsMax then
+    limitsByText, limitsCount = {}, 0
+  end
+  limitsByText[text], limitsCount = l, limitsCount + 1
+  return l
 end
 
 -- holderOf is the request id a marker key names

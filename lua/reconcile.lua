@@ -24,9 +24,12 @@
 --           Redis TIME.
 -- ARGV[2]   how long a reconciliation's marker lives, ms.
 -- ARGV[3]   how long a void's marker (the tombstone 'v') lives, ms.
--- ARGV[4]   L, the number of distinct limits the deltas name; then 5 ARGV
---           per limit: capacity (units), rate (units per per), per (µs),
---           windowStart (µs), windowEnd (µs), as in take.lua (a quota when
+-- ARGV[4]   L, the number of distinct limits the deltas name; then one
+--           ARGV per limit, its five numbers as one text (core.lua's
+--           limitOf, converted once per text and kept from call to call):
+--           "capacity rate per windowStart windowEnd", capacity (units),
+--           rate (units per per), per (µs), windowStart (µs), windowEnd
+--           (µs), as in take.lua (a quota when
 --           windowEnd > 0, with rate and per 0). The caller has validated
 --           them (bucket.Limit.Validate). A window counter (windowEnd -1
 --           sliding, -2 fixed; see core.lua) has rate 0 and windowStart
@@ -225,25 +228,27 @@ local function settle(c, limit, refund, spend, now)
   end
 end
 
+-- indexText is the text of each of 1 to 9, as the entries send a limit's
+-- index: a lookup instead of a conversion (tostring) per limit.
+local indexText = {'1', '2', '3', '4', '5', '6', '7', '8', '9'}
+
 -- markers is how many marker keys an entry of each mode names.
 local markers = {r = 1, h = 1, v = 1, w = 2, n = 0}
 
 -- @entry: the script's work; a Redis Functions library runs it as a function.
 local now = clock(ARGV[1])
 local dedupFor, voidFor = ARGV[2], ARGV[3]
-local nl = ARGV[4] + 0
-local first = 5 + 5 * nl -- the first entry's ARGV
+local nl = digits[ARGV[4]] or ARGV[4] + 0
+local first = 5 + nl -- the first entry's ARGV
 
--- Every limit as numbers, converted once: limit i is ARGV[5i] to
--- ARGV[5i + 4], then its kind (kindOf). It is found by its index as a
--- number or as the text the entries send it in (a lookup, not a
--- conversion, per delta).
+-- Every limit as numbers (limitOf: capacity, rate, per, windowStart,
+-- windowEnd, then its kind): limit i is ARGV[4 + i]. It is found by its
+-- index as a number or as the text the entries send it in (a lookup, not
+-- a conversion, per delta).
 local limits = {}
 for l = 1, nl do
-  local b = 5 * l
-  local rate, windowEnd = ARGV[b + 1] + 0, ARGV[b + 4] + 0
-  limits[l] = {ARGV[b] + 0, rate, ARGV[b + 2] + 0, ARGV[b + 3] + 0, windowEnd, kindOf(rate, windowEnd)}
-  limits[tostring(l)] = limits[l]
+  limits[l] = limitOf(ARGV[4 + l])
+  limits[indexText[l] or tostring(l)] = limits[l]
 end
 
 -- Every bucket key once, in order of first use; every marker set once, in

@@ -9,7 +9,11 @@
 --           Redis Cluster all KEYS share a slot.
 -- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
 --           Redis TIME: one clock for every proxy node.
--- ARGV[2]   '1' commits (a take); '0' only checks (phase 1, writes nothing).
+-- ARGV[2]   '1' commits (a take); '0' only checks (phase 1, writes nothing);
+--           't' commits a take whose buckets are all token buckets, sent in
+--           the lone layout (takeLone, below): ARGV[3] as here, then 2 ARGV
+--           per bucket, its limit as one text ("capacity rate per 0 0",
+--           core.lua's limitOf) and its cost; the reply is the same.
 -- ARGV[3]   how long the take marker lives, ms (the void window); '0': no
 --           marker (no request id, or a check).
 -- ARGV[6i-2] .. ARGV[6i+3]
@@ -171,7 +175,85 @@ local function windows(reply, n, seen, hasWindow)
   return reply
 end
 
+-- The phase-1 state of each bucket of the lone take running (takeLone),
+-- by index, reused from call to call: capacity, rate, per, level, updated,
+-- found and cost.
+local loneCap, loneRate, lonePer, loneLevel, loneUpdated, loneFound, loneCost = {}, {}, {}, {}, {}, {}, {}
+
+-- takeLone is take.lua's body for a committing take whose buckets are all
+-- token buckets, sent in the lone layout (ARGV[2] 't'): ARGV[1] now,
+-- ARGV[3] the marker TTL, then per bucket i its limit as one text at
+-- ARGV[2i+2] (core.lua's limitOf: converted once per text, not once per
+-- call) and its cost at ARGV[2i+3]. It is the body step for step for that kind, as
+-- takebatch.lua's takeTokens is: the same core functions in the same order
+-- (parse, load, refill, check, wait, put, floorUnits; the marker's SET
+-- before the buckets' writes), the same reply and the same commands,
+-- without the body's per-bucket dispatch and seen tables, and with two
+-- ARGV per bucket instead of six (Redis makes a Lua string of each).
+local function takeLone(KEYS, ARGV)
+  now = clock(ARGV[1])
+  local ttl, m = ARGV[3], 0
+  if ttl ~= '0' then
+    m = 1
+  end
+  local stored = read(KEYS)
+  if m == 1 and takeMarked(stored[1]) then
+    return {-1}
+  end
+  local n = #KEYS - m
+  local reply = {1, -1, 0, 0, nil, nil, nil, nil, nil, nil}
+  local firstLarge, firstShort, retry = -1, -1, 0
+  for i = 1, n do
+    local limit, cost = limitOf(ARGV[2 + 2 * i]), ARGV[3 + 2 * i]
+    local capacity, rate, per = limit[1], limit[2], limit[3]
+    cost = digits[cost] or cost + 0
+    local kind, x, y = parse(stored[m + i])
+    local level, updated, found = load(kind, x, y, capacity, now)
+    level, updated = refill(level, updated, capacity, rate, per, now)
+    loneCap[i], loneRate[i], lonePer[i] = capacity, rate, per
+    loneLevel[i], loneUpdated[i], loneFound[i], loneCost[i] = level, updated, found, cost
+    local ok, tooLarge = check(level, capacity, cost)
+    if tooLarge then
+      if firstLarge < 0 then
+        firstLarge = i - 1
+      end
+    elseif not ok then
+      if firstShort < 0 then
+        firstShort = i - 1
+      end
+      retry = math.max(retry, wait(level, cost, rate, per))
+    end
+  end
+  if firstLarge >= 0 or firstShort >= 0 then
+    reply[1] = 0
+    if firstLarge >= 0 then
+      reply[2], reply[3] = firstLarge, 1
+    else
+      reply[2], reply[4] = firstShort, retry
+    end
+    for i = 1, n do
+      local level = loneLevel[i]
+      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, loneCap[i], loneRate[i], lonePer[i])
+    end
+    return reply
+  end
+  if m == 1 then
+    mark(KEYS[1], ttl)
+  end
+  for i = 1, n do
+    local capacity, rate, per = loneCap[i], loneRate[i], lonePer[i]
+    local level, updated = loneLevel[i] - loneCost[i], loneUpdated[i]
+    local reset = wait(level, capacity, rate, per)
+    write(KEYS[m + i], put(loneFound[i], level, updated, capacity, reset, now), encode, level, updated)
+    reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), reset
+  end
+  return reply
+end
+
 -- @entry: take.lua's own; takebatch.lua's entry sets now and commit itself.
+if ARGV[2] == 't' then
+  return takeLone(KEYS, ARGV)
+end
 now, commit = clock(ARGV[1]), ARGV[2] == '1'
 -- @body: one request's take; takebatch.lua runs it once per request.
 local m = 0

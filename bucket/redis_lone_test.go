@@ -1,0 +1,168 @@
+package bucket_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/internal/redistest"
+)
+
+// loneSteps is a timeline of lone takes on token buckets that a tenant's
+// requests share, the clock moving between them (forward, by a little and
+// by a lot, and once back): each step's items, its request id and the
+// instant it runs at, µs after start. The buckets fill, go short, pay
+// exactly, are asked too much, and are written, read back and rewritten
+// take after take, so that the values a script wrote are read by the next
+// (core.lua's encodedLevel) and the limits are read from their text over
+// and over (limitOf).
+func loneSteps() (steps []takeBatchStep, at []int64) {
+	tpm := bucket.Limit{Capacity: 500, Rate: 3, Per: time.Minute}
+	usd := bucket.Limit{Capacity: 10, Rate: 1, Per: time.Hour}
+	rps := bucket.Limit{Capacity: 7, Rate: 7, Per: time.Second}
+	odd := bucket.Limit{Capacity: 1e9, Rate: 333333, Per: 7 * time.Second} // a level with a fraction after a refill
+	var t int64
+	for i := range 48 {
+		user := []string{"alice", "bob"}[i%2]
+		items := []bucket.Item{
+			{Key: "k:{PFX}:user:" + user, Limit: tpm, Cost: int64(37 * (i % 5))},
+			{Key: "k:{PFX}:usd", Limit: usd, Cost: int64(i % 3)},
+			{Key: "k:{PFX}:rps", Limit: rps, Cost: 1},
+		}
+		switch i % 8 {
+		case 3:
+			items[0].Cost = 501 // too large
+		case 5:
+			items = append(items, bucket.Item{Key: "k:{PFX}:odd", Limit: odd, Cost: 123456789})
+		case 6:
+			items = items[1:2] // one bucket
+		case 7: // a limit that differs from tpm in its rate and per alone
+			items = append(items, bucket.Item{Key: "k:{PFX}:burst", Limit: bucket.Limit{Capacity: 500, Rate: 50, Per: time.Second}, Cost: 450})
+		}
+		id := fmt.Sprintf("lone-%d", i)
+		if i%4 == 1 {
+			id = "" // no marker
+		}
+		steps = append(steps, takeBatchStep{name: fmt.Sprintf("take %d", i), id: id, items: items})
+		at = append(at, t)
+		switch i % 6 {
+		case 0, 1, 2:
+			t += 1 // the same instant, nearly: the buckets go short
+		case 3:
+			t += 3_000_000 + int64(i)*7919
+		case 4:
+			t -= 500 // the clock steps back
+		default:
+			t += 400_000_000 // a long pause: buckets refill to full and are deleted
+		}
+	}
+	return steps, at
+}
+
+// TestTakeLoneMatchesGeneric: a lone take of token buckets, sent in the
+// lone layout to take.lua's fast path (takeLone), gives the reply take.lua's
+// generic body gives the same take in the single layout, and leaves the
+// same stored state (values bit for bit; TTLs exactly on miniredis, whose
+// clock stands still, within the runs' spread on redis-server), step after
+// step of loneSteps and of the batch timeline (whose quota takes go by the
+// generic body both ways), on miniredis (EVAL) and on a real redis-server,
+// by FCALL (Functions: the limits' and values' tables last from call to
+// call) and by EVALSHA (Redis before 7.0; they are made again each call).
+func TestTakeLoneMatchesGeneric(t *testing.T) {
+	start := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	for _, backend := range []string{"miniredis", "redis-server", "redis-server, EVALSHA"} {
+		t.Run(backend, func(t *testing.T) {
+			now := start
+			clock := func() time.Time { return now }
+			var c *redis.Client
+			var mr *miniredis.Miniredis
+			if backend == "miniredis" {
+				mr = miniredis.RunT(t)
+				mr.SetTime(now)
+				c = redis.NewClient(&redis.Options{Addr: mr.Addr()})
+				t.Cleanup(func() { c.Close() })
+			} else {
+				c = redistest.Start(t).Client()
+			}
+			var client bucket.RedisScripter = c
+			if strings.HasSuffix(backend, "EVALSHA") {
+				client = struct{ bucket.RedisScripter }{c} // no FCall: the scripts by EVALSHA
+			}
+			ctx := context.Background()
+			fast := newRedis(t, bucket.RedisOptions{Client: client, Now: clock, TakeBatch: 1})
+			generic := newRedis(t, bucket.RedisOptions{Client: client, Now: clock, TakeBatch: 1})
+			generic.SendLoneTakesGeneric()
+			steps, at := loneSteps()
+			batch, _ := takeBatchSteps(start)
+			for range batch {
+				at = append(at, at[len(at)-1]+1)
+			}
+			steps = append(steps, batch...)
+			begun := time.Now() // a key's two writes are apart by at most the run so far
+			for _, p := range []string{"fast", "gen"} {
+				for _, id := range []string{"void-me", setID(start, 8), "lone-10"} {
+					if err := fast.Void(ctx, id, named(steps[0].items, p)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			keys := map[string]bool{}
+			allowed, denied := 0, 0
+			for i, s := range steps {
+				now = start.Add(time.Duration(at[i]) * time.Microsecond)
+				if mr != nil {
+					mr.SetTime(now)
+				}
+				got := resultOf(fast.Take(ctx, s.id, named(s.items, "fast")))
+				want := resultOf(generic.Take(ctx, s.id, named(s.items, "gen")))
+				spread := time.Since(begun)
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("step %d (%s): fast path %+v, generic body %+v", i, s.name, got, want)
+				}
+				if got.d.Allowed {
+					allowed++
+				} else if got.err == "" && !got.voided {
+					denied++
+				}
+				for _, it := range s.items {
+					keys[it.Key] = true
+				}
+				if s.id != "" {
+					keys["llmguard:{PFX}::tk:"+s.id] = true
+				}
+				for k := range keys {
+					fk, gk := strings.ReplaceAll(k, "PFX", "fast"), strings.ReplaceAll(k, "PFX", "gen")
+					fv, fe := c.Get(ctx, fk).Result()
+					gv, ge := c.Get(ctx, gk).Result()
+					if fv != gv || (fe == nil) != (ge == nil) {
+						t.Errorf("step %d (%s): %s: fast path %q (%v), generic body %q (%v)", i, s.name, k, fv, fe, gv, ge)
+					}
+					ft, gt := c.PTTL(ctx, fk).Val(), c.PTTL(ctx, gk).Val()
+					diff := max(ft-gt, gt-ft)
+					if (ft > 0) != (gt > 0) || (mr != nil && diff != 0) || diff > spread+time.Millisecond {
+						t.Errorf("step %d (%s): %s: TTL fast path %v, generic body %v", i, s.name, k, ft, gt)
+					}
+				}
+			}
+			if mr == nil { // the path the backend names was the one taken
+				info := c.Info(ctx, "commandstats").Val()
+				fcall, evalsha := strings.Contains(info, "cmdstat_fcall:"), strings.Contains(info, "cmdstat_evalsha:")
+				if fcall == strings.HasSuffix(backend, "EVALSHA") || evalsha != strings.HasSuffix(backend, "EVALSHA") {
+					t.Errorf("FCALL run %v, EVALSHA run %v", fcall, evalsha)
+				}
+			}
+			// The timeline must reach both verdicts many times, or it
+			// compares little.
+			if allowed < 15 || denied < 10 {
+				t.Errorf("%d takes allowed, %d denied; the timeline should have at least 15 and 10", allowed, denied)
+			}
+		})
+	}
+}
