@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -52,6 +53,12 @@ type RedisOptions struct {
 	// queue behind one go together when it returns (see Redis). 0 means
 	// DefaultTakeBatch; 1 sends every take alone.
 	TakeBatch int
+	// Log receives the store's rare events, each once when it happens: the
+	// Functions library loaded again after a call found it missing (Warn),
+	// and the store turned to EVALSHA for good because the server has no
+	// FCALL or FUNCTION for this client (Warn). nil, the default, logs
+	// nothing.
+	Log *slog.Logger
 }
 
 // Redis is a Store that keeps every bucket in Redis, so that any number of
@@ -168,6 +175,7 @@ type Redis struct {
 	takeBatch *script
 	fns       functions
 	takes     *takeBatcher
+	log       *slog.Logger // never nil
 }
 
 var (
@@ -209,6 +217,10 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 	}
 	r.fns.client, _ = o.Client.(redisFunctions)
 	r.takes = newTakeBatcher(r, takeBatch)
+	r.log = o.Log
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
 	return r, nil
 }
 

@@ -89,9 +89,18 @@ func (r *Redis) loadLibrary(ctx context.Context) error {
 		err = load(ctx, r.fns.client)
 	}
 	if err != nil && isUnknownCommand(err) {
-		r.fns.off.Store(true)
+		r.functionsOff(err)
 	}
 	return err
+}
+
+// functionsOff turns Functions off for the store, for good: every later
+// call runs by EVALSHA. The first time, it logs why (err: the server's
+// answer to FCALL or FUNCTION LOAD).
+func (r *Redis) functionsOff(err error) {
+	if r.fns.off.CompareAndSwap(false, true) {
+		r.log.Warn("redis: running the scripts by EVALSHA from now on: the server has no FCALL or FUNCTION for this client (Redis before 7.0, or an ACL user refused them); a restart tries Functions again", "err", err)
+	}
 }
 
 // call runs s once with keys and args: by FCALL while Functions are on,
@@ -127,13 +136,18 @@ func (r *Redis) retryable(ctx context.Context, err error, seen uint64) bool {
 	case err == nil:
 		return false
 	case isUnknownCommand(err):
-		r.fns.off.Store(true)
+		r.functionsOff(err)
 		return true
 	case isFunctionMissing(err):
 		r.fns.mu.Lock()
 		defer r.fns.mu.Unlock()
 		if r.fns.loads.Load() == seen {
-			_ = r.loadLibrary(ctx) // a failure leaves the retry to fail, then EVALSHA
+			// A failure leaves the retry to fail, then EVALSHA.
+			if lerr := r.loadLibrary(ctx); lerr != nil {
+				r.log.Warn("redis: the functions library was missing (a restart without persistence, FUNCTION FLUSH or a new node) and loading it again failed: this call runs by EVALSHA", "library", lua.Version, "err", lerr)
+			} else {
+				r.log.Warn("redis: the functions library was missing (a restart without persistence, FUNCTION FLUSH or a new node): loaded it again", "library", lua.Version)
+			}
 			r.fns.loads.Add(1)
 		}
 		return true

@@ -1,7 +1,9 @@
 package bucket
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +22,8 @@ func TestRetryLoadsOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	ctx := context.Background()
-	r, err := NewRedis(RedisOptions{Client: srv.Client()})
+	var logged syncBuffer
+	r, err := NewRedis(RedisOptions{Client: srv.Client(), Log: slog.New(slog.NewTextHandler(&logged, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +59,28 @@ func TestRetryLoadsOnce(t *testing.T) {
 	if r.retryable(ctx, replyError("ERR other"), seen) {
 		t.Error("another error is retried")
 	}
+	// The operator hears of the reload once, not once per call.
+	if got := strings.Count(logged.String(), "loaded it again"); got != 1 {
+		t.Errorf("%d log lines of the reload; want 1:\n%s", got, logged.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes, for a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // replyError is an error reply of Redis, as go-redis reads one (a

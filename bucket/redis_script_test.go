@@ -2,6 +2,7 @@ package bucket_test
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -209,7 +210,8 @@ func TestRedisFunctionsRefusedByACL(t *testing.T) {
 	}
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "scripts", Password: "pw"})
 	t.Cleanup(func() { client.Close() })
-	r := newRedis(t, bucket.RedisOptions{Client: client})
+	var logged strings.Builder // written only by Load, before the takes
+	r := newRedis(t, bucket.RedisOptions{Client: client, Log: slog.New(slog.NewTextHandler(&logged, nil))})
 	limit := bucket.Limit{Capacity: 100, Rate: 100, Per: time.Minute}
 	for i, want := range []int64{90, 80} {
 		d, err := r.Take(ctx, "", []bucket.Item{{Key: "llmguard:{t}:a", Limit: limit, Cost: 10}})
@@ -219,5 +221,8 @@ func TestRedisFunctionsRefusedByACL(t *testing.T) {
 	}
 	if n := commandCount(t, admin, "evalsha"); n != 2 {
 		t.Errorf("%d EVALSHA; want 2", n)
+	}
+	if got := strings.Count(logged.String(), "by EVALSHA from now on"); got != 1 {
+		t.Errorf("%d log lines saying the store runs by EVALSHA; want 1:\n%s", got, logged.String())
 	}
 }

@@ -110,7 +110,7 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 		// (TestChaosClusterFailover).
 		reloadCluster = func() { cc.ReloadState(context.Background()) }
 	}
-	r, err := bucket.NewRedis(bucket.RedisOptions{Client: client, VoidFor: time.Duration(c.VoidWindow)})
+	r, err := bucket.NewRedis(bucket.RedisOptions{Client: client, VoidFor: time.Duration(c.VoidWindow), Log: log})
 	if err != nil {
 		closeClient()
 		return nil, fmt.Errorf("app: %w", err)
