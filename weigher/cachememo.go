@@ -107,7 +107,7 @@ func (m *elemMemo) Wants(key jsonscan.Span, elem bool) bool {
 	if len(k) < 2 || strings.IndexByte(k, '\\') >= 0 || m.top.each != nil {
 		return false // an escaped key: left to the scan and the check
 	}
-	sub := m.top.names[k[1:len(k)-1]]
+	sub, _ := m.top.lookup(k[1 : len(k)-1])
 	if sub == nil || sub.whole == elem {
 		return false
 	}
