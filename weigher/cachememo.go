@@ -148,7 +148,7 @@ func (m *elemMemo) Vouch(start, end int) bool {
 	}
 	raw := m.body[start:end]
 	ck := m.cache.key(m.vouchCtx, raw)
-	e, found := m.cache.c.GetIfPresent(ck)
+	e, found := m.cache.get(ck)
 	guessed := start == m.guessAt && end == m.guessEnd
 	m.guessAt, m.guessEnd = -1, -1
 	if guessed && !found { // a wrong guess: the scan finds the end and asks again
@@ -193,7 +193,7 @@ func (m *elemMemo) checked(ctx uint64, raw string, check func() bool) bool {
 		k, e, found, hint = el.k, el.e, el.found, el.hint
 	} else {
 		k = m.cache.key(ctx, raw)
-		e, found = m.cache.c.GetIfPresent(k)
+		e, found = m.cache.get(k)
 	}
 	if found {
 		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, e: e, hint: hint})
@@ -283,7 +283,7 @@ func (m *elemMemo) done() {
 			continue
 		}
 		if el.dirty {
-			m.cache.c.Set(el.k, el.e)
+			m.cache.set(el.k, el.e)
 		}
 		if el.hint { // vouched for or checked whole, so its end is right
 			m.hints.put(m.cache.hintHash(el.k.ctx, unsafe.String(el.p, hintPrefix)), el.n)
