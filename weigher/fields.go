@@ -117,7 +117,7 @@ const maxFieldsDepth = 24
 // keys are unique, even folded); each object's keys are read once, so the
 // walk is linear in the part of the body the weigher reads.
 //
-// The elements of arrays found fine are remembered in the count cache,
+// The elements of top-level arrays found fine are remembered in the count cache,
 // through the request's memo (nil: none), so that a conversation resent
 // with one more turn has only that turn walked.
 func checkFields(d doc, f *fields, cache *elemMemo) (key, field string, ok bool) {
@@ -153,13 +153,19 @@ func checkFieldsAt(v gjson.Result, f *fields, depth int, cache *elemMemo) (key, 
 }
 
 // checkElements checks the objects of an array read with f.
+//
+// Only the elements of a top-level array are remembered: what lies below
+// one (content parts, tool calls) is checked only when its element is new,
+// and is then new itself but for a rare repeat, so marking it cost a hash,
+// a lookup and a cache write per nested object (about 2,500 instructions)
+// for nothing.
 func checkElements(elems elements, f *fields, depth int, cache *elemMemo) (key, field string, ok bool) {
 	ok = true
 	ctx := cache.fieldsContext(f, depth+1)
 	elems.each(func(e gjson.Result) bool {
 		if e.IsObject() {
 			ok = cache.checked(ctx, e.Raw, func() bool {
-				key, field, ok = checkFieldsAt(e, f, depth+1, cache)
+				key, field, ok = checkFieldsAt(e, f, depth+1, nil)
 				return ok
 			})
 		}
