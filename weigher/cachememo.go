@@ -133,7 +133,7 @@ func (m *elemMemo) End(start int) int {
 		return -1
 	}
 	size := m.hints.get(m.cache.hintHash(m.vouchCtx, m.body[start:start+hintPrefix]))
-	if size < hintPrefix || size > len(m.body)-start || size > m.guessBudget {
+	if size < minCachedBytes || size > len(m.body)-start || size > m.guessBudget {
 		return -1
 	}
 	m.guessEnd = start + size
@@ -155,7 +155,10 @@ func (m *elemMemo) Vouch(start, end int) bool {
 		m.guessBudget -= end - start
 		return false
 	}
-	hint := m.vouchElem && !guessed && len(raw) >= hintPrefix
+	// A hint is keyed by the hintPrefix bytes from the element's start,
+	// which for a short element run on into what follows it: the same
+	// bytes there again mean the same element, ending at the same place.
+	hint := m.vouchElem && !guessed && start+hintPrefix <= len(m.body)
 	m.pre = append(m.pre, memoElem{p: unsafe.StringData(raw), n: len(raw), k: ck, e: e, found: found, hint: hint, ctx: m.vouchCtx})
 	return found
 }
