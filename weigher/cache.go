@@ -3,6 +3,7 @@ package weigher
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -20,7 +21,7 @@ const DefaultCacheBytes = 32 << 20
 
 // cacheEntryBytes is the memory, in bytes, one cached count holds: its key
 // and value, otter's node (pointers, frequency and policy metadata) and its
-// share of the hash table. Measured by TestCacheEntryBytes (about 150 bytes
+// share of the hash table. Measured by TestCacheEntryBytes (about 130 bytes
 // on amd64); the round figure errs high, so the cache stays within its
 // configured bytes.
 const cacheEntryBytes = 192
@@ -44,6 +45,10 @@ type entry struct {
 	t       tally
 	ctx     uint64 // under a field check's context: the count context of t
 	counted bool   // t is a count (false: a mark alone)
+	// check is the key's check (cacheKey.check) it was written under:
+	// otter holds it under the key's slot, and an entry found there
+	// counts only when its check is the looked-up key's too.
+	check uint64
 }
 
 // cacheKey names one element's count: a 128-bit xxh3 of its exact bytes,
@@ -56,6 +61,26 @@ type cacheKey struct {
 	n   int
 }
 
+// slot is the 64-bit key otter holds k's entry under: its hash's low half
+// (seeded, so not aimed at) mixed with its context and length. Otter hashes
+// an integer key with two multiplications, where the 40-byte cacheKey went
+// through maphash.Comparable (about 280 instructions a lookup or write).
+//
+// check is the rest of k, kept in the entry: its hash's high half mixed
+// with its context and length the other way. Keys of one context and
+// length that agree on slot and check agree on both halves of the hash, so
+// are one key; keys that differ in context or length agree on both only by
+// a chance of 2⁻¹²⁸ of the seeded hash, as two byte strings would. Two
+// keys sharing a slot cost a miss, never a wrong count.
+func (k cacheKey) slot() uint64 {
+	return k.h.Lo ^ bits.RotateLeft64(k.ctx, 29) ^ uint64(k.n)*0x9e3779b97f4a7c15
+}
+
+// check: see slot.
+func (k cacheKey) check() uint64 {
+	return k.h.Hi ^ bits.RotateLeft64(k.ctx, 41) ^ uint64(k.n)*0xbf58476d1ce4e5b9
+}
+
 // countCache remembers the counts of request elements (chat messages,
 // Responses input items, Anthropic system prompts and messages, tool
 // lists), so that a conversation resent with one more turn costs the new
@@ -63,7 +88,7 @@ type cacheKey struct {
 // element's bytes and its context (request kind, encoding, model, flags), so
 // one cache serves every [Weigher] of the process, across config reloads.
 type countCache struct {
-	c            *otter.Cache[cacheKey, entry]
+	c            *otter.Cache[uint64, entry]
 	seed         uint64
 	hits, misses atomic.Uint64
 	// hints are the end hints of remembered elements (hints.go), taking
@@ -109,9 +134,9 @@ func newCountCache(bytes int64) *countCache {
 	limit, hints := cacheLimit(bytes)
 	c := &countCache{
 		seed: binary.LittleEndian.Uint64(b[:]),
-		c: otter.Must(&otter.Options[cacheKey, entry]{
+		c: otter.Must(&otter.Options[uint64, entry]{
 			MaximumWeight: limit,
-			Weigher:       func(cacheKey, entry) uint32 { return cacheEntryBytes },
+			Weigher:       func(uint64, entry) uint32 { return cacheEntryBytes },
 			// Maintenance (draining the read and write buffers, evicting)
 			// runs on the goroutine that triggered it, amortized over
 			// writes: otter's default starts a goroutine for each drain,
@@ -173,16 +198,32 @@ func (c *countCache) count(b *budget, ctx uint64, raw string, fn func() tally) t
 		return fn()
 	}
 	k := c.key(ctx, raw)
-	if e, ok := c.c.GetIfPresent(k); ok && e.counted {
+	if e, ok := c.get(k); ok && e.counted {
 		c.hits.Add(1)
 		return e.t
 	}
 	c.misses.Add(1)
 	t := fn()
 	if b == nil || !b.over {
-		c.c.Set(k, entry{t: t, ctx: ctx, counted: true})
+		c.set(k, entry{t: t, ctx: ctx, counted: true})
 	}
 	return t
+}
+
+// get returns the entry held under k; false when there is none (or the
+// entry in k's slot is another key's: see cacheKey.slot).
+func (c *countCache) get(k cacheKey) (entry, bool) {
+	e, ok := c.c.GetIfPresent(k.slot())
+	if !ok || e.check != k.check() {
+		return entry{}, false
+	}
+	return e, true
+}
+
+// set holds e under k, replacing what k's slot held.
+func (c *countCache) set(k cacheKey, e entry) {
+	e.check = k.check()
+	c.c.Set(k.slot(), e)
 }
 
 // fieldsContext is the context of the objects checkFields reads with f at

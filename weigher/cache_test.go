@@ -3,6 +3,7 @@ package weigher
 import (
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"runtime"
 	"strings"
 	"testing"
@@ -82,7 +83,7 @@ func TestCacheEntryBytes(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := range n {
-		c.c.Set(cacheKey{ctx: uint64(i), n: i}, entry{t: tally{text: int64(i)}, ctx: uint64(i), counted: true})
+		c.set(cacheKey{ctx: uint64(i), n: i}, entry{t: tally{text: int64(i)}, ctx: uint64(i), counted: true})
 	}
 	c.c.CleanUp()
 	runtime.GC()
@@ -182,4 +183,39 @@ func TestCacheTurnedOffByReload(t *testing.T) {
 	if s := again.CacheStats(); s.Entries != 0 {
 		t.Fatalf("the cache turned on again holds %d entries", s.Entries)
 	}
+}
+
+// TestCacheSlotSharedByTwoKeys: two keys otter holds in one slot (their
+// hashes differ only in the half the slot does not take) never read each
+// other's count: a lookup of the other key is a miss, and a write replaces.
+func TestCacheSlotSharedByTwoKeys(t *testing.T) {
+	c := newCountCache(1 << 20)
+	k1 := c.key(7, strings.Repeat("a message long enough to be cached, ", 3))
+	k2 := k1
+	k2.h.Hi ^= 1
+	if k1.slot() != k2.slot() || k1 == k2 {
+		t.Fatalf("test keys: slots %x %x, equal %v", k1.slot(), k2.slot(), k1 == k2)
+	}
+	// k3: another context, its hash's low half made to land in k1's slot.
+	k3 := k1
+	k3.ctx++
+	k3.h.Lo = k1.slot() ^ bits.RotateLeft64(k3.ctx, 29) ^ uint64(k3.n)*0x9e3779b97f4a7c15
+	if k3.slot() != k1.slot() {
+		t.Fatalf("test keys: k3's slot %x, k1's %x", k3.slot(), k1.slot())
+	}
+	step := func(name string, k cacheKey, want int64, found bool) {
+		t.Helper()
+		c.c.CleanUp()
+		e, ok := c.get(k)
+		if ok != found || ok && e.t.text != want {
+			t.Errorf("%s: get = %+v, %v; want text %d, %v", name, e.t, ok, want, found)
+		}
+	}
+	c.set(k1, entry{t: tally{text: 11}, counted: true})
+	step("step 1 (k1 written, k1 read)", k1, 11, true)
+	step("step 2 (k1 written, k2 read)", k2, 0, false)
+	step("step 2b (k1 written, k3 of another context read)", k3, 0, false)
+	c.set(k2, entry{t: tally{text: 22}, counted: true})
+	step("step 3 (k2 replaced k1, k1 read)", k1, 0, false)
+	step("step 4 (k2 read)", k2, 22, true)
 }

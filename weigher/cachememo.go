@@ -107,7 +107,7 @@ func (m *elemMemo) Wants(key jsonscan.Span, elem bool) bool {
 	if len(k) < 2 || strings.IndexByte(k, '\\') >= 0 || m.top.each != nil {
 		return false // an escaped key: left to the scan and the check
 	}
-	sub := m.top.names[k[1:len(k)-1]]
+	sub, _ := m.top.lookup(k[1 : len(k)-1])
 	if sub == nil || sub.whole == elem {
 		return false
 	}
@@ -133,7 +133,7 @@ func (m *elemMemo) End(start int) int {
 		return -1
 	}
 	size := m.hints.get(m.cache.hintHash(m.vouchCtx, m.body[start:start+hintPrefix]))
-	if size < hintPrefix || size > len(m.body)-start || size > m.guessBudget {
+	if size < minCachedBytes || size > len(m.body)-start || size > m.guessBudget {
 		return -1
 	}
 	m.guessEnd = start + size
@@ -148,14 +148,17 @@ func (m *elemMemo) Vouch(start, end int) bool {
 	}
 	raw := m.body[start:end]
 	ck := m.cache.key(m.vouchCtx, raw)
-	e, found := m.cache.c.GetIfPresent(ck)
+	e, found := m.cache.get(ck)
 	guessed := start == m.guessAt && end == m.guessEnd
 	m.guessAt, m.guessEnd = -1, -1
 	if guessed && !found { // a wrong guess: the scan finds the end and asks again
 		m.guessBudget -= end - start
 		return false
 	}
-	hint := m.vouchElem && !guessed && len(raw) >= hintPrefix
+	// A hint is keyed by the hintPrefix bytes from the element's start,
+	// which for a short element run on into what follows it: the same
+	// bytes there again mean the same element, ending at the same place.
+	hint := m.vouchElem && !guessed && start+hintPrefix <= len(m.body)
 	m.pre = append(m.pre, memoElem{p: unsafe.StringData(raw), n: len(raw), k: ck, e: e, found: found, hint: hint, ctx: m.vouchCtx})
 	return found
 }
@@ -193,7 +196,7 @@ func (m *elemMemo) checked(ctx uint64, raw string, check func() bool) bool {
 		k, e, found, hint = el.k, el.e, el.found, el.hint
 	} else {
 		k = m.cache.key(ctx, raw)
-		e, found = m.cache.c.GetIfPresent(k)
+		e, found = m.cache.get(k)
 	}
 	if found {
 		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, e: e, hint: hint})
@@ -283,7 +286,7 @@ func (m *elemMemo) done() {
 			continue
 		}
 		if el.dirty {
-			m.cache.c.Set(el.k, el.e)
+			m.cache.set(el.k, el.e)
 		}
 		if el.hint { // vouched for or checked whole, so its end is right
 			m.hints.put(m.cache.hintHash(el.k.ctx, unsafe.String(el.p, hintPrefix)), el.n)

@@ -159,3 +159,35 @@ func TestToolListMarkIsTheWholeList(t *testing.T) {
 		}
 	}
 }
+
+// TestNestedObjectsAreNotMarked: a new message is remembered as one entry
+// (its mark and count); the tool calls and content parts inside it, long
+// enough to be cached, are checked but not written to the cache; the
+// message, resent, is found whole, and a case-variant key nested in a new
+// message is still refused.
+func TestNestedObjectsAreNotMarked(t *testing.T) {
+	w := cachedWeigher(t, 1<<20)
+	call := func(id string) string {
+		return `{"id":"` + id + `","type":"function","function":{"name":"search_docs","arguments":"{\"query\": \"a query long enough to cache\"}"}}`
+	}
+	msg := `{"role":"assistant","content":[{"type":"text","text":"a content part long enough to be remembered by the cache"}],"tool_calls":[` + call("call_1") + `,` + call("call_2") + `]}`
+	body := []byte(`{"model":"gpt-4o","messages":[` + msg + `]}`)
+	first := w.Chat(body)
+	if !first.Parsed {
+		t.Fatalf("refused: %+v", first)
+	}
+	w.cache.c.CleanUp()
+	if n := w.CacheStats().Entries; n != 1 {
+		t.Errorf("step 1 (new message): %d cache entries, want 1 (the message alone)", n)
+	}
+	if again := w.Chat(body); again != first {
+		t.Errorf("step 2 (resent): %+v, want %+v", again, first)
+	}
+	if s := w.CacheStats(); s.Hits != 1 {
+		t.Errorf("step 2 (resent): %d hits, want 1", s.Hits)
+	}
+	bad := strings.Replace(msg, `"search_docs"`, `"search_docs","Arguments":"x"`, 1)
+	if e := w.Chat([]byte(`{"model":"gpt-4o","messages":[` + msg + `,` + bad + `]}`)); e.Parsed || e.Fault != FaultCaseVariantKey {
+		t.Errorf("step 3 (nested case variant in a new message): %+v, want refused (%s)", e, FaultCaseVariantKey)
+	}
+}

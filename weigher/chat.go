@@ -117,9 +117,12 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 	var in int64
 	if messages.IsArray() {
 		ctx := w.cache.context("chat.message", encName, est.Model, "")
+		// Messages are read raw (rawValue): an object's Result is the
+		// same either way, and gjson.Parse's is not needed for the rest.
+		messageElems.raw = true
 		messageElems.each(func(m gjson.Result) bool {
 			t := d.memo.count(w.budget, ctx, m.Raw, func() tally {
-				return tally{text: messageTokens(enc, est.Model, m), hidden: messageHidden(m)}
+				return messageTokens(enc, est.Model, m)
 			})
 			in += t.text
 			est.ServerContext = est.ServerContext || t.hidden
@@ -180,12 +183,16 @@ func tokenCount(r gjson.Result) (int64, bool) {
 }
 
 // messageTokens counts one chat message: framing, role, content (a string or
-// an array of parts), name, tool calls and refusal.
-func messageTokens(enc counter, model string, m gjson.Result) int64 {
+// an array of parts), name, tool calls and refusal, as the tally's text; its
+// hidden is set when the message refers to input the body does not hold (a
+// file part without file_data: see partHidden). One walk of the message's
+// members does both.
+func messageTokens(enc counter, model string, m gjson.Result) tally {
 	if !m.IsObject() {
-		return 0
+		return tally{}
 	}
 	n := int64(tokensPerMessage)
+	hidden := false
 	// Its members are walked raw (rawMembers: ends found with jsonscan.Skip,
 	// nothing decoded that is not read) and its strings decoded by
 	// unescapeJSON: gjson's ForEach decoded every value byte by byte.
@@ -199,6 +206,7 @@ func messageTokens(enc counter, model string, m gjson.Result) int64 {
 			if v.IsArray() {
 				v.ForEach(func(_, p gjson.Result) bool {
 					n += partTokens(enc, model, p)
+					hidden = hidden || partHidden(p)
 					return true
 				})
 			} else {
@@ -214,7 +222,7 @@ func messageTokens(enc counter, model string, m gjson.Result) int64 {
 		}
 		return true
 	})
-	return n
+	return tally{text: n, hidden: hidden}
 }
 
 // stringOf is r's text when r is a JSON string, else "".
@@ -233,28 +241,10 @@ func callTokens(enc counter, fn gjson.Result) int64 {
 	return tokensPerToolCall + countText(enc, stringOf(fn.Get("name"))) + countText(enc, stringOf(fn.Get("arguments")))
 }
 
-// messageHidden reports whether a chat message refers to input the body
+// partHidden reports whether a chat content part refers to input the body
 // does not hold: a file part without file_data (a stored file_id).
-func messageHidden(m gjson.Result) bool {
-	if !m.IsObject() {
-		return false
-	}
-	hidden := false
-	// The content is found without decoding it (gjson's Get would unescape
-	// a string content only for it to be skipped).
-	rawMembers(m.Raw, func(k string, content gjson.Result) bool {
-		if k != "content" || !content.IsArray() {
-			return true
-		}
-		content.ForEach(func(_, p gjson.Result) bool {
-			if p.IsObject() && p.Get("type").String() == "file" && stringOf(p.Get("file.file_data")) == "" {
-				hidden = true
-			}
-			return !hidden
-		})
-		return false
-	})
-	return hidden
+func partHidden(p gjson.Result) bool {
+	return p.IsObject() && p.Get("type").String() == "file" && stringOf(p.Get("file.file_data")) == ""
 }
 
 // partTokens counts one content part: text (and refusal) parts by their
@@ -274,7 +264,7 @@ func partTokens(enc counter, model string, p gjson.Result) int64 {
 	case "file":
 		// {"type":"file","file":{"file_data":"data:…;base64,…","filename"}}
 		// or {"file":{"file_id"}}: a PDF by its pages, like Responses'
-		// input_file; a stored file (see messageHidden) as unknown pages.
+		// input_file; a stored file (see partHidden) as unknown pages.
 		f := p.Get("file")
 		n := countText(enc, stringOf(f.Get("filename")))
 		page := imageTokens(model, "high", 0, 0)

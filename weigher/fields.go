@@ -24,6 +24,9 @@ import (
 type fields struct {
 	// names maps each field name to the fields of the objects under it.
 	names map[string]*fields
+	// list holds names' entries again, for lookup: a few length and
+	// string compares cost less than hashing the key for the map.
+	list []fieldName
 	// folded maps each name's fold (jsonscan.FoldKey) to the name.
 	folded map[string]string
 	// each, when set, makes this a map: its keys are free (a JSON schema's
@@ -66,7 +69,39 @@ func (f *fields) under(name string, sub *fields) *fields {
 	return f
 }
 
+// fieldName is one entry of fields.list.
+type fieldName struct {
+	name string
+	sub  *fields
+}
+
+// maxListedFields is the most names lookup finds by comparing them one by
+// one; fields with more are looked up in names.
+const maxListedFields = 16
+
+// lookup returns the fields under the field name k and whether k is one of
+// f's names (names[k]).
+func (f *fields) lookup(k string) (*fields, bool) {
+	if len(f.list) > maxListedFields {
+		sub, ok := f.names[k]
+		return sub, ok
+	}
+	for i := range f.list {
+		if len(f.list[i].name) == len(k) && f.list[i].name == k {
+			return f.list[i].sub, true
+		}
+	}
+	return nil, false
+}
+
+// add adds the field name, whose objects read sub (nil: none). The field
+// sets are built at init: a name added twice is a mistake in this file,
+// and panics there.
 func (f *fields) add(name string, sub *fields) {
+	if _, again := f.names[name]; again {
+		panic("weigher: field " + name + " named twice")
+	}
+	f.list = append(f.list, fieldName{name: name, sub: sub})
 	f.names[name] = sub
 	f.folded[string(jsonscan.FoldKey(nil, []byte(name)))] = name
 }
@@ -82,7 +117,7 @@ const maxFieldsDepth = 24
 // keys are unique, even folded); each object's keys are read once, so the
 // walk is linear in the part of the body the weigher reads.
 //
-// The elements of arrays found fine are remembered in the count cache,
+// The elements of top-level arrays found fine are remembered in the count cache,
 // through the request's memo (nil: none), so that a conversation resent
 // with one more turn has only that turn walked.
 func checkFields(d doc, f *fields, cache *elemMemo) (key, field string, ok bool) {
@@ -118,13 +153,19 @@ func checkFieldsAt(v gjson.Result, f *fields, depth int, cache *elemMemo) (key, 
 }
 
 // checkElements checks the objects of an array read with f.
+//
+// Only the elements of a top-level array are remembered: what lies below
+// one (content parts, tool calls) is checked only when its element is new,
+// and is then new itself but for a rare repeat, so marking it cost a hash,
+// a lookup and a cache write per nested object (about 2,500 instructions)
+// for nothing.
 func checkElements(elems elements, f *fields, depth int, cache *elemMemo) (key, field string, ok bool) {
 	ok = true
 	ctx := cache.fieldsContext(f, depth+1)
 	elems.each(func(e gjson.Result) bool {
 		if e.IsObject() {
 			ok = cache.checked(ctx, e.Raw, func() bool {
-				key, field, ok = checkFieldsAt(e, f, depth+1, cache)
+				key, field, ok = checkFieldsAt(e, f, depth+1, nil)
 				return ok
 			})
 		}
@@ -150,7 +191,7 @@ func checkMember(k string, val gjson.Result, elems elements, f *fields, depth in
 	if f.each != nil {
 		return checkFieldsAt(val, f.each, depth+1, cache)
 	}
-	if sub, exact := f.names[k]; exact {
+	if sub, exact := f.lookup(k); exact {
 		if sub != nil && val.IsArray() && depth+1 <= maxFieldsDepth {
 			if sub.whole {
 				return checkWhole(elems, val.Raw, sub, depth+1, cache)

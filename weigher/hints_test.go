@@ -1,6 +1,8 @@
 package weigher
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/llmguard/llmguard/internal/jsonscan"
@@ -121,5 +123,57 @@ func TestHintTableWithinCacheBytes(t *testing.T) {
 		if want >= 1<<20 && table < want/hintShare/2 {
 			t.Errorf("CacheBytes %d: hint table of only %d bytes", bytes, table)
 		}
+	}
+}
+
+// TestEndHintsStepOverShortMessages: messages shorter than hintPrefix (but
+// long enough to be remembered) are stepped over by their hint too, keyed
+// by their bytes and those after them: resent with one more turn, every
+// earlier message but the last (whose following bytes changed) is guessed,
+// no guess is wrong, and the estimate is the cold one.
+func TestEndHintsStepOverShortMessages(t *testing.T) {
+	w, cold := cachedWeigher(t, 4<<20), uncached(t)
+	msg := func(i int) string {
+		return fmt.Sprintf(`{"role":"user","content":"short message number %03d, remembered by the cache"}`, i)
+	}
+	body := func(n int) []byte {
+		var b strings.Builder
+		b.WriteString(`{"model":"gpt-4o","messages":[`)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(msg(i))
+		}
+		b.WriteString(`],"max_tokens":100,"temperature":0.2,"stream":false,"user":"a user id to pad the body's end"}`)
+		return []byte(b.String())
+	}
+	if n := len(msg(0)); n < minCachedBytes || n >= hintPrefix {
+		t.Fatalf("test message of %d bytes: want [%d, %d)", n, minCachedBytes, hintPrefix)
+	}
+	const n = 12
+	for i := 1; i < n; i++ {
+		w.Chat(body(i))
+	}
+	d, fallback, ok := w.parseRequest(body(n), chatFields)
+	if !ok {
+		t.Fatalf("not parsed: %+v", fallback)
+	}
+	guessed := 0
+	for _, el := range d.memo.pre {
+		if el.found && !el.hint {
+			guessed++
+		}
+	}
+	budget := d.memo.guessBudget
+	d.close()
+	if guessed != n-2 {
+		t.Errorf("%d of %d remembered short messages stepped over by their hint, want %d", guessed, n-1, n-2)
+	}
+	if budget != len(body(n)) {
+		t.Errorf("wrong guesses used %d bytes of the budget, want none", len(body(n))-budget)
+	}
+	if got, want := w.Chat(body(n)), cold.Chat(body(n)); got != want {
+		t.Errorf("warm %+v, cold %+v", got, want)
 	}
 }

@@ -397,3 +397,42 @@ func TestFieldNamesAreFolded(t *testing.T) {
 		t.Errorf("walked only %d field sets", len(seen))
 	}
 }
+
+// TestFieldsLookupMatchesNames: fields.lookup, which checkFields and the
+// scan's Wants use, finds exactly the names of the map, with their
+// sub-fields, in every field set; keys that differ in length, in one byte,
+// or in case are not names.
+func TestFieldsLookupMatchesNames(t *testing.T) {
+	seen := map[*fields]bool{}
+	var walk func(f *fields)
+	walk = func(f *fields) {
+		if f == nil || seen[f] {
+			return
+		}
+		seen[f] = true
+		walk(f.each)
+		if len(f.list) != len(f.names) {
+			t.Errorf("fields %d: %d listed, %d named", f.id, len(f.list), len(f.names))
+		}
+		for name, sub := range f.names {
+			if got, ok := f.lookup(name); !ok || got != sub {
+				t.Errorf("fields %d: lookup(%q) = %p, %v; want %p, true", f.id, name, got, ok, sub)
+			}
+			for _, other := range []string{name + "x", name[:len(name)-1], strings.ToUpper(name), "x" + name[1:], name[:len(name)-1] + "_"} {
+				if _, named := f.names[other]; named {
+					continue
+				}
+				if _, ok := f.lookup(other); ok {
+					t.Errorf("fields %d: lookup(%q) found a name", f.id, other)
+				}
+			}
+			walk(sub)
+		}
+	}
+	for _, f := range []*fields{chatFields, responsesFields, completionsFields, embeddingsFields, messagesFields, imagesFields} {
+		walk(f)
+	}
+	if len(seen) < 20 {
+		t.Errorf("walked only %d field sets", len(seen))
+	}
+}

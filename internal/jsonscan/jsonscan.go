@@ -17,6 +17,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"math/bits"
 	"slices"
 	"sync"
 	"unicode/utf16"
@@ -720,15 +721,21 @@ func Skip(b []byte, i int) int {
 
 // skipString returns the offset past the string whose opening quote is at
 // b[i], or -1 when the input ends first: the first quote after it not
-// escaped (preceded by an even run of backslashes), found with
+// escaped (preceded by an even run of backslashes). The first 16 bytes are
+// searched a word at a time (keys and short values end there, and a call
+// of bytes.IndexByte costs more than the search), the rest with
 // bytes.IndexByte.
 func skipString(b []byte, i int) int {
 	for i++; ; {
-		q := bytes.IndexByte(b[i:], '"')
-		if q < 0 {
-			return -1
+		j := quoteIn16(b, i)
+		if j < 0 {
+			k := min(i+16, len(b))
+			q := bytes.IndexByte(b[k:], '"')
+			if q < 0 {
+				return -1
+			}
+			j = k + q
 		}
-		j := i + q
 		k := j
 		for k > i && b[k-1] == '\\' {
 			k--
@@ -738,6 +745,30 @@ func skipString(b []byte, i int) int {
 		}
 		i = j + 1
 	}
+}
+
+// quoteIn16 returns the offset of the first quote in b[i:i+16] (fewer bytes
+// when b ends first), or -1 when there is none, by the "has a zero byte"
+// trick on 64-bit words: its lowest flagged byte is always a zero one, so
+// the first quote is found exactly.
+func quoteIn16(b []byte, i int) int {
+	const ones, msb = 0x0101010101010101, 0x8080808080808080
+	for w := 0; w < 2; w++ {
+		if i+8 > len(b) {
+			for ; i < len(b); i++ { // fewer than 8 bytes left: all in the window
+				if b[i] == '"' {
+					return i
+				}
+			}
+			return -1
+		}
+		x := binary.LittleEndian.Uint64(b[i:]) ^ (ones * '"')
+		if z := (x - ones) &^ x & msb; z != 0 {
+			return i + bits.TrailingZeros64(z)/8
+		}
+		i += 8
+	}
+	return -1
 }
 
 // valueEnds records the end of the value valueStarts recorded at depth.
