@@ -166,6 +166,9 @@ func (h *heldAnswer) readFrom(r io.Reader, limit, size int) (full bool, err erro
 				// read of nothing confirms it, without a larger buffer).
 				var probe [1]byte
 				n, err := r.Read(probe[:])
+				for tries := 1; n == 0 && err == nil && tries < 100; tries++ {
+					n, err = r.Read(probe[:])
+				}
 				if n == 0 {
 					if err == io.EOF {
 						return false, nil

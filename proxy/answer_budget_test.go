@@ -306,3 +306,65 @@ func TestAnswerBudgetReturnsToZero(t *testing.T) {
 		t.Errorf("the mix did not run: %d answered, %d cut, %d left, %v unread", ok.Load(), cut.Load(), left.Load(), unread)
 	}
 }
+
+// FuzzHeldAnswerRead reads data through heldAnswer.readFrom in reads of
+// uneven sizes, under a fuzzed budget, limit and declared size: what it
+// holds is always a prefix of data, at most limit bytes, the budget never
+// exceeds its max and counts exactly the buffer's capacity; a read that
+// reports no room holds less than the whole; release gives every byte back.
+func FuzzHeldAnswerRead(f *testing.F) {
+	f.Add([]byte(`{"usage":{"prompt_tokens":1}}`), uint32(1<<20), uint32(1<<20), int32(-1), uint8(7))
+	f.Add(bytes.Repeat([]byte("x"), 40<<10), uint32(64<<10), uint32(1<<20), int32(40<<10), uint8(0))
+	f.Add(bytes.Repeat([]byte("y"), 70<<10), uint32(48<<10), uint32(50<<10), int32(-1), uint8(255))
+	f.Add(bytes.Repeat([]byte("y"), 70<<10), uint32(1<<20), uint32(50_000), int32(-1), uint8(255))
+	f.Add(bytes.Repeat([]byte("z"), readChunk), uint32(1<<20), uint32(1<<20), int32(readChunk), uint8(3))
+	f.Add([]byte{}, uint32(0), uint32(10), int32(0), uint8(1))
+	f.Fuzz(func(t *testing.T, data []byte, budget, limit uint32, size int32, step uint8) {
+		b, lim := int64(budget%(4<<20)), int(limit%(2<<20))+1
+		sz := int(size)
+		if sz >= 0 && sz != len(data) {
+			sz = -1 // a declared size is the stream's (fasthttp checks the framing)
+		}
+		p := budgetOnly(b)
+		h := heldAnswer{p: p}
+		full, err := h.readFrom(&unevenReader{data: data, step: int(step)}, lim, sz)
+		if err != nil {
+			t.Fatalf("error %v", err)
+		}
+		got := h.buf
+		if len(got) > lim || !bytes.Equal(got, data[:len(got)]) {
+			t.Fatalf("held %d bytes, not a prefix of the %d within %d", len(got), len(data), lim)
+		}
+		if !full && len(got) != min(len(data), lim) {
+			t.Fatalf("not full, but %d of %d bytes read (limit %d)", len(got), len(data), lim)
+		}
+		if held := p.ResponseBytesHeld(); held != int64(cap(h.buf)) || held > b {
+			t.Fatalf("budget holds %d, buffer capacity %d, max %d", held, cap(h.buf), b)
+		}
+		h.release()
+		if held := p.ResponseBytesHeld(); held != 0 {
+			t.Fatalf("%d bytes held after release", held)
+		}
+	})
+}
+
+// unevenReader returns data in reads of step+1 bytes at most, every third
+// one empty, then io.EOF with the last bytes.
+type unevenReader struct {
+	data []byte
+	step int
+	n    int
+}
+
+func (r *unevenReader) Read(p []byte) (int, error) {
+	r.n++
+	if r.n%3 == 0 && len(r.data) > 0 {
+		return 0, nil
+	}
+	n := copy(p, r.data[:min(len(r.data), r.step+1)])
+	r.data = r.data[n:]
+	if len(r.data) == 0 {
+		return n, io.EOF
+	}
+	return n, nil
+}

@@ -93,4 +93,3 @@ func TestAnswerReleasedWhenClientLeaves(t *testing.T) {
 	}
 	r.released("after the next request")
 }
-
