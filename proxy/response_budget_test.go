@@ -92,7 +92,8 @@ func TestBufferedAnswersShareABudget(t *testing.T) {
 	close(release)
 	done.Wait()
 	held := int64(during.HeapInuse) - int64(before.HeapInuse)
-	t.Logf("heap held with %d answers of %d bytes stalled: %d MiB; budget gauge %d MiB", n, size, held>>20, gauge>>20)
+	t.Logf("heap held with %d answers of %d bytes stalled: %d MiB; budget gauge %d MiB; %v relayed unread for want of room",
+		n, size, held>>20, gauge>>20, r.metric("llmguard_responses_unread_total", unreadBudget))
 	if held > 8*size {
 		t.Errorf("held %d MiB for %d stalled answers, want at most %d MiB", held>>20, n, 8*size>>20)
 	}
