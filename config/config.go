@@ -59,6 +59,13 @@ type Config struct {
 	// read its usage; a larger one is streamed through unread and keeps its
 	// reservation. Default 64 MiB.
 	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+	// MaxInflightResponseBytes caps the bytes of non-streamed upstream
+	// answers held in memory by all requests at once (each held from its
+	// first byte until it has been written to the client), their decoded
+	// copies included; an answer that finds no room is streamed through
+	// unread and keeps its reservation, as one over MaxResponseBytes does.
+	// At least 64 KiB. Default 256 MiB. Changes at restart only.
+	MaxInflightResponseBytes int64 `yaml:"max_inflight_response_bytes"`
 	// DefaultMaxOutputTokens is the output reservation, in tokens, for a
 	// request that sets no maximum and names a model absent from Models.
 	// Default 4096.
@@ -722,6 +729,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.MaxInflightBodyBytes == 0 {
 		c.MaxInflightBodyBytes = 256 << 20
+	}
+	if c.MaxInflightResponseBytes == 0 {
+		c.MaxInflightResponseBytes = 256 << 20
 	}
 	if c.ClientWriteTimeout == 0 {
 		c.ClientWriteTimeout = Duration(30 * time.Second)

@@ -75,6 +75,9 @@ func (c *Config) Validate() error {
 	if c.MaxResponseBytes < 0 {
 		p.add("max_response_bytes", "must be positive (got %d)", c.MaxResponseBytes)
 	}
+	if c.MaxInflightResponseBytes < minInflightResponseBytes {
+		p.add("max_inflight_response_bytes", "must be at least %d bytes, or no answer of a few chunks could be held to read its usage (got %d)", minInflightResponseBytes, c.MaxInflightResponseBytes)
+	}
 	if c.CountCacheBytes < -1 || c.CountCacheBytes >= 0 && c.CountCacheBytes < 64<<10 {
 		p.add("count_cache_bytes", "must be at least 65536 bytes (a smaller cache holds too few elements to help), or -1 for no cache (got %d)", c.CountCacheBytes)
 	}
@@ -521,3 +524,7 @@ func checkAlgorithm(p *problems, f string, l Limit, scale float64) {
 // maxWindowPer is the longest window a window algorithm accepts: a year
 // (bucket.Limit allows 2^50µs, about 35 years).
 const maxWindowPer = 366 * 24 * time.Hour
+
+// minInflightResponseBytes is the least max_inflight_response_bytes: four
+// of the 16 KiB chunks an answer is first read into.
+const minInflightResponseBytes = 64 << 10

@@ -122,6 +122,8 @@ type Metrics struct {
 	quotaEnd        *prometheus.GaugeVec
 	panics          *prometheus.CounterVec
 	bodyBytes       prometheus.Gauge
+	answerBytes     prometheus.Gauge       // response_body_bytes_in_flight
+	unread          *prometheus.CounterVec // responses_unread_total{reason}
 	inFlight        *prometheus.GaugeVec   // in-flight limits: requests holding a slot (inflight.go)
 	shadow          *prometheus.CounterVec // shadow limits' decisions (shadow.go)
 
@@ -166,6 +168,12 @@ type Metrics struct {
 //	panics_total{stage}                               panics recovered, by stage (handler, stream, watch, settle,
 //	                                                  ledger, metrics; see the Stage constants)
 //	request_body_bytes_in_flight                      request-body bytes held now, of max_inflight_body_bytes
+//	response_body_bytes_in_flight                     upstream-answer bytes held now (non-streamed answers and their
+//	                                                  decoded copies), of max_inflight_response_bytes
+//	responses_unread_total{reason}                    non-streamed answers whose usage was not read, their reservations
+//	                                                  kept: budget (relayed unread: max_inflight_response_bytes full),
+//	                                                  too_large (over max_response_bytes), decode_budget (a compressed
+//	                                                  answer whose decoded copy found no room)
 //	in_flight_requests{limit}                         requests holding a slot of an in-flight limit (unit: concurrent)
 //	                                                  on this node now
 //	shadow_decisions_total{limit,decision}            a shadow limit's verdicts on requests the real limits admitted:
@@ -226,6 +234,11 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 		panics: counter("panics_total", "Panics recovered while serving a request, by stage; the request was answered 500 or its stream ended, and settled once.", "stage"),
 		bodyBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmguard_request_body_bytes_in_flight",
 			Help: "Request-body bytes held in memory now, counted against max_inflight_body_bytes."}),
+		answerBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmguard_response_body_bytes_in_flight",
+			Help: "Bytes of non-streamed upstream answers (and their decoded copies) held in memory now, counted against max_inflight_response_bytes."}),
+		unread: counter("responses_unread_total",
+			"Non-streamed upstream answers relayed without their usage read, their reservations kept, by reason: budget (max_inflight_response_bytes full), too_large (over max_response_bytes), decode_budget (no room to decode a compressed answer).",
+			"reason"),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmguard_in_flight_requests",
 			Help: "Requests holding a slot of an in-flight limit (unit: concurrent) on this node now; sum over nodes for the limit's use."}, []string{"limit"}),
 		shadow: counter("shadow_decisions_total",
@@ -236,7 +249,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.tokensEstimated, m.tokens, m.estimateRatio, m.reserved, m.refunded,
 		m.charged, m.spend, m.utilization, m.overhead, m.upstreamSeconds, m.upstreamStatus, m.failures, m.budgetWarnings,
-		m.quotaUsed, m.quotaLimit, m.quotaEnd, m.panics, m.bodyBytes, m.inFlight, m.shadow} {
+		m.quotaUsed, m.quotaLimit, m.quotaEnd, m.panics, m.bodyBytes, m.answerBytes, m.unread, m.inFlight, m.shadow} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -287,6 +300,23 @@ func (m *Metrics) RequestOf(x *Exchange, outcome Outcome, limit string) {
 func (m *Metrics) Panicked(stage string) {
 	if m != nil {
 		m.panics.WithLabelValues(stage).Inc()
+	}
+}
+
+// ResponseBytesHeld adds delta bytes to the upstream-answer bytes held in
+// memory (negative: given back).
+func (m *Metrics) ResponseBytesHeld(delta int64) {
+	if m != nil {
+		m.answerBytes.Add(float64(delta))
+	}
+}
+
+// ResponseUnread counts a non-streamed answer whose usage was not read, for
+// reason: budget, too_large or decode_budget (a fixed set: the label stays
+// bounded).
+func (m *Metrics) ResponseUnread(reason string) {
+	if m != nil {
+		m.unread.WithLabelValues(reason).Inc()
 	}
 }
 

@@ -43,6 +43,7 @@ type panicRig struct {
 	passes atomic.Int64
 	point  string
 	m      *meter.Metrics
+	px     *Proxy
 }
 
 // countingLedger counts the records written.
@@ -101,6 +102,8 @@ type rigOptions struct {
 	access *obs.AccessLog
 	// maxResponse is the proxy's MaxResponseBytes; zero: the default.
 	maxResponse int
+	// answerBudget is the proxy's ResponseBudget; zero: the default.
+	answerBudget int64
 }
 
 func newRig(t *testing.T, o rigOptions) *panicRig {
@@ -138,8 +141,9 @@ limits:
 	px, err := New(Options{
 		Upstreams: []*Upstream{{Name: "mock", Flavor: o.flavor, BaseURL: o.url, APIKey: o.apiKey, Timeout: o.timeout}},
 		Policy:    pol, Store: store, Weigher: w, Metrics: m, Ledger: r.ledger, MaxBodyBytes: o.maxBody, MaxResponseBytes: o.maxResponse, AccessLog: o.access,
-		Logger: slog.New(slog.NewTextHandler(&syncWriter{b: r.log}, nil)),
-		Now:    func() time.Time { return frozen },
+		ResponseBudget: o.answerBudget,
+		Logger:         slog.New(slog.NewTextHandler(&syncWriter{b: r.log}, nil)),
+		Now:            func() time.Time { return frozen },
 		inject: func(at string) {
 			// A stream panics at its third read, once bytes have reached
 			// the client; the other points at their first pass.
@@ -151,6 +155,7 @@ limits:
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.px = px
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

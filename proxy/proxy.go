@@ -18,6 +18,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/semaphore"
+	"golang.org/x/time/rate"
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/internal/bufpool"
@@ -76,6 +77,12 @@ type Options struct {
 	// its usage; a larger one is streamed through and keeps its
 	// reservation. Zero: 64 MiB.
 	MaxResponseBytes int
+	// ResponseBudget caps the bytes of non-streamed upstream answers held
+	// in memory by all requests at once, their decoded copies included
+	// (max_inflight_response_bytes); an answer that finds no room is
+	// streamed through unread and keeps its reservation (answer.go). Zero:
+	// 256 MiB.
+	ResponseBudget int64
 	// Outputs learns output reservations (output_reservation.learn); nil:
 	// the fixed default.
 	Outputs *reserve.Learner
@@ -149,6 +156,13 @@ type Proxy struct {
 	shareMu  sync.Mutex
 	shares   map[string]int64
 	shareCap int64
+	// answers is the budget of answer bytes held in memory
+	// (Options.ResponseBudget); answerPool keeps the grown buffers of
+	// answers for reuse; unreadLog spaces the log lines about answers
+	// relayed unread for want of room (answer.go).
+	answers    answerBudget
+	answerPool *bufpool.Pool
+	unreadLog  *rate.Sometimes
 	// lingering counts refused connections waiting to close (linger.go).
 	lingering atomic.Int64
 	// waiting watches the connections of requests held waiting for their
@@ -196,6 +210,9 @@ func New(opt Options) (*Proxy, error) {
 	if opt.MaxResponseBytes <= 0 {
 		opt.MaxResponseBytes = 64 << 20
 	}
+	if opt.ResponseBudget <= 0 {
+		opt.ResponseBudget = 256 << 20
+	}
 	if opt.MaxRetryWait <= 0 {
 		opt.MaxRetryWait = time.Minute
 	}
@@ -216,7 +233,9 @@ func New(opt Options) (*Proxy, error) {
 	}
 	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, meter: m, bodies: semaphore.NewWeighted(opt.BodyBudget),
 		weighing: make(chan struct{}, runtime.GOMAXPROCS(0)), weighWait: weighQueueWait,
-		shares: make(map[string]int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes)), bodyPool: newBodyPool(opt.BodyBudget)}
+		shares: make(map[string]int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes)), bodyPool: newBodyPool(opt.BodyBudget),
+		answerPool: newAnswerPool(opt.ResponseBudget), unreadLog: newUnreadLog()}
+	px.answers.max = opt.ResponseBudget
 	px.Reload(opt.Policy, opt.Weigher)
 	return px, nil
 }
@@ -288,6 +307,9 @@ type exchange struct {
 	// held, while set, is the upstream response the handler holds; a
 	// panic recovered in the handler frees it (releaseHeld).
 	held *fasthttp.Response
+	// answer is the non-streamed answer read into memory, held until
+	// fasthttp has written it (see heldAnswer).
+	answer heldAnswer
 	// counted: the request's outcome is in requests_total (see
 	// Proxy.count); set on the handler's goroutine only.
 	counted bool

@@ -81,18 +81,66 @@ func TestTapViewBoundsDecompression(t *testing.T) {
 	zw := gzip.NewWriter(&buf)
 	zw.Write([]byte(strings.Repeat("0", 1<<20))) // 1 MiB of zeros, ~1 KiB compressed
 	zw.Close()
-	if got := tapView([]byte("gzip"), buf.Bytes(), 4096); len(got) != 4096 {
+	p := budgetOnly(1 << 30)
+	view := heldAnswer{p: p}
+	if got, _ := tapView([]byte("gzip"), buf.Bytes(), 4096, &view); len(got) != 4096 {
 		t.Errorf("decoded %d bytes, want the 4096-byte cap", len(got))
 	}
-	if got := tapView([]byte("br"), []byte("x"), 4096); got != nil {
+	view.release()
+	if got, _ := tapView([]byte("br"), []byte("x"), 4096, &view); got != nil {
 		t.Error("an encoding the tap does not decode must give nil")
 	}
-	if got := tapView([]byte("gzip"), []byte("not gzip"), 4096); got != nil {
+	if got, _ := tapView([]byte("gzip"), []byte("not gzip"), 4096, &view); got != nil {
 		t.Error("broken gzip must give nil")
 	}
-	if got := tapView(nil, []byte("plain"), 4096); string(got) != "plain" {
+	if got, _ := tapView(nil, []byte("plain"), 4096, &view); string(got) != "plain" {
 		t.Errorf("identity: %q", got)
 	}
+	if n := p.ResponseBytesHeld(); n != 0 {
+		t.Errorf("%d bytes still held", n)
+	}
+}
+
+// TestTapViewTakesFromTheBudget: the decoded copy's bytes come from the
+// answer budget as it grows: a budget too small for it gives nil (full),
+// holding nothing, and one large enough holds the copy's buffer until it
+// is released.
+func TestTapViewTakesFromTheBudget(t *testing.T) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write([]byte(strings.Repeat("0", 100<<10))) // 100 KiB decoded
+	zw.Close()
+	for _, tc := range []struct {
+		name     string
+		budget   int64
+		wantFull bool
+	}{
+		{name: "no room for the first chunk", budget: readChunk - 1, wantFull: true},
+		{name: "room for the first chunks only", budget: 64 << 10, wantFull: true},
+		{name: "room", budget: 1 << 20},
+	} {
+		p := budgetOnly(tc.budget)
+		view := heldAnswer{p: p}
+		got, full := tapView([]byte("gzip"), buf.Bytes(), 1<<20, &view)
+		if full != tc.wantFull || (got == nil) != tc.wantFull {
+			t.Errorf("%s: full %v, %d bytes decoded; want full %v", tc.name, full, len(got), tc.wantFull)
+		}
+		if !tc.wantFull && (len(got) != 100<<10 || p.ResponseBytesHeld() < 100<<10 || p.ResponseBytesHeld() > tc.budget) {
+			t.Errorf("%s: %d bytes decoded, %d held of %d", tc.name, len(got), p.ResponseBytesHeld(), tc.budget)
+		}
+		view.release()
+		if n := p.ResponseBytesHeld(); n != 0 {
+			t.Errorf("%s: %d bytes held after release", tc.name, n)
+		}
+	}
+}
+
+// budgetOnly is a Proxy with an answer budget of max bytes and nothing
+// else: enough for heldAnswer and tapView.
+func budgetOnly(max int64) *Proxy {
+	p := &Proxy{answerPool: newAnswerPool(max)}
+	p.answers.max = max
+	return p
 }
 
 // credential is the caller's key (a test's shorthand) and the header it came from, as flavor f

@@ -18,6 +18,7 @@ import (
 
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/spec"
+	"github.com/llmguard/llmguard/weigher"
 )
 
 // clientWatchEvery is how often a streaming response checks that its client
@@ -82,11 +83,17 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		return nil
 	}
 	t0 := time.Now()
-	body, err := readInto(&ctx.Response, st, p.opt.MaxResponseBytes+1)
+	// Held until fasthttp has written the answer (heldAnswer.Close), or
+	// until an error path below gives it back first.
+	x.answer.p = p
+	ctx.SetUserValue(answerKey{}, &x.answer)
+	full, err := x.answer.readFrom(st, p.opt.MaxResponseBytes+1, resp.Header.ContentLength())
+	body := x.answer.buf
 	x.upstreamTime += time.Since(t0)
 	x.upstream.series.Record(status, x.upstreamTime)
 	if err != nil {
 		x.held = nil
+		x.answer.release()
 		resp.CloseBodyStream()
 		fasthttp.ReleaseResponse(resp)
 		p.log.Warn("upstream body read failed", "upstream", x.upstream.Name, "err", err, "request_id", x.id)
@@ -98,13 +105,19 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		return &refusal{err: apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_error",
 			anthropicType: "api_error", message: "llmguard lost the upstream response (" + x.upstream.Name + ")."}, outcome: meter.OutcomeUpstreamError}
 	}
-	if len(body) > p.opt.MaxResponseBytes {
-		// Too large to hold for its usage: stream it through and keep the
-		// reservation (a refund here would let a caller who asks for a huge
-		// answer pay nothing).
-		x.held = nil              // fasthttp closes the body stream, which releases resp
-		head := bytes.Clone(body) // body is the response's buffer, which SetBodyStream frees
-		ctx.Response.SetBodyStream(&upstreamBody{Reader: io.MultiReader(bytes.NewReader(head), st), resp: resp}, -1)
+	if full || len(body) > p.opt.MaxResponseBytes {
+		// No room to hold it, or too large to hold for its usage: stream
+		// it through, what was read first, and keep the reservation (a
+		// refund here would let a caller who asks for a huge answer pay
+		// nothing, or one who fills the budget pay less than billed). The
+		// bytes read first stay held until the answer is written.
+		if full {
+			p.unread(x, unreadBudget)
+		} else {
+			p.unread(x, unreadTooLarge)
+		}
+		x.held = nil // fasthttp closes the body stream, which releases resp
+		ctx.Response.SetBodyStream(&upstreamBody{Reader: io.MultiReader(bytes.NewReader(body), st), resp: resp}, -1)
 		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
 		p.count(x, x.m.Outcome(status), "")
 		return nil
@@ -112,7 +125,8 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	x.held = nil
 	resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(resp)
-	p.finish(ctx, x, status) // the body is already ctx.Response's
+	ctx.Response.SetBodyRaw(body) // written from x.answer's buffer, given back once written
+	p.finish(ctx, x, status)
 	return nil
 }
 
@@ -120,29 +134,9 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 // through, in bytes.
 const readChunk = 16 << 10
 
-// chunks are readChunk-byte buffers, shared by readInto and stream.
+// chunks are readChunk-byte buffers, shared by held answers (the first
+// buffer of each: heldAnswer) and stream.
 var chunks = sync.Pool{New: func() any { return new([readChunk]byte) }}
-
-// readInto reads r to its end, or until more than limit bytes were read,
-// into dst's body (fasthttp's pooled buffer: nothing is allocated once the
-// pools are warm), and returns that body; it holds at most limit bytes plus
-// one chunk. The returned slice is dst's until dst's body changes.
-func readInto(dst *fasthttp.Response, r io.Reader, limit int) ([]byte, error) {
-	dst.ResetBody()
-	c := chunks.Get().(*[readChunk]byte)
-	defer chunks.Put(c)
-	for len(dst.Body()) < limit {
-		n, err := r.Read(c[:min(readChunk, limit-len(dst.Body()))])
-		dst.AppendBody(c[:n])
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return dst.Body(), err
-		}
-	}
-	return dst.Body(), nil
-}
 
 // gatewayCredentialRefused answers an upstream 401 or 403 to a request that
 // carried llmguard's own upstream credential: the upstream refused the
@@ -171,12 +165,34 @@ func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, 
 func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 	s := meter.Settlement{Source: meter.SourceOf(status)}
 	if x.kind.Weighed() {
-		if u, ok := x.live.weigher.ParseUsage(x.kind, tapView(ctx.Response.Header.ContentEncoding(), ctx.Response.Body(), p.opt.MaxResponseBytes)); ok {
+		if u, ok := p.usageOf(x, ctx.Response.Header.ContentEncoding(), ctx.Response.Body()); ok {
 			s = meter.Settlement{Source: spec.SourceReported, Usage: u}
 		}
 	}
 	p.count(x, x.m.Outcome(status), "")
 	x.settle(s)
+}
+
+// usageOf reads the usage of x's answer body, sent in content coding
+// encoding: read as it is when uncoded, else from a decoded copy (tapView)
+// taken from the answer budget and given back before usageOf returns.
+func (p *Proxy) usageOf(x *exchange, encoding, body []byte) (weigher.Usage, bool) {
+	if uncoded(encoding) {
+		return x.live.weigher.ParseUsage(x.kind, body)
+	}
+	view := heldAnswer{p: p}
+	defer view.release() // a panic while parsing gives the copy back too
+	b, full := tapView(encoding, body, p.opt.MaxResponseBytes, &view)
+	if full {
+		p.unread(x, unreadDecodeBudget)
+	}
+	return x.live.weigher.ParseUsage(x.kind, b)
+}
+
+// uncoded reports whether a Content-Encoding value names no coding.
+func uncoded(encoding []byte) bool {
+	enc := bytes.TrimSpace(encoding)
+	return len(enc) == 0 || bytes.EqualFold(enc, []byte("identity"))
 }
 
 // upstreamBody relays the rest of an upstream body and releases the
@@ -194,23 +210,26 @@ func (b *upstreamBody) Close() error {
 
 // tapView returns body decoded for the usage tap when the upstream
 // compressed it although llmguard asked for identity; the client still
-// receives the bytes as sent. Decoding stops at limit bytes (a compressed
-// answer must not expand without bound); an encoding it does not decode, or
-// a broken one, gives nil: no usage is read and the reservation stands.
-func tapView(encoding, body []byte, limit int) []byte {
-	enc := string(bytes.ToLower(bytes.TrimSpace(encoding)))
-	if enc == "" || enc == "identity" {
-		return body
+// receives the bytes as sent. The decoded copy is read into into, whose
+// bytes are taken from the answer budget as it grows (the caller gives them
+// back with into.release once the usage is read); decoding stops at limit
+// bytes (a compressed answer must not expand without bound). An encoding it
+// does not decode, a broken one, or no room in the budget (full) gives nil:
+// no usage is read and the reservation stands.
+func tapView(encoding, body []byte, limit int, into *heldAnswer) (view []byte, full bool) {
+	if uncoded(encoding) {
+		return body, false
 	}
+	enc := string(bytes.ToLower(bytes.TrimSpace(encoding)))
 	r, err := decoder(enc, bytes.NewReader(body))
 	if err != nil {
-		return nil
+		return nil, false
 	}
-	out, err := io.ReadAll(io.LimitReader(r, int64(limit)))
-	if err != nil {
-		return nil
+	full, err = into.readFrom(r, limit, -1)
+	if full || err != nil {
+		return nil, full
 	}
-	return out
+	return into.buf, false
 }
 
 // decodable reports whether decoder knows the content coding enc

@@ -2,32 +2,33 @@ package proxy
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"net/http"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
 // TestBufferedAnswersShareABudget: non-streamed answers are held whole (up
-// to max_response_bytes each) to read their usage, and nothing bounds how
-// many are held at once. Here 32 requests get a 1 MiB JSON answer whose
-// last byte the upstream holds back; while they wait, the proxy's heap
-// holds about 32 MiB (measured with the Skip removed: 33 MiB), and it grows with the
-// number of requests in flight: an upstream that stalls large answers (or
-// a flood of large answers) makes llmguard hold max_response_bytes ×
-// requests in flight, 64 MiB each by default, plus as much again when the
-// answer is compressed (tapView decodes a copy). The fix is a shared
-// budget for held answers, as max_inflight_body_bytes is for request
-// bodies: an answer that finds no room is streamed through unread and
-// keeps its reservation, as one over max_response_bytes already is (the
-// budget's bytes must be held until fasthttp has written the answer, not
-// only until Handle returns). Skipped until that budget exists.
+// to max_response_bytes each) to read their usage; without a bound on how
+// many are held at once, 32 requests whose 1 MiB JSON answers stall on
+// their last byte held 33 MiB of heap (measured before the budget), and an
+// upstream that stalls large answers (or floods them) made llmguard hold
+// max_response_bytes × requests in flight. With the shared budget
+// (max_inflight_response_bytes, here 4 answers' size) the answers held at
+// once stay within it: the heap measured while all 32 stall stays below 8
+// answers' size (the test's own bound: the budget plus what each
+// connection costs anyway), the budget's gauge within the budget; the
+// answers that found no room are streamed through unread, and every client
+// gets its whole answer. Measured in bytes, not time: the test waits for
+// the upstream to have written all but the last byte of every answer.
 func TestBufferedAnswersShareABudget(t *testing.T) {
-	t.Skip("no shared budget for held upstream answers yet: see the doc comment (finding of the adversarial pass)")
 	const n, size = 32, 1 << 20
 	body := `{"usage":{"prompt_tokens":1,"completion_tokens":1},"pad":"` + strings.Repeat("x", size-64) + `"}`
+	full := []byte("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: " + itoa(len(body)) + "\r\n\r\n" + body) // shared: no copy per connection
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -50,36 +51,60 @@ func TestBufferedAnswersShareABudget(t *testing.T) {
 					return
 				}
 				req.Body.Close()
-				c.Write([]byte("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: " + itoa(len(body)) + "\r\n\r\n" + body[:len(body)-1]))
+				c.Write(full[:len(full)-1])
 				stalled.Done()
 				<-release
-				c.Write([]byte(body[len(body)-1:]))
+				c.Write(full[len(full)-1:])
 			}(c)
 		}
 	}()
 	w := testWeigher(t)
-	r := newRig(t, rigOptions{url: "http://" + ln.Addr().String(), w: w, maxResponse: 2 * size})
+	r := newRig(t, rigOptions{url: "http://" + ln.Addr().String(), w: w, maxResponse: 2 * size, answerBudget: 4 * size})
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	var done sync.WaitGroup
+	var whole atomic.Int64
 	for range n {
 		done.Add(1)
 		go func() {
 			defer done.Done()
-			r.do("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`)
+			req, _ := http.NewRequest(http.MethodPost, r.url+"/v1/chat/completions",
+				strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`))
+			req.Header.Set("Authorization", "Bearer sk-panic")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			// Read and dropped: the client holds no answer in memory.
+			if got, err := io.Copy(io.Discard, resp.Body); err == nil && got == int64(len(body)) && resp.StatusCode == 200 {
+				whole.Add(1)
+			}
 		}()
 	}
 	stalled.Wait()
 	var during runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&during)
+	gauge := r.px.ResponseBytesHeld()
 	close(release)
 	done.Wait()
 	held := int64(during.HeapInuse) - int64(before.HeapInuse)
-	t.Logf("heap held with %d answers of %d bytes stalled: %d MiB", n, size, held>>20)
-	// A budget of 8 answers' size (the test's own choice) must hold.
+	t.Logf("heap held with %d answers of %d bytes stalled: %d MiB; budget gauge %d MiB; %v relayed unread for want of room",
+		n, size, held>>20, gauge>>20, r.metric("llmguard_responses_unread_total", unreadBudget))
 	if held > 8*size {
 		t.Errorf("held %d MiB for %d stalled answers, want at most %d MiB", held>>20, n, 8*size>>20)
 	}
+	if gauge > 4*size {
+		t.Errorf("the budget's gauge showed %d bytes held, over the budget's %d", gauge, 4*size)
+	}
+	if whole.Load() != n {
+		t.Errorf("%d of %d clients got their whole answer", whole.Load(), n)
+	}
+	if r.metric("llmguard_responses_unread_total", unreadBudget) == 0 {
+		t.Error("no answer was relayed unread for want of room: the budget was not reached")
+	}
+	r.released("after the answers")
 }

@@ -224,6 +224,7 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		MaxBodyBytes:     int(cfg.MaxBodyBytes),
 		BodyBudget:       cfg.MaxInflightBodyBytes,
 		MaxResponseBytes: int(cfg.MaxResponseBytes),
+		ResponseBudget:   cfg.MaxInflightResponseBytes,
 		Outputs:          outputs,
 		Metrics:          metrics,
 		Logger:           log,

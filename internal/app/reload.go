@@ -23,9 +23,10 @@ import (
 // flight finish under the old ones, and buckets keep their usage (they are
 // keyed by limit name). An invalid file changes nothing: the error names
 // each bad field, and the old config stays in force. Listeners, upstreams,
-// the store, region and region_exchange are fixed at start-up: a change to
-// them is logged as needing a restart and otherwise ignored (the new limits
-// must then be valid with the running region). A limit split between
+// the store, max_inflight_response_bytes, region and region_exchange are
+// fixed at start-up: a change to them is logged as needing a restart and
+// otherwise ignored (the new limits must then be valid with the running
+// region). A limit split between
 // regions keeps its held share across a reload that leaves its split alone
 // (policy.Policy.AdoptRegional). Every attempt is counted
 // (llmguard_config_reloads_total) and the last one's outcome is shown on
@@ -65,6 +66,7 @@ func (a *App) reload(path string) error {
 		{"listen", old.Listen, cfg.Listen}, {"admin_listen", old.AdminListen, cfg.AdminListen},
 		{"upstreams", old.Upstreams, cfg.Upstreams}, {"store", old.Store, cfg.Store}, {"key_store", old.KeyStore, cfg.KeyStore},
 		{"tls", old.TLS, cfg.TLS}, {"admin_tls", old.AdminTLS, cfg.AdminTLS},
+		{"max_inflight_response_bytes", old.MaxInflightResponseBytes, cfg.MaxInflightResponseBytes},
 	} {
 		if !reflect.DeepEqual(f.old, f.new) {
 			a.log.Warn("config reload: this section changes only at restart; keeping the running one", "field", f.name)
