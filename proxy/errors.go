@@ -49,6 +49,10 @@ var (
 		anthropicType: "request_too_large", message: "Request body exceeds the size llmguard accepts (max_body_bytes)."}
 	errAmbiguousPath = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_path",
 		anthropicType: "invalid_request_error", message: "The request path routes differently decoded and as sent (a percent-encoded path prefix); send it unencoded."}
+	// errReadWithBody answers a GET, HEAD, DELETE or OPTIONS that carries
+	// a body (see weigher.ReadMethod): no API llmguard fronts takes one.
+	errReadWithBody = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_body",
+		anthropicType: "invalid_request_error", message: "A GET, HEAD, DELETE or OPTIONS request may not carry a body through llmguard: send it with POST."}
 	errModelName = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_model",
 		anthropicType: "invalid_request_error", message: "The model name is longer than 256 bytes."}
 	errGatewayCredential = apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_auth_failed",

@@ -482,6 +482,12 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	// the whole body once forward returns, even for a streamed answer.
 	// (Decoding adds to what is held.)
 	defer func() { p.releaseBody(ctx, held) }()
+	if len(held.b) > 0 && weigher.ReadMethod(string(ctx.Method())) {
+		// Counted as one request whatever its path (weigher.Classify):
+		// a body would reach an upstream that routes by path alone
+		// unweighed.
+		return &refusal{err: errReadWithBody, outcome: meter.OutcomeInvalid}
+	}
 	ctx.Request.SetBodyRaw(held.b) // later readers of ctx.Request.Body() get these bytes
 	if r := p.decodeBody(ctx, &held, codings); r != nil {
 		return r
