@@ -515,7 +515,8 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 // route picks the upstream of a request. Route and classify on the
 // decoded, normalised path (upPath); forward the path exactly as the client
 // sent it (rawUpPath). Both must name the same upstream path, or the
-// request could be weighed as one endpoint and served as another.
+// request could be weighed as one endpoint and served as another: a path
+// that servers may read differently (plainPath) is refused.
 func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (rawUpPath string, r *refusal) {
 	path := internPath(ctx.Path())
 	up, upPath := p.router.route(path)
@@ -526,6 +527,9 @@ func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (rawUpPath string, 
 	raw := path // the same bytes: no second copy
 	if orig := ctx.Request.URI().PathOriginal(); string(orig) != path {
 		raw = string(orig)
+	}
+	if !plainPath(raw) {
+		return "", &refusal{err: errOddPath, outcome: meter.OutcomeInvalid}
 	}
 	rawUpPath, ok := stripPrefix(raw, up.PathPrefix)
 	if !ok {

@@ -6,10 +6,13 @@ package app
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	pathpkg "path"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,4 +81,111 @@ func TestAdv13ReadMethodWithBodyNotForwarded(t *testing.T) {
 			t.Errorf("%q: %d %.80s, want 200", req[:strings.IndexByte(req, '\r')], st, got)
 		}
 	}
+}
+
+// resolvingUpstream is a billing upstream (startBilling) behind a front
+// that reads paths more leniently than llmguard's HTTP server: ";params"
+// dropped from each segment (Tomcat, Spring, Jetty), backslashes read as
+// slashes (IIS, and Windows-hosted servers), percent-escapes decoded a
+// second time (a gateway that decodes, then a server that decodes again),
+// and dot segments then resolved (RFC 3986 §5.2.4).
+// It returns the front's URL and the upstream behind it.
+func startResolving(t *testing.T) (string, *billingUpstream) {
+	t.Helper()
+	up := startBilling(t, 1000, 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := strings.TrimPrefix(up.url, "http://")
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.EscapedPath()
+		segs := strings.Split(p, "/")
+		for i, s := range segs {
+			if j := strings.IndexByte(s, ';'); j >= 0 {
+				segs[i] = s[:j]
+			}
+		}
+		p = strings.Join(segs, "/")
+		p = lenientUnescape(lenientUnescape(p))
+		p = pathpkg.Clean(strings.ReplaceAll(p, `\`, "/"))
+		body, _ := io.ReadAll(r.Body)
+		req, _ := http.NewRequest(r.Method, "http://"+target+p, bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String(), up
+}
+
+// The path llmguard classifies must be the path every upstream serves: a
+// path that a lenient front reads as another endpoint (a ";param" on a dot
+// segment, a backslash, a percent-escape decoded twice) was weighed as the
+// endpoint it spelled (a chat body as a legacy completion: 1 input token)
+// or counted as one free request (POST /v1/chat/completions/{id}, a stored
+// completion's update), and served as a chat completion.
+func TestAdv13AmbiguousPathsRefused(t *testing.T) {
+	front, up := startResolving(t)
+	h := advStart(t, front, `limits:
+  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 1000}
+`)
+	// 600 input tokens and a small output: within the bucket only if
+	// weighed below what the upstream bills.
+	big := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("hello ", 600) + `"}],"max_tokens":5}`
+	head := "Host: llmguard\r\nAuthorization: Bearer " + testKey + "\r\nContent-Type: application/json\r\nConnection: close\r\n"
+	for _, target := range []string{
+		"/v1/chat/completions/..;/completions", // Tomcat: chat; llmguard read a legacy completion
+		"/v1/chat/completions/x\\..",           // IIS: chat; llmguard read a stored completion's update
+		"/v1/chat/completions/x%5C..",
+		"/v1/chat/completions/x%252f..", // decoded twice: chat
+		"/v1/chat/completions/x%252F%252e%252e",
+		"/v1/chat/completions/.;/..;",
+		"/v1/chat/completions/x%2%66..", // decoded once by llmguard: x%2f..; twice: x/..
+	} {
+		st, got := rawRoundTrip(t, h.url, "POST "+target+" HTTP/1.1\r\n"+head+"Content-Length: "+fmt.Sprint(len(big))+"\r\n\r\n"+big)
+		if st != http.StatusBadRequest || !strings.Contains(got, `"invalid_path"`) {
+			t.Errorf("POST %s: %d %.80s, want 400 invalid_path", target, st, got)
+		}
+	}
+	if billed := up.reported.Load() + up.silent.Load(); billed > 1000 {
+		t.Errorf("the upstream billed %d tokens through a 1,000-token bucket", billed)
+	}
+	// Plain spellings still pass, weighed: ordinary escapes, a dot inside
+	// a segment, case, a trailing slash.
+	small := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`
+	for _, target := range []string{"/v1/chat/completions", "/V1/Chat/Completions/", "/v1/chat/c%6Fmpletions", "/v1/chat/completions?x=a%2Fb"} {
+		st, got := rawRoundTrip(t, h.url, "POST "+target+" HTTP/1.1\r\n"+head+"Content-Length: "+fmt.Sprint(len(small))+"\r\n\r\n"+small)
+		if st != http.StatusOK {
+			t.Errorf("POST %s: %d %.80s, want 200", target, st, got)
+		}
+	}
+	if billed := up.reported.Load(); billed == 0 || billed > 1000 {
+		t.Errorf("the upstream reported %d tokens for the plain calls, want some and at most 1,000", billed)
+	}
+}
+
+// lenientUnescape decodes the %XX escapes of s and leaves a '%' that starts
+// none as it is, as fasthttp and most servers do.
+func lenientUnescape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
