@@ -67,7 +67,8 @@ type Estimate struct {
 	// ServiceTier is a chat or Responses request's "service_tier" as sent
 	// ("auto", "default", "flex", "priority"; OpenAI's API reference), ""
 	// when absent, not a string, or longer than 32 bytes (no tier is): the
-	// tier the request is priced in.
+	// tier the request is priced in. A Messages request's is FastModeTier
+	// when it asks for fast mode, "" otherwise.
 	ServiceTier string
 	// Parsed is false when the body could not be weighed exactly as every
 	// upstream reads it and the estimate is the conservative byte-based

@@ -7,13 +7,16 @@ package app
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"github.com/llmguard/llmguard/internal/mockllm"
 	"io"
 	"net"
 	"net/http"
 	pathpkg "path"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -188,4 +191,106 @@ func lenientUnescape(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// fastModeUpstream answers Anthropic Messages calls as the API does for
+// Claude Opus 4.6 with "speed": "fast" (fast mode,
+// https://platform.claude.com/docs/en/build-with-claude/fast-mode): the
+// usage reports speed "fast" and the call is billed at 6× the standard
+// rates ($30/$150 per million tokens instead of $5/$25). billed is what
+// it billed, in micro-USD.
+type fastModeUpstream struct {
+	url    string
+	billed atomic.Int64
+}
+
+func startFastMode(t *testing.T) *fastModeUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &fastModeUpstream{url: "http://" + ln.Addr().String()}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b struct {
+			MaxTokens int64  `json:"max_tokens"`
+			Speed     string `json:"speed"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		json.Unmarshal(body, &b)
+		in, out := int64(len(body)/4+1), b.MaxTokens
+		speed, inRate, outRate := "standard", int64(5), int64(25) // micro-USD per token
+		if b.Speed == "fast" {
+			speed, inRate, outRate = "fast", 30, 150
+		}
+		u.billed.Add(in*inRate + out*outRate)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"m","type":"message","role":"assistant","model":"claude-opus-4-6","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":%d,"output_tokens":%d,"speed":%q}}`, in, out, speed)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return u
+}
+
+// Anthropic's fast mode ("speed": "fast") bills Claude Opus 4.6 at 6× its
+// standard rates: llmguard priced it at the standard rates, so a usd
+// limit of $0.10 let through calls billed $0.42 each. A request that asks
+// for another speed is priced at the dearest tier (as an unknown
+// service_tier is): refused under usd limits unless the model has
+// priority prices, which an operator sets to its fast-mode prices.
+func TestAdv13AnthropicFastModePriced(t *testing.T) {
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	body := `{"model":"claude-opus-4-6","max_tokens":2000,"speed":"fast","messages":[{"role":"user","content":"Refactor this module."}]}`
+	for _, tc := range []struct {
+		name, priority string
+		admitted       bool
+	}{
+		{"no priority prices", "", false},
+		{"priority priced as fast mode", "priority: {input_usd_per_mtok: 30, output_usd_per_mtok: 150}", true},
+	} {
+		up := startFastMode(t)
+		h := startConfig(t, mock, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: openai, flavor: openai, base_url: "%s", no_key: true}
+  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+models:
+  claude-opus-4-6: {input_usd_per_mtok: 5, output_usd_per_mtok: 25, default_max_output_tokens: 100, %s}
+limits:
+  - {name: user-usd, scope: user, unit: usd, rate: 0.000001, per: 24h, burst: 0.5}
+`, mock.URL, up.url, testKey, tc.priority))
+		before := rateLimitRemaining(t, h.probe(), "user-usd")
+		var admitted int
+		for range 3 {
+			resp, got := h.do("/v1/messages", body)
+			switch {
+			case resp.StatusCode == http.StatusOK:
+				admitted++
+			case tc.admitted && resp.StatusCode == http.StatusTooManyRequests: // the $0.50 spent
+			case !tc.admitted && resp.StatusCode == http.StatusBadRequest && strings.Contains(got, `models.\"claude-opus-4-6\".priority`):
+			default:
+				t.Errorf("%s: %d %.160s", tc.name, resp.StatusCode, got)
+			}
+		}
+		charged := before - rateLimitRemaining(t, h.probe(), "user-usd")
+		if billed := up.billed.Load(); charged < billed {
+			t.Errorf("%s: %d calls admitted, the upstream billed %d micro-USD, the usd limit was charged %d", tc.name, admitted, billed, charged)
+		}
+		if tc.admitted && admitted == 0 {
+			t.Errorf("%s: no call admitted", tc.name)
+		}
+		if !tc.admitted { // the standard speed is priced as it always was
+			std := strings.Replace(body, `"fast"`, `"standard"`, 1)
+			if resp, got := h.do("/v1/messages", std); resp.StatusCode != http.StatusOK {
+				t.Errorf("speed standard: %d %.160s", resp.StatusCode, got)
+			}
+		}
+	}
 }
