@@ -622,6 +622,10 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 		}
 		setEstimateHeader(&ctx.Response.Header, x.est)
 	}
+	if x.est.Background && x.est.OutputDefaulted {
+		// Never reconciled: its reservation must bound its output.
+		return &refusal{err: errBackgroundUnbounded, outcome: meter.OutcomeInvalid}
+	}
 	if len(x.est.Model) > maxModelName {
 		return &refusal{err: errModelName, outcome: meter.OutcomeInvalid}
 	}

@@ -212,7 +212,7 @@ var (
 				under("content", responsesPartFields).
 				under("output", responsesPartFields).
 				under("summary", object("text"))
-	responsesFields = object("model", "max_output_tokens", "stream", "previous_response_id", "conversation", "prompt", "service_tier").
+	responsesFields = object("model", "max_output_tokens", "stream", "previous_response_id", "conversation", "prompt", "service_tier", "background").
 			under("input", responsesItemFields).
 			under("instructions", responsesItemFields).
 			under("tools", toolFields).

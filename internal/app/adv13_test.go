@@ -294,3 +294,93 @@ limits:
 		}
 	}
 }
+
+// backgroundUpstream answers Responses calls as OpenAI's background mode
+// does (https://platform.openai.com/docs/guides/background): a
+// background request is answered at once, "queued", with no usage, and
+// the run bills its input (10 tokens) and its output later (runOutput tokens when the
+// request names no max_output_tokens, as a model runs to its own limit).
+// A request not in the background is answered with its usage.
+type backgroundUpstream struct {
+	url       string
+	runOutput int64
+	billed    atomic.Int64
+}
+
+func startBackground(t *testing.T, runOutput int64) *backgroundUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &backgroundUpstream{url: "http://" + ln.Addr().String(), runOutput: runOutput}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"object":"list","data":[]}`)
+			return
+		}
+		var b struct {
+			Background      bool  `json:"background"`
+			Stream          bool  `json:"stream"`
+			MaxOutputTokens int64 `json:"max_output_tokens"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		json.Unmarshal(body, &b)
+		in, out := int64(10), u.runOutput // the input as o200k counts it (llmguard counts 13 with the framing)
+		if b.MaxOutputTokens > 0 {
+			out = min(out, b.MaxOutputTokens)
+		}
+		u.billed.Add(in + out)
+		w.Header().Set("Content-Type", "application/json")
+		if b.Background && b.Stream {
+			// The stream breaks off after its first event (the client's
+			// connection, or the upstream's, went): the run goes on.
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_2\",\"status\":\"queued\",\"background\":true,\"usage\":null}}\n\n")
+			return
+		}
+		if b.Background {
+			io.WriteString(w, `{"id":"resp_1","object":"response","status":"queued","background":true,"model":"gpt-4o-mini","output":[],"usage":null}`)
+			return
+		}
+		fmt.Fprintf(w, `{"id":"resp_1","object":"response","status":"completed","model":"gpt-4o-mini","output":[],"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}}`, in, out, in+out)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return u
+}
+
+// A Responses request with "background": true is answered before it runs,
+// with no usage, so the reservation is all it is ever charged: without an
+// output maximum that reservation was the model's default output (256
+// tokens here) while the run produced 5,000, and a 20,000-token bucket
+// let through calls billed 5,000 each until 20 had billed 100,000. Such a
+// request must name max_output_tokens (then input + maximum bounds what
+// it bills), or it is refused; a stream of one that ends without its usage
+// is charged its whole reservation, since the run goes on.
+func TestAdv13BackgroundResponseBounded(t *testing.T) {
+	up := startBackground(t, 5000)
+	h := advStart(t, up.url, `limits:
+  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 20000}
+`)
+	for range 20 {
+		advPost(t, h.url, "/v1/responses", []byte(`{"model":"gpt-4o-mini","input":"Write a long essay.","background":true}`))
+	}
+	resp, got := advPost(t, h.url, "/v1/responses", []byte(`{"model":"gpt-4o-mini","input":"Write a long essay.","background":true,"max_output_tokens":3000}`))
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a background request with max_output_tokens: %d %.120s", resp.StatusCode, got)
+	}
+	resp, got = advPost(t, h.url, "/v1/responses", []byte(`{"model":"gpt-4o-mini","input":"Write a long essay.","background":true,"stream":true,"max_output_tokens":2000}`))
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a streamed background request with max_output_tokens: %d %.120s", resp.StatusCode, got)
+	}
+	resp, got = advPost(t, h.url, "/v1/responses", []byte(`{"model":"gpt-4o-mini","input":"Write a long essay."}`))
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a request not in the background: %d %.120s", resp.StatusCode, got)
+	}
+	charged := 20000 - h.tokensLeft()
+	if billed := up.billed.Load(); charged < billed {
+		t.Errorf("the upstream billed %d tokens, the bucket was charged %d", billed, charged)
+	}
+}
