@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	pathpkg "path"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -382,5 +383,39 @@ func TestAdv13BackgroundResponseBounded(t *testing.T) {
 	charged := 20000 - h.tokensLeft()
 	if billed := up.billed.Load(); charged < billed {
 		t.Errorf("the upstream billed %d tokens, the bucket was charged %d", billed, charged)
+	}
+}
+
+// A limit whose refill takes longer than time.Duration holds (292 years:
+// $0.01 refilled at $0.000001 a month) wrote w=-9223372035 in
+// RateLimit-Policy, and a denial by it Retry-After: 1: rounding up to the
+// second overflowed. Every duration field must be non-negative, and a
+// denial's Retry-After at least the time the bucket needs.
+func TestAdv13HugeWindowsDoNotOverflow(t *testing.T) {
+	up := startBilling(t, 1000, 0)
+	h := advStart(t, up.url, `limits:
+  - {name: user-usd, scope: user, unit: usd, rate: 0.000001, per: 720h, burst: 0.01}
+`)
+	neg := regexp.MustCompile(`[=:] ?-[0-9]`)
+	hd := h.probe()
+	for _, f := range []string{"RateLimit-Policy", "RateLimit"} {
+		if v := hd.Get(f); neg.MatchString(v) {
+			t.Errorf("%s: %s", f, v)
+		}
+	}
+	resp, _ := advPost(t, h.url, "/v1/chat/completions", []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":15000}`))
+	resp, got := advPost(t, h.url, "/v1/chat/completions", []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":15000}`))
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("second call: %d %.120s, want 429", resp.StatusCode, got)
+	}
+	if ra, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64); err != nil || ra < 86400 {
+		t.Errorf("Retry-After %q, want the bucket's refill time (over a day)", resp.Header.Get("Retry-After"))
+	}
+	for name, v := range resp.Header {
+		if strings.HasPrefix(strings.ToLower(name), "x-ratelimit") || strings.HasPrefix(strings.ToLower(name), "ratelimit") || strings.EqualFold(name, "retry-after-ms") {
+			if strings.Contains(v[0], "-") && neg.MatchString("="+v[0]) || strings.HasPrefix(v[0], "-") {
+				t.Errorf("%s: %s", name, v[0])
+			}
+		}
 	}
 }
