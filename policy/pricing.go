@@ -249,6 +249,11 @@ func (p *Policy) tierOf(s string) ServiceTier {
 		return TierFlex
 	case "default", "standard", "scale":
 		return TierStandard
+	case "fast":
+		// Anthropic's fast mode (weigher.FastModeTier), billed at 2-6x
+		// the standard rates: the dearest tier, whose prices an operator
+		// sets to the model's fast-mode prices.
+		return TierPriority
 	}
 	// A spelling llmguard does not know ("Priority", " priority") may be
 	// one an upstream accepts: price it at the dearest tier, never below.

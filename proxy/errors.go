@@ -54,6 +54,18 @@ var (
 		anthropicType: "request_too_large", message: "Request body exceeds the size llmguard accepts (max_body_bytes)."}
 	errAmbiguousPath = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_path",
 		anthropicType: "invalid_request_error", message: "The request path routes differently decoded and as sent (a percent-encoded path prefix); send it unencoded."}
+	// errReadWithBody answers a GET, HEAD, DELETE or OPTIONS that carries
+	// a body (see weigher.ReadMethod): no API llmguard fronts takes one.
+	errReadWithBody = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_body",
+		anthropicType: "invalid_request_error", message: "A GET, HEAD, DELETE or OPTIONS request may not carry a body through llmguard: send it with POST."}
+	// errOddPath answers a path that is not plainPath: servers read it
+	// differently, so the endpoint that would serve it is unknown.
+	errOddPath = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_path",
+		anthropicType: "invalid_request_error", message: "The request path holds a dot segment, a backslash, a control character or a percent-encoded '.', '/', '\\' or '%', which servers resolve differently; send the endpoint's plain path."}
+	// errBackgroundUnbounded answers a Responses request run in the
+	// background that names no max_output_tokens (weigher.Estimate.Background).
+	errBackgroundUnbounded = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "max_output_tokens_required",
+		anthropicType: "invalid_request_error", message: "A background response reports no usage when it is created, so llmguard charges what it reserves: set max_output_tokens."}
 	errModelName = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_model",
 		anthropicType: "invalid_request_error", message: "The model name is longer than 256 bytes."}
 	errGatewayCredential = apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_auth_failed",

@@ -211,12 +211,21 @@ func fillTime(l bucket.Limit, level int64) time.Duration {
 	return time.Duration(min(q, math.MaxInt64))
 }
 
-// ceilSeconds rounds d up to whole seconds.
-func ceilSeconds(d time.Duration) int64 {
+// ceilSeconds rounds d up to whole seconds; 0 for d <= 0. It divides
+// before it rounds: d + 1s - 1ns overflows for d near math.MaxInt64 (a
+// refill of more than 292 years, which fillTime saturates to).
+func ceilSeconds(d time.Duration) int64 { return ceilDiv(d, time.Second) }
+
+// ceilDiv is d / unit rounded up, without overflow; 0 for d <= 0.
+func ceilDiv(d, unit time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	q := int64(d / unit)
+	if d%unit != 0 {
+		q++
+	}
+	return q
 }
 
 // appendGoDuration appends goDuration(d) to b without allocating: d rounded
@@ -226,7 +235,7 @@ func appendGoDuration(b []byte, d time.Duration) []byte {
 	if d <= 0 {
 		return append(b, "0s"...)
 	}
-	ms := int64((d + time.Millisecond - 1) / time.Millisecond)
+	ms := ceilDiv(d, time.Millisecond)
 	if ms < 1000 {
 		return append(strconv.AppendInt(b, ms, 10), "ms"...)
 	}

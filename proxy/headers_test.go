@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -55,6 +56,17 @@ func TestGoDurationAndCeilSeconds(t *testing.T) {
 	}
 	if ceilSeconds(1) != 1 || ceilSeconds(time.Second) != 1 || ceilSeconds(time.Second+1) != 2 || ceilSeconds(0) != 0 {
 		t.Error("ceilSeconds does not round up")
+	}
+	// Near math.MaxInt64 (fillTime saturates there) rounding up must not
+	// overflow into a negative figure.
+	if got, want := ceilSeconds(math.MaxInt64), int64(math.MaxInt64/int64(time.Second))+1; got != want {
+		t.Errorf("ceilSeconds(MaxInt64) = %d, want %d", got, want)
+	}
+	if got, want := ceilMS(math.MaxInt64), int64(math.MaxInt64/int64(time.Millisecond))+1; got != want {
+		t.Errorf("ceilMS(MaxInt64) = %d, want %d", got, want)
+	}
+	if got := string(appendGoDuration(nil, math.MaxInt64)); got != "2562047h47m16.855s" {
+		t.Errorf("appendGoDuration(MaxInt64) = %q", got)
 	}
 }
 

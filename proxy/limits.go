@@ -222,5 +222,5 @@ func ceilMS(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
+	return ceilDiv(d, time.Millisecond)
 }

@@ -504,6 +504,12 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	// the whole body once forward returns, even for a streamed answer.
 	// (Decoding adds to what is held.)
 	defer func() { p.releaseBody(ctx, held) }()
+	if len(held.b) > 0 && weigher.ReadMethod(string(ctx.Method())) {
+		// Counted as one request whatever its path (weigher.Classify):
+		// a body would reach an upstream that routes by path alone
+		// unweighed.
+		return &refusal{err: errReadWithBody, outcome: meter.OutcomeInvalid}
+	}
 	ctx.Request.SetBodyRaw(held.b) // later readers of ctx.Request.Body() get these bytes
 	if r := p.decodeBody(ctx, &held, codings); r != nil {
 		return r
@@ -531,7 +537,8 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 // route picks the upstream of a request. Route and classify on the
 // decoded, normalised path (upPath); forward the path exactly as the client
 // sent it (rawUpPath). Both must name the same upstream path, or the
-// request could be weighed as one endpoint and served as another.
+// request could be weighed as one endpoint and served as another: a path
+// that servers may read differently (plainPath) is refused.
 func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (rawUpPath string, r *refusal) {
 	path := internPath(ctx.Path())
 	up, upPath := p.router.route(path)
@@ -542,6 +549,9 @@ func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (rawUpPath string, 
 	raw := path // the same bytes: no second copy
 	if orig := ctx.Request.URI().PathOriginal(); string(orig) != path {
 		raw = string(orig)
+	}
+	if !plainPath(raw) {
+		return "", &refusal{err: errOddPath, outcome: meter.OutcomeInvalid}
 	}
 	rawUpPath, ok := stripPrefix(raw, up.PathPrefix)
 	if !ok {
@@ -636,6 +646,10 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 			return &refusal{err: faultError(x.est), outcome: meter.OutcomeInvalid}
 		}
 		setEstimateHeader(&ctx.Response.Header, x.est)
+	}
+	if x.est.Background && x.est.OutputDefaulted {
+		// Never reconciled: its reservation must bound its output.
+		return &refusal{err: errBackgroundUnbounded, outcome: meter.OutcomeInvalid}
 	}
 	if len(x.est.Model) > maxModelName {
 		return &refusal{err: errModelName, outcome: meter.OutcomeInvalid}

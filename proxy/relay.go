@@ -436,9 +436,10 @@ func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
 		return
 	}
-	if len(tap.sc.Buffered()) > 0 || x.kind.OutputUncountable() {
+	if len(tap.sc.Buffered()) > 0 || x.kind.OutputUncountable() || x.est.Background {
 		// An event the upstream never finished, or output that is not text
-		// (images): what was streamed cannot be counted.
+		// (images), or a background run, which goes on after its stream
+		// ends: what was streamed is not what it costs.
 		tap.unread = true
 	}
 	u, source := tap.settle(x.est)

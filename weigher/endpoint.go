@@ -71,8 +71,7 @@ var weighedSuffixes = func() []kindPath {
 // and is classified by path. It allocates only for a path that needs
 // lowering or cleaning.
 func Classify(method, path string) Kind {
-	switch strings.ToUpper(method) {
-	case "GET", "HEAD", "DELETE", "OPTIONS":
+	if ReadMethod(method) {
 		return KindOther
 	}
 	p := CanonicalPath(path)
@@ -105,6 +104,20 @@ func Classify(method, path string) Kind {
 		}
 	}
 	return KindUnmetered
+}
+
+// ReadMethod reports whether method (in any case, as a lenient server may
+// read it) is GET, HEAD, DELETE or OPTIONS: a method Classify counts as one
+// request whatever its path, since no API llmguard fronts bills one. Such
+// a request must carry no body: an upstream that routes by path alone
+// serves a GET with a chat body as a chat completion, and bills it.
+func ReadMethod(method string) bool {
+	for _, m := range [...]string{"GET", "HEAD", "DELETE", "OPTIONS"} {
+		if strings.EqualFold(method, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // CanonicalPath is path as Classify reads it: lowercase, anything after a

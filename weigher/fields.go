@@ -253,7 +253,7 @@ var (
 				under("content", responsesPartFields).
 				under("output", responsesPartFields).
 				under("summary", object("text"))
-	responsesFields = object("model", "max_output_tokens", "stream", "previous_response_id", "conversation", "prompt", "service_tier").
+	responsesFields = object("model", "max_output_tokens", "stream", "previous_response_id", "conversation", "prompt", "service_tier", "background").
 			under("input", responsesItemFields).
 			under("instructions", responsesItemFields).
 			under("tools", toolFields).
@@ -271,7 +271,7 @@ var (
 		b.under("source", object("type", "data").under("content", b))
 		return b.under("content", b)
 	}()
-	messagesFields = object("model", "max_tokens", "stream", "mcp_servers").
+	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed").
 			under("system", claudeBlockFields).
 			under("messages", object("role").under("content", claudeBlockFields)).
 			under("tools", object("type", "name", "description", "input_schema").wholeLists()).

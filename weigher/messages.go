@@ -24,11 +24,19 @@ import (
 // thinking of previous turns. Enabled thinking adds claudeThinkingTokens.
 //
 // OutputTokens is max_tokens (required by the API), else the model's default
-// output reservation. A streamed request sets Stream and IncludeUsage (a
+// output reservation. A "speed" other than "standard" (fast mode) sets
+// ServiceTier to FastModeTier. A streamed request sets Stream and IncludeUsage (a
 // Messages stream always reports usage). A body that is not a JSON object
 // yields the byte-based estimate of [Weigher.Bytes] with Parsed false.
 // Messages never panics and never keeps body.
 func (w *Weigher) Messages(body []byte) Estimate { return w.messages(body, nil) }
+
+// FastModeTier is the ServiceTier of a Messages request that asks for a
+// "speed" other than "standard": Anthropic's fast mode, billed at a
+// multiple of the model's standard rates (6x for Claude Opus 4.6, per
+// https://platform.claude.com/docs/en/build-with-claude/fast-mode), which
+// policy prices at its dearest tier.
+const FastModeTier = "fast"
 
 // messages is [Weigher.Messages] weighed as the model as resolves the body's
 // model to (nil: the body's own).
@@ -60,6 +68,14 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 			thinking = v
 		case "stream":
 			est.Stream = v.Type == gjson.True
+		case "speed":
+			// Fast mode bills 2-6x the standard rates (Opus 4.6: 6x; the
+			// fast-mode guide,
+			// https://platform.claude.com/docs/en/build-with-claude/fast-mode):
+			// any speed but "standard" is priced as FastModeTier.
+			if v.Type != gjson.Null && (v.Type != gjson.String || v.Str != "standard") {
+				est.ServiceTier = FastModeTier
+			}
 		case "mcp_servers":
 			// Remote MCP servers: their tool results enter the context the
 			// upstream bills.

@@ -68,6 +68,8 @@ func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case "service_tier":
 			est.ServiceTier = serviceTier(v)
+		case "background":
+			est.Background = v.Type != gjson.Null && v.Type != gjson.False
 		}
 		return true
 	})

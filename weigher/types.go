@@ -64,10 +64,19 @@ type Estimate struct {
 	// longer than 32 bytes): what a model billed per image is priced by.
 	Images                  int64
 	ImageSize, ImageQuality string
+	// Background is set for a Responses request run in the background
+	// ("background" present and neither false nor null;
+	// https://platform.openai.com/docs/guides/background): the upstream
+	// answers before the run, with no usage, and the run goes on, billed,
+	// whether or not a stream of it reaches its end. Its reservation is
+	// all it is charged, so it must be bounded: the proxy refuses one with
+	// OutputDefaulted.
+	Background bool
 	// ServiceTier is a chat or Responses request's "service_tier" as sent
 	// ("auto", "default", "flex", "priority"; OpenAI's API reference), ""
 	// when absent, not a string, or longer than 32 bytes (no tier is): the
-	// tier the request is priced in.
+	// tier the request is priced in. A Messages request's is FastModeTier
+	// when it asks for fast mode, "" otherwise.
 	ServiceTier string
 	// Parsed is false when the body could not be weighed exactly as every
 	// upstream reads it and the estimate is the conservative byte-based
