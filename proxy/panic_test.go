@@ -101,6 +101,9 @@ type rigOptions struct {
 	access *obs.AccessLog
 	// maxResponse is the proxy's MaxResponseBytes; zero: the default.
 	maxResponse int
+	// readBuffer is the server's ReadBufferSize, which bounds a request's
+	// header, bytes; zero: fasthttp's default (4096; the app sets 16 KiB).
+	readBuffer int
 }
 
 func newRig(t *testing.T, o rigOptions) *panicRig {
@@ -155,7 +158,7 @@ limits:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &fasthttp.Server{Handler: px.Handle, ErrorHandler: px.ErrorHandler, Logger: quietLogger{}}
+	srv := &fasthttp.Server{Handler: px.Handle, ErrorHandler: px.ErrorHandler, Logger: quietLogger{}, ReadBufferSize: o.readBuffer}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Shutdown() })
 	r.url = "http://" + ln.Addr().String()
