@@ -98,3 +98,20 @@ func TestPassThroughCredentialOneToken(t *testing.T) {
 		t.Fatalf("one token: %v %v %s", err, resp, got)
 	}
 }
+
+// TestHeaderTooLargeIs431: a request whose line and headers overflow the
+// server's read buffer gets 431 request_header_too_large, not the
+// malformed-request 400 (a new user's 20 KB Authorization
+// header read "Malformed HTTP request (or a body that ended before its
+// declared length)").
+func TestHeaderTooLargeIs431(t *testing.T) {
+	r := newRig(t, rigOptions{url: "http://127.0.0.1:1", w: testWeigher(t)})
+	big := "Authorization: Bearer sk-" + strings.Repeat("a", 5000)
+	resp, got, err := rawPost(t, r.url, "POST /v1/chat/completions HTTP/1.1\r\nHost: llmguard\r\n"+big+"\r\n", panicBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 431 || !bytes.Contains(got, []byte(`"code":"request_header_too_large"`)) {
+		t.Errorf("status %d, body %s; want 431 request_header_too_large", resp.StatusCode, got)
+	}
+}
