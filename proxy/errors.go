@@ -46,10 +46,16 @@ var (
 	errKeyRevoked = apiError{status: fasthttp.StatusUnauthorized, openAIType: "invalid_request_error", openAICode: "revoked_api_key",
 		anthropicType: "authentication_error", message: "This llmguard virtual key has been revoked: ask its operator for a new one."}
 	// errKeyMalformed answers a pass-through caller whose credential is not
-	// one token68 (policy.KeyMalformed): 401 with the same code as an
-	// unknown key, and a message that says what llmguard accepts.
+	// one token68 of at most 4096 bytes (policy.KeyMalformed): 401 with
+	// the same code as an unknown key, and a message that says what
+	// llmguard accepts, the length included.
 	errKeyMalformed = apiError{status: fasthttp.StatusUnauthorized, openAIType: "invalid_request_error", openAICode: "invalid_api_key",
-		anthropicType: "authentication_error", message: "llmguard passes a caller's own API key through only when it is one token (letters, digits and -._~+/, then = padding: RFC 7235 token68): this credential has a space, comma, quote or other character in it."}
+		anthropicType: "authentication_error", message: "llmguard passes a caller's own API key through only when it is one token of at most 4096 bytes (letters, digits and -._~+/, then = padding: RFC 7235 token68): this credential has a space, comma, quote or other character in it, or is longer."}
+	// errHeaderTooLarge answers a request whose request line and headers
+	// overflow the server's read buffer (fasthttp.Server.ReadBufferSize:
+	// 16 KiB in the app, internal/app/app.go).
+	errHeaderTooLarge = apiError{status: fasthttp.StatusRequestHeaderFieldsTooLarge, openAIType: "invalid_request_error", openAICode: "request_header_too_large",
+		anthropicType: "invalid_request_error", message: "Request headers too large for llmguard: the request line and headers together must fit in 16 KiB."}
 	errBodyTooLarge = apiError{status: fasthttp.StatusRequestEntityTooLarge, openAIType: "invalid_request_error", openAICode: "request_too_large",
 		anthropicType: "request_too_large", message: "Request body exceeds the size llmguard accepts (max_body_bytes)."}
 	errAmbiguousPath = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_path",

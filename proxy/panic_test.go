@@ -104,6 +104,9 @@ type rigOptions struct {
 	maxResponse int
 	// answerBudget is the proxy's ResponseBudget; zero: the default.
 	answerBudget int64
+	// readBuffer is the server's ReadBufferSize, which bounds a request's
+	// header, bytes; zero: fasthttp's default (4096; the app sets 16 KiB).
+	readBuffer int
 }
 
 func newRig(t *testing.T, o rigOptions) *panicRig {
@@ -160,7 +163,7 @@ limits:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &fasthttp.Server{Handler: px.Handle, ErrorHandler: px.ErrorHandler, Logger: quietLogger{}}
+	srv := &fasthttp.Server{Handler: px.Handle, ErrorHandler: px.ErrorHandler, Logger: quietLogger{}, ReadBufferSize: o.readBuffer}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Shutdown() })
 	r.url = "http://" + ln.Addr().String()

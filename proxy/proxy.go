@@ -263,6 +263,13 @@ func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 		p.answer(ctx, x, refusal{err: errBodyTooLarge, outcome: meter.OutcomeInvalid})
 		return
 	}
+	// The request line and headers did not fit the server's read buffer
+	// (ReadBufferSize, which bounds them): 431, as fasthttp's own handler
+	// answers, not the malformed-request 400.
+	if _, ok := errors.AsType[*fasthttp.ErrSmallBuffer](err); ok {
+		p.answer(ctx, x, refusal{err: errHeaderTooLarge, outcome: meter.OutcomeInvalid})
+		return
+	}
 	p.answer(ctx, x, refusal{err: apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_request",
 		anthropicType: "invalid_request_error", message: "Malformed HTTP request (or a body that ended before its declared length)."}, outcome: meter.OutcomeInvalid})
 }

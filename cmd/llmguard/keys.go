@@ -287,7 +287,10 @@ type keysHashCmd struct {
 }
 
 // Run prints the lowercase hex SHA-256 of the key, the config file's
-// key_sha256.
+// key_sha256. The key is the argument, else the first line of stdin, with
+// white space around it removed: the proxy trims it from the credential it
+// reads (an Authorization, x-api-key or api-key value), so a key that kept
+// a trailing space would hash to a value no request can match.
 func (c *keysHashCmd) Run() error {
 	key := c.Key
 	if key == "" {
@@ -295,8 +298,9 @@ func (c *keysHashCmd) Run() error {
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
-		key = strings.TrimRight(line, "\r\n")
+		key = line
 	}
+	key = strings.TrimSpace(key)
 	if key == "" {
 		return errors.New("keys hash: no key given (as an argument or on stdin)")
 	}

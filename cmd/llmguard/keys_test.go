@@ -141,14 +141,16 @@ key_store: {enabled: true}
 }
 
 // `llmguard keys hash` prints the SHA-256 the config file's key_sha256
-// wants, from an argument or from stdin.
+// wants, from an argument or from stdin, without the white space around
+// the key (which the proxy trims from every credential it reads).
 func TestKeysHashCommand(t *testing.T) {
 	bin := binary(t)
 	const want = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" // printf %s test | sha256sum
 	for _, tc := range []struct {
 		args  []string
 		stdin string
-	}{{[]string{"keys", "hash", "test"}, ""}, {[]string{"keys", "hash"}, "test\n"}, {[]string{"keys", "hash"}, "test"}} {
+	}{{[]string{"keys", "hash", "test"}, ""}, {[]string{"keys", "hash"}, "test\n"}, {[]string{"keys", "hash"}, "test"},
+		{[]string{"keys", "hash"}, "test \r\n"}, {[]string{"keys", "hash"}, "\ttest\n"}, {[]string{"keys", "hash", " test "}, ""}} {
 		cmd := exec.Command(bin, tc.args...)
 		cmd.Stdin = strings.NewReader(tc.stdin)
 		out, err := cmd.Output()

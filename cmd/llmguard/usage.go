@@ -79,8 +79,14 @@ func printReport(out io.Writer, r *app.UsageReport) {
 	if r.Tenant != "" {
 		who = "tenant " + r.Tenant
 	}
-	fmt.Fprintf(out, "%s, %s %s – %s (%s), from the ledger %s\n", who, r.Period.Name,
-		r.Period.Start.Format(time.RFC3339), r.Period.End.Format(time.RFC3339), cmp.Or(r.Period.TimeZone, "UTC"), r.Source)
+	// Source is "file", "redis_stream" or "none" (no ledger configured:
+	// nothing records spend, and only the quotas are read).
+	source := "from the ledger " + r.Source
+	if r.Source == "none" {
+		source = "no ledger configured (spend is not recorded; quotas are read from the store)"
+	}
+	fmt.Fprintf(out, "%s, %s %s – %s (%s), %s\n", who, r.Period.Name,
+		r.Period.Start.Format(time.RFC3339), r.Period.End.Format(time.RFC3339), cmp.Or(r.Period.TimeZone, "UTC"), source)
 	fmt.Fprintf(out, "spend $%.6f (%d µUSD) over %d requests; burn rate $%.4f/day\n\n",
 		r.Spend.USD, r.Spend.MicroUSD, r.Requests, r.BurnRateUSDPerDay)
 	// One tabwriter per table: columns align within a table, not across.

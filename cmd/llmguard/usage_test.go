@@ -132,3 +132,18 @@ func TestUsageTableQuotesControlCharacters(t *testing.T) {
 		t.Errorf("names not shown as expected:\n%s", out)
 	}
 }
+
+// Without a ledger (the embedded default) the report's first line says so,
+// instead of "from the ledger none".
+func TestUsageTableSaysNoLedger(t *testing.T) {
+	for _, tc := range []struct{ source, want string }{
+		{"none", "no ledger configured"},
+		{"file", "from the ledger file"},
+	} {
+		var b strings.Builder
+		printReport(&b, &app.UsageReport{Source: tc.source})
+		if out := b.String(); !strings.Contains(out, tc.want) || strings.Contains(out, "ledger none") {
+			t.Errorf("source %q: want %q in:\n%s", tc.source, tc.want, out)
+		}
+	}
+}

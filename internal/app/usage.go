@@ -152,7 +152,11 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 		}
 	}
 	start, end := p.Window(now, loc)
-	rep := &UsageReport{Tenant: tenant, Period: ReportPeriod{Name: p.String(), Start: start, End: end, TimeZone: loc.String()}}
+	// The lists start empty, not nil, so that the JSON answer has [] where
+	// nothing was spent (a reader iterating them, jq's .by_tenant[], fails
+	// on null).
+	rep := &UsageReport{Tenant: tenant, Period: ReportPeriod{Name: p.String(), Start: start, End: end, TimeZone: loc.String()},
+		ByTenant: []UsageRow{}, ByUser: []UsageRow{}, ByModel: []UsageRow{}}
 	sum, source, err := a.summarizeLedger(ctx, ledger.Filter{Tenant: tenant, From: start, To: end})
 	if err != nil {
 		return nil, err
@@ -177,6 +181,9 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 		sort.Slice(rows, func(i, j int) bool { return rows[i].Spend.MicroUSD > rows[j].Spend.MicroUSD })
 	}
 	rep.Quotas, err = a.quotas(ctx, tenant, now)
+	if rep.Quotas == nil {
+		rep.Quotas = []QuotaState{}
+	}
 	return rep, err
 }
 

@@ -85,6 +85,31 @@ admin_token_env: LLMGUARD_TEST_ADMIN_TOKEN
 	}
 }
 
+// TestAdminUsageEmptyListsAreArrays: with no ledger and no quota (the
+// embedded default's case), /admin/usage answers [] for its lists, never
+// null, so that a reader can iterate them (jq '.by_tenant[]').
+func TestAdminUsageEmptyListsAreArrays(t *testing.T) {
+	h := startFlavors(t, "")
+	resp, err := http.Get(h.admin + "/admin/usage?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"by_tenant", "by_user", "by_model", "quotas"} {
+		if v := strings.Join(strings.Fields(string(got[k])), ""); v != "[]" {
+			t.Errorf("%s = %s, want []", k, got[k])
+		}
+	}
+}
+
 // /admin/usage reports its period in the budget's own zone (RFC 3339 with
 // the offset), a timezone= override, and the same report as CSV: a header
 // row, one row per tenant, user, model and quota, spend exact in

@@ -79,7 +79,11 @@ func (r *Report) Markdown(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "cell: body size (bodies run from ¾ to 1¼ of it), cold (all text new) or warm (a growing conversation resent), json or sse, concurrency.")
 	fmt.Fprintln(w, "Latency: send to last byte, nearest rank (p99.9 is the maximum below 1000 requests). +p50/+p99: minus the direct run of the same cell.")
-	fmt.Fprintln(w, "CPU µs/req: the proxy process's own user+system time (getrusage) over the run, per request; redis: redis-server's (/proc, 10 ms ticks).")
+	cpuNote := "CPU µs/req: the proxy process's own user+system time (getrusage) over the run, per request"
+	if withRedis {
+		cpuNote += "; redis: redis-server's (/proc, 10 ms ticks)"
+	}
+	fmt.Fprintln(w, cpuNote+".")
 	fmt.Fprintln(w, "cache hits: the share of llmguard's count-cache lookups over the run that found the element's count (llmguard_count_cache_hits_total and _misses_total).")
 	var client, mock []float64
 	for _, row := range r.Rows {
