@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/valyala/fasthttp"
 
@@ -52,10 +53,9 @@ var (
 	errKeyMalformed = apiError{status: fasthttp.StatusUnauthorized, openAIType: "invalid_request_error", openAICode: "invalid_api_key",
 		anthropicType: "authentication_error", message: "llmguard passes a caller's own API key through only when it is one token of at most 4096 bytes (letters, digits and -._~+/, then = padding: RFC 7235 token68): this credential has a space, comma, quote or other character in it, or is longer."}
 	// errHeaderTooLarge answers a request whose request line and headers
-	// overflow the server's read buffer (fasthttp.Server.ReadBufferSize:
-	// 16 KiB in the app, internal/app/app.go).
+	// overflow the server's read buffer (ReadBufferSize).
 	errHeaderTooLarge = apiError{status: fasthttp.StatusRequestHeaderFieldsTooLarge, openAIType: "invalid_request_error", openAICode: "request_header_too_large",
-		anthropicType: "invalid_request_error", message: "Request headers too large for llmguard: the request line and headers together must fit in 16 KiB."}
+		anthropicType: "invalid_request_error", message: "Request headers too large for llmguard: the request line and headers together must fit in " + strconv.Itoa(ReadBufferSize>>10) + " KiB."}
 	errBodyTooLarge = apiError{status: fasthttp.StatusRequestEntityTooLarge, openAIType: "invalid_request_error", openAICode: "request_too_large",
 		anthropicType: "request_too_large", message: "Request body exceeds the size llmguard accepts (max_body_bytes)."}
 	errAmbiguousPath = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_path",

@@ -105,7 +105,7 @@ type rigOptions struct {
 	// answerBudget is the proxy's ResponseBudget; zero: the default.
 	answerBudget int64
 	// readBuffer is the server's ReadBufferSize, which bounds a request's
-	// header, bytes; zero: fasthttp's default (4096; the app sets 16 KiB).
+	// header, bytes; zero: fasthttp's default (4096; the app sets ReadBufferSize).
 	readBuffer int
 }
 

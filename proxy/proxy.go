@@ -733,6 +733,13 @@ func setEstimateHeader(h *fasthttp.ResponseHeader, est weigher.Estimate) {
 // timeouts' worth, far below what a caller notices.
 const weighQueueWait = 50 * time.Millisecond
 
+// ReadBufferSize is the fasthttp.Server.ReadBufferSize the proxy's server
+// is to be given, in bytes: it bounds a request's line and headers
+// together, and one that overflows it gets 431 (errHeaderTooLarge names
+// this size). 16 KiB holds the longest credential llmguard passes through
+// (4 KiB, see policy's token68) with room for the rest.
+const ReadBufferSize = 16 << 10
+
 // takeWeighSlot takes a weighing slot, waiting at most p.weighWait; false
 // when it weighs without one.
 func (p *Proxy) takeWeighSlot() bool {

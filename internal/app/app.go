@@ -243,7 +243,7 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		MaxRequestBodySize: int(cfg.MaxBodyBytes),
 		ReadTimeout:        60 * time.Second,
 		IdleTimeout:        120 * time.Second,
-		ReadBufferSize:     16 << 10,
+		ReadBufferSize:     proxy.ReadBufferSize,
 		CloseOnShutdown:    true,
 		Logger:             fasthttpLogger{log},
 
