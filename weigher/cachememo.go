@@ -60,6 +60,8 @@ type elemMemo struct {
 	guessAt, guessEnd int
 	guessBudget       int
 	hints             *hintTable // the cache's, when the request began
+	// resume is the request's side of resume points (resume.go).
+	resume resumeState
 }
 
 // memoElem is one element the field check looked up: where it lies in the
@@ -293,6 +295,7 @@ func (m *elemMemo) done() {
 		}
 	}
 	m.cache, m.hints, m.body, m.top, m.next, m.found, m.vouchElem = nil, nil, "", nil, 0, 0, false
+	m.resume = resumeState{hasher: m.resume.hasher, seed: m.resume.seed} // the hasher is kept
 	if cap(m.elems) > maxPooledMemo {
 		m.elems = nil
 	} else {

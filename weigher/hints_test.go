@@ -153,7 +153,7 @@ func TestEndHintsStepOverShortMessages(t *testing.T) {
 	}
 	const n = 12
 	for i := 1; i < n; i++ {
-		w.Chat(body(i))
+		w.chatFrom(body(i), nil, resumeOff) // every element scanned: no resume point
 	}
 	d, fallback, ok := w.parseRequest(body(n), chatFields)
 	if !ok {

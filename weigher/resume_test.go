@@ -1,0 +1,226 @@
+package weigher
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// resumeStep is one body of a resume timeline: weighed by a weigher whose
+// cache holds the checkpoints of the steps before, it must give plain's
+// estimate, resuming (or not) as said.
+type resumeStep struct {
+	name    string
+	body    []byte
+	resumes bool
+}
+
+// runResume weighs each step's body with w and with plain, checking the
+// estimates are the same and whether w resumed.
+func runResume(t *testing.T, w *Weigher, steps []resumeStep) {
+	t.Helper()
+	p := plain(t)
+	for i, s := range steps {
+		before := w.CacheStats().Resumed
+		got, want := w.Chat(s.body), p.Chat(s.body)
+		if got != want {
+			t.Fatalf("step %d (%s): resumed weigher %+v, plain %+v", i, s.name, got, want)
+		}
+		if resumed := w.CacheStats().Resumed > before; resumed != s.resumes {
+			t.Errorf("step %d (%s): resumed %v, want %v", i, s.name, resumed, s.resumes)
+		}
+	}
+}
+
+// lastMessageEnd is where the last element of body's "messages" ends: the
+// k of its checkpoint.
+func lastMessageEnd(t *testing.T, body []byte) int {
+	t.Helper()
+	i := bytes.Index(body, []byte(`}],"tools"`))
+	if i < 0 {
+		t.Fatalf("no messages end in %q", body)
+	}
+	return i + 1
+}
+
+// splice is body[:at] + insert + body[at:].
+func splice(body []byte, at int, insert string) []byte {
+	return []byte(string(body[:at]) + insert + string(body[at:]))
+}
+
+// TestResumeGrowingConversations: growing conversations (the weigher's own
+// and the agent benchmark's) resume at every turn but the first, with the
+// estimate of a full weighing.
+func TestResumeGrowingConversations(t *testing.T) {
+	w := cachedWeigher(t, 4<<20)
+	for _, model := range []string{"gpt-4o", "gpt-4"} {
+		var steps []resumeStep
+		for i, b := range growingBodies(t, model, 7, 48<<10) {
+			steps = append(steps, resumeStep{name: model + " turn", body: b, resumes: i > 0})
+		}
+		runResume(t, w, steps)
+	}
+	var steps []resumeStep
+	for turns := 1; turns < 60; turns += 3 {
+		steps = append(steps, resumeStep{name: "agent", body: agentBodyOf(3, turns, 2), resumes: turns > 1})
+	}
+	runResume(t, w, steps)
+}
+
+// TestResumeRefusals: what follows the resume point is checked as a full
+// scan checks it, every refusal found: a repeated top-level key (one
+// named before the point too), a key that is a field in another case,
+// nesting past the limit, invalid JSON, a body cut short.
+func TestResumeRefusals(t *testing.T) {
+	w := cachedWeigher(t, 4<<20)
+	base := agentBodyOf(4, 6, 2)
+	k := lastMessageEnd(t, base)
+	msg := `,{"role":"user","content":"one more question, long enough to be remembered by the count cache"}`
+	deep := `,{"role":"user","content":` + strings.Repeat("[", DefaultMaxDepth) + strings.Repeat("]", DefaultMaxDepth) + `}`
+	steps := []resumeStep{
+		{name: "first", body: base},
+		{name: "again", body: base, resumes: true},
+		{name: "model named twice", body: splice(base, k+1, `,"model":"gpt-4"`), resumes: true},
+		{name: "max_tokens named twice", body: splice(base, k+1, `,"max_tokens":1`), resumes: true},
+		{name: "messages named twice", body: splice(base, k+1, `,"messages":[]`), resumes: true},
+		{name: "MODEL after the point", body: splice(base, k+1, `,"MODEL":"gpt-4"`), resumes: true},
+		{name: "Max_Tokens after the point", body: splice(base, k+1, `,"Max_Tokens":9`), resumes: true},
+		{name: "a case variant field in a new message", body: splice(base, k, `,{"role":"user","Content":"x"}`), resumes: true},
+		{name: "a repeated key in a new message", body: splice(base, k, `,{"role":"user","role":"x"}`), resumes: true},
+		{name: "too deep", body: splice(base, k, deep), resumes: true},
+		{name: "invalid JSON after the point", body: splice(base, k, `,{"role":}`), resumes: true},
+		{name: "not UTF-8 after the point", body: splice(base, k, ",{\"role\":\"\xff\"}"), resumes: true},
+		{name: "cut short after the point", body: splice(base, k, msg)[:k+20], resumes: true},
+		{name: "cut at the point", body: base[:k], resumes: true},
+		{name: "the point is the end", body: base[:k-1]},
+		{name: "trailing data", body: append(bytes.Clone(base), `{}`...), resumes: true},
+		{name: "no more messages", body: splice(base, k, `]}`)[:k+2], resumes: true},
+		{name: "one more turn", body: splice(base, k, msg), resumes: true},
+		{name: "one more turn again", body: splice(base, k, msg), resumes: true},
+		{name: "the base: its point was replaced by the longer one", body: base},
+	}
+	runResume(t, w, steps)
+}
+
+// TestResumeChangedPrefixes: a body whose bytes before the point differ
+// from the remembered ones, or that shares them but is weighed for
+// another model, encoding or nesting limit, is weighed as a fresh weigher
+// weighs it.
+func TestResumeChangedPrefixes(t *testing.T) {
+	w := cachedWeigher(t, 4<<20)
+	base := agentBodyOf(5, 8, 2)
+	k := lastMessageEnd(t, base)
+	edited := bytes.Clone(base)
+	edited[k-40] = 'X' // a byte of the last message
+	early := bytes.Replace(base, []byte("turn 1:"), []byte("turn I:"), 1)
+	trimmed := bytes.Replace(base, []byte(`{"role":"user","content":"5 turn 0:`), []byte(`{"role":"user","content":"5 turn 0 (trimmed):`), 1)
+	atK := bytes.Clone(base)
+	atK[k-1] = ' ' // the last message ends one byte early
+	steps := []resumeStep{
+		{name: "first", body: base},
+		{name: "a byte of the last message", body: edited},
+		{name: "an earlier turn edited", body: early},
+		{name: "a turn dropped", body: trimmed},
+		{name: "differs at the point", body: atK},
+		{name: "base again", body: base, resumes: true},
+	}
+	runResume(t, w, steps)
+
+	// The model named after the messages: the same prefix, counted for
+	// another model or encoding, is counted again.
+	tail := func(model string) []byte {
+		return []byte(strings.Replace(string(base), `"model":"gpt-4o-mini","max_tokens":256,`, "", 1)[:len(base)-len(`"model":"gpt-4o-mini","max_tokens":256,`)-1] + `,"model":"` + model + `"}`)
+	}
+	steps = []resumeStep{
+		{name: "model after messages", body: tail("gpt-4o")},
+		{name: "same model", body: tail("gpt-4o"), resumes: true},
+		// The scans resume, the counts do not: weighed again, whole.
+		{name: "another encoding", body: tail("gpt-4"), resumes: true},
+		{name: "another model of the encoding", body: tail("gpt-4o-mini"), resumes: true},
+		{name: "back to the first", body: tail("gpt-4o"), resumes: true},
+		{name: "the first again", body: tail("gpt-4o"), resumes: true},
+	}
+	runResume(t, w, steps)
+
+	// Another nesting limit sharing the cache: its checkpoints are its own.
+	shallow := *w
+	shallow.maxDepth = 3
+	p := plain(t)
+	p.maxDepth = 3
+	for _, b := range [][]byte{base, splice(base, k, `,{"role":"user","content":[[[]]]}`)} {
+		if got, want := shallow.Chat(b), p.Chat(b); got != want {
+			t.Fatalf("depth 3: %+v, plain %+v", got, want)
+		}
+	}
+}
+
+// TestResumeOtherKinds: a Responses or Anthropic body with a chat body's
+// prefix is not weighed from the chat body's checkpoint.
+func TestResumeOtherKinds(t *testing.T) {
+	w := cachedWeigher(t, 4<<20)
+	base := agentBodyOf(6, 8, 2)
+	w.Chat(base)
+	w.Chat(base)
+	p := plain(t)
+	for _, k := range []Kind{KindResponses, KindMessages, KindCompletions} {
+		before := w.CacheStats().Resumed
+		if got, want := w.Weigh(k, base), p.Weigh(k, base); got != want {
+			t.Fatalf("%s: %+v, plain %+v", k, got, want)
+		}
+		if w.CacheStats().Resumed != before {
+			t.Errorf("%s resumed from a chat checkpoint", k)
+		}
+	}
+}
+
+// TestResumeMemoryIsBounded: many conversations, each a new prefix, fill
+// the table and evict; its size never changes, and what it holds is what
+// its sets hold.
+func TestResumeMemoryIsBounded(t *testing.T) {
+	w := cachedWeigher(t, 1<<20)
+	tab := w.cache.resume.Load()
+	if got, want := tab.bytes(), int64(1<<20/resumeShare); got > want || got < want*9/10 {
+		t.Fatalf("table of %d bytes for a 1 MiB cache, want about %d", got, want)
+	}
+	for i := range 3000 {
+		w.Chat(agentBodyOf(100+i, 2, 1))
+	}
+	if w.cache.resume.Load() != tab {
+		t.Fatal("the table was replaced")
+	}
+	full := 0
+	for i := range tab.sets {
+		for _, cp := range tab.sets[i].ways {
+			if cp.k > 0 {
+				full++
+			}
+		}
+	}
+	if full > len(tab.sets)*resumeWays || full < len(tab.sets)*resumeWays/2 {
+		t.Errorf("%d checkpoints in %d slots", full, len(tab.sets)*resumeWays)
+	}
+	t.Logf("%d sets of %d bytes: %d checkpoints of %d bytes", len(tab.sets), tab.bytes()/int64(len(tab.sets)), full, resumeEntryBytes)
+}
+
+// FuzzResumeChat: a remembered chat body, edited anywhere (bytes cut and
+// inserted), is weighed as a fresh weigher weighs it.
+func FuzzResumeChat(f *testing.F) {
+	base := agentBodyOf(8, 6, 1)
+	k := bytes.Index(base, []byte(`}],"tools"`)) + 1
+	f.Add(base, uint16(k), uint16(0), []byte(`,{"role":"user","content":"and then?"}`))
+	f.Add(base, uint16(k+1), uint16(0), []byte(`,"model":"gpt-4"`))
+	f.Add(base, uint16(k), uint16(3), []byte(`]`))
+	f.Add(base, uint16(k-5), uint16(1), []byte(`!`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":"`+strings.Repeat("a long enough message ", 5)+`"}],"model":"gpt-4o"}`), uint16(130), uint16(0), []byte(`,{"role":"assistant","content":"b"}`))
+	w := cachedWeigher(f, 1<<20)
+	p := plain(f)
+	f.Fuzz(func(t *testing.T, body []byte, at, cut uint16, insert []byte) {
+		w.Chat(body) // files its checkpoint
+		a := min(int(at), len(body))
+		c := min(a+int(cut), len(body))
+		edited := append(append(append([]byte(nil), body[:a]...), insert...), body[c:]...)
+		if got, want := w.Chat(edited), p.Chat(edited); got != want {
+			t.Fatalf("%q after %q: %+v, plain %+v", edited, body, got, want)
+		}
+	})
+}
