@@ -281,6 +281,9 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, t tally, count 
 		}
 	}
 	k := int(lay.Elems[arr.Last-1].End)
+	if m.body[k-1] != '}' {
+		return // not an object: jsonscan resumes after none but closed values, and messages are objects
+	}
 	n := 0
 	for _, kb := range resumeKeyBytes {
 		if kb <= k {

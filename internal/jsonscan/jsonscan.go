@@ -160,7 +160,8 @@ type Options struct {
 	// UTF-8 into U+FFFD), so a reader that must agree with them refuses it.
 	UTF8 bool
 	// Resume, when positive, starts the scan at b[Resume:] in the state a
-	// scan of b[:Resume] leaves just after an element (at depth 2) of the
+	// scan of b[:Resume] leaves just after an element (at depth 2, and not
+	// a number, which the bytes after it could lengthen) of the
 	// array value of the last member of Layout, which the caller fills
 	// with the top-level members up to that one as Check recorded them
 	// (the last one's Key and Value.Start; its elements before Resume are
@@ -378,7 +379,7 @@ type scanner struct {
 // value an array opened before at, and an object opening b.
 func (s *scanner) resumable(at int) bool {
 	ms := s.lay.Members
-	if s.max > 0 && s.max < 2 || at > len(s.b) || len(ms) == 0 || s.skipSpace(0) >= at || s.b[s.skipSpace(0)] != '{' {
+	if s.max > 0 && s.max < 2 || at > len(s.b) || !closed(s.b[at-1]) || len(ms) == 0 || s.skipSpace(0) >= at || s.b[s.skipSpace(0)] != '{' {
 		return false
 	}
 	for _, m := range ms {
@@ -389,6 +390,11 @@ func (s *scanner) resumable(at int) bool {
 	v := ms[len(ms)-1].Value.Start
 	return v >= 0 && v < int32(at) && s.b[v] == '['
 }
+
+// closed reports whether a value whose last byte is c cannot go on: an
+// object, array, string or literal (true, false, null). A number can
+// ("0" goes on as "0.5"), so no scan resumes after one.
+func closed(c byte) bool { return c == '}' || c == ']' || c == '"' || c == 'e' || c == 'l' }
 
 // resumeState sets s up as a scan of b[:s.resume] leaves it (see
 // Options.Resume): the top-level object and the array open, the keys of
