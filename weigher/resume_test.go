@@ -95,6 +95,8 @@ func TestResumeRefusals(t *testing.T) {
 		{name: "the point is the end", body: base[:k-1]},
 		{name: "trailing data", body: append(bytes.Clone(base), `{}`...), resumes: true},
 		{name: "no more messages", body: splice(base, k, `]}`)[:k+2], resumes: true},
+		{name: "a number after the last message", body: splice(base, k, `,5`), resumes: true},
+		{name: "a longer number", body: splice(base, k, `,5.5`), resumes: true},
 		{name: "one more turn", body: splice(base, k, msg), resumes: true},
 		{name: "one more turn again", body: splice(base, k, msg), resumes: true},
 		{name: "the base: its point was replaced by the longer one", body: base},
@@ -127,9 +129,11 @@ func TestResumeChangedPrefixes(t *testing.T) {
 	runResume(t, w, steps)
 
 	// The model named after the messages: the same prefix, counted for
-	// another model or encoding, is counted again.
+	// another model or encoding, is counted again. The messages hold text
+	// the encodings count apart and an image the models price apart.
+	img := `{"role":"user","content":[{"type":"text","text":"Что на картинке? 画像には何がありますか"},{"type":"image_url","image_url":{"url":"https://example.com/a.png","detail":"high"}}]}`
 	tail := func(model string) []byte {
-		return []byte(strings.Replace(string(base), `"model":"gpt-4o-mini","max_tokens":256,`, "", 1)[:len(base)-len(`"model":"gpt-4o-mini","max_tokens":256,`)-1] + `,"model":"` + model + `"}`)
+		return []byte(`{"messages":[` + img + `,` + img + `],"model":"` + model + `"}`)
 	}
 	steps = []resumeStep{
 		{name: "model after messages", body: tail("gpt-4o")},
@@ -142,15 +146,32 @@ func TestResumeChangedPrefixes(t *testing.T) {
 	}
 	runResume(t, w, steps)
 
-	// Another nesting limit sharing the cache: its checkpoints are its own.
+	// Another nesting limit sharing the cache: its checkpoints are its
+	// own. The image part lies 6 levels deep: too deep for 5.
+	deep := tail("gpt-4o")
+	w.Chat(deep)
 	shallow := *w
-	shallow.maxDepth = 3
+	shallow.maxDepth = 5
 	p := plain(t)
-	p.maxDepth = 3
-	for _, b := range [][]byte{base, splice(base, k, `,{"role":"user","content":[[[]]]}`)} {
-		if got, want := shallow.Chat(b), p.Chat(b); got != want {
-			t.Fatalf("depth 3: %+v, plain %+v", got, want)
-		}
+	p.maxDepth = 5
+	if got, want := shallow.Chat(deep), p.Chat(deep); got != want || !got.TooDeep {
+		t.Fatalf("depth 5: %+v, plain %+v", got, want)
+	}
+}
+
+// TestResumeHiddenInput: a message before the point that refers to input
+// the body does not hold (a file by id) still marks the estimate
+// ServerContext when the scan resumes after it.
+func TestResumeHiddenInput(t *testing.T) {
+	file := `{"role":"user","content":[{"type":"text","text":"summarize the attached report, please, in a few lines"},{"type":"file","file":{"file_id":"file-abc123"}}]}`
+	body := []byte(`{"model":"gpt-4o","messages":[` + file + `]}`)
+	more := []byte(`{"model":"gpt-4o","messages":[` + file + `,{"role":"assistant","content":"It says the quarter went well."}]}`)
+	runResume(t, cachedWeigher(t, 1<<20), []resumeStep{
+		{name: "a file by id", body: body},
+		{name: "one more turn", body: more, resumes: true},
+	})
+	if e := plain(t).Chat(more); !e.ServerContext {
+		t.Fatalf("a file by id is not hidden input: %+v", e)
 	}
 }
 

@@ -61,6 +61,9 @@ func (w *Weigher) parseRequestFrom(body []byte, f *fields, mode resumeMode) (d d
 		}
 	}
 	err := jsonscan.Check(body, opts)
+	if opts.Resume > 0 && !lay.Resumed {
+		memo.resume.resumed = false // scanned whole after all: the layout did not fit
+	}
 	if err == nil && opts.Resume > 0 && lay.Dropped {
 		// Too many new members and elements to lay out: gjson would find
 		// the remembered elements too. Weigh it whole.

@@ -173,7 +173,8 @@ type Options struct {
 	// problem a full scan finds (the keys of the members given are hashed
 	// again, for the duplicate-key check). Without a Layout, or with one
 	// that does not fit b (no such member, a value that is not an array),
-	// the whole of b is scanned as if Resume were 0.
+	// the whole of b is scanned as if Resume were 0, and Layout.Resumed
+	// says so.
 	Resume int
 }
 
@@ -239,6 +240,9 @@ type Layout struct {
 	Members []Member
 	Elems   []Span
 	Dropped bool
+	// Resumed: the check started at Options.Resume (false: at the start,
+	// the layout given not fitting the document, or no Resume asked).
+	Resumed bool
 }
 
 // room reports whether the layout of a document of n bytes may take one
@@ -277,9 +281,9 @@ func Check(b []byte, opt Options) error {
 		s.ends, _ = opt.Known.(KnownEnds)
 		if opt.Resume > 0 && s.resumable(opt.Resume) {
 			s.resume = opt.Resume
-			s.lay.Elems, s.lay.Dropped = s.lay.Elems[:0], false
+			s.lay.Elems, s.lay.Dropped, s.lay.Resumed = s.lay.Elems[:0], false, true
 		} else {
-			s.lay.Members, s.lay.Elems, s.lay.Dropped = s.lay.Members[:0], s.lay.Elems[:0], false
+			s.lay.Members, s.lay.Elems, s.lay.Dropped, s.lay.Resumed = s.lay.Members[:0], s.lay.Elems[:0], false, false
 		}
 	}
 	s.stop = &str
