@@ -2,6 +2,7 @@ package weigher
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -15,14 +16,20 @@ type resumeStep struct {
 	resumes bool
 }
 
-// runResume weighs each step's body with w and with plain, checking the
-// estimates are the same and whether w resumed.
+// runResume weighs each step's body as a chat request with w and with
+// plain, checking the estimates are the same and whether w resumed.
 func runResume(t *testing.T, w *Weigher, steps []resumeStep) {
+	t.Helper()
+	runResumeKind(t, w, KindChat, steps)
+}
+
+// runResumeKind is runResume for bodies of kind k.
+func runResumeKind(t *testing.T, w *Weigher, k Kind, steps []resumeStep) {
 	t.Helper()
 	p := plain(t)
 	for i, s := range steps {
 		before := w.CacheStats().Resumed
-		got, want := w.Chat(s.body), p.Chat(s.body)
+		got, want := w.Weigh(k, s.body), p.Weigh(k, s.body)
 		if got != want {
 			t.Fatalf("step %d (%s): resumed weigher %+v, plain %+v", i, s.name, got, want)
 		}
@@ -223,25 +230,77 @@ func TestResumeMemoryIsBounded(t *testing.T) {
 	t.Logf("%d sets of %d bytes: %d checkpoints of %d bytes", len(tab.sets), tab.bytes()/int64(len(tab.sets)), full, resumeEntryBytes)
 }
 
-// FuzzResumeChat: a remembered chat body, edited anywhere (bytes cut and
-// inserted), is weighed as a fresh weigher weighs it.
+// FuzzResumeChat: a remembered chat (or Responses) body, edited anywhere
+// (bytes cut and inserted), is weighed as a fresh weigher weighs it.
 func FuzzResumeChat(f *testing.F) {
 	base := agentBodyOf(8, 6, 1)
 	k := bytes.Index(base, []byte(`}],"tools"`)) + 1
-	f.Add(base, uint16(k), uint16(0), []byte(`,{"role":"user","content":"and then?"}`))
-	f.Add(base, uint16(k+1), uint16(0), []byte(`,"model":"gpt-4"`))
-	f.Add(base, uint16(k), uint16(3), []byte(`]`))
-	f.Add(base, uint16(k-5), uint16(1), []byte(`!`))
-	f.Add([]byte(`{"messages":[{"role":"user","content":"`+strings.Repeat("a long enough message ", 5)+`"}],"model":"gpt-4o"}`), uint16(130), uint16(0), []byte(`,{"role":"assistant","content":"b"}`))
+	input := bytes.Replace(base, []byte(`"messages":[`), []byte(`"input":[`), 1)
+	f.Add(base, uint16(k), uint16(0), []byte(`,{"role":"user","content":"and then?"}`), false)
+	f.Add(base, uint16(k+1), uint16(0), []byte(`,"model":"gpt-4"`), false)
+	f.Add(base, uint16(k), uint16(3), []byte(`]`), false)
+	f.Add(base, uint16(k-5), uint16(1), []byte(`!`), false)
+	f.Add([]byte(`{"messages":[{"role":"user","content":"`+strings.Repeat("a long enough message ", 5)+`"}],"model":"gpt-4o"}`), uint16(130), uint16(0), []byte(`,{"role":"assistant","content":"b"}`), false)
+	f.Add(input, uint16(k-3), uint16(0), []byte(`,{"type":"message","role":"user","content":"more"}`), true)
+	f.Add(input, uint16(k-2), uint16(0), []byte(`,"model":"gpt-4"`), true)
 	w := cachedWeigher(f, 1<<20)
 	p := plain(f)
-	f.Fuzz(func(t *testing.T, body []byte, at, cut uint16, insert []byte) {
-		w.Chat(body) // files its checkpoint
+	f.Fuzz(func(t *testing.T, body []byte, at, cut uint16, insert []byte, responses bool) {
+		kind := KindChat
+		if responses {
+			kind = KindResponses
+		}
+		w.Weigh(kind, body) // files its checkpoint
 		a := min(int(at), len(body))
 		c := min(a+int(cut), len(body))
 		edited := append(append(append([]byte(nil), body[:a]...), insert...), body[c:]...)
-		if got, want := w.Chat(edited), p.Chat(edited); got != want {
-			t.Fatalf("%q after %q: %+v, plain %+v", edited, body, got, want)
+		if got, want := w.Weigh(kind, edited), p.Weigh(kind, edited); got != want {
+			t.Fatalf("%s %q after %q: %+v, plain %+v", kind, edited, body, got, want)
 		}
+	})
+}
+
+// TestResumeResponses: a Responses conversation resent with one more item
+// resumes after its last input item, with the estimate of a full
+// weighing; refusals after the point are found, a model named after the
+// input and changed is counted again, hidden input before the point still
+// marks the estimate.
+func TestResumeResponses(t *testing.T) {
+	item := func(i int) string {
+		role := [...]string{"user", "assistant"}[i%2]
+		return fmt.Sprintf(`{"type":"message","role":%q,"content":[{"type":"input_text","text":"turn %d: the bucket refills at a steady rate, Задача 漢字 %d"}]}`, role, i, i)
+	}
+	file := `{"type":"message","role":"user","content":[{"type":"input_file","file_id":"file-abc123"}]}`
+	body := func(n int, rest string) []byte {
+		items := []string{file}
+		for i := range n {
+			items = append(items, item(i))
+		}
+		return []byte(`{"model":"gpt-4o","instructions":"be brief","input":[` + strings.Join(items, ",") + `]` + rest + `}`)
+	}
+	var steps []resumeStep
+	for n := 1; n < 12; n++ {
+		steps = append(steps, resumeStep{name: "turn", body: body(n, `,"max_output_tokens":100`), resumes: n > 1})
+	}
+	base := body(11, `,"max_output_tokens":100`)
+	k := bytes.LastIndex(base, []byte(`}]`)) + 1
+	steps = append(steps,
+		resumeStep{name: "model named twice", body: splice(base, k+1, `,"model":"gpt-4"`), resumes: true},
+		resumeStep{name: "INPUT after the point", body: splice(base, k+1, `,"INPUT":[]`), resumes: true},
+		resumeStep{name: "invalid after the point", body: splice(base, k, `,{"type":}`), resumes: true},
+		resumeStep{name: "an item after the point", body: splice(base, k, ","+item(99)), resumes: true},
+	)
+	w := cachedWeigher(t, 4<<20)
+	runResumeKind(t, w, KindResponses, steps)
+	if e := plain(t).Responses(base); !e.ServerContext {
+		t.Fatalf("a file by id is not hidden input: %+v", e)
+	}
+	after := func(model string) []byte {
+		return []byte(strings.Replace(string(body(6, "")), `"model":"gpt-4o",`, "", 1)[:len(body(6, ""))-len(`"model":"gpt-4o",`)-1] + `,"model":"` + model + `"}`)
+	}
+	runResumeKind(t, w, KindResponses, []resumeStep{
+		{name: "model after input", body: after("gpt-4o")},
+		{name: "again", body: after("gpt-4o"), resumes: true},
+		{name: "another encoding", body: after("gpt-4"), resumes: true},
 	})
 }
