@@ -272,7 +272,7 @@ func TestResumeResponses(t *testing.T) {
 	}
 	file := `{"type":"message","role":"user","content":[{"type":"input_file","file_id":"file-abc123"}]}`
 	body := func(n int, rest string) []byte {
-		items := []string{file}
+		var items []string
 		for i := range n {
 			items = append(items, item(i))
 		}
@@ -292,7 +292,14 @@ func TestResumeResponses(t *testing.T) {
 	)
 	w := cachedWeigher(t, 4<<20)
 	runResumeKind(t, w, KindResponses, steps)
-	if e := plain(t).Responses(base); !e.ServerContext {
+	// A file by id before the point (hidden input: the estimate reserves
+	// the model's whole input, whatever the counts).
+	hidden := []byte(strings.Replace(string(base), `"input":[`, `"input":[`+file+`,`, 1))
+	runResumeKind(t, w, KindResponses, []resumeStep{
+		{name: "a file by id", body: hidden},
+		{name: "one more item", body: splice(hidden, len(file)+k+1, ","+item(100)), resumes: true},
+	})
+	if e := plain(t).Responses(hidden); !e.ServerContext {
 		t.Fatalf("a file by id is not hidden input: %+v", e)
 	}
 	after := func(model string) []byte {
