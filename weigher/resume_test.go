@@ -311,3 +311,32 @@ func TestResumeResponses(t *testing.T) {
 		{name: "another encoding", body: after("gpt-4"), resumes: true},
 	})
 }
+
+// TestResumeConcurrent: conversations weighed at once, sharing their first
+// bytes (so their checkpoints share sets), each give plain's estimates
+// (run with -race for the table's locking).
+func TestResumeConcurrent(t *testing.T) {
+	w := cachedWeigher(t, 1<<20)
+	p := plain(t)
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for turns := 1; turns < 40; turns++ {
+				b := agentBodyOf(1, turns, 1+g%3) // one system prompt: the same first bytes
+				if got, want := w.Chat(b), p.Chat(b); got != want {
+					errs <- fmt.Errorf("conversation %d, %d turns: %+v, plain %+v", g, turns, got, want)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.CacheStats().Resumed == 0 {
+		t.Error("no conversation resumed")
+	}
+}
