@@ -102,6 +102,7 @@ func TestResumeRefusals(t *testing.T) {
 		{name: "the point is the end", body: base[:k-1]},
 		{name: "trailing data", body: append(bytes.Clone(base), `{}`...), resumes: true},
 		{name: "no more messages", body: splice(base, k, `]}`)[:k+2], resumes: true},
+		{name: "too many new elements to lay out", body: splice(base, k, strings.Repeat(",{}", 3000)), resumes: true},
 		{name: "a number after the last message", body: splice(base, k, `,5`), resumes: true},
 		{name: "a longer number", body: splice(base, k, `,5.5`), resumes: true},
 		{name: "one more turn", body: splice(base, k, msg), resumes: true},
