@@ -177,3 +177,29 @@ func TestEndHintsStepOverShortMessages(t *testing.T) {
 		t.Errorf("warm %+v, cold %+v", got, want)
 	}
 }
+
+// TestEndHintsStepOverToolLists: a tool list remembered whole is stepped
+// over by its end hint when it comes again (laid out without its
+// elements), and the estimate is the cold one.
+func TestEndHintsStepOverToolLists(t *testing.T) {
+	w, cold := cachedWeigher(t, 4<<20), uncached(t)
+	body := agentBodyOf(21, 4, 1)
+	w.chatFrom(body, nil, resumeOff)
+	d, fallback, ok := w.parseRequest(body, chatFields)
+	if !ok {
+		t.Fatalf("not parsed: %+v", fallback)
+	}
+	unlaid := ""
+	for _, m := range d.lay.Members {
+		if m.Unlaid {
+			unlaid += d.span(m.Key)
+		}
+	}
+	d.close()
+	if unlaid != `"tools"` {
+		t.Errorf("lists stepped over: %s, want the tools", unlaid)
+	}
+	if got, want := w.Chat(body), cold.Chat(body); got != want {
+		t.Errorf("warm %+v, cold %+v", got, want)
+	}
+}

@@ -224,7 +224,11 @@ func (d doc) walk(raw bool, fn func(key string, v gjson.Result, elems elements) 
 		} else {
 			v = gjson.Parse(d.span(m.Value))
 		}
-		if !fn(k, v, elements{v: v, body: d.body, spans: d.lay.Elems[m.First:m.Last], laid: true, raw: raw, at: m.Value}) {
+		elems := elements{v: v, body: d.body, spans: d.lay.Elems[m.First:m.Last], laid: true, raw: raw, at: m.Value}
+		if m.Unlaid { // a list stepped over whole: its elements are found in v
+			elems = elements{v: v, raw: raw, at: m.Value}
+		}
+		if !fn(k, v, elems) {
 			return
 		}
 	}

@@ -210,8 +210,11 @@ type Known interface {
 type KnownEnds interface {
 	Known
 	// End returns where the object element starting at b[start], of the
-	// member Wants last accepted for its elements, ends (exclusive), when
-	// it remembers one starting with the same bytes; -1 when not.
+	// member Wants last accepted for its elements, ends (exclusive), or
+	// where the list (array value) starting there of the member Wants
+	// last accepted for its list does, when it remembers one starting
+	// with the same bytes; -1 when not. A list vouched for at its guessed
+	// end is recorded Unlaid (its elements not found).
 	End(start int) int
 }
 
@@ -225,6 +228,10 @@ type Span struct{ Start, End int32 }
 type Member struct {
 	Key, Value  Span
 	First, Last int32
+	// Unlaid: the value is an array whose elements are not recorded
+	// (First == Last): Known vouched for it whole at the end KnownEnds
+	// guessed, without finding its elements. Read them from Value.
+	Unlaid bool
 }
 
 // Layout is where a document's top-level members and the elements of its
@@ -703,6 +710,12 @@ func (s *scanner) vouched(depth, i int) int {
 			return i
 		}
 		s.wants |= 2
+		if s.ends != nil {
+			if end := s.ends.End(i); end > i+1 && end <= len(s.b) && s.b[end-1] == ']' && s.known.Vouch(i, end) {
+				m.Unlaid = true
+				return end
+			}
+		}
 		// Its elements, as valueStarts and valueEnds would record them.
 		j := s.skipSpace(i + 1)
 		for j < len(s.b) && s.b[j] != ']' {
