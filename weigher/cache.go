@@ -13,7 +13,7 @@ import (
 
 // DefaultCacheBytes is [Options.CacheBytes]' default, in bytes: 32 MiB
 // hold 1 MiB of end hints (hints.go), 2 MiB of resume points (resume.go:
-// about 7,700 conversation prefixes) and about 158,000 entries, one per
+// about 7,000 conversation prefixes) and about 158,000 entries, one per
 // remembered element (its count and the mark that it passed the strict
 // scan and the case-variant field check): the messages, input items, tool
 // lists or system prompts of a few thousand agent conversations of forty

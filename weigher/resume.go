@@ -47,7 +47,7 @@ import (
 // (cacheKey), whose false hit would cost the same wrong count.
 //
 // Memory: the table is made once per cache size, 1/resumeShare of
-// Options.CacheBytes (2 MiB of the default 32 MiB, about 7,700
+// Options.CacheBytes (2 MiB of the default 32 MiB, about 7,000
 // checkpoints of resumeEntryBytes); filing a checkpoint copies it into a
 // slot and never allocates, so callers sending many prefixes only evict.
 
