@@ -61,15 +61,29 @@ func bodyString(b []byte) string {
 func (w *Weigher) Chat(body []byte) Estimate { return w.chat(body, nil) }
 
 // chat is [Weigher.Chat] weighed as the model as resolves the body's
-// model to (nil: the body's own).
+// model to (nil: the body's own). It resumes from a checkpoint of the
+// body's prefix when one holds (resume.go), and weighs the body whole
+// when that checkpoint's counts were made for another model.
 func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
-	d, fallback, ok := w.parseRequest(body, chatFields)
+	if est, ok := w.chatFrom(body, as, resumeOn); ok {
+		return est
+	}
+	est, _ := w.chatFrom(body, as, resumeKeep)
+	return est
+}
+
+// chatFrom is chat, scanning from a resume point with resumeOn; ok is
+// false when the point it resumed from was counted in another context.
+func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode) (Estimate, bool) {
+	d, fallback, ok := w.parseRequestFrom(body, chatFields, mode)
 	if !ok {
-		return fallback
+		return fallback, true
 	}
 	defer d.close()
 	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat gjson.Result
 	var messageElems elements
+	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
+	at := 0
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
 		switch k {
@@ -77,6 +91,9 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 			model = v
 		case "messages":
 			messages, messageElems = v, elems
+			if d.lay != nil && d.span(d.lay.Members[at].Key) == `"messages"` {
+				messagesAt = at
+			}
 		case "tools":
 			tools = v
 		case "functions":
@@ -105,6 +122,7 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 		case "service_tier":
 			est.ServiceTier = serviceTier(v)
 		}
+		at++
 		return true
 	})
 	est.Model = modelNamed(model, as)
@@ -117,6 +135,11 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 	var in int64
 	if messages.IsArray() {
 		ctx := w.cache.context("chat.message", encName, est.Model, "")
+		// The messages before the resume point, if any, counted before.
+		sum, same := d.memo.resumedSum(ctx)
+		if !same {
+			return Estimate{}, false
+		}
 		// Messages are read raw (rawValue): an object's Result is the
 		// same either way, and gjson.Parse's is not needed for the rest.
 		messageElems.raw = true
@@ -124,10 +147,15 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 			t := d.memo.count(w.budget, ctx, m.Raw, func() tally {
 				return messageTokens(enc, est.Model, m)
 			})
-			in += t.text
-			est.ServerContext = est.ServerContext || t.hidden
+			sum.text += t.text
+			sum.hidden = sum.hidden || t.hidden
 			return true
 		})
+		in += sum.text
+		est.ServerContext = est.ServerContext || sum.hidden
+		if messagesAt >= 0 && (w.budget == nil || !w.budget.over) {
+			d.memo.keepResumePoint(d.lay, messagesAt, sum, ctx)
+		}
 	}
 	in += tokensReply
 	tc := newToolsCounter(enc, encName)
@@ -155,7 +183,7 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 	}
 	est.Choices = min(choices, maxTokens/max(1, min(out, maxTokens)))
 	est.OutputTokens = min(out, maxTokens) * est.Choices
-	return est
+	return est, true
 }
 
 // tokenCount reads a non-negative token count, capped at maxTokens.
