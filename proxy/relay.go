@@ -362,9 +362,9 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	raw := resp.BodyStream()
 	src := raw
 	opaque, decoded := false, false
-	// A zstd decoder's window, held of the answer budget while the stream
-	// lasts: given back after the decoder's last read (deferred before the
-	// recovery below, so run after it).
+	// A zstd decoder's window and the tap's large events, held of the
+	// answer budget while the stream lasts: given back after the last read
+	// (deferred before the recovery below, so run after it).
 	mem := decoderMemory{p: p}
 	defer mem.release()
 	if enc != "" {
@@ -389,6 +389,7 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	// the stream keeps its output reservation, as for an event too large
 	// to read.
 	tap.unread = opaque
+	tap.mem = &mem                         // an event's buffers past tapEventFree, released with the decoder's window
 	out := chunks.Get().(*[readChunk]byte) // what the tap sends, while it fits
 	defer chunks.Put(out)                  // the last thing the stream does
 	tap.out = out[:0]
