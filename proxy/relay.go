@@ -360,6 +360,16 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	}
 	defer fasthttp.ReleaseResponse(resp)
 	raw := resp.BodyStream()
+	// A client that leaves while the upstream is silent (thinking, queued,
+	// or not yet sending the header of its coding, which the decoder reads
+	// first) would be noticed only at the next write: watch its socket, and
+	// cut the upstream within clientWatchEvery of the client leaving.
+	var watcherCut atomic.Bool
+	stop := make(chan struct{})
+	defer close(stop)
+	if rc, ok := raw.(fasthttp.ReadCloserWithError); ok && conn != nil {
+		go p.watchClient(x, conn, rc, stop, &watcherCut)
+	}
 	src := raw
 	opaque, decoded := false, false
 	// A zstd decoder's window and the tap's large events, held of the
@@ -415,15 +425,6 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	defer chunks.Put(chunk)
 	buf := chunk[:]
 	clientGone := false
-	// A client that leaves while the upstream is silent (thinking, queued)
-	// would be noticed only at the next write: watch its socket, and cut the
-	// upstream within clientWatchEvery of the client leaving.
-	var watcherCut atomic.Bool
-	stop := make(chan struct{})
-	defer close(stop)
-	if rc, ok := raw.(fasthttp.ReadCloserWithError); ok && conn != nil {
-		go p.watchClient(x, conn, rc, stop, &watcherCut)
-	}
 	for {
 		p.inject(pointStream)
 		n, rerr := src.Read(buf)

@@ -3,12 +3,15 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmguard/llmguard/internal/contentcoding"
 )
@@ -209,4 +212,45 @@ func FuzzZstdWindowOf(f *testing.F) {
 			t.Fatalf("consumed: %d of %d bytes left", len(rest), len(b))
 		}
 	})
+}
+
+// TestClientGoneBeforeTheCodingHeader: a compressed stream whose upstream
+// sends its headers and then nothing (not even its coding's header, which
+// the decoder must read first: gzip's 10 bytes, zstd's frame header) is cut
+// upstream once its client has left, as an uncompressed silent stream is
+// (watchClient), not held until the upstream timeout (10 minutes here).
+func TestClientGoneBeforeTheCodingHeader(t *testing.T) {
+	w := testWeigher(t)
+	body := strings.Replace(budgetBody, `"max_tokens":50`, `"max_tokens":50,"stream":true`, 1)
+	for _, enc := range []string{"gzip", "zstd"} {
+		t.Run(enc, func(t *testing.T) {
+			asked, cut := make(chan struct{}), make(chan struct{})
+			url := byteUpstream(t, func(c net.Conn, _ int) bool {
+				close(asked)
+				c.Write([]byte("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: " + enc + "\r\ntransfer-encoding: chunked\r\n\r\n"))
+				// Read returns when llmguard closes the connection; past the
+				// test's wait, the deadline ends it, which lets the stream
+				// (and the server's shutdown) end.
+				c.SetReadDeadline(time.Now().Add(75 * time.Second))
+				if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+					close(cut)
+				}
+				return false
+			})
+			r := newRig(t, rigOptions{url: url, w: w, timeout: 10 * time.Minute})
+			c, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-panic\r\nContent-Type: application/json\r\nContent-Length: "+itoa(len(body))+"\r\n\r\n"+body)
+			<-asked // (llmguard sends its headers with the first bytes of the body)
+			c.Close()
+			select {
+			case <-cut:
+			case <-time.After(60 * time.Second): // generous: watchClient looks every 500 ms
+				t.Fatal("the upstream connection is still open a minute after the client left")
+			}
+			r.waitLedger(1)
+		})
+	}
 }
