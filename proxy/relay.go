@@ -118,7 +118,16 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 			p.unread(x, unreadTooLarge)
 		}
 		x.held = nil // fasthttp closes the body stream, which releases resp
-		ctx.Response.SetBodyStream(&upstreamBody{Reader: io.MultiReader(bytes.NewReader(body), st), resp: resp}, -1)
+		ub := &upstreamBody{Reader: io.MultiReader(bytes.NewReader(body), st), resp: resp}
+		if rc, ok := st.(fasthttp.ReadCloserWithError); ok && ctx.Conn() != nil {
+			// fasthttp notices a client that left only at its next write,
+			// which an upstream stalled mid-body never allows: watch the
+			// client as a stream does, and cut the upstream when it has
+			// left, so that the bytes read first come back.
+			ub.stop = make(chan struct{})
+			go p.watchClient(x, ctx.Conn(), rc, ub.stop, new(atomic.Bool))
+		}
+		ctx.Response.SetBodyStream(ub, -1)
 		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
 		p.count(x, x.m.Outcome(status), "")
 		return nil
@@ -197,13 +206,19 @@ func uncoded(encoding []byte) bool {
 }
 
 // upstreamBody relays the rest of an upstream body and releases the
-// response when fasthttp closes it.
+// response when fasthttp closes it; stop, when set, ends the watch of its
+// client (watchClient) then.
 type upstreamBody struct {
 	io.Reader
 	resp *fasthttp.Response
+	stop chan struct{}
 }
 
 func (b *upstreamBody) Close() error {
+	if b.stop != nil {
+		close(b.stop)
+		b.stop = nil
+	}
 	err := b.resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(b.resp)
 	return err

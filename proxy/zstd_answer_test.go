@@ -254,3 +254,51 @@ func TestClientGoneBeforeTheCodingHeader(t *testing.T) {
 		})
 	}
 }
+
+// TestClientGoneFromAnAnswerPassedThrough: a non-streamed answer passed
+// through unread (over max_response_bytes here) whose upstream stalls
+// mid-body is cut upstream once its client has left, and the bytes read
+// first go back to max_inflight_response_bytes, as for a stream. Before,
+// fasthttp noticed the departure only at its next write, which the
+// stalled upstream never allowed: the answer's bytes (up to
+// max_response_bytes, 64 MiB by default), the goroutine and the upstream
+// connection stayed held until the upstream timeout (10 minutes here; in a
+// run of the binary, 2 MiB held after the client left, until then).
+func TestClientGoneFromAnAnswerPassedThrough(t *testing.T) {
+	w := testWeigher(t)
+	asked, cut := make(chan struct{}), make(chan struct{})
+	url := byteUpstream(t, func(c net.Conn, _ int) bool {
+		close(asked)
+		c.Write([]byte("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1048576\r\n\r\n"))
+		c.Write(bytes.Repeat([]byte(" "), 256<<10)) // then nothing: see TestClientGoneBeforeTheCodingHeader
+		c.SetReadDeadline(time.Now().Add(75 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			close(cut)
+		}
+		return false
+	})
+	r := newRig(t, rigOptions{url: url, w: w, timeout: 10 * time.Minute, maxResponse: 64 << 10})
+	c, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-panic\r\nContent-Type: application/json\r\nContent-Length: "+itoa(len(budgetBody))+"\r\n\r\n"+budgetBody)
+	<-asked
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	if _, err := io.ReadFull(resp.Body, make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if r.px.ResponseBytesHeld() == 0 {
+		t.Fatal("no answer bytes held while the answer passes through")
+	}
+	c.Close()
+	select {
+	case <-cut:
+	case <-time.After(60 * time.Second): // generous: watchClient looks every 500 ms
+		t.Fatal("the upstream connection is still open a minute after the client left")
+	}
+	r.released("after the client left")
+}
