@@ -4,7 +4,8 @@
 //	               [--log-level LEVEL] debug, info (default), warn or error
 //	llmguard validate --config FILE    check a config; non-zero exit names each bad field
 //	                                   (--strict: warnings too; --no-env: skip api_key_env's variables)
-//	llmguard usage --config FILE       spend, tokens and quotas from a running llmguard
+//	llmguard usage [--config FILE]     spend, tokens and quotas from a running llmguard
+//	                                   (the embedded default's admin listener without --config)
 //	llmguard version                   the version, commit and Go release it was built from
 //
 // Exit status: 0 on success; 1 when the command failed (an invalid config,

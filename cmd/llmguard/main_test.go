@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llmguard/llmguard/internal/app"
 )
 
 var (
@@ -169,6 +172,17 @@ func TestServeEmbeddedDefault(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
 			t.Errorf("%s: %d %.200s, want %q", path, resp.StatusCode, b, want)
 		}
+	}
+	// usage without --config reads the embedded default too, as serve
+	// does: a newcomer's `llmguard usage` asks the `llmguard serve` they
+	// started (here on another admin address, hence --admin).
+	out, err := exec.Command(bin, "usage", "--admin", admin, "--json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("usage without --config: %v\n%s", err, out)
+	}
+	var rep app.UsageReport
+	if err := json.Unmarshal(out, &rep); err != nil || rep.Source != "none" {
+		t.Errorf("usage without --config printed %s (%v), want the embedded default's report (no ledger)", out, err)
 	}
 }
 
