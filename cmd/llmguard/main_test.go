@@ -120,7 +120,7 @@ limits:
 	}
 	out, code = run("sk-up", "validate", "--config", cfg)
 	if code != 0 || !strings.Contains(out, "warning: limits[0]: limit user-tokens holds 1000 tokens") ||
-		!strings.Contains(out, `warning: limits[0].plans[0]: no key has plan "standrad"`) || !strings.Contains(out, "OK") {
+		!strings.Contains(out, `warning: limits[0].plans[0]: no key has plan "standrad"`) || !strings.Contains(out, "OK, with 2 warnings") {
 		t.Errorf("key set: exit %d\n%s\nwant OK with both warnings", code, out)
 	}
 	if out, code = run("sk-up", "validate", "--strict", "--config", cfg); code == 0 {
