@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -183,6 +184,29 @@ func TestServeEmbeddedDefault(t *testing.T) {
 	var rep app.UsageReport
 	if err := json.Unmarshal(out, &rep); err != nil || rep.Source != "none" {
 		t.Errorf("usage without --config printed %s (%v), want the embedded default's report (no ledger)", out, err)
+	}
+}
+
+// serve on an address already taken exits 1 naming which listener and
+// the flag that moves it (new-user trial: the mock's port given as
+// --listen said only "address already in use").
+func TestServeAddressInUseNamesTheListener(t *testing.T) {
+	bin := binary(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, c := range []struct{ flag, other, want string }{
+		{"--listen", "--admin-listen", "proxy listener (listen, or serve --listen host:port)"},
+		{"--admin-listen", "--listen", "admin listener (admin_listen, or serve --admin-listen host:port)"},
+	} {
+		out, err := exec.Command(bin, "serve", c.flag, taken.Addr().String(), c.other, freeAddr(t)).CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), c.want) ||
+			!strings.Contains(string(out), "address already in use") {
+			t.Errorf("serve %s on a taken address: %v\n%s\nwant exit 1 naming %q", c.flag, err, out, c.want)
+		}
 	}
 }
 
