@@ -132,12 +132,17 @@ func TestRunRedisWorkCallgrind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Rows) != 1 {
-		t.Fatalf("%d rows, want 1", len(rep.Rows))
+	if len(rep.Rows) != 2 {
+		t.Fatalf("%d rows, want 2 (the build and the PING floor)", len(rep.Rows))
 	}
-	row := rep.Rows[0]
+	row, ping := rep.Rows[0], rep.Rows[1]
 	if row.Admitted != 10 || row.Instructions < 10_000 {
 		t.Errorf("%d admitted, %.0f instructions per request", row.Admitted, row.Instructions)
+	}
+	// A PING is a round trip with nothing in it: some thousands of
+	// instructions, far fewer than a request's takes and reconciliations.
+	if ping.Build != BuildPing || ping.Admitted != 10 || ping.Instructions <= 0 || ping.Instructions >= row.Instructions {
+		t.Errorf("floor row %s: %d PINGs, %.0f instructions per PING (a request: %.0f)", ping.Build, ping.Admitted, ping.Instructions, row.Instructions)
 	}
 	var table bytes.Buffer
 	rep.Markdown(&table)
