@@ -271,16 +271,6 @@ func undecodedReason(err error) string {
 	return unreadUndecodable
 }
 
-// decodable reports whether decoder knows the content coding enc
-// (lowercase; "" and identity included).
-func decodable(enc string) bool {
-	switch enc {
-	case "", "identity", "gzip", "x-gzip", "deflate", "zstd":
-		return true
-	}
-	return false
-}
-
 // decoder reads the content coding enc of r (RFC 9110 §8.4.1: gzip,
 // deflate meaning zlib, and zstd). A zstd decoder allocates the window its
 // first frame's header asks for: that header is read first, and the window
