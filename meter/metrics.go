@@ -170,10 +170,12 @@ type Metrics struct {
 //	request_body_bytes_in_flight                      request-body bytes held now, of max_inflight_body_bytes
 //	response_body_bytes_in_flight                     upstream-answer bytes held now (non-streamed answers and their
 //	                                                  decoded copies), of max_inflight_response_bytes
-//	responses_unread_total{reason}                    non-streamed answers whose usage was not read, their reservations
-//	                                                  kept: budget (relayed unread: max_inflight_response_bytes full),
+//	responses_unread_total{reason}                    answers whose usage was not read, their reservations kept:
+//	                                                  budget (relayed unread: max_inflight_response_bytes full),
 //	                                                  too_large (over max_response_bytes), decode_budget (a compressed
-//	                                                  answer whose decoded copy found no room)
+//	                                                  answer whose decoded copy or zstd window found no room),
+//	                                                  decode_window (a zstd window over 8 MiB), undecodable (a coding
+//	                                                  not decoded, or broken); streams only for the last three
 //	in_flight_requests{limit}                         requests holding a slot of an in-flight limit (unit: concurrent)
 //	                                                  on this node now
 //	shadow_decisions_total{limit,decision}            a shadow limit's verdicts on requests the real limits admitted:
@@ -237,7 +239,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 		answerBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmguard_response_body_bytes_in_flight",
 			Help: "Bytes of non-streamed upstream answers (and their decoded copies) held in memory now, counted against max_inflight_response_bytes."}),
 		unread: counter("responses_unread_total",
-			"Non-streamed upstream answers relayed without their usage read, their reservations kept, by reason: budget (max_inflight_response_bytes full), too_large (over max_response_bytes), decode_budget (no room to decode a compressed answer).",
+			"Upstream answers relayed without their usage read, their reservations kept, by reason: budget (max_inflight_response_bytes full), too_large (over max_response_bytes), decode_budget (no room to decode a compressed answer), decode_window (a zstd window over 8 MiB), undecodable (a content coding llmguard does not decode, or a broken one). Streams count under the last three.",
 			"reason"),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmguard_in_flight_requests",
 			Help: "Requests holding a slot of an in-flight limit (unit: concurrent) on this node now; sum over nodes for the limit's use."}, []string{"limit"}),
@@ -311,9 +313,9 @@ func (m *Metrics) ResponseBytesHeld(delta int64) {
 	}
 }
 
-// ResponseUnread counts a non-streamed answer whose usage was not read, for
-// reason: budget, too_large or decode_budget (a fixed set: the label stays
-// bounded).
+// ResponseUnread counts an answer whose usage was not read, for reason:
+// budget, too_large, decode_budget, decode_window or undecodable (a fixed
+// set: the label stays bounded; streams count under the last three).
 func (m *Metrics) ResponseUnread(reason string) {
 	if m != nil {
 		m.unread.WithLabelValues(reason).Inc()

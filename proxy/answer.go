@@ -74,9 +74,18 @@ const (
 	// unreadTooLarge: the answer is over max_response_bytes; streamed
 	// through unread.
 	unreadTooLarge = "too_large"
-	// unreadDecodeBudget: a compressed answer held whole, whose decoded copy
-	// found no room in the budget; relayed as received, its usage not read.
+	// unreadDecodeBudget: a compressed answer held whole whose decoded copy,
+	// or a compressed answer or stream whose zstd window, found no room in
+	// the budget; relayed as received, its usage not read.
 	unreadDecodeBudget = "decode_budget"
+	// unreadWindow: a zstd answer whose window is over answerWindowMax
+	// (8 MiB, RFC 9659 §3); relayed as received, its usage not read.
+	unreadWindow = "decode_window"
+	// unreadUndecodable: a compressed answer in a coding llmguard does not
+	// decode (br, one applied twice, an unknown one) or not valid in its
+	// coding (a broken header, corrupt data); relayed as received, its
+	// usage not read.
+	unreadUndecodable = "undecodable"
 )
 
 // unreadLogEvery is the least time between two log lines about answers
@@ -242,11 +251,11 @@ func (h *heldAnswer) grow(limit, size int) bool {
 }
 
 // unread counts an answer whose usage was not read for reason (an unread
-// constant) and, for want of room, logs it at most once every
-// unreadLogEvery.
+// constant) and, for want of room (unreadBudget, unreadDecodeBudget), logs
+// it at most once every unreadLogEvery.
 func (p *Proxy) unread(x *exchange, reason string) {
 	p.opt.Metrics.ResponseUnread(reason)
-	if reason == unreadTooLarge {
+	if reason != unreadBudget && reason != unreadDecodeBudget {
 		return
 	}
 	p.unreadLog.Do(func() {

@@ -87,12 +87,16 @@ func TestTapViewBoundsDecompression(t *testing.T) {
 		t.Errorf("decoded %d bytes, want the 4096-byte cap", len(got))
 	}
 	view.release()
-	if got, _ := tapView([]byte("br"), []byte("x"), 4096, &view); got != nil {
-		t.Error("an encoding the tap does not decode must give nil")
+	if got, why := tapView([]byte("br"), []byte("x"), 4096, &view); got != nil || why != unreadUndecodable {
+		t.Errorf("an encoding the tap does not decode must give nil, %s (got %d bytes, %q)", unreadUndecodable, len(got), why)
 	}
-	if got, _ := tapView([]byte("gzip"), []byte("not gzip"), 4096, &view); got != nil {
-		t.Error("broken gzip must give nil")
+	if got, why := tapView([]byte("gzip"), []byte("not gzip"), 4096, &view); got != nil || why != unreadUndecodable {
+		t.Errorf("broken gzip must give nil, %s (got %d bytes, %q)", unreadUndecodable, len(got), why)
 	}
+	if got, why := tapView([]byte("gzip"), buf.Bytes()[:len(buf.Bytes())/2], 1<<20, &view); got != nil || why != unreadUndecodable {
+		t.Errorf("gzip cut short must give nil, %s (got %d bytes, %q)", unreadUndecodable, len(got), why)
+	}
+	view.release()
 	if got, _ := tapView(nil, []byte("plain"), 4096, &view); string(got) != "plain" {
 		t.Errorf("identity: %q", got)
 	}
@@ -121,7 +125,8 @@ func TestTapViewTakesFromTheBudget(t *testing.T) {
 	} {
 		p := budgetOnly(tc.budget)
 		view := heldAnswer{p: p}
-		got, full := tapView([]byte("gzip"), buf.Bytes(), 1<<20, &view)
+		got, why := tapView([]byte("gzip"), buf.Bytes(), 1<<20, &view)
+		full := why == unreadDecodeBudget
 		if full != tc.wantFull || (got == nil) != tc.wantFull {
 			t.Errorf("%s: full %v, %d bytes decoded; want full %v", tc.name, full, len(got), tc.wantFull)
 		}

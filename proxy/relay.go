@@ -57,20 +57,24 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		ctx.Response.Header.SetContentLength(-1)
 		conn := ctx.Conn() // serves this response until the writer returns
 		enc := string(bytes.ToLower(bytes.TrimSpace(resp.Header.ContentEncoding())))
-		if decodable(enc) && enc != "" {
-			// The upstream compressed the stream although llmguard asked
-			// for identity: relay it decoded, so that the tap can read it
-			// and the client's bytes match the headers it gets.
-			ctx.Response.Header.Del("Content-Encoding")
-		} else if enc != "" {
+		// Decoded or relayed as sent is decided here, before the headers
+		// go out (fasthttp writes them once the handler returns): a
+		// stream the upstream compressed although llmguard asked for
+		// identity is relayed decoded, without its Content-Encoding, so
+		// that the tap can read it; one llmguard cannot decode is relayed
+		// as sent, with it, so that its client can.
+		src := p.openStream(x, resp.BodyStream(), conn, enc)
+		if src.opaque {
 			x.stripUsage = false // opaque bytes: relay them untouched
+		} else if enc != "" {
+			ctx.Response.Header.Del("Content-Encoding") // decoded, or identity
 		}
-		x.held = nil // the stream writer owns resp now
+		x.held = nil // the stream writer owns resp and src now
 		x.streaming = true
 		if x.obs != nil {
 			x.obs.overhead = overheadOf(x, time.Now())
 		}
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { p.stream(w, x, resp, conn, enc) })
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { p.stream(w, x, resp, conn, src) })
 		return nil
 	}
 
@@ -192,9 +196,9 @@ func (p *Proxy) usageOf(x *exchange, encoding, body []byte) (weigher.Usage, bool
 	}
 	view := heldAnswer{p: p}
 	defer view.release() // a panic while parsing gives the copy back too
-	b, full := tapView(encoding, body, p.opt.MaxResponseBytes, &view)
-	if full {
-		p.unread(x, unreadDecodeBudget)
+	b, why := tapView(encoding, body, p.opt.MaxResponseBytes, &view)
+	if why != "" {
+		p.unread(x, why)
 	}
 	return x.live.weigher.ParseUsage(x.kind, b)
 }
@@ -231,34 +235,40 @@ func (b *upstreamBody) Close() error {
 // back with into.release once the usage is read), as is a zstd decoder's
 // window while it decodes (see decoder); decoding stops at limit bytes (a
 // compressed answer must not expand without bound). An encoding it does
-// not decode, a broken one, or no room in the budget (full) gives nil: no
-// usage is read and the reservation stands.
-func tapView(encoding, body []byte, limit int, into *heldAnswer) (view []byte, full bool) {
+// not decode, a broken one, a zstd window over answerWindowMax, or no room
+// in the budget gives nil, and unread says why (an unread reason): no usage
+// is read and the reservation stands.
+func tapView(encoding, body []byte, limit int, into *heldAnswer) (view []byte, unread string) {
 	if uncoded(encoding) {
-		return body, false
+		return body, ""
 	}
 	enc := string(bytes.ToLower(bytes.TrimSpace(encoding)))
 	mem := decoderMemory{p: into.p}
 	defer mem.release()
 	r, err := decoder(enc, bytes.NewReader(body), &mem)
 	if err != nil {
-		return nil, errors.Is(err, errWindowBudget)
+		return nil, undecodedReason(err)
 	}
-	full, err = into.readFrom(r, limit, -1)
-	if full || err != nil {
-		return nil, full
+	full, err := into.readFrom(r, limit, -1)
+	if full {
+		return nil, unreadDecodeBudget
 	}
-	return into.buf, false
+	if err != nil {
+		return nil, unreadUndecodable
+	}
+	return into.buf, ""
 }
 
-// decodable reports whether decoder knows the content coding enc
-// (lowercase; "" and identity included).
-func decodable(enc string) bool {
-	switch enc {
-	case "", "identity", "gzip", "x-gzip", "deflate", "zstd":
-		return true
+// undecodedReason is the unread reason of an answer relayed as sent
+// because decoder refused it with err.
+func undecodedReason(err error) string {
+	switch {
+	case errors.Is(err, errWindowBudget):
+		return unreadDecodeBudget
+	case errors.Is(err, errWindowTooLarge):
+		return unreadWindow
 	}
-	return false
+	return unreadUndecodable
 }
 
 // decoder reads the content coding enc of r (RFC 9110 §8.4.1: gzip,
@@ -269,8 +279,9 @@ func decodable(enc string) bool {
 // with mem.release once decoding is over; a later frame asking for a larger
 // window is a read error. Errors: an unknown coding; a stream that does not
 // start as its coding says (for zstd, with a skippable frame, or cut within
-// its first frame's header); a zstd window over answerWindowMax; no room in
-// the budget for the window (errWindowBudget).
+// its first frame's header); a zstd window over answerWindowMax
+// (errWindowTooLarge); no room in the budget for the window
+// (errWindowBudget).
 func decoder(enc string, r io.Reader, mem *decoderMemory) (io.Reader, error) {
 	switch enc {
 	case "", "identity":
@@ -282,11 +293,11 @@ func decoder(enc string, r io.Reader, mem *decoderMemory) (io.Reader, error) {
 	case "zstd":
 		br := bufio.NewReaderSize(r, 32) // holds a frame header (at most 18 bytes)
 		window, err := zstdWindowOf(br)
+		if errors.Is(err, contentcoding.ErrTooLarge) || (err == nil && window > answerWindowMax) {
+			return nil, errWindowTooLarge // (ErrTooLarge: over 16 MiB)
+		}
 		if err != nil {
 			return nil, err
-		}
-		if window > answerWindowMax {
-			return nil, fmt.Errorf("proxy: zstd window of %d bytes, over the %d RFC 9659 allows", window, answerWindowMax)
 		}
 		if !mem.take(int64(window) + contentcoding.ZstdStateBytes) {
 			return nil, errWindowBudget
@@ -312,6 +323,10 @@ const answerWindowMax = 8 << 20
 // errWindowBudget: the answer budget had no room for a zstd decoder's
 // window; the answer is relayed as sent, unread (unreadDecodeBudget).
 var errWindowBudget = errors.New("proxy: no room in max_inflight_response_bytes for the zstd window")
+
+// errWindowTooLarge: a zstd answer asks for a window over answerWindowMax;
+// it is relayed as sent, unread (unreadWindow).
+var errWindowTooLarge = errors.New("proxy: zstd window over the 8 MiB RFC 9659 allows")
 
 // zstdWindowOf reads, without consuming it, the header of the zstd frame br
 // starts with (RFC 8878 §3.1.1.1: magic, descriptor, then the window
@@ -369,44 +384,19 @@ func (d *decoderMemory) release() {
 // stream relays an SSE body event by event, flushing after every upstream
 // read so the first event reaches the client before the upstream finishes.
 // It runs after the handler returned, on fasthttp's writer goroutine.
-func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, conn net.Conn, enc string) {
+func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, conn net.Conn, s *streamSource) {
 	if x.obs != nil {
 		defer p.settled(x, x.status) // last: after the settlement, whichever way the stream ends
 	}
 	defer fasthttp.ReleaseResponse(resp)
 	raw := resp.BodyStream()
-	// A client that leaves while the upstream is silent (thinking, queued,
-	// or not yet sending the header of its coding, which the decoder reads
-	// first) would be noticed only at the next write: watch its socket, and
-	// cut the upstream within clientWatchEvery of the client leaving.
-	var watcherCut atomic.Bool
-	stop := make(chan struct{})
-	defer close(stop)
-	if rc, ok := raw.(fasthttp.ReadCloserWithError); ok && conn != nil {
-		go p.watchClient(x, conn, rc, stop, &watcherCut)
-	}
-	src := raw
-	opaque, decoded := false, false
-	// A zstd decoder's window and the tap's large events, held of the
-	// answer budget while the stream lasts: given back after the last read
-	// (deferred before the recovery below, so run after it).
-	mem := decoderMemory{p: p}
-	defer mem.release()
-	if enc != "" {
-		// The decoder reads the coding's header from raw: keep those bytes,
-		// so that a stream it cannot decode is relayed whole.
-		head := &headRecorder{r: raw}
-		if d, err := decoder(enc, head, &mem); err == nil {
-			src, decoded = d, d != io.Reader(head)
-		} else {
-			opaque = true
-			src = io.MultiReader(bytes.NewReader(head.buf), raw)
-			if errors.Is(err, errWindowBudget) {
-				p.unread(x, unreadDecodeBudget)
-			}
-		}
-		head.buf, head.done = nil, true
-	}
+	// The decoder's window and the tap's large events are held of the
+	// answer budget while the stream lasts, and the client watched: given
+	// back, and the watch ended, after the last read (deferred before the
+	// recovery below, so run after it).
+	defer s.close()
+	src, opaque, decoded, mem := s.r, s.opaque, s.decoded, &s.mem
+	watcherCut := &s.cut
 	wg, model := x.live.weigher, x.est.Model
 	tap := newUsageTap(wg.NewStream(x.kind), x.stripUsage, expectsUsage(x), func(text string) int64 { return wg.CountText(model, text) })
 	// Bytes relayed without being read (a coding llmguard does not decode:
@@ -414,7 +404,7 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	// the stream keeps its output reservation, as for an event too large
 	// to read.
 	tap.unread = opaque
-	tap.mem = &mem                         // an event's buffers past tapEventFree, released with the decoder's window
+	tap.mem = mem                          // an event's buffers past tapEventFree, released with the decoder's window
 	out := chunks.Get().(*[readChunk]byte) // what the tap sends, while it fits
 	defer chunks.Put(out)                  // the last thing the stream does
 	tap.out = out[:0]
@@ -487,6 +477,77 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 		resp.CloseBodyStream()
 	}
 	p.settleStream(x, &tap, resp.StatusCode())
+}
+
+// streamSource is what a stream is relayed from, decided before its
+// response's headers go out (openStream) and owned by its stream writer
+// after, which closes it once the stream has ended.
+type streamSource struct {
+	// r is what the stream writer reads: the upstream body decoded from its
+	// coding, or as sent (the bytes a failed decoder read first, then the
+	// rest).
+	r io.Reader
+	// opaque: r is in a coding llmguard does not read; the stream is
+	// relayed as sent, with its Content-Encoding, unread. decoded: r
+	// decodes a coding; the stream goes out without Content-Encoding.
+	opaque, decoded bool
+	// mem is what the stream holds of the answer budget: a zstd decoder's
+	// window, and the tap's buffers for a large event.
+	mem decoderMemory
+	// stop ends the watch of the client (watchClient), which sets cut when
+	// it cut the upstream because the client left.
+	stop chan struct{}
+	cut  atomic.Bool
+}
+
+// openStream starts watching the client of x's stream (conn; nil: none)
+// and decides how raw, sent in the content coding enc (lowercase, trimmed),
+// is relayed: decoded when decoder reads its coding's header, else as sent
+// and counted unread with its reason (responses_unread_total). The header
+// (gzip's 10 bytes, a zstd frame's) is read from the upstream here, on the
+// handler's goroutine, so that the response's headers can say which; the
+// client is watched meanwhile, so that an upstream that sends nothing after
+// its headers is cut once the client has left (a client that leaves while
+// the upstream is silent, thinking or queued, would be noticed only at the
+// next write). The caller hands the result to stream, which closes it; a
+// panic here closes it before it propagates.
+func (p *Proxy) openStream(x *exchange, raw io.Reader, conn net.Conn, enc string) *streamSource {
+	s := &streamSource{r: raw, mem: decoderMemory{p: p}, stop: make(chan struct{})}
+	if rc, ok := raw.(fasthttp.ReadCloserWithError); ok && conn != nil {
+		go p.watchClient(x, conn, rc, s.stop, &s.cut)
+	}
+	if enc == "" {
+		return s
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			s.close()
+		}
+	}()
+	t0 := time.Now()
+	// The decoder reads the coding's header from raw: keep those bytes, so
+	// that a stream it cannot decode is relayed whole.
+	head := &headRecorder{r: raw}
+	if d, err := decoder(enc, head, &s.mem); err == nil {
+		s.r, s.decoded = d, d != io.Reader(head)
+	} else {
+		s.r, s.opaque = io.MultiReader(bytes.NewReader(head.buf), raw), true
+		if !s.cut.Load() { // not the client's departure
+			p.unread(x, undecodedReason(err))
+		}
+	}
+	head.buf, head.done = nil, true
+	x.upstreamTime += time.Since(t0)
+	opened = true
+	return s
+}
+
+// close ends the watch of the client and gives back what s holds of the
+// answer budget; s's decoder may not be read after.
+func (s *streamSource) close() {
+	close(s.stop)
+	s.mem.release()
 }
 
 // headRecorder reads r, keeping a copy of what it read until done is set:

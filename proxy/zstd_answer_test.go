@@ -175,15 +175,13 @@ func TestZstdAnswerWindowWithinTheBudget(t *testing.T) {
 				t.Errorf("charged %d, want at least the reservation %d", charged, reserved)
 			}
 			// A non-streamed answer reaches the client as sent; a stream
-			// decoded when it was read, as sent when not (but without its
-			// content-encoding, which was dropped before the stream's
-			// decoder was made: as for a stream whose coding header is
-			// broken, TestStreamInACodingNotDecodedKeepsReservation).
+			// decoded when it was read, as sent (with its content-encoding:
+			// TestUndecodedAnswerKeepsItsCoding) when not.
 			want, wantEnc := coded, "zstd"
 			if tc.stream && tc.read {
 				want, wantEnc = decoded, ""
 			}
-			if !bytes.Equal(got, want) || (enc != wantEnc && !(tc.stream && !tc.read)) {
+			if !bytes.Equal(got, want) || enc != wantEnc {
 				t.Errorf("client got %d bytes (content-encoding %q), want %d (%q)", len(got), enc, len(want), wantEnc)
 			}
 			r.released(tc.name)
