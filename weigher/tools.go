@@ -47,10 +47,12 @@ func newToolsCounter(enc counter, encoding string) toolsCounter {
 // a non-function tool (e.g. "custom") costs the tokens of its JSON text.
 //
 // list is part of a request body that passed parseRequest's check (valid
-// JSON, no key twice in an object): each object is walked once with
-// rawMembers, where gjson's Get scanned it again for every name read (a
-// third of a cold 1 KiB agent body's weighing went to those scans), and
-// the "name:desc" texts are joined in one pooled buffer, not allocated.
+// JSON, no key twice in an object), so it is read in one pass (walkObject,
+// walkArray): a value read is not skipped first, where gjson's Get
+// scanned an object again for every name read and skipped every nested
+// value once per level above it (a third of a cold 1 KiB agent body's
+// weighing went to those scans). The "name:desc" texts are joined in one
+// pooled buffer, not allocated.
 func (c toolsCounter) count(list gjson.Result) int64 {
 	if !list.IsArray() {
 		return 0
@@ -62,46 +64,41 @@ func (c toolsCounter) count(list gjson.Result) int64 {
 		}
 		joinBufs.Put(buf)
 	}()
+	s := list.Raw
 	var n int64
 	functions := 0
-	rawElements(list.Raw, func(t gjson.Result) bool {
-		if !t.IsObject() {
-			return true
+	walkArray(s, 0, func(v int) int {
+		if s[v] != '{' {
+			return -1
 		}
-		var function, typ gjson.Result
-		rawMembers(t.Raw, func(k string, v gjson.Result) bool {
+		var own, inner function // t's own members; those of its "function" object
+		var typ gjson.Result
+		innerSeen := false
+		end := walkObject(s, v, func(k string, x int) int {
 			switch {
-			case k == "function" && function.Raw == "":
-				function = v
+			case k == "function" && !innerSeen:
+				if s[x] != '{' {
+					return -1
+				}
+				innerSeen = true
+				return walkObject(s, x, func(k string, y int) int { return c.functionMember(buf, &inner, s, k, y) })
 			case k == "type" && typ.Raw == "":
-				typ = v
+				e := skipValue(s, x)
+				typ = rawValue(s[x:e])
+				return e
 			}
-			return true
+			return c.functionMember(buf, &own, s, k, x)
 		})
-		fn := t
-		if function.IsObject() {
-			fn = function
+		fn := own
+		if innerSeen {
+			fn = inner
 		} else if typ.Raw != "" && textOf(typ) != "function" {
-			n += countText(c.enc, t.Raw)
-			return true
+			n += countText(c.enc, s[v:end])
+			return end
 		}
-		var name, desc, params gjson.Result
-		rawMembers(fn.Raw, func(k string, v gjson.Result) bool {
-			switch {
-			case k == "name" && name.Raw == "":
-				name = v
-			case k == "description" && desc.Raw == "":
-				desc = v
-			case k == "parameters" && params.Raw == "":
-				params = v
-			}
-			return true
-		})
 		functions++
-		n += c.funcInit
-		n += c.join(buf, textOf(name), ":", trimDot(textOf(desc)))
-		n += c.properties(buf, rawGet(params, "properties"), 0)
-		return true
+		n += c.funcInit + c.join(buf, textOf(fn.name), ":", trimDot(textOf(fn.desc))) + fn.props
+		return end
 	})
 	if functions > 0 {
 		n += funcEnd
@@ -109,54 +106,156 @@ func (c toolsCounter) count(list gjson.Result) int64 {
 	return n
 }
 
+// function is what count reads of a function: its name and description,
+// and the tokens of its parameters' properties.
+type function struct {
+	name, desc gjson.Result
+	props      int64
+	seen       uint8 // bits: name, description, parameters read
+}
+
+// functionMember reads the member k of a function whose value starts at
+// s[x] into f, as walkObject's fn: it returns where the value ends, or -1
+// when it is not read.
+func (c toolsCounter) functionMember(buf *[]byte, f *function, s, k string, x int) int {
+	switch {
+	case k == "name" && f.seen&1 == 0:
+		f.seen |= 1
+		e := skipValue(s, x)
+		f.name = rawValue(s[x:e])
+		return e
+	case k == "description" && f.seen&2 == 0:
+		f.seen |= 2
+		e := skipValue(s, x)
+		f.desc = rawValue(s[x:e])
+		return e
+	case k == "parameters" && f.seen&4 == 0 && s[x] == '{':
+		f.seen |= 4
+		return walkObject(s, x, func(k string, y int) int {
+			if k != "properties" {
+				return -1
+			}
+			n, e := c.properties(buf, s, y, 0)
+			f.props += n
+			return e
+		})
+	}
+	return -1
+}
+
 // maxSchemaDepth bounds the recursion into nested schemas.
 const maxSchemaDepth = 8
 
-// properties counts a JSON-schema "properties" object (a value as rawValue
-// gives it), joining texts in buf.
-func (c toolsCounter) properties(buf *[]byte, props gjson.Result, depth int) int64 {
-	if !props.IsObject() || depth > maxSchemaDepth {
-		return 0
+// properties counts the JSON-schema "properties" object at s[i], joining
+// texts in buf: it returns the tokens and where the object ends, or -1
+// when it did not read the value (not an object, or deeper than
+// maxSchemaDepth).
+func (c toolsCounter) properties(buf *[]byte, s string, i, depth int) (int64, int) {
+	if s[i] != '{' || depth > maxSchemaDepth {
+		return 0, -1
 	}
 	var n int64
 	any := false
-	rawMembers(props.Raw, func(key string, p gjson.Result) bool {
+	end := walkObject(s, i, func(key string, x int) int {
 		any = true
 		n += propKey
-		var enum, typ, desc, sub, items gjson.Result
-		if p.IsObject() {
-			rawMembers(p.Raw, func(k string, v gjson.Result) bool {
+		var typ, desc gjson.Result
+		var seen uint8
+		e := -1
+		if s[x] == '{' {
+			e = walkObject(s, x, func(k string, y int) int {
 				switch {
-				case k == "enum" && enum.Raw == "":
-					enum = v
-				case k == "type" && typ.Raw == "":
-					typ = v
-				case k == "description" && desc.Raw == "":
-					desc = v
-				case k == "properties" && sub.Raw == "":
-					sub = v
-				case k == "items" && items.Raw == "":
-					items = v
+				case k == "enum" && seen&1 == 0:
+					seen |= 1
+					if s[y] != '[' {
+						return -1
+					}
+					n += enumInit
+					return walkArray(s, y, func(z int) int {
+						e := skipValue(s, z)
+						n += enumItem + countText(c.enc, textOf(rawValue(s[z:e])))
+						return e
+					})
+				case k == "type" && seen&2 == 0:
+					seen |= 2
+					e := skipValue(s, y)
+					typ = rawValue(s[y:e])
+					return e
+				case k == "description" && seen&4 == 0:
+					seen |= 4
+					e := skipValue(s, y)
+					desc = rawValue(s[y:e])
+					return e
+				case k == "properties" && seen&8 == 0:
+					seen |= 8
+					sub, e := c.properties(buf, s, y, depth+1)
+					n += sub
+					return e
+				case k == "items" && seen&16 == 0 && s[y] == '{':
+					seen |= 16
+					return walkObject(s, y, func(k string, z int) int {
+						if k != "properties" {
+							return -1
+						}
+						sub, e := c.properties(buf, s, z, depth+1)
+						n += sub
+						return e
+					})
 				}
-				return true
-			})
-		}
-		if enum.IsArray() {
-			n += enumInit
-			rawElements(enum.Raw, func(item gjson.Result) bool {
-				n += enumItem + countText(c.enc, textOf(item))
-				return true
+				return -1
 			})
 		}
 		n += c.join(buf, key, ":", textOf(typ), ":", trimDot(textOf(desc)))
-		n += c.properties(buf, sub, depth+1)
-		n += c.properties(buf, rawGet(items, "properties"), depth+1)
-		return true
+		return e
 	})
 	if any {
 		n += propInit
 	}
-	return n
+	return n, end
+}
+
+// walkObject calls fn with each member of the object at s[i] ('{') of a
+// document that passed parseRequest's check: its key (decoded) and where
+// its value starts. fn returns where the value ends when it read the value
+// through, or -1 to have it skipped. walkObject returns the offset just
+// past the object. A value is thus passed over once, by its reader or by
+// the skip, however deep it lies.
+func walkObject(s string, i int, fn func(key string, v int) int) int {
+	i = skipSpace(s, i+1)
+	for i < len(s) && s[i] == '"' {
+		kEnd := skipString(s, i)
+		key := s[i+1 : kEnd-1]
+		if strings.IndexByte(key, '\\') >= 0 {
+			key = gjson.Parse(s[i:kEnd]).Str
+		}
+		i = skipSpace(s, skipSpace(s, kEnd)+1) // past ':'
+		end := fn(key, i)
+		if end < 0 {
+			end = skipValue(s, i)
+		}
+		i = skipSpace(s, end)
+		if i < len(s) && s[i] == ',' {
+			i = skipSpace(s, i+1)
+		}
+	}
+	return min(i+1, len(s)) // past '}'
+}
+
+// walkArray is walkObject for the array at s[i] ('['): fn is given where
+// each element starts.
+func walkArray(s string, i int, fn func(v int) int) int {
+	i = skipSpace(s, i+1)
+	for i < len(s) && s[i] != ']' {
+		end := fn(i)
+		if end < 0 {
+			end = skipValue(s, i)
+		}
+		i = skipSpace(s, end)
+		if i < len(s) && s[i] == ',' {
+			i = skipSpace(s, i+1)
+		}
+	}
+	return min(i+1, len(s)) // past ']'
 }
 
 // join counts the text made of parts, written into buf (grown as needed,
