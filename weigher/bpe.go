@@ -168,14 +168,11 @@ func contraction(s string, i int) int {
 // nextPiece returns the end of the pre-tokenizer piece starting at s[i]:
 // the ASCII fast path's (pretok_ascii.go) when it can decide, else
 // generalPiece's.
-func (c *bpeCounter) nextPiece(s string, i int) int {
-	j, _ := c.piece(s, i)
-	return j
-}
+func (c *bpeCounter) nextPiece(s string, i int) int { return c.piece(s, i, false) }
 
-// piece is nextPiece, and whether the general matcher found the piece
-// (else it is all ASCII).
-func (c *bpeCounter) piece(s string, i int) (int, bool) {
+// piece is nextPiece; with check set, -1 when the general matcher's piece
+// is not valid UTF-8 (the ASCII fast path's pieces are ASCII).
+func (c *bpeCounter) piece(s string, i int, check bool) int {
 	if s[i] < utf8.RuneSelf {
 		var e int
 		if c.o200k {
@@ -184,10 +181,14 @@ func (c *bpeCounter) piece(s string, i int) (int, bool) {
 			e = asciiPieceCL100k(s, i)
 		}
 		if e >= 0 {
-			return e, false
+			return e
 		}
 	}
-	return c.generalPiece(s, i), true
+	j := c.generalPiece(s, i)
+	if check && !utf8.ValidString(s[i:j]) {
+		return -1
+	}
+	return j
 }
 
 // generalPiece returns the end of the pre-tokenizer piece starting at s[i],
@@ -365,8 +366,8 @@ func (c *bpeCounter) countFrom(text string, i, stop int) (int64, int) {
 func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64, end int, ok bool) {
 	if c.noMemo {
 		for i < len(text) && i < stop {
-			j, general := c.piece(text, i)
-			if general && check && !utf8.ValidString(text[i:j]) {
+			j := c.piece(text, i, check)
+			if j < 0 {
 				return n, i, false
 			}
 			n += c.pieceTokens(text[i:j])
@@ -380,8 +381,8 @@ func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64,
 	}
 	ok = true
 	for i < len(text) && i < stop {
-		j, general := c.piece(text, i)
-		if general && check && !utf8.ValidString(text[i:j]) {
+		j := c.piece(text, i, check)
+		if j < 0 {
 			ok = false
 			break
 		}
