@@ -69,13 +69,20 @@ func pieceKey(text string, i, n int) (lo, hi uint64) {
 	return lo, hi & (^uint64(0) >> (128 - 8*n))
 }
 
-// pieceKeyPacked is pieceKey near the end of text, byte by byte: kept apart
-// so that pieceKey inlines.
+// pieceKeyPacked is pieceKey near the end of text: where text holds 8
+// bytes before the piece's end it loads the word ending there and shifts
+// it down (a short text's every piece is near its end), else it packs
+// byte by byte. Kept apart so that pieceKey inlines.
 func pieceKeyPacked(text string, i, n int) (lo, hi uint64) {
+	e := i + n
 	if n <= 8 {
-		return pack(text[i : i+n]), 0
+		if e >= 8 {
+			return le64(text[e-8:e]) >> (64 - 8*n), 0
+		}
+		return pack(text[i:e]), 0
 	}
-	return pack(text[i : i+8]), pack(text[i+8 : i+n])
+	// 9 to 16 bytes: i+8 ≤ e, and e ≥ 9 bytes of text
+	return le64(text[i : i+8]), le64(text[e-8:e]) >> (128 - 8*n)
 }
 
 // le64 is the first 8 bytes of s (at least 8) as a little-endian integer,

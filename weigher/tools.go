@@ -2,6 +2,8 @@ package weigher
 
 import (
 	"strings"
+	"sync"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -43,28 +45,60 @@ func newToolsCounter(enc counter, encoding string) toolsCounter {
 // Descriptions lose one trailing ".". Beyond the cookbook: nested object
 // properties (and array items' properties) are counted as properties too, and
 // a non-function tool (e.g. "custom") costs the tokens of its JSON text.
+//
+// list is part of a request body that passed parseRequest's check (valid
+// JSON, no key twice in an object), so it is read in one pass (walkObject,
+// walkArray): a value read is not skipped first, where gjson's Get
+// scanned an object again for every name read and skipped every nested
+// value once per level above it (a third of a cold 1 KiB agent body's
+// weighing went to those scans). The "name:desc" texts are joined in one
+// pooled buffer, not allocated.
 func (c toolsCounter) count(list gjson.Result) int64 {
 	if !list.IsArray() {
 		return 0
 	}
+	buf := joinBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) > maxJoinBuf {
+			*buf = nil
+		}
+		joinBufs.Put(buf)
+	}()
+	s := list.Raw
 	var n int64
 	functions := 0
-	list.ForEach(func(_, t gjson.Result) bool {
-		if !t.IsObject() {
-			return true
+	walkArray(s, 0, func(v int) int {
+		if s[v] != '{' {
+			return -1
 		}
-		fn := t
-		if f := t.Get("function"); f.IsObject() {
-			fn = f
-		} else if typ := t.Get("type"); typ.Exists() && typ.String() != "function" {
-			n += countText(c.enc, t.Raw)
-			return true
+		var own, inner function // t's own members; those of its "function" object
+		var typ gjson.Result
+		innerSeen := false
+		end := walkObject(s, v, func(k string, x int) int {
+			switch {
+			case k == "function" && !innerSeen:
+				if s[x] != '{' {
+					return -1
+				}
+				innerSeen = true
+				return walkObject(s, x, func(k string, y int) int { return c.functionMember(buf, &inner, s, k, y) })
+			case k == "type" && typ.Raw == "":
+				e := skipValue(s, x)
+				typ = rawValue(s[x:e])
+				return e
+			}
+			return c.functionMember(buf, &own, s, k, x)
+		})
+		fn := own
+		if innerSeen {
+			fn = inner
+		} else if typ.Raw != "" && textOf(typ) != "function" {
+			n += countText(c.enc, s[v:end])
+			return end
 		}
 		functions++
-		n += c.funcInit
-		n += countText(c.enc, fn.Get("name").String()+":"+trimDot(fn.Get("description").String()))
-		n += c.properties(fn.Get("parameters.properties"), 0)
-		return true
+		n += c.funcInit + c.join(buf, textOf(fn.name), ":", trimDot(textOf(fn.desc))) + fn.props
+		return end
 	})
 	if functions > 0 {
 		n += funcEnd
@@ -72,35 +106,193 @@ func (c toolsCounter) count(list gjson.Result) int64 {
 	return n
 }
 
+// function is what count reads of a function: its name and description,
+// and the tokens of its parameters' properties.
+type function struct {
+	name, desc gjson.Result
+	props      int64
+	seen       uint8 // bits: name, description, parameters read
+}
+
+// functionMember reads the member k of a function whose value starts at
+// s[x] into f, as walkObject's fn: it returns where the value ends, or -1
+// when it is not read.
+func (c toolsCounter) functionMember(buf *[]byte, f *function, s, k string, x int) int {
+	switch {
+	case k == "name" && f.seen&1 == 0:
+		f.seen |= 1
+		e := skipValue(s, x)
+		f.name = rawValue(s[x:e])
+		return e
+	case k == "description" && f.seen&2 == 0:
+		f.seen |= 2
+		e := skipValue(s, x)
+		f.desc = rawValue(s[x:e])
+		return e
+	case k == "parameters" && f.seen&4 == 0 && s[x] == '{':
+		f.seen |= 4
+		return walkObject(s, x, func(k string, y int) int {
+			if k != "properties" {
+				return -1
+			}
+			n, e := c.properties(buf, s, y, 0)
+			f.props += n
+			return e
+		})
+	}
+	return -1
+}
+
 // maxSchemaDepth bounds the recursion into nested schemas.
 const maxSchemaDepth = 8
 
-// properties counts a JSON-schema "properties" object.
-func (c toolsCounter) properties(props gjson.Result, depth int) int64 {
-	if !props.IsObject() || depth > maxSchemaDepth {
-		return 0
+// properties counts the JSON-schema "properties" object at s[i], joining
+// texts in buf: it returns the tokens and where the object ends, or -1
+// when it did not read the value (not an object, or deeper than
+// maxSchemaDepth).
+func (c toolsCounter) properties(buf *[]byte, s string, i, depth int) (int64, int) {
+	if s[i] != '{' || depth > maxSchemaDepth {
+		return 0, -1
 	}
 	var n int64
 	any := false
-	props.ForEach(func(key, p gjson.Result) bool {
+	end := walkObject(s, i, func(key string, x int) int {
 		any = true
 		n += propKey
-		if enum := p.Get("enum"); enum.IsArray() {
-			n += enumInit
-			enum.ForEach(func(_, item gjson.Result) bool {
-				n += enumItem + countText(c.enc, item.String())
-				return true
+		var typ, desc gjson.Result
+		var seen uint8
+		e := -1
+		if s[x] == '{' {
+			e = walkObject(s, x, func(k string, y int) int {
+				switch {
+				case k == "enum" && seen&1 == 0:
+					seen |= 1
+					if s[y] != '[' {
+						return -1
+					}
+					n += enumInit
+					return walkArray(s, y, func(z int) int {
+						e := skipValue(s, z)
+						n += enumItem + countText(c.enc, textOf(rawValue(s[z:e])))
+						return e
+					})
+				case k == "type" && seen&2 == 0:
+					seen |= 2
+					e := skipValue(s, y)
+					typ = rawValue(s[y:e])
+					return e
+				case k == "description" && seen&4 == 0:
+					seen |= 4
+					e := skipValue(s, y)
+					desc = rawValue(s[y:e])
+					return e
+				case k == "properties" && seen&8 == 0:
+					seen |= 8
+					sub, e := c.properties(buf, s, y, depth+1)
+					n += sub
+					return e
+				case k == "items" && seen&16 == 0 && s[y] == '{':
+					seen |= 16
+					return walkObject(s, y, func(k string, z int) int {
+						if k != "properties" {
+							return -1
+						}
+						sub, e := c.properties(buf, s, z, depth+1)
+						n += sub
+						return e
+					})
+				}
+				return -1
 			})
 		}
-		n += countText(c.enc, key.String()+":"+p.Get("type").String()+":"+trimDot(p.Get("description").String()))
-		n += c.properties(p.Get("properties"), depth+1)
-		n += c.properties(p.Get("items.properties"), depth+1)
-		return true
+		n += c.join(buf, key, ":", textOf(typ), ":", trimDot(textOf(desc)))
+		return e
 	})
 	if any {
 		n += propInit
 	}
-	return n
+	return n, end
+}
+
+// walkObject calls fn with each member of the object at s[i] ('{') of a
+// document that passed parseRequest's check: its key (decoded) and where
+// its value starts. fn returns where the value ends when it read the value
+// through, or -1 to have it skipped. walkObject returns the offset just
+// past the object. A value is thus passed over once, by its reader or by
+// the skip, however deep it lies.
+func walkObject(s string, i int, fn func(key string, v int) int) int {
+	i = skipSpace(s, i+1)
+	for i < len(s) && s[i] == '"' {
+		kEnd := skipString(s, i)
+		key := s[i+1 : kEnd-1]
+		if strings.IndexByte(key, '\\') >= 0 {
+			key = gjson.Parse(s[i:kEnd]).Str
+		}
+		i = skipSpace(s, skipSpace(s, kEnd)+1) // past ':'
+		end := fn(key, i)
+		if end < 0 {
+			end = skipValue(s, i)
+		}
+		i = skipSpace(s, end)
+		if i < len(s) && s[i] == ',' {
+			i = skipSpace(s, i+1)
+		}
+	}
+	return min(i+1, len(s)) // past '}'
+}
+
+// walkArray is walkObject for the array at s[i] ('['): fn is given where
+// each element starts.
+func walkArray(s string, i int, fn func(v int) int) int {
+	i = skipSpace(s, i+1)
+	for i < len(s) && s[i] != ']' {
+		end := fn(i)
+		if end < 0 {
+			end = skipValue(s, i)
+		}
+		i = skipSpace(s, end)
+		if i < len(s) && s[i] == ',' {
+			i = skipSpace(s, i+1)
+		}
+	}
+	return min(i+1, len(s)) // past ']'
+}
+
+// join counts the text made of parts, written into buf (grown as needed,
+// kept for the next text): no string is allocated for it.
+func (c toolsCounter) join(buf *[]byte, parts ...string) int64 {
+	b := (*buf)[:0]
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	*buf = b
+	if len(b) == 0 {
+		return 0
+	}
+	return countText(c.enc, unsafe.String(&b[0], len(b)))
+}
+
+// maxJoinBuf is the largest buffer, in bytes, joinBufs keeps: a tool's
+// description longer than this is joined in a buffer the collector frees.
+const maxJoinBuf = 64 << 10
+
+// joinBufs are the buffers of toolsCounter.join, one per count at a time.
+var joinBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// textOf is gjson's v.String() of a value as rawValue gives it: a string
+// decoded, another value's text as gjson writes it (a number in its own
+// form, true, false, an object's or array's JSON), "" for null or none.
+func textOf(v gjson.Result) string {
+	switch v.Type {
+	case gjson.String:
+		return rawString(v)
+	case gjson.Null:
+		return ""
+	}
+	if v.Raw == "" {
+		return ""
+	}
+	return gjson.Parse(v.Raw).String()
 }
 
 func trimDot(s string) string { return strings.TrimSuffix(s, ".") }
