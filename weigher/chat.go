@@ -104,6 +104,8 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case "service_tier":
 			est.ServiceTier = serviceTier(v)
+		case "audio", "modalities":
+			est.Audio = est.Audio || asksAudio(k, v)
 		}
 		return true
 	})
@@ -126,6 +128,7 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 			})
 			in += t.text
 			est.ServerContext = est.ServerContext || t.hidden
+			est.Audio = est.Audio || t.audio
 			return true
 		})
 	}
@@ -192,7 +195,7 @@ func messageTokens(enc counter, model string, m gjson.Result) tally {
 		return tally{}
 	}
 	n := int64(tokensPerMessage)
-	hidden := false
+	hidden, audio := false, false
 	// Its members are walked raw (rawMembers: ends found with jsonscan.Skip,
 	// nothing decoded that is not read) and its strings decoded by
 	// unescapeJSON: gjson's ForEach decoded every value byte by byte.
@@ -207,6 +210,7 @@ func messageTokens(enc counter, model string, m gjson.Result) tally {
 				v.ForEach(func(_, p gjson.Result) bool {
 					n += partTokens(enc, model, p)
 					hidden = hidden || partHidden(p)
+					audio = audio || partAudio(p)
 					return true
 				})
 			} else {
@@ -219,10 +223,18 @@ func messageTokens(enc counter, model string, m gjson.Result) tally {
 			})
 		case "function_call":
 			n += callTokens(enc, v)
+		case "audio":
+			// An assistant message's earlier audio answer, by id
+			// ({"audio": {"id": "audio_…"}}): the upstream reads that
+			// audio back as input, at audio prices, and the body does not
+			// hold it.
+			if v.Type != gjson.Null {
+				hidden, audio = true, true
+			}
 		}
 		return true
 	})
-	return tally{text: n, hidden: hidden}
+	return tally{text: n, hidden: hidden, audio: audio}
 }
 
 // stringOf is r's text when r is a JSON string, else "".
@@ -245,6 +257,32 @@ func callTokens(enc counter, fn gjson.Result) int64 {
 // does not hold: a file part without file_data (a stored file_id).
 func partHidden(p gjson.Result) bool {
 	return p.IsObject() && p.Get("type").String() == "file" && stringOf(p.Get("file.file_data")) == ""
+}
+
+// partAudio reports whether a chat content part sends audio: an
+// input_audio part (or any part holding an "input_audio" member).
+func partAudio(p gjson.Result) bool {
+	return p.IsObject() && (p.Get("type").String() == "input_audio" || p.Get("input_audio").Exists())
+}
+
+// asksAudio reports whether a chat request's top-level "audio" or
+// "modalities" member (k, value v) asks for audio output: "audio" set to
+// anything but null, or "modalities" holding anything but "text" (a
+// spelling llmguard does not know may be one an upstream reads as audio).
+func asksAudio(k string, v gjson.Result) bool {
+	if k == "audio" {
+		return v.Type != gjson.Null
+	}
+	audio := false
+	if v.IsArray() {
+		v.ForEach(func(_, m gjson.Result) bool {
+			audio = audio || m.Type != gjson.String || m.Str != "text"
+			return !audio
+		})
+	} else {
+		audio = v.Type != gjson.Null
+	}
+	return audio
 }
 
 // partTokens counts one content part: text (and refusal) parts by their

@@ -58,6 +58,14 @@ type Estimate struct {
 	// the body's own content, a lower bound of the real input; the
 	// reconciliation with the reported usage settles the difference.
 	ServerContext bool
+	// Audio is set for a chat request that sends or asks for audio, whose
+	// audio tokens the upstream bills at the model's audio prices (8–16×
+	// its text prices): an input_audio content part, an assistant message
+	// that refers to an earlier audio answer ("audio": {"id"}, also
+	// ServerContext: the upstream reads that audio back as input), an
+	// "audio" output request, or "modalities" naming anything but "text"
+	// (https://platform.openai.com/docs/api-reference/chat/create).
+	Audio bool
 	// Images is the number of images an image generation request asks
 	// for ("n", default 1); ImageSize and ImageQuality are its "size" and
 	// "quality" as sent, lowercased ("" when absent, not strings, or

@@ -60,8 +60,10 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 			out = f
 		case "input_tokens_details":
 			u.CachedInputTokens = usageCount(f.Get("cached_tokens"))
+			u.AudioInputTokens = usageCount(f.Get("audio_tokens")) // as chat's, should an upstream report it
 		case "output_tokens_details":
 			u.ReasoningTokens = usageCount(f.Get("reasoning_tokens"))
+			u.AudioOutputTokens = usageCount(f.Get("audio_tokens"))
 		}
 		return true
 	})
