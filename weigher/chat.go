@@ -68,7 +68,7 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 		return fallback
 	}
 	defer d.close()
-	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat gjson.Result
+	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction gjson.Result
 	var messageElems elements
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
@@ -104,6 +104,8 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case "service_tier":
 			est.ServiceTier = serviceTier(v)
+		case "prediction":
+			prediction = v
 		case "audio", "modalities":
 			est.Audio = est.Audio || asksAudio(k, v)
 		}
@@ -158,7 +160,44 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 	}
 	est.Choices = min(choices, maxTokens/max(1, min(out, maxTokens)))
 	est.OutputTokens = min(out, maxTokens) * est.Choices
+	if p := predictionTokens(enc, prediction); p > 0 {
+		// Predicted Outputs: the rejected part of the prediction is
+		// billed as output on top of what each choice writes.
+		est.PredictionTokens = min(p, maxTokens/est.Choices) * est.Choices
+		est.OutputTokens = min(est.OutputTokens+est.PredictionTokens, 2*maxTokens)
+		est.OutputDefaulted = false // a learned reservation would drop it
+	}
 	return est
+}
+
+// predictionTokens counts a chat request's Predicted Outputs "prediction"
+// ({"type":"content","content": a string or text parts};
+// https://platform.openai.com/docs/guides/predicted-outputs): its
+// rejected tokens are billed as completion tokens ("still counted in the
+// total completion tokens for purposes of billing", the API reference's
+// completion_tokens_details), at most all of it. A value of another shape
+// counts as the text of its JSON; null or absent, 0.
+func predictionTokens(enc counter, v gjson.Result) int64 {
+	if !v.Exists() || v.Type == gjson.Null {
+		return 0
+	}
+	c := v.Get("content")
+	switch {
+	case v.IsObject() && c.Type == gjson.String:
+		return countText(enc, c.String())
+	case v.IsObject() && c.IsArray():
+		var n int64
+		c.ForEach(func(_, p gjson.Result) bool {
+			if t := p.Get("text"); p.IsObject() && t.Type == gjson.String {
+				n += countText(enc, t.String())
+			} else {
+				n += countText(enc, p.Raw)
+			}
+			return true
+		})
+		return n
+	}
+	return countText(enc, v.Raw)
 }
 
 // tokenCount reads a non-negative token count, capped at maxTokens.

@@ -243,7 +243,8 @@ var (
 		under("tools", toolFields).
 		under("functions", functionFields).
 		under("stream_options", object("include_usage")).
-		under("response_format", object("json_schema"))
+		under("response_format", object("json_schema")).
+		under("prediction", object().under("content", chatPartFields))
 
 	// responsesPartFields: a Responses content part, or a
 	// computer_call_output's output.

@@ -58,6 +58,12 @@ type Estimate struct {
 	// the body's own content, a lower bound of the real input; the
 	// reconciliation with the reported usage settles the difference.
 	ServerContext bool
+	// PredictionTokens is, for a chat request with a Predicted Outputs
+	// "prediction", its tokens times Choices: included in OutputTokens,
+	// since the prediction's rejected tokens are billed as output on top
+	// of what the model writes. Such a request's output maximum is not
+	// lowered (cap_output), which would not bound them.
+	PredictionTokens int64
 	// Audio is set for a chat request that sends or asks for audio, whose
 	// audio tokens the upstream bills at the model's audio prices (8–16×
 	// its text prices): an input_audio content part, an assistant message
