@@ -126,6 +126,10 @@ type Request struct {
 	// (policy.Quote.ForAudio), and its reservation is priced as if every
 	// token of it were audio, the dearer kind (reservation).
 	Audio bool
+	// GeoPinned: the request pins inference to a geography
+	// (weigher.Estimate.GeoPinned), billed at a premium on every token
+	// price (policy.Quote.ForGeo).
+	GeoPinned bool
 	// Weighed: the request's kind is weighed in tokens. A request that is
 	// not weighed counts as a request only: 0 in every other unit.
 	Weighed bool
@@ -394,6 +398,9 @@ func (m *Meter) Admit(r Request) *Exchange {
 	x.quote = r.Policy.Quote(r.Model, r.ServiceTier)
 	if r.Audio && r.Weighed {
 		x.quote = x.quote.ForAudio()
+	}
+	if r.GeoPinned {
+		x.quote = x.quote.ForGeo()
 	}
 	x.price, x.modelLabel = x.quote.Price, x.quote.Label
 	if x.modelLabel == "" && r.Model != "" {

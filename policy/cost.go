@@ -48,6 +48,16 @@ func (p Price) rates(input int64) Rates {
 	return Rates{Input: p.Input, CachedInput: p.CachedInput, CacheWrite: p.CacheWrite, CacheWrite1h: p.CacheWrite1h, Output: p.Output}
 }
 
+// scaled is p with every rate times num/den, rounded up (saturating).
+func (p Price) scaled(num, den int64) Price {
+	r := func(v int64) int64 { return ceilMulDiv(v, num, den) }
+	l := p.Long
+	return Price{Input: r(p.Input), CachedInput: r(p.CachedInput), CacheWrite: r(p.CacheWrite), CacheWrite1h: r(p.CacheWrite1h),
+		Output: r(p.Output), LongAbove: p.LongAbove,
+		Long:       Rates{Input: r(l.Input), CachedInput: r(l.CachedInput), CacheWrite: r(l.CacheWrite), CacheWrite1h: r(l.CacheWrite1h), Output: r(l.Output)},
+		AudioInput: r(p.AudioInput), AudioOutput: r(p.AudioOutput)}
+}
+
 // USDPerMTok is a model's list prices in USD per million tokens, as price
 // lists give them. A zero CachedInput or CacheWrite means "same as Input";
 // a zero CacheWrite1h means "same as CacheWrite"; a zero AudioInput or

@@ -274,6 +274,26 @@ func (q Quote) ForAudio() Quote {
 	return q
 }
 
+// GeoPremium is the multiplier, num/den, of every token price of a
+// request whose inference is pinned to a geography: Anthropic's data
+// residency, 1.1x for inference_geo "us" (its pricing page and
+// https://platform.claude.com/docs/en/build-with-claude/data-residency).
+const (
+	GeoPremiumNum = 11
+	GeoPremiumDen = 10
+)
+
+// ForGeo is q for a request whose inference is pinned to a geography: its
+// price times GeoPremiumNum/GeoPremiumDen, each rate rounded up to the
+// pico-USD. An unpriced q is returned as it is.
+func (q Quote) ForGeo() Quote {
+	if !q.Priced {
+		return q
+	}
+	q.Price = q.Price.scaled(GeoPremiumNum, GeoPremiumDen)
+	return q
+}
+
 // tierOf is the tier a request's service_tier value asks for.
 func (p *Policy) tierOf(s string) ServiceTier {
 	switch s {

@@ -273,7 +273,7 @@ var (
 		b.under("source", object("type", "data").under("content", b))
 		return b.under("content", b)
 	}()
-	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed").
+	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed", "inference_geo").
 			under("system", claudeBlockFields).
 			under("messages", object("role").under("content", claudeBlockFields)).
 			under("tools", object("type", "name", "description", "input_schema").wholeLists()).

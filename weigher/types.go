@@ -58,6 +58,11 @@ type Estimate struct {
 	// the body's own content, a lower bound of the real input; the
 	// reconciliation with the reported usage settles the difference.
 	ServerContext bool
+	// GeoPinned is set for a Messages request whose "inference_geo" pins
+	// inference to a geography (anything but "global" or null): Anthropic
+	// bills it at 1.1x the model's token prices (data residency,
+	// https://platform.claude.com/docs/en/build-with-claude/data-residency).
+	GeoPinned bool
 	// PredictionTokens is, for a chat request with a Predicted Outputs
 	// "prediction", its tokens times Choices: included in OutputTokens,
 	// since the prediction's rejected tokens are billed as output on top
