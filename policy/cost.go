@@ -48,6 +48,12 @@ func (p Price) rates(input int64) Rates {
 	return Rates{Input: p.Input, CachedInput: p.CachedInput, CacheWrite: p.CacheWrite, CacheWrite1h: p.CacheWrite1h, Output: p.Output}
 }
 
+// WebSearchPicoUSD is the price of one web search an upstream runs for a
+// request (spec.Usage.WebSearches), in pico-USD: Anthropic's $10 per 1,000
+// searches (its web search tool guide), on top of the tokens the results
+// add to the input.
+const WebSearchPicoUSD = 10_000_000_000
+
 // scaled is p with every rate times num/den, rounded up (saturating).
 func (p Price) scaled(num, den int64) Price {
 	r := func(v int64) int64 { return ceilMulDiv(v, num, den) }
@@ -110,7 +116,7 @@ func PriceFromUSDPerMTok(input, cachedInput, output float64) Price {
 // the full audio price, as llmguard knows no cached-audio price), so only
 // the cached tokens beyond the audio ones get the cached text price —
 // never less than any split could cost. Negative counts are treated as
-// zero.
+// zero. Each web search the usage reports adds WebSearchPicoUSD.
 func (p Price) MicroUSD(t spec.Usage) int64 {
 	in := clamp0(t.InputTokens)
 	r := p.rates(in)
@@ -136,6 +142,7 @@ func (p Price) MicroUSD(t spec.Usage) int64 {
 	add(out-audioOut, r.Output)
 	add(audioIn, max(p.AudioInput, r.Input))
 	add(audioOut, max(p.AudioOutput, r.Output))
+	add(clamp0(t.WebSearches), WebSearchPicoUSD)
 	if hi >= 1e6 { // quotient would not fit in 64 bits
 		return math.MaxInt64
 	}

@@ -40,6 +40,11 @@ type Usage struct {
 	// tokens (OpenAI completion_tokens_details.audio_tokens, billed at the
 	// model's audio output price).
 	AudioOutputTokens int64
+	// WebSearches is how many web searches the upstream ran for the
+	// request, billed per search on top of the tokens (Anthropic
+	// usage.server_tool_use.web_search_requests: $10 per 1,000 searches,
+	// its web search tool guide and pricing page).
+	WebSearches int64
 }
 
 // Total is input plus output tokens.

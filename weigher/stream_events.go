@@ -205,6 +205,7 @@ func upper(a, b Usage) Usage {
 		ReasoningTokens:    max(a.ReasoningTokens, b.ReasoningTokens),
 		AudioInputTokens:   max(a.AudioInputTokens, b.AudioInputTokens),
 		AudioOutputTokens:  max(a.AudioOutputTokens, b.AudioOutputTokens),
+		WebSearches:        max(a.WebSearches, b.WebSearches),
 	}
 }
 

@@ -252,6 +252,7 @@ type steer struct {
 	audioIn       int64         // x-mock-audio-input-tokens
 	audioOut      int64         // x-mock-audio-output-tokens
 	rejected      int64         // x-mock-rejected-prediction-tokens
+	searches      int64         // x-mock-web-searches
 	delay         time.Duration // x-mock-delay-ms, before each content delta
 	noUsage       bool
 	gzip          bool
@@ -283,6 +284,7 @@ func steerOf(h *fasthttp.RequestHeader) steer {
 	st.audioIn, _ = num("x-mock-audio-input-tokens")
 	st.audioOut, _ = num("x-mock-audio-output-tokens")
 	st.rejected, _ = num("x-mock-rejected-prediction-tokens")
+	st.searches, _ = num("x-mock-web-searches")
 	d, _ := num("x-mock-delay-ms")
 	st.delay = time.Duration(d) * time.Millisecond
 	st.noUsage = set("x-mock-no-usage")
