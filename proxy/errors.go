@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 
@@ -84,6 +85,13 @@ var (
 // (as sent, quoted) has no price in its service tier, and missing is the
 // config key that would price it (policy.Quote.Missing).
 func modelNotPriced(model, limit, missing string) apiError {
+	if strings.HasSuffix(missing, ".audio_input_usd_per_mtok") {
+		// The request sends or asks for audio (policy.Quote.ForAudio).
+		return apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "model_not_priced",
+			anthropicType: "invalid_request_error",
+			message: fmt.Sprintf("Model %q has no audio price in llmguard, and limit %s counts US dollars, so a request that sends or asks for audio "+
+				"cannot be admitted. Its operator can price audio with %s and audio_output_usd_per_mtok in the config.", model, limit, missing)}
+	}
 	return apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "model_not_priced",
 		anthropicType: "invalid_request_error",
 		message: fmt.Sprintf("Model %q has no price in llmguard, and limit %s counts US dollars, so it cannot be admitted. "+

@@ -107,7 +107,7 @@ func TestAudioWithoutAudioPricesRefused(t *testing.T) {
 	} {
 		resp, got := h.do("/v1/chat/completions", body)
 		if resp.StatusCode != 400 || !strings.Contains(got, `"code":"model_not_priced"`) ||
-			!strings.Contains(got, `models.\"gpt-audio-house\".audio_input_usd_per_mtok`) {
+			!strings.Contains(got, `models.\"gpt-audio-house\".audio_input_usd_per_mtok`) || !strings.Contains(got, "no audio price") {
 			t.Errorf("%s: %d %s, want 400 model_not_priced naming the audio price key", name, resp.StatusCode, got)
 		}
 	}
