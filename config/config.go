@@ -705,7 +705,9 @@ func parse(b []byte, dir string) (*Config, error) {
 			if !errors.As(err, &te) {
 				return nil, &Error{Problems: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
 			}
-			decodeProblems = te.Errors
+			for _, e := range te.Errors {
+				decodeProblems = append(decodeProblems, explainUnknownField(e))
+			}
 		}
 	}
 	c.applyDefaults()

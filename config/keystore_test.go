@@ -21,7 +21,7 @@ func TestKeyStoreDefaultsAndRefusals(t *testing.T) {
 		{"key_store: {resync: soon}\n", "key_store.resync: not a Go duration"},
 		{"key_store: {audit_max_len: 10}\n", "key_store.audit_max_len: must be at least 1000"},
 		{"key_store: {max_keys: 2000000}\n", "key_store.max_keys: must be between 1 and 1000000"},
-		{"key_store: {enable: true}\n", "field enable not found"},
+		{"key_store: {enable: true}\n", "unknown field enable (did you mean enabled?)"},
 	} {
 		_, err := Parse([]byte(base + tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

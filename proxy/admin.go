@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,12 +19,17 @@ import (
 //	              proxy can serve
 //	GET /metrics  Prometheus exposition of g
 //
+// Any other path gets 404 with a text body naming the paths served.
 // ready returns the /readyz body; it may be nil. extra maps more paths (such
 // as /admin/usage) to their handlers, which do their own authorization; a
 // path ending in "/" (such as /admin/keys/) also serves every path under
 // it that has no entry of its own.
 func AdminHandler(g prometheus.Gatherer, ready func() any, extra map[string]fasthttp.RequestHandler) fasthttp.RequestHandler {
 	metrics := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	// A 404 names the paths served (an empty 404 at / told a newcomer
+	// nothing), built once: extra is fixed for the handler's life.
+	notFound := "404 not found: the admin listener serves " +
+		strings.Join(append([]string{"/healthz", "/readyz", "/metrics"}, slices.Sorted(maps.Keys(extra))...), ", ") + "\n"
 	return func(ctx *fasthttp.RequestCtx) {
 		switch string(ctx.Path()) {
 		case "/healthz":
@@ -51,6 +58,8 @@ func AdminHandler(g prometheus.Gatherer, ready func() any, extra map[string]fast
 				}
 			}
 			ctx.SetStatusCode(fasthttp.StatusNotFound)
+			ctx.SetContentType("text/plain")
+			ctx.SetBodyString(notFound)
 		}
 	}
 }

@@ -38,7 +38,7 @@ type apiError struct {
 
 var (
 	errUnauthorized = apiError{status: fasthttp.StatusUnauthorized, openAIType: "invalid_request_error", openAICode: "invalid_api_key",
-		anthropicType: "authentication_error", message: "Incorrect or missing API key for llmguard: present a virtual key where your API's SDK sends its key (`Authorization: Bearer <key>`, `x-api-key` or Azure's `api-key`)."}
+		anthropicType: "authentication_error", message: "Incorrect or missing API key for llmguard: present a virtual key where your API's SDK sends its key (`Authorization: Bearer <key>` or `x-api-key`; an Azure client's `api-key` is read only on paths llmguard routes to an Azure upstream)."}
 	// errKeyExpired and errKeyRevoked answer a stored virtual key (README,
 	// "Managing keys") past its expiry or revoked: 401 like an unknown
 	// key, which the SDKs raise as their authentication error, with a
@@ -83,20 +83,26 @@ var (
 
 // modelNotPriced answers a request a usd limit cannot count: its model
 // (as sent, quoted) has no price in its service tier, and missing is the
-// config key that would price it (policy.Quote.Missing).
+// config key that would price it (policy.Quote.Missing). A request that
+// names no model (model "") is told so: the caller, not the operator, can
+// fix it, and `Model "" has no price … models.""` sent them to the config.
 func modelNotPriced(model, limit, missing string) apiError {
-	if strings.HasSuffix(missing, ".audio_input_usd_per_mtok") {
+	e := apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "model_not_priced",
+		anthropicType: "invalid_request_error"}
+	switch {
+	case model == "":
+		e.message = fmt.Sprintf("The request names no model (its body has no \"model\", or an empty one), and limit %s counts US dollars, "+
+			"so llmguard cannot price it: name the model in the body.", limit)
+	case strings.HasSuffix(missing, ".audio_input_usd_per_mtok"):
 		// The request sends or asks for audio (policy.Quote.ForAudio).
-		return apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "model_not_priced",
-			anthropicType: "invalid_request_error",
-			message: fmt.Sprintf("Model %q has no audio price in llmguard, and limit %s counts US dollars, so a request that sends or asks for audio "+
-				"cannot be admitted. Its operator can price audio with %s and audio_output_usd_per_mtok in the config.", model, limit, missing)}
-	}
-	return apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "model_not_priced",
-		anthropicType: "invalid_request_error",
-		message: fmt.Sprintf("Model %q has no price in llmguard, and limit %s counts US dollars, so it cannot be admitted. "+
+		e.message = fmt.Sprintf("Model %q has no audio price in llmguard, and limit %s counts US dollars, so a request that sends or asks for audio "+
+			"cannot be admitted. Its operator can price audio with %s and audio_output_usd_per_mtok in the config.", model, limit, missing)
+	default:
+		e.message = fmt.Sprintf("Model %q has no price in llmguard, and limit %s counts US dollars, so it cannot be admitted. "+
 			"Its operator can price it with %s in the config (its prices, or alias_of: a priced model), or set default_price.",
-			model, limit, missing)}
+			model, limit, missing)
+	}
+	return e
 }
 
 // write sends e as the whole response in flavor f's shape.

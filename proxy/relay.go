@@ -16,6 +16,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/valyala/fasthttp"
 
+	"github.com/llmguard/llmguard/internal/contentcoding"
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/spec"
 	"github.com/llmguard/llmguard/weigher"
@@ -117,7 +118,16 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 			p.unread(x, unreadTooLarge)
 		}
 		x.held = nil // fasthttp closes the body stream, which releases resp
-		ctx.Response.SetBodyStream(&upstreamBody{Reader: io.MultiReader(bytes.NewReader(body), st), resp: resp}, -1)
+		ub := &upstreamBody{Reader: io.MultiReader(bytes.NewReader(body), st), resp: resp}
+		if rc, ok := st.(fasthttp.ReadCloserWithError); ok && ctx.Conn() != nil {
+			// fasthttp notices a client that left only at its next write,
+			// which an upstream stalled mid-body never allows: watch the
+			// client as a stream does, and cut the upstream when it has
+			// left, so that the bytes read first come back.
+			ub.stop = make(chan struct{})
+			go p.watchClient(x, ctx.Conn(), rc, ub.stop, new(atomic.Bool))
+		}
+		ctx.Response.SetBodyStream(ub, -1)
 		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
 		p.count(x, x.m.Outcome(status), "")
 		return nil
@@ -196,13 +206,19 @@ func uncoded(encoding []byte) bool {
 }
 
 // upstreamBody relays the rest of an upstream body and releases the
-// response when fasthttp closes it.
+// response when fasthttp closes it; stop, when set, ends the watch of its
+// client (watchClient) then.
 type upstreamBody struct {
 	io.Reader
 	resp *fasthttp.Response
+	stop chan struct{}
 }
 
 func (b *upstreamBody) Close() error {
+	if b.stop != nil {
+		close(b.stop)
+		b.stop = nil
+	}
 	err := b.resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(b.resp)
 	return err
@@ -212,18 +228,21 @@ func (b *upstreamBody) Close() error {
 // compressed it although llmguard asked for identity; the client still
 // receives the bytes as sent. The decoded copy is read into into, whose
 // bytes are taken from the answer budget as it grows (the caller gives them
-// back with into.release once the usage is read); decoding stops at limit
-// bytes (a compressed answer must not expand without bound). An encoding it
-// does not decode, a broken one, or no room in the budget (full) gives nil:
-// no usage is read and the reservation stands.
+// back with into.release once the usage is read), as is a zstd decoder's
+// window while it decodes (see decoder); decoding stops at limit bytes (a
+// compressed answer must not expand without bound). An encoding it does
+// not decode, a broken one, or no room in the budget (full) gives nil: no
+// usage is read and the reservation stands.
 func tapView(encoding, body []byte, limit int, into *heldAnswer) (view []byte, full bool) {
 	if uncoded(encoding) {
 		return body, false
 	}
 	enc := string(bytes.ToLower(bytes.TrimSpace(encoding)))
-	r, err := decoder(enc, bytes.NewReader(body))
+	mem := decoderMemory{p: into.p}
+	defer mem.release()
+	r, err := decoder(enc, bytes.NewReader(body), &mem)
 	if err != nil {
-		return nil, false
+		return nil, errors.Is(err, errWindowBudget)
 	}
 	full, err = into.readFrom(r, limit, -1)
 	if full || err != nil {
@@ -243,9 +262,16 @@ func decodable(enc string) bool {
 }
 
 // decoder reads the content coding enc of r (RFC 9110 §8.4.1: gzip,
-// deflate meaning zlib, and zstd). Errors: an unknown coding, or a stream
-// that does not start as its coding says.
-func decoder(enc string, r io.Reader) (io.Reader, error) {
+// deflate meaning zlib, and zstd). A zstd decoder allocates the window its
+// first frame's header asks for: that header is read first, and the window
+// (with the decoder's state, contentcoding.ZstdStateBytes) taken from the
+// answer budget through mem before the decoder exists, to be given back
+// with mem.release once decoding is over; a later frame asking for a larger
+// window is a read error. Errors: an unknown coding; a stream that does not
+// start as its coding says (for zstd, with a skippable frame, or cut within
+// its first frame's header); a zstd window over answerWindowMax; no room in
+// the budget for the window (errWindowBudget).
+func decoder(enc string, r io.Reader, mem *decoderMemory) (io.Reader, error) {
 	switch enc {
 	case "", "identity":
 		return r, nil
@@ -254,13 +280,90 @@ func decoder(enc string, r io.Reader) (io.Reader, error) {
 	case "deflate":
 		return zlib.NewReader(r)
 	case "zstd":
-		d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(64<<20))
+		br := bufio.NewReaderSize(r, 32) // holds a frame header (at most 18 bytes)
+		window, err := zstdWindowOf(br)
 		if err != nil {
+			return nil, err
+		}
+		if window > answerWindowMax {
+			return nil, fmt.Errorf("proxy: zstd window of %d bytes, over the %d RFC 9659 allows", window, answerWindowMax)
+		}
+		if !mem.take(int64(window) + contentcoding.ZstdStateBytes) {
+			return nil, errWindowBudget
+		}
+		d, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(uint64(window)), zstd.WithDecoderMaxMemory(64<<20))
+		if err != nil {
+			mem.release()
 			return nil, err
 		}
 		return d.IOReadCloser(), nil
 	}
 	return nil, fmt.Errorf("proxy: content coding %q is not decoded", enc)
+}
+
+// answerWindowMax is the largest zstd window, in bytes, an upstream answer
+// is decoded with: 8 MiB, the most RFC 9659 §3 lets a zstd content coding
+// ask for (encoders "MUST NOT generate frames requiring a Window_Size
+// larger than 8 MB"; it updates RFC 8878). An answer asking for more is
+// relayed as sent, its usage not read.
+const answerWindowMax = 8 << 20
+
+// errWindowBudget: the answer budget had no room for a zstd decoder's
+// window; the answer is relayed as sent, unread (unreadDecodeBudget).
+var errWindowBudget = errors.New("proxy: no room in max_inflight_response_bytes for the zstd window")
+
+// zstdWindowOf reads, without consuming it, the header of the zstd frame br
+// starts with (RFC 8878 §3.1.1.1: magic, descriptor, then the window
+// descriptor, dictionary id and content size the descriptor announces) and
+// returns the window it asks for (contentcoding.ZstdWindow). Errors: br's
+// read error, or contentcoding's for a header that is not a frame's.
+func zstdWindowOf(br *bufio.Reader) (int, error) {
+	h, err := br.Peek(6) // the shortest header: magic, descriptor, one byte
+	if err != nil {
+		return 0, err
+	}
+	fhd := h[4]
+	n := 5 + [4]int{0, 1, 2, 4}[fhd&3] + [4]int{0, 2, 4, 8}[fhd>>6]
+	if fhd&(1<<5) == 0 {
+		n++ // a window descriptor
+	} else if fhd>>6 == 0 {
+		n++ // a single-segment frame's one-byte content size
+	}
+	if h, err = br.Peek(n); err != nil {
+		return 0, err
+	}
+	return contentcoding.ZstdWindow(h)
+}
+
+// decoderMemory is the memory an answer's decoder holds of the answer
+// budget (a zstd decoder's window and state), in bytes, for as long as it
+// decodes. The zero value with p set holds nothing. Not safe for
+// concurrent use.
+type decoderMemory struct {
+	p *Proxy
+	n int64
+}
+
+// take takes n more bytes from the budget if they are free, without
+// waiting; a refusal changes nothing.
+func (d *decoderMemory) take(n int64) bool {
+	if !d.p.answers.take(n) {
+		return false
+	}
+	d.p.opt.Metrics.ResponseBytesHeld(n)
+	d.n += n
+	return true
+}
+
+// release gives everything d holds back; the decoder may not be read
+// after.
+func (d *decoderMemory) release() {
+	if d.n > 0 {
+		d.p.answers.give(d.n)
+		d.p.opt.Metrics.ResponseBytesHeld(-d.n)
+		d.n = 0
+	}
 }
 
 // stream relays an SSE body event by event, flushing after every upstream
@@ -272,17 +375,35 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	}
 	defer fasthttp.ReleaseResponse(resp)
 	raw := resp.BodyStream()
+	// A client that leaves while the upstream is silent (thinking, queued,
+	// or not yet sending the header of its coding, which the decoder reads
+	// first) would be noticed only at the next write: watch its socket, and
+	// cut the upstream within clientWatchEvery of the client leaving.
+	var watcherCut atomic.Bool
+	stop := make(chan struct{})
+	defer close(stop)
+	if rc, ok := raw.(fasthttp.ReadCloserWithError); ok && conn != nil {
+		go p.watchClient(x, conn, rc, stop, &watcherCut)
+	}
 	src := raw
-	opaque := false
+	opaque, decoded := false, false
+	// A zstd decoder's window and the tap's large events, held of the
+	// answer budget while the stream lasts: given back after the last read
+	// (deferred before the recovery below, so run after it).
+	mem := decoderMemory{p: p}
+	defer mem.release()
 	if enc != "" {
 		// The decoder reads the coding's header from raw: keep those bytes,
 		// so that a stream it cannot decode is relayed whole.
 		head := &headRecorder{r: raw}
-		if d, err := decoder(enc, head); err == nil {
-			src = d
+		if d, err := decoder(enc, head, &mem); err == nil {
+			src, decoded = d, d != io.Reader(head)
 		} else {
 			opaque = true
 			src = io.MultiReader(bytes.NewReader(head.buf), raw)
+			if errors.Is(err, errWindowBudget) {
+				p.unread(x, unreadDecodeBudget)
+			}
 		}
 		head.buf, head.done = nil, true
 	}
@@ -293,6 +414,7 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	// the stream keeps its output reservation, as for an event too large
 	// to read.
 	tap.unread = opaque
+	tap.mem = &mem                         // an event's buffers past tapEventFree, released with the decoder's window
 	out := chunks.Get().(*[readChunk]byte) // what the tap sends, while it fits
 	defer chunks.Put(out)                  // the last thing the stream does
 	tap.out = out[:0]
@@ -318,15 +440,6 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	defer chunks.Put(chunk)
 	buf := chunk[:]
 	clientGone := false
-	// A client that leaves while the upstream is silent (thinking, queued)
-	// would be noticed only at the next write: watch its socket, and cut the
-	// upstream within clientWatchEvery of the client leaving.
-	var watcherCut atomic.Bool
-	stop := make(chan struct{})
-	defer close(stop)
-	if rc, ok := raw.(fasthttp.ReadCloserWithError); ok && conn != nil {
-		go p.watchClient(x, conn, rc, stop, &watcherCut)
-	}
 	for {
 		p.inject(pointStream)
 		n, rerr := src.Read(buf)
@@ -348,6 +461,12 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 		if clientGone || rerr != nil {
 			if rerr != nil && rerr != io.EOF && !clientGone {
 				p.log.Warn("upstream stream ended with an error", "upstream", x.upstream.Name, "err", rerr, "request_id", x.id)
+				if decoded {
+					// Decoding failed (a later zstd frame asking for a
+					// larger window, corrupt data), or the upstream broke
+					// under the decoder: what followed was not read.
+					tap.unread = true
+				}
 			}
 			break
 		}

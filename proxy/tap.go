@@ -24,7 +24,28 @@ type usageTap struct {
 	// the weigher could not read: weigher.StreamUpdate.Unread), so the text
 	// counted is not all the stream carried.
 	unread bool
+	// mem, when set, is where an event's buffers past tapEventFree bytes
+	// are taken from (the answer budget; see bound); nil: the scanner's own
+	// limit alone (tests of the tap).
+	mem *decoderMemory
+	// eventHeld is what the tap took of mem for the scanner's buffers.
+	eventHeld int64
 }
+
+// tapEventFree is the raw size, in bytes, of a pending SSE event a stream
+// holds without taking from the answer budget: a delta is a few hundred
+// bytes, a Responses response.completed (which repeats the whole output)
+// tens of KiB. Past it the scanner's buffers (the raw event and its data,
+// each up to sse.DefaultMaxEventBytes) are taken from
+// max_inflight_response_bytes as they grow, tapEventStep at a time; an
+// event that finds no room is relayed unread from there on (Truncated), so
+// that many streams each holding an unfinished 16 MiB event cannot hold
+// memory without bound.
+const tapEventFree = 64 << 10
+
+// tapEventStep is the granularity, in bytes of raw event, of what a tap
+// takes from the budget for its scanner's buffers.
+const tapEventStep = 256 << 10
 
 // newUsageTap returns a tap reading stream, dropping usage-only chunks when
 // strip is set, and counting the streamed text with count (nil: counting
@@ -58,10 +79,33 @@ func (t *usageTap) settle(est weigher.Estimate) (weigher.Usage, weigher.Source) 
 func (t *usageTap) feed(p []byte) []byte {
 	t.out = t.out[:0]
 	t.sc.Feed(p, t.onEvent)
+	t.bound()
 	if !t.strip {
 		return p
 	}
 	return t.out
+}
+
+// bound takes from t.mem what the scanner's buffers need for the event
+// pending now, when it is over tapEventFree: twice its raw size (the raw
+// bytes and the data parsed from them), rounded up to tapEventStep. When
+// the budget has no room, the scanner's limit is lowered to the bytes it
+// holds, so that the event is passed on in Truncated pieces from the next
+// feed (the stream is then unread), and it holds no more than now (and one
+// read more, at most readChunk) until the stream ends.
+func (t *usageTap) bound() {
+	n := len(t.sc.Buffered())
+	if t.mem == nil || n <= tapEventFree || 2*int64(n) <= t.eventHeld {
+		return
+	}
+	want := 2 * int64((n+tapEventStep-1)/tapEventStep*tapEventStep)
+	if t.mem.take(want - t.eventHeld) {
+		t.eventHeld = want
+		return
+	}
+	// At least what the scanner counted of the event: a lower limit
+	// would leave it a negative room.
+	t.sc.MaxEventBytes = max(n, sse.MinMaxEventBytes)
 }
 
 // end returns the bytes still held at the end of the stream (an event the

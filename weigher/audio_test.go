@@ -1,6 +1,10 @@
 package weigher
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 // A chat request that sends or asks for audio says so (Estimate.Audio),
 // whatever way it asks, and one that refers to an earlier audio answer by
@@ -46,5 +50,32 @@ func TestChatUsageAudio(t *testing.T) {
 	c := ParseChatChunk([]byte(`{"choices":[],` + usage + `}`))
 	if !c.HasUsage || c.Usage.AudioInputTokens != 600 || c.Usage.AudioOutputTokens != 1200 {
 		t.Errorf("chunk usage %+v", c)
+	}
+}
+
+// A chat conversation whose first message sends audio, resent with one
+// more turn, resumes after its last message and is still audio (the
+// resume point keeps the mark, as it keeps hidden input).
+func TestResumeKeepsAudio(t *testing.T) {
+	turn := func(i int) string {
+		role := [...]string{"user", "assistant"}[i%2]
+		return fmt.Sprintf(`{"role":%q,"content":"turn %d: the bucket refills at a steady rate, Задача 漢字 %d"}`, role, i, i)
+	}
+	audio := `{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=","format":"wav"}}]}`
+	body := func(n int) []byte {
+		msgs := []string{audio}
+		for i := range n {
+			msgs = append(msgs, turn(i))
+		}
+		return []byte(`{"model":"gpt-4o-audio-preview","messages":[` + strings.Join(msgs, ",") + `],"max_completion_tokens":100}`)
+	}
+	var steps []resumeStep
+	for n := 1; n < 8; n++ {
+		steps = append(steps, resumeStep{name: "turn", body: body(n), resumes: n > 1})
+	}
+	w := cachedWeigher(t, 4<<20)
+	runResumeKind(t, w, KindChat, steps)
+	if e := w.Chat(body(8)); !e.Audio {
+		t.Errorf("resumed conversation lost its audio: %+v", e)
 	}
 }

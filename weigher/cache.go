@@ -12,7 +12,8 @@ import (
 )
 
 // DefaultCacheBytes is [Options.CacheBytes]' default, in bytes: 32 MiB
-// hold 1 MiB of end hints (hints.go) and about 170,000 entries, one per
+// hold 1 MiB of end hints (hints.go), 2 MiB of resume points (resume.go:
+// about 7,000 conversation prefixes) and about 158,000 entries, one per
 // remembered element (its count and the mark that it passed the strict
 // scan and the case-variant field check): the messages, input items, tool
 // lists or system prompts of a few thousand agent conversations of forty
@@ -94,10 +95,14 @@ type countCache struct {
 	c            *otter.Cache[uint64, entry]
 	seed         uint64
 	hits, misses atomic.Uint64
+	resumes      atomic.Uint64 // requests weighed from a resume point
 	// hints are the end hints of remembered elements (hints.go), taking
 	// 1/hintShare of the cache's bytes; replaced when a resize changes
 	// their size (nil: none).
 	hints atomic.Pointer[hintTable]
+	// resume holds resume points (resume.go), taking 1/resumeShare of
+	// the cache's bytes; replaced, empty, when a resize changes its size.
+	resume atomic.Pointer[resumeTable]
 }
 
 var (
@@ -134,7 +139,7 @@ func cacheOf(bytes int64) *countCache {
 func newCountCache(bytes int64) *countCache {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	limit, hints := cacheLimit(bytes)
+	limit, hints, resume := cacheLimit(bytes)
 	c := &countCache{
 		seed: binary.LittleEndian.Uint64(b[:]),
 		c: otter.Must(&otter.Options[uint64, entry]{
@@ -148,29 +153,35 @@ func newCountCache(bytes int64) *countCache {
 		}),
 	}
 	c.hints.Store(hints)
+	c.resume.Store(resume)
 	return c
 }
 
 // cacheLimit splits a cache of bytes (0: the default) between the hint
-// table (1/hintShare of it) and the entries: it returns the entries'
-// weight limit (at least one entry's) and the table.
-func cacheLimit(bytes int64) (uint64, *hintTable) {
+// table (1/hintShare of it), the resume table (1/resumeShare) and the
+// entries: it returns the entries' weight limit (at least one entry's)
+// and the tables.
+func cacheLimit(bytes int64) (uint64, *hintTable, *resumeTable) {
 	if bytes == 0 {
 		bytes = DefaultCacheBytes
 	}
 	hints := newHintTable(bytes / hintShare)
-	return uint64(max(bytes-hints.bytes(), cacheEntryBytes)), hints
+	resume := newResumeTable(bytes / resumeShare)
+	return uint64(max(bytes-hints.bytes()-resume.bytes(), cacheEntryBytes)), hints, resume
 }
 
 // resize sets c's bound to bytes (0: the default), evicting as needed; a
 // hint table of another size replaces the old one, empty.
 func (c *countCache) resize(bytes int64) {
-	l, hints := cacheLimit(bytes)
+	l, hints, resume := cacheLimit(bytes)
 	if c.c.GetMaximum() != l {
 		c.c.SetMaximum(l)
 	}
 	if hints.bytes() != c.hints.Load().bytes() {
 		c.hints.Store(hints)
+	}
+	if resume.bytes() != c.resume.Load().bytes() {
+		c.resume.Store(resume)
 	}
 }
 
@@ -268,8 +279,15 @@ func (c *countCache) key(ctx uint64, raw string) cacheKey {
 // CacheStats are the count cache's counters since start-up.
 type CacheStats struct {
 	// Hits and Misses count lookups of elements long enough to be cached
-	// (64 bytes of JSON or more).
+	// (64 bytes of JSON or more); Hits also counts such elements of a
+	// prefix a request resumed after (resume.go), found remembered without
+	// a lookup.
 	Hits, Misses uint64
+	// Resumed counts requests whose scan resumed from a resume point: the
+	// elements of a remembered prefix of their body neither scanned nor
+	// looked up (those whose prefix was counted for another model are
+	// then weighed again, whole).
+	Resumed uint64
 	// Entries is the number of counts held; Bytes their estimated memory,
 	// in bytes (entries × the measured bytes per entry).
 	Entries, Bytes int64
@@ -293,5 +311,5 @@ func (c *countCache) stats() CacheStats {
 		return CacheStats{}
 	}
 	n := int64(c.c.EstimatedSize())
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: n, Bytes: n * cacheEntryBytes}
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Resumed: c.resumes.Load(), Entries: n, Bytes: n * cacheEntryBytes}
 }

@@ -50,9 +50,6 @@ type elemMemo struct {
 	top      *fields
 	maxDepth int
 	vouchCtx uint64 // the context of what Vouch is offered
-	// vouchElem: Vouch is offered elements (not whole lists), whose ends
-	// End may guess.
-	vouchElem bool
 	// guessAt and guessEnd are End's last guess (guessEnd -1: none), so
 	// that Vouch knows a guess from an end Skip found; guessBudget is how
 	// many more bytes wrong guesses may have Vouch hash in this request
@@ -60,6 +57,8 @@ type elemMemo struct {
 	guessAt, guessEnd int
 	guessBudget       int
 	hints             *hintTable // the cache's, when the request began
+	// resume is the request's side of resume points (resume.go).
+	resume resumeState
 }
 
 // memoElem is one element the field check looked up: where it lies in the
@@ -116,20 +115,21 @@ func (m *elemMemo) Wants(key jsonscan.Span, elem bool) bool {
 	} else {
 		m.vouchCtx = m.listContext(sub, 1) // checkWhole(elems, raw, sub, 1, …)
 	}
-	m.vouchElem = elem
 	return true
 }
 
-// End implements jsonscan.KnownEnds: where the element at start ends, by
-// the end hint (hints.go) of the last element seen passing in the same
-// context with the same first hintPrefix bytes; -1 when there is none, when it would
-// reach past the body, or when this request's wrong guesses have used up
-// their budget. A guess is only a guess: Vouch then hashes the bytes it
-// names and looks them up, and the scan steps over them only when they
-// are an element remembered whole.
+// End implements jsonscan.KnownEnds: where the element (or whole list) at
+// start ends, by the end hint (hints.go) of the last element (list) seen
+// passing in the same context with the same first hintPrefix bytes; -1
+// when there is none, when it would reach past the body, or when this
+// request's wrong guesses have used up their budget. A guess is only a
+// guess: Vouch then hashes the bytes it names and looks them up, and the
+// scan steps over them only when they are an element (a list) remembered
+// whole. A list stepped over so is laid out without its elements
+// (jsonscan.Member.Unlaid), which its readers then find with gjson.
 func (m *elemMemo) End(start int) int {
 	m.guessAt, m.guessEnd = start, -1
-	if !m.vouchElem || len(m.body)-start < hintPrefix || m.hints == nil {
+	if len(m.body)-start < hintPrefix || m.hints == nil {
 		return -1
 	}
 	size := m.hints.get(m.cache.hintHash(m.vouchCtx, m.body[start:start+hintPrefix]))
@@ -158,7 +158,7 @@ func (m *elemMemo) Vouch(start, end int) bool {
 	// A hint is keyed by the hintPrefix bytes from the element's start,
 	// which for a short element run on into what follows it: the same
 	// bytes there again mean the same element, ending at the same place.
-	hint := m.vouchElem && !guessed && start+hintPrefix <= len(m.body)
+	hint := !guessed && start+hintPrefix <= len(m.body)
 	m.pre = append(m.pre, memoElem{p: unsafe.StringData(raw), n: len(raw), k: ck, e: e, found: found, hint: hint, ctx: m.vouchCtx})
 	return found
 }
@@ -292,7 +292,8 @@ func (m *elemMemo) done() {
 			m.hints.put(m.cache.hintHash(el.k.ctx, unsafe.String(el.p, hintPrefix)), el.n)
 		}
 	}
-	m.cache, m.hints, m.body, m.top, m.next, m.found, m.vouchElem = nil, nil, "", nil, 0, 0, false
+	m.cache, m.hints, m.body, m.top, m.next, m.found = nil, nil, "", nil, 0, 0
+	m.resume = resumeState{hasher: m.resume.hasher, seed: m.resume.seed} // the hasher is kept
 	if cap(m.elems) > maxPooledMemo {
 		m.elems = nil
 	} else {

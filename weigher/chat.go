@@ -61,15 +61,29 @@ func bodyString(b []byte) string {
 func (w *Weigher) Chat(body []byte) Estimate { return w.chat(body, nil) }
 
 // chat is [Weigher.Chat] weighed as the model as resolves the body's
-// model to (nil: the body's own).
+// model to (nil: the body's own). It resumes from a checkpoint of the
+// body's prefix when one holds (resume.go), and weighs the body whole
+// when that checkpoint's counts were made for another model.
 func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
-	d, fallback, ok := w.parseRequest(body, chatFields)
+	if est, ok := w.chatFrom(body, as, resumeOn); ok {
+		return est
+	}
+	est, _ := w.chatFrom(body, as, resumeKeep)
+	return est
+}
+
+// chatFrom is chat, scanning from a resume point with resumeOn; ok is
+// false when the point it resumed from was counted in another context.
+func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode) (Estimate, bool) {
+	d, fallback, ok := w.parseRequestFrom(body, chatFields, mode)
 	if !ok {
-		return fallback
+		return fallback, true
 	}
 	defer d.close()
 	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction gjson.Result
 	var messageElems elements
+	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
+	at := 0
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
 		switch k {
@@ -77,6 +91,9 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 			model = v
 		case "messages":
 			messages, messageElems = v, elems
+			if d.lay != nil && d.span(d.lay.Members[at].Key) == `"messages"` {
+				messagesAt = at
+			}
 		case "tools":
 			tools = v
 		case "functions":
@@ -109,6 +126,7 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 		case "audio", "modalities":
 			est.Audio = est.Audio || asksAudio(k, v)
 		}
+		at++
 		return true
 	})
 	est.Model = modelNamed(model, as)
@@ -121,6 +139,11 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 	var in int64
 	if messages.IsArray() {
 		ctx := w.cache.context("chat.message", encName, est.Model, "")
+		// The messages before the resume point, if any, counted before.
+		sum, same := d.memo.resumedSum(ctx)
+		if !same {
+			return Estimate{}, false
+		}
 		// Messages are read raw (rawValue): an object's Result is the
 		// same either way, and gjson.Parse's is not needed for the rest.
 		messageElems.raw = true
@@ -128,11 +151,17 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 			t := d.memo.count(w.budget, ctx, m.Raw, func() tally {
 				return messageTokens(enc, est.Model, m)
 			})
-			in += t.text
-			est.ServerContext = est.ServerContext || t.hidden
-			est.Audio = est.Audio || t.audio
+			sum.text += t.text
+			sum.hidden = sum.hidden || t.hidden
+			sum.audio = sum.audio || t.audio
 			return true
 		})
+		in += sum.text
+		est.ServerContext = est.ServerContext || sum.hidden
+		est.Audio = est.Audio || sum.audio
+		if messagesAt >= 0 && (w.budget == nil || !w.budget.over) {
+			d.memo.keepResumePoint(d.lay, messagesAt, sum, ctx)
+		}
 	}
 	in += tokensReply
 	tc := newToolsCounter(enc, encName)
@@ -167,7 +196,7 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 		est.OutputTokens = min(est.OutputTokens+est.PredictionTokens, 2*maxTokens)
 		est.OutputDefaulted = false // a learned reservation would drop it
 	}
-	return est
+	return est, true
 }
 
 // predictionTokens counts a chat request's Predicted Outputs "prediction"

@@ -153,7 +153,7 @@ func TestEndHintsStepOverShortMessages(t *testing.T) {
 	}
 	const n = 12
 	for i := 1; i < n; i++ {
-		w.Chat(body(i))
+		w.chatFrom(body(i), nil, resumeOff) // every element scanned: no resume point
 	}
 	d, fallback, ok := w.parseRequest(body(n), chatFields)
 	if !ok {
@@ -174,6 +174,32 @@ func TestEndHintsStepOverShortMessages(t *testing.T) {
 		t.Errorf("wrong guesses used %d bytes of the budget, want none", len(body(n))-budget)
 	}
 	if got, want := w.Chat(body(n)), cold.Chat(body(n)); got != want {
+		t.Errorf("warm %+v, cold %+v", got, want)
+	}
+}
+
+// TestEndHintsStepOverToolLists: a tool list remembered whole is stepped
+// over by its end hint when it comes again (laid out without its
+// elements), and the estimate is the cold one.
+func TestEndHintsStepOverToolLists(t *testing.T) {
+	w, cold := cachedWeigher(t, 4<<20), uncached(t)
+	body := agentBodyOf(21, 4, 1)
+	w.chatFrom(body, nil, resumeOff)
+	d, fallback, ok := w.parseRequest(body, chatFields)
+	if !ok {
+		t.Fatalf("not parsed: %+v", fallback)
+	}
+	unlaid := ""
+	for _, m := range d.lay.Members {
+		if m.Unlaid {
+			unlaid += d.span(m.Key)
+		}
+	}
+	d.close()
+	if unlaid != `"tools"` {
+		t.Errorf("lists stepped over: %s, want the tools", unlaid)
+	}
+	if got, want := w.Chat(body), cold.Chat(body); got != want {
 		t.Errorf("warm %+v, cold %+v", got, want)
 	}
 }

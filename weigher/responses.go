@@ -36,14 +36,29 @@ func (w *Weigher) Responses(body []byte) Estimate { return w.responses(body, nil
 
 // responses is [Weigher.Responses] weighed as the model as resolves the body's
 // model to (nil: the body's own).
+// It resumes from a checkpoint of the body's prefix up to its last input
+// item when one holds (resume.go), as chat does.
 func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
-	d, fallback, ok := w.parseRequest(body, responsesFields)
+	if est, ok := w.responsesFrom(body, as, resumeOn); ok {
+		return est
+	}
+	est, _ := w.responsesFrom(body, as, resumeKeep)
+	return est
+}
+
+// responsesFrom is responses, scanning from a resume point with resumeOn;
+// ok is false when the point it resumed from was counted in another
+// context.
+func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resumeMode) (Estimate, bool) {
+	d, fallback, ok := w.parseRequestFrom(body, responsesFields, mode)
 	if !ok {
-		return fallback
+		return fallback, true
 	}
 	defer d.close()
 	var model, input, instructions, tools, maxOut, text gjson.Result
 	var inputElems, instructionElems elements
+	inputAt := -1 // the index of "input" among the members, when its key is written plain
+	at := 0
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
 		switch k {
@@ -51,6 +66,9 @@ func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
 			model = v
 		case "input":
 			input, inputElems = v, elems
+			if d.lay != nil && d.span(d.lay.Members[at].Key) == `"input"` {
+				inputAt = at
+			}
 		case "instructions":
 			instructions, instructionElems = v, elems
 		case "tools":
@@ -71,6 +89,7 @@ func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
 		case "background":
 			est.Background = v.Type != gjson.Null && v.Type != gjson.False
 		}
+		at++
 		return true
 	})
 	est.IncludeUsage = est.Stream
@@ -92,7 +111,20 @@ func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
 	case input.Type == gjson.String:
 		in += tokensPerMessage + countText(r.enc, "user") + r.text(input)
 	case input.IsArray():
-		in += r.items(inputElems, &est)
+		// The items before the resume point, if any, counted before.
+		sum, same := d.memo.resumedSum(r.ctx)
+		if !same {
+			return Estimate{}, false
+		}
+		hidden := est.ServerContext
+		est.ServerContext = false
+		sum.text += r.items(inputElems, &est)
+		sum.hidden = sum.hidden || est.ServerContext
+		est.ServerContext = hidden || sum.hidden
+		in += sum.text
+		if inputAt >= 0 {
+			d.memo.keepResumePoint(d.lay, inputAt, sum, r.ctx)
+		}
 	}
 	in += tokensReply
 	tc := newToolsCounter(r.enc, encName)
@@ -110,7 +142,7 @@ func (w *Weigher) responses(body []byte, as func(string) string) Estimate {
 		est.OutputDefaulted = true
 	}
 	est.OutputTokens, est.Choices = out, 1
-	return est
+	return est, true
 }
 
 // responsesCounter counts Responses input items in one encoding.

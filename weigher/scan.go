@@ -32,13 +32,45 @@ const MaxMaxDepth = 10000
 // return: the byte-based [Weigher.Bytes], with Parsed false and Fault (and
 // TooDeep or DuplicateKeys) saying why.
 func (w *Weigher) parseRequest(body []byte, f *fields) (d doc, fallback Estimate, ok bool) {
+	return w.parseRequestFrom(body, f, resumeOff)
+}
+
+// resumeMode says whether parseRequestFrom looks for a resume point.
+type resumeMode uint8
+
+const (
+	resumeOff  resumeMode = iota // scan the whole body
+	resumeOn                     // resume at a checkpoint of the body's prefix, when one is found
+	resumeKeep                   // scan the whole body, and let it file its checkpoint
+)
+
+// parseRequestFrom is parseRequest that, with resumeOn (and the count
+// cache on, no counting budget, the layout recorded), scans from the
+// resume point of a remembered prefix of body (resume.go): the doc's
+// layout then holds the top-level members, but of the array the
+// checkpoint ends in only the elements after it, and its memo says so
+// (resumedSum; keepResumePoint files the body's own).
+func (w *Weigher) parseRequestFrom(body []byte, f *fields, mode resumeMode) (d doc, fallback Estimate, ok bool) {
 	lay := layouts.Get().(*jsonscan.Layout)
 	opts := jsonscan.Options{MaxDepth: w.maxDepth, FoldCase: true, UTF8: true, Layout: lay}
 	memo := w.cache.memo(bodyString(body), f, w.maxDepth)
 	if memo != nil { // elements the cache has seen pass are not scanned again
 		opts.Known = memo
+		if mode != resumeOff && w.budget == nil && !w.noLayout {
+			opts.Resume = memo.resumePoint(f, lay, mode == resumeOn)
+		}
 	}
 	err := jsonscan.Check(body, opts)
+	if opts.Resume > 0 && !lay.Resumed {
+		memo.resume.resumed = false // scanned whole after all: the layout did not fit
+	}
+	if err == nil && opts.Resume > 0 && lay.Dropped {
+		// Too many new members and elements to lay out: gjson would find
+		// the remembered elements too. Weigh it whole.
+		layouts.Put(lay)
+		memo.done()
+		return w.parseRequestFrom(body, f, resumeKeep)
+	}
 	if err == nil {
 		d = doc{root: gjson.Parse(bodyString(bytes.TrimSpace(body))), body: bodyString(body), lay: lay, memo: memo}
 		if lay.Dropped || w.noLayout { // too many members and elements to lay out: gjson finds them
@@ -192,7 +224,11 @@ func (d doc) walk(raw bool, fn func(key string, v gjson.Result, elems elements) 
 		} else {
 			v = gjson.Parse(d.span(m.Value))
 		}
-		if !fn(k, v, elements{v: v, body: d.body, spans: d.lay.Elems[m.First:m.Last], laid: true, raw: raw, at: m.Value}) {
+		elems := elements{v: v, body: d.body, spans: d.lay.Elems[m.First:m.Last], laid: true, raw: raw, at: m.Value}
+		if m.Unlaid { // a list stepped over whole: its elements are found in v
+			elems = elements{v: v, raw: raw, at: m.Value}
+		}
+		if !fn(k, v, elems) {
 			return
 		}
 	}

@@ -108,7 +108,9 @@ type Options struct {
 	// 128-bit xxh3 of their exact bytes and their context (kind, encoding,
 	// model), and 1/32 of it holds where remembered elements end (a table
 	// of end hints, so that the strict scan steps over them without a
-	// pass over their bytes). One cache serves the whole process: the last
+	// pass over their bytes), and 1/16 of it resume points (a chat body
+	// that starts with a body weighed before, up to its last message, is
+	// scanned and counted from there). One cache serves the whole process: the last
 	// New sets its size. 0 means [DefaultCacheBytes] (32 MiB); negative
 	// turns it off.
 	CacheBytes int64

@@ -4,7 +4,8 @@
 //	               [--log-level LEVEL] debug, info (default), warn or error
 //	llmguard validate --config FILE    check a config; non-zero exit names each bad field
 //	                                   (--strict: warnings too; --no-env: skip api_key_env's variables)
-//	llmguard usage --config FILE       spend, tokens and quotas from a running llmguard
+//	llmguard usage [--config FILE]     spend, tokens and quotas from a running llmguard
+//	                                   (the embedded default's admin listener without --config)
 //	llmguard version                   the version, commit and Go release it was built from
 //
 // Exit status: 0 on success; 1 when the command failed (an invalid config,
@@ -149,6 +150,11 @@ func (v *validateCmd) Run() error {
 	if warned > 0 && v.Strict {
 		fmt.Fprintf(os.Stderr, "%s: %d warnings (--strict)\n", v.Config, warned)
 		os.Exit(1)
+	}
+	if warned > 0 {
+		// "OK" alone under a screen of warnings read as "nothing to see".
+		fmt.Printf("%s: OK, with %d warnings (above; serve runs it, --strict fails it)\n", v.Config, warned)
+		return nil
 	}
 	fmt.Printf("%s: OK\n", v.Config)
 	return nil

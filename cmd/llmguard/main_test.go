@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llmguard/llmguard/internal/app"
 )
 
 var (
@@ -117,7 +121,7 @@ limits:
 	}
 	out, code = run("sk-up", "validate", "--config", cfg)
 	if code != 0 || !strings.Contains(out, "warning: limits[0]: limit user-tokens holds 1000 tokens") ||
-		!strings.Contains(out, `warning: limits[0].plans[0]: no key has plan "standrad"`) || !strings.Contains(out, "OK") {
+		!strings.Contains(out, `warning: limits[0].plans[0]: no key has plan "standrad"`) || !strings.Contains(out, "OK, with 2 warnings") {
 		t.Errorf("key set: exit %d\n%s\nwant OK with both warnings", code, out)
 	}
 	if out, code = run("sk-up", "validate", "--strict", "--config", cfg); code == 0 {
@@ -168,6 +172,40 @@ func TestServeEmbeddedDefault(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
 			t.Errorf("%s: %d %.200s, want %q", path, resp.StatusCode, b, want)
+		}
+	}
+	// usage without --config reads the embedded default too, as serve
+	// does: a newcomer's `llmguard usage` asks the `llmguard serve` they
+	// started (here on another admin address, hence --admin).
+	out, err := exec.Command(bin, "usage", "--admin", admin, "--json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("usage without --config: %v\n%s", err, out)
+	}
+	var rep app.UsageReport
+	if err := json.Unmarshal(out, &rep); err != nil || rep.Source != "none" {
+		t.Errorf("usage without --config printed %s (%v), want the embedded default's report (no ledger)", out, err)
+	}
+}
+
+// serve on an address already taken exits 1 naming which listener and
+// the flag that moves it (new-user trial: the mock's port given as
+// --listen said only "address already in use").
+func TestServeAddressInUseNamesTheListener(t *testing.T) {
+	bin := binary(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, c := range []struct{ flag, other, want string }{
+		{"--listen", "--admin-listen", "proxy listener (listen, or serve --listen host:port)"},
+		{"--admin-listen", "--listen", "admin listener (admin_listen, or serve --admin-listen host:port)"},
+	} {
+		out, err := exec.Command(bin, "serve", c.flag, taken.Addr().String(), c.other, freeAddr(t)).CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), c.want) ||
+			!strings.Contains(string(out), "address already in use") {
+			t.Errorf("serve %s on a taken address: %v\n%s\nwant exit 1 naming %q", c.flag, err, out, c.want)
 		}
 	}
 }

@@ -13,12 +13,14 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/app"
 )
 
 type usageCmd struct {
-	Config string `help:"YAML config file of the llmguard to ask (its admin_listen and admin_token_env)." type:"path" required:""`
+	// Config is optional, as for serve: without it the embedded default
+	// is read, so that `llmguard usage` asks the `llmguard serve` started
+	// without --config (admin 127.0.0.1:9090, no admin token).
+	Config string `help:"YAML config file of the llmguard to ask (its admin_listen and admin_token_env). Default: the embedded default, which serve runs without --config." type:"path"`
 	Tenant string `help:"Only this tenant."`
 	Period string `help:"Calendar period, from midnight in the budgets' time zone: day, week or month." enum:"day,week,month" default:"month"`
 	// TimeZone overrides the budgets' zone (UsageQuery.TimeZone).
@@ -29,15 +31,16 @@ type usageCmd struct {
 	AdminCA  string `name:"admin-ca" help:"PEM file of the CA that signed the admin listener's certificate (admin_tls), besides the system's roots and the config's admin_tls cert_file." type:"path"`
 }
 
-// Run asks GET /admin/usage of the llmguard the config describes and
-// prints a table, the JSON (--format json) or CSV (--format csv).
+// Run asks GET /admin/usage of the llmguard the config describes (the
+// embedded default without --config) and prints a table, the JSON
+// (--format json) or CSV (--format csv).
 func (u *usageCmd) Run() error {
 	if u.JSON {
 		u.Format = "json"
 	}
-	cfg, err := config.Load(u.Config)
+	cfg, err := loadConfig(u.Config)
 	if err != nil {
-		printConfigError(os.Stderr, u.Config, err)
+		printConfigError(os.Stderr, cmp.Or(u.Config, "embedded default config"), err)
 		os.Exit(1)
 	}
 	target, err := newAdminTarget(cfg, u.Admin, u.AdminCA)

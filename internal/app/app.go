@@ -347,12 +347,14 @@ func (a *App) Serve(ln, admin net.Listener) error {
 func (a *App) ListenAndServe() error {
 	ln, err := net.Listen("tcp", a.Config.Listen)
 	if err != nil {
-		return fmt.Errorf("app: listen: %w", err)
+		// Name the setting and the flag: "address already in use" alone
+		// left a newcomer guessing which of the two listeners it was.
+		return fmt.Errorf("app: proxy listener (listen, or serve --listen host:port): %w", err)
 	}
 	adm, err := net.Listen("tcp", a.Config.AdminListen)
 	if err != nil {
 		ln.Close()
-		return fmt.Errorf("app: admin listen: %w", err)
+		return fmt.Errorf("app: admin listener (admin_listen, or serve --admin-listen host:port): %w", err)
 	}
 	a.log.Info("llmguard listening", "proxy", scheme(a.tlsProxy)+ln.Addr().String(), "admin", scheme(a.tlsAdmin)+adm.Addr().String(), "store", a.Config.Store.Backend)
 	return a.Serve(ln, adm)

@@ -146,10 +146,11 @@ const MaxWindow = 16 << 20
 // window within it.
 const stateBytes = 64 << 10
 
-// zstdStateBytes is what Decode holds for a zstd decoder besides its
-// window: its block buffers (a block holds at most 128 KiB, RFC 8878
-// §3.1.1.2.4) and tables.
-const zstdStateBytes = 384 << 10
+// ZstdStateBytes is what Decode holds for a zstd decoder besides its
+// window, in bytes: its block buffers (a block holds at most 128 KiB, RFC
+// 8878 §3.1.1.2.4) and tables. The proxy holds as much for the decoder of
+// a zstd upstream answer.
+const ZstdStateBytes = 384 << 10
 
 // Decode undoes codings, applied to body in the order given, stage by
 // stage from the last, each stage's output within opt.Limit. It holds, via
@@ -218,11 +219,11 @@ func decodeOne(in []byte, c Coding, opt Options) ([]byte, error) {
 		}
 		r = brotli.NewReader(src)
 	case Zstd:
-		window, err := zstdWindow(in)
+		window, err := ZstdWindow(in)
 		if err != nil {
 			return nil, err
 		}
-		if !opt.hold(window + zstdStateBytes) {
+		if !opt.hold(window + ZstdStateBytes) {
 			return nil, ErrBudget
 		}
 		// Later frames may not ask for more window than the first, which
@@ -335,12 +336,14 @@ const (
 	skippableMagicLow = 0x184D2A50 // to 0x184D2A5F
 )
 
-// zstdWindow is the window size, in bytes, of the first Zstandard frame of
+// ZstdWindow is the window size, in bytes, of the first Zstandard frame of
 // b (RFC 8878 §3.1.1.1.2: its Window_Descriptor, or its content size for a
 // single-segment frame), skippable frames passed over; at least
 // zstd.MinWindowSize. A window above MaxWindow is ErrTooLarge; a header
-// that is not a frame's, ErrCorrupt.
-func zstdWindow(b []byte) (int, error) {
+// that is not a frame's, or is cut short, ErrCorrupt. Decode reads the
+// window of a request body with it, the proxy that of an upstream answer
+// before its decoder allocates it.
+func ZstdWindow(b []byte) (int, error) {
 	for {
 		if len(b) < 4 {
 			return 0, corrupt(errors.New("no zstd frame"))

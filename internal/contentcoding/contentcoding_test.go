@@ -184,7 +184,7 @@ func TestBombs(t *testing.T) {
 		if !errors.Is(err, ErrTooLarge) {
 			t.Errorf("%v bomb: %v, want ErrTooLarge", c, err)
 		}
-		if most := limit + MaxWindow + zstdStateBytes; b.held > most {
+		if most := limit + MaxWindow + ZstdStateBytes; b.held > most {
 			t.Errorf("%v bomb held %d bytes, more than %d", c, b.held, most)
 		}
 		// A bomb nested in a bomb stops at the first stage's limit.
@@ -249,7 +249,7 @@ func TestWindows(t *testing.T) {
 	if _, err := Decode(frame(15<<3), []Coding{Zstd}, Options{Limit: 10}); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("zstd with a 32 MiB window: %v", err)
 	}
-	if w, err := zstdWindow(frame(13<<3 | 4)); w != 8<<20+4<<20 || err != nil { // 2^23 + 4/8 of it
+	if w, err := ZstdWindow(frame(13<<3 | 4)); w != 8<<20+4<<20 || err != nil { // 2^23 + 4/8 of it
 		t.Errorf("zstd window 13/4: %d %v", w, err)
 	}
 	// A skippable frame first is passed over.

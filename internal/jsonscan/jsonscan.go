@@ -159,6 +159,23 @@ type Options struct {
 	// UTF-16, UTF-32 and a byte-order mark; Go's encoding/json turns invalid
 	// UTF-8 into U+FFFD), so a reader that must agree with them refuses it.
 	UTF8 bool
+	// Resume, when positive, starts the scan at b[Resume:] in the state a
+	// scan of b[:Resume] leaves just after an element (at depth 2, and not
+	// a number, which the bytes after it could lengthen) of the
+	// array value of the last member of Layout, which the caller fills
+	// with the top-level members up to that one as Check recorded them
+	// (the last one's Key and Value.Start; its elements before Resume are
+	// not recorded: Layout.Elems starts empty). The caller vouches that
+	// b[:Resume] is, byte for byte, the start of a document that passed
+	// Check under the same options and left that state there (the
+	// weigher's resume points: a seeded 128-bit hash of the prefix it
+	// remembers); Check then checks only what follows, finding there every
+	// problem a full scan finds (the keys of the members given are hashed
+	// again, for the duplicate-key check). Without a Layout, or with one
+	// that does not fit b (no such member, a value that is not an array),
+	// the whole of b is scanned as if Resume were 0, and Layout.Resumed
+	// says so.
+	Resume int
 }
 
 // Known vouches for parts of a document a caller has seen checked before
@@ -193,8 +210,11 @@ type Known interface {
 type KnownEnds interface {
 	Known
 	// End returns where the object element starting at b[start], of the
-	// member Wants last accepted for its elements, ends (exclusive), when
-	// it remembers one starting with the same bytes; -1 when not.
+	// member Wants last accepted for its elements, ends (exclusive), or
+	// where the list (array value) starting there of the member Wants
+	// last accepted for its list does, when it remembers one starting
+	// with the same bytes; -1 when not. A list vouched for at its guessed
+	// end is recorded Unlaid (its elements not found).
 	End(start int) int
 }
 
@@ -208,6 +228,10 @@ type Span struct{ Start, End int32 }
 type Member struct {
 	Key, Value  Span
 	First, Last int32
+	// Unlaid: the value is an array whose elements are not recorded
+	// (First == Last): Known vouched for it whole at the end KnownEnds
+	// guessed, without finding its elements. Read them from Value.
+	Unlaid bool
 }
 
 // Layout is where a document's top-level members and the elements of its
@@ -223,6 +247,9 @@ type Layout struct {
 	Members []Member
 	Elems   []Span
 	Dropped bool
+	// Resumed: the check started at Options.Resume (false: at the start,
+	// the layout given not fitting the document, or no Resume asked).
+	Resumed bool
 }
 
 // room reports whether the layout of a document of n bytes may take one
@@ -255,11 +282,16 @@ func Check(b []byte, opt Options) error {
 	s := pool.Get().(*scanner)
 	s.b, s.max, s.dup, s.fold, s.utf8 = b, max, opt.DuplicateKeys || opt.FoldCase, opt.FoldCase, opt.UTF8
 	s.lay = opt.Layout
-	s.known, s.ends = nil, nil
+	s.known, s.ends, s.wants, s.resume = nil, nil, 0, 0
 	if s.lay != nil {
 		s.known = opt.Known
 		s.ends, _ = opt.Known.(KnownEnds)
-		s.lay.Members, s.lay.Elems, s.lay.Dropped = s.lay.Members[:0], s.lay.Elems[:0], false
+		if opt.Resume > 0 && s.resumable(opt.Resume) {
+			s.resume = opt.Resume
+			s.lay.Elems, s.lay.Dropped, s.lay.Resumed = s.lay.Elems[:0], false, true
+		} else {
+			s.lay.Members, s.lay.Elems, s.lay.Dropped, s.lay.Resumed = s.lay.Members[:0], s.lay.Elems[:0], false, false
+		}
 	}
 	s.stop = &str
 	if s.utf8 {
@@ -349,6 +381,52 @@ type scanner struct {
 	wants uint8
 	// ends is known as a KnownEnds, when it is one.
 	ends KnownEnds
+	// resume is where the scan starts (Options.Resume; 0: at the start).
+	resume int
+}
+
+// resumable reports whether the layout fits a scan resumed at at in b
+// (Options.Resume): members whose spans lie before at, the last one's
+// value an array opened before at, and an object opening b.
+func (s *scanner) resumable(at int) bool {
+	ms := s.lay.Members
+	if s.max > 0 && s.max < 2 || at > len(s.b) || !closed(s.b[at-1]) || len(ms) == 0 || s.skipSpace(0) >= at || s.b[s.skipSpace(0)] != '{' {
+		return false
+	}
+	for _, m := range ms {
+		if m.Key.Start < 0 || m.Key.End > int32(at) || m.Key.End-m.Key.Start < 2 || s.b[m.Key.Start] != '"' {
+			return false
+		}
+	}
+	v := ms[len(ms)-1].Value.Start
+	return v >= 0 && v < int32(at) && s.b[v] == '['
+}
+
+// closed reports whether a value whose last byte is c cannot go on: an
+// object, array, string or literal (true, false, null). A number can
+// ("0" goes on as "0.5"), so no scan resumes after one.
+func closed(c byte) bool { return c == '}' || c == ']' || c == '"' || c == 'e' || c == 'l' }
+
+// resumeState sets s up as a scan of b[:s.resume] leaves it (see
+// Options.Resume): the top-level object and the array open, the keys of
+// the members before hashed for the duplicate-key check. It returns a
+// reason other than OK only when those keys repeat, which they cannot in a
+// prefix that passed.
+func (s *scanner) resumeState() (Reason, int) {
+	root := s.skipSpace(0)
+	s.push(1, root, true)
+	if s.dup {
+		for _, m := range s.lay.Members {
+			key := s.b[m.Key.Start:m.Key.End]
+			if r := s.addKey(int(m.Key.Start), int(m.Key.End), bytes.IndexByte(key, '\\') >= 0); r != OK {
+				return r, int(m.Key.Start)
+			}
+		}
+	}
+	m := &s.lay.Members[len(s.lay.Members)-1]
+	m.First, m.Last = 0, 0
+	s.push(2, int(m.Value.Start), false)
+	return OK, 0
 }
 
 // object is an open object: the offset of its '{' and the index in keys
@@ -436,6 +514,13 @@ func (s *scanner) scan() (Reason, int) {
 	n := len(b)
 	depth := 0
 	i := 0
+	if s.resume > 0 {
+		if r, off := s.resumeState(); r != OK {
+			return r, off
+		}
+		depth, i = 2, s.resume
+		goto resumed
+	}
 
 value: // a value is expected at i (after optional whitespace)
 	i = s.skipSpace(i)
@@ -515,6 +600,7 @@ after: // a value ended just before i
 	if s.lay != nil && depth > 0 && depth <= 2 {
 		s.valueEnds(depth, i)
 	}
+resumed: // a value ended just before i, recorded
 	i = s.skipSpace(i)
 	if depth == 0 {
 		if i < n {
@@ -624,6 +710,12 @@ func (s *scanner) vouched(depth, i int) int {
 			return i
 		}
 		s.wants |= 2
+		if s.ends != nil {
+			if end := s.ends.End(i); end > i+1 && end <= len(s.b) && s.b[end-1] == ']' && s.known.Vouch(i, end) {
+				m.Unlaid = true
+				return end
+			}
+		}
 		// Its elements, as valueStarts and valueEnds would record them.
 		j := s.skipSpace(i + 1)
 		for j < len(s.b) && s.b[j] != ']' {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -416,4 +417,73 @@ func TestLayout(t *testing.T) {
 	} {
 		checkLayout(t, []byte(s))
 	}
+}
+
+// FuzzResume: a document that passed, cut just after an element of an
+// array member and continued with any bytes, is checked from the cut
+// (Options.Resume, the members before given) as a full scan checks it:
+// the same error, or the same layout of what follows.
+func FuzzResume(f *testing.F) {
+	f.Add([]byte(`{"model":"m","messages":[{"a":1},{"b":[2]}],"x":3}`), uint8(1), []byte(`,{"c":4}],"y":5}`))
+	f.Add([]byte(`{"model":"m","messages":[{"a":1},{"b":[2]}]}`), uint8(0), []byte(`],"model":"n"}`))
+	f.Add([]byte(`{"Model":"m","messages":[1,2,3]}`), uint8(2), []byte(`],"MODEL":1}`))
+	f.Add([]byte(`{"m":[{"k":"v"}]}`), uint8(0), []byte(`,{"k":"\u00ff"}],"m":[]}`))
+	f.Fuzz(func(t *testing.T, doc []byte, pick uint8, tail []byte) {
+		opts := Options{MaxDepth: 8, FoldCase: true, UTF8: true}
+		var first Layout
+		o := opts
+		o.Layout = &first
+		if Check(doc, o) != nil || len(first.Elems) == 0 {
+			return
+		}
+		// The member holding the picked element, and the cut after it.
+		e := int(pick) % len(first.Elems)
+		at := -1
+		for i, m := range first.Members {
+			if int(m.First) <= e && e < int(m.Last) {
+				at = i
+			}
+		}
+		k := int(first.Elems[e].End)
+		b := append(append([]byte(nil), doc[:k]...), tail...)
+		var full, resumed Layout
+		o.Layout = &full
+		wantErr := Check(b, o)
+		resumed.Members = append(resumed.Members, first.Members[:at+1]...)
+		o.Layout, o.Resume = &resumed, k
+		gotErr := Check(b, o)
+		if (wantErr == nil) != (gotErr == nil) || wantErr != nil && *wantErr.(*Error) != *gotErr.(*Error) {
+			t.Fatalf("%q resumed at %d: %v, full scan %v", b, k, gotErr, wantErr)
+		}
+		if wantErr != nil || full.Dropped || resumed.Dropped {
+			return
+		}
+		// The full layout less the elements before the cut.
+		skip := int32(e + 1 - int(first.Members[at].First))
+		if len(full.Members) != len(resumed.Members) {
+			t.Fatalf("%q: %d members resumed, %d in full", b, len(resumed.Members), len(full.Members))
+		}
+		for i := range full.Members {
+			fm, rm := full.Members[i], resumed.Members[i]
+			if i == at {
+				fm.First += skip
+				if rm.Key != fm.Key || rm.Value != fm.Value {
+					t.Fatalf("%q: member %d %+v resumed, %+v in full", b, i, rm, fm)
+				}
+				if got, want := resumed.Elems[rm.First:rm.Last], full.Elems[fm.First:fm.Last]; !slices.Equal(got, want) {
+					t.Fatalf("%q: member %d elements %v resumed, %v in full", b, i, got, want)
+				}
+				continue
+			}
+			if i < at {
+				if rm.Key != fm.Key || rm.Value != fm.Value {
+					t.Fatalf("%q: member %d %+v resumed, %+v in full", b, i, rm, fm)
+				}
+				continue
+			}
+			if rm.Key != fm.Key || rm.Value != fm.Value || !slices.Equal(resumed.Elems[rm.First:rm.Last], full.Elems[fm.First:fm.Last]) {
+				t.Fatalf("%q: member %d %+v resumed, %+v in full", b, i, rm, fm)
+			}
+		}
+	})
 }

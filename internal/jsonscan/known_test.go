@@ -202,11 +202,35 @@ func checkGuessing(t *testing.T, b []byte, opt Options, want func(string, bool) 
 	if (err == nil) != (got == nil) || err != nil && (!errors.As(err, &e1) || !errors.As(got, &e2) || *e1 != *e2) {
 		t.Fatalf("%q, guesses %v: with KnownEnds %v, without %v", b, guesses, got, err)
 	}
-	if err == nil && (plain.Dropped != known.Dropped || !plain.Dropped &&
-		(!slices.Equal(plain.Members, known.Members) || !slices.Equal(plain.Elems, known.Elems))) {
+	if err == nil && (plain.Dropped != known.Dropped || !plain.Dropped && !sameLayout(plain, known)) {
 		t.Fatalf("%q, guesses %v: layout with KnownEnds %+v, without %+v", b, guesses, known, plain)
 	}
 	return g
+}
+
+// sameLayout reports whether known lays out what plain does, member by
+// member: the same keys and values, and the same elements but for a list
+// known stepped over whole (Unlaid), which has none.
+func sameLayout(plain, known Layout) bool {
+	if len(plain.Members) != len(known.Members) {
+		return false
+	}
+	for i, p := range plain.Members {
+		k := known.Members[i]
+		if p.Key != k.Key || p.Value != k.Value || p.Unlaid {
+			return false
+		}
+		if k.Unlaid {
+			if k.First != k.Last {
+				return false
+			}
+			continue
+		}
+		if !slices.Equal(plain.Elems[p.First:p.Last], known.Elems[k.First:k.Last]) {
+			return false
+		}
+	}
+	return true
 }
 
 // TestKnownEndsGuesses: a right guess steps over the element without
@@ -251,4 +275,23 @@ func FuzzKnownEnds(f *testing.F) {
 		}
 		checkGuessing(t, b, Options{MaxDepth: int(limit%8) + 1, FoldCase: true, UTF8: true}, want, []int{int(g1), int(g2)}, false)
 	})
+}
+
+// TestKnownEndsLists: a list Known wants whole, guessed right, is stepped
+// over and laid out Unlaid; guessed wrong, its elements are found as
+// without guesses.
+func TestKnownEndsLists(t *testing.T) {
+	b := []byte(`{"m":[{"a":1},{"b":2}],"t":[{"c":"]"} , {"d":[3]}]}`)
+	lists := func(key string, elem bool) bool { return !elem && key == `"t"` }
+	var lay Layout
+	g := &guessing{passing: passing{b: b, opt: Options{FoldCase: true, UTF8: true}, want: lists}, guesses: []int{0}}
+	if err := Check(b, Options{FoldCase: true, UTF8: true, Layout: &lay, Known: g}); err != nil {
+		t.Fatal(err)
+	}
+	if g.taken != 1 || !lay.Members[1].Unlaid || lay.Members[0].Unlaid || lay.Members[1].First != lay.Members[1].Last {
+		t.Errorf("right guess: %d taken, layout %+v", g.taken, lay)
+	}
+	for _, wrong := range []int{-1, 1, 5} {
+		checkGuessing(t, b, Options{FoldCase: true, UTF8: true}, lists, []int{wrong}, false)
+	}
 }

@@ -102,7 +102,7 @@ func (o *RedisWorkOptions) defaults() error {
 // concurrency, by one build, and what Redis did meanwhile.
 type RedisWorkRow struct {
 	Store       string
-	Build       string // "A" (Executable) or "B" (Compare)
+	Build       string // "A" (Executable), "B" (Compare) or BuildPing (the floor)
 	Concurrency int
 	Round       int // from 1
 	// N is the requests answered as expected, Errors the others;
@@ -150,7 +150,8 @@ type redisWorkTarget struct {
 // each build the same bounded load of 1 KiB chat bodies, waits until
 // llmguard's reconcile queue is empty, and reads what Redis did from INFO
 // (package redisstats): commands, scripts, reads and µs per admitted
-// request. Errors: bad options, a process that does not start (errNoRedis
+// request; after the builds, the floor (measurePingFloor: one PING per
+// request from as many clients, rows of build BuildPing). Errors: bad options, a process that does not start (errNoRedis
 // when redis-server is missing), a reading that fails, a queue that does
 // not drain within 30 s.
 func RunRedisWork(o RedisWorkOptions) (*RedisWorkReport, error) {
@@ -245,21 +246,40 @@ func RunRedisWork(o RedisWorkOptions) (*RedisWorkReport, error) {
 					}
 					row.Round = round
 					rep.Rows = append(rep.Rows, row)
-					if o.Progress != nil {
-						fmt.Fprintf(o.Progress, "%-7s c%-3d %s round %d: %d admitted, %.0f req/s, %.1f commands, %.2f scripts, %.2f reads, %.1f µs, cpu %.1f µs (user %.1f)",
-							store, c, b, round, row.Admitted, row.RPS, row.Per.Calls, row.Per.Scripts, row.Per.Reads, row.Per.Usec, row.Per.CPU, row.Per.UserCPU)
-						if row.Instructions >= 0 {
-							fmt.Fprintf(o.Progress, ", %.0f instructions", row.Instructions)
-						}
-						fmt.Fprintln(o.Progress, " per request")
-					}
+					progress(o.Progress, row)
 				}
+				// The floor, on the same servers at the same concurrency.
+				i := slices.IndexFunc(targets, func(rt *redisWorkTarget) bool { return rt.store == store })
+				row, err := measurePingFloor(targets[i], c, o)
+				if err != nil {
+					return nil, err
+				}
+				row.Round = round
+				rep.Rows = append(rep.Rows, row)
+				progress(o.Progress, row)
 			}
 		}
 	}
 	rep.Took = time.Since(rep.Started)
 	rep.LoadAfter = loadAverage()
 	return rep, nil
+}
+
+// progress writes one line for row to w, if w is not nil.
+func progress(w io.Writer, row RedisWorkRow) {
+	if w == nil {
+		return
+	}
+	what := "request"
+	if row.Build == BuildPing {
+		what = "PING"
+	}
+	fmt.Fprintf(w, "%-7s c%-3d %s round %d: %d admitted, %.0f req/s, %.1f commands, %.2f scripts, %.2f reads, %.1f µs, cpu %.1f µs (user %.1f)",
+		row.Store, row.Concurrency, row.Build, row.Round, row.Admitted, row.RPS, row.Per.Calls, row.Per.Scripts, row.Per.Reads, row.Per.Usec, row.Per.CPU, row.Per.UserCPU)
+	if row.Instructions >= 0 {
+		fmt.Fprintf(w, ", %.0f instructions", row.Instructions)
+	}
+	fmt.Fprintf(w, " per %s\n", what)
 }
 
 // nodeClient is a client of one Redis server for its INFO, closed by the
@@ -356,21 +376,32 @@ func (r *RedisWorkReport) Markdown(w io.Writer) {
 	if o.Compare != "" {
 		fmt.Fprintf(w, "Build A: %s; build B: %s.\n", o.Executable, o.Compare)
 	}
+	fmt.Fprintln(w, "Rows of build PING are the floor, measured in the same round on the same servers: one PING per request from as many clients (each its own connection; a cluster's masters in turn), what a single round trip costs Redis here. \"CPU × PING\" is a row's Redis process CPU per admitted request over that floor's (medians): below 1 no design making one Redis call per request can go.")
 	fmt.Fprintln(w, "Per admitted request, from INFO (summed over the cluster's masters), reconciliations included: commands (those scripts ran included), scripts run, reads of client connections (about round trips), µs running commands (the scripts' time, INFO commandstats), and the redis-server process's CPU µs (INFO cpu: network I/O included), of which user time (scripts and commands; not stretched, as commandstats' wall-clock µs are, when a loaded machine pauses the process).")
 	if o.Callgrind {
 		fmt.Fprintln(w, "Redis instructions: thousands of instructions the redis-servers executed per admitted request, counted by valgrind's callgrind (it does not depend on the machine's load; Redis ran under it, some 50 times slower, so the µs columns are not comparable with a run without it).")
 	}
 	fmt.Fprintln(w)
-	head := []string{"store", "concurrency", "build", "admitted", "req/s", "commands", "scripts", "reads", "Redis µs (commandstats)", "Redis CPU µs (process)", "of which user"}
+	head := []string{"store", "concurrency", "build", "admitted", "req/s", "commands", "scripts", "reads", "Redis µs (commandstats)", "Redis CPU µs (process)", "of which user", "CPU × PING"}
 	if o.Callgrind {
 		head = append(head, "Redis instructions")
 	}
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
+	floor := map[string]float64{} // store and concurrency: the PING rows' median CPU µs
+	for _, g := range r.groups() {
+		if g[0].Build == BuildPing {
+			floor[g[0].Store+" "+strconv.Itoa(g[0].Concurrency)] = medianOf(g, func(r RedisWorkRow) float64 { return r.Per.CPU })
+		}
+	}
 	for _, g := range r.groups() {
 		m := g[len(g)/2]
-		fmt.Fprintf(w, "| %s | %d | %s | %d | %.0f | %.1f | %.2f | %.2f | %s | %s | %s |", m.Store, m.Concurrency, m.Build, m.Admitted, m.RPS,
+		ratio := "—"
+		if f := floor[m.Store+" "+strconv.Itoa(m.Concurrency)]; f > 0 {
+			ratio = fmt.Sprintf("%.1f", medianOf(g, func(r RedisWorkRow) float64 { return r.Per.CPU })/f)
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %d | %.0f | %.1f | %.2f | %.2f | %s | %s | %s | %s |", m.Store, m.Concurrency, m.Build, m.Admitted, m.RPS,
 			m.Per.Calls, m.Per.Scripts, m.Per.Reads, spread(g, m, func(r RedisWorkRow) float64 { return r.Per.Usec }),
-			spread(g, m, func(r RedisWorkRow) float64 { return r.Per.CPU }), spread(g, m, func(r RedisWorkRow) float64 { return r.Per.UserCPU }))
+			spread(g, m, func(r RedisWorkRow) float64 { return r.Per.CPU }), spread(g, m, func(r RedisWorkRow) float64 { return r.Per.UserCPU }), ratio)
 		if o.Callgrind {
 			fmt.Fprintf(w, " %s |", spread(g, m, func(r RedisWorkRow) float64 { return r.Instructions / 1000 }))
 		}
@@ -458,4 +489,13 @@ func spread(g []RedisWorkRow, m RedisWorkRow, f func(RedisWorkRow) float64) stri
 		lo, hi = min(lo, f(row)), max(hi, f(row))
 	}
 	return fmt.Sprintf("%.1f (%.1f–%.1f)", f(m), lo, hi)
+}
+
+// medianOf is median (table.go) of f over rows.
+func medianOf(rows []RedisWorkRow, f func(RedisWorkRow) float64) float64 {
+	v := make([]float64, len(rows))
+	for i, r := range rows {
+		v[i] = f(r)
+	}
+	return median(v)
 }

@@ -37,8 +37,8 @@ func TestRunRedisWorkTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Rows) != 2*2*2*2 {
-		t.Fatalf("%d rows, want 16", len(rep.Rows))
+	if len(rep.Rows) != 2*2*2*3 {
+		t.Fatalf("%d rows, want 24 (two builds and the PING floor per round, store and concurrency)", len(rep.Rows))
 	}
 	var table bytes.Buffer
 	rep.Markdown(&table)
@@ -76,12 +76,22 @@ func TestRunRedisWorkTiny(t *testing.T) {
 						t.Errorf("%s: %.2f scripts per request, want more than %.0f (the takes, one each, and reconciliations)", where, p.Scripts, takes)
 					}
 				}
+				// The floor: exactly one PING a request, nothing else run.
+				row := rep.Rows[i]
+				i++
+				where := fmt.Sprintf("row %d (%s c%d PING round %d)", i, store, c, round)
+				if row.Store != store || row.Concurrency != c || row.Build != BuildPing || row.Round != round {
+					t.Errorf("%s: got %s c%d %s round %d", where, row.Store, row.Concurrency, row.Build, row.Round)
+				}
+				if row.N != requests || row.Admitted != requests || row.Per.Scripts != 0 || row.Per.ByCommand["ping"][0] != 1 || row.Per.Reads < 1 {
+					t.Errorf("%s: %d answered, %d counted, per PING %.2f scripts, %v pings, %.2f reads; want %d, %d, 0, 1, ≥1", where, row.N, row.Admitted, row.Per.Scripts, row.Per.ByCommand["ping"][0], row.Per.Reads, requests, requests)
+				}
 			}
 		}
 	}
 	for _, store := range AllStores {
 		for _, c := range []int{1, 3} {
-			for _, b := range []string{"A", "B"} {
+			for _, b := range []string{"A", "B", BuildPing} {
 				if line := fmt.Sprintf("| %s | %d | %s | %d |", store, c, b, requests); strings.Count(table.String(), line) != 1 {
 					t.Errorf("the table has %d lines starting %q", strings.Count(table.String(), line), line)
 				}
@@ -122,12 +132,17 @@ func TestRunRedisWorkCallgrind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Rows) != 1 {
-		t.Fatalf("%d rows, want 1", len(rep.Rows))
+	if len(rep.Rows) != 2 {
+		t.Fatalf("%d rows, want 2 (the build and the PING floor)", len(rep.Rows))
 	}
-	row := rep.Rows[0]
+	row, ping := rep.Rows[0], rep.Rows[1]
 	if row.Admitted != 10 || row.Instructions < 10_000 {
 		t.Errorf("%d admitted, %.0f instructions per request", row.Admitted, row.Instructions)
+	}
+	// A PING is a round trip with nothing in it: some thousands of
+	// instructions, far fewer than a request's takes and reconciliations.
+	if ping.Build != BuildPing || ping.Admitted != 10 || ping.Instructions <= 0 || ping.Instructions >= row.Instructions {
+		t.Errorf("floor row %s: %d PINGs, %.0f instructions per PING (a request: %.0f)", ping.Build, ping.Admitted, ping.Instructions, row.Instructions)
 	}
 	var table bytes.Buffer
 	rep.Markdown(&table)

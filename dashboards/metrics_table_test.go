@@ -1,0 +1,80 @@
+package dashboards
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// metricNames are the ways llmguard's sources name a metric: a Prometheus
+// Opts literal, a name→help table, or a helper that prepends llmguard_
+// (meter's counter, internal/app's lease counters).
+var metricNames = []*regexp.Regexp{
+	regexp.MustCompile(`Name:\s*"llmguard_([a-z0-9_]+)"`),
+	regexp.MustCompile(`"llmguard_([a-z0-9_]+)":\s*"`),
+	regexp.MustCompile(`\b(?:counter|gauge|histogram)\("(?:llmguard_)?([a-z0-9_]+)"`),
+}
+
+// sourceMetrics returns every metric name (without llmguard_) that the
+// repository's non-test Go files define.
+func sourceMetrics(t *testing.T) []string {
+	t.Helper()
+	var names []string
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != ".." && (strings.HasPrefix(n, ".") || n == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, re := range metricNames {
+			for _, m := range re.FindAllSubmatch(b, -1) {
+				names = append(names, string(m[1]))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// dashboards/README.md calls its Metrics table "the full table": every
+// metric llmguard defines has a row in it (a new user looking up
+// llmguard_waiting or llmguard_panics_total found none).
+func TestMetricsTableListsEveryMetric(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	names := sourceMetrics(t)
+	// The scan must find the metrics it is known to: a pattern that stops
+	// matching would otherwise pass the test vacuously.
+	for _, known := range []string{"requests_total", "lease_taken_total", "waiting", "ledger_dropped_total", "breaker_state"} {
+		if !slices.Contains(names, known) {
+			t.Fatalf("the source scan found no %s: fix metricNames (found %v)", known, names)
+		}
+	}
+	for _, n := range names {
+		if !strings.Contains(doc, "\n| `"+n+"`") {
+			t.Errorf("dashboards/README.md's Metrics table has no row for llmguard_%s", n)
+		}
+	}
+}
