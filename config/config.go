@@ -286,6 +286,15 @@ type Model struct {
 	CacheWrite1hUSDPerMTok float64 `yaml:"cache_write_1h_usd_per_mtok"`
 	// OutputUSDPerMTok is the price of output (and reasoning) tokens.
 	OutputUSDPerMTok float64 `yaml:"output_usd_per_mtok"`
+	// AudioInputUSDPerMTok and AudioOutputUSDPerMTok price the audio tokens
+	// of a chat request's input and output (gpt-4o-audio-preview: $40 and
+	// $80 against $2.50 and $10 for text, its model page on
+	// developers.openai.com). Zero: no audio price; a request that sends
+	// or asks for audio is then refused under a usd limit
+	// (model_not_priced), and audio tokens an answer reports cost at least
+	// the text prices.
+	AudioInputUSDPerMTok  float64 `yaml:"audio_input_usd_per_mtok"`
+	AudioOutputUSDPerMTok float64 `yaml:"audio_output_usd_per_mtok"`
 	// SafetyFactor multiplies the local token count of models without a
 	// public tokenizer (Claude): 0 means the weigher's default per family
 	// (1.2; 1.6 for Claude's newer tokenizer).
@@ -335,6 +344,11 @@ type TierPrices struct {
 	CacheWriteUSDPerMTok   float64 `yaml:"cache_write_usd_per_mtok"`
 	CacheWrite1hUSDPerMTok float64 `yaml:"cache_write_1h_usd_per_mtok"`
 	OutputUSDPerMTok       float64 `yaml:"output_usd_per_mtok"`
+	// AudioInputUSDPerMTok and AudioOutputUSDPerMTok are the audio prices
+	// (Model.AudioInputUSDPerMTok); in a priority or flex tier left at
+	// zero they are the standard tier's.
+	AudioInputUSDPerMTok  float64 `yaml:"audio_input_usd_per_mtok"`
+	AudioOutputUSDPerMTok float64 `yaml:"audio_output_usd_per_mtok"`
 }
 
 // LongContext is a model's long-prompt band: the prices of every token of
@@ -360,10 +374,12 @@ func (m Model) Priced() bool {
 // Standard is m's standard-tier prices.
 func (m Model) Standard() TierPrices {
 	return TierPrices{InputUSDPerMTok: m.InputUSDPerMTok, CachedInputUSDPerMTok: m.CachedInputUSDPerMTok,
-		CacheWriteUSDPerMTok: m.CacheWriteUSDPerMTok, CacheWrite1hUSDPerMTok: m.CacheWrite1hUSDPerMTok, OutputUSDPerMTok: m.OutputUSDPerMTok}
+		CacheWriteUSDPerMTok: m.CacheWriteUSDPerMTok, CacheWrite1hUSDPerMTok: m.CacheWrite1hUSDPerMTok, OutputUSDPerMTok: m.OutputUSDPerMTok,
+		AudioInputUSDPerMTok: m.AudioInputUSDPerMTok, AudioOutputUSDPerMTok: m.AudioOutputUSDPerMTok}
 }
 
-// Priced reports whether any of t's prices is above zero.
+// Priced reports whether any of t's text prices is above zero (audio
+// prices alone are no price).
 func (t TierPrices) Priced() bool {
 	return t.InputUSDPerMTok > 0 || t.CachedInputUSDPerMTok > 0 || t.CacheWriteUSDPerMTok > 0 ||
 		t.CacheWrite1hUSDPerMTok > 0 || t.OutputUSDPerMTok > 0

@@ -33,11 +33,13 @@ var litellmFields = []struct {
 	{"cache_read_input_token_cost", func(t *TierPrices, v float64) { t.CachedInputUSDPerMTok = v }},
 	{"cache_creation_input_token_cost", func(t *TierPrices, v float64) { t.CacheWriteUSDPerMTok = v }},
 	{"cache_creation_input_token_cost_above_1hr", func(t *TierPrices, v float64) { t.CacheWrite1hUSDPerMTok = v }},
+	{"input_cost_per_audio_token", func(t *TierPrices, v float64) { t.AudioInputUSDPerMTok = v }},
+	{"output_cost_per_audio_token", func(t *TierPrices, v float64) { t.AudioOutputUSDPerMTok = v }},
 }
 
 // litellmKey matches a LiteLLM price field: its base name, an optional
 // long-context band (_above_<N>k_tokens) and an optional tier.
-var litellmKey = regexp.MustCompile(`^(input_cost_per_token|output_cost_per_token|cache_read_input_token_cost|cache_creation_input_token_cost(?:_above_1hr)?)(?:_above_([0-9]{1,6})k_tokens)?(?:_(priority|flex))?$`)
+var litellmKey = regexp.MustCompile(`^(input_cost_per_token|output_cost_per_token|cache_read_input_token_cost|cache_creation_input_token_cost(?:_above_1hr)?|input_cost_per_audio_token|output_cost_per_audio_token)(?:_above_([0-9]{1,6})k_tokens)?(?:_(priority|flex))?$`)
 
 // litellmEntry gathers one model's prices, by tier and band, as read.
 type litellmEntry struct {
@@ -163,7 +165,9 @@ func maxTier(a, b TierPrices) TierPrices {
 		CachedInputUSDPerMTok:  max(a.CachedInputUSDPerMTok, b.CachedInputUSDPerMTok),
 		CacheWriteUSDPerMTok:   max(a.CacheWriteUSDPerMTok, b.CacheWriteUSDPerMTok),
 		CacheWrite1hUSDPerMTok: max(a.CacheWrite1hUSDPerMTok, b.CacheWrite1hUSDPerMTok),
-		OutputUSDPerMTok:       max(a.OutputUSDPerMTok, b.OutputUSDPerMTok)}
+		OutputUSDPerMTok:       max(a.OutputUSDPerMTok, b.OutputUSDPerMTok),
+		AudioInputUSDPerMTok:   max(a.AudioInputUSDPerMTok, b.AudioInputUSDPerMTok),
+		AudioOutputUSDPerMTok:  max(a.AudioOutputUSDPerMTok, b.AudioOutputUSDPerMTok)}
 }
 
 // model is the Model the entry describes.
@@ -171,7 +175,7 @@ func (e *litellmEntry) model() Model {
 	s := e.standard
 	m := Model{InputUSDPerMTok: s.InputUSDPerMTok, CachedInputUSDPerMTok: s.CachedInputUSDPerMTok,
 		CacheWriteUSDPerMTok: s.CacheWriteUSDPerMTok, CacheWrite1hUSDPerMTok: s.CacheWrite1hUSDPerMTok,
-		OutputUSDPerMTok: s.OutputUSDPerMTok}
+		OutputUSDPerMTok: s.OutputUSDPerMTok, AudioInputUSDPerMTok: s.AudioInputUSDPerMTok, AudioOutputUSDPerMTok: s.AudioOutputUSDPerMTok}
 	if e.hasPriority {
 		p := e.priority
 		m.Priority = &p
@@ -225,6 +229,8 @@ func (c *Config) mergePrices(layers ...map[string]Model) {
 		fill(&m.CacheWriteUSDPerMTok, p.CacheWriteUSDPerMTok)
 		fill(&m.CacheWrite1hUSDPerMTok, p.CacheWrite1hUSDPerMTok)
 		fill(&m.OutputUSDPerMTok, p.OutputUSDPerMTok)
+		fill(&m.AudioInputUSDPerMTok, p.AudioInputUSDPerMTok)
+		fill(&m.AudioOutputUSDPerMTok, p.AudioOutputUSDPerMTok)
 		if m.MaxInputTokens == 0 {
 			m.MaxInputTokens = p.MaxInputTokens
 		}

@@ -343,7 +343,8 @@ func checkPrices(p *problems, f string, t TierPrices) {
 		field string
 		v     float64
 	}{{"input_usd_per_mtok", t.InputUSDPerMTok}, {"cached_input_usd_per_mtok", t.CachedInputUSDPerMTok}, {"output_usd_per_mtok", t.OutputUSDPerMTok},
-		{"cache_write_usd_per_mtok", t.CacheWriteUSDPerMTok}, {"cache_write_1h_usd_per_mtok", t.CacheWrite1hUSDPerMTok}} {
+		{"cache_write_usd_per_mtok", t.CacheWriteUSDPerMTok}, {"cache_write_1h_usd_per_mtok", t.CacheWrite1hUSDPerMTok},
+		{"audio_input_usd_per_mtok", t.AudioInputUSDPerMTok}, {"audio_output_usd_per_mtok", t.AudioOutputUSDPerMTok}} {
 		if pr.v < 0 || math.IsNaN(pr.v) || pr.v > 1e6 {
 			p.add(f+"."+pr.field, "must be between 0 and 1000000 USD per million tokens (got %v)", pr.v)
 		}

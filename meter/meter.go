@@ -121,6 +121,15 @@ type Request struct {
 	// ServiceTier is the request's service_tier as sent ("" when none):
 	// it picks the tier the model is priced in (policy.Policy.Quote).
 	ServiceTier string
+	// Audio: the request sends or asks for audio (weigher.Estimate.Audio).
+	// Its model must have audio prices for a usd limit to admit it
+	// (policy.Quote.ForAudio), and its reservation is priced as if every
+	// token of it were audio, the dearer kind (reservation).
+	Audio bool
+	// GeoPinned: the request pins inference to a geography
+	// (weigher.Estimate.GeoPinned), billed at a premium on every token
+	// price (policy.Quote.ForGeo).
+	GeoPinned bool
 	// Weighed: the request's kind is weighed in tokens. A request that is
 	// not weighed counts as a request only: 0 in every other unit.
 	Weighed bool
@@ -387,6 +396,12 @@ func (x *Exchange) Outcome(status int) Outcome {
 func (m *Meter) Admit(r Request) *Exchange {
 	x := &Exchange{m: m, req: r}
 	x.quote = r.Policy.Quote(r.Model, r.ServiceTier)
+	if r.Audio && r.Weighed {
+		x.quote = x.quote.ForAudio()
+	}
+	if r.GeoPinned {
+		x.quote = x.quote.ForGeo()
+	}
 	x.price, x.modelLabel = x.quote.Price, x.quote.Label
 	if x.modelLabel == "" && r.Model != "" {
 		x.modelLabel = "other"
@@ -473,7 +488,7 @@ func (k *ruleKeys) key(i int) string {
 // take takes the request's reservation under rules and sets the verdict.
 func (x *Exchange) take(rules []*policy.Rule) {
 	m, r := x.m, x.req
-	reserve := spec.Usage{InputTokens: r.Estimate.InputTokens, OutputTokens: r.Estimate.OutputTokens}
+	reserve := x.reservation(r.Estimate.InputTokens, r.Estimate.OutputTokens)
 	now := m.opt.Now()
 	items := inline(x.itemBuf[:], len(rules))
 	x.rules = inline(x.ruleBuf[:], len(rules))
@@ -596,6 +611,19 @@ func (x *Exchange) takeSharded(rules []*policy.Rule, items []bucket.Item) (bucke
 	}
 	d, err := bucket.TakeSharded(context.Background(), x.m.opt.Store, x.req.ID, si, nil)
 	return d.Decision, d.Taken, err
+}
+
+// reservation is the usage a reservation of in input and out output
+// tokens is priced as: for an audio request (Request.Audio) every token
+// counts as audio too, since the estimate does not tell the audio from the
+// text and audio costs more (policy.Price.MicroUSD prices it at the higher
+// of the two rates).
+func (x *Exchange) reservation(in, out int64) spec.Usage {
+	u := spec.Usage{InputTokens: in, OutputTokens: out}
+	if x.req.Audio {
+		u.AudioInputTokens, u.AudioOutputTokens = in, out
+	}
+	return u
 }
 
 // units is what t costs in rule's unit; a request that is not weighed

@@ -7,7 +7,6 @@ import (
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/reserve"
-	"github.com/llmguard/llmguard/spec"
 )
 
 // Output is how a request's output reservation (Request.Estimate's
@@ -118,7 +117,7 @@ func (x *Exchange) capOutput(rules []*policy.Rule) {
 		return
 	}
 	fits := func(out int64) bool {
-		u := spec.Usage{InputTokens: r.Estimate.InputTokens, OutputTokens: mulSat(out, n)}
+		u := x.reservation(r.Estimate.InputTokens, mulSat(out, n))
 		for _, a := range x.rules {
 			if x.units(a.Rule, u) > a.Status.Remaining {
 				return false

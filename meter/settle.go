@@ -56,7 +56,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 		cost = x.price.MicroUSD(actual)
 	case s.Source == spec.SourceReserved && x.req.Weighed:
 		// Nothing reported: the reservation stands, and so does its cost.
-		cost = x.price.MicroUSD(spec.Usage{InputTokens: x.req.Estimate.InputTokens, OutputTokens: x.req.Estimate.OutputTokens})
+		cost = x.price.MicroUSD(x.reservation(x.req.Estimate.InputTokens, x.req.Estimate.OutputTokens))
 	}
 	if s.Source == spec.SourceReported && s.Status < 300 {
 		m.contain(StageMetrics, x, func() { x.observeOutput(actual.OutputTokens) })

@@ -82,7 +82,7 @@ func (x *Exchange) shadowID() string {
 // verdict.
 func (x *Exchange) takeShadow(rules []*policy.Rule) {
 	m, r := x.m, x.req
-	reserve := spec.Usage{InputTokens: r.Estimate.InputTokens, OutputTokens: r.Estimate.OutputTokens}
+	reserve := x.reservation(r.Estimate.InputTokens, r.Estimate.OutputTokens)
 	now := m.opt.Now()
 	x.shadow = make([]Applied, len(rules))
 	items := make([]bucket.Item, len(rules))

@@ -24,6 +24,15 @@ type Price struct {
 	LongAbove int64
 	// Long are the rates of a request past LongAbove, pico-USD per token.
 	Long Rates
+	// AudioInput and AudioOutput price the audio part of input and output
+	// (spec.Usage.AudioInputTokens, AudioOutputTokens), pico-USD per
+	// token, in every band: gpt-4o-audio-preview lists $40 and $80 per
+	// million audio tokens against $2.50 and $10 for text
+	// (https://developers.openai.com/api/docs/models/gpt-4o-audio-preview).
+	// 0: the model has no audio price; an audio token then costs no less
+	// than a text token, and a request that asks for audio is not priced
+	// (Quote.ForAudio).
+	AudioInput, AudioOutput int64
 }
 
 // Rates are one band's prices in pico-USD per token, as in Price.
@@ -39,18 +48,37 @@ func (p Price) rates(input int64) Rates {
 	return Rates{Input: p.Input, CachedInput: p.CachedInput, CacheWrite: p.CacheWrite, CacheWrite1h: p.CacheWrite1h, Output: p.Output}
 }
 
+// WebSearchPicoUSD is the price of one web search an upstream runs for a
+// request (spec.Usage.WebSearches), in pico-USD: Anthropic's $10 per 1,000
+// searches (its web search tool guide), on top of the tokens the results
+// add to the input.
+const WebSearchPicoUSD = 10_000_000_000
+
+// scaled is p with every rate times num/den, rounded up (saturating).
+func (p Price) scaled(num, den int64) Price {
+	r := func(v int64) int64 { return ceilMulDiv(v, num, den) }
+	l := p.Long
+	return Price{Input: r(p.Input), CachedInput: r(p.CachedInput), CacheWrite: r(p.CacheWrite), CacheWrite1h: r(p.CacheWrite1h),
+		Output: r(p.Output), LongAbove: p.LongAbove,
+		Long:       Rates{Input: r(l.Input), CachedInput: r(l.CachedInput), CacheWrite: r(l.CacheWrite), CacheWrite1h: r(l.CacheWrite1h), Output: r(l.Output)},
+		AudioInput: r(p.AudioInput), AudioOutput: r(p.AudioOutput)}
+}
+
 // USDPerMTok is a model's list prices in USD per million tokens, as price
 // lists give them. A zero CachedInput or CacheWrite means "same as Input";
-// a zero CacheWrite1h means "same as CacheWrite".
+// a zero CacheWrite1h means "same as CacheWrite"; a zero AudioInput or
+// AudioOutput means "no audio price" (Price.AudioInput).
 type USDPerMTok struct {
 	Input, CachedInput, CacheWrite, CacheWrite1h, Output float64
+	AudioInput, AudioOutput                              float64
 }
 
 // Price converts list prices to a Price, rounded to the nearest pico-USD
 // per token (six decimals of USD per million tokens).
 func (p USDPerMTok) Price() Price {
 	r := p.rates()
-	return Price{Input: r.Input, CachedInput: r.CachedInput, CacheWrite: r.CacheWrite, CacheWrite1h: r.CacheWrite1h, Output: r.Output}
+	return Price{Input: r.Input, CachedInput: r.CachedInput, CacheWrite: r.CacheWrite, CacheWrite1h: r.CacheWrite1h, Output: r.Output,
+		AudioInput: pico(p.AudioInput), AudioOutput: pico(p.AudioOutput)}
 }
 
 // rates converts list prices to Rates, filling the zero prices as Price
@@ -80,16 +108,26 @@ func PriceFromUSDPerMTok(input, cachedInput, output float64) Price {
 
 // MicroUSD is the cost of t at price p in micro-USD, rounded up to a whole
 // micro-dollar: Σ tokens × pico-USD per token / 10^6, with t's cached and
-// cache-written tokens (parts of its input) at their own prices, and every
-// token at the long-context rates when t's input exceeds p.LongAbove.
-// Negative counts are treated as zero.
+// cache-written tokens (parts of its input) at their own prices, its audio
+// tokens (parts of its input and output) at the audio prices but never
+// below the text prices, and every other token at the long-context rates
+// when t's input exceeds p.LongAbove. A usage does not say whether its
+// cached tokens are text or audio: they are taken to be audio first (at
+// the full audio price, as llmguard knows no cached-audio price), so only
+// the cached tokens beyond the audio ones get the cached text price —
+// never less than any split could cost. Negative counts are treated as
+// zero. Each web search the usage reports adds WebSearchPicoUSD.
 func (p Price) MicroUSD(t spec.Usage) int64 {
 	in := clamp0(t.InputTokens)
 	r := p.rates(in)
-	cached := min(clamp0(t.CachedInputTokens), in)
-	write := min(clamp0(t.CacheWriteTokens), in-cached)
+	out := clamp0(t.OutputTokens)
+	audioIn := min(clamp0(t.AudioInputTokens), in)
+	audioOut := min(clamp0(t.AudioOutputTokens), out)
+	text := in - audioIn
+	cached := min(max(clamp0(t.CachedInputTokens)-audioIn, 0), text)
+	write := min(clamp0(t.CacheWriteTokens), text-cached)
 	write1h := min(clamp0(t.CacheWrite1hTokens), write)
-	uncached := in - cached - write
+	uncached := text - cached - write
 	var hi, lo uint64
 	add := func(n, price int64) {
 		h, l := bits.Mul64(uint64(n), uint64(clamp0(price)))
@@ -101,7 +139,10 @@ func (p Price) MicroUSD(t spec.Usage) int64 {
 	add(cached, r.CachedInput)
 	add(write-write1h, r.CacheWrite)
 	add(write1h, r.CacheWrite1h)
-	add(clamp0(t.OutputTokens), r.Output)
+	add(out-audioOut, r.Output)
+	add(audioIn, max(p.AudioInput, r.Input))
+	add(audioOut, max(p.AudioOutput, r.Output))
+	add(clamp0(t.WebSearches), WebSearchPicoUSD)
 	if hi >= 1e6 { // quotient would not fit in 64 bits
 		return math.MaxInt64
 	}

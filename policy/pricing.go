@@ -96,9 +96,11 @@ func compileModel(m config.Model) modelPrices {
 		if m.LongContext != nil { // flex past the threshold: no cheaper than standard's band
 			mp.flex.LongAbove, mp.flex.Long = std.LongAbove, std.Long
 		}
+		mp.flex.AudioInput, mp.flex.AudioOutput = or(mp.flex.AudioInput, std.AudioInput), or(mp.flex.AudioOutput, std.AudioOutput)
 	}
 	if m.Priority != nil && m.Priority.Priced() {
 		p := tierPrice(*m.Priority, m.LongContext, &std)
+		p.AudioInput, p.AudioOutput = max(p.AudioInput, std.AudioInput), max(p.AudioOutput, std.AudioOutput)
 		mp.priority = &p
 	}
 	return mp
@@ -162,6 +164,14 @@ func ceilMulDiv(v, num, den int64) int64 {
 	return (v*num + den - 1) / den
 }
 
+// or is v, or else (v zero) the fallback.
+func or(v, fallback int64) int64 {
+	if v == 0 {
+		return fallback
+	}
+	return v
+}
+
 // maxRates is the higher of a's and b's rates, field by field.
 func maxRates(a, b Rates) Rates {
 	return Rates{Input: max(a.Input, b.Input), CachedInput: max(a.CachedInput, b.CachedInput), CacheWrite: max(a.CacheWrite, b.CacheWrite),
@@ -171,7 +181,8 @@ func maxRates(a, b Rates) Rates {
 // usd is a config's tier prices as USDPerMTok.
 func usd(t config.TierPrices) USDPerMTok {
 	return USDPerMTok{Input: t.InputUSDPerMTok, CachedInput: t.CachedInputUSDPerMTok, CacheWrite: t.CacheWriteUSDPerMTok,
-		CacheWrite1h: t.CacheWrite1hUSDPerMTok, Output: t.OutputUSDPerMTok}
+		CacheWrite1h: t.CacheWrite1hUSDPerMTok, Output: t.OutputUSDPerMTok,
+		AudioInput: t.AudioInputUSDPerMTok, AudioOutput: t.AudioOutputUSDPerMTok}
 }
 
 // Quote is how one request is priced: its model and service tier
@@ -235,6 +246,51 @@ func (p *Policy) Quote(model, serviceTier string) Quote {
 		q.Price = mp.standard
 	}
 	q.Priced = true
+	return q
+}
+
+// ForAudio is q for a request that sends or asks for audio (a chat
+// request's input_audio part, "audio" or "modalities" naming audio, or an
+// earlier audio answer by id): audio tokens cost 8–16× the text tokens of
+// the same model (gpt-4o-audio-preview: $40 and $80 per million against
+// $2.50 and $10, https://developers.openai.com/api/docs/models/gpt-4o-audio-preview),
+// so a price without both audio prices does not price it: Priced false,
+// and Missing names `models."<label>".audio_input_usd_per_mtok`
+// (default_price's for a model priced by it). A q already unpriced is
+// returned as it is.
+func (q Quote) ForAudio() Quote {
+	if !q.Priced || q.Price.AudioInput > 0 && q.Price.AudioOutput > 0 {
+		return q
+	}
+	q.Priced, q.Price = false, Price{}
+	switch {
+	case q.Default:
+		q.Default, q.Missing = false, "default_price.audio_input_usd_per_mtok"
+	case q.AliasOf != "": // an alias takes its target's prices
+		q.Missing = "models." + strconv.Quote(q.AliasOf) + ".audio_input_usd_per_mtok"
+	default:
+		q.Missing = "models." + strconv.Quote(q.Label) + ".audio_input_usd_per_mtok"
+	}
+	return q
+}
+
+// GeoPremium is the multiplier, num/den, of every token price of a
+// request whose inference is pinned to a geography: Anthropic's data
+// residency, 1.1x for inference_geo "us" (its pricing page and
+// https://platform.claude.com/docs/en/build-with-claude/data-residency).
+const (
+	GeoPremiumNum = 11
+	GeoPremiumDen = 10
+)
+
+// ForGeo is q for a request whose inference is pinned to a geography: its
+// price times GeoPremiumNum/GeoPremiumDen, each rate rounded up to the
+// pico-USD. An unpriced q is returned as it is.
+func (q Quote) ForGeo() Quote {
+	if !q.Priced {
+		return q
+	}
+	q.Price = q.Price.scaled(GeoPremiumNum, GeoPremiumDen)
 	return q
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 
@@ -88,14 +89,19 @@ var (
 func modelNotPriced(model, limit, missing string) apiError {
 	e := apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "model_not_priced",
 		anthropicType: "invalid_request_error"}
-	if model == "" {
+	switch {
+	case model == "":
 		e.message = fmt.Sprintf("The request names no model (its body has no \"model\", or an empty one), and limit %s counts US dollars, "+
 			"so llmguard cannot price it: name the model in the body.", limit)
-		return e
+	case strings.HasSuffix(missing, ".audio_input_usd_per_mtok"):
+		// The request sends or asks for audio (policy.Quote.ForAudio).
+		e.message = fmt.Sprintf("Model %q has no audio price in llmguard, and limit %s counts US dollars, so a request that sends or asks for audio "+
+			"cannot be admitted. Its operator can price audio with %s and audio_output_usd_per_mtok in the config.", model, limit, missing)
+	default:
+		e.message = fmt.Sprintf("Model %q has no price in llmguard, and limit %s counts US dollars, so it cannot be admitted. "+
+			"Its operator can price it with %s in the config (its prices, or alias_of: a priced model), or set default_price.",
+			model, limit, missing)
 	}
-	e.message = fmt.Sprintf("Model %q has no price in llmguard, and limit %s counts US dollars, so it cannot be admitted. "+
-		"Its operator can price it with %s in the config (its prices, or alias_of: a priced model), or set default_price.",
-		model, limit, missing)
 	return e
 }
 

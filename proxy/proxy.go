@@ -782,7 +782,7 @@ var errLimiter = apiError{status: fasthttp.StatusInternalServerError, openAIType
 // answered in the caller's flavor with the headers its SDK reads.
 func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	x.m = p.meter.Admit(meter.Request{ID: x.id, Principal: x.principal, Policy: x.live.policy, Flavor: x.upstream.Flavor,
-		Path: rulePath(x.kind, x.path), Model: x.est.Model, ServiceTier: x.est.ServiceTier, Weighed: x.kind.Weighed(),
+		Path: rulePath(x.kind, x.path), Model: x.est.Model, ServiceTier: x.est.ServiceTier, Audio: x.est.Audio, GeoPinned: x.est.GeoPinned, Weighed: x.kind.Weighed(),
 		Unmetered: x.kind == weigher.KindUnmetered && !x.unmeteredAllowed, UnmeteredAllowed: x.unmeteredAllowed,
 		Images: x.est.Images, PerImage: x.perImage,
 		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens},

@@ -31,6 +31,20 @@ type Usage struct {
 	// output_tokens_details.reasoning_tokens; Anthropic reports none
 	// separately, so 0).
 	ReasoningTokens int64
+	// AudioInputTokens is the part of InputTokens that is audio, in tokens
+	// (OpenAI prompt_tokens_details.audio_tokens: gpt-4o-audio-preview,
+	// gpt-audio and their minis bill audio input at 8–16× their text input
+	// price, https://developers.openai.com/api/docs/models/gpt-audio).
+	AudioInputTokens int64
+	// AudioOutputTokens is the part of OutputTokens that is audio, in
+	// tokens (OpenAI completion_tokens_details.audio_tokens, billed at the
+	// model's audio output price).
+	AudioOutputTokens int64
+	// WebSearches is how many web searches the upstream ran for the
+	// request, billed per search on top of the tokens (Anthropic
+	// usage.server_tool_use.web_search_requests: $10 per 1,000 searches,
+	// its web search tool guide and pricing page).
+	WebSearches int64
 }
 
 // Total is input plus output tokens.

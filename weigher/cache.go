@@ -37,6 +37,9 @@ const minCachedBytes = 64
 type tally struct {
 	text, fixed int64
 	hidden      bool
+	// audio: the element sends audio or refers to an earlier audio answer
+	// (chat's input_audio part, an assistant message's audio by id).
+	audio bool
 }
 
 // entry is what the cache holds under a key: a count (t, when counted),

@@ -80,7 +80,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		return fallback, true
 	}
 	defer d.close()
-	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat gjson.Result
+	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction gjson.Result
 	var messageElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
 	at := 0
@@ -121,6 +121,10 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case "service_tier":
 			est.ServiceTier = serviceTier(v)
+		case "prediction":
+			prediction = v
+		case "audio", "modalities":
+			est.Audio = est.Audio || asksAudio(k, v)
 		}
 		at++
 		return true
@@ -149,10 +153,12 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			})
 			sum.text += t.text
 			sum.hidden = sum.hidden || t.hidden
+			sum.audio = sum.audio || t.audio
 			return true
 		})
 		in += sum.text
 		est.ServerContext = est.ServerContext || sum.hidden
+		est.Audio = est.Audio || sum.audio
 		if messagesAt >= 0 && (w.budget == nil || !w.budget.over) {
 			d.memo.keepResumePoint(d.lay, messagesAt, sum, ctx)
 		}
@@ -183,7 +189,44 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	}
 	est.Choices = min(choices, maxTokens/max(1, min(out, maxTokens)))
 	est.OutputTokens = min(out, maxTokens) * est.Choices
+	if p := predictionTokens(enc, prediction); p > 0 {
+		// Predicted Outputs: the rejected part of the prediction is
+		// billed as output on top of what each choice writes.
+		est.PredictionTokens = min(p, maxTokens/est.Choices) * est.Choices
+		est.OutputTokens = min(est.OutputTokens+est.PredictionTokens, 2*maxTokens)
+		est.OutputDefaulted = false // a learned reservation would drop it
+	}
 	return est, true
+}
+
+// predictionTokens counts a chat request's Predicted Outputs "prediction"
+// ({"type":"content","content": a string or text parts};
+// https://platform.openai.com/docs/guides/predicted-outputs): its
+// rejected tokens are billed as completion tokens ("still counted in the
+// total completion tokens for purposes of billing", the API reference's
+// completion_tokens_details), at most all of it. A value of another shape
+// counts as the text of its JSON; null or absent, 0.
+func predictionTokens(enc counter, v gjson.Result) int64 {
+	if !v.Exists() || v.Type == gjson.Null {
+		return 0
+	}
+	c := v.Get("content")
+	switch {
+	case v.IsObject() && c.Type == gjson.String:
+		return countText(enc, c.String())
+	case v.IsObject() && c.IsArray():
+		var n int64
+		c.ForEach(func(_, p gjson.Result) bool {
+			if t := p.Get("text"); p.IsObject() && t.Type == gjson.String {
+				n += countText(enc, t.String())
+			} else {
+				n += countText(enc, p.Raw)
+			}
+			return true
+		})
+		return n
+	}
+	return countText(enc, v.Raw)
 }
 
 // tokenCount reads a non-negative token count, capped at maxTokens.
@@ -220,7 +263,7 @@ func messageTokens(enc counter, model string, m gjson.Result) tally {
 		return tally{}
 	}
 	n := int64(tokensPerMessage)
-	hidden := false
+	hidden, audio := false, false
 	// Its members are walked raw (rawMembers: ends found with jsonscan.Skip,
 	// nothing decoded that is not read) and its strings decoded by
 	// unescapeJSON: gjson's ForEach decoded every value byte by byte.
@@ -235,6 +278,7 @@ func messageTokens(enc counter, model string, m gjson.Result) tally {
 				v.ForEach(func(_, p gjson.Result) bool {
 					n += partTokens(enc, model, p)
 					hidden = hidden || partHidden(p)
+					audio = audio || partAudio(p)
 					return true
 				})
 			} else {
@@ -247,10 +291,18 @@ func messageTokens(enc counter, model string, m gjson.Result) tally {
 			})
 		case "function_call":
 			n += callTokens(enc, v)
+		case "audio":
+			// An assistant message's earlier audio answer, by id
+			// ({"audio": {"id": "audio_…"}}): the upstream reads that
+			// audio back as input, at audio prices, and the body does not
+			// hold it.
+			if v.Type != gjson.Null {
+				hidden, audio = true, true
+			}
 		}
 		return true
 	})
-	return tally{text: n, hidden: hidden}
+	return tally{text: n, hidden: hidden, audio: audio}
 }
 
 // stringOf is r's text when r is a JSON string, else "".
@@ -273,6 +325,32 @@ func callTokens(enc counter, fn gjson.Result) int64 {
 // does not hold: a file part without file_data (a stored file_id).
 func partHidden(p gjson.Result) bool {
 	return p.IsObject() && p.Get("type").String() == "file" && stringOf(p.Get("file.file_data")) == ""
+}
+
+// partAudio reports whether a chat content part sends audio: an
+// input_audio part (or any part holding an "input_audio" member).
+func partAudio(p gjson.Result) bool {
+	return p.IsObject() && (p.Get("type").String() == "input_audio" || p.Get("input_audio").Exists())
+}
+
+// asksAudio reports whether a chat request's top-level "audio" or
+// "modalities" member (k, value v) asks for audio output: "audio" set to
+// anything but null, or "modalities" holding anything but "text" (a
+// spelling llmguard does not know may be one an upstream reads as audio).
+func asksAudio(k string, v gjson.Result) bool {
+	if k == "audio" {
+		return v.Type != gjson.Null
+	}
+	audio := false
+	if v.IsArray() {
+		v.ForEach(func(_, m gjson.Result) bool {
+			audio = audio || m.Type != gjson.String || m.Str != "text"
+			return !audio
+		})
+	} else {
+		audio = v.Type != gjson.Null
+	}
+	return audio
 }
 
 // partTokens counts one content part: text (and refusal) parts by their

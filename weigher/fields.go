@@ -230,19 +230,21 @@ var (
 			under("parameters", object().under("properties", mapOf(schemaFields))).wholeLists()
 
 	callFields     = object("name", "arguments")
-	chatPartFields = object("type", "text", "refusal").
+	chatPartFields = object("type", "text", "refusal", "input_audio").
 			under("image_url", object("url", "detail")).
 			under("file", object("filename", "file_data"))
-	chatMessageFields = object("role", "refusal", "name").
+	chatMessageFields = object("role", "refusal", "name", "audio").
 				under("content", chatPartFields).
 				under("tool_calls", object().under("function", callFields)).
 				under("function_call", callFields)
-	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources", "web_search_options").
-			under("messages", chatMessageFields).
-			under("tools", toolFields).
-			under("functions", functionFields).
-			under("stream_options", object("include_usage")).
-			under("response_format", object("json_schema"))
+	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources", "web_search_options",
+		"audio", "modalities").
+		under("messages", chatMessageFields).
+		under("tools", toolFields).
+		under("functions", functionFields).
+		under("stream_options", object("include_usage")).
+		under("response_format", object("json_schema")).
+		under("prediction", object().under("content", chatPartFields))
 
 	// responsesPartFields: a Responses content part, or a
 	// computer_call_output's output.
@@ -271,7 +273,7 @@ var (
 		b.under("source", object("type", "data").under("content", b))
 		return b.under("content", b)
 	}()
-	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed").
+	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed", "inference_geo").
 			under("system", claudeBlockFields).
 			under("messages", object("role").under("content", claudeBlockFields)).
 			under("tools", object("type", "name", "description", "input_schema").wholeLists()).

@@ -43,8 +43,14 @@ func FuzzParseChatChunk(f *testing.F) {
 		if c.Usage.InputTokens < 0 || c.Usage.OutputTokens < 0 || c.Usage.CachedInputTokens < 0 || c.Usage.ReasoningTokens < 0 {
 			t.Errorf("negative usage %+v", c.Usage)
 		}
-		if c.UsageOnly && !c.HasUsage {
-			t.Errorf("UsageOnly without HasUsage: %+v", c)
+		// UsageOnly is the include_usage chunk's shape (empty choices and a
+		// usage object), recognised whether or not its figures are
+		// readable (parseOpenAIChunk): it carries no text.
+		if c.UsageOnly && c.Text != "" {
+			t.Errorf("UsageOnly with text: %+v", c)
+		}
+		if c.Usage.AudioInputTokens < 0 || c.Usage.AudioOutputTokens < 0 {
+			t.Errorf("negative audio usage %+v", c.Usage)
 		}
 		if u, ok := ParseChatUsage(data); !ok && u != (Usage{}) {
 			t.Errorf("ParseChatUsage = %+v, false", u)

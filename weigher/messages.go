@@ -76,6 +76,13 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 			if v.Type != gjson.Null && (v.Type != gjson.String || v.Str != "standard") {
 				est.ServiceTier = FastModeTier
 			}
+		case "inference_geo":
+			// Data residency: inference pinned to a geography ("us") is
+			// billed at 1.1x every token price (Opus 4.6, Sonnet 4.6 and
+			// later; https://platform.claude.com/docs/en/build-with-claude/data-residency
+			// and its pricing page). Anything but "global" (the default) or
+			// null is taken as pinned.
+			est.GeoPinned = v.Type != gjson.Null && (v.Type != gjson.String || v.Str != "global")
 		case "mcp_servers":
 			// Remote MCP servers: their tool results enter the context the
 			// upstream bills.

@@ -81,6 +81,7 @@ type checkpoint struct {
 	stamp   uint32       // when it was filed (the set's clock): the newest wins
 	hits    int32        // elements before k long enough to be cached (CacheStats.Hits)
 	hidden  bool         // an element before k refers to input the body does not hold
+	audio   bool         // an element before k sends audio or refers to an earlier audio answer (tally.audio)
 	nm      uint8        // members in use
 	tail    [resumeTailBytes]byte
 	members [maxResumeMembers]jsonscan.Member // the top-level members up to the array's
@@ -253,7 +254,7 @@ func (m *elemMemo) resumedSum(count uint64) (t tally, ok bool) {
 		return tally{}, false
 	}
 	m.cache.hits.Add(uint64(cp.hits))
-	return tally{text: cp.sum, hidden: cp.hidden}, true
+	return tally{text: cp.sum, hidden: cp.hidden, audio: cp.audio}, true
 }
 
 // keepResumePoint files the checkpoint of m's body (read with the fields
@@ -323,7 +324,7 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, t tally, count 
 	}
 	s.clock++
 	cp := &s.ways[slot]
-	*cp = checkpoint{h: h, valid: r.valid, count: count, sum: t.text, k: int32(k), stamp: s.clock, hits: hits, hidden: t.hidden, nm: uint8(at + 1)}
+	*cp = checkpoint{h: h, valid: r.valid, count: count, sum: t.text, k: int32(k), stamp: s.clock, hits: hits, hidden: t.hidden, audio: t.audio, nm: uint8(at + 1)}
 	copy(cp.tail[:], m.body[k-resumeTailBytes:k])
 	copy(cp.members[:], lay.Members[:at+1])
 	cp.members[at].Value.End, cp.members[at].First, cp.members[at].Last = 0, 0, 0

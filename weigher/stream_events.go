@@ -203,6 +203,9 @@ func upper(a, b Usage) Usage {
 		CacheWrite1hTokens: max(a.CacheWrite1hTokens, b.CacheWrite1hTokens),
 		OutputTokens:       max(a.OutputTokens, b.OutputTokens),
 		ReasoningTokens:    max(a.ReasoningTokens, b.ReasoningTokens),
+		AudioInputTokens:   max(a.AudioInputTokens, b.AudioInputTokens),
+		AudioOutputTokens:  max(a.AudioOutputTokens, b.AudioOutputTokens),
+		WebSearches:        max(a.WebSearches, b.WebSearches),
 	}
 }
 

@@ -58,6 +58,25 @@ type Estimate struct {
 	// the body's own content, a lower bound of the real input; the
 	// reconciliation with the reported usage settles the difference.
 	ServerContext bool
+	// GeoPinned is set for a Messages request whose "inference_geo" pins
+	// inference to a geography (anything but "global" or null): Anthropic
+	// bills it at 1.1x the model's token prices (data residency,
+	// https://platform.claude.com/docs/en/build-with-claude/data-residency).
+	GeoPinned bool
+	// PredictionTokens is, for a chat request with a Predicted Outputs
+	// "prediction", its tokens times Choices: included in OutputTokens,
+	// since the prediction's rejected tokens are billed as output on top
+	// of what the model writes. Such a request's output maximum is not
+	// lowered (cap_output), which would not bound them.
+	PredictionTokens int64
+	// Audio is set for a chat request that sends or asks for audio, whose
+	// audio tokens the upstream bills at the model's audio prices (8–16×
+	// its text prices): an input_audio content part, an assistant message
+	// that refers to an earlier audio answer ("audio": {"id"}, also
+	// ServerContext: the upstream reads that audio back as input), an
+	// "audio" output request, or "modalities" naming anything but "text"
+	// (https://platform.openai.com/docs/api-reference/chat/create).
+	Audio bool
 	// Images is the number of images an image generation request asks
 	// for ("n", default 1); ImageSize and ImageQuality are its "size" and
 	// "quality" as sent, lowercased ("" when absent, not strings, or

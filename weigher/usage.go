@@ -13,7 +13,10 @@ import (
 // (https://platform.openai.com/docs/api-reference/chat/object):
 // usage.prompt_tokens (cached tokens included), usage.completion_tokens
 // (reasoning tokens included), usage.prompt_tokens_details.cached_tokens and
-// usage.completion_tokens_details.reasoning_tokens. ok is false when body has
+// usage.completion_tokens_details.reasoning_tokens, and the audio parts of
+// input and output (prompt_tokens_details.audio_tokens,
+// completion_tokens_details.audio_tokens: gpt-4o-audio-preview, gpt-audio),
+// priced at the model's audio rates. ok is false when body has
 // no usage object whose prompt_tokens and completion_tokens are both
 // non-negative numbers (numeric strings accepted), or is not valid JSON
 // nested at most [DefaultMaxDepth] levels (checked by a flat scan before
@@ -44,8 +47,10 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 			completion = f
 		case "prompt_tokens_details":
 			u.CachedInputTokens = usageCount(f.Get("cached_tokens"))
+			u.AudioInputTokens = usageCount(f.Get("audio_tokens"))
 		case "completion_tokens_details":
 			u.ReasoningTokens = usageCount(f.Get("reasoning_tokens"))
+			u.AudioOutputTokens = usageCount(f.Get("audio_tokens"))
 		}
 		return true
 	})

@@ -60,8 +60,10 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 			out = f
 		case "input_tokens_details":
 			u.CachedInputTokens = usageCount(f.Get("cached_tokens"))
+			u.AudioInputTokens = usageCount(f.Get("audio_tokens")) // as chat's, should an upstream report it
 		case "output_tokens_details":
 			u.ReasoningTokens = usageCount(f.Get("reasoning_tokens"))
+			u.AudioOutputTokens = usageCount(f.Get("audio_tokens"))
 		}
 		return true
 	})
@@ -81,7 +83,7 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 // cache_read_input_tokens, CachedInputTokens = cache_read_input_tokens,
 // CacheWriteTokens = cache_creation_input_tokens, CacheWrite1hTokens =
 // cache_creation.ephemeral_1h_input_tokens, OutputTokens = output_tokens
-// (thinking included). ok is false when body has no usage object with
+// (thinking included), WebSearches = server_tool_use.web_search_requests. ok is false when body has no usage object with
 // input_tokens or output_tokens (an error body, a count_tokens answer), or
 // is not valid JSON. It never panics and never keeps body.
 func ParseMessagesUsage(body []byte) (u Usage, ok bool) { return parseMessagesUsage(body, 0) }
@@ -105,6 +107,7 @@ func parseMessagesUsage(body []byte, maxDepth int) (Usage, bool) {
 // placeholder 0 never erases an earlier figure.
 type anthropicUsage struct {
 	input, cacheWrite, cacheRead, cache1h, output int64
+	searches                                      int64 // server_tool_use.web_search_requests
 	has                                           uint8
 }
 
@@ -121,8 +124,12 @@ func (a *anthropicUsage) merge(v gjson.Result) bool {
 	}
 	read := false
 	v.ForEach(func(k, f gjson.Result) bool {
-		if k.Str == "cache_creation" {
+		switch k.Str {
+		case "cache_creation":
 			a.cache1h = max(a.cache1h, usageCount(f.Get("ephemeral_1h_input_tokens")))
+			return true
+		case "server_tool_use":
+			a.searches = max(a.searches, usageCount(f.Get("web_search_requests")))
 			return true
 		}
 		// A figure that is not a non-negative number is not a report: a
@@ -157,5 +164,6 @@ func (a *anthropicUsage) usage() Usage {
 		CacheWriteTokens:   a.cacheWrite,
 		CacheWrite1hTokens: min(a.cache1h, a.cacheWrite),
 		OutputTokens:       a.output,
+		WebSearches:        a.searches,
 	}
 }

@@ -60,8 +60,11 @@ func (s *Server) chat(ctx *fasthttp.RequestCtx, fl flavor) {
 	model := est.Model
 	n := st.outputTokens(est.OutputTokens)
 	parts := replyWords(n)
-	usage := fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}`,
-		est.InputTokens, n, est.InputTokens+n)
+	// Audio and rejected prediction tokens are billed on top of the text
+	// (x-mock-audio-*, x-mock-rejected-prediction-tokens).
+	in, out := est.InputTokens+st.audioIn, n+st.audioOut+st.rejected
+	usage := fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":%d},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":%d,"accepted_prediction_tokens":0,"rejected_prediction_tokens":%d}}`,
+		in, out, in+out, st.audioIn, st.audioOut, st.rejected)
 	id := "chatcmpl-mock" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	created := time.Now().Unix()
 

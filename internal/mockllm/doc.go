@@ -81,6 +81,13 @@
 //	x-mock-reasoning-tokens: R    Responses: R hidden reasoning tokens, added to
 //	                              output_tokens and output_tokens_details.reasoning_tokens
 //	                              (with a reasoning output item before the message)
+//	x-mock-audio-input-tokens: A  chat: A more input tokens, reported as audio
+//	                              (prompt_tokens_details.audio_tokens)
+//	x-mock-audio-output-tokens: B chat: B more output tokens, reported as audio
+//	                              (completion_tokens_details.audio_tokens)
+//	x-mock-rejected-prediction-tokens: P  chat: P more output tokens, reported
+//	                              as completion_tokens_details.rejected_prediction_tokens
+//	x-mock-web-searches: K        Messages: server_tool_use.web_search_requests K
 //	x-mock-cache-read: R          Messages: cache_read_input_tokens R
 //	x-mock-cache-write: C         Messages: cache_creation_input_tokens C
 //	x-mock-cache-write-1h: H      Messages: H of the C written with the 1-hour TTL

@@ -26,8 +26,12 @@ func claudeUsage(st steer, input, output int64) string {
 		return ""
 	}
 	uncached := max(input-st.cacheRead-st.cacheWrite, 0)
-	return fmt.Sprintf(`{"input_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,"cache_creation":{"ephemeral_5m_input_tokens":%d,"ephemeral_1h_input_tokens":%d},"output_tokens":%d,"service_tier":"standard"}`,
-		uncached, st.cacheWrite, st.cacheRead, st.cacheWrite-st.cacheWrite1h, st.cacheWrite1h, output)
+	tools := ""
+	if st.searches > 0 {
+		tools = fmt.Sprintf(`,"server_tool_use":{"web_search_requests":%d}`, st.searches)
+	}
+	return fmt.Sprintf(`{"input_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,"cache_creation":{"ephemeral_5m_input_tokens":%d,"ephemeral_1h_input_tokens":%d},"output_tokens":%d,"service_tier":"standard"%s}`,
+		uncached, st.cacheWrite, st.cacheRead, st.cacheWrite-st.cacheWrite1h, st.cacheWrite1h, output, tools)
 }
 
 // withUsage is `,"usage":u`, or "" when u is.

@@ -249,6 +249,10 @@ type steer struct {
 	cacheRead     int64         // x-mock-cache-read
 	cacheWrite    int64         // x-mock-cache-write
 	cacheWrite1h  int64         // x-mock-cache-write-1h, at most cacheWrite
+	audioIn       int64         // x-mock-audio-input-tokens
+	audioOut      int64         // x-mock-audio-output-tokens
+	rejected      int64         // x-mock-rejected-prediction-tokens
+	searches      int64         // x-mock-web-searches
 	delay         time.Duration // x-mock-delay-ms, before each content delta
 	noUsage       bool
 	gzip          bool
@@ -277,6 +281,10 @@ func steerOf(h *fasthttp.RequestHeader) steer {
 	st.cacheWrite, _ = num("x-mock-cache-write")
 	h1, _ := num("x-mock-cache-write-1h")
 	st.cacheWrite1h = min(h1, st.cacheWrite)
+	st.audioIn, _ = num("x-mock-audio-input-tokens")
+	st.audioOut, _ = num("x-mock-audio-output-tokens")
+	st.rejected, _ = num("x-mock-rejected-prediction-tokens")
+	st.searches, _ = num("x-mock-web-searches")
 	d, _ := num("x-mock-delay-ms")
 	st.delay = time.Duration(d) * time.Millisecond
 	st.noUsage = set("x-mock-no-usage")

@@ -1,0 +1,60 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/llmguard/llmguard/internal/mockllm"
+	"github.com/llmguard/llmguard/ledger"
+)
+
+// Anthropic bills each web search its server tool runs, $10 per 1,000
+// (usage.server_tool_use.web_search_requests), on top of the tokens: five
+// searches add 50,000 µUSD to the settled cost, JSON and stream alike.
+func TestWebSearchesPriced(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ledger.jsonl")
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	// A web search request is reserved as hidden context (the model's
+	// largest input, here 20,000 tokens).
+	h := startConfig(t, mock, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+models:
+  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15, max_input_tokens: 20000}
+limits:
+  - {name: acme-dollars, scope: tenant, unit: usd, quota: 10, period: month}
+ledger: {file: %q}
+`, mock.URL, testKey, file))
+	for _, stream := range []string{``, `"stream":true,`} {
+		resp, got := h.do("/v1/messages", `{"model":"claude-sonnet-4-5",`+stream+`"max_tokens":50,`+
+			`"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":5}],"messages":[{"role":"user","content":"news today?"}]}`,
+			"x-mock-completion-tokens", "40", "x-mock-web-searches", "5")
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", stream, resp.StatusCode, got)
+		}
+	}
+	if err := h.app.Ledger.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ledger.ReadFiles(file)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("ledger %+v, %v", recs, err)
+	}
+	for i, r := range recs {
+		// claude-sonnet-4-5 in the harness: 3 and 15 µUSD per input and
+		// output token; 10,000 µUSD per search.
+		if want := r.InputTokens*3 + r.OutputTokens*15 + 5*10_000; r.OutputTokens != 40 || r.CostMicroUSD != want {
+			t.Errorf("record %d: input %d output %d cost %d µUSD, want %d (five searches at $0.01)", i, r.InputTokens, r.OutputTokens, r.CostMicroUSD, want)
+		}
+	}
+}
