@@ -59,3 +59,28 @@ func (s *redisServer) instructions() (int64, error) {
 	}
 	return 0, fmt.Errorf("loadbench: no summary line in %s", newest)
 }
+
+// zeroAll zeroes the counts of every server in servers (see zero).
+func zeroAll(servers []*redisServer) error {
+	for _, s := range servers {
+		if err := s.zero(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// instructionsOf is the sum of instructions() over servers: what they
+// executed since their counts were zeroed. Errors: the first server's
+// that fails.
+func instructionsOf(servers []*redisServer) (int64, error) {
+	var sum int64
+	for _, s := range servers {
+		n, err := s.instructions()
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
+}

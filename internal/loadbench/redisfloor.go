@@ -39,10 +39,8 @@ func measurePingFloor(rt *redisWorkTarget, c int, o RedisWorkOptions) (RedisWork
 		return row, err
 	}
 	if o.Callgrind {
-		for _, s := range rt.servers {
-			if err := s.zero(); err != nil {
-				return row, err
-			}
+		if err := zeroAll(rt.servers); err != nil {
+			return row, err
 		}
 	}
 	r0, err := redisstats.Read(ctx, rt.nodes...)
@@ -61,15 +59,11 @@ func measurePingFloor(rt *redisWorkTarget, c int, o RedisWorkOptions) (RedisWork
 	}
 	row.N, row.Admitted = int(done.Load()), done.Load()
 	if o.Callgrind {
-		var sum int64
-		for _, s := range rt.servers {
-			n, err := s.instructions()
-			if err != nil {
-				return row, err
-			}
-			sum += n
+		n, err := instructionsOf(rt.servers)
+		if err != nil {
+			return row, err
 		}
-		row.Instructions = float64(sum) / float64(max(row.Admitted, 1))
+		row.Instructions = float64(n) / float64(max(row.Admitted, 1))
 	}
 	if elapsed > 0 {
 		row.RPS = float64(row.N) / elapsed.Seconds()

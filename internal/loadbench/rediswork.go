@@ -304,10 +304,8 @@ func measureRedisWork(rt *redisWorkTarget, pool *textPool, c int, seed uint64, o
 		return row, err
 	}
 	if o.Callgrind {
-		for _, s := range rt.servers {
-			if err := s.zero(); err != nil {
-				return row, err
-			}
+		if err := zeroAll(rt.servers); err != nil {
+			return row, err
 		}
 	}
 	r0, err := redisstats.Read(ctx, rt.nodes...)
@@ -324,15 +322,11 @@ func measureRedisWork(rt *redisWorkTarget, pool *textPool, c int, seed uint64, o
 		return row, err
 	}
 	if o.Callgrind {
-		var sum int64
-		for _, s := range rt.servers {
-			n, err := s.instructions()
-			if err != nil {
-				return row, err
-			}
-			sum += n
+		n, err := instructionsOf(rt.servers)
+		if err != nil {
+			return row, err
 		}
-		row.Instructions = float64(sum) / float64(max(m1.allowed-m0.allowed, 1))
+		row.Instructions = float64(n) / float64(max(m1.allowed-m0.allowed, 1))
 	}
 	row.N, row.Errors, row.FirstError = l.n, l.errs, l.firstErr
 	if l.elapsed > 0 {
