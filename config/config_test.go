@@ -260,3 +260,33 @@ func TestWaitConfig(t *testing.T) {
 		}
 	}
 }
+
+// A limit with a bad rate and no burst is reported once, under rate: the
+// burst it defaults to is the same bad number, and a problem under a field
+// the file never names sends its reader looking for it. A burst the file
+// does set is still checked on its own.
+func TestBadRateWithoutBurstIsOneProblem(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		limit     string
+		wantBurst bool
+	}{
+		{name: "negative rate, no burst", limit: `{name: tpm, scope: user, unit: tokens, rate: -1, per: 1m}`},
+		{name: "no rate, no burst", limit: `{name: tpm, scope: user, unit: tokens, per: 1m}`},
+		{name: "negative rate, bad burst of its own", limit: `{name: tpm, scope: user, unit: tokens, rate: -1, per: 1m, burst: -5}`, wantBurst: true},
+		{name: "good rate, bad burst", limit: `{name: tpm, scope: user, unit: tokens, rate: 10, per: 1m, burst: -5}`, wantBurst: true},
+	} {
+		_, err := Parse([]byte("upstreams: [{name: o, flavor: openai, base_url: \"http://x\", no_key: true}]\nlimits:\n  - " + tc.limit + "\n"))
+		var ce *Error
+		if !errors.As(err, &ce) {
+			t.Fatalf("%s: err = %v, want *Error", tc.name, err)
+		}
+		all := strings.Join(ce.Problems, "\n")
+		if got := strings.Contains(all, "limits[0].burst:"); got != tc.wantBurst {
+			t.Errorf("%s: a limits[0].burst problem reported = %v, want %v, in:\n%s", tc.name, got, tc.wantBurst, all)
+		}
+		if strings.Contains(tc.limit, "rate: 10") == strings.Contains(all, "limits[0].rate:") {
+			t.Errorf("%s: rate problem reported wrongly in:\n%s", tc.name, all)
+		}
+	}
+}

@@ -2,8 +2,11 @@ package config
 
 import (
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // The README's configuration reference is a valid config.
@@ -26,4 +29,64 @@ func TestREADMEConfigReferenceIsValid(t *testing.T) {
 	if _, err := Parse([]byte(block)); err != nil {
 		t.Fatalf("README configuration reference: %v", err)
 	}
+}
+
+// Every in-page link of the README (`](#anchor)`) names one of its
+// headings, as GitHub spells a heading's anchor (lower case, spaces to
+// hyphens, punctuation other than hyphens and underscores dropped), and
+// every relative link names a file of the repository: a new user follows
+// them from the Quickstart on.
+func TestREADMELinksResolve(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	inCode := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "```") {
+			inCode = !inCode
+			continue
+		}
+		if inCode || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		anchors[githubAnchor(strings.TrimLeft(line, "#"))] = true
+	}
+	if !anchors["quickstart-offline"] || !anchors["reports-for-finance"] {
+		t.Fatalf("heading anchors not found as expected: %v", anchors)
+	}
+	links := regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(string(b), -1)
+	if len(links) < 10 {
+		t.Fatalf("found %d links in README.md: the link pattern is wrong", len(links))
+	}
+	for _, m := range links {
+		target := m[1]
+		switch {
+		case strings.HasPrefix(target, "#"):
+			if !anchors[target[1:]] {
+				t.Errorf("README link %s names no heading", target)
+			}
+		case strings.Contains(target, "://"):
+		default:
+			file, _, _ := strings.Cut(target, "#")
+			if _, err := os.Stat(filepath.Join("..", file)); err != nil {
+				t.Errorf("README link %s: %v", target, err)
+			}
+		}
+	}
+}
+
+// githubAnchor is the anchor GitHub gives a Markdown heading's text.
+func githubAnchor(heading string) string {
+	var sb strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			sb.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			sb.WriteRune(r)
+		}
+	}
+	return sb.String()
 }

@@ -405,7 +405,8 @@ func checkPositiveDuration(p *problems, field string, d Duration) {
 }
 
 func checkBucket(p *problems, f string, l Limit, scale float64) {
-	if !(l.Rate > 0) || l.Rate*scale > maxUnits {
+	badRate := !(l.Rate > 0) || l.Rate*scale > maxUnits
+	if badRate {
 		p.add(f+".rate", "must be a positive number of units per period (got %v); or set quota: and period: for a calendar quota", l.Rate)
 	}
 	if l.Per == invalidDuration {
@@ -413,9 +414,15 @@ func checkBucket(p *problems, f string, l Limit, scale float64) {
 	} else if l.Per <= 0 {
 		p.add(f+".per", "required: a positive Go duration such as 1s, 1m, 24h")
 	}
-	if !(l.Burst > 0) || l.Burst*scale > maxUnits {
+	switch {
+	case badRate && l.Burst == l.Rate:
+		// A burst left unset is the rate (Config.applyDefaults): the bad
+		// rate is reported once, under rate, and not again under a burst
+		// the file may never have named ("limits[0].burst: … (got -1)"
+		// for a file without burst: sent its reader looking for it).
+	case !(l.Burst > 0) || l.Burst*scale > maxUnits:
 		p.add(f+".burst", "must be a positive number of units (got %v)", l.Burst)
-	} else if l.Burst*scale < 1 {
+	case l.Burst*scale < 1:
 		p.add(f+".burst", "must hold at least one unit (got %v)", l.Burst)
 	}
 	if l.Period != "" || len(l.WarnAt) > 0 || l.Timezone != "" {
