@@ -208,6 +208,7 @@ func (s *serveCmd) Run() error {
 		printConfigError(os.Stderr, source, err)
 		os.Exit(1)
 	}
+	a.ListenOverride, a.AdminListenOverride = s.Listen, s.AdminListen // a reload keeps them
 	done := make(chan error, 1)
 	go func() { done <- a.ListenAndServe() }()
 	if s.Config != "" {

@@ -44,6 +44,14 @@ type App struct {
 	Store    bucket.Store
 	// Ledger is the usage ledger writer, nil when none is configured.
 	Ledger *ledger.Writer
+	// ListenOverride and AdminListenOverride are the addresses given on
+	// the command line (`serve --listen`, `--admin-listen`; empty: none),
+	// which replaced the file's listen and admin_listen in Config. Reload
+	// applies them to every file it reads too, so that a node started with
+	// them serves on, and compares against, the addresses it runs on: a
+	// reload of an unchanged file logs no "changes only at restart" for
+	// listen. Set them before Watch or the first Reload.
+	ListenOverride, AdminListenOverride string
 
 	log         *slog.Logger
 	stores      *stores

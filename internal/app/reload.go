@@ -45,6 +45,12 @@ func (a *App) reload(path string) error {
 	if err != nil {
 		return err
 	}
+	if a.ListenOverride != "" {
+		cfg.Listen = a.ListenOverride
+	}
+	if a.AdminListenOverride != "" {
+		cfg.AdminListen = a.AdminListenOverride
+	}
 	old := a.cfg.Load()
 	if cfg.Region != old.Region || !reflect.DeepEqual(cfg.RegionExchange, old.RegionExchange) {
 		// The exchange runs for the node's region with the peers it
