@@ -290,3 +290,27 @@ func TestBadRateWithoutBurstIsOneProblem(t *testing.T) {
 		}
 	}
 }
+
+// The embedded default serves both SDKs the README points at it: an
+// OpenAI upstream and an Anthropic one (without which /v1/messages is a
+// 404), both on the mock, needing no key.
+func TestDefaultConfigServesOpenAIAndAnthropic(t *testing.T) {
+	c, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flavors := map[string]string{}
+	for _, u := range c.Upstreams {
+		if !u.NoKey {
+			t.Errorf("default upstream %s needs a key", u.Name)
+		}
+		if _, seen := flavors[u.Flavor]; !seen {
+			flavors[u.Flavor] = u.BaseURL
+		}
+	}
+	for _, f := range []string{"openai", "anthropic"} {
+		if flavors[f] != "http://127.0.0.1:8081" {
+			t.Errorf("default config: first %s upstream at %q, want the mock at http://127.0.0.1:8081", f, flavors[f])
+		}
+	}
+}

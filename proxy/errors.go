@@ -77,9 +77,19 @@ var (
 		anthropicType: "invalid_request_error", message: "The model name is longer than 256 bytes."}
 	errGatewayCredential = apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_auth_failed",
 		anthropicType: "api_error", message: "The upstream rejected the gateway's credential (llmguard's own upstream key, not yours); llmguard has logged it for its operator."}
-	errNoUpstream = apiError{status: fasthttp.StatusNotFound, openAIType: "invalid_request_error", openAICode: "unknown_url",
-		anthropicType: "not_found_error", message: "No upstream is configured for this path."}
 )
+
+// noUpstream answers a path that only an upstream of flavor f serves when
+// the config has none (proxy's router: Anthropic's /v1/messages…): 404
+// in f's shape, naming what is missing, so that a caller pointing the
+// Anthropic SDK at an OpenAI-only llmguard learns why, and its operator
+// what to add.
+func noUpstream(f Flavor) apiError {
+	return apiError{status: fasthttp.StatusNotFound, openAIType: "invalid_request_error", openAICode: "unknown_url",
+		anthropicType: "not_found_error",
+		message: fmt.Sprintf("No upstream is configured for this path: it is the %s API's, and llmguard's config has no upstream "+
+			"with flavor: %s. Its operator can add one to upstreams (README, Configuration reference).", f, f)}
+}
 
 // modelNotPriced answers a request a usd limit cannot count: its model
 // (as sent, quoted) has no price in its service tier, and missing is the

@@ -283,6 +283,9 @@ type exchange struct {
 	keyHeader string // the header the caller's key came from
 	live      *live  // the policy and weigher this request started with
 	upstream  *Upstream
+	// pathFlavor is the flavor whose API the path is when no upstream
+	// serves it (route's 404): the answer's shape. Unused once upstream is set.
+	pathFlavor Flavor
 	// path is the request's endpoint in OpenAI's spelling (the upstream's
 	// dialect maps its own paths to it), which names its kind and which
 	// rules' paths match; deployment is the Azure deployment the path
@@ -471,7 +474,7 @@ func (p *Proxy) count(x *exchange, outcome meter.Outcome, limit string) {
 // while no upstream is known.
 func (x *exchange) flavor() Flavor {
 	if x.upstream == nil {
-		return FlavorOpenAI
+		return x.pathFlavor
 	}
 	return x.upstream.Flavor
 }
@@ -550,7 +553,8 @@ func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (rawUpPath string, 
 	path := internPath(ctx.Path())
 	up, upPath := p.router.route(path)
 	if up == nil {
-		return "", &refusal{err: errNoUpstream, outcome: meter.OutcomeInvalid}
+		x.pathFlavor = p.router.unserved(path)
+		return "", &refusal{err: noUpstream(x.pathFlavor), outcome: meter.OutcomeInvalid}
 	}
 	x.upstream = up
 	raw := path // the same bytes: no second copy

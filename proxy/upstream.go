@@ -196,6 +196,18 @@ func (r *router) route(path string) (*Upstream, string) {
 	return r.fallback, path
 }
 
+// unserved names the flavor that owns path when route found no upstream
+// for it (Anthropic's /v1/messages in a config without an anthropic
+// upstream), for the 404's shape and message.
+func (r *router) unserved(path string) Flavor {
+	for f, d := range dialects {
+		if d != nil && d.claims(path) == claimOnly && r.byFlavor[Flavor(f)] == nil {
+			return Flavor(f)
+		}
+	}
+	return FlavorOpenAI
+}
+
 // hopHeaders are the hop-by-hop fields of RFC 9110 §7.6.1 (and the
 // pre-standard Keep-Alive, Proxy-Connection), which a proxy must not
 // forward in either direction.
