@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -65,8 +66,14 @@ func (r *reportCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	if err := r.read(cfg, opt, b.Add); err != nil {
+	seen := tenantsSeen{want: r.Tenant}
+	if err := r.read(cfg, opt, func(rec ledger.Record) { seen.add(rec.Tenant); b.Add(rec) }); err != nil {
 		return err
+	}
+	if !seen.found {
+		// An empty page for a misspelt tenant looked like a quiet month.
+		fmt.Fprintf(os.Stderr, "llmguard report: the ledger has no record of tenant %q in any month%s; the report is empty\n",
+			r.Tenant, seen.others())
 	}
 	w := bufio.NewWriter(os.Stdout)
 	if err := report.Render(w, b.Report()); err != nil {
@@ -138,4 +145,35 @@ func monthlyBudget(cfg *config.Config, tenant string) *config.Limit {
 		}
 	}
 	return nil
+}
+
+// tenantsSeen notes, over the records a report reads, whether tenant want
+// has any (in any month) and the first few other tenants, for the warning
+// that a tenant named on the command line is absent from the ledger.
+type tenantsSeen struct {
+	want  string
+	found bool
+	other []string // at most 10, in the order first seen
+}
+
+func (s *tenantsSeen) add(tenant string) {
+	switch {
+	case tenant == s.want:
+		s.found = true
+	case len(s.other) < 10 && !slices.Contains(s.other, tenant):
+		s.other = append(s.other, tenant)
+	}
+}
+
+// others is ", tenants in it: a, b" (with "…" when there may be more), or
+// "" when the ledger names no other tenant.
+func (s *tenantsSeen) others() string {
+	if len(s.other) == 0 {
+		return ""
+	}
+	more := ""
+	if len(s.other) == 10 {
+		more = ", …"
+	}
+	return fmt.Sprintf(" (tenants in it: %s%s)", strings.Join(s.other, ", "), more)
 }

@@ -58,4 +58,23 @@ ledger: {file: %q}
 	if err := exec.Command(bin, "report", "--ledger", file, "--tenant", "acme", "--month", "2026-13").Run(); err == nil {
 		t.Error("--month 2026-13 accepted")
 	}
+	// A tenant the ledger never names (a typo) still gets its empty page,
+	// with a warning on stderr naming the tenants it does hold; a tenant
+	// with records in another month gets no warning.
+	for _, tc := range []struct {
+		tenant, month string
+		warn          bool
+	}{{"acmee", "2026-11", true}, {"acme", "2026-10", false}, {"acme", "2026-11", false}} {
+		cmd := exec.Command(bin, "report", "--ledger", file, "--tenant", tc.tenant, "--month", tc.month)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil || !strings.Contains(string(out), "<!DOCTYPE html>") {
+			t.Errorf("report --tenant %s --month %s: %v, page %d bytes", tc.tenant, tc.month, err, len(out))
+		}
+		warned := strings.Contains(stderr.String(), `no record of tenant "`+tc.tenant+`"`)
+		if warned != tc.warn || tc.warn && !strings.Contains(stderr.String(), "acme, globex") {
+			t.Errorf("report --tenant %s --month %s: stderr %q, want a warning: %v", tc.tenant, tc.month, stderr.String(), tc.warn)
+		}
+	}
 }
