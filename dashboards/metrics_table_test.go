@@ -78,3 +78,33 @@ func TestMetricsTableListsEveryMetric(t *testing.T) {
 		}
 	}
 }
+
+// The top README's "Metrics and dashboards" section, which a new user reads
+// first, names every metric llmguard defines too (it named neither
+// response_body_bytes_in_flight nor the lease counters): each as
+// `name` or `name{labels}`, without the llmguard_ prefix.
+func TestREADMEMetricsSectionNamesEveryMetric(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "\n## Metrics and dashboards\n")
+	if start < 0 {
+		t.Fatal("README.md has no Metrics and dashboards section")
+	}
+	end := strings.Index(doc[start+1:], "\n## ")
+	if end < 0 {
+		t.Fatal("the Metrics and dashboards section has no end")
+	}
+	section := doc[start : start+1+end]
+	names := sourceMetrics(t)
+	if len(names) < 40 {
+		t.Fatalf("the source scan found %d metrics: fix metricNames", len(names))
+	}
+	for _, n := range names {
+		if !strings.Contains(section, "`"+n+"`") && !strings.Contains(section, "`"+n+"{") {
+			t.Errorf("README.md's Metrics and dashboards section does not name %s", n)
+		}
+	}
+}
