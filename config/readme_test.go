@@ -90,3 +90,22 @@ func githubAnchor(heading string) string {
 	}
 	return sb.String()
 }
+
+// Every config the README writes with a shell here-document
+// (`cat > x.yaml <<'EOF'` … `EOF`), which a new user pastes as it is,
+// is a valid config.
+func TestREADMEHereDocConfigsAreValid(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := regexp.MustCompile(`(?s)cat > \S+\.yaml <<'EOF'\n(.*?)\nEOF\n`).FindAllStringSubmatch(string(b), -1)
+	if len(docs) == 0 {
+		t.Fatal("no here-document config in README.md: the pattern is wrong")
+	}
+	for i, m := range docs {
+		if _, err := Parse([]byte(m[1])); err != nil {
+			t.Errorf("README here-document config %d: %v\n%s", i, err, m[1])
+		}
+	}
+}

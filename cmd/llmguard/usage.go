@@ -38,6 +38,14 @@ func (u *usageCmd) Run() error {
 	if u.JSON {
 		u.Format = "json"
 	}
+	if u.TimeZone != "" {
+		// Refused here, as report refuses it (exit 2), rather than sent to
+		// the node and answered 400 (exit 1, as if the node had failed).
+		// Both binaries carry the same zones (time/tzdata, config).
+		if _, err := time.LoadLocation(u.TimeZone); err != nil {
+			return usageError{fmt.Errorf("usage: unknown --timezone %q (want an IANA name such as Europe/Paris)", u.TimeZone)}
+		}
+	}
 	cfg, err := loadConfig(u.Config)
 	if err != nil {
 		printConfigError(os.Stderr, cmp.Or(u.Config, "embedded default config"), err)

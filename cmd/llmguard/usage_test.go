@@ -105,6 +105,26 @@ ledger: {file: %q}
 	if rows[5][21] != "72" || rows[1][13] != "3" {
 		t.Errorf("quota used %s (want 72 tokens), total requests %s (want 3)", rows[5][21], rows[1][13])
 	}
+	// An unknown --timezone is a usage error (exit 2, as for report), said
+	// before any node is asked; a known one is asked.
+	for _, tc := range []struct {
+		zone string
+		code int
+	}{{"Nowhere/X", 2}, {"Asia/Tokyo", 0}} {
+		cmd := exec.Command(bin, "usage", "--config", cfg, "--admin", admin, "--tenant", "acme", "--timezone", tc.zone)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.code || tc.code == 2 && !strings.Contains(stderr.String(), `unknown --timezone "Nowhere/X"`) {
+			t.Errorf("usage --timezone %s: exit %d, stderr %q; want exit %d", tc.zone, code, stderr.String(), tc.code)
+		}
+	}
 }
 
 func paris(t *testing.T) *time.Location {
