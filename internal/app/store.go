@@ -6,6 +6,7 @@ import (
 	"golang.org/x/time/rate"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,10 @@ type stores struct {
 	client bucket.RedisScripter
 	leases *bucket.Leased // the main store for Redis; nil for the memory backend (README, "Leases")
 	close  []func() error
+	// lastFailed: the store's last call failed (or, before any call, the
+	// start-up script load did), so the next request may be served by the
+	// fallback even while the breaker is closed. nil for memory.
+	lastFailed *atomic.Bool
 }
 
 // readiness is the /readyz body: the proxy serves whatever the store's
@@ -40,7 +45,11 @@ func (s *stores) readiness(backend string) map[string]any {
 		state := s.guard.State()
 		st := s.async.Stats()
 		r["breaker"] = state.String()
-		r["degraded"] = state != bucket.BreakerClosed
+		// A node whose Redis was down from the start, or whose last call
+		// failed, is degraded though its breaker has not opened (it opens
+		// after min_calls failures): /readyz said degraded:false on a node
+		// that had never reached its Redis.
+		r["degraded"] = state != bucket.BreakerClosed || s.lastFailed.Load()
 		r["reconcile_pending"] = st.Pending
 		r["reconcile_dropped"] = st.Dropped
 	}
@@ -117,8 +126,10 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	lastFailed := new(atomic.Bool)
 	if err := r.Load(ctx); err != nil {
 		log.Warn("could not load the Redis scripts at start-up; they will be loaded on first use", "err", err)
+		lastFailed.Store(true) // degraded until a call succeeds; probed meanwhile
 	}
 
 	m := newStoreMetrics(reg)
@@ -154,6 +165,12 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 		},
 		OnCall: func(call bucket.Call) {
 			m.duration.WithLabelValues(call.Op.String()).Observe(call.Duration.Seconds())
+			switch call.Result {
+			case bucket.ResultOK:
+				lastFailed.Store(false)
+			case bucket.ResultFailed:
+				lastFailed.Store(true)
+			}
 			if call.Result == bucket.ResultFailed {
 				m.errors.WithLabelValues(call.Op.String(), call.Kind.String()).Inc()
 				reloadCluster()
@@ -192,8 +209,8 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 		}
 	}
 	fb := bucket.NewFallback(bucket.FallbackOptions{Nodes: c.Nodes, Memory: bucket.MemoryOptions{VoidFor: time.Duration(c.VoidWindow)}})
-	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor))
-	st := &stores{main: async, fallback: fb, guard: guard, async: async, client: client,
+	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor), lastFailed)
+	st := &stores{main: async, fallback: fb, guard: guard, async: async, client: client, lastFailed: lastFailed,
 		close: []func() error{stopProbe, async.Close, fb.Close, closeClient}}
 	if window := time.Duration(denyCacheOf(c)); window > 0 {
 		// Denials a Redis store has just made are answered from memory
@@ -242,10 +259,12 @@ func limitLabel(key string) string {
 }
 
 // probeWhileOpen sends a probe (a cost-0 take of a key no rule uses, which
-// writes nothing) whenever the breaker is not closed, every half open
-// interval, so that a node without traffic also notices the store is back
-// and its /readyz and metrics say so. The returned func stops it.
-func probeWhileOpen(g *bucket.Guarded, openFor time.Duration) func() error {
+// writes nothing) whenever the breaker is not closed or the store's last
+// call failed (lastFailed: a Redis down since start-up opens no breaker
+// on an idle node), every half open interval, so that a node without
+// traffic also notices the store is back and its /readyz and metrics say
+// so. The returned func stops it.
+func probeWhileOpen(g *bucket.Guarded, openFor time.Duration, lastFailed *atomic.Bool) func() error {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -259,7 +278,7 @@ func probeWhileOpen(g *bucket.Guarded, openFor time.Duration) func() error {
 			case <-done:
 				return
 			case <-t.C:
-				if g.State() != bucket.BreakerClosed {
+				if g.State() != bucket.BreakerClosed || lastFailed.Load() {
 					g.Take(context.Background(), "", probe)
 				}
 			}

@@ -1,0 +1,52 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/redistest"
+)
+
+// A node whose Redis is down from the start, and that serves no request,
+// says degraded on /readyz (its breaker, which opens after min_calls
+// failed calls, is still closed: it said degraded:false), and says it no
+// more once Redis is back, still without a request: the node probes the
+// store while its last call (here the start-up script load) failed.
+func TestReadyzDegradedWhileRedisDownFromStart(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Kill()
+	cfg, err := config.Parse([]byte(baseConfig(t, "http://127.0.0.1:1", fmt.Sprintf(`
+limits:
+  - {name: user-rpm, scope: user, unit: requests, rate: 1000, per: 1m, on_failure: open}
+store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, breaker: {open_for: 200ms}}
+`, srv.Addr()))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	r := a.stores.readiness("redis")
+	if r["degraded"] != true || r["breaker"] != "closed" {
+		t.Fatalf("step 1 (Redis down since start, no request): readiness %v, want degraded with the breaker still closed", r)
+	}
+	srv.Restart()
+	// The probe runs every open_for/2 (100 ms); give a loaded machine
+	// plenty of its rounds.
+	for i := 0; ; i++ {
+		r = a.stores.readiness("redis")
+		if r["degraded"] == false {
+			break
+		}
+		if i == 600 {
+			t.Fatalf("step 2 (Redis back, no request): still %v after 600 polls 50 ms apart", r)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
