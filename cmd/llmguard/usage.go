@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -82,6 +83,10 @@ func (u *usageCmd) Run() error {
 		return fmt.Errorf("usage: %w", err)
 	}
 	printReport(os.Stdout, &rep)
+	if u.Tenant != "" && rep.Requests == 0 && !slices.ContainsFunc(rep.Quotas, func(q app.QuotaState) bool { return q.Used != 0 }) {
+		// An empty report for a misspelt tenant looked like a quiet period.
+		fmt.Fprintf(os.Stderr, "llmguard usage: tenant %q has no request in this period and nothing used of any quota: check its spelling (`llmguard usage` without --tenant lists every tenant with spend)\n", u.Tenant)
+	}
 	return nil
 }
 

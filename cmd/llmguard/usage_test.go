@@ -105,6 +105,21 @@ ledger: {file: %q}
 	if rows[5][21] != "72" || rows[1][13] != "3" {
 		t.Errorf("quota used %s (want 72 tokens), total requests %s (want 3)", rows[5][21], rows[1][13])
 	}
+	// A tenant with no request and nothing used of a quota (a typo) gets its empty table
+	// and a note on stderr; acme, which has both, gets none.
+	for _, tc := range []struct {
+		tenant string
+		note   bool
+	}{{"acmee", true}, {"acme", false}} {
+		cmd := exec.Command(bin, "usage", "--config", cfg, "--admin", admin, "--tenant", tc.tenant)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		noted := strings.Contains(stderr.String(), `tenant "`+tc.tenant+`" has no request in this period and nothing used of any quota`)
+		if err != nil || !strings.Contains(string(out), "tenant "+tc.tenant) || noted != tc.note {
+			t.Errorf("usage --tenant %s: %v, stdout %q, stderr %q; want a note: %v", tc.tenant, err, out, stderr.String(), tc.note)
+		}
+	}
 	// An unknown --timezone is a usage error (exit 2, as for report), said
 	// before any node is asked; a known one is asked.
 	for _, tc := range []struct {
