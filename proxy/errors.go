@@ -87,7 +87,7 @@ var (
 func noUpstream(f Flavor) apiError {
 	return apiError{status: fasthttp.StatusNotFound, openAIType: "invalid_request_error", openAICode: "unknown_url",
 		anthropicType: "not_found_error",
-		message: fmt.Sprintf("No upstream is configured for this path: it is the %s API's, and llmguard's config has no upstream "+
+		message: fmt.Sprintf("No upstream is configured for this path: it belongs to the %s API, and llmguard's config has no upstream "+
 			"with flavor: %s. Its operator can add one to upstreams (README, Configuration reference).", f, f)}
 }
 

@@ -470,8 +470,9 @@ func (p *Proxy) count(x *exchange, outcome meter.Outcome, limit string) {
 	})
 }
 
-// flavor is the flavor the caller is answered in: its upstream's, OpenAI's
-// while no upstream is known.
+// flavor is the flavor the caller is answered in: its upstream's; while no
+// upstream is known, that of the API its path belongs to when routing found
+// none for it (pathFlavor), else OpenAI's (pathFlavor's zero value).
 func (x *exchange) flavor() Flavor {
 	if x.upstream == nil {
 		return x.pathFlavor
