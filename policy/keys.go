@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"time"
 )
@@ -78,12 +77,22 @@ func (s KeyStatus) String() string {
 // pr is the caller when the status is KeyAccepted; for KeyExpired and
 // KeyRevoked it is the stored key's principal, to name in logs only (the
 // request is refused); for KeyUnknown it is zero.
+//
+// An accepted credential's SHA-256 is remembered (at most 4096 of them, by
+// exact match: see sumMemo), so that a returning caller's key is not hashed
+// again; who it is and whether it may be used are looked up on every call.
 func (p *Policy) Authenticate(credential string, src KeySource, now time.Time) (pr Principal, st KeyStatus) {
 	if credential == "" {
 		return Principal{}, KeyUnknown
 	}
-	sum := sha256.Sum256([]byte(credential))
+	// The credential's SHA-256, remembered for a returning caller (see
+	// sumMemo: only the hash is remembered; the lookups below run on
+	// every request, so a revocation or a reload applies at once).
+	sum, hit := p.sums.sum(credential)
 	if pr, ok := p.keys[sum]; ok {
+		if !hit {
+			p.sums.remember(credential, sum)
+		}
 		return pr, KeyAccepted
 	}
 	if src != nil {
@@ -94,6 +103,9 @@ func (p *Policy) Authenticate(credential string, src KeySource, now time.Time) (
 			case !k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt):
 				return k.Principal, KeyExpired
 			}
+			if !hit {
+				p.sums.remember(credential, sum)
+			}
 			return k.Principal, KeyAccepted
 		}
 	}
@@ -102,6 +114,9 @@ func (p *Policy) Authenticate(credential string, src KeySource, now time.Time) (
 	}
 	if !token68(credential) {
 		return Principal{}, KeyMalformed
+	}
+	if !hit {
+		p.sums.remember(credential, sum)
 	}
 	id := hex.EncodeToString(sum[:8])
 	return Principal{KeyID: id, User: id, Tenant: p.ptTenant, Plan: p.ptPlan, PassThrough: true}, KeyAccepted

@@ -67,8 +67,7 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 	if c.Backend == "memory" {
 		mem := bucket.NewMemory(bucket.MemoryOptions{Now: now, VoidFor: time.Duration(c.VoidWindow)})
 		m := newStoreMetrics(reg)
-		observe := func(op bucket.Op, d time.Duration) { m.duration.WithLabelValues(op.String()).Observe(d.Seconds()) }
-		return &stores{main: timed{Store: mem, observe: observe}, close: []func() error{mem.Close}}, nil
+		return &stores{main: timed{Store: mem, observe: m.observe}, close: []func() error{mem.Close}}, nil
 	}
 	if c.Backend != "redis" && c.Backend != "redis_cluster" {
 		return nil, fmt.Errorf("app: unknown store backend %q", c.Backend)
@@ -164,7 +163,7 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 			}
 		},
 		OnCall: func(call bucket.Call) {
-			m.duration.WithLabelValues(call.Op.String()).Observe(call.Duration.Seconds())
+			m.observe(call.Op, call.Duration)
 			switch call.Result {
 			case bucket.ResultOK:
 				lastFailed.Store(false)
@@ -302,6 +301,20 @@ func (t timed) Take(ctx context.Context, id string, items []bucket.Item) (bucket
 	return d, err
 }
 
+// TakeInto is Take through the wrapped store's bucket.StatusTaker, so that
+// the memory store's take writes its statuses into the caller's slice and
+// allocates nothing; a store without TakeInto is called with Take.
+func (t timed) TakeInto(ctx context.Context, id string, items []bucket.Item, statuses []bucket.Status) (bucket.Decision, error) {
+	st, ok := t.Store.(bucket.StatusTaker)
+	if !ok {
+		return t.Take(ctx, id, items)
+	}
+	t0 := time.Now()
+	d, err := st.TakeInto(ctx, id, items, statuses)
+	t.observe(bucket.OpTake, time.Since(t0))
+	return d, err
+}
+
 func (t timed) Reconcile(ctx context.Context, id string, deltas []bucket.Delta) error {
 	t0 := time.Now()
 	err := t.Store.Reconcile(ctx, id, deltas)
@@ -327,9 +340,12 @@ func (t timed) Void(ctx context.Context, id string, items []bucket.Item) error {
 //	llmguard_denials_cached_total{limit}                denials answered from memory (store.deny_cache), by denying limit
 type storeMetrics struct {
 	duration *prometheus.HistogramVec
-	errors   *prometheus.CounterVec
-	factor   *prometheus.GaugeVec
-	cached   *prometheus.CounterVec
+	// byOp are duration's children, one per bucket.Op, resolved once: a
+	// store call observes its histogram without a label lookup.
+	byOp   [2]prometheus.Observer
+	errors *prometheus.CounterVec
+	factor *prometheus.GaugeVec
+	cached *prometheus.CounterVec
 }
 
 func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
@@ -354,9 +370,20 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 	}
 	reg.MustRegister(m.duration, m.errors, m.factor, m.cached)
 	for _, op := range []bucket.Op{bucket.OpTake, bucket.OpReconcile} {
-		m.duration.WithLabelValues(op.String()) // exported from the start, for rate() and dashboards
+		// Exported from the start, for rate() and dashboards.
+		m.byOp[op] = m.duration.WithLabelValues(op.String())
 	}
 	return m
+}
+
+// observe records a store call of op that took d in
+// llmguard_store_duration_seconds{op}.
+func (m *storeMetrics) observe(op bucket.Op, d time.Duration) {
+	if int(op) < len(m.byOp) {
+		m.byOp[op].Observe(d.Seconds())
+		return
+	}
+	m.duration.WithLabelValues(op.String()).Observe(d.Seconds())
 }
 
 func (m *storeMetrics) watchAsync(reg prometheus.Registerer, a *bucket.AsyncReconciler) {
