@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"time"
 )
@@ -77,22 +78,12 @@ func (s KeyStatus) String() string {
 // pr is the caller when the status is KeyAccepted; for KeyExpired and
 // KeyRevoked it is the stored key's principal, to name in logs only (the
 // request is refused); for KeyUnknown it is zero.
-//
-// An accepted credential's SHA-256 is remembered (at most 4096 of them, by
-// exact match: see sumMemo), so that a returning caller's key is not hashed
-// again; who it is and whether it may be used are looked up on every call.
 func (p *Policy) Authenticate(credential string, src KeySource, now time.Time) (pr Principal, st KeyStatus) {
 	if credential == "" {
 		return Principal{}, KeyUnknown
 	}
-	// The credential's SHA-256, remembered for a returning caller (see
-	// sumMemo: only the hash is remembered; the lookups below run on
-	// every request, so a revocation or a reload applies at once).
-	sum, hit := p.sums.sum(credential)
+	sum := sha256.Sum256([]byte(credential))
 	if pr, ok := p.keys[sum]; ok {
-		if !hit {
-			p.sums.remember(credential, sum)
-		}
 		return pr, KeyAccepted
 	}
 	if src != nil {
@@ -103,9 +94,6 @@ func (p *Policy) Authenticate(credential string, src KeySource, now time.Time) (
 			case !k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt):
 				return k.Principal, KeyExpired
 			}
-			if !hit {
-				p.sums.remember(credential, sum)
-			}
 			return k.Principal, KeyAccepted
 		}
 	}
@@ -114,9 +102,6 @@ func (p *Policy) Authenticate(credential string, src KeySource, now time.Time) (
 	}
 	if !token68(credential) {
 		return Principal{}, KeyMalformed
-	}
-	if !hit {
-		p.sums.remember(credential, sum)
 	}
 	id := hex.EncodeToString(sum[:8])
 	return Principal{KeyID: id, User: id, Tenant: p.ptTenant, Plan: p.ptPlan, PassThrough: true}, KeyAccepted

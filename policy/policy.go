@@ -47,9 +47,6 @@ type Policy struct {
 	passThrough bool
 	ptTenant    string
 	ptPlan      string
-	// sums remembers the SHA-256 of recently accepted credentials
-	// (Authenticate); nil hashes every credential.
-	sums *sumMemo
 }
 
 // Compile builds a Policy from a validated config. Errors: *config.Error
@@ -65,7 +62,6 @@ func Compile(c *config.Config) (*Policy, error) {
 		passThrough: c.Identity.PassThrough,
 		ptTenant:    c.Identity.Tenant,
 		ptPlan:      c.Identity.Plan,
-		sums:        newSumMemo(),
 	}
 	for _, k := range c.Keys {
 		var sum [32]byte
