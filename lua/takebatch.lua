@@ -171,7 +171,8 @@ local levels, updateds, founds, spends = {}, {}, {}, {}
 -- takeTokens is takeOne for a take whose buckets are all token buckets
 -- (its shape's fast flag): take.lua's body for that kind step for step,
 -- calling the same core functions in the same order (parse, load, refill,
--- check, wait, put, floorUnits; mark and write as the batch records them),
+-- check, wait, put, floorUnits; mark and write as the batch records them,
+-- write and its remember inlined, for a token bucket's how is never true),
 -- without its per-bucket dispatch, its seen tables or its KEYS and ARGV; a
 -- bucket an earlier take of the batch wrote is read from its cell as parse
 -- and load would read it.
@@ -188,7 +189,8 @@ local function takeTokens(shape, marker, ttl, costs, at, id)
   local firstLarge, firstShort, retry = -1, -1, 0
   for i = 1, n do
     local limit = shape[2 + 2 * i]
-    local capacity, rate, per, cost = limit[1], limit[2], limit[3], costs[at + i] + 0
+    local capacity, rate, per, cost = limit[1], limit[2], limit[3], costs[at + i]
+    cost = digits[cost] or cost + 0
     local v = state[shape[1 + 2 * i]]
     local level, updated, found
     if v and made[v] and v[1] == encode then -- a token bucket the batch wrote: load's 't'
@@ -235,13 +237,30 @@ local function takeTokens(shape, marker, ttl, costs, at, id)
     local capacity, rate, per = limit[1], limit[2], limit[3]
     local level, updated = levels[i] - spends[i], updateds[i]
     local reset = wait(level, capacity, rate, per)
-    write(shape[1 + 2 * i], put(founds[i], level, updated, capacity, reset, now), encode, level, updated)
+    local key, how = shape[1 + 2 * i], put(founds[i], level, updated, capacity, reset, now)
+    if how ~= nil then -- write and remember, inlined: how is a TTL or false, never true
+      local v = false
+      if how then
+        v = cells[key]
+        if v then
+          v[1], v[2], v[3], v[4] = encode, level, updated, nil
+        else
+          v = {encode, level, updated}
+          cells[key], made[v] = v, true
+        end
+      end
+      if pending[key] == nil then
+        written[#written + 1] = key
+      end
+      state[key], pending[key] = v, how
+    end
     reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), reset
   end
   return reply
 end
 
 -- @batch: the batch's entry; a Redis Functions library runs it as a function.
+floor = math.floor
 -- Every take of the batch commits, at one instant; state starts empty (a
 -- library keeps the tables above from one call to the next).
 now, commit = clock(ARGV[1]), true
