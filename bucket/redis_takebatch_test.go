@@ -181,6 +181,10 @@ func TestTakeBatchMatchesSequence(t *testing.T) {
 			seq := newRedis(t, bucket.RedisOptions{Client: c, Now: clock, TakeBatch: 1})
 			bat := newRedis(t, bucket.RedisOptions{Client: c, Now: clock})
 			steps, allowed := takeBatchSteps(now)
+			// start is before the first write of either prefix (the voids and
+			// refilledKey below set TTLs too): two keys' TTLs differ by at
+			// most the time since.
+			start := time.Now()
 			// refilledKey empty an hour ago (a token bucket's stored value:
 			// level and updated, µs): full by now.
 			for _, p := range []string{"seq", "bat"} {
@@ -208,7 +212,6 @@ func TestTakeBatchMatchesSequence(t *testing.T) {
 				return n
 			}
 			evalsha0 := calls()
-			start := time.Now()
 			var want []takeResult
 			for _, s := range steps {
 				want = append(want, resultOf(seq.Take(ctx, s.id, named(s.items, "seq"))))
