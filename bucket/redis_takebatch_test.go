@@ -80,10 +80,21 @@ func takeBatchSteps(now time.Time) (steps []takeBatchStep, allowed []bool) {
 			{Key: "k:{PFX}:user:erin", Limit: bucket.Limit{Capacity: 200, Rate: 3, Per: time.Minute}, Cost: 300},
 			{Key: "k:{PFX}:user:frank", Limit: tpm, Cost: 300},
 		}},
+		// A stored bucket that has refilled to capacity by now, taken at
+		// cost 0 (token buckets only: takebatch.lua's fast path): full and
+		// found, so its key is deleted (TestTakeBatchMatchesSequence stores
+		// it first; without, nothing is written).
+		{name: "full again: deleted", id: "r15", items: []bucket.Item{{Key: refilledKey, Limit: refilled, Cost: 0}}},
 	}
-	allowed = []bool{true, true, false, true, false, true, false, false, false, false, true, true, true, true, false}
+	allowed = []bool{true, true, false, true, false, true, false, false, false, false, true, true, true, true, false, true}
 	return steps, allowed
 }
+
+// refilledKey is the bucket of takeBatchSteps' "full again" step, under
+// limit refilled: 10 units, 10 a second.
+const refilledKey = "k:{PFX}:refilled"
+
+var refilled = bucket.Limit{Capacity: 10, Rate: 10, Per: time.Second}
 
 // named returns items with "PFX" in their keys replaced by prefix.
 func named(items []bucket.Item, prefix string) []bucket.Item {
@@ -170,6 +181,18 @@ func TestTakeBatchMatchesSequence(t *testing.T) {
 			seq := newRedis(t, bucket.RedisOptions{Client: c, Now: clock, TakeBatch: 1})
 			bat := newRedis(t, bucket.RedisOptions{Client: c, Now: clock})
 			steps, allowed := takeBatchSteps(now)
+			// start is before the first write of either prefix (the voids and
+			// refilledKey below set TTLs too): two keys' TTLs differ by at
+			// most the time since.
+			start := time.Now()
+			// refilledKey empty an hour ago (a token bucket's stored value:
+			// level and updated, µs): full by now.
+			for _, p := range []string{"seq", "bat"} {
+				v := fmt.Sprintf("0 %d", now.Add(-time.Hour).UnixMicro())
+				if err := c.Set(ctx, strings.ReplaceAll(refilledKey, "PFX", p), v, time.Hour).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for _, s := range steps {
 				if s.id == "void-me" || s.id == setID(now, 8) {
 					for _, p := range []string{"seq", "bat"} {
@@ -189,7 +212,6 @@ func TestTakeBatchMatchesSequence(t *testing.T) {
 				return n
 			}
 			evalsha0 := calls()
-			start := time.Now()
 			var want []takeResult
 			for _, s := range steps {
 				want = append(want, resultOf(seq.Take(ctx, s.id, named(s.items, "seq"))))
@@ -238,6 +260,9 @@ func TestTakeBatchMatchesSequence(t *testing.T) {
 			}
 			if st, bt := c.PTTL(ctx, "llmguard:{seq}::tk:"+setID(now, 2)).Val(), c.PTTL(ctx, taken).Val(); len(inSet) == 0 || bt <= 0 || backend == "miniredis" && st != bt {
 				t.Errorf("the taken set holds %v and expires in %v; a marker key one by one in %v", inSet, bt, st)
+			}
+			if n := c.Exists(ctx, strings.ReplaceAll(refilledKey, "PFX", "seq"), strings.ReplaceAll(refilledKey, "PFX", "bat")).Val(); n != 0 {
+				t.Errorf("%s: %d of its two keys (one by one, batched) still stored; a bucket full again is deleted", refilledKey, n)
 			}
 			spread := time.Since(start)
 			for k := range keys {

@@ -15,6 +15,12 @@
 -- (a strtod); callers convert any other text ("x + 0").
 local digits = {['0'] = 0, ['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6, ['7'] = 7, ['8'] = 8, ['9'] = 9}
 
+-- floor is math.floor, kept in a local: a call then reads one upvalue
+-- instead of two table lookups (the global math, then its floor field).
+-- Each script's entry sets it, at call time: a Redis Functions library's
+-- load may not read the global math.
+local floor
+
 -- maxWait caps every wait, in µs: 2^53 is exact as a double.
 local maxWait = 2 ^ 53
 
@@ -63,7 +69,7 @@ local function wait(level, target, rate, per)
   if level >= target then
     return 0
   end
-  local w = math.floor((target - level) * per / rate)
+  local w = floor((target - level) * per / rate)
   if w >= maxWait then
     return maxWait
   end
@@ -142,7 +148,7 @@ local function put(found, level, updated, capacity, reset, now)
     return nil
   end
   local fullAt = updated + reset
-  return math.floor((fullAt - now) / 1000) + 1000
+  return floor((fullAt - now) / 1000) + 1000
 end
 
 -- encode is a bucket's stored value: the level with 17 significant digits
@@ -229,7 +235,7 @@ local function putQuota(found, used, window, windowStart, windowEnd, now)
     return nil
   end
   if window == windowStart then
-    return math.floor(quotaExpiry(windowEnd, now) / 1000)
+    return floor(quotaExpiry(windowEnd, now) / 1000)
   end
   return true
 end
@@ -327,7 +333,7 @@ end
 local function hold(key, holder, expiry, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
   redis.call('ZADD', key, string.format('%d', expiry), holder)
-  redis.call('PEXPIRE', key, math.floor((expiry - now) / 1000) + 1000)
+  redis.call('PEXPIRE', key, floor((expiry - now) / 1000) + 1000)
 end
 
 -- The window counters (sliding_window, fixed_window): mirror
@@ -384,7 +390,7 @@ local function firstFit(prev, cur, per, capacity, cost)
   if prev <= 0 or fitsAt(prev, cur, per, 0, capacity, cost) then
     return 0
   end
-  local f = math.floor(per - room * per / prev)
+  local f = floor(per - room * per / prev)
   if f >= per then
     return per
   end
@@ -466,7 +472,7 @@ local function putWindow(found, prev, cur, start, per, now, sliding)
     end
     return nil
   end
-  return math.floor(windowExpiry(start, per, now, sliding) / 1000) + 1000
+  return floor(windowExpiry(start, per, now, sliding) / 1000) + 1000
 end
 
 -- encodeWindow is a counter's stored value: prev, cur and start, whole

@@ -236,6 +236,7 @@ local indexText = {'1', '2', '3', '4', '5', '6', '7', '8', '9'}
 local markers = {r = 1, h = 1, v = 1, w = 2, n = 0}
 
 -- @entry: the script's work; a Redis Functions library runs it as a function.
+floor = math.floor
 local now = clock(ARGV[1])
 local dedupFor, voidFor = ARGV[2], ARGV[3]
 local nl = digits[ARGV[4]] or ARGV[4] + 0

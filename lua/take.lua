@@ -101,7 +101,7 @@ end
 -- floorUnits rounds level down to whole units, saturating at the int64 range
 -- (Redis turns a reply number into an integer by a C cast).
 local function floorUnits(level)
-  local f = math.floor(level)
+  local f = floor(level)
   if f >= 2 ^ 63 then
     return 2 ^ 63 - 1024 -- the largest double below 2^63
   elseif f <= -2 ^ 63 then
@@ -251,6 +251,7 @@ local function takeLone(KEYS, ARGV)
 end
 
 -- @entry: take.lua's own; takebatch.lua's entry sets now and commit itself.
+floor = math.floor
 if ARGV[2] == 't' then
   return takeLone(KEYS, ARGV)
 end
