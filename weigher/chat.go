@@ -160,7 +160,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		est.ServerContext = est.ServerContext || sum.hidden
 		est.Audio = est.Audio || sum.audio
 		if messagesAt >= 0 && (w.budget == nil || !w.budget.over) {
-			d.memo.keepResumePoint(d.lay, messagesAt, sum, ctx)
+			d.memo.keepResumePoint(d.lay, messagesAt, resumeSums{cur: sum, past: sum}, ctx)
 		}
 	}
 	in += tokensReply

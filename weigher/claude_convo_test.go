@@ -7,6 +7,7 @@ import (
 	"image"
 	"image/png"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -167,4 +168,178 @@ func BenchmarkMessagesWarm(b *testing.B) {
 			b.ReportMetric(float64(n)/float64(b.N), "body-bytes/op")
 		})
 	}
+}
+
+// TestResumeMessagesGrowing: growing Anthropic agent conversations — the
+// system prompt and tools before the messages or after them, trimmed as
+// agents trim — give a full weighing's estimate at every step, and most
+// bodies resume (all but the first and those a trim changed at their
+// start).
+func TestResumeMessagesGrowing(t *testing.T) {
+	w := cachedWeigher(t, 4<<20)
+	p := plain(t)
+	for _, size := range []int{1 << 10, 4 << 10, 16 << 10} {
+		for _, first := range []bool{true, false} {
+			c := newClaudeConvo(uint64(size)+3, size*3/4, size*5/4, first)
+			before := w.CacheStats().Resumed
+			const n = 150
+			for i := range n {
+				body := c.body()
+				if i > 0 {
+					body = c.next()
+				}
+				if got, want := w.Messages(body), p.Messages(body); got != want {
+					t.Fatalf("%d bytes, first %v, body %d: resumed %+v, plain %+v\n%s", size, first, i, got, want, body)
+				}
+			}
+			resumed := w.CacheStats().Resumed - before
+			t.Logf("%d bytes, system first %v: %d of %d bodies resumed", size, first, resumed, n)
+			if resumed < n*2/3 {
+				t.Errorf("%d bytes, system first %v: only %d of %d bodies resumed", size, first, resumed, n)
+			}
+		}
+	}
+}
+
+// TestResumeMessagesTurns: the weight of an Anthropic message before the
+// resume point depends on what follows it — an assistant message's
+// thinking counts while its turn is the current one, and stops counting
+// once a later user message is not only tool results — and a resumed
+// request gives a full weighing's estimate at each step: the turn going
+// on through tool results, a new user message ending it (with thinking
+// blocks written plainly, with \u escapes, redacted), a user message of a
+// tool result and text, a model named after the messages and changed, and
+// members after the messages.
+func TestResumeMessagesTurns(t *testing.T) {
+	think := func(i int, typ string) string {
+		return fmt.Sprintf(`{"role":"assistant","content":[{"type":%q,"thinking":"step %d: weigh the request, take from every bucket, then reconcile with what the upstream reports","signature":"s"},{"type":"tool_use","id":"t%d","name":"read_file","input":{"path":"a.go"}}]}`, typ, i, i)
+	}
+	// A redacted thinking block whose type is written with \u escapes:
+	// the message's text holds no "thinking".
+	escaped := `{"role":"assistant","content":[{"type":"redacted_th\u0069nking","data":"` + strings.Repeat("RUZH", 40) + `"},{"type":"tool_use","id":"t3","name":"read_file","input":{"path":"b.go"}}]}`
+	redacted := `{"role":"assistant","content":[{"type":"redacted_thinking","data":"` + strings.Repeat("QUJD", 40) + `"},{"type":"text","text":"done reading the files, here is the plan"}]}`
+	result := func(i int) string {
+		return fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":"package main // file %d, long enough to be remembered by the count cache"}]}`, i, i)
+	}
+	user := `{"role":"user","content":"and now make the refill rate configurable per tenant, please"}`
+	mixed := `{"role":"user","content":[{"type":"tool_result","tool_use_id":"t9","content":"ok"},{"type":"text","text":"also, a question of mine"}]}`
+	body := func(model string, msgs ...string) []byte {
+		return []byte(`{"max_tokens":1024,"system":[{"type":"text","text":"You are a coding agent working in a Go repository."}],"thinking":{"type":"enabled","budget_tokens":1024},"messages":[` +
+			strings.Join(msgs, ",") + `],"model":"` + model + `"}`)
+	}
+	first := `{"role":"user","content":"read a.go and tell me how the token bucket refills"}`
+	var msgs []string
+	grow := func(m ...string) []string { msgs = append(msgs, m...); return slices.Clone(msgs) }
+	steps := []resumeStep{
+		{name: "the first turn", body: body("claude-sonnet-4-5", grow(first, think(1, "thinking"))...)},
+		{name: "a tool result: the turn goes on", body: body("claude-sonnet-4-5", grow(result(1))...), resumes: true},
+		{name: "thinking again", body: body("claude-sonnet-4-5", grow(think(2, "thinking"), result(2))...), resumes: true},
+		{name: "escaped thinking", body: body("claude-sonnet-4-5", grow(escaped, result(3))...), resumes: true},
+		{name: "redacted thinking", body: body("claude-sonnet-4-5", grow(redacted)...), resumes: true},
+		{name: "a user message ends the turn", body: body("claude-sonnet-4-5", grow(user)...), resumes: true},
+		{name: "thinking in the new turn", body: body("claude-sonnet-4-5", grow(think(4, "thinking"), result(4), think(5, "thinking"))...), resumes: true},
+		{name: "a tool result with text ends it too", body: body("claude-sonnet-4-5", grow(mixed)...), resumes: true},
+		{name: "another model", body: body("claude-opus-4-7", msgs...), resumes: true},
+		{name: "thinking, then another model", body: body("claude-opus-4-7", grow(think(6, "thinking"))...), resumes: true},
+		{name: "back to the first model, a user message", body: body("claude-sonnet-4-5", grow(user)...), resumes: true},
+	}
+	w := cachedWeigher(t, 4<<20)
+	runResumeKind(t, w, KindMessages, steps)
+
+	// The turn's end after the point changes the estimate: without the
+	// past tallies the resumed request would count the thinking above.
+	p := plain(t)
+	on := body("claude-sonnet-4-5", first, think(1, "thinking"), result(1))
+	ended := body("claude-sonnet-4-5", first, think(1, "thinking"), user)
+	resulted := body("claude-sonnet-4-5", first, think(1, "thinking"), result(1))
+	if p.Messages(ended).InputTokens >= p.Messages(resulted).InputTokens {
+		t.Fatalf("the thinking of an ended turn counts: %+v, %+v", p.Messages(ended), p.Messages(resulted))
+	}
+	w = cachedWeigher(t, 4<<20)
+	base := body("claude-sonnet-4-5", first, think(1, "thinking"))
+	k := bytes.LastIndex(base, []byte(`}]`)) + 1
+	runResumeKind(t, w, KindMessages, []resumeStep{
+		{name: "base", body: base},
+		{name: "a tool result", body: on, resumes: true},
+		{name: "base: its point was replaced by the longer one", body: base},
+		{name: "again", body: base, resumes: true},
+		{name: "a user message", body: ended, resumes: true},
+		{name: "base: its point was replaced by the longer one", body: base},
+		{name: "members after the messages", body: splice(base, k+1, `,"stream":true,"tools":[{"name":"x","description":"reads a file from the repository","input_schema":{}}]`), resumes: true},
+		{name: "model named twice", body: splice(base, k+1, `,"model":"claude-opus-4-7"`), resumes: true},
+		{name: "MESSAGES after the point", body: splice(base, k+1, `,"MESSAGES":[]`), resumes: true},
+		{name: "a case variant in a new message", body: splice(base, k, `,{"role":"user","Content":"x"}`), resumes: true},
+		{name: "a non-object element", body: splice(base, k, `,"hello",{"role":"user","content":"hi there"}`), resumes: true},
+	})
+}
+
+// TestResumeArrayBeforeTheArray: a chat body whose tools come before its
+// messages, and a Responses body whose instructions are items before its
+// input, resume too (the lists before kept Unlaid in the checkpoint: their
+// readers find their elements with gjson), with the estimate of a full
+// weighing.
+func TestResumeArrayBeforeTheArray(t *testing.T) {
+	item := func(i int) string {
+		return fmt.Sprintf(`{"type":"message","role":"user","content":[{"type":"input_text","text":"turn %d: the bucket refills at a steady rate"}]}`, i)
+	}
+	var items []string
+	var rsteps []resumeStep
+	for i := range 8 {
+		items = append(items, item(i))
+		rsteps = append(rsteps, resumeStep{name: "instructions first", resumes: i > 0,
+			body: []byte(`{"model":"gpt-4o","instructions":[` + item(100) + `,` + item(101) + `],"input":[` + strings.Join(items, ",") + `]}`)})
+	}
+	runResumeKind(t, cachedWeigher(t, 4<<20), KindResponses, rsteps)
+
+	var steps []resumeStep
+	for turns := 1; turns < 20; turns += 2 {
+		b := agentBodyOf(9, turns, 2)
+		tools := b[bytes.Index(b, []byte(`,"tools":[`)) : len(b)-1]
+		b = append(bytes.Replace(b[:len(b)-len(tools)-1], []byte(`"max_tokens":256`), append([]byte(`"max_tokens":256`), tools...), 1), '}')
+		steps = append(steps, resumeStep{name: "tools first", body: b, resumes: turns > 1})
+	}
+	runResume(t, cachedWeigher(t, 4<<20), steps)
+}
+
+// FuzzResumeMessages: a remembered Anthropic body (its system and tools
+// before or after the messages, duplicate keys, members after the
+// messages), edited anywhere (bytes cut and inserted: a prefix changed,
+// the last turn changed, a turn added, a user message ending the current
+// turn, a member added after the messages), then grown again by the same
+// insert, is weighed as a fresh weigher weighs it, field by field.
+func FuzzResumeMessages(f *testing.F) {
+	for i, first := range []bool{true, false} {
+		c := newClaudeConvo(uint64(40+i), 1500, 4000, first)
+		base := c.next()
+		k := bytes.LastIndex(base, []byte(`]}]`)) + 3
+		if !first {
+			k = bytes.Index(base, []byte(`]}],"model"`)) + 3
+		}
+		f.Add(base, uint16(k), uint16(0), []byte(`,{"role":"user","content":"and then?"}`))
+		f.Add(base, uint16(k), uint16(0), []byte(`,{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":"ok"}]}`))
+		f.Add(base, uint16(k), uint16(0), []byte(`,{"role":"assistant","content":[{"type":"thinking","thinking":"hmm, let me see"}]}`))
+		f.Add(base, uint16(k), uint16(0), []byte(`,{"role":"user","content":[{"type":"t\u006fol_result","content":"ok"}]}`))
+		f.Add(base, uint16(k+1), uint16(0), []byte(`,"model":"claude-opus-4-7"`))
+		f.Add(base, uint16(k+1), uint16(0), []byte(`,"messages":[]`))
+		f.Add(base, uint16(k+1), uint16(0), []byte(`,"system":"be brief"`))
+		f.Add(base, uint16(k-20), uint16(3), []byte(`abc`))
+		f.Add(base, uint16(40), uint16(1), []byte(`X`))
+		f.Add(base, uint16(k), uint16(2), []byte(`]}`))
+	}
+	f.Add([]byte(`{"messages":[{"role":"user","content":"`+strings.Repeat("a long enough message ", 5)+`"},{"role":"assistant","content":[{"type":"thinking","thinking":"`+strings.Repeat("so ", 30)+`"}]}],"model":"claude-sonnet-4-5","max_tokens":5}`), uint16(215), uint16(0), []byte(`,{"role":"user","content":"b"}`))
+	w := cachedWeigher(f, 1<<20)
+	p := plain(f)
+	f.Fuzz(func(t *testing.T, body []byte, at, cut uint16, insert []byte) {
+		w.Messages(body) // files its checkpoint
+		a := min(int(at), len(body))
+		c := min(a+int(cut), len(body))
+		edited := append(append(append([]byte(nil), body[:a]...), insert...), body[c:]...)
+		if got, want := w.Messages(edited), p.Messages(edited); got != want {
+			t.Fatalf("%q after %q: %+v, plain %+v", edited, body, got, want)
+		}
+		again := append(append(append([]byte(nil), edited[:a+len(insert)]...), insert...), edited[a+len(insert):]...)
+		if got, want := w.Messages(again), p.Messages(again); got != want {
+			t.Fatalf("%q after %q: %+v, plain %+v", again, edited, got, want)
+		}
+	})
 }

@@ -123,7 +123,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		est.ServerContext = hidden || sum.hidden
 		in += sum.text
 		if inputAt >= 0 {
-			d.memo.keepResumePoint(d.lay, inputAt, sum, r.ctx)
+			d.memo.keepResumePoint(d.lay, inputAt, resumeSums{cur: sum, past: sum}, r.ctx)
 		}
 	}
 	in += tokensReply

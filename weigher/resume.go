@@ -76,16 +76,24 @@ type checkpoint struct {
 	h       xxh3.Uint128 // the seeded hash of body[:k]
 	valid   uint64       // resumeContext of the fields and nesting limit it holds for
 	count   uint64       // the count context sum was counted in
-	sum     int64        // the text tokens of the array's elements before k (tally.text)
+	sums    resumeSums   // the tallies of the array's elements before k
 	k       int32        // the prefix's length, in bytes
 	stamp   uint32       // when it was filed (the set's clock): the newest wins
 	hits    int32        // elements before k long enough to be cached (CacheStats.Hits)
-	hidden  bool         // an element before k refers to input the body does not hold
-	audio   bool         // an element before k sends audio or refers to an earlier audio answer (tally.audio)
 	nm      uint8        // members in use
 	tail    [resumeTailBytes]byte
 	members [maxResumeMembers]jsonscan.Member // the top-level members up to the array's
 }
+
+// resumeSums are the tallies of an array's elements before a resume
+// point. cur is their sum as weighed in a body whose array ends at the
+// point; past is their sum as weighed in a body where an element after the
+// point changes how they weigh. Only Anthropic messages weigh so: the
+// thinking blocks of the current assistant turn count, those of earlier
+// turns do not, and a user message after the point that is not only tool
+// results makes every assistant message before it an earlier turn's
+// (currentTurnStart). For chat and Responses past is cur.
+type resumeSums struct{ cur, past tally }
 
 // resumeEntryBytes is the memory of one checkpoint, in bytes.
 const resumeEntryBytes = int64(unsafe.Sizeof(checkpoint{}))
@@ -241,30 +249,42 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 }
 
 // resumedSum is what the checkpoint a request resumed from counted before
-// its k, when it was counted in the count context count; ok is false when
-// the request did not resume, or resumed from counts made in another
-// context (another model or encoding named after the array): the request
-// must then be weighed again from the start.
+// its k (resumeSums.cur, the text tokens and the flags), when it was
+// counted in the count context count; ok is false when the request resumed
+// from counts made in another context (another model or encoding named
+// after the array): the request must then be weighed again from the start.
+// A request that did not resume has a zero sum.
 func (m *elemMemo) resumedSum(count uint64) (t tally, ok bool) {
+	s, ok := m.resumedSums(count)
+	return tally{text: s.cur.text, hidden: s.cur.hidden, audio: s.cur.audio}, ok
+}
+
+// resumedSums is resumedSum with both of the checkpoint's tallies, whole.
+func (m *elemMemo) resumedSums(count uint64) (s resumeSums, ok bool) {
 	if m == nil || !m.resume.resumed {
-		return tally{}, true
+		return resumeSums{}, true
 	}
 	cp := &m.resume.cp
 	if cp.count != count {
-		return tally{}, false
+		return resumeSums{}, false
 	}
 	m.cache.hits.Add(uint64(cp.hits))
-	return tally{text: cp.sum, hidden: cp.hidden, audio: cp.audio}, true
+	return cp.sums, true
 }
+
+// resuming reports whether the request may file a checkpoint (it looked
+// for one): whether keepResumePoint needs its sums.
+func (m *elemMemo) resuming() bool { return m != nil && m.resume.on }
 
 // keepResumePoint files the checkpoint of m's body (read with the fields
 // its resumePoint was given) just after the last element of the array
-// lay.Members[at]: t is the tally of all of that array's elements, counted
-// in the count context count. Nothing is filed when the request did not
-// look for a checkpoint, when the layout is incomplete, when a member
-// before the array has elements (the checkpoint does not hold them), or
-// when the prefix is shorter than the shortest key.
-func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, t tally, count uint64) {
+// lay.Members[at]: s are the tallies of all of that array's elements,
+// counted in the count context count. Nothing is filed when the request
+// did not look for a checkpoint, when the layout is incomplete, or when
+// the prefix is shorter than the shortest key. A member before the array
+// that has elements is kept Unlaid (the checkpoint does not hold its
+// elements: a resumed request's readers find them with gjson).
+func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, s resumeSums, count uint64) {
 	if m == nil || !m.resume.on || lay.Dropped || at >= maxResumeMembers || at >= len(lay.Members) {
 		return
 	}
@@ -275,11 +295,6 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, t tally, count 
 	arr := lay.Members[at]
 	if arr.Last <= arr.First {
 		return // no element after a resumed k (its checkpoint stands), or none at all
-	}
-	for _, mb := range lay.Members[:at] {
-		if mb.Last > mb.First {
-			return
-		}
 	}
 	k := int(lay.Elems[arr.Last-1].End)
 	if m.body[k-1] != '}' {
@@ -306,27 +321,33 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, t tally, count 
 		}
 	}
 	h := m.prefixHash(k)
-	s := tab.set(m.cache.resumeKey(r.valid, m.body[:n]))
-	s.mu.Lock()
+	set := tab.set(m.cache.resumeKey(r.valid, m.body[:n]))
+	set.mu.Lock()
 	// The slot: the one this request resumed from (its prefix is this
 	// one's), or one of the same prefix (counted for another model), else
 	// the oldest.
 	slot := 0
-	for i := range s.ways {
-		w := &s.ways[i]
+	for i := range set.ways {
+		w := &set.ways[i]
 		if w.valid == r.valid && (r.resumed && w.k == r.cp.k && w.h == r.cp.h || w.k == int32(k) && w.h == h) {
 			slot = i
 			break
 		}
-		if w.stamp < s.ways[slot].stamp {
+		if w.stamp < set.ways[slot].stamp {
 			slot = i
 		}
 	}
-	s.clock++
-	cp := &s.ways[slot]
-	*cp = checkpoint{h: h, valid: r.valid, count: count, sum: t.text, k: int32(k), stamp: s.clock, hits: hits, hidden: t.hidden, audio: t.audio, nm: uint8(at + 1)}
+	set.clock++
+	cp := &set.ways[slot]
+	*cp = checkpoint{h: h, valid: r.valid, count: count, sums: s, k: int32(k), stamp: set.clock, hits: hits, nm: uint8(at + 1)}
 	copy(cp.tail[:], m.body[k-resumeTailBytes:k])
 	copy(cp.members[:], lay.Members[:at+1])
+	for i := range cp.members[:at] {
+		// No element of the layout is kept: a list's are found with gjson.
+		mb := &cp.members[i]
+		mb.Unlaid = mb.Unlaid || mb.Last > mb.First
+		mb.First, mb.Last = 0, 0
+	}
 	cp.members[at].Value.End, cp.members[at].First, cp.members[at].Last = 0, 0, 0
-	s.mu.Unlock()
+	set.mu.Unlock()
 }
