@@ -32,6 +32,7 @@ type claudeConvo struct {
 	pending bool     // the last message is a tool_use awaiting its result
 	n       int      // steps taken
 	div     int      // text lengths are divided by div (small bodies: shorter texts and turns)
+	system  string   // the system prompt's text, shared with other conversations ("": the conversation's own)
 }
 
 // newClaudeConvo returns the conversation of seed, of bodies between lo
@@ -128,8 +129,13 @@ func (c *claudeConvo) next() []byte {
 
 // body is the request body of the messages so far.
 func (c *claudeConvo) body() []byte {
-	head := fmt.Sprintf(`"system":[{"type":"text","text":"%d You are a coding agent. Read files with the tools before you change them; keep answers short.","cache_control":{"type":"ephemeral"}},{"type":"text","text":"The project is a reverse proxy in Go."}],`+
-		`"tools":[{"name":"read_file","description":"%d reads a file of the repository","input_schema":{"type":"object","properties":{"path":{"type":"string","description":"the file's path"}},"required":["path"]}},{"type":"bash_20250124","name":"bash"}],"thinking":{"type":"enabled","budget_tokens":2048}`, c.salt, c.salt)
+	system, salt := c.system, ""
+	if system == "" {
+		system = fmt.Sprintf("%d You are a coding agent. Read files with the tools before you change them; keep answers short.", c.salt)
+		salt = fmt.Sprint(c.salt)
+	}
+	head := fmt.Sprintf(`"system":[{"type":"text","text":%q,"cache_control":{"type":"ephemeral"}},{"type":"text","text":"The project is a reverse proxy in Go."}],`+
+		`"tools":[{"name":"read_file","description":"%s reads a file of the repository","input_schema":{"type":"object","properties":{"path":{"type":"string","description":"the file's path"}},"required":["path"]}},{"type":"bash_20250124","name":"bash"}],"thinking":{"type":"enabled","budget_tokens":2048}`, system, salt)
 	msgs := `"messages":[` + strings.Join(c.msgs, ",") + `]`
 	if c.first {
 		return []byte(`{"model":"claude-sonnet-4-5","max_tokens":4096,` + head + `,` + msgs + `}`)
@@ -261,10 +267,10 @@ func TestResumeMessagesTurns(t *testing.T) {
 	runResumeKind(t, w, KindMessages, []resumeStep{
 		{name: "base", body: base},
 		{name: "a tool result", body: on, resumes: true},
-		{name: "base: its point was replaced by the longer one", body: base},
+		{name: "base again: its point, filed under a shorter key than the longer body's, stays", body: base, resumes: true},
 		{name: "again", body: base, resumes: true},
 		{name: "a user message", body: ended, resumes: true},
-		{name: "base: its point was replaced by the longer one", body: base},
+		{name: "base again", body: base, resumes: true},
 		{name: "members after the messages", body: splice(base, k+1, `,"stream":true,"tools":[{"name":"x","description":"reads a file from the repository","input_schema":{}}]`), resumes: true},
 		{name: "model named twice", body: splice(base, k+1, `,"model":"claude-opus-4-7"`), resumes: true},
 		{name: "MESSAGES after the point", body: splice(base, k+1, `,"MESSAGES":[]`), resumes: true},
@@ -342,4 +348,36 @@ func FuzzResumeMessages(f *testing.F) {
 			t.Fatalf("%q after %q: %+v, plain %+v", again, edited, got, want)
 		}
 	})
+}
+
+// TestResumeSharedSystemPrompt: many conversations sharing a long system
+// prompt (and tools) before their messages, stepped in turn, each resume
+// from its own previous body: their checkpoints are not all filed in one
+// set of the table.
+func TestResumeSharedSystemPrompt(t *testing.T) {
+	shared := strings.Repeat("You are the support agent of one company; follow its policies, cite them, and never promise refunds. ", 12)
+	w := cachedWeigher(t, 4<<20)
+	p := plain(t)
+	const convos, steps = 64, 6
+	var cs []*claudeConvo
+	for i := range convos {
+		c := &claudeConvo{r: rand.New(rand.NewPCG(uint64(i), 1)), salt: i, lo: 3000, hi: 8000, first: true, div: 1, system: shared}
+		c.userText()
+		cs = append(cs, c)
+		w.Messages(c.body())
+	}
+	before := w.CacheStats().Resumed
+	for s := range steps {
+		for i, c := range cs {
+			body := c.next()
+			if got, want := w.Messages(body), p.Messages(body); got != want {
+				t.Fatalf("conversation %d, step %d: %+v, plain %+v", i, s, got, want)
+			}
+		}
+	}
+	resumed := int(w.CacheStats().Resumed - before)
+	t.Logf("%d of %d bodies resumed", resumed, convos*steps)
+	if resumed < convos*steps*3/4 {
+		t.Errorf("only %d of %d bodies resumed", resumed, convos*steps)
+	}
 }

@@ -27,14 +27,15 @@ import (
 // FuzzResumeChat), for a hash pass over body[:k] in place of the
 // per-element work.
 //
-// Finding one: checkpoints are filed in a set-associative table under a
-// seeded hash of the body's first resumeKeyBytes[i] bytes (the largest of
-// 256, 128 and 64 not past k), resumeWays a set, the newest replacing the
-// oldest. A lookup hashes the body's first 64, 128 and 256 bytes, keeps
-// the candidates of those sets whose last resumeTailBytes bytes before
-// their k are the body's there, and confirms the newest with the hash of
-// body[:k]. That hash is the same pass that, continued to the new k,
-// files the body's own checkpoint.
+// Finding one: checkpoints are filed in a set-associative table under the
+// seeded hash of the body's first n bytes (n the longest of 64, 128, 256…
+// 64 KiB not past k), resumeWays a set, the newest replacing the oldest.
+// A lookup hashes the body's first 64, 128, 256… bytes (one pass, to the
+// longest not past the body), tries those sets longest first, keeps the
+// candidates whose last resumeTailBytes bytes before their k are the
+// body's there, and confirms the newest with the hash of body[:k]. That
+// hash is the same pass that, continued to the new k, files the body's
+// own checkpoint.
 //
 // Why a hash match is the same prefix: the hash is xxh3's 128-bit hash,
 // seeded with the count cache's secret seed (drawn from crypto/rand at
@@ -57,10 +58,19 @@ const resumeShare = 16
 // resumeWays is how many checkpoints share a set of the table.
 const resumeWays = 4
 
-// resumeKeyBytes are the lengths of body prefix a checkpoint may be filed
-// under, longest first: the longest not past its k. A checkpoint with k
-// below the shortest is not kept (such a body costs little to scan).
-var resumeKeyBytes = [...]int{256, 128, 64}
+// A checkpoint is filed under the body's first n bytes, n the longest of
+// resumeMinKey, twice that, four times… up to resumeMaxKey, not past its
+// k. A checkpoint with k below resumeMinKey is not kept (such a body costs
+// little to scan). Conversations that share a long system prompt (and
+// tools) share their first bytes: keys of lengths doubling up to 64 KiB
+// tell them apart once their own text lies within the key, where keys of
+// at most 256 bytes filed them all in one set, which holds resumeWays
+// (TestResumeSharedSystemPrompt).
+const (
+	resumeMinKey  = 64
+	resumeMaxKey  = 64 << 10
+	resumeKeyLens = 11 // 64 B … 64 KiB
+)
 
 // resumeTailBytes is how many bytes before k a checkpoint keeps, to drop
 // candidates without hashing the prefix.
@@ -146,9 +156,10 @@ func (c *countCache) resumeContext(f *fields, maxDepth int) uint64 {
 	return xxh3.HashSeed(b[:], c.seed)
 }
 
-// keyHash is the set key of a checkpoint filed under the prefix p.
-func (c *countCache) resumeKey(valid uint64, p string) uint64 {
-	return xxh3.HashStringSeed(p, c.seed^valid)
+// resumeKey is the set key of a checkpoint of the context valid filed
+// under a prefix whose seeded hash (prefixHash) is h.
+func resumeKey(valid uint64, h xxh3.Uint128) uint64 {
+	return (h.Lo ^ valid) * 0x9e3779b97f4a7c15
 }
 
 // resumeState is one request's side of resume points, kept in its
@@ -161,6 +172,10 @@ type resumeState struct {
 	hasher  *xxh3.Hasher
 	seed    uint64 // the hasher's seed
 	hashed  int    // bytes of the body written to hasher
+	// keys are the set keys of the body's first resumeMinKey<<i bytes,
+	// for i below nkeys (those not past the body).
+	keys  [resumeKeyLens]uint64
+	nkeys int
 }
 
 // prefixHash is the seeded hash of the body's first k bytes, continuing
@@ -195,16 +210,23 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 	}
 	r.valid = m.cache.resumeContext(f, m.maxDepth)
 	t := m.cache.resume.Load()
-	if t == nil || !look {
+	if t == nil {
 		return 0
 	}
+	// The keys, in one pass of the hash that confirms candidates.
 	body := m.body
+	r.nkeys = 0
+	for n := resumeMinKey; n <= len(body) && r.nkeys < resumeKeyLens; n *= 2 {
+		r.keys[r.nkeys] = resumeKey(r.valid, m.prefixHash(n))
+		r.nkeys++
+	}
+	if !look {
+		return 0
+	}
 	budget := 2 * len(body) // bytes the confirming hashes may take
-	for _, n := range resumeKeyBytes {
-		if n > len(body) {
-			continue
-		}
-		s := t.set(m.cache.resumeKey(r.valid, body[:n]))
+	for i := r.nkeys - 1; i >= 0; i-- {
+		n := resumeMinKey << i
+		s := t.set(r.keys[i])
 		for older := ^uint32(0); ; {
 			// The newest candidate of the set not yet tried whose tail
 			// fits and whose k lies within the body, copied out under the
@@ -300,17 +322,14 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, s resumeSums, c
 	if m.body[k-1] != '}' {
 		return // not an object: jsonscan resumes after none but closed values, and messages are objects
 	}
-	n := 0
-	for _, kb := range resumeKeyBytes {
-		if kb <= k {
-			n = kb
-			break
-		}
+	r := &m.resume
+	key := -1 // the longest key not past k
+	for key+1 < r.nkeys && resumeMinKey<<(key+1) <= k {
+		key++
 	}
-	if n == 0 {
+	if key < 0 {
 		return
 	}
-	r := &m.resume
 	hits := int32(0)
 	if r.resumed {
 		hits = r.cp.hits
@@ -321,7 +340,7 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, s resumeSums, c
 		}
 	}
 	h := m.prefixHash(k)
-	set := tab.set(m.cache.resumeKey(r.valid, m.body[:n]))
+	set := tab.set(r.keys[key])
 	set.mu.Lock()
 	// The slot: the one this request resumed from (its prefix is this
 	// one's), or one of the same prefix (counted for another model), else
