@@ -33,6 +33,11 @@ type claudeConvo struct {
 	n       int      // steps taken
 	div     int      // text lengths are divided by div (small bodies: shorter texts and turns)
 	system  string   // the system prompt's text, shared with other conversations ("": the conversation's own)
+	// rolling moves a cache_control breakpoint to the last block of the
+	// last message at each body, as agents place Anthropic's prompt
+	// caching breakpoints (the message before loses it): the body differs
+	// from the previous one within that message.
+	rolling bool
 }
 
 // newClaudeConvo returns the conversation of seed, of bodies between lo
@@ -136,7 +141,12 @@ func (c *claudeConvo) body() []byte {
 	}
 	head := fmt.Sprintf(`"system":[{"type":"text","text":%q,"cache_control":{"type":"ephemeral"}},{"type":"text","text":"The project is a reverse proxy in Go."}],`+
 		`"tools":[{"name":"read_file","description":"%s reads a file of the repository","input_schema":{"type":"object","properties":{"path":{"type":"string","description":"the file's path"}},"required":["path"]}},{"type":"bash_20250124","name":"bash"}],"thinking":{"type":"enabled","budget_tokens":2048}`, system, salt)
+	last := c.msgs[len(c.msgs)-1]
+	if c.rolling {
+		c.msgs[len(c.msgs)-1] = strings.TrimSuffix(last, `}]}`) + `,"cache_control":{"type":"ephemeral"}}]}`
+	}
 	msgs := `"messages":[` + strings.Join(c.msgs, ",") + `]`
+	c.msgs[len(c.msgs)-1] = last
 	if c.first {
 		return []byte(`{"model":"claude-sonnet-4-5","max_tokens":4096,` + head + `,` + msgs + `}`)
 	}
@@ -187,6 +197,7 @@ func TestResumeMessagesGrowing(t *testing.T) {
 	for _, size := range []int{1 << 10, 4 << 10, 16 << 10} {
 		for _, first := range []bool{true, false} {
 			c := newClaudeConvo(uint64(size)+3, size*3/4, size*5/4, first)
+			c.rolling = !first
 			before := w.CacheStats().Resumed
 			const n = 150
 			for i := range n {
@@ -379,5 +390,59 @@ func TestResumeSharedSystemPrompt(t *testing.T) {
 	t.Logf("%d of %d bodies resumed", resumed, convos*steps)
 	if resumed < convos*steps*3/4 {
 		t.Errorf("only %d of %d bodies resumed", resumed, convos*steps)
+	}
+}
+
+// TestResumeMessagesEarlierPoints: a body that differs from the last one
+// in its last elements resumes at a point before them — agents moving a
+// prompt-caching breakpoint to the last message (the one before loses
+// it), or marking the last two user messages — with a full weighing's
+// estimate; and a point whose messages' weight an element after it
+// decided (a user message ending the turn, since replaced by a tool
+// result) is not resumed from with the wrong weight.
+func TestResumeMessagesEarlierPoints(t *testing.T) {
+	cc := func(msg string) string {
+		return strings.TrimSuffix(msg, `}]}`) + `,"cache_control":{"type":"ephemeral"}}]}`
+	}
+	user := func(i int) string {
+		return fmt.Sprintf(`{"role":"user","content":[{"type":"text","text":"question %d: how does the bucket refill when the clock steps back?"}]}`, i)
+	}
+	asst := func(i int) string {
+		return fmt.Sprintf(`{"role":"assistant","content":[{"type":"thinking","thinking":"%d: the refill is clamped, so I should read bucket.go before answering","signature":"s"},{"type":"tool_use","id":"t%d","name":"read_file","input":{"path":"bucket.go"}}]}`, i, i)
+	}
+	result := func(i int) string {
+		return fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":"func refill(now time.Time) { if now.Before(b.last) { return } } // %d"}]}`, i, i)
+	}
+	body := func(msgs ...string) []byte {
+		return []byte(`{"model":"claude-sonnet-4-5","max_tokens":1024,"system":"You are a coding agent.","messages":[` + strings.Join(msgs, ",") + `]}`)
+	}
+	w := cachedWeigher(t, 4<<20)
+	runResumeKind(t, w, KindMessages, []resumeStep{
+		{name: "one breakpoint", body: body(user(1), asst(1), cc(result(1)))},
+		{name: "moved: resumed before the last message", body: body(user(1), asst(1), result(1), asst(2), cc(result(2))), resumes: true},
+		{name: "moved again", body: body(user(1), asst(1), result(1), asst(2), result(2), asst(3), cc(result(3))), resumes: true},
+		{name: "two breakpoints", body: body(user(1), asst(1), result(1), asst(2), result(2), asst(3), cc(result(3)), asst(4), cc(result(4))), resumes: true},
+		{name: "two moved: resumed before the third last", body: body(user(1), asst(1), result(1), asst(2), result(2), asst(3), result(3), asst(4), cc(result(4)), asst(5), cc(user(5))), resumes: true},
+		{name: "and again", body: body(user(1), asst(1), result(1), asst(2), result(2), asst(3), result(3), asst(4), result(4), asst(5), cc(user(5)), asst(6), cc(result(6))), resumes: true},
+	})
+	// Two breakpoints moved, the previous body weighed alone: the point at
+	// the end of its fourth last element holds.
+	w = cachedWeigher(t, 4<<20)
+	runResumeKind(t, w, KindMessages, []resumeStep{
+		{name: "two breakpoints, alone", body: body(user(1), asst(1), result(1), asst(2), cc(result(2)), asst(3), cc(result(3)))},
+		{name: "two moved", body: body(user(1), asst(1), result(1), asst(2), result(2), asst(3), cc(result(3)), asst(4), cc(result(4))), resumes: true},
+	})
+	// The point after asst(1) was filed by a body whose user(2) ended the
+	// turn after it; a body that has a tool result there instead weighs
+	// asst(1)'s thinking as the current turn's.
+	w = cachedWeigher(t, 4<<20)
+	runResumeKind(t, w, KindMessages, []resumeStep{
+		{name: "a turn ended after asst(1)", body: body(user(1), asst(1), user(2))},
+		{name: "a tool result instead", body: body(user(1), asst(1), result(1)), resumes: true},
+		{name: "the ended turn again", body: body(user(1), asst(1), user(2)), resumes: true},
+		{name: "a tool result and a user message", body: body(user(1), asst(1), result(1), user(3)), resumes: true},
+	})
+	if p := plain(t); p.Messages(body(user(1), asst(1), result(1))).InputTokens <= p.Messages(body(user(1), asst(1), user(2))).InputTokens {
+		t.Fatal("the current turn's thinking does not count")
 	}
 }

@@ -158,10 +158,12 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 		// message before the point is then an earlier turn's (the sum
 		// before.past), else theirs counts as it did (before.cur).
 		current := currentTurnStart(messageElems)
-		sums := resumeSums{cur: before.cur, past: before.past}
 		if current > 0 {
-			sums.cur = before.past
+			before.cur, before.noCur = before.past, false
+		} else if before.noCur {
+			return Estimate{}, false // resumed where only a later turn's end says what the messages before weigh
 		}
+		run := startRun(before)
 		keep := messagesAt >= 0 && d.memo.resuming()
 		i := 0
 		messageElems.each(func(m gjson.Result) bool {
@@ -180,21 +182,23 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 				}
 				t := d.memo.count(w.budget, ctx, m.Raw, weigh(thinkingCounts))
 				t.fixed += claudeTokensPerMessage
-				sums.cur.add(t)
+				tp := t
 				if thinkingCounts && keep && mayThink(m.Raw) {
 					// What it weighs once a later user message makes its
 					// turn an earlier one, for the checkpoint.
-					t = w.cache.count(w.budget, past, m.Raw, weigh(false))
-					t.fixed += claudeTokensPerMessage
+					tp = w.cache.count(w.budget, past, m.Raw, weigh(false))
+					tp.fixed += claudeTokensPerMessage
 				}
-				sums.past.add(t)
+				run.add(t, tp, i == current-1)
+			} else {
+				run.add(tally{}, tally{}, false)
 			}
 			i++
 			return true
 		})
-		c.add(sums.cur)
+		c.add(run.sums.cur)
 		if keep && (w.budget == nil || !w.budget.over) {
-			d.memo.keepResumePoint(d.lay, messagesAt, sums, past)
+			d.memo.keepResumePoint(d.lay, messagesAt, &run, past)
 		}
 	}
 	c.fixed += claudeTokensReply

@@ -81,18 +81,45 @@ const resumeTailBytes = 16
 // checkpoint.
 const maxResumeMembers = 8
 
-// checkpoint is one resume point (see above). k is 0 in an empty slot.
+// resumePoints is how many points a checkpoint holds: the ends of its
+// array's last element, of the one before, and of the fourth last
+// (resumeBack). A body whose last messages differ from the previous
+// body's resumes at the last point before them: agents that move
+// Anthropic's prompt-caching breakpoint (cache_control) to the last block
+// of the last message at each request rewrite the previous last message
+// (the point before it holds), and those that mark the last two user
+// messages rewrite the third last element, a user message (the point
+// before it, the end of the fourth last, holds).
+const resumePoints = 3
+
+// resumeBack are the elements whose ends a checkpoint's points are, by
+// how many elements each lies before the last, shortest prefix first.
+var resumeBack = [resumePoints]int{3, 1, 0}
+
+// resumeRing is how many of the last elements' sums a resumeRun keeps:
+// resumeBack[0]+1.
+const resumeRing = 4
+
+// checkpoint is one body's resume points (see above). np is 0 in an empty
+// slot.
 type checkpoint struct {
-	h       xxh3.Uint128 // the seeded hash of body[:k]
-	valid   uint64       // resumeContext of the fields and nesting limit it holds for
-	count   uint64       // the count context sum was counted in
-	sums    resumeSums   // the tallies of the array's elements before k
-	k       int32        // the prefix's length, in bytes
-	stamp   uint32       // when it was filed (the set's clock): the newest wins
-	hits    int32        // elements before k long enough to be cached (CacheStats.Hits)
-	nm      uint8        // members in use
-	tail    [resumeTailBytes]byte
+	valid   uint64 // resumeContext of the fields and nesting limit it holds for
+	count   uint64 // the count context the sums were counted in
+	stamp   uint32 // when it was filed (the set's clock): the newest wins
+	np      uint8  // points in use, points[:np], k ascending
+	nm      uint8  // members in use
+	points  [resumePoints]point
 	members [maxResumeMembers]jsonscan.Member // the top-level members up to the array's
+}
+
+// point is one resume point of a checkpoint: the end of one element of
+// its array.
+type point struct {
+	h    xxh3.Uint128 // the seeded hash of body[:k]
+	sums resumeSums   // the tallies of the array's elements before k
+	k    int32        // the prefix's length, in bytes
+	hits int32        // elements before k long enough to be cached (CacheStats.Hits)
+	tail [resumeTailBytes]byte
 }
 
 // resumeSums are the tallies of an array's elements before a resume
@@ -103,7 +130,15 @@ type checkpoint struct {
 // turns do not, and a user message after the point that is not only tool
 // results makes every assistant message before it an earlier turn's
 // (currentTurnStart). For chat and Responses past is cur.
-type resumeSums struct{ cur, past tally }
+//
+// noCur: cur is not known, for a point before the last element of its
+// body when an element after it ended the current turn (the body did not
+// weigh the messages before it as the current turn's); a body may resume
+// there only when an element after the point ends the turn again.
+type resumeSums struct {
+	cur, past tally
+	noCur     bool
+}
 
 // resumeEntryBytes is the memory of one checkpoint, in bytes.
 const resumeEntryBytes = int64(unsafe.Sizeof(checkpoint{}))
@@ -167,8 +202,9 @@ func resumeKey(valid uint64, h xxh3.Uint128) uint64 {
 type resumeState struct {
 	on      bool       // resume points are used for this request
 	valid   uint64     // resumeContext of the request
-	resumed bool       // the scan resumed at cp.k
+	resumed bool       // the scan resumed at cp.points[pt].k
 	cp      checkpoint // the checkpoint resumed from
+	pt      int        // the point of cp resumed at
 	hasher  *xxh3.Hasher
 	seed    uint64 // the hasher's seed
 	hashed  int    // bytes of the body written to hasher
@@ -225,22 +261,23 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 	}
 	budget := 2 * len(body) // bytes the confirming hashes may take
 	for i := r.nkeys - 1; i >= 0; i-- {
-		n := resumeMinKey << i
 		s := t.set(r.keys[i])
 		for older := ^uint32(0); ; {
-			// The newest candidate of the set not yet tried whose tail
-			// fits and whose k lies within the body, copied out under the
-			// lock.
+			// The newest candidate of the set not yet tried with a point
+			// whose tail fits and whose k lies within the body, copied
+			// out under the lock.
 			s.mu.Lock()
 			best := -1
 			for i := range s.ways {
 				cp := &s.ways[i]
-				if cp.k < int32(n) || int(cp.k) > len(body) || cp.valid != r.valid || cp.stamp >= older ||
-					string(cp.tail[:]) != body[int(cp.k)-resumeTailBytes:cp.k] {
+				if cp.np == 0 || cp.valid != r.valid || cp.stamp >= older || best >= 0 && cp.stamp <= s.ways[best].stamp {
 					continue
 				}
-				if best < 0 || cp.stamp > s.ways[best].stamp {
-					best = i
+				for _, pt := range cp.points[:cp.np] {
+					if pt.fits(body) {
+						best = i
+						break
+					}
 				}
 			}
 			if best >= 0 {
@@ -251,23 +288,45 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 				break
 			}
 			older = r.cp.stamp
-			cost := int(r.cp.k) // bytes to hash: from the start, or on from the last pass
-			if cost >= r.hashed {
-				cost -= r.hashed
+			// Its points that fit, confirmed shortest first, in one pass
+			// of the hash: the longest confirmed is the point (a prefix
+			// that differs, differs in every longer one).
+			r.pt = -1
+			for j, pt := range r.cp.points[:r.cp.np] {
+				if !pt.fits(body) {
+					continue
+				}
+				cost := int(pt.k) // bytes to hash: from the start, or on from the last pass
+				if cost >= r.hashed {
+					cost -= r.hashed
+				}
+				if budget < cost {
+					break
+				}
+				budget -= cost
+				if m.prefixHash(int(pt.k)) != pt.h {
+					break
+				}
+				r.pt = j
 			}
-			if budget < cost {
-				return 0
-			}
-			budget -= cost
-			if m.prefixHash(int(r.cp.k)) == r.cp.h {
+			if r.pt >= 0 {
 				r.resumed = true
 				m.cache.resumes.Add(1)
 				lay.Members = append(lay.Members[:0], r.cp.members[:r.cp.nm]...)
-				return int(r.cp.k)
+				return int(r.cp.points[r.pt].k)
+			}
+			if budget <= 0 {
+				return 0
 			}
 		}
 	}
 	return 0
+}
+
+// fits reports whether p may be a point of body: its k not past the body,
+// and the body's resumeTailBytes before k p's tail.
+func (p *point) fits(body string) bool {
+	return int(p.k) <= len(body) && string(p.tail[:]) == body[int(p.k)-resumeTailBytes:p.k]
 }
 
 // resumedSum is what the checkpoint a request resumed from counted before
@@ -290,23 +349,69 @@ func (m *elemMemo) resumedSums(count uint64) (s resumeSums, ok bool) {
 	if cp.count != count {
 		return resumeSums{}, false
 	}
-	m.cache.hits.Add(uint64(cp.hits))
-	return cp.sums, true
+	pt := &cp.points[m.resume.pt]
+	m.cache.hits.Add(uint64(pt.hits))
+	return pt.sums, true
 }
 
 // resuming reports whether the request may file a checkpoint (it looked
 // for one): whether keepResumePoint needs its sums.
 func (m *elemMemo) resuming() bool { return m != nil && m.resume.on }
 
+// resumeRun collects, element by element, the tallies of the array a
+// checkpoint is filed for: the running sums, and those after each of the
+// last resumePoints elements (the checkpoint's points). Its zero value
+// holds no element.
+type resumeRun struct {
+	sums resumeSums // over the elements so far, the resumed prefix's included
+	n    int        // elements added
+	// last holds the running sums after element i in last[i%resumeRing]
+	// (set: a point may be filed there).
+	last [resumeRing]struct {
+		sums resumeSums
+		set  bool
+	}
+}
+
+// startRun is the run of an array whose elements before the resume point
+// (if any) sum to s.
+func startRun(s resumeSums) resumeRun { return resumeRun{sums: s} }
+
+// add adds the next element, weighing cur as the body weighs it and past
+// once a later element ends the current turn. endsTurn: the element ends
+// the current turn (an Anthropic user message that is not only tool
+// results), so the points before it lose their cur.
+func (r *resumeRun) add(cur, past tally, endsTurn bool) {
+	if endsTurn {
+		for i := range r.last {
+			r.last[i].sums.noCur = true
+		}
+	}
+	r.sums.cur.add(cur)
+	r.sums.past.add(past)
+	r.last[r.n%resumeRing].sums, r.last[r.n%resumeRing].set = r.sums, true
+	r.n++
+}
+
+// only makes r a run of n elements whose sums are s, with a point after
+// the last alone (for readers that sum an array's elements in one call).
+func (r *resumeRun) only(n int, s resumeSums) {
+	*r = resumeRun{sums: s, n: n}
+	if n > 0 {
+		r.last[(n-1)%resumeRing].sums, r.last[(n-1)%resumeRing].set = s, true
+	}
+}
+
 // keepResumePoint files the checkpoint of m's body (read with the fields
-// its resumePoint was given) just after the last element of the array
-// lay.Members[at]: s are the tallies of all of that array's elements,
-// counted in the count context count. Nothing is filed when the request
-// did not look for a checkpoint, when the layout is incomplete, or when
-// the prefix is shorter than the shortest key. A member before the array
-// that has elements is kept Unlaid (the checkpoint does not hold its
-// elements: a resumed request's readers find them with gjson).
-func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, s resumeSums, count uint64) {
+// its resumePoint was given) with points just after the last elements of
+// the array lay.Members[at]: run holds their tallies, counted in the count
+// context count. Nothing is filed when the request did not look for a
+// checkpoint, when the layout is incomplete or run does not match it, or
+// when the prefix is shorter than the shortest key; a point is filed only
+// after an object element. A member before the array that has elements is
+// kept Unlaid (the checkpoint does not hold its elements: a resumed
+// request's readers find them with gjson).
+func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, run *resumeRun, count uint64) {
 	if m == nil || !m.resume.on || lay.Dropped || at >= maxResumeMembers || at >= len(lay.Members) {
 		return
 	}
@@ -315,51 +420,62 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, s resumeSums, c
 		return
 	}
 	arr := lay.Members[at]
-	if arr.Last <= arr.First {
-		return // no element after a resumed k (its checkpoint stands), or none at all
-	}
-	k := int(lay.Elems[arr.Last-1].End)
-	if m.body[k-1] != '}' {
-		return // not an object: jsonscan resumes after none but closed values, and messages are objects
+	if arr.Last <= arr.First || int(arr.Last-arr.First) != run.n {
+		return // no element after a resumed k (its checkpoint stands), none at all, or not run's
 	}
 	r := &m.resume
-	key := -1 // the longest key not past k
-	for key+1 < r.nkeys && resumeMinKey<<(key+1) <= k {
-		key++
+	hits := int32(0)
+	if r.resumed {
+		hits = r.cp.points[r.pt].hits
+	}
+	// The points: the ends of the last elements, shortest first, after
+	// those of the checkpoint resumed from up to its point (prefixes of
+	// this body too, their sums those of the prefix alone).
+	var cp checkpoint
+	var carried [resumePoints]point
+	nc := 0
+	if r.resumed {
+		nc = copy(carried[:], r.cp.points[:r.pt+1])
+	}
+	for i := arr.First; i < arr.Last; i++ {
+		e := lay.Elems[i]
+		if e.End-e.Start >= minCachedBytes {
+			hits++
+		}
+		if back := int(arr.Last - 1 - i); back != resumeBack[0] && back != resumeBack[1] && back != resumeBack[2] {
+			continue
+		}
+		last := &run.last[int(i-arr.First)%resumeRing]
+		k := int(e.End)
+		if !last.set || k < resumeMinKey || m.body[k-1] != '}' {
+			continue // not an object: jsonscan resumes after none but closed values, and messages are objects
+		}
+		pt := &cp.points[cp.np]
+		pt.k, pt.sums, pt.hits, pt.h = int32(k), last.sums, hits, m.prefixHash(k)
+		copy(pt.tail[:], m.body[k-resumeTailBytes:k])
+		cp.np++
+	}
+	if keep := resumePoints - int(cp.np); nc > 0 && keep > 0 {
+		nc = min(nc, keep)
+		copy(cp.points[nc:], cp.points[:cp.np])
+		copy(cp.points[:nc], carried[int(r.pt+1)-nc:r.pt+1])
+		cp.np += uint8(nc)
+	}
+	if cp.np == 0 {
+		return
+	}
+	// The keys: the longest not past the last point (which tells
+	// conversations apart best), and, when it is another, the longest not
+	// past the first (which a body that differs from this one after that
+	// point shares).
+	key, key2 := r.keyAt(int(cp.points[cp.np-1].k)), r.keyAt(int(cp.points[0].k))
+	if key2 == key {
+		key2 = -1
 	}
 	if key < 0 {
 		return
 	}
-	hits := int32(0)
-	if r.resumed {
-		hits = r.cp.hits
-	}
-	for _, e := range lay.Elems[arr.First:arr.Last] {
-		if e.End-e.Start >= minCachedBytes {
-			hits++
-		}
-	}
-	h := m.prefixHash(k)
-	set := tab.set(r.keys[key])
-	set.mu.Lock()
-	// The slot: the one this request resumed from (its prefix is this
-	// one's), or one of the same prefix (counted for another model), else
-	// the oldest.
-	slot := 0
-	for i := range set.ways {
-		w := &set.ways[i]
-		if w.valid == r.valid && (r.resumed && w.k == r.cp.k && w.h == r.cp.h || w.k == int32(k) && w.h == h) {
-			slot = i
-			break
-		}
-		if w.stamp < set.ways[slot].stamp {
-			slot = i
-		}
-	}
-	set.clock++
-	cp := &set.ways[slot]
-	*cp = checkpoint{h: h, valid: r.valid, count: count, sums: s, k: int32(k), stamp: set.clock, hits: hits, nm: uint8(at + 1)}
-	copy(cp.tail[:], m.body[k-resumeTailBytes:k])
+	cp.valid, cp.count, cp.nm = r.valid, count, uint8(at+1)
 	copy(cp.members[:], lay.Members[:at+1])
 	for i := range cp.members[:at] {
 		// No element of the layout is kept: a list's are found with gjson.
@@ -368,5 +484,46 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, s resumeSums, c
 		mb.First, mb.Last = 0, 0
 	}
 	cp.members[at].Value.End, cp.members[at].First, cp.members[at].Last = 0, 0, 0
+	m.file(tab.set(r.keys[key]), &cp)
+	if key2 >= 0 {
+		m.file(tab.set(r.keys[key2]), &cp)
+	}
+}
+
+// keyAt is the index in keys of the longest key not past k; -1 when
+// none is.
+func (r *resumeState) keyAt(k int) int {
+	key := -1
+	for key+1 < r.nkeys && resumeMinKey<<(key+1) <= k {
+		key++
+	}
+	return key
+}
+
+// file puts cp in set (stamping it with the set's clock).
+func (m *elemMemo) file(set *resumeSet, cp *checkpoint) {
+	r := &m.resume
+	newest := cp.points[cp.np-1]
+	set.mu.Lock()
+	// The slot: the one this request resumed from (its prefix is this
+	// one's), or one whose last point is this one's (counted for another
+	// model), else the oldest.
+	slot := 0
+	for i := range set.ways {
+		w := &set.ways[i]
+		if w.np > 0 && w.valid == r.valid {
+			wl := &w.points[w.np-1]
+			if r.resumed && w.stamp == r.cp.stamp && wl.k == r.cp.points[r.cp.np-1].k && wl.h == r.cp.points[r.cp.np-1].h || wl.k == newest.k && wl.h == newest.h {
+				slot = i
+				break
+			}
+		}
+		if set.ways[i].stamp < set.ways[slot].stamp {
+			slot = i
+		}
+	}
+	set.clock++
+	cp.stamp = set.clock
+	set.ways[slot] = *cp
 	set.mu.Unlock()
 }
