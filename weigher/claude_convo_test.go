@@ -165,11 +165,23 @@ func (c *claudeConvo) body() []byte {
 //	  /tmp/w.test -test.run XXX -test.bench 'MessagesWarm/^16k$' -test.benchtime 200x -test.cpu 1
 //
 // and the same with 1200x: the difference over 1000 is one body's.
+//
+// The "-rolling" cells move a cache_control breakpoint to the last message
+// at each body (claudeConvo.rolling).
 func BenchmarkMessagesWarm(b *testing.B) {
-	for _, size := range []int{1 << 10, 16 << 10} {
-		b.Run(fmt.Sprintf("%dk", size>>10), func(b *testing.B) {
+	for _, cell := range []struct {
+		size    int
+		rolling bool
+	}{{1 << 10, false}, {16 << 10, false}, {1 << 10, true}, {16 << 10, true}} {
+		name := fmt.Sprintf("%dk", cell.size>>10)
+		if cell.rolling {
+			name += "-rolling"
+		}
+		size := cell.size
+		b.Run(name, func(b *testing.B) {
 			w := cachedWeigher(b, DefaultCacheBytes)
 			c := newClaudeConvo(7, size*3/4, size*5/4, true)
+			c.rolling = cell.rolling
 			w.Messages(c.body())
 			n := 0
 			for b.Loop() {

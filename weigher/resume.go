@@ -15,27 +15,46 @@ import (
 // the new body is the last one up to just after its last message, then
 // `,{…}` and the rest. The count cache spares counting the old messages,
 // but the strict scan still finds, hashes and looks up each of them. A
-// resume point (checkpoint) remembers, for the prefix body[:k] that ends
-// just after the last element of a top-level array (chat's "messages"),
-// what weighing it left: the top-level members before that array (their
-// spans, for the layout and the duplicate-key check), and the sum of the
-// array's element counts up to k (with the count context they were
-// counted in). A body that starts with the same k bytes is scanned from k
-// on (jsonscan.Options.Resume), its field check and its counting see only
+// resume point remembers, for a prefix body[:k] that ends just after an
+// element of a top-level array (chat's and Anthropic's "messages",
+// Responses' "input"), what weighing it left: the top-level members before
+// that array (their spans, for the layout and the duplicate-key check; a
+// list among them is kept Unlaid), and the sums of the array's element
+// counts up to k (with the count context they were counted in). A body
+// that starts with the same k bytes is scanned from k on
+// (jsonscan.Options.Resume), its field check and its counting see only
 // the elements after k, and the remembered sum stands for the rest: the
 // estimate is the one a full weighing gives (TestResumeSameEstimates,
-// FuzzResumeChat), for a hash pass over body[:k] in place of the
-// per-element work.
+// TestResumeMessagesGrowing, FuzzResumeChat, FuzzResumeMessages), for a
+// hash pass over body[:k] in place of the per-element work.
+//
+// What an element weighs must not depend on what follows k. For chat and
+// Responses it does not. An Anthropic message does: the thinking blocks
+// of the current assistant turn count and those of earlier turns do not
+// (currentTurnStart), so a user message after k that is not only tool
+// results makes every assistant message before k an earlier turn's. A
+// point therefore keeps two sums (resumeSums): cur, as weighed when the
+// array ends at k, and past, with every message before k an earlier
+// turn's; a resumed body takes past when an element after k ends the turn
+// and cur otherwise. Nothing else in the weighing of a message depends on
+// its place (the system prompt, tools and thinking settings are weighed
+// apart, on every request).
+//
+// A body's checkpoint holds up to resumePoints points: the ends of its
+// last, second last and fourth last elements (resumeBack), so that a body
+// whose last elements were rewritten (a prompt-caching breakpoint moved)
+// resumes at the point before them.
 //
 // Finding one: checkpoints are filed in a set-associative table under the
 // seeded hash of the body's first n bytes (n the longest of 64, 128, 256…
-// 64 KiB not past k), resumeWays a set, the newest replacing the oldest.
-// A lookup hashes the body's first 64, 128, 256… bytes (one pass, to the
-// longest not past the body), tries those sets longest first, keeps the
-// candidates whose last resumeTailBytes bytes before their k are the
-// body's there, and confirms the newest with the hash of body[:k]. That
-// hash is the same pass that, continued to the new k, files the body's
-// own checkpoint.
+// 64 KiB not past the last point's k, and again under the first point's
+// when that is another n), resumeWays a set, the newest replacing the
+// oldest. A lookup hashes the body's first 64, 128, 256… bytes (one pass,
+// to the longest not past the body), tries those sets longest first,
+// takes the newest candidate with a point whose last resumeTailBytes bytes
+// before its k are the body's there, and confirms its points shortest
+// first with the hash of body[:k], continuing the pass. The same pass,
+// continued to the new points, files the body's own checkpoint.
 //
 // Why a hash match is the same prefix: the hash is xxh3's 128-bit hash,
 // seeded with the count cache's secret seed (drawn from crypto/rand at
@@ -48,9 +67,9 @@ import (
 // (cacheKey), whose false hit would cost the same wrong count.
 //
 // Memory: the table is made once per cache size, 1/resumeShare of
-// Options.CacheBytes (2 MiB of the default 32 MiB, about 7,000
-// checkpoints of resumeEntryBytes); filing a checkpoint copies it into a
-// slot and never allocates, so callers sending many prefixes only evict.
+// Options.CacheBytes (2 MiB of the default 32 MiB: 3,880 checkpoints of
+// resumeEntryBytes, 536); filing a checkpoint copies it into a slot and
+// never allocates, so callers sending many prefixes only evict.
 
 // resumeShare is the share of Options.CacheBytes the resume table takes.
 const resumeShare = 16
