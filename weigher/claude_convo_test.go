@@ -355,6 +355,15 @@ func FuzzResumeMessages(f *testing.F) {
 		f.Add(base, uint16(40), uint16(1), []byte(`X`))
 		f.Add(base, uint16(k), uint16(2), []byte(`]}`))
 	}
+	// A breakpoint moved: the last message loses its cache_control, a new
+	// one carries it.
+	c := newClaudeConvo(42, 1500, 4000, true)
+	c.rolling = true
+	rolled := c.next()
+	marker := `,"cache_control":{"type":"ephemeral"}`
+	j := bytes.LastIndex(rolled, []byte(marker))
+	f.Add(rolled, uint16(j), uint16(len(marker)+3), []byte(`}]},{"role":"user","content":[{"type":"text","text":"next one"`+marker+`}]}`))
+	f.Add(rolled, uint16(j), uint16(len(marker)+3), []byte(`}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":"ok"`+marker+`}]}`))
 	f.Add([]byte(`{"messages":[{"role":"user","content":"`+strings.Repeat("a long enough message ", 5)+`"},{"role":"assistant","content":[{"type":"thinking","thinking":"`+strings.Repeat("so ", 30)+`"}]}],"model":"claude-sonnet-4-5","max_tokens":5}`), uint16(215), uint16(0), []byte(`,{"role":"user","content":"b"}`))
 	w := cachedWeigher(f, 1<<20)
 	p := plain(f)
