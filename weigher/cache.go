@@ -42,6 +42,14 @@ type tally struct {
 	audio bool
 }
 
+// add adds u to t: the sums of its counts, either's flags.
+func (t *tally) add(u tally) {
+	t.text += u.text
+	t.fixed += u.fixed
+	t.hidden = t.hidden || u.hidden
+	t.audio = t.audio || u.audio
+}
+
 // entry is what the cache holds under a key: a count (t, when counted),
 // and, under a field check's context (see elemMemo), the mark that the
 // element passed that check, with the count context t was counted in (ctx).

@@ -140,10 +140,11 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	if messages.IsArray() {
 		ctx := w.cache.context("chat.message", encName, est.Model, "")
 		// The messages before the resume point, if any, counted before.
-		sum, same := d.memo.resumedSum(ctx)
+		before, same := d.memo.resumedSums(ctx)
 		if !same {
 			return Estimate{}, false
 		}
+		run := startRun(before)
 		// Messages are read raw (rawValue): an object's Result is the
 		// same either way, and gjson.Parse's is not needed for the rest.
 		messageElems.raw = true
@@ -151,16 +152,15 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			t := d.memo.count(w.budget, ctx, m.Raw, func() tally {
 				return messageTokens(enc, est.Model, m)
 			})
-			sum.text += t.text
-			sum.hidden = sum.hidden || t.hidden
-			sum.audio = sum.audio || t.audio
+			run.add(t, t, false)
 			return true
 		})
+		sum := run.sums.cur
 		in += sum.text
 		est.ServerContext = est.ServerContext || sum.hidden
 		est.Audio = est.Audio || sum.audio
 		if messagesAt >= 0 && (w.budget == nil || !w.budget.over) {
-			d.memo.keepResumePoint(d.lay, messagesAt, sum, ctx)
+			d.memo.keepResumePoint(d.lay, messagesAt, &run, ctx)
 		}
 	}
 	in += tokensReply

@@ -39,15 +39,30 @@ func (w *Weigher) Messages(body []byte) Estimate { return w.messages(body, nil) 
 const FastModeTier = "fast"
 
 // messages is [Weigher.Messages] weighed as the model as resolves the body's
-// model to (nil: the body's own).
+// model to (nil: the body's own). It resumes from a checkpoint of the
+// body's prefix up to its last message when one holds (resume.go), as chat
+// does, and weighs the body whole when that checkpoint's counts were made
+// for another model.
 func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
-	d, fallback, ok := w.parseRequest(body, messagesFields)
+	if est, ok := w.messagesFrom(body, as, resumeOn); ok {
+		return est
+	}
+	est, _ := w.messagesFrom(body, as, resumeKeep)
+	return est
+}
+
+// messagesFrom is messages, scanning from a resume point with resumeOn; ok
+// is false when the point it resumed from was counted in another context.
+func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeMode) (Estimate, bool) {
+	d, fallback, ok := w.parseRequestFrom(body, messagesFields, mode)
 	if !ok {
-		return fallback
+		return fallback, true
 	}
 	defer d.close()
 	var model, system, messages, tools, toolChoice, maxTok, thinking gjson.Result
 	var messageElems elements
+	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
+	at := 0
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
 		switch k {
@@ -57,6 +72,9 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 			system = v
 		case "messages":
 			messages, messageElems = v, elems
+			if d.lay != nil && d.span(d.lay.Members[at].Key) == `"messages"` {
+				messagesAt = at
+			}
 		case "tools":
 			tools = v
 		case "tool_choice":
@@ -88,6 +106,7 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 			// upstream bills.
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		}
+		at++
 		return true
 	})
 	est.IncludeUsage = est.Stream
@@ -126,30 +145,61 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 	})
 
 	if messages.IsArray() {
+		past := w.cache.context("messages.message", encName, est.Model, "past")
+		cur := w.cache.context("messages.message", encName, est.Model, "current")
+		// The messages before the resume point, if any, counted before;
+		// messageElems then holds only those after it.
+		before, same := d.memo.resumedSums(past)
+		if !same {
+			return Estimate{}, false
+		}
+		// current is 0 unless a message after the point is a user's that
+		// is not only tool results: the thinking of every assistant
+		// message before the point is then an earlier turn's (the sum
+		// before.past), else theirs counts as it did (before.cur).
 		current := currentTurnStart(messageElems)
+		if current > 0 {
+			before.cur, before.noCur = before.past, false
+		} else if before.noCur {
+			return Estimate{}, false // resumed where only a later turn's end says what the messages before weigh
+		}
+		run := startRun(before)
+		keep := messagesAt >= 0 && d.memo.resuming()
 		i := 0
 		messageElems.each(func(m gjson.Result) bool {
 			if m.IsObject() {
-				c.fixed += claudeTokensPerMessage
 				thinkingCounts := i >= current && m.Get("role").String() == "assistant"
-				flags := "past"
+				ctx := past
 				if thinkingCounts {
-					flags = "current"
+					ctx = cur
 				}
-				count("messages.message", flags, m.Raw, func(sub *claudeCounter) {
-					if content := m.Get("content"); content.IsArray() {
-						content.ForEach(func(_, b gjson.Result) bool {
-							sub.block(b, thinkingCounts, 0)
-							return true
-						})
-					} else {
-						sub.text += countText(sub.enc, stringOf(content))
+				weigh := func(thinking bool) func() tally {
+					return func() tally {
+						sub := claudeCounter{enc: c.enc, model: c.model}
+						sub.message(m, thinking)
+						return tally{text: sub.text, fixed: sub.fixed, hidden: sub.hidden}
 					}
-				}, d.memo)
+				}
+				t := d.memo.count(w.budget, ctx, m.Raw, weigh(thinkingCounts))
+				t.fixed += claudeTokensPerMessage
+				tp := t
+				if thinkingCounts && keep && mayThink(m.Raw) {
+					// What it weighs once a later user message makes its
+					// turn an earlier one, for the checkpoint.
+					tp = w.cache.count(w.budget, past, m.Raw, weigh(false))
+					tp.fixed += claudeTokensPerMessage
+				}
+				run.add(t, tp, i == current-1)
+			} else {
+				run.add(tally{}, tally{}, false)
 			}
 			i++
 			return true
 		})
+		c.add(run.sums.cur)
+		if keep && (w.budget == nil || !w.budget.over) {
+			d.memo.keepResumePoint(d.lay, messagesAt, &run, past)
+		}
 	}
 	c.fixed += claudeTokensReply
 
@@ -169,7 +219,7 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 		est.OutputDefaulted = true
 	}
 	est.OutputTokens, est.Choices = out, 1
-	return est
+	return est, true
 }
 
 // currentTurnStart is the index of the first message of the current
@@ -200,6 +250,27 @@ func currentTurnStart(messages elements) int {
 		return true
 	})
 	return last + 1
+}
+
+// mayThink reports whether the message raw (its JSON text) may hold a
+// thinking or redacted_thinking block, whose weight depends on the turn:
+// a block type names "thinking" in its text, written out or with \u
+// escapes (no other escape writes a letter).
+func mayThink(raw string) bool {
+	return strings.Contains(raw, "thinking") || strings.Contains(raw, `\u`)
+}
+
+// message counts one message's content (a string or blocks); thinking
+// tells whether its thinking blocks count (the current assistant turn).
+func (c *claudeCounter) message(m gjson.Result, thinking bool) {
+	if content := m.Get("content"); content.IsArray() {
+		content.ForEach(func(_, b gjson.Result) bool {
+			c.block(b, thinking, 0)
+			return true
+		})
+	} else {
+		c.text += countText(c.enc, stringOf(content))
+	}
 }
 
 // onlyToolResults reports whether content is an array of tool_result

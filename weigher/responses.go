@@ -123,7 +123,9 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		est.ServerContext = hidden || sum.hidden
 		in += sum.text
 		if inputAt >= 0 {
-			d.memo.keepResumePoint(d.lay, inputAt, sum, r.ctx)
+			var run resumeRun // the items are summed in one call: a point after the last alone
+			run.only(len(inputElems.spans), resumeSums{cur: sum, past: sum})
+			d.memo.keepResumePoint(d.lay, inputAt, &run, r.ctx)
 		}
 	}
 	in += tokensReply

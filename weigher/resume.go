@@ -15,26 +15,46 @@ import (
 // the new body is the last one up to just after its last message, then
 // `,{…}` and the rest. The count cache spares counting the old messages,
 // but the strict scan still finds, hashes and looks up each of them. A
-// resume point (checkpoint) remembers, for the prefix body[:k] that ends
-// just after the last element of a top-level array (chat's "messages"),
-// what weighing it left: the top-level members before that array (their
-// spans, for the layout and the duplicate-key check), and the sum of the
-// array's element counts up to k (with the count context they were
-// counted in). A body that starts with the same k bytes is scanned from k
-// on (jsonscan.Options.Resume), its field check and its counting see only
+// resume point remembers, for a prefix body[:k] that ends just after an
+// element of a top-level array (chat's and Anthropic's "messages",
+// Responses' "input"), what weighing it left: the top-level members before
+// that array (their spans, for the layout and the duplicate-key check; a
+// list among them is kept Unlaid), and the sums of the array's element
+// counts up to k (with the count context they were counted in). A body
+// that starts with the same k bytes is scanned from k on
+// (jsonscan.Options.Resume), its field check and its counting see only
 // the elements after k, and the remembered sum stands for the rest: the
 // estimate is the one a full weighing gives (TestResumeSameEstimates,
-// FuzzResumeChat), for a hash pass over body[:k] in place of the
-// per-element work.
+// TestResumeMessagesGrowing, FuzzResumeChat, FuzzResumeMessages), for a
+// hash pass over body[:k] in place of the per-element work.
 //
-// Finding one: checkpoints are filed in a set-associative table under a
-// seeded hash of the body's first resumeKeyBytes[i] bytes (the largest of
-// 256, 128 and 64 not past k), resumeWays a set, the newest replacing the
-// oldest. A lookup hashes the body's first 64, 128 and 256 bytes, keeps
-// the candidates of those sets whose last resumeTailBytes bytes before
-// their k are the body's there, and confirms the newest with the hash of
-// body[:k]. That hash is the same pass that, continued to the new k,
-// files the body's own checkpoint.
+// What an element weighs must not depend on what follows k. For chat and
+// Responses it does not. An Anthropic message does: the thinking blocks
+// of the current assistant turn count and those of earlier turns do not
+// (currentTurnStart), so a user message after k that is not only tool
+// results makes every assistant message before k an earlier turn's. A
+// point therefore keeps two sums (resumeSums): cur, as weighed when the
+// array ends at k, and past, with every message before k an earlier
+// turn's; a resumed body takes past when an element after k ends the turn
+// and cur otherwise. Nothing else in the weighing of a message depends on
+// its place (the system prompt, tools and thinking settings are weighed
+// apart, on every request).
+//
+// A body's checkpoint holds up to resumePoints points: the ends of its
+// last, second last and fourth last elements (resumeBack), so that a body
+// whose last elements were rewritten (a prompt-caching breakpoint moved)
+// resumes at the point before them.
+//
+// Finding one: checkpoints are filed in a set-associative table under the
+// seeded hash of the body's first n bytes (n the longest of 64, 128, 256…
+// 64 KiB not past the last point's k, and again under the first point's
+// when that is another n), resumeWays a set, the newest replacing the
+// oldest. A lookup hashes the body's first 64, 128, 256… bytes (one pass,
+// to the longest not past the body), tries those sets longest first,
+// takes the newest candidate with a point whose last resumeTailBytes bytes
+// before its k are the body's there, and confirms its points shortest
+// first with the hash of body[:k], continuing the pass. The same pass,
+// continued to the new points, files the body's own checkpoint.
 //
 // Why a hash match is the same prefix: the hash is xxh3's 128-bit hash,
 // seeded with the count cache's secret seed (drawn from crypto/rand at
@@ -47,9 +67,9 @@ import (
 // (cacheKey), whose false hit would cost the same wrong count.
 //
 // Memory: the table is made once per cache size, 1/resumeShare of
-// Options.CacheBytes (2 MiB of the default 32 MiB, about 7,000
-// checkpoints of resumeEntryBytes); filing a checkpoint copies it into a
-// slot and never allocates, so callers sending many prefixes only evict.
+// Options.CacheBytes (2 MiB of the default 32 MiB: 3,880 checkpoints of
+// resumeEntryBytes, 536); filing a checkpoint copies it into a slot and
+// never allocates, so callers sending many prefixes only evict.
 
 // resumeShare is the share of Options.CacheBytes the resume table takes.
 const resumeShare = 16
@@ -57,10 +77,19 @@ const resumeShare = 16
 // resumeWays is how many checkpoints share a set of the table.
 const resumeWays = 4
 
-// resumeKeyBytes are the lengths of body prefix a checkpoint may be filed
-// under, longest first: the longest not past its k. A checkpoint with k
-// below the shortest is not kept (such a body costs little to scan).
-var resumeKeyBytes = [...]int{256, 128, 64}
+// A checkpoint is filed under the body's first n bytes, n the longest of
+// resumeMinKey, twice that, four times… up to resumeMaxKey, not past its
+// k. A checkpoint with k below resumeMinKey is not kept (such a body costs
+// little to scan). Conversations that share a long system prompt (and
+// tools) share their first bytes: keys of lengths doubling up to 64 KiB
+// tell them apart once their own text lies within the key, where keys of
+// at most 256 bytes filed them all in one set, which holds resumeWays
+// (TestResumeSharedSystemPrompt).
+const (
+	resumeMinKey  = 64
+	resumeMaxKey  = 64 << 10
+	resumeKeyLens = 11 // 64 B … 64 KiB
+)
 
 // resumeTailBytes is how many bytes before k a checkpoint keeps, to drop
 // candidates without hashing the prefix.
@@ -71,20 +100,63 @@ const resumeTailBytes = 16
 // checkpoint.
 const maxResumeMembers = 8
 
-// checkpoint is one resume point (see above). k is 0 in an empty slot.
+// resumePoints is how many points a checkpoint holds: the ends of its
+// array's last element, of the one before, and of the fourth last
+// (resumeBack). A body whose last messages differ from the previous
+// body's resumes at the last point before them: agents that move
+// Anthropic's prompt-caching breakpoint (cache_control) to the last block
+// of the last message at each request rewrite the previous last message
+// (the point before it holds), and those that mark the last two user
+// messages rewrite the third last element, a user message (the point
+// before it, the end of the fourth last, holds).
+const resumePoints = 3
+
+// resumeBack are the elements whose ends a checkpoint's points are, by
+// how many elements each lies before the last, shortest prefix first.
+var resumeBack = [resumePoints]int{3, 1, 0}
+
+// resumeRing is how many of the last elements' sums a resumeRun keeps:
+// resumeBack[0]+1.
+const resumeRing = 4
+
+// checkpoint is one body's resume points (see above). np is 0 in an empty
+// slot.
 type checkpoint struct {
-	h       xxh3.Uint128 // the seeded hash of body[:k]
-	valid   uint64       // resumeContext of the fields and nesting limit it holds for
-	count   uint64       // the count context sum was counted in
-	sum     int64        // the text tokens of the array's elements before k (tally.text)
-	k       int32        // the prefix's length, in bytes
-	stamp   uint32       // when it was filed (the set's clock): the newest wins
-	hits    int32        // elements before k long enough to be cached (CacheStats.Hits)
-	hidden  bool         // an element before k refers to input the body does not hold
-	audio   bool         // an element before k sends audio or refers to an earlier audio answer (tally.audio)
-	nm      uint8        // members in use
-	tail    [resumeTailBytes]byte
+	valid   uint64 // resumeContext of the fields and nesting limit it holds for
+	count   uint64 // the count context the sums were counted in
+	stamp   uint32 // when it was filed (the set's clock): the newest wins
+	np      uint8  // points in use, points[:np], k ascending
+	nm      uint8  // members in use
+	points  [resumePoints]point
 	members [maxResumeMembers]jsonscan.Member // the top-level members up to the array's
+}
+
+// point is one resume point of a checkpoint: the end of one element of
+// its array.
+type point struct {
+	h    xxh3.Uint128 // the seeded hash of body[:k]
+	sums resumeSums   // the tallies of the array's elements before k
+	k    int32        // the prefix's length, in bytes
+	hits int32        // elements before k long enough to be cached (CacheStats.Hits)
+	tail [resumeTailBytes]byte
+}
+
+// resumeSums are the tallies of an array's elements before a resume
+// point. cur is their sum as weighed in a body whose array ends at the
+// point; past is their sum as weighed in a body where an element after the
+// point changes how they weigh. Only Anthropic messages weigh so: the
+// thinking blocks of the current assistant turn count, those of earlier
+// turns do not, and a user message after the point that is not only tool
+// results makes every assistant message before it an earlier turn's
+// (currentTurnStart). For chat and Responses past is cur.
+//
+// noCur: cur is not known, for a point before the last element of its
+// body when an element after it ended the current turn (the body did not
+// weigh the messages before it as the current turn's); a body may resume
+// there only when an element after the point ends the turn again.
+type resumeSums struct {
+	cur, past tally
+	noCur     bool
 }
 
 // resumeEntryBytes is the memory of one checkpoint, in bytes.
@@ -138,9 +210,10 @@ func (c *countCache) resumeContext(f *fields, maxDepth int) uint64 {
 	return xxh3.HashSeed(b[:], c.seed)
 }
 
-// keyHash is the set key of a checkpoint filed under the prefix p.
-func (c *countCache) resumeKey(valid uint64, p string) uint64 {
-	return xxh3.HashStringSeed(p, c.seed^valid)
+// resumeKey is the set key of a checkpoint of the context valid filed
+// under a prefix whose seeded hash (prefixHash) is h.
+func resumeKey(valid uint64, h xxh3.Uint128) uint64 {
+	return (h.Lo ^ valid) * 0x9e3779b97f4a7c15
 }
 
 // resumeState is one request's side of resume points, kept in its
@@ -148,11 +221,16 @@ func (c *countCache) resumeKey(valid uint64, p string) uint64 {
 type resumeState struct {
 	on      bool       // resume points are used for this request
 	valid   uint64     // resumeContext of the request
-	resumed bool       // the scan resumed at cp.k
+	resumed bool       // the scan resumed at cp.points[pt].k
 	cp      checkpoint // the checkpoint resumed from
+	pt      int        // the point of cp resumed at
 	hasher  *xxh3.Hasher
 	seed    uint64 // the hasher's seed
 	hashed  int    // bytes of the body written to hasher
+	// keys are the set keys of the body's first resumeMinKey<<i bytes,
+	// for i below nkeys (those not past the body).
+	keys  [resumeKeyLens]uint64
+	nkeys int
 }
 
 // prefixHash is the seeded hash of the body's first k bytes, continuing
@@ -187,30 +265,38 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 	}
 	r.valid = m.cache.resumeContext(f, m.maxDepth)
 	t := m.cache.resume.Load()
-	if t == nil || !look {
+	if t == nil {
 		return 0
 	}
+	// The keys, in one pass of the hash that confirms candidates.
 	body := m.body
+	r.nkeys = 0
+	for n := resumeMinKey; n <= len(body) && r.nkeys < resumeKeyLens; n *= 2 {
+		r.keys[r.nkeys] = resumeKey(r.valid, m.prefixHash(n))
+		r.nkeys++
+	}
+	if !look {
+		return 0
+	}
 	budget := 2 * len(body) // bytes the confirming hashes may take
-	for _, n := range resumeKeyBytes {
-		if n > len(body) {
-			continue
-		}
-		s := t.set(m.cache.resumeKey(r.valid, body[:n]))
+	for i := r.nkeys - 1; i >= 0; i-- {
+		s := t.set(r.keys[i])
 		for older := ^uint32(0); ; {
-			// The newest candidate of the set not yet tried whose tail
-			// fits and whose k lies within the body, copied out under the
-			// lock.
+			// The newest candidate of the set not yet tried with a point
+			// whose tail fits and whose k lies within the body, copied
+			// out under the lock.
 			s.mu.Lock()
 			best := -1
 			for i := range s.ways {
 				cp := &s.ways[i]
-				if cp.k < int32(n) || int(cp.k) > len(body) || cp.valid != r.valid || cp.stamp >= older ||
-					string(cp.tail[:]) != body[int(cp.k)-resumeTailBytes:cp.k] {
+				if cp.np == 0 || cp.valid != r.valid || cp.stamp >= older || best >= 0 && cp.stamp <= s.ways[best].stamp {
 					continue
 				}
-				if best < 0 || cp.stamp > s.ways[best].stamp {
-					best = i
+				for _, pt := range cp.points[:cp.np] {
+					if pt.fits(body) {
+						best = i
+						break
+					}
 				}
 			}
 			if best >= 0 {
@@ -221,50 +307,130 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 				break
 			}
 			older = r.cp.stamp
-			cost := int(r.cp.k) // bytes to hash: from the start, or on from the last pass
-			if cost >= r.hashed {
-				cost -= r.hashed
+			// Its points that fit, confirmed shortest first, in one pass
+			// of the hash: the longest confirmed is the point (a prefix
+			// that differs, differs in every longer one).
+			r.pt = -1
+			for j, pt := range r.cp.points[:r.cp.np] {
+				if !pt.fits(body) {
+					continue
+				}
+				cost := int(pt.k) // bytes to hash: from the start, or on from the last pass
+				if cost >= r.hashed {
+					cost -= r.hashed
+				}
+				if budget < cost {
+					break
+				}
+				budget -= cost
+				if m.prefixHash(int(pt.k)) != pt.h {
+					break
+				}
+				r.pt = j
 			}
-			if budget < cost {
-				return 0
-			}
-			budget -= cost
-			if m.prefixHash(int(r.cp.k)) == r.cp.h {
+			if r.pt >= 0 {
 				r.resumed = true
 				m.cache.resumes.Add(1)
 				lay.Members = append(lay.Members[:0], r.cp.members[:r.cp.nm]...)
-				return int(r.cp.k)
+				return int(r.cp.points[r.pt].k)
+			}
+			if budget <= 0 {
+				return 0
 			}
 		}
 	}
 	return 0
 }
 
+// fits reports whether p may be a point of body: its k not past the body,
+// and the body's resumeTailBytes before k p's tail.
+func (p *point) fits(body string) bool {
+	return int(p.k) <= len(body) && string(p.tail[:]) == body[int(p.k)-resumeTailBytes:p.k]
+}
+
 // resumedSum is what the checkpoint a request resumed from counted before
-// its k, when it was counted in the count context count; ok is false when
-// the request did not resume, or resumed from counts made in another
-// context (another model or encoding named after the array): the request
-// must then be weighed again from the start.
+// its k (resumeSums.cur, the text tokens and the flags), when it was
+// counted in the count context count; ok is false when the request resumed
+// from counts made in another context (another model or encoding named
+// after the array): the request must then be weighed again from the start.
+// A request that did not resume has a zero sum.
 func (m *elemMemo) resumedSum(count uint64) (t tally, ok bool) {
+	s, ok := m.resumedSums(count)
+	return tally{text: s.cur.text, hidden: s.cur.hidden, audio: s.cur.audio}, ok
+}
+
+// resumedSums is resumedSum with both of the checkpoint's tallies, whole.
+func (m *elemMemo) resumedSums(count uint64) (s resumeSums, ok bool) {
 	if m == nil || !m.resume.resumed {
-		return tally{}, true
+		return resumeSums{}, true
 	}
 	cp := &m.resume.cp
 	if cp.count != count {
-		return tally{}, false
+		return resumeSums{}, false
 	}
-	m.cache.hits.Add(uint64(cp.hits))
-	return tally{text: cp.sum, hidden: cp.hidden, audio: cp.audio}, true
+	pt := &cp.points[m.resume.pt]
+	m.cache.hits.Add(uint64(pt.hits))
+	return pt.sums, true
+}
+
+// resuming reports whether the request may file a checkpoint (it looked
+// for one): whether keepResumePoint needs its sums.
+func (m *elemMemo) resuming() bool { return m != nil && m.resume.on }
+
+// resumeRun collects, element by element, the tallies of the array a
+// checkpoint is filed for: the running sums, and those after each of the
+// last resumePoints elements (the checkpoint's points). Its zero value
+// holds no element.
+type resumeRun struct {
+	sums resumeSums // over the elements so far, the resumed prefix's included
+	n    int        // elements added
+	// last holds the running sums after element i in last[i%resumeRing]
+	// (set: a point may be filed there).
+	last [resumeRing]struct {
+		sums resumeSums
+		set  bool
+	}
+}
+
+// startRun is the run of an array whose elements before the resume point
+// (if any) sum to s.
+func startRun(s resumeSums) resumeRun { return resumeRun{sums: s} }
+
+// add adds the next element, weighing cur as the body weighs it and past
+// once a later element ends the current turn. endsTurn: the element ends
+// the current turn (an Anthropic user message that is not only tool
+// results), so the points before it lose their cur.
+func (r *resumeRun) add(cur, past tally, endsTurn bool) {
+	if endsTurn {
+		for i := range r.last {
+			r.last[i].sums.noCur = true
+		}
+	}
+	r.sums.cur.add(cur)
+	r.sums.past.add(past)
+	r.last[r.n%resumeRing].sums, r.last[r.n%resumeRing].set = r.sums, true
+	r.n++
+}
+
+// only makes r a run of n elements whose sums are s, with a point after
+// the last alone (for readers that sum an array's elements in one call).
+func (r *resumeRun) only(n int, s resumeSums) {
+	*r = resumeRun{sums: s, n: n}
+	if n > 0 {
+		r.last[(n-1)%resumeRing].sums, r.last[(n-1)%resumeRing].set = s, true
+	}
 }
 
 // keepResumePoint files the checkpoint of m's body (read with the fields
-// its resumePoint was given) just after the last element of the array
-// lay.Members[at]: t is the tally of all of that array's elements, counted
-// in the count context count. Nothing is filed when the request did not
-// look for a checkpoint, when the layout is incomplete, when a member
-// before the array has elements (the checkpoint does not hold them), or
-// when the prefix is shorter than the shortest key.
-func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, t tally, count uint64) {
+// its resumePoint was given) with points just after the last elements of
+// the array lay.Members[at]: run holds their tallies, counted in the count
+// context count. Nothing is filed when the request did not look for a
+// checkpoint, when the layout is incomplete or run does not match it, or
+// when the prefix is shorter than the shortest key; a point is filed only
+// after an object element. A member before the array that has elements is
+// kept Unlaid (the checkpoint does not hold its elements: a resumed
+// request's readers find them with gjson).
+func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, run *resumeRun, count uint64) {
 	if m == nil || !m.resume.on || lay.Dropped || at >= maxResumeMembers || at >= len(lay.Members) {
 		return
 	}
@@ -273,60 +439,110 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, t tally, count 
 		return
 	}
 	arr := lay.Members[at]
-	if arr.Last <= arr.First {
-		return // no element after a resumed k (its checkpoint stands), or none at all
-	}
-	for _, mb := range lay.Members[:at] {
-		if mb.Last > mb.First {
-			return
-		}
-	}
-	k := int(lay.Elems[arr.Last-1].End)
-	if m.body[k-1] != '}' {
-		return // not an object: jsonscan resumes after none but closed values, and messages are objects
-	}
-	n := 0
-	for _, kb := range resumeKeyBytes {
-		if kb <= k {
-			n = kb
-			break
-		}
-	}
-	if n == 0 {
-		return
+	if arr.Last <= arr.First || int(arr.Last-arr.First) != run.n {
+		return // no element after a resumed k (its checkpoint stands), none at all, or not run's
 	}
 	r := &m.resume
 	hits := int32(0)
 	if r.resumed {
-		hits = r.cp.hits
+		hits = r.cp.points[r.pt].hits
 	}
-	for _, e := range lay.Elems[arr.First:arr.Last] {
+	// The points: the ends of the last elements, shortest first, after
+	// those of the checkpoint resumed from up to its point (prefixes of
+	// this body too, their sums those of the prefix alone).
+	var cp checkpoint
+	var carried [resumePoints]point
+	nc := 0
+	if r.resumed {
+		nc = copy(carried[:], r.cp.points[:r.pt+1])
+	}
+	for i := arr.First; i < arr.Last; i++ {
+		e := lay.Elems[i]
 		if e.End-e.Start >= minCachedBytes {
 			hits++
 		}
-	}
-	h := m.prefixHash(k)
-	s := tab.set(m.cache.resumeKey(r.valid, m.body[:n]))
-	s.mu.Lock()
-	// The slot: the one this request resumed from (its prefix is this
-	// one's), or one of the same prefix (counted for another model), else
-	// the oldest.
-	slot := 0
-	for i := range s.ways {
-		w := &s.ways[i]
-		if w.valid == r.valid && (r.resumed && w.k == r.cp.k && w.h == r.cp.h || w.k == int32(k) && w.h == h) {
-			slot = i
-			break
+		if back := int(arr.Last - 1 - i); back != resumeBack[0] && back != resumeBack[1] && back != resumeBack[2] {
+			continue
 		}
-		if w.stamp < s.ways[slot].stamp {
-			slot = i
+		last := &run.last[int(i-arr.First)%resumeRing]
+		k := int(e.End)
+		if !last.set || k < resumeMinKey || m.body[k-1] != '}' {
+			continue // not an object: jsonscan resumes after none but closed values, and messages are objects
 		}
+		pt := &cp.points[cp.np]
+		pt.k, pt.sums, pt.hits, pt.h = int32(k), last.sums, hits, m.prefixHash(k)
+		copy(pt.tail[:], m.body[k-resumeTailBytes:k])
+		cp.np++
 	}
-	s.clock++
-	cp := &s.ways[slot]
-	*cp = checkpoint{h: h, valid: r.valid, count: count, sum: t.text, k: int32(k), stamp: s.clock, hits: hits, hidden: t.hidden, audio: t.audio, nm: uint8(at + 1)}
-	copy(cp.tail[:], m.body[k-resumeTailBytes:k])
+	if keep := resumePoints - int(cp.np); nc > 0 && keep > 0 {
+		nc = min(nc, keep)
+		copy(cp.points[nc:], cp.points[:cp.np])
+		copy(cp.points[:nc], carried[int(r.pt+1)-nc:r.pt+1])
+		cp.np += uint8(nc)
+	}
+	if cp.np == 0 {
+		return
+	}
+	// The keys: the longest not past the last point (which tells
+	// conversations apart best), and, when it is another, the longest not
+	// past the first (which a body that differs from this one after that
+	// point shares).
+	key, key2 := r.keyAt(int(cp.points[cp.np-1].k)), r.keyAt(int(cp.points[0].k))
+	if key2 == key {
+		key2 = -1
+	}
+	if key < 0 {
+		return
+	}
+	cp.valid, cp.count, cp.nm = r.valid, count, uint8(at+1)
 	copy(cp.members[:], lay.Members[:at+1])
+	for i := range cp.members[:at] {
+		// No element of the layout is kept: a list's are found with gjson.
+		mb := &cp.members[i]
+		mb.Unlaid = mb.Unlaid || mb.Last > mb.First
+		mb.First, mb.Last = 0, 0
+	}
 	cp.members[at].Value.End, cp.members[at].First, cp.members[at].Last = 0, 0, 0
-	s.mu.Unlock()
+	m.file(tab.set(r.keys[key]), &cp)
+	if key2 >= 0 {
+		m.file(tab.set(r.keys[key2]), &cp)
+	}
+}
+
+// keyAt is the index in keys of the longest key not past k; -1 when
+// none is.
+func (r *resumeState) keyAt(k int) int {
+	key := -1
+	for key+1 < r.nkeys && resumeMinKey<<(key+1) <= k {
+		key++
+	}
+	return key
+}
+
+// file puts cp in set (stamping it with the set's clock).
+func (m *elemMemo) file(set *resumeSet, cp *checkpoint) {
+	r := &m.resume
+	newest := cp.points[cp.np-1]
+	set.mu.Lock()
+	// The slot: the one this request resumed from (its prefix is this
+	// one's), or one whose last point is this one's (counted for another
+	// model), else the oldest.
+	slot := 0
+	for i := range set.ways {
+		w := &set.ways[i]
+		if w.np > 0 && w.valid == r.valid {
+			wl := &w.points[w.np-1]
+			if r.resumed && w.stamp == r.cp.stamp && wl.k == r.cp.points[r.cp.np-1].k && wl.h == r.cp.points[r.cp.np-1].h || wl.k == newest.k && wl.h == newest.h {
+				slot = i
+				break
+			}
+		}
+		if set.ways[i].stamp < set.ways[slot].stamp {
+			slot = i
+		}
+	}
+	set.clock++
+	cp.stamp = set.clock
+	set.ways[slot] = *cp
+	set.mu.Unlock()
 }

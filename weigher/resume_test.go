@@ -99,7 +99,7 @@ func TestResumeRefusals(t *testing.T) {
 		{name: "not UTF-8 after the point", body: splice(base, k, ",{\"role\":\"\xff\"}"), resumes: true},
 		{name: "cut short after the point", body: splice(base, k, msg)[:k+20], resumes: true},
 		{name: "cut at the point", body: base[:k], resumes: true},
-		{name: "the point is the end", body: base[:k-1]},
+		{name: "the point is the end: resumed at the point before", body: base[:k-1], resumes: true},
 		{name: "trailing data", body: append(bytes.Clone(base), `{}`...), resumes: true},
 		{name: "no more messages", body: splice(base, k, `]}`)[:k+2], resumes: true},
 		{name: "too many new elements to lay out", body: splice(base, k, strings.Repeat(",{}", 3000)), resumes: true},
@@ -107,7 +107,7 @@ func TestResumeRefusals(t *testing.T) {
 		{name: "a longer number", body: splice(base, k, `,5.5`), resumes: true},
 		{name: "one more turn", body: splice(base, k, msg), resumes: true},
 		{name: "one more turn again", body: splice(base, k, msg), resumes: true},
-		{name: "the base: its point was replaced by the longer one", body: base},
+		{name: "the base: a point of the longer one", body: base, resumes: true},
 	}
 	runResume(t, w, steps)
 }
@@ -128,10 +128,10 @@ func TestResumeChangedPrefixes(t *testing.T) {
 	atK[k-1] = ' ' // the last message ends one byte early
 	steps := []resumeStep{
 		{name: "first", body: base},
-		{name: "a byte of the last message", body: edited},
+		{name: "a byte of the last message: resumed at the point before it", body: edited, resumes: true},
 		{name: "an earlier turn edited", body: early},
 		{name: "a turn dropped", body: trimmed},
-		{name: "differs at the point", body: atK},
+		{name: "differs at the point: resumed at the point before", body: atK, resumes: true},
 		{name: "base again", body: base, resumes: true},
 	}
 	runResume(t, w, steps)
@@ -220,7 +220,7 @@ func TestResumeMemoryIsBounded(t *testing.T) {
 	full := 0
 	for i := range tab.sets {
 		for _, cp := range tab.sets[i].ways {
-			if cp.k > 0 {
+			if cp.np > 0 {
 				full++
 			}
 		}
