@@ -79,3 +79,68 @@ func TestResumeKeepsAudio(t *testing.T) {
 		t.Errorf("resumed conversation lost its audio: %+v", e)
 	}
 }
+
+// A Messages request with Anthropic web search tools reserves the searches
+// they may run: the sum of their max_uses, defaultWebSearchUses for a tool
+// without a readable one, none for other tools; the cache (a second
+// weighing) gives the same figure.
+func TestMessagesWebSearches(t *testing.T) {
+	w := testWeigher(t)
+	const msgs = `"messages":[{"role":"user","content":"news today?"}]`
+	for _, c := range []struct {
+		name  string
+		tools string
+		want  int64
+	}{
+		{"none", ``, 0},
+		{"client tool", `,"tools":[{"name":"get_weather","input_schema":{"type":"object"}}]`, 0},
+		{"web fetch", `,"tools":[{"type":"web_fetch_20250910","name":"web_fetch","max_uses":5}]`, 0},
+		{"max_uses 5", `,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":5}]`, 5},
+		{"max_uses as a string", `,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":"7"}]`, 7},
+		{"max_uses 2.5", `,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":2.5}]`, 3},
+		{"no max_uses", `,"tools":[{"type":"web_search_20250305","name":"web_search"}]`, defaultWebSearchUses},
+		{"max_uses null", `,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":null}]`, defaultWebSearchUses},
+		{"max_uses 0", `,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":0}]`, defaultWebSearchUses},
+		{"max_uses -3", `,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":-3}]`, defaultWebSearchUses},
+		{"max_uses 1e300", `,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":1e300}]`, maxWebSearchUses},
+		{"newer version", `,"tools":[{"type":"web_search_20260209","name":"web_search","max_uses":4}]`, 4},
+		{"escaped type", `,"tools":[{"type":"web\u005fsearch_20250305","name":"web_search","max_uses":4}]`, 4},
+		{"two tools", `,"tools":[{"type":"web_search_20250305","name":"a","max_uses":3},{"name":"b","input_schema":{}},{"type":"web_search_20250305","name":"c","max_uses":4}]`, 7},
+	} {
+		body := []byte(`{"model":"claude-sonnet-4-5","max_tokens":50` + c.tools + `,` + msgs + `}`)
+		for round := range 2 {
+			if e := w.Weigh(KindMessages, body); !e.Parsed || e.WebSearches != c.want {
+				t.Errorf("%s (round %d): %d searches (parsed %v), want %d", c.name, round, e.WebSearches, e.Parsed, c.want)
+			}
+		}
+	}
+}
+
+// A Messages stream cut before its final usage keeps the searches it
+// reserved (the upstream may have run them unreported), or the reported
+// count when larger; a final usage settles at what it reports.
+func TestStreamSettleWebSearches(t *testing.T) {
+	est := Estimate{InputTokens: 10, OutputTokens: 50, WebSearches: 5}
+	start := `{"type":"message_start","message":{"usage":{"input_tokens":25,"output_tokens":1}}}`
+	delta := func(n int) string {
+		return fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":40,"server_tool_use":{"web_search_requests":%d}}}`, n)
+	}
+	for _, c := range []struct {
+		name   string
+		events []string
+		want   int64
+	}{
+		{"cut after message_start", []string{start}, 5},
+		{"cut after a delta reporting 2", []string{start, delta(2)}, 5},
+		{"cut after a delta reporting 9", []string{start, delta(9)}, 9},
+		{"final, 2 reported", []string{start, delta(2), `{"type":"message_stop"}`}, 2},
+	} {
+		s := NewStream(KindMessages)
+		for _, e := range c.events {
+			s.Event(nil, []byte(e))
+		}
+		if u, src := s.Settle(est, 3); u.WebSearches != c.want {
+			t.Errorf("%s: settled %d searches (%v), want %d", c.name, u.WebSearches, src, c.want)
+		}
+	}
+}

@@ -92,6 +92,7 @@ func (w *Weigher) messages(body []byte, as func(string) string) Estimate {
 	})
 	est.IncludeUsage = est.Stream
 	est.ServerContext = est.ServerContext || serverTools(tools)
+	est.WebSearches = webSearchUses(tools)
 	est.Model = modelNamed(model, as)
 	encName := w.EncodingFor(est.Model)
 	c := claudeCounter{enc: w.encoder(est.Model), model: est.Model}

@@ -63,6 +63,12 @@ type Estimate struct {
 	// bills it at 1.1x the model's token prices (data residency,
 	// https://platform.claude.com/docs/en/build-with-claude/data-residency).
 	GeoPinned bool
+	// WebSearches is, for a Messages request with Anthropic web search
+	// tools, the most searches they may run (the sum of their max_uses;
+	// 20 for a tool without one), each billed $0.01 on top of the tokens
+	// (spec.Usage.WebSearches): reserved at admission, reconciled with the
+	// searches the usage reports.
+	WebSearches int64
 	// PredictionTokens is, for a chat request with a Predicted Outputs
 	// "prediction", its tokens times Choices: included in OutputTokens,
 	// since the prediction's rejected tokens are billed as output on top

@@ -58,3 +58,53 @@ ledger: {file: %q}
 		}
 	}
 }
+
+// A web search request is reserved its searches too: max_uses × $0.01 on
+// top of its tokens. Before, a request on a model with a small input
+// window reserved only tokens (here 1,000 × 3 + 50 × 15 = 3,750 µUSD), so
+// two requests with five searches each (about 53,000 µUSD apiece) were
+// both admitted by a 60,000 µUSD monthly limit and spent about 107,000.
+// Now the first reserves 53,750 and the second finds too little left.
+func TestWebSearchesReserved(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ledger.jsonl")
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	h := startConfig(t, mock, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+models:
+  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15, max_input_tokens: 1000}
+limits:
+  - {name: acme-dollars, scope: tenant, unit: usd, quota: 0.06, period: month}
+ledger: {file: %q}
+`, mock.URL, testKey, file))
+	const quota = 60_000 // µUSD
+	statuses := []int{}
+	for _, stream := range []string{``, `"stream":true,`} {
+		resp, _ := h.do("/v1/messages", `{"model":"claude-sonnet-4-5",`+stream+`"max_tokens":50,`+
+			`"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":5}],"messages":[{"role":"user","content":"news today?"}]}`,
+			"x-mock-completion-tokens", "40", "x-mock-web-searches", "5")
+		statuses = append(statuses, resp.StatusCode)
+	}
+	if err := h.app.Ledger.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ledger.ReadFiles(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent := int64(0)
+	for _, r := range recs {
+		spent += r.CostMicroUSD
+	}
+	if statuses[0] != 200 || len(recs) != 1 || spent > quota {
+		t.Fatalf("statuses %v, %d records costing %d µUSD under a %d µUSD limit (want the first admitted, the second refused)", statuses, len(recs), spent, quota)
+	}
+}
