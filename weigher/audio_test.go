@@ -144,3 +144,13 @@ func TestStreamSettleWebSearches(t *testing.T) {
 		}
 	}
 }
+
+// A web search tool naming max_uses in another case is refused: the
+// weigher would reserve defaultWebSearchUses where a decoder that ignores
+// case reads 50.
+func TestMessagesWebSearchUsesCase(t *testing.T) {
+	body := []byte(`{"model":"claude-sonnet-4-5","max_tokens":50,"tools":[{"type":"web_search_20250305","name":"web_search","Max_Uses":50}],"messages":[{"role":"user","content":"news?"}]}`)
+	if e := testWeigher(t).Weigh(KindMessages, body); e.Parsed || e.Fault != FaultCaseVariantKey {
+		t.Fatalf("Max_Uses: %+v, want refused (FaultCaseVariantKey)", e)
+	}
+}
