@@ -303,8 +303,10 @@ func trimDot(s string) string { return strings.TrimSuffix(s, ".") }
 // built-in tools (web_search, file_search, mcp, code_interpreter,
 // image_generation; https://platform.openai.com/docs/guides/tools) and
 // Anthropic's server tools (web_search_*, web_fetch_*, code_execution_*;
-// https://platform.claude.com/docs/en/agents-and-tools/tool-use/overview).
-var serverToolPrefixes = []string{"web_search", "web_fetch", "file_search", "mcp", "code_interpreter", "code_execution", "image_generation"}
+// https://platform.claude.com/docs/en/agents-and-tools/tool-use/overview),
+// and the chat tools of OpenAI-compatible upstreams (Groq's browser_search
+// and code_interpreter, https://console.groq.com/docs/browser-search).
+var serverToolPrefixes = []string{"web_search", "web_fetch", "file_search", "mcp", "code_interpreter", "code_execution", "image_generation", "browser_search"}
 
 // defaultWebSearchUses is the searches reserved for an Anthropic web
 // search tool that names no max_uses (or one that is not a positive
