@@ -154,3 +154,43 @@ func TestMessagesWebSearchUsesCase(t *testing.T) {
 		t.Fatalf("Max_Uses: %+v, want refused (FaultCaseVariantKey)", e)
 	}
 }
+
+// A Responses request with a web_search tool reserves max_tool_calls
+// searches (defaultWebSearchUses without a readable one), none without
+// one; its answer's web_search_call items are the searches charged, JSON
+// and stream alike.
+func TestResponsesWebSearchCalls(t *testing.T) {
+	w := testWeigher(t)
+	for _, c := range []struct {
+		name string
+		rest string
+		want int64
+	}{
+		{"no tools", ``, 0},
+		{"function tool", `,"tools":[{"type":"function","name":"web_search"}],"max_tool_calls":3`, 0},
+		{"file search", `,"tools":[{"type":"file_search","vector_store_ids":["vs"]}],"max_tool_calls":3`, 0},
+		{"web_search, max_tool_calls 3", `,"tools":[{"type":"web_search"}],"max_tool_calls":3`, 3},
+		{"preview after a function", `,"tools":[{"type":"function","name":"f"},{"type":"web_search_preview"}],"max_tool_calls":4`, 4},
+		{"no max_tool_calls", `,"tools":[{"type":"web_search"}]`, defaultWebSearchUses},
+		{"max_tool_calls 0", `,"tools":[{"type":"web_search"}],"max_tool_calls":0`, defaultWebSearchUses},
+		{"max_tool_calls 1e300", `,"tools":[{"type":"web_search"}],"max_tool_calls":1e300`, maxWebSearchUses},
+	} {
+		body := []byte(`{"model":"gpt-4o","input":"news?","max_output_tokens":50` + c.rest + `}`)
+		if e := w.Weigh(KindResponses, body); !e.Parsed || e.WebSearches != c.want {
+			t.Errorf("%s: %d searches (parsed %v), want %d", c.name, e.WebSearches, e.Parsed, c.want)
+		}
+	}
+	if e := w.Weigh(KindResponses, []byte(`{"model":"gpt-4o","input":"q","tools":[{"type":"web_search"}],"MAX_TOOL_CALLS":1}`)); e.Parsed {
+		t.Errorf("MAX_TOOL_CALLS weighed: %+v, want refused", e)
+	}
+	const output = `"output":[{"type":"web_search_call","id":"ws_1","status":"completed"},{"type":"reasoning","id":"rs"},{"type":"web_search_call","id":"ws_2","status":"completed"},{"type":"message","role":"assistant","content":[]}]`
+	const usage = `"usage":{"input_tokens":10,"output_tokens":5}`
+	if u, ok := ParseResponsesUsage([]byte(`{"id":"resp_1",` + output + `,` + usage + `}`)); !ok || u.WebSearches != 2 {
+		t.Errorf("JSON: %+v %v, want 2 searches", u, ok)
+	}
+	s := NewStream(KindResponses)
+	s.Event([]byte("response.completed"), []byte(`{"type":"response.completed","response":{"id":"resp_1",`+output+`,`+usage+`}}`))
+	if u, src := s.Settle(Estimate{WebSearches: 9}, 0); src != SourceReported || u.WebSearches != 2 {
+		t.Errorf("stream: %+v %v, want 2 searches reported", u, src)
+	}
+}

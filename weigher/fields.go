@@ -255,7 +255,8 @@ var (
 				under("content", responsesPartFields).
 				under("output", responsesPartFields).
 				under("summary", object("text"))
-	responsesFields = object("model", "max_output_tokens", "stream", "previous_response_id", "conversation", "prompt", "service_tier", "background").
+	responsesFields = object("model", "max_output_tokens", "stream", "previous_response_id", "conversation", "prompt", "service_tier", "background",
+		"max_tool_calls").
 			under("input", responsesItemFields).
 			under("instructions", responsesItemFields).
 			under("tools", toolFields).

@@ -310,7 +310,7 @@ var serverToolPrefixes = []string{"web_search", "web_fetch", "file_search", "mcp
 
 // defaultWebSearchUses is the searches reserved for an Anthropic web
 // search tool that names no max_uses (or one that is not a positive
-// count). Anthropic sets no limit then (its web search tool guide:
+// count), and for a Responses web_search tool without max_tool_calls. Anthropic sets no limit then (its web search tool guide:
 // max_uses "limits the number of searches per request"); its server-side
 // sampling loop pauses a turn after 10 iterations (stop_reason
 // "pause_turn"), and one iteration may run several searches, so two a

@@ -108,3 +108,59 @@ ledger: {file: %q}
 		t.Fatalf("statuses %v, %d records costing %d µUSD under a %d µUSD limit (want the first admitted, the second refused)", statuses, len(recs), spent, quota)
 	}
 }
+
+// OpenAI bills each web search tool call of a Responses request, $10 per
+// 1,000, on top of the tokens; its usage does not report them, the
+// output's web_search_call items do. Before, they were neither reserved
+// nor charged: two requests making five calls each (about 53,000 µUSD
+// apiece with the calls) reserved 3,000 µUSD each, were both admitted by a
+// 60,000 µUSD limit and were charged about 3,000 apiece. Now the calls are
+// reserved (max_tool_calls) and charged (JSON and stream alike).
+func TestResponsesWebSearchCallsPriced(t *testing.T) {
+	for _, stream := range []string{``, `"stream":true,`} {
+		file := filepath.Join(t.TempDir(), "ledger.jsonl")
+		mock, err := mockllm.Start("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mock.Close() })
+		h := startConfig(t, mock, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: openai, flavor: openai, base_url: "%s", no_key: true}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+models:
+  gpt-4o: {input_usd_per_mtok: 2.5, output_usd_per_mtok: 10, max_input_tokens: 1000}
+limits:
+  - {name: acme-dollars, scope: tenant, unit: usd, quota: 0.06, period: month}
+ledger: {file: %q}
+`, mock.URL, testKey, file))
+		const quota = 60_000 // µUSD
+		var statuses []int
+		for range 2 {
+			resp, _ := h.do("/v1/responses", `{"model":"gpt-4o",`+stream+`"max_output_tokens":50,"max_tool_calls":5,`+
+				`"tools":[{"type":"web_search"}],"input":"news today?"}`,
+				"x-mock-completion-tokens", "40", "x-mock-web-searches", "5")
+			statuses = append(statuses, resp.StatusCode)
+		}
+		if err := h.app.Ledger.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := ledger.ReadFiles(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spent := int64(0)
+		for _, r := range recs {
+			spent += r.CostMicroUSD
+		}
+		if statuses[0] != 200 || len(recs) != 1 || spent > quota {
+			t.Fatalf("%s: statuses %v, %d records costing %d µUSD under a %d µUSD limit (want the first admitted, the second refused)", stream, statuses, len(recs), spent, quota)
+		}
+		if r := recs[0]; r.CostMicroUSD != (r.InputTokens*5+1)/2+r.OutputTokens*10+5*10_000 {
+			t.Errorf("%s: input %d output %d cost %d µUSD, want the tokens and five calls at $0.01", stream, r.InputTokens, r.OutputTokens, r.CostMicroUSD)
+		}
+	}
+}
