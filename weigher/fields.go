@@ -257,10 +257,10 @@ var (
 				under("summary", object("text"))
 	responsesFields = object("model", "max_output_tokens", "stream", "previous_response_id", "conversation", "prompt", "service_tier", "background",
 		"max_tool_calls").
-			under("input", responsesItemFields).
-			under("instructions", responsesItemFields).
-			under("tools", toolFields).
-			under("text", object().under("format", object("type")))
+		under("input", responsesItemFields).
+		under("instructions", responsesItemFields).
+		under("tools", toolFields).
+		under("text", object().under("format", object("type")))
 
 	completionsFields = object("model", "prompt", "suffix", "max_tokens", "n", "best_of", "echo", "stream").
 				under("stream_options", object("include_usage"))
