@@ -164,3 +164,42 @@ ledger: {file: %q}
 		}
 	}
 }
+
+// A web search stream the upstream cuts before its final usage is charged
+// the searches reserved (max_uses 4), which it may have run unreported,
+// rather than the 2 reported so far, on top of the input and the output
+// streamed.
+func TestWebSearchStreamCutChargesReservedSearches(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ledger.jsonl")
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	h := startConfig(t, mock, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+models:
+  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15, max_input_tokens: 1000}
+limits:
+  - {name: acme-dollars, scope: tenant, unit: usd, quota: 10, period: month}
+ledger: {file: %q}
+`, mock.URL, testKey, file))
+	h.do("/v1/messages", `{"model":"claude-sonnet-4-5","stream":true,"max_tokens":50,`+
+		`"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":4}],"messages":[{"role":"user","content":"news today?"}]}`,
+		"x-mock-completion-tokens", "40", "x-mock-web-searches", "2", "x-mock-stream-cut", "3")
+	if err := h.app.Ledger.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ledger.ReadFiles(file)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("ledger %+v, %v", recs, err)
+	}
+	if r := recs[0]; r.CostMicroUSD < 4*10_000 || r.CostMicroUSD != r.InputTokens*3+r.OutputTokens*15+4*10_000 {
+		t.Errorf("cut stream: input %d output %d cost %d µUSD, want the tokens and the four reserved searches", r.InputTokens, r.OutputTokens, r.CostMicroUSD)
+	}
+}
