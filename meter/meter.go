@@ -148,8 +148,10 @@ type Request struct {
 	// operator allows (unmetered_paths): it counts as a request, and its
 	// ledger record is marked unmetered.
 	UnmeteredAllowed bool
-	// Estimate is the reservation, in tokens: InputTokens counted locally,
-	// OutputTokens the output reserved. Only those two fields are read.
+	// Estimate is the reservation: InputTokens counted locally and
+	// OutputTokens the output reserved, in tokens, and WebSearches the web
+	// searches the request's tools may run (priced per search). Only those
+	// three fields are read.
 	Estimate spec.Usage
 	// Output says how Estimate.OutputTokens was made and whether the
 	// request's output maximum may be lowered (output.go); the zero value:
@@ -614,12 +616,13 @@ func (x *Exchange) takeSharded(rules []*policy.Rule, items []bucket.Item) (bucke
 }
 
 // reservation is the usage a reservation of in input and out output
-// tokens is priced as: for an audio request (Request.Audio) every token
+// tokens is priced as, with the request's web searches (its
+// Estimate.WebSearches): for an audio request (Request.Audio) every token
 // counts as audio too, since the estimate does not tell the audio from the
 // text and audio costs more (policy.Price.MicroUSD prices it at the higher
 // of the two rates).
 func (x *Exchange) reservation(in, out int64) spec.Usage {
-	u := spec.Usage{InputTokens: in, OutputTokens: out}
+	u := spec.Usage{InputTokens: in, OutputTokens: out, WebSearches: x.req.Estimate.WebSearches}
 	if x.req.Audio {
 		u.AudioInputTokens, u.AudioOutputTokens = in, out
 	}

@@ -50,8 +50,10 @@ func (p Price) rates(input int64) Rates {
 
 // WebSearchPicoUSD is the price of one web search an upstream runs for a
 // request (spec.Usage.WebSearches), in pico-USD: Anthropic's $10 per 1,000
-// searches (its web search tool guide), on top of the tokens the results
-// add to the input.
+// searches (its web search tool guide), and OpenAI's $10 per 1,000 web
+// search tool calls (its pricing page; the preview tool on non-reasoning
+// models is billed $25 per 1,000, which this under-prices), on top of the
+// tokens the results add to the input.
 const WebSearchPicoUSD = 10_000_000_000
 
 // scaled is p with every rate times num/den, rounded up (saturating).

@@ -43,7 +43,9 @@ type Usage struct {
 	// WebSearches is how many web searches the upstream ran for the
 	// request, billed per search on top of the tokens (Anthropic
 	// usage.server_tool_use.web_search_requests: $10 per 1,000 searches,
-	// its web search tool guide and pricing page).
+	// its web search tool guide and pricing page; OpenAI Responses: the
+	// web_search_call items of the output, $10 per 1,000 calls, its
+	// pricing page).
 	WebSearches int64
 }
 

@@ -169,6 +169,11 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	for _, list := range [...]gjson.Result{tools, functions} {
 		in += d.memo.count(w.budget, tctx, list.Raw, func() tally { return tally{text: tc.count(list)} }).text
 	}
+	// OpenAI's chat takes function and custom tools only, but
+	// OpenAI-compatible upstreams run tools of their own (Groq's
+	// browser_search and code_interpreter): their results enter the
+	// context billed.
+	est.ServerContext = est.ServerContext || serverTools(tools)
 	if js := responseFormat.Get("json_schema"); js.Exists() {
 		in += countText(enc, js.Raw)
 	}

@@ -255,11 +255,12 @@ var (
 				under("content", responsesPartFields).
 				under("output", responsesPartFields).
 				under("summary", object("text"))
-	responsesFields = object("model", "max_output_tokens", "stream", "previous_response_id", "conversation", "prompt", "service_tier", "background").
-			under("input", responsesItemFields).
-			under("instructions", responsesItemFields).
-			under("tools", toolFields).
-			under("text", object().under("format", object("type")))
+	responsesFields = object("model", "max_output_tokens", "stream", "previous_response_id", "conversation", "prompt", "service_tier", "background",
+		"max_tool_calls").
+		under("input", responsesItemFields).
+		under("instructions", responsesItemFields).
+		under("tools", toolFields).
+		under("text", object().under("format", object("type")))
 
 	completionsFields = object("model", "prompt", "suffix", "max_tokens", "n", "best_of", "echo", "stream").
 				under("stream_options", object("include_usage"))
@@ -276,7 +277,7 @@ var (
 	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed", "inference_geo").
 			under("system", claudeBlockFields).
 			under("messages", object("role").under("content", claudeBlockFields)).
-			under("tools", object("type", "name", "description", "input_schema").wholeLists()).
+			under("tools", object("type", "name", "description", "input_schema", "max_uses").wholeLists()).
 			under("tool_choice", object("type")).
 			under("thinking", object("type"))
 )

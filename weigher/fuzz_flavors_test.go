@@ -11,7 +11,7 @@ import (
 func checkEstimate(t *testing.T, name string, body []byte, weigh func([]byte) Estimate, fallbackOut int64) {
 	t.Helper()
 	e := weigh(body)
-	if e.InputTokens < 0 || e.OutputTokens < 0 || e.InputTokens > 3*maxTokens || e.OutputTokens > maxTokens {
+	if e.InputTokens < 0 || e.OutputTokens < 0 || e.InputTokens > 3*maxTokens || e.OutputTokens > maxTokens || e.WebSearches < 0 {
 		t.Errorf("%s: estimate out of range %+v", name, e)
 	}
 	if !e.Parsed && (e.InputTokens != int64(len(body)+1)/2 || e.OutputTokens != fallbackOut) {
@@ -24,6 +24,7 @@ func FuzzResponses(f *testing.F) {
 		`{"model":"gpt-4o","input":"hi","instructions":"be terse","max_output_tokens":10,"stream":true}`,
 		`{"model":"o4-mini","input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="},{"type":"input_file","file_data":"data:application/pdf;base64,JVBERi0xLjQKL1R5cGUgL1BhZ2U="}]},{"type":"function_call","name":"f","arguments":"{}"},{"type":"function_call_output","output":[{"type":"input_text","text":"r"}]},{"type":"reasoning","summary":[{"text":"s"}],"encrypted_content":"xx"},{"type":"item_reference","id":"i"}],"tools":[{"type":"function","name":"f","parameters":{"properties":{"a":{"enum":[1]}}}},{"type":"web_search"}],"text":{"format":{"type":"json_schema","schema":{}}}}`,
 		`{"previous_response_id":"r","conversation":{"id":"c"},"prompt":{"id":"p"}}`,
+		`{"model":"gpt-4o","input":"news?","tools":[{"type":"web_search_preview"}],"max_tool_calls":"3"}`,
 		`{"input":[[],1,"x",{"content":[null,{"type":"input_file"}]}],"instructions":[{"role":"system","content":"x"}]}`,
 		`not json`, ``, `[]`, `{"max_output_tokens":1e999}`,
 	} {
@@ -42,6 +43,7 @@ func FuzzMessages(f *testing.F) {
 		`{"model":"claude-opus-4-7","max_tokens":10,"system":[{"type":"text","text":"s"}],"tools":[` + anthropicWeatherTool + `,{"type":"bash_20250124","name":"bash"},{"type":"web_search_20250305","name":"web_search"}],"tool_choice":{"type":"any"},"thinking":{"type":"enabled","budget_tokens":5},"messages":` + anthropicThinking + `}`,
 		`{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","data":"iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="}},{"type":"document","source":{"type":"base64","data":"JVBERi0xLjQKL1R5cGUgL1BhZ2U="}},{"type":"document","source":{"type":"content","content":[{"type":"text","text":"x"}]}},{"type":"tool_result","content":[{"type":"tool_result","content":[{"type":"search_result","content":[{"type":"text","text":"deep"}]}]}]}]},{"role":"assistant","content":[{"type":"redacted_thinking","data":"QQ=="},{"type":"tool_use","name":"f","input":{"a":[1,2]}}]}]}`,
 		`{"messages":[1,"x",{"content":[1,null,"s"]}],"system":42,"tools":{}}`,
+		`{"model":"claude-sonnet-4-5","max_tokens":5,"tools":[{"type":"web_search_20250305","name":"a","max_uses":3},{"type":"web_search_20260209","name":"b"}],"messages":[{"role":"user","content":"news?"}]}`,
 		`not json`, ``, `[]`, `{"max_tokens":-1e999}`,
 	} {
 		f.Add([]byte(s))

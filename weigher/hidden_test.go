@@ -55,6 +55,13 @@ func TestServerToolsAreHiddenContext(t *testing.T) {
 		{KindResponses, `{"model":"gpt-4o","input":"q","tools":[{"type":"function","name":"f"},{"type":"file_search","vector_store_ids":["vs"]}]}`},
 		{KindResponses, `{"model":"gpt-4o","input":"q","tools":[{"type":"mcp","server_label":"x","server_url":"https://x"}]}`},
 		{KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"news?"}],"web_search_options":{}}`},
+		{KindResponses, `{"model":"gpt-4o","input":"news?","tools":[{"type":"web_search_preview_2025_03_11"}]}`},
+		// OpenAI-compatible chat upstreams that run tools themselves:
+		// Groq's browser_search and code_interpreter (gpt-oss,
+		// https://console.groq.com/docs/browser-search).
+		{KindChat, `{"model":"openai/gpt-oss-20b","messages":[{"role":"user","content":"news?"}],"tools":[{"type":"browser_search"}]}`},
+		{KindChat, `{"model":"openai/gpt-oss-20b","messages":[{"role":"user","content":"2+2?"}],"tools":[{"type":"function","function":{"name":"f"}},{"type":"code_interpreter"}]}`},
+		{KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"news?"}],"tools":[{"type":"web_search"}]}`},
 		{KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"news?"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`},
 		{KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"q"}],"mcp_servers":[{"type":"url","url":"https://x","name":"x"}]}`},
 	} {
@@ -64,5 +71,8 @@ func TestServerToolsAreHiddenContext(t *testing.T) {
 	}
 	if e := w.Weigh(KindResponses, []byte(`{"model":"gpt-4o","input":"q","tools":[{"type":"function","name":"f"}]}`)); e.ServerContext {
 		t.Error("a function tool (run by the caller) was taken for a server tool")
+	}
+	if e := w.Weigh(KindChat, []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"q"}],"tools":[{"type":"function","function":{"name":"web_search"}}]}`)); e.ServerContext {
+		t.Error("a chat function tool named web_search (run by the caller) was taken for a server tool")
 	}
 }

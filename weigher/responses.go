@@ -55,7 +55,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		return fallback, true
 	}
 	defer d.close()
-	var model, input, instructions, tools, maxOut, text gjson.Result
+	var model, input, instructions, tools, maxOut, text, maxCalls gjson.Result
 	var inputElems, instructionElems elements
 	inputAt := -1 // the index of "input" among the members, when its key is written plain
 	at := 0
@@ -88,6 +88,8 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 			est.ServiceTier = serviceTier(v)
 		case "background":
 			est.Background = v.Type != gjson.Null && v.Type != gjson.False
+		case "max_tool_calls":
+			maxCalls = v
 		}
 		at++
 		return true
@@ -133,6 +135,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	tctx := w.cache.context("responses.tools", encName, "", "")
 	in += d.memo.count(w.budget, tctx, tools.Raw, func() tally { return tally{text: tc.count(tools)} }).text
 	est.ServerContext = est.ServerContext || serverTools(tools)
+	est.WebSearches = responsesSearchCalls(tools, maxCalls)
 	if f := text.Get("format"); f.Get("type").String() == "json_schema" {
 		in += countText(r.enc, f.Raw)
 	}
@@ -282,4 +285,26 @@ func (r responsesCounter) part(p gjson.Result, depth int) int64 {
 	default:
 		return ceilDiv(int64(len(p.Raw)), unknownPartBytesPerToken)
 	}
+}
+
+// responsesSearchCalls is how many web search calls a Responses request
+// with tools may make, each billed on top of the tokens (OpenAI's pricing
+// page: web search tool calls per 1,000): none without a web_search tool,
+// else its max_tool_calls (the most built-in tool calls the response
+// makes, https://platform.openai.com/docs/api-reference/responses/create),
+// or defaultWebSearchUses when that is not a positive count.
+func responsesSearchCalls(tools, maxCalls gjson.Result) int64 {
+	found := false
+	tools.ForEach(func(_, t gjson.Result) bool {
+		found = strings.HasPrefix(t.Get("type").String(), "web_search")
+		return !found
+	})
+	if !found {
+		return 0
+	}
+	n, ok := tokenCount(maxCalls)
+	if !ok {
+		return defaultWebSearchUses
+	}
+	return min(n, maxWebSearchUses)
 }

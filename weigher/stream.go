@@ -187,10 +187,11 @@ const (
 // concatenated updates):
 //   - the final reported usage when the upstream sent it (SourceReported);
 //   - otherwise each reported figure, the estimate's InputTokens for an
-//     unreported input, and for the output the larger of a reported
-//     (cumulative) count and counted (SourcePartial, or SourceCounted when
-//     nothing was reported) — a stream the client abandons is charged its
-//     input plus what was streamed (DESIGN.md §2);
+//     unreported input, for the output the larger of a reported
+//     (cumulative) count and counted, and for web searches the larger of
+//     the reported and the estimate's WebSearches (SourcePartial, or
+//     SourceCounted when nothing was reported) — a stream the client
+//     abandons is charged its input plus what was streamed (DESIGN.md §2);
 //   - an in-band error with no usage and nothing streamed refunds
 //     everything (SourceRefund).
 func (s *Stream) Settle(est Estimate, counted int64) (Usage, Source) {
@@ -207,6 +208,9 @@ func (s *Stream) Settle(est Estimate, counted int64) (Usage, Source) {
 		u.InputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.CacheWrite1hTokens = est.InputTokens, 0, 0, 0
 	}
 	u.OutputTokens = max(u.OutputTokens, counted)
+	// Searches run before the stream ended may not have been reported
+	// yet: the reserved ones stand.
+	u.WebSearches = max(u.WebSearches, est.WebSearches)
 	if r.Input || r.Output {
 		return u, SourcePartial
 	}

@@ -59,6 +59,7 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	case "response.completed", "response.incomplete", "response.failed":
 		u := StreamUpdate{Done: true, Err: typ == "response.failed"}
 		if usage, ok := responsesUsageOf(lastGet(root, "response", "usage")); ok {
+			usage.WebSearches = webSearchCalls(lastGet(root, "response", "output"))
 			if s.closed {
 				usage = upper(s.usage, usage) // a second terminal event: see openAIEvent
 			}

@@ -303,8 +303,44 @@ func trimDot(s string) string { return strings.TrimSuffix(s, ".") }
 // built-in tools (web_search, file_search, mcp, code_interpreter,
 // image_generation; https://platform.openai.com/docs/guides/tools) and
 // Anthropic's server tools (web_search_*, web_fetch_*, code_execution_*;
-// https://platform.claude.com/docs/en/agents-and-tools/tool-use/overview).
-var serverToolPrefixes = []string{"web_search", "web_fetch", "file_search", "mcp", "code_interpreter", "code_execution", "image_generation"}
+// https://platform.claude.com/docs/en/agents-and-tools/tool-use/overview),
+// and the chat tools of OpenAI-compatible upstreams (Groq's browser_search
+// and code_interpreter, https://console.groq.com/docs/browser-search).
+var serverToolPrefixes = []string{"web_search", "web_fetch", "file_search", "mcp", "code_interpreter", "code_execution", "image_generation", "browser_search"}
+
+// defaultWebSearchUses is the searches reserved for an Anthropic web
+// search tool that names no max_uses (or one that is not a positive
+// count), and for a Responses web_search tool without max_tool_calls. Anthropic sets no limit then (its web search tool guide:
+// max_uses "limits the number of searches per request"); its server-side
+// sampling loop pauses a turn after 10 iterations (stop_reason
+// "pause_turn"), and one iteration may run several searches, so two a
+// iteration is assumed. Reconciliation gives back what was not run.
+const defaultWebSearchUses = 20
+
+// maxWebSearchUses caps the searches one tool's max_uses reserves: a
+// larger figure (1e300) would only saturate the price.
+const maxWebSearchUses = 1 << 20
+
+// webSearchUses is how many web searches the Anthropic tools of a
+// Messages request (its "tools" array) may run, each billed on top of the
+// tokens ($10 per 1,000: its web search tool guide and pricing page): the
+// sum over the tools whose type starts with "web_search" of their
+// max_uses, or defaultWebSearchUses for a tool without one.
+func webSearchUses(tools gjson.Result) int64 {
+	var n int64
+	tools.ForEach(func(_, t gjson.Result) bool {
+		if !strings.HasPrefix(t.Get("type").String(), "web_search") {
+			return true
+		}
+		uses, ok := tokenCount(t.Get("max_uses"))
+		if !ok {
+			uses = defaultWebSearchUses
+		}
+		n += min(uses, maxWebSearchUses)
+		return true
+	})
+	return n
+}
 
 // serverTools reports whether tools (a request's "tools" array) holds a
 // tool the upstream runs itself: the request then pulls context the body

@@ -63,6 +63,13 @@ type Estimate struct {
 	// bills it at 1.1x the model's token prices (data residency,
 	// https://platform.claude.com/docs/en/build-with-claude/data-residency).
 	GeoPinned bool
+	// WebSearches is the most web searches a request's tools may run, each
+	// billed $0.01 on top of the tokens (spec.Usage.WebSearches): for a
+	// Messages request with Anthropic web search tools the sum of their
+	// max_uses (20 for a tool without one); for a Responses request with
+	// a web_search tool its max_tool_calls (20 without one). Reserved at
+	// admission, reconciled with the searches the answer reports.
+	WebSearches int64
 	// PredictionTokens is, for a chat request with a Predicted Outputs
 	// "prediction", its tokens times Choices: included in OutputTokens,
 	// since the prediction's rejected tokens are billed as output on top

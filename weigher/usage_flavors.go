@@ -31,7 +31,9 @@ func parseEmbeddingsUsage(body []byte, maxDepth int) (Usage, bool) {
 // (https://platform.openai.com/docs/api-reference/responses/object):
 // usage.input_tokens (cached included), usage.output_tokens (reasoning
 // included), usage.input_tokens_details.cached_tokens and
-// usage.output_tokens_details.reasoning_tokens. ok is false when body has no
+// usage.output_tokens_details.reasoning_tokens, and WebSearches the
+// web_search_call items of its output (billed per call, not in the usage).
+// ok is false when body has no
 // usage object whose input_tokens and output_tokens are both non-negative
 // numbers, or is not valid JSON; then u is zero and the caller keeps its
 // reservation. Missing or negative detail figures read as 0. It never panics
@@ -43,7 +45,26 @@ func parseResponsesUsage(body []byte, maxDepth int) (Usage, bool) {
 	if !ok {
 		return Usage{}, false
 	}
-	return responsesUsageOf(gjson.Get(s, "usage"))
+	u, ok := responsesUsageOf(gjson.Get(s, "usage"))
+	if ok {
+		u.WebSearches = webSearchCalls(gjson.Get(s, "output"))
+	}
+	return u, ok
+}
+
+// webSearchCalls is how many web_search_call items a Responses output
+// array holds: the web search tool calls OpenAI bills per call on top of
+// the tokens ($10 per 1,000, its pricing page), which its usage does not
+// report.
+func webSearchCalls(output gjson.Result) int64 {
+	var n int64
+	output.ForEach(func(_, it gjson.Result) bool {
+		if it.Get("type").String() == "web_search_call" {
+			n++
+		}
+		return true
+	})
+	return n
 }
 
 // responsesUsageOf reads a Responses "usage" object.

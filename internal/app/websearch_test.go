@@ -58,3 +58,148 @@ ledger: {file: %q}
 		}
 	}
 }
+
+// A web search request is reserved its searches too: max_uses × $0.01 on
+// top of its tokens. Before, a request on a model with a small input
+// window reserved only tokens (here 1,000 × 3 + 50 × 15 = 3,750 µUSD), so
+// two requests with five searches each (about 53,000 µUSD apiece) were
+// both admitted by a 60,000 µUSD monthly limit and spent about 107,000.
+// Now the first reserves 53,750 and the second finds too little left.
+func TestWebSearchesReserved(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ledger.jsonl")
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	h := startConfig(t, mock, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+models:
+  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15, max_input_tokens: 1000}
+limits:
+  - {name: acme-dollars, scope: tenant, unit: usd, quota: 0.06, period: month}
+ledger: {file: %q}
+`, mock.URL, testKey, file))
+	const quota = 60_000 // µUSD
+	statuses := []int{}
+	for _, stream := range []string{``, `"stream":true,`} {
+		resp, _ := h.do("/v1/messages", `{"model":"claude-sonnet-4-5",`+stream+`"max_tokens":50,`+
+			`"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":5}],"messages":[{"role":"user","content":"news today?"}]}`,
+			"x-mock-completion-tokens", "40", "x-mock-web-searches", "5")
+		statuses = append(statuses, resp.StatusCode)
+	}
+	if err := h.app.Ledger.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ledger.ReadFiles(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent := int64(0)
+	for _, r := range recs {
+		spent += r.CostMicroUSD
+	}
+	if statuses[0] != 200 || len(recs) != 1 || spent > quota {
+		t.Fatalf("statuses %v, %d records costing %d µUSD under a %d µUSD limit (want the first admitted, the second refused)", statuses, len(recs), spent, quota)
+	}
+}
+
+// OpenAI bills each web search tool call of a Responses request, $10 per
+// 1,000, on top of the tokens; its usage does not report them, the
+// output's web_search_call items do. Before, they were neither reserved
+// nor charged: two requests making five calls each (about 53,000 µUSD
+// apiece with the calls) reserved 3,000 µUSD each, were both admitted by a
+// 60,000 µUSD limit and were charged about 3,000 apiece. Now the calls are
+// reserved (max_tool_calls) and charged (JSON and stream alike).
+func TestResponsesWebSearchCallsPriced(t *testing.T) {
+	for _, stream := range []string{``, `"stream":true,`} {
+		file := filepath.Join(t.TempDir(), "ledger.jsonl")
+		mock, err := mockllm.Start("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mock.Close() })
+		h := startConfig(t, mock, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: openai, flavor: openai, base_url: "%s", no_key: true}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+models:
+  gpt-4o: {input_usd_per_mtok: 2.5, output_usd_per_mtok: 10, max_input_tokens: 1000}
+limits:
+  - {name: acme-dollars, scope: tenant, unit: usd, quota: 0.06, period: month}
+ledger: {file: %q}
+`, mock.URL, testKey, file))
+		const quota = 60_000 // µUSD
+		var statuses []int
+		for range 2 {
+			resp, _ := h.do("/v1/responses", `{"model":"gpt-4o",`+stream+`"max_output_tokens":50,"max_tool_calls":5,`+
+				`"tools":[{"type":"web_search"}],"input":"news today?"}`,
+				"x-mock-completion-tokens", "40", "x-mock-web-searches", "5")
+			statuses = append(statuses, resp.StatusCode)
+		}
+		if err := h.app.Ledger.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := ledger.ReadFiles(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spent := int64(0)
+		for _, r := range recs {
+			spent += r.CostMicroUSD
+		}
+		if statuses[0] != 200 || len(recs) != 1 || spent > quota {
+			t.Fatalf("%s: statuses %v, %d records costing %d µUSD under a %d µUSD limit (want the first admitted, the second refused)", stream, statuses, len(recs), spent, quota)
+		}
+		if r := recs[0]; r.CostMicroUSD != (r.InputTokens*5+1)/2+r.OutputTokens*10+5*10_000 {
+			t.Errorf("%s: input %d output %d cost %d µUSD, want the tokens and five calls at $0.01", stream, r.InputTokens, r.OutputTokens, r.CostMicroUSD)
+		}
+	}
+}
+
+// A web search stream the upstream cuts before its final usage is charged
+// the searches reserved (max_uses 4), which it may have run unreported,
+// rather than the 2 reported so far, on top of the input and the output
+// streamed.
+func TestWebSearchStreamCutChargesReservedSearches(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ledger.jsonl")
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	h := startConfig(t, mock, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+models:
+  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15, max_input_tokens: 1000}
+limits:
+  - {name: acme-dollars, scope: tenant, unit: usd, quota: 10, period: month}
+ledger: {file: %q}
+`, mock.URL, testKey, file))
+	h.do("/v1/messages", `{"model":"claude-sonnet-4-5","stream":true,"max_tokens":50,`+
+		`"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":4}],"messages":[{"role":"user","content":"news today?"}]}`,
+		"x-mock-completion-tokens", "40", "x-mock-web-searches", "2", "x-mock-stream-cut", "3")
+	if err := h.app.Ledger.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ledger.ReadFiles(file)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("ledger %+v, %v", recs, err)
+	}
+	if r := recs[0]; r.CostMicroUSD < 4*10_000 || r.CostMicroUSD != r.InputTokens*3+r.OutputTokens*15+4*10_000 {
+		t.Errorf("cut stream: input %d output %d cost %d µUSD, want the tokens and the four reserved searches", r.InputTokens, r.OutputTokens, r.CostMicroUSD)
+	}
+}

@@ -88,6 +88,7 @@
 //	x-mock-rejected-prediction-tokens: P  chat: P more output tokens, reported
 //	                              as completion_tokens_details.rejected_prediction_tokens
 //	x-mock-web-searches: K        Messages: server_tool_use.web_search_requests K
+//	                              Responses: K web_search_call output items
 //	x-mock-cache-read: R          Messages: cache_read_input_tokens R
 //	x-mock-cache-write: C         Messages: cache_creation_input_tokens C
 //	x-mock-cache-write-1h: H      Messages: H of the C written with the 1-hour TTL

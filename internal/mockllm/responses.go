@@ -63,6 +63,25 @@ type reasoningItem struct {
 	Summary []any  `json:"summary"`
 }
 
+// webSearchItem is a web_search_call output item: one web search tool
+// call, billed per call and not in the usage.
+type webSearchItem struct {
+	Type   string            `json:"type"`
+	ID     string            `json:"id"`
+	Status string            `json:"status"`
+	Action map[string]string `json:"action"`
+}
+
+// webSearchItems are the k web_search_call items x-mock-web-searches asks for.
+func webSearchItems(k int64) []any {
+	var items []any
+	for range min(k, 1000) {
+		items = append(items, &webSearchItem{Type: "web_search_call", ID: newID("ws_"), Status: "completed",
+			Action: map[string]string{"type": "search", "query": "news"}})
+	}
+	return items
+}
+
 type outputPart struct {
 	Type        string `json:"type"`
 	Annotations []any  `json:"annotations"`
@@ -147,10 +166,12 @@ func (s *Server) responses(ctx *fasthttp.RequestCtx) {
 		usage = nil
 	}
 
+	searches := webSearchItems(st.searches)
 	if !est.Stream {
 		if reasoning != nil {
 			r.Output = append(r.Output, reasoning)
 		}
+		r.Output = append(r.Output, searches...)
 		r.Output = append(r.Output, msg)
 		r.Usage = usage
 		jsonBody(ctx, st, mustJSON(r))
@@ -181,6 +202,13 @@ func (s *Server) responses(ctx *fasthttp.RequestCtx) {
 				return endAborted
 			}
 			r.Output = append(r.Output, reasoning)
+			idx++
+		}
+		for _, ws := range searches {
+			if !emit(responseEvent{Type: "response.output_item.done", OutputIndex: &idx, Item: ws}) {
+				return endAborted
+			}
+			r.Output = append(r.Output, ws)
 			idx++
 		}
 		zero := 0
