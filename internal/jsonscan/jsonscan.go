@@ -133,9 +133,12 @@ type Options struct {
 	// DuplicateKeys also refuses an object that names a key twice after
 	// unescaping ("max_tokens" and "max\u005ftokens" are the same key; an
 	// unpaired surrogate escape reads as U+FFFD): RFC 8259 §4 leaves such
-	// objects' meaning to each parser. It costs 8 bytes (a hash) per key
-	// of the objects open at once, and a sort of the hashes of any object
-	// holding more than 16 keys.
+	// objects' meaning to each parser. It costs 24 bytes (where the key
+	// lies) per key of the objects open at once; a key of an object's first
+	// 16 is compared with the earlier ones as written (unescaped only when
+	// one holds an escape), and an object holding more than 16 keys has
+	// the hashes of its keys (8 bytes each) sorted when it closes. With
+	// FoldCase every key is hashed as it comes instead (8 bytes per key).
 	DuplicateKeys bool
 	// FoldCase also refuses an object holding two keys that are the same
 	// once case is folded ([FoldKey]) but differ as written, with reason
@@ -274,13 +277,19 @@ func (l *Layout) room(n int) bool {
 // nesting level (no allocation up to 256 levels: scanners are pooled) plus the duplicate-key
 // bookkeeping. With opt.Known, values it vouches for are skipped unchecked
 // (see [Known]). It never panics and never keeps b.
-func Check(b []byte, opt Options) error {
+func Check(b []byte, opt Options) error { return check(b, opt, false) }
+
+// check is Check; hashed compares the keys of every object by their hashes
+// (as FoldCase does), not only those of objects over smallObject keys: the
+// reference the key comparison of small objects is tested against.
+func check(b []byte, opt Options, hashed bool) error {
 	max := opt.MaxDepth
 	if max == 0 {
 		max = DefaultMaxDepth
 	}
 	s := pool.Get().(*scanner)
 	s.b, s.max, s.dup, s.fold, s.utf8 = b, max, opt.DuplicateKeys || opt.FoldCase, opt.FoldCase, opt.UTF8
+	s.hashed = opt.FoldCase || hashed
 	s.lay = opt.Layout
 	s.known, s.ends, s.wants, s.resume = nil, nil, 0, 0
 	if s.lay != nil {
@@ -310,7 +319,7 @@ func Check(b []byte, opt Options) error {
 
 // pool keeps scanners, so that a Check allocates nothing but its *Error.
 var pool = sync.Pool{New: func() any {
-	return &scanner{stack: make([]uint64, 4), keys: make([]uint64, 0, 64), objs: make([]object, 0, 16)}
+	return &scanner{stack: make([]uint64, 4), keys: make([]uint64, 0, 64), spans: make([]keySpan, 0, 64), objs: make([]object, 0, 16)}
 }}
 
 // keepKeys is the most key slots a pooled scanner keeps between checks.
@@ -326,10 +335,13 @@ func (s *scanner) release() {
 	if cap(s.keys) > keepKeys {
 		s.keys = make([]uint64, 0, 64)
 	}
+	if cap(s.spans) > keepKeys {
+		s.spans = make([]keySpan, 0, 64)
+	}
 	if cap(s.objs) > keepKeys {
 		s.objs = make([]object, 0, 16)
 	}
-	s.keys, s.objs = s.keys[:0], s.objs[:0]
+	s.keys, s.spans, s.objs = s.keys[:0], s.spans[:0], s.objs[:0]
 	for i := range s.scratch {
 		if cap(s.scratch[i]) > keepKeys {
 			s.scratch[i] = nil
@@ -367,9 +379,15 @@ type scanner struct {
 	stack []uint64
 	// objs are the open objects, innermost last.
 	objs []object
-	// keys are the hashes of the unescaped keys of the open objects,
-	// innermost last.
-	keys    []uint64
+	// hashed: keys are compared by their hashes as they come (FoldCase),
+	// rather than as written (see addKey).
+	hashed bool
+	// keys are the hashes of the unescaped (folded) keys of the open
+	// objects, innermost last, when hashed; else scratch for closeObject.
+	keys []uint64
+	// spans are where the keys of the open objects lie, innermost last,
+	// when not hashed.
+	spans   []keySpan
 	scratch [4][]byte
 	// lay, when not nil, records the top-level layout (Options.Layout).
 	lay *Layout
@@ -430,8 +448,15 @@ func (s *scanner) resumeState() (Reason, int) {
 }
 
 // object is an open object: the offset of its '{' and the index in keys
-// of its first key.
+// (hashed) or spans of its first key.
 type object struct{ start, base int }
+
+// keySpan is a key of an open object: b[start:end], quotes included, and
+// whether it holds an escape.
+type keySpan struct {
+	start, end int
+	escaped    bool
+}
 
 // str classifies string bytes: 1 ends the fast path (quote, backslash,
 // control character).
@@ -496,7 +521,11 @@ func (s *scanner) push(d, off int, isObject bool) {
 	if isObject {
 		s.stack[w] |= bit
 		if s.dup {
-			s.objs = append(s.objs, object{start: off, base: len(s.keys)})
+			base := len(s.spans)
+			if s.hashed {
+				base = len(s.keys)
+			}
+			s.objs = append(s.objs, object{start: off, base: base})
 		}
 	} else {
 		s.stack[w] &^= bit
@@ -1037,6 +1066,9 @@ func isHex(c byte) bool {
 // object; DuplicateKey or CaseVariantKey when a key already recorded for
 // that object is the same (folded, with s.fold), else OK.
 func (s *scanner) addKey(start, end int, escaped bool) Reason {
+	if !s.hashed {
+		return s.addSpan(start, end, escaped)
+	}
 	h := s.hashKey(start, end, escaped)
 	o := s.objs[len(s.objs)-1]
 	if len(s.keys)-o.base < smallObject {
@@ -1059,6 +1091,41 @@ func (s *scanner) addKey(start, end int, escaped bool) Reason {
 	return OK
 }
 
+// addSpan is addKey without hashing (not s.hashed): the key is compared
+// with each earlier key of an object of at most smallObject keys as
+// written, and only when either holds an escape once unescaped, so a small
+// object (every object of a streamed chunk) costs a few length comparisons
+// per key rather than a hash. A key of a larger object is compared at
+// closeObject. The verdicts are the hashed path's: DuplicateKey exactly
+// when the unescaped texts are equal (that path confirms a hash match by
+// the same comparison, sameKey).
+func (s *scanner) addSpan(start, end int, escaped bool) Reason {
+	o := s.objs[len(s.objs)-1]
+	if len(s.spans)-o.base < smallObject {
+		k := s.b[start:end]
+		for _, p := range s.spans[o.base:] {
+			if !escaped && !p.escaped {
+				if p.end-p.start == len(k) && string(s.b[p.start:p.end]) == string(k) {
+					return DuplicateKey
+				}
+				continue
+			}
+			s.scratch[0] = unescape(s.scratch[0][:0], k[1:len(k)-1])
+			s.scratch[1] = unescape(s.scratch[1][:0], s.b[p.start+1:p.end-1])
+			if string(s.scratch[0]) == string(s.scratch[1]) {
+				return DuplicateKey
+			}
+		}
+	}
+	if len(s.spans) == cap(s.spans) {
+		// As addKey grows keys.
+		c := min(2*cap(s.spans), len(s.spans)+(len(s.b)-end)/4+1)
+		s.spans = append(make([]keySpan, 0, c), s.spans...)
+	}
+	s.spans = append(s.spans, keySpan{start: start, end: end, escaped: escaped})
+	return OK
+}
+
 // closeObject pops the innermost object, which ends with the '}' at end.
 // For an object of more than smallObject keys (not all compared on the way)
 // it sorts their hashes and compares neighbours; r is DuplicateKey or
@@ -1067,8 +1134,23 @@ func (s *scanner) addKey(start, end int, escaped bool) Reason {
 func (s *scanner) closeObject(end int) (off int, r Reason) {
 	o := s.objs[len(s.objs)-1]
 	s.objs = s.objs[:len(s.objs)-1]
-	keys := s.keys[o.base:]
-	s.keys = s.keys[:o.base]
+	var keys []uint64
+	if s.hashed {
+		keys = s.keys[o.base:]
+		s.keys = s.keys[:o.base]
+	} else {
+		spans := s.spans[o.base:]
+		s.spans = s.spans[:o.base]
+		if len(spans) <= smallObject {
+			return 0, OK
+		}
+		// The hashes the hashed path would hold, in keys (scratch here).
+		keys = s.keys[:0]
+		for _, p := range spans {
+			keys = append(keys, s.hashKey(p.start, p.end, p.escaped))
+		}
+		s.keys = keys[:0]
+	}
 	if len(keys) <= smallObject {
 		return 0, OK
 	}
