@@ -133,7 +133,7 @@ type Options struct {
 	// DuplicateKeys also refuses an object that names a key twice after
 	// unescaping ("max_tokens" and "max\u005ftokens" are the same key; an
 	// unpaired surrogate escape reads as U+FFFD): RFC 8259 §4 leaves such
-	// objects' meaning to each parser. It costs 24 bytes (where the key
+	// objects' meaning to each parser. It costs 32 bytes (where the key
 	// lies) per key of the objects open at once; a key of an object's first
 	// 16 is compared with the earlier ones as written (unescaped only when
 	// one holds an escape), and an object holding more than 16 keys has
@@ -447,13 +447,18 @@ func (s *scanner) resumeState() (Reason, int) {
 	return OK, 0
 }
 
-// object is an open object: the offset of its '{' and the index in keys
-// (hashed) or spans of its first key.
-type object struct{ start, base int }
+// object is an open object: the offset of its '{', the index in keys
+// (hashed) or spans of its first key, and whether one of its keys holds an
+// escape (not hashed).
+type object struct {
+	start, base int
+	escaped     bool
+}
 
 // keySpan is a key of an open object: b[start:end], quotes included, and
 // whether it holds an escape.
 type keySpan struct {
+	print      uint64 // keyPrint of the key
 	start, end int
 	escaped    bool
 }
@@ -983,11 +988,18 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 		if s.utf8 {
 			high = 0x8080808080808080
 		}
-		for i+8 <= n && !stopsRun(binary.LittleEndian.Uint64(b[i:]), high) {
+		for {
+			if i+8 > n {
+				for i < n && stop[b[i]] == 0 {
+					i++
+				}
+				break
+			}
+			if m := stopMask(binary.LittleEndian.Uint64(b[i:]), high); m != 0 {
+				i += bits.TrailingZeros64(m) / 8 // the first byte that ends the run
+				break
+			}
 			i += 8
-		}
-		for i < n && stop[b[i]] == 0 {
-			i++
 		}
 		if i >= n {
 			return n, escaped, Truncated
@@ -1043,19 +1055,20 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 	}
 }
 
-// stopsRun reports whether any byte of w (eight bytes of a string) is a
-// quote, a backslash, a control character (< 0x20), or has a bit of high
-// set (0x80 in each byte to stop at bytes ≥ 0x80, else 0), by the bit tricks
-// of "has a zero byte" and "has a byte less than n" on 64-bit words. It may
-// report a stop where there is none (the byte loop then finds none), never
-// the reverse.
-func stopsRun(w, high uint64) bool {
+// stopMask flags (0x80) the bytes of w (eight bytes of a string, the
+// first in the low byte) that end a plain run: a quote, a backslash, a
+// control character (< 0x20), or one with a bit of high set (0x80 in each
+// byte to stop at bytes ≥ 0x80, else 0), by the bit tricks of "has a zero
+// byte" and "has a byte less than n" on 64-bit words. A byte above a
+// flagged one may be flagged wrongly (a borrow), but the lowest flagged
+// byte is always one that ends the run, and none is flagged when none does.
+func stopMask(w, high uint64) uint64 {
 	const ones, msb = 0x0101010101010101, 0x8080808080808080
 	quote := w ^ (ones * '"')
 	slash := w ^ (ones * '\\')
 	zero := func(x uint64) uint64 { return (x - ones) &^ x & msb }
 	control := (w - ones*0x20) &^ w & msb
-	return zero(quote)|zero(slash)|control|w&high != 0
+	return zero(quote) | zero(slash) | control | w&high
 }
 
 func isHex(c byte) bool {
@@ -1092,38 +1105,70 @@ func (s *scanner) addKey(start, end int, escaped bool) Reason {
 }
 
 // addSpan is addKey without hashing (not s.hashed): the key is compared
-// with each earlier key of an object of at most smallObject keys as
-// written, and only when either holds an escape once unescaped, so a small
-// object (every object of a streamed chunk) costs a few length comparisons
-// per key rather than a hash. A key of a larger object is compared at
-// closeObject. The verdicts are the hashed path's: DuplicateKey exactly
-// when the unescaped texts are equal (that path confirms a hash match by
-// the same comparison, sameKey).
+// with each earlier key of an object of at most smallObject keys, first by
+// a fingerprint of its raw bytes (keyPrint: length and last 8 bytes), then
+// as written when the fingerprints match, and unescaped when either key
+// holds an escape; so a small object (every object of a streamed chunk)
+// costs a word comparison per pair of keys rather than a hash per key. A
+// key of a larger object is compared at closeObject. The verdicts are the
+// hashed path's: DuplicateKey exactly when the unescaped texts are equal
+// (that path confirms a hash match by the same comparison, sameKey).
 func (s *scanner) addSpan(start, end int, escaped bool) Reason {
-	o := s.objs[len(s.objs)-1]
-	if len(s.spans)-o.base < smallObject {
-		k := s.b[start:end]
-		for _, p := range s.spans[o.base:] {
-			if !escaped && !p.escaped {
-				if p.end-p.start == len(k) && string(s.b[p.start:p.end]) == string(k) {
+	o := &s.objs[len(s.objs)-1]
+	fp := keyPrint(s.b, start, end)
+	if spans := s.spans[o.base:]; len(spans) < smallObject {
+		if !escaped && !o.escaped {
+			for i := range spans {
+				if spans[i].print == fp && string(s.b[spans[i].start:spans[i].end]) == string(s.b[start:end]) {
 					return DuplicateKey
 				}
-				continue
 			}
-			s.scratch[0] = unescape(s.scratch[0][:0], k[1:len(k)-1])
-			s.scratch[1] = unescape(s.scratch[1][:0], s.b[p.start+1:p.end-1])
-			if string(s.scratch[0]) == string(s.scratch[1]) {
-				return DuplicateKey
+		} else {
+			for i := range spans {
+				if s.sameText(spans[i], start, end, escaped) {
+					return DuplicateKey
+				}
 			}
 		}
 	}
+	o.escaped = o.escaped || escaped
 	if len(s.spans) == cap(s.spans) {
 		// As addKey grows keys.
 		c := min(2*cap(s.spans), len(s.spans)+(len(s.b)-end)/4+1)
 		s.spans = append(make([]keySpan, 0, c), s.spans...)
 	}
-	s.spans = append(s.spans, keySpan{start: start, end: end, escaped: escaped})
+	s.spans = append(s.spans, keySpan{print: fp, start: start, end: end, escaped: escaped})
 	return OK
+}
+
+// sameText reports whether the key p and the key b[start:end] (quotes
+// included) unescape to the same text.
+func (s *scanner) sameText(p keySpan, start, end int, escaped bool) bool {
+	if !escaped && !p.escaped {
+		return p.print == keyPrint(s.b, start, end) && string(s.b[p.start:p.end]) == string(s.b[start:end])
+	}
+	s.scratch[0] = unescape(s.scratch[0][:0], s.b[start+1:end-1])
+	s.scratch[1] = unescape(s.scratch[1][:0], s.b[p.start+1:p.end-1])
+	return string(s.scratch[0]) == string(s.scratch[1])
+}
+
+// keyPrint is a fingerprint of the raw key b[start:end]: its length mixed
+// with its last 8 bytes (fewer for a shorter key). Keys equal as written
+// have equal prints; unequal ones usually differ.
+func keyPrint(b []byte, start, end int) uint64 {
+	n := end - start
+	var w uint64
+	if end >= 8 {
+		w = binary.LittleEndian.Uint64(b[end-8:])
+		if n < 8 {
+			w &= ^uint64(0) << (8 * (8 - n)) // the bytes before the key are not its own
+		}
+	} else {
+		for i, c := range b[start:end] { // placed as the load above places them
+			w |= uint64(c) << (8 * (8 - n + i))
+		}
+	}
+	return w ^ uint64(n)*0x9e3779b97f4a7c15
 }
 
 // closeObject pops the innermost object, which ends with the '}' at end.
@@ -1144,7 +1189,8 @@ func (s *scanner) closeObject(end int) (off int, r Reason) {
 		if len(spans) <= smallObject {
 			return 0, OK
 		}
-		// The hashes the hashed path would hold, in keys (scratch here).
+		// The hashes the hashed path would hold, in keys (unused
+		// otherwise when not hashed).
 		keys = s.keys[:0]
 		for _, p := range spans {
 			keys = append(keys, s.hashKey(p.start, p.end, p.escaped))

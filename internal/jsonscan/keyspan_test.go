@@ -1,6 +1,8 @@
 package jsonscan
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"strings"
 	"testing"
 )
@@ -90,4 +92,49 @@ func FuzzKeySpans(f *testing.F) {
 			t.Fatalf("%q: layout check %v (%d members), hashed %v (%d members)", b, got, len(lay.Members), want, len(ref.Members))
 		}
 	})
+}
+
+// TestStopMask: the lowest byte stopMask flags is the first byte of the
+// word that the string tables stop at (none when none does), for every
+// byte value at every position, before and after other stops, with and
+// without the UTF-8 check.
+func TestStopMask(t *testing.T) {
+	fills := []byte{'a', 0, 0x1f, 0x20, '"', '\\', 0x7f, 0x80, 0xff, '!', '#', '[', ']'}
+	for _, utf := range []bool{false, true} {
+		table, high := &str, uint64(0)
+		if utf {
+			table, high = &strUTF8, 0x8080808080808080
+		}
+		for p := range 8 {
+			for c := range 256 {
+				for _, before := range []byte{'a', 'z', ' '} {
+					for _, after := range fills {
+						var w [8]byte
+						for k := range w {
+							w[k] = before
+							if k > p {
+								w[k] = after
+							}
+						}
+						w[p] = byte(c)
+						want := 8
+						for k := range w {
+							if table[w[k]] != 0 {
+								want = k
+								break
+							}
+						}
+						m := stopMask(binary.LittleEndian.Uint64(w[:]), high)
+						got := 8
+						if m != 0 {
+							got = bits.TrailingZeros64(m) / 8
+						}
+						if got != want {
+							t.Fatalf("utf8 %v, % x: first stop %d, stopMask says %d", utf, w, want, got)
+						}
+					}
+				}
+			}
+		}
+	}
 }
