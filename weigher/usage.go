@@ -68,11 +68,9 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 		case "completion_tokens":
 			completion = f
 		case "prompt_tokens_details":
-			u.CachedInputTokens = usageCount(parsed(rawGet(f, "cached_tokens")))
-			u.AudioInputTokens = usageCount(parsed(rawGet(f, "audio_tokens")))
+			u.CachedInputTokens, u.AudioInputTokens = detailCounts(f, "cached_tokens")
 		case "completion_tokens_details":
-			u.ReasoningTokens = usageCount(parsed(rawGet(f, "reasoning_tokens")))
-			u.AudioOutputTokens = usageCount(parsed(rawGet(f, "audio_tokens")))
+			u.ReasoningTokens, u.AudioOutputTokens = detailCounts(f, "reasoning_tokens")
 		}
 		return true
 	})
@@ -94,6 +92,28 @@ func usagePair(in, out gjson.Result) (input, output int64, ok bool) {
 		return 0, 0, false
 	}
 	return input, output, true
+}
+
+// detailCounts reads a usage details object d (a value as rawValue gives
+// it) in one walk of its members: the figure named key and audio_tokens,
+// each the first member of its name as gjson's Get finds it (usageCount: 0
+// when missing, not a number or not positive). Both 0 when d is not an
+// object.
+func detailCounts(d gjson.Result, key string) (figure, audio int64) {
+	if !d.IsObject() {
+		return 0, 0
+	}
+	var f, a gjson.Result
+	rawMembers(d.Raw, func(k string, v gjson.Result) bool {
+		switch {
+		case k == key && f.Raw == "":
+			f = v
+		case k == "audio_tokens" && a.Raw == "":
+			a = v
+		}
+		return f.Raw == "" || a.Raw == ""
+	})
+	return usageCount(parsed(f)), usageCount(parsed(a))
 }
 
 // parsed is v, a value as rawValue gives it, as gjson parses it (a
