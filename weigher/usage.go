@@ -42,12 +42,9 @@ func parseChatUsage(body []byte, maxDepth int) (Usage, bool) {
 	}
 	d := doc{body: s, lay: lay}
 	var v gjson.Result
-	d.walk(true, func(k string, m gjson.Result, _ elements) bool {
-		if k == "usage" {
-			v = m // the only one: no key is named twice
-			return false
-		}
-		return true
+	d.walkKeys(true, func(k string) bool { return k == "usage" }, func(_ string, m gjson.Result, _ elements) bool {
+		v = m // the only one: no key is named twice
+		return false
 	})
 	return usageOf(v)
 }
@@ -220,7 +217,7 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 			c.Uncounted = true
 		}
 	}
-	d.walk(true, func(k string, v gjson.Result, elems elements) bool {
+	d.walkKeys(true, chunkKey, func(k string, v gjson.Result, elems elements) bool {
 		switch k {
 		case "error":
 			c.Err = v.Type != gjson.Null
@@ -301,6 +298,10 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 	c.Text = text.String()
 	return c
 }
+
+// chunkKey reports whether a chunk's top-level member named k is one
+// parseOpenAIChunk reads.
+func chunkKey(k string) bool { return k == "error" || k == "usage" || k == "choices" }
 
 // mayHoldOutput reports whether v, a value as rawValue gives it, could
 // carry generated output: a non-empty string, array or object (null,
