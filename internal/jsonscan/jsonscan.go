@@ -133,12 +133,12 @@ type Options struct {
 	// DuplicateKeys also refuses an object that names a key twice after
 	// unescaping ("max_tokens" and "max\u005ftokens" are the same key; an
 	// unpaired surrogate escape reads as U+FFFD): RFC 8259 §4 leaves such
-	// objects' meaning to each parser. It costs 32 bytes (where the key
-	// lies) per key of the objects open at once; a key of an object's first
-	// 16 is compared with the earlier ones as written (unescaped only when
-	// one holds an escape), and an object holding more than 16 keys has
-	// the hashes of its keys (8 bytes each) sorted when it closes. With
-	// FoldCase every key is hashed as it comes instead (8 bytes per key).
+	// objects' meaning to each parser. A key among an object's first 16 is
+	// compared with the earlier ones as written (unescaped only when one
+	// holds an escape; 32 bytes each while the object is open); later keys
+	// are hashed (8 bytes each) and an object holding more than 16 keys has
+	// all its keys' hashes sorted when it closes. With FoldCase every key is
+	// hashed as it comes (8 bytes per key of the objects open at once).
 	DuplicateKeys bool
 	// FoldCase also refuses an object holding two keys that are the same
 	// once case is folded ([FoldKey]) but differ as written, with reason
@@ -383,10 +383,11 @@ type scanner struct {
 	// rather than as written (see addKey).
 	hashed bool
 	// keys are the hashes of the unescaped (folded) keys of the open
-	// objects, innermost last, when hashed; else scratch for closeObject.
+	// objects, innermost last, when hashed; else of their keys past the
+	// first smallObject of each.
 	keys []uint64
-	// spans are where the keys of the open objects lie, innermost last,
-	// when not hashed.
+	// spans are where the first smallObject keys of each open object lie,
+	// innermost last, when not hashed.
 	spans   []keySpan
 	scratch [4][]byte
 	// lay, when not nil, records the top-level layout (Options.Layout).
@@ -448,11 +449,14 @@ func (s *scanner) resumeState() (Reason, int) {
 }
 
 // object is an open object: the offset of its '{', the index in keys
-// (hashed) or spans of its first key, and whether one of its keys holds an
-// escape (not hashed).
+// (hashed) or spans (not hashed: its first smallObject keys) of its first
+// key, and whether one of its keys in spans holds an escape.
 type object struct {
 	start, base int
-	escaped     bool
+	// kbase (not hashed) is the index in keys of the hash of the object's
+	// 17th key: keys past its first smallObject are hashed as they come.
+	kbase   int
+	escaped bool
 }
 
 // keySpan is a key of an open object: b[start:end], quotes included, and
@@ -530,7 +534,7 @@ func (s *scanner) push(d, off int, isObject bool) {
 			if s.hashed {
 				base = len(s.keys)
 			}
-			s.objs = append(s.objs, object{start: off, base: base})
+			s.objs = append(s.objs, object{start: off, base: base, kbase: len(s.keys)})
 		}
 	} else {
 		s.stack[w] &^= bit
@@ -1093,6 +1097,12 @@ func (s *scanner) addKey(start, end int, escaped bool) Reason {
 			}
 		}
 	}
+	s.appendKey(h, end)
+	return OK
+}
+
+// appendKey appends the hash h of a key ending at end to keys.
+func (s *scanner) appendKey(h uint64, end int) {
 	if len(s.keys) == cap(s.keys) {
 		// Double, but never past what the rest of the input can hold (a
 		// key takes at least 4 bytes: `"":0`), so that a body of a million
@@ -1101,42 +1111,41 @@ func (s *scanner) addKey(start, end int, escaped bool) Reason {
 		s.keys = append(make([]uint64, 0, c), s.keys...)
 	}
 	s.keys = append(s.keys, h)
-	return OK
 }
 
-// addSpan is addKey without hashing (not s.hashed): the key is compared
-// with each earlier key of an object of at most smallObject keys, first by
-// a fingerprint of its raw bytes (keyPrint: length and last 8 bytes), then
+// addSpan is addKey without hashing (not s.hashed): a key among an
+// object's first smallObject is compared with the earlier ones, first by a
+// fingerprint of its raw bytes (keyPrint: length and last 8 bytes), then
 // as written when the fingerprints match, and unescaped when either key
 // holds an escape; so a small object (every object of a streamed chunk)
 // costs a word comparison per pair of keys rather than a hash per key. A
-// key of a larger object is compared at closeObject. The verdicts are the
-// hashed path's: DuplicateKey exactly when the unescaped texts are equal
-// (that path confirms a hash match by the same comparison, sameKey).
+// later key of a larger object is hashed into keys (8 bytes, as the
+// hashed path holds it: spans hold at most smallObject keys per open
+// object) and compared at closeObject. The verdicts are the hashed path's:
+// DuplicateKey exactly when the unescaped texts are equal (that path
+// confirms a hash match by the same comparison, sameKey).
 func (s *scanner) addSpan(start, end int, escaped bool) Reason {
 	o := &s.objs[len(s.objs)-1]
+	spans := s.spans[o.base:]
+	if len(spans) >= smallObject {
+		s.appendKey(s.hashKey(start, end, escaped), end)
+		return OK
+	}
 	fp := keyPrint(s.b, start, end)
-	if spans := s.spans[o.base:]; len(spans) < smallObject {
-		if !escaped && !o.escaped {
-			for i := range spans {
-				if spans[i].print == fp && string(s.b[spans[i].start:spans[i].end]) == string(s.b[start:end]) {
-					return DuplicateKey
-				}
+	if !escaped && !o.escaped {
+		for i := range spans {
+			if spans[i].print == fp && string(s.b[spans[i].start:spans[i].end]) == string(s.b[start:end]) {
+				return DuplicateKey
 			}
-		} else {
-			for i := range spans {
-				if s.sameText(spans[i], start, end, escaped) {
-					return DuplicateKey
-				}
+		}
+	} else {
+		for i := range spans {
+			if s.sameText(spans[i], start, end, escaped) {
+				return DuplicateKey
 			}
 		}
 	}
 	o.escaped = o.escaped || escaped
-	if len(s.spans) == cap(s.spans) {
-		// As addKey grows keys.
-		c := min(2*cap(s.spans), len(s.spans)+(len(s.b)-end)/4+1)
-		s.spans = append(make([]keySpan, 0, c), s.spans...)
-	}
 	s.spans = append(s.spans, keySpan{print: fp, start: start, end: end, escaped: escaped})
 	return OK
 }
@@ -1186,16 +1195,16 @@ func (s *scanner) closeObject(end int) (off int, r Reason) {
 	} else {
 		spans := s.spans[o.base:]
 		s.spans = s.spans[:o.base]
-		if len(spans) <= smallObject {
+		if len(s.keys) == o.kbase { // at most smallObject keys, all compared
 			return 0, OK
 		}
-		// The hashes the hashed path would hold, in keys (unused
-		// otherwise when not hashed).
-		keys = s.keys[:0]
+		// The hashes the hashed path holds: the later keys' and those of
+		// the first smallObject.
 		for _, p := range spans {
-			keys = append(keys, s.hashKey(p.start, p.end, p.escaped))
+			s.keys = append(s.keys, s.hashKey(p.start, p.end, p.escaped))
 		}
-		s.keys = keys[:0]
+		keys = s.keys[o.kbase:]
+		s.keys = s.keys[:o.kbase]
 	}
 	if len(keys) <= smallObject {
 		return 0, OK
