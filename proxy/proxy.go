@@ -145,6 +145,9 @@ type Proxy struct {
 	// weigh may not hold everyone else's weighing for longer than that.
 	weighing  chan struct{}
 	weighWait time.Duration
+	// streams runs stream writers on goroutines kept between streams
+	// (stackpool.go).
+	streams stackPool
 	// bodies is the budget of request-body bytes held in memory
 	// (Options.BodyBudget).
 	bodies *semaphore.Weighted

@@ -74,7 +74,8 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		if x.obs != nil {
 			x.obs.overhead = overheadOf(x, time.Now())
 		}
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { p.stream(w, x, resp, conn, src) })
+		// On a kept goroutine (stackPool): fasthttp's own is new per stream.
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { p.streams.run(func() { p.stream(w, x, resp, conn, src) }) })
 		return nil
 	}
 

@@ -40,7 +40,7 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 		case "error":
 			c.Err = v.Type != gjson.Null
 		case "usage":
-			c.Usage, c.HasUsage = usageOf(v)
+			c.Usage, c.HasUsage = usageOfGJSON(v)
 			usageObject = v.IsObject()
 		case "choices":
 			if !v.IsArray() {

@@ -199,12 +199,27 @@ func (d doc) members(fn func(key string, v gjson.Result, elems elements) bool) {
 // walk is members, with values and elements as rawValue gives them when
 // raw (strings not decoded: for walks that read keys only).
 func (d doc) walk(raw bool, fn func(key string, v gjson.Result, elems elements) bool) {
+	d.walkKeys(raw, nil, fn)
+}
+
+// walkKeys is walk over the members whose key want accepts (nil: every
+// member); the others are stepped over without their value being made
+// into a gjson.Result (for a reader that wants a few members of many).
+func (d doc) walkKeys(raw bool, want func(key string) bool, fn func(key string, v gjson.Result, elems elements) bool) {
 	if d.lay == nil {
 		if raw {
-			rawMembers(d.root.Raw, func(k string, v gjson.Result) bool { return fn(k, v, elements{v: v, raw: true}) })
+			rawMembers(d.root.Raw, func(k string, v gjson.Result) bool {
+				if want != nil && !want(k) {
+					return true
+				}
+				return fn(k, v, elements{v: v, raw: true})
+			})
 		} else {
 			lead := len(d.body) - len(strings.TrimLeft(d.body, " \t\r\n")) // where root starts in body
 			d.root.ForEach(func(k, v gjson.Result) bool {
+				if want != nil && !want(k.Str) {
+					return true
+				}
 				at := jsonscan.Span{Start: int32(lead + v.Index), End: int32(lead + v.Index + len(v.Raw))}
 				return fn(k.Str, v, elements{v: v, at: at})
 			})
@@ -217,6 +232,9 @@ func (d doc) walk(raw bool, fn func(key string, v gjson.Result, elems elements) 
 			k = gjson.Parse(k).Str
 		} else {
 			k = k[1 : len(k)-1]
+		}
+		if want != nil && !want(k) {
+			continue
 		}
 		var v gjson.Result
 		if raw {

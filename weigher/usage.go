@@ -25,36 +25,53 @@ import (
 // panics and never keeps body.
 func ParseChatUsage(body []byte) (u Usage, ok bool) { return parseChatUsage(body, 0) }
 
+// parseChatUsage is ParseChatUsage with a nesting limit (0: DefaultMaxDepth).
+// The answer is read in the pass that checks it (upstreamDoc's check, which
+// lays out the top-level members): "usage" is found in that layout and its
+// members walked as spans (rawMembers), not found again by gjson's Get and
+// ForEach, which scan from the start and parse every number they pass.
 func parseChatUsage(body []byte, maxDepth int) (Usage, bool) {
-	s, ok := upstreamDoc(body, maxDepth)
-	if !ok {
-		return Usage{}, false
+	lay := layouts.Get().(*jsonscan.Layout)
+	defer putLayout(lay)
+	if jsonscan.Check(body, jsonscan.Options{MaxDepth: maxDepth, DuplicateKeys: true, Layout: lay}) != nil {
+		return Usage{}, false // as upstreamDoc: unreadable
 	}
-	return usageOf(gjson.Get(s, "usage"))
+	s := bodyString(body)
+	if lay.Dropped { // the layout is incomplete: find it as gjson does
+		return usageOf(gjson.Get(s, "usage"))
+	}
+	d := doc{body: s, lay: lay}
+	var v gjson.Result
+	d.walkKeys(true, func(k string) bool { return k == "usage" }, func(_ string, m gjson.Result, _ elements) bool {
+		v = m // the only one: no key is named twice
+		return false
+	})
+	return usageOf(v)
 }
 
-// usageOf reads an OpenAI chat "usage" object.
+// usageOf reads an OpenAI chat "usage" object, a value (as gjson or
+// rawValue gives it) of a document that passed jsonscan's check: its
+// members are walked as spans (rawMembers), and only the figures read are
+// parsed.
 func usageOf(v gjson.Result) (u Usage, ok bool) {
 	if !v.IsObject() {
 		return Usage{}, false
 	}
 	var prompt, completion gjson.Result
-	v.ForEach(func(k, f gjson.Result) bool {
-		switch k.Str {
+	rawMembers(v.Raw, func(k string, f gjson.Result) bool {
+		switch k {
 		case "prompt_tokens":
 			prompt = f
 		case "completion_tokens":
 			completion = f
 		case "prompt_tokens_details":
-			u.CachedInputTokens = usageCount(f.Get("cached_tokens"))
-			u.AudioInputTokens = usageCount(f.Get("audio_tokens"))
+			u.CachedInputTokens, u.AudioInputTokens = detailCounts(f, "cached_tokens")
 		case "completion_tokens_details":
-			u.ReasoningTokens = usageCount(f.Get("reasoning_tokens"))
-			u.AudioOutputTokens = usageCount(f.Get("audio_tokens"))
+			u.ReasoningTokens, u.AudioOutputTokens = detailCounts(f, "reasoning_tokens")
 		}
 		return true
 	})
-	u.InputTokens, u.OutputTokens, ok = usagePair(prompt, completion)
+	u.InputTokens, u.OutputTokens, ok = usagePair(parsed(prompt), parsed(completion))
 	if !ok {
 		return Usage{}, false
 	}
@@ -72,6 +89,37 @@ func usagePair(in, out gjson.Result) (input, output int64, ok bool) {
 		return 0, 0, false
 	}
 	return input, output, true
+}
+
+// detailCounts reads a usage details object d (a value as rawValue gives
+// it) in one walk of its members: the figure named key and audio_tokens,
+// each the first member of its name as gjson's Get finds it (usageCount: 0
+// when missing, not a number or not positive). Both 0 when d is not an
+// object.
+func detailCounts(d gjson.Result, key string) (figure, audio int64) {
+	if !d.IsObject() {
+		return 0, 0
+	}
+	var f, a gjson.Result
+	rawMembers(d.Raw, func(k string, v gjson.Result) bool {
+		switch {
+		case k == key && f.Raw == "":
+			f = v
+		case k == "audio_tokens" && a.Raw == "":
+			a = v
+		}
+		return f.Raw == "" || a.Raw == ""
+	})
+	return usageCount(parsed(f)), usageCount(parsed(a))
+}
+
+// parsed is v, a value as rawValue gives it, as gjson parses it (a
+// string's Str decoded, a number's Num read); the zero Result stays zero.
+func parsed(v gjson.Result) gjson.Result {
+	if v.Raw == "" {
+		return gjson.Result{}
+	}
+	return gjson.Parse(v.Raw)
 }
 
 func usageCount(r gjson.Result) int64 {
@@ -169,7 +217,7 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 			c.Uncounted = true
 		}
 	}
-	d.walk(true, func(k string, v gjson.Result, elems elements) bool {
+	d.walkKeys(true, chunkKey, func(k string, v gjson.Result, elems elements) bool {
 		switch k {
 		case "error":
 			c.Err = v.Type != gjson.Null
@@ -250,6 +298,10 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 	c.Text = text.String()
 	return c
 }
+
+// chunkKey reports whether a chunk's top-level member named k is one
+// parseOpenAIChunk reads.
+func chunkKey(k string) bool { return k == "error" || k == "usage" || k == "choices" }
 
 // mayHoldOutput reports whether v, a value as rawValue gives it, could
 // carry generated output: a non-empty string, array or object (null,

@@ -133,9 +133,12 @@ type Options struct {
 	// DuplicateKeys also refuses an object that names a key twice after
 	// unescaping ("max_tokens" and "max\u005ftokens" are the same key; an
 	// unpaired surrogate escape reads as U+FFFD): RFC 8259 §4 leaves such
-	// objects' meaning to each parser. It costs 8 bytes (a hash) per key
-	// of the objects open at once, and a sort of the hashes of any object
-	// holding more than 16 keys.
+	// objects' meaning to each parser. A key among an object's first 16 is
+	// compared with the earlier ones as written (unescaped only when one
+	// holds an escape; 32 bytes each while the object is open); later keys
+	// are hashed (8 bytes each) and an object holding more than 16 keys has
+	// all its keys' hashes sorted when it closes. With FoldCase every key is
+	// hashed as it comes (8 bytes per key of the objects open at once).
 	DuplicateKeys bool
 	// FoldCase also refuses an object holding two keys that are the same
 	// once case is folded ([FoldKey]) but differ as written, with reason
@@ -274,13 +277,19 @@ func (l *Layout) room(n int) bool {
 // nesting level (no allocation up to 256 levels: scanners are pooled) plus the duplicate-key
 // bookkeeping. With opt.Known, values it vouches for are skipped unchecked
 // (see [Known]). It never panics and never keeps b.
-func Check(b []byte, opt Options) error {
+func Check(b []byte, opt Options) error { return check(b, opt, false) }
+
+// check is Check; hashed compares the keys of every object by their hashes
+// (as FoldCase does), not only those of objects over smallObject keys: the
+// reference the key comparison of small objects is tested against.
+func check(b []byte, opt Options, hashed bool) error {
 	max := opt.MaxDepth
 	if max == 0 {
 		max = DefaultMaxDepth
 	}
 	s := pool.Get().(*scanner)
 	s.b, s.max, s.dup, s.fold, s.utf8 = b, max, opt.DuplicateKeys || opt.FoldCase, opt.FoldCase, opt.UTF8
+	s.hashed = opt.FoldCase || hashed
 	s.lay = opt.Layout
 	s.known, s.ends, s.wants, s.resume = nil, nil, 0, 0
 	if s.lay != nil {
@@ -310,7 +319,7 @@ func Check(b []byte, opt Options) error {
 
 // pool keeps scanners, so that a Check allocates nothing but its *Error.
 var pool = sync.Pool{New: func() any {
-	return &scanner{stack: make([]uint64, 4), keys: make([]uint64, 0, 64), objs: make([]object, 0, 16)}
+	return &scanner{stack: make([]uint64, 4), keys: make([]uint64, 0, 64), spans: make([]keySpan, 0, 64), objs: make([]object, 0, 16)}
 }}
 
 // keepKeys is the most key slots a pooled scanner keeps between checks.
@@ -326,10 +335,13 @@ func (s *scanner) release() {
 	if cap(s.keys) > keepKeys {
 		s.keys = make([]uint64, 0, 64)
 	}
+	if cap(s.spans) > keepKeys {
+		s.spans = make([]keySpan, 0, 64)
+	}
 	if cap(s.objs) > keepKeys {
 		s.objs = make([]object, 0, 16)
 	}
-	s.keys, s.objs = s.keys[:0], s.objs[:0]
+	s.keys, s.spans, s.objs = s.keys[:0], s.spans[:0], s.objs[:0]
 	for i := range s.scratch {
 		if cap(s.scratch[i]) > keepKeys {
 			s.scratch[i] = nil
@@ -367,9 +379,16 @@ type scanner struct {
 	stack []uint64
 	// objs are the open objects, innermost last.
 	objs []object
-	// keys are the hashes of the unescaped keys of the open objects,
-	// innermost last.
-	keys    []uint64
+	// hashed: keys are compared by their hashes as they come (FoldCase),
+	// rather than as written (see addKey).
+	hashed bool
+	// keys are the hashes of the unescaped (folded) keys of the open
+	// objects, innermost last, when hashed; else of their keys past the
+	// first smallObject of each.
+	keys []uint64
+	// spans are where the first smallObject keys of each open object lie,
+	// innermost last, when not hashed.
+	spans   []keySpan
 	scratch [4][]byte
 	// lay, when not nil, records the top-level layout (Options.Layout).
 	lay *Layout
@@ -429,9 +448,24 @@ func (s *scanner) resumeState() (Reason, int) {
 	return OK, 0
 }
 
-// object is an open object: the offset of its '{' and the index in keys
-// of its first key.
-type object struct{ start, base int }
+// object is an open object: the offset of its '{', the index in keys
+// (hashed) or spans (not hashed: its first smallObject keys) of its first
+// key, and whether one of its keys in spans holds an escape.
+type object struct {
+	start, base int
+	// kbase (not hashed) is the index in keys of the hash of the object's
+	// 17th key: keys past its first smallObject are hashed as they come.
+	kbase   int
+	escaped bool
+}
+
+// keySpan is a key of an open object: b[start:end], quotes included, and
+// whether it holds an escape.
+type keySpan struct {
+	print      uint64 // keyPrint of the key
+	start, end int
+	escaped    bool
+}
 
 // str classifies string bytes: 1 ends the fast path (quote, backslash,
 // control character).
@@ -496,7 +530,11 @@ func (s *scanner) push(d, off int, isObject bool) {
 	if isObject {
 		s.stack[w] |= bit
 		if s.dup {
-			s.objs = append(s.objs, object{start: off, base: len(s.keys)})
+			base := len(s.spans)
+			if s.hashed {
+				base = len(s.keys)
+			}
+			s.objs = append(s.objs, object{start: off, base: base, kbase: len(s.keys)})
 		}
 	} else {
 		s.stack[w] &^= bit
@@ -954,11 +992,18 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 		if s.utf8 {
 			high = 0x8080808080808080
 		}
-		for i+8 <= n && !stopsRun(binary.LittleEndian.Uint64(b[i:]), high) {
+		for {
+			if i+8 > n {
+				for i < n && stop[b[i]] == 0 {
+					i++
+				}
+				break
+			}
+			if m := stopMask(binary.LittleEndian.Uint64(b[i:]), high); m != 0 {
+				i += bits.TrailingZeros64(m) / 8 // the first byte that ends the run
+				break
+			}
 			i += 8
-		}
-		for i < n && stop[b[i]] == 0 {
-			i++
 		}
 		if i >= n {
 			return n, escaped, Truncated
@@ -1014,19 +1059,20 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 	}
 }
 
-// stopsRun reports whether any byte of w (eight bytes of a string) is a
-// quote, a backslash, a control character (< 0x20), or has a bit of high
-// set (0x80 in each byte to stop at bytes ≥ 0x80, else 0), by the bit tricks
-// of "has a zero byte" and "has a byte less than n" on 64-bit words. It may
-// report a stop where there is none (the byte loop then finds none), never
-// the reverse.
-func stopsRun(w, high uint64) bool {
+// stopMask flags (0x80) the bytes of w (eight bytes of a string, the
+// first in the low byte) that end a plain run: a quote, a backslash, a
+// control character (< 0x20), or one with a bit of high set (0x80 in each
+// byte to stop at bytes ≥ 0x80, else 0), by the bit tricks of "has a zero
+// byte" and "has a byte less than n" on 64-bit words. A byte above a
+// flagged one may be flagged wrongly (a borrow), but the lowest flagged
+// byte is always one that ends the run, and none is flagged when none does.
+func stopMask(w, high uint64) uint64 {
 	const ones, msb = 0x0101010101010101, 0x8080808080808080
 	quote := w ^ (ones * '"')
 	slash := w ^ (ones * '\\')
 	zero := func(x uint64) uint64 { return (x - ones) &^ x & msb }
 	control := (w - ones*0x20) &^ w & msb
-	return zero(quote)|zero(slash)|control|w&high != 0
+	return zero(quote) | zero(slash) | control | w&high
 }
 
 func isHex(c byte) bool {
@@ -1037,6 +1083,9 @@ func isHex(c byte) bool {
 // object; DuplicateKey or CaseVariantKey when a key already recorded for
 // that object is the same (folded, with s.fold), else OK.
 func (s *scanner) addKey(start, end int, escaped bool) Reason {
+	if !s.hashed {
+		return s.addSpan(start, end, escaped)
+	}
 	h := s.hashKey(start, end, escaped)
 	o := s.objs[len(s.objs)-1]
 	if len(s.keys)-o.base < smallObject {
@@ -1048,6 +1097,12 @@ func (s *scanner) addKey(start, end int, escaped bool) Reason {
 			}
 		}
 	}
+	s.appendKey(h, end)
+	return OK
+}
+
+// appendKey appends the hash h of a key ending at end to keys.
+func (s *scanner) appendKey(h uint64, end int) {
 	if len(s.keys) == cap(s.keys) {
 		// Double, but never past what the rest of the input can hold (a
 		// key takes at least 4 bytes: `"":0`), so that a body of a million
@@ -1056,7 +1111,73 @@ func (s *scanner) addKey(start, end int, escaped bool) Reason {
 		s.keys = append(make([]uint64, 0, c), s.keys...)
 	}
 	s.keys = append(s.keys, h)
+}
+
+// addSpan is addKey without hashing (not s.hashed): a key among an
+// object's first smallObject is compared with the earlier ones, first by a
+// fingerprint of its raw bytes (keyPrint: length and last 8 bytes), then
+// as written when the fingerprints match, and unescaped when either key
+// holds an escape; so a small object (every object of a streamed chunk)
+// costs a word comparison per pair of keys rather than a hash per key. A
+// later key of a larger object is hashed into keys (8 bytes, as the
+// hashed path holds it: spans hold at most smallObject keys per open
+// object) and compared at closeObject. The verdicts are the hashed path's:
+// DuplicateKey exactly when the unescaped texts are equal (that path
+// confirms a hash match by the same comparison, sameKey).
+func (s *scanner) addSpan(start, end int, escaped bool) Reason {
+	o := &s.objs[len(s.objs)-1]
+	spans := s.spans[o.base:]
+	if len(spans) >= smallObject {
+		s.appendKey(s.hashKey(start, end, escaped), end)
+		return OK
+	}
+	fp := keyPrint(s.b, start, end)
+	if !escaped && !o.escaped {
+		for i := range spans {
+			if spans[i].print == fp && string(s.b[spans[i].start:spans[i].end]) == string(s.b[start:end]) {
+				return DuplicateKey
+			}
+		}
+	} else {
+		for i := range spans {
+			if s.sameText(spans[i], start, end, escaped) {
+				return DuplicateKey
+			}
+		}
+	}
+	o.escaped = o.escaped || escaped
+	s.spans = append(s.spans, keySpan{print: fp, start: start, end: end, escaped: escaped})
 	return OK
+}
+
+// sameText reports whether the key p and the key b[start:end] (quotes
+// included) unescape to the same text.
+func (s *scanner) sameText(p keySpan, start, end int, escaped bool) bool {
+	if !escaped && !p.escaped {
+		return p.print == keyPrint(s.b, start, end) && string(s.b[p.start:p.end]) == string(s.b[start:end])
+	}
+	s.scratch[0] = unescape(s.scratch[0][:0], s.b[start+1:end-1])
+	s.scratch[1] = unescape(s.scratch[1][:0], s.b[p.start+1:p.end-1])
+	return string(s.scratch[0]) == string(s.scratch[1])
+}
+
+// keyPrint is a fingerprint of the raw key b[start:end]: its length mixed
+// with its last 8 bytes (fewer for a shorter key). Keys equal as written
+// have equal prints; unequal ones usually differ.
+func keyPrint(b []byte, start, end int) uint64 {
+	n := end - start
+	var w uint64
+	if end >= 8 {
+		w = binary.LittleEndian.Uint64(b[end-8:])
+		if n < 8 {
+			w &= ^uint64(0) << (8 * (8 - n)) // the bytes before the key are not its own
+		}
+	} else {
+		for i, c := range b[start:end] { // placed as the load above places them
+			w |= uint64(c) << (8 * (8 - n + i))
+		}
+	}
+	return w ^ uint64(n)*0x9e3779b97f4a7c15
 }
 
 // closeObject pops the innermost object, which ends with the '}' at end.
@@ -1067,8 +1188,24 @@ func (s *scanner) addKey(start, end int, escaped bool) Reason {
 func (s *scanner) closeObject(end int) (off int, r Reason) {
 	o := s.objs[len(s.objs)-1]
 	s.objs = s.objs[:len(s.objs)-1]
-	keys := s.keys[o.base:]
-	s.keys = s.keys[:o.base]
+	var keys []uint64
+	if s.hashed {
+		keys = s.keys[o.base:]
+		s.keys = s.keys[:o.base]
+	} else {
+		spans := s.spans[o.base:]
+		s.spans = s.spans[:o.base]
+		if len(s.keys) == o.kbase { // at most smallObject keys, all compared
+			return 0, OK
+		}
+		// The hashes the hashed path holds: the later keys' and those of
+		// the first smallObject.
+		for _, p := range spans {
+			s.keys = append(s.keys, s.hashKey(p.start, p.end, p.escaped))
+		}
+		keys = s.keys[o.kbase:]
+		s.keys = s.keys[:o.kbase]
+	}
 	if len(keys) <= smallObject {
 		return 0, OK
 	}

@@ -1,0 +1,140 @@
+package jsonscan
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"strings"
+	"testing"
+)
+
+// sameVerdict fails t unless Check and the hashed reference (every key
+// hashed as it comes, the comparison Check made before small objects were
+// compared as written) give b the same reason and offset under opt.
+func sameVerdict(t *testing.T, b []byte, opt Options) {
+	t.Helper()
+	got, want := Check(b, opt), check(b, opt, true)
+	if ReasonOf(got) != ReasonOf(want) {
+		t.Fatalf("%q %+v: %v, hashed reference %v", b, opt, got, want)
+	}
+	if got != nil && got.(*Error).Offset != want.(*Error).Offset {
+		t.Fatalf("%q %+v: offset %d, hashed reference %d", b, opt, got.(*Error).Offset, want.(*Error).Offset)
+	}
+}
+
+// keySpanCases are objects whose keys repeat or nearly repeat, escaped or
+// not, in small objects and past smallObject keys.
+var keySpanCases = []string{
+	`{"a":1,"a":2}`, `{"a":1,"b":2}`, `{"a":1,"\u0061":2}`, `{"\u0061":1,"a":2}`, `{"\u0061":1,"\u0061":2}`,
+	`{"ab":1,"a\u0062":2}`, `{"a\"":1,"a\u0022":2}`, `{"a\/":1,"a/":2}`, `{"\ud800":1,"\udfff":2}`,
+	`{"\ud800":1,"\ufffd":2}`, `{"\ud83d\ude00":1,"😀":2}`, `{"a":{"a":1},"b":{"a":1,"a":2}}`,
+	`{"a":1,"b":{"c":1},"a":2}`, `{"x":[{"k":1},{"k":1,"k":2}]}`, `{"":1,"":2}`, `{"a":1,"A":2}`,
+	`{"ab":1,"ba":2,"a":3,"b":4}`, `{"a\\":1,"a\u005c":2}`,
+	"{" + keys(16) + `,"k3":1}`, "{" + keys(15) + `,"k3":1}`, "{" + keys(17) + `,"k16":1}`,
+	"{" + keys(40) + `,"k\u0031":1}`, "{" + keys(40) + "}", `{"o":{` + keys(20) + `},"o":1}`,
+	`{"o":{` + keys(20) + `,"k19":{"a":1,"a":2}}}`, "{" + keys(30) + `,"k5":1,"k7":1}`,
+}
+
+// TestKeySpansAsHashed: the comparison of small objects' keys as written
+// gives every document the verdict and offset of the hashed reference,
+// with and without the UTF-8 check, on the cases above, each cut short at
+// every byte.
+func TestKeySpansAsHashed(t *testing.T) {
+	dups := 0
+	for _, c := range keySpanCases {
+		for _, opt := range []Options{{DuplicateKeys: true}, {DuplicateKeys: true, UTF8: true}, {DuplicateKeys: true, MaxDepth: 2}} {
+			for n := range len(c) + 1 {
+				sameVerdict(t, []byte(c[:n]), opt)
+			}
+		}
+		if ReasonOf(Check([]byte(c), Options{DuplicateKeys: true})) == DuplicateKey {
+			dups++
+		}
+	}
+	// The cases are not all alike: most repeat a key.
+	if dups < len(keySpanCases)/2 || dups == len(keySpanCases) {
+		t.Fatalf("%d of %d cases repeat a key", dups, len(keySpanCases))
+	}
+}
+
+// TestKeySpansLarge: a repeated key past smallObject keys is found when the
+// object closes, at the offset the hashed reference reports, in objects
+// of every size around the threshold.
+func TestKeySpansLarge(t *testing.T) {
+	for n := 1; n <= 3*smallObject; n++ {
+		for dup := range n {
+			b := []byte("{" + keys(n) + `,"k` + itoa(dup) + `":1}`)
+			err := Check(b, Options{DuplicateKeys: true})
+			if ReasonOf(err) != DuplicateKey {
+				t.Fatalf("%d keys, k%d again: %v", n, dup, err)
+			}
+			sameVerdict(t, b, Options{DuplicateKeys: true})
+		}
+		ok := []byte("{" + keys(n) + `,"k` + strings.Repeat("x", n) + `":1}`)
+		if err := Check(ok, Options{DuplicateKeys: true}); err != nil {
+			t.Fatalf("%d distinct keys: %v", n+1, err)
+		}
+	}
+}
+
+// FuzzKeySpans: any input gets from Check the verdict and offset of the
+// hashed reference, under the options the weigher uses.
+func FuzzKeySpans(f *testing.F) {
+	for _, c := range keySpanCases {
+		f.Add([]byte(c), false)
+	}
+	f.Add([]byte(`{"k":"\xff","k":1}`), true)
+	f.Fuzz(func(t *testing.T, b []byte, utf bool) {
+		sameVerdict(t, b, Options{DuplicateKeys: true, UTF8: utf})
+		sameVerdict(t, b, Options{DuplicateKeys: true, UTF8: utf, MaxDepth: 3})
+		lay, ref := new(Layout), new(Layout)
+		got, want := Check(b, Options{DuplicateKeys: true, Layout: lay}), check(b, Options{DuplicateKeys: true, Layout: ref}, true)
+		if (got == nil) != (want == nil) || got == nil && (len(lay.Members) != len(ref.Members) || len(lay.Elems) != len(ref.Elems)) {
+			t.Fatalf("%q: layout check %v (%d members), hashed %v (%d members)", b, got, len(lay.Members), want, len(ref.Members))
+		}
+	})
+}
+
+// TestStopMask: the lowest byte stopMask flags is the first byte of the
+// word that the string tables stop at (none when none does), for every
+// byte value at every position, before and after other stops, with and
+// without the UTF-8 check.
+func TestStopMask(t *testing.T) {
+	fills := []byte{'a', 0, 0x1f, 0x20, '"', '\\', 0x7f, 0x80, 0xff, '!', '#', '[', ']'}
+	for _, utf := range []bool{false, true} {
+		table, high := &str, uint64(0)
+		if utf {
+			table, high = &strUTF8, 0x8080808080808080
+		}
+		for p := range 8 {
+			for c := range 256 {
+				for _, before := range []byte{'a', 'z', ' '} {
+					for _, after := range fills {
+						var w [8]byte
+						for k := range w {
+							w[k] = before
+							if k > p {
+								w[k] = after
+							}
+						}
+						w[p] = byte(c)
+						want := 8
+						for k := range w {
+							if table[w[k]] != 0 {
+								want = k
+								break
+							}
+						}
+						m := stopMask(binary.LittleEndian.Uint64(w[:]), high)
+						got := 8
+						if m != 0 {
+							got = bits.TrailingZeros64(m) / 8
+						}
+						if got != want {
+							t.Fatalf("utf8 %v, % x: first stop %d, stopMask says %d", utf, w, want, got)
+						}
+					}
+				}
+			}
+		}
+	}
+}

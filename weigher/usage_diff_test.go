@@ -1,0 +1,112 @@
+package weigher
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// parseChatUsageGJSON is parseChatUsage as it was before it read the usage
+// from the check's layout: the check (upstreamDoc), then gjson's Get of
+// "usage" and usageOfGJSON. The reference the differential tests hold the
+// one-pass reader to.
+func parseChatUsageGJSON(body []byte, maxDepth int) (Usage, bool) {
+	s, ok := upstreamDoc(body, maxDepth)
+	if !ok {
+		return Usage{}, false
+	}
+	return usageOfGJSON(gjson.Get(s, "usage"))
+}
+
+// usageOfGJSON is usageOf as it was: gjson's ForEach over the usage
+// object and Get in its details.
+func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
+	if !v.IsObject() {
+		return Usage{}, false
+	}
+	var prompt, completion gjson.Result
+	v.ForEach(func(k, f gjson.Result) bool {
+		switch k.Str {
+		case "prompt_tokens":
+			prompt = f
+		case "completion_tokens":
+			completion = f
+		case "prompt_tokens_details":
+			u.CachedInputTokens = usageCount(f.Get("cached_tokens"))
+			u.AudioInputTokens = usageCount(f.Get("audio_tokens"))
+		case "completion_tokens_details":
+			u.ReasoningTokens = usageCount(f.Get("reasoning_tokens"))
+			u.AudioOutputTokens = usageCount(f.Get("audio_tokens"))
+		}
+		return true
+	})
+	u.InputTokens, u.OutputTokens, ok = usagePair(prompt, completion)
+	if !ok {
+		return Usage{}, false
+	}
+	return u, true
+}
+
+// usageSeeds are chat answers whose usage is ordinary, odd or unreadable:
+// numeric strings, floats, zero and negative figures, escaped keys, details
+// that are not objects, usage in the wrong place, keys named twice, bad
+// JSON, deep nesting.
+var usageSeeds = []string{
+	`{"id":"c","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}`,
+	`{"usage":{"prompt_tokens":2006,"completion_tokens":300,"prompt_tokens_details":{"cached_tokens":1920,"audio_tokens":3},"completion_tokens_details":{"reasoning_tokens":128,"audio_tokens":7}}}`,
+	`{"usage":{"prompt_tokens":"12","completion_tokens":" 5 "}}`, `{"usage":{"prompt_tokens":1.5,"completion_tokens":2e3}}`,
+	`{"usage":{"prompt_tokens":0,"completion_tokens":5}}`, `{"usage":{"prompt_tokens":-1,"completion_tokens":5}}`,
+	`{"usage":{"prompt_tokens":1e300,"completion_tokens":5}}`, `{"usage":{"prompt_tokens":null,"completion_tokens":5}}`,
+	`{"us\u0061ge":{"prompt\u005ftokens":7,"completion_tokens":5}}`, `{"usage":{"prompt_tokens":7,"completion_tokens":5,"prompt_tokens_details":{"cached\u005ftokens":3}}}`,
+	`{"usage":{"prompt_tokens":7,"completion_tokens":5,"prompt_tokens_details":[{"cached_tokens":3}]}}`,
+	`{"usage":{"prompt_tokens":7,"completion_tokens":5,"completion_tokens_details":"reasoning_tokens"}}`,
+	`{"usage":{"prompt_tokens":7,"completion_tokens":5,"completion_tokens_details":{"reasoning_tokens":"9"}}}`,
+	`{"usage":[{"prompt_tokens":7,"completion_tokens":5}]}`, `[{"usage":{"prompt_tokens":7,"completion_tokens":5}}]`,
+	`{"choices":[{"usage":{"prompt_tokens":7,"completion_tokens":5}}]}`, `{"usage":{"prompt_tokens":1,"completion_tokens":1},"usage":{"prompt_tokens":9000,"completion_tokens":9000}}`,
+	`{"usage":{"prompt_tokens":1,"completion_tokens":1,"completion_tokens":900}}`, `{"usage":{"prompt_tokens":1,"completion_tokens":2}`,
+	`{"usage":{"prompt_tokens":1,"completion_tokens":2}} x`, ` {"usage" : { "prompt_tokens" : 4 , "completion_tokens" : 2 } } `,
+	`{"usage":"{\"prompt_tokens\":1,\"completion_tokens\":1}"}`, `{"x":{"usage":{"prompt_tokens":7,"completion_tokens":5}},"usage":null}`,
+	`{"usage":{"prompt_tokens":7,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":-4}}}`,
+	`{"a":` + strings.Repeat(`[`, 200) + strings.Repeat(`]`, 200) + `,"usage":{"prompt_tokens":7,"completion_tokens":5}}`,
+	"{\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":5},\"t\":\"\xff\"}",
+}
+
+// sameUsage fails t unless parseChatUsage reads body as the gjson
+// reference does, under the default and a small nesting limit.
+func sameUsage(t *testing.T, body []byte) {
+	t.Helper()
+	for _, depth := range []int{0, 3} {
+		got, gok := parseChatUsage(body, depth)
+		want, wok := parseChatUsageGJSON(body, depth)
+		if got != want || gok != wok {
+			t.Fatalf("%q (depth %d): %+v %v, gjson reference %+v %v", body, depth, got, gok, want, wok)
+		}
+	}
+}
+
+// TestChatUsageSameAsGJSON: the usage read from the check's layout is the
+// gjson reference's on every seed, each cut short at every byte; and the
+// seeds are not all alike (most are readable, some not).
+func TestChatUsageSameAsGJSON(t *testing.T) {
+	readable := 0
+	for _, s := range usageSeeds {
+		for n := range len(s) + 1 {
+			sameUsage(t, []byte(s[:n]))
+		}
+		if _, ok := ParseChatUsage([]byte(s)); ok {
+			readable++
+		}
+	}
+	if readable < 8 || readable > len(usageSeeds)-8 {
+		t.Fatalf("%d of %d seeds readable", readable, len(usageSeeds))
+	}
+}
+
+// FuzzChatUsageSameAsGJSON is TestChatUsageSameAsGJSON on any input.
+func FuzzChatUsageSameAsGJSON(f *testing.F) {
+	for _, s := range usageSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { sameUsage(t, body) })
+}
