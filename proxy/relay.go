@@ -635,7 +635,11 @@ func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 		// never refund it.
 		u.OutputTokens = max(u.OutputTokens, x.est.OutputTokens)
 		if source == spec.SourceRefund {
+			// The refund's empty usage dropped the searches: those run
+			// inside the unread output are billed all the same, so the
+			// reserved ones stand (as in Stream.Settle), or more reported.
 			u.InputTokens = x.est.InputTokens
+			u.WebSearches = max(tap.stream.Usage().Usage.WebSearches, x.est.WebSearches)
 			source = spec.SourceCounted
 		}
 	} else if source == spec.SourceRefund {

@@ -3,6 +3,9 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 
@@ -201,5 +204,72 @@ ledger: {file: %q}
 	}
 	if r := recs[0]; r.CostMicroUSD < 4*10_000 || r.CostMicroUSD != r.InputTokens*3+r.OutputTokens*15+4*10_000 {
 		t.Errorf("cut stream: input %d output %d cost %d µUSD, want the tokens and the four reserved searches", r.InputTokens, r.OutputTokens, r.CostMicroUSD)
+	}
+}
+
+// A web search stream with an event llmguard cannot read (here not JSON)
+// that then ends in an in-band error, with no usage and no text read, would
+// be refunded but for the unread event: it is charged its input and output
+// reservations, and the searches reserved too (Anthropic max_uses 4,
+// Responses max_tool_calls 3), which the upstream may have run and billed
+// inside the unread event. Before, that bill carried no searches.
+func TestWebSearchStreamUnreadThenErrorChargesSearches(t *testing.T) {
+	for _, tc := range []struct {
+		name, path, body, stream string
+		searches                 int64
+	}{
+		{"messages", "/v1/messages",
+			`{"model":"claude-sonnet-4-5","stream":true,"max_tokens":50,` +
+				`"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":4}],"messages":[{"role":"user","content":"news today?"}]}`,
+			"event: content_block_start\ndata: {'not': json}\n\n" +
+				"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+			4},
+		{"responses", "/v1/responses",
+			`{"model":"claude-sonnet-4-5","stream":true,"max_output_tokens":50,"max_tool_calls":3,` +
+				`"tools":[{"type":"web_search"}],"input":"news today?"}`,
+			"event: response.output_item.done\ndata: {'not': json}\n\n" +
+				"event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"boom\",\"param\":null}\n\n",
+			3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, tc.stream)
+			}))
+			t.Cleanup(up.Close)
+			flavor := "anthropic"
+			if tc.name == "responses" {
+				flavor = "openai"
+			}
+			file := filepath.Join(t.TempDir(), "ledger.jsonl")
+			h := startConfig(t, nil, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: up, flavor: %s, base_url: "%s", no_key: true}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+models:
+  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15, max_input_tokens: 1000}
+limits:
+  - {name: acme-dollars, scope: tenant, unit: usd, quota: 10, period: month}
+ledger: {file: %q}
+`, flavor, up.URL, testKey, file))
+			resp, _ := h.do(tc.path, tc.body)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			if err := h.app.Ledger.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			recs, err := ledger.ReadFiles(file)
+			if err != nil || len(recs) != 1 {
+				t.Fatalf("ledger %+v, %v", recs, err)
+			}
+			r := recs[0]
+			if r.OutputTokens < 50 || r.CostMicroUSD != r.InputTokens*3+r.OutputTokens*15+tc.searches*10_000 {
+				t.Errorf("input %d output %d cost %d µUSD, want the reservations and the %d reserved searches", r.InputTokens, r.OutputTokens, r.CostMicroUSD, tc.searches)
+			}
+		})
 	}
 }
