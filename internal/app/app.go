@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/llmguard/llmguard/bucket"
@@ -530,6 +531,10 @@ func (a *App) openObserve(cfg *config.Config, spans sdktrace.SpanProcessor) (*ob
 		if err != nil {
 			return nil, nil, fmt.Errorf("app: %w", err)
 		}
+		// The SDK reports failed exports through the process-wide error
+		// handler; its default writes them with the log package, which
+		// slog.SetDefault makes INFO lines that --log-level warn hides.
+		otel.SetErrorHandler(obs.NewExportErrorLog(obs.ExportErrorLogOptions{Log: a.log, Now: a.now}))
 		a.close = append(a.close, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
 			defer cancel()

@@ -1,11 +1,14 @@
 package app
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"go.opentelemetry.io/otel"
 
 	"github.com/llmguard/llmguard/internal/mockllm"
 )
@@ -41,5 +44,29 @@ func TestTracingFlushFailureIsAWarning(t *testing.T) {
 	}
 	if l := logs.String(); !strings.Contains(l, "spans still queued at shutdown were not exported") || !strings.Contains(l, collector.URL) {
 		t.Errorf("no warning naming the collector in:\n%s", l)
+	}
+}
+
+// With tracing on, the OpenTelemetry SDK's errors (a failed export:
+// "traces export: …") reach the app's log at WARN, so that --log-level
+// warn shows a broken collector, and no more than one line per 30 s: three
+// errors in a row make one line. (They went to the log package, which
+// `serve` turns into INFO lines.)
+func TestTracingExportErrorsAreWarnings(t *testing.T) {
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(collector.Close)
+	cfg := obsConfig(t, "http://127.0.0.1:1", "tracing: {enabled: true, protocol: http, endpoint: "+collector.URL+"/v1/traces}\n")
+	logs := &syncBuffer{}
+	a, err := New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	for range 3 {
+		otel.Handle(errors.New("traces export: collector down"))
+	}
+	l := logs.String()
+	if n := strings.Count(l, "traces export: collector down"); n != 1 || !strings.Contains(l, "level=WARN") || !strings.Contains(l, "suppressed=0") {
+		t.Errorf("%d lines naming the export error, want 1 at WARN:\n%s", n, l)
 	}
 }
