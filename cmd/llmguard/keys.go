@@ -33,7 +33,10 @@ type keysCmd struct {
 
 // adminFlags say which llmguard to ask and as whom.
 type adminFlags struct {
-	Config   string `help:"YAML config file of the llmguard to ask (its admin_listen and admin_token_env)." type:"path"`
+	// Config has no embedded default, unlike serve's and usage's: the
+	// default's store is in memory, and a key store needs Redis
+	// (config: key_store.enabled), so there is no key store it could name.
+	Config   string `help:"YAML config file of the llmguard to ask (its admin_listen and admin_token_env). Required unless --admin is given: the embedded default config (serve's and usage's without --config) has no key store." type:"path"`
 	Admin    string `help:"Admin address (host:port, or https://host:port) to ask instead of the config's admin_listen."`
 	AdminCA  string `name:"admin-ca" help:"PEM file of the CA that signed the admin listener's certificate (admin_tls), besides the system's roots and the config's admin_tls cert_file." type:"path"`
 	TokenEnv string `name:"token-env" help:"Environment variable holding the admin token. Default: the config's admin_token_env."`
@@ -41,10 +44,20 @@ type adminFlags struct {
 	JSON     bool   `name:"json" help:"Print the endpoint's JSON as it is."`
 }
 
+// errNoKeyStoreTarget refuses a keys command given neither --config nor
+// --admin (exit 2, as a missing flag): the embedded default config that
+// serve and usage fall back to keeps its limits in memory, and a key store
+// needs a Redis store, so it cannot hold the keys to manage.
+var errNoKeyStoreTarget = usageError{errors.New("keys: pass --config FILE (the config of the llmguard whose key store to manage: store redis or redis_cluster, key_store: {enabled: true}) or --admin host:port; " +
+	"unlike serve and usage, keys does not fall back to the embedded default config: its store is in memory, so it has no key store")}
+
 // call sends one admin API request and returns the body of a 2xx answer;
 // otherwise an error carrying the endpoint's message.
 func (f *adminFlags) call(method, path string, body any) ([]byte, error) {
 	tokenEnv := f.TokenEnv
+	if f.Config == "" && f.Admin == "" {
+		return nil, errNoKeyStoreTarget
+	}
 	var cfg *config.Config
 	if f.Config != "" {
 		var err error

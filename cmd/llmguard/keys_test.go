@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -178,5 +179,36 @@ func waitHealthy(t *testing.T, admin string) {
 			t.Fatal("llmguard did not start")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Without --config or --admin, every keys command that asks a node refuses
+// to run as a missing flag does (exit 2), naming both flags and why there
+// is no default as for serve and usage: the embedded default config has no
+// key store. It asks no node (nothing listens on the default's admin port
+// here, yet the message is not a connection error).
+func TestKeysWithoutConfigNamesTheFlags(t *testing.T) {
+	bin := binary(t)
+	for _, args := range [][]string{
+		{"keys", "list"}, {"keys", "show", "5d41402abc4b2a76"}, {"keys", "revoke", "5d41402abc4b2a76"},
+		{"keys", "rotate", "5d41402abc4b2a76"}, {"keys", "audit"}, {"keys", "create", "--tenant", "acme"},
+	} {
+		cmd := exec.Command(bin, args...)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Errorf("%v: %v, want exit status 2", args, err)
+		}
+		msg := e.String()
+		for _, want := range []string{"--config FILE", "--admin host:port", "embedded default config", "no key store"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%v: stderr %q does not say %q", args, msg, want)
+			}
+		}
+		if o.Len() != 0 {
+			t.Errorf("%v: stdout %q, want nothing", args, o.String())
+		}
 	}
 }
