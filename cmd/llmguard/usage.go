@@ -130,6 +130,11 @@ func printReport(out io.Writer, r *app.UsageReport) {
 			if q.DaysLeft >= 0 {
 				days = fmt.Sprintf("%.1f", q.DaysLeft)
 			}
+			if q.LastsPeriod {
+				// The quota outlasts its period at this rate: the days
+				// are those until it resets.
+				days += " (lasts the period)"
+			}
 			fmt.Fprintf(w, "%s\t%s %s\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\n", q.Limit, q.Scope, cell(q.Subject), q.Unit, q.Used, q.Quota,
 				q.Remaining, 100*q.UsedFraction, q.PeriodEnd.Format(time.RFC3339), days)
 		}

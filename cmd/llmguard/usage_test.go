@@ -182,3 +182,30 @@ func TestUsageTableSaysNoLedger(t *testing.T) {
 		}
 	}
 }
+
+// A quota that outlasts its period at the burn rate so far shows the days
+// until its reset marked as such; one that runs out first shows the
+// projection alone; one not used yet a dash.
+func TestUsageTableDaysLeft(t *testing.T) {
+	end := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	var b strings.Builder
+	printReport(&b, &app.UsageReport{Quotas: []app.QuotaState{
+		{Limit: "daily", Scope: "tenant", Subject: "acme", Unit: "tokens", PeriodEnd: end, DaysLeft: 7.0 / 24, LastsPeriod: true},
+		{Limit: "fast", Scope: "tenant", Subject: "acme", Unit: "tokens", PeriodEnd: end, DaysLeft: 0.06},
+		{Limit: "unused", Scope: "tenant", Subject: "acme", Unit: "tokens", PeriodEnd: end, DaysLeft: -1},
+	}})
+	rows := map[string]string{}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			rows[f[0]] = strings.TrimSpace(line)
+		}
+	}
+	for limit, want := range map[string]string{"daily": "0.3 (lasts the period)", "fast": "0.1", "unused": "-"} {
+		if !strings.HasSuffix(rows[limit], " "+want) {
+			t.Errorf("%s: row %q, want it to end in %q", limit, rows[limit], want)
+		}
+	}
+	if strings.Contains(rows["fast"], "lasts") {
+		t.Errorf("fast: row %q says it lasts the period", rows["fast"])
+	}
+}

@@ -103,9 +103,31 @@ type QuotaState struct {
 	UsedFraction float64   `json:"used_fraction"`
 	PeriodStart  time.Time `json:"period_start"`
 	PeriodEnd    time.Time `json:"period_end"`
-	// DaysLeft is Remaining at the period's burn rate so far, in days; -1
+	// DaysLeft is how long Remaining lasts at the period's burn rate so
+	// far (Used over the days since PeriodStart), in days, capped at the
+	// days until PeriodEnd, when the quota resets whatever is left; -1
 	// when nothing was used yet.
 	DaysLeft float64 `json:"days_left"`
+	// LastsPeriod is true when the cap applied: at the burn rate so far
+	// the quota outlasts its period (a daily quota barely used would show
+	// tens of thousands of days otherwise).
+	LastsPeriod bool `json:"lasts_period,omitempty"`
+}
+
+// daysLeft is how many days remaining units last when used units were
+// spent over the days from start to now, capped at the days from now to
+// end (the period's reset), and whether that cap applied; -1 when nothing
+// was used or no time has passed.
+func daysLeft(used, remaining int64, start, end, now time.Time) (days float64, lastsPeriod bool) {
+	elapsed := now.Sub(start).Hours() / 24
+	if used <= 0 || elapsed <= 0 {
+		return -1, false
+	}
+	days = float64(max(remaining, 0)) / (float64(used) / elapsed)
+	if toEnd := max(end.Sub(now).Hours()/24, 0); days >= toEnd {
+		return toEnd, true
+	}
+	return days, false
 }
 
 // UsageQuery selects a usage report: whose, over which period, in which
@@ -326,9 +348,7 @@ func (a *App) quotas(ctx context.Context, tenant string, now time.Time) ([]Quota
 					q.Unit = "micro_usd"
 				}
 				q.UsedFraction = float64(q.Used) / float64(max(q.Quota, 1))
-				if elapsed := now.Sub(limit.WindowStart).Hours() / 24; q.Used > 0 && elapsed > 0 {
-					q.DaysLeft = float64(max(q.Remaining, 0)) / (float64(q.Used) / elapsed)
-				}
+				q.DaysLeft, q.LastsPeriod = daysLeft(q.Used, q.Remaining, limit.WindowStart, limit.WindowEnd, now)
 				out = append(out, q)
 			}
 		}

@@ -32,7 +32,8 @@ import (
 //	quota, used, remaining
 //	                  a quota row's amounts, in its unit
 //	used_fraction     used / quota, 4 decimals
-//	days_left         remaining at the period's burn rate so far, in days
+//	days_left         remaining at the period's burn rate so far, in days,
+//	                  capped at the days until the period ends
 //	                  (1 decimal); "" when nothing was used yet
 var UsageCSVHeader = []string{"row", "tenant", "user", "model", "limit", "scope", "subject", "unit",
 	"period_start", "period_end", "timezone", "spend_micro_usd", "spend_usd", "requests", "errors",
