@@ -76,3 +76,30 @@ func TestServerToolsAreHiddenContext(t *testing.T) {
 		t.Error("a chat function tool named web_search (run by the caller) was taken for a server tool")
 	}
 }
+
+// TestChatServerToolsRemembered: a chat tools list the count cache holds
+// (serverTools kept with its count, as hidden) still marks its request as
+// pulling hidden context when the list is read from the cache, and a
+// "functions" list of the same bytes counted first does not make a tools
+// list's server tool unseen (nor does a server tool among functions count).
+func TestChatServerToolsRemembered(t *testing.T) {
+	const list = `[{"type":"browser_search"},{"type":"function","function":{"name":"lookup","description":"Look a word up in the dictionary"}}]`
+	tools := []byte(`{"model":"openai/gpt-oss-20b","messages":[{"role":"user","content":"news?"}],"tools":` + list + `}`)
+	functions := []byte(`{"model":"openai/gpt-oss-20b","messages":[{"role":"user","content":"news?"}],"functions":` + list + `}`)
+	plain := []byte(`{"model":"openai/gpt-oss-20b","messages":[{"role":"user","content":"news?"}],"tools":[{"type":"function","function":{"name":"lookup","description":"Look a word up in the dictionary, again"}}]}`)
+	w := cachedWeigher(t, DefaultCacheBytes)
+	for i := range 3 {
+		if e := w.Chat(functions); !e.Parsed || e.ServerContext {
+			t.Fatalf("functions, body %d: %+v, want parsed, no server context", i, e)
+		}
+		if e := w.Chat(tools); !e.Parsed || !e.ServerContext {
+			t.Fatalf("tools, body %d: %+v, want server context", i, e)
+		}
+		if e := w.Chat(plain); !e.Parsed || e.ServerContext {
+			t.Fatalf("plain tools, body %d: %+v, want no server context", i, e)
+		}
+	}
+	if s := w.CacheStats(); s.Hits == 0 {
+		t.Fatalf("no cache hits (%+v): the lists were not read from the cache", s)
+	}
+}
