@@ -211,9 +211,18 @@ func (c *countCache) resumeContext(f *fields, maxDepth int) uint64 {
 }
 
 // resumeKey is the set key of a checkpoint of the context valid filed
-// under a prefix whose seeded hash (prefixHash) is h.
-func resumeKey(valid uint64, h xxh3.Uint128) uint64 {
-	return (h.Lo ^ valid) * 0x9e3779b97f4a7c15
+// under the body's first n bytes: the seeded hash (the count cache's seed,
+// and n) of their last resumeMinKey bytes, its window. A key picks a set
+// and nothing more (a candidate is confirmed by the hash of its whole
+// prefix), so it need not read the whole prefix: a window at each length
+// tells apart conversations that share their first bytes once their own
+// text reaches it, as a hash of the whole prefix did, for about 60
+// instructions a length where a pass of the confirming hash with a sum at
+// every length cost about 700 (copying the body through the hasher's
+// buffer). Conversations that differ only before a window share its set,
+// as bodies of one conversation do.
+func (m *elemMemo) resumeKey(valid uint64, n int) uint64 {
+	return (xxh3.HashStringSeed(m.body[n-resumeMinKey:n], m.cache.seed^uint64(n)) ^ valid) * 0x9e3779b97f4a7c15
 }
 
 // resumeState is one request's side of resume points, kept in its
@@ -268,11 +277,12 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 	if t == nil {
 		return 0
 	}
-	// The keys, in one pass of the hash that confirms candidates.
+	// The keys (their windows; the confirming hash starts with the
+	// first candidate's prefix, in one write).
 	body := m.body
 	r.nkeys = 0
 	for n := resumeMinKey; n <= len(body) && r.nkeys < resumeKeyLens; n *= 2 {
-		r.keys[r.nkeys] = resumeKey(r.valid, m.prefixHash(n))
+		r.keys[r.nkeys] = m.resumeKey(r.valid, n)
 		r.nkeys++
 	}
 	if !look {
@@ -470,7 +480,12 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, run *resumeRun,
 			continue // not an object: jsonscan resumes after none but closed values, and messages are objects
 		}
 		pt := &cp.points[cp.np]
-		pt.k, pt.sums, pt.hits, pt.h = int32(k), last.sums, hits, m.prefixHash(k)
+		pt.k, pt.sums, pt.hits = int32(k), last.sums, hits
+		if h, ok := r.carriedHash(k); ok {
+			pt.h = h // a point of the checkpoint resumed from: hashed and confirmed
+		} else {
+			pt.h = m.prefixHash(k)
+		}
 		copy(pt.tail[:], m.body[k-resumeTailBytes:k])
 		cp.np++
 	}
@@ -507,6 +522,24 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, run *resumeRun,
 	if key2 >= 0 {
 		m.file(tab.set(r.keys[key2]), &cp)
 	}
+}
+
+// carriedHash is the prefix hash of the point at k of the checkpoint
+// the request resumed from, when one up to its point (confirmed: a prefix
+// of this body) lies there; ok is false when none does. A new point
+// before the resumed k (the fourth last element's end, when the body
+// added fewer than four) takes it rather than hashing the body again from
+// the start.
+func (r *resumeState) carriedHash(k int) (h xxh3.Uint128, ok bool) {
+	if !r.resumed || k >= r.hashed {
+		return h, false
+	}
+	for _, p := range r.cp.points[:r.pt+1] {
+		if int(p.k) == k {
+			return p.h, true
+		}
+	}
+	return h, false
 }
 
 // keyAt is the index in keys of the longest key not past k; -1 when
