@@ -46,15 +46,16 @@ import (
 // resumes at the point before them.
 //
 // Finding one: checkpoints are filed in a set-associative table under the
-// seeded hash of the body's first n bytes (n the longest of 64, 128, 256…
-// 64 KiB not past the last point's k, and again under the first point's
-// when that is another n), resumeWays a set, the newest replacing the
-// oldest. A lookup hashes the body's first 64, 128, 256… bytes (one pass,
-// to the longest not past the body), tries those sets longest first,
-// takes the newest candidate with a point whose last resumeTailBytes bytes
-// before its k are the body's there, and confirms its points shortest
-// first with the hash of body[:k], continuing the pass. The same pass,
-// continued to the new points, files the body's own checkpoint.
+// key of the body's first n bytes (n the longest of 64, 128, 256… 64 KiB
+// not past the last point's k, and again under the first point's when
+// that is another n; the key is the seeded hash of the 64 bytes before n,
+// resumeKey), resumeWays a set, the newest replacing the oldest. A lookup
+// takes the keys of the body's first 64, 128, 256… bytes (to the longest
+// not past the body), tries those sets longest first, takes the newest
+// candidate with a point whose last resumeTailBytes bytes before its k are
+// the body's there, and confirms its points shortest first with the hash
+// of body[:k], in one pass. The same pass, continued to the new points,
+// files the body's own checkpoint.
 //
 // Why a hash match is the same prefix: the hash is xxh3's 128-bit hash,
 // seeded with the count cache's secret seed (drawn from crypto/rand at
