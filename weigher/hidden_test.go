@@ -103,3 +103,41 @@ func TestChatServerToolsRemembered(t *testing.T) {
 		t.Fatalf("no cache hits (%+v): the lists were not read from the cache", s)
 	}
 }
+
+// TestServerToolsEscaped: a server tool's type spelled with \u escapes,
+// and nowhere else in the list's bytes, is still found by every kind (the
+// byte pre-check of mayName lets no such list through unwalked), and a
+// list that names no server tool is not taken for one.
+func TestServerToolsEscaped(t *testing.T) {
+	w := testWeigher(t)
+	for _, c := range []struct {
+		kind   Kind
+		body   string
+		server bool
+	}{
+		{KindChat, `{"model":"openai/gpt-oss-20b","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"browser\u005fsearch"}]}`, true},
+		{KindChat, `{"model":"openai/gpt-oss-20b","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"\u0062rowser_search"}]}`, true},
+		{KindChat, `{"model":"openai/gpt-oss-20b","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"browser"}}]}`, false},
+		{KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":50,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"co\u0064e_execution_20250825","name":"x"}]}`, true},
+		{KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":50,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"code","input_schema":{"type":"object"}}]}`, false},
+		{KindResponses, `{"model":"gpt-4.1","input":"hi","tools":[{"type":"file\u005fsearch","vector_store_ids":["vs_1"]}]}`, true},
+	} {
+		if e := w.Weigh(c.kind, []byte(c.body)); !e.Parsed || e.ServerContext != c.server {
+			t.Errorf("%s: server context %v (parsed %v), want %v", c.body, e.ServerContext, e.Parsed, c.server)
+		}
+	}
+	for _, c := range []struct {
+		raw  string
+		want bool
+	}{
+		{`[{"type":"function"}]`, false},
+		{`[{"type":"web_search"}]`, true},
+		{`[{"description":"mcp"}]`, true},
+		{`[{"type":"w\u0065b"}]`, true},
+		{``, false},
+	} {
+		if got := mayName(c.raw, serverToolPrefixes...); got != c.want {
+			t.Errorf("mayName(%s) = %v, want %v", c.raw, got, c.want)
+		}
+	}
+}
