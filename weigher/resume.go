@@ -481,12 +481,7 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, run *resumeRun,
 			continue // not an object: jsonscan resumes after none but closed values, and messages are objects
 		}
 		pt := &cp.points[cp.np]
-		pt.k, pt.sums, pt.hits = int32(k), last.sums, hits
-		if h, ok := r.carriedHash(k); ok {
-			pt.h = h // a point of the checkpoint resumed from: hashed and confirmed
-		} else {
-			pt.h = m.prefixHash(k)
-		}
+		pt.k, pt.sums, pt.hits, pt.h = int32(k), last.sums, hits, m.prefixHash(k)
 		copy(pt.tail[:], m.body[k-resumeTailBytes:k])
 		cp.np++
 	}
@@ -523,24 +518,6 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, run *resumeRun,
 	if key2 >= 0 {
 		m.file(tab.set(r.keys[key2]), &cp)
 	}
-}
-
-// carriedHash is the prefix hash of the point at k of the checkpoint
-// the request resumed from, when one up to its point (confirmed: a prefix
-// of this body) lies there; ok is false when none does. A new point
-// before the resumed k (the fourth last element's end, when the body
-// added fewer than four) takes it rather than hashing the body again from
-// the start.
-func (r *resumeState) carriedHash(k int) (h xxh3.Uint128, ok bool) {
-	if !r.resumed || k >= r.hashed {
-		return h, false
-	}
-	for _, p := range r.cp.points[:r.pt+1] {
-		if int(p.k) == k {
-			return p.h, true
-		}
-	}
-	return h, false
 }
 
 // keyAt is the index in keys of the longest key not past k; -1 when
