@@ -105,6 +105,8 @@ func TestMessagesWebSearches(t *testing.T) {
 		{"max_uses 1e300", `,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":1e300}]`, maxWebSearchUses},
 		{"newer version", `,"tools":[{"type":"web_search_20260209","name":"web_search","max_uses":4}]`, 4},
 		{"escaped type", `,"tools":[{"type":"web\u005fsearch_20250305","name":"web_search","max_uses":4}]`, 4},
+		{"escaped type alone", `,"tools":[{"type":"web\u005fsearch_20250305","name":"s","max_uses":4}]`, 4},
+		{"escaped letters", `,"tools":[{"type":"\u0077eb_s\u0065arch_20250305","name":"s"}]`, defaultWebSearchUses},
 		{"two tools", `,"tools":[{"type":"web_search_20250305","name":"a","max_uses":3},{"name":"b","input_schema":{}},{"type":"web_search_20250305","name":"c","max_uses":4}]`, 7},
 	} {
 		body := []byte(`{"model":"claude-sonnet-4-5","max_tokens":50` + c.tools + `,` + msgs + `}`)

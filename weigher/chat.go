@@ -166,14 +166,20 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	in += tokensReply
 	tc := newToolsCounter(enc, encName)
 	tctx := w.cache.context("chat.tools", encName, "", "")
-	for _, list := range [...]gjson.Result{tools, functions} {
-		in += d.memo.count(w.budget, tctx, list.Raw, func() tally { return tally{text: tc.count(list)} }).text
-	}
 	// OpenAI's chat takes function and custom tools only, but
 	// OpenAI-compatible upstreams run tools of their own (Groq's
 	// browser_search and code_interpreter): their results enter the
-	// context billed.
-	est.ServerContext = est.ServerContext || serverTools(tools)
+	// context billed. Whether a list holds one (serverTools) is kept with
+	// its count, as hidden, so that a list remembered whole is not walked
+	// again on every request; it is found for both lists alike (the count
+	// depends on the list's bytes alone) and taken from tools only.
+	for i, list := range [...]gjson.Result{tools, functions} {
+		t := d.memo.count(w.budget, tctx, list.Raw, func() tally {
+			return tally{text: tc.count(list), hidden: serverTools(list)}
+		})
+		in += t.text
+		est.ServerContext = est.ServerContext || i == 0 && t.hidden
+	}
 	if js := responseFormat.Get("json_schema"); js.Exists() {
 		in += countText(enc, js.Raw)
 	}

@@ -76,3 +76,68 @@ func TestServerToolsAreHiddenContext(t *testing.T) {
 		t.Error("a chat function tool named web_search (run by the caller) was taken for a server tool")
 	}
 }
+
+// TestChatServerToolsRemembered: a chat tools list the count cache holds
+// (serverTools kept with its count, as hidden) still marks its request as
+// pulling hidden context when the list is read from the cache, and a
+// "functions" list of the same bytes counted first does not make a tools
+// list's server tool unseen (nor does a server tool among functions count).
+func TestChatServerToolsRemembered(t *testing.T) {
+	const list = `[{"type":"browser_search"},{"type":"function","function":{"name":"lookup","description":"Look a word up in the dictionary"}}]`
+	tools := []byte(`{"model":"openai/gpt-oss-20b","messages":[{"role":"user","content":"news?"}],"tools":` + list + `}`)
+	functions := []byte(`{"model":"openai/gpt-oss-20b","messages":[{"role":"user","content":"news?"}],"functions":` + list + `}`)
+	plain := []byte(`{"model":"openai/gpt-oss-20b","messages":[{"role":"user","content":"news?"}],"tools":[{"type":"function","function":{"name":"lookup","description":"Look a word up in the dictionary, again"}}]}`)
+	w := cachedWeigher(t, DefaultCacheBytes)
+	for i := range 3 {
+		if e := w.Chat(functions); !e.Parsed || e.ServerContext {
+			t.Fatalf("functions, body %d: %+v, want parsed, no server context", i, e)
+		}
+		if e := w.Chat(tools); !e.Parsed || !e.ServerContext {
+			t.Fatalf("tools, body %d: %+v, want server context", i, e)
+		}
+		if e := w.Chat(plain); !e.Parsed || e.ServerContext {
+			t.Fatalf("plain tools, body %d: %+v, want no server context", i, e)
+		}
+	}
+	if s := w.CacheStats(); s.Hits == 0 {
+		t.Fatalf("no cache hits (%+v): the lists were not read from the cache", s)
+	}
+}
+
+// TestServerToolsEscaped: a server tool's type spelled with \u escapes,
+// and nowhere else in the list's bytes, is still found by every kind (the
+// byte pre-check of mayName lets no such list through unwalked), and a
+// list that names no server tool is not taken for one.
+func TestServerToolsEscaped(t *testing.T) {
+	w := testWeigher(t)
+	for _, c := range []struct {
+		kind   Kind
+		body   string
+		server bool
+	}{
+		{KindChat, `{"model":"openai/gpt-oss-20b","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"browser\u005fsearch"}]}`, true},
+		{KindChat, `{"model":"openai/gpt-oss-20b","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"\u0062rowser_search"}]}`, true},
+		{KindChat, `{"model":"openai/gpt-oss-20b","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"browser"}}]}`, false},
+		{KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":50,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"co\u0064e_execution_20250825","name":"x"}]}`, true},
+		{KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":50,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"code","input_schema":{"type":"object"}}]}`, false},
+		{KindResponses, `{"model":"gpt-4.1","input":"hi","tools":[{"type":"file\u005fsearch","vector_store_ids":["vs_1"]}]}`, true},
+	} {
+		if e := w.Weigh(c.kind, []byte(c.body)); !e.Parsed || e.ServerContext != c.server {
+			t.Errorf("%s: server context %v (parsed %v), want %v", c.body, e.ServerContext, e.Parsed, c.server)
+		}
+	}
+	for _, c := range []struct {
+		raw  string
+		want bool
+	}{
+		{`[{"type":"function"}]`, false},
+		{`[{"type":"web_search"}]`, true},
+		{`[{"description":"mcp"}]`, true},
+		{`[{"type":"w\u0065b"}]`, true},
+		{``, false},
+	} {
+		if got := mayName(c.raw, serverToolPrefixes...); got != c.want {
+			t.Errorf("mayName(%s) = %v, want %v", c.raw, got, c.want)
+		}
+	}
+}

@@ -46,15 +46,16 @@ import (
 // resumes at the point before them.
 //
 // Finding one: checkpoints are filed in a set-associative table under the
-// seeded hash of the body's first n bytes (n the longest of 64, 128, 256…
-// 64 KiB not past the last point's k, and again under the first point's
-// when that is another n), resumeWays a set, the newest replacing the
-// oldest. A lookup hashes the body's first 64, 128, 256… bytes (one pass,
-// to the longest not past the body), tries those sets longest first,
-// takes the newest candidate with a point whose last resumeTailBytes bytes
-// before its k are the body's there, and confirms its points shortest
-// first with the hash of body[:k], continuing the pass. The same pass,
-// continued to the new points, files the body's own checkpoint.
+// key of the body's first n bytes (n the longest of 64, 128, 256… 64 KiB
+// not past the last point's k, and again under the first point's when
+// that is another n; the key is the seeded hash of the 64 bytes before n,
+// resumeKey), resumeWays a set, the newest replacing the oldest. A lookup
+// takes the keys of the body's first 64, 128, 256… bytes (to the longest
+// not past the body), tries those sets longest first, takes the newest
+// candidate with a point whose last resumeTailBytes bytes before its k are
+// the body's there, and confirms its points shortest first with the hash
+// of body[:k], in one pass. The same pass, continued to the new points,
+// files the body's own checkpoint.
 //
 // Why a hash match is the same prefix: the hash is xxh3's 128-bit hash,
 // seeded with the count cache's secret seed (drawn from crypto/rand at
@@ -211,9 +212,18 @@ func (c *countCache) resumeContext(f *fields, maxDepth int) uint64 {
 }
 
 // resumeKey is the set key of a checkpoint of the context valid filed
-// under a prefix whose seeded hash (prefixHash) is h.
-func resumeKey(valid uint64, h xxh3.Uint128) uint64 {
-	return (h.Lo ^ valid) * 0x9e3779b97f4a7c15
+// under the body's first n bytes: the seeded hash (the count cache's seed,
+// and n) of their last resumeMinKey bytes, its window. A key picks a set
+// and nothing more (a candidate is confirmed by the hash of its whole
+// prefix), so it need not read the whole prefix: a window at each length
+// tells apart conversations that share their first bytes once their own
+// text reaches it, as a hash of the whole prefix did, for about 60
+// instructions a length where a pass of the confirming hash with a sum at
+// every length cost about 700 (copying the body through the hasher's
+// buffer). Conversations that differ only before a window share its set,
+// as bodies of one conversation do.
+func (m *elemMemo) resumeKey(valid uint64, n int) uint64 {
+	return (xxh3.HashStringSeed(m.body[n-resumeMinKey:n], m.cache.seed^uint64(n)) ^ valid) * 0x9e3779b97f4a7c15
 }
 
 // resumeState is one request's side of resume points, kept in its
@@ -268,11 +278,12 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 	if t == nil {
 		return 0
 	}
-	// The keys, in one pass of the hash that confirms candidates.
+	// The keys (their windows; the confirming hash starts with the
+	// first candidate's prefix, in one write).
 	body := m.body
 	r.nkeys = 0
 	for n := resumeMinKey; n <= len(body) && r.nkeys < resumeKeyLens; n *= 2 {
-		r.keys[r.nkeys] = resumeKey(r.valid, m.prefixHash(n))
+		r.keys[r.nkeys] = m.resumeKey(r.valid, n)
 		r.nkeys++
 	}
 	if !look {

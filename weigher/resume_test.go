@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/zeebo/xxh3"
 )
 
 // resumeStep is one body of a resume timeline: weighed by a weigher whose
@@ -339,5 +341,48 @@ func TestResumeConcurrent(t *testing.T) {
 	}
 	if w.CacheStats().Resumed == 0 {
 		t.Error("no conversation resumed")
+	}
+}
+
+// TestResumePointHashes: every point a growing conversation files holds
+// the seeded hash of its own prefix (and that prefix's tail), whether it
+// was hashed afresh, continued from the pass that confirmed the point
+// resumed at, or carried from that checkpoint: a wrong hash would only
+// stop later bodies resuming there, which the resume counts of other
+// tests need not notice.
+func TestResumePointHashes(t *testing.T) {
+	w := cachedWeigher(t, 4<<20)
+	// Two messages a step: the fourth last message's end lies before the
+	// point resumed at (a point carried from the checkpoint resumed from).
+	var last []byte
+	msgs := []string{}
+	for step := range 10 {
+		for _, role := range []string{"user", "assistant"} {
+			msgs = append(msgs, fmt.Sprintf(`{"role":%q,"content":"message %d of step %d, long enough for the count cache to hold it"}`, role, len(msgs), step))
+		}
+		last = []byte(`{"model":"gpt-4o","messages":[` + strings.Join(msgs, ",") + `]}`)
+		w.Chat(last)
+	}
+	if r := w.CacheStats().Resumed; r < 8 {
+		t.Fatalf("%d of 10 bodies resumed, want at least 8", r)
+	}
+	points := 0
+	for i := range w.cache.resume.Load().sets {
+		s := &w.cache.resume.Load().sets[i]
+		for _, cp := range s.ways {
+			for _, pt := range cp.points[:cp.np] {
+				k := int(pt.k)
+				if k > len(last) || string(pt.tail[:]) != string(last[k-resumeTailBytes:k]) {
+					t.Fatalf("point at %d: not a prefix of the conversation's last body", k)
+				}
+				if want := xxh3.HashString128Seed(string(last[:k]), w.cache.seed); pt.h != want {
+					t.Errorf("point at %d: hash %x, the prefix's %x", k, pt.h, want)
+				}
+				points++
+			}
+		}
+	}
+	if points < 3 {
+		t.Fatalf("%d points filed, want at least 3", points)
 	}
 }
