@@ -3,6 +3,7 @@ package weigher
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/tidwall/gjson"
 	"strings"
 	"testing"
 )
@@ -196,4 +197,32 @@ func BenchmarkAdmission(b *testing.B) {
 			b.Fatal("unexpected estimate")
 		}
 	}
+}
+
+// BenchmarkParseMessagesUsage reads an Anthropic answer of some 2 KB whose
+// usage comes last: "layout" as ParseMessagesUsage reads it (the member
+// found in the checking pass's layout), "reference" as it read it before
+// (the check, then gjson's Get of "usage", a second scan of the answer).
+func BenchmarkParseMessagesUsage(b *testing.B) {
+	body := []byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"` +
+		strings.Repeat("word ", 400) + `"}],"stop_reason":"end_turn","stop_sequence":null,` +
+		`"usage":{"input_tokens":2006,"cache_creation_input_tokens":0,"cache_read_input_tokens":1920,"output_tokens":300}}`)
+	b.Run("layout", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			ParseMessagesUsage(body)
+		}
+	})
+	b.Run("reference", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			s, ok := upstreamDoc(body, 0)
+			if ok {
+				var a anthropicUsage
+				a.merge(gjson.Get(s, "usage"))
+			}
+		}
+	})
 }

@@ -125,18 +125,41 @@ func parseObject(b []byte, maxDepth int) (gjson.Result, bool) {
 // is skipped rather than counted as unread.
 func blank(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
 
-// upstreamDoc checks an upstream JSON answer like parseObject and returns
-// it as a string view (aliasing body) when it is valid JSON with no key
-// named twice in an object: the readers find a member by gjson's path
-// (the first of its name), where a JSON SDK keeps the last, so an answer
-// with a small "usage" before the real one would be charged the small one
-// (TestUpstreamUsageDuplicateMember); it is unreadable instead, and the
-// caller keeps its reservation.
-func upstreamDoc(body []byte, maxDepth int) (string, bool) {
-	if jsonscan.Check(body, jsonscan.Options{MaxDepth: maxDepth, DuplicateKeys: true}) != nil {
-		return "", false
+// upstreamMembers checks an upstream JSON answer like parseObject and,
+// when it is valid JSON with no key named twice in an object, returns its
+// top-level members named a and b (b "": none), each as gjson.Get(answer,
+// name) gives it (the zero Result when absent). The members are found in
+// the layout the checking pass records, not by a second scan of the
+// answer (gjson's Get scans from the start, and a usage object often comes
+// last); a layout cut short (Layout.Dropped) falls back to gjson.Get. An
+// answer naming a key twice is unreadable (ok false), as gjson keeps the
+// first and a JSON SDK the last, so an answer with a small "usage" before
+// the real one would be charged the small one
+// (TestUpstreamUsageDuplicateMember); the caller keeps its reservation.
+func upstreamMembers(body []byte, maxDepth int, a, b string) (va, vb gjson.Result, ok bool) {
+	lay := layouts.Get().(*jsonscan.Layout)
+	defer putLayout(lay)
+	if jsonscan.Check(body, jsonscan.Options{MaxDepth: maxDepth, DuplicateKeys: true, Layout: lay}) != nil {
+		return va, vb, false
 	}
-	return bodyString(body), true
+	s := bodyString(body)
+	if lay.Dropped {
+		va = gjson.Get(s, a)
+		if b != "" {
+			vb = gjson.Get(s, b)
+		}
+		return va, vb, true
+	}
+	doc{body: s, lay: lay}.walkKeys(false, func(k string) bool { return k == a || b != "" && k == b },
+		func(k string, v gjson.Result, _ elements) bool {
+			if k == a {
+				va = v
+			} else {
+				vb = v
+			}
+			return true
+		})
+	return va, vb, true
 }
 
 // doc is a request body that passed parseRequest: its root object, and

@@ -26,26 +26,15 @@ import (
 func ParseChatUsage(body []byte) (u Usage, ok bool) { return parseChatUsage(body, 0) }
 
 // parseChatUsage is ParseChatUsage with a nesting limit (0: DefaultMaxDepth).
-// The answer is read in the pass that checks it (upstreamDoc's check, which
-// lays out the top-level members): "usage" is found in that layout and its
-// members walked as spans (rawMembers), not found again by gjson's Get and
-// ForEach, which scan from the start and parse every number they pass.
+// "usage" is found in the layout of the checking pass (upstreamMembers)
+// and its members walked as spans (usageOf), not found again by gjson's
+// Get and ForEach, which scan from the start and parse every number they
+// pass.
 func parseChatUsage(body []byte, maxDepth int) (Usage, bool) {
-	lay := layouts.Get().(*jsonscan.Layout)
-	defer putLayout(lay)
-	if jsonscan.Check(body, jsonscan.Options{MaxDepth: maxDepth, DuplicateKeys: true, Layout: lay}) != nil {
-		return Usage{}, false // as upstreamDoc: unreadable
+	v, _, ok := upstreamMembers(body, maxDepth, "usage", "")
+	if !ok {
+		return Usage{}, false
 	}
-	s := bodyString(body)
-	if lay.Dropped { // the layout is incomplete: find it as gjson does
-		return usageOf(gjson.Get(s, "usage"))
-	}
-	d := doc{body: s, lay: lay}
-	var v gjson.Result
-	d.walkKeys(true, func(k string) bool { return k == "usage" }, func(_ string, m gjson.Result, _ elements) bool {
-		v = m // the only one: no key is named twice
-		return false
-	})
 	return usageOf(v)
 }
 

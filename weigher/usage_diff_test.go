@@ -5,7 +5,71 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/llmguard/llmguard/internal/jsonscan"
 )
+
+// upstreamDoc is how the answer readers began before upstreamMembers: the
+// check, then the answer as a string for gjson's Get. The reference the
+// differential tests hold upstreamMembers to.
+func upstreamDoc(body []byte, maxDepth int) (string, bool) {
+	if jsonscan.Check(body, jsonscan.Options{MaxDepth: maxDepth, DuplicateKeys: true}) != nil {
+		return "", false
+	}
+	return bodyString(body), true
+}
+
+// sameMembers reports, for one answer, whether upstreamMembers gives what
+// the check and gjson's Get give: the same verdict and, for "usage" and
+// "output", the same value (type and text).
+func sameMembers(t *testing.T, body []byte) {
+	t.Helper()
+	u, o, ok := upstreamMembers(body, 0, "usage", "output")
+	s, okRef := upstreamDoc(body, 0)
+	if ok != okRef {
+		t.Fatalf("%q: readable %v, reference %v", body, ok, okRef)
+	}
+	if !ok {
+		return
+	}
+	for _, c := range []struct {
+		name string
+		got  gjson.Result
+	}{{"usage", u}, {"output", o}} {
+		want := gjson.Get(s, c.name)
+		if c.got.Type != want.Type || c.got.Raw != want.Raw {
+			t.Fatalf("%q: %s is %v %q, gjson.Get gives %v %q", body, c.name, c.got.Type, c.got.Raw, want.Type, want.Raw)
+		}
+	}
+}
+
+// TestUpstreamMembersSameAsGJSON: the members an answer reader takes from
+// the check's layout are those gjson's Get finds after the check, over the
+// usage seeds and answers with an output array, a usage first or last,
+// escaped keys and non-object roots.
+func TestUpstreamMembersSameAsGJSON(t *testing.T) {
+	bodies := append([]string{
+		`{"output":[{"type":"web_search_call"},{"type":"message"}],"usage":{"input_tokens":3,"output_tokens":4}}`,
+		`{"usage":{"input_tokens":3},"output":[]}`, `{"\u006fut\u0070ut":[1],"us\u0061ge":{"a":1}}`,
+		`[{"usage":{}}]`, `"usage"`, `12`, `{}`, `{"output":null}`,
+	}, usageSeeds...)
+	// A layout cut short (more elements than a body's length allows it:
+	// Layout.Dropped), where upstreamMembers falls back to gjson.Get.
+	bodies = append(bodies, `{"usage":{"input_tokens":1},"output":[`+strings.Repeat("1,", 200)+`1]}`)
+	for _, b := range bodies {
+		sameMembers(t, []byte(b))
+	}
+}
+
+// FuzzUpstreamMembers holds upstreamMembers to the check and gjson's Get
+// on any bytes.
+func FuzzUpstreamMembers(f *testing.F) {
+	for _, s := range usageSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"output":[{"type":"web_search_call"}],"usage":{"input_tokens":1,"output_tokens":2}}`))
+	f.Fuzz(func(t *testing.T, body []byte) { sameMembers(t, body) })
+}
 
 // parseChatUsageGJSON is parseChatUsage as it was before it read the usage
 // from the check's layout: the check (upstreamDoc), then gjson's Get of

@@ -16,11 +16,11 @@ func ParseCompletionsUsage(body []byte) (Usage, bool) { return ParseChatUsage(bo
 func ParseEmbeddingsUsage(body []byte) (Usage, bool) { return parseEmbeddingsUsage(body, 0) }
 
 func parseEmbeddingsUsage(body []byte, maxDepth int) (Usage, bool) {
-	s, ok := upstreamDoc(body, maxDepth)
+	usage, _, ok := upstreamMembers(body, maxDepth, "usage", "")
 	if !ok {
 		return Usage{}, false
 	}
-	p := gjson.Get(s, "usage.prompt_tokens")
+	p := usage.Get("prompt_tokens")
 	if p.Type != gjson.Number {
 		return Usage{}, false
 	}
@@ -41,13 +41,13 @@ func parseEmbeddingsUsage(body []byte, maxDepth int) (Usage, bool) {
 func ParseResponsesUsage(body []byte) (u Usage, ok bool) { return parseResponsesUsage(body, 0) }
 
 func parseResponsesUsage(body []byte, maxDepth int) (Usage, bool) {
-	s, ok := upstreamDoc(body, maxDepth)
+	usage, output, ok := upstreamMembers(body, maxDepth, "usage", "output")
 	if !ok {
 		return Usage{}, false
 	}
-	u, ok := responsesUsageOf(gjson.Get(s, "usage"))
+	u, ok := responsesUsageOf(usage)
 	if ok {
-		u.WebSearches = webSearchCalls(gjson.Get(s, "output"))
+		u.WebSearches = webSearchCalls(output)
 	}
 	return u, ok
 }
@@ -110,12 +110,12 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 func ParseMessagesUsage(body []byte) (u Usage, ok bool) { return parseMessagesUsage(body, 0) }
 
 func parseMessagesUsage(body []byte, maxDepth int) (Usage, bool) {
-	s, ok := upstreamDoc(body, maxDepth)
+	usage, _, ok := upstreamMembers(body, maxDepth, "usage", "")
 	if !ok {
 		return Usage{}, false
 	}
 	var a anthropicUsage
-	a.merge(gjson.Get(s, "usage"))
+	a.merge(usage)
 	if a.has&(hasInput|hasOutput) != hasInput|hasOutput { // both, as Anthropic always sends
 		return Usage{}, false
 	}
