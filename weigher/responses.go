@@ -294,15 +294,7 @@ func (r responsesCounter) part(p gjson.Result, depth int) int64 {
 // makes, https://platform.openai.com/docs/api-reference/responses/create),
 // or defaultWebSearchUses when that is not a positive count.
 func responsesSearchCalls(tools, maxCalls gjson.Result) int64 {
-	if !mayName(tools.Raw, "web_search") {
-		return 0
-	}
-	found := false
-	tools.ForEach(func(_, t gjson.Result) bool {
-		found = strings.HasPrefix(t.Get("type").String(), "web_search")
-		return !found
-	})
-	if !found {
+	if n, _ := webSearchTools(tools); n == 0 {
 		return 0
 	}
 	n, ok := tokenCount(maxCalls)

@@ -327,22 +327,32 @@ const maxWebSearchUses = 1 << 20
 // sum over the tools whose type starts with "web_search" of their
 // max_uses, or defaultWebSearchUses for a tool without one.
 func webSearchUses(tools gjson.Result) int64 {
+	_, uses := webSearchTools(tools)
+	return uses
+}
+
+// webSearchTools walks tools (a request's "tools" array) for those whose
+// type starts with "web_search": how many there are, and the sum of their
+// max_uses (defaultWebSearchUses for one without a positive count), each
+// capped at maxWebSearchUses. A list that cannot name such a type
+// (mayName) is not walked.
+func webSearchTools(tools gjson.Result) (n int, uses int64) {
 	if !mayName(tools.Raw, "web_search") {
-		return 0
+		return 0, 0
 	}
-	var n int64
 	tools.ForEach(func(_, t gjson.Result) bool {
 		if !strings.HasPrefix(t.Get("type").String(), "web_search") {
 			return true
 		}
-		uses, ok := tokenCount(t.Get("max_uses"))
+		u, ok := tokenCount(t.Get("max_uses"))
 		if !ok {
-			uses = defaultWebSearchUses
+			u = defaultWebSearchUses
 		}
-		n += min(uses, maxWebSearchUses)
+		n++
+		uses += min(u, maxWebSearchUses)
 		return true
 	})
-	return n
+	return n, uses
 }
 
 // serverTools reports whether tools (a request's "tools" array) holds a
