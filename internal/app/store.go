@@ -169,8 +169,6 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 				lastFailed.Store(false)
 			case bucket.ResultFailed:
 				lastFailed.Store(true)
-			}
-			if call.Result == bucket.ResultFailed {
 				m.errors.WithLabelValues(call.Op.String(), call.Kind.String()).Inc()
 				reloadCluster()
 				if call.Op == bucket.OpTake {
@@ -342,7 +340,7 @@ type storeMetrics struct {
 	duration *prometheus.HistogramVec
 	// byOp are duration's children, one per bucket.Op, resolved once: a
 	// store call observes its histogram without a label lookup.
-	byOp   [2]prometheus.Observer
+	byOp   [bucket.OpReconcile + 1]prometheus.Observer
 	errors *prometheus.CounterVec
 	factor *prometheus.GaugeVec
 	cached *prometheus.CounterVec
