@@ -17,27 +17,9 @@ import (
 // (usage.server_tool_use.web_search_requests), on top of the tokens: five
 // searches add 50,000 µUSD to the settled cost, JSON and stream alike.
 func TestWebSearchesPriced(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "ledger.jsonl")
-	mock, err := mockllm.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
 	// A web search request is reserved as hidden context (the model's
 	// largest input, here 20,000 tokens).
-	h := startConfig(t, mock, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstreams:
-  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
-keys:
-  - {key: %s, user: alice, tenant: acme}
-models:
-  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15, max_input_tokens: 20000}
-limits:
-  - {name: acme-dollars, scope: tenant, unit: usd, quota: 10, period: month}
-ledger: {file: %q}
-`, mock.URL, testKey, file))
+	h, file := startSearchRig(t, "anthropic", "", `claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15, max_input_tokens: 20000}`, "10")
 	for _, stream := range []string{``, `"stream":true,`} {
 		resp, got := h.do("/v1/messages", `{"model":"claude-sonnet-4-5",`+stream+`"max_tokens":50,`+
 			`"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":5}],"messages":[{"role":"user","content":"news today?"}]}`,
@@ -46,12 +28,9 @@ ledger: {file: %q}
 			t.Fatalf("%s: %d %s", stream, resp.StatusCode, got)
 		}
 	}
-	if err := h.app.Ledger.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := ledger.ReadFiles(file)
-	if err != nil || len(recs) != 2 {
-		t.Fatalf("ledger %+v, %v", recs, err)
+	recs := flushedRecords(t, h, file)
+	if len(recs) != 2 {
+		t.Fatalf("ledger %+v", recs)
 	}
 	for i, r := range recs {
 		// claude-sonnet-4-5 in the harness: 3 and 15 µUSD per input and
@@ -69,25 +48,7 @@ ledger: {file: %q}
 // both admitted by a 60,000 µUSD monthly limit and spent about 107,000.
 // Now the first reserves 53,750 and the second finds too little left.
 func TestWebSearchesReserved(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "ledger.jsonl")
-	mock, err := mockllm.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
-	h := startConfig(t, mock, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstreams:
-  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
-keys:
-  - {key: %s, user: alice, tenant: acme}
-models:
-  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15, max_input_tokens: 1000}
-limits:
-  - {name: acme-dollars, scope: tenant, unit: usd, quota: 0.06, period: month}
-ledger: {file: %q}
-`, mock.URL, testKey, file))
+	h, file := startSearchRig(t, "anthropic", "", `claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15, max_input_tokens: 1000}`, "0.06")
 	const quota = 60_000 // µUSD
 	statuses := []int{}
 	for _, stream := range []string{``, `"stream":true,`} {
@@ -96,13 +57,7 @@ ledger: {file: %q}
 			"x-mock-completion-tokens", "40", "x-mock-web-searches", "5")
 		statuses = append(statuses, resp.StatusCode)
 	}
-	if err := h.app.Ledger.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := ledger.ReadFiles(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := flushedRecords(t, h, file)
 	spent := int64(0)
 	for _, r := range recs {
 		spent += r.CostMicroUSD
@@ -121,25 +76,7 @@ ledger: {file: %q}
 // reserved (max_tool_calls) and charged (JSON and stream alike).
 func TestResponsesWebSearchCallsPriced(t *testing.T) {
 	for _, stream := range []string{``, `"stream":true,`} {
-		file := filepath.Join(t.TempDir(), "ledger.jsonl")
-		mock, err := mockllm.Start("127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { mock.Close() })
-		h := startConfig(t, mock, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstreams:
-  - {name: openai, flavor: openai, base_url: "%s", no_key: true}
-keys:
-  - {key: %s, user: alice, tenant: acme}
-models:
-  gpt-4o: {input_usd_per_mtok: 2.5, output_usd_per_mtok: 10, max_input_tokens: 1000}
-limits:
-  - {name: acme-dollars, scope: tenant, unit: usd, quota: 0.06, period: month}
-ledger: {file: %q}
-`, mock.URL, testKey, file))
+		h, file := startSearchRig(t, "openai", "", `gpt-4o: {input_usd_per_mtok: 2.5, output_usd_per_mtok: 10, max_input_tokens: 1000}`, "0.06")
 		const quota = 60_000 // µUSD
 		var statuses []int
 		for range 2 {
@@ -148,13 +85,7 @@ ledger: {file: %q}
 				"x-mock-completion-tokens", "40", "x-mock-web-searches", "5")
 			statuses = append(statuses, resp.StatusCode)
 		}
-		if err := h.app.Ledger.Flush(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		recs, err := ledger.ReadFiles(file)
-		if err != nil {
-			t.Fatal(err)
-		}
+		recs := flushedRecords(t, h, file)
 		spent := int64(0)
 		for _, r := range recs {
 			spent += r.CostMicroUSD
@@ -173,34 +104,13 @@ ledger: {file: %q}
 // rather than the 2 reported so far, on top of the input and the output
 // streamed.
 func TestWebSearchStreamCutChargesReservedSearches(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "ledger.jsonl")
-	mock, err := mockllm.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
-	h := startConfig(t, mock, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstreams:
-  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
-keys:
-  - {key: %s, user: alice, tenant: acme}
-models:
-  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15, max_input_tokens: 1000}
-limits:
-  - {name: acme-dollars, scope: tenant, unit: usd, quota: 10, period: month}
-ledger: {file: %q}
-`, mock.URL, testKey, file))
+	h, file := startSearchRig(t, "anthropic", "", `claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15, max_input_tokens: 1000}`, "10")
 	h.do("/v1/messages", `{"model":"claude-sonnet-4-5","stream":true,"max_tokens":50,`+
 		`"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":4}],"messages":[{"role":"user","content":"news today?"}]}`,
 		"x-mock-completion-tokens", "40", "x-mock-web-searches", "2", "x-mock-stream-cut", "3")
-	if err := h.app.Ledger.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := ledger.ReadFiles(file)
-	if err != nil || len(recs) != 1 {
-		t.Fatalf("ledger %+v, %v", recs, err)
+	recs := flushedRecords(t, h, file)
+	if len(recs) != 1 {
+		t.Fatalf("ledger %+v", recs)
 	}
 	if r := recs[0]; r.CostMicroUSD < 4*10_000 || r.CostMicroUSD != r.InputTokens*3+r.OutputTokens*15+4*10_000 {
 		t.Errorf("cut stream: input %d output %d cost %d µUSD, want the tokens and the four reserved searches", r.InputTokens, r.OutputTokens, r.CostMicroUSD)
@@ -241,30 +151,14 @@ func TestWebSearchStreamUnreadThenErrorChargesSearches(t *testing.T) {
 			if tc.name == "responses" {
 				flavor = "openai"
 			}
-			file := filepath.Join(t.TempDir(), "ledger.jsonl")
-			h := startConfig(t, nil, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstreams:
-  - {name: up, flavor: %s, base_url: "%s", no_key: true}
-keys:
-  - {key: %s, user: alice, tenant: acme}
-models:
-  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15, max_input_tokens: 1000}
-limits:
-  - {name: acme-dollars, scope: tenant, unit: usd, quota: 10, period: month}
-ledger: {file: %q}
-`, flavor, up.URL, testKey, file))
+			h, file := startSearchRig(t, flavor, up.URL, `claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15, max_input_tokens: 1000}`, "10")
 			resp, _ := h.do(tc.path, tc.body)
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d", resp.StatusCode)
 			}
-			if err := h.app.Ledger.Flush(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			recs, err := ledger.ReadFiles(file)
-			if err != nil || len(recs) != 1 {
-				t.Fatalf("ledger %+v, %v", recs, err)
+			recs := flushedRecords(t, h, file)
+			if len(recs) != 1 {
+				t.Fatalf("ledger %+v", recs)
 			}
 			r := recs[0]
 			if r.OutputTokens < 50 || r.CostMicroUSD != r.InputTokens*3+r.OutputTokens*15+tc.searches*10_000 {
@@ -272,4 +166,50 @@ ledger: {file: %q}
 			}
 		})
 	}
+}
+
+// startSearchRig runs llmguard with one upstream of flavor at url (a new
+// mock upstream when url is ""), the test key (alice of acme), one models:
+// entry model, a tenant usd limit of quota dollars a month, and a ledger:
+// the rig of the web search tests. It returns the harness and the
+// ledger's file.
+func startSearchRig(t *testing.T, flavor, url, model, quota string) (*harness, string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "ledger.jsonl")
+	var mock *mockllm.Server
+	if url == "" {
+		var err error
+		if mock, err = mockllm.Start("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mock.Close() })
+		url = mock.URL
+	}
+	h := startConfig(t, mock, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: up, flavor: %s, base_url: "%s", no_key: true}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+models:
+  %s
+limits:
+  - {name: acme-dollars, scope: tenant, unit: usd, quota: %s, period: month}
+ledger: {file: %q}
+`, flavor, url, testKey, model, quota, file))
+	return h, file
+}
+
+// flushedRecords flushes h's ledger and reads the records in file.
+func flushedRecords(t *testing.T, h *harness, file string) []ledger.Record {
+	t.Helper()
+	if err := h.app.Ledger.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ledger.ReadFiles(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
 }
