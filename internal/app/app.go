@@ -68,10 +68,19 @@ type App struct {
 	close       []func() error
 	waits       *meter.Waits // the wait queues, ended first by Close
 	closeOnce   sync.Once    // Close runs the closers once
-	closeErr    error        // what the first Close returned
-	tlsProxy    *certSource  // the proxy listener's certificate, nil without tls
-	tlsAdmin    *certSource  // the admin listener's certificate, nil without admin_tls
-	reloads     reloadStatus // config reloads so far, for /readyz and metrics
+	// serveMu guards serving and closed: the listeners Serve was given
+	// (wrapped as served), which Close closes itself, and whether Close
+	// has run. fasthttp's Shutdown stops only a server whose Serve has
+	// registered its listener; a Close that runs first (a loaded machine
+	// may start Serve's goroutines late) would leave that Serve accepting
+	// for ever, and Serve waiting for it.
+	serveMu  sync.Mutex
+	serving  []net.Listener
+	closed   bool
+	closeErr error        // what the first Close returned
+	tlsProxy *certSource  // the proxy listener's certificate, nil without tls
+	tlsAdmin *certSource  // the admin listener's certificate, nil without admin_tls
+	reloads  reloadStatus // config reloads so far, for /readyz and metrics
 }
 
 // New builds every component from cfg. Errors: a component cannot start
@@ -335,12 +344,26 @@ func (a *App) Serve(ln, admin net.Listener) error {
 		// through tls.Conn.NetConn.
 		ln = a.tlsProxy.listen(ln)
 	}
+	if admin != nil && a.tlsAdmin != nil {
+		admin = a.tlsAdmin.listen(admin)
+	}
+	a.serveMu.Lock()
+	if a.closed { // Close has run: serve nothing
+		a.serveMu.Unlock()
+		ln.Close()
+		if admin != nil {
+			admin.Close()
+		}
+		return nil
+	}
+	a.serving = append(a.serving, ln)
+	if admin != nil {
+		a.serving = append(a.serving, admin)
+	}
+	a.serveMu.Unlock()
 	go func() { errc <- a.srv.Serve(ln) }()
 	if admin != nil {
 		n++
-		if a.tlsAdmin != nil {
-			admin = a.tlsAdmin.listen(admin)
-		}
 		go func() { errc <- a.admin.Serve(admin) }()
 	}
 	var first error
@@ -387,6 +410,15 @@ func (a *App) Close() error {
 			a.waits.Close() // waiting requests are answered now, not after max_wait
 		}
 		errs := []error{a.srv.Shutdown(), a.admin.Shutdown()}
+		// A listener whose Serve had not registered it yet is not closed
+		// by Shutdown: close them all here (a second close of one
+		// Shutdown closed is harmless), so that every Serve returns.
+		a.serveMu.Lock()
+		a.closed = true
+		for _, l := range a.serving {
+			l.Close()
+		}
+		a.serveMu.Unlock()
 		for _, c := range a.close {
 			errs = append(errs, c())
 		}

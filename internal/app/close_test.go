@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"testing"
 
 	"github.com/llmguard/llmguard/config"
@@ -46,6 +47,44 @@ ledger: {file: %q}
 		first := a.Close()
 		if second := a.Close(); fmt.Sprint(second) != fmt.Sprint(first) {
 			t.Errorf("second Close = %v, first %v", second, first)
+		}
+	}
+}
+
+// A Close that runs before Serve has started its servers still ends Serve.
+// fasthttp's Shutdown stops only a server whose Serve has registered its
+// listener; on a loaded machine Serve's goroutines may start after the
+// Close, and that server then accepted for ever while Serve waited for it
+// (TestUnknownOrMissingKeyIs401 hung 8m30s under CI load). Here Serve is
+// called after Close: it must return (a hang is this test's timeout), and
+// leave its listeners closed.
+func TestServeAfterCloseReturns(t *testing.T) {
+	cfg, err := config.Parse([]byte(baseConfig(t, "http://127.0.0.1:1", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Serve(ln, adm); err != nil {
+		t.Fatalf("Serve after Close: %v", err)
+	}
+	for _, l := range []net.Listener{ln, adm} {
+		if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+			c.Close()
+			t.Errorf("%s still accepts connections after Serve returned", l.Addr())
 		}
 	}
 }
