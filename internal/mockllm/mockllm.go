@@ -87,8 +87,15 @@ func StartWith(addr string, o Options) (*Server, error) {
 	return s, nil
 }
 
-// Close stops the server.
-func (s *Server) Close() error { return s.srv.Shutdown() }
+// Close stops the server: it closes the listener itself as well, since
+// fasthttp's Shutdown closes only a listener its Serve has already
+// registered, and Serve runs on a goroutine that may not have started yet
+// (it then fails on the closed listener and returns). Errors: Shutdown's.
+func (s *Server) Close() error {
+	err := s.srv.Shutdown()
+	_ = s.ln.Close() // already closed when Serve had registered it
+	return err
+}
 
 // LastRequest returns a copy of the headers and body of the last request.
 func (s *Server) LastRequest() (*fasthttp.RequestHeader, []byte) {

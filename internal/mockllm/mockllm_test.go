@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -600,6 +601,27 @@ func TestJSONUsageMatchesStream(t *testing.T) {
 		su, _, text := settle(f.kind, events(post(t, s, f.path, f.stream, hdr).body))
 		if !ok || !su.Final || su.Usage != want || want.OutputTokens != 5 || text != " The quick brown fox jumps" {
 			t.Errorf("%s: stream %+v %q, JSON %+v", f.name, su, text, want)
+		}
+	}
+}
+
+// TestCloseRightAfterStartStopsListening closes servers at once after
+// starting them, before their Serve goroutine may have run: each must stop
+// accepting (a dial is refused), where Shutdown alone left the listener
+// of a Serve that had not started yet open for ever.
+func TestCloseRightAfterStartStopsListening(t *testing.T) {
+	for i := range 50 {
+		s, err := Start("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := strings.TrimPrefix(s.URL, "http://")
+		if err := s.Close(); err != nil {
+			t.Fatalf("server %d: close: %v", i, err)
+		}
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			t.Fatalf("server %d: %s still accepts connections after Close", i, addr)
 		}
 	}
 }
