@@ -116,7 +116,9 @@ func (t adminTarget) do(cmd, method, path string, body []byte, tokenEnv string, 
 	}
 	resp, err := t.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s: is llmguard running? %w", cmd, err)
+		// A node started with serve --admin-listen listens where its
+		// config does not say: name the flag that reaches it.
+		return nil, fmt.Errorf("%s: is llmguard running, with its admin listener at %s? (one started with serve --admin-listen: pass that address as --admin host:port) %w", cmd, t.base, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminAnswer+1))

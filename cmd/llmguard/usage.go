@@ -83,11 +83,26 @@ func (u *usageCmd) Run() error {
 		return fmt.Errorf("usage: %w", err)
 	}
 	printReport(os.Stdout, &rep)
-	if u.Tenant != "" && rep.Requests == 0 && !slices.ContainsFunc(rep.Quotas, func(q app.QuotaState) bool { return q.Used != 0 }) {
-		// An empty report for a misspelt tenant looked like a quiet period.
-		fmt.Fprintf(os.Stderr, "llmguard usage: tenant %q has no request in this period and nothing used of any quota: check its spelling (`llmguard usage` without --tenant lists every tenant with spend)\n", u.Tenant)
+	if note := emptyTenantNote(u.Tenant, &rep); note != "" {
+		fmt.Fprintln(os.Stderr, note)
 	}
 	return nil
+}
+
+// emptyTenantNote is the line usage writes to stderr under the report of a
+// --tenant with no request in the period and nothing used of any quota (an
+// empty report for a misspelt tenant looked like a quiet period), or "" for
+// any other report. With no ledger configured (rep.Source "none") requests
+// are not counted at all, so the note says so rather than blame the
+// spelling of a tenant that may well be sending requests.
+func emptyTenantNote(tenant string, rep *app.UsageReport) string {
+	if tenant == "" || rep.Requests != 0 || slices.ContainsFunc(rep.Quotas, func(q app.QuotaState) bool { return q.Used != 0 }) {
+		return ""
+	}
+	if rep.Source == "none" {
+		return fmt.Sprintf("llmguard usage: tenant %q has nothing used of any quota, and this llmguard keeps no ledger (its config has no ledger: section), so its requests are not counted: check the tenant's spelling, or add a ledger to see spend", tenant)
+	}
+	return fmt.Sprintf("llmguard usage: tenant %q has no request in this period and nothing used of any quota: check its spelling (`llmguard usage` without --tenant lists every tenant with spend)", tenant)
 }
 
 func printReport(out io.Writer, r *app.UsageReport) {

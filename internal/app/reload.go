@@ -23,10 +23,13 @@ import (
 // flight finish under the old ones, and buckets keep their usage (they are
 // keyed by limit name). An invalid file changes nothing: the error names
 // each bad field, and the old config stays in force. Listeners, upstreams,
-// the store, max_inflight_response_bytes, region and region_exchange are
-// fixed at start-up: a change to them is logged as needing a restart and
-// otherwise ignored (the new limits must then be valid with the running
-// region). A limit split between
+// the store, max_inflight_response_bytes, region and region_exchange, and
+// the proxy's own settings (max_body_bytes, max_inflight_body_bytes,
+// max_response_bytes, client_write_timeout, max_retry_wait,
+// unmetered_paths), output_reservation, wait_queue, metrics, ledger,
+// access_log, tracing and alerts are fixed at start-up: a change to them is
+// logged as needing a restart and otherwise ignored (the new limits must
+// then be valid with the running region). A limit split between
 // regions keeps its held share across a reload that leaves its split alone
 // (policy.Policy.AdoptRegional). Every attempt is counted
 // (llmguard_config_reloads_total) and the last one's outcome is shown on
@@ -73,6 +76,21 @@ func (a *App) reload(path string) error {
 		{"upstreams", old.Upstreams, cfg.Upstreams}, {"store", old.Store, cfg.Store}, {"key_store", old.KeyStore, cfg.KeyStore},
 		{"tls", old.TLS, cfg.TLS}, {"admin_tls", old.AdminTLS, cfg.AdminTLS},
 		{"max_inflight_response_bytes", old.MaxInflightResponseBytes, cfg.MaxInflightResponseBytes},
+		// Read only where the proxy, its listener and their helpers are
+		// built (newApp): a reload that changed them used to log "config
+		// reloaded" and keep the old values without a word, so that an
+		// unmetered_paths entry removed from the file still let calls
+		// past token and dollar limits until a restart.
+		{"max_body_bytes", old.MaxBodyBytes, cfg.MaxBodyBytes},
+		{"max_inflight_body_bytes", old.MaxInflightBodyBytes, cfg.MaxInflightBodyBytes},
+		{"max_response_bytes", old.MaxResponseBytes, cfg.MaxResponseBytes},
+		{"client_write_timeout", old.ClientWriteTimeout, cfg.ClientWriteTimeout},
+		{"max_retry_wait", old.MaxRetryWait, cfg.MaxRetryWait},
+		{"unmetered_paths", old.UnmeteredPaths, cfg.UnmeteredPaths},
+		{"output_reservation", old.OutputReservation, cfg.OutputReservation},
+		{"wait_queue", old.WaitQueue, cfg.WaitQueue}, {"metrics", old.Metrics, cfg.Metrics},
+		{"ledger", old.Ledger, cfg.Ledger}, {"access_log", old.AccessLog, cfg.AccessLog},
+		{"tracing", old.Tracing, cfg.Tracing}, {"alerts", old.Alerts, cfg.Alerts},
 	} {
 		if !reflect.DeepEqual(f.old, f.new) {
 			a.log.Warn("config reload: this section changes only at restart; keeping the running one", "field", f.name)
