@@ -178,15 +178,35 @@ type live struct {
 	policy  *policy.Policy
 	weigher Weigher
 	ietf    *ietfItems // the RateLimit fields' text of policy's rules
+	// unmetered: Settings.UnmeteredPaths, lowercased once.
+	unmetered    []string
+	maxRetryWait time.Duration // Settings.MaxRetryWait, its zero defaulted
 }
 
-// Reload makes pol and w serve the next requests; requests in flight finish
-// with what they started with. Buckets are keyed by limit name and
+// Settings are the proxy options a config reload changes with the policy
+// (Reload): the zero value has no unmetered path and the default 60s
+// MaxRetryWait.
+type Settings struct {
+	// UnmeteredPaths: as Options.UnmeteredPaths.
+	UnmeteredPaths []string
+	// MaxRetryWait: as Options.MaxRetryWait. Zero: 60s.
+	MaxRetryWait time.Duration
+}
+
+// Reload makes pol, w and s serve the next requests; requests in flight
+// finish with what they started with. Buckets are keyed by limit name and
 // subject, so a limit that keeps its name keeps its usage, under its new
 // capacity and rate. Safe for concurrent use.
-func (p *Proxy) Reload(pol *policy.Policy, w Weigher) {
+func (p *Proxy) Reload(pol *policy.Policy, w Weigher, s Settings) {
 	p.opt.Metrics.Prepare(pol.Rules())
-	p.live.Store(&live{policy: pol, weigher: w, ietf: newIETFItems(pol)})
+	l := &live{policy: pol, weigher: w, ietf: newIETFItems(pol), maxRetryWait: s.MaxRetryWait}
+	if l.maxRetryWait <= 0 {
+		l.maxRetryWait = time.Minute
+	}
+	for _, g := range s.UnmeteredPaths {
+		l.unmetered = append(l.unmetered, strings.ToLower(g))
+	}
+	p.live.Store(l)
 }
 
 // New checks opt and builds a Proxy. Errors: a required option is missing
@@ -216,9 +236,6 @@ func New(opt Options) (*Proxy, error) {
 	if opt.ResponseBudget <= 0 {
 		opt.ResponseBudget = 256 << 20
 	}
-	if opt.MaxRetryWait <= 0 {
-		opt.MaxRetryWait = time.Minute
-	}
 	if opt.UnavailableRetry <= 0 {
 		opt.UnavailableRetry = 2 * time.Second
 	}
@@ -239,7 +256,7 @@ func New(opt Options) (*Proxy, error) {
 		shares: make(map[string]int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes)), bodyPool: newBodyPool(opt.BodyBudget),
 		answerPool: newAnswerPool(opt.ResponseBudget), unreadLog: newUnreadLog()}
 	px.answers.max = opt.ResponseBudget
-	px.Reload(opt.Policy, opt.Weigher)
+	px.Reload(opt.Policy, opt.Weigher, Settings{UnmeteredPaths: opt.UnmeteredPaths, MaxRetryWait: opt.MaxRetryWait})
 	return px, nil
 }
 
@@ -649,7 +666,7 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 		}
 	}
 	if x.kind == weigher.KindUnmetered || x.perImage > 0 {
-		x.unmeteredAllowed = p.unmeteredAllowed(x.path)
+		x.unmeteredAllowed = x.live.unmeteredAllowed(x.path)
 	}
 	if x.kind.Weighed() {
 		if !x.est.Parsed {
@@ -686,10 +703,10 @@ func rulePath(k weigher.Kind, path string) string {
 
 // unmeteredAllowed reports whether the operator lets callers under token
 // or dollar limits call the unmetered endpoint upPath.
-func (p *Proxy) unmeteredAllowed(upPath string) bool {
+func (l *live) unmeteredAllowed(upPath string) bool {
 	c := weigher.CanonicalPath(upPath)
-	for _, g := range p.opt.UnmeteredPaths {
-		if ok, _ := path.Match(strings.ToLower(g), c); ok {
+	for _, g := range l.unmetered {
+		if ok, _ := path.Match(g, c); ok {
 			return true
 		}
 	}
@@ -803,7 +820,7 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	case meter.Denied, meter.TooLarge:
 		i := x.m.DeniedBy()
 		e := denied(ctx, x.upstream.Flavor, x.m.Rules(), x.live.ietf, i, x.m.Verdict() == meter.TooLarge, x.m.RetryAfter())
-		if x.m.RetryAfter() > p.opt.MaxRetryWait {
+		if x.m.RetryAfter() > x.live.maxRetryWait {
 			// The official SDKs sleep for whatever Retry-After says: past
 			// max_retry_wait, have them return the error at once.
 			ctx.Response.Header.Set("x-should-retry", "false")

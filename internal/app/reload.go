@@ -16,17 +16,18 @@ import (
 
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/proxy"
 )
 
 // Reload reads the config file at path and, when it is valid, makes its
-// keys, models, prices and limits serve the next request; requests in
+// keys, models, prices, limits, unmetered_paths and max_retry_wait serve
+// the next request; requests in
 // flight finish under the old ones, and buckets keep their usage (they are
 // keyed by limit name). An invalid file changes nothing: the error names
 // each bad field, and the old config stays in force. Listeners, upstreams,
 // the store, max_inflight_response_bytes, region and region_exchange, and
 // the proxy's own settings (max_body_bytes, max_inflight_body_bytes,
-// max_response_bytes, client_write_timeout, max_retry_wait,
-// unmetered_paths), output_reservation, wait_queue, metrics, ledger,
+// max_response_bytes, client_write_timeout), output_reservation, wait_queue, metrics, ledger,
 // access_log, tracing and alerts are fixed at start-up: a change to them is
 // logged as needing a restart and otherwise ignored (the new limits must
 // then be valid with the running region). A limit split between
@@ -68,31 +69,8 @@ func (a *App) reload(path string) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range []struct {
-		name     string
-		old, new any
-	}{
-		{"listen", old.Listen, cfg.Listen}, {"admin_listen", old.AdminListen, cfg.AdminListen},
-		{"upstreams", old.Upstreams, cfg.Upstreams}, {"store", old.Store, cfg.Store}, {"key_store", old.KeyStore, cfg.KeyStore},
-		{"tls", old.TLS, cfg.TLS}, {"admin_tls", old.AdminTLS, cfg.AdminTLS},
-		{"max_inflight_response_bytes", old.MaxInflightResponseBytes, cfg.MaxInflightResponseBytes},
-		// Read only where the proxy, its listener and their helpers are
-		// built (newApp): a reload that changed them used to log "config
-		// reloaded" and keep the old values without a word, so that an
-		// unmetered_paths entry removed from the file still let calls
-		// past token and dollar limits until a restart.
-		{"max_body_bytes", old.MaxBodyBytes, cfg.MaxBodyBytes},
-		{"max_inflight_body_bytes", old.MaxInflightBodyBytes, cfg.MaxInflightBodyBytes},
-		{"max_response_bytes", old.MaxResponseBytes, cfg.MaxResponseBytes},
-		{"client_write_timeout", old.ClientWriteTimeout, cfg.ClientWriteTimeout},
-		{"max_retry_wait", old.MaxRetryWait, cfg.MaxRetryWait},
-		{"unmetered_paths", old.UnmeteredPaths, cfg.UnmeteredPaths},
-		{"output_reservation", old.OutputReservation, cfg.OutputReservation},
-		{"wait_queue", old.WaitQueue, cfg.WaitQueue}, {"metrics", old.Metrics, cfg.Metrics},
-		{"ledger", old.Ledger, cfg.Ledger}, {"access_log", old.AccessLog, cfg.AccessLog},
-		{"tracing", old.Tracing, cfg.Tracing}, {"alerts", old.Alerts, cfg.Alerts},
-	} {
-		if !reflect.DeepEqual(f.old, f.new) {
+	for _, f := range startOnly {
+		if !reflect.DeepEqual(reflect.ValueOf(f.field(old)).Elem().Interface(), reflect.ValueOf(f.field(cfg)).Elem().Interface()) {
 			a.log.Warn("config reload: this section changes only at restart; keeping the running one", "field", f.name)
 		}
 	}
@@ -100,9 +78,9 @@ func (a *App) reload(path string) error {
 	// Upstreams change only at restart; the limits, keys and prices now.
 	logFindings(a.log, slices.Concat(checkDefaultCosts(cfg, pol, w), checkMatchers(cfg, pol), checkShards(cfg), checkLeases(cfg)))
 	pol.AdoptRegional(a.pol.Load()) // a region's held share and demand survive a reload that keeps its split
-	a.Proxy.Reload(pol, w)
+	a.Proxy.Reload(pol, w, proxy.Settings{UnmeteredPaths: cfg.UnmeteredPaths, MaxRetryWait: time.Duration(cfg.MaxRetryWait)})
 	a.pol.Store(pol)
-	a.cfg.Store(cfg)
+	a.cfg.Store(running(cfg, old))
 	if a.stores.leases != nil {
 		// A limit may have changed: leases go back, and are taken again
 		// under the new one.
@@ -112,6 +90,51 @@ func (a *App) reload(path string) error {
 	}
 	a.log.Info("config reloaded", "path", path, "limits", len(cfg.Limits), "keys", len(cfg.Keys))
 	return nil
+}
+
+// startOnly are the config sections a reload does not change: each a
+// YAML name and the address of its field in a Config. Listeners,
+// upstreams and stores are built once; the others are read only where the
+// proxy, its listener and their helpers are built (newApp), and a reload
+// that changed them used to log "config reloaded" and keep the old values
+// without a word. (unmetered_paths and max_retry_wait apply live:
+// proxy.Settings; region and region_exchange are kept before compiling,
+// in reload.)
+var startOnly = []struct {
+	name  string
+	field func(*config.Config) any // a pointer to the section
+}{
+	{"listen", func(c *config.Config) any { return &c.Listen }},
+	{"admin_listen", func(c *config.Config) any { return &c.AdminListen }},
+	{"upstreams", func(c *config.Config) any { return &c.Upstreams }},
+	{"store", func(c *config.Config) any { return &c.Store }},
+	{"key_store", func(c *config.Config) any { return &c.KeyStore }},
+	{"tls", func(c *config.Config) any { return &c.TLS }},
+	{"admin_tls", func(c *config.Config) any { return &c.AdminTLS }},
+	{"max_inflight_response_bytes", func(c *config.Config) any { return &c.MaxInflightResponseBytes }},
+	{"max_body_bytes", func(c *config.Config) any { return &c.MaxBodyBytes }},
+	{"max_inflight_body_bytes", func(c *config.Config) any { return &c.MaxInflightBodyBytes }},
+	{"max_response_bytes", func(c *config.Config) any { return &c.MaxResponseBytes }},
+	{"client_write_timeout", func(c *config.Config) any { return &c.ClientWriteTimeout }},
+	{"output_reservation", func(c *config.Config) any { return &c.OutputReservation }},
+	{"wait_queue", func(c *config.Config) any { return &c.WaitQueue }},
+	{"metrics", func(c *config.Config) any { return &c.Metrics }},
+	{"ledger", func(c *config.Config) any { return &c.Ledger }},
+	{"access_log", func(c *config.Config) any { return &c.AccessLog }},
+	{"tracing", func(c *config.Config) any { return &c.Tracing }},
+	{"alerts", func(c *config.Config) any { return &c.Alerts }},
+}
+
+// running returns a copy of cfg with old's values in the startOnly
+// sections: the config the node runs after a reload of cfg, against which
+// the next reload is compared (a section still changed in the file is
+// warned of again; one changed back is not).
+func running(cfg, old *config.Config) *config.Config {
+	c := *cfg
+	for _, f := range startOnly {
+		reflect.ValueOf(f.field(&c)).Elem().Set(reflect.ValueOf(f.field(old)).Elem())
+	}
+	return &c
 }
 
 // Watch reloads the config file at path whenever it changes (written,

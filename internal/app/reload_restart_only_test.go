@@ -7,16 +7,20 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/llmguard/llmguard/config"
 )
 
 // A reload that changes a setting read only at start-up (here
-// unmetered_paths and max_body_bytes, which the proxy is built with) is
-// logged as needing a restart, naming the field, and the running value
-// stays; a reload of the same file warns of nothing. Before, such a reload
-// logged only "config reloaded": an operator who removed an unmetered_paths
-// entry believed the endpoint closed while calls went on past the token
-// limits until a restart.
+// max_body_bytes, which the proxy is built with) is logged as needing a
+// restart, naming the field, and the running value stays, so that a later
+// reload still changing it warns again; a reload of the same file warns of
+// nothing. unmetered_paths applies at once, both ways: an entry removed
+// closes the endpoint to the next call (403), an entry added opens it.
+// Before, a reload logged only "config reloaded" and kept the old list: an
+// operator who removed an entry believed the endpoint closed while calls
+// went on past the token limits until a restart.
 func TestReloadWarnsOfStartOnlySettings(t *testing.T) {
 	const warning = "changes only at restart"
 	dir := t.TempDir()
@@ -45,14 +49,34 @@ limits: [{name: user-tokens, scope: user, unit: tokens, rate: 100000, per: 1h}]
 	}
 	t.Cleanup(func() { a.Close() })
 
+	// images calls an unmetered endpoint through the proxy's handler: 403
+	// when refused as unmetered, else forwarded (to an upstream that cannot
+	// be reached: 502).
+	images := func() int {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod(fasthttp.MethodPost)
+		ctx.Request.SetRequestURI("/v1/images/generations")
+		ctx.Request.Header.Set("Authorization", "Bearer sk-reload")
+		ctx.Request.Header.SetContentType("application/json")
+		ctx.Request.SetBodyString(`{"model":"dall-e-3","prompt":"a cat"}`)
+		a.Proxy.Handle(&ctx)
+		return ctx.Response.StatusCode()
+	}
+	if got := images(); got == fasthttp.StatusForbidden {
+		t.Fatalf("start: an unmetered_paths endpoint got %d", got)
+	}
 	steps := []struct {
-		name  string
-		extra string
-		want  []string // fields warned of; none: no warning at all
+		name   string
+		extra  string
+		want   []string // fields warned of; none: no warning at all
+		closed bool     // the images endpoint is refused (403)
 	}{
 		{name: "same file", extra: "unmetered_paths: [\"/v1/images/*\"]\n"},
-		{name: "unmetered_paths removed", extra: "", want: []string{"field=unmetered_paths"}},
+		{name: "unmetered_paths removed", extra: "", closed: true},
+		{name: "unmetered_paths added back", extra: "unmetered_paths: [\"/v1/images/*\"]\n"},
 		{name: "max_body_bytes lowered", extra: "unmetered_paths: [\"/v1/images/*\"]\nmax_body_bytes: 1024\n",
+			want: []string{"field=max_body_bytes"}},
+		{name: "max_body_bytes still lowered", extra: "unmetered_paths: [\"/v1/images/*\"]\nmax_body_bytes: 1024\n",
 			want: []string{"field=max_body_bytes"}},
 	}
 	for i, s := range steps {
@@ -69,6 +93,9 @@ limits: [{name: user-tokens, scope: user, unit: tokens, rate: 100000, per: 1h}]
 			if !strings.Contains(got, warning) || !strings.Contains(got, f) {
 				t.Errorf("step %d (%s): no %q warning naming %s:\n%s", i, s.name, warning, f, got)
 			}
+		}
+		if code := images(); (code == fasthttp.StatusForbidden) != s.closed {
+			t.Errorf("step %d (%s): the unmetered_paths endpoint got %d, want refused (403): %v", i, s.name, code, s.closed)
 		}
 	}
 }
