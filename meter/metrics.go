@@ -157,7 +157,7 @@ type Metrics struct {
 //	charged_units_total{limit}                        units charged by reconciliation above the reservation
 //	spend_usd_total{tenant,model}                     settled cost in USD
 //	limit_utilization{limit,tenant}                   1 − remaining / capacity at the last admission
-//	overhead_seconds                                  histogram of time spent in llmguard, upstream excluded
+//	overhead_seconds                                  histogram of time spent in llmguard, upstream and wait holds excluded
 //	upstream_duration_seconds{upstream,code}          histogram of upstream time to response (code: 2xx…5xx)
 //	upstream_responses_total{upstream,status}         upstream answers by HTTP status (0: unreachable)
 //	store_failure_decisions_total{limit,decision}     fail_open / fail_closed decisions while the store is unavailable
@@ -214,7 +214,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 		}, []string{"limit", "tenant"}),
 		overhead: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "llmguard_overhead_seconds",
-			Help:    "Time a request spends in llmguard itself (identify, weigh, take, relay setup), upstream time excluded.",
+			Help:    "Time a request spends in llmguard itself (identify, weigh, take, relay setup), upstream time and on_limit: wait holds excluded.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
 		}),
 		upstreamSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{

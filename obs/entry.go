@@ -28,8 +28,11 @@ type Entry struct {
 	// EstimatedOutputTokens is the output reserved at admission, in tokens.
 	EstimatedOutputTokens int64
 	// Overhead is llmguard's own time: from the request's body being read
-	// until its answer is handed to the client, less Upstream.
+	// until its answer is handed to the client, less Upstream and Wait.
 	Overhead time.Duration
+	// Wait is how long the request was held waiting for its buckets
+	// (on_limit: wait); zero when it was not held.
+	Wait time.Duration
 	// Upstream is the time spent waiting on the upstream: until its
 	// response headers, plus reading its body when it is not streamed (for
 	// a stream, its time to first byte).
@@ -81,6 +84,7 @@ var fields = []field{
 	{name: "cost_micro_usd", num: func(e *Entry) int64 { return e.CostMicroUSD }},
 	{name: "overhead_us", num: func(e *Entry) int64 { return durationUS(e.Overhead) }},
 	{name: "upstream_us", num: func(e *Entry) int64 { return durationUS(e.Upstream) }},
+	{name: "wait_us", num: func(e *Entry) int64 { return durationUS(e.Wait) }},
 	{name: "duration_us", num: func(e *Entry) int64 { return durationUS(e.Duration) }},
 	{name: "client_gone", flag: func(e *Entry) bool { return e.ClientGone }},
 }

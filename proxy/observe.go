@@ -140,13 +140,23 @@ func (p *Proxy) handled(ctx *fasthttp.RequestCtx, x *exchange) {
 
 // overheadOf is llmguard's own time in x up to now: since the body was
 // read (or the request arrived, when it never was), less the time spent
-// waiting on the upstream.
+// waiting on the upstream and the time held waiting for its buckets
+// (on_limit: wait, a hold the operator asked for, not llmguard's work).
 func overheadOf(x *exchange, now time.Time) time.Duration {
 	start := x.start
 	if start.IsZero() {
 		start = x.obs.begin
 	}
-	return max(now.Sub(start)-x.upstreamTime, 0)
+	return max(now.Sub(start)-x.upstreamTime-waitedOf(x), 0)
+}
+
+// waitedOf is how long x was held waiting for its buckets; zero before
+// admission.
+func waitedOf(x *exchange) time.Duration {
+	if x.m == nil {
+		return 0
+	}
+	return x.m.Waited()
 }
 
 // settled writes x's access-log line and ends its trace, once, when the
@@ -182,7 +192,7 @@ func (p *Proxy) settled(x *exchange, status int) {
 		e.Model = e.Model[:maxModelName]
 	}
 	e.EstimatedOutputTokens = x.est.OutputTokens
-	e.Overhead, e.Upstream, e.Duration = o.overhead, x.upstreamTime, now.Sub(o.begin)
+	e.Overhead, e.Upstream, e.Wait, e.Duration = o.overhead, x.upstreamTime, waitedOf(x), now.Sub(o.begin)
 	e.ClientGone = o.clientGone
 	if o.root != nil {
 		x.endUpstream(0, nil)

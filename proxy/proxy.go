@@ -561,7 +561,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		return r
 	}
 	r = p.forward(ctx, x, rawUpPath, body)
-	p.opt.Metrics.Overhead(time.Since(x.start) - x.upstreamTime)
+	p.opt.Metrics.Overhead(time.Since(x.start) - x.upstreamTime - waitedOf(x)) // the hold of on_limit: wait is not llmguard's work
 	return r
 }
 
