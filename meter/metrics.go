@@ -441,7 +441,7 @@ func classLabel(status int) string {
 }
 
 // Overhead observes d, the time a request spent in llmguard itself,
-// upstream time excluded; a negative d is ignored.
+// upstream time and on_limit: wait holds excluded; a negative d is ignored.
 func (m *Metrics) Overhead(d time.Duration) {
 	if m != nil && d >= 0 {
 		m.overhead.Observe(d.Seconds())
