@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -148,12 +149,12 @@ func (v *validateCmd) Run() error {
 		}
 	}
 	if warned > 0 && v.Strict {
-		fmt.Fprintf(os.Stderr, "%s: %d warnings (--strict)\n", v.Config, warned)
+		fmt.Fprintf(os.Stderr, "%s: %s (--strict)\n", v.Config, warnings(warned))
 		os.Exit(1)
 	}
 	if warned > 0 {
 		// "OK" alone under a screen of warnings read as "nothing to see".
-		fmt.Printf("%s: OK, with %d warnings (above; serve runs it, --strict fails it)\n", v.Config, warned)
+		fmt.Printf("%s: OK, with %s (above; serve runs it, --strict fails it)\n", v.Config, warnings(warned))
 		return nil
 	}
 	fmt.Printf("%s: OK\n", v.Config)
@@ -246,4 +247,12 @@ type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "source", "go-redis")
+}
+
+// warnings is "1 warning" or "n warnings".
+func warnings(n int) string {
+	if n == 1 {
+		return "1 warning"
+	}
+	return strconv.Itoa(n) + " warnings"
 }

@@ -220,3 +220,13 @@ func freeAddr(t *testing.T) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// validate counts its warnings in English: one warning, not "1 warnings"
+// (new-user trial).
+func TestWarningsCount(t *testing.T) {
+	for n, want := range map[int]string{1: "1 warning", 2: "2 warnings", 12: "12 warnings"} {
+		if got := warnings(n); got != want {
+			t.Errorf("warnings(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
