@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/spec"
 )
 
@@ -155,4 +157,41 @@ func firstDiff(got, want string) string {
 		}
 	}
 	return ""
+}
+
+// TestTightestOfIsTightest: tightestOf picks, for every unit, the rule
+// tightest picks with a match of that unit alone (the earliest among
+// equals), over random rules of few distinct remainders.
+func TestTightestOfIsTightest(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	units := []policy.Unit{policy.UnitRequests, policy.UnitTokens, policy.UnitInputTokens, policy.UnitOutputTokens, policy.UnitUSD, policy.UnitConcurrent}
+	for range 5000 {
+		rules := make([]meter.Applied, r.IntN(8))
+		for i := range rules {
+			rules[i] = meter.Applied{Rule: &policy.Rule{Unit: units[r.IntN(len(units))]}, Status: bucket.Status{Remaining: int64(r.IntN(4) - 1)}}
+		}
+		for _, u := range units {
+			if got, want := tightestOf(rules, u), tightest(rules, func(v policy.Unit) bool { return v == u }); got != want {
+				t.Fatalf("unit %v over %d rules: %d, want %d", u, len(rules), got, want)
+			}
+		}
+	}
+}
+
+// FuzzTightestOf: tightestOf agrees with tightest on any rules (two bytes
+// each: a unit and a remainder).
+func FuzzTightestOf(f *testing.F) {
+	f.Add([]byte{0, 3, 1, 2, 0, 3, 5, 255})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		units := []policy.Unit{policy.UnitRequests, policy.UnitTokens, policy.UnitInputTokens, policy.UnitOutputTokens, policy.UnitUSD, policy.UnitConcurrent}
+		var rules []meter.Applied
+		for i := 0; i+1 < len(b) && len(rules) < 64; i += 2 {
+			rules = append(rules, meter.Applied{Rule: &policy.Rule{Unit: units[int(b[i])%len(units)]}, Status: bucket.Status{Remaining: int64(int8(b[i+1]))}})
+		}
+		for _, u := range units {
+			if got, want := tightestOf(rules, u), tightest(rules, func(v policy.Unit) bool { return v == u }); got != want {
+				t.Fatalf("unit %v: %d, want %d", u, got, want)
+			}
+		}
+	})
 }
