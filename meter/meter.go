@@ -82,6 +82,8 @@ type Meter struct {
 	// statuses is opt.Store as a bucket.StatusTaker, nil when it is not
 	// one: asserted once here rather than on every take.
 	statuses bucket.StatusTaker
+	// keys keeps the bucket keys of recent callers (keymemo.go).
+	keys keyMemo
 	// warned remembers the budget thresholds already reported.
 	warned warnings
 }
@@ -499,7 +501,7 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	items := inline(x.itemBuf[:], len(rules))
 	x.rules = inline(x.ruleBuf[:], len(rules))
 	var keys ruleKeys
-	keys.make(rules, r.Principal, x.quote.Label)
+	m.keys.make(&keys, rules, r.Principal, x.quote.Label)
 	for i, rule := range rules {
 		units := x.units(rule, reserve)
 		key := keys.key(i)
