@@ -24,8 +24,11 @@ const keyMemoBits = 6
 // principal and label are equal to those it was built for, so the keys are
 // those ruleKeys.make builds. Its memory is bounded: 1<<keyMemoBits
 // entries, each the strings of one principal, one label and one request's
-// keys (bounded by the identity's and the config's sizes). A miss
-// allocates the entry, one small object. The zero value is empty. Safe for
+// keys (bounded by the identity's and the config's sizes); an entry also
+// holds its rules, and so their policy, until a request of its slot
+// replaces it: after reloads, at most 1<<keyMemoBits old policies are kept
+// alive by idle callers' entries. A miss allocates the entry, one small
+// object. The zero value is empty. Safe for
 // concurrent use.
 type keyMemo struct {
 	slots [1 << keyMemoBits]atomic.Pointer[keyEntry]
