@@ -59,11 +59,15 @@ type ruleSeries struct {
 	utilization, quotaUsed, quotaLimit, quotaEnd child[prometheus.Gauge]
 }
 
-// flowOf returns the flowSeries of x, an Exchange being admitted, looked
-// up once and kept on x.
+// flowOf returns the flowSeries of x, an Exchange being admitted, taken
+// from m.memo or looked up (and kept there), and kept on x.
 func (m *Metrics) flowOf(x *Exchange) *flowSeries {
 	if x.flow == nil {
+		x.flow = m.memo.flowOf(x)
+	}
+	if x.flow == nil {
 		x.flow = m.lookupFlow(x)
+		m.memo.flow.Store(x.flow)
 	}
 	return x.flow
 }
@@ -82,10 +86,14 @@ func (m *Metrics) lookupFlow(x *Exchange) *flowSeries {
 }
 
 // ruleOf returns the ruleSeries of a, a rule of an Exchange being
-// admitted, looked up once and kept on a.
+// admitted, taken from m.memo or looked up, and kept on a.
 func (m *Metrics) ruleOf(a *Applied, tenant string) *ruleSeries {
 	if a.series == nil {
+		a.series = m.memo.ruleOf(a.Rule, tenant)
+	}
+	if a.series == nil {
 		a.series = m.rules.get(2, labelValues{a.Rule.Name, tenant})
+		m.memo.slot(a.Rule).Store(a.series)
 	}
 	return a.series
 }

@@ -79,6 +79,11 @@ const (
 type Meter struct {
 	opt Options
 	log *slog.Logger
+	// statuses is opt.Store as a bucket.StatusTaker, nil when it is not
+	// one: asserted once here rather than on every take.
+	statuses bucket.StatusTaker
+	// keys keeps the bucket keys of recent callers (keymemo.go).
+	keys keyMemo
 	// warned remembers the budget thresholds already reported.
 	warned warnings
 }
@@ -94,7 +99,8 @@ func New(opt Options) (*Meter, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	return &Meter{opt: opt, log: opt.Logger}, nil
+	st, _ := opt.Store.(bucket.StatusTaker)
+	return &Meter{opt: opt, log: opt.Logger, statuses: st}, nil
 }
 
 // Metrics returns the Metrics the meter records to (nil: none), for the
@@ -495,7 +501,7 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	items := inline(x.itemBuf[:], len(rules))
 	x.rules = inline(x.ruleBuf[:], len(rules))
 	var keys ruleKeys
-	keys.make(rules, r.Principal, x.quote.Label)
+	m.keys.make(&keys, rules, r.Principal, x.quote.Label)
 	for i, rule := range rules {
 		units := x.units(rule, reserve)
 		key := keys.key(i)
@@ -515,12 +521,11 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	var d bucket.Decision
 	var taken [][]bucket.Item // per rule, the shards taken from, when a rule is sharded
 	var err error
-	st, statusTaker := m.opt.Store.(bucket.StatusTaker)
 	switch {
 	case sharded(rules):
 		d, taken, err = x.takeSharded(rules, items)
-	case statusTaker: // the statuses in the Exchange: no allocation
-		d, err = st.TakeInto(context.Background(), r.ID, items, x.statusBuf[:])
+	case m.statuses != nil: // the statuses in the Exchange: no allocation
+		d, err = m.statuses.TakeInto(context.Background(), r.ID, items, x.statusBuf[:])
 	default:
 		d, err = m.opt.Store.Take(context.Background(), r.ID, items)
 	}

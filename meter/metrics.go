@@ -140,6 +140,8 @@ type Metrics struct {
 	// flows and rules hold the bundles of those children (bundles.go).
 	flows *seriesCache[*flowSeries]
 	rules *seriesCache[*ruleSeries]
+	// memo keeps the bundles last found (memo.go).
+	memo bundleMemo
 }
 
 // NewMetrics registers llmguard's request collectors on reg. The families, all
@@ -483,6 +485,7 @@ func (m *Metrics) Prepare(rules []policy.Rule) {
 		c.reset()
 	}
 	m.rules.reset()
+	m.memo.forgetRules()
 	for _, r := range rules {
 		decision := OutcomeFailClosed
 		if r.FailOpen {

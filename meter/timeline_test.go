@@ -378,7 +378,7 @@ func TestTimelineFailClosed(t *testing.T) {
 func TestTimelineInvalidTakeIsRefused(t *testing.T) {
 	tl := newTimeline(t, `  - {name: rpm, scope: user, unit: requests, rate: 10, per: 1m, on_failure: open}
 `)
-	tl.meter.opt.Store = invalidStore{}
+	tl.meter.opt.Store, tl.meter.statuses = invalidStore{}, nil // as New would make it
 	x := tl.admit(1, 1)
 	if x.Verdict() != Broken || x.Outcome(0) != OutcomeInternalError {
 		t.Fatalf("%v (%s), want broken / internal_error", x.Verdict(), x.Outcome(0))

@@ -61,15 +61,15 @@ func (anthropic) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied)
 	now := time.Now()
 	for k := range anthropicKinds {
 		kind := &anthropicKinds[k]
-		i := tightest(rules, func(u policy.Unit) bool { return u == kind.unit })
+		i := tightestOf(rules, kind.unit)
 		if i < 0 {
 			continue
 		}
-		a := rules[i]
+		a := &rules[i]
 		var b [32]byte // the values are built on the stack
-		h.SetBytesV(kind.limit, strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
-		h.SetBytesV(kind.remaining, strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
-		h.SetBytesV(kind.reset, now.Add(a.Status.Reset).UTC().Truncate(time.Second).Add(time.Second).AppendFormat(b[:0], time.RFC3339))
+		setField(h, kind.limit, strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
+		setField(h, kind.remaining, strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
+		setField(h, kind.reset, now.Add(a.Status.Reset).UTC().Truncate(time.Second).Add(time.Second).AppendFormat(b[:0], time.RFC3339))
 	}
 }
 
@@ -77,7 +77,7 @@ func (anthropic) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied)
 // names of its anthropic-ratelimit-<unit>-{limit,remaining,reset} fields.
 type anthropicKind struct {
 	unit                    policy.Unit
-	limit, remaining, reset string
+	limit, remaining, reset []byte // spelled as written (setField)
 }
 
 // anthropicKinds are the units Anthropic's rate-limit fields report, with
@@ -87,7 +87,7 @@ var anthropicKinds = func() []anthropicKind {
 	ks := []anthropicKind{{unit: policy.UnitRequests}, {unit: policy.UnitTokens}, {unit: policy.UnitInputTokens}, {unit: policy.UnitOutputTokens}}
 	for i, name := range []string{"requests", "tokens", "input-tokens", "output-tokens"} {
 		p := "anthropic-ratelimit-" + name
-		ks[i].limit, ks[i].remaining, ks[i].reset = p+"-limit", p+"-remaining", p+"-reset"
+		ks[i].limit, ks[i].remaining, ks[i].reset = []byte(p+"-limit"), []byte(p+"-remaining"), []byte(p+"-reset")
 	}
 	return ks
 }()

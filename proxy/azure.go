@@ -96,9 +96,9 @@ func (azure) appendError(b []byte, e apiError) []byte {
 // documents only retry-after and retry-after-ms, which denied sets).
 func (azure) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied) {
 	if i := tightest(rules, policy.Unit.CountsTokens); i >= 0 {
-		setOpenAITrio(h, &tokensTrio, rules[i], resetSeconds)
+		setOpenAITrio(h, &tokensTrio, &rules[i], resetSeconds)
 	}
-	if i := tightest(rules, func(u policy.Unit) bool { return u == policy.UnitRequests }); i >= 0 {
-		setOpenAITrio(h, &requestsTrio, rules[i], resetSeconds)
+	if i := tightestOf(rules, policy.UnitRequests); i >= 0 {
+		setOpenAITrio(h, &requestsTrio, &rules[i], resetSeconds)
 	}
 }

@@ -33,7 +33,9 @@ const maxRateLimitItems = 4
 //     of q and r.
 //
 // The values are built in a buffer on the stack: no allocation for up to
-// maxRateLimitItems rules of ordinary names.
+// maxRateLimitItems rules of ordinary names. h must not normalise its
+// field names (ResponseHeader.DisableNormalizing, as on every answer
+// llmguard writes): the names are set as spelled, through setField.
 func setLimitHeaders(h *fasthttp.ResponseHeader, f Flavor, rules []meter.Applied, items *ietfItems) {
 	if len(rules) == 0 {
 		return
@@ -41,6 +43,19 @@ func setLimitHeaders(h *fasthttp.ResponseHeader, f Flavor, rules []meter.Applied
 	dialectOf(f).limitHeaders(h, rules)
 	var stack [512]byte
 	setIETFHeaders(h, rules, items, stack[:0])
+}
+
+// tightestOf returns the index of the rule of unit u with the least
+// remaining, the earliest among equals, or -1: tightest for one unit,
+// without a call per rule.
+func tightestOf(rules []meter.Applied, u policy.Unit) int {
+	best := -1
+	for i := range rules {
+		if rules[i].Rule.Unit == u && (best < 0 || rules[i].Status.Remaining < rules[best].Status.Remaining) {
+			best = i
+		}
+	}
+	return best
 }
 
 // tightest returns the index of the rule whose unit match accepts with the
@@ -133,7 +148,7 @@ func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []*meter.Applied, texts 
 			buf = appendPolicyItem(buf, a)
 		}
 	}
-	h.SetBytesV("RateLimit-Policy", buf)
+	setField(h, rateLimitPolicyField, buf)
 	buf = buf[:0]
 	for i, a := range rules {
 		if i > 0 {
@@ -149,9 +164,16 @@ func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []*meter.Applied, texts 
 		buf = append(buf, ";t="...)
 		buf = strconv.AppendInt(buf, ceilSeconds(a.Status.Reset), 10)
 	}
-	h.SetBytesV("RateLimit", buf)
+	setField(h, rateLimitField, buf)
 	return buf
 }
+
+// rateLimitPolicyField and rateLimitField are the names of the IETF fields
+// (draft-ietf-httpapi-ratelimit-headers), spelled as they are written.
+var (
+	rateLimitPolicyField = []byte("RateLimit-Policy")
+	rateLimitField       = []byte("RateLimit")
+)
 
 // requestIDField is the name of the field naming the request on every
 // answer, spelled as it is written.
@@ -159,8 +181,8 @@ var requestIDField = []byte("x-llmguard-request-id")
 
 // setField sets the field name of h, an answer whose header names are not
 // normalised (ResponseHeader.DisableNormalizing: every answer llmguard
-// writes), to value. name must be a valid field name in lower case, as
-// llmguard's own are: fasthttp's SetCanonical takes it as it is, where Set and
+// writes), to value. name must be a valid field name spelled as it is to be
+// written, as llmguard's own are: fasthttp's SetCanonical takes it as it is, where Set and
 // SetBytesV copy and check every byte of it first (about 200 instructions
 // a field; an answer sets a dozen).
 func setField(h *fasthttp.ResponseHeader, name, value []byte) { h.SetCanonical(name, value) }

@@ -55,10 +55,10 @@ func (openAI) appendError(b []byte, e apiError) []byte {
 // duration string such as "1m30s", as OpenAI writes it.
 func (openAI) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied) {
 	if i := tightest(rules, policy.Unit.CountsTokens); i >= 0 {
-		setOpenAITrio(h, &tokensTrio, rules[i], resetGo)
+		setOpenAITrio(h, &tokensTrio, &rules[i], resetGo)
 	}
-	if i := tightest(rules, func(u policy.Unit) bool { return u == policy.UnitRequests }); i >= 0 {
-		setOpenAITrio(h, &requestsTrio, rules[i], resetGo)
+	if i := tightestOf(rules, policy.UnitRequests); i >= 0 {
+		setOpenAITrio(h, &requestsTrio, &rules[i], resetGo)
 	}
 }
 
@@ -84,7 +84,7 @@ var (
 // setOpenAITrio writes the trio of fields names from a's limit and status,
 // the reset as format says; the values are built on the stack, so that no
 // header allocates.
-func setOpenAITrio(h *fasthttp.ResponseHeader, names *openAITrio, a meter.Applied, format resetFormat) {
+func setOpenAITrio(h *fasthttp.ResponseHeader, names *openAITrio, a *meter.Applied, format resetFormat) {
 	var b [32]byte
 	setField(h, names.limit, strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
 	setField(h, names.remaining, strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
