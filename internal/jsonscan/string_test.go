@@ -1,0 +1,59 @@
+package jsonscan
+
+import "testing"
+
+// checkStringAgrees reports (as a test failure) any x on which CheckString
+// and Check disagree: CheckString accepts x whole (a string ending at
+// len(x)) exactly when Check accepts the array [x] and x is one string
+// (Skip finds its end at len(x)).
+func checkStringAgrees(t *testing.T, x []byte, opt Options) {
+	t.Helper()
+	end, _, r := CheckString(x, 0, opt)
+	one := r == OK && end == len(x)
+	doc := append(append([]byte{'['}, x...), ']')
+	whole := len(x) > 0 && x[0] == '"' && Skip(x, 0) == len(x) && Check(doc, Options{UTF8: opt.UTF8}) == nil
+	if one != whole {
+		t.Fatalf("UTF8 %v, %q: CheckString (end %d, %v) accepts %v, Check accepts %v", opt.UTF8, x, end, r, one, whole)
+	}
+	if r == OK && (end <= 0 || end > len(x) || x[end-1] != '"') {
+		t.Fatalf("%q: end %d is not past a closing quote", x, end)
+	}
+}
+
+// TestCheckString holds CheckString to Check's verdict on strings: valid
+// ones, each kind of escape, control characters, cut strings and UTF-8
+// (checked only with UTF8).
+func TestCheckString(t *testing.T) {
+	cases := []string{
+		`""`, `"a"`, `"hello world"`, `"\"\\\/\b\f\n\r\t"`, `"\u00e9\uD83D\uDE00"`,
+		`"\u00g0"`, `"\x"`, `"\u12"`, `"abc`, `"a\"`, `"`, ``, `a`, `"a"b`,
+		"\"tab\there\"", "\"nl\nhere\"", "\"\x00\"", "\"\x1f\"", "\"\x7f\"",
+		"\"caf\xc3\xa9\"", "\"caf\xe9\"", "\"\xed\xa0\x80\"", "\"\xe6\x97\"", "\"\xf0\x9f\x98\x80 long enough to pass eight\"",
+		`"0123456789abcdef0123456789"`, `"0123456789abcdef\u0041\\"`,
+	}
+	for _, c := range cases {
+		for _, u := range []bool{false, true} {
+			checkStringAgrees(t, []byte(c), Options{UTF8: u})
+		}
+	}
+	if end, esc, r := CheckString([]byte(`{"k":"v\n"}`), 5, Options{}); end != 10 || !esc || r != OK {
+		t.Fatalf("inner string: end %d escaped %v %v, want 10 true ok", end, esc, r)
+	}
+	for _, i := range []int{-1, 0, 5, 99} {
+		if _, _, r := CheckString([]byte(`{"k":1}`), i, Options{}); r != Syntax {
+			t.Fatalf("offset %d not at a quote: %v, want syntax", i, r)
+		}
+	}
+}
+
+// FuzzCheckString is the differential fuzz test of CheckString against
+// Check.
+func FuzzCheckString(f *testing.F) {
+	for _, s := range []string{`"a"`, `"\u00e9"`, "\"\xff\"", `"\"`, `"a\nb"`} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, x []byte, u bool) {
+		checkStringAgrees(t, x, Options{UTF8: u})
+	})
+}
