@@ -22,7 +22,10 @@ func (s *Stream) completionsEvent(_, data []byte) StreamUpdate { return s.openAI
 // openAIEvent reads a chat (completions false) or legacy completions chunk;
 // the usage of the include_usage chunk is final.
 func (s *Stream) openAIEvent(data []byte, completions bool) StreamUpdate {
-	c := parseOpenAIChunk(data, completions, s.maxDepth)
+	if s.skel == nil {
+		s.skel = new(chunkSkeleton)
+	}
+	c := s.skel.readChunk(data, completions, s.maxDepth)
 	if c.HasUsage {
 		if s.closed {
 			// A second usage: the upstream contradicts itself, keep the

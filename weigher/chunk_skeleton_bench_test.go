@@ -1,0 +1,41 @@
+package weigher
+
+import (
+	"fmt"
+	"testing"
+)
+
+// chatStreamEvents is a realistic streamed chat answer as OpenAI sends one
+// with include_usage: a role chunk, 18 content chunks (each with its own
+// obfuscation string), a finish chunk, the usage chunk and [DONE].
+func chatStreamEvents() [][]byte {
+	head := `{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741569952,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_f9f4fb6dbf","choices":[{"index":0,"delta":`
+	words := []string{"The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".", " It", "\u2019s", " a", " pangram", ":", " \\\"every\\\"", " letter", "!"}
+	ev := [][]byte{[]byte(head + `{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"h1"}`)}
+	for i, w := range words {
+		ev = append(ev, []byte(fmt.Sprintf(`%s{"content":"%s"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"%s"}`, head, w, "q8Zx0pLmN3aB"[:1+i%12])))
+	}
+	ev = append(ev, []byte(head+`{},"logprobs":null,"finish_reason":"stop"}],"usage":null,"obfuscation":"Zk"}`),
+		[]byte(`{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741569952,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_f9f4fb6dbf","choices":[],"usage":{"prompt_tokens":19,"completion_tokens":18,"total_tokens":37,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"obfuscation":"u"}`),
+		[]byte("[DONE]"))
+	return ev
+}
+
+// BenchmarkStreamChatSequence reads one realistic streamed chat answer
+// (chatStreamEvents: 22 events) through a new Stream per iteration, as the
+// proxy does per response.
+func BenchmarkStreamChatSequence(b *testing.B) {
+	ev := chatStreamEvents()
+	n := 0
+	for _, e := range ev {
+		n += len(e)
+	}
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	for b.Loop() {
+		s := NewStream(KindChat)
+		for _, e := range ev {
+			s.Event(nil, e)
+		}
+	}
+}
