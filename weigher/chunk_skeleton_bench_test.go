@@ -39,3 +39,42 @@ func BenchmarkStreamChatSequence(b *testing.B) {
 		}
 	}
 }
+
+// messagesStreamEvents is a realistic streamed Messages answer: message_start,
+// a text block of 18 text_delta events, message_delta and message_stop (SSE
+// event names as Anthropic sends them).
+func messagesStreamEvents() (names, data [][]byte) {
+	add := func(n, d string) {
+		names = append(names, []byte(n))
+		data = append(data, []byte(d))
+	}
+	add("message_start", `{"type":"message_start","message":{"id":"msg_01XFDUDYJgAACzvnptvVoYEL","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5-20250929","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"output_tokens":1}}}`)
+	add("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+	words := []string{"The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".", " It", "\u2019s", " a", " pangram", ":", " \\\"every\\\"", " letter", "!"}
+	for _, w := range words {
+		add("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+w+`"}}`)
+	}
+	add("content_block_stop", `{"type":"content_block_stop","index":0}`)
+	add("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":18}}`)
+	add("message_stop", `{"type":"message_stop"}`)
+	return names, data
+}
+
+// BenchmarkStreamMessagesSequence reads one realistic streamed Messages
+// answer (messagesStreamEvents: 23 events) through a new Stream per
+// iteration.
+func BenchmarkStreamMessagesSequence(b *testing.B) {
+	names, data := messagesStreamEvents()
+	n := 0
+	for _, e := range data {
+		n += len(e)
+	}
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	for b.Loop() {
+		s := NewStream(KindMessages)
+		for i := range data {
+			s.Event(names[i], data[i])
+		}
+	}
+}

@@ -55,6 +55,10 @@ type Stream struct {
 	// skel reads chat and completions chunks shaped as the last one read
 	// in full on a fast path (chunk_skeleton.go); nil until the first.
 	skel *chunkSkeleton
+	// delta reads Messages content_block_delta events shaped as the last
+	// one read in full on a fast path (delta_skeleton.go); nil until the
+	// first.
+	delta *deltaSkeleton
 }
 
 // NewStream returns a Stream reading a response of kind k, whose events

@@ -130,6 +130,11 @@ var doneTextFields = []string{"text", "refusal", "arguments", "input"}
 // text_delta / input_json_delta / thinking_delta output, "error" is an
 // in-band error (e.g. overloaded_error).
 func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
+	if s.delta != nil {
+		if u, ok := s.delta.match(eventType, data, s.maxDepth); ok {
+			return u
+		}
+	}
 	root, ok := parseObject(data, s.maxDepth)
 	if !ok {
 		return StreamUpdate{Unread: true}
@@ -162,22 +167,31 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		return StreamUpdate{Done: true}
 	case "content_block_delta":
 		d := lastGet(root, "delta")
+		var t gjson.Result
 		switch lastGet(d, "type").String() {
 		case "text_delta":
-			return StreamUpdate{Text: cloneText(lastGet(d, "text"))}
+			t = lastGet(d, "text")
 		case "input_json_delta":
-			return StreamUpdate{Text: cloneText(lastGet(d, "partial_json"))}
+			t = lastGet(d, "partial_json")
 		case "thinking_delta":
-			return StreamUpdate{Text: cloneText(lastGet(d, "thinking"))}
+			t = lastGet(d, "thinking")
 		case "citations_delta", "signature_delta":
 			// A citation's text is not output (Anthropic: cited_text does
 			// not count towards output tokens); a thinking block's
 			// signature is verification data, its thinking counted above.
+			return StreamUpdate{}
 		default:
 			// A delta of a type llmguard does not know that holds data:
 			// output it cannot count.
 			return StreamUpdate{Uncounted: deltaHoldsData(d)}
 		}
+		// The next deltas of the block are read against this one
+		// (delta_skeleton.go).
+		if s.delta == nil {
+			s.delta = new(deltaSkeleton)
+		}
+		s.delta.keep(eventType, data, t, s.maxDepth)
+		return StreamUpdate{Text: cloneText(t)}
 	case "content_block_start":
 		b := lastGet(root, "content_block")
 		switch lastGet(b, "type").String() {
