@@ -57,3 +57,39 @@ func FuzzCheckString(f *testing.F) {
 		checkStringAgrees(t, x, Options{UTF8: u})
 	})
 }
+
+// checkNumberAgrees fails when CheckNumber accepts x whole (a number ending
+// at len(x)) and Check does not accept x, or the other way round.
+func checkNumberAgrees(t *testing.T, x []byte) {
+	t.Helper()
+	end, r := CheckNumber(x, 0)
+	one := r == OK && end == len(x)
+	whole := len(x) > 0 && (x[0] == '-' || x[0] >= '0' && x[0] <= '9') && !isSpace(x[len(x)-1]) && Check(x, Options{}) == nil
+	if one != whole {
+		t.Fatalf("%q: CheckNumber (end %d, %v) accepts %v, Check accepts %v", x, end, r, one, whole)
+	}
+}
+
+// TestCheckNumber holds CheckNumber to Check's verdict on numbers.
+func TestCheckNumber(t *testing.T) {
+	for _, c := range []string{"0", "-0", "12", "-12.5e+3", "1E9", "01", "1.", ".5", "-", "1e", "1e+", "+1", "1.5.3", "00", "", "1 ", "9007199254740993"} {
+		checkNumberAgrees(t, []byte(c))
+	}
+	if end, r := CheckNumber([]byte(`[12,3]`), 1); end != 3 || r != OK {
+		t.Fatalf("inner number: end %d %v, want 3 ok", end, r)
+	}
+	for _, i := range []int{-1, 6} {
+		if _, r := CheckNumber([]byte(`[12,3]`), i); r != Syntax {
+			t.Fatalf("offset %d outside: %v, want syntax", i, r)
+		}
+	}
+}
+
+// FuzzCheckNumber is the differential fuzz test of CheckNumber against
+// Check.
+func FuzzCheckNumber(f *testing.F) {
+	for _, s := range []string{"0", "-1.5e3", "01", "1e"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, x []byte) { checkNumberAgrees(t, x) })
+}
