@@ -78,3 +78,47 @@ func BenchmarkStreamMessagesSequence(b *testing.B) {
 		}
 	}
 }
+
+// responsesStreamEvents is a realistic streamed Responses answer: created,
+// in_progress, output item and content part added, 18 output_text.delta
+// events (counting sequence numbers, obfuscation strings), the done
+// events and response.completed with its usage.
+func responsesStreamEvents() (names, data [][]byte) {
+	seq := 0
+	add := func(typ, rest string) {
+		names = append(names, []byte(typ))
+		data = append(data, []byte(fmt.Sprintf(`{"type":%q,"sequence_number":%d%s}`, typ, seq, rest)))
+		seq++
+	}
+	add("response.created", `,"response":{"id":"resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b","object":"response","created_at":1741476542,"status":"in_progress","model":"gpt-4o-2024-08-06","output":[]}`)
+	add("response.in_progress", `,"response":{"id":"resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b","object":"response","created_at":1741476542,"status":"in_progress","model":"gpt-4o-2024-08-06","output":[]}`)
+	item := `,"item_id":"msg_67ccd2bf17f0819081ff3bb2cf6508e60bb6a6b452d3795b","output_index":0,"content_index":0`
+	add("response.output_item.added", `,"output_index":0,"item":{"id":"msg_67ccd2bf17f0819081ff3bb2cf6508e60bb6a6b452d3795b","type":"message","status":"in_progress","role":"assistant","content":[]}`)
+	add("response.content_part.added", item+`,"part":{"type":"output_text","text":"","annotations":[]}`)
+	words := []string{"The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".", " It", "\u2019s", " a", " pangram", ":", " \\\"every\\\"", " letter", "!"}
+	for i, w := range words {
+		add("response.output_text.delta", item+`,"delta":"`+w+`","logprobs":[],"obfuscation":"`+"q8Zx0pLmN3aB"[:1+i%12]+`"`)
+	}
+	add("response.output_text.done", item+`,"text":"The quick brown fox jumps over the lazy dog. It\u2019s a pangram: \"every\" letter!","logprobs":[]`)
+	add("response.completed", `,"response":{"id":"resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b","object":"response","created_at":1741476542,"status":"completed","model":"gpt-4o-2024-08-06","output":[],"usage":{"input_tokens":37,"input_tokens_details":{"cached_tokens":0},"output_tokens":18,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":55}}`)
+	return names, data
+}
+
+// BenchmarkStreamResponsesSequence reads one realistic streamed Responses
+// answer (responsesStreamEvents: 24 events) through a new Stream per
+// iteration.
+func BenchmarkStreamResponsesSequence(b *testing.B) {
+	names, data := responsesStreamEvents()
+	n := 0
+	for _, e := range data {
+		n += len(e)
+	}
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	for b.Loop() {
+		s := NewStream(KindResponses)
+		for i := range data {
+			s.Event(names[i], data[i])
+		}
+	}
+}

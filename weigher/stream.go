@@ -59,6 +59,9 @@ type Stream struct {
 	// one read in full on a fast path (delta_skeleton.go); nil until the
 	// first.
 	delta *deltaSkeleton
+	// resp reads Responses *.delta events shaped as the last one read in
+	// full on a fast path (response_skeleton.go); nil until the first.
+	resp *responseSkeleton
 }
 
 // NewStream returns a Stream reading a response of kind k, whose events

@@ -53,6 +53,12 @@ func notStreamed(*Stream, []byte, []byte) StreamUpdate { return StreamUpdate{} }
 // response.incomplete and response.failed end the stream with the response
 // object, whose usage is final; "error" is an in-band error without usage.
 func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
+	if s.resp != nil {
+		if t, ok := s.resp.match(data, s.maxDepth); ok {
+			s.deltaText += len(t)
+			return StreamUpdate{Text: t}
+		}
+	}
 	root, ok := parseObject(data, s.maxDepth)
 	if !ok {
 		return StreamUpdate{Unread: true}
@@ -77,7 +83,13 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		return StreamUpdate{Uncounted: true}
 	}
 	if strings.HasSuffix(typ, ".delta") {
-		t := cloneText(lastGet(root, "delta"))
+		d := lastGet(root, "delta")
+		// The next deltas are read against this one (response_skeleton.go).
+		if s.resp == nil {
+			s.resp = new(responseSkeleton)
+		}
+		s.resp.keep(data, lastGet(root, "type"), d, s.maxDepth)
+		t := cloneText(d)
 		s.deltaText += len(t)
 		return StreamUpdate{Text: t}
 	}
