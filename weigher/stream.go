@@ -52,6 +52,16 @@ type Stream struct {
 	// and in the *.done events that repeat it whole (see responsesEvent).
 	deltaText, doneText int
 	maxDepth            int // nesting limit of an event's data; 0: DefaultMaxDepth
+	// skel reads chat and completions chunks shaped as the last one read
+	// in full on a fast path (chunk_skeleton.go); nil until the first.
+	skel *chunkSkeleton
+	// delta reads Messages content_block_delta events shaped as the last
+	// one read in full on a fast path (delta_skeleton.go); nil until the
+	// first.
+	delta *deltaSkeleton
+	// resp reads Responses *.delta events shaped as the last one read in
+	// full on a fast path (response_skeleton.go); nil until the first.
+	resp *responseSkeleton
 }
 
 // NewStream returns a Stream reading a response of kind k, whose events

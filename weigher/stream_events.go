@@ -22,7 +22,10 @@ func (s *Stream) completionsEvent(_, data []byte) StreamUpdate { return s.openAI
 // openAIEvent reads a chat (completions false) or legacy completions chunk;
 // the usage of the include_usage chunk is final.
 func (s *Stream) openAIEvent(data []byte, completions bool) StreamUpdate {
-	c := parseOpenAIChunk(data, completions, s.maxDepth)
+	if s.skel == nil {
+		s.skel = new(chunkSkeleton)
+	}
+	c := s.skel.readChunk(data, completions, s.maxDepth)
 	if c.HasUsage {
 		if s.closed {
 			// A second usage: the upstream contradicts itself, keep the
@@ -50,6 +53,12 @@ func notStreamed(*Stream, []byte, []byte) StreamUpdate { return StreamUpdate{} }
 // response.incomplete and response.failed end the stream with the response
 // object, whose usage is final; "error" is an in-band error without usage.
 func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
+	if s.resp != nil {
+		if t, ok := s.resp.match(data, s.maxDepth); ok {
+			s.deltaText += len(t)
+			return StreamUpdate{Text: t}
+		}
+	}
 	root, ok := parseObject(data, s.maxDepth)
 	if !ok {
 		return StreamUpdate{Unread: true}
@@ -74,7 +83,13 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		return StreamUpdate{Uncounted: true}
 	}
 	if strings.HasSuffix(typ, ".delta") {
-		t := cloneText(lastGet(root, "delta"))
+		d := lastGet(root, "delta")
+		// The next deltas are read against this one (response_skeleton.go).
+		if s.resp == nil {
+			s.resp = new(responseSkeleton)
+		}
+		s.resp.keep(data, lastGet(root, "type"), d, s.maxDepth)
+		t := cloneText(d)
 		s.deltaText += len(t)
 		return StreamUpdate{Text: t}
 	}
@@ -127,6 +142,11 @@ var doneTextFields = []string{"text", "refusal", "arguments", "input"}
 // text_delta / input_json_delta / thinking_delta output, "error" is an
 // in-band error (e.g. overloaded_error).
 func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
+	if s.delta != nil {
+		if u, ok := s.delta.match(eventType, data, s.maxDepth); ok {
+			return u
+		}
+	}
 	root, ok := parseObject(data, s.maxDepth)
 	if !ok {
 		return StreamUpdate{Unread: true}
@@ -159,22 +179,31 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		return StreamUpdate{Done: true}
 	case "content_block_delta":
 		d := lastGet(root, "delta")
+		var t gjson.Result
 		switch lastGet(d, "type").String() {
 		case "text_delta":
-			return StreamUpdate{Text: cloneText(lastGet(d, "text"))}
+			t = lastGet(d, "text")
 		case "input_json_delta":
-			return StreamUpdate{Text: cloneText(lastGet(d, "partial_json"))}
+			t = lastGet(d, "partial_json")
 		case "thinking_delta":
-			return StreamUpdate{Text: cloneText(lastGet(d, "thinking"))}
+			t = lastGet(d, "thinking")
 		case "citations_delta", "signature_delta":
 			// A citation's text is not output (Anthropic: cited_text does
 			// not count towards output tokens); a thinking block's
 			// signature is verification data, its thinking counted above.
+			return StreamUpdate{}
 		default:
 			// A delta of a type llmguard does not know that holds data:
 			// output it cannot count.
 			return StreamUpdate{Uncounted: deltaHoldsData(d)}
 		}
+		// The next deltas of the block are read against this one
+		// (delta_skeleton.go).
+		if s.delta == nil {
+			s.delta = new(deltaSkeleton)
+		}
+		s.delta.keep(eventType, data, t, s.maxDepth)
+		return StreamUpdate{Text: cloneText(t)}
 	case "content_block_start":
 		b := lastGet(root, "content_block")
 		switch lastGet(b, "type").String() {

@@ -166,6 +166,13 @@ func ParseChatChunk(data []byte) Chunk { return parseOpenAIChunk(data, false, 0)
 // parseOpenAIChunk reads a chat (completions false) or legacy completions
 // chunk nested at most maxDepth levels (0: DefaultMaxDepth).
 func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
+	return parseOpenAIChunkRec(data, completions, maxDepth, nil)
+}
+
+// parseOpenAIChunkRec is parseOpenAIChunk, noting in rec (when not nil,
+// with rec.data the chunk, space trimmed) each string value the walk adds
+// to Text, in order, for a chunkSkeleton.
+func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunkSkeleton) Chunk {
 	data = bytes.TrimSpace(data)
 	if bytes.Equal(data, doneMarker) {
 		return Chunk{Done: true}
@@ -201,6 +208,7 @@ func parseOpenAIChunk(data []byte, completions bool, maxDepth int) Chunk {
 	// upstreams stream it) is not counted: Uncounted.
 	add := func(v gjson.Result) {
 		if v.Type == gjson.String {
+			rec.noteText(v.Raw)
 			text.addRaw(v)
 		} else if mayHoldOutput(v) {
 			c.Uncounted = true
