@@ -519,8 +519,12 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // not JSON whitespace (len(b) when none is). Every whitespace byte is at
 // most ' ', so a byte above it (the usual case: JSON bodies are mostly
 // written without whitespace) ends the loop with one comparison.
-func (s *scanner) skipSpace(i int) int {
-	for i < len(s.b) && s.b[i] <= ' ' && isSpace(s.b[i]) {
+func (s *scanner) skipSpace(i int) int { return skipSpace(s.b, i) }
+
+// skipSpace is scanner.skipSpace on b, for the scan loop, which holds b
+// in a local.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && b[i] <= ' ' && isSpace(b[i]) {
 		i++
 	}
 	return i
@@ -567,11 +571,11 @@ func (s *scanner) scan() (Reason, int) {
 	}
 
 value: // a value is expected at i (after optional whitespace)
-	i = s.skipSpace(i)
+	i = skipSpace(b, i)
 	if i >= n {
 		return Truncated, n
 	}
-	if s.lay != nil && depth > 0 && depth <= 2 {
+	if uint(depth-1) < 2 && s.lay != nil { // depth 1 or 2
 		s.valueStarts(depth, i)
 		if s.known != nil {
 			if end := s.vouched(depth, i); end > i {
@@ -587,7 +591,7 @@ value: // a value is expected at i (after optional whitespace)
 			return TooDeep, i
 		}
 		s.push(depth, i, c == '{')
-		i = s.skipSpace(i + 1)
+		i = skipSpace(b, i+1)
 		if i >= n {
 			return Truncated, n
 		}
@@ -641,11 +645,11 @@ value: // a value is expected at i (after optional whitespace)
 	}
 
 after: // a value ended just before i
-	if s.lay != nil && depth > 0 && depth <= 2 {
+	if uint(depth-1) < 2 && s.lay != nil { // depth 1 or 2
 		s.valueEnds(depth, i)
 	}
 resumed: // a value ended just before i, recorded
-	i = s.skipSpace(i)
+	i = skipSpace(b, i)
 	if depth == 0 {
 		if i < n {
 			return Trailing, i
@@ -684,7 +688,7 @@ resumed: // a value ended just before i, recorded
 	return Syntax, i
 
 key: // an object key is expected at i (after optional whitespace)
-	i = s.skipSpace(i)
+	i = skipSpace(b, i)
 	if i >= n {
 		return Truncated, n
 	}
@@ -705,7 +709,7 @@ key: // an object key is expected at i (after optional whitespace)
 		if s.lay != nil && depth == 1 && s.lay.room(n) {
 			s.lay.Members = append(s.lay.Members, Member{Key: Span{int32(start), int32(end)}})
 		}
-		i = s.skipSpace(end)
+		i = skipSpace(b, end)
 	}
 	if i >= n {
 		return Truncated, n
