@@ -88,6 +88,20 @@ func BenchmarkParseChatUsage(b *testing.B) {
 	}
 }
 
+// BenchmarkParseChatUsageMock reads the usage of the chat answer the load
+// benchmark's mock upstream gives a warm 1 KiB request (594 bytes, usage
+// last with both details objects).
+func BenchmarkParseChatUsageMock(b *testing.B) {
+	body := []byte(`{"id":"chatcmpl-mockdnalwivzsdbq","object":"chat.completion","created":1796251185,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":" The quick brown fox jumps over the lazy dog. The quick brown fox jumps over","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":19,"completion_tokens":16,"total_tokens":35,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"system_fingerprint":"fp_mock"}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := ParseChatUsage(body); !ok {
+			b.Fatal("unreadable")
+		}
+	}
+}
+
 func BenchmarkCountText(b *testing.B) {
 	w := testWeigher(b)
 	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 20)

@@ -323,24 +323,76 @@ func (e elements) each(fn func(gjson.Result) bool) {
 // (unescaped) and its value as rawValue gives it. Unlike gjson's ForEach it
 // decodes no string value, for walks that read keys only (checkFields).
 func rawMembers(obj string, fn func(key string, v gjson.Result) bool) {
-	i := skipSpace(obj, 1) // past '{'
-	for i < len(obj) && obj[i] == '"' {
-		kEnd := skipString(obj, i)
-		key := obj[i+1 : kEnd-1]
-		if strings.IndexByte(key, '\\') >= 0 {
-			key = gjson.Parse(obj[i:kEnd]).Str
-		}
-		i = skipSpace(obj, kEnd) + 1 // past ':'
-		i = skipSpace(obj, i)
-		end := skipValue(obj, i)
-		if !fn(key, rawValue(obj[i:end])) {
+	w := newMemberWalk(obj)
+	for {
+		key, ok := w.key()
+		if !ok || !fn(key, w.value()) {
 			return
 		}
-		i = skipSpace(obj, end)
-		if i < len(obj) && obj[i] == ',' {
-			i = skipSpace(obj, i+1)
-		}
 	}
+}
+
+// memberWalk steps through the members of obj, the text (from its '{')
+// of a JSON object that passed jsonscan, without a callback: key gives
+// each member's key and value (or skipTo) steps over its value. It reads
+// nothing past the object's '}' (obj may go on after it), holds two words
+// and allocates nothing but an unescaped key. rawMembers is a loop over it.
+type memberWalk struct {
+	obj string
+	i   int // the next key's opening quote, or the object's '}'
+}
+
+// newMemberWalk starts a walk of the object at the start of obj.
+func newMemberWalk(obj string) memberWalk { return memberWalk{obj: obj, i: skipSpace(obj, 1)} } // past '{'
+
+// key returns the next member's key (unescaped) and leaves the walk at its
+// value; ok is false when the object has no more members (the walk is at
+// its '}': at returns where).
+func (w *memberWalk) key() (key string, ok bool) {
+	obj, i := w.obj, w.i
+	if i >= len(obj) || obj[i] != '"' {
+		return "", false
+	}
+	// A key is short and rarely escaped: one loop finds its closing quote
+	// or its first backslash; only an escaped key takes skipString's
+	// search (which honours escapes) and gjson's unescaping.
+	kEnd := i + 1
+	for kEnd < len(obj) && obj[kEnd] != '"' && obj[kEnd] != '\\' {
+		kEnd++
+	}
+	if kEnd < len(obj) && obj[kEnd] == '"' {
+		kEnd++
+		key = obj[i+1 : kEnd-1]
+	} else {
+		kEnd = skipString(obj, i)
+		key = gjson.Parse(obj[i:kEnd]).Str
+	}
+	i = skipSpace(obj, kEnd) + 1 // past ':'
+	w.i = skipSpace(obj, i)
+	return key, true
+}
+
+// at is the offset in obj of the current value (after key) or of the
+// object's '}' (after key returned false).
+func (w *memberWalk) at() int { return w.i }
+
+// value returns the current member's value as rawValue gives it and steps
+// past it to the next key.
+func (w *memberWalk) value() gjson.Result {
+	end := skipValue(w.obj, w.i)
+	v := rawValue(w.obj[w.i:end])
+	w.skipTo(end)
+	return v
+}
+
+// skipTo steps to the next key from end, the offset just past the current
+// value.
+func (w *memberWalk) skipTo(end int) {
+	i := skipSpace(w.obj, end)
+	if i < len(w.obj) && w.obj[i] == ',' {
+		i = skipSpace(w.obj, i+1)
+	}
+	w.i = i
 }
 
 // rawElements calls fn with each element of arr, the text of a JSON array

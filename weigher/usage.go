@@ -39,31 +39,43 @@ func parseChatUsage(body []byte, maxDepth int) (Usage, bool) {
 }
 
 // usageOf reads an OpenAI chat "usage" object, a value (as gjson or
-// rawValue gives it) of a document that passed jsonscan's check: its
-// members are walked as spans (rawMembers), and only the figures read are
-// parsed.
+// rawValue gives it) of a document that passed jsonscan's check, in one
+// walk (memberWalk): the details objects are walked where they stand
+// rather than stepped over and walked again, and only the figures read
+// are parsed (rawCount). Its answers are those of the reference that read
+// the object with gjson (usageOfGJSON, TestChatUsageSameAsGJSON): each
+// figure named twice is taken from its last member, as that walk did
+// (Check refuses such answers anyway).
 func usageOf(v gjson.Result) (u Usage, ok bool) {
 	if !v.IsObject() {
 		return Usage{}, false
 	}
 	var prompt, completion gjson.Result
-	rawMembers(v.Raw, func(k string, f gjson.Result) bool {
+	w := newMemberWalk(v.Raw)
+	for {
+		k, more := w.key()
+		if !more {
+			break
+		}
 		switch k {
 		case "prompt_tokens":
-			prompt = f
+			prompt = w.value()
 		case "completion_tokens":
-			completion = f
+			completion = w.value()
 		case "prompt_tokens_details":
-			u.CachedInputTokens, u.AudioInputTokens = detailCounts(f, "cached_tokens")
+			u.CachedInputTokens, u.AudioInputTokens = w.details("cached_tokens")
 		case "completion_tokens_details":
-			u.ReasoningTokens, u.AudioOutputTokens = detailCounts(f, "reasoning_tokens")
+			u.ReasoningTokens, u.AudioOutputTokens = w.details("reasoning_tokens")
+		default:
+			w.value()
 		}
-		return true
-	})
-	u.InputTokens, u.OutputTokens, ok = usagePair(parsed(prompt), parsed(completion))
-	if !ok {
+	}
+	in, okIn := rawCount(prompt)
+	out, okOut := rawCount(completion)
+	if !okIn || !okOut {
 		return Usage{}, false
 	}
+	u.InputTokens, u.OutputTokens = in, out
 	return u, true
 }
 
@@ -80,26 +92,58 @@ func usagePair(in, out gjson.Result) (input, output int64, ok bool) {
 	return input, output, true
 }
 
-// detailCounts reads a usage details object d (a value as rawValue gives
-// it) in one walk of its members: the figure named key and audio_tokens,
-// each the first member of its name as gjson's Get finds it (usageCount: 0
-// when missing, not a number or not positive). Both 0 when d is not an
-// object.
-func detailCounts(d gjson.Result, key string) (figure, audio int64) {
-	if !d.IsObject() {
+// details reads the current value of w, a usage details object, and steps
+// past it: the figure named key and audio_tokens, each the first member of
+// its name as gjson's Get finds it (as rawCount reads it: 0 when missing,
+// not a number or not positive). Both 0 when the value is not an object.
+// An object is walked member by member, its end found by that walk (no
+// second pass over it).
+func (w *memberWalk) details(key string) (figure, audio int64) {
+	if w.obj[w.at()] != '{' {
+		w.value()
 		return 0, 0
 	}
 	var f, a gjson.Result
-	rawMembers(d.Raw, func(k string, v gjson.Result) bool {
+	d := newMemberWalk(w.obj[w.at():])
+	for {
+		k, more := d.key()
+		if !more {
+			break
+		}
+		v := d.value()
 		switch {
 		case k == key && f.Raw == "":
 			f = v
 		case k == "audio_tokens" && a.Raw == "":
 			a = v
 		}
-		return f.Raw == "" || a.Raw == ""
-	})
-	return usageCount(parsed(f)), usageCount(parsed(a))
+	}
+	w.skipTo(w.at() + d.at() + 1) // past its '}'
+	figure, _ = rawCount(f)
+	audio, _ = rawCount(a)
+	return figure, audio
+}
+
+// rawCount is tokenCount(parsed(v)) for v, a value as rawValue gives it
+// (the zero Result for none), read without gjson's parser when v is a
+// number of 1 to 15 decimal digits (a token figure as every API writes
+// it): such a number is below 10^15 (maxTokens), so strconv.ParseFloat,
+// which gjson reads numbers with, gives it exactly, and tokenCount takes
+// it as it is, refusing 0. Anything else (a sign, a fraction, an exponent,
+// more digits, a numeric string) goes through parsed and tokenCount.
+func rawCount(v gjson.Result) (int64, bool) {
+	if v.Type == gjson.Number && len(v.Raw) <= 15 && len(v.Raw) > 0 {
+		n := int64(0)
+		for i := 0; i < len(v.Raw); i++ {
+			c := v.Raw[i]
+			if c < '0' || c > '9' {
+				return tokenCount(parsed(v))
+			}
+			n = n*10 + int64(c-'0')
+		}
+		return n, n > 0
+	}
+	return tokenCount(parsed(v))
 }
 
 // parsed is v, a value as rawValue gives it, as gjson parses it (a

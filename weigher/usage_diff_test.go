@@ -134,6 +134,9 @@ var usageSeeds = []string{
 	`{"usage":{"prompt_tokens":7,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":-4}}}`,
 	`{"a":` + strings.Repeat(`[`, 200) + strings.Repeat(`]`, 200) + `,"usage":{"prompt_tokens":7,"completion_tokens":5}}`,
 	"{\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":5},\"t\":\"\xff\"}",
+	// Figures of 15 to 17 digits, around rawCount's limit and maxTokens.
+	`{"usage":{"prompt_tokens":999999999999999,"completion_tokens":99999999999999999,"prompt_tokens_details":{"cached_tokens":9999999999999999}}}`,
+	`{"usage":{"prompt_tokens":000,"completion_tokens":1000000000000001,"completion_tokens_details":{"reasoning_tokens":0012}}}`,
 }
 
 // sameUsage fails t unless parseChatUsage reads body as the gjson

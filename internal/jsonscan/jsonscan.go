@@ -302,9 +302,9 @@ func check(b []byte, opt Options, hashed bool) error {
 			s.lay.Members, s.lay.Elems, s.lay.Dropped, s.lay.Resumed = s.lay.Members[:0], s.lay.Elems[:0], false, false
 		}
 	}
-	s.stop = &str
+	s.stop, s.high = &str, 0
 	if s.utf8 {
-		s.stop = &strUTF8
+		s.stop, s.high = &strUTF8, 0x8080808080808080
 	}
 	r, off := s.scan()
 	if s.utf8 && r == Syntax {
@@ -374,6 +374,8 @@ type scanner struct {
 	utf8 bool // strings must be valid UTF-8 (Options.UTF8)
 	// stop is the string table in use: str, or strUTF8 when utf8.
 	stop *[256]uint8
+	// high is stopMask's high for stop: 0x80 in each byte with utf8, else 0.
+	high uint64
 	// stack holds one bit per open container, bit d for depth d+1: 1 for an
 	// object, 0 for an array.
 	stack []uint64
@@ -513,8 +515,16 @@ func encodingReason(b []byte, off int) (Reason, int) {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-func (s *scanner) skipSpace(i int) int {
-	for i < len(s.b) && isSpace(s.b[i]) {
+// skipSpace returns the offset of the first byte at or after b[i] that is
+// not JSON whitespace (len(b) when none is). Every whitespace byte is at
+// most ' ', so a byte above it (the usual case: JSON bodies are mostly
+// written without whitespace) ends the loop with one comparison.
+func (s *scanner) skipSpace(i int) int { return skipSpace(s.b, i) }
+
+// skipSpace is scanner.skipSpace on b, for the scan loop, which holds b
+// in a local.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && b[i] <= ' ' && isSpace(b[i]) {
 		i++
 	}
 	return i
@@ -561,11 +571,11 @@ func (s *scanner) scan() (Reason, int) {
 	}
 
 value: // a value is expected at i (after optional whitespace)
-	i = s.skipSpace(i)
+	i = skipSpace(b, i)
 	if i >= n {
 		return Truncated, n
 	}
-	if s.lay != nil && depth > 0 && depth <= 2 {
+	if uint(depth-1) < 2 && s.lay != nil { // depth 1 or 2
 		s.valueStarts(depth, i)
 		if s.known != nil {
 			if end := s.vouched(depth, i); end > i {
@@ -581,7 +591,7 @@ value: // a value is expected at i (after optional whitespace)
 			return TooDeep, i
 		}
 		s.push(depth, i, c == '{')
-		i = s.skipSpace(i + 1)
+		i = skipSpace(b, i+1)
 		if i >= n {
 			return Truncated, n
 		}
@@ -635,11 +645,11 @@ value: // a value is expected at i (after optional whitespace)
 	}
 
 after: // a value ended just before i
-	if s.lay != nil && depth > 0 && depth <= 2 {
+	if uint(depth-1) < 2 && s.lay != nil { // depth 1 or 2
 		s.valueEnds(depth, i)
 	}
 resumed: // a value ended just before i, recorded
-	i = s.skipSpace(i)
+	i = skipSpace(b, i)
 	if depth == 0 {
 		if i < n {
 			return Trailing, i
@@ -678,7 +688,7 @@ resumed: // a value ended just before i, recorded
 	return Syntax, i
 
 key: // an object key is expected at i (after optional whitespace)
-	i = s.skipSpace(i)
+	i = skipSpace(b, i)
 	if i >= n {
 		return Truncated, n
 	}
@@ -699,7 +709,7 @@ key: // an object key is expected at i (after optional whitespace)
 		if s.lay != nil && depth == 1 && s.lay.room(n) {
 			s.lay.Members = append(s.lay.Members, Member{Key: Span{int32(start), int32(end)}})
 		}
-		i = s.skipSpace(end)
+		i = skipSpace(b, end)
 	}
 	if i >= n {
 		return Truncated, n
@@ -983,32 +993,15 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 	b := s.b
 	n := len(b)
 	i++
-	stop := s.stop
 	for {
-		// Eight bytes at a time while none of them ends the plain run: no
-		// quote, backslash or control character, and (checking UTF-8) no
-		// byte ≥ 0x80.
-		high := uint64(0)
-		if s.utf8 {
-			high = 0x8080808080808080
-		}
-		for {
-			if i+8 > n {
-				for i < n && stop[b[i]] == 0 {
-					i++
-				}
-				break
-			}
-			if m := stopMask(binary.LittleEndian.Uint64(b[i:]), high); m != 0 {
-				i += bits.TrailingZeros64(m) / 8 // the first byte that ends the run
-				break
-			}
-			i += 8
-		}
+		i = plainRun(b, i, s.high, s.stop)
 		if i >= n {
 			return n, escaped, Truncated
 		}
 		c := b[i]
+		if c == '"' {
+			return i + 1, escaped, OK
+		}
 		if c >= utf8.RuneSelf { // only with Options.UTF8
 			// The run of multi-byte sequences, checked at once; a bad one
 			// is located rune by rune.
@@ -1027,36 +1020,50 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 			i += size
 			continue
 		}
-		switch c {
-		case '"':
-			return i + 1, escaped, OK
-		case '\\':
-			escaped = true
+		if c != '\\' { // a control character
+			return i, escaped, Syntax
+		}
+		escaped = true
+		i++
+		if i >= n {
+			return n, escaped, Truncated
+		}
+		switch b[i] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			i++
-			if i >= n {
-				return n, escaped, Truncated
-			}
-			switch b[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i++
-			case 'u':
-				i++
-				for range 4 {
-					if i >= n {
-						return n, escaped, Truncated
-					}
-					if !isHex(b[i]) {
-						return i, escaped, Syntax
-					}
-					i++
+		case 'u':
+			i++
+			for range 4 {
+				if i >= n {
+					return n, escaped, Truncated
 				}
-			default:
-				return i, escaped, Syntax
+				if !isHex(b[i]) {
+					return i, escaped, Syntax
+				}
+				i++
 			}
-		default: // a control character
+		default:
 			return i, escaped, Syntax
 		}
 	}
+}
+
+// plainRun returns the offset of the first byte at or after b[i] that ends
+// a plain run of string bytes (stop[c] != 0: a quote, a backslash, a
+// control character and, with the UTF-8 check, a byte ≥ 0x80), or len(b)
+// when none does: eight bytes at a time by stopMask (high as stopMask
+// takes it, matching stop), the last fewer than eight by the table. A leaf
+// of few live values, so that the word loop runs in registers.
+func plainRun(b []byte, i int, high uint64, stop *[256]uint8) int {
+	for ; i+8 <= len(b); i += 8 {
+		if m := stopMask(binary.LittleEndian.Uint64(b[i:i+8]), high); m != 0 {
+			return i + bits.TrailingZeros64(m)/8 // the first byte that ends the run
+		}
+	}
+	for i < len(b) && stop[b[i]] == 0 {
+		i++
+	}
+	return i
 }
 
 // stopMask flags (0x80) the bytes of w (eight bytes of a string, the
@@ -1066,13 +1073,18 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 // byte" and "has a byte less than n" on 64-bit words. A byte above a
 // flagged one may be flagged wrongly (a borrow), but the lowest flagged
 // byte is always one that ends the run, and none is flagged when none does.
+//
+// The quote and the control characters are found by one "less than"
+// test: flipping bit 1 of every byte (w ^ 0x02…) takes '"' (0x22) to 0x20
+// and keeps the bytes below 0x20 below it (0x00 and 0x02 swap, and so on),
+// while every other byte stays at 0x21 or above ('#' becomes 0x21, ' '
+// and '!' become 0x22 and 0x23); so a byte of the flipped word below 0x21
+// is exactly a quote or a control character.
 func stopMask(w, high uint64) uint64 {
 	const ones, msb = 0x0101010101010101, 0x8080808080808080
-	quote := w ^ (ones * '"')
+	flipped := w ^ (ones * 0x02)
 	slash := w ^ (ones * '\\')
-	zero := func(x uint64) uint64 { return (x - ones) &^ x & msb }
-	control := (w - ones*0x20) &^ w & msb
-	return zero(quote) | zero(slash) | control | w&high
+	return ((flipped-ones*0x21)&^flipped|(slash-ones)&^slash)&msb | w&high
 }
 
 func isHex(c byte) bool {

@@ -138,3 +138,44 @@ func TestStopMask(t *testing.T) {
 		}
 	}
 }
+
+// FuzzStopMask: on any eight bytes, the lowest byte stopMask flags is the
+// first one the string tables stop at (none when none does), with and
+// without the UTF-8 check; and plainRun finds, from any offset of any
+// input, the first byte the table stops at.
+func FuzzStopMask(f *testing.F) {
+	f.Add([]byte(`ab"c\d`+"\x01\x80"), uint8(0))
+	f.Add([]byte(`# !"`+"\x1f\x20\x21\x22\x23\x5c\x7f\xff"), uint8(3))
+	f.Fuzz(func(t *testing.T, b []byte, from uint8) {
+		for _, utf := range []bool{false, true} {
+			table, high := &str, uint64(0)
+			if utf {
+				table, high = &strUTF8, 0x8080808080808080
+			}
+			if len(b) >= 8 {
+				want := 8
+				for k := range 8 {
+					if table[b[k]] != 0 {
+						want = k
+						break
+					}
+				}
+				got := 8
+				if m := stopMask(binary.LittleEndian.Uint64(b), high); m != 0 {
+					got = bits.TrailingZeros64(m) / 8
+				}
+				if got != want {
+					t.Fatalf("utf8 %v, % x: first stop %d, stopMask says %d", utf, b[:8], want, got)
+				}
+			}
+			i := min(int(from), len(b))
+			want := i
+			for want < len(b) && table[b[want]] == 0 {
+				want++
+			}
+			if got := plainRun(b, i, high, table); got != want {
+				t.Fatalf("utf8 %v, %q from %d: first stop %d, plainRun says %d", utf, b, i, want, got)
+			}
+		}
+	})
+}
