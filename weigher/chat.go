@@ -277,7 +277,11 @@ func messageTokens(enc counter, model string, m gjson.Result) tally {
 	hidden, audio := false, false
 	// Its members are walked raw (rawMembers: ends found with jsonscan.Skip,
 	// nothing decoded that is not read) and its strings decoded by
-	// unescapeJSON: gjson's ForEach decoded every value byte by byte.
+	// unescapeJSON: gjson's ForEach decoded every value byte by byte. So
+	// are its content parts and tool calls (partTally, eachValue,
+	// callTally), which gjson's ForEach and Get walked before
+	// (messageTokensGJSON in the tests is that reader, kept as the
+	// reference: TestMessageTokensSameAsGJSON, FuzzMessageTokensSameAsGJSON).
 	rawMembers(m.Raw, func(k string, v gjson.Result) bool {
 		switch k {
 		case "role", "refusal":
@@ -286,22 +290,31 @@ func messageTokens(enc counter, model string, m gjson.Result) tally {
 			n += countText(enc, rawString(v)) + tokensPerName
 		case "content":
 			if v.IsArray() {
-				v.ForEach(func(_, p gjson.Result) bool {
-					n += partTokens(enc, model, p)
-					hidden = hidden || partHidden(p)
-					audio = audio || partAudio(p)
+				rawElements(v.Raw, func(p gjson.Result) bool {
+					t := partTally(enc, model, p)
+					n += t.text
+					hidden = hidden || t.hidden
+					audio = audio || t.audio
 					return true
 				})
 			} else {
 				n += countText(enc, rawString(v))
 			}
 		case "tool_calls":
-			v.ForEach(func(_, c gjson.Result) bool {
-				n += callTokens(enc, c.Get("function"))
+			eachValue(v, func(c gjson.Result) bool {
+				if c.IsObject() {
+					rawMembers(c.Raw, func(k string, fn gjson.Result) bool {
+						if k == "function" {
+							n += callTally(enc, fn)
+							return false
+						}
+						return true
+					})
+				}
 				return true
 			})
 		case "function_call":
-			n += callTokens(enc, v)
+			n += callTally(enc, v)
 		case "audio":
 			// An assistant message's earlier audio answer, by id
 			// ({"audio": {"id": "audio_…"}}): the upstream reads that
@@ -316,20 +329,84 @@ func messageTokens(enc counter, model string, m gjson.Result) tally {
 	return tally{text: n, hidden: hidden, audio: audio}
 }
 
+// eachValue calls fn with the objects and arrays among the values gjson's
+// ForEach gives its iterator for v, each as rawValue gives it, until fn
+// returns false: an array's elements, an object's member values. (ForEach
+// gives any other value once, itself, where a reader of calls finds
+// nothing.) A tool_calls member that is not an array is read so, as gjson
+// read it.
+func eachValue(v gjson.Result, fn func(gjson.Result) bool) {
+	switch {
+	case v.IsArray():
+		rawElements(v.Raw, fn)
+	case v.IsObject():
+		rawMembers(v.Raw, func(_ string, e gjson.Result) bool { return fn(e) })
+	}
+}
+
+// callTally is callTokens of fn, a value as rawValue gives it: its
+// members found in one raw walk, where gjson's Get scanned the object
+// once for each.
+func callTally(enc counter, fn gjson.Result) int64 {
+	if !fn.IsObject() {
+		return 0
+	}
+	var name, args gjson.Result
+	rawMembers(fn.Raw, func(k string, v gjson.Result) bool {
+		switch k {
+		case "name":
+			name = v
+		case "arguments":
+			args = v
+		}
+		return true
+	})
+	return tokensPerToolCall + countText(enc, rawString(name)) + countText(enc, rawString(args))
+}
+
+// partTally is one content part p (a value as rawValue gives it) as
+// partTokens, partHidden and partAudio weigh it: a string part and a text
+// or refusal part are read in one raw walk of p; parts of other types
+// (files, images, audio) by those readers, with gjson.
+func partTally(enc counter, model string, p gjson.Result) tally {
+	if p.Type == gjson.String { // lenient: a bare string part
+		return tally{text: countText(enc, rawString(p))}
+	}
+	if !p.IsObject() {
+		return tally{}
+	}
+	var typ, text, refusal gjson.Result
+	inputAudio := false
+	rawMembers(p.Raw, func(k string, v gjson.Result) bool {
+		switch k {
+		case "type":
+			typ = v
+		case "text":
+			text = v
+		case "refusal":
+			refusal = v
+		case "input_audio":
+			inputAudio = true // partAudio: Get("input_audio").Exists()
+		}
+		return true
+	})
+	// A type that is not a string (rawString "") is none of these: gjson's
+	// String gives its JSON text, which equals no type name.
+	switch rawString(typ) {
+	case "text":
+		return tally{text: countText(enc, rawString(text)), audio: inputAudio}
+	case "refusal":
+		return tally{text: countText(enc, rawString(refusal)), audio: inputAudio}
+	}
+	return tally{text: partTokens(enc, model, p), hidden: partHidden(p), audio: partAudio(p)}
+}
+
 // stringOf is r's text when r is a JSON string, else "".
 func stringOf(r gjson.Result) string {
 	if r.Type != gjson.String {
 		return ""
 	}
 	return r.String()
-}
-
-// callTokens counts one tool or function call: {"name", "arguments"}.
-func callTokens(enc counter, fn gjson.Result) int64 {
-	if !fn.IsObject() {
-		return 0
-	}
-	return tokensPerToolCall + countText(enc, stringOf(fn.Get("name"))) + countText(enc, stringOf(fn.Get("arguments")))
 }
 
 // partHidden reports whether a chat content part refers to input the body
