@@ -75,7 +75,9 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 // chatFrom is chat, scanning from a resume point with resumeOn; ok is
 // false when the point it resumed from was counted in another context.
 func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode) (Estimate, bool) {
-	d, fallback, ok := w.parseRequestFrom(body, chatFields, mode)
+	// New messages are field-checked in the walk that counts them
+	// (messageTally), not by parseRequestWith.
+	d, fallback, ok := w.parseRequestWith(body, parseOptions{fields: chatFields, resume: mode, counted: chatMessageFields})
 	if !ok {
 		return fallback, true
 	}
@@ -148,19 +150,35 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		// Messages are read raw (rawValue): an object's Result is the
 		// same either way, and gjson.Parse's is not needed for the rest.
 		messageElems.raw = true
+		fine := true
 		messageElems.each(func(m gjson.Result) bool {
-			t := d.memo.count(w.budget, ctx, m.Raw, func() tally {
-				return messageTokens(enc, est.Model, m)
+			t, ok := d.memo.countChecked(w.budget, ctx, m.Raw, func(check bool) (tally, bool) {
+				return messageTally(enc, est.Model, m, check)
 			})
+			fine = fine && ok
 			run.add(t, t, false)
 			return true
 		})
+		if !fine || d.memo.unchecked() {
+			// A new message failed its check (or one was left unchecked):
+			// the reference check names the key, in body order.
+			if key, field, ok := checkFields(d, chatFields, nil); !ok {
+				return w.caseVariant(body, key, field), true
+			}
+		}
 		sum := run.sums.cur
 		in += sum.text
 		est.ServerContext = est.ServerContext || sum.hidden
 		est.Audio = est.Audio || sum.audio
 		if messagesAt >= 0 && (w.budget == nil || !w.budget.over) {
 			d.memo.keepResumePoint(d.lay, messagesAt, &run, ctx)
+		}
+	}
+	if d.memo.unchecked() {
+		// No element is left to the counter but messages' (countChecked
+		// above): a guard, should another ever be.
+		if key, field, ok := checkFields(d, chatFields, nil); !ok {
+			return w.caseVariant(body, key, field), true
 		}
 	}
 	in += tokensReply
@@ -270,19 +288,29 @@ func tokenCount(r gjson.Result) (int64, bool) {
 // file part without file_data: see partHidden). One walk of the message's
 // members does both.
 func messageTokens(enc counter, model string, m gjson.Result) tally {
+	t, _ := messageTally(enc, model, m, false)
+	return t
+}
+
+// messageTally is messageTokens that, when check, also field-checks the
+// message m (an object of a top-level "messages" array) in the same walk
+// of its members: ok is what checkFieldsAt(m, chatMessageFields, 2, nil)
+// says (each member goes through checkMember as there, in order), and the
+// count is the whole message's either way. A new message is so walked
+// once where the field check and the count walked it apart
+// (TestMessageTallySameAsSeparatePasses, FuzzMessageTallySameAsSeparatePasses).
+func messageTally(enc counter, model string, m gjson.Result, check bool) (t tally, ok bool) {
 	if !m.IsObject() {
-		return tally{}
+		return tally{}, true // checkElements checks objects only
 	}
 	n := int64(tokensPerMessage)
 	hidden, audio := false, false
-	// Its members are walked raw (rawMembers: ends found with jsonscan.Skip,
-	// nothing decoded that is not read) and its strings decoded by
-	// unescapeJSON: gjson's ForEach decoded every value byte by byte. So
-	// are its content parts and tool calls (partTally, eachValue,
-	// callTally), which gjson's ForEach and Get walked before
-	// (messageTokensGJSON in the tests is that reader, kept as the
-	// reference: TestMessageTokensSameAsGJSON, FuzzMessageTokensSameAsGJSON).
+	ok = true
+	var fold []byte
 	rawMembers(m.Raw, func(k string, v gjson.Result) bool {
+		if check && ok {
+			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatMessageFields, 2, nil, &fold)
+		}
 		switch k {
 		case "role", "refusal":
 			n += countText(enc, rawString(v))
@@ -326,7 +354,7 @@ func messageTokens(enc counter, model string, m gjson.Result) tally {
 		}
 		return true
 	})
-	return tally{text: n, hidden: hidden, audio: audio}
+	return tally{text: n, hidden: hidden, audio: audio}, ok
 }
 
 // eachValue calls fn with the objects and arrays among the values gjson's
