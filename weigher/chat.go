@@ -308,7 +308,12 @@ func messageTally(enc counter, model string, m gjson.Result, check bool) (t tall
 	ok = true
 	var fold []byte
 	rawMembers(m.Raw, func(k string, v gjson.Result) bool {
-		if check && ok {
+		// The parts of a content array and the calls of a tool_calls
+		// array are checked in the walks that count them (as
+		// checkElements checks them: each object, its members in order),
+		// the rest by checkMember.
+		nested := v.IsArray() && (k == "content" || k == "tool_calls")
+		if check && ok && !nested {
 			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatMessageFields, 2, nil, &fold)
 		}
 		switch k {
@@ -319,7 +324,8 @@ func messageTally(enc counter, model string, m gjson.Result, check bool) (t tall
 		case "content":
 			if v.IsArray() {
 				rawElements(v.Raw, func(p gjson.Result) bool {
-					t := partTally(enc, model, p)
+					t, pok := partTally(enc, model, p, check && ok, &fold)
+					ok = ok && pok
 					n += t.text
 					hidden = hidden || t.hidden
 					audio = audio || t.audio
@@ -329,20 +335,23 @@ func messageTally(enc counter, model string, m gjson.Result, check bool) (t tall
 				n += countText(enc, rawString(v))
 			}
 		case "tool_calls":
-			eachValue(v, func(c gjson.Result) bool {
-				if c.IsObject() {
-					rawMembers(c.Raw, func(k string, fn gjson.Result) bool {
-						if k == "function" {
-							n += callTally(enc, fn)
-							return false
-						}
-						return true
-					})
-				}
-				return true
-			})
+			if v.IsArray() {
+				rawElements(v.Raw, func(c gjson.Result) bool {
+					t, cok := callsTally(enc, c, check && ok, &fold)
+					ok = ok && cok
+					n += t
+					return true
+				})
+			} else {
+				eachValue(v, func(c gjson.Result) bool {
+					t, _ := callsTally(enc, c, false, nil)
+					n += t
+					return true
+				})
+			}
 		case "function_call":
-			n += callTally(enc, v)
+			t, _ := callTally(enc, v, false, nil)
+			n += t
 		case "audio":
 			// An assistant message's earlier audio answer, by id
 			// ({"audio": {"id": "audio_…"}}): the upstream reads that
@@ -355,6 +364,32 @@ func messageTally(enc counter, model string, m gjson.Result, check bool) (t tall
 		return true
 	})
 	return tally{text: n, hidden: hidden, audio: audio}, ok
+}
+
+// callsTally counts the call c, an element of a message's tool_calls (a
+// value as rawValue gives it): its "function"'s callTally, 0 when c is
+// not an object. When check it also field-checks c as checkElements
+// checks an element of a tool_calls array (checkMember with
+// chatToolCallFields at depth 4, a function object's members with
+// callFields at depth 5, in order): ok false when that fails.
+func callsTally(enc counter, c gjson.Result, check bool, fold *[]byte) (n int64, ok bool) {
+	ok = true
+	if !c.IsObject() {
+		return 0, true // checkElements checks objects only
+	}
+	rawMembers(c.Raw, func(k string, v gjson.Result) bool {
+		if k == "function" && v.IsObject() {
+			t, fok := callTally(enc, v, check && ok, fold)
+			n += t
+			ok = ok && fok
+			return true
+		}
+		if check && ok {
+			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatToolCallFields, 4, nil, fold)
+		}
+		return true
+	})
+	return n, ok
 }
 
 // eachValue calls fn with the objects and arrays among the values gjson's
@@ -372,15 +407,22 @@ func eachValue(v gjson.Result, fn func(gjson.Result) bool) {
 	}
 }
 
-// callTally is callTokens of fn, a value as rawValue gives it: its
-// members found in one raw walk, where gjson's Get scanned the object
-// once for each.
-func callTally(enc counter, fn gjson.Result) int64 {
+// callTally counts one tool or function call, fn, a value as rawValue
+// gives it: {"name", "arguments"}, their text and tokensPerToolCall; 0
+// when fn is not an object. Its members are found in one raw walk, where
+// gjson's Get scanned the object once for each. When check it also
+// field-checks fn's members as checkFieldsAt(fn, callFields, …) does
+// (checkMember, in order): ok false when that fails.
+func callTally(enc counter, fn gjson.Result, check bool, fold *[]byte) (n int64, ok bool) {
 	if !fn.IsObject() {
-		return 0
+		return 0, true
 	}
+	ok = true
 	var name, args gjson.Result
 	rawMembers(fn.Raw, func(k string, v gjson.Result) bool {
+		if check && ok {
+			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, callFields, 5, nil, fold)
+		}
 		switch k {
 		case "name":
 			name = v
@@ -389,23 +431,30 @@ func callTally(enc counter, fn gjson.Result) int64 {
 		}
 		return true
 	})
-	return tokensPerToolCall + countText(enc, rawString(name)) + countText(enc, rawString(args))
+	return tokensPerToolCall + countText(enc, rawString(name)) + countText(enc, rawString(args)), ok
 }
 
 // partTally is one content part p (a value as rawValue gives it) as
 // partTokens, partHidden and partAudio weigh it: a string part and a text
 // or refusal part are read in one raw walk of p; parts of other types
-// (files, images, audio) by those readers, with gjson.
-func partTally(enc counter, model string, p gjson.Result) tally {
+// (files, images, audio) by those readers, with gjson. When check it also
+// field-checks p as checkElements checks an element of a message's
+// content array (checkMember with chatPartFields at depth 4, in order):
+// ok false when that fails.
+func partTally(enc counter, model string, p gjson.Result, check bool, fold *[]byte) (t tally, ok bool) {
 	if p.Type == gjson.String { // lenient: a bare string part
-		return tally{text: countText(enc, rawString(p))}
+		return tally{text: countText(enc, rawString(p))}, true
 	}
 	if !p.IsObject() {
-		return tally{}
+		return tally{}, true
 	}
+	ok = true
 	var typ, text, refusal gjson.Result
 	inputAudio := false
 	rawMembers(p.Raw, func(k string, v gjson.Result) bool {
+		if check && ok {
+			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatPartFields, 4, nil, fold)
+		}
 		switch k {
 		case "type":
 			typ = v
@@ -422,11 +471,11 @@ func partTally(enc counter, model string, p gjson.Result) tally {
 	// String gives its JSON text, which equals no type name.
 	switch rawString(typ) {
 	case "text":
-		return tally{text: countText(enc, rawString(text)), audio: inputAudio}
+		return tally{text: countText(enc, rawString(text)), audio: inputAudio}, ok
 	case "refusal":
-		return tally{text: countText(enc, rawString(refusal)), audio: inputAudio}
+		return tally{text: countText(enc, rawString(refusal)), audio: inputAudio}, ok
 	}
-	return tally{text: partTokens(enc, model, p), hidden: partHidden(p), audio: partAudio(p)}
+	return tally{text: partTokens(enc, model, p), hidden: partHidden(p), audio: partAudio(p)}, ok
 }
 
 // stringOf is r's text when r is a JSON string, else "".
