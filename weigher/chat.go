@@ -75,9 +75,10 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 // chatFrom is chat, scanning from a resume point with resumeOn; ok is
 // false when the point it resumed from was counted in another context.
 func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode) (Estimate, bool) {
-	// New messages are field-checked in the walk that counts them
+	// The top-level members are field-checked in the walk below that
+	// reads them, and new messages in the walk that counts them
 	// (messageTally), not by parseRequestWith.
-	d, fallback, ok := w.parseRequestWith(body, parseOptions{fields: chatFields, resume: mode, counted: chatMessageFields})
+	d, fallback, ok := w.parseRequestWith(body, parseOptions{fields: chatFields, resume: mode, counted: chatMessageFields, callerChecks: true})
 	if !ok {
 		return fallback, true
 	}
@@ -87,7 +88,17 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
 	at := 0
 	est := Estimate{Parsed: true}
+	fine := true
+	var fold []byte
 	d.members(func(k string, v gjson.Result, elems elements) bool {
+		// checkFields' check of the member, with the request's memo, as
+		// parseRequestWith would have made it (the elements raw, as its
+		// walk gives them).
+		raw := elems
+		raw.raw = true
+		if _, _, fine = checkMember(k, v, raw, chatFields, 0, d.memo, &fold); !fine {
+			return false
+		}
 		switch k {
 		case "model":
 			model = v
@@ -131,6 +142,12 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		at++
 		return true
 	})
+	if !fine {
+		// The reference check names the key, in body order (the messages
+		// left to the counter included).
+		key, field, _ := checkFields(d, chatFields, nil)
+		return w.caseVariant(body, key, field), true
+	}
 	est.Model = modelNamed(model, as)
 	encName := w.EncodingFor(est.Model)
 	enc := w.encoders[encName]
@@ -150,7 +167,6 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		// Messages are read raw (rawValue): an object's Result is the
 		// same either way, and gjson.Parse's is not needed for the rest.
 		messageElems.raw = true
-		fine := true
 		messageElems.each(func(m gjson.Result) bool {
 			t, ok := d.memo.countChecked(w.budget, ctx, m.Raw, func(check bool) (tally, bool) {
 				return messageTally(enc, est.Model, m, check)

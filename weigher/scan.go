@@ -69,6 +69,11 @@ type parseOptions struct {
 	// of that array through countChecked, and, when one fails (or
 	// elemMemo.unchecked), check the doc with checkFields and no memo.
 	counted *fields
+	// callerChecks: the caller field-checks the top-level members itself,
+	// in its walk of them (checkMember with fields and the doc's memo, in
+	// order, stopping at the first that fails), and names a failure's key
+	// with checkFields and no memo: parseRequestWith does not check them.
+	callerChecks bool
 }
 
 // parseRequestWith is parseRequestFrom with the options o.
@@ -108,6 +113,9 @@ func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback
 			fallback = w.Bytes(body, "")
 			fallback.Fault, fallback.FaultDetail = FaultNotObject, notObjectDetail(d.root)
 			return doc{}, fallback, false
+		}
+		if o.callerChecks {
+			return d, Estimate{}, true
 		}
 		key, field, fine := checkFields(d, f, d.memo)
 		if fine {
