@@ -23,6 +23,12 @@ import (
 // write (a new mark, a new count) waits in the memo until the request is
 // weighed (doc.close), then is made once per element.
 //
+// Chat leaves the field check of a new message to its counter
+// (parseOptions.counted): the check records the message as pending, and
+// the counter checks and counts it in one walk (countChecked,
+// messageTally); only a message that passed gets its mark. A pending
+// message is never vouched for, marked or resumed past before that.
+//
 // The memo also vouches for elements to the strict scan (jsonscan.Known):
 // an element of a top-level array (or a whole list) whose exact bytes
 // carry a field check's mark passed that scan before, under the same

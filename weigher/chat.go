@@ -74,6 +74,9 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 
 // chatFrom is chat, scanning from a resume point with resumeOn; ok is
 // false when the point it resumed from was counted in another context.
+// It makes the field check itself (parseOptions.callerChecks, counted):
+// the top-level members in the walk that reads them, new messages in the
+// walk that counts them; a refusal names the key checkFields names.
 func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode) (Estimate, bool) {
 	// The top-level members are field-checked in the walk below that
 	// reads them, and new messages in the walk that counts them
