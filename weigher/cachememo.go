@@ -23,6 +23,12 @@ import (
 // write (a new mark, a new count) waits in the memo until the request is
 // weighed (doc.close), then is made once per element.
 //
+// Chat leaves the field check of a new message to its counter
+// (parseOptions.counted): the check records the message as pending, and
+// the counter checks and counts it in one walk (countChecked,
+// messageTally); only a message that passed gets its mark. A pending
+// message is never vouched for, marked or resumed past before that.
+//
 // The memo also vouches for elements to the strict scan (jsonscan.Known):
 // an element of a top-level array (or a whole list) whose exact bytes
 // carry a field check's mark passed that scan before, under the same
@@ -50,6 +56,12 @@ type elemMemo struct {
 	top      *fields
 	maxDepth int
 	vouchCtx uint64 // the context of what Vouch is offered
+	// deferCtx is the fields context of the elements whose field check,
+	// when they are not remembered, is left to the counter
+	// (parseOptions.counted; 0: none); pending counts those left
+	// unchecked so far.
+	deferCtx uint64
+	pending  int
 	// guessAt and guessEnd are End's last guess (guessEnd -1: none), so
 	// that Vouch knows a guess from an end Skip found; guessBudget is how
 	// many more bytes wrong guesses may have Vouch hash in this request
@@ -71,6 +83,9 @@ type memoElem struct {
 	dirty bool // e must be written when the request is done
 	dead  bool // the element failed the check (or is still being checked)
 	found bool // in pre: e was found in the cache
+	// pending: its field check is left to the counter (countChecked);
+	// not written when the request is done unless that check passed.
+	pending bool
 	// hint: its end hint (hints.go) must be written when the request
 	// is done, if it passed: End did not find its end.
 	hint bool
@@ -202,6 +217,12 @@ func (m *elemMemo) checked(ctx uint64, raw string, check func() bool) bool {
 		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, e: e, hint: hint})
 		return true
 	}
+	if ctx == m.deferCtx && m.deferCtx != 0 {
+		// Left to the counter, which checks it in the walk that counts it.
+		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, pending: true, hint: hint})
+		m.pending++
+		return true
+	}
 	// The slot is taken before check runs, so that the elements nested in
 	// raw, which check records, come after it: the memo stays in body order.
 	i := len(m.elems)
@@ -274,6 +295,44 @@ func (m *elemMemo) count(b *budget, ctx uint64, raw string, fn func() tally) tal
 	return t
 }
 
+// countChecked is count for an element of the array whose new elements
+// the counter field-checks (parseOptions.counted): fn(check) counts raw
+// and, when check, also field-checks it in the same walk (ok: it passed).
+// An element left unchecked by the field check (pending) is counted with
+// check, its mark and count written when the request is done if it
+// passed; ok false when it failed. Any other element is counted as count
+// counts it, fn(false), and is ok. With a nil m it is fn(false).
+func (m *elemMemo) countChecked(b *budget, ctx uint64, raw string, fn func(check bool) (tally, bool)) (t tally, ok bool) {
+	if m == nil || len(raw) < minCachedBytes {
+		t, _ = fn(false)
+		return t, true
+	}
+	el := m.find(raw)
+	if el == nil || !el.pending {
+		return m.count(b, ctx, raw, func() tally {
+			t, _ := fn(false)
+			return t
+		}), true
+	}
+	el.pending = false
+	m.pending--
+	m.cache.misses.Add(1)
+	t, ok = fn(true)
+	if !ok {
+		el.dead = true
+		return t, false
+	}
+	el.dirty = true // its mark, with its count when exact
+	if b == nil || !b.over {
+		el.e = entry{t: t, ctx: ctx, counted: true}
+	}
+	return t, true
+}
+
+// unchecked reports whether an element left to the counter has not been
+// checked (countChecked) yet.
+func (m *elemMemo) unchecked() bool { return m != nil && m.pending > 0 }
+
 // done writes the memo's new entries (marks and counts) and returns it to
 // the pool.
 func (m *elemMemo) done() {
@@ -282,7 +341,7 @@ func (m *elemMemo) done() {
 	}
 	for i := range m.elems {
 		el := &m.elems[i]
-		if el.dead {
+		if el.dead || el.pending {
 			continue
 		}
 		if el.dirty {
@@ -293,6 +352,7 @@ func (m *elemMemo) done() {
 		}
 	}
 	m.cache, m.hints, m.body, m.top, m.next, m.found = nil, nil, "", nil, 0, 0
+	m.deferCtx, m.pending = 0, 0
 	m.resume = resumeState{hasher: m.resume.hasher, seed: m.resume.seed} // the hasher is kept
 	if cap(m.elems) > maxPooledMemo {
 		m.elems = nil

@@ -74,8 +74,14 @@ func (w *Weigher) chat(body []byte, as func(string) string) Estimate {
 
 // chatFrom is chat, scanning from a resume point with resumeOn; ok is
 // false when the point it resumed from was counted in another context.
+// It makes the field check itself (parseOptions.callerChecks, counted):
+// the top-level members in the walk that reads them, new messages in the
+// walk that counts them; a refusal names the key checkFields names.
 func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode) (Estimate, bool) {
-	d, fallback, ok := w.parseRequestFrom(body, chatFields, mode)
+	// The top-level members are field-checked in the walk below that
+	// reads them, and new messages in the walk that counts them
+	// (messageTally), not by parseRequestWith.
+	d, fallback, ok := w.parseRequestWith(body, parseOptions{fields: chatFields, resume: mode, counted: chatMessageFields, callerChecks: true})
 	if !ok {
 		return fallback, true
 	}
@@ -85,7 +91,17 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
 	at := 0
 	est := Estimate{Parsed: true}
+	fine := true
+	var fold []byte
 	d.members(func(k string, v gjson.Result, elems elements) bool {
+		// checkFields' check of the member, with the request's memo, as
+		// parseRequestWith would have made it (the elements raw, as its
+		// walk gives them).
+		raw := elems
+		raw.raw = true
+		if _, _, fine = checkMember(k, v, raw, chatFields, 0, d.memo, &fold); !fine {
+			return false
+		}
 		switch k {
 		case "model":
 			model = v
@@ -129,6 +145,12 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		at++
 		return true
 	})
+	if !fine {
+		// The reference check names the key, in body order (the messages
+		// left to the counter included).
+		key, field, _ := checkFields(d, chatFields, nil)
+		return w.caseVariant(body, key, field), true
+	}
 	est.Model = modelNamed(model, as)
 	encName := w.EncodingFor(est.Model)
 	enc := w.encoders[encName]
@@ -149,18 +171,33 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		// same either way, and gjson.Parse's is not needed for the rest.
 		messageElems.raw = true
 		messageElems.each(func(m gjson.Result) bool {
-			t := d.memo.count(w.budget, ctx, m.Raw, func() tally {
-				return messageTokens(enc, est.Model, m)
+			t, ok := d.memo.countChecked(w.budget, ctx, m.Raw, func(check bool) (tally, bool) {
+				return messageTally(enc, est.Model, m, check)
 			})
+			fine = fine && ok
 			run.add(t, t, false)
 			return true
 		})
+		if !fine || d.memo.unchecked() {
+			// A new message failed its check (or one was left unchecked):
+			// the reference check names the key, in body order.
+			if key, field, ok := checkFields(d, chatFields, nil); !ok {
+				return w.caseVariant(body, key, field), true
+			}
+		}
 		sum := run.sums.cur
 		in += sum.text
 		est.ServerContext = est.ServerContext || sum.hidden
 		est.Audio = est.Audio || sum.audio
 		if messagesAt >= 0 && (w.budget == nil || !w.budget.over) {
 			d.memo.keepResumePoint(d.lay, messagesAt, &run, ctx)
+		}
+	}
+	if d.memo.unchecked() {
+		// No element is left to the counter but messages' (countChecked
+		// above): a guard, should another ever be.
+		if key, field, ok := checkFields(d, chatFields, nil); !ok {
+			return w.caseVariant(body, key, field), true
 		}
 	}
 	in += tokensReply
@@ -270,15 +307,34 @@ func tokenCount(r gjson.Result) (int64, bool) {
 // file part without file_data: see partHidden). One walk of the message's
 // members does both.
 func messageTokens(enc counter, model string, m gjson.Result) tally {
+	t, _ := messageTally(enc, model, m, false)
+	return t
+}
+
+// messageTally is messageTokens that, when check, also field-checks the
+// message m (an object of a top-level "messages" array) in the same walk
+// of its members: ok is what checkFieldsAt(m, chatMessageFields, 2, nil)
+// says (each member goes through checkMember as there, in order), and the
+// count is the whole message's either way. A new message is so walked
+// once where the field check and the count walked it apart
+// (TestMessageTallySameAsSeparatePasses, FuzzMessageTallySameAsSeparatePasses).
+func messageTally(enc counter, model string, m gjson.Result, check bool) (t tally, ok bool) {
 	if !m.IsObject() {
-		return tally{}
+		return tally{}, true // checkElements checks objects only
 	}
 	n := int64(tokensPerMessage)
 	hidden, audio := false, false
-	// Its members are walked raw (rawMembers: ends found with jsonscan.Skip,
-	// nothing decoded that is not read) and its strings decoded by
-	// unescapeJSON: gjson's ForEach decoded every value byte by byte.
+	ok = true
+	var fold []byte
 	rawMembers(m.Raw, func(k string, v gjson.Result) bool {
+		// The parts of a content array and the calls of a tool_calls
+		// array are checked in the walks that count them (as
+		// checkElements checks them: each object, its members in order),
+		// the rest by checkMember.
+		nested := v.IsArray() && (k == "content" || k == "tool_calls")
+		if check && ok && !nested {
+			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatMessageFields, 2, nil, &fold)
+		}
 		switch k {
 		case "role", "refusal":
 			n += countText(enc, rawString(v))
@@ -286,22 +342,35 @@ func messageTokens(enc counter, model string, m gjson.Result) tally {
 			n += countText(enc, rawString(v)) + tokensPerName
 		case "content":
 			if v.IsArray() {
-				v.ForEach(func(_, p gjson.Result) bool {
-					n += partTokens(enc, model, p)
-					hidden = hidden || partHidden(p)
-					audio = audio || partAudio(p)
+				rawElements(v.Raw, func(p gjson.Result) bool {
+					t, pok := partTally(enc, model, p, check && ok, &fold)
+					ok = ok && pok
+					n += t.text
+					hidden = hidden || t.hidden
+					audio = audio || t.audio
 					return true
 				})
 			} else {
 				n += countText(enc, rawString(v))
 			}
 		case "tool_calls":
-			v.ForEach(func(_, c gjson.Result) bool {
-				n += callTokens(enc, c.Get("function"))
-				return true
-			})
+			if v.IsArray() {
+				rawElements(v.Raw, func(c gjson.Result) bool {
+					t, cok := callsTally(enc, c, check && ok, &fold)
+					ok = ok && cok
+					n += t
+					return true
+				})
+			} else {
+				eachValue(v, func(c gjson.Result) bool {
+					t, _ := callsTally(enc, c, false, nil)
+					n += t
+					return true
+				})
+			}
 		case "function_call":
-			n += callTokens(enc, v)
+			t, _ := callTally(enc, v, false, nil)
+			n += t
 		case "audio":
 			// An assistant message's earlier audio answer, by id
 			// ({"audio": {"id": "audio_…"}}): the upstream reads that
@@ -313,7 +382,119 @@ func messageTokens(enc counter, model string, m gjson.Result) tally {
 		}
 		return true
 	})
-	return tally{text: n, hidden: hidden, audio: audio}
+	return tally{text: n, hidden: hidden, audio: audio}, ok
+}
+
+// callsTally counts the call c, an element of a message's tool_calls (a
+// value as rawValue gives it): its "function"'s callTally, 0 when c is
+// not an object. When check it also field-checks c as checkElements
+// checks an element of a tool_calls array (checkMember with
+// chatToolCallFields at depth 4, a function object's members with
+// callFields at depth 5, in order): ok false when that fails.
+func callsTally(enc counter, c gjson.Result, check bool, fold *[]byte) (n int64, ok bool) {
+	ok = true
+	if !c.IsObject() {
+		return 0, true // checkElements checks objects only
+	}
+	rawMembers(c.Raw, func(k string, v gjson.Result) bool {
+		if k == "function" && v.IsObject() {
+			t, fok := callTally(enc, v, check && ok, fold)
+			n += t
+			ok = ok && fok
+			return true
+		}
+		if check && ok {
+			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatToolCallFields, 4, nil, fold)
+		}
+		return true
+	})
+	return n, ok
+}
+
+// eachValue calls fn with the objects and arrays among the values gjson's
+// ForEach gives its iterator for v, each as rawValue gives it, until fn
+// returns false: an array's elements, an object's member values. (ForEach
+// gives any other value once, itself, where a reader of calls finds
+// nothing.) A tool_calls member that is not an array is read so, as gjson
+// read it.
+func eachValue(v gjson.Result, fn func(gjson.Result) bool) {
+	switch {
+	case v.IsArray():
+		rawElements(v.Raw, fn)
+	case v.IsObject():
+		rawMembers(v.Raw, func(_ string, e gjson.Result) bool { return fn(e) })
+	}
+}
+
+// callTally counts one tool or function call, fn, a value as rawValue
+// gives it: {"name", "arguments"}, their text and tokensPerToolCall; 0
+// when fn is not an object. Its members are found in one raw walk, where
+// gjson's Get scanned the object once for each. When check it also
+// field-checks fn's members as checkFieldsAt(fn, callFields, …) does
+// (checkMember, in order): ok false when that fails.
+func callTally(enc counter, fn gjson.Result, check bool, fold *[]byte) (n int64, ok bool) {
+	if !fn.IsObject() {
+		return 0, true
+	}
+	ok = true
+	var name, args gjson.Result
+	rawMembers(fn.Raw, func(k string, v gjson.Result) bool {
+		if check && ok {
+			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, callFields, 5, nil, fold)
+		}
+		switch k {
+		case "name":
+			name = v
+		case "arguments":
+			args = v
+		}
+		return true
+	})
+	return tokensPerToolCall + countText(enc, rawString(name)) + countText(enc, rawString(args)), ok
+}
+
+// partTally is one content part p (a value as rawValue gives it) as
+// partTokens, partHidden and partAudio weigh it: a string part and a text
+// or refusal part are read in one raw walk of p; parts of other types
+// (files, images, audio) by those readers, with gjson. When check it also
+// field-checks p as checkElements checks an element of a message's
+// content array (checkMember with chatPartFields at depth 4, in order):
+// ok false when that fails.
+func partTally(enc counter, model string, p gjson.Result, check bool, fold *[]byte) (t tally, ok bool) {
+	if p.Type == gjson.String { // lenient: a bare string part
+		return tally{text: countText(enc, rawString(p))}, true
+	}
+	if !p.IsObject() {
+		return tally{}, true
+	}
+	ok = true
+	var typ, text, refusal gjson.Result
+	inputAudio := false
+	rawMembers(p.Raw, func(k string, v gjson.Result) bool {
+		if check && ok {
+			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatPartFields, 4, nil, fold)
+		}
+		switch k {
+		case "type":
+			typ = v
+		case "text":
+			text = v
+		case "refusal":
+			refusal = v
+		case "input_audio":
+			inputAudio = true // partAudio: Get("input_audio").Exists()
+		}
+		return true
+	})
+	// A type that is not a string (rawString "") is none of these: gjson's
+	// String gives its JSON text, which equals no type name.
+	switch rawString(typ) {
+	case "text":
+		return tally{text: countText(enc, rawString(text)), audio: inputAudio}, ok
+	case "refusal":
+		return tally{text: countText(enc, rawString(refusal)), audio: inputAudio}, ok
+	}
+	return tally{text: partTokens(enc, model, p), hidden: partHidden(p), audio: partAudio(p)}, ok
 }
 
 // stringOf is r's text when r is a JSON string, else "".
@@ -322,14 +503,6 @@ func stringOf(r gjson.Result) string {
 		return ""
 	}
 	return r.String()
-}
-
-// callTokens counts one tool or function call: {"name", "arguments"}.
-func callTokens(enc counter, fn gjson.Result) int64 {
-	if !fn.IsObject() {
-		return 0
-	}
-	return tokensPerToolCall + countText(enc, stringOf(fn.Get("name"))) + countText(enc, stringOf(fn.Get("arguments")))
 }
 
 // partHidden reports whether a chat content part refers to input the body

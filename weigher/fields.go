@@ -229,13 +229,15 @@ var (
 			under("function", functionFields).
 			under("parameters", object().under("properties", mapOf(schemaFields))).wholeLists()
 
-	callFields     = object("name", "arguments")
-	chatPartFields = object("type", "text", "refusal", "input_audio").
-			under("image_url", object("url", "detail")).
-			under("file", object("filename", "file_data"))
+	callFields = object("name", "arguments")
+	// chatToolCallFields: an element of a chat message's tool_calls.
+	chatToolCallFields = object().under("function", callFields)
+	chatPartFields     = object("type", "text", "refusal", "input_audio").
+				under("image_url", object("url", "detail")).
+				under("file", object("filename", "file_data"))
 	chatMessageFields = object("role", "refusal", "name", "audio").
 				under("content", chatPartFields).
-				under("tool_calls", object().under("function", callFields)).
+				under("tool_calls", chatToolCallFields).
 				under("function_call", callFields)
 	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources", "web_search_options",
 		"audio", "modalities").

@@ -51,6 +51,34 @@ const (
 // checkpoint ends in only the elements after it, and its memo says so
 // (resumedSum; keepResumePoint files the body's own).
 func (w *Weigher) parseRequestFrom(body []byte, f *fields, mode resumeMode) (d doc, fallback Estimate, ok bool) {
+	return w.parseRequestWith(body, parseOptions{fields: f, resume: mode})
+}
+
+// parseOptions say how parseRequestWith reads a body. The zero value is
+// not usable: fields must be set.
+type parseOptions struct {
+	fields *fields    // the body's top-level object's
+	resume resumeMode // whether to resume from a remembered prefix
+	// counted, when set, are the fields of the elements of a top-level
+	// array (chat's "messages": chatMessageFields, at depth 2) whose
+	// field check the caller makes in the walk that counts them, for the
+	// elements the count cache does not remember (elemMemo.countChecked,
+	// messageTally): parseRequestWith leaves them unchecked, and when
+	// another member fails its check it names the key the whole check
+	// (every element) finds first. The caller must count every element
+	// of that array through countChecked, and, when one fails (or
+	// elemMemo.unchecked), check the doc with checkFields and no memo.
+	counted *fields
+	// callerChecks: the caller field-checks the top-level members itself,
+	// in its walk of them (checkMember with fields and the doc's memo, in
+	// order, stopping at the first that fails), and names a failure's key
+	// with checkFields and no memo: parseRequestWith does not check them.
+	callerChecks bool
+}
+
+// parseRequestWith is parseRequestFrom with the options o.
+func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback Estimate, ok bool) {
+	f, mode := o.fields, o.resume
 	lay := layouts.Get().(*jsonscan.Layout)
 	opts := jsonscan.Options{MaxDepth: w.maxDepth, FoldCase: true, UTF8: true, Layout: lay}
 	memo := w.cache.memo(bodyString(body), f, w.maxDepth)
@@ -58,6 +86,9 @@ func (w *Weigher) parseRequestFrom(body []byte, f *fields, mode resumeMode) (d d
 		opts.Known = memo
 		if mode != resumeOff && w.budget == nil && !w.noLayout {
 			opts.Resume = memo.resumePoint(f, lay, mode == resumeOn)
+		}
+		if o.counted != nil {
+			memo.deferCtx = memo.fieldsContext(o.counted, 2)
 		}
 	}
 	err := jsonscan.Check(body, opts)
@@ -69,7 +100,8 @@ func (w *Weigher) parseRequestFrom(body []byte, f *fields, mode resumeMode) (d d
 		// the remembered elements too. Weigh it whole.
 		layouts.Put(lay)
 		memo.done()
-		return w.parseRequestFrom(body, f, resumeKeep)
+		o.resume = resumeKeep
+		return w.parseRequestWith(body, o)
 	}
 	if err == nil {
 		d = doc{root: gjson.Parse(bodyString(bytes.TrimSpace(body))), body: bodyString(body), lay: lay, memo: memo}
@@ -82,15 +114,20 @@ func (w *Weigher) parseRequestFrom(body []byte, f *fields, mode resumeMode) (d d
 			fallback.Fault, fallback.FaultDetail = FaultNotObject, notObjectDetail(d.root)
 			return doc{}, fallback, false
 		}
+		if o.callerChecks {
+			return d, Estimate{}, true
+		}
 		key, field, fine := checkFields(d, f, d.memo)
 		if fine {
 			return d, Estimate{}, true
 		}
+		if d.memo.unchecked() {
+			// An element left to the counter may hold a variant before
+			// key: the whole check names the first.
+			key, field, _ = checkFields(d, f, nil)
+		}
 		d.close()
-		fallback = w.Bytes(body, "")
-		fallback.Fault = FaultCaseVariantKey
-		fallback.FaultDetail = "key " + shownKey(key) + " is the field " + shownKey(field) + " in another case"
-		return doc{}, fallback, false
+		return doc{}, w.caseVariant(body, key, field), false
 	}
 	layouts.Put(lay)
 	memo.done() // nothing to write: the field check did not run
@@ -103,6 +140,16 @@ func (w *Weigher) parseRequestFrom(body []byte, f *fields, mode resumeMode) (d d
 		fallback.DuplicateKeys = true
 	}
 	return doc{}, fallback, false
+}
+
+// caseVariant is the estimate of a body refused for holding key, a
+// variant of the field in another case: the byte-based [Weigher.Bytes],
+// with Parsed false and Fault FaultCaseVariantKey.
+func (w *Weigher) caseVariant(body []byte, key, field string) Estimate {
+	e := w.Bytes(body, "")
+	e.Fault = FaultCaseVariantKey
+	e.FaultDetail = "key " + shownKey(key) + " is the field " + shownKey(field) + " in another case"
+	return e
 }
 
 // parseObject checks an upstream document (an SSE event's data) in one
