@@ -26,16 +26,23 @@ func chatStreamEvents() [][]byte {
 // proxy does per response.
 func BenchmarkStreamChatSequence(b *testing.B) {
 	ev := chatStreamEvents()
+	benchStream(b, KindChat, make([][]byte, len(ev)), ev)
+}
+
+// benchStream reads the events data (SSE event names names, nil for none)
+// through a new Stream of kind k per iteration, reporting their bytes and
+// allocations.
+func benchStream(b *testing.B, k Kind, names, data [][]byte) {
 	n := 0
-	for _, e := range ev {
+	for _, e := range data {
 		n += len(e)
 	}
 	b.SetBytes(int64(n))
 	b.ReportAllocs()
 	for b.Loop() {
-		s := NewStream(KindChat)
-		for _, e := range ev {
-			s.Event(nil, e)
+		s := NewStream(k)
+		for i := range data {
+			s.Event(names[i], data[i])
 		}
 	}
 }
@@ -65,18 +72,7 @@ func messagesStreamEvents() (names, data [][]byte) {
 // iteration.
 func BenchmarkStreamMessagesSequence(b *testing.B) {
 	names, data := messagesStreamEvents()
-	n := 0
-	for _, e := range data {
-		n += len(e)
-	}
-	b.SetBytes(int64(n))
-	b.ReportAllocs()
-	for b.Loop() {
-		s := NewStream(KindMessages)
-		for i := range data {
-			s.Event(names[i], data[i])
-		}
-	}
+	benchStream(b, KindMessages, names, data)
 }
 
 // responsesStreamEvents is a realistic streamed Responses answer: created,
@@ -109,16 +105,5 @@ func responsesStreamEvents() (names, data [][]byte) {
 // iteration.
 func BenchmarkStreamResponsesSequence(b *testing.B) {
 	names, data := responsesStreamEvents()
-	n := 0
-	for _, e := range data {
-		n += len(e)
-	}
-	b.SetBytes(int64(n))
-	b.ReportAllocs()
-	for b.Loop() {
-		s := NewStream(KindResponses)
-		for i := range data {
-			s.Event(names[i], data[i])
-		}
-	}
+	benchStream(b, KindResponses, names, data)
 }
