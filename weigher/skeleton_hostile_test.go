@@ -1,7 +1,9 @@
 package weigher
 
 import (
+	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -132,4 +134,76 @@ func TestResponsesDeltaHostile(t *testing.T) {
 			responseRun(t, 1, s)
 		})
 	}
+}
+
+// splitEvents splits a fuzz input into events: events are separated by
+// NUL bytes, and an event's SSE name, if any, precedes its data and a 0x01
+// byte.
+func splitEvents(stream []byte) []rawEvent {
+	var out []rawEvent
+	for _, e := range bytes.Split(stream, []byte{0}) {
+		var name []byte
+		if j := bytes.IndexByte(e, 1); j >= 0 {
+			name, e = e[:j], e[j+1:]
+		}
+		out = append(out, rawEvent{name, e})
+	}
+	return out
+}
+
+// joinEvents is splitEvents' inverse.
+func joinEvents(ev []rawEvent) []byte {
+	var out []byte
+	for i, e := range ev {
+		if i > 0 {
+			out = append(out, 0)
+		}
+		if len(e.name) > 0 {
+			out = append(append(out, e.name...), 1)
+		}
+		out = append(out, e.data...)
+	}
+	return out
+}
+
+// FuzzStreamSkeletons is a differential fuzz test of the three skeleton
+// fast paths over whole streams the fuzzer writes (FuzzChunkSkeleton and
+// its siblings derive their streams from two events): each stream is read
+// as chat, completions, Messages and Responses, with the fast paths and in
+// full, at two nesting limits, and must say the same at every event and
+// when settled.
+func FuzzStreamSkeletons(f *testing.F) {
+	g := chunkGen{r: rand.New(rand.NewPCG(5, 11))}
+	for i := range 8 {
+		f.Add(joinEvents(messagesStream(g)))
+		f.Add(joinEvents(responsesStream(g)))
+		var ev []rawEvent
+		for j := range 10 {
+			ev = append(ev, rawEvent{nil, []byte(g.chunk((i+j/4)%12, j%3 == 0, j%2 == 0))})
+		}
+		f.Add(joinEvents(ev))
+	}
+	for _, c := range chatHostile {
+		var ev []rawEvent
+		for _, e := range c {
+			ev = append(ev, rawEvent{nil, []byte(e)})
+		}
+		f.Add(joinEvents(ev))
+	}
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		ev := splitEvents(stream)
+		if len(ev) > 64 {
+			return
+		}
+		data := make([][]byte, len(ev))
+		for i, e := range ev {
+			data[i] = e.data
+		}
+		for _, depth := range []int{0, 3} {
+			skeletonRun(t, KindChat, depth, data)
+			skeletonRun(t, KindCompletions, depth, data)
+			deltaRun(t, depth, ev)
+			responseRun(t, depth, ev)
+		}
+	})
 }
