@@ -82,7 +82,15 @@ func (p *Proxy) readBody(ctx *fasthttp.RequestCtx, tenant string) (h heldBody, r
 		if !p.hold(tenant, int64(len(b))) {
 			return heldBody{}, errBodyBudget, false
 		}
-		return heldBody{b: b, held: int64(len(b)), tenant: tenant}, apiError{}, true
+		// Copied out of the request's buffer: Handle sets the body it holds
+		// with SetBodyRaw, which gives that buffer back to fasthttp's pool
+		// when the request may (a RequestCtx made by hand, a server with
+		// ReduceMemoryUsage), and another request's body read into it would
+		// then be weighed and forwarded (TestBodyReadWholeNotGivenBack).
+		h = heldBody{b: p.bodyPool.Get(len(b)), held: int64(len(b)), tenant: tenant}
+		h.pooled = h.b
+		copy(h.b, b)
+		return h, apiError{}, true
 	}
 	if cl >= 0 {
 		if !p.hold(tenant, int64(cl)) {
