@@ -93,8 +93,8 @@ func (r *chunkSkeleton) noteText(raw string) {
 	if r == nil || raw == "" {
 		return
 	}
-	off := int(uintptr(unsafe.Pointer(unsafe.StringData(raw))) - uintptr(unsafe.Pointer(unsafe.SliceData(r.data))))
-	if off < 0 || off >= len(r.data) || r.nat == len(r.at) {
+	off := offsetIn(r.data, raw)
+	if off < 0 || r.nat == len(r.at) {
 		r.over = true // not in the chunk (never so) or too many: no skeleton
 		return
 	}
@@ -226,6 +226,20 @@ func (sk *chunkSkeleton) match(data []byte, completions bool, maxDepth int) (Chu
 		text.addString(unescapeJSON(body[s.Start+1 : s.End-1]))
 	}
 	return Chunk{Text: text.String(), Uncounted: sk.uncounted}, true
+}
+
+// offsetIn is the offset in b of the string s when s lies in b (a value
+// parsed from b that points into it), else -1: how the skeletons find
+// where the full read's strings stand.
+func offsetIn(b []byte, s string) int {
+	if len(b) == 0 || len(s) == 0 {
+		return -1
+	}
+	off := int(uintptr(unsafe.Pointer(unsafe.StringData(s))) - uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	if off < 0 || off+len(s) > len(b) {
+		return -1
+	}
+	return off
 }
 
 // isJSONSpace reports whether c is JSON whitespace (RFC 8259 §2).

@@ -2,7 +2,6 @@ package weigher
 
 import (
 	"bytes"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -61,9 +60,9 @@ func (d *deltaSkeleton) keep(eventType, data []byte, t gjson.Result, maxDepth in
 	if t.Type != gjson.String || len(t.Raw) < 2 || len(data) > maxSkeletonBytes || len(eventType) > maxDeltaEventName || len(data) == 0 {
 		return
 	}
-	off := int(uintptr(unsafe.Pointer(unsafe.StringData(t.Raw))) - uintptr(unsafe.Pointer(unsafe.SliceData(data))))
+	off := offsetIn(data, t.Raw)
 	end := off + len(t.Raw)
-	if off < 0 || end > len(data) || data[off] != '"' || data[end-1] != '"' {
+	if off < 0 || data[off] != '"' || data[end-1] != '"' {
 		return
 	}
 	d.prefix = append(d.prefix[:0], data[:off+1]...)

@@ -2,7 +2,6 @@ package weigher
 
 import (
 	"bytes"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -52,18 +51,6 @@ type responseSkeleton struct {
 	typ, delta  int
 	maxDepth    int
 	scratchToks [maxSkeletonStrings]responseToken
-}
-
-// offsetIn is the offset in b of the string s when s lies in b, else -1.
-func offsetIn(b []byte, s string) int {
-	if len(b) == 0 || len(s) == 0 {
-		return -1
-	}
-	off := int(uintptr(unsafe.Pointer(unsafe.StringData(s))) - uintptr(unsafe.Pointer(unsafe.SliceData(b))))
-	if off < 0 || off+len(s) > len(b) {
-		return -1
-	}
-	return off
 }
 
 // keep makes data, an event responsesEvent read in full (nested at most
