@@ -22,13 +22,7 @@ func TestReloadDuringRequests(t *testing.T) {
 	dir := t.TempDir()
 	files := []string{"unmetered_paths: [\"/v1/images/*\"]\nmax_retry_wait: 5s\n", "max_retry_wait: 2m\n"}
 	for i, extra := range files {
-		if err := os.WriteFile(filepath.Join(dir, []string{"a.yaml", "b.yaml"}[i]), []byte(`
-listen: 127.0.0.1:8
-admin_listen: 127.0.0.1:9
-upstreams: [{name: openai, flavor: openai, base_url: "http://127.0.0.1:1", no_key: true}]
-keys: [{key: sk-reload, user: dev, tenant: dev-team}]
-limits: [{name: user-tokens, scope: user, unit: tokens, rate: 100000, per: 1h}]
-`+extra), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, []string{"a.yaml", "b.yaml"}[i]), []byte(reloadConfig(extra)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -42,16 +36,7 @@ limits: [{name: user-tokens, scope: user, unit: tokens, rate: 100000, per: 1h}]
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	images := func() int {
-		var ctx fasthttp.RequestCtx
-		ctx.Request.Header.SetMethod(fasthttp.MethodPost)
-		ctx.Request.SetRequestURI("/v1/images/generations")
-		ctx.Request.Header.Set("Authorization", "Bearer sk-reload")
-		ctx.Request.Header.SetContentType("application/json")
-		ctx.Request.SetBodyString(`{"model":"dall-e-3","prompt":"a cat"}`)
-		a.Proxy.Handle(&ctx)
-		return ctx.Response.StatusCode()
-	}
+	images := func() int { return callImages(a) }
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 2 {

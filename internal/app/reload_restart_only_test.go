@@ -27,13 +27,7 @@ func TestReloadWarnsOfStartOnlySettings(t *testing.T) {
 	path := filepath.Join(dir, "llmguard.yaml")
 	write := func(extra string) {
 		t.Helper()
-		if err := os.WriteFile(path, []byte(`
-listen: 127.0.0.1:8
-admin_listen: 127.0.0.1:9
-upstreams: [{name: openai, flavor: openai, base_url: "http://127.0.0.1:1", no_key: true}]
-keys: [{key: sk-reload, user: dev, tenant: dev-team}]
-limits: [{name: user-tokens, scope: user, unit: tokens, rate: 100000, per: 1h}]
-`+extra), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(reloadConfig(extra)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -52,16 +46,7 @@ limits: [{name: user-tokens, scope: user, unit: tokens, rate: 100000, per: 1h}]
 	// images calls an unmetered endpoint through the proxy's handler: 403
 	// when refused as unmetered, else forwarded (to an upstream that cannot
 	// be reached: 502).
-	images := func() int {
-		var ctx fasthttp.RequestCtx
-		ctx.Request.Header.SetMethod(fasthttp.MethodPost)
-		ctx.Request.SetRequestURI("/v1/images/generations")
-		ctx.Request.Header.Set("Authorization", "Bearer sk-reload")
-		ctx.Request.Header.SetContentType("application/json")
-		ctx.Request.SetBodyString(`{"model":"dall-e-3","prompt":"a cat"}`)
-		a.Proxy.Handle(&ctx)
-		return ctx.Response.StatusCode()
-	}
+	images := func() int { return callImages(a) }
 	if got := images(); got == fasthttp.StatusForbidden {
 		t.Fatalf("start: an unmetered_paths endpoint got %d", got)
 	}
@@ -98,4 +83,30 @@ limits: [{name: user-tokens, scope: user, unit: tokens, rate: 100000, per: 1h}]
 			t.Errorf("step %d (%s): the unmetered_paths endpoint got %d, want refused (403): %v", i, s.name, code, s.closed)
 		}
 	}
+}
+
+// reloadConfig is the reload tests' config file: one upstream no request
+// can reach, the key sk-reload and a token limit, then extra.
+func reloadConfig(extra string) string {
+	return `
+listen: 127.0.0.1:8
+admin_listen: 127.0.0.1:9
+upstreams: [{name: openai, flavor: openai, base_url: "http://127.0.0.1:1", no_key: true}]
+keys: [{key: sk-reload, user: dev, tenant: dev-team}]
+limits: [{name: user-tokens, scope: user, unit: tokens, rate: 100000, per: 1h}]
+` + extra
+}
+
+// callImages calls an unmetered endpoint through a's handler with the key
+// of reloadConfig: 403 when refused as unmetered, else forwarded (to the
+// upstream that cannot be reached: 502).
+func callImages(a *App) int {
+	var ctx fasthttp.RequestCtx
+	ctx.Request.Header.SetMethod(fasthttp.MethodPost)
+	ctx.Request.SetRequestURI("/v1/images/generations")
+	ctx.Request.Header.Set("Authorization", "Bearer sk-reload")
+	ctx.Request.Header.SetContentType("application/json")
+	ctx.Request.SetBodyString(`{"model":"dall-e-3","prompt":"a cat"}`)
+	a.Proxy.Handle(&ctx)
+	return ctx.Response.StatusCode()
 }
