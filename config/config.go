@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -130,6 +132,13 @@ type Config struct {
 	// does not price a priority request for a priced model without
 	// priority prices: set that model's priority prices.
 	DefaultPrice *TierPrices `yaml:"default_price"`
+	// priceKeys are the keys written in each models: entry that no lower
+	// price layer (the embedded table, prices_file) knows and that is no
+	// alias, and defaultPriceKeys those of default_price (nil: none): set
+	// by parse, read by Validate (checkPriceSides) to refuse an entry that
+	// prices one side of a model and leaves the other to cost nothing.
+	priceKeys        map[string][]string
+	defaultPriceKeys []string
 	// DefaultServiceTier is the service tier of a request that names none
 	// or names "auto": "default" (the standard tier; the default),
 	// "priority" or "flex". Set "priority" when the OpenAI project's
@@ -710,6 +719,7 @@ func parse(b []byte, dir string) (*Config, error) {
 			}
 		}
 	}
+	c.notePriceKeys(b)
 	c.applyDefaults()
 	c.resolveTLS(dir)
 	if err := c.loadPrices(dir); err != nil {
@@ -727,6 +737,25 @@ func parse(b []byte, dir string) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// notePriceKeys records which keys each models: entry and default_price
+// write (Config.priceKeys, defaultPriceKeys), which the decoded numbers
+// cannot tell: an absent price and an explicit 0 both read as zero. Its
+// errors are the strict pass's, already reported.
+func (c *Config) notePriceKeys(b []byte) {
+	var written struct {
+		Models       map[string]map[string]yaml.Node `yaml:"models"`
+		DefaultPrice map[string]yaml.Node            `yaml:"default_price"`
+	}
+	_ = yaml.Unmarshal(b, &written)
+	c.priceKeys = make(map[string][]string, len(written.Models))
+	for name, m := range written.Models {
+		c.priceKeys[name] = slices.Collect(maps.Keys(m))
+	}
+	if written.DefaultPrice != nil {
+		c.defaultPriceKeys = slices.Collect(maps.Keys(written.DefaultPrice))
+	}
 }
 
 func (c *Config) applyDefaults() {

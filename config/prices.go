@@ -7,6 +7,7 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/llmguard/llmguard/internal/jsonscan"
@@ -271,6 +272,17 @@ func (c *Config) loadPrices(dir string) error {
 		}
 		layers = append(layers, file)
 		fileBytes = b
+	}
+	for name, keys := range c.priceKeys {
+		for _, l := range layers {
+			if _, ok := l[name]; ok {
+				delete(c.priceKeys, name) // a lower layer prices the sides the entry leaves out
+				break
+			}
+		}
+		if slices.Contains(keys, "alias_of") {
+			delete(c.priceKeys, name) // checkAlias reports an alias's own prices
+		}
 	}
 	c.mergePrices(layers...)
 	if err := c.loadImagePrices(fileBytes); err != nil {

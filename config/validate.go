@@ -120,6 +120,11 @@ func (c *Config) Validate() error {
 			}
 			prefixes[u.PathPrefix] = true
 		}
+		if u.APIKeyEnv != "" && !envName(u.APIKeyEnv) {
+			// Not echoed: what is pasted here by mistake is often the key itself.
+			p.add(f+".api_key_env", "must name an environment variable (letters, digits and _, not starting with a digit), "+
+				"not hold the key: the value given is not a variable name (not shown, in case it is a secret)")
+		}
 		if u.NoKey && u.APIKeyEnv != "" {
 			p.add(f+".no_key", "set either api_key_env (the upstream's key) or no_key: true (it needs none), not both")
 		}
@@ -151,6 +156,10 @@ func (c *Config) Validate() error {
 				p.add(f+".key_sha256", "must be 64 hex digits (a SHA-256)")
 			}
 		}
+		if k.Key != "" && strings.TrimSpace(k.Key) != k.Key {
+			// Not echoed: it is a credential.
+			p.add(f+".key", "has white space at its start or end: a caller's credential is read without it, so this key could never match")
+		}
 		if k.Tenant == "" {
 			p.add(f+".tenant", "required")
 		}
@@ -161,6 +170,9 @@ func (c *Config) Validate() error {
 		seen[id] = i
 	}
 
+	for _, name := range slices.Sorted(maps.Keys(c.priceKeys)) {
+		checkPriceSides(&p, "models."+name, c.priceKeys[name])
+	}
 	for name, m := range c.Models {
 		f := fmt.Sprintf("models.%s", name)
 		if m.Encoding != "" && !oneOf(m.Encoding, knownEncs) {
@@ -201,6 +213,9 @@ func (c *Config) Validate() error {
 
 	if c.DefaultPrice != nil {
 		checkPrices(&p, "default_price", *c.DefaultPrice)
+		if c.defaultPriceKeys != nil {
+			checkPriceSides(&p, "default_price", c.defaultPriceKeys)
+		}
 		if !c.DefaultPrice.Priced() {
 			p.add("default_price", "sets no price: give input_usd_per_mtok and output_usd_per_mtok, or remove it")
 		}
@@ -348,6 +363,37 @@ func checkPrices(p *problems, f string, t TierPrices) {
 		if pr.v < 0 || math.IsNaN(pr.v) || pr.v > 1e6 {
 			p.add(f+"."+pr.field, "must be between 0 and 1000000 USD per million tokens (got %v)", pr.v)
 		}
+	}
+}
+
+// envName reports whether s can name an environment variable as a shell
+// writes one (POSIX.1-2017, Base Definitions §8.1: letters, digits and
+// underscore, not starting with a digit).
+func envName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '_' && (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// checkPriceSides reports a price entry (field f) that names an input price
+// but no output price, or the reverse: the missing side would cost nothing
+// under a usd limit, since nothing below it in the price layers prices the
+// model (parse records only such entries, in Config.priceKeys). keys are
+// the entry's price keys as written; an explicit 0 names a side.
+func checkPriceSides(p *problems, f string, keys []string) {
+	has := func(k string) bool { return slices.Contains(keys, k) }
+	in := has("input_usd_per_mtok") || has("cached_input_usd_per_mtok") || has("cache_write_usd_per_mtok") || has("cache_write_1h_usd_per_mtok")
+	switch out := has("output_usd_per_mtok"); {
+	case in && !out:
+		p.add(f+".output_usd_per_mtok", "missing: the entry prices input but not output, so output tokens would cost nothing under usd limits; "+
+			"give the output price (an explicit 0 only for a model that bills no output, such as an embedding model)")
+	case out && !in:
+		p.add(f+".input_usd_per_mtok", "missing: the entry prices output but not input, so input tokens would cost nothing under usd limits; "+
+			"give the input price (an explicit 0 if the model really bills no input)")
 	}
 }
 

@@ -1,0 +1,91 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// parseProblems parses a config made of head and the lines of body, and
+// returns its problems (nil when it parses).
+func parseProblems(t *testing.T, body string) []string {
+	t.Helper()
+	_, err := Parse([]byte("upstreams:\n  - {name: openai, flavor: openai, base_url: \"http://127.0.0.1:9\", no_key: true}\n" +
+		"limits:\n  - {name: spend, scope: tenant, unit: usd, rate: 10, per: 24h}\n" + body))
+	if err == nil {
+		return nil
+	}
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("not a config error: %v", err)
+	}
+	return ce.Problems
+}
+
+// An entry that prices one side of a model the price layers do not know
+// would let the other side cost nothing under a usd limit: refused, unless
+// the side is named, if only as 0.
+func TestOneSidedPriceIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, want string // want: the field a problem names, "" for none
+	}{
+		{"input only", "models: {my-model: {input_usd_per_mtok: 1}}", "models.my-model.output_usd_per_mtok"},
+		{"cached input only", "models: {my-model: {cached_input_usd_per_mtok: 1}}", "models.my-model.output_usd_per_mtok"},
+		{"output only", "models: {my-model: {output_usd_per_mtok: 4}}", "models.my-model.input_usd_per_mtok"},
+		{"explicit zero output", "models: {my-embed: {input_usd_per_mtok: 0.02, output_usd_per_mtok: 0}}", ""},
+		{"both", "models: {my-model: {input_usd_per_mtok: 1, output_usd_per_mtok: 4}}", ""},
+		{"table model, input only", "models: {gpt-4o-mini: {input_usd_per_mtok: 0.2}}", ""},
+		{"no prices", "models: {my-model: {encoding: o200k_base}}", ""},
+		{"alias", "models: {my-model: {alias_of: gpt-4o}}", ""},
+		{"default_price input only", "default_price: {input_usd_per_mtok: 30}", "default_price.output_usd_per_mtok"},
+		{"default_price both", "default_price: {input_usd_per_mtok: 30, output_usd_per_mtok: 120}", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			probs := parseProblems(t, tc.body)
+			if tc.want == "" {
+				if len(probs) > 0 {
+					t.Fatalf("refused: %q", probs)
+				}
+				return
+			}
+			if len(probs) != 1 || !strings.HasPrefix(probs[0], tc.want+": missing") {
+				t.Fatalf("problems %q, want one naming %s", probs, tc.want)
+			}
+		})
+	}
+}
+
+// A key pasted where a variable name goes is refused without being echoed,
+// and so is a virtual key that could never match.
+func TestSecretsAreNotEchoed(t *testing.T) {
+	_, err := Parse([]byte(`
+upstreams:
+  - {name: openai, flavor: openai, base_url: "http://127.0.0.1:9", api_key_env: sk-proj-REALSECRET123}
+keys:
+  - {key: " sk-lg-spacedsecret ", tenant: acme}
+limits:
+  - {name: rpm, scope: user, unit: requests, rate: 60, per: 1m}
+`))
+	if err == nil {
+		t.Fatal("parsed")
+	}
+	msg := err.Error()
+	for _, field := range []string{"upstreams[0].api_key_env:", "keys[0].key:"} {
+		if !strings.Contains(msg, field) {
+			t.Errorf("no problem names %s: %s", field, msg)
+		}
+	}
+	if strings.Contains(msg, "REALSECRET") || strings.Contains(msg, "spacedsecret") {
+		t.Errorf("a secret is echoed: %s", msg)
+	}
+	for _, ok := range []string{"OPENAI_API_KEY", "_k", "k9"} {
+		if !envName(ok) {
+			t.Errorf("envName(%q) = false", ok)
+		}
+	}
+	for _, bad := range []string{"", "9k", "sk-proj-x", "A B", "É"} {
+		if envName(bad) {
+			t.Errorf("envName(%q) = true", bad)
+		}
+	}
+}
