@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/llmguard/llmguard/internal/suggest"
 	"reflect"
 	"regexp"
 	"slices"
@@ -68,49 +69,8 @@ func explainUnknownField(msg string) string {
 		return msg
 	}
 	out := line + "unknown field " + field
-	if guess := closest(field, known); guess != "" {
+	if guess := suggest.Closest(field, known); guess != "" {
 		out += " (did you mean " + guess + "?)"
 	}
 	return out + "; this section takes: " + strings.Join(known, ", ")
-}
-
-// closest returns the known name field most likely stands for, or "".
-func closest(field string, known []string) string {
-	f := strings.ToLower(field)
-	if len(f) > 64 { // no field name is this long; keep the work bounded
-		return ""
-	}
-	for _, k := range known {
-		if k != f && (strings.HasPrefix(k, f) || strings.HasPrefix(f, k)) {
-			return k
-		}
-	}
-	for _, k := range known {
-		if editDistance(f, k) <= 2 {
-			return k
-		}
-	}
-	return ""
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes;
-// field names are short ASCII.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/llmguard/llmguard/internal/suggest"
 	"strconv"
 	"strings"
 
@@ -122,12 +123,40 @@ func (e apiError) write(ctx *fasthttp.RequestCtx, f Flavor) {
 	ctx.SetBody(dialectOf(f).appendError(nil, e))
 }
 
+// doubledVersion answers a path that starts /v1/v1 (path, as sent): 404
+// unknown_url, naming the base URL as the likely cause.
+func doubledVersion(path string) apiError {
+	return apiError{status: fasthttp.StatusNotFound, openAIType: "invalid_request_error", openAICode: "unknown_url",
+		anthropicType: "not_found_error",
+		message: fmt.Sprintf("%s repeats /v1: the client's base URL likely ends in /v1 and its SDK adds /v1 again "+
+			"(Anthropic's SDKs add it themselves: give them llmguard's address without /v1). Nothing was sent upstream.", clip(path))}
+}
+
 // unmetered is the answer to a call to an endpoint that spends tokens or
 // money upstream but that llmguard does not weigh, from a caller under the
 // token or dollar rule r: 403 unmetered_endpoint, naming the way to allow it.
+//
+// A path a letter or two off an endpoint llmguard weighs (knownPaths) is
+// most likely a typo in the client, so the answer says which endpoint it
+// looks like before it mentions unmetered_paths.
 func unmetered(path string, r *policy.Rule) apiError {
-	return apiError{status: fasthttp.StatusForbidden, openAIType: "invalid_request_error", openAICode: "unmetered_endpoint",
-		anthropicType: "permission_error",
-		message: fmt.Sprintf("%s spends tokens or money upstream but llmguard does not weigh it, and limit %s (%s) applies to you: "+
-			"llmguard refuses it rather than let it past the limit. An operator can allow it with unmetered_paths.", path, r.Name, r.Unit)}
+	e := apiError{status: fasthttp.StatusForbidden, openAIType: "invalid_request_error", openAICode: "unmetered_endpoint",
+		anthropicType: "permission_error"}
+	if near := suggest.Closest(path, knownPaths); near != "" && !strings.EqualFold(near, path) {
+		e.message = fmt.Sprintf("%s is not an endpoint llmguard weighs: did you mean %s? Limit %s (%s) applies to you, and llmguard "+
+			"refuses a path it cannot weigh rather than let it past the limit.", clip(path), near, r.Name, r.Unit)
+		return e
+	}
+	e.message = fmt.Sprintf("%s spends tokens or money upstream but llmguard does not weigh it, and limit %s (%s) applies to you: "+
+		"llmguard refuses it rather than let it past the limit. An operator can allow it with unmetered_paths.", clip(path), r.Name, r.Unit)
+	return e
+}
+
+// clip is path cut to 200 bytes (and "…") for an error message: a caller
+// chooses the path, up to fasthttp's header limit.
+func clip(path string) string {
+	if len(path) <= 200 {
+		return path
+	}
+	return path[:200] + "…"
 }

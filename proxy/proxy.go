@@ -572,6 +572,13 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 // that servers may read differently (plainPath) is refused.
 func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (rawUpPath string, r *refusal) {
 	path := internPath(ctx.Path())
+	if rest, ok := strings.CutPrefix(path, "/v1"); ok && hasPathPrefix(rest, "/v1") && !p.router.prefixed(path) {
+		// A base URL that ends in /v1 given to an SDK that adds /v1 itself
+		// (Anthropic's): no API llmguard fronts has such a path, and the
+		// fallback upstream would get it with its own key.
+		x.pathFlavor = p.router.owner(rest)
+		return "", &refusal{err: doubledVersion(path), outcome: meter.OutcomeInvalid}
+	}
 	up, upPath := p.router.route(path)
 	if up == nil {
 		x.pathFlavor = p.router.unserved(path)

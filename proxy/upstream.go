@@ -196,6 +196,29 @@ func (r *router) route(path string) (*Upstream, string) {
 	return r.fallback, path
 }
 
+// prefixed reports whether path falls under an upstream's path_prefix.
+func (r *router) prefixed(path string) bool {
+	for _, u := range r.byPrefix {
+		p := strings.TrimSuffix(u.PathPrefix, "/")
+		if strings.HasPrefix(path, p) && (len(path) == len(p) || path[len(p)] == '/') {
+			return true
+		}
+	}
+	return false
+}
+
+// owner names the flavor whose API claims path (Anthropic's for
+// /v1/messages), configured or not, else OpenAI: the shape of an answer
+// about a path no upstream will get.
+func (r *router) owner(path string) Flavor {
+	for f, d := range dialects {
+		if d != nil && d.claims(path) != claimNone {
+			return Flavor(f)
+		}
+	}
+	return FlavorOpenAI
+}
+
 // unserved names the flavor that owns path when route found no upstream
 // for it (Anthropic's /v1/messages in a config without an anthropic
 // upstream), for the 404's shape and message.

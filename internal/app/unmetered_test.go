@@ -165,3 +165,48 @@ func TestPerImageGenerationsPricedUnderUSDLimits(t *testing.T) {
 		t.Errorf("dall-e-3 under a token limit: %d %s, want 403 unmetered_endpoint", resp.StatusCode, b)
 	}
 }
+
+// A client's mistyped path is told what it likely meant and never
+// forwarded: a path a letter off an endpoint llmguard weighs names that
+// endpoint, and a doubled /v1 (a base URL ending in /v1 given to an SDK that
+// adds /v1 itself) is a 404 in the flavor of the API it was meant for,
+// where it used to reach the fallback OpenAI upstream with its key.
+func TestMistypedPaths(t *testing.T) {
+	h := startFlavors(t, "")
+	lastURI := func() string {
+		hd, _ := h.mock.LastRequest()
+		if hd == nil {
+			return ""
+		}
+		return string(hd.RequestURI())
+	}
+	before := lastURI()
+	for _, tc := range []struct {
+		path   string
+		status int
+		want   []string
+	}{
+		{"/v1/chat/completion", http.StatusForbidden, []string{`"code":"unmetered_endpoint"`, "did you mean /v1/chat/completions?"}},
+		{"/v1/embedding", http.StatusForbidden, []string{"did you mean /v1/embeddings?"}},
+		{"/v1/v1/messages", http.StatusNotFound, []string{`"type":"not_found_error"`, "repeats /v1"}},
+		{"/v1/V1/messages", http.StatusNotFound, []string{`"type":"not_found_error"`, "repeats /v1"}},
+		{"/v1/v1/chat/completions", http.StatusNotFound, []string{`"code":"unknown_url"`, "repeats /v1"}},
+	} {
+		resp, body := h.do(tc.path, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`)
+		if resp.StatusCode != tc.status {
+			t.Errorf("POST %s: %d %s, want %d", tc.path, resp.StatusCode, body, tc.status)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("POST %s: %s, want %s in it", tc.path, body, w)
+			}
+		}
+	}
+	if resp, body := h.do("/v1/batches", `{}`); strings.Contains(body, "did you mean") || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("POST /v1/batches: %d %s: a real endpoint llmguard does not weigh is no typo", resp.StatusCode, body)
+	}
+	if got := lastURI(); got != before {
+		t.Errorf("a mistyped path reached the upstream: %s", got)
+	}
+}
