@@ -53,20 +53,27 @@ func (m *Meter) budgetWarnings(x *Exchange) {
 // level at admission with this request's reservation replaced by what it
 // really cost (settled[i], in rule i's unit). Reservations of other
 // requests still in flight at admission count as used; nothing else does.
+// A request that spends past several thresholds at once reports each of
+// them; the highest threshold reached is reported too when this node has
+// not yet (a node started when the quota was already past some), but not
+// the lower ones crossed before the request.
 func (m *Meter) budgetCrossings(x *Exchange, settled []int64) {
 	for i, a := range x.rules {
 		if !warns(a) || i >= len(settled) {
 			continue
 		}
+		before := float64(a.Limit.Capacity-a.Status.Remaining-a.Reserved) / float64(a.Limit.Capacity)
 		used := float64(a.Limit.Capacity-a.Status.Remaining-a.Reserved+settled[i]) / float64(a.Limit.Capacity)
 		crossed := crossedAt(a.Rule.WarnAt, used)
-		if crossed < 0 {
-			continue
-		}
-		if m.warned.first(a.Key, a.Limit.WindowStart.Unix(), crossed) {
-			m.opt.Metrics.budgetWarning(a.Rule.Name, x.req.Principal.Tenant)
-			m.log.Warn("budget threshold crossed", "limit", a.Rule.Name, "key", a.Key, "threshold", a.Rule.WarnAt[crossed],
-				"used", used, "period_end", a.Limit.WindowEnd)
+		for t := 0; t <= crossed; t++ {
+			if t < crossed && before >= a.Rule.WarnAt[t] {
+				continue // past it before this request: its crossing was another's
+			}
+			if m.warned.first(a.Key, a.Limit.WindowStart.Unix(), t) {
+				m.opt.Metrics.budgetWarning(a.Rule.Name, x.req.Principal.Tenant)
+				m.log.Warn("budget threshold crossed", "limit", a.Rule.Name, "key", a.Key, "threshold", a.Rule.WarnAt[t],
+					"used", used, "period_end", a.Limit.WindowEnd)
+			}
 		}
 	}
 }

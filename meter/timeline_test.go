@@ -464,6 +464,29 @@ func TestTimelineBudgetWarning(t *testing.T) {
 	}
 }
 
+// A request whose spend takes a quota past several warn_at thresholds at
+// once reports each of them (once per period), where only the highest
+// used to be logged and counted.
+func TestTimelineBudgetWarningManyAtOnce(t *testing.T) {
+	tl := newTimeline(t, `  - {name: daily, scope: user, unit: tokens, quota: 1000, period: day, warn_at: [0.5, 0.8, 0.95]}
+`)
+	counted := func() float64 { return testCounter(t, tl.reg, "llmguard_budget_warnings_total") }
+	x := tl.admit(100, 800)
+	if !x.Settle(Settlement{Source: spec.SourceReported, Usage: spec.Usage{InputTokens: 100, OutputTokens: 740}, Status: 200}) {
+		t.Fatal("not settled")
+	}
+	if counted() != 2 {
+		t.Fatalf("budget_warnings_total = %v after one request spent 84%%, want 2 (0.5 and 0.8)", counted())
+	}
+	x = tl.admit(10, 150)
+	if !x.Settle(Settlement{Source: spec.SourceReported, Usage: spec.Usage{InputTokens: 10, OutputTokens: 110}, Status: 200}) {
+		t.Fatal("not settled")
+	}
+	if counted() != 3 {
+		t.Fatalf("budget_warnings_total = %v after 96%%, want 3: 0.95 once, 0.5 and 0.8 not again", counted())
+	}
+}
+
 // testCounter sums a counter family's series.
 func testCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
