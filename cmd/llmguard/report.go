@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -93,6 +95,11 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.
 	switch {
 	case file != "":
 		files, err := ledger.Files(file)
+		if errors.Is(err, fs.ErrNotExist) && r.Ledger == "" && !filepath.IsAbs(file) {
+			// ledger.file is relative to serve's working directory, which
+			// need not be this one.
+			return fmt.Errorf("%w (ledger.file is relative to the working directory llmguard serve runs in: run report there, or give --ledger PATH)", err)
+		}
 		if err != nil {
 			return err
 		}

@@ -78,3 +78,21 @@ ledger: {file: %q}
 		}
 	}
 }
+
+// A config whose ledger.file is relative, read from another directory than
+// serve's, fails with a message that says where the path is read from.
+func TestReportRelativeLedgerNamesTheWorkingDirectory(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "llmguard.yaml")
+	os.WriteFile(cfg, []byte(`
+upstreams: [{name: mock, flavor: openai, base_url: "http://127.0.0.1:1", no_key: true}]
+limits: [{name: acme-monthly, scope: tenant, unit: usd, quota: 25, period: month}]
+ledger: {file: rel-ledger.jsonl}
+`), 0o644)
+	cmd := exec.Command(binary(t), "report", "--config", cfg, "--tenant", "acme", "--month", "2026-11")
+	cmd.Dir = t.TempDir() // not where any serve ran
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "relative to the working directory llmguard serve runs in") {
+		t.Errorf("report with a relative ledger from elsewhere: %v, %s", err, out)
+	}
+}
