@@ -32,7 +32,7 @@ func TestEveryFlavorHasADialect(t *testing.T) {
 		}
 		var h fasthttp.RequestHeader
 		d.authorize(&h, "sk-gateway")
-		if key, _ := d.credential(&h); key != "sk-gateway" {
+		if key, _ := d.credential(&h); string(key) != "sk-gateway" {
 			t.Errorf("%s: the credential authorize sets reads back as %q", name, key)
 		}
 	}
