@@ -28,7 +28,8 @@ func (m *Meter) budgetWarnings(x *Exchange) {
 		used float64
 	}
 	var hits []hit
-	for _, a := range x.rules {
+	for i := range x.rules {
+		a := &x.rules[i]
 		if !warns(a) {
 			continue
 		}
@@ -54,7 +55,8 @@ func (m *Meter) budgetWarnings(x *Exchange) {
 // really cost (settled[i], in rule i's unit). Reservations of other
 // requests still in flight at admission count as used; nothing else does.
 func (m *Meter) budgetCrossings(x *Exchange, settled []int64) {
-	for i, a := range x.rules {
+	for i := range x.rules {
+		a := &x.rules[i]
 		if !warns(a) || i >= len(settled) {
 			continue
 		}
@@ -72,7 +74,7 @@ func (m *Meter) budgetCrossings(x *Exchange, settled []int64) {
 }
 
 // warns reports whether a is a quota with warn_at thresholds.
-func warns(a Applied) bool {
+func warns(a *Applied) bool {
 	return len(a.Rule.WarnAt) > 0 && a.Limit.IsQuota() && a.Limit.Capacity > 0
 }
 
