@@ -80,13 +80,19 @@ func dialectOf(f Flavor) dialect {
 	return nil
 }
 
+// authorizationField is the Authorization field's name, which fasthttp's
+// normalisation leaves as it is: PeekCanonical finds what Peek would,
+// normalising or not, without Peek's copy of the name (about 150
+// instructions a request).
+var authorizationField = []byte("Authorization")
+
 // callerKeyHeaders are the headers any dialect reads a caller's key from.
 var callerKeyHeaders = []string{"Authorization", "x-api-key", "api-key"}
 
 // bearer returns the token of an Authorization: Bearer field (h's own
 // bytes, valid until h changes), nil when there is none.
 func bearer(h *fasthttp.RequestHeader) []byte {
-	if a := h.Peek("Authorization"); len(a) > 7 && bytes.EqualFold(a[:7], []byte("bearer ")) {
+	if a := h.PeekCanonical(authorizationField); len(a) > 7 && bytes.EqualFold(a[:7], []byte("bearer ")) {
 		return bytes.TrimSpace(a[7:])
 	}
 	return nil
