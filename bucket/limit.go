@@ -92,7 +92,8 @@ func (l Limit) window() (capacity float64, windowStart, windowEnd int64) {
 // twice (two items on one bucket would each check the level before the
 // other's cost; give the bucket one item with the summed cost instead).
 func validateItems(items []Item) error {
-	for i, it := range items {
+	for i := range items {
+		it := &items[i]
 		if err := it.Limit.validate(); err != nil {
 			return fmt.Errorf("bucket: take %q: %w", it.Key, err)
 		}
@@ -102,8 +103,8 @@ func validateItems(items []Item) error {
 		if it.Cost < 0 {
 			return fmt.Errorf("bucket: take %q: cost %d is negative: %w", it.Key, it.Cost, ErrInvalid)
 		}
-		for _, prev := range items[:i] {
-			if prev.Key == it.Key {
+		for j := range i {
+			if items[j].Key == it.Key {
 				return fmt.Errorf("bucket: take %q: key appears twice: %w", it.Key, ErrInvalid)
 			}
 		}
@@ -114,7 +115,8 @@ func validateItems(items []Item) error {
 // validateDeltas checks a Reconcile's deltas: valid limits. A key may appear
 // more than once; its deltas apply in order.
 func validateDeltas(requestID string, deltas []Delta) error {
-	for _, d := range deltas {
+	for i := range deltas {
+		d := &deltas[i]
 		if err := d.Limit.validate(); err != nil {
 			return fmt.Errorf("bucket: reconcile %q: key %q: %w", requestID, d.Key, err)
 		}

@@ -223,7 +223,8 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 	// and check each; write nothing.
 	firstLarge, firstShort := -1, -1
 	var retry float64
-	for i, it := range items {
+	for i := range items {
+		it := &items[i]
 		e, found := m.shards[idx[i]].buckets[it.Key]
 		var ok, tooLarge bool
 		var short float64 // the wait, when short
@@ -242,7 +243,7 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 			seen[i] = checked{used: used, window: window, dropAt: e.dropAt, found: found}
 		} else if it.Limit.IsWindow() {
 			var prev float64
-			prev, seen[i], ok, tooLarge, short = m.checkWindow(e, found, it, now)
+			prev, seen[i], ok, tooLarge, short = m.checkWindow(e, found, *it, now)
 			seen[i].level = prev
 		} else {
 			capacity, rate, per := it.Limit.floats()
@@ -284,7 +285,8 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 	if marks != nil {
 		marks.set(requestID, markTaken, now, m.voidFor, m.maxIDs)
 	}
-	for i, it := range items {
+	for i := range items {
+		it := &items[i]
 		sh := &m.shards[idx[i]]
 		if it.Limit.Concurrent {
 			live := seen[i].live
@@ -430,7 +432,8 @@ func (m *Memory) Void(ctx context.Context, requestID string, items []Item) error
 // applyDeltas applies deltas, whose shards are idx and locked, at now; a
 // negative delta on an in-flight limit releases requestID's slot.
 func (m *Memory) applyDeltas(requestID string, idx []uint32, deltas []Delta, now int64) {
-	for i, dl := range deltas {
+	for i := range deltas {
+		dl := &deltas[i]
 		sh := &m.shards[idx[i]]
 		if dl.Limit.Concurrent {
 			if dl.Units < 0 {
@@ -517,8 +520,8 @@ func (s *shard) putQuota(key string, found bool, used float64, window, windowSta
 // when no item is a window counter.
 func windowsOf(items []Item, seen []checked) []time.Time {
 	var w []time.Time
-	for i, it := range items {
-		if !it.Limit.IsWindow() {
+	for i := range items {
+		if !items[i].Limit.IsWindow() {
 			continue
 		}
 		if w == nil {

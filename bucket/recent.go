@@ -64,12 +64,31 @@ func (r *recentIDs) set(id string, m mark, now, window int64, max int) {
 	r.cur[k] = m
 }
 
-// seen records id at now and reports whether it was already recorded.
+// seen records id at now and reports whether it was already recorded: get
+// then, unless recorded, set with markTaken, in one walk (one expiry, one
+// key, one look into cur: Reconcile calls it on every request).
 func (r *recentIDs) seen(id string, now, window int64, max int) bool {
-	if r.get(id, now, window) != markNone {
+	r.expire(now, window)
+	k := keyOf(id)
+	if m, ok := r.cur[k]; ok {
+		if m != markNone {
+			return true
+		}
+		r.cur[k] = markTaken
+		return false
+	}
+	if r.prev[k] != markNone {
 		return true
 	}
-	r.set(id, markTaken, now, window, max)
+	// As set does for an id not in cur; its expiry, at the same now, would
+	// change nothing.
+	if len(r.cur) >= max {
+		r.rotate(now)
+	}
+	if r.cur == nil {
+		r.cur = make(map[idKey]mark)
+	}
+	r.cur[k] = markTaken
 	return false
 }
 

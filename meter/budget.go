@@ -28,7 +28,8 @@ func (m *Meter) budgetWarnings(x *Exchange) {
 		used float64
 	}
 	var hits []hit
-	for _, a := range x.rules {
+	for i := range x.rules {
+		a := &x.rules[i]
 		if !warns(a) {
 			continue
 		}
@@ -58,7 +59,8 @@ func (m *Meter) budgetWarnings(x *Exchange) {
 // not yet (a node started when the quota was already past some), but not
 // the lower ones crossed before the request.
 func (m *Meter) budgetCrossings(x *Exchange, settled []int64) {
-	for i, a := range x.rules {
+	for i := range x.rules {
+		a := &x.rules[i]
 		if !warns(a) || i >= len(settled) {
 			continue
 		}
@@ -79,7 +81,7 @@ func (m *Meter) budgetCrossings(x *Exchange, settled []int64) {
 }
 
 // warns reports whether a is a quota with warn_at thresholds.
-func warns(a Applied) bool {
+func warns(a *Applied) bool {
 	return len(a.Rule.WarnAt) > 0 && a.Limit.IsQuota() && a.Limit.Capacity > 0
 }
 

@@ -10,7 +10,7 @@ import (
 // for an in-flight limit (its slot is given back however the request
 // ended: the delta −1 releases it); the reservation when the usage is
 // unknown; else the usage's units.
-func (x *Exchange) settledUnits(a Applied, src spec.Source, known bool, actual spec.Usage) int64 {
+func (x *Exchange) settledUnits(a *Applied, src spec.Source, known bool, actual spec.Usage) int64 {
 	switch {
 	case a.Rule.Unit == policy.UnitConcurrent, src == spec.SourceRefund:
 		return 0
@@ -33,8 +33,8 @@ func (m *Metrics) slots(x *Exchange, by float64) {
 		return
 	}
 	for _, rules := range [2][]Applied{x.rules, x.shadow} {
-		for _, a := range rules {
-			if a.Rule.Unit == policy.UnitConcurrent && a.Reserved > 0 && !a.Untaken {
+		for i := range rules {
+			if a := &rules[i]; a.Rule.Unit == policy.UnitConcurrent && a.Reserved > 0 && !a.Untaken {
 				m.inFlight.WithLabelValues(a.Rule.Name).Add(by)
 			}
 		}

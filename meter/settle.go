@@ -70,7 +70,8 @@ func (x *Exchange) Settle(s Settlement) bool {
 	var obuf [8]int
 	var sbuf [8]int64
 	deltas, owners, settled := x.deltaBuf[:0], obuf[:0], sbuf[:0]
-	for i, a := range x.rules {
+	for i := range x.rules {
+		a := &x.rules[i]
 		units := x.settledUnits(a, s.Source, known, actual)
 		settled = append(settled, units)
 		if d := units - a.Reserved; d != 0 {

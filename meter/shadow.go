@@ -133,7 +133,8 @@ func (x *Exchange) takeShadow(rules []*policy.Rule) {
 // does the real ones, under the shadow id.
 func (x *Exchange) settleShadow(src spec.Source, known bool, actual spec.Usage) {
 	var deltas []bucket.Delta
-	for _, a := range x.shadow {
+	for i := range x.shadow {
+		a := &x.shadow[i]
 		if a.Untaken {
 			continue
 		}

@@ -82,7 +82,12 @@ func (p *Policy) Authenticate(credential string, src KeySource, now time.Time) (
 	if credential == "" {
 		return Principal{}, KeyUnknown
 	}
-	sum := sha256.Sum256([]byte(credential))
+	return authenticate(p, credential, sha256.Sum256([]byte(credential)), src, now)
+}
+
+// authenticate is Authenticate's core, shared with AuthenticateBytes: the
+// principal and status of a non-empty credential whose SHA-256 is sum.
+func authenticate[S ~string | ~[]byte](p *Policy, credential S, sum [32]byte, src KeySource, now time.Time) (pr Principal, st KeyStatus) {
 	if pr, ok := p.keys[sum]; ok {
 		return pr, KeyAccepted
 	}
@@ -126,7 +131,7 @@ func (p *Policy) FileKeys() int { return len(p.keys) }
 // while llmguard limits each such variant as a new caller, so only a
 // single token is passed through. Every provider key format known to the
 // docs (OpenAI sk-…, Anthropic sk-ant-…, Azure's hex keys, JWTs) is one.
-func token68(s string) bool {
+func token68[S ~string | ~[]byte](s S) bool {
 	if len(s) == 0 || len(s) > 4096 {
 		return false
 	}

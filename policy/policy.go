@@ -47,6 +47,9 @@ type Policy struct {
 	passThrough bool
 	ptTenant    string
 	ptPlan      string
+	// match remembers MatchNames' last answers (matchmemo.go); nil
+	// remembers nothing.
+	match *matchMemo
 }
 
 // Compile builds a Policy from a validated config. Errors: *config.Error
@@ -55,6 +58,7 @@ type Policy struct {
 // to scale; an unknown unit or scope, which Validate refuses).
 func Compile(c *config.Config) (*Policy, error) {
 	p := &Policy{
+		match:       newMatchMemo(),
 		keys:        make(map[[32]byte]Principal, len(c.Keys)),
 		prices:      buildPrices(c),
 		imagePrices: buildImagePrices(c.ImagePrices),
@@ -129,7 +133,7 @@ func (p *Policy) Identify(credential string) (pr Principal, ok bool) {
 // user, tenant, plan, model and path, so that its cost grows with the rules
 // that apply (and those sharing a matcher value with them), not with all
 // rules. It allocates only when dst or more than 32 candidates outgrow
-// their buffers.
+// their buffers, or (MatchNames) to remember a new question's answer.
 func (p *Policy) Match(dst []*Rule, pr Principal, model, reqPath string) []*Rule {
 	return p.MatchNames(dst, pr, []string{model}, reqPath)
 }
@@ -137,8 +141,26 @@ func (p *Policy) Match(dst []*Rule, pr Principal, model, reqPath string) []*Rule
 // MatchNames is Match for a model known by several names (the name sent,
 // the priced model a dated snapshot or an alias resolves to): a rule
 // applies when it matches any of them, and appears once, in Match's order.
-// Empty names are skipped unless they are all there is.
+// Empty names are skipped unless they are all there is. The policy
+// remembers its last answers (matchmemo.go: up to 64, each for at most
+// three names and 512 bytes of text), so a question asked again costs a
+// hash and a comparison; the answer is the same either way.
 func (p *Policy) MatchNames(dst []*Rule, pr Principal, models []string, reqPath string) []*Rule {
+	if p.match == nil || !memoable(&pr, models, reqPath) {
+		return p.matchNames(dst, pr, models, reqPath)
+	}
+	s := p.match.slot(&pr, models, reqPath)
+	if e := s.Load(); e != nil && e.is(&pr, models, reqPath) {
+		return append(dst, e.rules...)
+	}
+	n := len(dst)
+	dst = p.matchNames(dst, pr, models, reqPath)
+	remember(s, &pr, models, reqPath, dst[n:])
+	return dst
+}
+
+// matchNames is MatchNames computed, without the memo.
+func (p *Policy) matchNames(dst []*Rule, pr Principal, models []string, reqPath string) []*Rule {
 	var buf [32]int32
 	c := buf[:0]
 	for i, m := range models {

@@ -13,7 +13,7 @@ import (
 	"github.com/llmguard/llmguard/spec"
 )
 
-func mustConfig(t *testing.T, y string) *config.Config {
+func mustConfig(t testing.TB, y string) *config.Config {
 	t.Helper()
 	c, err := config.Parse([]byte(y))
 	if err != nil {

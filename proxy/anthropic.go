@@ -17,14 +17,14 @@ import (
 type anthropic struct{}
 
 // credential reads x-api-key first, then the bearer token.
-func (anthropic) credential(h *fasthttp.RequestHeader) (string, string) {
-	if k := headerKey(h, "x-api-key"); k != "" {
+func (anthropic) credential(h *fasthttp.RequestHeader) ([]byte, string) {
+	if k := headerKey(h, "x-api-key"); len(k) > 0 {
 		return k, "x-api-key"
 	}
-	if b := bearer(h); b != "" {
+	if b := bearer(h); len(b) > 0 {
 		return b, "Authorization"
 	}
-	return "", "x-api-key"
+	return nil, "x-api-key"
 }
 
 func (anthropic) authorize(h *fasthttp.RequestHeader, key string) { h.Set("x-api-key", key) }

@@ -23,14 +23,14 @@ type azure struct{}
 
 // credential reads api-key first, then the bearer token (the v1 API's
 // OpenAI clients send the key that way).
-func (azure) credential(h *fasthttp.RequestHeader) (string, string) {
-	if k := headerKey(h, "api-key"); k != "" {
+func (azure) credential(h *fasthttp.RequestHeader) ([]byte, string) {
+	if k := headerKey(h, "api-key"); len(k) > 0 {
 		return k, "api-key"
 	}
-	if b := bearer(h); b != "" {
+	if b := bearer(h); len(b) > 0 {
 		return b, "Authorization"
 	}
-	return "", "api-key"
+	return nil, "api-key"
 }
 
 // authorize sets api-key, which both the dated and the v1 API accept.

@@ -20,10 +20,11 @@ import (
 // errors and rate-limit headers llmguard answers itself. Each flavor's
 // dialect lives in its own file; dialects holds one per spec.Flavor.
 type dialect interface {
-	// credential is the caller's key and the header it came from ("" when
-	// it presented none). forward strips every other credential header, so
-	// the key that is limited is the key that is used.
-	credential(h *fasthttp.RequestHeader) (key, header string)
+	// credential is the caller's key and the header it came from (key
+	// empty when it presented none). key is h's own bytes, valid until h
+	// changes. forward strips every other credential header, so the key
+	// that is limited is the key that is used.
+	credential(h *fasthttp.RequestHeader) (key []byte, header string)
 	// authorize sets the gateway's own upstream key on a request whose
 	// caller credentials were removed.
 	authorize(h *fasthttp.RequestHeader, key string)
@@ -79,21 +80,28 @@ func dialectOf(f Flavor) dialect {
 	return nil
 }
 
+// authorizationField is the Authorization field's name, which fasthttp's
+// normalisation leaves as it is: PeekCanonical finds what Peek would,
+// normalising or not, without Peek's copy of the name (about 150
+// instructions a request).
+var authorizationField = []byte("Authorization")
+
 // callerKeyHeaders are the headers any dialect reads a caller's key from.
 var callerKeyHeaders = []string{"Authorization", "x-api-key", "api-key"}
 
-// bearer returns the token of an Authorization: Bearer field, "" when there
-// is none.
-func bearer(h *fasthttp.RequestHeader) string {
-	if a := h.Peek("Authorization"); len(a) > 7 && bytes.EqualFold(a[:7], []byte("bearer ")) {
-		return string(bytes.TrimSpace(a[7:]))
+// bearer returns the token of an Authorization: Bearer field (h's own
+// bytes, valid until h changes), nil when there is none.
+func bearer(h *fasthttp.RequestHeader) []byte {
+	if a := h.PeekCanonical(authorizationField); len(a) > 7 && bytes.EqualFold(a[:7], []byte("bearer ")) {
+		return bytes.TrimSpace(a[7:])
 	}
-	return ""
+	return nil
 }
 
-// headerKey returns the trimmed value of header name.
-func headerKey(h *fasthttp.RequestHeader, name string) string {
-	return string(bytes.TrimSpace(h.Peek(name)))
+// headerKey returns the trimmed value of header name: h's own bytes, valid
+// until h changes.
+func headerKey(h *fasthttp.RequestHeader, name string) []byte {
+	return bytes.TrimSpace(h.Peek(name))
 }
 
 // addIncludeUsage asks a streamed chat or completions request for its

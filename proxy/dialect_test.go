@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -32,7 +35,7 @@ func TestEveryFlavorHasADialect(t *testing.T) {
 		}
 		var h fasthttp.RequestHeader
 		d.authorize(&h, "sk-gateway")
-		if key, _ := d.credential(&h); key != "sk-gateway" {
+		if key, _ := d.credential(&h); string(key) != "sk-gateway" {
 			t.Errorf("%s: the credential authorize sets reads back as %q", name, key)
 		}
 	}
@@ -115,6 +118,41 @@ func TestClassifyKnownPathsAsTheWeigher(t *testing.T) {
 		for _, m := range []string{"POST", "post", "GET"} {
 			if got, want := classify([]byte(m), p), weigher.Classify(m, p); got != want {
 				t.Errorf("%s %s: %v, want %v", m, p, got, want)
+			}
+		}
+	}
+}
+
+// bearerOracle is bearer as it was before it peeked the canonical name
+// (a112cdd).
+func bearerOracle(h *fasthttp.RequestHeader) string {
+	if a := h.Peek("Authorization"); len(a) > 7 && bytes.EqualFold(a[:7], []byte("bearer ")) {
+		return string(bytes.TrimSpace(a[7:]))
+	}
+	return ""
+}
+
+// bearer finds the token Peek("Authorization") finds, in every spelling
+// of the field's name, with fasthttp's normalisation on and off.
+func TestBearerMatchesPeek(t *testing.T) {
+	for _, raw := range []bool{false, true} {
+		for _, name := range []string{"Authorization", "authorization", "AUTHORIZATION", "AuthoriZation", "X-Authorization", ""} {
+			for _, value := range []string{"Bearer sk-a", "bearer  sk-b ", "BEARER sk-c", "Basic xyz", "Bearer ", "Bearer"} {
+				var req fasthttp.Request
+				req.Header.DisableNormalizing()
+				if !raw {
+					req.Header.EnableNormalizing()
+				}
+				msg := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+				if name != "" {
+					msg += name + ": " + value + "\r\n"
+				}
+				if err := req.Header.Read(bufio.NewReader(strings.NewReader(msg + "\r\n"))); err != nil {
+					t.Fatal(err)
+				}
+				if got, want := string(bearer(&req.Header)), bearerOracle(&req.Header); got != want {
+					t.Errorf("raw %v, %s: %q: %q, oracle %q", raw, name, value, got, want)
+				}
 			}
 		}
 	}

@@ -16,8 +16,8 @@ import (
 type openAI struct{}
 
 // credential reads the bearer token first, then x-api-key.
-func (openAI) credential(h *fasthttp.RequestHeader) (string, string) {
-	if b := bearer(h); b != "" {
+func (openAI) credential(h *fasthttp.RequestHeader) ([]byte, string) {
+	if b := bearer(h); len(b) > 0 {
 		return b, "Authorization"
 	}
 	return headerKey(h, "x-api-key"), "x-api-key"

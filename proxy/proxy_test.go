@@ -151,5 +151,6 @@ func budgetOnly(max int64) *Proxy {
 // credential is the caller's key (a test's shorthand) and the header it came from, as flavor f
 // reads it (see dialect.credential).
 func credential(h *fasthttp.RequestHeader, f Flavor) (key, header string) {
-	return dialectOf(f).credential(h)
+	k, header := dialectOf(f).credential(h)
+	return string(k), header
 }
