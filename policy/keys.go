@@ -85,6 +85,19 @@ func (p *Policy) Authenticate(credential string, src KeySource, now time.Time) (
 	return authenticate(p, credential, sha256.Sum256([]byte(credential)), src, now)
 }
 
+// AuthenticateBytes is Authenticate for a credential given as bytes (a
+// header's own, which it neither keeps nor changes): the same principal
+// and status for the same credential, source and instant. It hashes the
+// credential on every call: remembering the SHA-256 of accepted keys
+// (~2,600 instructions a request) would keep them in clear in memory,
+// where the design holds a virtual key only as its SHA-256.
+func (p *Policy) AuthenticateBytes(credential []byte, src KeySource, now time.Time) (Principal, KeyStatus) {
+	if len(credential) == 0 {
+		return Principal{}, KeyUnknown
+	}
+	return authenticate(p, credential, sha256.Sum256(credential), src, now)
+}
+
 // authenticate is Authenticate's core, shared with AuthenticateBytes: the
 // principal and status of a non-empty credential whose SHA-256 is sum.
 func authenticate[S ~string | ~[]byte](p *Policy, credential S, sum [32]byte, src KeySource, now time.Time) (pr Principal, st KeyStatus) {

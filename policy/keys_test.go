@@ -63,6 +63,9 @@ keys: [{key: sk-file, user: alice, tenant: acme}]
 		if st != tc.want || (tc.wantUser != "" && pr.User != tc.wantUser) {
 			t.Errorf("%q: %s %+v, want %s user %q", tc.cred, st, pr, tc.want, tc.wantUser)
 		}
+		if bpr, bst := p.AuthenticateBytes([]byte(tc.cred), tc.src, now); bst != st || bpr != pr {
+			t.Errorf("%q: AuthenticateBytes %s %+v, Authenticate %s %+v", tc.cred, bst, bpr, st, pr)
+		}
 		if tc.wantUser == "" && st == KeyAccepted && !pr.PassThrough {
 			t.Errorf("%q: accepted as %+v, want a pass-through caller", tc.cred, pr)
 		}

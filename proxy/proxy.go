@@ -134,10 +134,6 @@ type Proxy struct {
 	// live is the policy and weigher requests use now; Reload swaps it.
 	// A request keeps the pair it started with until it is settled.
 	live atomic.Pointer[live]
-	// sums remembers the SHA-256 of the credentials last accepted, so
-	// that identify hashes a caller's key once, not on every request
-	// (policy.KeySums: the key sources are still asked every time).
-	sums *policy.KeySums
 	// weighing holds one token per request being weighed: at most
 	// GOMAXPROCS at once. Weighing is pure CPU; without the cap, dozens of
 	// large bodies weighed at once keep every core's run queue long, and a
@@ -255,7 +251,7 @@ func New(opt Options) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, meter: m, sums: policy.NewKeySums(), bodies: semaphore.NewWeighted(opt.BodyBudget),
+	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, meter: m, bodies: semaphore.NewWeighted(opt.BodyBudget),
 		weighing: make(chan struct{}, runtime.GOMAXPROCS(0)), weighWait: weighQueueWait,
 		shares: make(map[string]int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes)), bodyPool: newBodyPool(opt.BodyBudget),
 		answerPool: newAnswerPool(opt.ResponseBudget), unreadLog: newUnreadLog()}
@@ -637,7 +633,7 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	if p.opt.Keys != nil {
 		now = p.opt.Now()
 	}
-	pr, st := cur.policy.AuthenticateBytes(key, p.sums, p.opt.Keys, now)
+	pr, st := cur.policy.AuthenticateBytes(key, p.opt.Keys, now)
 	switch st {
 	case policy.KeyAccepted:
 	case policy.KeyExpired, policy.KeyRevoked:
