@@ -23,13 +23,7 @@ func TestUnmeteredEndpoints(t *testing.T) {
 unmetered_paths: ["/v1/images/*"]
 `, file))
 	tokens := h.tokensLeft()
-	lastURI := func() string {
-		hd, _ := h.mock.LastRequest()
-		if hd == nil {
-			return ""
-		}
-		return string(hd.RequestURI())
-	}
+	lastURI := func() string { return lastUpstreamURI(h) }
 	before := lastURI()
 	for _, tc := range []struct{ path, shape string }{
 		{"/v1/batches", `"code":"unmetered_endpoint"`},
@@ -173,13 +167,7 @@ func TestPerImageGenerationsPricedUnderUSDLimits(t *testing.T) {
 // where it used to reach the fallback OpenAI upstream with its key.
 func TestMistypedPaths(t *testing.T) {
 	h := startFlavors(t, "")
-	lastURI := func() string {
-		hd, _ := h.mock.LastRequest()
-		if hd == nil {
-			return ""
-		}
-		return string(hd.RequestURI())
-	}
+	lastURI := func() string { return lastUpstreamURI(h) }
 	before := lastURI()
 	for _, tc := range []struct {
 		path   string
@@ -209,4 +197,14 @@ func TestMistypedPaths(t *testing.T) {
 	if got := lastURI(); got != before {
 		t.Errorf("a mistyped path reached the upstream: %s", got)
 	}
+}
+
+// lastUpstreamURI is the request URI of the last request h's mock upstream
+// received, "" before any.
+func lastUpstreamURI(h *harness) string {
+	hd, _ := h.mock.LastRequest()
+	if hd == nil {
+		return ""
+	}
+	return string(hd.RequestURI())
 }
