@@ -183,7 +183,19 @@ func blank(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
 // first and a JSON SDK the last, so an answer with a small "usage" before
 // the real one would be charged the small one
 // (TestUpstreamUsageDuplicateMember); the caller keeps its reservation.
+// An ordinary answer is read in one pass (answerScan); one that pass does
+// not decide, by upstreamMembersChecked, with the same result.
 func upstreamMembers(body []byte, maxDepth int, a, b string) (va, vb gjson.Result, ok bool) {
+	s := newAnswerScan(a, b, false)
+	if s.scan(body, maxDepth) {
+		return s.member(body, slotA), s.member(body, slotB), true
+	}
+	return upstreamMembersChecked(body, maxDepth, a, b)
+}
+
+// upstreamMembersChecked is upstreamMembers for any answer: jsonscan's
+// check, then the members found in the layout it records.
+func upstreamMembersChecked(body []byte, maxDepth int, a, b string) (va, vb gjson.Result, ok bool) {
 	lay := layouts.Get().(*jsonscan.Layout)
 	defer putLayout(lay)
 	if jsonscan.Check(body, jsonscan.Options{MaxDepth: maxDepth, DuplicateKeys: true, Layout: lay}) != nil {

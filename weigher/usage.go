@@ -26,12 +26,24 @@ import (
 func ParseChatUsage(body []byte) (u Usage, ok bool) { return parseChatUsage(body, 0) }
 
 // parseChatUsage is ParseChatUsage with a nesting limit (0: DefaultMaxDepth).
-// "usage" is found in the layout of the checking pass (upstreamMembers)
-// and its members walked as spans (usageOf), not found again by gjson's
-// Get and ForEach, which scan from the start and parse every number they
-// pass.
+// An ordinary answer is read in one pass that checks it and notes where
+// its usage figures lie (answerScan); one that pass does not decide
+// (invalid, odd, hostile) is read by parseChatUsageChecked, with the same
+// result (TestChatUsageScanSameAsChecked, FuzzChatUsageScanSameAsChecked).
 func parseChatUsage(body []byte, maxDepth int) (Usage, bool) {
-	v, _, ok := upstreamMembers(body, maxDepth, "usage", "")
+	s := newAnswerScan("usage", "", true)
+	if s.scan(body, maxDepth) {
+		return s.chatUsage(body)
+	}
+	return parseChatUsageChecked(body, maxDepth)
+}
+
+// parseChatUsageChecked is parseChatUsage for any answer: "usage" is found
+// in the layout of the checking pass (upstreamMembersChecked) and its
+// members walked as spans (usageOf), not found again by gjson's Get and
+// ForEach, which scan from the start and parse every number they pass.
+func parseChatUsageChecked(body []byte, maxDepth int) (Usage, bool) {
+	v, _, ok := upstreamMembersChecked(body, maxDepth, "usage", "")
 	if !ok {
 		return Usage{}, false
 	}
