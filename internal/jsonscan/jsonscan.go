@@ -217,9 +217,19 @@ type KnownEnds interface {
 	// where the list (array value) starting there of the member Wants
 	// last accepted for its list does, when it remembers one starting
 	// with the same bytes; -1 when not. A list vouched for at its guessed
-	// end is recorded Unlaid (its elements not found).
+	// end is recorded Unlaid (its elements not found). It may instead
+	// return [NotOffered]: Check then checks the value as if Wants had
+	// declined it, without finding its end or offering it to Vouch.
 	End(start int) int
 }
+
+// NotOffered is what [KnownEnds.End] returns for a value it expects Vouch
+// to refuse (the weigher: one whose start it has never seen pass): Check
+// checks it then, as it would check a value Known does not want, rather
+// than first stepping over it with [Skip] only to offer it to Vouch. Any
+// value may be declined so; declining one Vouch would have accepted
+// costs only the time of checking it.
+const NotOffered = -2
 
 // Span is the bytes b[Start:End] of the checked document.
 type Span struct{ Start, End int32 }
@@ -759,7 +769,11 @@ func (s *scanner) vouched(depth, i int) int {
 		}
 		s.wants |= 2
 		if s.ends != nil {
-			if end := s.ends.End(i); end > i+1 && end <= len(s.b) && s.b[end-1] == ']' && s.known.Vouch(i, end) {
+			end := s.ends.End(i)
+			if end == NotOffered {
+				return i
+			}
+			if end > i+1 && end <= len(s.b) && s.b[end-1] == ']' && s.known.Vouch(i, end) {
 				m.Unlaid = true
 				return end
 			}
@@ -796,7 +810,11 @@ func (s *scanner) vouched(depth, i int) int {
 		return i
 	}
 	if s.ends != nil {
-		if end := s.ends.End(i); end > i+1 && end <= len(s.b) && s.b[end-1] == '}' && s.known.Vouch(i, end) {
+		end := s.ends.End(i)
+		if end == NotOffered {
+			return i
+		}
+		if end > i+1 && end <= len(s.b) && s.b[end-1] == '}' && s.known.Vouch(i, end) {
 			return end
 		}
 	}
