@@ -432,6 +432,16 @@ func (w *memberWalk) value() gjson.Result {
 	return v
 }
 
+// text returns the current member's value as written (valid JSON, never
+// empty) and steps past it to the next key: value without making it a
+// gjson.Result.
+func (w *memberWalk) text() string {
+	end := skipValue(w.obj, w.i)
+	v := w.obj[w.i:end]
+	w.skipTo(end)
+	return v
+}
+
 // skipTo steps to the next key from end, the offset just past the current
 // value.
 func (w *memberWalk) skipTo(end int) {

@@ -707,12 +707,34 @@ key: // an object key is expected at i (after optional whitespace)
 	}
 	{
 		start := i
-		end, escaped, r := s.str(i)
-		if r != OK {
-			return r, end
+		var end int
+		var escaped bool
+		// A short plain key ("role", "content") ends at the first byte of
+		// the word after its quote that str would stop at (plainRun's
+		// first word, searched alike), when that byte is a quote: found
+		// here without str's two calls. Anything else is str's.
+		if i+9 <= n {
+			if m := stopMask(binary.LittleEndian.Uint64(b[i+1:i+9]), s.high); m != 0 && b[i+1+bits.TrailingZeros64(m)>>3] == '"' {
+				end = i + 2 + bits.TrailingZeros64(m)>>3
+				goto keyEnded
+			}
 		}
+		{
+			e, esc, r := s.str(i)
+			if r != OK {
+				return r, e
+			}
+			end, escaped = e, esc
+		}
+	keyEnded:
 		if s.dup {
-			if r := s.addKey(start, end, escaped); r != OK {
+			r := OK
+			if s.hashed {
+				r = s.addKey(start, end, escaped)
+			} else {
+				r = s.addSpan(start, end, escaped)
+			}
+			if r != OK {
 				return r, start
 			}
 		}
