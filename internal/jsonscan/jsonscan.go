@@ -1033,6 +1033,7 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 	b := s.b
 	n := len(b)
 	i++
+	bad := 0 // the end of a run found to hold a bad UTF-8 sequence
 	for {
 		i = plainRun(b, i, s.high, s.stop)
 		if i >= n {
@@ -1043,6 +1044,22 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 			return i + 1, escaped, OK
 		}
 		if c >= utf8.RuneSelf { // only with Options.UTF8
+			// Text that holds one multi-byte character holds more (é in
+			// French, every letter in Russian): the rest of the plain run,
+			// to the next quote, backslash or control character (no byte
+			// of a multi-byte sequence is one), is checked by one
+			// utf8.Valid rather than stopped at each sequence. When it is
+			// not valid, the bad sequence is found as before (the run is
+			// not checked whole again: bad is its end, so that a long run
+			// is not read once per sequence before its bad one).
+			if i >= bad {
+				j := plainRun(b, i+1, 0, &str)
+				if utf8.Valid(b[i:j]) {
+					i = j
+					continue
+				}
+				bad = j
+			}
 			// The run of multi-byte sequences, checked at once; a bad one
 			// is located rune by rune.
 			j := i + 1

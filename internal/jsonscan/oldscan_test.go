@@ -69,6 +69,12 @@ func oldScanSeeds(t testing.TB) [][]byte {
 		[]byte(`{"` + strings.Repeat("K", 20) + `":1,"` + strings.Repeat("k", 20) + `":2}`),
 		[]byte("{" + keys(20) + `,"K19":1}`), []byte("{" + keys(15) + `,"K3":1}`), []byte("{" + keys(16) + `,"K3":1}`),
 		[]byte(`{"m":[{"Role":"a","role":"b"}],"M":1}`), []byte(`{"model":"x","messages":[],"MODEL":"y"}`),
+		// Multi-byte text, valid and not, with quotes, escapes and control
+		// characters after it: the UTF-8 check of whole runs.
+		[]byte(`{"content":"la limite de débit du requête, réponse: é"}`), []byte(`["запрос ответ лимит бюджет","的一是不了人"]`),
+		[]byte("[\"d\xc3\xa9bit \xc3\xa9t\xc3\xa9 \xff \xc3\xa9\"]"), []byte("[\"\xc3\xa9\xc3\"]"), []byte("[\"\xc3\xa9\xc3\\n\"]"),
+		[]byte("[\"\xc3\xa9 x\x01 \xff\"]"), []byte("[\"\xc3\xa9 x\\u00e9 \xe2\x82\"]"), []byte("[\"\xed\xa0\x80 ok\"]"),
+		[]byte("[\"\xf0\x9f\x98\x80\xf0\x9f\x98\"]"), []byte("{\"\xc3\xa9t\xc3\xa9\":1,\"\xc3\x89T\xc3\x89\":2}"), []byte("[\"\xc3\xa9\x00\"]"),
 	}
 	for _, c := range keySpanCases {
 		seeds = append(seeds, []byte(c), []byte(strings.ToUpper(c)), []byte(strings.Replace(c, `"a"`, `"A"`, 1)))
@@ -103,4 +109,17 @@ func FuzzSameAsOldScan(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, limit uint8) {
 		sameAsOld(t, b, int(limit%8)-1)
 	})
+}
+
+// TestUTF8RunsLinear: a string of many multi-byte sequences with a bad one
+// at its end is refused at that byte, the run before it checked whole
+// once, not once per sequence (which would take minutes here: the test
+// would time out rather than fail).
+func TestUTF8RunsLinear(t *testing.T) {
+	body := []byte(`["` + strings.Repeat("é ", 1<<19) + "\xff" + `"]`)
+	at := len(body) - 3
+	err := Check(body, Options{UTF8: true})
+	if e, ok := err.(*Error); !ok || e.Reason != NotUTF8 || e.Offset != at {
+		t.Fatalf("%v, want not UTF-8 at %d", err, at)
+	}
 }
