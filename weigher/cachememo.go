@@ -69,6 +69,11 @@ type elemMemo struct {
 	guessAt, guessEnd int
 	guessBudget       int
 	hints             *hintTable // the cache's, when the request began
+	// offerAll: End offers the scan an element (list) it has no hint for
+	// too, found with Skip and looked up by Vouch, and checked writes no
+	// hint, as before jsonscan.NotOffered (for tests: the reference the
+	// declining path is compared with).
+	offerAll bool
 	// resume is the request's side of resume points (resume.go).
 	resume resumeState
 }
@@ -148,6 +153,13 @@ func (m *elemMemo) End(start int) int {
 		return -1
 	}
 	size := m.hints.get(m.cache.hintHash(m.vouchCtx, m.body[start:start+hintPrefix]))
+	if size == 0 && !m.offerAll {
+		// No element (list) seen passing starts so: a new one, but for a
+		// hint lost to another in its slot. The scan checks it rather
+		// than stepping over it to offer it to Vouch; the field check
+		// looks it up (checked), and writes its hint when it passes.
+		return jsonscan.NotOffered
+	}
 	if size < minCachedBytes || size > len(m.body)-start || size > m.guessBudget {
 		return -1
 	}
@@ -176,6 +188,14 @@ func (m *elemMemo) Vouch(start, end int) bool {
 	hint := !guessed && start+hintPrefix <= len(m.body)
 	m.pre = append(m.pre, memoElem{p: unsafe.StringData(raw), n: len(raw), k: ck, e: e, found: found, hint: hint, ctx: m.vouchCtx})
 	return found
+}
+
+// hintable reports whether raw, a view of m's body, starts at least
+// hintPrefix bytes before the body's end, so that an end hint can be keyed
+// by its start (as Vouch decides for what it is offered).
+func (m *elemMemo) hintable(raw string) bool {
+	at := uintptr(unsafe.Pointer(unsafe.StringData(raw))) - uintptr(unsafe.Pointer(unsafe.StringData(m.body)))
+	return at <= uintptr(len(m.body)) && int(at)+hintPrefix <= len(m.body)
 }
 
 // looked returns what Vouch looked up for raw in ctx; nil when it did not.
@@ -212,6 +232,10 @@ func (m *elemMemo) checked(ctx uint64, raw string, check func() bool) bool {
 	} else {
 		k = m.cache.key(ctx, raw)
 		e, found = m.cache.get(k)
+		// Not offered to Vouch (End had no hint for it, or it is not an
+		// element the scan offers): its end is raw's, so its hint is
+		// written as Vouch would have had it written.
+		hint = !m.offerAll && m.hintable(raw)
 	}
 	if found {
 		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, e: e, hint: hint})
@@ -352,7 +376,7 @@ func (m *elemMemo) done() {
 		}
 	}
 	m.cache, m.hints, m.body, m.top, m.next, m.found = nil, nil, "", nil, 0, 0
-	m.deferCtx, m.pending = 0, 0
+	m.deferCtx, m.pending, m.offerAll = 0, 0, false
 	m.resume = resumeState{hasher: m.resume.hasher, seed: m.resume.seed} // the hasher is kept
 	if cap(m.elems) > maxPooledMemo {
 		m.elems = nil

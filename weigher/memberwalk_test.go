@@ -80,3 +80,58 @@ func FuzzRawMembersSameAsForEach(f *testing.F) {
 	f.Add([]byte(`{"k\"ey":1,"k\\":2,"\\":3,"":4,"a":{"b":[{}]}}`))
 	f.Fuzz(func(t *testing.T, b []byte) { sameWalk(t, b) })
 }
+
+// keyStopBytewise is keyStop as it was first written, a byte at a time:
+// the reference keyStop's word search must agree with.
+func keyStopBytewise(s string, i int) int {
+	for i < len(s) && s[i] != '"' && s[i] != '\\' {
+		i++
+	}
+	return i
+}
+
+// skipSpaceBytewise is skipSpace without its one-comparison filter.
+func skipSpaceBytewise(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// sameStops fails t unless keyStop and skipSpace give what their bytewise
+// references give from every offset of s.
+func sameStops(t *testing.T, s string) {
+	t.Helper()
+	for i := 0; i <= len(s); i++ {
+		if got, want := keyStop(s, i), keyStopBytewise(s, i); got != want {
+			t.Fatalf("keyStop(%q, %d) = %d, bytewise %d", s, i, got, want)
+		}
+		if got, want := skipSpace(s, i), skipSpaceBytewise(s, i); got != want {
+			t.Fatalf("skipSpace(%q, %d) = %d, bytewise %d", s, i, got, want)
+		}
+	}
+}
+
+// TestKeyStop: the word search finds the first quote or backslash at
+// every place in a word and past the last whole word, with bytes that
+// borrow (0x00, 0x01, 0x21, 0x5b, 0x5d, 0x80…) around it.
+func TestKeyStop(t *testing.T) {
+	for _, s := range []string{"", `"`, `\`, `abcdefg"`, `abcdefgh"`, `abcdefghijklmnop\"`, "\x00\x01\"#!\"", "[]\\\\\x80\xff\"",
+		`prompt_tokens_details":{`, "\x21\x21\x21\x21\x21\x21\x21\x21\x22", "\x5b\x5b\x5b\x5b\x5b\x5b\x5b\x5c", " \t\r\n \t\r\n x"} {
+		sameStops(t, s)
+	}
+	for pos := range 24 {
+		for _, c := range []byte{'"', '\\'} {
+			b := []byte("abcdefghijklmnopqrstuvwx")
+			b[pos] = c
+			sameStops(t, string(b))
+		}
+	}
+}
+
+// FuzzKeyStop is TestKeyStop on any input.
+func FuzzKeyStop(f *testing.F) {
+	f.Add("abc\"def")
+	f.Add("\x01\x02\x03\x22\x5c\x5c\x80")
+	f.Fuzz(func(t *testing.T, s string) { sameStops(t, s) })
+}

@@ -2,6 +2,8 @@ package weigher
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"strings"
 	"sync"
 	"unsafe"
@@ -83,6 +85,7 @@ func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback
 	opts := jsonscan.Options{MaxDepth: w.maxDepth, FoldCase: true, UTF8: true, Layout: lay}
 	memo := w.cache.memo(bodyString(body), f, w.maxDepth)
 	if memo != nil { // elements the cache has seen pass are not scanned again
+		memo.offerAll = w.offerAll
 		opts.Known = memo
 		if mode != resumeOff && w.budget == nil && !w.noLayout {
 			opts.Resume = memo.resumePoint(f, lay, mode == resumeOn)
@@ -412,13 +415,10 @@ func (w *memberWalk) key() (key string, ok bool) {
 	if i >= len(obj) || obj[i] != '"' {
 		return "", false
 	}
-	// A key is short and rarely escaped: one loop finds its closing quote
-	// or its first backslash; only an escaped key takes skipString's
-	// search (which honours escapes) and gjson's unescaping.
-	kEnd := i + 1
-	for kEnd < len(obj) && obj[kEnd] != '"' && obj[kEnd] != '\\' {
-		kEnd++
-	}
+	// A key is short and rarely escaped: keyStop finds its closing quote
+	// or its first backslash, a word at a time; only an escaped key takes
+	// skipString's search (which honours escapes) and gjson's unescaping.
+	kEnd := keyStop(obj, i+1)
 	if kEnd < len(obj) && obj[kEnd] == '"' {
 		kEnd++
 		key = obj[i+1 : kEnd-1]
@@ -440,6 +440,16 @@ func (w *memberWalk) at() int { return w.i }
 func (w *memberWalk) value() gjson.Result {
 	end := skipValue(w.obj, w.i)
 	v := rawValue(w.obj[w.i:end])
+	w.skipTo(end)
+	return v
+}
+
+// text returns the current member's value as written (valid JSON, never
+// empty) and steps past it to the next key: value without making it a
+// gjson.Result.
+func (w *memberWalk) text() string {
+	end := skipValue(w.obj, w.i)
+	v := w.obj[w.i:end]
 	w.skipTo(end)
 	return v
 }
@@ -503,9 +513,32 @@ func rawString(v gjson.Result) string {
 	return unescapeJSON(v.Raw[1 : len(v.Raw)-1])
 }
 
+// keyStop returns the index of the first quote or backslash in s from i,
+// or len(s) when there is none: eight bytes at a time while eight are
+// left (by the "has a zero byte" test on the word xored with each), then
+// byte by byte. The lowest flagged byte of a word is always a real match
+// (a borrow only flags bytes above one), so the first is found exactly.
+func keyStop(s string, i int) int {
+	const ones, msb = 0x0101010101010101, 0x8080808080808080
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		q, b := w^(ones*'"'), w^(ones*'\\')
+		if m := ((q-ones)&^q | (b-ones)&^b) & msb; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(s) && s[i] != '"' && s[i] != '\\' {
+		i++
+	}
+	return i
+}
+
 // skipSpace returns the index of the first non-space byte of s from i.
+// Every space byte is at most ' ', so the usual byte after a value (a
+// comma, a quote, a bracket) ends the loop with one comparison.
 func skipSpace(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') {
+	for i < len(s) && s[i] <= ' ' && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') {
 		i++
 	}
 	return i

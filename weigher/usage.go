@@ -62,7 +62,10 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 	if !v.IsObject() {
 		return Usage{}, false
 	}
-	var prompt, completion gjson.Result
+	// The figures are kept as their text (a value of valid JSON is never
+	// empty: "" is none) and made into Results once, at the end: a
+	// gjson.Result is nine words, copied each time one is returned.
+	var prompt, completion string
 	w := newMemberWalk(v.Raw)
 	for {
 		k, more := w.key()
@@ -71,19 +74,19 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 		}
 		switch k {
 		case "prompt_tokens":
-			prompt = w.value()
+			prompt = w.text()
 		case "completion_tokens":
-			completion = w.value()
+			completion = w.text()
 		case "prompt_tokens_details":
 			u.CachedInputTokens, u.AudioInputTokens = w.details("cached_tokens")
 		case "completion_tokens_details":
 			u.ReasoningTokens, u.AudioOutputTokens = w.details("reasoning_tokens")
 		default:
-			w.value()
+			w.skipTo(skipValue(w.obj, w.at()))
 		}
 	}
-	in, okIn := rawCount(prompt)
-	out, okOut := rawCount(completion)
+	in, okIn := rawCount(rawOrNone(prompt))
+	out, okOut := rawCount(rawOrNone(completion))
 	if !okIn || !okOut {
 		return Usage{}, false
 	}
@@ -115,25 +118,33 @@ func (w *memberWalk) details(key string) (figure, audio int64) {
 		w.value()
 		return 0, 0
 	}
-	var f, a gjson.Result
+	var f, a string // as in usageOf: "" is none
 	d := newMemberWalk(w.obj[w.at():])
 	for {
 		k, more := d.key()
 		if !more {
 			break
 		}
-		v := d.value()
+		v := d.text()
 		switch {
-		case k == key && f.Raw == "":
+		case k == key && f == "":
 			f = v
-		case k == "audio_tokens" && a.Raw == "":
+		case k == "audio_tokens" && a == "":
 			a = v
 		}
 	}
 	w.skipTo(w.at() + d.at() + 1) // past its '}'
-	figure, _ = rawCount(f)
-	audio, _ = rawCount(a)
+	figure, _ = rawCount(rawOrNone(f))
+	audio, _ = rawCount(rawOrNone(a))
 	return figure, audio
+}
+
+// rawOrNone is rawValue(v), or the zero Result (none) when v is "".
+func rawOrNone(v string) gjson.Result {
+	if v == "" {
+		return gjson.Result{}
+	}
+	return rawValue(v)
 }
 
 // rawCount is tokenCount(parsed(v)) for v, a value as rawValue gives it

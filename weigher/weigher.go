@@ -151,6 +151,7 @@ type Weigher struct {
 	// spent are bounds, which the cache must not remember.
 	budget   *budget
 	noLayout bool // tests: find members with gjson, not the scan's layout
+	offerAll bool // tests: every element offered to Vouch (elemMemo.offerAll)
 }
 
 // counter counts the tokens of text in one encoding.

@@ -217,9 +217,19 @@ type KnownEnds interface {
 	// where the list (array value) starting there of the member Wants
 	// last accepted for its list does, when it remembers one starting
 	// with the same bytes; -1 when not. A list vouched for at its guessed
-	// end is recorded Unlaid (its elements not found).
+	// end is recorded Unlaid (its elements not found). It may instead
+	// return [NotOffered]: Check then checks the value as if Wants had
+	// declined it, without finding its end or offering it to Vouch.
 	End(start int) int
 }
+
+// NotOffered is what [KnownEnds.End] returns for a value it expects Vouch
+// to refuse (the weigher: one whose start it has never seen pass): Check
+// checks it then, as it would check a value Known does not want, rather
+// than first stepping over it with [Skip] only to offer it to Vouch. Any
+// value may be declined so; declining one Vouch would have accepted
+// costs only the time of checking it.
+const NotOffered = -2
 
 // Span is the bytes b[Start:End] of the checked document.
 type Span struct{ Start, End int32 }
@@ -697,12 +707,34 @@ key: // an object key is expected at i (after optional whitespace)
 	}
 	{
 		start := i
-		end, escaped, r := s.str(i)
-		if r != OK {
-			return r, end
+		var end int
+		var escaped bool
+		// A short plain key ("role", "content") ends at the first byte of
+		// the word after its quote that str would stop at (plainRun's
+		// first word, searched alike), when that byte is a quote: found
+		// here without str's two calls. Anything else is str's.
+		if i+9 <= n {
+			if m := stopMask(binary.LittleEndian.Uint64(b[i+1:i+9]), s.high); m != 0 && b[i+1+bits.TrailingZeros64(m)>>3] == '"' {
+				end = i + 2 + bits.TrailingZeros64(m)>>3
+				goto keyEnded
+			}
 		}
+		{
+			e, esc, r := s.str(i)
+			if r != OK {
+				return r, e
+			}
+			end, escaped = e, esc
+		}
+	keyEnded:
 		if s.dup {
-			if r := s.addKey(start, end, escaped); r != OK {
+			r := OK
+			if s.hashed {
+				r = s.addKey(start, end, escaped)
+			} else {
+				r = s.addSpan(start, end, escaped)
+			}
+			if r != OK {
 				return r, start
 			}
 		}
@@ -759,7 +791,11 @@ func (s *scanner) vouched(depth, i int) int {
 		}
 		s.wants |= 2
 		if s.ends != nil {
-			if end := s.ends.End(i); end > i+1 && end <= len(s.b) && s.b[end-1] == ']' && s.known.Vouch(i, end) {
+			end := s.ends.End(i)
+			if end == NotOffered {
+				return i
+			}
+			if end > i+1 && end <= len(s.b) && s.b[end-1] == ']' && s.known.Vouch(i, end) {
 				m.Unlaid = true
 				return end
 			}
@@ -796,7 +832,11 @@ func (s *scanner) vouched(depth, i int) int {
 		return i
 	}
 	if s.ends != nil {
-		if end := s.ends.End(i); end > i+1 && end <= len(s.b) && s.b[end-1] == '}' && s.known.Vouch(i, end) {
+		end := s.ends.End(i)
+		if end == NotOffered {
+			return i
+		}
+		if end > i+1 && end <= len(s.b) && s.b[end-1] == '}' && s.known.Vouch(i, end) {
 			return end
 		}
 	}
@@ -993,6 +1033,7 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 	b := s.b
 	n := len(b)
 	i++
+	bad := 0 // the end of a run found to hold a bad UTF-8 sequence
 	for {
 		i = plainRun(b, i, s.high, s.stop)
 		if i >= n {
@@ -1003,6 +1044,22 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 			return i + 1, escaped, OK
 		}
 		if c >= utf8.RuneSelf { // only with Options.UTF8
+			// Text that holds one multi-byte character holds more (é in
+			// French, every letter in Russian): the rest of the plain run,
+			// to the next quote, backslash or control character (no byte
+			// of a multi-byte sequence is one), is checked by one
+			// utf8.Valid rather than stopped at each sequence. When it is
+			// not valid, the bad sequence is found as before (the run is
+			// not checked whole again: bad is its end, so that a long run
+			// is not read once per sequence before its bad one).
+			if i >= bad {
+				j := plainRun(b, i+1, 0, &str)
+				if utf8.Valid(b[i:j]) {
+					i = j
+					continue
+				}
+				bad = j
+			}
 			// The run of multi-byte sequences, checked at once; a bad one
 			// is located rune by rune.
 			j := i + 1

@@ -170,6 +170,10 @@ func (g *guessing) End(start int) int {
 	}
 	d := g.guesses[g.turn%len(g.guesses)]
 	g.turn++
+	if d == declined {
+		g.last = [2]int{-1, -1}
+		return NotOffered
+	}
 	end := start + d
 	if d == 0 { // the true end
 		end = Skip(g.b, start)
@@ -188,6 +192,10 @@ func (g *guessing) Vouch(start, end int) bool {
 	}
 	return ok
 }
+
+// declined is the guess (in guessing.guesses) that End answers with
+// NotOffered.
+const declined = -128
 
 // checkGuessing is checkKnown with a guessing Known.
 func checkGuessing(t *testing.T, b []byte, opt Options, want func(string, bool) bool, guesses []int, loose bool) *guessing {
@@ -250,6 +258,15 @@ func TestKnownEndsGuesses(t *testing.T) {
 			t.Errorf("guess +%d: %d taken, %d vouched; want 0 and 3", wrong, g.taken, g.vouched)
 		}
 	}
+	// Declined (NotOffered): checked as if not wanted, never offered.
+	g = checkGuessing(t, b, Options{FoldCase: true, UTF8: true}, elems, []int{declined}, false)
+	if g.taken != 0 || g.vouched != 0 {
+		t.Errorf("declined: %d taken, %d vouched; want none", g.taken, g.vouched)
+	}
+	// Declined and guessed in turn: only the guessed ones are taken.
+	if g := checkGuessing(t, b, Options{FoldCase: true, UTF8: true}, elems, []int{declined, 0}, false); g.taken != 1 || g.vouched != 1 {
+		t.Errorf("declined, right, declined: %d taken, %d vouched; want 1 and 1", g.taken, g.vouched)
+	}
 	// `{"a":"}"} ` plus the space, vouched for by a Known that checks
 	// only that the bytes pass where they stand: refused by Check for not
 	// ending with '}'.
@@ -267,6 +284,7 @@ func FuzzKnownEnds(f *testing.F) {
 		`{"m":[{"a":"\ud800"},{"a":"\\\"}"}],"t":[1,"]",{"x":"[{"}]}`, `{"m":[{}]}`, `{"m":[{"a":[[[[[1]]]]]}]}`,
 	} {
 		f.Add([]byte(s), uint8(4), int8(0), int8(1))
+		f.Add([]byte(s), uint8(12), int8(declined), int8(0))
 	}
 	f.Fuzz(func(t *testing.T, b []byte, limit uint8, g1, g2 int8) {
 		want := wantAll
@@ -291,7 +309,7 @@ func TestKnownEndsLists(t *testing.T) {
 	if g.taken != 1 || !lay.Members[1].Unlaid || lay.Members[0].Unlaid || lay.Members[1].First != lay.Members[1].Last {
 		t.Errorf("right guess: %d taken, layout %+v", g.taken, lay)
 	}
-	for _, wrong := range []int{-1, 1, 5} {
+	for _, wrong := range []int{-1, 1, 5, declined} {
 		checkGuessing(t, b, Options{FoldCase: true, UTF8: true}, lists, []int{wrong}, false)
 	}
 }
