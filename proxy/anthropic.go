@@ -47,9 +47,9 @@ func (anthropic) rewrite(_ weigher.Kind, _ weigher.Estimate, body []byte) ([]byt
 // (https://docs.anthropic.com/en/api/errors).
 func (anthropic) appendError(b []byte, e apiError) []byte {
 	b = append(b, `{"type":"error","error":{"type":`...)
-	b = strconv.AppendQuote(b, e.anthropicType)
+	b = appendJSONString(b, e.anthropicType)
 	b = append(b, `,"message":`...)
-	b = strconv.AppendQuote(b, e.message)
+	b = appendJSONString(b, e.message)
 	return append(b, "}}"...)
 }
 

@@ -78,13 +78,13 @@ func (azure) appendError(b []byte, e apiError) []byte {
 	b = append(b, `{"error":{"code":"`...)
 	b = strconv.AppendInt(b, int64(e.status), 10)
 	b = append(b, `","message":`...)
-	b = strconv.AppendQuote(b, e.message)
+	b = appendJSONString(b, e.message)
 	b = append(b, `,"type":`...)
-	b = strconv.AppendQuote(b, e.openAIType)
+	b = appendJSONString(b, e.openAIType)
 	b = append(b, `,"param":null`...)
 	if e.openAICode != "" {
 		b = append(b, `,"inner_error":{"code":`...)
-		b = strconv.AppendQuote(b, e.openAICode)
+		b = appendJSONString(b, e.openAICode)
 		b = append(b, '}')
 	}
 	return append(b, "}}"...)

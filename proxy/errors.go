@@ -5,6 +5,7 @@ import (
 	"github.com/llmguard/llmguard/internal/suggest"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 
@@ -62,6 +63,14 @@ var (
 		anthropicType: "request_too_large", message: "Request body exceeds the size llmguard accepts (max_body_bytes)."}
 	errAmbiguousPath = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_path",
 		anthropicType: "invalid_request_error", message: "The request path routes differently decoded and as sent (a percent-encoded path prefix); send it unencoded."}
+	// errModelOutsideBody answers a request that names a model outside its
+	// body: a "model" query parameter, or a deployments path sent to an
+	// upstream that is not Azure (whose deployments llmguard maps to
+	// models itself). OpenAI-compatible servers such as LiteLLM's proxy
+	// bill that model over the body's, which is the one llmguard prices.
+	errModelOutsideBody = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "model_outside_body",
+		anthropicType: "invalid_request_error", message: "The request names a model outside its body (a model query parameter, or a deployments " +
+			"path to an upstream that is not Azure): an upstream may bill that model, while llmguard prices the body's. Name the model in the body only."}
 	// errReadWithBody answers a GET, HEAD, DELETE or OPTIONS that carries
 	// a body (see weigher.ReadMethod): no API llmguard fronts takes one.
 	errReadWithBody = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_body",
@@ -152,11 +161,58 @@ func unmetered(path string, r *policy.Rule) apiError {
 	return e
 }
 
-// clip is path cut to 200 bytes (and "…") for an error message: a caller
-// chooses the path, up to fasthttp's header limit.
+// clip is path cut to at most 200 bytes, at the start of a UTF-8
+// sequence (and "…"), for an error message: a caller chooses the path, up
+// to fasthttp's header limit.
 func clip(path string) string {
 	if len(path) <= 200 {
 		return path
 	}
-	return path[:200] + "…"
+	n := 200
+	for n > 0 && !utf8.RuneStart(path[n]) {
+		n--
+	}
+	return path[:n] + "…"
+}
+
+// appendJSONString appends s to b as a JSON string (RFC 8259 §7): '"' and
+// '\\' escaped, control characters as \u00XX, and each byte that is not
+// part of valid UTF-8 as U+FFFD, so that an error body stays JSON whatever
+// bytes a caller put in the path or model it quotes. strconv.AppendQuote,
+// used before, writes Go's escapes (\xff, \a), which JSON parsers refuse.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			b = append(b, c)
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, "\\ufffd"...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
 }

@@ -37,14 +37,14 @@ func (openAI) rewrite(k weigher.Kind, est weigher.Estimate, body []byte) ([]byte
 // (https://platform.openai.com/docs/guides/error-codes).
 func (openAI) appendError(b []byte, e apiError) []byte {
 	b = append(b, `{"error":{"message":`...)
-	b = strconv.AppendQuote(b, e.message)
+	b = appendJSONString(b, e.message)
 	b = append(b, `,"type":`...)
-	b = strconv.AppendQuote(b, e.openAIType)
+	b = appendJSONString(b, e.openAIType)
 	b = append(b, `,"param":null,"code":`...)
 	if e.openAICode == "" {
 		b = append(b, "null"...)
 	} else {
-		b = strconv.AppendQuote(b, e.openAICode)
+		b = appendJSONString(b, e.openAICode)
 	}
 	return append(b, "}}"...)
 }

@@ -572,7 +572,8 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 // that servers may read differently (plainPath) is refused.
 func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (rawUpPath string, r *refusal) {
 	path := internPath(ctx.Path())
-	if rest, ok := strings.CutPrefix(path, "/v1"); ok && hasPathPrefix(rest, "/v1") && !p.router.prefixed(path) {
+	if hasPathPrefix(path, "/v1/") && hasPathPrefix(path[3:], "/v1") && !p.router.prefixed(path) {
+		rest := path[3:]
 		// A base URL that ends in /v1 given to an SDK that adds /v1 itself
 		// (Anthropic's): no API llmguard fronts has such a path, and the
 		// fallback upstream would get it with its own key.
@@ -597,7 +598,52 @@ func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (rawUpPath string, 
 		return "", &refusal{err: errAmbiguousPath, outcome: meter.OutcomeInvalid}
 	}
 	x.path, x.deployment = up.dialect.endpoint(upPath)
+	if !weigher.ReadMethod(string(ctx.Method())) && (queryNamesModel(ctx.URI().QueryString()) ||
+		up.Flavor != FlavorAzure && hasSegment(upPath, "deployments")) {
+		return "", &refusal{err: errModelOutsideBody, outcome: meter.OutcomeInvalid}
+	}
 	return rawUpPath, nil
+}
+
+// queryNamesModel reports whether a query string, decoded once ('+' as a
+// space), holds "model" in any case: OpenAI-compatible servers such as
+// LiteLLM's proxy bill the model of a ?model= parameter over the body's,
+// which is the one llmguard prices. No API llmguard fronts takes a model
+// in the query (Azure's api-version does not match).
+func queryNamesModel(q []byte) bool {
+	if len(q) < len("model") {
+		return false
+	}
+	const word = "model"
+	matched := 0
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		if c == '%' && i+2 < len(q) && unhexable(q[i+1]) && unhexable(q[i+2]) {
+			c = unhex(q[i+1])<<4 | unhex(q[i+2])
+			i += 2
+		}
+		if c|0x20 == word[matched] {
+			if matched++; matched == len(word) {
+				return true
+			}
+			continue
+		}
+		matched = 0
+		if c|0x20 == word[0] {
+			matched = 1
+		}
+	}
+	return false
+}
+
+// hasSegment reports whether path has a segment equal to seg in any case.
+func hasSegment(path, seg string) bool {
+	for part := range strings.SplitSeq(path, "/") {
+		if strings.EqualFold(part, seg) {
+			return true
+		}
+	}
+	return false
 }
 
 // knownPaths are the endpoint paths of the kinds llmguard weighs, as their

@@ -7,8 +7,12 @@ package proxy
 // servers read it as '/'), no control byte (C servers end a path at
 // NUL), no '%' that starts no escape, and no percent-escape of '.', '/',
 // '\\', '%' or a control byte (a server that decodes once more, or before
-// resolving dot segments, reads another path): decoded once, it holds no
-// '%' left to decode. llmguard classifies the path fasthttp decodes and
+// resolving dot segments, reads another path), nor of '?' or '#' (the
+// decoded path llmguard classifies ends there for weigher.Classify, while an
+// upstream that decodes once and routes by suffix reads the whole path:
+// ".../moderations%3F/chat/completions" would be weighed as a free call
+// and served as a chat completion): decoded once, it holds no '%' left to
+// decode. llmguard classifies the path fasthttp decodes and
 // normalises but forwards raw: for any other path the two could name
 // different endpoints, so that a request weighed as one (or counted as a
 // free call) is served as another. No API llmguard fronts spells a path
@@ -33,7 +37,7 @@ func plainPath(raw string) bool {
 				return false
 			}
 			switch d := unhex(raw[i+1])<<4 | unhex(raw[i+2]); {
-			case d == '.', d == '/', d == '\\', d == '%', d < 0x20, d == 0x7f:
+			case d == '.', d == '/', d == '\\', d == '%', d == '?', d == '#', d < 0x20, d == 0x7f:
 				return false
 			}
 		}

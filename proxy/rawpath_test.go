@@ -40,6 +40,11 @@ func TestPlainPath(t *testing.T) {
 		{"/v1/chat/completions%7f", false},
 		{"/v1/chat/completions\x00", false},
 		{"/v1/chat/completions\t", false},
+		// An escaped '?' or '#' ends the path Classify reads, not the one
+		// an upstream that decodes once reads.
+		{"/openai/deployments/x/moderations%3F/chat/completions", false},
+		{"/openai/deployments/x/moderations%3f/chat/completions", false},
+		{"/v1/models%23/chat/completions", false},
 	} {
 		if got := plainPath(tc.raw); got != tc.plain {
 			t.Errorf("plainPath(%q) = %v, want %v", tc.raw, got, tc.plain)
@@ -60,7 +65,7 @@ func FuzzPlainPath(f *testing.F) {
 			return
 		}
 		d := decodeOnce(raw)
-		if strings.ContainsAny(d, "%\\") || strings.ContainsFunc(d, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		if strings.ContainsAny(d, "%\\?#") || strings.ContainsFunc(d, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 			t.Fatalf("plainPath(%q), decoded %q", raw, d)
 		}
 		for _, seg := range strings.Split(d, "/") {
