@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -139,6 +138,10 @@ type Config struct {
 	// prices one side of a model and leaves the other to cost nothing.
 	priceKeys        map[string][]string
 	defaultPriceKeys []string
+	// writtenModels are the names of the models: entries the file writes,
+	// sorted: their tiers are checked after the layers merge
+	// (checkTierSides).
+	writtenModels []string
 	// DefaultServiceTier is the service tier of a request that names none
 	// or names "auto": "default" (the standard tier; the default),
 	// "priority" or "flex". Set "priority" when the OpenAI project's
@@ -749,12 +752,28 @@ func (c *Config) notePriceKeys(b []byte) {
 		DefaultPrice map[string]yaml.Node            `yaml:"default_price"`
 	}
 	_ = yaml.Unmarshal(b, &written)
+	// A key whose value is null (`output_usd_per_mtok:` left empty, or
+	// ~) writes no price: it reads as zero.
+	keys := func(m map[string]yaml.Node) []string {
+		var ks []string
+		for k, v := range m {
+			if v.Tag != "!!null" {
+				ks = append(ks, k)
+			}
+		}
+		return ks
+	}
 	c.priceKeys = make(map[string][]string, len(written.Models))
 	for name, m := range written.Models {
-		c.priceKeys[name] = slices.Collect(maps.Keys(m))
+		c.priceKeys[name] = keys(m)
+		c.writtenModels = append(c.writtenModels, name)
 	}
+	slices.Sort(c.writtenModels)
 	if written.DefaultPrice != nil {
-		c.defaultPriceKeys = slices.Collect(maps.Keys(written.DefaultPrice))
+		c.defaultPriceKeys = keys(written.DefaultPrice)
+		if c.defaultPriceKeys == nil {
+			c.defaultPriceKeys = []string{}
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	_ "embed"
 	"encoding/json"
 	"fmt"
@@ -235,17 +236,46 @@ func (c *Config) mergePrices(layers ...map[string]Model) {
 		if m.MaxInputTokens == 0 {
 			m.MaxInputTokens = p.MaxInputTokens
 		}
-		if m.Priority == nil {
-			m.Priority = p.Priority
-		}
-		if m.Flex == nil {
-			m.Flex = p.Flex
-		}
-		if m.LongContext == nil {
+		// A tier or band the entry writes takes the prices it leaves
+		// unset from the same tier below, as the standard tier does: a
+		// priority block giving only an input price must not make
+		// priority output free.
+		m.Priority = fillTier(m.Priority, p.Priority)
+		m.Flex = fillTier(m.Flex, p.Flex)
+		switch {
+		case m.LongContext == nil:
 			m.LongContext = p.LongContext
+		case p.LongContext != nil:
+			lc := *m.LongContext
+			if lc.AboveInputTokens == 0 {
+				lc.AboveInputTokens = p.LongContext.AboveInputTokens
+			}
+			lc.TierPrices = *fillTier(&lc.TierPrices, &p.LongContext.TierPrices)
+			lc.Priority = fillTier(lc.Priority, p.LongContext.Priority)
+			m.LongContext = &lc
 		}
 		c.Models[name] = m
 	}
+}
+
+// fillTier is t with each price it leaves at zero taken from below (a
+// copy; t itself is not changed), or below when t is nil.
+func fillTier(t, below *TierPrices) *TierPrices {
+	if t == nil || below == nil {
+		return cmp.Or(t, below)
+	}
+	f := *t
+	for _, p := range []struct{ dst, src *float64 }{
+		{&f.InputUSDPerMTok, &below.InputUSDPerMTok}, {&f.CachedInputUSDPerMTok, &below.CachedInputUSDPerMTok},
+		{&f.CacheWriteUSDPerMTok, &below.CacheWriteUSDPerMTok}, {&f.CacheWrite1hUSDPerMTok, &below.CacheWrite1hUSDPerMTok},
+		{&f.OutputUSDPerMTok, &below.OutputUSDPerMTok}, {&f.AudioInputUSDPerMTok, &below.AudioInputUSDPerMTok},
+		{&f.AudioOutputUSDPerMTok, &below.AudioOutputUSDPerMTok},
+	} {
+		if *p.dst == 0 {
+			*p.dst = *p.src
+		}
+	}
+	return &f
 }
 
 // loadPrices reads the embedded table and c.PricesFile (relative to dir)

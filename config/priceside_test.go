@@ -30,7 +30,17 @@ func TestOneSidedPriceIsRefused(t *testing.T) {
 		name, body, want string // want: the field a problem names, "" for none
 	}{
 		{"input only", "models: {my-model: {input_usd_per_mtok: 1}}", "models.my-model.output_usd_per_mtok"},
-		{"cached input only", "models: {my-model: {cached_input_usd_per_mtok: 1}}", "models.my-model.output_usd_per_mtok"},
+		{"cached input only", "models: {my-model: {cached_input_usd_per_mtok: 1}}", "models.my-model.input_usd_per_mtok"},
+		{"cached input and output", "models: {my-model: {cached_input_usd_per_mtok: 1, output_usd_per_mtok: 4}}", "models.my-model.input_usd_per_mtok"},
+		{"cache write and output", "models: {my-model: {cache_write_usd_per_mtok: 1, output_usd_per_mtok: 4}}", "models.my-model.input_usd_per_mtok"},
+		{"output null", "models: {my-model: {input_usd_per_mtok: 1, output_usd_per_mtok: }}", "models.my-model.output_usd_per_mtok"},
+		{"output tilde", "models: {my-model: {input_usd_per_mtok: 1, output_usd_per_mtok: ~}}", "models.my-model.output_usd_per_mtok"},
+		{"priority input only", "models: {my-model: {input_usd_per_mtok: 1, output_usd_per_mtok: 4, priority: {input_usd_per_mtok: 2}}}",
+			"models.my-model.priority.output_usd_per_mtok"},
+		{"flex output only", "models: {my-model: {input_usd_per_mtok: 1, output_usd_per_mtok: 4, flex: {output_usd_per_mtok: 2}}}",
+			"models.my-model.flex.input_usd_per_mtok"},
+		{"table model, priority input only", "models: {gpt-5: {priority: {input_usd_per_mtok: 3}}}", ""}, // output from the table's priority tier
+		{"default_price null output", "default_price: {input_usd_per_mtok: 30, output_usd_per_mtok: null}", "default_price.output_usd_per_mtok"},
 		{"output only", "models: {my-model: {output_usd_per_mtok: 4}}", "models.my-model.input_usd_per_mtok"},
 		{"explicit zero output", "models: {my-embed: {input_usd_per_mtok: 0.02, output_usd_per_mtok: 0}}", ""},
 		{"both", "models: {my-model: {input_usd_per_mtok: 1, output_usd_per_mtok: 4}}", ""},
@@ -87,5 +97,35 @@ limits:
 		if envName(bad) {
 			t.Errorf("envName(%q) = true", bad)
 		}
+	}
+}
+
+// A tier a models: entry writes takes the prices it leaves unset from the
+// same tier below: overriding only gpt-5's priority input keeps the
+// table's priority output, where the block used to replace the tier whole
+// and price priority output at zero (adversarial pass of 2026-12-03).
+func TestTierTakesUnsetPricesFromBelow(t *testing.T) {
+	base, err := Parse([]byte("upstreams:\n  - {name: openai, flavor: openai, base_url: \"http://127.0.0.1:9\", no_key: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse([]byte("upstreams:\n  - {name: openai, flavor: openai, base_url: \"http://127.0.0.1:9\", no_key: true}\n" +
+		"models: {gpt-5: {priority: {input_usd_per_mtok: 3}, flex: {output_usd_per_mtok: 4.5}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, got := base.Models["gpt-5"], c.Models["gpt-5"]
+	if table.Priority == nil || table.Flex == nil {
+		t.Fatal("the embedded table has no priority or flex prices for gpt-5")
+	}
+	if got.Priority.InputUSDPerMTok != 3 || got.Priority.OutputUSDPerMTok != table.Priority.OutputUSDPerMTok ||
+		got.Priority.CachedInputUSDPerMTok != table.Priority.CachedInputUSDPerMTok {
+		t.Errorf("priority %+v, want input 3 and the rest of the table's %+v", *got.Priority, *table.Priority)
+	}
+	if got.Flex.OutputUSDPerMTok != 4.5 || got.Flex.InputUSDPerMTok != table.Flex.InputUSDPerMTok {
+		t.Errorf("flex %+v, want output 4.5 and the rest of the table's %+v", *got.Flex, *table.Flex)
+	}
+	if *base.Models["gpt-5"].Priority != *table.Priority {
+		t.Error("the merge changed the table's own tier")
 	}
 }

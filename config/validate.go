@@ -173,6 +173,11 @@ func (c *Config) Validate() error {
 	for _, name := range slices.Sorted(maps.Keys(c.priceKeys)) {
 		checkPriceSides(&p, "models."+name, c.priceKeys[name])
 	}
+	for _, name := range c.writtenModels {
+		if m, ok := c.Models[name]; ok && m.AliasOf == "" {
+			checkTierSides(&p, "models."+name, m)
+		}
+	}
 	for name, m := range c.Models {
 		f := fmt.Sprintf("models.%s", name)
 		if m.Encoding != "" && !oneOf(m.Encoding, knownEncs) {
@@ -386,14 +391,50 @@ func envName(s string) bool {
 // the entry's price keys as written; an explicit 0 names a side.
 func checkPriceSides(p *problems, f string, keys []string) {
 	has := func(k string) bool { return slices.Contains(keys, k) }
-	in := has("input_usd_per_mtok") || has("cached_input_usd_per_mtok") || has("cache_write_usd_per_mtok") || has("cache_write_1h_usd_per_mtok")
+	// A cached-input or cache-write price alone leaves uncached input free.
+	in := has("input_usd_per_mtok")
+	priced := in || has("cached_input_usd_per_mtok") || has("cache_write_usd_per_mtok") || has("cache_write_1h_usd_per_mtok")
 	switch out := has("output_usd_per_mtok"); {
+	case priced && !in:
+		p.add(f+".input_usd_per_mtok", "missing: the entry prices cached input or cache writes but not input, so uncached input tokens "+
+			"would cost nothing under usd limits; give the input price")
 	case in && !out:
 		p.add(f+".output_usd_per_mtok", "missing: the entry prices input but not output, so output tokens would cost nothing under usd limits; "+
 			"give the output price (an explicit 0 only for a model that bills no output, such as an embedding model)")
 	case out && !in:
 		p.add(f+".input_usd_per_mtok", "missing: the entry prices output but not input, so input tokens would cost nothing under usd limits; "+
 			"give the input price (an explicit 0 if the model really bills no input)")
+	}
+}
+
+// checkTierSides reports a priority, flex or long-context tier of a model
+// the config's models: section writes (field f) whose merged prices price
+// input but not output, or the reverse: that side of a request in the
+// tier would cost nothing. No real tier bills one side only.
+func checkTierSides(p *problems, f string, m Model) {
+	tiers := []struct {
+		name string
+		t    *TierPrices
+	}{{"priority", m.Priority}, {"flex", m.Flex}}
+	if lc := m.LongContext; lc != nil {
+		tiers = append(tiers, struct {
+			name string
+			t    *TierPrices
+		}{"long_context", &lc.TierPrices}, struct {
+			name string
+			t    *TierPrices
+		}{"long_context.priority", lc.Priority})
+	}
+	for _, tr := range tiers {
+		if tr.t == nil || (tr.t.InputUSDPerMTok > 0) == (tr.t.OutputUSDPerMTok > 0) {
+			continue
+		}
+		side := "output_usd_per_mtok"
+		if tr.t.InputUSDPerMTok == 0 {
+			side = "input_usd_per_mtok"
+		}
+		p.add(f+"."+tr.name+"."+side, "missing: the tier prices one side only (nothing below prices the other), so it would cost nothing "+
+			"under usd limits; give both prices")
 	}
 }
 
