@@ -267,7 +267,7 @@ var (
 	completionsFields = object("model", "prompt", "suffix", "max_tokens", "n", "best_of", "echo", "stream").
 				under("stream_options", object("include_usage"))
 	embeddingsFields = object("model", "input")
-	imagesFields     = object("model", "prompt", "n", "size", "quality", "stream")
+	imagesFields     = object("model", "prompt", "n", "size", "quality", "stream", "partial_images")
 
 	// claudeBlockFields: every content block type's fields, blocks nested
 	// in tool results, search results and document sources included.

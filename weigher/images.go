@@ -27,6 +27,12 @@ var imageOutputTokens = map[string]map[string]int64{
 // largest size at high quality.
 const maxImageOutputTokens = 6240
 
+// partialImageTokens are the image output tokens each partial image of a
+// streamed generation adds ("partial_images": 0–3): 100, per OpenAI's image
+// generation guide, "Streaming"
+// (https://developers.openai.com/api/docs/guides/image-generation).
+const partialImageTokens = 100
+
 // TokenBilledImages reports whether an image model is billed in tokens
 // (the GPT Image family, "gpt-image-*"), so that a generation request for
 // it can be weighed; per-image-billed models (DALL·E) are not.
@@ -35,7 +41,7 @@ func TokenBilledImages(model string) bool { return strings.HasPrefix(model, "gpt
 // images is the weigher of an image generation request weighed as the model as resolves
 // the body's model to (nil: the body's own): InputTokens is the prompt's text, OutputTokens n
 // (default 1) images of the size and quality asked (the largest for
-// "auto" or anything unknown).
+// "auto" or anything unknown), each with its stream's partial images.
 func (w *Weigher) images(body []byte, as func(string) string) Estimate {
 	d, fallback, ok := w.parseRequest(body, imagesFields)
 	if !ok {
@@ -43,7 +49,7 @@ func (w *Weigher) images(body []byte, as func(string) string) Estimate {
 		return fallback
 	}
 	defer d.close()
-	var model, prompt, n, size, quality gjson.Result
+	var model, prompt, n, size, quality, partial gjson.Result
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
 		switch k {
@@ -59,6 +65,8 @@ func (w *Weigher) images(body []byte, as func(string) string) Estimate {
 			quality = v
 		case "stream":
 			est.Stream = v.Type == gjson.True
+		case "partial_images":
+			partial = v
 		}
 		return true
 	})
@@ -76,6 +84,11 @@ func (w *Weigher) images(body []byte, as func(string) string) Estimate {
 	count := int64(1)
 	if c, ok := tokenCount(n); ok {
 		count = c
+	}
+	if p, ok := tokenCount(partial); ok && est.Stream {
+		// Each partial image of a stream costs partialImageTokens more,
+		// taken as per image of the n asked.
+		per += min(p, maxTokens/partialImageTokens) * partialImageTokens
 	}
 	est.OutputTokens = min(per*count, maxTokens)
 	est.Images = count

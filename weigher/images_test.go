@@ -44,3 +44,25 @@ func TestImagesEstimate(t *testing.T) {
 		t.Errorf("stream settled %+v from %v", got, src)
 	}
 }
+
+// A streamed generation's partial images are reserved: 100 image output
+// tokens each, per image asked (adversarial pass of 2026-12-03: n 2 with 3
+// partials reserved 544 against up to 1144 billed). Without stream they
+// are not sent, and reserve nothing.
+func TestPartialImagesReserved(t *testing.T) {
+	w := testWeigher(t)
+	body := func(extra string) []byte {
+		return []byte(`{"model":"gpt-image-1","prompt":"a cat","size":"1024x1024","quality":"low","n":2` + extra + `}`)
+	}
+	plain := w.Weigh(KindImages, body(`,"stream":true`))
+	partial := w.Weigh(KindImages, body(`,"stream":true,"partial_images":3`))
+	if want := plain.OutputTokens + 2*3*100; partial.OutputTokens != want {
+		t.Errorf("partial_images 3, n 2: output reserved %d, want %d", partial.OutputTokens, want)
+	}
+	if got := w.Weigh(KindImages, body(`,"partial_images":3`)); got.OutputTokens != plain.OutputTokens {
+		t.Errorf("partial_images without stream: %d, want %d", got.OutputTokens, plain.OutputTokens)
+	}
+	if got := w.Weigh(KindImages, body(`,"stream":true,"partial_images":1e300`)); got.OutputTokens != maxTokens || !got.Parsed {
+		t.Errorf("partial_images 1e300: %+v, want the cap %d", got, int64(maxTokens))
+	}
+}
