@@ -407,25 +407,17 @@ func checkPriceSides(p *problems, f string, keys []string) {
 	}
 }
 
-// checkTierSides reports a priority, flex or long-context tier of a model
+// checkTierSides reports a priority or flex tier of a model
 // the config's models: section writes (field f) whose merged prices price
 // input but not output, or the reverse: that side of a request in the
 // tier would cost nothing. No real tier bills one side only.
 func checkTierSides(p *problems, f string, m Model) {
-	tiers := []struct {
+	// (A long-context band is not checked: policy scales the prices it
+	// leaves at zero from the tier's, so no side of it is free.)
+	for _, tr := range []struct {
 		name string
 		t    *TierPrices
-	}{{"priority", m.Priority}, {"flex", m.Flex}}
-	if lc := m.LongContext; lc != nil {
-		tiers = append(tiers, struct {
-			name string
-			t    *TierPrices
-		}{"long_context", &lc.TierPrices}, struct {
-			name string
-			t    *TierPrices
-		}{"long_context.priority", lc.Priority})
-	}
-	for _, tr := range tiers {
+	}{{"priority", m.Priority}, {"flex", m.Flex}} {
 		if tr.t == nil || (tr.t.InputUSDPerMTok > 0) == (tr.t.OutputUSDPerMTok > 0) {
 			continue
 		}
