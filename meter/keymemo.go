@@ -83,3 +83,11 @@ func sameRules(a, b []*policy.Rule) bool {
 	}
 	return true
 }
+
+// clear empties every slot: after a reload no entry keeps the rules, and
+// so the policy, that were in force before.
+func (c *keyMemo) clear() {
+	for i := range c.slots {
+		c.slots[i].Store(nil)
+	}
+}

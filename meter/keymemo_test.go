@@ -103,3 +103,36 @@ func FuzzKeyMemo(f *testing.F) {
 		}
 	})
 }
+
+// After clear (a reload) no slot holds an entry, so no replaced policy's
+// rules stay reachable from the memo; the keys are then built anew.
+func TestKeyMemoClearForgetsEveryPolicy(t *testing.T) {
+	rules := keyMemoRules()
+	var c keyMemo
+	rng := rand.New(rand.NewPCG(7, 7))
+	op := make([]byte, 14)
+	for range 500 {
+		for j := range op {
+			op[j] = byte(rng.IntN(256))
+		}
+		picked, p, label := keyMemoCase(rules, op)
+		checkKeys(t, &c, picked, p, label)
+	}
+	held := 0
+	for i := range c.slots {
+		if c.slots[i].Load() != nil {
+			held++
+		}
+	}
+	if held == 0 {
+		t.Fatal("no slot filled: the test shows nothing")
+	}
+	c.clear()
+	for i := range c.slots {
+		if c.slots[i].Load() != nil {
+			t.Fatalf("slot %d still holds an entry after clear", i)
+		}
+	}
+	picked, p, label := keyMemoCase(rules, op)
+	checkKeys(t, &c, picked, p, label)
+}

@@ -671,3 +671,10 @@ func failClosedRule(rules []Applied) *policy.Rule {
 	}
 	return nil
 }
+
+// Reload tells the meter a new policy is in force: it forgets the bucket
+// keys it remembers for recent callers (keyMemo), which hold the replaced
+// policy's rules and would keep that whole policy in memory until their
+// slots were reused. Requests admitted meanwhile build their keys anew.
+// Safe for concurrent use.
+func (m *Meter) Reload() { m.keys.clear() }

@@ -207,6 +207,7 @@ func (p *Proxy) Reload(pol *policy.Policy, w Weigher, s Settings) {
 		l.unmetered = append(l.unmetered, strings.ToLower(g))
 	}
 	p.live.Store(l)
+	p.meter.Reload()
 }
 
 // New checks opt and builds a Proxy. Errors: a required option is missing
