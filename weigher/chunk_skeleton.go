@@ -98,6 +98,9 @@ type chunkShape struct {
 	text   [maxSkeletonStrings]uint8
 	ntext  int
 	isText uint64
+	// lead is how many tokens come before the first text string (all of
+	// them when there is none): match compares them at once.
+	lead int
 	// uncounted is prev's Chunk.Uncounted.
 	uncounted bool
 	// usage is where prev's top-level "usage" object lies ([start, end),
@@ -286,9 +289,13 @@ func (sk *chunkSkeleton) build(data []byte, c Chunk, completions bool, maxDepth 
 	if sk.shared != nil {
 		sh, prev = new(chunkShape), slices.Clone(data)
 	}
+	lead := n
+	for _, k := range text[:sk.nat] {
+		lead = min(lead, int(k))
+	}
 	*sh = chunkShape{
 		prev: prev, completions: completions, maxDepth: maxDepth,
-		toks: *toks, ntoks: n, isNum: isNum, text: text, ntext: sk.nat, isText: isText,
+		toks: *toks, ntoks: n, isNum: isNum, text: text, ntext: sk.nat, isText: isText, lead: lead,
 		uncounted: c.Uncounted, usage: usage, hasUsage: hasUsage, usageOnly: c.UsageOnly,
 	}
 	return sh
@@ -363,8 +370,19 @@ func (sk *chunkSkeleton) matchShape(sh *chunkShape, data []byte, completions boo
 		return Chunk{}, false
 	}
 	prev := sh.prev
-	p, q := 0, 0 // the next bytes to compare in prev and data
-	for k, s := range sh.toks[:sh.ntoks] {
+	k0, p, q := 0, 0, 0 // the next token, and bytes to compare in prev and data
+	if lead := sh.lead; lead > 0 {
+		// The tokens before the first text string are mostly the stream's
+		// own (ids, model, created…): when they are prev's, byte for byte,
+		// one comparison passes them (a number last among them is checked
+		// by the byte after it, compared next).
+		if end := int(sh.toks[lead-1].end); len(data) >= end && bytes.Equal(data[:end], prev[:end]) {
+			copy(sk.cur[:lead], sh.toks[:lead])
+			k0, p, q = lead, end, end
+		}
+	}
+	for k := k0; k < sh.ntoks; k++ {
+		s := sh.toks[k]
 		start, stop := int(s.start), int(s.end)
 		if whole := prev[p:stop]; len(data)-q >= len(whole) && bytes.Equal(data[q:q+len(whole)], whole) {
 			// The token is prev's, byte for byte: a string's end is found
