@@ -196,6 +196,11 @@ func (sk *chunkSkeleton) build(data []byte, c Chunk, completions bool, maxDepth 
 	if c.Unread || c.Done || c.Err || sk.over {
 		return nil
 	}
+	if (c.HasUsage || c.UsageOnly) && sk.shared == nil {
+		// A stream's usage chunk comes once: its skeleton serves only
+		// other streams.
+		return nil
+	}
 	toks := &sk.cur // scratch until data is known to serve
 	n, depth, isNum := 0, 0, uint64(0)
 	// guarded: the top-level member being read is "usage" or "error";
