@@ -76,8 +76,9 @@ const maxSkeletonStrings = 64
 
 // chunkShape is a chat or completions chunk read in full that may serve as
 // a skeleton (see the comment above), with where its tolerated tokens lie.
-// Once built it is never changed: a Weigher's chunkShapes shares it
-// between streams. Safe for concurrent reads.
+// One shared through a Weigher's chunkShapes is never changed (a stream's
+// own, chunkSkeleton.own, is rewritten as the stream goes). Safe for
+// concurrent reads.
 type chunkShape struct {
 	// prev is the chunk, space trimmed (≤ maxSkeletonBytes).
 	prev []byte
@@ -86,9 +87,10 @@ type chunkShape struct {
 	completions bool
 	maxDepth    int
 	// toks are prev's tolerated tokens in document order: every value
-	// string (not keys), quotes included, and the numbers outside a
-	// top-level "usage" or "error" member while room remains (bit k of
-	// isNum set for a number): toks[:ntoks].
+	// string (not keys), quotes included, and, while room remains, the
+	// numbers outside a top-level "usage" or "error" member and those in
+	// a top-level "usage" object (bit k of isNum set for a number):
+	// toks[:ntoks].
 	toks  [maxSkeletonStrings]tokSpan
 	ntoks int
 	isNum uint64
