@@ -29,6 +29,27 @@ func BenchmarkStreamChatSequence(b *testing.B) {
 	benchStream(b, KindChat, make([][]byte, len(ev)), ev)
 }
 
+// BenchmarkStreamChatShared is BenchmarkStreamChatSequence through the
+// Weigher's shared chunk shapes, as the proxy's streams read (every
+// response after the first reads its role, first content, finish and usage
+// chunks on the fast path).
+func BenchmarkStreamChatShared(b *testing.B) {
+	ev := chatStreamEvents()
+	shapes := new(chunkShapes)
+	n := 0
+	for _, e := range ev {
+		n += len(e)
+	}
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	for b.Loop() {
+		s := Stream{kind: KindChat, shapes: shapes}
+		for i := range ev {
+			s.Event(nil, ev[i])
+		}
+	}
+}
+
 // benchStream reads the events data (SSE event names names, nil for none)
 // through a new Stream of kind k per iteration, reporting their bytes and
 // allocations.

@@ -16,13 +16,25 @@ import (
 // It returns how many events the fast path read.
 func skeletonRun(t testing.TB, k Kind, maxDepth int, events [][]byte) (fast int) {
 	t.Helper()
-	s := Stream{kind: k, maxDepth: maxDepth}
+	return sharedRun(t, nil, k, maxDepth, events)
+}
+
+// sharedRun is skeletonRun with the fast path's Stream given shapes, the
+// chunk shapes other streams shared (nil: none).
+func sharedRun(t testing.TB, shapes *chunkShapes, k Kind, maxDepth int, events [][]byte) (fast int) {
+	t.Helper()
+	s := Stream{kind: k, maxDepth: maxDepth, shapes: shapes}
 	ref := Stream{kind: k, maxDepth: maxDepth}
 	completions := k == KindCompletions
 	for i, e := range events {
-		if s.skel != nil {
-			if _, ok := s.skel.match(bytes.TrimSpace(e), completions, maxDepth); ok {
-				fast++
+		sk := s.skel
+		if sk == nil {
+			sk = &chunkSkeleton{shared: shapes} // a stream's first chunk
+		}
+		if c, ok := sk.match(bytes.TrimSpace(e), completions, maxDepth); ok {
+			fast++
+			if full := parseOpenAIChunk(e, completions, maxDepth); c != full {
+				t.Fatalf("event %d %q: match %+v, full read %+v", i, e, c, full)
 			}
 		}
 		got := s.Event(nil, e)
@@ -250,7 +262,13 @@ func TestChunkSkeletonSteps(t *testing.T) {
 		{name: "bad escape", in: `{"id":"c","choices":[{"index":0,"delta":{"content":"\q","x":""}}],"obfuscation":"q"}`},
 		{name: "raw control", in: "{\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\x01\",\"x\":\"\"}}],\"obfuscation\":\"q\"}"},
 		{name: "quote swallows a member", in: `{"id":"c","choices":[{"index":0,"delta":{"content":"a\",\"x\":\"\"}}],"obfuscation":"q"}`},
-		{name: "number changed", in: `{"id":"c","choices":[{"index":1,"delta":{"content":"a","x":""}}],"obfuscation":"q"}`},
+		{name: "number changed", in: `{"id":"c","choices":[{"index":1,"delta":{"content":"a","x":""}}],"obfuscation":"q"}`, fast: true, text: "a"},
+		{name: "number to fraction and exponent", in: `{"id":"c","choices":[{"index":-10.5E+3,"delta":{"content":"a","x":""}}],"obfuscation":"q"}`, fast: true, text: "a"},
+		{name: "number with a leading zero", in: `{"id":"c","choices":[{"index":01,"delta":{"content":"a","x":""}}],"obfuscation":"q"}`},
+		{name: "number cut", in: `{"id":"c","choices":[{"index":1.,"delta":{"content":"a","x":""}}],"obfuscation":"q"}`},
+		{name: "number to string", in: `{"id":"c","choices":[{"index":"0","delta":{"content":"a","x":""}}],"obfuscation":"q"}`},
+		{name: "number to literal", in: `{"id":"c","choices":[{"index":null,"delta":{"content":"a","x":""}}],"obfuscation":"q"}`},
+		{name: "number swallows a member", in: `{"id":"c","choices":[{"index":0,"x":1,"delta":{"content":"a","x":""}}],"obfuscation":"q"}`},
 		{name: "trailing bytes", in: `{"id":"c","choices":[{"index":0,"delta":{"content":"a","x":""}}],"obfuscation":"q"}}`},
 		{name: "closing quote replaced", in: `{"id":"c","choices":[{"index":0,"delta":{"content":"Hi","x":""}}],"obfuscation":"abX}`},
 		{name: "cut", in: `{"id":"c","choices":[{"index":0,"delta":{"content":"a`},
@@ -259,7 +277,7 @@ func TestChunkSkeletonSteps(t *testing.T) {
 	for i, st := range steps {
 		var sk chunkSkeleton
 		want := sk.readChunk([]byte(base), false, 0)
-		if !sk.ok || want.Text != "Hi" {
+		if sk.shape == nil || want.Text != "Hi" {
 			t.Fatalf("step %d (%s): base not kept as a skeleton (%+v)", i, st.name, want)
 		}
 		c, ok := sk.match(bytes.TrimSpace([]byte(st.in)), false, 0)
@@ -276,7 +294,6 @@ func TestChunkSkeletonSteps(t *testing.T) {
 // TestChunkSkeletonNotKept lists chunks that must not become a skeleton.
 func TestChunkSkeletonNotKept(t *testing.T) {
 	for _, in := range []string{
-		`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}`,
 		`{"choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":"1"}}`,
 		`{"error":{"message":"x"}}`,
 		`{"error":"x"}`,
@@ -290,7 +307,7 @@ func TestChunkSkeletonNotKept(t *testing.T) {
 	} {
 		var sk chunkSkeleton
 		sk.readChunk([]byte(in), false, 0)
-		if sk.ok {
+		if sk.shape != nil {
 			t.Fatalf("%.80q kept as a skeleton", in)
 		}
 	}
@@ -385,8 +402,8 @@ func TestChunkSkeletonHostile(t *testing.T) {
 	skeletonRun(t, KindChat, 0, events)
 	for _, e := range events {
 		s.Event(nil, e)
-		if s.skel != nil && (len(s.skel.prev) > maxSkeletonBytes || cap(s.skel.prev) > 2*maxSkeletonBytes || s.skel.nstrs > maxSkeletonStrings) {
-			t.Fatalf("skeleton over its bound: %d bytes (cap %d), %d strings", len(s.skel.prev), cap(s.skel.prev), s.skel.nstrs)
+		if sh := s.skel.shape; sh != nil && (len(sh.prev) > maxSkeletonBytes || cap(sh.prev) > 2*maxSkeletonBytes || sh.ntoks > maxSkeletonStrings) {
+			t.Fatalf("skeleton over its bound: %d bytes (cap %d), %d tokens", len(sh.prev), cap(sh.prev), sh.ntoks)
 		}
 	}
 }

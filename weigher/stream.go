@@ -55,6 +55,9 @@ type Stream struct {
 	// skel reads chat and completions chunks shaped as the last one read
 	// in full on a fast path (chunk_skeleton.go); nil until the first.
 	skel *chunkSkeleton
+	// shapes are the chunk shapes the streams of the Weigher that made
+	// this one share (nil: none), handed to skel.
+	shapes *chunkShapes
 	// delta reads Messages content_block_delta events shaped as the last
 	// one read in full on a fast path (delta_skeleton.go); nil until the
 	// first.
@@ -72,8 +75,14 @@ func NewStream(k Kind) Stream { return Stream{kind: k} }
 
 // NewStream is [NewStream] with w's nesting limit ([Options.MaxDepth]) for
 // the events: an event nested deeper is relayed but not read
-// ([StreamUpdate.Unread]).
-func (w *Weigher) NewStream(k Kind) Stream { return Stream{kind: k, maxDepth: w.maxDepth} }
+// ([StreamUpdate.Unread]). The streams of one Weigher share the shapes of
+// the chat and completions chunks they read (a few KiB per Weigher, see
+// chunk_skeleton.go), so that a response's first chunk of each shape is
+// read as cheaply as the next ones; what each event yields is the same.
+// Safe for concurrent use (each Stream is not).
+func (w *Weigher) NewStream(k Kind) Stream {
+	return Stream{kind: k, maxDepth: w.maxDepth, shapes: w.chunkShapes}
+}
 
 // StreamUpdate is what one event said. The zero value is an event with
 // nothing of interest (ping, content_block_stop, response.created…).

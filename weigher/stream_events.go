@@ -23,7 +23,7 @@ func (s *Stream) completionsEvent(_, data []byte) StreamUpdate { return s.openAI
 // the usage of the include_usage chunk is final.
 func (s *Stream) openAIEvent(data []byte, completions bool) StreamUpdate {
 	if s.skel == nil {
-		s.skel = new(chunkSkeleton)
+		s.skel = &chunkSkeleton{shared: s.shapes}
 	}
 	c := s.skel.readChunk(data, completions, s.maxDepth)
 	if c.HasUsage {

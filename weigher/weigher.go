@@ -152,6 +152,9 @@ type Weigher struct {
 	budget   *budget
 	noLayout bool // tests: find members with gjson, not the scan's layout
 	offerAll bool // tests: every element offered to Vouch (elemMemo.offerAll)
+	// chunkShapes are the chat and completions chunk shapes its streams
+	// share (chunk_skeleton.go); nil: none.
+	chunkShapes *chunkShapes
 }
 
 // counter counts the tokens of text in one encoding.
@@ -201,15 +204,16 @@ func New(opts Options) (*Weigher, error) {
 		return nil, fmt.Errorf("weigher: count time budget %v is negative", opts.CountTimeBudget)
 	}
 	w := &Weigher{
-		exactMax:   opts.ExactMaxBytes,
-		timeBudget: opts.CountTimeBudget,
-		now:        opts.Now,
-		models:     make(map[string]Model, len(opts.Models)),
-		defaultOut: opts.DefaultMaxOutputTokens,
-		defaultIn:  cmp.Or(opts.DefaultMaxInputTokens, DefaultMaxInputTokens),
-		maxDepth:   cmp.Or(opts.MaxDepth, DefaultMaxDepth),
-		encoders:   make(map[string]counter, 2),
-		cache:      cacheOf(opts.CacheBytes),
+		exactMax:    opts.ExactMaxBytes,
+		timeBudget:  opts.CountTimeBudget,
+		now:         opts.Now,
+		models:      make(map[string]Model, len(opts.Models)),
+		defaultOut:  opts.DefaultMaxOutputTokens,
+		defaultIn:   cmp.Or(opts.DefaultMaxInputTokens, DefaultMaxInputTokens),
+		maxDepth:    cmp.Or(opts.MaxDepth, DefaultMaxDepth),
+		encoders:    make(map[string]counter, 2),
+		cache:       cacheOf(opts.CacheBytes),
+		chunkShapes: new(chunkShapes),
 	}
 	if w.now == nil {
 		w.now = time.Now
