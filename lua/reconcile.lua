@@ -8,24 +8,26 @@
 -- strictest order of the entries (see settle); a bucket that several
 -- entries touch is read once and written once.
 --
--- KEYS      entry after entry: the entry's marker key unless its mode is
---           'n', then the bucket key of each of its deltas; in Redis
+-- KEYS      every key the call names, once each, in any order (package
+--           bucket sends them in order of first use): bucket keys and
+--           marker keys, named below by their index (1 to #KEYS); in Redis
 --           Cluster all KEYS share a slot. A reconciliation's marker is
 --           "llmguard:{<hash tag>}::rc:<request id>", whose existence
 --           means this request id was applied, or (mode 'h') the set
 --           "llmguard:{<hash tag>}::rcs:<epoch>" of the applied ids of one
 --           epoch of ids (bucket.NewRequestID), the id a member; a void's
 --           is the take marker of take.lua,
---           "llmguard:{<hash tag>}::tk:<request id>", followed (mode 'w') by
---           the taken set of its epoch, "…::tkt:<epoch>" (takebatch.lua). A
+--           "llmguard:{<hash tag>}::tk:<request id>", with (mode 'w') the
+--           taken set of its epoch, "…::tkt:<epoch>" (takebatch.lua). A
 --           bucket key may repeat, within an entry and across entries: its
 --           deltas are summed (see settle).
 -- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
 --           Redis TIME.
 -- ARGV[2]   how long a reconciliation's marker lives, ms.
 -- ARGV[3]   how long a void's marker (the tombstone 'v') lives, ms.
--- ARGV[4]   L, the number of distinct limits the deltas name; then one
---           ARGV per limit, its five numbers as one text (core.lua's
+-- ARGV[4]   L, the number of distinct limits the deltas name.
+-- ARGV[5]   S, the number of distinct shapes the entries have.
+-- then one ARGV per limit, its five numbers as one text (core.lua's
 --           limitOf, converted once per text and kept from call to call):
 --           "capacity rate per windowStart windowEnd", capacity (units),
 --           rate (units per per), per (µs), windowStart (µs), windowEnd
@@ -34,19 +36,27 @@
 --           them (bucket.Limit.Validate). A window counter (windowEnd -1
 --           sliding, -2 fixed; see core.lua) has rate 0 and windowStart
 --           the window its take counted in (-1: the current window).
--- then, entry after entry:
+-- then per shape, what entries of one kind share:
 --   mode    'r': a reconciliation, once per request id (SET NX of its
 --           marker); 'h': the same, its marker a member of its epoch's set
---           (the id follows the mode as an ARGV of its own); 'v': the void
---           of a take (the deltas are its costs, negated); 'w': the same,
---           for an id whose take a batch may have recorded in its taken
---           set instead of its marker (two KEYS; the id follows the mode);
---           'n': no marker
---           (an empty request id, or an internal refund), the deltas apply
---           on every call.
---   id      modes 'h' and 'w' only: the request id.
---   count   the number of the entry's deltas, then 2 ARGV per delta: the
---           index of its limit (1 to L) and its units. A token bucket:
+--           (the shape names the set, each entry sends its id); 'v': the
+--           void of a take (the deltas are its costs, negated); 'w': the
+--           same, for an id whose take a batch may have recorded in its
+--           taken set instead of its marker (the shape names the set, each
+--           entry sends its marker and its id); 'n': no marker (an empty
+--           request id, or an internal refund), the deltas apply on every
+--           call.
+--   set     modes 'h' and 'w' only: the index of the marker set (taken
+--           set) among KEYS.
+--   count   the number of deltas, then 2 ARGV per delta: the index of its
+--           bucket key among KEYS and the index of its limit (1 to L).
+-- then, entry after entry:
+--   shape   the index of its shape (1 to S);
+--   marker  modes 'r', 'v' and 'w' only: the index of its marker key among
+--           KEYS;
+--   id      modes 'h' and 'w' only: the request id;
+--   units   one ARGV per delta of its shape, in the shape's order. A
+--           token bucket:
 --           positive units charge (the level may go below zero, debt),
 --           negative refund (never above capacity). A quota: units are
 --           added to the used of the delta's window (never below 0); when
@@ -54,8 +64,8 @@
 --           on since the take) the delta applies to nothing. An
 --           in-flight limit (rate 0, windowEnd 0): negative units release
 --           the slot of the entry's request id (ZREM; named by its marker
---           key, or its id in mode 'h'), other units change nothing; an entry without a marker
---           releases nothing. A window
+--           key, or its id in modes 'h' and 'w'), other units change
+--           nothing; an entry without a marker releases nothing. A window
 --           counter: units are added to the count of the take's window
 --           (never below 0): cur when it is the current window, prev when
 --           it is a sliding window's previous one, nothing otherwise.
@@ -228,62 +238,78 @@ local function settle(c, limit, refund, spend, now)
   end
 end
 
--- indexText is the text of each of 1 to 9, as the entries send a limit's
--- index: a lookup instead of a conversion (tostring) per limit.
-local indexText = {'1', '2', '3', '4', '5', '6', '7', '8', '9'}
-
--- markers is how many marker keys an entry of each mode names.
-local markers = {r = 1, h = 1, v = 1, w = 2, n = 0}
+-- markerOf and idOf tell, for each mode, whether its entries send a marker
+-- key's index (each entry its own key) and a request id.
+local markerOf = {r = true, v = true, w = true}
+local idOf = {h = true, w = true}
 
 -- @entry: the script's work; a Redis Functions library runs it as a function.
 floor = math.floor
 local now = clock(ARGV[1])
 local dedupFor, voidFor = ARGV[2], ARGV[3]
 local nl = digits[ARGV[4]] or ARGV[4] + 0
-local first = 5 + nl -- the first entry's ARGV
+local ns = digits[ARGV[5]] or ARGV[5] + 0
 
 -- Every limit as numbers (limitOf: capacity, rate, per, windowStart,
--- windowEnd, then its kind): limit i is ARGV[4 + i]. It is found by its
--- index as a number or as the text the entries send it in (a lookup, not
--- a conversion, per delta).
+-- windowEnd, then its kind): limit i is ARGV[5 + i].
 local limits = {}
 for l = 1, nl do
-  limits[l] = limitOf(ARGV[4 + l])
-  limits[indexText[l] or tostring(l)] = limits[l]
+  limits[l] = limitOf(ARGV[5 + l])
 end
 
--- Every bucket key once, in order of first use; every marker set once, in
--- order of first use, with the request ids of its entries (ids).
-local order, view = {}, {}
+-- Every shape: its mode, its marker set's key (modes 'h' and 'w'; else
+-- false), its delta count, and its deltas' bucket keys and limits. Every
+-- bucket key once, in order of first use (a shape's keys are those of
+-- its first entry, so this is the order of the entries' first use).
+local shapes, order, view = {}, {}, {}
+local a = 6 + nl
+for s = 1, ns do
+  local mode, set = ARGV[a], false
+  a = a + 1
+  if idOf[mode] then
+    set = KEYS[digits[ARGV[a]] or ARGV[a] + 0]
+    a = a + 1
+  end
+  local count = digits[ARGV[a]] or ARGV[a] + 0
+  a = a + 1
+  local keys, lims = {}, {}
+  for i = 1, count do
+    local key = KEYS[digits[ARGV[a]] or ARGV[a] + 0]
+    keys[i], lims[i] = key, limits[digits[ARGV[a + 1]] or ARGV[a + 1] + 0]
+    a = a + 2
+    if not view[key] then
+      view[key] = true
+      order[#order + 1] = key
+    end
+  end
+  shapes[s] = {mode, set, count, keys, lims}
+end
+local first = a -- the first entry's ARGV
+
+-- Every marker set once, in order of first use, with the request ids of
+-- its entries (ids).
 local sets, ids = {}, {}
-local k, a = 1, first
 while a <= #ARGV do
-  local mode, head = ARGV[a], 2
+  local shape = shapes[digits[ARGV[a]] or ARGV[a] + 0]
+  local mode = shape[1]
+  a = a + 1
+  if markerOf[mode] then
+    a = a + 1
+  end
   if mode == 'h' then
-    head = 3
-    local set = KEYS[k]
+    local set = shape[2]
     local list = ids[set]
     if not list then
       list = {}
       ids[set] = list
       sets[#sets + 1] = set
     end
-    list[#list + 1] = ARGV[a + 1]
+    list[#list + 1] = ARGV[a]
   end
-  if mode == 'w' then
-    head = 3
+  if idOf[mode] then
+    a = a + 1
   end
-  local count = digits[ARGV[a + head - 1]] or ARGV[a + head - 1] + 0
-  k = k + markers[mode]
-  for i = k, k + count - 1 do
-    local key = KEYS[i]
-    if not view[key] then
-      view[key] = true
-      order[#order + 1] = key
-    end
-  end
-  k = k + count
-  a = a + head + 2 * count
+  a = a + shape[3]
 end
 
 -- Every bucket's stored value, before anything is written: one MGET per
@@ -317,16 +343,22 @@ for _, set in ipairs(sets) do
 end
 
 local reply, groups = {}, {}
-k, a = 1, first
+a = first
 while a <= #ARGV do
-  local mode, head = ARGV[a], 2
-  if mode == 'h' or mode == 'w' then
-    head = 3
+  local shape = shapes[digits[ARGV[a]] or ARGV[a] + 0]
+  local mode, set, count = shape[1], shape[2], shape[3]
+  a = a + 1
+  local marker, id = false, false
+  if markerOf[mode] then
+    marker = KEYS[digits[ARGV[a]] or ARGV[a] + 0]
+    a = a + 1
   end
-  local count = digits[ARGV[a + head - 1]] or ARGV[a + head - 1] + 0
+  if set then
+    id = ARGV[a]
+    a = a + 1
+  end
   local applies = true
   if mode == 'h' then
-    local id, set = ARGV[a + 1], KEYS[k]
     if #ids[set] == 1 then
       applies = redis.call('SADD', set, id) == 1
       if applies then
@@ -345,59 +377,56 @@ while a <= #ARGV do
     -- As 'v', the take counted as 't' when a batch recorded it in its
     -- taken set. (Written as ifs: gopher-lua, miniredis's Lua, gave true
     -- for "not voided and redis.call(...) == 1" with voided true.)
-    local stored = redis.call('GET', KEYS[k])
+    local stored = redis.call('GET', marker)
     local mark = stored
     if mark ~= 'v' and mark ~= 't' then
-      if redis.call('SISMEMBER', KEYS[k + 1], ARGV[a + 1]) == 1 then
+      if redis.call('SISMEMBER', set, id) == 1 then
         mark = 't'
       end
     end
     local nextMark, refund = voidMark(mark)
     if stored ~= nextMark then
-      redis.call('SET', KEYS[k], nextMark, 'PX', voidFor)
+      redis.call('SET', marker, nextMark, 'PX', voidFor)
     end
     applies = refund
   elseif mode == 'v' then
-    local mark = redis.call('GET', KEYS[k])
+    local mark = redis.call('GET', marker)
     local nextMark, refund = voidMark(mark)
     if mark ~= nextMark then
-      redis.call('SET', KEYS[k], nextMark, 'PX', voidFor)
+      redis.call('SET', marker, nextMark, 'PX', voidFor)
     end
     applies = refund
   elseif mode == 'r' then
-    applies = redis.call('SET', KEYS[k], '1', 'NX', 'PX', dedupFor) ~= false
+    applies = redis.call('SET', marker, '1', 'NX', 'PX', dedupFor) ~= false
   end
-  k = k + markers[mode]
   reply[#reply + 1] = applies and 1 or 0
-  for i = 0, count - 1 do
-    if not applies then
-      break
-    end
-    local at = ARGV[a + head + 2 * i]
-    local limit = limits[at] or limits[at + 0]
-    local units = ARGV[a + head + 1 + 2 * i] + 0
-    local c = view[KEYS[k + i]]
-    if limit[6] == 'c' then
-      local holder = head == 3 and ARGV[a + 1] or mode ~= 'n' and holderOf(KEYS[k - 1])
-      if units < 0 and holder and not c[FOUND] and not c[DIRTY] then
-        redis.call('ZREM', KEYS[k + i], holder)
-      end
-    else
-      local g = c[limit]
-      if not g then
-        g = {c, limit, 0, 0}
-        c[limit] = g
-        groups[#groups + 1] = g
-      end
-      if units < 0 then
-        g[3] = g[3] + units
+  if applies then
+    local keys, lims = shape[4], shape[5]
+    for i = 1, count do
+      local limit = lims[i]
+      local units = ARGV[a + i - 1] + 0
+      local c = view[keys[i]]
+      if limit[6] == 'c' then
+        local holder = id or marker and holderOf(marker)
+        if units < 0 and holder and not c[FOUND] and not c[DIRTY] then
+          redis.call('ZREM', keys[i], holder)
+        end
       else
-        g[4] = g[4] + units
+        local g = c[limit]
+        if not g then
+          g = {c, limit, 0, 0}
+          c[limit] = g
+          groups[#groups + 1] = g
+        end
+        if units < 0 then
+          g[3] = g[3] + units
+        else
+          g[4] = g[4] + units
+        end
       end
     end
   end
-  k = k + count
-  a = a + head + 2 * count
+  a = a + count
 end
 
 -- The markers of the ids applied now, one SADD per set, which then lives
