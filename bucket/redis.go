@@ -543,24 +543,42 @@ type reconcileCall struct {
 	keyOf   map[string]int   // a key → its index in keys, from 1
 	limits  []any            // 1 ARGV per distinct limit, its text (limitText)
 	limitOf map[[5]int64]int // a limit's ARGV → its index, from 1
-	shapes  []any            // per shape: mode, set index (modes h, w), count, then key and limit index per delta
-	shapeOf map[string]int   // a shape's signature (shapeSig) → its index, from 1
-	entries []any            // per entry: shape index, marker index (modes r, v, w), id (modes h, w), units per delta
+	sets    []markerSet      // the marker sets of mode h, in order of first use
+	setOf   map[string]int   // a marker set's key → its index in sets, from 1
+	shapes  []any            // per shape: mode, set (modes h, w), count, then key and limit index per delta
+	shapeOf map[string]int   // a shape's signature → its index, from 1
+	entries []any            // per entry: shape index, marker index (modes r, v, w), id (mode w), units per delta
 	owners  []int            // the batch element of each entry
 	sig     []byte           // scratch: the signature of the shape being added
 	at      []int            // scratch: its key and limit indexes, two per delta
 }
 
+// markerSet is a marker set of mode h in a reconcileCall: its key's index
+// among KEYS and the request ids of its entries, in entry order.
+type markerSet struct {
+	key int
+	ids []any
+}
+
 // newReconcileCall returns a call with no entries yet.
 func (r *Redis) newReconcileCall() *reconcileCall {
-	return &reconcileCall{now: r.nowArg(), keyOf: map[string]int{}, limitOf: map[[5]int64]int{}, shapeOf: map[string]int{}}
+	return &reconcileCall{now: r.nowArg(), keyOf: map[string]int{}, limitOf: map[[5]int64]int{},
+		setOf: map[string]int{}, shapeOf: map[string]int{}}
 }
 
 // args returns the call's ARGV (see lua/reconcile.lua).
 func (c *reconcileCall) args(r *Redis) []any {
-	args := make([]any, 0, 5+len(c.limits)+len(c.shapes)+len(c.entries))
-	args = append(args, c.now, r.dedupFor, r.voidFor, len(c.limits), len(c.shapeOf))
+	n := 6 + len(c.limits) + 2*len(c.sets) + len(c.shapes) + len(c.entries)
+	for _, s := range c.sets {
+		n += len(s.ids)
+	}
+	args := make([]any, 0, n)
+	args = append(args, c.now, r.dedupFor, r.voidFor, len(c.limits), len(c.shapeOf), len(c.sets))
 	args = append(args, c.limits...)
+	for _, s := range c.sets {
+		args = append(args, s.key, len(s.ids))
+		args = append(args, s.ids...)
+	}
 	args = append(args, c.shapes...)
 	return append(args, c.entries...)
 }
@@ -569,7 +587,7 @@ func (c *reconcileCall) args(r *Redis) []any {
 // is not nil) in mode, for batch element owner: its marker key (none for
 // modeRefund, or modeReconcile with an empty requestID; for modeReconcile
 // and an id of NewRequestID's, the marker set of its epoch, the id then
-// sent as an ARGV), named in the slot of its first delta, then its deltas
+// sent in that set's list), named in the slot of its first delta, then its deltas
 // of non-zero units. An entry of
 // modeReconcile or modeRefund with no such delta is not added.
 func (c *reconcileCall) add(owner int, requestID string, deltas []Delta, idx []int, mode scriptMode) {
@@ -624,7 +642,12 @@ type rcEntry struct {
 func (c *reconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta) {
 	sig := append(c.sig[:0], e.mode)
 	set := 0
-	if e.set != "" {
+	switch {
+	case e.mode == 'h':
+		set = c.markerSet(e.set)
+		c.sets[set-1].ids = append(c.sets[set-1].ids, e.id)
+		sig = binary.AppendUvarint(sig, uint64(set))
+	case e.set != "":
 		set = c.key(e.set)
 		sig = binary.AppendUvarint(sig, uint64(set))
 	}
@@ -657,7 +680,7 @@ func (c *reconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta) {
 	if e.marker != "" {
 		c.entries = append(c.entries, c.key(e.marker))
 	}
-	if e.id != "" {
+	if e.mode == 'w' {
 		c.entries = append(c.entries, e.id)
 	}
 	for j := range n {
@@ -665,6 +688,18 @@ func (c *reconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta) {
 			c.entries = append(c.entries, dl.Units)
 		}
 	}
+}
+
+// markerSet returns the index (from 1) of the marker set key among c's
+// sets of mode h, adding it.
+func (c *reconcileCall) markerSet(key string) int {
+	i, ok := c.setOf[key]
+	if !ok {
+		c.sets = append(c.sets, markerSet{key: c.key(key)})
+		i = len(c.sets)
+		c.setOf[key] = i
+	}
+	return i
 }
 
 // key returns the index (from 1) of key among c's KEYS, adding it.

@@ -27,6 +27,7 @@
 -- ARGV[3]   how long a void's marker (the tombstone 'v') lives, ms.
 -- ARGV[4]   L, the number of distinct limits the deltas name.
 -- ARGV[5]   S, the number of distinct shapes the entries have.
+-- ARGV[6]   H, the number of marker sets of mode 'h'.
 -- then one ARGV per limit, its five numbers as one text (core.lua's
 --           limitOf, converted once per text and kept from call to call):
 --           "capacity rate per windowStart windowEnd", capacity (units),
@@ -36,25 +37,28 @@
 --           them (bucket.Limit.Validate). A window counter (windowEnd -1
 --           sliding, -2 fixed; see core.lua) has rate 0 and windowStart
 --           the window its take counted in (-1: the current window).
+-- then per marker set of mode 'h': the index of its key among KEYS, the
+--           number n of its entries, then their n request ids, in entry
+--           order (each entry of the set takes the next);
 -- then per shape, what entries of one kind share:
 --   mode    'r': a reconciliation, once per request id (SET NX of its
 --           marker); 'h': the same, its marker a member of its epoch's set
---           (the shape names the set, each entry sends its id); 'v': the
+--           (the shape names the set, whose list holds the id); 'v': the
 --           void of a take (the deltas are its costs, negated); 'w': the
 --           same, for an id whose take a batch may have recorded in its
 --           taken set instead of its marker (the shape names the set, each
 --           entry sends its marker and its id); 'n': no marker (an empty
 --           request id, or an internal refund), the deltas apply on every
 --           call.
---   set     modes 'h' and 'w' only: the index of the marker set (taken
---           set) among KEYS.
+--   set     mode 'h': the index of its marker set (1 to H); mode 'w':
+--           the index of the taken set among KEYS; other modes send none.
 --   count   the number of deltas, then 2 ARGV per delta: the index of its
 --           bucket key among KEYS and the index of its limit (1 to L).
 -- then, entry after entry:
 --   shape   the index of its shape (1 to S);
 --   marker  modes 'r', 'v' and 'w' only: the index of its marker key among
 --           KEYS;
---   id      modes 'h' and 'w' only: the request id;
+--   id      mode 'w' only: the request id (mode 'h': its set's next id);
 --   units   one ARGV per delta of its shape, in the shape's order. A
 --           token bucket:
 --           positive units charge (the level may go below zero, debt),
@@ -64,7 +68,7 @@
 --           on since the take) the delta applies to nothing. An
 --           in-flight limit (rate 0, windowEnd 0): negative units release
 --           the slot of the entry's request id (ZREM; named by its marker
---           key, or its id in modes 'h' and 'w'), other units change
+--           key, or by its id in modes 'h' and 'w'), other units change
 --           nothing; an entry without a marker releases nothing. A window
 --           counter: units are added to the count of the take's window
 --           (never below 0): cur when it is the current window, prev when
@@ -238,10 +242,14 @@ local function settle(c, limit, refund, spend, now)
   end
 end
 
--- markerOf and idOf tell, for each mode, whether its entries send a marker
--- key's index (each entry its own key) and a request id.
+-- markerOf tells, for each mode, whether its entries send a marker key's
+-- index (each entry its own key).
 local markerOf = {r = true, v = true, w = true}
-local idOf = {h = true, w = true}
+
+-- A marker set's record (mode 'h'): its key, the ARGV of its first id,
+-- its id count, the ARGV of the id of its next entry, the ids it already
+-- holds (true by id), the ids applied now (in entry order).
+local SETKEY, FROM, IDS, NEXT, SEEN, FRESH = 1, 2, 3, 4, 5, 6
 
 -- @entry: the script's work; a Redis Functions library runs it as a function.
 floor = math.floor
@@ -249,24 +257,37 @@ local now = clock(ARGV[1])
 local dedupFor, voidFor = ARGV[2], ARGV[3]
 local nl = digits[ARGV[4]] or ARGV[4] + 0
 local ns = digits[ARGV[5]] or ARGV[5] + 0
+local nh = digits[ARGV[6]] or ARGV[6] + 0
 
 -- Every limit as numbers (limitOf: capacity, rate, per, windowStart,
--- windowEnd, then its kind): limit i is ARGV[5 + i].
+-- windowEnd, then its kind): limit i is ARGV[6 + i].
 local limits = {}
 for l = 1, nl do
-  limits[l] = limitOf(ARGV[5 + l])
+  limits[l] = limitOf(ARGV[6 + l])
 end
 
--- Every shape: its mode, its marker set's key (modes 'h' and 'w'; else
--- false), its delta count, and its deltas' bucket keys and limits. Every
--- bucket key once, in order of first use (a shape's keys are those of
--- its first entry, so this is the order of the entries' first use).
+-- Every marker set of mode 'h' and the ids of its entries, in entry order.
+local sets = {}
+local a = 7 + nl
+for h = 1, nh do
+  local n = digits[ARGV[a + 1]] or ARGV[a + 1] + 0
+  sets[h] = {KEYS[digits[ARGV[a]] or ARGV[a] + 0], a + 2, n, a + 2, false, {}}
+  a = a + 2 + n
+end
+
+-- Every shape: its mode, its marker set (mode 'h': its record; mode 'w':
+-- its key; else false), its delta count, and its deltas' bucket keys and
+-- limits. Every bucket key once, in order of first use (a shape's keys are
+-- those of its first entry, so this is the order of the entries' first
+-- use).
 local shapes, order, view = {}, {}, {}
-local a = 6 + nl
 for s = 1, ns do
   local mode, set = ARGV[a], false
   a = a + 1
-  if idOf[mode] then
+  if mode == 'h' then
+    set = sets[digits[ARGV[a]] or ARGV[a] + 0]
+    a = a + 1
+  elseif mode == 'w' then
     set = KEYS[digits[ARGV[a]] or ARGV[a] + 0]
     a = a + 1
   end
@@ -284,33 +305,6 @@ for s = 1, ns do
   end
   shapes[s] = {mode, set, count, keys, lims}
 end
-local first = a -- the first entry's ARGV
-
--- Every marker set once, in order of first use, with the request ids of
--- its entries (ids).
-local sets, ids = {}, {}
-while a <= #ARGV do
-  local shape = shapes[digits[ARGV[a]] or ARGV[a] + 0]
-  local mode = shape[1]
-  a = a + 1
-  if markerOf[mode] then
-    a = a + 1
-  end
-  if mode == 'h' then
-    local set = shape[2]
-    local list = ids[set]
-    if not list then
-      list = {}
-      ids[set] = list
-      sets[#sets + 1] = set
-    end
-    list[#list + 1] = ARGV[a]
-  end
-  if idOf[mode] then
-    a = a + 1
-  end
-  a = a + shape[3]
-end
 
 -- Every bucket's stored value, before anything is written: one MGET per
 -- 1000 keys (unpack's bound is far above it).
@@ -324,26 +318,24 @@ for from = 1, #order, 1000 do
 end
 
 -- The members each marker set already holds, of its entries' ids: one
--- SMISMEMBER per set of several entries (seen[set][id] is true for those);
--- fresh[set] collects the ids applied now. A set of one entry (a lone
--- reconciliation) is asked nothing here: its entry's SADD tells.
-local seen, fresh = {}, {}
+-- SMISMEMBER per set of several entries (its SEEN is true by id for
+-- those). A set of one entry (a lone reconciliation) is asked nothing
+-- here: its entry's SADD tells.
 for _, set in ipairs(sets) do
-  local list = ids[set]
   local s = {}
-  if #list > 1 then
-    local got = redis.call('SMISMEMBER', set, unpack(list))
-    for i = 1, #list do
+  local from, n = set[FROM], set[IDS]
+  if n > 1 then
+    local got = redis.call('SMISMEMBER', set[SETKEY], unpack(ARGV, from, from + n - 1))
+    for i = 1, n do
       if got[i] == 1 then
-        s[list[i]] = true
+        s[ARGV[from + i - 1]] = true
       end
     end
   end
-  seen[set], fresh[set] = s, {}
+  set[SEEN] = s
 end
 
 local reply, groups = {}, {}
-a = first
 while a <= #ARGV do
   local shape = shapes[digits[ARGV[a]] or ARGV[a] + 0]
   local mode, set, count = shape[1], shape[2], shape[3]
@@ -353,27 +345,27 @@ while a <= #ARGV do
     marker = KEYS[digits[ARGV[a]] or ARGV[a] + 0]
     a = a + 1
   end
-  if set then
-    id = ARGV[a]
-    a = a + 1
-  end
   local applies = true
   if mode == 'h' then
-    if #ids[set] == 1 then
-      applies = redis.call('SADD', set, id) == 1
+    local at = set[NEXT]
+    id, set[NEXT] = ARGV[at], at + 1
+    if set[IDS] == 1 then
+      applies = redis.call('SADD', set[SETKEY], id) == 1
       if applies then
-        redis.call('PEXPIRE', set, dedupFor)
+        redis.call('PEXPIRE', set[SETKEY], dedupFor)
       end
     else
-      local s = seen[set]
+      local s = set[SEEN]
       applies = not s[id]
       if applies then
         s[id] = true
-        local f = fresh[set]
+        local f = set[FRESH]
         f[#f + 1] = id
       end
     end
   elseif mode == 'w' then
+    id = ARGV[a]
+    a = a + 1
     -- As 'v', the take counted as 't' when a batch recorded it in its
     -- taken set. (Written as ifs: gopher-lua, miniredis's Lua, gave true
     -- for "not voided and redis.call(...) == 1" with voided true.)
@@ -432,10 +424,10 @@ end
 -- The markers of the ids applied now, one SADD per set, which then lives
 -- dedupFor ms more (every marker at least dedupFor after its write).
 for _, set in ipairs(sets) do
-  local f = fresh[set]
+  local f = set[FRESH]
   if #f > 0 then
-    redis.call('SADD', set, unpack(f))
-    redis.call('PEXPIRE', set, dedupFor)
+    redis.call('SADD', set[SETKEY], unpack(f))
+    redis.call('PEXPIRE', set[SETKEY], dedupFor)
   end
 end
 
