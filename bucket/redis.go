@@ -547,7 +547,9 @@ type reconcileCall struct {
 	setOf   map[string]int   // a marker set's key → its index in sets, from 1
 	shapes  []any            // per shape: mode, set (modes h, w), count, then key and limit index per delta
 	shapeOf map[string]int   // a shape's signature → its index, from 1
-	entries []any            // per entry: shape index, marker index (modes r, v, w), id (mode w), units per delta
+	entries []any            // per run of entries of one shape: shape index, run length, then per entry: marker index (modes r, v, w), id (mode w), units per delta
+	run     int              // the index in entries of the last run's length
+	runOf   int              // the shape of the last run (0: none yet)
 	owners  []int            // the batch element of each entry
 	sig     []byte           // scratch: the signature of the shape being added
 	at      []int            // scratch: its key and limit indexes, two per delta
@@ -676,7 +678,12 @@ func (c *reconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta) {
 		}
 	}
 	c.owners = append(c.owners, owner)
-	c.entries = append(c.entries, shape)
+	if shape == c.runOf {
+		c.entries[c.run] = c.entries[c.run].(int) + 1
+	} else {
+		c.runOf, c.run = shape, len(c.entries)+1
+		c.entries = append(c.entries, shape, 1)
+	}
 	if e.marker != "" {
 		c.entries = append(c.entries, c.key(e.marker))
 	}

@@ -54,8 +54,9 @@
 --           the index of the taken set among KEYS; other modes send none.
 --   count   the number of deltas, then 2 ARGV per delta: the index of its
 --           bucket key among KEYS and the index of its limit (1 to L).
--- then, entry after entry:
---   shape   the index of its shape (1 to S);
+-- then, run after run of consecutive entries of one shape: the index of
+--           the shape (1 to S), the number of entries in the run, then
+--           entry after entry:
 --   marker  modes 'r', 'v' and 'w' only: the index of its marker key among
 --           KEYS;
 --   id      mode 'w' only: the request id (mode 'h': its set's next id);
@@ -303,7 +304,7 @@ for s = 1, ns do
       order[#order + 1] = key
     end
   end
-  shapes[s] = {mode, set, count, keys, lims}
+  shapes[s] = {mode, set, count, keys, lims, {}}
 end
 
 -- Every bucket's stored value, before anything is written: one MGET per
@@ -339,86 +340,95 @@ local reply, groups = {}, {}
 while a <= #ARGV do
   local shape = shapes[digits[ARGV[a]] or ARGV[a] + 0]
   local mode, set, count = shape[1], shape[2], shape[3]
-  a = a + 1
-  local marker, id = false, false
-  if markerOf[mode] then
-    marker = KEYS[digits[ARGV[a]] or ARGV[a] + 0]
-    a = a + 1
-  end
-  local applies = true
-  if mode == 'h' then
-    local at = set[NEXT]
-    id, set[NEXT] = ARGV[at], at + 1
-    if set[IDS] == 1 then
-      applies = redis.call('SADD', set[SETKEY], id) == 1
-      if applies then
-        redis.call('PEXPIRE', set[SETKEY], dedupFor)
-      end
-    else
-      local s = set[SEEN]
-      applies = not s[id]
-      if applies then
-        s[id] = true
-        local f = set[FRESH]
-        f[#f + 1] = id
-      end
+  local run = digits[ARGV[a + 1]] or ARGV[a + 1] + 0
+  a = a + 2
+  for _ = 1, run do
+    local marker, id = false, false
+    if markerOf[mode] then
+      marker = KEYS[digits[ARGV[a]] or ARGV[a] + 0]
+      a = a + 1
     end
-  elseif mode == 'w' then
-    id = ARGV[a]
-    a = a + 1
-    -- As 'v', the take counted as 't' when a batch recorded it in its
-    -- taken set. (Written as ifs: gopher-lua, miniredis's Lua, gave true
-    -- for "not voided and redis.call(...) == 1" with voided true.)
-    local stored = redis.call('GET', marker)
-    local mark = stored
-    if mark ~= 'v' and mark ~= 't' then
-      if redis.call('SISMEMBER', set, id) == 1 then
-        mark = 't'
-      end
-    end
-    local nextMark, refund = voidMark(mark)
-    if stored ~= nextMark then
-      redis.call('SET', marker, nextMark, 'PX', voidFor)
-    end
-    applies = refund
-  elseif mode == 'v' then
-    local mark = redis.call('GET', marker)
-    local nextMark, refund = voidMark(mark)
-    if mark ~= nextMark then
-      redis.call('SET', marker, nextMark, 'PX', voidFor)
-    end
-    applies = refund
-  elseif mode == 'r' then
-    applies = redis.call('SET', marker, '1', 'NX', 'PX', dedupFor) ~= false
-  end
-  reply[#reply + 1] = applies and 1 or 0
-  if applies then
-    local keys, lims = shape[4], shape[5]
-    for i = 1, count do
-      local limit = lims[i]
-      local units = ARGV[a + i - 1] + 0
-      local c = view[keys[i]]
-      if limit[6] == 'c' then
-        local holder = id or marker and holderOf(marker)
-        if units < 0 and holder and not c[FOUND] and not c[DIRTY] then
-          redis.call('ZREM', keys[i], holder)
+    local applies = true
+    if mode == 'h' then
+      local at = set[NEXT]
+      id, set[NEXT] = ARGV[at], at + 1
+      if set[IDS] == 1 then
+        applies = redis.call('SADD', set[SETKEY], id) == 1
+        if applies then
+          redis.call('PEXPIRE', set[SETKEY], dedupFor)
         end
       else
-        local g = c[limit]
-        if not g then
-          g = {c, limit, 0, 0}
-          c[limit] = g
-          groups[#groups + 1] = g
+        local s = set[SEEN]
+        applies = not s[id]
+        if applies then
+          s[id] = true
+          local f = set[FRESH]
+          f[#f + 1] = id
         end
-        if units < 0 then
-          g[3] = g[3] + units
-        else
-          g[4] = g[4] + units
+      end
+    elseif mode == 'w' then
+      id = ARGV[a]
+      a = a + 1
+      -- As 'v', the take counted as 't' when a batch recorded it in its
+      -- taken set. (Written as ifs: gopher-lua, miniredis's Lua, gave true
+      -- for "not voided and redis.call(...) == 1" with voided true.)
+      local stored = redis.call('GET', marker)
+      local mark = stored
+      if mark ~= 'v' and mark ~= 't' then
+        if redis.call('SISMEMBER', set, id) == 1 then
+          mark = 't'
+        end
+      end
+      local nextMark, refund = voidMark(mark)
+      if stored ~= nextMark then
+        redis.call('SET', marker, nextMark, 'PX', voidFor)
+      end
+      applies = refund
+    elseif mode == 'v' then
+      local mark = redis.call('GET', marker)
+      local nextMark, refund = voidMark(mark)
+      if mark ~= nextMark then
+        redis.call('SET', marker, nextMark, 'PX', voidFor)
+      end
+      applies = refund
+    elseif mode == 'r' then
+      applies = redis.call('SET', marker, '1', 'NX', 'PX', dedupFor) ~= false
+    end
+    reply[#reply + 1] = applies and 1 or 0
+    if applies then
+      local keys, lims, gs = shape[4], shape[5], shape[6]
+      for i = 1, count do
+        local units = ARGV[a + i - 1] + 0
+        local g = gs[i]
+        if not g then
+          local limit = lims[i]
+          local c = view[keys[i]]
+          if limit[6] == 'c' then
+            local holder = id or marker and holderOf(marker)
+            if units < 0 and holder and not c[FOUND] and not c[DIRTY] then
+              redis.call('ZREM', keys[i], holder)
+            end
+          else
+            g = c[limit]
+            if not g then
+              g = {c, limit, 0, 0}
+              c[limit] = g
+              groups[#groups + 1] = g
+            end
+            gs[i] = g
+          end
+        end
+        if g then
+          if units < 0 then
+            g[3] = g[3] + units
+          else
+            g[4] = g[4] + units
+          end
         end
       end
     end
+    a = a + count
   end
-  a = a + count
 end
 
 -- The markers of the ids applied now, one SADD per set, which then lives
