@@ -471,3 +471,41 @@ func FuzzReconcileLayout(f *testing.F) {
 		compareLayout(t, c, randomLayoutCase(rand.New(rand.NewPCG(s1, s2))), false, fmt.Sprintf("seeds %d %d", s1, s2))
 	})
 }
+
+// BenchmarkReconcileCallArgs builds the KEYS and ARGV of a batch of 32
+// reconciliations (two deltas and an id of NewRequestID's form each, as
+// TestCallgrindScripts sends them) in the store's layout ("now") and in
+// a112cdd's ("old"): the Go side's share of the change, per batch.
+func BenchmarkReconcileCallArgs(b *testing.B) {
+	r, err := NewRedis(RedisOptions{Client: redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	limits := []Limit{{Capacity: 1e9, Rate: 1e9, Per: time.Second}, {Capacity: 1e6, Rate: 1e6, Per: time.Second}}
+	batch := make([]Reconciliation, 32)
+	for i := range batch {
+		batch[i] = Reconciliation{RequestID: NewRequestID(t0), Deltas: []Delta{
+			{Key: "llmguard:{t}:user:alice", Limit: limits[0], Units: -100},
+			{Key: "llmguard:{t}:tenant:acme", Limit: limits[1], Units: 3}}}
+	}
+	b.Run("now", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c := r.newReconcileCall()
+			for j, rc := range batch {
+				c.add(j, rc.RequestID, rc.Deltas, nil, modeReconcile)
+			}
+			_ = c.args(r)
+		}
+	})
+	b.Run("old", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c := &oldReconcileCall{now: r.nowArg(), limitOf: map[[5]int64]int{}}
+			for j, rc := range batch {
+				c.add(j, rc.RequestID, rc.Deltas, nil, modeReconcile)
+			}
+			_ = c.args(r)
+		}
+	})
+}
