@@ -310,12 +310,7 @@ func (r *Redis) check(ctx context.Context, it Item) (Decision, error) {
 // with Apply's on them all the same.
 func (r *Redis) applyScript(ctx context.Context, deltas []Delta) error {
 	c := r.newReconcileCall()
-	c.owners = append(c.owners, 0)
-	c.entries = append(c.entries, "n", len(deltas))
-	for _, d := range deltas {
-		c.keys = append(c.keys, d.Key)
-		c.entries = append(c.entries, c.limit(d.Limit), d.Units)
-	}
+	c.entry(0, rcEntry{mode: 'n', sendZeroUnit: true}, len(deltas), func(j int) Delta { return deltas[j] })
 	return r.call(ctx, r.reconcile, c.keys, c.args(r)...).Err()
 }
 

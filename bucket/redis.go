@@ -2,6 +2,7 @@ package bucket
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -533,27 +534,54 @@ const (
 )
 
 // reconcileCall is one run of reconcile.lua being built: the entries of
-// one or more requests (in a cluster, of one slot), and the distinct limits
-// their deltas name, each sent once.
+// one or more requests (in a cluster, of one slot), and what they share,
+// each sent once: the distinct keys (KEYS), limits and shapes (mode, marker
+// set, bucket keys and limits) their entries name.
 type reconcileCall struct {
 	now     string
-	keys    []string
+	keys    []string         // KEYS: every distinct key, in order of first use
+	keyOf   map[string]int   // a key → its index in keys, from 1
 	limits  []any            // 1 ARGV per distinct limit, its text (limitText)
 	limitOf map[[5]int64]int // a limit's ARGV → its index, from 1
-	entries []any            // mode, count, then limit index and units per delta
+	sets    []markerSet      // the marker sets of mode h, in order of first use
+	setOf   map[string]int   // a marker set's key → its index in sets, from 1
+	shapes  []any            // per shape: mode, set (modes h, w), count, then key and limit index per delta
+	shapeOf map[string]int   // a shape's signature → its index, from 1
+	entries []any            // per run of entries of one shape: shape index, run length, then per entry: marker index (modes r, v, w), id (mode w), units per delta
+	run     int              // the index in entries of the last run's length
+	runOf   int              // the shape of the last run (0: none yet)
 	owners  []int            // the batch element of each entry
+	sig     []byte           // scratch: the signature of the shape being added
+	at      []int            // scratch: its key and limit indexes, two per delta
+}
+
+// markerSet is a marker set of mode h in a reconcileCall: its key's index
+// among KEYS and the request ids of its entries, in entry order.
+type markerSet struct {
+	key int
+	ids []any
 }
 
 // newReconcileCall returns a call with no entries yet.
 func (r *Redis) newReconcileCall() *reconcileCall {
-	return &reconcileCall{now: r.nowArg(), limitOf: map[[5]int64]int{}}
+	return &reconcileCall{now: r.nowArg(), keyOf: map[string]int{}, limitOf: map[[5]int64]int{},
+		setOf: map[string]int{}, shapeOf: map[string]int{}}
 }
 
 // args returns the call's ARGV (see lua/reconcile.lua).
 func (c *reconcileCall) args(r *Redis) []any {
-	args := make([]any, 0, 4+len(c.limits)+len(c.entries))
-	args = append(args, c.now, r.dedupFor, r.voidFor, len(c.limitOf))
+	n := 6 + len(c.limits) + 2*len(c.sets) + len(c.shapes) + len(c.entries)
+	for _, s := range c.sets {
+		n += len(s.ids)
+	}
+	args := make([]any, 0, n)
+	args = append(args, c.now, r.dedupFor, r.voidFor, len(c.limits), len(c.shapeOf), len(c.sets))
 	args = append(args, c.limits...)
+	for _, s := range c.sets {
+		args = append(args, s.key, len(s.ids))
+		args = append(args, s.ids...)
+	}
+	args = append(args, c.shapes...)
 	return append(args, c.entries...)
 }
 
@@ -561,7 +589,7 @@ func (c *reconcileCall) args(r *Redis) []any {
 // is not nil) in mode, for batch element owner: its marker key (none for
 // modeRefund, or modeReconcile with an empty requestID; for modeReconcile
 // and an id of NewRequestID's, the marker set of its epoch, the id then
-// sent as an ARGV), named in the slot of its first delta, then its deltas
+// sent in that set's list), named in the slot of its first delta, then its deltas
 // of non-zero units. An entry of
 // modeReconcile or modeRefund with no such delta is not added.
 func (c *reconcileCall) add(owner int, requestID string, deltas []Delta, idx []int, mode scriptMode) {
@@ -581,40 +609,115 @@ func (c *reconcileCall) add(owner int, requestID string, deltas []Delta, idx []i
 			count++
 		}
 	}
-	tag := "n"
+	e := rcEntry{mode: 'n'}
 	switch {
 	case mode == modeVoid:
-		tag = "v"
-		c.keys = append(c.keys, takeMarkerKey(at(0).Key, requestID))
+		e.mode, e.marker = 'v', takeMarkerKey(at(0).Key, requestID)
 		if epoch, ok := markerEpoch(requestID); ok {
-			tag = "w"
-			c.keys = append(c.keys, takenSetKey(at(0).Key, epoch))
+			e.mode, e.set, e.id = 'w', takenSetKey(at(0).Key, epoch), requestID
 		}
 	case count == 0:
 		return
 	case mode == modeReconcile && requestID != "":
-		tag = "r"
 		if epoch, ok := markerEpoch(requestID); ok {
-			tag = "h"
-			c.keys = append(c.keys, markerSetKey(at(0).Key, epoch))
+			e.mode, e.set, e.id = 'h', markerSetKey(at(0).Key, epoch), requestID
 		} else {
-			c.keys = append(c.keys, markerKey(at(0).Key, requestID))
+			e.mode, e.marker = 'r', markerKey(at(0).Key, requestID)
+		}
+	}
+	c.entry(owner, e, n, at)
+}
+
+// rcEntry is what an entry of reconcile.lua names besides its deltas: its
+// mode ('r', 'h', 'v', 'w' or 'n'), its own marker key (modes r, v, w),
+// its marker set's key and its request id (modes h, w).
+type rcEntry struct {
+	mode         byte
+	marker, set  string
+	id           string
+	sendZeroUnit bool // send deltas of zero units too (a test's; the store never does)
+}
+
+// entry appends to c, for batch element owner, the entry e with the n
+// deltas at(0) … at(n-1) (those of non-zero units unless e.sendZeroUnit):
+// its shape, added when new, then its marker index, id and units.
+func (c *reconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta) {
+	sig := append(c.sig[:0], e.mode)
+	set := 0
+	switch {
+	case e.mode == 'h':
+		set = c.markerSet(e.set)
+		c.sets[set-1].ids = append(c.sets[set-1].ids, e.id)
+		sig = binary.AppendUvarint(sig, uint64(set))
+	case e.set != "":
+		set = c.key(e.set)
+		sig = binary.AppendUvarint(sig, uint64(set))
+	}
+	c.at = c.at[:0]
+	for j := range n {
+		dl := at(j)
+		if dl.Units == 0 && !e.sendZeroUnit {
+			continue
+		}
+		k, l := c.key(dl.Key), c.limit(dl.Limit)
+		c.at = append(c.at, k, l)
+		sig = binary.AppendUvarint(binary.AppendUvarint(sig, uint64(k)), uint64(l))
+	}
+	c.sig = sig
+	shape, ok := c.shapeOf[string(sig)]
+	if !ok {
+		shape = len(c.shapeOf) + 1
+		c.shapeOf[string(sig)] = shape
+		c.shapes = append(c.shapes, string(e.mode))
+		if e.set != "" {
+			c.shapes = append(c.shapes, set)
+		}
+		c.shapes = append(c.shapes, len(c.at)/2)
+		for _, i := range c.at {
+			c.shapes = append(c.shapes, i)
 		}
 	}
 	c.owners = append(c.owners, owner)
-	c.entries = append(c.entries, tag)
-	if tag == "h" || tag == "w" {
-		c.entries = append(c.entries, requestID)
+	if shape == c.runOf {
+		c.entries[c.run] = c.entries[c.run].(int) + 1
+	} else {
+		c.runOf, c.run = shape, len(c.entries)+1
+		c.entries = append(c.entries, shape, 1)
 	}
-	c.entries = append(c.entries, count)
+	if e.marker != "" {
+		c.entries = append(c.entries, c.key(e.marker))
+	}
+	if e.mode == 'w' {
+		c.entries = append(c.entries, e.id)
+	}
 	for j := range n {
-		dl := at(j)
-		if dl.Units == 0 {
-			continue
+		if dl := at(j); dl.Units != 0 || e.sendZeroUnit {
+			c.entries = append(c.entries, dl.Units)
 		}
-		c.keys = append(c.keys, dl.Key)
-		c.entries = append(c.entries, c.limit(dl.Limit), dl.Units)
 	}
+}
+
+// markerSet returns the index (from 1) of the marker set key among c's
+// sets of mode h, adding it.
+func (c *reconcileCall) markerSet(key string) int {
+	i, ok := c.setOf[key]
+	if !ok {
+		c.sets = append(c.sets, markerSet{key: c.key(key)})
+		i = len(c.sets)
+		c.setOf[key] = i
+	}
+	return i
+}
+
+// key returns the index (from 1) of key among c's KEYS, adding it.
+func (c *reconcileCall) key(key string) int {
+	i, ok := c.keyOf[key]
+	if !ok {
+		c.keys = append(c.keys, key)
+		i = len(c.keys)
+		c.keyOf[key] = i
+	}
+	return i
 }
 
 // limit returns the index (from 1) of l among c's limits, adding it.

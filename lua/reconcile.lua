@@ -8,24 +8,27 @@
 -- strictest order of the entries (see settle); a bucket that several
 -- entries touch is read once and written once.
 --
--- KEYS      entry after entry: the entry's marker key unless its mode is
---           'n', then the bucket key of each of its deltas; in Redis
+-- KEYS      every key the call names, once each, in any order (package
+--           bucket sends them in order of first use): bucket keys and
+--           marker keys, named below by their index (1 to #KEYS); in Redis
 --           Cluster all KEYS share a slot. A reconciliation's marker is
 --           "llmguard:{<hash tag>}::rc:<request id>", whose existence
 --           means this request id was applied, or (mode 'h') the set
 --           "llmguard:{<hash tag>}::rcs:<epoch>" of the applied ids of one
 --           epoch of ids (bucket.NewRequestID), the id a member; a void's
 --           is the take marker of take.lua,
---           "llmguard:{<hash tag>}::tk:<request id>", followed (mode 'w') by
---           the taken set of its epoch, "…::tkt:<epoch>" (takebatch.lua). A
+--           "llmguard:{<hash tag>}::tk:<request id>", with (mode 'w') the
+--           taken set of its epoch, "…::tkt:<epoch>" (takebatch.lua). A
 --           bucket key may repeat, within an entry and across entries: its
 --           deltas are summed (see settle).
 -- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
 --           Redis TIME.
 -- ARGV[2]   how long a reconciliation's marker lives, ms.
 -- ARGV[3]   how long a void's marker (the tombstone 'v') lives, ms.
--- ARGV[4]   L, the number of distinct limits the deltas name; then one
---           ARGV per limit, its five numbers as one text (core.lua's
+-- ARGV[4]   L, the number of distinct limits the deltas name.
+-- ARGV[5]   S, the number of distinct shapes the entries have.
+-- ARGV[6]   H, the number of marker sets of mode 'h'.
+-- then one ARGV per limit, its five numbers as one text (core.lua's
 --           limitOf, converted once per text and kept from call to call):
 --           "capacity rate per windowStart windowEnd", capacity (units),
 --           rate (units per per), per (µs), windowStart (µs), windowEnd
@@ -34,19 +37,31 @@
 --           them (bucket.Limit.Validate). A window counter (windowEnd -1
 --           sliding, -2 fixed; see core.lua) has rate 0 and windowStart
 --           the window its take counted in (-1: the current window).
--- then, entry after entry:
+-- then per marker set of mode 'h': the index of its key among KEYS, the
+--           number n of its entries, then their n request ids, in entry
+--           order (each entry of the set takes the next);
+-- then per shape, what entries of one kind share:
 --   mode    'r': a reconciliation, once per request id (SET NX of its
 --           marker); 'h': the same, its marker a member of its epoch's set
---           (the id follows the mode as an ARGV of its own); 'v': the void
---           of a take (the deltas are its costs, negated); 'w': the same,
---           for an id whose take a batch may have recorded in its taken
---           set instead of its marker (two KEYS; the id follows the mode);
---           'n': no marker
---           (an empty request id, or an internal refund), the deltas apply
---           on every call.
---   id      modes 'h' and 'w' only: the request id.
---   count   the number of the entry's deltas, then 2 ARGV per delta: the
---           index of its limit (1 to L) and its units. A token bucket:
+--           (the shape names the set, whose list holds the id); 'v': the
+--           void of a take (the deltas are its costs, negated); 'w': the
+--           same, for an id whose take a batch may have recorded in its
+--           taken set instead of its marker (the shape names the set, each
+--           entry sends its marker and its id); 'n': no marker (an empty
+--           request id, or an internal refund), the deltas apply on every
+--           call.
+--   set     mode 'h': the index of its marker set (1 to H); mode 'w':
+--           the index of the taken set among KEYS; other modes send none.
+--   count   the number of deltas, then 2 ARGV per delta: the index of its
+--           bucket key among KEYS and the index of its limit (1 to L).
+-- then, run after run of consecutive entries of one shape: the index of
+--           the shape (1 to S), the number of entries in the run, then
+--           entry after entry:
+--   marker  modes 'r', 'v' and 'w' only: the index of its marker key among
+--           KEYS;
+--   id      mode 'w' only: the request id (mode 'h': its set's next id);
+--   units   one ARGV per delta of its shape, in the shape's order. A
+--           token bucket:
 --           positive units charge (the level may go below zero, debt),
 --           negative refund (never above capacity). A quota: units are
 --           added to the used of the delta's window (never below 0); when
@@ -54,8 +69,8 @@
 --           on since the take) the delta applies to nothing. An
 --           in-flight limit (rate 0, windowEnd 0): negative units release
 --           the slot of the entry's request id (ZREM; named by its marker
---           key, or its id in mode 'h'), other units change nothing; an entry without a marker
---           releases nothing. A window
+--           key, or by its id in modes 'h' and 'w'), other units change
+--           nothing; an entry without a marker releases nothing. A window
 --           counter: units are added to the count of the take's window
 --           (never below 0): cur when it is the current window, prev when
 --           it is a sliding window's previous one, nothing otherwise.
@@ -228,62 +243,68 @@ local function settle(c, limit, refund, spend, now)
   end
 end
 
--- indexText is the text of each of 1 to 9, as the entries send a limit's
--- index: a lookup instead of a conversion (tostring) per limit.
-local indexText = {'1', '2', '3', '4', '5', '6', '7', '8', '9'}
+-- markerOf tells, for each mode, whether its entries send a marker key's
+-- index (each entry its own key).
+local markerOf = {r = true, v = true, w = true}
 
--- markers is how many marker keys an entry of each mode names.
-local markers = {r = 1, h = 1, v = 1, w = 2, n = 0}
+-- A marker set's record (mode 'h'): its key, the ARGV of its first id,
+-- its id count, the ARGV of the id of its next entry, the ids it already
+-- holds (true by id), the ids applied now (in entry order).
+local SETKEY, FROM, IDS, NEXT, SEEN, FRESH = 1, 2, 3, 4, 5, 6
 
 -- @entry: the script's work; a Redis Functions library runs it as a function.
 floor = math.floor
 local now = clock(ARGV[1])
 local dedupFor, voidFor = ARGV[2], ARGV[3]
 local nl = digits[ARGV[4]] or ARGV[4] + 0
-local first = 5 + nl -- the first entry's ARGV
+local ns = digits[ARGV[5]] or ARGV[5] + 0
+local nh = digits[ARGV[6]] or ARGV[6] + 0
 
 -- Every limit as numbers (limitOf: capacity, rate, per, windowStart,
--- windowEnd, then its kind): limit i is ARGV[4 + i]. It is found by its
--- index as a number or as the text the entries send it in (a lookup, not
--- a conversion, per delta).
+-- windowEnd, then its kind): limit i is ARGV[6 + i].
 local limits = {}
 for l = 1, nl do
-  limits[l] = limitOf(ARGV[4 + l])
-  limits[indexText[l] or tostring(l)] = limits[l]
+  limits[l] = limitOf(ARGV[6 + l])
 end
 
--- Every bucket key once, in order of first use; every marker set once, in
--- order of first use, with the request ids of its entries (ids).
-local order, view = {}, {}
-local sets, ids = {}, {}
-local k, a = 1, first
-while a <= #ARGV do
-  local mode, head = ARGV[a], 2
+-- Every marker set of mode 'h' and the ids of its entries, in entry order.
+local sets = {}
+local a = 7 + nl
+for h = 1, nh do
+  local n = digits[ARGV[a + 1]] or ARGV[a + 1] + 0
+  sets[h] = {KEYS[digits[ARGV[a]] or ARGV[a] + 0], a + 2, n, a + 2, false, {}}
+  a = a + 2 + n
+end
+
+-- Every shape: its mode, its marker set (mode 'h': its record; mode 'w':
+-- its key; else false), its delta count, and its deltas' bucket keys and
+-- limits. Every bucket key once, in order of first use (a shape's keys are
+-- those of its first entry, so this is the order of the entries' first
+-- use).
+local shapes, order, view = {}, {}, {}
+for s = 1, ns do
+  local mode, set = ARGV[a], false
+  a = a + 1
   if mode == 'h' then
-    head = 3
-    local set = KEYS[k]
-    local list = ids[set]
-    if not list then
-      list = {}
-      ids[set] = list
-      sets[#sets + 1] = set
-    end
-    list[#list + 1] = ARGV[a + 1]
+    set = sets[digits[ARGV[a]] or ARGV[a] + 0]
+    a = a + 1
+  elseif mode == 'w' then
+    set = KEYS[digits[ARGV[a]] or ARGV[a] + 0]
+    a = a + 1
   end
-  if mode == 'w' then
-    head = 3
-  end
-  local count = digits[ARGV[a + head - 1]] or ARGV[a + head - 1] + 0
-  k = k + markers[mode]
-  for i = k, k + count - 1 do
-    local key = KEYS[i]
+  local count = digits[ARGV[a]] or ARGV[a] + 0
+  a = a + 1
+  local keys, lims = {}, {}
+  for i = 1, count do
+    local key = KEYS[digits[ARGV[a]] or ARGV[a] + 0]
+    keys[i], lims[i] = key, limits[digits[ARGV[a + 1]] or ARGV[a + 1] + 0]
+    a = a + 2
     if not view[key] then
       view[key] = true
       order[#order + 1] = key
     end
   end
-  k = k + count
-  a = a + head + 2 * count
+  shapes[s] = {mode, set, count, keys, lims, {}}
 end
 
 -- Every bucket's stored value, before anything is written: one MGET per
@@ -298,115 +319,125 @@ for from = 1, #order, 1000 do
 end
 
 -- The members each marker set already holds, of its entries' ids: one
--- SMISMEMBER per set of several entries (seen[set][id] is true for those);
--- fresh[set] collects the ids applied now. A set of one entry (a lone
--- reconciliation) is asked nothing here: its entry's SADD tells.
-local seen, fresh = {}, {}
+-- SMISMEMBER per set of several entries (its SEEN is true by id for
+-- those). A set of one entry (a lone reconciliation) is asked nothing
+-- here: its entry's SADD tells.
 for _, set in ipairs(sets) do
-  local list = ids[set]
   local s = {}
-  if #list > 1 then
-    local got = redis.call('SMISMEMBER', set, unpack(list))
-    for i = 1, #list do
+  local from, n = set[FROM], set[IDS]
+  if n > 1 then
+    local got = redis.call('SMISMEMBER', set[SETKEY], unpack(ARGV, from, from + n - 1))
+    for i = 1, n do
       if got[i] == 1 then
-        s[list[i]] = true
+        s[ARGV[from + i - 1]] = true
       end
     end
   end
-  seen[set], fresh[set] = s, {}
+  set[SEEN] = s
 end
 
 local reply, groups = {}, {}
-k, a = 1, first
 while a <= #ARGV do
-  local mode, head = ARGV[a], 2
-  if mode == 'h' or mode == 'w' then
-    head = 3
-  end
-  local count = digits[ARGV[a + head - 1]] or ARGV[a + head - 1] + 0
-  local applies = true
-  if mode == 'h' then
-    local id, set = ARGV[a + 1], KEYS[k]
-    if #ids[set] == 1 then
-      applies = redis.call('SADD', set, id) == 1
-      if applies then
-        redis.call('PEXPIRE', set, dedupFor)
-      end
-    else
-      local s = seen[set]
-      applies = not s[id]
-      if applies then
-        s[id] = true
-        local f = fresh[set]
-        f[#f + 1] = id
-      end
+  local shape = shapes[digits[ARGV[a]] or ARGV[a] + 0]
+  local mode, set, count = shape[1], shape[2], shape[3]
+  local run = digits[ARGV[a + 1]] or ARGV[a + 1] + 0
+  a = a + 2
+  for _ = 1, run do
+    local marker, id = false, false
+    if markerOf[mode] then
+      marker = KEYS[digits[ARGV[a]] or ARGV[a] + 0]
+      a = a + 1
     end
-  elseif mode == 'w' then
-    -- As 'v', the take counted as 't' when a batch recorded it in its
-    -- taken set. (Written as ifs: gopher-lua, miniredis's Lua, gave true
-    -- for "not voided and redis.call(...) == 1" with voided true.)
-    local stored = redis.call('GET', KEYS[k])
-    local mark = stored
-    if mark ~= 'v' and mark ~= 't' then
-      if redis.call('SISMEMBER', KEYS[k + 1], ARGV[a + 1]) == 1 then
-        mark = 't'
-      end
-    end
-    local nextMark, refund = voidMark(mark)
-    if stored ~= nextMark then
-      redis.call('SET', KEYS[k], nextMark, 'PX', voidFor)
-    end
-    applies = refund
-  elseif mode == 'v' then
-    local mark = redis.call('GET', KEYS[k])
-    local nextMark, refund = voidMark(mark)
-    if mark ~= nextMark then
-      redis.call('SET', KEYS[k], nextMark, 'PX', voidFor)
-    end
-    applies = refund
-  elseif mode == 'r' then
-    applies = redis.call('SET', KEYS[k], '1', 'NX', 'PX', dedupFor) ~= false
-  end
-  k = k + markers[mode]
-  reply[#reply + 1] = applies and 1 or 0
-  for i = 0, count - 1 do
-    if not applies then
-      break
-    end
-    local at = ARGV[a + head + 2 * i]
-    local limit = limits[at] or limits[at + 0]
-    local units = ARGV[a + head + 1 + 2 * i] + 0
-    local c = view[KEYS[k + i]]
-    if limit[6] == 'c' then
-      local holder = head == 3 and ARGV[a + 1] or mode ~= 'n' and holderOf(KEYS[k - 1])
-      if units < 0 and holder and not c[FOUND] and not c[DIRTY] then
-        redis.call('ZREM', KEYS[k + i], holder)
-      end
-    else
-      local g = c[limit]
-      if not g then
-        g = {c, limit, 0, 0}
-        c[limit] = g
-        groups[#groups + 1] = g
-      end
-      if units < 0 then
-        g[3] = g[3] + units
+    local applies = true
+    if mode == 'h' then
+      local at = set[NEXT]
+      id, set[NEXT] = ARGV[at], at + 1
+      if set[IDS] == 1 then
+        applies = redis.call('SADD', set[SETKEY], id) == 1
+        if applies then
+          redis.call('PEXPIRE', set[SETKEY], dedupFor)
+        end
       else
-        g[4] = g[4] + units
+        local s = set[SEEN]
+        applies = not s[id]
+        if applies then
+          s[id] = true
+          local f = set[FRESH]
+          f[#f + 1] = id
+        end
+      end
+    elseif mode == 'w' then
+      id = ARGV[a]
+      a = a + 1
+      -- As 'v', the take counted as 't' when a batch recorded it in its
+      -- taken set. (Written as ifs: gopher-lua, miniredis's Lua, gave true
+      -- for "not voided and redis.call(...) == 1" with voided true.)
+      local stored = redis.call('GET', marker)
+      local mark = stored
+      if mark ~= 'v' and mark ~= 't' then
+        if redis.call('SISMEMBER', set, id) == 1 then
+          mark = 't'
+        end
+      end
+      local nextMark, refund = voidMark(mark)
+      if stored ~= nextMark then
+        redis.call('SET', marker, nextMark, 'PX', voidFor)
+      end
+      applies = refund
+    elseif mode == 'v' then
+      local mark = redis.call('GET', marker)
+      local nextMark, refund = voidMark(mark)
+      if mark ~= nextMark then
+        redis.call('SET', marker, nextMark, 'PX', voidFor)
+      end
+      applies = refund
+    elseif mode == 'r' then
+      applies = redis.call('SET', marker, '1', 'NX', 'PX', dedupFor) ~= false
+    end
+    reply[#reply + 1] = applies and 1 or 0
+    if applies then
+      local keys, lims, gs = shape[4], shape[5], shape[6]
+      for i = 1, count do
+        local units = ARGV[a + i - 1] + 0
+        local g = gs[i]
+        if not g then
+          local limit = lims[i]
+          local c = view[keys[i]]
+          if limit[6] == 'c' then
+            local holder = id or marker and holderOf(marker)
+            if units < 0 and holder and not c[FOUND] and not c[DIRTY] then
+              redis.call('ZREM', keys[i], holder)
+            end
+          else
+            g = c[limit]
+            if not g then
+              g = {c, limit, 0, 0}
+              c[limit] = g
+              groups[#groups + 1] = g
+            end
+            gs[i] = g
+          end
+        end
+        if g then
+          if units < 0 then
+            g[3] = g[3] + units
+          else
+            g[4] = g[4] + units
+          end
+        end
       end
     end
+    a = a + count
   end
-  k = k + count
-  a = a + head + 2 * count
 end
 
 -- The markers of the ids applied now, one SADD per set, which then lives
 -- dedupFor ms more (every marker at least dedupFor after its write).
 for _, set in ipairs(sets) do
-  local f = fresh[set]
+  local f = set[FRESH]
   if #f > 0 then
-    redis.call('SADD', set, unpack(f))
-    redis.call('PEXPIRE', set, dedupFor)
+    redis.call('SADD', set[SETKEY], unpack(f))
+    redis.call('PEXPIRE', set[SETKEY], dedupFor)
   end
 end
 
