@@ -47,6 +47,7 @@ var litellmKey = regexp.MustCompile(`^(input_cost_per_token|output_cost_per_toke
 type litellmEntry struct {
 	standard, priority, flex TierPrices
 	hasStandardInput         bool
+	hasStandardOutput        bool
 	hasPriority, hasFlex     bool
 	longAbove                int64 // lowest band threshold, in tokens; 0: none
 	long, longPriority       TierPrices
@@ -59,7 +60,9 @@ type litellmEntry struct {
 // long-context band (fields with _above_<N>k_tokens; when an entry has
 // several bands, the lowest threshold with the highest price of each
 // field, so that no band is under-counted). Entries without
-// input_cost_per_token (metadata, image or audio models) are skipped.
+// input_cost_per_token (metadata, image or audio models) are skipped, and
+// so are entries without output_cost_per_token (absent or null) unless
+// their mode is embedding or moderation: their output would be free.
 // Errors: the JSON is invalid or nests deeper than 128 levels (checked by a
 // flat scan before encoding/json reads it), is not an object of objects, or
 // a price is negative or not finite.
@@ -84,6 +87,13 @@ func ParsePrices(b []byte) (map[string]Model, error) {
 		if e == nil || !e.hasStandardInput {
 			continue
 		}
+		if !e.hasStandardOutput && !billsNoOutput(fields) {
+			// An entry with an input price and no output price would
+			// make output free under usd limits: left unpriced, so a
+			// usd limit refuses the model's requests (model_not_priced)
+			// until a layer prices its output.
+			continue
+		}
 		m := e.model()
 		if v, ok := fields["max_input_tokens"]; ok {
 			var n int64
@@ -97,6 +107,15 @@ func ParsePrices(b []byte) (map[string]Model, error) {
 	return out, nil
 }
 
+// billsNoOutput reports whether a LiteLLM entry's "mode" is one whose
+// calls produce no output tokens (embedding, moderation), so that an
+// input price alone prices it fully.
+func billsNoOutput(fields map[string]json.RawMessage) bool {
+	var mode string
+	_ = json.Unmarshal(fields["mode"], &mode)
+	return mode == "embedding" || mode == "moderation"
+}
+
 // readLitellmEntry reads the price fields of one entry; nil when a price
 // field is not a number (the entry is then skipped, as before tiers were
 // read). Errors: a negative or non-finite price.
@@ -106,6 +125,9 @@ func readLitellmEntry(fields map[string]json.RawMessage) (*litellmEntry, error) 
 		m := litellmKey.FindStringSubmatch(key)
 		if m == nil {
 			continue
+		}
+		if string(v) == "null" {
+			continue // no price, where json.Unmarshal would read 0
 		}
 		var f float64
 		if err := json.Unmarshal(v, &f); err != nil {
@@ -140,8 +162,11 @@ func readLitellmEntry(fields map[string]json.RawMessage) (*litellmEntry, error) 
 			dst, e.hasFlex = &e.flex, true
 		default:
 			dst = &e.standard
-			if base == "input_cost_per_token" {
+			switch base {
+			case "input_cost_per_token":
 				e.hasStandardInput = true
+			case "output_cost_per_token":
+				e.hasStandardOutput = true
 			}
 		}
 		for _, lf := range litellmFields {

@@ -129,3 +129,22 @@ func TestTierTakesUnsetPricesFromBelow(t *testing.T) {
 		t.Error("the merge changed the table's own tier")
 	}
 }
+
+// A prices_file entry with an input price but no output price (absent or
+// null) is left unpriced, unless its mode bills no output (embedding,
+// moderation): it used to be read as priced with free output.
+func TestPricesFileOneSidedEntryIsUnpriced(t *testing.T) {
+	models, err := ParsePrices([]byte(`{
+		"my-chat": {"input_cost_per_token": 0.000001},
+		"my-chat2": {"input_cost_per_token": 0.000001, "output_cost_per_token": null},
+		"my-embed": {"input_cost_per_token": 0.0000001, "mode": "embedding"},
+		"my-full": {"input_cost_per_token": 0.000001, "output_cost_per_token": 0.000004}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"my-chat": false, "my-chat2": false, "my-embed": true, "my-full": true} {
+		if _, got := models[name]; got != want {
+			t.Errorf("%s priced: %v, want %v", name, got, want)
+		}
+	}
+}
