@@ -20,15 +20,19 @@ func offering(tb testing.TB, bytes int64) *Weigher {
 }
 
 // sameThreeWays fails t unless w (declining), o (offering) and p (plain)
-// weigh body as kind alike, and w and o resume alike.
-func sameThreeWays(t *testing.T, w, o, p *Weigher, kind Kind, body []byte, what string) {
+// weigh body as kind alike, and, when resumes is set, w and o resume
+// alike. Whether a body resumes depends on what each weigher's cache still
+// holds: once a long run has filled them, their evictions differ (each
+// path writes its own entries and hints) and so may their resumes, with
+// every estimate still equal; the fuzzer compares estimates only.
+func sameThreeWays(t *testing.T, w, o, p *Weigher, kind Kind, body []byte, what string, resumes bool) {
 	t.Helper()
 	rw, ro := w.CacheStats().Resumed, o.CacheStats().Resumed
 	got, ref, want := w.Weigh(kind, body), o.Weigh(kind, body), p.Weigh(kind, body)
 	if got != ref || got != want {
 		t.Fatalf("%s (%s %q):\ndeclining %+v\noffering  %+v\nplain     %+v", what, kind, body, got, ref, want)
 	}
-	if (w.CacheStats().Resumed > rw) != (o.CacheStats().Resumed > ro) {
+	if resumes && (w.CacheStats().Resumed > rw) != (o.CacheStats().Resumed > ro) {
 		t.Fatalf("%s: declining resumed %v, offering %v", what, w.CacheStats().Resumed > rw, o.CacheStats().Resumed > ro)
 	}
 }
@@ -42,7 +46,7 @@ func sameThreeWays(t *testing.T, w, o, p *Weigher, kind Kind, body []byte, what 
 func TestNotOfferedSameAsOffered(t *testing.T) {
 	w, o, p := cachedWeigher(t, 4<<20), offering(t, 4<<20), plain(t)
 	for i, b := range growingBodies(t, "gpt-4o", 11, 24<<10) {
-		sameThreeWays(t, w, o, p, KindChat, b, "growing turn "+string(rune('a'+i%26)))
+		sameThreeWays(t, w, o, p, KindChat, b, "growing turn "+string(rune('a'+i%26)), true)
 	}
 	base := agentBodyOf(6, 12, 2)
 	k := lastMessageEnd(t, base)
@@ -66,7 +70,7 @@ func TestNotOfferedSameAsOffered(t *testing.T) {
 		{"the base again", base},
 	}
 	for _, s := range steps {
-		sameThreeWays(t, w, o, p, KindChat, s.body, s.name)
+		sameThreeWays(t, w, o, p, KindChat, s.body, s.name, true)
 	}
 	// The field check wrote the hints of the messages it was not offered:
 	// each message of the last body (starting hintPrefix bytes before its
@@ -116,11 +120,11 @@ func FuzzNotOfferedSameAsOffered(f *testing.F) {
 		if responses {
 			kind = KindResponses
 		}
-		sameThreeWays(t, w, o, p, kind, body, "first")
+		sameThreeWays(t, w, o, p, kind, body, "first", false)
 		a := min(int(at), len(body))
 		c := min(a+int(cut), len(body))
 		edited := append(append(append([]byte(nil), body[:a]...), insert...), body[c:]...)
-		sameThreeWays(t, w, o, p, kind, edited, "edited")
-		sameThreeWays(t, w, o, p, kind, body, "first again")
+		sameThreeWays(t, w, o, p, kind, edited, "edited", false)
+		sameThreeWays(t, w, o, p, kind, body, "first again", false)
 	})
 }
