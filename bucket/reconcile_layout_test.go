@@ -306,6 +306,48 @@ type layoutResult struct {
 func runLayoutCase(t testing.TB, c *redis.Client, r *Redis, lc layoutCase, tag string, old bool) layoutResult {
 	t.Helper()
 	ctx := context.Background()
+	var res layoutResult
+	stored := runLayoutCaseWith(t, c, lc, tag, func() {
+		var keys []string
+		var args []any
+		newCall, oldCall := r.newReconcileCall(), &oldReconcileCall{now: r.nowArg(), limitOf: map[[5]int64]int{}}
+		for j, e := range lc.entries {
+			deltas := make([]Delta, len(e.keys))
+			for i, k := range e.keys {
+				deltas[i] = Delta{Key: layoutKey(tag, k), Limit: e.limits[i], Units: e.units[i]}
+			}
+			if old {
+				oldCall.add(j, e.id, deltas, e.idx, e.mode)
+			} else {
+				newCall.add(j, e.id, deltas, e.idx, e.mode)
+			}
+		}
+		if old {
+			keys, args = oldCall.keys, oldCall.args(r)
+		} else {
+			keys, args = newCall.keys, newCall.args(r)
+		}
+		if len(keys) > 0 {
+			var cmd *redis.Cmd
+			if old {
+				cmd = oldReconcileScript.Run(ctx, c, keys, args...)
+			} else {
+				cmd = r.call(ctx, r.reconcile, keys, args...)
+			}
+			reply, err := cmd.Int64Slice()
+			res.reply, res.err = reply, err != nil
+		}
+	})
+	res.keys = stored.keys
+	return res
+}
+
+// runLayoutCaseWith writes lc's state under tag, calls run, and reads
+// back every key of the tag (type, value, members, TTL), by its name with
+// the tag "@".
+func runLayoutCaseWith(t testing.TB, c *redis.Client, lc layoutCase, tag string, run func()) layoutResult {
+	t.Helper()
+	ctx := context.Background()
 	for k, v := range lc.state {
 		k = strings.Replace(k, "{@}", "{"+tag+"}", 1)
 		var err error
@@ -328,36 +370,8 @@ func runLayoutCase(t testing.TB, c *redis.Client, r *Redis, lc layoutCase, tag s
 			t.Fatal(err)
 		}
 	}
-	var keys []string
-	var args []any
-	newCall, oldCall := r.newReconcileCall(), &oldReconcileCall{now: r.nowArg(), limitOf: map[[5]int64]int{}}
-	for j, e := range lc.entries {
-		deltas := make([]Delta, len(e.keys))
-		for i, k := range e.keys {
-			deltas[i] = Delta{Key: layoutKey(tag, k), Limit: e.limits[i], Units: e.units[i]}
-		}
-		if old {
-			oldCall.add(j, e.id, deltas, e.idx, e.mode)
-		} else {
-			newCall.add(j, e.id, deltas, e.idx, e.mode)
-		}
-	}
+	run()
 	var res layoutResult
-	if old {
-		keys, args = oldCall.keys, oldCall.args(r)
-	} else {
-		keys, args = newCall.keys, newCall.args(r)
-	}
-	if len(keys) > 0 {
-		var cmd *redis.Cmd
-		if old {
-			cmd = oldReconcileScript.Run(ctx, c, keys, args...)
-		} else {
-			cmd = r.call(ctx, r.reconcile, keys, args...)
-		}
-		reply, err := cmd.Int64Slice()
-		res.reply, res.err = reply, err != nil
-	}
 	res.keys = map[string]layoutStored{}
 	stored, err := c.Keys(ctx, "lay:{"+tag+"}*").Result()
 	if err != nil {
@@ -405,6 +419,13 @@ func compareLayout(t testing.TB, c *redis.Client, lc layoutCase, exactTTL bool, 
 	start := time.Now()
 	want := runLayoutCase(t, c, r, lc, "o", true)
 	got := runLayoutCase(t, c, r, lc, "n", false)
+	diffLayout(t, got, want, exactTTL, start, where)
+}
+
+// diffLayout reports every difference between a run of the store's
+// layout (got) and of the oracle (want): see compareLayout.
+func diffLayout(t testing.TB, got, want layoutResult, exactTTL bool, start time.Time, where string) {
+	t.Helper()
 	slack := int64(0)
 	if !exactTTL {
 		slack = time.Since(start).Milliseconds() + 1

@@ -248,9 +248,10 @@ func limitText(capacity, rate, per, windowStart, windowEnd int64) string {
 // given in take.lua's single layout (now, '1', marker TTL, then 6 per
 // bucket: its 5 limit ARGV and its cost): every distinct bucket key, limit
 // and shape (marker TTL, taken set, and the keys and limits of the buckets)
-// sent once, each take naming its shape by index and sending its request id
-// (with a taken set: an id of NewRequestID's form) and its costs (see the
-// script's header). A take's marker key is sent as before (the batch reads
+// sent once; consecutive takes of one shape are one run, which sends its
+// shape's index and its length once, then each take its request id (with a
+// taken set: an id of NewRequestID's form) and its costs (see the script's
+// header). A take's marker key is sent as before (the batch reads
 // it: a void leaves "v" there); the taken set of its id's epoch goes among
 // the bucket keys, once per batch.
 func batchArgs(takes []*queuedTake) ([]string, []any) {
@@ -260,6 +261,7 @@ func batchArgs(takes []*queuedTake) ([]string, []any) {
 	var buckets, markers []string
 	var limits, shapes, entries []any
 	var shape []byte
+	prev, runAt := 0, 0
 	for _, q := range takes {
 		m, taken, id := 0, 0, ""
 		if q.args[2] != "0" {
@@ -308,7 +310,12 @@ func batchArgs(takes []*queuedTake) ([]string, []any) {
 		} else {
 			shapes = shapes[:at]
 		}
-		entries = append(entries, s)
+		if s == prev {
+			entries[runAt] = entries[runAt].(int) + 1
+		} else {
+			runAt, prev = len(entries)+1, s
+			entries = append(entries, s, 1)
+		}
 		if taken > 0 {
 			entries = append(entries, id)
 		}

@@ -23,9 +23,11 @@
 --           taken set (0: none), the bucket count n, then per bucket,
 --           narrowest first, the index of its key among the first D KEYS
 --           (1 to D) and the index of its limit (1 to L);
--- then, request after request: the index of its shape (1 to S), its
---           request id when the shape has a taken set, then the cost of
---           each of the shape's n buckets (units, >= 0).
+-- then the requests in runs of one shape (consecutive requests of one
+--           shape are one run): the index of the run's shape (1 to S), the
+--           run's length, then, request after request, its request id when
+--           the shape has a taken set and the cost of each of the shape's n
+--           buckets (units, >= 0).
 --
 -- A committed take of a shape with a taken set adds its id to the set
 -- instead of setting its marker key to 't' (the key is still read: a void
@@ -168,7 +170,8 @@ end
 -- index (reused from take to take): level, updated, found and cost.
 local levels, updateds, founds, spends = {}, {}, {}, {}
 
--- takeTokens is takeOne for a take whose buckets are all token buckets
+-- takeTokens, inlined in the batch's loop below (a call of it cost some
+-- 1.5k instructions per take), is takeOne for a take whose buckets are all token buckets
 -- (its shape's fast flag): take.lua's body for that kind step for step,
 -- the same core steps in the same order (parse, load, refill, check, wait,
 -- put, floorUnits; mark and write as the batch records them), without its
@@ -184,117 +187,10 @@ local levels, updateds, founds, spends = {}, {}, {}, {}
 -- beyond the int64 range) call the core functions. bucket's
 -- TestTakeBatchMatchesSequence compares them with take.lua's body, reply
 -- by reply and key by key, TTLs included.
--- shape is the take's shape, marker its marker key (nil without), ttl the
--- marker's TTL, costs the ARGV holding its costs from costs[at + 1] on, id
--- its request id when the shape has a taken set (the commit records the id
--- there instead of in the marker key). The reply is take.lua's.
-local function takeTokens(shape, marker, ttl, costs, at, id)
-  if marker and takeMarked(state[marker]) then
-    return {-1}
-  end
-  local n = shape[2]
-  local reply = {1, -1, 0, 0, nil, nil, nil, nil, nil, nil}
-  local firstLarge, firstShort, retry = -1, -1, 0
-  for i = 1, n do
-    local limit = shape[2 + 2 * i]
-    local capacity, rate, per, cost = limit[1], limit[2], limit[3], costs[at + i]
-    cost = digits[cost] or cost + 0
-    local v = state[shape[1 + 2 * i]]
-    local level, updated, found
-    if v and made[v] and v[1] == encode then -- a token bucket the batch wrote: load's 't'
-      level, updated, found = v[2], v[3], true
-    else
-      local kind, x, y = parse(v)
-      level, updated, found = load(kind, x, y, capacity, now)
-    end
-    if now > updated then -- refill
-      level = level + (now - updated) * rate / per
-      updated = now
-    end
-    if level > capacity then
-      level = capacity
-    end
-    levels[i], updateds[i], founds[i], spends[i] = level, updated, found, cost
-    if cost > capacity then -- check: too large
-      if firstLarge < 0 then
-        firstLarge = i - 1
-      end
-    elseif not (cost == 0 or level >= cost) then -- check: short
-      if firstShort < 0 then
-        firstShort = i - 1
-      end
-      retry = math.max(retry, wait(level, cost, rate, per))
-    end
-  end
-  if firstLarge >= 0 or firstShort >= 0 then
-    reply[1] = 0
-    if firstLarge >= 0 then
-      reply[2], reply[3] = firstLarge, 1
-    else
-      reply[2], reply[4] = firstShort, retry
-    end
-    for i = 1, n do
-      local limit, level = shape[2 + 2 * i], levels[i]
-      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, limit[1], limit[2], limit[3])
-    end
-    return reply
-  end
-  local taken = takenOf[shape]
-  if taken then
-    markIn(taken, id, ttl)
-  elseif marker then
-    remember(marker, ttl, 't')
-  end
-  for i = 1, n do
-    local limit = shape[2 + 2 * i]
-    local capacity, rate, per = limit[1], limit[2], limit[3]
-    local level, updated = levels[i] - spends[i], updateds[i]
-    local reset = 0 -- wait(level, capacity, rate, per)
-    if not (level >= capacity) then
-      reset = floor((capacity - level) * per / rate)
-      if reset >= maxWait then
-        reset = maxWait
-      else
-        local j = 0
-        while j < 2 and level + reset * rate / per < capacity do
-          reset = reset + 1
-          j = j + 1
-        end
-      end
-    end
-    local key, how = shape[1 + 2 * i], nil -- put(found, level, updated, capacity, reset, now)
-    if level >= capacity then
-      if founds[i] then
-        how = false
-      end
-    else
-      local fullAt = updated + reset
-      how = floor((fullAt - now) / 1000) + 1000
-    end
-    if how ~= nil then -- write and remember: how is a TTL or false, never true
-      local v = false
-      if how then
-        v = cells[key]
-        if v then
-          v[1], v[2], v[3], v[4] = encode, level, updated, nil
-        else
-          v = {encode, level, updated}
-          cells[key], made[v] = v, true
-        end
-      end
-      if pending[key] == nil then
-        written[#written + 1] = key
-      end
-      state[key], pending[key] = v, how
-    end
-    local units = floor(level) -- floorUnits
-    if units >= 2 ^ 63 or units <= -2 ^ 63 then
-      units = floorUnits(level)
-    end
-    reply[3 + 2 * i], reply[4 + 2 * i] = units, reset
-  end
-  return reply
-end
+-- It reads the take's shape, key (its marker key, nil without), ttl (the
+-- marker's TTL), its costs from ARGV[at + 1] on and id (its request id
+-- when the shape has a taken set: the commit records the id there instead
+-- of in the marker key), and leaves take.lua's reply in replies[r].
 
 -- @batch: the batch's entry; a Redis Functions library runs it as a function.
 floor = math.floor
@@ -346,49 +242,169 @@ end
 local replies = {}
 local keys, args = {}, {ARGV[1], '1'}
 local last, m, n, marker = nil, 0, 0, nd
-for r = 1, ARGV[3] + 0 do
-  local shape = shapes[digits[ARGV[a]] or ARGV[a] + 0]
-  local id, at = nil, a -- the id of a take with a taken set; its costs from ARGV[at + 1]
-  if takenOf[shape] then
-    id, at = ARGV[a + 1], a + 1
-  end
-  if fast[shape] then
-    local key
-    if shape[1] ~= '0' then
-      marker = marker + 1
-      key = KEYS[marker]
+local r, total, p = 0, ARGV[3] + 0, a -- p: the next ARGV to read
+while r < total do
+  local shape = shapes[digits[ARGV[p]] or ARGV[p] + 0]
+  local run = digits[ARGV[p + 1]] or ARGV[p + 1] + 0
+  local taken, isFast, ttl, width = takenOf[shape], fast[shape], shape[1], shape[2]
+  p = p + 2
+  for _ = 1, run do
+    r = r + 1
+    local id, at = nil, p - 1 -- the id of a take with a taken set; its costs from ARGV[at + 1]
+    if taken then
+      id, at = ARGV[p], p
     end
-    replies[r] = takeTokens(shape, key, shape[1], ARGV, at, id)
-  else
-    if shape ~= last then
-      local used = m + n
-      n, m = shape[2], 0
-      args[3] = shape[1]
-      if shape[1] ~= '0' then
-        m = 1
+    if isFast then
+      local key
+      if ttl ~= '0' then
+        marker = marker + 1
+        key = KEYS[marker]
+      end
+      repeat -- takeTokens (see above); break ends the take
+        if key and state[key] == 'v' then -- takeMarked, inlined
+          replies[r] = {-1}
+          break
+        end
+        local n = shape[2]
+        local reply = {1, -1, 0, 0, nil, nil, nil, nil, nil, nil}
+        local firstLarge, firstShort, retry = -1, -1, 0
+        for i = 1, n do
+          local limit = shape[2 + 2 * i]
+          local capacity, rate, per, cost = limit[1], limit[2], limit[3], ARGV[at + i]
+          cost = digits[cost] or cost + 0
+          local v = state[shape[1 + 2 * i]]
+          local level, updated, found
+          if v and made[v] and v[1] == encode then -- a token bucket the batch wrote: load's 't'
+            level, updated, found = v[2], v[3], true
+          else
+            local kind, x, y = parse(v)
+            level, updated, found = load(kind, x, y, capacity, now)
+          end
+          if now > updated then -- refill
+            level = level + (now - updated) * rate / per
+            updated = now
+          end
+          if level > capacity then
+            level = capacity
+          end
+          levels[i], updateds[i], founds[i], spends[i] = level, updated, found, cost
+          if cost > capacity then -- check: too large
+            if firstLarge < 0 then
+              firstLarge = i - 1
+            end
+          elseif not (cost == 0 or level >= cost) then -- check: short
+            if firstShort < 0 then
+              firstShort = i - 1
+            end
+            retry = math.max(retry, wait(level, cost, rate, per))
+          end
+        end
+        if firstLarge >= 0 or firstShort >= 0 then
+          reply[1] = 0
+          if firstLarge >= 0 then
+            reply[2], reply[3] = firstLarge, 1
+          else
+            reply[2], reply[4] = firstShort, retry
+          end
+          for i = 1, n do
+            local limit, level = shape[2 + 2 * i], levels[i]
+            reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, limit[1], limit[2], limit[3])
+          end
+          replies[r] = reply
+          break
+        end
+        local taken = takenOf[shape]
+        if taken then
+          local list = takenIds[taken] -- markIn, inlined once the set has a list
+          if list then
+            list[#list + 1] = id
+          else
+            markIn(taken, id, ttl)
+          end
+        elseif key then
+          remember(key, ttl, 't')
+        end
+        for i = 1, n do
+          local limit = shape[2 + 2 * i]
+          local capacity, rate, per = limit[1], limit[2], limit[3]
+          local level, updated = levels[i] - spends[i], updateds[i]
+          local reset = 0 -- wait(level, capacity, rate, per)
+          if not (level >= capacity) then
+            reset = floor((capacity - level) * per / rate)
+            if reset >= maxWait then
+              reset = maxWait
+            else
+              local j = 0
+              while j < 2 and level + reset * rate / per < capacity do
+                reset = reset + 1
+                j = j + 1
+              end
+            end
+          end
+          local key, how = shape[1 + 2 * i], nil -- put(found, level, updated, capacity, reset, now)
+          if level >= capacity then
+            if founds[i] then
+              how = false
+            end
+          else
+            local fullAt = updated + reset
+            how = floor((fullAt - now) / 1000) + 1000
+          end
+          if how ~= nil then -- write and remember: how is a TTL or false, never true
+            local v = false
+            if how then
+              v = cells[key]
+              if v then
+                v[1], v[2], v[3], v[4] = encode, level, updated, nil
+              else
+                v = {encode, level, updated}
+                cells[key], made[v] = v, true
+              end
+            end
+            if pending[key] == nil then
+              written[#written + 1] = key
+            end
+            state[key], pending[key] = v, how
+          end
+          local units = floor(level) -- floorUnits
+          if units >= 2 ^ 63 or units <= -2 ^ 63 then
+            units = floorUnits(level)
+          end
+          reply[3 + 2 * i], reply[4 + 2 * i] = units, reset
+        end
+        replies[r] = reply
+      until true
+    else
+      if shape ~= last then
+        local used = m + n
+        n, m = width, 0
+        args[3] = ttl
+        if ttl ~= '0' then
+          m = 1
+        end
+        for i = 1, n do
+          local limit, b = shape[2 + 2 * i], 6 * i - 2
+          keys[m + i] = shape[1 + 2 * i]
+          args[b], args[b + 1], args[b + 2], args[b + 3], args[b + 4] = limit[1], limit[2], limit[3], limit[4], limit[5]
+        end
+        for i = m + n + 1, used do
+          keys[i] = nil
+        end
+        last = shape
+      end
+      if m == 1 then
+        marker = marker + 1
+        keys[1] = KEYS[marker]
       end
       for i = 1, n do
-        local limit, b = shape[2 + 2 * i], 6 * i - 2
-        keys[m + i] = shape[1 + 2 * i]
-        args[b], args[b + 1], args[b + 2], args[b + 3], args[b + 4] = limit[1], limit[2], limit[3], limit[4], limit[5]
+        args[6 * i + 3] = ARGV[at + i]
       end
-      for i = m + n + 1, used do
-        keys[i] = nil
-      end
-      last = shape
+      markSet, markId = taken, id
+      replies[r] = takeOne(keys, args)
+      markSet = nil
     end
-    if m == 1 then
-      marker = marker + 1
-      keys[1] = KEYS[marker]
-    end
-    for i = 1, n do
-      args[6 * i + 3] = ARGV[at + i]
-    end
-    markSet, markId = takenOf[shape], id
-    replies[r] = takeOne(keys, args)
-    markSet = nil
+    p = at + 1 + width
   end
-  a = at + 1 + shape[2]
 end
 -- The marker sets first: a set that cannot be written (a key of another
 -- type) fails the batch before any bucket is written.
