@@ -78,7 +78,7 @@ var (
 	// errOddPath answers a path that is not plainPath: servers read it
 	// differently, so the endpoint that would serve it is unknown.
 	errOddPath = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_path",
-		anthropicType: "invalid_request_error", message: "The request path holds a dot segment, a backslash, a control character or a percent-encoded '.', '/', '\\' or '%', which servers resolve differently; send the endpoint's plain path."}
+		anthropicType: "invalid_request_error", message: "The request path holds a dot segment, a backslash, a control character or a percent-encoded '.', '/', '\\', '%', '?' or '#', which servers resolve differently; send the endpoint's plain path."}
 	// errBackgroundUnbounded answers a Responses request run in the
 	// background that names no max_output_tokens (weigher.Estimate.Background).
 	errBackgroundUnbounded = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "max_output_tokens_required",

@@ -89,10 +89,15 @@ func TestPathRulesHoldForEverySpelling(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 	for _, p := range []string{"/v1/chat/completions/", "/v1/Chat/Completions", "/V1/CHAT/COMPLETIONS", "/v1//chat/completions",
-		"/chat/completions", "/openai/v1/chat/completions", "/v1/chat/completions%3Fx=1"} {
+		"/chat/completions", "/openai/v1/chat/completions"} {
 		if resp, b := h.do(p, body); resp.StatusCode != 429 {
 			t.Errorf("POST %s: %d %s, want 429 from chat-hourly", p, resp.StatusCode, b)
 		}
+	}
+	// An escaped '?' is refused before any rule: a suffix-routing upstream
+	// reads past it (TestEscapedQueryMarkInPathRefused).
+	if resp, b := h.do("/v1/chat/completions%3Fx=1", body); resp.StatusCode != 400 || !strings.Contains(b, "invalid_path") {
+		t.Errorf("POST /v1/chat/completions%%3Fx=1: %d %s, want 400 invalid_path", resp.StatusCode, b)
 	}
 }
 
