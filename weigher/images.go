@@ -90,7 +90,12 @@ func (w *Weigher) images(body []byte, as func(string) string) Estimate {
 		// taken as per image of the n asked.
 		per += min(p, maxTokens/partialImageTokens) * partialImageTokens
 	}
-	est.OutputTokens = min(per*count, maxTokens)
+	// per and count are each at most maxTokens (1e15): their product could
+	// pass int64's range and wrap negative, so it saturates instead.
+	est.OutputTokens = maxTokens
+	if count <= maxTokens/per {
+		est.OutputTokens = min(per*count, maxTokens)
+	}
 	est.Images = count
 	est.ImageSize, est.ImageQuality = shortLower(stringOf(size)), shortLower(stringOf(quality))
 	return est

@@ -65,4 +65,10 @@ func TestPartialImagesReserved(t *testing.T) {
 	if got := w.Weigh(KindImages, body(`,"stream":true,"partial_images":1e300`)); got.OutputTokens != maxTokens || !got.Parsed {
 		t.Errorf("partial_images 1e300: %+v, want the cap %d", got, int64(maxTokens))
 	}
+	// partial_images at the cap and n at 10000: their product would wrap
+	// past int64 and weigh the request negative.
+	huge := []byte(`{"model":"gpt-image-1","prompt":"a cat","size":"1024x1024","quality":"low","n":10000,"stream":true,"partial_images":1e300}`)
+	if got := w.Weigh(KindImages, huge); got.OutputTokens != maxTokens {
+		t.Errorf("n 10000 and partial_images 1e300: output %d, want the cap %d", got.OutputTokens, int64(maxTokens))
+	}
 }
