@@ -573,7 +573,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 // that servers may read differently (plainPath) is refused.
 func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (rawUpPath string, r *refusal) {
 	path := internPath(ctx.Path())
-	if hasPathPrefix(path, "/v1/") && hasPathPrefix(path[3:], "/v1") && !p.router.prefixed(path) {
+	if hasPathPrefix(path, "/v1/") && hasPathPrefix(path[3:], "/v1") && !p.router.hasPrefixFor(path) {
 		rest := path[3:]
 		// A base URL that ends in /v1 given to an SDK that adds /v1 itself
 		// (Anthropic's): no API llmguard fronts has such a path, and the

@@ -174,15 +174,8 @@ func newRouter(ups []*Upstream) *router {
 // is configured; Azure's /openai/: the fallback then), and any other path
 // to the fallback.
 func (r *router) route(path string) (*Upstream, string) {
-	for _, u := range r.byPrefix {
-		p := strings.TrimSuffix(u.PathPrefix, "/")
-		if strings.HasPrefix(path, p) && (len(path) == len(p) || path[len(p)] == '/') {
-			rest := path[len(p):]
-			if rest == "" {
-				rest = "/"
-			}
-			return u, rest
-		}
+	if u, rest := r.prefixed(path); u != nil {
+		return u, rest
 	}
 	for f, d := range dialects {
 		if d == nil {
@@ -196,15 +189,19 @@ func (r *router) route(path string) (*Upstream, string) {
 	return r.fallback, path
 }
 
-// prefixed reports whether path falls under an upstream's path_prefix.
-func (r *router) prefixed(path string) bool {
+// prefixed returns the upstream whose path_prefix path falls under (the
+// longest) and the path past the prefix ("/" when none is left), or nil.
+func (r *router) prefixed(path string) (*Upstream, string) {
 	for _, u := range r.byPrefix {
 		p := strings.TrimSuffix(u.PathPrefix, "/")
 		if strings.HasPrefix(path, p) && (len(path) == len(p) || path[len(p)] == '/') {
-			return true
+			if rest := path[len(p):]; rest != "" {
+				return u, rest
+			}
+			return u, "/"
 		}
 	}
-	return false
+	return nil, ""
 }
 
 // owner names the flavor whose API claims path (Anthropic's for
@@ -217,6 +214,12 @@ func (r *router) owner(path string) Flavor {
 		}
 	}
 	return FlavorOpenAI
+}
+
+// hasPrefixFor reports whether path falls under an upstream's path_prefix.
+func (r *router) hasPrefixFor(path string) bool {
+	u, _ := r.prefixed(path)
+	return u != nil
 }
 
 // unserved names the flavor that owns path when route found no upstream
