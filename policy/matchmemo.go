@@ -13,8 +13,11 @@ import (
 // same path. A Policy's rules never change once compiled, so the answer to
 // the same question is the same: matchMemo keeps the last answers.
 
-// matchMemoBits sizes matchMemo: 1<<matchMemoBits slots.
-const matchMemoBits = 6
+// matchMemoBits sizes matchMemo: 1<<matchMemoBits slots. 256 keeps a
+// node's active callers apart well past the few dozen of a busy tenant
+// (with 64, a thousand users cycling missed nearly every time, and each
+// miss cost more than the lookup it saves).
+const matchMemoBits = 8
 
 // maxMatchMemoText is the most bytes of text (user, tenant, plan, model
 // names and path together) a remembered question holds; a longer one is
@@ -45,11 +48,12 @@ type matchMemo struct {
 // matchEntry is one question and its answer; never changed once
 // published.
 type matchEntry struct {
-	user, tenant, plan string
+	user, tenant, plan string // substrings of one copy of the question's text
 	models             [maxMatchMemoModels]string
 	nModels            int
 	path               string
-	rules              []*Rule
+	rules              [maxMatchMemoRules]*Rule
+	nRules             int
 }
 
 func newMatchMemo() *matchMemo { return &matchMemo{seed: maphash.MakeSeed()} }
@@ -92,17 +96,38 @@ func (e *matchEntry) is(pr *Principal, models []string, reqPath string) bool {
 	return true
 }
 
-// remember stores the answer rules to the question in slot s, with copies
-// of the question's text (the caller's strings may live in buffers that a
-// later request reuses).
+// remember stores the answer rules to the question in slot s, with one
+// copy of the question's text (the caller's strings may live in buffers
+// that a later request reuses): two allocations, the entry and the text.
 func remember(s *atomic.Pointer[matchEntry], pr *Principal, models []string, reqPath string, rules []*Rule) {
 	if len(rules) > maxMatchMemoRules {
 		return
 	}
-	e := &matchEntry{user: strings.Clone(pr.User), tenant: strings.Clone(pr.Tenant), plan: strings.Clone(pr.Plan),
-		nModels: len(models), path: strings.Clone(reqPath), rules: append([]*Rule(nil), rules...)}
-	for i, m := range models {
-		e.models[i] = strings.Clone(m)
+	var parts [4 + maxMatchMemoModels]string
+	n := copy(parts[:], []string{pr.User, pr.Tenant, pr.Plan, reqPath})
+	n += copy(parts[n:], models)
+	total := 0
+	for _, part := range parts[:n] {
+		total += len(part)
 	}
+	var b strings.Builder
+	b.Grow(total)
+	var ends [4 + maxMatchMemoModels]int
+	for i, part := range parts[:n] {
+		b.WriteString(part)
+		ends[i] = b.Len()
+	}
+	text := b.String()
+	at := func(i int) string {
+		if i == 0 {
+			return text[:ends[0]]
+		}
+		return text[ends[i-1]:ends[i]]
+	}
+	e := &matchEntry{user: at(0), tenant: at(1), plan: at(2), path: at(3), nModels: len(models), nRules: len(rules)}
+	for i := range models {
+		e.models[i] = at(4 + i)
+	}
+	copy(e.rules[:], rules)
 	s.Store(e)
 }

@@ -142,7 +142,7 @@ func (p *Policy) Match(dst []*Rule, pr Principal, model, reqPath string) []*Rule
 // the priced model a dated snapshot or an alias resolves to): a rule
 // applies when it matches any of them, and appears once, in Match's order.
 // Empty names are skipped unless they are all there is. The policy
-// remembers its last answers (matchmemo.go: up to 64, each for at most
+// remembers its last answers (matchmemo.go: up to 256, each for at most
 // three names and 512 bytes of text), so a question asked again costs a
 // hash and a comparison; the answer is the same either way.
 func (p *Policy) MatchNames(dst []*Rule, pr Principal, models []string, reqPath string) []*Rule {
@@ -151,7 +151,7 @@ func (p *Policy) MatchNames(dst []*Rule, pr Principal, models []string, reqPath 
 	}
 	s := p.match.slot(&pr, models, reqPath)
 	if e := s.Load(); e != nil && e.is(&pr, models, reqPath) {
-		return append(dst, e.rules...)
+		return append(dst, e.rules[:e.nRules]...)
 	}
 	n := len(dst)
 	dst = p.matchNames(dst, pr, models, reqPath)
