@@ -26,8 +26,8 @@ const keyMemoBits = 6
 // entries, each the strings of one principal, one label and one request's
 // keys (bounded by the identity's and the config's sizes); an entry also
 // holds its rules, and so their policy, until a request of its slot
-// replaces it: after reloads, at most 1<<keyMemoBits old policies are kept
-// alive by idle callers' entries. A miss allocates the entry, one small
+// replaces it or a reload clears the table (Meter.Reload; a request still
+// under the old policy may refill a slot just after). A miss allocates the entry, one small
 // object. The zero value is empty. Safe for
 // concurrent use.
 type keyMemo struct {

@@ -675,6 +675,8 @@ func failClosedRule(rules []Applied) *policy.Rule {
 // Reload tells the meter a new policy is in force: it forgets the bucket
 // keys it remembers for recent callers (keyMemo), which hold the replaced
 // policy's rules and would keep that whole policy in memory until their
-// slots were reused. Requests admitted meanwhile build their keys anew.
-// Safe for concurrent use.
+// slots were reused. A request still admitted under the old policy may
+// fill a slot again just after; such entries go as new callers reuse
+// their slots, and the memo never holds more than its 64 entries. Safe for
+// concurrent use.
 func (m *Meter) Reload() { m.keys.clear() }

@@ -445,21 +445,10 @@ func (s *answerScan) chatUsage(body []byte) (u Usage, ok bool) {
 	return u, true
 }
 
-// skipSpaceBytes is skipSpace on a byte slice. A byte above ' ' (JSON
-// from an API rarely holds whitespace) returns at once, inlined.
+// skipSpaceBytes is skipSpace (scan.go) on a byte slice, which it reads
+// without a copy.
 func skipSpaceBytes(b []byte, i int) int {
-	if i < len(b) && b[i] > ' ' {
-		return i
-	}
-	return skipSpaceRun(b, i)
-}
-
-// skipSpaceRun is skipSpaceBytes past a run of whitespace.
-func skipSpaceRun(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-		i++
-	}
-	return i
+	return skipSpace(unsafe.String(unsafe.SliceData(b), len(b)), i)
 }
 
 // literal reports whether word (true, false, null) is written at b[i:].
