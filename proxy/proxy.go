@@ -599,7 +599,7 @@ func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (rawUpPath string, 
 		return "", &refusal{err: errAmbiguousPath, outcome: meter.OutcomeInvalid}
 	}
 	x.path, x.deployment = up.dialect.endpoint(upPath)
-	if !weigher.ReadMethod(string(ctx.Method())) && (queryNamesModel(ctx.URI().QueryString()) ||
+	if !weigher.ReadMethod(string(ctx.Method())) && (queryNamesModel(ctx.URI().QueryString()) || hasSegment(upPath, "engines") ||
 		up.Flavor != FlavorAzure && hasSegment(upPath, "deployments")) {
 		return "", &refusal{err: errModelOutsideBody, outcome: meter.OutcomeInvalid}
 	}
@@ -637,9 +637,14 @@ func queryNamesModel(q []byte) bool {
 	return false
 }
 
-// hasSegment reports whether path has a segment equal to seg in any case.
+// hasSegment reports whether path has a segment equal to seg in any case,
+// with any ";params" part dropped (as servlet containers drop it before
+// routing, and weigher.Classify before classifying).
 func hasSegment(path, seg string) bool {
 	for part := range strings.SplitSeq(path, "/") {
+		if i := strings.IndexByte(part, ';'); i >= 0 {
+			part = part[:i]
+		}
 		if strings.EqualFold(part, seg) {
 			return true
 		}
