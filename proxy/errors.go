@@ -64,12 +64,15 @@ var (
 	errAmbiguousPath = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_path",
 		anthropicType: "invalid_request_error", message: "The request path routes differently decoded and as sent (a percent-encoded path prefix); send it unencoded."}
 	// errModelOutsideBody answers a request that names a model outside its
-	// body: a "model" query parameter, or a deployments path sent to an
-	// upstream that is not Azure (whose deployments llmguard maps to
+	// body: a "model" query parameter, an engines path segment (OpenAI's
+	// retired /v1/engines/{engine}/… API), or a deployments path sent to
+	// an upstream that is not Azure (whose deployments llmguard maps to
 	// models itself). OpenAI-compatible servers such as LiteLLM's proxy
-	// bill that model over the body's, which is the one llmguard prices.
+	// (its /engines/{model:path}/chat/completions, /completions and
+	// /embeddings routes) bill that model over the body's, which is the
+	// one llmguard prices.
 	errModelOutsideBody = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "model_outside_body",
-		anthropicType: "invalid_request_error", message: "The request names a model outside its body (a model query parameter, or a deployments " +
+		anthropicType: "invalid_request_error", message: "The request names a model outside its body (a model query parameter, an engines path, or a deployments " +
 			"path to an upstream that is not Azure): an upstream may bill that model, while llmguard prices the body's. Name the model in the body only."}
 	// errReadWithBody answers a GET, HEAD, DELETE or OPTIONS that carries
 	// a body (see weigher.ReadMethod): no API llmguard fronts takes one.

@@ -302,8 +302,12 @@ type exchange struct {
 	idBuf     [bucket.RequestIDLen]byte
 	principal policy.Principal
 	keyHeader string // the header the caller's key came from
-	live      *live  // the policy and weigher this request started with
-	upstream  *Upstream
+	// keyField is, for a pass-through caller, the value of keyHeader as
+	// identify read it: the one field forwarded (see forward), whatever
+	// the body's trailer fields set after it was read.
+	keyField string
+	live     *live // the policy and weigher this request started with
+	upstream *Upstream
 	// pathFlavor is the flavor whose API the path is when no upstream
 	// serves it (route's 404): the answer's shape. Unused once upstream is set.
 	pathFlavor Flavor
@@ -599,7 +603,7 @@ func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (rawUpPath string, 
 		return "", &refusal{err: errAmbiguousPath, outcome: meter.OutcomeInvalid}
 	}
 	x.path, x.deployment = up.dialect.endpoint(upPath)
-	if !weigher.ReadMethod(string(ctx.Method())) && (queryNamesModel(ctx.URI().QueryString()) ||
+	if !weigher.ReadMethod(string(ctx.Method())) && (queryNamesModel(ctx.URI().QueryString()) || hasSegment(upPath, "engines") ||
 		up.Flavor != FlavorAzure && hasSegment(upPath, "deployments")) {
 		return "", &refusal{err: errModelOutsideBody, outcome: meter.OutcomeInvalid}
 	}
@@ -637,9 +641,14 @@ func queryNamesModel(q []byte) bool {
 	return false
 }
 
-// hasSegment reports whether path has a segment equal to seg in any case.
+// hasSegment reports whether path has a segment equal to seg in any case,
+// with any ";params" part dropped (as servlet containers drop it before
+// routing, and weigher.Classify before classifying).
 func hasSegment(path, seg string) bool {
 	for part := range strings.SplitSeq(path, "/") {
+		if i := strings.IndexByte(part, ';'); i >= 0 {
+			part = part[:i]
+		}
 		if strings.EqualFold(part, seg) {
 			return true
 		}
@@ -700,6 +709,9 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	}
 	x.principal = pr
 	x.keyHeader = keyHeader
+	if pr.PassThrough {
+		x.keyField = string(ctx.Request.Header.Peek(keyHeader))
+	}
 	return nil
 }
 
@@ -961,16 +973,15 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 		}
 		// A second field of the credential's name (in any case) may carry
 		// another key, which the upstream could bill instead of the one
-		// limited: all of them go, and the one that identified the caller
-		// (the first, as identify read it) is set again.
-		again := fieldCount(&req.Header, x.keyHeader) > 1
-		if again {
-			drop = append(drop, x.keyHeader)
-		}
+		// limited, and so may a trailer field of a chunked body, read
+		// after identify (fasthttp merges trailer fields into the header,
+		// replacing a field of the same name: x-api-key and api-key are
+		// not among the names it refuses there): all of them go, and the
+		// field that identified the caller, as identify read it, is set
+		// again.
+		drop = append(drop, x.keyHeader)
 		removeFields(&req.Header, drop)
-		if again {
-			req.Header.SetBytesV(x.keyHeader, ctx.Request.Header.Peek(x.keyHeader))
-		}
+		req.Header.Set(x.keyHeader, x.keyField)
 	} else {
 		removeFields(&req.Header, virtualKeyDrop)
 	}

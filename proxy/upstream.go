@@ -360,13 +360,3 @@ func spelled(k []byte, f string) string {
 	}
 	return string(k)
 }
-
-// fieldCount is how many fields h holds named name, without regard to case.
-func fieldCount(h headerSet, name string) (n int) {
-	for _, k := range h.PeekKeys() {
-		if len(k) == len(name) && bytes.EqualFold(k, []byte(name)) {
-			n++
-		}
-	}
-	return n
-}

@@ -337,6 +337,12 @@ func (a *App) startTLS(cfg *config.Config) error {
 func (a *App) Serve(ln, admin net.Listener) error {
 	errc := make(chan error, 2)
 	n := 1
+	// Innermost: an accept that fails for want of file descriptors waits
+	// and tries again, where fasthttp would stop serving the listener.
+	ln = acceptRetry(ln, a.log, "proxy")
+	if admin != nil {
+		admin = acceptRetry(admin, a.log, "admin")
+	}
 	ln = proxy.WriteTimeoutListener(ln, time.Duration(a.Config.ClientWriteTimeout))
 	if a.tlsProxy != nil {
 		// Inside the write deadlines: each TLS record is written by the
