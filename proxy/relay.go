@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,9 @@ var errClientGone = errors.New("proxy: client disconnected")
 func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response) *refusal {
 	if st := resp.StatusCode(); (st == fasthttp.StatusUnauthorized || st == fasthttp.StatusForbidden) && !x.principal.PassThrough {
 		return p.gatewayCredentialRefused(ctx, x, resp)
+	}
+	if st := resp.StatusCode(); st < 200 {
+		return p.informationalRefused(ctx, x, resp)
 	}
 	resp.Header.CopyTo(&ctx.Response.Header)
 	removeFields(&ctx.Response.Header, nil)
@@ -174,6 +178,27 @@ func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, 
 	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), x.live.ietf)
 	ctx.Response.Header.Set("x-should-retry", "false")
 	return &refusal{err: errGatewayCredential, outcome: meter.OutcomeUpstreamError}
+}
+
+// informationalRefused answers an upstream that gave an informational
+// status (1xx) as its final answer: fasthttp's client reads past 100 and
+// the other interim answers (at most 100 of them) but hands on 101
+// Switching Protocols, which no LLM API sends to a POST. Relayed, it left
+// the caller waiting for a final answer that never came. The caller gets
+// llmguard's own 502 upstream_error; the reservation stands (the upstream
+// read the request and may have billed it), as when an answer is lost.
+func (p *Proxy) informationalRefused(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response) *refusal {
+	status := resp.StatusCode()
+	x.held = nil
+	resp.CloseBodyStream()
+	fasthttp.ReleaseResponse(resp)
+	x.status = fasthttp.StatusBadGateway
+	x.upstream.series.Record(status, x.upstreamTime)
+	p.log.Warn("the upstream answered with an informational status in place of a final answer", "upstream", x.upstream.Name, "status", status, "request_id", x.id)
+	x.settle(meter.Settlement{Source: spec.SourceReserved})
+	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), x.live.ietf)
+	return &refusal{err: apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_error",
+		anthropicType: "api_error", message: "llmguard got no final answer from the upstream (" + x.upstream.Name + "): it answered " + strconv.Itoa(status) + "."}, outcome: meter.OutcomeUpstreamError}
 }
 
 // finish reads the usage of a buffered response and settles the exchange.

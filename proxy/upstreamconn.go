@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -49,6 +50,10 @@ type upstreamConn struct {
 	// the first reuse (idleMade): nil when tcp is no socket.
 	idle     *idlePeek
 	idleMade bool
+	// switched: the upstream answered 101 Switching Protocols on this
+	// connection (retryTransport); it is refused like a closed idle one.
+	// Atomic: it is set after fasthttp has pooled the connection.
+	switched atomic.Bool
 	// addr is LocalAddr's answer, made once: fasthttp asks for it on every
 	// answer (Response.ParseNetConn).
 	addr net.Addr
@@ -63,6 +68,9 @@ func (c *upstreamConn) Write(p []byte) (int, error) {
 		if c.exchanges > 1 {
 			if !c.idleMade {
 				c.idle, c.idleMade = newIdlePeek(c.tcp), true
+			}
+			if c.switched.Load() {
+				return 0, errIdleClosed
 			}
 			if unusable, _ := c.idle.unusable(); unusable {
 				return 0, errIdleClosed
@@ -142,6 +150,17 @@ type retryTransport struct{}
 func (retryTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
 	_, err := fasthttp.DefaultTransport.RoundTrip(hc, req, resp)
 	if err == nil {
+		if resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
+			// The connection now speaks whatever the upstream switched
+			// to, yet fasthttp pooled it (a 101 has no body to hold it
+			// by): mark it, so that the next request refuses it before
+			// writing (and is sent on a fresh connection), and no request
+			// reads what the upstream sends next as its answer. relay
+			// refuses the 101 itself.
+			if a, ok := resp.LocalAddr().(connAddr); ok {
+				a.conn.switched.Store(true)
+			}
+		}
 		return false, nil
 	}
 	a, ok := resp.LocalAddr().(connAddr)
