@@ -72,10 +72,10 @@ type RedisOptions struct {
 // cost only when all can pay, with the same arithmetic, bit for bit, as the
 // Memory store: one MGET reads every key (the take marker with the
 // buckets), and a commit writes each changed key once. A take sent alone
-// whose buckets are all token buckets goes in take.lua's lone layout (each
-// limit one text, read once per text by the library and kept; see
-// loneArgs) to the script's token-bucket path, with the same reply and
-// writes. Reconciliations
+// whose buckets are all token buckets goes in take.lua's lone layout (its
+// marker TTL and limits as one text, read once per text by the library and
+// kept, then its costs; see loneArgs) to the script's token-bucket path,
+// with the same writes and reply. Reconciliations
 // (lua/reconcile.lua) apply the deltas once per request id; ReconcileBatch
 // applies many requests' in one script (one per slot in a cluster), reading
 // and writing each bucket once however many requests touch it, so that an
