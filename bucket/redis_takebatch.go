@@ -277,10 +277,8 @@ func limitText(capacity, rate, per, windowStart, windowEnd int64) string {
 // it: a void leaves "v" there); the taken set of its id's epoch goes among
 // the bucket keys, once per batch.
 func batchArgs(takes []*queuedTake) ([]string, []any) {
-	keyOf := map[string]int{}
-	limitOf := map[[5]any]int{}
-	shapeOf := map[string]int{}
-	var buckets, markers []string
+	var in interner
+	var markers []string
 	var limits, shapes, entries []any
 	var shape []byte
 	prev, runAt := 0, 0
@@ -292,13 +290,7 @@ func batchArgs(takes []*queuedTake) ([]string, []any) {
 			var set string
 			var ok bool
 			if set, id, ok = takenSetOf(q.keys[0]); ok {
-				k, seen := keyOf[set]
-				if !seen {
-					buckets = append(buckets, set)
-					k = len(buckets)
-					keyOf[set] = k
-				}
-				taken = k
+				taken = in.key(set)
 			}
 		}
 		n := (len(q.args) - 3) / 6
@@ -306,30 +298,18 @@ func batchArgs(takes []*queuedTake) ([]string, []any) {
 		at := len(shapes)
 		shapes = append(shapes, q.args[2], taken, n)
 		for j := range n {
-			key := q.keys[m+j]
-			k, ok := keyOf[key]
-			if !ok {
-				buckets = append(buckets, key)
-				k = len(buckets)
-				keyOf[key] = k
-			}
+			k := in.key(q.keys[m+j])
 			a := q.args[3+6*j:]
-			spec := [5]any{a[0], a[1], a[2], a[3], a[4]}
-			l, ok := limitOf[spec]
-			if !ok {
+			l, added := in.limit(limitOfArgs(a))
+			if added {
 				limits = append(limits, a[0], a[1], a[2], a[3], a[4])
-				l = len(limitOf) + 1
-				limitOf[spec] = l
 			}
 			shape = strconv.AppendInt(append(shape, ' '), int64(k), 10)
 			shape = strconv.AppendInt(append(shape, ' '), int64(l), 10)
 			shapes = append(shapes, k, l)
 		}
-		s, ok := shapeOf[string(shape)]
-		if !ok {
-			s = len(shapeOf) + 1
-			shapeOf[string(shape)] = s
-		} else {
+		s, added := in.shape(shape)
+		if !added {
 			shapes = shapes[:at]
 		}
 		if s == prev {
@@ -345,12 +325,23 @@ func batchArgs(takes []*queuedTake) ([]string, []any) {
 			entries = append(entries, q.args[3+6*j+5])
 		}
 	}
-	keys := append(buckets, markers...)
+	buckets := in.keys.items
+	keys := append(buckets[:len(buckets):len(buckets)], markers...)
 	args := make([]any, 0, 6+len(limits)+len(shapes)+len(entries))
-	args = append(args, takes[0].args[0], "c", len(takes), len(buckets), len(limitOf), len(shapeOf))
+	args = append(args, takes[0].args[0], "c", len(takes), len(buckets), in.limits.len(), in.shapes.len())
 	args = append(args, limits...)
 	args = append(args, shapes...)
 	return keys, append(args, entries...)
+}
+
+// limitOfArgs reads a limit's five ARGV in take.lua's single layout (as
+// appendLimit wrote them, int64s) for the interner.
+func limitOfArgs(a []any) [5]int64 {
+	var l [5]int64
+	for i := range l {
+		l[i] = a[i].(int64)
+	}
+	return l
 }
 
 // int64s reads one element of a batch reply: a list of integers.
