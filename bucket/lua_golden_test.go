@@ -311,7 +311,7 @@ func (r *Redis) check(ctx context.Context, it Item) (Decision, error) {
 func (r *Redis) applyScript(ctx context.Context, deltas []Delta) error {
 	c := r.newReconcileCall()
 	c.entry(0, rcEntry{mode: 'n', sendZeroUnit: true}, len(deltas), func(j int) Delta { return deltas[j] })
-	return r.call(ctx, r.reconcile, c.keys, c.args(r)...).Err()
+	return r.call(ctx, r.reconcile, c.keys(), c.args(r)...).Err()
 }
 
 // readState reads a bucket key as the scripts store it.

@@ -410,7 +410,7 @@ func runBatchGolden(t *testing.T, c *redis.Client, cases []batchCase, exactTTL b
 		wantReply, want := bc.model()
 		var got []int64
 		if len(call.owners) > 0 {
-			got, err = r.call(ctx, r.reconcile, call.keys, call.args(r)...).Int64Slice()
+			got, err = r.call(ctx, r.reconcile, call.keys(), call.args(r)...).Int64Slice()
 			if err != nil {
 				t.Fatalf("%s: %v", where, err)
 			}

@@ -325,7 +325,7 @@ func runLayoutCase(t testing.TB, c *redis.Client, r *Redis, lc layoutCase, tag s
 		if old {
 			keys, args = oldCall.keys, oldCall.args(r)
 		} else {
-			keys, args = newCall.keys, newCall.args(r)
+			keys, args = newCall.keys(), newCall.args(r)
 		}
 		if len(keys) > 0 {
 			var cmd *redis.Cmd

@@ -72,10 +72,10 @@ type RedisOptions struct {
 // cost only when all can pay, with the same arithmetic, bit for bit, as the
 // Memory store: one MGET reads every key (the take marker with the
 // buckets), and a commit writes each changed key once. A take sent alone
-// whose buckets are all token buckets goes in take.lua's lone layout (each
-// limit one text, read once per text by the library and kept; see
-// loneArgs) to the script's token-bucket path, with the same reply and
-// writes. Reconciliations
+// whose buckets are all token buckets goes in take.lua's lone layout (its
+// marker TTL and limits as one text, read once per text by the library and
+// kept, then its costs; see loneArgs) to the script's token-bucket path,
+// with the same writes and reply. Reconciliations
 // (lua/reconcile.lua) apply the deltas once per request id; ReconcileBatch
 // applies many requests' in one script (one per slot in a cluster), reading
 // and writing each bucket once however many requests touch it, so that an
@@ -371,7 +371,7 @@ func (r *Redis) ReconcileBatch(ctx context.Context, batch []Reconciliation) []er
 	}
 	sc := make([]scriptCall, len(calls))
 	for k, c := range calls {
-		sc[k] = scriptCall{script: r.reconcile, keys: c.keys, args: c.args(r)}
+		sc[k] = scriptCall{script: r.reconcile, keys: c.keys(), args: c.args(r)}
 	}
 	r.run(ctx, sc)
 	for k, c := range calls {
@@ -465,7 +465,7 @@ func (r *Redis) refunds(requestID string, items []Item, groups []group, reread b
 		}
 		c := r.newReconcileCall()
 		c.add(0, requestID, deltas, nil, mode)
-		calls = append(calls, scriptCall{script: r.reconcile, keys: c.keys, args: c.args(r)})
+		calls = append(calls, scriptCall{script: r.reconcile, keys: c.keys(), args: c.args(r)})
 		if reread {
 			zero := make([]Item, len(g.idx))
 			for j, i := range g.idx {
@@ -539,20 +539,28 @@ const (
 // set, bucket keys and limits) their entries name.
 type reconcileCall struct {
 	now     string
-	keys    []string         // KEYS: every distinct key, in order of first use
-	keyOf   map[string]int   // a key → its index in keys, from 1
-	limits  []any            // 1 ARGV per distinct limit, its text (limitText)
-	limitOf map[[5]int64]int // a limit's ARGV → its index, from 1
-	sets    []markerSet      // the marker sets of mode h, in order of first use
-	setOf   map[string]int   // a marker set's key → its index in sets, from 1
-	shapes  []any            // per shape: mode, set (modes h, w), count, then key and limit index per delta
-	shapeOf map[string]int   // a shape's signature → its index, from 1
-	entries []any            // per run of entries of one shape: shape index, run length, then per entry: marker index (modes r, v, w), id (mode w), units per delta
-	run     int              // the index in entries of the last run's length
-	runOf   int              // the shape of the last run (0: none yet)
-	owners  []int            // the batch element of each entry
-	sig     []byte           // scratch: the signature of the shape being added
-	at      []int            // scratch: its key and limit indexes, two per delta
+	in      interner      // the distinct keys (KEYS, in order of first use), limits and shapes
+	limits  []any         // 1 ARGV per distinct limit, its text (limitText)
+	sets    []markerSet   // the marker sets of mode h, in order of first use
+	setOf   index[string] // the marker sets' keys, numbered as sets
+	shapes  []any         // per shape: mode, set (modes h, w), count, then key and limit index per delta
+	entries []any         // per run of entries of one shape: shape index, run length, then per entry: marker index (modes r, v, w), id (mode w), units per delta
+	run     int           // the index in entries of the last run's length
+	runOf   int           // the shape of the last run (0: none yet)
+	owners  []int         // the batch element of each entry
+	sig     []byte        // scratch: the signature of the shape being added
+	at      []int         // scratch: its key and limit indexes, two per delta
+
+	// Room for a lone reconciliation's slices (newReconcileCall starts
+	// them here), so that a call of one or two entries grows none of them
+	// through three allocations each.
+	sigBuf     [24]byte
+	atBuf      [8]int
+	limitsBuf  [4]any
+	shapesBuf  [12]any
+	entriesBuf [12]any
+	ownersBuf  [2]int
+	setsBuf    [1]markerSet
 }
 
 // markerSet is a marker set of mode h in a reconcileCall: its key's index
@@ -564,9 +572,15 @@ type markerSet struct {
 
 // newReconcileCall returns a call with no entries yet.
 func (r *Redis) newReconcileCall() *reconcileCall {
-	return &reconcileCall{now: r.nowArg(), keyOf: map[string]int{}, limitOf: map[[5]int64]int{},
-		setOf: map[string]int{}, shapeOf: map[string]int{}}
+	c := &reconcileCall{now: r.nowArg()}
+	c.sig, c.at, c.limits, c.shapes = c.sigBuf[:0], c.atBuf[:0], c.limitsBuf[:0], c.shapesBuf[:0]
+	c.entries, c.owners, c.sets = c.entriesBuf[:0], c.ownersBuf[:0], c.setsBuf[:0]
+	return c
 }
+
+// keys is the call's KEYS: every distinct key its entries name, in order
+// of first use.
+func (c *reconcileCall) keys() []string { return c.in.keys.items }
 
 // args returns the call's ARGV (see lua/reconcile.lua).
 func (c *reconcileCall) args(r *Redis) []any {
@@ -575,7 +589,7 @@ func (c *reconcileCall) args(r *Redis) []any {
 		n += len(s.ids)
 	}
 	args := make([]any, 0, n)
-	args = append(args, c.now, r.dedupFor, r.voidFor, len(c.limits), len(c.shapeOf), len(c.sets))
+	args = append(args, c.now, r.dedupFor, r.voidFor, len(c.limits), c.in.shapes.len(), len(c.sets))
 	args = append(args, c.limits...)
 	for _, s := range c.sets {
 		args = append(args, s.key, len(s.ids))
@@ -664,10 +678,8 @@ func (c *reconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta) {
 		sig = binary.AppendUvarint(binary.AppendUvarint(sig, uint64(k)), uint64(l))
 	}
 	c.sig = sig
-	shape, ok := c.shapeOf[string(sig)]
-	if !ok {
-		shape = len(c.shapeOf) + 1
-		c.shapeOf[string(sig)] = shape
+	shape, added := c.in.shape(sig)
+	if added {
 		c.shapes = append(c.shapes, string(e.mode))
 		if e.set != "" {
 			c.shapes = append(c.shapes, set)
@@ -700,34 +712,22 @@ func (c *reconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta) {
 // markerSet returns the index (from 1) of the marker set key among c's
 // sets of mode h, adding it.
 func (c *reconcileCall) markerSet(key string) int {
-	i, ok := c.setOf[key]
-	if !ok {
+	i, added := c.setOf.add(key)
+	if added {
 		c.sets = append(c.sets, markerSet{key: c.key(key)})
-		i = len(c.sets)
-		c.setOf[key] = i
 	}
 	return i
 }
 
 // key returns the index (from 1) of key among c's KEYS, adding it.
-func (c *reconcileCall) key(key string) int {
-	i, ok := c.keyOf[key]
-	if !ok {
-		c.keys = append(c.keys, key)
-		i = len(c.keys)
-		c.keyOf[key] = i
-	}
-	return i
-}
+func (c *reconcileCall) key(key string) int { return c.in.key(key) }
 
 // limit returns the index (from 1) of l among c's limits, adding it.
 func (c *reconcileCall) limit(l Limit) int {
 	a := limitArgs(l)
-	i, ok := c.limitOf[a]
-	if !ok {
+	i, added := c.in.limit(a)
+	if added {
 		c.limits = append(c.limits, limitText(a[0], a[1], a[2], a[3], a[4]))
-		i = len(c.limitOf) + 1
-		c.limitOf[a] = i
 	}
 	return i
 }

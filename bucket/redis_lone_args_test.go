@@ -9,7 +9,8 @@ import (
 )
 
 // TestLoneArgs: a committing take whose buckets are all token buckets goes
-// in the lone layout (each limit one text, then its cost); any other take
+// in the lone layout (its marker TTL and limits as one text, then each
+// bucket's cost, then now only when pinned); any other take
 // (a quota, a window counter, an in-flight limit among its buckets, or a
 // check) keeps take.lua's single layout.
 func TestLoneArgs(t *testing.T) {
@@ -19,19 +20,36 @@ func TestLoneArgs(t *testing.T) {
 	rps := Limit{Capacity: 7, Rate: 7, Per: time.Second}
 	steps := []struct {
 		name   string
+		id     string     // the request id; "" is "r1", "-" none
+		now    *time.Time // a pinned clock (RedisOptions.Now); nil: Redis TIME
 		items  []Item
 		commit bool
 		want   []any // nil: the single layout stays
 	}{
 		{name: "token buckets", items: []Item{{Key: "k:{t}:a", Limit: tpm, Cost: 300}, {Key: "k:{t}:b", Limit: rps, Cost: 1}}, commit: true,
-			want: []any{"", "t", "60000", "500 3 60000000 0 0", int64(300), "7 7 1000000 0 0", int64(1)}},
+			want: []any{"L 60000 500 3 60000000 7 7 1000000", int64(300), int64(1)}},
+		{name: "no request id", id: "-", items: []Item{{Key: "k:{t}:b", Limit: rps, Cost: 0}}, commit: true,
+			want: []any{"L 0 7 7 1000000", int64(0)}},
+		{name: "a pinned clock", now: &now, items: []Item{{Key: "k:{t}:b", Limit: rps, Cost: 2}}, commit: true,
+			want: []any{"L 60000 7 7 1000000", int64(2), "1773144000000000"}},
 		{name: "a check", items: []Item{{Key: "k:{t}:a", Limit: tpm, Cost: 300}}},
 		{name: "a quota among them", items: []Item{{Key: "k:{t}:a", Limit: tpm, Cost: 1}, {Key: "k:{t}:q", Limit: Quota(5, now, now.Add(time.Hour)), Cost: 1}}, commit: true},
 		{name: "an in-flight limit", items: []Item{{Key: "k:{t}:c", Limit: Limit{Capacity: 2, Concurrent: true}, Cost: 1}}, commit: true},
 		{name: "a window counter", items: []Item{{Key: "k:{t}:w", Limit: Limit{Capacity: 10, Per: time.Minute, Algorithm: SlidingWindow}, Cost: 1}}, commit: true},
 	}
 	for i, s := range steps {
-		_, args := r.takeArgs("r1", s.items, nil, s.commit)
+		r.now = nil
+		if s.now != nil {
+			r.now = func() time.Time { return *s.now }
+		}
+		id := s.id
+		switch id {
+		case "":
+			id = "r1"
+		case "-":
+			id = ""
+		}
+		_, args := r.takeArgs(id, s.items, nil, s.commit)
 		got := loneArgs(args)
 		if !reflect.DeepEqual(got, s.want) {
 			t.Errorf("step %d (%s): lone layout %#v, want %#v", i, s.name, got, s.want)

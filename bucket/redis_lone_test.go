@@ -21,8 +21,8 @@ import (
 // instant it runs at, µs after start. The buckets fill, go short, pay
 // exactly, are asked too much, and are written, read back and rewritten
 // take after take, so that the values a script wrote are read by the next
-// (core.lua's encodedLevel) and the limits are read from their text over
-// and over (limitOf).
+// (core.lua's encodedLevel), the shapes are read from their text over and
+// over (take.lua's loneShapeOf) and TTLs recur (its pxTexts).
 func loneSteps() (steps []takeBatchStep, at []int64) {
 	tpm := bucket.Limit{Capacity: 500, Rate: 3, Per: time.Minute}
 	usd := bucket.Limit{Capacity: 10, Rate: 1, Per: time.Hour}

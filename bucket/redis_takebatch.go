@@ -192,11 +192,20 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 
 // lone runs one take alone, given in take.lua's single layout
 // (committing): in the lone layout when every bucket is a token bucket
-// (loneArgs), else as given. The reply is take.lua's either way.
+// (loneArgs), else as given. The reply is take.lua's either way: an
+// allowed lone take's, which leaves out the four numbers every allowed
+// reply opens with (1, -1, 0, 0), has them put back.
 func (b *takeBatcher) lone(ctx context.Context, keys []string, args []any) ([]int64, error) {
 	if !b.generic {
 		if l := loneArgs(args); l != nil {
-			args = l
+			reply, err := b.r.call(ctx, b.r.take, keys, l...).Int64Slice()
+			if err != nil {
+				return nil, err
+			}
+			if n := (len(args) - 3) / 6; len(reply) == 2*n {
+				reply = append([]int64{1, -1, 0, 0}, reply...)
+			}
+			return reply, nil
 		}
 	}
 	return b.r.call(ctx, b.r.take, keys, args...).Int64Slice()
@@ -204,29 +213,42 @@ func (b *takeBatcher) lone(ctx context.Context, keys []string, args []any) ([]in
 
 // loneArgs returns a committing take's ARGV in take.lua's single layout
 // (now, "1", marker TTL, then 6 per bucket: its 5 limit ARGV and its cost)
-// in the lone layout take.lua's fast path reads (now, "t", marker TTL,
-// then 2 per bucket: its limit as one text, "capacity rate per 0 0", and
-// its cost), or nil when a bucket is not a token bucket (rate 0: an
-// in-flight limit; windowEnd not 0: a quota or a window counter; see
-// lua/core.lua kindOf) or the take only checks. A limit's text is the
-// same from call to call, so Redis converts it once (core.lua's limitOf)
-// and makes two Lua strings per bucket instead of six.
+// in the lone layout take.lua's fast path reads: its shape as one text,
+// "L <marker TTL> <capacity> <rate> <per> ..." (the same from take to take
+// of one kind, so Redis reads it once: take.lua's loneShapeOf), then each
+// bucket's cost, then now when it is pinned (not ""); or nil when a bucket
+// is not a token bucket (rate 0: an in-flight limit; windowEnd not 0: a
+// quota or a window counter; see lua/core.lua kindOf) or the take only
+// checks. Redis makes n + 1 Lua strings (n + 2 with a pinned now) for n
+// buckets where the single layout makes 6n + 3.
 func loneArgs(args []any) []any {
-	if len(args) < 3 || args[1] != "1" || (len(args)-3)%6 != 0 {
+	if len(args) < 9 || args[1] != "1" || (len(args)-3)%6 != 0 {
+		return nil
+	}
+	ttl, ok := args[2].(string)
+	if !ok {
 		return nil
 	}
 	n := (len(args) - 3) / 6
-	out := make([]any, 3, 3+2*n)
-	out[0], out[1], out[2] = args[0], "t", args[2]
+	shape := make([]byte, 0, 2+len(ttl)+24*n)
+	shape = append(append(shape, "L "...), ttl...)
+	out := make([]any, 1, n+2)
 	for j := range n {
 		a := args[3+6*j : 9+6*j]
 		c, ok1 := a[0].(int64)
 		r, ok2 := a[1].(int64)
 		p, ok3 := a[2].(int64)
-		if !ok1 || !ok2 || !ok3 || r == 0 || a[3] != any(int64(0)) || a[4] != any(int64(0)) {
+		if !ok1 || !ok2 || !ok3 || c <= 0 || r <= 0 || p <= 0 || a[3] != any(int64(0)) || a[4] != any(int64(0)) {
 			return nil
 		}
-		out = append(out, limitText(c, r, p, 0, 0), a[5])
+		shape = strconv.AppendInt(append(shape, ' '), c, 10)
+		shape = strconv.AppendInt(append(shape, ' '), r, 10)
+		shape = strconv.AppendInt(append(shape, ' '), p, 10)
+		out = append(out, a[5])
+	}
+	out[0] = string(shape)
+	if now, ok := args[0].(string); !ok || now != "" {
+		out = append(out, args[0])
 	}
 	return out
 }
@@ -255,10 +277,8 @@ func limitText(capacity, rate, per, windowStart, windowEnd int64) string {
 // it: a void leaves "v" there); the taken set of its id's epoch goes among
 // the bucket keys, once per batch.
 func batchArgs(takes []*queuedTake) ([]string, []any) {
-	keyOf := map[string]int{}
-	limitOf := map[[5]any]int{}
-	shapeOf := map[string]int{}
-	var buckets, markers []string
+	var in interner
+	var markers []string
 	var limits, shapes, entries []any
 	var shape []byte
 	prev, runAt := 0, 0
@@ -270,13 +290,7 @@ func batchArgs(takes []*queuedTake) ([]string, []any) {
 			var set string
 			var ok bool
 			if set, id, ok = takenSetOf(q.keys[0]); ok {
-				k, seen := keyOf[set]
-				if !seen {
-					buckets = append(buckets, set)
-					k = len(buckets)
-					keyOf[set] = k
-				}
-				taken = k
+				taken = in.key(set)
 			}
 		}
 		n := (len(q.args) - 3) / 6
@@ -284,30 +298,18 @@ func batchArgs(takes []*queuedTake) ([]string, []any) {
 		at := len(shapes)
 		shapes = append(shapes, q.args[2], taken, n)
 		for j := range n {
-			key := q.keys[m+j]
-			k, ok := keyOf[key]
-			if !ok {
-				buckets = append(buckets, key)
-				k = len(buckets)
-				keyOf[key] = k
-			}
+			k := in.key(q.keys[m+j])
 			a := q.args[3+6*j:]
-			spec := [5]any{a[0], a[1], a[2], a[3], a[4]}
-			l, ok := limitOf[spec]
-			if !ok {
+			l, added := in.limit(limitOfArgs(a))
+			if added {
 				limits = append(limits, a[0], a[1], a[2], a[3], a[4])
-				l = len(limitOf) + 1
-				limitOf[spec] = l
 			}
 			shape = strconv.AppendInt(append(shape, ' '), int64(k), 10)
 			shape = strconv.AppendInt(append(shape, ' '), int64(l), 10)
 			shapes = append(shapes, k, l)
 		}
-		s, ok := shapeOf[string(shape)]
-		if !ok {
-			s = len(shapeOf) + 1
-			shapeOf[string(shape)] = s
-		} else {
+		s, added := in.shape(shape)
+		if !added {
 			shapes = shapes[:at]
 		}
 		if s == prev {
@@ -323,12 +325,23 @@ func batchArgs(takes []*queuedTake) ([]string, []any) {
 			entries = append(entries, q.args[3+6*j+5])
 		}
 	}
-	keys := append(buckets, markers...)
+	buckets := in.keys.items
+	keys := append(buckets[:len(buckets):len(buckets)], markers...)
 	args := make([]any, 0, 6+len(limits)+len(shapes)+len(entries))
-	args = append(args, takes[0].args[0], "c", len(takes), len(buckets), len(limitOf), len(shapeOf))
+	args = append(args, takes[0].args[0], "c", len(takes), len(buckets), in.limits.len(), in.shapes.len())
 	args = append(args, limits...)
 	args = append(args, shapes...)
 	return keys, append(args, entries...)
+}
+
+// limitOfArgs reads a limit's five ARGV in take.lua's single layout (as
+// appendLimit wrote them, int64s) for the interner.
+func limitOfArgs(a []any) [5]int64 {
+	var l [5]int64
+	for i := range l {
+		l[i] = a[i].(int64)
+	}
+	return l
 }
 
 // int64s reads one element of a batch reply: a list of integers.

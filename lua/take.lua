@@ -8,12 +8,14 @@
 -- KEYS[m+i] bucket i (m = 1 with a marker, else 0), narrowest first; in
 --           Redis Cluster all KEYS share a slot.
 -- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
---           Redis TIME: one clock for every proxy node.
--- ARGV[2]   '1' commits (a take); '0' only checks (phase 1, writes nothing);
---           't' commits a take whose buckets are all token buckets, sent in
---           the lone layout (takeLone, below): ARGV[3] as here, then 2 ARGV
---           per bucket, its limit as one text ("capacity rate per 0 0",
---           core.lua's limitOf) and its cost; the reply is the same.
+--           Redis TIME: one clock for every proxy node. A text opening with
+--           "L " is instead the shape of a committing take whose buckets are
+--           all token buckets, sent in the lone layout (takeLone, below):
+--           "L <marker TTL> <capacity> <rate> <per> ..." (ARGV[3] below,
+--           then each bucket's limit), then ARGV[1 + i] the cost of bucket
+--           i and, in tests only, ARGV[n + 2] now; its reply is this one, an
+--           allowed take's without its first four numbers.
+-- ARGV[2]   '1' commits (a take); '0' only checks (phase 1, writes nothing).
 -- ARGV[3]   how long the take marker lives, ms (the void window); '0': no
 --           marker (no request id, or a check).
 -- ARGV[6i-2] .. ARGV[6i+3]
@@ -175,49 +177,147 @@ local function windows(reply, n, seen, hasWindow)
   return reply
 end
 
+-- The shapes of lone takes read from their text (loneShapeOf), by text,
+-- kept from call to call as core.lua's limits are; at most loneShapesMax,
+-- then emptied.
+local loneShapes, loneShapesCount, loneShapesMax = {}, 0, 256
+
+-- loneShapeOf returns the shape a lone take sends as ARGV[1]: the text
+-- "L <ttl> <capacity> <rate> <per> ..." (ttl the marker's TTL in ms, '0'
+-- for none, then three decimal integers, each > 0, per token bucket,
+-- narrowest first) read as {ttl, n, m, capacity1, rate1, per1, ...} (n the
+-- buckets, m 1 with a marker, else 0), a table the caller must not change
+-- (it is kept for the next call with the same text: a hit is one lookup).
+-- A text that does not open with "L " is not a shape: nil (the single
+-- layout's ARGV[1] is now, '' or digits). A text of another form after
+-- "L " is an error.
+local function loneShapeOf(text)
+  local s = loneShapes[text]
+  if s then
+    return s
+  end
+  if string.sub(text, 1, 2) ~= 'L ' then
+    return nil
+  end
+  local ttl, at = string.match(text, '^L (%d+)()')
+  if not ttl then
+    error('llmguard: bad lone shape ' .. text)
+  end
+  s = {ttl, 0, 0}
+  if ttl ~= '0' then
+    s[3] = 1
+  end
+  local n = 0
+  while at <= #text do
+    local c, r, p, next = string.match(text, '^ (%d+) (%d+) (%d+)()', at)
+    if not c then
+      error('llmguard: bad lone shape ' .. text)
+    end
+    c, r, p = c + 0, r + 0, p + 0
+    if c <= 0 or r <= 0 or p <= 0 then
+      error('llmguard: bad lone shape ' .. text)
+    end
+    s[4 + 3 * n], s[5 + 3 * n], s[6 + 3 * n] = c, r, p
+    n, at = n + 1, next
+  end
+  if n == 0 then
+    error('llmguard: bad lone shape ' .. text)
+  end
+  s[2] = n
+  if loneShapesCount >= loneShapesMax then
+    loneShapes, loneShapesCount = {}, 0
+  end
+  loneShapes[text], loneShapesCount = s, loneShapesCount + 1
+  return s
+end
+
+-- The texts of the TTLs (ms) takeLone has set, by number, kept from call to
+-- call as the shapes are (at most pxMax, then emptied): Redis would make
+-- the same text of the number ('%.17g' of a whole number below 1e17 is its
+-- digits), at the cost of a sprintf on every SET; a bucket that takes of
+-- one kind keep near one level gets the same TTL again and again. Each is
+-- kept under its number plus 0.5: a key that is not a whole number goes to
+-- a table's hash part in every Lua (gopher-lua, miniredis's, would grow the
+-- array part to a whole number's index, millions of entries for a TTL of
+-- hours).
+local pxTexts, pxCount, pxMax = {}, 0, 1024
+
 -- The phase-1 state of each bucket of the lone take running (takeLone),
--- by index, reused from call to call: capacity, rate, per, level, updated,
--- found and cost.
-local loneCap, loneRate, lonePer, loneLevel, loneUpdated, loneFound, loneCost = {}, {}, {}, {}, {}, {}, {}
+-- by index, reused from call to call: level, updated, found and cost.
+local loneLevel, loneUpdated, loneFound, loneCost = {}, {}, {}, {}
 
 -- takeLone is take.lua's body for a committing take whose buckets are all
--- token buckets, sent in the lone layout (ARGV[2] 't'): ARGV[1] now,
--- ARGV[3] the marker TTL, then per bucket i its limit as one text at
--- ARGV[2i+2] (core.lua's limitOf: converted once per text, not once per
--- call) and its cost at ARGV[2i+3]. It is the body step for step for that kind, as
--- takebatch.lua's takeTokens is: the same core functions in the same order
--- (parse, load, refill, check, wait, put, floorUnits; the marker's SET
--- before the buckets' writes), the same reply and the same commands,
--- without the body's per-bucket dispatch and seen tables, and with two
--- ARGV per bucket instead of six (Redis makes a Lua string of each).
-local function takeLone(KEYS, ARGV)
-  now = clock(ARGV[1])
-  local ttl, m = ARGV[3], 0
-  if ttl ~= '0' then
-    m = 1
+-- token buckets, sent in the lone layout: ARGV[1] the take's shape (its
+-- marker TTL and its limits as one text, loneShapeOf), ARGV[1 + i] the
+-- cost of bucket i, and ARGV[n + 2], only in tests, now (µs; absent: Redis
+-- TIME). It is the body step for step for that kind, as takebatch.lua's
+-- takeTokens is: the same core steps in the same order (clock, parse,
+-- load, refill, check, wait, put, encode, floorUnits; the marker's SET
+-- before the buckets' writes), the same commands and the same stored
+-- values and TTLs, without the body's per-bucket dispatch and seen tables,
+-- with n + 1 ARGV instead of 6n + 3 (Redis makes a Lua string of each),
+-- and with the steps run on every bucket inlined (each the core
+-- function's own expressions in its own order, so the same doubles, under
+-- the same names in comments: a Lua call costs Redis 7.0's interpreter
+-- some 1k instructions); the rare steps (a denial's wait, a level beyond
+-- the int64 range, a value no script of this library wrote) call the core
+-- functions. Its reply is take.lua's, except that an allowed take's is
+-- only the 2n numbers after the first four (each bucket's remaining and
+-- reset; the first four of an allowed take are always 1, -1, 0, 0):
+-- package bucket's lone take puts them back. bucket's
+-- TestTakeLoneMatchesGeneric and TestTakeLoneMatchesOld compare it with
+-- the generic body and with take.lua as it was before this layout.
+local function takeLone(s, KEYS, ARGV)
+  local n, m = s[2], s[3]
+  if #KEYS ~= m + n or #ARGV < n + 1 then
+    error('llmguard: lone take of ' .. #KEYS .. ' KEYS, ' .. #ARGV .. ' ARGV for ' .. n .. ' buckets')
   end
-  local stored = read(KEYS)
-  if m == 1 and takeMarked(stored[1]) then
+  local pinned = ARGV[n + 2]
+  if pinned then -- clock(pinned)
+    now = pinned + 0
+  else
+    local t = redis.call('TIME')
+    local sec = t[1]
+    if sec ~= clockText then
+      clockText, clockSeconds = sec, sec * 1000000
+    end
+    now = clockSeconds + t[2]
+  end
+  local stored = redis.call('MGET', unpack(KEYS))
+  if m == 1 and stored[1] == 'v' then -- takeMarked
     return {-1}
   end
-  local n = #KEYS - m
-  local reply = {1, -1, 0, 0, nil, nil, nil, nil, nil, nil}
   local firstLarge, firstShort, retry = -1, -1, 0
   for i = 1, n do
-    local limit, cost = limitOf(ARGV[2 + 2 * i]), ARGV[3 + 2 * i]
-    local capacity, rate, per = limit[1], limit[2], limit[3]
+    local b = 3 * i
+    local capacity, rate, per, cost = s[b + 1], s[b + 2], s[b + 3], ARGV[1 + i]
     cost = digits[cost] or cost + 0
-    local kind, x, y = parse(stored[m + i])
-    local level, updated, found = load(kind, x, y, capacity, now)
-    level, updated = refill(level, updated, capacity, rate, per, now)
-    loneCap[i], loneRate[i], lonePer[i] = capacity, rate, per
+    local v = stored[m + i]
+    local level, updated, found
+    if v then -- parse and load: a value this library wrote by one lookup
+      level = encodedLevel[v]
+      if level then
+        updated, found = encodedUpdated[v], true
+      else
+        local kind, x, y = parse(v)
+        level, updated, found = load(kind, x, y, capacity, now)
+      end
+    else
+      level, updated, found = capacity, now, false
+    end
+    if now > updated then -- refill
+      level = level + (now - updated) * rate / per
+      updated = now
+    end
+    if level > capacity then
+      level = capacity
+    end
     loneLevel[i], loneUpdated[i], loneFound[i], loneCost[i] = level, updated, found, cost
-    local ok, tooLarge = check(level, capacity, cost)
-    if tooLarge then
+    if cost > capacity then -- check: too large
       if firstLarge < 0 then
         firstLarge = i - 1
       end
-    elseif not ok then
+    elseif not (cost == 0 or level >= cost) then -- check: short
       if firstShort < 0 then
         firstShort = i - 1
       end
@@ -225,35 +325,82 @@ local function takeLone(KEYS, ARGV)
     end
   end
   if firstLarge >= 0 or firstShort >= 0 then
-    reply[1] = 0
+    local reply = {0, -1, 0, 0}
     if firstLarge >= 0 then
       reply[2], reply[3] = firstLarge, 1
     else
       reply[2], reply[4] = firstShort, retry
     end
     for i = 1, n do
-      local level = loneLevel[i]
-      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, loneCap[i], loneRate[i], lonePer[i])
+      local b, level = 3 * i, loneLevel[i]
+      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, s[b + 1], s[b + 2], s[b + 3])
     end
     return reply
   end
-  if m == 1 then
-    mark(KEYS[1], ttl)
+  if m == 1 then -- mark
+    redis.call('SET', KEYS[1], 't', 'PX', s[1])
   end
+  local reply = {nil, nil, nil, nil, nil, nil}
   for i = 1, n do
-    local capacity, rate, per = loneCap[i], loneRate[i], lonePer[i]
+    local b = 3 * i
+    local capacity, rate, per = s[b + 1], s[b + 2], s[b + 3]
     local level, updated = loneLevel[i] - loneCost[i], loneUpdated[i]
-    local reset = wait(level, capacity, rate, per)
-    write(KEYS[m + i], put(loneFound[i], level, updated, capacity, reset, now), encode, level, updated)
-    reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), reset
+    local reset = 0 -- wait(level, capacity, rate, per)
+    if not (level >= capacity) then
+      reset = floor((capacity - level) * per / rate)
+      if reset >= maxWait then
+        reset = maxWait
+      else
+        local j = 0
+        while j < 2 and level + reset * rate / per < capacity do
+          reset = reset + 1
+          j = j + 1
+        end
+      end
+    end
+    -- put(found, level, updated, capacity, reset, now), then write
+    if level >= capacity then
+      if loneFound[i] then
+        redis.call('DEL', KEYS[m + i])
+      end
+    else
+      local v -- encode
+      if level % 1 == 0 and level ~= 0 and level < 2 ^ 53 and level > -2 ^ 53 then
+        v = string.format('%d %d', level, updated) -- the text '%.17g %d' makes of it
+      else
+        v = string.format('%.17g %d', level, updated)
+      end
+      if updated % 1 == 0 then
+        if encodedCount >= encodedMax then
+          encodedLevel, encodedUpdated, encodedCount = {}, {}, 0
+        end
+        encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
+      end
+      local ms = floor((updated + reset - now) / 1000) + 1000
+      local px = pxTexts[ms + 0.5]
+      if not px then
+        px = string.format('%d', ms)
+        if pxCount >= pxMax then
+          pxTexts, pxCount = {}, 0
+        end
+        pxTexts[ms + 0.5], pxCount = px, pxCount + 1
+      end
+      redis.call('SET', KEYS[m + i], v, 'PX', px)
+    end
+    local units = floor(level) -- floorUnits
+    if units >= 2 ^ 63 or units <= -2 ^ 63 then
+      units = floorUnits(level)
+    end
+    reply[2 * i - 1], reply[2 * i] = units, reset
   end
   return reply
 end
 
 -- @entry: take.lua's own; takebatch.lua's entry sets now and commit itself.
 floor = math.floor
-if ARGV[2] == 't' then
-  return takeLone(KEYS, ARGV)
+local lone = loneShapeOf(ARGV[1])
+if lone then
+  return takeLone(lone, KEYS, ARGV)
 end
 now, commit = clock(ARGV[1]), ARGV[2] == '1'
 -- @body: one request's take; takebatch.lua runs it once per request.
