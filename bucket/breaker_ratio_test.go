@@ -67,6 +67,9 @@ func ratioGuard(t *testing.T, o bucket.GuardOptions) (*flakyStore, *bucket.Guard
 		o.Window = time.Hour
 	}
 	o.OpenFor = time.Hour
+	// These tests decide by counts: no call may fail by its deadline,
+	// which the default (50 ms) would on a loaded machine.
+	o.Timeout, o.ReconcileTimeout = time.Hour, time.Hour
 	return f, bucket.NewGuarded(f, o)
 }
 

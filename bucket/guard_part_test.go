@@ -114,7 +114,7 @@ func TestGuardedBatchPartlyUnavailable(t *testing.T) {
 	} {
 		p := newPartStore()
 		p.setDown(tc.err)
-		g := bucket.NewGuarded(p, bucket.GuardOptions{MinCalls: 1, OpenFor: time.Hour})
+		g := bucket.NewGuarded(p, bucket.GuardOptions{MinCalls: 1, OpenFor: time.Hour, Timeout: time.Hour, ReconcileTimeout: time.Hour})
 		errs := g.ReconcileBatch(ctx, []bucket.Reconciliation{
 			{RequestID: "up", Deltas: []bucket.Delta{{Key: "up:k", Limit: guardLimit, Units: 1}}},
 			{RequestID: "down", Deltas: []bucket.Delta{{Key: "down:k", Limit: guardLimit, Units: 1}}},
@@ -143,7 +143,7 @@ func TestAsyncHoldsThroughPartialOutage(t *testing.T) {
 	ctx := context.Background()
 	p := newPartStore()
 	p.setDown(redisReply(t, "CLUSTERDOWN The cluster is down"))
-	g := bucket.NewGuarded(p, bucket.GuardOptions{MinCalls: 1000, OpenFor: time.Hour})
+	g := bucket.NewGuarded(p, bucket.GuardOptions{MinCalls: 1000, OpenFor: time.Hour, Timeout: time.Hour, ReconcileTimeout: time.Hour})
 	// One attempt: a failure that is not held is dropped at once.
 	a := bucket.NewAsyncReconciler(g, bucket.AsyncOptions{Attempts: 1, RetryEvery: time.Millisecond})
 	defer a.Close()

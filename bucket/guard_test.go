@@ -158,7 +158,7 @@ func TestGuardedOpensAndRejects(t *testing.T) {
 	ctx := context.Background()
 	f := newFlaky(t)
 	var tr transitions
-	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 4, OpenFor: time.Hour, OnStateChange: tr.record})
+	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 4, OpenFor: time.Hour, OnStateChange: tr.record, Timeout: time.Hour, ReconcileTimeout: time.Hour})
 
 	if d, err := g.Take(ctx, "", item("k", 1)); err != nil || !d.Allowed {
 		t.Fatalf("take while up: %+v, %v", d, err)
@@ -226,7 +226,9 @@ func TestGuardedHalfOpens(t *testing.T) {
 	f := newFlaky(t)
 	var tr transitions
 	const openFor = 30 * time.Millisecond
-	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 2, OpenFor: openFor, OnStateChange: tr.record})
+	// Timeout ends step 2's hanging probe; it is long enough that no
+	// other call misses it on a loaded machine (the default, 50 ms, did).
+	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 2, OpenFor: openFor, OnStateChange: tr.record, Timeout: time.Second})
 
 	f.down.Store(true)
 	for range 2 {
@@ -308,7 +310,7 @@ func TestGuardedHalfOpens(t *testing.T) {
 func TestGuardedInvalidIsNotAFailure(t *testing.T) {
 	ctx := context.Background()
 	f := newFlaky(t)
-	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 4, FailureRatio: 0.6, OpenFor: time.Hour})
+	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 4, FailureRatio: 0.6, OpenFor: time.Hour, Timeout: time.Hour, ReconcileTimeout: time.Hour})
 
 	invalid := []bucket.Item{{Key: "k", Limit: guardLimit, Cost: -1}}
 	for i := range 10 {
@@ -404,7 +406,7 @@ func TestGuardedBatch(t *testing.T) {
 	ctx := context.Background()
 	f := newFlaky(t)
 	f.poison = "bad"
-	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 1, OpenFor: time.Hour})
+	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 1, OpenFor: time.Hour, Timeout: time.Hour, ReconcileTimeout: time.Hour})
 	delta := []bucket.Delta{{Key: "k", Limit: guardLimit, Units: 1}}
 	batch := []bucket.Reconciliation{
 		{RequestID: "a", Deltas: delta},

@@ -31,7 +31,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 func TestReplayAfterOutage(t *testing.T) {
 	ctx := context.Background()
 	f := newFlaky(t)
-	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 2, OpenFor: 20 * time.Millisecond})
+	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 2, OpenFor: 20 * time.Millisecond, Timeout: time.Hour, ReconcileTimeout: time.Hour})
 	a := bucket.NewAsyncReconciler(g, bucket.AsyncOptions{Attempts: 2, RetryEvery: 2 * time.Millisecond, MaxBatch: 16})
 	defer a.Close()
 
@@ -81,7 +81,7 @@ func TestReplayAfterOutage(t *testing.T) {
 func TestReplayBound(t *testing.T) {
 	ctx := context.Background()
 	f := newFlaky(t)
-	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 1, OpenFor: 10 * time.Millisecond})
+	g := bucket.NewGuarded(f, bucket.GuardOptions{MinCalls: 1, OpenFor: 10 * time.Millisecond, Timeout: time.Hour, ReconcileTimeout: time.Hour})
 	var (
 		mu      sync.Mutex
 		onDrop  = map[string]error{}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The tests of an answer held while it is written need a client whose
@@ -47,13 +48,19 @@ func slowClient(t *testing.T, r *panicRig) (net.Conn, *bufio.Reader) {
 // tcp_wmem allows 4 MiB by default), so the proxy's write blocks.
 const slowAnswer = 24 << 20
 
+// slowUpstreamTimeout is the rig's upstream timeout in these tests: reading
+// and scanning slowAnswer's 24 MiB under -race on a loaded machine took
+// 13–15 s, past the rig's default of 10 s, and the answer came back 502.
+// It bounds a failing run, nothing else.
+const slowUpstreamTimeout = 2 * time.Minute
+
 // TestAnswerHeldUntilWritten: a client that reads slowly holds the
 // answer's bytes after the handler has returned and the exchange settled,
 // until the whole answer has been written; then they are given back.
 func TestAnswerHeldUntilWritten(t *testing.T) {
 	answer := jsonAnswer(slowAnswer)
 	url := byteUpstream(t, func(c net.Conn, _ int) bool { c.Write(response(answer)); return true })
-	r := newRig(t, rigOptions{url: url, w: testWeigher(t)})
+	r := newRig(t, rigOptions{url: url, w: testWeigher(t), timeout: slowUpstreamTimeout})
 	_, br := slowClient(t, r) // the status line arrived: the handler has returned
 	if n := r.ledger.count(); n != 1 {
 		t.Fatalf("%d ledger records, want 1: the exchange settles before the answer is written", n)
@@ -80,7 +87,7 @@ func TestAnswerHeldUntilWritten(t *testing.T) {
 func TestAnswerReleasedWhenClientLeaves(t *testing.T) {
 	answer := jsonAnswer(slowAnswer)
 	url := byteUpstream(t, func(c net.Conn, _ int) bool { c.Write(response(answer)); return true })
-	r := newRig(t, rigOptions{url: url, w: testWeigher(t)})
+	r := newRig(t, rigOptions{url: url, w: testWeigher(t), timeout: slowUpstreamTimeout})
 	c, _ := slowClient(t, r)
 	if held := r.px.ResponseBytesHeld(); held < slowAnswer {
 		t.Fatalf("%d bytes held while the answer is being written, want at least its %d", held, slowAnswer)

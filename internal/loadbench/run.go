@@ -70,6 +70,11 @@ type Options struct {
 	// Rounds is how many times the matrix runs, in one report (rows
 	// repeat). Default 1.
 	Rounds int
+	// StoreTimeout, when positive, is the Redis target's store.timeout;
+	// 0 keeps llmguard's default (50 ms), which the table measures. Tests
+	// set it long: on a loaded machine a take can miss 50 ms, and the
+	// fallback then serves it, which the run reports as a store error.
+	StoreTimeout time.Duration
 }
 
 func (o *Options) defaults() error {
@@ -234,7 +239,11 @@ func Run(o Options) (*Report, error) {
 			t.proc, err = startChild(o.Compare, RoleLLMGuard, args...)
 		case TargetRedis:
 			if t.redis, err = startRedis(redisOptions{}); err == nil {
-				t.proc, err = startChild(o.Executable, RoleLLMGuard, append(args, "-redis", t.redis.Addr)...)
+				redisArgs := append(args, "-redis", t.redis.Addr)
+				if o.StoreTimeout > 0 {
+					redisArgs = append(redisArgs, "-store-timeout", o.StoreTimeout.String())
+				}
+				t.proc, err = startChild(o.Executable, RoleLLMGuard, redisArgs...)
 			}
 		}
 		if err != nil {

@@ -55,6 +55,9 @@ func TestRunTinyMatrix(t *testing.T) {
 		Targets:     targets,
 		Requests:    requests,
 		Duration:    time.Minute, // a bound, never reached: the count ends each run
+		// No take may miss its deadline (the default 50 ms did on a
+		// loaded machine): the test asserts that none failed.
+		StoreTimeout: 5 * time.Second, // at most store.void_window (10 s)
 	}
 	rep, err := Run(o)
 	if err != nil {
