@@ -151,7 +151,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		key, field, _ := checkFields(d, chatFields, nil)
 		return w.caseVariant(body, key, field), true
 	}
-	est.Model = modelNamed(model, as)
+	est.Model = modelNamed(model, as, w.names)
 	encName := w.EncodingFor(est.Model)
 	enc := w.encoders[encName]
 	if enc == nil {

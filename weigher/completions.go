@@ -64,7 +64,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 		}
 		return true
 	})
-	est.Model = modelNamed(model, as)
+	est.Model = modelNamed(model, as, w.names)
 	enc := w.encoder(est.Model)
 	in, prompts := promptTokens(enc, prompt)
 	if !prompt.Exists() || prompt.Type == gjson.Null {
@@ -121,7 +121,7 @@ func (w *Weigher) embeddings(body []byte, as func(string) string) Estimate {
 		return true
 	})
 	est := Estimate{Parsed: true}
-	est.Model = modelNamed(model, as)
+	est.Model = modelNamed(model, as, w.names)
 	in, _ := promptTokens(w.encoder(est.Model), input)
 	est.InputTokens = w.scaled(est.Model, min(in, maxTokens))
 	return est

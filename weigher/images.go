@@ -70,7 +70,7 @@ func (w *Weigher) images(body []byte, as func(string) string) Estimate {
 		}
 		return true
 	})
-	est.Model = modelNamed(model, as)
+	est.Model = modelNamed(model, as, w.names)
 	est.IncludeUsage = est.Stream // image_generation.completed carries it
 	est.InputTokens = w.scaled(est.Model, min(countText(w.encoder(est.Model), stringOf(prompt)), maxTokens))
 	per := int64(maxImageOutputTokens)

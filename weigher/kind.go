@@ -236,8 +236,9 @@ func (w *Weigher) WeighResolved(k Kind, body []byte, resolve func(bodyModel stri
 }
 
 // modelNamed is the model a body naming model is weighed as: as(name)
-// when as is set, the name otherwise (copied: body is not kept).
-func modelNamed(model gjson.Result, as func(string) string) string {
+// when as is set, the name otherwise (copied, through names: body is not
+// kept).
+func modelNamed(model gjson.Result, as func(string) string, names *modelNames) string {
 	name := ""
 	if model.Type == gjson.String {
 		name = model.Str
@@ -247,7 +248,7 @@ func modelNamed(model gjson.Result, as func(string) string) string {
 			return m
 		}
 	}
-	return strings.Clone(name)
+	return names.name(name)
 }
 
 // ParseUsage reads the usage of a non-streamed JSON response of kind k:

@@ -112,7 +112,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	est.IncludeUsage = est.Stream
 	est.ServerContext = est.ServerContext || serverTools(tools)
 	est.WebSearches = webSearchUses(tools)
-	est.Model = modelNamed(model, as)
+	est.Model = modelNamed(model, as, w.names)
 	encName := w.EncodingFor(est.Model)
 	c := claudeCounter{enc: w.encoder(est.Model), model: est.Model}
 	// Each element is counted on its own counter, so that its tally can be

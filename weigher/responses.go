@@ -95,7 +95,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		return true
 	})
 	est.IncludeUsage = est.Stream
-	est.Model = modelNamed(model, as)
+	est.Model = modelNamed(model, as, w.names)
 	encName := w.EncodingFor(est.Model)
 	r := responsesCounter{enc: w.encoder(est.Model), model: est.Model, hidden: &est.ServerContext}
 

@@ -155,6 +155,9 @@ type Weigher struct {
 	// chunkShapes are the chat and completions chunk shapes its streams
 	// share (chunk_skeleton.go); nil: none.
 	chunkShapes *chunkShapes
+	// names are copies of the model names bodies named lately
+	// (modelnames.go); nil: each is copied.
+	names *modelNames
 }
 
 // counter counts the tokens of text in one encoding.
@@ -214,6 +217,7 @@ func New(opts Options) (*Weigher, error) {
 		encoders:    make(map[string]counter, 2),
 		cache:       cacheOf(opts.CacheBytes),
 		chunkShapes: new(chunkShapes),
+		names:       new(modelNames),
 	}
 	if w.now == nil {
 		w.now = time.Now
