@@ -93,7 +93,17 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	est := Estimate{Parsed: true}
 	fine := true
 	var fold []byte
-	d.members(func(k string, v gjson.Result, elems elements) bool {
+	// With the layout, values are walked raw (rawValue: a number not
+	// parsed, a string not decoded), and the members read as numbers or
+	// text are made gjson's (decoded) here: a member read for its type or
+	// its JSON alone (temperature, messages, tools…) is not parsed, where
+	// gjson.Parse of every value cost a warm 1 KiB body about 700
+	// instructions, ParseFloat of a temperature nothing reads among them.
+	// Without the layout, members come from gjson's ForEach, decoded (and
+	// with their offsets, for OutputFields): the reference FuzzChat
+	// compares with (sameAsPlain).
+	rawWalk := d.lay != nil
+	d.walk(rawWalk, func(k string, v gjson.Result, elems elements) bool {
 		// checkFields' check of the member, with the request's memo, as
 		// parseRequestWith would have made it (the elements raw, as its
 		// walk gives them).
@@ -101,6 +111,12 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		raw.raw = true
 		if _, _, fine = checkMember(k, v, raw, chatFields, 0, d.memo, &fold); !fine {
 			return false
+		}
+		if rawWalk {
+			switch k {
+			case "model", "max_completion_tokens", "max_tokens", "n", "service_tier":
+				v = gjson.Parse(v.Raw)
+			}
 		}
 		switch k {
 		case "model":
@@ -337,9 +353,9 @@ func messageTally(enc counter, model string, m gjson.Result, check bool) (t tall
 		}
 		switch k {
 		case "role", "refusal":
-			n += countText(enc, rawString(v))
+			n += countRaw(enc, v)
 		case "name":
-			n += countText(enc, rawString(v)) + tokensPerName
+			n += countRaw(enc, v) + tokensPerName
 		case "content":
 			if v.IsArray() {
 				rawElements(v.Raw, func(p gjson.Result) bool {
@@ -351,7 +367,7 @@ func messageTally(enc counter, model string, m gjson.Result, check bool) (t tall
 					return true
 				})
 			} else {
-				n += countText(enc, rawString(v))
+				n += countRaw(enc, v)
 			}
 		case "tool_calls":
 			if v.IsArray() {
@@ -450,7 +466,7 @@ func callTally(enc counter, fn gjson.Result, check bool, fold *[]byte) (n int64,
 		}
 		return true
 	})
-	return tokensPerToolCall + countText(enc, rawString(name)) + countText(enc, rawString(args)), ok
+	return tokensPerToolCall + countRaw(enc, name) + countRaw(enc, args), ok
 }
 
 // partTally is one content part p (a value as rawValue gives it) as
@@ -462,7 +478,7 @@ func callTally(enc counter, fn gjson.Result, check bool, fold *[]byte) (n int64,
 // ok false when that fails.
 func partTally(enc counter, model string, p gjson.Result, check bool, fold *[]byte) (t tally, ok bool) {
 	if p.Type == gjson.String { // lenient: a bare string part
-		return tally{text: countText(enc, rawString(p))}, true
+		return tally{text: countRaw(enc, p)}, true
 	}
 	if !p.IsObject() {
 		return tally{}, true
@@ -490,9 +506,9 @@ func partTally(enc counter, model string, p gjson.Result, check bool, fold *[]by
 	// String gives its JSON text, which equals no type name.
 	switch rawString(typ) {
 	case "text":
-		return tally{text: countText(enc, rawString(text)), audio: inputAudio}, ok
+		return tally{text: countRaw(enc, text), audio: inputAudio}, ok
 	case "refusal":
-		return tally{text: countText(enc, rawString(refusal)), audio: inputAudio}, ok
+		return tally{text: countRaw(enc, refusal), audio: inputAudio}, ok
 	}
 	return tally{text: partTokens(enc, model, p), hidden: partHidden(p), audio: partAudio(p)}, ok
 }
