@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"math/bits"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -111,6 +112,8 @@ type countCache struct {
 	// resume holds resume points (resume.go), taking 1/resumeShare of
 	// the cache's bytes; replaced, empty, when a resize changes its size.
 	resume atomic.Pointer[resumeTable]
+	// contexts are the count contexts made lately (context), direct-mapped.
+	contexts [contextSlots]atomic.Pointer[contextMemo]
 }
 
 var (
@@ -197,10 +200,43 @@ func (c *countCache) resize(bytes int64) {
 // depends on: the request kind and role of the element (tag), the encoding,
 // the model (image and document rules differ by model) and flags (whether
 // thinking blocks count, the tool choice). Zero when caching is off.
+//
+// The contexts made lately are held (contextMemo): a request makes two or
+// more, each about 300 instructions of hashing, where a held one is a few
+// string compares (TestContextMemoSameAsHash, FuzzContextMemoSameAsHash:
+// contextHash, the hash itself, is the reference).
 func (c *countCache) context(tag, encoding, model string, flags string) uint64 {
 	if c == nil {
 		return 0
 	}
+	h := uint(len(tag))*0x9e37 ^ uint(len(encoding))*0x85eb ^ uint(len(model))*0xc2b3 ^ uint(len(flags))*0x27d4
+	if model != "" {
+		h ^= uint(model[len(model)-1])*0x165667b1 ^ uint(model[len(model)/2])*0xd3a2646c
+	}
+	if tag != "" {
+		h ^= uint(tag[len(tag)-1]) * 0x61c88647
+	}
+	slot := &c.contexts[(h^h>>11)%contextSlots]
+	if m := slot.Load(); m != nil && m.tag == tag && m.encoding == encoding && m.model == model && m.flags == flags {
+		return m.ctx
+	}
+	ctx := c.contextHash(tag, encoding, model, flags)
+	slot.Store(&contextMemo{tag: strings.Clone(tag), encoding: strings.Clone(encoding), model: strings.Clone(model), flags: strings.Clone(flags), ctx: ctx})
+	return ctx
+}
+
+// contextSlots is how many contexts a cache holds made (contextMemo).
+const contextSlots = 64
+
+// contextMemo is one context held made: its fields (copies) and hash.
+type contextMemo struct {
+	tag, encoding, model, flags string
+	ctx                         uint64
+}
+
+// contextHash is countContext made afresh: the seeded hash of the fields,
+// each length-prefixed.
+func (c *countCache) contextHash(tag, encoding, model string, flags string) uint64 {
 	var buf [128]byte
 	b := buf[:0]
 	for _, field := range [...]string{tag, encoding, flags, model} { // each length-prefixed: no two tuples alike
