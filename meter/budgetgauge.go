@@ -96,15 +96,15 @@ func newBudgetGauges(now func() time.Time, max int) *budgetGauges {
 }
 
 // observe keeps the settled use of quota a's bucket (used units, in a's
-// unit) under the tenant label, as of the Metrics' clock. A level of a
+// unit) under the tenant label, at now (the Metrics' clock). A level of a
 // period that has already ended is ignored (a request settled after its
 // period turned).
-func (g *budgetGauges) observe(a *Applied, tenant string, used int64) {
+func (g *budgetGauges) observe(a *Applied, tenant string, used int64, now time.Time) {
 	if a.Rule.Scope == policy.ScopeGlobal {
 		tenant = ""
 	}
 	l := subjectLevel{key: a.Key, used: max(used, 0), capacity: a.Limit.Capacity, start: a.Limit.WindowStart, end: a.Limit.WindowEnd}
-	if l.capacity <= 0 || !g.now().Before(l.end) {
+	if l.capacity <= 0 || !now.Before(l.end) {
 		return
 	}
 	g.mu.Lock()

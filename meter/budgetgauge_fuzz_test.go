@@ -79,7 +79,7 @@ func FuzzBudgetGaugeBounded(f *testing.F) {
 				oracle.observe(subjectLevel{key: key, used: used, capacity: 200, start: start, end: start.Add(day)})
 				keys[key] = true
 			}
-			g.observe(a, "acme", used)
+			g.observe(a, "acme", used, now)
 
 			s := g.groups[quotaGroup{"q", "acme"}]
 			if s != nil {

@@ -50,7 +50,7 @@ func gaugeValue(t testing.TB, reg prometheus.Gatherer, family string, want map[s
 // priced at $0.15 / $0.60 per million tokens, and the Metrics on the same
 // clock, prepared with the policy's rules as the proxy does.
 type gaugeRig struct {
-	t       *testing.T
+	t       testing.TB
 	clock   *storetest.Clock
 	meter   *Meter
 	policy  *policy.Policy
@@ -60,7 +60,7 @@ type gaugeRig struct {
 	n       int
 }
 
-func newGaugeRig(t *testing.T, limits string) *gaugeRig {
+func newGaugeRig(t testing.TB, limits string) *gaugeRig {
 	t.Helper()
 	c, err := config.Parse([]byte(`
 upstreams: [{name: o, flavor: openai, base_url: "http://x"}]

@@ -380,9 +380,14 @@ func (m *Metrics) budgetSettled(x *Exchange, settled []int64) {
 	if m == nil || x.fallback {
 		return
 	}
+	var tenant string // the tenant label, capped: found once, at the first quota
+	var now time.Time
 	for i := range x.rules {
 		if a := &x.rules[i]; isQuota(a) && i < len(settled) {
-			m.budget.observe(a, m.tenants.get(x.req.Principal.Tenant), settledLevel(a, settled[i]))
+			if now.IsZero() {
+				tenant, now = m.flowIn(x).tenant, m.budget.now()
+			}
+			m.budget.observe(a, tenant, settledLevel(a, settled[i]), now)
 		}
 	}
 }
