@@ -218,4 +218,3 @@ func TestBudgetGaugeResetsAtPeriodEnd(t *testing.T) {
 		t.Errorf("after a request in the new period: quota_used %v, want 15", got)
 	}
 }
-
