@@ -11,10 +11,13 @@ import (
 )
 
 // metricNames are the ways llmguard's sources name a metric: a Prometheus
-// Opts literal, a name→help table, or a helper that prepends llmguard_
-// (meter's counter, internal/app's lease counters).
+// Opts literal, a collector's prometheus.NewDesc (meter's budget gauges,
+// reserve's learned reservations, the keys), a name→help table, or a
+// helper that prepends llmguard_ (meter's counter, internal/app's lease
+// counters).
 var metricNames = []*regexp.Regexp{
 	regexp.MustCompile(`Name:\s*"llmguard_([a-z0-9_]+)"`),
+	regexp.MustCompile(`NewDesc\(\s*"llmguard_([a-z0-9_]+)"`),
 	regexp.MustCompile(`"llmguard_([a-z0-9_]+)":\s*"`),
 	regexp.MustCompile(`\b(?:counter|gauge|histogram)\("(?:llmguard_)?([a-z0-9_]+)"`),
 }
@@ -67,7 +70,7 @@ func TestMetricsTableListsEveryMetric(t *testing.T) {
 	names := sourceMetrics(t)
 	// The scan must find the metrics it is known to: a pattern that stops
 	// matching would otherwise pass the test vacuously.
-	for _, known := range []string{"requests_total", "lease_taken_total", "waiting", "ledger_dropped_total", "breaker_state"} {
+	for _, known := range []string{"requests_total", "lease_taken_total", "waiting", "ledger_dropped_total", "breaker_state", "quota_used", "keys"} {
 		if !slices.Contains(names, known) {
 			t.Fatalf("the source scan found no %s: fix metricNames (found %v)", known, names)
 		}

@@ -52,11 +52,11 @@ type flowSeries struct {
 
 // ruleSeries are the series of one limit and tenant label:
 // reserved_units_total, refunded_units_total, charged_units_total,
-// limit_utilization and the quota gauges.
+// and limit_utilization (token buckets).
 type ruleSeries struct {
-	limit, tenant                                string
-	reserved, refunded, charged                  child[prometheus.Counter]
-	utilization, quotaUsed, quotaLimit, quotaEnd child[prometheus.Gauge]
+	limit, tenant               string
+	reserved, refunded, charged child[prometheus.Counter]
+	utilization                 child[prometheus.Gauge]
 }
 
 // flowOf returns the flowSeries of x, an Exchange being admitted, taken

@@ -34,13 +34,22 @@ func bundleExchange(f spec.Flavor, model, tenant string, est spec.Usage) *Exchan
 // series is created that no request recorded (no reasoning tokens, no
 // charge, no estimate ratio without an estimate).
 func TestBundledSeries(t *testing.T) {
-	m, err := NewMetrics(prometheus.NewRegistry(), MetricsOptions{})
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg, MetricsOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	settle := func(x *Exchange, u spec.Usage, cost int64, deltas []bucket.Delta, owners []int) {
 		m.admitted(x)
 		m.settled(x, u, cost, true, deltas, owners)
+		settled := make([]int64, len(x.rules)) // what Settle computes: the reservation and its delta
+		for i, a := range x.rules {
+			settled[i] = a.Reserved
+		}
+		for i, d := range deltas {
+			settled[owners[i]] += d.Units
+		}
+		m.budgetSettled(x, settled)
 	}
 	for range 2 { // twice: the second through bundles already made
 		a := bundleExchange(spec.FlavorOpenAI, "gpt-4o-mini", "acme", spec.Usage{InputTokens: 10, OutputTokens: 64})
@@ -82,12 +91,26 @@ func TestBundledSeries(t *testing.T) {
 		{"charged user-tpm", m.charged.WithLabelValues("user-tpm"), 130},
 		{"utilization acme", m.utilization.WithLabelValues("user-tpm", "acme"), 1 - 926.0/1000},
 		{"utilization globex", m.utilization.WithLabelValues("user-tpm", "globex"), 1 - 900.0/1000},
-		{"quota used acme", m.quotaUsed.WithLabelValues("tenant-usd", "acme"), 1},
-		{"quota limit globex", m.quotaLimit.WithLabelValues("tenant-usd", "globex"), 5},
-		{"quota end globex", m.quotaEnd.WithLabelValues("tenant-usd", "globex"), 1_900_000_000},
 	} {
 		if got := testutil.ToFloat64(c.got); got < c.want-1e-9 || got > c.want+1e-9 {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	// The quota gauges: settled spend (acme's 300 µUSD reservation settled
+	// at 250), not the level at admission.
+	for _, c := range []struct {
+		name, family, tenant string
+		want                 float64
+	}{
+		{"quota used acme", "llmguard_quota_used", "acme", 0.99995},
+		{"quota used globex", "llmguard_quota_used", "globex", 1},
+		{"quota limit globex", "llmguard_quota_limit", "globex", 5},
+		{"quota end globex", "llmguard_quota_period_end_timestamp_seconds", "globex", 1_900_000_000},
+		{"quota utilization acme", "llmguard_limit_utilization", "acme", 999_950.0 / 5_000_000},
+	} {
+		got, ok := gaugeValue(t, reg, c.family, map[string]string{"limit": "tenant-usd", "tenant": c.tenant})
+		if !ok || got < c.want-1e-9 || got > c.want+1e-9 {
+			t.Errorf("%s: %v (found %v), want %v", c.name, got, ok, c.want)
 		}
 	}
 	// Only the series recorded: no reasoning, cache_write or anthropic
@@ -103,9 +126,9 @@ func TestBundledSeries(t *testing.T) {
 		{"estimate_ratio", m.estimateRatio, 1}, // none for globex: no input estimated
 		{"charged_units_total", m.charged, 1},
 		{"refunded_units_total", m.refunded, 2},
-		{"limit_utilization", m.utilization, 6},
+		{"limit_utilization", m.budget, 6}, // 3 token buckets and 3 quotas
 	} {
-		if got := testutil.CollectAndCount(c.vec); got != c.want {
+		if got := testutil.CollectAndCount(c.vec, "llmguard_"+c.name); got != c.want {
 			t.Errorf("%s: %d series, want %d", c.name, got, c.want)
 		}
 	}

@@ -96,6 +96,15 @@ type MetricsOptions struct {
 	// MaxTenants and MaxModels cap the distinct tenant and model label
 	// values; later ones are counted under "other". Zero: 100 each.
 	MaxTenants, MaxModels int
+	// MaxSubjects caps the buckets (users or keys) of one user- or
+	// key-scoped quota and tenant label whose settled use the budget
+	// gauges track to find the most used (budgetgauge.go); the most used
+	// are kept. Zero: 16.
+	MaxSubjects int
+	// Now is the clock that decides, when Prometheus scrapes, whether a
+	// quota's period has ended (its gauges then read 0). It should be the
+	// Meter's (Options.Now). nil: time.Now.
+	Now func() time.Time
 }
 
 // Metrics are llmguard's request collectors (DESIGN.md §9). Labels are
@@ -111,15 +120,13 @@ type Metrics struct {
 	refunded        *prometheus.CounterVec
 	charged         *prometheus.CounterVec
 	spend           *prometheus.CounterVec
-	utilization     *prometheus.GaugeVec
+	utilization     *prometheus.GaugeVec // token buckets' limit_utilization, collected by budget
 	overhead        prometheus.Histogram
 	upstreamSeconds *prometheus.HistogramVec
 	upstreamStatus  *prometheus.CounterVec
 	failures        *prometheus.CounterVec
 	budgetWarnings  *prometheus.CounterVec
-	quotaUsed       *prometheus.GaugeVec
-	quotaLimit      *prometheus.GaugeVec
-	quotaEnd        *prometheus.GaugeVec
+	budget          *budgetGauges // quota_* and quotas' limit_utilization, at scrape time (budgetgauge.go)
 	panics          *prometheus.CounterVec
 	bodyBytes       prometheus.Gauge
 	answerBytes     prometheus.Gauge       // response_body_bytes_in_flight
@@ -132,11 +139,11 @@ type Metrics struct {
 	// The children of the vectors recorded on every request, cached by
 	// label values (seriesCache): requests_total, tokens_estimated_total,
 	// tokens_total, estimate_ratio, reserved, refunded and charged units,
-	// spend, limit_utilization, the quota gauges, and the upstream's
+	// spend, limit_utilization (token buckets), and the upstream's
 	// responses and durations.
 	cRequests, cTokensEstimated, cTokens, cReserved, cRefunded, cCharged, cSpend, cUpstreamStatus *seriesCache[prometheus.Counter]
 	cEstimateRatio, cUpstreamSeconds                                                              *seriesCache[prometheus.Observer]
-	cUtilization, cQuotaUsed, cQuotaLimit, cQuotaEnd                                              *seriesCache[prometheus.Gauge]
+	cUtilization                                                                                  *seriesCache[prometheus.Gauge]
 	// flows and rules hold the bundles of those children (bundles.go).
 	flows *seriesCache[*flowSeries]
 	rules *seriesCache[*ruleSeries]
@@ -158,15 +165,20 @@ type Metrics struct {
 //	refunded_units_total{limit}                       units given back by reconciliation
 //	charged_units_total{limit}                        units charged by reconciliation above the reservation
 //	spend_usd_total{tenant,model}                     settled cost in USD
-//	limit_utilization{limit,tenant}                   1 − remaining / capacity at the last admission
+//	limit_utilization{limit,tenant}                   token bucket: 1 − remaining / capacity at the last admission;
+//	                                                  quota: quota_used / quota_limit (at scrape time, 0 once the
+//	                                                  period ends)
 //	overhead_seconds                                  histogram of time spent in llmguard, upstream and wait holds excluded
 //	upstream_duration_seconds{upstream,code}          histogram of upstream time to response (code: 2xx…5xx)
 //	upstream_responses_total{upstream,status}         upstream answers by HTTP status (0: unreachable)
 //	store_failure_decisions_total{limit,decision}     fail_open / fail_closed decisions while the store is unavailable
 //	budget_warnings_total{limit,tenant}               quota warning thresholds crossed
-//	quota_used{limit,tenant}                          a quota's use in its period at the last admission (USD for usd)
+//	quota_used{limit,tenant}                          a quota's settled use in its current period, after the last
+//	                                                  settlement (USD for usd); user- or key-scoped: the tenant's most
+//	                                                  used user or key (at most MaxSubjects tracked); global: tenant "";
+//	                                                  0 once the period ends, without a request (budgetgauge.go)
 //	quota_limit{limit,tenant}                         the quota's amount per period (USD for usd)
-//	quota_period_end_timestamp_seconds{limit,tenant}  when the quota's period ends (unix seconds)
+//	quota_period_end_timestamp_seconds{limit,tenant}  when the quota's current period ends (unix seconds)
 //	panics_total{stage}                               panics recovered, by stage (handler, stream, watch, settle,
 //	                                                  ledger, metrics; see the Stage constants)
 //	request_body_bytes_in_flight                      request-body bytes held now, of max_inflight_body_bytes
@@ -191,6 +203,13 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 	if o.MaxModels <= 0 {
 		o.MaxModels = 100
 	}
+	if o.MaxSubjects <= 0 {
+		o.MaxSubjects = defaultMaxSubjects
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	budget := newBudgetGauges(o.Now, o.MaxSubjects)
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmguard_" + name, Help: help}, labels)
 	}
@@ -206,14 +225,11 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 			Help:    "Actual input tokens divided by the estimate made at admission (1 = exact).",
 			Buckets: []float64{0.5, 0.8, 0.9, 0.95, 0.99, 1, 1.01, 1.05, 1.1, 1.2, 1.5, 2, 5},
 		}, []string{"flavor"}),
-		reserved: counter("reserved_units_total", "Units reserved at admission, in the limit's unit (micro-USD for usd limits).", "limit"),
-		refunded: counter("refunded_units_total", "Units given back by reconciliation (the request used less than reserved).", "limit"),
-		charged:  counter("charged_units_total", "Units charged by reconciliation above the reservation (the request used more).", "limit"),
-		spend:    counter("spend_usd_total", "Settled cost of requests in USD, from token counts and the model's prices.", "tenant", "model"),
-		utilization: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "llmguard_limit_utilization",
-			Help: "Share of a limit in use at the last admission: 1 − remaining / capacity (token bucket) or used / quota (quota).",
-		}, []string{"limit", "tenant"}),
+		reserved:    counter("reserved_units_total", "Units reserved at admission, in the limit's unit (micro-USD for usd limits).", "limit"),
+		refunded:    counter("refunded_units_total", "Units given back by reconciliation (the request used less than reserved).", "limit"),
+		charged:     counter("charged_units_total", "Units charged by reconciliation above the reservation (the request used more).", "limit"),
+		spend:       counter("spend_usd_total", "Settled cost of requests in USD, from token counts and the model's prices.", "tenant", "model"),
+		utilization: budget.buckets,
 		overhead: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "llmguard_overhead_seconds",
 			Help:    "Time a request spends in llmguard itself (identify, weigh, take, relay setup), upstream time and on_limit: wait holds excluded.",
@@ -229,13 +245,8 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 			"Decisions made while the store was unavailable, by limit: fail_open (checked against the node's fallback bucket) or fail_closed (503).",
 			"limit", "decision"),
 		budgetWarnings: counter("budget_warnings_total", "Quota warning thresholds (warn_at) crossed, once per threshold and period on each node.", "limit", "tenant"),
-		quotaUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmguard_quota_used",
-			Help: "A quota's use in its current period at the last admission, in the limit's unit (USD for usd limits)."}, []string{"limit", "tenant"}),
-		quotaLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmguard_quota_limit",
-			Help: "A quota's amount per period, in the limit's unit (USD for usd limits)."}, []string{"limit", "tenant"}),
-		quotaEnd: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmguard_quota_period_end_timestamp_seconds",
-			Help: "End of a quota's current period, unix seconds."}, []string{"limit", "tenant"}),
-		panics: counter("panics_total", "Panics recovered while serving a request, by stage; the request was answered 500 or its stream ended, and settled once.", "stage"),
+		budget:         budget,
+		panics:         counter("panics_total", "Panics recovered while serving a request, by stage; the request was answered 500 or its stream ended, and settled once.", "stage"),
 		bodyBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmguard_request_body_bytes_in_flight",
 			Help: "Request-body bytes held in memory now, counted against max_inflight_body_bytes."}),
 		answerBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmguard_response_body_bytes_in_flight",
@@ -252,8 +263,8 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 		models:  newLabelCap(o.MaxModels),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.tokensEstimated, m.tokens, m.estimateRatio, m.reserved, m.refunded,
-		m.charged, m.spend, m.utilization, m.overhead, m.upstreamSeconds, m.upstreamStatus, m.failures, m.budgetWarnings,
-		m.quotaUsed, m.quotaLimit, m.quotaEnd, m.panics, m.bodyBytes, m.answerBytes, m.unread, m.inFlight, m.shadow} {
+		m.charged, m.spend, m.budget, m.overhead, m.upstreamSeconds, m.upstreamStatus, m.failures, m.budgetWarnings,
+		m.panics, m.bodyBytes, m.answerBytes, m.unread, m.inFlight, m.shadow} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -267,8 +278,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 		newSeriesCache(m.charged.WithLabelValues)
 	m.cSpend, m.cUpstreamStatus = newSeriesCache(m.spend.WithLabelValues), newSeriesCache(m.upstreamStatus.WithLabelValues)
 	m.cEstimateRatio, m.cUpstreamSeconds = newSeriesCache(m.estimateRatio.WithLabelValues), newSeriesCache(m.upstreamSeconds.WithLabelValues)
-	m.cUtilization, m.cQuotaUsed = newSeriesCache(m.utilization.WithLabelValues), newSeriesCache(m.quotaUsed.WithLabelValues)
-	m.cQuotaLimit, m.cQuotaEnd = newSeriesCache(m.quotaLimit.WithLabelValues), newSeriesCache(m.quotaEnd.WithLabelValues)
+	m.cUtilization = newSeriesCache(m.utilization.WithLabelValues)
 	m.flows = newSeriesCache(func(v ...string) *flowSeries { return &flowSeries{flavor: v[0], model: v[1], tenant: v[2]} })
 	m.rules = newSeriesCache(func(v ...string) *ruleSeries { return &ruleSeries{limit: v[0], tenant: v[1]} })
 	return m, nil
@@ -352,17 +362,32 @@ func (m *Metrics) admitted(x *Exchange) {
 		if a.Reserved > 0 {
 			rs.reserved.get(m.cReserved, 1, labelValues{rs.limit}).Add(float64(a.Reserved))
 		}
-		if c := a.Limit.Capacity; c > 0 {
+		// A quota's gauges follow its spend, not this reservation: they
+		// are set at settlement (budgetSettled).
+		if c := a.Limit.Capacity; c > 0 && !a.Limit.IsQuota() {
 			rs.utilization.get(m.cUtilization, 2, labelValues{rs.limit, rs.tenant}).Set(1 - float64(a.Status.Remaining)/float64(c))
 		}
-		if a.Limit.IsQuota() {
-			scale := 1.0
-			if a.Rule.Unit == policy.UnitUSD {
-				scale = 1e6 // micro-USD, exported in USD (Prometheus' base unit)
+	}
+}
+
+// budgetSettled keeps, for the budget gauges, the settled use of each
+// quota of x (shadow quotas excluded): its level at admission with x's
+// reservation replaced by what x really cost (settled[i], in rule i's
+// unit), as Options.Alerts is told it. A request admitted by the per-node
+// fallback (the store was down) is not kept: its levels are this node's
+// fallback buckets', not the budget's.
+func (m *Metrics) budgetSettled(x *Exchange, settled []int64) {
+	if m == nil || x.fallback {
+		return
+	}
+	var tenant string // the tenant label, capped: found once, at the first quota
+	var now time.Time
+	for i := range x.rules {
+		if a := &x.rules[i]; isQuota(a) && i < len(settled) {
+			if now.IsZero() {
+				tenant, now = m.flowIn(x).tenant, m.budget.now()
 			}
-			rs.quotaUsed.get(m.cQuotaUsed, 2, labelValues{rs.limit, rs.tenant}).Set(float64(a.Limit.Capacity-a.Status.Remaining) / scale)
-			rs.quotaLimit.get(m.cQuotaLimit, 2, labelValues{rs.limit, rs.tenant}).Set(float64(a.Limit.Capacity) / scale)
-			rs.quotaEnd.get(m.cQuotaEnd, 2, labelValues{rs.limit, rs.tenant}).Set(float64(a.Limit.WindowEnd.Unix()))
+			m.budget.observe(a, tenant, settledLevel(a, settled[i]), now)
 		}
 	}
 }
@@ -481,9 +506,8 @@ func (m *Metrics) Prepare(rules []policy.Rule) {
 	for _, c := range []*seriesCache[prometheus.Counter]{m.cReserved, m.cRefunded, m.cCharged} {
 		c.reset() // limits a reload dropped are looked up no more
 	}
-	for _, c := range []*seriesCache[prometheus.Gauge]{m.cUtilization, m.cQuotaUsed, m.cQuotaLimit, m.cQuotaEnd} {
-		c.reset()
-	}
+	m.cUtilization.reset()
+	m.budget.prepare(rules)
 	m.rules.reset()
 	m.memo.forgetRules()
 	for _, r := range rules {

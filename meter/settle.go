@@ -110,6 +110,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 		m.opt.Metrics.settled(x, actual, cost, known, deltas, owners)
 		m.budgetCrossings(x, settled)
 		m.budgetLevels(x, settled)
+		m.opt.Metrics.budgetSettled(x, settled)
 	})
 	if m.opt.Ledger != nil || m.opt.Records {
 		m.contain(StageLedger, x, func() {

@@ -183,7 +183,10 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		a.close = append([]func() error{func() error { stop(); return nil }}, a.close...)
 	}
 
-	metrics, err := meter.NewMetrics(a.Registry, meter.MetricsOptions{MaxTenants: cfg.Metrics.MaxTenants, MaxModels: cfg.Metrics.MaxModels})
+	// The budget gauges read the meter's clock when scraped: a quota's
+	// period ends on the clock that placed its requests in it.
+	metrics, err := meter.NewMetrics(a.Registry, meter.MetricsOptions{MaxTenants: cfg.Metrics.MaxTenants, MaxModels: cfg.Metrics.MaxModels,
+		Now: a.now})
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}

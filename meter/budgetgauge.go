@@ -1,0 +1,302 @@
+package meter
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/llmguard/llmguard/policy"
+)
+
+// The budget gauges (quota_used, quota_limit,
+// quota_period_end_timestamp_seconds, and limit_utilization for quotas)
+// report spend: a quota's use right after a request settled, its
+// reservation replaced by what it really cost (the level budgetLevels
+// gives the webhook alerts), not the level at admission, which counts the
+// whole reservation as spent. They are computed when Prometheus scrapes,
+// on the Metrics' clock, from the levels kept here: a level whose period
+// has ended reads 0, and the period end moves to the current period's,
+// without waiting for a request.
+//
+// One series per limit and tenant label. A tenant's quota of scope user
+// or key has a bucket per user or key: the series shows the most used of
+// them (used / quota), so that an operator learns when any user nears
+// their quota without a label per user, whose number no one bounds. The
+// buckets are tracked in a bounded table: at most MaxSubjects per limit
+// and tenant label, keeping the most used (a bucket less used than every
+// tracked one while the table is full is not tracked; the most used is
+// never evicted), so memory is at most limits × (tenant labels) ×
+// MaxSubjects levels. A global quota has one bucket for every tenant: it
+// is shown once, under tenant "".
+
+// defaultMaxSubjects is MetricsOptions.MaxSubjects' default.
+const defaultMaxSubjects = 16
+
+// Help texts of the budget gauges; limit_utilization's is shared with the
+// token buckets' series (utilizationHelp), as one family has one help.
+const (
+	utilizationHelp = "Share of a limit in use: for a token bucket 1 − remaining / capacity at the last admission; for a quota its settled use / quota in the current period (the most used user or key of the tenant for a user- or key-scoped quota), 0 once the period ends."
+	quotaUsedHelp   = "A quota's settled use in its current period (reservations replaced by real costs), in the limit's unit (USD for usd limits); for a user- or key-scoped quota the most used user or key of the tenant; 0 once the period ends."
+	quotaLimitHelp  = "A quota's amount per period, in the limit's unit (USD for usd limits)."
+	quotaEndHelp    = "End of a quota's current period, unix seconds."
+)
+
+// quotaGroup names one series of the budget gauges: a limit and a tenant
+// label ("" for a global quota).
+type quotaGroup struct{ limit, tenant string }
+
+// subjectLevel is one quota bucket's settled use: used and capacity in
+// the rule's unit (micro-USD for usd), in the period [start, end).
+type subjectLevel struct {
+	key            string // the bucket's store key: one per user, key or tenant
+	used, capacity int64
+	start, end     time.Time
+}
+
+// share is l's used / capacity.
+func (l subjectLevel) share() float64 { return float64(l.used) / float64(l.capacity) }
+
+// quotaSeries is one group's rule and tracked buckets.
+type quotaSeries struct {
+	rule     *policy.Rule
+	subjects []subjectLevel // at most budgetGauges.max
+}
+
+// budgetGauges is the prometheus.Collector of the budget gauges, and of
+// limit_utilization's token-bucket series (buckets, set at admission; a
+// series of a limit that is now a quota is dropped). Safe for concurrent
+// use.
+type budgetGauges struct {
+	now     func() time.Time
+	max     int
+	buckets *prometheus.GaugeVec // limit_utilization of token buckets, not registered
+
+	used, limit, end, util *prometheus.Desc
+
+	mu     sync.Mutex
+	groups map[quotaGroup]*quotaSeries
+	// quotas are the quota rules by name since the last Prepare; nil
+	// before the first: every quota observed is kept.
+	quotas map[string]*policy.Rule
+}
+
+func newBudgetGauges(now func() time.Time, max int) *budgetGauges {
+	labels := []string{"limit", "tenant"}
+	return &budgetGauges{
+		now: now, max: max,
+		buckets: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmguard_limit_utilization", Help: utilizationHelp}, labels),
+		used:    prometheus.NewDesc("llmguard_quota_used", quotaUsedHelp, labels, nil),
+		limit:   prometheus.NewDesc("llmguard_quota_limit", quotaLimitHelp, labels, nil),
+		end:     prometheus.NewDesc("llmguard_quota_period_end_timestamp_seconds", quotaEndHelp, labels, nil),
+		util:    prometheus.NewDesc("llmguard_limit_utilization", utilizationHelp, labels, nil),
+		groups:  make(map[quotaGroup]*quotaSeries),
+	}
+}
+
+// observe keeps the settled use of quota a's bucket (used units, in a's
+// unit) under the tenant label, at now (the Metrics' clock). A level of a
+// period that has already ended is ignored (a request settled after its
+// period turned).
+func (g *budgetGauges) observe(a *Applied, tenant string, used int64, now time.Time) {
+	if a.Rule.Scope == policy.ScopeGlobal {
+		tenant = ""
+	}
+	l := subjectLevel{key: a.Key, used: max(used, 0), capacity: a.Limit.Capacity, start: a.Limit.WindowStart, end: a.Limit.WindowEnd}
+	if l.capacity <= 0 || !now.Before(l.end) {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.quotas != nil && g.quotas[a.Rule.Name] == nil {
+		return // a limit a reload removed (or made a rate)
+	}
+	k := quotaGroup{a.Rule.Name, tenant}
+	s := g.groups[k]
+	if s == nil {
+		s = &quotaSeries{subjects: make([]subjectLevel, 0, 1)}
+		g.groups[k] = s
+	}
+	s.rule = a.Rule
+	if g.quotas != nil {
+		s.rule = g.quotas[a.Rule.Name] // the current policy's, whatever x was admitted under
+	}
+	s.subjects = keepLevel(s.subjects, l, g.max)
+}
+
+// keepLevel puts l into subjects, which hold at most max levels: it
+// replaces l.key's level, drops those of periods that ended by l's start,
+// and when full replaces the least used one, if l is more used.
+func keepLevel(subjects []subjectLevel, l subjectLevel, max int) []subjectLevel {
+	for _, s := range subjects {
+		if s.key == l.key && s.start.After(l.start) {
+			return subjects // a level of an earlier period than the one kept
+		}
+	}
+	kept := subjects[:0]
+	found := false
+	for _, s := range subjects {
+		switch {
+		case s.key == l.key:
+			s, found = l, true
+		case !s.end.After(l.start):
+			continue // its period is over
+		}
+		kept = append(kept, s)
+	}
+	if found {
+		return kept
+	}
+	if len(kept) < max {
+		return append(kept, l)
+	}
+	least := 0
+	for i := range kept {
+		if kept[i].share() < kept[least].share() {
+			least = i
+		}
+	}
+	if l.share() > kept[least].share() {
+		kept[least] = l
+	}
+	return kept
+}
+
+// prepare makes rules (a new policy's) the rules of the budget gauges: the
+// series of limits that are no longer quotas go, and the token-bucket
+// series of limits that are now quotas.
+func (g *budgetGauges) prepare(rules []policy.Rule) {
+	quotas := make(map[string]*policy.Rule)
+	for i := range rules {
+		if r := &rules[i]; r.IsQuota() && !r.Shadow {
+			quotas[r.Name] = r
+			g.buckets.DeletePartialMatch(prometheus.Labels{"limit": r.Name})
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.quotas = quotas
+	for k, s := range g.groups {
+		if r := quotas[k.limit]; r != nil {
+			s.rule = r
+		} else {
+			delete(g.groups, k)
+		}
+	}
+}
+
+// quotaRow is one series' values, in the rule's unit.
+type quotaRow struct {
+	group          quotaGroup
+	used, capacity int64
+	end            time.Time
+	usd            bool
+}
+
+// rows are the budget gauges' values at now: per group, the most used
+// bucket whose period has not ended, or 0 used of the rule's current
+// period when none is left. Levels of ended periods are forgotten.
+func (g *budgetGauges) rows(now time.Time) []quotaRow {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	rows := make([]quotaRow, 0, len(g.groups))
+	for k, s := range g.groups {
+		kept := s.subjects[:0]
+		for _, l := range s.subjects {
+			if now.Before(l.end) {
+				kept = append(kept, l)
+			}
+		}
+		clear(s.subjects[len(kept):])
+		s.subjects = kept
+		r := quotaRow{group: k, usd: s.rule.Unit == policy.UnitUSD}
+		if len(kept) == 0 {
+			cur := s.rule.LimitAt(now)
+			r.capacity, r.end = cur.Capacity, cur.WindowEnd
+		} else {
+			best := kept[0]
+			for _, l := range kept[1:] {
+				if l.share() > best.share() {
+					best = l
+				}
+			}
+			r.used, r.capacity, r.end = best.used, best.capacity, best.end
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// Describe sends the four families' descriptions.
+func (g *budgetGauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- g.used
+	ch <- g.limit
+	ch <- g.end
+	ch <- g.util
+}
+
+// Collect sends the budget gauges as of the clock, then the token
+// buckets' limit_utilization series of limits that no quota series names.
+func (g *budgetGauges) Collect(ch chan<- prometheus.Metric) {
+	rows := g.rows(g.now())
+	named := make(map[quotaGroup]bool, len(rows))
+	for _, r := range rows {
+		named[r.group] = true
+		scale := 1.0
+		if r.usd {
+			scale = 1e6 // micro-USD, exported in USD (Prometheus' base unit)
+		}
+		share := 0.0
+		if r.capacity > 0 {
+			share = float64(r.used) / float64(r.capacity)
+		}
+		lv := []string{r.group.limit, r.group.tenant}
+		ch <- prometheus.MustNewConstMetric(g.used, prometheus.GaugeValue, float64(r.used)/scale, lv...)
+		ch <- prometheus.MustNewConstMetric(g.limit, prometheus.GaugeValue, float64(r.capacity)/scale, lv...)
+		ch <- prometheus.MustNewConstMetric(g.end, prometheus.GaugeValue, float64(r.end.Unix()), lv...)
+		ch <- prometheus.MustNewConstMetric(g.util, prometheus.GaugeValue, share, lv...)
+	}
+	bc := make(chan prometheus.Metric, 64)
+	go func() {
+		g.buckets.Collect(bc)
+		close(bc)
+	}()
+	for m := range bc {
+		if len(named) > 0 && named[groupOf(m)] {
+			continue // a limit a reload made a quota, set by a request admitted under the old policy
+		}
+		ch <- m
+	}
+}
+
+// groupOf is the limit and tenant labels of m, a limit_utilization series.
+func groupOf(m prometheus.Metric) quotaGroup {
+	var d dto.Metric
+	if m.Write(&d) != nil {
+		return quotaGroup{}
+	}
+	var k quotaGroup
+	for _, p := range d.GetLabel() {
+		switch p.GetName() {
+		case "limit":
+			k.limit = p.GetValue()
+		case "tenant":
+			k.tenant = p.GetValue()
+		}
+	}
+	return k
+}
+
+var _ prometheus.Collector = (*budgetGauges)(nil)
+
+// settledLevel is quota rule a's use right after settlement: its level at
+// admission with the request's reservation replaced by settled, what it
+// really cost (in a's unit).
+func settledLevel(a *Applied, settled int64) int64 {
+	return a.Limit.Capacity - a.Status.Remaining - a.Reserved + settled
+}
+
+// isQuota reports whether a is a quota with an amount (the budget gauges'
+// limits).
+func isQuota(a *Applied) bool { return a.Limit.IsQuota() && a.Limit.Capacity > 0 }
