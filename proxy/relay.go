@@ -157,6 +157,20 @@ const readChunk = 16 << 10
 // buffer of each: heldAnswer) and stream.
 var chunks = sync.Pool{New: func() any { return new([readChunk]byte) }}
 
+// dropAnswer discards the upstream's answer resp, which llmguard replaces
+// with a 502 of its own: it releases resp, records the upstream's status
+// in its series and sets x's status to 502. It returns the upstream's
+// status.
+func dropAnswer(x *exchange, resp *fasthttp.Response) int {
+	status := resp.StatusCode()
+	x.held = nil
+	resp.CloseBodyStream()
+	fasthttp.ReleaseResponse(resp)
+	x.status = fasthttp.StatusBadGateway
+	x.upstream.series.Record(status, x.upstreamTime)
+	return status
+}
+
 // gatewayCredentialRefused answers an upstream 401 or 403 to a request that
 // carried llmguard's own upstream credential: the upstream refused the
 // gateway, not the caller, and its body may quote part of that credential
@@ -166,12 +180,7 @@ var chunks = sync.Pool{New: func() any { return new([readChunk]byte) }}
 // line; nothing of the upstream's body or headers is passed on. The
 // reservation is refunded, as for any upstream error.
 func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response) *refusal {
-	status := resp.StatusCode()
-	x.held = nil
-	resp.CloseBodyStream()
-	fasthttp.ReleaseResponse(resp)
-	x.status = fasthttp.StatusBadGateway
-	x.upstream.series.Record(status, x.upstreamTime)
+	status := dropAnswer(x, resp)
 	p.log.Error("the upstream rejected llmguard's upstream credential: check the upstream's api_key_env",
 		"upstream", x.upstream.Name, "status", status, "request_id", x.id)
 	x.settle(meter.Settlement{Source: spec.SourceRefund})
@@ -188,12 +197,7 @@ func (p *Proxy) gatewayCredentialRefused(ctx *fasthttp.RequestCtx, x *exchange, 
 // llmguard's own 502 upstream_error; the reservation stands (the upstream
 // read the request and may have billed it), as when an answer is lost.
 func (p *Proxy) informationalRefused(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response) *refusal {
-	status := resp.StatusCode()
-	x.held = nil
-	resp.CloseBodyStream()
-	fasthttp.ReleaseResponse(resp)
-	x.status = fasthttp.StatusBadGateway
-	x.upstream.series.Record(status, x.upstreamTime)
+	status := dropAnswer(x, resp)
 	p.log.Warn("the upstream answered with an informational status in place of a final answer", "upstream", x.upstream.Name, "status", status, "request_id", x.id)
 	x.settle(meter.Settlement{Source: spec.SourceReserved})
 	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), x.live.ietf)
