@@ -905,7 +905,11 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		return nil
 	case meter.Denied, meter.TooLarge:
 		i := x.m.DeniedBy()
-		e := denied(ctx, x.upstream.Flavor, x.m.Rules(), x.live.ietf, i, x.m.Verdict() == meter.TooLarge, x.m.RetryAfter())
+		d := denial{tooLarge: x.m.Verdict() == meter.TooLarge, retry: x.m.RetryAfter()}
+		if x.est.ServerContext {
+			d.hiddenModel = x.est.Model
+		}
+		e := denied(ctx, x.upstream.Flavor, x.m.Rules(), x.live.ietf, i, d)
 		if x.m.RetryAfter() > x.live.maxRetryWait {
 			// The official SDKs sleep for whatever Retry-After says: past
 			// max_retry_wait, have them return the error at once.

@@ -5,8 +5,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/mockllm"
@@ -93,5 +95,87 @@ func TestAuthenticatedBeforePathRefusal(t *testing.T) {
 		if resp.StatusCode != c.status || !strings.Contains(b, `"`+c.code+`"`) {
 			t.Errorf("%s: POST %s: %d %.200s, want %d %s", c.name, c.path, resp.StatusCode, b, c.status, c.code)
 		}
+	}
+}
+
+// A request too large for its limit because its estimate reserved hidden
+// context (x-llmguard-estimate: partial) is told so, with the setting that
+// bounds that reservation, rather than to lower max_tokens or the prompt,
+// which would not help: a Responses call continuing a stored response on
+// the embedded default (gpt-4o-mini's 128,000-token input reserved under a
+// 1,000-token limit), and a Claude call with the web search tool under a
+// 100,000-token limit. An exact estimate still gets the old advice.
+func TestTooLargeNamesHiddenContextReservation(t *testing.T) {
+	h := startDefault(t)
+	bearer := []string{"Authorization", "Bearer " + devKey}
+	resp, b := h.raw("/v1/responses", `{"model":"gpt-4o-mini","input":"and then?","previous_response_id":"resp_123","max_output_tokens":50}`, bearer...)
+	if resp.StatusCode != 429 || resp.Header.Get("x-llmguard-estimate") != "partial" || resp.Header.Get("x-should-retry") != "false" {
+		t.Fatalf("responses with previous_response_id: %d (estimate %q, x-should-retry %q) %.300s, want a partial 429 that is not retried",
+			resp.StatusCode, resp.Header.Get("x-llmguard-estimate"), resp.Header.Get("x-should-retry"), b)
+	}
+	code, msg := errorCode(t, "/v1/responses", b)
+	for _, want := range []string{"Request too large for limit user-tokens", "x-llmguard-estimate: partial", "previous_response_id",
+		"models.gpt-4o-mini.max_input_tokens", "default_max_input_tokens"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("hidden-context 429 (%s): message %q lacks %q", code, msg, want)
+		}
+	}
+	if strings.Contains(msg, "max_tokens or the prompt") {
+		t.Errorf("hidden-context 429: message %q still advises lowering max_tokens or the prompt", msg)
+	}
+
+	resp, b = h.raw("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5000}`, bearer...)
+	if resp.StatusCode != 429 || resp.Header.Get("x-llmguard-estimate") != "" {
+		t.Fatalf("exact request over the limit: %d (estimate %q) %.300s, want an exact 429", resp.StatusCode, resp.Header.Get("x-llmguard-estimate"), b)
+	}
+	if _, msg := errorCode(t, "/v1/chat/completions", b); !strings.Contains(msg, "reduce the request (e.g. max_tokens or the prompt)") || strings.Contains(msg, "max_input_tokens") {
+		t.Errorf("exact request over the limit: message %q, want the advice to reduce the request", msg)
+	}
+
+	f := startFlavors(t, "")
+	resp, b = f.do("/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":50,`+
+		`"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":5}],"messages":[{"role":"user","content":"news today?"}]}`)
+	if resp.StatusCode != 429 || resp.Header.Get("x-llmguard-estimate") != "partial" {
+		t.Fatalf("claude with web_search: %d (estimate %q) %.300s, want a partial 429", resp.StatusCode, resp.Header.Get("x-llmguard-estimate"), b)
+	}
+	if typ, msg := errorCode(t, "/v1/messages", b); typ != "rate_limit_error" || !strings.Contains(msg, "models.claude-sonnet-4-5.max_input_tokens") ||
+		!strings.Contains(msg, "web search") || strings.Contains(msg, "max_tokens or the prompt") {
+		t.Errorf("claude with web_search: %s %q, want Anthropic's rate_limit_error naming models.claude-sonnet-4-5.max_input_tokens", typ, msg)
+	}
+}
+
+// A budget (quota) denial carries retry-after-ms as every other 429 with
+// a wait does, for the same instant as Retry-After, alongside
+// x-should-retry: false (the SDKs then return the error rather than wait
+// out the period).
+func TestQuotaDenialCarriesRetryAfterMs(t *testing.T) {
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	clock := &fakeClock{now: time.Date(2027, 2, 10, 12, 0, 0, 250e6, time.UTC)} // 11h59m59.75s before the day ends
+	cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, `
+limits:
+  - {name: alice-daily, scope: user, unit: tokens, quota: 1000, period: day}
+`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startClock(t, mock, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), clock.Now)
+	chat := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":600}`
+	if resp, b := h.post(testKey, chat, "x-mock-completion-tokens", "600"); resp.StatusCode != 200 {
+		t.Fatalf("first call: %d %s", resp.StatusCode, b)
+	}
+	resp, b := h.post(testKey, chat)
+	if resp.StatusCode != 429 || !strings.Contains(b, "insufficient_quota") || resp.Header.Get("x-should-retry") != "false" {
+		t.Fatalf("over the budget: %d (x-should-retry %q) %s", resp.StatusCode, resp.Header.Get("x-should-retry"), b)
+	}
+	const wantMs = 11*3600_000 + 59*60_000 + 59_750
+	if got := resp.Header.Get("retry-after-ms"); got != strconv.Itoa(wantMs) {
+		t.Errorf("retry-after-ms %q, want %d (to 00:00 UTC)", got, wantMs)
+	}
+	if got := resp.Header.Get("Retry-After"); got != strconv.Itoa((wantMs+999)/1000) {
+		t.Errorf("Retry-After %q, want %d (the same instant in whole seconds)", got, (wantMs+999)/1000)
 	}
 }
