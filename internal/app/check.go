@@ -46,6 +46,9 @@ type Lookup func(name string) (string, bool)
 //     its own key — identity.pass_through and no keys — needs none). env
 //     nil skips the environment (a check on a machine without the secrets)
 //     but not an empty api_key_env;
+//   - an admin_token_env naming a variable unset or empty in env (fatal,
+//     as for api_key_env: /admin/* would answer loopback callers without
+//     the token the operator meant to require; env nil skips it);
 //   - a limit whose capacity is below some model's default request cost (a
 //     minimal request's input plus the model's default output reservation,
 //     priced in the standard tier for usd), so that every call to it that
@@ -62,6 +65,7 @@ type Lookup func(name string) (string, bool)
 func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Lookup) []Finding {
 	var out []Finding
 	out = append(out, checkUpstreamKeys(cfg, env)...)
+	out = append(out, checkAdminToken(cfg, env)...)
 	out = append(out, checkDefaultCosts(cfg, pol, w)...)
 	out = append(out, checkMatchers(cfg, pol)...)
 	out = append(out, checkShards(cfg)...)
@@ -170,6 +174,22 @@ func checkUpstreamKeys(cfg *config.Config, env Lookup) []Finding {
 		}
 	}
 	return out
+}
+
+// checkAdminToken refuses an admin_token_env whose variable is unset or
+// empty in env: /admin/* would then answer every loopback caller without
+// a token (what a config without admin_token_env asks for), where the
+// operator meant to require one. env nil skips the check.
+func checkAdminToken(cfg *config.Config, env Lookup) []Finding {
+	if cfg.AdminTokenEnv == "" || env == nil {
+		return nil
+	}
+	if v, ok := env(cfg.AdminTokenEnv); ok && v != "" {
+		return nil
+	}
+	return []Finding{{Field: "admin_token_env", Fatal: true, Message: fmt.Sprintf(
+		"%s is not set (or empty), so /admin/* would answer loopback callers without a token: "+
+			"set it to the admin token, or remove admin_token_env to let loopback callers in without one", cfg.AdminTokenEnv)}}
 }
 
 // defaultCost is what a minimal request for one model reserves when it

@@ -2,9 +2,12 @@ package app
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -177,5 +180,83 @@ limits:
 	}
 	if got := resp.Header.Get("Retry-After"); got != strconv.Itoa((wantMs+999)/1000) {
 		t.Errorf("Retry-After %q, want %d (the same instant in whole seconds)", got, (wantMs+999)/1000)
+	}
+}
+
+// An admin_token_env whose variable is unset (or empty) refuses the start,
+// `llmguard validate` and a reload, as an unset api_key_env does: /admin/*
+// would otherwise answer loopback callers without the token the operator
+// meant to require (new-user trial: serve started without a word and
+// /admin answered without a token). Set, it starts and /admin/usage wants
+// the token.
+func TestUnsetAdminTokenEnvRefused(t *testing.T) {
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	const name = "LLMGUARD_TEST_NEWUSER_ADMIN_TOKEN"
+	yaml := baseConfig(t, mock.URL, "admin_token_env: "+name+"\n")
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, val := range []string{"unset", ""} {
+		if val == "unset" {
+			t.Setenv(name, "x") // restored after the test
+			os.Unsetenv(name)
+		} else {
+			t.Setenv(name, val)
+		}
+		_, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+		var ce *config.Error
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), "admin_token_env: "+name+" is not set") {
+			t.Errorf("%s %q: start: err %v, want a config error naming admin_token_env and %s", name, val, err, name)
+		}
+		fs, err := CheckConfig(cfg, os.LookupEnv)
+		if err != nil || len(Fatal(fs)) != 1 || Fatal(fs)[0].Field != "admin_token_env" {
+			t.Errorf("%s %q: validate: %v, %v; want one fatal finding on admin_token_env", name, val, fs, err)
+		}
+		if fs, _ := CheckConfig(cfg, nil); len(Fatal(fs)) != 0 {
+			t.Errorf("validate --no-env: %v, want no fatal finding", fs)
+		}
+	}
+
+	// Set: the start passes, and /admin/usage wants the token, loopback
+	// or not. A reload to a variable that is unset is refused and the
+	// token still applies.
+	t.Setenv(name, "s3cret")
+	path := filepath.Join(t.TempDir(), "llmguard.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := startFile(t, mock, path, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	usage := func(token string) int {
+		req, _ := http.NewRequest(http.MethodGet, h.admin+"/admin/usage", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := usage(""); got != 401 {
+		t.Errorf("/admin/usage from loopback without the token: %d, want 401", got)
+	}
+	if got := usage("s3cret"); got != 200 {
+		t.Errorf("/admin/usage with the token: %d, want 200", got)
+	}
+	other := strings.Replace(yaml, name, name+"_OTHER", 1)
+	if err := os.WriteFile(path, []byte(other), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.app.Reload(path); err == nil || !strings.Contains(err.Error(), name+"_OTHER is not set") {
+		t.Errorf("reload to an unset admin_token_env: err %v, want it refused", err)
+	}
+	if got := usage(""); got != 401 {
+		t.Errorf("/admin/usage without the token after the refused reload: %d, want 401", got)
 	}
 }
