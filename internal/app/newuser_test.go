@@ -260,3 +260,66 @@ func TestUnsetAdminTokenEnvRefused(t *testing.T) {
 		t.Errorf("/admin/usage without the token after the refused reload: %d, want 401", got)
 	}
 }
+
+// A limit's paths glob that matches no path a rule sees is warned of, as a
+// models glob that fits no priced model is (new-user trial:
+// paths: ["/v1/chat/completion"] passed validate silently); globs that may
+// match an endpoint llmguard forwards are not.
+func TestPathGlobMatchingNothingWarns(t *testing.T) {
+	for _, c := range []struct {
+		glob string
+		want string // in the warning; "" for none
+	}{
+		{"/v1/chat/completion", "did you mean /v1/chat/completions?"},
+		{"/v1/embedding", "did you mean /v1/embeddings?"},
+		{"/v2/responses", "use /v1/responses"}, // a request to it is still weighed as responses
+		{"/v1/Chat/Completions", "lowercase"},
+		{"/v1/chat/completions/", "trailing"},
+		{"v1/chat/completions", "starting with /"},
+		{"/chat/completions", "use /v1/chat/completions"},
+		{"/openai/deployments/*/chat/completions", "use /v1/chat/completions"},
+		{"/openai/v1/responses", "use /v1/responses"},
+		// May match: no warning.
+		{"/v1/chat/completions", ""},
+		{"/v1/*", ""},
+		{"/v1/chat/*", ""},
+		{"/v1/messages", ""},
+		{"/v1/messages/count_tokens", ""},
+		{"/v1/messages/batches", ""},
+		{"/v1/responses/input_tokens", ""},
+		{"/v1/chat/completions/*", ""},
+		{"/v1/images/*", ""},
+		{"/v1/audio/speech", ""},
+		{"/v1/moderations", ""},
+		{"/api/chat", ""},
+		{"/v1/[a-z]*", ""},
+	} {
+		got := unknownPathGlob(c.glob)
+		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("%q: warning %q, want one containing %q", c.glob, got, c.want)
+		}
+	}
+
+	// Through validate's check, on the trial's config: a warning, not an
+	// error, on the field.
+	cfg, err := config.Parse([]byte(baseConfig(t, "http://127.0.0.1:1", `
+limits:
+  - {name: chat-rpm, scope: user, unit: requests, rate: 60, per: 1m, paths: ["/v1/chat/completion", "/v1/embeddings"]}
+`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := CheckConfig(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []Finding
+	for _, f := range fs {
+		if strings.Contains(f.Field, ".paths[") {
+			found = append(found, f)
+		}
+	}
+	if len(found) != 1 || found[0].Fatal || found[0].Field != "limits[0].paths[0]" || !strings.Contains(found[0].Message, "did you mean /v1/chat/completions?") {
+		t.Errorf("findings on paths: %v, want one warning on limits[0].paths[0] suggesting /v1/chat/completions", found)
+	}
+}
