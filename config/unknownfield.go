@@ -13,7 +13,8 @@ import (
 var unknownField = regexp.MustCompile(`^(line \d+: )field (\S+) not found in type config\.(\w+)$`)
 
 // yamlFields maps the name of each struct type reachable from Config to
-// its YAML field names, in declaration order. Built once; read only.
+// its YAML field names, in declaration order: the fields the decoder sets
+// (exported, not tagged "-"), never internal ones. Built once; read only.
 var yamlFields = func() map[string][]string {
 	m := map[string][]string{}
 	var walk func(t reflect.Type)
@@ -33,7 +34,9 @@ var yamlFields = func() map[string][]string {
 			f := t.Field(i)
 			tag := strings.Split(f.Tag.Get("yaml"), ",")
 			switch {
-			case tag[0] == "-":
+			case tag[0] == "-", !f.IsExported() && !f.Anonymous:
+				// Not set from YAML: the decoder skips unexported
+				// fields (internal state such as Config.priceKeys).
 				continue
 			case slices.Contains(tag[1:], "inline"):
 				walk(f.Type)

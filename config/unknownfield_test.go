@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -51,4 +53,73 @@ func FuzzExplainUnknownField(f *testing.F) {
 			t.Fatalf("%q rewritten to %q", msg, out)
 		}
 	})
+}
+
+// The config's internal fields (set by parsing, not by the file: the
+// price keys a models: entry writes, default_price's, the models written)
+// cannot be set from YAML, and are neither suggested nor listed as what
+// the section takes (new-user trial: "unknown field pricekeys (did you
+// mean pricekeys?)").
+func TestUnknownFieldHidesInternalFields(t *testing.T) {
+	internal := []string{"pricekeys", "defaultpricekeys", "writtenmodels"}
+	for _, f := range internal {
+		_, err := Parse([]byte("upstreams:\n  - {name: o, flavor: openai, base_url: \"http://127.0.0.1:1\", no_key: true}\n" + f + ": 1\n"))
+		var ce *Error
+		if !errors.As(err, &ce) {
+			t.Fatalf("%s: 1: err = %v, want *Error (an internal field is no YAML field)", f, err)
+		}
+		all := strings.Join(ce.Problems, "\n")
+		if !strings.Contains(all, "unknown field "+f) {
+			t.Errorf("%s: 1: problems lack the unknown field:\n%s", f, all)
+		}
+		for _, name := range internal {
+			if strings.Contains(all, "mean "+name+"?") || strings.Contains(all, " "+name+",") || strings.HasSuffix(all, " "+name) {
+				t.Errorf("%s: 1: problems suggest or list internal field %s:\n%s", f, name, all)
+			}
+		}
+	}
+	// No section of any type lists one of its unexported fields.
+	for typ, names := range yamlFields {
+		t.Run(typ, func(t *testing.T) {
+			st := structNamed(typ)
+			if st == nil {
+				t.Skipf("type %s not found from Config", typ)
+			}
+			for i := range st.NumField() {
+				if f := st.Field(i); !f.IsExported() && slices.Contains(names, strings.ToLower(f.Name)) {
+					t.Errorf("%s lists its unexported field %s", typ, f.Name)
+				}
+			}
+		})
+	}
+	_, err := Parse([]byte("upstreams:\n  - {name: o, flavor: openai, base_url: \"http://127.0.0.1:1\", no_key: true}\npricekeys: {gpt-4o: [input_usd_per_mtok]}\n"))
+	if err == nil {
+		t.Errorf("pricekeys as a mapping was accepted")
+	}
+}
+
+// structNamed finds the struct type of this package named name among those
+// reachable from Config (through pointers, slices, maps and arrays).
+func structNamed(name string) reflect.Type {
+	seen := map[reflect.Type]bool{}
+	var find func(t reflect.Type) reflect.Type
+	find = func(t reflect.Type) reflect.Type {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map || t.Kind() == reflect.Array {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || t.PkgPath() != reflect.TypeFor[Config]().PkgPath() || seen[t] {
+			return nil
+		}
+		seen[t] = true
+		if t.Name() == name {
+			return t
+		}
+		for i := range t.NumField() {
+			if r := find(t.Field(i).Type); r != nil {
+				return r
+			}
+		}
+		return nil
+	}
+	return find(reflect.TypeFor[Config]())
 }

@@ -287,13 +287,33 @@ func goDuration(d time.Duration) string {
 	return ((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String()
 }
 
+// denial is what denied needs to know of a refused admission besides its
+// rules.
+type denial struct {
+	// tooLarge: the cost exceeds the denying limit's capacity
+	// (meter.TooLarge), so waiting cannot help.
+	tooLarge bool
+	// retry is how long until the denying limit can admit the request.
+	retry time.Duration
+	// hiddenModel, when not "", is the model (as priced) whose largest
+	// input the estimate reserved for context the body does not hold
+	// (weigher.Estimate.ServerContext, x-llmguard-estimate: partial).
+	hiddenModel string
+}
+
 // denied sets the headers of a denied request's answer and returns its
 // error, for Proxy.answer to write: 429 with Retry-After (whole seconds,
-// rounded up, at least 1) and retry-after-ms, or, when the cost exceeds the
-// capacity, 429 with x-should-retry: false and no Retry-After, since
-// waiting cannot help. The body names the limit, the amount requested and
-// the wait, in the caller's flavor.
-func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ietfItems, deny int, tooLarge bool, retry time.Duration) apiError {
+// rounded up, at least 1) and retry-after-ms (the same instant, in ms,
+// rounded up, at least 1), or, when the cost exceeds the capacity, 429
+// with x-should-retry: false and no Retry-After, since waiting cannot
+// help. A budget (quota) denial carries both too, with x-should-retry:
+// false, so that the SDKs, which skip a retry so marked, do not wait out
+// its period. The body names the limit, the amount requested and the
+// wait, in the caller's flavor; for a request too large whose estimate
+// reserved hidden context, it says so and names the setting that bounds
+// that reservation.
+func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ietfItems, deny int, d denial) apiError {
+	retry := d.retry
 	a := rules[deny]
 	unit := a.Rule.Unit.String()
 	if a.Rule.Unit == policy.UnitUSD {
@@ -305,9 +325,14 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 	}
 	e := apiError{status: fasthttp.StatusTooManyRequests, openAIType: typ, openAICode: "rate_limit_exceeded", anthropicType: "rate_limit_error"}
 	switch {
-	case tooLarge:
-		e.message = fmt.Sprintf("Request too large for limit %s (%s scope): requested %d %s, but the limit holds at most %d %s. Waiting will not help: reduce the request (e.g. max_tokens or the prompt).",
+	case d.tooLarge:
+		e.message = fmt.Sprintf("Request too large for limit %s (%s scope): requested %d %s, but the limit holds at most %d %s. Waiting will not help: ",
 			a.Rule.Name, a.Rule.Scope, a.Reserved, unit, a.Limit.Capacity, unit)
+		if d.hiddenModel == "" {
+			e.message += "reduce the request (e.g. max_tokens or the prompt)."
+		} else {
+			e.message += hiddenContextAdvice(d.hiddenModel)
+		}
 		if a.Limit.IsQuota() {
 			e.openAIType, e.openAICode = "insufficient_quota", "insufficient_quota"
 		}
@@ -315,8 +340,7 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 	case a.Limit.Concurrent:
 		e.message = fmt.Sprintf("Concurrency limit reached for limit %s (%s scope): %d requests in flight, the most allowed at once. Please try again in %s, or when one of your requests ends.",
 			a.Rule.Name, a.Rule.Scope, a.Limit.Capacity-max(a.Status.Remaining, 0), goDuration(retry))
-		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(retry), 1), 10))
-		ctx.Response.Header.Set("retry-after-ms", strconv.FormatInt(max(int64((retry+time.Millisecond-1)/time.Millisecond), 1), 10))
+		setRetryAfter(&ctx.Response.Header, retry)
 	case a.Limit.IsQuota():
 		// A budget spent until its period ends (DESIGN.md §6): OpenAI's
 		// insufficient_quota, and x-should-retry: false so that the SDKs do
@@ -326,21 +350,39 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 			a.Rule.Name, a.Rule.Scope, a.Rule.Period, a.Limit.Capacity-a.Status.Remaining, a.Limit.Capacity, unit, a.Reserved,
 			a.Limit.WindowEnd.UTC().Format(time.RFC3339), goDuration(retry))
 		ctx.Response.Header.Set("x-should-retry", "false")
-		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(retry), 1), 10))
+		setRetryAfter(&ctx.Response.Header, retry)
 	case a.Limit.IsWindow():
 		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %d per %s (%s), remaining %d, requested %d. Please try again in %s.",
 			a.Rule.Name, a.Rule.Scope, unit, a.Limit.Capacity, a.Limit.Per, a.Limit.Algorithm, max(a.Status.Remaining, 0), a.Reserved, goDuration(retry))
-		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(retry), 1), 10))
-		ctx.Response.Header.Set("retry-after-ms", strconv.FormatInt(max(int64((retry+time.Millisecond-1)/time.Millisecond), 1), 10))
+		setRetryAfter(&ctx.Response.Header, retry)
 	default:
 		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %d per %s, remaining %d, requested %d. Please try again in %s.",
 			a.Rule.Name, a.Rule.Scope, unit, a.Limit.Rate, a.Limit.Per, max(a.Status.Remaining, 0), a.Reserved, goDuration(retry))
-		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(retry), 1), 10))
-		ctx.Response.Header.Set("retry-after-ms", strconv.FormatInt(max(int64((retry+time.Millisecond-1)/time.Millisecond), 1), 10))
+		setRetryAfter(&ctx.Response.Header, retry)
 	}
 	ctx.Response.Header.Set("x-llmguard-limit", a.Rule.Name)
 	setLimitHeaders(&ctx.Response.Header, f, rules, items)
 	return e
+}
+
+// setRetryAfter sets Retry-After (whole seconds, rounded up, at least 1)
+// and retry-after-ms (milliseconds, rounded up, at least 1) to the same
+// wait.
+func setRetryAfter(h *fasthttp.ResponseHeader, retry time.Duration) {
+	h.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(retry), 1), 10))
+	h.Set("retry-after-ms", strconv.FormatInt(max(ceilDiv(retry, time.Millisecond), 1), 10))
+}
+
+// hiddenContextAdvice ends the message of a request too large whose
+// estimate reserved model's largest input for context the body does not
+// hold: most of what it requested is that reservation, which no smaller
+// max_tokens or prompt removes.
+func hiddenContextAdvice(model string) string {
+	return "most of this is the input reserved for context the request does not carry (x-llmguard-estimate: partial: " +
+		"previous_response_id, a conversation, a stored file or prompt, or a tool the upstream runs itself, such as web search), " +
+		"which llmguard reserves at model " + model + "'s largest input and refunds once the usage is known. " +
+		"Lower models." + model + ".max_input_tokens in llmguard's config (or default_max_input_tokens, for a model without it) " +
+		"to reserve less, or raise the limit."
 }
 
 // unavailable sets the headers of the answer to a request that a

@@ -140,7 +140,7 @@ func TestDeniedResponseListsTheDenyingRule(t *testing.T) {
 			ctx.Response.Header.DisableNormalizing()
 			taken := slices.Clone(rules)
 			taken[deny].Denied = true // as admission marks the denying rule
-			denied(&ctx, f, taken, nil, deny, true, 0).write(&ctx, f)
+			denied(&ctx, f, taken, nil, deny, denial{tooLarge: true}).write(&ctx, f)
 			name := rules[deny].Rule.Name
 			if got := string(ctx.Response.Header.Peek("x-llmguard-limit")); got != name {
 				t.Fatalf("round %d: x-llmguard-limit %q, want %q", round, got, name)

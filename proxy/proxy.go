@@ -508,11 +508,17 @@ func (x *exchange) flavor() Flavor {
 // handle takes a request through route, identify, read, weigh, take and
 // forward; a step that refuses it returns the refusal Handle answers.
 func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
-	rawUpPath, r := p.route(ctx, x)
+	path, upPath, r := p.route(ctx, x)
 	if r != nil {
 		return r
 	}
+	// Authenticated before the path is judged: a caller without a valid
+	// key learns nothing about routing from a path refusal.
 	if r := p.identify(ctx, x); r != nil {
+		return r
+	}
+	rawUpPath, r := p.checkPath(ctx, x, path, upPath)
+	if r != nil {
 		return r
 	}
 	if weigher.CanonicalPath(x.path) == LimitsPath { // any spelling: case, slashes, ;params (as endpoints are recognised)
@@ -570,27 +576,42 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	return r
 }
 
-// route picks the upstream of a request. Route and classify on the
-// decoded, normalised path (upPath); forward the path exactly as the client
-// sent it (rawUpPath). Both must name the same upstream path, or the
-// request could be weighed as one endpoint and served as another: a path
-// that servers may read differently (plainPath) is refused.
-func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (rawUpPath string, r *refusal) {
-	path := internPath(ctx.Path())
+// route picks the upstream of a request from its decoded, normalised path
+// (returned as path) and returns the path the upstream is to be sent
+// (upPath, decoded); it
+// refuses only a request no upstream can take (no upstream for the path,
+// a doubled version root), before the caller is identified, since the
+// credential's header depends on the upstream's flavor. checkPath judges
+// the path itself once the caller is known.
+func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (path, upPath string, r *refusal) {
+	path = internPath(ctx.Path())
 	if hasPathPrefix(path, "/v1/") && hasPathPrefix(path[3:], "/v1") && !p.router.hasPrefixFor(path) {
 		rest := path[3:]
 		// A base URL that ends in /v1 given to an SDK that adds /v1 itself
 		// (Anthropic's): no API llmguard fronts has such a path, and the
 		// fallback upstream would get it with its own key.
 		x.pathFlavor = p.router.owner(rest)
-		return "", &refusal{err: doubledVersion(path), outcome: meter.OutcomeInvalid}
+		return "", "", &refusal{err: doubledVersion(path), outcome: meter.OutcomeInvalid}
 	}
 	up, upPath := p.router.route(path)
 	if up == nil {
 		x.pathFlavor = p.router.unserved(path)
-		return "", &refusal{err: noUpstream(x.pathFlavor), outcome: meter.OutcomeInvalid}
+		return "", "", &refusal{err: noUpstream(x.pathFlavor), outcome: meter.OutcomeInvalid}
 	}
 	x.upstream = up
+	x.path, x.deployment = up.dialect.endpoint(upPath)
+	return path, upPath, nil
+}
+
+// checkPath judges the path of an identified caller's request (path, as
+// route returned it). Route and
+// classify on the decoded, normalised path (upPath); forward the path
+// exactly as the client sent it (rawUpPath). Both must name the same
+// upstream path, or the request could be weighed as one endpoint and
+// served as another: a path that servers may read differently (plainPath)
+// is refused, as is one that names a model outside the body.
+func (p *Proxy) checkPath(ctx *fasthttp.RequestCtx, x *exchange, path, upPath string) (rawUpPath string, r *refusal) {
+	up := x.upstream
 	raw := path // the same bytes: no second copy
 	if orig := ctx.Request.URI().PathOriginal(); string(orig) != path {
 		raw = string(orig)
@@ -602,7 +623,6 @@ func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (rawUpPath string, 
 	if !ok {
 		return "", &refusal{err: errAmbiguousPath, outcome: meter.OutcomeInvalid}
 	}
-	x.path, x.deployment = up.dialect.endpoint(upPath)
 	if !weigher.ReadMethod(string(ctx.Method())) && (queryNamesModel(ctx.URI().QueryString()) || hasSegment(upPath, "engines") ||
 		up.Flavor != FlavorAzure && hasSegment(upPath, "deployments")) {
 		return "", &refusal{err: errModelOutsideBody, outcome: meter.OutcomeInvalid}
@@ -885,7 +905,11 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		return nil
 	case meter.Denied, meter.TooLarge:
 		i := x.m.DeniedBy()
-		e := denied(ctx, x.upstream.Flavor, x.m.Rules(), x.live.ietf, i, x.m.Verdict() == meter.TooLarge, x.m.RetryAfter())
+		d := denial{tooLarge: x.m.Verdict() == meter.TooLarge, retry: x.m.RetryAfter()}
+		if x.est.ServerContext {
+			d.hiddenModel = x.est.Model
+		}
+		e := denied(ctx, x.upstream.Flavor, x.m.Rules(), x.live.ietf, i, d)
 		if x.m.RetryAfter() > x.live.maxRetryWait {
 			// The official SDKs sleep for whatever Retry-After says: past
 			// max_retry_wait, have them return the error at once.

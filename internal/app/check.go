@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/suggest"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/spec"
 	"github.com/llmguard/llmguard/weigher"
@@ -46,14 +48,18 @@ type Lookup func(name string) (string, bool)
 //     its own key — identity.pass_through and no keys — needs none). env
 //     nil skips the environment (a check on a machine without the secrets)
 //     but not an empty api_key_env;
+//   - an admin_token_env naming a variable unset or empty in env (fatal,
+//     as for api_key_env: /admin/* would answer loopback callers without
+//     the token the operator meant to require; env nil skips it);
 //   - a limit whose capacity is below some model's default request cost (a
 //     minimal request's input plus the model's default output reservation,
 //     priced in the standard tier for usd), so that every call to it that
 //     sets no maximum output is refused: the model with the highest such
 //     cost is named, with the count of others;
 //   - a plans, tenants or users matcher entry that no key (nor the
-//     pass-through identity) has, and a models glob that fits no priced
-//     model;
+//     pass-through identity) has, a models glob that fits no priced
+//     model, and a paths glob that matches no path a rule sees
+//     (unknownPathGlob);
 //   - a limit with shards on a store other than redis_cluster, where
 //     shards spread no load and only add under-admission;
 //   - a lease on a limit of a memory store, which has no effect.
@@ -62,6 +68,7 @@ type Lookup func(name string) (string, bool)
 func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Lookup) []Finding {
 	var out []Finding
 	out = append(out, checkUpstreamKeys(cfg, env)...)
+	out = append(out, checkAdminToken(cfg, env)...)
 	out = append(out, checkDefaultCosts(cfg, pol, w)...)
 	out = append(out, checkMatchers(cfg, pol)...)
 	out = append(out, checkShards(cfg)...)
@@ -170,6 +177,22 @@ func checkUpstreamKeys(cfg *config.Config, env Lookup) []Finding {
 		}
 	}
 	return out
+}
+
+// checkAdminToken refuses an admin_token_env whose variable is unset or
+// empty in env: /admin/* would then answer every loopback caller without
+// a token (what a config without admin_token_env asks for), where the
+// operator meant to require one. env nil skips the check.
+func checkAdminToken(cfg *config.Config, env Lookup) []Finding {
+	if cfg.AdminTokenEnv == "" || env == nil {
+		return nil
+	}
+	if v, ok := env(cfg.AdminTokenEnv); ok && v != "" {
+		return nil
+	}
+	return []Finding{{Field: "admin_token_env", Fatal: true, Message: fmt.Sprintf(
+		"%s is not set (or empty), so /admin/* would answer loopback callers without a token: "+
+			"set it to the admin token, or remove admin_token_env to let loopback callers in without one", cfg.AdminTokenEnv)}}
 }
 
 // defaultCost is what a minimal request for one model reserves when it
@@ -312,8 +335,69 @@ func checkMatchers(cfg *config.Config, pol *policy.Policy) []Finding {
 			}
 			out = append(out, Finding{Field: fmt.Sprintf("%s.models[%d]", f, j), Message: msg})
 		}
+		for j, g := range l.Paths {
+			if msg := unknownPathGlob(g); msg != "" {
+				out = append(out, Finding{Field: fmt.Sprintf("%s.paths[%d]", f, j), Message: msg})
+			}
+		}
 	}
 	return out
+}
+
+// weighedPaths are the endpoints llmguard recognises by kind, as their
+// APIs spell them (weigher.Kind.Path): a request of one of these kinds is
+// matched against rules' paths with this spelling, whatever its own.
+var weighedPaths = func() []string {
+	var ps []string
+	for k := weigher.KindOther; k <= weigher.KindImages; k++ {
+		if p := k.Path(); p != "" {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}()
+
+// unknownPathGlob says why a limit's paths glob g (valid path.Match
+// syntax) matches no path a rule is matched against (proxy's rulePath: a
+// recognised endpoint's own spelling, weighedPaths, else the canonical
+// path: lowercase, from '/', no trailing or repeated '/'), or "" when it
+// may match one:
+//   - a glob that cannot match a canonical path;
+//   - another spelling of a recognised endpoint (/chat/completions,
+//     /openai/deployments/*/chat/completions), which its requests are not
+//     matched as;
+//   - a glob that matches no recognised endpoint and is a letter or two off
+//     one (internal/suggest), as /v1/chat/completion, unless it extends one
+//     (/v1/messages/batches is an endpoint of its own).
+//
+// Any other glob may name an unmetered endpoint or another API's path
+// (/v1/audio/*, /api/chat), which llmguard forwards too: no warning.
+func unknownPathGlob(g string) string {
+	for _, p := range weighedPaths {
+		if ok, _ := path.Match(g, p); ok {
+			return ""
+		}
+	}
+	if strings.ContainsAny(g, "[\\") {
+		return "" // a class or an escape: not judged
+	}
+	near := ""
+	if s := suggest.Closest(g, weighedPaths); s != "" && !strings.HasPrefix(g, s+"/") {
+		near = " (did you mean " + s + "?)"
+	}
+	sample := strings.NewReplacer("*", "x", "?", "x").Replace(g) // one path the glob matches
+	if !strings.HasPrefix(g, "/") || weigher.CanonicalPath(sample) != sample {
+		return fmt.Sprintf("%q matches no request: rules' paths are matched against the path lowercase, "+
+			"starting with /, without a trailing or repeated /%s", g, near)
+	}
+	if k := weigher.Classify("POST", sample); k.Path() != "" {
+		return fmt.Sprintf("%q matches no request: a request to it is the %s endpoint, which rules' paths see as %s "+
+			"whatever its spelling (README, \"Which endpoints are weighed\"): use %s", g, k, k.Path(), k.Path())
+	}
+	if near != "" {
+		return fmt.Sprintf("%q matches no endpoint llmguard knows%s", g, near)
+	}
+	return ""
 }
 
 // known lists a set's values, sorted and bounded, for a message.

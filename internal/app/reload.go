@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -68,6 +69,12 @@ func (a *App) reload(path string) error {
 	pol, w, err := compile(cfg)
 	if err != nil {
 		return err
+	}
+	// admin_token_env applies live: a variable unset or empty would open
+	// /admin/* to loopback callers without a token, so the reload is
+	// refused, as the start would be.
+	if fatal := checkAdminToken(cfg, os.LookupEnv); len(fatal) > 0 {
+		return &config.Error{Problems: []string{fatal[0].String()}}
 	}
 	for _, f := range startOnly {
 		if !reflect.DeepEqual(reflect.ValueOf(f.field(old)).Elem().Interface(), reflect.ValueOf(f.field(cfg)).Elem().Interface()) {
