@@ -324,10 +324,14 @@ func TestRedisVoidMarkers(t *testing.T) {
 
 // blockedTakes blocks Redis for block (a spinning script, see slowRedis)
 // and, once a take through g is seen to time out, sends n takes of cost
-// units each with request ids prefix-0…, all of which time out at g's
-// deadline while Redis holds them. It returns their items by request id.
+// units each with request ids prefix-0…, which time out at g's deadline
+// while Redis holds them. It returns their items by request id, and the
+// ids of those that succeeded all the same: on a loaded machine a
+// goroutine may send its take only after the block ended (CI once saw
+// one), and such a take is admitted, not timed out; the caller accounts
+// for it.
 func blockedTakes(t *testing.T, s *redistest.Server, store bucket.Store, g *bucket.Guarded, key string, limit bucket.Limit,
-	prefix string, n int, cost int64, block time.Duration) map[string][]bucket.Item {
+	prefix string, n int, cost int64, block time.Duration) (sent map[string][]bucket.Item, admitted []string) {
 	t.Helper()
 	slept := make(chan error, 1)
 	go func() { _, err := slowRedis(s, block); slept <- err }()
@@ -339,7 +343,7 @@ func blockedTakes(t *testing.T, s *redistest.Server, store bucket.Store, g *buck
 		}
 		store.Take(context.Background(), "", probe)
 	}
-	sent := map[string][]bucket.Item{}
+	sent = map[string][]bucket.Item{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := range n {
@@ -348,11 +352,13 @@ func blockedTakes(t *testing.T, s *redistest.Server, store bucket.Store, g *buck
 			defer wg.Done()
 			id := fmt.Sprintf("%s-%d", prefix, i)
 			items := []bucket.Item{{Key: key, Limit: limit, Cost: cost}}
-			if _, err := store.Take(context.Background(), id, items); err == nil {
-				t.Errorf("take %s succeeded while Redis was blocked", id)
-			}
+			_, err := store.Take(context.Background(), id, items)
 			mu.Lock()
 			sent[id] = items
+			if err == nil {
+				t.Logf("take %s was sent after the block ended: admitted", id)
+				admitted = append(admitted, id)
+			}
 			mu.Unlock()
 		}()
 	}
@@ -360,7 +366,10 @@ func blockedTakes(t *testing.T, s *redistest.Server, store bucket.Store, g *buck
 	if err := <-slept; err != nil {
 		t.Fatalf("blocking Redis: %v", err)
 	}
-	return sent
+	if len(admitted) == n {
+		t.Fatalf("every take was sent after the block ended: the test shows nothing")
+	}
+	return sent, admitted
 }
 
 // redisLevel reads a token bucket's level from Redis (full when missing).
@@ -417,7 +426,7 @@ func TestRedisBlockedTakesAreVoided(t *testing.T) {
 	}
 	kv := s.Client()
 	limit := bucket.Limit{Capacity: 1 << 20, Rate: 1, Per: time.Hour} // refill < 0.01 units over the test
-	const block = 300 * time.Millisecond
+	const block = time.Second                                         // long beside a goroutine's wait for a CPU on a loaded machine
 	g := bucket.NewGuarded(newRedis(t, bucket.RedisOptions{Client: c}),
 		bucket.GuardOptions{Timeout: 20 * time.Millisecond, MinCalls: 1000, OpenFor: 50 * time.Millisecond})
 	warmUp(t, g, []bucket.Item{{Key: key, Limit: limit, Cost: 0}})
@@ -428,8 +437,10 @@ func TestRedisBlockedTakesAreVoided(t *testing.T) {
 
 	// step 1 (the leak): a Guarded store alone leaves what Redis applied.
 	idle()
-	sent := blockedTakes(t, s, g, g, key, limit, "bare", n, cost, block)
-	leaked := start - redisLevel(t, kv, key, limit.Capacity)
+	sent, admitted := blockedTakes(t, s, g, g, key, limit, "bare", n, cost, block)
+	// What Redis took for the timed-out takes: takes admitted after the
+	// block hold their cost rightly.
+	leaked := start - redisLevel(t, kv, key, limit.Capacity) - float64(cost*int64(len(admitted)))
 	t.Logf("step 1: %d takes timed out; Redis applied %.0f units of them", n, leaked)
 	// At least one take applied (the refill over the test, < 0.01 units,
 	// comes off it). With takes coalesced per slot, those queued behind the
@@ -453,12 +464,20 @@ func TestRedisBlockedTakesAreVoided(t *testing.T) {
 
 	// step 3: through the AsyncReconciler, the voids happen by themselves.
 	idle()
-	sent = blockedTakes(t, s, a, g, key, limit, "async", n, cost, block)
+	sent, admitted = blockedTakes(t, s, a, g, key, limit, "async", n, cost, block)
 	waitFor(t, 10*time.Second, "every void applied", func() bool { return a.Stats().Pending == 0 })
 	st := a.Stats()
 	t.Logf("step 3: reconciler %+v", st)
-	if st.Voids < n || st.Dropped != 0 {
-		t.Errorf("step 3: %d voids queued (%d dropped), want at least %d", st.Voids, st.Dropped, n)
+	if timedOut := n - len(admitted); st.Voids < uint64(timedOut) || st.Dropped != 0 {
+		t.Errorf("step 3: %d voids queued (%d dropped), want at least %d", st.Voids, st.Dropped, timedOut)
+	}
+	// A take admitted after the block holds its cost until its request
+	// settles: give it back as a refund, so the level says what the voids
+	// did.
+	for _, id := range admitted {
+		if err := g.Void(ctx, id, sent[id]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if got := redisLevel(t, kv, key, limit.Capacity); got < start-0.01 || got > start+0.01 {
 		t.Errorf("step 3: level %.2f after the blocked takes, want %.2f: a reservation leaked or was refunded twice", got, start)
