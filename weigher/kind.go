@@ -138,6 +138,19 @@ func (k Kind) Path() string {
 	return ""
 }
 
+// KindPaths returns the endpoint path of every kind that has one
+// ([Kind.Path]), in kind order: the paths llmguard recognises as their
+// APIs spell them. A new slice each call.
+func KindPaths() []string {
+	var ps []string
+	for k := range Kind(numKinds) {
+		if p := k.Path(); p != "" {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
 // Weighed reports whether requests of kind k are weighed in tokens: their
 // body is estimated ([Weigher.Weigh]) and their response's usage read
 // ([ParseUsage], [Stream]). False for KindOther, KindCountTokens and a value

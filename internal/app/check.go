@@ -345,17 +345,9 @@ func checkMatchers(cfg *config.Config, pol *policy.Policy) []Finding {
 }
 
 // weighedPaths are the endpoints llmguard recognises by kind, as their
-// APIs spell them (weigher.Kind.Path): a request of one of these kinds is
+// APIs spell them (weigher.KindPaths): a request of one of these kinds is
 // matched against rules' paths with this spelling, whatever its own.
-var weighedPaths = func() []string {
-	var ps []string
-	for k := weigher.KindOther; k <= weigher.KindImages; k++ {
-		if p := k.Path(); p != "" {
-			ps = append(ps, p)
-		}
-	}
-	return ps
-}()
+var weighedPaths = weigher.KindPaths()
 
 // unknownPathGlob says why a limit's paths glob g (valid path.Match
 // syntax) matches no path a rule is matched against (proxy's rulePath: a
