@@ -677,13 +677,12 @@ func hasSegment(path, seg string) bool {
 }
 
 // knownPaths are the endpoint paths of the kinds llmguard weighs, as their
-// APIs spell them (weigher.Kind.Path).
+// APIs spell them (weigher.KindPaths), as sent and behind Azure's /openai
+// root.
 var knownPaths = func() []string {
 	var ps []string
-	for k := weigher.KindOther; k <= weigher.KindImages; k++ {
-		if p := k.Path(); p != "" {
-			ps = append(ps, p, "/openai"+p) // as sent, and behind Azure's /openai root
-		}
+	for _, p := range weigher.KindPaths() {
+		ps = append(ps, p, "/openai"+p)
 	}
 	return ps
 }()
@@ -964,6 +963,12 @@ func stripPrefix(raw, prefix string) (string, bool) {
 var credentialish = []string{"Authorization", "x-api-key", "api-key", "OpenAI-Organization", "OpenAI-Project", "Cookie", "X-Real-IP",
 	"Ocp-Apim-Subscription-Key"}
 
+// passThroughDrop are the request fields removed for a pass-through
+// caller, besides the hop-by-hop ones: the client's forwarding fields,
+// Ocp-Apim-Subscription-Key (a second credential in either mode) and
+// every caller key field (forward sets the identifying one again).
+var passThroughDrop = append([]string{"X-Forwarded-For", "Forwarded", "Ocp-Apim-Subscription-Key"}, callerKeyHeaders...)
+
 // virtualKeyDrop are the request fields removed for a caller with a
 // virtual key, besides the hop-by-hop ones: the client's forwarding fields
 // (X-Forwarded-For, which llmguard sets itself, and Forwarded: never
@@ -986,25 +991,13 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	// The hop-by-hop fields, the client's forwarding fields (never
 	// trusted) and the credentials go in one walk over the fields.
 	if x.principal.PassThrough {
-		// Forward only the credential that identified the caller;
-		// Ocp-Apim-Subscription-Key is a second credential in either mode.
-		var buf [8]string
-		drop := append(buf[:0], "X-Forwarded-For", "Forwarded", "Ocp-Apim-Subscription-Key")
-		for _, h := range callerKeyHeaders {
-			if h != x.keyHeader {
-				drop = append(drop, h)
-			}
-		}
-		// A second field of the credential's name (in any case) may carry
-		// another key, which the upstream could bill instead of the one
-		// limited, and so may a trailer field of a chunked body, read
-		// after identify (fasthttp merges trailer fields into the header,
-		// replacing a field of the same name: x-api-key and api-key are
-		// not among the names it refuses there): all of them go, and the
-		// field that identified the caller, as identify read it, is set
-		// again.
-		drop = append(drop, x.keyHeader)
-		removeFields(&req.Header, drop)
+		// Forward only the credential that identified the caller, as
+		// identify read it: every caller key field goes (another one, a
+		// second field of the credential's name in any case, or a trailer
+		// field of a chunked body, which fasthttp merges into the header
+		// after identify: any could carry a key the upstream bills
+		// instead of the one limited), and that one is set again.
+		removeFields(&req.Header, passThroughDrop)
 		req.Header.Set(x.keyHeader, x.keyField)
 	} else {
 		removeFields(&req.Header, virtualKeyDrop)
