@@ -1,14 +1,16 @@
 package proxy
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
-	"github.com/llmguard/llmguard/internal/suggest"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/llmguard/llmguard/internal/suggest"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/spec"
 )
@@ -178,44 +180,16 @@ func clip(path string) string {
 	return path[:n] + "…"
 }
 
-// appendJSONString appends s to b as a JSON string (RFC 8259 §7): '"' and
-// '\\' escaped, control characters as \u00XX, and each byte that is not
-// part of valid UTF-8 as U+FFFD, so that an error body stays JSON whatever
-// bytes a caller put in the path or model it quotes. strconv.AppendQuote,
-// used before, writes Go's escapes (\xff, \a), which JSON parsers refuse.
+// appendJSONString appends s to b as a JSON string, by encoding/json
+// (HTML characters left as they are): control characters escaped and each
+// byte that is not part of valid UTF-8 written as U+FFFD, so that an error
+// body stays JSON whatever bytes a caller put in the path or model it
+// quotes. strconv.AppendQuote, used before, writes Go's escapes (\xff,
+// \a), which JSON parsers refuse.
 func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			b = append(b, c)
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, "\\ufffd"...)
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(b, '"')
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }
