@@ -31,6 +31,9 @@ type mapReconcileCall struct {
 	owners  []int            // the batch element of each entry
 	sig     []byte           // scratch: the signature of the shape being added
 	at      []int            // scratch: its key and limit indexes, two per delta
+	// zeroUnits sends deltas of zero units too (applyScript's; the store
+	// never does).
+	zeroUnits bool
 }
 
 // newReconcileCall returns a call with no entries yet.
@@ -100,7 +103,7 @@ func (c *mapReconcileCall) add(owner int, requestID string, deltas []Delta, idx 
 }
 
 // entry appends to c, for batch element owner, the entry e with the n
-// deltas at(0) … at(n-1) (those of non-zero units unless e.sendZeroUnit):
+// deltas at(0) … at(n-1) (those of non-zero units unless c.zeroUnits):
 // its shape, added when new, then its marker index, id and units.
 func (c *mapReconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta) {
 	sig := append(c.sig[:0], e.mode)
@@ -117,7 +120,7 @@ func (c *mapReconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta
 	c.at = c.at[:0]
 	for j := range n {
 		dl := at(j)
-		if dl.Units == 0 && !e.sendZeroUnit {
+		if dl.Units == 0 && !c.zeroUnits {
 			continue
 		}
 		k, l := c.key(dl.Key), c.limit(dl.Limit)
@@ -152,7 +155,7 @@ func (c *mapReconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta
 		c.entries = append(c.entries, e.id)
 	}
 	for j := range n {
-		if dl := at(j); dl.Units != 0 || e.sendZeroUnit {
+		if dl := at(j); dl.Units != 0 || c.zeroUnits {
 			c.entries = append(c.entries, dl.Units)
 		}
 	}

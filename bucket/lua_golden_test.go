@@ -307,11 +307,14 @@ func (r *Redis) check(ctx context.Context, it Item) (Decision, error) {
 // applyScript runs reconcile.lua on deltas as one entry with no marker,
 // zero units included: the store leaves deltas of zero units out (they
 // change nothing a take can see), but the script's arithmetic must agree
-// with Apply's on them all the same.
+// with Apply's on them all the same. The ARGV come from the map-based
+// builder the store's is held to (intern_oracle_test.go), which alone can
+// send them.
 func (r *Redis) applyScript(ctx context.Context, deltas []Delta) error {
-	c := r.newReconcileCall()
-	c.entry(0, rcEntry{mode: 'n', sendZeroUnit: true}, len(deltas), func(j int) Delta { return deltas[j] })
-	return r.call(ctx, r.reconcile, c.keys(), c.args(r)...).Err()
+	c := newMapReconcileCall(r)
+	c.zeroUnits = true
+	c.entry(0, rcEntry{mode: 'n'}, len(deltas), func(j int) Delta { return deltas[j] })
+	return r.call(ctx, r.reconcile, c.keys, c.args(r)...).Err()
 }
 
 // readState reads a bucket key as the scripts store it.

@@ -646,15 +646,14 @@ func (c *reconcileCall) add(owner int, requestID string, deltas []Delta, idx []i
 // mode ('r', 'h', 'v', 'w' or 'n'), its own marker key (modes r, v, w),
 // its marker set's key and its request id (modes h, w).
 type rcEntry struct {
-	mode         byte
-	marker, set  string
-	id           string
-	sendZeroUnit bool // send deltas of zero units too (a test's; the store never does)
+	mode        byte
+	marker, set string
+	id          string
 }
 
 // entry appends to c, for batch element owner, the entry e with the n
-// deltas at(0) … at(n-1) (those of non-zero units unless e.sendZeroUnit):
-// its shape, added when new, then its marker index, id and units.
+// deltas at(0) … at(n-1) (those of non-zero units): its shape, added when
+// new, then its marker index, id and units.
 func (c *reconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta) {
 	sig := append(c.sig[:0], e.mode)
 	set := 0
@@ -670,7 +669,7 @@ func (c *reconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta) {
 	c.at = c.at[:0]
 	for j := range n {
 		dl := at(j)
-		if dl.Units == 0 && !e.sendZeroUnit {
+		if dl.Units == 0 {
 			continue
 		}
 		k, l := c.key(dl.Key), c.limit(dl.Limit)
@@ -703,7 +702,7 @@ func (c *reconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta) {
 		c.entries = append(c.entries, e.id)
 	}
 	for j := range n {
-		if dl := at(j); dl.Units != 0 || e.sendZeroUnit {
+		if dl := at(j); dl.Units != 0 {
 			c.entries = append(c.entries, dl.Units)
 		}
 	}
