@@ -265,10 +265,9 @@ while r < total do
           replies[r] = {-1}
           break
         end
-        local n = shape[2]
         local reply = {1, -1, 0, 0, nil, nil, nil, nil, nil, nil}
         local firstLarge, firstShort, retry = -1, -1, 0
-        for i = 1, n do
+        for i = 1, width do
           local limit = shape[2 + 2 * i]
           local capacity, rate, per, cost = limit[1], limit[2], limit[3], ARGV[at + i]
           cost = digits[cost] or cost + 0
@@ -306,14 +305,13 @@ while r < total do
           else
             reply[2], reply[4] = firstShort, retry
           end
-          for i = 1, n do
+          for i = 1, width do
             local limit, level = shape[2 + 2 * i], levels[i]
             reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, limit[1], limit[2], limit[3])
           end
           replies[r] = reply
           break
         end
-        local taken = takenOf[shape]
         if taken then
           local list = takenIds[taken] -- markIn, inlined once the set has a list
           if list then
@@ -324,7 +322,7 @@ while r < total do
         elseif key then
           remember(key, ttl, 't')
         end
-        for i = 1, n do
+        for i = 1, width do
           local limit = shape[2 + 2 * i]
           local capacity, rate, per = limit[1], limit[2], limit[3]
           local level, updated = levels[i] - spends[i], updateds[i]
