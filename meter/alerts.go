@@ -48,11 +48,12 @@ func (m *Meter) budgetLevels(x *Exchange, settled []int64) {
 	if m.opt.Alerts == nil || x.fallback {
 		return
 	}
-	for i, a := range x.rules {
-		if !a.Limit.IsQuota() || a.Limit.Capacity <= 0 || i >= len(settled) {
+	for i := range x.rules {
+		a := &x.rules[i]
+		if !isQuota(a) || i >= len(settled) {
 			continue
 		}
-		m.opt.Alerts.Observe(levelOf(x.req.Principal, a, a.Limit.Capacity-a.Status.Remaining-a.Reserved+settled[i]))
+		m.opt.Alerts.Observe(levelOf(x.req.Principal, *a, settledLevel(a, settled[i])))
 	}
 }
 
@@ -63,7 +64,7 @@ func (m *Meter) budgetExhausted(x *Exchange, i int) {
 		return
 	}
 	a := x.rules[i]
-	if !a.Limit.IsQuota() || a.Limit.Capacity <= 0 {
+	if !isQuota(&a) {
 		return
 	}
 	l := levelOf(x.req.Principal, a, a.Limit.Capacity-a.Status.Remaining)

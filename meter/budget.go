@@ -65,7 +65,7 @@ func (m *Meter) budgetCrossings(x *Exchange, settled []int64) {
 			continue
 		}
 		before := float64(a.Limit.Capacity-a.Status.Remaining-a.Reserved) / float64(a.Limit.Capacity)
-		used := float64(a.Limit.Capacity-a.Status.Remaining-a.Reserved+settled[i]) / float64(a.Limit.Capacity)
+		used := float64(settledLevel(a, settled[i])) / float64(a.Limit.Capacity)
 		crossed := crossedAt(a.Rule.WarnAt, used)
 		for t := 0; t <= crossed; t++ {
 			if t < crossed && before >= a.Rule.WarnAt[t] {

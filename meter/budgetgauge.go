@@ -109,8 +109,12 @@ func (g *budgetGauges) observe(a *Applied, tenant string, used int64, now time.T
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.quotas != nil && g.quotas[a.Rule.Name] == nil {
-		return // a limit a reload removed (or made a rate)
+	rule := a.Rule
+	if g.quotas != nil {
+		if rule = g.quotas[a.Rule.Name]; rule == nil {
+			return // a limit a reload removed (or made a rate)
+		}
+		// else the current policy's, whatever x was admitted under
 	}
 	k := quotaGroup{a.Rule.Name, tenant}
 	s := g.groups[k]
@@ -118,10 +122,7 @@ func (g *budgetGauges) observe(a *Applied, tenant string, used int64, now time.T
 		s = &quotaSeries{subjects: make([]subjectLevel, 0, 1)}
 		g.groups[k] = s
 	}
-	s.rule = a.Rule
-	if g.quotas != nil {
-		s.rule = g.quotas[a.Rule.Name] // the current policy's, whatever x was admitted under
-	}
+	s.rule = rule
 	s.subjects = keepLevel(s.subjects, l, g.max)
 }
 
