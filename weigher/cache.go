@@ -221,12 +221,23 @@ func (c *countCache) context(tag, encoding, model string, flags string) uint64 {
 		return m.ctx
 	}
 	ctx := c.contextHash(tag, encoding, model, flags)
+	if len(tag)+len(encoding)+len(model)+len(flags) > maxContextMemoBytes {
+		// A caller names the model, as long as its body allows (the
+		// proxy refuses a name over 256 bytes only once the body is
+		// weighed): held, 64 such names would hold 64 bodies' worth.
+		return ctx
+	}
 	slot.Store(&contextMemo{tag: strings.Clone(tag), encoding: strings.Clone(encoding), model: strings.Clone(model), flags: strings.Clone(flags), ctx: ctx})
 	return ctx
 }
 
 // contextSlots is how many contexts a cache holds made (contextMemo).
 const contextSlots = 64
+
+// maxContextMemoBytes bounds the fields of a context held made, in bytes:
+// a longer one is hashed each time, so that the memo holds at most
+// contextSlots × this much of what callers named.
+const maxContextMemoBytes = 256
 
 // contextMemo is one context held made: its fields (copies) and hash.
 type contextMemo struct {

@@ -99,3 +99,23 @@ func FuzzContextMemoSameAsHash(f *testing.F) {
 		checkContext(t, c, tuple)
 	})
 }
+
+// TestContextMemoHoldsNoLongName: a context whose fields pass
+// maxContextMemoBytes (a caller's model name can be as long as its body
+// until the proxy refuses it) is hashed, right, and held in no slot, so
+// that the memo holds at most contextSlots × maxContextMemoBytes of what
+// callers named.
+func TestContextMemoHoldsNoLongName(t *testing.T) {
+	c := newCountCache(1 << 20)
+	long := strings.Repeat("m", 1<<20)
+	for range 2 {
+		if got, want := c.context("chat.message", EncodingO200k, long, ""), c.contextHash("chat.message", EncodingO200k, long, ""); got != want {
+			t.Fatalf("long model: %x, want %x", got, want)
+		}
+	}
+	for i := range c.contexts {
+		if m := c.contexts[i].Load(); m != nil && len(m.model) > maxContextMemoBytes {
+			t.Fatalf("slot %d holds a %d-byte model name", i, len(m.model))
+		}
+	}
+}
