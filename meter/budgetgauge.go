@@ -2,6 +2,7 @@ package meter
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,16 +59,22 @@ type subjectLevel struct {
 // share is l's used / capacity.
 func (l subjectLevel) share() float64 { return float64(l.used) / float64(l.capacity) }
 
-// quotaSeries is one group's rule and tracked buckets.
+// quotaSeries is one group's tracked buckets, and its rule while no
+// policy has been prepared.
 type quotaSeries struct {
-	rule     *policy.Rule
+	mu       sync.Mutex
+	rule     *policy.Rule   // the rule last observed under; the prepared policy's wins (rows)
 	subjects []subjectLevel // at most budgetGauges.max
 }
 
 // budgetGauges is the prometheus.Collector of the budget gauges, and of
 // limit_utilization's token-bucket series (buckets, set at admission; a
 // series of a limit that is now a quota is dropped). Safe for concurrent
-// use.
+// use, and without a process-wide lock on the request path: a settlement
+// finds its series in a sync.Map (no lock once the series exists) and
+// locks that series alone, so settlements under different limits or
+// tenants never wait for one another (issue #13: no global locks on the
+// memory-store path).
 type budgetGauges struct {
 	now     func() time.Time
 	max     int
@@ -75,11 +82,10 @@ type budgetGauges struct {
 
 	used, limit, end, util *prometheus.Desc
 
-	mu     sync.Mutex
-	groups map[quotaGroup]*quotaSeries
-	// quotas are the quota rules by name since the last Prepare; nil
+	groups sync.Map // quotaGroup → *quotaSeries
+	// quotas are the quota rules by name since the last prepare; nil
 	// before the first: every quota observed is kept.
-	quotas map[string]*policy.Rule
+	quotas atomic.Pointer[map[string]*policy.Rule]
 }
 
 func newBudgetGauges(now func() time.Time, max int) *budgetGauges {
@@ -91,14 +97,14 @@ func newBudgetGauges(now func() time.Time, max int) *budgetGauges {
 		limit:   prometheus.NewDesc("llmguard_quota_limit", quotaLimitHelp, labels, nil),
 		end:     prometheus.NewDesc("llmguard_quota_period_end_timestamp_seconds", quotaEndHelp, labels, nil),
 		util:    prometheus.NewDesc("llmguard_limit_utilization", utilizationHelp, labels, nil),
-		groups:  make(map[quotaGroup]*quotaSeries),
 	}
 }
 
 // observe keeps the settled use of quota a's bucket (used units, in a's
 // unit) under the tenant label, at now (the Metrics' clock). A level of a
 // period that has already ended is ignored (a request settled after its
-// period turned).
+// period turned), and so is a limit the prepared policy has no quota of
+// (a reload removed it, or made it a rate).
 func (g *budgetGauges) observe(a *Applied, tenant string, used int64, now time.Time) {
 	if a.Rule.Scope == policy.ScopeGlobal {
 		tenant = ""
@@ -107,23 +113,19 @@ func (g *budgetGauges) observe(a *Applied, tenant string, used int64, now time.T
 	if l.capacity <= 0 || !now.Before(l.end) {
 		return
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	rule := a.Rule
-	if g.quotas != nil {
-		if rule = g.quotas[a.Rule.Name]; rule == nil {
-			return // a limit a reload removed (or made a rate)
-		}
-		// else the current policy's, whatever x was admitted under
+	if q := g.quotas.Load(); q != nil && (*q)[a.Rule.Name] == nil {
+		return
 	}
 	k := quotaGroup{a.Rule.Name, tenant}
-	s := g.groups[k]
-	if s == nil {
-		s = &quotaSeries{subjects: make([]subjectLevel, 0, 1)}
-		g.groups[k] = s
+	v, ok := g.groups.Load(k)
+	if !ok {
+		v, _ = g.groups.LoadOrStore(k, &quotaSeries{subjects: make([]subjectLevel, 0, 1)})
 	}
-	s.rule = rule
+	s := v.(*quotaSeries)
+	s.mu.Lock()
+	s.rule = a.Rule
 	s.subjects = keepLevel(s.subjects, l, g.max)
+	s.mu.Unlock()
 }
 
 // keepLevel puts l into subjects, which hold at most max levels: it
@@ -166,7 +168,8 @@ func keepLevel(subjects []subjectLevel, l subjectLevel, max int) []subjectLevel 
 
 // prepare makes rules (a new policy's) the rules of the budget gauges: the
 // series of limits that are no longer quotas go, and the token-bucket
-// series of limits that are now quotas.
+// series of limits that are now quotas. A settlement racing a prepare may
+// put back a series of a removed limit; rows drops it at the next scrape.
 func (g *budgetGauges) prepare(rules []policy.Rule) {
 	quotas := make(map[string]*policy.Rule)
 	for i := range rules {
@@ -175,16 +178,13 @@ func (g *budgetGauges) prepare(rules []policy.Rule) {
 			g.buckets.DeletePartialMatch(prometheus.Labels{"limit": r.Name})
 		}
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.quotas = quotas
-	for k, s := range g.groups {
-		if r := quotas[k.limit]; r != nil {
-			s.rule = r
-		} else {
-			delete(g.groups, k)
+	g.quotas.Store(&quotas)
+	g.groups.Range(func(k, _ any) bool {
+		if quotas[k.(quotaGroup).limit] == nil {
+			g.groups.Delete(k)
 		}
-	}
+		return true
+	})
 }
 
 // quotaRow is one series' values, in the rule's unit.
@@ -197,12 +197,27 @@ type quotaRow struct {
 
 // rows are the budget gauges' values at now: per group, the most used
 // bucket whose period has not ended, or 0 used of the rule's current
-// period when none is left. Levels of ended periods are forgotten.
+// period when none is left. Levels of ended periods are forgotten, and
+// series of limits the prepared policy has no quota of are dropped. A
+// series' rule is the prepared policy's (the one it was observed under
+// before any).
 func (g *budgetGauges) rows(now time.Time) []quotaRow {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	rows := make([]quotaRow, 0, len(g.groups))
-	for k, s := range g.groups {
+	var quotas map[string]*policy.Rule
+	if q := g.quotas.Load(); q != nil {
+		quotas = *q
+	}
+	var rows []quotaRow
+	g.groups.Range(func(kv, v any) bool {
+		k, s := kv.(quotaGroup), v.(*quotaSeries)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		rule := s.rule
+		if quotas != nil {
+			if rule = quotas[k.limit]; rule == nil {
+				g.groups.Delete(k)
+				return true
+			}
+		}
 		kept := s.subjects[:0]
 		for _, l := range s.subjects {
 			if now.Before(l.end) {
@@ -211,9 +226,9 @@ func (g *budgetGauges) rows(now time.Time) []quotaRow {
 		}
 		clear(s.subjects[len(kept):])
 		s.subjects = kept
-		r := quotaRow{group: k, usd: s.rule.Unit == policy.UnitUSD}
+		r := quotaRow{group: k, usd: rule.Unit == policy.UnitUSD}
 		if len(kept) == 0 {
-			cur := s.rule.LimitAt(now)
+			cur := rule.LimitAt(now)
 			r.capacity, r.end = cur.Capacity, cur.WindowEnd
 		} else {
 			best := kept[0]
@@ -225,7 +240,8 @@ func (g *budgetGauges) rows(now time.Time) []quotaRow {
 			r.used, r.capacity, r.end = best.used, best.capacity, best.end
 		}
 		rows = append(rows, r)
-	}
+		return true
+	})
 	return rows
 }
 

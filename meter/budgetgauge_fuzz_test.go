@@ -81,8 +81,8 @@ func FuzzBudgetGaugeBounded(f *testing.F) {
 			}
 			g.observe(a, "acme", used, now)
 
-			s := g.groups[quotaGroup{"q", "acme"}]
-			if s != nil {
+			if v, ok := g.groups.Load(quotaGroup{"q", "acme"}); ok {
+				s := v.(*quotaSeries)
 				if len(s.subjects) > int(max) {
 					t.Fatalf("step %d: %d levels kept, max %d", i/3, len(s.subjects), max)
 				}
