@@ -67,6 +67,15 @@ type Config struct {
 	// unread and keeps its reservation, as one over MaxResponseBytes does.
 	// At least 64 KiB. Default 256 MiB. Changes at restart only.
 	MaxInflightResponseBytes int64 `yaml:"max_inflight_response_bytes"`
+	// MaxConnections caps the caller connections the proxy listener holds
+	// open at once, idle keep-alive ones included; a connection past it is
+	// answered 503 and closed at once. Each holds a file descriptor, and
+	// one with a request in flight a second, to its upstream: 0 (the
+	// default) is half the process's file-descriptor limit (RLIMIT_NOFILE,
+	// which Go raises to the hard limit at start-up), so that connections
+	// sending half a request cannot use up the descriptors the upstream
+	// dials, Redis and the ledger need. Changes at restart only.
+	MaxConnections int `yaml:"max_connections"`
 	// DefaultMaxOutputTokens is the output reservation, in tokens, for a
 	// request that sets no maximum and names a model absent from Models.
 	// Default 4096.

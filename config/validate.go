@@ -75,6 +75,9 @@ func (c *Config) Validate() error {
 	if c.MaxResponseBytes < 0 {
 		p.add("max_response_bytes", "must be positive (got %d)", c.MaxResponseBytes)
 	}
+	if c.MaxConnections < 0 {
+		p.add("max_connections", "must be 0 (half the file-descriptor limit) or more (got %d)", c.MaxConnections)
+	}
 	if c.MaxInflightResponseBytes < minInflightResponseBytes {
 		p.add("max_inflight_response_bytes", "must be at least %d bytes, or no answer of a few chunks could be held to read its usage (got %d)", minInflightResponseBytes, c.MaxInflightResponseBytes)
 	}

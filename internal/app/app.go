@@ -276,7 +276,12 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		// (client_write_timeout, proxy.WriteTimeoutListener).
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
+		// Connections past the cap get 503 and are closed at once, so
+		// that half-sent requests cannot use up the file descriptors the
+		// upstream dials and Redis need (connections.go).
+		Concurrency: maxConnections(cfg.MaxConnections, fileLimit(), log),
 	}
+	a.Registry.MustRegister(connectionMetrics(a.srv, a.srv.Concurrency)...)
 	a.admin = &fasthttp.Server{
 		Handler: proxy.AdminHandler(a.Registry, func() any {
 			r := st.readiness(cfg.Store.Backend)
@@ -295,6 +300,7 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		// each, starve the proxy's own accepts and dials).
 		ReadTimeout: adminReadTimeout,
 		IdleTimeout: adminIdleTimeout,
+		Concurrency: adminMaxConnections,
 	}
 	a.reloads.init(a.Registry)
 	if err := a.startTLS(cfg); err != nil {

@@ -119,6 +119,7 @@ var startOnly = []struct {
 	{"tls", func(c *config.Config) any { return &c.TLS }},
 	{"admin_tls", func(c *config.Config) any { return &c.AdminTLS }},
 	{"max_inflight_response_bytes", func(c *config.Config) any { return &c.MaxInflightResponseBytes }},
+	{"max_connections", func(c *config.Config) any { return &c.MaxConnections }},
 	{"max_body_bytes", func(c *config.Config) any { return &c.MaxBodyBytes }},
 	{"max_inflight_body_bytes", func(c *config.Config) any { return &c.MaxInflightBodyBytes }},
 	{"max_response_bytes", func(c *config.Config) any { return &c.MaxResponseBytes }},

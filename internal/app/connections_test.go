@@ -1,0 +1,124 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/config"
+)
+
+// The connection cap's default is half the file-descriptor limit, never
+// below minDefaultConnections; a configured cap is kept, and one at or
+// above the limit is logged.
+func TestMaxConnections(t *testing.T) {
+	for _, tc := range []struct {
+		configured int
+		files      uint64
+		want       int
+		warns      bool
+	}{
+		{0, 1 << 20, 1 << 19, false},
+		{0, 1024, 512, false},
+		{0, 100, minDefaultConnections, false},
+		{0, 0, fasthttp.DefaultConcurrency, false},
+		{500, 1024, 500, false},
+		{1024, 1024, 1024, true},
+		{5000, 1024, 5000, true},
+		{5000, 0, 5000, false},
+	} {
+		var out bytes.Buffer
+		got := maxConnections(tc.configured, tc.files, slog.New(slog.NewTextHandler(&out, nil)))
+		if got != tc.want {
+			t.Errorf("maxConnections(%d, %d) = %d, want %d", tc.configured, tc.files, got, tc.want)
+		}
+		if warned := strings.Contains(out.String(), "max_connections"); warned != tc.warns {
+			t.Errorf("maxConnections(%d, %d) logged %q, want a warning: %v", tc.configured, tc.files, out.String(), tc.warns)
+		}
+	}
+	if fileLimit() == 0 {
+		t.Log("RLIMIT_NOFILE unreadable or unlimited here: the default is fasthttp's")
+	}
+}
+
+// Connections that each send half a request hold a file descriptor until
+// the read timeout (60 s). Past max_connections a new connection is
+// answered 503 at once instead of taking another descriptor, and once
+// the half-sent ones go, callers are served again. Before the cap the
+// listener took every connection up to the process's limit, and the
+// upstream dials and Redis then failed for want of descriptors.
+func TestConnectionsPastTheCapAreRefused(t *testing.T) {
+	mock := startMock(t)
+	cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, slowTPM+"max_connections: 4\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startParsed(t, mock, cfg, discardLog())
+	addr := strings.TrimPrefix(h.url, "http://")
+	var half []net.Conn
+	for range 4 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		half = append(half, c)
+	}
+	// The fifth: refused. Its deadline only ends a failing run (a proxy
+	// without the cap reads its request until the read timeout).
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	c.Write([]byte("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + testKey + "\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(hiBody)) + "\r\n\r\n" + hiBody))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the connection past the cap: %v, want a 503", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("the connection past the cap: status %d, want 503", resp.StatusCode)
+	}
+	m := h.metrics()
+	for _, want := range []string{"llmguard_connections_refused_total 1", "llmguard_max_connections 4", "llmguard_open_connections 4"} {
+		if !strings.Contains(m, want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	for _, c := range half {
+		c.Close()
+	}
+	// The server notices the closed connections as it reads them: try a
+	// bounded number of times.
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	status := 0
+	for try := 0; try < 200 && status != http.StatusOK; try++ {
+		req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions", strings.NewReader(hiBody))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if status = resp.StatusCode; status != http.StatusOK {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if status != http.StatusOK {
+		t.Fatalf("after the half-sent connections closed: status %d, want 200", status)
+	}
+}
