@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -8,6 +9,14 @@ import (
 
 	"gopkg.in/natefinch/lumberjack.v2"
 )
+
+// errLedgerInUse is the error New returns, wrapped with the file's name,
+// when another writer holds the ledger file: two processes appending to
+// one file each write at their own offset, over each other's lines
+// (lumberjack creates the file without O_APPEND), and a rotation by one
+// moves the file from under the other. Each node needs its own file, or a
+// Redis stream.
+var errLedgerInUse = errors.New("ledger: the file is written by another process (each llmguard node needs its own ledger.file, or ledger.redis_stream)")
 
 // maxChunk is the most bytes the file sink hands to one write (64 KiB).
 const maxChunk = 64 << 10
@@ -32,6 +41,7 @@ type fileSink struct {
 	buf   []byte // whole lines not yet written
 	lines int    // records in buf
 	m     *metrics
+	lock  *os.File // holds the ledger's lock (lockFile) until close
 }
 
 // openFileSink prepares a sink for the file at path (created on the first
@@ -39,9 +49,22 @@ type fileSink struct {
 // middle of a line), the first write starts with one, so that the torn line
 // does not swallow the next record.
 //
-// Errors: the file exists but cannot be read.
-func openFileSink(o Options, m *metrics) (*fileSink, error) {
-	s := &fileSink{
+// The sink holds a lock on the file (lockFile) until it is closed.
+//
+// Errors: another process, or another sink of this one, writes the file
+// (errLedgerInUse); the file exists but cannot be read.
+func openFileSink(o Options, m *metrics) (s *fileSink, err error) {
+	lock, err := lockFile(o.File)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && lock != nil {
+			lock.Close()
+		}
+	}()
+	s = &fileSink{
+		lock: lock,
 		lj: &lumberjack.Logger{
 			Filename:   o.File,
 			MaxSize:    o.MaxSizeMB,
@@ -146,6 +169,9 @@ func (s *fileSink) close() error {
 	err := s.flush()
 	if cerr := s.lj.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("ledger: close %s: %w", s.lj.Filename, cerr)
+	}
+	if s.lock != nil {
+		s.lock.Close()
 	}
 	return err
 }

@@ -293,3 +293,51 @@ func counter(t *testing.T, reg *prometheus.Registry, name, sink string) float64 
 	t.Fatalf("no %s{sink=%q} in the registry", name, sink)
 	return 0
 }
+
+// Two writers appending to one file wrote over each other's lines (each at
+// its own offset: lumberjack creates the file without O_APPEND), and a
+// rotation by one moved the file from under the other: two nodes started
+// on one config lost and tore records. The second writer is refused while
+// the first holds the file, and a writer after it is closed is not.
+func TestOneWriterPerFile(t *testing.T) {
+	path := filePath(t)
+	first, err := ledger.New(ledger.Options{File: path, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Write(ledger.Record{RequestID: "req-1"})
+	second, err := ledger.New(ledger.Options{File: path, Registerer: prometheus.NewRegistry()})
+	if err == nil {
+		second.Close()
+		first.Close()
+		t.Fatal("a second writer of the same file was accepted")
+	}
+	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "its own ledger.file") {
+		t.Errorf("error %q does not name the file and what to do", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	third, err := ledger.New(ledger.Options{File: path, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatalf("after the first writer closed: %v", err)
+	}
+	third.Write(ledger.Record{RequestID: "req-2"})
+	if err := third.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	if _, err := ledger.ReadFile(path, func(r ledger.Record) { ids = append(ids, r.RequestID) }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"req-1", "req-2"}; !slices.Equal(ids, want) {
+		t.Errorf("read %v, want %v", ids, want)
+	}
+	files, err := ledger.Files(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 {
+		t.Errorf("ledger.Files = %v, want the file alone (not its lock file)", files)
+	}
+}

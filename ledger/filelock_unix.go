@@ -1,0 +1,34 @@
+//go:build unix
+
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// lockFile takes an exclusive advisory lock (flock(2)) on path's lock
+// file, path + ".lock", created when missing, and returns the file that
+// holds it: closing that file releases the lock, and so does the process's
+// exit. The lock is not on the ledger file itself, which rotation renames.
+//
+// Errors: errLedgerInUse (wrapped, naming path) when another open file,
+// in this or another process, holds the lock; the lock file cannot be
+// opened or locked.
+func lockFile(path string) (*os.File, error) {
+	name := path + ".lock"
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open %s: %w", name, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s (locked through %s)", errLedgerInUse, path, name)
+		}
+		return nil, fmt.Errorf("ledger: lock %s: %w", name, err)
+	}
+	return f, nil
+}
