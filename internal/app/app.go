@@ -167,7 +167,7 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 			PathPrefix: u.PathPrefix, Timeout: time.Duration(u.Timeout), MaxConns: u.MaxConns, IdleTimeout: time.Duration(u.IdleTimeout),
 			Deployments: u.Deployments})
 	}
-	st, err := openStore(cfg, pol, a.Registry, log, now)
+	st, err := openStore(cfg, a.policy, a.Registry, log, now)
 	if err != nil {
 		return nil, err
 	}

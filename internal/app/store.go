@@ -62,8 +62,13 @@ func (s *stores) readiness(backend string) map[string]any {
 // library, or on Redis before 7.0 its script by EVAL), puts every call behind
 // a deadline and a circuit breaker, and queues reconciliations so that they
 // never add a round trip to a request and survive an outage (bounded).
-func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer, log *slog.Logger, now func() time.Time) (*stores, error) {
+//
+// live is the node's policy now (reloads replace it): the outage log line
+// and the over-admission gauge read it, so a reloaded limit is reported as
+// it is served.
+func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Registerer, log *slog.Logger, now func() time.Time) (*stores, error) {
 	c := cfg.Store
+	pol := live() // the policy at start-up: what is built once from it
 	if c.Backend == "memory" {
 		mem := bucket.NewMemory(bucket.MemoryOptions{Now: now, VoidFor: time.Duration(c.VoidWindow)})
 		m := newStoreMetrics(reg)
@@ -134,7 +139,7 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 	m := newStoreMetrics(reg)
 	failedTakeLog := &rate.Sometimes{First: 1, Interval: failedTakeLogEvery}
 	logFactors := func() {
-		for _, rule := range pol.Rules() {
+		for _, rule := range live().Rules() {
 			if rule.FailOpen {
 				oa := bucket.OverAdmissionOf(rule.LimitAt(time.Now()), c.Nodes, 0)
 				log.Warn("store unavailable: fail-open limit now served by this node's fallback bucket",
@@ -142,11 +147,10 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 			}
 		}
 	}
-	for _, rule := range pol.Rules() {
-		if rule.FailOpen {
-			m.factor.WithLabelValues(rule.Name).Set(bucket.OverAdmissionOf(rule.LimitAt(time.Now()), c.Nodes, 0).Factor)
-		}
-	}
+	reg.MustRegister(&factorCollector{desc: prometheus.NewDesc("llmguard_fallback_over_admission_factor",
+		"Worst-case ratio of what the cluster admits during a store outage to what a fail-open limit allows (per-node fallback buckets of limit / store.nodes).",
+		[]string{"limit"}, nil), live: live, nodes: c.Nodes})
+	var probing atomic.Int32 // the breaker probe's takes in flight: not requests'
 	guard := bucket.NewGuarded(r, bucket.GuardOptions{
 		Timeout: time.Duration(c.Timeout),
 		// A background batch of up to 256 reconciliations (one script per
@@ -163,14 +167,28 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 			}
 		},
 		OnCall: func(call bucket.Call) {
-			m.observe(call.Op, call.Duration)
+			// The breaker probe's takes (probeWhileOpen), on an idle node
+			// too, are counted as op "probe": no request was served by
+			// them. (A request's take that ends while a probe is in
+			// flight is counted as the probe's: the probe runs only while
+			// the store is failing, one take every half open_for.)
+			probe := call.Op == bucket.OpTake && probing.Load() > 0
+			if probe {
+				m.duration.WithLabelValues("probe").Observe(call.Duration.Seconds())
+			} else {
+				m.observe(call.Op, call.Duration)
+			}
 			switch call.Result {
 			case bucket.ResultOK:
 				lastFailed.Store(false)
 			case bucket.ResultFailed:
 				lastFailed.Store(true)
-				m.errors.WithLabelValues(call.Op.String(), call.Kind.String()).Inc()
 				reloadCluster()
+				if probe {
+					m.errors.WithLabelValues("probe", call.Kind.String()).Inc()
+					return
+				}
+				m.errors.WithLabelValues(call.Op.String(), call.Kind.String()).Inc()
 				if call.Op == bucket.OpTake {
 					// A failed take is served by the fallback (fail-open
 					// limits) or refused (fail-closed) even when the
@@ -206,7 +224,7 @@ func openStore(cfg *config.Config, pol *policy.Policy, reg prometheus.Registerer
 		}
 	}
 	fb := bucket.NewFallback(bucket.FallbackOptions{Nodes: c.Nodes, Memory: bucket.MemoryOptions{VoidFor: time.Duration(c.VoidWindow)}})
-	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor), lastFailed)
+	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor), lastFailed, &probing)
 	st := &stores{main: async, fallback: fb, guard: guard, async: async, client: client, lastFailed: lastFailed,
 		close: []func() error{stopProbe, async.Close, fb.Close, closeClient}}
 	if window := time.Duration(denyCacheOf(c)); window > 0 {
@@ -261,7 +279,10 @@ func limitLabel(key string) string {
 // on an idle node), every half open interval, so that a node without
 // traffic also notices the store is back and its /readyz and metrics say
 // so. The returned func stops it.
-func probeWhileOpen(g *bucket.Guarded, openFor time.Duration, lastFailed *atomic.Bool) func() error {
+//
+// probing counts the probe's takes in flight, so that the store's call
+// hook tells them from requests' takes.
+func probeWhileOpen(g *bucket.Guarded, openFor time.Duration, lastFailed *atomic.Bool, probing *atomic.Int32) func() error {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -276,7 +297,9 @@ func probeWhileOpen(g *bucket.Guarded, openFor time.Duration, lastFailed *atomic
 				return
 			case <-t.C:
 				if g.State() != bucket.BreakerClosed || lastFailed.Load() {
+					probing.Add(1)
 					g.Take(context.Background(), "", probe)
+					probing.Add(-1)
 				}
 			}
 		}
@@ -330,7 +353,7 @@ func (t timed) Void(ctx context.Context, id string, items []bucket.Item) error {
 // storeMetrics are the store-health collectors (DESIGN.md §9):
 //
 //	llmguard_store_duration_seconds{op}                 histogram of store calls (take, reconcile), every backend
-//	llmguard_store_errors_total{op,kind}                failed calls by kind (timeout, connection, other)
+//	llmguard_store_errors_total{op,kind}                failed calls by kind (timeout, connection, other); op probe: the breaker's probe
 //	llmguard_breaker_state                              0 closed, 1 half-open, 2 open
 //	llmguard_fallback_over_admission_factor{limit}      worst-case factor of a fail-open limit during an outage
 //	llmguard_reconcile_queue_length                     reconciliations waiting (queued or held through an outage)
@@ -342,7 +365,6 @@ type storeMetrics struct {
 	// store call observes its histogram without a label lookup.
 	byOp   [bucket.OpReconcile + 1]prometheus.Observer
 	errors *prometheus.CounterVec
-	factor *prometheus.GaugeVec
 	cached *prometheus.CounterVec
 }
 
@@ -357,16 +379,12 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 			Name: "llmguard_store_errors_total",
 			Help: "Failed store calls by operation and kind (timeout, connection, other).",
 		}, []string{"op", "kind"}),
-		factor: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "llmguard_fallback_over_admission_factor",
-			Help: "Worst-case ratio of what the cluster admits during a store outage to what a fail-open limit allows (per-node fallback buckets of limit / store.nodes).",
-		}, []string{"limit"}),
 		cached: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmguard_denials_cached_total",
 			Help: "Denials answered from this node's memory without a store round trip (store.deny_cache), by the denying limit: the store had denied the same bucket the same or a smaller cost within its wait.",
 		}, []string{"limit"}),
 	}
-	reg.MustRegister(m.duration, m.errors, m.factor, m.cached)
+	reg.MustRegister(m.duration, m.errors, m.cached)
 	for _, op := range []bucket.Op{bucket.OpTake, bucket.OpReconcile} {
 		// Exported from the start, for rate() and dashboards.
 		m.byOp[op] = m.duration.WithLabelValues(op.String())
@@ -402,3 +420,26 @@ func (m *storeMetrics) watchAsync(reg prometheus.Registerer, a *bucket.AsyncReco
 // first failure is logged at once, later ones at most this often; the
 // llmguard_store_errors_total counter counts every one.
 const failedTakeLogEvery = 10 * time.Second
+
+// factorCollector exports llmguard_fallback_over_admission_factor{limit}
+// for the fail-open limits of the live policy, computed when scraped: a
+// reload that changes, adds or removes a limit changes its series at once.
+type factorCollector struct {
+	desc  *prometheus.Desc
+	live  func() *policy.Policy
+	nodes int // store.nodes
+}
+
+// Describe sends the family's description.
+func (f *factorCollector) Describe(ch chan<- *prometheus.Desc) { ch <- f.desc }
+
+// Collect sends one series per fail-open limit.
+func (f *factorCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	for _, rule := range f.live().Rules() {
+		if rule.FailOpen {
+			ch <- prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue,
+				bucket.OverAdmissionOf(rule.LimitAt(now), f.nodes, 0).Factor, rule.Name)
+		}
+	}
+}
