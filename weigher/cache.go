@@ -8,7 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/maypok86/otter/v2"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/zeebo/xxh3"
 )
 
@@ -22,10 +22,9 @@ import (
 const DefaultCacheBytes = 32 << 20
 
 // cacheEntryBytes is the memory, in bytes, one cached count holds: its key
-// and value, otter's node (pointers, frequency and policy metadata) and its
-// share of the hash table. Measured by TestCacheEntryBytes (about 130 bytes
-// on amd64); the round figure errs high, so the cache stays within its
-// configured bytes.
+// and value, the LRU list element holding them and its share of the hash
+// table. Measured by TestCacheEntryBytes (about 130 bytes on amd64); the
+// round figure errs high, so the cache stays within its configured bytes.
 const cacheEntryBytes = 192
 
 // minCachedBytes is the shortest element, in bytes of JSON, whose count is
@@ -59,7 +58,7 @@ type entry struct {
 	ctx     uint64 // under a field check's context: the count context of t
 	counted bool   // t is a count (false: a mark alone)
 	// check is the key's check (cacheKey.check) it was written under:
-	// otter holds it under the key's slot, and an entry found there
+	// the cache holds it under the key's slot, and an entry found there
 	// counts only when its check is the looked-up key's too.
 	check uint64
 }
@@ -74,10 +73,11 @@ type cacheKey struct {
 	n   int
 }
 
-// slot is the 64-bit key otter holds k's entry under: its hash's low half
-// (seeded, so not aimed at) mixed with its context and length. Otter hashes
-// an integer key with two multiplications, where the 40-byte cacheKey went
-// through maphash.Comparable (about 280 instructions a lookup or write).
+// slot is the 64-bit key the cache holds k's entry under: its hash's low
+// half (seeded, so not aimed at) mixed with its context and length. A map
+// hashes an integer key in a few instructions, where the 40-byte cacheKey
+// went through maphash.Comparable (about 280 instructions a lookup or
+// write).
 //
 // check is the rest of k, kept in the entry: its hash's high half mixed
 // with its context and length the other way. Keys of one context and
@@ -100,8 +100,21 @@ func (k cacheKey) check() uint64 {
 // turn plus one hash pass over the rest. A count is a pure function of the
 // element's bytes and its context (request kind, encoding, model, flags), so
 // one cache serves every [Weigher] of the process, across config reloads.
+//
+// The entries are held least recently used first out (golang-lru's LRU):
+// every new count is kept, the oldest written or read goes. A growing
+// conversation's messages are written once and, its later bodies resuming
+// after them (resume.go), read only when a trim moves the body's start, a
+// few turns on: kept by recency, they are there then however much one-off
+// traffic came between, up to the cache's size. Otter's W-TinyLFU, used
+// before, admitted a new entry only against a victim its frequency sketch
+// rated lower; once one-off traffic had filled the cache (and its misses
+// had shrunk the admission window to nothing) it turned most of such
+// messages away, and the bodies after each trim counted the conversation
+// again (issue #13, TestFullCacheKeepsGrowingConversation).
 type countCache struct {
-	c            *otter.Cache[uint64, entry]
+	c            *lru.Cache[uint64, entry]
+	size         int // entries c holds at most; under sharedCacheMu once shared
 	seed         uint64
 	hits, misses atomic.Uint64
 	resumes      atomic.Uint64 // requests weighed from a resume point
@@ -131,7 +144,7 @@ func cacheOf(bytes int64) *countCache {
 		// Off (a reload may turn it off): its memory goes once the
 		// weighers still holding it are done.
 		if sharedCache != nil {
-			sharedCache.c.InvalidateAll()
+			sharedCache.c.Purge()
 			sharedCache = nil
 		}
 		return nil
@@ -150,19 +163,12 @@ func cacheOf(bytes int64) *countCache {
 func newCountCache(bytes int64) *countCache {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	limit, hints, resume := cacheLimit(bytes)
-	c := &countCache{
-		seed: binary.LittleEndian.Uint64(b[:]),
-		c: otter.Must(&otter.Options[uint64, entry]{
-			MaximumWeight: limit,
-			Weigher:       func(uint64, entry) uint32 { return cacheEntryBytes },
-			// Maintenance (draining the read and write buffers, evicting)
-			// runs on the goroutine that triggered it, amortized over
-			// writes: otter's default starts a goroutine for each drain,
-			// a handoff that costs a request more than the drain itself.
-			Executor: func(fn func()) { fn() },
-		}),
+	size, hints, resume := cacheLimit(bytes)
+	entries, err := lru.New[uint64, entry](size)
+	if err != nil {
+		panic("weigher: " + err.Error()) // only for a size below 1, which cacheLimit never returns
 	}
+	c := &countCache{seed: binary.LittleEndian.Uint64(b[:]), c: entries, size: size}
 	c.hints.Store(hints)
 	c.resume.Store(resume)
 	return c
@@ -170,23 +176,25 @@ func newCountCache(bytes int64) *countCache {
 
 // cacheLimit splits a cache of bytes (0: the default) between the hint
 // table (1/hintShare of it), the resume table (1/resumeShare) and the
-// entries: it returns the entries' weight limit (at least one entry's)
-// and the tables.
-func cacheLimit(bytes int64) (uint64, *hintTable, *resumeTable) {
+// entries: it returns how many entries of cacheEntryBytes the rest holds
+// (at least one) and the tables.
+func cacheLimit(bytes int64) (int, *hintTable, *resumeTable) {
 	if bytes == 0 {
 		bytes = DefaultCacheBytes
 	}
 	hints := newHintTable(bytes / hintShare)
 	resume := newResumeTable(bytes / resumeShare)
-	return uint64(max(bytes-hints.bytes()-resume.bytes(), cacheEntryBytes)), hints, resume
+	return int(max((bytes-hints.bytes()-resume.bytes())/cacheEntryBytes, 1)), hints, resume
 }
 
-// resize sets c's bound to bytes (0: the default), evicting as needed; a
-// hint table of another size replaces the old one, empty.
+// resize sets c's bound to bytes (0: the default), evicting the least
+// recently used entries as needed; a hint table of another size replaces
+// the old one, empty.
 func (c *countCache) resize(bytes int64) {
-	l, hints, resume := cacheLimit(bytes)
-	if c.c.GetMaximum() != l {
-		c.c.SetMaximum(l)
+	size, hints, resume := cacheLimit(bytes)
+	if c.size != size {
+		c.c.Resize(size)
+		c.size = size
 	}
 	if hints.bytes() != c.hints.Load().bytes() {
 		c.hints.Store(hints)
@@ -279,20 +287,22 @@ func (c *countCache) count(b *budget, ctx uint64, raw string, fn func() tally) t
 	return t
 }
 
-// get returns the entry held under k; false when there is none (or the
-// entry in k's slot is another key's: see cacheKey.slot).
+// get returns the entry held under k (making it the most recently used);
+// false when there is none (or the entry in k's slot is another key's: see
+// cacheKey.slot).
 func (c *countCache) get(k cacheKey) (entry, bool) {
-	e, ok := c.c.GetIfPresent(k.slot())
+	e, ok := c.c.Get(k.slot())
 	if !ok || e.check != k.check() {
 		return entry{}, false
 	}
 	return e, true
 }
 
-// set holds e under k, replacing what k's slot held.
+// set holds e under k, replacing what k's slot held (the least recently
+// used entry goes when the cache is full).
 func (c *countCache) set(k cacheKey, e entry) {
 	e.check = k.check()
-	c.c.Set(k.slot(), e)
+	c.c.Add(k.slot(), e)
 }
 
 // fieldsContext is the context of the objects checkFields reads with f at
@@ -365,6 +375,6 @@ func (c *countCache) stats() CacheStats {
 	if c == nil {
 		return CacheStats{}
 	}
-	n := int64(c.c.EstimatedSize())
+	n := int64(c.c.Len())
 	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Resumed: c.resumes.Load(), Entries: n, Bytes: n * cacheEntryBytes}
 }

@@ -29,8 +29,7 @@ func TestElementHasOneEntry(t *testing.T) {
 			body = `{"model":"gpt-4o","input":[` + strings.Join(msgs, ",") + `]}`
 		}
 		first := w.Weigh(kind, []byte(body))
-		w.cache.c.CleanUp()
-		if got := w.cache.c.EstimatedSize(); got != n {
+		if got := w.cache.c.Len(); got != n {
 			t.Errorf("%v: %d messages left %d cache entries, want one each", kind, n, got)
 		}
 		before := w.CacheStats()
@@ -127,8 +126,7 @@ func TestToolListHasOneEntry(t *testing.T) {
 		if want := cold.Weigh(c.kind, []byte(c.body)); first != want {
 			t.Fatalf("%v: cached %+v, uncached %+v", c.kind, first, want)
 		}
-		w.cache.c.CleanUp()
-		if got := w.cache.c.EstimatedSize(); got != 1 {
+		if got := w.cache.c.Len(); got != 1 {
 			t.Errorf("%v: a list of 4 tools left %d cache entries, want 1", c.kind, got)
 		}
 		before := w.CacheStats()
@@ -176,7 +174,6 @@ func TestNestedObjectsAreNotMarked(t *testing.T) {
 	if !first.Parsed {
 		t.Fatalf("refused: %+v", first)
 	}
-	w.cache.c.CleanUp()
 	if n := w.CacheStats().Entries; n != 1 {
 		t.Errorf("step 1 (new message): %d cache entries, want 1 (the message alone)", n)
 	}

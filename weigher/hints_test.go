@@ -117,8 +117,8 @@ func TestHintTableWithinCacheBytes(t *testing.T) {
 			want = DefaultCacheBytes
 		}
 		table := c.hints.Load().bytes()
-		if table > want/hintShare || int64(c.c.GetMaximum())+table > max(want, cacheEntryBytes) {
-			t.Errorf("CacheBytes %d: hint table %d bytes, entries %d", bytes, table, c.c.GetMaximum())
+		if table > want/hintShare || int64(c.size)*cacheEntryBytes+table > max(want, cacheEntryBytes) {
+			t.Errorf("CacheBytes %d: hint table %d bytes, entries %d", bytes, table, c.size)
 		}
 		if want >= 1<<20 && table < want/hintShare/2 {
 			t.Errorf("CacheBytes %d: hint table of only %d bytes", bytes, table)
