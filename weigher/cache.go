@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/zeebo/xxh3"
 )
 
@@ -101,7 +100,8 @@ func (k cacheKey) check() uint64 {
 // element's bytes and its context (request kind, encoding, model, flags), so
 // one cache serves every [Weigher] of the process, across config reloads.
 //
-// The entries are held least recently used first out (golang-lru's LRU):
+// The entries are held least recently used first out (golang-lru's LRU, in
+// lruShardCount lists by key so that lookups do not share one lock):
 // every new count is kept, the oldest written or read goes. A growing
 // conversation's messages are written once and, its later bodies resuming
 // after them (resume.go), read only when a trim moves the body's start, a
@@ -113,7 +113,7 @@ func (k cacheKey) check() uint64 {
 // messages away, and the bodies after each trim counted the conversation
 // again (issue #13, TestFullCacheKeepsGrowingConversation).
 type countCache struct {
-	c            *lru.Cache[uint64, entry]
+	c            *lruShards
 	size         int // entries c holds at most; under sharedCacheMu once shared
 	seed         uint64
 	hits, misses atomic.Uint64
@@ -164,10 +164,7 @@ func newCountCache(bytes int64) *countCache {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	size, hints, resume := cacheLimit(bytes)
-	entries, err := lru.New[uint64, entry](size)
-	if err != nil {
-		panic("weigher: " + err.Error()) // only for a size below 1, which cacheLimit never returns
-	}
+	entries := newLRUShards(size)
 	c := &countCache{seed: binary.LittleEndian.Uint64(b[:]), c: entries, size: size}
 	c.hints.Store(hints)
 	c.resume.Store(resume)
