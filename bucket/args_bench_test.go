@@ -13,7 +13,7 @@ import (
 // store's layouts, the Go side's work per call: a reconcile.lua call of 1
 // and of 32 reconciliations (two deltas and an id of NewRequestID's form
 // each, as TestCallgrindScripts sends them; 1 is a lone Reconcile, as an
-// AsyncReconciler at concurrency 1 mostly sends), and a takebatch.lua call
+// AsyncReconciler at concurrency 1 mostly sends, in the lone layout), and a takebatch.lua call
 // of 2 and of 32 takes of three token buckets. Its allocations are the
 // figure to watch (b.ReportAllocs).
 func BenchmarkCallArgs(b *testing.B) {
@@ -37,7 +37,7 @@ func BenchmarkCallArgs(b *testing.B) {
 				for j, rc := range batch {
 					c.add(j, rc.RequestID, rc.Deltas, nil, modeReconcile)
 				}
-				_ = c.args(r)
+				_, _ = c.callArgs(r)
 			}
 		})
 	}

@@ -188,6 +188,11 @@ func TestCallgrindScripts(t *testing.T) {
 		r.takes.alone = false
 	}
 	measure("reconcile.lua, alone", 1, reconciles)
+	if os.Getenv("LLMGUARD_CALLGRIND") == "all" { // a lone reconciliation in the batch layout
+		r.rcGeneric = true
+		measure("reconcile.lua, alone, batch layout", 1, reconciles)
+		r.rcGeneric = false
+	}
 	measure("takebatch.lua, batches of 8", 8, takes)
 	measure("takebatch.lua, batches of 32", 32, takes)
 	measure("reconcile.lua, batches of 32", 32, reconciles)

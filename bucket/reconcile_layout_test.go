@@ -344,7 +344,8 @@ func runLayoutCase(t testing.TB, c *redis.Client, r *Redis, lc layoutCase, tag s
 
 // runLayoutCaseWith writes lc's state under tag, calls run, and reads
 // back every key of the tag (type, value, members, TTL), by its name with
-// the tag "@".
+// the tag "@": the buckets ("lay:{<tag>}…") and the markers, marker keys
+// and sets ("llmguard:{<tag>}::…").
 func runLayoutCaseWith(t testing.TB, c *redis.Client, lc layoutCase, tag string, run func()) layoutResult {
 	t.Helper()
 	ctx := context.Background()
@@ -377,6 +378,11 @@ func runLayoutCaseWith(t testing.TB, c *redis.Client, lc layoutCase, tag string,
 	if err != nil {
 		t.Fatal(err)
 	}
+	markers, err := c.Keys(ctx, "llmguard:{"+tag+"}*").Result() // marker keys and sets (markerIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored = append(stored, markers...)
 	for _, k := range stored {
 		var v layoutStored
 		v.kind = c.Type(ctx, k).Val()

@@ -76,7 +76,9 @@ type RedisOptions struct {
 // marker TTL and limits as one text, read once per text by the library and
 // kept, then its costs; see loneArgs) to the script's token-bucket path,
 // with the same writes and reply. Reconciliations
-// (lua/reconcile.lua) apply the deltas once per request id; ReconcileBatch
+// (lua/reconcile.lua) apply the deltas once per request id (a call of one
+// reconciliation of a NewRequestID id on token buckets and quotas goes in
+// the script's lone layout, see reconcileCall.loneArgs); ReconcileBatch
 // applies many requests' in one script (one per slot in a cluster), reading
 // and writing each bucket once however many requests touch it, so that an
 // AsyncReconciler's batches cost Redis little more than a marker per
@@ -177,6 +179,10 @@ type Redis struct {
 	fns       functions
 	takes     *takeBatcher
 	log       *slog.Logger // never nil
+	// rcGeneric sends every reconciliation in reconcile.lua's batch
+	// layout, a lone one too (see reconcileCall.loneArgs), so that tests
+	// can compare the two; tests only.
+	rcGeneric bool
 }
 
 var (
@@ -371,7 +377,8 @@ func (r *Redis) ReconcileBatch(ctx context.Context, batch []Reconciliation) []er
 	}
 	sc := make([]scriptCall, len(calls))
 	for k, c := range calls {
-		sc[k] = scriptCall{script: r.reconcile, keys: c.keys(), args: c.args(r)}
+		keys, args := c.callArgs(r)
+		sc[k] = scriptCall{script: r.reconcile, keys: keys, args: args}
 	}
 	r.run(ctx, sc)
 	for k, c := range calls {
@@ -548,6 +555,7 @@ type reconcileCall struct {
 	run     int           // the index in entries of the last run's length
 	runOf   int           // the shape of the last run (0: none yet)
 	owners  []int         // the batch element of each entry
+	first   rcFirst       // the first entry as add was given it (see loneArgs)
 	sig     []byte        // scratch: the signature of the shape being added
 	at      []int         // scratch: its key and limit indexes, two per delta
 
@@ -582,7 +590,18 @@ func (r *Redis) newReconcileCall() *reconcileCall {
 // of first use.
 func (c *reconcileCall) keys() []string { return c.in.keys.items }
 
-// args returns the call's ARGV (see lua/reconcile.lua).
+// callArgs returns the call's KEYS and ARGV as the store sends them: in
+// the lone layout when c fits it (loneArgs), else in the batch layout.
+func (c *reconcileCall) callArgs(r *Redis) ([]string, []any) {
+	if !r.rcGeneric {
+		if keys, args := c.loneArgs(r); args != nil {
+			return keys, args
+		}
+	}
+	return c.keys(), c.args(r)
+}
+
+// args returns the call's ARGV in the batch layout (see lua/reconcile.lua).
 func (c *reconcileCall) args(r *Redis) []any {
 	n := 6 + len(c.limits) + 2*len(c.sets) + len(c.shapes) + len(c.entries)
 	for _, s := range c.sets {
@@ -640,6 +659,9 @@ func (c *reconcileCall) add(owner int, requestID string, deltas []Delta, idx []i
 		}
 	}
 	c.entry(owner, e, n, at)
+	if len(c.owners) == 1 {
+		c.first = rcFirst{mode: e.mode, set: e.set, id: requestID, deltas: deltas, idx: idx}
+	}
 }
 
 // rcEntry is what an entry of reconcile.lua names besides its deltas: its

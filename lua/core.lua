@@ -166,6 +166,18 @@ local function encode(level, updated)
   return v
 end
 
+-- The texts of the TTLs (ms) take.lua's takeLone and reconcile.lua's
+-- reconcileLone have set, by number, kept from call to
+-- call as the shapes are (at most pxMax, then emptied): Redis would make
+-- the same text of the number ('%.17g' of a whole number below 1e17 is its
+-- digits), at the cost of a sprintf on every SET; a bucket that takes of
+-- one kind keep near one level gets the same TTL again and again. Each is
+-- kept under its number plus 0.5: a key that is not a whole number goes to
+-- a table's hash part in every Lua (gopher-lua, miniredis's, would grow the
+-- array part to a whole number's index, millions of entries for a TTL of
+-- hours).
+local pxTexts, pxCount, pxMax = {}, 0, 1024
+
 -- The limits read from their text (limitOf), by text, kept from call to
 -- call as the encoded values are; at most limitsMax, then emptied.
 local limitsByText, limitsCount, limitsMax = {}, 0, 256

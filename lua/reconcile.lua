@@ -22,7 +22,15 @@
 --           bucket key may repeat, within an entry and across entries: its
 --           deltas are summed (see settle).
 -- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
---           Redis TIME.
+--           Redis TIME. A text opening with "R " is instead the shape of a
+--           lone reconciliation (one request id of bucket.NewRequestID's
+--           form, its deltas on distinct token buckets and quotas) sent in
+--           the lone layout: "R <ARGV[2] below>;<limit>;<limit>...", then
+--           ARGV[2] the request id, ARGV[2 + i] the units of delta i and,
+--           in tests only, ARGV[n + 3] now; KEYS[1] the id's marker set,
+--           KEYS[1 + i] the bucket of delta i (see reconcileLone below).
+--           Its reply, commands and stored state are this layout's for the
+--           same call.
 -- ARGV[2]   how long a reconciliation's marker lives, ms.
 -- ARGV[3]   how long a void's marker (the tombstone 'v') lives, ms.
 -- ARGV[4]   L, the number of distinct limits the deltas name.
@@ -252,8 +260,190 @@ local markerOf = {r = true, v = true, w = true}
 -- holds (true by id), the ids applied now (in entry order).
 local SETKEY, FROM, IDS, NEXT, SEEN, FRESH = 1, 2, 3, 4, 5, 6
 
+-- The shapes of lone reconciliations read from their text (rcShapeOf), by
+-- text, kept from call to call as core.lua's limits are; at most
+-- rcShapesMax, then emptied.
+local rcShapes, rcShapesCount, rcShapesMax = {}, 0, 256
+
+-- rcShapeOf returns the shape a lone reconciliation sends as ARGV[1]: the
+-- text "R <dedupFor>;<limit>;<limit>..." (dedupFor the marker set's TTL in
+-- ms, then each delta's limit as limitOf reads it, a token bucket's or a
+-- quota's) read as {dedupFor, n, limit1, ..., limitn} (n the deltas; each
+-- limit limitOf's table), a table the caller must not change (it is kept
+-- for the next call with the same text: a hit is one lookup). A text that
+-- does not open with "R " is not a shape: nil (the batch layout's ARGV[1]
+-- is now, '' or digits). A text of another form after "R ", or a limit of
+-- another kind, is an error.
+local function rcShapeOf(text)
+  local s = rcShapes[text]
+  if s then
+    return s
+  end
+  if string.sub(text, 1, 2) ~= 'R ' then
+    return nil
+  end
+  local ttl, at = string.match(text, '^R (%d+)()')
+  if not ttl then
+    error('llmguard: bad lone reconciliation shape ' .. text)
+  end
+  s = {ttl, 0}
+  local n = 0
+  while at <= #text do
+    local l, next = string.match(text, '^;([^;]+)()', at)
+    if not l then
+      error('llmguard: bad lone reconciliation shape ' .. text)
+    end
+    l = limitOf(l)
+    if l[6] ~= 't' and l[6] ~= 'q' then
+      error('llmguard: bad lone reconciliation shape ' .. text)
+    end
+    n, at = n + 1, next
+    s[2 + n] = l
+  end
+  if n == 0 then
+    error('llmguard: bad lone reconciliation shape ' .. text)
+  end
+  s[2] = n
+  if rcShapesCount >= rcShapesMax then
+    rcShapes, rcShapesCount = {}, 0
+  end
+  rcShapes[text], rcShapesCount = s, rcShapesCount + 1
+  return s
+end
+
+-- reconcileLone is the script for one reconciliation (mode 'h': a request
+-- id of bucket.NewRequestID's form, its marker a member of its epoch's
+-- set) whose deltas are on distinct keys, each a token bucket's or a
+-- quota's, sent in the lone layout: KEYS[1] the marker set, KEYS[1 + i]
+-- the bucket of delta i; ARGV[1] the shape (rcShapeOf: the set's TTL and
+-- each delta's limit, as one text), ARGV[2] the request id, ARGV[2 + i]
+-- the units of delta i and, in tests only, ARGV[n + 3] now (µs; absent:
+-- Redis TIME). It does what the batch layout does for such a call, step
+-- for step: TIME, one MGET of the buckets, the id's SADD (a 0: a retry,
+-- nothing written, reply {0}) and the set's PEXPIRE, then each bucket
+-- settled by its one delta (settle's steps for one delta, the same core
+-- steps in the same order, so the same doubles) and written by one SET or
+-- DEL; the same reply, {1}. Without the batch's tables (limits, sets,
+-- shapes, views, groups), with n + 2 ARGV instead of 4n + 12 (Redis makes
+-- a Lua string of each), and with a token bucket's steps inlined (a Lua
+-- call costs Redis 7.0's interpreter some 1k instructions). bucket's
+-- TestReconcileLoneMatchesBatch compares it with the batch layout.
+local function reconcileLone(s, KEYS, ARGV)
+  local n = s[2]
+  if #KEYS ~= n + 1 or #ARGV < n + 2 then
+    error('llmguard: lone reconciliation of ' .. #KEYS .. ' KEYS, ' .. #ARGV .. ' ARGV for ' .. n .. ' deltas')
+  end
+  local pinned, now = ARGV[n + 3], 0
+  if pinned then -- clock(pinned)
+    now = pinned + 0
+  else
+    local t = redis.call('TIME')
+    local sec = t[1]
+    if sec ~= clockText then
+      clockText, clockSeconds = sec, sec * 1000000
+    end
+    now = clockSeconds + t[2]
+  end
+  local stored = redis.call('MGET', unpack(KEYS, 2, n + 1))
+  if redis.call('SADD', KEYS[1], ARGV[2]) ~= 1 then
+    return {0}
+  end
+  redis.call('PEXPIRE', KEYS[1], s[1])
+  for i = 1, n do
+    local l, key, v = s[2 + i], KEYS[1 + i], stored[i]
+    local units = ARGV[2 + i] + 0
+    local capacity = l[1]
+    if l[6] == 'q' then -- settle, a quota: loadQuota, applyQuota, putQuota
+      local windowStart, windowEnd = l[4], l[5]
+      local kind, used, window = parse(v)
+      used, window = loadQuota(kind, used, window, windowStart)
+      if window < windowEnd then
+        used, window = roll(used, window, windowStart, windowEnd)
+        used = charge(used, units)
+        if used <= 0 then
+          if kind ~= nil then
+            redis.call('DEL', key)
+          end
+        elseif window == windowStart then
+          redis.call('SET', key, encodeQuota(used, window), 'PX', floor(quotaExpiry(windowEnd, now) / 1000))
+        else
+          redis.call('SET', key, encodeQuota(used, window), 'KEEPTTL')
+        end
+      end
+    else -- settle, a token bucket: load, apply, wait, put, encode
+      local rate, per = l[2], l[3]
+      local level, updated, found
+      if v then -- parse and load: a value this library wrote by one lookup
+        level = encodedLevel[v]
+        if level then
+          updated, found = encodedUpdated[v], true
+        else
+          local kind, x, y = parse(v)
+          level, updated, found = load(kind, x, y, capacity, now)
+        end
+      else
+        level, updated, found = capacity, now, false
+      end
+      if now > updated then -- apply: refill
+        level = level + (now - updated) * rate / per
+        updated = now
+      end
+      if level > capacity then
+        level = capacity
+      end
+      level = level - units
+      if level > capacity then
+        level = capacity
+      end
+      if level >= capacity then -- put: full
+        if found then
+          redis.call('DEL', key)
+        end
+      else
+        local reset = floor((capacity - level) * per / rate) -- wait(level, capacity, rate, per)
+        if reset >= maxWait then
+          reset = maxWait
+        else
+          local j = 0
+          while j < 2 and level + reset * rate / per < capacity do
+            reset = reset + 1
+            j = j + 1
+          end
+        end
+        local v -- encode
+        if level % 1 == 0 and level ~= 0 and level < 2 ^ 53 and level > -2 ^ 53 then
+          v = string.format('%d %d', level, updated) -- the text '%.17g %d' makes of it
+        else
+          v = string.format('%.17g %d', level, updated)
+        end
+        if updated % 1 == 0 then
+          if encodedCount >= encodedMax then
+            encodedLevel, encodedUpdated, encodedCount = {}, {}, 0
+          end
+          encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
+        end
+        local ms = floor((updated + reset - now) / 1000) + 1000 -- put
+        local px = pxTexts[ms + 0.5]
+        if not px then
+          px = string.format('%d', ms)
+          if pxCount >= pxMax then
+            pxTexts, pxCount = {}, 0
+          end
+          pxTexts[ms + 0.5], pxCount = px, pxCount + 1
+        end
+        redis.call('SET', key, v, 'PX', px)
+      end
+    end
+  end
+  return {1}
+end
+
 -- @entry: the script's work; a Redis Functions library runs it as a function.
 floor = math.floor
+local lone = rcShapeOf(ARGV[1])
+if lone then
+  return reconcileLone(lone, KEYS, ARGV)
+end
 local now = clock(ARGV[1])
 local dedupFor, voidFor = ARGV[2], ARGV[3]
 local nl = digits[ARGV[4]] or ARGV[4] + 0

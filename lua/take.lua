@@ -231,17 +231,6 @@ local function loneShapeOf(text)
   return s
 end
 
--- The texts of the TTLs (ms) takeLone has set, by number, kept from call to
--- call as the shapes are (at most pxMax, then emptied): Redis would make
--- the same text of the number ('%.17g' of a whole number below 1e17 is its
--- digits), at the cost of a sprintf on every SET; a bucket that takes of
--- one kind keep near one level gets the same TTL again and again. Each is
--- kept under its number plus 0.5: a key that is not a whole number goes to
--- a table's hash part in every Lua (gopher-lua, miniredis's, would grow the
--- array part to a whole number's index, millions of entries for a TTL of
--- hours).
-local pxTexts, pxCount, pxMax = {}, 0, 1024
-
 -- The phase-1 state of each bucket of the lone take running (takeLone),
 -- by index, reused from call to call: level, updated, found and cost.
 local loneLevel, loneUpdated, loneFound, loneCost = {}, {}, {}, {}
