@@ -17,7 +17,8 @@ const defaultCompletionMaxTokens = 16
 // token arrays (a batch of prompts) summed; plus the suffix once per prompt.
 // An absent prompt is the API's default "<|endoftext|>", 1 token.
 //
-// OutputTokens is max_tokens (absent or null: the API's default of 16) times
+// OutputTokens is max_tokens (absent: the API's default of 16; null, 0, a
+// negative or a non-number: the model's output reservation, see below) times
 // max(n, best_of) — best_of completions are generated server-side and all
 // billed ("it can quickly consume your token quota"), and best_of ≥ n —
 // times the number of prompts, since each prompt gets its own choices; with
@@ -74,8 +75,17 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	est.InputTokens = w.scaled(est.Model, min(in, maxTokens))
 
 	out, ok := tokenCount(maxTok)
-	if !ok {
+	switch {
+	case ok:
+	case !maxTok.Exists():
 		out = defaultCompletionMaxTokens
+	default:
+		// Named but not a positive count: null, 0, -1, "-1", a word.
+		// OpenAI reads null as its default of 16 and refuses the rest,
+		// but servers behind other upstreams read null or -1 as "until
+		// the context ends" (vLLM, llama.cpp, Ollama): the model's
+		// output reservation, as a chat body with no cap gets.
+		out = max(w.defaultOutput(est.Model), defaultCompletionMaxTokens)
 	}
 	choices := int64(1)
 	if c, ok := tokenCount(n); ok && c > choices {

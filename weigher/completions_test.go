@@ -11,7 +11,14 @@ func TestCompletionsBodyShapes(t *testing.T) {
 		in, out      int64
 	}{
 		{"string, default max_tokens 16", `"prompt":"Say this is a test"`, hello, 16},
-		{"null max_tokens is 16", `"prompt":"Say this is a test","max_tokens":null`, hello, 16},
+		// OpenAI reads null as 16, but vLLM reads it as "until the
+		// context ends", and llama.cpp and Ollama read -1 so: a named
+		// maximum that is no positive count reserves the model's output
+		// reservation (1000 here), never 16.
+		{"null max_tokens: the output reservation", `"prompt":"Say this is a test","max_tokens":null`, hello, 1000},
+		{"max_tokens -1: the output reservation", `"prompt":"Say this is a test","max_tokens":-1`, hello, 1000},
+		{"max_tokens \"-1\": the output reservation", `"prompt":"Say this is a test","max_tokens":"-1"`, hello, 1000},
+		{"max_tokens 0: the output reservation", `"prompt":"Say this is a test","max_tokens":0`, hello, 1000},
 		{"max_tokens", `"prompt":"Say this is a test","max_tokens":7`, hello, 7},
 		{"array of strings: per prompt", `"prompt":["Say this is a test","Say this is a test"],"max_tokens":7`, 2 * hello, 14},
 		{"token array is one prompt", `"prompt":[1212,318,257,1332],"max_tokens":7`, 4, 7},
