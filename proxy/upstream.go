@@ -135,9 +135,19 @@ func (u *Upstream) init() error {
 		DisableHeaderNamesNormalizing: true,
 		DisablePathNormalizing:        true,
 		NoDefaultUserAgentHeader:      true,
+		// An answer's header fields must fit in the read buffer: 4 KiB
+		// (fasthttp's default) turned an answer with a CDN's cookies and
+		// tracing fields into a 502 though the upstream had answered.
+		ReadBufferSize: UpstreamReadBufferSize,
 	}
 	return nil
 }
+
+// UpstreamReadBufferSize is the read buffer, in bytes, of each upstream
+// connection, which bounds an answer's status line and header fields
+// together (16 KiB, as the proxy's own ReadBufferSize bounds a request's).
+// A larger header is a 502 upstream_error that keeps the reservation.
+const UpstreamReadBufferSize = 16 << 10
 
 // router picks an upstream for a request path.
 type router struct {

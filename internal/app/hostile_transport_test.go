@@ -674,6 +674,8 @@ func (u *scriptedUpstream) serve(c net.Conn, n int) {
 		switch u.act(n, ex) {
 		case "ok":
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(chatAnswer), chatAnswer)
+		case "bigheaders": // 10 KiB of answer fields, as a CDN's cookies and tracing can add
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nSet-Cookie: c=%s\r\nContent-Length: %d\r\n\r\n%s", strings.Repeat("x", 10<<10), len(chatAnswer), chatAnswer)
 		case "partial":
 			io.WriteString(c, "HTTP/1.1 200 OK\r\n")
 			return
@@ -777,5 +779,17 @@ func TestUpstreamTimeoutKeepsTheReservation(t *testing.T) {
 	}
 	if n := u.arrivals.Load(); n != 3 {
 		t.Errorf("%d arrivals, want 3 (none retried)", n)
+	}
+}
+
+// An answer whose header fields pass 4 KiB (fasthttp's default read
+// buffer) was a 502 "could not reach the upstream" though the upstream had
+// answered (and billed): the upstream client reads fields up to 16 KiB.
+func TestUpstreamAnswerWithLargeHeaders(t *testing.T) {
+	u := startScripted(t, func(conn, exchange int) string { return "bigheaders" })
+	h := startTransport(t, nil, transportYAML("http://"+u.ln.Addr().String(), "", "", slowTPM), nil)
+	resp, body := h.post(testKey, hiBody)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d (%s), want 200 with the upstream's answer", resp.StatusCode, body)
 	}
 }
