@@ -80,6 +80,10 @@ type Summary struct {
 	// (up to 256 bytes each) cannot make a summary grow without bound.
 	// Zero: no bound.
 	MaxNames int
+	// Unreadable counts the ledger lines the reader skipped (torn or not
+	// JSON records), added by the caller that read them: a summary that
+	// skipped any is short by their spend.
+	Unreadable int64
 }
 
 // OtherName is the breakdown entry (tenant, user or model) that gathers the

@@ -83,6 +83,9 @@ func (u *usageCmd) Run() error {
 		return fmt.Errorf("usage: %w", err)
 	}
 	printReport(os.Stdout, &rep)
+	if rep.UnreadableLines > 0 {
+		fmt.Fprintf(os.Stderr, "llmguard usage: skipped %d unreadable ledger lines: the spend above is short by theirs\n", rep.UnreadableLines)
+	}
 	if note := emptyTenantNote(u.Tenant, &rep); note != "" {
 		fmt.Fprintln(os.Stderr, note)
 	}

@@ -42,6 +42,9 @@ type UsageReport struct {
 	Quotas            []QuotaState `json:"quotas"`
 	// Source names where the spend was read: the ledger file or stream.
 	Source string `json:"source"`
+	// UnreadableLines counts the ledger lines skipped as unreadable (a
+	// torn or foreign line): Spend is short by theirs.
+	UnreadableLines int64 `json:"unreadable_lines"`
 }
 
 // ReportPeriod is the calendar period a report covers, [Start, End).
@@ -184,6 +187,7 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 		return nil, err
 	}
 	rep.Source = source
+	rep.UnreadableLines = sum.Unreadable
 	rep.Spend = spendOf(sum.Total.CostMicroUSD)
 	rep.Requests = sum.Total.Requests
 	rep.Tokens = tokenTotals(sum.Total)
@@ -293,7 +297,8 @@ func (a *App) summarizeLedger(ctx context.Context, f ledger.Filter) (ledger.Summ
 			if err := ctx.Err(); err != nil {
 				return sum, "file", err
 			}
-			_, err := ledger.ReadFile(name, func(r ledger.Record) { sum.Add(r) })
+			bad, err := ledger.ReadFile(name, func(r ledger.Record) { sum.Add(r) })
+			sum.Unreadable += int64(bad)
 			if err != nil && !errors.Is(err, fs.ErrNotExist) { // a backup removed since listed holds nothing now
 				return sum, "file", err
 			}

@@ -229,7 +229,8 @@ ledger: {file: %q}
 	}
 	recent := filepath.Join(dir, "ledger-"+now.Add(-time.Minute).Format("2006-01-02T15-04-05.000")+".jsonl")
 	old := filepath.Join(dir, "ledger-"+now.Add(-2*time.Minute).Format("2006-01-02T15-04-05.000")+".jsonl")
-	if err := os.WriteFile(recent, line("from-backup"), 0o600); err != nil {
+	// A torn line in the recent backup: skipped, and counted in the report.
+	if err := os.WriteFile(recent, append(line("from-backup"), []byte("ed\":false}\n")...), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(old, line("from-old-backup"), 0o600); err != nil {
@@ -254,6 +255,9 @@ ledger: {file: %q}
 	}
 	if rep.Requests != 2 || !models["from-backup"] || !models["gpt-4o-mini"] || models["from-old-backup"] {
 		t.Errorf("report: %d requests, models %v; want the file's and the recent backup's, not the backup written before the period", rep.Requests, models)
+	}
+	if rep.UnreadableLines != 1 {
+		t.Errorf("report: %d unreadable lines, want the recent backup's torn one", rep.UnreadableLines)
 	}
 }
 
