@@ -167,6 +167,14 @@ func (p *Proxy) serveLimits(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		if r.MaxWait > 0 {
 			l.OnLimit, l.MaxWaitMS = "wait", ceilMS(r.MaxWait)
 		}
+		if whole := r.Limit.Per; !limit.IsWindow() && !limit.Concurrent && whole > 0 && limit.Per > whole && limit.Per%whole == 0 {
+			// A region's share keeps its rate whole by a longer period
+			// (1000 a minute × 0.6 is 3000 per 5 minutes): shown per the
+			// configured period again when that is exact (600 a minute).
+			if k := int64(limit.Per / whole); limit.Rate%k == 0 {
+				l.Rate, l.PerMS = limit.Rate/k, whole.Milliseconds()
+			}
+		}
 		switch {
 		case limit.IsWindow():
 			l.Algorithm, l.Rate = limit.Algorithm.String(), limit.Capacity

@@ -221,3 +221,21 @@ func TestLimitsReadOutSpellings(t *testing.T) {
 		}
 	}
 }
+
+// A region's share of a rate keeps its rate whole by a longer period: the
+// read-out shows it per the configured period again when that is exact
+// (1000 a minute × 0.6: 600 a minute, where it said 3000 per 5 minutes).
+func TestLimitsReadOutRegionalRate(t *testing.T) {
+	h := startFrozen(t, `
+region: eu
+limits:
+  - {name: split, scope: global, unit: requests, rate: 1000, per: 1m, regions: {eu: 0.6, us: 0.4}}
+`)
+	code, rep, body := readLimits(t, h, testKey, "")
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	if l := limitByName(rep, "split"); l == nil || l.Rate != 600 || l.PerMS != 60000 || l.Capacity != 600 {
+		t.Errorf("eu's share: %+v, want capacity 600 and 600 per 60000 ms", l)
+	}
+}
