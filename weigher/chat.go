@@ -139,9 +139,9 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		case "n":
 			n = v
 		case "stream":
-			est.Stream = v.Type == gjson.True
+			est.Stream = lenientTrue(v)
 		case "stream_options":
-			est.IncludeUsage = v.Get("include_usage").Type == gjson.True
+			est.IncludeUsage = lenientTrue(v.Get("include_usage"))
 		case "response_format":
 			responseFormat = v
 		case "web_search_options":
@@ -602,4 +602,31 @@ func serviceTier(v gjson.Result) string {
 		return ""
 	}
 	return strings.Clone(v.Str)
+}
+
+// lenientTrue reports whether v reads as true to an upstream that parses
+// booleans leniently, as pydantic's lax mode does (vLLM and other
+// OpenAI-compatible servers): JSON true, the strings "true", "1", "on",
+// "t", "y" or "yes" in any case and with blanks around, or the number 1.
+// A strict upstream refuses all but true; a lenient one streams for
+// "stream": "true", and a flag read as false there would leave the stream
+// without its usage asked for, settled on llmguard's own count.
+func lenientTrue(v gjson.Result) bool {
+	switch v.Type {
+	case gjson.True:
+		return true
+	case gjson.Number:
+		f, err := strconv.ParseFloat(v.Raw, 64) // a raw walk's values (rawValue) carry Raw only
+		return err == nil && f == 1 || v.Num == 1
+	case gjson.String:
+		str := v.Str
+		if str == "" {
+			str = rawString(v)
+		}
+		switch strings.ToLower(strings.TrimSpace(str)) {
+		case "true", "1", "on", "t", "y", "yes":
+			return true
+		}
+	}
+	return false
 }

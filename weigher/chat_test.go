@@ -159,7 +159,11 @@ func TestChatStreamFlags(t *testing.T) {
 		{`{"model":"gpt-4o","messages":[],"stream":true}`, true, false},
 		{`{"model":"gpt-4o","messages":[],"stream":true,"stream_options":{"include_usage":true}}`, true, true},
 		{`{"model":"gpt-4o","messages":[],"stream":true,"stream_options":{"include_usage":false}}`, true, false},
-		{`{"model":"gpt-4o","messages":[],"stream":"yes"}`, false, false},
+		// A lenient upstream (pydantic's lax mode: vLLM) streams for
+		// "yes": the request is a stream, whose usage the proxy asks for
+		// (TestLenientStreamFlag).
+		{`{"model":"gpt-4o","messages":[],"stream":"yes"}`, true, false},
+		{`{"model":"gpt-4o","messages":[],"stream":"no"}`, false, false},
 	} {
 		e := w.Chat([]byte(tc.body))
 		if e.Stream != tc.stream || e.IncludeUsage != tc.includeUsage {

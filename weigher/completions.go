@@ -59,9 +59,9 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 		case "echo":
 			echo = v.Type == gjson.True
 		case "stream":
-			est.Stream = v.Type == gjson.True
+			est.Stream = lenientTrue(v)
 		case "stream_options":
-			est.IncludeUsage = v.Get("include_usage").Type == gjson.True
+			est.IncludeUsage = lenientTrue(v.Get("include_usage"))
 		}
 		return true
 	})

@@ -64,7 +64,7 @@ func (w *Weigher) images(body []byte, as func(string) string) Estimate {
 		case "quality":
 			quality = v
 		case "stream":
-			est.Stream = v.Type == gjson.True
+			est.Stream = lenientTrue(v)
 		case "partial_images":
 			partial = v
 		}

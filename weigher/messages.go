@@ -85,7 +85,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 		case "thinking":
 			thinking = v
 		case "stream":
-			est.Stream = v.Type == gjson.True
+			est.Stream = lenientTrue(v)
 		case "speed":
 			// Fast mode bills 2-6x the standard rates (Opus 4.6: 6x; the
 			// fast-mode guide,

@@ -79,7 +79,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		case "text":
 			text = v
 		case "stream":
-			est.Stream = v.Type == gjson.True
+			est.Stream = lenientTrue(v)
 		case "previous_response_id":
 			est.ServerContext = est.ServerContext || v.Type == gjson.String && v.Str != ""
 		case "conversation", "prompt":
