@@ -1,0 +1,333 @@
+package weigher
+
+// The PDF page scan. A page object is a dictionary holding "/Type /Page"
+// (PDF 32000-1:2008, 7.7.3.3); the page tree's root, a "/Type /Pages"
+// dictionary, holds the page count as "/Count n" (7.7.3.2). A reader
+// accepts any PDF whitespace (NUL, TAB, LF, FF, CR, SP; 7.2.2) and comments
+// ("%" to the end of the line; 7.2.3) between a key and its value, and a
+// name may spell any byte as "#xx" (7.3.5): "/Typ#65 %x\n\f/P#61ge" is
+// "/Type /Page". pdfScan finds them all, whatever the bytes around them:
+//
+//   - every "/" starts a name, even inside a string, a stream or a comment
+//     (a name found there can only add pages, never hide one);
+//   - a comment is honoured only where it can hide a page: between /Type
+//     (or /Count) and its value, and the bytes of that comment are still
+//     scanned as if it were none (it may be inside a string, where "%"
+//     starts nothing);
+//   - /Count is read only in a dictionary that is also /Type /Pages, and
+//     not when it is an indirect reference ("n 0 R").
+//
+// Page objects inside compressed object streams (/Type /ObjStm, PDF 1.5)
+// cannot be seen without inflating them: the scan reports that it met one.
+
+// pdfMaxDictDepth bounds the dictionaries tracked for /Count; deeper ones
+// are not read (the count of page objects is unaffected).
+const pdfMaxDictDepth = 32
+
+// pdfMaxNameBytes is the longest name the scan tells apart; longer names
+// match none it looks for.
+const pdfMaxNameBytes = 8
+
+type pdfLexState uint8
+
+const (
+	pdfLexSpace   pdfLexState = iota // between tokens
+	pdfLexName                       // in a name, after "/"
+	pdfLexNameHex                    // after "#" in a name, hexDigits read
+	pdfLexRegular                    // in a run of regular bytes (number, keyword)
+)
+
+// pdfPrev is the last token that matters to what follows it.
+type pdfPrev uint8
+
+const (
+	pdfPrevOther    pdfPrev = iota
+	pdfPrevType             // the name /Type: its value may be /Page
+	pdfPrevCount            // the name /Count: its value may be the page count
+	pdfPrevCountNum         // /Count and a number: kept unless a number follows (n 0 R)
+)
+
+// pdfScan counts page objects and reads the page tree's /Count over bytes
+// fed in pieces (a PDF decoded in chunks): feed may be called any number of
+// times, then end. The zero value is ready to use; not safe for concurrent
+// use.
+type pdfScan struct {
+	// Results.
+	pages    int64 // "/Type /Page" objects
+	maxCount int64 // the largest /Count of a /Type /Pages dictionary
+	objStm   bool  // a /ObjStm name was seen (pages may hide in it)
+
+	// Lexer.
+	state   pdfLexState
+	name    [pdfMaxNameBytes]byte
+	nameLen int  // bytes of name held, up to pdfMaxNameBytes
+	long    bool // the name is longer than pdfMaxNameBytes
+	hex     byte // value of the hex digits read after "#"
+	hexN    int  // hex digits read after "#" (0 or 1)
+	num     int64
+	numOK   bool // the regular run is all digits (after an optional +)
+	numLen  int  // bytes of the regular run
+	digits  int  // digits of the regular run
+	lt, gt  bool // the previous byte was '<' ('>') not yet paired
+
+	// Parser.
+	prev pdfPrev
+	// keep is the prev a comment started in, restored at the line's end:
+	// a comment between a key and its value does not separate them.
+	keep     pdfPrev
+	inLine   bool  // a comment started on this line (keep holds)
+	countNum int64 // the number after /Count (pdfPrevCountNum)
+	depth    int   // dictionaries open
+	dicts    [pdfMaxDictDepth]pdfDict
+}
+
+// pdfDict is what the scan knows of one open dictionary.
+type pdfDict struct {
+	pages bool  // it holds /Type /Pages
+	count int64 // its /Count, -1 when none was read
+}
+
+// pdfSpace reports whether c is PDF whitespace (7.2.2).
+func pdfSpace(c byte) bool {
+	return c == 0 || c == '\t' || c == '\n' || c == '\f' || c == '\r' || c == ' '
+}
+
+// pdfDelim reports whether c is a PDF delimiter (7.2.2).
+func pdfDelim(c byte) bool {
+	switch c {
+	case '(', ')', '<', '>', '[', ']', '{', '}', '/', '%':
+		return true
+	}
+	return false
+}
+
+// hexVal is c's value as a hex digit, or -1.
+func hexVal(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// feed scans the next bytes of the PDF.
+func (s *pdfScan) feed(b []byte) {
+	for _, c := range b {
+		s.byte(c)
+	}
+}
+
+// end finishes the scan: a token still open at the end of the bytes counts.
+func (s *pdfScan) end() {
+	s.byte(' ')
+	if s.prev == pdfPrevCountNum {
+		s.commitCount()
+	}
+}
+
+// byte scans one byte.
+func (s *pdfScan) byte(c byte) {
+	switch s.state {
+	case pdfLexName:
+		if c == '#' {
+			s.state, s.hex, s.hexN = pdfLexNameHex, 0, 0
+			return
+		}
+		if !pdfSpace(c) && !pdfDelim(c) {
+			s.nameByte(c)
+			return
+		}
+		s.endName()
+	case pdfLexNameHex:
+		if v := hexVal(c); v >= 0 {
+			if s.hexN == 1 {
+				s.nameByte(s.hex<<4 | byte(v))
+				s.state = pdfLexName
+				return
+			}
+			s.hex, s.hexN = byte(v), 1
+			return
+		}
+		// Not an escape: "#" (and a lone digit) stand for themselves, as
+		// lenient readers take them.
+		s.state = pdfLexName
+		s.nameByte('#')
+		if s.hexN == 1 {
+			s.nameByte("0123456789ABCDEF"[s.hex])
+		}
+		s.byte(c)
+		return
+	case pdfLexRegular:
+		if !pdfSpace(c) && !pdfDelim(c) {
+			s.regularByte(c)
+			return
+		}
+		s.endRegular()
+	}
+	// Between tokens.
+	if c != '<' {
+		s.lt = false
+	}
+	if c != '>' {
+		s.gt = false
+	}
+	switch {
+	case c == '\n' || c == '\r':
+		if s.inLine {
+			s.prev, s.inLine = s.keep, false
+		}
+	case pdfSpace(c):
+	case c == '%':
+		// A comment, if it is one, ends at the line's end and separates
+		// nothing; its bytes are scanned as tokens all the same.
+		if s.prev == pdfPrevType || s.prev == pdfPrevCount {
+			s.keep, s.inLine = s.prev, true
+		}
+	case c == '/':
+		s.state, s.nameLen, s.long = pdfLexName, 0, false
+	case c == '<':
+		if s.lt {
+			s.lt = false
+			s.token(pdfPrevOther)
+			s.open()
+			return
+		}
+		s.lt = true
+	case c == '>':
+		if s.gt {
+			s.gt = false
+			s.token(pdfPrevOther)
+			s.close()
+			return
+		}
+		s.gt = true
+	case pdfDelim(c):
+		s.token(pdfPrevOther)
+	default:
+		s.state, s.num, s.numOK, s.numLen, s.digits = pdfLexRegular, 0, true, 0, 0
+		s.regularByte(c)
+	}
+}
+
+// nameByte adds a decoded byte to the name being read.
+func (s *pdfScan) nameByte(c byte) {
+	if s.nameLen == pdfMaxNameBytes {
+		s.long = true
+		return
+	}
+	s.name[s.nameLen] = c
+	s.nameLen++
+}
+
+// regularByte adds a byte to the regular run being read.
+func (s *pdfScan) regularByte(c byte) {
+	s.numLen++
+	switch {
+	case c >= '0' && c <= '9':
+		s.digits++
+		if s.num < 1e15 {
+			s.num = s.num*10 + int64(c-'0')
+		}
+	case c == '+' && s.numLen == 1:
+	default:
+		s.numOK = false
+	}
+}
+
+// endName closes a name token and acts on it.
+func (s *pdfScan) endName() {
+	s.state = pdfLexSpace
+	name := ""
+	if !s.long {
+		name = string(s.name[:s.nameLen]) // no allocation: compared only
+	}
+	switch {
+	case s.prev == pdfPrevType && name == "Page":
+		s.pages++
+		s.token(pdfPrevOther)
+	case s.prev == pdfPrevType && name == "Pages":
+		if d := s.dict(); d != nil {
+			d.pages = true
+		}
+		s.token(pdfPrevOther)
+	case name == "ObjStm":
+		s.objStm = true
+		s.token(pdfPrevOther)
+	case name == "Type":
+		s.token(pdfPrevType)
+	case name == "Count":
+		s.token(pdfPrevCount)
+	default:
+		s.token(pdfPrevOther)
+	}
+}
+
+// endRegular closes a run of regular bytes: a number or a keyword.
+func (s *pdfScan) endRegular() {
+	s.state = pdfLexSpace
+	isNum := s.numOK && s.digits > 0
+	switch {
+	case s.prev == pdfPrevCount && isNum:
+		s.countNum = s.num
+		s.prev = pdfPrevCountNum
+	case s.prev == pdfPrevCountNum && isNum:
+		// "/Count n g R": an indirect reference, not a count.
+		s.prev = pdfPrevOther
+	default:
+		s.token(pdfPrevOther)
+	}
+}
+
+// token records a token that is not a number after /Count: a pending
+// /Count n is committed first.
+func (s *pdfScan) token(p pdfPrev) {
+	if s.prev == pdfPrevCountNum {
+		s.commitCount()
+	}
+	s.prev = p
+}
+
+// commitCount records the pending /Count in the open dictionary.
+func (s *pdfScan) commitCount() {
+	if d := s.dict(); d != nil {
+		d.count = max(d.count, s.countNum)
+	}
+}
+
+// dict is the innermost open dictionary, nil when none is tracked.
+func (s *pdfScan) dict() *pdfDict {
+	if s.depth == 0 || s.depth > pdfMaxDictDepth {
+		return nil
+	}
+	return &s.dicts[s.depth-1]
+}
+
+// open opens a dictionary ("<<").
+func (s *pdfScan) open() {
+	s.depth++
+	if d := s.dict(); d != nil {
+		*d = pdfDict{count: -1}
+	}
+}
+
+// close closes a dictionary (">>"): a /Pages dictionary's /Count counts.
+func (s *pdfScan) close() {
+	if d := s.dict(); d != nil && d.pages {
+		s.maxCount = max(s.maxCount, d.count)
+	}
+	if s.depth > 0 {
+		s.depth--
+	}
+}
+
+// result is the page count: the larger of the page objects and the page
+// tree's /Count; sure is false when object streams may hide pages or no
+// page was found.
+func (s *pdfScan) result() (pages int64, sure bool) {
+	pages = max(s.pages, s.maxCount)
+	return pages, pages > 0 && !s.objStm
+}

@@ -1,0 +1,133 @@
+package weigher
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// A /Count that is an indirect reference, or that of an outline, is no
+// page count; a larger /Pages /Count than the page objects wins.
+func TestPDFCountCrossCheck(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		doc  string
+		want int64
+	}{
+		{"indirect count", "%PDF-1.4\n<< /Type /Pages /Count 900 0 R >>\n<< /Type /Page >>", 1},
+		{"outline count", "%PDF-1.4\n<< /Type /Outlines /Count 40 >>\n<< /Type /Page >>", 1},
+		{"count before type", "%PDF-1.4\n<< /Count 7 /Kids [] /Type /Pages >>\n<< /Type /Page >>", 7},
+		{"nested dict", "%PDF-1.4\n<< /Type /Pages /Resources << /Count 3 >> /Count 5 >>", 5},
+		{"comment before count", "%PDF-1.4\n<< /Type /Pages /Count %x\n 6 >>", 6},
+		{"larger objects", "%PDF-1.4\n<< /Type /Pages /Count 1 >><</Type/Page>><</Type/Page>>", 2},
+	} {
+		if got := pdfPages(b64([]byte(c.doc))); got != c.want {
+			t.Errorf("%s: %d pages, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// A PDF whose pages are in a compressed object stream shows no page:
+// pdfPageCount is not sure of it.
+func TestPDFObjectStreamIsNotSure(t *testing.T) {
+	if _, sure, _ := pdfPageCount(b64(objStmPDF(100))); sure {
+		t.Fatal("pages in an object stream counted as sure")
+	}
+	if _, sure, _ := pdfPageCount(b64(pdfOf(pdfSpec{pages: 3, count: -1}))); !sure {
+		t.Fatal("plain PDF not sure")
+	}
+}
+
+// The streaming path (over 32 KiB of base64) counts what the one-shot
+// path counts, whatever the chunk boundaries cut.
+func TestPDFPageCountStreaming(t *testing.T) {
+	gaps := []string{" ", "%c\r\n", "\x00\x00", " /P#61ge"}
+	for shift := range 40 {
+		doc := pdfOf(pdfSpec{pages: 400, count: 0, gap: func(i int) string { return gaps[(i+shift)%len(gaps)] },
+			junk: func(int) []byte { return bytes.Repeat([]byte{'x'}, shift) }})
+		doc = bytes.ReplaceAll(doc, []byte(" /P#61ge/Page"), []byte(" /P#61ge"))
+		if got, sure, _ := pdfPageCount(b64(doc)); got != 400 || !sure {
+			t.Fatalf("shift %d: %d pages (sure %v), want 400", shift, got, sure)
+		}
+	}
+}
+
+// legacyPageObjects is the page scan before pdfScan, kept as an oracle: the
+// "/Type /Page" matches of b with up to 4 blanks (SP, CR, LF, TAB) between;
+// one change, "/Page" must end at whitespace, a delimiter or the end
+// (the old scan took "/PageX" for a page; no reader does).
+func legacyPageObjects(b []byte) int64 {
+	var n int64
+	for off := 0; ; {
+		i := bytes.Index(b[off:], []byte("/Type"))
+		if i < 0 {
+			return n
+		}
+		j := off + i + len("/Type")
+		for k := 0; k < 4 && j < len(b) && (b[j] == ' ' || b[j] == '\r' || b[j] == '\n' || b[j] == '\t'); k++ {
+			j++
+		}
+		if bytes.HasPrefix(b[j:], []byte("/Page")) {
+			if k := j + len("/Page"); k >= len(b) || pdfSpace(b[k]) || pdfDelim(b[k]) {
+				n++
+			}
+		}
+		off = j
+	}
+}
+
+// pdfGaps are legal separators between "/Type" and "/Page".
+var pdfGaps = []string{"", " ", "\x00", "\t", "\n", "\f", "\r", "\r\n", "     ", "%c\n", "%\r", " %x y\r\n\t"}
+
+// escapeName spells name with some bytes as #xx, as rng picks.
+func escapeName(rng *rand.Rand, name string) string {
+	var b strings.Builder
+	for i := range len(name) {
+		switch rng.IntN(3) {
+		case 0:
+			fmt.Fprintf(&b, "#%02X", name[i])
+		case 1:
+			fmt.Fprintf(&b, "#%02x", name[i])
+		default:
+			b.WriteByte(name[i])
+		}
+	}
+	return b.String()
+}
+
+// FuzzPDFPageCount checks pdfScan against two oracles. Legal respellings
+// (whitespace and comments between /Type and /Page, #xx escapes) never
+// change the count of a PDF, whatever junk lies between its objects, and
+// it is at least its page count; and the count is never below the old
+// scan's on any bytes.
+func FuzzPDFPageCount(f *testing.F) {
+	f.Add([]byte(""), uint8(3), uint64(1))
+	f.Add([]byte("(%) << /Type /Pages /Count 5 >> [ % /Type"), uint8(10), uint64(7))
+	f.Add([]byte("/Type /Page /Type\t/Page#20 <</Type/Pages/Count 2 0 R>>"), uint8(1), uint64(9))
+	f.Add([]byte("stream\x00\xff%\r/Typ#65 /P#61ge"), uint8(40), uint64(3))
+	f.Fuzz(func(t *testing.T, junk []byte, n uint8, seed uint64) {
+		if len(junk) > 4096 {
+			return
+		}
+		if got, old := pdfPages(b64(junk)), legacyPageObjects(junk); got < old {
+			t.Fatalf("junk %q: %d pages, the old scan %d", junk, got, old)
+		}
+		pages := int(n%30) + 1
+		rng := rand.New(rand.NewPCG(seed, 0))
+		junkAt := func(i int) []byte { return junk[:(i*7)%(len(junk)+1)] }
+		plain := pdfOf(pdfSpec{pages: pages, count: 0, junk: junkAt})
+		gaps := make([]string, pages)
+		for i := range gaps {
+			gaps[i] = pdfGaps[rng.IntN(len(pdfGaps))] + pdfGaps[rng.IntN(len(pdfGaps))]
+		}
+		respelled := pdfOf(pdfSpec{pages: pages, count: 0, junk: junkAt, gap: func(i int) string { return gaps[i] }})
+		respelled = bytes.ReplaceAll(respelled, []byte("/Type"), []byte("/"+escapeName(rng, "Type")))
+		respelled = bytes.ReplaceAll(respelled, []byte("/Page "), []byte("/"+escapeName(rng, "Page")+" "))
+		p, r := pdfPages(b64(plain)), pdfPages(b64(respelled))
+		if p < int64(pages) || r != p {
+			t.Fatalf("%d pages: plain counts %d, respelled %d\n%q", pages, p, r, respelled)
+		}
+	})
+}
