@@ -35,6 +35,11 @@ func TestPDFObjectStreamIsNotSure(t *testing.T) {
 	if _, sure, _ := pdfPageCount(b64(objStmPDF(100))); sure {
 		t.Fatal("pages in an object stream counted as sure")
 	}
+	// One page in the open, the others (and the page tree) compressed.
+	mixed := append(objStmPDF(99), "900 0 obj\n<< /Type /Page >>\nendobj\n"...)
+	if pages, sure, _ := pdfPageCount(b64(mixed)); sure {
+		t.Fatalf("%d pages in the open and an object stream counted as sure", pages)
+	}
 	if _, sure, _ := pdfPageCount(b64(pdfOf(pdfSpec{pages: 3, count: -1}))); !sure {
 		t.Fatal("plain PDF not sure")
 	}
