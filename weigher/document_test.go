@@ -57,7 +57,11 @@ func pdfOf(spec pdfSpec) []byte {
 
 // objStmPDF is a PDF 1.5 file of pages pages whose page tree and page
 // objects all sit in one Flate-compressed object stream.
-func objStmPDF(pages int) []byte {
+func objStmPDF(pages int) []byte { return objStmPDFOf(pages, zlib.DefaultCompression, "") }
+
+// objStmPDFOf is objStmPDF with its object stream compressed at zlib level
+// level (rawStream: not compressed) and extra written after its objects.
+func objStmPDFOf(pages, level int, extra string) []byte {
 	var objs, offsets bytes.Buffer
 	kids := make([]string, pages)
 	for i := range pages {
@@ -72,16 +76,26 @@ func objStmPDF(pages int) []byte {
 		add(3+i, "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>")
 	}
 	var z bytes.Buffer
-	zw := zlib.NewWriter(&z)
-	zw.Write(append(offsets.Bytes(), objs.Bytes()...))
-	zw.Close()
+	filter := ""
+	objs.WriteString(extra)
+	if level != rawStream {
+		zw, _ := zlib.NewWriterLevel(&z, level)
+		zw.Write(append(offsets.Bytes(), objs.Bytes()...))
+		zw.Close()
+		filter = "/Filter /FlateDecode "
+	} else {
+		z.Write(append(offsets.Bytes(), objs.Bytes()...))
+	}
 	var b bytes.Buffer
 	b.WriteString("%PDF-1.5\n1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n")
-	fmt.Fprintf(&b, "%d 0 obj\n<< /Type /ObjStm /N %d /First %d /Filter /FlateDecode /Length %d >>\nstream\n", 3+pages, pages+1, offsets.Len(), z.Len())
+	fmt.Fprintf(&b, "%d 0 obj\n<< /Type /ObjStm /N %d /First %d %s/Length %d >>\nstream\n", 3+pages, pages+1, offsets.Len(), filter, z.Len())
 	b.Write(z.Bytes())
 	b.WriteString("\nendstream\nendobj\n%%EOF\n")
 	return b.Bytes()
 }
+
+// rawStream is objStmPDFOf's level for an object stream not compressed.
+const rawStream = -100
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
@@ -146,12 +160,14 @@ func runWeighCases(t *testing.T, w *Weigher, cases []weighCase) {
 
 // Finding 1 end to end: a 100-page PDF spelled "/Type     /Page" is weighed
 // as 100 pages in an Anthropic document block, a chat file part and a
-// Responses input_file; one with its pages in an object stream reserves the
-// model's largest input as a partial estimate.
+// Responses input_file, and so is one with its pages in a compressed object
+// stream; one whose object stream cannot be read reserves the model's
+// largest input as a partial estimate.
 func TestDocumentPagesReserved(t *testing.T) {
 	w := testWeigher(t)
 	sp5 := b64(pdfOf(pdfSpec{pages: 100, count: 0, gap: func(int) string { return "     " }}))
 	stm := b64(objStmPDF(100))
+	lzw := b64(bytes.Replace(objStmPDF(100), []byte("/FlateDecode"), []byte("/LZWDecode"), 1))
 	claudePages := int64(100 * (pageTextTokens + claudeMaxImageTokens))
 	openaiPages := 100 * (pageTextTokens + imageTokens("gpt-4o", "high", 0, 0))
 	doc := func(data string) string {
@@ -167,9 +183,12 @@ func TestDocumentPagesReserved(t *testing.T) {
 		{"document, 5 spaces", KindMessages, doc(sp5), claudePages, false},
 		{"chat file, 5 spaces", KindChat, chat(sp5), openaiPages, false},
 		{"input_file, 5 spaces", KindResponses, resp(sp5), openaiPages, false},
-		{"document, object stream", KindMessages, doc(stm), DefaultMaxInputTokens, true},
-		{"chat file, object stream", KindChat, chat(stm), DefaultMaxInputTokens, true},
-		{"input_file, object stream", KindResponses, resp(stm), DefaultMaxInputTokens, true},
+		{"document, object stream", KindMessages, doc(stm), claudePages, false},
+		{"chat file, object stream", KindChat, chat(stm), openaiPages, false},
+		{"input_file, object stream", KindResponses, resp(stm), openaiPages, false},
+		{"document, unreadable object stream", KindMessages, doc(lzw), DefaultMaxInputTokens, true},
+		{"chat file, unreadable object stream", KindChat, chat(lzw), DefaultMaxInputTokens, true},
+		{"input_file, unreadable object stream", KindResponses, resp(lzw), DefaultMaxInputTokens, true},
 	})
 }
 

@@ -1,5 +1,11 @@
 package weigher
 
+import (
+	"bytes"
+	"compress/zlib"
+	"io"
+)
+
 // The PDF page scan. A page object is a dictionary holding "/Type /Page"
 // (PDF 32000-1:2008, 7.7.3.3); the page tree's root, a "/Type /Pages"
 // dictionary, holds the page count as "/Count n" (7.7.3.2). A reader
@@ -17,8 +23,12 @@ package weigher
 //   - /Count is read only in a dictionary that is also /Type /Pages, and
 //     not when it is an indirect reference ("n 0 R").
 //
-// Page objects inside compressed object streams (/Type /ObjStm, PDF 1.5)
-// cannot be seen without inflating them: the scan reports that it met one.
+// Page objects may sit in object streams (/Type /ObjStm, PDF 1.5; 7.5.7),
+// most often Flate-compressed: the scan keeps the bytes of each such
+// stream (from "stream" to "endstream", at most pdfMaxCaptureBytes in all),
+// inflates them (at most pdfMaxInflateBytes in all) and scans the objects
+// inside. An object stream it cannot read (another filter, bad data, over
+// the bounds, a dictionary too deep to track) leaves the count unsure.
 
 // pdfMaxDictDepth bounds the dictionaries tracked for /Count; deeper ones
 // are not read (the count of page objects is unaffected).
@@ -26,7 +36,14 @@ const pdfMaxDictDepth = 32
 
 // pdfMaxNameBytes is the longest name the scan tells apart; longer names
 // match none it looks for.
-const pdfMaxNameBytes = 8
+const pdfMaxNameBytes = len("FlateDecode")
+
+// pdfMaxCaptureBytes bounds the object stream bytes kept for inflating, in
+// all, per PDF; pdfMaxInflateBytes bounds what they inflate to.
+const (
+	pdfMaxCaptureBytes = 16 << 20
+	pdfMaxInflateBytes = 64 << 20
+)
 
 type pdfLexState uint8
 
@@ -45,6 +62,7 @@ const (
 	pdfPrevType             // the name /Type: its value may be /Page
 	pdfPrevCount            // the name /Count: its value may be the page count
 	pdfPrevCountNum         // /Count and a number: kept unless a number follows (n 0 R)
+	pdfPrevFilter           // the name /Filter: its value may be /FlateDecode
 )
 
 // pdfScan counts page objects and reads the page tree's /Count over bytes
@@ -55,7 +73,20 @@ type pdfScan struct {
 	// Results.
 	pages    int64 // "/Type /Page" objects
 	maxCount int64 // the largest /Count of a /Type /Pages dictionary
-	objStm   bool  // a /ObjStm name was seen (pages may hide in it)
+	// objStmNames counts the /ObjStm names seen (each object stream has
+	// one), objStmRead the object streams read; failed is set when one
+	// could not be.
+	objStmNames, objStmRead int
+	failed                  bool
+	inner                   bool // scanning an object stream's objects: no streams here
+
+	// Object streams.
+	after     pdfDict // the dictionary just closed (afterDict)
+	afterDict bool    // the last token closed a tracked dictionary
+	capturing bool    // keeping an object stream's bytes
+	capture   []byte  // its bytes so far
+	captured  int     // bytes kept in all
+	inflated  int64   // bytes inflated in all
 
 	// Lexer.
 	state   pdfLexState
@@ -65,10 +96,11 @@ type pdfScan struct {
 	hex     byte // value of the hex digits read after "#"
 	hexN    int  // hex digits read after "#" (0 or 1)
 	num     int64
-	numOK   bool // the regular run is all digits (after an optional +)
-	numLen  int  // bytes of the regular run
-	digits  int  // digits of the regular run
-	lt, gt  bool // the previous byte was '<' ('>') not yet paired
+	numOK   bool                   // the regular run is all digits (after an optional +)
+	numLen  int                    // bytes of the regular run
+	digits  int                    // digits of the regular run
+	kw      [len("endstream")]byte // the regular run's first bytes
+	lt, gt  bool                   // the previous byte was '<' ('>') not yet paired
 
 	// Parser.
 	prev pdfPrev
@@ -83,8 +115,12 @@ type pdfScan struct {
 
 // pdfDict is what the scan knows of one open dictionary.
 type pdfDict struct {
-	pages bool  // it holds /Type /Pages
-	count int64 // its /Count, -1 when none was read
+	pages  bool  // it holds /Type /Pages
+	objStm bool  // it holds /Type /ObjStm
+	filter bool  // it holds a /Filter key
+	flate  bool  // its /Filter is /FlateDecode
+	parms  bool  // it holds a /DecodeParms key (a predictor, perhaps)
+	count  int64 // its /Count, -1 when none was read
 }
 
 // pdfSpace reports whether c is PDF whitespace (7.2.2).
@@ -129,8 +165,22 @@ func (s *pdfScan) end() {
 	}
 }
 
+// Write scans p: a pdfScan is the io.Writer an inflated object stream is
+// copied to. It never fails.
+func (s *pdfScan) Write(p []byte) (int, error) {
+	s.feed(p)
+	return len(p), nil
+}
+
 // byte scans one byte.
 func (s *pdfScan) byte(c byte) {
+	if s.capturing {
+		if s.captured++; s.captured > pdfMaxCaptureBytes {
+			s.capturing, s.failed, s.capture = false, true, nil
+		} else {
+			s.capture = append(s.capture, c)
+		}
+	}
 	switch s.state {
 	case pdfLexName:
 		if c == '#' {
@@ -225,6 +275,9 @@ func (s *pdfScan) nameByte(c byte) {
 
 // regularByte adds a byte to the regular run being read.
 func (s *pdfScan) regularByte(c byte) {
+	if s.numLen < len(s.kw) {
+		s.kw[s.numLen] = c
+	}
 	s.numLen++
 	switch {
 	case c >= '0' && c <= '9':
@@ -255,7 +308,25 @@ func (s *pdfScan) endName() {
 		}
 		s.token(pdfPrevOther)
 	case name == "ObjStm":
-		s.objStm = true
+		s.objStmNames++
+		if d := s.dict(); d != nil && s.prev == pdfPrevType {
+			d.objStm = true
+		}
+		s.token(pdfPrevOther)
+	case name == "Filter":
+		if d := s.dict(); d != nil {
+			d.filter = true
+		}
+		s.token(pdfPrevFilter)
+	case name == "FlateDecode" && s.prev == pdfPrevFilter:
+		if d := s.dict(); d != nil {
+			d.flate = true
+		}
+		s.token(pdfPrevOther)
+	case name == "DecodeParms":
+		if d := s.dict(); d != nil {
+			d.parms = true
+		}
 		s.token(pdfPrevOther)
 	case name == "Type":
 		s.token(pdfPrevType)
@@ -278,8 +349,56 @@ func (s *pdfScan) endRegular() {
 		// "/Count n g R": an indirect reference, not a count.
 		s.prev = pdfPrevOther
 	default:
+		kw := string(s.kw[:min(s.numLen, len(s.kw))])
+		if s.numLen == len("stream") && kw == "stream" && s.afterDict && s.after.objStm && !s.inner {
+			s.objStmStream()
+		} else if s.numLen == len("endstream") && kw == "endstream" && s.capturing {
+			s.capturing = false
+			s.inflate()
+		}
 		s.token(pdfPrevOther)
 	}
+}
+
+// objStmStream starts an object stream's data. An unfiltered one holds its
+// objects in the open, scanned as they are; a /FlateDecode one (no
+// /DecodeParms) is kept to be inflated at its "endstream"; any other is
+// not read.
+func (s *pdfScan) objStmStream() {
+	if !s.after.filter {
+		s.objStmRead++
+		return
+	}
+	if s.capturing || !s.after.flate || s.after.parms {
+		// Another filter (or a chain, or a predictor to undo), or an
+		// object stream inside one: not read.
+		s.failed = true
+		return
+	}
+	s.capturing, s.capture = true, s.capture[:0]
+}
+
+// inflate reads the kept object stream as zlib (FlateDecode, 7.4.4) and
+// scans the objects inside; failed is set when it cannot.
+func (s *pdfScan) inflate() {
+	data := bytes.TrimLeft(s.capture, "\r\n") // the EOL after "stream"
+	zr, err := zlib.NewReader(bytes.NewReader(data))
+	if err != nil {
+		s.failed = true
+		return
+	}
+	inner := pdfScan{inner: true}
+	left := pdfMaxInflateBytes - s.inflated
+	n, err := io.Copy(&inner, io.LimitReader(zr, left+1))
+	s.inflated += n
+	inner.end()
+	if err != nil || n > left || inner.objStmNames > 0 || inner.failed {
+		s.failed = true
+	} else {
+		s.objStmRead++
+	}
+	s.pages += inner.pages
+	s.maxCount = max(s.maxCount, inner.maxCount)
 }
 
 // token records a token that is not a number after /Count: a pending
@@ -289,6 +408,7 @@ func (s *pdfScan) token(p pdfPrev) {
 		s.commitCount()
 	}
 	s.prev = p
+	s.afterDict = false
 }
 
 // commitCount records the pending /Count in the open dictionary.
@@ -316,8 +436,12 @@ func (s *pdfScan) open() {
 
 // close closes a dictionary (">>"): a /Pages dictionary's /Count counts.
 func (s *pdfScan) close() {
-	if d := s.dict(); d != nil && d.pages {
+	d := s.dict()
+	if d != nil && d.pages {
 		s.maxCount = max(s.maxCount, d.count)
+	}
+	if d != nil {
+		s.after, s.afterDict = *d, true
 	}
 	if s.depth > 0 {
 		s.depth--
@@ -325,9 +449,9 @@ func (s *pdfScan) close() {
 }
 
 // result is the page count: the larger of the page objects and the page
-// tree's /Count; sure is false when object streams may hide pages or no
-// page was found.
+// tree's /Count, those in object streams included; sure is false when an
+// object stream could not be read or no page was found.
 func (s *pdfScan) result() (pages int64, sure bool) {
 	pages = max(s.pages, s.maxCount)
-	return pages, pages > 0 && !s.objStm
+	return pages, pages > 0 && !s.failed && !s.capturing && s.objStmRead == s.objStmNames
 }

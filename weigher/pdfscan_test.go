@@ -2,6 +2,7 @@ package weigher
 
 import (
 	"bytes"
+	"compress/zlib"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -29,19 +30,34 @@ func TestPDFCountCrossCheck(t *testing.T) {
 	}
 }
 
-// A PDF whose pages are in a compressed object stream shows no page:
-// pdfPageCount is not sure of it.
-func TestPDFObjectStreamIsNotSure(t *testing.T) {
-	if _, sure, _ := pdfPageCount(b64(objStmPDF(100))); sure {
-		t.Fatal("pages in an object stream counted as sure")
-	}
-	// One page in the open, the others (and the page tree) compressed.
+// Pages in a Flate-compressed object stream are counted; an object stream
+// that cannot be read (another filter, a predictor, bad or cut data) leaves
+// the count unsure, even beside pages in the open.
+func TestPDFObjectStreams(t *testing.T) {
+	stm := objStmPDF(100)
 	mixed := append(objStmPDF(99), "900 0 obj\n<< /Type /Page >>\nendobj\n"...)
-	if pages, sure, _ := pdfPageCount(b64(mixed)); sure {
-		t.Fatalf("%d pages in the open and an object stream counted as sure", pages)
-	}
-	if _, sure, _ := pdfPageCount(b64(pdfOf(pdfSpec{pages: 3, count: -1}))); !sure {
-		t.Fatal("plain PDF not sure")
+	for _, c := range []struct {
+		name  string
+		doc   []byte
+		pages int64 // 0: unsure
+	}{
+		{"flate", stm, 100},
+		{"flate and a page in the open", mixed, 100},
+		{"unfiltered", objStmPDFOf(100, rawStream, ""), 100},
+		{"LZW", bytes.Replace(stm, []byte("/FlateDecode"), []byte("/LZWDecode"), 1), 0},
+		{"filter chain", bytes.Replace(stm, []byte("/FlateDecode"), []byte("[/FlateDecode]"), 1), 0},
+		{"predictor", bytes.Replace(stm, []byte("/FlateDecode"), []byte("/FlateDecode /DecodeParms << /Predictor 12 >>"), 1), 0},
+		{"corrupt", bytes.Replace(stm, []byte("stream\nx"), []byte("stream\ny"), 1), 0},
+		// A stored (uncompressed) deflate block may hold "endstream":
+		// the bytes kept stop there, short of the stream's end.
+		{"endstream inside", objStmPDFOf(100, zlib.NoCompression, "% endstream\n"), 0},
+		{"corrupt beside a page", bytes.Replace(mixed, []byte("stream\nx"), []byte("stream\ny"), 1), 0},
+		{"deep", append(bytes.Repeat([]byte("<<"), pdfMaxDictDepth), stm...), 0},
+	} {
+		pages, sure, _ := pdfPageCount(b64(c.doc))
+		if c.pages == 0 && sure || c.pages > 0 && (!sure || pages != c.pages) {
+			t.Errorf("%s: %d pages, sure %v; want %d (0: unsure)", c.name, pages, sure, c.pages)
+		}
 	}
 }
 
@@ -112,6 +128,8 @@ func FuzzPDFPageCount(f *testing.F) {
 	f.Add([]byte("(%) << /Type /Pages /Count 5 >> [ % /Type"), uint8(10), uint64(7))
 	f.Add([]byte("/Type /Page /Type\t/Page#20 <</Type/Pages/Count 2 0 R>>"), uint8(1), uint64(9))
 	f.Add([]byte("stream\x00\xff%\r/Typ#65 /P#61ge"), uint8(40), uint64(3))
+	f.Add(objStmPDF(3), uint8(2), uint64(5))
+	f.Add([]byte("<< /Type /ObjStm /Filter /FlateDecode >>\nstream\nx\x9c"), uint8(4), uint64(11))
 	f.Fuzz(func(t *testing.T, junk []byte, n uint8, seed uint64) {
 		if len(junk) > 4096 {
 			return
