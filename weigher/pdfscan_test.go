@@ -53,6 +53,8 @@ func TestPDFObjectStreams(t *testing.T) {
 		{"endstream inside", objStmPDFOf(100, zlib.NoCompression, "% endstream\n"), 0},
 		{"corrupt beside a page", bytes.Replace(mixed, []byte("stream\nx"), []byte("stream\ny"), 1), 0},
 		{"deep", append(bytes.Repeat([]byte("<<"), pdfMaxDictDepth), stm...), 0},
+		{"deep beside a page", append(bytes.Repeat([]byte("<<"), pdfMaxDictDepth), mixed...), 0},
+		{"CRLF after stream", bytes.Replace(stm, []byte("stream\n"), []byte("stream\r\n"), 1), 100},
 	} {
 		pages, sure, _ := pdfPageCount(b64(c.doc))
 		if c.pages == 0 && sure || c.pages > 0 && (!sure || pages != c.pages) {
@@ -153,4 +155,21 @@ func FuzzPDFPageCount(f *testing.F) {
 			t.Fatalf("%d pages: plain counts %d, respelled %d\n%q", pages, p, r, respelled)
 		}
 	})
+}
+
+// Object streams past the bounds are not read: more than
+// pdfMaxCaptureBytes of stream bytes, or a zlib bomb inflating past
+// pdfMaxInflateBytes. Both leave the count unsure.
+func TestPDFObjectStreamBounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and scans ~20 MiB")
+	}
+	page := "900 0 obj\n<< /Type /Page >>\nendobj\n"
+	big := append(objStmPDFOf(1, zlib.NoCompression, strings.Repeat("% filler\n", pdfMaxCaptureBytes/9+1)), page...)
+	bomb := append(objStmPDFOf(1, zlib.BestCompression, strings.Repeat(" ", pdfMaxInflateBytes)), page...)
+	for name, doc := range map[string][]byte{"capture": big, "inflate": bomb} {
+		if pages, sure, _ := pdfPageCount(b64(doc)); sure {
+			t.Errorf("%s past its bound: %d pages, sure", name, pages)
+		}
+	}
 }
