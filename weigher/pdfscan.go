@@ -152,9 +152,26 @@ func hexVal(c byte) int {
 
 // feed scans the next bytes of the PDF.
 func (s *pdfScan) feed(b []byte) {
-	for _, c := range b {
-		s.byte(c)
+	for i := 0; i < len(b); i++ {
+		if s.idle() {
+			// Nothing pending: only a name or a dictionary's bounds can
+			// change the scan, so the bytes before the next '/', '<' or
+			// '>' (runs, strings, comments, binary data) are skipped.
+			j := bytes.IndexAny(b[i:], "/<>")
+			if j < 0 {
+				return
+			}
+			i += j
+		}
+		s.byte(b[i])
 	}
+}
+
+// idle reports whether no token is open and nothing waits for the next
+// token: any byte but '/', '<' and '>' then leaves the scan's state as it is
+// (TestPDFScanSkipsIdleBytes checks this against byte-by-byte scanning).
+func (s *pdfScan) idle() bool {
+	return s.state == pdfLexSpace && s.prev == pdfPrevOther && !s.afterDict && !s.capturing && !s.inLine && !s.lt && !s.gt
 }
 
 // end finishes the scan: a token still open at the end of the bytes counts.

@@ -136,6 +136,7 @@ func FuzzPDFPageCount(f *testing.F) {
 		if len(junk) > 4096 {
 			return
 		}
+		checkSkip(t, "junk", junk)
 		if got, old := pdfPages(b64(junk)), legacyPageObjects(junk); got < old {
 			t.Fatalf("junk %q: %d pages, the old scan %d", junk, got, old)
 		}
@@ -171,5 +172,42 @@ func TestPDFObjectStreamBounds(t *testing.T) {
 		if pages, sure, _ := pdfPageCount(b64(doc)); sure {
 			t.Errorf("%s past its bound: %d pages, sure", name, pages)
 		}
+	}
+}
+
+// feedBytewise scans b one byte at a time, with no skipping: the oracle of
+// pdfScan.feed's skip over idle bytes.
+func (s *pdfScan) feedBytewise(b []byte) {
+	for _, c := range b {
+		s.byte(c)
+	}
+}
+
+// The skip over idle bytes in feed gives the scan byte by byte, whatever
+// the bytes: the differential check, on generated PDFs and on fuzz input.
+func TestPDFScanSkipsIdleBytes(t *testing.T) {
+	docs := [][]byte{
+		pdfOf(pdfSpec{pages: 30, count: -1}),
+		pdfOf(pdfSpec{pages: 30, count: 0, gap: func(i int) string { return pdfGaps[i%len(pdfGaps)] }, junk: func(i int) []byte { return []byte("( % << /Count 3 >> [ stream") }}),
+		objStmPDF(20),
+		[]byte("<< /Type /Pages /Count 5 %c\n 0 R >> << /Count\n9 /Type /Pages >>"),
+	}
+	for i, doc := range docs {
+		checkSkip(t, fmt.Sprint("doc ", i), doc)
+	}
+}
+
+// checkSkip fails when feed and feedBytewise end in different results.
+func checkSkip(t *testing.T, name string, doc []byte) {
+	t.Helper()
+	var fast, slow pdfScan
+	fast.feed(doc)
+	slow.feedBytewise(doc)
+	fast.end()
+	slow.end()
+	fp, fs := fast.result()
+	sp, ss := slow.result()
+	if fp != sp || fs != ss || fast.maxCount != slow.maxCount {
+		t.Fatalf("%s: feed %d pages (sure %v, count %d), byte by byte %d (sure %v, count %d)", name, fp, fs, fast.maxCount, sp, ss, slow.maxCount)
 	}
 }
