@@ -27,8 +27,9 @@ const (
 	// 3 mirrors the per-message framing.
 	tokensPerToolCall = 3
 	// unknownPartBytesPerToken prices a content part of a type this package
-	// does not know (input_audio, file…) at one token per 4 bytes of its
-	// JSON, a rough figure for data the model does not read as text.
+	// does not weigh (input_audio, and unknown types, which are also
+	// hidden context: see partWeight) at one token per 4 bytes of its JSON,
+	// a rough figure for data the model does not read as text.
 	unknownPartBytesPerToken = 4
 	// maxTokens caps any token figure read from a request (1e15 tokens), so
 	// products never overflow.
