@@ -27,8 +27,9 @@ const (
 	// 3 mirrors the per-message framing.
 	tokensPerToolCall = 3
 	// unknownPartBytesPerToken prices a content part of a type this package
-	// does not know (input_audio, file…) at one token per 4 bytes of its
-	// JSON, a rough figure for data the model does not read as text.
+	// does not weigh (input_audio, and unknown types, which are also
+	// hidden context: see partWeight) at one token per 4 bytes of its JSON,
+	// a rough figure for data the model does not read as text.
 	unknownPartBytesPerToken = 4
 	// maxTokens caps any token figure read from a request (1e15 tokens), so
 	// products never overflow.
@@ -319,8 +320,8 @@ func tokenCount(r gjson.Result) (int64, bool) {
 
 // messageTokens counts one chat message: framing, role, content (a string or
 // an array of parts), name, tool calls and refusal, as the tally's text; its
-// hidden is set when the message refers to input the body does not hold (a
-// file part without file_data: see partHidden). One walk of the message's
+// hidden is set when the message holds a part whose bill the body does not
+// show (a stored file, an unweighable file, an unknown part: see partWeight). One walk of the message's
 // members does both.
 func messageTokens(enc counter, model string, m gjson.Result) tally {
 	t, _ := messageTally(enc, model, m, false)
@@ -470,7 +471,7 @@ func callTally(enc counter, fn gjson.Result, check bool, fold *[]byte) (n int64,
 }
 
 // partTally is one content part p (a value as rawValue gives it) as
-// partTokens, partHidden and partAudio weigh it: a string part and a text
+// partWeight and partAudio weigh it: a string part and a text
 // or refusal part are read in one raw walk of p; parts of other types
 // (files, images, audio) by those readers, with gjson. When check it also
 // field-checks p as checkElements checks an element of a message's
@@ -510,7 +511,8 @@ func partTally(enc counter, model string, p gjson.Result, check bool, fold *[]by
 	case "refusal":
 		return tally{text: countRaw(enc, refusal), audio: inputAudio}, ok
 	}
-	return tally{text: partTokens(enc, model, p), hidden: partHidden(p), audio: partAudio(p)}, ok
+	n, hidden := partWeight(enc, model, p)
+	return tally{text: n, hidden: hidden, audio: partAudio(p)}, ok
 }
 
 // stringOf is r's text when r is a JSON string, else "".
@@ -519,12 +521,6 @@ func stringOf(r gjson.Result) string {
 		return ""
 	}
 	return r.String()
-}
-
-// partHidden reports whether a chat content part refers to input the body
-// does not hold: a file part without file_data (a stored file_id).
-func partHidden(p gjson.Result) bool {
-	return p.IsObject() && p.Get("type").String() == "file" && stringOf(p.Get("file.file_data")) == ""
 }
 
 // partAudio reports whether a chat content part sends audio: an
@@ -553,35 +549,39 @@ func asksAudio(k string, v gjson.Result) bool {
 	return audio
 }
 
-// partTokens counts one content part: text (and refusal) parts by their
-// text, image_url parts by imageTokens, others by unknownPartBytesPerToken.
-func partTokens(enc counter, model string, p gjson.Result) int64 {
+// partWeight weighs one content part: text (and refusal) parts by their
+// text, image_url parts by imageTokens, file parts by fileTokens, others
+// by unknownPartBytesPerToken. hidden is true when the bill cannot be
+// known from the body (the caller reserves the model's largest input,
+// Estimate.ServerContext): a stored file (file_id), an inline file
+// fileTokens cannot weigh, and a part of a type llmguard does not know
+// (video_url, audio_url and other media an OpenAI-compatible upstream
+// such as vLLM fetches and bills) unless it sends audio (partAudio).
+func partWeight(enc counter, model string, p gjson.Result) (n int64, hidden bool) {
 	if p.Type == gjson.String { // lenient: a bare string part
-		return countText(enc, p.String())
+		return countText(enc, p.String()), false
 	}
 	if !p.IsObject() {
-		return 0
+		return 0, false
 	}
 	switch p.Get("type").String() {
 	case "text":
-		return countText(enc, stringOf(p.Get("text")))
+		return countText(enc, stringOf(p.Get("text"))), false
 	case "refusal":
-		return countText(enc, stringOf(p.Get("refusal")))
+		return countText(enc, stringOf(p.Get("refusal"))), false
 	case "file":
 		// {"type":"file","file":{"file_data":"data:…;base64,…","filename"}}
-		// or {"file":{"file_id"}}: a PDF by its pages, like Responses'
-		// input_file; a stored file (see partHidden) as unknown pages.
+		// or {"file":{"file_id"}}: weighed like Responses' input_file.
 		f := p.Get("file")
-		n := countText(enc, stringOf(f.Get("filename")))
+		name := stringOf(f.Get("filename"))
+		n := countText(enc, name)
 		page := imageTokens(model, "high", 0, 0)
-		data := stringOf(f.Get("file_data"))
-		if i := strings.Index(data, ";base64,"); i >= 0 {
-			data = data[i+len(";base64,"):]
-		}
+		mime, data := splitDataURL(stringOf(f.Get("file_data")))
 		if data == "" {
-			return n + documentTokens(unknownDocumentPages, page)
+			return n + documentTokens(unknownDocumentPages, page), true
 		}
-		return n + documentTokens(pdfPages(data), page)
+		m, hidden := fileTokens(enc, inlineFile{b64: data, name: name, mime: mime}, page)
+		return n + m, hidden
 	case "image_url":
 		img := p.Get("image_url")
 		url := img.String() // the older shape: "image_url": "https://…"
@@ -589,9 +589,11 @@ func partTokens(enc counter, model string, p gjson.Result) int64 {
 			url = stringOf(img.Get("url"))
 		}
 		wd, ht := dataURLSize(url)
-		return imageTokens(model, img.Get("detail").String(), wd, ht)
+		return imageTokens(model, img.Get("detail").String(), wd, ht), false
 	default:
-		return ceilDiv(int64(len(p.Raw)), unknownPartBytesPerToken)
+		// Audio parts (an input_audio part, or one holding an input_audio
+		// member) are Estimate.Audio's: see partAudio.
+		return ceilDiv(int64(len(p.Raw)), unknownPartBytesPerToken), !partAudio(p)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // PDF documents (Anthropic "document" blocks, OpenAI "input_file" parts) are
@@ -35,80 +36,149 @@ const (
 	maxPDFScanBytes = 64 << 20
 )
 
-// pageMarkerSpan is the longest "/Type /Page" match plus the byte after it
-// that tells "/Page" from "/Pages": "/Type", up to 4 blanks, "/Page", 1.
-const pageMarkerSpan = len("/Type") + 4 + len("/Page") + 1
-
-var (
-	pageMarker     = []byte("/Type")
-	pageMarkerPage = []byte("/Page")
-)
-
-// pdfPages estimates the page count of a base64-encoded PDF: the number of
-// "/Type /Page" objects (not "/Pages") when the page tree is readable, else
-// decoded size / bytesPerPageGuess, capped at maxDocumentPages; at least 1.
-// It scans at most maxPDFScanBytes decoded bytes, in 32 KiB reads.
+// pdfPages is the page count of a base64-encoded PDF, as pdfPageCount
+// reads it, else (no page found) decoded size / bytesPerPageGuess, capped at
+// maxDocumentPages; at least 1.
 func pdfPages(b64 string) int64 {
+	pages, _, _ := pdfPageCount(b64)
+	return pages
+}
+
+// pdfPageCount reads the page count of a base64-encoded PDF with pdfScan:
+// the larger of its "/Type /Page" objects and its page tree's /Count; when
+// none is found, decoded size / bytesPerPageGuess capped at
+// maxDocumentPages, at least 1. sure is false when the count may be low:
+// no page found, or compressed object streams that may hide pages. text
+// is true when the decoded bytes are all valid UTF-8 (an upstream may read
+// them as a text file). It scans at most maxPDFScanBytes decoded bytes, in
+// 32 KiB reads; undecodable data counts what decoded before it.
+func pdfPageCount(b64 string) (pages int64, sure, text bool) {
+	var s pdfScan
+	var total int64
+	text = true
 	if len(b64) <= 32<<10 {
 		// Small enough to decode at once: no streaming decoder and no
 		// 32 KiB buffer, which a body of many tiny documents would pay for
-		// each of them. Undecodable data counts what decoded before it.
+		// each of them.
 		data, _ := base64.StdEncoding.DecodeString(b64)
-		if pages := countPageObjects(data, len(data)); pages > 0 {
-			return pages
-		}
-		return max(1, min(ceilDiv(int64(len(data)), bytesPerPageGuess), maxDocumentPages))
-	}
-	dec := base64.NewDecoder(base64.StdEncoding, strings.NewReader(b64))
-	buf := make([]byte, pageMarkerSpan+32<<10)
-	var pages, total int64
-	tail := 0 // bytes carried over from the previous read
-	for {
-		n, err := io.ReadFull(dec, buf[tail:])
-		total += int64(n)
-		end := tail + n
-		final := err != nil || total >= maxPDFScanBytes
-		if final {
-			pages += countPageObjects(buf[:end], end)
-			break
-		}
-		// Count matches starting before the last pageMarkerSpan bytes; the
-		// rest are counted next round, once their bytes are all read.
-		limit := end - pageMarkerSpan
-		pages += countPageObjects(buf[:end], limit)
-		tail = copy(buf, buf[limit:end])
-	}
-	if pages > 0 {
-		return pages
-	}
-	return max(1, min(ceilDiv(total, bytesPerPageGuess), maxDocumentPages))
-}
-
-// countPageObjects counts the "/Type /Page" matches of b (up to 4 blanks
-// between, "/Pages" excluded) that start before limit.
-func countPageObjects(b []byte, limit int) int64 {
-	var n int64
-	for off := 0; off < limit; {
-		i := bytes.Index(b[off:], pageMarker)
-		if i < 0 || off+i >= limit {
-			return n
-		}
-		j := off + i + len(pageMarker)
-		for k := 0; k < 4 && j < len(b) && (b[j] == ' ' || b[j] == '\r' || b[j] == '\n' || b[j] == '\t'); k++ {
-			j++
-		}
-		if bytes.HasPrefix(b[j:], pageMarkerPage) {
-			if k := j + len(pageMarkerPage); k >= len(b) || b[k] != 's' {
-				n++
+		s.feed(data)
+		total, text = int64(len(data)), utf8.Valid(data)
+	} else {
+		dec := base64.NewDecoder(base64.StdEncoding, strings.NewReader(b64))
+		buf := make([]byte, utf8.UTFMax+32<<10)
+		carry := 0 // bytes of a rune cut by the previous read
+		for total < maxPDFScanBytes {
+			n, err := io.ReadFull(dec, buf[carry:])
+			total += int64(n)
+			s.feed(buf[carry : carry+n])
+			end := carry + n
+			if text {
+				// Check whole runes; a rune cut at the end waits for the
+				// next read.
+				cut := end
+				for i := 1; i < utf8.UTFMax && end-i >= 0; i++ {
+					if utf8.RuneStart(buf[end-i]) {
+						if !utf8.FullRune(buf[end-i : end]) {
+							cut = end - i
+						}
+						break
+					}
+				}
+				if err != nil {
+					cut = end
+				}
+				text = utf8.Valid(buf[:cut])
+				carry = copy(buf, buf[cut:end])
+			}
+			if err != nil {
+				break
 			}
 		}
-		off = j
 	}
-	return n
+	s.end()
+	pages, sure = s.result()
+	if pages == 0 {
+		pages = max(1, min(ceilDiv(total, bytesPerPageGuess), maxDocumentPages))
+	}
+	return pages, sure, text
 }
 
 // documentTokens is the estimate of one PDF of pages pages, with
 // imageTokensPerPage the largest page image of the model's rule.
 func documentTokens(pages, imageTokensPerPage int64) int64 {
 	return min(pages*(pageTextTokens+imageTokensPerPage), maxTokens)
+}
+
+// pdfMagicWindow is how far into a file its "%PDF-" header may start: PDF
+// readers look for it in the first 1,024 bytes (PDF 32000-1:2008, annex
+// H.3, note 3; Acrobat's implementation note).
+const pdfMagicWindow = 1024
+
+// fileTokens weighs one file sent inline (b64, its base64 data) and read
+// by the upstream: Anthropic document blocks, OpenAI Responses input_file
+// and chat file parts. A PDF (a "%PDF-" header in its first
+// pdfMagicWindow bytes) is weighed by its pages, each pageTextTokens plus
+// page (tokens, the model's largest page image); a file of valid UTF-8
+// text with no NUL byte by its text, counted as text (OpenAI extracts a
+// text file's text and bills it as input); a PDF that is also valid UTF-8
+// by the larger of the two. hidden is true when the bill cannot be known
+// from the bytes: a PDF whose pages may be in compressed object streams or
+// that shows none; a spreadsheet (see inlineFile.spreadsheet), even as
+// text; and any other file (.docx, .xlsx, .pptx are compressed
+// zip archives; unknown formats) whose extracted text is not in the body.
+// The caller then reserves the model's largest input (Estimate.ServerContext);
+// n is then the old guess, bytesPerPageGuess bytes a page.
+func fileTokens(enc counter, f inlineFile, page int64) (n int64, hidden bool) {
+	b64 := f.b64
+	headB64 := b64[:min(len(b64), (pdfMagicWindow+2)/3*4)]
+	head, _ := base64.StdEncoding.DecodeString(headB64)
+	if bytes.Contains(head[:min(len(head), pdfMagicWindow)], []byte("%PDF-")) {
+		pages, sure, text := pdfPageCount(b64)
+		n = documentTokens(pages, page)
+		if text {
+			data, _ := base64.StdEncoding.DecodeString(b64)
+			n = max(n, countText(enc, string(data)))
+		}
+		return n, !sure
+	}
+	data, _ := base64.StdEncoding.DecodeString(b64)
+	if utf8.Valid(data) && bytes.IndexByte(data, 0) < 0 {
+		return countText(enc, string(data)), f.spreadsheet()
+	}
+	guess := max(1, min(ceilDiv(int64(len(data)), bytesPerPageGuess), maxDocumentPages))
+	return documentTokens(guess, page), true
+}
+
+// inlineFile is a file sent in the body: b64 its base64 data, name its
+// filename and mime its declared media type ("" when not given).
+type inlineFile struct {
+	b64, name, mime string
+}
+
+// splitDataURL splits a "data:<mime>;base64,<data>" URL into its media type
+// and data; any other string is all data, of no media type.
+func splitDataURL(s string) (mime, b64 string) {
+	i := strings.Index(s, ";base64,")
+	if i < 0 {
+		return "", s
+	}
+	return strings.TrimPrefix(s[:i], "data:"), s[i+len(";base64,"):]
+}
+
+// spreadsheetExts are the file types OpenAI reads with its spreadsheet
+// flow (first 1,000 rows a sheet plus a model-written summary and header
+// metadata; https://platform.openai.com/docs/guides/file-inputs): a bill the
+// bytes do not show.
+var spreadsheetExts = []string{".csv", ".tsv", ".xls", ".xlsx", ".iif"}
+
+// spreadsheet reports whether f is named or typed as a spreadsheet.
+func (f inlineFile) spreadsheet() bool {
+	name := strings.ToLower(f.name)
+	for _, e := range spreadsheetExts {
+		if strings.HasSuffix(name, e) {
+			return true
+		}
+	}
+	mime := strings.ToLower(f.mime)
+	return strings.Contains(mime, "csv") || strings.Contains(mime, "tab-separated") || strings.Contains(mime, "spreadsheet") || strings.Contains(mime, "excel")
 }

@@ -24,7 +24,9 @@ func TestHiddenContextReservesTheModelsMaxInput(t *testing.T) {
 		{"chat Azure data_sources", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"q"}],"data_sources":[{"type":"azure_search"}]}`, 128_000},
 		{"messages document by file id", KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"file","file_id":"f"}}]}]}`, DefaultMaxInputTokens},
 		{"messages document by url", KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://x/a.pdf"}}]}]}`, DefaultMaxInputTokens},
-		{"chat file inline", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,JVBERi0xLjQK"}}]}]}`, 0},
+		{"chat file inline", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,JVBERi0xLjQKMSAwIG9iaiA8PCAvVHlwZSAvUGFnZSA+PiBlbmRvYmoK"}}]}]}`, 0},
+		// A PDF showing no page object may hide its pages (object streams).
+		{"chat file inline, no page found", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,JVBERi0xLjQK"}}]}]}`, 128_000},
 		{"plain chat", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`, 0},
 	} {
 		e := w.Weigh(tc.kind, []byte(tc.body))

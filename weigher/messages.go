@@ -375,7 +375,8 @@ func (c *claudeCounter) image(src gjson.Result) int64 {
 	return claudeImageTokens(c.model, 0, 0)
 }
 
-// document counts a document block: a PDF by pages, plain text by its text,
+// document counts a document block: a base64 file by fileTokens (a PDF by
+// pages; hidden when its pages cannot be read), plain text by its text,
 // a content source by its blocks, a URL or file at unknownDocumentPages; plus
 // its title and context.
 func (c *claudeCounter) document(b gjson.Result, depth int) {
@@ -384,7 +385,9 @@ func (c *claudeCounter) document(b gjson.Result, depth int) {
 	page := claudeImageTokens(c.model, 0, 0)
 	switch src.Get("type").String() {
 	case "base64":
-		c.fixed += documentTokens(pdfPages(stringOf(src.Get("data"))), page)
+		n, hidden := fileTokens(c.enc, inlineFile{b64: stringOf(src.Get("data")), mime: stringOf(src.Get("media_type"))}, page)
+		c.fixed += n
+		c.hidden = c.hidden || hidden
 	case "text":
 		c.text += countText(c.enc, stringOf(src.Get("data")))
 	case "content":

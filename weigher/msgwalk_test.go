@@ -28,8 +28,9 @@ func messageTokensGJSON(enc counter, model string, m gjson.Result) tally {
 		case "content":
 			if v.IsArray() {
 				v.ForEach(func(_, p gjson.Result) bool {
-					n += partTokens(enc, model, p)
-					hidden = hidden || partHidden(p)
+					pn, ph := partWeight(enc, model, p)
+					n += pn
+					hidden = hidden || ph
 					audio = audio || partAudio(p)
 					return true
 				})

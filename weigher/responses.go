@@ -1,8 +1,6 @@
 package weigher
 
 import (
-	"strings"
-
 	"github.com/tidwall/gjson"
 )
 
@@ -14,7 +12,7 @@ import (
 // "instructions" as a developer message; "input" as one user message when a
 // string, else item by item — messages (role + a string or content parts:
 // input_text / output_text / refusal text, input_image by the image rules of
-// image.go, input_file PDFs by pages as in document.go), function_call and
+// image.go, input_file files as in document.go), function_call and
 // custom_tool_call items (tokensPerToolCall + name + arguments / input),
 // their *_output items (framing + output), reasoning items (summary and
 // reasoning text, plus encrypted_content at one token per
@@ -154,8 +152,9 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 type responsesCounter struct {
 	enc   counter
 	model string
-	// hidden is set when an input refers to content the body does not
-	// hold (an input_file by file_id or file_url): Estimate.ServerContext.
+	// hidden is set when an input's bill is not in the body (an
+	// input_file by file_id or file_url, a file fileTokens cannot weigh, a
+	// content part of an unknown type): Estimate.ServerContext.
 	hidden *bool
 	cache  *countCache // remembers items' counts (nil: off)
 	memo   *elemMemo   // the field check's lookups of the items (nil: off)
@@ -271,18 +270,21 @@ func (r responsesCounter) part(p gjson.Result, depth int) int64 {
 		wd, ht := dataURLSize(stringOf(p.Get("image_url")))
 		return imageTokens(r.model, p.Get("detail").String(), wd, ht)
 	case "input_file":
-		n := countText(r.enc, stringOf(p.Get("filename")))
+		name := stringOf(p.Get("filename"))
+		n := countText(r.enc, name)
 		page := imageTokens(r.model, "high", 0, 0)
-		data := stringOf(p.Get("file_data"))
-		if i := strings.Index(data, ";base64,"); i >= 0 {
-			data = data[i+len(";base64,"):]
-		}
+		mime, data := splitDataURL(stringOf(p.Get("file_data")))
 		if data == "" { // file_id or file_url: the upstream fetches it
 			*r.hidden = true
 			return n + documentTokens(unknownDocumentPages, page)
 		}
-		return n + documentTokens(pdfPages(data), page)
+		m, hidden := fileTokens(r.enc, inlineFile{b64: data, name: name, mime: mime}, page)
+		*r.hidden = *r.hidden || hidden
+		return n + m
 	default:
+		// A part type llmguard does not know (input_video, a media URL an
+		// OpenAI-compatible upstream fetches): its bill is not in the body.
+		*r.hidden = true
 		return ceilDiv(int64(len(p.Raw)), unknownPartBytesPerToken)
 	}
 }
