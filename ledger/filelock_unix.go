@@ -26,7 +26,7 @@ func lockFile(path string) (*os.File, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s (locked through %s)", errLedgerInUse, path, name)
+			return nil, fmt.Errorf("ledger: %s is written by another process (locked through %s): %w", path, name, errLedgerInUse)
 		}
 		return nil, fmt.Errorf("ledger: lock %s: %w", name, err)
 	}

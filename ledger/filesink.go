@@ -16,7 +16,7 @@ import (
 // (lumberjack creates the file without O_APPEND), and a rotation by one
 // moves the file from under the other. Each node needs its own file, or a
 // Redis stream.
-var errLedgerInUse = errors.New("ledger: the file is written by another process (each llmguard node needs its own ledger.file, or ledger.redis_stream)")
+var errLedgerInUse = errors.New("each llmguard node needs its own ledger.file, or ledger.redis_stream")
 
 // maxChunk is the most bytes the file sink hands to one write (64 KiB).
 const maxChunk = 64 << 10

@@ -532,7 +532,7 @@ func openLedger(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger)
 	}
 	w, err := ledger.New(o)
 	if err != nil {
-		return nil, nil, fmt.Errorf("app: ledger: %w", err)
+		return nil, nil, fmt.Errorf("app: %w", err) // ledger's errors start "ledger: "
 	}
 	return w, rc, nil
 }
