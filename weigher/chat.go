@@ -168,6 +168,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		return w.caseVariant(body, key, field), true
 	}
 	est.Model = modelNamed(model, as, w.names)
+	est.CacheWrite, est.CacheWrite1h = asksCache(d.body)
 	encName := w.EncodingFor(est.Model)
 	enc := w.encoders[encName]
 	if enc == nil {
