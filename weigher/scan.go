@@ -120,7 +120,7 @@ func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback
 		if k := fallbackModelsKey(d); k != "" {
 			d.close()
 			fallback = w.Bytes(body, "")
-			fallback.Fault, fallback.FaultDetail = FaultModelOutsideBody, "key "+shownKey(k)+"; name one model, in \"model\""
+			fallback.Fault, fallback.FaultDetail = FaultModelOutsideBody, "key "+shownKey(k)
 			return doc{}, fallback, false
 		}
 		if o.callerChecks {
