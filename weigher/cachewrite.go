@@ -23,36 +23,49 @@ const maxEscapedName = 6*len("cache_control") + 2
 
 // asksCache reports whether a request body (a JSON text that passed
 // parseRequest's check) holds the string "cache_control" (asked) and,
-// when it does, the string "1h" (oneHour), escaped or not. A body without
-// a \u escape is searched for the two strings' plain JSON text; one with
-// escapes has each string of at most maxEscapedName bytes that holds a
-// backslash decoded and compared. It may take a text that holds those
-// strings for a request (erring high); it never misses a request.
+// when it does, the string "1h" (oneHour), escaped or not. Neither string
+// holds a character JSON writes with a short escape (\" \\ \/ \b \f \n \r
+// \t), so a string that decodes to one of them is either written plain or
+// holds a \u escape: a body without "\u" is searched for the two strings'
+// plain JSON text, one with it has each string of at most maxEscapedName
+// bytes that holds a \u escape decoded and compared (escapedNames). It may
+// take a text that holds those strings for a request (erring high); it
+// never misses a request.
 func asksCache(body string) (asked, oneHour bool) {
-	if !strings.Contains(body, `\u`) {
-		asked = strings.Contains(body, `"cache_control"`)
-		return asked, asked && strings.Contains(body, `"1h"`)
-	}
-	for i := 0; i < len(body); {
-		q := strings.IndexByte(body[i:], '"')
-		if q < 0 {
-			break
-		}
-		start := i + q
-		end := skipString(body, start)
-		if end <= start { // not reached on a checked body
-			break
-		}
-		raw := body[start:end]
-		if len(raw) <= maxEscapedName {
-			s := raw[1 : len(raw)-1]
-			if strings.IndexByte(s, '\\') >= 0 {
-				s = gjson.Parse(raw).Str
-			}
-			asked = asked || s == "cache_control"
-			oneHour = oneHour || s == "1h"
-		}
-		i = end
+	asked = strings.Contains(body, `"cache_control"`)
+	oneHour = strings.Contains(body, `"1h"`)
+	if strings.Contains(body, `\u`) && !(asked && oneHour) {
+		cc, h := escapedNames(body)
+		asked, oneHour = asked || cc, oneHour || h
 	}
 	return asked, asked && oneHour
+}
+
+// escapedNames reports whether a string of the JSON text body that holds
+// a \u escape and is at most maxEscapedName bytes long decodes to
+// "cache_control" (cc) or "1h" (h). One pass over the bytes, strings
+// found by their quotes and escapes.
+func escapedNames(body string) (cc, h bool) {
+	for i := 0; i < len(body); i++ {
+		if body[i] != '"' {
+			continue
+		}
+		start, unicode := i, false
+		for i++; i < len(body) && body[i] != '"'; i++ {
+			if body[i] == '\\' {
+				i++
+				unicode = unicode || i < len(body) && body[i] == 'u'
+			}
+		}
+		// body[start:i+1] is the string, quotes included.
+		if unicode && i-start+1 <= maxEscapedName && i < len(body) {
+			switch gjson.Parse(body[start : i+1]).Str {
+			case "cache_control":
+				cc = true
+			case "1h":
+				h = true
+			}
+		}
+	}
+	return cc, h
 }

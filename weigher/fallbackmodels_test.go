@@ -1,6 +1,7 @@
 package weigher
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -79,4 +80,33 @@ func TestIsFallbackModelField(t *testing.T) {
 			t.Errorf("%q found", k)
 		}
 	}
+}
+
+// FuzzFallbackModelsKey compares the refusal with encoding/json's reading
+// of the body's top-level keys: a body with a fallback-models member (in
+// any case, escaped or not) is never weighed, and one without is never
+// refused for it.
+func FuzzFallbackModelsKey(f *testing.F) {
+	f.Add(`{"model":"text-embedding-3-small","input":"hi","fallbacks":["x"]}`)
+	f.Add(`{"model":"text-embedding-3-small","input":"hi","meta":{"models":1}}`)
+	f.Add(`{"model":"m","input":"x","Fallbac\u212As":[]}`)
+	f.Add(`{"model":"m","input":"x","models\u0073":[]}`)
+	w := testWeigher(f)
+	f.Fuzz(func(t *testing.T, body string) {
+		var top map[string]json.RawMessage
+		if json.Unmarshal([]byte(body), &top) != nil {
+			return
+		}
+		want := false
+		for k := range top {
+			for _, name := range FallbackModelFields {
+				want = want || strings.EqualFold(k, name)
+			}
+		}
+		e := w.Weigh(KindEmbeddings, []byte(body))
+		got := e.Fault == FaultModelOutsideBody
+		if want && e.Parsed || got && !want {
+			t.Fatalf("%q: parsed %v, fault %v; a fallback member: %v", body, e.Parsed, e.Fault, want)
+		}
+	})
 }
