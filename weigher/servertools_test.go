@@ -1,6 +1,11 @@
 package weigher
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
 
 // Any tool whose type is not one the caller's code runs is a server tool:
 // the request is partial (ServerContext, the model's largest input
@@ -83,4 +88,51 @@ func TestUnknownToolTypesAreServerRun(t *testing.T) {
 	if e.WebSearches != 7 {
 		t.Errorf("messages with two search tools: %d searches, want 7", e.WebSearches)
 	}
+}
+
+// FuzzEachToolSameAsGJSON checks eachTool's one-pass reading of a tool
+// list against gjson's: for every object of the list, the same type (a
+// string's text; "" when absent or null), environment type and max_uses.
+func FuzzEachToolSameAsGJSON(f *testing.F) {
+	f.Add(`[{"type":"web_search_20250305","max_uses":3},{"type":"shell","environment":{"type":"local"}},{"name":"f"}]`)
+	f.Add(`[{"type":"x\u005fsearch","max_uses":1e2},1,"s",{"type":null},{"type":7,"environment":{"type":"container_auto"}}]`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		if !json.Valid([]byte(raw)) || DuplicateKeys([]byte(raw)) {
+			return
+		}
+		list := gjson.Parse(raw)
+		if !list.IsArray() {
+			return
+		}
+		type tool struct{ typ, env, maxUses string }
+		var want []tool
+		list.ForEach(func(_, t gjson.Result) bool {
+			if t.IsObject() {
+				typ := t.Get("type")
+				s := typ.String()
+				if typ.Type != gjson.String && typ.Type != gjson.Null && typ.Exists() {
+					s = typ.Raw
+				}
+				env := ""
+				if e := t.Get("environment"); e.IsObject() {
+					env = e.Get("type").String()
+				}
+				want = append(want, tool{s, env, t.Get("max_uses").Raw})
+			}
+			return true
+		})
+		var got []tool
+		eachTool(list, func(typ, env string, maxUses gjson.Result) { got = append(got, tool{typ, env, maxUses.Raw}) })
+		if !mayName(raw, "type") { // no tool has a type: none is walked
+			want = nil
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d tools, gjson %d", raw, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%s: tool %d %+v, gjson %+v", raw, i, got[i], want[i])
+			}
+		}
+	})
 }
