@@ -66,3 +66,22 @@ func FuzzAsksCache(f *testing.F) {
 		}
 	})
 }
+
+// Each of the two strings may be escaped while the other is not.
+func TestAsksCacheMixedEscapes(t *testing.T) {
+	for _, c := range []struct {
+		body           string
+		asked, oneHour bool
+	}{
+		{`{"cache\u005fcontrol":{"ttl":"1h"}}`, true, true},
+		{`{"cache_control":{"ttl":"\u0031h"}}`, true, true},
+		{`{"cache\u005fcontrol":{"ttl":"5m"},"t":"\u00e9"}`, true, false},
+		{`{"a":"\u0031h","b":"cache_control"}`, true, true},
+		{`{"a":"x\"cache\u005fcontrol"}`, false, false},
+		{`{"a":"\\u0031h"}`, false, false},
+	} {
+		if a, h := asksCache(c.body); a != c.asked || h != c.oneHour {
+			t.Errorf("%s: %v %v, want %v %v", c.body, a, h, c.asked, c.oneHour)
+		}
+	}
+}
