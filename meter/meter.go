@@ -156,8 +156,11 @@ type Request struct {
 	UnmeteredAllowed bool
 	// Estimate is the reservation: InputTokens counted locally and
 	// OutputTokens the output reserved, in tokens, and WebSearches the web
-	// searches the request's tools may run (priced per search). Only those
-	// three fields are read.
+	// searches the request's tools may run (priced per search).
+	// CacheWriteTokens (CacheWrite1hTokens) not 0 says the body asks for
+	// prompt-cache writes (with the 1-hour TTL): the reservation then
+	// prices all its input at that write price when it is not below the
+	// input price. Only those five fields are read.
 	Estimate spec.Usage
 	// Output says how Estimate.OutputTokens was made and whether the
 	// request's output maximum may be lowered (output.go); the zero value:
@@ -627,7 +630,16 @@ func (x *Exchange) takeSharded(rules []*policy.Rule, items []bucket.Item) (bucke
 // text and audio costs more (policy.Price.MicroUSD prices it at the higher
 // of the two rates).
 func (x *Exchange) reservation(in, out int64) spec.Usage {
-	u := spec.Usage{InputTokens: in, OutputTokens: out, WebSearches: x.req.Estimate.WebSearches}
+	e := x.req.Estimate
+	u := spec.Usage{InputTokens: in, OutputTokens: out, WebSearches: e.WebSearches}
+	// Which input the upstream writes to the cache is its choice: all of
+	// it, at the dearest write price the body names, is the most it bills.
+	if e.CacheWriteTokens > 0 && x.price.CacheWrite >= x.price.Input {
+		u.CacheWriteTokens = in
+		if e.CacheWrite1hTokens > 0 && x.price.CacheWrite1h >= x.price.CacheWrite {
+			u.CacheWrite1hTokens = in
+		}
+	}
 	if x.req.Audio {
 		u.AudioInputTokens, u.AudioOutputTokens = in, out
 	}

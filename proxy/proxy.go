@@ -895,9 +895,10 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		Path: rulePath(x.kind, x.path), Model: x.est.Model, ServiceTier: x.est.ServiceTier, Audio: x.est.Audio, GeoPinned: x.est.GeoPinned, Weighed: x.kind.Weighed(),
 		Unmetered: x.kind == weigher.KindUnmetered && !x.unmeteredAllowed, UnmeteredAllowed: x.unmeteredAllowed,
 		Images: x.est.Images, PerImage: x.perImage,
-		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens, WebSearches: x.est.WebSearches},
-		Output:   outputOf(x.kind, x.est),
-		Watch:    p.watcher(ctx, x)})
+		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens, WebSearches: x.est.WebSearches,
+			CacheWriteTokens: cacheWrite(x.est.CacheWrite, x.est.InputTokens), CacheWrite1hTokens: cacheWrite(x.est.CacheWrite1h, x.est.InputTokens)},
+		Output: outputOf(x.kind, x.est),
+		Watch:  p.watcher(ctx, x)})
 	setWaitHeader(&ctx.Response.Header, x.m)
 	switch x.m.Verdict() {
 	case meter.Admitted:
@@ -1134,4 +1135,14 @@ func queryOf(ctx *fasthttp.RequestCtx) string {
 func (x *exchange) setID() {
 	bucket.PutRequestID(&x.idBuf, time.Now())
 	x.id = unsafe.String(&x.idBuf[0], len(x.idBuf))
+}
+
+// cacheWrite is the input tokens a request's reservation prices as
+// written to the prompt cache: all of in when the body asks for writes
+// (weigher.Estimate.CacheWrite, CacheWrite1h), else none.
+func cacheWrite(asked bool, in int64) int64 {
+	if asked {
+		return in
+	}
+	return 0
 }

@@ -114,12 +114,17 @@ func (p *Proxy) decodeBody(ctx *fasthttp.RequestCtx, h *heldBody, codings []cont
 // faultError is the 400 answering a body the weigher could not weigh
 // exactly as the upstream reads it: the fault's code (invalid_json,
 // json_not_object, invalid_utf8, json_bom, duplicate_key, case_variant_key,
-// json_too_deep) and its message, with the detail saying what and where.
+// json_too_deep, model_outside_body for a body naming fallback models) and
+// its message, with the detail saying what and where.
 func faultError(est weigher.Estimate) apiError {
 	f := est.Fault
 	if f == weigher.FaultNone { // not parsed, yet no fault: say invalid JSON
 		f = weigher.FaultInvalidJSON
 	}
+	why := " llmguard weighs only a UTF-8 JSON object in strict syntax, so that it counts what the upstream reads."
+	if f == weigher.FaultModelOutsideBody {
+		why = " An upstream may bill a model llmguard did not price: send one model, in \"model\"."
+	}
 	return apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: f.Code(),
-		anthropicType: "invalid_request_error", message: f.Message(est.FaultDetail) + " llmguard weighs only a UTF-8 JSON object in strict syntax, so that it counts what the upstream reads."}
+		anthropicType: "invalid_request_error", message: f.Message(est.FaultDetail) + why}
 }

@@ -169,6 +169,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		return w.caseVariant(body, key, field), true
 	}
 	est.Model = modelNamed(model, as, w.names)
+	est.CacheWrite, est.CacheWrite1h = asksCache(d.body)
 	encName := w.EncodingFor(est.Model)
 	enc := w.encoders[encName]
 	if enc == nil {
@@ -177,7 +178,8 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 
 	var in int64
 	if messages.IsArray() {
-		ctx := w.cache.context("chat.message", encName, est.Model, "")
+		fam := w.family(est.Model) // the name its image rule keys off
+		ctx := w.cache.context("chat.message", encName, fam, "")
 		// The messages before the resume point, if any, counted before.
 		before, same := d.memo.resumedSums(ctx)
 		if !same {
@@ -189,7 +191,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		messageElems.raw = true
 		messageElems.each(func(m gjson.Result) bool {
 			t, ok := d.memo.countChecked(w.budget, ctx, m.Raw, func(check bool) (tally, bool) {
-				return messageTally(enc, est.Model, m, check)
+				return messageTally(enc, fam, m, check)
 			})
 			fine = fine && ok
 			run.add(t, t, false)
@@ -237,7 +239,10 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	if js := responseFormat.Get("json_schema"); js.Exists() {
 		in += countText(enc, js.Raw)
 	}
-	est.InputTokens = in
+	// A model whose tokenizer is not public (Claude behind an
+	// OpenAI-compatible gateway, a configured safety_factor) is scaled as
+	// on every other kind; OpenAI's families have the factor 1.
+	est.InputTokens = w.scaled(est.Model, in)
 
 	// Both limits given: reserve the larger, since upstreams differ in
 	// which one wins (and one treats 0 as unset).

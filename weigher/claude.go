@@ -39,30 +39,60 @@ var newTokenizerClaude = []string{
 	"claude-sonnet-5", "claude-fable", "claude-mythos",
 }
 
-// familySafetyFactor is the default safety factor of model by name.
 // FamilySafetyFactor is the safety factor a model's name gives it when
 // its configuration sets none: [NewTokenizerClaudeSafetyFactor] or
-// [DefaultClaudeSafetyFactor] for Claude models, 1 otherwise. Config
-// aliases of a Claude model take it from their target's name.
+// [DefaultClaudeSafetyFactor] for Claude models (provider decorations
+// stripped: "anthropic/claude-opus-4-7", "us.anthropic.claude-…-v1:0"),
+// 1 otherwise. Config aliases of a Claude model take it from their
+// target's name.
 func FamilySafetyFactor(model string) float64 { return familySafetyFactor(model) }
 
+// familySafetyFactor is the default safety factor of model by name.
 func familySafetyFactor(model string) float64 {
-	if !isClaude(model) {
+	model = canonicalModel(model)
+	switch {
+	case !isClaude(model):
 		return 1
-	}
-	for _, p := range newTokenizerClaude {
-		if strings.HasPrefix(model, p) {
-			return NewTokenizerClaudeSafetyFactor
-		}
+	case newTokenizer(model):
+		return NewTokenizerClaudeSafetyFactor
 	}
 	return DefaultClaudeSafetyFactor
 }
 
-// isClaude reports whether model names an Anthropic Claude model
-// ("claude-…", also Bedrock's "anthropic.claude-…" and Vertex "claude-…@…").
-func isClaude(model string) bool {
-	return strings.HasPrefix(model, "claude") || strings.HasPrefix(model, "anthropic.claude")
+// claudeFamilyFactor is familySafetyFactor for a Messages request: a name
+// not recognised as Claude's (a gateway's own name, another vendor's model
+// behind an Anthropic-compatible endpoint) gets the largest Claude factor,
+// [NewTokenizerClaudeSafetyFactor], rather than 1.
+func claudeFamilyFactor(model string) float64 {
+	if claudeNewRules(model) {
+		return NewTokenizerClaudeSafetyFactor
+	}
+	return DefaultClaudeSafetyFactor
 }
+
+// claudeNewRules reports whether a Messages request for model is counted
+// by the rules of the Claude models on the newer tokenizer (the 1.6 factor,
+// images up to 2576 px): those models, and every name not recognised as
+// Claude's, whose dearest rules they are.
+func claudeNewRules(model string) bool {
+	model = canonicalModel(model)
+	return !isClaude(model) || newTokenizer(model)
+}
+
+// newTokenizer reports whether model, stripped (canonicalModel), is a
+// Claude model on the newer tokenizer.
+func newTokenizer(model string) bool {
+	for _, p := range newTokenizerClaude {
+		if strings.HasPrefix(model, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// isClaude reports whether model, stripped of provider decorations
+// (canonicalModel), names an Anthropic Claude model ("claude-…").
+func isClaude(model string) bool { return strings.HasPrefix(model, "claude") }
 
 // Claude prompt framing, in Claude tokens (not scaled by the safety factor).
 // Anthropic does not publish its chat template; these are chosen so that the
@@ -86,7 +116,9 @@ const (
 // formerly https://docs.anthropic.com/en/docs/tool-use-pricing-and-tokens):
 // Claude 3 Opus 530 / 281, Claude 3 Sonnet 159 / 235, Claude 3 and 3.5 Haiku
 // 264 / 340, and 346 / 313 for the Claude 4 family, Sonnet 3.7 and the
-// models after them (defaultToolPrompt, used for any other name).
+// models after them (defaultToolPrompt, used for any other Claude name).
+// A name not recognised as Claude's is given the largest of the table,
+// 530 / 340 (unknownToolPrompt).
 type toolPrompt struct{ auto, forced int64 }
 
 var toolPrompts = []struct {
@@ -99,13 +131,19 @@ var toolPrompts = []struct {
 	{"claude-3-5-haiku", toolPrompt{264, 340}},
 }
 
-var defaultToolPrompt = toolPrompt{346, 313}
+var (
+	defaultToolPrompt = toolPrompt{346, 313}
+	unknownToolPrompt = toolPrompt{530, 340}
+)
 
 // claudeToolPrompt is the tool-use system prompt of model for a tool_choice
 // type ("" means auto).
 func claudeToolPrompt(model, choice string) int64 {
-	model = strings.TrimPrefix(model, "anthropic.")
+	model = canonicalModel(model)
 	tp := defaultToolPrompt
+	if !isClaude(model) {
+		tp = unknownToolPrompt
+	}
 	for _, t := range toolPrompts {
 		if strings.HasPrefix(model, t.prefix) {
 			tp = t.tp
@@ -151,10 +189,12 @@ const (
 )
 
 // claudeImageTokens is what one image of width × height px costs model; 0
-// means unknown size (a URL or a stored file), priced at the cap.
+// means unknown size (a URL or a stored file), priced at the cap. A name
+// not recognised as Claude's is priced by the newer models' larger cap
+// (claudeNewRules).
 func claudeImageTokens(model string, width, height int64) int64 {
 	longEdge, capTokens := int64(claudeMaxLongEdge), int64(claudeMaxImageTokens)
-	if familySafetyFactor(model) == NewTokenizerClaudeSafetyFactor {
+	if claudeNewRules(model) {
 		longEdge, capTokens = hiResMaxLongEdge, hiResMaxImageTokens
 	}
 	if width <= 0 || height <= 0 {

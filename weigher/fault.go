@@ -49,6 +49,12 @@ const (
 	// FaultTooDeep: the body nests more arrays and objects than
 	// [Options.MaxDepth].
 	FaultTooDeep
+	// FaultModelOutsideBody: the body names, beside its "model", other
+	// models the upstream may serve and bill instead (a member in
+	// [FallbackModelFields]: OpenRouter's "models", the "fallbacks" of
+	// LiteLLM's proxy and of OpenRouter's Messages API…), while llmguard
+	// prices, matches rules and settles on "model" alone.
+	FaultModelOutsideBody
 
 	// numFaults counts the faults above and sizes the table.
 	numFaults
@@ -72,6 +78,8 @@ var faults = [numFaults]faultRow{
 	FaultDuplicateKey:   {"duplicate_key", "The JSON body names a key twice in one object"},
 	FaultCaseVariantKey: {"case_variant_key", "The JSON body has a key that differs only in case from another key or from a field llmguard reads"},
 	FaultTooDeep:        {"json_too_deep", "The JSON body nests more arrays and objects than llmguard accepts (its max_json_depth)"},
+	FaultModelOutsideBody: {"model_outside_body", "The request body names models beside its \"model\" that the upstream may serve and bill instead " +
+		"(model fallbacks), while llmguard prices the body's \"model\" alone"},
 }
 
 // row is f's row; a value beyond the table reads as FaultInvalidJSON.
@@ -84,7 +92,7 @@ func (f Fault) row() faultRow {
 
 // Code is the API error code of f: "invalid_json", "json_not_object",
 // "invalid_utf8", "json_bom", "duplicate_key", "case_variant_key",
-// "json_too_deep"; "" for FaultNone.
+// "json_too_deep", "model_outside_body"; "" for FaultNone.
 func (f Fault) Code() string { return f.row().code }
 
 // String is f's code, "none" for FaultNone.

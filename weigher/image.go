@@ -70,11 +70,17 @@ var imageRules = []struct {
 	{"computer-use-preview", imageRule{base: 65, tile: 129}},
 }
 
-// defaultImageRule prices images for unknown models as gpt-4o does (85/170),
-// the dearest tile rule apart from gpt-4o-mini's.
-var defaultImageRule = imageRule{base: 85, tile: 170}
+// defaultImageRule prices images for a model whose name matches none of
+// imageRules (provider decorations stripped: canonicalModel) by the
+// dearest rule of the table, gpt-4o-mini's (2833/5667): such a name may
+// be any OpenAI model behind a gateway's own name, and the reservation
+// must not be below what the upstream bills.
+var defaultImageRule = imageRule{base: 2833, tile: 5667}
 
+// imageRuleFor is model's image rule: the first of imageRules whose prefix
+// its stripped name (canonicalModel) has, else defaultImageRule.
 func imageRuleFor(model string) imageRule {
+	model = canonicalModel(model)
 	for _, r := range imageRules {
 		if strings.HasPrefix(model, r.prefix) {
 			return r.rule
@@ -87,10 +93,18 @@ func imageRuleFor(model string) imageRule {
 // in pixels; 0 means unknown (a plain http(s) URL, or a data: URL whose
 // header could not be read), and then the estimate is the maximum the rule
 // allows: 8 tiles for a tile-based model at high detail (85 + 8 × 170 = 1445
-// for gpt-4o), the full 1536-patch budget for a patch-based one. Any detail
+// for gpt-4o; 2833 + 8 × 5667 = 48,169 for gpt-4o-mini and an unknown
+// name), the full 1536-patch budget for a patch-based one. Any detail
 // other than "low" ("high", "auto", absent) is priced as "high", since "auto"
 // lets the model choose. Patch-based models ignore detail.
+//
+// A Claude model behind an OpenAI-compatible endpoint ("anthropic/claude-…"
+// on OpenRouter) is priced by Claude's rule (claudeImageTokens), whatever
+// the detail.
 func imageTokens(model, detail string, width, height int64) int64 {
+	if isClaude(canonicalModel(model)) {
+		return claudeImageTokens(model, width, height)
+	}
 	r := imageRuleFor(model)
 	known := width > 0 && height > 0
 	if r.patch {

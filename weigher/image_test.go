@@ -27,7 +27,10 @@ func TestImageTokensPublishedExamples(t *testing.T) {
 		{"o3 low", "o3", "low", 100, 100, 75},
 		{"o1 2048×4096 high", "o1", "high", 2048, 4096, 75 + 6*150},
 		{"gpt-4.1 auto counts as high", "gpt-4.1", "auto", 1024, 1024, 765},
-		{"unknown model uses gpt-4o's rule", "llava", "", 1024, 1024, 765},
+		// A name matching no family is priced by the dearest rule, gpt-4o-mini's.
+		{"unknown model uses the dearest rule", "llava", "", 1024, 1024, 2833 + 4*5667},
+		{"provider-prefixed name", "openai/gpt-4o-mini", "low", 100, 100, 2833},
+		{"fine-tuned name", "ft:gpt-4o-mini-2024-07-18:org::abc", "low", 100, 100, 2833},
 		{"small image is not scaled up", "gpt-4o", "high", 500, 500, 85 + 170},
 		{"unknown size: 8 tiles", "gpt-4o", "high", 0, 0, 85 + 8*170},
 		{"unknown size, low", "gpt-4o", "low", 0, 0, 85},

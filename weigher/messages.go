@@ -113,14 +113,16 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	est.ServerContext = est.ServerContext || serverTools(tools)
 	est.WebSearches = webSearchUses(tools)
 	est.Model = modelNamed(model, as, w.names)
+	est.CacheWrite, est.CacheWrite1h = asksCache(d.body)
 	encName := w.EncodingFor(est.Model)
-	c := claudeCounter{enc: w.encoder(est.Model), model: est.Model}
+	fam := w.family(est.Model) // the name its image and tool rules key off
+	c := claudeCounter{enc: w.encoder(est.Model), model: fam}
 	// Each element is counted on its own counter, so that its tally can be
 	// remembered (see countCache).
 	// A message is looked up through the memo of the field check, which
 	// found it already (see elemMemo).
 	count := func(tag, flags string, raw string, fn func(sub *claudeCounter), memo *elemMemo) {
-		ctx := w.cache.context(tag, encName, est.Model, flags)
+		ctx := w.cache.context(tag, encName, fam, flags)
 		sum := func() tally {
 			sub := claudeCounter{enc: c.enc, model: c.model}
 			fn(&sub)
@@ -146,8 +148,8 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	})
 
 	if messages.IsArray() {
-		past := w.cache.context("messages.message", encName, est.Model, "past")
-		cur := w.cache.context("messages.message", encName, est.Model, "current")
+		past := w.cache.context("messages.message", encName, fam, "past")
+		cur := w.cache.context("messages.message", encName, fam, "current")
 		// The messages before the resume point, if any, counted before;
 		// messageElems then holds only those after it.
 		before, same := d.memo.resumedSums(past)
@@ -212,7 +214,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 		c.fixed += claudeThinkingTokens
 	}
 	est.ServerContext = est.ServerContext || c.hidden
-	est.InputTokens = min(w.scaled(est.Model, c.text)+c.fixed, maxTokens)
+	est.InputTokens = min(scaleBy(w.claudeSafetyFactor(est.Model), c.text)+c.fixed, maxTokens)
 
 	out, ok := tokenCount(maxTok)
 	if !ok {

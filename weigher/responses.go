@@ -95,11 +95,12 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	est.IncludeUsage = est.Stream
 	est.Model = modelNamed(model, as, w.names)
 	encName := w.EncodingFor(est.Model)
-	r := responsesCounter{enc: w.encoder(est.Model), model: est.Model, hidden: &est.ServerContext}
+	fam := w.family(est.Model) // the name its image rule keys off
+	r := responsesCounter{enc: w.encoder(est.Model), model: fam, hidden: &est.ServerContext}
 
 	r.cache, r.budget, r.memo = w.cache, w.budget, d.memo
-	r.ctx = w.cache.context("responses.item", encName, est.Model, "")
-	r.textCtx = w.cache.context("responses.text", encName, est.Model, "")
+	r.ctx = w.cache.context("responses.item", encName, fam, "")
+	r.textCtx = w.cache.context("responses.text", encName, fam, "")
 	var in int64
 	switch {
 	case instructions.Type == gjson.String:

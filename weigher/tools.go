@@ -297,16 +297,66 @@ func textOf(v gjson.Result) string {
 
 func trimDot(s string) string { return strings.TrimSuffix(s, ".") }
 
-// serverToolPrefixes are the tool types whose calls the upstream runs
-// itself, adding their results (search hits, fetched pages, files, MCP
-// tool output, code output) to the context it bills: OpenAI's Responses
-// built-in tools (web_search, file_search, mcp, code_interpreter,
-// image_generation; https://platform.openai.com/docs/guides/tools) and
-// Anthropic's server tools (web_search_*, web_fetch_*, code_execution_*;
-// https://platform.claude.com/docs/en/agents-and-tools/tool-use/overview),
-// and the chat tools of OpenAI-compatible upstreams (Groq's browser_search
-// and code_interpreter, https://console.groq.com/docs/browser-search).
-var serverToolPrefixes = []string{"web_search", "web_fetch", "file_search", "mcp", "code_interpreter", "code_execution", "image_generation", "browser_search"}
+// A tool is run by the upstream (a server tool) unless its type is one
+// the caller's own code runs (clientTool): the upstream adds a server
+// tool's results (search hits, fetched pages, files, MCP tool output,
+// shell and code output) to the context it bills, and new server tools
+// appear faster than a list of them could follow (OpenAI's hosted "shell"
+// with a container environment, OpenRouter's "openrouter:web_search" and
+// "openrouter:shell", xAI's "x_search", "collections_search" and
+// "view_x_video"). The client tools:
+//
+//   - "function" and "custom" (OpenAI's function and custom tools,
+//     https://platform.openai.com/docs/guides/function-calling); a tool
+//     with no type (an Anthropic client tool, a legacy chat function);
+//   - OpenAI's Responses tools whose calls the caller executes and answers
+//     (https://platform.openai.com/docs/guides/tools): "computer_use_preview"
+//     (and "computer"), "local_shell", "apply_patch", and "shell" with a
+//     "local" environment (https://platform.openai.com/docs/guides/tools-shell:
+//     hosted with "container_auto" or a container reference);
+//   - Anthropic's client tools, versioned by date
+//     (https://platform.claude.com/docs/en/agents-and-tools/tool-use/overview):
+//     "bash_…", "text_editor_…", "computer_…", "memory_…".
+var (
+	clientToolTypes    = []string{"function", "custom", "computer_use_preview", "computer", "local_shell", "apply_patch"}
+	clientToolPrefixes = []string{"bash_", "text_editor_", "computer_", "memory_"}
+)
+
+// clientTool reports whether a tool of type typ (env: its "environment"
+// object's "type", for "shell") runs in the caller's code. An empty typ is
+// a tool without a type: a client tool.
+func clientTool(typ, env string) bool {
+	if typ == "" {
+		return true
+	}
+	if typ == "shell" {
+		return env == "local"
+	}
+	for _, c := range clientToolTypes {
+		if typ == c {
+			return true
+		}
+	}
+	for _, p := range clientToolPrefixes {
+		if strings.HasPrefix(typ, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// searchTool reports whether a server tool of type typ runs searches the
+// upstream bills per call on top of the tokens: Anthropic's and OpenAI's
+// "web_search…", and any other server tool whose type names a search
+// ("openrouter:web_search", xAI's "x_search" and "collections_search"),
+// but for file search and tool search (billed as tokens or per stored
+// gigabyte, not per search).
+func searchTool(typ string) bool {
+	if strings.HasPrefix(typ, "web_search") {
+		return true
+	}
+	return strings.Contains(typ, "search") && !strings.Contains(typ, "file_search") && !strings.HasPrefix(typ, "tool_search")
+}
 
 // defaultWebSearchUses is the searches reserved for an Anthropic web
 // search tool that names no max_uses (or one that is not a positive
@@ -331,48 +381,88 @@ func webSearchUses(tools gjson.Result) int64 {
 	return uses
 }
 
-// webSearchTools walks tools (a request's "tools" array) for those whose
-// type starts with "web_search": how many there are, and the sum of their
-// max_uses (defaultWebSearchUses for one without a positive count), each
-// capped at maxWebSearchUses. A list that cannot name such a type
-// (mayName) is not walked.
+// webSearchTools walks tools (a request's "tools" array) for the server
+// tools that run searches (searchTool): how many there are, and the sum
+// of their max_uses (defaultWebSearchUses for one without a positive
+// count), each capped at maxWebSearchUses.
 func webSearchTools(tools gjson.Result) (n int, uses int64) {
-	if !mayName(tools.Raw, "web_search") {
-		return 0, 0
-	}
-	tools.ForEach(func(_, t gjson.Result) bool {
-		if !strings.HasPrefix(t.Get("type").String(), "web_search") {
-			return true
+	eachTool(tools, func(typ, _ string, maxUses gjson.Result) {
+		if clientTool(typ, "") || !searchTool(typ) {
+			return
 		}
-		u, ok := tokenCount(t.Get("max_uses"))
+		u, ok := tokenCount(maxUses)
 		if !ok {
 			u = defaultWebSearchUses
 		}
 		n++
 		uses += min(u, maxWebSearchUses)
-		return true
 	})
 	return n, uses
 }
 
 // serverTools reports whether tools (a request's "tools" array) holds a
-// tool the upstream runs itself: the request then pulls context the body
-// does not hold (Estimate.ServerContext).
+// tool the upstream runs itself (any tool that is not a clientTool): the
+// request then pulls context the body does not hold
+// (Estimate.ServerContext).
 func serverTools(tools gjson.Result) bool {
-	if !mayName(tools.Raw, serverToolPrefixes...) {
-		return false
-	}
 	found := false
-	tools.ForEach(func(_, t gjson.Result) bool {
-		typ := t.Get("type").String()
-		for _, p := range serverToolPrefixes {
-			if strings.HasPrefix(typ, p) {
-				found = true
-			}
-		}
-		return !found
+	eachTool(tools, func(typ, env string, _ gjson.Result) {
+		found = found || !clientTool(typ, env)
 	})
 	return found
+}
+
+// eachTool calls fn with each tool of tools (a request's "tools" array,
+// part of a body that passed parseRequest's check) that is an object:
+// its "type" (decoded; "" when absent or null, the JSON text of a type
+// that is not a string, so that it is no client tool's), its
+// "environment"'s "type" and its "max_uses". One pass over the list's
+// bytes (walkArray, walkObject); a list without the text "type" (and no
+// \u escape that could spell it) has no typed tool and is not walked
+// (mayName).
+func eachTool(tools gjson.Result, fn func(typ, env string, maxUses gjson.Result)) {
+	if !tools.IsArray() || !mayName(tools.Raw, "type") {
+		return
+	}
+	s := tools.Raw
+	walkArray(s, 0, func(v int) int {
+		if s[v] != '{' {
+			return -1
+		}
+		var typ, env string
+		var maxUses gjson.Result
+		end := walkObject(s, v, func(k string, x int) int {
+			switch k {
+			case "type":
+				e := skipValue(s, x)
+				if t := rawValue(s[x:e]); t.Type == gjson.String {
+					typ = rawString(t)
+				} else if t.Type != gjson.Null {
+					typ = s[x:e]
+				}
+				return e
+			case "environment":
+				if s[x] != '{' {
+					return -1
+				}
+				return walkObject(s, x, func(k string, y int) int {
+					if k != "type" {
+						return -1
+					}
+					e := skipValue(s, y)
+					env = textOf(rawValue(s[y:e]))
+					return e
+				})
+			case "max_uses":
+				e := skipValue(s, x)
+				maxUses = gjson.Parse(s[x:e])
+				return e
+			}
+			return -1
+		})
+		fn(typ, env, maxUses)
+		return end
+	})
 }
 
 // mayName reports whether a string of the JSON text raw may decode to one

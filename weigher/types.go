@@ -129,6 +129,13 @@ type Estimate struct {
 	// the proxy refuses such a body rather than forward what it could not
 	// weigh.
 	TooDeep bool
+	// CacheWrite is set when a chat or Messages request asks the upstream
+	// to write its prompt to the cache ("cache_control" anywhere in the
+	// body: Anthropic, and Claude behind OpenAI-compatible gateways), which
+	// Anthropic bills at 1.25× the input price; CacheWrite1h when it also
+	// names the 1-hour TTL ("1h"), billed at 2× (cachewrite.go). The
+	// reservation then prices all of InputTokens at that write price.
+	CacheWrite, CacheWrite1h bool
 	// Bounded is set when part of the body's text was counted with the
 	// weigher's upper bound instead of exactly (the body is larger than
 	// [Options.ExactMaxBytes], or counting it exactly took longer than

@@ -80,6 +80,14 @@ type Model struct {
 	// completion, in tokens (0: unknown), reported as
 	// Estimate.OutputCeiling of a request that names no maximum.
 	MaxOutputTokens int64
+	// Family is the model name whose family rules count this model's
+	// requests where its own settings leave them to the name (encoding,
+	// safety factor, image tiles or patches, Claude's image cap and
+	// tool-use prompt): set it for an alias (config alias_of) whose own
+	// name says nothing of its family (`my-deployment`). "" means the
+	// name itself. Provider decorations are stripped from either
+	// (family.go).
+	Family string
 }
 
 // Options configures [New]. The zero value is valid: no configured models,
@@ -287,7 +295,7 @@ func (w *Weigher) EncodingFor(model string) string {
 	if m, ok := w.configured(model); ok && m.Encoding != "" {
 		return m.Encoding
 	}
-	return familyEncoding(model)
+	return familyEncoding(w.family(model))
 }
 
 // FamilyEncoding is the encoding a model's name gives it when its
@@ -295,8 +303,10 @@ func (w *Weigher) EncodingFor(model string) string {
 // it from their target's name.
 func FamilyEncoding(model string) string { return familyEncoding(model) }
 
-// familyEncoding is the encoding of model's family by name prefix.
+// familyEncoding is the encoding of model's family by name prefix (the
+// name stripped of provider decorations: canonicalModel).
 func familyEncoding(model string) string {
+	model = canonicalModel(model)
 	for _, f := range familyEncodings {
 		if strings.HasPrefix(model, f.prefix) {
 			return f.encoding
@@ -341,12 +351,27 @@ func (w *Weigher) safetyFactor(model string) float64 {
 	if m, ok := w.configured(model); ok && m.SafetyFactor > 0 {
 		return m.SafetyFactor
 	}
-	return familySafetyFactor(model)
+	return familySafetyFactor(w.family(model))
+}
+
+// claudeSafetyFactor is safetyFactor for a Messages request, whose model
+// is a Claude model or one served in its stead: a name not recognised as
+// Claude's gets the largest Claude factor (claudeFamilyFactor).
+func (w *Weigher) claudeSafetyFactor(model string) float64 {
+	if m, ok := w.configured(model); ok && m.SafetyFactor > 0 {
+		return m.SafetyFactor
+	}
+	return claudeFamilyFactor(w.family(model))
 }
 
 // scaled is n text tokens of model times its safety factor, rounded up.
 func (w *Weigher) scaled(model string, n int64) int64 {
-	f := w.safetyFactor(model)
+	return scaleBy(w.safetyFactor(model), n)
+}
+
+// scaleBy is n tokens times f, rounded up (n when f is 1, 0 for n ≤ 0),
+// at most maxTokens.
+func scaleBy(f float64, n int64) int64 {
 	if f == 1 || n <= 0 {
 		return max(n, 0)
 	}

@@ -484,12 +484,17 @@ func logFindings(log *slog.Logger, findings []Finding) {
 // limits) and the weigher (models). An alias (alias_of) is counted as its
 // target where its own entry says nothing: the target's encoding, default
 // output and safety factor (its family's, for a Claude model), so that an
-// alias of a Claude model keeps Claude's safety factor.
+// alias of a Claude model keeps Claude's safety factor; and every rule that
+// keys off a model's name (image tiles, patches and caps, Claude's tool
+// prompt) reads the target's name (weigher.Model.Family).
 func compile(cfg *config.Config) (*policy.Policy, *weigher.Weigher, error) {
 	models := make(map[string]weigher.Model, len(cfg.Models))
 	for name, m := range cfg.Models {
 		wm := weigher.Model{Encoding: m.Encoding, DefaultMaxOutputTokens: m.DefaultMaxOutputTokens, SafetyFactor: m.SafetyFactor,
 			MaxInputTokens: m.MaxInputTokens, MaxOutputTokens: m.MaxOutputTokens}
+		if m.AliasOf != "" {
+			wm.Family = m.AliasOf // image, tool-prompt and family rules key off the target's name
+		}
 		if t, ok := cfg.Models[m.AliasOf]; ok && m.AliasOf != "" {
 			wm.Encoding = cmp.Or(wm.Encoding, t.Encoding, weigher.FamilyEncoding(m.AliasOf))
 			wm.DefaultMaxOutputTokens = cmp.Or(wm.DefaultMaxOutputTokens, t.DefaultMaxOutputTokens)

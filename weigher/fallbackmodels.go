@@ -1,0 +1,56 @@
+package weigher
+
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// FallbackModelFields are the top-level members of a request body that
+// name models, beside its "model", which a gateway may serve (and bill)
+// when that model fails: OpenRouter's "models" on its chat, completions
+// and Responses endpoints and "fallbacks" on its Messages endpoint
+// (https://openrouter.ai/docs/guides/routing/model-fallbacks: "Requests
+// are priced using the model that was ultimately used"); LiteLLM proxy's
+// client-side "fallbacks", "context_window_fallbacks" and
+// "content_policy_fallbacks"
+// (https://docs.litellm.ai/docs/proxy/client_side_fallbacks,
+// https://docs.litellm.ai/docs/completion/reliable_completions); the
+// "fallbacks" and "fallback_config" of gateways such as AssemblyAI's
+// (https://www.assemblyai.com/docs/llm-gateway/fallback). None of them is
+// a field of the OpenAI or Anthropic endpoints llmguard weighs (chat,
+// Responses, completions, embeddings, image generation, Messages), so a
+// body holding one, in any case, is refused (FaultModelOutsideBody)
+// rather than priced as its "model" alone. An immutable table.
+var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "fallback_config"}
+
+// fallbackModelsKey returns the first top-level member of d whose key is
+// one of FallbackModelFields in any case (as sent), "" when none is.
+func fallbackModelsKey(d doc) string {
+	found := ""
+	d.walkKeys(true, isFallbackModelField, func(k string, _ gjson.Result, _ elements) bool {
+		found = k
+		return false
+	})
+	return found
+}
+
+// isFallbackModelField reports whether key is one of FallbackModelFields
+// in any case.
+func isFallbackModelField(key string) bool {
+	// Every name is 6 to 24 bytes long (32 with the non-ASCII letters that fold to its "s" and "k") and starts with 'm', 'f' or 'c'.
+	if len(key) < 6 || len(key) > 32 {
+		return false
+	}
+	switch key[0] | 0x20 {
+	case 'm', 'f', 'c':
+	default:
+		return false
+	}
+	for _, f := range FallbackModelFields {
+		if strings.EqualFold(key, f) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,112 @@
+package weigher
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// A body that names fallback models beside "model" (OpenRouter's
+// "models", LiteLLM's and OpenRouter Messages' "fallbacks", …), in any
+// case, is not weighed: the upstream may serve and bill one of them, and
+// llmguard prices "model" alone. The same bodies without the member are
+// weighed as before.
+func TestFallbackModelsRefused(t *testing.T) {
+	w := testWeigher(t)
+	bodies := []struct {
+		name string
+		kind Kind
+		head string // the body up to its last member
+	}{
+		{"chat", KindChat, `{"model":"gpt-4o-mini","max_tokens":1000,"messages":[{"role":"user","content":"hi"}]`},
+		{"responses", KindResponses, `{"model":"gpt-4o-mini","max_output_tokens":1000,"input":"hi"`},
+		{"completions", KindCompletions, `{"model":"gpt-3.5-turbo-instruct","max_tokens":100,"prompt":"hi"`},
+		{"embeddings", KindEmbeddings, `{"model":"text-embedding-3-small","input":"hi"`},
+		{"images", KindImages, `{"model":"gpt-image-1","prompt":"a cat"`},
+		{"messages", KindMessages, `{"model":"claude-haiku-4-5","max_tokens":1000,"messages":[{"role":"user","content":"hi"}]`},
+	}
+	members := []string{
+		`"fallbacks":[{"model":"claude-opus-4-7"}]`,
+		`"models":["openai/gpt-4o-mini","anthropic/claude-opus-4.7"]`,
+		`"fallbacks":["gpt-4o"]`,
+		`"context_window_fallbacks":[{"gpt-4o-mini":["gpt-4o"]}]`,
+		`"content_policy_fallbacks":[{"gpt-4o-mini":["gpt-4o"]}]`,
+		`"fallback_config":{"depth":2}`,
+		`"Fallbacks":["gpt-4o"]`,
+		`"MODELS":["gpt-4o"]`,
+		`"fallbac\u006bs":["gpt-4o"]`,
+		`"fallbac\u212as":["gpt-4o"]`, // KELVIN SIGN folds to k
+	}
+	for _, b := range bodies {
+		plain := w.Weigh(b.kind, []byte(b.head+`}`))
+		if !plain.Parsed {
+			t.Fatalf("%s: control body not weighed: %v %s", b.name, plain.Fault, plain.FaultDetail)
+		}
+		for _, m := range members {
+			for _, body := range []string{b.head + `,` + m + `}`, `{` + m + `,` + b.head[1:] + `}`} {
+				e := w.Weigh(b.kind, []byte(body))
+				if e.Parsed || e.Fault != FaultModelOutsideBody || e.Fault.Code() != "model_outside_body" {
+					t.Errorf("%s %s: Parsed %v, fault %v, want model_outside_body", b.name, body, e.Parsed, e.Fault)
+					continue
+				}
+				if !strings.Contains(e.FaultDetail, `"`) || !strings.Contains(strings.ToLower(e.Fault.Message(e.FaultDetail)), "fallbac") &&
+					!strings.Contains(strings.ToLower(e.FaultDetail), "models") {
+					t.Errorf("%s %s: detail %q names no field", b.name, m, e.FaultDetail)
+				}
+			}
+		}
+		// Nested members of the same names are not fallbacks.
+		nested := b.head + `,"metadata":{"models":"x","fallbacks":"y"}}`
+		if b.kind == KindMessages {
+			nested = b.head + `,"metadata":{"user_id":"u"}}`
+		}
+		if e := w.Weigh(b.kind, []byte(nested)); e.Fault == FaultModelOutsideBody {
+			t.Errorf("%s: nested member refused: %s", b.name, nested)
+		}
+	}
+}
+
+// isFallbackModelField's quick filters keep every spelling a decoder that
+// ignores case reads as one of the fields.
+func TestIsFallbackModelField(t *testing.T) {
+	for _, k := range append(FallbackModelFields, "Models", "FALLBACKS", "modelſ", "fallbacKs", "Context_Window_Fallbacks",
+		"content_policy_fallbac\u212aſ") {
+		if !isFallbackModelField(k) {
+			t.Errorf("%q not found", k)
+		}
+	}
+	for _, k := range []string{"model", "modelss", "fallback", "metadata", "", "c", "context_window_fallback", "provider"} {
+		if isFallbackModelField(k) {
+			t.Errorf("%q found", k)
+		}
+	}
+}
+
+// FuzzFallbackModelsKey compares the refusal with encoding/json's reading
+// of the body's top-level keys: a body with a fallback-models member (in
+// any case, escaped or not) is never weighed, and one without is never
+// refused for it.
+func FuzzFallbackModelsKey(f *testing.F) {
+	f.Add(`{"model":"text-embedding-3-small","input":"hi","fallbacks":["x"]}`)
+	f.Add(`{"model":"text-embedding-3-small","input":"hi","meta":{"models":1}}`)
+	f.Add(`{"model":"m","input":"x","Fallbac\u212As":[]}`)
+	f.Add(`{"model":"m","input":"x","models\u0073":[]}`)
+	w := testWeigher(f)
+	f.Fuzz(func(t *testing.T, body string) {
+		var top map[string]json.RawMessage
+		if json.Unmarshal([]byte(body), &top) != nil {
+			return
+		}
+		want := false
+		for k := range top {
+			for _, name := range FallbackModelFields {
+				want = want || strings.EqualFold(k, name)
+			}
+		}
+		e := w.Weigh(KindEmbeddings, []byte(body))
+		got := e.Fault == FaultModelOutsideBody
+		if want && e.Parsed || got && !want {
+			t.Fatalf("%q: parsed %v, fault %v; a fallback member: %v", body, e.Parsed, e.Fault, want)
+		}
+	})
+}
