@@ -241,6 +241,8 @@ func TestUnknownMediaPartsArePartial(t *testing.T) {
 		{"video_url", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"text","text":"describe"},{"type":"video_url","video_url":{"url":"https://x/v.mp4"}}]}]}`, DefaultMaxInputTokens, true},
 		{"audio_url", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"audio_url","audio_url":{"url":"https://x/a.wav"}}]}]}`, DefaultMaxInputTokens, true},
 		{"responses input_video", KindResponses, `{"model":"gpt-4o","input":[{"role":"user","content":[{"type":"input_video","video_url":"https://x/v.mp4"}]}]}`, DefaultMaxInputTokens, true},
+		{"messages: an unknown block", KindMessages, `{"model":"claude-sonnet-4-6","max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":"describe"},{"type":"video","source":{"type":"url","url":"https://x/v.mp4"}}]}]}`, DefaultMaxInputTokens, true},
+		{"messages: known blocks stay exact", KindMessages, `{"model":"claude-sonnet-4-6","max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"tool_result","tool_use_id":"t","content":"r"}]}]}`, 1, false},
 		{"known parts stay exact", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"https://x/a.png","detail":"low"}}]}]}`, 1, false},
 	})
 }

@@ -350,8 +350,14 @@ func (c *claudeCounter) block(b gjson.Result, thinking bool, depth int) {
 			c.blocks(b.Get("content"), thinking, depth)
 			return
 		}
-		// Unknown block: one token per unknownPartBytesPerToken of JSON.
+		// Unknown block (a type newer than this code, or an
+		// Anthropic-compatible server's own, such as one naming a file or
+		// a URL to fetch): its bill cannot be read from it, so the
+		// request reserves the model's largest input (hidden), with one
+		// token per unknownPartBytesPerToken of JSON on top, as chat's
+		// and Responses' unknown parts do.
 		c.fixed += ceilDiv(int64(len(b.Raw)), unknownPartBytesPerToken)
+		c.hidden = true
 	}
 }
 
