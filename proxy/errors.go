@@ -74,8 +74,8 @@ var (
 	// /embeddings routes) bill that model over the body's, which is the
 	// one llmguard prices.
 	errModelOutsideBody = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "model_outside_body",
-		anthropicType: "invalid_request_error", message: "The request names a model outside its body (a model query parameter, an engines path, or a deployments " +
-			"path to an upstream that is not Azure): an upstream may bill that model, while llmguard prices the body's. Name the model in the body only."}
+		anthropicType: "invalid_request_error", message: "The request names a model outside its body (a model query parameter, an engines path, a deployments " +
+			"path to an upstream that is not Azure, or a gateway's routing field such as x-portkey-config): an upstream may bill that model, while llmguard prices the body's. Name the model in the body only."}
 	// errReadWithBody answers a GET, HEAD, DELETE or OPTIONS that carries
 	// a body (see weigher.ReadMethod): no API llmguard fronts takes one.
 	errReadWithBody = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_body",

@@ -624,10 +624,33 @@ func (p *Proxy) checkPath(ctx *fasthttp.RequestCtx, x *exchange, path, upPath st
 		return "", &refusal{err: errAmbiguousPath, outcome: meter.OutcomeInvalid}
 	}
 	if !weigher.ReadMethod(string(ctx.Method())) && (queryNamesModel(ctx.URI().QueryString()) || hasSegment(upPath, "engines") ||
-		up.Flavor != FlavorAzure && hasSegment(upPath, "deployments")) {
+		up.Flavor != FlavorAzure && hasSegment(upPath, "deployments") || routesByHeader(&ctx.Request.Header)) {
 		return "", &refusal{err: errModelOutsideBody, outcome: meter.OutcomeInvalid}
 	}
 	return rawUpPath, nil
+}
+
+// routingHeaders are request fields with which a gateway upstream lets a
+// request pick its own provider, key or model, over the body's: Portkey's
+// x-portkey-config (a config id or JSON object whose targets and
+// override_params name other models, with fallbacks; "the request-specific
+// configuration will take precedence"), x-portkey-provider,
+// x-portkey-virtual-key and x-portkey-custom-host
+// (https://portkey.ai/docs/api-reference/headers,
+// https://portkey.ai/docs/product/ai-gateway/configs). Lower case.
+var routingHeaders = []string{"x-portkey-config", "x-portkey-provider", "x-portkey-virtual-key", "x-portkey-custom-host"}
+
+// routesByHeader reports whether h holds one of routingHeaders, in any
+// case and with a value (an empty one routes nothing): such a request
+// could be served, and billed, as a model llmguard
+// did not price.
+func routesByHeader(h *fasthttp.RequestHeader) bool {
+	for _, name := range routingHeaders {
+		if len(h.Peek(name)) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // queryNamesModel reports whether a query string, decoded once ('+' as a

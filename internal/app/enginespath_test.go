@@ -96,3 +96,35 @@ limits:
 		t.Errorf("control: gpt-4o-mini on /v1/chat/completions: %d %.160s, want 200", resp.StatusCode, b)
 	}
 }
+
+// A gateway upstream's routing field picks the model over the body's:
+// Portkey's x-portkey-config can name other targets and models with
+// fallbacks, and a request's own config takes precedence over the
+// gateway's. A request that sends one is refused (400 model_outside_body)
+// before the upstream sees it, in any case of the name; an empty one
+// routes nothing and passes.
+func TestGatewayRoutingHeaderRefused(t *testing.T) {
+	up, billed := enginesUpstream(t)
+	h := startWith(t, nil, up, `
+limits:
+  - {name: spend, scope: user, unit: usd, rate: 10, per: 24h, burst: 10}
+`)
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":10}`
+	for _, hdr := range [][2]string{
+		{"x-portkey-config", `{"strategy":{"mode":"fallback"},"targets":[{"override_params":{"model":"o1-pro"}}]}`},
+		{"X-Portkey-Config", "pc-abc123"},
+		{"x-portkey-provider", "anthropic"},
+		{"X-PORTKEY-VIRTUAL-KEY", "vk-other"},
+		{"x-portkey-custom-host", "http://elsewhere"},
+	} {
+		if resp, b := h.do("/v1/chat/completions", body, hdr[0], hdr[1]); resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, "model_outside_body") {
+			t.Errorf("%s: %d %.160s, want 400 model_outside_body", hdr[0], resp.StatusCode, b)
+		}
+	}
+	if got := billed(); len(got) > 0 {
+		t.Errorf("upstream billed %q", got)
+	}
+	if resp, b := h.do("/v1/chat/completions", body, "x-portkey-trace-id", "t1"); resp.StatusCode != http.StatusOK {
+		t.Errorf("control: a tracing field: %d %.160s, want 200", resp.StatusCode, b)
+	}
+}
