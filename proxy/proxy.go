@@ -636,8 +636,8 @@ func (p *Proxy) checkPath(ctx *fasthttp.RequestCtx, x *exchange, path, upPath st
 // override_params name other models, with fallbacks; "the request-specific
 // configuration will take precedence"), x-portkey-provider,
 // x-portkey-virtual-key and x-portkey-custom-host
-// (https://portkey.ai/docs/api-reference/headers,
-// https://portkey.ai/docs/product/ai-gateway/configs). Lower case.
+// (https://github.com/Portkey-AI/docs/blob/v2/api-reference/headers.md,
+// https://portkey.ai/docs/aigw/product/ai-gateway/configs). Lower case.
 var routingHeaders = []string{"x-portkey-config", "x-portkey-provider", "x-portkey-virtual-key", "x-portkey-custom-host"}
 
 // routesByHeader reports whether h holds one of routingHeaders, in any
