@@ -53,7 +53,7 @@ func pdfPages(b64 string) int64 {
 // them as a text file). It scans at most maxPDFScanBytes decoded bytes, in
 // 32 KiB reads; undecodable data counts what decoded before it.
 func pdfPageCount(b64 string) (pages int64, sure, text bool) {
-	var s pdfScan
+	s := pdfScan{inflateMax: pdfInflateLimit(int64(base64.StdEncoding.DecodedLen(len(b64))))}
 	var total int64
 	text = true
 	if len(b64) <= 32<<10 {

@@ -45,6 +45,23 @@ const (
 	pdfMaxInflateBytes = 64 << 20
 )
 
+// A PDF's object streams inflate, in all, to at most pdfInflateRatio times
+// the PDF's own size (at least pdfMinInflateBytes, at most
+// pdfMaxInflateBytes): object streams of real PDFs inflate some 2–10
+// times, a deflate bomb up to 1,032 times, and a body of many small bombs
+// (each under the absolute bound) made llmguard inflate and scan hundreds
+// of times the body's bytes before admission. Past it the count is unsure
+// (partial), never low.
+const (
+	pdfInflateRatio    = 64
+	pdfMinInflateBytes = 64 << 10
+)
+
+// pdfInflateLimit is the most a PDF of size decoded bytes may inflate.
+func pdfInflateLimit(size int64) int64 {
+	return min(pdfMaxInflateBytes, max(pdfMinInflateBytes, pdfInflateRatio*size))
+}
+
 type pdfLexState uint8
 
 const (
@@ -87,6 +104,9 @@ type pdfScan struct {
 	capture   []byte  // its bytes so far
 	captured  int     // bytes kept in all
 	inflated  int64   // bytes inflated in all
+	// inflateMax bounds inflated (pdfInflateLimit of the PDF's size; 0:
+	// pdfMaxInflateBytes).
+	inflateMax int64
 
 	// Lexer.
 	state   pdfLexState
@@ -405,7 +425,11 @@ func (s *pdfScan) inflate() {
 		return
 	}
 	inner := pdfScan{inner: true}
-	left := pdfMaxInflateBytes - s.inflated
+	limit := s.inflateMax
+	if limit <= 0 {
+		limit = pdfMaxInflateBytes
+	}
+	left := limit - s.inflated
 	n, err := io.Copy(&inner, io.LimitReader(zr, left+1))
 	s.inflated += n
 	inner.end()

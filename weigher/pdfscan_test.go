@@ -211,3 +211,26 @@ func checkSkip(t *testing.T, name string, doc []byte) {
 		t.Fatalf("%s: feed %d pages (sure %v, count %d), byte by byte %d (sure %v, count %d)", name, fp, fs, fast.maxCount, sp, ss, slow.maxCount)
 	}
 }
+
+// A PDF's object streams inflate to at most pdfInflateRatio times its
+// size: a small deflate bomb (1 MiB of blanks in about a kilobyte) leaves
+// the count unsure instead of being inflated and scanned whole, which let a
+// body of many small bombs cost hundreds of times its bytes; object streams
+// within the bound are read as before.
+func TestPDFInflateBoundBySize(t *testing.T) {
+	page := "900 0 obj\n<< /Type /Page >>\nendobj\n"
+	bomb := append(objStmPDFOf(1, zlib.BestCompression, strings.Repeat(" ", 1<<20)), page...)
+	if int64(len(bomb))*pdfInflateRatio >= 1<<20 {
+		t.Fatalf("the bomb is %d bytes: not past its ratio", len(bomb))
+	}
+	if pages, sure, _ := pdfPageCount(b64(bomb)); sure {
+		t.Errorf("a %d-byte PDF inflating 1 MiB: %d pages, sure", len(bomb), pages)
+	}
+	small := append(objStmPDFOf(1, zlib.BestCompression, strings.Repeat(" ", 32<<10)), page...)
+	if pages, sure, _ := pdfPageCount(b64(small)); !sure || pages < 2 {
+		t.Errorf("a PDF inflating 32 KiB (under pdfMinInflateBytes): %d pages, sure %v; want its 2 pages, sure", pages, sure)
+	}
+	if got := pdfInflateLimit(10 << 20); got != pdfMaxInflateBytes {
+		t.Errorf("pdfInflateLimit(10 MiB) = %d, want the absolute bound", got)
+	}
+}
