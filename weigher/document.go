@@ -132,7 +132,10 @@ func fileTokens(enc counter, f inlineFile, page int64) (n int64, hidden bool) {
 	b64 := f.b64
 	headB64 := b64[:min(len(b64), (pdfMagicWindow+2)/3*4)]
 	head, _ := base64.StdEncoding.DecodeString(headB64)
-	if bytes.Contains(head[:min(len(head), pdfMagicWindow)], []byte("%PDF-")) {
+	if bytes.Contains(head[:min(len(head), pdfMagicWindow)], []byte("%PDF-")) || f.declaresPDF() {
+		// A PDF by its header, or by its media type or name: readers in
+		// their lenient modes (pypdf by default, pdf.js) read a PDF whose
+		// header is missing or late.
 		pages, sure, text := pdfPageCount(b64)
 		n = documentTokens(pages, page)
 		if text {
@@ -143,7 +146,14 @@ func fileTokens(enc counter, f inlineFile, page int64) (n int64, hidden bool) {
 	}
 	data, _ := base64.StdEncoding.DecodeString(b64)
 	if utf8.Valid(data) && bytes.IndexByte(data, 0) < 0 {
-		return countText(enc, string(data)), f.spreadsheet()
+		n = countText(enc, string(data))
+		if bytes.Contains(data, []byte("/Page")) {
+			// Text that holds PDF page objects: a lenient reader may read
+			// it as a PDF with no header, page by page.
+			pages, sure, _ := pdfPageCount(b64)
+			return max(n, documentTokens(pages, page)), f.spreadsheet() || !sure
+		}
+		return n, f.spreadsheet()
 	}
 	guess := max(1, min(ceilDiv(int64(len(data)), bytesPerPageGuess), maxDocumentPages))
 	return documentTokens(guess, page), true
@@ -163,6 +173,11 @@ func splitDataURL(s string) (mime, b64 string) {
 		return "", s
 	}
 	return strings.TrimPrefix(s[:i], "data:"), s[i+len(";base64,"):]
+}
+
+// declaresPDF reports whether f's media type or name says PDF.
+func (f inlineFile) declaresPDF() bool {
+	return strings.Contains(strings.ToLower(f.mime), "pdf") || strings.HasSuffix(strings.ToLower(f.name), ".pdf")
 }
 
 // spreadsheetExts are the file types OpenAI reads with its spreadsheet

@@ -258,3 +258,46 @@ func TestInputFileSpreadsheetIsPartial(t *testing.T) {
 		{".txt stays exact", KindResponses, `{"model":"gpt-4o","input":[{"role":"user","content":[{"type":"input_file","filename":"t.txt","file_data":"data:text/plain;base64,` + csv + `"}]}]}`, 1, false},
 	})
 }
+
+// A PDF with no "%PDF-" header (or one past the first 1,024 bytes) is read
+// by lenient readers (pypdf by default, pdf.js): declared a PDF by its
+// media type or name, or holding page objects, it is weighed by its pages,
+// not as the short text its bytes make.
+func TestHeaderlessPDFWeighedByPages(t *testing.T) {
+	w := testWeigher(t)
+	enc := w.encoder("gpt-4o")
+	doc := pdfOf(pdfSpec{pages: 50, count: -1})
+	i := bytes.Index(doc, []byte("%PDF-"))
+	if i < 0 {
+		t.Fatal("pdfOf made no header")
+	}
+	end := i + bytes.IndexByte(doc[i:], '\n') + 1
+	headless := append(append([]byte{}, doc[:i]...), doc[end:]...)
+	want := documentTokens(50, 1)
+	for i, f := range []inlineFile{
+		{b64: b64(headless), mime: "application/pdf"},
+		{b64: b64(headless), name: "report.PDF"},
+		{b64: b64(headless)},
+	} {
+		// The last, undeclared and not text (the binary comment PDFs
+		// start with), is not known for a PDF: partial, which reserves
+		// the model's largest input, is enough there.
+		if n, hidden := fileTokens(enc, f, 1); n < want && !(i == 2 && hidden) {
+			t.Errorf("headerless 50-page PDF (mime %q, name %q): %d tokens, not partial; want at least %d", f.mime, f.name, n, want)
+		}
+	}
+}
+
+// Text holding PDF page objects and no header, undeclared: weighed as the
+// larger of its text and its pages.
+func TestHeaderlessTextPDFWeighedByPages(t *testing.T) {
+	w := testWeigher(t)
+	var b strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&b, "%d 0 obj\n<< /Type /Page >>\nendobj\n", i+3)
+	}
+	n, _ := fileTokens(w.encoder("gpt-4o"), inlineFile{b64: b64([]byte(b.String()))}, 1)
+	if want := documentTokens(40, 1); n < want {
+		t.Errorf("40 page objects as text: %d tokens, want at least %d", n, want)
+	}
+}

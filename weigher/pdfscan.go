@@ -57,6 +57,11 @@ const (
 	pdfMinInflateBytes = 64 << 10
 )
 
+// pdfMaxObjectStreams bounds the object streams read per PDF: a PDF keeps
+// up to some hundred objects in each (PDF writers use 100–200), so 1,024
+// of them hold far more page objects than maxDocumentPages.
+const pdfMaxObjectStreams = 1024
+
 // pdfInflateLimit is the most a PDF of size decoded bytes may inflate.
 func pdfInflateLimit(size int64) int64 {
 	return min(pdfMaxInflateBytes, max(pdfMinInflateBytes, pdfInflateRatio*size))
@@ -107,6 +112,7 @@ type pdfScan struct {
 	// inflateMax bounds inflated (pdfInflateLimit of the PDF's size; 0:
 	// pdfMaxInflateBytes).
 	inflateMax int64
+	zr         io.ReadCloser // the zlib reader, reset for each object stream
 
 	// Lexer.
 	state   pdfLexState
@@ -402,6 +408,13 @@ func (s *pdfScan) endRegular() {
 // /DecodeParms) is kept to be inflated at its "endstream"; any other is
 // not read.
 func (s *pdfScan) objStmStream() {
+	if s.objStmRead >= pdfMaxObjectStreams {
+		// More than real PDFs hold: each one read costs a zlib reader's
+		// set-up, and 85,000 tiny ones cost a second of CPU for a few
+		// hundred kilobytes. Unsure past it.
+		s.failed = true
+		return
+	}
 	if !s.after.filter {
 		s.objStmRead++
 		return
@@ -419,8 +432,15 @@ func (s *pdfScan) objStmStream() {
 // scans the objects inside; failed is set when it cannot.
 func (s *pdfScan) inflate() {
 	data := bytes.TrimLeft(s.capture, "\r\n") // the EOL after "stream"
-	zr, err := zlib.NewReader(bytes.NewReader(data))
+	var err error
+	if s.zr == nil {
+		s.zr, err = zlib.NewReader(bytes.NewReader(data))
+	} else {
+		err = s.zr.(zlib.Resetter).Reset(bytes.NewReader(data), nil)
+	}
+	zr := s.zr
 	if err != nil {
+		s.zr = nil // a failed reset leaves the reader unusable
 		s.failed = true
 		return
 	}

@@ -234,3 +234,34 @@ func TestPDFInflateBoundBySize(t *testing.T) {
 		t.Errorf("pdfInflateLimit(10 MiB) = %d, want the absolute bound", got)
 	}
 }
+
+// A PDF of more object streams than pdfMaxObjectStreams (each a zlib
+// reader's set-up: 85,000 tiny ones cost a second of CPU) is unsure past
+// the bound; one within it is read.
+func TestPDFObjectStreamCount(t *testing.T) {
+	one := objStmPDFOf(1, zlib.BestSpeed, "")
+	start := bytes.Index(one, []byte("\n3 0 obj\n"))
+	if start < 0 {
+		start = bytes.Index(one, []byte("4 0 obj"))
+	}
+	end := bytes.Index(one, []byte("endobj\n%%EOF"))
+	if start < 0 || end < 0 {
+		t.Fatalf("unexpected object stream PDF:\n%q", one)
+	}
+	stm := one[start : end+len("endobj\n")]
+	pdf := func(n int) []byte {
+		var b bytes.Buffer
+		b.Write(one[:start])
+		for range n {
+			b.Write(stm)
+		}
+		b.WriteString("%%EOF\n")
+		return b.Bytes()
+	}
+	if _, sure, _ := pdfPageCount(b64(pdf(pdfMaxObjectStreams + 1))); sure {
+		t.Errorf("%d object streams: sure", pdfMaxObjectStreams+1)
+	}
+	if pages, sure, _ := pdfPageCount(b64(pdf(8))); !sure || pages < 1 {
+		t.Errorf("8 object streams: %d pages, sure %v; want read", pages, sure)
+	}
+}
