@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -339,5 +340,35 @@ func TestOneWriterPerFile(t *testing.T) {
 	}
 	if len(files) != 1 {
 		t.Errorf("ledger.Files = %v, want the file alone (not its lock file)", files)
+	}
+}
+
+// Two names of one file, through a symbolic link, are one ledger: the
+// second writer is refused (a link to the file, or to its directory, took
+// a lock of its own and wrote into the same file).
+func TestOneWriterPerFileThroughLinks(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.jsonl")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first, err := ledger.New(ledger.Options{File: path, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	fileLink := filepath.Join(dir, "link.jsonl")
+	dirLink := filepath.Join(t.TempDir(), "d")
+	if err := os.Symlink(path, fileLink); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dir, dirLink); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []string{fileLink, filepath.Join(dirLink, "ledger.jsonl")} {
+		if w, err := ledger.New(ledger.Options{File: other, Registerer: prometheus.NewRegistry()}); err == nil {
+			w.Close()
+			t.Errorf("a second writer through %s was accepted", other)
+		}
 	}
 }
