@@ -22,7 +22,8 @@ import (
 const maxEscapedName = 6*len("cache_control") + 2
 
 // asksCache reports whether a request body (a JSON text that passed
-// parseRequest's check) holds the string "cache_control" (asked) and,
+// parseRequest's check) holds the string "cache_control" or
+// "cache_control_injection_points" (asked) and,
 // when it does, the string "1h" (oneHour), escaped or not. Neither string
 // holds a character JSON writes with a short escape (\" \\ \/ \b \f \n \r
 // \t), so a string that decodes to one of them is either written plain,
@@ -30,7 +31,11 @@ const maxEscapedName = 6*len("cache_control") + 2
 // (escapedNames). It may take a text that holds those strings for a
 // request (erring high); it never misses a request.
 func asksCache(body string) (asked, oneHour bool) {
-	asked = strings.Contains(body, `"cache_control"`)
+	// LiteLLM's "cache_control_injection_points" has its proxy add
+	// cache_control to the messages it names before it calls the
+	// upstream (https://docs.litellm.ai/docs/tutorials/prompt_caching):
+	// a request for writes as well.
+	asked = strings.Contains(body, `"cache_control"`) || strings.Contains(body, `"cache_control_injection_points"`)
 	escaped := false // escapedNames has run
 	if !asked {
 		asked, oneHour = escapedNames(body)

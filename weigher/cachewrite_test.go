@@ -22,6 +22,8 @@ func TestAsksCache(t *testing.T) {
 		{KindMessages, `{"model":"claude-opus-4-7","max_tokens":10,"messages":[{"role":"user","content":"the words \"cache_control\" and 1h"}]}`, false, false},
 		{KindChat, `{"model":"anthropic/claude-opus-4.7","messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]}`, true, true},
 		{KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`, false, false},
+		// LiteLLM adds cache_control where the injection points say.
+		{KindChat, `{"model":"anthropic/claude-opus-4.7","cache_control_injection_points":[{"location":"message","role":"system"}],"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}]}`, true, false},
 	} {
 		e := w.Weigh(c.kind, []byte(c.body))
 		if !e.Parsed || e.CacheWrite != c.asked || e.CacheWrite1h != c.asked1h {
