@@ -630,23 +630,47 @@ func (p *Proxy) checkPath(ctx *fasthttp.RequestCtx, x *exchange, path, upPath st
 	return rawUpPath, nil
 }
 
-// routingHeaders are request fields with which a gateway upstream lets a
-// request pick its own provider, key or model, over the body's: Portkey's
-// x-portkey-config (a config id or JSON object whose targets and
-// override_params name other models, with fallbacks; "the request-specific
-// configuration will take precedence"), x-portkey-provider,
-// x-portkey-virtual-key and x-portkey-custom-host
-// (https://github.com/Portkey-AI/docs/blob/v2/api-reference/headers.md,
-// https://portkey.ai/docs/aigw/product/ai-gateway/configs). Lower case.
-var routingHeaders = []string{"x-portkey-config", "x-portkey-provider", "x-portkey-virtual-key", "x-portkey-custom-host"}
+// Routing fields are request fields with which a gateway upstream lets a
+// request pick its own provider, key, deployment or model, over the
+// body's: Portkey's x-portkey-* fields (x-portkey-config, a config id or
+// JSON object whose targets and override_params name other models, with
+// fallbacks, "the request-specific configuration will take precedence";
+// x-portkey-provider, -virtual-key, -custom-host, and provider fields such
+// as x-portkey-azure-deployment-id;
+// https://github.com/Portkey-AI/docs/blob/v2/api-reference/headers.md,
+// https://portkey.ai/docs/aigw/product/ai-gateway/configs), but for its
+// tracing and metadata fields (portkeyPassed); and Helicone's
+// Helicone-Fallbacks.
 
-// routesByHeader reports whether h holds one of routingHeaders, in any
-// case and with a value (an empty one routes nothing): such a request
-// could be served, and billed, as a model llmguard
-// did not price.
+// portkeyPassed are the x-portkey-* fields that route nothing (tracing and
+// metadata), lower case after the prefix.
+var portkeyPassed = []string{"trace-id", "metadata", "span-id", "parent-span-id", "span-name"}
+
+// isRoutingField reports whether k, a field name in any case, is a
+// routing field.
+func isRoutingField(k []byte) bool {
+	const portkey = "x-portkey-"
+	switch {
+	case len(k) > len(portkey) && (k[0]|0x20) == 'x' && strings.EqualFold(string(k[:len(portkey)]), portkey):
+		rest := k[len(portkey):]
+		for _, p := range portkeyPassed {
+			if strings.EqualFold(string(rest), p) {
+				return false
+			}
+		}
+		return true
+	case len(k) == len("helicone-fallbacks") && (k[0]|0x20) == 'h':
+		return strings.EqualFold(string(k), "helicone-fallbacks")
+	}
+	return false
+}
+
+// routesByHeader reports whether h holds a routing field with a value (an
+// empty one routes nothing): such a request could be served, and billed,
+// as a model llmguard did not price.
 func routesByHeader(h *fasthttp.RequestHeader) bool {
-	for _, name := range routingHeaders {
-		if len(h.Peek(name)) > 0 {
+	for _, k := range h.PeekKeys() {
+		if isRoutingField(k) && len(h.PeekBytes(k)) > 0 {
 			return true
 		}
 	}

@@ -287,7 +287,14 @@ func removeFieldsOnce(h headerSet, also []string, walkAgain bool) {
 	var connBuf [2]string
 	conns := connBuf[:0] // the Connection fields, as written
 	lens := hopLengths | lengths(also)
+	_, request := h.(*fasthttp.RequestHeader) // routing fields go upstream only
 	for _, k := range h.PeekKeys() {
+		if request && isRoutingField(k) {
+			// One a chunked body's trailer brought, after checkPath
+			// refused any in the headers: never forwarded.
+			named = append(named, string(k))
+			continue
+		}
 		if len(k) < 64 && lens&(1<<len(k)) == 0 {
 			continue // no name of its length: most fields
 		}

@@ -17,18 +17,30 @@ import (
 // (https://docs.litellm.ai/docs/proxy/client_side_fallbacks,
 // https://docs.litellm.ai/docs/completion/reliable_completions); the
 // "fallbacks" and "fallback_config" of gateways such as AssemblyAI's
-// (https://www.assemblyai.com/docs/llm-gateway/fallback). None of them is
+// (https://www.assemblyai.com/docs/llm-gateway/fallback); OpenRouter's
+// "preset", a saved configuration that can set the model and its
+// fallbacks (https://openrouter.ai/docs/features/presets), which a
+// "model" of "@preset/<name>" names too. None of them is
 // a field of the OpenAI or Anthropic endpoints llmguard weighs (chat,
 // Responses, completions, embeddings, image generation, Messages), so a
 // body holding one, in any case, is refused (FaultModelOutsideBody)
 // rather than priced as its "model" alone. An immutable table.
-var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "fallback_config"}
+var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "fallback_config", "preset"}
 
 // fallbackModelsKey returns the first top-level member of d whose key is
 // one of FallbackModelFields in any case (as sent), "" when none is.
+// A "model" naming an OpenRouter preset ("@preset/<name>", any case)
+// counts as one, returned as "model".
 func fallbackModelsKey(d doc) string {
 	found := ""
-	d.walkKeys(true, isFallbackModelField, func(k string, _ gjson.Result, _ elements) bool {
+	d.walkKeys(true, func(k string) bool { return isFallbackModelField(k) || k == "model" }, func(k string, v gjson.Result, _ elements) bool {
+		if k == "model" {
+			if m := rawString(v); len(m) >= len("@preset/") && strings.EqualFold(m[:len("@preset/")], "@preset/") {
+				found = k
+				return false
+			}
+			return true
+		}
 		found = k
 		return false
 	})
@@ -38,12 +50,12 @@ func fallbackModelsKey(d doc) string {
 // isFallbackModelField reports whether key is one of FallbackModelFields
 // in any case.
 func isFallbackModelField(key string) bool {
-	// Every name is 6 to 24 bytes long (32 with the non-ASCII letters that fold to its "s" and "k") and starts with 'm', 'f' or 'c'.
+	// Every name is 6 to 24 bytes long (32 with the non-ASCII letters that fold to its "s" and "k") and starts with 'm', 'f', 'c' or 'p'.
 	if len(key) < 6 || len(key) > 32 {
 		return false
 	}
 	switch key[0] | 0x20 {
-	case 'm', 'f', 'c':
+	case 'm', 'f', 'c', 'p':
 	default:
 		return false
 	}

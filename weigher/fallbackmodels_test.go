@@ -36,6 +36,8 @@ func TestFallbackModelsRefused(t *testing.T) {
 		`"MODELS":["gpt-4o"]`,
 		`"fallbac\u006bs":["gpt-4o"]`,
 		`"fallbac\u212as":["gpt-4o"]`, // KELVIN SIGN folds to k
+		`"preset":"my-preset"`,        // OpenRouter: a preset can set the model and fallbacks
+		`"Preset":"my-preset"`,
 	}
 	for _, b := range bodies {
 		plain := w.Weigh(b.kind, []byte(b.head+`}`))
@@ -109,4 +111,19 @@ func FuzzFallbackModelsKey(f *testing.F) {
 			t.Fatalf("%q: parsed %v, fault %v; a fallback member: %v", body, e.Parsed, e.Fault, want)
 		}
 	})
+}
+
+// A "model" naming an OpenRouter preset ("@preset/<name>") is served as
+// the preset's model: refused as model_outside_body, in any case.
+func TestPresetModelRefused(t *testing.T) {
+	w := testWeigher(t)
+	for _, m := range []string{"@preset/cheap", "@PRESET/cheap", "@pre\u0073et/cheap"} {
+		e := w.Weigh(KindChat, []byte(`{"model":"`+m+`","messages":[{"role":"user","content":"hi"}]}`))
+		if e.Fault != FaultModelOutsideBody {
+			t.Errorf("model %s: fault %v, want model_outside_body", m, e.Fault)
+		}
+	}
+	if e := w.Weigh(KindChat, []byte(`{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":"@preset/x"}]}`)); e.Fault != FaultNone || !e.Parsed {
+		t.Errorf("a plain model: fault %v", e.Fault)
+	}
 }

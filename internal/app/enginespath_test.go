@@ -116,6 +116,8 @@ limits:
 		{"x-portkey-provider", "anthropic"},
 		{"X-PORTKEY-VIRTUAL-KEY", "vk-other"},
 		{"x-portkey-custom-host", "http://elsewhere"},
+		{"x-portkey-azure-deployment-id", "o1-pro"},
+		{"Helicone-Fallbacks", `[{"model":"o1-pro"}]`},
 	} {
 		if resp, b := h.do("/v1/chat/completions", body, hdr[0], hdr[1]); resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, "model_outside_body") {
 			t.Errorf("%s: %d %.160s, want 400 model_outside_body", hdr[0], resp.StatusCode, b)
@@ -124,7 +126,7 @@ limits:
 	if got := billed(); len(got) > 0 {
 		t.Errorf("upstream billed %q", got)
 	}
-	if resp, b := h.do("/v1/chat/completions", body, "x-portkey-trace-id", "t1"); resp.StatusCode != http.StatusOK {
+	if resp, b := h.do("/v1/chat/completions", body, "x-portkey-trace-id", "t1", "X-Portkey-Metadata", `{"a":"b"}`); resp.StatusCode != http.StatusOK {
 		t.Errorf("control: a tracing field: %d %.160s, want 200", resp.StatusCode, b)
 	}
 }

@@ -88,3 +88,56 @@ limits:
 		}
 	}
 }
+
+// A gateway routing field (x-portkey-config) in a chunked body's trailer,
+// which arrives after checkPath judged the headers, is never forwarded:
+// the upstream would serve and bill the model it names.
+func TestRoutingTrailerNotForwarded(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		seen = append(seen, r.Header.Get("X-Portkey-Config")+r.Trailer.Get("X-Portkey-Config"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"c","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9}}`)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	h := startConfig(t, nil, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: gw, flavor: openai, base_url: http://%s, no_key: true}
+keys: [{key: %s, user: alice, tenant: acme}]
+limits:
+  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000}
+`, ln.Addr(), testKey))
+	body := `{"model":"gpt-4o-mini","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
+	c, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n%x\r\n%s\r\n0\r\nX-Portkey-Config: {\"override_params\":{\"model\":\"o1-pro\"}}\r\n\r\n",
+		testKey, len(body), body)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 {
+		t.Fatalf("status %s, upstream served %d requests, want 1", resp.Status, len(seen))
+	}
+	if seen[0] != "" {
+		t.Errorf("upstream got x-portkey-config %q from the trailer", seen[0])
+	}
+}
