@@ -79,13 +79,56 @@ func claudeNewRules(model string) bool {
 	return !isClaude(model) || newTokenizer(model)
 }
 
-// newTokenizer reports whether model, stripped (canonicalModel), is a
-// Claude model on the newer tokenizer.
+// newTokenizer reports whether model, stripped (canonicalModel), is
+// counted as a Claude model on the newer tokenizer: one listed
+// (newTokenizerClaude), or any Claude name not known to be on the older one
+// (oldTokenizer) — a later version ("claude-opus-4-10"), an alias such as
+// "claude-opus-latest" — whose dearest rules they are.
 func newTokenizer(model string) bool {
 	for _, p := range newTokenizerClaude {
 		if strings.HasPrefix(model, p) {
 			return true
 		}
+	}
+	return !oldTokenizer(model)
+}
+
+// oldTokenizerClaude are the name prefixes of the Claude families all on
+// the older tokenizer: Claude 1 to 3, Instant, and the Sonnet and Haiku 4
+// models (the token-counting guide lists only Opus 4.7 and later Opus,
+// Fable 5, Mythos and Sonnet 5 on the newer one).
+var oldTokenizerClaude = []string{"claude-1", "claude-2", "claude-3", "claude-instant", "claude-sonnet-4", "claude-haiku-4"}
+
+// oldTokenizer reports whether model, stripped, is a Claude model known to
+// be on the older tokenizer: one of oldTokenizerClaude, or Claude Opus 4
+// up to 4.6 — "claude-opus-4" alone or with a suffix ("@…", ":…"), a date
+// ("claude-opus-4-20250514"), or version 4.0, 4.1, 4.5 or 4.6 ("-1",
+// "-1-20250805"); "claude-opus-4-10" is not.
+func oldTokenizer(model string) bool {
+	for _, p := range oldTokenizerClaude {
+		if strings.HasPrefix(model, p) {
+			return true
+		}
+	}
+	rest, ok := strings.CutPrefix(model, "claude-opus-4")
+	if !ok {
+		return false
+	}
+	if rest == "" || rest[0] == '@' || rest[0] == ':' {
+		return true
+	}
+	if rest[0] != '-' {
+		return false
+	}
+	n := 1
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	switch v := rest[1:n]; {
+	case len(v) == 8: // a date: Claude Opus 4
+		return true
+	case v == "0", v == "1", v == "5", v == "6":
+		return true
 	}
 	return false
 }

@@ -24,6 +24,10 @@ import "strings"
 // canonicalModel is model stripped of the decorations above: the name its
 // family's rules are found by.
 func canonicalModel(model string) string {
+	if hasUpper(model) {
+		// Gateways match names in any case ("Anthropic/Claude-Opus-4.7").
+		model = strings.ToLower(model)
+	}
 	if i := strings.LastIndexByte(model, '/'); i >= 0 {
 		model = model[i+1:]
 	}
@@ -48,4 +52,14 @@ func (w *Weigher) family(model string) string {
 		return m.Family
 	}
 	return model
+}
+
+// hasUpper reports whether s holds an ASCII upper-case letter.
+func hasUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
 }
