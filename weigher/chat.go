@@ -593,6 +593,9 @@ func partWeight(enc counter, model string, p gjson.Result) (n int64, hidden bool
 		if img.IsObject() {
 			url = stringOf(img.Get("url"))
 		}
+		if n, hidden, ok := imageAsDocument(enc, model, url); ok {
+			return n, hidden
+		}
 		wd, ht := dataURLSize(url)
 		return imageTokens(model, img.Get("detail").String(), wd, ht), false
 	default:

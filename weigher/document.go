@@ -197,3 +197,32 @@ func (f inlineFile) spreadsheet() bool {
 	mime := strings.ToLower(f.mime)
 	return strings.Contains(mime, "csv") || strings.Contains(mime, "tab-separated") || strings.Contains(mime, "spreadsheet") || strings.Contains(mime, "excel")
 }
+
+// imageAsDocument weighs an image part's URL that is not an image: a data
+// URL of another media type (a PDF, a video, audio), weighed as an inline
+// file (fileTokens: a PDF by its pages, anything else partial), or a URL
+// whose path ends in ".pdf", weighed as a document of unknown pages and
+// partial. Gateways such as LiteLLM send PDFs to Anthropic, Bedrock and
+// Vertex as image_url parts
+// (https://docs.litellm.ai/docs/completion/document_understanding), which
+// were weighed as one image. ok is false for an image (or a data URL
+// naming no type), weighed as before.
+func imageAsDocument(enc counter, model, url string) (n int64, hidden, ok bool) {
+	page := imageTokens(model, "high", 0, 0)
+	if strings.HasPrefix(url, "data:") {
+		mime, data := splitDataURL(url)
+		if mime == "" || strings.HasPrefix(strings.ToLower(mime), "image/") {
+			return 0, false, false
+		}
+		n, hidden = fileTokens(enc, inlineFile{b64: data, mime: mime}, page)
+		return n, hidden, true
+	}
+	path := url
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	if len(path) >= 4 && strings.EqualFold(path[len(path)-4:], ".pdf") {
+		return documentTokens(unknownDocumentPages, page), true, true
+	}
+	return 0, false, false
+}

@@ -301,3 +301,20 @@ func TestHeaderlessTextPDFWeighedByPages(t *testing.T) {
 		t.Errorf("40 page objects as text: %d tokens, want at least %d", n, want)
 	}
 }
+
+// A PDF (or other media) sent as an image part, as LiteLLM sends PDFs to
+// Anthropic, Bedrock and Vertex, is weighed as a document, not one image:
+// a PDF data URL by its pages, a .pdf URL and other media as partial.
+func TestDocumentInImagePart(t *testing.T) {
+	w := testWeigher(t)
+	pdf := b64(pdfOf(pdfSpec{pages: 100, count: -1}))
+	pages := 100 * (pageTextTokens + imageTokens("gpt-4o", "high", 0, 0))
+	runWeighCases(t, w, []weighCase{
+		{"chat image_url PDF data URL", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:application/pdf;base64,` + pdf + `"}}]}]}`, pages, false},
+		{"chat image_url string PDF data URL", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"image_url","image_url":"data:application/pdf;base64,` + pdf + `"}]}]}`, pages, false},
+		{"chat image_url .pdf URL", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/report.PDF?sig=1"}}]}]}`, DefaultMaxInputTokens, true},
+		{"chat image_url video data URL", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:video/mp4;base64,AAAAIGZ0eXBpc29t"}}]}]}`, DefaultMaxInputTokens, true},
+		{"responses input_image PDF data URL", KindResponses, `{"model":"gpt-4o","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:application/pdf;base64,` + pdf + `"}]}]}`, pages, false},
+		{"an image stays an image", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/cat.png","detail":"low"}}]}]}`, 1, false},
+	})
+}
