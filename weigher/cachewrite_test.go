@@ -2,6 +2,7 @@ package weigher
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -22,6 +23,9 @@ func TestAsksCache(t *testing.T) {
 		{KindMessages, `{"model":"claude-opus-4-7","max_tokens":10,"messages":[{"role":"user","content":"the words \"cache_control\" and 1h"}]}`, false, false},
 		{KindChat, `{"model":"anthropic/claude-opus-4.7","messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]}`, true, true},
 		{KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`, false, false},
+		// OpenAI writes its cache for free: an OpenAI model's cache_control
+		// (which OpenAI ignores) prices nothing more.
+		{KindChat, `{"model":"openai/gpt-4o","messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]}`, false, false},
 		// LiteLLM adds cache_control where the injection points say.
 		{KindChat, `{"model":"anthropic/claude-opus-4.7","cache_control_injection_points":[{"location":"message","role":"system"}],"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}]}`, true, false},
 	} {
@@ -86,4 +90,17 @@ func TestAsksCacheMixedEscapes(t *testing.T) {
 			t.Errorf("%s: %v %v, want %v %v", c.body, a, h, c.asked, c.oneHour)
 		}
 	}
+}
+
+// namesCacheControl is the two plain searches it replaces.
+func FuzzNamesCacheControl(f *testing.F) {
+	for _, s := range []string{`{"cache_control":{}}`, `{"cache_control_injection_points":[]}`, `"cache_controlx"`, `_"cache_control"`, `cache_control"`, `"cache_control_injection_points`, `__"cache__control"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		want := strings.Contains(body, `"cache_control"`) || strings.Contains(body, `"cache_control_injection_points"`)
+		if got := namesCacheControl(body); got != want {
+			t.Errorf("namesCacheControl(%q) = %v, want %v", body, got, want)
+		}
+	})
 }

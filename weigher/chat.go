@@ -145,8 +145,9 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			est.IncludeUsage = lenientTrue(v.Get("include_usage"))
 		case "response_format":
 			responseFormat = v
-		case "web_search_options":
-			// Search results enter the prompt the upstream bills.
+		case "web_search_options", "plugins":
+			// Search results enter the prompt the upstream bills
+			// (OpenRouter's plugins: web search, file parsing).
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case "data_sources":
 			// Azure OpenAI "On Your Data": the upstream retrieves documents
@@ -169,7 +170,13 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		return w.caseVariant(body, key, field), true
 	}
 	est.Model = modelNamed(model, as, w.names)
-	est.CacheWrite, est.CacheWrite1h = asksCache(d.body)
+	est.ServerContext = est.ServerContext || onlineModel(est.Model)
+	if !openAIModel(canonicalModel(w.family(est.Model))) {
+		// OpenAI caches prompts itself and charges no more for a write
+		// (writes are free: https://developers.openai.com/api/docs/guides/prompt-caching):
+		// its models skip the search, some 2,600 instructions of a 1 KiB body.
+		est.CacheWrite, est.CacheWrite1h = asksCache(d.body)
+	}
 	encName := w.EncodingFor(est.Model)
 	enc := w.encoders[encName]
 	if enc == nil {
@@ -639,4 +646,22 @@ func lenientTrue(v gjson.Result) bool {
 		}
 	}
 	return false
+}
+
+// onlineModel reports whether model asks OpenRouter for web search by its
+// ":online" suffix (https://openrouter.ai/docs/features/web-search), any
+// case: the search results enter the input the upstream bills.
+func onlineModel(model string) bool {
+	const suffix = ":online"
+	return len(model) >= len(suffix) && strings.EqualFold(model[len(model)-len(suffix):], suffix)
+}
+
+// openAIModel reports whether model, stripped (canonicalModel), names an
+// OpenAI model: "gpt-…", "chatgpt-…", or an o-series reasoning model
+// ("o1", "o3-mini", "o4-mini").
+func openAIModel(model string) bool {
+	if strings.HasPrefix(model, "gpt-") || strings.HasPrefix(model, "chatgpt-") {
+		return true
+	}
+	return len(model) >= 2 && model[0] == 'o' && '1' <= model[1] && model[1] <= '9' && (len(model) == 2 || model[2] == '-')
 }

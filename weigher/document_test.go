@@ -318,3 +318,21 @@ func TestDocumentInImagePart(t *testing.T) {
 		{"an image stays an image", KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/cat.png","detail":"low"}}]}]}`, 1, false},
 	})
 }
+
+// Server features outside "tools": OpenRouter's plugins (web search, file
+// parsing) and ":online" models, and tools written as a key of their own
+// (Gemini's and LiteLLM's {"googleSearch": {}}), pull input the body does
+// not hold: partial. Client tools without a type stay exact.
+func TestServerFeaturesOutsideTools(t *testing.T) {
+	w := testWeigher(t)
+	runWeighCases(t, w, []weighCase{
+		{"chat plugins", KindChat, `{"model":"openai/gpt-4o","plugins":[{"id":"web","max_results":25}],"messages":[{"role":"user","content":"hi"}]}`, DefaultMaxInputTokens, true},
+		{"responses plugins", KindResponses, `{"model":"openai/gpt-4o","plugins":[{"id":"file-parser"}],"input":"hi"}`, DefaultMaxInputTokens, true},
+		{"chat :online", KindChat, `{"model":"openai/gpt-4o:ONLINE","messages":[{"role":"user","content":"hi"}]}`, DefaultMaxInputTokens, true},
+		{"chat googleSearch tool", KindChat, `{"model":"gemini-2.5-pro","tools":[{"googleSearch":{}}],"messages":[{"role":"user","content":"hi"}]}`, DefaultMaxInputTokens, true},
+		{"chat url_context tool", KindChat, `{"model":"gemini-2.5-pro","tools":[{"url_context":{}}],"messages":[{"role":"user","content":"hi"}]}`, DefaultMaxInputTokens, true},
+		{"messages client tool without a type", KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":5,"tools":[{"name":"get_weather","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"hi"}]}`, 1, false},
+		{"chat function tool", KindChat, `{"model":"gpt-4o","tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"messages":[{"role":"user","content":"hi"}]}`, 1, false},
+		{"chat plain", KindChat, `{"model":"openai/gpt-4o","messages":[{"role":"user","content":"online"}]}`, 1, false},
+	})
+}

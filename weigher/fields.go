@@ -309,7 +309,7 @@ var (
 				under("content", chatPartFields).
 				under("tool_calls", chatToolCallFields).
 				under("function_call", callFields)
-	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources", "web_search_options",
+	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources", "web_search_options", "plugins",
 		"audio", "modalities").
 		under("messages", chatMessageFields).
 		under("tools", toolFields).
@@ -327,7 +327,7 @@ var (
 				under("content", responsesPartFields).
 				under("output", responsesPartFields).
 				under("summary", object("text"))
-	responsesFields = object("model", "max_output_tokens", "stream", "previous_response_id", "conversation", "prompt", "service_tier", "background",
+	responsesFields = object("model", "max_output_tokens", "stream", "previous_response_id", "conversation", "prompt", "plugins", "service_tier", "background",
 		"max_tool_calls").
 		under("input", responsesItemFields).
 		under("instructions", responsesItemFields).

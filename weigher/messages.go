@@ -113,6 +113,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	est.ServerContext = est.ServerContext || serverTools(tools)
 	est.WebSearches = webSearchUses(tools)
 	est.Model = modelNamed(model, as, w.names)
+	est.ServerContext = est.ServerContext || onlineModel(est.Model)
 	est.CacheWrite, est.CacheWrite1h = asksCache(d.body)
 	encName := w.EncodingFor(est.Model)
 	fam := w.family(est.Model) // the name its image and tool rules key off

@@ -80,7 +80,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 			est.Stream = lenientTrue(v)
 		case "previous_response_id":
 			est.ServerContext = est.ServerContext || v.Type == gjson.String && v.Str != ""
-		case "conversation", "prompt":
+		case "conversation", "prompt", "plugins":
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case "service_tier":
 			est.ServiceTier = serviceTier(v)
@@ -94,6 +94,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	})
 	est.IncludeUsage = est.Stream
 	est.Model = modelNamed(model, as, w.names)
+	est.ServerContext = est.ServerContext || onlineModel(est.Model)
 	encName := w.EncodingFor(est.Model)
 	fam := w.family(est.Model) // the name its image rule keys off
 	r := responsesCounter{enc: w.encoder(est.Model), model: fam, hidden: &est.ServerContext}

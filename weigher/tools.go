@@ -420,8 +420,18 @@ func serverTools(tools gjson.Result) bool {
 // bytes (walkArray, walkObject); a list without the text "type" (and no
 // \u escape that could spell it) has no typed tool and is not walked
 // (mayName).
+//
+// A tool with no type is a client tool when it is shaped as one (it names
+// its "name", "function", "input_schema" or "parameters"); any other is
+// a gateway's server tool written as a key of its own, as Gemini's and
+// LiteLLM's {"googleSearch": {}}, {"google_search": {}}, {"urlContext":
+// {}} and {"codeExecution": {}} are
+// (https://ai.google.dev/gemini-api/docs/google-search): fn gets its first
+// key, lower-cased, after "untyped:" as its type (so that a key naming a
+// search reserves searches). Such keys are looked for (serverKeyHints)
+// when the list names no "type".
 func eachTool(tools gjson.Result, fn func(typ, env string, maxUses gjson.Result)) {
-	if !tools.IsArray() || !mayName(tools.Raw, "type") {
+	if !tools.IsArray() || !mayName(tools.Raw, append(serverKeyHints, "type")...) {
 		return
 	}
 	s := tools.Raw
@@ -429,11 +439,19 @@ func eachTool(tools gjson.Result, fn func(typ, env string, maxUses gjson.Result)
 		if s[v] != '{' {
 			return -1
 		}
-		var typ, env string
+		var typ, env, first string
 		var maxUses gjson.Result
+		shaped, typed := false, false
 		end := walkObject(s, v, func(k string, x int) int {
+			if first == "" {
+				first = k
+			}
 			switch k {
+			case "name", "function", "input_schema", "parameters":
+				shaped = true
+				return -1
 			case "type":
+				typed = true
 				e := skipValue(s, x)
 				if t := rawValue(s[x:e]); t.Type == gjson.String {
 					typ = rawString(t)
@@ -460,10 +478,18 @@ func eachTool(tools gjson.Result, fn func(typ, env string, maxUses gjson.Result)
 			}
 			return -1
 		})
+		if !typed && !shaped && first != "" {
+			typ = "untyped:" + strings.ToLower(first)
+		}
 		fn(typ, env, maxUses)
 		return end
 	})
 }
+
+// serverKeyHints are texts one of which a list of tools holds when it may
+// hold a server tool written as a key of its own (see eachTool): a list
+// with none of them and no "type" is not walked.
+var serverKeyHints = []string{"oogle", "earch", "rl_context", "rlContext", "ode_execution", "odeExecution"}
 
 // mayName reports whether a string of the JSON text raw may decode to one
 // that starts with one of prefixes (letters, digits and '_'): false only
