@@ -40,6 +40,7 @@ var alertPhases = map[string][]string{
 	"LLMGuardBudgetExhausted":     {"traffic 3"},
 	"LLMGuardReconcileBacklog":    {},
 	"LLMGuardConfigReloadFailed":  {}, // no reload in this workload: internal/app's TestFailedReloadOnReadyz sets the gauge
+	"LLMGuardConnectionsRefused":  {}, // the workload stays under max_connections: internal/app's TestConnectionsPastTheCapAreRefused counts a refusal
 }
 
 // mayHold are phases at which an alert may hold or not. The store error

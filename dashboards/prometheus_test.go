@@ -69,6 +69,7 @@ var alertsOnlyValid = map[string]string{
 	"LLMGuardStoreErrors":        "the error ratio over 5m may or may not pass 5 %: the breaker opens after 2 failed calls and calls it refuses are not store calls",
 	"LLMGuardReconcileBacklog":   "needs over 1000 reconciliations queued; the workload's replay queue holds 4",
 	"LLMGuardConfigReloadFailed": "the workload reloads no config file; internal/app's TestFailedReloadOnReadyz shows the gauge it reads going to 0",
+	"LLMGuardConnectionsRefused": "the workload stays under max_connections; internal/app's TestConnectionsPastTheCapAreRefused shows the counter it reads counting a refusal",
 }
 
 // TestRealPrometheus runs the dashboards' workload (TestAgainstRunningLlmguard's)
