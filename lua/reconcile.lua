@@ -324,7 +324,7 @@ end
 -- settled by its one delta (settle's steps for one delta, the same core
 -- steps in the same order, so the same doubles) and written by one SET or
 -- DEL; the same reply, {1}. Without the batch's tables (limits, sets,
--- shapes, views, groups), with n + 2 ARGV instead of 4n + 12 (Redis makes
+-- shapes, views, groups), with n + 2 ARGV instead of 4n + 14 (Redis makes
 -- a Lua string of each), and with a token bucket's steps inlined (a Lua
 -- call costs Redis 7.0's interpreter some 1k instructions). bucket's
 -- TestReconcileLoneMatchesBatch compares it with the batch layout.

@@ -72,7 +72,8 @@
 --
 -- takebatch.lua runs the takes of several requests in one script.
 --
--- Redis commands: TIME (unless ARGV[1] pins now), one MGET of every KEYS
+-- Redis commands: TIME (unless now is pinned: ARGV[1] in the single
+-- layout, ARGV[n + 2] in the lone one), one MGET of every KEYS
 -- (the marker with the buckets), and when committing one SET of the marker
 -- and one SET or DEL per bucket whose key changes. A denial or a check
 -- reads only.

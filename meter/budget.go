@@ -33,7 +33,7 @@ func (m *Meter) budgetWarnings(x *Exchange) {
 		if !warns(a) {
 			continue
 		}
-		used := float64(a.Limit.Capacity-a.Status.Remaining-a.Reserved) / float64(a.Limit.Capacity)
+		used := float64(settledLevel(a, 0)) / float64(a.Limit.Capacity)
 		if crossedAt(a.Rule.WarnAt, used) < 0 {
 			continue
 		}
@@ -64,7 +64,7 @@ func (m *Meter) budgetCrossings(x *Exchange, settled []int64) {
 		if !warns(a) || i >= len(settled) {
 			continue
 		}
-		before := float64(a.Limit.Capacity-a.Status.Remaining-a.Reserved) / float64(a.Limit.Capacity)
+		before := float64(settledLevel(a, 0)) / float64(a.Limit.Capacity)
 		used := float64(settledLevel(a, settled[i])) / float64(a.Limit.Capacity)
 		crossed := crossedAt(a.Rule.WarnAt, used)
 		for t := 0; t <= crossed; t++ {

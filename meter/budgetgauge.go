@@ -119,7 +119,7 @@ func (g *budgetGauges) observe(a *Applied, tenant string, used int64, now time.T
 	k := quotaGroup{a.Rule.Name, tenant}
 	v, ok := g.groups.Load(k)
 	if !ok {
-		v, _ = g.groups.LoadOrStore(k, &quotaSeries{subjects: make([]subjectLevel, 0, 1)})
+		v, _ = g.groups.LoadOrStore(k, &quotaSeries{rule: a.Rule, subjects: make([]subjectLevel, 0, 1)})
 	}
 	s := v.(*quotaSeries)
 	s.mu.Lock()

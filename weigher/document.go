@@ -51,16 +51,19 @@ func pdfPages(b64 string) int64 {
 // no page found, or compressed object streams that may hide pages. text
 // is true when the decoded bytes are all valid UTF-8 (an upstream may read
 // them as a text file). It scans at most maxPDFScanBytes decoded bytes, in
-// 32 KiB reads; undecodable data counts what decoded before it.
+// 32 KiB reads; undecodable data counts what decoded before it, and is
+// never sure.
 func pdfPageCount(b64 string) (pages int64, sure, text bool) {
 	s := pdfScan{inflateMax: pdfInflateLimit(int64(base64.StdEncoding.DecodedLen(len(b64))))}
 	var total int64
 	text = true
+	corrupt := false // bytes outside base64: an upstream that skips them (Python's b64decode does) reads more than decoded here
 	if len(b64) <= 32<<10 {
 		// Small enough to decode at once: no streaming decoder and no
 		// 32 KiB buffer, which a body of many tiny documents would pay for
 		// each of them.
-		data, _ := base64.StdEncoding.DecodeString(b64)
+		data, err := base64.StdEncoding.DecodeString(b64)
+		corrupt = err != nil
 		s.feed(data)
 		total, text = int64(len(data)), utf8.Valid(data)
 	} else {
@@ -91,12 +94,14 @@ func pdfPageCount(b64 string) (pages int64, sure, text bool) {
 				carry = copy(buf, buf[cut:end])
 			}
 			if err != nil {
+				_, corrupt = err.(base64.CorruptInputError)
 				break
 			}
 		}
 	}
 	s.end()
 	pages, sure = s.result()
+	sure = sure && !corrupt
 	if pages == 0 {
 		pages = max(1, min(ceilDiv(total, bytesPerPageGuess), maxDocumentPages))
 	}
@@ -105,8 +110,14 @@ func pdfPageCount(b64 string) (pages int64, sure, text bool) {
 
 // documentTokens is the estimate of one PDF of pages pages, with
 // imageTokensPerPage the largest page image of the model's rule.
+// It saturates at maxTokens: a page count read from a caller's /Count can be
+// near 2^63, whose product wrapped to a small figure.
 func documentTokens(pages, imageTokensPerPage int64) int64 {
-	return min(pages*(pageTextTokens+imageTokensPerPage), maxTokens)
+	per := pageTextTokens + imageTokensPerPage
+	if pages > maxTokens/per {
+		return maxTokens
+	}
+	return min(pages*per, maxTokens)
 }
 
 // pdfMagicWindow is how far into a file its "%PDF-" header may start: PDF
@@ -140,13 +151,19 @@ func fileTokens(enc counter, f inlineFile, page int64) (n int64, hidden bool) {
 		n = documentTokens(pages, page)
 		if text {
 			data, _ := base64.StdEncoding.DecodeString(b64)
-			n = max(n, countText(enc, string(data)))
+			n = max(n, countText(enc, bytesString(data)))
 		}
 		return n, !sure
 	}
-	data, _ := base64.StdEncoding.DecodeString(b64)
+	data, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		// Bytes outside base64: an upstream that skips them (Python's
+		// b64decode does by default) reads a file this decoding cut
+		// short. Partial.
+		return documentTokens(max(1, min(ceilDiv(int64(len(data)), bytesPerPageGuess), maxDocumentPages)), page), true
+	}
 	if utf8.Valid(data) && bytes.IndexByte(data, 0) < 0 {
-		n = countText(enc, string(data))
+		n = countText(enc, bytesString(data))
 		if bytes.Contains(data, []byte("/Page")) {
 			// Text that holds PDF page objects: a lenient reader may read
 			// it as a PDF with no header, page by page.
@@ -208,13 +225,12 @@ func (f inlineFile) spreadsheet() bool {
 // were weighed as one image. ok is false for an image (or a data URL
 // naming no type), weighed as before.
 func imageAsDocument(enc counter, model, url string) (n int64, hidden, ok bool) {
-	page := imageTokens(model, "high", 0, 0)
 	if strings.HasPrefix(url, "data:") {
 		mime, data := splitDataURL(url)
 		if mime == "" || strings.HasPrefix(strings.ToLower(mime), "image/") {
 			return 0, false, false
 		}
-		n, hidden = fileTokens(enc, inlineFile{b64: data, mime: mime}, page)
+		n, hidden = fileTokens(enc, inlineFile{b64: data, mime: mime}, imageTokens(model, "high", 0, 0))
 		return n, hidden, true
 	}
 	path := url
@@ -222,7 +238,7 @@ func imageAsDocument(enc counter, model, url string) (n int64, hidden, ok bool) 
 		path = path[:i]
 	}
 	if len(path) >= 4 && strings.EqualFold(path[len(path)-4:], ".pdf") {
-		return documentTokens(unknownDocumentPages, page), true, true
+		return documentTokens(unknownDocumentPages, imageTokens(model, "high", 0, 0)), true, true
 	}
 	return 0, false, false
 }

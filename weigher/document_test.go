@@ -336,3 +336,28 @@ func TestServerFeaturesOutsideTools(t *testing.T) {
 		{"chat plain", KindChat, `{"model":"openai/gpt-4o","messages":[{"role":"user","content":"online"}]}`, 1, false},
 	})
 }
+
+// Review fixes: a /Count near 2^63 saturates the estimate (the product
+// wrapped to a few thousand tokens), and base64 with a byte outside the
+// alphabet, which Python's b64decode skips, is partial (a text file behind
+// a "*" weighed 9 tokens; a PDF cut at one was one sure page).
+func TestDocumentCountAndCorruptBase64(t *testing.T) {
+	if got := documentTokens(4149998666751306, 1500); got != maxTokens {
+		t.Errorf("documentTokens(4.1e15 pages) = %d, want maxTokens", got)
+	}
+	w := testWeigher(t)
+	enc := w.encoder("gpt-4o")
+	text := []byte(strings.Repeat("words of a long text file ", 4000))
+	if n, hidden := fileTokens(enc, inlineFile{b64: "*" + b64(text), name: "a.txt"}, 1); !hidden {
+		t.Errorf("a text file behind a '*': %d tokens, not partial", n)
+	}
+	one := pdfOf(pdfSpec{pages: 1, count: -1})
+	more := pdfOf(pdfSpec{pages: 60, count: -1})
+	if _, sure, _ := pdfPageCount(b64(one) + "*" + b64(more)); sure {
+		t.Error("a PDF cut by a byte outside base64: sure")
+	}
+	big := append(append([]byte{}, one...), bytes.Repeat([]byte("% filler\n"), 8000)...)
+	if _, sure, _ := pdfPageCount(b64(big)[:40000] + "*" + b64(more)); sure {
+		t.Error("a PDF (streamed) cut by a byte outside base64: sure")
+	}
+}

@@ -16,7 +16,8 @@ const lruShardCount = 16
 // lruShards is a bounded cache of count entries by slot: lruShardCount
 // golang-lru LRU lists, a key's list chosen by its slot's top 4 bits (the
 // slot is a seeded hash, so keys spread evenly). Each list holds at most
-// its share of the bound, so the whole holds at most the bound, and a list
+// its share of the bound (at least one entry, so a bound under
+// lruShardCount entries holds up to lruShardCount), and a list
 // drops its own least recently used entry when full: about the whole's
 // least recently used, as the keys spread evenly. Safe for concurrent use.
 type lruShards struct {

@@ -431,7 +431,7 @@ func serverTools(tools gjson.Result) bool {
 // search reserves searches). Such keys are looked for (serverKeyHints)
 // when the list names no "type".
 func eachTool(tools gjson.Result, fn func(typ, env string, maxUses gjson.Result)) {
-	if !tools.IsArray() || !mayName(tools.Raw, append(serverKeyHints, "type")...) {
+	if !tools.IsArray() || !mayName(tools.Raw, toolHints...) {
 		return
 	}
 	s := tools.Raw
@@ -490,6 +490,10 @@ func eachTool(tools gjson.Result, fn func(typ, env string, maxUses gjson.Result)
 // hold a server tool written as a key of its own (see eachTool): a list
 // with none of them and no "type" is not walked.
 var serverKeyHints = []string{"oogle", "earch", "rl_context", "rlContext", "ode_execution", "odeExecution"}
+
+// toolHints are what eachTool looks for before it walks a list: "type",
+// and serverKeyHints.
+var toolHints = append([]string{"type"}, serverKeyHints...)
 
 // mayName reports whether a string of the JSON text raw may decode to one
 // that starts with one of prefixes (letters, digits and '_'): false only

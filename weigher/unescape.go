@@ -84,7 +84,7 @@ const maxPooledUnescape = 64 << 10
 // (TestCountRawSameAsRawString, FuzzCountRawSameAsRawString).
 func countRaw(enc counter, v gjson.Result) int64 {
 	if v.Type != gjson.String || len(v.Raw) < 2 {
-		return countText(enc, "")
+		return 0
 	}
 	s := v.Raw[1 : len(v.Raw)-1]
 	i := strings.IndexByte(s, '\\')
