@@ -135,7 +135,18 @@ type Call struct {
 	Result   Result
 	Kind     ErrorKind     // KindNone unless Result is ResultFailed
 	Duration time.Duration // wall time in the Guarded method, ~0 when rejected
+	// Probe: the call's context was marked by WithProbe (a caller's own
+	// health probe, no request's call).
+	Probe bool
 }
+
+// probeKey marks a context as a probe's (WithProbe).
+type probeKey struct{}
+
+// WithProbe returns ctx marked so that the Call a Guarded method reports
+// for it has Probe set: a caller's health probe, told apart from requests'
+// calls in OnCall.
+func WithProbe(ctx context.Context) context.Context { return context.WithValue(ctx, probeKey{}, true) }
 
 // DefaultTimeout is GuardOptions.Timeout's default, the deadline of a Take
 // on the request's path (store.timeout). It was chosen from
@@ -508,17 +519,23 @@ func (g *Guarded) do(ctx context.Context, op Op, timeout time.Duration, call fun
 		g.lastMu.Unlock()
 		err = fmt.Errorf("bucket: %s: %w: %w", op, ErrUnavailable, inner)
 	}
-	g.count(op, result, kind, time.Since(start))
+	probe, _ := ctx.Value(probeKey{}).(bool)
+	g.report(op, result, kind, time.Since(start), probe)
 	return err
 }
 
 // count records one call's outcome and reports it to OnCall.
 func (g *Guarded) count(op Op, result Result, kind ErrorKind, d time.Duration) {
+	g.report(op, result, kind, d, false)
+}
+
+// report is count, with probe as the Call's Probe.
+func (g *Guarded) report(op Op, result Result, kind ErrorKind, d time.Duration, probe bool) {
 	g.calls[op][result].Add(1)
 	if kind != KindNone {
 		g.errs[kind].Add(1)
 	}
 	if g.o.OnCall != nil {
-		g.o.OnCall(Call{Op: op, Result: result, Kind: kind, Duration: d})
+		g.o.OnCall(Call{Op: op, Result: result, Kind: kind, Duration: d, Probe: probe})
 	}
 }

@@ -366,9 +366,12 @@ func TestOneWriterPerFileThroughLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, other := range []string{fileLink, filepath.Join(dirLink, "ledger.jsonl")} {
-		if w, err := ledger.New(ledger.Options{File: other, Registerer: prometheus.NewRegistry()}); err == nil {
+		w, err := ledger.New(ledger.Options{File: other, Registerer: prometheus.NewRegistry()})
+		if err == nil {
 			w.Close()
 			t.Errorf("a second writer through %s was accepted", other)
+		} else if !strings.Contains(err.Error(), "its own ledger.file") {
+			t.Errorf("a second writer through %s: %v, want the in-use refusal", other, err)
 		}
 	}
 }

@@ -651,26 +651,28 @@ var portkeyPassed = []string{"trace-id", "metadata", "span-id", "parent-span-id"
 func isRoutingField(k []byte) bool {
 	const portkey = "x-portkey-"
 	switch {
-	case len(k) > len(portkey) && (k[0]|0x20) == 'x' && strings.EqualFold(string(k[:len(portkey)]), portkey):
+	case len(k) > len(portkey) && (k[0]|0x20) == 'x' && bytes.EqualFold(k[:len(portkey)], []byte(portkey)):
 		rest := k[len(portkey):]
 		for _, p := range portkeyPassed {
-			if strings.EqualFold(string(rest), p) {
+			if bytes.EqualFold(rest, []byte(p)) {
 				return false
 			}
 		}
 		return true
 	case len(k) == len("helicone-fallbacks") && (k[0]|0x20) == 'h':
-		return strings.EqualFold(string(k), "helicone-fallbacks")
+		return bytes.EqualFold(k, []byte("helicone-fallbacks"))
 	}
 	return false
 }
 
 // routesByHeader reports whether h holds a routing field with a value (an
 // empty one routes nothing): such a request could be served, and billed,
-// as a model llmguard did not price.
+// as a model llmguard did not price. Every field is read with its own
+// value: an empty field first and a second of the same name with a value
+// is a routing request too.
 func routesByHeader(h *fasthttp.RequestHeader) bool {
-	for _, k := range h.PeekKeys() {
-		if isRoutingField(k) && len(h.PeekBytes(k)) > 0 {
+	for k, v := range h.All() {
+		if len(v) > 0 && isRoutingField(k) {
 			return true
 		}
 	}

@@ -123,6 +123,10 @@ limits:
 			t.Errorf("%s: %d %.160s, want 400 model_outside_body", hdr[0], resp.StatusCode, b)
 		}
 	}
+	// An empty field first, then one of the same name with a value.
+	if resp, b := h.send("/v1/chat/completions", []byte(body), "x-portkey-config", "", "X-Portkey-Config", "pc-abc123"); resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, "model_outside_body") {
+		t.Errorf("an empty x-portkey-config then one with a value: %d %.160s, want 400 model_outside_body", resp.StatusCode, b)
+	}
 	if got := billed(); len(got) > 0 {
 		t.Errorf("upstream billed %q", got)
 	}

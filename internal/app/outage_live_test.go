@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/redistest"
 )
@@ -97,6 +99,23 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, breaker: {open
 	}
 	if strings.Contains(out.String(), "store take failed") {
 		t.Errorf("an idle node logged a request's failed take:\n%s", out.String())
+	}
+	// The control: a request's own take while Redis is down still counts
+	// as op take (a hook that called every take the probe's would pass the
+	// checks above).
+	before := 0.0
+	for _, kind := range []string{"timeout", "connection", "other"} {
+		v, _ := gathered(t, a.Registry, "llmguard_store_errors_total", map[string]string{"op": "take", "kind": kind})
+		before += v
+	}
+	a.stores.main.Take(context.Background(), "", []bucket.Item{{Key: "llmguard:{t}:control", Limit: bucket.Limit{Capacity: 1, Rate: 1, Per: time.Second}, Cost: 1}})
+	after := 0.0
+	for _, kind := range []string{"timeout", "connection", "other"} {
+		v, _ := gathered(t, a.Registry, "llmguard_store_errors_total", map[string]string{"op": "take", "kind": kind})
+		after += v
+	}
+	if after <= before {
+		t.Errorf("a request's take while Redis is down: store_errors_total{op=take} %v → %v, want it counted", before, after)
 	}
 }
 

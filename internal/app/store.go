@@ -150,7 +150,6 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	reg.MustRegister(&factorCollector{desc: prometheus.NewDesc("llmguard_fallback_over_admission_factor",
 		"Worst-case ratio of what the cluster admits during a store outage to what a fail-open limit allows (per-node fallback buckets of limit / store.nodes).",
 		[]string{"limit"}, nil), live: live, nodes: c.Nodes})
-	var probing atomic.Int32 // the breaker probe's takes in flight: not requests'
 	guard := bucket.NewGuarded(r, bucket.GuardOptions{
 		Timeout: time.Duration(c.Timeout),
 		// A background batch of up to 256 reconciliations (one script per
@@ -167,12 +166,10 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 			}
 		},
 		OnCall: func(call bucket.Call) {
-			// The breaker probe's takes (probeWhileOpen), on an idle node
-			// too, are counted as op "probe": no request was served by
-			// them. (A request's take that ends while a probe is in
-			// flight is counted as the probe's: the probe runs only while
-			// the store is failing, one take every half open_for.)
-			probe := call.Op == bucket.OpTake && probing.Load() > 0
+			// The breaker probe's takes (probeWhileOpen, marked by
+			// bucket.WithProbe), on an idle node too, are counted as op
+			// "probe": no request was served by them.
+			probe := call.Probe
 			if probe {
 				m.duration.WithLabelValues("probe").Observe(call.Duration.Seconds())
 			} else {
@@ -224,7 +221,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		}
 	}
 	fb := bucket.NewFallback(bucket.FallbackOptions{Nodes: c.Nodes, Memory: bucket.MemoryOptions{VoidFor: time.Duration(c.VoidWindow)}})
-	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor), lastFailed, &probing)
+	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor), lastFailed)
 	st := &stores{main: async, fallback: fb, guard: guard, async: async, client: client, lastFailed: lastFailed,
 		close: []func() error{stopProbe, async.Close, fb.Close, closeClient}}
 	if window := time.Duration(denyCacheOf(c)); window > 0 {
@@ -279,10 +276,9 @@ func limitLabel(key string) string {
 // on an idle node), every half open interval, so that a node without
 // traffic also notices the store is back and its /readyz and metrics say
 // so. The returned func stops it.
-//
-// probing counts the probe's takes in flight, so that the store's call
-// hook tells them from requests' takes.
-func probeWhileOpen(g *bucket.Guarded, openFor time.Duration, lastFailed *atomic.Bool, probing *atomic.Int32) func() error {
+// Its takes are marked bucket.WithProbe, so that the store's call hook
+// tells them from requests' takes.
+func probeWhileOpen(g *bucket.Guarded, openFor time.Duration, lastFailed *atomic.Bool) func() error {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -297,9 +293,7 @@ func probeWhileOpen(g *bucket.Guarded, openFor time.Duration, lastFailed *atomic
 				return
 			case <-t.C:
 				if g.State() != bucket.BreakerClosed || lastFailed.Load() {
-					probing.Add(1)
-					g.Take(context.Background(), "", probe)
-					probing.Add(-1)
+					g.Take(bucket.WithProbe(context.Background()), "", probe)
 				}
 			}
 		}
