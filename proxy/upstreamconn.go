@@ -51,9 +51,15 @@ type upstreamConn struct {
 	idle     *idlePeek
 	idleMade bool
 	// switched: the upstream answered 101 Switching Protocols on this
-	// connection (retryTransport); it is refused like a closed idle one.
-	// Atomic: it is set after fasthttp has pooled the connection.
+	// connection; it is refused like a closed idle one. Set by Read, from
+	// the answer's first bytes, before fasthttp parses the answer and pools
+	// the connection (set later, a request could take the pooled
+	// connection in between and read what the upstream sends next as its
+	// answer); retryTransport sets it too, for a 101 after an interim 1xx.
+	// Atomic: retryTransport's store comes after the pooling.
 	switched atomic.Bool
+	// head holds an exchange's first answer bytes, for Read's 101 check.
+	head [len("HTTP/1.1 101")]byte
 	// addr is LocalAddr's answer, made once: fasthttp asks for it on every
 	// answer (Response.ParseNetConn).
 	addr net.Addr
@@ -85,8 +91,20 @@ func (c *upstreamConn) Write(p []byte) (int, error) {
 func (c *upstreamConn) Read(p []byte) (int, error) {
 	c.reading = true
 	n, err := c.Conn.Read(p)
+	if c.read < int64(len(c.head)) {
+		k := copy(c.head[c.read:], p[:n])
+		if int(c.read)+k == len(c.head) && switching(c.head[:]) {
+			c.switched.Store(true)
+		}
+	}
 	c.read += int64(n)
 	return n, err
+}
+
+// switching reports whether head, an answer's first bytes, is the status
+// line of a 101 Switching Protocols ("HTTP/1.x 101").
+func switching(head []byte) bool {
+	return len(head) >= 12 && string(head[:7]) == "HTTP/1." && head[8] == ' ' && string(head[9:12]) == "101"
 }
 
 // Handshake tells fasthttp that an https upstream's connection is a TLS
