@@ -72,7 +72,8 @@ type Config struct {
 	// answered 503 and closed at once. Each holds a file descriptor, and
 	// one with a request in flight a second, to its upstream: 0 (the
 	// default) is half the process's file-descriptor limit (RLIMIT_NOFILE,
-	// which Go raises to the hard limit at start-up), so that connections
+	// which Go raises to the hard limit at start-up), at most 65,536 (each
+	// holds a 16 KiB read buffer while it sends), so that connections
 	// sending half a request cannot use up the descriptors the upstream
 	// dials, Redis and the ledger need. Changes at restart only.
 	MaxConnections int `yaml:"max_connections"`

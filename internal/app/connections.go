@@ -33,7 +33,8 @@ func fileLimit() uint64 {
 // maxConnections is the proxy listener's connection cap (fasthttp's
 // Server.Concurrency) for configured (config max_connections; 0: the
 // default) under the file-descriptor limit files (0: unknown): configured
-// when set, else half of files (at least minDefaultConnections), else
+// when set, else half of files (at least minDefaultConnections, at most
+// maxDefaultConnections), else
 // fasthttp's own default (256 × 1024). A configured cap at or above the
 // limit is kept, and logged: connections could then use up the
 // descriptors the upstream dials need.
@@ -48,8 +49,15 @@ func maxConnections(configured int, files uint64, log *slog.Logger) int {
 	if files == 0 {
 		return fasthttp.DefaultConcurrency
 	}
-	return int(max(files/2, minDefaultConnections))
+	return int(min(max(files/2, minDefaultConnections), maxDefaultConnections))
 }
+
+// maxDefaultConnections caps the default max_connections whatever the
+// file-descriptor limit: each connection holds its read buffer
+// (proxy.ReadBufferSize, 16 KiB) while it sends its request, so half of a
+// container's usual limit of 1,048,576 descriptors would let half-sent
+// requests hold some 8 GiB; 65,536 hold about 1 GiB.
+const maxDefaultConnections = 65536
 
 // connectionMetrics are the proxy listener's open connections and the
 // connections it refused at its cap, read from srv when scraped.

@@ -26,10 +26,11 @@ func TestMaxConnections(t *testing.T) {
 		want       int
 		warns      bool
 	}{
-		{0, 1 << 20, 1 << 19, false},
+		{0, 1 << 20, maxDefaultConnections, false}, // half would let half-sent requests hold ~8 GiB of read buffers
 		{0, 1024, 512, false},
 		{0, 100, minDefaultConnections, false},
 		{0, 0, fasthttp.DefaultConcurrency, false},
+		{0, 100000, 50000, false},
 		{500, 1024, 500, false},
 		{1024, 1024, 1024, true},
 		{5000, 1024, 5000, true},
