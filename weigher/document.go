@@ -140,6 +140,16 @@ const pdfMagicWindow = 1024
 // The caller then reserves the model's largest input (Estimate.ServerContext);
 // n is then the old guess, bytesPerPageGuess bytes a page.
 func fileTokens(enc counter, f inlineFile, page int64) (n int64, hidden bool) {
+	pages, text, hidden := fileParts(enc, f, page)
+	return max(pages, text), hidden
+}
+
+// fileParts is fileTokens in its two parts: pages, the page estimate
+// (documentTokens: page images already in the model's own tokens), and
+// text, the file's text counted in enc (to be scaled by a Claude model's
+// safety factor); the file weighs the larger. A part that does not apply
+// is 0.
+func fileParts(enc counter, f inlineFile, page int64) (pages, text int64, hidden bool) {
 	b64 := f.b64
 	headB64 := b64[:min(len(b64), (pdfMagicWindow+2)/3*4)]
 	head, _ := base64.StdEncoding.DecodeString(headB64)
@@ -147,33 +157,32 @@ func fileTokens(enc counter, f inlineFile, page int64) (n int64, hidden bool) {
 		// A PDF by its header, or by its media type or name: readers in
 		// their lenient modes (pypdf by default, pdf.js) read a PDF whose
 		// header is missing or late.
-		pages, sure, text := pdfPageCount(b64)
-		n = documentTokens(pages, page)
-		if text {
+		n, sure, isText := pdfPageCount(b64)
+		if isText {
 			data, _ := base64.StdEncoding.DecodeString(b64)
-			n = max(n, countText(enc, bytesString(data)))
+			text = countText(enc, bytesString(data))
 		}
-		return n, !sure
+		return documentTokens(n, page), text, !sure
 	}
 	data, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
 		// Bytes outside base64: an upstream that skips them (Python's
 		// b64decode does by default) reads a file this decoding cut
 		// short. Partial.
-		return documentTokens(max(1, min(ceilDiv(int64(len(data)), bytesPerPageGuess), maxDocumentPages)), page), true
+		return documentTokens(max(1, min(ceilDiv(int64(len(data)), bytesPerPageGuess), maxDocumentPages)), page), 0, true
 	}
 	if utf8.Valid(data) && bytes.IndexByte(data, 0) < 0 {
-		n = countText(enc, bytesString(data))
+		text = countText(enc, bytesString(data))
 		if bytes.Contains(data, []byte("/Page")) {
 			// Text that holds PDF page objects: a lenient reader may read
 			// it as a PDF with no header, page by page.
-			pages, sure, _ := pdfPageCount(b64)
-			return max(n, documentTokens(pages, page)), f.spreadsheet() || !sure
+			n, sure, _ := pdfPageCount(b64)
+			return documentTokens(n, page), text, f.spreadsheet() || !sure
 		}
-		return n, f.spreadsheet()
+		return 0, text, f.spreadsheet()
 	}
 	guess := max(1, min(ceilDiv(int64(len(data)), bytesPerPageGuess), maxDocumentPages))
-	return documentTokens(guess, page), true
+	return documentTokens(guess, page), 0, true
 }
 
 // inlineFile is a file sent in the body: b64 its base64 data, name its

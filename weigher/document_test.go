@@ -361,3 +361,18 @@ func TestDocumentCountAndCorruptBase64(t *testing.T) {
 		t.Error("a PDF (streamed) cut by a byte outside base64: sure")
 	}
 }
+
+// A text file in a Claude document block is Claude text: scaled by the
+// model's safety factor like a text source, where it went in unscaled.
+func TestClaudeTextFileScaled(t *testing.T) {
+	w := testWeigher(t)
+	words := strings.Repeat("The grass is green and the sky is blue. ", 200)
+	body := func(src string) string {
+		return `{"model":"claude-opus-4-7","max_tokens":1,"messages":[{"role":"user","content":[{"type":"document","source":` + src + `}]}]}`
+	}
+	asText := w.Weigh(KindMessages, []byte(body(`{"type":"text","media_type":"text/plain","data":"`+words+`"}`)))
+	asFile := w.Weigh(KindMessages, []byte(body(`{"type":"base64","media_type":"text/plain","data":"`+b64([]byte(words))+`"}`)))
+	if asFile.InputTokens < asText.InputTokens {
+		t.Errorf("the text as a base64 file: %d tokens, as a text source %d; want at least as many", asFile.InputTokens, asText.InputTokens)
+	}
+}

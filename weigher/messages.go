@@ -117,7 +117,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	est.CacheWrite, est.CacheWrite1h = asksCache(d.body)
 	encName := w.EncodingFor(est.Model)
 	fam := w.family(est.Model) // the name its image and tool rules key off
-	c := claudeCounter{enc: w.encoder(est.Model), model: fam}
+	c := claudeCounter{enc: w.encoder(est.Model), model: fam, factor: w.claudeSafetyFactor(est.Model)}
 	// Each element is counted on its own counter, so that its tally can be
 	// remembered (see countCache).
 	// A message is looked up through the memo of the field check, which
@@ -125,7 +125,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	count := func(tag, flags string, raw string, fn func(sub *claudeCounter), memo *elemMemo) {
 		ctx := w.cache.context(tag, encName, fam, flags)
 		sum := func() tally {
-			sub := claudeCounter{enc: c.enc, model: c.model}
+			sub := claudeCounter{enc: c.enc, model: c.model, factor: c.factor}
 			fn(&sub)
 			return tally{text: sub.text, fixed: sub.fixed, hidden: sub.hidden}
 		}
@@ -179,7 +179,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 				}
 				weigh := func(thinking bool) func() tally {
 					return func() tally {
-						sub := claudeCounter{enc: c.enc, model: c.model}
+						sub := claudeCounter{enc: c.enc, model: c.model, factor: c.factor}
 						sub.message(m, thinking)
 						return tally{text: sub.text, fixed: sub.fixed, hidden: sub.hidden}
 					}
@@ -297,6 +297,7 @@ const maxBlockDepth = 4
 type claudeCounter struct {
 	enc         counter
 	model       string
+	factor      float64 // the model's safety factor, which scales text
 	text, fixed int64
 	// hidden: a block refers to content the body does not hold (a document
 	// by file id or URL): Estimate.ServerContext.
@@ -394,8 +395,15 @@ func (c *claudeCounter) document(b gjson.Result, depth int) {
 	page := claudeImageTokens(c.model, 0, 0)
 	switch src.Get("type").String() {
 	case "base64":
-		n, hidden := fileTokens(c.enc, inlineFile{b64: stringOf(src.Get("data")), mime: stringOf(src.Get("media_type"))}, page)
-		c.fixed += n
+		// The larger of the text part, scaled by the model's safety factor
+		// as all Claude text is (it went in unscaled), and the page part
+		// (page images already in Claude's own tokens).
+		pages, text, hidden := fileParts(c.enc, inlineFile{b64: stringOf(src.Get("data")), mime: stringOf(src.Get("media_type"))}, page)
+		if scaleBy(c.factor, text) > pages {
+			c.text += text
+		} else {
+			c.fixed += pages
+		}
 		c.hidden = c.hidden || hidden
 	case "text":
 		c.text += countText(c.enc, stringOf(src.Get("data")))
