@@ -238,9 +238,22 @@ type resumeState struct {
 	seed    uint64 // the hasher's seed
 	hashed  int    // bytes of the body written to hasher
 	// keys are the set keys of the body's first resumeMinKey<<i bytes,
-	// for i below nkeys (those not past the body).
+	// for i below nkeys (those not past the body), each made when first
+	// asked for (key): keys[i] holds it when made has bit i.
 	keys  [resumeKeyLens]uint64
 	nkeys int
+	made  uint16
+}
+
+// key is the set key of the body's first resumeMinKey<<i bytes (i below
+// resume.nkeys), made once a request.
+func (m *elemMemo) key(i int) uint64 {
+	r := &m.resume
+	if r.made&(1<<i) == 0 {
+		r.keys[i] = m.resumeKey(r.valid, resumeMinKey<<i)
+		r.made |= 1 << i
+	}
+	return r.keys[i]
 }
 
 // prefixHash is the seeded hash of the body's first k bytes, continuing
@@ -279,11 +292,13 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 		return 0
 	}
 	// The keys (their windows; the confirming hash starts with the
-	// first candidate's prefix, in one write).
+	// first candidate's prefix, in one write), each made when first
+	// asked for (key): a lookup that finds its checkpoint in the longest
+	// set, and a body filing its own, ask for two or three of up to
+	// eleven.
 	body := m.body
-	r.nkeys = 0
+	r.nkeys, r.made = 0, 0
 	for n := resumeMinKey; n <= len(body) && r.nkeys < resumeKeyLens; n *= 2 {
-		r.keys[r.nkeys] = m.resumeKey(r.valid, n)
 		r.nkeys++
 	}
 	if !look {
@@ -291,7 +306,7 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 	}
 	budget := 2 * len(body) // bytes the confirming hashes may take
 	for i := r.nkeys - 1; i >= 0; i-- {
-		s := t.set(r.keys[i])
+		s := t.set(m.key(i))
 		for older := ^uint32(0); ; {
 			// The newest candidate of the set not yet tried with a point
 			// whose tail fits and whose k lies within the body, copied
@@ -514,9 +529,9 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, run *resumeRun,
 		mb.First, mb.Last = 0, 0
 	}
 	cp.members[at].Value.End, cp.members[at].First, cp.members[at].Last = 0, 0, 0
-	m.file(tab.set(r.keys[key]), &cp)
+	m.file(tab.set(m.key(key)), &cp)
 	if key2 >= 0 {
-		m.file(tab.set(r.keys[key2]), &cp)
+		m.file(tab.set(m.key(key2)), &cp)
 	}
 }
 
