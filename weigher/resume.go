@@ -53,9 +53,10 @@ import (
 // takes the keys of the body's first 64, 128, 256… bytes (to the longest
 // not past the body), tries those sets longest first, takes the newest
 // candidate with a point whose last resumeTailBytes bytes before its k are
-// the body's there, and confirms its points shortest first with the hash
-// of body[:k], in one pass. The same pass, continued to the new points,
-// files the body's own checkpoint.
+// the body's there, and confirms its longest point that fits with the
+// hash of body[:k], or, when that differs, the shorter ones shortest
+// first in one pass. The same pass, continued to the new points, files
+// the body's own checkpoint.
 //
 // Why a hash match is the same prefix: the hash is xxh3's 128-bit hash,
 // seeded with the count cache's secret seed (drawn from crypto/rand at
@@ -333,26 +334,32 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 				break
 			}
 			older = r.cp.stamp
-			// Its points that fit, confirmed shortest first, in one pass
-			// of the hash: the longest confirmed is the point (a prefix
-			// that differs, differs in every longer one).
+			// Its longest point that fits is tried first: a body that
+			// grew from the one that filed the checkpoint is confirmed
+			// with one hash, where confirming the points shortest first
+			// took a sum at each (below 1 KiB, where the hasher keeps
+			// the bytes in its buffer, each sum hashes the prefix
+			// again). When it differs, the shorter points are confirmed
+			// shortest first, in one pass: the longest confirmed is the
+			// point (a prefix that differs, differs in every longer
+			// one).
 			r.pt = -1
-			for j, pt := range r.cp.points[:r.cp.np] {
-				if !pt.fits(body) {
-					continue
+			top := int(r.cp.np) - 1
+			for top >= 0 && !r.cp.points[top].fits(body) {
+				top--
+			}
+			if top >= 0 && m.confirm(top, &budget) {
+				r.pt = top
+			} else if top >= 0 {
+				for j := range top {
+					if !r.cp.points[j].fits(body) {
+						continue
+					}
+					if !m.confirm(j, &budget) {
+						break
+					}
+					r.pt = j
 				}
-				cost := int(pt.k) // bytes to hash: from the start, or on from the last pass
-				if cost >= r.hashed {
-					cost -= r.hashed
-				}
-				if budget < cost {
-					break
-				}
-				budget -= cost
-				if m.prefixHash(int(pt.k)) != pt.h {
-					break
-				}
-				r.pt = j
 			}
 			if r.pt >= 0 {
 				r.resumed = true
@@ -366,6 +373,24 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 		}
 	}
 	return 0
+}
+
+// confirm reports whether the point j of the checkpoint being tried is a
+// prefix of the body by its hash, when the bytes it takes to hash (from
+// the start, or on from the last pass) are within *budget, which it
+// lowers by them; false when they are not.
+func (m *elemMemo) confirm(j int, budget *int) bool {
+	r := &m.resume
+	pt := &r.cp.points[j]
+	cost := int(pt.k)
+	if cost >= r.hashed {
+		cost -= r.hashed
+	}
+	if *budget < cost {
+		return false
+	}
+	*budget -= cost
+	return m.prefixHash(int(pt.k)) == pt.h
 }
 
 // fits reports whether p may be a point of body: its k not past the body,
