@@ -66,8 +66,27 @@ func isFallbackModelField(key string) bool {
 	default:
 		return false
 	}
+	switch len(key) {
+	case 6, 9, 15, 24: // the names' own lengths
+	default:
+		// Only a non-ASCII letter that folds to an ASCII one makes a
+		// variant of another length ("messages", "max_tokens" are not).
+		if !hasNonASCII(key) {
+			return false
+		}
+	}
 	for _, f := range FallbackModelFields {
 		if strings.EqualFold(key, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasNonASCII reports whether s holds a byte of 0x80 or above.
+func hasNonASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
 			return true
 		}
 	}

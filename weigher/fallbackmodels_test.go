@@ -173,3 +173,42 @@ func TestChatFallbackFaultOrder(t *testing.T) {
 		}
 	}
 }
+
+// isFallbackModelField steps over keys by their first byte and length
+// before comparing them: it answers as the comparison with every name
+// (strings.EqualFold) does, for the names, their case and Unicode
+// variants (KELVIN SIGN, LONG S), the chat fields and other keys; the
+// fuzzer tries any.
+func TestFallbackModelFieldPrefilter(t *testing.T) {
+	keys := []string{"messages", "max_tokens", "model", "temperature", "tools", "stream", "m", "", "ſtream"}
+	for _, f := range FallbackModelFields {
+		keys = append(keys, f, strings.ToUpper(f), strings.ReplaceAll(f, "k", "\u212a"), strings.ReplaceAll(f, "s", "\u017f"), f+"x", f[1:])
+	}
+	for _, k := range keys {
+		if got, want := isFallbackModelField(k), anyFallbackName(k); got != want {
+			t.Errorf("isFallbackModelField(%q) = %v, comparing with every name %v", k, got, want)
+		}
+	}
+}
+
+func FuzzFallbackModelField(f *testing.F) {
+	for _, k := range append(FallbackModelFields, "messages", "Fallbac\u212as", "mode\u017fl", "ſ") {
+		f.Add(k)
+	}
+	f.Fuzz(func(t *testing.T, k string) {
+		if got, want := isFallbackModelField(k), anyFallbackName(k); got != want {
+			t.Errorf("isFallbackModelField(%q) = %v, comparing with every name %v", k, got, want)
+		}
+	})
+}
+
+// anyFallbackName is the reference of isFallbackModelField: k compared
+// with each of FallbackModelFields, in any case.
+func anyFallbackName(k string) bool {
+	for _, f := range FallbackModelFields {
+		if strings.EqualFold(k, f) {
+			return true
+		}
+	}
+	return false
+}
