@@ -20,15 +20,21 @@ type chatRules struct {
 	factor   float64
 	openAI   bool
 	// msgCtx and toolsCtx are the count contexts of chat's messages and
-	// tool lists (countCache.context "chat.message" and "chat.tools").
+	// tool lists (countCache.context "chat.message" and "chat.tools") in
+	// cache, the count cache they were made for (nil: caching off).
 	msgCtx, toolsCtx uint64
+	cache            *countCache
 }
 
 // chatRulesTable holds the chat rules of the model names bodies named
 // lately, direct-mapped, one name a slot, a name that lands on another's
 // slot replacing it (a miss costs finding the rules, as before). Safe for
 // concurrent use: a slot holds an immutable chatRules, swapped atomically.
-// A Weigher's configuration never changes, so neither do its rules.
+// A Weigher's configuration never changes, so neither do its rules; a
+// copy of it with another count cache (tests make such copies, with the
+// cache off or a cache of their own, sharing the table) holds the same
+// names but other contexts, so a held rule counts only for the cache it
+// was made for.
 type chatRulesTable struct {
 	slots [chatRulesSlots]atomic.Pointer[chatRules]
 }
@@ -47,7 +53,7 @@ func (w *Weigher) chatRules(model string) *chatRules {
 	if w.rules != nil && model != "" && len(model) <= maxChatRulesName {
 		h := uint(len(model))*0x9e37 ^ uint(model[0])*0x85eb ^ uint(model[len(model)-1])*0xc2b3 ^ uint(model[len(model)/2])*0x27d4
 		slot = &w.rules.slots[(h^h>>7)%chatRulesSlots]
-		if r := slot.Load(); r != nil && r.model == model {
+		if r := slot.Load(); r != nil && r.model == model && r.cache == w.cache {
 			return r
 		}
 	}
@@ -62,7 +68,7 @@ func (w *Weigher) chatRules(model string) *chatRules {
 // findChatRules makes model's chat rules afresh (the reference the held
 // ones are compared with: TestChatRulesSameAsFound).
 func (w *Weigher) findChatRules(model string) *chatRules {
-	r := &chatRules{model: model, family: w.family(model), encoding: w.EncodingFor(model), factor: w.safetyFactor(model)}
+	r := &chatRules{model: model, family: w.family(model), encoding: w.EncodingFor(model), factor: w.safetyFactor(model), cache: w.cache}
 	r.openAI = openAIModel(canonicalModel(r.family))
 	r.msgCtx = w.cache.context("chat.message", r.encoding, r.family, "")
 	r.toolsCtx = w.cache.context("chat.tools", r.encoding, "", "")

@@ -39,6 +39,17 @@ func TestChatRulesSameAsFound(t *testing.T) {
 			}
 		}
 	}
+	// A copy of w with another count cache, or none, shares the table:
+	// each finds the contexts of its own cache, whichever asked first.
+	off, other := *w, *w
+	off.cache, other.cache = nil, newCountCache(1<<20)
+	for _, name := range []string{"gpt-4o-mini", "gpt-4", "my-claude"} {
+		for _, v := range []*Weigher{w, &off, &other, w, &other, &off} {
+			if got, want := v.chatRules(name), v.findChatRules(name); *got != *want {
+				t.Fatalf("%q through a copy with cache %p: held %+v, found %+v", name, v.cache, *got, *want)
+			}
+		}
+	}
 	// Held rules alias nothing of the caller's.
 	b := []byte("fresh-model-name-2024")
 	r := w.chatRules(bodyString(b[:len("fresh-model")])) // a view of b, as a body's bytes
