@@ -9,14 +9,15 @@ import (
 // it, each as the Weigher's own methods find it: family (w.family), the
 // encoding (w.EncodingFor), the safety factor (w.safetyFactor), whether it is
 // an OpenAI model (openAIModel of its canonical family name), and the
-// count contexts of its messages and tool lists. Finding them costs a
-// warm 1 KiB chat body about 5,000 instructions of name stripping, prefix
-// matching, map lookups and context look-ups; a held one costs a string
-// compare. Immutable once made.
+// count contexts of its messages and tool lists. Finding them cost a
+// warm 1 KiB chat body a few thousand instructions of name stripping
+// (canonicalModel, three times: about 2,500 alone), prefix matching, map
+// lookups and context look-ups; a held one costs a string compare.
+// Immutable once made.
 type chatRules struct {
 	model    string // the name they are for
 	family   string
-	encoding string // its counter is the request's (chatCounter): a budgeted weighing has its own
+	encoding string // its counter is the request's (counter): a budgeted weighing has its own
 	factor   float64
 	openAI   bool
 	// msgCtx and toolsCtx are the count contexts of chat's messages and
