@@ -94,6 +94,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	est := Estimate{Parsed: true}
 	fine := true
 	var fold []byte
+	fallbackKey := "" // the first member naming a model outside "model" (fallbackMember)
 	// With the layout, values are walked raw (rawValue: a number not
 	// parsed, a string not decoded), and the members read as numbers or
 	// text are made gjson's (decoded) here: a member read for its type or
@@ -108,6 +109,10 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		// checkFields' check of the member, with the request's memo, as
 		// parseRequestWith would have made it (the elements raw, as its
 		// walk gives them).
+		if fallbackMember(k, v) {
+			fallbackKey = k
+			return false
+		}
 		raw := elems
 		raw.raw = true
 		if _, _, fine = checkMember(k, v, raw, chatFields, 0, d.memo, &fold); !fine {
@@ -163,6 +168,15 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		at++
 		return true
 	})
+	if fallbackKey == "" && !fine {
+		// A model named outside "model" after the member that failed
+		// refuses the body first, as the walk for them did before the
+		// field check.
+		fallbackKey = fallbackModelsKey(d)
+	}
+	if fallbackKey != "" {
+		return w.fallbackFault(body, fallbackKey), true
+	}
 	if !fine {
 		// The reference check names the key, in body order (the messages
 		// left to the counter included).
@@ -171,22 +185,18 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	}
 	est.Model = modelNamed(model, as, w.names)
 	est.ServerContext = est.ServerContext || onlineModel(est.Model)
-	if !openAIModel(canonicalModel(w.family(est.Model))) {
+	rules := w.chatRules(est.Model)
+	if !rules.openAI {
 		// OpenAI caches prompts itself and charges no more for a write
 		// (writes are free: https://developers.openai.com/api/docs/guides/prompt-caching):
 		// its models skip the search, some 2,600 instructions of a 1 KiB body.
 		est.CacheWrite, est.CacheWrite1h = asksCache(d.body)
 	}
-	encName := w.EncodingFor(est.Model)
-	enc := w.encoders[encName]
-	if enc == nil {
-		enc = w.encoders[DefaultEncoding]
-	}
+	encName, enc := rules.encoding, rules.counter(w)
 
 	var in int64
 	if messages.IsArray() {
-		fam := w.family(est.Model) // the name its image rule keys off
-		ctx := w.cache.context("chat.message", encName, fam, "")
+		fam, ctx := rules.family, rules.msgCtx // the family: the name its image rule keys off
 		// The messages before the resume point, if any, counted before.
 		before, same := d.memo.resumedSums(ctx)
 		if !same {
@@ -228,7 +238,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	}
 	in += tokensReply
 	tc := newToolsCounter(enc, encName)
-	tctx := w.cache.context("chat.tools", encName, "", "")
+	tctx := rules.toolsCtx
 	// OpenAI's chat takes function and custom tools only, but
 	// OpenAI-compatible upstreams run tools of their own (Groq's
 	// browser_search and code_interpreter): their results enter the
@@ -249,7 +259,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	// A model whose tokenizer is not public (Claude behind an
 	// OpenAI-compatible gateway, a configured safety_factor) is scaled as
 	// on every other kind; OpenAI's families have the factor 1.
-	est.InputTokens = w.scaled(est.Model, in)
+	est.InputTokens = scaleBy(rules.factor, in)
 
 	// Both limits given: reserve the larger, since upstreams differ in
 	// which one wins (and one treats 0 as unset).

@@ -34,17 +34,24 @@ var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallba
 func fallbackModelsKey(d doc) string {
 	found := ""
 	d.walkKeys(true, func(k string) bool { return isFallbackModelField(k) || k == "model" }, func(k string, v gjson.Result, _ elements) bool {
-		if k == "model" {
-			if m := rawString(v); len(m) >= len("@preset/") && strings.EqualFold(m[:len("@preset/")], "@preset/") {
-				found = k
-				return false
-			}
-			return true
+		if fallbackMember(k, v) {
+			found = k
+			return false
 		}
-		found = k
-		return false
+		return true
 	})
 	return found
+}
+
+// fallbackMember reports whether the top-level member k, whose value is
+// v (raw or decoded), is one fallbackModelsKey looks for: a
+// FallbackModelFields key in any case, or a "model" naming a preset.
+func fallbackMember(k string, v gjson.Result) bool {
+	if k == "model" {
+		m := rawString(v)
+		return len(m) >= len("@preset/") && strings.EqualFold(m[:len("@preset/")], "@preset/")
+	}
+	return isFallbackModelField(k)
 }
 
 // isFallbackModelField reports whether key is one of FallbackModelFields
@@ -59,8 +66,27 @@ func isFallbackModelField(key string) bool {
 	default:
 		return false
 	}
+	switch len(key) {
+	case 6, 9, 15, 24: // the names' own lengths
+	default:
+		// Only a non-ASCII letter that folds to an ASCII one makes a
+		// variant of another length ("messages", "max_tokens" are not).
+		if !hasNonASCII(key) {
+			return false
+		}
+	}
 	for _, f := range FallbackModelFields {
 		if strings.EqualFold(key, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasNonASCII reports whether s holds a byte of 0x80 or above.
+func hasNonASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
 			return true
 		}
 	}

@@ -127,3 +127,88 @@ func TestPresetModelRefused(t *testing.T) {
 		t.Errorf("a plain model: fault %v", e.Fault)
 	}
 }
+
+// Chat looks for the fallback model fields in its own walk of the
+// top-level members (parseOptions.callerChecks), which stops at the first
+// member failing its field check: its verdict is still the one of the
+// general path (parseRequest: the fallback fields first, then the field
+// check), with a case variant before, after or inside the messages, a
+// preset model, and a weigher with and without the count cache, cold and
+// warm, on the body whole and resumed.
+func TestChatFallbackFaultOrder(t *testing.T) {
+	msgs := `"messages":[{"role":"user","content":"hello there, a message long enough to be cached by the count cache"}]`
+	bad := `"messages":[{"role":"user","Content":"hello there, a message long enough to be cached by the count cache"}]`
+	bodies := []string{
+		`{"Model":"gpt-4o","models":["gpt-4o-mini"],` + msgs + `}`,
+		`{"model":"gpt-4o","MAX_TOKENS":5,` + msgs + `,"fallbacks":["x"]}`,
+		`{"model":"gpt-4o",` + bad + `,"fallbacks":["x"]}`,
+		`{"model":"gpt-4o","fallbacks":["x"],` + bad + `}`,
+		`{"model":"gpt-4o",` + bad + `}`,
+		`{"model":"gpt-4o","Stream":true,` + msgs + `,"model":"@preset/p"}`,
+		`{"model":"@Preset/p","MAX_TOKENS":5,` + msgs + `}`,
+		`{"MAX_TOKENS":5,"model":"@preset/p",` + msgs + `}`,
+		`{"model":"gpt-4o",` + msgs + `,"preset":"p","Stream":true}`,
+		`{"model":"gpt-4o",` + msgs + `,"max_tokens":5}`,
+		`{"model":"gpt-4o",` + msgs + `,"fallbacks":["x"]}`,
+	}
+	for _, cached := range []bool{false, true} {
+		w := testWeigher(t)
+		if cached {
+			w = cachedWeigher(t, 4<<20)
+		}
+		for round := range 2 { // cold, then warm (remembered elements, resume points)
+			for i, body := range bodies {
+				got := w.Chat([]byte(body))
+				want := Estimate{Parsed: true}
+				if d, fb, ok := w.parseRequest([]byte(body), chatFields); !ok {
+					want = fb
+				} else {
+					d.close()
+				}
+				if got.Fault != want.Fault || (want.Fault != FaultNone && got.FaultDetail != want.FaultDetail) || got.Parsed != want.Parsed {
+					t.Errorf("cached %v, round %d, body %d: Chat gives %v %q (parsed %v); the general path %v %q (parsed %v)",
+						cached, round, i, got.Fault, got.FaultDetail, got.Parsed, want.Fault, want.FaultDetail, want.Parsed)
+				}
+			}
+		}
+	}
+}
+
+// isFallbackModelField steps over keys by their first byte and length
+// before comparing them: it answers as the comparison with every name
+// (strings.EqualFold) does, for the names, their case and Unicode
+// variants (KELVIN SIGN, LONG S), the chat fields and other keys; the
+// fuzzer tries any.
+func TestFallbackModelFieldPrefilter(t *testing.T) {
+	keys := []string{"messages", "max_tokens", "model", "temperature", "tools", "stream", "m", "", "ſtream"}
+	for _, f := range FallbackModelFields {
+		keys = append(keys, f, strings.ToUpper(f), strings.ReplaceAll(f, "k", "\u212a"), strings.ReplaceAll(f, "s", "\u017f"), f+"x", f[1:])
+	}
+	for _, k := range keys {
+		if got, want := isFallbackModelField(k), anyFallbackName(k); got != want {
+			t.Errorf("isFallbackModelField(%q) = %v, comparing with every name %v", k, got, want)
+		}
+	}
+}
+
+func FuzzFallbackModelField(f *testing.F) {
+	for _, k := range append(FallbackModelFields, "messages", "Fallbac\u212as", "mode\u017fl", "ſ") {
+		f.Add(k)
+	}
+	f.Fuzz(func(t *testing.T, k string) {
+		if got, want := isFallbackModelField(k), anyFallbackName(k); got != want {
+			t.Errorf("isFallbackModelField(%q) = %v, comparing with every name %v", k, got, want)
+		}
+	})
+}
+
+// anyFallbackName is the reference of isFallbackModelField: k compared
+// with each of FallbackModelFields, in any case.
+func anyFallbackName(k string) bool {
+	for _, f := range FallbackModelFields {
+		if strings.EqualFold(k, f) {
+			return true
+		}
+	}
+	return false
+}

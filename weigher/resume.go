@@ -53,9 +53,10 @@ import (
 // takes the keys of the body's first 64, 128, 256… bytes (to the longest
 // not past the body), tries those sets longest first, takes the newest
 // candidate with a point whose last resumeTailBytes bytes before its k are
-// the body's there, and confirms its points shortest first with the hash
-// of body[:k], in one pass. The same pass, continued to the new points,
-// files the body's own checkpoint.
+// the body's there, and confirms its longest point that fits with the
+// hash of body[:k], or, when that differs, the shorter ones shortest
+// first in one pass. The same pass, continued to the new points, files
+// the body's own checkpoint.
 //
 // Why a hash match is the same prefix: the hash is xxh3's 128-bit hash,
 // seeded with the count cache's secret seed (drawn from crypto/rand at
@@ -238,9 +239,22 @@ type resumeState struct {
 	seed    uint64 // the hasher's seed
 	hashed  int    // bytes of the body written to hasher
 	// keys are the set keys of the body's first resumeMinKey<<i bytes,
-	// for i below nkeys (those not past the body).
+	// for i below nkeys (those not past the body), each made when first
+	// asked for (key): keys[i] holds it when made has bit i.
 	keys  [resumeKeyLens]uint64
 	nkeys int
+	made  uint16
+}
+
+// key is the set key of the body's first resumeMinKey<<i bytes (i below
+// resume.nkeys), made once a request.
+func (m *elemMemo) key(i int) uint64 {
+	r := &m.resume
+	if r.made&(1<<i) == 0 {
+		r.keys[i] = m.resumeKey(r.valid, resumeMinKey<<i)
+		r.made |= 1 << i
+	}
+	return r.keys[i]
 }
 
 // prefixHash is the seeded hash of the body's first k bytes, continuing
@@ -279,11 +293,13 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 		return 0
 	}
 	// The keys (their windows; the confirming hash starts with the
-	// first candidate's prefix, in one write).
+	// first candidate's prefix, in one write), each made when first
+	// asked for (key): a lookup that finds its checkpoint in the longest
+	// set, and a body filing its own, ask for two or three of up to
+	// eleven.
 	body := m.body
-	r.nkeys = 0
+	r.nkeys, r.made = 0, 0
 	for n := resumeMinKey; n <= len(body) && r.nkeys < resumeKeyLens; n *= 2 {
-		r.keys[r.nkeys] = m.resumeKey(r.valid, n)
 		r.nkeys++
 	}
 	if !look {
@@ -291,7 +307,7 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 	}
 	budget := 2 * len(body) // bytes the confirming hashes may take
 	for i := r.nkeys - 1; i >= 0; i-- {
-		s := t.set(r.keys[i])
+		s := t.set(m.key(i))
 		for older := ^uint32(0); ; {
 			// The newest candidate of the set not yet tried with a point
 			// whose tail fits and whose k lies within the body, copied
@@ -318,26 +334,32 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 				break
 			}
 			older = r.cp.stamp
-			// Its points that fit, confirmed shortest first, in one pass
-			// of the hash: the longest confirmed is the point (a prefix
-			// that differs, differs in every longer one).
+			// Its longest point that fits is tried first: a body that
+			// grew from the one that filed the checkpoint is confirmed
+			// with one hash, where confirming the points shortest first
+			// took a sum at each (below 1 KiB, where the hasher keeps
+			// the bytes in its buffer, each sum hashes the prefix
+			// again). When it differs, the shorter points are confirmed
+			// shortest first, in one pass: the longest confirmed is the
+			// point (a prefix that differs, differs in every longer
+			// one).
 			r.pt = -1
-			for j, pt := range r.cp.points[:r.cp.np] {
-				if !pt.fits(body) {
-					continue
+			top := int(r.cp.np) - 1
+			for top >= 0 && !r.cp.points[top].fits(body) {
+				top--
+			}
+			if top >= 0 && m.confirm(top, &budget) {
+				r.pt = top
+			} else if top >= 0 {
+				for j := range top {
+					if !r.cp.points[j].fits(body) {
+						continue
+					}
+					if !m.confirm(j, &budget) {
+						break
+					}
+					r.pt = j
 				}
-				cost := int(pt.k) // bytes to hash: from the start, or on from the last pass
-				if cost >= r.hashed {
-					cost -= r.hashed
-				}
-				if budget < cost {
-					break
-				}
-				budget -= cost
-				if m.prefixHash(int(pt.k)) != pt.h {
-					break
-				}
-				r.pt = j
 			}
 			if r.pt >= 0 {
 				r.resumed = true
@@ -351,6 +373,24 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 		}
 	}
 	return 0
+}
+
+// confirm reports whether the point j of the checkpoint being tried is a
+// prefix of the body by its hash, when the bytes it takes to hash (from
+// the start, or on from the last pass) are within *budget, which it
+// lowers by them; false when they are not.
+func (m *elemMemo) confirm(j int, budget *int) bool {
+	r := &m.resume
+	pt := &r.cp.points[j]
+	cost := int(pt.k)
+	if cost >= r.hashed {
+		cost -= r.hashed
+	}
+	if *budget < cost {
+		return false
+	}
+	*budget -= cost
+	return m.prefixHash(int(pt.k)) == pt.h
 }
 
 // fits reports whether p may be a point of body: its k not past the body,
@@ -514,9 +554,9 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, run *resumeRun,
 		mb.First, mb.Last = 0, 0
 	}
 	cp.members[at].Value.End, cp.members[at].First, cp.members[at].Last = 0, 0, 0
-	m.file(tab.set(r.keys[key]), &cp)
+	m.file(tab.set(m.key(key)), &cp)
 	if key2 >= 0 {
-		m.file(tab.set(r.keys[key2]), &cp)
+		m.file(tab.set(m.key(key2)), &cp)
 	}
 }
 

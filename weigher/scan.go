@@ -75,6 +75,12 @@ type parseOptions struct {
 	// in its walk of them (checkMember with fields and the doc's memo, in
 	// order, stopping at the first that fails), and names a failure's key
 	// with checkFields and no memo: parseRequestWith does not check them.
+	// It also looks for a fallback model field in that walk
+	// (fallbackMember, before checkMember, stopping at the first), and
+	// refuses the body as parseRequestWith would (fallbackFault) when it
+	// finds one, or when a member failed its check and fallbackModelsKey
+	// finds one anywhere: the fault is the one a separate walk for the
+	// fallback fields, before the field check, gave.
 	callerChecks bool
 }
 
@@ -117,14 +123,12 @@ func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback
 			fallback.Fault, fallback.FaultDetail = FaultNotObject, notObjectDetail(d.root)
 			return doc{}, fallback, false
 		}
-		if k := fallbackModelsKey(d); k != "" {
-			d.close()
-			fallback = w.Bytes(body, "")
-			fallback.Fault, fallback.FaultDetail = FaultModelOutsideBody, "key "+shownKey(k)
-			return doc{}, fallback, false
-		}
 		if o.callerChecks {
 			return d, Estimate{}, true
+		}
+		if k := fallbackModelsKey(d); k != "" {
+			d.close()
+			return doc{}, w.fallbackFault(body, k), false
 		}
 		key, field, fine := checkFields(d, f, d.memo)
 		if fine {
@@ -149,6 +153,15 @@ func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback
 		fallback.DuplicateKeys = true
 	}
 	return doc{}, fallback, false
+}
+
+// fallbackFault is the estimate of a body refused for naming a model
+// outside its "model" (key, from fallbackModelsKey): the byte-based
+// [Weigher.Bytes], with Parsed false and Fault FaultModelOutsideBody.
+func (w *Weigher) fallbackFault(body []byte, key string) Estimate {
+	e := w.Bytes(body, "")
+	e.Fault, e.FaultDetail = FaultModelOutsideBody, "key "+shownKey(key)
+	return e
 }
 
 // caseVariant is the estimate of a body refused for holding key, a

@@ -166,6 +166,9 @@ type Weigher struct {
 	// names are copies of the model names bodies named lately
 	// (modelnames.go); nil: each is copied.
 	names *modelNames
+	// rules are the chat rules of the model names bodies named lately
+	// (modelrules.go); nil: each is found afresh.
+	rules *chatRulesTable
 }
 
 // counter counts the tokens of text in one encoding.
@@ -226,6 +229,7 @@ func New(opts Options) (*Weigher, error) {
 		cache:       cacheOf(opts.CacheBytes),
 		chunkShapes: new(chunkShapes),
 		names:       new(modelNames),
+		rules:       new(chatRulesTable),
 	}
 	if w.now == nil {
 		w.now = time.Now

@@ -1,0 +1,87 @@
+package weigher
+
+import (
+	"strings"
+	"sync/atomic"
+)
+
+// chatRules are what a chat request's model name decides about weighing
+// it, each as the Weigher's own methods find it: family (w.family), the
+// encoding (w.EncodingFor), the safety factor (w.safetyFactor), whether it is
+// an OpenAI model (openAIModel of its canonical family name), and the
+// count contexts of its messages and tool lists. Finding them cost a
+// warm 1 KiB chat body a few thousand instructions of name stripping
+// (canonicalModel, three times: about 2,500 alone), prefix matching, map
+// lookups and context look-ups; a held one costs a string compare.
+// Immutable once made.
+type chatRules struct {
+	model    string // the name they are for
+	family   string
+	encoding string // its counter is the request's (counter): a budgeted weighing has its own
+	factor   float64
+	openAI   bool
+	// msgCtx and toolsCtx are the count contexts of chat's messages and
+	// tool lists (countCache.context "chat.message" and "chat.tools") in
+	// cache, the count cache they were made for (nil: caching off).
+	msgCtx, toolsCtx uint64
+	cache            *countCache
+}
+
+// chatRulesTable holds the chat rules of the model names bodies named
+// lately, direct-mapped, one name a slot, a name that lands on another's
+// slot replacing it (a miss costs finding the rules, as before). Safe for
+// concurrent use: a slot holds an immutable chatRules, swapped atomically.
+// A Weigher's configuration never changes, so neither do its rules; a
+// copy of it with another count cache (tests make such copies, with the
+// cache off or a cache of their own, sharing the table) holds the same
+// names but other contexts, so a held rule counts only for the cache it
+// was made for.
+type chatRulesTable struct {
+	slots [chatRulesSlots]atomic.Pointer[chatRules]
+}
+
+// chatRulesSlots is how many names the table holds at most.
+const chatRulesSlots = 16
+
+// maxChatRulesName is the longest name, in bytes, whose rules are held;
+// longer names find them each time.
+const maxChatRulesName = 64
+
+// chatRules returns the chat rules of model (an Estimate's Model: not a
+// view of a body), held in w.rules when it is short enough.
+func (w *Weigher) chatRules(model string) *chatRules {
+	var slot *atomic.Pointer[chatRules]
+	if w.rules != nil && model != "" && len(model) <= maxChatRulesName {
+		h := uint(len(model))*0x9e37 ^ uint(model[0])*0x85eb ^ uint(model[len(model)-1])*0xc2b3 ^ uint(model[len(model)/2])*0x27d4
+		slot = &w.rules.slots[(h^h>>7)%chatRulesSlots]
+		if r := slot.Load(); r != nil && r.model == model && r.cache == w.cache {
+			return r
+		}
+	}
+	if slot == nil {
+		return w.findChatRules(model)
+	}
+	r := w.findChatRules(strings.Clone(model)) // held: it must alias nothing of the caller's
+	slot.Store(r)
+	return r
+}
+
+// findChatRules makes model's chat rules afresh (the reference the held
+// ones are compared with: TestChatRulesSameAsFound).
+func (w *Weigher) findChatRules(model string) *chatRules {
+	r := &chatRules{model: model, family: w.family(model), encoding: w.EncodingFor(model), factor: w.safetyFactor(model), cache: w.cache}
+	r.openAI = openAIModel(canonicalModel(r.family))
+	r.msgCtx = w.cache.context("chat.message", r.encoding, r.family, "")
+	r.toolsCtx = w.cache.context("chat.tools", r.encoding, "", "")
+	return r
+}
+
+// counter is the counter of r's encoding in w (o200k's when w has none):
+// w's own, so that a weighing under a budget (weighRow's copy of w)
+// counts through its budgeted counters.
+func (r *chatRules) counter(w *Weigher) counter {
+	if enc := w.encoders[r.encoding]; enc != nil {
+		return enc
+	}
+	return w.encoders[DefaultEncoding]
+}
