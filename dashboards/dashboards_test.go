@@ -41,6 +41,7 @@ var alertPhases = map[string][]string{
 	"LLMGuardReconcileBacklog":    {},
 	"LLMGuardConfigReloadFailed":  {}, // no reload in this workload: internal/app's TestFailedReloadOnReadyz sets the gauge
 	"LLMGuardConnectionsRefused":  {}, // the workload stays under max_connections: internal/app's TestConnectionsPastTheCapAreRefused counts a refusal
+	"LLMGuardLedgerRecordsLost":   {}, // the workload's ledger never fails: ledger's TestRedisRetryBounds counts records given up
 }
 
 // mayHold are phases at which an alert may hold or not. The store error

@@ -70,6 +70,7 @@ var alertsOnlyValid = map[string]string{
 	"LLMGuardReconcileBacklog":   "needs over 1000 reconciliations queued; the workload's replay queue holds 4",
 	"LLMGuardConfigReloadFailed": "the workload reloads no config file; internal/app's TestFailedReloadOnReadyz shows the gauge it reads going to 0",
 	"LLMGuardConnectionsRefused": "the workload stays under max_connections; internal/app's TestConnectionsPastTheCapAreRefused shows the counter it reads counting a refusal",
+	"LLMGuardLedgerRecordsLost":  "the workload's ledger never fails; ledger's TestRedisRetryBounds and TestFullBufferDropsWithoutBlocking show the counters it reads counting losses",
 }
 
 // TestRealPrometheus runs the dashboards' workload (TestAgainstRunningLlmguard's)

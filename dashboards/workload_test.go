@@ -78,6 +78,7 @@ store:
   timeout: 1s   # generous: only the outage (a stopped server, refused at once) may fail a call
   breaker: {min_calls: 2, open_for: %[5]s}
   replay_queue: 4
+ledger: {redis_stream: "llmguard:ledger"}   # on the store's Redis: the outage holds its records until it is back
 `
 
 // quotaLimits are dave's calendar quotas. He sends one request in each of

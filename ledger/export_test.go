@@ -1,8 +1,14 @@
 package ledger
 
+import "time"
+
 // WithMaxBytes sets the rotation size in bytes, below lumberjack's 1 MB.
 func WithMaxBytes(o Options, n int64) Options { o.maxBytes = n; return o }
 
 // WithBeforeBatch has the writing goroutine call f each time before it
 // waits for records: a blocking f holds the sink, so that the buffer fills.
 func WithBeforeBatch(o Options, f func()) Options { o.beforeBatch = f; return o }
+
+// WithClock gives the Redis sink a clock of its own (the age of kept
+// records is read from it).
+func WithClock(o Options, now func() time.Time) Options { o.now = now; return o }

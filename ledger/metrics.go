@@ -17,6 +17,8 @@ type metrics struct {
 
 	fileRecords, redisRecords prometheus.Counter
 	fileErrors, redisErrors   prometheus.Counter
+	pending                   *prometheus.GaugeVec
+	redisPending              prometheus.Gauge
 }
 
 // newMetrics builds the collectors and, when reg is not nil, registers them:
@@ -24,7 +26,8 @@ type metrics struct {
 //	llmguard_ledger_dropped_total           records Write refused: buffer full, or Writer closed
 //	llmguard_ledger_records_total{sink}     records written to the file / added to the stream
 //	llmguard_ledger_errors_total{sink}      records a sink failed to write (file: write error;
-//	                                        redis: XADD failed, Redis known down, or its queue full)
+//	                                        redis: given up past the retry bounds, or at close)
+//	llmguard_ledger_pending{sink}           records kept in memory to be sent again (redis)
 //
 // Errors: registration conflicts from reg.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -39,17 +42,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"sink"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmguard_ledger_errors_total",
-			Help: "Ledger records a sink failed to write, by sink (file: write error; redis: XADD failed, Redis down, or its queue full).",
+			Help: "Ledger records a sink failed to write, by sink (file: write error; redis: given up after retries, past the retry buffer's bytes or age, or at shutdown).",
+		}, []string{"sink"}),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "llmguard_ledger_pending",
+			Help: "Ledger records kept in memory to be sent to a sink again (redis: while Redis does not take them).",
 		}, []string{"sink"}),
 	}
 	m.fileRecords = m.records.WithLabelValues(sinkFile)
 	m.redisRecords = m.records.WithLabelValues(sinkRedis)
 	m.fileErrors = m.errors.WithLabelValues(sinkFile)
 	m.redisErrors = m.errors.WithLabelValues(sinkRedis)
+	m.redisPending = m.pending.WithLabelValues(sinkRedis)
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.dropped, m.records, m.errors} {
+	for _, c := range []prometheus.Collector{m.dropped, m.records, m.errors, m.pending} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -2,7 +2,10 @@ package ledger_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,9 +49,9 @@ func TestRedisStreamTrimmed(t *testing.T) {
 	if got := counter(t, reg, "llmguard_ledger_records_total", "redis"); got != n {
 		t.Errorf("records_total{sink=redis} = %v, want %d", got, n)
 	}
-	recs, err := ledger.ReadStream(ctx, client, "ledger", time.Time{}, time.Time{})
-	if err != nil {
-		t.Fatal(err)
+	recs, bad, err := ledger.ReadStream(ctx, client, "ledger", time.Time{}, time.Time{})
+	if err != nil || bad != 0 {
+		t.Fatal(err, bad)
 	}
 	if int64(len(recs)) != xlen {
 		t.Fatalf("ReadStream returned %d records, XLEN %d", len(recs), xlen)
@@ -82,12 +85,12 @@ func TestReadStreamRangeAndPages(t *testing.T) {
 	flush(t, w)
 
 	ctx := context.Background()
-	all, err := ledger.ReadStream(ctx, client, "ledger", time.Time{}, time.Time{})
+	all, _, err := ledger.ReadStream(ctx, client, "ledger", time.Time{}, time.Time{})
 	if err != nil || len(all) != n {
 		t.Fatalf("ReadStream everything: %d records, err %v; want %d", len(all), err, n)
 	}
 	from, to := now.Add(-2000*time.Millisecond), now.Add(-500*time.Millisecond)
-	part, err := ledger.ReadStream(ctx, client, "ledger", from, to)
+	part, _, err := ledger.ReadStream(ctx, client, "ledger", from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,62 +105,174 @@ func TestReadStreamRangeAndPages(t *testing.T) {
 	}
 }
 
-// TestRedisKilledFileGoesOn kills Redis: every record still reaches the
-// file, Flush does not hang, the stream's losses are counted exactly, and
-// the stream resumes once Redis is back.
-func TestRedisKilledFileGoesOn(t *testing.T) {
+// TestRedisKilledRecordsKept kills Redis, with and without a file: every
+// record still reaches the file, Flush does not hang, the records the
+// stream missed are kept (llmguard_ledger_pending) and not counted as
+// lost, and once Redis is back the stream gets every one of them, in
+// order, exactly once.
+func TestRedisKilledRecordsKept(t *testing.T) {
+	for _, withFile := range []bool{true, false} {
+		t.Run(fmt.Sprint("file=", withFile), func(t *testing.T) {
+			srv := redistest.Start(t)
+			client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+			t.Cleanup(func() { client.Close() })
+			path := ""
+			if withFile {
+				path = filePath(t)
+			}
+			reg := prometheus.NewPedanticRegistry()
+			logger, logs := newLogger()
+			w := mustNew(t, ledger.Options{File: path, Redis: client, Stream: "ledger", RedisTimeout: 500 * time.Millisecond, Registerer: reg, Logger: logger})
+			for i := range 100 {
+				w.Write(rec(i))
+			}
+			flush(t, w)
+
+			srv.Kill()
+			for i := 100; i < 600; i++ {
+				w.Write(rec(i))
+				if i%100 == 0 {
+					flush(t, w)
+				}
+			}
+			flush(t, w)
+			if withFile {
+				if got := len(mustRead(t, path)); got != 600 {
+					t.Errorf("file holds %d records, want 600", got)
+				}
+			}
+			if got := counter(t, reg, "llmguard_ledger_records_total", "redis"); got != 100 {
+				t.Errorf("records_total{sink=redis} = %v, want 100", got)
+			}
+			if got := counter(t, reg, "llmguard_ledger_errors_total", "redis"); got != 0 {
+				t.Errorf("errors_total{sink=redis} = %v, want 0: nothing is given up within the retry bounds", got)
+			}
+			if got := gauge(t, reg, "llmguard_ledger_pending", "redis"); got != 500 {
+				t.Errorf("pending{sink=redis} = %v, want 500", got)
+			}
+			waitFor(t, func() bool { return strings.Contains(logs.String(), "kept in memory and sent again") })
+			if !withFile && strings.Contains(logs.String(), "the ledger file has them") {
+				t.Errorf("the log speaks of a file there is none of: %s", logs.String())
+			}
+
+			srv.Restart()
+			waitFor(t, func() bool {
+				flush(t, w)
+				return gauge(t, reg, "llmguard_ledger_pending", "redis") == 0
+			})
+			w.Write(rec(600))
+			w.Close()
+			if got := counter(t, reg, "llmguard_ledger_records_total", "redis"); got != 601 {
+				t.Errorf("records_total{sink=redis} = %v after the restart, want 601 (100 before, the 500 kept and one more)", got)
+			}
+			// The restarted server kept nothing (no persistence): it holds
+			// exactly the records kept during the outage and the one after.
+			recs, bad, err := ledger.ReadStream(context.Background(), client, "ledger", time.Time{}, time.Time{})
+			if err != nil || bad != 0 || len(recs) != 501 {
+				t.Fatalf("ReadStream: %d records, %d bad, err %v; want 501", len(recs), bad, err)
+			}
+			for i, r := range recs {
+				if want := rec(100 + i); r != want {
+					t.Fatalf("stream record %d = %+v, want %+v (in order, once each)", i, r, want)
+				}
+			}
+		})
+	}
+}
+
+// TestRedisRetryBounds gives records up past the retry buffer's bytes and
+// past its age, oldest first, counting each in errors_total and saying so
+// in the log; the newest are still sent once Redis is back.
+func TestRedisRetryBounds(t *testing.T) {
 	srv := redistest.Start(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { client.Close() })
-	path := filePath(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	reg := prometheus.NewPedanticRegistry()
 	logger, logs := newLogger()
-	w := mustNew(t, ledger.Options{File: path, Redis: client, Stream: "ledger", RedisTimeout: 500 * time.Millisecond, Registerer: reg, Logger: logger})
-	for i := range 100 {
-		w.Write(rec(i))
+	last10 := 0 // the bytes of the last ten records' lines
+	for i := 15; i < 25; i++ {
+		last10 += len(mustJSON(t, rec(i)))
 	}
-	flush(t, w)
-
+	o := ledger.WithClock(ledger.Options{Redis: client, Stream: "ledger", RedisTimeout: 300 * time.Millisecond,
+		RedisRetryBytes: int64(last10), RedisRetryFor: time.Minute, Registerer: reg, Logger: logger}, clock)
+	w := mustNew(t, o)
 	srv.Kill()
-	start := time.Now()
-	for i := 100; i < 600; i++ {
+	for i := range 25 { // 15 past the bytes bound
 		w.Write(rec(i))
-		if i%100 == 0 {
-			flush(t, w)
-		}
+		flush(t, w)
 	}
 	flush(t, w)
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("writing and flushing 500 records with Redis down took %v", d)
+	if got := counter(t, reg, "llmguard_ledger_errors_total", "redis"); got != 15 {
+		t.Fatalf("errors_total = %v, pending %v, want 15 given up past the bytes bound", got, gauge(t, reg, "llmguard_ledger_pending", "redis"))
 	}
-	if got := len(mustRead(t, path)); got != 600 {
-		t.Errorf("file holds %d records, want 600", got)
+	if got := gauge(t, reg, "llmguard_ledger_pending", "redis"); got != 10 {
+		t.Errorf("pending = %v, want 10 (the bytes bound)", got)
 	}
-	if got := counter(t, reg, "llmguard_ledger_records_total", "redis"); got != 100 {
-		t.Errorf("records_total{sink=redis} = %v, want 100", got)
+	if !strings.Contains(logs.String(), "given up") || !strings.Contains(logs.String(), "they are lost") {
+		t.Errorf("log %q does not say records were given up and lost", logs.String())
 	}
-	if got := counter(t, reg, "llmguard_ledger_errors_total", "redis"); got != 500 {
-		t.Errorf("errors_total{sink=redis} = %v, want 500 (each lost record once)", got)
+	advance(2 * time.Minute) // the 10 kept are now too old
+	w.Write(rec(25))
+	flush(t, w)
+	if got := counter(t, reg, "llmguard_ledger_errors_total", "redis"); got != 25 {
+		t.Errorf("errors_total = %v after the age bound, want 25", got)
 	}
-	if got := counter(t, reg, "llmguard_ledger_records_total", "file"); got != 600 {
-		t.Errorf("records_total{sink=file} = %v, want 600", got)
-	}
-	waitFor(t, func() bool { return len(logs.String()) > 0 })
-
 	srv.Restart()
-	i := 600
 	waitFor(t, func() bool {
-		w.Write(rec(i))
-		i++
+		advance(2 * time.Second) // past the backoff
 		flush(t, w)
-		n, _ := client.XLen(context.Background(), "ledger").Result()
-		return n > 0
+		return gauge(t, reg, "llmguard_ledger_pending", "redis") == 0
 	})
 	w.Close()
-	if got := len(mustRead(t, path)); got != i {
-		t.Errorf("file holds %d records, want %d", got, i)
+	recs, _, err := ledger.ReadStream(context.Background(), client, "ledger", time.Time{}, time.Time{})
+	if err != nil || len(recs) != 1 || recs[0] != rec(25) {
+		t.Fatalf("stream holds %+v (err %v), want only rec(25)", recs, err)
 	}
-	if got := counter(t, reg, "llmguard_ledger_records_total", "redis") + counter(t, reg, "llmguard_ledger_errors_total", "redis"); got != float64(i) {
-		t.Errorf("redis records + errors = %v, want %d: every record accounted once", got, i)
+}
+
+// TestReadStreamDuplicatesAndBadEntries reads an entry sent twice (a
+// timed-out pipeline Redis had applied) once, and counts the entries that
+// hold no record.
+func TestReadStreamDuplicatesAndBadEntries(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client()
+	ctx := context.Background()
+	add := func(values ...any) {
+		if err := client.XAdd(ctx, &redis.XAddArgs{Stream: "ledger", Values: values}).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
+	a, b := mustJSON(t, rec(1)), mustJSON(t, rec(2))
+	add("r", a)
+	add("r", `{"ts":"broken`)
+	add("r", b)
+	add("other", "x")
+	add("r", a) // sent again
+	add("r", "")
+	recs, bad, err := ledger.ReadStream(ctx, client, "ledger", time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0] != rec(1) || recs[1] != rec(2) {
+		t.Errorf("records %+v, want rec(1), rec(2) once each", recs)
+	}
+	if bad != 3 {
+		t.Errorf("bad = %d, want 3", bad)
+	}
+}
+
+
+// mustJSON is r's ledger line as the Writer writes it (UTC, no newline).
+func mustJSON(t *testing.T, r ledger.Record) string {
+	t.Helper()
+	r.TS = r.TS.UTC()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -11,119 +12,306 @@ import (
 // streamField is the one field of each stream entry: the record's JSON.
 const streamField = "r"
 
-// redisBatch is a batch of encoded lines (each ending in '\n') for Redis, or,
-// with done set, a marker answered once every batch before it is handled.
+// redisBatch is a batch of encoded lines (each ending in '\n') for Redis.
 type redisBatch struct {
 	data []byte
 	ends []int // end offset of each line in data
-	done chan struct{}
+}
+
+// pendingLine is a record the stream has not taken yet: its JSON line
+// (without the newline; a slice of its batch's buffer) and when it was
+// written.
+type pendingLine struct {
+	line []byte
+	at   time.Time
 }
 
 // redisSink adds batches to a stream from a goroutine of its own, so that a
-// slow or dead Redis never holds up the file. Its queue is bounded: a batch
-// that does not fit is dropped and counted. After a failed batch it drops
-// (and counts) batches for redisBackoff instead of waiting for Redis again.
+// slow or dead Redis never holds up the file: send puts a batch's lines in
+// an inbox and returns at once.
+//
+// Records Redis did not take (a failed or timed-out pipeline, a failed XADD)
+// are kept, oldest first, and sent again every redisBackoff and before any
+// newer record, so the stream gets them in the order they were written and
+// an outage within the bounds loses nothing: at most retryBytes of lines
+// kept for a retry (and as much again arriving while a send is in flight)
+// and none older than retryFor. Past either bound the oldest are given up,
+// counted in llmguard_ledger_errors_total{sink="redis"} and logged. A
+// pipeline that timed out may have been applied before its answer was
+// lost: its records are then added twice, and ReadStream reads such an
+// identical copy once.
 type redisSink struct {
-	client  redis.UniversalClient
-	stream  string
-	maxLen  int64
-	timeout time.Duration
-	ch      chan redisBatch
-	done    chan struct{}
-	m       *metrics
-	log     *slog.Logger
+	client     redis.UniversalClient
+	stream     string
+	maxLen     int64
+	timeout    time.Duration
+	retryBytes int64
+	retryFor   time.Duration
+	hasFile    bool
+	now        func() time.Time
+	wake       chan struct{} // capacity 1: the inbox changed
+	done       chan struct{}
+	m          *metrics
+	log        *slog.Logger
+
+	mu         sync.Mutex // guards the inbox
+	inbox      []pendingLine
+	inboxBytes int64
+	inboxLost  int             // lines send gave up past retryBytes
+	waiters    []chan struct{} // answered once the inbox before them is handled
+	closing    bool
+
+	// The goroutine's own state.
+	pending      []pendingLine // oldest first
+	pendingBytes int64
+	failedAt     time.Time // the last failed send; zero after a success
+	loggedAt     time.Time // the last log line about a failed send
+	lostAt       time.Time // the last log line about records given up
 }
 
 func startRedisSink(o Options, m *metrics) *redisSink {
 	s := &redisSink{
-		client:  o.Redis,
-		stream:  o.Stream,
-		maxLen:  o.MaxLen,
-		timeout: o.RedisTimeout,
-		ch:      make(chan redisBatch, redisQueue),
-		done:    make(chan struct{}),
-		m:       m,
-		log:     o.Logger,
+		client:     o.Redis,
+		stream:     o.Stream,
+		maxLen:     o.MaxLen,
+		timeout:    o.RedisTimeout,
+		retryBytes: o.RedisRetryBytes,
+		retryFor:   o.RedisRetryFor,
+		hasFile:    o.File != "",
+		now:        o.now,
+		wake:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		m:          m,
+		log:        o.Logger,
+	}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	go s.run()
 	return s
 }
 
-// send queues b without blocking; a full queue drops b, counted as errors.
-func (s *redisSink) send(b redisBatch) {
+// signal wakes the goroutine without blocking.
+func (s *redisSink) signal() {
 	select {
-	case s.ch <- b:
+	case s.wake <- struct{}{}:
 	default:
-		s.m.redisErrors.Add(float64(len(b.ends)))
 	}
 }
 
-// wait returns once every batch sent before it has been handled.
+// send puts b's lines into the inbox without waiting for Redis; b.data
+// becomes the sink's (the lines are slices of it). Past retryBytes the inbox
+// gives up its oldest lines (counted by the goroutine).
+func (s *redisSink) send(b redisBatch) {
+	now := s.now()
+	s.mu.Lock()
+	from := 0
+	for _, end := range b.ends {
+		line := b.data[from : end-1 : end-1] // without '\n'
+		s.inbox = append(s.inbox, pendingLine{line: line, at: now})
+		s.inboxBytes += int64(len(line))
+		from = end
+	}
+	n := 0
+	for n < len(s.inbox)-1 && s.inboxBytes > s.retryBytes {
+		s.inboxBytes -= int64(len(s.inbox[n].line))
+		n++
+	}
+	if n > 0 {
+		clear(s.inbox[:n])
+		s.inbox = s.inbox[n:]
+		s.inboxLost += n
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+// wait returns once every batch sent before it has been handled (added, or
+// kept for a retry).
 func (s *redisSink) wait() {
 	done := make(chan struct{})
-	s.ch <- redisBatch{done: done}
+	s.mu.Lock()
+	s.waiters = append(s.waiters, done)
+	s.mu.Unlock()
+	s.signal()
 	<-done
 }
 
-// close handles the queued batches and stops the goroutine.
+// close handles the inbox, tries the kept records once more and stops the
+// goroutine; what Redis still does not take is given up (counted and
+// logged).
 func (s *redisSink) close() {
-	close(s.ch)
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.signal()
 	<-s.done
 }
 
 func (s *redisSink) run() {
 	defer close(s.done)
-	var failedAt, loggedAt time.Time
-	for b := range s.ch {
-		if b.done != nil {
-			close(b.done)
-			continue
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	for {
+		if len(s.pending) > 0 {
+			retry.Reset(redisBackoff)
 		}
-		if !failedAt.IsZero() && time.Since(failedAt) < redisBackoff {
-			s.m.redisErrors.Add(float64(len(b.ends)))
-			continue
+		select {
+		case <-s.wake:
+		case <-retry.C:
 		}
-		added, err := s.add(b)
-		s.m.redisRecords.Add(float64(added))
-		if failed := len(b.ends) - added; failed > 0 {
-			s.m.redisErrors.Add(float64(failed))
+		retry.Stop()
+		s.mu.Lock()
+		in, lost, waiters, closing := s.inbox, s.inboxLost, s.waiters, s.closing
+		s.inbox, s.inboxBytes, s.inboxLost, s.waiters = nil, 0, 0, nil
+		s.mu.Unlock()
+		s.giveUp(lost, "past the retry bounds")
+		s.keep(in)
+		if closing {
+			s.failedAt = time.Time{} // one last try, whatever the backoff
 		}
-		if err == nil {
-			failedAt = time.Time{}
-			continue
+		s.flushPending()
+		for _, w := range waiters {
+			close(w)
 		}
-		failedAt = time.Now()
-		if failedAt.Sub(loggedAt) >= dropLogEvery {
-			loggedAt = failedAt
-			s.log.Error("ledger: redis sink: records not added to the stream (the file has them)",
-				"stream", s.stream, "records", len(b.ends)-added, "err", err)
+		if closing {
+			s.giveUp(len(s.pending), "the ledger closed")
+			s.pending, s.pendingBytes = nil, 0
+			s.m.redisPending.Set(0)
+			return
 		}
 	}
 }
 
-// add sends b as one pipeline of XADDs and returns how many were added.
+// keep appends lines to pending, then gives up the oldest past the bounds.
+func (s *redisSink) keep(lines []pendingLine) {
+	for _, p := range lines {
+		s.pendingBytes += int64(len(p.line))
+	}
+	s.pending = append(s.pending, lines...)
+	s.trim(s.now())
+}
+
+// trim gives up the oldest pending lines while they hold more than
+// retryBytes or are older than retryFor.
+func (s *redisSink) trim(now time.Time) {
+	n := 0
+	for n < len(s.pending) && (s.pendingBytes > s.retryBytes || now.Sub(s.pending[n].at) > s.retryFor) {
+		s.pendingBytes -= int64(len(s.pending[n].line))
+		n++
+	}
+	if n > 0 {
+		s.drop(n)
+		s.giveUp(n, "past the retry bounds")
+	}
+	s.m.redisPending.Set(float64(len(s.pending)))
+}
+
+// drop removes the n oldest pending lines.
+func (s *redisSink) drop(n int) {
+	clear(s.pending[:n])
+	s.pending = s.pending[n:]
+	if len(s.pending) == 0 {
+		s.pending, s.pendingBytes = nil, 0
+	}
+}
+
+// giveUp counts and logs n records lost to the stream.
+func (s *redisSink) giveUp(n int, why string) {
+	if n == 0 {
+		return
+	}
+	s.m.redisErrors.Add(float64(n))
+	s.logEvery(&s.lostAt, "ledger: redis sink: records given up, never added to the stream ("+why+")"+s.fileNote(true), n, nil)
+}
+
+// fileNote says where records the stream does not have are: lost says
+// whether they were given up.
+func (s *redisSink) fileNote(lost bool) string {
+	switch {
+	case s.hasFile:
+		return "; the ledger file has them"
+	case lost:
+		return "; no ledger file is configured, so they are lost"
+	}
+	return "; no ledger file is configured: until then they are only in this process's memory"
+}
+
+// flushPending sends the pending lines, oldest first, in pipelines of at
+// most maxBatch, until none is left or a send fails; during redisBackoff
+// after a failure it sends nothing.
+func (s *redisSink) flushPending() {
+	if len(s.pending) == 0 || (!s.failedAt.IsZero() && s.now().Sub(s.failedAt) < redisBackoff) {
+		s.m.redisPending.Set(float64(len(s.pending)))
+		return
+	}
+	for len(s.pending) > 0 {
+		part := s.pending[:min(len(s.pending), maxBatch)]
+		ok, err := s.add(part)
+		// Lines Redis took leave pending; the rest stay, in order.
+		var kept []pendingLine
+		for i, p := range part {
+			if ok[i] {
+				s.pendingBytes -= int64(len(p.line))
+				s.m.redisRecords.Inc()
+			} else {
+				kept = append(kept, p)
+			}
+		}
+		rest := s.pending[len(part):]
+		if len(kept) == 0 {
+			s.drop(len(part))
+		} else {
+			s.pending = append(kept, rest...)
+		}
+		if err != nil {
+			s.failedAt = s.now()
+			s.logEvery(&s.loggedAt, "ledger: redis sink: records not added to the stream yet; kept in memory and sent again (within the retry bounds)"+s.fileNote(false), len(s.pending), err)
+			break
+		}
+		s.failedAt = time.Time{}
+	}
+	s.trim(s.now())
+}
+
+// logEvery logs msg unless *last is less than dropLogEvery ago.
+func (s *redisSink) logEvery(last *time.Time, msg string, records int, err error) {
+	now := s.now()
+	if !last.IsZero() && now.Sub(*last) < dropLogEvery {
+		return
+	}
+	*last = now
+	args := []any{"stream", s.stream, "records", records}
+	if err != nil {
+		args = append(args, "err", err)
+	}
+	s.log.Error(msg, args...)
+}
+
+// add sends lines as one pipeline of XADDs and reports which were added
+// (ok[i]).
 //
-// Errors: the first XADD's or the pipeline's error.
-func (s *redisSink) add(b redisBatch) (int, error) {
+// Errors: the pipeline's error, or the first failed XADD's.
+func (s *redisSink) add(lines []pendingLine) (ok []bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	pipe := s.client.Pipeline()
-	from := 0
-	for _, end := range b.ends {
+	for _, p := range lines {
 		pipe.XAdd(ctx, &redis.XAddArgs{
 			Stream: s.stream,
 			MaxLen: s.maxLen,
 			Approx: s.maxLen > 0,
-			Values: []any{streamField, b.data[from : end-1]}, // without '\n'
+			Values: []any{streamField, p.line},
 		})
-		from = end
 	}
 	cmds, err := pipe.Exec(ctx)
-	added := 0
-	for _, c := range cmds {
-		if c.Err() == nil {
-			added++
+	ok = make([]bool, len(lines))
+	for i, c := range cmds {
+		if i < len(ok) && c.Err() == nil {
+			ok[i] = true
+		} else if err == nil {
+			err = c.Err()
 		}
 	}
-	return added, err
+	return ok, err
 }

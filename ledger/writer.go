@@ -24,16 +24,23 @@ const (
 	DefaultMaxSizeMB    = 100             // megabytes
 	DefaultRedisTimeout = 2 * time.Second // per pipelined batch
 
+	// DefaultRedisRetryBytes bounds the records kept in memory for the
+	// stream while Redis does not take them: 64 MiB of JSON lines, some
+	// 200,000 records of about 300 bytes.
+	DefaultRedisRetryBytes = 64 << 20
+	// DefaultRedisRetryFor is how long a record is kept for the stream
+	// before it is given up. ReadStream reads this far past its range's end,
+	// as a record sent late gets a late stream id.
+	DefaultRedisRetryFor = time.Hour
+
 	// maxBatch is the most records written between two flushes.
 	maxBatch = 4096
 	// flushEvery bounds how long an encoded record waits in the file
 	// sink's buffer (the batch flushes when it ends, which is sooner but
 	// for a batch that never ends).
 	flushEvery = 100 * time.Millisecond
-	// redisQueue is how many batches may wait for Redis.
-	redisQueue = 64
-	// redisBackoff is how long after a failed batch the Redis sink drops
-	// batches at once (counted) instead of trying again.
+	// redisBackoff is how long after a failed send the Redis sink waits
+	// before it sends the records it kept again.
 	redisBackoff = time.Second
 	// dropLogEvery is the least time between two log lines about drops.
 	dropLogEvery = 10 * time.Second
@@ -72,6 +79,15 @@ type Options struct {
 	// RedisTimeout bounds one pipelined batch of XADDs; zero means
 	// DefaultRedisTimeout.
 	RedisTimeout time.Duration
+	// RedisRetryBytes bounds, in bytes of JSON lines, the records kept in
+	// memory to be sent again while Redis does not take them (down, slow,
+	// refusing); past it the oldest are given up and counted in
+	// llmguard_ledger_errors_total{sink="redis"}. Zero means
+	// DefaultRedisRetryBytes.
+	RedisRetryBytes int64
+	// RedisRetryFor is how long a record is kept to be sent again before it
+	// is given up; zero means DefaultRedisRetryFor.
+	RedisRetryFor time.Duration
 
 	// Buffer is how many records Write may queue before it drops; zero
 	// means DefaultBuffer.
@@ -83,7 +99,8 @@ type Options struct {
 	Logger *slog.Logger
 
 	// Test hooks.
-	maxBytes    int64  // rotation size in bytes, overriding MaxSizeMB
+	maxBytes    int64            // rotation size in bytes, overriding MaxSizeMB
+	now         func() time.Time // the Redis sink's clock; nil: time.Now
 	beforeBatch func() // called by the goroutine before it waits for records
 }
 
@@ -95,7 +112,8 @@ type Options struct {
 //
 //	llmguard_ledger_dropped_total           records Write refused: buffer full, or Writer closed
 //	llmguard_ledger_records_total{sink}     records written, sink = file | redis
-//	llmguard_ledger_errors_total{sink}      records a sink failed to write
+//	llmguard_ledger_errors_total{sink}      records a sink failed to write (redis: given up)
+//	llmguard_ledger_pending{sink="redis"}   records kept to be sent to the stream again
 type Writer struct {
 	mu     sync.RWMutex // guards closed and sending on ch against close(ch)
 	closed bool
@@ -127,9 +145,10 @@ func New(o Options) (*Writer, error) {
 		return nil, errors.New("ledger: options: neither File nor Redis set")
 	case o.Redis != nil && o.Stream == "":
 		return nil, errors.New("ledger: options: Redis set without Stream")
-	case o.MaxSizeMB < 0 || o.MaxBackups < 0 || o.MaxAgeDays < 0 || o.MaxLen < 0 || o.Buffer < 0 || o.RedisTimeout < 0:
-		return nil, fmt.Errorf("ledger: options: negative size, count or timeout (MaxSizeMB %d, MaxBackups %d, MaxAgeDays %d, MaxLen %d, Buffer %d, RedisTimeout %v)",
-			o.MaxSizeMB, o.MaxBackups, o.MaxAgeDays, o.MaxLen, o.Buffer, o.RedisTimeout)
+	case o.MaxSizeMB < 0 || o.MaxBackups < 0 || o.MaxAgeDays < 0 || o.MaxLen < 0 || o.Buffer < 0 || o.RedisTimeout < 0 ||
+		o.RedisRetryBytes < 0 || o.RedisRetryFor < 0:
+		return nil, fmt.Errorf("ledger: options: negative size, count or timeout (MaxSizeMB %d, MaxBackups %d, MaxAgeDays %d, MaxLen %d, Buffer %d, RedisTimeout %v, RedisRetryBytes %d, RedisRetryFor %v)",
+			o.MaxSizeMB, o.MaxBackups, o.MaxAgeDays, o.MaxLen, o.Buffer, o.RedisTimeout, o.RedisRetryBytes, o.RedisRetryFor)
 	}
 	if o.MaxSizeMB == 0 {
 		o.MaxSizeMB = DefaultMaxSizeMB
@@ -139,6 +158,12 @@ func New(o Options) (*Writer, error) {
 	}
 	if o.RedisTimeout == 0 {
 		o.RedisTimeout = DefaultRedisTimeout
+	}
+	if o.RedisRetryBytes == 0 {
+		o.RedisRetryBytes = DefaultRedisRetryBytes
+	}
+	if o.RedisRetryFor == 0 {
+		o.RedisRetryFor = DefaultRedisRetryFor
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -267,7 +267,14 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}
 }
 
-// counter returns the value of the counter named name (with sink label
+// gauge returns the value of the gauge named name (with sink label value
+// sink) in reg.
+func gauge(t *testing.T, reg *prometheus.Registry, name, sink string) float64 {
+	t.Helper()
+	return counter(t, reg, name, sink)
+}
+
+// counter returns the value of the counter (or gauge) named name (with sink label
 // value sink, when not empty) in reg.
 func counter(t *testing.T, reg *prometheus.Registry, name, sink string) float64 {
 	t.Helper()
@@ -287,6 +294,9 @@ func counter(t *testing.T, reg *prometheus.Registry, name, sink string) float64 
 				}
 			}
 			if match {
+				if g := m.GetGauge(); g != nil {
+					return g.GetValue()
+				}
 				return m.GetCounter().GetValue()
 			}
 		}

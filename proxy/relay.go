@@ -501,6 +501,13 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 		if x.obs != nil {
 			x.obs.clientGone = true
 		}
+		// What was relayed is not what the upstream bills for a cut
+		// answer: it generated tokens the stream never showed (a reasoning
+		// model's hidden reasoning, thousands of tokens before the first
+		// word; text in flight when it noticed the cut). Without a final
+		// usage the output is charged at least its reservation, never the
+		// few words the client saw (settleStream).
+		tap.unread = true
 	} else {
 		w.Write(tap.end())
 		w.Flush()

@@ -17,7 +17,7 @@ func TestReadMarksSwitched(t *testing.T) {
 		{[]string{"HTT", "P/1.1 1", "01 Switching Protocols\r\n\r\n"}, true},
 		{[]string{"HTTP/1.0 101 x\r\n\r\n"}, true},
 		{[]string{"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"}, false},
-		{[]string{"HTTP/1.1 1010"}, true}, // the status code's digits decide; fasthttp refuses the rest
+		{[]string{"HTTP/1.1 1010"}, true},                                        // the status code's digits decide; fasthttp refuses the rest
 		{[]string{"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 101 S\r\n\r\n"}, false}, // after an interim answer: retryTransport's mark
 	} {
 		server, client := net.Pipe()

@@ -143,3 +143,37 @@ func TestServerToolsEscaped(t *testing.T) {
 		}
 	}
 }
+
+// A request with hidden context on a model whose largest input is
+// configured reserves that window, not more: gpt-4o-mini's page image is
+// some 51k tokens, so its ten-page guess for a stored file came to 511,750
+// tokens, four times the 128K it can take, and lowering max_input_tokens
+// changed nothing. Without a configured window the guess still counts.
+func TestHiddenContextCappedAtConfiguredWindow(t *testing.T) {
+	w, err := New(Options{Models: map[string]Model{
+		"gpt-4o-mini": {MaxInputTokens: 128_000},
+		"small-mini":  {MaxInputTokens: 50_000},
+	}, DefaultMaxOutputTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := func(model string) string {
+		return `{"model":"` + model + `","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}},{"type":"file","file":{"file_id":"file-2"}}]}]}`
+	}
+	for _, c := range []struct {
+		model string
+		want  int64
+	}{{"gpt-4o-mini", 128_000}, {"small-mini", 50_000}} {
+		if e := w.Weigh(KindChat, []byte(file(c.model))); !e.ServerContext || e.InputTokens != c.want {
+			t.Errorf("%s: ServerContext %v, input %d; want the configured window %d", c.model, e.ServerContext, e.InputTokens, c.want)
+		}
+	}
+	// No configured window: the two files' guess (over the default) stands.
+	guess := w.Chat([]byte(file("gpt-4o-mini"))).InputTokens
+	if guess <= DefaultMaxInputTokens {
+		t.Fatalf("the two-file guess on gpt-4o-mini is %d, want above %d for the check below", guess, DefaultMaxInputTokens)
+	}
+	if e := w.Weigh(KindChat, []byte(file("unlisted-mini"))); e.InputTokens < DefaultMaxInputTokens {
+		t.Errorf("unlisted model: input %d, want at least %d", e.InputTokens, DefaultMaxInputTokens)
+	}
+}

@@ -28,7 +28,7 @@ import (
 type reportCmd struct {
 	Tenant   string  `help:"Tenant to report on." required:""`
 	Month    string  `help:"Calendar month, YYYY-MM (e.g. 2026-11)." required:""`
-	Ledger   string  `help:"Ledger file to read (JSON lines; its rotated backups beside it are read too)." type:"path" xor:"source"`
+	Ledger   []string `help:"Ledger file to read (JSON lines; its rotated backups beside it are read too). Repeat it for a fleet's files, one per node: their records are added up." type:"path" xor:"source" sep:"none"`
 	Config   string  `help:"llmguard config whose ledger (ledger.file, else ledger.redis_stream) is read, and whose monthly USD quota of the tenant is the budget." type:"path" xor:"source"`
 	TimeZone string  `name:"timezone" help:"IANA time zone of the month and its days (default: the budget's timezone, else UTC)."`
 	Budget   float64 `name:"budget-usd" help:"The month's budget in US dollars for the burn-down (default: the tenant's monthly usd quota in --config; none without)."`
@@ -88,20 +88,29 @@ func (r *reportCmd) Run() error {
 // ledger file (each file streamed, never held whole), else of its stream
 // (the month's entries, XRANGE; the stream is bounded by its maxlen).
 func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.Record)) error {
-	file := r.Ledger
-	if file == "" && cfg != nil {
-		file = cfg.Ledger.File
+	ledgers := r.Ledger
+	if len(ledgers) == 0 && cfg != nil && cfg.Ledger.File != "" {
+		ledgers = []string{cfg.Ledger.File}
 	}
 	switch {
-	case file != "":
-		files, err := ledger.Files(file)
-		if errors.Is(err, fs.ErrNotExist) && r.Ledger == "" && !filepath.IsAbs(file) {
-			// ledger.file is relative to serve's working directory, which
-			// need not be this one.
-			return fmt.Errorf("%w (ledger.file is relative to the working directory llmguard serve runs in: run report there, or give --ledger PATH)", err)
-		}
-		if err != nil {
-			return err
+	case len(ledgers) > 0:
+		var files []string
+		for _, file := range ledgers {
+			names, err := ledger.Files(file)
+			if errors.Is(err, fs.ErrNotExist) && len(r.Ledger) == 0 && !filepath.IsAbs(file) {
+				// ledger.file is relative to serve's working directory, which
+				// need not be this one.
+				return fmt.Errorf("%w (ledger.file is relative to the working directory llmguard serve runs in: run report there, or give --ledger PATH)", err)
+			}
+			if err != nil {
+				return err
+			}
+			for _, name := range names {
+				if slices.Contains(files, name) {
+					return fmt.Errorf("report: --ledger names %s twice (directly or as a backup of another file): its records would count twice", name)
+				}
+				files = append(files, name)
+			}
 		}
 		bad := 0
 		for _, name := range files {
@@ -129,9 +138,12 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.
 		from := time.Date(opt.Year, opt.Month, 1, 0, 0, 0, 0, loc)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		recs, err := ledger.ReadStream(ctx, rc, cfg.Ledger.RedisStream, from, from.AddDate(0, 1, 0))
+		recs, bad, err := ledger.ReadStream(ctx, rc, cfg.Ledger.RedisStream, from, from.AddDate(0, 1, 0))
 		for _, rec := range recs {
 			fn(rec)
+		}
+		if bad > 0 {
+			fmt.Fprintf(os.Stderr, "llmguard report: skipped %d unreadable ledger stream entries\n", bad)
 		}
 		return err
 	case cfg != nil:

@@ -159,21 +159,26 @@ func (a *App) Usage(ctx context.Context, tenant, period string) (*UsageReport, e
 	return a.UsageIn(ctx, UsageQuery{Tenant: tenant, Period: period})
 }
 
+// ErrUsageQuery wraps UsageIn's errors that come from the query (an
+// unknown period, format or time zone), as opposed to a ledger or store
+// that cannot be read: /admin/usage answers the first 400, the second 503.
+var ErrUsageQuery = errors.New("usage query")
+
 // UsageIn builds the report q selects over the calendar period containing
-// now. Errors: an unknown period or time zone, or a ledger that cannot be
-// read.
+// now. Errors: an unknown period or time zone (wrapping ErrUsageQuery), or
+// a ledger or quota store that cannot be read.
 func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	tenant := q.Tenant
 	p := map[string]policy.Period{"": policy.PeriodMonth, "day": policy.PeriodDay, "week": policy.PeriodWeek, "month": policy.PeriodMonth}[q.Period]
 	if p == 0 {
-		return nil, errors.New("period must be day, week or month")
+		return nil, fmt.Errorf("%w: period must be day, week or month", ErrUsageQuery)
 	}
 	now := a.now()
 	loc := a.budgetZone(tenant, now)
 	if q.TimeZone != "" {
 		var err error
 		if loc, err = loadZone(q.TimeZone); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", ErrUsageQuery, err)
 		}
 	}
 	start, end := p.Window(now, loc)
@@ -305,7 +310,8 @@ func (a *App) summarizeLedger(ctx context.Context, f ledger.Filter) (ledger.Summ
 		}
 		return sum, "file", nil
 	case lc.RedisStream != "" && a.ledgerRedis != nil:
-		recs, err := ledger.ReadStream(ctx, a.ledgerRedis, lc.RedisStream, f.From, f.To)
+		recs, bad, err := ledger.ReadStream(ctx, a.ledgerRedis, lc.RedisStream, f.From, f.To)
+		sum.Unreadable += int64(bad)
 		for _, r := range recs {
 			sum.Add(r)
 		}
@@ -428,7 +434,7 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 	args := ctx.QueryArgs()
 	format := string(args.Peek("format"))
 	var rep *UsageReport
-	err := fmt.Errorf("format must be json or csv (got %.32q)", format)
+	err := fmt.Errorf("%w: format must be json or csv (got %.32q)", ErrUsageQuery, format)
 	if format == "" || format == "json" || format == "csv" {
 		rep, err = a.UsageIn(context.Background(), UsageQuery{Tenant: string(args.Peek("tenant")), Period: string(args.Peek("period")),
 			TimeZone: string(args.Peek("timezone"))})
@@ -444,8 +450,16 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	if err != nil {
-		ctx.SetStatusCode(fasthttp.StatusBadRequest)
-		b, _ := json.Marshal(map[string]string{"error": err.Error()})
+		// A bad query is the caller's to fix (400); a ledger or store that
+		// cannot be read is ours and may pass (503, as a proxy answers when
+		// what it depends on is down).
+		status, msg := fasthttp.StatusBadRequest, strings.TrimPrefix(err.Error(), ErrUsageQuery.Error()+": ")
+		if !errors.Is(err, ErrUsageQuery) {
+			status, msg = fasthttp.StatusServiceUnavailable, "usage cannot be read now (the ledger or the quota store failed; try again): "+err.Error()
+			ctx.Response.Header.Set("Retry-After", "5")
+		}
+		ctx.SetStatusCode(status)
+		b, _ := json.Marshal(map[string]string{"error": msg})
 		ctx.SetBody(b)
 		return
 	}

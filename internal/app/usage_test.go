@@ -284,3 +284,33 @@ func TestAdminListenerDropsSilentConnections(t *testing.T) {
 		}
 	}
 }
+
+// /admin/usage answers 503 with Retry-After when the ledger cannot be read
+// (its Redis is down): the failure is the server's, not the query's (400).
+func TestAdminUsageLedgerDownIs503(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close() // nothing listens there now
+	h := start(t, fmt.Sprintf(`ledger: {redis_stream: "llmguard:ledger", redis_url: "redis://%s"}
+`, dead))
+	resp, err := http.Get(h.admin + "/admin/usage?period=month")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "usage cannot be read now") {
+		t.Errorf("ledger down: %d Retry-After %q %s, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	resp2, err := http.Get(h.admin + "/admin/usage?period=year")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+	if resp2.StatusCode != 400 {
+		t.Errorf("bad period: %d, want 400", resp2.StatusCode)
+	}
+}

@@ -1,0 +1,70 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClientGoneChargedTheOutputReservation: a reasoning model thinks
+// before its first visible token, and chat streams never show those
+// reasoning tokens; the upstream bills them whether or not the client
+// stays. A client that reads the first word and hangs up is charged its
+// output reservation (30,000 here), not the few tokens it saw: the
+// upstream had reasoned 20,000 tokens before that word.
+func TestClientGoneChargedTheOutputReservation(t *testing.T) {
+	w := testWeigher(t)
+	asked, cut := make(chan struct{}), make(chan struct{})
+	url := byteUpstream(t, func(c net.Conn, _ int) bool {
+		close(asked)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+		chunk := func(s string) { io.WriteString(c, itoa16(len(s))+"\r\n"+s+"\r\n") }
+		chunk(`data: {"id":"c","object":"chat.completion.chunk","model":"o3","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n\n")
+		// ... 20,000 reasoning tokens later:
+		chunk(`data: {"id":"c","object":"chat.completion.chunk","model":"o3","choices":[{"index":0,"delta":{"content":"Hi"}}]}` + "\n\n")
+		c.SetReadDeadline(time.Now().Add(75 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			close(cut)
+		}
+		return false
+	})
+	r := newRig(t, rigOptions{url: url, w: w, timeout: 10 * time.Minute})
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"prove it"}],"max_completion_tokens":30000,"reasoning_effort":"high","stream":true}`
+	before := r.remaining()
+	c, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-panic\r\nContent-Type: application/json\r\nContent-Length: "+itoa(len(body))+"\r\n\r\n"+body)
+	<-asked
+	br := bufio.NewReader(c)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(line, `"Hi"`) {
+			break
+		}
+	}
+	c.Close()
+	select {
+	case <-cut:
+	case <-time.After(60 * time.Second):
+		t.Fatal("upstream not cut")
+	}
+	r.waitLedger(1)
+	rec := r.ledger.records[0]
+	spent := before - r.remaining()
+	if spent < 30000 || rec.OutputTokens < 30000 {
+		t.Errorf("client gone after hidden reasoning: bucket charged %d tokens, ledger output %d; want at least the 30,000-token output reservation (the upstream bills over 20,000 unseen)", spent, rec.OutputTokens)
+	}
+}
+
+func itoa16(n int) string { return strconv.FormatInt(int64(n), 16) }
