@@ -215,8 +215,16 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 	m.lock(locks)
 	defer m.unlock(locks)
 	now := m.now().UnixMicro()
-	if marks != nil && takeMarked(marks.get(requestID, now, m.voidFor)) {
-		return Decision{}, fmt.Errorf("bucket: take %q: %w", requestID, ErrVoided)
+	var (
+		markKey   idKey
+		markInCur bool
+	)
+	if marks != nil {
+		var mk mark
+		markKey, mk, markInCur = marks.lookup(requestID, now, m.voidFor)
+		if takeMarked(mk) {
+			return Decision{}, fmt.Errorf("bucket: take %q: %w", requestID, ErrVoided)
+		}
 	}
 
 	// Phase 1: refill every token bucket, roll every quota into its window,
@@ -282,8 +290,8 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 	}
 
 	// Phase 2: every bucket can pay; commit every cost.
-	if marks != nil {
-		marks.set(requestID, markTaken, now, m.voidFor, m.maxIDs)
+	if marks != nil { // under the same lock and now as its lookup
+		marks.record(markKey, markTaken, markInCur, now, m.maxIDs)
 	}
 	for i := range items {
 		it := &items[i]
@@ -421,8 +429,9 @@ func (m *Memory) Void(ctx context.Context, requestID string, items []Item) error
 	now := m.now().UnixMicro()
 
 	marks := &m.shards[idShard].marks
-	next, refund := voidMark(marks.get(requestID, now, m.voidFor))
-	marks.set(requestID, next, now, m.voidFor, m.maxIDs)
+	k, mk, inCur := marks.lookup(requestID, now, m.voidFor)
+	next, refund := voidMark(mk)
+	marks.record(k, next, inCur, now, m.maxIDs)
 	if refund {
 		m.applyDeltas(requestID, idx, refunds(items), now)
 	}
