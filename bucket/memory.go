@@ -76,7 +76,7 @@ var (
 // shard is one lock's worth of buckets and request ids.
 type shard struct {
 	mu      sync.Mutex
-	buckets map[string]*entry // a pointer each: an entry found is written in place, not stored again
+	buckets map[string]*entry  // a pointer each: an entry found is written in place, not stored again
 	ids     recentIDs          // request ids Reconcile applied
 	marks   recentIDs          // take markers of request ids, for Void
 	slots   map[string]holders // in-flight limits' holders, made on first use
