@@ -76,7 +76,7 @@ var (
 // shard is one lock's worth of buckets and request ids.
 type shard struct {
 	mu      sync.Mutex
-	buckets map[string]entry
+	buckets map[string]*entry  // a pointer each: an entry found is written in place, not stored again
 	ids     recentIDs          // request ids Reconcile applied
 	marks   recentIDs          // take markers of request ids, for Void
 	slots   map[string]holders // in-flight limits' holders, made on first use
@@ -143,7 +143,7 @@ func NewMemory(o MemoryOptions) *Memory {
 		m.now = time.Now
 	}
 	for i := range m.shards {
-		m.shards[i].buckets = make(map[string]entry)
+		m.shards[i].buckets = make(map[string]*entry)
 	}
 	every := o.SweepEvery
 	if every == 0 {
@@ -215,8 +215,16 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 	m.lock(locks)
 	defer m.unlock(locks)
 	now := m.now().UnixMicro()
-	if marks != nil && takeMarked(marks.get(requestID, now, m.voidFor)) {
-		return Decision{}, fmt.Errorf("bucket: take %q: %w", requestID, ErrVoided)
+	var (
+		markKey   idKey
+		markInCur bool
+	)
+	if marks != nil {
+		var mk mark
+		markKey, mk, markInCur = marks.lookup(requestID, now, m.voidFor)
+		if takeMarked(mk) {
+			return Decision{}, fmt.Errorf("bucket: take %q: %w", requestID, ErrVoided)
+		}
 	}
 
 	// Phase 1: refill every token bucket, roll every quota into its window,
@@ -225,7 +233,8 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 	var retry float64
 	for i := range items {
 		it := &items[i]
-		e, found := m.shards[idx[i]].buckets[it.Key]
+		e, at := m.shards[idx[i]].lookup(it.Key)
+		found := at != nil
 		var ok, tooLarge bool
 		var short float64 // the wait, when short
 		if it.Limit.Concurrent {
@@ -240,10 +249,10 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 				used, window = e.used, e.window
 			}
 			used, window, ok, tooLarge, short = checkQuotaAt(used, window, windowStart, windowEnd, capacity, now, float64(it.Cost))
-			seen[i] = checked{used: used, window: window, dropAt: e.dropAt, found: found}
+			seen[i] = checked{used: used, window: window, dropAt: e.dropAt, at: at}
 		} else if it.Limit.IsWindow() {
 			var prev float64
-			prev, seen[i], ok, tooLarge, short = m.checkWindow(e, found, *it, now)
+			prev, seen[i], ok, tooLarge, short = m.checkWindow(e, at, *it, now)
 			seen[i].level = prev
 		} else {
 			capacity, rate, per := it.Limit.floats()
@@ -252,7 +261,7 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 				level, updated = e.level, e.updated
 			}
 			level, updated, ok, tooLarge, short = checkAt(level, updated, capacity, rate, per, now, float64(it.Cost))
-			seen[i] = checked{level: level, updated: updated, found: found}
+			seen[i] = checked{level: level, updated: updated, at: at}
 		}
 		switch {
 		case tooLarge:
@@ -282,8 +291,8 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 	}
 
 	// Phase 2: every bucket can pay; commit every cost.
-	if marks != nil {
-		marks.set(requestID, markTaken, now, m.voidFor, m.maxIDs)
+	if marks != nil { // under the same lock and now as its lookup
+		marks.record(markKey, markTaken, markInCur, now, m.maxIDs)
 	}
 	for i := range items {
 		it := &items[i]
@@ -300,7 +309,7 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 		if it.Limit.IsQuota() {
 			capacity, windowStart, windowEnd := it.Limit.window()
 			used := charge(seen[i].used, float64(it.Cost))
-			sh.putQuota(it.Key, seen[i].found, used, seen[i].window, windowStart, windowEnd, now, seen[i].dropAt)
+			sh.putQuota(it.Key, seen[i].at, used, seen[i].window, windowStart, windowEnd, now, seen[i].dropAt)
 			d.Buckets[i] = quotaStatus(used, capacity, windowEnd, now)
 			continue
 		}
@@ -308,13 +317,13 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 			capacity, per, _, sliding := it.Limit.windowed()
 			c := seen[i]
 			used := charge(c.used, float64(it.Cost))
-			sh.putWindow(it.Key, c.found, c.level, used, c.window, per, now, sliding)
+			sh.putWindow(it.Key, c.at, c.level, used, c.window, per, now, sliding)
 			d.Buckets[i] = windowStatus(c.level, used, c.window, per, capacity, now, sliding)
 			continue
 		}
 		capacity, rate, per := it.Limit.floats()
 		level, reset := pay(seen[i].level, capacity, rate, per, float64(it.Cost))
-		sh.put(it.Key, seen[i].found, level, seen[i].updated, capacity, reset)
+		sh.put(it.Key, seen[i].at, level, seen[i].updated, capacity, reset)
 		d.Buckets[i] = Status{Remaining: floorUnits(level), Reset: micros(reset)}
 	}
 	return d, nil
@@ -331,7 +340,7 @@ type checked struct {
 	window  int64
 	dropAt  int64
 	live    float64 // in-flight limit: live holders
-	found   bool
+	at      *entry  // the bucket's entry, live or gone; nil when it has none
 }
 
 // status is the Status of the state phase 1 saw for a bucket under l.
@@ -421,8 +430,9 @@ func (m *Memory) Void(ctx context.Context, requestID string, items []Item) error
 	now := m.now().UnixMicro()
 
 	marks := &m.shards[idShard].marks
-	next, refund := voidMark(marks.get(requestID, now, m.voidFor))
-	marks.set(requestID, next, now, m.voidFor, m.maxIDs)
+	k, mk, inCur := marks.lookup(requestID, now, m.voidFor)
+	next, refund := voidMark(mk)
+	marks.record(k, next, inCur, now, m.maxIDs)
 	if refund {
 		m.applyDeltas(requestID, idx, refunds(items), now)
 	}
@@ -441,7 +451,8 @@ func (m *Memory) applyDeltas(requestID string, idx []uint32, deltas []Delta, now
 			}
 			continue
 		}
-		e, found := sh.buckets[dl.Key]
+		e, at := sh.lookup(dl.Key)
+		found := at != nil
 		if dl.Limit.IsQuota() {
 			_, windowStart, windowEnd := dl.Limit.window()
 			used, window := 0.0, windowStart
@@ -450,7 +461,7 @@ func (m *Memory) applyDeltas(requestID string, idx []uint32, deltas []Delta, now
 			}
 			used, window, applied := applyQuota(used, window, windowStart, windowEnd, float64(dl.Units))
 			if applied {
-				sh.putQuota(dl.Key, found, used, window, windowStart, windowEnd, now, e.dropAt)
+				sh.putQuota(dl.Key, at, used, window, windowStart, windowEnd, now, e.dropAt)
 			}
 			continue
 		}
@@ -462,7 +473,7 @@ func (m *Memory) applyDeltas(requestID string, idx []uint32, deltas []Delta, now
 			}
 			prev, cur, start, applied := applyWindow(prev, cur, start, per, now, taken, float64(dl.Units), sliding)
 			if applied {
-				sh.putWindow(dl.Key, found, prev, cur, start, per, now, sliding)
+				sh.putWindow(dl.Key, at, prev, cur, start, per, now, sliding)
 			}
 			continue
 		}
@@ -472,48 +483,64 @@ func (m *Memory) applyDeltas(requestID string, idx []uint32, deltas []Delta, now
 			level, updated = e.level, e.updated
 		}
 		level, updated = apply(level, updated, capacity, rate, per, now, float64(dl.Units))
-		sh.put(dl.Key, found, level, updated, capacity, wait(level, capacity, rate, per))
+		sh.put(dl.Key, at, level, updated, capacity, wait(level, capacity, rate, per))
 	}
+}
+
+// lookup returns key's entry (the zero entry when it has none) and where
+// it is held, for a write in place under the same lock (store); at is nil
+// when the key has no entry.
+func (s *shard) lookup(key string) (e entry, at *entry) {
+	at = s.buckets[key]
+	if at != nil {
+		e = *at
+	}
+	return e, at
+}
+
+// store writes e as key's entry: in place at at, the entry lookup found
+// under the same lock, or as a new entry when at is nil (the key copied:
+// the caller's may alias a larger buffer).
+func (s *shard) store(key string, at *entry, e entry) {
+	if at != nil {
+		*at = e
+		return
+	}
+	n := new(entry) // e itself stays on the caller's stack
+	*n = e
+	s.buckets[strings.Clone(key)] = n
 }
 
 // put stores a bucket's new state, or marks it gone when full (a full bucket
-// and a missing one are the same; Sweep drops it). found: the key has an
-// entry, live or gone. reset is the µs until it is full.
-func (s *shard) put(key string, found bool, level float64, updated int64, capacity, reset float64) {
-	switch {
-	case level >= capacity:
-		if found {
-			s.buckets[key] = entry{gone: true, dropAt: updated}
+// and a missing one are the same; Sweep drops it). at: the key's entry,
+// live or gone, as lookup found it; nil when it has none. reset is the µs
+// until it is full.
+func (s *shard) put(key string, at *entry, level float64, updated int64, capacity, reset float64) {
+	if level >= capacity {
+		if at != nil {
+			*at = entry{gone: true, dropAt: updated}
 		}
-	case found:
-		s.buckets[key] = entry{level: level, updated: updated, dropAt: updated + int64(reset)}
-	default:
-		// The caller's key may alias a larger buffer: keep a copy.
-		s.buckets[strings.Clone(key)] = entry{level: level, updated: updated, dropAt: updated + int64(reset)}
+		return
 	}
+	s.store(key, at, entry{level: level, updated: updated, dropAt: updated + int64(reset)})
 }
 
 // putQuota stores a quota's new state, or marks it gone when nothing is used
-// (the same as a missing quota; Sweep drops it). found: the key has an
-// entry, live or gone. A state of the item's own window is dropped
+// (the same as a missing quota; Sweep drops it). at: the key's entry, live
+// or gone, as lookup found it; nil when it has none. A state of the item's own window is dropped
 // quotaMargin after the window ends; a later window's (a lagging caller's
 // take counted in it) keeps the dropAt it had, as take.lua keeps the TTL.
-func (s *shard) putQuota(key string, found bool, used float64, window, windowStart, windowEnd, now, dropAt int64) {
+func (s *shard) putQuota(key string, at *entry, used float64, window, windowStart, windowEnd, now, dropAt int64) {
 	if used <= 0 {
-		if found {
-			s.buckets[key] = entry{gone: true, dropAt: now}
+		if at != nil {
+			*at = entry{gone: true, dropAt: now}
 		}
 		return
 	}
 	if window == windowStart {
 		dropAt = now + int64(quotaExpiry(windowEnd, now))
 	}
-	e := entry{used: used, window: window, dropAt: dropAt, quota: true}
-	if found {
-		s.buckets[key] = e
-	} else {
-		s.buckets[strings.Clone(key)] = e
-	}
+	s.store(key, at, entry{used: used, window: window, dropAt: dropAt, quota: true})
 }
 
 // windowsOf is Decision.Windows for items whose phase 1 saw seen: nil
@@ -533,35 +560,30 @@ func windowsOf(items []Item, seen []checked) []time.Time {
 }
 
 // checkWindow is phase one of a take from a window counter whose entry is
-// e (found: the key has one): its slid state (prev returned apart, cur in
+// e (at: where it is held, nil when the key has none): its slid state (prev returned apart, cur in
 // used, start in window) and the verdict, as checkWindowAt reports it.
-func (m *Memory) checkWindow(e entry, found bool, it Item, now int64) (float64, checked, bool, bool, float64) {
+func (m *Memory) checkWindow(e entry, at *entry, it Item, now int64) (float64, checked, bool, bool, float64) {
 	capacity, per, _, sliding := it.Limit.windowed()
 	prev, cur, start := 0.0, 0.0, int64(-1)
-	if found && !e.gone && e.win {
+	if at != nil && !e.gone && e.win {
 		prev, cur, start = e.prev, e.used, e.window
 	}
 	prev, cur, start, ok, tooLarge, short := checkWindowAt(prev, cur, start, per, capacity, now, float64(it.Cost), sliding)
-	return prev, checked{used: cur, window: start, found: found}, ok, tooLarge, short
+	return prev, checked{used: cur, window: start, at: at}, ok, tooLarge, short
 }
 
 // putWindow stores a window counter's new state, or marks it gone when it
-// counts nothing (the same as a missing counter; Sweep drops it). found:
-// the key has an entry, live or gone. It is dropped when nothing it counts
+// counts nothing (the same as a missing counter; Sweep drops it). at: the
+// key's entry, live or gone, as lookup found it; nil when it has none. It is dropped when nothing it counts
 // weighs any more (windowExpiry).
-func (s *shard) putWindow(key string, found bool, prev, cur float64, start, per, now int64, sliding bool) {
+func (s *shard) putWindow(key string, at *entry, prev, cur float64, start, per, now int64, sliding bool) {
 	if prev <= 0 && cur <= 0 {
-		if found {
-			s.buckets[key] = entry{gone: true, dropAt: now}
+		if at != nil {
+			*at = entry{gone: true, dropAt: now}
 		}
 		return
 	}
-	e := entry{prev: prev, used: cur, window: start, dropAt: now + int64(windowExpiry(start, per, now, sliding)), win: true}
-	if found {
-		s.buckets[key] = e
-	} else {
-		s.buckets[strings.Clone(key)] = e
-	}
+	s.store(key, at, entry{prev: prev, used: cur, window: start, dropAt: now + int64(windowExpiry(start, per, now, sliding)), win: true})
 }
 
 // Sweep forgets every bucket that has refilled to capacity by now (under the

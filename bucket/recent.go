@@ -17,49 +17,51 @@ type recentIDs struct {
 // idKey is a request id as a map key that holds its bytes inline, so that
 // remembering an id copies nothing to the heap: an id of up to 24 bytes
 // (llmguard's own are 24) is kept whole; a longer one as its first 24 bytes
-// and its 64-bit xxhash, which two ids share by chance with a probability
-// of about 2^-64.
+// and its xxhash, of which two ids share the 63 bits kept by chance with a
+// probability of about 2^-63. The key has no padding (32 bytes, all of them
+// compared), so that the map hashes and compares it as one block of
+// memory, where a padded struct is hashed and compared field by field.
 type idKey struct {
-	b    [24]byte
-	n    uint8  // len(id), or 255 for a longer id
-	hash uint64 // a longer id's xxhash; 0 otherwise
+	b [24]byte
+	// tail is len(id) for an id of up to 24 bytes, else the id's xxhash
+	// with its top bit set (no length has it).
+	tail uint64
 }
 
 func keyOf(id string) idKey {
 	var k idKey
 	copy(k.b[:], id)
 	if len(id) <= len(k.b) {
-		k.n = uint8(len(id))
+		k.tail = uint64(len(id))
 		return k
 	}
-	k.n, k.hash = 255, xxhash.Sum64String(id)
+	k.tail = xxhash.Sum64String(id) | 1<<63
 	return k
 }
 
-// get returns id's mark at now, markNone when it is not remembered.
-func (r *recentIDs) get(id string, now, window int64) mark {
+// lookup returns id's key and its mark at now, as get does, and whether
+// the id is in cur, for a record of it at the same now (under the same
+// lock): one expiry and one key for a read then a write of the same id.
+func (r *recentIDs) lookup(id string, now, window int64) (k idKey, m mark, inCur bool) {
 	r.expire(now, window)
-	k := keyOf(id)
+	k = keyOf(id)
 	if m, ok := r.cur[k]; ok {
-		return m
+		return k, m, true
 	}
-	return r.prev[k]
+	return k, r.prev[k], false
 }
 
-// set records id with mark m at now (in cur, where a later mark shadows an
-// older one left in prev).
-func (r *recentIDs) set(id string, m mark, now, window int64, max int) {
-	r.expire(now, window)
-	k := keyOf(id)
-	if _, ok := r.cur[k]; ok {
-		r.cur[k] = m
-		return
-	}
-	if len(r.cur) >= max {
-		r.rotate(now)
-	}
-	if r.cur == nil {
-		r.cur = make(map[idKey]mark)
+// record records k with mark m, as set does, after lookup returned k and
+// inCur at the same now with nothing recorded in between: a key not in
+// cur is added without being looked for again.
+func (r *recentIDs) record(k idKey, m mark, inCur bool, now int64, max int) {
+	if !inCur {
+		if len(r.cur) >= max {
+			r.rotate(now)
+		}
+		if r.cur == nil {
+			r.cur = make(map[idKey]mark, len(r.prev))
+		}
 	}
 	r.cur[k] = m
 }
@@ -86,7 +88,7 @@ func (r *recentIDs) seen(id string, now, window int64, max int) bool {
 		r.rotate(now)
 	}
 	if r.cur == nil {
-		r.cur = make(map[idKey]mark)
+		r.cur = make(map[idKey]mark, len(r.prev))
 	}
 	r.cur[k] = markTaken
 	return false
@@ -105,6 +107,9 @@ func (r *recentIDs) expire(now, window int64) {
 	}
 }
 
+// rotate makes cur prev and begins an empty cur. The next cur is made
+// (when first written) the size of the generation before it: a steady
+// flow of ids fills it without growing it step by step.
 func (r *recentIDs) rotate(now int64) {
 	r.prev, r.cur, r.since = r.cur, nil, now
 }

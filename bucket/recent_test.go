@@ -30,6 +30,37 @@ func TestRecentIDsTellLongIDsApart(t *testing.T) {
 	}
 }
 
+// get and set are the read and the write lookup and record replaced in
+// the store (one walk for both); kept as the oracles of seen and of
+// lookup with record.
+// get returns id's mark at now, markNone when it is not remembered.
+func (r *recentIDs) get(id string, now, window int64) mark {
+	r.expire(now, window)
+	k := keyOf(id)
+	if m, ok := r.cur[k]; ok {
+		return m
+	}
+	return r.prev[k]
+}
+
+// set records id with mark m at now (in cur, where a later mark shadows an
+// older one left in prev).
+func (r *recentIDs) set(id string, m mark, now, window int64, max int) {
+	r.expire(now, window)
+	k := keyOf(id)
+	if _, ok := r.cur[k]; ok {
+		r.cur[k] = m
+		return
+	}
+	if len(r.cur) >= max {
+		r.rotate(now)
+	}
+	if r.cur == nil {
+		r.cur = make(map[idKey]mark, len(r.prev))
+	}
+	r.cur[k] = m
+}
+
 // seenOracle is recentIDs.seen as it was before it walked once
 // (a112cdd), kept as the oracle of TestRecentIDsSeenDifferential.
 func seenOracle(r *recentIDs, id string, now, window int64, max int) bool {
@@ -67,6 +98,16 @@ func runSeenOps(t testing.TB, ops []byte) {
 			}
 		case 5:
 			now -= int64(ops[i+2]) // a clock that steps back
+		case 6:
+			// lookup then record, as TakeInto and Void do, against get
+			// then set.
+			k, got, inCur := fast.lookup(id, now, window)
+			if want := slow.get(id, now, window); got != want {
+				t.Fatalf("op %d: lookup(%q) = %v, oracle %v", i/4, id, got, want)
+			}
+			m := mark(ops[i+3] % 3)
+			fast.record(k, m, inCur, now, max)
+			slow.set(id, m, now, window, max)
 		default:
 			now += int64(ops[i+2])
 		}

@@ -182,3 +182,36 @@ func TestUpstreamTLSIdleCloseIsRetried(t *testing.T) {
 		t.Errorf("%d connections, want the retry on a second one", n)
 	}
 }
+
+// BenchmarkIdlePeek is the look at a reused upstream connection made
+// before each request written on it (idlePeek.unusable), on a loopback
+// TCP connection with nothing to read.
+//
+//	go test -run X -bench IdlePeek -benchmem ./proxy
+func BenchmarkIdlePeek(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if peer := <-accepted; peer != nil {
+		defer peer.Close()
+	}
+	p := newIdlePeek(c)
+	b.ReportAllocs()
+	for b.Loop() {
+		if unusable, ok := p.unusable(); unusable || !ok {
+			b.Fatalf("unusable %v, ok %v", unusable, ok)
+		}
+	}
+}
