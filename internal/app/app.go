@@ -79,6 +79,7 @@ type App struct {
 	closed   bool
 	closeErr error        // what the first Close returned
 	tlsProxy *certSource  // the proxy listener's certificate, nil without tls
+	conns    *connCap     // the proxy listener's max_connections
 	tlsAdmin *certSource  // the admin listener's certificate, nil without admin_tls
 	reloads  reloadStatus // config reloads so far, for /readyz and metrics
 }
@@ -254,6 +255,7 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 	if err != nil {
 		return nil, err
 	}
+	a.conns = newConnCap(maxConnections(cfg.MaxConnections, fileLimit(), log), cfg.TLS != nil, log)
 	a.srv = &fasthttp.Server{
 		Handler:               a.Proxy.Handle,
 		ErrorHandler:          a.Proxy.ErrorHandler,
@@ -276,12 +278,16 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		// (client_write_timeout, proxy.WriteTimeoutListener).
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
-		// Connections past the cap get 503 and are closed at once, so
-		// that half-sent requests cannot use up the file descriptors the
-		// upstream dials and Redis need (connections.go).
-		Concurrency: maxConnections(cfg.MaxConnections, fileLimit(), log),
+		// Connections past max_connections get a 503 of llmguard's own
+		// and are closed at once by the listener (connCap), so that
+		// half-sent requests cannot use up the file descriptors the
+		// upstream dials and Redis need. fasthttp's own cap, which would
+		// answer in text naming Server.Concurrency, sits well above it:
+		// it counts a connection until its goroutine ends, a moment after
+		// the listener has let its place go.
+		Concurrency: int(2*a.conns.max + 64),
 	}
-	a.Registry.MustRegister(connectionMetrics(a.srv, a.srv.Concurrency)...)
+	a.Registry.MustRegister(connectionMetrics(a.conns)...)
 	a.admin = &fasthttp.Server{
 		Handler: proxy.AdminHandler(a.Registry, func() any {
 			r := st.readiness(cfg.Store.Backend)
@@ -352,6 +358,7 @@ func (a *App) Serve(ln, admin net.Listener) error {
 	if admin != nil {
 		admin = acceptRetry(admin, a.log, "admin")
 	}
+	ln = a.conns.listen(ln)
 	ln = proxy.WriteTimeoutListener(ln, time.Duration(a.Config.ClientWriteTimeout))
 	if a.tlsProxy != nil {
 		// Inside the write deadlines: each TLS record is written by the

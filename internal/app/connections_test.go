@@ -3,6 +3,8 @@ package app
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -89,9 +91,21 @@ func TestConnectionsPastTheCapAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the connection past the cap: %v, want a 503", err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("the connection past the cap: status %d, want 503", resp.StatusCode)
+	}
+	// llmguard's own answer, in a shape both SDKs read, naming the setting
+	// (fasthttp's said "Server.Concurrency limit exceeded" in plain text).
+	var e struct {
+		Type  string `json:"type"`
+		Error struct{ Type, Code, Message string }
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.Type != "error" || e.Error.Type != "overloaded_error" || e.Error.Code != "max_connections" ||
+		!strings.Contains(e.Error.Message, "max_connections 4") || resp.Header.Get("Retry-After") != "1" || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("the answer past the cap: %q (Retry-After %q, Content-Type %q), want llmguard's JSON naming max_connections 4, Retry-After 1",
+			body, resp.Header.Get("Retry-After"), resp.Header.Get("Content-Type"))
 	}
 	m := h.metrics()
 	for _, want := range []string{"llmguard_connections_refused_total 1", "llmguard_max_connections 4", "llmguard_open_connections 4"} {
