@@ -425,6 +425,9 @@ func compileRule(l config.Limit) Rule {
 // "acme-monthly (500000000 usd per month)".
 func (r *Rule) String() string {
 	if r.Unit == UnitConcurrent {
+		if r.Limit.Capacity == 1 {
+			return r.Name + " (1 request in flight)"
+		}
 		return fmt.Sprintf("%s (%d requests in flight)", r.Name, r.Limit.Capacity)
 	}
 	if r.IsQuota() {

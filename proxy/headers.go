@@ -338,8 +338,12 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 		}
 		ctx.Response.Header.Set("x-should-retry", "false")
 	case a.Limit.Concurrent:
-		e.message = fmt.Sprintf("Concurrency limit reached for limit %s (%s scope): %d requests in flight, the most allowed at once. Please try again in %s, or when one of your requests ends.",
-			a.Rule.Name, a.Rule.Scope, a.Limit.Capacity-max(a.Status.Remaining, 0), goDuration(retry))
+		inFlight, noun := a.Limit.Capacity-max(a.Status.Remaining, 0), "requests"
+		if inFlight == 1 {
+			noun = "request"
+		}
+		e.message = fmt.Sprintf("Concurrency limit reached for limit %s (%s scope): %d %s in flight, the most allowed at once. Please try again in %s, or when one of your requests ends.",
+			a.Rule.Name, a.Rule.Scope, inFlight, noun, goDuration(retry))
 		setRetryAfter(&ctx.Response.Header, retry)
 	case a.Limit.IsQuota():
 		// A budget spent until its period ends (DESIGN.md §6): OpenAI's

@@ -26,22 +26,19 @@ import (
 // (its file and rotated backups, else its Redis stream). README, "Reports
 // for finance".
 type reportCmd struct {
-	Tenant   string  `help:"Tenant to report on." required:""`
-	Month    string  `help:"Calendar month, YYYY-MM (e.g. 2026-11)." required:""`
+	Tenant   string   `help:"Tenant to report on." required:""`
+	Month    string   `help:"Calendar month, YYYY-MM (e.g. 2026-11); default the current month in the report's time zone."`
 	Ledger   []string `help:"Ledger file to read (JSON lines; its rotated backups beside it are read too). Repeat it for a fleet's files, one per node: their records are added up." type:"path" xor:"source" sep:"none"`
-	Config   string  `help:"llmguard config whose ledger (ledger.file, else ledger.redis_stream) is read, and whose monthly USD quota of the tenant is the budget." type:"path" xor:"source"`
-	TimeZone string  `name:"timezone" help:"IANA time zone of the month and its days (default: the budget's timezone, else UTC)."`
-	Budget   float64 `name:"budget-usd" help:"The month's budget in US dollars for the burn-down (default: the tenant's monthly usd quota in --config; none without)."`
+	Config   string   `help:"llmguard config whose ledger (ledger.file, else ledger.redis_stream) is read, and whose monthly USD quota of the tenant is the budget." type:"path" xor:"source"`
+	TimeZone string   `name:"timezone" help:"IANA time zone of the month and its days (default: the budget's timezone, else UTC)."`
+	Budget   float64  `name:"budget-usd" help:"The month's budget in US dollars for the burn-down (default: the tenant's monthly usd quota in --config; none without)."`
 }
 
 // Run writes the report to stdout. Errors: no source, a bad month or zone,
 // an unreadable ledger.
 func (r *reportCmd) Run() error {
-	year, month, err := report.ParseMonth(r.Month)
-	if err != nil {
-		return usageError{err}
-	}
-	opt := report.Options{Tenant: r.Tenant, Year: year, Month: month, Now: time.Now()}
+	opt := report.Options{Tenant: r.Tenant, Now: time.Now()}
+	var err error
 	var cfg *config.Config
 	if r.Config != "" {
 		if cfg, err = config.Load(r.Config); err != nil {
@@ -63,6 +60,17 @@ func (r *reportCmd) Run() error {
 		if opt.Location, err = time.LoadLocation(r.TimeZone); err != nil {
 			return usageError{fmt.Errorf("report: unknown --timezone %q (want an IANA name such as Europe/Paris)", r.TimeZone)}
 		}
+	}
+	if r.Month == "" {
+		// As usage does: the period now runs, in the report's zone.
+		loc := opt.Location
+		if loc == nil {
+			loc = time.UTC
+		}
+		now := opt.Now.In(loc)
+		opt.Year, opt.Month = now.Year(), now.Month()
+	} else if opt.Year, opt.Month, err = report.ParseMonth(r.Month); err != nil {
+		return usageError{err}
 	}
 	b, err := report.NewBuilder(opt)
 	if err != nil {
@@ -121,7 +129,7 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.
 			bad += n
 		}
 		if bad > 0 {
-			fmt.Fprintf(os.Stderr, "llmguard report: skipped %d unreadable ledger lines\n", bad)
+			fmt.Fprintf(os.Stderr, "llmguard report: skipped %d unreadable ledger %s\n", bad, plural(bad, "line", "lines"))
 		}
 		return nil
 	case cfg != nil && cfg.Ledger.RedisStream != "":
@@ -143,7 +151,7 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.
 			fn(rec)
 		}
 		if bad > 0 {
-			fmt.Fprintf(os.Stderr, "llmguard report: skipped %d unreadable ledger stream entries\n", bad)
+			fmt.Fprintf(os.Stderr, "llmguard report: skipped %d unreadable ledger stream %s\n", bad, plural(bad, "entry", "entries"))
 		}
 		return err
 	case cfg != nil:
@@ -195,4 +203,12 @@ func (s *tenantsSeen) others() string {
 		more = ", …"
 	}
 	return fmt.Sprintf(" (tenants in it: %s%s)", strings.Join(s.other, ", "), more)
+}
+
+// plural is one when n is 1, else many.
+func plural[N int | int64](n N, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

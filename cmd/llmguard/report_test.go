@@ -96,3 +96,36 @@ ledger: {file: rel-ledger.jsonl}
 		t.Errorf("report with a relative ledger from elsewhere: %v, %s", err, out)
 	}
 }
+
+// report without --month reports the current month (as usage does), and
+// repeated --ledger files are added up; a file named twice is refused.
+func TestReportDefaultMonthAndSeveralLedgers(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now().UTC()
+	write := func(name string, n int) string {
+		path := filepath.Join(dir, name)
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc := json.NewEncoder(f)
+		for i := range n {
+			enc.Encode(ledger.Record{TS: now.Add(-time.Duration(i) * time.Second), RequestID: fmt.Sprint(name, i), Tenant: "acme", User: "alice",
+				Model: "gpt-4o-mini", Status: 200, CostMicroUSD: 1_000_000})
+		}
+		f.Close()
+		return path
+	}
+	a, b := write("a.jsonl", 2), write("b.jsonl", 3)
+	bin := binary(t)
+	out, err := exec.Command(bin, "report", "--ledger", a, "--ledger", b, "--tenant", "acme", "--timezone", "UTC").Output()
+	if err != nil {
+		t.Fatalf("report without --month: %v", err)
+	}
+	if page := string(out); !strings.Contains(page, "acme — "+now.Format("January 2006")) || !strings.Contains(page, "$5.00") {
+		t.Errorf("report over a.jsonl and b.jsonl, this month: want %q and $5.00 (2 + 3 records of $1)", "acme — "+now.Format("January 2006"))
+	}
+	if err := exec.Command(bin, "report", "--ledger", a, "--ledger", a, "--tenant", "acme").Run(); err == nil {
+		t.Error("a ledger file named twice was read twice")
+	}
+}

@@ -84,7 +84,8 @@ func (u *usageCmd) Run() error {
 	}
 	printReport(os.Stdout, &rep)
 	if rep.UnreadableLines > 0 {
-		fmt.Fprintf(os.Stderr, "llmguard usage: skipped %d unreadable ledger lines: the spend above is short by theirs\n", rep.UnreadableLines)
+		fmt.Fprintf(os.Stderr, "llmguard usage: skipped %d unreadable ledger %s: the spend above is short by theirs\n", rep.UnreadableLines,
+			plural(rep.UnreadableLines, "line", "lines"))
 	}
 	if note := emptyTenantNote(u.Tenant, &rep); note != "" {
 		fmt.Fprintln(os.Stderr, note)

@@ -396,7 +396,8 @@ func unknownPathGlob(g string) string {
 func known(set map[string]bool) string {
 	vals := slices.Sorted(maps.Keys(set))
 	if i := slices.Index(vals, ""); i >= 0 {
-		vals[i] = `""`
+		// A key without the field (no plan) is not a value in use.
+		vals = slices.Delete(vals, i, i+1)
 	}
 	if len(vals) > 10 {
 		vals = append(vals[:10], fmt.Sprintf("… %d more", len(vals)-10))
