@@ -34,8 +34,9 @@ type pendingLine struct {
 // are kept, oldest first, and sent again every redisBackoff and before any
 // newer record, so the stream gets them in the order they were written and
 // an outage within the bounds loses nothing: at most retryBytes of lines
-// kept for a retry (and as much again arriving while a send is in flight)
-// and none older than retryFor. Past either bound the oldest are given up,
+// kept for a retry, and as much again arriving while a send is in flight
+// (past that, the oldest of those arriving are given up), and none older
+// than retryFor. Past either bound the oldest are given up,
 // counted in llmguard_ledger_errors_total{sink="redis"} and logged. A
 // pipeline that timed out may have been applied before its answer was
 // lost: its records are then added twice, and ReadStream reads such an
@@ -122,6 +123,7 @@ func (s *redisSink) send(b redisBatch) {
 		s.inbox = s.inbox[n:]
 		s.inboxLost += n
 	}
+	s.m.redisPending.Add(float64(len(b.ends) - n))
 	s.mu.Unlock()
 	s.signal()
 }
@@ -148,19 +150,33 @@ func (s *redisSink) close() {
 	<-s.done
 }
 
+// run is the sink's goroutine. Each turn it takes the inbox, sends one
+// pipeline of the oldest pending lines (unless a failure is under
+// redisBackoff), and answers the waiters: a Flush waits for one pipeline at
+// most, not for a backlog after an outage to drain. It waits only when
+// nothing can be sent now.
 func (s *redisSink) run() {
 	defer close(s.done)
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	for {
-		if len(s.pending) > 0 {
-			retry.Reset(redisBackoff)
+		backoff := s.backoffLeft()
+		switch {
+		case len(s.pending) == 0:
+			<-s.wake
+		case backoff > 0:
+			retry.Reset(backoff)
+			select {
+			case <-s.wake:
+			case <-retry.C:
+			}
+			retry.Stop()
+		default:
+			select { // a backlog to send: look at the inbox without waiting
+			case <-s.wake:
+			default:
+			}
 		}
-		select {
-		case <-s.wake:
-		case <-retry.C:
-		}
-		retry.Stop()
 		s.mu.Lock()
 		in, lost, waiters, closing := s.inbox, s.inboxLost, s.waiters, s.closing
 		s.inbox, s.inboxBytes, s.inboxLost, s.waiters = nil, 0, 0, nil
@@ -168,19 +184,35 @@ func (s *redisSink) run() {
 		s.giveUp(lost, "past the retry bounds")
 		s.keep(in)
 		if closing {
-			s.failedAt = time.Time{} // one last try, whatever the backoff
+			// One last try of every pipeline, whatever the backoff, until
+			// one fails.
+			s.failedAt = time.Time{}
+			for len(s.pending) > 0 && s.failedAt.IsZero() {
+				s.sendOne()
+			}
+			for _, w := range waiters {
+				close(w)
+			}
+			s.giveUp(len(s.pending), "the ledger closed")
+			s.pending, s.pendingBytes = nil, 0
+			return
 		}
-		s.flushPending()
+		if s.backoffLeft() == 0 {
+			s.sendOne()
+		}
 		for _, w := range waiters {
 			close(w)
 		}
-		if closing {
-			s.giveUp(len(s.pending), "the ledger closed")
-			s.pending, s.pendingBytes = nil, 0
-			s.m.redisPending.Set(0)
-			return
-		}
 	}
+}
+
+// backoffLeft is how long sends still wait after the last failure (0: none
+// is under way).
+func (s *redisSink) backoffLeft() time.Duration {
+	if s.failedAt.IsZero() {
+		return 0
+	}
+	return max(0, redisBackoff-s.now().Sub(s.failedAt))
 }
 
 // keep appends lines to pending, then gives up the oldest past the bounds.
@@ -204,7 +236,6 @@ func (s *redisSink) trim(now time.Time) {
 		s.drop(n)
 		s.giveUp(n, "past the retry bounds")
 	}
-	s.m.redisPending.Set(float64(len(s.pending)))
 }
 
 // drop removes the n oldest pending lines.
@@ -222,6 +253,7 @@ func (s *redisSink) giveUp(n int, why string) {
 		return
 	}
 	s.m.redisErrors.Add(float64(n))
+	s.m.redisPending.Sub(float64(n))
 	s.logEvery(&s.lostAt, "ledger: redis sink: records given up, never added to the stream ("+why+")"+s.fileNote(true), n, nil)
 }
 
@@ -237,23 +269,19 @@ func (s *redisSink) fileNote(lost bool) string {
 	return "; no ledger file is configured: until then they are only in this process's memory"
 }
 
-// flushPending sends the pending lines, oldest first, in pipelines of at
-// most maxBatch, until none is left or a send fails; during redisBackoff
-// after a failure it sends nothing.
-func (s *redisSink) flushPending() {
-	if len(s.pending) == 0 || (!s.failedAt.IsZero() && s.now().Sub(s.failedAt) < redisBackoff) {
-		s.m.redisPending.Set(float64(len(s.pending)))
-		return
-	}
-	for len(s.pending) > 0 {
+// sendOne sends the oldest pending lines, at most maxBatch, in one
+// pipeline: those Redis took leave pending, the rest stay in order, and a
+// failure starts redisBackoff. Past the bounds, the oldest are given up.
+func (s *redisSink) sendOne() {
+	if len(s.pending) > 0 {
 		part := s.pending[:min(len(s.pending), maxBatch)]
 		ok, err := s.add(part)
-		// Lines Redis took leave pending; the rest stay, in order.
 		var kept []pendingLine
 		for i, p := range part {
 			if ok[i] {
 				s.pendingBytes -= int64(len(p.line))
 				s.m.redisRecords.Inc()
+				s.m.redisPending.Dec()
 			} else {
 				kept = append(kept, p)
 			}
@@ -267,9 +295,9 @@ func (s *redisSink) flushPending() {
 		if err != nil {
 			s.failedAt = s.now()
 			s.logEvery(&s.loggedAt, "ledger: redis sink: records not added to the stream yet; kept in memory and sent again (within the retry bounds)"+s.fileNote(false), len(s.pending), err)
-			break
+		} else {
+			s.failedAt = time.Time{}
 		}
-		s.failedAt = time.Time{}
 	}
 	s.trim(s.now())
 }

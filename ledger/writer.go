@@ -86,7 +86,8 @@ type Options struct {
 	// DefaultRedisRetryBytes.
 	RedisRetryBytes int64
 	// RedisRetryFor is how long a record is kept to be sent again before it
-	// is given up; zero means DefaultRedisRetryFor.
+	// is given up; zero means DefaultRedisRetryFor, which is also the most:
+	// ReadStream reads that far past a range's end for records sent late.
 	RedisRetryFor time.Duration
 
 	// Buffer is how many records Write may queue before it drops; zero
@@ -162,7 +163,7 @@ func New(o Options) (*Writer, error) {
 	if o.RedisRetryBytes == 0 {
 		o.RedisRetryBytes = DefaultRedisRetryBytes
 	}
-	if o.RedisRetryFor == 0 {
+	if o.RedisRetryFor == 0 || o.RedisRetryFor > DefaultRedisRetryFor {
 		o.RedisRetryFor = DefaultRedisRetryFor
 	}
 	if o.Logger == nil {
@@ -228,8 +229,11 @@ func (w *Writer) Write(r Record) bool {
 func (w *Writer) Dropped() uint64 { return w.dropped.Load() }
 
 // Flush waits until every record queued before the call has been written to
-// the file (and flushed to the OS) and sent to Redis (added, or counted as
-// an error). Sink errors are counted, not returned.
+// the file (and flushed to the OS) and handed to the Redis sink, which has
+// then sent one pipeline of its oldest records: in normal running that adds
+// them all; after an outage, the rest are kept and sent again
+// (llmguard_ledger_pending), so a Flush never waits for a backlog to drain.
+// Sink errors are counted, not returned.
 //
 // Errors: ErrClosed after Close; ctx's error when it ends first (the records
 // are still written later).

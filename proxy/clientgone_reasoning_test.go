@@ -68,3 +68,52 @@ func TestClientGoneChargedTheOutputReservation(t *testing.T) {
 }
 
 func itoa16(n int) string { return strconv.FormatInt(int64(n), 16) }
+
+// TestClientGoneAfterInBandErrorRefunded: an upstream that ends an answer
+// with an in-band error before any output (OpenAI's error chunk) bills
+// nothing for it; a client that reads the error and hangs up before the
+// upstream's end is read is refunded, not charged its output reservation.
+func TestClientGoneAfterInBandErrorRefunded(t *testing.T) {
+	w := testWeigher(t)
+	asked, cut := make(chan struct{}), make(chan struct{})
+	url := byteUpstream(t, func(c net.Conn, _ int) bool {
+		close(asked)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+		chunk := func(s string) { io.WriteString(c, itoa16(len(s))+"\r\n"+s+"\r\n") }
+		chunk(`data: {"error":{"message":"The server had an error while processing your request.","type":"server_error"}}` + "\n\n")
+		c.SetReadDeadline(time.Now().Add(75 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			close(cut)
+		}
+		return false
+	})
+	r := newRig(t, rigOptions{url: url, w: w, timeout: 10 * time.Minute})
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":30000,"stream":true}`
+	before := r.remaining()
+	c, err := net.Dial("tcp", strings.TrimPrefix(r.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-panic\r\nContent-Type: application/json\r\nContent-Length: "+itoa(len(body))+"\r\n\r\n"+body)
+	<-asked
+	br := bufio.NewReader(c)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(line, `"error"`) {
+			break
+		}
+	}
+	c.Close()
+	select {
+	case <-cut:
+	case <-time.After(60 * time.Second):
+		t.Fatal("upstream not cut")
+	}
+	r.waitLedger(1)
+	if spent := before - r.remaining(); spent != 0 {
+		t.Errorf("an in-band error before any output, client gone: charged %d tokens, want the refund (0)", spent)
+	}
+}

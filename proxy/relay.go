@@ -506,8 +506,13 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 		// model's hidden reasoning, thousands of tokens before the first
 		// word; text in flight when it noticed the cut). Without a final
 		// usage the output is charged at least its reservation, never the
-		// few words the client saw (settleStream).
-		tap.unread = true
+		// few words the client saw (settleStream). An in-band error with
+		// nothing streamed before it stays refunded: the upstream ended
+		// the answer itself (an SDK that reads the error chunk closes the
+		// connection before the upstream's end is read).
+		if _, source := tap.settle(x.est); source != spec.SourceRefund {
+			tap.unread = true
+		}
 	} else {
 		w.Write(tap.end())
 		w.Flush()

@@ -114,8 +114,8 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.
 				return err
 			}
 			for _, name := range names {
-				if slices.Contains(files, name) {
-					return fmt.Errorf("report: --ledger names %s twice (directly or as a backup of another file): its records would count twice", name)
+				if i := slices.IndexFunc(files, func(f string) bool { return sameFile(f, name) }); i >= 0 {
+					return fmt.Errorf("report: --ledger reads %s twice (as %s too, by another name, a link or as a backup of another file): its records would count twice", name, files[i])
 				}
 				files = append(files, name)
 			}
@@ -211,4 +211,18 @@ func plural[N int | int64](n N, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// sameFile reports whether a and b name one file (one path, or a link to
+// it); false when either cannot be read.
+func sameFile(a, b string) bool {
+	if a == b {
+		return true
+	}
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
 }

@@ -128,4 +128,11 @@ func TestReportDefaultMonthAndSeveralLedgers(t *testing.T) {
 	if err := exec.Command(bin, "report", "--ledger", a, "--ledger", a, "--tenant", "acme").Run(); err == nil {
 		t.Error("a ledger file named twice was read twice")
 	}
+	link := filepath.Join(dir, "link.jsonl")
+	if err := os.Symlink(a, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command(bin, "report", "--ledger", a, "--ledger", link, "--tenant", "acme").Run(); err == nil {
+		t.Error("a ledger file and a link to it were read twice")
+	}
 }

@@ -8,14 +8,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/bucket"
@@ -454,9 +457,15 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 		// cannot be read is ours and may pass (503, as a proxy answers when
 		// what it depends on is down).
 		status, msg := fasthttp.StatusBadRequest, strings.TrimPrefix(err.Error(), ErrUsageQuery.Error()+": ")
-		if !errors.Is(err, ErrUsageQuery) {
-			status, msg = fasthttp.StatusServiceUnavailable, "usage cannot be read now (the ledger or the quota store failed; try again): "+err.Error()
+		switch {
+		case errors.Is(err, ErrUsageQuery):
+		case transient(err):
+			status, msg = fasthttp.StatusServiceUnavailable, "usage cannot be read now (the ledger's or the quota store's Redis failed; try again): "+err.Error()
 			ctx.Response.Header.Set("Retry-After", "5")
+		default:
+			// A ledger file that cannot be read (permissions, a directory
+			// where the file should be): retrying will not mend it.
+			status, msg = fasthttp.StatusInternalServerError, "usage cannot be read (its operator must mend this): "+err.Error()
 		}
 		ctx.SetStatusCode(status)
 		b, _ := json.Marshal(map[string]string{"error": msg})
@@ -492,4 +501,13 @@ func adminAllowed(ctx *fasthttp.RequestCtx, token string) bool {
 	}
 	got := string(ctx.Request.Header.Peek("Authorization"))
 	return subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+token)) == 1
+}
+
+// transient reports whether err may pass by itself: a network error or
+// timeout (Redis down or slow), or the request's deadline.
+func transient(err error) bool {
+	var oe *net.OpError // a dial, read or write on a socket
+	var ne net.Error    // fs.PathError satisfies it too: only its timeouts count
+	return errors.As(err, &oe) || (errors.As(err, &ne) && ne.Timeout()) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrClosed) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)
 }

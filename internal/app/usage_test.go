@@ -2,10 +2,13 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -312,5 +316,26 @@ func TestAdminUsageLedgerDownIs503(t *testing.T) {
 	resp2.Body.Close()
 	if resp2.StatusCode != 400 {
 		t.Errorf("bad period: %d, want 400", resp2.StatusCode)
+	}
+}
+
+// Only errors that may pass by themselves make /admin/usage a 503 with
+// Retry-After: a ledger file that cannot be read is a 500 (no retry mends
+// a permission or a directory where the file should be).
+func TestUsageErrorsTransientOrNot(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("ledger: xrange s: %w", dial), true},
+		{fmt.Errorf("wrapped: %w", context.DeadlineExceeded), true},
+		{&fs.PathError{Op: "open", Path: "/var/lib/llmguard/ledger.jsonl", Err: syscall.EACCES}, false},
+		{&fs.PathError{Op: "read", Path: "/var/lib/llmguard/ledger.jsonl", Err: syscall.EISDIR}, false},
+		{errors.New("csv: write failed"), false},
+	} {
+		if got := transient(c.err); got != c.want {
+			t.Errorf("transient(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }
