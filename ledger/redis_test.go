@@ -265,7 +265,6 @@ func TestReadStreamDuplicatesAndBadEntries(t *testing.T) {
 	}
 }
 
-
 // mustJSON is r's ledger line as the Writer writes it (UTC, no newline).
 func mustJSON(t *testing.T, r ledger.Record) string {
 	t.Helper()

@@ -102,7 +102,7 @@ type Options struct {
 	// Test hooks.
 	maxBytes    int64            // rotation size in bytes, overriding MaxSizeMB
 	now         func() time.Time // the Redis sink's clock; nil: time.Now
-	beforeBatch func() // called by the goroutine before it waits for records
+	beforeBatch func()           // called by the goroutine before it waits for records
 }
 
 // Writer queues Records and writes them to the file and the stream from one
