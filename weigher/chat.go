@@ -599,8 +599,8 @@ func partWeight(enc counter, model string, p gjson.Result) (n int64, hidden bool
 		n := countText(enc, name)
 		page := imageTokens(model, "high", 0, 0)
 		mime, data := splitDataURL(stringOf(f.Get("file_data")))
-		if data == "" {
-			return n + documentTokens(unknownDocumentPages, page), true
+		if data == "" { // stored: the window bounds it (hidden)
+			return n, true
 		}
 		m, hidden := fileTokens(enc, inlineFile{b64: data, name: name, mime: mime}, page)
 		return n + m, hidden

@@ -28,10 +28,6 @@ const (
 	// 100 pages per request on most models (PDF guide, "Check PDF
 	// requirements").
 	maxDocumentPages = 100
-	// unknownDocumentPages is the page count assumed for a document the body
-	// does not hold (a URL or a stored file id): an assumption, no published
-	// figure exists.
-	unknownDocumentPages = 10
 	// maxPDFScanBytes bounds the decoded bytes scanned for page objects.
 	maxPDFScanBytes = 64 << 20
 )
@@ -247,7 +243,7 @@ func imageAsDocument(enc counter, model, url string) (n int64, hidden, ok bool) 
 		path = path[:i]
 	}
 	if len(path) >= 4 && strings.EqualFold(path[len(path)-4:], ".pdf") {
-		return documentTokens(unknownDocumentPages, imageTokens(model, "high", 0, 0)), true, true
+		return 0, true, true // fetched by the upstream: the window bounds it (hidden)
 	}
 	return 0, false, false
 }

@@ -1,6 +1,9 @@
 package weigher
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // A request whose input the body does not hold reserves the model's largest
 // input through Weigh (ServerContext set); the same stored file is treated
@@ -144,36 +147,40 @@ func TestServerToolsEscaped(t *testing.T) {
 	}
 }
 
-// A request with hidden context on a model whose largest input is
-// configured reserves that window, not more: gpt-4o-mini's page image is
-// some 51k tokens, so its ten-page guess for a stored file came to 511,750
-// tokens, four times the 128K it can take, and lowering max_input_tokens
-// changed nothing. Without a configured window the guess still counts.
-func TestHiddenContextCappedAtConfiguredWindow(t *testing.T) {
+// A request with hidden context reserves the model's window, not the
+// window plus a guess for what it names: gpt-4o-mini's page image is some
+// 51k tokens, so a ten-page guess for a stored file came to 511,750 tokens,
+// four times the 128K it can take, and lowering max_input_tokens changed
+// nothing. The body's own text still counts in full when it is larger: a
+// model that takes a shorter name's window by prefix (gpt-4.5-preview
+// under gpt-4's 8,192) is not reserved below what its body holds.
+func TestHiddenContextReservesTheWindowNotGuesses(t *testing.T) {
 	w, err := New(Options{Models: map[string]Model{
 		"gpt-4o-mini": {MaxInputTokens: 128_000},
 		"small-mini":  {MaxInputTokens: 50_000},
+		"gpt-4":       {MaxInputTokens: 8_192},
 	}, DefaultMaxOutputTokens: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := func(model string) string {
-		return `{"model":"` + model + `","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}},{"type":"file","file":{"file_id":"file-2"}}]}]}`
+	file := func(model, text string) string {
+		return `{"model":"` + model + `","messages":[{"role":"user","content":[{"type":"text","text":"` + text + `"},{"type":"file","file":{"file_id":"file-1"}},{"type":"file","file":{"file_id":"file-2"}}]}]}`
 	}
 	for _, c := range []struct {
 		model string
 		want  int64
-	}{{"gpt-4o-mini", 128_000}, {"small-mini", 50_000}} {
-		if e := w.Weigh(KindChat, []byte(file(c.model))); !e.ServerContext || e.InputTokens != c.want {
-			t.Errorf("%s: ServerContext %v, input %d; want the configured window %d", c.model, e.ServerContext, e.InputTokens, c.want)
+	}{{"gpt-4o-mini", 128_000}, {"small-mini", 50_000}, {"unlisted-mini", DefaultMaxInputTokens}} {
+		if e := w.Weigh(KindChat, []byte(file(c.model, "read these"))); !e.ServerContext || e.InputTokens != c.want {
+			t.Errorf("%s: ServerContext %v, input %d; want the window %d", c.model, e.ServerContext, e.InputTokens, c.want)
 		}
 	}
-	// No configured window: the two files' guess (over the default) stands.
-	guess := w.Chat([]byte(file("gpt-4o-mini"))).InputTokens
-	if guess <= DefaultMaxInputTokens {
-		t.Fatalf("the two-file guess on gpt-4o-mini is %d, want above %d for the check below", guess, DefaultMaxInputTokens)
+	long := strings.Repeat("the quick brown fox jumps over the lazy dog ", 6000) // some 54k tokens
+	body := file("gpt-4.5-preview", long)
+	counted := w.Chat([]byte(body)).InputTokens
+	if counted < 50_000 {
+		t.Fatalf("the long body counts %d tokens, want over 50,000 for the check below", counted)
 	}
-	if e := w.Weigh(KindChat, []byte(file("unlisted-mini"))); e.InputTokens < DefaultMaxInputTokens {
-		t.Errorf("unlisted model: input %d, want at least %d", e.InputTokens, DefaultMaxInputTokens)
+	if e := w.Weigh(KindChat, []byte(body)); e.InputTokens != counted {
+		t.Errorf("gpt-4.5-preview (gpt-4's 8,192 by prefix) with %d tokens of text and stored files: reserved %d, want the text's %d", counted, e.InputTokens, counted)
 	}
 }

@@ -387,7 +387,8 @@ func (c *claudeCounter) image(src gjson.Result) int64 {
 
 // document counts a document block: a base64 file by fileTokens (a PDF by
 // pages; hidden when its pages cannot be read), plain text by its text,
-// a content source by its blocks, a URL or file at unknownDocumentPages; plus
+// a content source by its blocks, a URL or file as hidden context (nothing
+// of its own: the request reserves the model's largest input); plus
 // its title and context.
 func (c *claudeCounter) document(b gjson.Result, depth int) {
 	c.text += countText(c.enc, stringOf(b.Get("title"))) + countText(c.enc, stringOf(b.Get("context")))
@@ -409,9 +410,8 @@ func (c *claudeCounter) document(b gjson.Result, depth int) {
 		c.text += countText(c.enc, stringOf(src.Get("data")))
 	case "content":
 		c.blocks(src.Get("content"), false, depth)
-	default: // "url", "file": the upstream fetches it
+	default: // "url", "file": the upstream fetches it; the window bounds it (hidden)
 		c.hidden = true
-		c.fixed += documentTokens(unknownDocumentPages, page)
 	}
 }
 

@@ -280,9 +280,9 @@ func (r responsesCounter) part(p gjson.Result, depth int) int64 {
 		n := countText(r.enc, name)
 		page := imageTokens(r.model, "high", 0, 0)
 		mime, data := splitDataURL(stringOf(p.Get("file_data")))
-		if data == "" { // file_id or file_url: the upstream fetches it
+		if data == "" { // file_id or file_url: the upstream fetches it; the window bounds it (hidden)
 			*r.hidden = true
-			return n + documentTokens(unknownDocumentPages, page)
+			return n
 		}
 		m, hidden := fileTokens(r.enc, inlineFile{b64: data, name: name, mime: mime}, page)
 		*r.hidden = *r.hidden || hidden

@@ -408,27 +408,19 @@ func (w *Weigher) maxInput(model string) int64 {
 }
 
 // hidden reserves, for a request whose input the body does not hold, the
-// model's largest input: the upstream adds context llmguard cannot see, and
-// reconciliation gives back what it did not use. Only the entry points
-// (Weigh, WeighAs) apply it; the per-kind methods report ServerContext and
-// the body's own content.
-//
-// A model whose largest input is configured (Model.MaxInputTokens: the
-// price table's max_input_tokens, or the config's) reserves exactly that:
-// one call bills no more input than its window (an upstream refuses a
-// longer prompt, or truncates it), so the guesses the body's estimate may
-// hold for what it names but does not carry (unknownDocumentPages a
-// stored file, which on a model with large page images came to four times
-// gpt-4o-mini's window) cannot make the request need more. A model
-// without one reserves the larger of its estimate and
-// Options.DefaultMaxInputTokens, as its window is not known.
+// model's largest input (Model.MaxInputTokens, the price table's
+// max_input_tokens or the config's, else Options.DefaultMaxInputTokens):
+// the upstream adds context llmguard cannot see, and reconciliation gives
+// back what it did not use. The body's own estimate stands when it is
+// larger: what the body holds is counted, and a request whose tools the
+// upstream runs bills its window again on each turn of their loop. A
+// document the body names but does not carry (a stored file, a URL) adds
+// nothing of its own: the window bounds what one call reads of it. Only
+// the entry points (Weigh, WeighAs) apply it; the per-kind methods report
+// ServerContext and the body's own content.
 func (w *Weigher) hidden(e Estimate) Estimate {
 	if e.ServerContext {
-		if m, ok := w.configured(e.Model); ok && m.MaxInputTokens > 0 {
-			e.InputTokens = m.MaxInputTokens
-		} else {
-			e.InputTokens = max(e.InputTokens, w.defaultIn)
-		}
+		e.InputTokens = max(e.InputTokens, w.maxInput(e.Model))
 	}
 	if m, ok := w.configured(e.Model); ok && e.OutputDefaulted {
 		e.OutputCeiling = m.MaxOutputTokens
