@@ -149,10 +149,13 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			// Search results enter the prompt the upstream bills
 			// (OpenRouter's plugins: web search, file parsing).
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
-		case "data_sources":
-			// Azure OpenAI "On Your Data": the upstream retrieves documents
-			// into the prompt it bills.
+		case "data_sources", "dataSources":
+			// Azure OpenAI "On Your Data" (dataSources: its 2023 preview
+			// extensions API): the upstream retrieves documents into the
+			// prompt it bills.
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
+		case extraBodyField, "google":
+			est.ServerContext = est.ServerContext || geminiCachedContent(k, v)
 		case "service_tier":
 			est.ServiceTier = serviceTier(v)
 		case "prediction":

@@ -28,23 +28,32 @@ import (
 var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "fallback_config", "preset"}
 
 // fallbackModelsKey returns the first top-level member of d whose key is
-// one of FallbackModelFields in any case (as sent), "" when none is.
-// A "model" naming an OpenRouter preset ("@preset/<name>", any case)
-// counts as one, returned as "model".
-func fallbackModelsKey(d doc) string {
-	found := ""
-	d.walkKeys(true, func(k string) bool { return isFallbackModelField(k) || k == "model" }, func(k string, v gjson.Result, _ elements) bool {
-		if k == "model" {
+// one of FallbackModelFields in any case (as sent), with
+// FaultModelOutsideBody, or what extraBodyRefused refuses in an
+// "extra_body" member (whose members a gateway merges over the body's),
+// with FaultExtraBody; "" and FaultNone when there is neither. A "model"
+// naming an OpenRouter preset ("@preset/<name>", any case) counts as a
+// fallback field, returned as "model".
+func fallbackModelsKey(d doc) (key string, f Fault) {
+	d.walkKeys(true, func(k string) bool { return isFallbackModelField(k) || k == "model" || isExtraBodyKey(k) }, func(k string, v gjson.Result, _ elements) bool {
+		switch {
+		case k == "model":
 			if m := rawString(v); len(m) >= len("@preset/") && strings.EqualFold(m[:len("@preset/")], "@preset/") {
-				found = k
+				key, f = k, FaultModelOutsideBody
+				return false
+			}
+			return true
+		case isExtraBodyKey(k):
+			if bad := extraBodyRefused(k, v); bad != "" {
+				key, f = bad, FaultExtraBody
 				return false
 			}
 			return true
 		}
-		found = k
+		key, f = k, FaultModelOutsideBody
 		return false
 	})
-	return found
+	return key, f
 }
 
 // isFallbackModelField reports whether key is one of FallbackModelFields

@@ -117,10 +117,10 @@ func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback
 			fallback.Fault, fallback.FaultDetail = FaultNotObject, notObjectDetail(d.root)
 			return doc{}, fallback, false
 		}
-		if k := fallbackModelsKey(d); k != "" {
+		if k, f := fallbackModelsKey(d); k != "" {
 			d.close()
 			fallback = w.Bytes(body, "")
-			fallback.Fault, fallback.FaultDetail = FaultModelOutsideBody, "key "+shownKey(k)
+			fallback.Fault, fallback.FaultDetail = f, "key "+shownKey(k)
 			return doc{}, fallback, false
 		}
 		if o.callerChecks {
