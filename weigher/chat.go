@@ -403,6 +403,8 @@ func messageTally(enc counter, model string, m gjson.Result, check bool) (t tall
 		case "function_call":
 			t, _ := callTally(enc, v, false, nil)
 			n += t
+		case "reasoning", "reasoning_content", "reasoning_details":
+			n += reasoningTokens(enc, v, 0)
 		case "audio":
 			// An assistant message's earlier audio answer, by id
 			// ({"audio": {"id": "audio_…"}}): the upstream reads that
