@@ -48,6 +48,11 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 			model = v
 		case "prompt":
 			prompt = v
+		case "prompt_embeds":
+			// vLLM's prompt embeddings (base64 tensors, one prompt token
+			// per row, beside or instead of prompt): billed as prompt
+			// tokens the body shows only as bytes. Hidden context.
+			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case "suffix":
 			suffix = v
 		case "max_tokens":

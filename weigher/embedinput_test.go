@@ -46,3 +46,18 @@ func TestEmbeddingsInputSameAsPrompt(t *testing.T) {
 		}
 	}
 }
+
+// TestCompletionsPromptEmbedsHidden: vLLM's completions "prompt_embeds"
+// are prompt tokens the body holds only as tensors: hidden context.
+func TestCompletionsPromptEmbedsHidden(t *testing.T) {
+	w := testWeigher(t)
+	for body, hidden := range map[string]bool{
+		`{"model":"meta-llama/Llama-3.1-8B","prompt_embeds":"QUFBQUFBQUFBQUFBQUFBQQ==","max_tokens":16}`: true,
+		`{"model":"meta-llama/Llama-3.1-8B","prompt":"hi","prompt_embeds":["QUFBQQ=="],"max_tokens":16}`: true,
+		`{"model":"meta-llama/Llama-3.1-8B","prompt":"hi","prompt_embeds":null,"max_tokens":16}`:         false,
+	} {
+		if e := w.Completions([]byte(body)); e.ServerContext != hidden {
+			t.Errorf("%s: ServerContext %v, want %v", body, e.ServerContext, hidden)
+		}
+	}
+}
