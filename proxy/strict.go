@@ -114,7 +114,8 @@ func (p *Proxy) decodeBody(ctx *fasthttp.RequestCtx, h *heldBody, codings []cont
 // faultError is the 400 answering a body the weigher could not weigh
 // exactly as the upstream reads it: the fault's code (invalid_json,
 // json_not_object, invalid_utf8, json_bom, duplicate_key, case_variant_key,
-// json_too_deep, model_outside_body for a body naming fallback models) and
+// json_too_deep, model_outside_body for a body naming fallback models,
+// extra_body for members a gateway merges over the top-level ones) and
 // its message, with the detail saying what and where.
 func faultError(est weigher.Estimate) apiError {
 	f := est.Fault
@@ -122,8 +123,11 @@ func faultError(est weigher.Estimate) apiError {
 		f = weigher.FaultInvalidJSON
 	}
 	why := " llmguard weighs only a UTF-8 JSON object in strict syntax, so that it counts what the upstream reads."
-	if f == weigher.FaultModelOutsideBody {
+	switch f {
+	case weigher.FaultModelOutsideBody:
 		why = " An upstream may bill a model llmguard did not price: send one model, in \"model\"."
+	case weigher.FaultExtraBody:
+		why = " Send those fields at the top level of the body, where llmguard weighs them."
 	}
 	return apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: f.Code(),
 		anthropicType: "invalid_request_error", message: f.Message(est.FaultDetail) + why}

@@ -94,7 +94,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	est := Estimate{Parsed: true}
 	fine := true
 	var fold []byte
-	fallbackKey := "" // the first member naming a model outside "model" (fallbackMember)
+	fallbackKey, fallbackWhy := "", FaultNone // the first member naming a model outside "model", or a refused extra_body (fallbackMember)
 	// With the layout, values are walked raw (rawValue: a number not
 	// parsed, a string not decoded), and the members read as numbers or
 	// text are made gjson's (decoded) here: a member read for its type or
@@ -109,8 +109,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		// checkFields' check of the member, with the request's memo, as
 		// parseRequestWith would have made it (the elements raw, as its
 		// walk gives them).
-		if fallbackMember(k, v) {
-			fallbackKey = k
+		if fallbackKey, fallbackWhy = fallbackMember(k, v); fallbackWhy != FaultNone {
 			return false
 		}
 		raw := elems
@@ -154,10 +153,13 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			// Search results enter the prompt the upstream bills
 			// (OpenRouter's plugins: web search, file parsing).
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
-		case "data_sources":
-			// Azure OpenAI "On Your Data": the upstream retrieves documents
-			// into the prompt it bills.
+		case "data_sources", "dataSources":
+			// Azure OpenAI "On Your Data" (dataSources: its 2023 preview
+			// extensions API): the upstream retrieves documents into the
+			// prompt it bills.
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
+		case extraBodyField, "google":
+			est.ServerContext = est.ServerContext || geminiCachedContent(k, v)
 		case "service_tier":
 			est.ServiceTier = serviceTier(v)
 		case "prediction":
@@ -172,10 +174,10 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		// A model named outside "model" after the member that failed
 		// refuses the body first, as the walk for them did before the
 		// field check.
-		fallbackKey = fallbackModelsKey(d)
+		fallbackKey, fallbackWhy = fallbackModelsKey(d)
 	}
 	if fallbackKey != "" {
-		return w.fallbackFault(body, fallbackKey), true
+		return w.fallbackFault(body, fallbackKey, fallbackWhy), true
 	}
 	if !fine {
 		// The reference check names the key, in body order (the messages
@@ -410,6 +412,8 @@ func messageTally(enc counter, model string, m gjson.Result, check bool) (t tall
 		case "function_call":
 			t, _ := callTally(enc, v, false, nil)
 			n += t
+		case "reasoning", "reasoning_content", "reasoning_details":
+			n += reasoningTokens(enc, v, 0)
 		case "audio":
 			// An assistant message's earlier audio answer, by id
 			// ({"audio": {"id": "audio_…"}}): the upstream reads that

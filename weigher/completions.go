@@ -48,6 +48,11 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 			model = v
 		case "prompt":
 			prompt = v
+		case "prompt_embeds":
+			// vLLM's prompt embeddings (base64 tensors, one prompt token
+			// per row, beside or instead of prompt): billed as prompt
+			// tokens the body shows only as bytes. Hidden context.
+			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case "suffix":
 			suffix = v
 		case "max_tokens":
@@ -105,7 +110,10 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 // (https://platform.openai.com/docs/api-reference/embeddings/create):
 // InputTokens is the input — a string, a token array, or an array of
 // strings or token arrays — counted like a completions prompt, with no
-// framing; OutputTokens is 0 (an embedding generates no tokens). A body that
+// framing, and the text of the shapes OpenAI-compatible servers add
+// (embeddingsInputTokens: input objects, vLLM's "messages"), what it
+// cannot weigh in them (an image) marking the estimate ServerContext;
+// OutputTokens is 0 (an embedding generates no tokens). A body that
 // is not a JSON object yields the byte-based estimate of [Weigher.Bytes]
 // with OutputTokens 0 and Parsed false. Embeddings never panics and never
 // keeps body.
@@ -120,20 +128,25 @@ func (w *Weigher) embeddings(body []byte, as func(string) string) Estimate {
 		return fallback
 	}
 	defer d.close()
-	var model, input gjson.Result
+	var model, input, messages gjson.Result
 	d.members(func(k string, v gjson.Result, elems elements) bool {
 		switch k {
 		case "model":
 			model = v
 		case "input":
 			input = v
+		case "messages":
+			messages = v
 		}
 		return true
 	})
 	est := Estimate{Parsed: true}
 	est.Model = modelNamed(model, as, w.names)
-	in, _ := promptTokens(w.encoder(est.Model), input)
-	est.InputTokens = w.scaled(est.Model, min(in, maxTokens))
+	enc := w.encoder(est.Model)
+	in, hidden := embeddingsInputTokens(enc, input)
+	m, mHidden := embeddingsMessages(enc, w.family(est.Model), messages)
+	est.ServerContext = hidden || mHidden
+	est.InputTokens = w.scaled(est.Model, min(in+m, maxTokens))
 	return est
 }
 

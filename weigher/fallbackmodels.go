@@ -28,31 +28,41 @@ import (
 var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "fallback_config", "preset"}
 
 // fallbackModelsKey returns the first top-level member of d whose key is
-// one of FallbackModelFields in any case (as sent), "" when none is.
-// A "model" naming an OpenRouter preset ("@preset/<name>", any case)
-// counts as one, returned as "model".
-func fallbackModelsKey(d doc) string {
-	found := ""
-	d.walkKeys(true, func(k string) bool { return isFallbackModelField(k) || k == "model" }, func(k string, v gjson.Result, _ elements) bool {
-		if fallbackMember(k, v) {
-			found = k
-			return false
-		}
-		return true
+// one of FallbackModelFields in any case (as sent), with
+// FaultModelOutsideBody, or what extraBodyRefused refuses in an
+// "extra_body" member (whose members a gateway merges over the body's),
+// with FaultExtraBody; "" and FaultNone when there is neither. A "model"
+// naming an OpenRouter preset ("@preset/<name>", any case) counts as a
+// fallback field, returned as "model".
+func fallbackModelsKey(d doc) (key string, f Fault) {
+	d.walkKeys(true, func(k string) bool { return isFallbackModelField(k) || k == "model" || isExtraBodyKey(k) }, func(k string, v gjson.Result, _ elements) bool {
+		key, f = fallbackMember(k, v)
+		return f == FaultNone
 	})
-	return found
+	return key, f
 }
 
-// fallbackMember reports whether the top-level member k, whose value is
-// v (raw or decoded), is one fallbackModelsKey looks for: a
-// FallbackModelFields key in any case, or a "model" naming a preset.
-func fallbackMember(k string, v gjson.Result) bool {
-	if k == "model" {
-		m := rawString(v)
-		return len(m) >= len("@preset/") && strings.EqualFold(m[:len("@preset/")], "@preset/")
+// fallbackMember returns what fallbackModelsKey refuses in the top-level
+// member k of value v (raw or decoded), and why: a FallbackModelFields key
+// in any case or a "model" naming a preset (FaultModelOutsideBody), or
+// what extraBodyRefused names in an "extra_body" (FaultExtraBody); "" and
+// FaultNone when the member is none of them.
+func fallbackMember(k string, v gjson.Result) (key string, f Fault) {
+	switch {
+	case k == "model":
+		if m := rawString(v); len(m) >= len("@preset/") && strings.EqualFold(m[:len("@preset/")], "@preset/") {
+			return k, FaultModelOutsideBody
+		}
+	case isExtraBodyKey(k):
+		if bad := extraBodyRefused(k, v); bad != "" {
+			return bad, FaultExtraBody
+		}
+	case isFallbackModelField(k):
+		return k, FaultModelOutsideBody
 	}
-	return isFallbackModelField(k)
+	return "", FaultNone
 }
+
 
 // isFallbackModelField reports whether key is one of FallbackModelFields
 // in any case.

@@ -55,6 +55,11 @@ const (
 	// LiteLLM's proxy and of OpenRouter's Messages API…), while llmguard
 	// prices, matches rules and settles on "model" alone.
 	FaultModelOutsideBody
+	// FaultExtraBody: the body's "extra_body" holds members other than
+	// Gemini's "google" (or is not an object, or is "extra_body" in
+	// another case): gateways such as LiteLLM's proxy merge them over the
+	// top-level fields llmguard weighs (see extrabody.go).
+	FaultExtraBody
 
 	// numFaults counts the faults above and sizes the table.
 	numFaults
@@ -80,6 +85,8 @@ var faults = [numFaults]faultRow{
 	FaultTooDeep:        {"json_too_deep", "The JSON body nests more arrays and objects than llmguard accepts (its max_json_depth)"},
 	FaultModelOutsideBody: {"model_outside_body", "The request body names models beside its \"model\" that the upstream may serve and bill instead " +
 		"(model fallbacks), while llmguard prices the body's \"model\" alone"},
+	FaultExtraBody: {"extra_body", "The request body's \"extra_body\" holds members other than \"google\", which a gateway merges over the " +
+		"top-level fields llmguard weighs"},
 }
 
 // row is f's row; a value beyond the table reads as FaultInvalidJSON.
@@ -92,7 +99,7 @@ func (f Fault) row() faultRow {
 
 // Code is the API error code of f: "invalid_json", "json_not_object",
 // "invalid_utf8", "json_bom", "duplicate_key", "case_variant_key",
-// "json_too_deep", "model_outside_body"; "" for FaultNone.
+// "json_too_deep", "model_outside_body", "extra_body"; "" for FaultNone.
 func (f Fault) Code() string { return f.row().code }
 
 // String is f's code, "none" for FaultNone.

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"image"
-	_ "image/gif"  // registers GIF for image.DecodeConfig
 	_ "image/jpeg" // registers JPEG for image.DecodeConfig
 	_ "image/png"  // registers PNG for image.DecodeConfig
 	"io"
@@ -174,7 +173,8 @@ func dataURLSize(url string) (width, height int64) {
 }
 
 // base64ImageSize reads the pixel size of a base64-encoded image from its
-// header only (PNG, JPEG, GIF through image.DecodeConfig; WebP parsed here),
+// header only (PNG, JPEG through image.DecodeConfig; WebP and GIF, up to
+// its first image descriptor, parsed here: gifSize),
 // decoding no more base64 than the header needs. It returns 0, 0 when the
 // header cannot be read.
 func base64ImageSize(data string) (width, height int64) {
@@ -183,6 +183,12 @@ func base64ImageSize(data string) (width, height int64) {
 	n, _ := io.ReadFull(dec, head[:])
 	if w, h, ok := webpSize(head[:n]); ok {
 		return w, h
+	}
+	if n >= 4 && string(head[:4]) == "GIF8" {
+		if w, h, ok := gifSize(io.MultiReader(bytes.NewReader(head[:n]), dec)); ok && w > 0 && h > 0 {
+			return w, h
+		}
+		return 0, 0
 	}
 	cfg, _, err := image.DecodeConfig(io.MultiReader(bytes.NewReader(head[:n]), dec))
 	if err != nil || cfg.Width <= 0 || cfg.Height <= 0 {

@@ -40,8 +40,9 @@ func TokenBilledImages(model string) bool { return strings.HasPrefix(model, "gpt
 
 // images is the weigher of an image generation request weighed as the model as resolves
 // the body's model to (nil: the body's own): InputTokens is the prompt's text, OutputTokens n
-// (default 1) images of the size and quality asked (the largest for
-// "auto" or anything unknown), each with its stream's partial images.
+// (default 1) images of the size and quality asked (a size the table lacks
+// by its pixels: unlistedImageTokens; the largest for "auto" or anything
+// unknown), each with its stream's partial images.
 func (w *Weigher) images(body []byte, as func(string) string) Estimate {
 	d, fallback, ok := w.parseRequest(body, imagesFields)
 	if !ok {
@@ -73,7 +74,7 @@ func (w *Weigher) images(body []byte, as func(string) string) Estimate {
 	est.Model = modelNamed(model, as, w.names)
 	est.IncludeUsage = est.Stream // image_generation.completed carries it
 	est.InputTokens = w.scaled(est.Model, min(countText(w.encoder(est.Model), stringOf(prompt)), maxTokens))
-	per := int64(maxImageOutputTokens)
+	per := unlistedImageTokens(stringOf(size))
 	if bySize, ok := imageOutputTokens[strings.ToLower(stringOf(size))]; ok {
 		if t, ok := bySize[strings.ToLower(stringOf(quality))]; ok {
 			per = t

@@ -14,10 +14,10 @@ func TestImagesEstimate(t *testing.T) {
 		{`{"model":"gpt-image-1","prompt":"a cat","size":"1024x1024","quality":"low"}`, 272},
 		{`{"model":"gpt-image-1","prompt":"a cat","size":"1024x1024","quality":"high","n":3}`, 3 * 4160},
 		{`{"model":"gpt-image-1","prompt":"a cat","size":"1536x1024","quality":"medium"}`, 1568},
-		{`{"model":"gpt-image-1","prompt":"a cat","size":"1024x1536"}`, 6240},                 // quality auto: high
-		{`{"model":"gpt-image-1","prompt":"a cat","size":"auto","quality":"low"}`, 6240},      // size auto: the largest
-		{`{"model":"gpt-image-1","prompt":"a cat","size":"4096x4096","quality":"low"}`, 6240}, // unknown: the largest
-		{`{"model":"gpt-image-1","prompt":"a cat","n":0}`, 6240},                              // n 0 reads as unset
+		{`{"model":"gpt-image-1","prompt":"a cat","size":"1024x1536"}`, 6240},                      // quality auto: high
+		{`{"model":"gpt-image-1","prompt":"a cat","size":"auto","quality":"low"}`, 6240},           // size auto: the largest
+		{`{"model":"gpt-image-1","prompt":"a cat","size":"4096x4096","quality":"low"}`, 16 * 4160}, // unlisted: the largest rate by its pixels
+		{`{"model":"gpt-image-1","prompt":"a cat","n":0}`, 6240},                                   // n 0 reads as unset
 	} {
 		e := w.Weigh(KindImages, []byte(tc.body))
 		if !e.Parsed || e.OutputTokens != tc.out || e.InputTokens <= 0 {

@@ -223,6 +223,7 @@ func (r responsesCounter) item(it gjson.Result, est *Estimate) int64 {
 	case "function_call_output", "custom_tool_call_output":
 		return tokensPerMessage + r.content(it.Get("output"), 0)
 	case "reasoning":
+		est.ServerContext = est.ServerContext || storedByID(typ, it)
 		var n int64
 		for _, k := range []string{"summary", "content"} {
 			it.Get(k).ForEach(func(_, p gjson.Result) bool {
@@ -236,6 +237,9 @@ func (r responsesCounter) item(it gjson.Result, est *Estimate) int64 {
 		return 0
 	case "computer_call_output":
 		return tokensPerMessage + r.part(it.Get("output"), 0)
+	case "image_generation_call":
+		est.ServerContext = est.ServerContext || storedByID(typ, it)
+		return ceilDiv(int64(len(it.Raw)), unknownPartBytesPerToken)
 	default:
 		return ceilDiv(int64(len(it.Raw)), unknownPartBytesPerToken)
 	}

@@ -126,9 +126,9 @@ func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback
 		if o.callerChecks {
 			return d, Estimate{}, true
 		}
-		if k := fallbackModelsKey(d); k != "" {
+		if k, f := fallbackModelsKey(d); k != "" {
 			d.close()
-			return doc{}, w.fallbackFault(body, k), false
+			return doc{}, w.fallbackFault(body, k, f), false
 		}
 		key, field, fine := checkFields(d, f, d.memo)
 		if fine {
@@ -156,11 +156,13 @@ func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback
 }
 
 // fallbackFault is the estimate of a body refused for naming a model
-// outside its "model" (key, from fallbackModelsKey): the byte-based
-// [Weigher.Bytes], with Parsed false and Fault FaultModelOutsideBody.
-func (w *Weigher) fallbackFault(body []byte, key string) Estimate {
+// outside its "model", or for an extra_body a gateway would merge (key and
+// f from fallbackModelsKey or fallbackMember): the byte-based
+// [Weigher.Bytes], with Parsed false and Fault f (FaultModelOutsideBody or
+// FaultExtraBody).
+func (w *Weigher) fallbackFault(body []byte, key string, f Fault) Estimate {
 	e := w.Bytes(body, "")
-	e.Fault, e.FaultDetail = FaultModelOutsideBody, "key "+shownKey(key)
+	e.Fault, e.FaultDetail = f, "key "+shownKey(key)
 	return e
 }
 
