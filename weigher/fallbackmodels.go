@@ -63,7 +63,6 @@ func fallbackMember(k string, v gjson.Result) (key string, f Fault) {
 	return "", FaultNone
 }
 
-
 // isFallbackModelField reports whether key is one of FallbackModelFields
 // in any case.
 func isFallbackModelField(key string) bool {
