@@ -78,6 +78,7 @@ func TestEmbeddedPricesEveryFamily(t *testing.T) {
 		// older OpenAI names, and snapshots priced above their base
 		"gpt-4-turbo": openai(10, 0, 30), "gpt-4": openai(30, 0, 60), "gpt-3.5-turbo": openai(0.5, 0, 1.5),
 		"gpt-3.5-turbo-1106": openai(1, 0, 2), "gpt-3.5-turbo-0613": openai(1.5, 0, 2),
+		"gpt-3.5-turbo-instruct": openai(1.5, 0, 2), // its model page: $1.50 in, $2 out
 		// embeddings
 		"gpt-image-1": openai(5, 1.25, 40), "gpt-image-1-mini": openai(2, 0.2, 8), // image output tokens
 		"text-embedding-3-small": openai(0.02, 0, 0), "text-embedding-3-large": openai(0.13, 0, 0),
