@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,22 +64,8 @@ func value(m *dto.Metric) float64 {
 // idle node logged "store take failed: this request's …" and counted
 // store_errors_total{op="take"} with no request at all).
 func TestIdleNodeProbeIsNotARequestTake(t *testing.T) {
-	srv := redistest.Start(t)
-	srv.Kill()
-	cfg, err := config.Parse([]byte(baseConfig(t, "http://127.0.0.1:1", fmt.Sprintf(`
-limits:
-  - {name: user-rpm, scope: user, unit: requests, rate: 1000, per: 1m, on_failure: open}
-store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, breaker: {open_for: 200ms}}
-`, srv.Addr()))))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out syncBuffer
-	a, err := newApp(cfg, slog.New(slog.NewTextHandler(&out, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
+	_, a := idleAppRedisDown(t, &out)
 	probes := 0.0
 	for i := 0; i < 600 && probes < 2; i++ { // the probe runs every 100 ms
 		time.Sleep(50 * time.Millisecond)

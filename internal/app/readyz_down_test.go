@@ -17,21 +17,7 @@ import (
 // more once Redis is back, still without a request: the node probes the
 // store while its last call (here the start-up script load) failed.
 func TestReadyzDegradedWhileRedisDownFromStart(t *testing.T) {
-	srv := redistest.Start(t)
-	srv.Kill()
-	cfg, err := config.Parse([]byte(baseConfig(t, "http://127.0.0.1:1", fmt.Sprintf(`
-limits:
-  - {name: user-rpm, scope: user, unit: requests, rate: 1000, per: 1m, on_failure: open}
-store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, breaker: {open_for: 200ms}}
-`, srv.Addr()))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
+	srv, a := idleAppRedisDown(t, io.Discard)
 	r := a.stores.readiness("redis")
 	if r["degraded"] != true || r["breaker"] != "closed" {
 		t.Fatalf("step 1 (Redis down since start, no request): readiness %v, want degraded with the breaker still closed", r)
@@ -49,4 +35,28 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, breaker: {open
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// idleAppRedisDown starts an App on a Redis killed before it starts (one
+// fail-open requests limit, a 50 ms store timeout, the breaker open for
+// 200 ms), logging to out, and serving no request; it returns the Redis,
+// to restart, and the App, closed at the test's end.
+func idleAppRedisDown(t *testing.T, out io.Writer) (*redistest.Server, *App) {
+	t.Helper()
+	srv := redistest.Start(t)
+	srv.Kill()
+	cfg, err := config.Parse([]byte(baseConfig(t, "http://127.0.0.1:1", fmt.Sprintf(`
+limits:
+  - {name: user-rpm, scope: user, unit: requests, rate: 1000, per: 1m, on_failure: open}
+store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, breaker: {open_for: 200ms}}
+`, srv.Addr()))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(out, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return srv, a
 }
