@@ -501,18 +501,7 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 		if x.obs != nil {
 			x.obs.clientGone = true
 		}
-		// What was relayed is not what the upstream bills for a cut
-		// answer: it generated tokens the stream never showed (a reasoning
-		// model's hidden reasoning, thousands of tokens before the first
-		// word; text in flight when it noticed the cut). Without a final
-		// usage the output is charged at least its reservation, never the
-		// few words the client saw (settleStream). An in-band error with
-		// nothing streamed before it stays refunded: the upstream ended
-		// the answer itself (an SDK that reads the error chunk closes the
-		// connection before the upstream's end is read).
-		if _, source := tap.settle(x.est); source != spec.SourceRefund {
-			tap.unread = true
-		}
+		tap.cut = true
 	} else {
 		w.Write(tap.end())
 		w.Flush()
@@ -668,6 +657,18 @@ func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 	if source == spec.SourceReported {
 		x.settle(meter.Settlement{Source: source, Usage: u})
 		return
+	}
+	if tap.cut && source != spec.SourceRefund {
+		// What was relayed is not what the upstream bills for a cut
+		// answer: it generated tokens the stream never showed (a reasoning
+		// model's hidden reasoning, thousands of tokens before the first
+		// word; text in flight when it noticed the cut). Without a final
+		// usage the output is charged at least its reservation, never the
+		// few words the client saw. An in-band error with nothing streamed
+		// before it stays refunded: the upstream ended the answer itself
+		// (an SDK that reads the error chunk closes the connection before
+		// the upstream's end is read).
+		tap.unread = true
 	}
 	if tap.unread {
 		// Output llmguard relayed but could not read (an event too large to

@@ -24,6 +24,10 @@ type usageTap struct {
 	// the weigher could not read: weigher.StreamUpdate.Unread), so the text
 	// counted is not all the stream carried.
 	unread bool
+	// cut: the stream ended before the upstream's end because its client
+	// left (or was cut as a slow reader); settleStream then charges at
+	// least the output reservation unless a usage or a refund decides.
+	cut bool
 	// mem, when set, is where an event's buffers past tapEventFree bytes
 	// are taken from (the answer budget; see bound); nil: the scanner's own
 	// limit alone (tests of the tap).
