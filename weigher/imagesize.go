@@ -18,22 +18,29 @@ func unlistedImageTokens(size string) int64 {
 	if !ok {
 		return maxImageOutputTokens
 	}
-	// The largest rate, as the fraction tokens / pixels of its entry.
-	var rt, rp int64 = 0, 1
-	for s, byQuality := range imageOutputTokens {
-		sw, sh, _ := parseImageSize(s)
-		for _, t := range byQuality {
-			if t*rp > rt*(sw*sh) {
-				rt, rp = t, sw*sh
-			}
-		}
-	}
+	rt, rp := maxImageRate.tokens, maxImageRate.pixels
 	px := w * h
 	if px > maxTokens/rt {
 		return maxTokens
 	}
 	return max(ceilDiv(px*rt, rp), maxImageOutputTokens)
 }
+
+// maxImageRate is imageOutputTokens' largest tokens per pixel, as the
+// fraction tokens / pixels of its entry: found once, as the table is
+// immutable.
+var maxImageRate = func() (r struct{ tokens, pixels int64 }) {
+	r.pixels = 1
+	for s, byQuality := range imageOutputTokens {
+		sw, sh, _ := parseImageSize(s)
+		for _, t := range byQuality {
+			if t*r.pixels > r.tokens*(sw*sh) {
+				r.tokens, r.pixels = t, sw*sh
+			}
+		}
+	}
+	return r
+}()
 
 // parseImageSize reads a "<width>x<height>" size (x in any case), each
 // side 1 to 999,999 pixels in decimal digits; ok is false otherwise.
