@@ -32,12 +32,11 @@ const (
 	maxPDFScanBytes = 64 << 20
 )
 
-// pdfPages is the page count of a base64-encoded PDF, as pdfPageCount
-// reads it, else (no page found) decoded size / bytesPerPageGuess, capped at
-// maxDocumentPages; at least 1.
-func pdfPages(b64 string) int64 {
-	pages, _, _ := pdfPageCount(b64)
-	return pages
+// guessPages is the page count guessed for a document of n decoded bytes
+// whose pages cannot be read: one per bytesPerPageGuess, at least 1, at
+// most maxDocumentPages.
+func guessPages(n int64) int64 {
+	return max(1, min(ceilDiv(n, bytesPerPageGuess), maxDocumentPages))
 }
 
 // pdfPageCount reads the page count of a base64-encoded PDF with pdfScan:
@@ -99,7 +98,7 @@ func pdfPageCount(b64 string) (pages int64, sure, text bool) {
 	pages, sure = s.result()
 	sure = sure && !corrupt
 	if pages == 0 {
-		pages = max(1, min(ceilDiv(total, bytesPerPageGuess), maxDocumentPages))
+		pages = guessPages(total)
 	}
 	return pages, sure, text
 }
@@ -165,7 +164,7 @@ func fileParts(enc counter, f inlineFile, page int64) (pages, text int64, hidden
 		// Bytes outside base64: an upstream that skips them (Python's
 		// b64decode does by default) reads a file this decoding cut
 		// short. Partial.
-		return documentTokens(max(1, min(ceilDiv(int64(len(data)), bytesPerPageGuess), maxDocumentPages)), page), 0, true
+		return documentTokens(guessPages(int64(len(data))), page), 0, true
 	}
 	if utf8.Valid(data) && bytes.IndexByte(data, 0) < 0 {
 		text = countText(enc, bytesString(data))
@@ -177,7 +176,7 @@ func fileParts(enc counter, f inlineFile, page int64) (pages, text int64, hidden
 		}
 		return 0, text, f.spreadsheet()
 	}
-	guess := max(1, min(ceilDiv(int64(len(data)), bytesPerPageGuess), maxDocumentPages))
+	guess := guessPages(int64(len(data)))
 	return documentTokens(guess, page), 0, true
 }
 

@@ -265,3 +265,11 @@ func TestPDFObjectStreamCount(t *testing.T) {
 		t.Errorf("8 object streams: %d pages, sure %v; want read", pages, sure)
 	}
 }
+
+// pdfPages is, for the tests, the page count of a base64-encoded PDF, as pdfPageCount
+// reads it, else (no page found) decoded size / bytesPerPageGuess, capped at
+// maxDocumentPages; at least 1.
+func pdfPages(b64 string) int64 {
+	pages, _, _ := pdfPageCount(b64)
+	return pages
+}
