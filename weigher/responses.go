@@ -273,11 +273,12 @@ func (r responsesCounter) part(p gjson.Result, depth int) int64 {
 	case "refusal":
 		return countText(r.enc, stringOf(p.Get("refusal")))
 	case "input_image", "computer_screenshot":
-		if n, hidden, ok := imageAsDocument(r.enc, r.model, stringOf(p.Get("image_url"))); ok {
+		url := stringOf(p.Get("image_url")) // read once: a data URL holds the whole image
+		if n, hidden, ok := imageAsDocument(r.enc, r.model, url); ok {
 			*r.hidden = *r.hidden || hidden
 			return n
 		}
-		wd, ht := dataURLSize(stringOf(p.Get("image_url")))
+		wd, ht := dataURLSize(url)
 		return imageTokens(r.model, p.Get("detail").String(), wd, ht)
 	case "input_file":
 		name := stringOf(p.Get("filename"))
