@@ -234,6 +234,31 @@ func TestRedisRetryBounds(t *testing.T) {
 	}
 }
 
+// TestRedisRetryBoundsOneBatch: a batch larger than the retry bound, sent
+// while Redis is down, gives up its oldest records at once; the pending
+// gauge counts the ones kept (each given up once, not subtracted twice).
+func TestRedisRetryBoundsOneBatch(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { client.Close() })
+	last10 := 0
+	for i := 15; i < 25; i++ {
+		last10 += len(mustJSON(t, rec(i)))
+	}
+	reg := prometheus.NewPedanticRegistry()
+	logger, _ := newLogger()
+	w := mustNew(t, ledger.Options{Redis: client, Stream: "ledger", RedisTimeout: 300 * time.Millisecond,
+		RedisRetryBytes: int64(last10), Registerer: reg, Logger: logger})
+	srv.Kill()
+	for i := range 25 {
+		w.Write(rec(i))
+	}
+	flush(t, w)
+	if e, p := counter(t, reg, "llmguard_ledger_errors_total", "redis"), gauge(t, reg, "llmguard_ledger_pending", "redis"); e+p != 25 || p != 10 {
+		t.Errorf("errors_total %v, pending %v; want 15 given up and 10 kept (25 in all)", e, p)
+	}
+}
+
 // TestReadStreamDuplicatesAndBadEntries reads an entry sent twice (a
 // timed-out pipeline Redis had applied) once, and counts the entries that
 // hold no record.

@@ -123,7 +123,7 @@ func (s *redisSink) send(b redisBatch) {
 		s.inbox = s.inbox[n:]
 		s.inboxLost += n
 	}
-	s.m.redisPending.Add(float64(len(b.ends) - n))
+	s.m.redisPending.Add(float64(len(b.ends))) // the lines given up here leave it in giveUp
 	s.mu.Unlock()
 	s.signal()
 }
@@ -276,22 +276,21 @@ func (s *redisSink) sendOne() {
 	if len(s.pending) > 0 {
 		part := s.pending[:min(len(s.pending), maxBatch)]
 		ok, err := s.add(part)
-		var kept []pendingLine
-		for i, p := range part {
+		// The lines Redis did not take move, in order, to the tail of
+		// part, just before the rest; the others are dropped from the
+		// front (no copy of the backlog behind part).
+		first := len(part) // the index of the first line kept
+		for i := len(part) - 1; i >= 0; i-- {
 			if ok[i] {
-				s.pendingBytes -= int64(len(p.line))
+				s.pendingBytes -= int64(len(part[i].line))
 				s.m.redisRecords.Inc()
 				s.m.redisPending.Dec()
-			} else {
-				kept = append(kept, p)
+				continue
 			}
+			first--
+			part[first] = part[i]
 		}
-		rest := s.pending[len(part):]
-		if len(kept) == 0 {
-			s.drop(len(part))
-		} else {
-			s.pending = append(kept, rest...)
-		}
+		s.drop(first)
 		if err != nil {
 			s.failedAt = s.now()
 			s.logEvery(&s.loggedAt, "ledger: redis sink: records not added to the stream yet; kept in memory and sent again (within the retry bounds)"+s.fileNote(false), len(s.pending), err)

@@ -364,7 +364,7 @@ func (b *batcher) end(reply chan error) {
 	if s := b.w.redis; s != nil {
 		if len(b.ends) > 0 {
 			data := bytes.Clone(b.buf.Bytes())
-			s.send(redisBatch{data: data, ends: append([]int(nil), b.ends...)})
+			s.send(redisBatch{data: data, ends: b.ends}) // send keeps no reference to ends
 		}
 		if reply != nil {
 			s.wait()
