@@ -66,31 +66,15 @@ func (r *recentIDs) record(k idKey, m mark, inCur bool, now int64, max int) {
 	r.cur[k] = m
 }
 
-// seen records id at now and reports whether it was already recorded: get
-// then, unless recorded, set with markTaken, in one walk (one expiry, one
+// seen records id at now and reports whether it was already recorded:
+// lookup then, unless recorded, record with markTaken (one expiry, one
 // key, one look into cur: Reconcile calls it on every request).
 func (r *recentIDs) seen(id string, now, window int64, max int) bool {
-	r.expire(now, window)
-	k := keyOf(id)
-	if m, ok := r.cur[k]; ok {
-		if m != markNone {
-			return true
-		}
-		r.cur[k] = markTaken
-		return false
-	}
-	if r.prev[k] != markNone {
+	k, m, inCur := r.lookup(id, now, window)
+	if m != markNone {
 		return true
 	}
-	// As set does for an id not in cur; its expiry, at the same now, would
-	// change nothing.
-	if len(r.cur) >= max {
-		r.rotate(now)
-	}
-	if r.cur == nil {
-		r.cur = make(map[idKey]mark, len(r.prev))
-	}
-	r.cur[k] = markTaken
+	r.record(k, markTaken, inCur, now, max)
 	return false
 }
 
