@@ -441,12 +441,14 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	defer func() {
 		if r := recover(); r != nil {
 			// End the stream as broken (the client sees a cut, not a clean
-			// end), free the upstream connection, and charge what was
-			// streamed, as for a client that left.
+			// end), free the upstream connection, and charge as for a
+			// client that left: the usage if it came, else at least the
+			// output reservation.
 			p.panicked(meter.StageStream, r, x)
 			if rc, ok := raw.(fasthttp.ReadCloserWithError); ok {
 				rc.CloseWithError(errPanicked)
 			}
+			tap.cut = true
 			p.contain(meter.StageSettle, x, func() { p.settleStream(x, &tap, resp.StatusCode()) })
 			// Counting what was streamed failed too: the reservation stands
 			// (a no-op when the settlement above went through).
