@@ -343,7 +343,14 @@ func (c *Config) Validate() error {
 
 	if c.Ledger.RedisStream != "" {
 		if !strings.HasPrefix(c.Ledger.RedisURL, "redis") {
-			p.add("ledger.redis_url", "a redis:// URL is required for ledger.redis_stream (or a redis store)")
+			if c.Store.Backend == "redis_cluster" {
+				// The stream is written by a single-Redis client: a cluster
+				// store lends it no address, and a cluster node would answer
+				// MOVED for a key outside its slots.
+				p.add("ledger.redis_url", "a redis:// URL of a standalone Redis is required for ledger.redis_stream with store.backend redis_cluster: the stream does not go to the cluster")
+			} else {
+				p.add("ledger.redis_url", "a redis:// URL is required for ledger.redis_stream (or a redis store)")
+			}
 		}
 	}
 	if c.Ledger.MaxLen < 0 || c.Ledger.MaxSizeMB < 0 || c.Ledger.MaxBackups < 0 {
