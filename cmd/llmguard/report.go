@@ -137,6 +137,7 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.
 		if err != nil {
 			return fmt.Errorf("report: ledger.redis_url: %w", err)
 		}
+		o.ContextTimeoutEnabled = true // ScanStream bounds each page by its context
 		rc := redis.NewClient(o)
 		defer rc.Close()
 		loc := opt.Location
@@ -146,10 +147,7 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.
 		from := time.Date(opt.Year, opt.Month, 1, 0, 0, 0, 0, loc)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		recs, bad, err := ledger.ReadStream(ctx, rc, cfg.Ledger.RedisStream, from, from.AddDate(0, 1, 0))
-		for _, rec := range recs {
-			fn(rec)
-		}
+		bad, err := ledger.ScanStream(ctx, rc, cfg.Ledger.RedisStream, from, from.AddDate(0, 1, 0), fn)
 		if bad > 0 {
 			fmt.Fprintf(os.Stderr, "llmguard report: skipped %d unreadable ledger stream %s\n", bad, plural(bad, "entry", "entries"))
 		}

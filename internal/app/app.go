@@ -539,6 +539,9 @@ func openLedger(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger)
 		if err != nil {
 			return nil, nil, fmt.Errorf("app: ledger.redis_url: %w", err)
 		}
+		// Contexts bound the ledger's calls (the sink's pipelines, /admin/usage's
+		// pages: ledger.ScanStream), not only go-redis's own read timeout.
+		ro.ContextTimeoutEnabled = true
 		rc = redis.NewClient(ro)
 		o.Redis, o.Stream, o.MaxLen = rc, lc.RedisStream, lc.MaxLen
 	}

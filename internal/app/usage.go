@@ -313,11 +313,8 @@ func (a *App) summarizeLedger(ctx context.Context, f ledger.Filter) (ledger.Summ
 		}
 		return sum, "file", nil
 	case lc.RedisStream != "" && a.ledgerRedis != nil:
-		recs, bad, err := ledger.ReadStream(ctx, a.ledgerRedis, lc.RedisStream, f.From, f.To)
+		bad, err := ledger.ScanStream(ctx, a.ledgerRedis, lc.RedisStream, f.From, f.To, func(r ledger.Record) { sum.Add(r) })
 		sum.Unreadable += int64(bad)
-		for _, r := range recs {
-			sum.Add(r)
-		}
 		return sum, "redis_stream", err
 	}
 	return sum, "none", nil
