@@ -173,8 +173,12 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		// placeholder: a stream without one would settle its text at 1
 		// token). An unread event may have been a message_delta with a
 		// larger cumulative count than the last one read (and text after
-		// a message_delta keeps the usage from being final: Event).
-		s.final = s.deltaOutput && s.has&hasOutput != 0 && !s.unread
+		// a message_delta keeps the usage from being final: Event). The
+		// input must have been reported too (message_start's input_tokens
+		// or a cache field), as a Messages answer's usage must report both
+		// (parseMessagesUsage): a usage whose input figure is missing, a
+		// string or negative would otherwise settle the whole prompt at 0.
+		s.final = s.deltaOutput && s.has&(hasInput|hasOutput) == hasInput|hasOutput && !s.unread
 		s.closed = true
 		return StreamUpdate{Done: true}
 	case "content_block_delta":

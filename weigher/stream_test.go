@@ -225,6 +225,20 @@ func TestStreamOutputAfterFinalUsage(t *testing.T) {
 			{"", `{"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}`},
 			{"", `{"type":"message_delta","usage":{"output_tokens":7}}`},
 			{"", `{"type":"message_stop"}`}}, true, 7},
+		// The input must be reported too, as a Messages answer's usage
+		// must report both: otherwise the estimate's input stands.
+		{"messages: no input figure", KindMessages, [][2]string{
+			{"", `{"type":"message_start","message":{"usage":{"output_tokens":1}}}`},
+			{"", `{"type":"message_delta","usage":{"output_tokens":7}}`},
+			{"", `{"type":"message_stop"}`}}, false, 500},
+		{"messages: input as a string", KindMessages, [][2]string{
+			{"", `{"type":"message_start","message":{"usage":{"input_tokens":"3","output_tokens":1}}}`},
+			{"", `{"type":"message_delta","usage":{"output_tokens":7}}`},
+			{"", `{"type":"message_stop"}`}}, false, 500},
+		{"messages: input in message_delta only", KindMessages, [][2]string{
+			{"", `{"type":"message_start","message":{"usage":{"output_tokens":1}}}`},
+			{"", `{"type":"message_delta","usage":{"input_tokens":3,"output_tokens":7}}`},
+			{"", `{"type":"message_stop"}`}}, true, 7},
 		{"messages: no message_delta", KindMessages, [][2]string{
 			{"", `{"type":"message_start","message":{"usage":{"input_tokens":3,"output_tokens":1}}}`},
 			{"", `{"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}`},

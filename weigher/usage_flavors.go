@@ -11,8 +11,10 @@ func ParseCompletionsUsage(body []byte) (Usage, bool) { return ParseChatUsage(bo
 // ParseEmbeddingsUsage reads the usage of an OpenAI embeddings JSON response
 // (https://platform.openai.com/docs/api-reference/embeddings/object):
 // usage.prompt_tokens is the input; total_tokens equals it and there is no
-// output. ok is false when body has no usage.prompt_tokens or is not JSON.
-// It never panics and never keeps body.
+// output. ok is false when body is not JSON or its usage.prompt_tokens is
+// not a positive number (or numeric string, as chat's figures): a missing,
+// 0, negative or unreadable input is not taken as a free call, and the
+// caller keeps its reservation. It never panics and never keeps body.
 func ParseEmbeddingsUsage(body []byte) (Usage, bool) { return parseEmbeddingsUsage(body, 0) }
 
 func parseEmbeddingsUsage(body []byte, maxDepth int) (Usage, bool) {
@@ -20,11 +22,11 @@ func parseEmbeddingsUsage(body []byte, maxDepth int) (Usage, bool) {
 	if !ok {
 		return Usage{}, false
 	}
-	p := usage.Get("prompt_tokens")
-	if p.Type != gjson.Number {
+	in, ok := tokenCount(usage.Get("prompt_tokens"))
+	if !ok {
 		return Usage{}, false
 	}
-	return Usage{InputTokens: usageCount(p)}, true
+	return Usage{InputTokens: in}, true
 }
 
 // ParseResponsesUsage reads the usage of an OpenAI Responses JSON response

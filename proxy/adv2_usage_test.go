@@ -1,0 +1,160 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/llmguard/llmguard/spec"
+	"github.com/llmguard/llmguard/weigher"
+)
+
+// TestUpstreamUsageWithoutInputKeepsTheInput: through real sockets, an
+// upstream whose usage says nothing readable about the input — a Messages
+// stream whose message_start usage has no input figure (missing, a string,
+// negative), an embeddings answer whose prompt_tokens is 0, negative or not
+// a number — is charged at least the input llmguard weighed, never the 0
+// input the figures it could not read would add up to (a 3000-word prompt
+// settled at 3 tokens). A usage that reports the input is charged as
+// reported.
+func TestUpstreamUsageWithoutInputKeepsTheInput(t *testing.T) {
+	w := testWeigher(t)
+	prompt := strings.Repeat("word ", 3000)
+	msgBody := `{"model":"gpt-4o-mini","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"` + prompt + `"}]}`
+	embBody := `{"model":"text-embedding-3-small","input":"` + prompt + `"}`
+	msgIn := w.Weigh(weigher.KindMessages, []byte(msgBody)).InputTokens
+	embIn := w.Weigh(weigher.KindEmbeddings, []byte(embBody)).InputTokens
+	if msgIn < 3000 || embIn < 3000 {
+		t.Fatalf("estimates %d, %d: the prompt should weigh about 3000 tokens", msgIn, embIn)
+	}
+	messages := func(startUsage string) string {
+		return "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":" + startUsage + "}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi there\"}}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":3}}\n\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	}
+	embeddings := func(usage string) string {
+		return string(response([]byte(`{"object":"list","data":[{"object":"embedding","embedding":[0.1],"index":0}],"usage":` + usage + `}`)))
+	}
+	for _, tc := range []struct {
+		name, path, body, answer string
+		flavor                   Flavor
+		atLeast                  int64
+		exactly                  bool // charged must equal atLeast
+	}{
+		{"messages stream, no input figure", "/v1/messages", msgBody, sseAnswer(messages(`{"output_tokens":1}`)), spec.FlavorAnthropic, msgIn + 3, false},
+		{"messages stream, input as a string", "/v1/messages", msgBody, sseAnswer(messages(`{"input_tokens":"3000","output_tokens":1}`)), spec.FlavorAnthropic, msgIn + 3, false},
+		{"messages stream, negative input", "/v1/messages", msgBody, sseAnswer(messages(`{"input_tokens":-5,"output_tokens":1}`)), spec.FlavorAnthropic, msgIn + 3, false},
+		{"messages stream, input reported", "/v1/messages", msgBody, sseAnswer(messages(`{"input_tokens":9,"output_tokens":1}`)), spec.FlavorAnthropic, 9 + 3, true},
+		{"messages stream, input only in a cache field", "/v1/messages", msgBody, sseAnswer(messages(`{"cache_read_input_tokens":2999,"output_tokens":1}`)), spec.FlavorAnthropic, 2999 + 3, true},
+		{"embeddings, prompt_tokens 0", "/v1/embeddings", embBody, embeddings(`{"prompt_tokens":0,"total_tokens":0}`), spec.FlavorOpenAI, embIn, false},
+		{"embeddings, negative prompt_tokens", "/v1/embeddings", embBody, embeddings(`{"prompt_tokens":-50,"total_tokens":-50}`), spec.FlavorOpenAI, embIn, false},
+		{"embeddings, prompt_tokens not a number", "/v1/embeddings", embBody, embeddings(`{"prompt_tokens":"many","total_tokens":7}`), spec.FlavorOpenAI, embIn, false},
+		{"embeddings, prompt_tokens reported", "/v1/embeddings", embBody, embeddings(`{"prompt_tokens":7,"total_tokens":7}`), spec.FlavorOpenAI, 7, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := startRawUpstream(t, tc.answer)
+			r := newRig(t, rigOptions{url: up.url(), w: w, flavor: tc.flavor})
+			full := r.remaining()
+			status, _, b, err := r.do(tc.path, tc.body)
+			if err != nil || status != 200 {
+				t.Fatalf("status %d, err %v: %.200s", status, err, b)
+			}
+			r.waitLedger(1)
+			charged := full - r.remaining()
+			if charged < tc.atLeast || (tc.exactly && charged != tc.atLeast) {
+				t.Errorf("charged %d, want %s%d", charged, map[bool]string{true: "", false: "at least "}[tc.exactly], tc.atLeast)
+			}
+		})
+	}
+}
+
+// TestStreamBytesNoEventCarriesAreUnread: through real sockets, an answer
+// labelled text/event-stream whose output rides in lines no SSE reader
+// dispatches — a JSON chat completion sent as the "stream", chunks in a
+// misspelled field — reaches the client but carries no event the tap reads:
+// it is charged at least the output reservation (as an event too large to
+// read is) and the text those lines hold, counted with their syntax, never
+// output 0. Comments, "event", "id" and "retry" lines are
+// not output: a stream of them and readable chunks is charged its counted
+// text exactly.
+func TestStreamBytesNoEventCarriesAreUnread(t *testing.T) {
+	w := testWeigher(t)
+	big := strings.Repeat("word ", 3000)
+	est := w.Chat([]byte(panicStreamBody))
+	bigTokens := w.CountText("gpt-4o-mini", big)
+	chunk := `{"choices":[{"index":0,"delta":{"content":"` + big + `"}}]}`
+	answer := `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` + big + `"}}]}`
+	for _, tc := range []struct {
+		name, stream string
+		atLeast      int64
+		exactly      bool // charged must equal atLeast
+	}{
+		{"a JSON answer as the stream", answer + "\n\n", est.InputTokens + bigTokens, false},
+		{"a JSON answer, CR line ends", answer + "\r\r", est.InputTokens + bigTokens, false},
+		{"chunks in a misspelled field", "dat: " + chunk + "\n\ndata: [DONE]\n\n", est.InputTokens + bigTokens, false},
+		{"chunks in a field named with no value", "data" + chunk + "\n\ndata: [DONE]\n\n", est.InputTokens + bigTokens, false},
+		{"a short stray line", "x\n\ndata: [DONE]\n\n", est.InputTokens + est.OutputTokens, false},
+		{"comments, event, id and retry lines", ": keep-alive\r\n\r\nevent: ping\nid: 7\nretry: 100\n\n:\n\ndata: " + chunk + "\n\nevent\n\ndata: [DONE]\n\n",
+			est.InputTokens + bigTokens, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := startRawUpstream(t, sseAnswer(tc.stream))
+			r := newRig(t, rigOptions{url: up.url(), w: w, flavor: spec.FlavorOpenAI})
+			full := r.remaining()
+			status, _, b, err := r.do("/v1/chat/completions", panicStreamBody)
+			if err != nil || status != 200 {
+				t.Fatalf("status %d, err %v: %.200s", status, err, b)
+			}
+			r.waitLedger(1)
+			charged := full - r.remaining()
+			if charged < tc.atLeast || (tc.exactly && charged != tc.atLeast) {
+				t.Errorf("charged %d, want %s%d", charged, map[bool]string{true: "", false: "at least "}[tc.exactly], tc.atLeast)
+			}
+		})
+	}
+}
+
+// strayLinesBySplit is strayLines written the plain way, for the
+// differential test: every line end made LF, the lines split, each field
+// name looked at.
+func strayLinesBySplit(raw []byte) bool {
+	s := strings.ReplaceAll(strings.ReplaceAll(string(raw), "\r\n", "\n"), "\r", "\n")
+	for _, line := range strings.Split(s, "\n") {
+		if line == "" || strings.HasPrefix(line, ":") {
+			continue
+		}
+		name, _, _ := strings.Cut(line, ":")
+		if name != "event" && name != "id" && name != "retry" {
+			return true
+		}
+	}
+	return false
+}
+
+func TestStrayLines(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want bool
+	}{
+		{"", false}, {"\n", false}, {"\r\n\r\n", false}, {": keep-alive\n\n", false},
+		{"event: ping\nid: 1\nretry: 5\n\n", false}, {"event\r\rid\r\n\n", false},
+		{"{\"id\":\"x\"}\n\n", true}, {"dat: {}\n\n", true}, {"Event: ping\n\n", true},
+		{" event: ping\n\n", true}, {"event: ping\nx\n", true}, {"x", true},
+	} {
+		if got := strayLines([]byte(tc.raw)); got != tc.want {
+			t.Errorf("strayLines(%q) = %v, want %v", tc.raw, got, tc.want)
+		}
+	}
+}
+
+// FuzzStrayLinesSameAsSplit holds strayLines to the plain reader above.
+func FuzzStrayLinesSameAsSplit(f *testing.F) {
+	for _, s := range []string{"", ": c\n\n", "event: x\r\nid: 2\r\n\r\n", "{\"a\":1}\n\n", "dat: x\r\r", "retry\n", "\r\n\r", "id:\x00\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if got, want := strayLines(raw), strayLinesBySplit(raw); got != want {
+			t.Errorf("strayLines(%q) = %v, the plain reader says %v", raw, got, want)
+		}
+	})
+}
