@@ -54,6 +54,15 @@ type RedisWorkOptions struct {
 	// a shared machine. Redis runs some 50 times slower: use fewer
 	// requests.
 	Callgrind bool
+	// PaceFloors sends each floor's calls (BuildPing, BuildFcall,
+	// BuildFcallCommands) at the rate build A's requests were admitted in
+	// the same round, store and concurrency, instead of back to back: the
+	// floor of a node that sees that many requests a second. A Redis
+	// waiting between calls pays more per call (its wake-ups, and caches
+	// other processes used meanwhile), so at concurrency 1 the paced floor
+	// is the one to set against build A. Default false (back to back, as
+	// the floors of earlier reports were measured).
+	PaceFloors bool
 	// Progress, when not nil, gets one line per run as it ends.
 	Progress io.Writer
 }
@@ -150,8 +159,10 @@ type redisWorkTarget struct {
 // each build the same bounded load of 1 KiB chat bodies, waits until
 // llmguard's reconcile queue is empty, and reads what Redis did from INFO
 // (package redisstats): commands, scripts, reads and µs per admitted
-// request; after the builds, the floor (measurePingFloor: one PING per
-// request from as many clients, rows of build BuildPing). Errors: bad options, a process that does not start (errNoRedis
+// request; after the builds, the floors (measureFloor: one PING per
+// request from as many clients, rows of build BuildPing; on one Redis also
+// BuildFcall and BuildFcallCommands, a lone take's call with nothing, then
+// only its commands, in it). Errors: bad options, a process that does not start (errNoRedis
 // when redis-server is missing), a reading that fails, a queue that does
 // not drain within 30 s.
 func RunRedisWork(o RedisWorkOptions) (*RedisWorkReport, error) {
@@ -248,15 +259,27 @@ func RunRedisWork(o RedisWorkOptions) (*RedisWorkReport, error) {
 					rep.Rows = append(rep.Rows, row)
 					progress(o.Progress, row)
 				}
-				// The floor, on the same servers at the same concurrency.
+				// The floors, on the same servers at the same concurrency.
 				i := slices.IndexFunc(targets, func(rt *redisWorkTarget) bool { return rt.store == store })
-				row, err := measurePingFloor(targets[i], c, o)
-				if err != nil {
-					return nil, err
+				rate := 0.0
+				if o.PaceFloors {
+					a := slices.IndexFunc(rep.Rows, func(r RedisWorkRow) bool {
+						return r.Round == round && r.Store == store && r.Concurrency == c && r.Build == "A"
+					})
+					rate = rep.Rows[a].RPS * float64(rep.Rows[a].Admitted) / float64(max(rep.Rows[a].N, 1))
 				}
-				row.Round = round
-				rep.Rows = append(rep.Rows, row)
-				progress(o.Progress, row)
+				for _, p := range floorProbes {
+					if store == StoreCluster && !p.cluster {
+						continue
+					}
+					row, err := measureFloor(targets[i], c, o, p, rate)
+					if err != nil {
+						return nil, err
+					}
+					row.Round = round
+					rep.Rows = append(rep.Rows, row)
+					progress(o.Progress, row)
+				}
 			}
 		}
 	}
@@ -271,8 +294,8 @@ func progress(w io.Writer, row RedisWorkRow) {
 		return
 	}
 	what := "request"
-	if row.Build == BuildPing {
-		what = "PING"
+	if row.Build != "A" && row.Build != "B" {
+		what = row.Build
 	}
 	fmt.Fprintf(w, "%-7s c%-3d %s round %d: %d admitted, %.0f req/s, %.1f commands, %.2f scripts, %.2f reads, %.1f µs, cpu %.1f µs (user %.1f)",
 		row.Store, row.Concurrency, row.Build, row.Round, row.Admitted, row.RPS, row.Per.Calls, row.Per.Scripts, row.Per.Reads, row.Per.Usec, row.Per.CPU, row.Per.UserCPU)
@@ -371,6 +394,10 @@ func (r *RedisWorkReport) Markdown(w io.Writer) {
 		fmt.Fprintf(w, "Build A: %s; build B: %s.\n", o.Executable, o.Compare)
 	}
 	fmt.Fprintln(w, "Rows of build PING are the floor, measured in the same round on the same servers: one PING per request from as many clients (each its own connection; a cluster's masters in turn), what a single round trip costs Redis here. \"CPU × PING\" is a row's Redis process CPU per admitted request over that floor's (medians): below 1 no design making one Redis call per request can go.")
+	if o.PaceFloors {
+		fmt.Fprintln(w, "Floors paced (-pace-floors): each floor's calls were sent at the rate build A's requests were admitted in the same round, store and concurrency, not back to back.")
+	}
+	fmt.Fprintln(w, "Rows of build FCALL (one Redis only): one FCALL per request, with a lone take's 4 KEYS and 4 ARGV, of a function that only returns a lone take's reply (six integers): a script call's own cost. FCALL+6: the same, its function also running a lone take's six commands (TIME, MGET, four SET … PX) and no arithmetic: the floor of a lone take as Redis stores buckets now.")
 	fmt.Fprintln(w, "Per admitted request, from INFO (summed over the cluster's masters), reconciliations included: commands (those scripts ran included), scripts run, reads of client connections (about round trips), µs running commands (the scripts' time, INFO commandstats), and the redis-server process's CPU µs (INFO cpu: network I/O included), of which user time (scripts and commands; not stretched, as commandstats' wall-clock µs are, when a loaded machine pauses the process).")
 	if o.Callgrind {
 		fmt.Fprintln(w, "Redis instructions: thousands of instructions the redis-servers executed per admitted request, counted by valgrind's callgrind (it does not depend on the machine's load; Redis ran under it, some 50 times slower, so the µs columns are not comparable with a run without it).")
