@@ -379,8 +379,9 @@ func drained(admin string) (llmguardCounters, error) {
 }
 
 // Markdown writes the report: how it ran, a table with a row per store,
-// concurrency and build (the median run of its rounds by Redis µs, with the
-// range over the rounds), then the commands each ran per request.
+// concurrency and build (the round with the median Redis µs gives the
+// counts; each µs, CPU and instructions column is its own median over the
+// rounds, with the range), then the commands each ran per request.
 func (r *RedisWorkReport) Markdown(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "llmguard-bench -redis-work — %s; %s, took %s", machine(), r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Took.Round(time.Second))
@@ -421,10 +422,10 @@ func (r *RedisWorkReport) Markdown(w io.Writer) {
 			ratio = fmt.Sprintf("%.1f", medianOf(g, func(r RedisWorkRow) float64 { return r.Per.CPU })/f)
 		}
 		fmt.Fprintf(w, "| %s | %d | %s | %d | %.0f | %.1f | %.2f | %.2f | %s | %s | %s | %s |", m.Store, m.Concurrency, m.Build, m.Admitted, m.RPS,
-			m.Per.Calls, m.Per.Scripts, m.Per.Reads, spread(g, m, func(r RedisWorkRow) float64 { return r.Per.Usec }),
-			spread(g, m, func(r RedisWorkRow) float64 { return r.Per.CPU }), spread(g, m, func(r RedisWorkRow) float64 { return r.Per.UserCPU }), ratio)
+			m.Per.Calls, m.Per.Scripts, m.Per.Reads, spread(g, func(r RedisWorkRow) float64 { return r.Per.Usec }),
+			spread(g, func(r RedisWorkRow) float64 { return r.Per.CPU }), spread(g, func(r RedisWorkRow) float64 { return r.Per.UserCPU }), ratio)
 		if o.Callgrind {
-			fmt.Fprintf(w, " %s |", spread(g, m, func(r RedisWorkRow) float64 { return r.Instructions / 1000 }))
+			fmt.Fprintf(w, " %s |", spread(g, func(r RedisWorkRow) float64 { return r.Instructions / 1000 }))
 		}
 		fmt.Fprintln(w)
 	}
@@ -499,17 +500,20 @@ func (r *RedisWorkReport) groups() [][]RedisWorkRow {
 	return out
 }
 
-// spread is m's figure with the range over g's rounds when there are
-// several: "18.2 (17.9–19.0)".
-func spread(g []RedisWorkRow, m RedisWorkRow, f func(RedisWorkRow) float64) string {
+// spread is the median of f over g's rounds (medianOf) with the range
+// when there are several: "18.2 (17.9–19.0)". Each column's own median,
+// not the figure of the round whose commandstats µs are the median, so
+// that "CPU × PING" (a quotient of medians) is the quotient of the CPU
+// figures shown.
+func spread(g []RedisWorkRow, f func(RedisWorkRow) float64) string {
 	if len(g) == 1 {
-		return fmt.Sprintf("%.1f", f(m))
+		return fmt.Sprintf("%.1f", f(g[0]))
 	}
 	lo, hi := f(g[0]), f(g[0])
 	for _, row := range g {
 		lo, hi = min(lo, f(row)), max(hi, f(row))
 	}
-	return fmt.Sprintf("%.1f (%.1f–%.1f)", f(m), lo, hi)
+	return fmt.Sprintf("%.1f (%.1f–%.1f)", medianOf(g, f), lo, hi)
 }
 
 // medianOf is median (table.go) of f over rows.

@@ -176,6 +176,32 @@ func TestRunRedisWorkPacedFloors(t *testing.T) {
 	}
 }
 
+// TestRedisWorkMarkdownMedians: each µs column of the table is its own
+// median over the rounds, and "CPU × PING" the quotient of the CPU
+// medians shown, even when the round with the median commandstats µs has
+// another CPU figure.
+func TestRedisWorkMarkdownMedians(t *testing.T) {
+	row := func(build string, usec, cpu float64) RedisWorkRow {
+		r := RedisWorkRow{Store: StoreRedis, Build: build, Concurrency: 1, N: 10, Admitted: 10, Instructions: -1}
+		r.Per.Usec, r.Per.CPU, r.Per.UserCPU = usec, cpu, cpu/2
+		return r
+	}
+	rep := &RedisWorkReport{Options: RedisWorkOptions{Rounds: 3}, Rows: []RedisWorkRow{
+		row("A", 10, 90), row("A", 20, 30), row("A", 30, 60), // median µs 20 (CPU 30); median CPU 60
+		row(BuildPing, 1, 10), row(BuildPing, 2, 40), row(BuildPing, 3, 20), // median CPU 20
+	}}
+	var b bytes.Buffer
+	rep.Markdown(&b)
+	for _, want := range []string{
+		"| redis | 1 | A | 10 | 0 | 0.0 | 0.00 | 0.00 | 20.0 (10.0–30.0) | 60.0 (30.0–90.0) | 30.0 (15.0–45.0) | 3.0 |",
+		"| redis | 1 | PING | 10 | 0 | 0.0 | 0.00 | 0.00 | 2.0 (1.0–3.0) | 20.0 (10.0–40.0) | 10.0 (5.0–20.0) | 1.0 |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no line %q in:\n%s", want, b.String())
+		}
+	}
+}
+
 // TestRunRedisWorkWithoutRedis fails at once, saying so.
 func TestRunRedisWorkWithoutRedis(t *testing.T) {
 	t.Setenv("REDIS_SERVER", "/nonexistent/redis-server")
