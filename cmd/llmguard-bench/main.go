@@ -210,11 +210,12 @@ func parseRedisWorkFlags(args []string) (loadbench.RedisWorkOptions, error) {
 	rounds := fs.Int("rounds", 3, "runs of each store, concurrency and build, the builds alternating")
 	compare := fs.String("compare", "", "another llmguard-bench executable whose llmguard is run as build B (A/B)")
 	callgrind := fs.Bool("callgrind", false, "run Redis under valgrind's callgrind and report its instructions per request (load-independent; some 50x slower: use fewer requests)")
+	pace := fs.Bool("pace-floors", false, "send the floors (PING, FCALL, FCALL+6) at the rate build A's requests were admitted in the same round, not back to back")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	if err := fs.Parse(args); err != nil {
 		return loadbench.RedisWorkOptions{}, err
 	}
-	o := loadbench.RedisWorkOptions{Stores: splitList(*stores), Requests: *requests, Duration: *duration, Rounds: *rounds, Compare: *compare, Callgrind: *callgrind}
+	o := loadbench.RedisWorkOptions{Stores: splitList(*stores), Requests: *requests, Duration: *duration, Rounds: *rounds, Compare: *compare, Callgrind: *callgrind, PaceFloors: *pace}
 	if !*quiet {
 		o.Progress = os.Stderr
 	}

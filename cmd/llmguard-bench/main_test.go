@@ -38,15 +38,15 @@ func TestParseFlags(t *testing.T) {
 // TestParseRedisWorkFlags: the -redis-work options, their defaults, and a
 // bad list item.
 func TestParseRedisWorkFlags(t *testing.T) {
-	o, err := parseRedisWorkFlags([]string{"-redis-work", "-stores", "cluster", "-concurrency", "2,8", "-rounds", "5", "-compare", "/tmp/b", "-callgrind", "-q"})
+	o, err := parseRedisWorkFlags([]string{"-redis-work", "-stores", "cluster", "-concurrency", "2,8", "-rounds", "5", "-compare", "/tmp/b", "-callgrind", "-pace-floors", "-q"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(o.Stores, []string{"cluster"}) || !slices.Equal(o.Concurrency, []int{2, 8}) || o.Rounds != 5 || o.Compare != "/tmp/b" || !o.Callgrind || o.Progress != nil {
+	if !slices.Equal(o.Stores, []string{"cluster"}) || !slices.Equal(o.Concurrency, []int{2, 8}) || o.Rounds != 5 || o.Compare != "/tmp/b" || !o.Callgrind || !o.PaceFloors || o.Progress != nil {
 		t.Errorf("options %+v", o)
 	}
 	o, err = parseRedisWorkFlags([]string{"-redis-work"})
-	if err != nil || o.Requests != 4000 || o.Duration != 5*time.Second || o.Rounds != 3 || len(o.Stores) != 2 || !slices.Equal(o.Concurrency, []int{1, 32}) || o.Callgrind {
+	if err != nil || o.Requests != 4000 || o.Duration != 5*time.Second || o.Rounds != 3 || len(o.Stores) != 2 || !slices.Equal(o.Concurrency, []int{1, 32}) || o.Callgrind || o.PaceFloors {
 		t.Errorf("defaults: %+v, %v", o, err)
 	}
 	if _, err := parseRedisWorkFlags([]string{"-redis-work", "-concurrency", "x"}); err == nil {

@@ -54,6 +54,15 @@ type RedisWorkOptions struct {
 	// a shared machine. Redis runs some 50 times slower: use fewer
 	// requests.
 	Callgrind bool
+	// PaceFloors sends each floor's calls (BuildPing, BuildFcall,
+	// BuildFcallCommands) at the rate build A's requests were admitted in
+	// the same round, store and concurrency, instead of back to back: the
+	// floor of a node that sees that many requests a second. A Redis
+	// waiting between calls pays more per call (its wake-ups, and caches
+	// other processes used meanwhile), so at concurrency 1 the paced floor
+	// is the one to set against build A. Default false (back to back, as
+	// the floors of earlier reports were measured).
+	PaceFloors bool
 	// Progress, when not nil, gets one line per run as it ends.
 	Progress io.Writer
 }
@@ -150,8 +159,10 @@ type redisWorkTarget struct {
 // each build the same bounded load of 1 KiB chat bodies, waits until
 // llmguard's reconcile queue is empty, and reads what Redis did from INFO
 // (package redisstats): commands, scripts, reads and µs per admitted
-// request; after the builds, the floor (measurePingFloor: one PING per
-// request from as many clients, rows of build BuildPing). Errors: bad options, a process that does not start (errNoRedis
+// request; after the builds, the floors (measureFloor: one PING per
+// request from as many clients, rows of build BuildPing; on one Redis also
+// BuildFcall and BuildFcallCommands, a lone take's call with nothing, then
+// only its commands, in it). Errors: bad options, a process that does not start (errNoRedis
 // when redis-server is missing), a reading that fails, a queue that does
 // not drain within 30 s.
 func RunRedisWork(o RedisWorkOptions) (*RedisWorkReport, error) {
@@ -248,15 +259,27 @@ func RunRedisWork(o RedisWorkOptions) (*RedisWorkReport, error) {
 					rep.Rows = append(rep.Rows, row)
 					progress(o.Progress, row)
 				}
-				// The floor, on the same servers at the same concurrency.
+				// The floors, on the same servers at the same concurrency.
 				i := slices.IndexFunc(targets, func(rt *redisWorkTarget) bool { return rt.store == store })
-				row, err := measurePingFloor(targets[i], c, o)
-				if err != nil {
-					return nil, err
+				rate := 0.0
+				if o.PaceFloors {
+					a := slices.IndexFunc(rep.Rows, func(r RedisWorkRow) bool {
+						return r.Round == round && r.Store == store && r.Concurrency == c && r.Build == "A"
+					})
+					rate = rep.Rows[a].RPS * float64(rep.Rows[a].Admitted) / float64(max(rep.Rows[a].N, 1))
 				}
-				row.Round = round
-				rep.Rows = append(rep.Rows, row)
-				progress(o.Progress, row)
+				for _, p := range floorProbes {
+					if store == StoreCluster && !p.cluster {
+						continue
+					}
+					row, err := measureFloor(targets[i], c, o, p, rate)
+					if err != nil {
+						return nil, err
+					}
+					row.Round = round
+					rep.Rows = append(rep.Rows, row)
+					progress(o.Progress, row)
+				}
 			}
 		}
 	}
@@ -271,8 +294,8 @@ func progress(w io.Writer, row RedisWorkRow) {
 		return
 	}
 	what := "request"
-	if row.Build == BuildPing {
-		what = "PING"
+	if row.Build != "A" && row.Build != "B" {
+		what = row.Build
 	}
 	fmt.Fprintf(w, "%-7s c%-3d %s round %d: %d admitted, %.0f req/s, %.1f commands, %.2f scripts, %.2f reads, %.1f µs, cpu %.1f µs (user %.1f)",
 		row.Store, row.Concurrency, row.Build, row.Round, row.Admitted, row.RPS, row.Per.Calls, row.Per.Scripts, row.Per.Reads, row.Per.Usec, row.Per.CPU, row.Per.UserCPU)
@@ -356,8 +379,9 @@ func drained(admin string) (llmguardCounters, error) {
 }
 
 // Markdown writes the report: how it ran, a table with a row per store,
-// concurrency and build (the median run of its rounds by Redis µs, with the
-// range over the rounds), then the commands each ran per request.
+// concurrency and build (the round with the median Redis µs gives the
+// counts; each µs, CPU and instructions column is its own median over the
+// rounds, with the range), then the commands each ran per request.
 func (r *RedisWorkReport) Markdown(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "llmguard-bench -redis-work — %s; %s, took %s", machine(), r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Took.Round(time.Second))
@@ -371,6 +395,10 @@ func (r *RedisWorkReport) Markdown(w io.Writer) {
 		fmt.Fprintf(w, "Build A: %s; build B: %s.\n", o.Executable, o.Compare)
 	}
 	fmt.Fprintln(w, "Rows of build PING are the floor, measured in the same round on the same servers: one PING per request from as many clients (each its own connection; a cluster's masters in turn), what a single round trip costs Redis here. \"CPU × PING\" is a row's Redis process CPU per admitted request over that floor's (medians): below 1 no design making one Redis call per request can go.")
+	if o.PaceFloors {
+		fmt.Fprintln(w, "Floors paced (-pace-floors): each floor's calls were sent at the rate build A's requests were admitted in the same round, store and concurrency, not back to back.")
+	}
+	fmt.Fprintln(w, "Rows of build FCALL (one Redis only): one FCALL per request, with a lone take's 4 KEYS and 4 ARGV, of a function that only returns a lone take's reply (six integers): a script call's own cost. FCALL+6: the same, its function also running a lone take's six commands (TIME, MGET, four SET … PX) and no arithmetic: the floor of a lone take as Redis stores buckets now.")
 	fmt.Fprintln(w, "Per admitted request, from INFO (summed over the cluster's masters), reconciliations included: commands (those scripts ran included), scripts run, reads of client connections (about round trips), µs running commands (the scripts' time, INFO commandstats), and the redis-server process's CPU µs (INFO cpu: network I/O included), of which user time (scripts and commands; not stretched, as commandstats' wall-clock µs are, when a loaded machine pauses the process).")
 	if o.Callgrind {
 		fmt.Fprintln(w, "Redis instructions: thousands of instructions the redis-servers executed per admitted request, counted by valgrind's callgrind (it does not depend on the machine's load; Redis ran under it, some 50 times slower, so the µs columns are not comparable with a run without it).")
@@ -394,10 +422,10 @@ func (r *RedisWorkReport) Markdown(w io.Writer) {
 			ratio = fmt.Sprintf("%.1f", medianOf(g, func(r RedisWorkRow) float64 { return r.Per.CPU })/f)
 		}
 		fmt.Fprintf(w, "| %s | %d | %s | %d | %.0f | %.1f | %.2f | %.2f | %s | %s | %s | %s |", m.Store, m.Concurrency, m.Build, m.Admitted, m.RPS,
-			m.Per.Calls, m.Per.Scripts, m.Per.Reads, spread(g, m, func(r RedisWorkRow) float64 { return r.Per.Usec }),
-			spread(g, m, func(r RedisWorkRow) float64 { return r.Per.CPU }), spread(g, m, func(r RedisWorkRow) float64 { return r.Per.UserCPU }), ratio)
+			m.Per.Calls, m.Per.Scripts, m.Per.Reads, spread(g, func(r RedisWorkRow) float64 { return r.Per.Usec }),
+			spread(g, func(r RedisWorkRow) float64 { return r.Per.CPU }), spread(g, func(r RedisWorkRow) float64 { return r.Per.UserCPU }), ratio)
 		if o.Callgrind {
-			fmt.Fprintf(w, " %s |", spread(g, m, func(r RedisWorkRow) float64 { return r.Instructions / 1000 }))
+			fmt.Fprintf(w, " %s |", spread(g, func(r RedisWorkRow) float64 { return r.Instructions / 1000 }))
 		}
 		fmt.Fprintln(w)
 	}
@@ -472,17 +500,20 @@ func (r *RedisWorkReport) groups() [][]RedisWorkRow {
 	return out
 }
 
-// spread is m's figure with the range over g's rounds when there are
-// several: "18.2 (17.9–19.0)".
-func spread(g []RedisWorkRow, m RedisWorkRow, f func(RedisWorkRow) float64) string {
+// spread is the median of f over g's rounds (medianOf) with the range
+// when there are several: "18.2 (17.9–19.0)". Each column's own median,
+// not the figure of the round whose commandstats µs are the median, so
+// that "CPU × PING" (a quotient of medians) is the quotient of the CPU
+// figures shown.
+func spread(g []RedisWorkRow, f func(RedisWorkRow) float64) string {
 	if len(g) == 1 {
-		return fmt.Sprintf("%.1f", f(m))
+		return fmt.Sprintf("%.1f", f(g[0]))
 	}
 	lo, hi := f(g[0]), f(g[0])
 	for _, row := range g {
 		lo, hi = min(lo, f(row)), max(hi, f(row))
 	}
-	return fmt.Sprintf("%.1f (%.1f–%.1f)", f(m), lo, hi)
+	return fmt.Sprintf("%.1f (%.1f–%.1f)", medianOf(g, f), lo, hi)
 }
 
 // medianOf is median (table.go) of f over rows.
