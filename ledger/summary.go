@@ -1,6 +1,9 @@
 package ledger
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Filter selects records for Summarize. Its zero value selects every record.
 type Filter struct {
@@ -52,12 +55,28 @@ func (t *Totals) Add(r Record) {
 	if r.Status < 200 || r.Status > 299 {
 		t.Errors++
 	}
-	t.InputTokens += r.InputTokens
-	t.CachedInputTokens += r.CachedInputTokens
-	t.CacheWriteTokens += r.CacheWriteTokens
-	t.OutputTokens += r.OutputTokens
-	t.ReasoningTokens += r.ReasoningTokens
-	t.CostMicroUSD += r.CostMicroUSD
+	t.InputTokens = AddSaturated(t.InputTokens, r.InputTokens)
+	t.CachedInputTokens = AddSaturated(t.CachedInputTokens, r.CachedInputTokens)
+	t.CacheWriteTokens = AddSaturated(t.CacheWriteTokens, r.CacheWriteTokens)
+	t.OutputTokens = AddSaturated(t.OutputTokens, r.OutputTokens)
+	t.ReasoningTokens = AddSaturated(t.ReasoningTokens, r.ReasoningTokens)
+	t.CostMicroUSD = AddSaturated(t.CostMicroUSD, r.CostMicroUSD)
+}
+
+// AddSaturated is a + b, held at math.MaxInt64 or math.MinInt64 where the
+// sum would wrap. A record's figures are capped (10^15 tokens, their cost
+// at up to some 10^15 micro-USD), but a few thousand such records, which
+// an upstream reporting absurd usage can cause on request-only limits,
+// would wrap a plain sum into a negative spend.
+func AddSaturated(a, b int64) int64 {
+	s := a + b
+	switch {
+	case a > 0 && b > 0 && s < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && s >= 0:
+		return math.MinInt64
+	}
+	return s
 }
 
 // UserKey identifies a user within a tenant: user names are the tenant's

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -107,5 +108,23 @@ func TestSummaryBoundsNames(t *testing.T) {
 	}
 	if s.Tenants["acme"].CostMicroUSD != 10 {
 		t.Errorf("tenants %v", s.Tenants)
+	}
+}
+
+// Spend held at the int64 maximum, never wrapped into a negative, when
+// absurd usage reports add up past it (an upstream can report up to the
+// per-record cap many times on request-only limits).
+func TestTotalsSaturate(t *testing.T) {
+	var tot ledger.Totals
+	for range 13_000 {
+		tot.Add(ledger.Record{Status: 200, InputTokens: 1e15, OutputTokens: 1e15, CostMicroUSD: 750_000_000_000_000})
+	}
+	if tot.CostMicroUSD != math.MaxInt64 || tot.InputTokens != math.MaxInt64 {
+		t.Errorf("13,000 records of 7.5e14 µUSD: total %d µUSD, input %d, want the int64 maximum and no wrap", tot.CostMicroUSD, tot.InputTokens)
+	}
+	for _, c := range [][3]int64{{math.MaxInt64, 1, math.MaxInt64}, {math.MinInt64, -1, math.MinInt64}, {5, -7, -2}, {math.MaxInt64, math.MinInt64, -1}} {
+		if got := ledger.AddSaturated(c[0], c[1]); got != c[2] {
+			t.Errorf("AddSaturated(%d, %d) = %d, want %d", c[0], c[1], got, c[2])
+		}
 	}
 }

@@ -98,13 +98,13 @@ type Day struct {
 }
 
 func (r *Row) add(rec ledger.Record) {
-	r.CostMicroUSD += rec.CostMicroUSD
+	r.CostMicroUSD = ledger.AddSaturated(r.CostMicroUSD, rec.CostMicroUSD)
 	r.Requests++
 	if rec.Status < 200 || rec.Status > 299 {
 		r.Errors++
 	}
-	r.InputTokens += rec.InputTokens
-	r.OutputTokens += rec.OutputTokens
+	r.InputTokens = ledger.AddSaturated(r.InputTokens, rec.InputTokens)
+	r.OutputTokens = ledger.AddSaturated(r.OutputTokens, rec.OutputTokens)
 }
 
 // MaxNames bounds the distinct models and users a Builder keeps apart;
@@ -160,7 +160,7 @@ func (b *Builder) Report() *Report {
 	rep := b.rep
 	var cum int64
 	for i := range rep.Days {
-		cum += rep.Days[i].CostMicroUSD
+		cum = ledger.AddSaturated(cum, rep.Days[i].CostMicroUSD)
 		rep.Days[i].Cumulative = cum
 	}
 	rep.Models, rep.Users = top(b.models), top(b.users)
@@ -208,11 +208,11 @@ func top(m map[string]*Row) []Row {
 	if len(rows) > MaxRows {
 		rest := Row{Name: fmt.Sprintf("(%d others)", len(rows)-MaxRows+1)}
 		for _, r := range rows[MaxRows-1:] {
-			rest.CostMicroUSD += r.CostMicroUSD
+			rest.CostMicroUSD = ledger.AddSaturated(rest.CostMicroUSD, r.CostMicroUSD)
 			rest.Requests += r.Requests
 			rest.Errors += r.Errors
-			rest.InputTokens += r.InputTokens
-			rest.OutputTokens += r.OutputTokens
+			rest.InputTokens = ledger.AddSaturated(rest.InputTokens, r.InputTokens)
+			rest.OutputTokens = ledger.AddSaturated(rest.OutputTokens, r.OutputTokens)
 		}
 		rows = append(rows[:MaxRows-1], rest)
 	}
