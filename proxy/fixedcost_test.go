@@ -56,11 +56,11 @@ func TestRequestIDs(t *testing.T) {
 // pathAllocBudget is the allocations a ~1 KiB chat request answered with
 // JSON makes through the proxy path (BenchmarkProxyPath/llmguard), the
 // bare forward's (transport) being 10: the upstream round trip's four
-// (fasthttp's stream body and its closures), the body buffer, the two
-// exchanges (proxy's and meter's), the bucket keys and the model name
-// kept (8 measured). The credential is read in place from the header
-// (identify) and no longer copied.
-const pathAllocBudget = 9
+// (fasthttp's stream body and its closures), the body buffer and the
+// exchange, which holds the meter's (meter.Meter.AdmitInto): 6 measured.
+// The credential is read in place from the header (identify), the bucket
+// keys are remembered (meter's keyMemo) and the model name interned.
+const pathAllocBudget = 6
 
 // TestPathAllocationBudget: a request through the proxy path allocates no
 // more than pathAllocBudget times (measured without the race detector,

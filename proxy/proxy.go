@@ -326,8 +326,12 @@ type exchange struct {
 	kind     weigher.Kind
 	est      weigher.Estimate
 	// m is the request's admission, from the moment it was judged (nil
-	// before): its rules, verdict and settlement.
-	m *meter.Exchange
+	// before): its rules, verdict and settlement. It points to admission,
+	// where the meter writes it (meter.Meter.AdmitInto): the exchange,
+	// never reused, holds it, so that a request allocates one state rather
+	// than two.
+	m         *meter.Exchange
+	admission meter.Exchange
 	// stripUsage: llmguard added stream_options.include_usage, so the
 	// usage-only chunk must not reach the client.
 	stripUsage bool
@@ -940,7 +944,7 @@ var errLimiter = apiError{status: fasthttp.StatusInternalServerError, openAIType
 // taken from them, two-phase, before any byte goes upstream. A refusal is
 // answered in the caller's flavor with the headers its SDK reads.
 func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
-	x.m = p.meter.Admit(meter.Request{ID: x.id, Principal: x.principal, Policy: x.live.policy, Flavor: x.upstream.Flavor,
+	x.m = p.meter.AdmitInto(&x.admission, meter.Request{ID: x.id, Principal: x.principal, Policy: x.live.policy, Flavor: x.upstream.Flavor,
 		Path: rulePath(x.kind, x.path), Model: x.est.Model, ServiceTier: x.est.ServiceTier, Audio: x.est.Audio, GeoPinned: x.est.GeoPinned, Weighed: x.kind.Weighed(),
 		Unmetered: x.kind == weigher.KindUnmetered && !x.unmeteredAllowed, UnmeteredAllowed: x.unmeteredAllowed,
 		Images: x.est.Images, PerImage: x.perImage,
