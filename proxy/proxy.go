@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/valyala/fasthttp"
@@ -714,19 +715,27 @@ func queryNamesModel(q []byte) bool {
 	return false
 }
 
-// hasSegment reports whether path has a segment equal to seg in any case,
-// with any ";params" part dropped (as servlet containers drop it before
-// routing, and weigher.Classify before classifying).
+// hasSegment reports whether path has a segment equal to seg, an ASCII
+// name, in any case (strings.EqualFold's: Unicode simple folding, so that
+// "engineſ" spells "engines"), with any ";params" part dropped (as servlet
+// containers drop it before routing, and weigher.Classify before
+// classifying). It runs on every request: the segments are walked in
+// place, and only those whose length could fold to seg's are compared (an
+// equal fold has seg's number of runes, each of 1 to utf8.UTFMax bytes).
 func hasSegment(path, seg string) bool {
-	for part := range strings.SplitSeq(path, "/") {
+	for {
+		part, rest, more := strings.Cut(path, "/")
 		if i := strings.IndexByte(part, ';'); i >= 0 {
 			part = part[:i]
 		}
-		if strings.EqualFold(part, seg) {
+		if len(part) >= len(seg) && len(part) <= utf8.UTFMax*len(seg) && strings.EqualFold(part, seg) {
 			return true
 		}
+		if !more {
+			return false
+		}
+		path = rest
 	}
-	return false
 }
 
 // knownPaths are the endpoint paths of the kinds llmguard weighs, as their
