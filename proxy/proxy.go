@@ -1067,7 +1067,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	}
 	var ip [64]byte // the address is written on the stack
 	if a, ok := netip.AddrFromSlice(ctx.RemoteIP()); ok {
-		req.Header.SetBytesV("X-Forwarded-For", a.Unmap().AppendTo(ip[:0]))
+		req.Header.SetCanonical(forwardedForField, a.Unmap().AppendTo(ip[:0]))
 	}
 	if !x.principal.PassThrough && up.APIKey != "" {
 		req.Header.Set(up.authField, up.authValue) // made once (Upstream.init): no string built per request
@@ -1075,7 +1075,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	// The usage tap must read the body whatever the client accepts: ask the
 	// upstream for an uncompressed answer and let the client's own
 	// compression preferences go (DESIGN.md §1.7).
-	req.Header.Set("Accept-Encoding", "identity")
+	req.Header.SetCanonical(acceptEncodingField, identityValue)
 	setUpstreamURI(req, up, upPath, ctx)
 	req.Header.SetHost(up.host)
 
@@ -1114,6 +1114,17 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	}
 	return p.relay(ctx, x, resp)
 }
+
+// forwardedForField, acceptEncodingField and identityValue are the
+// request fields forward sets on every request, spelled canonically: set
+// with SetCanonical, which takes the name as it is, they are what Set
+// writes (the name normalised, when the header normalises, to the same
+// spelling) without Set's copy and normalisation of the name each time.
+var (
+	forwardedForField   = []byte("X-Forwarded-For")
+	acceptEncodingField = []byte("Accept-Encoding")
+	identityValue       = []byte("identity")
+)
 
 // setUpstreamURI sets req's URI to up's base URL, upPath and the request's
 // query (see queryOf), built in a pooled buffer: fasthttp copies it.
