@@ -3,6 +3,8 @@ package proxy
 import (
 	"strings"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 )
 
 // hasSegmentSplit is hasSegment as first written, segment by segment with
@@ -74,4 +76,43 @@ func FuzzHasSegment(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestKnownPathsArePlain: every path internPath knows passes plainPath,
+// which checkPath skips for a known path sent as it is spelled; a path
+// it does not know is not known.
+func TestKnownPathsArePlain(t *testing.T) {
+	for _, p := range knownPaths {
+		if !plainPath(p) {
+			t.Errorf("known path %q is not plain", p)
+		}
+		if s, known := internPath([]byte(p)); !known || s != p {
+			t.Errorf("internPath(%q) = %q, %v", p, s, known)
+		}
+	}
+	if _, known := internPath([]byte("/v1/chat/completions/")); known {
+		t.Error("a path with a trailing slash is known")
+	}
+}
+
+// TestKnownPathSpelledOddlyIsRefused: a path that decodes and normalises
+// to a known one but was sent otherwise (a dot segment, an escaped slash)
+// is scanned, and refused, as any other path is: only a known path sent
+// as spelled skips the scan.
+func TestKnownPathSpelledOddlyIsRefused(t *testing.T) {
+	px := newPathRig(t, cannedJSON)
+	for _, uri := range []string{"/v1/chat/x/../completions", "/v1/./chat/completions", "/v1/chat%2Fcompletions"} {
+		r := newPathRequest(pathBody)
+		r.ctx.Request.SetRequestURI("http://llmguard" + uri)
+		if st := r.serve(t, px.Handle); st != fasthttp.StatusBadRequest {
+			t.Errorf("%s: status %d, want 400: %s", uri, st, r.ctx.Response.Body())
+		}
+		if b := r.ctx.Response.Body(); !strings.Contains(string(b), `"code":"`+errOddPath.openAICode+`"`) {
+			t.Errorf("%s: answer %s, want the odd-path refusal", uri, b)
+		}
+	}
+	r := newPathRequest(pathBody) // the known path itself is served
+	if st := r.serve(t, px.Handle); st != fasthttp.StatusOK {
+		t.Errorf("/v1/chat/completions: status %d", st)
+	}
 }
