@@ -27,7 +27,7 @@ func (anthropic) credential(h *fasthttp.RequestHeader) ([]byte, string) {
 	return nil, "x-api-key"
 }
 
-func (anthropic) authorize(h *fasthttp.RequestHeader, key string) { h.Set("x-api-key", key) }
+func (anthropic) authorization(key string) (string, string) { return "x-api-key", key }
 
 func (anthropic) claims(path string) claim {
 	if hasPathPrefix(path, "/v1/messages") {

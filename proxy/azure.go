@@ -33,8 +33,8 @@ func (azure) credential(h *fasthttp.RequestHeader) ([]byte, string) {
 	return nil, "api-key"
 }
 
-// authorize sets api-key, which both the dated and the v1 API accept.
-func (azure) authorize(h *fasthttp.RequestHeader, key string) { h.Set("api-key", key) }
+// authorization is api-key, which both the dated and the v1 API accept.
+func (azure) authorization(key string) (string, string) { return "api-key", key }
 
 func (azure) claims(path string) claim {
 	if hasPathPrefix(path, "/openai/") {

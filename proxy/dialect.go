@@ -25,9 +25,11 @@ type dialect interface {
 	// changes. forward strips every other credential header, so the key
 	// that is limited is the key that is used.
 	credential(h *fasthttp.RequestHeader) (key []byte, header string)
-	// authorize sets the gateway's own upstream key on a request whose
-	// caller credentials were removed.
-	authorize(h *fasthttp.RequestHeader, key string)
+	// authorization is the request field, name and value, that carries
+	// the gateway's own upstream key: set on a request whose caller
+	// credentials were removed. Made once per upstream (Upstream.init),
+	// not per request.
+	authorization(key string) (field, value string)
 	// claims says how strongly this flavor claims path (decoded, as
 	// routed): see claim.
 	claims(path string) claim

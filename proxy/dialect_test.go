@@ -34,9 +34,9 @@ func TestEveryFlavorHasADialect(t *testing.T) {
 			t.Errorf("%s: error body %s does not carry the message", name, body)
 		}
 		var h fasthttp.RequestHeader
-		d.authorize(&h, "sk-gateway")
+		h.Set(d.authorization("sk-gateway"))
 		if key, _ := d.credential(&h); string(key) != "sk-gateway" {
-			t.Errorf("%s: the credential authorize sets reads back as %q", name, key)
+			t.Errorf("%s: the credential authorization sets reads back as %q", name, key)
 		}
 	}
 	if u := (&Upstream{Name: "x", Flavor: spec.Flavor(200), BaseURL: "http://127.0.0.1:1"}); u.init() == nil {

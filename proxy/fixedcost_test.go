@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,28 +57,46 @@ func TestRequestIDs(t *testing.T) {
 // pathAllocBudget is the allocations a ~1 KiB chat request answered with
 // JSON makes through the proxy path (BenchmarkProxyPath/llmguard), the
 // bare forward's (transport) being 10: the upstream round trip's four
-// (fasthttp's stream body and its closures), the body buffer, the two
-// exchanges (proxy's and meter's), the bucket keys and the model name
-// kept (8 measured). The credential is read in place from the header
-// (identify) and no longer copied.
-const pathAllocBudget = 9
+// (fasthttp's stream body and its closures), the body buffer and the
+// exchange, which holds the meter's (meter.Meter.AdmitInto): 6 measured.
+// The credential is read in place from the header (identify), the bucket
+// keys are remembered (meter's keyMemo) and the model name interned.
+const pathAllocBudget = 6
 
 // TestPathAllocationBudget: a request through the proxy path allocates no
 // more than pathAllocBudget times (measured without the race detector,
-// which allocates on its own account).
+// which allocates on its own account), whether the upstream gets the
+// gateway's own key (made once, not per request) or none.
 func TestPathAllocationBudget(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		t.Skip("allocation measurement")
 	}
-	px := newPathRig(t, cannedJSON)
-	r := newPathRequest(pathBody)
-	for range 20 { // warm the pools, the caches and the keep-alive connection
-		if st := r.serve(t, px.Handle); st != 200 {
-			t.Fatalf("status %d: %s", st, r.ctx.Response.Body())
+	for _, c := range []struct {
+		name string
+		with func(*Options)
+	}{
+		{name: "no upstream key", with: func(*Options) {}},
+		// As long as OpenAI's project keys (over 32 bytes: a string built
+		// from it per request would not fit the stack's buffer).
+		{name: "upstream key", with: func(o *Options) { o.Upstreams[0].APIKey = "sk-proj-" + strings.Repeat("x", 156) }},
+	} {
+		px := newPathRig(t, cannedJSON, c.with)
+		r := newPathRequest(pathBody)
+		for range 20 { // warm the pools, the caches and the keep-alive connection
+			if st := r.serve(t, px.Handle); st != 200 {
+				t.Fatalf("%s: status %d: %s", c.name, st, r.ctx.Response.Body())
+			}
 		}
-	}
-	if n := testing.AllocsPerRun(200, func() { r.serve(t, px.Handle) }); n > pathAllocBudget {
-		t.Errorf("%v allocations a request, budget %d", n, pathAllocBudget)
+		// The least of three runs: the memory store's table of recent
+		// request ids grows as ids accumulate (bucket.recentIDs), which a
+		// run of 100 requests now and then meets.
+		least := math.MaxFloat64
+		for range 3 {
+			least = min(least, testing.AllocsPerRun(100, func() { r.serve(t, px.Handle) }))
+		}
+		if least > pathAllocBudget {
+			t.Errorf("%s: %v allocations a request, budget %d", c.name, least, pathAllocBudget)
+		}
 	}
 }
 

@@ -23,7 +23,7 @@ func (openAI) credential(h *fasthttp.RequestHeader) ([]byte, string) {
 	return headerKey(h, "x-api-key"), "x-api-key"
 }
 
-func (openAI) authorize(h *fasthttp.RequestHeader, key string) { h.Set("Authorization", "Bearer "+key) }
+func (openAI) authorization(key string) (string, string) { return "Authorization", "Bearer " + key }
 
 func (openAI) claims(string) claim { return claimNone }
 

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/valyala/fasthttp"
@@ -317,6 +318,10 @@ type exchange struct {
 	// names, "" when none.
 	path       string
 	deployment string
+	// knownPath: the request's decoded path is one of knownPaths
+	// (internPath), which checkPath need not scan when it was sent as
+	// spelled.
+	knownPath bool
 	// unmeteredAllowed: an unmetered endpoint the operator lets callers
 	// under token or dollar limits call (Options.UnmeteredPaths).
 	unmeteredAllowed bool
@@ -326,8 +331,12 @@ type exchange struct {
 	kind     weigher.Kind
 	est      weigher.Estimate
 	// m is the request's admission, from the moment it was judged (nil
-	// before): its rules, verdict and settlement.
-	m *meter.Exchange
+	// before): its rules, verdict and settlement. It points to admission,
+	// where the meter writes it (meter.Meter.AdmitInto): the exchange,
+	// never reused, holds it, so that a request allocates one state rather
+	// than two.
+	m         *meter.Exchange
+	admission meter.Exchange
 	// stripUsage: llmguard added stream_options.include_usage, so the
 	// usage-only chunk must not reach the client.
 	stripUsage bool
@@ -584,7 +593,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 // credential's header depends on the upstream's flavor. checkPath judges
 // the path itself once the caller is known.
 func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (path, upPath string, r *refusal) {
-	path = internPath(ctx.Path())
+	path, x.knownPath = internPath(ctx.Path())
 	if hasPathPrefix(path, "/v1/") && hasPathPrefix(path[3:], "/v1") && !p.router.hasPrefixFor(path) {
 		rest := path[3:]
 		// A base URL that ends in /v1 given to an SDK that adds /v1 itself
@@ -616,7 +625,9 @@ func (p *Proxy) checkPath(ctx *fasthttp.RequestCtx, x *exchange, path, upPath st
 	if orig := ctx.Request.URI().PathOriginal(); string(orig) != path {
 		raw = string(orig)
 	}
-	if !plainPath(raw) {
+	// A known path sent as it is spelled is plain (TestKnownPathsArePlain):
+	// the scan is for every other.
+	if !(x.knownPath && raw == path) && !plainPath(raw) {
 		return "", &refusal{err: errOddPath, outcome: meter.OutcomeInvalid}
 	}
 	rawUpPath, ok := stripPrefix(raw, up.PathPrefix)
@@ -710,19 +721,27 @@ func queryNamesModel(q []byte) bool {
 	return false
 }
 
-// hasSegment reports whether path has a segment equal to seg in any case,
-// with any ";params" part dropped (as servlet containers drop it before
-// routing, and weigher.Classify before classifying).
+// hasSegment reports whether path has a segment equal to seg, an ASCII
+// name, in any case (strings.EqualFold's: Unicode simple folding, so that
+// "engineſ" spells "engines"), with any ";params" part dropped (as servlet
+// containers drop it before routing, and weigher.Classify before
+// classifying). It runs on every request: the segments are walked in
+// place, and only those whose length could fold to seg's are compared (an
+// equal fold has seg's number of runes, each of 1 to utf8.UTFMax bytes).
 func hasSegment(path, seg string) bool {
-	for part := range strings.SplitSeq(path, "/") {
+	for {
+		part, rest, more := strings.Cut(path, "/")
 		if i := strings.IndexByte(part, ';'); i >= 0 {
 			part = part[:i]
 		}
-		if strings.EqualFold(part, seg) {
+		if len(part) >= len(seg) && len(part) <= utf8.UTFMax*len(seg) && strings.EqualFold(part, seg) {
 			return true
 		}
+		if !more {
+			return false
+		}
+		path = rest
 	}
-	return false
 }
 
 // knownPaths are the endpoint paths of the kinds llmguard weighs, as their
@@ -737,14 +756,14 @@ var knownPaths = func() []string {
 }()
 
 // internPath returns b as a string: one of knownPaths, without allocating,
-// when it spells one; a copy otherwise.
-func internPath(b []byte) string {
+// when it spells one (known); a copy otherwise.
+func internPath(b []byte) (s string, known bool) {
 	for _, p := range knownPaths {
 		if string(b) == p {
-			return p
+			return p, true
 		}
 	}
-	return string(b)
+	return string(b), false
 }
 
 // identify finds the caller from the headers alone: an unknown caller is
@@ -940,7 +959,7 @@ var errLimiter = apiError{status: fasthttp.StatusInternalServerError, openAIType
 // taken from them, two-phase, before any byte goes upstream. A refusal is
 // answered in the caller's flavor with the headers its SDK reads.
 func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
-	x.m = p.meter.Admit(meter.Request{ID: x.id, Principal: x.principal, Policy: x.live.policy, Flavor: x.upstream.Flavor,
+	x.m = p.meter.AdmitInto(&x.admission, meter.Request{ID: x.id, Principal: x.principal, Policy: x.live.policy, Flavor: x.upstream.Flavor,
 		Path: rulePath(x.kind, x.path), Model: x.est.Model, ServiceTier: x.est.ServiceTier, Audio: x.est.Audio, GeoPinned: x.est.GeoPinned, Weighed: x.kind.Weighed(),
 		Unmetered: x.kind == weigher.KindUnmetered && !x.unmeteredAllowed, UnmeteredAllowed: x.unmeteredAllowed,
 		Images: x.est.Images, PerImage: x.perImage,
@@ -1054,15 +1073,15 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	}
 	var ip [64]byte // the address is written on the stack
 	if a, ok := netip.AddrFromSlice(ctx.RemoteIP()); ok {
-		req.Header.SetBytesV("X-Forwarded-For", a.Unmap().AppendTo(ip[:0]))
+		req.Header.SetCanonical(forwardedForField, a.Unmap().AppendTo(ip[:0]))
 	}
 	if !x.principal.PassThrough && up.APIKey != "" {
-		up.dialect.authorize(&req.Header, up.APIKey)
+		req.Header.Set(up.authField, up.authValue) // made once (Upstream.init): no string built per request
 	}
 	// The usage tap must read the body whatever the client accepts: ask the
 	// upstream for an uncompressed answer and let the client's own
 	// compression preferences go (DESIGN.md §1.7).
-	req.Header.Set("Accept-Encoding", "identity")
+	req.Header.SetCanonical(acceptEncodingField, identityValue)
 	setUpstreamURI(req, up, upPath, ctx)
 	req.Header.SetHost(up.host)
 
@@ -1101,6 +1120,17 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	}
 	return p.relay(ctx, x, resp)
 }
+
+// forwardedForField, acceptEncodingField and identityValue are the
+// request fields forward sets on every request, spelled canonically: set
+// with SetCanonical, which takes the name as it is, they are what Set
+// writes (the name normalised, when the header normalises, to the same
+// spelling) without Set's copy and normalisation of the name each time.
+var (
+	forwardedForField   = []byte("X-Forwarded-For")
+	acceptEncodingField = []byte("Accept-Encoding")
+	identityValue       = []byte("identity")
+)
 
 // setUpstreamURI sets req's URI to up's base URL, upPath and the request's
 // query (see queryOf), built in a pooled buffer: fasthttp copies it.

@@ -40,8 +40,12 @@ type Upstream struct {
 	// deployment it does not list is taken as a model of its own name.
 	Deployments map[string]string
 
-	dialect     dialect           // the Flavor's
-	deployments map[string]string // Deployments keyed by lowercase name
+	dialect dialect // the Flavor's
+	// authField and authValue are the field that carries APIKey upstream,
+	// as the dialect spells it (dialect.authorization), made once: unset
+	// when APIKey is empty.
+	authField, authValue string
+	deployments          map[string]string // Deployments keyed by lowercase name
 
 	client *fasthttp.HostClient
 	// tlsConfig, when set, is the TLS configuration of an https upstream
@@ -76,6 +80,9 @@ func (u *Upstream) mapsModel(name string) (string, bool) {
 func (u *Upstream) init() error {
 	if u.dialect = dialectOf(u.Flavor); u.dialect == nil {
 		return fmt.Errorf("proxy: upstream %q: flavor %v has no dialect", u.Name, u.Flavor)
+	}
+	if u.APIKey != "" {
+		u.authField, u.authValue = u.dialect.authorization(u.APIKey)
 	}
 	u.deployments = make(map[string]string, len(u.Deployments))
 	for d, m := range u.Deployments {
