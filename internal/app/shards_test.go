@@ -57,8 +57,12 @@ func TestShardedGlobalLimitThroughTheProxy(t *testing.T) {
 limits:
   - {name: all-rpd, scope: global, unit: requests, rate: 8, per: 24h, burst: %d, shards: 4, on_failure: closed}
   - {name: acme-tokens, scope: tenant, unit: tokens, rate: 4, per: 24h, burst: 100000, shards: 4, on_failure: closed}
-store: {backend: redis_cluster, cluster_addrs: [%s], timeout: 1s}
+store: {backend: redis_cluster, cluster_addrs: [%s], timeout: 10s}
 `, burst, strings.Join(cluster.Addrs(), ", ")))
+	// timeout 10s: what is counted here is the shards' arithmetic, and a
+	// take that times out on a loaded machine (1 s did under -race at load
+	// 20) answers 503 and is voided, its units coming back after another
+	// client's denial.
 
 	var (
 		mu       sync.Mutex
