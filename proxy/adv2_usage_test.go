@@ -52,18 +52,7 @@ func TestUpstreamUsageWithoutInputKeepsTheInput(t *testing.T) {
 		{"embeddings, prompt_tokens reported", "/v1/embeddings", embBody, embeddings(`{"prompt_tokens":7,"total_tokens":7}`), spec.FlavorOpenAI, 7, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			up := startRawUpstream(t, tc.answer)
-			r := newRig(t, rigOptions{url: up.url(), w: w, flavor: tc.flavor})
-			full := r.remaining()
-			status, _, b, err := r.do(tc.path, tc.body)
-			if err != nil || status != 200 {
-				t.Fatalf("status %d, err %v: %.200s", status, err, b)
-			}
-			r.waitLedger(1)
-			charged := full - r.remaining()
-			if charged < tc.atLeast || (tc.exactly && charged != tc.atLeast) {
-				t.Errorf("charged %d, want %s%d", charged, map[bool]string{true: "", false: "at least "}[tc.exactly], tc.atLeast)
-			}
+			checkCharged(t, chargedThrough(t, w, tc.answer, tc.flavor, tc.path, tc.body), tc.atLeast, tc.exactly)
 		})
 	}
 }
@@ -98,18 +87,8 @@ func TestStreamBytesNoEventCarriesAreUnread(t *testing.T) {
 			est.InputTokens + bigTokens, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			up := startRawUpstream(t, sseAnswer(tc.stream))
-			r := newRig(t, rigOptions{url: up.url(), w: w, flavor: spec.FlavorOpenAI})
-			full := r.remaining()
-			status, _, b, err := r.do("/v1/chat/completions", panicStreamBody)
-			if err != nil || status != 200 {
-				t.Fatalf("status %d, err %v: %.200s", status, err, b)
-			}
-			r.waitLedger(1)
-			charged := full - r.remaining()
-			if charged < tc.atLeast || (tc.exactly && charged != tc.atLeast) {
-				t.Errorf("charged %d, want %s%d", charged, map[bool]string{true: "", false: "at least "}[tc.exactly], tc.atLeast)
-			}
+			charged := chargedThrough(t, w, sseAnswer(tc.stream), spec.FlavorOpenAI, "/v1/chat/completions", panicStreamBody)
+			checkCharged(t, charged, tc.atLeast, tc.exactly)
 		})
 	}
 }
@@ -157,4 +136,28 @@ func FuzzStrayLinesSameAsSplit(f *testing.F) {
 			t.Errorf("strayLines(%q) = %v, the plain reader says %v", raw, got, want)
 		}
 	})
+}
+
+// chargedThrough sends body to path through a proxy whose upstream answers
+// answer (raw bytes), waits for its ledger line and returns what the
+// request took from its token bucket, in tokens.
+func chargedThrough(t *testing.T, w *weigher.Weigher, answer string, flavor spec.Flavor, path, body string) int64 {
+	t.Helper()
+	up := startRawUpstream(t, answer)
+	r := newRig(t, rigOptions{url: up.url(), w: w, flavor: flavor})
+	full := r.remaining()
+	status, _, b, err := r.do(path, body)
+	if err != nil || status != 200 {
+		t.Fatalf("status %d, err %v: %.200s", status, err, b)
+	}
+	r.waitLedger(1)
+	return full - r.remaining()
+}
+
+// checkCharged wants charged at least atLeast tokens, or exactly that many.
+func checkCharged(t *testing.T, charged, atLeast int64, exactly bool) {
+	t.Helper()
+	if charged < atLeast || (exactly && charged != atLeast) {
+		t.Errorf("charged %d, want %s%d", charged, map[bool]string{true: "", false: "at least "}[exactly], atLeast)
+	}
 }
