@@ -381,10 +381,16 @@ func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64,
 	}
 	ok = true
 	for i < len(text) && i < stop {
-		j := c.piece(text, i, check)
+		// piece, its o200k ASCII case written out (piece does not inline).
+		j := -1
+		if c.o200k && text[i] < utf8.RuneSelf {
+			j = asciiPieceO200k(text, i)
+		}
 		if j < 0 {
-			ok = false
-			break
+			if j = c.piece(text, i, check); j < 0 {
+				ok = false
+				break
+			}
 		}
 		n += c.memoTokens(m, text, i, j)
 		i = j

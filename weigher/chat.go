@@ -120,7 +120,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		if rawWalk {
 			switch k {
 			case "model", "max_completion_tokens", "max_tokens", "n", "service_tier":
-				v = gjson.Parse(v.Raw)
+				v = parsedScalar(v.Raw)
 			}
 		}
 		switch k {

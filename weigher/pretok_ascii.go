@@ -78,37 +78,39 @@ func classRun(s string, i int, mask uint8) (int, bool) {
 // -1 when the general matcher must decide.
 func asciiPieceO200k(s string, i int) int {
 	k := byteClass[s[i]]
-	if k&bLetter == 0 && k != bDigit && k != bNewline && i+1 < len(s) {
-		// '[^\r\n\p{L}\p{N}]?' then the letters
-		switch k1 := byteClass[s[i+1]]; {
-		case k1 == bHigh:
-			return -1
-		case k1&bLetter != 0:
-			return o200kASCIILetters(s, i+1)
+	j := i // where the letters start; -1: none
+	if k&bLetter == 0 {
+		j = -1
+		if k != bDigit && k != bNewline && i+1 < len(s) {
+			// '[^\r\n\p{L}\p{N}]?' then the letters
+			switch k1 := byteClass[s[i+1]]; {
+			case k1 == bHigh:
+				return -1
+			case k1&bLetter != 0:
+				j = i + 1
+			}
 		}
 	}
-	switch {
-	case k&bLetter != 0:
-		return o200kASCIILetters(s, i)
-	case k == bDigit:
+	if j >= 0 {
+		// o200k's letter alternatives from the letter at s[j]: in ASCII,
+		// '[U]*[L]+' and '[U]+[L]*' are both a run of capitals then a
+		// run of small letters, then an optional contraction. Written
+		// here, not called: most pieces are words, and the call cost
+		// each about 10 instructions.
+		a, ok := classRun(s, j, bUpper)
+		if !ok {
+			return -1
+		}
+		e, ok := classRun(s, a, bLower)
+		if !ok {
+			return -1
+		}
+		return withContraction(s, e)
+	}
+	if k == bDigit {
 		return asciiDigits(s, i)
 	}
 	return asciiPunctOrSpace(s, i, k, '/')
-}
-
-// o200kASCIILetters matches o200k's letter alternatives from the letter at
-// s[j]: in ASCII, '[U]*[L]+' and '[U]+[L]*' are both a run of capitals
-// then a run of small letters, then an optional contraction.
-func o200kASCIILetters(s string, j int) int {
-	a, ok := classRun(s, j, bUpper)
-	if !ok {
-		return -1
-	}
-	e, ok := classRun(s, a, bLower)
-	if !ok {
-		return -1
-	}
-	return withContraction(s, e)
 }
 
 // asciiPieceCL100k is the end of cl100k_base's piece at s[i] (s[i] ASCII),
