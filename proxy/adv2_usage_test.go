@@ -83,6 +83,13 @@ func TestStreamBytesNoEventCarriesAreUnread(t *testing.T) {
 		{"chunks in a misspelled field", "dat: " + chunk + "\n\ndata: [DONE]\n\n", est.InputTokens + bigTokens, false},
 		{"chunks in a field named with no value", "data" + chunk + "\n\ndata: [DONE]\n\n", est.InputTokens + bigTokens, false},
 		{"a short stray line", "x\n\ndata: [DONE]\n\n", est.InputTokens + est.OutputTokens, false},
+		// The same stray bytes in an event that also has a data line (a
+		// review found these charged output 0 while only data-less events
+		// were looked at).
+		{"a JSON answer, then data: [DONE] with no blank line", answer + "\ndata: [DONE]\n\n", est.InputTokens + bigTokens, false},
+		{"data: [DONE], then a JSON answer", "data: [DONE]\n" + answer + "\n\n", est.InputTokens + bigTokens, false},
+		{"a chunk's data line and a stray field in one event", "data: " + `{"choices":[{"index":0,"delta":{"content":"hi"}}]}` + "\nfoo: " + big + "\n\ndata: [DONE]\n\n",
+			est.InputTokens + bigTokens, false},
 		{"comments, event, id and retry lines", ": keep-alive\r\n\r\nevent: ping\nid: 7\nretry: 100\n\n:\n\ndata: " + chunk + "\n\nevent\n\ndata: [DONE]\n\n",
 			est.InputTokens + bigTokens, true},
 	} {
@@ -93,50 +100,6 @@ func TestStreamBytesNoEventCarriesAreUnread(t *testing.T) {
 	}
 }
 
-// strayLinesBySplit is strayLines written the plain way, for the
-// differential test: every line end made LF, the lines split, each field
-// name looked at.
-func strayLinesBySplit(raw []byte) bool {
-	s := strings.ReplaceAll(strings.ReplaceAll(string(raw), "\r\n", "\n"), "\r", "\n")
-	for _, line := range strings.Split(s, "\n") {
-		if line == "" || strings.HasPrefix(line, ":") {
-			continue
-		}
-		name, _, _ := strings.Cut(line, ":")
-		if name != "event" && name != "id" && name != "retry" {
-			return true
-		}
-	}
-	return false
-}
-
-func TestStrayLines(t *testing.T) {
-	for _, tc := range []struct {
-		raw  string
-		want bool
-	}{
-		{"", false}, {"\n", false}, {"\r\n\r\n", false}, {": keep-alive\n\n", false},
-		{"event: ping\nid: 1\nretry: 5\n\n", false}, {"event\r\rid\r\n\n", false},
-		{"{\"id\":\"x\"}\n\n", true}, {"dat: {}\n\n", true}, {"Event: ping\n\n", true},
-		{" event: ping\n\n", true}, {"event: ping\nx\n", true}, {"x", true},
-	} {
-		if got := strayLines([]byte(tc.raw)); got != tc.want {
-			t.Errorf("strayLines(%q) = %v, want %v", tc.raw, got, tc.want)
-		}
-	}
-}
-
-// FuzzStrayLinesSameAsSplit holds strayLines to the plain reader above.
-func FuzzStrayLinesSameAsSplit(f *testing.F) {
-	for _, s := range []string{"", ": c\n\n", "event: x\r\nid: 2\r\n\r\n", "{\"a\":1}\n\n", "dat: x\r\r", "retry\n", "\r\n\r", "id:\x00\n"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		if got, want := strayLines(raw), strayLinesBySplit(raw); got != want {
-			t.Errorf("strayLines(%q) = %v, the plain reader says %v", raw, got, want)
-		}
-	})
-}
 
 // chargedThrough sends body to path through a proxy whose upstream answers
 // answer (raw bytes), waits for its ledger line and returns what the

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"bytes"
-
 	"github.com/llmguard/llmguard/sse"
 	"github.com/llmguard/llmguard/weigher"
 )
@@ -127,9 +125,12 @@ func (t *usageTap) onEvent(raw []byte, ev sse.Event) {
 	keep := true
 	if ev.Truncated {
 		t.unread = true
-	} else if !ev.HasData && strayLines(raw) {
-		// Bytes the client got that no event carried: unread, and counted
-		// as text (an upper bound of the output they may hold).
+	} else if ev.Stray {
+		// Bytes the client got that no field the tap reads carried (a
+		// misspelled "data", a JSON answer labelled text/event-stream,
+		// with or without data lines around them): unread, and the
+		// event's raw bytes counted as text (an upper bound of the output
+		// they may hold).
 		t.unread = true
 		t.text.add(string(raw))
 	}
@@ -142,40 +143,4 @@ func (t *usageTap) onEvent(raw []byte, ev sse.Event) {
 	if t.strip && keep {
 		t.out = append(t.out, raw...)
 	}
-}
-
-// strayLines reports whether raw, the bytes of one SSE event, holds a line
-// that is not blank, not a comment (":…") and not one of the fields an
-// event without data may carry ("event", "id", "retry"): a field no reader
-// dispatches (a misspelled "data", an upstream's own field) or a line of
-// some other format (a JSON answer labelled text/event-stream). Such bytes
-// reach the client although the tap read nothing of them, so a stream
-// that holds them counts as unread (at least the output reservation
-// unless a usage decides) and its raw bytes as streamed text, never as
-// output 0. Lines end at CR, LF or CRLF,
-// as the scanner splits them.
-func strayLines(raw []byte) bool {
-	for len(raw) > 0 {
-		end := bytes.IndexAny(raw, "\r\n")
-		line := raw
-		if end >= 0 {
-			line = raw[:end]
-			raw = raw[end+1:]
-		} else {
-			raw = nil
-		}
-		if len(line) == 0 || line[0] == ':' {
-			continue
-		}
-		name := line
-		if i := bytes.IndexByte(line, ':'); i >= 0 {
-			name = line[:i]
-		}
-		switch string(name) {
-		case "event", "id", "retry":
-		default:
-			return true
-		}
-	}
-	return false
 }

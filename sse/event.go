@@ -43,6 +43,15 @@ type Event struct {
 	// HasRetry reports whether this block contained a valid "retry" field.
 	HasRetry bool
 
+	// Stray reports that the block had a line no reader applies: not
+	// blank, not a comment (":…"), and not a "data", "event", "id" or
+	// "retry" field (a misspelled field, an upstream's own, a line of some
+	// other format such as a JSON document). Its bytes reach a client
+	// whose reader drops them, so a proxy that weighs what it relays must
+	// not take them for nothing. Lines after a truncated event's limit are
+	// not parsed and do not set it.
+	Stray bool
+
 	// Truncated reports that the event was larger than the scanner's
 	// MaxEventBytes, so it is delivered as a run of pieces instead of whole.
 	// The first piece carries the fields parsed from the lines completed

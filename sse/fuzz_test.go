@@ -15,6 +15,7 @@ func FuzzScanner(f *testing.F) {
 	}
 	f.Add(openAIStream(5), []byte{100, 17}, uint8(3))
 	f.Add([]byte("data: "+strings.Repeat("z", 300)+"\r\n\r\ndata: x\r\r"), []byte{9}, uint8(0))
+	f.Add([]byte("{\"id\":1}\ndata: [DONE]\n\ndat: x\r\revent: e\nfoo\n\n: c\nretry: 1\n\n"), []byte{5}, uint8(0))
 	f.Fuzz(func(t *testing.T, in, cuts []byte, small uint8) {
 		sizes := make([]int, len(cuts))
 		for k, c := range cuts {
@@ -25,6 +26,11 @@ func FuzzScanner(f *testing.F) {
 			one, obuf := feedAll(t, &s, [][]byte{in})
 			if c := concat(one, obuf); c != string(in) {
 				t.Fatalf("limit %d, one shot: concatenation differs from input", limit)
+			}
+			for k, r := range one {
+				if !r.Truncated && r.Stray != strayBySplit(r.Raw, k == 0) {
+					t.Fatalf("limit %d, event %d %q: Stray %v, the plain reader says %v", limit, k, r.Raw, r.Stray, !r.Stray)
+				}
 			}
 			o, obuf := normalize(one, obuf)
 			for _, chunks := range [][][]byte{splitBy(in, sizes), bytewise(in)} {

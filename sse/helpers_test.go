@@ -18,16 +18,17 @@ type rec struct {
 	HasRetry  bool
 	Truncated bool
 	Partial   bool
+	Stray     bool
 }
 
 func (r rec) String() string {
 	return fmt.Sprintf("%+v", struct {
 		Raw, Type, Data, ID                      string
-		HasData, IDSet, HasRetry, Trunc, Partial bool
-		Retry                                    int64
+		HasData, IDSet, HasRetry, Trunc, Partial, Stray bool
+		Retry                                           int64
 	}{
 		fmt.Sprintf("%q", r.Raw), r.Type, fmt.Sprintf("%q", r.Data), r.ID,
-		r.HasData, r.IDSet, r.HasRetry, r.Truncated, r.Partial, r.Retry,
+		r.HasData, r.IDSet, r.HasRetry, r.Truncated, r.Partial, r.Stray, r.Retry,
 	})
 }
 
@@ -35,7 +36,7 @@ func recOf(raw []byte, ev Event) rec {
 	return rec{
 		Raw: string(raw), Type: string(ev.Type), Data: string(ev.Data), ID: string(ev.ID),
 		HasData: ev.HasData, IDSet: ev.IDSet, Retry: ev.Retry, HasRetry: ev.HasRetry,
-		Truncated: ev.Truncated, Partial: ev.Partial,
+		Truncated: ev.Truncated, Partial: ev.Partial, Stray: ev.Stray,
 	}
 }
 
@@ -143,4 +144,25 @@ func sameScan(a []rec, abuf string, b []rec, bbuf string) string {
 		return fmt.Sprintf("buffered %q, want %q", abuf, bbuf)
 	}
 	return ""
+}
+
+// strayBySplit is Event.Stray written the plain way, over one event's raw
+// bytes: every line end made LF, the lines split, each field name looked
+// at (first: raw starts the stream, whose byte order mark is dropped).
+func strayBySplit(raw string, first bool) bool {
+	if first {
+		raw = strings.TrimPrefix(raw, bom)
+	}
+	raw = strings.ReplaceAll(strings.ReplaceAll(raw, "\r\n", "\n"), "\r", "\n")
+	for _, line := range strings.Split(raw, "\n") {
+		if line == "" || strings.HasPrefix(line, ":") {
+			continue
+		}
+		switch name, _, _ := strings.Cut(line, ":"); name {
+		case "data", "event", "id", "retry":
+		default:
+			return true
+		}
+	}
+	return false
 }

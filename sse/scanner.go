@@ -62,6 +62,7 @@ type Scanner struct {
 	idSet    bool
 	retry    int64
 	hasRetry bool
+	stray    bool // a line of the pending event no reader applies
 }
 
 // Feed consumes p, which may end anywhere (mid-line, between CR and LF,
@@ -320,6 +321,8 @@ func (s *Scanner) processLine(line []byte) bool {
 		if v, ok := parseRetry(value); ok {
 			s.retry, s.hasRetry = v, true
 		}
+	default:
+		s.stray = true
 	}
 	return false
 }
@@ -353,6 +356,7 @@ func (s *Scanner) event() Event {
 		IDSet:    s.idSet,
 		Retry:    s.retry,
 		HasRetry: s.hasRetry,
+		Stray:    s.stray,
 	}
 	if n := len(s.data); n > 0 {
 		ev.Data, ev.HasData = s.data[:n-1], true
@@ -369,4 +373,5 @@ func (s *Scanner) endEvent() {
 	s.typ = s.typ[:0]
 	s.idSet = false
 	s.retry, s.hasRetry = 0, false
+	s.stray = false
 }

@@ -100,12 +100,12 @@ var scanCases = []scanCase{
 	{
 		name:   "only one BOM is skipped",
 		chunks: []string{"\xEF\xBB\xBF\xEF\xBB\xBFdata: x\n\n"},
-		want:   []rec{{Raw: "\xEF\xBB\xBF\xEF\xBB\xBFdata: x\n\n"}},
+		want:   []rec{{Raw: "\xEF\xBB\xBF\xEF\xBB\xBFdata: x\n\n", Stray: true}},
 	},
 	{
 		name:   "BOM after the first line is a field name byte",
 		chunks: []string{"\n\xEF\xBB\xBFdata: x\n\n"},
-		want:   []rec{{Raw: "\n"}, {Raw: "\xEF\xBB\xBFdata: x\n\n"}},
+		want:   []rec{{Raw: "\n"}, {Raw: "\xEF\xBB\xBFdata: x\n\n", Stray: true}},
 	},
 	{
 		name:   "field with no space, or two",
@@ -163,7 +163,7 @@ var scanCases = []scanCase{
 	{
 		name:   "unknown fields and space before colon ignored",
 		chunks: []string{"data : x\nfoo: bar\nDATA: y\n\n"},
-		want:   []rec{{Raw: "data : x\nfoo: bar\nDATA: y\n\n"}},
+		want:   []rec{{Raw: "data : x\nfoo: bar\nDATA: y\n\n", Stray: true}},
 	},
 	{
 		name:   "lone blank lines are events without data",
