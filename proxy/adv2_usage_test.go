@@ -90,6 +90,9 @@ func TestStreamBytesNoEventCarriesAreUnread(t *testing.T) {
 		{"data: [DONE], then a JSON answer", "data: [DONE]\n" + answer + "\n\n", est.InputTokens + bigTokens, false},
 		{"a chunk's data line and a stray field in one event", "data: " + `{"choices":[{"index":0,"delta":{"content":"hi"}}]}` + "\nfoo: " + big + "\n\ndata: [DONE]\n\n",
 			est.InputTokens + bigTokens, false},
+		// A data event whose chunk carries a whole answer's "message"
+		// (not a "delta"): read, but its output is not counted.
+		{"a whole answer as a data event", "data: " + answer + "\n\ndata: [DONE]\n\n", est.InputTokens + est.OutputTokens, false},
 		{"comments, event, id and retry lines", ": keep-alive\r\n\r\nevent: ping\nid: 7\nretry: 100\n\n:\n\ndata: " + chunk + "\n\nevent\n\ndata: [DONE]\n\n",
 			est.InputTokens + bigTokens, true},
 	} {

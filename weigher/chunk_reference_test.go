@@ -49,6 +49,17 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 			count := 0
 			v.ForEach(func(_, ch gjson.Result) bool {
 				count++
+				if ch.IsObject() {
+					ch.ForEach(func(k, v gjson.Result) bool {
+						switch known := k.Str == "index" || k.Str == "finish_reason" || k.Str == "logprobs" || k.Str == "native_finish_reason" ||
+							k.Str == "stop_reason" || k.Str == "matched_stop" || k.Str == "content_filter_results" || k.Str == "content_filter_offsets"; {
+						case known, k.Str == "delta" && !completions, k.Str == "text" && completions:
+						default:
+							c.Uncounted = c.Uncounted || holds(v)
+						}
+						return true
+					})
+				}
 				if completions {
 					add(ch.Get("text"))
 					return true
@@ -127,6 +138,8 @@ var chunkSeeds = []string{
 	`{"choices":[{"delta":{"reasoning_content":"think","reasoning":"more","content":null}}]}`,
 	`{"choices":[{"delta":{"role":"assistant","x":null,"y":"","z":[ ],"w":{ },"n":5,"b":true}}]}`,
 	`{"choices":[{"delta":{"annotations":[{"url":"u"}],"extra":"s"}}]}`,
+	`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"whole"},"finish_reason":"stop","logprobs":null}]}`,
+	`{"choices":[{"index":0,"delta":{"content":"a"},"content_filter_results":{"hate":{"filtered":false}},"native_finish_reason":"stop","stop_reason":null,"matched_stop":2,"extra":""}]}`,
 	`{"choices":[{"text":["legacy"],"delta":{"content":[{"type":"thinking","thinking":"t"}],"refusal":{},"tool_calls":[{"function":{"arguments":{"a":1}}}]}}]}`,
 }
 

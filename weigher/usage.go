@@ -295,6 +295,18 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 			count := 0
 			elems.each(func(ch gjson.Result) bool {
 				count++
+				if ch.IsObject() {
+					// A member of the choice that is neither its text
+					// nor known metadata (a whole answer's "message", as
+					// a non-streamed completion has it): output the walk
+					// does not count.
+					rawMembers(ch.Raw, func(k string, v gjson.Result) bool {
+						if !choiceMember(k, completions) {
+							c.Uncounted = c.Uncounted || mayHoldOutput(v)
+						}
+						return true
+					})
+				}
 				if completions {
 					add(rawGet(ch, "text"))
 					return true
@@ -361,6 +373,25 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 	c.UsageOnly = usageObject && emptyChoices
 	c.Text = text.String()
 	return c
+}
+
+// choiceMember reports whether k names a member of a streamed choice
+// that parseOpenAIChunk reads as output ("delta" of a chat chunk, "text"
+// of a completions chunk) or that holds no output: its index, why it
+// finished (finish_reason; native_finish_reason, OpenRouter; stop_reason
+// and matched_stop, vLLM and SGLang), logprobs (of tokens the text holds)
+// and Azure's content_filter_results and content_filter_offsets.
+func choiceMember(k string, completions bool) bool {
+	switch k {
+	case "index", "finish_reason", "logprobs", "native_finish_reason", "stop_reason", "matched_stop",
+		"content_filter_results", "content_filter_offsets":
+		return true
+	case "delta":
+		return !completions
+	case "text":
+		return completions
+	}
+	return false
 }
 
 // chunkKey reports whether a chunk's top-level member named k is one
