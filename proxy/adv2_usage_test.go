@@ -103,7 +103,6 @@ func TestStreamBytesNoEventCarriesAreUnread(t *testing.T) {
 	}
 }
 
-
 // chargedThrough sends body to path through a proxy whose upstream answers
 // answer (raw bytes), waits for its ledger line and returns what the
 // request took from its token bucket, in tokens.

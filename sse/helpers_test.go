@@ -23,7 +23,7 @@ type rec struct {
 
 func (r rec) String() string {
 	return fmt.Sprintf("%+v", struct {
-		Raw, Type, Data, ID                      string
+		Raw, Type, Data, ID                             string
 		HasData, IDSet, HasRetry, Trunc, Partial, Stray bool
 		Retry                                           int64
 	}{
