@@ -56,9 +56,9 @@ func ReadStream(ctx context.Context, client redis.Cmdable, stream string, from, 
 // earlier entry's is read once: a Writer whose pipeline timed out after
 // Redis had applied it sends the same lines again, and two records of the
 // ledger never have the same bytes (each has its own request id and
-// nanosecond ts). Memory: an 8-byte hash and its id time per entry of the
-// last dedupeWindow (1 h 5 min) of stream ids, whatever the range's
-// length. client is any go-redis client (*redis.Client,
+// nanosecond ts). Memory: about 50 bytes (a map entry and a queue slot
+// for its 8-byte hash and id time) per entry of the last dedupeWindow
+// (1 h 5 min) of stream ids, whatever the range's length. client is any go-redis client (*redis.Client,
 // *redis.ClusterClient, …).
 //
 // The stream keeps at most about the Writer's MaxLen entries: for long
