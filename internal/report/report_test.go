@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -205,5 +206,34 @@ func TestBuilderBoundsNames(t *testing.T) {
 	}
 	if rep := b.Report(); rep.Total.CostMicroUSD != MaxNames+10 {
 		t.Errorf("total %d", rep.Total.CostMicroUSD)
+	}
+}
+
+// Spend held at the int64 maximum in every sum the report makes (total,
+// day, cumulative, the model and user rows and the "(N others)" row),
+// never wrapped negative, when absurd usage reports add up past it.
+func TestBuildSaturates(t *testing.T) {
+	var recs []ledger.Record
+	for i := range 13_000 {
+		recs = append(recs, ledger.Record{TS: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), Tenant: "a", Model: "m",
+			User: "u" + strconv.Itoa(i%(MaxRows+5)), Status: 200, InputTokens: 1e15, OutputTokens: 1e15, CostMicroUSD: 750_000_000_000_000})
+	}
+	rep, err := Build(recs, Options{Tenant: "a", Year: 2026, Month: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Total.CostMicroUSD != math.MaxInt64 || rep.Total.InputTokens != math.MaxInt64 || rep.Total.OutputTokens != math.MaxInt64 {
+		t.Errorf("total %+v, want the int64 maximum", rep.Total)
+	}
+	if rep.Days[1].CostMicroUSD != math.MaxInt64 || rep.Days[29].Cumulative != math.MaxInt64 {
+		t.Errorf("day 2 %d, cumulative at the end %d, want the int64 maximum", rep.Days[1].CostMicroUSD, rep.Days[29].Cumulative)
+	}
+	if rep.Models[0].CostMicroUSD != math.MaxInt64 {
+		t.Errorf("model row %d, want the int64 maximum", rep.Models[0].CostMicroUSD)
+	}
+	for _, u := range rep.Users {
+		if u.CostMicroUSD < 0 {
+			t.Errorf("user row %q: %d, wrapped", u.Name, u.CostMicroUSD)
+		}
 	}
 }
