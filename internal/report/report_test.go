@@ -215,7 +215,7 @@ func TestBuilderBoundsNames(t *testing.T) {
 func TestBuildSaturates(t *testing.T) {
 	var recs []ledger.Record
 	for i := range 13_000 {
-		recs = append(recs, ledger.Record{TS: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), Tenant: "a", Model: "m",
+		recs = append(recs, ledger.Record{TS: time.Date(2026, 11, 2+i%2, 12, 0, 0, 0, time.UTC), Tenant: "a", Model: "m",
 			User: "u" + strconv.Itoa(i%(MaxRows+5)), Status: 200, InputTokens: 1e15, OutputTokens: 1e15, CostMicroUSD: 750_000_000_000_000})
 	}
 	rep, err := Build(recs, Options{Tenant: "a", Year: 2026, Month: 11})
@@ -225,8 +225,10 @@ func TestBuildSaturates(t *testing.T) {
 	if rep.Total.CostMicroUSD != math.MaxInt64 || rep.Total.InputTokens != math.MaxInt64 || rep.Total.OutputTokens != math.MaxInt64 {
 		t.Errorf("total %+v, want the int64 maximum", rep.Total)
 	}
-	if rep.Days[1].CostMicroUSD != math.MaxInt64 || rep.Days[29].Cumulative != math.MaxInt64 {
-		t.Errorf("day 2 %d, cumulative at the end %d, want the int64 maximum", rep.Days[1].CostMicroUSD, rep.Days[29].Cumulative)
+	// Each of the two days holds 6,500 records (4.9e18 µUSD, no wrap);
+	// their sum passes the maximum.
+	if rep.Days[1].CostMicroUSD != 6500*750_000_000_000_000 || rep.Days[29].Cumulative != math.MaxInt64 {
+		t.Errorf("day 2 %d, cumulative at the end %d, want 4.875e18 and the int64 maximum", rep.Days[1].CostMicroUSD, rep.Days[29].Cumulative)
 	}
 	if rep.Models[0].CostMicroUSD != math.MaxInt64 {
 		t.Errorf("model row %d, want the int64 maximum", rep.Models[0].CostMicroUSD)
