@@ -113,9 +113,12 @@ func (k cacheKey) check() uint64 {
 // messages away, and the bodies after each trim counted the conversation
 // again (issue #13, TestFullCacheKeepsGrowingConversation).
 type countCache struct {
-	c            *lruShards
-	size         int // entries c holds at most; under sharedCacheMu once shared
-	seed         uint64
+	c    *lruShards
+	size int // entries c holds at most; under sharedCacheMu once shared
+	seed uint64
+	// prefixBase is the hasher every prefix hash of a resume point starts
+	// from (newPrefixBase of seed); read only.
+	prefixBase   *xxh3.Hasher
 	hits, misses atomic.Uint64
 	resumes      atomic.Uint64 // requests weighed from a resume point
 	// hints are the end hints of remembered elements (hints.go), taking
@@ -165,7 +168,8 @@ func newCountCache(bytes int64) *countCache {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	size, hints, resume := cacheLimit(bytes)
 	entries := newLRUShards(size)
-	c := &countCache{seed: binary.LittleEndian.Uint64(b[:]), c: entries, size: size}
+	seed := binary.LittleEndian.Uint64(b[:])
+	c := &countCache{seed: seed, prefixBase: newPrefixBase(seed), c: entries, size: size}
 	c.hints.Store(hints)
 	c.resume.Store(resume)
 	return c
