@@ -49,7 +49,14 @@ type countWay struct {
 // newCountTable returns an empty table of size entries (rounded up to
 // whole sets, at least one).
 func newCountTable(size int) *countTable {
-	return &countTable{sets: make([]countSet, max((size+countWays-1)/countWays, 1))}
+	t := &countTable{sets: make([]countSet, max((size+countWays-1)/countWays, 1))}
+	// Touch every page now: a large allocation comes untouched from the
+	// OS, and the lookups, spread over the whole table, would otherwise
+	// fault its pages in one by one on the request path.
+	for i := range t.sets {
+		t.sets[i].hand = 0
+	}
+	return t
 }
 
 // set is the set holding slot: the slot's high bits scaled to the sets.
