@@ -95,7 +95,7 @@ type Config struct {
 	// Anthropic system prompts and messages, tool lists), keyed by a hash
 	// of their exact bytes, so that a conversation resent with one more
 	// turn has only that turn counted. Default 33554432 (32 MiB, about
-	// 87,000 elements: each takes two entries of 192 bytes); at least
+	// 475,000 elements of 64 bytes each); at least
 	// 65536; -1 turns the cache off (also by reload).
 	CountCacheBytes int64 `yaml:"count_cache_bytes"`
 	// ExactCountMaxBytes is the most bytes of a request body's text counted

@@ -13,18 +13,18 @@ import (
 
 // DefaultCacheBytes is [Options.CacheBytes]' default, in bytes: 32 MiB
 // hold 1 MiB of end hints (hints.go), 2 MiB of resume points (resume.go:
-// about 7,000 conversation prefixes) and about 158,000 entries, one per
+// about 7,000 conversation prefixes) and about 475,000 entries, one per
 // remembered element (its count and the mark that it passed the strict
 // scan and the case-variant field check): the messages, input items, tool
 // lists or system prompts of a few thousand agent conversations of forty
 // turns.
 const DefaultCacheBytes = 32 << 20
 
-// cacheEntryBytes is the memory, in bytes, one cached count holds: its key
-// and value, the LRU list element holding them and its share of the hash
-// table. Measured by TestCacheEntryBytes (about 130 bytes on amd64); the
-// round figure errs high, so the cache stays within its configured bytes.
-const cacheEntryBytes = 192
+// cacheEntryBytes is the memory, in bytes, one cached count holds: its way
+// of the count table (slot and entry) and its share of its set's lock and
+// marks. Measured by TestCacheEntryBytes (58 bytes on amd64); the round
+// figure errs high, so the cache stays within its configured bytes.
+const cacheEntryBytes = 64
 
 // minCachedBytes is the shortest element, in bytes of JSON, whose count is
 // cached: below it, counting costs about what hashing and a lookup do.
@@ -100,22 +100,29 @@ func (k cacheKey) check() uint64 {
 // element's bytes and its context (request kind, encoding, model, flags), so
 // one cache serves every [Weigher] of the process, across config reloads.
 //
-// The entries are held least recently used first out (golang-lru's LRU, in
-// lruShardCount lists by key so that lookups do not share one lock):
-// every new count is kept, the oldest written or read goes. A growing
+// The entries are held in a count table (countTable: sets of countWays
+// entries, CLOCK eviction within a set): every new count is kept, and the
+// entry a full set gives up is the one its hand reaches first that was not
+// read since the hand last passed it, so entries written once go about
+// oldest first, as they did under golang-lru's LRU, used before. A growing
 // conversation's messages are written once and, its later bodies resuming
 // after them (resume.go), read only when a trim moves the body's start, a
-// few turns on: kept by recency, they are there then however much one-off
-// traffic came between, up to the cache's size. Otter's W-TinyLFU, used
-// before, admitted a new entry only against a victim its frequency sketch
-// rated lower; once one-off traffic had filled the cache (and its misses
-// had shrunk the admission window to nothing) it turned most of such
-// messages away, and the bodies after each trim counted the conversation
-// again (issue #13, TestFullCacheKeepsGrowingConversation).
+// few turns on: kept by age, they are there then however much one-off
+// traffic came between, up to about the cache's size. Otter's W-TinyLFU,
+// used before the LRU, admitted a new entry only against a victim its
+// frequency sketch rated lower; once one-off traffic had filled the cache
+// (and its misses had shrunk the admission window to nothing) it turned
+// most of such messages away, and the bodies after each trim counted the
+// conversation again (issue #13, TestFullCacheKeepsGrowingConversation).
 type countCache struct {
-	c            *lruShards
-	size         int // entries c holds at most; under sharedCacheMu once shared
-	seed         uint64
+	// c holds the entries; replaced, empty, when a resize changes its
+	// size or caching is turned off.
+	c    atomic.Pointer[countTable]
+	size int // entries c holds at most; under sharedCacheMu once shared
+	seed uint64
+	// prefixBase is the hasher every prefix hash of a resume point starts
+	// from (newPrefixBase of seed); read only.
+	prefixBase   *xxh3.Hasher
 	hits, misses atomic.Uint64
 	resumes      atomic.Uint64 // requests weighed from a resume point
 	// hints are the end hints of remembered elements (hints.go), taking
@@ -144,7 +151,7 @@ func cacheOf(bytes int64) *countCache {
 		// Off (a reload may turn it off): its memory goes once the
 		// weighers still holding it are done.
 		if sharedCache != nil {
-			sharedCache.c.Purge()
+			sharedCache.c.Store(newCountTable(1))
 			sharedCache = nil
 		}
 		return nil
@@ -164,8 +171,9 @@ func newCountCache(bytes int64) *countCache {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	size, hints, resume := cacheLimit(bytes)
-	entries := newLRUShards(size)
-	c := &countCache{seed: binary.LittleEndian.Uint64(b[:]), c: entries, size: size}
+	seed := binary.LittleEndian.Uint64(b[:])
+	c := &countCache{seed: seed, prefixBase: newPrefixBase(seed), size: size}
+	c.c.Store(newCountTable(size))
 	c.hints.Store(hints)
 	c.resume.Store(resume)
 	return c
@@ -184,13 +192,12 @@ func cacheLimit(bytes int64) (int, *hintTable, *resumeTable) {
 	return int(max((bytes-hints.bytes()-resume.bytes())/cacheEntryBytes, 1)), hints, resume
 }
 
-// resize sets c's bound to bytes (0: the default), evicting the least
-// recently used entries as needed; a hint table of another size replaces
-// the old one, empty.
+// resize sets c's bound to bytes (0: the default): a count table, hint
+// table or resume table of another size replaces the old one, empty.
 func (c *countCache) resize(bytes int64) {
 	size, hints, resume := cacheLimit(bytes)
 	if c.size != size {
-		c.c.Resize(size)
+		c.c.Store(newCountTable(size))
 		c.size = size
 	}
 	if hints.bytes() != c.hints.Load().bytes() {
@@ -284,22 +291,22 @@ func (c *countCache) count(b *budget, ctx uint64, raw string, fn func() tally) t
 	return t
 }
 
-// get returns the entry held under k (making it the most recently used);
+// get returns the entry held under k (marking it read: see countTable);
 // false when there is none (or the entry in k's slot is another key's: see
 // cacheKey.slot).
 func (c *countCache) get(k cacheKey) (entry, bool) {
-	e, ok := c.c.Get(k.slot())
+	e, ok := c.c.Load().Get(k.slot())
 	if !ok || e.check != k.check() {
 		return entry{}, false
 	}
 	return e, true
 }
 
-// set holds e under k, replacing what k's slot held (the least recently
-// used entry goes when the cache is full).
+// set holds e under k, replacing what k's slot held (when k's set is full,
+// the entry its CLOCK hand evicts goes).
 func (c *countCache) set(k cacheKey, e entry) {
 	e.check = k.check()
-	c.c.Add(k.slot(), e)
+	c.c.Load().Add(k.slot(), e)
 }
 
 // fieldsContext is the context of the objects checkFields reads with f at
@@ -372,6 +379,6 @@ func (c *countCache) stats() CacheStats {
 	if c == nil {
 		return CacheStats{}
 	}
-	n := int64(c.c.Len())
+	n := int64(c.c.Load().Len())
 	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Resumed: c.resumes.Load(), Entries: n, Bytes: n * cacheEntryBytes}
 }

@@ -377,7 +377,7 @@ func (m *elemMemo) done() {
 	}
 	m.cache, m.hints, m.body, m.top, m.next, m.found = nil, nil, "", nil, 0, 0
 	m.deferCtx, m.pending, m.offerAll = 0, 0, false
-	m.resume = resumeState{hasher: m.resume.hasher, seed: m.resume.seed} // the hasher is kept
+	m.resume = resumeState{hasher: m.resume.hasher, seed: m.resume.seed, short: m.resume.short} // the hashers are kept
 	if cap(m.elems) > maxPooledMemo {
 		m.elems = nil
 	} else {

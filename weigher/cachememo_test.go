@@ -29,7 +29,7 @@ func TestElementHasOneEntry(t *testing.T) {
 			body = `{"model":"gpt-4o","input":[` + strings.Join(msgs, ",") + `]}`
 		}
 		first := w.Weigh(kind, []byte(body))
-		if got := w.cache.c.Len(); got != n {
+		if got := w.cache.c.Load().Len(); got != n {
 			t.Errorf("%v: %d messages left %d cache entries, want one each", kind, n, got)
 		}
 		before := w.CacheStats()
@@ -126,7 +126,7 @@ func TestToolListHasOneEntry(t *testing.T) {
 		if want := cold.Weigh(c.kind, []byte(c.body)); first != want {
 			t.Fatalf("%v: cached %+v, uncached %+v", c.kind, first, want)
 		}
-		if got := w.cache.c.Len(); got != 1 {
+		if got := w.cache.c.Load().Len(); got != 1 {
 			t.Errorf("%v: a list of 4 tools left %d cache entries, want 1", c.kind, got)
 		}
 		before := w.CacheStats()

@@ -289,7 +289,7 @@ func BenchmarkWarmConversation(b *testing.B) {
 			for b.Loop() {
 				if warm {
 					b.StopTimer()
-					w.cache.c.Purge()
+					w.cache.c.Load().Purge()
 					w.Chat(bodies[len(bodies)-17]) // the history, as the previous turn left it
 					b.StartTimer()
 				}

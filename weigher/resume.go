@@ -3,6 +3,7 @@ package weigher
 import (
 	"encoding/binary"
 	"math/bits"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -60,7 +61,8 @@ import (
 //
 // Why a hash match is the same prefix: the hash is xxh3's 128-bit hash,
 // seeded with the count cache's secret seed (drawn from crypto/rand at
-// start-up, never shown), of exactly k bytes; the context (kind, fields,
+// start-up, never shown), of exactly k bytes (after a fixed pad when k
+// is at most maxPaddedPrefix: prefixHashOf); the context (kind, fields,
 // nesting limit) and k are compared apart. A caller who does not know the
 // seed cannot aim two different prefixes at one hash: each comparison of
 // two different prefixes matches by a chance of about 2⁻¹²⁸, so with 2⁴⁰
@@ -230,14 +232,19 @@ func (m *elemMemo) resumeKey(valid uint64, n int) uint64 {
 // resumeState is one request's side of resume points, kept in its
 // elemMemo (pooled with it: no allocation per request).
 type resumeState struct {
-	on      bool       // resume points are used for this request
-	valid   uint64     // resumeContext of the request
-	resumed bool       // the scan resumed at cp.points[pt].k
-	cp      checkpoint // the checkpoint resumed from
-	pt      int        // the point of cp resumed at
-	hasher  *xxh3.Hasher
-	seed    uint64 // the hasher's seed
-	hashed  int    // bytes of the body written to hasher
+	on      bool         // resume points are used for this request
+	valid   uint64       // resumeContext of the request
+	resumed bool         // the scan resumed at cp.points[pt].k
+	cp      checkpoint   // the checkpoint resumed from
+	pt      int          // the point of cp resumed at
+	hasher  *xxh3.Hasher // the pass of prefixes over maxPaddedPrefix
+	seed    uint64       // the hasher's seed
+	hashed  int          // bytes of the body written to hasher
+	// short is the pass of prefixes of at most maxPaddedPrefix, after the
+	// pad: started from base (nil: not started), it holds shortHashed
+	// bytes of the body.
+	short, base *xxh3.Hasher
+	shortHashed int
 	// keys are the set keys of the body's first resumeMinKey<<i bytes,
 	// for i below nkeys (those not past the body), each made when first
 	// asked for (key): keys[i] holds it when made has bit i.
@@ -257,10 +264,23 @@ func (m *elemMemo) key(i int) uint64 {
 	return r.keys[i]
 }
 
-// prefixHash is the seeded hash of the body's first k bytes, continuing
-// the pass of an earlier call when k is not below it.
+// prefixHash is the prefix hash (prefixHashOf) of the body's first k
+// bytes, continuing the pass of an earlier call when k is not below it
+// (each of the two kinds of prefix hash has its own pass).
 func (m *elemMemo) prefixHash(k int) xxh3.Uint128 {
 	r := &m.resume
+	if k <= maxPaddedPrefix {
+		if r.short == nil {
+			r.short = new(xxh3.Hasher)
+		}
+		if r.base != m.cache.prefixBase || k < r.shortHashed {
+			*r.short = *m.cache.prefixBase
+			r.base, r.shortHashed = m.cache.prefixBase, 0
+		}
+		_, _ = r.short.WriteString(m.body[r.shortHashed:k])
+		r.shortHashed = k
+		return r.short.Sum128()
+	}
 	if r.hasher == nil {
 		r.hasher, r.seed = xxh3.NewSeed(m.cache.seed), m.cache.seed
 	} else if r.seed != m.cache.seed {
@@ -276,6 +296,52 @@ func (m *elemMemo) prefixHash(k int) xxh3.Uint128 {
 	return r.hasher.Sum128()
 }
 
+// hashedBefore is how many bytes of the body the pass that hashes its
+// first k bytes has hashed (prefixHash).
+func (r *resumeState) hashedBefore(k int) int {
+	if k <= maxPaddedPrefix {
+		return r.shortHashed
+	}
+	return r.hashed
+}
+
+// xxh3's Hasher holds up to maxPaddedPrefix bytes (a 1,024-byte block and
+// a 64-byte stripe) before it processes its first block; until then its
+// Sum128 hashes them with xxh3.Hash128Seed, which derives the secret from
+// the seed again (about 200 instructions) and hashes them all again, at
+// every call. A prefix that short is hashed after prefixPad fixed bytes
+// (zeros), so that the hasher has processed a block before it: the state
+// after the pad (countCache.prefixBase, made once per seed) holds the
+// derived secret, and each Sum128 hashes the bytes after the last block
+// with it. A longer prefix is hashed alone (a pad would cost it the
+// Hasher's copy-free path for long writes).
+const (
+	maxPaddedPrefix = 1<<10 + 64
+	prefixPad       = maxPaddedPrefix + 1
+)
+
+// newPrefixBase returns a Hasher seeded with seed past prefixPad zero
+// bytes: where every padded prefix hash of a cache with that seed starts.
+func newPrefixBase(seed uint64) *xxh3.Hasher {
+	h := xxh3.NewSeed(seed)
+	_, _ = h.Write(make([]byte, prefixPad))
+	return h
+}
+
+// prefixHashOf is the prefix hash of p under seed, made afresh (what
+// prefixHash makes incrementally): xxh3's 128-bit hash, seeded, of p after
+// prefixPad zero bytes when p holds at most maxPaddedPrefix bytes, of p
+// alone when it is longer. Prefix hashes are compared only between
+// prefixes of one length (a point's k), which are hashed alike: the pad
+// being fixed, two such prefixes have one hash only when the seeded hash
+// collides on two inputs, as the count cache's keys would.
+func prefixHashOf(seed uint64, p string) xxh3.Uint128 {
+	if len(p) <= maxPaddedPrefix {
+		p = strings.Repeat("\x00", prefixPad) + p
+	}
+	return xxh3.HashString128Seed(p, seed)
+}
+
 // resumePoint readies m for resume points of its body read with f, and,
 // when look, finds a checkpoint for it (see above) and returns its k, with
 // lay's members set to the checkpoint's; 0 when there is none (or not
@@ -283,7 +349,7 @@ func (m *elemMemo) prefixHash(k int) xxh3.Uint128 {
 // len(body) bytes.
 func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 	r := &m.resume
-	r.on, r.resumed, r.hashed = true, false, 0
+	r.on, r.resumed, r.hashed, r.base = true, false, 0, nil
 	if r.hasher != nil {
 		r.hasher.Reset()
 	}
@@ -383,8 +449,8 @@ func (m *elemMemo) confirm(j int, budget *int) bool {
 	r := &m.resume
 	pt := &r.cp.points[j]
 	cost := int(pt.k)
-	if cost >= r.hashed {
-		cost -= r.hashed
+	if done := r.hashedBefore(cost); cost >= done {
+		cost -= done
 	}
 	if *budget < cost {
 		return false

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/zeebo/xxh3"
 )
 
 // resumeStep is one body of a resume timeline: weighed by a weigher whose
@@ -375,7 +373,7 @@ func TestResumePointHashes(t *testing.T) {
 				if k > len(last) || string(pt.tail[:]) != string(last[k-resumeTailBytes:k]) {
 					t.Fatalf("point at %d: not a prefix of the conversation's last body", k)
 				}
-				if want := xxh3.HashString128Seed(string(last[:k]), w.cache.seed); pt.h != want {
+				if want := prefixHashOf(w.cache.seed, string(last[:k])); pt.h != want {
 					t.Errorf("point at %d: hash %x, the prefix's %x", k, pt.h, want)
 				}
 				points++
@@ -384,5 +382,32 @@ func TestResumePointHashes(t *testing.T) {
 	}
 	if points < 3 {
 		t.Fatalf("%d points filed, want at least 3", points)
+	}
+}
+
+// TestPrefixHashIncremental checks prefixHash, which continues one hasher
+// pass from the per-seed base, against prefixHashOf made afresh, for
+// prefixes asked for in growing, equal and shrinking order, under and
+// over the hasher's 1 KiB block, and after a request on another cache
+// (another seed) left the pooled hasher in its state.
+func TestPrefixHashIncremental(t *testing.T) {
+	var sb strings.Builder
+	for i := 0; sb.Len() < 5000; i++ {
+		fmt.Fprintf(&sb, `{"role":"user","content":"turn %d of the talk"},`, i*i)
+	}
+	body := sb.String()
+	a, b := newCountCache(1<<20), newCountCache(1<<20)
+	ks := []int{64, 300, 300, 241, 1000, 1023, 1024, 1025, 1088, 1089, 2100, 700, 4096, 4999, 0, 5000}
+	m := &elemMemo{}
+	for _, c := range []*countCache{a, b, a} {
+		m.cache, m.body = c, body
+		for _, k := range ks {
+			if got, want := m.prefixHash(k), prefixHashOf(c.seed, body[:k]); got != want {
+				t.Fatalf("prefixHash(%d) = %x, made afresh %x", k, got, want)
+			}
+		}
+	}
+	if a.seed != b.seed && prefixHashOf(a.seed, body[:300]) == prefixHashOf(b.seed, body[:300]) {
+		t.Error("two seeds gave one prefix hash")
 	}
 }
