@@ -125,14 +125,18 @@ type Metrics struct {
 	upstreamSeconds *prometheus.HistogramVec
 	upstreamStatus  *prometheus.CounterVec
 	failures        *prometheus.CounterVec
-	budgetWarnings  *prometheus.CounterVec
-	budget          *budgetGauges // quota_* and quotas' limit_utilization, at scrape time (budgetgauge.go)
-	panics          *prometheus.CounterVec
-	bodyBytes       prometheus.Gauge
-	answerBytes     prometheus.Gauge       // response_body_bytes_in_flight
-	unread          *prometheus.CounterVec // responses_unread_total{reason}
-	inFlight        *prometheus.GaugeVec   // in-flight limits: requests holding a slot (inflight.go)
-	shadow          *prometheus.CounterVec // shadow limits' decisions (shadow.go)
+	// failureLimits are the limits Prepare last made failures' series for
+	// (guarded by prepareMu), so that a reload removes those it dropped.
+	prepareMu      sync.Mutex
+	failureLimits  map[string]bool
+	budgetWarnings *prometheus.CounterVec
+	budget         *budgetGauges // quota_* and quotas' limit_utilization, at scrape time (budgetgauge.go)
+	panics         *prometheus.CounterVec
+	bodyBytes      prometheus.Gauge
+	answerBytes    prometheus.Gauge       // response_body_bytes_in_flight
+	unread         *prometheus.CounterVec // responses_unread_total{reason}
+	inFlight       *prometheus.GaugeVec   // in-flight limits: requests holding a slot (inflight.go)
+	shadow         *prometheus.CounterVec // shadow limits' decisions (shadow.go)
 
 	tenants, models *labelCap
 
@@ -510,13 +514,23 @@ func (m *Metrics) Prepare(rules []policy.Rule) {
 	m.budget.prepare(rules)
 	m.rules.reset()
 	m.memo.forgetRules()
+	m.prepareMu.Lock()
+	defer m.prepareMu.Unlock()
+	limits := make(map[string]bool, len(rules))
 	for _, r := range rules {
 		decision := OutcomeFailClosed
 		if r.FailOpen {
 			decision = OutcomeFailOpen
 		}
 		m.failures.WithLabelValues(r.Name, decision)
+		limits[r.Name] = true
 	}
+	for name := range m.failureLimits {
+		if !limits[name] { // a limit the reload removed: its series go
+			m.failures.DeletePartialMatch(prometheus.Labels{"limit": name})
+		}
+	}
+	m.failureLimits = limits
 }
 
 // labelCap maps label values to themselves until max distinct values have
