@@ -117,14 +117,3 @@ func (t *countTable) Add(slot uint64, e entry) {
 
 // Len is the number of entries held.
 func (t *countTable) Len() int { return int(t.n.Load()) }
-
-// Purge drops every entry (the sets stay made).
-func (t *countTable) Purge() {
-	for i := range t.sets {
-		s := &t.sets[i]
-		s.mu.Lock()
-		t.n.Add(-int64(bits.OnesCount8(s.used)))
-		s.used, s.ref, s.hand = 0, 0, 0
-		s.mu.Unlock()
-	}
-}

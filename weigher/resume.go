@@ -3,7 +3,6 @@ package weigher
 import (
 	"encoding/binary"
 	"math/bits"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -62,7 +61,7 @@ import (
 // Why a hash match is the same prefix: the hash is xxh3's 128-bit hash,
 // seeded with the count cache's secret seed (drawn from crypto/rand at
 // start-up, never shown), of exactly k bytes (after a fixed pad when k
-// is at most maxPaddedPrefix: prefixHashOf); the context (kind, fields,
+// is at most maxPaddedPrefix: prefixHashOf in the tests); the context (kind, fields,
 // nesting limit) and k are compared apart. A caller who does not know the
 // seed cannot aim two different prefixes at one hash: each comparison of
 // two different prefixes matches by a chance of about 2⁻¹²⁸, so with 2⁴⁰
@@ -264,7 +263,7 @@ func (m *elemMemo) key(i int) uint64 {
 	return r.keys[i]
 }
 
-// prefixHash is the prefix hash (prefixHashOf) of the body's first k
+// prefixHash is the prefix hash (prefixHashOf, in the tests, makes it afresh) of the body's first k
 // bytes, continuing the pass of an earlier call when k is not below it
 // (each of the two kinds of prefix hash has its own pass).
 func (m *elemMemo) prefixHash(k int) xxh3.Uint128 {
@@ -326,20 +325,6 @@ func newPrefixBase(seed uint64) *xxh3.Hasher {
 	h := xxh3.NewSeed(seed)
 	_, _ = h.Write(make([]byte, prefixPad))
 	return h
-}
-
-// prefixHashOf is the prefix hash of p under seed, made afresh (what
-// prefixHash makes incrementally): xxh3's 128-bit hash, seeded, of p after
-// prefixPad zero bytes when p holds at most maxPaddedPrefix bytes, of p
-// alone when it is longer. Prefix hashes are compared only between
-// prefixes of one length (a point's k), which are hashed alike: the pad
-// being fixed, two such prefixes have one hash only when the seeded hash
-// collides on two inputs, as the count cache's keys would.
-func prefixHashOf(seed uint64, p string) xxh3.Uint128 {
-	if len(p) <= maxPaddedPrefix {
-		p = strings.Repeat("\x00", prefixPad) + p
-	}
-	return xxh3.HashString128Seed(p, seed)
 }
 
 // resumePoint readies m for resume points of its body read with f, and,
