@@ -1,6 +1,11 @@
 package ledger
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // WithMaxBytes sets the rotation size in bytes, below lumberjack's 1 MB.
 func WithMaxBytes(o Options, n int64) Options { o.maxBytes = n; return o }
@@ -12,3 +17,13 @@ func WithBeforeBatch(o Options, f func()) Options { o.beforeBatch = f; return o 
 // WithClock gives the Redis sink a clock of its own (the age of kept
 // records is read from it).
 func WithClock(o Options, now func() time.Time) Options { o.now = now; return o }
+
+// ReadStream is ScanStream collecting the records, oldest entry first. Tests
+// only: it holds them all.
+func ReadStream(ctx context.Context, client redis.Cmdable, stream string, from, to time.Time) (recs []Record, bad int, err error) {
+	bad, err = ScanStream(ctx, client, stream, from, to, func(r Record) { recs = append(recs, r) })
+	if err != nil {
+		return nil, bad, err
+	}
+	return recs, bad, nil
+}

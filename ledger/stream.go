@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// StreamSlack widens ReadStream's XRANGE on both sides: an entry's id is
+// StreamSlack widens ScanStream's XRANGE on both sides: an entry's id is
 // Redis's clock when the Writer added it, which lags the record's ts by its
 // time in the queue and differs from it by the clock skew between the proxy
 // and Redis.
@@ -35,16 +35,6 @@ const streamPageTimeout = 3 * time.Second
 // are this much younger, so what it holds is bounded by the entries of
 // one window, not by the stream's length.
 const dedupeWindow = DefaultRedisRetryFor + StreamSlack
-
-// ReadStream is ScanStream collecting the records, oldest entry first. It
-// holds them all: for a long or busy stream use ScanStream.
-func ReadStream(ctx context.Context, client redis.Cmdable, stream string, from, to time.Time) (recs []Record, bad int, err error) {
-	bad, err = ScanStream(ctx, client, stream, from, to, func(r Record) { recs = append(recs, r) })
-	if err != nil {
-		return nil, bad, err
-	}
-	return recs, bad, nil
-}
 
 // ScanStream calls fn with each record of stream whose ts is in [from, to)
 // (a zero from or to is unbounded), oldest entry first, reading with
