@@ -10,7 +10,7 @@
 // are keyed on, token counts and the cost in micro-USD.
 //
 // The reading side backs reports and invoices: ReadFiles reads the current
-// file and its rotated backups (plain or gzip), ReadStream reads a time range
+// file and its rotated backups (plain or gzip), ScanStream reads a time range
 // back from the stream, and Summarize adds records up per tenant, user and
 // model in exact integers.
 //

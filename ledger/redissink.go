@@ -39,7 +39,7 @@ type pendingLine struct {
 // than retryFor. Past either bound the oldest are given up,
 // counted in llmguard_ledger_errors_total{sink="redis"} and logged. A
 // pipeline that timed out may have been applied before its answer was
-// lost: its records are then added twice, and ReadStream reads such an
+// lost: its records are then added twice, and ScanStream reads such an
 // identical copy once.
 type redisSink struct {
 	client     redis.UniversalClient

@@ -29,7 +29,7 @@ const (
 	// 200,000 records of about 300 bytes.
 	DefaultRedisRetryBytes = 64 << 20
 	// DefaultRedisRetryFor is how long a record is kept for the stream
-	// before it is given up. ReadStream reads this far past its range's end,
+	// before it is given up. ScanStream reads this far past its range's end,
 	// as a record sent late gets a late stream id.
 	DefaultRedisRetryFor = time.Hour
 
@@ -87,7 +87,7 @@ type Options struct {
 	RedisRetryBytes int64
 	// RedisRetryFor is how long a record is kept to be sent again before it
 	// is given up; zero means DefaultRedisRetryFor, which is also the most:
-	// ReadStream reads that far past a range's end for records sent late.
+	// ScanStream reads that far past a range's end for records sent late.
 	RedisRetryFor time.Duration
 
 	// Buffer is how many records Write may queue before it drops; zero
