@@ -205,9 +205,19 @@ func checkFields(d doc, f *fields, cache *elemMemo) (key, field string, ok bool)
 	return key, field, ok
 }
 
+// checkFieldsAt is checkFields for the value v read with f at depth: the
+// first key of the objects below v that f describes that names one of
+// their fields only when case is ignored, with that field (ok false).
+// Without a cache (what lies below a top-level element, and every element
+// of a list checked whole) it is walkFields, one pass over v's text.
 func checkFieldsAt(v gjson.Result, f *fields, depth int, cache *elemMemo) (key, field string, ok bool) {
 	if f == nil || depth > maxFieldsDepth {
 		return "", "", true
+	}
+	if cache == nil {
+		var fold []byte
+		_, key, field, ok = walkFields(v.Raw, skipSpace(v.Raw, 0), f, depth, &fold)
+		return key, field, ok
 	}
 	if v.IsArray() {
 		return checkElements(elements{v: v, raw: true}, f, depth, cache)
@@ -222,6 +232,77 @@ func checkFieldsAt(v gjson.Result, f *fields, depth int, cache *elemMemo) (key, 
 		return ok
 	})
 	return key, field, ok
+}
+
+// walkFields is checkFieldsAt without a cache for the value at s[i] (s
+// the text of a value that passed jsonscan, or of a part of one): the
+// same keys checked in the same order with the same answer, in one pass.
+// end is the offset just past the value (len(s) when s ends first). A
+// member's value is walked into by the call that checks it, which returns
+// its end, where checkFieldsAt's rawMembers stepped over each value with
+// Skip and then walked it again one level down: a value d levels deep was
+// skipped d times (a tool's description 5, under function, parameters,
+// properties and a property), the larger part of a cold 1 KiB chat body's
+// field check (TestWalkFieldsSameAsMembers, FuzzWalkFieldsSameAsMembers:
+// checkFieldsAt's walk by rawMembers is the reference). The recursion is
+// at most maxFieldsDepth deep: below it values are stepped over.
+func walkFields(s string, i int, f *fields, depth int, fold *[]byte) (end int, key, field string, ok bool) {
+	if i >= len(s) {
+		return len(s), "", "", true
+	}
+	if f == nil || depth > maxFieldsDepth || s[i] != '{' && s[i] != '[' {
+		return skipValue(s, i), "", "", true
+	}
+	if s[i] == '[' {
+		// checkElements: each object element with f one level down.
+		i = skipSpace(s, i+1)
+		for i < len(s) && s[i] != ']' {
+			if s[i] == '{' {
+				if end, key, field, ok = walkFields(s, i, f, depth+1, fold); !ok {
+					return end, key, field, false
+				}
+			} else {
+				end = skipValue(s, i)
+			}
+			i = skipSpace(s, end)
+			if i < len(s) && s[i] == ',' {
+				i = skipSpace(s, i+1)
+			}
+		}
+		return min(i+1, len(s)), "", "", true
+	}
+	w := newMemberWalk(s[i:])
+	for {
+		k, more := w.key()
+		if !more {
+			return min(i+w.at()+1, len(s)), "", "", true
+		}
+		at := w.at()
+		var e int
+		// checkMember without a cache: a value under a field (or any
+		// value of a map) is checked with its fields one level down (an
+		// array under a field, its elements: checkElements; checkWhole
+		// is the same without a cache); another key must not be a
+		// field's variant.
+		sub, exact := f.each, f.each != nil
+		if !exact {
+			sub, exact = f.lookup(k)
+		}
+		if exact {
+			if e, key, field, ok = walkFields(w.obj, at, sub, depth+1, fold); !ok {
+				return i + e, key, field, false
+			}
+		} else {
+			if !jsonscan.Folded(k) {
+				*fold = jsonscan.FoldKey((*fold)[:0], []byte(k))
+				if name, variant := f.folded[string(*fold)]; variant {
+					return i + at, k, name, false
+				}
+			}
+			e = skipValue(w.obj, at)
+		}
+		w.skipTo(e)
+	}
 }
 
 // checkElements checks the objects of an array read with f.
