@@ -88,7 +88,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	}
 	defer d.close()
 	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction gjson.Result
-	var messageElems elements
+	var messageElems, toolsElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
 	at := 0
 	est := Estimate{Parsed: true}
@@ -132,7 +132,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 				messagesAt = at
 			}
 		case "tools":
-			tools = v
+			tools, toolsElems = v, elems
 		case "functions":
 			functions = v
 		case "max_completion_tokens":
@@ -250,7 +250,13 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	// depends on the list's bytes alone) and taken from tools only.
 	for i, list := range [...]gjson.Result{tools, functions} {
 		t := d.memo.count(w.budget, tctx, list.Raw, func() tally {
-			return tally{text: tc.count(list), hidden: serverTools(list)}
+			hidden := false
+			if i == 0 {
+				hidden = serverToolsLaid(list, toolsElems)
+			} else {
+				hidden = serverTools(list)
+			}
+			return tally{text: tc.count(list), hidden: hidden}
 		})
 		in += t.text
 		est.ServerContext = est.ServerContext || i == 0 && t.hidden

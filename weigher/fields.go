@@ -215,6 +215,9 @@ func checkFieldsAt(v gjson.Result, f *fields, depth int, cache *elemMemo) (key, 
 		return "", "", true
 	}
 	if cache == nil {
+		if !v.IsObject() && !v.IsArray() {
+			return "", "", true // not walked: a scalar holds no key (and may be long)
+		}
 		var fold []byte
 		_, key, field, ok = walkFields(v.Raw, skipSpace(v.Raw, 0), f, depth, &fold)
 		return key, field, ok

@@ -412,6 +412,85 @@ func serverTools(tools gjson.Result) bool {
 	return found
 }
 
+// serverToolsLaid is serverTools(tools) for a list whose elements elems
+// finds where they lie (a laid layout: elements.laid), for a list that is
+// new (counted, not remembered). Each tool's members are walked only until
+// its verdict is known: a "type" other than "shell" decides it, so that
+// the "function" object after it, the larger part of a tool, is not
+// stepped over (serverTools found each tool's end by walking it through;
+// a cold 1 KiB chat body's two tools cost about 7,000 instructions so).
+// Without a laid layout it is serverTools. TestServerToolsLaidSameAsWalk
+// and FuzzServerToolsLaidSameAsWalk compare the two.
+func serverToolsLaid(tools gjson.Result, elems elements) bool {
+	if !elems.laid || !tools.IsArray() {
+		return serverTools(tools)
+	}
+	if !mayName(tools.Raw, toolHints...) {
+		return false // eachTool walks no tool of it
+	}
+	for _, sp := range elems.spans {
+		if t := elems.body[sp.Start:sp.End]; t[0] == '{' && serverTool(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// serverTool reports whether the tool t (an object's JSON text) is run by
+// the upstream, as eachTool reads it and serverTools judges it
+// (!clientTool), stopping at the member that decides it.
+func serverTool(t string) bool {
+	var typ, env, first string
+	shaped, typed := false, false
+	w := newMemberWalk(t)
+	for {
+		k, more := w.key()
+		if !more {
+			break
+		}
+		if first == "" {
+			first = k
+		}
+		switch k {
+		case "name", "function", "input_schema", "parameters":
+			shaped = true
+		case "type":
+			typed = true
+			v := rawValue(w.text())
+			if v.Type == gjson.String {
+				typ = rawString(v)
+			} else if v.Type != gjson.Null {
+				typ = v.Raw
+			}
+			if typ != "shell" { // only a shell's verdict reads its environment
+				return !clientTool(typ, "")
+			}
+			continue
+		case "environment":
+			if v := w.text(); v[0] == '{' {
+				e := newMemberWalk(v)
+				for {
+					ek, more := e.key()
+					if !more {
+						break
+					}
+					if ek == "type" {
+						env = textOf(rawValue(e.text()))
+					} else {
+						e.skipTo(skipValue(e.obj, e.at()))
+					}
+				}
+			}
+			continue
+		}
+		w.skipTo(skipValue(w.obj, w.at()))
+	}
+	if !typed && !shaped && first != "" {
+		typ = "untyped:" + strings.ToLower(first)
+	}
+	return !clientTool(typ, env)
+}
+
 // eachTool calls fn with each tool of tools (a request's "tools" array,
 // part of a body that passed parseRequest's check) that is an object:
 // its "type" (decoded; "" when absent or null, the JSON text of a type
