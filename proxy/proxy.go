@@ -1044,6 +1044,13 @@ var passThroughDrop = append([]string{"X-Forwarded-For", "Forwarded", "Ocp-Apim-
 // trusted) and the credentialish fields.
 var virtualKeyDrop = append([]string{"X-Forwarded-For", "Forwarded"}, credentialish...)
 
+// passThroughDropFields and virtualKeyDropFields are passThroughDrop and
+// virtualKeyDrop as fieldSets, as removeFields takes them.
+var (
+	passThroughDropFields = newFieldSet(passThroughDrop)
+	virtualKeyDropFields  = newFieldSet(virtualKeyDrop)
+)
+
 // credentialQuery are query parameters that carry a key at some upstream
 // (Azure API Management's subscription-key; api-key and key at gateways
 // that accept one in the URL): never forwarded, so that the only key the
@@ -1066,10 +1073,10 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 		// field of a chunked body, which fasthttp merges into the header
 		// after identify: any could carry a key the upstream bills
 		// instead of the one limited), and that one is set again.
-		removeFields(&req.Header, passThroughDrop)
+		removeFields(&req.Header, passThroughDropFields)
 		req.Header.Set(x.keyHeader, x.keyField)
 	} else {
-		removeFields(&req.Header, virtualKeyDrop)
+		removeFields(&req.Header, virtualKeyDropFields)
 	}
 	var ip [64]byte // the address is written on the stack
 	if a, ok := netip.AddrFromSlice(ctx.RemoteIP()); ok {
