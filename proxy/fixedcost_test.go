@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 
@@ -97,6 +98,52 @@ func TestPathAllocationBudget(t *testing.T) {
 		if least > pathAllocBudget {
 			t.Errorf("%s: %v allocations a request, budget %d", c.name, least, pathAllocBudget)
 		}
+	}
+}
+
+// streamAllocBudget is the allocations the same request streamed makes
+// through the proxy path (BenchmarkProxyPathStream/llmguard: 23 events,
+// the usage chunk llmguard asked for stripped), the bare forward's being
+// 10: 50 measured, 52 before the stream's source and its writer's
+// arguments were kept in its exchange (streamSource, streamRelay) instead
+// of an allocation and two closures of their own.
+const streamAllocBudget = 50
+
+// TestStreamAllocationBudget: a streamed request through the proxy path
+// allocates no more than streamAllocBudget times, counted over every
+// goroutine (fasthttp's stream reader's and the stream worker's included),
+// the least of three runs.
+func TestStreamAllocationBudget(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("allocation measurement")
+	}
+	px := newPathRig(t, cannedSSE)
+	r := newPathRequest(pathStreamBody)
+	for range 20 {
+		if st := r.serve(t, px.Handle); st != 200 {
+			t.Fatalf("status %d: %s", st, r.ctx.Response.Body())
+		}
+	}
+	least := math.MaxFloat64
+	for range 3 {
+		least = min(least, testing.AllocsPerRun(100, func() { r.serve(t, px.Handle) }))
+	}
+	if least > streamAllocBudget {
+		t.Errorf("%v allocations a streamed request, budget %d", least, streamAllocBudget)
+	}
+}
+
+// exchangeBytes is the most an exchange may take: with the 8-byte header
+// the allocator puts before an object of over 512 bytes that holds
+// pointers, 3,200 bytes, the size class a request allocates it in; the
+// next class is 3,456, 256 bytes more to clear and collect on every
+// request.
+const exchangeBytes = 3192
+
+// TestExchangeSize: an exchange fits exchangeBytes.
+func TestExchangeSize(t *testing.T) {
+	if n := unsafe.Sizeof(exchange{}); n > exchangeBytes {
+		t.Errorf("an exchange takes %d bytes, more than %d", n, exchangeBytes)
 	}
 }
 

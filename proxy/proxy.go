@@ -309,9 +309,6 @@ type exchange struct {
 	keyField string
 	live     *live // the policy and weigher this request started with
 	upstream *Upstream
-	// pathFlavor is the flavor whose API the path is when no upstream
-	// serves it (route's 404): the answer's shape. Unused once upstream is set.
-	pathFlavor Flavor
 	// path is the request's endpoint in OpenAI's spelling (the upstream's
 	// dialect maps its own paths to it), which names its kind and which
 	// rules' paths match; deployment is the Azure deployment the path
@@ -325,10 +322,28 @@ type exchange struct {
 	// unmeteredAllowed: an unmetered endpoint the operator lets callers
 	// under token or dollar limits call (Options.UnmeteredPaths).
 	unmeteredAllowed bool
+	// pathFlavor is the flavor whose API the path is when no upstream
+	// serves it (route's 404): the answer's shape. Unused once upstream is set.
+	pathFlavor Flavor
+	// stripUsage: llmguard added stream_options.include_usage, so the
+	// usage-only chunk must not reach the client.
+	stripUsage bool
+	// forwarded: the upstream call has started, so the upstream may bill.
+	forwarded bool
+	// counted: the request's outcome is in requests_total (see
+	// Proxy.count); set on the handler's goroutine only.
+	counted bool
+	// streaming: the answer is streamed by the body stream writer, which
+	// settles the request after the handler returned. Set before that
+	// writer starts, read-only after.
+	streaming bool
+	kind      weigher.Kind
+	// (The one-byte fields above are kept together: the exchange, which a
+	// request allocates, stays within 3,192 bytes, the allocator's size
+	// class of 3,200 with its header; TestExchangeSize.)
 	// perImage is the price of each image of a per-image-billed generation
 	// (DALL·E), in micro-USD; 0 for every other request.
 	perImage int64
-	kind     weigher.Kind
 	est      weigher.Estimate
 	// m is the request's admission, from the moment it was judged (nil
 	// before): its rules, verdict and settlement. It points to admission,
@@ -337,33 +352,27 @@ type exchange struct {
 	// than two.
 	m         *meter.Exchange
 	admission meter.Exchange
-	// stripUsage: llmguard added stream_options.include_usage, so the
-	// usage-only chunk must not reach the client.
-	stripUsage bool
-	start      time.Time
+	start     time.Time
 	// upstreamTime is the time spent waiting on the upstream (response
 	// headers, and the body when it is read whole).
 	upstreamTime time.Duration
 	// status is the HTTP status the client got.
 	status int
-	// forwarded: the upstream call has started, so the upstream may bill.
-	forwarded bool
 	// held, while set, is the upstream response the handler holds; a
 	// panic recovered in the handler frees it (releaseHeld).
 	held *fasthttp.Response
 	// answer is the non-streamed answer read into memory, held until
 	// fasthttp has written it (see heldAnswer).
 	answer heldAnswer
-	// counted: the request's outcome is in requests_total (see
-	// Proxy.count); set on the handler's goroutine only.
-	counted bool
 	// watch watches the client while the request waits for its buckets
 	// (wait.go); set at admission.
 	watch clientWatcher
-	// streaming: the answer is streamed by the body stream writer, which
-	// settles the request after the handler returned. Set before that
-	// writer starts, read-only after.
-	streaming bool
+	// src and relayed are a streamed answer's source and what its stream
+	// writer needs (relay sets them; stream owns src after), kept here
+	// rather than in allocations of their own: the exchange lives until
+	// the stream is settled.
+	src     streamSource
+	relayed streamRelay
 	// obs is the request's access-log and trace state, nil when neither
 	// is on (observe.go).
 	obs *reqObs
@@ -1044,6 +1053,13 @@ var passThroughDrop = append([]string{"X-Forwarded-For", "Forwarded", "Ocp-Apim-
 // trusted) and the credentialish fields.
 var virtualKeyDrop = append([]string{"X-Forwarded-For", "Forwarded"}, credentialish...)
 
+// passThroughDropFields and virtualKeyDropFields are passThroughDrop and
+// virtualKeyDrop as fieldSets, as removeFields takes them.
+var (
+	passThroughDropFields = newFieldSet(passThroughDrop)
+	virtualKeyDropFields  = newFieldSet(virtualKeyDrop)
+)
+
 // credentialQuery are query parameters that carry a key at some upstream
 // (Azure API Management's subscription-key; api-key and key at gateways
 // that accept one in the URL): never forwarded, so that the only key the
@@ -1066,10 +1082,10 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 		// field of a chunked body, which fasthttp merges into the header
 		// after identify: any could carry a key the upstream bills
 		// instead of the one limited), and that one is set again.
-		removeFields(&req.Header, passThroughDrop)
+		removeFields(&req.Header, passThroughDropFields)
 		req.Header.Set(x.keyHeader, x.keyField)
 	} else {
-		removeFields(&req.Header, virtualKeyDrop)
+		removeFields(&req.Header, virtualKeyDropFields)
 	}
 	var ip [64]byte // the address is written on the stack
 	if a, ok := netip.AddrFromSlice(ctx.RemoteIP()); ok {

@@ -79,7 +79,8 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 			x.obs.overhead = overheadOf(x, time.Now())
 		}
 		// On a kept goroutine (stackPool): fasthttp's own is new per stream.
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) { p.streams.run(func() { p.stream(w, x, resp, conn, src) }) })
+		x.relayed = streamRelay{resp: resp, conn: conn}
+		ctx.SetBodyStreamWriter(x.writeStream)
 		return nil
 	}
 
@@ -512,6 +513,27 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	p.settleStream(x, &tap, resp.StatusCode())
 }
 
+// streamRelay is what a streamed answer's writer needs besides its
+// exchange, its source (whose mem.p is the proxy) and the buffer fasthttp
+// gives it: the upstream response (owned by the writer) and the client's
+// connection (nil: none).
+type streamRelay struct {
+	resp *fasthttp.Response
+	conn net.Conn
+}
+
+// writeStream is x's body stream writer: it hands the stream to a kept
+// worker (stackPool) and returns when it has been relayed and settled.
+func (x *exchange) writeStream(w *bufio.Writer) {
+	x.src.mem.p.streams.runJob(x, w)
+}
+
+// runJob relays x's stream to w on a stream worker (a stackJob: an
+// *exchange goes to the worker without a closure made for it).
+func (x *exchange) runJob(w *bufio.Writer) {
+	x.src.mem.p.stream(w, x, x.relayed.resp, x.relayed.conn, &x.src)
+}
+
 // streamSource is what a stream is relayed from, decided before its
 // response's headers go out (openStream) and owned by its stream writer
 // after, which closes it once the stream has ended.
@@ -520,10 +542,6 @@ type streamSource struct {
 	// coding, or as sent (the bytes a failed decoder read first, then the
 	// rest).
 	r io.Reader
-	// opaque: r is in a coding llmguard does not read; the stream is
-	// relayed as sent, with its Content-Encoding, unread. decoded: r
-	// decodes a coding; the stream goes out without Content-Encoding.
-	opaque, decoded bool
 	// mem is what the stream holds of the answer budget: a zstd decoder's
 	// window, and the tap's buffers for a large event.
 	mem decoderMemory
@@ -531,6 +549,10 @@ type streamSource struct {
 	// it cut the upstream because the client left.
 	stop chan struct{}
 	cut  atomic.Bool
+	// opaque: r is in a coding llmguard does not read; the stream is
+	// relayed as sent, with its Content-Encoding, unread. decoded: r
+	// decodes a coding; the stream goes out without Content-Encoding.
+	opaque, decoded bool
 }
 
 // openStream starts watching the client of x's stream (conn; nil: none)
@@ -545,7 +567,8 @@ type streamSource struct {
 // next write). The caller hands the result to stream, which closes it; a
 // panic here closes it before it propagates.
 func (p *Proxy) openStream(x *exchange, raw io.Reader, conn net.Conn, enc string) *streamSource {
-	s := &streamSource{r: raw, mem: decoderMemory{p: p}, stop: make(chan struct{})}
+	s := &x.src // in the exchange, which outlives the stream
+	s.r, s.mem, s.stop = raw, decoderMemory{p: p}, make(chan struct{})
 	if rc, ok := raw.(fasthttp.ReadCloserWithError); ok && conn != nil {
 		go p.watchClient(x, conn, rc, s.stop, &s.cut)
 	}

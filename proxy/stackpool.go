@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"errors"
 	"sync"
 )
@@ -29,37 +30,57 @@ type stackPool struct {
 // answers on done with nil, or with the value of a panic (after which it
 // exits).
 type stackWorker struct {
-	job  chan func()
+	job  chan stackCall
 	done chan any
 }
 
+// stackCall is one job for a worker: j.runJob(w).
+type stackCall struct {
+	j stackJob
+	w *bufio.Writer
+}
+
+// stackJob is what a stack worker runs, given the stream writer's buffer:
+// an *exchange's stream (exchange.runJob), or a func (funcJob). A pointer
+// or a func goes into the interface without an allocation, where a
+// closure binding a stream's arguments was one.
+type stackJob interface{ runJob(w *bufio.Writer) }
+
+// funcJob is a func run as a stackJob (it takes no buffer).
+type funcJob func()
+
+func (f funcJob) runJob(*bufio.Writer) { f() }
+
 // run calls f on a kept worker and returns when f has returned. A panic in
 // f is raised again here, on the caller's goroutine, as if f had run on it.
-func (sp *stackPool) run(f func()) {
-	var w *stackWorker
+func (sp *stackPool) run(f func()) { sp.runJob(funcJob(f), nil) }
+
+// runJob is run for any stackJob: j.runJob(w) is called on a kept worker.
+func (sp *stackPool) runJob(j stackJob, w *bufio.Writer) {
+	var wk *stackWorker
 	sp.mu.Lock()
 	if n := len(sp.idle); n > 0 {
-		w = sp.idle[n-1]
+		wk = sp.idle[n-1]
 		sp.idle[n-1] = nil
 		sp.idle = sp.idle[:n-1]
 	}
 	sp.mu.Unlock()
-	if w == nil {
-		w = &stackWorker{job: make(chan func()), done: make(chan any)}
-		go w.loop()
+	if wk == nil {
+		wk = &stackWorker{job: make(chan stackCall), done: make(chan any)}
+		go wk.loop()
 	}
-	w.job <- f
-	if r := <-w.done; r != nil {
+	wk.job <- stackCall{j: j, w: w}
+	if r := <-wk.done; r != nil {
 		panic(r) // the worker has exited
 	}
 	sp.mu.Lock()
 	if len(sp.idle) < stackPoolIdle {
-		sp.idle = append(sp.idle, w)
-		w = nil
+		sp.idle = append(sp.idle, wk)
+		wk = nil
 	}
 	sp.mu.Unlock()
-	if w != nil {
-		close(w.job) // the pool is full: the worker exits
+	if wk != nil {
+		close(wk.job) // the pool is full: the worker exits
 	}
 }
 
@@ -78,7 +99,7 @@ func (w *stackWorker) loop() {
 					w.done <- r
 				}
 			}()
-			f()
+			f.j.runJob(f.w)
 			returned = true
 		}()
 		if !returned {
