@@ -247,10 +247,15 @@ takenIds, takenSets, takenTTL, takenOf, markSet = {}, {}, {}, {}, nil
 -- adds 0 to them: a number stays as it is), in two tables that every take
 -- reuses (takeOne keeps neither).
 local values = redis.call('MGET', unpack(KEYS))
-for i = 1, #KEYS do
+local nd, nl, ns = ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
+-- The bucket keys and taken sets go into state now; a take's marker key
+-- (one per take, each a new key) when its take reads it (state's, if an
+-- earlier take of the batch wrote the key or read it, else its own read in
+-- values, which MGET read at the same instant): state then grows by a few
+-- keys a batch, not one a take.
+for i = 1, nd do
   state[KEYS[i]] = values[i]
 end
-local nd, nl, ns = ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
 local limits = {}
 for l = 1, nl do
   limits[l] = limitOf(ARGV[6 + l]) -- shared: never changed here
@@ -301,7 +306,14 @@ while r < total do
         key = KEYS[marker]
       end
       repeat -- takeTokens (see above); break ends the take
-        if key and state[key] == 'v' then -- takeMarked, inlined
+        local mv -- the marker's value
+        if key then
+          mv = state[key]
+          if mv == nil then
+            mv = values[marker]
+          end
+        end
+        if mv == 'v' then -- takeMarked, inlined
           o = o + 1
           out[o] = -1
           break
@@ -435,6 +447,9 @@ while r < total do
       if m == 1 then
         marker = marker + 1
         keys[1] = KEYS[marker]
+        if state[keys[1]] == nil then -- takeOne reads it from state
+          state[keys[1]] = values[marker]
+        end
       end
       for i = 1, n do
         args[6 * i + 3] = ARGV[at + i]
