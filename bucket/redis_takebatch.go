@@ -198,7 +198,8 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 // its ARGV (take.lua's single layout): 2 per bucket, 3 when a bucket is a
 // window counter (windowEnd < 0). Errors: errTakeReply, when flat does not
 // hold exactly the takes' replies (a script that does not match this
-// build); no take's reply is then set.
+// build); the replies of the takes before the fault are then set, and the
+// caller (send) answers every take with the error instead.
 func splitReplies(flat []int64, takes []*queuedTake) error {
 	at := 0
 	for i, q := range takes {
