@@ -248,7 +248,7 @@ func mapBatchArgs(takes []*queuedTake) ([]string, []any) {
 			spec := [5]any{a[0], a[1], a[2], a[3], a[4]}
 			l, ok := limitOf[spec]
 			if !ok {
-				limits = append(limits, a[0], a[1], a[2], a[3], a[4])
+				limits = append(limits, limitText(a[0].(int64), a[1].(int64), a[2].(int64), a[3].(int64), a[4].(int64)))
 				l = len(limitOf) + 1
 				limitOf[spec] = l
 			}

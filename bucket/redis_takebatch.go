@@ -177,17 +177,67 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 		return
 	}
 	keys, args := batchArgs(live)
-	replies, err := b.r.call(ctx, b.r.takeBatch, keys, args...).Slice()
-	if err == nil && len(replies) != len(live) {
-		err = fmt.Errorf("%w: %d replies for %d takes", errTakeReply, len(replies), len(live))
+	flat, err := b.r.call(ctx, b.r.takeBatch, keys, args...).Int64Slice()
+	if err == nil {
+		err = splitReplies(flat, live)
 	}
-	for i, q := range live {
-		if err != nil {
+	if err != nil {
+		for _, q := range live {
+			q.reply = nil
 			q.err = err
-			continue
 		}
-		q.reply, q.err = int64s(replies[i])
 	}
+}
+
+// splitReplies sets each take's reply (take.lua's: allowed 1, -1, 0, 0,
+// then per bucket its remaining units and reset in µs, then per bucket its
+// window start when one is a window counter; denied 0, the bucket index,
+// too large, retry µs, then as allowed; voided -1) from flat,
+// takebatch.lua's reply, which holds them in order, each allowed one
+// without its -1, 0, 0. How many numbers follow a take's first comes from
+// its ARGV (take.lua's single layout): 2 per bucket, 3 when a bucket is a
+// window counter (windowEnd < 0). Errors: errTakeReply, when flat does not
+// hold exactly the takes' replies (a script that does not match this
+// build); the replies of the takes before the fault are then set, and the
+// caller (send) answers every take with the error instead.
+func splitReplies(flat []int64, takes []*queuedTake) error {
+	at := 0
+	for i, q := range takes {
+		if at >= len(flat) {
+			return fmt.Errorf("%w: %d numbers for %d takes", errTakeReply, len(flat), len(takes))
+		}
+		n := (len(q.args) - 3) / 6
+		w := 2 * n
+		for j := range n {
+			if e, _ := q.args[3+6*j+4].(int64); e < 0 {
+				w = 3 * n
+				break
+			}
+		}
+		switch flat[at] {
+		case -1:
+			q.reply, at = flat[at:at+1:at+1], at+1
+		case 1:
+			if at+1+w > len(flat) {
+				return fmt.Errorf("%w: take %d of %d cut short", errTakeReply, i, len(takes))
+			}
+			r := make([]int64, 4+w)
+			r[0], r[1] = 1, -1
+			copy(r[4:], flat[at+1:at+1+w])
+			q.reply, at = r, at+1+w
+		case 0:
+			if at+4+w > len(flat) {
+				return fmt.Errorf("%w: take %d of %d cut short", errTakeReply, i, len(takes))
+			}
+			q.reply, at = flat[at:at+4+w:at+4+w], at+4+w
+		default:
+			return fmt.Errorf("%w: take %d of %d opens with %d", errTakeReply, i, len(takes), flat[at])
+		}
+	}
+	if at != len(flat) {
+		return fmt.Errorf("%w: %d numbers past the last take's", errTakeReply, len(flat)-at)
+	}
+	return nil
 }
 
 // lone runs one take alone, given in take.lua's single layout
@@ -302,7 +352,7 @@ func batchArgs(takes []*queuedTake) ([]string, []any) {
 			a := q.args[3+6*j:]
 			l, added := in.limit(limitOfArgs(a))
 			if added {
-				limits = append(limits, a[0], a[1], a[2], a[3], a[4])
+				limits = append(limits, limitText(a[0].(int64), a[1].(int64), a[2].(int64), a[3].(int64), a[4].(int64)))
 			}
 			shape = strconv.AppendInt(append(shape, ' '), int64(k), 10)
 			shape = strconv.AppendInt(append(shape, ' '), int64(l), 10)
@@ -342,21 +392,4 @@ func limitOfArgs(a []any) [5]int64 {
 		l[i] = a[i].(int64)
 	}
 	return l
-}
-
-// int64s reads one element of a batch reply: a list of integers.
-func int64s(v any) ([]int64, error) {
-	vs, ok := v.([]any)
-	if !ok {
-		return nil, fmt.Errorf("%w: %T", errTakeReply, v)
-	}
-	out := make([]int64, len(vs))
-	for i, x := range vs {
-		n, ok := x.(int64)
-		if !ok {
-			return nil, fmt.Errorf("%w: element %d is %T", errTakeReply, i, x)
-		}
-		out[i] = n
-	}
-	return out, nil
 }

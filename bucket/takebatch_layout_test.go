@@ -304,3 +304,21 @@ func FuzzTakeBatchLayout(f *testing.F) {
 		compareTakeLayout(t, c, randomTakeLayoutCase(rand.New(rand.NewPCG(s1, s2))), false, fmt.Sprintf("seeds %d %d", s1, s2))
 	})
 }
+
+// int64s reads one element of a batch reply of the old layout (the
+// oracle's): a list of integers. Errors: errTakeReply for anything else.
+func int64s(v any) ([]int64, error) {
+	vs, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T", errTakeReply, v)
+	}
+	out := make([]int64, len(vs))
+	for i, x := range vs {
+		n, ok := x.(int64)
+		if !ok {
+			return nil, fmt.Errorf("%w: element %d is %T", errTakeReply, i, x)
+		}
+		out[i] = n
+	}
+	return out, nil
+}

@@ -19,6 +19,13 @@ local digits = {['0'] = 0, ['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5
 -- instead of two table lookups (the global math, then its floor field).
 -- Each script's entry sets it, at call time: a Redis Functions library's
 -- load may not read the global math.
+-- The hottest loops (takebatch.lua's token-bucket takes) floor a number x
+-- they know is finite or NaN as x - x % 1 instead: the same double (Lua's
+-- x % 1 is x - floor(x), exact for a finite x by Sterbenz's lemma, and so
+-- is x minus it; NaN stays NaN), without a call: OP_MOD calls C's floor
+-- inline, where floor(x) goes through the interpreter's call of a C
+-- function. For an infinite x it is NaN, not x: those loops send an x that
+-- may be infinite to floor.
 local floor
 
 -- maxWait caps every wait, in µs: 2^53 is exact as a double.
@@ -177,6 +184,21 @@ end
 -- array part to a whole number's index, millions of entries for a TTL of
 -- hours).
 local pxTexts, pxCount, pxMax = {}, 0, 1024
+
+-- pxText returns the text of a TTL of ms milliseconds, a whole number or
+-- its text, as SET's PX takes it: the digits Redis would make of the
+-- number, from pxTexts when a call made them before.
+local function pxText(ms)
+  local px = pxTexts[ms + 0.5]
+  if not px then
+    px = string.format('%d', ms)
+    if pxCount >= pxMax then
+      pxTexts, pxCount = {}, 0
+    end
+    pxTexts[ms + 0.5], pxCount = px, pxCount + 1
+  end
+  return px
+end
 
 -- The limits read from their text (limitOf), by text, kept from call to
 -- call as the encoded values are; at most limitsMax, then emptied.

@@ -16,8 +16,11 @@
 -- ARGV[4]   D, the number of distinct bucket keys.
 -- ARGV[5]   L, the number of distinct limits.
 -- ARGV[6]   S, the number of distinct shapes.
--- then 5 ARGV per limit: capacity, rate, per, windowStart and windowEnd, as
---           take.lua's (each converted to a number once per batch);
+-- then 1 ARGV per limit: its capacity, rate, per, windowStart and
+--           windowEnd, take.lua's five ARGV, as one text (core.lua's
+--           limitOf: decimal integers separated by spaces; read once per
+--           text in a library, whose limitOf keeps what it read from call
+--           to call, instead of five conversions per batch);
 -- then per shape, what the takes of one kind share: the marker TTL
 --           (take.lua's ARGV[3]), the index among the first D KEYS of its
 --           taken set (0: none), the bucket count n, then per bucket,
@@ -34,7 +37,18 @@
 -- leaves 'v' there, and the take then applies nothing); reconcile.lua's
 -- void of such an id looks in both.
 --
--- Reply: one take.lua reply per request, in order. A failure (an error in
+-- Reply: one flat array of integers, each request's take.lua reply in
+-- order, an allowed one without the three numbers after its 1 (take.lua's
+-- allowed reply always opens 1, -1, 0, 0): -1 for a voided request; 0 and
+-- the rest of a denied reply (the denying bucket, too large, retry, then
+-- per bucket its remaining and reset, then per bucket its window start
+-- when a bucket is a window counter); 1 and the rest of an allowed reply
+-- after those four (per bucket its remaining and reset, then the window
+-- starts, as denied). Package bucket splits it by each request's buckets.
+-- One flat array is what Redis converts cheapest: each nested table cost
+-- it some 4k instructions (its checks for an error, status, map or set
+-- reply, measured by callgrind), more than the take's arithmetic per
+-- bucket. A failure (an error in
 -- the script) fails every request of the batch and writes nothing: every
 -- key is read before the first take and written after the last.
 --
@@ -164,6 +178,31 @@ local function hold(key, holder, expiry, now)
   return holdNow(key, holder, expiry, now)
 end
 
+-- out holds the batch's reply (see the header), made once in a library
+-- and reused by each call, which clears what an earlier call left past its
+-- own reply: a batch's reply then grows no table. Its entries are always
+-- 1 to its length with no nil between (a call writes them in order, from
+-- 1, each take's before the next's, and stops at its first error; the
+-- clearing goes from its own reply's end to the first nil), so the
+-- clearing reaches every entry an earlier call left, even one it failed.
+local out = {}
+
+-- appendReply appends take.lua's reply t (a table of numbers ending at its
+-- first nil, as Redis reads it) to out after its first o entries, in the
+-- batch's form, and returns the new length.
+local function appendReply(t, o)
+  local i = 1
+  if t[1] == 1 then
+    out[o + 1] = 1
+    o, i = o - 3, 5
+  end
+  while t[i] ~= nil do
+    out[o + i] = t[i]
+    i = i + 1
+  end
+  return o + i - 1
+end
+
 -- @takeOne: take.lua's body, as takeOne(KEYS, ARGV), is inserted here by package lua.
 
 -- The phase-1 state of each bucket of the token-bucket take running, by
@@ -190,7 +229,9 @@ local levels, updateds, founds, spends = {}, {}, {}, {}
 -- It reads the take's shape, key (its marker key, nil without), ttl (the
 -- marker's TTL), its costs from ARGV[at + 1] on and id (its request id
 -- when the shape has a taken set: the commit records the id there instead
--- of in the marker key), and leaves take.lua's reply in replies[r].
+-- of in the marker key), and appends its reply to out (as appendReply
+-- would append take.lua's). The floors of its commit are x - x % 1 (see
+-- core.lua's floor) rather than calls of floor.
 
 -- @batch: the batch's entry; a Redis Functions library runs it as a function.
 floor = math.floor
@@ -206,19 +247,23 @@ takenIds, takenSets, takenTTL, takenOf, markSet = {}, {}, {}, {}, nil
 -- adds 0 to them: a number stays as it is), in two tables that every take
 -- reuses (takeOne keeps neither).
 local values = redis.call('MGET', unpack(KEYS))
-for i = 1, #KEYS do
+local nd, nl, ns = ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
+-- The bucket keys and taken sets go into state now; a take's marker key
+-- (one per take, each a new key) when its take reads it (state's, if an
+-- earlier take of the batch wrote the key or read it, else its own read in
+-- values, which MGET read at the same instant): state then grows by a few
+-- keys a batch, not one a take.
+for i = 1, nd do
   state[KEYS[i]] = values[i]
 end
-local nd, nl, ns = ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
 local limits = {}
 for l = 1, nl do
-  local b = 2 + 5 * l
-  limits[l] = {ARGV[b] + 0, ARGV[b + 1] + 0, ARGV[b + 2] + 0, ARGV[b + 3] + 0, ARGV[b + 4] + 0}
+  limits[l] = limitOf(ARGV[6 + l]) -- shared: never changed here
 end
 -- A shape: its TTL, n, then each bucket's key and limit (numbers); fast
 -- when every bucket is a token bucket (kindOf 't': takeTokens runs it).
 local shapes, fast = {}, {}
-local a = 7 + 5 * nl
+local a = 7 + nl
 for s = 1, ns do
   local ttl, sets, n = ARGV[a], digits[ARGV[a + 1]] or ARGV[a + 1] + 0, ARGV[a + 2] + 0
   local shape = {ttl, n}
@@ -230,7 +275,7 @@ for s = 1, ns do
     local limit = limits[ARGV[a + 2 + 2 * i] + 0]
     shape[1 + 2 * i] = KEYS[ARGV[a + 1 + 2 * i] + 0]
     shape[2 + 2 * i] = limit
-    if kindOf(limit[2], limit[5]) ~= 't' then
+    if limit[6] ~= 't' then -- kindOf(rate, windowEnd)
       fast[shape] = nil
     end
   end
@@ -239,7 +284,7 @@ for s = 1, ns do
 end
 -- keys and args hold the last take's: a take of the same shape changes
 -- only its marker and its costs.
-local replies = {}
+local o = 0 -- out's length so far
 local keys, args = {}, {ARGV[1], '1'}
 local last, m, n, marker = nil, 0, 0, nd
 local r, total, p = 0, ARGV[3] + 0, a -- p: the next ARGV to read
@@ -261,11 +306,18 @@ while r < total do
         key = KEYS[marker]
       end
       repeat -- takeTokens (see above); break ends the take
-        if key and state[key] == 'v' then -- takeMarked, inlined
-          replies[r] = {-1}
+        local mv -- the marker's value
+        if key then
+          mv = state[key]
+          if mv == nil then
+            mv = values[marker]
+          end
+        end
+        if mv == 'v' then -- takeMarked, inlined
+          o = o + 1
+          out[o] = -1
           break
         end
-        local reply = {1, -1, 0, 0, nil, nil, nil, nil, nil, nil}
         local firstLarge, firstShort, retry = -1, -1, 0
         for i = 1, width do
           local limit = shape[2 + 2 * i]
@@ -299,17 +351,16 @@ while r < total do
           end
         end
         if firstLarge >= 0 or firstShort >= 0 then
-          reply[1] = 0
           if firstLarge >= 0 then
-            reply[2], reply[3] = firstLarge, 1
+            out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, firstLarge, 1, 0
           else
-            reply[2], reply[4] = firstShort, retry
+            out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, firstShort, 0, retry
           end
           for i = 1, width do
             local limit, level = shape[2 + 2 * i], levels[i]
-            reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, limit[1], limit[2], limit[3])
+            out[o + 3 + 2 * i], out[o + 4 + 2 * i] = floorUnits(level), wait(level, limit[1], limit[2], limit[3])
           end
-          replies[r] = reply
+          o = o + 4 + 2 * width
           break
         end
         if taken then
@@ -322,16 +373,18 @@ while r < total do
         elseif key then
           remember(key, ttl, 't')
         end
+        out[o + 1] = 1
         for i = 1, width do
           local limit = shape[2 + 2 * i]
           local capacity, rate, per = limit[1], limit[2], limit[3]
           local level, updated = levels[i] - spends[i], updateds[i]
           local reset = 0 -- wait(level, capacity, rate, per)
           if not (level >= capacity) then
-            reset = floor((capacity - level) * per / rate)
-            if reset >= maxWait then
+            local q = (capacity - level) * per / rate -- > 0, or NaN
+            if q >= maxWait then -- floor(q) >= maxWait exactly when q is
               reset = maxWait
             else
+              reset = q - q % 1 -- floor(q)
               local j = 0
               while j < 2 and level + reset * rate / per < capacity do
                 reset = reset + 1
@@ -346,7 +399,8 @@ while r < total do
             end
           else
             local fullAt = updated + reset
-            how = floor((fullAt - now) / 1000) + 1000
+            local x = (fullAt - now) / 1000 -- finite, or NaN
+            how = x - x % 1 + 1000 -- floor(x) + 1000
           end
           if how ~= nil then -- write and remember: how is a TTL or false, never true
             local v = false
@@ -364,13 +418,13 @@ while r < total do
             end
             state[key], pending[key] = v, how
           end
-          local units = floor(level) -- floorUnits
-          if units >= 2 ^ 63 or units <= -2 ^ 63 then
+          local units = level - level % 1 -- floorUnits; inf and NaN go to it
+          if not (units < 2 ^ 63 and units > -2 ^ 63) then
             units = floorUnits(level)
           end
-          reply[3 + 2 * i], reply[4 + 2 * i] = units, reset
+          out[o + 2 * i], out[o + 1 + 2 * i] = units, reset
         end
-        replies[r] = reply
+        o = o + 1 + 2 * width
       until true
     else
       if shape ~= last then
@@ -393,12 +447,15 @@ while r < total do
       if m == 1 then
         marker = marker + 1
         keys[1] = KEYS[marker]
+        if state[keys[1]] == nil then -- takeOne reads it from state
+          state[keys[1]] = values[marker]
+        end
       end
       for i = 1, n do
         args[6 * i + 3] = ARGV[at + i]
       end
       markSet, markId = taken, id
-      replies[r] = takeOne(keys, args)
+      o = appendReply(takeOne(keys, args), o)
       markSet = nil
     end
     p = at + 1 + width
@@ -423,7 +480,12 @@ for i = 1, #written do
   elseif how == 'persist' then
     redis.call('SET', key, v)
   else
-    redis.call('SET', key, v, 'PX', how)
+    redis.call('SET', key, v, 'PX', pxText(how))
   end
 end
-return replies
+local i = o + 1 -- clear the rest of an earlier call's reply
+while out[i] ~= nil do
+  out[i] = nil
+  i = i + 1
+end
+return out
