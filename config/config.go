@@ -75,7 +75,9 @@ type Config struct {
 	// which Go raises to the hard limit at start-up), at most 65,536 (each
 	// holds a 16 KiB read buffer while it sends), so that connections
 	// sending half a request cannot use up the descriptors the upstream
-	// dials, Redis and the ledger need. Changes at restart only.
+	// dials, Redis and the ledger need. A value set must be between
+	// MaxConnectionsFloor (64) and MaxConnectionsCeiling (65,536):
+	// Validate refuses another. Changes at restart only.
 	MaxConnections int `yaml:"max_connections"`
 	// DefaultMaxOutputTokens is the output reservation, in tokens, for a
 	// request that sets no maximum and names a model absent from Models.

@@ -44,6 +44,17 @@ const MaxLimitName = 128
 // Cluster usually has.
 const MaxShards = 256
 
+// MaxConnectionsFloor and MaxConnectionsCeiling bound max_connections, in caller
+// connections, whether set or derived from the file-descriptor limit. Below
+// MaxConnectionsFloor a proxy would refuse its 65th caller, worse than running
+// out of descriptors under attack; above MaxConnectionsCeiling connections that
+// each hold a 16 KiB read buffer while they send half a request could hold
+// more than 1 GiB.
+const (
+	MaxConnectionsFloor   = 64
+	MaxConnectionsCeiling = 65536
+)
+
 // maxUnits bounds any amount in units (tokens, requests, micro-USD) so that
 // it stays exact in a float64 (2^53), which the Redis scripts compute in.
 const maxUnits = 1 << 52
@@ -75,8 +86,8 @@ func (c *Config) Validate() error {
 	if c.MaxResponseBytes < 0 {
 		p.add("max_response_bytes", "must be positive (got %d)", c.MaxResponseBytes)
 	}
-	if c.MaxConnections < 0 {
-		p.add("max_connections", "must be 0 (half the file-descriptor limit) or more (got %d)", c.MaxConnections)
+	if c.MaxConnections != 0 && (c.MaxConnections < MaxConnectionsFloor || c.MaxConnections > MaxConnectionsCeiling) {
+		p.add("max_connections", "must be 0 (half the file-descriptor limit) or between %d and %d (got %d)", MaxConnectionsFloor, MaxConnectionsCeiling, c.MaxConnections)
 	}
 	if c.MaxInflightResponseBytes < minInflightResponseBytes {
 		p.add("max_inflight_response_bytes", "must be at least %d bytes, or no answer of a few chunks could be held to read its usage (got %d)", minInflightResponseBytes, c.MaxInflightResponseBytes)
