@@ -73,3 +73,22 @@ func TestMaxConnectionsRange(t *testing.T) {
 		}
 	}
 }
+
+// memory_limit_bytes is 0 (derived), -1 (none) or at least 32 MiB.
+func TestMemoryLimitBytes(t *testing.T) {
+	base := "upstreams:\n  - {name: openai, flavor: openai, base_url: \"https://api.openai.com\"}\n"
+	for _, tc := range []struct {
+		value int64
+		ok    bool
+	}{{0, true}, {-1, true}, {32 << 20, true}, {1 << 30, true}, {-2, false}, {1, false}, {32<<20 - 1, false}} {
+		c, err := Parse([]byte(base + fmt.Sprintf("memory_limit_bytes: %d\n", tc.value)))
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("memory_limit_bytes %d: %v, want accepted", tc.value, err)
+		case tc.ok && c.MemoryLimitBytes != tc.value:
+			t.Errorf("memory_limit_bytes %d: kept %d", tc.value, c.MemoryLimitBytes)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "memory_limit_bytes: must be 0 (derived from the budgets), -1 (no limit) or at least 33554432 bytes")):
+			t.Errorf("memory_limit_bytes %d: err = %v, want the field and its range", tc.value, err)
+		}
+	}
+}

@@ -55,6 +55,13 @@ const (
 	MaxConnectionsCeiling = 65536
 )
 
+// MinMemoryLimitBytes is the least memory_limit_bytes set, in bytes: a
+// smaller value is surely a slip (a count of MiB written as bytes), as
+// llmguard holds about 110 MiB resident from start at the default config (its
+// vocabularies and count table), and under a limit below what is live the
+// collector runs without pause.
+const MinMemoryLimitBytes = 32 << 20
+
 // maxUnits bounds any amount in units (tokens, requests, micro-USD) so that
 // it stays exact in a float64 (2^53), which the Redis scripts compute in.
 const maxUnits = 1 << 52
@@ -94,6 +101,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CountCacheBytes < -1 || c.CountCacheBytes >= 0 && c.CountCacheBytes < 64<<10 {
 		p.add("count_cache_bytes", "must be at least 65536 bytes (a smaller cache holds too few elements to help), or -1 for no cache (got %d)", c.CountCacheBytes)
+	}
+	if c.MemoryLimitBytes < -1 || c.MemoryLimitBytes > 0 && c.MemoryLimitBytes < MinMemoryLimitBytes {
+		p.add("memory_limit_bytes", "must be 0 (derived from the budgets), -1 (no limit) or at least %d bytes (got %d)", MinMemoryLimitBytes, c.MemoryLimitBytes)
 	}
 	if c.DefaultMaxOutputTokens < 0 {
 		p.add("default_max_output_tokens", "must be positive (got %d)", c.DefaultMaxOutputTokens)
