@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -449,13 +451,13 @@ func (g *Guarded) ReconcileBatch(ctx context.Context, batch []Reconciliation) []
 		case err == nil && sent[j] != nil && partUnavailable(sent[j]):
 			// The store served the batch but not this element's keys: in a
 			// cluster, their master is down or failing over.
-			errs[i] = fmt.Errorf("bucket: reconcile: %w: %w", ErrUnavailable, sent[j])
+			errs[i] = &unavailableError{op: OpReconcile, cause: sent[j]}
 		case err == nil:
 			errs[i] = sent[j]
 		case sent[j] == nil: // rejected
 			errs[i] = err
 		default:
-			errs[i] = fmt.Errorf("bucket: reconcile: %w: %w", ErrUnavailable, sent[j])
+			errs[i] = &unavailableError{op: OpReconcile, cause: sent[j]}
 		}
 	}
 	return errs
@@ -506,7 +508,7 @@ func (g *Guarded) do(ctx context.Context, op Op, timeout time.Duration, call fun
 		if last == nil {
 			last = err // gobreaker's own: never opened by a failure
 		}
-		err = fmt.Errorf("bucket: %s: %w: %w: breaker %s (last failure: %w)", op, ErrUnavailable, ErrNotSent, g.State(), last)
+		err = &unavailableError{op: op, cause: last, rejected: true, state: g.State()}
 	case errors.Is(inner, ErrInvalid):
 		result = ResultInvalid
 		err = inner
@@ -517,11 +519,55 @@ func (g *Guarded) do(ctx context.Context, op Op, timeout time.Duration, call fun
 		g.lastMu.Lock()
 		g.lastErr = inner
 		g.lastMu.Unlock()
-		err = fmt.Errorf("bucket: %s: %w: %w", op, ErrUnavailable, inner)
+		err = &unavailableError{op: op, cause: inner}
 	}
 	probe, _ := ctx.Value(probeKey{}).(bool)
 	g.report(op, result, kind, time.Since(start), probe)
 	return err
+}
+
+// unavailableError is the error Guarded returns for a call the store could
+// not serve: it wraps ErrUnavailable and cause, the store's own error, or
+// for a call the breaker rejected (rejected) ErrNotSent and cause, the
+// failure that opened the breaker. Its text names the operation once: the
+// stores' errors begin with the same "bucket: <op>" (and the first key or
+// request id, quoted), which Guarded's prefix used to repeat ("bucket:
+// take: store unavailable: bucket: take \"k\": dial …").
+type unavailableError struct {
+	op       Op
+	cause    error
+	rejected bool
+	state    BreakerState // the breaker's state, when rejected
+}
+
+// Error reads `bucket: take "k": store unavailable: dial tcp …` for a
+// store's failure (cause "bucket: take \"k\": dial tcp …"), and `bucket:
+// take: store unavailable: not sent to the store: breaker open (last
+// failure: take "k": dial tcp …)` for a rejected call.
+func (e *unavailableError) Error() string {
+	head, rest := "bucket: "+e.op.String(), strings.TrimPrefix(e.cause.Error(), "bucket: ")
+	if e.rejected {
+		// The key in rest is that of the call that failed, not this one's.
+		return fmt.Sprintf("%s: %v: %v: breaker %s (last failure: %s)", head, ErrUnavailable, ErrNotSent, e.state, rest)
+	}
+	if r, ok := strings.CutPrefix(rest, e.op.String()); ok {
+		if k, err := strconv.QuotedPrefix(strings.TrimPrefix(r, " ")); err == nil && strings.HasPrefix(r, " ") {
+			head, r = head+" "+k, r[1+len(k):]
+		}
+		if r, ok := strings.CutPrefix(r, ": "); ok {
+			return head + ": " + ErrUnavailable.Error() + ": " + r
+		}
+	}
+	return head + ": " + ErrUnavailable.Error() + ": " + rest
+}
+
+// Unwrap returns ErrUnavailable, ErrNotSent when the call was rejected, and
+// the cause.
+func (e *unavailableError) Unwrap() []error {
+	if e.rejected {
+		return []error{ErrUnavailable, ErrNotSent, e.cause}
+	}
+	return []error{ErrUnavailable, e.cause}
 }
 
 // count records one call's outcome and reports it to OnCall.

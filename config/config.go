@@ -75,7 +75,9 @@ type Config struct {
 	// which Go raises to the hard limit at start-up), at most 65,536 (each
 	// holds a 16 KiB read buffer while it sends), so that connections
 	// sending half a request cannot use up the descriptors the upstream
-	// dials, Redis and the ledger need. Changes at restart only.
+	// dials, Redis and the ledger need. A value set must be between
+	// MaxConnectionsFloor (64) and MaxConnectionsCeiling (65,536):
+	// Validate refuses another. Changes at restart only.
 	MaxConnections int `yaml:"max_connections"`
 	// DefaultMaxOutputTokens is the output reservation, in tokens, for a
 	// request that sets no maximum and names a model absent from Models.
@@ -98,6 +100,16 @@ type Config struct {
 	// 475,000 elements of 64 bytes each); at least
 	// 65536; -1 turns the cache off (also by reload).
 	CountCacheBytes int64 `yaml:"count_cache_bytes"`
+	// MemoryLimitBytes is the Go runtime's soft memory limit, in bytes,
+	// that llmguard serve sets (runtime/debug.SetMemoryLimit) at start and
+	// at every reload, when GOMEMLIMIT is not set in the environment
+	// (GOMEMLIMIT always wins). 0, the default: derived from the budgets
+	// (app.MemoryLimit: max_inflight_body_bytes × 5/4 plus its kept
+	// buffers, max_inflight_response_bytes, count_cache_bytes, the Go
+	// memory in use at start, and 64 MiB), so that the collector lets the
+	// heap grow to about that limit rather than to twice what is live.
+	// -1: no limit (the Go default). Else at least 33554432 (32 MiB).
+	MemoryLimitBytes int64 `yaml:"memory_limit_bytes"`
 	// ExactCountMaxBytes is the most bytes of a request body's text counted
 	// exactly: past them, a larger body's text is counted with the weigher's
 	// fast upper bound (never below the exact count; 1.0–2.0× it, see

@@ -44,6 +44,24 @@ const MaxLimitName = 128
 // Cluster usually has.
 const MaxShards = 256
 
+// MaxConnectionsFloor and MaxConnectionsCeiling bound max_connections, in caller
+// connections, whether set or derived from the file-descriptor limit. Below
+// MaxConnectionsFloor a proxy would refuse its 65th caller, worse than running
+// out of descriptors under attack; above MaxConnectionsCeiling connections that
+// each hold a 16 KiB read buffer while they send half a request could hold
+// more than 1 GiB.
+const (
+	MaxConnectionsFloor   = 64
+	MaxConnectionsCeiling = 65536
+)
+
+// MinMemoryLimitBytes is the least memory_limit_bytes set, in bytes: a
+// smaller value is surely a slip (a count of MiB written as bytes), as
+// llmguard holds about 110 MiB resident from start at the default config (its
+// vocabularies and count table), and under a limit below what is live the
+// collector runs without pause.
+const MinMemoryLimitBytes = 32 << 20
+
 // maxUnits bounds any amount in units (tokens, requests, micro-USD) so that
 // it stays exact in a float64 (2^53), which the Redis scripts compute in.
 const maxUnits = 1 << 52
@@ -75,14 +93,17 @@ func (c *Config) Validate() error {
 	if c.MaxResponseBytes < 0 {
 		p.add("max_response_bytes", "must be positive (got %d)", c.MaxResponseBytes)
 	}
-	if c.MaxConnections < 0 {
-		p.add("max_connections", "must be 0 (half the file-descriptor limit) or more (got %d)", c.MaxConnections)
+	if c.MaxConnections != 0 && (c.MaxConnections < MaxConnectionsFloor || c.MaxConnections > MaxConnectionsCeiling) {
+		p.add("max_connections", "must be 0 (half the file-descriptor limit) or between %d and %d (got %d)", MaxConnectionsFloor, MaxConnectionsCeiling, c.MaxConnections)
 	}
 	if c.MaxInflightResponseBytes < minInflightResponseBytes {
 		p.add("max_inflight_response_bytes", "must be at least %d bytes, or no answer of a few chunks could be held to read its usage (got %d)", minInflightResponseBytes, c.MaxInflightResponseBytes)
 	}
 	if c.CountCacheBytes < -1 || c.CountCacheBytes >= 0 && c.CountCacheBytes < 64<<10 {
 		p.add("count_cache_bytes", "must be at least 65536 bytes (a smaller cache holds too few elements to help), or -1 for no cache (got %d)", c.CountCacheBytes)
+	}
+	if c.MemoryLimitBytes < -1 || c.MemoryLimitBytes > 0 && c.MemoryLimitBytes < MinMemoryLimitBytes {
+		p.add("memory_limit_bytes", "must be 0 (derived from the budgets), -1 (no limit) or at least %d bytes (got %d)", MinMemoryLimitBytes, c.MemoryLimitBytes)
 	}
 	if c.DefaultMaxOutputTokens < 0 {
 		p.add("default_max_output_tokens", "must be positive (got %d)", c.DefaultMaxOutputTokens)

@@ -210,6 +210,9 @@ func (s *serveCmd) Run() error {
 		os.Exit(1)
 	}
 	a.ListenOverride, a.AdminListenOverride = s.Listen, s.AdminListen // a reload keeps them
+	// The soft memory limit from the budgets (memory_limit_bytes), unless
+	// GOMEMLIMIT is set.
+	a.ManageMemoryLimit(os.LookupEnv)
 	done := make(chan error, 1)
 	go func() { done <- a.ListenAndServe() }()
 	if s.Config != "" {

@@ -54,6 +54,12 @@ type App struct {
 	// listen. Set them before Watch or the first Reload.
 	ListenOverride, AdminListenOverride string
 
+	// memManaged: ManageMemoryLimit set the Go memory limit, and Reload
+	// sets it again; memBase is the Go memory in use it measured at start,
+	// in bytes.
+	memManaged atomic.Bool
+	memBase    atomic.Int64
+
 	log         *slog.Logger
 	stores      *stores
 	reloadMu    sync.Mutex

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+
+	"github.com/llmguard/llmguard/config"
 )
 
 // adminMaxConnections caps the admin listener's open connections: scrapes,
@@ -22,7 +24,7 @@ const adminMaxConnections = 256
 // file-descriptor limit: a limit so low that half of it is below this is a
 // misconfigured host, and a proxy that refused its 65th caller would be
 // worse than one that runs out of descriptors under attack.
-const minDefaultConnections = 64
+const minDefaultConnections = config.MaxConnectionsFloor
 
 // fileLimit is the process's file-descriptor limit (RLIMIT_NOFILE's soft
 // value, which the Go runtime raises to the hard value at start-up on
@@ -62,7 +64,7 @@ func maxConnections(configured int, files uint64, log *slog.Logger) int {
 // (proxy.ReadBufferSize, 16 KiB) while it sends its request, so half of a
 // container's usual limit of 1,048,576 descriptors would let half-sent
 // requests hold some 8 GiB; 65,536 hold about 1 GiB.
-const maxDefaultConnections = 65536
+const maxDefaultConnections = config.MaxConnectionsCeiling
 
 // connCap counts the proxy listener's open caller connections and refuses
 // those past max with its own 503 (capped.refuse), where fasthttp's

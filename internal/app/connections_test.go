@@ -60,14 +60,14 @@ func TestMaxConnections(t *testing.T) {
 // upstream dials and Redis then failed for want of descriptors.
 func TestConnectionsPastTheCapAreRefused(t *testing.T) {
 	mock := startMock(t)
-	cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, slowTPM+"max_connections: 4\n")))
+	cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, slowTPM+"max_connections: 64\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := startParsed(t, mock, cfg, discardLog())
 	addr := strings.TrimPrefix(h.url, "http://")
 	var half []net.Conn
-	for range 4 {
+	for range 64 { // the least cap a config may set
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
@@ -78,7 +78,7 @@ func TestConnectionsPastTheCapAreRefused(t *testing.T) {
 		}
 		half = append(half, c)
 	}
-	// The fifth: refused. Its deadline only ends a failing run (a proxy
+	// The 65th: refused. Its deadline only ends a failing run (a proxy
 	// without the cap reads its request until the read timeout).
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -103,12 +103,12 @@ func TestConnectionsPastTheCapAreRefused(t *testing.T) {
 		Error struct{ Type, Code, Message string }
 	}
 	if err := json.Unmarshal(body, &e); err != nil || e.Type != "error" || e.Error.Type != "overloaded_error" || e.Error.Code != "max_connections" ||
-		!strings.Contains(e.Error.Message, "max_connections 4") || resp.Header.Get("Retry-After") != "1" || resp.Header.Get("Content-Type") != "application/json" {
-		t.Errorf("the answer past the cap: %q (Retry-After %q, Content-Type %q), want llmguard's JSON naming max_connections 4, Retry-After 1",
+		!strings.Contains(e.Error.Message, "max_connections 64") || resp.Header.Get("Retry-After") != "1" || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("the answer past the cap: %q (Retry-After %q, Content-Type %q), want llmguard's JSON naming max_connections 64, Retry-After 1",
 			body, resp.Header.Get("Retry-After"), resp.Header.Get("Content-Type"))
 	}
 	m := h.metrics()
-	for _, want := range []string{"llmguard_connections_refused_total 1", "llmguard_max_connections 4", "llmguard_open_connections 4"} {
+	for _, want := range []string{"llmguard_connections_refused_total 1", "llmguard_max_connections 64", "llmguard_open_connections 64"} {
 		if !strings.Contains(m, want+"\n") {
 			t.Errorf("metrics lack %q", want)
 		}

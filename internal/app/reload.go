@@ -37,6 +37,8 @@ import (
 // (llmguard_config_reloads_total) and the last one's outcome is shown on
 // /readyz. key_store changes only at restart too; the stored keys
 // themselves change live (README, "Managing keys").
+// After ManageMemoryLimit, a reload sets the Go memory limit again from
+// the new file (memory_limit_bytes, count_cache_bytes).
 func (a *App) Reload(path string) error {
 	err := a.reload(path)
 	a.reloads.record(a.now(), err)
@@ -88,6 +90,9 @@ func (a *App) reload(path string) error {
 	a.Proxy.Reload(pol, w, proxy.Settings{UnmeteredPaths: cfg.UnmeteredPaths, MaxRetryWait: time.Duration(cfg.MaxRetryWait)})
 	a.pol.Store(pol)
 	a.cfg.Store(running(cfg, old))
+	if a.memManaged.Load() {
+		a.applyMemoryLimit(a.cfg.Load(), false)
+	}
 	if a.stores.leases != nil {
 		// A limit may have changed: leases go back, and are taken again
 		// under the new one.

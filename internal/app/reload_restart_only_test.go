@@ -110,3 +110,36 @@ func callImages(a *App) int {
 	a.Proxy.Handle(&ctx)
 	return ctx.Response.StatusCode()
 }
+
+// A reload to a file whose max_connections is outside 64..65536 is refused
+// with the field and the range named, and the running config stays (a
+// start on such a file is refused the same way, by config.Load).
+func TestReloadRefusesMaxConnectionsOutOfRange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "llmguard.yaml")
+	if err := os.WriteFile(path, []byte(reloadConfig("max_connections: 64\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newApp(cfg, discardLog(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	running := a.cfg.Load()
+	for _, bad := range []string{"4", "65537"} {
+		if err := os.WriteFile(path, []byte(reloadConfig("max_connections: "+bad+"\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := a.Reload(path)
+		want := "max_connections: must be 0 (half the file-descriptor limit) or between 64 and 65536 (got " + bad + ")"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("reload with max_connections %s: err = %v, want one naming %q", bad, err, want)
+		}
+		if got := a.cfg.Load(); got != running || got.MaxConnections != 64 {
+			t.Errorf("reload with max_connections %s: the running config changed (max_connections %d)", bad, got.MaxConnections)
+		}
+	}
+}

@@ -457,7 +457,9 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 		switch {
 		case errors.Is(err, ErrUsageQuery):
 		case transient(err):
-			status, msg = fasthttp.StatusServiceUnavailable, "usage cannot be read now (the ledger's or the quota store's Redis failed; try again): "+err.Error()
+			// err says what failed, once: "ledger: …" or "bucket: take
+			// \"<key>\": store unavailable: …".
+			status, msg = fasthttp.StatusServiceUnavailable, "usage cannot be read now (try again): "+err.Error()
 			ctx.Response.Header.Set("Retry-After", "5")
 		default:
 			// A ledger file that cannot be read (permissions, a directory

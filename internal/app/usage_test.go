@@ -427,3 +427,36 @@ func readRESPCommand(r *bufio.Reader) (string, error) {
 	}
 	return name, nil
 }
+
+// /admin/usage with the quota store's Redis down answers 503 with a
+// message that says once what failed: the take of the quota's key, the
+// store unavailable, the dial's error. Before, it read "… (the ledger's or
+// the quota store's Redis failed; try again): bucket: take: store
+// unavailable: bucket: take \"llmguard:{acme}:…\": dial tcp …": the
+// operation twice, and a guess between two Redis.
+func TestAdminUsageStoreDownSaysOnceWhatFailed(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close() // nothing listens there now
+	h := start(t, fmt.Sprintf(`limits:
+  - {name: acme-requests, scope: tenant, unit: requests, quota: 10, period: month}
+store: {backend: redis, redis_url: "redis://%s/0", timeout: 5s}
+`, dead))
+	resp, err := http.Get(h.admin + "/admin/usage?period=month")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var got struct{ Error string }
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	want := `usage cannot be read now (try again): bucket: take "llmguard:{acme}:acme-requests:acme": store unavailable: dial tcp ` + dead + `: connect: connection refused`
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || got.Error != want {
+		t.Errorf("store down: %d Retry-After %q\n%s\nwant 503 with Retry-After and\n%s", resp.StatusCode, resp.Header.Get("Retry-After"), got.Error, want)
+	}
+}
