@@ -13,8 +13,11 @@ import (
 	"time"
 )
 
-// startTimeout bounds how long a child or redis-server may take to start.
-const startTimeout = 30 * time.Second
+// startTimeout bounds how long a child or redis-server may take to start:
+// a guard against a hung child, not a measure. It is generous because a
+// child built with -race on a loaded 2-core machine took over 30 s to print
+// its address; a child that exits is noticed at once, not at the bound.
+const startTimeout = 3 * time.Minute
 
 // child is a running child process (see [Child]). Its methods are safe for
 // concurrent use.
