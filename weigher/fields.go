@@ -312,7 +312,7 @@ var (
 				under("tool_calls", chatToolCallFields).
 				under("function_call", callFields)
 	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources", "web_search_options", "plugins",
-		"audio", "modalities").
+		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs").
 		under("messages", chatMessageFields).
 		under("tools", toolFields).
 		under("functions", functionFields).
