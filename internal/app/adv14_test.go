@@ -22,7 +22,8 @@ import (
 // vllmUpstream renders a chat (or chat-style embeddings) body into its
 // prompt as vLLM's OpenAI-compatible server does with a chat template
 // (https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html,
-// extra parameters): the messages' text, every string of "documents" (a
+// extra parameters): the messages' text, every string of "tools" (chat
+// templates write each tool as its JSON), every string of "documents" (a
 // RAG template writes each document out) and of "chat_template_kwargs"
 // (variables the template writes out), and, for a request that brings its
 // own "chat_template", that template's output — here a template that
@@ -70,6 +71,7 @@ func (u *vllmUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		Messages     any    `json:"messages"`
 		Documents    any    `json:"documents"`
 		Kwargs       any    `json:"chat_template_kwargs"`
+		Tools        any    `json:"tools"`
 		ChatTemplate string `json:"chat_template"`
 	}
 	json.Unmarshal(raw, &body)
@@ -77,6 +79,7 @@ func (u *vllmUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	appendStrings(&prompt, body.Messages)
 	appendStrings(&prompt, body.Documents)
 	appendStrings(&prompt, body.Kwargs)
+	appendStrings(&prompt, body.Tools) // templates write each tool as its JSON (tojson)
 	words := int64(len(strings.Fields(prompt.String())))
 	if body.ChatTemplate != "" {
 		words *= 1000
@@ -164,6 +167,65 @@ func TestAdv14VLLMTemplateInputIsWeighed(t *testing.T) {
 				t.Errorf("%d of %d calls passed, want each refused", passed, tc.calls)
 			}
 			if !tc.refused && passed == 0 {
+				t.Errorf("no call passed: the case tests nothing")
+			}
+		})
+	}
+}
+
+// A tool definition was weighed by the cookbook's rule alone (name,
+// description, and per property its key, type, description and enum):
+// every other member — a schema's anyOf, $defs, title, examples, default,
+// an extension member, the tool object's own description beside its
+// function — was weighed as nothing, while an OpenAI-compatible server's
+// chat template writes the whole tool as JSON into the prompt it bills.
+// 3,000 words in a parameter's "examples" reserved 27 tokens for the
+// tools; through a 20,000-token bucket the upstream billed 21,015. Such
+// members are now counted as their text ("key:value"), all but the
+// structure every tool has (a type name, a boolean strict or
+// additionalProperties, a required list no longer than the properties).
+func TestAdv14ToolSchemaMembersAreWeighed(t *testing.T) {
+	up := startVLLM(t)
+	words := strings.Repeat("word ", 3000)
+	tool := func(fn string) string {
+		return `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":1,"tools":[` + fn + `]}`
+	}
+	for _, tc := range []struct{ name, body string }{
+		{"examples", tool(`{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"string","examples":["` + words + `"]}}}}}`)},
+		{"anyOf", tool(`{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"anyOf":[{"type":"string","description":"` + words + `"}]}}}}}`)},
+		{"$defs", tool(`{"type":"function","function":{"name":"f","parameters":{"type":"object","$defs":{"d":{"description":"` + words + `"}}}}}`)},
+		{"title", tool(`{"type":"function","function":{"name":"f","parameters":{"type":"object","title":"` + words + `","properties":{}}}}`)},
+		{"default in items", tool(`{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"array","items":{"type":"string","default":"` + words + `"}}}}}}`)},
+		{"extension member", tool(`{"type":"function","function":{"name":"f","x-notes":"` + words + `"}}`)},
+		{"tool's own description", tool(`{"type":"function","description":"` + words + `","function":{"name":"f"}}`)},
+		{"required", tool(`{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"string"}},"required":["` + words + `"]}}}`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Parse([]byte(baseConfig(t, up.url, `limits:
+  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 20000}
+`)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+			h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+			before := up.billed.Load()
+			left := h.tokensLeft()
+			passed := 0
+			for range 10 {
+				resp, b := h.do("/v1/chat/completions", tc.body)
+				switch resp.StatusCode {
+				case http.StatusOK:
+					passed++
+				case http.StatusTooManyRequests:
+				default:
+					t.Fatalf("%d %.200s", resp.StatusCode, b)
+				}
+			}
+			if billed := up.billed.Load() - before; billed > left {
+				t.Errorf("the upstream billed %d tokens through a bucket holding %d (%d of 10 calls passed)", billed, left, passed)
+			}
+			if passed == 0 {
 				t.Errorf("no call passed: the case tests nothing")
 			}
 		})
