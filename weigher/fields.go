@@ -351,7 +351,7 @@ var (
 	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed", "inference_geo").
 			under("system", claudeBlockFields).
 			under("messages", object("role").under("content", claudeBlockFields)).
-			under("tools", object("type", "name", "description", "input_schema", "max_uses").wholeLists()).
+			under("tools", object("type", "name", "description", "input_schema", "input_examples", "max_uses").wholeLists()).
 			under("tool_choice", object("type")).
 			under("thinking", object("type"))
 )

@@ -227,3 +227,15 @@ func TestVLLMTemplateFieldsAreWeighed(t *testing.T) {
 		sameAsPlain(t, tc.kind, []byte(tc.body))
 	}
 }
+
+// An Anthropic tool's input_examples are written into the system prompt
+// the Messages API builds: counted as the text of their JSON.
+func TestClaudeToolInputExamplesCounted(t *testing.T) {
+	w := testWeigher(t)
+	words := strings.Repeat("word ", 1000)
+	base := w.Weigh(KindMessages, []byte(`{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":{"type":"object"}}]}`)).InputTokens
+	e := w.Weigh(KindMessages, []byte(`{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":{"type":"object"},"input_examples":[{"q":"`+words+`"}]}]}`))
+	if e.InputTokens < base+w.CountText("gpt-4o", words) {
+		t.Errorf("input %d, want at least %d + the examples' %d words", e.InputTokens, base, 1000)
+	}
+}

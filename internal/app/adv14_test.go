@@ -93,6 +93,11 @@ func (u *vllmUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	words = min(words, window)
 	u.billed.Add(words)
 	w.Header().Set("Content-Type", "application/json")
+	if strings.HasSuffix(r.URL.Path, "/messages") {
+		u.billed.Add(1)
+		fmt.Fprintf(w, `{"id":"m","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"ok"}],"stop_reason":"max_tokens","usage":{"input_tokens":%d,"output_tokens":1}}`, words)
+		return
+	}
 	if strings.HasSuffix(r.URL.Path, "/embeddings") {
 		fmt.Fprintf(w, `{"object":"list","data":[{"object":"embedding","embedding":[0.1],"index":0}],"model":"text-embedding-3-small","usage":{"prompt_tokens":%d,"total_tokens":%d}}`, words, words)
 		return
@@ -229,5 +234,51 @@ func TestAdv14ToolSchemaMembersAreWeighed(t *testing.T) {
 				t.Errorf("no call passed: the case tests nothing")
 			}
 		})
+	}
+}
+
+// An Anthropic tool's input_examples — example inputs the Messages API
+// writes into the tool definitions of the system prompt it builds
+// (https://platform.claude.com/docs/en/agents-and-tools/tool-use/define-tools)
+// — were weighed as nothing: 3,000 words of them reserved the tool's name
+// and schema alone, and a 20,000-token bucket let the upstream bill
+// 21,014 tokens. They are now counted as the text of their JSON.
+func TestAdv14AnthropicToolInputExamplesAreWeighed(t *testing.T) {
+	up := startVLLM(t)
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+limits:
+  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 20000}
+`, up.url, testKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+	words := strings.Repeat("word ", 3000)
+	body := `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":{"type":"object"},"input_examples":[{"q":"` + words + `"}]}]}`
+	before := up.billed.Load()
+	const left = 20000 // a fresh bucket on a frozen clock
+	passed := 0
+	for range 10 {
+		resp, b := h.do("/v1/messages", body)
+		switch resp.StatusCode {
+		case http.StatusOK:
+			passed++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("%d %.200s", resp.StatusCode, b)
+		}
+	}
+	if billed := up.billed.Load() - before; billed > left {
+		t.Errorf("the upstream billed %d tokens through a bucket holding %d (%d of 10 calls passed)", billed, left, passed)
+	}
+	if passed == 0 {
+		t.Errorf("no call passed: the case tests nothing")
 	}
 }
