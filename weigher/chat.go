@@ -88,6 +88,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	}
 	defer d.close()
 	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction gjson.Result
+	var templateText [2]gjson.Result // vLLM's documents and chat_template_kwargs (templateFields)
 	var messageElems, toolsElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
 	at := 0
@@ -160,6 +161,15 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case extraBodyField, "google":
 			est.ServerContext = est.ServerContext || geminiCachedContent(k, v)
+		case "chat_template":
+			// vLLM renders the prompt with a Jinja template the request
+			// may carry: its loops and filters make any amount of input
+			// from a few bytes, which the upstream bills.
+			est.ServerContext = est.ServerContext || v.Type != gjson.Null
+		case "documents":
+			templateText[0] = v
+		case "chat_template_kwargs":
+			templateText[1] = v
 		case "service_tier":
 			est.ServiceTier = serviceTier(v)
 		case "prediction":
@@ -239,6 +249,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		}
 	}
 	in += tokensReply
+	in += templateTokens(enc, templateText[:])
 	tc := newToolsCounter(enc, encName)
 	tctx := rules.toolsCtx
 	// OpenAI's chat takes function and custom tools only, but
@@ -292,6 +303,24 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		est.OutputDefaulted = false // a learned reservation would drop it
 	}
 	return est, true
+}
+
+// templateTokens counts the members of a chat (or embeddings) body that
+// vLLM hands its chat template to render into the prompt it bills
+// (https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html,
+// the chat API's extra parameters): "documents", a list of objects a RAG
+// template writes out, and "chat_template_kwargs", variables any template
+// may write out (tools, documents, a system text). Each is counted as the
+// text of its JSON, an upper bound of the values a template writes once;
+// absent or null, 0. Saturates at maxTokens.
+func templateTokens(enc counter, members []gjson.Result) int64 {
+	var n int64
+	for _, v := range members {
+		if v.Exists() && v.Type != gjson.Null {
+			n = min(n+countText(enc, v.Raw), maxTokens)
+		}
+	}
+	return n
 }
 
 // predictionTokens counts a chat request's Predicted Outputs "prediction"

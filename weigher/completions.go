@@ -128,7 +128,7 @@ func (w *Weigher) embeddings(body []byte, as func(string) string) Estimate {
 		return fallback
 	}
 	defer d.close()
-	var model, input, messages gjson.Result
+	var model, input, messages, template, kwargs gjson.Result
 	d.members(func(k string, v gjson.Result, elems elements) bool {
 		switch k {
 		case "model":
@@ -137,6 +137,10 @@ func (w *Weigher) embeddings(body []byte, as func(string) string) Estimate {
 			input = v
 		case "messages":
 			messages = v
+		case "chat_template":
+			template = v
+		case "chat_template_kwargs":
+			kwargs = v
 		}
 		return true
 	})
@@ -145,8 +149,11 @@ func (w *Weigher) embeddings(body []byte, as func(string) string) Estimate {
 	enc := w.encoder(est.Model)
 	in, hidden := embeddingsInputTokens(enc, input)
 	m, mHidden := embeddingsMessages(enc, w.family(est.Model), messages)
-	est.ServerContext = hidden || mHidden
-	est.InputTokens = w.scaled(est.Model, min(in+m, maxTokens))
+	// vLLM renders chat-style embeddings messages with a chat template, as
+	// it does chat (see the chat reader): a template the request carries
+	// is hidden context, the variables it passes are counted.
+	est.ServerContext = hidden || mHidden || template.Exists() && template.Type != gjson.Null
+	est.InputTokens = w.scaled(est.Model, min(in+m+templateTokens(enc, []gjson.Result{kwargs}), maxTokens))
 	return est
 }
 

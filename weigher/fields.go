@@ -396,7 +396,7 @@ var (
 				under("tool_calls", chatToolCallFields).
 				under("function_call", callFields)
 	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources", "web_search_options", "plugins",
-		"audio", "modalities").
+		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs").
 		under("messages", chatMessageFields).
 		under("tools", toolFields).
 		under("functions", functionFields).
@@ -435,7 +435,7 @@ var (
 	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed", "inference_geo").
 			under("system", claudeBlockFields).
 			under("messages", object("role").under("content", claudeBlockFields)).
-			under("tools", object("type", "name", "description", "input_schema", "max_uses").wholeLists()).
+			under("tools", object("type", "name", "description", "input_schema", "input_examples", "max_uses").wholeLists()).
 			under("tool_choice", object("type")).
 			under("thinking", object("type"))
 )

@@ -184,3 +184,58 @@ func TestHiddenContextReservesTheWindowNotGuesses(t *testing.T) {
 		t.Errorf("gpt-4.5-preview (gpt-4's 8,192 by prefix) with %d tokens of text and stored files: reserved %d, want the text's %d", counted, e.InputTokens, counted)
 	}
 }
+
+// vLLM's chat template writes "documents" and "chat_template_kwargs" into
+// the prompt it bills: each is counted as the text of its JSON, on chat
+// and on vLLM's chat-style embeddings; a "chat_template" of the request's
+// own can write any amount and is hidden context. Null members add
+// nothing. Cold, warm and plain weighing agree (sameAsPlain).
+func TestVLLMTemplateFieldsAreWeighed(t *testing.T) {
+	w := testWeigher(t)
+	words := strings.Repeat("word ", 1000)
+	wordsJSON := `"` + words + `"`
+	base := w.Weigh(KindChat, []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`)).InputTokens
+	embBase := w.Weigh(KindEmbeddings, []byte(`{"model":"text-embedding-3-small","messages":[{"role":"user","content":"hi"}]}`)).InputTokens
+	for _, tc := range []struct {
+		kind   Kind
+		body   string
+		base   int64
+		texts  []string // the members counted as text
+		hidden bool
+	}{
+		{KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"documents":[{"title":"t","text":` + wordsJSON + `}]}`, base, []string{`[{"title":"t","text":` + wordsJSON + `}]`}, false},
+		{KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"enable_thinking":false,"system":` + wordsJSON + `}}`, base, []string{`{"enable_thinking":false,"system":` + wordsJSON + `}`}, false},
+		{KindChat, `{"model":"gpt-4o","documents":[` + wordsJSON + `],"messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":[` + wordsJSON + `]}`, base, []string{`[` + wordsJSON + `]`, `[` + wordsJSON + `]`}, false},
+		{KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"chat_template":"{% for i in range(9) %}{{ messages }}{% endfor %}"}`, base, nil, true},
+		{KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"documents":null,"chat_template_kwargs":null,"chat_template":null}`, base, nil, false},
+		{KindEmbeddings, `{"model":"text-embedding-3-small","messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"a":` + wordsJSON + `}}`, embBase, []string{`{"a":` + wordsJSON + `}`}, false},
+		{KindEmbeddings, `{"model":"text-embedding-3-small","messages":[{"role":"user","content":"hi"}],"chat_template":"{{ messages }}"}`, embBase, nil, true},
+	} {
+		e := w.Weigh(tc.kind, []byte(tc.body))
+		if e.ServerContext != tc.hidden {
+			t.Errorf("%.120s: ServerContext %v, want %v", tc.body, e.ServerContext, tc.hidden)
+		}
+		if !tc.hidden {
+			want := tc.base
+			for _, text := range tc.texts {
+				want += w.CountText(e.Model, text)
+			}
+			if e.InputTokens != want {
+				t.Errorf("%.120s: input %d, want %d (the body's own %d and the members' text)", tc.body, e.InputTokens, want, tc.base)
+			}
+		}
+		sameAsPlain(t, tc.kind, []byte(tc.body))
+	}
+}
+
+// An Anthropic tool's input_examples are written into the system prompt
+// the Messages API builds: counted as the text of their JSON.
+func TestClaudeToolInputExamplesCounted(t *testing.T) {
+	w := testWeigher(t)
+	words := strings.Repeat("word ", 1000)
+	base := w.Weigh(KindMessages, []byte(`{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":{"type":"object"}}]}`)).InputTokens
+	e := w.Weigh(KindMessages, []byte(`{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":{"type":"object"},"input_examples":[{"q":"`+words+`"}]}]}`))
+	if e.InputTokens < base+w.CountText("gpt-4o", words) {
+		t.Errorf("input %d, want at least %d + the examples' %d words", e.InputTokens, base, 1000)
+	}
+}

@@ -428,6 +428,12 @@ func (c *claudeCounter) tools(tools gjson.Result, choice string) {
 			if schema := t.Get("input_schema"); schema.Exists() {
 				c.text += countText(c.enc, schema.Raw)
 			}
+			// Tool use examples: example inputs the API writes into the
+			// tool definitions of the system prompt it builds
+			// (https://platform.claude.com/docs/en/agents-and-tools/tool-use/define-tools).
+			if ex := t.Get("input_examples"); ex.Exists() && ex.Type != gjson.Null {
+				c.text += countText(c.enc, ex.Raw)
+			}
 			return true
 		}
 		for _, d := range definedTools {

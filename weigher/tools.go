@@ -76,10 +76,7 @@ func (c toolsCounter) count(list gjson.Result) int64 {
 		innerSeen := false
 		end := walkObject(s, v, func(k string, x int) int {
 			switch {
-			case k == "function" && !innerSeen:
-				if s[x] != '{' {
-					return -1
-				}
+			case k == "function" && !innerSeen && s[x] == '{':
 				innerSeen = true
 				return walkObject(s, x, func(k string, y int) int { return c.functionMember(buf, &inner, s, k, y) })
 			case k == "type" && typ.Raw == "":
@@ -92,12 +89,24 @@ func (c toolsCounter) count(list gjson.Result) int64 {
 		fn := own
 		if innerSeen {
 			fn = inner
+			// The tool object's own members beside its function are
+			// sent too: counted as text.
+			if own.seen&1 != 0 {
+				n += c.join(buf, "name:", own.name.Raw)
+			}
+			if own.seen&2 != 0 {
+				n += c.join(buf, "description:", own.desc.Raw)
+			}
+			if own.seen&4 != 0 {
+				n += c.join(buf, "parameters:", own.params)
+			}
+			n += c.restDone(buf, &own.rest)
 		} else if typ.Raw != "" && textOf(typ) != "function" {
 			n += countText(c.enc, s[v:end])
 			return end
 		}
 		functions++
-		n += c.funcInit + c.join(buf, textOf(fn.name), ":", trimDot(textOf(fn.desc))) + fn.props
+		n += c.funcInit + c.join(buf, textOf(fn.name), ":", trimDot(textOf(fn.desc))) + fn.props + c.restDone(buf, &fn.rest)
 		return end
 	})
 	if functions > 0 {
@@ -110,8 +119,65 @@ func (c toolsCounter) count(list gjson.Result) int64 {
 // and the tokens of its parameters' properties.
 type function struct {
 	name, desc gjson.Result
+	params     string // the parameters object's JSON, when read
 	props      int64
-	seen       uint8 // bits: name, description, parameters read
+	seen       uint8      // bits: name, description, parameters read
+	rest       schemaRest // its members the rule does not read
+}
+
+// schemaRest is what a walk of a function or schema object found besides
+// the members the cookbook's rule reads: every such member is sent to
+// the upstream, and an OpenAI-compatible server's chat template writes a
+// tool as its whole JSON (vLLM, llama.cpp, Ollama…), so each is counted
+// as the text "key:value" (value its JSON) — a schema's anyOf, $defs,
+// title, examples, default, pattern, an extension member — except the
+// structure every tool has (see rest). A "required" list is judged at
+// the end of its object: it names properties whose keys are counted, so
+// it is counted only when its JSON is longer than the "properties"
+// object's.
+type schemaRest struct {
+	extra    int64  // tokens of the members counted
+	required string // the JSON of "required", "" for none
+	propsLen int    // the length of the "properties" object read, in bytes
+}
+
+// schemaTypeNames are JSON Schema's type names, as JSON strings.
+var schemaTypeNames = []string{`"object"`, `"string"`, `"integer"`, `"number"`, `"boolean"`, `"array"`, `"null"`}
+
+// rest counts the member k, whose value is the JSON v, of a function or
+// schema object, a member the rule does not read, in r: a "type" naming
+// a JSON Schema type, and a true or false "strict" or
+// "additionalProperties", are structure and add nothing; "required" is
+// judged by restDone.
+func (c toolsCounter) rest(buf *[]byte, r *schemaRest, k, v string) {
+	switch k {
+	case "type":
+		for _, t := range schemaTypeNames {
+			if v == t {
+				return
+			}
+		}
+	case "strict", "additionalProperties":
+		if v == "true" || v == "false" {
+			return
+		}
+	case "required":
+		if r.required == "" && v != "" && v[0] == '[' {
+			r.required = v
+			return
+		}
+	}
+	r.extra += c.join(buf, k, ":", v)
+}
+
+// restDone is the tokens r counted, with its "required" list when that is
+// longer than its object's "properties".
+func (c toolsCounter) restDone(buf *[]byte, r *schemaRest) int64 {
+	n := r.extra
+	if r.required != "" && len(r.required) > r.propsLen {
+		n += c.join(buf, "required:", r.required)
+	}
+	return n
 }
 
 // functionMember reads the member k of a function whose value starts at
@@ -131,16 +197,26 @@ func (c toolsCounter) functionMember(buf *[]byte, f *function, s, k string, x in
 		return e
 	case k == "parameters" && f.seen&4 == 0 && s[x] == '{':
 		f.seen |= 4
-		return walkObject(s, x, func(k string, y int) int {
-			if k != "properties" {
-				return -1
+		var r schemaRest
+		end := walkObject(s, x, func(k string, y int) int {
+			if k == "properties" {
+				if n, e := c.properties(buf, s, y, 0); e >= 0 {
+					f.props += n
+					r.propsLen = e - y
+					return e
+				}
 			}
-			n, e := c.properties(buf, s, y, 0)
-			f.props += n
+			e := skipValue(s, y)
+			c.rest(buf, &r, k, s[y:e])
 			return e
 		})
+		f.params = s[x:end]
+		f.props += c.restDone(buf, &r)
+		return end
 	}
-	return -1
+	e := skipValue(s, x)
+	c.rest(buf, &f.rest, k, s[x:e])
+	return e
 }
 
 // maxSchemaDepth bounds the recursion into nested schemas.
@@ -161,15 +237,22 @@ func (c toolsCounter) properties(buf *[]byte, s string, i, depth int) (int64, in
 		n += propKey
 		var typ, desc gjson.Result
 		var seen uint8
-		e := -1
-		if s[x] == '{' {
+		var e int
+		if s[x] != '{' {
+			// Not a schema: its JSON is sent all the same.
+			e = skipValue(s, x)
+			n += countText(c.enc, s[x:e])
+		} else {
+			var r schemaRest
+			rest := func(k string, y int) int {
+				e := skipValue(s, y)
+				c.rest(buf, &r, k, s[y:e])
+				return e
+			}
 			e = walkObject(s, x, func(k string, y int) int {
 				switch {
-				case k == "enum" && seen&1 == 0:
+				case k == "enum" && seen&1 == 0 && s[y] == '[':
 					seen |= 1
-					if s[y] != '[' {
-						return -1
-					}
 					n += enumInit
 					return walkArray(s, y, func(z int) int {
 						e := skipValue(s, z)
@@ -188,22 +271,32 @@ func (c toolsCounter) properties(buf *[]byte, s string, i, depth int) (int64, in
 					return e
 				case k == "properties" && seen&8 == 0:
 					seen |= 8
-					sub, e := c.properties(buf, s, y, depth+1)
-					n += sub
-					return e
+					if sub, e := c.properties(buf, s, y, depth+1); e >= 0 {
+						n += sub
+						r.propsLen = e - y
+						return e
+					}
 				case k == "items" && seen&16 == 0 && s[y] == '{':
 					seen |= 16
-					return walkObject(s, y, func(k string, z int) int {
-						if k != "properties" {
-							return -1
+					var ir schemaRest
+					end := walkObject(s, y, func(k string, z int) int {
+						if k == "properties" {
+							if sub, e := c.properties(buf, s, z, depth+1); e >= 0 {
+								n += sub
+								ir.propsLen = e - z
+								return e
+							}
 						}
-						sub, e := c.properties(buf, s, z, depth+1)
-						n += sub
+						e := skipValue(s, z)
+						c.rest(buf, &ir, k, s[z:e])
 						return e
 					})
+					n += c.restDone(buf, &ir)
+					return end
 				}
-				return -1
+				return rest(k, y)
 			})
+			n += c.restDone(buf, &r)
 		}
 		n += c.join(buf, key, ":", textOf(typ), ":", trimDot(textOf(desc)))
 		return e
