@@ -70,10 +70,20 @@ func newUsageTap(stream weigher.Stream, strip, expectUsage bool, count func(text
 
 // settle is what the stream cost (see weigher.Stream.Settle): the usage the
 // upstream reported when it arrived, its streamed text uncounted; otherwise
-// with the output counted locally.
+// with the output counted locally. A final usage reporting 0 output tokens
+// (a valid usage: an answer stopped at once, or by a content filter) after
+// text was streamed is charged at least that text, counted, and settled as
+// SourcePartial: a lenient upstream cannot stream text for free by
+// reporting 0.
 func (t *usageTap) settle(est weigher.Estimate) (weigher.Usage, weigher.Source) {
 	if t.stream.Usage().Final {
-		return t.stream.Settle(est, 0) // the reported usage: the count is not read
+		u, source := t.stream.Settle(est, 0) // the reported usage: the count is not read
+		if u.OutputTokens == 0 {
+			if n := t.text.tokens(); n > 0 {
+				u.OutputTokens, source = n, weigher.SourcePartial
+			}
+		}
+		return u, source
 	}
 	return t.stream.Settle(est, t.text.tokens())
 }

@@ -434,6 +434,9 @@ func (s *answerScan) chatUsage(body []byte) (u Usage, ok bool) {
 	}
 	in, okIn := s.count(body, slotPrompt)
 	out, okOut := s.count(body, slotCompletion)
+	if !okOut && s.at[slotCompletion] >= 0 {
+		out, okOut = outputCount(rawValue(bodyString(body[s.at[slotCompletion]:s.end[slotCompletion]])))
+	}
 	if !okIn || !okOut {
 		return Usage{}, false
 	}

@@ -275,9 +275,19 @@ func ParseUsage(k Kind, body []byte) (Usage, bool) { return parseUsage(k, body, 
 
 // ParseUsage is [ParseUsage] with w's nesting limit ([Options.MaxDepth]):
 // a response nested deeper is not read (ok false), so the request keeps its
-// reservation.
+// reservation. A chat or completions answer whose usage reports
+// completion_tokens 0 but that carries output text anyway is charged at
+// least that text, counted in the answer model's tokens (see
+// [answerOutputText]): a lenient upstream cannot hand out text for free by
+// reporting 0.
 func (w *Weigher) ParseUsage(k Kind, body []byte) (Usage, bool) {
-	return parseUsage(k, body, w.maxDepth)
+	u, ok := parseUsage(k, body, w.maxDepth)
+	if ok && u.OutputTokens == 0 && (k == KindChat || k == KindCompletions) {
+		if model, text := answerOutputText(body); text != "" {
+			u.OutputTokens = w.CountText(model, text)
+		}
+	}
+	return u, ok
 }
 
 func parseUsage(k Kind, body []byte, maxDepth int) (Usage, bool) {

@@ -2,6 +2,7 @@ package weigher
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -17,8 +18,11 @@ import (
 // input and output (prompt_tokens_details.audio_tokens,
 // completion_tokens_details.audio_tokens: gpt-4o-audio-preview, gpt-audio),
 // priced at the model's audio rates. ok is false when body has
-// no usage object whose prompt_tokens and completion_tokens are both
-// non-negative numbers (numeric strings accepted), or is not valid JSON
+// no usage object whose prompt_tokens is a positive number and whose
+// completion_tokens is a non-negative one (numeric strings accepted: a
+// completion_tokens of 0 is a valid usage, an answer stopped at once or
+// by a content filter; see [Weigher.ParseUsage] for the text such an
+// answer may still carry), or is not valid JSON
 // nested at most [DefaultMaxDepth] levels (checked by a flat scan before
 // anything parses it); then u is zero and the caller keeps its reservation.
 // Missing or negative detail figures (cached, reasoning) read as 0. It never
@@ -86,7 +90,7 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 		}
 	}
 	in, okIn := rawCount(rawOrNone(prompt))
-	out, okOut := rawCount(rawOrNone(completion))
+	out, okOut := outputCount(rawOrNone(completion))
 	if !okIn || !okOut {
 		return Usage{}, false
 	}
@@ -105,6 +109,36 @@ func usagePair(in, out gjson.Result) (input, output int64, ok bool) {
 		return 0, 0, false
 	}
 	return input, output, true
+}
+
+// chatUsagePair is usagePair for a chat (or completions) usage object,
+// whose output figure may be 0: an answer stopped before its first token
+// (finish_reason "stop" or "content_filter" at once) reports
+// completion_tokens 0, and that usage is read rather than taken as
+// unreadable (which kept the reservation and dropped a larger reported
+// prompt_tokens). The input figure must still be positive.
+func chatUsagePair(in, out gjson.Result) (input, output int64, ok bool) {
+	input, okIn := tokenCount(in)
+	output, okOut := outputCount(out)
+	if !okIn || !okOut {
+		return 0, 0, false
+	}
+	return input, output, true
+}
+
+// outputCount is rawCount of v, a chat usage's completion_tokens as
+// rawValue gives it, with a zero figure (0, -0, 0.0, "0") read as 0 tokens
+// rather than refused.
+func outputCount(v gjson.Result) (int64, bool) {
+	if n, ok := rawCount(v); ok {
+		return n, true
+	}
+	p := parsed(v)
+	if p.Type == gjson.String {
+		f, err := strconv.ParseFloat(strings.TrimSpace(p.Str), 64)
+		return 0, err == nil && f == 0
+	}
+	return 0, p.Type == gjson.Number && p.Num == 0
 }
 
 // details reads the current value of w, a usage details object, and steps
@@ -190,7 +224,7 @@ type Chunk struct {
 	// Usage is the chunk's usage, in tokens, when HasUsage.
 	Usage Usage
 	// HasUsage is true when the chunk carries a usage object whose input and
-	// output figures are readable (see usagePair); an unreadable one is not
+	// output figures are readable (see chatUsagePair: an output of 0 is); an unreadable one is not
 	// taken as the stream's final usage.
 	HasUsage bool
 	// UsageOnly is true for the extra chunk stream_options.include_usage

@@ -105,7 +105,7 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 		}
 		return true
 	})
-	u.InputTokens, u.OutputTokens, ok = usagePair(prompt, completion)
+	u.InputTokens, u.OutputTokens, ok = chatUsagePair(prompt, completion)
 	if !ok {
 		return Usage{}, false
 	}
