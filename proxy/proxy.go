@@ -1041,17 +1041,28 @@ func stripPrefix(raw, prefix string) (string, bool) {
 var credentialish = []string{"Authorization", "x-api-key", "api-key", "OpenAI-Organization", "OpenAI-Project", "Cookie", "X-Real-IP",
 	"Ocp-Apim-Subscription-Key"}
 
+// rewriteFields are request fields that make some server frameworks run
+// another path or method than the request line names: X-Original-URL and
+// X-Rewrite-URL (IIS URL Rewrite, and frameworks such as Symfony that
+// honour them behind it) replace the path; X-HTTP-Method-Override,
+// X-HTTP-Method and X-Method-Override (Express's method-override,
+// ASP.NET Web API, Google APIs, Rails-style middleware) replace the
+// method. llmguard weighs and limits the path and method of the request
+// line, so these never go upstream, for any caller.
+var rewriteFields = []string{"X-Original-URL", "X-Rewrite-URL", "X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"}
+
 // passThroughDrop are the request fields removed for a pass-through
 // caller, besides the hop-by-hop ones: the client's forwarding fields,
-// Ocp-Apim-Subscription-Key (a second credential in either mode) and
-// every caller key field (forward sets the identifying one again).
-var passThroughDrop = append([]string{"X-Forwarded-For", "Forwarded", "Ocp-Apim-Subscription-Key"}, callerKeyHeaders...)
+// the rewriteFields, Ocp-Apim-Subscription-Key (a second credential in
+// either mode) and every caller key field (forward sets the identifying
+// one again).
+var passThroughDrop = slices.Concat([]string{"X-Forwarded-For", "Forwarded", "Ocp-Apim-Subscription-Key"}, rewriteFields, callerKeyHeaders)
 
 // virtualKeyDrop are the request fields removed for a caller with a
 // virtual key, besides the hop-by-hop ones: the client's forwarding fields
 // (X-Forwarded-For, which llmguard sets itself, and Forwarded: never
-// trusted) and the credentialish fields.
-var virtualKeyDrop = append([]string{"X-Forwarded-For", "Forwarded"}, credentialish...)
+// trusted), the rewriteFields and the credentialish fields.
+var virtualKeyDrop = slices.Concat([]string{"X-Forwarded-For", "Forwarded"}, rewriteFields, credentialish)
 
 // passThroughDropFields and virtualKeyDropFields are passThroughDrop and
 // virtualKeyDrop as fieldSets, as removeFields takes them.
