@@ -129,12 +129,19 @@ func (w *Weigher) embeddings(body []byte, as func(string) string) Estimate {
 	}
 	defer d.close()
 	var model, input, messages, template, kwargs gjson.Result
+	var alt [len(embeddingsAltInputs)]gjson.Result
 	d.members(func(k string, v gjson.Result, elems elements) bool {
 		switch k {
 		case "model":
 			model = v
 		case "input":
 			input = v
+		case embeddingsAltInputs[0]:
+			alt[0] = v
+		case embeddingsAltInputs[1]:
+			alt[1] = v
+		case embeddingsAltInputs[2]:
+			alt[2] = v
 		case "messages":
 			messages = v
 		case "chat_template":
@@ -148,6 +155,10 @@ func (w *Weigher) embeddings(body []byte, as func(string) string) Estimate {
 	est.Model = modelNamed(model, as, w.names)
 	enc := w.encoder(est.Model)
 	in, hidden := embeddingsInputTokens(enc, input)
+	for _, a := range alt {
+		n, h := embeddingsInputTokens(enc, a)
+		in, hidden = min(in+n, maxTokens), hidden || h
+	}
 	m, mHidden := embeddingsMessages(enc, w.family(est.Model), messages)
 	// vLLM renders chat-style embeddings messages with a chat template, as
 	// it does chat (see the chat reader): a template the request carries
@@ -156,6 +167,17 @@ func (w *Weigher) embeddings(body []byte, as func(string) string) Estimate {
 	est.InputTokens = w.scaled(est.Model, min(in+m+templateTokens(enc, []gjson.Result{kwargs}), maxTokens))
 	return est
 }
+
+// embeddingsAltInputs are the members in which OpenAI-compatible embedding
+// servers take their text in place of OpenAI's "input": "texts" (Cohere's
+// embed API and servers that mirror it), "inputs" (Hugging Face's Text
+// Embeddings Inference /embed) and "prompt" (Ollama's older
+// /api/embeddings). A lenient upstream (one that routes them to the same
+// handler, or reads them as aliases of "input") embeds, and bills, the
+// text it finds there, so each is weighed as an input too
+// (embeddingsInputTokens), in addition to "input" when both are present.
+// The sum is capped at maxTokens.
+var embeddingsAltInputs = [...]string{"texts", "inputs", "prompt"}
 
 // promptTokens counts a completions prompt or embeddings input: a string, a
 // token array (its length), or an array of strings and token arrays. prompts

@@ -422,7 +422,7 @@ var (
 
 	completionsFields = object("model", "prompt", "suffix", "max_tokens", "n", "best_of", "echo", "stream").
 				under("stream_options", object("include_usage"))
-	embeddingsFields = object("model", "input")
+	embeddingsFields = object("model", "input", "texts", "inputs", "prompt")
 	imagesFields     = object("model", "prompt", "n", "size", "quality", "stream", "partial_images")
 
 	// claudeBlockFields: every content block type's fields, blocks nested

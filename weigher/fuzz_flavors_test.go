@@ -74,6 +74,7 @@ func FuzzEmbeddings(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"text-embedding-3-small","input":"The food was delicious"}`,
 		`{"input":["a","b"]}`, `{"input":[1,2,3]}`, `{"input":[[1,2],[3]]}`, `{"input":{}}`, `not json`, ``,
+		`{"texts":["a","b"]}`, `{"inputs":"a b"}`, `{"prompt":[{"text":"a"}],"input":"b"}`,
 	} {
 		f.Add([]byte(s))
 	}
