@@ -475,11 +475,21 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 	ctx.SetBody(b)
 }
 
+// The 401 bodies of /admin/*: "error" stays "unauthorized" (what callers
+// matched on before), "message" says what to send. With admin_token_env
+// set every caller, loopback ones too, needs the token; without, only
+// loopback callers are let through.
+const (
+	adminUnauthorizedToken    = `{"error":"unauthorized","message":"send the admin token (the value of the variable admin_token_env names) in the Authorization header: Authorization: Bearer <token>"}`
+	adminUnauthorizedLoopback = `{"error":"unauthorized","message":"admin_token_env is not set, so /admin/* answers loopback callers only; call from the node itself, or set admin_token_env and send Authorization: Bearer <token>"}`
+)
+
 // adminGate lets an admin request through: with admin_token_env set, one
 // whose Authorization header is "Bearer <the variable's value>" (compared
 // in constant time); without, one from a loopback address. It answers any
-// other request itself with 401 and a Bearer challenge (RFC 6750 §3) and
-// returns ok false. token is the variable's value ("" when unset).
+// other request itself with 401, a Bearer challenge (RFC 6750 §3) and a
+// JSON body saying what to send (adminUnauthorizedToken, or
+// adminUnauthorizedLoopback without a token), and returns ok false. token is the variable's value ("" when unset).
 func (a *App) adminGate(ctx *fasthttp.RequestCtx) (token string, ok bool) {
 	if env := a.cfg.Load().AdminTokenEnv; env != "" {
 		token = os.Getenv(env)
@@ -487,7 +497,12 @@ func (a *App) adminGate(ctx *fasthttp.RequestCtx) (token string, ok bool) {
 	if !adminAllowed(ctx, token) {
 		ctx.SetStatusCode(fasthttp.StatusUnauthorized)
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="llmguard-admin"`)
-		ctx.SetBodyString(`{"error":"unauthorized"}`)
+		ctx.SetContentType("application/json")
+		if token != "" {
+			ctx.SetBodyString(adminUnauthorizedToken)
+		} else {
+			ctx.SetBodyString(adminUnauthorizedLoopback)
+		}
 		return token, false
 	}
 	return token, true

@@ -21,6 +21,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/llmguard/llmguard/config"
+	"github.com/valyala/fasthttp"
 )
 
 // GET /admin/usage: bearer-protected; spend from the ledger to the
@@ -50,11 +53,15 @@ admin_token_env: LLMGUARD_TEST_ADMIN_TOKEN
 		b, _ := io.ReadAll(resp.Body)
 		return resp, b
 	}
-	if resp, _ := get(""); resp.StatusCode != 401 {
-		t.Errorf("no token: %d, want 401", resp.StatusCode)
-	}
-	if resp, _ := get("wrong"); resp.StatusCode != 401 {
-		t.Errorf("wrong token: %d, want 401", resp.StatusCode)
+	// A loopback caller needs the token too; the 401 is JSON naming the
+	// header to send.
+	for _, tok := range []string{"", "wrong"} {
+		resp, b := get(tok)
+		const want = `{"error":"unauthorized","message":"send the admin token (the value of the variable admin_token_env names) in the Authorization header: Authorization: Bearer <token>"}`
+		if resp.StatusCode != 401 || string(b) != want || resp.Header.Get("Content-Type") != "application/json" ||
+			resp.Header.Get("WWW-Authenticate") != `Bearer realm="llmguard-admin"` {
+			t.Errorf("token %q: %d %q %q, want 401 application/json %s", tok, resp.StatusCode, resp.Header.Get("Content-Type"), b, want)
+		}
 	}
 	resp, body := get("s3cret")
 	if resp.StatusCode != 200 {
@@ -458,5 +465,30 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 5s}
 	want := `usage cannot be read now (try again): bucket: take "llmguard:{acme}:acme-requests:acme": store unavailable: dial tcp ` + dead + `: connect: connection refused`
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || got.Error != want {
 		t.Errorf("store down: %d Retry-After %q\n%s\nwant 503 with Retry-After and\n%s", resp.StatusCode, resp.Header.Get("Retry-After"), got.Error, want)
+	}
+}
+
+// Without admin_token_env, a non-loopback caller gets 401 with a JSON body
+// saying /admin/* answers loopback callers only; a loopback one passes.
+func TestAdminGateLoopbackOnly(t *testing.T) {
+	a := &App{}
+	a.cfg.Store(&config.Config{})
+	for _, tc := range []struct {
+		ip   string
+		pass bool
+	}{{"10.0.0.7", false}, {"127.0.0.1", true}} {
+		var ctx fasthttp.RequestCtx
+		ctx.Init(&fasthttp.Request{}, &net.TCPAddr{IP: net.ParseIP(tc.ip), Port: 4000}, nil)
+		_, ok := a.adminGate(&ctx)
+		if ok != tc.pass {
+			t.Errorf("%s: passed %v, want %v", tc.ip, ok, tc.pass)
+		}
+		if !tc.pass && (ctx.Response.StatusCode() != 401 || string(ctx.Response.Body()) != adminUnauthorizedLoopback ||
+			string(ctx.Response.Header.ContentType()) != "application/json") {
+			t.Errorf("%s: %d %q %s", tc.ip, ctx.Response.StatusCode(), ctx.Response.Header.ContentType(), ctx.Response.Body())
+		}
+	}
+	if !strings.Contains(adminUnauthorizedLoopback, "Authorization: Bearer") || !strings.Contains(adminUnauthorizedLoopback, "loopback") {
+		t.Errorf("the body names neither the header nor loopback: %s", adminUnauthorizedLoopback)
 	}
 }
