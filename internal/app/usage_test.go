@@ -492,3 +492,36 @@ func TestAdminGateLoopbackOnly(t *testing.T) {
 		t.Errorf("the body names neither the header nor loopback: %s", adminUnauthorizedLoopback)
 	}
 }
+
+// A quota row carries the store's amounts in quota, used and remaining
+// and leaves the spend columns empty, dollar quota or not: a store that
+// lost its data (used 0) no longer shows a spend of 0 beside the ledger's.
+func TestUsageCSVQuotaRowsHoldNoSpend(t *testing.T) {
+	var buf bytes.Buffer
+	p := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	rep := &UsageReport{Period: ReportPeriod{Name: "month", Start: p, End: p.AddDate(0, 1, 0), TimeZone: "UTC"},
+		Spend: spendOf(110), Requests: 1,
+		Quotas: []QuotaState{
+			{Limit: "acme-usd", Scope: "tenant", Subject: "acme", Unit: "micro_usd", Quota: 1_000_000, Used: 0, Remaining: 1_000_000, PeriodStart: p, PeriodEnd: p.AddDate(0, 1, 0), DaysLeft: -1},
+			{Limit: "acme-tok", Scope: "tenant", Subject: "acme", Unit: "tokens", Quota: 5000, Used: 40, Remaining: 4960, PeriodStart: p, PeriodEnd: p.AddDate(0, 1, 0), DaysLeft: -1},
+		}}
+	if err := WriteUsageCSV(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&buf).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := func(r []string, name string) string { return r[slices.Index(UsageCSVHeader, name)] }
+	if col(rows[1], "spend_micro_usd") != "110" {
+		t.Errorf("total row %v: spend not 110", rows[1])
+	}
+	for _, r := range rows[2:] {
+		if col(r, "row") != "quota" || col(r, "spend_micro_usd") != "" || col(r, "spend_usd") != "" {
+			t.Errorf("quota row %v: want empty spend columns", r)
+		}
+	}
+	if col(rows[2], "used") != "0" || col(rows[3], "used") != "40" || col(rows[3], "remaining") != "4960" {
+		t.Errorf("quota rows %v: used/remaining not the store's", rows[2:])
+	}
+}
