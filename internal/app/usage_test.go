@@ -525,3 +525,44 @@ func TestUsageCSVQuotaRowsHoldNoSpend(t *testing.T) {
 		t.Errorf("quota rows %v: used/remaining not the store's", rows[2:])
 	}
 }
+
+// /admin/usage for a tenant no key names, with nothing in the ledger,
+// answers 200 with a "note" saying so; a tenant with keys but no request
+// yet gets one of its own; one with requests gets no "note" at all (the
+// field is additive: absent when there is nothing to say).
+func TestAdminUsageUnknownTenantNote(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ledger.jsonl")
+	h := startFlavors(t, fmt.Sprintf(`  - {name: acme-month, scope: tenant, unit: usd, quota: 1, period: month}
+ledger: {file: %q}
+`, file))
+	get := func(tenant string) (map[string]any, string) {
+		resp, err := http.Get(h.admin + "/admin/usage?tenant=" + tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); resp.StatusCode != 200 || err != nil {
+			t.Fatalf("%s: %d %s %v", tenant, resp.StatusCode, b, err)
+		}
+		note, _ := m["note"].(string)
+		return m, note
+	}
+	if _, note := get("acme"); !strings.Contains(note, `tenant "acme" has keys but no request`) {
+		t.Errorf("acme before any request: note %q", note)
+	}
+	h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":50}`, "x-mock-completion-tokens", "20")
+	if m, _ := get("acme"); m["note"] != nil {
+		t.Errorf("acme with a request: note %v, want none", m["note"])
+	}
+	m, note := get("acmee")
+	if want := `no keys or records for tenant "acmee" in this period: check its spelling`; !strings.Contains(note, want) {
+		t.Errorf("acmee: note %q, want %q", note, want)
+	}
+	for _, k := range []string{"by_tenant", "by_user", "by_model", "quotas"} {
+		if l, ok := m[k].([]any); !ok || len(l) != 0 {
+			t.Errorf("acmee: %s = %v, want []", k, m[k])
+		}
+	}
+}
