@@ -108,7 +108,10 @@ type Config struct {
 	// buffers, max_inflight_response_bytes, count_cache_bytes, the Go
 	// memory in use at start, and 64 MiB), so that the collector lets the
 	// heap grow to about that limit rather than to twice what is live.
-	// -1: no limit (the Go default). Else at least 33554432 (32 MiB).
+	// -1: no limit (the Go default). Else at least 33554432 (32 MiB); a
+	// value below app.MinUsefulMemoryLimit (the Go memory in use at start
+	// plus 64 MiB) is applied with a warning, as the collector then runs
+	// almost continuously. A whole number of bytes: no size suffixes.
 	MemoryLimitBytes int64 `yaml:"memory_limit_bytes"`
 	// ExactCountMaxBytes is the most bytes of a request body's text counted
 	// exactly: past them, a larger body's text is counted with the weigher's
@@ -740,7 +743,7 @@ func parse(b []byte, dir string) (*Config, error) {
 				return nil, &Error{Problems: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
 			}
 			for _, e := range te.Errors {
-				decodeProblems = append(decodeProblems, explainUnknownField(e))
+				decodeProblems = append(decodeProblems, explainIntField(explainUnknownField(e), b))
 			}
 		}
 	}

@@ -1,11 +1,15 @@
 package config
 
 import (
-	"github.com/llmguard/llmguard/internal/suggest"
+	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/llmguard/llmguard/internal/suggest"
 )
 
 // unknownField matches go.yaml.in/yaml/v3's message for a field the target
@@ -76,4 +80,47 @@ func explainUnknownField(msg string) string {
 		out += " (did you mean " + guess + "?)"
 	}
 	return out + "; this section takes: " + strings.Join(known, ", ")
+}
+
+// intFromString matches go.yaml.in/yaml/v3's message for a string where
+// an integer field is: "line 2: cannot unmarshal !!str `1GiB` into int64".
+var intFromString = regexp.MustCompile("^line (\\d+): cannot unmarshal !!str `(.*)` into u?int(?:8|16|32|64)?$")
+
+// iecSize matches a size written with an IEC suffix: "1GiB", "512 MiB".
+var iecSize = regexp.MustCompile(`^(\d+)\s*([KMGT])iB$`)
+
+// explainIntField rewrites the decoder's message for a string given to
+// an integer field, b being the YAML source: it names the field (the key
+// on that line) and says that a whole number is wanted; for a *_bytes
+// field, that it is a whole number of bytes with no size suffix, and, for
+// an IEC size such as 1GiB, the number of bytes to write instead. Other
+// messages, and lines it cannot read a key from, are returned as they are.
+func explainIntField(msg string, b []byte) string {
+	sub := intFromString.FindStringSubmatch(msg)
+	if sub == nil {
+		return msg
+	}
+	n, err := strconv.Atoi(sub[1])
+	lines := strings.Split(string(b), "\n")
+	if err != nil || n < 1 || n > len(lines) {
+		return msg
+	}
+	key, _, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(lines[n-1]), "- "), ":")
+	key = strings.TrimSpace(key)
+	if !ok || key == "" || strings.ContainsAny(key, " \t{[\"'") {
+		return msg
+	}
+	if !strings.HasSuffix(key, "_bytes") {
+		return fmt.Sprintf("line %s: %s: `%s` is not a whole number", sub[1], key, sub[2])
+	}
+	out := fmt.Sprintf("line %s: %s: `%s` is not a whole number of bytes (size suffixes such as MiB or GiB are not read", sub[1], key, sub[2])
+	if m := iecSize.FindStringSubmatch(sub[2]); m != nil {
+		if v, err := strconv.ParseInt(m[1], 10, 64); err == nil {
+			shift := 10 * (strings.Index("KMGT", m[2]) + 1)
+			if v <= math.MaxInt64>>shift {
+				out += fmt.Sprintf("; write %d for %s", v<<shift, sub[2])
+			}
+		}
+	}
+	return out + ")"
 }

@@ -123,3 +123,40 @@ func structNamed(name string) reflect.Type {
 	}
 	return find(reflect.TypeFor[Config]())
 }
+
+// A size written with a suffix where a *_bytes field wants bytes is
+// reported with the field's name, "a whole number of bytes" and the number
+// to write; another integer field, as not a whole number.
+func TestIntFieldFromString(t *testing.T) {
+	_, err := Parse([]byte("memory_limit_bytes: 1GiB\nmax_body_bytes: \"8 MiB\"\nmax_connections: lots\n"))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		"line 1: memory_limit_bytes: `1GiB` is not a whole number of bytes (size suffixes such as MiB or GiB are not read; write 1073741824 for 1GiB)",
+		"line 2: max_body_bytes: `8 MiB` is not a whole number of bytes (size suffixes such as MiB or GiB are not read; write 8388608 for 8 MiB)",
+		"line 3: max_connections: `lots` is not a whole number",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%s", want, err)
+		}
+	}
+}
+
+// explainIntField never panics, keeps other messages as they are, and
+// keeps the line of the ones it rewrites.
+func FuzzExplainIntField(f *testing.F) {
+	f.Add("line 1: cannot unmarshal !!str `1GiB` into int64", "memory_limit_bytes: 1GiB\n")
+	f.Add("line 2: cannot unmarshal !!str `99999999999TiB` into int", "a: 1\n- x_bytes: 99999999999TiB")
+	f.Add("line 9: cannot unmarshal !!str `x` into int64", "")
+	f.Fuzz(func(t *testing.T, msg, src string) {
+		out := explainIntField(msg, []byte(src))
+		sub := intFromString.FindStringSubmatch(msg)
+		if sub == nil && out != msg {
+			t.Fatalf("rewrote %q to %q", msg, out)
+		}
+		if sub != nil && !strings.HasPrefix(out, "line "+sub[1]+": ") {
+			t.Fatalf("%q lost its line: %q", msg, out)
+		}
+	})
+}

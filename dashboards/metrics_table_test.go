@@ -111,3 +111,66 @@ func TestREADMEMetricsSectionNamesEveryMetric(t *testing.T) {
 		}
 	}
 }
+
+// tableLabels maps each metric of dashboards/README.md's Metrics table to
+// its labels, sorted and joined with "," ("" for none).
+func tableLabels(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z0-9_]+)`[^|]*\\| [a-z]+ \\|([^|]*)\\|")
+	label := regexp.MustCompile("`([a-z_]+)`")
+	m := map[string]string{}
+	for _, r := range row.FindAllStringSubmatch(string(b), -1) {
+		var ls []string
+		for _, l := range label.FindAllStringSubmatch(r[2], -1) {
+			ls = append(ls, l[1])
+		}
+		slices.Sort(ls)
+		m[r[1]] = strings.Join(ls, ",")
+	}
+	return m
+}
+
+// The top README's Metrics section gives each metric with labels its
+// labels, the table's (it showed reserved_units_total and
+// refunded_units_total bare, where both carry limit): every `name{…}` in
+// it has the table's labels, and every metric with labels appears at least
+// once as `name{…}`.
+func TestREADMEMetricsSectionLabels(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "\n## Metrics and dashboards\n")
+	end := strings.Index(doc[start+1:], "\n## ")
+	if start < 0 || end < 0 {
+		t.Fatal("README.md has no Metrics and dashboards section")
+	}
+	section := doc[start : start+1+end]
+	table := tableLabels(t)
+	if len(table) < 40 || table["requests_total"] != "flavor,limit,model,outcome" || table["open_connections"] != "" {
+		t.Fatalf("the table parse found %d metrics, requests_total %q: fix tableLabels", len(table), table["requests_total"])
+	}
+	written := map[string]bool{}
+	for _, m := range regexp.MustCompile("`([a-z0-9_]+)\\{([a-z_,]*)\\}`").FindAllStringSubmatch(section, -1) {
+		want, ok := table[m[1]]
+		if !ok {
+			continue
+		}
+		ls := strings.Split(m[2], ",")
+		slices.Sort(ls)
+		if got := strings.Join(ls, ","); got != want {
+			t.Errorf("README.md's Metrics section writes %s{%s}; the table's labels are {%s}", m[1], m[2], want)
+		}
+		written[m[1]] = true
+	}
+	for n, ls := range table {
+		if ls != "" && !written[n] && strings.Contains(section, "`"+n+"`") {
+			t.Errorf("README.md's Metrics section names %s without its labels {%s}", n, ls)
+		}
+	}
+}

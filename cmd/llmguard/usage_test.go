@@ -209,3 +209,13 @@ func TestUsageTableDaysLeft(t *testing.T) {
 		t.Errorf("fast: row %q says it lasts the period", rows["fast"])
 	}
 }
+
+// The burn rate is printed to the micro-dollar, as the spend is: a small
+// one is not shown as $0.0000/day.
+func TestUsageBurnRatePrecision(t *testing.T) {
+	var b strings.Builder
+	printReport(&b, &app.UsageReport{Spend: app.Spend{MicroUSD: 110, USD: 0.00011}, Requests: 2, BurnRateUSDPerDay: 0.000037})
+	if want := "spend $0.000110 (110 µUSD) over 2 requests; burn rate $0.000037/day"; !strings.Contains(b.String(), want) {
+		t.Errorf("want %q in:\n%s", want, b.String())
+	}
+}

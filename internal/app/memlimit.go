@@ -101,4 +101,19 @@ func (a *App) applyMemoryLimit(cfg *config.Config, start bool) {
 	a.log.Info("memory limit set", "limit_mib", limit>>20, "source", source, "base_mib", base>>20,
 		"max_inflight_body_bytes", cfg.MaxInflightBodyBytes, "max_inflight_response_bytes", cfg.MaxInflightResponseBytes,
 		"count_cache_bytes", cfg.CountCacheBytes)
+	if least := MinUsefulMemoryLimit(base); cfg.MemoryLimitBytes > 0 && limit < least {
+		a.log.Warn("memory_limit_bytes is below the Go memory in use at start plus 64 MiB: the collector will run "+
+			"almost continuously, spending CPU on every allocation; raise memory_limit_bytes to at least least_bytes, "+
+			"or set it to 0 to derive the limit from the budgets",
+			"memory_limit_bytes", cfg.MemoryLimitBytes, "base_mib", base>>20, "least_bytes", least)
+	}
 }
+
+// MinUsefulMemoryLimit is the least memory_limit_bytes, in bytes, under
+// which llmguard serve logs a warning at start and at reload, with base
+// the Go memory in use at start in bytes (measured at run time, about
+// 90 MiB at the default config): base + 64 MiB, the derived limit's margin
+// with every budget empty. Below it the live heap alone nears the limit
+// and the collector runs almost continuously; llmguard still applies the
+// value (config.MinMemoryLimitBytes, 32 MiB, is the hard floor).
+func MinUsefulMemoryLimit(base int64) int64 { return base + memoryMargin }

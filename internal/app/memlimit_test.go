@@ -93,6 +93,25 @@ func TestManageMemoryLimit(t *testing.T) {
 		if got := debug.SetMemoryLimit(-1); got != want {
 			t.Errorf("GOMEMLIMIT %q: limit after a reload to 512 MiB %d, want %d", env, got, want)
 		}
+		if env == "" && strings.Contains(logs.String(), "level=WARN") {
+			t.Errorf("a limit of 512 MiB, over base + 64 MiB, logged a warning:\n%s", logs.String())
+		}
+		// 32 MiB, the least accepted, is below the base: applied, with a
+		// warning naming the least useful value.
+		write("memory_limit_bytes: 33554432\n")
+		if err := a.Reload(path); err != nil {
+			t.Fatal(err)
+		}
+		if env == "" {
+			want = 32 << 20
+			least := fmt.Sprintf("least_bytes=%d", MinUsefulMemoryLimit(a.memBase.Load()))
+			if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "memory_limit_bytes is below") || !strings.Contains(l, least) {
+				t.Errorf("a limit of 32 MiB under a base of %d MiB logged no warning with %s:\n%s", a.memBase.Load()>>20, least, l)
+			}
+		}
+		if got := debug.SetMemoryLimit(-1); got != want {
+			t.Errorf("GOMEMLIMIT %q: limit after a reload to 32 MiB %d, want %d", env, got, want)
+		}
 		write("memory_limit_bytes: -1\n")
 		if err := a.Reload(path); err != nil {
 			t.Fatal(err)

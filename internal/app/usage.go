@@ -48,6 +48,12 @@ type UsageReport struct {
 	// UnreadableLines counts the ledger lines skipped as unreadable (a
 	// torn or foreign line): Spend is short by theirs.
 	UnreadableLines int64 `json:"unreadable_lines"`
+	// Note, when a tenant was asked for (Tenant set), the period has no
+	// request of it and nothing is used of any quota, says so and what
+	// to check: that no key (config or key store) names the tenant, so
+	// likely a misspelling, or that its keys sent nothing, or that no
+	// ledger is kept. Omitted (absent from the JSON) otherwise.
+	Note string `json:"note,omitempty"`
 }
 
 // ReportPeriod is the calendar period a report covers, [Start, End).
@@ -218,7 +224,28 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	if rep.Quotas == nil {
 		rep.Quotas = []QuotaState{}
 	}
+	if err == nil {
+		rep.Note = a.emptyTenantNote(rep, now)
+	}
 	return rep, err
+}
+
+// emptyTenantNote is UsageReport.Note for rep, built at now: "" unless
+// rep is of one tenant with no request in the period and nothing used of
+// any quota.
+func (a *App) emptyTenantNote(rep *UsageReport, now time.Time) string {
+	if rep.Tenant == "" || rep.Requests != 0 || slices.ContainsFunc(rep.Quotas, func(q QuotaState) bool { return q.Used != 0 }) {
+		return ""
+	}
+	pol := a.policy()
+	known := slices.ContainsFunc(append(pol.Principals(), a.storePrincipals(pol, now)...), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant })
+	switch {
+	case !known:
+		return fmt.Sprintf("no keys or records for tenant %q in this period: check its spelling (without tenant= the report lists every tenant with spend)", rep.Tenant)
+	case rep.Source == "none":
+		return fmt.Sprintf("tenant %q has keys but nothing used of any quota, and no ledger is configured, so its requests are not counted", rep.Tenant)
+	}
+	return fmt.Sprintf("tenant %q has keys but no request in this period and nothing used of any quota", rep.Tenant)
 }
 
 // loadZone loads an IANA zone named by a caller. Errors: too long, or
@@ -475,11 +502,21 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 	ctx.SetBody(b)
 }
 
+// The 401 bodies of /admin/*: "error" stays "unauthorized" (what callers
+// matched on before), "message" says what to send. With admin_token_env
+// set every caller, loopback ones too, needs the token; without, only
+// loopback callers are let through.
+const (
+	adminUnauthorizedToken    = `{"error":"unauthorized","message":"send the admin token (the value of the variable admin_token_env names) in the Authorization header: Authorization: Bearer <token>"}`
+	adminUnauthorizedLoopback = `{"error":"unauthorized","message":"admin_token_env is not set, so /admin/* answers loopback callers only; call from the node itself, or set admin_token_env and send Authorization: Bearer <token>"}`
+)
+
 // adminGate lets an admin request through: with admin_token_env set, one
 // whose Authorization header is "Bearer <the variable's value>" (compared
 // in constant time); without, one from a loopback address. It answers any
-// other request itself with 401 and a Bearer challenge (RFC 6750 §3) and
-// returns ok false. token is the variable's value ("" when unset).
+// other request itself with 401, a Bearer challenge (RFC 6750 §3) and a
+// JSON body saying what to send (adminUnauthorizedToken, or
+// adminUnauthorizedLoopback without a token), and returns ok false. token is the variable's value ("" when unset).
 func (a *App) adminGate(ctx *fasthttp.RequestCtx) (token string, ok bool) {
 	if env := a.cfg.Load().AdminTokenEnv; env != "" {
 		token = os.Getenv(env)
@@ -487,7 +524,12 @@ func (a *App) adminGate(ctx *fasthttp.RequestCtx) (token string, ok bool) {
 	if !adminAllowed(ctx, token) {
 		ctx.SetStatusCode(fasthttp.StatusUnauthorized)
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="llmguard-admin"`)
-		ctx.SetBodyString(`{"error":"unauthorized"}`)
+		ctx.SetContentType("application/json")
+		if token != "" {
+			ctx.SetBodyString(adminUnauthorizedToken)
+		} else {
+			ctx.SetBodyString(adminUnauthorizedLoopback)
+		}
 		return token, false
 	}
 	return token, true

@@ -23,14 +23,19 @@ import (
 //	                  RFC 3339 with the zone's offset: the report's period
 //	                  for spend rows, the quota's own period for quota rows
 //	timezone          the IANA zone of period_start and period_end
-//	spend_micro_usd   spend in millionths of a US dollar (exact)
-//	spend_usd         the same in dollars, 6 decimals
-//	requests, errors  request counts (errors: status not 2xx)
+//	spend_micro_usd   the ledger's spend in millionths of a US dollar
+//	                  (exact); "" in quota rows
+//	spend_usd         the same in dollars, 6 decimals; "" in quota rows
+//	requests, errors  request counts (errors: status not 2xx); "" in
+//	                  quota rows, as are the token columns
 //	input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens
 //	                  tokens (input includes cached and cache writes;
 //	                  output includes reasoning)
 //	quota, used, remaining
-//	                  a quota row's amounts, in its unit
+//	                  a quota row's amounts, in its unit, read from the
+//	                  store (a dollar quota's used is in micro-USD and
+//	                  may differ from the ledger's spend: a store that
+//	                  lost its data restarts it at 0); "" in spend rows
 //	used_fraction     used / quota, 4 decimals
 //	days_left         remaining at the period's burn rate so far, in days,
 //	                  capped at the days until the period ends
@@ -74,13 +79,9 @@ func WriteUsageCSV(w io.Writer, r *UsageReport) error {
 		if q.DaysLeft >= 0 {
 			days = strconv.FormatFloat(q.DaysLeft, 'f', 1, 64)
 		}
-		spendMicro, spendUSD := "", ""
-		if q.Unit == "micro_usd" {
-			spendMicro, spendUSD = itoa(q.Used), usd(q.Used)
-		}
 		cw.Write([]string{"quota", cell(q.Tenant), "", cell(q.Model), cell(q.Limit), q.Scope, cell(q.Subject), q.Unit,
 			q.PeriodStart.Format(time.RFC3339), q.PeriodEnd.Format(time.RFC3339), q.PeriodStart.Location().String(),
-			spendMicro, spendUSD, "", "", "", "", "", "", "",
+			"", "", "", "", "", "", "", "", "",
 			itoa(q.Quota), itoa(q.Used), itoa(q.Remaining), strconv.FormatFloat(q.UsedFraction, 'f', 4, 64), days})
 	}
 	cw.Flush()

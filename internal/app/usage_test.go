@@ -21,6 +21,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/llmguard/llmguard/config"
+	"github.com/valyala/fasthttp"
 )
 
 // GET /admin/usage: bearer-protected; spend from the ledger to the
@@ -50,11 +53,15 @@ admin_token_env: LLMGUARD_TEST_ADMIN_TOKEN
 		b, _ := io.ReadAll(resp.Body)
 		return resp, b
 	}
-	if resp, _ := get(""); resp.StatusCode != 401 {
-		t.Errorf("no token: %d, want 401", resp.StatusCode)
-	}
-	if resp, _ := get("wrong"); resp.StatusCode != 401 {
-		t.Errorf("wrong token: %d, want 401", resp.StatusCode)
+	// A loopback caller needs the token too; the 401 is JSON naming the
+	// header to send.
+	for _, tok := range []string{"", "wrong"} {
+		resp, b := get(tok)
+		const want = `{"error":"unauthorized","message":"send the admin token (the value of the variable admin_token_env names) in the Authorization header: Authorization: Bearer <token>"}`
+		if resp.StatusCode != 401 || string(b) != want || resp.Header.Get("Content-Type") != "application/json" ||
+			resp.Header.Get("WWW-Authenticate") != `Bearer realm="llmguard-admin"` {
+			t.Errorf("token %q: %d %q %q, want 401 application/json %s", tok, resp.StatusCode, resp.Header.Get("Content-Type"), b, want)
+		}
 	}
 	resp, body := get("s3cret")
 	if resp.StatusCode != 200 {
@@ -458,5 +465,104 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 5s}
 	want := `usage cannot be read now (try again): bucket: take "llmguard:{acme}:acme-requests:acme": store unavailable: dial tcp ` + dead + `: connect: connection refused`
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || got.Error != want {
 		t.Errorf("store down: %d Retry-After %q\n%s\nwant 503 with Retry-After and\n%s", resp.StatusCode, resp.Header.Get("Retry-After"), got.Error, want)
+	}
+}
+
+// Without admin_token_env, a non-loopback caller gets 401 with a JSON body
+// saying /admin/* answers loopback callers only; a loopback one passes.
+func TestAdminGateLoopbackOnly(t *testing.T) {
+	a := &App{}
+	a.cfg.Store(&config.Config{})
+	for _, tc := range []struct {
+		ip   string
+		pass bool
+	}{{"10.0.0.7", false}, {"127.0.0.1", true}} {
+		var ctx fasthttp.RequestCtx
+		ctx.Init(&fasthttp.Request{}, &net.TCPAddr{IP: net.ParseIP(tc.ip), Port: 4000}, nil)
+		_, ok := a.adminGate(&ctx)
+		if ok != tc.pass {
+			t.Errorf("%s: passed %v, want %v", tc.ip, ok, tc.pass)
+		}
+		if !tc.pass && (ctx.Response.StatusCode() != 401 || string(ctx.Response.Body()) != adminUnauthorizedLoopback ||
+			string(ctx.Response.Header.ContentType()) != "application/json") {
+			t.Errorf("%s: %d %q %s", tc.ip, ctx.Response.StatusCode(), ctx.Response.Header.ContentType(), ctx.Response.Body())
+		}
+	}
+	if !strings.Contains(adminUnauthorizedLoopback, "Authorization: Bearer") || !strings.Contains(adminUnauthorizedLoopback, "loopback") {
+		t.Errorf("the body names neither the header nor loopback: %s", adminUnauthorizedLoopback)
+	}
+}
+
+// A quota row carries the store's amounts in quota, used and remaining
+// and leaves the spend columns empty, dollar quota or not: a store that
+// lost its data (used 0) no longer shows a spend of 0 beside the ledger's.
+func TestUsageCSVQuotaRowsHoldNoSpend(t *testing.T) {
+	var buf bytes.Buffer
+	p := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	rep := &UsageReport{Period: ReportPeriod{Name: "month", Start: p, End: p.AddDate(0, 1, 0), TimeZone: "UTC"},
+		Spend: spendOf(110), Requests: 1,
+		Quotas: []QuotaState{
+			{Limit: "acme-usd", Scope: "tenant", Subject: "acme", Unit: "micro_usd", Quota: 1_000_000, Used: 0, Remaining: 1_000_000, PeriodStart: p, PeriodEnd: p.AddDate(0, 1, 0), DaysLeft: -1},
+			{Limit: "acme-tok", Scope: "tenant", Subject: "acme", Unit: "tokens", Quota: 5000, Used: 40, Remaining: 4960, PeriodStart: p, PeriodEnd: p.AddDate(0, 1, 0), DaysLeft: -1},
+		}}
+	if err := WriteUsageCSV(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&buf).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := func(r []string, name string) string { return r[slices.Index(UsageCSVHeader, name)] }
+	if col(rows[1], "spend_micro_usd") != "110" {
+		t.Errorf("total row %v: spend not 110", rows[1])
+	}
+	for _, r := range rows[2:] {
+		if col(r, "row") != "quota" || col(r, "spend_micro_usd") != "" || col(r, "spend_usd") != "" {
+			t.Errorf("quota row %v: want empty spend columns", r)
+		}
+	}
+	if col(rows[2], "used") != "0" || col(rows[3], "used") != "40" || col(rows[3], "remaining") != "4960" {
+		t.Errorf("quota rows %v: used/remaining not the store's", rows[2:])
+	}
+}
+
+// /admin/usage for a tenant no key names, with nothing in the ledger,
+// answers 200 with a "note" saying so; a tenant with keys but no request
+// yet gets one of its own; one with requests gets no "note" at all (the
+// field is additive: absent when there is nothing to say).
+func TestAdminUsageUnknownTenantNote(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ledger.jsonl")
+	h := startFlavors(t, fmt.Sprintf(`  - {name: acme-month, scope: tenant, unit: usd, quota: 1, period: month}
+ledger: {file: %q}
+`, file))
+	get := func(tenant string) (map[string]any, string) {
+		resp, err := http.Get(h.admin + "/admin/usage?tenant=" + tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); resp.StatusCode != 200 || err != nil {
+			t.Fatalf("%s: %d %s %v", tenant, resp.StatusCode, b, err)
+		}
+		note, _ := m["note"].(string)
+		return m, note
+	}
+	if _, note := get("acme"); !strings.Contains(note, `tenant "acme" has keys but no request`) {
+		t.Errorf("acme before any request: note %q", note)
+	}
+	h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":50}`, "x-mock-completion-tokens", "20")
+	if m, _ := get("acme"); m["note"] != nil {
+		t.Errorf("acme with a request: note %v, want none", m["note"])
+	}
+	m, note := get("acmee")
+	if want := `no keys or records for tenant "acmee" in this period: check its spelling`; !strings.Contains(note, want) {
+		t.Errorf("acmee: note %q, want %q", note, want)
+	}
+	for _, k := range []string{"by_tenant", "by_user", "by_model", "quotas"} {
+		if l, ok := m[k].([]any); !ok || len(l) != 0 {
+			t.Errorf("acmee: %s = %v, want []", k, m[k])
+		}
 	}
 }
