@@ -99,27 +99,12 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 }
 
 // usagePair reads the input and output figures of a usage object. Both must
-// be non-negative numbers (or numeric strings): a usage with either missing,
-// null, negative or not a number is unreadable, and the caller keeps the
+// be positive numbers (or numeric strings; tokenCount): a usage with either
+// missing, null, zero, negative or not a number is unreadable, and the caller keeps the
 // reservation or its local count rather than take it as a free call.
 func usagePair(in, out gjson.Result) (input, output int64, ok bool) {
 	input, okIn := tokenCount(in)
 	output, okOut := tokenCount(out)
-	if !okIn || !okOut {
-		return 0, 0, false
-	}
-	return input, output, true
-}
-
-// chatUsagePair is usagePair for a chat (or completions) usage object,
-// whose output figure may be 0: an answer stopped before its first token
-// (finish_reason "stop" or "content_filter" at once) reports
-// completion_tokens 0, and that usage is read rather than taken as
-// unreadable (which kept the reservation and dropped a larger reported
-// prompt_tokens). The input figure must still be positive.
-func chatUsagePair(in, out gjson.Result) (input, output int64, ok bool) {
-	input, okIn := tokenCount(in)
-	output, okOut := outputCount(out)
 	if !okIn || !okOut {
 		return 0, 0, false
 	}
@@ -224,7 +209,7 @@ type Chunk struct {
 	// Usage is the chunk's usage, in tokens, when HasUsage.
 	Usage Usage
 	// HasUsage is true when the chunk carries a usage object whose input and
-	// output figures are readable (see chatUsagePair: an output of 0 is); an unreadable one is not
+	// output figures are readable (see usageOf: an output of 0 is, outputCount); an unreadable one is not
 	// taken as the stream's final usage.
 	HasUsage bool
 	// UsageOnly is true for the extra chunk stream_options.include_usage
