@@ -173,8 +173,8 @@ local function encode(level, updated)
   return v
 end
 
--- The texts of the TTLs (ms) take.lua's takeLone and reconcile.lua's
--- reconcileLone have set, by number, kept from call to
+-- The texts of the TTLs (ms) the scripts have set (pxText: take.lua's
+-- takeLone, reconcile.lua's reconcileLone, takebatch.lua's writes), by number, kept from call to
 -- call as the shapes are (at most pxMax, then emptied): Redis would make
 -- the same text of the number ('%.17g' of a whole number below 1e17 is its
 -- digits), at the cost of a sprintf on every SET; a bucket that takes of

@@ -423,15 +423,7 @@ local function reconcileLone(s, KEYS, ARGV)
           encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
         end
         local ms = floor((updated + reset - now) / 1000) + 1000 -- put
-        local px = pxTexts[ms + 0.5]
-        if not px then
-          px = string.format('%d', ms)
-          if pxCount >= pxMax then
-            pxTexts, pxCount = {}, 0
-          end
-          pxTexts[ms + 0.5], pxCount = px, pxCount + 1
-        end
-        redis.call('SET', key, v, 'PX', px)
+        redis.call('SET', key, v, 'PX', pxText(ms))
       end
     end
   end

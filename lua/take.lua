@@ -367,15 +367,7 @@ local function takeLone(s, KEYS, ARGV)
         encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
       end
       local ms = floor((updated + reset - now) / 1000) + 1000
-      local px = pxTexts[ms + 0.5]
-      if not px then
-        px = string.format('%d', ms)
-        if pxCount >= pxMax then
-          pxTexts, pxCount = {}, 0
-        end
-        pxTexts[ms + 0.5], pxCount = px, pxCount + 1
-      end
-      redis.call('SET', KEYS[m + i], v, 'PX', px)
+      redis.call('SET', KEYS[m + i], v, 'PX', pxText(ms))
     end
     local units = floor(level) -- floorUnits
     if units >= 2 ^ 63 or units <= -2 ^ 63 then
