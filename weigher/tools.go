@@ -197,26 +197,36 @@ func (c toolsCounter) functionMember(buf *[]byte, f *function, s, k string, x in
 		return e
 	case k == "parameters" && f.seen&4 == 0 && s[x] == '{':
 		f.seen |= 4
-		var r schemaRest
-		end := walkObject(s, x, func(k string, y int) int {
-			if k == "properties" {
-				if n, e := c.properties(buf, s, y, 0); e >= 0 {
-					f.props += n
-					r.propsLen = e - y
-					return e
-				}
-			}
-			e := skipValue(s, y)
-			c.rest(buf, &r, k, s[y:e])
-			return e
-		})
+		n, end := c.schemaObject(buf, s, x, 0)
 		f.params = s[x:end]
-		f.props += c.restDone(buf, &r)
+		f.props += n
 		return end
 	}
 	e := skipValue(s, x)
 	c.rest(buf, &f.rest, k, s[x:e])
 	return e
+}
+
+// schemaObject counts the schema object at s[x] that holds "properties"
+// (a function's parameters, a property's items), joining texts in buf:
+// the tokens of its properties, read at depth by properties, and of its
+// other members (schemaRest); it returns them and where the object ends.
+func (c toolsCounter) schemaObject(buf *[]byte, s string, x, depth int) (int64, int) {
+	var n int64
+	var r schemaRest
+	end := walkObject(s, x, func(k string, y int) int {
+		if k == "properties" {
+			if sub, e := c.properties(buf, s, y, depth); e >= 0 {
+				n += sub
+				r.propsLen = e - y
+				return e
+			}
+		}
+		e := skipValue(s, y)
+		c.rest(buf, &r, k, s[y:e])
+		return e
+	})
+	return n + c.restDone(buf, &r), end
 }
 
 // maxSchemaDepth bounds the recursion into nested schemas.
@@ -278,20 +288,8 @@ func (c toolsCounter) properties(buf *[]byte, s string, i, depth int) (int64, in
 					}
 				case k == "items" && seen&16 == 0 && s[y] == '{':
 					seen |= 16
-					var ir schemaRest
-					end := walkObject(s, y, func(k string, z int) int {
-						if k == "properties" {
-							if sub, e := c.properties(buf, s, z, depth+1); e >= 0 {
-								n += sub
-								ir.propsLen = e - z
-								return e
-							}
-						}
-						e := skipValue(s, z)
-						c.rest(buf, &ir, k, s[z:e])
-						return e
-					})
-					n += c.restDone(buf, &ir)
+					sub, end := c.schemaObject(buf, s, y, depth+1)
+					n += sub
 					return end
 				}
 				return rest(k, y)
