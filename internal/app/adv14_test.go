@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -38,15 +38,42 @@ type vllmUpstream struct {
 
 func startVLLM(t *testing.T) *vllmUpstream {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &vllmUpstream{url: "http://" + ln.Addr().String()}
-	srv := &http.Server{Handler: http.HandlerFunc(u.serve), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	u := &vllmUpstream{}
+	srv := httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(srv.Close)
+	u.url = srv.URL
 	return u
+}
+
+// frozenHarness starts llmguard on cfg, logging nowhere, on a clock that
+// never moves: a bucket admits at most its burst.
+func frozenHarness(t *testing.T, cfg *config.Config) *harness {
+	t.Helper()
+	frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	return startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+}
+
+// callThrough sends body to path calls times through h and fails t when
+// up billed more tokens over them than left, what the bucket held before;
+// it returns how many calls passed (200). Any status but 200 and 429
+// fails t at once.
+func (up *vllmUpstream) callThrough(t *testing.T, h *harness, path, body string, calls int, left int64) (passed int) {
+	t.Helper()
+	before := up.billed.Load()
+	for range calls {
+		resp, b := h.do(path, body)
+		switch resp.StatusCode {
+		case http.StatusOK:
+			passed++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("%d %.200s", resp.StatusCode, b)
+		}
+	}
+	if billed := up.billed.Load() - before; billed > left {
+		t.Errorf("the upstream billed %d tokens through a bucket holding %d (%d of %d calls passed)", billed, left, passed, calls)
+	}
+	return passed
 }
 
 // strings of v, a decoded JSON value, appended to b with spaces between.
@@ -130,8 +157,7 @@ func TestAdv14VLLMTemplateInputIsWeighed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-		return startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+		return frozenHarness(t, cfg)
 	}
 	words := strings.Repeat("word ", 3000)
 	chat := func(extra string) string {
@@ -151,23 +177,7 @@ func TestAdv14VLLMTemplateInputIsWeighed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := fresh(t)
-			before := up.billed.Load()
-			left := h.tokensLeft()
-			passed := 0
-			for range tc.calls {
-				resp, b := h.do(tc.path, tc.body)
-				switch resp.StatusCode {
-				case http.StatusOK:
-					passed++
-				case http.StatusTooManyRequests:
-				default:
-					t.Fatalf("%d %.200s", resp.StatusCode, b)
-				}
-			}
-			billed := up.billed.Load() - before
-			if billed > left {
-				t.Errorf("the upstream billed %d tokens through a bucket holding %d (%d of %d calls passed)", billed, left, passed, tc.calls)
-			}
+			passed := up.callThrough(t, h, tc.path, tc.body, tc.calls, h.tokensLeft())
 			if tc.refused && passed > 0 {
 				t.Errorf("%d of %d calls passed, want each refused", passed, tc.calls)
 			}
@@ -212,24 +222,8 @@ func TestAdv14ToolSchemaMembersAreWeighed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-			h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
-			before := up.billed.Load()
-			left := h.tokensLeft()
-			passed := 0
-			for range 10 {
-				resp, b := h.do("/v1/chat/completions", tc.body)
-				switch resp.StatusCode {
-				case http.StatusOK:
-					passed++
-				case http.StatusTooManyRequests:
-				default:
-					t.Fatalf("%d %.200s", resp.StatusCode, b)
-				}
-			}
-			if billed := up.billed.Load() - before; billed > left {
-				t.Errorf("the upstream billed %d tokens through a bucket holding %d (%d of 10 calls passed)", billed, left, passed)
-			}
+			h := frozenHarness(t, cfg)
+			passed := up.callThrough(t, h, "/v1/chat/completions", tc.body, 10, h.tokensLeft())
 			if passed == 0 {
 				t.Errorf("no call passed: the case tests nothing")
 			}
@@ -258,26 +252,11 @@ limits:
 	if err != nil {
 		t.Fatal(err)
 	}
-	frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+	h := frozenHarness(t, cfg)
 	words := strings.Repeat("word ", 3000)
 	body := `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":{"type":"object"},"input_examples":[{"q":"` + words + `"}]}]}`
-	before := up.billed.Load()
 	const left = 20000 // a fresh bucket on a frozen clock
-	passed := 0
-	for range 10 {
-		resp, b := h.do("/v1/messages", body)
-		switch resp.StatusCode {
-		case http.StatusOK:
-			passed++
-		case http.StatusTooManyRequests:
-		default:
-			t.Fatalf("%d %.200s", resp.StatusCode, b)
-		}
-	}
-	if billed := up.billed.Load() - before; billed > left {
-		t.Errorf("the upstream billed %d tokens through a bucket holding %d (%d of 10 calls passed)", billed, left, passed)
-	}
+	passed := up.callThrough(t, h, "/v1/messages", body, 10, left)
 	if passed == 0 {
 		t.Errorf("no call passed: the case tests nothing")
 	}
