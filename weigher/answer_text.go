@@ -1,33 +1,30 @@
 package weigher
 
 import (
-	"strings"
-
 	"github.com/tidwall/gjson"
 )
 
-// answerOutputText returns the "model" of a chat or completions JSON answer
-// and the output text its choices carry, joined by newlines: each
-// message's content (a string, or the "text" of its parts), refusal and
+// answerOutput reads the output text a chat or completions JSON answer's
+// choices carry and calls each with every piece of it: each message's
+// content (a string, or the "text" of its parts), refusal and
 // reasoning_content, each tool call's function name and arguments, and a
-// legacy completion's "text". It is read only for an answer whose usage
-// reports completion_tokens 0 (body already checked by ParseUsage), so
-// that visible output is charged all the same. Empty when there is none;
-// it never panics and never keeps body.
-func answerOutputText(body []byte) (model, text string) {
-	root := gjson.ParseBytes(body)
-	var b strings.Builder
+// legacy completion's "text"; it returns the answer's "model" ("" when
+// absent). It is read only for an answer whose usage reports
+// completion_tokens 0 (body already checked by ParseUsage), so that
+// visible output is charged all the same. body is read in place, not
+// copied (an answer may be up to max_response_bytes): a piece without
+// escapes is a view of body, valid only while body is, so each must not
+// keep it. It never panics.
+func answerOutput(body []byte, each func(piece string)) (model string) {
+	root := gjson.Parse(bodyString(body))
 	add := func(r gjson.Result) {
 		if r.Type == gjson.String && r.Str != "" {
-			if b.Len() > 0 {
-				b.WriteByte('\n')
-			}
-			b.WriteString(r.Str)
+			each(r.Str)
 		}
 	}
 	root.Get("choices").ForEach(func(_, c gjson.Result) bool {
 		add(c.Get("text"))
-		for _, m := range []gjson.Result{c.Get("message"), c.Get("delta")} {
+		for _, m := range [...]gjson.Result{c.Get("message"), c.Get("delta")} {
 			if !m.IsObject() {
 				continue
 			}
@@ -55,5 +52,5 @@ func answerOutputText(body []byte) (model, text string) {
 	if m := root.Get("model"); m.Type == gjson.String {
 		model = m.Str
 	}
-	return model, b.String()
+	return model
 }

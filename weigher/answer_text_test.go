@@ -71,3 +71,16 @@ func FuzzAnswerOutputText(f *testing.F) {
 		}
 	})
 }
+
+// answerOutputText is answerOutput's pieces joined by newlines, with the
+// answer's model: what TestAnswerOutputText reads.
+func answerOutputText(body []byte) (model, text string) {
+	var b strings.Builder
+	model = answerOutput(body, func(p string) {
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p)
+	})
+	return model, b.String()
+}

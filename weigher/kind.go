@@ -277,14 +277,17 @@ func ParseUsage(k Kind, body []byte) (Usage, bool) { return parseUsage(k, body, 
 // a response nested deeper is not read (ok false), so the request keeps its
 // reservation. A chat or completions answer whose usage reports
 // completion_tokens 0 but that carries output text anyway is charged at
-// least that text, counted in the answer model's tokens (see
-// [answerOutputText]): a lenient upstream cannot hand out text for free by
-// reporting 0.
+// least that text, counted piece by piece in the answer model's tokens
+// (see answerOutput; the body is read in place, no copy of it made): a
+// lenient upstream cannot hand out text for free by reporting 0.
 func (w *Weigher) ParseUsage(k Kind, body []byte) (Usage, bool) {
 	u, ok := parseUsage(k, body, w.maxDepth)
 	if ok && u.OutputTokens == 0 && (k == KindChat || k == KindCompletions) {
-		if model, text := answerOutputText(body); text != "" {
-			u.OutputTokens = w.CountText(model, text)
+		var pieces []string
+		model := answerOutput(body, func(p string) { pieces = append(pieces, p) })
+		enc := w.encoder(model)
+		for _, p := range pieces {
+			u.OutputTokens = min(u.OutputTokens+countText(enc, p), maxTokens)
 		}
 	}
 	return u, ok
