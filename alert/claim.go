@@ -21,9 +21,12 @@ type Claimer interface {
 }
 
 // crossingID names a crossing: the budget's bucket key, its period's start
-// (Unix seconds) and the threshold.
-func crossingID(key string, periodStart time.Time, threshold float64) string {
-	return key + "|" + strconv.FormatInt(periodStart.Unix(), 10) + "|" + strconv.FormatFloat(threshold, 'g', -1, 64)
+// (Unix seconds), its quota (in the limit's unit) and the threshold. The
+// quota is part of the name so that a budget raised or lowered live is a
+// new budget for alerts: its thresholds are armed again against the new
+// quota (one raised after it ran out alerts again when it runs out again).
+func crossingID(key string, periodStart time.Time, quota int64, threshold float64) string {
+	return key + "|" + strconv.FormatInt(periodStart.Unix(), 10) + "|" + strconv.FormatInt(quota, 10) + "|" + strconv.FormatFloat(threshold, 'g', -1, 64)
 }
 
 // SetNXer is what RedisClaimer needs of a client: SET key value NX PX.

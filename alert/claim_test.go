@@ -19,7 +19,7 @@ func TestRedisClaimerOnCluster(t *testing.T) {
 	cl := c.Client()
 	rc := &RedisClaimer{Client: cl, Now: func() time.Time { return now }}
 	ctx := context.Background()
-	ids := []string{crossingID("q:acme", now, 0.5), crossingID("q:acme", now, 0.8), crossingID("q:globex", now, 0.5)}
+	ids := []string{crossingID("q:acme", now, 1e6, 0.5), crossingID("q:acme", now, 1e6, 0.8), crossingID("q:globex", now, 1e6, 0.5)}
 	for _, id := range ids {
 		for i, want := range []bool{true, false} {
 			ok, err := rc.Claim(ctx, id, end)

@@ -185,7 +185,7 @@ func New(opt Options) (*Notifier, error) {
 }
 
 // Observe queues every threshold l has reached that this node has not
-// queued yet for l's budget and period: those at most its used fraction,
+// queued yet for l's budget, period and quota: those at most its used fraction,
 // and 1.0 when l is Exhausted. It never blocks: a full queue
 // drops the crossing (counted; the next request's Observe queues it
 // again).
@@ -200,7 +200,7 @@ func (n *Notifier) Observe(l meter.BudgetLevel) {
 		if used < th && !(l.Exhausted && th == 1) {
 			continue
 		}
-		c := crossing{id: crossingID(l.Key, l.PeriodStart, th), level: l, threshold: th}
+		c := crossing{id: crossingID(l.Key, l.PeriodStart, l.Quota, th), level: l, threshold: th}
 		if !n.mark(c.id) {
 			continue
 		}

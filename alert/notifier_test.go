@@ -3,6 +3,7 @@ package alert
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -374,5 +375,45 @@ func TestSlackTextNamesOnce(t *testing.T) {
 		if got := slackText(tc.p); !strings.Contains(got, tc.want) {
 			t.Errorf("%q lacks %q", got, tc.want)
 		}
+	}
+}
+
+// A budget raised live after it ran out is a new budget for alerts: its
+// thresholds alert again against the new quota, and it alerts again when
+// it runs out again. Under the old quota nothing is sent twice.
+func TestWebhookRaisedBudgetAlertsAgain(t *testing.T) {
+	rcv := newReceiver(t)
+	n, _ := newNotifier(t, Options{URL: rcv.URL, Thresholds: []float64{0.5, 0.8, 1}})
+	out := level(6_070_000) // $10 budget denies at 60.7 %: 0.5 and 1.0
+	out.Exhausted = true
+	n.Observe(out)
+	n.Observe(out)
+	waitFor(t, "0.5 and 1.0", func() bool { return outcome(n, OutcomeDelivered) == 2 })
+	raised := func(used int64, exhausted bool) meter.BudgetLevel {
+		l := level(used)
+		l.Quota, l.Exhausted = 20_000_000, exhausted
+		return l
+	}
+	n.Observe(raised(6_070_000, false)) // 30 % of $20: nothing
+	n.Observe(raised(10_100_000, false))
+	waitFor(t, "0.5 of $20", func() bool { return outcome(n, OutcomeDelivered) == 3 })
+	n.Observe(raised(16_500_000, false))
+	waitFor(t, "0.8 of $20", func() bool { return outcome(n, OutcomeDelivered) == 4 })
+	n.Observe(raised(19_900_000, true))
+	waitFor(t, "1.0 of $20", func() bool { return outcome(n, OutcomeDelivered) == 5 })
+	var got []string
+	for _, b := range rcv.got() {
+		var p Payload
+		if err := json.Unmarshal([]byte(b), &p); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%g/%d", p.Threshold, p.Quota))
+	}
+	want := "[0.5/10000000 1/10000000 0.5/20000000 0.8/20000000 1/20000000]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("alerts %v, want %s", got, want)
+	}
+	if d := outcome(n, OutcomeDuplicate); d != 0 {
+		t.Errorf("%v duplicates", d)
 	}
 }
