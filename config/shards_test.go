@@ -99,3 +99,57 @@ limits:
 		t.Fatalf("err = %v, want limits[0].shards refused with regions", err)
 	}
 }
+
+// store.health_check: 5s when unset, 0 turns the idle probe off, and it
+// is a duration of at least 0.
+func TestHealthCheckValidation(t *testing.T) {
+	const head = "upstreams: [{name: o, flavor: openai, base_url: \"http://x\"}]\n"
+	for _, tc := range []struct {
+		store string
+		want  time.Duration
+		err   string
+	}{
+		{"", 5 * time.Second, ""},
+		{"store: {health_check: 0}", 0, ""},
+		{"store: {health_check: 250ms}", 250 * time.Millisecond, ""},
+		{"store: {health_check: -1s}", 0, "store.health_check: must be positive"},
+		{"store: {health_check: often}", 0, "store.health_check: not a Go duration"},
+	} {
+		c, err := Parse([]byte(head + tc.store + "\n"))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: err = %v, want %q", tc.store, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.store, err)
+			continue
+		}
+		if got := time.Duration(*c.Store.HealthCheck); got != tc.want {
+			t.Errorf("%q: health_check %v, want %v", tc.store, got, tc.want)
+		}
+	}
+}
+
+// Two files that say the same in other words (comments, spacing, key
+// order, a default spelt out) have one fingerprint; any setting that
+// differs changes it.
+func TestFingerprint(t *testing.T) {
+	const a = "upstreams: [{name: o, flavor: openai, base_url: \"http://x\"}]\nstore: {timeout: 50ms}\n"
+	const b = "# the same\nstore:\n  timeout: 50ms   # the default\nupstreams:\n  - {base_url: \"http://x\", flavor: openai, name: o}\n"
+	const c = "upstreams: [{name: o, flavor: openai, base_url: \"http://x\"}]\nstore: {timeout: 60ms}\n"
+	fp := func(s string) string {
+		cfg, err := Parse([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Fingerprint()
+	}
+	if fa, fb := fp(a), fp(b); fa != fb || len(fa) != 64 {
+		t.Errorf("same settings: %q and %q", fa, fb)
+	}
+	if fp(a) == fp(c) {
+		t.Error("store.timeout 50ms and 60ms have one fingerprint")
+	}
+}

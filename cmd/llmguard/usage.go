@@ -25,11 +25,12 @@ type usageCmd struct {
 	Tenant string `help:"Only this tenant."`
 	Period string `help:"Calendar period, from midnight in the budgets' time zone: day, week or month." enum:"day,week,month" default:"month"`
 	// TimeZone overrides the budgets' zone (UsageQuery.TimeZone).
-	TimeZone string `name:"timezone" help:"IANA time zone of the period (default: the zone of the tenant's budgets, else UTC)."`
-	Format   string `help:"Output: table, json (the endpoint's JSON as it is) or csv (one header row; README, \"Reports for finance\")." enum:"table,json,csv" default:"table"`
-	JSON     bool   `name:"json" help:"Same as --format json."`
-	Admin    string `help:"Admin address (host:port, or https://host:port) to ask instead of the config's admin_listen."`
-	AdminCA  string `name:"admin-ca" help:"PEM file of the CA that signed the admin listener's certificate (admin_tls), besides the system's roots and the config's admin_tls cert_file." type:"path"`
+	TimeZone  string `name:"timezone" help:"IANA time zone of the period (default: the zone of the tenant's budgets, else UTC)."`
+	Format    string `help:"Output: table, json (the endpoint's JSON as it is) or csv (one header row; README, \"Reports for finance\")." enum:"table,json,csv" default:"table"`
+	JSON      bool   `name:"json" help:"Same as --format json."`
+	Admin     string `help:"Admin address (host:port, or https://host:port) to ask instead of the config's admin_listen."`
+	AnyConfig bool   `name:"any-config" help:"Answer even when the node serves another config than --config (by default the node refuses with 409: its numbers would be its own config's)."`
+	AdminCA   string `name:"admin-ca" help:"PEM file of the CA that signed the admin listener's certificate (admin_tls), besides the system's roots and the config's admin_tls cert_file." type:"path"`
 }
 
 // Run asks GET /admin/usage of the llmguard the config describes (the
@@ -57,6 +58,11 @@ func (u *usageCmd) Run() error {
 		return fmt.Errorf("usage: %w", err)
 	}
 	q := url.Values{"period": {u.Period}}
+	if !u.AnyConfig {
+		// The node refuses (409) when it serves another config: its
+		// numbers would be another ledger's, tenants' and zones'.
+		q.Set("config_sha256", cfg.Fingerprint())
+	}
 	if u.Tenant != "" {
 		q.Set("tenant", u.Tenant)
 	}

@@ -120,6 +120,28 @@ ledger: {file: %q}
 			t.Errorf("usage --tenant %s: %v, stdout %q, stderr %q; want a note: %v", tc.tenant, err, out, stderr.String(), tc.note)
 		}
 	}
+	// A config the node does not serve (here: another ledger file, as
+	// another llmguard on that address would have) is refused (409, exit
+	// 1) rather than answered with the node's own numbers; --any-config
+	// asks anyway. The config above, named by another path, is the same.
+	other := filepath.Join(dir, "other.yaml")
+	b, _ := os.ReadFile(cfg)
+	os.WriteFile(other, bytes.Replace(b, []byte("ledger.jsonl"), []byte("other.jsonl"), 1), 0o644)
+	cmd := exec.Command(bin, "usage", "--config", other, "--admin", admin)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "409") || !strings.Contains(stderr.String(), "serves another config") {
+		t.Errorf("usage --config <another config>: %v, stderr %q; want a 409 naming another config", err, stderr.String())
+	}
+	if out, err := exec.Command(bin, "usage", "--config", other, "--admin", admin, "--any-config").CombinedOutput(); err != nil {
+		t.Errorf("usage --any-config: %v %s", err, out)
+	}
+	rel, _ := filepath.Rel(filepath.Dir(dir), cfg)
+	same := exec.Command(bin, "usage", "--config", rel, "--admin", admin)
+	same.Dir = filepath.Dir(dir)
+	if out, err := same.CombinedOutput(); err != nil {
+		t.Errorf("usage --config %s (the served config by a relative path): %v %s", rel, err, out)
+	}
 	// An unknown --timezone is a usage error (exit 2, as for report), said
 	// before any node is asked; a known one is asked.
 	for _, tc := range []struct {

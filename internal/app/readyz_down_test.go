@@ -60,3 +60,42 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, breaker: {open
 	t.Cleanup(func() { a.Close() })
 	return srv, a
 }
+
+// A node that serves no request notices its Redis going down: it probes
+// the store once no call has ended for store.health_check, so its /readyz
+// says degraded (it said degraded:false with the breaker closed for as
+// long as no request came), and says it no more once Redis is back.
+func TestReadyzDegradedWhenIdleNodesRedisDies(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg, err := config.Parse([]byte(baseConfig(t, "http://127.0.0.1:1", fmt.Sprintf(`
+limits:
+  - {name: user-rpm, scope: user, unit: requests, rate: 1000, per: 1m, on_failure: open}
+store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, health_check: 100ms, breaker: {open_for: 10s}}
+`, srv.Addr()))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	waitReadiness := func(step string, degraded bool) {
+		t.Helper()
+		for i := 0; ; i++ {
+			r := a.stores.readiness("redis")
+			if r["degraded"] == degraded {
+				return
+			}
+			if i == 600 {
+				t.Fatalf("%s: still %v after 600 polls 50 ms apart", step, r)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitReadiness("step 1 (Redis up, no request)", false)
+	srv.Kill()
+	waitReadiness("step 2 (Redis killed, no request)", true)
+	srv.Restart()
+	waitReadiness("step 3 (Redis back, no request)", false)
+}

@@ -131,6 +131,8 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	lastFailed := new(atomic.Bool)
+	lastCall := new(atomic.Int64) // time.Now().UnixNano() of the last store call to end
+	lastCall.Store(time.Now().UnixNano())
 	if err := r.Load(ctx); err != nil {
 		log.Warn("could not load the Redis scripts at start-up; they will be loaded on first use", "err", err)
 		lastFailed.Store(true) // degraded until a call succeeds; probed meanwhile
@@ -169,6 +171,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 			// The breaker probe's takes (probeWhileOpen, marked by
 			// bucket.WithProbe), on an idle node too, are counted as op
 			// "probe": no request was served by them.
+			lastCall.Store(time.Now().UnixNano())
 			probe := call.Probe
 			if probe {
 				m.duration.WithLabelValues("probe").Observe(call.Duration.Seconds())
@@ -221,7 +224,11 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		}
 	}
 	fb := bucket.NewFallback(bucket.FallbackOptions{Nodes: c.Nodes, Memory: bucket.MemoryOptions{VoidFor: time.Duration(c.VoidWindow)}})
-	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor), lastFailed)
+	var healthCheck time.Duration
+	if c.HealthCheck != nil {
+		healthCheck = time.Duration(*c.HealthCheck)
+	}
+	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor), healthCheck, lastFailed, lastCall)
 	st := &stores{main: async, fallback: fb, guard: guard, async: async, client: client, lastFailed: lastFailed,
 		close: []func() error{stopProbe, async.Close, fb.Close, closeClient}}
 	if window := time.Duration(denyCacheOf(c)); window > 0 {
@@ -275,24 +282,32 @@ func limitLabel(key string) string {
 // call failed (lastFailed: a Redis down since start-up opens no breaker
 // on an idle node), every half open interval, so that a node without
 // traffic also notices the store is back and its /readyz and metrics say
-// so. The returned func stops it.
+// so. While the store is healthy it probes once no call has ended for
+// healthCheck (lastCall, Unix nanoseconds; 0 turns this off), so that an
+// idle node also notices the store going down. The returned func stops it.
 // Its takes are marked bucket.WithProbe, so that the store's call hook
 // tells them from requests' takes.
-func probeWhileOpen(g *bucket.Guarded, openFor time.Duration, lastFailed *atomic.Bool) func() error {
+func probeWhileOpen(g *bucket.Guarded, openFor, healthCheck time.Duration, lastFailed *atomic.Bool, lastCall *atomic.Int64) func() error {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
+	tick := openFor / 2
+	if healthCheck > 0 {
+		tick = min(tick, healthCheck)
+	}
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(max(openFor/2, 50*time.Millisecond))
+		t := time.NewTicker(max(tick, 50*time.Millisecond))
 		defer t.Stop()
 		probe := []bucket.Item{{Key: "llmguard:{probe}:breaker", Limit: bucket.Limit{Capacity: 1, Rate: 1, Per: time.Second}}}
 		for {
 			select {
 			case <-done:
 				return
-			case <-t.C:
-				if g.State() != bucket.BreakerClosed || lastFailed.Load() {
+			case now := <-t.C:
+				failing := g.State() != bucket.BreakerClosed || lastFailed.Load()
+				idle := healthCheck > 0 && now.UnixNano()-lastCall.Load() >= int64(healthCheck)
+				if failing || idle {
 					g.Take(bucket.WithProbe(context.Background()), "", probe)
 				}
 			}

@@ -459,6 +459,20 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	args := ctx.QueryArgs()
+	if fp := args.Peek("config_sha256"); len(fp) > 0 {
+		// `llmguard usage --config X` sends X's fingerprint: a node
+		// serving another config (another llmguard on this address, or
+		// X edited and its reload refused) would answer with its own
+		// ledger, tenants and zones, and the caller would take them for X's.
+		if mine := a.cfg.Load().Fingerprint(); string(fp) != mine {
+			ctx.SetContentType("application/json")
+			ctx.SetStatusCode(fasthttp.StatusConflict)
+			b, _ := json.Marshal(map[string]string{"error": fmt.Sprintf("this llmguard serves another config (fingerprint %.12s) than the one the caller named (%.12q): "+
+				"another llmguard may be listening on this address, or the file was changed and its reload refused (see /readyz last_reload_error)", mine, fp)})
+			ctx.SetBody(b)
+			return
+		}
+	}
 	format := string(args.Peek("format"))
 	var rep *UsageReport
 	err := fmt.Errorf("%w: format must be json or csv (got %.32q)", ErrUsageQuery, format)
