@@ -128,8 +128,8 @@ func printReport(out io.Writer, r *app.UsageReport) {
 	}
 	fmt.Fprintf(out, "%s, %s %s – %s (%s), %s\n", who, r.Period.Name,
 		r.Period.Start.Format(time.RFC3339), r.Period.End.Format(time.RFC3339), cmp.Or(r.Period.TimeZone, "UTC"), source)
-	fmt.Fprintf(out, "spend $%.6f (%d µUSD) over %d requests; burn rate $%.6f/day\n\n",
-		r.Spend.USD, r.Spend.MicroUSD, r.Requests, r.BurnRateUSDPerDay)
+	fmt.Fprintf(out, "spend $%.6f (%d µUSD) over %d %s; burn rate $%.6f/day\n\n",
+		r.Spend.USD, r.Spend.MicroUSD, r.Requests, plural(r.Requests, "request", "requests"), r.BurnRateUSDPerDay)
 	// One tabwriter per table: columns align within a table, not across.
 	table := func(title string, rows []app.UsageRow, name func(app.UsageRow) string) {
 		if len(rows) == 0 {

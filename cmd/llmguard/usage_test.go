@@ -241,3 +241,12 @@ func TestUsageBurnRatePrecision(t *testing.T) {
 		t.Errorf("want %q in:\n%s", want, b.String())
 	}
 }
+
+// One request is "1 request", not "1 requests".
+func TestUsageOneRequest(t *testing.T) {
+	var b strings.Builder
+	printReport(&b, &app.UsageReport{Spend: app.Spend{MicroUSD: 55, USD: 0.000055}, Requests: 1})
+	if want := "over 1 request;"; !strings.Contains(b.String(), want) {
+		t.Errorf("want %q in:\n%s", want, b.String())
+	}
+}
