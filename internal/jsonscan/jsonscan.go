@@ -162,6 +162,11 @@ type Options struct {
 	// UTF-16, UTF-32 and a byte-order mark; Go's encoding/json turns invalid
 	// UTF-8 into U+FFFD), so a reader that must agree with them refuses it.
 	UTF8 bool
+	// Fields (with Layout) also records in Layout.Fields the members of
+	// the object elements of the top-level object's arrays that Check
+	// scans, so that a reader of a new element (the weigher's new chat
+	// message) steps through its members without scanning it again.
+	Fields bool
 	// Resume, when positive, starts the scan at b[Resume:] in the state a
 	// scan of b[:Resume] leaves just after an element (at depth 2, and not
 	// a number, which the bytes after it could lengthen) of the
@@ -263,6 +268,41 @@ type Layout struct {
 	// Resumed: the check started at Options.Resume (false: at the start,
 	// the layout given not fitting the document, or no Resume asked).
 	Resumed bool
+	// Fields (with Options.Fields) are the members of the object elements
+	// of the top-level arrays that the check scanned (not those Known
+	// vouched for), in document order: each one's key (quotes included,
+	// as written) and value, without the whitespace around either. The
+	// members of the element whose span is e are the Fields whose
+	// Key.Start lies in e (FieldsOf). When FieldsDropped, some are missing.
+	Fields []Member
+	// FieldsDropped: Fields is incomplete, as the layout is when Dropped
+	// (at most one field per 16 bytes of document, plus 16).
+	FieldsDropped bool
+}
+
+// FieldsOf returns the members of the object element whose span is e as
+// Fields records them, in order; ok is false when Fields cannot say (an
+// element the check did not scan, a layout incomplete or not filled with
+// Options.Fields, an element with no member). Time O(log len(Fields)).
+func (l *Layout) FieldsOf(e Span) (fields []Member, ok bool) {
+	if l.Dropped || l.FieldsDropped {
+		return nil, false
+	}
+	f := l.Fields
+	lo, hi := 0, len(f)
+	for lo < hi { // the first field at or after e.Start
+		m := int(uint(lo+hi) >> 1)
+		if f[m].Key.Start < e.Start {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	end := lo
+	for end < len(f) && f[end].Key.Start < e.End {
+		end++
+	}
+	return f[lo:end], end > lo
 }
 
 // room reports whether the layout of a document of n bytes may take one
@@ -304,14 +344,17 @@ func check(b []byte, opt Options, hashed bool) error {
 	s.hashed = hashed
 	s.lay = opt.Layout
 	s.known, s.ends, s.wants, s.resume = nil, nil, 0, 0
+	s.fields, s.inField = opt.Fields && opt.Layout != nil, false
 	if s.lay != nil {
 		s.known = opt.Known
 		s.ends, _ = opt.Known.(KnownEnds)
 		if opt.Resume > 0 && s.resumable(opt.Resume) {
 			s.resume = opt.Resume
 			s.lay.Elems, s.lay.Dropped, s.lay.Resumed = s.lay.Elems[:0], false, true
+			s.lay.Fields, s.lay.FieldsDropped = s.lay.Fields[:0], false
 		} else {
 			s.lay.Members, s.lay.Elems, s.lay.Dropped, s.lay.Resumed = s.lay.Members[:0], s.lay.Elems[:0], false, false
+			s.lay.Fields, s.lay.FieldsDropped = s.lay.Fields[:0], false
 		}
 	}
 	s.stop, s.high = &str, 0
@@ -416,6 +459,10 @@ type scanner struct {
 	ends KnownEnds
 	// resume is where the scan starts (Options.Resume; 0: at the start).
 	resume int
+	// fields: record Layout.Fields (Options.Fields, with a layout);
+	// inField: the last one's value is being scanned, its end not yet
+	// recorded.
+	fields, inField bool
 }
 
 // resumable reports whether the layout fits a scan resumed at at in b
@@ -589,6 +636,9 @@ value: // a value is expected at i (after optional whitespace)
 	if i >= n {
 		return Truncated, n
 	}
+	if s.inField && depth == 3 { // the value of the field fieldKey recorded
+		s.lay.Fields[len(s.lay.Fields)-1].Value.Start = int32(i)
+	}
 	if uint(depth-1) < 2 && s.lay != nil { // depth 1 or 2
 		s.valueStarts(depth, i)
 		if s.known != nil {
@@ -661,6 +711,9 @@ value: // a value is expected at i (after optional whitespace)
 after: // a value ended just before i
 	if uint(depth-1) < 2 && s.lay != nil { // depth 1 or 2
 		s.valueEnds(depth, i)
+	} else if s.inField && depth == 3 {
+		s.lay.Fields[len(s.lay.Fields)-1].Value.End = int32(i)
+		s.inField = false
 	}
 resumed: // a value ended just before i, recorded
 	i = skipSpace(b, i)
@@ -742,8 +795,12 @@ key: // an object key is expected at i (after optional whitespace)
 				return r, start
 			}
 		}
-		if s.lay != nil && depth == 1 && s.lay.room(n) {
-			s.lay.Members = append(s.lay.Members, Member{Key: Span{int32(start), int32(end)}})
+		if s.lay != nil {
+			if depth == 1 && s.lay.room(n) {
+				s.lay.Members = append(s.lay.Members, Member{Key: Span{int32(start), int32(end)}})
+			} else if depth == 3 && s.fields {
+				s.fieldKey(start, end)
+			}
 		}
 		i = skipSpace(b, end)
 	}
@@ -755,6 +812,23 @@ key: // an object key is expected at i (after optional whitespace)
 	}
 	i++
 	goto value
+}
+
+// fieldKey records the key b[start:end] of a member at depth 3 in
+// Layout.Fields when its object is an element of a top-level array (and
+// there is room), and marks its value as the one whose span is recorded
+// next (inField).
+func (s *scanner) fieldKey(start, end int) {
+	l := s.lay
+	if !s.isObject(1) || s.isObject(2) || l.Dropped || l.FieldsDropped {
+		return
+	}
+	if len(s.b) >= 1<<31-1 || len(l.Fields) >= len(s.b)/16+16 {
+		l.FieldsDropped = true
+		return
+	}
+	l.Fields = append(l.Fields, Member{Key: Span{int32(start), int32(end)}})
+	s.inField = true
 }
 
 // valueStarts records a value starting at i at depth 1 or 2: a member of
