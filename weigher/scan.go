@@ -264,13 +264,13 @@ type doc struct {
 // layouts pools the layouts of requests being weighed.
 var layouts = sync.Pool{New: func() any { return new(jsonscan.Layout) }}
 
-// maxPooledLayout is the most members plus elements a pooled layout keeps
+// maxPooledLayout is the most members, elements and fields a pooled layout keeps
 // room for; a bigger one goes to the garbage collector.
 const maxPooledLayout = 4096
 
 // putLayout returns lay to the pool unless it grew past maxPooledLayout.
 func putLayout(lay *jsonscan.Layout) {
-	if cap(lay.Members)+cap(lay.Elems) <= maxPooledLayout {
+	if cap(lay.Members)+cap(lay.Elems)+cap(lay.Fields) <= maxPooledLayout {
 		layouts.Put(lay)
 	}
 }
@@ -289,7 +289,7 @@ func (d *doc) dropLayout() {
 	if d.lay == nil {
 		return
 	}
-	if cap(d.lay.Members)+cap(d.lay.Elems) <= maxPooledLayout {
+	if cap(d.lay.Members)+cap(d.lay.Elems)+cap(d.lay.Fields) <= maxPooledLayout {
 		layouts.Put(d.lay)
 	}
 	d.lay = nil
