@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/llmguard/llmguard/internal/jsonscan"
 )
 
 // Chat framing from OpenAI's cookbook "How to count tokens with tiktoken",
@@ -218,9 +220,11 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		// Messages are read raw (rawValue): an object's Result is the
 		// same either way, and gjson.Parse's is not needed for the rest.
 		messageElems.raw = true
-		messageElems.each(func(m gjson.Result) bool {
+		messageElems.eachAt(func(m gjson.Result, at jsonscan.Span) bool {
 			t, ok := d.memo.countChecked(w.budget, ctx, m.Raw, func(check bool) (tally, bool) {
-				return messageTally(enc, fam, m, check)
+				// A new message's members as the scan found them: one
+				// pass over it, not a second to find its keys and values.
+				return messageTallyIn(enc, fam, m, check, d.fieldsOf(at))
 			})
 			fine = fine && ok
 			run.add(t, t, false)
@@ -395,6 +399,15 @@ func messageTokens(enc counter, model string, m gjson.Result) tally {
 // once where the field check and the count walked it apart
 // (TestMessageTallySameAsSeparatePasses, FuzzMessageTallySameAsSeparatePasses).
 func messageTally(enc counter, model string, m gjson.Result, check bool) (t tally, ok bool) {
+	return messageTallyIn(enc, model, m, check, laidMembers{})
+}
+
+// messageTallyIn is messageTally walking m's members as laid gives them:
+// as the strict scan recorded them when it holds them (it must then be
+// m's own: doc.fieldsOf of m's span), else as rawMembers finds them. The
+// tally and ok are messageTally's either way (FuzzChatFieldsSameAsRawWalk,
+// TestMessageTallyInSameAsRaw).
+func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid laidMembers) (t tally, ok bool) {
 	if !m.IsObject() {
 		return tally{}, true // checkElements checks objects only
 	}
@@ -402,7 +415,7 @@ func messageTally(enc counter, model string, m gjson.Result, check bool) (t tall
 	hidden, audio := false, false
 	ok = true
 	var fold []byte
-	rawMembers(m.Raw, func(k string, v gjson.Result) bool {
+	laid.each(m.Raw, func(k string, v gjson.Result) bool {
 		// The parts of a content array and the calls of a tool_calls
 		// array are checked in the walks that count them (as
 		// checkElements checks them: each object, its members in order),

@@ -200,7 +200,34 @@ func sameMessageTally(t *testing.T, enc counter, m []byte) (ok, passed bool) {
 	if got, gotOK := messageTally(enc, "gpt-4o", v, false); got != want || !gotOK {
 		t.Fatalf("%s unchecked: %+v, %v; messageTokens %+v", raw, got, gotOK, want)
 	}
+	sameLaidTally(t, enc, raw, want, wantOK)
 	return true, wantOK
+}
+
+// sameLaidTally checks messageTallyIn, walking the members the strict
+// scan recorded (jsonscan.Layout.Fields) of the message raw as an element
+// of a chat body's messages, against want and wantOK (messageTally's),
+// checked and not, when that body passes the scan.
+func sameLaidTally(t *testing.T, enc counter, raw string, want tally, wantOK bool) {
+	t.Helper()
+	body := `{"messages":[` + raw + `]}`
+	lay := new(jsonscan.Layout)
+	if jsonscan.Check([]byte(body), jsonscan.Options{FoldCase: true, UTF8: true, Layout: lay, Fields: true}) != nil || lay.Dropped || len(lay.Elems) != 1 {
+		return // nested one level too deep, or not laid out
+	}
+	d := doc{body: body, lay: lay}
+	at := lay.Elems[0]
+	laid := d.fieldsOf(at)
+	if len(laid.fields) == 0 && strings.Contains(raw, ":") && raw[0] == '{' {
+		t.Fatalf("%s: no fields recorded", raw)
+	}
+	v := rawValue(body[at.Start:at.End])
+	if got, gotOK := messageTallyIn(enc, "gpt-4o", v, true, laid); got != want || gotOK != wantOK {
+		t.Fatalf("%s laid: %+v, %v; rawMembers' walk %+v, %v", raw, got, gotOK, want, wantOK)
+	}
+	if got, gotOK := messageTallyIn(enc, "gpt-4o", v, false, laid); got != want || !gotOK {
+		t.Fatalf("%s laid, unchecked: %+v, %v; rawMembers' walk %+v", raw, got, gotOK, want)
+	}
 }
 
 // FuzzMessageTallySameAsSeparatePasses: on any message that passes the
@@ -260,4 +287,113 @@ func TestNewMessagesCheckedWhenCounted(t *testing.T) {
 		}
 		sameAsPlain(t, KindChat, tc.second)
 	}
+}
+
+// fieldsWeighers are weighers alike but for how a new chat message's
+// members are walked: ws as the strict scan recorded them
+// (jsonscan.Layout.Fields), one with the process's count cache (a new
+// message is field-checked in the walk that counts it) and one without;
+// ref by rawMembers (noFields), without the count cache, so that no count
+// it makes is one the others made.
+func fieldsWeighers(tb testing.TB) (ws []*Weigher, ref *Weigher) {
+	tb.Helper()
+	w, err := New(Options{Models: map[string]Model{"gpt-4o": {DefaultMaxOutputTokens: 4096}}, DefaultMaxOutputTokens: 1000})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bare, r := *w, *w
+	bare.cache = nil
+	r.cache, r.noFields = nil, true
+	return []*Weigher{w, &bare}, &r
+}
+
+// sameWithFields fails t unless ws and ref (fieldsWeighers) give each
+// body the same estimate, in order (the later ones warm through the
+// cache: messages remembered, resumed from the earlier bodies'
+// checkpoints).
+func sameWithFields(t *testing.T, ws []*Weigher, ref *Weigher, bodies ...[]byte) {
+	t.Helper()
+	for i, b := range bodies {
+		want := ref.Chat(b)
+		for j, w := range ws {
+			if got := w.Chat(b); got != want {
+				t.Fatalf("body %d %q, weigher %d: %+v, walked by rawMembers %+v", i, b, j, got, want)
+			}
+		}
+	}
+}
+
+// grownChat is body with the message m added at the end of its last
+// array (its messages, when they come last), as an agent's next request:
+// nil when body holds no messages.
+func grownChat(body []byte, m string) []byte {
+	j := bytes.LastIndex(body, []byte("]"))
+	if j < 0 || !bytes.Contains(body, []byte(`"messages":[`)) {
+		return nil
+	}
+	sep := ","
+	if k := bytes.LastIndexAny(body[:j], "[,{}\"0123456789el "); k >= 0 && body[k] == '[' {
+		sep = ""
+	}
+	return append(append(append(append([]byte(nil), body[:j]...), sep...), m...), body[j:]...)
+}
+
+// TestChatFieldsSameAsRawWalk: a chat body weighs the same whether its new
+// messages' members are walked as the scan recorded them or found again
+// by rawMembers, cold and warm, on the message cases of this file, on
+// bodies refused for a message's field (a variant of a key), and on a
+// conversation growing one message at a time.
+func TestChatFieldsSameAsRawWalk(t *testing.T) {
+	ws, ref := fieldsWeighers(t)
+	for _, m := range append(append([]string(nil), messageWalkCases...), messageCheckCases...) {
+		b := []byte(`{"model":"gpt-4o","messages":[{"role":"system","content":"be brief, as the user asks you"},` + m + `],"max_tokens":9}`)
+		sameWithFields(t, ws, ref, b, b)
+		if len(m) > 2 && m[0] == '{' && m[len(m)-1] == '}' {
+			// Padded past minCachedBytes, so that the count cache
+			// leaves its field check to the walk that counts it.
+			m = m[:len(m)-1] + `,"padding":"` + strings.Repeat("pad ", minCachedBytes/4) + `"}`
+			b = []byte(`{"model":"gpt-4o","messages":[{"role":"system","content":"be brief, as the user asks you"},` + m + `],"max_tokens":9}`)
+			sameWithFields(t, ws, ref, b, b)
+		}
+	}
+	refused := 0
+	start := []byte(`{"model":"gpt-4o","tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"messages":[{"role":"system","content":"you answer questions about llmguard"}]}`)
+	body := start
+	for i, m := range []string{
+		`{"role":"user","content":"what is a token bucket, and why would one refill it"}`,
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"q\":1}"}}]}`,
+		`{"role":"tool","tool_call_id":"c1","content":"a bucket of tokens that refills at a rate"}`,
+		`{"role":"user","content":[{"type":"text","text":"and \u00e9 in \"quotes\"?"},{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}`,
+		`{"role":"assistant","Content":"a variant of content"}`,
+		`{"role":"user","name":"ann","content":"last one, with a name"}`,
+	} {
+		body = grownChat(body, m)
+		if !ref.Chat(body).Parsed {
+			refused++
+		}
+		sameWithFields(t, ws, ref, body)
+		if i == 4 { // start again without the variant
+			body = start
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no body refused: the variant case checks nothing")
+	}
+}
+
+// FuzzChatFieldsSameAsRawWalk: any body weighs the same with its new
+// messages walked as the scan recorded them as by rawMembers, cold, then
+// warm, then grown by a message.
+func FuzzChatFieldsSameAsRawWalk(f *testing.F) {
+	for _, m := range append(append([]string(nil), messageWalkCases...), messageCheckCases...) {
+		f.Add([]byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"hi there"},`+m+`]}`), `{"role":"user","content":"next"}`)
+	}
+	f.Add([]byte(`{"messages":[{"role":"user","content":"a","ROLE":"b"}]}`), `{"Role":"x","role":"y"}`)
+	ws, ref := fieldsWeighers(f)
+	f.Fuzz(func(t *testing.T, body []byte, next string) {
+		sameWithFields(t, ws, ref, body, body)
+		if g := grownChat(body, next); g != nil {
+			sameWithFields(t, ws, ref, g)
+		}
+	})
 }

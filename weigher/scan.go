@@ -88,7 +88,10 @@ type parseOptions struct {
 func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback Estimate, ok bool) {
 	f, mode := o.fields, o.resume
 	lay := layouts.Get().(*jsonscan.Layout)
-	opts := jsonscan.Options{MaxDepth: w.maxDepth, FoldCase: true, UTF8: true, Layout: lay}
+	// With the counted elements' field check left to the caller's walk
+	// (chat's messages), the scan records their members too
+	// (Layout.Fields), for that walk to step through (laidMembers).
+	opts := jsonscan.Options{MaxDepth: w.maxDepth, FoldCase: true, UTF8: true, Layout: lay, Fields: o.counted != nil && !w.noFields}
 	memo := w.cache.memo(bodyString(body), f, w.maxDepth)
 	if memo != nil { // elements the cache has seen pass are not scanned again
 		memo.offerAll = w.offerAll
@@ -261,13 +264,13 @@ type doc struct {
 // layouts pools the layouts of requests being weighed.
 var layouts = sync.Pool{New: func() any { return new(jsonscan.Layout) }}
 
-// maxPooledLayout is the most members plus elements a pooled layout keeps
+// maxPooledLayout is the most members, elements and fields a pooled layout keeps
 // room for; a bigger one goes to the garbage collector.
 const maxPooledLayout = 4096
 
 // putLayout returns lay to the pool unless it grew past maxPooledLayout.
 func putLayout(lay *jsonscan.Layout) {
-	if cap(lay.Members)+cap(lay.Elems) <= maxPooledLayout {
+	if cap(lay.Members)+cap(lay.Elems)+cap(lay.Fields) <= maxPooledLayout {
 		layouts.Put(lay)
 	}
 }
@@ -286,7 +289,7 @@ func (d *doc) dropLayout() {
 	if d.lay == nil {
 		return
 	}
-	if cap(d.lay.Members)+cap(d.lay.Elems) <= maxPooledLayout {
+	if cap(d.lay.Members)+cap(d.lay.Elems)+cap(d.lay.Fields) <= maxPooledLayout {
 		layouts.Put(d.lay)
 	}
 	d.lay = nil
@@ -385,19 +388,72 @@ func (e elements) value(v string) gjson.Result {
 
 // each calls fn with each element, in order, until fn returns false.
 func (e elements) each(fn func(gjson.Result) bool) {
+	e.eachAt(func(v gjson.Result, _ jsonscan.Span) bool { return fn(v) })
+}
+
+// eachAt is each, also giving the element's span in the body when the
+// layout found it (laid), else the zero Span.
+func (e elements) eachAt(fn func(v gjson.Result, at jsonscan.Span) bool) {
 	switch {
 	case !e.v.IsArray():
 	case e.laid:
 		for _, sp := range e.spans {
 			v := e.body[sp.Start:sp.End]
-			if !fn(e.value(v)) {
+			if !fn(e.value(v), sp) {
 				return
 			}
 		}
 	case e.raw:
-		rawElements(e.v.Raw, fn)
+		rawElements(e.v.Raw, func(v gjson.Result) bool { return fn(v, jsonscan.Span{}) })
 	default:
-		e.v.ForEach(func(_, v gjson.Result) bool { return fn(v) })
+		e.v.ForEach(func(_, v gjson.Result) bool { return fn(v, jsonscan.Span{}) })
+	}
+}
+
+// laidMembers are the members of one object element of a top-level
+// array as the strict scan recorded them (jsonscan.Layout.Fields, found
+// by fieldsOf), so that a walk of a new element steps through them
+// without finding its keys and values again (memberWalk: keyStop and
+// jsonscan.Skip over each value, strings included). The zero value holds
+// none: its walk is rawMembers'.
+type laidMembers struct {
+	body   string
+	fields []jsonscan.Member
+}
+
+// fieldsOf is the members of the element at (as elements.eachAt gives
+// it) as the scan recorded them; the zero laidMembers when it did not
+// (no layout, a span not given, an element vouched for or not scanned
+// with jsonscan.Options.Fields, an object without members).
+func (d doc) fieldsOf(at jsonscan.Span) laidMembers {
+	if d.lay == nil || at.End <= at.Start {
+		return laidMembers{}
+	}
+	f, ok := d.lay.FieldsOf(at)
+	if !ok {
+		return laidMembers{}
+	}
+	return laidMembers{body: d.body, fields: f}
+}
+
+// each calls fn with each member of obj, an object element as it passed
+// jsonscan, in order, until fn returns false, as rawMembers(obj, fn)
+// does: its key (unescaped) and its value as rawValue gives it; from the
+// recorded members when l holds them (they are obj's: fieldsOf), else by
+// rawMembers.
+func (l laidMembers) each(obj string, fn func(key string, v gjson.Result) bool) {
+	if len(l.fields) == 0 {
+		rawMembers(obj, fn)
+		return
+	}
+	for _, f := range l.fields {
+		k := l.body[f.Key.Start+1 : f.Key.End-1]
+		if strings.IndexByte(k, '\\') >= 0 {
+			k = gjson.Parse(l.body[f.Key.Start:f.Key.End]).Str
+		}
+		if !fn(k, rawValue(l.body[f.Value.Start:f.Value.End])) {
+			return
+		}
 	}
 }
 

@@ -159,6 +159,10 @@ type Weigher struct {
 	// spent are bounds, which the cache must not remember.
 	budget   *budget
 	noLayout bool // tests: find members with gjson, not the scan's layout
+	// noFields (tests): walk a new chat message's members as rawMembers
+	// finds them, not as the scan recorded them (jsonscan.Layout.Fields):
+	// the reference of FuzzChatFieldsSameAsRawWalk.
+	noFields bool
 	offerAll bool // tests: every element offered to Vouch (elemMemo.offerAll)
 	// chunkShapes are the chat and completions chunk shapes its streams
 	// share (chunk_skeleton.go); nil: none.

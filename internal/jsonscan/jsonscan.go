@@ -135,10 +135,10 @@ type Options struct {
 	// unpaired surrogate escape reads as U+FFFD): RFC 8259 §4 leaves such
 	// objects' meaning to each parser. A key among an object's first 16 is
 	// compared with the earlier ones as written (unescaped only when one
-	// holds an escape; 32 bytes each while the object is open); later keys
-	// are hashed (8 bytes each) and an object holding more than 16 keys has
-	// all its keys' hashes sorted when it closes. With FoldCase every key is
-	// hashed as it comes (8 bytes per key of the objects open at once).
+	// holds an escape, and with FoldCase folded only when one is not its
+	// own fold; 40 bytes each while the object is open); later keys are
+	// hashed (8 bytes each) and an object holding more than 16 keys has all
+	// its keys' hashes sorted when it closes.
 	DuplicateKeys bool
 	// FoldCase also refuses an object holding two keys that are the same
 	// once case is folded ([FoldKey]) but differ as written, with reason
@@ -162,6 +162,11 @@ type Options struct {
 	// UTF-16, UTF-32 and a byte-order mark; Go's encoding/json turns invalid
 	// UTF-8 into U+FFFD), so a reader that must agree with them refuses it.
 	UTF8 bool
+	// Fields (with Layout) also records in Layout.Fields the members of
+	// the object elements of the top-level object's arrays that Check
+	// scans, so that a reader of a new element (the weigher's new chat
+	// message) steps through its members without scanning it again.
+	Fields bool
 	// Resume, when positive, starts the scan at b[Resume:] in the state a
 	// scan of b[:Resume] leaves just after an element (at depth 2, and not
 	// a number, which the bytes after it could lengthen) of the
@@ -263,6 +268,41 @@ type Layout struct {
 	// Resumed: the check started at Options.Resume (false: at the start,
 	// the layout given not fitting the document, or no Resume asked).
 	Resumed bool
+	// Fields (with Options.Fields) are the members of the object elements
+	// of the top-level arrays that the check scanned (not those Known
+	// vouched for), in document order: each one's key (quotes included,
+	// as written) and value, without the whitespace around either. The
+	// members of the element whose span is e are the Fields whose
+	// Key.Start lies in e (FieldsOf). When FieldsDropped, some are missing.
+	Fields []Member
+	// FieldsDropped: Fields is incomplete, as the layout is when Dropped
+	// (at most one field per 16 bytes of document, plus 16).
+	FieldsDropped bool
+}
+
+// FieldsOf returns the members of the object element whose span is e as
+// Fields records them, in order; ok is false when Fields cannot say (an
+// element the check did not scan, a layout incomplete or not filled with
+// Options.Fields, an element with no member). Time O(log len(Fields)).
+func (l *Layout) FieldsOf(e Span) (fields []Member, ok bool) {
+	if l.Dropped || l.FieldsDropped {
+		return nil, false
+	}
+	f := l.Fields
+	lo, hi := 0, len(f)
+	for lo < hi { // the first field at or after e.Start
+		m := int(uint(lo+hi) >> 1)
+		if f[m].Key.Start < e.Start {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	end := lo
+	for end < len(f) && f[end].Key.Start < e.End {
+		end++
+	}
+	return f[lo:end], end > lo
 }
 
 // room reports whether the layout of a document of n bytes may take one
@@ -290,8 +330,10 @@ func (l *Layout) room(n int) bool {
 func Check(b []byte, opt Options) error { return check(b, opt, false) }
 
 // check is Check; hashed compares the keys of every object by their hashes
-// (as FoldCase does), not only those of objects over smallObject keys: the
-// reference the key comparison of small objects is tested against.
+// as they come (as FoldCase did for every key until its first smallObject
+// were compared as written too), not only those past an object's first
+// smallObject: the reference the key comparison of small objects is tested
+// against, with and without FoldCase.
 func check(b []byte, opt Options, hashed bool) error {
 	max := opt.MaxDepth
 	if max == 0 {
@@ -299,17 +341,20 @@ func check(b []byte, opt Options, hashed bool) error {
 	}
 	s := pool.Get().(*scanner)
 	s.b, s.max, s.dup, s.fold, s.utf8 = b, max, opt.DuplicateKeys || opt.FoldCase, opt.FoldCase, opt.UTF8
-	s.hashed = opt.FoldCase || hashed
+	s.hashed = hashed
 	s.lay = opt.Layout
 	s.known, s.ends, s.wants, s.resume = nil, nil, 0, 0
+	s.fields, s.inField = opt.Fields && opt.Layout != nil, false
 	if s.lay != nil {
 		s.known = opt.Known
 		s.ends, _ = opt.Known.(KnownEnds)
 		if opt.Resume > 0 && s.resumable(opt.Resume) {
 			s.resume = opt.Resume
 			s.lay.Elems, s.lay.Dropped, s.lay.Resumed = s.lay.Elems[:0], false, true
+			s.lay.Fields, s.lay.FieldsDropped = s.lay.Fields[:0], false
 		} else {
 			s.lay.Members, s.lay.Elems, s.lay.Dropped, s.lay.Resumed = s.lay.Members[:0], s.lay.Elems[:0], false, false
+			s.lay.Fields, s.lay.FieldsDropped = s.lay.Fields[:0], false
 		}
 	}
 	s.stop, s.high = &str, 0
@@ -391,8 +436,8 @@ type scanner struct {
 	stack []uint64
 	// objs are the open objects, innermost last.
 	objs []object
-	// hashed: keys are compared by their hashes as they come (FoldCase),
-	// rather than as written (see addKey).
+	// hashed: keys are compared by their hashes as they come (the
+	// reference of the tests: check), rather than as written (see addKey).
 	hashed bool
 	// keys are the hashes of the unescaped (folded) keys of the open
 	// objects, innermost last, when hashed; else of their keys past the
@@ -414,6 +459,10 @@ type scanner struct {
 	ends KnownEnds
 	// resume is where the scan starts (Options.Resume; 0: at the start).
 	resume int
+	// fields: record Layout.Fields (Options.Fields, with a layout);
+	// inField: the last one's value is being scanned, its end not yet
+	// recorded.
+	fields, inField bool
 }
 
 // resumable reports whether the layout fits a scan resumed at at in b
@@ -462,21 +511,23 @@ func (s *scanner) resumeState() (Reason, int) {
 
 // object is an open object: the offset of its '{', the index in keys
 // (hashed) or spans (not hashed: its first smallObject keys) of its first
-// key, and whether one of its keys in spans holds an escape.
+// key, and whether one of its keys in spans is not plain (keySpan.plain).
 type object struct {
 	start, base int
 	// kbase (not hashed) is the index in keys of the hash of the object's
 	// 17th key: keys past its first smallObject are hashed as they come.
-	kbase   int
-	escaped bool
+	kbase int
+	mixed bool
 }
 
-// keySpan is a key of an open object: b[start:end], quotes included, and
-// whether it holds an escape.
+// keySpan is a key of an open object: b[start:end], quotes included,
+// whether it holds an escape, and whether it is plain: no escape and,
+// with s.fold, its own fold (jsonscan.Folded: no capital, no byte ≥
+// 0x80), so that its text as written is the text the comparison reads.
 type keySpan struct {
-	print      uint64 // keyPrint of the key
-	start, end int
-	escaped    bool
+	print          uint64 // keyPrint of the key
+	start, end     int
+	escaped, plain bool
 }
 
 // str classifies string bytes: 1 ends the fast path (quote, backslash,
@@ -585,6 +636,9 @@ value: // a value is expected at i (after optional whitespace)
 	if i >= n {
 		return Truncated, n
 	}
+	if s.inField && depth == 3 { // the value of the field fieldKey recorded
+		s.lay.Fields[len(s.lay.Fields)-1].Value.Start = int32(i)
+	}
 	if uint(depth-1) < 2 && s.lay != nil { // depth 1 or 2
 		s.valueStarts(depth, i)
 		if s.known != nil {
@@ -657,6 +711,9 @@ value: // a value is expected at i (after optional whitespace)
 after: // a value ended just before i
 	if uint(depth-1) < 2 && s.lay != nil { // depth 1 or 2
 		s.valueEnds(depth, i)
+	} else if s.inField && depth == 3 {
+		s.lay.Fields[len(s.lay.Fields)-1].Value.End = int32(i)
+		s.inField = false
 	}
 resumed: // a value ended just before i, recorded
 	i = skipSpace(b, i)
@@ -738,8 +795,12 @@ key: // an object key is expected at i (after optional whitespace)
 				return r, start
 			}
 		}
-		if s.lay != nil && depth == 1 && s.lay.room(n) {
-			s.lay.Members = append(s.lay.Members, Member{Key: Span{int32(start), int32(end)}})
+		if s.lay != nil {
+			if depth == 1 && s.lay.room(n) {
+				s.lay.Members = append(s.lay.Members, Member{Key: Span{int32(start), int32(end)}})
+			} else if depth == 3 && s.fields {
+				s.fieldKey(start, end)
+			}
 		}
 		i = skipSpace(b, end)
 	}
@@ -751,6 +812,23 @@ key: // an object key is expected at i (after optional whitespace)
 	}
 	i++
 	goto value
+}
+
+// fieldKey records the key b[start:end] of a member at depth 3 in
+// Layout.Fields when its object is an element of a top-level array (and
+// there is room), and marks its value as the one whose span is recorded
+// next (inField).
+func (s *scanner) fieldKey(start, end int) {
+	l := s.lay
+	if !s.isObject(1) || s.isObject(2) || l.Dropped || l.FieldsDropped {
+		return
+	}
+	if len(s.b) >= 1<<31-1 || len(l.Fields) >= len(s.b)/16+16 {
+		l.FieldsDropped = true
+		return
+	}
+	l.Fields = append(l.Fields, Member{Key: Span{int32(start), int32(end)}})
+	s.inField = true
 }
 
 // valueStarts records a value starting at i at depth 1 or 2: a member of
@@ -1185,14 +1263,19 @@ func (s *scanner) appendKey(h uint64, end int) {
 // addSpan is addKey without hashing (not s.hashed): a key among an
 // object's first smallObject is compared with the earlier ones, first by a
 // fingerprint of its raw bytes (keyPrint: length and last 8 bytes), then
-// as written when the fingerprints match, and unescaped when either key
-// holds an escape; so a small object (every object of a streamed chunk)
-// costs a word comparison per pair of keys rather than a hash per key. A
-// later key of a larger object is hashed into keys (8 bytes, as the
-// hashed path holds it: spans hold at most smallObject keys per open
-// object) and compared at closeObject. The verdicts are the hashed path's:
-// DuplicateKey exactly when the unescaped texts are equal (that path
-// confirms a hash match by the same comparison, sameKey).
+// as written when the fingerprints match; and unescaped (and, with s.fold,
+// folded) when either key is not plain (keySpan.plain): so a small object
+// (every object of a streamed chunk, every message of a chat body) costs
+// a word comparison per pair of keys rather than a hash per key. Two plain
+// keys are the same once folded exactly when they are the same as
+// written, so a pair of them is never a CaseVariantKey. A later key of a
+// larger object is hashed into keys (8 bytes, as the hashed path holds
+// it: spans hold at most smallObject keys per open object) and compared
+// at closeObject. The verdicts are the hashed path's: DuplicateKey exactly
+// when the unescaped texts are equal, CaseVariantKey (with s.fold) when
+// only their folds are (that path confirms a hash match by the same
+// comparisons, sameKey; the earlier keys of an object being distinct once
+// folded, at most one of them matches).
 func (s *scanner) addSpan(start, end int, escaped bool) Reason {
 	o := &s.objs[len(s.objs)-1]
 	spans := s.spans[o.base:]
@@ -1201,33 +1284,53 @@ func (s *scanner) addSpan(start, end int, escaped bool) Reason {
 		return OK
 	}
 	fp := keyPrint(s.b, start, end)
-	if !escaped && !o.escaped {
+	plain := !escaped && (!s.fold || Folded(s.b[start+1:end-1]))
+	if plain && !o.mixed {
 		for i := range spans {
 			if spans[i].print == fp && string(s.b[spans[i].start:spans[i].end]) == string(s.b[start:end]) {
 				return DuplicateKey
 			}
 		}
 	} else {
+		k := keySpan{print: fp, start: start, end: end, escaped: escaped, plain: plain}
 		for i := range spans {
-			if s.sameText(spans[i], start, end, escaped) {
-				return DuplicateKey
+			if r := s.sameSpan(spans[i], k); r != OK {
+				return r
 			}
 		}
 	}
-	o.escaped = o.escaped || escaped
-	s.spans = append(s.spans, keySpan{print: fp, start: start, end: end, escaped: escaped})
+	o.mixed = o.mixed || !plain
+	s.spans = append(s.spans, keySpan{print: fp, start: start, end: end, escaped: escaped, plain: plain})
 	return OK
 }
 
-// sameText reports whether the key p and the key b[start:end] (quotes
-// included) unescape to the same text.
-func (s *scanner) sameText(p keySpan, start, end int, escaped bool) bool {
-	if !escaped && !p.escaped {
-		return p.print == keyPrint(s.b, start, end) && string(s.b[p.start:p.end]) == string(s.b[start:end])
+// sameSpan compares the keys p and k of one object, as sameKey does:
+// DuplicateKey when they unescape to the same text, CaseVariantKey when
+// (with s.fold) they do once folded, else OK.
+func (s *scanner) sameSpan(p, k keySpan) Reason {
+	if p.print == k.print && string(s.b[p.start:p.end]) == string(s.b[k.start:k.end]) {
+		return DuplicateKey
 	}
-	s.scratch[0] = unescape(s.scratch[0][:0], s.b[start+1:end-1])
-	s.scratch[1] = unescape(s.scratch[1][:0], s.b[p.start+1:p.end-1])
-	return string(s.scratch[0]) == string(s.scratch[1])
+	if p.plain && k.plain {
+		return OK // both as the comparison reads them, and different
+	}
+	a, b := s.b[k.start+1:k.end-1], s.b[p.start+1:p.end-1]
+	if k.escaped || p.escaped {
+		s.scratch[0] = unescape(s.scratch[0][:0], a)
+		s.scratch[1] = unescape(s.scratch[1][:0], b)
+		a, b = s.scratch[0], s.scratch[1]
+		if string(a) == string(b) {
+			return DuplicateKey
+		}
+	}
+	if s.fold {
+		s.scratch[2] = FoldKey(s.scratch[2][:0], a)
+		s.scratch[3] = FoldKey(s.scratch[3][:0], b)
+		if string(s.scratch[2]) == string(s.scratch[3]) {
+			return CaseVariantKey
+		}
+	}
+	return OK
 }
 
 // keyPrint is a fingerprint of the raw key b[start:end]: its length mixed

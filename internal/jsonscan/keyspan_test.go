@@ -32,16 +32,24 @@ var keySpanCases = []string{
 	"{" + keys(16) + `,"k3":1}`, "{" + keys(15) + `,"k3":1}`, "{" + keys(17) + `,"k16":1}`,
 	"{" + keys(40) + `,"k\u0031":1}`, "{" + keys(40) + "}", `{"o":{` + keys(20) + `},"o":1}`,
 	`{"o":{` + keys(20) + `,"k19":{"a":1,"a":2}}}`, "{" + keys(30) + `,"k5":1,"k7":1}`,
+	// Case variants, for FoldCase: capitals, escapes, and characters
+	// that fold to ASCII (the Kelvin sign, the long s, the dotted I).
+	`{"Max":1,"max":2}`, `{"max":1,"MAX":2}`, `{"Max":1,"Max":2}`, `{"ab":1,"a\u0042":2}`, `{"a\u0042":1,"AB":2}`,
+	`{"k":1,"\u212a":2}`, `{"K":1,"\u212a":2}`, `{"s":1,"ſ":2}`, `{"ſ":1,"S":2}`, `{"i":1,"İ":2}`, `{"É":1,"é":2}`,
+	`{"é":1,"é":2}`, `{"É":1,"\u00c9":2}`, `{"a":1,"b":2,"B":3}`, `{"A":1,"b":2,"a":3}`, `{"x":{"Y":1},"X":{"y":1}}`,
+	"{" + keys(15) + `,"K3":1}`, "{" + keys(16) + `,"K3":1}`, "{" + keys(17) + `,"K16":1}`, `{"K0":1,` + keys(20) + "}",
+	`{"Aa":1,"aA":2,"AA":3}`, `{"a\\":1,"A\u005c":2}`,
 }
 
 // TestKeySpansAsHashed: the comparison of small objects' keys as written
 // gives every document the verdict and offset of the hashed reference,
-// with and without the UTF-8 check, on the cases above, each cut short at
-// every byte.
+// with and without the UTF-8 check, with and without FoldCase, on the
+// cases above, each cut short at every byte.
 func TestKeySpansAsHashed(t *testing.T) {
 	dups := 0
 	for _, c := range keySpanCases {
-		for _, opt := range []Options{{DuplicateKeys: true}, {DuplicateKeys: true, UTF8: true}, {DuplicateKeys: true, MaxDepth: 2}} {
+		for _, opt := range []Options{{DuplicateKeys: true}, {DuplicateKeys: true, UTF8: true}, {DuplicateKeys: true, MaxDepth: 2},
+			{FoldCase: true}, {FoldCase: true, UTF8: true}, {FoldCase: true, MaxDepth: 2}} {
 			for n := range len(c) + 1 {
 				sameVerdict(t, []byte(c[:n]), opt)
 			}
@@ -53,6 +61,16 @@ func TestKeySpansAsHashed(t *testing.T) {
 	// The cases are not all alike: most repeat a key.
 	if dups < len(keySpanCases)/2 || dups == len(keySpanCases) {
 		t.Fatalf("%d of %d cases repeat a key", dups, len(keySpanCases))
+	}
+	// Some are case variants only.
+	variants := 0
+	for _, c := range keySpanCases {
+		if ReasonOf(Check([]byte(c), Options{FoldCase: true})) == CaseVariantKey {
+			variants++
+		}
+	}
+	if variants < 10 {
+		t.Fatalf("%d of %d cases are case variants", variants, len(keySpanCases))
 	}
 }
 
@@ -77,7 +95,8 @@ func TestKeySpansLarge(t *testing.T) {
 }
 
 // FuzzKeySpans: any input gets from Check the verdict and offset of the
-// hashed reference, under the options the weigher uses.
+// hashed reference, under the options the weigher (FoldCase) and the
+// upstream readers (DuplicateKeys) use.
 func FuzzKeySpans(f *testing.F) {
 	for _, c := range keySpanCases {
 		f.Add([]byte(c), false)
@@ -86,6 +105,8 @@ func FuzzKeySpans(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, utf bool) {
 		sameVerdict(t, b, Options{DuplicateKeys: true, UTF8: utf})
 		sameVerdict(t, b, Options{DuplicateKeys: true, UTF8: utf, MaxDepth: 3})
+		sameVerdict(t, b, Options{FoldCase: true, UTF8: utf})
+		sameVerdict(t, b, Options{FoldCase: true, UTF8: utf, MaxDepth: 3})
 		lay, ref := new(Layout), new(Layout)
 		got, want := Check(b, Options{DuplicateKeys: true, Layout: lay}), check(b, Options{DuplicateKeys: true, Layout: ref}, true)
 		if (got == nil) != (want == nil) || got == nil && (len(lay.Members) != len(ref.Members) || len(lay.Elems) != len(ref.Elems)) {
