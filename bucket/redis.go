@@ -157,9 +157,10 @@ type RedisOptions struct {
 // a missing marker as "t" when the id is in that set, leaves "v" in the
 // marker key as for any id, and adds the id to the set of its slot's and
 // epoch's ids voided, "llmguard:{<hash tag>}::tkv:<epoch>" (living VoidFor
-// past its last write), which a batch asks instead: one EXISTS per set and
-// batch, and one SISMEMBER per take only while the set exists (a void of
-// its epoch came). The marker key is still written for a rolling upgrade:
+// past its last write), which a batch asks instead: one SCARD per set and
+// batch, and only while the set exists (a void of its epoch came) one
+// SMEMBERS when it holds no more ids than the batch has takes, else one
+// SISMEMBER per take. The marker key is still written for a rolling upgrade:
 // a node of the version before the voided set, whose batches read marker
 // keys, sees a void of this version. A void of that older version writes
 // only the marker key, which this version's batches do not read; it never

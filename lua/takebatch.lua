@@ -37,9 +37,11 @@
 -- A take of a shape with sets reads no marker key: it was voided when its
 -- id is a member of its epoch's voided set (reconcile.lua's void adds it
 -- there, and still leaves 'v' in the marker key, which take.lua and older
--- batches read), asked by one EXISTS per voided set and batch and, only
--- when the set exists, one SISMEMBER per take; a committed take adds its
--- id to the taken set instead of setting its marker key to 't';
+-- batches read), asked by one SCARD per voided set and batch and, only
+-- when the set exists, one SMEMBERS (it holds no more ids than the batch
+-- has takes: a void is rare) or else one SISMEMBER per take; a committed
+-- take adds its id to the taken set instead of setting its marker key to
+-- 't';
 -- reconcile.lua's void of such an id looks in both.
 --
 -- Reply: one flat array of integers, each request's take.lua reply in
@@ -59,8 +61,9 @@
 --
 -- Redis commands: TIME (unless ARGV[1] pins now), one MGET of every
 -- bucket key and marker key (a marker that repeats, a request id taken
--- twice, is read twice), one EXISTS per voided set and, when it exists,
--- one SISMEMBER per take of its epoch; then per taken set one SADD of the
+-- twice, is read twice), one SCARD per voided set and, when it exists,
+-- one SMEMBERS of it or one SISMEMBER per take of its epoch (see above);
+-- then per taken set one SADD of the
 -- committed takes' ids and one PEXPIRE, then one SET or DEL per key the
 -- takes changed (the marker keys of other committed takes among them): a
 -- bucket that many requests share is read and written once per batch.
@@ -131,10 +134,11 @@ end
 -- The batch's taken sets (requests whose ids are bucket.NewRequestID's):
 -- takenIds[set] the ids of the committed takes to add to a taken set
 -- (takenSets in order, takenTTL its TTL), by one SADD and one PEXPIRE per
--- set in the flush; takenOf a shape's taken set, voidedOf its voided set
--- when that exists (false when it does not: no take of its epoch was
--- voided), markerOf the prefix of its ids' marker key names.
-local takenIds, takenSets, takenTTL, takenOf, voidedOf, markerOf = {}, {}, {}, {}, {}, {}
+-- set in the flush; takenOf a shape's taken set; voidedOf the ids of its
+-- voided set (a table, when the batch read them) or voidedSetOf its key
+-- (when it holds more ids than the batch has takes), neither when it does
+-- not exist; markerOf the prefix of its ids' marker key names.
+local takenIds, takenSets, takenTTL, takenOf, voidedOf, voidedSetOf, markerOf = {}, {}, {}, {}, {}, {}, {}
 
 -- markIn records a committed take's id in a taken set, for the flush.
 local function markIn(set, id, ttl)
@@ -248,7 +252,7 @@ floor = math.floor
 -- library keeps the tables above from one call to the next).
 now, commit = clock(ARGV[1]), true
 state, pending, written, cells, made = {}, {}, {}, {}, {}
-takenIds, takenSets, takenTTL, takenOf, voidedOf, markerOf, markSet = {}, {}, {}, {}, {}, {}, nil
+takenIds, takenSets, takenTTL, takenOf, voidedOf, voidedSetOf, markerOf, markSet = {}, {}, {}, {}, {}, {}, {}, nil
 
 -- The batch: read every key once, run each request's take in order on
 -- state, then write each key its takes changed once. Each take gets the
@@ -259,12 +263,23 @@ local nd, nl, ns = ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
 local ne = digits[ARGV[7]] or ARGV[7] + 0
 local nk = #KEYS - 2 * ne -- the bucket and marker keys; then the sets
 local values = redis.call('MGET', unpack(KEYS, 1, nk))
--- Each epoch's voided set, when it exists (else false): its takes are
--- asked about it one by one, the others not at all.
-local voided = {}
+-- Each epoch's voided set: none (SCARD 0: its takes ask nothing); its
+-- members as a table of ids (voidedIds, by one SMEMBERS) when it holds no
+-- more members than the batch has takes; else its key (voidedKey: each of
+-- its takes asks SISMEMBER).
+local voidedIds, voidedKey = {}, {}
 for e = 1, ne do
   local set = KEYS[nk + 2 * e]
-  voided[e] = redis.call('EXISTS', set) == 1 and set
+  local count = redis.call('SCARD', set)
+  if count > 0 and count <= ARGV[3] + 0 then
+    local ids = {}
+    for _, id in ipairs(redis.call('SMEMBERS', set)) do
+      ids[id] = true
+    end
+    voidedIds[e] = ids
+  elseif count > 0 then
+    voidedKey[e] = set
+  end
 end
 -- The bucket keys go into state now; a take's marker key
 -- (one per take, each a new key) when its take reads it (state's, if an
@@ -287,7 +302,8 @@ for s = 1, ns do
   local shape = {ttl, n}
   fast[shape] = true
   if sets > 0 then
-    takenOf[shape], voidedOf[shape] = KEYS[nk + 2 * sets - 1], voided[sets]
+    takenOf[shape] = KEYS[nk + 2 * sets - 1]
+    voidedOf[shape], voidedSetOf[shape] = voidedIds[sets], voidedKey[sets]
   end
   for i = 1, n do
     local limit = limits[ARGV[a + 2 + 2 * i] + 0]
@@ -310,7 +326,7 @@ while r < total do
   local shape = shapes[digits[ARGV[p]] or ARGV[p] + 0]
   local run = digits[ARGV[p + 1]] or ARGV[p + 1] + 0
   local taken, isFast, ttl, width = takenOf[shape], fast[shape], shape[1], shape[2]
-  local voids = voidedOf[shape]
+  local voids, voidSet = voidedOf[shape], voidedSetOf[shape]
   p = p + 2
   for _ = 1, run do
     r = r + 1
@@ -331,8 +347,12 @@ while r < total do
           if mv == nil then
             mv = values[marker]
           end
-        elseif voids then -- (ifs: see reconcile.lua's mode 'w' on gopher-lua)
-          if redis.call('SISMEMBER', voids, id) == 1 then
+        elseif voids then
+          if voids[id] then
+            mv = 'v'
+          end
+        elseif voidSet then -- (ifs: see reconcile.lua's mode 'w' on gopher-lua)
+          if redis.call('SISMEMBER', voidSet, id) == 1 then
             mv = 'v'
           end
         end
@@ -478,7 +498,11 @@ while r < total do
         end
         local mv = false
         if voids then
-          if redis.call('SISMEMBER', voids, id) == 1 then
+          if voids[id] then
+            mv = 'v'
+          end
+        elseif voidSet then
+          if redis.call('SISMEMBER', voidSet, id) == 1 then
             mv = 'v'
           end
         end
