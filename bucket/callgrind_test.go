@@ -29,7 +29,8 @@ import (
 //
 // LLMGUARD_CALLGRIND=all adds batches of 32 without request ids (no take
 // or reconcile marker) and of one bucket or delta, to tell a batch's parts
-// apart;
+// apart, and of 32 while their epochs' voided sets exist (a SISMEMBER a
+// take);
 // LLMGUARD_CALLGRIND_KEEP=<dir> keeps each measurement's callgrind dump
 // there, for callgrind_annotate.
 func TestCallgrindScripts(t *testing.T) {
@@ -202,5 +203,21 @@ func TestCallgrindScripts(t *testing.T) {
 		measure("takebatch.lua, 32, one bucket, no id", 32, takesOf(1, false))
 		measure("reconcile.lua, 32, no request id", 32, reconcilesOf(2, false))
 		measure("reconcile.lua, 32, one delta", 32, reconcilesOf(1, true))
+		// A void in every epoch the batches run in (its voided set exists
+		// for the next minute): each take asks the set (SISMEMBER), the
+		// worst case of a batch's void check.
+		now := time.Now()
+		for s := -10 * time.Second; s <= time.Minute; s += 10 * time.Second {
+			id := NewRequestID(now.Add(s))
+			epoch, _ := markerEpoch(id)
+			set := voidedSetKey(keys[0], epoch)
+			if err := client.SAdd(ctx, set, id).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := client.PExpire(ctx, set, 2*time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		measure("takebatch.lua, 32, voided sets exist", 32, takes)
 	}
 }

@@ -89,6 +89,7 @@ func (c *mapReconcileCall) add(owner int, requestID string, deltas []Delta, idx 
 		e.mode, e.marker = 'v', takeMarkerKey(at(0).Key, requestID)
 		if epoch, ok := markerEpoch(requestID); ok {
 			e.mode, e.set, e.id = 'w', takenSetKey(at(0).Key, epoch), requestID
+			e.voided = voidedSetKey(at(0).Key, epoch)
 		}
 	case count == 0:
 		return
@@ -117,6 +118,11 @@ func (c *mapReconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta
 		set = c.key(e.set)
 		sig = binary.AppendUvarint(sig, uint64(set))
 	}
+	voided := 0
+	if e.mode == 'w' {
+		voided = c.key(e.voided)
+		sig = binary.AppendUvarint(sig, uint64(voided))
+	}
 	c.at = c.at[:0]
 	for j := range n {
 		dl := at(j)
@@ -135,6 +141,9 @@ func (c *mapReconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta
 		c.shapes = append(c.shapes, string(e.mode))
 		if e.set != "" {
 			c.shapes = append(c.shapes, set)
+		}
+		if e.mode == 'w' {
+			c.shapes = append(c.shapes, voided)
 		}
 		c.shapes = append(c.shapes, len(c.at)/2)
 		for _, i := range c.at {
@@ -204,14 +213,15 @@ func (c *mapReconcileCall) limit(l Limit) int {
 // sent once; consecutive takes of one shape are one run, which sends its
 // shape's index and its length once, then each take its request id (with a
 // taken set: an id of NewRequestID's form) and its costs (see the script's
-// header). A take's marker key is sent as before (the batch reads
-// it: a void leaves "v" there); the taken set of its id's epoch goes among
-// the bucket keys, once per batch.
+// header). A take of an id of NewRequestID's sends no marker key: the
+// taken and voided sets of its id's epoch go at the end of KEYS, once per
+// batch; any other id's marker key is sent.
 func mapBatchArgs(takes []*queuedTake) ([]string, []any) {
 	keyOf := map[string]int{}
 	limitOf := map[[5]any]int{}
 	shapeOf := map[string]int{}
-	var buckets, markers []string
+	epochOf := map[string]int{}
+	var buckets, markers, sets []string
 	var limits, shapes, entries []any
 	var shape []byte
 	prev, runAt := 0, 0
@@ -219,17 +229,18 @@ func mapBatchArgs(takes []*queuedTake) ([]string, []any) {
 		m, taken, id := 0, 0, ""
 		if q.args[2] != "0" {
 			m = 1
-			markers = append(markers, q.keys[0])
 			var set string
 			var ok bool
 			if set, id, ok = takenSetOf(q.keys[0]); ok {
-				k, seen := keyOf[set]
+				e, seen := epochOf[set]
 				if !seen {
-					buckets = append(buckets, set)
-					k = len(buckets)
-					keyOf[set] = k
+					sets = append(sets, set, voidedSetOf(set))
+					e = len(epochOf) + 1
+					epochOf[set] = e
 				}
-				taken = k
+				taken = e
+			} else {
+				markers = append(markers, q.keys[0])
 			}
 		}
 		n := (len(q.args) - 3) / 6
@@ -276,9 +287,9 @@ func mapBatchArgs(takes []*queuedTake) ([]string, []any) {
 			entries = append(entries, q.args[3+6*j+5])
 		}
 	}
-	keys := append(buckets, markers...)
-	args := make([]any, 0, 6+len(limits)+len(shapes)+len(entries))
-	args = append(args, takes[0].args[0], "c", len(takes), len(buckets), len(limitOf), len(shapeOf))
+	keys := append(append(buckets, markers...), sets...)
+	args := make([]any, 0, 7+len(limits)+len(shapes)+len(entries))
+	args = append(args, takes[0].args[0], "c", len(takes), len(buckets), len(limitOf), len(shapeOf), len(epochOf))
 	args = append(args, limits...)
 	args = append(args, shapes...)
 	return keys, append(args, entries...)

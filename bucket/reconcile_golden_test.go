@@ -267,6 +267,10 @@ func (bc batchCase) model() ([]int64, map[string]storedValue) {
 				if markText(next) != st[mk].v {
 					st[mk] = storedValue{v: markText(next), ttl: goldenVoidFor}
 				}
+				// The id joins its epoch's voided set too, which lives the
+				// void window past its last write (a batch reads the set).
+				vk := voidedSetKey(e.deltas[0].Key, epoch)
+				st[vk] = storedValue{v: addMember(st[vk].v, e.id), ttl: goldenVoidFor}
 				applies = refund
 				break
 			}

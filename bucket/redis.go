@@ -153,9 +153,20 @@ type RedisOptions struct {
 // (takebatch.lua) records the id in the set of its slot's and epoch's ids
 // taken, "llmguard:{<hash tag>}::tkt:<epoch>" (one SADD per set and batch,
 // the set living VoidFor past its last write), instead of setting its
-// marker key, which it still reads; the Void of such an id counts a missing
-// marker as "t" when the id is in that set, and leaves "v" in the marker
-// key as for any id.
+// marker key, which it does not read either: the Void of such an id counts
+// a missing marker as "t" when the id is in that set, leaves "v" in the
+// marker key as for any id, and adds the id to the set of its slot's and
+// epoch's ids voided, "llmguard:{<hash tag>}::tkv:<epoch>" (living VoidFor
+// past its last write), which a batch asks instead: one SCARD per set and
+// batch, and only while the set exists (a void of its epoch came) one
+// SMEMBERS when it holds no more ids than the batch has takes, else one
+// SISMEMBER per take. The marker key is still written for a rolling upgrade:
+// a node of the version before the voided set, whose batches read marker
+// keys, sees a void of this version. A void of that older version writes
+// only the marker key, which this version's batches do not read; it never
+// reaches them, since a take and its void are sent by the node that made
+// the id (its AsyncReconciler, in memory) and so run the same version's
+// functions (TestVoidSetSeenByEveryTake).
 //
 // A Reconcile records its request id in its first delta's slot: an id of
 // NewRequestID's (the proxy's) as a member of the set of its epoch's ids,
@@ -648,6 +659,7 @@ func (c *reconcileCall) add(owner int, requestID string, deltas []Delta, idx []i
 		e.mode, e.marker = 'v', takeMarkerKey(at(0).Key, requestID)
 		if epoch, ok := markerEpoch(requestID); ok {
 			e.mode, e.set, e.id = 'w', takenSetKey(at(0).Key, epoch), requestID
+			e.voided = voidedSetKey(at(0).Key, epoch)
 		}
 	case count == 0:
 		return
@@ -666,11 +678,13 @@ func (c *reconcileCall) add(owner int, requestID string, deltas []Delta, idx []i
 
 // rcEntry is what an entry of reconcile.lua names besides its deltas: its
 // mode ('r', 'h', 'v', 'w' or 'n'), its own marker key (modes r, v, w),
-// its marker set's key and its request id (modes h, w).
+// its marker set's key and its request id (modes h, w), and its voided
+// set's key (mode w).
 type rcEntry struct {
 	mode        byte
 	marker, set string
 	id          string
+	voided      string
 }
 
 // entry appends to c, for batch element owner, the entry e with the n
@@ -688,6 +702,11 @@ func (c *reconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta) {
 		set = c.key(e.set)
 		sig = binary.AppendUvarint(sig, uint64(set))
 	}
+	voided := 0
+	if e.mode == 'w' {
+		voided = c.key(e.voided)
+		sig = binary.AppendUvarint(sig, uint64(voided))
+	}
 	c.at = c.at[:0]
 	for j := range n {
 		dl := at(j)
@@ -704,6 +723,9 @@ func (c *reconcileCall) entry(owner int, e rcEntry, n int, at func(int) Delta) {
 		c.shapes = append(c.shapes, string(e.mode))
 		if e.set != "" {
 			c.shapes = append(c.shapes, set)
+		}
+		if e.mode == 'w' {
+			c.shapes = append(c.shapes, voided)
 		}
 		c.shapes = append(c.shapes, len(c.at)/2)
 		for _, i := range c.at {

@@ -319,34 +319,44 @@ func limitText(capacity, rate, per, windowStart, windowEnd int64) string {
 // batchArgs returns the KEYS and ARGV of takebatch.lua for takes, each
 // given in take.lua's single layout (now, '1', marker TTL, then 6 per
 // bucket: its 5 limit ARGV and its cost): every distinct bucket key, limit
-// and shape (marker TTL, taken set, and the keys and limits of the buckets)
-// sent once; consecutive takes of one shape are one run, which sends its
-// shape's index and its length once, then each take its request id (with a
-// taken set: an id of NewRequestID's form) and its costs (see the script's
-// header). A take's marker key is sent as before (the batch reads
-// it: a void leaves "v" there); the taken set of its id's epoch goes among
-// the bucket keys, once per batch.
+// and shape (marker TTL, epoch of its sets, and the keys and limits of the
+// buckets) sent once; consecutive takes of one shape are one run, which
+// sends its shape's index and its length once, then each take its request
+// id (with sets: an id of NewRequestID's) and its costs (see the script's
+// header). A take of an id of NewRequestID's form sends no marker key: the
+// taken and voided sets of its id's epoch go at the end of KEYS, once per
+// batch; any other id's marker key is sent (the batch reads it: a void
+// leaves "v" there).
 func batchArgs(takes []*queuedTake) ([]string, []any) {
 	var in interner
-	var markers []string
+	var markers, sets []string // sets: per epoch, its taken set then its voided set
 	var limits, shapes, entries []any
 	var shape []byte
 	prev, runAt := 0, 0
 	for _, q := range takes {
-		m, taken, id := 0, 0, ""
+		m, epoch, id := 0, 0, ""
 		if q.args[2] != "0" {
 			m = 1
-			markers = append(markers, q.keys[0])
-			var set string
-			var ok bool
-			if set, id, ok = takenSetOf(q.keys[0]); ok {
-				taken = in.key(set)
+			if taken, i, ok := takenSetOf(q.keys[0]); ok {
+				id = i
+				for e := 0; e < len(sets); e += 2 {
+					if sets[e] == taken {
+						epoch = e/2 + 1
+						break
+					}
+				}
+				if epoch == 0 {
+					sets = append(sets, taken, voidedSetOf(taken))
+					epoch = len(sets) / 2
+				}
+			} else {
+				markers = append(markers, q.keys[0])
 			}
 		}
 		n := (len(q.args) - 3) / 6
-		shape = fmt.Appendf(shape[:0], "%v %d %d", q.args[2], taken, n)
+		shape = fmt.Appendf(shape[:0], "%v %d %d", q.args[2], epoch, n)
 		at := len(shapes)
-		shapes = append(shapes, q.args[2], taken, n)
+		shapes = append(shapes, q.args[2], epoch, n)
 		for j := range n {
 			k := in.key(q.keys[m+j])
 			a := q.args[3+6*j:]
@@ -368,7 +378,7 @@ func batchArgs(takes []*queuedTake) ([]string, []any) {
 			runAt, prev = len(entries)+1, s
 			entries = append(entries, s, 1)
 		}
-		if taken > 0 {
+		if epoch > 0 {
 			entries = append(entries, id)
 		}
 		for j := range n {
@@ -376,9 +386,10 @@ func batchArgs(takes []*queuedTake) ([]string, []any) {
 		}
 	}
 	buckets := in.keys.items
-	keys := append(buckets[:len(buckets):len(buckets)], markers...)
-	args := make([]any, 0, 6+len(limits)+len(shapes)+len(entries))
-	args = append(args, takes[0].args[0], "c", len(takes), len(buckets), in.limits.len(), in.shapes.len())
+	keys := make([]string, 0, len(buckets)+len(markers)+len(sets))
+	keys = append(append(append(keys, buckets...), markers...), sets...)
+	args := make([]any, 0, 7+len(limits)+len(shapes)+len(entries))
+	args = append(args, takes[0].args[0], "c", len(takes), len(buckets), in.limits.len(), in.shapes.len(), len(sets)/2)
 	args = append(args, limits...)
 	args = append(args, shapes...)
 	return keys, append(args, entries...)

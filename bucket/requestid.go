@@ -8,9 +8,9 @@ import (
 
 // epochSeconds is how many seconds of request ids made by NewRequestID
 // share one set of each kind of marker in Redis (see Redis): the set
-// "llmguard:{<hash tag>}::rcs:<epoch>" (reconciled) or "…::tkt:<epoch>"
-// (taken in a batch) holds, as members, ids whose second lies in the
-// epoch. It bounds a set to the requests of 10 s of one
+// "llmguard:{<hash tag>}::rcs:<epoch>" (reconciled), "…::tkt:<epoch>"
+// (taken in a batch) or "…::tkv:<epoch>" (voided) holds, as members, ids
+// whose second lies in the epoch. It bounds a set to the requests of 10 s of one
 // slot, so that its expiry (Redis frees an expired key at once, in one
 // step) stays short.
 const epochSeconds = 10

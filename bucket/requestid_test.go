@@ -321,13 +321,16 @@ func testTakeMarkerSets(t *testing.T, client RedisScripter, kv redis.Cmdable, ba
 // FuzzTakenSetOf checks takenSetOf on any text (no panic; ok only for a
 // marker of an id of NewRequestID's form) and on the marker key of any
 // bucket key and id: it finds the id and the taken set of its epoch in the
-// key's slot.
+// key's slot, and voidedSetOf turns that set into the voided set of the
+// same epoch and slot (voidedSetKey).
 func FuzzTakenSetOf(f *testing.F) {
 	f.Add("llmguard:{acme}:tpm:alice", NewRequestID(t0), "")
 	f.Add("nokey", NewRequestID(t0)+"/shadow", "llmguard:{x}::tk:")
 	f.Add("a:{}:b", "req-1", "}::tk:")
 	f.Fuzz(func(t *testing.T, key, id, text string) {
-		takenSetOf(text)
+		if set, _, ok := takenSetOf(text); ok {
+			voidedSetOf(set)
+		}
 		set, got, ok := takenSetOf(takeMarkerKey(key, id))
 		epoch, want := markerEpoch(id)
 		if ok != want {
@@ -335,6 +338,9 @@ func FuzzTakenSetOf(f *testing.F) {
 		}
 		if ok && (got != id || set != takenSetKey(key, epoch) || slotOf(set) != slotOf(key)) {
 			t.Fatalf("takenSetOf(%q) = %q, %q", takeMarkerKey(key, id), set, got)
+		}
+		if ok && voidedSetOf(set) != voidedSetKey(key, epoch) {
+			t.Fatalf("voidedSetOf(%q) = %q, want %q", set, voidedSetOf(set), voidedSetKey(key, epoch))
 		}
 	})
 }

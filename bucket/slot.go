@@ -49,9 +49,24 @@ func markerSetKey(key, epoch string) string { return markerIn(key, "rcs", epoch)
 
 // takenSetKey names the set of the take markers of the request ids of one
 // epoch (markerEpoch) whose takes committed in a batch, in the slot of key:
-// "llmguard:{<key's hash tag>}::tkt:<epoch>". (A lone take, and a void,
-// keep the id's marker key of takeMarkerKey.)
+// "llmguard:{<key's hash tag>}::tkt:<epoch>". (A lone take keeps the id's
+// marker key of takeMarkerKey; a void writes that key and voidedSetKey.)
 func takenSetKey(key, epoch string) string { return markerIn(key, "tkt", epoch) }
+
+// voidedSetKey names the set of the request ids of one epoch (markerEpoch)
+// whose takes were voided, in the slot of key:
+// "llmguard:{<key's hash tag>}::tkv:<epoch>". A void of such an id adds
+// it there (reconcile.lua's mode 'w'), besides leaving "v" in its marker
+// key of takeMarkerKey; a batch asks the set, not the marker key.
+func voidedSetKey(key, epoch string) string { return markerIn(key, "tkv", epoch) }
+
+// voidedSetOf returns the voided set of the epoch of taken, a taken set
+// as takenSetKey or takenSetOf names it (voidedSetKey of the same key and
+// epoch).
+func voidedSetOf(taken string) string {
+	i := strings.Index(taken, "}::tkt:") + len("}::tk")
+	return taken[:i] + "v" + taken[i+1:]
+}
 
 // takenSetOf returns, for the take marker key of takeMarkerKey, its request
 // id and the taken set of its id's epoch in its slot; ok is false for a key

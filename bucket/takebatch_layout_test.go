@@ -117,7 +117,8 @@ type takeLayoutEntry struct {
 // one shape, as at concurrency 32, broken by others), each template's
 // buckets mostly token buckets (the script's fast path) and sometimes a
 // quota, window or in-flight limit (takeOne); ids of both forms, repeated,
-// some voided or taken before the batch; costs from 0 to beyond capacity,
+// some voided (marker key and voided set) or taken before the batch;
+// costs from 0 to beyond capacity,
 // repeated or not.
 func randomTakeLayoutCase(r *rand.Rand) takeLayoutCase {
 	lc := randomLayoutCase(r)
@@ -188,8 +189,14 @@ func randomTakeLayoutCase(r *rand.Rand) takeLayoutCase {
 	for _, id := range ids[1:] {
 		key := layoutKey("@", 0)
 		switch r.IntN(5) {
-		case 0:
+		case 0: // voided: the marker key, and for an id of NewRequestID's its voided set too, as a void writes them
 			lc.state[takeMarkerKey(key, id)] = layoutStored{kind: "string", v: "v", ttl: 1 + r.Int64N(1e7)}
+			if epoch, ok := markerEpoch(id); ok {
+				set := voidedSetKey(key, epoch)
+				s := lc.state[set]
+				s.kind, s.members, s.ttl = "set", append(s.members, id), 1+r.Int64N(1e7)
+				lc.state[set] = s
+			}
 		case 1:
 			lc.state[takeMarkerKey(key, id)] = layoutStored{kind: "string", v: "t", ttl: 1 + r.Int64N(1e7)}
 		case 2:

@@ -18,7 +18,8 @@
 --           epoch of ids (bucket.NewRequestID), the id a member; a void's
 --           is the take marker of take.lua,
 --           "llmguard:{<hash tag>}::tk:<request id>", with (mode 'w') the
---           taken set of its epoch, "…::tkt:<epoch>" (takebatch.lua). A
+--           taken set of its epoch, "…::tkt:<epoch>" (takebatch.lua), and
+--           its voided set, "…::tkv:<epoch>". A
 --           bucket key may repeat, within an entry and across entries: its
 --           deltas are summed (see settle).
 -- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
@@ -54,12 +55,14 @@
 --           (the shape names the set, whose list holds the id); 'v': the
 --           void of a take (the deltas are its costs, negated); 'w': the
 --           same, for an id whose take a batch may have recorded in its
---           taken set instead of its marker (the shape names the set, each
---           entry sends its marker and its id); 'n': no marker (an empty
+--           taken set instead of its marker, and whose void a batch looks
+--           for in the voided set (the shape names both sets, each entry
+--           sends its marker and its id); 'n': no marker (an empty
 --           request id, or an internal refund), the deltas apply on every
 --           call.
 --   set     mode 'h': the index of its marker set (1 to H); mode 'w':
---           the index of the taken set among KEYS; other modes send none.
+--           the index of the taken set among KEYS, then that of the
+--           voided set; other modes send none.
 --   count   the number of deltas, then 2 ARGV per delta: the index of its
 --           bucket key among KEYS and the index of its limit (1 to L).
 -- then, run after run of consecutive entries of one shape: the index of
@@ -89,7 +92,10 @@
 -- otherwise (no take yet: the marker is left 'v', a tombstone that makes a
 -- late take apply nothing; or 'v' already: a second void). Either way the
 -- marker is then 'v', expiring ARGV[3] ms later. Mode 'w' alike, the
--- marker counted as 't' when it is missing and the id is in the taken set.
+-- marker counted as 't' when it is missing and the id is in the taken set;
+-- the id is then a member of the voided set too, which lives ARGV[3] ms
+-- past its last write (takebatch.lua reads the set, take.lua and the
+-- batches of versions before the set read the marker).
 --
 -- Redis commands: TIME (unless ARGV[1] pins now); one MGET of every bucket
 -- key, before anything is written (so that an error, such as a key of
@@ -100,7 +106,7 @@
 -- a set of one entry: its SADD, whose reply tells, and the PEXPIRE);
 -- per entry a SET NX of its marker (mode 'r'), or a GET and at most one SET
 -- (mode 'v'; mode 'w' adds a SISMEMBER of the taken set when the marker
--- is missing); then
+-- is missing, and a SADD and a PEXPIRE of the voided set); then
 -- one SET or DEL per bucket key whose state changed.
 --
 -- State and expiry as in take.lua. The functions mirror
@@ -459,20 +465,21 @@ for h = 1, nh do
 end
 
 -- Every shape: its mode, its marker set (mode 'h': its record; mode 'w':
--- its key; else false), its delta count, and its deltas' bucket keys and
--- limits. Every bucket key once, in order of first use (a shape's keys are
+-- the taken set's key; else false), its delta count, its deltas' bucket
+-- keys and limits, its groups, and (mode 'w') the voided set's key. Every bucket key once, in order of first use (a shape's keys are
 -- those of its first entry, so this is the order of the entries' first
 -- use).
 local shapes, order, view = {}, {}, {}
 for s = 1, ns do
-  local mode, set = ARGV[a], false
+  local mode, set, voids = ARGV[a], false, false
   a = a + 1
   if mode == 'h' then
     set = sets[digits[ARGV[a]] or ARGV[a] + 0]
     a = a + 1
   elseif mode == 'w' then
     set = KEYS[digits[ARGV[a]] or ARGV[a] + 0]
-    a = a + 1
+    voids = KEYS[digits[ARGV[a + 1]] or ARGV[a + 1] + 0]
+    a = a + 2
   end
   local count = digits[ARGV[a]] or ARGV[a] + 0
   a = a + 1
@@ -486,7 +493,7 @@ for s = 1, ns do
       order[#order + 1] = key
     end
   end
-  shapes[s] = {mode, set, count, keys, lims, {}}
+  shapes[s] = {mode, set, count, keys, lims, {}, voids}
 end
 
 -- Every bucket's stored value, before anything is written: one MGET per
@@ -565,6 +572,8 @@ while a <= #ARGV do
       if stored ~= nextMark then
         redis.call('SET', marker, nextMark, 'PX', voidFor)
       end
+      redis.call('SADD', shape[7], id)
+      redis.call('PEXPIRE', shape[7], voidFor)
       applies = refund
     elseif mode == 'v' then
       local mark = redis.call('GET', marker)

@@ -3,11 +3,12 @@
 -- denial spends nothing), in order, at one instant.
 --
 -- KEYS      the batch's distinct bucket keys, in order of first use (D of
---           them; among them the taken set of each epoch of the batch's
---           requests whose ids are bucket.NewRequestID's,
---           "llmguard:{<hash tag>}::tkt:<epoch>"), then the take marker key
---           of each request whose marker TTL is not '0', in request order.
---           A bucket key that many
+--           them), then the take marker key of each request whose marker
+--           TTL is not '0' and whose id is not bucket.NewRequestID's, in
+--           request order; then, per epoch of the batch's requests whose
+--           ids are bucket.NewRequestID's (E of them, in order of first
+--           use), its taken set "llmguard:{<hash tag>}::tkt:<epoch>" and its
+--           voided set "…::tkv:<epoch>". A bucket key that many
 --           requests name (a tenant's or a global bucket) is sent once: its
 --           takes apply in order. In Redis Cluster all KEYS share a slot.
 -- ARGV[1]   now, as in take.lua.
@@ -16,26 +17,32 @@
 -- ARGV[4]   D, the number of distinct bucket keys.
 -- ARGV[5]   L, the number of distinct limits.
 -- ARGV[6]   S, the number of distinct shapes.
+-- ARGV[7]   E, the number of epochs (pairs of sets at the end of KEYS).
 -- then 1 ARGV per limit: its capacity, rate, per, windowStart and
 --           windowEnd, take.lua's five ARGV, as one text (core.lua's
 --           limitOf: decimal integers separated by spaces; read once per
 --           text in a library, whose limitOf keeps what it read from call
 --           to call, instead of five conversions per batch);
 -- then per shape, what the takes of one kind share: the marker TTL
---           (take.lua's ARGV[3]), the index among the first D KEYS of its
---           taken set (0: none), the bucket count n, then per bucket,
---           narrowest first, the index of its key among the first D KEYS
---           (1 to D) and the index of its limit (1 to L);
+--           (take.lua's ARGV[3]), the epoch of its sets (1 to E; 0: none,
+--           the take has a marker key or no marker), the bucket count n,
+--           then per bucket, narrowest first, the index of its key among
+--           the first D KEYS (1 to D) and the index of its limit (1 to L);
 -- then the requests in runs of one shape (consecutive requests of one
 --           shape are one run): the index of the run's shape (1 to S), the
 --           run's length, then, request after request, its request id when
---           the shape has a taken set and the cost of each of the shape's n
+--           the shape has sets and the cost of each of the shape's n
 --           buckets (units, >= 0).
 --
--- A committed take of a shape with a taken set adds its id to the set
--- instead of setting its marker key to 't' (the key is still read: a void
--- leaves 'v' there, and the take then applies nothing); reconcile.lua's
--- void of such an id looks in both.
+-- A take of a shape with sets reads no marker key: it was voided when its
+-- id is a member of its epoch's voided set (reconcile.lua's void adds it
+-- there, and still leaves 'v' in the marker key, which take.lua and older
+-- batches read), asked by one SCARD per voided set and batch and, only
+-- when the set exists, one SMEMBERS (it holds no more ids than the batch
+-- has takes: a void is rare) or else one SISMEMBER per take; a committed
+-- take adds its id to the taken set instead of setting its marker key to
+-- 't';
+-- reconcile.lua's void of such an id looks in both.
 --
 -- Reply: one flat array of integers, each request's take.lua reply in
 -- order, an allowed one without the three numbers after its 1 (take.lua's
@@ -52,12 +59,14 @@
 -- the script) fails every request of the batch and writes nothing: every
 -- key is read before the first take and written after the last.
 --
--- Redis commands: TIME (unless ARGV[1] pins now), one MGET of every key
--- (a marker that repeats, a request id taken twice, is read twice), then
--- per taken set one SADD of the committed takes' ids and one PEXPIRE, then
--- one SET or DEL per key the takes changed (the marker keys of other
--- committed takes among them): a bucket that many requests share is read
--- and written once per batch.
+-- Redis commands: TIME (unless ARGV[1] pins now), one MGET of every
+-- bucket key and marker key (a marker that repeats, a request id taken
+-- twice, is read twice), one SCARD per voided set and, when it exists,
+-- one SMEMBERS of it or one SISMEMBER per take of its epoch (see above);
+-- then per taken set one SADD of the
+-- committed takes' ids and one PEXPIRE, then one SET or DEL per key the
+-- takes changed (the marker keys of other committed takes among them): a
+-- bucket that many requests share is read and written once per batch.
 --
 -- Package lua builds the script: take.lua up to its "-- @entry" line
 -- (core.lua inserted) at the "-- @take" line below, then the overrides
@@ -125,8 +134,11 @@ end
 -- The batch's taken sets (requests whose ids are bucket.NewRequestID's):
 -- takenIds[set] the ids of the committed takes to add to a taken set
 -- (takenSets in order, takenTTL its TTL), by one SADD and one PEXPIRE per
--- set in the flush; takenOf a shape's taken set.
-local takenIds, takenSets, takenTTL, takenOf = {}, {}, {}, {}
+-- set in the flush; takenOf a shape's taken set; voidedOf the ids of its
+-- voided set (a table, when the batch read them) or voidedSetOf its key
+-- (when it holds more ids than the batch has takes), neither when it does
+-- not exist; markerOf the prefix of its ids' marker key names.
+local takenIds, takenSets, takenTTL, takenOf, voidedOf, voidedSetOf, markerOf = {}, {}, {}, {}, {}, {}, {}
 
 -- markIn records a committed take's id in a taken set, for the flush.
 local function markIn(set, id, ttl)
@@ -226,10 +238,11 @@ local levels, updateds, founds, spends = {}, {}, {}, {}
 -- beyond the int64 range) call the core functions. bucket's
 -- TestTakeBatchMatchesSequence compares them with take.lua's body, reply
 -- by reply and key by key, TTLs included.
--- It reads the take's shape, key (its marker key, nil without), ttl (the
--- marker's TTL), its costs from ARGV[at + 1] on and id (its request id
--- when the shape has a taken set: the commit records the id there instead
--- of in the marker key), and appends its reply to out (as appendReply
+-- It reads the take's shape, key (its marker key, nil without: no marker,
+-- or sets), ttl (the marker's TTL), its costs from ARGV[at + 1] on and id
+-- (its request id when the shape has sets: voided when a member of
+-- voided, the voided set if it exists; the commit records the id in the
+-- taken set instead of in a marker key), and appends its reply to out (as appendReply
 -- would append take.lua's). The floors of its commit are x - x % 1 (see
 -- core.lua's floor) rather than calls of floor.
 
@@ -239,16 +252,36 @@ floor = math.floor
 -- library keeps the tables above from one call to the next).
 now, commit = clock(ARGV[1]), true
 state, pending, written, cells, made = {}, {}, {}, {}, {}
-takenIds, takenSets, takenTTL, takenOf, markSet = {}, {}, {}, {}, nil
+takenIds, takenSets, takenTTL, takenOf, voidedOf, voidedSetOf, markerOf, markSet = {}, {}, {}, {}, {}, {}, {}, nil
 
 -- The batch: read every key once, run each request's take in order on
 -- state, then write each key its takes changed once. Each take gets the
 -- KEYS and ARGV take.lua would get alone, its limits as numbers (take.lua
 -- adds 0 to them: a number stays as it is), in two tables that every take
 -- reuses (takeOne keeps neither).
-local values = redis.call('MGET', unpack(KEYS))
 local nd, nl, ns = ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
--- The bucket keys and taken sets go into state now; a take's marker key
+local ne = digits[ARGV[7]] or ARGV[7] + 0
+local nk = #KEYS - 2 * ne -- the bucket and marker keys; then the sets
+local values = redis.call('MGET', unpack(KEYS, 1, nk))
+-- Each epoch's voided set: none (SCARD 0: its takes ask nothing); its
+-- members as a table of ids (voidedIds, by one SMEMBERS) when it holds no
+-- more members than the batch has takes; else its key (voidedKey: each of
+-- its takes asks SISMEMBER).
+local voidedIds, voidedKey = {}, {}
+for e = 1, ne do
+  local set = KEYS[nk + 2 * e]
+  local count = redis.call('SCARD', set)
+  if count > 0 and count <= ARGV[3] + 0 then
+    local ids = {}
+    for _, id in ipairs(redis.call('SMEMBERS', set)) do
+      ids[id] = true
+    end
+    voidedIds[e] = ids
+  elseif count > 0 then
+    voidedKey[e] = set
+  end
+end
+-- The bucket keys go into state now; a take's marker key
 -- (one per take, each a new key) when its take reads it (state's, if an
 -- earlier take of the batch wrote the key or read it, else its own read in
 -- values, which MGET read at the same instant): state then grows by a few
@@ -258,18 +291,19 @@ for i = 1, nd do
 end
 local limits = {}
 for l = 1, nl do
-  limits[l] = limitOf(ARGV[6 + l]) -- shared: never changed here
+  limits[l] = limitOf(ARGV[7 + l]) -- shared: never changed here
 end
 -- A shape: its TTL, n, then each bucket's key and limit (numbers); fast
 -- when every bucket is a token bucket (kindOf 't': takeTokens runs it).
 local shapes, fast = {}, {}
-local a = 7 + nl
+local a = 8 + nl
 for s = 1, ns do
   local ttl, sets, n = ARGV[a], digits[ARGV[a + 1]] or ARGV[a + 1] + 0, ARGV[a + 2] + 0
   local shape = {ttl, n}
   fast[shape] = true
   if sets > 0 then
-    takenOf[shape] = KEYS[sets]
+    takenOf[shape] = KEYS[nk + 2 * sets - 1]
+    voidedOf[shape], voidedSetOf[shape] = voidedIds[sets], voidedKey[sets]
   end
   for i = 1, n do
     local limit = limits[ARGV[a + 2 + 2 * i] + 0]
@@ -292,6 +326,7 @@ while r < total do
   local shape = shapes[digits[ARGV[p]] or ARGV[p] + 0]
   local run = digits[ARGV[p + 1]] or ARGV[p + 1] + 0
   local taken, isFast, ttl, width = takenOf[shape], fast[shape], shape[1], shape[2]
+  local voids, voidSet = voidedOf[shape], voidedSetOf[shape]
   p = p + 2
   for _ = 1, run do
     r = r + 1
@@ -301,7 +336,7 @@ while r < total do
     end
     if isFast then
       local key
-      if ttl ~= '0' then
+      if ttl ~= '0' and not taken then
         marker = marker + 1
         key = KEYS[marker]
       end
@@ -311,6 +346,14 @@ while r < total do
           mv = state[key]
           if mv == nil then
             mv = values[marker]
+          end
+        elseif voids then
+          if voids[id] then
+            mv = 'v'
+          end
+        elseif voidSet then -- (ifs: see reconcile.lua's mode 'w' on gopher-lua)
+          if redis.call('SISMEMBER', voidSet, id) == 1 then
+            mv = 'v'
           end
         end
         if mv == 'v' then -- takeMarked, inlined
@@ -444,7 +487,28 @@ while r < total do
         end
         last = shape
       end
-      if m == 1 then
+      if m == 1 and taken then
+        -- The id's marker key is named (an in-flight limit's holder is the
+        -- id it names), not read: takeOne reads 'v' in state when the id
+        -- is a member of the voided set.
+        local prefix = markerOf[taken]
+        if not prefix then
+          prefix = string.sub(taken, 1, string.find(taken, '}', 1, true) + 2) .. 'tk:'
+          markerOf[taken] = prefix
+        end
+        local mv = false
+        if voids then
+          if voids[id] then
+            mv = 'v'
+          end
+        elseif voidSet then
+          if redis.call('SISMEMBER', voidSet, id) == 1 then
+            mv = 'v'
+          end
+        end
+        keys[1] = prefix .. id
+        state[keys[1]] = mv
+      elseif m == 1 then
         marker = marker + 1
         keys[1] = KEYS[marker]
         if state[keys[1]] == nil then -- takeOne reads it from state

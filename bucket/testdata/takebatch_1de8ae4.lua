@@ -1,0 +1,1517 @@
+-- takebatch.lua: the takes of several requests in one script, each
+-- committing, each run as take.lua would run it alone (all-or-nothing; a
+-- denial spends nothing), in order, at one instant.
+--
+-- KEYS      the batch's distinct bucket keys, in order of first use (D of
+--           them; among them the taken set of each epoch of the batch's
+--           requests whose ids are bucket.NewRequestID's,
+--           "llmguard:{<hash tag>}::tkt:<epoch>"), then the take marker key
+--           of each request whose marker TTL is not '0', in request order.
+--           A bucket key that many
+--           requests name (a tenant's or a global bucket) is sent once: its
+--           takes apply in order. In Redis Cluster all KEYS share a slot.
+-- ARGV[1]   now, as in take.lua.
+-- ARGV[2]   'c' (this layout).
+-- ARGV[3]   R, the number of requests.
+-- ARGV[4]   D, the number of distinct bucket keys.
+-- ARGV[5]   L, the number of distinct limits.
+-- ARGV[6]   S, the number of distinct shapes.
+-- then 1 ARGV per limit: its capacity, rate, per, windowStart and
+--           windowEnd, take.lua's five ARGV, as one text (core.lua's
+--           limitOf: decimal integers separated by spaces; read once per
+--           text in a library, whose limitOf keeps what it read from call
+--           to call, instead of five conversions per batch);
+-- then per shape, what the takes of one kind share: the marker TTL
+--           (take.lua's ARGV[3]), the index among the first D KEYS of its
+--           taken set (0: none), the bucket count n, then per bucket,
+--           narrowest first, the index of its key among the first D KEYS
+--           (1 to D) and the index of its limit (1 to L);
+-- then the requests in runs of one shape (consecutive requests of one
+--           shape are one run): the index of the run's shape (1 to S), the
+--           run's length, then, request after request, its request id when
+--           the shape has a taken set and the cost of each of the shape's n
+--           buckets (units, >= 0).
+--
+-- A committed take of a shape with a taken set adds its id to the set
+-- instead of setting its marker key to 't' (the key is still read: a void
+-- leaves 'v' there, and the take then applies nothing); reconcile.lua's
+-- void of such an id looks in both.
+--
+-- Reply: one flat array of integers, each request's take.lua reply in
+-- order, an allowed one without the three numbers after its 1 (take.lua's
+-- allowed reply always opens 1, -1, 0, 0): -1 for a voided request; 0 and
+-- the rest of a denied reply (the denying bucket, too large, retry, then
+-- per bucket its remaining and reset, then per bucket its window start
+-- when a bucket is a window counter); 1 and the rest of an allowed reply
+-- after those four (per bucket its remaining and reset, then the window
+-- starts, as denied). Package bucket splits it by each request's buckets.
+-- One flat array is what Redis converts cheapest: each nested table cost
+-- it some 4k instructions (its checks for an error, status, map or set
+-- reply, measured by callgrind), more than the take's arithmetic per
+-- bucket. A failure (an error in
+-- the script) fails every request of the batch and writes nothing: every
+-- key is read before the first take and written after the last.
+--
+-- Redis commands: TIME (unless ARGV[1] pins now), one MGET of every key
+-- (a marker that repeats, a request id taken twice, is read twice), then
+-- per taken set one SADD of the committed takes' ids and one PEXPIRE, then
+-- one SET or DEL per key the takes changed (the marker keys of other
+-- committed takes among them): a bucket that many requests share is read
+-- and written once per batch.
+--
+-- Package lua builds the script: take.lua up to its "-- @entry" line
+-- (core.lua inserted) at the "-- @take" line below, then the overrides
+-- below, then take.lua's body (after its "-- @body" line) as the function
+-- takeOne(KEYS, ARGV) at the "-- @takeOne" line, then the batch's entry
+-- (after the "-- @batch" line). In the Redis Functions library (lua.go's
+-- Library) the entry is the body of the function the library registers.
+
+-- take.lua: the two-phase take over all of one request's buckets, token
+-- buckets and quotas together.
+--
+-- KEYS[1]   when ARGV[3] > 0: the take marker of the request id, in the same
+--           slot as the buckets ("llmguard:{<their hash tag>}::tk:<request
+--           id>"): 't' once a take of the id committed here, 'v' once the id
+--           was voided (reconcile.lua in void mode); missing: neither.
+-- KEYS[m+i] bucket i (m = 1 with a marker, else 0), narrowest first; in
+--           Redis Cluster all KEYS share a slot.
+-- ARGV[1]   now, µs since the Unix epoch; '' (always, outside tests) reads
+--           Redis TIME: one clock for every proxy node. A text opening with
+--           "L " is instead the shape of a committing take whose buckets are
+--           all token buckets, sent in the lone layout (takeLone, below):
+--           "L <marker TTL> <capacity> <rate> <per> ..." (ARGV[3] below,
+--           then each bucket's limit), then ARGV[1 + i] the cost of bucket
+--           i and, in tests only, ARGV[n + 2] now; its reply is this one, an
+--           allowed take's without its first four numbers.
+-- ARGV[2]   '1' commits (a take); '0' only checks (phase 1, writes nothing).
+-- ARGV[3]   how long the take marker lives, ms (the void window); '0': no
+--           marker (no request id, or a check).
+-- ARGV[6i-2] .. ARGV[6i+3]
+--           capacity (units), rate (units per per), per (µs), windowStart
+--           (µs), windowEnd (µs) and cost (units, >= 0) of bucket i: a
+--           token bucket when windowEnd is 0 (windowStart 0 too), a quota of
+--           capacity units in [windowStart, windowEnd) when windowEnd > 0
+--           (rate and per 0, unused), a window counter of capacity units
+--           per window of per when windowEnd is -1 (sliding window) or -2
+--           (fixed window; rate 0 and windowStart unused). The caller has validated them
+--           (bucket.Limit.Validate); keys are distinct. An in-flight limit
+--           (bucket.Limit.Concurrent) sends rate 0 and windowEnd 0, per its
+--           slot lease (µs) and cost 0 or 1: a cost of 1 needs the marker,
+--           whose request id becomes the slot's holder.
+--
+-- Reply, all integers: {-1} alone when the marker says voided (the take
+-- applies nothing, writes nothing); otherwise
+--   [1] allowed     1 when every bucket could pay (and, committing, paid), else 0
+--   [2] deniedBy    0-based index of the first too-large bucket if any, else of
+--                   the first bucket that could not pay; -1 when allowed
+--   [3] tooLarge    1 when the denying bucket's cost exceeds its capacity
+--   [4] retryAfter  µs: the longest wait among the short buckets (a quota:
+--                   until its window ends); 0 when allowed or too large
+--   [3+2i]          remaining of bucket i: its level rounded down (negative in
+--                   debt), after the take, or after the refill on a denial; a
+--                   quota: capacity - used (negative when charged beyond it)
+--   [4+2i]          reset of bucket i: µs until it is full again; a quota: µs
+--                   until its window ends; a sliding window: µs until nothing
+--                   it counts weighs; a fixed window: µs until its window ends
+--   [4+2n+i]        only when a bucket is a window counter: the start (µs) of
+--                   the window bucket i counted in (0 for other buckets)
+--
+-- State: one string per bucket. A token bucket: '<level> <updated>', level
+-- in units with 17 significant digits (it round-trips a double exactly),
+-- updated in µs; a missing key is a full bucket; a bucket left at capacity
+-- is deleted; every key written expires 1s past the instant it would be full
+-- again. A quota: 'q <used> <window>', used a whole number of units, window
+-- the start of the window it counts, µs; a missing key has nothing used; a
+-- quota left with nothing used is deleted; a key written for its own window
+-- expires quotaMargin (1h) past the window's end, one written for a later
+-- window keeps its TTL. A window counter: 'w <prev> <cur> <start>', the
+-- units taken in the previous and the current window (whole numbers) and
+-- the current window's start, µs; a missing key has nothing taken; a
+-- counter left with nothing is deleted; a key written expires 1s after the
+-- last instant it weighs (its window's end, a sliding window's next
+-- window's end). A key holding the other kind's state (the rule
+-- changed kind), or any value these scripts do not write, is read as
+-- missing. An in-flight limit: a sorted set of holder request ids scored
+-- by expiry (µs), counting those after now; a take of cost 1 drops expired
+-- holders, adds its own (expiry now + lease) and sets the key to expire 1s
+-- after it; a key holding a string (another kind) has no holders and is
+-- replaced. A committed take with a marker sets it
+-- to 't', expiring after ARGV[3] ms; a denial or a check leaves it alone.
+--
+-- takebatch.lua runs the takes of several requests in one script.
+--
+-- Redis commands: TIME (unless now is pinned: ARGV[1] in the single
+-- layout, ARGV[n + 2] in the lone one), one MGET of every KEYS
+-- (the marker with the buckets), and when committing one SET of the marker
+-- and one SET or DEL per bucket whose key changes. A denial or a check
+-- reads only.
+--
+-- The functions mirror bucket/tokenbucket.go and bucket/quota.go line by
+-- line, under the same names; those reconcile.lua needs too live in
+-- core.lua, inserted at the "-- @core" line below.
+
+-- core.lua: the state, arithmetic and encoding functions that take.lua and
+-- reconcile.lua share. It is not a script of its own: package lua inserts it
+-- at each script's "-- @core" line, so both scripts run the same text. The
+-- arithmetic mirrors bucket/tokenbucket.go and bucket/quota.go line by line,
+-- under the same names. parse, load and put (loadQuota and putQuota), and
+-- encode (encodeQuota) read and write stored values; each script does the
+-- reads and writes itself (one MGET, then a SET or DEL per changed key).
+--
+-- A decimal string becomes a number by "s + 0", which converts it once;
+-- tonumber converts it twice (lua_isnumber, then lua_tonumber), and each
+-- conversion is a strtod: about a tenth of a take's work before.
+
+-- digits maps the text of each of 0 to 9 to its number: an ARGV holding a
+-- small count or index is read by one table lookup instead of a conversion
+-- (a strtod); callers convert any other text ("x + 0").
+local digits = {['0'] = 0, ['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6, ['7'] = 7, ['8'] = 8, ['9'] = 9}
+
+-- floor is math.floor, kept in a local: a call then reads one upvalue
+-- instead of two table lookups (the global math, then its floor field).
+-- Each script's entry sets it, at call time: a Redis Functions library's
+-- load may not read the global math.
+-- The hottest loops (takebatch.lua's token-bucket takes) floor a number x
+-- they know is finite or NaN as x - x % 1 instead: the same double (Lua's
+-- x % 1 is x - floor(x), exact for a finite x by Sterbenz's lemma, and so
+-- is x minus it; NaN stays NaN), without a call: OP_MOD calls C's floor
+-- inline, where floor(x) goes through the interpreter's call of a C
+-- function. For an infinite x it is NaN, not x: those loops send an x that
+-- may be infinite to floor.
+local floor
+
+-- maxWait caps every wait, in µs: 2^53 is exact as a double.
+local maxWait = 2 ^ 53
+
+-- maxUnits caps a quota's used: every whole number up to 2^53 is exact.
+local maxUnits = 2 ^ 53
+
+-- quotaMargin is how long, in µs, a quota's state outlives its window.
+local quotaMargin = 3600000000
+
+-- clock returns now in µs: pinned, when the caller passes it (tests, as a
+-- decimal string), else Redis TIME, one clock for every proxy node.
+-- TIME's seconds, as the last call read them: the text and its number
+-- (converted once a second, not once a call, in a Redis Functions
+-- library, whose upvalues last from call to call).
+local clockText, clockSeconds = '', 0
+
+local function clock(pinned)
+  if pinned ~= '' then
+    return pinned + 0
+  end
+  local t = redis.call('TIME')
+  local s = t[1]
+  if s ~= clockText then
+    clockText, clockSeconds = s, s * 1000000
+  end
+  return clockSeconds + t[2]
+end
+
+-- refill brings level forward to now. A clock that steps back (now <
+-- updated) adds nothing and leaves updated alone. The clamp runs even then,
+-- so a lowered capacity applies at once.
+local function refill(level, updated, capacity, rate, per, now)
+  if now > updated then
+    level = level + (now - updated) * rate / per
+    updated = now
+  end
+  if level > capacity then
+    level = capacity
+  end
+  return level, updated
+end
+
+-- wait returns the least whole number of µs after which refill would lift
+-- level to target (<= capacity), capped at maxWait.
+local function wait(level, target, rate, per)
+  if level >= target then
+    return 0
+  end
+  local w = floor((target - level) * per / rate)
+  if w >= maxWait then
+    return maxWait
+  end
+  local i = 0
+  while i < 2 and level + w * rate / per < target do
+    w = w + 1
+    i = i + 1
+  end
+  return w
+end
+
+-- The values encode made, by their text: the level and updated each was
+-- made from, so that parse reads a value a script of this library wrote
+-- (the last take's or reconciliation's of a busy bucket) by one lookup
+-- instead of a match and two conversions. parse(encode(level, updated))
+-- gives level and updated exactly ('%.17g' round-trips a double, updated
+-- is a whole number of µs), so a hit returns what parsing would. In a
+-- Redis Functions library the tables last from call to call (an EVAL
+-- script makes them again on each call); at most encodedMax texts are
+-- held, then the tables start again empty, so their memory is bounded
+-- (some 150 bytes a text, estimated: under 100 KB).
+local encodedLevel, encodedUpdated, encodedCount, encodedMax = {}, {}, 0, 512
+
+-- parse reads a stored value v (false: the key is missing): 't', level and
+-- updated for a token bucket's '<level> <updated>'; 'q', used and window
+-- for a quota's 'q <used> <window>'; 'w', prev, cur and start for a window
+-- counter's 'w <prev> <cur> <start>'; 'x' for any other value; nil when
+-- missing. A token bucket's value, the most common, is tried first (one
+-- match); no quota's or window counter's value matches its pattern with a
+-- number first ('q' and 'w' are not numbers, and their values have three
+-- and four fields), so the order changes no result.
+local function parse(v)
+  if not v then
+    return nil
+  end
+  local known = encodedLevel[v]
+  if known then
+    return 't', known, encodedUpdated[v]
+  end
+  local level, updated = string.match(v, '^(%S+) (%d+)$')
+  level = level and tonumber(level)
+  if level then
+    return 't', level, updated + 0
+  end
+  local used, window = string.match(v, '^q (%d+) (%d+)$')
+  if used then
+    return 'q', used + 0, window + 0
+  end
+  local prev, cur, start = string.match(v, '^w (%d+) (%d+) (%d+)$')
+  if prev then
+    return 'w', prev + 0, cur + 0, start + 0
+  end
+  return 'x'
+end
+
+-- load returns a bucket's state from its parsed value (kind, a, b), or a
+-- full one at now when missing or holding another kind's value (found is
+-- then true: put overwrites it).
+local function load(kind, a, b, capacity, now)
+  if kind == 't' then
+    return a, b, true
+  end
+  return capacity, now, kind ~= nil
+end
+
+-- put returns how to store a bucket's new state: the ms its key lives
+-- (reset is the µs until it is full; the key expires 1s after that
+-- instant); or false, to delete the key, when it is full (a full bucket and
+-- a missing one are the same); or nil, to write nothing, when it is full
+-- and was missing.
+local function put(found, level, updated, capacity, reset, now)
+  if level >= capacity then
+    if found then
+      return false
+    end
+    return nil
+  end
+  local fullAt = updated + reset
+  return floor((fullAt - now) / 1000) + 1000
+end
+
+-- encode is a bucket's stored value: the level with 17 significant digits
+-- (it round-trips a double exactly) and updated in µs.
+-- Each value made is remembered for parse (see encodedLevel), when
+-- updated is a whole number (always: a µs reading), so that '%d' keeps it.
+local function encode(level, updated)
+  local v = string.format('%.17g %d', level, updated)
+  if updated % 1 == 0 then
+    if encodedCount >= encodedMax then
+      encodedLevel, encodedUpdated, encodedCount = {}, {}, 0
+    end
+    encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
+  end
+  return v
+end
+
+-- The texts of the TTLs (ms) the scripts have set (pxText: take.lua's
+-- takeLone, reconcile.lua's reconcileLone, takebatch.lua's writes), by number, kept from call to
+-- call as the shapes are (at most pxMax, then emptied): Redis would make
+-- the same text of the number ('%.17g' of a whole number below 1e17 is its
+-- digits), at the cost of a sprintf on every SET; a bucket that takes of
+-- one kind keep near one level gets the same TTL again and again. Each is
+-- kept under its number plus 0.5: a key that is not a whole number goes to
+-- a table's hash part in every Lua (gopher-lua, miniredis's, would grow the
+-- array part to a whole number's index, millions of entries for a TTL of
+-- hours).
+local pxTexts, pxCount, pxMax = {}, 0, 1024
+
+-- pxText returns the text of a TTL of ms milliseconds, a whole number or
+-- its text, as SET's PX takes it: the digits Redis would make of the
+-- number, from pxTexts when a call made them before.
+local function pxText(ms)
+  local px = pxTexts[ms + 0.5]
+  if not px then
+    px = string.format('%d', ms)
+    if pxCount >= pxMax then
+      pxTexts, pxCount = {}, 0
+    end
+    pxTexts[ms + 0.5], pxCount = px, pxCount + 1
+  end
+  return px
+end
+
+-- The limits read from their text (limitOf), by text, kept from call to
+-- call as the encoded values are; at most limitsMax, then emptied.
+local limitsByText, limitsCount, limitsMax = {}, 0, 256
+
+-- roll brings a quota into the item's window [windowStart, windowEnd): a
+-- stored window before windowStart is a past period, so used starts again
+-- from 0. A stored window at or after windowEnd (a lagging caller) is kept
+-- with its used: a window never moves back. A stored window that starts
+-- inside the item's (a period made longer on a reload) becomes the item's
+-- window and keeps its used.
+local function roll(used, window, windowStart, windowEnd)
+  if window < windowStart then
+    used = 0
+    window = windowStart
+  elseif window > windowStart and window < windowEnd then
+    window = windowStart
+  end
+  return used, window
+end
+
+-- charge adds units to used (negative refunds): never below 0, saturating
+-- at 2^53.
+local function charge(used, units)
+  used = used + units
+  if used < 0 then
+    used = 0
+  elseif used > maxUnits then
+    used = maxUnits
+  end
+  return used
+end
+
+-- untilEnd returns the µs from now until windowEnd; 0 once it has passed.
+local function untilEnd(windowEnd, now)
+  if now >= windowEnd then
+    return 0
+  end
+  return windowEnd - now
+end
+
+-- quotaExpiry returns the µs from now until a quota's state of the window
+-- ending at windowEnd may be forgotten: quotaMargin past the window's end.
+local function quotaExpiry(windowEnd, now)
+  return untilEnd(windowEnd, now) + quotaMargin
+end
+
+-- loadQuota returns a quota's state from its parsed value (kind, a, b), or
+-- nothing used in the item's window when missing or holding another kind's
+-- value (found is then true: putQuota overwrites it).
+local function loadQuota(kind, a, b, windowStart)
+  if kind == 'q' then
+    return a, b, true
+  end
+  return 0, windowStart, kind ~= nil
+end
+
+-- putQuota returns how to store a quota's new state, as put: the ms its key
+-- lives, quotaMargin past the window's end, for a state of the item's own
+-- window; true, to keep the key's TTL, for a later window's; false, to
+-- delete the key, when nothing is used (the same as a missing quota); nil
+-- when it was missing and nothing is used.
+local function putQuota(found, used, window, windowStart, windowEnd, now)
+  if used <= 0 then
+    if found then
+      return false
+    end
+    return nil
+  end
+  if window == windowStart then
+    return floor(quotaExpiry(windowEnd, now) / 1000)
+  end
+  return true
+end
+
+-- encodeQuota is a quota's stored value: used and window, whole numbers.
+local function encodeQuota(used, window)
+  return string.format('q %d %d', used, window)
+end
+
+-- In-flight limits (bucket/concurrent.go): a sorted set of holders (request
+-- ids) scored by expiry in µs. A limit's ARGV carries rate 0 and windowEnd
+-- 0 (per is the slot lease, µs); kindOf tells the three kinds apart.
+
+-- slotRetry is the wait of a denial by an in-flight limit, µs.
+local slotRetry = 1000000
+
+-- kindOf is the kind of a limit from its ARGV: 'q' a quota, 'w' a window
+-- counter (windowEnd -1 or -2, see below), 'c' an in-flight limit, 't' a
+-- token bucket.
+local function kindOf(rate, windowEnd)
+  if windowEnd > 0 then
+    return 'q'
+  elseif windowEnd < 0 then
+    return 'w'
+  elseif rate == 0 then
+    return 'c'
+  end
+  return 't'
+end
+
+-- limitOf returns a limit sent as one text, its five numbers as the
+-- scripts' ARGV give them, each a decimal integer, separated by spaces
+-- ("capacity rate per windowStart windowEnd"): {capacity, rate, per,
+-- windowStart, windowEnd, kindOf(rate, windowEnd)}, a table the caller
+-- must not change (it is kept for the next call with the same text: a
+-- hit is one lookup, a miss one match and five conversions). A text of
+-- another form is an error.
+local function limitOf(text)
+  local l = limitsByText[text]
+  if l then
+    return l
+  end
+  local c, r, p, s, e = string.match(text, '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+  if not c then
+    error('llmguard: bad limit ' .. text)
+  end
+  local rate, windowEnd = r + 0, e + 0
+  l = {c + 0, rate, p + 0, s + 0, windowEnd, kindOf(rate, windowEnd)}
+  if limitsCount >= limitsMax then
+    limitsByText, limitsCount = {}, 0
+  end
+  limitsByText[text], limitsCount = l, limitsCount + 1
+  return l
+end
+
+-- holderOf is the request id a marker key names
+-- ("llmguard:{<tag>}::tk:<id>" or "::rc:<id>"); nil without one.
+local function holderOf(marker)
+  if not marker then
+    return nil
+  end
+  return string.match(marker, '}::%a%a:(.*)$')
+end
+
+-- liveSlots counts the holders of key whose expiry is after now; a key
+-- holding another kind's string (stored, as MGET read it) holds none.
+local function liveSlots(key, stored, now)
+  if stored then
+    return 0
+  end
+  return redis.call('ZCOUNT', key, string.format('(%d', now), '+inf')
+end
+
+-- checkSlots is phase one for one in-flight limit: can cost slots be held
+-- now, and can they ever (a cost above capacity never passes). A cost of
+-- zero always passes.
+local function checkSlots(live, capacity, cost)
+  if cost > capacity then
+    return false, true
+  end
+  return cost == 0 or live <= capacity - cost, false
+end
+
+-- slotReset is the reset of an in-flight limit: 0 while a slot is free,
+-- else slotRetry.
+local function slotReset(live, capacity)
+  if live < capacity then
+    return 0
+  end
+  return slotRetry
+end
+
+-- hold adds holder to key's set with its expiry, first dropping every
+-- expired holder; the key lives 1s past the new holder's expiry.
+local function hold(key, holder, expiry, now)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
+  redis.call('ZADD', key, string.format('%d', expiry), holder)
+  redis.call('PEXPIRE', key, floor((expiry - now) / 1000) + 1000)
+end
+
+-- The window counters (sliding_window, fixed_window): mirror
+-- bucket/window.go line by line, under the same names. In both scripts'
+-- ARGV a window counter's limit is capacity, rate 0, per (µs), windowStart
+-- = the window a delta's take counted in (µs; -1: the current window;
+-- unused by a take) and windowEnd = -1 (sliding) or -2 (fixed).
+
+-- isSliding reads a window counter's windowEnd code.
+local function isSliding(windowEnd)
+  return windowEnd == -1
+end
+
+-- slide brings a counter into now's window: the next window moves cur to
+-- prev (a fixed window drops it), a later one empties both. A now before
+-- start (a clock that stepped back) keeps the window.
+local function slide(prev, cur, start, per, now, sliding)
+  local current = now - math.fmod(now, per)
+  if current <= start then
+    return prev, cur, start
+  end
+  if current == start + per and sliding then
+    return cur, 0, current
+  end
+  return 0, 0, current
+end
+
+-- weigh is the count a take at now sees: the sliding window's
+-- prev * (per - elapsed) / per + cur; the fixed window's cur.
+local function weigh(prev, cur, start, per, now, sliding)
+  if not sliding then
+    return cur
+  end
+  local elapsed = now - start
+  if elapsed < 0 then
+    elapsed = 0
+  end
+  return prev * (per - elapsed) / per + cur
+end
+
+-- fitsAt reports whether cost fits a sliding window at elapsed µs into the
+-- window whose counts are prev and cur.
+local function fitsAt(prev, cur, per, elapsed, capacity, cost)
+  return prev * (per - elapsed) / per + cur <= capacity - cost
+end
+
+-- firstFit returns the least elapsed in [0, per) at which cost fits the
+-- window whose counts are prev and cur, or per when it fits nowhere in it.
+local function firstFit(prev, cur, per, capacity, cost)
+  local room = capacity - cost - cur
+  if room < 0 then
+    return per
+  end
+  if prev <= 0 or fitsAt(prev, cur, per, 0, capacity, cost) then
+    return 0
+  end
+  local f = floor(per - room * per / prev)
+  if f >= per then
+    return per
+  end
+  local e = f
+  if e < 0 then
+    e = 0
+  end
+  local i = 0
+  while i < 2 and e < per and not fitsAt(prev, cur, per, e, capacity, cost) do
+    e = e + 1
+    i = i + 1
+  end
+  i = 0
+  while i < 2 and e > 0 and fitsAt(prev, cur, per, e - 1, capacity, cost) do
+    e = e - 1
+    i = i + 1
+  end
+  return e
+end
+
+-- windowWait returns the least whole number of µs after now at which cost
+-- fits a counter slid to now's window.
+local function windowWait(prev, cur, start, per, now, capacity, cost, sliding)
+  if not sliding then
+    return start + per - now
+  end
+  local e = firstFit(prev, cur, per, capacity, cost)
+  if e < per and start + e > now then
+    return start + e - now
+  end
+  e = firstFit(cur, 0, per, capacity, cost)
+  if e < per then
+    return start + per + e - now
+  end
+  return start + 2 * per - now
+end
+
+-- windowReset returns the µs from now until the counter is empty again (a
+-- fixed window: until its window ends, whatever it holds).
+local function windowReset(prev, cur, start, per, now, sliding)
+  if not sliding then
+    return start + per - now
+  elseif cur > 0 then
+    return start + 2 * per - now
+  elseif prev > 0 then
+    return start + per - now
+  end
+  return 0
+end
+
+-- windowExpiry returns the µs from now until a counter's state may be
+-- forgotten.
+local function windowExpiry(start, per, now, sliding)
+  if sliding then
+    return start + 2 * per - now
+  end
+  return start + per - now
+end
+
+-- loadWindow returns a counter's state from its parsed value (kind, a, b,
+-- c), or nothing taken in a window that slide replaces with now's (start
+-- -1) when missing or holding another kind's value (found is then true:
+-- putWindow overwrites it).
+local function loadWindow(kind, a, b, c)
+  if kind == 'w' then
+    return a, b, c, true
+  end
+  return 0, 0, -1, kind ~= nil
+end
+
+-- putWindow returns how to store a counter's new state, as put: the ms its
+-- key lives (1s past windowExpiry); false, to delete the key, when it
+-- counts nothing (the same as a missing counter); nil when it was missing
+-- and counts nothing.
+local function putWindow(found, prev, cur, start, per, now, sliding)
+  if prev <= 0 and cur <= 0 then
+    if found then
+      return false
+    end
+    return nil
+  end
+  return floor(windowExpiry(start, per, now, sliding) / 1000) + 1000
+end
+
+-- encodeWindow is a counter's stored value: prev, cur and start, whole
+-- numbers.
+local function encodeWindow(prev, cur, start)
+  return string.format('w %d %d %d', prev, cur, start)
+end
+
+-- check is phase one for one refilled bucket: can it pay cost now, and can
+-- it ever (cost above capacity never passes). A cost of zero always passes.
+local function check(level, capacity, cost)
+  if cost > capacity then
+    return false, true
+  end
+  return cost == 0 or level >= cost, false
+end
+
+-- takeMarked is what a take does with its request id's marker ('t' taken,
+-- 'v' voided, false when missing): it applies nothing when the id was
+-- voided; otherwise it runs as usual, and a committed take sets the marker
+-- to 't'.
+local function takeMarked(mark)
+  return mark == 'v'
+end
+
+-- floorUnits rounds level down to whole units, saturating at the int64 range
+-- (Redis turns a reply number into an integer by a C cast).
+local function floorUnits(level)
+  local f = floor(level)
+  if f >= 2 ^ 63 then
+    return 2 ^ 63 - 1024 -- the largest double below 2^63
+  elseif f <= -2 ^ 63 then
+    return -2 ^ 63
+  end
+  return f
+end
+
+-- checkQuota is phase one for one rolled quota: can cost fit in the window
+-- now, and can it ever (cost above capacity fits no window). A cost of zero
+-- always passes.
+local function checkQuota(used, capacity, cost)
+  if cost > capacity then
+    return false, true
+  end
+  return cost == 0 or used <= capacity - cost, false
+end
+
+-- read returns the stored values of keys (one MGET); takebatch.lua reads
+-- them from its batch's state instead.
+local function read(keys)
+  return redis.call('MGET', unpack(keys))
+end
+
+-- mark sets a committed take's marker to 't' for ttl ms.
+local function mark(key, ttl)
+  redis.call('SET', key, 't', 'PX', ttl)
+end
+
+-- write stores what put or putQuota returned for key: a TTL in ms, true
+-- to keep the key's TTL, false to delete it, nil to write nothing; the
+-- value is encodeIt(a, b, c), made only when it is written.
+local function write(key, how, encodeIt, a, b, c)
+  if how == nil then
+    return
+  elseif not how then
+    redis.call('DEL', key)
+  elseif how == true then
+    redis.call('SET', key, encodeIt(a, b, c), 'KEEPTTL')
+  else
+    redis.call('SET', key, encodeIt(a, b, c), 'PX', how)
+  end
+end
+
+-- now (µs) and commit (whether the take commits) are the call's: the entry
+-- below sets them (takebatch.lua's entry sets its own), so that the
+-- functions above are made once in a Redis Functions library and reused.
+local now, commit
+
+-- checkWindowAt is phase one of a take from one window counter: slide
+-- into now's window, then check cost against the weighted count.
+local function checkWindowAt(prev, cur, start, per, capacity, now, cost, sliding)
+  prev, cur, start = slide(prev, cur, start, per, now, sliding)
+  local ok, tooLarge = checkQuota(weigh(prev, cur, start, per, now, sliding), capacity, cost)
+  local short = 0
+  if not ok and not tooLarge then
+    short = windowWait(prev, cur, start, per, now, capacity, cost, sliding)
+  end
+  return prev, cur, start, ok, tooLarge, short
+end
+
+-- windows appends to reply, when a bucket is a window counter (hasWindow),
+-- the start of the window each of the n buckets counted in (0 for the
+-- others, seen[i][10] is nil), and returns reply.
+local function windows(reply, n, seen, hasWindow)
+  if hasWindow then
+    for i = 1, n do
+      reply[4 + 2 * n + i] = seen[i][10] or 0
+    end
+  end
+  return reply
+end
+
+-- The shapes of lone takes read from their text (loneShapeOf), by text,
+-- kept from call to call as core.lua's limits are; at most loneShapesMax,
+-- then emptied.
+local loneShapes, loneShapesCount, loneShapesMax = {}, 0, 256
+
+-- loneShapeOf returns the shape a lone take sends as ARGV[1]: the text
+-- "L <ttl> <capacity> <rate> <per> ..." (ttl the marker's TTL in ms, '0'
+-- for none, then three decimal integers, each > 0, per token bucket,
+-- narrowest first) read as {ttl, n, m, capacity1, rate1, per1, ...} (n the
+-- buckets, m 1 with a marker, else 0), a table the caller must not change
+-- (it is kept for the next call with the same text: a hit is one lookup).
+-- A text that does not open with "L " is not a shape: nil (the single
+-- layout's ARGV[1] is now, '' or digits). A text of another form after
+-- "L " is an error.
+local function loneShapeOf(text)
+  local s = loneShapes[text]
+  if s then
+    return s
+  end
+  if string.sub(text, 1, 2) ~= 'L ' then
+    return nil
+  end
+  local ttl, at = string.match(text, '^L (%d+)()')
+  if not ttl then
+    error('llmguard: bad lone shape ' .. text)
+  end
+  s = {ttl, 0, 0}
+  if ttl ~= '0' then
+    s[3] = 1
+  end
+  local n = 0
+  while at <= #text do
+    local c, r, p, next = string.match(text, '^ (%d+) (%d+) (%d+)()', at)
+    if not c then
+      error('llmguard: bad lone shape ' .. text)
+    end
+    c, r, p = c + 0, r + 0, p + 0
+    if c <= 0 or r <= 0 or p <= 0 then
+      error('llmguard: bad lone shape ' .. text)
+    end
+    s[4 + 3 * n], s[5 + 3 * n], s[6 + 3 * n] = c, r, p
+    n, at = n + 1, next
+  end
+  if n == 0 then
+    error('llmguard: bad lone shape ' .. text)
+  end
+  s[2] = n
+  if loneShapesCount >= loneShapesMax then
+    loneShapes, loneShapesCount = {}, 0
+  end
+  loneShapes[text], loneShapesCount = s, loneShapesCount + 1
+  return s
+end
+
+-- The phase-1 state of each bucket of the lone take running (takeLone),
+-- by index, reused from call to call: level, updated, found and cost.
+local loneLevel, loneUpdated, loneFound, loneCost = {}, {}, {}, {}
+
+-- takeLone is take.lua's body for a committing take whose buckets are all
+-- token buckets, sent in the lone layout: ARGV[1] the take's shape (its
+-- marker TTL and its limits as one text, loneShapeOf), ARGV[1 + i] the
+-- cost of bucket i, and ARGV[n + 2], only in tests, now (µs; absent: Redis
+-- TIME). It is the body step for step for that kind, as takebatch.lua's
+-- takeTokens is: the same core steps in the same order (clock, parse,
+-- load, refill, check, wait, put, encode, floorUnits; the marker's SET
+-- before the buckets' writes), the same commands and the same stored
+-- values and TTLs, without the body's per-bucket dispatch and seen tables,
+-- with n + 1 ARGV instead of 6n + 3 (Redis makes a Lua string of each),
+-- and with the steps run on every bucket inlined (each the core
+-- function's own expressions in its own order, so the same doubles, under
+-- the same names in comments: a Lua call costs Redis 7.0's interpreter
+-- some 1k instructions); the rare steps (a denial's wait, a level beyond
+-- the int64 range, a value no script of this library wrote) call the core
+-- functions. Its reply is take.lua's, except that an allowed take's is
+-- only the 2n numbers after the first four (each bucket's remaining and
+-- reset; the first four of an allowed take are always 1, -1, 0, 0):
+-- package bucket's lone take puts them back. bucket's
+-- TestTakeLoneMatchesGeneric and TestTakeLoneMatchesOld compare it with
+-- the generic body and with take.lua as it was before this layout.
+local function takeLone(s, KEYS, ARGV)
+  local n, m = s[2], s[3]
+  if #KEYS ~= m + n or #ARGV < n + 1 then
+    error('llmguard: lone take of ' .. #KEYS .. ' KEYS, ' .. #ARGV .. ' ARGV for ' .. n .. ' buckets')
+  end
+  local pinned = ARGV[n + 2]
+  if pinned then -- clock(pinned)
+    now = pinned + 0
+  else
+    local t = redis.call('TIME')
+    local sec = t[1]
+    if sec ~= clockText then
+      clockText, clockSeconds = sec, sec * 1000000
+    end
+    now = clockSeconds + t[2]
+  end
+  local stored = redis.call('MGET', unpack(KEYS))
+  if m == 1 and stored[1] == 'v' then -- takeMarked
+    return {-1}
+  end
+  local firstLarge, firstShort, retry = -1, -1, 0
+  for i = 1, n do
+    local b = 3 * i
+    local capacity, rate, per, cost = s[b + 1], s[b + 2], s[b + 3], ARGV[1 + i]
+    cost = digits[cost] or cost + 0
+    local v = stored[m + i]
+    local level, updated, found
+    if v then -- parse and load: a value this library wrote by one lookup
+      level = encodedLevel[v]
+      if level then
+        updated, found = encodedUpdated[v], true
+      else
+        local kind, x, y = parse(v)
+        level, updated, found = load(kind, x, y, capacity, now)
+      end
+    else
+      level, updated, found = capacity, now, false
+    end
+    if now > updated then -- refill
+      level = level + (now - updated) * rate / per
+      updated = now
+    end
+    if level > capacity then
+      level = capacity
+    end
+    loneLevel[i], loneUpdated[i], loneFound[i], loneCost[i] = level, updated, found, cost
+    if cost > capacity then -- check: too large
+      if firstLarge < 0 then
+        firstLarge = i - 1
+      end
+    elseif not (cost == 0 or level >= cost) then -- check: short
+      if firstShort < 0 then
+        firstShort = i - 1
+      end
+      retry = math.max(retry, wait(level, cost, rate, per))
+    end
+  end
+  if firstLarge >= 0 or firstShort >= 0 then
+    local reply = {0, -1, 0, 0}
+    if firstLarge >= 0 then
+      reply[2], reply[3] = firstLarge, 1
+    else
+      reply[2], reply[4] = firstShort, retry
+    end
+    for i = 1, n do
+      local b, level = 3 * i, loneLevel[i]
+      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, s[b + 1], s[b + 2], s[b + 3])
+    end
+    return reply
+  end
+  if m == 1 then -- mark
+    redis.call('SET', KEYS[1], 't', 'PX', s[1])
+  end
+  local reply = {nil, nil, nil, nil, nil, nil}
+  for i = 1, n do
+    local b = 3 * i
+    local capacity, rate, per = s[b + 1], s[b + 2], s[b + 3]
+    local level, updated = loneLevel[i] - loneCost[i], loneUpdated[i]
+    local reset = 0 -- wait(level, capacity, rate, per)
+    if not (level >= capacity) then
+      reset = floor((capacity - level) * per / rate)
+      if reset >= maxWait then
+        reset = maxWait
+      else
+        local j = 0
+        while j < 2 and level + reset * rate / per < capacity do
+          reset = reset + 1
+          j = j + 1
+        end
+      end
+    end
+    -- put(found, level, updated, capacity, reset, now), then write
+    if level >= capacity then
+      if loneFound[i] then
+        redis.call('DEL', KEYS[m + i])
+      end
+    else
+      local v -- encode
+      if level % 1 == 0 and level ~= 0 and level < 2 ^ 53 and level > -2 ^ 53 then
+        v = string.format('%d %d', level, updated) -- the text '%.17g %d' makes of it
+      else
+        v = string.format('%.17g %d', level, updated)
+      end
+      if updated % 1 == 0 then
+        if encodedCount >= encodedMax then
+          encodedLevel, encodedUpdated, encodedCount = {}, {}, 0
+        end
+        encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
+      end
+      local ms = floor((updated + reset - now) / 1000) + 1000
+      redis.call('SET', KEYS[m + i], v, 'PX', pxText(ms))
+    end
+    local units = floor(level) -- floorUnits
+    if units >= 2 ^ 63 or units <= -2 ^ 63 then
+      units = floorUnits(level)
+    end
+    reply[2 * i - 1], reply[2 * i] = units, reset
+  end
+  return reply
+end
+
+
+-- Reads come from, and writes go to, state (key -> its value as the takes
+-- so far left it: a string, false when missing, or the key's cell
+-- {encodeIt, a, b, c} for a value written in the batch and not encoded
+-- yet); pending holds each written key's last write (a TTL in ms, true to
+-- keep the TTL, false to delete, 'persist' for a value with no TTL),
+-- flushed after every take. A key has one cell per batch, refilled by each
+-- write (cells, by key); made holds the cells, so that parse tells them
+-- from stored strings without a call to type.
+local state, pending, written, cells, made = {}, {}, {}, {}, {}
+
+-- encoderKind is the kind parse returns for the values of each encoder: a value
+-- written in the batch is read back as parse(encodeIt(a, b)) would read it
+-- (encode keeps 17 digits, so the level comes back bit for bit) without
+-- the text. An encoder not listed is encoded and parsed.
+local encoderKind = {[encode] = 't', [encodeQuota] = 'q', [encodeWindow] = 'w'}
+
+-- parseText is core.lua's parse; parse, here, also reads the values the
+-- batch wrote.
+local parseText = parse
+local function parse(v)
+  if not (v and made[v]) then
+    return parseText(v)
+  end
+  local kind = encoderKind[v[1]]
+  if kind then
+    return kind, v[2], v[3], v[4]
+  end
+  return parseText(v[1](v[2], v[3], v[4]))
+end
+
+-- remember records a write of value v (false: a delete) to key with how
+-- (see pending). A TTL kept over an earlier write of the batch
+-- is that write's TTL (or none after a delete), as Redis would have it.
+local function remember(key, how, v)
+  local before = pending[key]
+  if before == nil then
+    written[#written + 1] = key
+  elseif how == true and before ~= true then
+    how = before or 'persist'
+  end
+  state[key], pending[key] = v, how
+end
+
+-- read returns the stored values of keys from state, in a table that
+-- every take reuses (takeOne reads it only while it runs, and only at the
+-- indexes of its own keys).
+local readOut = {}
+local function read(keys)
+  for i = 1, #keys do
+    readOut[i] = state[keys[i]]
+  end
+  return readOut
+end
+
+-- The batch's taken sets (requests whose ids are bucket.NewRequestID's):
+-- takenIds[set] the ids of the committed takes to add to a taken set
+-- (takenSets in order, takenTTL its TTL), by one SADD and one PEXPIRE per
+-- set in the flush; takenOf a shape's taken set.
+local takenIds, takenSets, takenTTL, takenOf = {}, {}, {}, {}
+
+-- markIn records a committed take's id in a taken set, for the flush.
+local function markIn(set, id, ttl)
+  local list = takenIds[set]
+  if not list then
+    list = {}
+    takenIds[set], takenTTL[set] = list, ttl
+    takenSets[#takenSets + 1] = set
+  end
+  list[#list + 1] = id
+end
+
+-- mark records a committed take's marker, 't' for ttl ms (the TTL's text
+-- as sent: the flush passes it to SET PX unconverted); or, when the entry
+-- set markSet and markId for the take takeOne runs (its id is
+-- bucket.NewRequestID's), the id in its taken set (markIn).
+local markSet, markId
+local function mark(key, ttl)
+  if markSet then
+    return markIn(markSet, markId, ttl)
+  end
+  remember(key, ttl, 't')
+end
+
+-- write, in a batch, records what put or putQuota returned for key (see
+-- take.lua's write) in state, the value left unencoded until the flush.
+local function write(key, how, encodeIt, a, b, c)
+  if how == nil then
+    return
+  elseif not how then
+    return remember(key, how, false)
+  end
+  local cell = cells[key]
+  if cell then
+    cell[1], cell[2], cell[3], cell[4] = encodeIt, a, b, c
+  else
+    cell = {encodeIt, a, b, c}
+    cells[key], made[cell] = cell, true
+  end
+  remember(key, how, cell)
+end
+
+-- hold, in a batch, adds an in-flight holder at once (core.lua's hold) and
+-- records the key as holding no string: a later take of the batch counts
+-- the holders (liveSlots) rather than read a value the first one replaced.
+local holdNow = hold
+local function hold(key, holder, expiry, now)
+  state[key] = false
+  return holdNow(key, holder, expiry, now)
+end
+
+-- out holds the batch's reply (see the header), made once in a library
+-- and reused by each call, which clears what an earlier call left past its
+-- own reply: a batch's reply then grows no table. Its entries are always
+-- 1 to its length with no nil between (a call writes them in order, from
+-- 1, each take's before the next's, and stops at its first error; the
+-- clearing goes from its own reply's end to the first nil), so the
+-- clearing reaches every entry an earlier call left, even one it failed.
+local out = {}
+
+-- appendReply appends take.lua's reply t (a table of numbers ending at its
+-- first nil, as Redis reads it) to out after its first o entries, in the
+-- batch's form, and returns the new length.
+local function appendReply(t, o)
+  local i = 1
+  if t[1] == 1 then
+    out[o + 1] = 1
+    o, i = o - 3, 5
+  end
+  while t[i] ~= nil do
+    out[o + i] = t[i]
+    i = i + 1
+  end
+  return o + i - 1
+end
+
+local function takeOne(KEYS, ARGV)
+local m = 0
+if ARGV[3] ~= '0' then
+  m = 1
+end
+local stored = read(KEYS)
+if m == 1 and takeMarked(stored[1]) then
+  return {-1}
+end
+
+local n = #KEYS - m
+-- Room for three buckets' remaining and reset, and three seen: tables built
+-- with room grow no more (a take of up to three buckets, the common case,
+-- rehashes neither); the nils are not part of the reply.
+local reply = {1, -1, 0, 0, nil, nil, nil, nil, nil, nil}
+local seen = {nil, nil, nil}
+
+-- Phase 1: refill every token bucket, roll every quota into its window, and
+-- check each; write nothing.
+local firstLarge, firstShort = -1, -1
+local retry = 0
+local hasWindow = false
+for i = 1, n do
+  local a = 6 * i - 2
+  local capacity, rate, per = ARGV[a] + 0, ARGV[a + 1] + 0, ARGV[a + 2] + 0
+  local windowStart, windowEnd, cost = ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0
+  local kind, x, y, z = parse(stored[m + i])
+  local ok, tooLarge, short
+  local limitKind = kindOf(rate, windowEnd)
+  if limitKind == 'c' then
+    local live = liveSlots(KEYS[m + i], stored[m + i], now)
+    seen[i] = {live, 0, stored[m + i] ~= false, capacity, rate, per, windowStart, windowEnd, cost}
+    ok, tooLarge = checkSlots(live, capacity, cost)
+    short = slotRetry
+  elseif limitKind == 'w' then
+    local prev, cur, start, found = loadWindow(kind, x, y, z)
+    prev, cur, start, ok, tooLarge, short = checkWindowAt(prev, cur, start, per, capacity, now, cost, isSliding(windowEnd))
+    seen[i] = {prev, cur, found, capacity, rate, per, windowStart, windowEnd, cost, start}
+    hasWindow = true
+  elseif limitKind == 'q' then
+    local used, window, found = loadQuota(kind, x, y, windowStart)
+    used, window = roll(used, window, windowStart, windowEnd)
+    seen[i] = {used, window, found, capacity, rate, per, windowStart, windowEnd, cost}
+    ok, tooLarge = checkQuota(used, capacity, cost)
+    short = untilEnd(windowEnd, now)
+  else
+    local level, updated, found = load(kind, x, y, capacity, now)
+    level, updated = refill(level, updated, capacity, rate, per, now)
+    seen[i] = {level, updated, found, capacity, rate, per, windowStart, windowEnd, cost}
+    ok, tooLarge = check(level, capacity, cost)
+    if not ok and not tooLarge then
+      short = wait(level, cost, rate, per)
+    end
+  end
+  if tooLarge then
+    if firstLarge < 0 then
+      firstLarge = i - 1
+    end
+  elseif not ok then
+    if firstShort < 0 then
+      firstShort = i - 1
+    end
+    retry = math.max(retry, short)
+  end
+end
+
+if firstLarge >= 0 or firstShort >= 0 then
+  reply[1] = 0
+  if firstLarge >= 0 then
+    reply[2], reply[3] = firstLarge, 1
+  else
+    reply[2], reply[4] = firstShort, retry
+  end
+end
+
+if reply[1] == 0 or not commit then
+  for i = 1, n do
+    local s = seen[i]
+    local capacity, rate, per, windowEnd = s[4], s[5], s[6], s[8]
+    if kindOf(rate, windowEnd) == 'c' then
+      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - s[1]), slotReset(s[1], capacity)
+    elseif windowEnd < 0 then
+      local sliding = isSliding(windowEnd)
+      reply[3 + 2 * i] = floorUnits(capacity - weigh(s[1], s[2], s[10], per, now, sliding))
+      reply[4 + 2 * i] = windowReset(s[1], s[2], s[10], per, now, sliding)
+    elseif windowEnd > 0 then
+      local used = s[1]
+      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - used), untilEnd(windowEnd, now)
+    else
+      local level = s[1]
+      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, capacity, rate, per)
+    end
+  end
+  return windows(reply, n, seen, hasWindow)
+end
+
+-- Phase 2: every bucket can pay; commit every cost.
+if m == 1 then
+  mark(KEYS[1], ARGV[3])
+end
+for i = 1, n do
+  local s = seen[i]
+  local capacity, rate, per, windowStart, windowEnd, cost = s[4], s[5], s[6], s[7], s[8], s[9]
+  local limitKind = kindOf(rate, windowEnd)
+  if limitKind == 'c' then
+    local live = s[1]
+    if cost > 0 then
+      if s[3] then
+        redis.call('DEL', KEYS[m + i])
+      end
+      hold(KEYS[m + i], holderOf(KEYS[1]), now + per, now)
+      live = live + 1
+    end
+    reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - live), slotReset(live, capacity)
+  elseif limitKind == 'w' then
+    local sliding, start = isSliding(windowEnd), s[10]
+    local cur = charge(s[2], cost)
+    write(KEYS[m + i], putWindow(s[3], s[1], cur, start, per, now, sliding), encodeWindow, s[1], cur, start)
+    reply[3 + 2 * i] = floorUnits(capacity - weigh(s[1], cur, start, per, now, sliding))
+    reply[4 + 2 * i] = windowReset(s[1], cur, start, per, now, sliding)
+  elseif limitKind == 'q' then
+    local used = charge(s[1], cost)
+    write(KEYS[m + i], putQuota(s[3], used, s[2], windowStart, windowEnd, now), encodeQuota, used, s[2])
+    reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - used), untilEnd(windowEnd, now)
+  else
+    local level = s[1] - cost
+    local reset = wait(level, capacity, rate, per)
+    write(KEYS[m + i], put(s[3], level, s[2], capacity, reset, now), encode, level, s[2])
+    reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), reset
+  end
+end
+return windows(reply, n, seen, hasWindow)
+end
+
+-- The phase-1 state of each bucket of the token-bucket take running, by
+-- index (reused from take to take): level, updated, found and cost.
+local levels, updateds, founds, spends = {}, {}, {}, {}
+
+-- takeTokens, inlined in the batch's loop below (a call of it cost some
+-- 1.5k instructions per take), is takeOne for a take whose buckets are all token buckets
+-- (its shape's fast flag): take.lua's body for that kind step for step,
+-- the same core steps in the same order (parse, load, refill, check, wait,
+-- put, floorUnits; mark and write as the batch records them), without its
+-- per-bucket dispatch, its seen tables or its KEYS and ARGV; a bucket an
+-- earlier take of the batch wrote is read from its cell as parse and load
+-- would read it. The steps run on every bucket of every take (refill,
+-- check, the reset's wait, put, floorUnits, write and its remember) are
+-- inlined, each the core function's own expressions in its own order
+-- (so the same doubles), under the same names in comments: a Lua call
+-- costs Redis 7.0's interpreter 1k-1.8k instructions (measured by
+-- callgrind, removing each call from a batch of 32), some 18k of a
+-- three-bucket take. The rare steps (wait for a denial's retry, a level
+-- beyond the int64 range) call the core functions. bucket's
+-- TestTakeBatchMatchesSequence compares them with take.lua's body, reply
+-- by reply and key by key, TTLs included.
+-- It reads the take's shape, key (its marker key, nil without), ttl (the
+-- marker's TTL), its costs from ARGV[at + 1] on and id (its request id
+-- when the shape has a taken set: the commit records the id there instead
+-- of in the marker key), and appends its reply to out (as appendReply
+-- would append take.lua's). The floors of its commit are x - x % 1 (see
+-- core.lua's floor) rather than calls of floor.
+
+-- @batch: the batch's entry; a Redis Functions library runs it as a function.
+floor = math.floor
+-- Every take of the batch commits, at one instant; state starts empty (a
+-- library keeps the tables above from one call to the next).
+now, commit = clock(ARGV[1]), true
+state, pending, written, cells, made = {}, {}, {}, {}, {}
+takenIds, takenSets, takenTTL, takenOf, markSet = {}, {}, {}, {}, nil
+
+-- The batch: read every key once, run each request's take in order on
+-- state, then write each key its takes changed once. Each take gets the
+-- KEYS and ARGV take.lua would get alone, its limits as numbers (take.lua
+-- adds 0 to them: a number stays as it is), in two tables that every take
+-- reuses (takeOne keeps neither).
+local values = redis.call('MGET', unpack(KEYS))
+local nd, nl, ns = ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
+-- The bucket keys and taken sets go into state now; a take's marker key
+-- (one per take, each a new key) when its take reads it (state's, if an
+-- earlier take of the batch wrote the key or read it, else its own read in
+-- values, which MGET read at the same instant): state then grows by a few
+-- keys a batch, not one a take.
+for i = 1, nd do
+  state[KEYS[i]] = values[i]
+end
+local limits = {}
+for l = 1, nl do
+  limits[l] = limitOf(ARGV[6 + l]) -- shared: never changed here
+end
+-- A shape: its TTL, n, then each bucket's key and limit (numbers); fast
+-- when every bucket is a token bucket (kindOf 't': takeTokens runs it).
+local shapes, fast = {}, {}
+local a = 7 + nl
+for s = 1, ns do
+  local ttl, sets, n = ARGV[a], digits[ARGV[a + 1]] or ARGV[a + 1] + 0, ARGV[a + 2] + 0
+  local shape = {ttl, n}
+  fast[shape] = true
+  if sets > 0 then
+    takenOf[shape] = KEYS[sets]
+  end
+  for i = 1, n do
+    local limit = limits[ARGV[a + 2 + 2 * i] + 0]
+    shape[1 + 2 * i] = KEYS[ARGV[a + 1 + 2 * i] + 0]
+    shape[2 + 2 * i] = limit
+    if limit[6] ~= 't' then -- kindOf(rate, windowEnd)
+      fast[shape] = nil
+    end
+  end
+  shapes[s] = shape
+  a = a + 3 + 2 * n
+end
+-- keys and args hold the last take's: a take of the same shape changes
+-- only its marker and its costs.
+local o = 0 -- out's length so far
+local keys, args = {}, {ARGV[1], '1'}
+local last, m, n, marker = nil, 0, 0, nd
+local r, total, p = 0, ARGV[3] + 0, a -- p: the next ARGV to read
+while r < total do
+  local shape = shapes[digits[ARGV[p]] or ARGV[p] + 0]
+  local run = digits[ARGV[p + 1]] or ARGV[p + 1] + 0
+  local taken, isFast, ttl, width = takenOf[shape], fast[shape], shape[1], shape[2]
+  p = p + 2
+  for _ = 1, run do
+    r = r + 1
+    local id, at = nil, p - 1 -- the id of a take with a taken set; its costs from ARGV[at + 1]
+    if taken then
+      id, at = ARGV[p], p
+    end
+    if isFast then
+      local key
+      if ttl ~= '0' then
+        marker = marker + 1
+        key = KEYS[marker]
+      end
+      repeat -- takeTokens (see above); break ends the take
+        local mv -- the marker's value
+        if key then
+          mv = state[key]
+          if mv == nil then
+            mv = values[marker]
+          end
+        end
+        if mv == 'v' then -- takeMarked, inlined
+          o = o + 1
+          out[o] = -1
+          break
+        end
+        local firstLarge, firstShort, retry = -1, -1, 0
+        for i = 1, width do
+          local limit = shape[2 + 2 * i]
+          local capacity, rate, per, cost = limit[1], limit[2], limit[3], ARGV[at + i]
+          cost = digits[cost] or cost + 0
+          local v = state[shape[1 + 2 * i]]
+          local level, updated, found
+          if v and made[v] and v[1] == encode then -- a token bucket the batch wrote: load's 't'
+            level, updated, found = v[2], v[3], true
+          else
+            local kind, x, y = parse(v)
+            level, updated, found = load(kind, x, y, capacity, now)
+          end
+          if now > updated then -- refill
+            level = level + (now - updated) * rate / per
+            updated = now
+          end
+          if level > capacity then
+            level = capacity
+          end
+          levels[i], updateds[i], founds[i], spends[i] = level, updated, found, cost
+          if cost > capacity then -- check: too large
+            if firstLarge < 0 then
+              firstLarge = i - 1
+            end
+          elseif not (cost == 0 or level >= cost) then -- check: short
+            if firstShort < 0 then
+              firstShort = i - 1
+            end
+            retry = math.max(retry, wait(level, cost, rate, per))
+          end
+        end
+        if firstLarge >= 0 or firstShort >= 0 then
+          if firstLarge >= 0 then
+            out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, firstLarge, 1, 0
+          else
+            out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, firstShort, 0, retry
+          end
+          for i = 1, width do
+            local limit, level = shape[2 + 2 * i], levels[i]
+            out[o + 3 + 2 * i], out[o + 4 + 2 * i] = floorUnits(level), wait(level, limit[1], limit[2], limit[3])
+          end
+          o = o + 4 + 2 * width
+          break
+        end
+        if taken then
+          local list = takenIds[taken] -- markIn, inlined once the set has a list
+          if list then
+            list[#list + 1] = id
+          else
+            markIn(taken, id, ttl)
+          end
+        elseif key then
+          remember(key, ttl, 't')
+        end
+        out[o + 1] = 1
+        for i = 1, width do
+          local limit = shape[2 + 2 * i]
+          local capacity, rate, per = limit[1], limit[2], limit[3]
+          local level, updated = levels[i] - spends[i], updateds[i]
+          local reset = 0 -- wait(level, capacity, rate, per)
+          if not (level >= capacity) then
+            local q = (capacity - level) * per / rate -- > 0, or NaN
+            if q >= maxWait then -- floor(q) >= maxWait exactly when q is
+              reset = maxWait
+            else
+              reset = q - q % 1 -- floor(q)
+              local j = 0
+              while j < 2 and level + reset * rate / per < capacity do
+                reset = reset + 1
+                j = j + 1
+              end
+            end
+          end
+          local key, how = shape[1 + 2 * i], nil -- put(found, level, updated, capacity, reset, now)
+          if level >= capacity then
+            if founds[i] then
+              how = false
+            end
+          else
+            local fullAt = updated + reset
+            local x = (fullAt - now) / 1000 -- finite, or NaN
+            how = x - x % 1 + 1000 -- floor(x) + 1000
+          end
+          if how ~= nil then -- write and remember: how is a TTL or false, never true
+            local v = false
+            if how then
+              v = cells[key]
+              if v then
+                v[1], v[2], v[3], v[4] = encode, level, updated, nil
+              else
+                v = {encode, level, updated}
+                cells[key], made[v] = v, true
+              end
+            end
+            if pending[key] == nil then
+              written[#written + 1] = key
+            end
+            state[key], pending[key] = v, how
+          end
+          local units = level - level % 1 -- floorUnits; inf and NaN go to it
+          if not (units < 2 ^ 63 and units > -2 ^ 63) then
+            units = floorUnits(level)
+          end
+          out[o + 2 * i], out[o + 1 + 2 * i] = units, reset
+        end
+        o = o + 1 + 2 * width
+      until true
+    else
+      if shape ~= last then
+        local used = m + n
+        n, m = width, 0
+        args[3] = ttl
+        if ttl ~= '0' then
+          m = 1
+        end
+        for i = 1, n do
+          local limit, b = shape[2 + 2 * i], 6 * i - 2
+          keys[m + i] = shape[1 + 2 * i]
+          args[b], args[b + 1], args[b + 2], args[b + 3], args[b + 4] = limit[1], limit[2], limit[3], limit[4], limit[5]
+        end
+        for i = m + n + 1, used do
+          keys[i] = nil
+        end
+        last = shape
+      end
+      if m == 1 then
+        marker = marker + 1
+        keys[1] = KEYS[marker]
+        if state[keys[1]] == nil then -- takeOne reads it from state
+          state[keys[1]] = values[marker]
+        end
+      end
+      for i = 1, n do
+        args[6 * i + 3] = ARGV[at + i]
+      end
+      markSet, markId = taken, id
+      o = appendReply(takeOne(keys, args), o)
+      markSet = nil
+    end
+    p = at + 1 + width
+  end
+end
+-- The marker sets first: a set that cannot be written (a key of another
+-- type) fails the batch before any bucket is written.
+for _, set in ipairs(takenSets) do
+  redis.call('SADD', set, unpack(takenIds[set]))
+  redis.call('PEXPIRE', set, takenTTL[set])
+end
+for i = 1, #written do
+  local key = written[i]
+  local how, v = pending[key], state[key]
+  if type(v) == 'table' then
+    v = v[1](v[2], v[3], v[4])
+  end
+  if not how then
+    redis.call('DEL', key)
+  elseif how == true then
+    redis.call('SET', key, v, 'KEEPTTL')
+  elseif how == 'persist' then
+    redis.call('SET', key, v)
+  else
+    redis.call('SET', key, v, 'PX', pxText(how))
+  end
+end
+local i = o + 1 -- clear the rest of an earlier call's reply
+while out[i] ~= nil do
+  out[i] = nil
+  i = i + 1
+end
+return out
