@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"strconv"
 	"sync/atomic"
 	"unsafe"
 
@@ -62,9 +61,9 @@ func (c *ietfItems) of(a *meter.Applied) *ietfItem {
 func appendPolicyItem(b []byte, a *meter.Applied) []byte {
 	b = appendQuoted(b, a.Rule.Name)
 	b = append(b, ";q="...)
-	b = strconv.AppendInt(b, a.Limit.Capacity, 10)
+	b = appendInt(b, a.Limit.Capacity)
 	b = append(b, ";w="...)
-	b = strconv.AppendInt(b, ceilSeconds(window(a.Limit)), 10)
+	b = appendInt(b, ceilSeconds(window(a.Limit)))
 	b = append(b, `;llmguard-unit="`...)
 	b = append(b, a.Rule.Unit.String()...)
 	return append(b, '"')

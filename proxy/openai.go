@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"strconv"
-
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/meter"
@@ -86,10 +84,10 @@ var (
 // header allocates.
 func setOpenAITrio(h *fasthttp.ResponseHeader, names *openAITrio, a *meter.Applied, format resetFormat) {
 	var b [32]byte
-	setField(h, names.limit, strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
-	setField(h, names.remaining, strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
+	setField(h, names.limit, appendInt(b[:0], a.Limit.Capacity))
+	setField(h, names.remaining, appendInt(b[:0], max(a.Status.Remaining, 0)))
 	if format == resetSeconds {
-		setField(h, names.reset, strconv.AppendInt(b[:0], ceilSeconds(a.Status.Reset), 10))
+		setField(h, names.reset, appendInt(b[:0], ceilSeconds(a.Status.Reset)))
 	} else {
 		setField(h, names.reset, appendGoDuration(b[:0], a.Status.Reset))
 	}

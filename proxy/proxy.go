@@ -172,6 +172,9 @@ type Proxy struct {
 	// waiting watches the connections of requests held waiting for their
 	// buckets, to drop those whose clients leave (wait.go).
 	waiting connWatch
+	// watch watches the clients of the answers being relayed, to cut the
+	// upstream of those whose clients leave (streamwatch.go).
+	watch streamWatch
 }
 
 // live is what a config reload replaces.

@@ -23,10 +23,6 @@ import (
 	"github.com/llmguard/llmguard/weigher"
 )
 
-// clientWatchEvery is how often a streaming response checks that its client
-// is still connected.
-const clientWatchEvery = 500 * time.Millisecond
-
 // errClientGone aborts the upstream read when the client has disconnected.
 var errClientGone = errors.New("proxy: client disconnected")
 
@@ -134,8 +130,8 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 			// which an upstream stalled mid-body never allows: watch the
 			// client as a stream does, and cut the upstream when it has
 			// left, so that the bytes read first come back.
-			ub.stop = make(chan struct{})
-			go p.watchClient(x, ctx.Conn(), rc, ub.stop, new(atomic.Bool))
+			ub.watch = &p.watch
+			p.watch.add(p, &ub.cut, watchedStream{x: x, conn: ctx.Conn(), upstream: rc})
 		}
 		ctx.Response.SetBodyStream(ub, -1)
 		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
@@ -241,18 +237,19 @@ func uncoded(encoding []byte) bool {
 }
 
 // upstreamBody relays the rest of an upstream body and releases the
-// response when fasthttp closes it; stop, when set, ends the watch of its
-// client (watchClient) then.
+// response when fasthttp closes it; watch, when set, watches its client
+// (streamWatch, cut its flag) until then.
 type upstreamBody struct {
 	io.Reader
-	resp *fasthttp.Response
-	stop chan struct{}
+	resp  *fasthttp.Response
+	watch *streamWatch
+	cut   atomic.Bool
 }
 
 func (b *upstreamBody) Close() error {
-	if b.stop != nil {
-		close(b.stop)
-		b.stop = nil
+	if b.watch != nil {
+		b.watch.remove(&b.cut)
+		b.watch = nil
 	}
 	err := b.resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(b.resp)
@@ -545,10 +542,10 @@ type streamSource struct {
 	// mem is what the stream holds of the answer budget: a zstd decoder's
 	// window, and the tap's buffers for a large event.
 	mem decoderMemory
-	// stop ends the watch of the client (watchClient), which sets cut when
-	// it cut the upstream because the client left.
-	stop chan struct{}
-	cut  atomic.Bool
+	// watch, while set, watches the client (streamWatch), which sets cut
+	// when it cut the upstream because the client left.
+	watch *streamWatch
+	cut   atomic.Bool
 	// opaque: r is in a coding llmguard does not read; the stream is
 	// relayed as sent, with its Content-Encoding, unread. decoded: r
 	// decodes a coding; the stream goes out without Content-Encoding.
@@ -568,9 +565,10 @@ type streamSource struct {
 // panic here closes it before it propagates.
 func (p *Proxy) openStream(x *exchange, raw io.Reader, conn net.Conn, enc string) *streamSource {
 	s := &x.src // in the exchange, which outlives the stream
-	s.r, s.mem, s.stop = raw, decoderMemory{p: p}, make(chan struct{})
+	s.r, s.mem = raw, decoderMemory{p: p}
 	if rc, ok := raw.(fasthttp.ReadCloserWithError); ok && conn != nil {
-		go p.watchClient(x, conn, rc, s.stop, &s.cut)
+		s.watch = &p.watch
+		p.watch.add(p, &s.cut, watchedStream{x: x, conn: conn, upstream: rc})
 	}
 	if enc == "" {
 		return s
@@ -602,7 +600,10 @@ func (p *Proxy) openStream(x *exchange, raw io.Reader, conn net.Conn, enc string
 // close ends the watch of the client and gives back what s holds of the
 // answer budget; s's decoder may not be read after.
 func (s *streamSource) close() {
-	close(s.stop)
+	if s.watch != nil {
+		s.watch.remove(&s.cut)
+		s.watch = nil
+	}
 	s.mem.release()
 }
 
@@ -620,34 +621,6 @@ func (h *headRecorder) Read(p []byte) (int, error) {
 		h.buf = append(h.buf, p[:n]...)
 	}
 	return n, err
-}
-
-// watchClient checks every clientWatchEvery that the client of a streamed
-// answer is still connected, until stop closes; when it has left, it marks
-// cut and cuts the upstream read, so that a silent upstream (thinking,
-// queued) stops being paid for. It runs on its own goroutine, contained.
-func (p *Proxy) watchClient(x *exchange, conn net.Conn, upstream fasthttp.ReadCloserWithError, stop <-chan struct{}, cut *atomic.Bool) {
-	defer func() {
-		if r := recover(); r != nil {
-			p.panicked(meter.StageWatch, r, x)
-		}
-	}()
-	t := time.NewTicker(clientWatchEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			if closed, ok := peerClosed(conn); !ok {
-				return
-			} else if closed {
-				cut.Store(true)
-				upstream.CloseWithError(errClientGone)
-				return
-			}
-		}
-	}
 }
 
 // expectsUsage reports whether x's stream will report its usage when it

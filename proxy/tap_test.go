@@ -102,3 +102,41 @@ func FuzzUsageTap(f *testing.F) {
 		}
 	})
 }
+
+// TestTapKeepsCopiesPastTheRead: the scanner hands an event's one data
+// line in place, in the stream's read buffer, which the next read
+// overwrites (see sse.Event.Data); what the tap keeps past a read — the
+// streamed text held for counting, the usage, the bytes held back while it
+// strips — are copies. The stream is fed through one buffer, scribbled over
+// after each feed, in pieces of every size.
+func TestTapKeepsCopiesPastTheRead(t *testing.T) {
+	usageOnly := "data: {\"id\":\"c1\",\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,\"total_tokens\":11}}\n\n"
+	for _, strip := range []bool{false, true} {
+		for size := 1; size <= len(chatStream); size++ {
+			tap := &usageTap{stream: weigher.NewStream(weigher.KindChat), strip: strip}
+			var out []byte
+			read := make([]byte, size)
+			for off := 0; off < len(chatStream); off += size {
+				n := copy(read, chatStream[off:])
+				out = append(out, tap.feed(read[:n])...)
+				for i := range read {
+					read[i] = '#'
+				}
+			}
+			out = append(out, tap.end()...)
+			want := chatStream
+			if strip {
+				want = strings.Replace(chatStream, usageOnly, "", 1)
+			}
+			if string(out) != want {
+				t.Fatalf("strip %v, reads of %d: client got %q", strip, size, out)
+			}
+			if string(tap.text.buf) != " Hello world" {
+				t.Errorf("strip %v, reads of %d: held text %q, want %q", strip, size, tap.text.buf, " Hello world")
+			}
+			if u := tap.stream.Usage(); !u.Final || u.Usage != (weigher.Usage{InputTokens: 9, OutputTokens: 2}) {
+				t.Errorf("strip %v, reads of %d: usage %+v", strip, size, u)
+			}
+		}
+	}
+}

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -27,7 +26,8 @@ var errClientLeft = apiError{status: 499, openAIType: "api_error", openAICode: "
 // up; nothing when it was not held.
 func setWaitHeader(h *fasthttp.ResponseHeader, m *meter.Exchange) {
 	if m.Held() {
-		h.Set("x-llmguard-wait-ms", strconv.FormatInt(ceilMS(m.Waited()), 10))
+		var b [24]byte
+		h.SetBytesV("x-llmguard-wait-ms", appendInt(b[:0], ceilMS(m.Waited())))
 	}
 }
 

@@ -15,7 +15,11 @@ type Event struct {
 	Type []byte
 
 	// Data is the values of the block's "data" fields joined by LF, without
-	// the final LF. It is meaningful only when HasData is true.
+	// the final LF. It is meaningful only when HasData is true. When the
+	// block has a single "data" field, Data is its value where it lies, in
+	// the input given to Feed or the scanner's buffer, without a copy: a
+	// caller that keeps it past the callback, whose next read reuses that
+	// input's buffer, must copy it first.
 	Data []byte
 
 	// HasData reports whether the block had at least one "data" field

@@ -41,13 +41,17 @@ func recOf(raw []byte, ev Event) rec {
 }
 
 // feedAll feeds chunks to s in order and returns every delivered event plus
-// Buffered at the end. It fails t if a raw slice is empty or if the
-// scanner's buffer outgrows its limit.
+// Buffered at the end. Each chunk is fed from one read buffer, reused, and
+// scribbled over after each Feed, as a reader's next read would: the
+// scanner must keep nothing of it. It fails t if a raw slice is empty or if
+// the scanner's buffer outgrows its limit.
 func feedAll(t testing.TB, s *Scanner, chunks [][]byte) ([]rec, string) {
 	t.Helper()
 	var recs []rec
+	var read []byte
 	for k, c := range chunks {
-		s.Feed(c, func(raw []byte, ev Event) {
+		read = append(read[:0], c...)
+		s.Feed(read, func(raw []byte, ev Event) {
 			if len(raw) == 0 {
 				t.Errorf("chunk %d: empty raw delivered", k)
 			}
@@ -58,6 +62,9 @@ func feedAll(t testing.TB, s *Scanner, chunks [][]byte) ([]rec, string) {
 		})
 		if n, lim := len(s.Buffered()), s.limit(); n > lim+1 {
 			t.Fatalf("chunk %d: %d bytes buffered, limit %d", k, n, lim)
+		}
+		for i := range read {
+			read[i] = '#'
 		}
 	}
 	return recs, string(s.Buffered())

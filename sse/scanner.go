@@ -56,7 +56,9 @@ type Scanner struct {
 	overflow  bool   // passing an oversized event through in pieces
 	lineEmpty bool   // in overflow: the current line has no bytes yet
 
-	data     []byte // data buffer, each value followed by LF
+	data     []byte // data buffer, each value followed by LF (two data lines or more)
+	one      []byte // the event's one data value, in place (oneHeld)
+	oneHeld  bool   // the event has had one data line, held in one, not in data
 	typ      []byte // event type buffer
 	id       []byte // last event ID buffer; persists across events
 	idSet    bool
@@ -74,7 +76,12 @@ type Scanner struct {
 // (Event.HasData false) so that every byte is accounted for. An event larger
 // than MaxEventBytes is delivered as several calls with Event.Truncated set.
 //
-// raw and the slices in ev are valid only during fn. fn must not call
+// raw and the slices in ev are valid only during fn: they alias p or the
+// scanner's buffers. An event with one data line, the usual case, has that
+// line's value as its Data in place, not a copy: when the line lies in p,
+// Data is p's bytes, which the caller's next read overwrites when it reads
+// into the same buffer. A caller that needs Data (or raw, or any field)
+// after fn returns must copy it. fn must not call
 // methods of s. A nil fn discards the events. Feed keeps no reference to p
 // after it returns. Work is linear in len(p): buffered bytes are never
 // rescanned.
@@ -168,6 +175,7 @@ func (s *Scanner) Feed(p []byte, fn func(raw []byte, ev Event)) {
 		}
 		return
 	}
+	s.holdOne() // the event goes on in the next Feed: p is not the caller's after this one
 	if evStart < len(p) {
 		if !s.lineInBuf && lineStart < len(p) {
 			s.lineOff = len(s.buf) + lineStart - evStart
@@ -310,6 +318,13 @@ func (s *Scanner) processLine(line []byte) bool {
 	case "event":
 		s.typ = append(s.typ[:0], value...)
 	case "data":
+		if len(s.data) == 0 && !s.oneHeld {
+			// The first data line stays where it is: most events have
+			// one, and it is then the event's Data as it stands.
+			s.one, s.oneHeld = value, true
+			break
+		}
+		s.holdOne()
 		s.data = append(s.data, value...)
 		s.data = append(s.data, '\n')
 	case "id":
@@ -348,7 +363,19 @@ func parseRetry(b []byte) (int64, bool) {
 	return v, true
 }
 
-// event returns the event built so far. Its slices alias s's buffers.
+// holdOne copies the data value held in place, if any, into s.data: before
+// a second data line is joined to it, and before Feed returns with the
+// event pending (the value may lie in the caller's p).
+func (s *Scanner) holdOne() {
+	if s.oneHeld {
+		s.data = append(s.data, s.one...)
+		s.data = append(s.data, '\n')
+		s.one, s.oneHeld = nil, false
+	}
+}
+
+// event returns the event built so far. Its slices alias s's buffers, or
+// the input being fed for a single data line.
 func (s *Scanner) event() Event {
 	ev := Event{
 		Type:     s.typ,
@@ -358,7 +385,9 @@ func (s *Scanner) event() Event {
 		HasRetry: s.hasRetry,
 		Stray:    s.stray,
 	}
-	if n := len(s.data); n > 0 {
+	if s.oneHeld {
+		ev.Data, ev.HasData = s.one, true
+	} else if n := len(s.data); n > 0 {
 		ev.Data, ev.HasData = s.data[:n-1], true
 	}
 	return ev
@@ -370,6 +399,7 @@ func (s *Scanner) endEvent() {
 	s.buf = s.buf[:0]
 	s.evLen = 0
 	s.data = s.data[:0]
+	s.one, s.oneHeld = nil, false
 	s.typ = s.typ[:0]
 	s.idSet = false
 	s.retry, s.hasRetry = 0, false
