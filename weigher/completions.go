@@ -41,6 +41,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	defer d.close()
 	var model, prompt, suffix, maxTok, n, bestOf gjson.Result
 	echo := false
+	var floor outputFloor // vLLM's min_tokens and ignore_eos
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
 		switch k {
@@ -61,6 +62,8 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 			n = v
 		case "best_of":
 			bestOf = v
+		case "min_tokens", "ignore_eos":
+			floor.read(k, v)
 		case "echo":
 			echo = v.Type == gjson.True
 		case "stream":
@@ -92,6 +95,9 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 		// output reservation, as a chat body with no cap gets.
 		out = max(w.defaultOutput(est.Model), defaultCompletionMaxTokens)
 	}
+	// An absent max_tokens is 16 to vLLM too; a null one is "until the
+	// context ends", which ignore_eos makes the whole window.
+	out, _ = floor.apply(w, est.Model, out, maxTok.Exists() && !ok)
 	choices := int64(1)
 	if c, ok := tokenCount(n); ok && c > choices {
 		choices = c

@@ -20,12 +20,18 @@ import (
 // (https://www.assemblyai.com/docs/llm-gateway/fallback); OpenRouter's
 // "preset", a saved configuration that can set the model and its
 // fallbacks (https://openrouter.ai/docs/features/presets), which a
-// "model" of "@preset/<name>" names too. None of them is
+// "model" of "@preset/<name>" names too; LiteLLM's "user_config", a
+// request-level router configuration whose model list may route the call
+// to any model or deployment it names
+// (https://docs.litellm.ai/docs/proxy/clientside_auth: "You can pass a
+// litellm.RouterConfig as user_config").
+// None of them is
 // a field of the OpenAI or Anthropic endpoints llmguard weighs (chat,
 // Responses, completions, embeddings, image generation, Messages), so a
 // body holding one, in any case, is refused (FaultModelOutsideBody)
 // rather than priced as its "model" alone. An immutable table.
-var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "fallback_config", "preset"}
+var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "fallback_config", "preset",
+	"user_config"}
 
 // fallbackModelsKey returns the first top-level member of d whose key is
 // one of FallbackModelFields in any case (as sent), with
@@ -66,17 +72,17 @@ func fallbackMember(k string, v gjson.Result) (key string, f Fault) {
 // isFallbackModelField reports whether key is one of FallbackModelFields
 // in any case.
 func isFallbackModelField(key string) bool {
-	// Every name is 6 to 24 bytes long (32 with the non-ASCII letters that fold to its "s" and "k") and starts with 'm', 'f', 'c' or 'p'.
+	// Every name is 6 to 24 bytes long (32 with the non-ASCII letters that fold to its "s" and "k") and starts with 'm', 'f', 'c', 'p' or 'u'.
 	if len(key) < 6 || len(key) > 32 {
 		return false
 	}
 	switch key[0] | 0x20 {
-	case 'm', 'f', 'c', 'p':
+	case 'm', 'f', 'c', 'p', 'u':
 	default:
 		return false
 	}
 	switch len(key) {
-	case 6, 9, 15, 24: // the names' own lengths
+	case 6, 9, 11, 15, 24: // the names' own lengths
 	default:
 		// Only a non-ASCII letter that folds to an ASCII one makes a
 		// variant of another length ("messages", "max_tokens" are not).

@@ -12,7 +12,8 @@ import (
 // Claude's tokenizer is not public, so text — system (a string or text
 // blocks), message content (a string or blocks), tool_use names and input
 // JSON, tool_result content, the JSON of tool definitions (name, description,
-// input_schema) — is counted in o200k_base and multiplied by the model's
+// input_schema), the JSON of a structured output format (output_config's
+// format, output_format) — is counted in o200k_base and multiplied by the model's
 // safety factor (see claude.go). Figures Anthropic publishes in its own
 // tokens are added unscaled: the chat framing (claudeTokensPerMessage per
 // message, claudeTokensReply), the tool-use system prompt by model and
@@ -60,6 +61,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	}
 	defer d.close()
 	var model, system, messages, tools, toolChoice, maxTok, thinking gjson.Result
+	var formats [2]gjson.Result // output_config.format and output_format (structuredOutputTokens)
 	var messageElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
 	at := 0
@@ -84,6 +86,10 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 			addField(&est.OutputFields, spanOf(elems))
 		case "thinking":
 			thinking = v
+		case "output_config":
+			formats[0] = v.Get("format")
+		case "output_format":
+			formats[1] = v
 		case "stream":
 			est.Stream = lenientTrue(v)
 		case "speed":
@@ -214,6 +220,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	if t := thinking.Get("type").String(); t == "enabled" || t == "adaptive" {
 		c.fixed += claudeThinkingTokens
 	}
+	c.text = min(c.text+structuredOutputTokens(c.enc, formats[:]), maxTokens)
 	est.ServerContext = est.ServerContext || c.hidden
 	est.InputTokens = min(scaleBy(w.claudeSafetyFactor(est.Model), c.text)+c.fixed, maxTokens)
 
@@ -224,6 +231,23 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	}
 	est.OutputTokens, est.Choices = out, 1
 	return est, true
+}
+
+// structuredOutputTokens counts the output formats of a Messages body,
+// its "output_config"'s "format" and the older top-level "output_format"
+// (structured outputs: {"type": "json_schema", "schema": …},
+// https://platform.claude.com/docs/en/build-with-claude/structured-outputs):
+// the API turns the schema into context of the prompt it bills, so each
+// is counted as the text of its JSON (in o200k_base tokens, scaled later
+// with the rest of the text); absent or null, 0. Saturates at maxTokens.
+func structuredOutputTokens(enc counter, formats []gjson.Result) int64 {
+	var n int64
+	for _, f := range formats {
+		if f.Exists() && f.Type != gjson.Null {
+			n = min(n+countText(enc, f.Raw), maxTokens)
+		}
+	}
+	return n
 }
 
 // currentTurnStart is the index of the first message of the current
