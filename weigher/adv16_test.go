@@ -204,3 +204,80 @@ func TestChatObjectContentIsWeighed(t *testing.T) {
 		t.Errorf("one image_url object as content: %d input tokens, want at least 765 (gpt-4o, 2048×2048 high)", est.InputTokens)
 	}
 }
+
+// An advisor tool (Anthropic's advisor_20260301, OpenRouter's
+// openrouter:advisor) or NanoGPT's top-level "advisor" names a second
+// model that reads the conversation and is billed at its own rates: the
+// body is refused as naming a model outside "model". A function that is
+// merely named "advisor" is not.
+func TestAdvisorToolsAreRefused(t *testing.T) {
+	w := testWeigher(t)
+	for _, tc := range []struct {
+		kind Kind
+		body string
+	}{
+		{KindMessages, `{"model":"claude-haiku-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"advisor_20260301","name":"advisor","model":"claude-opus-4-7"}]}`},
+		{KindChat, `{"model":"openai/gpt-4o-mini","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}},{"type":"openrouter:advisor","parameters":{"model":"anthropic/claude-opus-4.7"}}]}`},
+		{KindChat, `{"model":"gpt-4o-mini","max_tokens":1,"messages":[],"tools":[{"type":"OpenRouter:Advisor"}]}`},
+		{KindChat, `{"model":"gpt-4o-mini","max_tokens":1,"messages":[],"tools":[{"type":"openrouter:advi\u0073or"}]}`},
+		{KindResponses, `{"model":"gpt-4o-mini","input":"hi","tools":[{"type":"orq:advisor","model":"o1-pro"}]}`},
+		{KindChat, `{"model":"gpt-4o-mini","max_tokens":1,"messages":[],"advisor":{"model":"o1-pro","mode":"auto"}}`},
+	} {
+		if est := w.Weigh(tc.kind, []byte(tc.body)); est.Fault != FaultModelOutsideBody {
+			t.Errorf("%.150s: fault %v, want model_outside_body", tc.body, est.Fault)
+		}
+	}
+	ok := `{"model":"gpt-4o-mini","max_tokens":1,"messages":[],"tools":[{"type":"function","function":{"name":"advisor","description":"ask the ADVISOR"}}]}`
+	if est := w.Weigh(KindChat, []byte(ok)); est.Fault != FaultNone || !est.Parsed {
+		t.Errorf("a function named advisor: fault %v, want none", est.Fault)
+	}
+}
+
+// OpenRouter's reasoning.max_tokens is a reasoning budget billed as
+// output, which a gateway may grant beside the answer's maximum: it was
+// not reserved at all.
+func TestReasoningMaxTokensIsReserved(t *testing.T) {
+	w := testWeigher(t)
+	for _, tc := range []struct {
+		kind Kind
+		body string
+		want int64
+	}{
+		{KindChat, `{"model":"anthropic/claude-sonnet-4.5","max_tokens":100,"messages":[],"reasoning":{"max_tokens":5000}}`, 5100},
+		{KindChat, `{"model":"anthropic/claude-sonnet-4.5","max_tokens":100,"n":2,"messages":[],"reasoning":{"max_tokens":"5000"}}`, 10200},
+		{KindChat, `{"model":"my-model","messages":[],"reasoning":{"max_tokens":5000}}`, 6000}, // the default 1,000 + 5,000, no longer learnable
+		{KindChat, `{"model":"my-model","max_tokens":100,"messages":[],"reasoning":{"effort":"high"}}`, 100},
+		{KindResponses, `{"model":"my-model","max_output_tokens":100,"input":"hi","reasoning":{"max_tokens":5000}}`, 5100},
+	} {
+		est := w.Weigh(tc.kind, []byte(tc.body))
+		if est.OutputTokens != tc.want || !est.Parsed {
+			t.Errorf("%s: OutputTokens %d (parsed %v), want %d", tc.body, est.OutputTokens, est.Parsed, tc.want)
+		}
+		if strings.Contains(tc.body, `"max_tokens":5000`) && est.OutputDefaulted {
+			t.Errorf("%s: OutputDefaulted, want a fixed reservation", tc.body)
+		}
+	}
+}
+
+// vLLM's mm_processor_kwargs set how many tokens each image becomes by
+// the model's own processor rule: hidden context.
+func TestMMProcessorKwargsIsHidden(t *testing.T) {
+	body := `{"model":"Qwen/Qwen2.5-VL-7B-Instruct","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"mm_processor_kwargs":{"max_pixels":50000000}}`
+	if est := testWeigher(t).Weigh(KindChat, []byte(body)); !est.ServerContext || est.InputTokens < DefaultMaxInputTokens {
+		t.Errorf("mm_processor_kwargs: ServerContext %v, %d input tokens, want the window (%d)", est.ServerContext, est.InputTokens, DefaultMaxInputTokens)
+	}
+}
+
+// Anthropic content, a system prompt or a tool result given as one block
+// (an object, not a string nor an array), and a text block whose text is
+// an object, weighed as nothing.
+func TestMessagesObjectContentIsWeighed(t *testing.T) {
+	for _, b := range []string{
+		`{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":{"type":"text","text":"%s"}}]}`,
+		`{"model":"claude-sonnet-4-5","max_tokens":1,"system":{"type":"text","text":"%s"},"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":{"type":"text","text":"%s"}}]}]}`,
+		`{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":{"t":"%s"}}]}]}`,
+	} {
+		grows(t, KindMessages, b[60:110], strings.Replace(b, "%s", "hi", 1), strings.Replace(b, "%s", words16, 1), 2990)
+	}
+}

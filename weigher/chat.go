@@ -89,7 +89,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	defer d.close()
 	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction gjson.Result
 	var templateText [2]gjson.Result // vLLM's documents and chat_template_kwargs (templateFields)
-	var floor outputFloor            // vLLM's min_tokens and ignore_eos
+	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens
 	var messageElems, toolsElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
 	at := 0
@@ -175,8 +175,15 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			est.ServiceTier = serviceTier(v)
 		case "prediction":
 			prediction = v
-		case "min_tokens", "ignore_eos":
+		case "min_tokens", "ignore_eos", "reasoning":
 			floor.read(k, v)
+		case "mm_processor_kwargs":
+			// vLLM's multimodal processor arguments (the chat API's extra
+			// parameters): they set how many tokens each image or video
+			// becomes (Qwen2-VL's max_pixels, Phi-3-vision's num_crops)
+			// by a rule of the model's own processor, which the image
+			// rules here do not know: hidden context.
+			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case "audio", "modalities":
 			est.Audio = est.Audio || asksAudio(k, v)
 		}

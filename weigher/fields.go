@@ -397,7 +397,8 @@ var (
 				under("tool_calls", chatToolCallFields).
 				under("function_call", callFields)
 	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources", "web_search_options", "plugins",
-		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs", "min_tokens", "ignore_eos").
+		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs", "min_tokens", "ignore_eos", "mm_processor_kwargs").
+		under("reasoning", object("max_tokens")).
 		under("messages", chatMessageFields).
 		under("tools", toolFields).
 		under("functions", functionFields).
@@ -419,7 +420,8 @@ var (
 		under("input", responsesItemFields).
 		under("instructions", responsesItemFields).
 		under("tools", toolFields).
-		under("text", object().under("format", object("type")))
+		under("text", object().under("format", object("type"))).
+		under("reasoning", object("max_tokens"))
 
 	completionsFields = object("model", "prompt", "suffix", "max_tokens", "n", "best_of", "echo", "stream", "min_tokens", "ignore_eos").
 				under("stream_options", object("include_usage"))

@@ -144,12 +144,15 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	part := func(tag, flags string, raw string, fn func(sub *claudeCounter)) { count(tag, flags, raw, fn, nil) }
 
 	part("messages.system", "", system.Raw, func(sub *claudeCounter) {
-		if system.IsArray() {
+		switch {
+		case system.IsArray():
 			system.ForEach(func(_, b gjson.Result) bool {
 				sub.block(b, false, 0)
 				return true
 			})
-		} else {
+		case system.IsObject(): // one block, as message reads it
+			sub.block(system, false, 0)
+		default:
 			sub.text += countText(sub.enc, stringOf(system))
 		}
 	})
@@ -291,12 +294,17 @@ func mayThink(raw string) bool {
 // message counts one message's content (a string or blocks); thinking
 // tells whether its thinking blocks count (the current assistant turn).
 func (c *claudeCounter) message(m gjson.Result, thinking bool) {
-	if content := m.Get("content"); content.IsArray() {
+	switch content := m.Get("content"); {
+	case content.IsArray():
 		content.ForEach(func(_, b gjson.Result) bool {
 			c.block(b, thinking, 0)
 			return true
 		})
-	} else {
+	case content.IsObject():
+		// One block where a list of them was expected: a lenient
+		// Anthropic-compatible server reads it as that block.
+		c.block(content, thinking, 0)
+	default:
 		c.text += countText(c.enc, stringOf(content))
 	}
 }
@@ -348,7 +356,7 @@ func (c *claudeCounter) block(b gjson.Result, thinking bool, depth int) {
 	typ := b.Get("type").String()
 	switch typ {
 	case "text":
-		c.text += countText(c.enc, stringOf(b.Get("text")))
+		c.text += countValue(c.enc, b.Get("text"))
 	case "image":
 		c.fixed += c.image(b.Get("source"))
 	case "document":
@@ -389,6 +397,10 @@ func (c *claudeCounter) block(b gjson.Result, thinking bool, depth int) {
 
 // blocks counts content that is a string or an array of blocks.
 func (c *claudeCounter) blocks(content gjson.Result, thinking bool, depth int) {
+	if content.IsObject() { // one block, as message reads it
+		c.block(content, thinking, depth+1)
+		return
+	}
 	if !content.IsArray() {
 		c.text += countText(c.enc, stringOf(content))
 		return

@@ -55,7 +55,8 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	defer d.close()
 	var model, input, instructions, tools, maxOut, text, maxCalls gjson.Result
 	var inputElems, instructionElems elements
-	inputAt := -1 // the index of "input" among the members, when its key is written plain
+	var floor outputFloor // OpenRouter's reasoning.max_tokens
+	inputAt := -1         // the index of "input" among the members, when its key is written plain
 	at := 0
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
@@ -88,6 +89,8 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 			est.Background = v.Type != gjson.Null && v.Type != gjson.False
 		case "max_tool_calls":
 			maxCalls = v
+		case "reasoning":
+			floor.read(k, v)
 		}
 		at++
 		return true
@@ -152,6 +155,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		out = w.defaultOutput(est.Model)
 		est.OutputDefaulted = true
 	}
+	out, est.OutputDefaulted = floor.apply(w, est.Model, out, est.OutputDefaulted)
 	est.OutputTokens, est.Choices = out, 1
 	return est, true
 }
