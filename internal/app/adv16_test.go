@@ -368,3 +368,95 @@ func TestAdv16ChatObjectContentIsWeighed(t *testing.T) {
 		})
 	}
 }
+
+// An advisor tool names a second model that reads the whole
+// conversation and writes advice, billed at its own rates (Anthropic's
+// advisor_20260301, OpenRouter's openrouter:advisor): such a body was
+// forwarded and priced as its executor model alone. It is refused 400
+// model_outside_body, and the upstream never sees it.
+func TestAdv16AdvisorToolIsRefused(t *testing.T) {
+	up := startBilling16(t, func(string, map[string]any) (int64, int64) { return 1, 1 })
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+limits:
+  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 20000}
+`, up.url, testKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := frozenHarness(t, cfg)
+	body := `{"model":"claude-haiku-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"advisor_20260301","name":"advisor","model":"claude-opus-4-7"}]}`
+	if resp, b := h.do("/v1/messages", body); resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, "names models beside") {
+		t.Errorf("advisor_20260301: %d %.200s, want 400 model_outside_body", resp.StatusCode, b)
+	}
+	oa := fresh16(t, up.url)
+	body = `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"openrouter:advisor","parameters":{"model":"anthropic/claude-opus-4.7"}}]}`
+	if resp, b := oa.do("/v1/chat/completions", body); resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, `"code":"model_outside_body"`) {
+		t.Errorf("openrouter:advisor: %d %.200s, want 400 model_outside_body", resp.StatusCode, b)
+	}
+	if n := up.calls.Load(); n != 0 {
+		t.Errorf("the upstream was called %d times, want none", n)
+	}
+}
+
+// OpenRouter's reasoning.max_tokens grants a thinking model a reasoning
+// budget billed as output: a body with max_tokens 100 and a 6,000-token
+// budget reserved 100 and was billed 6,100 a call, so four calls went
+// through a 20,000-token bucket (24,4xx billed). The budget is now
+// reserved on top of the answer's maximum.
+func TestAdv16ReasoningBudgetIsReserved(t *testing.T) {
+	up := startBilling16(t, func(_ string, body map[string]any) (int64, int64) {
+		m, _ := body["max_tokens"].(float64)
+		out := int64(m)
+		if r, ok := body["reasoning"].(map[string]any); ok {
+			if b, ok := r["max_tokens"].(float64); ok {
+				out += int64(b) // the thinking ran its whole budget
+			}
+		}
+		return words(body["messages"]), out
+	})
+	h := fresh16(t, up.url)
+	body := `{"model":"gpt-4o-mini","max_tokens":100,"messages":[{"role":"user","content":"think"}],"reasoning":{"max_tokens":6000}}`
+	if passed := up.callThrough(t, h, "/v1/chat/completions", body, 5, h.tokensLeft()); passed == 0 {
+		t.Errorf("no call passed: the case tests nothing")
+	}
+}
+
+// Anthropic content given as one block object (not a string nor an
+// array) weighed as nothing: 3,000 words in it went seven times through
+// a 20,000-token bucket.
+func TestAdv16AnthropicObjectContentIsWeighed(t *testing.T) {
+	up := startBilling16(t, func(_ string, body map[string]any) (int64, int64) {
+		return words(body["messages"], body["system"]), 1
+	})
+	for _, tc := range []struct{ name, body string }{
+		{"content", `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":{"type":"text","text":"` + words16 + `"}}]}`},
+		{"system", `{"model":"claude-sonnet-4-5","max_tokens":1,"system":{"type":"text","text":"` + words16 + `"},"messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Parse([]byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+limits:
+  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 20000}
+`, up.url, testKey)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := frozenHarness(t, cfg)
+			const left = 20000 // a fresh bucket on a frozen clock
+			if passed := up.callThrough(t, h, "/v1/messages", tc.body, 10, left); passed == 0 {
+				t.Errorf("no call passed: the case tests nothing")
+			}
+		})
+	}
+}
