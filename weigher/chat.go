@@ -50,12 +50,15 @@ func bodyString(b []byte) string {
 // InputTokens follows the cookbook's chat framing (see tokensPerMessage) and
 // equals OpenAI's prompt_tokens for plain-text messages; it adds content-part
 // text, images by OpenAI's tile/patch rules (see imageTokens), assistant
-// tool_calls / function_call (name + arguments + tokensPerToolCall), tool and
+// tool_calls / function_call (name + arguments or a custom call's input,
+// an object counted as its JSON text, + tokensPerToolCall), a content
+// given as one object (objectContentTally), tool and
 // legacy "functions" definitions by the cookbook's constants (see
 // toolsCounter.count), and a json_schema response_format as the tokens of its
 // JSON text. OutputTokens is max_completion_tokens, else max_tokens, else the
-// model's default output reservation — times n (default 1), since each of
-// the n choices may run to the limit.
+// model's default output reservation, raised by vLLM's min_tokens and
+// ignore_eos and OpenRouter's reasoning.max_tokens (outputFloor) — times n
+// (default 1), since each of the n choices may run to the limit.
 //
 // A body that is not a JSON object yields the byte-based estimate of
 // [Weigher.Bytes] with Parsed false. Chat never panics and never keeps body.

@@ -23,7 +23,8 @@ const defaultCompletionMaxTokens = 16
 // billed ("it can quickly consume your token quota"), and best_of ≥ n —
 // times the number of prompts, since each prompt gets its own choices; with
 // echo the prompt is also returned in every choice, so its tokens are added
-// once per choice (reconciliation refunds any excess).
+// once per choice (reconciliation refunds any excess). vLLM's min_tokens
+// and ignore_eos raise the per-completion figure (outputFloor).
 //
 // A streamed request sets Stream, and IncludeUsage when it sets
 // stream_options.include_usage. A body that is not a JSON object yields the

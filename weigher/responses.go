@@ -25,8 +25,14 @@ import (
 // items pull context the body does not hold: ServerContext is set and
 // InputTokens counts only what the body holds.
 //
+// A value that is an object where a string was expected (a message's
+// content as one part, a tool output, call arguments, the input or the
+// instructions as one item) is weighed as that part or item, else as its
+// JSON text.
+//
 // OutputTokens is max_output_tokens (reasoning included), else the model's
-// default output reservation. A streamed request sets Stream and
+// default output reservation, plus an OpenRouter reasoning.max_tokens
+// budget (outputFloor). A streamed request sets Stream and
 // IncludeUsage (a Responses stream always ends with usage). A body that is
 // not a JSON object yields the byte-based estimate of [Weigher.Bytes] with
 // Parsed false. Responses never panics and never keeps body.
