@@ -52,12 +52,15 @@ func bodyString(b []byte) string {
 // InputTokens follows the cookbook's chat framing (see tokensPerMessage) and
 // equals OpenAI's prompt_tokens for plain-text messages; it adds content-part
 // text, images by OpenAI's tile/patch rules (see imageTokens), assistant
-// tool_calls / function_call (name + arguments + tokensPerToolCall), tool and
+// tool_calls / function_call (name + arguments or a custom call's input,
+// an object counted as its JSON text, + tokensPerToolCall), a content
+// given as one object (objectContentTally), tool and
 // legacy "functions" definitions by the cookbook's constants (see
 // toolsCounter.count), and a json_schema response_format as the tokens of its
 // JSON text. OutputTokens is max_completion_tokens, else max_tokens, else the
-// model's default output reservation — times n (default 1), since each of
-// the n choices may run to the limit.
+// model's default output reservation, raised by vLLM's min_tokens and
+// ignore_eos and OpenRouter's reasoning.max_tokens (outputFloor) — times n
+// (default 1), since each of the n choices may run to the limit.
 //
 // A body that is not a JSON object yields the byte-based estimate of
 // [Weigher.Bytes] with Parsed false. Chat never panics and never keeps body.
@@ -91,6 +94,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	defer d.close()
 	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction gjson.Result
 	var templateText [2]gjson.Result // vLLM's documents and chat_template_kwargs (templateFields)
+	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens
 	var messageElems, toolsElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
 	at := 0
@@ -122,7 +126,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		}
 		if rawWalk {
 			switch k {
-			case "model", "max_completion_tokens", "max_tokens", "n", "service_tier":
+			case "model", "max_completion_tokens", "max_tokens", "n", "service_tier", "min_tokens":
 				v = parsedScalar(v.Raw)
 			}
 		}
@@ -176,6 +180,15 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			est.ServiceTier = serviceTier(v)
 		case "prediction":
 			prediction = v
+		case "min_tokens", "ignore_eos", "reasoning":
+			floor.read(k, v)
+		case "mm_processor_kwargs":
+			// vLLM's multimodal processor arguments (the chat API's extra
+			// parameters): they set how many tokens each image or video
+			// becomes (Qwen2-VL's max_pixels, Phi-3-vision's num_crops)
+			// by a rule of the model's own processor, which the image
+			// rules here do not know: hidden context.
+			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case "audio", "modalities":
 			est.Audio = est.Audio || asksAudio(k, v)
 		}
@@ -293,6 +306,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		out = w.defaultOutput(est.Model)
 		est.OutputDefaulted = true
 	}
+	out, est.OutputDefaulted = floor.apply(w, est.Model, out, est.OutputDefaulted)
 	choices, ok := tokenCount(n)
 	if !ok || choices < 1 {
 		choices = 1
@@ -430,7 +444,8 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 		case "name":
 			n += countRaw(enc, v) + tokensPerName
 		case "content":
-			if v.IsArray() {
+			switch {
+			case v.IsArray():
 				rawElements(v.Raw, func(p gjson.Result) bool {
 					t, pok := partTally(enc, model, p, check && ok, &fold)
 					ok = ok && pok
@@ -439,7 +454,15 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 					audio = audio || t.audio
 					return true
 				})
-			} else {
+			case v.IsObject():
+				// A single part where an array of them was expected: a
+				// lenient upstream reads it as the one part it is
+				// (checkMember above has checked its members).
+				t := objectContentTally(enc, model, v)
+				n += t.text
+				hidden = hidden || t.hidden
+				audio = audio || t.audio
+			default:
 				n += countRaw(enc, v)
 			}
 		case "tool_calls":
@@ -488,8 +511,11 @@ func callsTally(enc counter, c gjson.Result, check bool, fold *[]byte) (n int64,
 		return 0, true // checkElements checks objects only
 	}
 	rawMembers(c.Raw, func(k string, v gjson.Result) bool {
-		if k == "function" && v.IsObject() {
-			t, fok := callTally(enc, v, check && ok, fold)
+		if (k == "function" || k == "custom") && v.IsObject() {
+			// A function call's name and arguments, or a custom tool
+			// call's name and input (custom tools, whose calls carry free
+			// text: https://platform.openai.com/docs/guides/function-calling#custom-tools).
+			t, fok := callTallyOf(enc, v, callKinds[k], check && ok, fold)
 			n += t
 			ok = ok && fok
 			return true
@@ -524,6 +550,32 @@ func eachValue(v gjson.Result, fn func(gjson.Result) bool) {
 // field-checks fn's members as checkFieldsAt(fn, callFields, …) does
 // (checkMember, in order): ok false when that fails.
 func callTally(enc counter, fn gjson.Result, check bool, fold *[]byte) (n int64, ok bool) {
+	return callTallyOf(enc, fn, callKinds["function"], check, fold)
+}
+
+// callKind is where one kind of chat tool call holds its text: the
+// member of its arguments (the name is "name" in every kind) and the
+// fields its members are checked with.
+type callKind struct {
+	args   string
+	fields *fields
+}
+
+// callKinds are the tool call kinds of a chat message's tool_calls, by
+// the member that holds the call: a function call's "function"
+// ({"name", "arguments"}) and a custom tool call's "custom" ({"name",
+// "input"}). An immutable table.
+var callKinds = map[string]callKind{
+	"function": {args: "arguments", fields: callFields},
+	"custom":   {args: "input", fields: customCallFields},
+}
+
+// callTallyOf is callTally for a call of kind ck: its name and its
+// arguments (ck.args), each a string counted as its text or any other
+// value counted as its JSON text (countValue: a lenient upstream takes
+// arguments given as an object and writes them out), and
+// tokensPerToolCall; the members checked with ck.fields when check.
+func callTallyOf(enc counter, fn gjson.Result, ck callKind, check bool, fold *[]byte) (n int64, ok bool) {
 	if !fn.IsObject() {
 		return 0, true
 	}
@@ -531,17 +583,45 @@ func callTally(enc counter, fn gjson.Result, check bool, fold *[]byte) (n int64,
 	var name, args gjson.Result
 	rawMembers(fn.Raw, func(k string, v gjson.Result) bool {
 		if check && ok {
-			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, callFields, 5, nil, fold)
+			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, ck.fields, 5, nil, fold)
 		}
 		switch k {
 		case "name":
 			name = v
-		case "arguments":
+		case ck.args:
 			args = v
 		}
 		return true
 	})
-	return tokensPerToolCall + countRaw(enc, name) + countRaw(enc, args), ok
+	return tokensPerToolCall + countRaw(enc, name) + countValue(enc, args), ok
+}
+
+// countValue counts v, a member an upstream writes into the prompt as
+// text: a string by its text, null or an absent member as 0, and any
+// other value (an object, an array, a number) by its JSON text, as a
+// lenient upstream that takes it writes it out.
+func countValue(enc counter, v gjson.Result) int64 {
+	switch {
+	case v.Type == gjson.String:
+		return countRaw(enc, v)
+	case v.Type == gjson.Null, v.Raw == "":
+		return 0
+	}
+	return countText(enc, v.Raw)
+}
+
+// objectContentTally weighs a chat message's content given as one
+// object instead of a string or an array of parts: as the part it is
+// when its "type" is one partTally knows (text, refusal, image_url, file,
+// input_audio), else as its JSON text, which a lenient upstream writes
+// into the prompt.
+func objectContentTally(enc counter, model string, v gjson.Result) tally {
+	switch v.Get("type").String() {
+	case "text", "refusal", "image_url", "file", "input_audio":
+		t, _ := partTally(enc, model, v, false, nil)
+		return t
+	}
+	return tally{text: countText(enc, v.Raw)}
 }
 
 // partTally is one content part p (a value as rawValue gives it) as
@@ -581,9 +661,9 @@ func partTally(enc counter, model string, p gjson.Result, check bool, fold *[]by
 	// String gives its JSON text, which equals no type name.
 	switch rawString(typ) {
 	case "text":
-		return tally{text: countRaw(enc, text), audio: inputAudio}, ok
+		return tally{text: countValue(enc, text), audio: inputAudio}, ok
 	case "refusal":
-		return tally{text: countRaw(enc, refusal), audio: inputAudio}, ok
+		return tally{text: countValue(enc, refusal), audio: inputAudio}, ok
 	}
 	n, hidden := partWeight(enc, model, p)
 	return tally{text: n, hidden: hidden, audio: partAudio(p)}, ok
@@ -640,9 +720,9 @@ func partWeight(enc counter, model string, p gjson.Result) (n int64, hidden bool
 	}
 	switch p.Get("type").String() {
 	case "text":
-		return countText(enc, stringOf(p.Get("text"))), false
+		return countValue(enc, p.Get("text")), false
 	case "refusal":
-		return countText(enc, stringOf(p.Get("refusal"))), false
+		return countValue(enc, p.Get("refusal")), false
 	case "file":
 		// {"type":"file","file":{"file_data":"data:…;base64,…","filename"}}
 		// or {"file":{"file_id"}}: weighed like Responses' input_file.

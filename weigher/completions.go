@@ -23,7 +23,8 @@ const defaultCompletionMaxTokens = 16
 // billed ("it can quickly consume your token quota"), and best_of ≥ n —
 // times the number of prompts, since each prompt gets its own choices; with
 // echo the prompt is also returned in every choice, so its tokens are added
-// once per choice (reconciliation refunds any excess).
+// once per choice (reconciliation refunds any excess). vLLM's min_tokens
+// and ignore_eos raise the per-completion figure (outputFloor).
 //
 // A streamed request sets Stream, and IncludeUsage when it sets
 // stream_options.include_usage. A body that is not a JSON object yields the
@@ -41,6 +42,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	defer d.close()
 	var model, prompt, suffix, maxTok, n, bestOf gjson.Result
 	echo := false
+	var floor outputFloor // vLLM's min_tokens and ignore_eos
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
 		switch k {
@@ -61,6 +63,8 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 			n = v
 		case "best_of":
 			bestOf = v
+		case "min_tokens", "ignore_eos":
+			floor.read(k, v)
 		case "echo":
 			echo = v.Type == gjson.True
 		case "stream":
@@ -92,6 +96,9 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 		// output reservation, as a chat body with no cap gets.
 		out = max(w.defaultOutput(est.Model), defaultCompletionMaxTokens)
 	}
+	// An absent max_tokens is 16 to vLLM too; a null one is "until the
+	// context ends", which ignore_eos makes the whole window.
+	out, _ = floor.apply(w, est.Model, out, maxTok.Exists() && !ok)
 	choices := int64(1)
 	if c, ok := tokenCount(n); ok && c > choices {
 		choices = c

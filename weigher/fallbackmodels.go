@@ -20,12 +20,20 @@ import (
 // (https://www.assemblyai.com/docs/llm-gateway/fallback); OpenRouter's
 // "preset", a saved configuration that can set the model and its
 // fallbacks (https://openrouter.ai/docs/features/presets), which a
-// "model" of "@preset/<name>" names too. None of them is
+// "model" of "@preset/<name>" names too; LiteLLM's "user_config", a
+// request-level router configuration whose model list may route the call
+// to any model or deployment it names
+// (https://docs.litellm.ai/docs/proxy/clientside_auth: "You can pass a
+// litellm.RouterConfig as user_config"); NanoGPT's "advisor", a second
+// model the request's model may consult, billed at that model's rates
+// (https://docs.nano-gpt.com/api-reference/miscellaneous/advisor).
+// None of them is
 // a field of the OpenAI or Anthropic endpoints llmguard weighs (chat,
 // Responses, completions, embeddings, image generation, Messages), so a
 // body holding one, in any case, is refused (FaultModelOutsideBody)
 // rather than priced as its "model" alone. An immutable table.
-var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "fallback_config", "preset"}
+var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "fallback_config", "preset",
+	"user_config", "advisor"}
 
 // fallbackModelsKey returns the first top-level member of d whose key is
 // one of FallbackModelFields in any case (as sent), with
@@ -33,9 +41,12 @@ var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallba
 // "extra_body" member (whose members a gateway merges over the body's),
 // with FaultExtraBody; "" and FaultNone when there is neither. A "model"
 // naming an OpenRouter preset ("@preset/<name>", any case) counts as a
-// fallback field, returned as "model".
+// fallback field, returned as "model"; so does a "tools" list holding an
+// advisor tool (advisorTools), returned as "tools".
 func fallbackModelsKey(d doc) (key string, f Fault) {
-	d.walkKeys(true, func(k string) bool { return isFallbackModelField(k) || k == "model" || isExtraBodyKey(k) }, func(k string, v gjson.Result, _ elements) bool {
+	d.walkKeys(true, func(k string) bool {
+		return isFallbackModelField(k) || k == "model" || k == "tools" || isExtraBodyKey(k)
+	}, func(k string, v gjson.Result, _ elements) bool {
 		key, f = fallbackMember(k, v)
 		return f == FaultNone
 	})
@@ -44,13 +55,18 @@ func fallbackModelsKey(d doc) (key string, f Fault) {
 
 // fallbackMember returns what fallbackModelsKey refuses in the top-level
 // member k of value v (raw or decoded), and why: a FallbackModelFields key
-// in any case or a "model" naming a preset (FaultModelOutsideBody), or
+// in any case, a "model" naming a preset or "tools" holding an advisor
+// tool (FaultModelOutsideBody), or
 // what extraBodyRefused names in an "extra_body" (FaultExtraBody); "" and
 // FaultNone when the member is none of them.
 func fallbackMember(k string, v gjson.Result) (key string, f Fault) {
 	switch {
 	case k == "model":
 		if m := rawString(v); len(m) >= len("@preset/") && strings.EqualFold(m[:len("@preset/")], "@preset/") {
+			return k, FaultModelOutsideBody
+		}
+	case k == "tools":
+		if advisorTools(v) {
 			return k, FaultModelOutsideBody
 		}
 	case isExtraBodyKey(k):
@@ -63,20 +79,60 @@ func fallbackMember(k string, v gjson.Result) (key string, f Fault) {
 	return "", FaultNone
 }
 
+// advisorTools reports whether tools (a request's "tools" array, raw or
+// decoded) holds an advisor tool: one whose "type" names "advisor" in any
+// case, as Anthropic's "advisor_20260301"
+// (https://platform.claude.com/docs/en/agents-and-tools/tool-use/advisor-tool),
+// OpenRouter's "openrouter:advisor"
+// (https://openrouter.ai/blog/announcements/advisor-server-tool/) and
+// other gateways' ("orq:advisor") do. Such a tool names a second model
+// that reads the whole conversation and writes advice, billed at its own
+// rates, which llmguard never priced: the body is refused as one naming
+// a model outside "model". A list that cannot name one (no "advisor" in
+// its bytes in any ASCII case, and no \u escape that could spell it) is
+// not walked.
+func advisorTools(tools gjson.Result) bool {
+	if !tools.IsArray() || !strings.Contains(tools.Raw, `\u`) && !containsFoldASCII(tools.Raw, "advisor") {
+		return false
+	}
+	found := false
+	gjson.Parse(tools.Raw).ForEach(func(_, t gjson.Result) bool {
+		typ := t.Get("type")
+		found = t.IsObject() && typ.Type == gjson.String && strings.Contains(strings.ToLower(typ.Str), "advisor")
+		return !found
+	})
+	return found
+}
+
+// containsFoldASCII reports whether s holds word (lower-case ASCII
+// letters) in any ASCII case.
+func containsFoldASCII(s, word string) bool {
+	for i := 0; i+len(word) <= len(s); i++ {
+		j := 0
+		for j < len(word) && s[i+j]|0x20 == word[j] {
+			j++
+		}
+		if j == len(word) {
+			return true
+		}
+	}
+	return false
+}
+
 // isFallbackModelField reports whether key is one of FallbackModelFields
 // in any case.
 func isFallbackModelField(key string) bool {
-	// Every name is 6 to 24 bytes long (32 with the non-ASCII letters that fold to its "s" and "k") and starts with 'm', 'f', 'c' or 'p'.
+	// Every name is 6 to 24 bytes long (32 with the non-ASCII letters that fold to its "s" and "k") and starts with 'm', 'f', 'c', 'p', 'u' or 'a'.
 	if len(key) < 6 || len(key) > 32 {
 		return false
 	}
 	switch key[0] | 0x20 {
-	case 'm', 'f', 'c', 'p':
+	case 'm', 'f', 'c', 'p', 'u', 'a':
 	default:
 		return false
 	}
 	switch len(key) {
-	case 6, 9, 15, 24: // the names' own lengths
+	case 6, 7, 9, 11, 15, 24: // the names' own lengths
 	default:
 		// Only a non-ASCII letter that folds to an ASCII one makes a
 		// variant of another length ("messages", "max_tokens" are not).

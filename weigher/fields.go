@@ -387,7 +387,8 @@ var (
 
 	callFields = object("name", "arguments")
 	// chatToolCallFields: an element of a chat message's tool_calls.
-	chatToolCallFields = object().under("function", callFields)
+	customCallFields   = object("name", "input")
+	chatToolCallFields = object().under("function", callFields).under("custom", customCallFields)
 	chatPartFields     = object("type", "text", "refusal", "input_audio").
 				under("image_url", object("url", "detail")).
 				under("file", object("filename", "file_data"))
@@ -396,7 +397,8 @@ var (
 				under("tool_calls", chatToolCallFields).
 				under("function_call", callFields)
 	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources", "web_search_options", "plugins",
-		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs").
+		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs", "min_tokens", "ignore_eos", "mm_processor_kwargs").
+		under("reasoning", object("max_tokens")).
 		under("messages", chatMessageFields).
 		under("tools", toolFields).
 		under("functions", functionFields).
@@ -418,9 +420,10 @@ var (
 		under("input", responsesItemFields).
 		under("instructions", responsesItemFields).
 		under("tools", toolFields).
-		under("text", object().under("format", object("type")))
+		under("text", object().under("format", object("type"))).
+		under("reasoning", object("max_tokens"))
 
-	completionsFields = object("model", "prompt", "suffix", "max_tokens", "n", "best_of", "echo", "stream").
+	completionsFields = object("model", "prompt", "suffix", "max_tokens", "n", "best_of", "echo", "stream", "min_tokens", "ignore_eos").
 				under("stream_options", object("include_usage"))
 	embeddingsFields = object("model", "input", "texts", "inputs", "prompt")
 	imagesFields     = object("model", "prompt", "n", "size", "quality", "stream", "partial_images")
@@ -432,7 +435,8 @@ var (
 		b.under("source", object("type", "data").under("content", b))
 		return b.under("content", b)
 	}()
-	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed", "inference_geo").
+	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed", "inference_geo", "output_format").
+			under("output_config", object("format")).
 			under("system", claudeBlockFields).
 			under("messages", object("role").under("content", claudeBlockFields)).
 			under("tools", object("type", "name", "description", "input_schema", "input_examples", "max_uses").wholeLists()).

@@ -35,6 +35,16 @@ const (
 	// two scalings the short side is ≤ 768 px (2 tiles) and the long side
 	// ≤ 2048 px (4 tiles).
 	maxTiles = 8
+	// originalPatchCap is the most 32 px patches an image sent with
+	// "detail": "original" is read as: newer models (gpt-5.4 and later)
+	// read such an image at its full size, by 32×32 px patches, up to a
+	// budget of 10,000 patches (the guide's "Model sizing behavior"
+	// section, https://platform.openai.com/docs/guides/images-vision#model-sizing-behavior;
+	// the same cap is what OpenAI's own Codex client estimates an
+	// original-detail image by, openai/codex pull request 19865). One
+	// token a patch is assumed (the guide's figure for a patch; a model
+	// with a patch multiplier gets it too).
+	originalPatchCap = 10_000
 )
 
 // imageRule is how one model family prices an image.
@@ -93,9 +103,13 @@ func imageRuleFor(model string) imageRule {
 // header could not be read), and then the estimate is the maximum the rule
 // allows: 8 tiles for a tile-based model at high detail (85 + 8 × 170 = 1445
 // for gpt-4o; 2833 + 8 × 5667 = 48,169 for gpt-4o-mini and an unknown
-// name), the full 1536-patch budget for a patch-based one. Any detail
-// other than "low" ("high", "auto", absent) is priced as "high", since "auto"
-// lets the model choose. Patch-based models ignore detail.
+// name), the full 1536-patch budget for a patch-based one. "high", "auto"
+// and an absent detail are priced as "high", since "auto" lets the model
+// choose; "low" as "low" (patch-based models ignore both). "original", and
+// any other value (a detail level newer than this code, a value that is
+// not a string), is priced as the larger of "high" and the image's 32 px
+// patches at its full size (originalPatchCap of them when the size is
+// unknown or larger), so that no detail level weighs less than "high".
 //
 // A Claude model behind an OpenAI-compatible endpoint ("anthropic/claude-…"
 // on OpenRouter) is priced by Claude's rule (claudeImageTokens), whatever
@@ -105,6 +119,11 @@ func imageTokens(model, detail string, width, height int64) int64 {
 		return claudeImageTokens(model, width, height)
 	}
 	r := imageRuleFor(model)
+	switch detail {
+	case "low", "high", "auto", "":
+	default:
+		return max(imageTokens(model, "high", width, height), originalPatches(width, height)*max(100, r.multPct)/100)
+	}
 	known := width > 0 && height > 0
 	if r.patch {
 		p := int64(patchBudget)
@@ -154,6 +173,17 @@ func patchCount(width, height int64) int64 {
 		return patchBudget
 	}
 	return p
+}
+
+// originalPatches is the number of 32 px patches covering an image of
+// width × height px at its full size, at most originalPatchCap;
+// originalPatchCap when the size is unknown (0).
+func originalPatches(width, height int64) int64 {
+	if width <= 0 || height <= 0 {
+		return originalPatchCap
+	}
+	w, h := min(ceilDiv(width, patchSide), originalPatchCap), min(ceilDiv(height, patchSide), originalPatchCap)
+	return min(w*h, originalPatchCap)
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -12,7 +12,8 @@ import (
 // Claude's tokenizer is not public, so text — system (a string or text
 // blocks), message content (a string or blocks), tool_use names and input
 // JSON, tool_result content, the JSON of tool definitions (name, description,
-// input_schema) — is counted in o200k_base and multiplied by the model's
+// input_schema), the JSON of a structured output format (output_config's
+// format, output_format) — is counted in o200k_base and multiplied by the model's
 // safety factor (see claude.go). Figures Anthropic publishes in its own
 // tokens are added unscaled: the chat framing (claudeTokensPerMessage per
 // message, claudeTokensReply), the tool-use system prompt by model and
@@ -60,6 +61,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	}
 	defer d.close()
 	var model, system, messages, tools, toolChoice, maxTok, thinking gjson.Result
+	var formats [2]gjson.Result // output_config.format and output_format (structuredOutputTokens)
 	var messageElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
 	at := 0
@@ -84,6 +86,10 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 			addField(&est.OutputFields, spanOf(elems))
 		case "thinking":
 			thinking = v
+		case "output_config":
+			formats[0] = v.Get("format")
+		case "output_format":
+			formats[1] = v
 		case "stream":
 			est.Stream = lenientTrue(v)
 		case "speed":
@@ -138,12 +144,15 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	part := func(tag, flags string, raw string, fn func(sub *claudeCounter)) { count(tag, flags, raw, fn, nil) }
 
 	part("messages.system", "", system.Raw, func(sub *claudeCounter) {
-		if system.IsArray() {
+		switch {
+		case system.IsArray():
 			system.ForEach(func(_, b gjson.Result) bool {
 				sub.block(b, false, 0)
 				return true
 			})
-		} else {
+		case system.IsObject(): // one block, as message reads it
+			sub.block(system, false, 0)
+		default:
 			sub.text += countText(sub.enc, stringOf(system))
 		}
 	})
@@ -214,6 +223,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	if t := thinking.Get("type").String(); t == "enabled" || t == "adaptive" {
 		c.fixed += claudeThinkingTokens
 	}
+	c.text = min(c.text+structuredOutputTokens(c.enc, formats[:]), maxTokens)
 	est.ServerContext = est.ServerContext || c.hidden
 	est.InputTokens = min(scaleBy(w.claudeSafetyFactor(est.Model), c.text)+c.fixed, maxTokens)
 
@@ -224,6 +234,23 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	}
 	est.OutputTokens, est.Choices = out, 1
 	return est, true
+}
+
+// structuredOutputTokens counts the output formats of a Messages body,
+// its "output_config"'s "format" and the older top-level "output_format"
+// (structured outputs: {"type": "json_schema", "schema": …},
+// https://platform.claude.com/docs/en/build-with-claude/structured-outputs):
+// the API turns the schema into context of the prompt it bills, so each
+// is counted as the text of its JSON (in o200k_base tokens, scaled later
+// with the rest of the text); absent or null, 0. Saturates at maxTokens.
+func structuredOutputTokens(enc counter, formats []gjson.Result) int64 {
+	var n int64
+	for _, f := range formats {
+		if f.Exists() && f.Type != gjson.Null {
+			n = min(n+countText(enc, f.Raw), maxTokens)
+		}
+	}
+	return n
 }
 
 // currentTurnStart is the index of the first message of the current
@@ -267,12 +294,17 @@ func mayThink(raw string) bool {
 // message counts one message's content (a string or blocks); thinking
 // tells whether its thinking blocks count (the current assistant turn).
 func (c *claudeCounter) message(m gjson.Result, thinking bool) {
-	if content := m.Get("content"); content.IsArray() {
+	switch content := m.Get("content"); {
+	case content.IsArray():
 		content.ForEach(func(_, b gjson.Result) bool {
 			c.block(b, thinking, 0)
 			return true
 		})
-	} else {
+	case content.IsObject():
+		// One block where a list of them was expected: a lenient
+		// Anthropic-compatible server reads it as that block.
+		c.block(content, thinking, 0)
+	default:
 		c.text += countText(c.enc, stringOf(content))
 	}
 }
@@ -324,7 +356,7 @@ func (c *claudeCounter) block(b gjson.Result, thinking bool, depth int) {
 	typ := b.Get("type").String()
 	switch typ {
 	case "text":
-		c.text += countText(c.enc, stringOf(b.Get("text")))
+		c.text += countValue(c.enc, b.Get("text"))
 	case "image":
 		c.fixed += c.image(b.Get("source"))
 	case "document":
@@ -365,6 +397,10 @@ func (c *claudeCounter) block(b gjson.Result, thinking bool, depth int) {
 
 // blocks counts content that is a string or an array of blocks.
 func (c *claudeCounter) blocks(content gjson.Result, thinking bool, depth int) {
+	if content.IsObject() { // one block, as message reads it
+		c.block(content, thinking, depth+1)
+		return
+	}
 	if !content.IsArray() {
 		c.text += countText(c.enc, stringOf(content))
 		return

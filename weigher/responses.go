@@ -25,8 +25,14 @@ import (
 // items pull context the body does not hold: ServerContext is set and
 // InputTokens counts only what the body holds.
 //
+// A value that is an object where a string was expected (a message's
+// content as one part, a tool output, call arguments, the input or the
+// instructions as one item) is weighed as that part or item, else as its
+// JSON text.
+//
 // OutputTokens is max_output_tokens (reasoning included), else the model's
-// default output reservation. A streamed request sets Stream and
+// default output reservation, plus an OpenRouter reasoning.max_tokens
+// budget (outputFloor). A streamed request sets Stream and
 // IncludeUsage (a Responses stream always ends with usage). A body that is
 // not a JSON object yields the byte-based estimate of [Weigher.Bytes] with
 // Parsed false. Responses never panics and never keeps body.
@@ -55,7 +61,8 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	defer d.close()
 	var model, input, instructions, tools, maxOut, text, maxCalls gjson.Result
 	var inputElems, instructionElems elements
-	inputAt := -1 // the index of "input" among the members, when its key is written plain
+	var floor outputFloor // OpenRouter's reasoning.max_tokens
+	inputAt := -1         // the index of "input" among the members, when its key is written plain
 	at := 0
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
@@ -88,6 +95,8 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 			est.Background = v.Type != gjson.Null && v.Type != gjson.False
 		case "max_tool_calls":
 			maxCalls = v
+		case "reasoning":
+			floor.read(k, v)
 		}
 		at++
 		return true
@@ -108,8 +117,14 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		in += tokensPerMessage + countText(r.enc, "developer") + r.text(instructions)
 	case instructions.IsArray():
 		in += r.items(instructionElems, &est)
+	case instructions.IsObject():
+		// One item where a list of them was expected: a lenient
+		// upstream reads it as that item.
+		in += r.item(instructions, &est)
 	}
 	switch {
+	case input.IsObject():
+		in += r.item(input, &est) // one item, as instructions above
 	case input.Type == gjson.String:
 		in += tokensPerMessage + countText(r.enc, "user") + r.text(input)
 	case input.IsArray():
@@ -146,6 +161,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		out = w.defaultOutput(est.Model)
 		est.OutputDefaulted = true
 	}
+	out, est.OutputDefaulted = floor.apply(w, est.Model, out, est.OutputDefaulted)
 	est.OutputTokens, est.Choices = out, 1
 	return est, true
 }
@@ -219,7 +235,7 @@ func (r responsesCounter) item(it gjson.Result, est *Estimate) int64 {
 		if typ == "custom_tool_call" {
 			args = it.Get("input")
 		}
-		return tokensPerToolCall + countText(r.enc, stringOf(it.Get("name"))) + countText(r.enc, stringOf(args))
+		return tokensPerToolCall + countValue(r.enc, it.Get("name")) + countValue(r.enc, args)
 	case "function_call_output", "custom_tool_call_output":
 		return tokensPerMessage + r.content(it.Get("output"), 0)
 	case "reasoning":
@@ -227,7 +243,7 @@ func (r responsesCounter) item(it gjson.Result, est *Estimate) int64 {
 		var n int64
 		for _, k := range []string{"summary", "content"} {
 			it.Get(k).ForEach(func(_, p gjson.Result) bool {
-				n += countText(r.enc, stringOf(p.Get("text")))
+				n += countValue(r.enc, p.Get("text"))
 				return true
 			})
 		}
@@ -246,10 +262,17 @@ func (r responsesCounter) item(it gjson.Result, est *Estimate) int64 {
 }
 
 // content counts message content or tool output: a string or an array of
-// parts.
+// parts; one object is read as a part when its type is one part knows
+// (partTypes), else, as any other value, by its JSON text (countValue),
+// as a lenient upstream that takes it writes it out.
 func (r responsesCounter) content(c gjson.Result, depth int) int64 {
+	if c.IsObject() {
+		if _, ok := partTypes[c.Get("type").String()]; ok {
+			return r.part(c, depth)
+		}
+	}
 	if !c.IsArray() {
-		return countText(r.enc, stringOf(c))
+		return countValue(r.enc, c)
 	}
 	var n int64
 	c.ForEach(func(_, p gjson.Result) bool {
@@ -257,6 +280,13 @@ func (r responsesCounter) content(c gjson.Result, depth int) int64 {
 		return true
 	})
 	return n
+}
+
+// partTypes are the content part types part weighs by their members (any
+// other is weighed as hidden context). An immutable table.
+var partTypes = map[string]struct{}{
+	"input_text": {}, "output_text": {}, "text": {}, "summary_text": {}, "reasoning_text": {}, "refusal": {},
+	"input_image": {}, "computer_screenshot": {}, "input_file": {},
 }
 
 // part counts one content part.
@@ -269,9 +299,9 @@ func (r responsesCounter) part(p gjson.Result, depth int) int64 {
 	}
 	switch p.Get("type").String() {
 	case "input_text", "output_text", "text", "summary_text", "reasoning_text":
-		return countText(r.enc, stringOf(p.Get("text")))
+		return countValue(r.enc, p.Get("text"))
 	case "refusal":
-		return countText(r.enc, stringOf(p.Get("refusal")))
+		return countValue(r.enc, p.Get("refusal"))
 	case "input_image", "computer_screenshot":
 		url := stringOf(p.Get("image_url")) // read once: a data URL holds the whole image
 		if n, hidden, ok := imageAsDocument(r.enc, r.model, url); ok {

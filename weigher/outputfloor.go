@@ -1,0 +1,79 @@
+package weigher
+
+import "github.com/tidwall/gjson"
+
+// outputFloor is what a chat or completions body asks of each completion's
+// length through vLLM's sampling parameters
+// (https://docs.vllm.ai/en/latest/api/vllm/sampling_params.html, also
+// accepted by its OpenAI-compatible server as extra body fields):
+// "min_tokens", the fewest tokens generated before an end-of-sequence
+// token may stop the completion, and "ignore_eos", which makes the model
+// go on past the end-of-sequence token until max_tokens, or until the
+// context window when the body names no maximum; and OpenRouter's
+// "reasoning": {"max_tokens"}, the reasoning budget of a thinking model
+// (https://openrouter.ai/docs/use-cases/reasoning-tokens: "Directly
+// specifies the maximum number of tokens to use for reasoning";
+// "Reasoning tokens are considered output tokens and charged
+// accordingly"), which a gateway may grant beside the answer's own
+// maximum. The zero value asks nothing.
+type outputFloor struct {
+	minTokens int64 // tokens; 0: none
+	ignoreEOS bool
+	reasoning int64 // tokens, reasoning.max_tokens; 0: none
+}
+
+// read takes the member k of value v into f when it is one of the floor's
+// ("min_tokens", a count as tokenCount reads it; "ignore_eos", true as
+// lenientTrue reads it, since vLLM's pydantic models coerce "true";
+// "reasoning", an object's "max_tokens" as tokenCount reads it).
+func (f *outputFloor) read(k string, v gjson.Result) {
+	switch k {
+	case "min_tokens":
+		f.minTokens, _ = tokenCount(v)
+	case "ignore_eos":
+		f.ignoreEOS = lenientTrue(v)
+	case "reasoning":
+		if v.IsObject() {
+			f.reasoning, _ = tokenCount(v.Get("max_tokens"))
+		}
+	}
+}
+
+// apply is the output reservation of one completion of model, in
+// tokens, given out, what the body's maximum (or, when defaulted, the
+// model's default) reserves: at least min_tokens, and, for a body that
+// ignores the end of sequence with no maximum of its own, the model's
+// whole context window (window); plus the reasoning budget, which the
+// answer's maximum may not hold (an upstream that counts reasoning within
+// it is over-reserved by at most the budget, which reconciliation gives
+// back). defaulted is whether the reservation is
+// still the model's default, which a learned reservation may replace: a
+// floor the body sets makes it fixed, since a learned figure below it
+// would be beaten by every such request. At most maxTokens.
+func (f outputFloor) apply(w *Weigher, model string, out int64, defaulted bool) (int64, bool) {
+	if f.ignoreEOS && defaulted {
+		out, defaulted = max(out, w.window(model)), false
+	}
+	if f.minTokens > 0 {
+		out, defaulted = max(out, f.minTokens), false
+	}
+	if f.reasoning > 0 {
+		out, defaulted = min(out, maxTokens)+f.reasoning, false
+	}
+	return min(out, maxTokens), defaulted
+}
+
+// window is model's whole context window, in tokens: its largest input
+// (maxInput: Model.MaxInputTokens, the context window less the output,
+// else Options.DefaultMaxInputTokens) plus its documented maximum output
+// (Model.MaxOutputTokens, 0 when unknown). A completion that ignores the
+// end of sequence with no maximum runs until the prompt and the output
+// fill it (vLLM: max_tokens defaults to the context length less the
+// prompt).
+func (w *Weigher) window(model string) int64 {
+	n := w.maxInput(model)
+	if m, ok := w.configured(model); ok {
+		n += m.MaxOutputTokens
+	}
+	return min(n, maxTokens)
+}
