@@ -45,7 +45,7 @@ func minOutputMax(k weigher.Kind) int64 {
 // model's documented ceiling, and whether llmguard can lower it.
 func outputOf(k weigher.Kind, est weigher.Estimate) meter.Output {
 	return meter.Output{Defaulted: est.OutputDefaulted, Choices: est.Choices, Ceiling: est.OutputCeiling,
-		Cappable: est.Parsed && outputField(k) != "" && est.PredictionTokens == 0, MinMax: minOutputMax(k)}
+		Cappable: est.Parsed && outputField(k) != "" && est.PredictionTokens == 0 && !est.OutputPinned, MinMax: minOutputMax(k)}
 }
 
 // capBody returns the body to forward for a request whose output maximum

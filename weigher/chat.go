@@ -307,6 +307,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		est.OutputDefaulted = true
 	}
 	out, est.OutputDefaulted = floor.apply(w, est.Model, out, est.OutputDefaulted)
+	est.OutputPinned = floor.pins()
 	choices, ok := tokenCount(n)
 	if !ok || choices < 1 {
 		choices = 1

@@ -99,6 +99,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	// An absent max_tokens is 16 to vLLM too; a null one is "until the
 	// context ends", which ignore_eos makes the whole window.
 	out, _ = floor.apply(w, est.Model, out, maxTok.Exists() && !ok)
+	est.OutputPinned = floor.pins()
 	choices := int64(1)
 	if c, ok := tokenCount(n); ok && c > choices {
 		choices = c

@@ -63,6 +63,10 @@ func (f outputFloor) apply(w *Weigher, model string, out int64, defaulted bool) 
 	return min(out, maxTokens), defaulted
 }
 
+// pins reports whether the body asks for output its maximum does not
+// bound (Estimate.OutputPinned): a reasoning budget or a min_tokens.
+func (f outputFloor) pins() bool { return f.reasoning > 0 || f.minTokens > 0 }
+
 // window is model's whole context window, in tokens: its largest input
 // (maxInput: Model.MaxInputTokens, the context window less the output,
 // else Options.DefaultMaxInputTokens) plus its documented maximum output

@@ -162,6 +162,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		est.OutputDefaulted = true
 	}
 	out, est.OutputDefaulted = floor.apply(w, est.Model, out, est.OutputDefaulted)
+	est.OutputPinned = floor.pins()
 	est.OutputTokens, est.Choices = out, 1
 	return est, true
 }

@@ -76,6 +76,14 @@ type Estimate struct {
 	// of what the model writes. Such a request's output maximum is not
 	// lowered (cap_output), which would not bound them.
 	PredictionTokens int64
+	// OutputPinned is set when the body asks for output its maximum does
+	// not bound: OpenRouter's reasoning.max_tokens (a reasoning budget the
+	// gateway may grant beside the answer's maximum, included in
+	// OutputTokens) or vLLM's min_tokens (the fewest tokens a completion
+	// writes, whatever the maximum). Such a request's output maximum is
+	// not lowered (cap_output): lowering it would not lower what the
+	// upstream bills.
+	OutputPinned bool
 	// Audio is set for a chat request that sends or asks for audio, whose
 	// audio tokens the upstream bills at the model's audio prices (8–16×
 	// its text prices): an input_audio content part, an assistant message

@@ -143,3 +143,29 @@ func TestCapOutputThroughTheProxy(t *testing.T) {
 		}
 	}
 }
+
+// A request that asks for output its maximum does not bound (OpenRouter's
+// reasoning.max_tokens, vLLM's min_tokens) is not lowered by cap_output:
+// the lowered maximum would not lower what the upstream bills (a reasoning
+// budget of 4,000 beside a maximum lowered to fit 1,000 tokens would bill
+// up to ~5,000). It is denied whole, reaching no upstream.
+func TestCapOutputLeavesPinnedOutputAlone(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"gpt-4o-mini","max_tokens":5000,"reasoning":{"max_tokens":4000},"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"gpt-4o-mini","max_tokens":5000,"min_tokens":3000,"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"gpt-4o-mini","max_output_tokens":5000,"reasoning":{"max_tokens":4000},"input":"hi"}`,
+	} {
+		h := startCapped(t, "")
+		path := "/v1/chat/completions"
+		if strings.Contains(body, `"input"`) {
+			path = "/v1/responses"
+		}
+		resp, got := h.do(path, body)
+		if resp.StatusCode != 429 || resp.Header.Get("x-llmguard-output-capped") != "" {
+			t.Errorf("%s: status %d, capped %q, want 429 uncapped: %s", body, resp.StatusCode, resp.Header.Get("x-llmguard-output-capped"), got)
+		}
+		if n := h.mock.Requests.Load(); n != 0 {
+			t.Errorf("%s: %d requests reached the upstream", body, n)
+		}
+	}
+}
