@@ -255,7 +255,7 @@ func (a *AsyncReconciler) enqueue(rc Reconciliation) error {
 	defer a.mu.RUnlock()
 	if a.closed {
 		a.dropped.Add(1)
-		return fmt.Errorf("bucket: %s %q: %w", op, rc.RequestID, ErrClosed)
+		return &StoreError{Op: op, Subject: rc.RequestID, Err: ErrClosed}
 	}
 	select {
 	case a.queue <- q:
@@ -264,7 +264,7 @@ func (a *AsyncReconciler) enqueue(rc Reconciliation) error {
 		return nil
 	default:
 		a.dropped.Add(1)
-		return fmt.Errorf("bucket: %s %q: %w", op, rc.RequestID, ErrQueueFull)
+		return &StoreError{Op: op, Subject: rc.RequestID, Err: ErrQueueFull}
 	}
 }
 
@@ -276,20 +276,20 @@ func (a *AsyncReconciler) Flush(ctx context.Context) error {
 	a.mu.RLock()
 	if a.closed {
 		a.mu.RUnlock()
-		return fmt.Errorf("bucket: flush: %w", ErrClosed)
+		return &StoreError{Op: "flush", Err: ErrClosed}
 	}
 	select {
 	case a.queue <- queued{flushed: flushed}:
 	case <-ctx.Done():
 		a.mu.RUnlock()
-		return fmt.Errorf("bucket: flush: %w", ctx.Err())
+		return &StoreError{Op: "flush", Err: ctx.Err()}
 	}
 	a.mu.RUnlock()
 	select {
 	case <-flushed:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("bucket: flush: %w", ctx.Err())
+		return &StoreError{Op: "flush", Err: ctx.Err()}
 	}
 }
 
@@ -418,7 +418,7 @@ func (a *AsyncReconciler) finish(retry []queued) {
 	}
 	a.held.Store(0)
 	if n := a.dropped.Load() - before; n > 0 {
-		a.drops = fmt.Errorf("bucket: close: %d reconciliations dropped", n)
+		a.drops = &StoreError{Op: "close", Err: fmt.Errorf("%d reconciliations dropped", n)}
 	}
 }
 

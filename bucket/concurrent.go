@@ -64,7 +64,7 @@ func validateHolders(requestID string, items []Item) error {
 	}
 	for _, it := range items {
 		if it.Limit.Concurrent && it.Cost > 0 {
-			return fmt.Errorf("bucket: take %q: an in-flight slot needs a request id: %w", it.Key, ErrInvalid)
+			return &StoreError{Op: "take", Subject: it.Key, Err: fmt.Errorf("an in-flight slot needs a request id: %w", ErrInvalid)}
 		}
 	}
 	return nil

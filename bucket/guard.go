@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -529,10 +528,11 @@ func (g *Guarded) do(ctx context.Context, op Op, timeout time.Duration, call fun
 // unavailableError is the error Guarded returns for a call the store could
 // not serve: it wraps ErrUnavailable and cause, the store's own error, or
 // for a call the breaker rejected (rejected) ErrNotSent and cause, the
-// failure that opened the breaker. Its text names the operation once: the
-// stores' errors begin with the same "bucket: <op>" (and the first key or
-// request id, quoted), which Guarded's prefix used to repeat ("bucket:
-// take: store unavailable: bucket: take \"k\": dial …").
+// failure that opened the breaker. Its text names the operation once: a
+// store's error is a *StoreError (found with errors.As) whose Op and
+// Subject it takes in place of repeating the store's text, which Guarded's
+// prefix used to do ("bucket: take: store unavailable: bucket: take \"k\":
+// dial …").
 type unavailableError struct {
 	op       Op
 	cause    error
@@ -541,24 +541,32 @@ type unavailableError struct {
 }
 
 // Error reads `bucket: take "k": store unavailable: dial tcp …` for a
-// store's failure (cause "bucket: take \"k\": dial tcp …"), and `bucket:
-// take: store unavailable: not sent to the store: breaker open (last
-// failure: take "k": dial tcp …)` for a rejected call.
+// store's failure (cause a StoreError{Op: "take", Subject: "k", Err: dial
+// tcp …}), and `bucket: take: store unavailable: not sent to the store:
+// breaker open (last failure: take "k": dial tcp …)` for a rejected call.
+// A cause that is no StoreError is quoted whole after the head.
 func (e *unavailableError) Error() string {
-	head, rest := "bucket: "+e.op.String(), strings.TrimPrefix(e.cause.Error(), "bucket: ")
+	head := "bucket: " + e.op.String()
+	var se *StoreError
+	if !errors.As(e.cause, &se) {
+		if e.rejected {
+			return fmt.Sprintf("%s: %v: %v: breaker %s (last failure: %v)", head, ErrUnavailable, ErrNotSent, e.state, e.cause)
+		}
+		return head + ": " + ErrUnavailable.Error() + ": " + e.cause.Error()
+	}
+	// rest is the store's error without its package: `take "k": dial …`.
+	rest := se.text()
 	if e.rejected {
 		// The key in rest is that of the call that failed, not this one's.
 		return fmt.Sprintf("%s: %v: %v: breaker %s (last failure: %s)", head, ErrUnavailable, ErrNotSent, e.state, rest)
 	}
-	if r, ok := strings.CutPrefix(rest, e.op.String()); ok {
-		if k, err := strconv.QuotedPrefix(strings.TrimPrefix(r, " ")); err == nil && strings.HasPrefix(r, " ") {
-			head, r = head+" "+k, r[1+len(k):]
-		}
-		if r, ok := strings.CutPrefix(r, ": "); ok {
-			return head + ": " + ErrUnavailable.Error() + ": " + r
-		}
+	if se.Op != e.op.String() {
+		return head + ": " + ErrUnavailable.Error() + ": " + rest
 	}
-	return head + ": " + ErrUnavailable.Error() + ": " + rest
+	if se.Subject != "" {
+		head += " " + strconv.Quote(se.Subject)
+	}
+	return head + ": " + ErrUnavailable.Error() + ": " + fmt.Sprint(se.Err)
 }
 
 // Unwrap returns ErrUnavailable, ErrNotSent when the call was rejected, and

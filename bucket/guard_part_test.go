@@ -80,7 +80,7 @@ func (p *partStore) ReconcileBatch(ctx context.Context, batch []bucket.Reconcili
 	errs := make([]error, len(batch))
 	for i, rc := range batch {
 		if p.down != nil && strings.HasPrefix(rc.Deltas[0].Key, "down:") {
-			errs[i] = fmt.Errorf("bucket: reconcile %q: %w", rc.RequestID, p.down)
+			errs[i] = &bucket.StoreError{Op: "reconcile", Subject: rc.RequestID, Err: p.down}
 			continue
 		}
 		if errs[i] = p.mem.Reconcile(ctx, rc.RequestID, rc.Deltas); errs[i] == nil {

@@ -3,7 +3,6 @@ package bucket_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ func (f failingStore) Reconcile(context.Context, string, []bucket.Delta) error {
 func (f failingStore) Void(context.Context, string, []bucket.Item) error       { return f.err }
 
 // A Guarded store's error names the operation once: the stores' own errors
-// begin "bucket: take \"key\": …", which Guarded's prefix used to repeat
+// (StoreError, as the fakes here return them) read "bucket: take \"key\": …", which Guarded's prefix used to repeat
 // ("bucket: take: store unavailable: bucket: take \"k\": dial …", the text
 // /admin/usage showed when the quota store was down). Each error still
 // wraps ErrUnavailable and the cause (and ErrNotSent once the breaker
@@ -33,15 +32,15 @@ func TestGuardedErrorNamesTheOperationOnce(t *testing.T) {
 		cause      error
 		reconcile  bool
 	}{
-		{name: "a Redis take", cause: fmt.Errorf("bucket: take %q: %w", "llmguard:{acme}:q:acme", errRefused),
+		{name: "a Redis take", cause: &bucket.StoreError{Op: "take", Subject: "llmguard:{acme}:q:acme", Err: errRefused},
 			want: `bucket: take "llmguard:{acme}:q:acme": store unavailable: dial tcp 127.0.0.1:1: connect: connection refused`},
-		{name: "a Memory take", cause: fmt.Errorf("bucket: take: %w", errRefused),
+		{name: "a Memory take", cause: &bucket.StoreError{Op: "take", Err: errRefused},
 			want: `bucket: take: store unavailable: dial tcp 127.0.0.1:1: connect: connection refused`},
 		{name: "a cause of another package", cause: errRefused,
 			want: `bucket: take: store unavailable: dial tcp 127.0.0.1:1: connect: connection refused`},
-		{name: "a reconcile", reconcile: true, cause: fmt.Errorf("bucket: reconcile %q: %w", "req-1", errRefused),
+		{name: "a reconcile", reconcile: true, cause: &bucket.StoreError{Op: "reconcile", Subject: "req-1", Err: errRefused},
 			want: `bucket: reconcile "req-1": store unavailable: dial tcp 127.0.0.1:1: connect: connection refused`},
-		{name: "a void, counted as a reconcile", reconcile: true, cause: fmt.Errorf("bucket: void %q: %w", "req-1", errRefused),
+		{name: "a void, counted as a reconcile", reconcile: true, cause: &bucket.StoreError{Op: "void", Subject: "req-1", Err: errRefused},
 			want: `bucket: reconcile: store unavailable: void "req-1": dial tcp 127.0.0.1:1: connect: connection refused`},
 	} {
 		g := bucket.NewGuarded(failingStore{tc.cause}, bucket.GuardOptions{MinCalls: 100, OpenFor: time.Hour, Timeout: time.Hour, ReconcileTimeout: time.Hour})
@@ -61,7 +60,7 @@ func TestGuardedErrorNamesTheOperationOnce(t *testing.T) {
 
 	// Once open, the breaker rejects a call: the last failure is quoted
 	// without its own "bucket: " (its key is another call's).
-	g := bucket.NewGuarded(failingStore{fmt.Errorf("bucket: take %q: %w", "k1", errRefused)},
+	g := bucket.NewGuarded(failingStore{&bucket.StoreError{Op: "take", Subject: "k1", Err: errRefused}},
 		bucket.GuardOptions{MinCalls: 1, OpenFor: time.Hour, Timeout: time.Hour, ReconcileTimeout: time.Hour})
 	g.Take(ctx, "", item("k1", 1))
 	_, err := g.Take(ctx, "", item("k2", 1))

@@ -37,15 +37,15 @@ type Lease struct {
 func (ls Lease) validate(it Item) error {
 	switch {
 	case ls.Size < 0:
-		return fmt.Errorf("bucket: take %q: lease size %d is negative: %w", it.Key, ls.Size, ErrInvalid)
+		return &StoreError{Op: "take", Subject: it.Key, Err: fmt.Errorf("lease size %d is negative: %w", ls.Size, ErrInvalid)}
 	case ls.Size == 0:
 		return nil
 	case it.Limit.IsQuota():
-		return fmt.Errorf("bucket: take %q: a lease applies to token buckets only, not to a quota: %w", it.Key, ErrInvalid)
+		return &StoreError{Op: "take", Subject: it.Key, Err: fmt.Errorf("a lease applies to token buckets only, not to a quota: %w", ErrInvalid)}
 	case it.Limit.IsWindow():
-		return fmt.Errorf("bucket: take %q: a lease applies to token buckets only, not to a %s: %w", it.Key, it.Limit.Algorithm, ErrInvalid)
+		return &StoreError{Op: "take", Subject: it.Key, Err: fmt.Errorf("a lease applies to token buckets only, not to a %s: %w", it.Limit.Algorithm, ErrInvalid)}
 	case ls.TTL <= 0:
-		return fmt.Errorf("bucket: take %q: lease ttl %v is not positive: %w", it.Key, ls.TTL, ErrInvalid)
+		return &StoreError{Op: "take", Subject: it.Key, Err: fmt.Errorf("lease ttl %v is not positive: %w", ls.TTL, ErrInvalid)}
 	}
 	return nil
 }
@@ -311,7 +311,7 @@ func (l *Leased) Take(ctx context.Context, requestID string, items []Item) (Deci
 		}
 	}
 	if requestID != "" && l.voids.voided(requestID) {
-		return Decision{}, fmt.Errorf("bucket: take %q: %w", items[0].Key, ErrVoided)
+		return Decision{}, &StoreError{Op: "take", Subject: items[0].Key, Err: ErrVoided}
 	}
 	now := l.o.Now()
 	for waits := 0; ; waits++ {
@@ -324,7 +324,7 @@ func (l *Leased) Take(ctx context.Context, requestID string, items []Item) (Deci
 		case <-p.wait:
 		case <-ctx.Done():
 			l.waiting.Add(-1)
-			return Decision{}, fmt.Errorf("bucket: take %q: waiting for a lease: %w", items[0].Key, ctx.Err())
+			return Decision{}, &StoreError{Op: "take", Subject: items[0].Key, Err: fmt.Errorf("waiting for a lease: %w", ctx.Err())}
 		}
 		l.waiting.Add(-1)
 		now = l.o.Now()

@@ -95,17 +95,17 @@ func validateItems(items []Item) error {
 	for i := range items {
 		it := &items[i]
 		if err := it.Limit.validate(); err != nil {
-			return fmt.Errorf("bucket: take %q: %w", it.Key, err)
+			return &StoreError{Op: "take", Subject: it.Key, Err: err}
 		}
 		if it.Limit.Concurrent && it.Cost > 1 {
-			return fmt.Errorf("bucket: take %q: cost %d of an in-flight limit is not 0 or 1: %w", it.Key, it.Cost, ErrInvalid)
+			return &StoreError{Op: "take", Subject: it.Key, Err: fmt.Errorf("cost %d of an in-flight limit is not 0 or 1: %w", it.Cost, ErrInvalid)}
 		}
 		if it.Cost < 0 {
-			return fmt.Errorf("bucket: take %q: cost %d is negative: %w", it.Key, it.Cost, ErrInvalid)
+			return &StoreError{Op: "take", Subject: it.Key, Err: fmt.Errorf("cost %d is negative: %w", it.Cost, ErrInvalid)}
 		}
 		for j := range i {
 			if items[j].Key == it.Key {
-				return fmt.Errorf("bucket: take %q: key appears twice: %w", it.Key, ErrInvalid)
+				return &StoreError{Op: "take", Subject: it.Key, Err: fmt.Errorf("key appears twice: %w", ErrInvalid)}
 			}
 		}
 	}
@@ -118,7 +118,7 @@ func validateDeltas(requestID string, deltas []Delta) error {
 	for i := range deltas {
 		d := &deltas[i]
 		if err := d.Limit.validate(); err != nil {
-			return fmt.Errorf("bucket: reconcile %q: key %q: %w", requestID, d.Key, err)
+			return &StoreError{Op: "reconcile", Subject: requestID, Err: fmt.Errorf("key %q: %w", d.Key, err)}
 		}
 	}
 	return nil

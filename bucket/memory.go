@@ -2,7 +2,6 @@ package bucket
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -180,7 +179,7 @@ func (m *Memory) Take(ctx context.Context, requestID string, items []Item) (Deci
 // statuses when it can hold them, so that a take allocates nothing.
 func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, statuses []Status) (Decision, error) {
 	if err := ctx.Err(); err != nil {
-		return Decision{}, fmt.Errorf("bucket: take: %w", err)
+		return Decision{}, &StoreError{Op: "take", Err: err}
 	}
 	if err := validateItems(items); err != nil {
 		return Decision{}, err
@@ -223,7 +222,7 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 		var mk mark
 		markKey, mk, markInCur = marks.lookup(requestID, now, m.voidFor)
 		if takeMarked(mk) {
-			return Decision{}, fmt.Errorf("bucket: take %q: %w", requestID, ErrVoided)
+			return Decision{}, &StoreError{Op: "take", Subject: requestID, Err: ErrVoided}
 		}
 	}
 
@@ -368,7 +367,7 @@ func (c checked) status(l Limit, now int64) Status {
 // already done fails it too.
 func (m *Memory) Reconcile(ctx context.Context, requestID string, deltas []Delta) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("bucket: reconcile %q: %w", requestID, err)
+		return &StoreError{Op: "reconcile", Subject: requestID, Err: err}
 	}
 	if err := validateDeltas(requestID, deltas); err != nil {
 		return err
@@ -410,7 +409,7 @@ func (m *Memory) Reconcile(ctx context.Context, requestID string, deltas []Delta
 // A ctx already done fails it, changing nothing.
 func (m *Memory) Void(ctx context.Context, requestID string, items []Item) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("bucket: void %q: %w", requestID, err)
+		return &StoreError{Op: "void", Subject: requestID, Err: err}
 	}
 	if err := validateVoid(requestID, items); err != nil {
 		return err

@@ -303,7 +303,7 @@ func (r *Redis) Take(ctx context.Context, requestID string, items []Item) (Decis
 		err = decide(&d, reply, nil)
 	}
 	if err != nil {
-		return Decision{}, fmt.Errorf("bucket: take %q: %w", items[0].Key, err)
+		return Decision{}, &StoreError{Op: "take", Subject: items[0].Key, Err: err}
 	}
 	return d, nil
 }
@@ -405,7 +405,7 @@ func (r *Redis) ReconcileBatch(ctx context.Context, batch []Reconciliation) []er
 			if batch[b].Void {
 				op = "void"
 			}
-			errs[b] = fmt.Errorf("bucket: %s %q: %w", op, batch[b].RequestID, err)
+			errs[b] = &StoreError{Op: op, Subject: batch[b].RequestID, Err: err}
 		}
 	}
 	return errs
@@ -424,7 +424,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 			err = decide(&d, reply, g.idx)
 		}
 		if err != nil {
-			err = fmt.Errorf("bucket: take %q: %w", items[g.idx[0]].Key, err)
+			err = &StoreError{Op: "take", Subject: items[g.idx[0]].Key, Err: err}
 			if gi > 0 {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 100*time.Millisecond)
 				defer cancel()
@@ -446,7 +446,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 		}
 		r.run(ctx, calls)
 		if err := firstErr(calls); err != nil {
-			return Decision{}, fmt.Errorf("bucket: take %q: refund: %w", items[0].Key, err)
+			return Decision{}, &StoreError{Op: "take", Subject: items[0].Key, Err: fmt.Errorf("refund: %w", err)}
 		}
 		for _, c := range calls {
 			if c.script != r.take {
@@ -456,7 +456,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 			var e Decision
 			e.Buckets = d.Buckets
 			if err := decide(&e, reply, c.idx); err != nil {
-				return Decision{}, fmt.Errorf("bucket: take %q: %w", items[0].Key, err)
+				return Decision{}, &StoreError{Op: "take", Subject: items[0].Key, Err: err}
 			}
 			merge(&d, e)
 		}

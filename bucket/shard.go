@@ -253,19 +253,19 @@ func validateSharded(items []ShardedItem) error {
 	for _, it := range items {
 		switch {
 		case it.Shards < 0 || it.Shards > MaxShards:
-			return fmt.Errorf("bucket: take %q: %d shards is not in [0, %d]: %w", it.Key, it.Shards, MaxShards, ErrInvalid)
+			return &StoreError{Op: "take", Subject: it.Key, Err: fmt.Errorf("%d shards is not in [0, %d]: %w", it.Shards, MaxShards, ErrInvalid)}
 		case it.Shards < 2:
 			continue
 		}
 		if err := it.Limit.validate(); err != nil {
-			return fmt.Errorf("bucket: take %q: %w", it.Keys.Key(0), err)
+			return &StoreError{Op: "take", Subject: it.Keys.Key(0), Err: err}
 		}
 		// The last shard has the smallest share.
 		if err := ShardLimit(it.Limit, it.Shards, it.Shards-1).validate(); err != nil {
-			return fmt.Errorf("bucket: take %q: %d shards of this limit: %w", it.Keys.Key(0), it.Shards, err)
+			return &StoreError{Op: "take", Subject: it.Keys.Key(0), Err: fmt.Errorf("%d shards of this limit: %w", it.Shards, err)}
 		}
 		if it.Cost < 0 {
-			return fmt.Errorf("bucket: take %q: cost %d is negative: %w", it.Keys.Key(0), it.Cost, ErrInvalid)
+			return &StoreError{Op: "take", Subject: it.Keys.Key(0), Err: fmt.Errorf("cost %d is negative: %w", it.Cost, ErrInvalid)}
 		}
 	}
 	return nil

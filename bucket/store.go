@@ -2,6 +2,8 @@ package bucket
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -213,3 +215,53 @@ type Store interface {
 	// negative cost).
 	Void(ctx context.Context, requestID string, items []Item) error
 }
+
+// StoreError is the error a store call (Take, Reconcile, Void, the
+// asynchronous reconciler's Reconcile, Flush and Close) returns when the
+// call failed or its input was refused. Its text is "bucket: <Op>
+// <Subject, quoted>: <Err>" ("bucket: take \"k\": cost -1 is negative:
+// invalid input"), Subject and its space left out when empty ("bucket:
+// flush: context deadline exceeded"). Callers branch on the sentinel errors
+// it wraps (ErrInvalid, ErrVoided, ErrClosed, ErrQueueFull…) with
+// errors.Is, and read its fields with errors.As: [Guarded] does, to name
+// the operation and its subject once in its own error. The zero value
+// reads "bucket: : <nil>"; a StoreError is not changed after it is
+// returned, so it is safe to read from any goroutine.
+type StoreError struct {
+	// Op is the operation: "take", "reconcile", "void", "flush" or
+	// "close" (Guarded's Op names, as Op.String spells them, where they
+	// exist).
+	Op string
+	// Subject is what the operation was about: a Take's first key (or the
+	// key that failed), a Reconcile's or Void's request id; "" when none.
+	Subject string
+	// Err is what went wrong: a sentinel error, or the store's own error
+	// (a Redis reply, a dial error, a context's error), possibly wrapped
+	// with more detail.
+	Err error
+}
+
+// Error returns `bucket: <Op> "<Subject>": <Err>`, or `bucket: <Op>: <Err>`
+// when Subject is empty.
+func (e *StoreError) Error() string { return "bucket: " + e.text() }
+
+// text is Error without the package's "bucket: ": what Guarded quotes of
+// the failure that opened its breaker.
+func (e *StoreError) text() string {
+	var b strings.Builder
+	b.WriteString(e.Op)
+	if e.Subject != "" {
+		b.WriteByte(' ')
+		b.WriteString(strconv.Quote(e.Subject))
+	}
+	b.WriteString(": ")
+	if e.Err != nil {
+		b.WriteString(e.Err.Error())
+	} else {
+		b.WriteString("<nil>")
+	}
+	return b.String()
+}
+
+// Unwrap returns Err.
+func (e *StoreError) Unwrap() error { return e.Err }

@@ -97,10 +97,10 @@ func takenBy(deltas []Delta) []Item {
 // (valid limits, costs >= 0; a repeated key is refused too).
 func validateVoid(requestID string, items []Item) error {
 	if requestID == "" {
-		return fmt.Errorf("bucket: void: no request id: %w", ErrInvalid)
+		return &StoreError{Op: "void", Err: fmt.Errorf("no request id: %w", ErrInvalid)}
 	}
 	if err := validateItems(items); err != nil {
-		return fmt.Errorf("bucket: void %q: %w", requestID, err)
+		return &StoreError{Op: "void", Subject: requestID, Err: err}
 	}
 	return nil
 }

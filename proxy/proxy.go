@@ -40,8 +40,10 @@ type Weigher interface {
 	WeighResolved(k weigher.Kind, body []byte, resolve func(bodyModel string) string) weigher.Estimate
 	// CountText counts text as model's tokenizer would, in tokens.
 	CountText(model, text string) int64
-	// ParseUsage reads the usage of a non-streamed JSON answer of kind k.
-	ParseUsage(k weigher.Kind, body []byte) (weigher.Usage, bool)
+	// ParseUsage reads the usage of a non-streamed JSON answer of kind k
+	// to a request weighed as model (Estimate.Model), whose tokenizer
+	// counts any output text the answer's usage does not.
+	ParseUsage(k weigher.Kind, body []byte, model string) (weigher.Usage, bool)
 	// NewStream starts reading the SSE events of a streamed answer.
 	NewStream(k weigher.Kind) weigher.Stream
 }

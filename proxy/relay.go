@@ -219,7 +219,7 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 // taken from the answer budget and given back before usageOf returns.
 func (p *Proxy) usageOf(x *exchange, encoding, body []byte) (weigher.Usage, bool) {
 	if uncoded(encoding) {
-		return x.live.weigher.ParseUsage(x.kind, body)
+		return x.live.weigher.ParseUsage(x.kind, body, x.est.Model)
 	}
 	view := heldAnswer{p: p}
 	defer view.release() // a panic while parsing gives the copy back too
@@ -227,7 +227,7 @@ func (p *Proxy) usageOf(x *exchange, encoding, body []byte) (weigher.Usage, bool
 	if why != "" {
 		p.unread(x, why)
 	}
-	return x.live.weigher.ParseUsage(x.kind, b)
+	return x.live.weigher.ParseUsage(x.kind, b, x.est.Model)
 }
 
 // uncoded reports whether a Content-Encoding value names no coding.

@@ -4,24 +4,34 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// answerOutput reads the output text a chat or completions JSON answer's
-// choices carry and calls each with every piece of it: each message's
-// content (a string, or the "text" of its parts), refusal and
-// reasoning_content, each tool call's function name and arguments, and a
-// legacy completion's "text"; it returns the answer's "model" ("" when
-// absent). It is read only for an answer whose usage reports
-// completion_tokens 0 (body already checked by ParseUsage), so that
-// visible output is charged all the same. body is read in place, not
-// copied (an answer may be up to max_response_bytes): a piece without
-// escapes is a view of body, valid only while body is, so each must not
-// keep it. It never panics.
-func answerOutput(body []byte, each func(piece string)) (model string) {
-	root := gjson.Parse(bodyString(body))
-	add := func(r gjson.Result) {
+// answerOutput reads the output text a JSON answer of kind k carries and
+// calls each with every piece of it, as the kind table's answerText reader
+// for k finds it (chatAnswerText, responsesAnswerText,
+// messagesAnswerText); a kind without one reads nothing. It is read only
+// for an answer whose usage reports 0 output tokens (body already checked
+// by ParseUsage), so that visible output is charged all the same. body is
+// read in place, not copied (an answer may be up to max_response_bytes): a
+// piece without escapes is a view of body, valid only while body is, so
+// each must not keep it. It never panics.
+func answerOutput(k Kind, body []byte, each func(piece string)) {
+	read := k.row().answerText
+	if read == nil {
+		return
+	}
+	read(gjson.Parse(bodyString(body)), func(r gjson.Result) {
 		if r.Type == gjson.String && r.Str != "" {
 			each(r.Str)
 		}
-	}
+	})
+}
+
+// chatAnswerText reads a chat or legacy completions answer's output
+// (https://platform.openai.com/docs/api-reference/chat/object): each
+// choice's message content (a string, or the "text" of its parts),
+// refusal and reasoning_content, each tool call's function name and
+// arguments, and a legacy completion's "text"; add is called with each
+// value that may be such a string.
+func chatAnswerText(root gjson.Result, add func(gjson.Result)) {
 	root.Get("choices").ForEach(func(_, c gjson.Result) bool {
 		add(c.Get("text"))
 		for _, m := range [...]gjson.Result{c.Get("message"), c.Get("delta")} {
@@ -49,8 +59,52 @@ func answerOutput(body []byte, each func(piece string)) (model string) {
 		}
 		return true
 	})
-	if m := root.Get("model"); m.Type == gjson.String {
-		model = m.Str
-	}
-	return model
+}
+
+// responsesAnswerText reads a Responses answer's output
+// (https://platform.openai.com/docs/api-reference/responses/object, the
+// "output" items): a message's output_text "text" and "refusal" parts, a
+// function call's name and arguments, a custom tool call's name and
+// input, an MCP call's name and arguments, and a reasoning item's summary
+// and content "text": what the stream's *.delta events carry
+// (responsesEvent).
+func responsesAnswerText(root gjson.Result, add func(gjson.Result)) {
+	root.Get("output").ForEach(func(_, it gjson.Result) bool {
+		if !it.IsObject() {
+			return true
+		}
+		add(it.Get("name"))
+		add(it.Get("arguments"))
+		add(it.Get("input"))
+		for _, parts := range [...]gjson.Result{it.Get("content"), it.Get("summary")} {
+			parts.ForEach(func(_, p gjson.Result) bool {
+				add(p.Get("text"))
+				add(p.Get("refusal"))
+				return true
+			})
+		}
+		return true
+	})
+}
+
+// messagesAnswerText reads an Anthropic Messages answer's output
+// (https://platform.claude.com/docs/en/api/messages, "content"): a text
+// block's "text", a thinking block's "thinking", and a tool_use block's
+// name and input (the object's JSON text, as its input_json_delta events
+// stream it): what the stream's deltas carry (messagesEvent).
+func messagesAnswerText(root gjson.Result, add func(gjson.Result)) {
+	root.Get("content").ForEach(func(_, b gjson.Result) bool {
+		if !b.IsObject() {
+			return true
+		}
+		add(b.Get("text"))
+		add(b.Get("thinking"))
+		if b.Get("type").Str == "tool_use" {
+			add(b.Get("name"))
+			if in := b.Get("input"); in.IsObject() {
+				add(gjson.Result{Type: gjson.String, Str: in.Raw})
+			}
+		}
+		return true
+	})
 }

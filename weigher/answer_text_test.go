@@ -5,20 +5,33 @@ import (
 	"testing"
 )
 
-// A chat answer's visible output (content, parts, refusal, tool calls) and
-// a completion's text are read; an answer with none reads "".
+// A chat answer's visible output (content, parts, refusal, tool calls), a
+// completion's text, a Responses answer's output items and a Messages
+// answer's content blocks are read; an answer with none reads "".
 func TestAnswerOutputText(t *testing.T) {
-	for _, tc := range []struct{ name, body, model, want string }{
-		{"content", `{"model":"m","choices":[{"message":{"content":"hello"}}]}`, "m", "hello"},
-		{"parts", `{"choices":[{"message":{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}}]}`, "", "a\nb"},
-		{"refusal and tools", `{"choices":[{"message":{"content":null,"refusal":"no","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}}]}`, "", "no\nf\n{}"},
-		{"completions", `{"model":"m","choices":[{"text":"t1"},{"text":"t2"}]}`, "m", "t1\nt2"},
-		{"none", `{"choices":[{"message":{"content":""}}]}`, "", ""},
-		{"not json", `nope`, "", ""},
+	for _, tc := range []struct {
+		name string
+		kind Kind
+		body string
+		want string
+	}{
+		{"content", KindChat, `{"model":"m","choices":[{"message":{"content":"hello"}}]}`, "hello"},
+		{"parts", KindChat, `{"choices":[{"message":{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}}]}`, "a\nb"},
+		{"refusal and tools", KindChat, `{"choices":[{"message":{"content":null,"refusal":"no","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}}]}`, "no\nf\n{}"},
+		{"completions", KindCompletions, `{"model":"m","choices":[{"text":"t1"},{"text":"t2"}]}`, "t1\nt2"},
+		{"none", KindChat, `{"choices":[{"message":{"content":""}}]}`, ""},
+		{"not json", KindChat, `nope`, ""},
+		{"responses", KindResponses, `{"model":"m","output":[{"type":"reasoning","summary":[{"type":"summary_text","text":"r"}]},` +
+			`{"type":"message","content":[{"type":"output_text","text":"hi"},{"type":"refusal","refusal":"no"}]},` +
+			`{"type":"function_call","name":"f","arguments":"{}"}]}`, "r\nhi\nno\nf\n{}"},
+		{"responses none", KindResponses, `{"output":[{"type":"message","content":[]}],"text":"not output"}`, ""},
+		{"messages", KindMessages, `{"model":"m","content":[{"type":"thinking","thinking":"th"},{"type":"text","text":"hi"},` +
+			`{"type":"tool_use","id":"t","name":"f","input":{"a":1}}]}`, "th\nhi\nf\n{\"a\":1}"},
+		{"messages none", KindMessages, `{"content":[{"type":"text","text":""}],"stop_reason":"end_turn"}`, ""},
+		{"embeddings read nothing", KindEmbeddings, `{"choices":[{"text":"t1"}]}`, ""},
 	} {
-		model, text := answerOutputText([]byte(tc.body))
-		if model != tc.model || text != tc.want {
-			t.Errorf("%s: (%q, %q), want (%q, %q)", tc.name, model, text, tc.model, tc.want)
+		if text := answerOutputText(tc.kind, []byte(tc.body)); text != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, text, tc.want)
 		}
 	}
 }
@@ -51,36 +64,39 @@ func TestChatUsageZeroCompletion(t *testing.T) {
 	w := testWeigher(t)
 	text := strings.TrimSpace(strings.Repeat("word ", 50))
 	body := `{"model":"gpt-4o-mini","choices":[{"message":{"content":"` + text + `"},"finish_reason":"content_filter"}],"usage":{"prompt_tokens":12,"completion_tokens":0}}`
-	u, ok := w.ParseUsage(KindChat, []byte(body))
+	u, ok := w.ParseUsage(KindChat, []byte(body), "gpt-4o-mini")
 	if want := w.CountText("gpt-4o-mini", text); !ok || u.OutputTokens != want || want == 0 {
 		t.Errorf("Weigher.ParseUsage: %+v %v, want %d output tokens", u, ok, want)
 	}
 }
 
 // answerOutputText never panics, and whatever text it returns is made of
-// the body's strings (it is never longer than the body).
+// the body's strings (it is never longer than the body), for every kind.
 func FuzzAnswerOutputText(f *testing.F) {
 	f.Add([]byte(`{"model":"m","choices":[{"message":{"content":"hello","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}}]}`))
 	f.Add([]byte(`{"choices":[{"text":"a"},{"delta":{"content":[{"text":"b"}]}}]}`))
 	f.Add([]byte(`{"choices":[{"message":{"content":"\u00e9\ud800"}}]}`))
+	f.Add([]byte(`{"output":[{"type":"message","content":[{"type":"output_text","text":"hi"}]},{"name":"f","arguments":"{}","input":"x"}]}`))
+	f.Add([]byte(`{"content":[{"type":"text","text":"hi"},{"type":"tool_use","name":"f","input":{"a":[1]}}]}`))
 	f.Add([]byte(`[`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		model, text := answerOutputText(body)
-		if len(model) > len(body) || len(text) > 2*len(body) {
-			t.Fatalf("model %d bytes, text %d bytes from a %d-byte body", len(model), len(text), len(body))
+		for _, k := range weighedKinds {
+			if text := answerOutputText(k, body); len(text) > 2*len(body) {
+				t.Fatalf("%v: text %d bytes from a %d-byte body", k, len(text), len(body))
+			}
 		}
 	})
 }
 
-// answerOutputText is answerOutput's pieces joined by newlines, with the
-// answer's model: what TestAnswerOutputText reads.
-func answerOutputText(body []byte) (model, text string) {
+// answerOutputText is answerOutput's pieces of a kind k answer joined by
+// newlines: what TestAnswerOutputText reads.
+func answerOutputText(k Kind, body []byte) string {
 	var b strings.Builder
-	model = answerOutput(body, func(p string) {
+	answerOutput(k, body, func(p string) {
 		if b.Len() > 0 {
 			b.WriteByte('\n')
 		}
 		b.WriteString(p)
 	})
-	return model, b.String()
+	return b.String()
 }

@@ -116,7 +116,7 @@ func (s *Stream) imagesEvent(eventType, data []byte) StreamUpdate {
 	switch eventTypeOf(root, eventType) {
 	case "image_generation.completed":
 		u := StreamUpdate{Done: true}
-		if usage, ok := responsesUsageOf(lastGet(root, "usage")); ok {
+		if usage, ok := imagesUsageOf(lastGet(root, "usage")); ok {
 			s.usage, s.has, s.final = usage, hasInput|hasOutput, true
 			u.HasUsage = true
 		}

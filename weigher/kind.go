@@ -79,6 +79,11 @@ type kindRow struct {
 	// stream reads one SSE event of a streamed response ([Stream.Event]),
 	// recording the usage it reports in s.
 	stream func(s *Stream, eventType, data []byte) StreamUpdate
+	// answerText, when set, reads the output text of a JSON answer (root,
+	// checked already), calling add with each value that may hold some
+	// (answerOutput): an answer whose usage reports 0 output tokens is
+	// charged at least that text ([Weigher.ParseUsage]).
+	answerText func(root gjson.Result, add func(gjson.Result))
 }
 
 // kinds is the table of request kinds, indexed by Kind. Chat and legacy
@@ -89,14 +94,17 @@ var kinds = [numKinds]kindRow{
 	KindChat: {
 		name: "chat", paths: []string{"/v1/chat/completions"}, weighed: true,
 		weigh: (*Weigher).chat, usage: parseChatUsage, stream: (*Stream).chatEvent, usageOptIn: true,
+		answerText: chatAnswerText,
 	},
 	KindResponses: {
 		name: "responses", paths: []string{"/v1/responses"}, weighed: true,
 		weigh: (*Weigher).responses, usage: parseResponsesUsage, stream: (*Stream).responsesEvent,
+		answerText: responsesAnswerText,
 	},
 	KindCompletions: {
 		name: "completions", paths: []string{"/v1/completions"}, weighed: true,
 		weigh: (*Weigher).completions, usage: parseChatUsage, stream: (*Stream).completionsEvent, usageOptIn: true,
+		answerText: chatAnswerText,
 	},
 	KindEmbeddings: {
 		name: "embeddings", paths: []string{"/v1/embeddings"}, weighed: true,
@@ -105,12 +113,13 @@ var kinds = [numKinds]kindRow{
 	KindMessages: {
 		name: "messages", paths: []string{"/v1/messages"}, weighed: true,
 		weigh: (*Weigher).messages, usage: parseMessagesUsage, stream: (*Stream).messagesEvent,
+		answerText: messagesAnswerText,
 	},
 	KindCountTokens: {name: "count_tokens", paths: []string{"/v1/messages/count_tokens"}},
 	KindUnmetered:   {name: "unmetered"}, // found by family, not by path: see Classify
 	KindImages: {
 		name: "images", paths: []string{"/v1/images/generations"}, weighed: true,
-		weigh: (*Weigher).images, usage: parseResponsesUsage, stream: (*Stream).imagesEvent, outputUncountable: true,
+		weigh: (*Weigher).images, usage: parseImagesUsage, stream: (*Stream).imagesEvent, outputUncountable: true,
 	},
 }
 
@@ -275,20 +284,22 @@ func ParseUsage(k Kind, body []byte) (Usage, bool) { return parseUsage(k, body, 
 
 // ParseUsage is [ParseUsage] with w's nesting limit ([Options.MaxDepth]):
 // a response nested deeper is not read (ok false), so the request keeps its
-// reservation. A chat or completions answer whose usage reports
-// completion_tokens 0 but that carries output text anyway is charged at
-// least that text, counted piece by piece in the answer model's tokens
-// (see answerOutput; the body is read in place, no copy of it made): a
-// lenient upstream cannot hand out text for free by reporting 0.
-func (w *Weigher) ParseUsage(k Kind, body []byte) (Usage, bool) {
+// reservation. model is the model the request was weighed as
+// (Estimate.Model). A chat, completions, Responses or Messages answer
+// whose usage reports 0 output tokens (a valid usage: an answer stopped at
+// once, or by a content filter) but that carries output text anyway is
+// charged at least that text, counted piece by piece (see answerOutput;
+// the body is read in place, no copy of it made) with model's tokenizer,
+// never with that of the model the answer names (an upstream's name,
+// which may be anything): a lenient upstream cannot hand out text for
+// free by reporting 0.
+func (w *Weigher) ParseUsage(k Kind, body []byte, model string) (Usage, bool) {
 	u, ok := parseUsage(k, body, w.maxDepth)
-	if ok && u.OutputTokens == 0 && (k == KindChat || k == KindCompletions) {
-		var pieces []string
-		model := answerOutput(body, func(p string) { pieces = append(pieces, p) })
+	if ok && u.OutputTokens == 0 {
 		enc := w.encoder(model)
-		for _, p := range pieces {
+		answerOutput(k, body, func(p string) {
 			u.OutputTokens = min(u.OutputTokens+countText(enc, p), maxTokens)
-		}
+		})
 	}
 	return u, ok
 }

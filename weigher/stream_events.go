@@ -156,10 +156,18 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		return s.anthropicUsage(lastGet(root, "message", "usage"))
 	case "message_delta":
 		usage := lastGet(root, "usage")
-		// Read as anthropicUsage reads it: a number (a string is not
-		// merged, so it must not make the placeholder final either).
+		// Read as anthropicUsage reads it: a number, 0 included (a string
+		// is not merged, so it must not make the placeholder final
+		// either). The first message_delta's count replaces
+		// message_start's placeholder (0 or 1) rather than joining the
+		// running maximum: an answer that ends reporting 0 is settled at
+		// 0, floored at its streamed text (usageTap.settle), never at the
+		// placeholder.
 		if f := lastGet(usage, "output_tokens"); f.Type == gjson.Number {
-			if _, ok := tokenCount(f); ok {
+			if _, ok := outputCount(f); ok {
+				if !s.deltaOutput {
+					s.anth.output = 0
+				}
 				s.deltaOutput = true
 			}
 		}

@@ -98,21 +98,29 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 	return u, true
 }
 
-// usagePair reads the input and output figures of a usage object. Both must
-// be positive numbers (or numeric strings; tokenCount): a usage with either
-// missing, null, zero, negative or not a number is unreadable, and the caller keeps the
-// reservation or its local count rather than take it as a free call.
-func usagePair(in, out gjson.Result) (input, output int64, ok bool) {
+// reportedPair reads the input and output figures of a usage object (a
+// Responses usage; the chat reference reader's too): the input must be a
+// positive number (or numeric string; tokenCount), the output a
+// non-negative one (outputCount). An output of 0 is a valid usage (an
+// answer stopped before its first token, at once or by a content filter),
+// read rather than taken as unreadable, which kept the reservation and
+// dropped a larger reported input ([Weigher.ParseUsage] floors it at the
+// text the answer carries). A usage with either figure missing, null,
+// negative or not a number, or an input of 0, is unreadable, and the
+// caller keeps the reservation or its local count rather than take it as
+// a free call.
+func reportedPair(in, out gjson.Result) (input, output int64, ok bool) {
 	input, okIn := tokenCount(in)
-	output, okOut := tokenCount(out)
+	output, okOut := outputCount(out)
 	if !okIn || !okOut {
 		return 0, 0, false
 	}
 	return input, output, true
 }
 
-// outputCount is rawCount of v, a chat usage's completion_tokens as
-// rawValue gives it, with a zero figure (0, -0, 0.0, "0") read as 0 tokens
+// outputCount is rawCount of v, a usage's output figure (chat's
+// completion_tokens, Responses' and Messages' output_tokens) as rawValue
+// or gjson gives it, with a zero figure (0, -0, 0.0, "0") read as 0 tokens
 // rather than refused.
 func outputCount(v gjson.Result) (int64, bool) {
 	if n, ok := rawCount(v); ok {

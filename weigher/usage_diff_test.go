@@ -105,7 +105,7 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 		}
 		return true
 	})
-	u.InputTokens, u.OutputTokens, ok = chatUsagePair(prompt, completion)
+	u.InputTokens, u.OutputTokens, ok = reportedPair(prompt, completion)
 	if !ok {
 		return Usage{}, false
 	}
@@ -176,21 +176,4 @@ func FuzzChatUsageSameAsGJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) { sameUsage(t, body) })
-}
-
-// chatUsagePair is usagePair for a chat (or completions) usage object, as
-// the reference reader reads it (production reads it in usageOf and
-// answerScan.chatUsage),
-// whose output figure may be 0: an answer stopped before its first token
-// (finish_reason "stop" or "content_filter" at once) reports
-// completion_tokens 0, and that usage is read rather than taken as
-// unreadable (which kept the reservation and dropped a larger reported
-// prompt_tokens). The input figure must still be positive.
-func chatUsagePair(in, out gjson.Result) (input, output int64, ok bool) {
-	input, okIn := tokenCount(in)
-	output, okOut := outputCount(out)
-	if !okIn || !okOut {
-		return 0, 0, false
-	}
-	return input, output, true
 }

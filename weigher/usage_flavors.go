@@ -35,10 +35,11 @@ func parseEmbeddingsUsage(body []byte, maxDepth int) (Usage, bool) {
 // included), usage.input_tokens_details.cached_tokens and
 // usage.output_tokens_details.reasoning_tokens, and WebSearches the
 // web_search_call items of its output (billed per call, not in the usage).
-// ok is false when body has no
-// usage object whose input_tokens and output_tokens are both non-negative
-// numbers, or is not valid JSON; then u is zero and the caller keeps its
-// reservation. Missing or negative detail figures read as 0. It never panics
+// ok is false when body has no usage object whose input_tokens is a
+// positive number and whose output_tokens is a non-negative one (0 is a
+// valid usage: see reportedPair, and [Weigher.ParseUsage] for the text such
+// an answer may still carry), or is not valid JSON; then u is zero and the
+// caller keeps its reservation. Missing or negative detail figures read as 0. It never panics
 // and never keeps body.
 func ParseResponsesUsage(body []byte) (u Usage, ok bool) { return parseResponsesUsage(body, 0) }
 
@@ -90,8 +91,32 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 		}
 		return true
 	})
-	u.InputTokens, u.OutputTokens, ok = usagePair(in, out)
+	u.InputTokens, u.OutputTokens, ok = reportedPair(in, out)
 	if !ok {
+		return Usage{}, false
+	}
+	return u, true
+}
+
+// parseImagesUsage reads an image generation answer's usage
+// (https://platform.openai.com/docs/api-reference/images/object): the
+// Responses usage shape, except that its output figure must be positive
+// (imagesUsageOf).
+func parseImagesUsage(body []byte, maxDepth int) (Usage, bool) {
+	u, ok := parseResponsesUsage(body, maxDepth)
+	if !ok || u.OutputTokens == 0 {
+		return Usage{}, false
+	}
+	return u, true
+}
+
+// imagesUsageOf reads an image generation "usage" object: as
+// responsesUsageOf, but an output of 0 is unreadable, since an image's
+// output is no text llmguard could count to floor it: the request keeps
+// its output reservation.
+func imagesUsageOf(v gjson.Result) (Usage, bool) {
+	u, ok := responsesUsageOf(v)
+	if !ok || u.OutputTokens == 0 {
 		return Usage{}, false
 	}
 	return u, true
@@ -108,7 +133,9 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 // cache_creation.ephemeral_1h_input_tokens, OutputTokens = output_tokens
 // (thinking included), WebSearches = server_tool_use.web_search_requests. ok is false when body has no usage object with
 // input_tokens or output_tokens (an error body, a count_tokens answer), or
-// is not valid JSON. It never panics and never keeps body.
+// is not valid JSON. An output_tokens of 0 is a valid usage (see
+// reportedPair, and [Weigher.ParseUsage] for the text such an answer may
+// still carry). It never panics and never keeps body.
 func ParseMessagesUsage(body []byte) (u Usage, ok bool) { return parseMessagesUsage(body, 0) }
 
 func parseMessagesUsage(body []byte, maxDepth int) (Usage, bool) {
@@ -156,8 +183,14 @@ func (a *anthropicUsage) merge(v gjson.Result) bool {
 			return true
 		}
 		// A figure that is not a non-negative number is not a report: a
-		// negative output must not make the answer free.
-		n, ok := tokenCount(f)
+		// negative output must not make the answer free. An output of 0
+		// is one (an answer stopped at once: see reportedPair); an input
+		// figure of 0 adds nothing and reports nothing.
+		count := tokenCount
+		if k.Str == "output_tokens" {
+			count = outputCount
+		}
+		n, ok := count(f)
 		if f.Type != gjson.Number || !ok {
 			return true
 		}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -146,14 +147,14 @@ const memChildEnv = "LLMGUARD_TEST_MEMCHILD"
 // measured). Budgets are scaled down (192 MiB of answers, 1 MiB of bodies)
 // so the test stays light; LLMGUARD_TEST_MEMDEFAULTS=1 runs it at the
 // default budgets (where the limit, 794 MiB, is above what the streams
-// hold).
+// hold). The children run a binary built without the race detector (see
+// memChildBinary), so a race-built parent (go test -race ./..., README's
+// test command) measures what a production binary would hold.
 func TestEndlessStreamsStayWithinTheMemoryLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves about 3 GiB through loopback in four child processes")
 	}
-	if raceOn {
-		t.Skip("the race detector's shadow memory is resident too, outside the Go memory limit")
-	}
+	child := memChildBinary(t)
 	budget := int64(192 << 20)
 	if os.Getenv("LLMGUARD_TEST_MEMDEFAULTS") != "" {
 		budget = 0 // the defaults: 256 MiB of answers, 256 MiB of bodies
@@ -161,7 +162,7 @@ func TestEndlessStreamsStayWithinTheMemoryLimit(t *testing.T) {
 	for _, mode := range []string{"streams", "answers"} {
 		peaks := map[int64]memPeak{}
 		for _, set := range []int64{0, -1} {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestEndlessStreamsChild$", "-test.v")
+			cmd := exec.Command(child, "-test.run=^TestEndlessStreamsChild$", "-test.v")
 			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d", memChildEnv, mode, set, budget), "GOMEMLIMIT=")
 			out, err := cmd.CombinedOutput()
 			if err != nil {
@@ -188,6 +189,29 @@ func TestEndlessStreamsStayWithinTheMemoryLimit(t *testing.T) {
 }
 
 type memPeak struct{ hwm, file, limit, base int64 }
+
+// memChildBinary is the test binary the memory children run: this one when
+// it was built without the race detector; else this package's tests built
+// again with -race=false into a temporary directory, since the detector's
+// shadow memory (several times the heap) is resident too, outside the Go
+// memory limit, and would be measured with it.
+func memChildBinary(t *testing.T) string {
+	t.Helper()
+	if !raceOn {
+		return os.Args[0]
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "app.test")
+	// The working directory of a test is its package's directory.
+	cmd := exec.Command(goBin, "test", "-c", "-race=false", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the non-race child binary: %v\n%s", err, out)
+	}
+	return bin
+}
 
 // TestEndlessStreamsChild is the child of
 // TestEndlessStreamsStayWithinTheMemoryLimit: it serves ten endless
