@@ -48,8 +48,9 @@ func (m *Meter) budgetWarnings(x *Exchange) {
 	}
 }
 
-// budgetCrossings logs and counts, once per threshold and period on this
-// node, each warn_at threshold of the request's quotas that its settled
+// budgetCrossings logs and counts, once per threshold, period and amount
+// (a quota raised or lowered live warns again against its new amount) on
+// this node, each warn_at threshold of the request's quotas that its settled
 // cost crossed: the quota's use right after settlement, taken as its
 // level at admission with this request's reservation replaced by what it
 // really cost (settled[i], in rule i's unit). Reservations of other
@@ -71,7 +72,7 @@ func (m *Meter) budgetCrossings(x *Exchange, settled []int64) {
 			if t < crossed && before >= a.Rule.WarnAt[t] {
 				continue // past it before this request: its crossing was another's
 			}
-			if m.warned.first(a.Key, a.Limit.WindowStart.Unix(), t) {
+			if m.warned.first(a.Key, a.Limit.WindowStart.Unix(), a.Limit.Capacity, t) {
 				m.opt.Metrics.budgetWarning(a.Rule.Name, x.req.Principal.Tenant)
 				m.log.Warn("budget threshold crossed", "limit", a.Rule.Name, "key", a.Key, "threshold", a.Rule.WarnAt[t],
 					"used", used, "period_end", a.Limit.WindowEnd)
@@ -97,7 +98,7 @@ func crossedAt(warnAt []float64, used float64) int {
 	return crossed
 }
 
-// warnings remembers which (bucket, period, threshold) crossings were
+// warnings remembers which (bucket, period, amount, threshold) crossings were
 // reported, so each is logged once per period. It forgets everything past
 // a bound (a new period's crossings would be reported again then, which is
 // harmless). Safe for concurrent use.
@@ -108,16 +109,17 @@ type warnings struct {
 
 type warnKey struct {
 	key       string
-	window    int64
-	threshold int
+	window    int64 // the period's start, Unix seconds
+	amount    int64 // the quota's capacity, in its unit
+	threshold int   // index into warn_at
 }
 
 const maxWarnings = 100000
 
-func (w *warnings) first(key string, window int64, threshold int) bool {
+func (w *warnings) first(key string, window, amount int64, threshold int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	k := warnKey{key, window, threshold}
+	k := warnKey{key, window, amount, threshold}
 	if _, ok := w.seen[k]; ok {
 		return false
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +41,29 @@ func TestBudgetWarningsBounded(t *testing.T) {
 		if !slices.Contains(x.warnings, want) {
 			t.Errorf("warnings %v lack the most used %q", x.warnings, want)
 		}
+	}
+}
+
+// A quota's warn_at crossing is logged once per threshold and period, and
+// again when the quota's amount changes (raised live after it warned): it
+// is a new budget to warn about.
+func TestBudgetCrossingsOncePerAmount(t *testing.T) {
+	var log strings.Builder
+	m := &Meter{log: slog.New(slog.NewTextHandler(&log, nil))}
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	settle := func(amount, usedBefore, cost int64) {
+		x := &Exchange{m: m, rules: []Applied{{
+			Rule:  &policy.Rule{Name: "q", Unit: policy.UnitUSD, Period: policy.PeriodMonth, WarnAt: []float64{0.8}},
+			Key:   "k",
+			Limit: bucket.Quota(amount, start, start.AddDate(0, 1, 0)), Status: bucket.Status{Remaining: amount - usedBefore},
+		}}}
+		m.budgetCrossings(x, []int64{cost})
+	}
+	settle(1000, 700, 150)  // 85 %: warns
+	settle(1000, 850, 10)   // past it already: nothing
+	settle(2000, 1500, 200) // raised to 2000, 85 %: warns again
+	settle(2000, 1700, 10)
+	if n := strings.Count(log.String(), "budget threshold crossed"); n != 2 {
+		t.Errorf("%d crossings logged, want 2 (once per amount):\n%s", n, log.String())
 	}
 }
