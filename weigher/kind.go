@@ -292,9 +292,15 @@ func ParseUsage(k Kind, body []byte) (Usage, bool) { return parseUsage(k, body, 
 // the body is read in place, no copy of it made) with model's tokenizer,
 // never with that of the model the answer names (an upstream's name,
 // which may be anything): a lenient upstream cannot hand out text for
-// free by reporting 0.
+// free by reporting 0. An answer that names a key twice (two usage
+// objects, a figure named twice) is read both ways a parser may read it,
+// first member and last, and settles at the dearer of the two
+// (dupKeyUsage); when either reading has no usage, ok is false.
 func (w *Weigher) ParseUsage(k Kind, body []byte, model string) (Usage, bool) {
 	u, ok := parseUsage(k, body, w.maxDepth)
+	if !ok {
+		u, ok = dupKeyUsage(k, body, w.maxDepth)
+	}
 	if ok && u.OutputTokens == 0 {
 		enc := w.encoder(model)
 		answerOutput(k, body, func(p string) {
