@@ -1,8 +1,6 @@
 package weigher
 
 import (
-	"encoding/json"
-
 	"github.com/tidwall/gjson"
 
 	"github.com/llmguard/llmguard/internal/jsonscan"
@@ -37,40 +35,69 @@ func dupKeyUsage(k Kind, body []byte, maxDepth int) (Usage, bool) {
 	return upper(first, last), true
 }
 
+// deduper rewrites documents with one member per key (dedupeKeys),
+// reusing one key index and one member list per nesting level, so that a
+// body of many small objects costs no allocation per object: its scratch
+// grows to the widest object at each level, never with their number.
+type deduper struct {
+	last   bool
+	levels []dedupeLevel
+}
+
+// dedupeLevel is the scratch of one nesting level.
+type dedupeLevel struct {
+	at      map[string]int
+	members []dedupeMember
+}
+
+// dedupeMember is one kept member: its key and its value.
+type dedupeMember struct {
+	raw string // the key as the document writes it, quoted
+	val gjson.Result
+}
+
 // dedupeKeys appends v, a value of a document jsonscan checked (so its
 // nesting is bounded), to dst with every object keeping one member per key
 // (compared unescaped): its last when last is set, else its first, at the
 // place of that key's first member. Scalars are copied as they are.
 func dedupeKeys(dst []byte, v gjson.Result, last bool) []byte {
+	d := deduper{last: last}
+	return d.value(dst, v, 0)
+}
+
+// value appends v, at nesting level depth, to dst.
+func (d *deduper) value(dst []byte, v gjson.Result, depth int) []byte {
 	switch {
 	case v.IsObject():
-		type member struct {
-			key string
-			val gjson.Result
+		for len(d.levels) <= depth { // arrays open levels without objects
+			d.levels = append(d.levels, dedupeLevel{at: map[string]int{}})
 		}
-		var members []member
-		at := map[string]int{}
+		l := &d.levels[depth]
+		clear(l.at)
+		l.members = l.members[:0]
 		v.ForEach(func(k, val gjson.Result) bool {
 			name := k.String()
-			if i, seen := at[name]; seen {
-				if last {
-					members[i].val = val
+			if i, seen := l.at[name]; seen {
+				if d.last {
+					l.members[i].val = val
 				}
 				return true
 			}
-			at[name] = len(members)
-			members = append(members, member{name, val})
+			l.at[name] = len(l.members)
+			l.members = append(l.members, dedupeMember{k.Raw, val})
 			return true
 		})
 		dst = append(dst, '{')
-		for i, m := range members {
+		// The members are read by index: a deeper object reuses the
+		// levels below, never this one.
+		for i := 0; i < len(d.levels[depth].members); i++ {
+			m := d.levels[depth].members[i]
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			key, _ := json.Marshal(m.key) // a string always marshals
-			dst = append(dst, key...)
+			dst = append(dst, m.raw...)
 			dst = append(dst, ':')
-			dst = dedupeKeys(dst, m.val, last)
+			dst = d.value(dst, m.val, depth+1)
 		}
 		return append(dst, '}')
 	case v.IsArray():
@@ -81,7 +108,7 @@ func dedupeKeys(dst []byte, v gjson.Result, last bool) []byte {
 				dst = append(dst, ',')
 			}
 			i++
-			dst = dedupeKeys(dst, val, last)
+			dst = d.value(dst, val, depth+1)
 			return true
 		})
 		return append(dst, ']')
