@@ -1,10 +1,19 @@
 package weigher
 
 import (
+	"unsafe"
+
 	"github.com/tidwall/gjson"
 
 	"github.com/llmguard/llmguard/internal/jsonscan"
 )
+
+// maxDupUsageBytes is the largest answer body dupKeyUsage reads, in bytes
+// (8 MiB): it holds one rewrite of the body at a time, outside the answer
+// budget, so it is kept to answers an upstream writes for a usage (a
+// 128k-token answer is about 0.5 MiB); a larger one with a key named twice
+// keeps its reservation, as every such answer did before.
+const maxDupUsageBytes = 8 << 20
 
 // dupKeyUsage reads the usage of k's answer body when body is valid JSON,
 // nested at most maxDepth levels (0: DefaultMaxDepth), that names a key
@@ -26,9 +35,17 @@ func dupKeyUsage(k Kind, body []byte, maxDepth int) (Usage, bool) {
 		jsonscan.Check(body, jsonscan.Options{MaxDepth: maxDepth}) != nil {
 		return Usage{}, false
 	}
-	root := gjson.ParseBytes(body)
-	first, okFirst := parseUsage(k, dedupeKeys(nil, root, false), maxDepth)
-	last, okLast := parseUsage(k, dedupeKeys(nil, root, true), maxDepth)
+	if len(body) > maxDupUsageBytes {
+		return Usage{}, false
+	}
+	// Read in place (gjson.ParseBytes would copy body), and both rewrites
+	// into one buffer: a rewrite is never longer than body (it drops
+	// members and the space between tokens, and copies the rest), so the
+	// whole costs one body's length of memory.
+	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
+	buf := make([]byte, 0, len(body))
+	first, okFirst := parseUsage(k, dedupeKeys(buf, root, false), maxDepth)
+	last, okLast := parseUsage(k, dedupeKeys(buf, root, true), maxDepth)
 	if !okFirst || !okLast {
 		return Usage{}, false
 	}

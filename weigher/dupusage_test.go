@@ -1,6 +1,7 @@
 package weigher
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 
@@ -58,5 +59,31 @@ func TestDedupeKeysAllocationsDoNotGrowWithObjects(t *testing.T) {
 	small, large := allocs(2000), allocs(20000)
 	if large > small+100 {
 		t.Errorf("%v allocations for 20,000 objects, %v for 2,000: the rewrite allocates per object", large, small)
+	}
+}
+
+// dupKeyUsage holds about one body's length beside the answer (read in
+// place, both rewrites in one buffer), where it copied the body and wrote
+// each rewrite anew (about 3×); and an answer past maxDupUsageBytes is not
+// rewritten at all (it keeps its reservation).
+func TestDupKeyUsageMemory(t *testing.T) {
+	filler := strings.Repeat(`{"a":"`+strings.Repeat("x", 200)+`"},`, 10_000) // ~2 MiB
+	body := []byte(`{"usage":{"prompt_tokens":9,"completion_tokens":1},"usage":{"prompt_tokens":9,"completion_tokens":2},"x":[` +
+		strings.TrimSuffix(filler, ",") + `]}`)
+	dupKeyUsage(KindChat, body, 0) // warm
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	u, ok := dupKeyUsage(KindChat, body, 0)
+	runtime.ReadMemStats(&after)
+	if !ok || u.OutputTokens != 2 {
+		t.Fatalf("usage %+v, %v: want the dearer reading, 2 output tokens", u, ok)
+	}
+	if got, bound := after.TotalAlloc-before.TotalAlloc, uint64(len(body))*5/4+256<<10; got > bound {
+		t.Errorf("allocated %d bytes for a %d-byte answer, over %d", got, len(body), bound)
+	}
+	big := append(body[:len(body)-2:len(body)-2], []byte(`,{"a":"`+strings.Repeat("y", maxDupUsageBytes)+`"}]}`)...)
+	if _, ok := dupKeyUsage(KindChat, big, 0); ok {
+		t.Errorf("a %d-byte answer was rewritten, over maxDupUsageBytes", len(big))
 	}
 }
