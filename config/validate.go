@@ -350,7 +350,7 @@ func (c *Config) Validate() error {
 	} else if c.Store.VoidWindow < c.Store.Timeout {
 		p.add("store.void_window", "must be at least store.timeout (got %v)", time.Duration(c.Store.VoidWindow))
 	}
-	if d := c.Store.HealthCheck; d != nil && (*d == invalidDuration || *d < 0) {
+	if d := c.Store.HealthCheck; d != nil {
 		checkDuration(&p, "store.health_check", *d)
 	}
 	if d := c.Store.DenyCache; d != nil {

@@ -224,11 +224,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		}
 	}
 	fb := bucket.NewFallback(bucket.FallbackOptions{Nodes: c.Nodes, Memory: bucket.MemoryOptions{VoidFor: time.Duration(c.VoidWindow)}})
-	var healthCheck time.Duration
-	if c.HealthCheck != nil {
-		healthCheck = time.Duration(*c.HealthCheck)
-	}
-	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor), healthCheck, lastFailed, lastCall)
+	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor), time.Duration(healthCheckOf(c)), lastFailed, lastCall)
 	st := &stores{main: async, fallback: fb, guard: guard, async: async, client: client, lastFailed: lastFailed,
 		close: []func() error{stopProbe, async.Close, fb.Close, closeClient}}
 	if window := time.Duration(denyCacheOf(c)); window > 0 {
@@ -265,6 +261,15 @@ func denyCacheOf(c config.Store) config.Duration {
 		return config.DefaultDenyCache
 	}
 	return *c.DenyCache
+}
+
+// healthCheckOf is c's store.health_check, its default when unset (a
+// config built without Load's defaults), as denyCacheOf reads deny_cache.
+func healthCheckOf(c config.Store) config.Duration {
+	if c.HealthCheck == nil {
+		return config.DefaultHealthCheck
+	}
+	return *c.HealthCheck
 }
 
 // limitLabel is the limit label of a bucket key: the limit's name, which

@@ -458,6 +458,12 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 	if _, ok := a.adminGate(ctx); !ok {
 		return
 	}
+	ctx.SetContentType("application/json")
+	fail := func(status int, msg string) {
+		ctx.SetStatusCode(status)
+		b, _ := json.Marshal(errorBody{msg})
+		ctx.SetBody(b)
+	}
 	args := ctx.QueryArgs()
 	if fp := args.Peek("config_sha256"); len(fp) > 0 {
 		// `llmguard usage --config X` sends X's fingerprint: a node
@@ -465,11 +471,8 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 		// X edited and its reload refused) would answer with its own
 		// ledger, tenants and zones, and the caller would take them for X's.
 		if mine := a.cfg.Load().Fingerprint(); string(fp) != mine {
-			ctx.SetContentType("application/json")
-			ctx.SetStatusCode(fasthttp.StatusConflict)
-			b, _ := json.Marshal(map[string]string{"error": fmt.Sprintf("this llmguard serves another config (fingerprint %.12s) than the one the caller named (%.12q): "+
-				"another llmguard may be listening on this address, or the file was changed and its reload refused (see /readyz last_reload_error)", mine, fp)})
-			ctx.SetBody(b)
+			fail(fasthttp.StatusConflict, fmt.Sprintf("this llmguard serves another config (fingerprint %.12s) than the one the caller named (%.12q): "+
+				"another llmguard may be listening on this address, or the file was changed and its reload refused (see /readyz last_reload_error)", mine, fp))
 			return
 		}
 	}
@@ -480,7 +483,6 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 		rep, err = a.UsageIn(context.Background(), UsageQuery{Tenant: string(args.Peek("tenant")), Period: string(args.Peek("period")),
 			TimeZone: string(args.Peek("timezone"))})
 	}
-	ctx.SetContentType("application/json")
 	if err == nil && format == "csv" {
 		var buf bytes.Buffer
 		if err = WriteUsageCSV(&buf, rep); err == nil {
@@ -507,9 +509,7 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 			// where the file should be): retrying will not mend it.
 			status, msg = fasthttp.StatusInternalServerError, "usage cannot be read (its operator must mend this): "+err.Error()
 		}
-		ctx.SetStatusCode(status)
-		b, _ := json.Marshal(map[string]string{"error": msg})
-		ctx.SetBody(b)
+		fail(status, msg)
 		return
 	}
 	b, _ := json.MarshalIndent(rep, "", "  ")
