@@ -1,8 +1,6 @@
 package weigher
 
 import (
-	"unsafe"
-
 	"github.com/tidwall/gjson"
 
 	"github.com/llmguard/llmguard/internal/jsonscan"
@@ -28,6 +26,9 @@ const maxDupUsageBytes = 8 << 20
 // reading reports. ok is false when body is not such a document or either
 // reading is unreadable: the caller then keeps its reservation.
 func dupKeyUsage(k Kind, body []byte, maxDepth int) (Usage, bool) {
+	if len(body) > maxDupUsageBytes {
+		return Usage{}, false
+	}
 	// The duplicate check first: an answer without a duplicate (an error
 	// body, the common case here) costs one flat pass. The check stops at
 	// the first duplicate, so the whole body is then checked again.
@@ -35,14 +36,11 @@ func dupKeyUsage(k Kind, body []byte, maxDepth int) (Usage, bool) {
 		jsonscan.Check(body, jsonscan.Options{MaxDepth: maxDepth}) != nil {
 		return Usage{}, false
 	}
-	if len(body) > maxDupUsageBytes {
-		return Usage{}, false
-	}
 	// Read in place (gjson.ParseBytes would copy body), and both rewrites
 	// into one buffer: a rewrite is never longer than body (it drops
 	// members and the space between tokens, and copies the rest), so the
 	// whole costs one body's length of memory.
-	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
+	root := gjson.Parse(bodyString(body))
 	buf := make([]byte, 0, len(body))
 	first, okFirst := parseUsage(k, dedupeKeys(buf, root, false), maxDepth)
 	last, okLast := parseUsage(k, dedupeKeys(buf, root, true), maxDepth)

@@ -96,9 +96,9 @@ func advisorTools(tools gjson.Result) bool {
 		return false
 	}
 	found := false
-	gjson.Parse(tools.Raw).ForEach(func(_, t gjson.Result) bool {
+	tools.ForEach(func(_, t gjson.Result) bool {
 		typ := t.Get("type")
-		found = t.IsObject() && typ.Type == gjson.String && strings.Contains(strings.ToLower(typ.Str), "advisor")
+		found = t.IsObject() && typ.Type == gjson.String && containsFoldASCII(typ.Str, "advisor")
 		return !found
 	})
 	return found
