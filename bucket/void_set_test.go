@@ -299,4 +299,15 @@ func voidSetSeenByEveryTake(t *testing.T, c *redis.Client, now time.Time) {
 			}
 		}
 	}
+	// Every voided set this version wrote lives the void window, no
+	// longer: a set without a TTL would stay in Redis for good.
+	sets, err := c.Keys(ctx, "*::tkv:*").Result()
+	if err != nil || len(sets) == 0 {
+		t.Fatalf("voided sets: %v, %v: want this version's voids to have written some", sets, err)
+	}
+	for _, k := range sets {
+		if ttl, err := c.PTTL(ctx, k).Result(); err != nil || ttl <= 0 || ttl > DefaultVoidWindow {
+			t.Errorf("voided set %s: PTTL %v (%v), want in (0, %v]", k, ttl, err, DefaultVoidWindow)
+		}
+	}
 }
