@@ -107,6 +107,11 @@ func TestRunRedisWorkTiny(t *testing.T) {
 					if row.N != requests || row.Admitted != requests || row.Per.Scripts != 1 || row.Per.Reads < 1 {
 						t.Errorf("%s: %d answered, %d counted, per call %.2f scripts, %.2f reads; want %d, %d, 1, ≥1", where, row.N, row.Admitted, row.Per.Scripts, row.Per.Reads, requests, requests)
 					}
+					// A connection the pool dials inside the measured run
+					// (a loaded machine: CI saw one HELLO in 12 calls at c3)
+					// opens with HELLO: the client's handshake, not the
+					// function's work, which is what is checked here.
+					delete(row.Per.ByCommand, "hello")
 					for name, v := range row.Per.ByCommand {
 						if v[0] != f.commands[name] {
 							t.Errorf("%s: %v %s per call, want %v", where, v[0], name, f.commands[name])
