@@ -21,7 +21,10 @@ type metrics struct {
 	redisPending              prometheus.Gauge
 }
 
-// newMetrics builds the collectors and, when reg is not nil, registers them:
+// newMetrics builds the collectors and, when reg is not nil, registers them.
+// The series of a sink are made (at zero) only for the sinks the writer has,
+// file and redis saying which, so that /metrics names no sink that is not
+// configured; the counters of a sink not made stay nil and are never used:
 //
 //	llmguard_ledger_dropped_total           records Write refused: buffer full, or Writer closed
 //	llmguard_ledger_records_total{sink}     records written to the file / added to the stream
@@ -30,7 +33,7 @@ type metrics struct {
 //	llmguard_ledger_pending{sink}           records kept in memory to be sent again (redis)
 //
 // Errors: registration conflicts from reg.
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, file, redis bool) (*metrics, error) {
 	m := &metrics{
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "llmguard_ledger_dropped_total",
@@ -49,11 +52,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Ledger records kept in memory to be sent to a sink again (redis: while Redis does not take them).",
 		}, []string{"sink"}),
 	}
-	m.fileRecords = m.records.WithLabelValues(sinkFile)
-	m.redisRecords = m.records.WithLabelValues(sinkRedis)
-	m.fileErrors = m.errors.WithLabelValues(sinkFile)
-	m.redisErrors = m.errors.WithLabelValues(sinkRedis)
-	m.redisPending = m.pending.WithLabelValues(sinkRedis)
+	if file {
+		m.fileRecords = m.records.WithLabelValues(sinkFile)
+		m.fileErrors = m.errors.WithLabelValues(sinkFile)
+	}
+	if redis {
+		m.redisRecords = m.records.WithLabelValues(sinkRedis)
+		m.redisErrors = m.errors.WithLabelValues(sinkRedis)
+		m.redisPending = m.pending.WithLabelValues(sinkRedis)
+	}
 	if reg == nil {
 		return m, nil
 	}

@@ -300,3 +300,45 @@ func mustJSON(t *testing.T, r ledger.Record) string {
 	}
 	return string(b)
 }
+
+// TestMetricsNameOnlyConfiguredSinks: a writer's series name the sinks it
+// has and no other (a file-only node exported
+// llmguard_ledger_records_total{sink="redis"} at 0, and a Redis-only one
+// {sink="file"}, as if a sink were configured and idle).
+func TestMetricsNameOnlyConfiguredSinks(t *testing.T) {
+	for name, tc := range map[string]struct {
+		o    ledger.Options
+		want string
+	}{
+		"file":  {ledger.Options{File: filePath(t)}, "file"},
+		"redis": {ledger.Options{Redis: redisClientStub(), Stream: "ledger"}, "redis"},
+		"both":  {ledger.Options{File: filePath(t), Redis: redisClientStub(), Stream: "ledger"}, "file,redis"},
+	} {
+		reg := prometheus.NewPedanticRegistry()
+		tc.o.Registerer = reg
+		w := mustNew(t, tc.o)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, family := range []string{"llmguard_ledger_records_total", "llmguard_ledger_errors_total"} {
+			var sinks []string
+			for _, mf := range mfs {
+				if mf.GetName() != family {
+					continue
+				}
+				for _, m := range mf.GetMetric() {
+					for _, l := range m.GetLabel() {
+						if l.GetName() == "sink" {
+							sinks = append(sinks, l.GetValue())
+						}
+					}
+				}
+			}
+			if got := strings.Join(sinks, ","); got != tc.want {
+				t.Errorf("%s: %s names sinks %q, want %q", name, family, got, tc.want)
+			}
+		}
+		w.Close()
+	}
+}

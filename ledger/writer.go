@@ -112,7 +112,7 @@ type Options struct {
 // Metrics (on Options.Registerer):
 //
 //	llmguard_ledger_dropped_total           records Write refused: buffer full, or Writer closed
-//	llmguard_ledger_records_total{sink}     records written, sink = file | redis
+//	llmguard_ledger_records_total{sink}     records written, sink = file | redis (only the sinks configured)
 //	llmguard_ledger_errors_total{sink}      records a sink failed to write (redis: given up)
 //	llmguard_ledger_pending{sink="redis"}   records kept to be sent to the stream again
 type Writer struct {
@@ -169,7 +169,7 @@ func New(o Options) (*Writer, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	m, err := newMetrics(o.Registerer)
+	m, err := newMetrics(o.Registerer, o.File != "", o.Redis != nil)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: metrics: %w", err)
 	}
