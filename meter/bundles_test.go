@@ -96,6 +96,14 @@ func TestBundledSeries(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
+	// The token buckets' utilization is the share in use as written in
+	// decimal, not 1 − remaining/capacity's float noise (0.07399999999999995
+	// for 74 of 1000, 0.09999999999999998 for 100 of 1000).
+	for tenant, want := range map[string]float64{"initech": 0.074, "acme": 0.074, "globex": 0.1} {
+		if got := testutil.ToFloat64(m.utilization.WithLabelValues("user-tpm", tenant)); got != want {
+			t.Errorf("utilization %s: %v, want exactly %v", tenant, got, want)
+		}
+	}
 	// The quota gauges: settled spend (acme's 300 µUSD reservation settled
 	// at 250), not the level at admission.
 	for _, c := range []struct {
