@@ -117,9 +117,9 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		// parseRequestWith would have made it (the elements raw, as its
 		// walk gives them).
 		// A tools list remembered whole passed advisorTools before, byte
-		// for byte (elements.remembered): not searched again, where a
-		// 2 KiB list cost some 4,900 instructions a request
-		// (TestRememberedToolsSameVerdicts).
+		// for byte (elements.remembered): not searched again, where the
+		// 16 KiB load benchmark's list cost some 4,900 instructions a
+		// request, searched a word at a time (TestRememberedToolsSameVerdicts).
 		if k != "tools" || !elems.remembered {
 			if fallbackKey, fallbackWhy = fallbackMember(k, v); fallbackWhy != FaultNone {
 				return false

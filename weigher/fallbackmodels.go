@@ -114,10 +114,10 @@ func advisorTools(tools gjson.Result) bool {
 // word, 0x20 set in every byte, xored with 'v': only 'v' and 'V' become
 // 0x76 so), and compares the word around each one found; a flagged byte
 // that is no 'v' (a borrow flags a 0x01 above a zero) fails that compare.
-// A byte at a time, the search cost a warm 1 KiB chat body about 11,500
-// instructions for its 550-byte tools list on every request (callgrind,
-// issue #13), where it costs about 1.5 a byte now
-// (TestContainsFoldASCIISameAsBytewise, FuzzContainsFoldASCII against
+// A byte at a time, the search of the load benchmark's 1 KiB chat body's
+// tools list cost about 11,700 instructions a request, where it costs
+// about 2,400 now (callgrind, issue #13;
+// TestContainsAdvisorFoldSameAsBytewise, FuzzContainsAdvisorFold against
 // the byte-at-a-time search).
 func containsAdvisorFold(s string) bool {
 	const word, at = "advisor", 2 // word[at] is its 'v'
