@@ -353,7 +353,7 @@ func (d doc) walkKeys(raw bool, want func(key string) bool, fn func(key string, 
 		}
 		elems := elements{v: v, body: d.body, spans: d.lay.Elems[m.First:m.Last], laid: true, raw: raw, at: m.Value}
 		if m.Unlaid { // a list stepped over whole: its elements are found in v
-			elems = elements{v: v, raw: raw, at: m.Value}
+			elems = elements{v: v, raw: raw, at: m.Value, remembered: true}
 		}
 		if !fn(k, v, elems) {
 			return
@@ -376,6 +376,16 @@ type elements struct {
 	// offsets [Start, End): set by members (not by raw walks), for the
 	// values the proxy may rewrite (OutputFields).
 	at jsonscan.Span
+	// remembered: v is a top-level list laid out Unlaid (walkKeys), whose
+	// exact bytes an earlier body passed with: the strict scan stepped
+	// over it whole because the count cache holds its field check's mark
+	// (elemMemo.Vouch), or a resume point of an earlier body carried it
+	// (keepResumePoint). A list's mark is written only for a body whose
+	// fallback check passed too (fallbackModelsKey before checkFields,
+	// or chat's fallbackMember before checkMember, member by member), and
+	// a point is filed only for a body weighed whole without a fault, so
+	// a remembered "tools" list holds no advisor tool (advisorTools).
+	remembered bool
 }
 
 // value is the element v as e gives them.
