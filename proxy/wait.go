@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -27,7 +28,7 @@ var errClientLeft = apiError{status: 499, openAIType: "api_error", openAICode: "
 func setWaitHeader(h *fasthttp.ResponseHeader, m *meter.Exchange) {
 	if m.Held() {
 		var b [24]byte
-		h.SetBytesV("x-llmguard-wait-ms", appendInt(b[:0], ceilMS(m.Waited())))
+		h.SetBytesV("x-llmguard-wait-ms", strconv.AppendInt(b[:0], ceilMS(m.Waited()), 10))
 	}
 }
 
