@@ -44,8 +44,9 @@ type watchAction interface {
 // entry's only. An entry costs no goroutine or timer of its own: a slot in
 // a map whose slots are reused, and one non-blocking poll(2) of its client
 // per look. A connection with no socket to look at (an in-memory listener)
-// is dropped from the watch at its first look: its client is noticed at
-// the next write instead. Actions run outside the lock, so a slow one
+// is dropped from the watch at its first look: an answer's client is
+// noticed at the next write instead, a held request's not before its wait
+// ends. Actions run outside the lock, so a slow one
 // (closing an upstream) holds up no add or remove but its own entry's; a
 // panic in one entry's look or action is contained and counted (stage
 // watch), and the sweep goes on to the others. The zero value is ready to
@@ -169,7 +170,7 @@ func (w *clientWatch) deleteLocked(flag *atomic.Bool, s watchSlot) {
 	}
 }
 
-// run sweeps the watched entries until none is left: every tick
+// run sweeps the watched entries until a sweep finds none: every tick
 // (waitWatchEvery) while a held request is watched, else every
 // streamWatchTicks ticks. A panic outside an entry's look (which sweep
 // contains) is contained and counted (stage watch), and the next entry
@@ -189,11 +190,6 @@ func (w *clientWatch) run(p *Proxy) {
 	var batch []watchLook
 	for {
 		w.mu.Lock()
-		if len(w.entries) == 0 {
-			w.running, w.slow = false, false
-			w.mu.Unlock()
-			return
-		}
 		step := uint64(1)
 		if w.fast == 0 { // to the next sweep of the answers
 			step = streamWatchTicks - tick%streamWatchTicks
@@ -207,6 +203,16 @@ func (w *clientWatch) run(p *Proxy) {
 		case <-w.wake: // a held request: look at it from the next tick
 			continue
 		}
+		// Stop only once a sleep found nothing watched: entries that come
+		// and go faster than that (short streams) do not start a
+		// goroutine, a timer and a batch each.
+		w.mu.Lock()
+		if len(w.entries) == 0 {
+			w.running, w.slow = false, false
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
 		batch = w.sweep(p, tick, batch)
 		if w.onSweep != nil {
 			w.onSweep()
