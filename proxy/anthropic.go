@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -66,8 +67,8 @@ func (anthropic) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied)
 		}
 		a := &rules[i]
 		var b [32]byte // the values are built on the stack
-		setField(h, kind.limit, appendInt(b[:0], a.Limit.Capacity))
-		setField(h, kind.remaining, appendInt(b[:0], max(a.Status.Remaining, 0)))
+		setField(h, kind.limit, strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
+		setField(h, kind.remaining, strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
 		setField(h, kind.reset, now.Add(a.Status.Reset).UTC().Truncate(time.Second).Add(time.Second).AppendFormat(b[:0], time.RFC3339))
 	}
 }

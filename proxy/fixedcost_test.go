@@ -105,7 +105,7 @@ func TestPathAllocationBudget(t *testing.T) {
 // through the proxy path (BenchmarkProxyPathStream/llmguard: 23 events,
 // the usage chunk llmguard asked for stripped), the bare forward's being
 // 10: 44 measured, 50 before one goroutine watched every stream's client
-// (streamWatch: a stream's own goroutine, channel and ticker gone), 52
+// (clientWatch: a stream's own goroutine, channel and ticker gone), 52
 // before the stream's source and its writer's arguments were kept in its
 // exchange (streamSource, streamRelay) instead of an allocation and two
 // closures of their own.

@@ -160,9 +160,9 @@ func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []*meter.Applied, texts 
 			buf = appendQuoted(buf, a.Rule.Name)
 		}
 		buf = append(buf, ";r="...)
-		buf = appendInt(buf, max(a.Status.Remaining, 0))
+		buf = strconv.AppendInt(buf, max(a.Status.Remaining, 0), 10)
 		buf = append(buf, ";t="...)
-		buf = appendInt(buf, ceilSeconds(a.Status.Reset))
+		buf = strconv.AppendInt(buf, ceilSeconds(a.Status.Reset), 10)
 	}
 	setField(h, rateLimitField, buf)
 	return buf
@@ -259,15 +259,15 @@ func appendGoDuration(b []byte, d time.Duration) []byte {
 	}
 	ms := ceilDiv(d, time.Millisecond)
 	if ms < 1000 {
-		return append(appendInt(b, ms), "ms"...)
+		return append(strconv.AppendInt(b, ms, 10), "ms"...)
 	}
 	if h := ms / 3_600_000; h > 0 {
-		b = append(appendInt(b, h), 'h')
+		b = append(strconv.AppendInt(b, h, 10), 'h')
 	}
 	if ms >= 60_000 {
-		b = append(appendInt(b, ms/60_000%60), 'm')
+		b = append(strconv.AppendInt(b, ms/60_000%60, 10), 'm')
 	}
-	b = appendInt(b, ms/1000%60)
+	b = strconv.AppendInt(b, ms/1000%60, 10)
 	if frac := ms % 1000; frac > 0 {
 		b = append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
 		for b[len(b)-1] == '0' {
@@ -371,12 +371,12 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 
 // setRetryAfter sets Retry-After (whole seconds, rounded up, at least 1)
 // and retry-after-ms (milliseconds, rounded up, at least 1) to the same
-// wait. The numbers are formatted on the stack (appendInt) and copied into
-// h, which sets them as Set does.
+// wait. The numbers are formatted into a stack buffer (strconv.AppendInt)
+// and copied into h, which sets them as Set does.
 func setRetryAfter(h *fasthttp.ResponseHeader, retry time.Duration) {
 	var b [24]byte
-	h.SetBytesV("Retry-After", appendInt(b[:0], max(ceilSeconds(retry), 1)))
-	h.SetBytesV("retry-after-ms", appendInt(b[:0], max(ceilDiv(retry, time.Millisecond), 1)))
+	h.SetBytesV("Retry-After", strconv.AppendInt(b[:0], max(ceilSeconds(retry), 1), 10))
+	h.SetBytesV("retry-after-ms", strconv.AppendInt(b[:0], max(ceilDiv(retry, time.Millisecond), 1), 10))
 }
 
 // hiddenContextAdvice ends the message of a request too large whose
@@ -398,7 +398,7 @@ func hiddenContextAdvice(model string) string {
 // fault, so it is never a 429 (DESIGN.md §6).
 func unavailable(ctx *fasthttp.RequestCtx, r *policy.Rule, retry time.Duration) apiError {
 	var b [24]byte
-	ctx.Response.Header.SetBytesV("Retry-After", appendInt(b[:0], max(ceilSeconds(retry), 1)))
+	ctx.Response.Header.SetBytesV("Retry-After", strconv.AppendInt(b[:0], max(ceilSeconds(retry), 1), 10))
 	ctx.Response.Header.Set("x-llmguard-limit", r.Name)
 	return apiError{status: fasthttp.StatusServiceUnavailable, openAIType: "api_error", openAICode: "limiter_unavailable",
 		anthropicType: "overloaded_error",

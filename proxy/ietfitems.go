@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strconv"
 	"sync/atomic"
 	"unsafe"
 
@@ -61,9 +62,9 @@ func (c *ietfItems) of(a *meter.Applied) *ietfItem {
 func appendPolicyItem(b []byte, a *meter.Applied) []byte {
 	b = appendQuoted(b, a.Rule.Name)
 	b = append(b, ";q="...)
-	b = appendInt(b, a.Limit.Capacity)
+	b = strconv.AppendInt(b, a.Limit.Capacity, 10)
 	b = append(b, ";w="...)
-	b = appendInt(b, ceilSeconds(window(a.Limit)))
+	b = strconv.AppendInt(b, ceilSeconds(window(a.Limit)), 10)
 	b = append(b, `;llmguard-unit="`...)
 	b = append(b, a.Rule.Unit.String()...)
 	return append(b, '"')

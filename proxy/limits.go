@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -140,7 +141,7 @@ func (p *Proxy) serveLimits(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		if err != nil {
 			p.log.Warn("limits read-out: store unavailable", "err", err, "request_id", x.id)
 			var b [24]byte
-			ctx.Response.Header.SetBytesV("Retry-After", appendInt(b[:0], int64((p.opt.UnavailableRetry+time.Second-1)/time.Second)))
+			ctx.Response.Header.SetBytesV("Retry-After", strconv.AppendInt(b[:0], int64((p.opt.UnavailableRetry+time.Second-1)/time.Second), 10))
 			return &refusal{err: apiError{status: fasthttp.StatusServiceUnavailable, openAIType: "api_error", openAICode: "limiter_unavailable",
 				anthropicType: "api_error", message: "llmguard could not read your limits: its store is unavailable."}, outcome: meter.OutcomeFailClosed}
 		}

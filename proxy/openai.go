@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"github.com/valyala/fasthttp"
+	"strconv"
 
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/policy"
@@ -84,10 +85,10 @@ var (
 // header allocates.
 func setOpenAITrio(h *fasthttp.ResponseHeader, names *openAITrio, a *meter.Applied, format resetFormat) {
 	var b [32]byte
-	setField(h, names.limit, appendInt(b[:0], a.Limit.Capacity))
-	setField(h, names.remaining, appendInt(b[:0], max(a.Status.Remaining, 0)))
+	setField(h, names.limit, strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
+	setField(h, names.remaining, strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
 	if format == resetSeconds {
-		setField(h, names.reset, appendInt(b[:0], ceilSeconds(a.Status.Reset)))
+		setField(h, names.reset, strconv.AppendInt(b[:0], ceilSeconds(a.Status.Reset), 10))
 	} else {
 		setField(h, names.reset, appendGoDuration(b[:0], a.Status.Reset))
 	}

@@ -16,6 +16,7 @@ const (
 	pointForward = "forward"          // after the take, just before the upstream call
 	pointStream  = "stream"           // each read of a streamed answer
 	pointTap     = "tap"              // each usage-tap feed of a streamed answer
+	pointWatch   = "watch"            // each look of the client watch at a client
 	pointSettle  = meter.PointSettle  // before the reconciliation store call
 	pointLedger  = meter.PointLedger  // before the ledger write
 	pointMetrics = meter.PointMetrics // before the settlement metrics

@@ -171,12 +171,10 @@ type Proxy struct {
 	unreadLog  *rate.Sometimes
 	// lingering counts refused connections waiting to close (linger.go).
 	lingering atomic.Int64
-	// waiting watches the connections of requests held waiting for their
-	// buckets, to drop those whose clients leave (wait.go).
-	waiting connWatch
-	// watch watches the clients of the answers being relayed, to cut the
-	// upstream of those whose clients leave (streamwatch.go).
-	watch streamWatch
+	// watch watches the clients of the requests held waiting for their
+	// buckets, to drop those that leave, and of the answers being relayed,
+	// to cut their upstreams (clientwatch.go).
+	watch clientWatch
 }
 
 // live is what a config reload replaces.

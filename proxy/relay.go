@@ -131,7 +131,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 			// client as a stream does, and cut the upstream when it has
 			// left, so that the bytes read first come back.
 			ub.watch = &p.watch
-			p.watch.add(p, &ub.cut, watchedStream{x: x, conn: ctx.Conn(), upstream: rc})
+			p.watch.addAnswer(p, &ub.cut, x, ctx.Conn(), rc)
 		}
 		ctx.Response.SetBodyStream(ub, -1)
 		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
@@ -238,11 +238,11 @@ func uncoded(encoding []byte) bool {
 
 // upstreamBody relays the rest of an upstream body and releases the
 // response when fasthttp closes it; watch, when set, watches its client
-// (streamWatch, cut its flag) until then.
+// (clientWatch, cut its flag) until then.
 type upstreamBody struct {
 	io.Reader
 	resp  *fasthttp.Response
-	watch *streamWatch
+	watch *clientWatch
 	cut   atomic.Bool
 }
 
@@ -542,9 +542,9 @@ type streamSource struct {
 	// mem is what the stream holds of the answer budget: a zstd decoder's
 	// window, and the tap's buffers for a large event.
 	mem decoderMemory
-	// watch, while set, watches the client (streamWatch), which sets cut
+	// watch, while set, watches the client (clientWatch), which sets cut
 	// when it cut the upstream because the client left.
-	watch *streamWatch
+	watch *clientWatch
 	cut   atomic.Bool
 	// opaque: r is in a coding llmguard does not read; the stream is
 	// relayed as sent, with its Content-Encoding, unread. decoded: r
@@ -568,7 +568,7 @@ func (p *Proxy) openStream(x *exchange, raw io.Reader, conn net.Conn, enc string
 	s.r, s.mem = raw, decoderMemory{p: p}
 	if rc, ok := raw.(fasthttp.ReadCloserWithError); ok && conn != nil {
 		s.watch = &p.watch
-		p.watch.add(p, &s.cut, watchedStream{x: x, conn: conn, upstream: rc})
+		p.watch.addAnswer(p, &s.cut, x, conn, rc)
 	}
 	if enc == "" {
 		return s

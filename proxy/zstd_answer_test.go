@@ -218,7 +218,7 @@ func FuzzZstdWindowOf(f *testing.F) {
 // sends its headers and then nothing (not even its coding's header, which
 // the decoder must read first: gzip's 10 bytes, zstd's frame header) is cut
 // upstream once its client has left, as an uncompressed silent stream is
-// (streamWatch), not held until the upstream timeout (10 minutes here).
+// (clientWatch), not held until the upstream timeout (10 minutes here).
 func TestClientGoneBeforeTheCodingHeader(t *testing.T) {
 	w := testWeigher(t)
 	body := strings.Replace(budgetBody, `"max_tokens":50`, `"max_tokens":50,"stream":true`, 1)
@@ -247,7 +247,7 @@ func TestClientGoneBeforeTheCodingHeader(t *testing.T) {
 			c.Close()
 			select {
 			case <-cut:
-			case <-time.After(60 * time.Second): // generous: streamWatch looks every 500 ms
+			case <-time.After(60 * time.Second): // generous: clientWatch looks every 500 ms
 				t.Fatal("the upstream connection is still open a minute after the client left")
 			}
 			r.waitLedger(1)
@@ -297,7 +297,7 @@ func TestClientGoneFromAnAnswerPassedThrough(t *testing.T) {
 	c.Close()
 	select {
 	case <-cut:
-	case <-time.After(60 * time.Second): // generous: streamWatch looks every 500 ms
+	case <-time.After(60 * time.Second): // generous: clientWatch looks every 500 ms
 		t.Fatal("the upstream connection is still open a minute after the client left")
 	}
 	r.released("after the client left")

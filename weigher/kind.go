@@ -302,10 +302,14 @@ func (w *Weigher) ParseUsage(k Kind, body []byte, model string) (Usage, bool) {
 		u, ok = dupKeyUsage(k, body, w.maxDepth)
 	}
 	if ok && u.OutputTokens == 0 {
+		// A count of its own for the closure: were u captured, it would
+		// live on the heap on every call, this branch taken or not.
+		var out int64
 		enc := w.encoder(model)
 		answerOutput(k, body, func(p string) {
-			u.OutputTokens = min(u.OutputTokens+countText(enc, p), maxTokens)
+			out = min(out+countText(enc, p), maxTokens)
 		})
+		u.OutputTokens = out
 	}
 	return u, ok
 }

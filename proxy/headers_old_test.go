@@ -15,8 +15,9 @@ import (
 	"github.com/llmguard/llmguard/policy"
 )
 
-// The limit fields as written before their numbers went through appendInt
-// (strconv.AppendInt and strconv.FormatInt), kept as the reference that
+// The limit fields as written before their numbers went into stack buffers
+// (strconv.AppendInt into buffers of their own, and Retry-After and
+// retry-after-ms through strconv.FormatInt), kept as the reference that
 // TestLimitHeadersSameAsOld compares with.
 
 func oldSetLimitHeaders(h *fasthttp.ResponseHeader, f Flavor, rules []meter.Applied) {
