@@ -37,7 +37,9 @@ type Settlement struct {
 // call does anything (it reports whether it was the one), so a request is
 // settled exactly once whatever path (normal end, client gone, recovered
 // panic) reaches here; an exchange that was refused holds nothing and is
-// never settled. The reconciliation, the metrics and the ledger record
+// never settled. A known usage above the request's ceiling
+// (Request.Ceiling) is charged at the ceiling, and logged, counted and
+// marked in the ledger as implausible (ceiling.go). The reconciliation, the metrics and the ledger record
 // each run contained: a panic in one skips none of the others.
 func (x *Exchange) Settle(s Settlement) bool {
 	if x.verdict != Admitted || !x.settled.CompareAndSwap(false, true) {
@@ -50,15 +52,17 @@ func (x *Exchange) Settle(s Settlement) bool {
 	known := s.Source.Known()
 	var actual spec.Usage
 	var cost int64
+	var over uint8 // the figures above the request's ceiling (ceiling.go)
 	switch {
 	case known:
-		actual = s.Usage
+		actual, over = overCeiling(s.Usage, x.req.Ceiling)
 		cost = x.price.MicroUSD(actual)
 	case s.Source == spec.SourceReserved && x.req.Weighed:
 		// Nothing reported: the reservation stands, and so does its cost.
 		cost = x.price.MicroUSD(x.reservation(x.req.Estimate.InputTokens, x.req.Estimate.OutputTokens))
 	}
-	if s.Source == spec.SourceReported && s.Status < 300 {
+	if s.Source == spec.SourceReported && s.Status < 300 && over == 0 {
+		// (An implausible output teaches the learned reservation nothing.)
 		m.contain(StageMetrics, x, func() { x.observeOutput(actual.OutputTokens) })
 	}
 	if x.req.PerImage > 0 && s.Source != spec.SourceRefund {
@@ -66,6 +70,9 @@ func (x *Exchange) Settle(s Settlement) bool {
 		// tokens an answer reports.
 		known, cost = false, x.imagesCost()
 		s.Source = spec.SourceReserved
+	}
+	if known && over != 0 {
+		m.contain(StageMetrics, x, func() { m.implausible(x, s.Usage, actual, over) })
 	}
 	var obuf [8]int
 	var sbuf [8]int64
@@ -115,6 +122,9 @@ func (x *Exchange) Settle(s Settlement) bool {
 	if m.opt.Ledger != nil || m.opt.Records {
 		m.contain(StageLedger, x, func() {
 			r := m.newRecord(x, s, actual, known, cost)
+			if known && over != 0 {
+				r.UsageImplausible, r.ReportedInputTokens, r.ReportedOutputTokens = true, s.Usage.InputTokens, s.Usage.OutputTokens
+			}
 			if m.opt.Records {
 				kept := new(ledger.Record) // a copy: r itself stays on the stack
 				*kept = r

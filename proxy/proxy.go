@@ -46,6 +46,10 @@ type Weigher interface {
 	ParseUsage(k weigher.Kind, body []byte, model string) (weigher.Usage, bool)
 	// NewStream starts reading the SSE events of a streamed answer.
 	NewStream(k weigher.Kind) weigher.Stream
+	// Ceiling is the most the request estimated as e can plausibly be
+	// billed (tokens; searches), which settlement charges an absurd
+	// usage at (meter.Request.Ceiling).
+	Ceiling(e weigher.Estimate) weigher.Usage
 }
 
 // Options configures a Proxy. Upstreams, Policy, Store and Weigher are
@@ -979,8 +983,9 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		Images: x.est.Images, PerImage: x.perImage,
 		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens, WebSearches: x.est.WebSearches,
 			CacheWriteTokens: cacheWrite(x.est.CacheWrite, x.est.InputTokens), CacheWrite1hTokens: cacheWrite(x.est.CacheWrite1h, x.est.InputTokens)},
-		Output: outputOf(x.kind, x.est),
-		Watch:  p.watcher(ctx, x)})
+		Ceiling: x.live.weigher.Ceiling(x.est),
+		Output:  outputOf(x.kind, x.est),
+		Watch:   p.watcher(ctx, x)})
 	setWaitHeader(&ctx.Response.Header, x.m)
 	switch x.m.Verdict() {
 	case meter.Admitted:
