@@ -124,8 +124,11 @@ type StreamUpdate struct {
 	// read: not a JSON object (nor "[DONE]"), nested deeper than the
 	// stream's limit, or naming a key twice in one object (RFC 8259 §4
 	// leaves such an object's meaning to each parser: the caller's SDK
-	// keeps the last member where a first-match reader would not). Nothing
-	// else is set then: such an event may carry output (or a usage) that
+	// keeps the last member where a first-match reader would not) when
+	// its two readings disagree on whether it reports a usage (one that
+	// reads both ways alike is read, at its dearer reading:
+	// stream_dupkey.go). Nothing else is set then, but for such an
+	// event's readings: such an event may carry output (or a usage) that
 	// llmguard did not count, so the proxy charges such a stream, unless
 	// a readable final usage arrives, at least its output reservation, as
 	// for an event too large to read.
@@ -151,7 +154,9 @@ type StreamUsage struct {
 // data its "data" field. Empty (or blank) data yields the zero
 // StreamUpdate; garbage, data nested deeper than the stream's limit and
 // data naming a key twice in an object (checked by a flat scan before
-// anything parses it) yield an update with only Unread set. It never
+// anything parses it) yield an update with only Unread set, except that
+// valid data naming a key twice is read both ways, first and last member
+// wins, at the dearer reading (stream_dupkey.go). It never
 // panics and never keeps eventType or data.
 func (s *Stream) Event(eventType, data []byte) StreamUpdate {
 	r := s.kind.row()
@@ -160,6 +165,12 @@ func (s *Stream) Event(eventType, data []byte) StreamUpdate {
 	}
 	closed := s.closed
 	u := r.stream(s, eventType, data)
+	if u.Unread {
+		// A key named twice: read both ways, at the dearer reading.
+		if d, ok := s.dupKeyEvent(r.stream, eventType, data); ok {
+			u = d
+		}
+	}
 	s.errSeen = s.errSeen || u.Err
 	s.done = s.done || u.Done
 	s.unread = s.unread || u.Unread
