@@ -38,6 +38,10 @@ type Stream struct {
 	errSeen bool
 	done    bool
 	unread  bool // an event was Unread: a Messages usage is then never final
+	// disputed: an event named a key twice and its two readings disagreed
+	// on whether it reports a usage (stream_dupkey.go): the reading with
+	// none falls back on the estimate, so Settle charges at least its input.
+	disputed bool
 	// closed: the upstream has reported what should be its last output
 	// figure (a chat or completions usage chunk, a Responses terminal
 	// event's usage, a Messages message_delta usage or message_stop).
@@ -217,7 +221,8 @@ const (
 // concatenated updates):
 //   - the final reported usage when the upstream sent it (SourceReported);
 //   - otherwise each reported figure, the estimate's InputTokens for an
-//     unreported input, for the output the larger of a reported
+//     unreported input (at least it, when an event's two readings
+//     disagreed on whether it reports a usage), for the output the larger of a reported
 //     (cumulative) count and counted, and for web searches the larger of
 //     the reported and the estimate's WebSearches (SourcePartial, or
 //     SourceCounted when nothing was reported) — a stream the client
@@ -236,6 +241,9 @@ func (s *Stream) Settle(est Estimate, counted int64) (Usage, Source) {
 	u := r.Usage
 	if !r.Input {
 		u.InputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.CacheWrite1hTokens = est.InputTokens, 0, 0, 0
+	}
+	if s.disputed {
+		u.InputTokens = max(u.InputTokens, est.InputTokens)
 	}
 	u.OutputTokens = max(u.OutputTokens, counted)
 	// Searches run before the stream ended may not have been reported

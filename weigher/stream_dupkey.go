@@ -59,6 +59,7 @@ func (s *Stream) dupKeyEvent(read func(*Stream, []byte, []byte) StreamUpdate, ev
 	if u.Unread {
 		s.unread = true
 		s.final = false
+		s.disputed = s.disputed || ua.HasUsage != ub.HasUsage
 	}
 	return u, true
 }
