@@ -16,7 +16,7 @@ const (
 	figureWebSearches
 )
 
-// overCeiling is u within the ceiling c (Request.Ceiling) and which of its
+// overCeiling is u within the ceiling c (Settlement.Ceiling) and which of its
 // figures were above it (bit i: ceilingFigures[i]; 0: u is plausible and
 // returned as it is). A figure above its bound is charged at the bound,
 // and the parts of it (cached, cache-written and audio input; reasoning

@@ -162,13 +162,6 @@ type Request struct {
 	// prices all its input at that write price when it is not below the
 	// input price. Only those five fields are read.
 	Estimate spec.Usage
-	// Ceiling is the most the request can plausibly be billed
-	// (weigher.Weigher.Ceiling, which argues why): InputTokens and
-	// OutputTokens in tokens, WebSearches in searches; a figure of 0 bounds
-	// nothing (the zero value: no ceiling). A settled usage above it is
-	// charged at it, logged, counted in usage_implausible_total and marked
-	// in the ledger record with the figures reported (ceiling.go).
-	Ceiling spec.Usage
 	// Output says how Estimate.OutputTokens was made and whether the
 	// request's output maximum may be lowered (output.go); the zero value:
 	// named by the request, one completion, never lowered.

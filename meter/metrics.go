@@ -201,7 +201,7 @@ type Metrics struct {
 //	shadow_decisions_total{limit,decision}            a shadow limit's verdicts on requests the real limits admitted:
 //	                                                  pass, would_deny, error (the store failed)
 //	usage_implausible_total{flavor,figure}            settlements whose usage was above the request's ceiling
-//	                                                  (Request.Ceiling), charged at it: figure input, output,
+//	                                                  (Settlement.Ceiling), charged at it: figure input, output,
 //	                                                  web_searches
 //
 // Errors: registration conflicts from reg.

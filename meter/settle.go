@@ -29,6 +29,14 @@ type Settlement struct {
 	// Unforwarded: nothing reached the upstream (the transport failed
 	// before its call), so no ledger record is written.
 	Unforwarded bool
+	// Ceiling is the most the request can plausibly be billed
+	// (weigher.Weigher.Ceiling, which argues why): InputTokens and
+	// OutputTokens in tokens, WebSearches in searches; a figure of 0 bounds
+	// nothing (the zero value: no ceiling). A known Usage above it is
+	// charged at it, logged, counted in usage_implausible_total and marked
+	// in the ledger record with the figures reported (ceiling.go). Given
+	// at settlement, not admission, so that an exchange does not carry it.
+	Ceiling spec.Usage
 }
 
 // Settle reconciles every bucket the request took from with actual −
@@ -38,7 +46,7 @@ type Settlement struct {
 // settled exactly once whatever path (normal end, client gone, recovered
 // panic) reaches here; an exchange that was refused holds nothing and is
 // never settled. A known usage above the request's ceiling
-// (Request.Ceiling) is charged at the ceiling, and logged, counted and
+// (Settlement.Ceiling) is charged at the ceiling, and logged, counted and
 // marked in the ledger as implausible (ceiling.go). The reconciliation, the metrics and the ledger record
 // each run contained: a panic in one skips none of the others.
 func (x *Exchange) Settle(s Settlement) bool {
@@ -55,7 +63,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 	var over uint8 // the figures above the request's ceiling (ceiling.go)
 	switch {
 	case known:
-		actual, over = overCeiling(s.Usage, x.req.Ceiling)
+		actual, over = overCeiling(s.Usage, s.Ceiling)
 		cost = x.price.MicroUSD(actual)
 	case s.Source == spec.SourceReserved && x.req.Weighed:
 		// Nothing reported: the reservation stands, and so does its cost.

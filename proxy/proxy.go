@@ -48,7 +48,7 @@ type Weigher interface {
 	NewStream(k weigher.Kind) weigher.Stream
 	// Ceiling is the most the request estimated as e can plausibly be
 	// billed (tokens; searches), which settlement charges an absurd
-	// usage at (meter.Request.Ceiling).
+	// usage at (meter.Settlement.Ceiling).
 	Ceiling(e weigher.Estimate) weigher.Usage
 }
 
@@ -421,6 +421,11 @@ func (x *exchange) settle(s meter.Settlement) {
 		return
 	}
 	s.Status = x.status
+	if s.Source.Known() && x.live != nil {
+		// The most the request can have used: an absurd usage is charged
+		// at it (meter.Settlement.Ceiling).
+		s.Ceiling = x.live.weigher.Ceiling(x.est)
+	}
 	if x.obs != nil {
 		x.endUpstream(x.status, nil)
 		sp := x.span(spanSettle)
@@ -983,9 +988,8 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		Images: x.est.Images, PerImage: x.perImage,
 		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens, WebSearches: x.est.WebSearches,
 			CacheWriteTokens: cacheWrite(x.est.CacheWrite, x.est.InputTokens), CacheWrite1hTokens: cacheWrite(x.est.CacheWrite1h, x.est.InputTokens)},
-		Ceiling: x.live.weigher.Ceiling(x.est),
-		Output:  outputOf(x.kind, x.est),
-		Watch:   p.watcher(ctx, x)})
+		Output: outputOf(x.kind, x.est),
+		Watch:  p.watcher(ctx, x)})
 	setWaitHeader(&ctx.Response.Header, x.m)
 	switch x.m.Verdict() {
 	case meter.Admitted:

@@ -30,7 +30,7 @@ const ceilingSearchesPerTurn = 10
 // the other figures 0: they are parts of those two and bounded by them).
 // An upstream answer reporting more (prompt_tokens 1e300, a gateway's
 // 9e18) is not a bill but a fault: settlement charges it at the ceiling
-// (meter.Request.Ceiling), so that one answer cannot put a caller into a
+// (meter.Settlement.Ceiling), so that one answer cannot put a caller into a
 // debt it never repays. The ceiling is never below the reservation.
 //
 // Why no legitimate bill is above it. Let W be the model's context window
