@@ -59,7 +59,7 @@ const ceilingSearchesPerTurn = 10
 //
 // Figures saturate at 1e15 tokens.
 func (w *Weigher) Ceiling(e Estimate) Usage {
-	win := w.ceilingWindow
+	win := w.ceiling
 	if m, ok := w.configured(e.Model); ok && m.MaxInputTokens > 0 {
 		win = min(m.MaxInputTokens+max(m.MaxOutputTokens, 0), maxTokens)
 	}

@@ -152,14 +152,13 @@ type Weigher struct {
 	prefixes   []string // configured names, longest first
 	defaultOut int64
 	defaultIn  int64 // Options.DefaultMaxInputTokens, defaulted
-	// ceilingWindow is Options.CeilingWindow, defaulted.
-	ceilingWindow int64
-	maxDepth      int   // Options.MaxDepth, defaulted
-	exactMax      int64 // Options.ExactMaxBytes
-	timeBudget    time.Duration
-	now           func() time.Time // Options.Now, defaulted
-	encoders      map[string]counter
-	cache         *countCache // nil: off
+	ceiling    int64 // Options.CeilingWindow, defaulted
+	maxDepth   int   // Options.MaxDepth, defaulted
+	exactMax   int64 // Options.ExactMaxBytes
+	timeBudget time.Duration
+	now        func() time.Time // Options.Now, defaulted
+	encoders   map[string]counter
+	cache      *countCache // nil: off
 	// budget is the request's exact-counting budget, set only on the
 	// per-request copy weighRow makes (nil: none): counts made once it is
 	// spent are bounds, which the cache must not remember.
@@ -231,19 +230,19 @@ func New(opts Options) (*Weigher, error) {
 		return nil, fmt.Errorf("weigher: count time budget %v is negative", opts.CountTimeBudget)
 	}
 	w := &Weigher{
-		exactMax:      opts.ExactMaxBytes,
-		timeBudget:    opts.CountTimeBudget,
-		now:           opts.Now,
-		models:        make(map[string]Model, len(opts.Models)),
-		defaultOut:    opts.DefaultMaxOutputTokens,
-		defaultIn:     cmp.Or(opts.DefaultMaxInputTokens, DefaultMaxInputTokens),
-		ceilingWindow: min(cmp.Or(opts.CeilingWindow, DefaultCeilingWindow), maxTokens),
-		maxDepth:      cmp.Or(opts.MaxDepth, DefaultMaxDepth),
-		encoders:      make(map[string]counter, 2),
-		cache:         cacheOf(opts.CacheBytes),
-		chunkShapes:   new(chunkShapes),
-		names:         new(modelNames),
-		rules:         new(chatRulesTable),
+		exactMax:    opts.ExactMaxBytes,
+		timeBudget:  opts.CountTimeBudget,
+		now:         opts.Now,
+		models:      make(map[string]Model, len(opts.Models)),
+		defaultOut:  opts.DefaultMaxOutputTokens,
+		defaultIn:   cmp.Or(opts.DefaultMaxInputTokens, DefaultMaxInputTokens),
+		ceiling:     min(cmp.Or(opts.CeilingWindow, DefaultCeilingWindow), maxTokens),
+		maxDepth:    cmp.Or(opts.MaxDepth, DefaultMaxDepth),
+		encoders:    make(map[string]counter, 2),
+		cache:       cacheOf(opts.CacheBytes),
+		chunkShapes: new(chunkShapes),
+		names:       new(modelNames),
+		rules:       new(chatRulesTable),
 	}
 	if w.now == nil {
 		w.now = time.Now
