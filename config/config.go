@@ -92,6 +92,12 @@ type Config struct {
 	// file, Azure data_sources) for a model without max_input_tokens.
 	// Default 200000.
 	DefaultMaxInputTokens int64 `yaml:"default_max_input_tokens"`
+	// UsageCeilingWindow is the context window, in tokens, the usage
+	// ceiling assumes for a model without max_input_tokens (a usage
+	// above what a request can plausibly have used is charged at that
+	// ceiling: weigher.Weigher.Ceiling). Default 10000000
+	// (weigher.DefaultCeilingWindow).
+	UsageCeilingWindow int64 `yaml:"usage_ceiling_window"`
 	// CountCacheBytes bounds, in bytes, the memory of the cache of token
 	// counts of request elements (chat messages, Responses input items,
 	// Anthropic system prompts and messages, tool lists), keyed by a hash
@@ -847,6 +853,9 @@ func (c *Config) applyDefaults() {
 	c.applyAlertDefaults()
 	if c.DefaultMaxInputTokens == 0 {
 		c.DefaultMaxInputTokens = 200_000
+	}
+	if c.UsageCeilingWindow == 0 {
+		c.UsageCeilingWindow = 10_000_000 // weigher.DefaultCeilingWindow
 	}
 	if c.DefaultMaxOutputTokens == 0 {
 		c.DefaultMaxOutputTokens = 4096

@@ -112,6 +112,9 @@ func (c *Config) Validate() error {
 	if c.DefaultMaxInputTokens < 0 {
 		p.add("default_max_input_tokens", "must be positive (got %d)", c.DefaultMaxInputTokens)
 	}
+	if c.UsageCeilingWindow < 0 {
+		p.add("usage_ceiling_window", "must be positive (got %d)", c.UsageCeilingWindow)
+	}
 	if c.ExactCountMaxBytes < 0 {
 		p.add("exact_count_max_bytes", "must be positive (got %d)", c.ExactCountMaxBytes)
 	}

@@ -56,6 +56,16 @@ type Record struct {
 	// operator's unmetered_paths: its cost is not in the token counts or
 	// CostMicroUSD, and must be read from the upstream's own bill.
 	Unmetered bool `json:"unmetered"`
+	// UsageImplausible marks a request whose upstream reported more than it
+	// can plausibly have billed (weigher.Weigher.Ceiling: the model's
+	// window per call, its choices, its reservation): the token counts
+	// and CostMicroUSD are then charged at that ceiling, and
+	// ReportedInputTokens and ReportedOutputTokens hold the figures the
+	// upstream reported (read saturating at 1e15 tokens), for finance to
+	// take up with the upstream. Both are 0 when false.
+	UsageImplausible     bool  `json:"usage_implausible"`
+	ReportedInputTokens  int64 `json:"reported_input_tokens"`
+	ReportedOutputTokens int64 `json:"reported_output_tokens"`
 }
 
 // Fields lists Record's JSON keys in the order they are written. It is the
@@ -65,6 +75,7 @@ func Fields() []string {
 		"ts", "request_id", "key_id", "user", "tenant", "model", "flavor", "status",
 		"input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens",
 		"reasoning_tokens", "estimated_input_tokens", "reserved", "reserved_unit",
-		"cost_micro_usd", "unmetered",
+		"cost_micro_usd", "unmetered", "usage_implausible", "reported_input_tokens",
+		"reported_output_tokens",
 	}
 }

@@ -20,12 +20,14 @@ import (
 )
 
 // documented is the ledger's schema as issue 6 states it, plus reserved_unit
-// and unmetered (issue 12).
+// and unmetered (issue 12), and the usage ceiling's flag and reported
+// figures.
 var documented = []string{
 	"ts", "request_id", "key_id", "user", "tenant", "model", "flavor", "status",
 	"input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens",
 	"reasoning_tokens", "estimated_input_tokens", "reserved", "reserved_unit",
-	"cost_micro_usd", "unmetered",
+	"cost_micro_usd", "unmetered", "usage_implausible", "reported_input_tokens",
+	"reported_output_tokens",
 }
 
 // TestRecordJSONKeys pins the schema: Record's JSON keys are exactly the

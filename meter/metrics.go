@@ -137,6 +137,8 @@ type Metrics struct {
 	unread         *prometheus.CounterVec // responses_unread_total{reason}
 	inFlight       *prometheus.GaugeVec   // in-flight limits: requests holding a slot (inflight.go)
 	shadow         *prometheus.CounterVec // shadow limits' decisions (shadow.go)
+	// implausibleUsage: usage_implausible_total{flavor,figure} (ceiling.go)
+	implausibleUsage *prometheus.CounterVec
 
 	tenants, models *labelCap
 
@@ -198,6 +200,9 @@ type Metrics struct {
 //	                                                  on this node now
 //	shadow_decisions_total{limit,decision}            a shadow limit's verdicts on requests the real limits admitted:
 //	                                                  pass, would_deny, error (the store failed)
+//	usage_implausible_total{flavor,figure}            settlements whose usage was above the request's ceiling
+//	                                                  (Settlement.Ceiling), charged at it: figure input, output,
+//	                                                  web_searches
 //
 // Errors: registration conflicts from reg.
 func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
@@ -263,12 +268,15 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 		shadow: counter("shadow_decisions_total",
 			"Verdicts of shadow limits on requests the real limits admitted: pass, would_deny (the shadow bucket could not pay and took nothing) or error.",
 			"limit", "decision"),
+		implausibleUsage: counter("usage_implausible_total",
+			"Settlements whose usage (reported, or counted) was above what the request can plausibly have used (the model's window per call, its choices, its reservation), charged at that ceiling instead, by figure: input, output, web_searches.",
+			"flavor", "figure"),
 		tenants: newLabelCap(o.MaxTenants),
 		models:  newLabelCap(o.MaxModels),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.tokensEstimated, m.tokens, m.estimateRatio, m.reserved, m.refunded,
 		m.charged, m.spend, m.budget, m.overhead, m.upstreamSeconds, m.upstreamStatus, m.failures, m.budgetWarnings,
-		m.panics, m.bodyBytes, m.answerBytes, m.unread, m.inFlight, m.shadow} {
+		m.panics, m.bodyBytes, m.answerBytes, m.unread, m.inFlight, m.shadow, m.implausibleUsage} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -29,6 +29,14 @@ type Settlement struct {
 	// Unforwarded: nothing reached the upstream (the transport failed
 	// before its call), so no ledger record is written.
 	Unforwarded bool
+	// Ceiling is the most the request can plausibly be billed
+	// (weigher.Weigher.Ceiling, which argues why): InputTokens and
+	// OutputTokens in tokens, WebSearches in searches; a figure of 0 bounds
+	// nothing (the zero value: no ceiling). A known Usage above it is
+	// charged at it, logged, counted in usage_implausible_total and marked
+	// in the ledger record with the figures reported (ceiling.go). Given
+	// at settlement, not admission, so that an exchange does not carry it.
+	Ceiling spec.Usage
 }
 
 // Settle reconciles every bucket the request took from with actual −
@@ -37,7 +45,9 @@ type Settlement struct {
 // call does anything (it reports whether it was the one), so a request is
 // settled exactly once whatever path (normal end, client gone, recovered
 // panic) reaches here; an exchange that was refused holds nothing and is
-// never settled. The reconciliation, the metrics and the ledger record
+// never settled. A known usage above the request's ceiling
+// (Settlement.Ceiling) is charged at the ceiling, and logged, counted and
+// marked in the ledger as implausible (ceiling.go). The reconciliation, the metrics and the ledger record
 // each run contained: a panic in one skips none of the others.
 func (x *Exchange) Settle(s Settlement) bool {
 	if x.verdict != Admitted || !x.settled.CompareAndSwap(false, true) {
@@ -50,15 +60,17 @@ func (x *Exchange) Settle(s Settlement) bool {
 	known := s.Source.Known()
 	var actual spec.Usage
 	var cost int64
+	var over uint8 // the figures above the request's ceiling (ceiling.go)
 	switch {
 	case known:
-		actual = s.Usage
+		actual, over = overCeiling(s.Usage, s.Ceiling)
 		cost = x.price.MicroUSD(actual)
 	case s.Source == spec.SourceReserved && x.req.Weighed:
 		// Nothing reported: the reservation stands, and so does its cost.
 		cost = x.price.MicroUSD(x.reservation(x.req.Estimate.InputTokens, x.req.Estimate.OutputTokens))
 	}
-	if s.Source == spec.SourceReported && s.Status < 300 {
+	if s.Source == spec.SourceReported && s.Status < 300 && over == 0 {
+		// (An implausible output teaches the learned reservation nothing.)
 		m.contain(StageMetrics, x, func() { x.observeOutput(actual.OutputTokens) })
 	}
 	if x.req.PerImage > 0 && s.Source != spec.SourceRefund {
@@ -66,6 +78,9 @@ func (x *Exchange) Settle(s Settlement) bool {
 		// tokens an answer reports.
 		known, cost = false, x.imagesCost()
 		s.Source = spec.SourceReserved
+	}
+	if known && over != 0 {
+		m.contain(StageMetrics, x, func() { m.implausible(x, s.Usage, actual, over) })
 	}
 	var obuf [8]int
 	var sbuf [8]int64
@@ -115,6 +130,9 @@ func (x *Exchange) Settle(s Settlement) bool {
 	if m.opt.Ledger != nil || m.opt.Records {
 		m.contain(StageLedger, x, func() {
 			r := m.newRecord(x, s, actual, known, cost)
+			if known && over != 0 {
+				r.UsageImplausible, r.ReportedInputTokens, r.ReportedOutputTokens = true, s.Usage.InputTokens, s.Usage.OutputTokens
+			}
 			if m.opt.Records {
 				kept := new(ledger.Record) // a copy: r itself stays on the stack
 				*kept = r

@@ -46,6 +46,10 @@ type Weigher interface {
 	ParseUsage(k weigher.Kind, body []byte, model string) (weigher.Usage, bool)
 	// NewStream starts reading the SSE events of a streamed answer.
 	NewStream(k weigher.Kind) weigher.Stream
+	// Ceiling is the most the request estimated as e can plausibly be
+	// billed (tokens; searches), which settlement charges an absurd
+	// usage at (meter.Settlement.Ceiling).
+	Ceiling(e weigher.Estimate) weigher.Usage
 }
 
 // Options configures a Proxy. Upstreams, Policy, Store and Weigher are
@@ -415,6 +419,11 @@ func (x *exchange) settle(s meter.Settlement) {
 		return
 	}
 	s.Status = x.status
+	if s.Source.Known() && x.live != nil {
+		// The most the request can have used: an absurd usage is charged
+		// at it (meter.Settlement.Ceiling).
+		s.Ceiling = x.live.weigher.Ceiling(x.est)
+	}
 	if x.obs != nil {
 		x.endUpstream(x.status, nil)
 		sp := x.span(spanSettle)

@@ -38,6 +38,10 @@ type Stream struct {
 	errSeen bool
 	done    bool
 	unread  bool // an event was Unread: a Messages usage is then never final
+	// disputed: an event named a key twice and its two readings disagreed
+	// on whether it reports a usage (stream_dupkey.go): the reading with
+	// none falls back on the estimate, so Settle charges at least its input.
+	disputed bool
 	// closed: the upstream has reported what should be its last output
 	// figure (a chat or completions usage chunk, a Responses terminal
 	// event's usage, a Messages message_delta usage or message_stop).
@@ -124,8 +128,11 @@ type StreamUpdate struct {
 	// read: not a JSON object (nor "[DONE]"), nested deeper than the
 	// stream's limit, or naming a key twice in one object (RFC 8259 §4
 	// leaves such an object's meaning to each parser: the caller's SDK
-	// keeps the last member where a first-match reader would not). Nothing
-	// else is set then: such an event may carry output (or a usage) that
+	// keeps the last member where a first-match reader would not) when
+	// its two readings disagree on whether it reports a usage (one that
+	// reads both ways alike is read, at its dearer reading:
+	// stream_dupkey.go). Nothing else is set then, but for such an
+	// event's readings: such an event may carry output (or a usage) that
 	// llmguard did not count, so the proxy charges such a stream, unless
 	// a readable final usage arrives, at least its output reservation, as
 	// for an event too large to read.
@@ -151,7 +158,9 @@ type StreamUsage struct {
 // data its "data" field. Empty (or blank) data yields the zero
 // StreamUpdate; garbage, data nested deeper than the stream's limit and
 // data naming a key twice in an object (checked by a flat scan before
-// anything parses it) yield an update with only Unread set. It never
+// anything parses it) yield an update with only Unread set, except that
+// valid data naming a key twice is read both ways, first and last member
+// wins, at the dearer reading (stream_dupkey.go). It never
 // panics and never keeps eventType or data.
 func (s *Stream) Event(eventType, data []byte) StreamUpdate {
 	r := s.kind.row()
@@ -160,6 +169,12 @@ func (s *Stream) Event(eventType, data []byte) StreamUpdate {
 	}
 	closed := s.closed
 	u := r.stream(s, eventType, data)
+	if u.Unread {
+		// A key named twice: read both ways, at the dearer reading.
+		if d, ok := s.dupKeyEvent(r.stream, eventType, data); ok {
+			u = d
+		}
+	}
 	s.errSeen = s.errSeen || u.Err
 	s.done = s.done || u.Done
 	s.unread = s.unread || u.Unread
@@ -206,7 +221,8 @@ const (
 // concatenated updates):
 //   - the final reported usage when the upstream sent it (SourceReported);
 //   - otherwise each reported figure, the estimate's InputTokens for an
-//     unreported input, for the output the larger of a reported
+//     unreported input (at least it, when an event's two readings
+//     disagreed on whether it reports a usage), for the output the larger of a reported
 //     (cumulative) count and counted, and for web searches the larger of
 //     the reported and the estimate's WebSearches (SourcePartial, or
 //     SourceCounted when nothing was reported) — a stream the client
@@ -225,6 +241,9 @@ func (s *Stream) Settle(est Estimate, counted int64) (Usage, Source) {
 	u := r.Usage
 	if !r.Input {
 		u.InputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.CacheWrite1hTokens = est.InputTokens, 0, 0, 0
+	}
+	if s.disputed {
+		u.InputTokens = max(u.InputTokens, est.InputTokens)
 	}
 	u.OutputTokens = max(u.OutputTokens, counted)
 	// Searches run before the stream ended may not have been reported

@@ -104,6 +104,10 @@ type Options struct {
 	// with hidden context (Estimate.ServerContext) for a model with no
 	// MaxInputTokens of its own; 0 means [DefaultMaxInputTokens].
 	DefaultMaxInputTokens int64
+	// CeilingWindow is the context window, in tokens, the usage ceiling
+	// ([Weigher.Ceiling]) assumes for a model with no MaxInputTokens of
+	// its own; 0 means [DefaultCeilingWindow] (10,000,000). Not negative.
+	CeilingWindow int64
 	// MaxDepth is the most arrays and objects a JSON document may have open
 	// at once (a request body; an upstream answer or SSE event read through
 	// [Weigher.ParseUsage] or [Weigher.NewStream]); 0 means
@@ -148,6 +152,7 @@ type Weigher struct {
 	prefixes   []string // configured names, longest first
 	defaultOut int64
 	defaultIn  int64 // Options.DefaultMaxInputTokens, defaulted
+	ceiling    int64 // Options.CeilingWindow, defaulted
 	maxDepth   int   // Options.MaxDepth, defaulted
 	exactMax   int64 // Options.ExactMaxBytes
 	timeBudget time.Duration
@@ -218,6 +223,9 @@ func New(opts Options) (*Weigher, error) {
 	if opts.ExactMaxBytes < 0 {
 		return nil, fmt.Errorf("weigher: exact max bytes %d is negative", opts.ExactMaxBytes)
 	}
+	if opts.CeilingWindow < 0 {
+		return nil, fmt.Errorf("weigher: ceiling window %d is negative", opts.CeilingWindow)
+	}
 	if opts.CountTimeBudget < 0 {
 		return nil, fmt.Errorf("weigher: count time budget %v is negative", opts.CountTimeBudget)
 	}
@@ -228,6 +236,7 @@ func New(opts Options) (*Weigher, error) {
 		models:      make(map[string]Model, len(opts.Models)),
 		defaultOut:  opts.DefaultMaxOutputTokens,
 		defaultIn:   cmp.Or(opts.DefaultMaxInputTokens, DefaultMaxInputTokens),
+		ceiling:     min(cmp.Or(opts.CeilingWindow, DefaultCeilingWindow), maxTokens),
 		maxDepth:    cmp.Or(opts.MaxDepth, DefaultMaxDepth),
 		encoders:    make(map[string]counter, 2),
 		cache:       cacheOf(opts.CacheBytes),

@@ -518,7 +518,7 @@ func compile(cfg *config.Config) (*policy.Policy, *weigher.Weigher, error) {
 		models[name] = wm
 	}
 	w, err := weigher.New(weigher.Options{Models: models, DefaultMaxOutputTokens: cfg.DefaultMaxOutputTokens,
-		DefaultMaxInputTokens: cfg.DefaultMaxInputTokens, MaxDepth: cfg.MaxJSONDepth,
+		DefaultMaxInputTokens: cfg.DefaultMaxInputTokens, CeilingWindow: cfg.UsageCeilingWindow, MaxDepth: cfg.MaxJSONDepth,
 		ExactMaxBytes: cfg.ExactCountMaxBytes, CountTimeBudget: time.Duration(cfg.CountTimeBudget),
 		CacheBytes: cfg.CountCacheBytes})
 	if err != nil {

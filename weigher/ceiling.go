@@ -1,0 +1,75 @@
+package weigher
+
+// DefaultCeilingWindow is [Options.CeilingWindow]'s default, in tokens:
+// the context window the usage ceiling assumes for a model without a
+// configured max_input_tokens (10,000,000: the largest context window a
+// production model announces, Llama 4 Scout's,
+// https://ai.meta.com/blog/llama-4-multimodal-intelligence/; Gemini's is
+// 2,000,000, Claude's and GPT-4.1's 1,000,000).
+const DefaultCeilingWindow = 10_000_000
+
+// ceilingServerTurns is how many model calls the usage ceiling allows a
+// request that the upstream may run in a loop of its own
+// (Estimate.ServerContext: tools the upstream runs, hidden context), each
+// reading up to the whole window again: Anthropic's server-side sampling
+// loop pauses after 10 iterations (stop_reason "pause_turn", its server
+// tools guide); OpenAI documents no such bound for the Responses API's
+// built-in tools (max_tool_calls is optional), so ten times Anthropic's
+// is allowed. Beyond it only a tool budget a request names (its web
+// searches) raises the count.
+const ceilingServerTurns = 100
+
+// ceilingSearchesPerTurn is how many web searches the ceiling allows each
+// model call beyond the searches a request reserves: Anthropic runs
+// several in one iteration (see defaultWebSearchUses); a search tool of a
+// gateway (an ":online" model) names no budget at all.
+const ceilingSearchesPerTurn = 10
+
+// Ceiling is the most the request e estimates can plausibly be billed, in
+// tokens per figure (InputTokens, OutputTokens; WebSearches in searches;
+// the other figures 0: they are parts of those two and bounded by them).
+// An upstream answer reporting more (prompt_tokens 1e300, a gateway's
+// 9e18) is not a bill but a fault: settlement charges it at the ceiling
+// (meter.Settlement.Ceiling), so that one answer cannot put a caller into a
+// debt it never repays. The ceiling is never below the reservation.
+//
+// Why no legitimate bill is above it. Let W be the model's context window
+// (its configured max_input_tokens plus max_output_tokens: the price
+// table's or the config's; else [Options.CeilingWindow], 10M by default),
+// n the request's choices (a chat request's n), T its model calls: 1, or
+// for a request with ServerContext max(100, web searches + 1) (see
+// ceilingServerTurns).
+//   - Input. One model call reads at most W tokens, cached and
+//     cache-written tokens included (they are parts of the input, as is
+//     audio); a body with no server context is all the input, which the
+//     estimate counts exactly or errs high (an upper bound, Claude's
+//     safety factor), so twice it covers another tokenizer's count and
+//     batches (an embeddings or completions list of inputs, each up to
+//     W). An OpenAI-compatible server may bill the prompt once per
+//     choice. So input ≤ T × n × max(W, 2 × estimated input).
+//   - Output. One completion writes at most W tokens (its maximum output
+//     is within the window), reasoning and audio tokens included (parts of
+//     the output, as every flavor reports them: completion_tokens_details,
+//     output_tokens_details; Anthropic's output_tokens hold its thinking);
+//     n completions per call, plus a Predicted Outputs prediction's
+//     rejected tokens. The reservation (max_tokens × n × prompts for
+//     completions) is a bound too. So output ≤ T × max(n × W +
+//     prediction, reserved output).
+//   - Web searches ≤ the searches reserved + 10 per model call.
+//
+// Figures saturate at 1e15 tokens.
+func (w *Weigher) Ceiling(e Estimate) Usage {
+	win := w.ceiling
+	if m, ok := w.configured(e.Model); ok && m.MaxInputTokens > 0 {
+		win = min(m.MaxInputTokens+max(m.MaxOutputTokens, 0), maxTokens)
+	}
+	turns := int64(1)
+	if e.ServerContext {
+		turns = max(ceilingServerTurns, min(e.WebSearches, maxTokens)+1)
+	}
+	n := max(e.Choices, 1)
+	in := mulCap(turns, mulCap(n, max(win, mulCap(2, max(e.InputTokens, 0)))))
+	out := mulCap(turns, max(min(mulCap(n, win)+max(e.PredictionTokens, 0), maxTokens), max(e.OutputTokens, 0)))
+	searches := min(max(e.WebSearches, 0)+mulCap(turns, ceilingSearchesPerTurn), maxTokens)
+	return Usage{InputTokens: in, OutputTokens: out, WebSearches: searches}
+}
