@@ -94,6 +94,8 @@ type App struct {
 	usageSlot chan struct{}
 	usageWait time.Duration
 	usageHook func()
+	// watchAfter is Watch's timer (nil: time.After); tests steer it.
+	watchAfter func(time.Duration) <-chan time.Time
 }
 
 // New builds every component from cfg. Errors: a component cannot start
