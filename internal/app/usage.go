@@ -168,7 +168,9 @@ const maxUsageModels = 1000
 
 // usageWait is the longest a /admin/usage request waits for the read
 // before it (one runs at a time) to end; past it, 503 with Retry-After.
-const usageWait = 30 * time.Second
+// Well below the 30 s `llmguard usage` waits for a whole answer, so that
+// the command shows the 503's reason rather than its own timeout.
+const usageWait = 10 * time.Second
 
 // maxZoneName bounds a time zone name from a caller, in bytes.
 const maxZoneName = 64
