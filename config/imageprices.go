@@ -19,10 +19,18 @@ var imagePriceKey = regexp.MustCompile(`^(?:([a-z]+)/)?([0-9]{2,5})-x-([0-9]{2,5
 // size ("WxH") in quality ("" when the model has none).
 func ImagePriceKey(model, quality, size string) string { return model + "|" + quality + "|" + size }
 
+// MaxImageUSD is the dearest image a price file may price, in USD: a
+// million dollars, as text prices stop at 1,000,000 USD per million
+// tokens. Past it a price would not fit llmguard's int64 micro-USD (an
+// image at 1e308 USD per pixel, +Inf, was priced 0 and reserved nothing
+// under a usd limit).
+const MaxImageUSD = 1_000_000
+
 // ParseImagePrices reads the per-image prices of a LiteLLM-format price
 // file: for each "[quality/]W-x-H/model" entry, W × H × (input_cost_per_pixel
 // + output_cost_per_pixel) in USD per image, keyed by ImagePriceKey. Other
-// entries are ignored. Errors: invalid JSON, a negative or non-finite price.
+// entries are ignored. Errors: invalid JSON, a negative or non-finite price,
+// an image dearer than MaxImageUSD.
 func ParseImagePrices(b []byte) (map[string]float64, error) {
 	if err := jsonscan.Check(b, jsonscan.Options{}); err != nil {
 		return nil, fmt.Errorf("prices: %w", err)
@@ -52,7 +60,11 @@ func ParseImagePrices(b []byte) (map[string]float64, error) {
 		}
 		w, _ := strconv.ParseFloat(m[2], 64)
 		h, _ := strconv.ParseFloat(m[3], 64)
-		out[ImagePriceKey(m[4], m[1], m[2]+"x"+m[3])] = w * h * perPixel
+		perImage := w * h * perPixel
+		if !(perImage <= MaxImageUSD) { // !(<=) also refuses +Inf (1e308 + 1e308 per pixel)
+			return nil, fmt.Errorf("prices: %q: %v USD per image (%s × %s pixels at %v USD each) is more than %v", key, perImage, m[2], m[3], perPixel, float64(MaxImageUSD))
+		}
+		out[ImagePriceKey(m[4], m[1], m[2]+"x"+m[3])] = perImage
 	}
 	return out, nil
 }

@@ -118,7 +118,8 @@ func billsNoOutput(fields map[string]json.RawMessage) bool {
 
 // readLitellmEntry reads the price fields of one entry; nil when a price
 // field is not a number (the entry is then skipped, as before tiers were
-// read). Errors: a negative or non-finite price.
+// read). Errors: a negative or non-finite price, or one so large that it is
+// infinite in USD per million tokens.
 func readLitellmEntry(fields map[string]json.RawMessage) (*litellmEntry, error) {
 	e := &litellmEntry{}
 	for key, v := range fields {
@@ -139,6 +140,9 @@ func readLitellmEntry(fields map[string]json.RawMessage) (*litellmEntry, error) 
 		// USD per token → USD per million tokens, kept to the pico-USD
 		// per token llmguard prices in (1e-07 × 1e6 is 0.09999…).
 		f = math.Round(f*1e12) / 1e6
+		if math.IsInf(f, 0) { // past 1.8e296 USD a token: validate's bound would refuse it, but ParsePrices promises finite prices
+			return nil, fmt.Errorf("price %v in %s is past any price", v, key)
+		}
 		base, band, tier := m[1], m[2], m[3]
 		var dst *TierPrices
 		switch {

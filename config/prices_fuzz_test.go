@@ -12,6 +12,7 @@ func FuzzParsePrices(f *testing.F) {
 		`{"m": {"input_cost_per_token": 1e-06, "output_cost_per_token": 2e-06, "input_cost_per_audio_token": 4e-05, "output_cost_per_audio_token": 8e-05}}`,
 		`{"m": {"input_cost_per_token": 1e-06, "input_cost_per_token_above_200k_tokens_priority": 2e-06, "output_cost_per_audio_token": "x"}}`,
 		`{"m": {"input_cost_per_token": -1}}`, `{"m": 1}`, `[]`, `{`, ``,
+		`{"m": {"input_cost_per_token": 1e300, "output_cost_per_token": 1}}`, // finite per token, +Inf per million once scaled
 	} {
 		f.Add([]byte(s))
 	}

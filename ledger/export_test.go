@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,6 +14,11 @@ func WithMaxBytes(o Options, n int64) Options { o.maxBytes = n; return o }
 // WithBeforeBatch has the writing goroutine call f each time before it
 // waits for records: a blocking f holds the sink, so that the buffer fills.
 func WithBeforeBatch(o Options, f func()) Options { o.beforeBatch = f; return o }
+
+// WithFileWriter has the file sink write through wrap(file) instead of
+// the file: a wrapper that stops part way through a write stands for a
+// disk that fills.
+func WithFileWriter(o Options, wrap func(io.Writer) io.Writer) Options { o.fileWriter = wrap; return o }
 
 // WithClock gives the Redis sink a clock of its own (the age of kept
 // records is read from it).

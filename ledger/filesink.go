@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -34,14 +35,20 @@ const maxChunk = 64 << 10
 // it.
 type fileSink struct {
 	lj         *lumberjack.Logger
+	out        io.Writer // lj, or a test's wrapper of it
 	maxBytes   int64     // rotate before the file reaches this size
 	size       int64     // bytes in the current file, as written by this sink
 	lastRotate time.Time // when this sink last rotated (or was opened)
 
 	buf   []byte // whole lines not yet written
 	lines int    // records in buf
-	m     *metrics
-	lock  *os.File // holds the ledger's lock (lockFile) until close
+	// torn is set while the file ends mid-line: a crash before open, or a
+	// short write (a full disk: ENOSPC after part of a chunk). The next
+	// chunk then starts with a newline, so that the torn line does not
+	// swallow the record after it.
+	torn bool
+	m    *metrics
+	lock *os.File // holds the ledger's lock (lockFile) until close
 }
 
 // openFileSink prepares a sink for the file at path (created on the first
@@ -80,6 +87,10 @@ func openFileSink(o Options, m *metrics) (s *fileSink, err error) {
 	if o.maxBytes > 0 {
 		s.maxBytes = o.maxBytes
 	}
+	s.out = s.lj
+	if o.fileWriter != nil {
+		s.out = o.fileWriter(s.lj)
+	}
 	f, err := os.Open(o.File)
 	if os.IsNotExist(err) {
 		return s, nil
@@ -98,9 +109,7 @@ func openFileSink(o Options, m *metrics) (s *fileSink, err error) {
 		if _, err := f.ReadAt(last, s.size-1); err != nil && err != io.EOF {
 			return nil, fmt.Errorf("ledger: read %s: %w", o.File, err)
 		}
-		if last[0] != '\n' {
-			s.buf = append(s.buf, '\n')
-		}
+		s.torn = last[0] != '\n'
 	}
 	return s, nil
 }
@@ -124,8 +133,11 @@ func (s *fileSink) add(line []byte) error {
 }
 
 // flush writes the queued lines, rotating first when they would take the
-// file to maxBytes. Lines that cannot be written are counted as errors and
-// dropped: a full disk must not grow memory without bound.
+// file to maxBytes, and starting with a newline when the file ends mid-line
+// (torn). Lines that cannot be written are counted as errors and dropped: a
+// full disk must not grow memory without bound. A short write (ENOSPC part
+// way through) counts the lines it wrote whole as records and leaves the
+// file torn.
 //
 // Errors: from rotation or the write, with the file name.
 func (s *fileSink) flush() error {
@@ -139,15 +151,34 @@ func (s *fileSink) flush() error {
 			return err
 		}
 	}
-	n, err := s.lj.Write(s.buf)
+	lead := s.torn // a newline ends the torn line first
+	if lead {
+		s.buf = append(s.buf, 0)
+		copy(s.buf[1:], s.buf)
+		s.buf[0] = '\n'
+	}
+	n, err := s.out.Write(s.buf)
 	s.size += int64(n)
 	if err != nil {
-		s.m.fileErrors.Add(float64(s.lines))
+		whole := 0 // records written whole
+		if n > 0 {
+			whole = bytes.Count(s.buf[:n], newline)
+			if lead {
+				whole-- // the newline that ended the torn line is no record
+			}
+			s.torn = s.buf[n-1] != '\n'
+		}
+		s.m.fileRecords.Add(float64(whole))
+		s.m.fileErrors.Add(float64(s.lines - whole))
 		return fmt.Errorf("ledger: write %s: %w", s.lj.Filename, err)
 	}
+	s.torn = false
 	s.m.fileRecords.Add(float64(s.lines))
 	return nil
 }
+
+// newline ends every record's line.
+var newline = []byte{'\n'}
 
 // rotate moves the current file aside as a timestamped backup, never twice
 // in one millisecond (see fileSink).
@@ -160,7 +191,7 @@ func (s *fileSink) rotate() error {
 	if err != nil {
 		return fmt.Errorf("ledger: rotate %s: %w", s.lj.Filename, err)
 	}
-	s.size = 0
+	s.size, s.torn = 0, false
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"math"
 	"time"
 )
@@ -99,6 +100,10 @@ type Summary struct {
 	// (up to 256 bytes each) cannot make a summary grow without bound.
 	// Zero: no bound.
 	MaxNames int
+	// MaxModels, when above zero, bounds the model breakdown instead of
+	// MaxNames (model names are the callers' own: a reader may keep fewer
+	// of them apart than of tenants and users). Zero: MaxNames.
+	MaxModels int
 	// Unreadable counts the ledger lines the reader skipped (torn or not
 	// JSON records), added by the caller that read them: a summary that
 	// skipped any is short by their spend.
@@ -106,7 +111,7 @@ type Summary struct {
 }
 
 // OtherName is the breakdown entry (tenant, user or model) that gathers the
-// records past Summary.MaxNames distinct names.
+// records past Summary.MaxNames (models: MaxModels) distinct names.
 const OtherName = "(other)"
 
 // Summarize adds up the records f selects. The maps are never nil.
@@ -136,7 +141,7 @@ func (s *Summary) Add(r Record) bool {
 	s.Total.Add(r)
 	add(s.Tenants, r.Tenant, OtherName, s.MaxNames, r)
 	add(s.Users, UserKey{r.Tenant, r.User}, UserKey{OtherName, OtherName}, s.MaxNames, r)
-	add(s.Models, r.Model, OtherName, s.MaxNames, r)
+	add(s.Models, r.Model, OtherName, cmp.Or(s.MaxModels, s.MaxNames), r)
 	return true
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -100,9 +101,10 @@ type Options struct {
 	Logger *slog.Logger
 
 	// Test hooks.
-	maxBytes    int64            // rotation size in bytes, overriding MaxSizeMB
-	now         func() time.Time // the Redis sink's clock; nil: time.Now
-	beforeBatch func()           // called by the goroutine before it waits for records
+	maxBytes    int64                     // rotation size in bytes, overriding MaxSizeMB
+	now         func() time.Time          // the Redis sink's clock; nil: time.Now
+	beforeBatch func()                    // called by the goroutine before it waits for records
+	fileWriter  func(io.Writer) io.Writer // wraps the file's writer (a disk that fills)
 }
 
 // Writer queues Records and writes them to the file and the stream from one

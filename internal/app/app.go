@@ -88,6 +88,14 @@ type App struct {
 	conns    *connCap     // the proxy listener's max_connections
 	tlsAdmin *certSource  // the admin listener's certificate, nil without admin_tls
 	reloads  reloadStatus // config reloads so far, for /readyz and metrics
+	// usageSlot holds the one /admin/usage read running (capacity 1);
+	// usageWait (0: the default) and usageHook (called inside the slot;
+	// nil: none) are tests'.
+	usageSlot chan struct{}
+	usageWait time.Duration
+	usageHook func()
+	// watchAfter is Watch's timer (nil: time.After); tests steer it.
+	watchAfter func(time.Duration) <-chan time.Time
 }
 
 // New builds every component from cfg. Errors: a component cannot start
@@ -122,7 +130,7 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &App{Config: cfg, Registry: prometheus.NewRegistry(), log: log}
+	a := &App{Config: cfg, Registry: prometheus.NewRegistry(), log: log, usageSlot: make(chan struct{}, 1)}
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.Registry.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -150,12 +150,22 @@ func running(cfg, old *config.Config) *config.Config {
 	return &c
 }
 
+// watchSettle is how long Watch waits after a change before it reads
+// the file, and how long the content must then hold still to be reloaded.
+const watchSettle = 100 * time.Millisecond
+
 // Watch reloads the config file at path whenever it changes (written,
 // replaced by rename as editors and config-management tools do,
 // re-created, or swapped behind a symlink as Kubernetes ConfigMaps are),
 // until stop is called. Changes within 100 ms are taken as one, and a
-// change that leaves the file's content as it was reloads nothing. A failed reload is logged with every bad field, and the old config
-// stays in force.
+// change that leaves the file's content as it was reloads nothing. A file
+// is reloaded only once its content has held still for 100 ms (two reads
+// that far apart agree): a file written in several steps (a generator's
+// buffered output, a slow copy) is not loaded from a prefix, which may be
+// valid with limits missing (cut after `limits:`, or between two limits):
+// it was in force, those limits off, until the rest came. A writer that
+// pauses longer than that can still be caught mid-way. A failed reload is
+// logged with every bad field, and the old config stays in force.
 func (a *App) Watch(path string) (stop func(), err error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -179,6 +189,11 @@ func (a *App) Watch(path string) (stop func(), err error) {
 	go func() {
 		defer wg.Done()
 		var debounce <-chan time.Time
+		var settling []byte // the file as read when the timer last fired, reloaded if the next read agrees
+		after := a.watchAfter
+		if after == nil {
+			after = time.After
+		}
 		for {
 			select {
 			case <-done:
@@ -194,7 +209,7 @@ func (a *App) Watch(path string) (stop func(), err error) {
 				// directory (a ledger file beside the config) must not
 				// postpone the reload forever.
 				if ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Remove) != 0 && debounce == nil {
-					debounce = time.After(100 * time.Millisecond)
+					debounce = after(watchSettle)
 				}
 			case err, ok := <-w.Errors:
 				if !ok {
@@ -205,9 +220,14 @@ func (a *App) Watch(path string) (stop func(), err error) {
 				debounce = nil
 				b, err := config.ReadFile(abs, config.MaxFileBytes)
 				if err != nil || bytes.Equal(b, last) {
+					settling = nil
 					continue // gone for a moment, or unchanged
 				}
-				last = b
+				if !bytes.Equal(b, settling) {
+					settling, debounce = b, after(watchSettle) // still being written, maybe: read it again
+					continue
+				}
+				settling, last = nil, b
 				if err := a.Reload(abs); err != nil {
 					a.logReloadError(abs, err)
 				}

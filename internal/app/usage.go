@@ -158,6 +158,20 @@ type UsageQuery struct {
 // read-out keeps apart; further ones are added up under ledger.OtherName.
 const maxUsageNames = 100_000
 
+// maxUsageModels bounds the distinct models a usage read-out keeps apart;
+// further ones are added up under ledger.OtherName. A model name is
+// whatever a caller sends (up to 256 bytes; the ledger records names
+// nothing prices too): 100,000 of them made /admin/usage answer 92 MB,
+// past the 64 MiB `llmguard usage` reads, which then failed, and hold some
+// 500 MB per read. No deployment prices anywhere near this many models.
+const maxUsageModels = 1000
+
+// usageWait is the longest a /admin/usage request waits for the read
+// before it (one runs at a time) to end; past it, 503 with Retry-After.
+// Well below the 30 s `llmguard usage` waits for a whole answer, so that
+// the command shows the 503's reason rather than its own timeout.
+const usageWait = 10 * time.Second
+
 // maxZoneName bounds a time zone name from a caller, in bytes.
 const maxZoneName = 64
 
@@ -315,7 +329,7 @@ func (a *App) summarizeLedger(ctx context.Context, f ledger.Filter) (ledger.Summ
 	}
 	// A caller chooses its model names: the breakdowns are bounded as the
 	// monthly report's are.
-	sum := ledger.Summary{Filter: f, MaxNames: maxUsageNames}
+	sum := ledger.Summary{Filter: f, MaxNames: maxUsageNames, MaxModels: maxUsageModels}
 	switch {
 	case lc.File != "":
 		files, err := ledger.Files(lc.File)
@@ -475,6 +489,23 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 				"another llmguard may be listening on this address, or the file was changed and its reload refused (see /readyz last_reload_error)", mine, fp))
 			return
 		}
+	}
+	// One read at a time: each scans the whole ledger and holds its
+	// breakdowns and answer (hundreds of MB for a ledger of 100,000
+	// callers' users), and 256 admin connections reading at once held
+	// them all (12 at once: 1.9 GB, over a memory limit of 808 MiB).
+	t := time.NewTimer(cmp.Or(a.usageWait, usageWait))
+	select {
+	case a.usageSlot <- struct{}{}:
+		t.Stop()
+		defer func() { <-a.usageSlot }()
+	case <-t.C:
+		ctx.Response.Header.Set("Retry-After", "5")
+		fail(fasthttp.StatusServiceUnavailable, "usage cannot be read now (try again): another usage read is still running")
+		return
+	}
+	if a.usageHook != nil {
+		a.usageHook()
 	}
 	format := string(args.Peek("format"))
 	var rep *UsageReport
