@@ -474,12 +474,10 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 			}
 		case "tool_calls":
 			if v.IsArray() {
-				rawElements(v.Raw, func(c gjson.Result) bool {
-					t, cok := callsTally(enc, c, check && ok, &fold)
-					ok = ok && cok
-					n += t
-					return true
-				})
+				// One pass over the calls (chatcalls.go).
+				t, cok := callsArrayTally(enc, v.Raw, check && ok, &fold)
+				ok = ok && cok
+				n += t
 			} else {
 				eachValue(v, func(c gjson.Result) bool {
 					t, _ := callsTally(enc, c, false, nil)
