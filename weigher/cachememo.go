@@ -76,6 +76,9 @@ type elemMemo struct {
 	offerAll bool
 	// resume is the request's side of resume points (resume.go).
 	resume resumeState
+	// ctxs are the contexts it made last (context): kept when it is
+	// pooled, so that the next request finds them.
+	ctxs [ctxSlots]ctxSlot
 }
 
 // memoElem is one element the field check looked up: where it lies in the
@@ -399,7 +402,7 @@ func (m *elemMemo) fieldsContext(f *fields, depth int) uint64 {
 	if m == nil {
 		return 0
 	}
-	return m.cache.fieldsContext(f, depth, m.maxDepth)
+	return m.context(ctxFields, f, depth)
 }
 
 // listContext is [countCache.listContext] of m's cache; zero with a nil m.
@@ -407,5 +410,52 @@ func (m *elemMemo) listContext(f *fields, depth int) uint64 {
 	if m == nil {
 		return 0
 	}
-	return m.cache.listContext(f, depth, m.maxDepth)
+	return m.context(ctxList, f, depth)
+}
+
+// A request asks for the same few contexts (fieldsContext, listContext,
+// resumeContext) every time: a chat body five or six, each a seeded hash
+// of 24 to 32 bytes (about 70 instructions with its call). A memo keeps
+// the last ones it made, by kind, fields, depth, nesting limit and the
+// cache's seed (not the cache: a pooled memo holds no old cache), in a few
+// slots (ctxSlots, direct-mapped) that live as long as it does
+// (pooled: warm across requests), so that most cost a compare. A context
+// is a function of those alone, so a slot found is the context made
+// afresh (TestContextMemoSameAsMade).
+const ctxSlots = 8
+
+// The kinds of context a memo keeps.
+const (
+	ctxFields = iota // countCache.fieldsContext
+	ctxList          // countCache.listContext
+	ctxResume        // countCache.resumeContext (depth 0)
+)
+
+// ctxSlot is one context a memo made.
+type ctxSlot struct {
+	seed            uint64 // the cache's
+	f               *fields
+	kind            uint8
+	depth, maxDepth int
+	ctx             uint64
+}
+
+// context is the context of the kind for f at depth (0 for ctxResume)
+// under m's cache and nesting limit, from m's slots or made (and kept).
+func (m *elemMemo) context(kind uint8, f *fields, depth int) uint64 {
+	s := &m.ctxs[(f.id*3+uint64(kind)+uint64(depth)*5)%ctxSlots]
+	if s.f == f && s.seed == m.cache.seed && s.kind == kind && s.depth == depth && s.maxDepth == m.maxDepth {
+		return s.ctx
+	}
+	var ctx uint64
+	switch kind {
+	case ctxFields:
+		ctx = m.cache.fieldsContext(f, depth, m.maxDepth)
+	case ctxList:
+		ctx = m.cache.listContext(f, depth, m.maxDepth)
+	default:
+		ctx = m.cache.resumeContext(f, m.maxDepth)
+	}
+	*s = ctxSlot{seed: m.cache.seed, f: f, kind: kind, depth: depth, maxDepth: m.maxDepth, ctx: ctx}
+	return ctx
 }
