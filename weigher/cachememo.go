@@ -76,6 +76,13 @@ type elemMemo struct {
 	offerAll bool
 	// resume is the request's side of resume points (resume.go).
 	resume resumeState
+	// ends are the hint hashes of the elements End did not offer, in body
+	// order; endNext is the first checked has not reached. lastEnd* are
+	// the last hash End made (lastEndAt -1: none), for Vouch.
+	ends                    []endHash
+	endNext                 int
+	lastEndAt               int
+	lastEndCtx, lastEndHash uint64
 	// ctxs are the contexts it made last (context): kept when it is
 	// pooled, so that the next request finds them.
 	ctxs [ctxSlots]ctxSlot
@@ -98,6 +105,19 @@ type memoElem struct {
 	// is done, if it passed: End did not find its end.
 	hint bool
 	ctx  uint64
+	// hh is its hint hash when End made it (0: not made; done makes it).
+	hh uint64
+}
+
+// endHash is the hint hash End made for the element at at in the context
+// ctx, which it did not offer the scan (jsonscan.NotOffered): the field
+// check finds the element (checked), and done writes its hint under that
+// hash rather than hashing its first hintPrefix bytes again (about 110
+// instructions a new element).
+type endHash struct {
+	at  int
+	ctx uint64
+	h   uint64
 }
 
 // memos pools elemMemos between requests.
@@ -117,6 +137,7 @@ func (c *countCache) memo(body string, top *fields, maxDepth int) *elemMemo {
 	m.cache, m.body, m.top, m.maxDepth = c, body, top, maxDepth
 	m.hints = c.hints.Load()
 	m.guessAt, m.guessEnd, m.guessBudget = -1, -1, len(body)
+	m.lastEndAt = -1
 	return m
 }
 
@@ -155,12 +176,15 @@ func (m *elemMemo) End(start int) int {
 	if len(m.body)-start < hintPrefix || m.hints == nil {
 		return -1
 	}
-	size := m.hints.get(m.cache.hintHash(m.vouchCtx, m.body[start:start+hintPrefix]))
+	h := m.cache.hintHash(m.vouchCtx, m.body[start:start+hintPrefix])
+	m.lastEndAt, m.lastEndCtx, m.lastEndHash = start, m.vouchCtx, h
+	size := m.hints.get(h)
 	if size == 0 && !m.offerAll {
 		// No element (list) seen passing starts so: a new one, but for a
 		// hint lost to another in its slot. The scan checks it rather
 		// than stepping over it to offer it to Vouch; the field check
 		// looks it up (checked), and writes its hint when it passes.
+		m.ends = append(m.ends, endHash{at: start, ctx: m.vouchCtx, h: h})
 		return jsonscan.NotOffered
 	}
 	if size < minCachedBytes || size > len(m.body)-start || size > m.guessBudget {
@@ -189,8 +213,29 @@ func (m *elemMemo) Vouch(start, end int) bool {
 	// which for a short element run on into what follows it: the same
 	// bytes there again mean the same element, ending at the same place.
 	hint := !guessed && start+hintPrefix <= len(m.body)
-	m.pre = append(m.pre, memoElem{p: unsafe.StringData(raw), n: len(raw), k: ck, e: e, found: found, hint: hint, ctx: m.vouchCtx})
+	var hh uint64
+	if hint && start == m.lastEndAt && m.vouchCtx == m.lastEndCtx {
+		hh = m.lastEndHash // End hashed the same bytes in the same context
+	}
+	m.pre = append(m.pre, memoElem{p: unsafe.StringData(raw), n: len(raw), k: ck, e: e, found: found, hint: hint, ctx: m.vouchCtx, hh: hh})
 	return found
+}
+
+// endHashOf is the hint hash End made for raw (a view of m's body, asked
+// for in body order) in the context ctx; 0 when it made none.
+func (m *elemMemo) endHashOf(ctx uint64, raw string) uint64 {
+	at := int(uintptr(unsafe.Pointer(unsafe.StringData(raw))) - uintptr(unsafe.Pointer(unsafe.StringData(m.body))))
+	for ; m.endNext < len(m.ends); m.endNext++ {
+		e := &m.ends[m.endNext]
+		if e.at > at {
+			return 0
+		}
+		if e.at == at && e.ctx == ctx {
+			m.endNext++
+			return e.h
+		}
+	}
+	return 0
 }
 
 // hintable reports whether raw, a view of m's body, starts at least
@@ -230,8 +275,9 @@ func (m *elemMemo) checked(ctx uint64, raw string, check func() bool) bool {
 	var k cacheKey
 	var e entry
 	var found, hint bool
+	var hh uint64
 	if el := m.looked(ctx, raw); el != nil {
-		k, e, found, hint = el.k, el.e, el.found, el.hint
+		k, e, found, hint, hh = el.k, el.e, el.found, el.hint, el.hh
 	} else {
 		k = m.cache.key(ctx, raw)
 		e, found = m.cache.get(k)
@@ -239,21 +285,24 @@ func (m *elemMemo) checked(ctx uint64, raw string, check func() bool) bool {
 		// element the scan offers): its end is raw's, so its hint is
 		// written as Vouch would have had it written.
 		hint = !m.offerAll && m.hintable(raw)
+		if hint {
+			hh = m.endHashOf(ctx, raw)
+		}
 	}
 	if found {
-		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, e: e, hint: hint})
+		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, e: e, hint: hint, hh: hh})
 		return true
 	}
 	if ctx == m.deferCtx && m.deferCtx != 0 {
 		// Left to the counter, which checks it in the walk that counts it.
-		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, pending: true, hint: hint})
+		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, pending: true, hint: hint, hh: hh})
 		m.pending++
 		return true
 	}
 	// The slot is taken before check runs, so that the elements nested in
 	// raw, which check records, come after it: the memo stays in body order.
 	i := len(m.elems)
-	m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, dead: true, hint: hint})
+	m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, dead: true, hint: hint, hh: hh})
 	if !check() {
 		return false
 	}
@@ -375,17 +424,25 @@ func (m *elemMemo) done() {
 			m.cache.set(el.k, el.e)
 		}
 		if el.hint { // vouched for or checked whole, so its end is right
-			m.hints.put(m.cache.hintHash(el.k.ctx, unsafe.String(el.p, hintPrefix)), el.n)
+			h := el.hh
+			if h == 0 {
+				h = m.cache.hintHash(el.k.ctx, unsafe.String(el.p, hintPrefix))
+			}
+			m.hints.put(h, el.n)
 		}
 	}
 	m.cache, m.hints, m.body, m.top, m.next, m.found = nil, nil, "", nil, 0, 0
 	m.deferCtx, m.pending, m.offerAll = 0, 0, false
+	m.ends, m.endNext, m.lastEndAt = m.ends[:0], 0, -1
 	m.resume = resumeState{hasher: m.resume.hasher, seed: m.resume.seed, short: m.resume.short} // the hashers are kept
 	if cap(m.elems) > maxPooledMemo {
 		m.elems = nil
 	} else {
 		clear(m.elems) // drop the body pointers
 		m.elems = m.elems[:0]
+	}
+	if cap(m.ends) > maxPooledMemo {
+		m.ends = nil
 	}
 	if cap(m.pre) > maxPooledMemo {
 		m.pre = nil
