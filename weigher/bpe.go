@@ -518,12 +518,9 @@ func (c *bpeCounter) heapMerge(p string) int64 {
 	tokens := int64(n)
 	for len(h) > 0 {
 		top := h[0]
-		last := len(h) - 1
-		h[0] = h[last]
-		h = h[:last]
-		siftDown(h, 0)
 		i := int32(uint32(top))
 		if rank[i] != int32(top>>32) { // stale: the boundary died (rank -1) or its pair grew
+			h = popTop(h)
 			continue
 		}
 		j := next[i] // merge the parts at i and j: boundary j goes
@@ -534,8 +531,14 @@ func (c *bpeCounter) heapMerge(p string) int64 {
 		}
 		rank[j] = -1
 		tokens--
+		// The boundary's new pair takes the top's place (one sift where a
+		// pop and a push took two): the heap holds what it held after
+		// both, so it gives the same minima in the same order.
 		if rank[i] = pairRank(i); rank[i] >= 0 {
-			h = siftUp(append(h, candidate(int(rank[i]), int(i))))
+			h[0] = candidate(int(rank[i]), int(i))
+			siftDown(h, 0)
+		} else {
+			h = popTop(h)
 		}
 		if b := prev[i]; b >= 0 {
 			if rank[b] = pairRank(b); rank[b] >= 0 {
@@ -548,6 +551,15 @@ func (c *bpeCounter) heapMerge(p string) int64 {
 		*s = mergeScratch{}
 	}
 	return tokens
+}
+
+// popTop removes the least element of the min-heap h.
+func popTop(h []uint64) []uint64 {
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	siftDown(h, 0)
+	return h
 }
 
 // siftUp restores the min-heap h after its last element was appended.
