@@ -342,7 +342,18 @@ func runeFlags(r rune) uint8 {
 // valid UTF-8 when every piece of it is; a bad piece makes it count the
 // text again, decoded. A whole-text ValidString cost a 64-byte text about
 // a tenth of its count.
+//
+// A text of at most shortText bytes that is one piece (a message's role, a
+// tool's name) is that piece's tokens (pieceTokens), without the piece
+// memo: the memo's pool cost such a text about 100 instructions of its
+// 300, and its counts are pieceTokens' (TestShortTextSameAsPieces,
+// FuzzShortTextSameAsPieces).
 func (c *bpeCounter) count(text string) int64 {
+	if len(text) <= shortText && text != "" {
+		if j := c.piece(text, 0, true); j == len(text) {
+			return c.pieceTokens(text)
+		}
+	}
 	n, _, ok := c.countPieces(text, 0, len(text), true)
 	if !ok {
 		text = string([]rune(text))
@@ -350,6 +361,10 @@ func (c *bpeCounter) count(text string) int64 {
 	}
 	return n
 }
+
+// shortText is the longest text, in bytes, count takes as one piece when
+// it is one: a message's role ("assistant"), a function's name.
+const shortText = 16
 
 // countFrom counts the pieces of valid UTF-8 text from byte i, a piece
 // boundary, until the first piece that ends at or past stop: it returns
