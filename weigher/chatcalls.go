@@ -11,6 +11,9 @@ import "github.com/tidwall/gjson"
 // members once, each value stepped over once, and finds each call's end
 // where its walk stops. The counts and verdicts are callsTally's, call by
 // call (TestCallsArrayTallySameAsPerCall, FuzzCallsArrayTallySameAsPerCall).
+// The load benchmark's warm bodies (a call in one turn of three): 1,480
+// instructions less a 1 KiB body on average, 1,130 at 16 KiB
+// (BenchmarkWeighWarm under callgrind).
 
 // callsArrayTally is the sum over the elements of arr (a message's
 // tool_calls array, the text of a JSON array that passed jsonscan) of
