@@ -479,7 +479,7 @@ func (m *elemMemo) listContext(f *fields, depth int) uint64 {
 // (pooled: warm across requests), so that most cost a compare. A context
 // is a function of those alone, so a slot found is the context made
 // afresh (TestContextMemoSameAsMade).
-const ctxSlots = 8
+const ctxSlots = 16
 
 // The kinds of context a memo keeps.
 const (
@@ -500,7 +500,7 @@ type ctxSlot struct {
 // context is the context of the kind for f at depth (0 for ctxResume)
 // under m's cache and nesting limit, from m's slots or made (and kept).
 func (m *elemMemo) context(kind uint8, f *fields, depth int) uint64 {
-	s := &m.ctxs[(f.id*3+uint64(kind)+uint64(depth)*5)%ctxSlots]
+	s := &m.ctxs[(f.id*7+uint64(depth)*3+uint64(kind))%ctxSlots]
 	if s.f == f && s.seed == m.cache.seed && s.kind == kind && s.depth == depth && s.maxDepth == m.maxDepth {
 		return s.ctx
 	}

@@ -41,4 +41,26 @@ func TestContextMemoSameAsMade(t *testing.T) {
 	if asked == 0 {
 		t.Fatal("nothing asked")
 	}
+	// A slot filled under one cache (nesting limit) and asked for at once
+	// under another: the other's context.
+	for _, f := range allFields() {
+		for _, step := range []struct {
+			c        *countCache
+			maxDepth int
+		}{{caches[0], DefaultMaxDepth}, {caches[1], DefaultMaxDepth}, {caches[1], 7}, {caches[0], 7}, {caches[0], DefaultMaxDepth}} {
+			m.cache, m.maxDepth = step.c, step.maxDepth
+			if got, want := m.fieldsContext(f, 2), step.c.fieldsContext(f, 2, step.maxDepth); got != want {
+				t.Fatalf("fields %d, limit %d: %x, made %x", f.id, step.maxDepth, got, want)
+			}
+		}
+		for _, step := range []struct {
+			c        *countCache
+			maxDepth int
+		}{{caches[0], DefaultMaxDepth}, {caches[1], DefaultMaxDepth}, {caches[1], 7}, {caches[0], 7}} {
+			m.cache, m.maxDepth = step.c, step.maxDepth
+			if got, want := m.context(ctxResume, f, 0), step.c.resumeContext(f, step.maxDepth); got != want {
+				t.Fatalf("resume %d, limit %d: %x, made %x", f.id, step.maxDepth, got, want)
+			}
+		}
+	}
 }

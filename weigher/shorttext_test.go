@@ -18,11 +18,12 @@ func countViaPieces(c *bpeCounter, text string) int64 {
 
 // shortTextCases are roles, names, words and the texts around them that the
 // pre-tokenizer cuts in two or more pieces: spaces, digits, punctuation,
-// contractions, capitals, newlines, non-ASCII text and invalid UTF-8.
+// contractions, capitals, newlines, non-ASCII text and invalid UTF-8
+// ("00000000" is 3 tokens in pieces of three digits, 4 merged whole).
 var shortTextCases = []string{
 	"", "a", "user", "assistant", "system", "tool", "developer", "search_docs", "get_weather",
 	" user", "user ", "User", "USER", "uSer", "user\n", "\n\nuser", "user's", "it's", "'s",
-	"12345", "123456789", "a1b2", "x=1", "f(x)", "::", "...", "  ", "\t\t", "\r\n",
+	"12345", "123456789", "00000000", "0000000000000000", "a1b2", "x=1", "f(x)", "::", "...", "  ", "\t\t", "\r\n",
 	"héllo", "日本語", "こんにちは", "emoji😀", "\xff", "a\xffb", "\xe6\x97", "ab\xe6\x97\xa5",
 	"sixteen_bytes_ok", "seventeen_bytes_x", "assistant_v2", "tool_call_12345",
 	strings.Repeat("a", 16), strings.Repeat("ab", 8), strings.Repeat(" ", 16),
