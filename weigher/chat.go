@@ -295,8 +295,12 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		in += t.text
 		est.ServerContext = est.ServerContext || i == 0 && t.hidden
 	}
-	if js := responseFormat.Get("json_schema"); js.Exists() {
-		in += countText(enc, js.Raw)
+	// A body without response_format (most) skips gjson's Get, which
+	// parsed its path even on the absent member (about 150 instructions).
+	if responseFormat.Exists() {
+		if js := responseFormat.Get("json_schema"); js.Exists() {
+			in += countText(enc, js.Raw)
+		}
 	}
 	// A model whose tokenizer is not public (Claude behind an
 	// OpenAI-compatible gateway, a configured safety_factor) is scaled as
