@@ -62,6 +62,7 @@ type elemMemo struct {
 	// unchecked so far.
 	deferCtx uint64
 	pending  int
+	shorts   int // short elements left to the counter (maxDeferredShort)
 	// guessAt and guessEnd are End's last guess (guessEnd -1: none), so
 	// that Vouch knows a guess from an end Skip found; guessBudget is how
 	// many more bytes wrong guesses may have Vouch hash in this request
@@ -104,6 +105,9 @@ type memoElem struct {
 	// hint: its end hint (hints.go) must be written when the request
 	// is done, if it passed: End did not find its end.
 	hint bool
+	// short: shorter than minCachedBytes, recorded only to leave its
+	// check to the counter (pending): never written.
+	short bool
 	ctx  uint64
 	// hh is its hint hash when End made it (0: not made; done makes it).
 	hh uint64
@@ -119,6 +123,12 @@ type endHash struct {
 	ctx uint64
 	h   uint64
 }
+
+// maxDeferredShort is the most short elements (under minCachedBytes) a
+// request leaves to its counter to check (checked): each takes a memoElem,
+// which a long element takes anyway, so that 270,000 tiny messages do not
+// take 27 MB.
+const maxDeferredShort = 512
 
 // memos pools elemMemos between requests.
 var memos = sync.Pool{New: func() any { return new(elemMemo) }}
@@ -267,10 +277,25 @@ func (m *elemMemo) looked(ctx uint64, raw string) *memoElem {
 // checked returns whether raw passed check in the fields context ctx: found
 // in the cache (one lookup, kept for the counter), or check's answer, its
 // mark written when the request is done. Elements shorter than
-// minCachedBytes are always checked. With a nil m it is check().
+// minCachedBytes are not looked up: checked, or, in the context left to
+// the counter (deferCtx), left to it too, pending (not remembered: short
+// is set), where the check walked a short new message once and its count
+// again (about 1,100 instructions a short message, 800 a warm 1 KiB load-
+// benchmark body; TestShortMessagesCheckedWhenCounted), up to
+// maxDeferredShort a request (a body of many tiny messages records no more
+// than before). With a nil m it is check().
 func (m *elemMemo) checked(ctx uint64, raw string, check func() bool) bool {
-	if m == nil || len(raw) < minCachedBytes {
+	if m == nil {
 		return check()
+	}
+	if len(raw) < minCachedBytes {
+		if ctx != m.deferCtx || m.deferCtx == 0 || m.shorts >= maxDeferredShort {
+			return check()
+		}
+		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), pending: true, short: true})
+		m.pending++
+		m.shorts++
+		return true
 	}
 	var k cacheKey
 	var e entry
@@ -379,7 +404,21 @@ func (m *elemMemo) count(b *budget, ctx uint64, raw string, fn func() tally) tal
 // passed; ok false when it failed. Any other element is counted as count
 // counts it, fn(false), and is ok. With a nil m it is fn(false).
 func (m *elemMemo) countChecked(b *budget, ctx uint64, raw string, fn func(check bool) (tally, bool)) (t tally, ok bool) {
-	if m == nil || len(raw) < minCachedBytes {
+	if m == nil {
+		t, _ = fn(false)
+		return t, true
+	}
+	if len(raw) < minCachedBytes {
+		// A short element the field check left to this walk (checked)
+		// is checked in it; it is not remembered either way.
+		if el := m.find(raw); el != nil && el.pending {
+			el.pending = false
+			m.pending--
+			if t, ok = fn(true); !ok {
+				el.dead = true
+			}
+			return t, ok
+		}
 		t, _ = fn(false)
 		return t, true
 	}
@@ -417,7 +456,7 @@ func (m *elemMemo) done() {
 	}
 	for i := range m.elems {
 		el := &m.elems[i]
-		if el.dead || el.pending {
+		if el.dead || el.pending || el.short {
 			continue
 		}
 		if el.dirty {
@@ -432,7 +471,7 @@ func (m *elemMemo) done() {
 		}
 	}
 	m.cache, m.hints, m.body, m.top, m.next, m.found = nil, nil, "", nil, 0, 0
-	m.deferCtx, m.pending, m.offerAll = 0, 0, false
+	m.deferCtx, m.pending, m.offerAll, m.shorts = 0, 0, false, 0
 	m.ends, m.endNext, m.lastEndAt = m.ends[:0], 0, -1
 	m.resume = resumeState{hasher: m.resume.hasher, seed: m.resume.seed, short: m.resume.short} // the hashers are kept
 	if cap(m.elems) > maxPooledMemo {
