@@ -108,7 +108,7 @@ type memoElem struct {
 	// short: shorter than minCachedBytes, recorded only to leave its
 	// check to the counter (pending): never written.
 	short bool
-	ctx  uint64
+	ctx   uint64
 	// hh is its hint hash when End made it (0: not made; done makes it).
 	hh uint64
 }
