@@ -342,7 +342,18 @@ func runeFlags(r rune) uint8 {
 // valid UTF-8 when every piece of it is; a bad piece makes it count the
 // text again, decoded. A whole-text ValidString cost a 64-byte text about
 // a tenth of its count.
+//
+// A text of at most shortText bytes that is one piece (a message's role, a
+// tool's name) is that piece's tokens (pieceTokens), without the piece
+// memo: the memo's pool cost such a text about 100 instructions of its
+// 300, and its counts are pieceTokens' (TestShortTextSameAsPieces,
+// FuzzShortTextSameAsPieces).
 func (c *bpeCounter) count(text string) int64 {
+	if len(text) <= shortText && text != "" {
+		if j := c.piece(text, 0, true); j == len(text) {
+			return c.pieceTokens(text)
+		}
+	}
 	n, _, ok := c.countPieces(text, 0, len(text), true)
 	if !ok {
 		text = string([]rune(text))
@@ -350,6 +361,10 @@ func (c *bpeCounter) count(text string) int64 {
 	}
 	return n
 }
+
+// shortText is the longest text, in bytes, count takes as one piece when
+// it is one: a message's role ("assistant"), a function's name.
+const shortText = 16
 
 // countFrom counts the pieces of valid UTF-8 text from byte i, a piece
 // boundary, until the first piece that ends at or past stop: it returns
@@ -518,12 +533,9 @@ func (c *bpeCounter) heapMerge(p string) int64 {
 	tokens := int64(n)
 	for len(h) > 0 {
 		top := h[0]
-		last := len(h) - 1
-		h[0] = h[last]
-		h = h[:last]
-		siftDown(h, 0)
 		i := int32(uint32(top))
 		if rank[i] != int32(top>>32) { // stale: the boundary died (rank -1) or its pair grew
+			h = popTop(h)
 			continue
 		}
 		j := next[i] // merge the parts at i and j: boundary j goes
@@ -534,8 +546,14 @@ func (c *bpeCounter) heapMerge(p string) int64 {
 		}
 		rank[j] = -1
 		tokens--
+		// The boundary's new pair takes the top's place (one sift where a
+		// pop and a push took two): the heap holds what it held after
+		// both, so it gives the same minima in the same order.
 		if rank[i] = pairRank(i); rank[i] >= 0 {
-			h = siftUp(append(h, candidate(int(rank[i]), int(i))))
+			h[0] = candidate(int(rank[i]), int(i))
+			siftDown(h, 0)
+		} else {
+			h = popTop(h)
 		}
 		if b := prev[i]; b >= 0 {
 			if rank[b] = pairRank(b); rank[b] >= 0 {
@@ -548,6 +566,15 @@ func (c *bpeCounter) heapMerge(p string) int64 {
 		*s = mergeScratch{}
 	}
 	return tokens
+}
+
+// popTop removes the least element of the min-heap h.
+func popTop(h []uint64) []uint64 {
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	siftDown(h, 0)
+	return h
 }
 
 // siftUp restores the min-heap h after its last element was appended.

@@ -62,6 +62,7 @@ type elemMemo struct {
 	// unchecked so far.
 	deferCtx uint64
 	pending  int
+	shorts   int // short elements left to the counter (maxDeferredShort)
 	// guessAt and guessEnd are End's last guess (guessEnd -1: none), so
 	// that Vouch knows a guess from an end Skip found; guessBudget is how
 	// many more bytes wrong guesses may have Vouch hash in this request
@@ -76,6 +77,16 @@ type elemMemo struct {
 	offerAll bool
 	// resume is the request's side of resume points (resume.go).
 	resume resumeState
+	// ends are the hint hashes of the elements End did not offer, in body
+	// order; endNext is the first checked has not reached. lastEnd* are
+	// the last hash End made (lastEndAt -1: none), for Vouch.
+	ends                    []endHash
+	endNext                 int
+	lastEndAt               int
+	lastEndCtx, lastEndHash uint64
+	// ctxs are the contexts it made last (context): kept when it is
+	// pooled, so that the next request finds them.
+	ctxs [ctxSlots]ctxSlot
 }
 
 // memoElem is one element the field check looked up: where it lies in the
@@ -94,8 +105,30 @@ type memoElem struct {
 	// hint: its end hint (hints.go) must be written when the request
 	// is done, if it passed: End did not find its end.
 	hint bool
-	ctx  uint64
+	// short: shorter than minCachedBytes, recorded only to leave its
+	// check to the counter (pending): never written.
+	short bool
+	ctx   uint64
+	// hh is its hint hash when End made it (0: not made; done makes it).
+	hh uint64
 }
+
+// endHash is the hint hash End made for the element at at in the context
+// ctx, which it did not offer the scan (jsonscan.NotOffered): the field
+// check finds the element (checked), and done writes its hint under that
+// hash rather than hashing its first hintPrefix bytes again (about 110
+// instructions a new element).
+type endHash struct {
+	at  int
+	ctx uint64
+	h   uint64
+}
+
+// maxDeferredShort is the most short elements (under minCachedBytes) a
+// request leaves to its counter to check (checked): each takes a memoElem,
+// which a long element takes anyway, so that 270,000 tiny messages do not
+// take 27 MB.
+const maxDeferredShort = 512
 
 // memos pools elemMemos between requests.
 var memos = sync.Pool{New: func() any { return new(elemMemo) }}
@@ -114,6 +147,7 @@ func (c *countCache) memo(body string, top *fields, maxDepth int) *elemMemo {
 	m.cache, m.body, m.top, m.maxDepth = c, body, top, maxDepth
 	m.hints = c.hints.Load()
 	m.guessAt, m.guessEnd, m.guessBudget = -1, -1, len(body)
+	m.lastEndAt = -1
 	return m
 }
 
@@ -152,12 +186,15 @@ func (m *elemMemo) End(start int) int {
 	if len(m.body)-start < hintPrefix || m.hints == nil {
 		return -1
 	}
-	size := m.hints.get(m.cache.hintHash(m.vouchCtx, m.body[start:start+hintPrefix]))
+	h := m.cache.hintHash(m.vouchCtx, m.body[start:start+hintPrefix])
+	m.lastEndAt, m.lastEndCtx, m.lastEndHash = start, m.vouchCtx, h
+	size := m.hints.get(h)
 	if size == 0 && !m.offerAll {
 		// No element (list) seen passing starts so: a new one, but for a
 		// hint lost to another in its slot. The scan checks it rather
 		// than stepping over it to offer it to Vouch; the field check
 		// looks it up (checked), and writes its hint when it passes.
+		m.ends = append(m.ends, endHash{at: start, ctx: m.vouchCtx, h: h})
 		return jsonscan.NotOffered
 	}
 	if size < minCachedBytes || size > len(m.body)-start || size > m.guessBudget {
@@ -186,8 +223,29 @@ func (m *elemMemo) Vouch(start, end int) bool {
 	// which for a short element run on into what follows it: the same
 	// bytes there again mean the same element, ending at the same place.
 	hint := !guessed && start+hintPrefix <= len(m.body)
-	m.pre = append(m.pre, memoElem{p: unsafe.StringData(raw), n: len(raw), k: ck, e: e, found: found, hint: hint, ctx: m.vouchCtx})
+	var hh uint64
+	if hint && start == m.lastEndAt && m.vouchCtx == m.lastEndCtx {
+		hh = m.lastEndHash // End hashed the same bytes in the same context
+	}
+	m.pre = append(m.pre, memoElem{p: unsafe.StringData(raw), n: len(raw), k: ck, e: e, found: found, hint: hint, ctx: m.vouchCtx, hh: hh})
 	return found
+}
+
+// endHashOf is the hint hash End made for raw (a view of m's body, asked
+// for in body order) in the context ctx; 0 when it made none.
+func (m *elemMemo) endHashOf(ctx uint64, raw string) uint64 {
+	at := int(uintptr(unsafe.Pointer(unsafe.StringData(raw))) - uintptr(unsafe.Pointer(unsafe.StringData(m.body))))
+	for ; m.endNext < len(m.ends); m.endNext++ {
+		e := &m.ends[m.endNext]
+		if e.at > at {
+			return 0
+		}
+		if e.at == at && e.ctx == ctx {
+			m.endNext++
+			return e.h
+		}
+	}
+	return 0
 }
 
 // hintable reports whether raw, a view of m's body, starts at least
@@ -219,16 +277,33 @@ func (m *elemMemo) looked(ctx uint64, raw string) *memoElem {
 // checked returns whether raw passed check in the fields context ctx: found
 // in the cache (one lookup, kept for the counter), or check's answer, its
 // mark written when the request is done. Elements shorter than
-// minCachedBytes are always checked. With a nil m it is check().
+// minCachedBytes are not looked up: checked, or, in the context left to
+// the counter (deferCtx), left to it too, pending (not remembered: short
+// is set), where the check walked a short new message once and its count
+// again (the check's walk cost a warm 1 KiB load-benchmark body about 880
+// instructions, the body now costs about 300 less;
+// TestShortMessagesCheckedWhenCounted), up to
+// maxDeferredShort a request (a body of many tiny messages records no more
+// than before). With a nil m it is check().
 func (m *elemMemo) checked(ctx uint64, raw string, check func() bool) bool {
-	if m == nil || len(raw) < minCachedBytes {
+	if m == nil {
 		return check()
+	}
+	if len(raw) < minCachedBytes {
+		if ctx != m.deferCtx || m.deferCtx == 0 || m.shorts >= maxDeferredShort {
+			return check()
+		}
+		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), pending: true, short: true})
+		m.pending++
+		m.shorts++
+		return true
 	}
 	var k cacheKey
 	var e entry
 	var found, hint bool
+	var hh uint64
 	if el := m.looked(ctx, raw); el != nil {
-		k, e, found, hint = el.k, el.e, el.found, el.hint
+		k, e, found, hint, hh = el.k, el.e, el.found, el.hint, el.hh
 	} else {
 		k = m.cache.key(ctx, raw)
 		e, found = m.cache.get(k)
@@ -236,21 +311,24 @@ func (m *elemMemo) checked(ctx uint64, raw string, check func() bool) bool {
 		// element the scan offers): its end is raw's, so its hint is
 		// written as Vouch would have had it written.
 		hint = !m.offerAll && m.hintable(raw)
+		if hint {
+			hh = m.endHashOf(ctx, raw)
+		}
 	}
 	if found {
-		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, e: e, hint: hint})
+		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, e: e, hint: hint, hh: hh})
 		return true
 	}
 	if ctx == m.deferCtx && m.deferCtx != 0 {
 		// Left to the counter, which checks it in the walk that counts it.
-		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, pending: true, hint: hint})
+		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, pending: true, hint: hint, hh: hh})
 		m.pending++
 		return true
 	}
 	// The slot is taken before check runs, so that the elements nested in
 	// raw, which check records, come after it: the memo stays in body order.
 	i := len(m.elems)
-	m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, dead: true, hint: hint})
+	m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, dead: true, hint: hint, hh: hh})
 	if !check() {
 		return false
 	}
@@ -327,7 +405,21 @@ func (m *elemMemo) count(b *budget, ctx uint64, raw string, fn func() tally) tal
 // passed; ok false when it failed. Any other element is counted as count
 // counts it, fn(false), and is ok. With a nil m it is fn(false).
 func (m *elemMemo) countChecked(b *budget, ctx uint64, raw string, fn func(check bool) (tally, bool)) (t tally, ok bool) {
-	if m == nil || len(raw) < minCachedBytes {
+	if m == nil {
+		t, _ = fn(false)
+		return t, true
+	}
+	if len(raw) < minCachedBytes {
+		// A short element the field check left to this walk (checked)
+		// is checked in it; it is not remembered either way.
+		if el := m.find(raw); el != nil && el.pending {
+			el.pending = false
+			m.pending--
+			if t, ok = fn(true); !ok {
+				el.dead = true
+			}
+			return t, ok
+		}
 		t, _ = fn(false)
 		return t, true
 	}
@@ -365,24 +457,32 @@ func (m *elemMemo) done() {
 	}
 	for i := range m.elems {
 		el := &m.elems[i]
-		if el.dead || el.pending {
+		if el.dead || el.pending || el.short {
 			continue
 		}
 		if el.dirty {
 			m.cache.set(el.k, el.e)
 		}
 		if el.hint { // vouched for or checked whole, so its end is right
-			m.hints.put(m.cache.hintHash(el.k.ctx, unsafe.String(el.p, hintPrefix)), el.n)
+			h := el.hh
+			if h == 0 {
+				h = m.cache.hintHash(el.k.ctx, unsafe.String(el.p, hintPrefix))
+			}
+			m.hints.put(h, el.n)
 		}
 	}
 	m.cache, m.hints, m.body, m.top, m.next, m.found = nil, nil, "", nil, 0, 0
-	m.deferCtx, m.pending, m.offerAll = 0, 0, false
+	m.deferCtx, m.pending, m.offerAll, m.shorts = 0, 0, false, 0
+	m.ends, m.endNext, m.lastEndAt = m.ends[:0], 0, -1
 	m.resume = resumeState{hasher: m.resume.hasher, seed: m.resume.seed, short: m.resume.short} // the hashers are kept
 	if cap(m.elems) > maxPooledMemo {
 		m.elems = nil
 	} else {
 		clear(m.elems) // drop the body pointers
 		m.elems = m.elems[:0]
+	}
+	if cap(m.ends) > maxPooledMemo {
+		m.ends = nil
 	}
 	if cap(m.pre) > maxPooledMemo {
 		m.pre = nil
@@ -399,7 +499,7 @@ func (m *elemMemo) fieldsContext(f *fields, depth int) uint64 {
 	if m == nil {
 		return 0
 	}
-	return m.cache.fieldsContext(f, depth, m.maxDepth)
+	return m.context(ctxFields, f, depth)
 }
 
 // listContext is [countCache.listContext] of m's cache; zero with a nil m.
@@ -407,5 +507,52 @@ func (m *elemMemo) listContext(f *fields, depth int) uint64 {
 	if m == nil {
 		return 0
 	}
-	return m.cache.listContext(f, depth, m.maxDepth)
+	return m.context(ctxList, f, depth)
+}
+
+// A request asks for the same few contexts (fieldsContext, listContext,
+// resumeContext) every time: a chat body five or six, each a seeded hash
+// of 24 to 32 bytes (about 70 instructions with its call). A memo keeps
+// the last ones it made, by kind, fields, depth, nesting limit and the
+// cache's seed (not the cache: a pooled memo holds no old cache), in a few
+// slots (ctxSlots, direct-mapped) that live as long as it does
+// (pooled: warm across requests), so that most cost a compare. A context
+// is a function of those alone, so a slot found is the context made
+// afresh (TestContextMemoSameAsMade).
+const ctxSlots = 16
+
+// The kinds of context a memo keeps.
+const (
+	ctxFields = iota // countCache.fieldsContext
+	ctxList          // countCache.listContext
+	ctxResume        // countCache.resumeContext (depth 0)
+)
+
+// ctxSlot is one context a memo made.
+type ctxSlot struct {
+	seed            uint64 // the cache's
+	f               *fields
+	kind            uint8
+	depth, maxDepth int
+	ctx             uint64
+}
+
+// context is the context of the kind for f at depth (0 for ctxResume)
+// under m's cache and nesting limit, from m's slots or made (and kept).
+func (m *elemMemo) context(kind uint8, f *fields, depth int) uint64 {
+	s := &m.ctxs[(f.id*7+uint64(depth)*3+uint64(kind))%ctxSlots]
+	if s.f == f && s.seed == m.cache.seed && s.kind == kind && s.depth == depth && s.maxDepth == m.maxDepth {
+		return s.ctx
+	}
+	var ctx uint64
+	switch kind {
+	case ctxFields:
+		ctx = m.cache.fieldsContext(f, depth, m.maxDepth)
+	case ctxList:
+		ctx = m.cache.listContext(f, depth, m.maxDepth)
+	default:
+		ctx = m.cache.resumeContext(f, m.maxDepth)
+	}
+	*s = ctxSlot{seed: m.cache.seed, f: f, kind: kind, depth: depth, maxDepth: m.maxDepth, ctx: ctx}
+	return ctx
 }

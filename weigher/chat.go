@@ -295,8 +295,12 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		in += t.text
 		est.ServerContext = est.ServerContext || i == 0 && t.hidden
 	}
-	if js := responseFormat.Get("json_schema"); js.Exists() {
-		in += countText(enc, js.Raw)
+	// A body without response_format (most) skips gjson's Get, which
+	// parsed its path even on the absent member (about 150 instructions).
+	if responseFormat.Exists() {
+		if js := responseFormat.Get("json_schema"); js.Exists() {
+			in += countText(enc, js.Raw)
+		}
 	}
 	// A model whose tokenizer is not public (Claude behind an
 	// OpenAI-compatible gateway, a configured safety_factor) is scaled as
@@ -474,12 +478,10 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 			}
 		case "tool_calls":
 			if v.IsArray() {
-				rawElements(v.Raw, func(c gjson.Result) bool {
-					t, cok := callsTally(enc, c, check && ok, &fold)
-					ok = ok && cok
-					n += t
-					return true
-				})
+				// One pass over the calls (chatcalls.go).
+				t, cok := callsArrayTally(enc, v.Raw, check && ok, &fold)
+				ok = ok && cok
+				n += t
 			} else {
 				eachValue(v, func(c gjson.Result) bool {
 					t, _ := callsTally(enc, c, false, nil)

@@ -87,3 +87,20 @@ func FuzzLookupSameAsNames(f *testing.F) {
 		lookupSameAsNames(t, k)
 	})
 }
+
+// TestFieldSlotsDistinct: every fields value of the request kinds gives
+// each of its names a slot of its own, so that lookup compares one name
+// (a shared slot walks the list: chat's "messages" and "max_tokens" so
+// cost about 150 instructions of a warm 1 KiB body).
+func TestFieldSlotsDistinct(t *testing.T) {
+	for _, f := range allFields() {
+		if len(f.list) > maxListedFields {
+			continue
+		}
+		for _, n := range f.list {
+			if f.slots[nameSlot(n.name, f.mix)] == slotShared {
+				t.Errorf("fields %d (%d names): %q shares its slot", f.id, len(f.list), n.name)
+			}
+		}
+	}
+}

@@ -338,7 +338,7 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 	if r.hasher != nil {
 		r.hasher.Reset()
 	}
-	r.valid = m.cache.resumeContext(f, m.maxDepth)
+	r.valid = m.context(ctxResume, f, 0)
 	t := m.cache.resume.Load()
 	if t == nil {
 		return 0
