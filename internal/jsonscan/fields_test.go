@@ -1,6 +1,8 @@
 package jsonscan
 
 import (
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -105,4 +107,38 @@ func FuzzFields(f *testing.F) {
 		sameFields(t, b, Options{FoldCase: true, UTF8: true})
 		sameFields(t, b, Options{FoldCase: true, MaxDepth: 3})
 	})
+}
+
+// TestFieldsBounded: a document of many small objects records at most
+// MaxFields fields and says it dropped the rest, so that recording costs a
+// bounded amount however many there are (32,768 two-member messages, a
+// 1 MiB body, allocated 11 MB while Fields grew to 65,536 members; now
+// 1.5 MB, most of it the layout's elements, which the scan lays out up to
+// one per 16 bytes). The fields it keeps are the
+// first ones, as refFields finds them.
+func TestFieldsBounded(t *testing.T) {
+	const n = 32768
+	unit := `{"role":"user","content":"hi"}`
+	b := []byte(`{"messages":[` + unit + strings.Repeat(","+unit, n-1) + `]}`)
+	lay := new(Layout)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if err := Check(b, Options{Layout: lay, Fields: true}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if len(lay.Fields) > MaxFields || !lay.FieldsDropped {
+		t.Errorf("%d fields recorded (dropped %v) for %d two-member objects, want at most %d and dropped",
+			len(lay.Fields), lay.FieldsDropped, n, MaxFields)
+	}
+	if _, ok := lay.FieldsOf(lay.Elems[0]); ok {
+		t.Error("FieldsOf answered from an incomplete record")
+	}
+	if got, limit := after.TotalAlloc-before.TotalAlloc, 2*uint64(len(b)); got > limit {
+		t.Errorf("Check with Fields allocated %d bytes for a %d-byte document, want at most %d", got, len(b), limit)
+	}
+	if want := refFields(b, lay.Elems[0]); len(lay.Fields) < len(want) || lay.Fields[0] != want[0] || lay.Fields[1] != want[1] {
+		t.Errorf("first fields %v, want %v", lay.Fields[:2], want)
+	}
 }

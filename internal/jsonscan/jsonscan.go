@@ -276,9 +276,19 @@ type Layout struct {
 	// Key.Start lies in e (FieldsOf). When FieldsDropped, some are missing.
 	Fields []Member
 	// FieldsDropped: Fields is incomplete, as the layout is when Dropped
-	// (at most one field per 16 bytes of document, plus 16).
+	// (at most one field per 16 bytes of document, plus 16, and at most
+	// MaxFields in all).
 	FieldsDropped bool
 }
+
+// MaxFields is the most members Layout.Fields records (28 bytes each: at
+// most 112 KiB). Fields are a shortcut for the walk that reads new
+// elements, worth having for the few a request adds; a body of many small
+// new objects (200,000 one-member messages in 8 MiB) would otherwise grow
+// the slice by append's 1.25× steps to about 5× its final size, some
+// 10 bytes allocated per byte of body, and gain little. Past it
+// FieldsDropped is set and the reader walks the elements itself.
+const MaxFields = 4096
 
 // FieldsOf returns the members of the object element whose span is e as
 // Fields records them, in order; ok is false when Fields cannot say (an
@@ -823,7 +833,7 @@ func (s *scanner) fieldKey(start, end int) {
 	if !s.isObject(1) || s.isObject(2) || l.Dropped || l.FieldsDropped {
 		return
 	}
-	if len(s.b) >= 1<<31-1 || len(l.Fields) >= len(s.b)/16+16 {
+	if len(s.b) >= 1<<31-1 || len(l.Fields) >= min(len(s.b)/16+16, MaxFields) {
 		l.FieldsDropped = true
 		return
 	}
