@@ -774,8 +774,12 @@ func parse(b []byte, dir string) (*Config, error) {
 	}
 	err := c.Validate()
 	if len(decodeProblems) > 0 {
+		// A mapping with a key twice is left undecoded, so validation
+		// would judge an empty mapping (a second top-level limits: read
+		// as "upstreams: at least one upstream is required"): the
+		// duplicate is then reported alone.
 		var ce *Error
-		if errors.As(err, &ce) {
+		if errors.As(err, &ce) && !slices.ContainsFunc(decodeProblems, duplicateKey) {
 			decodeProblems = append(decodeProblems, ce.Problems...)
 		}
 		return nil, &Error{Problems: decodeProblems}
@@ -785,6 +789,12 @@ func parse(b []byte, dir string) (*Config, error) {
 	}
 	return &c, nil
 }
+
+// duplicateKey reports whether problem, one of the strict pass's, is a key
+// written twice in one mapping (go.yaml.in/yaml/v3: "line N: mapping key
+// … already defined at line M"), after which the library decodes nothing
+// of that mapping.
+func duplicateKey(problem string) bool { return strings.Contains(problem, " already defined at line ") }
 
 // notePriceKeys records which keys each models: entry and default_price
 // write (Config.priceKeys, defaultPriceKeys), which the decoded numbers

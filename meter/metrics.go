@@ -227,7 +227,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 			"flavor", "model", "outcome", "limit"),
 		tokensEstimated: counter("tokens_estimated_total", "Tokens estimated at admission: input counted locally, output reserved.",
 			"flavor", "model", "kind"),
-		tokens: counter("tokens_total", "Tokens settled after the response (reported by the upstream, or counted locally when it reported none).",
+		tokens: counter("tokens_total", "Tokens settled after the response, as the ledger records them: reported by the upstream, counted locally when it reported none, or the reservation (input estimated, output reserved) when the answer's usage could not be read.",
 			"flavor", "model", "kind"),
 		estimateRatio: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "llmguard_estimate_ratio",
@@ -408,20 +408,22 @@ func (m *Metrics) budgetSettled(x *Exchange, settled []int64) {
 	}
 }
 
-// settled records what a finished request really used (u, when known) and
-// cost (costMicroUSD), and what reconciliation gave back or charged
-// (deltas, each of the rule of x at the same position of owners).
+// settled records what a finished request was charged in tokens (u, as
+// its ledger record counts them: Exchange.chargedTokens) and cost
+// (costMicroUSD), how its input compares with the estimate (when the usage
+// is known), and what reconciliation gave back or charged (deltas, each of
+// the rule of x at the same position of owners).
 func (m *Metrics) settled(x *Exchange, u spec.Usage, costMicroUSD int64, known bool, deltas []bucket.Delta, owners []int) {
 	if m == nil {
 		return
 	}
 	fs := m.flowIn(x)
-	if known {
-		for i, n := range [len(tokenKinds)]int64{u.InputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.OutputTokens, u.ReasoningTokens} {
-			if n > 0 {
-				fs.tokens[i].get(m.cTokens, 3, labelValues{fs.flavor, fs.model, tokenKinds[i]}).Add(float64(n))
-			}
+	for i, n := range [len(tokenKinds)]int64{u.InputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.OutputTokens, u.ReasoningTokens} {
+		if n > 0 {
+			fs.tokens[i].get(m.cTokens, 3, labelValues{fs.flavor, fs.model, tokenKinds[i]}).Add(float64(n))
 		}
+	}
+	if known {
 		if est := x.req.Estimate.InputTokens; est > 0 && u.InputTokens > 0 {
 			fs.ratio.get(m.cEstimateRatio, 1, labelValues{fs.flavor}).Observe(float64(u.InputTokens) / float64(est))
 		}

@@ -122,7 +122,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 	m.contain(StageMetrics, x, func() {
 		m.inject(PointMetrics)
 		m.opt.Metrics.released(x)
-		m.opt.Metrics.settled(x, actual, cost, known, deltas, owners)
+		m.opt.Metrics.settled(x, x.chargedTokens(s.Source, known, actual), cost, known, deltas, owners)
 		m.budgetCrossings(x, settled)
 		m.budgetLevels(x, settled)
 		m.opt.Metrics.budgetSettled(x, settled)
@@ -179,13 +179,9 @@ func (m *Meter) newRecord(x *Exchange, s Settlement, actual spec.Usage, known bo
 		Tenant: x.req.Principal.Tenant, Model: x.req.Model, Flavor: x.req.Flavor.String(), Status: s.Status,
 		EstimatedInputTokens: x.req.Estimate.InputTokens, CostMicroUSD: cost, Unmetered: x.req.UnmeteredAllowed,
 	}
-	switch {
-	case known:
-		r.InputTokens, r.CachedInputTokens, r.CacheWriteTokens = actual.InputTokens, actual.CachedInputTokens, actual.CacheWriteTokens
-		r.OutputTokens, r.ReasoningTokens = actual.OutputTokens, actual.ReasoningTokens
-	case s.Source == spec.SourceReserved && x.req.Weighed:
-		r.InputTokens, r.OutputTokens = x.req.Estimate.InputTokens, x.req.Estimate.OutputTokens
-	}
+	t := x.chargedTokens(s.Source, known, actual)
+	r.InputTokens, r.CachedInputTokens, r.CacheWriteTokens = t.InputTokens, t.CachedInputTokens, t.CacheWriteTokens
+	r.OutputTokens, r.ReasoningTokens = t.OutputTokens, t.ReasoningTokens
 	if i := tightestRatio(x.rules); i >= 0 {
 		a := x.rules[i]
 		r.Reserved, r.ReservedUnit = a.Reserved, a.Rule.Unit.String()
@@ -194,6 +190,21 @@ func (m *Meter) newRecord(x *Exchange, s Settlement, actual spec.Usage, known bo
 		}
 	}
 	return r
+}
+
+// chargedTokens is the token counts a settlement from source charged, as
+// the ledger record and tokens_total both count them: actual when the
+// usage is known (reported or counted locally); the estimate (input, and
+// the output reserved) when the reservation stands for a weighed request;
+// none for a refund or a request that is not weighed.
+func (x *Exchange) chargedTokens(source spec.Source, known bool, actual spec.Usage) spec.Usage {
+	switch {
+	case known:
+		return actual
+	case source == spec.SourceReserved && x.req.Weighed:
+		return spec.Usage{InputTokens: x.req.Estimate.InputTokens, OutputTokens: x.req.Estimate.OutputTokens}
+	}
+	return spec.Usage{}
 }
 
 // tightestRatio returns the index of the applied rule with the least

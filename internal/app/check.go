@@ -62,7 +62,10 @@ type Lookup func(name string) (string, bool)
 //     (unknownPathGlob);
 //   - a limit with shards on a store other than redis_cluster, where
 //     shards spread no load and only add under-admission;
-//   - a lease on a limit of a memory store, which has no effect.
+//   - a lease on a limit of a memory store, which has no effect;
+//   - an openai or anthropic upstream without a path_prefix whose
+//     base_url ends in /v1, to which callers' /v1 paths would be appended
+//     (checkBaseURLs).
 //
 // pol and w are the config's compiled policy and weigher.
 func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Lookup) []Finding {
@@ -73,6 +76,7 @@ func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Looku
 	out = append(out, checkMatchers(cfg, pol)...)
 	out = append(out, checkShards(cfg)...)
 	out = append(out, checkLeases(cfg)...)
+	out = append(out, checkBaseURLs(cfg)...)
 	out = append(out, checkTLSFiles(cfg, time.Now())...)
 	out = append(out, checkAccessLogOutput(cfg)...)
 	return out
