@@ -33,9 +33,9 @@ const steps = 8
 // all. Create it with New; safe for concurrent use. A nil *Pool keeps
 // nothing: Get allocates, Put drops.
 type Pool struct {
-	mu      sync.Mutex
-	max     int64
-	held    int64
+	mu   sync.Mutex
+	max  int64
+	held int64
 	// classes holds the buffers given back, by class (classIndex of their
 	// capacity): an array, not a map keyed by size, since a Get and a Put
 	// run on every request of MinBytes or more (a map's hash, look-up and
