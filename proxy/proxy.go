@@ -551,7 +551,9 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	if r != nil {
 		return r
 	}
-	if weigher.CanonicalPath(x.path) == LimitsPath { // any spelling: case, slashes, ;params (as endpoints are recognised)
+	// Any spelling: case, slashes, ;params (as endpoints are recognised); a
+	// known path routed unchanged is not it (knownRoute).
+	if !knownRoute(x, path, upPath) && weigher.CanonicalPath(x.path) == LimitsPath {
 		return p.serveLimits(ctx, x)
 	}
 	p.inject(pointHandler)
@@ -655,8 +657,8 @@ func (p *Proxy) checkPath(ctx *fasthttp.RequestCtx, x *exchange, path, upPath st
 	if !ok {
 		return "", &refusal{err: errAmbiguousPath, outcome: meter.OutcomeInvalid}
 	}
-	if !weigher.ReadMethod(string(ctx.Method())) && (queryNamesModel(ctx.URI().QueryString()) || hasSegment(upPath, "engines") ||
-		up.Flavor != FlavorAzure && hasSegment(upPath, "deployments") || routesByHeader(&ctx.Request.Header)) {
+	if !weigher.ReadMethod(string(ctx.Method())) && (queryNamesModel(ctx.URI().QueryString()) || namesModelSegment(x, path, upPath) ||
+		routesByHeader(&ctx.Request.Header)) {
 		return "", &refusal{err: errModelOutsideBody, outcome: meter.OutcomeInvalid}
 	}
 	return rawUpPath, nil
@@ -740,6 +742,30 @@ func queryNamesModel(q []byte) bool {
 		}
 	}
 	return false
+}
+
+// namesModelSegment reports whether upPath, x's path as route returned it
+// (path, upPath), has a segment that names a model outside the body:
+// "engines", or "deployments" outside Azure. A known path routed
+// unchanged has none (knownRoute), and is not walked.
+func namesModelSegment(x *exchange, path, upPath string) bool {
+	if knownRoute(x, path, upPath) {
+		return false
+	}
+	return hasSegment(upPath, "engines") || x.upstream.Flavor != FlavorAzure && hasSegment(upPath, "deployments")
+}
+
+// knownRoute reports whether x's decoded path is one of knownPaths
+// (internPath) and reached its upstream unchanged: route's path, upPath
+// (no path_prefix stripped) and x.path (a dialect that maps it to itself)
+// are the same string. Such a path has no "engines" nor "deployments"
+// segment and is not LimitsPath in any spelling
+// (TestKnownPathsNameNoModelNorLimits), so that the walks that look for
+// them (hasSegment: 1,140 instructions a chat request, and
+// weigher.CanonicalPath: 530, in BenchmarkProxyPath/llmguard under
+// callgrind) are skipped for it.
+func knownRoute(x *exchange, path, upPath string) bool {
+	return x.knownPath && upPath == path && x.path == path
 }
 
 // hasSegment reports whether path has a segment equal to seg, an ASCII
