@@ -18,7 +18,9 @@ func TestRequestIDOnEveryAnswer(t *testing.T) {
 	idForm := regexp.MustCompile(`^[0-9a-f]{24}$`)
 	px := newPathRig(t, cannedJSON)
 	down := newPathRig(t, cannedJSON)
-	down.opt.Upstreams[0].client.DialTimeout = func(string, time.Duration) (net.Conn, error) { return nil, &net.OpError{Op: "dial", Err: errClientGone} }
+	down.opt.Upstreams[0].client.DialTimeout = func(string, time.Duration) (net.Conn, error) {
+		return nil, &net.OpError{Op: "dial", Err: errClientGone}
+	}
 	for _, c := range []struct {
 		name, method, path, key string
 		body                    []byte
