@@ -1,6 +1,8 @@
 package bucket
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -35,16 +37,34 @@ const RequestIDLen = 24
 // so that a caller can keep it without an allocation of its own. It is
 // safe for concurrent use.
 func PutRequestID(dst *[RequestIDLen]byte, now time.Time) {
-	const hexDigits = "0123456789abcdef"
-	s := uint32(now.Unix())
-	for i := range 8 {
-		dst[i] = hexDigits[(s>>(28-4*i))&15]
-	}
-	v := rand.Uint64()
-	for i := range 8 {
-		b := byte(v >> (8 * i))
-		dst[8+2*i], dst[9+2*i] = hexDigits[b>>4], hexDigits[b&15]
-	}
+	putRequestID(dst, uint32(now.Unix()), rand.Uint64())
+}
+
+// putRequestID writes the id of second s and random bits v: s's 8 hex
+// digits, most significant first, then each byte of v from the lowest,
+// its high digit first. The digits are made eight at a time (hex8): a
+// table look-up per digit, as written first, cost about 350 instructions
+// an id (BenchmarkProxyPath/llmguard under callgrind), a tenth of them
+// this way (TestPutRequestIDSameAsPerDigit, FuzzPutRequestID).
+func putRequestID(dst *[RequestIDLen]byte, s uint32, v uint64) {
+	binary.LittleEndian.PutUint64(dst[0:], hex8(bits.ReverseBytes32(s)))
+	binary.LittleEndian.PutUint64(dst[8:], hex8(uint32(v)))
+	binary.LittleEndian.PutUint64(dst[16:], hex8(uint32(v>>32)))
+}
+
+// hex8 returns the 8 lowercase hex digits of the 4 bytes of b, lowest
+// byte first and each byte's high digit first, as the bytes of a
+// little-endian word: each byte spread to a 16-bit lane, its two digits
+// split into the lane's bytes, then each digit d (0–15) made '0'+d, plus
+// 'a'−'0'−10 = 39 where d ≥ 10 (d+6 carries into bit 4 exactly then); no
+// byte passes 0x66, so no lane carries into the next.
+func hex8(b uint32) uint64 {
+	x := uint64(b)
+	x = (x | x<<16) & 0x0000ffff0000ffff
+	x = (x | x<<8) & 0x00ff00ff00ff00ff
+	d := (x>>4)&0x000f000f000f000f | (x&0x000f000f000f000f)<<8
+	ten := (d + 0x0606060606060606) >> 4 & 0x0101010101010101
+	return d + 0x3030303030303030 + ten*39
 }
 
 // markerEpoch returns the epoch (Unix seconds / epochSeconds, in decimal)

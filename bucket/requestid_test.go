@@ -3,6 +3,7 @@ package bucket
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
@@ -341,6 +342,56 @@ func FuzzTakenSetOf(f *testing.F) {
 		}
 		if ok && voidedSetOf(set) != voidedSetKey(key, epoch) {
 			t.Fatalf("voidedSetOf(%q) = %q, want %q", set, voidedSetOf(set), voidedSetKey(key, epoch))
+		}
+	})
+}
+
+// putRequestIDPerDigit is putRequestID as first written, a table look-up
+// per digit: the reference the word-at-a-time digits must agree with.
+func putRequestIDPerDigit(dst *[RequestIDLen]byte, s uint32, v uint64) {
+	const hexDigits = "0123456789abcdef"
+	for i := range 8 {
+		dst[i] = hexDigits[(s>>(28-4*i))&15]
+	}
+	for i := range 8 {
+		b := byte(v >> (8 * i))
+		dst[8+2*i], dst[9+2*i] = hexDigits[b>>4], hexDigits[b&15]
+	}
+}
+
+// TestPutRequestIDSameAsPerDigit: for every value of each byte in every
+// place, and for random seconds and bits, the id is the per-digit one.
+func TestPutRequestIDSameAsPerDigit(t *testing.T) {
+	check := func(s uint32, v uint64) {
+		var got, want [RequestIDLen]byte
+		putRequestID(&got, s, v)
+		putRequestIDPerDigit(&want, s, v)
+		if got != want {
+			t.Fatalf("s %#x v %#x: %q, want %q", s, v, got[:], want[:])
+		}
+	}
+	for place := range 8 {
+		for b := range 256 {
+			check(uint32(b)<<(8*(place%4)), uint64(b)<<(8*place))
+			check(^(uint32(b) << (8 * (place % 4))), ^(uint64(b) << (8 * place)))
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100_000 {
+		check(r.Uint32(), r.Uint64())
+	}
+}
+
+// FuzzPutRequestID: any second and bits give the per-digit id.
+func FuzzPutRequestID(f *testing.F) {
+	f.Add(uint32(0), uint64(0))
+	f.Add(uint32(0x6a5f3c10), uint64(0xfedcba9876543210))
+	f.Fuzz(func(t *testing.T, s uint32, v uint64) {
+		var got, want [RequestIDLen]byte
+		putRequestID(&got, s, v)
+		putRequestIDPerDigit(&want, s, v)
+		if got != want {
+			t.Fatalf("s %#x v %#x: %q, want %q", s, v, got[:], want[:])
 		}
 	})
 }

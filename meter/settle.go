@@ -87,7 +87,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 	deltas, owners, settled := x.deltaBuf[:0], obuf[:0], sbuf[:0]
 	for i := range x.rules {
 		a := &x.rules[i]
-		units := x.settledUnits(a, s.Source, known, actual)
+		units := x.settledUnitsPriced(a, s.Source, known, actual, cost)
 		settled = append(settled, units)
 		if d := units - a.Reserved; d != 0 {
 			if a.Taken != nil { // to the shards taken from, in proportion to what each paid

@@ -152,11 +152,17 @@ func (p *Proxy) hold(tenant string, n int64) bool {
 		return true
 	}
 	p.shareMu.Lock()
-	if p.shares[tenant]+n > p.shareCap {
+	s := p.shares[tenant]
+	if s == nil {
+		s = new(int64)
+		p.shares[tenant] = s
+	}
+	if *s+n > p.shareCap {
+		p.dropIdleShare(tenant, *s)
 		p.shareMu.Unlock()
 		return false
 	}
-	p.shares[tenant] += n
+	*s += n
 	p.shareMu.Unlock()
 	if !p.bodies.TryAcquire(n) {
 		p.unshare(tenant, n)
@@ -166,13 +172,29 @@ func (p *Proxy) hold(tenant string, n int64) bool {
 	return true
 }
 
-// unshare gives n bytes back to tenant's share.
+// unshare gives n bytes back to tenant's share, taken by hold.
 func (p *Proxy) unshare(tenant string, n int64) {
 	p.shareMu.Lock()
-	if p.shares[tenant] -= n; p.shares[tenant] <= 0 {
-		delete(p.shares, tenant) // the map holds only tenants with bytes held
+	if s := p.shares[tenant]; s != nil {
+		*s -= n
+		p.dropIdleShare(tenant, *s)
 	}
 	p.shareMu.Unlock()
+}
+
+// maxIdleShares is the most tenants p.shares keeps an entry for while
+// they hold no body bytes: past it, an entry that falls to zero is
+// dropped, so that the map holds at most this many idle tenants (callers
+// identified by their own upstream keys are as many as their keys) plus
+// those holding bytes.
+const maxIdleShares = 1024
+
+// dropIdleShare drops tenant's entry, whose bytes held are now held, when
+// it holds none and the map is past maxIdleShares. shareMu must be held.
+func (p *Proxy) dropIdleShare(tenant string, held int64) {
+	if held <= 0 && len(p.shares) > maxIdleShares {
+		delete(p.shares, tenant)
+	}
 }
 
 // release gives h's bytes back to the body budget.

@@ -21,7 +21,7 @@ import (
 func bodyServer(t *testing.T, limit int, budget int64) (*Proxy, func() net.Conn) {
 	t.Helper()
 	p := &Proxy{opt: Options{MaxBodyBytes: limit}, bodies: semaphore.NewWeighted(budget),
-		shares: make(map[string]int64), shareCap: max(budget/4, int64(limit))}
+		shares: make(map[string]*int64), shareCap: max(budget/4, int64(limit))}
 	ln := fasthttputil.NewInmemoryListener()
 	srv := &fasthttp.Server{StreamRequestBody: true, DisablePreParseMultipartForm: true, MaxRequestBodySize: limit,
 		Handler: func(ctx *fasthttp.RequestCtx) {
@@ -144,7 +144,10 @@ func TestReadBodyTenantShare(t *testing.T) {
 	waitHeld := func(n int64) {
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
 			p.shareMu.Lock()
-			held := p.shares["slow"]
+			var held int64
+			if s := p.shares["slow"]; s != nil {
+				held = *s
+			}
 			p.shareMu.Unlock()
 			if held == n {
 				return
@@ -170,7 +173,7 @@ func TestReadBodyTenantShare(t *testing.T) {
 func TestReadBodyReusesBuffers(t *testing.T) {
 	const limit = 1 << 20
 	p := &Proxy{opt: Options{MaxBodyBytes: limit}, bodies: semaphore.NewWeighted(4 * limit),
-		shares: make(map[string]int64), shareCap: limit, bodyPool: newBodyPool(4 * limit)}
+		shares: make(map[string]*int64), shareCap: limit, bodyPool: newBodyPool(4 * limit)}
 	var bufs []*byte
 	done := make(chan struct{}, 8) // one per request handled
 	ln := fasthttputil.NewInmemoryListener()

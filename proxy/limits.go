@@ -193,6 +193,7 @@ func (p *Proxy) serveLimits(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	if err != nil { // plain values: cannot fail
 		return &refusal{err: errLimiter, outcome: meter.OutcomeInternalError}
 	}
+	setField(&ctx.Response.Header, requestIDField, []byte(x.id))
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/json")
 	ctx.Response.Header.Set("Cache-Control", "no-store")

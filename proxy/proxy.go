@@ -162,9 +162,13 @@ type Proxy struct {
 	// reuse (body.go).
 	bodyPool *bufpool.Pool
 	// shares is the body bytes each tenant holds, at most shareCap each
-	// (see hold); guarded by shareMu.
+	// (see hold); guarded by shareMu. A tenant's entry stays, at zero,
+	// when its bodies are released, so that its next body finds it (an
+	// insert and a delete per request were 550 of the 870 instructions of
+	// hold and unshare, BenchmarkProxyPath/llmguard under callgrind); past
+	// maxIdleShares entries, one that falls to zero is dropped.
 	shareMu  sync.Mutex
-	shares   map[string]int64
+	shares   map[string]*int64
 	shareCap int64
 	// answers is the budget of answer bytes held in memory
 	// (Options.ResponseBudget); answerPool keeps the grown buffers of
@@ -262,7 +266,7 @@ func New(opt Options) (*Proxy, error) {
 	}
 	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, meter: m, bodies: semaphore.NewWeighted(opt.BodyBudget),
 		weighing: make(chan struct{}, runtime.GOMAXPROCS(0)), weighWait: weighQueueWait,
-		shares: make(map[string]int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes)), bodyPool: newBodyPool(opt.BodyBudget),
+		shares: make(map[string]*int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes)), bodyPool: newBodyPool(opt.BodyBudget),
 		answerPool: newAnswerPool(opt.ResponseBudget), unreadLog: newUnreadLog()}
 	px.answers.max = opt.ResponseBudget
 	px.Reload(opt.Policy, opt.Weigher, Settings{UnmeteredPaths: opt.UnmeteredPaths, MaxRetryWait: opt.MaxRetryWait})
@@ -473,9 +477,12 @@ func (p *Proxy) Handle(ctx *fasthttp.RequestCtx) {
 	}
 	defer p.recoverHandler(ctx, x)
 	// Keep header names as written (lowercase x-ratelimit-*, as OpenAI
-	// sends them) on the answers llmguard builds itself.
+	// sends them) on the answers llmguard builds itself. The request id is
+	// set where an answer is made (answer, relay, serveLimits; a recovered
+	// panic and ErrorHandler set their own): a relayed answer's header is
+	// replaced by the upstream's, so an id set here first was written twice
+	// (a field costs about 390 instructions).
 	ctx.Response.Header.DisableNormalizing()
-	setField(&ctx.Response.Header, requestIDField, []byte(x.id))
 	// A request refused before its body was read leaves the body on the
 	// wire: the answer ends the connection, rather than llmguard reading the
 	// body (fasthttp would drain up to 256 KiB of it to keep the
@@ -502,6 +509,7 @@ type refusal struct {
 // answer writes r as the whole response and counts the request, once.
 func (p *Proxy) answer(ctx *fasthttp.RequestCtx, x *exchange, r refusal) {
 	p.count(x, r.outcome, r.limit)
+	setField(&ctx.Response.Header, requestIDField, []byte(x.id))
 	r.err.write(ctx, x.flavor())
 }
 
@@ -551,7 +559,9 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	if r != nil {
 		return r
 	}
-	if weigher.CanonicalPath(x.path) == LimitsPath { // any spelling: case, slashes, ;params (as endpoints are recognised)
+	// Any spelling: case, slashes, ;params (as endpoints are recognised); a
+	// known path routed unchanged is not it (knownRoute).
+	if !knownRoute(x, path, upPath) && weigher.CanonicalPath(x.path) == LimitsPath {
 		return p.serveLimits(ctx, x)
 	}
 	p.inject(pointHandler)
@@ -655,8 +665,8 @@ func (p *Proxy) checkPath(ctx *fasthttp.RequestCtx, x *exchange, path, upPath st
 	if !ok {
 		return "", &refusal{err: errAmbiguousPath, outcome: meter.OutcomeInvalid}
 	}
-	if !weigher.ReadMethod(string(ctx.Method())) && (queryNamesModel(ctx.URI().QueryString()) || hasSegment(upPath, "engines") ||
-		up.Flavor != FlavorAzure && hasSegment(upPath, "deployments") || routesByHeader(&ctx.Request.Header)) {
+	if !weigher.ReadMethod(string(ctx.Method())) && (queryNamesModel(ctx.URI().QueryString()) || namesModelSegment(x, path, upPath) ||
+		routesByHeader(&ctx.Request.Header)) {
 		return "", &refusal{err: errModelOutsideBody, outcome: meter.OutcomeInvalid}
 	}
 	return rawUpPath, nil
@@ -740,6 +750,30 @@ func queryNamesModel(q []byte) bool {
 		}
 	}
 	return false
+}
+
+// namesModelSegment reports whether upPath, x's path as route returned it
+// (path, upPath), has a segment that names a model outside the body:
+// "engines", or "deployments" outside Azure. A known path routed
+// unchanged has none (knownRoute), and is not walked.
+func namesModelSegment(x *exchange, path, upPath string) bool {
+	if knownRoute(x, path, upPath) {
+		return false
+	}
+	return hasSegment(upPath, "engines") || x.upstream.Flavor != FlavorAzure && hasSegment(upPath, "deployments")
+}
+
+// knownRoute reports whether x's decoded path is one of knownPaths
+// (internPath) and reached its upstream unchanged: route's path, upPath
+// (no path_prefix stripped) and x.path (a dialect that maps it to itself)
+// are the same string. Such a path has no "engines" nor "deployments"
+// segment and is not LimitsPath in any spelling
+// (TestKnownPathsNameNoModelNorLimits), so that the walks that look for
+// them (hasSegment: 1,140 instructions a chat request, and
+// weigher.CanonicalPath: 530, in BenchmarkProxyPath/llmguard under
+// callgrind) are skipped for it.
+func knownRoute(x *exchange, path, upPath string) bool {
+	return x.knownPath && upPath == path && x.path == path
 }
 
 // hasSegment reports whether path has a segment equal to seg, an ASCII

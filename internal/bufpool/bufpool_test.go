@@ -68,3 +68,17 @@ func TestBound(t *testing.T) {
 		t.Fatalf("a pool of 0 holds %d", z.Held())
 	}
 }
+
+// TestClassIndex: each class has its own index, in the order of the
+// classes' sizes, one after the other, within the pool's array.
+func TestClassIndex(t *testing.T) {
+	prev, prevIndex := 0, -1
+	for n := MinBytes; n < 1<<40; n = classSize(n) + 1 {
+		c := classSize(n)
+		i := classIndex(c)
+		if c <= prev || i != prevIndex+1 && prev != 0 || i < 0 || i >= len(Pool{}.classes) {
+			t.Fatalf("class %d (after %d): index %d after %d", c, prev, i, prevIndex)
+		}
+		prev, prevIndex = c, i
+	}
+}
