@@ -86,6 +86,7 @@ type App struct {
 	closeErr error        // what the first Close returned
 	tlsProxy *certSource  // the proxy listener's certificate, nil without tls
 	conns    *connCap     // the proxy listener's max_connections
+	adminCap *adminConns  // the admin listener's adminMaxConnections
 	tlsAdmin *certSource  // the admin listener's certificate, nil without admin_tls
 	reloads  reloadStatus // config reloads so far, for /readyz and metrics
 	// usageSlot holds the one /admin/usage read running (capacity 1);
@@ -320,8 +321,14 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		// each, starve the proxy's own accepts and dials).
 		ReadTimeout: adminReadTimeout,
 		IdleTimeout: adminIdleTimeout,
-		Concurrency: adminMaxConnections,
+		// The listener holds at most adminMaxConnections (adminConns,
+		// which closes the oldest of the largest peer to let a new one
+		// in); fasthttp's cap, which refused the newest, sits above it so
+		// that an evicted connection's goroutine still winding down never
+		// makes it refuse.
+		Concurrency: 2 * adminMaxConnections,
 	}
+	a.adminCap = newAdminConns(adminMaxConnections, log)
 	a.reloads.init(a.Registry)
 	if err := a.startTLS(cfg); err != nil {
 		for _, c := range a.close {
@@ -370,7 +377,7 @@ func (a *App) Serve(ln, admin net.Listener) error {
 	// and tries again, where fasthttp would stop serving the listener.
 	ln = acceptRetry(ln, a.log, "proxy")
 	if admin != nil {
-		admin = acceptRetry(admin, a.log, "admin")
+		admin = a.adminCap.listen(acceptRetry(admin, a.log, "admin"))
 	}
 	ln = a.conns.listen(ln)
 	ln = proxy.WriteTimeoutListener(ln, time.Duration(a.Config.ClientWriteTimeout))
