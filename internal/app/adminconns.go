@@ -1,12 +1,14 @@
 package app
 
 import (
+	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -133,4 +135,14 @@ func (c *adminConn) Close() error {
 	c.a.removeLocked(c)
 	c.a.mu.Unlock()
 	return c.Conn.Close()
+}
+
+// SyscallConn gives the socket underneath, for the look at a departed
+// client (proxy.PeerClosed) of a usage read.
+func (c *adminConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("app: admin connection has no socket")
+	}
+	return sc.SyscallConn()
 }

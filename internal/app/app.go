@@ -94,7 +94,7 @@ type App struct {
 	// nil: none) are tests'.
 	usageSlot chan struct{}
 	usageWait time.Duration
-	usageHook func()
+	usageHook func(context.Context)
 	// watchAfter is Watch's timer (nil: time.After); tests steer it.
 	watchAfter func(time.Duration) <-chan time.Time
 }
