@@ -2,10 +2,14 @@ package app
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -117,5 +121,63 @@ func TestAdminConnsEvictTheLargestPeer(t *testing.T) {
 	wrapped.Close()
 	if a.open != 3 {
 		t.Errorf("after a close: open = %d, want 3", a.open)
+	}
+}
+
+// A client that asks for a large admin answer and reads none of it loses
+// its connection once a write has waited adminWriteTimeout: before, the
+// answer (here 10 MB of /admin/usage; tens of MB for 100,000 users) and
+// the connection were held for as long as the client stayed.
+func TestAdminNonReaderIsCut(t *testing.T) {
+	defer func(w time.Duration) { adminWriteTimeout = w }(adminWriteTimeout)
+	adminWriteTimeout = 200 * time.Millisecond
+	file := filepath.Join(t.TempDir(), "ledger.jsonl")
+	const users = 20_000
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	var b strings.Builder
+	for i := range users {
+		fmt.Fprintf(&b, `{"ts":%q,"request_id":"r-%d","key_id":"k","user":"u%07d-%s","tenant":"acme","model":"m","flavor":"openai","status":200,"input_tokens":1,"output_tokens":1,"cost_micro_usd":1}`+"\n",
+			now, i, i, strings.Repeat("x", 200))
+	}
+	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := usageApp(t, file, nil)
+	// A receive buffer of 4 KiB: the answer cannot hide in it.
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return serr
+	}}
+	c, err := d.Dial("tcp", strings.TrimPrefix(h.admin, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("GET /admin/usage HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	// The server closes its side: its count of open admin connections goes
+	// back to 0. The bound only ends a failing run.
+	open := func() int {
+		h.app.adminCap.mu.Lock()
+		defer h.app.adminCap.mu.Unlock()
+		return h.app.adminCap.open
+	}
+	for i := 0; open() != 0; i++ {
+		if i == 3000 {
+			t.Fatalf("a client reading nothing of a %d-user usage answer still held its admin connection after 60 s", users)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// What it reads now breaks off before the answer's end.
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err == nil {
+		n, rerr := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if rerr == nil {
+			t.Errorf("the cut answer was read whole (%d bytes)", n)
+		}
 	}
 }

@@ -378,6 +378,11 @@ func (a *App) Serve(ln, admin net.Listener) error {
 	ln = acceptRetry(ln, a.log, "proxy")
 	if admin != nil {
 		admin = a.adminCap.listen(acceptRetry(admin, a.log, "admin"))
+		// Each write to an admin client must finish within
+		// adminWriteTimeout (64 KiB at a time): a client that asks for a
+		// large answer (/admin/usage: tens of MB for 100,000 users) and
+		// reads none of it held the answer and its connection for good.
+		admin = proxy.WriteTimeoutListener(admin, adminWriteTimeout)
 	}
 	ln = a.conns.listen(ln)
 	ln = proxy.WriteTimeoutListener(ln, time.Duration(a.Config.ClientWriteTimeout))
@@ -475,6 +480,10 @@ func (a *App) Close() error {
 var (
 	adminReadTimeout = 30 * time.Second
 	adminIdleTimeout = 60 * time.Second
+	// adminWriteTimeout bounds each write of an admin answer, in slices of
+	// 64 KiB (proxy.WriteTimeoutListener), as client_write_timeout's
+	// default does the proxy's.
+	adminWriteTimeout = 30 * time.Second
 )
 
 // adminErrorHandler answers a request the admin server could not read: 413
