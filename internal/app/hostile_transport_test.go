@@ -683,6 +683,9 @@ func (u *scriptedUpstream) serve(c net.Conn, n int) {
 		case "hang": // read it, bill it, never answer: wait for llmguard to give up
 			io.Copy(io.Discard, c)
 			return
+		case "408", "504", "524", "400", "503": // a gateway's error, without usage
+			body := `{"error":{"message":"upstream answered ` + u.act(n, ex) + `"}}`
+			fmt.Fprintf(c, "HTTP/1.1 %s Error\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", u.act(n, ex), len(body), body)
 		default:
 			return
 		}
@@ -780,6 +783,45 @@ func TestUpstreamTimeoutKeepsTheReservation(t *testing.T) {
 	}
 	if n := u.arrivals.Load(); n != 3 {
 		t.Errorf("%d arrivals, want 3 (none retried)", n)
+	}
+}
+
+// A gateway upstream (LiteLLM, nginx, a cloud load balancer, Cloudflare)
+// that gives up waiting for the provider answers 408, 504 or 524 without
+// usage, while the provider goes on and bills the request. Such a call
+// keeps its reservation, as one llmguard's own upstream timeout cuts does:
+// refunded, a caller who asks for answers slower than the gateway's
+// timeout (LiteLLM even takes it from the body, "timeout": 1) was never
+// charged. Other errors (400, 503) are refunded as before.
+func TestGatewayTimeoutKeepsTheReservation(t *testing.T) {
+	for _, tc := range []struct {
+		status string
+		kept   bool
+	}{{"504", true}, {"524", true}, {"408", true}, {"400", false}, {"503", false}} {
+		t.Run(tc.status, func(t *testing.T) {
+			u := startScripted(t, func(conn, exchange int) string {
+				if exchange == 1 && conn == 1 {
+					return tc.status
+				}
+				return "ok"
+			})
+			h := startTransport(t, nil, transportYAML("http://"+u.ln.Addr().String(), "", "", slowTPM), nil)
+			resp, body := h.post(testKey, hiBody)
+			if got := strconv.Itoa(resp.StatusCode); got != tc.status {
+				t.Fatalf("first call: %s %s, want the upstream's %s", got, body, tc.status)
+			}
+			resp, body = h.post(testKey, hiBody)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("second call: %d %s", resp.StatusCode, body)
+			}
+			want := 10000 - 2*int64(hiInput+100) // the first call's reservation kept, the second's taken
+			if !tc.kept {
+				want = 10000 - int64(hiInput+100)
+			}
+			if got := remainingTokens(t, resp.Header); got != want {
+				t.Errorf("after a %s without usage: %d left at the next admission, want %d (first call's reservation kept: %v)", tc.status, got, want, tc.kept)
+			}
+		})
 	}
 }
 
