@@ -176,8 +176,9 @@ func SourceOf(status int) spec.Source {
 // Gateway Timeout (nginx's proxy_read_timeout, cloud load balancers), 524
 // (Cloudflare's "A timeout occurred": the origin took the request and did
 // not answer within 100 s) and 408, which LiteLLM's proxy answers when its
-// call to the provider passes its timeout (a body's own "timeout" field
-// included). Such an answer keeps its reservation, as a call cut by
+// call to the provider passes its timeout (its Timeout exception carries
+// status 408, litellm/exceptions.py; a body's own "timeout" field sets
+// it). Such an answer keeps its reservation, as a call cut by
 // llmguard's own upstream timeout does.
 func GatewayTimedOut(status int) bool {
 	return status == 408 || status == 504 || status == 524
