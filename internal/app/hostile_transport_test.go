@@ -683,6 +683,10 @@ func (u *scriptedUpstream) serve(c net.Conn, n int) {
 		case "hang": // read it, bill it, never answer: wait for llmguard to give up
 			io.Copy(io.Discard, c)
 			return
+		case "brokenstream": // a stream a gateway cuts (its read timeout) before any text: no end chunk
+			chunk := "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n"
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(chunk), chunk)
+			return
 		case "408", "504", "524", "400", "503": // a gateway's error, without usage
 			body := `{"error":{"message":"upstream answered ` + u.act(n, ex) + `"}}`
 			fmt.Fprintf(c, "HTTP/1.1 %s Error\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", u.act(n, ex), len(body), body)
@@ -822,6 +826,29 @@ func TestGatewayTimeoutKeepsTheReservation(t *testing.T) {
 				t.Errorf("after a %s without usage: %d left at the next admission, want %d (first call's reservation kept: %v)", tc.status, got, want, tc.kept)
 			}
 		})
+	}
+}
+
+// A stream the upstream breaks off (its connection closed mid-body, no
+// end chunk, no usage: a gateway's read timeout while a reasoning model
+// thinks in silence) is charged at least its output reservation, as one
+// whose client left: the provider generated tokens the stream never
+// showed. Before, it was charged what it had shown, here nothing.
+func TestBrokenUpstreamStreamKeepsTheOutputReservation(t *testing.T) {
+	u := startScripted(t, func(conn, exchange int) string { return "brokenstream" })
+	h := startTransport(t, nil, transportYAML("http://"+u.ln.Addr().String(), "", "", slowTPM), nil)
+	resp, body := h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"stream":true}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d %s, want the stream's 200", resp.StatusCode, body)
+	}
+	// The bound only ends a failing run.
+	if !waitFor(30*time.Second, func() bool {
+		return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "input"}) == hiInput
+	}) {
+		t.Fatal("the broken stream was not settled")
+	}
+	if out := h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}); out != 100 {
+		t.Errorf("broken stream charged %v output tokens, want its reservation, 100", out)
 	}
 }
 
