@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -179,6 +180,17 @@ func ReadFiles(path string) ([]Record, error) {
 //
 // Errors: the file cannot be opened or read, or its gzip stream is corrupt.
 func ReadFile(name string, fn func(Record)) (bad int, err error) {
+	return ReadFileContext(context.Background(), name, fn)
+}
+
+// ReadFileContext is ReadFile that stops reading once ctx is done: it
+// looks at ctx before each read of the file (64 KiB of it, or of its
+// gunzipped stream, at a time) and returns ctx's error, wrapped, after the
+// records fn was given so far. A usage read whose caller has left stops
+// so, rather than scan the rest of a ledger of any size for nobody.
+//
+// Errors: ReadFile's, or ctx's (context.Canceled, DeadlineExceeded).
+func ReadFileContext(ctx context.Context, name string, fn func(Record)) (bad int, err error) {
 	f, err := os.Open(name)
 	if errors.Is(err, fs.ErrNotExist) && !strings.HasSuffix(name, ".gz") {
 		if g, gerr := os.Open(name + ".gz"); gerr == nil {
@@ -189,18 +201,31 @@ func ReadFile(name string, fn func(Record)) (bad int, err error) {
 		return 0, fmt.Errorf("ledger: open %s: %w", name, err)
 	}
 	defer f.Close()
-	var r io.Reader = f
+	var r io.Reader = ctxReader{ctx: ctx, r: f}
 	if strings.HasSuffix(name, ".gz") {
-		zr, err := gzip.NewReader(f)
+		zr, err := gzip.NewReader(r)
 		if err != nil {
 			return 0, fmt.Errorf("ledger: gunzip %s: %w", name, err)
 		}
 		defer zr.Close()
-		r = zr
+		r = ctxReader{ctx: ctx, r: zr} // the gunzipped stream too: a small .gz can inflate to a long read
 	}
 	bad, err = ReadLines(r, fn)
 	if err != nil {
 		return bad, fmt.Errorf("ledger: %s: %w", name, err)
 	}
 	return bad, nil
+}
+
+// ctxReader reads r until ctx is done, then returns ctx's error.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

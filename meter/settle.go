@@ -161,13 +161,27 @@ func (x *Exchange) Record() (ledger.Record, bool) {
 }
 
 // SourceOf is the settlement source of an answer whose usage llmguard does
-// not read: a refund for an error status (400 and above), the reservation
-// otherwise.
+// not read: a refund for an error status (400 and above) but a gateway's
+// timeout (GatewayTimedOut), the reservation otherwise.
 func SourceOf(status int) spec.Source {
-	if status >= 400 {
+	if status >= 400 && !GatewayTimedOut(status) {
 		return spec.SourceRefund
 	}
 	return spec.SourceReserved
+}
+
+// GatewayTimedOut reports whether status says that something between
+// llmguard and the provider stopped waiting for an answer it had passed
+// on, so that the provider may have run, and billed, the request: 504
+// Gateway Timeout (nginx's proxy_read_timeout, cloud load balancers), 524
+// (Cloudflare's "A timeout occurred": the origin took the request and did
+// not answer within 100 s) and 408, which LiteLLM's proxy answers when its
+// call to the provider passes its timeout (its Timeout exception carries
+// status 408, litellm/exceptions.py; a body's own "timeout" field sets
+// it). Such an answer keeps its reservation, as a call cut by
+// llmguard's own upstream timeout does.
+func GatewayTimedOut(status int) bool {
+	return status == 408 || status == 504 || status == 524
 }
 
 // newRecord is the ledger record of a settled exchange: what was really

@@ -135,3 +135,10 @@ func peek(conn net.Conn) (closed, pending, ok bool) {
 	})
 	return closed, pending, err == nil
 }
+
+// PeerClosed reports whether the client at the other end of conn (a
+// server's connection, plain or TLS, or a wrapper that gives its socket
+// through SyscallConn) has closed or reset it, without consuming a byte of
+// what it may have sent. ok is false when conn gives no socket to look at.
+// The admin listener's usage read uses it to stop once its caller left.
+func PeerClosed(conn net.Conn) (closed, ok bool) { return peerClosed(conn) }

@@ -18,3 +18,7 @@ func newIdlePeek(net.Conn) *idlePeek { return nil }
 
 // unusable reports ok false: the socket is not looked at.
 func (*idlePeek) unusable() (unusable, ok bool) { return false, false }
+
+// PeerClosed reports ok false: the socket cannot be looked at on this
+// platform (see the Linux build for what it does there).
+func PeerClosed(conn net.Conn) (closed, ok bool) { return peerClosed(conn) }

@@ -423,7 +423,7 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	// back, and the watch ended, after the last read (deferred before the
 	// recovery below, so run after it).
 	defer s.close()
-	src, opaque, decoded, mem := s.r, s.opaque, s.decoded, &s.mem
+	src, opaque, mem := s.r, s.opaque, &s.mem
 	watcherCut := &s.cut
 	wg, model := x.live.weigher, x.est.Model
 	tap := newUsageTap(wg.NewStream(x.kind), x.stripUsage, expectsUsage(x), func(text string) int64 { return wg.CountText(model, text) })
@@ -481,12 +481,17 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 		if clientGone || rerr != nil {
 			if rerr != nil && rerr != io.EOF && !clientGone {
 				p.log.Warn("upstream stream ended with an error", "upstream", x.upstream.Name, "err", rerr, "request_id", x.id)
-				if decoded {
-					// Decoding failed (a later zstd frame asking for a
-					// larger window, corrupt data), or the upstream broke
-					// under the decoder: what followed was not read.
-					tap.unread = true
-				}
+				// Decoding failed (a later zstd frame asking for a larger
+				// window, corrupt data), or the upstream broke the stream
+				// off (its connection closed mid-body: a gateway's read
+				// timeout while a reasoning model thinks in silence): the
+				// provider may have generated tokens the stream never
+				// showed, so it is charged as one whose client left, at
+				// least its output reservation. (A broken stream was
+				// charged what it had shown: nothing, for a reasoning
+				// model cut before its first word;
+				// TestBrokenUpstreamStreamKeepsTheOutputReservation.)
+				tap.unread = true
 			}
 			break
 		}
@@ -547,9 +552,8 @@ type streamSource struct {
 	watch *clientWatch
 	cut   atomic.Bool
 	// opaque: r is in a coding llmguard does not read; the stream is
-	// relayed as sent, with its Content-Encoding, unread. decoded: r
-	// decodes a coding; the stream goes out without Content-Encoding.
-	opaque, decoded bool
+	// relayed as sent, with its Content-Encoding, unread.
+	opaque bool
 }
 
 // openStream starts watching the client of x's stream (conn; nil: none)
@@ -584,7 +588,7 @@ func (p *Proxy) openStream(x *exchange, raw io.Reader, conn net.Conn, enc string
 	// that a stream it cannot decode is relayed whole.
 	head := &headRecorder{r: raw}
 	if d, err := decoder(enc, head, &s.mem); err == nil {
-		s.r, s.decoded = d, d != io.Reader(head)
+		s.r = d
 	} else {
 		s.r, s.opaque = io.MultiReader(bytes.NewReader(head.buf), raw), true
 		if !s.cut.Load() { // not the client's departure

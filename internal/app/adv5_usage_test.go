@@ -1,10 +1,12 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -101,7 +103,7 @@ func TestAdminUsageOneReadAtATime(t *testing.T) {
 	var calls atomic.Int32
 	h := usageApp(t, file, func(a *App) {
 		a.usageWait = time.Millisecond
-		a.usageHook = func() {
+		a.usageHook = func(context.Context) {
 			if calls.Add(1) == 1 { // the first read holds on until released
 				close(inside)
 				<-release
@@ -139,5 +141,51 @@ func TestAdminUsageOneReadAtATime(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Errorf("read after the first ended: %d, want 200", resp.StatusCode)
+	}
+}
+
+// A usage read whose caller hangs up stops: its context ends (the ledger
+// read with it, TestReadFileContextStops) and the next read gets the slot.
+// Before, the read ran on context.Background to its end for nobody,
+// holding the one slot while other reads waited and got 503.
+func TestAdminUsageStopsWhenTheCallerLeaves(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ledger.jsonl")
+	inside := make(chan struct{})
+	stopped := make(chan bool, 1)
+	var calls atomic.Int32
+	h := usageApp(t, file, func(a *App) {
+		a.usageHook = func(ctx context.Context) {
+			if calls.Add(1) != 1 {
+				return
+			}
+			close(inside)
+			// The bound only ends a failing run.
+			select {
+			case <-ctx.Done():
+				stopped <- true
+			case <-time.After(30 * time.Second):
+				stopped <- false
+			}
+		}
+	})
+	c, err := net.Dial("tcp", strings.TrimPrefix(h.admin, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("GET /admin/usage HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	<-inside
+	c.Close() // the caller leaves while its read runs
+	if !<-stopped {
+		t.Fatal("the usage read's context did not end when its caller left")
+	}
+	resp, err := http.Get(h.admin + "/admin/usage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("the next read: %d, want 200", resp.StatusCode)
 	}
 }

@@ -86,6 +86,7 @@ type App struct {
 	closeErr error        // what the first Close returned
 	tlsProxy *certSource  // the proxy listener's certificate, nil without tls
 	conns    *connCap     // the proxy listener's max_connections
+	adminCap *adminConns  // the admin listener's adminMaxConnections
 	tlsAdmin *certSource  // the admin listener's certificate, nil without admin_tls
 	reloads  reloadStatus // config reloads so far, for /readyz and metrics
 	// usageSlot holds the one /admin/usage read running (capacity 1);
@@ -93,7 +94,7 @@ type App struct {
 	// nil: none) are tests'.
 	usageSlot chan struct{}
 	usageWait time.Duration
-	usageHook func()
+	usageHook func(context.Context)
 	// watchAfter is Watch's timer (nil: time.After); tests steer it.
 	watchAfter func(time.Duration) <-chan time.Time
 }
@@ -320,8 +321,14 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		// each, starve the proxy's own accepts and dials).
 		ReadTimeout: adminReadTimeout,
 		IdleTimeout: adminIdleTimeout,
-		Concurrency: adminMaxConnections,
+		// The listener holds at most adminMaxConnections (adminConns,
+		// which closes the oldest of the largest peer to let a new one
+		// in); fasthttp's cap, which refused the newest, sits above it so
+		// that an evicted connection's goroutine still winding down never
+		// makes it refuse.
+		Concurrency: 2 * adminMaxConnections,
 	}
+	a.adminCap = newAdminConns(adminMaxConnections, log)
 	a.reloads.init(a.Registry)
 	if err := a.startTLS(cfg); err != nil {
 		for _, c := range a.close {
@@ -370,7 +377,12 @@ func (a *App) Serve(ln, admin net.Listener) error {
 	// and tries again, where fasthttp would stop serving the listener.
 	ln = acceptRetry(ln, a.log, "proxy")
 	if admin != nil {
-		admin = acceptRetry(admin, a.log, "admin")
+		admin = a.adminCap.listen(acceptRetry(admin, a.log, "admin"))
+		// Each write to an admin client must finish within
+		// adminWriteTimeout (64 KiB at a time): a client that asks for a
+		// large answer (/admin/usage: tens of MB for 100,000 users) and
+		// reads none of it held the answer and its connection for good.
+		admin = proxy.WriteTimeoutListener(admin, adminWriteTimeout)
 	}
 	ln = a.conns.listen(ln)
 	ln = proxy.WriteTimeoutListener(ln, time.Duration(a.Config.ClientWriteTimeout))
@@ -468,6 +480,10 @@ func (a *App) Close() error {
 var (
 	adminReadTimeout = 30 * time.Second
 	adminIdleTimeout = 60 * time.Second
+	// adminWriteTimeout bounds each write of an admin answer, in slices of
+	// 64 KiB (proxy.WriteTimeoutListener), as client_write_timeout's
+	// default does the proxy's.
+	adminWriteTimeout = 30 * time.Second
 )
 
 // adminErrorHandler answers a request the admin server could not read: 413

@@ -683,6 +683,13 @@ func (u *scriptedUpstream) serve(c net.Conn, n int) {
 		case "hang": // read it, bill it, never answer: wait for llmguard to give up
 			io.Copy(io.Discard, c)
 			return
+		case "brokenstream": // a stream a gateway cuts (its read timeout) before any text: no end chunk
+			chunk := "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n"
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(chunk), chunk)
+			return
+		case "408", "504", "524", "400", "503": // a gateway's error, without usage
+			body := `{"error":{"message":"upstream answered ` + u.act(n, ex) + `"}}`
+			fmt.Fprintf(c, "HTTP/1.1 %s Error\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", u.act(n, ex), len(body), body)
 		default:
 			return
 		}
@@ -780,6 +787,68 @@ func TestUpstreamTimeoutKeepsTheReservation(t *testing.T) {
 	}
 	if n := u.arrivals.Load(); n != 3 {
 		t.Errorf("%d arrivals, want 3 (none retried)", n)
+	}
+}
+
+// A gateway upstream (LiteLLM, nginx, a cloud load balancer, Cloudflare)
+// that gives up waiting for the provider answers 408, 504 or 524 without
+// usage, while the provider goes on and bills the request. Such a call
+// keeps its reservation, as one llmguard's own upstream timeout cuts does:
+// refunded, a caller who asks for answers slower than the gateway's
+// timeout (LiteLLM even takes it from the body, "timeout": 1) was never
+// charged. Other errors (400, 503) are refunded as before.
+func TestGatewayTimeoutKeepsTheReservation(t *testing.T) {
+	for _, tc := range []struct {
+		status string
+		kept   bool
+	}{{"504", true}, {"524", true}, {"408", true}, {"400", false}, {"503", false}} {
+		t.Run(tc.status, func(t *testing.T) {
+			u := startScripted(t, func(conn, exchange int) string {
+				if exchange == 1 && conn == 1 {
+					return tc.status
+				}
+				return "ok"
+			})
+			h := startTransport(t, nil, transportYAML("http://"+u.ln.Addr().String(), "", "", slowTPM), nil)
+			resp, body := h.post(testKey, hiBody)
+			if got := strconv.Itoa(resp.StatusCode); got != tc.status {
+				t.Fatalf("first call: %s %s, want the upstream's %s", got, body, tc.status)
+			}
+			resp, body = h.post(testKey, hiBody)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("second call: %d %s", resp.StatusCode, body)
+			}
+			want := 10000 - 2*int64(hiInput+100) // the first call's reservation kept, the second's taken
+			if !tc.kept {
+				want = 10000 - int64(hiInput+100)
+			}
+			if got := remainingTokens(t, resp.Header); got != want {
+				t.Errorf("after a %s without usage: %d left at the next admission, want %d (first call's reservation kept: %v)", tc.status, got, want, tc.kept)
+			}
+		})
+	}
+}
+
+// A stream the upstream breaks off (its connection closed mid-body, no
+// end chunk, no usage: a gateway's read timeout while a reasoning model
+// thinks in silence) is charged at least its output reservation, as one
+// whose client left: the provider generated tokens the stream never
+// showed. Before, it was charged what it had shown, here nothing.
+func TestBrokenUpstreamStreamKeepsTheOutputReservation(t *testing.T) {
+	u := startScripted(t, func(conn, exchange int) string { return "brokenstream" })
+	h := startTransport(t, nil, transportYAML("http://"+u.ln.Addr().String(), "", "", slowTPM), nil)
+	resp, body := h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"stream":true}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d %s, want the stream's 200", resp.StatusCode, body)
+	}
+	// The bound only ends a failing run.
+	if !waitFor(30*time.Second, func() bool {
+		return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "input"}) == hiInput
+	}) {
+		t.Fatal("the broken stream was not settled")
+	}
+	if out := h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}); out != 100 {
+		t.Errorf("broken stream charged %v output tokens, want its reservation, 100", out)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/proxy"
 )
 
 // UsageReport is the body of GET /admin/usage and of `llmguard usage
@@ -346,7 +347,7 @@ func (a *App) summarizeLedger(ctx context.Context, f ledger.Filter) (ledger.Summ
 			if err := ctx.Err(); err != nil {
 				return sum, "file", err
 			}
-			bad, err := ledger.ReadFile(name, func(r ledger.Record) { sum.Add(r) })
+			bad, err := ledger.ReadFileContext(ctx, name, func(r ledger.Record) { sum.Add(r) })
 			sum.Unreadable += int64(bad)
 			if err != nil && !errors.Is(err, fs.ErrNotExist) { // a backup removed since listed holds nothing now
 				return sum, "file", err
@@ -504,15 +505,24 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 		fail(fasthttp.StatusServiceUnavailable, "usage cannot be read now (try again): another usage read is still running")
 		return
 	}
+	rctx, stop := whileClientStays(ctx.Conn())
+	defer stop()
 	if a.usageHook != nil {
-		a.usageHook()
+		a.usageHook(rctx)
 	}
 	format := string(args.Peek("format"))
 	var rep *UsageReport
 	err := fmt.Errorf("%w: format must be json or csv (got %.32q)", ErrUsageQuery, format)
 	if format == "" || format == "json" || format == "csv" {
-		rep, err = a.UsageIn(context.Background(), UsageQuery{Tenant: string(args.Peek("tenant")), Period: string(args.Peek("period")),
+		rep, err = a.UsageIn(rctx, UsageQuery{Tenant: string(args.Peek("tenant")), Period: string(args.Peek("period")),
 			TimeZone: string(args.Peek("timezone"))})
+	}
+	if rctx.Err() != nil {
+		// The caller left: nobody reads an answer, and the read stopped
+		// (or will) without finishing. The next read gets the slot now.
+		a.log.Debug("usage read stopped: its caller left")
+		ctx.SetConnectionClose()
+		return
 	}
 	if err == nil && format == "csv" {
 		var buf bytes.Buffer
@@ -545,6 +555,43 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 	}
 	b, _ := json.MarshalIndent(rep, "", "  ")
 	ctx.SetBody(b)
+}
+
+// clientGoneEvery is how often a usage read looks whether its caller left.
+const clientGoneEvery = 250 * time.Millisecond
+
+// whileClientStays returns a context cancelled once the client at the
+// other end of conn is seen to have closed or reset it (looked at every
+// clientGoneEvery, without reading what it sent), or once stop is called;
+// call stop when done. fasthttp's RequestCtx is never cancelled, so a
+// usage read, which scans the whole ledger one at a time, went on to the
+// end for a caller that had hung up, and kept the others waiting (503
+// after usageWait). On a platform or connection without a socket to look
+// at, the context ends only with stop.
+func whileClientStays(conn net.Conn) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if conn == nil {
+		return ctx, cancel
+	}
+	if _, ok := proxy.PeerClosed(conn); !ok {
+		return ctx, cancel
+	}
+	go func() {
+		t := time.NewTicker(clientGoneEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if closed, _ := proxy.PeerClosed(conn); closed {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return ctx, cancel
 }
 
 // The 401 bodies of /admin/*: "error" stays "unauthorized" (what callers
