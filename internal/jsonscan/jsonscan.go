@@ -777,9 +777,9 @@ key: // an object key is expected at i (after optional whitespace)
 		var end int
 		var escaped bool
 		// A short plain key ("role", "content") ends at the first byte of
-		// the word after its quote that str would stop at (plainRun's
+		// the word after its quote that str would stop at (escRun's
 		// first word, searched alike), when that byte is a quote: found
-		// here without str's two calls. Anything else is str's.
+		// here without calling str. Anything else is str's.
 		if i+9 <= n {
 			if m := stopMask(binary.LittleEndian.Uint64(b[i+1:i+9]), s.high); m != 0 && b[i+1+bits.TrailingZeros64(m)>>3] == '"' {
 				end = i + 2 + bits.TrailingZeros64(m)>>3
