@@ -1227,10 +1227,19 @@ func plainRun(b []byte, i int, high uint64, stop *[256]uint8) int {
 func escRun(b []byte, i int, high uint64, stop *[256]uint8) (int, bool) {
 	esc := false
 	for {
-		for ; i+8 <= len(b); i += 8 {
-			if m := stopMask(binary.LittleEndian.Uint64(b[i:i+8]), high); m != 0 {
-				i += bits.TrailingZeros64(m) / 8 // the first byte that ends the run
-				goto stopped
+		if high != 0 {
+			for ; i+8 <= len(b); i += 8 {
+				if m := stopMaskUTF8(binary.LittleEndian.Uint64(b[i : i+8])); m != 0 {
+					i += bits.TrailingZeros64(m) / 8 // the first byte that ends the run
+					goto stopped
+				}
+			}
+		} else {
+			for ; i+8 <= len(b); i += 8 {
+				if m := stopMask(binary.LittleEndian.Uint64(b[i:i+8]), 0); m != 0 {
+					i += bits.TrailingZeros64(m) / 8
+					goto stopped
+				}
 			}
 		}
 		for i < len(b) && stop[b[i]] == 0 {
@@ -1274,6 +1283,20 @@ func stopMask(w, high uint64) uint64 {
 	flipped := w ^ (ones * 0x02)
 	slash := w ^ (ones * '\\')
 	return ((flipped-ones*0x21)&^flipped|(slash-ones)&^slash)&msb | w&high
+}
+
+// stopMaskUTF8 is stopMask(w, 0x8080808080808080) in fewer operations
+// (the UTF-8 check's: the weigher's every scan): a byte of the flipped
+// word (see stopMask) below 0x21 or at 0x80 and above has bit 7 set in
+// flipped-0x21… or in flipped itself, so one OR takes both where stopMask
+// masks the first with ^flipped and ORs w&high apart. As there, the lowest
+// flagged byte is always one that ends the run, and none is flagged when
+// none does.
+func stopMaskUTF8(w uint64) uint64 {
+	const ones, msb = 0x0101010101010101, 0x8080808080808080
+	flipped := w ^ (ones * 0x02)
+	slash := w ^ (ones * '\\')
+	return ((flipped - ones*0x21) | flipped | (slash-ones)&^slash) & msb
 }
 
 func isHex(c byte) bool {

@@ -115,7 +115,8 @@ func FuzzKeySpans(f *testing.F) {
 	})
 }
 
-// TestStopMask: the lowest byte stopMask flags is the first byte of the
+// TestStopMask: the lowest byte stopMask (and, with the UTF-8 check,
+// stopMaskUTF8) flags is the first byte of the
 // word that the string tables stop at (none when none does), for every
 // byte value at every position, before and after other stops, with and
 // without the UTF-8 check.
@@ -153,6 +154,11 @@ func TestStopMask(t *testing.T) {
 						if got != want {
 							t.Fatalf("utf8 %v, % x: first stop %d, stopMask says %d", utf, w, want, got)
 						}
+						if utf {
+							if m := stopMaskUTF8(binary.LittleEndian.Uint64(w[:])); m == 0 && want != 8 || m != 0 && bits.TrailingZeros64(m)/8 != want {
+								t.Fatalf("% x: first stop %d, stopMaskUTF8 flags %#x", w, want, m)
+							}
+						}
 					}
 				}
 			}
@@ -160,7 +166,8 @@ func TestStopMask(t *testing.T) {
 	}
 }
 
-// FuzzStopMask: on any eight bytes, the lowest byte stopMask flags is the
+// FuzzStopMask: on any eight bytes, the lowest byte stopMask (and
+// stopMaskUTF8 with the UTF-8 check) flags is the
 // first one the string tables stop at (none when none does), with and
 // without the UTF-8 check; and plainRun finds, from any offset of any
 // input, the first byte the table stops at.
@@ -187,6 +194,9 @@ func FuzzStopMask(f *testing.F) {
 				}
 				if got != want {
 					t.Fatalf("utf8 %v, % x: first stop %d, stopMask says %d", utf, b[:8], want, got)
+				}
+				if m := stopMaskUTF8(binary.LittleEndian.Uint64(b)); utf && (m == 0 && want != 8 || m != 0 && bits.TrailingZeros64(m)/8 != want) {
+					t.Fatalf("% x: first stop %d, stopMaskUTF8 flags %#x", b[:8], want, m)
 				}
 			}
 			i := min(int(from), len(b))
