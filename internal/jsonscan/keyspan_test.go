@@ -115,7 +115,8 @@ func FuzzKeySpans(f *testing.F) {
 	})
 }
 
-// TestStopMask: the lowest byte stopMask flags is the first byte of the
+// TestStopMask: the lowest byte stopMask (and, with the UTF-8 check,
+// stopMaskUTF8) flags is the first byte of the
 // word that the string tables stop at (none when none does), for every
 // byte value at every position, before and after other stops, with and
 // without the UTF-8 check.
@@ -153,6 +154,11 @@ func TestStopMask(t *testing.T) {
 						if got != want {
 							t.Fatalf("utf8 %v, % x: first stop %d, stopMask says %d", utf, w, want, got)
 						}
+						if utf {
+							if m := stopMaskUTF8(binary.LittleEndian.Uint64(w[:])); m == 0 && want != 8 || m != 0 && bits.TrailingZeros64(m)/8 != want {
+								t.Fatalf("% x: first stop %d, stopMaskUTF8 flags %#x", w, want, m)
+							}
+						}
 					}
 				}
 			}
@@ -160,7 +166,8 @@ func TestStopMask(t *testing.T) {
 	}
 }
 
-// FuzzStopMask: on any eight bytes, the lowest byte stopMask flags is the
+// FuzzStopMask: on any eight bytes, the lowest byte stopMask (and
+// stopMaskUTF8 with the UTF-8 check) flags is the
 // first one the string tables stop at (none when none does), with and
 // without the UTF-8 check; and plainRun finds, from any offset of any
 // input, the first byte the table stops at.
@@ -188,6 +195,9 @@ func FuzzStopMask(f *testing.F) {
 				if got != want {
 					t.Fatalf("utf8 %v, % x: first stop %d, stopMask says %d", utf, b[:8], want, got)
 				}
+				if m := stopMaskUTF8(binary.LittleEndian.Uint64(b)); utf && (m == 0 && want != 8 || m != 0 && bits.TrailingZeros64(m)/8 != want) {
+					t.Fatalf("% x: first stop %d, stopMaskUTF8 flags %#x", b[:8], want, m)
+				}
 			}
 			i := min(int(from), len(b))
 			want := i
@@ -199,4 +209,67 @@ func FuzzStopMask(f *testing.F) {
 			}
 		}
 	})
+}
+
+// escRunByBytes is escRun byte by byte: the first byte the table stops
+// at that does not open a two-byte escape, stepping over those that do,
+// and whether it stepped over one.
+func escRunByBytes(b []byte, i int, table *[256]uint8) (int, bool) {
+	esc := false
+	for i < len(b) {
+		if table[b[i]] == 0 {
+			i++
+			continue
+		}
+		if b[i] == '\\' && i+1 < len(b) && strings.IndexByte(`"\/bfnrt`, b[i+1]) >= 0 {
+			i += 2
+			esc = true
+			continue
+		}
+		break
+	}
+	return i, esc
+}
+
+// TestEscRun: escRun stops where the byte-by-byte run stops, from every
+// offset, on escapes at every place of a word, runs of backslashes, \u
+// escapes, bad escapes and a backslash at the end, with and without the
+// UTF-8 check.
+func TestEscRun(t *testing.T) {
+	inputs := []string{
+		`abc\ndef\tghi"`, `\\\\\\\"x"`, `\\\`, `a\u00e9b"`, `a\xb"`, `\"\"\"\"\"\"\"\"\"\"`,
+		"caf\xc3\xa9 \\n\x01", `0123456\n0123456\/0123456\\0123456\r"`, `\`, ``,
+	}
+	for n := range 20 {
+		inputs = append(inputs, strings.Repeat("x", n)+`\n`+strings.Repeat("y", 20-n)+`\q"`)
+	}
+	for _, in := range inputs {
+		sameEscRun(t, []byte(in))
+	}
+}
+
+// FuzzEscRun: as TestEscRun, on any input.
+func FuzzEscRun(f *testing.F) {
+	f.Add([]byte(`abc\ndef\tghi"`))
+	f.Add([]byte(`\\\\\\\"x\u0041\`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sameEscRun(t, b)
+	})
+}
+
+// sameEscRun compares escRun with escRunByBytes from every offset of b.
+func sameEscRun(t *testing.T, b []byte) {
+	t.Helper()
+	for _, utf := range []bool{false, true} {
+		table, high := &str, uint64(0)
+		if utf {
+			table, high = &strUTF8, 0x8080808080808080
+		}
+		for i := 0; i <= len(b); i++ {
+			wantEnd, wantEsc := escRunByBytes(b, i, table)
+			if end, esc := escRun(b, i, high, table); end != wantEnd || esc != wantEsc {
+				t.Fatalf("utf8 %v, %q from %d: escRun %d %v, byte by byte %d %v", utf, b, i, end, esc, wantEnd, wantEsc)
+			}
+		}
+	}
 }

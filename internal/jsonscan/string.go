@@ -23,7 +23,7 @@ func CheckString(b []byte, i int, opt Options) (end int, escaped bool, r Reason)
 	}
 	s := scanner{b: b, utf8: opt.UTF8, stop: &str}
 	if opt.UTF8 {
-		// As check sets them: plainRun stops at a byte ≥ 0x80 by the
+		// As check sets them: escRun stops at a byte ≥ 0x80 by the
 		// table for the last bytes, by high for whole words.
 		s.stop, s.high = &strUTF8, 0x8080808080808080
 	}

@@ -72,6 +72,57 @@ func benchWeigh(b *testing.B, warm bool) {
 	}
 }
 
+// BenchmarkWeighWarmTrimmed weighs the warm bodies of BenchmarkWeighWarm
+// at 16 and 128 KiB the same way, each through one of two functions: a
+// body that follows a trim of the conversation's oldest exchanges (one in
+// eight: no remembered prefix of it holds, so every element is found,
+// hashed and looked up again) through weighTrimmed, any other through
+// weighGrown. Callgrind counts either kind alone with
+// --toggle-collect='*loadbench.weighTrimmed' (or weighGrown) in the
+// command of BenchmarkWeighWarm ('^BenchmarkWeighWarmTrimmed$/^16k$'); its
+// count of calls (callgrind_annotate --tree=caller) divides the total.
+// The trimmed-bodies metric is their share of the bodies.
+func BenchmarkWeighWarmTrimmed(b *testing.B) {
+	pool := newTextPool(1)
+	for _, size := range []int{16 << 10, 128 << 10} {
+		b.Run(fmt.Sprintf("%dk", size>>10), func(b *testing.B) {
+			w, err := weigher.New(weigher.Options{DefaultMaxOutputTokens: 256})
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := newConversation(pool, Shape{Size: size, Warm: true}, 7)
+			growStack(64)
+			last := len(c.next())
+			w.Chat(c.body)
+			trimmed := 0
+			for b.Loop() {
+				body := c.next()
+				e := weighGrown
+				if len(body) < last { // a trim drops more than a turn adds
+					e = weighTrimmed
+					trimmed++
+				}
+				if est := e(w, body); !est.Parsed {
+					b.Fatal(est.FaultDetail)
+				}
+				last = len(body)
+			}
+			b.ReportMetric(float64(trimmed)/float64(b.N), "trimmed-bodies/op")
+		})
+	}
+}
+
+// weighGrown weighs a body that grew from the last (BenchmarkWeighWarmTrimmed).
+//
+//go:noinline
+func weighGrown(w *weigher.Weigher, body []byte) weigher.Estimate { return w.Chat(body) }
+
+// weighTrimmed weighs a body whose conversation was trimmed
+// (BenchmarkWeighWarmTrimmed).
+//
+//go:noinline
+func weighTrimmed(w *weigher.Weigher, body []byte) weigher.Estimate { return w.Chat(body) }
+
 // growStack grows the goroutine's stack by about n KiB before the bodies
 // are weighed, so that no stack growth happens inside a weighing: valgrind
 // follows calls and returns by the stack pointer, and a stack copied
