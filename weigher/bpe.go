@@ -395,6 +395,7 @@ func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64,
 		m = new(pieceMemo)
 	}
 	ok = true
+	pairs := c.pairs
 	for i < len(text) && i < stop {
 		// piece, its o200k ASCII case written out (piece does not inline).
 		j := -1
@@ -407,7 +408,39 @@ func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64,
 				break
 			}
 		}
-		n += c.memoTokens(m, text, i, j)
+		// memoTokens, its common cases written out (it does not inline,
+		// and the call with its spills cost a piece about 40
+		// instructions): a byte is a token, two bytes are one token or
+		// two (the pairs table), 3 to 16 bytes with 16 bytes of text
+		// left are keyed from two word loads and looked up in the memo
+		// here; the rest, and misses, call memoTokens.
+		switch l := j - i; {
+		case l == 1:
+			n++
+		case l == 2:
+			n += 2
+			if pairs[int(text[i])<<8|int(text[i+1])] >= 0 {
+				n--
+			}
+		case l <= 16 && i+16 <= len(text):
+			w := text[i : i+16]
+			lo, hi := le64(w[:8]), le64(w[8:16])
+			var h uint64
+			if l <= 8 {
+				lo, hi = lo&(^uint64(0)>>(64-8*l)), 0
+				h = hashKey(lo, l)
+			} else {
+				hi &= ^uint64(0) >> (128 - 8*l)
+				h = midHash(lo, hi, l)
+			}
+			if s := &m.slots[h>>(64-12)]; int(s.n) == l && s.lo == lo && s.hi == hi {
+				n += int64(s.tokens)
+			} else {
+				n += c.memoMiss(s, text[i:j], lo, hi, h)
+			}
+		default:
+			n += c.memoTokens(m, text, i, j)
+		}
 		i = j
 	}
 	c.memos.Put(m)
