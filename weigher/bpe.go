@@ -397,10 +397,36 @@ func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64,
 	ok = true
 	pairs := c.pairs
 	for i < len(text) && i < stop {
-		// piece, its o200k ASCII case written out (piece does not inline).
+		// piece, its o200k ASCII case written out (piece does not inline),
+		// and of that asciiPieceO200k's word: an optional byte that is
+		// neither a letter, a digit nor a newline, capitals, small
+		// letters, an optional contraction. The runs give up, as
+		// classRun does, where they end at a byte that is not ASCII.
 		j := -1
-		if c.o200k && text[i] < utf8.RuneSelf {
-			j = asciiPieceO200k(text, i)
+		if b := text[i]; c.o200k && b < utf8.RuneSelf {
+			k := byteClass[b]
+			if k&bLetter != 0 {
+				j = i
+			} else if k&(bSpace|bOther) != 0 && i+1 < len(text) && byteClass[text[i+1]]&bLetter != 0 {
+				j = i + 1
+			}
+			if j >= 0 {
+				for j < len(text) && byteClass[text[j]] == bUpper {
+					j++
+				}
+				for j < len(text) && byteClass[text[j]] == bLower {
+					j++
+				}
+				if j < len(text) {
+					if e := text[j]; e >= utf8.RuneSelf {
+						j = -1
+					} else if e == '\'' {
+						j += contraction(text, j)
+					}
+				}
+			} else {
+				j = asciiPieceO200k(text, i)
+			}
 		}
 		if j < 0 {
 			if j = c.piece(text, i, check); j < 0 {
@@ -422,15 +448,24 @@ func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64,
 			if pairs[int(text[i])<<8|int(text[i+1])] >= 0 {
 				n--
 			}
-		case l <= 16 && i+16 <= len(text):
-			w := text[i : i+16]
-			lo, hi := le64(w[:8]), le64(w[8:16])
-			var h uint64
+		case l <= 16 && (i+16 <= len(text) || j >= 8):
+			var lo, hi, h uint64
+			if i+16 <= len(text) { // pieceKey's loads from the piece's start
+				w := text[i : i+16]
+				lo, hi = le64(w[:8]), le64(w[8:16])
+				if l <= 8 {
+					lo, hi = lo&(^uint64(0)>>(64-8*l)), 0
+				} else {
+					hi &= ^uint64(0) >> (128 - 8*l)
+				}
+			} else if l <= 8 { // pieceKeyPacked's, from its end
+				lo = le64(text[j-8:j]) >> (64 - 8*l)
+			} else {
+				lo, hi = le64(text[i:i+8]), le64(text[j-8:j])>>(128-8*l)
+			}
 			if l <= 8 {
-				lo, hi = lo&(^uint64(0)>>(64-8*l)), 0
 				h = hashKey(lo, l)
 			} else {
-				hi &= ^uint64(0) >> (128 - 8*l)
 				h = midHash(lo, hi, l)
 			}
 			if s := &m.slots[h>>(64-12)]; int(s.n) == l && s.lo == lo && s.hi == hi {
