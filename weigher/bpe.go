@@ -398,10 +398,11 @@ func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64,
 	pairs := c.pairs
 	for i < len(text) && i < stop {
 		// piece, its o200k ASCII case written out (piece does not inline),
-		// and of that asciiPieceO200k's word: an optional byte that is
-		// neither a letter, a digit nor a newline, capitals, small
-		// letters, an optional contraction. The runs give up, as
-		// classRun does, where they end at a byte that is not ASCII.
+		// and of that asciiPieceO200k's commonest pieces: a word (an
+		// optional byte that is neither a letter, a digit nor a newline,
+		// capitals, small letters, an optional contraction), digits and
+		// punctuation. Each gives up, as classRun and asciiDigits do,
+		// where a decision would depend on a byte that is not ASCII.
 		j := -1
 		if b := text[i]; c.o200k && b < utf8.RuneSelf {
 			k := byteClass[b]
@@ -410,7 +411,8 @@ func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64,
 			} else if k&(bSpace|bOther) != 0 && i+1 < len(text) && byteClass[text[i+1]]&bLetter != 0 {
 				j = i + 1
 			}
-			if j >= 0 {
+			switch {
+			case j >= 0:
 				for j < len(text) && byteClass[text[j]] == bUpper {
 					j++
 				}
@@ -424,7 +426,27 @@ func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64,
 						j += contraction(text, j)
 					}
 				}
-			} else {
+			case k == bDigit: // '\p{N}{1,3}'
+				j = i + 1
+				for j < len(text) && j < i+3 && byteClass[text[j]] == bDigit {
+					j++
+				}
+				if j < len(text) && j < i+3 && text[j] >= utf8.RuneSelf {
+					j = -1 // may be a digit of another script
+				}
+			case k == bOther: // '[^\s\p{L}\p{N}]+[\r\n/]*'
+				j = i + 1
+				for j < len(text) && byteClass[text[j]] == bOther {
+					j++
+				}
+				if j < len(text) && text[j] >= utf8.RuneSelf {
+					j = -1
+				} else {
+					for j < len(text) && (text[j] == '\r' || text[j] == '\n' || text[j] == '/') {
+						j++
+					}
+				}
+			default:
 				j = asciiPieceO200k(text, i)
 			}
 		}
