@@ -509,6 +509,12 @@ func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64,
 // the short pieces of natural text); longer ones use a heap.
 const shortPiece = 48
 
+// shortWidePiece is shortPiece for a piece that ends in a byte that is not
+// ASCII (a run of CJK letters, of accented or Cyrillic ones): its runes
+// take two to four bytes each, so it has more parts to merge than an ASCII
+// piece of its length, and the heap is the faster past fewer bytes.
+const shortWidePiece = 24
+
 // pieceTokens is the number of tokens tiktoken's byte-pair merge splits one
 // piece into (the algorithm of tiktoken-go's bytePairMerge, counting only).
 func (c *bpeCounter) pieceTokens(p string) int64 {
@@ -527,7 +533,7 @@ func (c *bpeCounter) pieceTokens(p string) int64 {
 // mergeTokens is pieceTokens for a piece of 2 to maxPieceBytes bytes that
 // is not itself a token.
 func (c *bpeCounter) mergeTokens(p string) int64 {
-	if len(p) > shortPiece {
+	if len(p) > shortPiece || len(p) > shortWidePiece && p[len(p)-1] >= utf8.RuneSelf {
 		return c.heapMerge(p)
 	}
 	type part struct{ start, rank int }
