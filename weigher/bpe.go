@@ -107,8 +107,25 @@ func at(s string, i int) (uint8, int) {
 }
 
 // atRune is at for a rune that is not ASCII: kept apart so that at, called
-// for nearly every byte of the text, is inlined.
+// for nearly every byte of the text, is inlined. Valid two- and three-byte
+// sequences (accented, Cyrillic, Greek, CJK letters) are decoded here, as
+// utf8.DecodeRuneInString decodes them: its call cost a CJK rune about a
+// third of its flags (TestAtRuneSameAsDecode).
 func atRune(s string, i int) (uint8, int) {
+	switch c0 := s[i]; {
+	case c0 < 0xC2 || c0 >= 0xF0: // a continuation byte, overlong, or four bytes
+	case c0 < 0xE0:
+		if i+1 < len(s) && s[i+1]&0xC0 == 0x80 {
+			return flagsOf(rune(c0&0x1F)<<6 | rune(s[i+1]&0x3F)), 2
+		}
+	case i+2 < len(s):
+		if c1, c2 := s[i+1], s[i+2]; c1&0xC0 == 0x80 && c2&0xC0 == 0x80 {
+			// not overlong (E0 80..9F), not a surrogate (ED A0..BF)
+			if r := rune(c0&0x0F)<<12 | rune(c1&0x3F)<<6 | rune(c2&0x3F); r >= 0x800 && (r < 0xD800 || r > 0xDFFF) {
+				return flagsOf(r), 3
+			}
+		}
+	}
 	r, n := utf8.DecodeRuneInString(s[i:])
 	return flagsOf(r), n
 }

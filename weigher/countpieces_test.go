@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // plainCounters are the fast counters of both encodings and, for each, the
@@ -83,4 +84,44 @@ func FuzzInlinePiecesSameAsPlain(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		checkInlinePieces(t, fast, plain, s)
 	})
+}
+
+// TestAtRuneSameAsDecode: atRune's own decoding of two- and three-byte
+// sequences gives utf8.DecodeRuneInString's rune flags and size for every
+// lead byte that is not ASCII followed by every one or two bytes (the
+// text ending after one, two or three bytes, or going on), overlong forms
+// and surrogates included.
+func TestAtRuneSameAsDecode(t *testing.T) {
+	want := func(s string) (uint8, int) {
+		r, n := utf8.DecodeRuneInString(s)
+		return flagsOf(r), n
+	}
+	var b [4]byte
+	for c0 := 0x80; c0 < 0x100; c0++ {
+		for c1 := range 0x100 {
+			for c2 := range 0x100 {
+				b[0], b[1], b[2], b[3] = byte(c0), byte(c1), byte(c2), 'x'
+				for _, s := range []string{string(b[:1]), string(b[:2]), string(b[:3]), string(b[:4])} {
+					if c2 > 0 && len(s) < 3 {
+						continue // shorter texts do not depend on c2
+					}
+					gf, gn := atRune(s, 0)
+					if wf, wn := want(s); gf != wf || gn != wn {
+						t.Fatalf("atRune(%q) = %#x, %d; DecodeRuneInString's flags %#x, %d", s, gf, gn, wf, wn)
+					}
+				}
+			}
+		}
+	}
+	for _, s := range []string{"😀", "👍🏽", "\xf0\x9f\x98", "\xf4\x90\x80\x80", "a中", "x\xe4\xb8\xad"} {
+		for i := range len(s) {
+			if s[i] < utf8.RuneSelf {
+				continue
+			}
+			gf, gn := atRune(s, i)
+			if wf, wn := want(s[i:]); gf != wf || gn != wn {
+				t.Fatalf("atRune(%q, %d) = %#x, %d; DecodeRuneInString's flags %#x, %d", s, i, gf, gn, wf, wn)
+			}
+		}
+	}
 }
