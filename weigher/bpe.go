@@ -107,8 +107,25 @@ func at(s string, i int) (uint8, int) {
 }
 
 // atRune is at for a rune that is not ASCII: kept apart so that at, called
-// for nearly every byte of the text, is inlined.
+// for nearly every byte of the text, is inlined. Valid two- and three-byte
+// sequences (accented, Cyrillic, Greek, CJK letters) are decoded here, as
+// utf8.DecodeRuneInString decodes them: its call cost a CJK rune about a
+// third of its flags (TestAtRuneSameAsDecode).
 func atRune(s string, i int) (uint8, int) {
+	switch c0 := s[i]; {
+	case c0 < 0xC2 || c0 >= 0xF0: // a continuation byte, overlong, or four bytes
+	case c0 < 0xE0:
+		if i+1 < len(s) && s[i+1]&0xC0 == 0x80 {
+			return flagsOf(rune(c0&0x1F)<<6 | rune(s[i+1]&0x3F)), 2
+		}
+	case i+2 < len(s):
+		if c1, c2 := s[i+1], s[i+2]; c1&0xC0 == 0x80 && c2&0xC0 == 0x80 {
+			// not overlong (E0 80..9F), not a surrogate (ED A0..BF)
+			if r := rune(c0&0x0F)<<12 | rune(c1&0x3F)<<6 | rune(c2&0x3F); r >= 0x800 && (r < 0xD800 || r > 0xDFFF) {
+				return flagsOf(r), 3
+			}
+		}
+	}
 	r, n := utf8.DecodeRuneInString(s[i:])
 	return flagsOf(r), n
 }
@@ -395,11 +412,60 @@ func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64,
 		m = new(pieceMemo)
 	}
 	ok = true
+	pairs := c.pairs
 	for i < len(text) && i < stop {
-		// piece, its o200k ASCII case written out (piece does not inline).
+		// piece, its o200k ASCII case written out (piece does not inline),
+		// and of that asciiPieceO200k's commonest pieces: a word (an
+		// optional byte that is neither a letter, a digit nor a newline,
+		// capitals, small letters, an optional contraction), digits and
+		// punctuation. Each gives up, as classRun and asciiDigits do,
+		// where a decision would depend on a byte that is not ASCII.
 		j := -1
-		if c.o200k && text[i] < utf8.RuneSelf {
-			j = asciiPieceO200k(text, i)
+		if b := text[i]; c.o200k && b < utf8.RuneSelf {
+			k := byteClass[b]
+			if k&bLetter != 0 {
+				j = i
+			} else if k&(bSpace|bOther) != 0 && i+1 < len(text) && byteClass[text[i+1]]&bLetter != 0 {
+				j = i + 1
+			}
+			switch {
+			case j >= 0:
+				for j < len(text) && byteClass[text[j]] == bUpper {
+					j++
+				}
+				for j < len(text) && byteClass[text[j]] == bLower {
+					j++
+				}
+				if j < len(text) {
+					if e := text[j]; e >= utf8.RuneSelf {
+						j = -1
+					} else if e == '\'' {
+						j += contraction(text, j)
+					}
+				}
+			case k == bDigit: // '\p{N}{1,3}'
+				j = i + 1
+				for j < len(text) && j < i+3 && byteClass[text[j]] == bDigit {
+					j++
+				}
+				if j < len(text) && j < i+3 && text[j] >= utf8.RuneSelf {
+					j = -1 // may be a digit of another script
+				}
+			case k == bOther: // '[^\s\p{L}\p{N}]+[\r\n/]*'
+				j = i + 1
+				for j < len(text) && byteClass[text[j]] == bOther {
+					j++
+				}
+				if j < len(text) && text[j] >= utf8.RuneSelf {
+					j = -1
+				} else {
+					for j < len(text) && (text[j] == '\r' || text[j] == '\n' || text[j] == '/') {
+						j++
+					}
+				}
+			default:
+				j = asciiPieceO200k(text, i)
+			}
 		}
 		if j < 0 {
 			if j = c.piece(text, i, check); j < 0 {
@@ -407,7 +473,48 @@ func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64,
 				break
 			}
 		}
-		n += c.memoTokens(m, text, i, j)
+		// memoTokens, its common cases written out (it does not inline,
+		// and the call with its spills cost a piece about 40
+		// instructions): a byte is a token, two bytes are one token or
+		// two (the pairs table), 3 to 16 bytes with 16 bytes of text
+		// left are keyed from two word loads and looked up in the memo
+		// here; the rest, and misses, call memoTokens.
+		switch l := j - i; {
+		case l == 1:
+			n++
+		case l == 2:
+			n += 2
+			if pairs[int(text[i])<<8|int(text[i+1])] >= 0 {
+				n--
+			}
+		case l <= 16 && (i+16 <= len(text) || j >= 8):
+			var lo, hi, h uint64
+			if i+16 <= len(text) { // pieceKey's loads from the piece's start
+				w := text[i : i+16]
+				lo, hi = le64(w[:8]), le64(w[8:16])
+				if l <= 8 {
+					lo, hi = lo&(^uint64(0)>>(64-8*l)), 0
+				} else {
+					hi &= ^uint64(0) >> (128 - 8*l)
+				}
+			} else if l <= 8 { // pieceKeyPacked's, from its end
+				lo = le64(text[j-8:j]) >> (64 - 8*l)
+			} else {
+				lo, hi = le64(text[i:i+8]), le64(text[j-8:j])>>(128-8*l)
+			}
+			if l <= 8 {
+				h = hashKey(lo, l)
+			} else {
+				h = midHash(lo, hi, l)
+			}
+			if s := &m.slots[h>>(64-12)]; int(s.n) == l && s.lo == lo && s.hi == hi {
+				n += int64(s.tokens)
+			} else {
+				n += c.memoMiss(s, text[i:j], lo, hi, h)
+			}
+		default:
+			n += c.memoTokens(m, text, i, j)
+		}
 		i = j
 	}
 	c.memos.Put(m)
@@ -418,6 +525,12 @@ func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64,
 // lowest rank (tiktoken's own loop, quadratic in the piece but fastest for
 // the short pieces of natural text); longer ones use a heap.
 const shortPiece = 48
+
+// shortWidePiece is shortPiece for a piece that ends in a byte that is not
+// ASCII (a run of CJK letters, of accented or Cyrillic ones): its runes
+// take two to four bytes each, so it has more parts to merge than an ASCII
+// piece of its length, and the heap is the faster past fewer bytes.
+const shortWidePiece = 24
 
 // pieceTokens is the number of tokens tiktoken's byte-pair merge splits one
 // piece into (the algorithm of tiktoken-go's bytePairMerge, counting only).
@@ -437,7 +550,7 @@ func (c *bpeCounter) pieceTokens(p string) int64 {
 // mergeTokens is pieceTokens for a piece of 2 to maxPieceBytes bytes that
 // is not itself a token.
 func (c *bpeCounter) mergeTokens(p string) int64 {
-	if len(p) > shortPiece {
+	if len(p) > shortPiece || len(p) > shortWidePiece && p[len(p)-1] >= utf8.RuneSelf {
 		return c.heapMerge(p)
 	}
 	type part struct{ start, rank int }

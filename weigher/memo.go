@@ -57,11 +57,18 @@ func (c *bpeCounter) memoTokens(m *pieceMemo, text string, i, j int) int64 {
 	if int(s.n) == n && s.lo == lo && s.hi == hi {
 		return int64(s.tokens)
 	}
+	return c.memoMiss(s, text[i:j], lo, hi, h)
+}
+
+// memoMiss is the tokens of piece p (2 to 16 bytes), with key lo, hi and
+// hash h (pieceKey's and memoTokens'), not found in its memo slot s: from
+// the rank table, else the merge, and remembered in s.
+func (c *bpeCounter) memoMiss(s *memoSlot, p string, lo, hi, h uint64) int64 {
 	var t int64 = 1
-	if _, ok := c.ranks.lookup(lo, hi, n, h); !ok {
-		t = c.mergeTokens(text[i:j]) // at most 16: a piece never has more tokens than bytes
+	if _, ok := c.ranks.lookup(lo, hi, len(p), h); !ok {
+		t = c.mergeTokens(p) // at most 16: a piece never has more tokens than bytes
 	}
-	*s = memoSlot{lo: lo, hi: hi, n: uint8(n), tokens: uint8(t)}
+	*s = memoSlot{lo: lo, hi: hi, n: uint8(len(p)), tokens: uint8(t)}
 	return t
 }
 

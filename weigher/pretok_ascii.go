@@ -11,7 +11,9 @@ import "unicode/utf8"
 // not ASCII — a letter run that goes on into "é", digits that may go on
 // into "٣", spaces into U+00A0 — and nextPiece then runs the general matcher
 // (generalPiece) from the piece's start. FuzzASCIIPiece checks that the two
-// agree on every piece of any text.
+// agree on every piece of any text. countPieces (bpe.go) writes out its
+// word, digit and punctuation cases for o200k_base, where the calls cost
+// more than the matching; FuzzInlinePiecesSameAsPlain checks those.
 //
 // Measured with the piece memo's word-load keys (memo.go), in instructions
 // per count of BenchmarkCold's 16 KB texts (o200k_base; callgrind, the
