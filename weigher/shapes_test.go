@@ -26,8 +26,13 @@ type bodyShape struct {
 // less (1.33 M → 0.88 M instructions per 16 KiB, callgrind) while the other
 // shapes' own costs stayed where they were: 15 is the same bound in
 // absolute terms. Linearity (a quarter of a body against the whole) is
-// checked apart and is unchanged.
-const defaultMaxRatio = 15
+// checked apart and is unchanged. It was 15 until warm6's in-loop piece
+// matching (countPieces) made prose cheaper again (744 k → 606 k
+// instructions per 16 KiB, callgrind on BenchmarkCold/prose/16KB) while
+// a million empty messages still took the same 45–48 ms (19.5× prose per
+// byte before, 24× after, over the 24× bound): 18 is the same bound in
+// absolute terms. random-letters keeps its own, tighter now.
+const defaultMaxRatio = 18
 
 // fill repeats unit until the string is about size bytes.
 func fill(unit string, size int) string {
