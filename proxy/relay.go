@@ -642,8 +642,9 @@ func expectsUsage(x *exchange) bool {
 // usage when the upstream reported it; otherwise what it did report, the
 // input estimate and the output streamed so far, counted locally (the
 // client left, the stream broke or carried an error) — at least the output
-// reservation when some of the output could not be read; a refund for an
-// in-band error before any output.
+// reservation when some of the output could not be read, or when a 2xx
+// stream ended without its kind's terminal event or an in-band error (the
+// upstream broke it off); a refund for an in-band error before any output.
 func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 	if !x.kind.Weighed() {
 		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
@@ -659,6 +660,19 @@ func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 	if source == spec.SourceReported {
 		x.settle(meter.Settlement{Source: source, Usage: u})
 		return
+	}
+	if !tap.cut && status >= 200 && status < 300 && !tap.stream.Ended(x.est.Choices) && !tap.stream.Err() {
+		// The stream ended, cleanly at the transport, without its kind's
+		// terminal event ([DONE] or a finish_reason for each choice,
+		// response.completed / .incomplete / .failed, message_stop) nor
+		// an in-band error: the upstream's
+		// connection closed early on a close-delimited answer (HTTP/1.0,
+		// or HTTP/1.1 with neither Content-Length nor chunked coding), or
+		// a gateway ended a chunked one properly mid-answer. Broken off as
+		// one whose transport failed: at least the output reservation.
+		// (Such a stream was charged what it had shown: nothing, before
+		// its first word; TestUnendedStreamKeepsTheOutputReservation.)
+		tap.unread = true
 	}
 	if tap.cut && source != spec.SourceRefund {
 		// What was relayed is not what the upstream bills for a cut

@@ -51,6 +51,9 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 				count++
 				if ch.IsObject() {
 					ch.ForEach(func(k, v gjson.Result) bool {
+						if k.Str == "finish_reason" && v.Type != gjson.Null {
+							c.Finished++
+						}
 						switch known := k.Str == "index" || k.Str == "finish_reason" || k.Str == "logprobs" || k.Str == "native_finish_reason" ||
 							k.Str == "stop_reason" || k.Str == "matched_stop" || k.Str == "content_filter_results" || k.Str == "content_filter_offsets"; {
 						case known, k.Str == "delta" && !completions, k.Str == "text" && completions:
@@ -140,6 +143,8 @@ var chunkSeeds = []string{
 	`{"choices":[{"delta":{"annotations":[{"url":"u"}],"extra":"s"}}]}`,
 	`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"whole"},"finish_reason":"stop","logprobs":null}]}`,
 	`{"choices":[{"index":0,"delta":{"content":"a"},"content_filter_results":{"hate":{"filtered":false}},"native_finish_reason":"stop","stop_reason":null,"matched_stop":2,"extra":""}]}`,
+	`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"},{"index":1,"delta":{},"finish_reason":null},{"index":2,"finish_reason":"length"}]}`,
+	`{"choices":[{"index":0,"delta":{},"finish_reason":5}],"finish_reason":"stop"}`,
 	`{"choices":[{"text":["legacy"],"delta":{"content":[{"type":"thinking","thinking":"t"}],"refusal":{},"tool_calls":[{"function":{"arguments":{"a":1}}}]}}]}`,
 }
 

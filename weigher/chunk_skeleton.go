@@ -103,8 +103,10 @@ type chunkShape struct {
 	// lead is how many tokens come before the first text string (all of
 	// them when there is none): match compares them at once.
 	lead int
-	// uncounted is prev's Chunk.Uncounted.
+	// uncounted is prev's Chunk.Uncounted; finished its Chunk.Finished
+	// (a match keeps each finish_reason's type, null or not).
 	uncounted bool
+	finished  int
 	// usage is where prev's top-level "usage" object lies ([start, end),
 	// its braces compared as bytes), when prev carried one (a usage
 	// chunk: its numbers are tolerated, and read again by usageOf for
@@ -303,7 +305,7 @@ func (sk *chunkSkeleton) build(data []byte, c Chunk, completions bool, maxDepth 
 	*sh = chunkShape{
 		prev: prev, completions: completions, maxDepth: maxDepth,
 		toks: *toks, ntoks: n, isNum: isNum, text: text, ntext: sk.nat, isText: isText, lead: lead,
-		uncounted: c.Uncounted, usage: usage, hasUsage: hasUsage, usageOnly: c.UsageOnly,
+		uncounted: c.Uncounted, finished: c.Finished, usage: usage, hasUsage: hasUsage, usageOnly: c.UsageOnly,
 	}
 	return sh
 }
@@ -437,7 +439,7 @@ func (sk *chunkSkeleton) matchShape(sh *chunkShape, data []byte, completions boo
 		s := sk.cur[k]
 		text.addString(unescapeJSON(body[s.start+1 : s.end-1]))
 	}
-	c := Chunk{Text: text.String(), Uncounted: sh.uncounted, UsageOnly: sh.usageOnly}
+	c := Chunk{Text: text.String(), Uncounted: sh.uncounted, Finished: sh.finished, UsageOnly: sh.usageOnly}
 	if sh.hasUsage {
 		// The walk reads the usage object's figures (usageOf): read the
 		// new chunk's the same way.

@@ -37,7 +37,10 @@ type Stream struct {
 	final   bool
 	errSeen bool
 	done    bool
-	unread  bool // an event was Unread: a Messages usage is then never final
+	// finished: the finish_reasons seen (chat, completions), a count of
+	// choices ended (see [Stream.Ended]).
+	finished int64
+	unread   bool // an event was Unread: a Messages usage is then never final
 	// disputed: an event named a key twice and its two readings disagreed
 	// on whether it reports a usage (stream_dupkey.go): the reading with
 	// none falls back on the estimate, so Settle charges at least its input.
@@ -115,6 +118,9 @@ type StreamUpdate struct {
 	// response.completed / response.incomplete / response.failed,
 	// message_stop.
 	Done bool
+	// Finished is how many choices a chat or completions chunk ended
+	// ([Chunk.Finished]: its finish_reasons that are not null).
+	Finished int
 	// Uncounted is true when the event, read, carried output that is not
 	// text llmguard counts (Text does not hold it): a chat delta's audio or
 	// unknown member (see [Chunk.Uncounted]), a Responses
@@ -177,6 +183,7 @@ func (s *Stream) Event(eventType, data []byte) StreamUpdate {
 	}
 	s.errSeen = s.errSeen || u.Err
 	s.done = s.done || u.Done
+	s.finished += int64(u.Finished)
 	s.unread = s.unread || u.Unread
 	// Output after the usage that should have been the last figure (text
 	// after an include_usage chunk, a response.completed, a message_delta
@@ -203,6 +210,16 @@ func (s *Stream) Err() bool { return s.errSeen }
 
 // Done reports whether the stream's terminal event was seen.
 func (s *Stream) Done() bool { return s.done }
+
+// Ended reports whether the stream reached its end: its terminal event was
+// seen ([Stream.Done]), or, for a chat or completions stream, a
+// finish_reason for each of its choices (choices: the request's n, at
+// least 1), as an OpenAI-compatible upstream that never sends "[DONE]"
+// ends its answer. A stream that did not end was broken off by its
+// upstream, whatever its transport said.
+func (s *Stream) Ended(choices int64) bool {
+	return s.done || s.finished >= max(choices, 1)
+}
 
 // Source says where a settled usage comes from; defined once in package
 // spec.

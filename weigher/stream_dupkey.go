@@ -46,6 +46,9 @@ func (s *Stream) dupKeyEvent(read func(*Stream, []byte, []byte) StreamUpdate, ev
 		UsageOnly: ua.UsageOnly && ub.UsageOnly,
 		Err:       ua.Err || ub.Err,
 		Done:      ua.Done || ub.Done,
+		// A choice ended only when both readings end it (an end not
+		// seen keeps the stream's output reservation: Stream.Ended).
+		Finished:  min(ua.Finished, ub.Finished),
 		Uncounted: ua.Uncounted || ub.Uncounted,
 		// Readings that disagree on whether the event reports a usage:
 		// the one that does may be what the upstream billed, or not; the

@@ -35,7 +35,7 @@ func (s *Stream) openAIEvent(data []byte, completions bool) StreamUpdate {
 		}
 		s.usage, s.has, s.final, s.closed = c.Usage, hasInput|hasOutput, true, true
 	}
-	return StreamUpdate{Text: c.Text, HasUsage: c.HasUsage, UsageOnly: c.UsageOnly, Err: c.Err, Done: c.Done, Unread: c.Unread, Uncounted: c.Uncounted}
+	return StreamUpdate{Text: c.Text, HasUsage: c.HasUsage, UsageOnly: c.UsageOnly, Err: c.Err, Done: c.Done, Finished: c.Finished, Unread: c.Unread, Uncounted: c.Uncounted}
 }
 
 // notStreamed is the stream reader of a weighed kind whose API has no

@@ -231,6 +231,10 @@ type Chunk struct {
 	Text string
 	// Done is true when the payload is the terminating "[DONE]".
 	Done bool
+	// Finished is how many of the chunk's choices carry a finish_reason
+	// that is not null: each such choice has ended (its last chunk,
+	// https://platform.openai.com/docs/api-reference/chat-streaming).
+	Finished int
 	// Err is true for an {"error": …} payload.
 	Err bool
 	// Uncounted is true when a choice carried something that may be output
@@ -328,6 +332,9 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 					// a non-streamed completion has it): output the walk
 					// does not count.
 					rawMembers(ch.Raw, func(k string, v gjson.Result) bool {
+						if k == "finish_reason" && v.Type != gjson.Null {
+							c.Finished++ // named once: duplicates were refused
+						}
 						if !choiceMember(k, completions) {
 							c.Uncounted = c.Uncounted || mayHoldOutput(v)
 						}
