@@ -26,6 +26,9 @@ import (
 // errClientGone aborts the upstream read when the client has disconnected.
 var errClientGone = errors.New("proxy: client disconnected")
 
+// http11 is the protocol of every answer llmguard writes (RFC 9112).
+var http11 = []byte("HTTP/1.1")
+
 // relay sends the upstream response to the client, reading usage on the way,
 // and settles the exchange. It owns resp. An answer llmguard must give
 // itself instead (the upstream refused the gateway, or its body was lost)
@@ -38,6 +41,16 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		return p.informationalRefused(ctx, x, resp)
 	}
 	resp.Header.CopyTo(&ctx.Response.Header)
+	if !resp.Header.IsHTTP11() {
+		// CopyTo carried the upstream's HTTP/1.0 over: its status line,
+		// and fasthttp's mark that keeps a body stream unchunked. The
+		// caller's answer is llmguard's own HTTP/1.1; the mark cannot be
+		// cleared, so a streamed body ends by closing the connection
+		// (without this, the caller waited for the idle timeout to learn
+		// that the answer had ended: TestHTTP10UpstreamStreamEndsForTheCaller).
+		ctx.Response.Header.SetProtocol(http11)
+		ctx.Response.SetConnectionClose()
+	}
 	removeFields(&ctx.Response.Header, nil)
 	setField(&ctx.Response.Header, requestIDField, []byte(x.id))
 	setEstimateHeader(&ctx.Response.Header, x.est) // the upstream's headers replaced it

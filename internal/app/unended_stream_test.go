@@ -148,3 +148,55 @@ limits:
 		}
 	}
 }
+
+// An upstream that answers a stream in HTTP/1.0 (no length, no chunks: the
+// body ends when it closes) must not make llmguard answer its HTTP/1.1
+// caller the same way on a connection it keeps open: the caller could not
+// tell where the answer ends and waited for the server's idle timeout
+// (about 120 s for Go's client). llmguard's answer is its own HTTP/1.1: a
+// chunked body, or one it ends by closing the connection.
+func TestHTTP10UpstreamStreamEndsForTheCaller(t *testing.T) {
+	const stream = "HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" +
+		`data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":"stop"}]}` + "\n\n" +
+		"data: [DONE]\n\n"
+	up := rawStreamUpstream(t, map[string]string{"http10": stream})
+	h := startConfig(t, nil, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: openai, flavor: openai, base_url: "%s", no_key: true}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+models:
+  gpt-4o-mini: {input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60}
+limits:
+  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000}
+`, up, testKey))
+	c, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(60 * time.Second)) // only ends a failing run
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"stream":true}`
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nx-case: http10\r\nContent-Length: %d\r\n\r\n%s", testKey, len(body), body)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 1 || resp.ProtoMinor != 1 {
+		t.Errorf("answered %s to an HTTP/1.1 caller, want HTTP/1.1", resp.Proto)
+	}
+	if !resp.Close && len(resp.TransferEncoding) == 0 && resp.ContentLength < 0 {
+		t.Errorf("answer framed by nothing on a kept connection: %s, Connection %q, no length, no chunks", resp.Proto, resp.Header.Get("Connection"))
+	}
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the stream: %v (read %d bytes)", err, len(got))
+	}
+	if !strings.Contains(string(got), "[DONE]") {
+		t.Errorf("stream %q, want it whole", got)
+	}
+}
