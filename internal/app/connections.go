@@ -26,17 +26,6 @@ const adminMaxConnections = 256
 // worse than one that runs out of descriptors under attack.
 const minDefaultConnections = config.MaxConnectionsFloor
 
-// fileLimit is the process's file-descriptor limit (RLIMIT_NOFILE's soft
-// value, which the Go runtime raises to the hard value at start-up on
-// Linux), or 0 when it cannot be read or is unlimited.
-func fileLimit() uint64 {
-	var l syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil || l.Cur == ^uint64(0) {
-		return 0
-	}
-	return l.Cur
-}
-
 // maxConnections is the proxy listener's connection cap (fasthttp's
 // Server.Concurrency) for configured (config max_connections; 0: the
 // default) under the file-descriptor limit files (0: unknown): configured
