@@ -145,7 +145,7 @@ func printReport(out io.Writer, r *app.UsageReport) {
 	}
 	table("tenant", r.ByTenant, func(x app.UsageRow) string { return cell(x.Tenant) })
 	table("user", r.ByUser, func(x app.UsageRow) string { return cell(x.Tenant) + "/" + cell(x.User) })
-	table("model", r.ByModel, func(x app.UsageRow) string { return cell(x.Model) })
+	table("model", r.ByModel, func(x app.UsageRow) string { return modelCell(x.Model) })
 	if len(r.Quotas) > 0 {
 		w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 		defer w.Flush()
@@ -164,6 +164,20 @@ func printReport(out io.Writer, r *app.UsageReport) {
 				q.Remaining, 100*q.UsedFraction, q.PeriodEnd.Format(time.RFC3339), days)
 		}
 	}
+}
+
+// noModel labels the model row of the requests that name no model (GET
+// /v1/models, count_tokens, a 404 from the upstream…), as `llmguard report`
+// labels them: an empty first column read as a row without a name.
+const noModel = "(none)"
+
+// modelCell is a model name as the model table prints it: cell(model), or
+// noModel for the empty name.
+func modelCell(model string) string {
+	if model == "" {
+		return noModel
+	}
+	return cell(model)
 }
 
 // cell is text from the ledger or the store as a table prints it: as it

@@ -190,6 +190,24 @@ func TestUsageTableQuotesControlCharacters(t *testing.T) {
 	}
 }
 
+// Requests that name no model (GET /v1/models, count_tokens) are summed in
+// a model row of their own, labelled "(none)" as `llmguard report` labels
+// it, not with an empty first column.
+func TestUsageTableNamesRecordsWithoutAModel(t *testing.T) {
+	var b strings.Builder
+	printReport(&b, &app.UsageReport{ByModel: []app.UsageRow{
+		{Model: "gpt-4o-mini", Requests: 3}, {Model: "", Requests: 7}}})
+	var rows []string
+	for _, line := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(line); len(f) >= 7 && f[len(f)-4] == "7" {
+			rows = append(rows, line)
+		}
+	}
+	if len(rows) != 1 || !strings.HasPrefix(rows[0], "(none) ") {
+		t.Errorf("the row of 7 requests without a model: %q, want one starting with \"(none) \" in:\n%s", rows, b.String())
+	}
+}
+
 // Without a ledger (the embedded default) the report's first line says so,
 // instead of "from the ledger none".
 func TestUsageTableSaysNoLedger(t *testing.T) {
