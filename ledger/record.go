@@ -9,7 +9,8 @@ import "time"
 // and CacheWriteTokens, and OutputTokens includes ReasoningTokens. They are
 // the upstream's counts when it reported usage, zero when it did not (an
 // upstream error, an aborted stream); EstimatedInputTokens is always the
-// proxy's own estimate made before forwarding.
+// proxy's own estimate made before forwarding, and EstimatedOutputTokens
+// the output it reserved.
 //
 // A Record holds no prompt, no completion and no raw API key; keep it so
 // (TestRecordJSONKeys pins the exact set of JSON keys). Its zero value is a
@@ -40,6 +41,12 @@ type Record struct {
 	OutputTokens         int64 `json:"output_tokens"`
 	ReasoningTokens      int64 `json:"reasoning_tokens"`
 	EstimatedInputTokens int64 `json:"estimated_input_tokens"`
+	// EstimatedOutputTokens is the output reserved at admission, in
+	// tokens, whatever the unit of the request's tightest limit (see
+	// Reserved): the request's maximum or the model's default, times its
+	// choices (weigher.Estimate.OutputTokens). With EstimatedInputTokens it
+	// is the token reservation a settlement corrected.
+	EstimatedOutputTokens int64 `json:"estimated_output_tokens"`
 
 	// Reserved is what admission took from the request's tightest limit
 	// before forwarding, in that limit's unit (ReservedUnit).
@@ -74,7 +81,7 @@ func Fields() []string {
 	return []string{
 		"ts", "request_id", "key_id", "user", "tenant", "model", "flavor", "status",
 		"input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens",
-		"reasoning_tokens", "estimated_input_tokens", "reserved", "reserved_unit",
+		"reasoning_tokens", "estimated_input_tokens", "estimated_output_tokens", "reserved", "reserved_unit",
 		"cost_micro_usd", "unmetered", "usage_implausible", "reported_input_tokens",
 		"reported_output_tokens",
 	}

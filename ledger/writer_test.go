@@ -25,7 +25,7 @@ import (
 var documented = []string{
 	"ts", "request_id", "key_id", "user", "tenant", "model", "flavor", "status",
 	"input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens",
-	"reasoning_tokens", "estimated_input_tokens", "reserved", "reserved_unit",
+	"reasoning_tokens", "estimated_input_tokens", "estimated_output_tokens", "reserved", "reserved_unit",
 	"cost_micro_usd", "unmetered", "usage_implausible", "reported_input_tokens",
 	"reported_output_tokens",
 }

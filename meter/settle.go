@@ -191,7 +191,8 @@ func (m *Meter) newRecord(x *Exchange, s Settlement, actual spec.Usage, known bo
 	r := ledger.Record{
 		TS: time.Now().UTC(), RequestID: x.req.ID, KeyID: x.req.Principal.KeyID, User: x.req.Principal.User,
 		Tenant: x.req.Principal.Tenant, Model: x.req.Model, Flavor: x.req.Flavor.String(), Status: s.Status,
-		EstimatedInputTokens: x.req.Estimate.InputTokens, CostMicroUSD: cost, Unmetered: x.req.UnmeteredAllowed,
+		EstimatedInputTokens: x.req.Estimate.InputTokens, EstimatedOutputTokens: x.req.Estimate.OutputTokens,
+		CostMicroUSD: cost, Unmetered: x.req.UnmeteredAllowed,
 	}
 	t := x.chargedTokens(s.Source, known, actual)
 	r.InputTokens, r.CachedInputTokens, r.CacheWriteTokens = t.InputTokens, t.CachedInputTokens, t.CacheWriteTokens

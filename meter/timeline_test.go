@@ -205,7 +205,7 @@ func TestTimelineReserveReconcileDenyRefill(t *testing.T) {
 
 	recs := tl.ledger.all()
 	if len(recs) != 1 || recs[0].InputTokens != 120 || recs[0].OutputTokens != 30 || recs[0].Reserved != 500 ||
-		recs[0].ReservedUnit != "tokens" || recs[0].Status != 200 || recs[0].Model != "gpt-4o-mini" || recs[0].User != "alice" {
+		recs[0].EstimatedOutputTokens != 400 || recs[0].ReservedUnit != "tokens" || recs[0].Status != 200 || recs[0].Model != "gpt-4o-mini" || recs[0].User != "alice" {
 		t.Fatalf("ledger %+v, want one record of the settled request", recs)
 	}
 	// 120 × 0.15 + 30 × 0.60 µUSD = 18 + 18 = 36 µUSD
@@ -520,5 +520,30 @@ func TestTimelineSnapshotsMeetTheirModelsRules(t *testing.T) {
 	}
 	if v := admit("gpt-4o-mini-2024-07-18"); v != Denied {
 		t.Fatalf("the snapshot: %v, want denied by the model's rule", v)
+	}
+}
+
+// The ledger record carries the token reservation whatever the unit of the
+// tightest limit: under a requests limit Reserved is 1 (request), and
+// finance still reads the output reserved, in tokens, beside the input
+// estimate.
+func TestLedgerRecordsTheTokenReservation(t *testing.T) {
+	tl := newTimeline(t, `  - {name: rpm, scope: user, unit: requests, rate: 1, per: 1m, burst: 1}
+`)
+	x := tl.admit(120, 400)
+	if x.Verdict() != Admitted {
+		t.Fatalf("verdict %v, want admitted", x.Verdict())
+	}
+	x.Settle(Settlement{Source: spec.SourceReserved, Status: 200})
+	recs := tl.ledger.all()
+	if len(recs) != 1 {
+		t.Fatalf("ledger %+v, want one record", recs)
+	}
+	r := recs[0]
+	if r.Reserved != 1 || r.ReservedUnit != "requests" {
+		t.Fatalf("reserved %d %s, want 1 requests (the tightest limit's unit)", r.Reserved, r.ReservedUnit)
+	}
+	if r.EstimatedInputTokens != 120 || r.EstimatedOutputTokens != 400 {
+		t.Fatalf("estimated input %d, output %d tokens, want 120 and 400", r.EstimatedInputTokens, r.EstimatedOutputTokens)
 	}
 }
