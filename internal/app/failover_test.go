@@ -130,7 +130,7 @@ func (l *failoverLoad) snapshot() []fsample {
 //
 // The gap — from the kill to the first request of the killed master's
 // tenants admitted by Redis again, and to the last one that was not — is
-// logged; the README's "Cluster failover" gives the figures of this
+// logged; docs/measurements.md, "Cluster failover", gives the figures of this
 // machine. No wall-clock bound: every wait is bounded generously and the
 // assertions are on counts and states.
 func TestChaosClusterFailover(t *testing.T) {
