@@ -221,8 +221,8 @@ end
 -- with each bucket's key, limit and state in locals instead of tables: the
 -- loop's per-bucket reads and writes of state, cells, levels, updateds,
 -- founds and spends (some 30 table accesses a bucket a take) are gone.
--- Package lua makes runTokens1 to runTokens4 from this text, each
--- "-- @each" block once per bucket (@i its index). The shape's keys are
+-- Package lua makes runTokens1 to runTokens4 from this text (lua.unroll:
+-- each bucket's block once per bucket, its index in the names). The shape's keys are
 -- distinct and no take of it has a marker key (its shape has a taken set,
 -- or no marker), so nothing else runs on its buckets between its takes:
 -- each bucket is read once, before the run, as takeTokens would read it
@@ -383,8 +383,10 @@ end
 local levels, updateds, founds, spends = {}, {}, {}, {}
 
 -- takeTokens, inlined in the batch's loop below (a call of it cost some
--- 1.5k instructions per take), is takeOne for a take whose buckets are all token buckets
--- (its shape's fast flag): take.lua's body for that kind step for step,
+-- 1.5k instructions per take), is takeOne for a take whose buckets are all
+-- token buckets that runTokens does not run (a shape of more than 4
+-- buckets or with a key twice, or a take with a marker key; runTokens runs
+-- each take as takeTokens would; its shape's fast flag): take.lua's body for that kind step for step,
 -- the same core steps in the same order (parse, load, refill, check, wait,
 -- put, floorUnits; mark and write as the batch records them), without its
 -- per-bucket dispatch, its seen tables or its KEYS and ARGV; a bucket an
