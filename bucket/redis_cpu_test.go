@@ -15,14 +15,23 @@ import (
 // redis-server (no valgrind) 400 batches of LLMGUARD_REDIS_CPU takes back
 // to back, each take three token buckets and a NewRequestID id as in
 // TestCallgrindScripts, and logs the server's process CPU (INFO cpu,
-// user + sys) per take in µs. Build it at two commits (go test -c) and
-// run the binaries in turn for an A/B on one machine:
+// user + sys) per take in µs. LLMGUARD_REDIS_CPU_PAUSE, a duration,
+// makes the test wait that long between batches, so that each call finds
+// Redis asleep as a proxy's calls do. Build it at two commits (go test -c)
+// and run the binaries in turn for an A/B on one machine:
 //
 //	LLMGUARD_REDIS_CPU=32 go test -run TestRedisCPUPerTake -v ./bucket/
+//	LLMGUARD_REDIS_CPU=32 LLMGUARD_REDIS_CPU_PAUSE=1ms go test -run TestRedisCPUPerTake -v ./bucket/
 func TestRedisCPUPerTake(t *testing.T) {
 	size, err := strconv.Atoi(os.Getenv("LLMGUARD_REDIS_CPU"))
 	if err != nil || size < 1 {
 		t.Skip("a measurement: set LLMGUARD_REDIS_CPU to the batch size (1 to 32)")
+	}
+	var pause time.Duration
+	if v := os.Getenv("LLMGUARD_REDIS_CPU_PAUSE"); v != "" {
+		if pause, err = time.ParseDuration(v); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c := redistest.Start(t).Client()
 	ctx := context.Background()
@@ -37,6 +46,7 @@ func TestRedisCPUPerTake(t *testing.T) {
 	keys := []string{"llmguard:{t}:user:alice", "llmguard:{t}:tenant:acme", "llmguard:{t}:global"}
 	run := func(batches int) {
 		for range batches {
+			time.Sleep(pause)
 			batch := make([]*queuedTake, size)
 			for i := range batch {
 				items := []Item{{Key: keys[0], Limit: limits[0], Cost: 300}, {Key: keys[1], Limit: limits[1], Cost: 20}, {Key: keys[2], Limit: limits[2], Cost: 1}}
@@ -76,5 +86,5 @@ func TestRedisCPUPerTake(t *testing.T) {
 	const batches = 400
 	before := cpu()
 	run(batches)
-	t.Logf("%.2f µs of redis-server CPU per take, batches of %d", (cpu()-before)*1e6/float64(batches*size), size)
+	t.Logf("%.2f µs of redis-server CPU per take, batches of %d, %v between them", (cpu()-before)*1e6/float64(batches*size), size, pause)
 }
