@@ -222,9 +222,10 @@ end
 -- loop's per-bucket reads and writes of state, cells, levels, updateds,
 -- founds and spends (some 30 table accesses a bucket a take) are gone.
 -- Package lua makes runTokens1 to runTokens4 from this text (lua.unroll:
--- each bucket's block once per bucket, its index in the names). The shape's keys are
--- distinct and no take of it has a marker key (its shape has a taken set,
--- or no marker), so nothing else runs on its buckets between its takes:
+-- each bucket's block once per bucket, its index in the names). The
+-- shape's keys are distinct and no take of it has a marker key (its shape
+-- has a taken set, or no marker), so nothing else runs on its buckets
+-- between its takes:
 -- each bucket is read once, before the run, as takeTokens would read it
 -- (a cell of the batch, or parse and load), and written once, after it,
 -- as takeTokens's last write of it left it. Between takes a bucket's
