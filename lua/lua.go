@@ -21,6 +21,7 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
+	"strconv"
 	"strings"
 )
 
@@ -64,6 +65,76 @@ type parts struct {
 	rcPrelude, rcEntry               string // reconcile.lua: definitions, entry
 }
 
+// The lines of takebatch.lua that unroll expands.
+const (
+	unrollMarker    = "-- @unroll\n"
+	unrollEndMarker = "-- @unroll end\n"
+	eachMarker      = "-- @each"
+	eachEndMarker   = "-- @end"
+)
+
+// unrolledWidths is how many buckets the widest of takebatch.lua's
+// runTokens functions takes: unroll makes runTokens1 to runTokens4.
+const unrolledWidths = 4
+
+// unroll expands takebatch.lua's block between the "-- @unroll" and
+// "-- @unroll end" lines into one copy per width W from 1 to
+// unrolledWidths, "@W" replaced by W, and in each copy every block between
+// a "-- @each" line and the next "-- @end" line (the marker lines
+// trimmed) repeated for i from 1 to W, "@i" replaced by i; then the line
+// "local runTokens = {runTokens1, …}". The copies keep each bucket's
+// state in locals of their own (a Lua table access per bucket and take is
+// what they save). It panics when a marker is missing or unpaired, as cut
+// does (a test guards them).
+func unroll(src string) string {
+	head, rest, ok := strings.Cut(src, unrollMarker)
+	body, tail, ok2 := strings.Cut(rest, unrollEndMarker)
+	if !ok || !ok2 {
+		panic("lua: takebatch.lua lost its unroll markers")
+	}
+	var out strings.Builder
+	out.WriteString(head)
+	names := make([]string, unrolledWidths)
+	for w := 1; w <= unrolledWidths; w++ {
+		ws := strconv.Itoa(w)
+		names[w-1] = "runTokens" + ws
+		var block []string
+		inEach := false
+		for _, line := range strings.SplitAfter(strings.ReplaceAll(body, "@W", ws), "\n") {
+			switch strings.TrimSpace(line) {
+			case eachMarker:
+				if inEach {
+					panic("lua: takebatch.lua has a nested -- @each")
+				}
+				inEach, block = true, block[:0]
+				continue
+			case eachEndMarker:
+				if !inEach {
+					panic("lua: takebatch.lua has an -- @end without -- @each")
+				}
+				inEach = false
+				for i := 1; i <= w; i++ {
+					for _, b := range block {
+						out.WriteString(strings.ReplaceAll(b, "@i", strconv.Itoa(i)))
+					}
+				}
+				continue
+			}
+			if inEach {
+				block = append(block, line)
+			} else {
+				out.WriteString(line)
+			}
+		}
+		if inEach {
+			panic("lua: takebatch.lua has a -- @each without -- @end")
+		}
+	}
+	out.WriteString("local runTokens = {" + strings.Join(names, ", ") + "}\n")
+	out.WriteString(tail)
+	return out.String()
+}
+
 // cut splits the three scripts at their markers. It panics when a marker
 // is missing (a test guards them), as the embedded sources are fixed at
 // build time: every program and test importing the package fails at
@@ -74,7 +145,7 @@ func cut(take, batch, reconcile string) parts {
 	var ok [6]bool
 	p.takePrelude, rest, ok[0] = strings.Cut(take, entryMarker)
 	p.takeEntry, p.takeBody, ok[1] = strings.Cut(rest, bodyMarker)
-	p.batchHead, rest, ok[2] = strings.Cut(batch, takeMarker)
+	p.batchHead, rest, ok[2] = strings.Cut(unroll(batch), takeMarker)
 	p.batchDefs, p.batchEntry, ok[3] = strings.Cut(rest, takeOneMarker)
 	_, _, ok[4] = strings.Cut(p.batchEntry, batchMarker)
 	p.rcPrelude, p.rcEntry, ok[5] = strings.Cut(reconcile, rcEntryMarker)

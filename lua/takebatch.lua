@@ -215,6 +215,168 @@ local function appendReply(t, o)
   return o + i - 1
 end
 
+-- @unroll
+-- runTokens@W runs a run of takes of one shape of @W token buckets, each
+-- take as the fast path in the batch's loop below (takeTokens) runs it,
+-- with each bucket's key, limit and state in locals instead of tables: the
+-- loop's per-bucket reads and writes of state, cells, levels, updateds,
+-- founds and spends (some 30 table accesses a bucket a take) are gone.
+-- Package lua makes runTokens1 to runTokens4 from this text (lua.unroll:
+-- each bucket's block once per bucket, its index in the names). The
+-- shape's keys are distinct and no take of it has a marker key (its shape
+-- has a taken set, or no marker), so nothing else runs on its buckets
+-- between its takes:
+-- each bucket is read once, before the run, as takeTokens would read it
+-- (a cell of the batch, or parse and load), and written once, after it,
+-- as takeTokens's last write of it left it. Between takes a bucket's
+-- state is what takeTokens would read back: after a commit that wrote it,
+-- the level and updated it wrote; after a delete, a missing key's
+-- (capacity, now, not found); after a take that wrote nothing, the state
+-- refilled at now, which a refill at the same now leaves as it is (refill
+-- is idempotent at one instant). It takes the run's length, p (the next
+-- ARGV to read), o (out's length), the run's taken set and voided ids or
+-- set, and returns p and o after the run.
+local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl)
+  -- @each
+  local key@i, limit@i = shape[1 + 2 * @i], shape[2 + 2 * @i]
+  local capacity@i, rate@i, per@i = limit@i[1], limit@i[2], limit@i[3]
+  local level@i, updated@i, found@i
+  local v@i = state[key@i]
+  if v@i and made[v@i] and v@i[1] == encode then
+    level@i, updated@i, found@i = v@i[2], v@i[3], true
+  else
+    local kind, x, y = parse(v@i)
+    level@i, updated@i, found@i = load(kind, x, y, capacity@i, now)
+  end
+  local how@i -- the last write's (see pending): nil before the first
+  -- @end
+  for _ = 1, run do
+    local id, at = nil, p - 1 -- the id of a take with a taken set; its costs from ARGV[at + 1]
+    if taken then
+      id, at = ARGV[p], p
+    end
+    p = at + 1 + @W
+    repeat -- one take; break ends it
+      if voids then
+        if voids[id] then
+          o = o + 1
+          out[o] = -1
+          break
+        end
+      elseif voidSet then
+        if redis.call('SISMEMBER', voidSet, id) == 1 then
+          o = o + 1
+          out[o] = -1
+          break
+        end
+      end
+      local firstLarge, firstShort, retry = -1, -1, 0
+      -- @each
+      local cost@i = ARGV[at + @i]
+      cost@i = digits[cost@i] or cost@i + 0
+      if now > updated@i then -- refill
+        level@i = level@i + (now - updated@i) * rate@i / per@i
+        updated@i = now
+      end
+      if level@i > capacity@i then
+        level@i = capacity@i
+      end
+      if cost@i > capacity@i then -- check: too large
+        if firstLarge < 0 then
+          firstLarge = @i - 1
+        end
+      elseif not (cost@i == 0 or level@i >= cost@i) then -- check: short
+        if firstShort < 0 then
+          firstShort = @i - 1
+        end
+        retry = math.max(retry, wait(level@i, cost@i, rate@i, per@i))
+      end
+      -- @end
+      if firstLarge >= 0 or firstShort >= 0 then
+        if firstLarge >= 0 then
+          out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, firstLarge, 1, 0
+        else
+          out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, firstShort, 0, retry
+        end
+        -- @each
+        out[o + 3 + 2 * @i], out[o + 4 + 2 * @i] = floorUnits(level@i), wait(level@i, capacity@i, rate@i, per@i)
+        -- @end
+        o = o + 4 + 2 * @W
+        break
+      end
+      if taken then
+        local list = takenIds[taken] -- markIn, inlined once the set has a list
+        if list then
+          list[#list + 1] = id
+        else
+          markIn(taken, id, ttl)
+        end
+      end
+      out[o + 1] = 1
+      -- @each
+      do
+        local level = level@i - cost@i
+        local reset = 0 -- wait(level, capacity, rate, per)
+        if not (level >= capacity@i) then
+          local q = (capacity@i - level) * per@i / rate@i -- > 0, or NaN
+          if q >= maxWait then -- floor(q) >= maxWait exactly when q is
+            reset = maxWait
+          else
+            reset = q - q % 1 -- floor(q)
+            local j = 0
+            while j < 2 and level + reset * rate@i / per@i < capacity@i do
+              reset = reset + 1
+              j = j + 1
+            end
+          end
+        end
+        -- put(found, level, updated, capacity, reset, now), and the state
+        -- takeTokens would read back
+        if level >= capacity@i then
+          if found@i then
+            how@i = false
+            level@i, updated@i, found@i = capacity@i, now, false -- a missing key's, as load gives it
+          else
+            level@i = level
+          end
+        else
+          local x = (updated@i + reset - now) / 1000 -- finite, or NaN
+          how@i = x - x % 1 + 1000 -- floor(x) + 1000
+          level@i, found@i = level, true
+        end
+        local units = level - level % 1 -- floorUnits; inf and NaN go to it
+        if not (units < 2 ^ 63 and units > -2 ^ 63) then
+          units = floorUnits(level)
+        end
+        out[o + 2 * @i], out[o + 1 + 2 * @i] = units, reset
+      end
+      -- @end
+      o = o + 1 + 2 * @W
+    until true
+  end
+  -- Each bucket's last write, as takeTokens's write and remember leave it.
+  -- @each
+  if how@i ~= nil then
+    local v = false
+    if how@i then
+      v = cells[key@i]
+      if v then
+        v[1], v[2], v[3], v[4] = encode, level@i, updated@i, nil
+      else
+        v = {encode, level@i, updated@i}
+        cells[key@i], made[v] = v, true
+      end
+    end
+    if pending[key@i] == nil then
+      written[#written + 1] = key@i
+    end
+    state[key@i], pending[key@i] = v, how@i
+  end
+  -- @end
+  return p, o
+end
+-- @unroll end
+
 -- @takeOne: take.lua's body, as takeOne(KEYS, ARGV), is inserted here by package lua.
 
 -- The phase-1 state of each bucket of the token-bucket take running, by
@@ -222,8 +384,10 @@ end
 local levels, updateds, founds, spends = {}, {}, {}, {}
 
 -- takeTokens, inlined in the batch's loop below (a call of it cost some
--- 1.5k instructions per take), is takeOne for a take whose buckets are all token buckets
--- (its shape's fast flag): take.lua's body for that kind step for step,
+-- 1.5k instructions per take), is takeOne for a take whose buckets are all
+-- token buckets that runTokens does not run (a shape of more than 4
+-- buckets or with a key twice, or a take with a marker key; runTokens runs
+-- each take as takeTokens would; its shape's fast flag): take.lua's body for that kind step for step,
 -- the same core steps in the same order (parse, load, refill, check, wait,
 -- put, floorUnits; mark and write as the batch records them), without its
 -- per-bucket dispatch, its seen tables or its KEYS and ARGV; a bucket an
@@ -295,7 +459,7 @@ for l = 1, nl do
 end
 -- A shape: its TTL, n, then each bucket's key and limit (numbers); fast
 -- when every bucket is a token bucket (kindOf 't': takeTokens runs it).
-local shapes, fast = {}, {}
+local shapes, fast, unrolled = {}, {}, {}
 local a = 8 + nl
 for s = 1, ns do
   local ttl, sets, n = ARGV[a], digits[ARGV[a + 1]] or ARGV[a + 1] + 0, ARGV[a + 2] + 0
@@ -313,6 +477,16 @@ for s = 1, ns do
       fast[shape] = nil
     end
   end
+  if fast[shape] and n <= 4 and (sets > 0 or ttl == '0') then -- runTokens runs it when its keys are distinct
+    unrolled[shape] = runTokens[n]
+    for i = 2, n do
+      for j = 1, i - 1 do
+        if shape[1 + 2 * i] == shape[1 + 2 * j] then
+          unrolled[shape] = nil
+        end
+      end
+    end
+  end
   shapes[s] = shape
   a = a + 3 + 2 * n
 end
@@ -328,6 +502,12 @@ while r < total do
   local taken, isFast, ttl, width = takenOf[shape], fast[shape], shape[1], shape[2]
   local voids, voidSet = voidedOf[shape], voidedSetOf[shape]
   p = p + 2
+  local runIt = unrolled[shape]
+  if runIt then
+    p, o = runIt(shape, run, p, o, ARGV, taken, voids, voidSet, ttl)
+    r = r + run
+    run = 0
+  end
   for _ = 1, run do
     r = r + 1
     local id, at = nil, p - 1 -- the id of a take with a taken set; its costs from ARGV[at + 1]
