@@ -27,8 +27,8 @@ type bpeCounter struct {
 	// pairBits has bit a×256+b set when the bytes a, b form a token: the
 	// pairs table in 8 KiB, for the upper bound (bound.go).
 	pairBits *[1 << 16 / 64]uint64
-	// memos are this counter's piece memos (*pieceMemo), one per counting
-	// goroutine at a time.
+	// memos are this counter's piece memos (*memoCounter, each holding
+	// one), one per counting goroutine at a time.
 	memos sync.Pool
 	// noMemo counts without the memo (benchmarks compare the two).
 	noMemo bool
@@ -365,18 +365,57 @@ func runeFlags(r rune) uint8 {
 // memo: the memo's pool cost such a text about 100 instructions of its
 // 300, and its counts are pieceTokens' (TestShortTextSameAsPieces,
 // FuzzShortTextSameAsPieces).
-func (c *bpeCounter) count(text string) int64 {
+func (c *bpeCounter) count(text string) int64 { return c.countIn(nil, text) }
+
+// countIn is count with the piece memo m, one of c's (nil: a memo from
+// c's pool, taken and given back for this text).
+func (c *bpeCounter) countIn(m *pieceMemo, text string) int64 {
 	if len(text) <= shortText && text != "" {
 		if j := c.piece(text, 0, true); j == len(text) {
 			return c.pieceTokens(text)
 		}
 	}
-	n, _, ok := c.countPieces(text, 0, len(text), true)
+	n, _, ok := c.countPiecesIn(m, text, 0, len(text), true)
 	if !ok {
 		text = string([]rune(text))
-		n, _, _ = c.countPieces(text, 0, len(text), false)
+		n, _, _ = c.countPiecesIn(m, text, 0, len(text), false)
 	}
 	return n
+}
+
+// memoCounter is a bpeCounter holding one piece memo (and one buffer for
+// unescaped text, countRaw's) across the texts of one request, taken from
+// the counter's pool once (takeMemo) and given back once (putMemo): each
+// text counted took the memo from the pool and gave it back, about 115
+// instructions a text (a cold 1 KiB chat body counts some 15), and each
+// escaped string a buffer from another pool likewise. Its counts are its
+// counter's (the memo only remembers them): TestMemoCounterSameCounts,
+// FuzzMemoCounterSameCounts. It belongs to one goroutine at a time.
+type memoCounter struct {
+	bpe  *bpeCounter
+	memo pieceMemo
+	// unescaped is countRaw's buffer, empty between uses.
+	unescaped []byte
+}
+
+// count is the number of tokens of text, as bpeCounter.count.
+func (mc *memoCounter) count(text string) int64 { return mc.bpe.countIn(&mc.memo, text) }
+
+// takeMemo returns a memoCounter of c from its pool (or a new one).
+func (c *bpeCounter) takeMemo() *memoCounter {
+	if mc, _ := c.memos.Get().(*memoCounter); mc != nil {
+		return mc
+	}
+	return &memoCounter{bpe: c}
+}
+
+// putMemo gives mc, taken from c with takeMemo and no longer used, back
+// to c's pool.
+func (c *bpeCounter) putMemo(mc *memoCounter) {
+	if cap(mc.unescaped) > maxPooledUnescape {
+		mc.unescaped = nil
+	}
+	c.memos.Put(mc)
 }
 
 // shortText is the longest text, in bytes, count takes as one piece when
@@ -396,6 +435,12 @@ func (c *bpeCounter) countFrom(text string, i, stop int) (int64, int) {
 // is set: it stops, ok false, at the first piece of the general matcher
 // that is not.
 func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64, end int, ok bool) {
+	return c.countPiecesIn(nil, text, i, stop, check)
+}
+
+// countPiecesIn is countPieces with the piece memo m, one of c's (nil: a
+// memo from c's pool, taken and given back for this text).
+func (c *bpeCounter) countPiecesIn(m *pieceMemo, text string, i, stop int, check bool) (n int64, end int, ok bool) {
 	if c.noMemo {
 		for i < len(text) && i < stop {
 			j := c.piece(text, i, check)
@@ -407,9 +452,10 @@ func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64,
 		}
 		return n, i, true
 	}
-	m, _ := c.memos.Get().(*pieceMemo)
+	var pooled *memoCounter
 	if m == nil {
-		m = new(pieceMemo)
+		pooled = c.takeMemo()
+		m = &pooled.memo
 	}
 	ok = true
 	pairs := c.pairs
@@ -517,7 +563,9 @@ func (c *bpeCounter) countPieces(text string, i, stop int, check bool) (n int64,
 		}
 		i = j
 	}
-	c.memos.Put(m)
+	if pooled != nil {
+		c.putMemo(pooled)
+	}
 	return n, i, ok
 }
 

@@ -125,10 +125,12 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 				return false
 			}
 		}
-		raw := elems
-		raw.raw = true
-		if _, _, fine = checkMember(k, v, raw, chatFields, 0, d.memo, &fold); !fine {
-			return false
+		if !fieldValue(k, v.Type, chatFields) { // a scalar field has nothing to check
+			raw := elems
+			raw.raw = true
+			if _, _, fine = checkMember(k, v, raw, chatFields, 0, d.memo, &fold); !fine {
+				return false
+			}
 		}
 		if rawWalk {
 			switch k {
@@ -226,6 +228,12 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		est.CacheWrite, est.CacheWrite1h = asksCache(d.body)
 	}
 	encName, enc := rules.encoding, rules.counter(w)
+	if bc, ok := enc.(*bpeCounter); ok {
+		// One piece memo for the request's texts (memoCounter).
+		mc := bc.takeMemo()
+		defer bc.putMemo(mc)
+		enc = mc
+	}
 
 	var in int64
 	if messages.IsArray() {
@@ -447,7 +455,9 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 		// the rest by checkMember.
 		nested := v.IsArray() && (k == "content" || k == "tool_calls")
 		if check && ok && !nested {
-			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatMessageFields, 2, nil, &fold)
+			if !fieldValue(k, v.Type, chatMessageFields) {
+				_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatMessageFields, 2, nil, &fold)
+			}
 		}
 		switch k {
 		case "role", "refusal":
@@ -530,7 +540,9 @@ func callsTally(enc counter, c gjson.Result, check bool, fold *[]byte) (n int64,
 			return true
 		}
 		if check && ok {
-			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatToolCallFields, 4, nil, fold)
+			if !fieldValue(k, v.Type, chatToolCallFields) {
+				_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatToolCallFields, 4, nil, fold)
+			}
 		}
 		return true
 	})
@@ -592,7 +604,9 @@ func callTallyOf(enc counter, fn gjson.Result, ck callKind, check bool, fold *[]
 	var name, args gjson.Result
 	rawMembers(fn.Raw, func(k string, v gjson.Result) bool {
 		if check && ok {
-			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, ck.fields, 5, nil, fold)
+			if !fieldValue(k, v.Type, ck.fields) {
+				_, _, ok = checkMember(k, v, elements{v: v, raw: true}, ck.fields, 5, nil, fold)
+			}
 		}
 		switch k {
 		case "name":
@@ -652,7 +666,9 @@ func partTally(enc counter, model string, p gjson.Result, check bool, fold *[]by
 	inputAudio := false
 	rawMembers(p.Raw, func(k string, v gjson.Result) bool {
 		if check && ok {
-			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatPartFields, 4, nil, fold)
+			if !fieldValue(k, v.Type, chatPartFields) {
+				_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatPartFields, 4, nil, fold)
+			}
 		}
 		switch k {
 		case "type":

@@ -57,7 +57,9 @@ func callTallyAt(enc counter, s string, check bool, fold *[]byte) (n int64, end 
 		}
 		v := w.value()
 		if check && ok {
-			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatToolCallFields, 4, nil, fold)
+			if !fieldValue(k, v.Type, chatToolCallFields) {
+				_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatToolCallFields, 4, nil, fold)
+			}
 		}
 	}
 	return n, w.at() + 1, ok
@@ -76,7 +78,9 @@ func callMembersAt(enc counter, s string, ck callKind, check bool, fold *[]byte)
 		}
 		v := w.value()
 		if check && ok {
-			_, _, ok = checkMember(k, v, elements{v: v, raw: true}, ck.fields, 5, nil, fold)
+			if !fieldValue(k, v.Type, ck.fields) {
+				_, _, ok = checkMember(k, v, elements{v: v, raw: true}, ck.fields, 5, nil, fold)
+			}
 		}
 		switch k {
 		case "name":

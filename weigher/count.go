@@ -86,6 +86,8 @@ func countText(enc counter, text string) int64 {
 	switch c := enc.(type) {
 	case *bpeCounter:
 		return c.count(text)
+	case *memoCounter:
+		return c.count(text)
 	case budgetCounter:
 		if c.bpe != nil {
 			return c.count(text)

@@ -347,6 +347,21 @@ func checkWhole(elems elements, raw string, f *fields, depth int, cache *elemMem
 	return key, field, ok
 }
 
+// fieldValue reports whether checkMember(k, v, …, f, depth, cache, fold)
+// has nothing to check in the member k: v (of type t, a value as rawValue
+// gives it), with or without a cache (it reads none for such a member): k
+// is one of f's fields, and no object lies under it to check (none read
+// below k, or v neither an object nor an array). It is a lookup
+// alone, so that a walk checking a new message's members (its role, its
+// text) skips checkMember's call, whose arguments (two structs of about
+// 200 bytes, copied) cost each member more than the lookup; it answers
+// false when it does not know, and the caller then calls checkMember
+// (TestFieldValueSameAsCheckMember, FuzzFieldValueSameAsCheckMember).
+func fieldValue(k string, t gjson.Type, f *fields) bool {
+	sub, exact := f.lookup(k) // never exact in a map (f.each): it lists no name
+	return exact && (sub == nil || t != gjson.JSON)
+}
+
 // checkMember checks the member k: val (whose elements, when an array, are
 // elems) of an object read with f at depth; fold is scratch.
 func checkMember(k string, val gjson.Result, elems elements, f *fields, depth int, cache *elemMemo, fold *[]byte) (key, field string, ok bool) {

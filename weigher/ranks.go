@@ -129,6 +129,13 @@ func pack(s string) uint64 {
 	return k
 }
 
+// loadLE32 is the first 4 bytes of s (at least 4) as a little-endian
+// integer, in one load.
+func loadLE32(s string) uint32 {
+	_ = s[3]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+}
+
 // hashKey mixes the key k of n bytes: its top bits pick the home slot,
 // its low bits the filter's.
 func hashKey(k uint64, n int) uint64 {
@@ -155,7 +162,17 @@ func (t *rankTable) get(s string) (int, bool) {
 	if len(s) == 0 {
 		return 0, false
 	}
-	k := pack(s)
+	// pack(s); from 4 bytes in two loads, where pack reads byte by byte
+	// (about 30 instructions of a 6-byte string, and the merge packs
+	// every string it looks up): the words of s's first and last four
+	// bytes, the second shifted up to its place (where they overlap they
+	// hold the same bytes). TestRankTable.
+	var k uint64
+	if n := len(s); n >= 4 {
+		k = uint64(loadLE32(s)) | uint64(loadLE32(s[n-4:]))<<(8*(n-4))
+	} else {
+		k = pack(s)
+	}
 	h := hashKey(k, len(s))
 	if a, b := filterPos(h); t.filter[a/64]&(1<<(a%64)) == 0 || t.filter[b/64]&(1<<(b%64)) == 0 {
 		return 0, false
@@ -202,7 +219,9 @@ func (t *rankTable) lookup(lo, hi uint64, n int, h uint64) (int, bool) {
 
 // getMid is get for a string of 9 to 16 bytes.
 func (t *rankTable) getMid(s string) (int, bool) {
-	lo, hi := pack(s[:8]), pack(s[8:])
+	// pack(s[:8]), pack(s[8:]) in two loads: the second the word ending
+	// at s's end, shifted down to its bytes past the eighth.
+	lo, hi := le64(s[:8]), le64(s[len(s)-8:])>>(128-8*len(s))
 	h := midHash(lo, hi, len(s))
 	if a, b := filterPos(h); t.filter[a/64]&(1<<(a%64)) == 0 || t.filter[b/64]&(1<<(b%64)) == 0 {
 		return 0, false

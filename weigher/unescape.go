@@ -155,6 +155,12 @@ func countRaw(enc counter, v gjson.Result) int64 {
 	if i < 0 {
 		return countText(enc, s)
 	}
+	if mc, ok := enc.(*memoCounter); ok { // the request's buffer
+		b := appendUnescaped(mc.unescaped[:0], s, i)
+		n := mc.count(bytesString(b))
+		mc.unescaped = b[:0]
+		return n
+	}
 	bp := unescapeBufs.Get().(*[]byte)
 	b := appendUnescaped((*bp)[:0], s, i)
 	n := countText(enc, bytesString(b))
