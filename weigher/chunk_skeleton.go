@@ -103,10 +103,11 @@ type chunkShape struct {
 	// lead is how many tokens come before the first text string (all of
 	// them when there is none): match compares them at once.
 	lead int
-	// uncounted is prev's Chunk.Uncounted; finished its Chunk.Finished
-	// (a match keeps each finish_reason's type, null or not).
+	// uncounted is prev's Chunk.Uncounted. prev ended no choice (a
+	// chunk with a finish_reason that is not null is never a skeleton:
+	// noteFinished), and a chunk that matches it ends none either (each
+	// finish_reason compares as bytes: null, a literal, stays null).
 	uncounted bool
-	finished  int
 	// usage is where prev's top-level "usage" object lies ([start, end),
 	// its braces compared as bytes), when prev carried one (a usage
 	// chunk: its numbers are tolerated, and read again by usageOf for
@@ -166,6 +167,16 @@ func (r *chunkSkeleton) noteText(raw string) {
 	r.nat++
 }
 
+// noteFinished records that the walk found a choice with a finish_reason
+// that is not null: such a chunk is never a skeleton (its choices'
+// indexes, numbers a match tolerates, say which choices ended); nothing
+// when r is nil.
+func (r *chunkSkeleton) noteFinished() {
+	if r != nil {
+		r.over = true
+	}
+}
+
 // readChunk is parseOpenAIChunk(data, completions, maxDepth) through sk:
 // a chunk shaped as sk's skeleton, or as one of the shared shapes, is read
 // by match, any other in full (and kept, and shared, as the skeleton when
@@ -190,7 +201,8 @@ func (sk *chunkSkeleton) readChunk(data []byte, completions bool, maxDepth int) 
 
 // build returns data, a chunk parseOpenAIChunk read as c recording its
 // text strings in sk.at, as a new shape, when it may serve as one: c
-// carried no usage, error or [DONE] and was read; it has at most
+// carried no usage, error or [DONE], ended no choice (noteFinished) and
+// was read; it has at most
 // maxSkeletonStrings value strings, none inside a top-level "usage" or
 // "error" member (nor under a top-level key holding an escape), and every
 // string the walk added to Text is one of them. Otherwise nil (the stream
@@ -305,7 +317,7 @@ func (sk *chunkSkeleton) build(data []byte, c Chunk, completions bool, maxDepth 
 	*sh = chunkShape{
 		prev: prev, completions: completions, maxDepth: maxDepth,
 		toks: *toks, ntoks: n, isNum: isNum, text: text, ntext: sk.nat, isText: isText, lead: lead,
-		uncounted: c.Uncounted, finished: c.Finished, usage: usage, hasUsage: hasUsage, usageOnly: c.UsageOnly,
+		uncounted: c.Uncounted, usage: usage, hasUsage: hasUsage, usageOnly: c.UsageOnly,
 	}
 	return sh
 }
@@ -439,7 +451,7 @@ func (sk *chunkSkeleton) matchShape(sh *chunkShape, data []byte, completions boo
 		s := sk.cur[k]
 		text.addString(unescapeJSON(body[s.start+1 : s.end-1]))
 	}
-	c := Chunk{Text: text.String(), Uncounted: sh.uncounted, Finished: sh.finished, UsageOnly: sh.usageOnly}
+	c := Chunk{Text: text.String(), Uncounted: sh.uncounted, UsageOnly: sh.usageOnly}
 	if sh.hasUsage {
 		// The walk reads the usage object's figures (usageOf): read the
 		// new chunk's the same way.

@@ -24,7 +24,9 @@ const defaultCompletionMaxTokens = 16
 // times the number of prompts, since each prompt gets its own choices; with
 // echo the prompt is also returned in every choice, so its tokens are added
 // once per choice (reconciliation refunds any excess). vLLM's min_tokens
-// and ignore_eos raise the per-completion figure (outputFloor).
+// and ignore_eos raise the per-completion figure (outputFloor). Choices is
+// max(n, best_of) times the number of prompts: the completions
+// OutputTokens covers, each of which a stream must end.
 //
 // A streamed request sets Stream, and IncludeUsage when it sets
 // stream_options.include_usage. A body that is not a JSON object yields the
@@ -107,7 +109,12 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	if c, ok := tokenCount(bestOf); ok && c > choices {
 		choices = c
 	}
-	est.OutputTokens = mulCap(mulCap(out, choices), max(prompts, 1))
+	// Each prompt gets its own choices, streamed under their own indexes
+	// (prompt p's choice j is p×n + j): every one must finish for a stream
+	// without "[DONE]" to have ended (Stream.Ended), and each may bill its
+	// prompt (Ceiling).
+	est.Choices = mulCap(choices, max(prompts, 1))
+	est.OutputTokens = mulCap(out, est.Choices)
 	if echo {
 		est.OutputTokens = min(est.OutputTokens+mulCap(in, choices), maxTokens)
 	}
