@@ -62,10 +62,8 @@ func TestChunkShapesSameAsFullRead(t *testing.T) {
 
 // TestChunkShapesSteadyState checks what sharing buys: once one stream of
 // OpenAI's shape was read, the next ones (other ids, "created" and usage
-// figures) read every chunk on the fast path, the role, first content
-// and usage chunks included; only the finish chunk (which is never a
-// skeleton: its choices' indexes say which ended) and "[DONE]" are read
-// otherwise.
+// figures) read every chunk on the fast path, the role, first content,
+// finish and usage chunks included; only "[DONE]" is read otherwise.
 func TestChunkShapesSteadyState(t *testing.T) {
 	shapes := new(chunkShapes)
 	r := rand.New(rand.NewPCG(9, 9))
@@ -81,8 +79,8 @@ func TestChunkShapesSteadyState(t *testing.T) {
 			st[j] = e
 		}
 		fast := sharedRun(t, shapes, KindChat, 0, st)
-		if i > 0 && fast != len(st)-2 {
-			t.Fatalf("stream %d: %d of %d chunks on the fast path, want all but the finish chunk and [DONE]", i, fast, len(st))
+		if i > 0 && fast != len(st)-1 {
+			t.Fatalf("stream %d: %d of %d chunks on the fast path, want all but [DONE]", i, fast, len(st))
 		}
 	}
 }

@@ -29,14 +29,21 @@ import (
 // (https://docs.litellm.ai/docs/proxy/clientside_auth: "You can pass a
 // litellm.RouterConfig as user_config"); NanoGPT's "advisor", a second
 // model the request's model may consult, billed at that model's rates
-// (https://docs.nano-gpt.com/api-reference/miscellaneous/advisor).
+// (https://docs.nano-gpt.com/api-reference/miscellaneous/advisor);
+// LiteLLM proxy's "prompt_id", a stored prompt its prompt management
+// (Langfuse, dotprompt, a prompt API…) fetches on chat and Responses
+// calls, whose template becomes the messages and whose model and
+// parameters (max_tokens…) replace the request's
+// (https://docs.litellm.ai/docs/proxy/prompt_management: "change the
+// specific model … from your prompt management tool"), input, model and
+// output maximum the body does not show.
 // None of them is
 // a field of the OpenAI or Anthropic endpoints llmguard weighs (chat,
 // Responses, completions, embeddings, image generation, Messages), so a
 // body holding one, in any case, is refused (FaultModelOutsideBody)
 // rather than priced as its "model" alone. An immutable table.
 var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "fallback_config", "preset",
-	"user_config", "advisor"}
+	"user_config", "advisor", "prompt_id"}
 
 // fallbackModelsKey returns the first top-level member of d whose key is
 // one of FallbackModelFields in any case (as sent), with
