@@ -68,10 +68,11 @@ func finishAll(n int) []string {
 	return c
 }
 
-// TestEndedThroughSharedSkeletons reads one stream's finish chunks after
-// another stream of the same Weigher shared its shapes: a finish chunk is
-// read in full (never matched against a skeleton, whose index numbers a
-// match would tolerate), so a repeated choice 0 is not choice 1.
+// TestEndedThroughSharedSkeletons reads finish chunks on the skeleton
+// fast path, which tolerates any number where the skeleton holds one: a
+// match reads each finished choice's index again, so choice 1's finish
+// chunk matched against choice 0's is choice 1's, and a repeated choice 0
+// is not choice 1.
 func TestEndedThroughSharedSkeletons(t *testing.T) {
 	w := testWeigher(t)
 	chunk := func(idx int, finish string) string {

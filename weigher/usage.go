@@ -351,7 +351,7 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 						return true
 					})
 					if finished {
-						rec.noteFinished()
+						rec.noteFinished(index.Raw)
 						if i, ok := choiceIndex(index); ok {
 							ends = appendChoiceEnd(ends, i)
 						}
