@@ -403,7 +403,7 @@ var (
 				under("tool_calls", chatToolCallFields).
 				under("function_call", callFields)
 	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources", "web_search_options", "plugins",
-		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs", "min_tokens", "ignore_eos", "mm_processor_kwargs").
+		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs", "min_tokens", "ignore_eos", "mm_processor_kwargs", "prompt").
 		under("reasoning", object("max_tokens")).
 		under("messages", chatMessageFields).
 		under("tools", toolFields).
