@@ -491,7 +491,8 @@ func (sk *chunkSkeleton) matchShape(sh *chunkShape, data []byte, completions boo
 	}
 	c := Chunk{Text: text.String(), Uncounted: sh.uncounted, UsageOnly: sh.usageOnly}
 	if sh.nfin > 0 {
-		var ends []byte
+		var endsBuf [8]byte
+		ends := endsBuf[:0]
 		for _, k := range sh.fin[:sh.nfin] {
 			i, ok := 0, true // no index: choice 0
 			if k >= 0 {
@@ -502,7 +503,7 @@ func (sk *chunkSkeleton) matchShape(sh *chunkShape, data []byte, completions boo
 				ends = appendChoiceEnd(ends, i)
 			}
 		}
-		c.Finished = ChoiceEnds{string(ends)}
+		c.Finished = choiceEndsOf(ends)
 	}
 	if sh.hasUsage {
 		// The walk reads the usage object's figures (usageOf): read the

@@ -37,9 +37,12 @@ type Stream struct {
 	final   bool
 	errSeen bool
 	done    bool
-	// ended: bit i set when choice i (< MaxEndedChoices) reported a
-	// finish_reason (chat, completions; see [Stream.Ended]); nil until
-	// one did. At most MaxEndedChoices/8 bytes.
+	// ended0, ended: bit i of ended0 set when choice i < 64 reported a
+	// finish_reason, bit i-64 of ended when choice i (64 ≤ i <
+	// MaxEndedChoices) did (chat, completions; see [Stream.Ended]); ended
+	// is nil until such a choice did (n ≤ 64, all but unheard of, costs no
+	// allocation). At most MaxEndedChoices/8 bytes.
+	ended0 uint64
 	ended  []uint64
 	unread bool // an event was Unread: a Messages usage is then never final
 	// disputed: an event named a key twice and its two readings disagreed
@@ -186,11 +189,7 @@ func (s *Stream) Event(eventType, data []byte) StreamUpdate {
 	s.errSeen = s.errSeen || u.Err
 	s.done = s.done || u.Done
 	for k := range u.Finished.Len() {
-		i := u.Finished.At(k)
-		if s.ended == nil {
-			s.ended = make([]uint64, MaxEndedChoices/64)
-		}
-		s.ended[i/64] |= 1 << (i % 64)
+		s.markEnded(u.Finished.At(k))
 	}
 	s.unread = s.unread || u.Unread
 	// Output after the usage that should have been the last figure (text
@@ -233,20 +232,38 @@ func (s *Stream) Ended(choices int64) bool {
 		return true
 	}
 	choices = max(choices, 1)
-	if choices > MaxEndedChoices || s.ended == nil {
+	if choices > MaxEndedChoices {
 		return false
 	}
-	n := int(choices)
-	for w := range n / 64 {
-		if s.ended[w] != ^uint64(0) {
+	for w := 0; w*64 < int(choices); w++ {
+		word := s.ended0
+		if w > 0 {
+			if s.ended == nil {
+				return false
+			}
+			word = s.ended[w-1]
+		}
+		mask := ^uint64(0)
+		if r := int(choices) - w*64; r < 64 {
+			mask = uint64(1)<<r - 1
+		}
+		if word&mask != mask {
 			return false
 		}
 	}
-	if r := n % 64; r != 0 {
-		mask := uint64(1)<<r - 1
-		return s.ended[n/64]&mask == mask
-	}
 	return true
+}
+
+// markEnded notes that choice i (< MaxEndedChoices) ended.
+func (s *Stream) markEnded(i int) {
+	if i < 64 {
+		s.ended0 |= 1 << i
+		return
+	}
+	if s.ended == nil {
+		s.ended = make([]uint64, MaxEndedChoices/64-1)
+	}
+	s.ended[i/64-1] |= 1 << (i % 64)
 }
 
 // Source says where a settled usage comes from; defined once in package

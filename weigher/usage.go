@@ -305,7 +305,8 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 	}
 	var c Chunk
 	var text textJoiner
-	var ends []byte // c.Finished, built
+	var endsBuf [8]byte
+	ends := endsBuf[:0] // c.Finished, built (most chunks end one choice or none)
 	emptyChoices, usageObject := false, false
 	// add counts a text field's value; one that holds output but is not a
 	// string (content as an array of parts, as some OpenAI-compatible
@@ -422,7 +423,7 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 	// asked for it) by its shape, whether or not its figures are readable.
 	c.UsageOnly = usageObject && emptyChoices
 	c.Text = text.String()
-	c.Finished = ChoiceEnds{string(ends)}
+	c.Finished = choiceEndsOf(ends)
 	return c
 }
 
@@ -528,6 +529,30 @@ func (e ChoiceEnds) Len() int { return len(e.idx) / 2 }
 
 // At is e's i-th index, 0 ≤ i < e.Len().
 func (e ChoiceEnds) At(i int) int { return int(e.idx[2*i]) | int(e.idx[2*i+1])<<8 }
+
+// oneEnd holds each index below MaxEndedChoices as a ChoiceEnds holds it
+// (two bytes, little-endian), in order: a chunk that ends one choice (the
+// most that end any) takes its ChoiceEnds from here, not allocated.
+var oneEnd = func() string {
+	b := make([]byte, 0, 2*MaxEndedChoices)
+	for i := range MaxEndedChoices {
+		b = appendChoiceEnd(b, i)
+	}
+	return string(b)
+}()
+
+// choiceEndsOf is the ChoiceEnds of the bytes b (appendChoiceEnd's); one
+// index is not allocated.
+func choiceEndsOf(b []byte) ChoiceEnds {
+	switch len(b) {
+	case 0:
+		return ChoiceEnds{}
+	case 2:
+		i := int(b[0]) | int(b[1])<<8
+		return ChoiceEnds{oneEnd[2*i : 2*i+2]}
+	}
+	return ChoiceEnds{string(b)}
+}
 
 // appendChoiceEnd appends the index i (< MaxEndedChoices) to a
 // ChoiceEnds' bytes.
