@@ -55,7 +55,7 @@ var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallba
 // advisor tool (advisorTools), returned as "tools".
 func fallbackModelsKey(d doc) (key string, f Fault) {
 	d.walkKeys(true, func(k string) bool {
-		return isFallbackModelField(k) || k == "model" || k == "tools" || isExtraBodyKey(k)
+		return isFallbackModelField(k) || k == "model" || k == "tools" || isExtraBodyKey(k) || isGatewayRetryField(k)
 	}, func(k string, v gjson.Result, _ elements) bool {
 		key, f = fallbackMember(k, v)
 		return f == FaultNone
@@ -85,8 +85,39 @@ func fallbackMember(k string, v gjson.Result) (key string, f Fault) {
 		}
 	case isFallbackModelField(k):
 		return k, FaultModelOutsideBody
+	case isGatewayRetryField(k):
+		if n, ok := tokenCount(parsed(v)); ok && n > 0 {
+			return k, FaultGatewayRetries
+		}
 	}
 	return "", FaultNone
+}
+
+// GatewayRetryFields are the top-level members of a request body with
+// which a client asks LiteLLM's proxy to retry a failed or timed-out call
+// itself ("num_retries", and "max_retries" handed to the OpenAI client it
+// calls with: per-request parameters of litellm.completion,
+// https://docs.litellm.ai/docs/completion/reliable_completions): with a
+// short "timeout" each attempt runs, and is billed, upstream while the
+// gateway gives up on it, and llmguard, which sees one answer, reserves
+// and settles one. Neither is a field of the endpoints llmguard weighs, so
+// a body giving one a positive count (in any case, a number or a numeric
+// string) is refused (FaultGatewayRetries); 0, null or a value that is no
+// count passes. An immutable table.
+var GatewayRetryFields = []string{"num_retries", "max_retries"}
+
+// isGatewayRetryField reports whether key is one of GatewayRetryFields in
+// any case.
+func isGatewayRetryField(key string) bool {
+	if len(key) < len("max_retries") || len(key) > 2*len("num_retries") {
+		return false
+	}
+	for _, f := range GatewayRetryFields {
+		if strings.EqualFold(key, f) {
+			return true
+		}
+	}
+	return false
 }
 
 // advisorTools reports whether tools (a request's "tools" array, raw or
