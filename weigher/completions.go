@@ -52,6 +52,11 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 			model = v
 		case "prompt":
 			prompt = v
+		case "plugins":
+			// OpenRouter's plugins (web search, file parsing), which its
+			// completions endpoint takes as its chat endpoint does: their
+			// results enter the prompt it bills. Hidden context.
+			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case "prompt_embeds":
 			// vLLM's prompt embeddings (base64 tensors, one prompt token
 			// per row, beside or instead of prompt): billed as prompt
@@ -77,6 +82,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 		return true
 	})
 	est.Model = modelNamed(model, as, w.names)
+	est.ServerContext = est.ServerContext || onlineModel(est.Model)
 	enc := w.encoder(est.Model)
 	in, prompts := promptTokens(enc, prompt)
 	if !prompt.Exists() || prompt.Type == gjson.Null {

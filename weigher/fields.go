@@ -429,7 +429,7 @@ var (
 		under("text", object().under("format", object("type"))).
 		under("reasoning", object("max_tokens"))
 
-	completionsFields = object("model", "prompt", "suffix", "max_tokens", "n", "best_of", "echo", "stream", "min_tokens", "ignore_eos").
+	completionsFields = object("model", "prompt", "suffix", "max_tokens", "n", "best_of", "echo", "stream", "min_tokens", "ignore_eos", "plugins").
 				under("stream_options", object("include_usage"))
 	embeddingsFields = object("model", "input", "texts", "inputs", "prompt")
 	imagesFields     = object("model", "prompt", "n", "size", "quality", "stream", "partial_images")
@@ -441,7 +441,7 @@ var (
 		b.under("source", object("type", "data").under("content", b))
 		return b.under("content", b)
 	}()
-	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed", "inference_geo", "output_format").
+	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed", "inference_geo", "output_format", "plugins").
 			under("output_config", object("format")).
 			under("system", claudeBlockFields).
 			under("messages", object("role").under("content", claudeBlockFields)).

@@ -107,9 +107,11 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 			// and its pricing page). Anything but "global" (the default) or
 			// null is taken as pinned.
 			est.GeoPinned = v.Type != gjson.Null && (v.Type != gjson.String || v.Str != "global")
-		case "mcp_servers":
+		case "mcp_servers", "plugins":
 			// Remote MCP servers: their tool results enter the context the
-			// upstream bills.
+			// upstream bills; so do the results of OpenRouter's plugins
+			// (web search, file parsing: chat's "plugins") on an
+			// Anthropic-compatible endpoint that takes them.
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		}
 		at++
