@@ -266,6 +266,12 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			d.memo.keepResumePoint(d.lay, messagesAt, &run, ctx)
 		}
 	}
+	if !messages.IsArray() && messages.Raw != "" && messages.Type != gjson.Null {
+		// Not a list (one message as an object, a bare string): OpenAI
+		// refuses it, a lenient upstream may read it as the
+		// conversation. Weighed by its JSON text, as one message.
+		in += tokensPerMessage + countValue(enc, messages)
+	}
 	if t, hidden := chatPromptTokens(enc, prompt); t > 0 || hidden {
 		in += t
 		est.ServerContext = est.ServerContext || hidden

@@ -88,7 +88,14 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	if !prompt.Exists() || prompt.Type == gjson.Null {
 		in, prompts = 1, 1 // "<|endoftext|>"
 	}
-	in += mulCap(countText(enc, stringOf(suffix)), max(prompts, 1))
+	// Objects where the API takes strings and token arrays (a prompt, or
+	// prompts, as {"text": …}), which promptTokens does not count: a
+	// lenient upstream may read them as text. Weighed by their JSON text,
+	// each a prompt.
+	objTokens, objPrompts := promptObjects(enc, prompt)
+	in, prompts = min(in+objTokens, maxTokens), prompts+objPrompts
+	// The suffix as the API takes it (a string), or by its JSON text.
+	in += mulCap(countValue(enc, suffix), max(prompts, 1))
 	est.InputTokens = w.scaled(est.Model, min(in, maxTokens))
 
 	out, ok := tokenCount(maxTok)
@@ -230,6 +237,26 @@ func promptTokens(enc counter, p gjson.Result) (tokens, prompts int64) {
 	})
 	if flat {
 		prompts++
+	}
+	return min(tokens, maxTokens), prompts
+}
+
+// promptObjects counts the objects a completions prompt holds, where the
+// API takes strings and token arrays: the prompt itself when it is an
+// object, or each object element of a prompt list, by its JSON text, each
+// one prompt. promptTokens counts the rest.
+func promptObjects(enc counter, p gjson.Result) (tokens, prompts int64) {
+	if p.IsObject() {
+		return countValue(enc, p), 1
+	}
+	if p.IsArray() {
+		p.ForEach(func(_, e gjson.Result) bool {
+			if e.IsObject() {
+				tokens += countValue(enc, e)
+				prompts++
+			}
+			return true
+		})
 	}
 	return min(tokens, maxTokens), prompts
 }

@@ -215,6 +215,12 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 		if keep && (w.budget == nil || !w.budget.over) {
 			d.memo.keepResumePoint(d.lay, messagesAt, &run, past)
 		}
+	} else if messages.Raw != "" && messages.Type != gjson.Null {
+		// Not a list (one message as an object, a bare string): the
+		// API refuses it, a lenient upstream may read it as the
+		// conversation. Weighed by its JSON text.
+		c.text += countValue(c.enc, messages)
+		c.fixed += claudeTokensPerMessage
 	}
 	c.fixed += claudeTokensReply
 
