@@ -8,12 +8,13 @@ import (
 // Bodies whose text stands where the API takes another shape — a chat or
 // Messages "messages" given as one object or a bare string, a completions
 // prompt given as an object (or a list of them), a suffix given as a list
-// — weighed as nothing: a lenient upstream that reads them as text bills
+// — or a Responses message item without content (the instructions as
+// some other object) — weighed as nothing: a lenient upstream that reads them as text bills
 // them (3,000 words in each went seven times through a 20,000-token
 // bucket, billed 21,0xx). They are weighed by their JSON text.
 func TestOddShapesAreWeighed(t *testing.T) {
 	up := startBilling16(t, func(_ string, body map[string]any) (int64, int64) {
-		return words(body["messages"], body["prompt"], body["suffix"]), 1
+		return words(body["messages"], body["prompt"], body["suffix"], body["input"], body["instructions"]), 1
 	})
 	for _, tc := range []struct{ name, path, body string }{
 		{"chat messages object", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":{"role":"user","content":"` + words16 + `"}}`},
@@ -23,6 +24,8 @@ func TestOddShapesAreWeighed(t *testing.T) {
 		{"prompt object", "/v1/completions", `{"model":"gpt-4o-mini","max_tokens":1,"prompt":{"text":"` + words16 + `"}}`},
 		{"prompt objects", "/v1/completions", `{"model":"gpt-4o-mini","max_tokens":1,"prompt":[{"text":"` + words16 + `"}]}`},
 		{"suffix list", "/v1/completions", `{"model":"gpt-4o-mini","max_tokens":1,"prompt":"hi","suffix":["` + words16 + `"]}`},
+		{"instructions object", "/v1/responses", `{"model":"gpt-4o-mini","max_output_tokens":16,"input":"hi","instructions":{"text":"` + words16 + `"}}`},
+		{"input item without content", "/v1/responses", `{"model":"gpt-4o-mini","max_output_tokens":16,"input":[{"role":"user","text":"` + words16 + `"}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := startConfig(t, nil, fmt.Sprintf(`
