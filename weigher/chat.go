@@ -310,7 +310,9 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	// A body without response_format (most) skips gjson's Get, which
 	// parsed its path even on the absent member (about 150 instructions).
 	if responseFormat.Exists() {
-		if js := responseFormat.Get("json_schema"); js.Exists() {
+		if !responseFormat.IsObject() {
+			in += countValue(enc, responseFormat) // not the API's shape: by its JSON text
+		} else if js := responseFormat.Get("json_schema"); js.Exists() {
 			in += countText(enc, js.Raw)
 		}
 	}

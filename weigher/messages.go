@@ -227,6 +227,10 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	if tools.IsArray() && len(tools.Raw) > 2 {
 		choice := toolChoice.Get("type").String()
 		count("messages.tools", choice, tools.Raw, func(sub *claudeCounter) { sub.tools(tools, choice) }, d.memo)
+	} else if !tools.IsArray() && tools.Raw != "" && tools.Type != gjson.Null {
+		// Not a list (one tool as an object, a string): the API refuses
+		// it, a lenient upstream may read it. Weighed by its JSON text.
+		c.text += countValue(c.enc, tools)
 	}
 	if t := thinking.Get("type").String(); t == "enabled" || t == "adaptive" {
 		c.fixed += claudeThinkingTokens

@@ -14,7 +14,7 @@ import (
 // bucket, billed 21,0xx). They are weighed by their JSON text.
 func TestOddShapesAreWeighed(t *testing.T) {
 	up := startBilling16(t, func(_ string, body map[string]any) (int64, int64) {
-		return words(body["messages"], body["prompt"], body["suffix"], body["input"], body["instructions"]), 1
+		return words(body["messages"], body["prompt"], body["suffix"], body["input"], body["instructions"], body["tools"], body["response_format"]), 1
 	})
 	for _, tc := range []struct{ name, path, body string }{
 		{"chat messages object", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":{"role":"user","content":"` + words16 + `"}}`},
@@ -25,6 +25,10 @@ func TestOddShapesAreWeighed(t *testing.T) {
 		{"prompt objects", "/v1/completions", `{"model":"gpt-4o-mini","max_tokens":1,"prompt":[{"text":"` + words16 + `"}]}`},
 		{"suffix list", "/v1/completions", `{"model":"gpt-4o-mini","max_tokens":1,"prompt":"hi","suffix":["` + words16 + `"]}`},
 		{"instructions object", "/v1/responses", `{"model":"gpt-4o-mini","max_output_tokens":16,"input":"hi","instructions":{"text":"` + words16 + `"}}`},
+		{"chat tools object", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":{"type":"function","function":{"name":"f","description":"` + words16 + `"}}}`},
+		{"chat response_format string", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"response_format":"` + words16 + `"}`},
+		{"responses tools object", "/v1/responses", `{"model":"gpt-4o-mini","max_output_tokens":16,"input":"hi","tools":{"type":"function","name":"f","description":"` + words16 + `"}}`},
+		{"messages tools object", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":{"name":"f","description":"` + words16 + `","input_schema":{"type":"object"}}}`},
 		{"input item without content", "/v1/responses", `{"model":"gpt-4o-mini","max_output_tokens":16,"input":[{"role":"user","text":"` + words16 + `"}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
