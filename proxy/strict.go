@@ -115,7 +115,8 @@ func (p *Proxy) decodeBody(ctx *fasthttp.RequestCtx, h *heldBody, codings []cont
 // exactly as the upstream reads it: the fault's code (invalid_json,
 // json_not_object, invalid_utf8, json_bom, duplicate_key, case_variant_key,
 // json_too_deep, model_outside_body for a body naming fallback models,
-// extra_body for members a gateway merges over the top-level ones) and
+// extra_body for members a gateway merges over the top-level ones,
+// gateway_retries for a body asking a gateway to retry) and
 // its message, with the detail saying what and where.
 func faultError(est weigher.Estimate) apiError {
 	f := est.Fault
@@ -128,6 +129,8 @@ func faultError(est weigher.Estimate) apiError {
 		why = " An upstream may bill a model llmguard did not price: send one model, in \"model\"."
 	case weigher.FaultExtraBody:
 		why = " Send those fields at the top level of the body, where llmguard weighs them."
+	case weigher.FaultGatewayRetries:
+		why = " Retry the call yourself: each retry is then weighed and counted."
 	}
 	return apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: f.Code(),
 		anthropicType: "invalid_request_error", message: f.Message(est.FaultDetail) + why}

@@ -92,7 +92,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		return fallback, true
 	}
 	defer d.close()
-	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction gjson.Result
+	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction, prompt gjson.Result
 	var templateText [2]gjson.Result // vLLM's documents and chat_template_kwargs (templateFields)
 	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens
 	var messageElems, toolsElems elements
@@ -150,6 +150,8 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			tools, toolsElems = v, elems
 		case "functions":
 			functions = v
+		case "prompt":
+			prompt = v
 		case "max_completion_tokens":
 			maxCompletion = v
 			addField(&est.OutputFields, spanOf(elems))
@@ -272,6 +274,16 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			d.memo.keepResumePoint(d.lay, messagesAt, &run, ctx)
 		}
 	}
+	if !messages.IsArray() && messages.Raw != "" && messages.Type != gjson.Null {
+		// Not a list (one message as an object, a bare string): OpenAI
+		// refuses it, a lenient upstream may read it as the
+		// conversation. Weighed by its JSON text, as one message.
+		in += tokensPerMessage + countValue(enc, messages)
+	}
+	if t, hidden := chatPromptTokens(enc, prompt); t > 0 || hidden {
+		in += t
+		est.ServerContext = est.ServerContext || hidden
+	}
 	if d.memo.unchecked() {
 		// No element is left to the counter but messages' (countChecked
 		// above): a guard, should another ever be.
@@ -306,7 +318,9 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	// A body without response_format (most) skips gjson's Get, which
 	// parsed its path even on the absent member (about 150 instructions).
 	if responseFormat.Exists() {
-		if js := responseFormat.Get("json_schema"); js.Exists() {
+		if !responseFormat.IsObject() {
+			in += countValue(enc, responseFormat) // not the API's shape: by its JSON text
+		} else if js := responseFormat.Get("json_schema"); js.Exists() {
 			in += countText(enc, js.Raw)
 		}
 	}
@@ -617,6 +631,29 @@ func callTallyOf(enc counter, fn gjson.Result, ck callKind, check bool, fold *[]
 		return true
 	})
 	return tokensPerToolCall + countRaw(enc, name) + countValue(enc, args), ok
+}
+
+// chatPromptTokens weighs a chat body's top-level "prompt", which
+// OpenRouter's chat endpoint takes in place of "messages" ("Either
+// "messages" or "prompt" is required",
+// https://openrouter.ai/docs/api/reference/overview) and bills as a user
+// message: a string as one (framing, role and text), an array as a
+// completions prompt (promptTokens: strings by their text, token arrays
+// by their length) or by its JSON text, whichever is more; any other
+// value by its JSON text, an object also as hidden context (a stored
+// prompt named by id, as the Responses API's "prompt" is). An absent or
+// null prompt weighs nothing.
+func chatPromptTokens(enc counter, p gjson.Result) (tokens int64, hidden bool) {
+	switch {
+	case p.Raw == "" || p.Type == gjson.Null:
+		return 0, false
+	case p.Type == gjson.String:
+		return tokensPerMessage + countText(enc, "user") + countValue(enc, p), false
+	case p.IsArray():
+		t, _ := promptTokens(enc, p)
+		return tokensPerMessage + countText(enc, "user") + max(t, countValue(enc, p)), false
+	}
+	return countValue(enc, p), p.IsObject()
 }
 
 // countValue counts v, a member an upstream writes into the prompt as

@@ -2,6 +2,7 @@ package weigher
 
 import (
 	"bytes"
+	"strconv"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -24,6 +25,7 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 	}
 	var c Chunk
 	var text textJoiner
+	var ends []int
 	emptyChoices, usageObject := false, false
 	holds := func(v gjson.Result) bool {
 		return (v.Type == gjson.String && v.Str != "") || (v.IsArray() && len(v.Array()) > 0) || (v.IsObject() && len(v.Map()) > 0)
@@ -50,10 +52,19 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 			v.ForEach(func(_, ch gjson.Result) bool {
 				count++
 				if ch.IsObject() {
-					ch.ForEach(func(k, v gjson.Result) bool {
-						if k.Str == "finish_reason" && v.Type != gjson.Null {
-							c.Finished++
+					if f := ch.Get("finish_reason"); f.Exists() && f.Type != gjson.Null {
+						// The index as choiceIndex reads it, by another
+						// path: an integer below MaxEndedChoices written
+						// as one, 0 when absent.
+						idx := ch.Get("index")
+						switch {
+						case !idx.Exists():
+							ends = append(ends, 0)
+						case idx.Type == gjson.Number && idx.Num >= 0 && idx.Num < MaxEndedChoices && idx.Raw == strconv.Itoa(int(idx.Num)):
+							ends = append(ends, int(idx.Num))
 						}
+					}
+					ch.ForEach(func(k, v gjson.Result) bool {
 						switch known := k.Str == "index" || k.Str == "finish_reason" || k.Str == "logprobs" || k.Str == "native_finish_reason" ||
 							k.Str == "stop_reason" || k.Str == "matched_stop" || k.Str == "content_filter_results" || k.Str == "content_filter_offsets"; {
 						case known, k.Str == "delta" && !completions, k.Str == "text" && completions:
@@ -98,6 +109,7 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 	// asked for it) by its shape, whether or not its figures are readable.
 	c.UsageOnly = usageObject && emptyChoices
 	c.Text = text.String()
+	c.Finished = endsOf(ends...)
 	return c
 }
 
@@ -145,6 +157,7 @@ var chunkSeeds = []string{
 	`{"choices":[{"index":0,"delta":{"content":"a"},"content_filter_results":{"hate":{"filtered":false}},"native_finish_reason":"stop","stop_reason":null,"matched_stop":2,"extra":""}]}`,
 	`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"},{"index":1,"delta":{},"finish_reason":null},{"index":2,"finish_reason":"length"}]}`,
 	`{"choices":[{"index":0,"delta":{},"finish_reason":5}],"finish_reason":"stop"}`,
+	`{"choices":[{"index":1023,"finish_reason":"stop"},{"index":1024,"finish_reason":"stop"},{"index":-1,"finish_reason":"x"},{"index":1.0,"finish_reason":"x"},{"index":"1","finish_reason":"x"},{"index":null,"finish_reason":"x"},{"finish_reason":""},{"index":1e0,"finish_reason":false},{"index":7,"finish_reason":null}]}`,
 	`{"choices":[{"text":["legacy"],"delta":{"content":[{"type":"thinking","thinking":"t"}],"refusal":{},"tool_calls":[{"function":{"arguments":{"a":1}}}]}}]}`,
 }
 
@@ -175,4 +188,14 @@ func FuzzOpenAIChunkSameAsGJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { sameChunk(t, data) })
+}
+
+// endsOf is the list of the indexes idx (each in [0, MaxEndedChoices)),
+// in order.
+func endsOf(idx ...int) ChoiceEnds {
+	var b []byte
+	for _, i := range idx {
+		b = appendChoiceEnd(b, i)
+	}
+	return ChoiceEnds{string(b)}
 }

@@ -103,10 +103,17 @@ type chunkShape struct {
 	// lead is how many tokens come before the first text string (all of
 	// them when there is none): match compares them at once.
 	lead int
-	// uncounted is prev's Chunk.Uncounted; finished its Chunk.Finished
-	// (a match keeps each finish_reason's type, null or not).
+	// uncounted is prev's Chunk.Uncounted.
 	uncounted bool
-	finished  int
+	// fin are the choices prev ended (Chunk.Finished), in order: for each,
+	// the index in toks of its "index" number, or -1 for a choice without
+	// one (choice 0): fin[:nfin]. A chunk that matches ends the same
+	// choices of the walk's (each finish_reason keeps its type: null, a
+	// literal, compares as bytes, a string stays a string and a number a
+	// number), under the indexes it holds there, read again by
+	// choiceIndex.
+	fin  [maxSkeletonStrings]int8
+	nfin int
 	// usage is where prev's top-level "usage" object lies ([start, end),
 	// its braces compared as bytes), when prev carried one (a usage
 	// chunk: its numbers are tolerated, and read again by usageOf for
@@ -147,6 +154,11 @@ type chunkSkeleton struct {
 	at   [maxSkeletonStrings]uint16
 	nat  int
 	over bool
+	// fin[:nfin] are the offsets in data of the "index" values of the
+	// choices the walk found finished, in order, -1 for one without an
+	// index (noteFinished).
+	fin  [maxSkeletonStrings]int32
+	nfin int
 	// cur is where match found the new chunk's tokens.
 	cur [maxSkeletonStrings]tokSpan
 }
@@ -166,6 +178,29 @@ func (r *chunkSkeleton) noteText(raw string) {
 	r.nat++
 }
 
+// noteFinished records that the walk found a choice with a finish_reason
+// that is not null, whose "index" member's value is raw ("" when it has
+// none), which lies in r.data: a skeleton must read that index again in
+// each chunk it matches (see finIdx); nothing when r is nil.
+func (r *chunkSkeleton) noteFinished(raw string) {
+	if r == nil {
+		return
+	}
+	off := -1 // no index: choice 0
+	if raw != "" {
+		if off = offsetIn(r.data, raw); off < 0 || off > maxSkeletonBytes {
+			r.over = true // not in the chunk: never so
+			return
+		}
+	}
+	if r.nfin == len(r.fin) {
+		r.over = true // too many: no skeleton
+		return
+	}
+	r.fin[r.nfin] = int32(off)
+	r.nfin++
+}
+
 // readChunk is parseOpenAIChunk(data, completions, maxDepth) through sk:
 // a chunk shaped as sk's skeleton, or as one of the shared shapes, is read
 // by match, any other in full (and kept, and shared, as the skeleton when
@@ -178,7 +213,7 @@ func (sk *chunkSkeleton) readChunk(data []byte, completions bool, maxDepth int) 
 	if len(data) > maxSkeletonBytes || len(data) < 2 || data[0] != '{' {
 		return parseOpenAIChunk(data, completions, maxDepth)
 	}
-	sk.data, sk.nat, sk.over = data, 0, false
+	sk.data, sk.nat, sk.nfin, sk.over = data, 0, 0, false
 	c := parseOpenAIChunkRec(data, completions, maxDepth, sk)
 	sk.data = nil
 	if sh := sk.build(data, c, completions, maxDepth); sh != nil {
@@ -190,7 +225,8 @@ func (sk *chunkSkeleton) readChunk(data []byte, completions bool, maxDepth int) 
 
 // build returns data, a chunk parseOpenAIChunk read as c recording its
 // text strings in sk.at, as a new shape, when it may serve as one: c
-// carried no usage, error or [DONE] and was read; it has at most
+// carried no usage, error or [DONE] and was read; each choice it ended
+// has no index or one that is a number it tolerates; it has at most
 // maxSkeletonStrings value strings, none inside a top-level "usage" or
 // "error" member (nor under a top-level key holding an escape), and every
 // string the walk added to Text is one of them. Otherwise nil (the stream
@@ -292,6 +328,20 @@ func (sk *chunkSkeleton) build(data []byte, c Chunk, completions bool, maxDepth 
 		text[i] = uint8(k)
 		isText |= 1 << k
 	}
+	// Each finished choice's index is a number tolerated (one compared as
+	// bytes, or not a number, and the chunk is no skeleton).
+	var fin [maxSkeletonStrings]int8
+	for i, off := range sk.fin[:sk.nfin] {
+		if off < 0 {
+			fin[i] = -1
+			continue
+		}
+		k, found := slices.BinarySearchFunc(toks[:n], uint16(off), func(s tokSpan, off uint16) int { return int(s.start) - int(off) })
+		if !found || isNum&(1<<k) == 0 {
+			return nil
+		}
+		fin[i] = int8(k)
+	}
 	// A shape to share is new (shared ones never change); else the
 	// stream's own is reused, its bytes too.
 	sh, prev := &sk.own, append(sk.own.prev[:0], data...)
@@ -305,7 +355,7 @@ func (sk *chunkSkeleton) build(data []byte, c Chunk, completions bool, maxDepth 
 	*sh = chunkShape{
 		prev: prev, completions: completions, maxDepth: maxDepth,
 		toks: *toks, ntoks: n, isNum: isNum, text: text, ntext: sk.nat, isText: isText, lead: lead,
-		uncounted: c.Uncounted, finished: c.Finished, usage: usage, hasUsage: hasUsage, usageOnly: c.UsageOnly,
+		uncounted: c.Uncounted, fin: fin, nfin: sk.nfin, usage: usage, hasUsage: hasUsage, usageOnly: c.UsageOnly,
 	}
 	return sh
 }
@@ -439,7 +489,22 @@ func (sk *chunkSkeleton) matchShape(sh *chunkShape, data []byte, completions boo
 		s := sk.cur[k]
 		text.addString(unescapeJSON(body[s.start+1 : s.end-1]))
 	}
-	c := Chunk{Text: text.String(), Uncounted: sh.uncounted, Finished: sh.finished, UsageOnly: sh.usageOnly}
+	c := Chunk{Text: text.String(), Uncounted: sh.uncounted, UsageOnly: sh.usageOnly}
+	if sh.nfin > 0 {
+		var endsBuf [8]byte
+		ends := endsBuf[:0]
+		for _, k := range sh.fin[:sh.nfin] {
+			i, ok := 0, true // no index: choice 0
+			if k >= 0 {
+				s := sk.cur[k]
+				i, ok = choiceIndex(rawValue(body[s.start:s.end]))
+			}
+			if ok {
+				ends = appendChoiceEnd(ends, i)
+			}
+		}
+		c.Finished = choiceEndsOf(ends)
+	}
 	if sh.hasUsage {
 		// The walk reads the usage object's figures (usageOf): read the
 		// new chunk's the same way.

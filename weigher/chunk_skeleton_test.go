@@ -360,6 +360,25 @@ func FuzzChunkSkeleton(f *testing.F) {
 	g.completions = true
 	f.Add([]byte(g.chunk(0, true, true)), []byte(g.chunk(0, true, true)), []byte("x|y"), true)
 	f.Add([]byte(g.odd()), []byte(g.odd()), []byte(""), false)
+	// Finish chunks whose choices' indexes differ: a match reads them
+	// again.
+	fin := func(idx ...string) []byte {
+		var ch []string
+		for _, i := range idx {
+			if i == "" {
+				ch = append(ch, `{"delta":{},"finish_reason":"stop"}`)
+			} else {
+				ch = append(ch, `{"index":`+i+`,"delta":{},"finish_reason":"stop"}`)
+			}
+		}
+		return []byte(`{"id":"c","created":1,"choices":[` + strings.Join(ch, ",") + `]}`)
+	}
+	f.Add(fin("0"), fin("1"), []byte("length"), false)
+	f.Add(fin("0", "1"), fin("1", "1"), []byte(""), false)
+	f.Add(fin("3"), fin("1.5"), []byte(""), false)
+	f.Add(fin("1023"), fin("1024"), []byte(""), true)
+	f.Add(fin("-1"), fin("7"), []byte(""), false)
+	f.Add(fin(""), fin(""), []byte("x"), false)
 	f.Fuzz(func(t *testing.T, prev, next, fill []byte, completions bool) {
 		k := KindChat
 		if completions {

@@ -24,7 +24,9 @@ const defaultCompletionMaxTokens = 16
 // times the number of prompts, since each prompt gets its own choices; with
 // echo the prompt is also returned in every choice, so its tokens are added
 // once per choice (reconciliation refunds any excess). vLLM's min_tokens
-// and ignore_eos raise the per-completion figure (outputFloor).
+// and ignore_eos raise the per-completion figure (outputFloor). Choices is
+// max(n, best_of) times the number of prompts: the completions
+// OutputTokens covers, each of which a stream must end.
 //
 // A streamed request sets Stream, and IncludeUsage when it sets
 // stream_options.include_usage. A body that is not a JSON object yields the
@@ -50,6 +52,11 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 			model = v
 		case "prompt":
 			prompt = v
+		case "plugins":
+			// OpenRouter's plugins (web search, file parsing), which its
+			// completions endpoint takes as its chat endpoint does: their
+			// results enter the prompt it bills. Hidden context.
+			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case "prompt_embeds":
 			// vLLM's prompt embeddings (base64 tensors, one prompt token
 			// per row, beside or instead of prompt): billed as prompt
@@ -75,12 +82,20 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 		return true
 	})
 	est.Model = modelNamed(model, as, w.names)
+	est.ServerContext = est.ServerContext || onlineModel(est.Model)
 	enc := w.encoder(est.Model)
 	in, prompts := promptTokens(enc, prompt)
 	if !prompt.Exists() || prompt.Type == gjson.Null {
 		in, prompts = 1, 1 // "<|endoftext|>"
 	}
-	in += mulCap(countText(enc, stringOf(suffix)), max(prompts, 1))
+	// Objects where the API takes strings and token arrays (a prompt, or
+	// prompts, as {"text": …}), which promptTokens does not count: a
+	// lenient upstream may read them as text. Weighed by their JSON text,
+	// each a prompt.
+	objTokens, objPrompts := promptObjects(enc, prompt)
+	in, prompts = min(in+objTokens, maxTokens), prompts+objPrompts
+	// The suffix as the API takes it (a string), or by its JSON text.
+	in += mulCap(countValue(enc, suffix), max(prompts, 1))
 	est.InputTokens = w.scaled(est.Model, min(in, maxTokens))
 
 	out, ok := tokenCount(maxTok)
@@ -107,7 +122,12 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	if c, ok := tokenCount(bestOf); ok && c > choices {
 		choices = c
 	}
-	est.OutputTokens = mulCap(mulCap(out, choices), max(prompts, 1))
+	// Each prompt gets its own choices, streamed under their own indexes
+	// (prompt p's choice j is p×n + j): every one must finish for a stream
+	// without "[DONE]" to have ended (Stream.Ended), and each may bill its
+	// prompt (Ceiling).
+	est.Choices = mulCap(choices, max(prompts, 1))
+	est.OutputTokens = mulCap(out, est.Choices)
 	if echo {
 		est.OutputTokens = min(est.OutputTokens+mulCap(in, choices), maxTokens)
 	}
@@ -217,6 +237,26 @@ func promptTokens(enc counter, p gjson.Result) (tokens, prompts int64) {
 	})
 	if flat {
 		prompts++
+	}
+	return min(tokens, maxTokens), prompts
+}
+
+// promptObjects counts the objects a completions prompt holds, where the
+// API takes strings and token arrays: the prompt itself when it is an
+// object, or each object element of a prompt list, by its JSON text, each
+// one prompt. promptTokens counts the rest.
+func promptObjects(enc counter, p gjson.Result) (tokens, prompts int64) {
+	if p.IsObject() {
+		return countValue(enc, p), 1
+	}
+	if p.IsArray() {
+		p.ForEach(func(_, e gjson.Result) bool {
+			if e.IsObject() {
+				tokens += countValue(enc, e)
+				prompts++
+			}
+			return true
+		})
 	}
 	return min(tokens, maxTokens), prompts
 }

@@ -29,14 +29,21 @@ import (
 // (https://docs.litellm.ai/docs/proxy/clientside_auth: "You can pass a
 // litellm.RouterConfig as user_config"); NanoGPT's "advisor", a second
 // model the request's model may consult, billed at that model's rates
-// (https://docs.nano-gpt.com/api-reference/miscellaneous/advisor).
+// (https://docs.nano-gpt.com/api-reference/miscellaneous/advisor);
+// LiteLLM proxy's "prompt_id", a stored prompt its prompt management
+// (Langfuse, dotprompt, a prompt API…) fetches on chat and Responses
+// calls, whose template becomes the messages and whose model and
+// parameters (max_tokens…) replace the request's
+// (https://docs.litellm.ai/docs/proxy/prompt_management: "change the
+// specific model … from your prompt management tool"), input, model and
+// output maximum the body does not show.
 // None of them is
 // a field of the OpenAI or Anthropic endpoints llmguard weighs (chat,
 // Responses, completions, embeddings, image generation, Messages), so a
 // body holding one, in any case, is refused (FaultModelOutsideBody)
 // rather than priced as its "model" alone. An immutable table.
 var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "fallback_config", "preset",
-	"user_config", "advisor"}
+	"user_config", "advisor", "prompt_id"}
 
 // fallbackModelsKey returns the first top-level member of d whose key is
 // one of FallbackModelFields in any case (as sent), with
@@ -48,7 +55,7 @@ var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallba
 // advisor tool (advisorTools), returned as "tools".
 func fallbackModelsKey(d doc) (key string, f Fault) {
 	d.walkKeys(true, func(k string) bool {
-		return isFallbackModelField(k) || k == "model" || k == "tools" || isExtraBodyKey(k)
+		return isFallbackModelField(k) || k == "model" || k == "tools" || isExtraBodyKey(k) || isGatewayRetryField(k)
 	}, func(k string, v gjson.Result, _ elements) bool {
 		key, f = fallbackMember(k, v)
 		return f == FaultNone
@@ -78,8 +85,39 @@ func fallbackMember(k string, v gjson.Result) (key string, f Fault) {
 		}
 	case isFallbackModelField(k):
 		return k, FaultModelOutsideBody
+	case isGatewayRetryField(k):
+		if n, ok := tokenCount(parsed(v)); ok && n > 0 {
+			return k, FaultGatewayRetries
+		}
 	}
 	return "", FaultNone
+}
+
+// GatewayRetryFields are the top-level members of a request body with
+// which a client asks LiteLLM's proxy to retry a failed or timed-out call
+// itself ("num_retries", and "max_retries" handed to the OpenAI client it
+// calls with: per-request parameters of litellm.completion,
+// https://docs.litellm.ai/docs/completion/reliable_completions): with a
+// short "timeout" each attempt runs, and is billed, upstream while the
+// gateway gives up on it, and llmguard, which sees one answer, reserves
+// and settles one. Neither is a field of the endpoints llmguard weighs, so
+// a body giving one a positive count (in any case, a number or a numeric
+// string) is refused (FaultGatewayRetries); 0, null or a value that is no
+// count passes. An immutable table.
+var GatewayRetryFields = []string{"num_retries", "max_retries"}
+
+// isGatewayRetryField reports whether key is one of GatewayRetryFields in
+// any case.
+func isGatewayRetryField(key string) bool {
+	if len(key) < len("max_retries") || len(key) > 2*len("num_retries") {
+		return false
+	}
+	for _, f := range GatewayRetryFields {
+		if strings.EqualFold(key, f) {
+			return true
+		}
+	}
+	return false
 }
 
 // advisorTools reports whether tools (a request's "tools" array, raw or

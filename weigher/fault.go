@@ -60,6 +60,11 @@ const (
 	// another case): gateways such as LiteLLM's proxy merge them over the
 	// top-level fields llmguard weighs (see extrabody.go).
 	FaultExtraBody
+	// FaultGatewayRetries: the body asks a gateway to retry the call
+	// itself (a positive "num_retries" or "max_retries", in any case:
+	// [GatewayRetryFields]), each attempt billed upstream, while llmguard
+	// reserves and settles one.
+	FaultGatewayRetries
 
 	// numFaults counts the faults above and sizes the table.
 	numFaults
@@ -87,6 +92,8 @@ var faults = [numFaults]faultRow{
 		"(model fallbacks), while llmguard prices the body's \"model\" alone"},
 	FaultExtraBody: {"extra_body", "The request body's \"extra_body\" holds members other than \"google\", which a gateway merges over the " +
 		"top-level fields llmguard weighs"},
+	FaultGatewayRetries: {"gateway_retries", "The request body asks the gateway to retry the call itself, and an upstream may bill " +
+		"every attempt while llmguard counts one"},
 }
 
 // row is f's row; a value beyond the table reads as FaultInvalidJSON.
@@ -99,7 +106,8 @@ func (f Fault) row() faultRow {
 
 // Code is the API error code of f: "invalid_json", "json_not_object",
 // "invalid_utf8", "json_bom", "duplicate_key", "case_variant_key",
-// "json_too_deep", "model_outside_body", "extra_body"; "" for FaultNone.
+// "json_too_deep", "model_outside_body", "extra_body", "gateway_retries";
+// "" for FaultNone.
 func (f Fault) Code() string { return f.row().code }
 
 // String is f's code, "none" for FaultNone.

@@ -418,7 +418,7 @@ var (
 				under("tool_calls", chatToolCallFields).
 				under("function_call", callFields)
 	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources", "web_search_options", "plugins",
-		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs", "min_tokens", "ignore_eos", "mm_processor_kwargs").
+		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs", "min_tokens", "ignore_eos", "mm_processor_kwargs", "prompt").
 		under("reasoning", object("max_tokens")).
 		under("messages", chatMessageFields).
 		under("tools", toolFields).
@@ -444,7 +444,7 @@ var (
 		under("text", object().under("format", object("type"))).
 		under("reasoning", object("max_tokens"))
 
-	completionsFields = object("model", "prompt", "suffix", "max_tokens", "n", "best_of", "echo", "stream", "min_tokens", "ignore_eos").
+	completionsFields = object("model", "prompt", "suffix", "max_tokens", "n", "best_of", "echo", "stream", "min_tokens", "ignore_eos", "plugins").
 				under("stream_options", object("include_usage"))
 	embeddingsFields = object("model", "input", "texts", "inputs", "prompt")
 	imagesFields     = object("model", "prompt", "n", "size", "quality", "stream", "partial_images")
@@ -456,7 +456,7 @@ var (
 		b.under("source", object("type", "data").under("content", b))
 		return b.under("content", b)
 	}()
-	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed", "inference_geo", "output_format").
+	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed", "inference_geo", "output_format", "plugins").
 			under("output_config", object("format")).
 			under("system", claudeBlockFields).
 			under("messages", object("role").under("content", claudeBlockFields)).

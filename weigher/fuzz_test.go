@@ -13,6 +13,8 @@ func FuzzChat(f *testing.F) {
 		`{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}}`,
 		`{"functions":[{"name":"f","parameters":{"properties":{"a":{"type":"object","properties":{"b":{"enum":[1,"x"]}}}}}}]}`,
 		`not json`, ``, `[]`, `{"model":1e999,"max_tokens":-1e999}`,
+		`{"model":"gpt-4o","prompt":"say \u00e9 <|endoftext|>"}`, `{"model":"gpt-4o","messages":[],"prompt":["a",[1,2],3,{"x":1}]}`,
+		`{"model":"gpt-4o","prompt":{"id":"pmpt_1"}}`, `{"model":"gpt-4o","prompt":null,"Prompt":1}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -107,9 +107,11 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 			// and its pricing page). Anything but "global" (the default) or
 			// null is taken as pinned.
 			est.GeoPinned = v.Type != gjson.Null && (v.Type != gjson.String || v.Str != "global")
-		case "mcp_servers":
+		case "mcp_servers", "plugins":
 			// Remote MCP servers: their tool results enter the context the
-			// upstream bills.
+			// upstream bills; so do the results of OpenRouter's plugins
+			// (web search, file parsing: chat's "plugins") on an
+			// Anthropic-compatible endpoint that takes them.
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		}
 		at++
@@ -213,12 +215,22 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 		if keep && (w.budget == nil || !w.budget.over) {
 			d.memo.keepResumePoint(d.lay, messagesAt, &run, past)
 		}
+	} else if messages.Raw != "" && messages.Type != gjson.Null {
+		// Not a list (one message as an object, a bare string): the
+		// API refuses it, a lenient upstream may read it as the
+		// conversation. Weighed by its JSON text.
+		c.text += countValue(c.enc, messages)
+		c.fixed += claudeTokensPerMessage
 	}
 	c.fixed += claudeTokensReply
 
 	if tools.IsArray() && len(tools.Raw) > 2 {
 		choice := toolChoice.Get("type").String()
 		count("messages.tools", choice, tools.Raw, func(sub *claudeCounter) { sub.tools(tools, choice) }, d.memo)
+	} else if !tools.IsArray() && tools.Raw != "" && tools.Type != gjson.Null {
+		// Not a list (one tool as an object, a string): the API refuses
+		// it, a lenient upstream may read it. Weighed by its JSON text.
+		c.text += countValue(c.enc, tools)
 	}
 	if t := thinking.Get("type").String(); t == "enabled" || t == "adaptive" {
 		c.fixed += claudeThinkingTokens

@@ -226,6 +226,12 @@ func (r responsesCounter) item(it gjson.Result, est *Estimate) int64 {
 	typ := it.Get("type").String()
 	switch typ {
 	case "", "message":
+		if !it.Get("content").Exists() {
+			// A message without content (instructions or an input item
+			// given as some other object): what it holds, by its JSON
+			// text, as a lenient upstream may read it.
+			return tokensPerMessage + countValue(r.enc, it)
+		}
 		n := int64(tokensPerMessage) + countText(r.enc, stringOf(it.Get("role")))
 		if name := it.Get("name"); name.Type == gjson.String { // lenient: chat's "name"
 			n += countText(r.enc, name.Str) + tokensPerName

@@ -37,10 +37,14 @@ type Stream struct {
 	final   bool
 	errSeen bool
 	done    bool
-	// finished: the finish_reasons seen (chat, completions), a count of
-	// choices ended (see [Stream.Ended]).
-	finished int64
-	unread   bool // an event was Unread: a Messages usage is then never final
+	// ended0, ended: bit i of ended0 set when choice i < 64 reported a
+	// finish_reason, bit i-64 of ended when choice i (64 ≤ i <
+	// MaxEndedChoices) did (chat, completions; see [Stream.Ended]); ended
+	// is nil until such a choice did (n ≤ 64, all but unheard of, costs no
+	// allocation). At most MaxEndedChoices/8 bytes.
+	ended0 uint64
+	ended  []uint64
+	unread bool // an event was Unread: a Messages usage is then never final
 	// disputed: an event named a key twice and its two readings disagreed
 	// on whether it reports a usage (stream_dupkey.go): the reading with
 	// none falls back on the estimate, so Settle charges at least its input.
@@ -118,9 +122,10 @@ type StreamUpdate struct {
 	// response.completed / response.incomplete / response.failed,
 	// message_stop.
 	Done bool
-	// Finished is how many choices a chat or completions chunk ended
-	// ([Chunk.Finished]: its finish_reasons that are not null).
-	Finished int
+	// Finished are the indexes of the choices a chat or completions chunk
+	// ended ([Chunk.Finished]: its choices with a finish_reason that is not
+	// null, each index in [0, MaxEndedChoices)); the zero value when none.
+	Finished ChoiceEnds
 	// Uncounted is true when the event, read, carried output that is not
 	// text llmguard counts (Text does not hold it): a chat delta's audio or
 	// unknown member (see [Chunk.Uncounted]), a Responses
@@ -183,7 +188,9 @@ func (s *Stream) Event(eventType, data []byte) StreamUpdate {
 	}
 	s.errSeen = s.errSeen || u.Err
 	s.done = s.done || u.Done
-	s.finished += int64(u.Finished)
+	for k := range u.Finished.Len() {
+		s.markEnded(u.Finished.At(k))
+	}
 	s.unread = s.unread || u.Unread
 	// Output after the usage that should have been the last figure (text
 	// after an include_usage chunk, a response.completed, a message_delta
@@ -214,11 +221,49 @@ func (s *Stream) Done() bool { return s.done }
 // Ended reports whether the stream reached its end: its terminal event was
 // seen ([Stream.Done]), or, for a chat or completions stream, a
 // finish_reason for each of its choices (choices: the request's n, at
-// least 1), as an OpenAI-compatible upstream that never sends "[DONE]"
-// ends its answer. A stream that did not end was broken off by its
-// upstream, whatever its transport said.
+// least 1; each index in [0, choices) ended at least once, however often
+// one of them repeats its end; [Chunk.Finished]), as an OpenAI-compatible
+// upstream that never sends "[DONE]" ends its answer. A request for more
+// than [MaxEndedChoices] choices ends only at its terminal event. A stream
+// that did not end was broken off by its upstream, whatever its transport
+// said.
 func (s *Stream) Ended(choices int64) bool {
-	return s.done || s.finished >= max(choices, 1)
+	if s.done {
+		return true
+	}
+	choices = max(choices, 1)
+	if choices > MaxEndedChoices {
+		return false
+	}
+	for w := 0; w*64 < int(choices); w++ {
+		word := s.ended0
+		if w > 0 {
+			if s.ended == nil {
+				return false
+			}
+			word = s.ended[w-1]
+		}
+		mask := ^uint64(0)
+		if r := int(choices) - w*64; r < 64 {
+			mask = uint64(1)<<r - 1
+		}
+		if word&mask != mask {
+			return false
+		}
+	}
+	return true
+}
+
+// markEnded notes that choice i (< MaxEndedChoices) ended.
+func (s *Stream) markEnded(i int) {
+	if i < 64 {
+		s.ended0 |= 1 << i
+		return
+	}
+	if s.ended == nil {
+		s.ended = make([]uint64, MaxEndedChoices/64-1)
+	}
+	s.ended[i/64-1] |= 1 << (i % 64)
 }
 
 // Source says where a settled usage comes from; defined once in package

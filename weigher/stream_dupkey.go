@@ -48,7 +48,7 @@ func (s *Stream) dupKeyEvent(read func(*Stream, []byte, []byte) StreamUpdate, ev
 		Done:      ua.Done || ub.Done,
 		// A choice ended only when both readings end it (an end not
 		// seen keeps the stream's output reservation: Stream.Ended).
-		Finished:  min(ua.Finished, ub.Finished),
+		Finished:  bothEnded(ua.Finished, ub.Finished),
 		Uncounted: ua.Uncounted || ub.Uncounted,
 		// Readings that disagree on whether the event reports a usage:
 		// the one that does may be what the upstream billed, or not; the
@@ -109,4 +109,24 @@ func (a anthropicUsage) upper(b anthropicUsage) anthropicUsage {
 		cache1h: max(a.cache1h, b.cache1h), output: max(a.output, b.output), searches: max(a.searches, b.searches),
 		has: a.has | b.has,
 	}
+}
+
+// bothEnded are the indexes of a that b holds too, in a's order: the
+// choices two readings of one event both ended. Linear in a and b.
+func bothEnded(a, b ChoiceEnds) ChoiceEnds {
+	if a.Len() == 0 || b.Len() == 0 {
+		return ChoiceEnds{}
+	}
+	var inB [MaxEndedChoices / 64]uint64
+	for k := range b.Len() {
+		i := b.At(k)
+		inB[i/64] |= 1 << (i % 64)
+	}
+	var both []byte
+	for k := range a.Len() {
+		if i := a.At(k); inB[i/64]&(1<<(i%64)) != 0 {
+			both = appendChoiceEnd(both, i)
+		}
+	}
+	return ChoiceEnds{string(both)}
 }

@@ -55,7 +55,9 @@ func newToolsCounter(enc counter, encoding string) toolsCounter {
 // pooled buffer, not allocated.
 func (c toolsCounter) count(list gjson.Result) int64 {
 	if !list.IsArray() {
-		return 0
+		// Not a list (one tool as an object, a string): the API refuses
+		// it, a lenient upstream may read it. Weighed by its JSON text.
+		return countValue(c.enc, list)
 	}
 	buf := joinBufs.Get().(*[]byte)
 	defer func() {

@@ -16,7 +16,7 @@ import (
 // does not read are counted as schemaRest says (refRest).
 func gjsonToolsCount(c toolsCounter, list gjson.Result) int64 {
 	if !list.IsArray() {
-		return 0
+		return countValue(c.enc, list) // not a list: by its JSON text
 	}
 	var n int64
 	functions := 0

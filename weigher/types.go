@@ -32,7 +32,8 @@ type Estimate struct {
 	// WeighResolved) set it.
 	OutputCeiling int64
 	// Choices is how many completions OutputTokens covers: a chat
-	// request's n (at least 1), 1 for every other kind.
+	// request's n (at least 1); a legacy completions request's max(n,
+	// best_of) times its prompts; 1 for every other kind.
 	Choices int64
 	// OutputFields are where a chat, Responses or Messages body holds its
 	// output maximum (max_completion_tokens and max_tokens; max_output_tokens;

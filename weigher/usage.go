@@ -231,10 +231,15 @@ type Chunk struct {
 	Text string
 	// Done is true when the payload is the terminating "[DONE]".
 	Done bool
-	// Finished is how many of the chunk's choices carry a finish_reason
-	// that is not null: each such choice has ended (its last chunk,
-	// https://platform.openai.com/docs/api-reference/chat-streaming).
-	Finished int
+	// Finished are the indexes of the chunk's choices that carry a
+	// finish_reason that is not null, in choice order (a repeated index
+	// repeats): each such choice has ended (its last chunk,
+	// https://platform.openai.com/docs/api-reference/chat-streaming). A
+	// choice's index is its "index" member, 0 when it has none (the one
+	// choice of an n=1 request); a choice whose index is not a plain
+	// integer in [0, [MaxEndedChoices]) ends no choice and is left out.
+	// The zero value: no choice ended.
+	Finished ChoiceEnds
 	// Err is true for an {"error": …} payload.
 	Err bool
 	// Uncounted is true when a choice carried something that may be output
@@ -300,6 +305,8 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 	}
 	var c Chunk
 	var text textJoiner
+	var endsBuf [8]byte
+	ends := endsBuf[:0] // c.Finished, built (most chunks end one choice or none)
 	emptyChoices, usageObject := false, false
 	// add counts a text field's value; one that holds output but is not a
 	// string (content as an array of parts, as some OpenAI-compatible
@@ -331,15 +338,25 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 					// nor known metadata (a whole answer's "message", as
 					// a non-streamed completion has it): output the walk
 					// does not count.
+					index, finished := gjson.Result{}, false
 					rawMembers(ch.Raw, func(k string, v gjson.Result) bool {
-						if k == "finish_reason" && v.Type != gjson.Null {
-							c.Finished++ // named once: duplicates were refused
+						switch k { // each named once: duplicates were refused
+						case "finish_reason":
+							finished = v.Type != gjson.Null
+						case "index":
+							index = v
 						}
 						if !choiceMember(k, completions) {
 							c.Uncounted = c.Uncounted || mayHoldOutput(v)
 						}
 						return true
 					})
+					if finished {
+						rec.noteFinished(index.Raw)
+						if i, ok := choiceIndex(index); ok {
+							ends = appendChoiceEnd(ends, i)
+						}
+					}
 				}
 				if completions {
 					add(rawGet(ch, "text"))
@@ -406,6 +423,7 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 	// asked for it) by its shape, whether or not its figures are readable.
 	c.UsageOnly = usageObject && emptyChoices
 	c.Text = text.String()
+	c.Finished = choiceEndsOf(ends)
 	return c
 }
 
@@ -489,4 +507,77 @@ func (j *textJoiner) String() string {
 	default:
 		return j.b.String()
 	}
+}
+
+// MaxEndedChoices bounds the choice indexes a stream tracks the end of
+// ([Chunk.Finished], [Stream.Ended]): 1024, eight times OpenAI's largest
+// n (128, https://platform.openai.com/docs/api-reference/chat/create). A
+// request for more choices ends only at its stream's terminal event.
+const MaxEndedChoices = 1024
+
+// ChoiceEnds are the indexes of the choices one chat or completions chunk
+// ended ([Chunk.Finished]), each in [0, [MaxEndedChoices]), in choice
+// order. Comparable (two lists are equal when they hold the same indexes
+// in the same order) and immutable; the zero value holds none. Safe for
+// concurrent use.
+type ChoiceEnds struct {
+	idx string // two bytes per index, little-endian
+}
+
+// Len is how many indexes e holds.
+func (e ChoiceEnds) Len() int { return len(e.idx) / 2 }
+
+// At is e's i-th index, 0 ≤ i < e.Len().
+func (e ChoiceEnds) At(i int) int { return int(e.idx[2*i]) | int(e.idx[2*i+1])<<8 }
+
+// oneEnd holds each index below MaxEndedChoices as a ChoiceEnds holds it
+// (two bytes, little-endian), in order: a chunk that ends one choice (the
+// most that end any) takes its ChoiceEnds from here, not allocated.
+var oneEnd = func() string {
+	b := make([]byte, 0, 2*MaxEndedChoices)
+	for i := range MaxEndedChoices {
+		b = appendChoiceEnd(b, i)
+	}
+	return string(b)
+}()
+
+// choiceEndsOf is the ChoiceEnds of the bytes b (appendChoiceEnd's); one
+// index is not allocated.
+func choiceEndsOf(b []byte) ChoiceEnds {
+	switch len(b) {
+	case 0:
+		return ChoiceEnds{}
+	case 2:
+		i := int(b[0]) | int(b[1])<<8
+		return ChoiceEnds{oneEnd[2*i : 2*i+2]}
+	}
+	return ChoiceEnds{string(b)}
+}
+
+// appendChoiceEnd appends the index i (< MaxEndedChoices) to a
+// ChoiceEnds' bytes.
+func appendChoiceEnd(b []byte, i int) []byte { return append(b, byte(i), byte(i>>8)) }
+
+// choiceIndex reads a streamed choice's "index" member: a plain JSON
+// integer (digits, no sign, fraction nor exponent, no leading zero) below
+// MaxEndedChoices; 0 for a choice without one. ok is false for any other
+// value (a string, a float, a negative, a larger number, null).
+func choiceIndex(v gjson.Result) (int, bool) {
+	if v.Raw == "" {
+		return 0, true
+	}
+	raw := v.Raw
+	if raw[0] == '0' && len(raw) > 1 {
+		return 0, false
+	}
+	i := 0
+	for j := 0; j < len(raw); j++ {
+		if raw[j] < '0' || raw[j] > '9' {
+			return 0, false
+		}
+		if i = i*10 + int(raw[j]-'0'); i >= MaxEndedChoices {
+			return 0, false
+		}
+	}
+	return i, true
 }

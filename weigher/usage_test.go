@@ -53,7 +53,7 @@ func TestParseChatChunk(t *testing.T) {
 		{"tool call arguments 2", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"loc"}},{"index":1,"function":{"arguments":"ation\"}"}}]}}]}`, Chunk{Text: `{"location"}`}},
 		{"legacy function_call", `{"choices":[{"index":0,"delta":{"function_call":{"arguments":"{}"}}}]}`, Chunk{Text: "{}"}},
 		{"refusal", `{"choices":[{"index":0,"delta":{"refusal":"I can't"}}]}`, Chunk{Text: "I can't"}},
-		{"finish", `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, Chunk{Finished: 1}},
+		{"finish", `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, Chunk{Finished: endsOf(0)}},
 		{"usage-only chunk", `{"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12,"total_tokens":21,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}`,
 			Chunk{Usage: Usage{InputTokens: 9, OutputTokens: 12}, HasUsage: true, UsageOnly: true}},
 		{"usage with choices", `{"choices":[{"index":0,"delta":{"content":"x"}}],"usage":{"prompt_tokens":1,"completion_tokens":2}}`,

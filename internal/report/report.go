@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/llmguard/llmguard/ledger"
 )
@@ -107,10 +108,24 @@ func (r *Row) add(rec ledger.Record) {
 	r.OutputTokens = ledger.AddSaturated(r.OutputTokens, rec.OutputTokens)
 }
 
-// MaxNames bounds the distinct models and users a Builder keeps apart;
-// records of further names are added up under "(other)", so that a
-// hostile ledger cannot grow memory without bound.
-const MaxNames = 100000
+// MaxNames bounds the distinct users a Builder keeps apart, MaxModels the
+// distinct models (model names are the callers' own, as /admin/usage
+// bounds them); records of further names are added up under
+// ledger.OtherName, so that a hostile ledger cannot grow memory without
+// bound.
+const (
+	MaxNames  = 100000
+	MaxModels = 1000
+)
+
+// MaxNameBytes bounds a model or user name a Builder keeps, in bytes: 256,
+// the longest model name the proxy accepts (a longer one is refused,
+// proxy.maxModelName). A longer name, which llmguard never writes (a
+// ledger line may hold 1 MiB, ledger.MaxLine), is cut at a UTF-8 boundary
+// and marked with "…" (names alike in their first 256 bytes are added up
+// together): without the cut, a ledger of 1 MiB names held up to 100,000 of
+// them (100 GB) and put 25 of them, whole, on the page.
+const MaxNameBytes = 256
 
 // Builder adds up ledger records one at a time into a Report, so that a
 // ledger of any length is read in bounded memory. Build it with
@@ -150,8 +165,8 @@ func (b *Builder) Add(rec ledger.Record) {
 	}
 	rep.Total.add(rec)
 	rep.Days[rec.TS.In(b.loc).Day()-1].add(rec)
-	rowOf(b.models, rec.Model).add(rec)
-	rowOf(b.users, rec.User).add(rec)
+	rowOf(b.models, rec.Model, MaxModels).add(rec)
+	rowOf(b.users, rec.User, MaxNames).add(rec)
 }
 
 // Report finishes the report: cumulative spend per day, and the models
@@ -180,12 +195,15 @@ func Build(recs []ledger.Record, o Options) (*Report, error) {
 	return b.Report(), nil
 }
 
-func rowOf(m map[string]*Row, name string) *Row {
+// rowOf is name's row in m (at most limit names apart, each cut to
+// MaxNameBytes), made when new.
+func rowOf(m map[string]*Row, name string, limit int) *Row {
 	if name == "" {
 		name = "(none)"
 	}
-	if _, ok := m[name]; !ok && len(m) >= MaxNames {
-		name = "(other)"
+	name = cutName(name)
+	if _, ok := m[name]; !ok && len(m) >= limit {
+		name = ledger.OtherName
 	}
 	r := m[name]
 	if r == nil {
@@ -193,6 +211,19 @@ func rowOf(m map[string]*Row, name string) *Row {
 		m[name] = r
 	}
 	return r
+}
+
+// cutName is name cut to at most MaxNameBytes bytes, at a UTF-8 boundary,
+// marked with "…" when cut.
+func cutName(name string) string {
+	if len(name) <= MaxNameBytes {
+		return name
+	}
+	cut := MaxNameBytes - len("…")
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut] + "…"
 }
 
 // top sorts rows by spend, then requests, then name, and folds those past

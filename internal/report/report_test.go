@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/llmguard/llmguard/ledger"
 )
@@ -206,6 +207,48 @@ func TestBuilderBoundsNames(t *testing.T) {
 	}
 	if rep := b.Report(); rep.Total.CostMicroUSD != MaxNames+10 {
 		t.Errorf("total %d", rep.Total.CostMicroUSD)
+	}
+}
+
+// A hostile ledger of long model and user names (a line may hold 1 MiB,
+// ledger.MaxLine; llmguard writes model names of at most 256 bytes) keeps
+// at most MaxModels models apart, each name cut to MaxNameBytes, and
+// renders a page of bounded size: before, 100,000 names were kept whole
+// (up to 100 GB) and the page listed 25 of them whole.
+func TestBuilderBoundsLongNames(t *testing.T) {
+	b, err := NewBuilder(Options{Tenant: "a", Year: 2026, Month: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	long := strings.Repeat("é", 32<<10) // 64 KiB, two bytes a rune
+	const records = MaxModels + 500
+	for i := range records {
+		// Names that differ in their first bytes stay apart.
+		b.Add(ledger.Record{TS: ts, Tenant: "a", User: strconv.Itoa(i) + long, Model: strconv.Itoa(i) + long, CostMicroUSD: int64(i + 1)})
+	}
+	if len(b.models) != MaxModels+1 || b.models[ledger.OtherName] == nil || b.models[ledger.OtherName].Requests != records-MaxModels {
+		t.Errorf("%d models kept, want %d and %s with %d requests (%+v)", len(b.models), MaxModels+1, ledger.OtherName, records-MaxModels, b.models[ledger.OtherName])
+	}
+	for _, m := range []map[string]*Row{b.models, b.users} {
+		for name := range m {
+			if len(name) > MaxNameBytes || !utf8.ValidString(name) {
+				t.Fatalf("kept a name of %d bytes (valid UTF-8 %v), want at most %d", len(name), utf8.ValidString(name), MaxNameBytes)
+			}
+		}
+	}
+	rep := b.Report()
+	if rep.Total.CostMicroUSD != records*(records+1)/2 {
+		t.Errorf("total %d, want %d", rep.Total.CostMicroUSD, records*(records+1)/2)
+	}
+	var page bytes.Buffer
+	if err := Render(&page, rep); err != nil {
+		t.Fatal(err)
+	}
+	// 2 × MaxRows names of at most 256 bytes, the rest of the page a few
+	// KiB: well under 25 names of 64 KiB (1.6 MiB).
+	if page.Len() > 256<<10 {
+		t.Errorf("page of %d bytes", page.Len())
 	}
 }
 

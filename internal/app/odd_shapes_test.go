@@ -1,0 +1,54 @@
+package app
+
+import (
+	"fmt"
+	"testing"
+)
+
+// Bodies whose text stands where the API takes another shape — a chat or
+// Messages "messages" given as one object or a bare string, a completions
+// prompt given as an object (or a list of them), a suffix given as a list
+// — or a Responses message item without content (the instructions as
+// some other object) — weighed as nothing: a lenient upstream that reads them as text bills
+// them (3,000 words in each went seven times through a 20,000-token
+// bucket, billed 21,0xx). They are weighed by their JSON text.
+func TestOddShapesAreWeighed(t *testing.T) {
+	up := startBilling16(t, func(_ string, body map[string]any) (int64, int64) {
+		return words(body["messages"], body["prompt"], body["suffix"], body["input"], body["instructions"], body["tools"], body["response_format"]), 1
+	})
+	for _, tc := range []struct{ name, path, body string }{
+		{"chat messages object", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":{"role":"user","content":"` + words16 + `"}}`},
+		{"chat messages string", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":"` + words16 + `"}`},
+		{"messages object", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":{"role":"user","content":"` + words16 + `"}}`},
+		{"messages string", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":"` + words16 + `"}`},
+		{"prompt object", "/v1/completions", `{"model":"gpt-4o-mini","max_tokens":1,"prompt":{"text":"` + words16 + `"}}`},
+		{"prompt objects", "/v1/completions", `{"model":"gpt-4o-mini","max_tokens":1,"prompt":[{"text":"` + words16 + `"}]}`},
+		{"suffix list", "/v1/completions", `{"model":"gpt-4o-mini","max_tokens":1,"prompt":"hi","suffix":["` + words16 + `"]}`},
+		{"instructions object", "/v1/responses", `{"model":"gpt-4o-mini","max_output_tokens":16,"input":"hi","instructions":{"text":"` + words16 + `"}}`},
+		{"chat tools object", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":{"type":"function","function":{"name":"f","description":"` + words16 + `"}}}`},
+		{"chat response_format string", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"response_format":"` + words16 + `"}`},
+		{"responses tools object", "/v1/responses", `{"model":"gpt-4o-mini","max_output_tokens":16,"input":"hi","tools":{"type":"function","name":"f","description":"` + words16 + `"}}`},
+		{"messages tools object", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":{"name":"f","description":"` + words16 + `","input_schema":{"type":"object"}}}`},
+		{"input item without content", "/v1/responses", `{"model":"gpt-4o-mini","max_output_tokens":16,"input":[{"role":"user","text":"` + words16 + `"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startConfig(t, nil, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: openai, flavor: openai, base_url: "%[1]s", no_key: true}
+  - {name: claude, flavor: anthropic, base_url: "%[1]s", no_key: true}
+keys:
+  - {key: %[2]s, user: alice, tenant: acme}
+models:
+  gpt-4o-mini: {input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60}
+  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15}
+limits:
+  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 20000}
+`, up.url, testKey))
+			if passed := up.callThrough(t, h, tc.path, tc.body, 10, h.tokensLeft()); passed == 0 {
+				t.Errorf("no call passed: the case tests nothing")
+			}
+		})
+	}
+}
