@@ -35,6 +35,10 @@ import (
 type answerScan struct {
 	a, b string // the top-level members asked for (b "": none)
 	chat bool   // note chat usage figures in member a's object
+	// lens holds, by object context, the lengths of the keys note may
+	// note there, modulo 64 (bit l%64 for length l; none for ctxNone): a
+	// key of another length is passed over without a call.
+	lens [8]uint64
 	// at and end hold where the values noted start and end (-1:
 	// absent), by slot.
 	at, end [slotCount]int32
@@ -81,6 +85,12 @@ const (
 // noting the chat usage figures of a's object when chat.
 func newAnswerScan(a, b string, chat bool) answerScan {
 	s := answerScan{a: a, b: b, chat: chat}
+	s.lens = [8]uint64{
+		ctxRoot:      1<<(len(a)&63) | 1<<(len(b)&63),
+		ctxUsage:     1<<len("prompt_tokens") | 1<<len("completion_tokens") | 1<<len("prompt_tokens_details") | 1<<len("completion_tokens_details"),
+		ctxPromptDet: 1<<len("cached_tokens") | 1<<len("audio_tokens"),
+		ctxOutputDet: 1<<len("reasoning_tokens") | 1<<len("audio_tokens"),
+	}
 	for i := range s.at {
 		s.at[i] = -1
 	}
@@ -126,7 +136,9 @@ func (s *answerScan) scan(body []byte, maxDepth int) bool {
 	)
 
 value: // a value is expected at i, after optional whitespace
-	i = skipSpaceBytes(body, i)
+	if i < n && body[i] <= ' ' {
+		i = skipSpaceBytes(body, i)
+	}
 	if i >= n {
 		return false
 	}
@@ -235,7 +247,9 @@ after: // a value ended just before i
 			member, watch = slotNone, -1
 		}
 	}
-	i = skipSpaceBytes(body, i)
+	if i < n && body[i] <= ' ' {
+		i = skipSpaceBytes(body, i)
+	}
 	if depth == 0 {
 		return i == n
 	}
@@ -271,7 +285,9 @@ after: // a value ended just before i
 	return false
 
 key: // a key is expected at i, after optional whitespace
-	i = skipSpaceBytes(body, i)
+	if i < n && body[i] <= ' ' {
+		i = skipSpaceBytes(body, i)
+	}
 	if i >= n || body[i] != '"' {
 		return false
 	}
@@ -280,14 +296,17 @@ key: // a key is expected at i, after optional whitespace
 		// its print from its first word (keyPrint).
 		start, end := i, -1
 		var first uint64
-		for j := i + 1; j+8 <= n; j += 8 {
-			w := binary.LittleEndian.Uint64(body[j:])
-			if j == i+1 {
-				first = w
-			}
-			if m := stringStops(w); m != 0 {
-				end = j + 1 + bits.TrailingZeros64(m)/8
-				break
+		if j := i + 1; j+8 <= n {
+			first = binary.LittleEndian.Uint64(body[j:])
+			for m := stringStops(first); ; {
+				if m != 0 {
+					end = j + 1 + bits.TrailingZeros64(m)/8
+					break
+				}
+				if j += 8; j+8 > n {
+					break
+				}
+				m = stringStops(binary.LittleEndian.Uint64(body[j:]))
 			}
 		}
 		if end < 0 { // the last few bytes of the input
@@ -331,7 +350,7 @@ key: // a key is expected at i, after optional whitespace
 		}
 		i++ // value skips the whitespace after the colon
 		next = ctxNone
-		if depth < answerCtxKeep && ctx[depth] != ctxNone {
+		if depth < answerCtxKeep && s.lens[ctx[depth]&7]>>(len(k)&63)&1 != 0 {
 			slot := slotNone
 			slot, next = s.note(ctx[depth], k)
 			if slot != slotNone {
