@@ -112,6 +112,9 @@ func (s *answerScan) scan(body []byte, maxDepth int) bool {
 	if limit < 0 || limit > answerDepth {
 		limit = answerDepth
 	}
+	if s.chat && s.fromShape(body, limit) {
+		return true
+	}
 	n := len(body)
 	if n >= 1<<31-1 {
 		return false
@@ -251,7 +254,13 @@ after: // a value ended just before i
 		i = skipSpaceBytes(body, i)
 	}
 	if depth == 0 {
-		return i == n
+		if i != n {
+			return false
+		}
+		if s.chat {
+			s.keepShape(body)
+		}
+		return true
 	}
 	if i >= n {
 		return false

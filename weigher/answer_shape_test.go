@@ -1,0 +1,94 @@
+package weigher
+
+import (
+	"testing"
+)
+
+// shapeAlts are values put in place of an answer's tokens: valid numbers
+// and strings of other lengths and forms, invalid ones, and values of
+// other kinds.
+var shapeAlts = []string{"0", "7", "123456789012345678", "-1", "1.5e3", "-0", "05", "1.", "-", "1e", `""`, `"x"`, `"\u00e9\n\""`, `"\x"`, "\"a\x01\"", `"unterminated`, "null", "true", "{}", "[]", `{"a":1}`, ""}
+
+// TestAnswerShapeSameAsRef: an answer read by the shape of another (the
+// fast path of answerScan.scan) is decided and noted as scanRef reads it,
+// for every decided answer case and hostile answer as the shape and, as
+// the answer read, each of its tokens swapped for each of shapeAlts, each
+// cut, and each byte replaced; and an answer that differs from the shape
+// only in valid tokens of the same kinds is read by the shape (no miss).
+func TestAnswerShapeSameAsRef(t *testing.T) {
+	defer chatShape.Store(nil)
+	shaped, hits := 0, 0
+	for _, c := range append(answerCases(), hostileAnswers()...) {
+		chatShape.Store(nil)
+		if s := newAnswerScan("usage", "", true); !s.scan([]byte(c), 0) {
+			continue
+		}
+		sh := chatShape.Load()
+		if sh == nil {
+			continue // beyond a shape's bounds
+		}
+		shaped++
+		read := func(b []byte) {
+			t.Helper()
+			for _, depth := range answerDepths {
+				chatShape.Store(sh)
+				s, r := newAnswerScan("usage", "", true), newAnswerScan("usage", "", true)
+				got, want := s.scan(b, depth), r.scanRef(b, depth)
+				if got != want || got && (s.at != r.at || s.end != r.end) {
+					t.Fatalf("%q read by the shape of %q (depth %d): %v %v %v, scanRef %v %v %v", b, c, depth, got, s.at, s.end, want, r.at, r.end)
+				}
+			}
+		}
+		for _, tok := range sh.toks {
+			for _, alt := range shapeAlts {
+				b := []byte(c[:tok.at] + alt + c[tok.end:])
+				read(b)
+				if same := tok.num && (alt == "123456789012345678" || alt == "1.5e3") || !tok.num && (alt == `""` || alt == `"\u00e9\n\""`); same {
+					chatShape.Store(sh)
+					before := sh.misses.Load()
+					if s := newAnswerScan("usage", "", true); !s.scan(b, 0) || sh.misses.Load() != before {
+						t.Errorf("%q: not read by the shape of %q", b, c)
+					}
+					hits++
+				}
+			}
+		}
+		for n := range len(c) {
+			read([]byte(c[:n]))
+			for _, r := range []byte{'"', '\\', '}', ',', ' ', '0', 0x01} {
+				b := []byte(c)
+				b[n] = r
+				read(b)
+			}
+		}
+	}
+	if shaped < 100 || hits < 1000 {
+		t.Fatalf("%d answers made a shape, %d were read by one", shaped, hits)
+	}
+}
+
+// FuzzAnswerShapeSameAsRef: an answer read by the shape of another, any
+// two inputs, is decided and noted as scanRef reads it.
+func FuzzAnswerShapeSameAsRef(f *testing.F) {
+	cases := append(answerCases(), hostileAnswers()...)
+	for i, c := range cases {
+		f.Add([]byte(c), []byte(cases[(i*7+1)%len(cases)]))
+		f.Add([]byte(c), []byte(c))
+	}
+	f.Fuzz(func(t *testing.T, shape, body []byte) {
+		defer chatShape.Store(nil)
+		chatShape.Store(nil)
+		if s := newAnswerScan("usage", "", true); !s.scan(shape, 0) {
+			return
+		}
+		sh := chatShape.Load()
+		for _, depth := range answerDepths {
+			chatShape.Store(sh)
+			s, r := newAnswerScan("usage", "", true), newAnswerScan("usage", "", true)
+			got, want := s.scan(body, depth), r.scanRef(body, depth)
+			if got != want || got && (s.at != r.at || s.end != r.end) {
+				t.Fatalf("%q read by the shape of %q (depth %d): %v %v %v, scanRef %v %v %v", body, shape, depth, got, s.at, s.end, want, r.at, r.end)
+			}
+		}
+	})
+}
