@@ -102,8 +102,12 @@ func newAnswerScan(a, b string, chat bool) answerScan {
 // passes jsonscan.Check with DuplicateKeys and that limit, s's slots then
 // holding where the values asked for lie; false when it cannot say
 // (body invalid, too deep, naming a key twice, or outside the subset it
-// reads), s's slots then meaningless. Time O(len(body)) (O(answerKeys)
-// per key), no allocation; it never keeps body.
+// reads), s's slots then meaningless. A chat scan reads a body that has
+// the shape of the last chat answer decided by that shape (fromShape, the
+// same verdict and places), and keeps a chat answer it decides otherwise
+// as the shape (keepShape: a copy of body, at most every shapeRenew-th
+// miss). Time O(len(body)) (O(answerKeys) per key); no allocation but a
+// new shape's.
 func (s *answerScan) scan(body []byte, maxDepth int) bool {
 	limit := maxDepth
 	if limit == 0 {
