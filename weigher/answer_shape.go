@@ -248,14 +248,18 @@ func answerNumber(b []byte, i int) (int, bool) {
 // compared eight bytes at a time.
 func commonPrefix(a, b []byte) int {
 	m := min(len(a), len(b))
+	a, b = a[:m], b[:m]
 	i := 0
-	for ; i+8 <= m; i += 8 {
-		if x := binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:]); x != 0 {
+	for len(a) >= 8 && len(b) >= 8 {
+		if x := binary.LittleEndian.Uint64(a) ^ binary.LittleEndian.Uint64(b); x != 0 {
 			return i + bits.TrailingZeros64(x)/8
 		}
+		a, b, i = a[8:], b[8:], i+8
 	}
-	for i < m && a[i] == b[i] {
-		i++
+	for j := range a {
+		if a[j] != b[j] {
+			return i + j
+		}
 	}
-	return i
+	return m
 }

@@ -92,3 +92,27 @@ func FuzzAnswerShapeSameAsRef(f *testing.F) {
 		}
 	})
 }
+
+// TestCommonPrefix: the word-at-a-time comparison stops where a byte loop
+// does, for every length up to 20 of either side and every place of the
+// first difference.
+func TestCommonPrefix(t *testing.T) {
+	base := []byte("abcdefghijklmnopqrst")
+	for la := range len(base) + 1 {
+		for lb := range len(base) + 1 {
+			for d := range min(la, lb) + 1 {
+				a, b := append([]byte(nil), base[:la]...), append([]byte(nil), base[:lb]...)
+				if d < min(la, lb) {
+					b[d] ^= 0x20
+				}
+				want := 0
+				for want < min(la, lb) && a[want] == b[want] {
+					want++
+				}
+				if got := commonPrefix(a, b); got != want {
+					t.Fatalf("%q, %q: %d, want %d", a, b, got, want)
+				}
+			}
+		}
+	}
+}
