@@ -31,13 +31,62 @@ func TestREADMEConfigReferenceIsValid(t *testing.T) {
 	}
 }
 
-// Every in-page link of the README (`](#anchor)`) names one of its
-// headings, as GitHub spells a heading's anchor (lower case, spaces to
-// hyphens, punctuation other than hyphens and underscores dropped), and
-// every relative link names a file of the repository: a new user follows
-// them from the Quickstart on.
+// Every link of the README and of the documents it links (CHANGELOG.md,
+// docs/*.md) resolves: an in-page link (`](#anchor)`) names one of the
+// file's headings, as GitHub spells a heading's anchor (lower case, spaces
+// to hyphens, punctuation other than hyphens and underscores dropped), and
+// a relative link names a file of the repository, relative to the linking
+// file, and, with an anchor, one of that file's headings: a new user
+// follows them from the Quickstart on.
 func TestREADMELinksResolve(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+	docs, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := append([]string{"../README.md", "../CHANGELOG.md"}, docs...)
+	if len(files) < 4 {
+		t.Fatalf("documents %v: docs/*.md not found", files)
+	}
+	readme := headingAnchors(t, "../README.md")
+	if !readme["quickstart-offline"] || !readme["reports-for-finance"] {
+		t.Fatalf("heading anchors not found as expected: %v", readme)
+	}
+	linkRE := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		links := linkRE.FindAllStringSubmatch(string(b), -1)
+		if f == "../README.md" && len(links) < 10 {
+			t.Fatalf("found %d links in README.md: the link pattern is wrong", len(links))
+		}
+		for _, m := range links {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			dest := f
+			if file != "" {
+				dest = filepath.Join(filepath.Dir(f), file)
+				if _, err := os.Stat(dest); err != nil {
+					t.Errorf("%s: link %s: %v", f, target, err)
+					continue
+				}
+			}
+			if anchor != "" && strings.HasSuffix(dest, ".md") && !headingAnchors(t, dest)[anchor] {
+				t.Errorf("%s: link %s names no heading of %s", f, target, dest)
+			}
+		}
+	}
+}
+
+// headingAnchors is the set of GitHub anchors of the Markdown file's
+// headings (outside fenced code blocks).
+func headingAnchors(t *testing.T, file string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,28 +102,7 @@ func TestREADMELinksResolve(t *testing.T) {
 		}
 		anchors[githubAnchor(strings.TrimLeft(line, "#"))] = true
 	}
-	if !anchors["quickstart-offline"] || !anchors["reports-for-finance"] {
-		t.Fatalf("heading anchors not found as expected: %v", anchors)
-	}
-	links := regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(string(b), -1)
-	if len(links) < 10 {
-		t.Fatalf("found %d links in README.md: the link pattern is wrong", len(links))
-	}
-	for _, m := range links {
-		target := m[1]
-		switch {
-		case strings.HasPrefix(target, "#"):
-			if !anchors[target[1:]] {
-				t.Errorf("README link %s names no heading", target)
-			}
-		case strings.Contains(target, "://"):
-		default:
-			file, _, _ := strings.Cut(target, "#")
-			if _, err := os.Stat(filepath.Join("..", file)); err != nil {
-				t.Errorf("README link %s: %v", target, err)
-			}
-		}
-	}
+	return anchors
 }
 
 // githubAnchor is the anchor GitHub gives a Markdown heading's text.
