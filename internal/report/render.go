@@ -85,8 +85,12 @@ func Render(w io.Writer, r *Report) error {
 	slot := plotW / n
 	for i, d := range r.Days {
 		h := plotH * float64(d.CostMicroUSD) / float64(maxDay)
+		value := USD(d.CostMicroUSD)
+		if d.Future { // a day still to come has no spend yet, not a spend of $0.00
+			value = "not yet"
+		}
 		v.DayBars = append(v.DayBars, bar{X: padLeft + float64(i)*slot + slot*0.15, Y: padTop + plotH - h, W: slot * 0.7, H: h,
-			Label: d.Date.Format("Mon 2 Jan 2006"), Value: USD(d.CostMicroUSD)})
+			Label: d.Date.Format("Mon 2 Jan 2006"), Value: value})
 		if i == 0 || (i+1)%5 == 0 {
 			v.DayTicks = append(v.DayTicks, tick{Pos: padLeft + (float64(i)+0.5)*slot, Label: strconv.Itoa(i + 1)})
 		}

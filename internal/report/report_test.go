@@ -154,6 +154,14 @@ func TestRenderSelfContained(t *testing.T) {
 	if n := strings.Count(page, `<rect class="bar day"`); n != 30 {
 		t.Errorf("%d day bars, want 30", n)
 	}
+	// Days after Now (21–30 November) have no spend yet: their bars say
+	// so, not $0.00; the 20th, the last day with records, has its spend.
+	if n := strings.Count(page, `: not yet</title>`); n != 10 {
+		t.Errorf("%d day bars say \"not yet\", want the 10 days after Now", n)
+	}
+	if !strings.Contains(page, "<title>Fri 20 Nov 2026: $") || strings.Contains(page, "<title>Sat 21 Nov 2026: $") {
+		t.Errorf("the 20th should show its spend and the 21st none")
+	}
 }
 
 func TestUSD(t *testing.T) {
