@@ -456,7 +456,14 @@ func messageTally(enc counter, model string, m gjson.Result, check bool) (t tall
 // TestMessageTallyInSameAsRaw).
 func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid laidMembers) (t tally, ok bool) {
 	if !m.IsObject() {
-		return tally{}, true // checkElements checks objects only
+		// checkElements checks objects only. A message that is not one (a
+		// bare string, a list, a number): OpenAI refuses it, a lenient
+		// upstream may read it as a message's text. Weighed by its JSON
+		// text (countValue), as one message; null as nothing.
+		if m.Type == gjson.Null {
+			return tally{}, true
+		}
+		return tally{text: tokensPerMessage + countValue(enc, m)}, true
 	}
 	n := int64(tokensPerMessage)
 	hidden, audio := false, false

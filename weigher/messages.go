@@ -205,6 +205,12 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 					tp.fixed += claudeTokensPerMessage
 				}
 				run.add(t, tp, i == current-1)
+			} else if m.Type != gjson.Null {
+				// Not a message (a bare string, a list): the API refuses
+				// it, a lenient upstream may read it as one. Weighed by its
+				// JSON text, as the messages member not given as a list.
+				t := tally{text: countValue(c.enc, m), fixed: claudeTokensPerMessage}
+				run.add(t, t, false)
 			} else {
 				run.add(tally{}, tally{}, false)
 			}

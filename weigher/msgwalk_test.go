@@ -15,7 +15,10 @@ import (
 // ForEach and Get. Kept as the reference the raw reader must equal.
 func messageTokensGJSON(enc counter, model string, m gjson.Result) tally {
 	if !m.IsObject() {
-		return tally{}
+		if m.Type == gjson.Null {
+			return tally{}
+		}
+		return tally{text: tokensPerMessage + countValue(enc, m)} // by its JSON text
 	}
 	n := int64(tokensPerMessage)
 	hidden, audio := false, false

@@ -18,8 +18,11 @@ func TestOddShapesAreWeighed(t *testing.T) {
 	})
 	for _, tc := range []struct{ name, path, body string }{
 		{"chat messages object", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":{"role":"user","content":"` + words16 + `"}}`},
+		{"chat messages list of strings", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":["` + words16 + `"]}`},
+		{"chat messages list of lists", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":[["` + words16 + `"]]}`},
 		{"chat messages string", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":"` + words16 + `"}`},
 		{"messages object", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":{"role":"user","content":"` + words16 + `"}}`},
+		{"messages list of strings", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":["` + words16 + `"]}`},
 		{"messages string", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":"` + words16 + `"}`},
 		{"prompt object", "/v1/completions", `{"model":"gpt-4o-mini","max_tokens":1,"prompt":{"text":"` + words16 + `"}}`},
 		{"prompt objects", "/v1/completions", `{"model":"gpt-4o-mini","max_tokens":1,"prompt":[{"text":"` + words16 + `"}]}`},
