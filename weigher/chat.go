@@ -699,11 +699,10 @@ func objectContentTally(enc counter, model string, v gjson.Result) tally {
 // content array (checkMember with chatPartFields at depth 4, in order):
 // ok false when that fails.
 func partTally(enc counter, model string, p gjson.Result, check bool, fold *[]byte) (t tally, ok bool) {
-	if p.Type == gjson.String { // lenient: a bare string part
-		return tally{text: countRaw(enc, p)}, true
-	}
 	if !p.IsObject() {
-		return tally{}, true
+		// Lenient: a bare string part by its text, a list or another
+		// value, which the API refuses, by its JSON text (countValue).
+		return tally{text: countValue(enc, p)}, true
 	}
 	ok = true
 	var typ, text, refusal gjson.Result
@@ -781,11 +780,10 @@ func asksAudio(k string, v gjson.Result) bool {
 // (video_url, audio_url and other media an OpenAI-compatible upstream
 // such as vLLM fetches and bills) unless it sends audio (partAudio).
 func partWeight(enc counter, model string, p gjson.Result) (n int64, hidden bool) {
-	if p.Type == gjson.String { // lenient: a bare string part
-		return countText(enc, p.String()), false
-	}
 	if !p.IsObject() {
-		return 0, false
+		// Lenient: a bare string part by its text, another value by its
+		// JSON text (as partTally).
+		return countValue(enc, p), false
 	}
 	switch p.Get("type").String() {
 	case "text":

@@ -364,8 +364,10 @@ func (c *claudeCounter) add(t tally) {
 // block counts one content block. thinking tells whether thinking blocks
 // count (the current assistant turn).
 func (c *claudeCounter) block(b gjson.Result, thinking bool, depth int) {
-	if b.Type == gjson.String { // lenient: a bare string block
-		c.text += countText(c.enc, b.Str)
+	if !b.IsObject() {
+		// Lenient: a bare string block by its text, a list or another
+		// value, which the API refuses, by its JSON text (countValue).
+		c.text += countValue(c.enc, b)
 		return
 	}
 	if !b.IsObject() || depth > maxBlockDepth {

@@ -221,7 +221,12 @@ func (r responsesCounter) item(it gjson.Result, est *Estimate) int64 {
 		return tokensPerMessage + countText(r.enc, "user") + countText(r.enc, it.Str)
 	}
 	if !it.IsObject() {
-		return 0
+		if it.Type == gjson.Null {
+			return 0
+		}
+		// A list or another value, which the API refuses: by its JSON
+		// text, as one message, as a lenient upstream may read it.
+		return tokensPerMessage + countValue(r.enc, it)
 	}
 	typ := it.Get("type").String()
 	switch typ {
@@ -298,10 +303,12 @@ var partTypes = map[string]struct{}{
 
 // part counts one content part.
 func (r responsesCounter) part(p gjson.Result, depth int) int64 {
-	if p.Type == gjson.String {
-		return countText(r.enc, p.Str)
+	if !p.IsObject() {
+		// Lenient: a bare string part by its text, a list or another
+		// value, which the API refuses, by its JSON text (countValue).
+		return countValue(r.enc, p)
 	}
-	if !p.IsObject() || depth > maxBlockDepth {
+	if depth > maxBlockDepth {
 		return 0
 	}
 	switch p.Get("type").String() {

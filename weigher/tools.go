@@ -71,7 +71,11 @@ func (c toolsCounter) count(list gjson.Result) int64 {
 	functions := 0
 	walkArray(s, 0, func(v int) int {
 		if s[v] != '{' {
-			return -1
+			// Not a tool (a string, a list): the API refuses it, a
+			// lenient upstream may read it. Weighed by its JSON text.
+			end := skipValue(s, v)
+			n += countValue(c.enc, rawValue(s[v:end]))
+			return end
 		}
 		var own, inner function // t's own members; those of its "function" object
 		var typ gjson.Result

@@ -22,6 +22,7 @@ func gjsonToolsCount(c toolsCounter, list gjson.Result) int64 {
 	functions := 0
 	list.ForEach(func(_, t gjson.Result) bool {
 		if !t.IsObject() {
+			n += countValue(c.enc, t) // not a tool: by its JSON text
 			return true
 		}
 		fn := t
