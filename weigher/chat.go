@@ -514,11 +514,10 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 				ok = ok && cok
 				n += t
 			} else {
-				eachValue(v, func(c gjson.Result) bool {
-					t, _ := callsTally(enc, c, false, nil)
-					n += t
-					return true
-				})
+				// Not a list (one call as an object, a string): the API
+				// refuses it, a lenient upstream may read it. Weighed by
+				// its JSON text (null: nothing).
+				n += countValue(enc, v)
 			}
 		case "function_call":
 			t, _ := callTally(enc, v, false, nil)
@@ -548,9 +547,15 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 func callsTally(enc counter, c gjson.Result, check bool, fold *[]byte) (n int64, ok bool) {
 	ok = true
 	if !c.IsObject() {
-		return 0, true // checkElements checks objects only
+		// checkElements checks objects only. Not a call (a string, a
+		// list): the API refuses it, a lenient upstream may read it.
+		// Weighed by its JSON text.
+		return countValue(enc, c), true
 	}
 	rawMembers(c.Raw, func(k string, v gjson.Result) bool {
+		if (k == "function" || k == "custom") && !v.IsObject() {
+			n += countValue(enc, v) // not the API's shape: by its JSON text
+		}
 		if (k == "function" || k == "custom") && v.IsObject() {
 			// A function call's name and arguments, or a custom tool
 			// call's name and input (custom tools, whose calls carry free
@@ -568,21 +573,6 @@ func callsTally(enc counter, c gjson.Result, check bool, fold *[]byte) (n int64,
 		return true
 	})
 	return n, ok
-}
-
-// eachValue calls fn with the objects and arrays among the values gjson's
-// ForEach gives its iterator for v, each as rawValue gives it, until fn
-// returns false: an array's elements, an object's member values. (ForEach
-// gives any other value once, itself, where a reader of calls finds
-// nothing.) A tool_calls member that is not an array is read so, as gjson
-// read it.
-func eachValue(v gjson.Result, fn func(gjson.Result) bool) {
-	switch {
-	case v.IsArray():
-		rawElements(v.Raw, fn)
-	case v.IsObject():
-		rawMembers(v.Raw, func(_ string, e gjson.Result) bool { return fn(e) })
-	}
 }
 
 // callTally counts one tool or function call, fn, a value as rawValue
@@ -619,7 +609,9 @@ var callKinds = map[string]callKind{
 // tokensPerToolCall; the members checked with ck.fields when check.
 func callTallyOf(enc counter, fn gjson.Result, ck callKind, check bool, fold *[]byte) (n int64, ok bool) {
 	if !fn.IsObject() {
-		return 0, true
+		// Not the API's shape (a function_call given as a string): by
+		// its JSON text, as a lenient upstream may read it.
+		return countValue(enc, fn), true
 	}
 	ok = true
 	var name, args gjson.Result

@@ -39,7 +39,8 @@ func callsArrayTally(enc counter, arr string, check bool, fold *[]byte) (n int64
 // JSON, followed by anything), and where it ends in s.
 func callTallyAt(enc counter, s string, check bool, fold *[]byte) (n int64, end int, ok bool) {
 	if s[0] != '{' {
-		return 0, skipValue(s, 0), true // checkElements checks objects only
+		end := skipValue(s, 0) // checkElements checks objects only
+		return countValue(enc, rawValue(s[:end])), end, true
 	}
 	ok = true
 	w := newMemberWalk(s)
@@ -56,6 +57,9 @@ func callTallyAt(enc counter, s string, check bool, fold *[]byte) (n int64, end 
 			continue
 		}
 		v := w.value()
+		if k == "function" || k == "custom" {
+			n += countValue(enc, v) // not an object: by its JSON text
+		}
 		if check && ok {
 			if !fieldValue(k, v.Type, chatToolCallFields) {
 				_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatToolCallFields, 4, nil, fold)

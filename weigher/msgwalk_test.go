@@ -41,8 +41,19 @@ func messageTokensGJSON(enc counter, model string, m gjson.Result) tally {
 				n += countText(enc, rawString(v))
 			}
 		case "tool_calls":
+			if !v.IsArray() {
+				n += countValue(enc, v) // not a list: by its JSON text
+				break
+			}
 			v.ForEach(func(_, c gjson.Result) bool {
-				n += callTokensGJSON(enc, c.Get("function"))
+				switch f := c.Get("function"); {
+				case !c.IsObject():
+					n += countValue(enc, c) // not a call: by its JSON text
+				case f.IsObject():
+					n += callTokensGJSON(enc, f)
+				default:
+					n += countValue(enc, f)
+				}
 				return true
 			})
 		case "function_call":
@@ -60,7 +71,7 @@ func messageTokensGJSON(enc counter, model string, m gjson.Result) tally {
 // callTokensGJSON is callTally as gjson's Get read it.
 func callTokensGJSON(enc counter, fn gjson.Result) int64 {
 	if !fn.IsObject() {
-		return 0
+		return countValue(enc, fn) // not an object: by its JSON text
 	}
 	return tokensPerToolCall + countText(enc, stringOf(fn.Get("name"))) + countText(enc, stringOf(fn.Get("arguments")))
 }

@@ -8,7 +8,8 @@ import (
 // Bodies whose text stands where the API takes another shape — a chat or
 // Messages "messages" given as one object or a bare string (or a list of
 // them), a content part, Responses input item or tool given as a list or
-// a string, a completions
+// a string, an assistant's tool_calls, a call or its function given as
+// one object or a string, a completions
 // prompt given as an object (or a list of them), a suffix given as a list
 // — or a Responses message item without content (the instructions as
 // some other object) — weighed as nothing: a lenient upstream that reads them as text bills
@@ -28,6 +29,10 @@ func TestOddShapesAreWeighed(t *testing.T) {
 		{"input content list of lists", "/v1/responses", `{"model":"gpt-4o-mini","max_output_tokens":16,"input":[{"role":"user","content":[["` + words16 + `"]]}]}`},
 		{"chat tools list of strings", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":["` + words16 + `"]}`},
 		{"responses tools list of strings", "/v1/responses", `{"model":"gpt-4o-mini","max_output_tokens":16,"input":"hi","tools":["` + words16 + `"]}`},
+		{"chat tool_calls object", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"assistant","content":"hi","tool_calls":{"id":"c","type":"function","function":{"name":"f","arguments":"` + words16 + `"}}}]}`},
+		{"chat tool call string", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"assistant","content":"hi","tool_calls":["` + words16 + `"]}]}`},
+		{"chat tool call function string", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"assistant","content":"hi","tool_calls":[{"id":"c","type":"function","function":"` + words16 + `"}]}]}`},
+		{"chat function_call string", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"assistant","content":"hi","function_call":"` + words16 + `"}]}`},
 		{"chat messages string", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":"` + words16 + `"}`},
 		{"messages object", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":{"role":"user","content":"` + words16 + `"}}`},
 		{"messages list of strings", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":["` + words16 + `"]}`},
