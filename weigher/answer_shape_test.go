@@ -1,6 +1,8 @@
 package weigher
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 )
 
@@ -114,5 +116,57 @@ func TestCommonPrefix(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestAnswerShapeSequenceSameAsRef: answers read one after another
+// through the shared shape, as a proxy's Weighers read them — the shape
+// made by one, kept or renewed (every shapeRenew-th miss), read by the
+// next, two upstreams' answers alternating, from four goroutines at once —
+// are each decided and noted as scanRef reads them alone. Run with -race.
+func TestAnswerShapeSequenceSameAsRef(t *testing.T) {
+	defer chatShape.Store(nil)
+	chatShape.Store(nil)
+	var seq [][]byte
+	for _, c := range append(answerCases(), hostileAnswers()...) {
+		seq = append(seq, []byte(c))
+		// The answer with each of its tokens swapped for each of
+		// shapeAlts, as a later answer of the same upstream.
+		s := newAnswerScan("usage", "", true)
+		chatShape.Store(nil)
+		if !s.scan([]byte(c), 0) || chatShape.Load() == nil {
+			continue
+		}
+		for i, tok := range chatShape.Load().toks {
+			alt := shapeAlts[i%len(shapeAlts)]
+			seq = append(seq, []byte(c[:tok.at]+alt+c[tok.end:]))
+		}
+	}
+	chatShape.Store(nil)
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range len(seq) {
+				b := seq[(i*(2*g+1)+g)%len(seq)] // each goroutine its own order
+				depth := answerDepths[(i+g)%len(answerDepths)]
+				s, r := newAnswerScan("usage", "", true), newAnswerScan("usage", "", true)
+				got, want := s.scan(b, depth), r.scanRef(b, depth)
+				if got != want || got && (s.at != r.at || s.end != r.end) {
+					errs <- fmt.Sprintf("%q (depth %d): %v %v %v, scanRef %v %v %v", b, depth, got, s.at, s.end, want, r.at, r.end)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if len(seq) < 1000 {
+		t.Fatalf("%d answers in the sequence", len(seq))
 	}
 }
