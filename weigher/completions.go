@@ -227,8 +227,15 @@ func promptTokens(enc counter, p gjson.Result) (tokens, prompts int64) {
 			tokens += countText(enc, e.Str)
 			prompts++
 		case e.IsArray():
-			e.ForEach(func(_, _ gjson.Result) bool {
-				tokens++
+			e.ForEach(func(_, x gjson.Result) bool {
+				// A token id is one token; anything else in a token
+				// array (a string, a list), which the API refuses, by its
+				// JSON text, as a lenient upstream may read it.
+				if x.Type == gjson.Number {
+					tokens++
+				} else {
+					tokens += max(1, countValue(enc, x))
+				}
 				return true
 			})
 			prompts++

@@ -33,6 +33,7 @@ func TestOddShapesAreWeighed(t *testing.T) {
 		{"chat tool call string", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"assistant","content":"hi","tool_calls":["` + words16 + `"]}]}`},
 		{"chat tool call function string", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"assistant","content":"hi","tool_calls":[{"id":"c","type":"function","function":"` + words16 + `"}]}]}`},
 		{"chat function_call string", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"assistant","content":"hi","function_call":"` + words16 + `"}]}`},
+		{"prompt token array of strings", "/v1/completions", `{"model":"gpt-4o-mini","max_tokens":1,"prompt":[["` + words16 + `"]]}`},
 		{"chat messages string", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":1,"messages":"` + words16 + `"}`},
 		{"messages object", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":{"role":"user","content":"` + words16 + `"}}`},
 		{"messages list of strings", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":["` + words16 + `"]}`},
