@@ -76,19 +76,27 @@ func TestNotOfferedSameAsOffered(t *testing.T) {
 	// each message of the last body (starting hintPrefix bytes before its
 	// end, and long enough to be cached) has its length hinted.
 	ctx := w.cache.fieldsContext(chatMessageFields, 2, w.maxDepth)
-	hints, hinted := w.cache.hints.Load(), 0
+	hints, hinted, evicted := w.cache.hints.Load(), 0, 0
 	gjson.GetBytes(base, "messages").ForEach(func(_, m gjson.Result) bool {
 		if len(m.Raw) < minCachedBytes || m.Index+hintPrefix > len(base) {
 			return true
 		}
 		hinted++
-		if got := hints.get(w.cache.hintHash(ctx, string(base[m.Index:m.Index+hintPrefix]))); got != len(m.Raw) {
+		h := w.cache.hintHash(ctx, string(base[m.Index:m.Index+hintPrefix]))
+		if got := hints.get(h); got != len(m.Raw) {
+			// The table is direct-mapped and seeded at random: a later
+			// hint may hold this one's slot (another tag there), which is
+			// eviction, not a missing write (TestEndHashesWriteTheHints).
+			if got == 0 && uint32(hints.slots[h&hints.mask].Load()>>32) != uint32(h>>32) {
+				evicted++
+				return true
+			}
 			t.Errorf("message at %d (%d bytes): hint %d", m.Index, len(m.Raw), got)
 		}
 		return true
 	})
-	if hinted == 0 {
-		t.Fatal("no message to look the hint of up")
+	if hinted == 0 || evicted > 2 {
+		t.Fatalf("%d messages to look the hint of up, %d of them missing (evicted or never written)", hinted, evicted)
 	}
 	// A conversation weighed twice without a resume point (resumes off
 	// with a budget: TestResume… covers them) has its old messages found
