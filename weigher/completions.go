@@ -88,12 +88,6 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	if !prompt.Exists() || prompt.Type == gjson.Null {
 		in, prompts = 1, 1 // "<|endoftext|>"
 	}
-	// Objects where the API takes strings and token arrays (a prompt, or
-	// prompts, as {"text": …}), which promptTokens does not count: a
-	// lenient upstream may read them as text. Weighed by their JSON text,
-	// each a prompt.
-	objTokens, objPrompts := promptObjects(enc, prompt)
-	in, prompts = min(in+objTokens, maxTokens), prompts+objPrompts
 	// The suffix as the API takes it (a string), or by its JSON text.
 	in += mulCap(countValue(enc, suffix), max(prompts, 1))
 	est.InputTokens = w.scaled(est.Model, min(in, maxTokens))
@@ -207,13 +201,18 @@ func (w *Weigher) embeddings(body []byte, as func(string) string) Estimate {
 // The sum is capped at maxTokens.
 var embeddingsAltInputs = [...]string{"texts", "inputs", "prompt"}
 
-// promptTokens counts a completions prompt or embeddings input: a string, a
-// token array (its length), or an array of strings and token arrays. prompts
-// is how many prompts it holds (a flat token array is one).
+// promptTokens counts a completions prompt: a string, a token array (its
+// length), or an array of strings and token arrays. prompts is how many
+// prompts it holds (a flat token array is one). Objects where the API takes
+// strings and token arrays (a prompt, or prompts, as {"text": …}), which a
+// lenient upstream may read as text, are weighed by their JSON text, each
+// a prompt.
 func promptTokens(enc counter, p gjson.Result) (tokens, prompts int64) {
 	switch {
 	case p.Type == gjson.String:
 		return countText(enc, p.Str), 1
+	case p.IsObject():
+		return min(countValue(enc, p), maxTokens), 1
 	case !p.IsArray():
 		return 0, 0
 	}
@@ -239,31 +238,14 @@ func promptTokens(enc counter, p gjson.Result) (tokens, prompts int64) {
 				return true
 			})
 			prompts++
+		case e.IsObject():
+			tokens += countValue(enc, e)
+			prompts++
 		}
 		return true
 	})
 	if flat {
 		prompts++
-	}
-	return min(tokens, maxTokens), prompts
-}
-
-// promptObjects counts the objects a completions prompt holds, where the
-// API takes strings and token arrays: the prompt itself when it is an
-// object, or each object element of a prompt list, by its JSON text, each
-// one prompt. promptTokens counts the rest.
-func promptObjects(enc counter, p gjson.Result) (tokens, prompts int64) {
-	if p.IsObject() {
-		return countValue(enc, p), 1
-	}
-	if p.IsArray() {
-		p.ForEach(func(_, e gjson.Result) bool {
-			if e.IsObject() {
-				tokens += countValue(enc, e)
-				prompts++
-			}
-			return true
-		})
 	}
 	return min(tokens, maxTokens), prompts
 }

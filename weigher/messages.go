@@ -370,7 +370,7 @@ func (c *claudeCounter) block(b gjson.Result, thinking bool, depth int) {
 		c.text += countValue(c.enc, b)
 		return
 	}
-	if !b.IsObject() || depth > maxBlockDepth {
+	if depth > maxBlockDepth {
 		return
 	}
 	typ := b.Get("type").String()
