@@ -231,7 +231,8 @@ func (r responsesCounter) item(it gjson.Result, est *Estimate) int64 {
 	typ := it.Get("type").String()
 	switch typ {
 	case "", "message":
-		if !it.Get("content").Exists() {
+		content := it.Get("content")
+		if !content.Exists() {
 			// A message without content (instructions or an input item
 			// given as some other object): what it holds, by its JSON
 			// text, as a lenient upstream may read it.
@@ -241,7 +242,7 @@ func (r responsesCounter) item(it gjson.Result, est *Estimate) int64 {
 		if name := it.Get("name"); name.Type == gjson.String { // lenient: chat's "name"
 			n += countText(r.enc, name.Str) + tokensPerName
 		}
-		return n + r.content(it.Get("content"), 0)
+		return n + r.content(content, 0)
 	case "function_call", "custom_tool_call":
 		args := it.Get("arguments")
 		if typ == "custom_tool_call" {
