@@ -114,6 +114,11 @@ type Summary struct {
 // records past Summary.MaxNames (models: MaxModels) distinct names.
 const OtherName = "(other)"
 
+// NoName is how a breakdown by name (the usage table, the report) labels
+// the records without one: a request that named no model (GET /v1/models,
+// count_tokens, an upstream 404), a record without a user.
+const NoName = "(none)"
+
 // Summarize adds up the records f selects. The maps are never nil.
 func Summarize(records []Record, f Filter) Summary {
 	s := Summary{

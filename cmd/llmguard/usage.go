@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmguard/llmguard/internal/app"
+	"github.com/llmguard/llmguard/ledger"
 )
 
 type usageCmd struct {
@@ -166,16 +167,13 @@ func printReport(out io.Writer, r *app.UsageReport) {
 	}
 }
 
-// noModel labels the model row of the requests that name no model (GET
-// /v1/models, count_tokens, a 404 from the upstream…), as `llmguard report`
-// labels them: an empty first column read as a row without a name.
-const noModel = "(none)"
-
 // modelCell is a model name as the model table prints it: cell(model), or
-// noModel for the empty name.
+// ledger.NoName for the requests that name no model (GET /v1/models,
+// count_tokens, a 404 from the upstream…), as `llmguard report` labels
+// them: an empty first column read as a row without a name.
 func modelCell(model string) string {
 	if model == "" {
-		return noModel
+		return ledger.NoName
 	}
 	return cell(model)
 }

@@ -199,7 +199,7 @@ func Build(recs []ledger.Record, o Options) (*Report, error) {
 // MaxNameBytes), made when new.
 func rowOf(m map[string]*Row, name string, limit int) *Row {
 	if name == "" {
-		name = "(none)"
+		name = ledger.NoName
 	}
 	name = cutName(name)
 	if _, ok := m[name]; !ok && len(m) >= limit {
