@@ -98,6 +98,28 @@ models:
 %s`, upstreamURL, testKey, tail)
 }
 
+// twoFlavorConfig is a config with an OpenAI and an Anthropic upstream both
+// on upstreamURL (no key), alice's key, gpt-4o-mini and claude-sonnet-4-5
+// priced, and one token bucket of alice's named limit holding burst
+// tokens, refilled at 1 a day: a test through it sees what each call was
+// charged.
+func twoFlavorConfig(upstreamURL, limit string, burst int) string {
+	return fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: openai, flavor: openai, base_url: "%[1]s", no_key: true}
+  - {name: claude, flavor: anthropic, base_url: "%[1]s", no_key: true}
+keys:
+  - {key: %[2]s, user: alice, tenant: acme}
+models:
+  gpt-4o-mini: {input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60}
+  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15}
+limits:
+  - {name: %[3]s, scope: user, unit: tokens, rate: 1, per: 24h, burst: %[4]d}
+`, upstreamURL, testKey, limit, burst)
+}
+
 // startConfig runs llmguard on a whole YAML config whose listeners are
 // replaced by free loopback ports.
 func startConfig(t *testing.T, mock *mockllm.Server, yaml string) *harness {

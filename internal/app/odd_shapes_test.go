@@ -1,7 +1,6 @@
 package app
 
 import (
-	"fmt"
 	"testing"
 )
 
@@ -49,20 +48,7 @@ func TestOddShapesAreWeighed(t *testing.T) {
 		{"input item without content", "/v1/responses", `{"model":"gpt-4o-mini","max_output_tokens":16,"input":[{"role":"user","text":"` + words16 + `"}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := startConfig(t, nil, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstreams:
-  - {name: openai, flavor: openai, base_url: "%[1]s", no_key: true}
-  - {name: claude, flavor: anthropic, base_url: "%[1]s", no_key: true}
-keys:
-  - {key: %[2]s, user: alice, tenant: acme}
-models:
-  gpt-4o-mini: {input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60}
-  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15}
-limits:
-  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 20000}
-`, up.url, testKey))
+			h := startConfig(t, nil, twoFlavorConfig(up.url, "user-tpd", 20000))
 			if passed := up.callThrough(t, h, tc.path, tc.body, 10, h.tokensLeft()); passed == 0 {
 				t.Errorf("no call passed: the case tests nothing")
 			}

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"fmt"
 	"net/http"
 	"testing"
 )
@@ -14,20 +13,7 @@ import (
 // completions and Messages weighed the body's text alone and went through.
 func TestPluginsAreHiddenContext(t *testing.T) {
 	up := startBilling16(t, func(string, map[string]any) (int64, int64) { return 1, 1 })
-	h := startConfig(t, nil, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstreams:
-  - {name: openai, flavor: openai, base_url: "%[1]s", no_key: true}
-  - {name: claude, flavor: anthropic, base_url: "%[1]s", no_key: true}
-keys:
-  - {key: %[2]s, user: alice, tenant: acme}
-models:
-  gpt-4o-mini: {input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60}
-  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15}
-limits:
-  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 20000}
-`, up.url, testKey))
+	h := startConfig(t, nil, twoFlavorConfig(up.url, "user-tpd", 20000))
 	for _, tc := range []struct{ path, body string }{
 		{"/v1/completions", `{"model":"gpt-4o-mini","max_tokens":1,"prompt":"hi","plugins":[{"id":"web"}]}`},
 		{"/v1/completions", `{"model":"gpt-4o-mini:online","max_tokens":1,"prompt":"hi"}`},

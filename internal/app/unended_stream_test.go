@@ -87,20 +87,7 @@ func TestUnendedStreamKeepsTheOutputReservation(t *testing.T) {
 		"chunked-with-done":   chunks + chunked(role+words+finish+done),
 		"usage-no-done":       chunks + chunked(role+words+finish+usage),
 	})
-	h := startConfig(t, nil, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstreams:
-  - {name: openai, flavor: openai, base_url: "%[1]s", no_key: true}
-  - {name: claude, flavor: anthropic, base_url: "%[1]s", no_key: true}
-keys:
-  - {key: %[2]s, user: alice, tenant: acme}
-models:
-  gpt-4o-mini: {input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60}
-  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15}
-limits:
-  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000}
-`, up, testKey))
+	h := startConfig(t, nil, twoFlavorConfig(up, "user-tpm", 100000))
 	const (
 		chat   = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"stream":true}`
 		chatN2 = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"n":2,"stream":true}`
