@@ -106,6 +106,9 @@ func (c *child) cpu() (int64, error) {
 	return strconv.ParseInt(v, 10, 64)
 }
 
+// pid is the child's process id.
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
 // stop closes the child's input, which ends it, and kills it if it has
 // not exited within a few seconds.
 func (c *child) stop() {

@@ -2,6 +2,7 @@ package loadbench
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -21,26 +22,48 @@ const clockTicks = 100
 
 // procCPU is process pid's CPU time so far (utime + stime of every thread,
 // proc(5) fields 14 and 15) in microseconds, at USER_HZ resolution (10 ms).
-// Errors: no such process, or a line that does not parse.
+// Errors: those of procTimes.
 func procCPU(pid int) (int64, error) {
+	user, sys, err := procTimes(pid)
+	return user + sys, err
+}
+
+// procTimes is process pid's user and system time so far (utime and stime
+// of every thread, proc(5) fields 14 and 15), each in microseconds at
+// USER_HZ resolution (10 ms). Errors: no such process, or a line that does
+// not parse.
+func procTimes(pid int) (user, sys int64, err error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	// The command name (field 2) is in parentheses and may hold spaces:
-	// fields are counted after its closing parenthesis.
-	s := string(b)
+	user, sys, ok := parseStatTimes(string(b))
+	if !ok {
+		return 0, 0, fmt.Errorf("loadbench: /proc/%d/stat: %q", pid, b)
+	}
+	return user, sys, nil
+}
+
+// parseStatTimes reads utime and stime (fields 14 and 15, in USER_HZ
+// ticks) from s, a /proc/PID/stat line, and returns them in microseconds;
+// ok is false when s has no such fields or they are not non-negative
+// integers. The command name (field 2) is in parentheses and may hold
+// spaces and parentheses itself: fields are counted after the last ')'.
+func parseStatTimes(s string) (user, sys int64, ok bool) {
 	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
 	f := strings.Fields(s[i+1:]) // f[0] is field 3, the state
-	if i < 0 || len(f) < 13 {
-		return 0, fmt.Errorf("loadbench: /proc/%d/stat: %q", pid, s)
+	if len(f) < 13 {
+		return 0, 0, false
 	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("loadbench: /proc/%d/stat: %q", pid, s)
+	ut, err1 := strconv.ParseUint(f[11], 10, 63)
+	st, err2 := strconv.ParseUint(f[12], 10, 63)
+	if err1 != nil || err2 != nil || ut > math.MaxInt64/1_000_000 || st > math.MaxInt64/1_000_000 {
+		return 0, 0, false
 	}
-	return (ut + st) * 1e6 / clockTicks, nil
+	return int64(ut) * 1e6 / clockTicks, int64(st) * 1e6 / clockTicks, true
 }
 
 // cpuModel is the first "model name" of /proc/cpuinfo, or "".

@@ -13,6 +13,12 @@ func dieWithParent(*exec.Cmd) {}
 // procCPU is unavailable without /proc: Redis's CPU is not reported.
 func procCPU(int) (int64, error) { return 0, errors.New("loadbench: no /proc on this system") }
 
+// procTimes is unavailable without /proc: the proxies' system time is not
+// reported.
+func procTimes(int) (user, sys int64, err error) {
+	return 0, 0, errors.New("loadbench: no /proc on this system")
+}
+
 // cpuModel is unknown here.
 func cpuModel() string { return "" }
 

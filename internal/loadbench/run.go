@@ -153,6 +153,10 @@ type Row struct {
 	// ProxyCPU is the CPU time of the target's proxy process (bare or
 	// llmguard) per request, from its own getrusage.
 	ProxyCPU float64
+	// ProxySys is the part of ProxyCPU spent in the kernel (system time),
+	// from /proc/PID/stat: 10 ms ticks over the whole run, so ±10 ms over
+	// the run's requests; -1 without /proc or a proxy process.
+	ProxySys float64
 	// StoreCPU is redis-server's, from /proc/PID/stat (10 ms resolution).
 	StoreCPU float64
 	// ClientCPU and MockCPU are the load generator's and the mock's.
@@ -330,7 +334,7 @@ func (o *Options) cells() []Cell {
 func measure(t *target, mock *child, pool *textPool, cell Cell, seed uint64, o Options) (Row, error) {
 	convs := conversations(pool, cell, seed)
 	drive(t.client, t.url, convs, cell, 2*cell.Concurrency, o.Duration)
-	row := Row{Target: t.name, Cell: cell, ProxyCPU: -1, StoreCPU: -1, Allowed: -1, StoreErrors: -1, CacheHit: -1}
+	row := Row{Target: t.name, Cell: cell, ProxyCPU: -1, ProxySys: -1, StoreCPU: -1, Allowed: -1, StoreErrors: -1, CacheHit: -1}
 	var before, after cpuReading
 	var mBefore, mAfter llmguardCounters
 	var err error
@@ -381,22 +385,27 @@ func measure(t *target, mock *child, pool *textPool, cell Cell, seed uint64, o O
 		return float64(a-b) / sent
 	}
 	row.ProxyCPU = per(before.proxy, after.proxy)
+	row.ProxySys = per(before.proxySys, after.proxySys)
 	row.StoreCPU = per(before.store, after.store)
 	row.ClientCPU = per(before.client, after.client)
 	row.MockCPU = per(before.mock, after.mock)
 	return row, nil
 }
 
-// cpuReading is each process's CPU time so far, in microseconds; -1 for a
-// process the target does not run.
-type cpuReading struct{ proxy, store, client, mock int64 }
+// cpuReading is each process's CPU time so far, in microseconds, and the
+// proxy's system time (proxySys); -1 for a process the target does not run,
+// or a figure this system does not give.
+type cpuReading struct{ proxy, proxySys, store, client, mock int64 }
 
 func readCPU(t *target, mock *child) (cpuReading, error) {
-	r := cpuReading{proxy: -1, store: -1}
+	r := cpuReading{proxy: -1, proxySys: -1, store: -1}
 	var err error
 	if t.proc != nil {
 		if r.proxy, err = t.proc.cpu(); err != nil {
 			return r, err
+		}
+		if _, r.proxySys, err = procTimes(t.proc.pid()); err != nil {
+			r.proxySys = -1 // not on this system: the column shows "—"
 		}
 	}
 	if t.redis != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -87,6 +88,9 @@ func TestRunTinyMatrix(t *testing.T) {
 		proxied := target != TargetDirect
 		if proxied != (row.ProxyCPU > 0) || row.ClientCPU <= 0 || row.MockCPU <= 0 {
 			t.Errorf("%s: CPU µs/req proxy %.0f, client %.0f, mock %.0f", name, row.ProxyCPU, row.ClientCPU, row.MockCPU)
+		}
+		if runtime.GOOS == "linux" && proxied != (row.ProxySys >= 0) {
+			t.Errorf("%s: system µs/req %.0f (proxied %v)", name, row.ProxySys, proxied)
 		}
 		llmguard := target == TargetMemory || target == TargetRedis
 		if llmguard && (row.Allowed != requests || row.StoreErrors != 0) {

@@ -37,7 +37,7 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "Processes: %s; all on 127.0.0.1, sharing the CPUs.\n\n", procs)
 
-	head := []string{"cell", "target", "n", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "+p50 ms", "+p99 ms", "CPU µs/req"}
+	head := []string{"cell", "target", "n", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "+p50 ms", "+p99 ms", "CPU µs/req", "sys µs/req"}
 	if withRedis {
 		head = append(head, "redis µs/req")
 	}
@@ -59,7 +59,7 @@ func (r *Report) Markdown(w io.Writer) {
 		} else {
 			cells = append(cells, "—", "—")
 		}
-		cells = append(cells, micros(row.ProxyCPU))
+		cells = append(cells, micros(row.ProxyCPU), micros(row.ProxySys))
 		if withRedis {
 			cells = append(cells, micros(row.StoreCPU))
 		}
@@ -79,7 +79,7 @@ func (r *Report) Markdown(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "cell: body size (bodies run from ¾ to 1¼ of it), cold (all text new) or warm (a growing conversation resent), json or sse, concurrency.")
 	fmt.Fprintln(w, "Latency: send to last byte, nearest rank (p99.9 is the maximum below 1000 requests). +p50/+p99: minus the direct run of the same cell.")
-	cpuNote := "CPU µs/req: the proxy process's own user+system time (getrusage) over the run, per request"
+	cpuNote := "CPU µs/req: the proxy process's own user+system time (getrusage) over the run, per request; sys: the system part of it (/proc, 10 ms ticks)"
 	if withRedis {
 		cpuNote += "; redis: redis-server's (/proc, 10 ms ticks)"
 	}
