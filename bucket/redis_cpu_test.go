@@ -45,7 +45,8 @@ func BenchmarkRedisCPUPerTake(b *testing.B) {
 		{name: "batch32-pause1ms", size: 32, pause: time.Millisecond},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			run := func(batches int) { takeBatches(b, r, bc.size, bc.pause, batches) }
+			id := func() string { return NewRequestID(time.Now()) }
+			run := func(batches int) { runTakes(b, r, len(scriptKeys), id, bc.size, batches, bc.pause) }
 			run(20) // warm: functions loaded, keys present
 			batches := (b.N + bc.size - 1) / bc.size
 			before := redisCPU(b, c.Info(ctx, "cpu").Val())
@@ -55,36 +56,6 @@ func BenchmarkRedisCPUPerTake(b *testing.B) {
 			used := redisCPU(b, c.Info(ctx, "cpu").Val()) - before
 			b.ReportMetric(used*1e6/float64(batches*bc.size), "redis-cpu-us/take")
 		})
-	}
-}
-
-// takeBatches sends batches batches of size takes to r, each after pause,
-// each take three token buckets and a NewRequestID id; a batch of 1 is a
-// lone take. Every take must be admitted.
-func takeBatches(b *testing.B, r *Redis, size int, pause time.Duration, batches int) {
-	b.Helper()
-	ctx := context.Background()
-	limits := []Limit{{Capacity: 1e9, Rate: 1e9, Per: time.Second}, {Capacity: 1e6, Rate: 1e6, Per: time.Second}, {Capacity: 1e6, Rate: 1e6, Per: time.Second}}
-	keys := []string{"llmguard:{t}:user:alice", "llmguard:{t}:tenant:acme", "llmguard:{t}:global"}
-	for range batches {
-		time.Sleep(pause)
-		batch := make([]*queuedTake, size)
-		for i := range batch {
-			items := []Item{{Key: keys[0], Limit: limits[0], Cost: 300}, {Key: keys[1], Limit: limits[1], Cost: 20}, {Key: keys[2], Limit: limits[2], Cost: 1}}
-			k, a := r.takeArgs(NewRequestID(time.Now()), items, nil, true)
-			batch[i] = &queuedTake{ctx: ctx, keys: k, args: a, done: make(chan struct{})}
-		}
-		if size == 1 {
-			q := batch[0]
-			q.reply, q.err = r.takes.lone(ctx, q.keys, q.args)
-		} else {
-			r.takes.send(batch)
-		}
-		for _, q := range batch {
-			if q.err != nil || len(q.reply) == 0 || q.reply[0] != 1 {
-				b.Fatalf("take: %v %v", q.reply, q.err)
-			}
-		}
 	}
 }
 
