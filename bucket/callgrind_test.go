@@ -111,43 +111,18 @@ func TestCallgrindScripts(t *testing.T) {
 		t.Fatalf("no summary in %s", newest)
 		return 0
 	}
-	limits := []Limit{
-		{Capacity: 1e9, Rate: 1e9, Per: time.Second},
-		{Capacity: 1e6, Rate: 1e6, Per: time.Second},
-		{Capacity: 1e6, Rate: 1e6, Per: time.Second},
-	}
-	keys := []string{"llmguard:{t}:user:alice", "llmguard:{t}:tenant:acme", "llmguard:{t}:global"}
+	limits, keys := scriptLimits, scriptKeys
 	// Request ids as the proxy makes them (NewRequestID): a reconciliation's
 	// marker is a field of its epoch's hash.
 	nextID := func() string { return NewRequestID(time.Now()) }
 	// takesOf returns a run of takes of the first n buckets, each with a
 	// request id (a take marker) when marked.
 	takesOf := func(n int, marked bool) func(size, batches int) {
-		return func(size, batches int) {
-			for range batches {
-				batch := make([]*queuedTake, size)
-				for i := range batch {
-					items := []Item{{Key: keys[0], Limit: limits[0], Cost: 300}, {Key: keys[1], Limit: limits[1], Cost: 20}, {Key: keys[2], Limit: limits[2], Cost: 1}}[:n]
-					id := ""
-					if marked {
-						id = nextID()
-					}
-					k, a := r.takeArgs(id, items, nil, true)
-					batch[i] = &queuedTake{ctx: ctx, keys: k, args: a, done: make(chan struct{})}
-				}
-				if size == 1 && !r.takes.alone {
-					q := batch[0]
-					q.reply, q.err = r.takes.lone(ctx, q.keys, q.args)
-				} else {
-					r.takes.send(batch)
-				}
-				for _, q := range batch {
-					if q.err != nil || len(q.reply) == 0 || q.reply[0] != 1 {
-						t.Fatalf("take: %v %v", q.reply, q.err)
-					}
-				}
-			}
+		id := func() string { return "" }
+		if marked {
+			id = nextID
 		}
+		return func(size, batches int) { runTakes(t, r, n, id, size, batches, 0) }
 	}
 	takes := takesOf(3, true)
 	// reconcilesOf returns a run of reconciliations of the first n of two

@@ -2,7 +2,6 @@ package bucket
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,80 +10,70 @@ import (
 	"github.com/llmguard/llmguard/internal/redistest"
 )
 
-// TestRedisCPUPerTake is a measurement, not a check: it feeds a real
-// redis-server (no valgrind) 400 batches of LLMGUARD_REDIS_CPU takes back
-// to back, each take three token buckets and a NewRequestID id as in
-// TestCallgrindScripts, and logs the server's process CPU (INFO cpu,
-// user + sys) per take in µs. LLMGUARD_REDIS_CPU_PAUSE, a duration,
-// makes the test wait that long between batches, so that each call finds
-// Redis asleep as a proxy's calls do. Build it at two commits (go test -c)
-// and run the binaries in turn for an A/B on one machine:
+// BenchmarkRedisCPUPerTake measures what a take costs a real redis-server
+// (no valgrind): it sends b.N takes in batches of the sub-benchmark's size,
+// back to back or with a pause before each batch (so that each call finds
+// Redis asleep, as a proxy's calls do), each take three token buckets and
+// a NewRequestID id as in TestCallgrindScripts, and reports the server's
+// process CPU (INFO cpu, user + sys) per take as redis-cpu-us/take. ns/op
+// is the client's time per take, pauses included: read the metric. A
+// batch of 1 is a lone take (take.lua), larger ones one call of
+// takebatch.lua. Build the test binary at two commits (go test -c) and run
+// them in turn for an A/B on one machine. README's figures ran 400
+// batches: -benchtime 12800x for batches of 32, 6400x for 16.
 //
-//	LLMGUARD_REDIS_CPU=32 go test -run TestRedisCPUPerTake -v ./bucket/
-//	LLMGUARD_REDIS_CPU=32 LLMGUARD_REDIS_CPU_PAUSE=1ms go test -run TestRedisCPUPerTake -v ./bucket/
-func TestRedisCPUPerTake(t *testing.T) {
-	size, err := strconv.Atoi(os.Getenv("LLMGUARD_REDIS_CPU"))
-	if err != nil || size < 1 {
-		t.Skip("a measurement: set LLMGUARD_REDIS_CPU to the batch size (1 to 32)")
-	}
-	var pause time.Duration
-	if v := os.Getenv("LLMGUARD_REDIS_CPU_PAUSE"); v != "" {
-		if pause, err = time.ParseDuration(v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c := redistest.Start(t).Client()
+//	go test -run XXX -bench 'BenchmarkRedisCPUPerTake/^batch32$' -benchtime 12800x -count 5 ./bucket/
+//	go test -run XXX -bench 'BenchmarkRedisCPUPerTake/^batch16-pause1ms$' -benchtime 6400x -count 5 ./bucket/
+func BenchmarkRedisCPUPerTake(b *testing.B) {
+	c := redistest.Start(b).Client()
 	ctx := context.Background()
 	r, err := NewRedis(RedisOptions{Client: c})
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	if err := r.Load(ctx); err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
-	limits := []Limit{{Capacity: 1e9, Rate: 1e9, Per: time.Second}, {Capacity: 1e6, Rate: 1e6, Per: time.Second}, {Capacity: 1e6, Rate: 1e6, Per: time.Second}}
-	keys := []string{"llmguard:{t}:user:alice", "llmguard:{t}:tenant:acme", "llmguard:{t}:global"}
-	run := func(batches int) {
-		for range batches {
-			time.Sleep(pause)
-			batch := make([]*queuedTake, size)
-			for i := range batch {
-				items := []Item{{Key: keys[0], Limit: limits[0], Cost: 300}, {Key: keys[1], Limit: limits[1], Cost: 20}, {Key: keys[2], Limit: limits[2], Cost: 1}}
-				k, a := r.takeArgs(NewRequestID(time.Now()), items, nil, true)
-				batch[i] = &queuedTake{ctx: ctx, keys: k, args: a, done: make(chan struct{})}
-			}
-			if size == 1 {
-				q := batch[0]
-				q.reply, q.err = r.takes.lone(ctx, q.keys, q.args)
-			} else {
-				r.takes.send(batch)
-			}
-			for _, q := range batch {
-				if q.err != nil || len(q.reply) == 0 || q.reply[0] != 1 {
-					t.Fatalf("take: %v %v", q.reply, q.err)
+	for _, bc := range []struct {
+		name  string
+		size  int
+		pause time.Duration
+	}{
+		{name: "batch1", size: 1},
+		{name: "batch32", size: 32},
+		{name: "batch16-pause1ms", size: 16, pause: time.Millisecond},
+		{name: "batch32-pause1ms", size: 32, pause: time.Millisecond},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			id := func() string { return NewRequestID(time.Now()) }
+			run := func(batches int) { runTakes(b, r, len(scriptKeys), id, bc.size, batches, bc.pause) }
+			run(20) // warm: functions loaded, keys present
+			batches := (b.N + bc.size - 1) / bc.size
+			before := redisCPU(b, c.Info(ctx, "cpu").Val())
+			b.ResetTimer()
+			run(batches)
+			b.StopTimer()
+			used := redisCPU(b, c.Info(ctx, "cpu").Val()) - before
+			b.ReportMetric(used*1e6/float64(batches*bc.size), "redis-cpu-us/take")
+		})
+	}
+}
+
+// redisCPU is the user + sys CPU, in seconds, that an INFO cpu reply
+// (info) reports the server used so far.
+func redisCPU(b *testing.B, info string) float64 {
+	b.Helper()
+	var total float64
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, field := range []string{"used_cpu_user:", "used_cpu_sys:"} {
+			if v, ok := strings.CutPrefix(line, field); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
 				}
+				total += f
 			}
 		}
 	}
-	// cpu is the server's user + sys CPU so far, in seconds.
-	cpu := func() float64 {
-		var total float64
-		for _, line := range strings.Split(c.Info(ctx, "cpu").Val(), "\r\n") {
-			for _, field := range []string{"used_cpu_user:", "used_cpu_sys:"} {
-				if v, ok := strings.CutPrefix(line, field); ok {
-					f, err := strconv.ParseFloat(v, 64)
-					if err != nil {
-						t.Fatal(err)
-					}
-					total += f
-				}
-			}
-		}
-		return total
-	}
-	run(20) // warm: functions loaded, keys present
-	const batches = 400
-	before := cpu()
-	run(batches)
-	t.Logf("%.2f µs of redis-server CPU per take, batches of %d, %v between them", (cpu()-before)*1e6/float64(batches*size), size, pause)
+	return total
 }

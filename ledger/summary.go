@@ -116,7 +116,7 @@ const OtherName = "(other)"
 
 // NoName is how a breakdown by name (the usage table, the report) labels
 // the records without one: a request that named no model (GET /v1/models,
-// count_tokens, an upstream 404), a record without a user.
+// a multipart upload, a body that is not JSON), a record without a user.
 const NoName = "(none)"
 
 // Summarize adds up the records f selects. The maps are never nil.

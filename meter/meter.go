@@ -117,13 +117,19 @@ type Request struct {
 	// Policy is the policy the request is judged by; the exchange keeps it
 	// until it is settled, whatever a reload does meanwhile.
 	Policy *policy.Policy
-	// Flavor is the API flavor, for the metrics and the ledger.
-	Flavor spec.Flavor
 	// Path is the upstream path as routed (decoded, the upstream's prefix
 	// removed), for rules that match paths.
 	Path string
-	// Model is the model the request names, "" when none.
+	// Model is the model the request names, "" when none: the model it is
+	// priced as and its rules' models are matched against.
 	Model string
+	// NamedModel is the model the body of a request that is not weighed
+	// names (count_tokens, moderations, an unmetered endpoint:
+	// weigher.Weigher.NamedModel), "" when none or when Model is set. It
+	// is written as its ledger record's model, and nowhere else: the
+	// request is limited and priced as one that names no model, as such a
+	// request always was (Model "").
+	NamedModel string
 	// ServiceTier is the request's service_tier as sent ("" when none):
 	// it picks the tier the model is priced in (policy.Policy.Quote).
 	ServiceTier string
@@ -144,16 +150,21 @@ type Request struct {
 	// operator has not allowed (unmetered_paths): refused (Unmetered) when
 	// a token or dollar rule applies to the caller.
 	Unmetered bool
+	// UnmeteredAllowed: the request calls an unmetered endpoint the
+	// operator allows (unmetered_paths): it counts as a request, and its
+	// ledger record is marked unmetered.
+	UnmeteredAllowed bool
+	// Flavor is the API flavor, for the metrics and the ledger.
+	Flavor spec.Flavor
+	// (The one-byte fields above are kept together: an Exchange holds a
+	// Request, and the transport's exchange, which holds an Exchange,
+	// fills its allocator size class: proxy's TestExchangeSize.)
 	// Images and PerImage price a generation billed per image (DALL·E):
 	// Images images at PerImage micro-USD each. Such a request costs one
 	// request, Images × PerImage micro-USD, and cannot be weighed against a
 	// token rule (it is refused as Unmetered under one, unless
 	// UnmeteredAllowed). PerImage 0: not billed per image.
 	Images, PerImage int64
-	// UnmeteredAllowed: the request calls an unmetered endpoint the
-	// operator allows (unmetered_paths): it counts as a request, and its
-	// ledger record is marked unmetered.
-	UnmeteredAllowed bool
 	// Estimate is the reservation: InputTokens counted locally and
 	// OutputTokens the output reserved, in tokens, and WebSearches the web
 	// searches the request's tools may run (priced per search).

@@ -1,6 +1,7 @@
 package meter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -190,7 +191,7 @@ func GatewayTimedOut(status int) bool {
 func (m *Meter) newRecord(x *Exchange, s Settlement, actual spec.Usage, known bool, cost int64) ledger.Record {
 	r := ledger.Record{
 		TS: time.Now().UTC(), RequestID: x.req.ID, KeyID: x.req.Principal.KeyID, User: x.req.Principal.User,
-		Tenant: x.req.Principal.Tenant, Model: x.req.Model, Flavor: x.req.Flavor.String(), Status: s.Status,
+		Tenant: x.req.Principal.Tenant, Model: cmp.Or(x.req.Model, x.req.NamedModel), Flavor: x.req.Flavor.String(), Status: s.Status,
 		EstimatedInputTokens: x.req.Estimate.InputTokens, EstimatedOutputTokens: x.req.Estimate.OutputTokens,
 		CostMicroUSD: cost, Unmetered: x.req.UnmeteredAllowed,
 	}

@@ -38,6 +38,11 @@ type Weigher interface {
 	// completions, embeddings, messages, images) as a request for the model
 	// resolve maps the body's model to (nil: the body's own), in one pass.
 	WeighResolved(k weigher.Kind, body []byte, resolve func(bodyModel string) string) weigher.Estimate
+	// NamedModel is the model a body of a kind that is not weighed names
+	// (its top-level "model" string of a strict JSON object; "" for any
+	// other body), resolved as WeighResolved resolves a weighed body's:
+	// the model its ledger record names.
+	NamedModel(body []byte, resolve func(bodyModel string) string) string
 	// CountText counts text as model's tokenizer would, in tokens.
 	CountText(model, text string) int64
 	// ParseUsage reads the usage of a non-streamed JSON answer of kind k
@@ -606,7 +611,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		return r
 	}
 	sp = x.span(spanTake)
-	r = p.admit(ctx, x)
+	r = p.admit(ctx, x, body)
 	sp.End()
 	if r != nil {
 		return r
@@ -930,20 +935,45 @@ func (p *Proxy) weighAs(x *exchange, body []byte) weigher.Estimate {
 	if p.takeWeighSlot() {
 		defer func() { <-p.weighing }()
 	}
-	w, up := x.live.weigher, x.upstream
+	return x.live.weigher.WeighResolved(x.kind, body, servedModel(x))
+}
+
+// servedModel maps the model a request's body names ("" for none) to the
+// model x's upstream serves it with: an Azure deployment's (named by the
+// path, or on the v1 API by the body's model) as upstreams[].deployments
+// maps it; nil, the body's own, for any other upstream.
+func servedModel(x *exchange) func(bodyModel string) string {
+	up := x.upstream
 	switch {
 	case x.deployment != "":
 		m := up.modelOf(x.deployment)
-		return w.WeighResolved(x.kind, body, func(string) string { return m })
+		return func(string) string { return m }
 	case len(up.deployments) > 0:
-		return w.WeighResolved(x.kind, body, func(name string) string {
+		return func(name string) string {
 			if m, ok := up.mapsModel(name); ok {
 				return m
 			}
 			return name
-		})
+		}
 	}
-	return w.WeighResolved(x.kind, body, nil)
+	return nil
+}
+
+// namedModel is the model the body of a request that is not weighed
+// (count_tokens, moderations, an unmetered endpoint) names, resolved as a
+// weighed request's would be, for its ledger record (meter.Request's
+// NamedModel); "" for a weighed request, which is priced and limited as
+// its model (x.est.Model), and for a name longer than maxModelName, which
+// a weighed request would be refused for.
+func namedModel(x *exchange, body []byte) string {
+	if x.kind.Weighed() || x.est.Model != "" {
+		return ""
+	}
+	m := x.live.weigher.NamedModel(body, servedModel(x))
+	if len(m) > maxModelName {
+		return ""
+	}
+	return m
 }
 
 // setEstimateHeader says, in x-llmguard-estimate, how an estimate is not
@@ -1012,10 +1042,12 @@ var errLimiter = apiError{status: fasthttp.StatusInternalServerError, openAIType
 
 // admit has the meter judge the request: its limits matched and its cost
 // taken from them, two-phase, before any byte goes upstream. A refusal is
-// answered in the caller's flavor with the headers its SDK reads.
-func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
+// answered in the caller's flavor with the headers its SDK reads. body is
+// read only for the model a request that is not weighed names
+// (namedModel).
+func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refusal {
 	x.m = p.meter.AdmitInto(&x.admission, meter.Request{ID: x.id, Principal: x.principal, Policy: x.live.policy, Flavor: x.upstream.Flavor,
-		Path: rulePath(x.kind, x.path), Model: x.est.Model, ServiceTier: x.est.ServiceTier, Audio: x.est.Audio, GeoPinned: x.est.GeoPinned, Weighed: x.kind.Weighed(),
+		Path: rulePath(x.kind, x.path), Model: x.est.Model, NamedModel: namedModel(x, body), ServiceTier: x.est.ServiceTier, Audio: x.est.Audio, GeoPinned: x.est.GeoPinned, Weighed: x.kind.Weighed(),
 		Unmetered: x.kind == weigher.KindUnmetered && !x.unmeteredAllowed, UnmeteredAllowed: x.unmeteredAllowed,
 		Images: x.est.Images, PerImage: x.perImage,
 		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens, WebSearches: x.est.WebSearches,

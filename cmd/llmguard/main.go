@@ -2,7 +2,8 @@
 //
 //	llmguard serve [--config FILE]     run the proxy (embedded default without --config)
 //	               [--log-level LEVEL] debug, info (default), warn or error
-//	llmguard validate --config FILE    check a config; non-zero exit names each bad field
+//	llmguard validate [--config FILE]  check a config (the embedded default without --config);
+//	                                   non-zero exit names each bad field
 //	                                   (--strict: warnings too; --no-env: skip api_key_env's variables)
 //	llmguard usage [--config FILE]     spend, tokens and quotas from a running llmguard
 //	                                   (the embedded default's admin listener without --config)
@@ -35,7 +36,7 @@ import (
 
 type cli struct {
 	Serve    serveCmd    `cmd:"" help:"Run the proxy."`
-	Validate validateCmd `cmd:"" help:"Validate a config file and exit."`
+	Validate validateCmd `cmd:"" help:"Validate a config file (the embedded default without --config) and exit."`
 	Usage    usageCmd    `cmd:"" help:"Show spend, tokens and quotas from a running llmguard (its /admin/usage endpoint)."`
 	Version  versionCmd  `cmd:"" help:"Print the version, commit and Go release this binary was built from."`
 	Report   reportCmd   `cmd:"" help:"Write one tenant's monthly spend report (self-contained HTML) from the ledger to stdout."`
@@ -51,7 +52,7 @@ type serveCmd struct {
 }
 
 type validateCmd struct {
-	Config string `help:"YAML config file." type:"path" required:""`
+	Config string `help:"YAML config file. Default: the embedded default, which serve runs without --config (the output names it)." type:"path"`
 	Strict bool   `help:"Exit non-zero on warnings too (a limit below a model's default request cost, a matcher that matches nothing)."`
 	NoEnv  bool   `help:"Do not check that each upstream's api_key_env is set here (validating on a machine without the secrets)." name:"no-env"`
 }
@@ -117,9 +118,11 @@ func printConfigError(w io.Writer, path string, err error) {
 // Run checks the file as `serve` would: it parses and validates, its
 // limits compile, and nothing in it cannot work (app.Check): an error
 // exits 1 naming each field; warnings are printed, and exit 1 with
-// --strict.
+// --strict. Without --config it checks what `serve` runs without one, the
+// embedded default, and every line it prints names it so.
 func (v *validateCmd) Run() error {
-	cfg, err := config.Load(v.Config)
+	cfg, err := loadConfig(v.Config)
+	name := configName(v.Config)
 	var findings []app.Finding
 	if err == nil {
 		env := app.Lookup(os.LookupEnv)
@@ -138,27 +141,40 @@ func (v *validateCmd) Run() error {
 		}
 	}
 	if err != nil {
-		printConfigError(os.Stderr, v.Config, err)
+		printConfigError(os.Stderr, name, err)
 		os.Exit(1)
 	}
 	warned := 0
 	for _, f := range findings {
 		if !f.Fatal {
-			fmt.Fprintf(os.Stderr, "%s: warning: %s\n", v.Config, f)
+			fmt.Fprintf(os.Stderr, "%s: warning: %s\n", name, f)
 			warned++
 		}
 	}
 	if warned > 0 && v.Strict {
-		fmt.Fprintf(os.Stderr, "%s: %s (--strict)\n", v.Config, warnings(warned))
+		fmt.Fprintf(os.Stderr, "%s: %s (--strict)\n", name, warnings(warned))
 		os.Exit(1)
 	}
 	if warned > 0 {
 		// "OK" alone under a screen of warnings read as "nothing to see".
-		fmt.Printf("%s: OK, with %s (above; serve runs it, --strict fails it)\n", v.Config, warnings(warned))
+		fmt.Printf("%s: OK, with %s (above; serve runs it, --strict fails it)\n", name, warnings(warned))
 		return nil
 	}
-	fmt.Printf("%s: OK\n", v.Config)
+	fmt.Printf("%s: OK\n", name)
 	return nil
+}
+
+// defaultConfigName names the embedded default config in what serve and
+// validate print when they run it (no --config).
+const defaultConfigName = "embedded default config"
+
+// configName is how serve's and validate's messages name the config at
+// path: the path, or defaultConfigName for "".
+func configName(path string) string {
+	if path == "" {
+		return defaultConfigName
+	}
+	return path
 }
 
 func (s *serveCmd) Run() error {
@@ -179,11 +195,7 @@ func (s *serveCmd) Run() error {
 	redis.SetLogger(redisLogger{log})
 	cfg, err := loadConfig(s.Config)
 	if err != nil {
-		name := s.Config
-		if name == "" {
-			name = "embedded default config"
-		}
-		printConfigError(os.Stderr, name, err)
+		printConfigError(os.Stderr, configName(s.Config), err)
 		os.Exit(1)
 	}
 	if s.Listen != "" {

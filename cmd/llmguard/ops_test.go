@@ -43,7 +43,8 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"frobnicate"}, 2, "unexpected argument frobnicate"},
 		{[]string{"serve", "--no-such-flag"}, 2, "unknown flag --no-such-flag"},
 		{[]string{"serve", "--log-level", "loud"}, 2, "--log-level must be one of"},
-		{[]string{"validate"}, 2, "missing flags: --config"},
+		{[]string{"validate"}, 0, "embedded default config: OK"}, // what serve runs without --config
+		{[]string{"validate", "extra.yaml"}, 2, "unexpected argument extra.yaml"},
 		{[]string{"usage", "--config", bad, "--period", "fortnight"}, 2, "--period must be one of"},
 		{[]string{"report", "--tenant", "acme", "--month", "2026-13", "--ledger", bad}, 2, "month must be YYYY-MM"},
 		{[]string{"report", "--tenant", "acme", "--month", "2026-11", "--ledger", bad, "--timezone", "Mars/Olympus"}, 2, "unknown --timezone"},

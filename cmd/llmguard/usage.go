@@ -169,7 +169,7 @@ func printReport(out io.Writer, r *app.UsageReport) {
 
 // modelCell is a model name as the model table prints it: cell(model), or
 // ledger.NoName for the requests that name no model (GET /v1/models,
-// count_tokens, a 404 from the upstream…), as `llmguard report` labels
+// a multipart upload, a body that is not JSON…), as `llmguard report` labels
 // them: an empty first column read as a row without a name.
 func modelCell(model string) string {
 	if model == "" {

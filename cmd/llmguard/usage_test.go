@@ -190,7 +190,7 @@ func TestUsageTableQuotesControlCharacters(t *testing.T) {
 	}
 }
 
-// Requests that name no model (GET /v1/models, count_tokens) are summed in
+// Requests that name no model (GET /v1/models, a multipart upload) are summed in
 // a model row of their own, labelled "(none)" as `llmguard report` labels
 // it, not with an empty first column.
 func TestUsageTableNamesRecordsWithoutAModel(t *testing.T) {

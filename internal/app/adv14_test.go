@@ -53,6 +53,16 @@ func frozenHarness(t *testing.T, cfg *config.Config) *harness {
 	return startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
 }
 
+// frozenClaude is frozenHarness on claudeConfig(upstreamURL, limit, burst).
+func frozenClaude(t *testing.T, upstreamURL, limit string, burst int) *harness {
+	t.Helper()
+	cfg, err := config.Parse([]byte(claudeConfig(upstreamURL, limit, burst)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return frozenHarness(t, cfg)
+}
+
 // callThrough sends body to path calls times through h and fails t when
 // up billed more tokens over them than left, what the bucket held before;
 // it returns how many calls passed (200). Any status but 200 and 429
@@ -239,20 +249,7 @@ func TestAdv14ToolSchemaMembersAreWeighed(t *testing.T) {
 // 21,014 tokens. They are now counted as the text of their JSON.
 func TestAdv14AnthropicToolInputExamplesAreWeighed(t *testing.T) {
 	up := startVLLM(t)
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstreams:
-  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
-keys:
-  - {key: %s, user: alice, tenant: acme}
-limits:
-  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 20000}
-`, up.url, testKey)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := frozenHarness(t, cfg)
+	h := frozenClaude(t, up.url, "user-tpm", 20000)
 	words := strings.Repeat("word ", 3000)
 	body := `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":{"type":"object"},"input_examples":[{"q":"` + words + `"}]}]}`
 	const left = 20000 // a fresh bucket on a frozen clock

@@ -203,20 +203,7 @@ func TestAdv16AnthropicOutputFormatIsWeighed(t *testing.T) {
 		{"output_format", `"output_format":{"type":"json_schema","schema":{"type":"object","description":"` + words16 + `"}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := config.Parse([]byte(fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstreams:
-  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
-keys:
-  - {key: %s, user: alice, tenant: acme}
-limits:
-  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 20000}
-`, up.url, testKey)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := frozenHarness(t, cfg)
+			h := frozenClaude(t, up.url, "user-tpd", 20000)
 			body := `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}],` + tc.member + `}`
 			const left = 20000 // a fresh bucket on a frozen clock
 			if passed := up.callThrough(t, h, "/v1/messages", body, 10, left); passed == 0 {
@@ -376,20 +363,7 @@ func TestAdv16ChatObjectContentIsWeighed(t *testing.T) {
 // model_outside_body, and the upstream never sees it.
 func TestAdv16AdvisorToolIsRefused(t *testing.T) {
 	up := startBilling16(t, func(string, map[string]any) (int64, int64) { return 1, 1 })
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstreams:
-  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
-keys:
-  - {key: %s, user: alice, tenant: acme}
-limits:
-  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 20000}
-`, up.url, testKey)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := frozenHarness(t, cfg)
+	h := frozenClaude(t, up.url, "user-tpd", 20000)
 	body := `{"model":"claude-haiku-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"advisor_20260301","name":"advisor","model":"claude-opus-4-7"}]}`
 	if resp, b := h.do("/v1/messages", body); resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, "names models beside") {
 		t.Errorf("advisor_20260301: %d %.200s, want 400 model_outside_body", resp.StatusCode, b)
@@ -439,20 +413,7 @@ func TestAdv16AnthropicObjectContentIsWeighed(t *testing.T) {
 		{"system", `{"model":"claude-sonnet-4-5","max_tokens":1,"system":{"type":"text","text":"` + words16 + `"},"messages":[{"role":"user","content":"hi"}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := config.Parse([]byte(fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstreams:
-  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
-keys:
-  - {key: %s, user: alice, tenant: acme}
-limits:
-  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 20000}
-`, up.url, testKey)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := frozenHarness(t, cfg)
+			h := frozenClaude(t, up.url, "user-tpd", 20000)
 			const left = 20000 // a fresh bucket on a frozen clock
 			if passed := up.callThrough(t, h, "/v1/messages", tc.body, 10, left); passed == 0 {
 				t.Errorf("no call passed: the case tests nothing")

@@ -24,20 +24,9 @@ func startCapped(t *testing.T, store string) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mock.Close() })
-	return startConfig(t, mock, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstreams:
-  - {name: openai, flavor: openai, base_url: "%[1]s", no_key: true}
-  - {name: claude, flavor: anthropic, base_url: "%[1]s", no_key: true}
-keys:
-  - {key: %[2]s, user: alice, tenant: acme}
-models:
-  gpt-4o-mini: {input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60}
-  claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15}
-limits:
+	return startConfig(t, mock, twoFlavorHead(mock.URL)+`limits:
   - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 1000, cap_output: true, cap_output_min: 32}
-%[3]s`, mock.URL, testKey, store))
+`+store)
 }
 
 // cappedCases are one request per flavor and output field whose maximum

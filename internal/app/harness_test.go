@@ -104,6 +104,12 @@ models:
 // tokens, refilled at 1 a day: a test through it sees what each call was
 // charged.
 func twoFlavorConfig(upstreamURL, limit string, burst int) string {
+	return twoFlavorHead(upstreamURL) + userTokensLimit(limit, burst)
+}
+
+// twoFlavorHead is twoFlavorConfig without its limits: section, for a
+// test that writes its own.
+func twoFlavorHead(upstreamURL string) string {
 	return fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
@@ -115,9 +121,27 @@ keys:
 models:
   gpt-4o-mini: {input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60}
   claude-sonnet-4-5: {input_usd_per_mtok: 3, output_usd_per_mtok: 15}
-limits:
-  - {name: %[3]s, scope: user, unit: tokens, rate: 1, per: 24h, burst: %[4]d}
-`, upstreamURL, testKey, limit, burst)
+`, upstreamURL, testKey)
+}
+
+// claudeConfig is a config with an Anthropic upstream alone on upstreamURL
+// (no key), alice's key, no model priced, and one token bucket of alice's
+// named limit holding burst tokens, refilled at 1 a day.
+func claudeConfig(upstreamURL, limit string, burst int) string {
+	return fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+`, upstreamURL, testKey) + userTokensLimit(limit, burst)
+}
+
+// userTokensLimit is a limits: section of one token bucket of alice's
+// (scope user) named limit holding burst tokens, refilled at 1 a day.
+func userTokensLimit(limit string, burst int) string {
+	return fmt.Sprintf("limits:\n  - {name: %s, scope: user, unit: tokens, rate: 1, per: 24h, burst: %d}\n", limit, burst)
 }
 
 // startConfig runs llmguard on a whole YAML config whose listeners are
