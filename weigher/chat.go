@@ -507,7 +507,9 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 			}
 		}
 		switch k {
-		case "role", "refusal":
+		case "role":
+			n += roleTokens(enc, v)
+		case "refusal":
 			n += countRaw(enc, v)
 		case "name":
 			n += countRaw(enc, v) + tokensPerName

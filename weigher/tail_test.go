@@ -126,3 +126,27 @@ func FuzzResumeTail(f *testing.F) {
 		}
 	})
 }
+
+// TestRoleTokensSameAsCounted: a role's count taken from the counter's
+// table (roleTokens) is the count of its text, for every encoding with a
+// table, and any other role (escaped, unknown, not a string) is counted.
+func TestRoleTokensSameAsCounted(t *testing.T) {
+	w := testWeigher(t)
+	for _, model := range []string{"gpt-4o", "gpt-4"} {
+		bc, ok := w.chatRules(model).counter(w).(*bpeCounter)
+		if !ok {
+			t.Fatalf("%s: not a bpeCounter", model)
+		}
+		mc := bc.takeMemo()
+		for _, r := range append(chatRoles[:], `us\u0065r`, "User", "critic", "", "user ") {
+			v := rawValue(`"` + r + `"`)
+			if got, want := roleTokens(mc, v), countRaw(mc, v); got != want || got <= 0 && r != "" {
+				t.Errorf("%s %q: %d tokens, counted %d", model, r, got, want)
+			}
+		}
+		if got := roleTokens(mc, rawValue(`12`)); got != 0 {
+			t.Errorf("%s: a number role: %d tokens", model, got)
+		}
+		bc.putMemo(mc)
+	}
+}
