@@ -71,8 +71,8 @@ import (
 // (cacheKey), whose false hit would cost the same wrong count.
 //
 // Memory: the table is made once per cache size, 1/resumeShare of
-// Options.CacheBytes (2 MiB of the default 32 MiB: 3,880 checkpoints of
-// resumeEntryBytes, 536); filing a checkpoint copies it into a slot and
+// Options.CacheBytes (2 MiB of the default 32 MiB: 2,992 checkpoints of
+// resumeEntryBytes, 696, of which 160 hold the tail: 3,880 without it); filing a checkpoint copies it into a slot and
 // never allocates, so callers sending many prefixes only evict.
 
 // resumeShare is the share of Options.CacheBytes the resume table takes.
