@@ -814,13 +814,22 @@ key: // an object key is expected at i (after optional whitespace)
 		start := i
 		var end int
 		var escaped bool
+		kf := keyUnknown
 		// A short plain key ("role", "content") ends at the first byte of
 		// the word after its quote that str would stop at (escRun's
 		// first word, searched alike), when that byte is a quote: found
 		// here without calling str. Anything else is str's.
 		if i+9 <= n {
-			if m := stopMask(binary.LittleEndian.Uint64(b[i+1:i+9]), s.high); m != 0 && b[i+1+bits.TrailingZeros64(m)>>3] == '"' {
-				end = i + 2 + bits.TrailingZeros64(m)>>3
+			w := binary.LittleEndian.Uint64(b[i+1 : i+9])
+			if m := stopMask(w, s.high); m != 0 && b[i+1+bits.TrailingZeros64(m)>>3] == '"' {
+				q := bits.TrailingZeros64(m) >> 3 // the key's length, below 8
+				end = i + 2 + q
+				// Its bytes, the rest zeros: Folded's verdict in one word
+				// (no escape before the quote, zeros are not capitals).
+				kf = keyNotFolded
+				if foldedWord(w & (1<<(8*q) - 1)) {
+					kf = keyFolded
+				}
 				goto keyEnded
 			}
 		}
@@ -837,7 +846,7 @@ key: // an object key is expected at i (after optional whitespace)
 			if s.hashed {
 				r = s.addKey(start, end, escaped)
 			} else {
-				r = s.addSpan(start, end, escaped)
+				r = s.addSpanAs(start, end, escaped, kf)
 			}
 			if r != OK {
 				return r, start
@@ -1446,6 +1455,24 @@ func (s *scanner) appendKey(h uint64, end int) {
 // comparisons, sameKey; the earlier keys of an object being distinct once
 // folded, at most one of them matches).
 func (s *scanner) addSpan(start, end int, escaped bool) Reason {
+	return s.addSpanAs(start, end, escaped, keyUnknown)
+}
+
+// keyFold is what the caller of addSpanAs knows of a key: nothing
+// (keyUnknown), or that it is plain and its own fold (keyFolded: the scan's
+// short-key path, whose word holds the key's bytes), or that it is not
+// (keyNotFolded).
+type keyFold uint8
+
+const (
+	keyUnknown keyFold = iota
+	keyFolded
+	keyNotFolded
+)
+
+// addSpanAs is addSpan told whether the key is plain and folded (kf; with
+// keyUnknown it finds out).
+func (s *scanner) addSpanAs(start, end int, escaped bool, kf keyFold) Reason {
 	o := &s.objs[len(s.objs)-1]
 	spans := s.spans[o.base:]
 	if len(spans) >= smallObject {
@@ -1453,7 +1480,15 @@ func (s *scanner) addSpan(start, end int, escaped bool) Reason {
 		return OK
 	}
 	fp := keyPrint(s.b, start, end)
-	plain := !escaped && (!s.fold || Folded(s.b[start+1:end-1]))
+	var plain bool
+	switch kf {
+	case keyFolded:
+		plain = true
+	case keyNotFolded:
+		plain = !s.fold
+	default:
+		plain = !escaped && (!s.fold || Folded(s.b[start+1:end-1]))
+	}
 	if plain && !o.mixed {
 		for i := range spans {
 			if spans[i].print == fp && string(s.b[spans[i].start:spans[i].end]) == string(s.b[start:end]) {
