@@ -88,6 +88,8 @@ func TestTailNearMisses(t *testing.T) {
 		deep,
 		tail + `,"model":"gpt-4"`,
 		tail + `,"functions":[]`,
+		tail + `,"TEMPERATURE":0.2`,
+		tail + `,"extra_body":{"models":["gpt-4o","claude-3-opus"]}`,
 		tail + `,"messages":[]`,
 		tail[:len(tail)-1],
 		tail + `,`,
