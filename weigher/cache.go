@@ -125,6 +125,7 @@ type countCache struct {
 	prefixBase   *xxh3.Hasher
 	hits, misses atomic.Uint64
 	resumes      atomic.Uint64 // requests weighed from a resume point
+	tails        atomic.Uint64 // requests whose tail was vouched (resume.go's Tails)
 	// hints are the end hints of remembered elements (hints.go), taking
 	// 1/hintShare of the cache's bytes; replaced when a resize changes
 	// their size (nil: none).

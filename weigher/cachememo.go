@@ -77,6 +77,8 @@ type elemMemo struct {
 	offerAll bool
 	// resume is the request's side of resume points (resume.go).
 	resume resumeState
+	// tail holds the members Tail returns.
+	tail [maxTailMembers]jsonscan.Member
 	// ends are the hint hashes of the elements End did not offer, in body
 	// order; endNext is the first checked has not reached. lastEnd* are
 	// the last hash End made (lastEndAt -1: none), for Vouch.

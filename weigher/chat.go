@@ -97,6 +97,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens
 	var messageElems, toolsElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
+	toolsAt := -1    // the index of "tools" among the members
 	at := 0
 	est := Estimate{Parsed: true}
 	fine := true
@@ -112,6 +113,10 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	// with their offsets, for OutputFields): the reference FuzzChat
 	// compares with (sameAsPlain).
 	rawWalk := d.lay != nil
+	// The members a resumed scan took from its checkpoint, the prefix's
+	// and the tail's, passed these checks in the body that filed it, at
+	// the same place, byte for byte (vouchedMembers): not checked again.
+	prefixEnd, tailFrom := d.vouchedMembers()
 	d.walk(rawWalk, func(k string, v gjson.Result, elems elements) bool {
 		// checkFields' check of the member, with the request's memo, as
 		// parseRequestWith would have made it (the elements raw, as its
@@ -120,12 +125,13 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		// for byte (elements.remembered): not searched again, where the
 		// 16 KiB load benchmark's list cost some 4,900 instructions a
 		// request, searched a word at a time (TestRememberedToolsSameVerdicts).
-		if k != "tools" || !elems.remembered {
+		vouched := at < prefixEnd || at >= tailFrom
+		if !vouched && (k != "tools" || !elems.remembered) {
 			if fallbackKey, fallbackWhy = fallbackMember(k, v); fallbackWhy != FaultNone {
 				return false
 			}
 		}
-		if !fieldValue(k, v.Type, chatFields) { // a scalar field has nothing to check
+		if !vouched && !fieldValue(k, v.Type, chatFields) { // a scalar field has nothing to check
 			raw := elems
 			raw.raw = true
 			if _, _, fine = checkMember(k, v, raw, chatFields, 0, d.memo, &fold); !fine {
@@ -147,7 +153,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 				messagesAt = at
 			}
 		case "tools":
-			tools, toolsElems = v, elems
+			tools, toolsElems, toolsAt = v, elems, at
 		case "functions":
 			functions = v
 		case "prompt":
@@ -238,6 +244,9 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	}
 
 	var in int64
+	var run resumeRun // the messages' tallies, for keepResumePoint
+	var msgCtx uint64 // their count context
+	keep := false
 	if messages.IsArray() {
 		fam, ctx := rules.family, rules.msgCtx // the family: the name its image rule keys off
 		// The messages before the resume point, if any, counted before.
@@ -245,7 +254,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		if !same {
 			return Estimate{}, false
 		}
-		run := startRun(before)
+		run = startRun(before)
 		// Messages are read raw (rawValue): an object's Result is the
 		// same either way, and gjson.Parse's is not needed for the rest.
 		messageElems.raw = true
@@ -270,9 +279,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		in += sum.text
 		est.ServerContext = est.ServerContext || sum.hidden
 		est.Audio = est.Audio || sum.audio
-		if messagesAt >= 0 && (w.budget == nil || !w.budget.over) {
-			d.memo.keepResumePoint(d.lay, messagesAt, &run, ctx)
-		}
+		keep, msgCtx = messagesAt >= 0 && (w.budget == nil || !w.budget.over), ctx
 	}
 	if !messages.IsArray() && messages.Raw != "" && messages.Type != gjson.Null {
 		// Not a list (one message as an object, a bare string): OpenAI
@@ -302,7 +309,20 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	// its count, as hidden, so that a list remembered whole is not walked
 	// again on every request; it is found for both lists alike (the count
 	// depends on the list's bytes alone) and taken from tools only.
+	// A "tools" list of the tail the scan vouched for counts what it
+	// counted in the body that filed it (tailTools), without the hash
+	// and lookup of its bytes (some 1,000 instructions of a warm 1 KiB
+	// body's 574-byte list).
+	tail := tailKeep{on: true, ctx: tctx}
 	for i, list := range [...]gjson.Result{tools, functions} {
+		if i == 0 && toolsAt >= tailFrom {
+			if t, ok := d.memo.tailTools(tctx); ok {
+				in += t.text
+				est.ServerContext = est.ServerContext || t.hidden
+				tail.tools, tail.toolsSet = t, true
+				continue
+			}
+		}
 		t := d.memo.count(w.budget, tctx, list.Raw, func() tally {
 			hidden := false
 			if i == 0 {
@@ -314,6 +334,12 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		})
 		in += t.text
 		est.ServerContext = est.ServerContext || i == 0 && t.hidden
+		if i == 0 && toolsAt > messagesAt && messagesAt >= 0 {
+			tail.tools, tail.toolsSet = t, true // a member of the tail
+		}
+	}
+	if keep {
+		d.memo.keepResumePoint(d.lay, messagesAt, &run, msgCtx, tail)
 	}
 	// A body without response_format (most) skips gjson's Get, which
 	// parsed its path even on the absent member (about 150 instructions).
@@ -481,7 +507,9 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 			}
 		}
 		switch k {
-		case "role", "refusal":
+		case "role":
+			n += roleTokens(enc, v)
+		case "refusal":
 			n += countRaw(enc, v)
 		case "name":
 			n += countRaw(enc, v) + tokensPerName

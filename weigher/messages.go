@@ -219,7 +219,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 		})
 		c.add(run.sums.cur)
 		if keep && (w.budget == nil || !w.budget.over) {
-			d.memo.keepResumePoint(d.lay, messagesAt, &run, past)
+			d.memo.keepResumePoint(d.lay, messagesAt, &run, past, tailKeep{})
 		}
 	} else if messages.Raw != "" && messages.Type != gjson.Null {
 		// Not a list (one message as an object, a bare string): the

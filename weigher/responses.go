@@ -142,7 +142,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		if inputAt >= 0 {
 			var run resumeRun // the items are summed in one call: a point after the last alone
 			run.only(len(inputElems.spans), resumeSums{cur: sum, past: sum})
-			d.memo.keepResumePoint(d.lay, inputAt, &run, r.ctx)
+			d.memo.keepResumePoint(d.lay, inputAt, &run, r.ctx, tailKeep{})
 		}
 	}
 	in += tokensReply

@@ -2,6 +2,7 @@ package weigher
 
 import (
 	"encoding/binary"
+	"math"
 	"math/bits"
 	"sync"
 	"unsafe"
@@ -70,8 +71,8 @@ import (
 // (cacheKey), whose false hit would cost the same wrong count.
 //
 // Memory: the table is made once per cache size, 1/resumeShare of
-// Options.CacheBytes (2 MiB of the default 32 MiB: 3,880 checkpoints of
-// resumeEntryBytes, 536); filing a checkpoint copies it into a slot and
+// Options.CacheBytes (2 MiB of the default 32 MiB: 2,992 checkpoints of
+// resumeEntryBytes, 696, of which 160 hold the tail: 3,880 without it); filing a checkpoint copies it into a slot and
 // never allocates, so callers sending many prefixes only evict.
 
 // resumeShare is the share of Options.CacheBytes the resume table takes.
@@ -132,6 +133,55 @@ type checkpoint struct {
 	nm      uint8  // members in use
 	points  [resumePoints]point
 	members [maxResumeMembers]jsonscan.Member // the top-level members up to the array's
+	tail    resumeTail                        // what followed the array (chat's only)
+}
+
+// Tails. A chat body's members after "messages" (`,"tools":[…],
+// "max_tokens":256}`) are the same bytes from one request of an agent to
+// the next, at the same distance from the body's end; the scan stepped
+// over the tools list by its end hint and a lookup of its hash, and
+// scanned the rest, and the field check walked each member again. A
+// checkpoint also keeps the tail of the body that filed it: its length,
+// its seeded hash (the count cache's key hash: cacheKey's argument holds)
+// and its members. A body that resumes from the checkpoint and whose
+// bytes after its array are that tail, by length and hash, has them
+// vouched (jsonscan.KnownTail): the scan adds their keys to the
+// duplicate-key check and stops, and chat's walk reads them without
+// checking them again (their checks passed in a chat body, at the same
+// place after a prefix that is the same bytes: the checkpoint's context
+// holds the fields). The estimate is a full weighing's (TestTailSameEstimates,
+// FuzzResumeChat).
+
+// maxTailMembers is the most members a checkpoint's tail holds: a body
+// with more after its array keeps none.
+const maxTailMembers = 6
+
+// resumeTail is the tail of a checkpoint's body (see above). nm is 0 when
+// none is kept.
+type resumeTail struct {
+	h  xxh3.Uint128 // the seeded hash of its bytes
+	n  int32        // its length, in bytes
+	nm uint8        // members in use
+	// members are each member's key start and end, value start and end,
+	// relative to the tail's start.
+	members [maxTailMembers][4]int32
+	// tools is what its "tools" list counted, in the count context
+	// toolsCtx (toolsSet: it holds one).
+	tools    tally
+	toolsCtx uint64
+	toolsSet bool
+}
+
+// tailKeep is what keepResumePoint keeps of the body's tail. The zero
+// value keeps none.
+type tailKeep struct {
+	// on: the checkpoint holds the tail (chat's).
+	on bool
+	// tools is what the body's "tools" list counted, in the count context
+	// ctx, when the list is a member of the tail (toolsSet).
+	tools    tally
+	ctx      uint64
+	toolsSet bool
 }
 
 // point is one resume point of a checkpoint: the end of one element of
@@ -532,7 +582,7 @@ func (r *resumeRun) only(n int, s resumeSums) {
 // after an object element. A member before the array that has elements is
 // kept Unlaid (the checkpoint does not hold its elements: a resumed
 // request's readers find them with gjson).
-func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, run *resumeRun, count uint64) {
+func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, run *resumeRun, count uint64, tail tailKeep) {
 	if m == nil || !m.resume.on || lay.Dropped || at >= maxResumeMembers || at >= len(lay.Members) {
 		return
 	}
@@ -605,6 +655,12 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, run *resumeRun,
 		mb.First, mb.Last = 0, 0
 	}
 	cp.members[at].Value.End, cp.members[at].First, cp.members[at].Last = 0, 0, 0
+	if tail.on {
+		cp.tail = m.tailOf(lay, at)
+		if cp.tail.nm > 0 {
+			cp.tail.tools, cp.tail.toolsCtx, cp.tail.toolsSet = tail.tools, tail.ctx, tail.toolsSet
+		}
+	}
 	m.file(tab.set(m.key(key)), &cp)
 	if key2 >= 0 {
 		m.file(tab.set(m.key(key2)), &cp)
@@ -647,4 +703,74 @@ func (m *elemMemo) file(set *resumeSet, cp *checkpoint) {
 	cp.stamp = set.clock
 	set.ways[slot] = *cp
 	set.mu.Unlock()
+}
+
+// tailOf is the tail of m's body after the array lay.Members[at] (see
+// Tails): none when more than maxTailMembers members follow it, or none.
+// The tail a request's scan vouched for is the checkpoint's it resumed
+// from, kept without hashing it again.
+func (m *elemMemo) tailOf(lay *jsonscan.Layout, at int) (t resumeTail) {
+	rest := lay.Members[at+1:]
+	start := lay.Members[at].Value.End
+	if len(rest) == 0 || len(rest) > maxTailMembers || start <= 0 {
+		return t
+	}
+	if r := &m.resume; r.resumed && lay.Tail == len(rest) {
+		return r.cp.tail
+	}
+	for i, mb := range rest {
+		t.members[i] = [4]int32{mb.Key.Start - start, mb.Key.End - start, mb.Value.Start - start, mb.Value.End - start}
+	}
+	t.h = xxh3.HashString128Seed(m.body[start:], m.cache.seed)
+	t.n, t.nm = int32(len(m.body)-int(start)), uint8(len(rest))
+	return t
+}
+
+// Tail implements jsonscan.KnownTail: the members of the tail of the
+// checkpoint the request resumed from, when the body's bytes from at are
+// that tail (by length and hash); nil otherwise. A list's member is
+// Unlaid: its elements are found with gjson.
+func (m *elemMemo) Tail(at int) []jsonscan.Member {
+	r := &m.resume
+	t := &r.cp.tail
+	if !r.resumed || t.nm == 0 || int(t.n) != len(m.body)-at {
+		return nil
+	}
+	if xxh3.HashString128Seed(m.body[at:], m.cache.seed) != t.h {
+		return nil
+	}
+	m.cache.tails.Add(1)
+	ms := m.tail[:t.nm]
+	for i := range ms {
+		p := &t.members[i]
+		ms[i] = jsonscan.Member{Key: jsonscan.Span{Start: p[0], End: p[1]}, Value: jsonscan.Span{Start: p[2], End: p[3]}, Unlaid: m.body[at+int(p[2])] == '['}
+	}
+	return ms
+}
+
+// tailTools is what the "tools" list of the tail the request's scan
+// vouched for counted, when it was counted in the count context ctx; ok
+// false otherwise.
+func (m *elemMemo) tailTools(ctx uint64) (t tally, ok bool) {
+	if m == nil || !m.resume.resumed {
+		return tally{}, false
+	}
+	tl := &m.resume.cp.tail
+	if !tl.toolsSet || tl.toolsCtx != ctx {
+		return tally{}, false
+	}
+	m.cache.hits.Add(1)
+	return tl.tools, true
+}
+
+// vouchedMembers are the top-level members of d that the request's scan
+// took from a resumed chat checkpoint without scanning them, by index:
+// those before before (the prefix's, the array's excluded) and those from
+// tail on (the tail's). A chat body's walk does not check them again:
+// they passed in the body that filed the checkpoint.
+func (d doc) vouchedMembers() (before, tail int) {
+	if d.lay == nil || d.memo == nil || !d.memo.resume.resumed {
+		return 0, math.MaxInt
+	}
+	return int(d.memo.resume.cp.nm) - 1, len(d.lay.Members) - d.lay.Tail
 }

@@ -98,6 +98,9 @@ func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback
 		opts.Known = memo
 		if mode != resumeOff && w.budget == nil && !w.noLayout {
 			opts.Resume = memo.resumePoint(f, lay, mode == resumeOn)
+			if opts.Resume > 0 {
+				opts.Tail = memo // its checkpoint's tail (resume.go)
+			}
 		}
 		if o.counted != nil {
 			memo.deferCtx = memo.fieldsContext(o.counted, 2)

@@ -184,6 +184,9 @@ type Options struct {
 	// the whole of b is scanned as if Resume were 0, and Layout.Resumed
 	// says so.
 	Resume int
+	// Tail, when not nil, is offered the bytes after the resumed array's
+	// value in a scan resumed at Resume: see [KnownTail].
+	Tail KnownTail
 }
 
 // Known vouches for parts of a document a caller has seen checked before
@@ -228,6 +231,27 @@ type KnownEnds interface {
 	End(start int) int
 }
 
+// KnownTail vouches for the rest of a resumed document ([Options.Resume],
+// [Options.Tail]) after the array it resumed in: the bytes b[at:] after
+// that array's value, which close the top-level object
+// (`,"tools":[…],"max_tokens":256}` and any whitespace after it).
+type KnownTail interface {
+	// Tail returns the members of the top-level object that b[at:]
+	// holds (Key and Value relative to at; Unlaid set for a list, whose
+	// elements are then not recorded; First and Last ignored), when b[at:]
+	// is, byte for byte, what followed the resumed array's value in a
+	// document that passed Check under the same options, where that array
+	// was the value of the same member, in the same place among the
+	// members before it; nil when it does not remember such bytes. Check
+	// then checks only that the keys of those members repeat none of the
+	// members before them (the duplicate-key check), records them, and
+	// stops: bytes that passed once after that array, from the state it
+	// leaves (the top-level object open, a member's value just ended),
+	// pass again but for keys the members before them repeat. It is asked
+	// at most once per Check, at the end of the resumed array's value.
+	Tail(at int) []Member
+}
+
 // NotOffered is what [KnownEnds.End] returns for a value it expects Vouch
 // to refuse (the weigher: one whose start it has never seen pass): Check
 // checks it then, as it would check a value Known does not want, rather
@@ -268,6 +292,10 @@ type Layout struct {
 	// Resumed: the check started at Options.Resume (false: at the start,
 	// the layout given not fitting the document, or no Resume asked).
 	Resumed bool
+	// Tail is how many of the last Members Options.Tail vouched for
+	// (KnownTail): found without scanning the bytes that hold them;
+	// 0 when none.
+	Tail int
 	// Fields (with Options.Fields) are the members of the object elements
 	// of the top-level arrays that the check scanned (not those Known
 	// vouched for), in document order: each one's key (quotes included,
@@ -353,13 +381,15 @@ func check(b []byte, opt Options, hashed bool) error {
 	s.b, s.max, s.dup, s.fold, s.utf8 = b, max, opt.DuplicateKeys || opt.FoldCase, opt.FoldCase, opt.UTF8
 	s.hashed = hashed
 	s.lay = opt.Layout
-	s.known, s.ends, s.wants, s.resume = nil, nil, 0, 0
+	s.known, s.ends, s.tail, s.wants, s.resume = nil, nil, nil, 0, 0
 	s.fields, s.inField = opt.Fields && opt.Layout != nil, false
 	if s.lay != nil {
 		s.known = opt.Known
 		s.ends, _ = opt.Known.(KnownEnds)
+		s.lay.Tail = 0
 		if opt.Resume > 0 && s.resumable(opt.Resume) {
 			s.resume = opt.Resume
+			s.tail = opt.Tail
 			s.lay.Elems, s.lay.Dropped, s.lay.Resumed = s.lay.Elems[:0], false, true
 			s.lay.Fields, s.lay.FieldsDropped = s.lay.Fields[:0], false
 		} else {
@@ -393,7 +423,7 @@ const keepKeys = 4096
 // release returns s to the pool, without the input and without buffers a
 // huge document made it grow (those go to the garbage collector).
 func (s *scanner) release() {
-	s.b, s.lay, s.known, s.ends = nil, nil, nil, nil
+	s.b, s.lay, s.known, s.ends, s.tail = nil, nil, nil, nil, nil
 	if len(s.stack) > 4 {
 		s.stack = make([]uint64, 4)
 	}
@@ -467,6 +497,9 @@ type scanner struct {
 	wants uint8
 	// ends is known as a KnownEnds, when it is one.
 	ends KnownEnds
+	// tail is Options.Tail in a resumed scan, until it is asked (at the
+	// end of the resumed array's value).
+	tail KnownTail
 	// resume is where the scan starts (Options.Resume; 0: at the start).
 	resume int
 	// fields: record Layout.Fields (Options.Fields, with a layout);
@@ -721,6 +754,11 @@ value: // a value is expected at i (after optional whitespace)
 after: // a value ended just before i
 	if uint(depth-1) < 2 && s.lay != nil { // depth 1 or 2
 		s.valueEnds(depth, i)
+		if depth == 1 && s.tail != nil { // the resumed array ended
+			if done, r, off := s.vouchTail(i); done {
+				return r, off
+			}
+		}
 	} else if s.inField && depth == 3 {
 		s.lay.Fields[len(s.lay.Fields)-1].Value.End = int32(i)
 		s.inField = false
@@ -776,13 +814,22 @@ key: // an object key is expected at i (after optional whitespace)
 		start := i
 		var end int
 		var escaped bool
+		kf := keyUnknown
 		// A short plain key ("role", "content") ends at the first byte of
 		// the word after its quote that str would stop at (escRun's
 		// first word, searched alike), when that byte is a quote: found
 		// here without calling str. Anything else is str's.
 		if i+9 <= n {
-			if m := stopMask(binary.LittleEndian.Uint64(b[i+1:i+9]), s.high); m != 0 && b[i+1+bits.TrailingZeros64(m)>>3] == '"' {
-				end = i + 2 + bits.TrailingZeros64(m)>>3
+			w := binary.LittleEndian.Uint64(b[i+1 : i+9])
+			if m := stopMask(w, s.high); m != 0 && b[i+1+bits.TrailingZeros64(m)>>3] == '"' {
+				q := bits.TrailingZeros64(m) >> 3 // the key's length, below 8
+				end = i + 2 + q
+				// Its bytes, the rest zeros: Folded's verdict in one word
+				// (no escape before the quote, zeros are not capitals).
+				kf = keyNotFolded
+				if foldedWord(w & (1<<(8*q) - 1)) {
+					kf = keyFolded
+				}
 				goto keyEnded
 			}
 		}
@@ -799,7 +846,7 @@ key: // an object key is expected at i (after optional whitespace)
 			if s.hashed {
 				r = s.addKey(start, end, escaped)
 			} else {
-				r = s.addSpan(start, end, escaped)
+				r = s.addSpanAs(start, end, escaped, kf)
 			}
 			if r != OK {
 				return r, start
@@ -933,6 +980,60 @@ func (s *scanner) vouched(depth, i int) int {
 		return i
 	}
 	return end
+}
+
+// vouchTail offers s.tail the bytes after the resumed array's value,
+// which ends at i (KnownTail), once. When it vouches for them, it checks
+// their members' keys against the keys before them, as the scan of those
+// bytes would (and in the same order: the same reason at the same offset),
+// records the members, closes the top-level object and returns done, with
+// the scan's result. Not done: the scan goes on at i, as if not asked.
+func (s *scanner) vouchTail(i int) (done bool, r Reason, off int) {
+	t := s.tail
+	s.tail = nil
+	if !s.isObject(1) || s.lay.Dropped {
+		return false, OK, 0
+	}
+	ms := t.Tail(i)
+	n := len(s.b)
+	// Recorded only when there is room for all of them (Layout.room):
+	// else the scan records what fits and drops the rest, as it would.
+	if len(ms) == 0 || n >= 1<<31-1 || len(s.lay.Members)+len(s.lay.Elems)+len(ms) >= n/16+16 {
+		return false, OK, 0
+	}
+	for _, m := range ms {
+		start, end := i+int(m.Key.Start), i+int(m.Key.End)
+		if s.dup {
+			escaped := bytes.IndexByte(s.b[start:end], '\\') >= 0
+			r := OK
+			if s.hashed {
+				r = s.addKey(start, end, escaped)
+			} else {
+				r = s.addSpan(start, end, escaped)
+			}
+			if r != OK {
+				return true, r, start
+			}
+		}
+		at := int32(i)
+		e := int32(len(s.lay.Elems))
+		s.lay.Members = append(s.lay.Members, Member{
+			Key:   Span{m.Key.Start + at, m.Key.End + at},
+			Value: Span{m.Value.Start + at, m.Value.End + at},
+			First: e, Last: e, Unlaid: m.Unlaid,
+		})
+	}
+	s.lay.Tail = len(ms)
+	if s.dup {
+		j := n - 1
+		for j > i && isSpace(s.b[j]) {
+			j--
+		}
+		if off, r := s.closeObject(j); r != OK {
+			return true, r, off
+		}
+	}
+	return true, OK, 0
 }
 
 // unvouched forgets the elements vouched recorded for the member m, whose
@@ -1354,6 +1455,24 @@ func (s *scanner) appendKey(h uint64, end int) {
 // comparisons, sameKey; the earlier keys of an object being distinct once
 // folded, at most one of them matches).
 func (s *scanner) addSpan(start, end int, escaped bool) Reason {
+	return s.addSpanAs(start, end, escaped, keyUnknown)
+}
+
+// keyFold is what the caller of addSpanAs knows of a key: nothing
+// (keyUnknown), or that it is plain and its own fold (keyFolded: the scan's
+// short-key path, whose word holds the key's bytes), or that it is not
+// (keyNotFolded).
+type keyFold uint8
+
+const (
+	keyUnknown keyFold = iota
+	keyFolded
+	keyNotFolded
+)
+
+// addSpanAs is addSpan told whether the key is plain and folded (kf; with
+// keyUnknown it finds out).
+func (s *scanner) addSpanAs(start, end int, escaped bool, kf keyFold) Reason {
 	o := &s.objs[len(s.objs)-1]
 	spans := s.spans[o.base:]
 	if len(spans) >= smallObject {
@@ -1361,7 +1480,15 @@ func (s *scanner) addSpan(start, end int, escaped bool) Reason {
 		return OK
 	}
 	fp := keyPrint(s.b, start, end)
-	plain := !escaped && (!s.fold || Folded(s.b[start+1:end-1]))
+	var plain bool
+	switch kf {
+	case keyFolded:
+		plain = true
+	case keyNotFolded:
+		plain = !s.fold
+	default:
+		plain = !escaped && (!s.fold || Folded(s.b[start+1:end-1]))
+	}
 	if plain && !o.mixed {
 		for i := range spans {
 			if spans[i].print == fp && string(s.b[spans[i].start:spans[i].end]) == string(s.b[start:end]) {
