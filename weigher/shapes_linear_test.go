@@ -28,7 +28,7 @@ func weighCost(w *Weigher, s bodyShape, body []byte, runs int) (time.Duration, u
 // TestBodyShapesLinear: every shape weighs in time linear in its size (a
 // byte of a 1 MiB body costs at most 2.5× a byte of a 256 KiB one), within
 // a constant factor of the CPU time per byte of plain prose of the same size
-// (1.6 × defaultMaxRatio, 28.8×; 48× for random letters, see bodyShapes), both measured in the same
+// (1.6 × defaultMaxRatio, 28.8×; 88× for random letters, see bodyShapes), both measured in the same
 // run (no absolute time bound), and allocates at most a small multiple of
 // the body. A superlinear step (the old recursive
 // validator, a quadratic merge) shows as 15× to 100× at 1 MiB. Timing under
