@@ -92,7 +92,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		return fallback, true
 	}
 	defer d.close()
-	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction, prompt gjson.Result
+	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction, prompt, toolChoice gjson.Result
 	var templateText [2]gjson.Result // vLLM's documents and chat_template_kwargs (templateFields)
 	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens
 	var messageElems, toolsElems elements
@@ -148,6 +148,8 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			}
 		case "tools":
 			tools, toolsElems = v, elems
+		case "tool_choice":
+			toolChoice = v
 		case "functions":
 			functions = v
 		case "prompt":
@@ -315,6 +317,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		in += t.text
 		est.ServerContext = est.ServerContext || i == 0 && t.hidden
 	}
+	in += toolChoiceTokens(enc, toolChoice)
 	// A body without response_format (most) skips gjson's Get, which
 	// parsed its path even on the absent member (about 150 instructions).
 	if responseFormat.Exists() {
@@ -482,9 +485,12 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 		}
 		switch k {
 		case "role", "refusal":
-			n += countRaw(enc, v)
+			// A string by its text; another value (an object, a
+			// number), which the API refuses, by its JSON text
+			// (countValue), as a lenient upstream writes it out.
+			n += countValue(enc, v)
 		case "name":
-			n += countRaw(enc, v) + tokensPerName
+			n += countValue(enc, v) + tokensPerName
 		case "content":
 			switch {
 			case v.IsArray():
@@ -505,7 +511,9 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 				hidden = hidden || t.hidden
 				audio = audio || t.audio
 			default:
-				n += countRaw(enc, v)
+				// A string by its text; another value (a number of
+				// any length), by its JSON text.
+				n += countValue(enc, v)
 			}
 		case "tool_calls":
 			if v.IsArray() {
@@ -629,7 +637,7 @@ func callTallyOf(enc counter, fn gjson.Result, ck callKind, check bool, fold *[]
 		}
 		return true
 	})
-	return tokensPerToolCall + countRaw(enc, name) + countValue(enc, args), ok
+	return tokensPerToolCall + countValue(enc, name) + countValue(enc, args), ok
 }
 
 // chatPromptTokens weighs a chat body's top-level "prompt", which
