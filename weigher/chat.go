@@ -1,9 +1,12 @@
 package weigher
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -412,11 +415,22 @@ func predictionTokens(enc counter, v gjson.Result) int64 {
 // A numeric string ("100") counts as its number: lenient upstreams
 // (pydantic-based OpenAI-compatible servers) coerce it, so ignoring it would
 // let a caller reserve nothing for an answer the upstream does produce.
+// So does a string Python's int() or float() reads and Go's ParseFloat
+// does not as it stands: digits of another script ("１００００",
+// fullwidth; numericText). A string past float64's range ("1e400") reads
+// as its infinity, so at maxTokens, as the JSON number 1e400 does.
 func tokenCount(r gjson.Result) (int64, bool) {
 	if r.Type == gjson.String {
-		f, err := strconv.ParseFloat(strings.TrimSpace(r.Str), 64)
-		if err != nil {
-			return 0, false
+		s := strings.TrimSpace(r.Str)
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			var ok bool
+			if s, ok = numericText(s); !ok {
+				return 0, false
+			}
+			if f, err = strconv.ParseFloat(s, 64); err != nil && !errors.Is(err, strconv.ErrRange) {
+				return 0, false
+			}
 		}
 		r = gjson.Result{Type: gjson.Number, Num: f}
 	}
@@ -873,4 +887,33 @@ func openAIModel(model string) bool {
 		return true
 	}
 	return len(model) >= 2 && model[0] == 'o' && '1' <= model[1] && model[1] <= '9' && (len(model) == 2 || model[2] == '-')
+}
+
+// numericText is s with each decimal digit of another script (Unicode's
+// Nd: fullwidth, Arabic-Indic, Devanagari…) written as its ASCII digit,
+// as Python's int() and float() read it; ok is false when s holds none
+// (nothing to rewrite). Nd's digits come in runs of ten from zero, so a
+// digit's value is its place in its run.
+func numericText(s string) (string, bool) {
+	var b []byte
+	for i, c := range s {
+		if c >= utf8.RuneSelf && unicode.IsDigit(c) {
+			if b == nil {
+				b = append(make([]byte, 0, len(s)), s[:i]...)
+			}
+			zero := c
+			for unicode.IsDigit(zero - 1) {
+				zero--
+			}
+			b = append(b, byte('0'+(c-zero)%10))
+			continue
+		}
+		if b != nil {
+			b = utf8.AppendRune(b, c)
+		}
+	}
+	if b == nil {
+		return s, false
+	}
+	return string(b), true
 }

@@ -1,8 +1,12 @@
 package weigher
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"unicode"
+
+	"github.com/tidwall/gjson"
 )
 
 // TestOddValuesWeighedByJSONText: a member read as text given as another
@@ -43,4 +47,54 @@ func TestOddValuesWeighedByJSONText(t *testing.T) {
 			t.Errorf("%s: %d input tokens (fault %v), want %d or more", tc.name, e.InputTokens, e.Fault, least)
 		}
 	}
+}
+
+// TestTokenCountReadsPythonNumbers: an output limit given as a string is
+// read as Python's int() or float() reads it — digits of other scripts,
+// underscores, a number past float64's range at maxTokens — and one
+// Python refuses is not read.
+func TestTokenCountReadsPythonNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		want int64
+		ok   bool
+	}{
+		{"15000", 15000, true},
+		{" 15000\n", 15000, true},
+		{"15_000", 15000, true},
+		{"１５０００", 15000, true},             // fullwidth
+		{"١٥٠٠٠", 15000, true},             // Arabic-Indic
+		{"१५०००", 15000, true},             // Devanagari
+		{"\U0001D7D9\U0001D7DD", 15, true}, // mathematical double-struck 1, 5
+		{"1e400", maxTokens, true},
+		{"-1e400", 0, false},
+		{"1e-400", 0, false},
+		{"x", 0, false},
+		{"0x10", 0, false},
+	} {
+		n, ok := tokenCount(gjson.Parse(strconv.Quote(tc.s)))
+		if n != tc.want || ok != tc.ok {
+			t.Errorf("tokenCount(%q) = %d, %v, want %d, %v", tc.s, n, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// FuzzTokenCount: tokenCount of any string never panics and reads a
+// count in [0, maxTokens]; numericText leaves no non-ASCII digit and,
+// for a string of ASCII and other scripts' digits alone, as many digits.
+func FuzzTokenCount(f *testing.F) {
+	for _, s := range []string{"15000", "１５０００", "١٥٠٠٠", "1e400", "-1e400", "1_000", " 7\n", "\U0001D7D9", "x٣", "٣.٥e٢"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if n, ok := tokenCount(gjson.Parse(strconv.Quote(s))); n < 0 || n > maxTokens || !ok && n != 0 {
+			t.Fatalf("tokenCount(%q) = %d, %v", s, n, ok)
+		}
+		out, ok := numericText(s)
+		for _, c := range out {
+			if ok && c >= 0x80 && unicode.IsDigit(c) {
+				t.Fatalf("numericText(%q) = %q: a digit left", s, out)
+			}
+		}
+	})
 }
