@@ -656,8 +656,9 @@ func expectsUsage(x *exchange) bool {
 // input estimate and the output streamed so far, counted locally (the
 // client left, the stream broke or carried an error) — at least the output
 // reservation when some of the output could not be read, or when a 2xx
-// stream ended without its kind's terminal event or an in-band error (the
-// upstream broke it off); a refund for an in-band error before any output.
+// stream, or one of another status that carried output, ended without its
+// kind's terminal event or an in-band error (the upstream broke it off); a
+// refund for an in-band error before any output.
 func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 	if !x.kind.Weighed() {
 		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
@@ -674,7 +675,15 @@ func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 		x.settle(meter.Settlement{Source: source, Usage: u})
 		return
 	}
-	if !tap.cut && status >= 200 && status < 300 && !tap.stream.Ended(x.est.Choices) && !tap.stream.Err() {
+	// Under a 3xx, 4xx or 5xx status a stream is an answer when it
+	// carried output (text counted, or a usage reported): a gateway
+	// relaying a provider's stream under its own status, or a status
+	// rewritten on the way. The provider generated it and bills it as
+	// under 200, so it is settled as a 2xx stream is. A stream of that
+	// status without output (an error event, nothing at all) stays as
+	// it was: no output charged beyond what it showed.
+	answered := status >= 200 && status < 300 || u.OutputTokens > 0 || source == spec.SourcePartial
+	if !tap.cut && answered && !tap.stream.Ended(x.est.Choices) && !tap.stream.Err() {
 		// The stream ended, cleanly at the transport, without its kind's
 		// terminal event ([DONE] or a finish_reason for each choice,
 		// response.completed / .incomplete / .failed, message_stop) nor

@@ -16,6 +16,12 @@ type usageTap struct {
 	// text is the streamed output text, counted only as far as it must be
 	// (see newUsageTap).
 	text pendingText
+	// textEvents is the number of events that carried output text: each
+	// is at least one token the upstream generated (a model streams a
+	// token or more an event), however its concatenation tokenizes
+	// again ("a" sent 3,000 times is some 375 tokens of text, 3,000
+	// tokens generated). A floor of the output counted.
+	textEvents int64
 
 	sc  sse.Scanner
 	out []byte
@@ -70,7 +76,8 @@ func newUsageTap(stream weigher.Stream, strip, expectUsage bool, count func(text
 
 // settle is what the stream cost (see weigher.Stream.Settle): the usage the
 // upstream reported when it arrived, its streamed text uncounted; otherwise
-// with the output counted locally. A final usage reporting 0 output tokens
+// with the output counted locally, at least one token for each event that
+// carried text (textEvents). A final usage reporting 0 output tokens
 // (a valid usage: an answer stopped at once, or by a content filter) after
 // text was streamed is charged at least that text, counted, and settled as
 // SourcePartial: a lenient upstream cannot stream text for free by
@@ -85,7 +92,7 @@ func (t *usageTap) settle(est weigher.Estimate) (weigher.Usage, weigher.Source) 
 		}
 		return u, source
 	}
-	return t.stream.Settle(est, t.text.tokens())
+	return t.stream.Settle(est, max(t.text.tokens(), t.textEvents))
 }
 
 // feed consumes one upstream read and returns the bytes to send the client
@@ -148,6 +155,9 @@ func (t *usageTap) onEvent(raw []byte, ev sse.Event) {
 		u := t.stream.Event(ev.Type, ev.Data)
 		t.unread = t.unread || u.Unread || u.Uncounted
 		t.text.add(u.Text)
+		if u.Text != "" {
+			t.textEvents++
+		}
 		keep = !(t.strip && u.UsageOnly)
 	}
 	if t.strip && keep {

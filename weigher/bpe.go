@@ -43,10 +43,11 @@ type bpeCounter struct {
 // is counted on every message, and these are nearly all of them.
 var chatRoles = [...]string{"user", "assistant", "system", "tool", "developer"}
 
-// roleTokens is countRaw(enc, v) for a message's role: a role of
+// roleTokens is countValue(enc, v) for a message's role: a role of
 // chatRoles written plain is the count its counter made of it when it was
 // built (some 400 instructions a message less than counting it again:
-// TestRoleTokensSameAsCounted); any other value is counted.
+// TestRoleTokensSameAsCounted); any other value is counted (a string by
+// its text, another value by its JSON text).
 func roleTokens(enc counter, v gjson.Result) int64 {
 	if mc, ok := enc.(*memoCounter); ok && mc.bpe.roles[0] > 0 && len(v.Raw) > 2 && v.Type == gjson.String {
 		for i, r := range chatRoles {
@@ -55,7 +56,7 @@ func roleTokens(enc counter, v gjson.Result) int64 {
 			}
 		}
 	}
-	return countRaw(enc, v)
+	return countValue(enc, v)
 }
 
 // newBPECounter builds the counter of a vocabulary.

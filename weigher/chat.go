@@ -1,9 +1,12 @@
 package weigher
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -92,7 +95,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		return fallback, true
 	}
 	defer d.close()
-	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction, prompt gjson.Result
+	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction, prompt, toolChoice gjson.Result
 	var templateText [2]gjson.Result // vLLM's documents and chat_template_kwargs (templateFields)
 	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens
 	var messageElems, toolsElems elements
@@ -154,6 +157,8 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			}
 		case "tools":
 			tools, toolsElems, toolsAt = v, elems, at
+		case "tool_choice":
+			toolChoice = v
 		case "functions":
 			functions = v
 		case "prompt":
@@ -341,6 +346,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	if keep {
 		d.memo.keepResumePoint(d.lay, messagesAt, &run, msgCtx, tail)
 	}
+	in += toolChoiceTokens(enc, toolChoice)
 	// A body without response_format (most) skips gjson's Get, which
 	// parsed its path even on the absent member (about 150 instructions).
 	if responseFormat.Exists() {
@@ -435,11 +441,22 @@ func predictionTokens(enc counter, v gjson.Result) int64 {
 // A numeric string ("100") counts as its number: lenient upstreams
 // (pydantic-based OpenAI-compatible servers) coerce it, so ignoring it would
 // let a caller reserve nothing for an answer the upstream does produce.
+// So does a string Python's int() or float() reads and Go's ParseFloat
+// does not as it stands: digits of another script ("１００００",
+// fullwidth; numericText). A string past float64's range ("1e400") reads
+// as its infinity, so at maxTokens, as the JSON number 1e400 does.
 func tokenCount(r gjson.Result) (int64, bool) {
 	if r.Type == gjson.String {
-		f, err := strconv.ParseFloat(strings.TrimSpace(r.Str), 64)
-		if err != nil {
-			return 0, false
+		s := strings.TrimSpace(r.Str)
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			var ok bool
+			if s, ok = numericText(s); !ok {
+				return 0, false
+			}
+			if f, err = strconv.ParseFloat(s, 64); err != nil && !errors.Is(err, strconv.ErrRange) {
+				return 0, false
+			}
 		}
 		r = gjson.Result{Type: gjson.Number, Num: f}
 	}
@@ -508,11 +525,15 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 		}
 		switch k {
 		case "role":
+			// A known role's count is the counter's (roleTokens); another
+			// string by its text, another value (an object, a number),
+			// which the API refuses, by its JSON text, as a lenient
+			// upstream writes it out.
 			n += roleTokens(enc, v)
 		case "refusal":
-			n += countRaw(enc, v)
+			n += countValue(enc, v)
 		case "name":
-			n += countRaw(enc, v) + tokensPerName
+			n += countValue(enc, v) + tokensPerName
 		case "content":
 			switch {
 			case v.IsArray():
@@ -533,7 +554,9 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 				hidden = hidden || t.hidden
 				audio = audio || t.audio
 			default:
-				n += countRaw(enc, v)
+				// A string by its text; another value (a number of
+				// any length), by its JSON text.
+				n += countValue(enc, v)
 			}
 		case "tool_calls":
 			if v.IsArray() {
@@ -657,7 +680,7 @@ func callTallyOf(enc counter, fn gjson.Result, ck callKind, check bool, fold *[]
 		}
 		return true
 	})
-	return tokensPerToolCall + countRaw(enc, name) + countValue(enc, args), ok
+	return tokensPerToolCall + countValue(enc, name) + countValue(enc, args), ok
 }
 
 // chatPromptTokens weighs a chat body's top-level "prompt", which
@@ -893,4 +916,33 @@ func openAIModel(model string) bool {
 		return true
 	}
 	return len(model) >= 2 && model[0] == 'o' && '1' <= model[1] && model[1] <= '9' && (len(model) == 2 || model[2] == '-')
+}
+
+// numericText is s with each decimal digit of another script (Unicode's
+// Nd: fullwidth, Arabic-Indic, Devanagari…) written as its ASCII digit,
+// as Python's int() and float() read it; ok is false when s holds none
+// (nothing to rewrite). Nd's digits come in runs of ten from zero, so a
+// digit's value is its place in its run.
+func numericText(s string) (string, bool) {
+	var b []byte
+	for i, c := range s {
+		if c >= utf8.RuneSelf && unicode.IsDigit(c) {
+			if b == nil {
+				b = append(make([]byte, 0, len(s)), s[:i]...)
+			}
+			zero := c
+			for unicode.IsDigit(zero - 1) {
+				zero--
+			}
+			b = append(b, byte('0'+(c-zero)%10))
+			continue
+		}
+		if b != nil {
+			b = utf8.AppendRune(b, c)
+		}
+	}
+	if b == nil {
+		return s, false
+	}
+	return string(b), true
 }

@@ -93,5 +93,5 @@ func callMembersAt(enc counter, s string, ck callKind, check bool, fold *[]byte)
 			args = v
 		}
 	}
-	return tokensPerToolCall + countRaw(enc, name) + countValue(enc, args), w.at() + 1, ok
+	return tokensPerToolCall + countValue(enc, name) + countValue(enc, args), w.at() + 1, ok
 }

@@ -418,7 +418,7 @@ var (
 				under("tool_calls", chatToolCallFields).
 				under("function_call", callFields)
 	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources", "web_search_options", "plugins",
-		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs", "min_tokens", "ignore_eos", "mm_processor_kwargs", "prompt").
+		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs", "min_tokens", "ignore_eos", "mm_processor_kwargs", "prompt", "tool_choice").
 		under("reasoning", object("max_tokens")).
 		under("messages", chatMessageFields).
 		under("tools", toolFields).
@@ -437,7 +437,7 @@ var (
 				under("output", responsesPartFields).
 				under("summary", object("text"))
 	responsesFields = object("model", "max_output_tokens", "stream", "previous_response_id", "conversation", "prompt", "plugins", "service_tier", "background",
-		"max_tool_calls").
+		"max_tool_calls", "tool_choice").
 		under("input", responsesItemFields).
 		under("instructions", responsesItemFields).
 		under("tools", toolFields).

@@ -155,7 +155,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 		case system.IsObject(): // one block, as message reads it
 			sub.block(system, false, 0)
 		default:
-			sub.text += countText(sub.enc, stringOf(system))
+			sub.text += countValue(sub.enc, system) // a string by its text, another value by its JSON text
 		}
 	})
 
@@ -233,6 +233,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	if tools.IsArray() && len(tools.Raw) > 2 {
 		choice := toolChoice.Get("type").String()
 		count("messages.tools", choice, tools.Raw, func(sub *claudeCounter) { sub.tools(tools, choice) }, d.memo)
+		c.text += oddToolChoice(c.enc, toolChoice)
 	} else if !tools.IsArray() && tools.Raw != "" && tools.Type != gjson.Null {
 		// Not a list (one tool as an object, a string): the API refuses
 		// it, a lenient upstream may read it. Weighed by its JSON text.
@@ -252,6 +253,21 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	}
 	est.OutputTokens, est.Choices = out, 1
 	return est, true
+}
+
+// oddToolChoice weighs what a Messages "tool_choice" (v) holds beyond
+// the shape whose tool-use system prompt claudeToolPrompt counts
+// ({"type": …, "name": a string}): a choice that is not an object, or a
+// name that is not a string, which the API refuses and a lenient
+// upstream may write out, by its JSON text; 0 otherwise.
+func oddToolChoice(enc counter, v gjson.Result) int64 {
+	if !v.IsObject() {
+		return countValue(enc, v)
+	}
+	if name := v.Get("name"); name.Type != gjson.String {
+		return countValue(enc, name)
+	}
+	return 0
 }
 
 // structuredOutputTokens counts the output formats of a Messages body,
@@ -312,6 +328,12 @@ func mayThink(raw string) bool {
 // message counts one message's content (a string or blocks); thinking
 // tells whether its thinking blocks count (the current assistant turn).
 func (c *claudeCounter) message(m gjson.Result, thinking bool) {
+	if r := m.Get("role"); r.Type != gjson.String {
+		// A role that is not a string (an object, a number), which the
+		// API refuses: by its JSON text, as a lenient upstream may
+		// write it out (null or absent: nothing).
+		c.text += countValue(c.enc, r)
+	}
 	switch content := m.Get("content"); {
 	case content.IsArray():
 		content.ForEach(func(_, b gjson.Result) bool {
@@ -323,7 +345,7 @@ func (c *claudeCounter) message(m gjson.Result, thinking bool) {
 		// Anthropic-compatible server reads it as that block.
 		c.block(content, thinking, 0)
 	default:
-		c.text += countText(c.enc, stringOf(content))
+		c.text += countValue(c.enc, content)
 	}
 }
 
@@ -382,19 +404,24 @@ func (c *claudeCounter) block(b gjson.Result, thinking bool, depth int) {
 	case "document":
 		c.document(b, depth)
 	case "search_result":
-		c.text += countText(c.enc, stringOf(b.Get("title"))) + countText(c.enc, stringOf(b.Get("source")))
+		c.text += countValue(c.enc, b.Get("title")) + countValue(c.enc, b.Get("source"))
 		c.blocks(b.Get("content"), thinking, depth)
 	case "thinking":
 		if thinking {
-			c.text += countText(c.enc, stringOf(b.Get("thinking")))
+			c.text += countValue(c.enc, b.Get("thinking"))
 		}
 	case "redacted_thinking":
 		if thinking {
-			c.fixed += ceilDiv(int64(len(stringOf(b.Get("data")))), unknownPartBytesPerToken)
+			data := b.Get("data")
+			size := len(stringOf(data))
+			if data.Type != gjson.String && data.Type != gjson.Null {
+				size = len(data.Raw) // not the API's shape: its JSON's bytes
+			}
+			c.fixed += ceilDiv(int64(size), unknownPartBytesPerToken)
 		}
 	case "tool_use", "server_tool_use", "mcp_tool_use":
 		c.fixed += claudeTokensPerToolUse
-		c.text += countText(c.enc, stringOf(b.Get("name")))
+		c.text += countValue(c.enc, b.Get("name"))
 		if in := b.Get("input"); in.Exists() {
 			c.text += countText(c.enc, in.Raw)
 		}
@@ -422,7 +449,7 @@ func (c *claudeCounter) blocks(content gjson.Result, thinking bool, depth int) {
 		return
 	}
 	if !content.IsArray() {
-		c.text += countText(c.enc, stringOf(content))
+		c.text += countValue(c.enc, content)
 		return
 	}
 	content.ForEach(func(_, b gjson.Result) bool {
@@ -447,7 +474,7 @@ func (c *claudeCounter) image(src gjson.Result) int64 {
 // of its own: the request reserves the model's largest input); plus
 // its title and context.
 func (c *claudeCounter) document(b gjson.Result, depth int) {
-	c.text += countText(c.enc, stringOf(b.Get("title"))) + countText(c.enc, stringOf(b.Get("context")))
+	c.text += countValue(c.enc, b.Get("title")) + countValue(c.enc, b.Get("context"))
 	src := b.Get("source")
 	page := claudeImageTokens(c.model, 0, 0)
 	switch src.Get("type").String() {
@@ -463,7 +490,7 @@ func (c *claudeCounter) document(b gjson.Result, depth int) {
 		}
 		c.hidden = c.hidden || hidden
 	case "text":
-		c.text += countText(c.enc, stringOf(src.Get("data")))
+		c.text += countValue(c.enc, src.Get("data"))
 	case "content":
 		c.blocks(src.Get("content"), false, depth)
 	default: // "url", "file": the upstream fetches it; the window bounds it (hidden)
@@ -476,11 +503,14 @@ func (c *claudeCounter) tools(tools gjson.Result, choice string) {
 	c.fixed += claudeToolPrompt(c.model, choice)
 	tools.ForEach(func(_, t gjson.Result) bool {
 		if !t.IsObject() {
+			// Not a tool (a string, a list): the API refuses it, a
+			// lenient upstream may read it. Weighed by its JSON text.
+			c.text += countValue(c.enc, t)
 			return true
 		}
 		typ := t.Get("type").String()
 		if typ == "" || typ == "custom" {
-			c.text += countText(c.enc, stringOf(t.Get("name"))) + countText(c.enc, stringOf(t.Get("description")))
+			c.text += countValue(c.enc, t.Get("name")) + countValue(c.enc, t.Get("description"))
 			if schema := t.Get("input_schema"); schema.Exists() {
 				c.text += countText(c.enc, schema.Raw)
 			}

@@ -25,9 +25,9 @@ func messageTokensGJSON(enc counter, model string, m gjson.Result) tally {
 	rawMembers(m.Raw, func(k string, v gjson.Result) bool {
 		switch k {
 		case "role", "refusal":
-			n += countText(enc, rawString(v))
+			n += countValue(enc, v) // a string by its text, another value by its JSON text
 		case "name":
-			n += countText(enc, rawString(v)) + tokensPerName
+			n += countValue(enc, v) + tokensPerName
 		case "content":
 			if v.IsArray() {
 				v.ForEach(func(_, p gjson.Result) bool {
@@ -38,7 +38,7 @@ func messageTokensGJSON(enc counter, model string, m gjson.Result) tally {
 					return true
 				})
 			} else {
-				n += countText(enc, rawString(v))
+				n += countValue(enc, v)
 			}
 		case "tool_calls":
 			if !v.IsArray() {
@@ -73,7 +73,7 @@ func callTokensGJSON(enc counter, fn gjson.Result) int64 {
 	if !fn.IsObject() {
 		return countValue(enc, fn) // not an object: by its JSON text
 	}
-	return tokensPerToolCall + countText(enc, stringOf(fn.Get("name"))) + countText(enc, stringOf(fn.Get("arguments")))
+	return tokensPerToolCall + countValue(enc, fn.Get("name")) + countValue(enc, fn.Get("arguments"))
 }
 
 // messageWalkCases are chat messages of every shape messageTokens reads:
@@ -97,6 +97,8 @@ var messageWalkCases = []string{
 	`{"role":"user","content":[]}`,
 	`{"role":"user","content":[{"type":"text","text":"only this part","input_audio":{}}]}`,
 	`{"role":"user","content":[{"type":"refusal","refusal":"only a refusal"}]}`,
+	`{"role":{"r":"an object role"},"name":["a","list"],"content":12345678901234567890,"refusal":{"x":"an object refusal"}}`,
+	`{"role":"assistant","tool_calls":[{"function":{"name":{"n":"object name"},"arguments":"{}"}}],"function_call":{"name":["g"],"arguments":1}}`,
 	`{}`,
 	`[1,2]`,
 	`"a string message"`,

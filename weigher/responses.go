@@ -59,7 +59,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		return fallback, true
 	}
 	defer d.close()
-	var model, input, instructions, tools, maxOut, text, maxCalls gjson.Result
+	var model, input, instructions, tools, toolChoice, maxOut, text, maxCalls gjson.Result
 	var inputElems, instructionElems elements
 	var floor outputFloor // OpenRouter's reasoning.max_tokens
 	inputAt := -1         // the index of "input" among the members, when its key is written plain
@@ -78,6 +78,8 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 			instructions, instructionElems = v, elems
 		case "tools":
 			tools = v
+		case "tool_choice":
+			toolChoice = v
 		case "max_output_tokens":
 			maxOut = v
 			addField(&est.OutputFields, spanOf(elems))
@@ -151,6 +153,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	in += d.memo.count(w.budget, tctx, tools.Raw, func() tally { return tally{text: tc.count(tools)} }).text
 	est.ServerContext = est.ServerContext || serverTools(tools)
 	est.WebSearches = responsesSearchCalls(tools, maxCalls)
+	in += toolChoiceTokens(r.enc, toolChoice)
 	if f := text.Get("format"); f.Get("type").String() == "json_schema" {
 		in += countText(r.enc, f.Raw)
 	}
@@ -238,9 +241,13 @@ func (r responsesCounter) item(it gjson.Result, est *Estimate) int64 {
 			// text, as a lenient upstream may read it.
 			return tokensPerMessage + countValue(r.enc, it)
 		}
-		n := int64(tokensPerMessage) + countText(r.enc, stringOf(it.Get("role")))
+		// A role or name that is not a string (an object, a number),
+		// which the API refuses: by its JSON text (countValue).
+		n := int64(tokensPerMessage) + countValue(r.enc, it.Get("role"))
 		if name := it.Get("name"); name.Type == gjson.String { // lenient: chat's "name"
 			n += countText(r.enc, name.Str) + tokensPerName
+		} else {
+			n += countValue(r.enc, name)
 		}
 		return n + r.content(content, 0)
 	case "function_call", "custom_tool_call":

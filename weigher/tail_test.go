@@ -131,7 +131,8 @@ func FuzzResumeTail(f *testing.F) {
 
 // TestRoleTokensSameAsCounted: a role's count taken from the counter's
 // table (roleTokens) is the count of its text, for every encoding with a
-// table, and any other role (escaped, unknown, not a string) is counted.
+// table, and any other role (escaped, unknown) is counted, one that is not
+// a string by its JSON text.
 func TestRoleTokensSameAsCounted(t *testing.T) {
 	w := testWeigher(t)
 	for _, model := range []string{"gpt-4o", "gpt-4"} {
@@ -146,8 +147,13 @@ func TestRoleTokensSameAsCounted(t *testing.T) {
 				t.Errorf("%s %q: %d tokens, counted %d", model, r, got, want)
 			}
 		}
-		if got := roleTokens(mc, rawValue(`12`)); got != 0 {
-			t.Errorf("%s: a number role: %d tokens", model, got)
+		// A role the API refuses (a number, an object) is weighed by its
+		// JSON text, as a lenient upstream writes it out (adv10).
+		for _, raw := range []string{`12`, `{"name":"user"}`} {
+			v := rawValue(raw)
+			if got, want := roleTokens(mc, v), countText(mc, raw); got != want || got <= 0 {
+				t.Errorf("%s: role %s: %d tokens, want its JSON text's %d", model, raw, got, want)
+			}
 		}
 		bc.putMemo(mc)
 	}

@@ -689,3 +689,21 @@ func mayName(raw string, prefixes ...string) bool {
 	}
 	return false
 }
+
+// toolChoiceTokens weighs a chat or Responses "tool_choice" as input:
+// "auto", "none" and "required" (the API's words: the choice of whether
+// to call a tool, part of the framing) and null or absent weigh 0; any
+// other value by its JSON text (countValue) — an object forcing a
+// function ({"type":"function","function":{"name":…}}), whose name and
+// hints OpenAI writes into the prompt it bills, an allowed_tools list,
+// or a shape the API refuses and a lenient upstream (LiteLLM, vLLM,
+// OpenRouter) may write out.
+func toolChoiceTokens(enc counter, v gjson.Result) int64 {
+	if v.Type == gjson.String {
+		switch v.Raw {
+		case `"auto"`, `"none"`, `"required"`:
+			return 0
+		}
+	}
+	return countValue(enc, v)
+}
