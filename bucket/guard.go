@@ -166,8 +166,12 @@ const DefaultTimeout = 50 * time.Millisecond
 // The breaker opens on a failure ratio, not on a few slow calls: when, in
 // the last Window, at least MinCalls calls ended and at least FailureRatio
 // of them failed; or at once when MinCalls calls in a row failed (a store
-// that is down or hung, whatever the window held before). With the
-// defaults: half of at least 20 calls in 10 s, or 20 failures in a row.
+// that is down or hung, whatever the window held before). The run, too, is
+// counted within the Window (gobreaker's rolling counts drop a run's
+// failures older than it), so fewer than MinCalls calls a Window never open
+// the breaker, however long the store is down (TestBreakerWindowForgets).
+// With the defaults: half of at least 20 calls in 10 s, or 20 failures in a
+// row within 10 s.
 type GuardOptions struct {
 	// Timeout is the deadline of every Take, counted from the call,
 	// whatever the caller's context says (its values are kept, its
@@ -181,7 +185,7 @@ type GuardOptions struct {
 	ReconcileTimeout time.Duration
 	// MinCalls is how many calls must have ended in the Window before the
 	// failure ratio can open the breaker, and how many failures in a row
-	// open it at once; 0 means 20. A denial and ErrVoided are successes;
+	// within the Window open it at once; 0 means 20. A denial and ErrVoided are successes;
 	// ErrInvalid neither counts nor breaks a run of failures.
 	MinCalls uint32
 	// FailureRatio is the share of failed calls, among those that ended in

@@ -1,6 +1,7 @@
 package meter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -126,9 +127,10 @@ type Request struct {
 	// NamedModel is the model the body of a request that is not weighed
 	// names (count_tokens, moderations, an unmetered endpoint:
 	// weigher.Weigher.NamedModel), "" when none or when Model is set. It
-	// is written as its ledger record's model, and nowhere else: the
-	// request is limited and priced as one that names no model, as such a
-	// request always was (Model "").
+	// is written as its ledger record's model and gives its metrics' model
+	// label (its priced name, else "other"), and nothing else: the request
+	// is limited and priced as one that names no model, as such a request
+	// always was (Model "").
 	NamedModel string
 	// ServiceTier is the request's service_tier as sent ("" when none):
 	// it picks the tier the model is priced in (policy.Policy.Quote).
@@ -280,7 +282,8 @@ type Exchange struct {
 	quote policy.Quote
 	price policy.Price // quote.Price
 	// modelLabel is the model's metric label: its priced name, "other" for
-	// an unpriced model, "" when the request names none.
+	// an unpriced model, "" when the request names none (Model and
+	// NamedModel both "").
 	modelLabel string
 	verdict    Verdict
 	rules      []Applied
@@ -440,6 +443,10 @@ func (m *Meter) AdmitInto(x *Exchange, r Request) *Exchange {
 	x.price, x.modelLabel = x.quote.Price, x.quote.Label
 	if x.modelLabel == "" && r.Model != "" {
 		x.modelLabel = "other"
+	}
+	if r.Model == "" && r.NamedModel != "" {
+		// Labelled as its ledger record names it, priced as it is not.
+		x.modelLabel = cmp.Or(r.Policy.Quote(r.NamedModel, "").Label, "other")
 	}
 	// A dated snapshot or an alias is its priced model for the rules too:
 	// a rule on gpt-5-pro holds gpt-5-pro-2025-10-06 and an alias of it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 // body names, so `llmguard usage` and `llmguard report` show it in that
 // model's row rather than in "(none)"; one whose body names none (GET
 // /v1/models) stays in "(none)". It is still limited as a request naming
-// no model: a requests rule on claude-* does not count it.
+// no model: a requests rule on claude-* does not count it. Its
+// requests_total series carries the same model label as a weighed request
+// of that model.
 func TestCountTokensRecordsItsModel(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "ledger.jsonl")
 	h := startFlavors(t, fmt.Sprintf(`  - {name: claude-rpm, scope: user, unit: requests, rate: 1, per: 1h, burst: 1, models: ["claude-*"]}
@@ -57,6 +60,19 @@ ledger: {file: %q}
 	}
 	if rows["claude-haiku-4-5"] != 2 || rows["omni-moderation-latest"] != 1 || rows[""] != 1 {
 		t.Errorf("usage rows by model %v, want claude-haiku-4-5 2, omni-moderation-latest 1, (none) 1", rows)
+	}
+
+	// requests_total labels it as the ledger names it (a priced name, else
+	// "other"), so a dashboard's requests per model add up to usage's rows.
+	metrics := h.metrics()
+	for _, series := range []string{
+		`llmguard_requests_total{flavor="anthropic",limit="",model="claude-haiku-4-5",outcome="allowed"} 2`,
+		`llmguard_requests_total{flavor="openai",limit="",model="other",outcome="allowed"} 1`,
+		`llmguard_requests_total{flavor="openai",limit="",model="",outcome="allowed"} 1`,
+	} {
+		if !strings.Contains(metrics, series+"\n") {
+			t.Errorf("/metrics lacks %s; its requests_total:\n%s", series, grepLines(metrics, "llmguard_requests_total{"))
+		}
 	}
 
 	// llmguard report: the same rows.
