@@ -14,8 +14,8 @@ import (
 // calls that ended in the last Window failed, once MinCalls ended; or at
 // once after MinCalls failures in a row. gobreaker reads the wall clock, so
 // these tests decide by counts within a window of an hour, except
-// TestBreakerWindowForgets, which only waits (a lower bound: a slower
-// machine waits longer, never less).
+// TestBreakerWindowForgets and TestBreakerRunOutlivesWindow, which only
+// wait (a lower bound: a slower machine waits longer, never less).
 
 // calls runs pattern through g, one Take per character: 'S' a success, 'F'
 // a failure of the store (refused), 'V' a take the store answers with
@@ -144,13 +144,15 @@ func TestBreakerVoidedIsASuccess(t *testing.T) {
 }
 
 // TestBreakerWindowForgets: failures older than the window no longer
-// count. 15 failures, a wait of three windows, 15 more: never 20 in the
-// window, nor in a row. The same without the wait opens it.
+// count toward the ratio. 15 failures and a success, a wait of three
+// windows, 15 more failures: never 20 calls in the window, nor 20 failures
+// in a row (the success broke the run). The same without the wait opens it
+// on the ratio.
 func TestBreakerWindowForgets(t *testing.T) {
 	const window = 50 * time.Millisecond
 	f, g := ratioGuard(t, bucket.GuardOptions{MinCalls: 20, FailureRatio: 0.5, Window: window})
-	if at := calls(t, f, g, repeat("F", 15)); at >= 0 {
-		t.Fatalf("opened after call %d of 15", at)
+	if at := calls(t, f, g, repeat("F", 15)+"S"); at >= 0 {
+		t.Fatalf("opened after call %d of 16", at)
 	}
 	time.Sleep(3 * window)
 	if at := calls(t, f, g, repeat("F", 15)); at >= 0 {
@@ -158,7 +160,44 @@ func TestBreakerWindowForgets(t *testing.T) {
 	}
 
 	f2, g2 := ratioGuard(t, bucket.GuardOptions{MinCalls: 20, FailureRatio: 0.5}) // a window of an hour
-	if at := calls(t, f2, g2, repeat("F", 30)); at != 19 {
-		t.Errorf("without the wait: opened after call %d, want 19", at)
+	if at := calls(t, f2, g2, repeat("F", 15)+"S"+repeat("F", 15)); at != 19 {
+		t.Errorf("without the wait: opened after call %d, want 19 (20 calls, 19 of them failed)", at)
+	}
+}
+
+// TestBreakerRunOutlivesWindow: a quiet node, sending fewer than MinCalls
+// calls a window to a store that is down, still opens its breaker once
+// MinCalls calls in a row have failed, however far apart: 15 failures, a
+// wait of three windows, and the 5th failure after it opens it. Without
+// the run kept outside the window, every request of such a node paid its
+// failed call (up to store.timeout on a hung Redis) for the whole outage.
+func TestBreakerRunOutlivesWindow(t *testing.T) {
+	const window = 50 * time.Millisecond
+	f, g := ratioGuard(t, bucket.GuardOptions{MinCalls: 20, FailureRatio: 0.5, Window: window})
+	for range 3 {
+		if at := calls(t, f, g, repeat("F", 5)); at >= 0 {
+			t.Fatalf("opened after call %d of 5", at)
+		}
+		time.Sleep(2 * window)
+	}
+	if at := calls(t, f, g, repeat("F", 10)); at != 4 {
+		t.Errorf("opened after call %d of the last 10, want 4 (the 20th failure in a row, over 6 windows)", at)
+	}
+
+	// ErrInvalid neither counts nor breaks the run; a success does.
+	f2, g2 := ratioGuard(t, bucket.GuardOptions{MinCalls: 20, FailureRatio: 0.5, Window: window})
+	if at := calls(t, f2, g2, repeat("F", 19)); at >= 0 {
+		t.Fatalf("opened after call %d of 19", at)
+	}
+	time.Sleep(3 * window)
+	if _, err := g2.Take(context.Background(), "", item("k", -1)); !errors.Is(err, bucket.ErrInvalid) {
+		t.Fatalf("take of -1 units: %v, want ErrInvalid", err)
+	}
+	if at := calls(t, f2, g2, "SF"); at >= 0 {
+		t.Errorf("opened after call %d of S,F: the success did not end the run", at)
+	}
+	time.Sleep(3 * window)
+	if at := calls(t, f2, g2, repeat("F", 19)); at != 18 {
+		t.Errorf("opened after call %d of 19, want 18 (20 failures in a row since the success)", at)
 	}
 }

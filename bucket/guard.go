@@ -166,12 +166,12 @@ const DefaultTimeout = 50 * time.Millisecond
 // The breaker opens on a failure ratio, not on a few slow calls: when, in
 // the last Window, at least MinCalls calls ended and at least FailureRatio
 // of them failed; or at once when MinCalls calls in a row failed (a store
-// that is down or hung, whatever the window held before). The run, too, is
-// counted within the Window (gobreaker's rolling counts drop a run's
-// failures older than it), so fewer than MinCalls calls a Window never open
-// the breaker, however long the store is down (TestBreakerWindowForgets).
-// With the defaults: half of at least 20 calls in 10 s, or 20 failures in a
-// row within 10 s.
+// that is down or hung, whatever the window held before). The ratio
+// forgets calls older than the Window (TestBreakerWindowForgets); the run
+// does not: it lasts until a call succeeds, however slowly its failures
+// come, so a quiet node (fewer than MinCalls calls a Window) still opens
+// its breaker through an outage (TestBreakerRunOutlivesWindow). With the
+// defaults: half of at least 20 calls in 10 s, or 20 failures in a row.
 type GuardOptions struct {
 	// Timeout is the deadline of every Take, counted from the call,
 	// whatever the caller's context says (its values are kept, its
@@ -185,7 +185,8 @@ type GuardOptions struct {
 	ReconcileTimeout time.Duration
 	// MinCalls is how many calls must have ended in the Window before the
 	// failure ratio can open the breaker, and how many failures in a row
-	// within the Window open it at once; 0 means 20. A denial and ErrVoided are successes;
+	// (with no success between them, however far apart) open it at once;
+	// 0 means 20. A denial and ErrVoided are successes;
 	// ErrInvalid neither counts nor breaks a run of failures.
 	MinCalls uint32
 	// FailureRatio is the share of failed calls, among those that ended in
@@ -253,6 +254,13 @@ type Guarded struct {
 	calls  [numOps][numResults]atomic.Uint64
 	errs   [numKinds]atomic.Uint64
 	opened atomic.Uint64
+
+	// run counts the failures since the last success, the last state
+	// change or creation. gobreaker's own ConsecutiveFailures is kept in
+	// its rolling window and loses a run's failures older than it; this
+	// one is not. Read and written only by the breaker's callbacks, which
+	// gobreaker calls under its mutex.
+	run atomic.Uint32
 }
 
 var (
@@ -292,10 +300,24 @@ func NewGuarded(store Store, o GuardOptions) *Guarded {
 		Interval:     o.Window,
 		BucketPeriod: max(o.Window/10, time.Millisecond),
 		Timeout:      o.OpenFor,
-		ReadyToTrip:  func(c gobreaker.Counts) bool { return readyToTrip(c, o.MinCalls, o.FailureRatio) },
-		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, ErrVoided) },
-		IsExcluded:   func(err error) bool { return errors.Is(err, ErrInvalid) },
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			return g.run.Load() >= o.MinCalls || readyToTrip(c, o.MinCalls, o.FailureRatio)
+		},
+		// gobreaker asks this once per call that ended in the current
+		// generation and was not excluded, just before it counts the call
+		// and (on a failure in the closed state) asks ReadyToTrip.
+		IsSuccessful: func(err error) bool {
+			ok := err == nil || errors.Is(err, ErrVoided)
+			if ok {
+				g.run.Store(0)
+			} else {
+				g.run.Add(1)
+			}
+			return ok
+		},
+		IsExcluded: func(err error) bool { return errors.Is(err, ErrInvalid) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
+			g.run.Store(0)
 			if to == gobreaker.StateOpen {
 				g.opened.Add(1)
 			}

@@ -642,11 +642,13 @@ const DefaultHealthCheck = Duration(5 * time.Second)
 // Breaker configures the store's circuit breaker. It opens when at least
 // FailureRatio of the store calls that ended in the last Window failed (once
 // MinCalls calls ended), or at once when MinCalls calls in a row failed
-// within the Window (a node sending fewer calls a Window never opens it).
+// (with no success between them, however far apart: a quiet node opens it
+// too).
 type Breaker struct {
 	// MinCalls is the number of calls in the window before the ratio
-	// counts, and the number of failures in a row within the window that
-	// open the breaker at once (a store that is down). Default 20.
+	// counts, and the number of failures in a row (no success between
+	// them, in or out of the window) that open the breaker at once (a
+	// store that is down). Default 20.
 	MinCalls uint32 `yaml:"min_calls"`
 	// FailureRatio is the share of failed calls in the window that opens
 	// the breaker, in (0, 1]. Default 0.5.
