@@ -257,3 +257,38 @@ limits: [{name: all-rpm, scope: user, unit: requests, rate: 10, per: 1s}]
 		t.Errorf("no plans matcher: %v, want nothing", got)
 	}
 }
+
+// A region_exchange peer given this region's own Redis, or another peer's,
+// is warned of on the peer (the trial's us config named its own Redis as
+// eu's: both regions sat at their floor, 0.05 of the limit, for good);
+// distinct Redis servers or databases are not.
+func TestCheckRegionPeersShareARedis(t *testing.T) {
+	cfg := func(store, eu, ap string) string {
+		return `
+upstreams: [{name: a, flavor: openai, base_url: "http://x", no_key: true}]
+keys: [{key: sk-a, user: a, tenant: t}]
+region: us
+region_exchange: {every: 5s, peers: {eu: "` + eu + `", ap: "` + ap + `"}}
+limits: [{name: org, scope: global, unit: tokens, rate: 100000, per: 1m, regions: {eu: 0.4, us: 0.4, ap: 0.2}}]
+store: {backend: redis, redis_url: "` + store + `"}
+`
+	}
+	fs := checkOf(t, cfg("redis://127.0.0.1:6391/0", "redis://127.0.0.1:6391", "redis://127.0.0.1:6392/0"), nil)
+	if got := found(fs, "region_exchange.peers.eu"); len(got) != 1 || got[0].Fatal ||
+		!strings.Contains(got[0].Message, "region eu is given the Redis of region us (127.0.0.1:6391, db 0, as store.redis_url)") {
+		t.Errorf("peer eu on the store's Redis: %v", got)
+	}
+	if got := found(fs, "region_exchange.peers.ap"); len(got) != 0 {
+		t.Errorf("peer ap on its own Redis: %v, want nothing", got)
+	}
+	fs = checkOf(t, cfg("redis://127.0.0.1:6391/0", "redis://127.0.0.1:6392/0", "redis://127.0.0.1:6392/0"), nil)
+	if got := found(fs, "region_exchange.peers.eu"); len(got) != 1 || !strings.Contains(got[0].Message, "region eu is given the Redis of region ap") {
+		t.Errorf("peers ap and eu on one Redis: %v", got)
+	}
+	fs = checkOf(t, cfg("redis://127.0.0.1:6391/0", "redis://127.0.0.1:6391/1", "redis://127.0.0.1:6392/0"), nil)
+	for _, f := range fs {
+		if strings.HasPrefix(f.Field, "region_exchange") {
+			t.Errorf("distinct databases: %s: %s, want nothing", f.Field, f.Message)
+		}
+	}
+}
