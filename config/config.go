@@ -749,6 +749,7 @@ func Parse(b []byte) (*Config, error) { return parse(b, "") }
 func parse(b []byte, dir string) (*Config, error) {
 	var c Config
 	var decodeProblems []string
+	var numbers []numberProblem // number fields written as something else
 	if len(bytes.TrimSpace(b)) > 0 {
 		if err := checkFlowDepth(b, maxYAMLFlowDepth); err != nil {
 			return nil, &Error{Problems: []string{err.Error()}}
@@ -764,7 +765,13 @@ func parse(b []byte, dir string) (*Config, error) {
 			if !errors.As(err, &te) {
 				return nil, &Error{Problems: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
 			}
-			for _, e := range te.Errors {
+			var explained map[int]string
+			numbers, explained = explainNumbers(te.Errors, b, &c)
+			for i, e := range te.Errors {
+				if m, ok := explained[i]; ok {
+					decodeProblems = append(decodeProblems, m)
+					continue
+				}
 				decodeProblems = append(decodeProblems, explainIntField(explainUnknownField(e), b))
 			}
 		}
@@ -783,7 +790,13 @@ func parse(b []byte, dir string) (*Config, error) {
 		// duplicate is then reported alone.
 		var ce *Error
 		if errors.As(err, &ce) && !slices.ContainsFunc(decodeProblems, duplicateKey) {
-			decodeProblems = append(decodeProblems, ce.Problems...)
+			for _, p := range ce.Problems {
+				// A number field that could not be decoded was judged with
+				// a stand-in value: what validation says of it is moot.
+				if !slices.ContainsFunc(numbers, func(n numberProblem) bool { return concerns(p, n.path) }) {
+					decodeProblems = append(decodeProblems, p)
+				}
+			}
 		}
 		return nil, &Error{Problems: decodeProblems}
 	}

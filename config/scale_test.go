@@ -158,7 +158,7 @@ stor: {backend: redis}
 	all := strings.Join(ce.Problems, "\n")
 	for _, want := range []string{
 		"line 3: unknown field api_key", "line 5: unknown field team", "line 7: unknown field colour",
-		"line 8: unknown field stor (did you mean store?)", "line 7: cannot unmarshal !!str `lots` into float64", "limits[0].scope:",
+		"line 8: unknown field stor (did you mean store?)", "line 7: limits[0].rate: `lots` is not a number", "limits[0].scope:",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no %q among the problems:\n%s", want, all)

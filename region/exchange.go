@@ -328,7 +328,9 @@ func (x *Exchange) readRecord(ctx context.Context, r *policy.Rule, region string
 	if err != nil {
 		return nil, 0, fmt.Errorf("region %q: share record clock %v", region, reply[0])
 	}
-	if len(reply) < 2 {
+	if len(reply) < 2 || reply[1] == nil {
+		// No record (a first start, or a Redis that lost its data): the
+		// script's GET answered nil, which is no record to parse.
 		return nil, now, nil
 	}
 	raw, _ := reply[1].(string)

@@ -157,7 +157,7 @@ type keysListCmd struct {
 	adminFlags `embed:""`
 	Tenant     string `help:"Only this tenant."`
 	User       string `help:"Only this user."`
-	Status     string `help:"Only keys in this status." enum:",active,expired,revoked" default:""`
+	Status     string `help:"Only keys in this status: active, expired or revoked." enum:",active,expired,revoked" default:""`
 }
 
 // Run prints the keys as a table, or the JSON with --json.

@@ -53,8 +53,8 @@ type serveCmd struct {
 
 type validateCmd struct {
 	Config string `help:"YAML config file. Default: the embedded default, which serve runs without --config (the output names it)." type:"path"`
-	Strict bool   `help:"Exit non-zero on warnings too (a limit below a model's default request cost, a matcher that matches nothing)."`
-	NoEnv  bool   `help:"Do not check that each upstream's api_key_env is set here (validating on a machine without the secrets)." name:"no-env"`
+	Strict bool   `help:"Exit non-zero on warnings too (e.g. a limit below a model's default request cost, a matcher that matches nothing, a key plan no limit names; README, \"Configuration reference\")."`
+	NoEnv  bool   `help:"Do not check the environment: that each upstream's api_key_env and the admin_token_env are set here (validating on a machine without the secrets)." name:"no-env"`
 }
 
 // exitUsage is the exit status of a command line that does not parse.

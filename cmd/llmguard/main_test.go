@@ -121,8 +121,9 @@ limits:
 	}
 	out, code = run("sk-up", "validate", "--config", cfg)
 	if code != 0 || !strings.Contains(out, "warning: limits[0]: limit user-tokens holds 1000 tokens") ||
-		!strings.Contains(out, `warning: limits[0].plans[0]: no key has plan "standrad"`) || !strings.Contains(out, "OK, with 2 warnings") {
-		t.Errorf("key set: exit %d\n%s\nwant OK with both warnings", code, out)
+		!strings.Contains(out, `warning: limits[0].plans[0]: no key has plan "standrad"`) ||
+		!strings.Contains(out, `warning: keys[0].plan: no limit names plan "standard"`) || !strings.Contains(out, "OK, with 3 warnings") {
+		t.Errorf("key set: exit %d\n%s\nwant OK with the three warnings", code, out)
 	}
 	if out, code = run("sk-up", "validate", "--strict", "--config", cfg); code == 0 {
 		t.Errorf("--strict with warnings: exit 0\n%s", out)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/suggest"
 	"github.com/llmguard/llmguard/policy"
@@ -60,6 +62,12 @@ type Lookup func(name string) (string, bool)
 //     pass-through identity) has, a models glob that fits no priced
 //     model, and a paths glob that matches no path a rule sees
 //     (unknownPathGlob);
+//   - a key's plan that no limit's plans matcher names while some limit
+//     has one, so that the key's calls escape every plan-scoped limit
+//     (checkKeyPlans);
+//   - two regions of region_exchange given one Redis (a peer's URL the
+//     store's, or another peer's), where the exchange's plan stays at
+//     every region's floor (checkRegionPeers);
 //   - a limit with shards on a store other than redis_cluster, where
 //     shards spread no load and only add under-admission;
 //   - a lease on a limit of a memory store, which has no effect;
@@ -74,6 +82,8 @@ func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Looku
 	out = append(out, checkAdminToken(cfg, env)...)
 	out = append(out, checkDefaultCosts(cfg, pol, w)...)
 	out = append(out, checkMatchers(cfg, pol)...)
+	out = append(out, checkKeyPlans(cfg)...)
+	out = append(out, checkRegionPeers(cfg)...)
 	out = append(out, checkShards(cfg)...)
 	out = append(out, checkLeases(cfg)...)
 	out = append(out, checkBaseURLs(cfg)...)
@@ -344,6 +354,93 @@ func checkMatchers(cfg *config.Config, pol *policy.Policy) []Finding {
 				out = append(out, Finding{Field: fmt.Sprintf("%s.paths[%d]", f, j), Message: msg})
 			}
 		}
+	}
+	return out
+}
+
+// checkKeyPlans warns of each plan that config keys have but no limit's
+// plans matcher names, once some limit has a plans matcher: the keys of
+// that plan (a typo, "Pro" for "pro", or a plan added to keys before its
+// limits) are held only by the limits without one, and a config whose
+// every limit names plans leaves them unlimited. One finding per plan, at
+// its first key. The key store's keys are not judged: their plans are not
+// in the file.
+func checkKeyPlans(cfg *config.Config) []Finding {
+	named := map[string]bool{}
+	free := 0 // limits without a plans matcher (they hold every plan)
+	for _, l := range cfg.Limits {
+		for _, p := range l.Plans {
+			named[p] = true
+		}
+		if len(l.Plans) == 0 && !l.Shadow {
+			free++
+		}
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	held := "no limit at all: its calls are unlimited"
+	if free > 0 {
+		held = fmt.Sprintf("only the %d limit(s) without a plans matcher", free)
+	}
+	var out []Finding
+	seen := map[string]bool{}
+	for i, k := range cfg.Keys {
+		if k.Plan == "" || named[k.Plan] || seen[k.Plan] {
+			continue
+		}
+		seen[k.Plan] = true
+		msg := fmt.Sprintf("no limit names plan %q in its plans (plans limits name: %s), so keys of this plan are held by %s",
+			k.Plan, known(named), held)
+		if guess := suggest.Closest(k.Plan, slices.Sorted(maps.Keys(named))); guess != "" {
+			msg += fmt.Sprintf(" (a limit names %s: is one of the two misspelt?)", guess)
+		}
+		out = append(out, Finding{Field: fmt.Sprintf("keys[%d].plan", i), Message: msg})
+	}
+	return out
+}
+
+// checkRegionPeers warns of regions of region_exchange given one Redis:
+// a peer whose URL names the same server and database as store.redis_url
+// (this region's own, backend redis) or as another peer. The exchange then
+// reads two regions' records and demand from one Redis: no
+// over-admission, but the regions may be held at their floors (min_share)
+// for good (the trial's peer URL, copied from the other region's config,
+// named its own Redis; both regions sat at 0.05 of the limit). URLs that
+// do not parse are validation's to report.
+func checkRegionPeers(cfg *config.Config) []Finding {
+	x := cfg.RegionExchange
+	if x == nil || cfg.Region == "" {
+		return nil
+	}
+	where := func(u string) (string, bool) {
+		o, err := redis.ParseURL(u)
+		if err != nil {
+			return "", false
+		}
+		return fmt.Sprintf("%s, db %d", o.Addr, o.DB), true
+	}
+	owner := map[string]string{} // Redis -> the first region found there
+	field := map[string]string{}
+	if cfg.Store.Backend == "redis" {
+		if at, ok := where(cfg.Store.RedisURL); ok {
+			owner[at], field[at] = cfg.Region, "store.redis_url"
+		}
+	}
+	var out []Finding
+	for _, r := range slices.Sorted(maps.Keys(x.Peers)) {
+		at, ok := where(x.Peers[r])
+		if !ok {
+			continue
+		}
+		if other, taken := owner[at]; taken {
+			out = append(out, Finding{Field: "region_exchange.peers." + r, Message: fmt.Sprintf(
+				"region %s is given the Redis of region %s (%s, as %s): the exchange would read both regions' records and demand "+
+					"from one Redis, and the regions may be held at their floors (min_share) for good; give each region its own Redis",
+				r, other, at, field[at])})
+			continue
+		}
+		owner[at], field[at] = r, "region_exchange.peers."+r
 	}
 	return out
 }

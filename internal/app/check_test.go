@@ -203,3 +203,92 @@ limits:
 		t.Errorf("pass-through matchers: %v, want nothing", fs)
 	}
 }
+
+// A key's plan that no limit's plans matcher names, while some limit has
+// one, is warned of once per plan at its first key: its calls escape
+// every plan-scoped limit (the trial's key of plan "gold" beside limits
+// for pro and free was held by nothing, and validate said only that no
+// key has plan "free").
+func TestCheckKeyPlanNoLimitNames(t *testing.T) {
+	fs := checkOf(t, `
+upstreams: [{name: a, flavor: openai, base_url: "http://x", no_key: true}]
+keys:
+  - {key: sk-a, user: a, tenant: t, plan: pro}
+  - {key: sk-b, user: b, tenant: t, plan: Pro}
+  - {key: sk-c, user: c, tenant: t, plan: Pro}
+  - {key: sk-d, user: d, tenant: t, plan: gold}
+  - {key: sk-e, user: e, tenant: t}
+limits:
+  - {name: pro-tpm, scope: user, unit: tokens, rate: 100000, per: 1m, plans: [pro]}
+  - {name: free-tpm, scope: user, unit: tokens, rate: 100000, per: 1m, plans: [free]}
+`, nil)
+	for _, tc := range []struct{ field, says string }{
+		{"keys[1].plan", `no limit names plan "Pro" in its plans (plans limits name: free, pro), so keys of this plan are held by no limit at all: its calls are unlimited (a limit names pro: is one of the two misspelt?)`},
+		{"keys[3].plan", `no limit names plan "gold" in its plans (plans limits name: free, pro), so keys of this plan are held by no limit at all: its calls are unlimited`},
+	} {
+		got := found(fs, tc.field)
+		if len(got) != 1 || got[0].Fatal || got[0].Message != tc.says {
+			t.Errorf("%s: %v, want a warning %q", tc.field, got, tc.says)
+		}
+	}
+	for _, f := range fs {
+		if strings.HasPrefix(f.Field, "keys[") && f.Field != "keys[1].plan" && f.Field != "keys[3].plan" {
+			t.Errorf("%s: %s, want nothing (a named plan, a plan warned of at its first key, or no plan)", f.Field, f.Message)
+		}
+	}
+	// A limit without plans holds every key; without any plans matcher
+	// nothing is warned of.
+	fs = checkOf(t, `
+upstreams: [{name: a, flavor: openai, base_url: "http://x", no_key: true}]
+keys: [{key: sk-d, user: d, tenant: t, plan: gold}]
+limits:
+  - {name: pro-tpm, scope: user, unit: tokens, rate: 100000, per: 1m, plans: [pro]}
+  - {name: all-rpm, scope: user, unit: requests, rate: 10, per: 1s}
+`, nil)
+	if got := found(fs, "keys[0].plan"); len(got) != 1 || !strings.Contains(got[0].Message, "held by only the 1 limit(s) without a plans matcher") {
+		t.Errorf("keys[0].plan: %v", got)
+	}
+	fs = checkOf(t, `
+upstreams: [{name: a, flavor: openai, base_url: "http://x", no_key: true}]
+keys: [{key: sk-d, user: d, tenant: t, plan: gold}]
+limits: [{name: all-rpm, scope: user, unit: requests, rate: 10, per: 1s}]
+`, nil)
+	if got := found(fs, "keys[0].plan"); len(got) != 0 {
+		t.Errorf("no plans matcher: %v, want nothing", got)
+	}
+}
+
+// A region_exchange peer given this region's own Redis, or another peer's,
+// is warned of on the peer (the trial's us config named its own Redis as
+// eu's: both regions sat at their floor, 0.05 of the limit, for good);
+// distinct Redis servers or databases are not.
+func TestCheckRegionPeersShareARedis(t *testing.T) {
+	cfg := func(store, eu, ap string) string {
+		return `
+upstreams: [{name: a, flavor: openai, base_url: "http://x", no_key: true}]
+keys: [{key: sk-a, user: a, tenant: t}]
+region: us
+region_exchange: {every: 5s, peers: {eu: "` + eu + `", ap: "` + ap + `"}}
+limits: [{name: org, scope: global, unit: tokens, rate: 100000, per: 1m, regions: {eu: 0.4, us: 0.4, ap: 0.2}}]
+store: {backend: redis, redis_url: "` + store + `"}
+`
+	}
+	fs := checkOf(t, cfg("redis://127.0.0.1:6391/0", "redis://127.0.0.1:6391", "redis://127.0.0.1:6392/0"), nil)
+	if got := found(fs, "region_exchange.peers.eu"); len(got) != 1 || got[0].Fatal ||
+		!strings.Contains(got[0].Message, "region eu is given the Redis of region us (127.0.0.1:6391, db 0, as store.redis_url)") {
+		t.Errorf("peer eu on the store's Redis: %v", got)
+	}
+	if got := found(fs, "region_exchange.peers.ap"); len(got) != 0 {
+		t.Errorf("peer ap on its own Redis: %v, want nothing", got)
+	}
+	fs = checkOf(t, cfg("redis://127.0.0.1:6391/0", "redis://127.0.0.1:6392/0", "redis://127.0.0.1:6392/0"), nil)
+	if got := found(fs, "region_exchange.peers.eu"); len(got) != 1 || !strings.Contains(got[0].Message, "region eu is given the Redis of region ap") {
+		t.Errorf("peers ap and eu on one Redis: %v", got)
+	}
+	fs = checkOf(t, cfg("redis://127.0.0.1:6391/0", "redis://127.0.0.1:6391/1", "redis://127.0.0.1:6392/0"), nil)
+	for _, f := range fs {
+		if strings.HasPrefix(f.Field, "region_exchange") {
+			t.Errorf("distinct databases: %s: %s, want nothing", f.Field, f.Message)
+		}
+	}
+}

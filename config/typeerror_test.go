@@ -1,0 +1,84 @@
+package config
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// A number written with a suffix, a unit or separators (the common slips
+// "10k" and "1.5$") is reported by its field path with the number to
+// write, and alone: validation judges the rest of the limit, not a limit
+// whose rate or quota went missing (before: "line 4: cannot unmarshal
+// !!str `10k` into float64", then "limits[0].rate: must be a positive
+// number …", and for the quota "limits[1].per: required" and "period,
+// timezone and warn_at apply to quotas only").
+func TestNumberWithUnitNamesItsField(t *testing.T) {
+	_, err := Parse([]byte(`upstreams: [{name: o, flavor: openai, base_url: "http://x", no_key: true}]
+keys: [{key: k, tenant: t}]
+limits:
+  - {name: a, scope: user, unit: tokens, rate: 10k, per: 1m}
+  - {name: b, scope: tenant, unit: usd, quota: 1.5$, period: month, warn_at: [80%]}
+  - {name: c, scope: users, unit: tokens, rate: "10,000", per: 1m}
+  - name: d
+    scope: user
+    unit: requests
+    rate: 2.5M
+    per: 1s
+max_body_bytes: 8MiB
+max_connections: lots
+`))
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want *config.Error", err)
+	}
+	want := []string{
+		"line 4: limits[0].rate: `10k` is not a number (write 10000 for 10k: numbers take no suffix, unit or separator)",
+		"line 5: limits[1].quota: `1.5$` is not a number (write 1.5 for 1.5$: numbers take no suffix, unit or separator; usd amounts are in dollars)",
+		"line 5: limits[1].warn_at[0]: `80%` is not a number (write 0.8 for 80%: numbers take no suffix, unit or separator)",
+		"line 6: limits[2].rate: `10,000` is not a number (write 10000 for 10,000: numbers take no suffix, unit or separator)",
+		"line 10: limits[3].rate: `2.5M` is not a number (write 2500000 for 2.5M: numbers take no suffix, unit or separator)",
+		"line 12: max_body_bytes: `8MiB` is not a whole number of bytes (size suffixes such as MiB or GiB are not read; write 8388608 for 8MiB)",
+		"line 13: max_connections: `lots` is not a whole number",
+		// Other problems of the same limits are still reported.
+		`limits[2].scope: must be one of key, user, tenant, global (got "users")`,
+	}
+	if !slices.Equal(ce.Problems, want) {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(ce.Problems, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// explainNumberField never panics; what it rewrites keeps the decoder's
+// line, names a path that holds a value of that text on that line, and
+// it rewrites only the decoder's number messages.
+func FuzzExplainNumberField(f *testing.F) {
+	f.Add("line 1: cannot unmarshal !!str `10k` into float64", "rate: 10k\n")
+	f.Add("line 2: cannot unmarshal !!str `1.5$` into float64", "limits:\n  - {quota: 1.5$, rate: 1.5$}\n")
+	f.Add("line 1: cannot unmarshal !!str `$1,000,000.5` into int64", "a: [{b: [$1,000,000.5]}]\n")
+	f.Add("line 1: cannot unmarshal !!str `1GiB` into int64", "x_bytes: 1GiB\n")
+	f.Add("line 1: cannot unmarshal !!str `99999999999999999999999999k` into int", "a: 99999999999999999999999999k")
+	f.Add("line 3: field x not found in type config.Limit", "x: 1\n")
+	f.Fuzz(func(t *testing.T, msg, src string) {
+		if len(src) > 4096 {
+			return
+		}
+		var root yaml.Node
+		if yaml.Unmarshal([]byte(src), &root) != nil {
+			return
+		}
+		p, ok := explainNumberField(msg, indexValues(&root))
+		sub := numberFromScalar.FindStringSubmatch(msg)
+		if !ok {
+			return
+		}
+		if sub == nil {
+			t.Fatalf("rewrote %q", msg)
+		}
+		if !strings.HasPrefix(p.message, "line "+sub[1]+": "+p.path+": ") || p.node == nil || p.node.Value != sub[3] {
+			t.Fatalf("%q in %q: %+v", msg, src, p)
+		}
+	})
+}
