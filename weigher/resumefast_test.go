@@ -1,6 +1,7 @@
 package weigher
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -115,5 +116,71 @@ func TestForgetLeavesNoResume(t *testing.T) {
 	}
 	if r.hasher != h || r.short != h || r.seed != 7 {
 		t.Error("forget dropped the hashers, which the memo keeps between requests")
+	}
+}
+
+// lookUp runs the resume lookup of w for body as a chat request does,
+// with the probe hints or (noHint) without them, and returns the k it
+// resumes at (0: none) and how many sets it looked in. It files nothing.
+func lookUp(t *testing.T, w *Weigher, body []byte, noHint bool) (k, probes int) {
+	t.Helper()
+	m := w.cache.memo(string(body), chatFields, w.maxDepth)
+	if noHint {
+		m.hints = nil
+	}
+	var lay jsonscan.Layout
+	k = m.resumePoint(chatFields, &lay, true)
+	probes = m.resume.probes
+	m.done()
+	return k, probes
+}
+
+// TestProbeHintLooksInOneSet: a body grown by a turn from the one weighed
+// before it finds that body's checkpoint in the first set it looks in,
+// the one its probe hint names, and resumes where the lookup without
+// hints resumes, which looks in the longer keys' sets first.
+func TestProbeHintLooksInOneSet(t *testing.T) {
+	const tail = tailTools + `,"max_tokens":256,"temperature":0.2`
+	for _, n := range []int{2, 5, 9, 30} {
+		w := cachedWeigher(t, 4<<20)
+		w.Chat(tailBody(n, tail))
+		next := tailBody(n+1, tail)
+		k, probes := lookUp(t, w, next, false)
+		k0, probes0 := lookUp(t, w, next, true)
+		if k == 0 || k != k0 {
+			t.Errorf("%d turns: resumed at %d with the hint, %d without", n, k, k0)
+		}
+		if probes != 1 {
+			t.Errorf("%d turns: looked in %d sets with the hint, want 1 (without: %d)", n, probes, probes0)
+		}
+		t.Logf("%d turns (%d bytes): sets looked in %d, without the hint %d", n, len(next), probes, probes0)
+	}
+}
+
+// TestProbeHintNearMissSameEstimates: after a conversation's body has
+// filed its checkpoint and probe hint, its next body with any one byte
+// changed (each byte in turn: a near miss of the prefix, of the tail, of
+// the last 64 bytes the hint is keyed by) is weighed as a weigher
+// without a cache weighs it. The hint only orders the sets looked in.
+func TestProbeHintNearMissSameEstimates(t *testing.T) {
+	const tail = tailTools + `,"max_tokens":256,"temperature":0.2`
+	w := cachedWeigher(t, 4<<20)
+	p := plain(t)
+	prev, next := tailBody(6, tail), tailBody(7, tail)
+	for i := range next {
+		for _, c := range []byte{next[i] ^ 1, ' '} {
+			if c == next[i] {
+				continue
+			}
+			w.Chat(prev) // its checkpoint and hint, afresh
+			body := bytes.Clone(next)
+			body[i] = c
+			if got, want := w.Chat(body), p.Chat(body); got != want {
+				t.Fatalf("byte %d set to %q: %+v, plain %+v", i, c, got, want)
+			}
+		}
+	}
+	if got, want := w.Chat(next), p.Chat(next); got != want {
+		t.Fatalf("unchanged: %+v, plain %+v", got, want)
 	}
 }
