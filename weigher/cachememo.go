@@ -476,7 +476,7 @@ func (m *elemMemo) done() {
 	m.cache, m.hints, m.body, m.top, m.next, m.found = nil, nil, "", nil, 0, 0
 	m.deferCtx, m.pending, m.offerAll, m.shorts = 0, 0, false, 0
 	m.ends, m.endNext, m.lastEndAt = m.ends[:0], 0, -1
-	m.resume = resumeState{hasher: m.resume.hasher, seed: m.resume.seed, short: m.resume.short} // the hashers are kept
+	m.resume.forget()
 	if cap(m.elems) > maxPooledMemo {
 		m.elems = nil
 	} else {

@@ -21,7 +21,11 @@ import (
 // overwritten by another request's element is a wrong guess, nothing
 // worse). A lookup is a hash of hintPrefix bytes and one load, against the
 // locked map lookup of a count (about 600 instructions when the cache was
-// otter's).
+// otter's). The same table holds the resume lookup's probe hints
+// (resume.go, "Probe hints"), under hashes seeded apart (probeHash): a
+// slot one kind takes from the other is a lost hint, and a value read
+// under the other's tag is no size End guesses (below minCachedBytes)
+// nor a key index probeHint takes (over resumeKeyLens).
 
 // hintPrefix is the length, in bytes, of the start of an element its end
 // hint is keyed by: long enough that a conversation's messages differ

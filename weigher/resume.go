@@ -300,6 +300,24 @@ type resumeState struct {
 	keys  [resumeKeyLens]uint64
 	nkeys int
 	made  uint16
+	// probe is the hint hash of the body's last resumeMinKey bytes
+	// (probeHash; 0: none made): keepResumePoint writes there the key
+	// its checkpoint is filed under. probes counts the sets the lookup
+	// looked in (for tests).
+	probe  uint64
+	probes int
+}
+
+// forget readies r for the memo's next request (elemMemo.done): no resume
+// point in use, nothing resumed, no pass under way; the hashers and their
+// seed are kept. The rest (the checkpoint resumed from, the keys) is read
+// only while resumed (or made afresh by resumePoint, which every request
+// that looks for a point calls first), so it is left as it is: clearing
+// the whole state, its 696-byte checkpoint included, cost about 190
+// instructions a request (TestForgetLeavesNoResume).
+func (r *resumeState) forget() {
+	r.on, r.resumed, r.base, r.hashed, r.shortHashed = false, false, nil, 0, 0
+	r.nkeys, r.made, r.probe, r.probes = 0, 0, 0, 0
 }
 
 // key is the set key of the body's first resumeMinKey<<i bytes (i below
@@ -354,6 +372,46 @@ func (r *resumeState) hashedBefore(k int) int {
 	return r.hashed
 }
 
+// Probe hints. The lookup looks in the sets of the body's keys longest
+// first, and a growing conversation's checkpoint lies under the longest
+// key not past its array's end, short of the body's end by what follows
+// the array (a chat body's tools and parameters): at 1 KiB the two or
+// three longer sets were looked in for nothing, each a key hash and a
+// locked look at four checkpoints (some 280 instructions). An agent's
+// bodies end with the same bytes from one request to the next; a probe
+// hint, keyed by the body's last resumeMinKey bytes and the resume
+// context, in the end hints' table (hints.go, under a hash of its own
+// seed), names the key the last checkpoint filed by a body ending so
+// went under, and the lookup looks there first, then in the others,
+// longest first, as before. A hint only orders the sets: every candidate
+// is confirmed by the hash of its whole prefix as before
+// (TestProbeHintNearMissSameEstimates), so a wrong or stale hint costs
+// one look, nothing more.
+
+// probeHint is the index of the key the probe hint of m's body names;
+// -1 when there is none (or it names no key of the body). It makes the
+// hint hash, for keepResumePoint to write.
+func (m *elemMemo) probeHint() int {
+	r := &m.resume
+	r.probe = 0
+	if m.hints == nil || r.nkeys == 0 {
+		return -1
+	}
+	r.probe = m.cache.probeHash(r.valid, m.body[len(m.body)-resumeMinKey:])
+	i := m.hints.get(r.probe) - 1
+	if i < 0 || i >= r.nkeys {
+		return -1
+	}
+	return i
+}
+
+// probeHash is the hint hash of a body whose last resumeMinKey bytes are
+// end, in the resume context valid: seeded apart from the end hints'
+// (hintHash), whose keys are the first hintPrefix bytes of an element.
+func (c *countCache) probeHash(valid uint64, end string) uint64 {
+	return xxh3.HashStringSeed(end, c.seed^valid^0x70726f6265) // "probe"
+}
+
 // xxh3's Hasher holds up to maxPaddedPrefix bytes (a 1,024-byte block and
 // a 64-byte stripe) before it processes its first block; until then its
 // Sum128 hashes them with xxh3.Hash128Seed, which derives the secret from
@@ -406,9 +464,26 @@ func (m *elemMemo) resumePoint(f *fields, lay *jsonscan.Layout, look bool) int {
 	if !look {
 		return 0
 	}
-	budget := 2 * len(body) // bytes the confirming hashes may take
+	// The sets, longest key first, after the one the probe hint names
+	// (probeHint): a body grown from the last files its checkpoint under
+	// the longest key not past its array's end, which the longer keys of
+	// the next, longer body pass (at 1 KiB a lookup looked in three sets
+	// to find it in the third).
+	var order [resumeKeyLens]int8
+	no := 0
+	hinted := m.probeHint()
+	if hinted >= 0 {
+		order[no], no = int8(hinted), no+1
+	}
 	for i := r.nkeys - 1; i >= 0; i-- {
-		s := t.set(m.key(i))
+		if i != hinted {
+			order[no], no = int8(i), no+1
+		}
+	}
+	budget := 2 * len(body) // bytes the confirming hashes may take
+	for _, i := range order[:no] {
+		r.probes++
+		s := t.set(m.key(int(i)))
 		for older := ^uint32(0); ; {
 			// The newest candidate of the set not yet tried with a point
 			// whose tail fits and whose k lies within the body, copied
@@ -495,9 +570,16 @@ func (m *elemMemo) confirm(j int, budget *int) bool {
 }
 
 // fits reports whether p may be a point of body: its k not past the body,
-// and the body's resumeTailBytes before k p's tail.
+// and the body's resumeTailBytes before k p's tail. The bytes are compared
+// as one array (two 8-byte words inline), where a string comparison
+// called memequal: a lookup tries about ten points a warm 1 KiB body
+// (TestPointFitsSameAsCompare).
 func (p *point) fits(body string) bool {
-	return int(p.k) <= len(body) && string(p.tail[:]) == body[int(p.k)-resumeTailBytes:p.k]
+	k := int(p.k)
+	if k > len(body) || k < resumeTailBytes {
+		return false
+	}
+	return *(*[resumeTailBytes]byte)(unsafe.Pointer(unsafe.StringData(body[k-resumeTailBytes:]))) == p.tail
 }
 
 // resumedSum is what the checkpoint a request resumed from counted before
@@ -665,16 +747,20 @@ func (m *elemMemo) keepResumePoint(lay *jsonscan.Layout, at int, run *resumeRun,
 	if key2 >= 0 {
 		m.file(tab.set(m.key(key2)), &cp)
 	}
+	if r.probe != 0 {
+		m.hints.put(r.probe, key+1) // the probe hint (see Probe hints)
+	}
 }
 
 // keyAt is the index in keys of the longest key not past k; -1 when
-// none is.
+// none is: the keys are resumeMinKey<<i for i below nkeys, so it is the
+// bit length of k/resumeMinKey less one, at most nkeys-1
+// (TestKeyAtSameAsLoop).
 func (r *resumeState) keyAt(k int) int {
-	key := -1
-	for key+1 < r.nkeys && resumeMinKey<<(key+1) <= k {
-		key++
+	if k < resumeMinKey {
+		return -1
 	}
-	return key
+	return min(bits.Len(uint(k/resumeMinKey)), r.nkeys) - 1
 }
 
 // file puts cp in set (stamping it with the set's clock).

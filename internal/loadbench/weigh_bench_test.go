@@ -73,10 +73,12 @@ func benchWeigh(b *testing.B, warm bool) {
 }
 
 // BenchmarkWeighWarmTrimmed weighs the warm bodies of BenchmarkWeighWarm
-// at 16 and 128 KiB the same way, each through one of two functions: a
+// at 1, 16 and 128 KiB the same way, each through one of two functions: a
 // body that follows a trim of the conversation's oldest exchanges (one in
-// eight: no remembered prefix of it holds, so every element is found,
-// hashed and looked up again) through weighTrimmed, any other through
+// eight at 128 KiB, about two in five at 1 KiB: it resumes at most after
+// its system message, a point carried from an earlier body, and its kept
+// messages are found, hashed and looked up again) through weighTrimmed,
+// any other through
 // weighGrown. Callgrind counts either kind alone with
 // --toggle-collect='*loadbench.weighTrimmed' (or weighGrown) in the
 // command of BenchmarkWeighWarm ('^BenchmarkWeighWarmTrimmed$/^16k$'); its
@@ -84,7 +86,7 @@ func benchWeigh(b *testing.B, warm bool) {
 // The trimmed-bodies metric is their share of the bodies.
 func BenchmarkWeighWarmTrimmed(b *testing.B) {
 	pool := newTextPool(1)
-	for _, size := range []int{16 << 10, 128 << 10} {
+	for _, size := range []int{1 << 10, 16 << 10, 128 << 10} {
 		b.Run(fmt.Sprintf("%dk", size>>10), func(b *testing.B) {
 			w, err := weigher.New(weigher.Options{DefaultMaxOutputTokens: 256})
 			if err != nil {
