@@ -151,7 +151,7 @@ func TestAsyncReconcilerRetries(t *testing.T) {
 // queued.
 func TestAsyncReconcilerRedis(t *testing.T) {
 	ctx := context.Background()
-	c := redistest.Start(t).Client()
+	c := redistest.Shared(t).Client()
 	a := bucket.NewAsyncReconciler(newRedis(t, bucket.RedisOptions{Client: c}), bucket.AsyncOptions{})
 	l := bucket.Limit{Capacity: 100, Rate: 1, Per: time.Hour}
 	if d, err := a.Take(ctx, "", []bucket.Item{{Key: "async:{a}:x", Limit: l, Cost: 50}}); err != nil || !d.Allowed {

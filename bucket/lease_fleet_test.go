@@ -20,14 +20,14 @@ import (
 // an injected clock, while two nodes die holding leases (dropped without
 // returning them).
 func TestLeaseFleetRedis(t *testing.T) {
-	leaseFleet(t, redistest.Start(t).Client())
+	leaseFleet(t, redistest.Shared(t).Client())
 }
 
 // The same over a Redis Cluster of three masters: a request's buckets lie
 // in two slots (its tenant's and {global}), so each take runs one script
 // per slot group and refunds the earlier groups on a denial.
 func TestLeaseFleetCluster(t *testing.T) {
-	leaseFleet(t, redistest.StartCluster(t, 3).Client())
+	leaseFleet(t, redistest.SharedCluster(t, 3).Client())
 }
 
 // fleetBucket is one bucket the fleet takes from, and what it admitted.

@@ -46,7 +46,7 @@ func TestLuaGolden(t *testing.T) {
 		runGolden(t, c, cases)
 	})
 	t.Run("redis-server", func(t *testing.T) {
-		runGolden(t, redistest.Start(t).Client(), cases)
+		runGolden(t, redistest.Shared(t).Client(), cases)
 	})
 }
 

@@ -83,7 +83,7 @@ func TestRedisQuotaState(t *testing.T) {
 // clock: an hour past the window's end, as the script's clock sees it.
 func TestRedisQuotaTTL(t *testing.T) {
 	ctx := context.Background()
-	c := redistest.Start(t).Client()
+	c := redistest.Shared(t).Client()
 	r := newRedis(t, bucket.RedisOptions{Client: c})
 	now := time.Now()
 	l := bucket.Quota(10, now.Add(-time.Minute), now.Add(time.Minute))

@@ -33,7 +33,7 @@ func TestReconcileAggregateStrictest(t *testing.T) {
 		testAggregateStrictest(t, c)
 	})
 	t.Run("redis-server", func(t *testing.T) {
-		testAggregateStrictest(t, redistest.Start(t).Client())
+		testAggregateStrictest(t, redistest.Shared(t).Client())
 	})
 }
 

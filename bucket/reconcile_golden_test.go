@@ -67,7 +67,7 @@ func TestReconcileBatchGolden(t *testing.T) {
 		runBatchGolden(t, c, cases, true)
 	})
 	t.Run("redis-server", func(t *testing.T) {
-		runBatchGolden(t, redistest.Start(t).Client(), cases, false)
+		runBatchGolden(t, redistest.Shared(t).Client(), cases, false)
 	})
 }
 

@@ -510,7 +510,7 @@ func TestReconcileLayoutMatchesOld(t *testing.T) {
 		}
 	})
 	t.Run("redis-server", func(t *testing.T) {
-		c := redistest.Start(t).Client()
+		c := redistest.Shared(t).Client()
 		for i, lc := range cases {
 			compareLayout(t, c, lc, false, fmt.Sprintf("case %d", i))
 		}
@@ -524,7 +524,7 @@ func TestReconcileLayoutMatchesOld(t *testing.T) {
 func FuzzReconcileLayout(f *testing.F) {
 	f.Add(uint64(1), uint64(2))
 	f.Add(uint64(14), uint64(5))
-	c := redistest.Start(f).Client()
+	c := redistest.Shared(f).Client()
 	f.Fuzz(func(t *testing.T, s1, s2 uint64) {
 		compareLayout(t, c, randomLayoutCase(rand.New(rand.NewPCG(s1, s2))), false, fmt.Sprintf("seeds %d %d", s1, s2))
 	})

@@ -313,7 +313,7 @@ func TestReconcileLoneMatchesBatch(t *testing.T) {
 				c = redis.NewClient(&redis.Options{Addr: mr.Addr()})
 				defer c.Close()
 			} else {
-				c = redistest.Start(t).Client()
+				c = redistest.Shared(t).Client()
 			}
 			var n loneCounts
 			for i, lc := range cases {
@@ -334,7 +334,7 @@ func TestReconcileLoneMatchesBatch(t *testing.T) {
 func FuzzReconcileLone(f *testing.F) {
 	f.Add(uint64(1), uint64(2))
 	f.Add(uint64(14), uint64(6))
-	c := redistest.Start(f).Client()
+	c := redistest.Shared(f).Client()
 	f.Fuzz(func(t *testing.T, s1, s2 uint64) {
 		compareLone(t, c, randomLoneCase(rand.New(rand.NewPCG(s1, s2))), false, nil, fmt.Sprintf("seeds %d %d", s1, s2))
 	})

@@ -175,13 +175,13 @@ func TestRedisBatchOneScriptPerSlot(t *testing.T) {
 		}
 	}
 	t.Run("server", func(t *testing.T) {
-		srv := redistest.Start(t)
+		srv := redistest.Shared(t)
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), DisableIdentity: true})
 		t.Cleanup(func() { c.Close() })
 		check(t, c, []redisstats.Node{srv.Client()}, 1, 1)
 	})
 	t.Run("cluster", func(t *testing.T) {
-		cl := redistest.StartCluster(t, 3)
+		cl := redistest.SharedCluster(t, 3)
 		c := cl.Client()
 		var nodes []redisstats.Node
 		for _, s := range cl.Nodes {

@@ -22,7 +22,7 @@ func TestRedisHammerOneKey(t *testing.T) {
 		t.Skip("runs for a second")
 	}
 	ctx := context.Background()
-	c := redistest.Start(t).Client()
+	c := redistest.Shared(t).Client()
 	r := newRedis(t, bucket.RedisOptions{Client: c})
 	// A rate a busy machine still outruns (about 300 takes a second), so
 	// that the run reaches the limit however slow the machine is.
@@ -97,7 +97,7 @@ func TestRedisClusterHammerTiered(t *testing.T) {
 		t.Skip("runs for half a second")
 	}
 	ctx := context.Background()
-	c := redistest.StartCluster(t, 3).Client()
+	c := redistest.SharedCluster(t, 3).Client()
 	r := newRedis(t, bucket.RedisOptions{Client: c})
 	var (
 		ledger = bucket.Limit{Capacity: 1 << 40, Rate: 1, Per: 24 * time.Hour}

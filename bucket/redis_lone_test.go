@@ -89,7 +89,7 @@ func TestTakeLoneMatchesGeneric(t *testing.T) {
 				c = redis.NewClient(&redis.Options{Addr: mr.Addr()})
 				t.Cleanup(func() { c.Close() })
 			} else {
-				c = redistest.Start(t).Client()
+				c = redistest.Shared(t).Client()
 			}
 			var client bucket.RedisScripter = c
 			if strings.HasSuffix(backend, "EVALSHA") {

@@ -92,7 +92,7 @@ func scriptCalls(t *testing.T, admin *redis.Client) (byName, eval int) {
 // denies, and that its reconciliation is one more; counted both by the
 // client (a go-redis hook) and by the server (INFO commandstats).
 func TestRedisOneRoundTripPerAdmission(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	counter := &tripCounter{commands: map[string]int{}}
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), DisableIdentity: true})
 	t.Cleanup(func() { client.Close() })

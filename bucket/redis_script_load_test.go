@@ -19,7 +19,7 @@ import (
 // them, not once each: a load compiles the whole library inside Redis,
 // blocking it meanwhile.
 func TestRetryLoadsOnce(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	admin := srv.Client()
 	ctx := context.Background()
 	var logged syncBuffer

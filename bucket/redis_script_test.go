@@ -65,7 +65,7 @@ func libraryLoaded(t *testing.T, c *redis.Client) bool {
 // none of its functions (a rolling upgrade); and that a client without
 // FCALL is served by EVALSHA.
 func TestRedisFunctions(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	admin := srv.Client()
 	ctx := context.Background()
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -135,7 +135,7 @@ func TestRedisFunctions(t *testing.T) {
 // master of a cluster and loaded again on a master that lost it, by a
 // pipelined batch (one script per slot).
 func TestRedisFunctionsCluster(t *testing.T) {
-	cl := redistest.StartCluster(t, 3)
+	cl := redistest.SharedCluster(t, 3)
 	client := cl.Client()
 	ctx := context.Background()
 	r := newRedis(t, bucket.RedisOptions{Client: client})

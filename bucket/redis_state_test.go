@@ -52,11 +52,11 @@ func TestRedisTiered(t *testing.T) {
 		testTiered(t, c, c, nil)
 	})
 	t.Run("redis-server", func(t *testing.T) {
-		c := redistest.Start(t).Client()
+		c := redistest.Shared(t).Client()
 		testTiered(t, c, c, storetest.NewClock(storetest.Start))
 	})
 	t.Run("cluster", func(t *testing.T) {
-		c := redistest.StartCluster(t, 3).Client()
+		c := redistest.SharedCluster(t, 3).Client()
 		ctx := context.Background()
 		if a, b := c.ClusterKeySlot(ctx, tenantKey).Val(), c.ClusterKeySlot(ctx, globalKey).Val(); a == b {
 			t.Fatalf("tenant and global keys share slot %d: the test needs two", a)
@@ -147,7 +147,7 @@ func testTiered(t *testing.T, client bucket.RedisScripter, kv redis.Cmdable, clo
 // reconcile marker lives DedupFor.
 func TestRedisTTL(t *testing.T) {
 	ctx := context.Background()
-	c := redistest.Start(t).Client()
+	c := redistest.Shared(t).Client()
 	r := newRedis(t, bucket.RedisOptions{Client: c, DedupFor: time.Minute})
 	ten := bucket.Limit{Capacity: 10, Rate: 10, Per: time.Second}        // full from empty in 1s
 	day := bucket.Limit{Capacity: 1e12, Rate: 1e12, Per: 24 * time.Hour} // in 24h
@@ -220,7 +220,7 @@ func TestRedisTTL(t *testing.T) {
 // after a restart) and fall back to EVAL, which caches them again.
 func TestRedisNoScript(t *testing.T) {
 	ctx := context.Background()
-	c := redistest.Start(t).Client()
+	c := redistest.Shared(t).Client()
 	r := newRedis(t, bucket.RedisOptions{Client: c})
 	ten := bucket.Limit{Capacity: 10, Rate: 10, Per: time.Hour}
 
@@ -255,7 +255,7 @@ func TestRedisNoScript(t *testing.T) {
 // and checks) still works.
 func TestRedisClusterNoScript(t *testing.T) {
 	ctx := context.Background()
-	c := redistest.StartCluster(t, 3).Client()
+	c := redistest.SharedCluster(t, 3).Client()
 	r := newRedis(t, bucket.RedisOptions{Client: c})
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -274,7 +274,7 @@ func TestRedisClusterNoScript(t *testing.T) {
 // weighed against it, on a real redis-server.
 func TestRedisMemoryUsage(t *testing.T) {
 	ctx := context.Background()
-	c := redistest.Start(t).Client()
+	c := redistest.Shared(t).Client()
 	r := newRedis(t, bucket.RedisOptions{Client: c})
 	thirds := bucket.Limit{Capacity: 20000, Rate: 10000, Per: time.Minute}
 	const key = "llmguard:{acme}:tpm:user-42"

@@ -175,7 +175,7 @@ func TestTakeBatchMatchesSequence(t *testing.T) {
 				c = redis.NewClient(&redis.Options{Addr: mr.Addr()})
 				t.Cleanup(func() { c.Close() })
 			} else {
-				c = redistest.Start(t).Client()
+				c = redistest.Shared(t).Client()
 			}
 			ctx := context.Background()
 			seq := newRedis(t, bucket.RedisOptions{Client: c, Now: clock, TakeBatch: 1})
@@ -289,7 +289,7 @@ func TestTakeBatchMatchesSequence(t *testing.T) {
 // TestTakeBatchContractServer runs the store contract with every take in
 // takebatch.lua (a lone take as a batch of one).
 func TestTakeBatchContractServer(t *testing.T) {
-	c := redistest.Start(t).Client()
+	c := redistest.Shared(t).Client()
 	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) bucket.Store {
 		r := newRedis(t, bucket.RedisOptions{Client: c, Now: clock.Now})
 		r.SendTakesAsBatches()
@@ -370,7 +370,7 @@ func TestTakeBatchFailure(t *testing.T) {
 // sees the one before it), and every bucket ends as the takes one by one
 // would leave it.
 func TestTakeBatchClusterSlots(t *testing.T) {
-	cl := redistest.StartCluster(t, 3)
+	cl := redistest.SharedCluster(t, 3)
 	c := cl.Client()
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	r := newRedis(t, bucket.RedisOptions{Client: c, Now: func() time.Time { return now }})

@@ -40,7 +40,7 @@ func TestRedisContractMiniredis(t *testing.T) {
 // TestRedisContractServer runs the contract on a real redis-server, the
 // clock passed in ARGV.
 func TestRedisContractServer(t *testing.T) {
-	c := redistest.Start(t).Client()
+	c := redistest.Shared(t).Client()
 	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) bucket.Store {
 		return newRedis(t, bucket.RedisOptions{Client: c, Now: clock.Now})
 	})
@@ -49,7 +49,7 @@ func TestRedisContractServer(t *testing.T) {
 // TestRedisContractCluster runs the contract on a Redis Cluster of three
 // masters (each timeline's keys share a hash tag, so one slot).
 func TestRedisContractCluster(t *testing.T) {
-	c := redistest.StartCluster(t, 3).Client()
+	c := redistest.SharedCluster(t, 3).Client()
 	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) bucket.Store {
 		return newRedis(t, bucket.RedisOptions{Client: c, Now: clock.Now})
 	})
@@ -60,7 +60,7 @@ func TestRedisContractCluster(t *testing.T) {
 // script per bucket, refunding on a denial, and must still decide as one
 // script (and the memory store) would.
 func TestRedisContractClusterSplit(t *testing.T) {
-	c := redistest.StartCluster(t, 3).Client()
+	c := redistest.SharedCluster(t, 3).Client()
 	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) bucket.Store {
 		return &untagged{newRedis(t, bucket.RedisOptions{Client: c, Now: clock.Now})}
 	})
@@ -109,7 +109,7 @@ func (u *untagged) Reconcile(ctx context.Context, requestID string, deltas []buc
 // behind an AsyncReconciler, flushed after each Reconcile: the queue changes
 // when deltas apply, never what they do.
 func TestAsyncReconcilerContract(t *testing.T) {
-	c := redistest.Start(t).Client()
+	c := redistest.Shared(t).Client()
 	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) bucket.Store {
 		a := bucket.NewAsyncReconciler(newRedis(t, bucket.RedisOptions{Client: c, Now: clock.Now}), bucket.AsyncOptions{})
 		t.Cleanup(func() {

@@ -65,7 +65,7 @@ func TestReconcileMarkerSets(t *testing.T) {
 		testMarkerSets(t, c, true)
 	})
 	t.Run("redis-server", func(t *testing.T) {
-		testMarkerSets(t, redistest.Start(t).Client(), false)
+		testMarkerSets(t, redistest.Shared(t).Client(), false)
 	})
 }
 
@@ -162,7 +162,7 @@ func testMarkerSets(t *testing.T, c *redis.Client, exactTTL bool) {
 // slot's set.
 func TestReconcileMarkerSetsCluster(t *testing.T) {
 	ctx := context.Background()
-	c := redistest.StartCluster(t, 3).Client()
+	c := redistest.SharedCluster(t, 3).Client()
 	now := t0
 	r, err := NewRedis(RedisOptions{Client: c, Now: func() time.Time { return now }})
 	if err != nil {
@@ -219,11 +219,11 @@ func TestTakeMarkerSets(t *testing.T) {
 			testTakeMarkerSets(t, c, c, batched, true)
 		})
 		t.Run("redis-server/"+name, func(t *testing.T) {
-			c := redistest.Start(t).Client()
+			c := redistest.Shared(t).Client()
 			testTakeMarkerSets(t, c, c, batched, false)
 		})
 		t.Run("cluster/"+name, func(t *testing.T) {
-			c := redistest.StartCluster(t, 3).Client()
+			c := redistest.SharedCluster(t, 3).Client()
 			testTakeMarkerSets(t, c, c, batched, false)
 		})
 	}

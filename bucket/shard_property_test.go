@@ -35,7 +35,7 @@ func TestShardedPropertyMemory(t *testing.T) {
 }
 
 func TestShardedPropertyRedis(t *testing.T) {
-	c := redistest.Start(t).Client()
+	c := redistest.Shared(t).Client()
 	shardProperty(t, func(t *testing.T, clock *storetest.Clock) bucket.Store {
 		return newRedis(t, bucket.RedisOptions{Client: c, Now: clock.Now})
 	})
@@ -44,7 +44,7 @@ func TestShardedPropertyRedis(t *testing.T) {
 // In a cluster every shard lies in a slot of its own, so each try runs one
 // script per slot group, refunding the earlier groups on a denial.
 func TestShardedPropertyCluster(t *testing.T) {
-	c := redistest.StartCluster(t, 3).Client()
+	c := redistest.SharedCluster(t, 3).Client()
 	shardProperty(t, func(t *testing.T, clock *storetest.Clock) bucket.Store {
 		return newRedis(t, bucket.RedisOptions{Client: c, Now: clock.Now})
 	})

@@ -49,7 +49,7 @@ func masterScriptCalls(t *testing.T, c *redis.ClusterClient) map[string]int {
 // slots of the three masters 4, 2 and 2). Run with -v for the figures the
 // README quotes.
 func TestShardsSpreadOverMasters(t *testing.T) {
-	cluster := redistest.StartCluster(t, 3)
+	cluster := redistest.SharedCluster(t, 3)
 	c := cluster.Client()
 	r := newRedis(t, bucket.RedisOptions{Client: c})
 	l := bucket.Limit{Capacity: 1 << 40, Rate: 1 << 40, Per: time.Second}

@@ -26,7 +26,7 @@ func TestSlotsProperty(t *testing.T) {
 			return m
 		},
 		"redis-server": func(t *testing.T, clock *storetest.Clock) bucket.Store {
-			c := redistest.Start(t).Client()
+			c := redistest.Shared(t).Client()
 			return newRedis(t, bucket.RedisOptions{Client: c, Now: clock.Now})
 		},
 	}

@@ -145,7 +145,7 @@ func TestTakeLoneMatchesOld(t *testing.T) {
 		}
 	})
 	t.Run("redis-server", func(t *testing.T) {
-		c := redistest.Start(t).Client()
+		c := redistest.Shared(t).Client()
 		for i, tc := range cases {
 			compareTakeLone(t, c, tc, i-len(cases)/2, false, fmt.Sprintf("case %d", i))
 		}
@@ -159,7 +159,7 @@ func TestTakeLoneMatchesOld(t *testing.T) {
 func FuzzTakeLone(f *testing.F) {
 	f.Add(uint64(1), uint64(2), 0)
 	f.Add(uint64(5), uint64(14), -1)
-	c := redistest.Start(f).Client()
+	c := redistest.Shared(f).Client()
 	f.Fuzz(func(t *testing.T, s1, s2 uint64, edge int) {
 		if edge < -1 {
 			edge = -1

@@ -303,7 +303,7 @@ func TestTakeBatchLayoutMatchesOld(t *testing.T) {
 		}
 	})
 	t.Run("redis-server", func(t *testing.T) {
-		c := redistest.Start(t).Client()
+		c := redistest.Shared(t).Client()
 		for i, tc := range cases {
 			compareTakeLayout(t, c, tc, false, fmt.Sprintf("case %d", i))
 		}
@@ -317,7 +317,7 @@ func TestTakeBatchLayoutMatchesOld(t *testing.T) {
 func FuzzTakeBatchLayout(f *testing.F) {
 	f.Add(uint64(1), uint64(2))
 	f.Add(uint64(14), uint64(6))
-	c := redistest.Start(f).Client()
+	c := redistest.Shared(f).Client()
 	f.Fuzz(func(t *testing.T, s1, s2 uint64) {
 		compareTakeLayout(t, c, randomTakeLayoutCase(rand.New(rand.NewPCG(s1, s2))), false, fmt.Sprintf("seeds %d %d", s1, s2))
 	})

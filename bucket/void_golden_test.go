@@ -113,7 +113,7 @@ func TestVoidGolden(t *testing.T) {
 		runVoidGolden(t, c, cases)
 	})
 	t.Run("redis-server", func(t *testing.T) {
-		runVoidGolden(t, redistest.Start(t).Client(), cases)
+		runVoidGolden(t, redistest.Shared(t).Client(), cases)
 	})
 }
 

@@ -150,7 +150,7 @@ func TestVoidSetSeenByEveryTake(t *testing.T) {
 				c = redis.NewClient(&redis.Options{Addr: mr.Addr()})
 				t.Cleanup(func() { c.Close() })
 			} else {
-				c = redistest.Start(t).Client()
+				c = redistest.Shared(t).Client()
 			}
 			voidSetSeenByEveryTake(t, c, now)
 		})

@@ -33,7 +33,7 @@ func TestFallbackContract(t *testing.T) {
 // redis-server, with a deadline that never cuts a call: the guard changes
 // when calls fail, never what they do.
 func TestGuardedContract(t *testing.T) {
-	c := redistest.Start(t).Client()
+	c := redistest.Shared(t).Client()
 	storetest.Run(t, func(t *testing.T, clock *storetest.Clock) bucket.Store {
 		return bucket.NewGuarded(newRedis(t, bucket.RedisOptions{Client: c, Now: clock.Now}),
 			bucket.GuardOptions{Timeout: 5 * time.Second, ReconcileTimeout: 5 * time.Second})
@@ -269,7 +269,7 @@ func TestMemoryVoidWindow(t *testing.T) {
 // README's per-take cost).
 func TestRedisVoidMarkers(t *testing.T) {
 	ctx := context.Background()
-	c := redistest.Start(t).Client()
+	c := redistest.Shared(t).Client()
 	const voidFor = 1500 * time.Millisecond
 	r := newRedis(t, bucket.RedisOptions{Client: c, VoidFor: voidFor})
 	limit := bucket.Limit{Capacity: 10, Rate: 1, Per: time.Hour}

@@ -178,7 +178,7 @@ func TestWindowLuaGolden(t *testing.T) {
 		runWindowGolden(t, c, cases)
 	})
 	t.Run("redis-server", func(t *testing.T) {
-		runWindowGolden(t, redistest.Start(t).Client(), cases)
+		runWindowGolden(t, redistest.Shared(t).Client(), cases)
 	})
 }
 

@@ -62,7 +62,7 @@ func alertCount(h *harness, outcome string) int {
 // webhook gets exactly one alert (one node delivers it, the other finds it
 // claimed), whose period is the budget's, in +09:00.
 func TestBudgetAlertOnceAcrossTwoNodes(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	mock, err := mockllm.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -1,13 +1,11 @@
 package app
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/gjson"
 
 	"github.com/llmguard/llmguard/internal/mockllm"
@@ -56,24 +54,14 @@ var cappedCases = []struct {
 // and a request that cannot get even cap_output_min is answered 429
 // without reaching the upstream or spending.
 func TestCapOutputThroughTheProxy(t *testing.T) {
-	var cluster *redistest.Cluster // one for every subtest (the parent test's), flushed before each
-	parent := t
 	stores := map[string]func(t *testing.T) string{
 		"memory": func(*testing.T) string { return "" },
 		"redis": func(t *testing.T) string {
-			srv := redistest.Start(t)
+			srv := redistest.Shared(t)
 			return fmt.Sprintf("store: {backend: redis, redis_url: \"redis://%s/0\", timeout: 200ms}\n", srv.Addr())
 		},
 		"cluster": func(t *testing.T) string {
-			if cluster == nil {
-				cluster = redistest.StartCluster(parent, 3)
-			}
-			err := cluster.Client().ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
-				return m.FlushAll(ctx).Err()
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			cluster := redistest.SharedCluster(t, 3) // flushed for each subtest
 			return fmt.Sprintf("store: {backend: redis_cluster, cluster_addrs: [%s], timeout: 1s}\n", strings.Join(cluster.Addrs(), ", "))
 		},
 	}

@@ -17,7 +17,7 @@ import (
 // on the memory store and on a Redis store with a leased limit and the
 // ledger, whose closers are not safe to run twice on their own.
 func TestCloseTwice(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	mock, err := mockllm.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

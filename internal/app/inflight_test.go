@@ -19,7 +19,7 @@ import (
 // slot is released when the client leaves mid-stream, and a shadow token
 // limit's bucket is taken in Redis without ever denying.
 func TestInFlightAndShadowOnRedis(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	h := start(t, fmt.Sprintf(`
 limits:
   - {name: one, scope: user, unit: concurrent, max: 1}

@@ -19,7 +19,7 @@ import (
 // or control-character fields, bad actors, wrong methods and ids, and
 // callers without the token.
 func TestKeysAdminAPIRefusesHostileInput(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	store := fmt.Sprintf(`{backend: redis, redis_url: "redis://%s/0", timeout: 200ms}`, srv.Addr())
 	n := startKeyNodes(t, 1, func(_ int, mockURL string) string { return keyStoreConfig(t, mockURL, store, "1h") }, nil)[0]
 	for _, tc := range []struct {

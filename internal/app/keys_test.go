@@ -22,7 +22,7 @@ import (
 // revoked through B is refused by both with 401 "revoked", and the audit
 // stream holds who did what, never the secret.
 func TestKeysTwoNodesShareKeys(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	store := fmt.Sprintf(`{backend: redis, redis_url: "redis://%s/0", timeout: 200ms}`, srv.Addr())
 	nodes := startKeyNodes(t, 2, func(_ int, mockURL string) string { return keyStoreConfig(t, mockURL, store, "1h") }, nil)
 	a, b := nodes[0], nodes[1]
@@ -124,7 +124,7 @@ func assertNoSecretInRedis(t *testing.T, srv *redistest.Server, secret string) {
 // clock: a key created with expires_in 10s works at 9.999 s and is refused,
 // with 401 "expired", at 10 s, in each API flavor's error shape.
 func TestKeysExpiryToTheSecond(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	store := fmt.Sprintf(`{backend: redis, redis_url: "redis://%s/0", timeout: 200ms}`, srv.Addr())
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	clock := fakeclock.New(t0)
@@ -171,7 +171,7 @@ func TestKeysExpiryToTheSecond(t *testing.T) {
 // link returns, by the whole read its new subscription asks for (its
 // periodic resync is an hour away).
 func TestKeysNodeCutOffKeepsServingThenCatchesUp(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	link := startCutProxy(t, srv.Addr())
 	nodes := startKeyNodes(t, 2, func(i int, mockURL string) string {
 		addr := srv.Addr()
@@ -228,7 +228,7 @@ func TestKeysNodeCutOffKeepsServingThenCatchesUp(t *testing.T) {
 // lost (written to the registry without one) reaches every node within a
 // resync period.
 func TestKeysPeriodicResyncFindsLostChanges(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	store := fmt.Sprintf(`{backend: redis, redis_url: "redis://%s/0", timeout: 200ms}`, srv.Addr())
 	nodes := startKeyNodes(t, 1, func(_ int, mockURL string) string { return keyStoreConfig(t, mockURL, store, "1s") }, nil)
 	n := nodes[0]
@@ -293,7 +293,7 @@ func TestKeysRedisDownKeepsKnownKeys(t *testing.T) {
 // audit stream share one slot (one MULTI/EXEC), and notifications reach
 // every node: a key created on A works on B; revoked on B, refused on A.
 func TestKeysTwoNodesOnACluster(t *testing.T) {
-	c := redistest.StartCluster(t, 3)
+	c := redistest.SharedCluster(t, 3)
 	if c.Slot(keystore.RegistryKey) != c.Slot(keystore.AuditKey) || c.Slot(keystore.RegistryKey) != c.Slot(keystore.RevKey) ||
 		c.Slot(keystore.RegistryKey) != c.Slot(keystore.Channel) {
 		t.Fatal("the key store's keys are in more than one slot")
@@ -327,7 +327,7 @@ func TestKeysTwoNodesOnACluster(t *testing.T) {
 // /admin/usage reports the quotas of tenants whose only keys are stored
 // keys.
 func TestKeysUsageReportsStoredKeysQuotas(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	store := fmt.Sprintf(`{backend: redis, redis_url: "redis://%s/0", timeout: 200ms}`, srv.Addr())
 	n := startKeyNodes(t, 1, func(_ int, mockURL string) string {
 		return strings.Replace(keyStoreConfig(t, mockURL, store, "1h"), "limits:\n",
@@ -355,7 +355,7 @@ func TestKeysUsageReportsStoredKeysQuotas(t *testing.T) {
 // the endpoint in the access log: the operator sees which key a client
 // still uses.
 func TestKeysRevokedKeyNamedInAccessLog(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	store := fmt.Sprintf(`{backend: redis, redis_url: "redis://%s/0", timeout: 200ms}`, srv.Addr())
 	logFile := filepath.Join(t.TempDir(), "access.log")
 	n := startKeyNodes(t, 1, func(_ int, mockURL string) string {

@@ -44,7 +44,7 @@ limits:
 // lease's worth of requests, its metrics say so, a reload gives the lease
 // back, and so does shutdown.
 func TestLeaseThroughTheProxy(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	mock, err := mockllm.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -74,12 +74,12 @@ func names(rep proxy.LimitsReport) string {
 func TestLimitsReadOutMemory(t *testing.T) { testLimitsReadOut(t, "") }
 
 func TestLimitsReadOutRedis(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	testLimitsReadOut(t, fmt.Sprintf("store: {backend: redis, redis_url: \"redis://%s/0\", timeout: 200ms}\n", srv.Addr()))
 }
 
 func TestLimitsReadOutCluster(t *testing.T) {
-	c := redistest.StartCluster(t, 3)
+	c := redistest.SharedCluster(t, 3)
 	testLimitsReadOut(t, fmt.Sprintf("store: {backend: redis_cluster, cluster_addrs: [%s], timeout: 1s}\n", strings.Join(c.Addrs(), ", ")))
 }
 

@@ -108,7 +108,7 @@ func TestIdleNodeProbeIsNotARequestTake(t *testing.T) {
 // new rate, a new fail-open limit, and none for a limit made fail-closed
 // (they were the start-up config's).
 func TestOverAdmissionFactorFollowsReload(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "llmguard.yaml")
 	write := func(limits string) {

@@ -14,7 +14,7 @@ import (
 // Through the Redis store, reconciliation is asynchronous but lands: the
 // bucket in Redis ends at capacity − actual, not capacity − reserved.
 func TestRedisStoreReconcilesThroughTheProxy(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	h := start(t, slowTPM+fmt.Sprintf("\nstore: {backend: redis, redis_url: \"redis://%s/0\", timeout: 100ms}\n", srv.Addr()))
 	resp, _ := h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":500}`,
 		"x-mock-completion-tokens", "30")

@@ -46,7 +46,7 @@ func shardLevel(t *testing.T, c redis.UniversalClient, key string, full float64)
 // sharded token limit is reconciled on the shards taken from: the shards
 // end holding the limit less what the admitted requests really used.
 func TestShardedGlobalLimitThroughTheProxy(t *testing.T) {
-	cluster := redistest.StartCluster(t, 3)
+	cluster := redistest.SharedCluster(t, 3)
 	const (
 		burst      = 40
 		completion = 5
@@ -144,7 +144,7 @@ store: {backend: redis_cluster, cluster_addrs: [%s], timeout: 10s}
 // store call, llmguard_denials_cached_total counts them) with the same
 // Retry-After, while bob, under no limit, is still admitted.
 func TestDenyCacheThroughTheProxy(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Shared(t)
 	mock, err := mockllm.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

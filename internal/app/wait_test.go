@@ -306,11 +306,11 @@ func TestWaitRawClientStaysQueued(t *testing.T) {
 // refused.
 func TestWaitOnRedis(t *testing.T) {
 	t.Run("redis", func(t *testing.T) {
-		srv := redistest.Start(t)
+		srv := redistest.Shared(t)
 		testWaitOnStore(t, fmt.Sprintf("store: {backend: redis, redis_url: \"redis://%s/0\", timeout: 200ms}\n", srv.Addr()))
 	})
 	t.Run("cluster", func(t *testing.T) {
-		c := redistest.StartCluster(t, 3)
+		c := redistest.SharedCluster(t, 3)
 		testWaitOnStore(t, fmt.Sprintf("store: {backend: redis_cluster, cluster_addrs: [%s], timeout: 1s}\n", strings.Join(c.Addrs(), ", ")))
 	})
 }

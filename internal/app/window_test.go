@@ -65,12 +65,12 @@ func TestWindowLimitReconcilesThroughRedis(t *testing.T) {
 		store func(t *testing.T) (string, func(key string) (string, error))
 	}{
 		{name: "redis", store: func(t *testing.T) (string, func(string) (string, error)) {
-			srv := redistest.Start(t)
+			srv := redistest.Shared(t)
 			return fmt.Sprintf("store: {backend: redis, redis_url: \"redis://%s/0\", timeout: 1s}", srv.Addr()),
 				func(key string) (string, error) { return srv.Client().Get(context.Background(), key).Result() }
 		}},
 		{name: "cluster", store: func(t *testing.T) (string, func(string) (string, error)) {
-			c := redistest.StartCluster(t, 3)
+			c := redistest.SharedCluster(t, 3)
 			return fmt.Sprintf("store: {backend: redis_cluster, cluster_addrs: [%s], timeout: 1s}", strings.Join(c.Addrs(), ", ")),
 				func(key string) (string, error) { return c.Client().Get(context.Background(), key).Result() }
 		}},

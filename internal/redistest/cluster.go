@@ -87,13 +87,30 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 		t.Fatalf("redistest: a cluster of %d masters with %d replicas each", o.Masters, o.ReplicasPerMaster)
 	}
 	if o.NodeTimeout == 0 {
-		o.NodeTimeout = 2 * time.Second
+		o.NodeTimeout = defaultNodeTimeout
 	}
+	bin := lookBinary(t)
+	c := &Cluster{t: t, masters: o.Masters}
+	for range o.Masters * (1 + o.ReplicasPerMaster) {
+		c.Nodes = append(c.Nodes, start(t, bin, clusterArgs(o)))
+	}
+	if err := c.join(o); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// defaultNodeTimeout is ClusterOptions.NodeTimeout's default.
+const defaultNodeTimeout = 2 * time.Second
+
+// clusterArgs are the redis-server arguments of a node of a cluster
+// configured by o (NodeTimeout set).
+func clusterArgs(o ClusterOptions) []string {
 	coverage := "yes"
 	if o.PartialCoverage {
 		coverage = "no"
 	}
-	args := []string{
+	return []string{
 		"--cluster-enabled", "yes",
 		"--cluster-config-file", "nodes.conf",
 		"--cluster-node-timeout", strconv.FormatInt(max(100, o.NodeTimeout.Milliseconds()), 10),
@@ -102,12 +119,13 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 		"--repl-diskless-sync", "yes",
 		"--repl-diskless-sync-delay", "0",
 	}
-	bin := lookBinary(t)
-	c := &Cluster{t: t, masters: o.Masters}
-	total := o.Masters * (1 + o.ReplicasPerMaster)
-	for range total {
-		c.Nodes = append(c.Nodes, start(t, bin, args))
-	}
+}
+
+// join makes a cluster of c's started nodes as o lays it out (Masters set):
+// slots, config epochs, MEET, replicas; and waits until it has formed,
+// within startTimeout.
+func (c *Cluster) join(o ClusterOptions) error {
+	total := len(c.Nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	clients := make([]*redis.Client, total)
@@ -123,16 +141,16 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 				slots = append(slots, s)
 			}
 			if err := cl.ClusterAddSlots(ctx, slots...).Err(); err != nil {
-				t.Fatalf("redistest: cluster addslots on %s: %v", c.Nodes[i].Addr(), err)
+				return fmt.Errorf("redistest: cluster addslots on %s: %v", c.Nodes[i].Addr(), err)
 			}
 		}
 		if err := cl.Do(ctx, "cluster", "set-config-epoch", i+1).Err(); err != nil {
-			t.Fatalf("redistest: cluster set-config-epoch on %s: %v", c.Nodes[i].Addr(), err)
+			return fmt.Errorf("redistest: cluster set-config-epoch on %s: %v", c.Nodes[i].Addr(), err)
 		}
 	}
 	for _, n := range c.Nodes[1:] {
 		if err := clients[0].ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(n.port)).Err(); err != nil {
-			t.Fatalf("redistest: cluster meet %s: %v", n.Addr(), err)
+			return fmt.Errorf("redistest: cluster meet %s: %v", n.Addr(), err)
 		}
 	}
 	if o.ReplicasPerMaster > 0 {
@@ -140,7 +158,7 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 		for i := range ids {
 			id, err := clients[i].ClusterMyID(ctx).Result()
 			if err != nil {
-				t.Fatalf("redistest: cluster myid on %s: %v", c.Nodes[i].Addr(), err)
+				return fmt.Errorf("redistest: cluster myid on %s: %v", c.Nodes[i].Addr(), err)
 			}
 			ids[i] = id
 		}
@@ -152,7 +170,7 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 				err := clients[k].ClusterReplicate(ctx, ids[master]).Err()
 				return err == nil, fmt.Sprint(err)
 			}); err != nil {
-				t.Fatalf("redistest: cluster replicate %s of %s: %v", c.Nodes[k].Addr(), c.Nodes[master].Addr(), err)
+				return fmt.Errorf("redistest: cluster replicate %s of %s: %v", c.Nodes[k].Addr(), c.Nodes[master].Addr(), err)
 			}
 		}
 	}
@@ -166,10 +184,10 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 			}
 			return c.linkUp(ctx, clients[i], c.Nodes[(i-o.Masters)/o.ReplicasPerMaster])
 		}); err != nil {
-			t.Fatalf("redistest: cluster node %s: %v", c.Nodes[i].Addr(), err)
+			return fmt.Errorf("redistest: cluster node %s: %v", c.Nodes[i].Addr(), err)
 		}
 	}
-	return c
+	return nil
 }
 
 // Addrs returns every node's "127.0.0.1:port".

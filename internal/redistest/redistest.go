@@ -3,8 +3,10 @@
 // if asked), each on free loopback ports with its own temporary directory
 // and no persistence, and stopped when the test ends. A test can kill a
 // node (SIGKILL, as a crash), restart it, and wait for a cluster to fail
-// over (cluster.go). Tests never touch a Redis they did not start (in
-// particular not the one on 6379).
+// over (cluster.go). Tests that do not can share one server, or one
+// cluster, per test binary instead, reset between tests (shared.go).
+// Tests never touch a Redis they did not start (in particular not the one
+// on 6379).
 //
 // When redis-server (or $REDIS_SERVER) cannot be found, Start,
 // StartCluster and StartClusterWith skip the test, unless the environment
@@ -43,6 +45,9 @@ type Server struct {
 	dir  string
 	port int
 	args []string
+	// owner is the shared server this one stands for in test t (view), nil
+	// for a server of t's own.
+	owner *Server
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -77,6 +82,9 @@ func (s *Server) Client() *redis.Client {
 // Running reports whether the server's process runs: it was started and
 // not killed since (or restarted).
 func (s *Server) Running() bool {
+	if s.owner != nil {
+		return s.owner.Running()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cmd != nil
@@ -94,8 +102,13 @@ func (s *Server) admin() *redis.Client {
 
 // Kill stops the server at once with SIGKILL (as a crash would) and waits
 // for it to exit. Its data is lost: there is no persistence. Killing a
-// stopped server does nothing.
+// stopped server does nothing. On a shared server (Shared, SharedCluster)
+// it fails the test instead.
 func (s *Server) Kill() {
+	if s.owner != nil {
+		s.t.Helper()
+		s.t.Fatal(sharedNote(s))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.kill()
@@ -104,9 +117,13 @@ func (s *Server) Kill() {
 // Restart kills the server if it runs, starts it again on the same port and
 // directory (a cluster node keeps its nodes.conf, so it rejoins its
 // cluster), and waits until it answers PING. It fails the test when the
-// server does not come back.
+// server does not come back, and on a shared server (Shared,
+// SharedCluster).
 func (s *Server) Restart() {
 	s.t.Helper()
+	if s.owner != nil {
+		s.t.Fatal(sharedNote(s))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.kill()

@@ -164,3 +164,61 @@ func addrs(s []*Server) []string {
 	}
 	return a
 }
+
+// TestShared checks that the shared server and cluster are started once and
+// handed to each test as a fresh one would be: the keys, cached scripts,
+// function libraries and command counts a test left are gone.
+func TestShared(t *testing.T) {
+	ctx := context.Background()
+	var first *Server
+	for round := range 2 {
+		s := Shared(t)
+		if first == nil {
+			first = s
+		} else if s.Port() != first.Port() {
+			t.Fatalf("round %d: shared server on port %d, first on %d: started twice", round, s.Port(), first.Port())
+		}
+		if !s.Running() {
+			t.Fatalf("round %d: shared server not running", round)
+		}
+		c := s.Client()
+		if n, err := c.DBSize(ctx).Result(); err != nil || n != 0 {
+			t.Fatalf("round %d: DBSIZE = %d, %v; want 0", round, n, err)
+		}
+		if libs, err := c.FunctionList(ctx, redis.FunctionListQuery{}).Result(); err != nil || len(libs) != 0 {
+			t.Fatalf("round %d: FUNCTION LIST = %v, %v; want none", round, libs, err)
+		}
+		sha := "e0e1f9fabfc9d4800c877a703b823ac0578ff8db" // SHA1 of "return 1"
+		if ex, err := c.ScriptExists(ctx, sha).Result(); err != nil || ex[0] {
+			t.Fatalf("round %d: SCRIPT EXISTS = %v, %v; want false", round, ex, err)
+		}
+		if info := c.Info(ctx, "commandstats").Val(); strings.Contains(info, "cmdstat_set:") {
+			t.Fatalf("round %d: commandstats count SETs of an earlier test:\n%s", round, info)
+		}
+		if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ScriptLoad(ctx, "return 1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.FunctionLoad(ctx, "#!lua name=lib\nredis.register_function('f', function() return 1 end)").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for round := range 2 {
+		cl := SharedCluster(t, 3)
+		c := cl.Client()
+		for _, k := range []string{"{a}x", "{b}x", "{c}x"} {
+			if n, err := c.Exists(ctx, k).Result(); err != nil || n != 0 {
+				t.Fatalf("round %d: EXISTS %s = %d, %v; want 0", round, k, n, err)
+			}
+			if err := c.Set(ctx, k, "v", 0).Err(); err != nil {
+				t.Fatalf("round %d: SET %s: %v", round, k, err)
+			}
+		}
+		if m := cl.MasterOf("{a}x"); !m.Running() {
+			t.Fatalf("round %d: master of {a}x not running", round)
+		}
+	}
+}

@@ -1,0 +1,18 @@
+package bucket_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/llmguard/llmguard/internal/redistest"
+)
+
+// TestMain stops the redis-server and the Redis Cluster the package's tests
+// share (redistest.Shared, redistest.SharedCluster: each test gets them
+// reset, as fresh ones would be) once every test has run. Tests that kill,
+// restart, block or reconfigure a server start their own (redistest.Start).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	redistest.StopShared()
+	os.Exit(code)
+}
