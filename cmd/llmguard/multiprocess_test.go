@@ -22,6 +22,28 @@ import (
 // its base URL once it listens; the process is killed at cleanup.
 func runServe(t *testing.T, bin, cfg string) string {
 	t.Helper()
+	// A free port is found by listening on port 0 and closing it, so
+	// another process (a Redis or proxy of a test running beside this one)
+	// may take it before llmguard binds it: such a start is tried again on
+	// new ports. Any other early exit fails the test with what it said.
+	for attempt := 1; ; attempt++ {
+		url, said, ok := startServe(t, bin, cfg)
+		if ok {
+			return url
+		}
+		if attempt < 3 && strings.Contains(said, "address already in use") {
+			t.Logf("start %d: a port was taken meanwhile, trying new ones: %s", attempt, said)
+			continue
+		}
+		t.Fatalf("llmguard exited before listening; it said:\n%s", said)
+	}
+}
+
+// startServe starts `llmguard serve` on free ports and waits for it to
+// listen. It returns the proxy's URL and ok, or, when the process ended
+// before listening, ok false and what it wrote to standard error.
+func startServe(t *testing.T, bin, cfg string) (url, said string, ok bool) {
+	t.Helper()
 	listen := freeAddr(t)
 	cmd := exec.Command(bin, "serve", "--config", cfg, "--listen", listen, "--admin-listen", freeAddr(t))
 	stderr, _ := cmd.StderrPipe()
@@ -30,10 +52,17 @@ func runServe(t *testing.T, bin, cfg string) string {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	ready := make(chan bool, 1)
+	var early strings.Builder // what it said before listening; read after ready closes
 	go func() {
 		s := bufio.NewScanner(stderr)
+		listening := false
 		for s.Scan() {
+			if !listening {
+				early.WriteString(s.Text())
+				early.WriteByte('\n')
+			}
 			if strings.Contains(s.Text(), "llmguard listening") {
+				listening = true
 				ready <- true
 			}
 			if strings.Contains(s.Text(), "level=WARN") || strings.Contains(s.Text(), "level=ERROR") {
@@ -45,12 +74,12 @@ func runServe(t *testing.T, bin, cfg string) string {
 	select {
 	case ok := <-ready:
 		if !ok {
-			t.Fatal("llmguard exited before listening")
+			return "", early.String(), false
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("llmguard did not start")
 	}
-	return "http://" + listen
+	return "http://" + listen, "", true
 }
 
 // Four llmguard processes share one Redis: 32 clients spread over them
