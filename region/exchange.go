@@ -99,6 +99,7 @@ type Exchange struct {
 	read, write, swap, counter *redis.Script
 
 	share  *prometheus.GaugeVec   // nil without a Registerer
+	floor  *prometheus.GaugeVec   // nil without a Registerer
 	errors *prometheus.CounterVec // nil without a Registerer
 }
 
@@ -135,11 +136,15 @@ func New(o Options) (*Exchange, error) {
 			Name: "llmguard_region_share",
 			Help: "Share of a limit split between regions that this node's region holds now, as a fraction of the limit.",
 		}, []string{"limit"})
+		x.floor = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "llmguard_region_share_floor",
+			Help: "Least share of a limit split between regions that this node's region holds under the exchange (min(region_exchange.min_share, its configured share)), as a fraction of the limit: where the share falls when this region's record cannot be read.",
+		}, []string{"limit"})
 		x.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmguard_region_exchange_errors_total",
 			Help: "Failed steps of the region exchange: demand (recording it), share (reading this region's), exchange (the plan).",
 		}, []string{"step"})
-		o.Registerer.MustRegister(x.share, x.errors)
+		o.Registerer.MustRegister(x.share, x.floor, x.errors)
 		for _, s := range []string{stepDemand, stepShare, stepExchange} {
 			x.errors.WithLabelValues(s)
 		}
@@ -308,6 +313,7 @@ func (x *Exchange) refresh(ctx context.Context, r *policy.Rule) error {
 	g.Hold(share, start.Add(tm.validity))
 	if x.share != nil {
 		x.share.WithLabelValues(r.Name).Set(float64(g.Share(start)) / policy.PPM)
+		x.floor.WithLabelValues(r.Name).Set(float64(g.Floors[g.Self]) / policy.PPM)
 	}
 	return nil
 }

@@ -114,7 +114,7 @@ func TestAppRegionExchangeWiredIn(t *testing.T) {
 		}
 	}
 	m := eu.metrics()
-	for _, want := range []string{`llmguard_region_share{limit="org-rps"} 0.1`, `llmguard_region_exchange_errors_total{step="exchange"} 0`} {
+	for _, want := range []string{`llmguard_region_share{limit="org-rps"} 0.1`, `llmguard_region_share_floor{limit="org-rps"} 0.1`, `llmguard_region_exchange_errors_total{step="exchange"} 0`} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s", want)
 		}
