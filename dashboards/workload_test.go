@@ -83,7 +83,7 @@ limits:
   - {name: org-tpm, scope: global, unit: tokens, rate: 100000000, per: 1m, on_failure: open, regions: {eu: 0.6, us: 0.4}}
 %[4]s
 region: eu
-region_exchange: {every: 2s, min_share: 0.1, peers: {us: "redis://%[6]s/0"}}
+region_exchange: {every: 4s, min_share: 0.1, peers: {us: "redis://%[6]s/0"}}
 store:
   backend: redis
   redis_url: "redis://%[3]s/0"
@@ -104,10 +104,10 @@ const quotaLimits = `
   - {name: delta-monthly-usd, scope: tenant, unit: usd, quota: 100, period: month, warn_at: [0.8], tenants: [delta]}`
 
 // workloadOptions adapts the workload to who watches it. The zero value
-// is what TestAgainstRunningLlmguard uses: a 5 s breaker and no hooks.
+// is what TestAgainstRunningLlmguard uses: an 8 s breaker and no hooks.
 type workloadOptions struct {
-	// openFor is store.breaker.open_for; 0 means 5 s (the outage waits
-	// up to a region exchange interval, 2 s, for a step to fail while the
+	// openFor is store.breaker.open_for; 0 means 8 s (the outage waits
+	// up to a region exchange interval, 4 s, for a step to fail while the
 	// breaker must stay open). A Prometheus that
 	// scrapes on its own schedule needs the breaker to stay open long
 	// enough to see it open after the outage phase.
@@ -127,7 +127,7 @@ type workloadOptions struct {
 func runWorkload(t *testing.T, o workloadOptions) *run {
 	t.Helper()
 	if o.openFor == 0 {
-		o.openFor = 5 * time.Second
+		o.openFor = 8 * time.Second
 	}
 	mock, err := mockllm.Start("127.0.0.1:0")
 	if err != nil {
@@ -341,8 +341,10 @@ func (c *client) outage(mr *miniredis.Miniredis) {
 	wg.Wait()
 	// The streams' reconciliations meet the open breaker: the reconciler
 	// holds store.replay_queue of them and drops the rest. The breaker
-	// stays open (5 s) past the scrape that follows.
-	// The region exchange steps every 2 s on the store's Redis: a step
+	// stays open (8 s) past the scrape that follows.
+	// The region exchange steps every 4 s (each call bounded by 1 s, as
+	// the store's: a loaded machine, -race, must not fail a step before
+	// the outage) on the store's Redis: a step
 	// during the outage fails (llmguard_region_exchange_errors_total).
 	deadline = time.Now().Add(10 * time.Second) // a liveness wait, not a bound
 	for c.regionErrors() == 0 {
