@@ -42,6 +42,9 @@ var alertPhases = map[string][]string{
 	"LLMGuardConfigReloadFailed":  {}, // no reload in this workload: internal/app's TestFailedReloadOnReadyz sets the gauge
 	"LLMGuardConnectionsRefused":  {}, // the workload stays under max_connections: internal/app's TestConnectionsPastTheCapAreRefused counts a refusal
 	"LLMGuardLedgerRecordsLost":   {}, // the workload's ledger never fails: ledger's TestRedisRetryBounds counts records given up
+	// The outage stops the store's Redis, this node's region's own: its
+	// exchange steps fail until it returns.
+	"LLMGuardRegionExchangeFailing": {"outage", "recovery", "traffic 3"},
 }
 
 // mayHold are phases at which an alert may hold or not. The store error

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,7 +47,14 @@ type run struct {
 //   - bob (acme) is held to 1000 tokens: his second call is limited and his
 //     third can never fit (too_large);
 //   - carol (beta) has a fail-closed limit: 503 while the store is down;
-//   - dave (delta) spends against calendar quotas (when quotas exist).
+//   - dave (delta) spends against calendar quotas (when quotas exist);
+//   - acme's requests also take from a leased limit (acme-leased: served
+//     from the node's lease, llmguard_lease_*), every request from a global
+//     limit split between regions eu (this node) and us (a second Redis)
+//     under the region exchange (llmguard_region_*), and bob's repeated
+//     denial is answered from the deny cache (llmguard_denials_cached_total;
+//     store.deny_cache 10 s so that a loaded machine still repeats it in
+//     time).
 //
 // A small replay queue (4) makes the reconciliations of the outage's 12
 // streams overflow.
@@ -71,13 +79,18 @@ limits:
   - {name: acme-rps, scope: tenant, unit: requests, rate: 1000, per: 1s, tenants: [acme], on_failure: open}
   - {name: beta-rps, scope: tenant, unit: requests, rate: 1000, per: 1s, tenants: [beta], on_failure: closed}
   - {name: tenant-usd, scope: tenant, unit: usd, rate: 100, per: 1h}
+  - {name: acme-leased, scope: tenant, unit: requests, rate: 100000, per: 1m, tenants: [acme], on_failure: open, lease: {size: 20, ttl: 100ms}}
+  - {name: org-tpm, scope: global, unit: tokens, rate: 100000000, per: 1m, on_failure: open, regions: {eu: 0.6, us: 0.4}}
 %[4]s
+region: eu
+region_exchange: {every: 4s, min_share: 0.1, peers: {us: "redis://%[6]s/0"}}
 store:
   backend: redis
   redis_url: "redis://%[3]s/0"
   timeout: 1s   # generous: only the outage (a stopped server, refused at once) may fail a call
   breaker: {min_calls: 2, open_for: %[5]s}
   replay_queue: 4
+  deny_cache: 10s
 ledger: {redis_stream: "llmguard:ledger"}   # on the store's Redis: the outage holds its records until it is back
 `
 
@@ -91,9 +104,11 @@ const quotaLimits = `
   - {name: delta-monthly-usd, scope: tenant, unit: usd, quota: 100, period: month, warn_at: [0.8], tenants: [delta]}`
 
 // workloadOptions adapts the workload to who watches it. The zero value
-// is what TestAgainstRunningLlmguard uses: a 3 s breaker and no hooks.
+// is what TestAgainstRunningLlmguard uses: an 8 s breaker and no hooks.
 type workloadOptions struct {
-	// openFor is store.breaker.open_for; 0 means 3 s. A Prometheus that
+	// openFor is store.breaker.open_for; 0 means 8 s (the outage waits
+	// up to a region exchange interval, 4 s, for a step to fail while the
+	// breaker must stay open). A Prometheus that
 	// scrapes on its own schedule needs the breaker to stay open long
 	// enough to see it open after the outage phase.
 	openFor time.Duration
@@ -112,7 +127,7 @@ type workloadOptions struct {
 func runWorkload(t *testing.T, o workloadOptions) *run {
 	t.Helper()
 	if o.openFor == 0 {
-		o.openFor = 3 * time.Second
+		o.openFor = 8 * time.Second
 	}
 	mock, err := mockllm.Start("127.0.0.1:0")
 	if err != nil {
@@ -126,13 +141,14 @@ func runWorkload(t *testing.T, o workloadOptions) *run {
 	deadURL := "http://" + dead.Addr().String()
 	dead.Close() // nothing listens there: the upstream is unreachable
 	mr := miniredis.RunT(t)
+	peer := miniredis.RunT(t) // region us's Redis, for the exchange
 
 	r := &run{quota: true}
-	a, err := newApp(fmt.Sprintf(workloadConfig, mock.URL, deadURL, mr.Addr(), quotaLimits, o.openFor))
+	a, err := newApp(fmt.Sprintf(workloadConfig, mock.URL, deadURL, mr.Addr(), quotaLimits, o.openFor, peer.Addr()))
 	if err != nil {
 		t.Logf("llmguard refused calendar quotas (%v): the workload runs without them", err)
 		r.quota = false
-		a, err = newApp(fmt.Sprintf(workloadConfig, mock.URL, deadURL, mr.Addr(), "", o.openFor))
+		a, err = newApp(fmt.Sprintf(workloadConfig, mock.URL, deadURL, mr.Addr(), "", o.openFor, peer.Addr()))
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +282,12 @@ func (c *client) traffic() {
 	c.expect(500, "alice upstream 500", "sk-alice", "/v1/chat/completions", chat("gpt-4o-mini", 10, false), "x-mock-status", "500")
 	c.expect(502, "alice unreachable upstream", "sk-alice", "/dead/v1/chat/completions", chat("gpt-4o-mini", 10, false))
 	c.expect(200, "bob 100 tokens", "sk-bob", "/v1/chat/completions", chat("gpt-4o-mini", 100, false), "x-mock-completion-tokens", "100")
-	c.expect(429, "bob over his remaining tokens", "sk-bob", "/v1/chat/completions", chat("gpt-4o-mini", 990, false))
+	c.expect(429, "bob over his remaining tokens", "sk-bob", "/v1/chat/completions", chat("gpt-4o-mini", 900, false))
+	cached := c.sum(`llmguard_denials_cached_total{limit="bob-tokens"`)
+	c.expect(429, "bob again at once (a cached denial)", "sk-bob", "/v1/chat/completions", chat("gpt-4o-mini", 900, false))
+	if now := c.sum(`llmguard_denials_cached_total{limit="bob-tokens"`); now <= cached {
+		c.t.Errorf("workload: bob's repeated denial: llmguard_denials_cached_total{limit=\"bob-tokens\"} went from %v to %v, want more (answered from the deny cache)", cached, now)
+	}
 	c.expect(429, "bob above his bucket's capacity", "sk-bob", "/v1/chat/completions", chat("gpt-4o-mini", 5000, false))
 	c.expect(200, "carol gpt-4o", "sk-carol", "/v1/chat/completions", chat("gpt-4o", 60, false))
 	c.expect(200, "dave gpt-4o-mini", "sk-dave", "/v1/chat/completions", chat("gpt-4o-mini", 20, false))
@@ -320,7 +341,18 @@ func (c *client) outage(mr *miniredis.Miniredis) {
 	wg.Wait()
 	// The streams' reconciliations meet the open breaker: the reconciler
 	// holds store.replay_queue of them and drops the rest. The breaker
-	// stays open (3 s) past the scrape that follows.
+	// stays open (8 s) past the scrape that follows.
+	// The region exchange steps every 4 s (each call bounded by 1 s, as
+	// the store's: a loaded machine, -race, must not fail a step before
+	// the outage) on the store's Redis: a step
+	// during the outage fails (llmguard_region_exchange_errors_total).
+	deadline = time.Now().Add(10 * time.Second) // a liveness wait, not a bound
+	for c.regionErrors() == 0 {
+		if time.Now().After(deadline) {
+			c.t.Fatal("workload: no region exchange step failed during the outage")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	deadline = time.Now().Add(time.Second)
 	for c.readiness().ReconcileDropped == 0 {
 		if time.Now().After(deadline) {
@@ -364,6 +396,31 @@ func (c *client) readiness() readiness {
 		c.t.Fatalf("/readyz: %v", err)
 	}
 	return r
+}
+
+// regionErrors is the sum of llmguard_region_exchange_errors_total over
+// its steps.
+func (c *client) regionErrors() float64 {
+	c.t.Helper()
+	return c.sum("llmguard_region_exchange_errors_total{")
+}
+
+// sum is the sum of the scraped samples whose line starts with prefix (a
+// metric's name and "{").
+func (c *client) sum(prefix string) float64 {
+	c.t.Helper()
+	var sum float64
+	for _, line := range strings.Split(string(c.metrics()), "\n") {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			_, v, _ := strings.Cut(rest, "} ")
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				c.t.Fatalf("/metrics: %q: %v", line, err)
+			}
+			sum += f
+		}
+	}
+	return sum
 }
 
 func (c *client) metrics() []byte {

@@ -55,8 +55,9 @@ func (anthropic) appendError(b []byte, e apiError) []byte {
 
 // limitHeaders writes Anthropic's anthropic-ratelimit-{requests,tokens,
 // input-tokens,output-tokens}-{limit,remaining,reset}, reset as an RFC 3339
-// instant (https://docs.anthropic.com/en/api/rate-limits), each from the
-// rule of that unit with the least remaining.
+// instant (https://docs.anthropic.com/en/api/rate-limits; see
+// anthropicResetAt), each from the rule of that unit with the least
+// remaining.
 func (anthropic) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied) {
 	now := time.Now()
 	for k := range anthropicKinds {
@@ -69,8 +70,28 @@ func (anthropic) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied)
 		var b [32]byte // the values are built on the stack
 		setField(h, kind.limit, strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
 		setField(h, kind.remaining, strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
-		setField(h, kind.reset, now.Add(a.Status.Reset).UTC().Truncate(time.Second).Add(time.Second).AppendFormat(b[:0], time.RFC3339))
+		setField(h, kind.reset, anthropicResetAt(a, now).AppendFormat(b[:0], time.RFC3339))
 	}
+}
+
+// anthropicResetAt is the instant a's bucket resets, in UTC, for an
+// anthropic-ratelimit-*-reset field: a quota's period end exactly (its
+// Limit.WindowEnd, the instant its 429 message names), while its period
+// runs; otherwise now plus the bucket's Status.Reset (a token bucket: when
+// it is full again), rounded up to the next whole second only when it has a
+// fraction, so that a client waiting for it never retries early. Whole
+// seconds as in Anthropic's own headers (RFC 3339 date-time, seconds
+// precision).
+func anthropicResetAt(a *meter.Applied, now time.Time) time.Time {
+	t := now.Add(a.Status.Reset)
+	if a.Limit.IsQuota() && a.Status.Reset > 0 && !a.Limit.WindowEnd.IsZero() {
+		t = a.Limit.WindowEnd
+	}
+	t = t.UTC()
+	if w := t.Truncate(time.Second); !w.Equal(t) {
+		t = w.Add(time.Second)
+	}
+	return t
 }
 
 // anthropicKind is one unit Anthropic's rate-limit fields report and the

@@ -98,7 +98,6 @@ type Exchange struct {
 
 	read, write, swap, counter *redis.Script
 
-	share  *prometheus.GaugeVec   // nil without a Registerer
 	errors *prometheus.CounterVec // nil without a Registerer
 }
 
@@ -131,20 +130,49 @@ func New(o Options) (*Exchange, error) {
 		read: redis.NewScript(shareReadSource), write: redis.NewScript(shareWriteSource),
 		swap: redis.NewScript(planSwapSource), counter: redis.NewScript(counterSource)}
 	if o.Registerer != nil {
-		x.share = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "llmguard_region_share",
-			Help: "Share of a limit split between regions that this node's region holds now, as a fraction of the limit.",
-		}, []string{"limit"})
 		x.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmguard_region_exchange_errors_total",
 			Help: "Failed steps of the region exchange: demand (recording it), share (reading this region's), exchange (the plan).",
 		}, []string{"step"})
-		o.Registerer.MustRegister(x.share, x.errors)
+		o.Registerer.MustRegister(shareCollector{x: x,
+			share: prometheus.NewDesc("llmguard_region_share",
+				"Share of a limit split between regions that this node's region holds now, as a fraction of the limit (read at the scrape: its floor once the last share read has expired).",
+				[]string{"limit"}, nil),
+			floor: prometheus.NewDesc("llmguard_region_share_floor",
+				"Least share of a limit split between regions that this node's region holds under the exchange (min(region_exchange.min_share, its configured share)), as a fraction of the limit: where the share falls when this region's record cannot be read.",
+				[]string{"limit"}, nil),
+		}, x.errors)
 		for _, s := range []string{stepDemand, stepShare, stepExchange} {
 			x.errors.WithLabelValues(s)
 		}
 	}
 	return x, nil
+}
+
+// shareCollector exports, for each exchanged rule of the policy in force,
+// llmguard_region_share{limit} (the share this node holds at the scrape,
+// policy.Regional.Share on the exchange's clock: its floor once the last
+// read has expired, as the node's takes see it) and
+// llmguard_region_share_floor{limit} (policy.Regional.Floors), both as
+// fractions of the limit. Read at the scrape, a share that stopped being
+// read shows its fall to the floor, and a reload's rules show at once.
+type shareCollector struct {
+	x            *Exchange
+	share, floor *prometheus.Desc
+}
+
+func (c shareCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.share
+	ch <- c.floor
+}
+
+func (c shareCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.x.o.Now()
+	for _, r := range exchanged(c.x.o.Policy()) {
+		g := r.Regional
+		ch <- prometheus.MustNewConstMetric(c.share, prometheus.GaugeValue, float64(g.Share(now))/policy.PPM, r.Name)
+		ch <- prometheus.MustNewConstMetric(c.floor, prometheus.GaugeValue, float64(g.Floors[g.Self])/policy.PPM, r.Name)
+	}
 }
 
 // timing is the exchange's timing for one limit.
@@ -306,9 +334,6 @@ func (x *Exchange) refresh(ctx context.Context, r *policy.Rule) error {
 		share = heldAt(rec.History, now, tm.lookback.Microseconds(), share)
 	}
 	g.Hold(share, start.Add(tm.validity))
-	if x.share != nil {
-		x.share.WithLabelValues(r.Name).Set(float64(g.Share(start)) / policy.PPM)
-	}
 	return nil
 }
 
