@@ -9,7 +9,12 @@ package app
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 )
 
 // unknown11 is a member no API defines, holding 3,000 words: a lenient
@@ -76,6 +81,56 @@ func TestAdv11UnknownMembersAreWeighed(t *testing.T) {
 			}
 			if passed := up.callThrough(t, h, tc.path, tc.body, 10, 20000); passed == 0 {
 				t.Errorf("no call passed: the case tests nothing")
+			}
+		})
+	}
+}
+
+// A success answer without usage was charged its reservation whatever
+// text it carried: a request naming no maximum (256 tokens reserved by
+// default) answered with 3,000 words and no usage (a lenient upstream
+// that reports none, a gateway that drops it) settled 256 output tokens,
+// and one whose max_completion_tokens the upstream ignores (Ollama's
+// chat reads only max_tokens) 10. It is now charged the text, counted,
+// as a stream without usage is.
+func TestAdv11AnswerWithoutUsageChargedItsText(t *testing.T) {
+	text := `"` + words16 + `"`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/messages"):
+			fmt.Fprint(w, `{"id":"m","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":`+text+`}],"stop_reason":"end_turn"}`)
+		case strings.HasSuffix(r.URL.Path, "/responses"):
+			fmt.Fprint(w, `{"id":"resp_1","object":"response","status":"completed","model":"gpt-4o-mini","output":[{"type":"message","id":"m","status":"completed","role":"assistant","content":[{"type":"output_text","text":`+text+`,"annotations":[]}]}]}`)
+		default:
+			fmt.Fprint(w, `{"id":"x","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":`+text+`},"finish_reason":"stop"}]}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct{ name, path, body string }{
+		{"chat default", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"write"}]}`},
+		{"chat ignored maximum", "/v1/chat/completions", `{"model":"gpt-4o-mini","max_completion_tokens":10,"messages":[{"role":"user","content":"write"}]}`},
+		{"responses", "/v1/responses", `{"model":"gpt-4o-mini","input":"write"}`},
+		{"messages", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"write"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h *harness
+			if tc.path == "/v1/messages" {
+				h = frozenClaude(t, srv.URL, "user-tpd", 20000)
+			} else {
+				h = fresh16(t, srv.URL)
+			}
+			resp, b := h.do(tc.path, tc.body)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%d %.200s", resp.StatusCode, b)
+			}
+			out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
+			if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
+				t.Fatal("not settled")
+			}
+			if got := out(); got < 3000 {
+				t.Errorf("charged %v output tokens for an answer of 3,000 words without usage", got)
 			}
 		})
 	}
