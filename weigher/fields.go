@@ -461,7 +461,7 @@ var (
 	claudeBlockFields = func() *fields {
 		b := object("type", "text", "title", "context", "thinking", "data", "name", "input",
 			"cache_control", "citations", "signature", "id", "tool_use_id", "is_error", "server_name", "caller")
-		b.under("source", object("type", "data").under("content", b))
+		b.under("source", object("type", "data", "media_type", "url", "file_id").under("content", b))
 		return b.under("content", b)
 	}()
 	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed", "inference_geo", "output_format", "plugins").

@@ -439,7 +439,9 @@ func (c *claudeCounter) block(b gjson.Result, thinking bool, depth int) {
 	case "text":
 		c.text += countValue(c.enc, b.Get("text"))
 	case "image":
-		c.fixed += c.image(b.Get("source"))
+		src := b.Get("source")
+		c.fixed += c.image(src)
+		c.text += unknownMembers(c.enc, src, claudeSourceKnown)
 	case "document":
 		c.document(b, depth)
 	case "search_result":
@@ -515,6 +517,7 @@ func (c *claudeCounter) image(src gjson.Result) int64 {
 func (c *claudeCounter) document(b gjson.Result, depth int) {
 	c.text += countValue(c.enc, b.Get("title")) + countValue(c.enc, b.Get("context"))
 	src := b.Get("source")
+	c.text += unknownMembers(c.enc, src, claudeSourceKnown)
 	page := claudeImageTokens(c.model, 0, 0)
 	switch src.Get("type").String() {
 	case "base64":

@@ -215,3 +215,14 @@ func definedTool(typ string) bool {
 	}
 	return false
 }
+
+// claudeSourceKnown reports whether k is a member of a Messages image or
+// document block's source of any type the API defines (base64, url, file,
+// text, content: https://platform.claude.com/docs/en/api/messages).
+func claudeSourceKnown(k string) bool {
+	switch k {
+	case "type", "media_type", "data", "url", "file_id", "content":
+		return true
+	}
+	return false
+}

@@ -65,6 +65,8 @@ func TestAdv11UnknownMembersAreWeighed(t *testing.T) {
 		{"messages system block", "/v1/messages", claude(`"system":[{"type":"text","text":"be brief",` + u + `}],"messages":[{"role":"user","content":"hi"}]`)},
 		{"messages tool_use", "/v1/messages", claudeMsgs(`{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{},` + u + `}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]}`)},
 		{"messages tool_result", "/v1/messages", claudeMsgs(`{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"ok",` + u + `}]}`)},
+		{"messages image source", "/v1/messages", claudeMsgs(`{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://example.com/a.png",` + u + `}},{"type":"text","text":"what is it?"}]}`)},
+		{"messages document source", "/v1/messages", claudeMsgs(`{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"a short note",` + u + `}},{"type":"text","text":"summarise"}]}`)},
 		{"messages tool", "/v1/messages", claude(`"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","description":"d","input_schema":{"type":"object"},` + u + `}]`)},
 		{"messages defined tool", "/v1/messages", claude(`"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"bash_20250124","name":"bash",` + u + `}]`)},
 		{"messages tool_choice", "/v1/messages", claude(`"messages":[{"role":"user","content":"hi"}],"tools":[` + tool + `],"tool_choice":{"type":"auto",` + u + `}`)},
