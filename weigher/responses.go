@@ -276,12 +276,30 @@ func (r responsesCounter) itemOf(typ string, it gjson.Result, est *Estimate) int
 		est.ServerContext = est.ServerContext || storedByID(typ, it)
 		var n int64
 		for _, k := range []string{"summary", "content"} {
-			it.Get(k).ForEach(func(_, p gjson.Result) bool {
-				n += countValue(r.enc, p.Get("text"))
+			v := it.Get(k)
+			if !v.IsArray() {
+				// Not a list (a string, an object), which the API
+				// refuses: by its JSON text, as a lenient upstream
+				// may read it.
+				n += countValue(r.enc, v)
+				continue
+			}
+			v.ForEach(func(_, p gjson.Result) bool {
+				if !p.IsObject() {
+					n += countValue(r.enc, p) // a bare string or another value
+					return true
+				}
+				n += countValue(r.enc, p.Get("text")) +
+					unknownMembers(r.enc, p, func(k string) bool { return k == "type" || k == "text" })
 				return true
 			})
 		}
-		return n + ceilDiv(int64(len(stringOf(it.Get("encrypted_content")))), unknownPartBytesPerToken)
+		enc := it.Get("encrypted_content")
+		size := len(stringOf(enc))
+		if enc.Type != gjson.String && enc.Type != gjson.Null {
+			size = len(enc.Raw) // not the API's shape: its JSON's bytes
+		}
+		return min(n+ceilDiv(int64(size), unknownPartBytesPerToken), maxTokens)
 	case "item_reference":
 		est.ServerContext = true
 		return 0
