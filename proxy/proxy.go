@@ -49,6 +49,11 @@ type Weigher interface {
 	// to a request weighed as model (Estimate.Model), whose tokenizer
 	// counts any output text the answer's usage does not.
 	ParseUsage(k weigher.Kind, body []byte, model string) (weigher.Usage, bool)
+	// AnswerOutputTokens counts, in tokens of model's tokenizer, the
+	// output text a non-streamed JSON answer of kind k carries (0 for an
+	// answer it cannot read unambiguously): what a success answer without
+	// usage is charged at least.
+	AnswerOutputTokens(k weigher.Kind, body []byte, model string) int64
 	// NewStream starts reading the SSE events of a streamed answer.
 	NewStream(k weigher.Kind) weigher.Stream
 	// Ceiling is the most the request estimated as e can plausibly be

@@ -219,8 +219,17 @@ func (p *Proxy) informationalRefused(ctx *fasthttp.RequestCtx, x *exchange, resp
 func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 	s := meter.Settlement{Source: meter.SourceOf(status)}
 	if x.kind.Weighed() {
-		if u, ok := p.usageOf(x, ctx.Response.Header.ContentEncoding(), ctx.Response.Body()); ok {
+		u, ok, text := p.usageOf(x, ctx.Response.Header.ContentEncoding(), ctx.Response.Body(), s.Source == spec.SourceReserved)
+		switch {
+		case ok:
 			s = meter.Settlement{Source: spec.SourceReported, Usage: u}
+		case text > x.est.OutputTokens:
+			// No usage, but more output text than the request reserved
+			// (a default reservation, a maximum the upstream ignored):
+			// the upstream generated it, so it is charged, as a stream
+			// without usage is charged its text.
+			s = meter.Settlement{Source: spec.SourceCounted, Usage: spec.Usage{
+				InputTokens: x.est.InputTokens, OutputTokens: text, WebSearches: x.est.WebSearches}}
 		}
 	}
 	p.count(x, x.m.Outcome(status), "")
@@ -230,9 +239,18 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 // usageOf reads the usage of x's answer body, sent in content coding
 // encoding: read as it is when uncoded, else from a decoded copy (tapView)
 // taken from the answer budget and given back before usageOf returns.
-func (p *Proxy) usageOf(x *exchange, encoding, body []byte) (weigher.Usage, bool) {
+// When it finds no usage and text is set, out is the output text the
+// answer carries, in tokens (Weigher.AnswerOutputTokens); else 0.
+func (p *Proxy) usageOf(x *exchange, encoding, body []byte, text bool) (u weigher.Usage, ok bool, out int64) {
+	read := func(b []byte) {
+		u, ok = x.live.weigher.ParseUsage(x.kind, b, x.est.Model)
+		if !ok && text && len(b) > 0 {
+			out = x.live.weigher.AnswerOutputTokens(x.kind, b, x.est.Model)
+		}
+	}
 	if uncoded(encoding) {
-		return x.live.weigher.ParseUsage(x.kind, body, x.est.Model)
+		read(body)
+		return u, ok, out
 	}
 	view := heldAnswer{p: p}
 	defer view.release() // a panic while parsing gives the copy back too
@@ -240,7 +258,8 @@ func (p *Proxy) usageOf(x *exchange, encoding, body []byte) (weigher.Usage, bool
 	if why != "" {
 		p.unread(x, why)
 	}
-	return x.live.weigher.ParseUsage(x.kind, b, x.est.Model)
+	read(b)
+	return u, ok, out
 }
 
 // uncoded reports whether a Content-Encoding value names no coding.

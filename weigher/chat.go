@@ -583,10 +583,16 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 			if v.Type != gjson.Null {
 				hidden, audio = true, true
 			}
+		default:
+			if !chatMessageKnown(k) {
+				// A member no API defines: a lenient upstream may write
+				// it into the prompt (unknownmembers.go).
+				n += unknownMember(enc, k, v)
+			}
 		}
 		return true
 	})
-	return tally{text: n, hidden: hidden, audio: audio}, ok
+	return tally{text: min(n, maxTokens), hidden: hidden, audio: audio}, ok
 }
 
 // callsTally counts the call c, an element of a message's tool_calls (a
@@ -620,6 +626,9 @@ func callsTally(enc counter, c gjson.Result, check bool, fold *[]byte) (n int64,
 			if !fieldValue(k, v.Type, chatToolCallFields) {
 				_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatToolCallFields, 4, nil, fold)
 			}
+		}
+		if !chatToolCallKnown(k) {
+			n += unknownMember(enc, k, v) // unknownmembers.go
 		}
 		return true
 	})
@@ -666,6 +675,7 @@ func callTallyOf(enc counter, fn gjson.Result, ck callKind, check bool, fold *[]
 	}
 	ok = true
 	var name, args gjson.Result
+	var extra int64 // members it does not know (unknownmembers.go)
 	rawMembers(fn.Raw, func(k string, v gjson.Result) bool {
 		if check && ok {
 			if !fieldValue(k, v.Type, ck.fields) {
@@ -677,10 +687,12 @@ func callTallyOf(enc counter, fn gjson.Result, ck callKind, check bool, fold *[]
 			name = v
 		case ck.args:
 			args = v
+		default:
+			extra += unknownMember(enc, k, v)
 		}
 		return true
 	})
-	return tokensPerToolCall + countValue(enc, name) + countValue(enc, args), ok
+	return tokensPerToolCall + countValue(enc, name) + countValue(enc, args) + extra, ok
 }
 
 // chatPromptTokens weighs a chat body's top-level "prompt", which
@@ -750,6 +762,7 @@ func partTally(enc counter, model string, p gjson.Result, check bool, fold *[]by
 	ok = true
 	var typ, text, refusal gjson.Result
 	inputAudio := false
+	var extra int64 // members it does not know (unknownmembers.go)
 	rawMembers(p.Raw, func(k string, v gjson.Result) bool {
 		if check && ok {
 			if !fieldValue(k, v.Type, chatPartFields) {
@@ -765,6 +778,10 @@ func partTally(enc counter, model string, p gjson.Result, check bool, fold *[]by
 			refusal = v
 		case "input_audio":
 			inputAudio = true // partAudio: Get("input_audio").Exists()
+		default:
+			if !chatPartKnown(k) {
+				extra += unknownMember(enc, k, v)
+			}
 		}
 		return true
 	})
@@ -772,11 +789,11 @@ func partTally(enc counter, model string, p gjson.Result, check bool, fold *[]by
 	// String gives its JSON text, which equals no type name.
 	switch rawString(typ) {
 	case "text":
-		return tally{text: countValue(enc, text), audio: inputAudio}, ok
+		return tally{text: min(countValue(enc, text)+extra, maxTokens), audio: inputAudio}, ok
 	case "refusal":
-		return tally{text: countValue(enc, refusal), audio: inputAudio}, ok
+		return tally{text: min(countValue(enc, refusal)+extra, maxTokens), audio: inputAudio}, ok
 	}
-	n, hidden := partWeight(enc, model, p)
+	n, hidden := partWeight(enc, model, p) // its own members' extra included
 	return tally{text: n, hidden: hidden, audio: partAudio(p)}, ok
 }
 
@@ -828,7 +845,22 @@ func partWeight(enc counter, model string, p gjson.Result) (n int64, hidden bool
 		// JSON text (as partTally).
 		return countValue(enc, p), false
 	}
-	switch p.Get("type").String() {
+	typ := p.Get("type").String()
+	switch typ {
+	case "text", "refusal", "file", "image_url":
+		// Members no API defines, which a lenient upstream may write
+		// into the prompt (unknownmembers.go); a part of another type
+		// is weighed whole.
+		n, hidden = partWeightOf(enc, model, typ, p)
+		return min(n+unknownMembers(enc, p, chatPartKnown), maxTokens), hidden
+	}
+	return partWeightOf(enc, model, typ, p)
+}
+
+// partWeightOf is partWeight of the part p, an object of type typ, by
+// the members its type defines.
+func partWeightOf(enc counter, model, typ string, p gjson.Result) (n int64, hidden bool) {
+	switch typ {
 	case "text":
 		return countValue(enc, p.Get("text")), false
 	case "refusal":
@@ -838,7 +870,7 @@ func partWeight(enc counter, model string, p gjson.Result) (n int64, hidden bool
 		// or {"file":{"file_id"}}: weighed like Responses' input_file.
 		f := p.Get("file")
 		name := stringOf(f.Get("filename"))
-		n := countText(enc, name)
+		n := countText(enc, name) + unknownMembers(enc, f, chatFileKnown)
 		page := imageTokens(model, "high", 0, 0)
 		mime, data := splitDataURL(stringOf(f.Get("file_data")))
 		if data == "" { // stored: the window bounds it (hidden)
@@ -849,14 +881,16 @@ func partWeight(enc counter, model string, p gjson.Result) (n int64, hidden bool
 	case "image_url":
 		img := p.Get("image_url")
 		url := img.String() // the older shape: "image_url": "https://…"
+		var extra int64     // members it does not know (unknownmembers.go)
 		if img.IsObject() {
 			url = stringOf(img.Get("url"))
+			extra = unknownMembers(enc, img, chatImageURLKnown)
 		}
 		if n, hidden, ok := imageAsDocument(enc, model, url); ok {
-			return n, hidden
+			return n + extra, hidden
 		}
 		wd, ht := dataURLSize(url)
-		return imageTokens(model, img.Get("detail").String(), wd, ht), false
+		return imageTokens(model, img.Get("detail").String(), wd, ht) + extra, false
 	default:
 		// Audio parts (an input_audio part, or one holding an input_audio
 		// member) are Estimate.Audio's: see partAudio.

@@ -59,6 +59,8 @@ func callTallyAt(enc counter, s string, check bool, fold *[]byte) (n int64, end 
 		v := w.value()
 		if k == "function" || k == "custom" {
 			n += countValue(enc, v) // not an object: by its JSON text
+		} else if !chatToolCallKnown(k) {
+			n += unknownMember(enc, k, v) // unknownmembers.go
 		}
 		if check && ok {
 			if !fieldValue(k, v.Type, chatToolCallFields) {
@@ -91,7 +93,9 @@ func callMembersAt(enc counter, s string, ck callKind, check bool, fold *[]byte)
 			name = v
 		case ck.args:
 			args = v
+		default:
+			n += unknownMember(enc, k, v) // unknownmembers.go
 		}
 	}
-	return tokensPerToolCall + countValue(enc, name) + countValue(enc, args), w.at() + 1, ok
+	return tokensPerToolCall + countValue(enc, name) + countValue(enc, args) + n, w.at() + 1, ok
 }

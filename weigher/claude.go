@@ -180,7 +180,10 @@ var (
 )
 
 // claudeToolPrompt is the tool-use system prompt of model for a tool_choice
-// type ("" means auto).
+// type: "", "auto" and "none" take the auto prompt, "any" and "tool" the
+// forced one, and any other (a type the API refuses, "ANY", an object's
+// JSON text) the larger of the two, as a lenient upstream may read it as
+// either.
 func claudeToolPrompt(model, choice string) int64 {
 	model = canonicalModel(model)
 	tp := defaultToolPrompt
@@ -193,10 +196,13 @@ func claudeToolPrompt(model, choice string) int64 {
 			break
 		}
 	}
-	if choice == "any" || choice == "tool" {
+	switch choice {
+	case "any", "tool":
 		return tp.forced
+	case "", "auto", "none":
+		return tp.auto
 	}
-	return tp.auto
+	return max(tp.auto, tp.forced)
 }
 
 // Anthropic-defined client tools cost a fixed definition size instead of

@@ -406,17 +406,22 @@ var (
 			under("function", functionFields).
 			under("parameters", object().under("properties", mapOf(schemaFields))).wholeLists()
 
-	callFields = object("name", "arguments")
+	callFields       = object("name", "arguments")
+	customCallFields = object("name", "input")
 	// chatToolCallFields: an element of a chat message's tool_calls.
-	customCallFields   = object("name", "input")
-	chatToolCallFields = object().under("function", callFields).under("custom", customCallFields)
-	chatPartFields     = object("type", "text", "refusal", "input_audio").
+	// The names a message, part, call, item, block or tool reads include
+	// those it knows and does not weigh (unknownmembers.go): any other
+	// member is weighed by its text, so a case variant of a known one
+	// must not pass.
+	chatToolCallFields = object("id", "type", "index").under("function", callFields).under("custom", customCallFields)
+	chatPartFields     = object("type", "text", "refusal", "input_audio", "cache_control").
 				under("image_url", object("url", "detail")).
-				under("file", object("filename", "file_data"))
-	chatMessageFields = object("role", "refusal", "name", "audio").
-				under("content", chatPartFields).
-				under("tool_calls", chatToolCallFields).
-				under("function_call", callFields)
+				under("file", object("filename", "file_data", "file_id"))
+	chatMessageFields = object("role", "refusal", "name", "audio", "tool_call_id", "reasoning", "reasoning_content", "reasoning_details",
+		"annotations", "cache_control", "prefix").
+		under("content", chatPartFields).
+		under("tool_calls", chatToolCallFields).
+		under("function_call", callFields)
 	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources", "web_search_options", "plugins",
 		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs", "min_tokens", "ignore_eos", "mm_processor_kwargs", "prompt", "tool_choice").
 		under("reasoning", object("max_tokens")).
@@ -429,13 +434,15 @@ var (
 
 	// responsesPartFields: a Responses content part, or a
 	// computer_call_output's output.
-	responsesPartFields = object("type", "text", "refusal", "image_url", "detail", "filename", "file_data")
+	responsesPartFields = object("type", "text", "refusal", "image_url", "detail", "filename", "file_data", "file_id", "file_url",
+		"annotations", "logprobs")
 	// responsesItemFields: every input item type's fields (message,
 	// function and custom tool calls and outputs, reasoning).
-	responsesItemFields = object("type", "role", "name", "arguments", "input", "encrypted_content").
-				under("content", responsesPartFields).
-				under("output", responsesPartFields).
-				under("summary", object("text"))
+	responsesItemFields = object("type", "role", "name", "arguments", "input", "encrypted_content", "id", "status", "call_id",
+		"acknowledged_safety_checks").
+		under("content", responsesPartFields).
+		under("output", responsesPartFields).
+		under("summary", object("text"))
 	responsesFields = object("model", "max_output_tokens", "stream", "previous_response_id", "conversation", "prompt", "plugins", "service_tier", "background",
 		"max_tool_calls", "tool_choice").
 		under("input", responsesItemFields).
@@ -452,15 +459,18 @@ var (
 	// claudeBlockFields: every content block type's fields, blocks nested
 	// in tool results, search results and document sources included.
 	claudeBlockFields = func() *fields {
-		b := object("type", "text", "title", "context", "thinking", "data", "name", "input")
-		b.under("source", object("type", "data").under("content", b))
+		b := object("type", "text", "title", "context", "thinking", "data", "name", "input",
+			"cache_control", "citations", "signature", "id", "tool_use_id", "is_error", "server_name", "caller")
+		b.under("source", object("type", "data", "media_type", "url", "file_id").under("content", b))
 		return b.under("content", b)
 	}()
 	messagesFields = object("model", "max_tokens", "stream", "mcp_servers", "speed", "inference_geo", "output_format", "plugins").
 			under("output_config", object("format")).
 			under("system", claudeBlockFields).
 			under("messages", object("role").under("content", claudeBlockFields)).
-			under("tools", object("type", "name", "description", "input_schema", "input_examples", "max_uses").wholeLists()).
-			under("tool_choice", object("type")).
-			under("thinking", object("type"))
+			under("tools", object("type", "name", "description", "input_schema", "input_examples", "max_uses",
+			"cache_control", "defer_loading", "allowed_callers", "strict", "eager_input_streaming",
+			"display_width_px", "display_height_px", "display_number", "enable_zoom", "max_characters").wholeLists()).
+		under("tool_choice", object("type", "name", "disable_parallel_tool_use")).
+		under("thinking", object("type"))
 )

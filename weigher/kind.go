@@ -1,6 +1,7 @@
 package weigher
 
 import (
+	"github.com/llmguard/llmguard/internal/jsonscan"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -312,6 +313,31 @@ func (w *Weigher) ParseUsage(k Kind, body []byte, model string) (Usage, bool) {
 		u.OutputTokens = out
 	}
 	return u, ok
+}
+
+// AnswerOutputTokens counts the output text a non-streamed JSON answer of
+// kind k carries (a chat or completions answer's content, refusal,
+// reasoning and tool calls; a Responses answer's output items; a Messages
+// answer's text, thinking and tool_use blocks: answerOutput), in tokens of
+// the tokenizer of model, the model the request was weighed as. It is
+// what a success answer that reports no usage is charged at least, as a
+// stream without usage is charged its text: the upstream generated the
+// text it carries, whatever output the request reserved (a default
+// reservation, a max_completion_tokens an upstream ignores). An answer
+// that is not strict JSON, nests deeper than w's limit or names a key
+// twice (read differently by different parsers) gives 0, so its
+// reservation stands. Saturates at maxTokens; never panics, never keeps
+// body.
+func (w *Weigher) AnswerOutputTokens(k Kind, body []byte, model string) int64 {
+	if k.row().answerText == nil || jsonscan.Check(body, jsonscan.Options{MaxDepth: w.maxDepth, DuplicateKeys: true}) != nil {
+		return 0
+	}
+	var out int64
+	enc := w.encoder(model)
+	answerOutput(k, body, func(p string) {
+		out = min(out+countText(enc, p), maxTokens)
+	})
+	return out
 }
 
 func parseUsage(k Kind, body []byte, maxDepth int) (Usage, bool) {

@@ -233,11 +233,13 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	if tools.IsArray() && len(tools.Raw) > 2 {
 		choice := toolChoice.Get("type").String()
 		count("messages.tools", choice, tools.Raw, func(sub *claudeCounter) { sub.tools(tools, choice) }, d.memo)
-		c.text += oddToolChoice(c.enc, toolChoice)
 	} else if !tools.IsArray() && tools.Raw != "" && tools.Type != gjson.Null {
 		// Not a list (one tool as an object, a string): the API refuses
 		// it, a lenient upstream may read it. Weighed by its JSON text.
 		c.text += countValue(c.enc, tools)
+	}
+	if toolChoice.Exists() {
+		c.text += oddToolChoice(c.enc, toolChoice)
 	}
 	if t := thinking.Get("type").String(); t == "enabled" || t == "adaptive" {
 		c.fixed += claudeThinkingTokens
@@ -257,17 +259,34 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 
 // oddToolChoice weighs what a Messages "tool_choice" (v) holds beyond
 // the shape whose tool-use system prompt claudeToolPrompt counts
-// ({"type": …, "name": a string}): a choice that is not an object, or a
-// name that is not a string, which the API refuses and a lenient
-// upstream may write out, by its JSON text; 0 otherwise.
+// ({"type": a string, "name": a string, "disable_parallel_tool_use": a
+// boolean}, https://platform.claude.com/docs/en/api/messages): a choice
+// that is not an object, or a type or name that is not a string, or a
+// disable_parallel_tool_use that is not a boolean, which the API refuses
+// and a lenient upstream may write out, by its JSON text; any other
+// member by its key and value (unknownMember); 0 otherwise. It is
+// weighed whether or not the body has tools.
 func oddToolChoice(enc counter, v gjson.Result) int64 {
 	if !v.IsObject() {
 		return countValue(enc, v)
 	}
-	if name := v.Get("name"); name.Type != gjson.String {
-		return countValue(enc, name)
-	}
-	return 0
+	var n int64
+	rawMembers(v.Raw, func(k string, m gjson.Result) bool {
+		switch k {
+		case "type", "name":
+			if m.Type != gjson.String {
+				n += countValue(enc, m)
+			}
+		case "disable_parallel_tool_use":
+			if m.Type != gjson.True && m.Type != gjson.False {
+				n += countValue(enc, m)
+			}
+		default:
+			n += unknownMember(enc, k, m)
+		}
+		return true
+	})
+	return min(n, maxTokens)
 }
 
 // structuredOutputTokens counts the output formats of a Messages body,
@@ -328,13 +347,27 @@ func mayThink(raw string) bool {
 // message counts one message's content (a string or blocks); thinking
 // tells whether its thinking blocks count (the current assistant turn).
 func (c *claudeCounter) message(m gjson.Result, thinking bool) {
-	if r := m.Get("role"); r.Type != gjson.String {
+	var r, content gjson.Result
+	rawMembers(m.Raw, func(k string, v gjson.Result) bool {
+		switch k {
+		case "role":
+			r = v
+		case "content":
+			content = v
+		default:
+			// A member the API does not define: a lenient upstream may
+			// write it into the prompt (unknownmembers.go).
+			c.text += unknownMember(c.enc, k, v)
+		}
+		return true
+	})
+	if r.Type != gjson.String {
 		// A role that is not a string (an object, a number), which the
 		// API refuses: by its JSON text, as a lenient upstream may
 		// write it out (null or absent: nothing).
 		c.text += countValue(c.enc, r)
 	}
-	switch content := m.Get("content"); {
+	switch {
 	case content.IsArray():
 		content.ForEach(func(_, b gjson.Result) bool {
 			c.block(b, thinking, 0)
@@ -396,11 +429,19 @@ func (c *claudeCounter) block(b gjson.Result, thinking bool, depth int) {
 		return
 	}
 	typ := b.Get("type").String()
+	if known := blockWeighed(typ); known {
+		// Members the block's type does not define, which a lenient
+		// upstream may write into the prompt (unknownmembers.go),
+		// whatever the turn; a block of an unknown type is weighed whole.
+		c.text += unknownMembers(c.enc, b, func(k string) bool { return claudeBlockKnown(typ, k) })
+	}
 	switch typ {
 	case "text":
 		c.text += countValue(c.enc, b.Get("text"))
 	case "image":
-		c.fixed += c.image(b.Get("source"))
+		src := b.Get("source")
+		c.fixed += c.image(src)
+		c.text += unknownMembers(c.enc, src, claudeSourceKnown)
 	case "document":
 		c.document(b, depth)
 	case "search_result":
@@ -476,6 +517,7 @@ func (c *claudeCounter) image(src gjson.Result) int64 {
 func (c *claudeCounter) document(b gjson.Result, depth int) {
 	c.text += countValue(c.enc, b.Get("title")) + countValue(c.enc, b.Get("context"))
 	src := b.Get("source")
+	c.text += unknownMembers(c.enc, src, claudeSourceKnown)
 	page := claudeImageTokens(c.model, 0, 0)
 	switch src.Get("type").String() {
 	case "base64":
@@ -509,6 +551,12 @@ func (c *claudeCounter) tools(tools gjson.Result, choice string) {
 			return true
 		}
 		typ := t.Get("type").String()
+		if typ == "" || typ == "custom" || definedTool(typ) {
+			// Members the tool's type does not define, which a lenient
+			// upstream may write into the prompt (unknownmembers.go); a
+			// server tool is weighed by its whole JSON below.
+			c.text += unknownMembers(c.enc, t, func(k string) bool { return claudeToolKnown(typ, k) })
+		}
 		if typ == "" || typ == "custom" {
 			c.text += countValue(c.enc, t.Get("name")) + countValue(c.enc, t.Get("description"))
 			if schema := t.Get("input_schema"); schema.Exists() {

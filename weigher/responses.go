@@ -232,6 +232,20 @@ func (r responsesCounter) item(it gjson.Result, est *Estimate) int64 {
 		return tokensPerMessage + countValue(r.enc, it)
 	}
 	typ := it.Get("type").String()
+	// Members the item's type does not define, which a lenient upstream
+	// may write into the prompt (unknownmembers.go); an item weighed
+	// whole (a message without content, an item of another type) has
+	// none.
+	var extra int64
+	if (typ != "" && typ != "message") || it.Get("content").Exists() {
+		extra = unknownMembers(r.enc, it, func(k string) bool { return responsesItemKnown(typ, k) })
+	}
+	return min(r.itemOf(typ, it, est)+extra, maxTokens)
+}
+
+// itemOf counts one input item it, an object of type typ, by the members
+// its type defines.
+func (r responsesCounter) itemOf(typ string, it gjson.Result, est *Estimate) int64 {
 	switch typ {
 	case "", "message":
 		content := it.Get("content")
@@ -262,12 +276,30 @@ func (r responsesCounter) item(it gjson.Result, est *Estimate) int64 {
 		est.ServerContext = est.ServerContext || storedByID(typ, it)
 		var n int64
 		for _, k := range []string{"summary", "content"} {
-			it.Get(k).ForEach(func(_, p gjson.Result) bool {
-				n += countValue(r.enc, p.Get("text"))
+			v := it.Get(k)
+			if !v.IsArray() {
+				// Not a list (a string, an object), which the API
+				// refuses: by its JSON text, as a lenient upstream
+				// may read it.
+				n += countValue(r.enc, v)
+				continue
+			}
+			v.ForEach(func(_, p gjson.Result) bool {
+				if !p.IsObject() {
+					n += countValue(r.enc, p) // a bare string or another value
+					return true
+				}
+				n += countValue(r.enc, p.Get("text")) +
+					unknownMembers(r.enc, p, func(k string) bool { return k == "type" || k == "text" })
 				return true
 			})
 		}
-		return n + ceilDiv(int64(len(stringOf(it.Get("encrypted_content")))), unknownPartBytesPerToken)
+		enc := it.Get("encrypted_content")
+		size := len(stringOf(enc))
+		if enc.Type != gjson.String && enc.Type != gjson.Null {
+			size = len(enc.Raw) // not the API's shape: its JSON's bytes
+		}
+		return min(n+ceilDiv(int64(size), unknownPartBytesPerToken), maxTokens)
 	case "item_reference":
 		est.ServerContext = true
 		return 0
@@ -319,7 +351,16 @@ func (r responsesCounter) part(p gjson.Result, depth int) int64 {
 	if depth > maxBlockDepth {
 		return 0
 	}
-	switch p.Get("type").String() {
+	typ := p.Get("type").String()
+	// Members the part's type does not define (unknownmembers.go).
+	extra := unknownMembers(r.enc, p, func(k string) bool { return responsesPartKnown(typ, k) })
+	return min(r.partOf(typ, p)+extra, maxTokens)
+}
+
+// partOf counts one content part p, an object of type typ, by the
+// members its type defines.
+func (r responsesCounter) partOf(typ string, p gjson.Result) int64 {
+	switch typ {
 	case "input_text", "output_text", "text", "summary_text", "reasoning_text":
 		return countValue(r.enc, p.Get("text"))
 	case "refusal":

@@ -1,0 +1,228 @@
+package weigher
+
+import "github.com/tidwall/gjson"
+
+// Members llmguard does not know inside the objects it weighs.
+//
+// The official APIs refuse a member they do not define ("Extra inputs are
+// not permitted"), but a lenient OpenAI- or Anthropic-compatible server
+// may not: LiteLLM passes a message's unknown members on, and a server
+// whose chat template writes a message, a content part or a tool out as
+// its JSON (a template's tojson filter, as vLLM's and llama.cpp's may
+// use) bills every member it holds. So each member of a message, a
+// content part or block, a tool call, a Responses input item or a
+// Messages tool or tool_choice that is neither weighed by the rules of its
+// flavor nor one its API defines as carrying no text it bills (ids,
+// statuses, cache_control, citations…) is weighed by unknownMember, its
+// key and value, as input. A member the API defines is weighed as the API
+// bills it, so a body the official API takes weighs what it did.
+
+// unknownMember weighs a member llmguard does not know, key k with value
+// v, as a lenient upstream that writes it into the prompt bills it: the
+// text of its key and of its value (countValue: a string by its text,
+// another value by its JSON text), in enc's tokens; a null value weighs
+// nothing. Saturates at maxTokens.
+func unknownMember(enc counter, k string, v gjson.Result) int64 {
+	if v.Type == gjson.Null || v.Raw == "" {
+		return 0
+	}
+	return min(countText(enc, k)+countValue(enc, v), maxTokens)
+}
+
+// unknownMembers is the sum of unknownMember over the members of the
+// object obj (its JSON text, which passed jsonscan) that known does not
+// name; 0 when obj is not an object. Saturates at maxTokens.
+func unknownMembers(enc counter, obj gjson.Result, known func(k string) bool) int64 {
+	if !obj.IsObject() {
+		return 0
+	}
+	var n int64
+	rawMembers(obj.Raw, func(k string, v gjson.Result) bool {
+		if !known(k) {
+			n = min(n+unknownMember(enc, k, v), maxTokens)
+		}
+		return true
+	})
+	return n
+}
+
+// chatMessageKnown reports whether k is a member of a chat message that
+// the API defines (https://platform.openai.com/docs/api-reference/chat/create,
+// every role's members), or one an OpenAI-compatible upstream reads with
+// a meaning of its own that the weigher weighs (reasoning, reasoning_content,
+// reasoning_details) or that carries no text (LiteLLM's cache_control, an
+// answer's annotations echoed back, DeepSeek's and Mistral's prefix flag).
+func chatMessageKnown(k string) bool {
+	switch k {
+	case "role", "content", "name", "refusal", "tool_calls", "tool_call_id", "function_call", "audio",
+		"reasoning", "reasoning_content", "reasoning_details", "annotations", "cache_control", "prefix":
+		return true
+	}
+	return false
+}
+
+// chatPartKnown reports whether k is a member of a chat content part of
+// any type partTally and partWeight weigh (text, refusal, image_url,
+// input_audio, file), or its cache_control (LiteLLM, Anthropic-compatible
+// gateways): a part of a type they do not know is weighed whole.
+func chatPartKnown(k string) bool {
+	switch k {
+	case "type", "text", "refusal", "image_url", "input_audio", "file", "cache_control":
+		return true
+	}
+	return false
+}
+
+// chatImageURLKnown: the members of a chat image part's image_url object.
+func chatImageURLKnown(k string) bool { return k == "url" || k == "detail" }
+
+// chatFileKnown: the members of a chat file part's file object.
+func chatFileKnown(k string) bool { return k == "file_id" || k == "file_data" || k == "filename" }
+
+// chatToolCallKnown: the members of an element of a chat message's
+// tool_calls (index: a streamed delta's, echoed back).
+func chatToolCallKnown(k string) bool {
+	switch k {
+	case "id", "type", "function", "custom", "index":
+		return true
+	}
+	return false
+}
+
+// responsesItemKnown reports whether k is a member of a Responses input
+// item of type typ that the API defines and item weighs or that carries
+// no text (ids, statuses); items of other types are weighed whole.
+func responsesItemKnown(typ, k string) bool {
+	switch k {
+	case "type", "id", "status":
+		return true
+	}
+	switch typ {
+	case "", "message":
+		return k == "role" || k == "content" || k == "name" // name: chat's, read leniently
+	case "function_call":
+		return k == "call_id" || k == "name" || k == "arguments"
+	case "custom_tool_call":
+		return k == "call_id" || k == "name" || k == "input"
+	case "function_call_output", "custom_tool_call_output":
+		return k == "call_id" || k == "output"
+	case "reasoning":
+		return k == "summary" || k == "content" || k == "encrypted_content"
+	case "computer_call_output":
+		return k == "call_id" || k == "output" || k == "acknowledged_safety_checks"
+	}
+	return true // weighed whole, or as hidden context
+}
+
+// responsesPartKnown reports whether k is a member of a Responses content
+// part of type typ that the API defines (text parts' annotations and
+// logprobs are an answer's, echoed back); parts of other types are
+// weighed whole.
+func responsesPartKnown(typ, k string) bool {
+	if k == "type" {
+		return true
+	}
+	switch typ {
+	case "input_text", "output_text", "text", "summary_text", "reasoning_text":
+		return k == "text" || k == "annotations" || k == "logprobs"
+	case "refusal":
+		return k == "refusal"
+	case "input_image", "computer_screenshot":
+		return k == "image_url" || k == "file_id" || k == "detail"
+	case "input_file":
+		return k == "file_id" || k == "file_url" || k == "file_data" || k == "filename"
+	}
+	return true
+}
+
+// claudeMessageKnown: the members of a Messages message.
+func claudeMessageKnown(k string) bool { return k == "role" || k == "content" }
+
+// claudeBlockKnown reports whether k is a member of a Messages content
+// block of type typ that the API defines
+// (https://platform.claude.com/docs/en/api/messages): a block's
+// cache_control, and citations, whose cited text is not billed as input
+// when passed back; blocks of types block does not know are weighed whole.
+func claudeBlockKnown(typ, k string) bool {
+	switch k {
+	case "type", "cache_control":
+		return true
+	}
+	switch typ {
+	case "text":
+		return k == "text" || k == "citations"
+	case "image":
+		return k == "source"
+	case "document":
+		return k == "source" || k == "title" || k == "context" || k == "citations"
+	case "search_result":
+		return k == "source" || k == "title" || k == "content" || k == "citations"
+	case "thinking":
+		return k == "thinking" || k == "signature"
+	case "redacted_thinking":
+		return k == "data"
+	case "tool_use", "server_tool_use", "mcp_tool_use":
+		return k == "id" || k == "name" || k == "input" || k == "server_name" || k == "caller"
+	}
+	// tool_result and the server tools' *_tool_result blocks
+	return k == "tool_use_id" || k == "content" || k == "is_error"
+}
+
+// claudeToolKnown reports whether k is a member of a Messages tool whose
+// type is typ ("" or "custom": a client tool; an Anthropic-defined one by
+// its prefix, see definedTools) that the API defines
+// (https://platform.claude.com/docs/en/agents-and-tools/tool-use/overview,
+// each tool's page) and tools weighs or that carries no text.
+func claudeToolKnown(typ, k string) bool {
+	switch k {
+	case "type", "name", "cache_control", "defer_loading", "allowed_callers", "strict":
+		return true
+	}
+	switch {
+	case typ == "" || typ == "custom":
+		return k == "description" || k == "input_schema" || k == "input_examples" || k == "eager_input_streaming"
+	case hasPrefix(typ, "computer_"):
+		return k == "display_width_px" || k == "display_height_px" || k == "display_number" || k == "enable_zoom"
+	case hasPrefix(typ, "text_editor_"):
+		return k == "max_characters"
+	}
+	return false
+}
+
+// hasPrefix is strings.HasPrefix.
+func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
+
+// blockWeighed reports whether block weighs a Messages content block of
+// type typ by its members (claudeBlockKnown's types); a block of any
+// other type is weighed whole, as hidden context.
+func blockWeighed(typ string) bool {
+	switch typ {
+	case "text", "image", "document", "search_result", "thinking", "redacted_thinking",
+		"tool_use", "server_tool_use", "mcp_tool_use", "tool_result":
+		return true
+	}
+	return len(typ) > len("_tool_result") && typ[len(typ)-len("_tool_result"):] == "_tool_result"
+}
+
+// definedTool reports whether typ names an Anthropic-defined client tool
+// (definedTools: bash, text editor, computer use), weighed by its fixed
+// definition size.
+func definedTool(typ string) bool {
+	for _, d := range definedTools {
+		if hasPrefix(typ, d.prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// claudeSourceKnown reports whether k is a member of a Messages image or
+// document block's source of any type the API defines (base64, url, file,
+// text, content: https://platform.claude.com/docs/en/api/messages).
+func claudeSourceKnown(k string) bool {
+	switch k {
+	case "type", "media_type", "data", "url", "file_id", "content":
+		return true
+	}
+	return false
+}
