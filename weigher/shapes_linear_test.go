@@ -4,6 +4,7 @@ package weigher
 
 import (
 	"cmp"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -47,31 +48,47 @@ func TestBodyShapesLinear(t *testing.T) {
 			t.Fatalf("%s: not weighed: %+v", s.name, e)
 		}
 		// Prose is measured again next to each shape, so that both see the
-		// same load on the machine.
-		proseTime, _ := weighCost(w, prose, proseBody, 5)
-		d, alloc := weighCost(w, s, body, 5)
-		ratio := float64(d) / float64(len(body)) / (float64(proseTime) / float64(len(proseBody)))
-		t.Logf("%-24s %6.2f MiB  %8v  %5.2f× prose per byte  %6.2f B allocated per body byte", s.name,
-			float64(len(body))/(1<<20), d.Round(time.Microsecond), ratio, float64(alloc)/float64(len(body)))
-		// A constant factor of prose, with room for a loaded machine: what a
-		// byte costs depends on the text (CJK without punctuation makes long
-		// pieces to merge), so it is measured in the same run and the bound
-		// is generous; linearity itself is checked next.
-		if bound := 1.6 * cmp.Or(s.maxRatio, defaultMaxRatio); ratio > bound {
-			t.Errorf("%s: %.1f× the CPU time per byte of prose, over %v× (%v for %d bytes, prose %v for %d)",
-				s.name, ratio, bound, d, len(body), proseTime, len(proseBody))
+		// same load on the machine. Neighbours on a shared machine move the
+		// CPU time per byte of one text more than another's (caches, clock
+		// speed: prose's own figure moved 2× between runs on 2 loaded
+		// cores), so a shape over a bound is measured again, up to three
+		// times: a superlinear step is over on every attempt.
+		var alloc uint64
+		var failures []string
+		for attempt := 1; attempt <= 3; attempt++ {
+			failures = failures[:0]
+			proseTime, _ := weighCost(w, prose, proseBody, 5)
+			var d time.Duration
+			d, alloc = weighCost(w, s, body, 5)
+			ratio := float64(d) / float64(len(body)) / (float64(proseTime) / float64(len(proseBody)))
+			t.Logf("%-24s %6.2f MiB  %8v  %5.2f× prose per byte  %6.2f B allocated per body byte (attempt %d)", s.name,
+				float64(len(body))/(1<<20), d.Round(time.Microsecond), ratio, float64(alloc)/float64(len(body)), attempt)
+			// A constant factor of prose, with room for a loaded machine: what a
+			// byte costs depends on the text (CJK without punctuation makes long
+			// pieces to merge), so it is measured in the same run and the bound
+			// is generous; linearity itself is checked next.
+			if bound := 1.6 * cmp.Or(s.maxRatio, defaultMaxRatio); ratio > bound {
+				failures = append(failures, fmt.Sprintf("%s: %.1f× the CPU time per byte of prose, over %v× (%v for %d bytes, prose %v for %d)",
+					s.name, ratio, bound, d, len(body), proseTime, len(proseBody)))
+			}
+			// Linear: a quarter of the body costs about a quarter of the time
+			// (a quadratic step would make the whole cost 16× the quarter).
+			quarter := s.make(size / 4)
+			dq, _ := weighCost(w, s, quarter, 3)
+			// The thread clock ticks coarsely: a quarter that costs under 20 ms
+			// is too short to time (and a shape that cheap hides no quadratic
+			// step at 1 MiB; the prose ratio above bounds it).
+			growth := (float64(d) / float64(len(body))) / (float64(dq) / float64(len(quarter)))
+			if dq >= 20*time.Millisecond && growth > 2.5 {
+				failures = append(failures, fmt.Sprintf("%s: a byte costs %.1f× as much in %d bytes as in %d (%v vs %v): not linear",
+					s.name, growth, len(body), len(quarter), d, dq))
+			}
+			if len(failures) == 0 {
+				break
+			}
 		}
-		// Linear: a quarter of the body costs about a quarter of the time
-		// (a quadratic step would make the whole cost 16× the quarter).
-		quarter := s.make(size / 4)
-		dq, _ := weighCost(w, s, quarter, 3)
-		// The thread clock ticks coarsely: a quarter that costs under 20 ms
-		// is too short to time (and a shape that cheap hides no quadratic
-		// step at 1 MiB; the prose ratio above bounds it).
-		growth := (float64(d) / float64(len(body))) / (float64(dq) / float64(len(quarter)))
-		if dq >= 20*time.Millisecond && growth > 2.5 {
-			t.Errorf("%s: a byte costs %.1f× as much in %d bytes as in %d (%v vs %v): not linear",
-				s.name, growth, len(body), len(quarter), d, dq)
+		for _, f := range failures {
+			t.Error(f + " (on each of 3 attempts)")
 		}
 		// Allocation: a few bytes per body byte at most (the weigher keeps
 		// no copy of the body; key bookkeeping is 8 bytes per key).
