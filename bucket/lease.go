@@ -466,10 +466,13 @@ func (l *Leased) run(ctx context.Context, requestID string, items []Item, p plan
 	}
 	id := requestID
 	d, err := l.store.Take(ctx, id, remote)
-	if err == nil && !d.Allowed && !d.TooLarge && hasFill(p.uses) {
-		// Denied while asking for a lease: learn the levels, and take again
-		// for the request's own cost only, under a request id of its own
-		// (in Redis Cluster the denial voided the first id's earlier groups).
+	if err == nil && !d.Allowed && !d.TooLarge && deniedAskingALease(d, at, p.uses) {
+		// Denied by a bucket asked for a lease: learn the levels, and take
+		// again for the request's own cost only, under a request id of its
+		// own (in Redis Cluster the denial voided the first id's earlier
+		// groups). A denial by a bucket asked for no lease stands: the
+		// take again would ask it for the same cost (one store call and,
+		// over a DenyCache, one cached denial a request, not two).
 		l.observe(items, p.uses, at, d, now)
 		for i := range p.uses {
 			p.uses[i].fill = 0
@@ -524,13 +527,11 @@ func remoteItems(items []Item, uses []use) ([]Item, []int) {
 	return remote, at
 }
 
-func hasFill(uses []use) bool {
-	for _, u := range uses {
-		if u.fill > 0 {
-			return true
-		}
-	}
-	return false
+// deniedAskingALease says a denial d of the store-bound items (at maps
+// them to the take's items) came from a bucket this take asked for a
+// lease's fill on top of its cost.
+func deniedAskingALease(d Decision, at []int, uses []use) bool {
+	return d.DeniedBy >= 0 && d.DeniedBy < len(at) && uses[at[d.DeniedBy]].fill > 0
 }
 
 // observe records the levels the store reported for leased items (of a

@@ -684,7 +684,9 @@ func TestLeaseOverDenyCache(t *testing.T) {
 	clock := storetest.NewClock(storetest.Start)
 	mem := bucket.NewMemory(bucket.MemoryOptions{Now: clock.Now, SweepEvery: -1})
 	defer mem.Close()
-	dc := bucket.NewDenyCache(mem, bucket.DenyCacheOptions{Window: time.Second, Now: clock.Now})
+	cached := 0 // denials the cache answered (llmguard_denials_cached_total)
+	dc := bucket.NewDenyCache(mem, bucket.DenyCacheOptions{Window: time.Second, Now: clock.Now,
+		OnCached: func(bucket.Item) { cached++ }})
 	defer dc.Close()
 	store := &counting{Store: dc}
 	l := bucket.NewLeased(store, bucket.LeaseOptions{Now: clock.Now, SweepEvery: -1})
@@ -707,16 +709,31 @@ func TestLeaseOverDenyCache(t *testing.T) {
 	for i := range 10 {
 		l.Take(context.Background(), fmt.Sprint("g", i), []bucket.Item{global})
 	}
-	// The store denies (asked for a lease), the take again without one is
-	// answered by the cache; so is the next.
-	for _, id := range []string{"b", "c"} {
-		d := take(id)
-		if d.Allowed || !d.Cached || d.DeniedBy != 0 || d.Buckets[0].Remaining != 0 {
-			t.Fatalf("take %s: %+v, want a cached denial by the user bucket", id, d)
+	// The store denies b by the user bucket, which was asked for no lease:
+	// the denial stands (taking again without the global bucket's fill
+	// would ask the user bucket for the same cost). c is then answered by
+	// the cache, once: one call of the cache (counting wraps it) and one
+	// cached denial a request. Before, each took again without the fill:
+	// two calls, and c two cached denials.
+	for _, step := range []struct {
+		id             string
+		cached         bool
+		calls, byCache int
+	}{{"b", false, 1, 0}, {"c", true, 1, 1}} {
+		calls, was := store.calls(), cached
+		d := take(step.id)
+		if d.Allowed || d.Cached != step.cached || d.DeniedBy != 0 || d.Buckets[0].Remaining != 0 {
+			t.Fatalf("take %s: %+v, want a denial by the user bucket, cached %v", step.id, d, step.cached)
+		}
+		if n := store.calls() - calls; n != step.calls {
+			t.Errorf("take %s: %d calls of the cache, want %d", step.id, n, step.calls)
+		}
+		if n := cached - was; n != step.byCache {
+			t.Errorf("take %s: %d denials answered by the cache, want %d", step.id, n, step.byCache)
 		}
 		// The global bucket's level this node knows is kept (989 seen).
 		if d.Buckets[1].Remaining < 900 {
-			t.Errorf("take %s: global bucket %+v, want the level seen before the cached denial", id, d.Buckets[1])
+			t.Errorf("take %s: global bucket %+v, want the level seen before the cached denial", step.id, d.Buckets[1])
 		}
 	}
 	st := l.Stats()["hot"]
