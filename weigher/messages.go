@@ -467,7 +467,7 @@ func (c *claudeCounter) block(b gjson.Result, thinking bool, depth int) {
 			c.text += countText(c.enc, in.Raw)
 		}
 	default:
-		if typ == "tool_result" || strings.HasSuffix(typ, "_tool_result") {
+		if toolResultType(typ) {
 			c.fixed += claudeTokensPerToolUse
 			c.blocks(b.Get("content"), thinking, depth)
 			return

@@ -1,6 +1,10 @@
 package weigher
 
-import "github.com/tidwall/gjson"
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
 
 // Members llmguard does not know inside the objects it weighs.
 //
@@ -181,16 +185,13 @@ func claudeToolKnown(typ, k string) bool {
 	switch {
 	case typ == "" || typ == "custom":
 		return k == "description" || k == "input_schema" || k == "input_examples" || k == "eager_input_streaming"
-	case hasPrefix(typ, "computer_"):
+	case strings.HasPrefix(typ, "computer_"):
 		return k == "display_width_px" || k == "display_height_px" || k == "display_number" || k == "enable_zoom"
-	case hasPrefix(typ, "text_editor_"):
+	case strings.HasPrefix(typ, "text_editor_"):
 		return k == "max_characters"
 	}
 	return false
 }
-
-// hasPrefix is strings.HasPrefix.
-func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
 
 // blockWeighed reports whether block weighs a Messages content block of
 // type typ by its members (claudeBlockKnown's types); a block of any
@@ -198,10 +199,18 @@ func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
 func blockWeighed(typ string) bool {
 	switch typ {
 	case "text", "image", "document", "search_result", "thinking", "redacted_thinking",
-		"tool_use", "server_tool_use", "mcp_tool_use", "tool_result":
+		"tool_use", "server_tool_use", "mcp_tool_use":
 		return true
 	}
-	return len(typ) > len("_tool_result") && typ[len(typ)-len("_tool_result"):] == "_tool_result"
+	return toolResultType(typ)
+}
+
+// toolResultType reports whether a Messages block of type typ is a tool's
+// result: tool_result, or a server tool's (web_search_tool_result and the
+// like: any type ending in _tool_result), which block weighs by its
+// content. blockWeighed and block read it from here alike.
+func toolResultType(typ string) bool {
+	return typ == "tool_result" || strings.HasSuffix(typ, "_tool_result")
 }
 
 // definedTool reports whether typ names an Anthropic-defined client tool
@@ -209,7 +218,7 @@ func blockWeighed(typ string) bool {
 // definition size.
 func definedTool(typ string) bool {
 	for _, d := range definedTools {
-		if hasPrefix(typ, d.prefix) {
+		if strings.HasPrefix(typ, d.prefix) {
 			return true
 		}
 	}
