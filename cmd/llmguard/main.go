@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/redis/go-redis/v9"
@@ -178,6 +179,14 @@ func configName(path string) string {
 }
 
 func (s *serveCmd) Run() error {
+	// The timer slack first: it may execute this program again.
+	slack, err := app.TimerSlack(os.LookupEnv)
+	if err != nil {
+		return usageError{err}
+	}
+	if err := app.EnsureTimerSlack(slack); err != nil {
+		fmt.Fprintln(os.Stderr, "llmguard:", err, "(serving with the inherited timer slack)")
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(s.LogLevel)); err != nil { // kong's enum admits only valid names
 		return err
@@ -209,7 +218,8 @@ func (s *serveCmd) Run() error {
 		source = "embedded default"
 	}
 	startAttrs := []any{"version", buildVersion().Version, "config", source,
-		"upstreams", upstreamsForLog(cfg), "store", storeForLog(cfg.Store), "log_level", level.String()}
+		"upstreams", upstreamsForLog(cfg), "store", storeForLog(cfg.Store), "log_level", level.String(),
+		"timer_slack", timerSlackForLog(slack)}
 	if cfg.Store.RedisURL != "" || len(cfg.Store.ClusterAddrs) > 0 {
 		// The Functions library this build loads: the one to keep when an
 		// operator deletes old ones after an upgrade.
@@ -255,6 +265,15 @@ func (s *serveCmd) Run() error {
 			return a.Close()
 		}
 	}
+}
+
+// timerSlackForLog names the timer slack serve runs with: d, or
+// "inherited" when LLMGUARD_TIMER_SLACK is off.
+func timerSlackForLog(d time.Duration) string {
+	if d <= 0 {
+		return "inherited"
+	}
+	return d.String()
 }
 
 // redisLogger adapts slog to go-redis's logger.

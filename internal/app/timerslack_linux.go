@@ -1,0 +1,50 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// EnsureTimerSlack makes this process run with timer slack d (see
+// DefaultTimerSlack) in every thread: when the calling thread's slack is
+// below d, it sets it to d (prctl PR_SET_TIMERSLACK, no privilege needed)
+// and executes the same program again (/proc/self/exe, the same arguments
+// and environment, the same process id and open descriptors), so that
+// every thread the new image's runtime makes, its monitor first, inherits
+// d. It returns nil without doing anything when d is 0 or the slack is
+// already at least d (as after that execution, or when the parent set it,
+// e.g. systemd's TimerSlackNSec=). Call it first in main, before anything
+// that must not run twice. Errors: the slack could not be set (a realtime
+// thread's is always 0), or the execution failed; the process then goes on
+// as it is, with its old slack restored.
+func EnsureTimerSlack(d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	// The thread that sets the slack must be the one that executes.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err != nil {
+		return fmt.Errorf("app: timer slack: %w", err)
+	}
+	if time.Duration(old) >= d {
+		return nil
+	}
+	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(d.Nanoseconds()), 0, 0, 0); err != nil {
+		return fmt.Errorf("app: timer slack: set %v: %w", d, err)
+	}
+	if got, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0); err != nil || time.Duration(got) < d {
+		// Not taken (a realtime thread): executing again would loop.
+		unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
+		return fmt.Errorf("app: timer slack: set %v: the thread keeps %v", d, time.Duration(got))
+	}
+	err = syscall.Exec("/proc/self/exe", os.Args, os.Environ())
+	unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
+	return fmt.Errorf("app: timer slack: execute again: %w", err)
+}

@@ -1,0 +1,97 @@
+package app
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// slackHelperEnv makes TestEnsureTimerSlackHelper act: the test binary
+// run again as a child of TestEnsureTimerSlackReachesEveryThread.
+const slackHelperEnv = "LLMGUARD_TEST_TIMER_SLACK_HELPER"
+
+// TestEnsureTimerSlackReachesEveryThread runs a child started with a 50 µs
+// slack that calls EnsureTimerSlack(1 ms) and then lists every thread's
+// slack: all must have 1 ms, the Go runtime's monitor (made before any of
+// the child's code ran) and the threads made since included. Setting the
+// calling thread's slack alone leaves the monitor and the other threads at
+// 50 µs.
+func TestEnsureTimerSlackReachesEveryThread(t *testing.T) {
+	const start, want = 50 * time.Microsecond, time.Millisecond
+	// The child inherits the slack of the thread that starts it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err != nil {
+		t.Skip("no PR_GET_TIMERSLACK:", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(start), 0, 0, 0); err != nil {
+		t.Skip("no PR_SET_TIMERSLACK:", err)
+	}
+	defer unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestEnsureTimerSlackHelper$", "-test.count=1")
+	cmd.Env = append(os.Environ(), slackHelperEnv+"="+strconv.FormatInt(int64(want), 10))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	var slacks []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if s, ok := strings.CutPrefix(line, "slack "); ok {
+			slacks = append(slacks, s)
+		}
+	}
+	if len(slacks) < 3 {
+		t.Fatalf("child listed %d threads, want at least 3 (main, monitor, others):\n%s", len(slacks), out)
+	}
+	for _, s := range slacks {
+		tid, ns, _ := strings.Cut(s, " ")
+		if ns != strconv.FormatInt(int64(want), 10) {
+			t.Errorf("child thread %s: slack %s ns, want %d (all %d threads: %v)", tid, ns, int64(want), len(slacks), slacks)
+		}
+	}
+}
+
+// TestEnsureTimerSlackHelper is the child of
+// TestEnsureTimerSlackReachesEveryThread; alone it does nothing.
+func TestEnsureTimerSlackHelper(t *testing.T) {
+	v := os.Getenv(slackHelperEnv)
+	if v == "" {
+		t.Skip("the child of TestEnsureTimerSlackReachesEveryThread")
+	}
+	ns, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureTimerSlack(time.Duration(ns)); err != nil {
+		t.Fatal(err)
+	}
+	// Threads made after the call: goroutines locked to threads of their own.
+	done := make(chan struct{})
+	for range 3 {
+		go func() {
+			runtime.LockOSThread()
+			<-done
+		}()
+	}
+	time.Sleep(20 * time.Millisecond) // the monitor runs meanwhile
+	tasks, err := filepath.Glob("/proc/self/task/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc", filepath.Base(task), "timerslack_ns"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Stdout.WriteString("slack " + filepath.Base(task) + " " + strings.TrimSpace(string(b)) + "\n")
+	}
+	close(done)
+}
