@@ -758,32 +758,105 @@ for _, set in ipairs(sets) do
 end
 
 -- Every group's sums, in order of the group's first delta: refunds, then
--- charges (see settle).
+-- charges (see settle). A token bucket's group on a view holding a token
+-- bucket's state (the common case) runs settle's steps inlined, the core
+-- functions' own expressions in their order (apply's refill and clamps,
+-- wait, put, stage; load gives the view's state, found): the same doubles,
+-- without six Lua calls a group (a call costs Redis 7.0's interpreter some
+-- 1k instructions).
 for _, g in ipairs(groups) do
-  settle(g[1], g[2], g[3], g[4], now)
+  local c, limit = g[1], g[2]
+  if limit[6] == 't' and c[KIND] == 't' then
+    local capacity, rate, per = limit[1], limit[2], limit[3]
+    local refund, spend = g[3], g[4]
+    local level, updated = c[A], c[B]
+    if refund ~= 0 or spend == 0 then -- apply(refund)
+      if now > updated then
+        level = level + (now - updated) * rate / per
+        updated = now
+      end
+      if level > capacity then
+        level = capacity
+      end
+      level = level - refund
+      if level > capacity then
+        level = capacity
+      end
+    end
+    if spend ~= 0 then -- apply(spend)
+      if now > updated then
+        level = level + (now - updated) * rate / per
+        updated = now
+      end
+      if level > capacity then
+        level = capacity
+      end
+      level = level - spend
+      if level > capacity then
+        level = capacity
+      end
+    end
+    c[DIRTY] = true -- stage(c, put(true, level, updated, capacity, wait(level, capacity, rate, per), now), 't', level, updated)
+    if level >= capacity then
+      c[KIND], c[PX] = nil, false
+    else
+      local reset = floor((capacity - level) * per / rate) -- wait
+      if reset >= maxWait then
+        reset = maxWait
+      else
+        local j = 0
+        while j < 2 and level + reset * rate / per < capacity do
+          reset = reset + 1
+          j = j + 1
+        end
+      end
+      c[A], c[B], c[C] = level, updated, nil
+      c[PX] = floor((updated + reset - now) / 1000) + 1000 -- put
+    end
+  else
+    settle(c, limit, g[3], g[4], now)
+  end
 end
 
 for _, key in ipairs(order) do
   local c = view[key]
-  if c[DIRTY] then
-    if c[KIND] == nil then
-      if c[FOUND] then
-        redis.call('DEL', key)
-      end
+  local kind = c[KIND]
+  if not c[DIRTY] then
+    -- unchanged
+  elseif kind == nil then
+    if c[FOUND] then
+      redis.call('DEL', key)
+    end
+  elseif kind == 't' then -- encode, inlined as in reconcileLone; its TTL's text by pxText
+    local level, updated = c[A], c[B]
+    local v
+    if level % 1 == 0 and level ~= 0 and level < 2 ^ 53 and level > -2 ^ 53 then
+      v = string.format('%d %d', level, updated) -- the text '%.17g %d' makes of it
     else
-      local v
-      if c[KIND] == 'q' then
-        v = encodeQuota(c[A], c[B])
-      elseif c[KIND] == 'w' then
-        v = encodeWindow(c[A], c[B], c[C])
-      else
-        v = encode(c[A], c[B])
+      v = string.format('%.17g %d', level, updated)
+    end
+    if updated % 1 == 0 then
+      if encodedCount >= encodedMax then
+        encodedLevel, encodedUpdated, encodedCount = {}, {}, 0
       end
-      if c[PX] then
-        redis.call('SET', key, v, 'PX', c[PX])
-      else
-        redis.call('SET', key, v, 'KEEPTTL')
-      end
+      encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
+    end
+    if c[PX] then
+      redis.call('SET', key, v, 'PX', pxText(c[PX]))
+    else
+      redis.call('SET', key, v, 'KEEPTTL')
+    end
+  else
+    local v
+    if kind == 'q' then
+      v = encodeQuota(c[A], c[B])
+    else
+      v = encodeWindow(c[A], c[B], c[C])
+    end
+    if c[PX] then
+      redis.call('SET', key, v, 'PX', c[PX])
+    else
+      redis.call('SET', key, v, 'KEEPTTL')
     end
   end
 end
