@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -222,4 +223,81 @@ func FuzzReconcileRuns(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s1, s2 uint64) {
 		compareRuns(t, c, randomRunsCase(rand.New(rand.NewPCG(s1, s2))), false, fmt.Sprintf("seeds %d %d", s1, s2))
 	})
+}
+
+// TestReconcileRunsShareRedis is a rolling upgrade's check: nodes of the
+// build before runDeltas (the script of d2d4679) and of this one send
+// their reconciliations to one Redis, the same buckets and marker sets.
+// Each random case (randomRunsCase) is cut into two to four calls, sent
+// one after the other; under tag "m" each call goes, at random, through
+// the old script or through the store's, under tag "o" every call
+// through the old one: every reply and every key (value, members, TTL)
+// must agree, so each version reads what the other wrote (a request id
+// one applied is a retry for the other; a bucket either settled is the
+// other's starting state).
+func TestReconcileRunsShareRedis(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(14, 7))
+	c := redistest.Shared(t).Client()
+	ctx := context.Background()
+	mixed := 0
+	for n := range 150 {
+		lc := randomRunsCase(rnd)
+		cuts := []int{0}
+		for range 1 + rnd.IntN(3) {
+			cuts = append(cuts, rnd.IntN(len(lc.entries)+1))
+		}
+		cuts = append(cuts, len(lc.entries))
+		slices.Sort(cuts)
+		viaNew := make([]bool, len(cuts)-1)
+		for i := range viaNew {
+			viaNew[i] = rnd.IntN(2) == 0
+		}
+		if err := c.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		now := lc.now
+		r, err := NewRedis(RedisOptions{Client: c, Now: func() time.Time { return now },
+			DedupFor: time.Duration(goldenDedupFor) * time.Millisecond, VoidFor: time.Duration(goldenVoidFor) * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(tag string, mixedRun bool) layoutResult {
+			var res layoutResult
+			stored := runLayoutCaseWith(t, c, lc, tag, func() {
+				for k := range viaNew {
+					call := r.newReconcileCall()
+					for j, e := range lc.entries[cuts[k]:cuts[k+1]] {
+						deltas := make([]Delta, len(e.keys))
+						for i, key := range e.keys {
+							deltas[i] = Delta{Key: layoutKey(tag, key), Limit: e.limits[i], Units: e.units[i]}
+						}
+						call.add(j, e.id, deltas, e.idx, e.mode)
+					}
+					if len(call.keys()) == 0 {
+						continue
+					}
+					var cmd *redis.Cmd
+					if mixedRun && viaNew[k] {
+						cmd = r.call(ctx, r.reconcile, call.keys(), call.args(r)...)
+					} else {
+						cmd = runsOracleScript.Run(ctx, c, call.keys(), call.args(r)...)
+					}
+					reply, err := cmd.Int64Slice()
+					res.reply, res.err = append(res.reply, reply...), res.err || err != nil
+				}
+			})
+			res.keys = stored.keys
+			return res
+		}
+		if slices.Contains(viaNew, true) && slices.Contains(viaNew, false) {
+			mixed++
+		}
+		start := time.Now()
+		want := run("o", false)
+		got := run("m", true)
+		diffLayout(t, got, want, false, start, fmt.Sprintf("case %d (calls via the new script: %v)", n, viaNew))
+	}
+	if mixed < 30 {
+		t.Fatalf("only %d cases mix the two scripts", mixed)
+	}
 }
