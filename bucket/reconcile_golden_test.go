@@ -64,7 +64,7 @@ func TestReconcileBatchGolden(t *testing.T) {
 		mr := miniredis.RunT(t)
 		c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 		defer c.Close()
-		runBatchGolden(t, c, cases, true)
+		runBatchGolden(t, c, miniredisSample(cases, nil), true)
 	})
 	t.Run("redis-server", func(t *testing.T) {
 		runBatchGolden(t, redistest.Shared(t).Client(), cases, false)

@@ -506,6 +506,9 @@ func TestReconcileLayoutMatchesOld(t *testing.T) {
 		c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 		defer c.Close()
 		for i, lc := range cases {
+			if !onMiniredis(i) {
+				continue
+			}
 			compareLayout(t, c, lc, true, fmt.Sprintf("case %d", i))
 		}
 	})

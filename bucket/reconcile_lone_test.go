@@ -317,6 +317,9 @@ func TestReconcileLoneMatchesBatch(t *testing.T) {
 			}
 			var n loneCounts
 			for i, lc := range cases {
+				if where == "miniredis" && !onMiniredis(i) {
+					continue
+				}
 				compareLone(t, c, lc, where == "miniredis", &n, fmt.Sprintf("case %d", i))
 			}
 			if n.lone*2 < n.all || n.markers == 0 {

@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
+	"github.com/llmguard/llmguard/internal/redistest"
 )
 
 // admission is one admitted take in a property run: when (µs), and its
@@ -19,7 +18,7 @@ type admission struct {
 }
 
 // TestAlgorithmBounds is the property test of each algorithm, through the
-// Memory store and the Redis store (miniredis): over random request
+// Memory store and the Redis store (a redis-server): over random request
 // sequences, costs and refunds (reconciled into the take's window), the
 // net cost admitted never exceeds the algorithm's bound, and a denial
 // never spends (neither the denying bucket nor the other bucket of the
@@ -35,11 +34,10 @@ func TestAlgorithmBounds(t *testing.T) {
 		"memory": func(t *testing.T, now func() time.Time) Store {
 			return NewMemory(MemoryOptions{Now: now, SweepEvery: -1})
 		},
-		"miniredis": func(t *testing.T, now func() time.Time) Store {
-			mr := miniredis.RunT(t)
-			c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-			t.Cleanup(func() { c.Close() })
-			r, err := NewRedis(RedisOptions{Client: c, Now: now})
+		// The shared redis-server, reset for each run: the Lua production
+		// runs (miniredis's gopher-lua is held to it by the golden tables).
+		"redis-server": func(t *testing.T, now func() time.Time) Store {
+			r, err := NewRedis(RedisOptions{Client: redistest.Shared(t).Client(), Now: now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,11 +53,7 @@ func TestAlgorithmBounds(t *testing.T) {
 		for _, l := range limits {
 			for seed := range uint64(3) {
 				t.Run(fmt.Sprintf("%s/%s/%d", name, l.Algorithm, seed), func(t *testing.T) {
-					steps := 1500
-					if name == "miniredis" {
-						steps = 400
-					}
-					log := runProperty(t, open, l, seed, steps)
+					log := runProperty(t, open, l, seed, 1500)
 					checkBound(t, l, log)
 				})
 			}

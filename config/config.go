@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -773,6 +774,15 @@ func parse(b []byte, dir string) (*Config, error) {
 					continue
 				}
 				decodeProblems = append(decodeProblems, explainIntField(explainUnknownField(e), b))
+			}
+		}
+		// The decoder rounds a fraction given to a whole-number field
+		// down without a word: find them in the document itself.
+		var root yaml.Node
+		if yaml.Unmarshal(b, &root) == nil {
+			for _, p := range fractionsInWholeFields(&root, reflect.TypeFor[Config]()) {
+				numbers = append(numbers, p)
+				decodeProblems = append(decodeProblems, p.message)
 			}
 		}
 	}

@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -79,6 +81,74 @@ func FuzzExplainNumberField(f *testing.F) {
 		}
 		if !strings.HasPrefix(p.message, "line "+sub[1]+": "+p.path+": ") || p.node == nil || p.node.Value != sub[3] {
 			t.Fatalf("%q in %q: %+v", msg, src, p)
+		}
+	})
+}
+
+// A fraction given to a whole-number field is an error naming the field,
+// wherever the field is (top level, a map of models, a pointer, a list
+// element); go.yaml.in/yaml/v3 alone rounds it down without a word
+// (max_connections: 100.5 ran as 100). Whole numbers written as floats
+// ("1e3", "256.0") are read as they are, and validation's verdict on the
+// rounded value (a connection cap below 64) is not added.
+func TestFractionInWholeFieldNamed(t *testing.T) {
+	_, err := Parse([]byte(`upstreams: [{name: o, flavor: openai, base_url: "http://x", no_key: true}]
+keys: [{key: k, tenant: t}]
+limits:
+  - {name: a, scope: user, unit: tokens, rate: 1000.5, per: 1m}
+models:
+  m1: {input_usd_per_mtok: 1, output_usd_per_mtok: 2, max_output_tokens: 1000.5, default_max_output_tokens: 256.0,
+       long_context: {above_input_tokens: 2.5e5, input_usd_per_mtok: 2, output_usd_per_mtok: 4}}
+  m2: {input_usd_per_mtok: 1, output_usd_per_mtok: 2, long_context: {above_input_tokens: 1000.25, input_usd_per_mtok: 2}}
+max_connections: 63.5
+max_body_bytes: 1e6
+store: {backend: memory, replay_queue: -0.5}
+`))
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want *config.Error", err)
+	}
+	want := []string{
+		"line 6: models.m1.max_output_tokens: `1000.5` is not a whole number (write 1000 or 1001)",
+		"line 8: models.m2.long_context.above_input_tokens: `1000.25` is not a whole number (write 1000 or 1001)",
+		"line 9: max_connections: `63.5` is not a whole number (write 63 or 64)",
+		"line 11: store.replay_queue: `-0.5` is not a whole number (write -1 or 0)",
+	}
+	if !slices.Equal(ce.Problems, want) {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(ce.Problems, "\n"), strings.Join(want, "\n"))
+	}
+	c, err := Parse([]byte(`upstreams: [{name: o, flavor: openai, base_url: "http://x", no_key: true}]
+keys: [{key: k, tenant: t}]
+max_connections: 1e3
+max_body_bytes: 1048576.0
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxConnections != 1000 || c.MaxBodyBytes != 1<<20 {
+		t.Errorf("max_connections %d, max_body_bytes %d: want 1000 and 1048576", c.MaxConnections, c.MaxBodyBytes)
+	}
+}
+
+// fractionsInWholeFields never panics on any document, and each problem
+// it reports is a float scalar with a fraction, on the line it names.
+func FuzzFractionsInWholeFields(f *testing.F) {
+	f.Add("max_connections: 100.5\n")
+	f.Add("models: {m: {max_output_tokens: 1.5, long_context: {above_input_tokens: .5}}}\n")
+	f.Add("limits: [{shards: 2.5, rate: 1.5}]\nstore: {replay_queue: 1e400}\n")
+	f.Add("a: &x 1.5\nmax_connections: *x\n")
+	f.Fuzz(func(t *testing.T, src string) {
+		if len(src) > 4096 {
+			return
+		}
+		var root yaml.Node
+		if yaml.Unmarshal([]byte(src), &root) != nil {
+			return
+		}
+		for _, p := range fractionsInWholeFields(&root, reflect.TypeFor[Config]()) {
+			if p.node == nil || p.node.ShortTag() != "!!float" || !strings.HasPrefix(p.message, fmt.Sprintf("line %d: %s: ", p.node.Line, p.path)) {
+				t.Fatalf("problem %+v", p)
+			}
 		}
 	})
 }

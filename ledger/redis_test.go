@@ -82,9 +82,16 @@ func TestReadStreamRangeAndPages(t *testing.T) {
 		r.TS = now.Add(time.Duration(i-n) * time.Millisecond)
 		w.Write(r)
 	}
-	flush(t, w)
-
 	ctx := context.Background()
+	// A Flush sends the stream one pipeline of what is pending: on a
+	// loaded machine the 2500 records may all be pending at the first, so
+	// flush until the stream holds them (a liveness wait, not a bound).
+	for deadline := time.Now().Add(time.Minute); ; {
+		flush(t, w)
+		if l, err := client.XLen(ctx, "ledger").Result(); err == nil && l >= n || time.Now().After(deadline) {
+			break
+		}
+	}
 	all, _, err := ledger.ReadStream(ctx, client, "ledger", time.Time{}, time.Time{})
 	if err != nil || len(all) != n {
 		t.Fatalf("ReadStream everything: %d records, err %v; want %d", len(all), err, n)

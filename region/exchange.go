@@ -137,10 +137,10 @@ func New(o Options) (*Exchange, error) {
 		o.Registerer.MustRegister(shareCollector{x: x,
 			share: prometheus.NewDesc("llmguard_region_share",
 				"Share of a limit split between regions that this node's region holds now, as a fraction of the limit (read at the scrape: its floor once the last share read has expired).",
-				[]string{"limit"}, nil),
+				[]string{"limit", "region"}, nil),
 			floor: prometheus.NewDesc("llmguard_region_share_floor",
 				"Least share of a limit split between regions that this node's region holds under the exchange (min(region_exchange.min_share, its configured share)), as a fraction of the limit: where the share falls when this region's record cannot be read.",
-				[]string{"limit"}, nil),
+				[]string{"limit", "region"}, nil),
 		}, x.errors)
 		for _, s := range []string{stepDemand, stepShare, stepExchange} {
 			x.errors.WithLabelValues(s)
@@ -150,10 +150,10 @@ func New(o Options) (*Exchange, error) {
 }
 
 // shareCollector exports, for each exchanged rule of the policy in force,
-// llmguard_region_share{limit} (the share this node holds at the scrape,
+// llmguard_region_share{limit,region} (the share this node, of region, holds at the scrape,
 // policy.Regional.Share on the exchange's clock: its floor once the last
 // read has expired, as the node's takes see it) and
-// llmguard_region_share_floor{limit} (policy.Regional.Floors), both as
+// llmguard_region_share_floor{limit,region} (policy.Regional.Floors), both as
 // fractions of the limit. Read at the scrape, a share that stopped being
 // read shows its fall to the floor, and a reload's rules show at once.
 type shareCollector struct {
@@ -170,8 +170,8 @@ func (c shareCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.x.o.Now()
 	for _, r := range exchanged(c.x.o.Policy()) {
 		g := r.Regional
-		ch <- prometheus.MustNewConstMetric(c.share, prometheus.GaugeValue, float64(g.Share(now))/policy.PPM, r.Name)
-		ch <- prometheus.MustNewConstMetric(c.floor, prometheus.GaugeValue, float64(g.Floors[g.Self])/policy.PPM, r.Name)
+		ch <- prometheus.MustNewConstMetric(c.share, prometheus.GaugeValue, float64(g.Share(now))/policy.PPM, r.Name, g.Region)
+		ch <- prometheus.MustNewConstMetric(c.floor, prometheus.GaugeValue, float64(g.Floors[g.Self])/policy.PPM, r.Name, g.Region)
 	}
 }
 

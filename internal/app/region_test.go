@@ -114,7 +114,7 @@ func TestAppRegionExchangeWiredIn(t *testing.T) {
 		}
 	}
 	m := eu.metrics()
-	for _, want := range []string{`llmguard_region_share{limit="org-rps"} 0.1`, `llmguard_region_share_floor{limit="org-rps"} 0.1`, `llmguard_region_exchange_errors_total{step="exchange"} 0`} {
+	for _, want := range []string{`llmguard_region_share{limit="org-rps",region="eu"} 0.1`, `llmguard_region_share_floor{limit="org-rps",region="eu"} 0.1`, `llmguard_region_exchange_errors_total{step="exchange"} 0`} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s", want)
 		}
@@ -124,8 +124,8 @@ func TestAppRegionExchangeWiredIn(t *testing.T) {
 	// The gauge is the share the node's takes use now, read at the scrape
 	// (it was the value of the last read, which a node whose reads fail
 	// keeps showing after it has fallen to its floor).
-	if m := eu.metrics(); !strings.Contains(m, `llmguard_region_share{limit="org-rps"} 0.7`) {
-		t.Errorf("with 0.7 held: metrics lack llmguard_region_share{limit=\"org-rps\"} 0.7")
+	if m := eu.metrics(); !strings.Contains(m, `llmguard_region_share{limit="org-rps",region="eu"} 0.7`) {
+		t.Errorf("with 0.7 held: metrics lack llmguard_region_share{limit=\"org-rps\",region=\"eu\"} 0.7")
 	}
 	if err := eu.app.Reload(write("eu", limit)); err != nil {
 		t.Fatal(err)
@@ -151,8 +151,8 @@ func TestAppRegionExchangeWiredIn(t *testing.T) {
 		t.Errorf("after a reload naming region us: key %q, want eu's still", k)
 	}
 	rule().Regional.Hold(700_000, time.Now().Add(-time.Millisecond)) // a read that has expired
-	if m := eu.metrics(); !strings.Contains(m, `llmguard_region_share{limit="org-rps"} 0.1`) {
-		t.Errorf("with the last read expired: metrics lack llmguard_region_share{limit=\"org-rps\"} 0.1 (the floor)")
+	if m := eu.metrics(); !strings.Contains(m, `llmguard_region_share{limit="org-rps",region="eu"} 0.1`) {
+		t.Errorf("with the last read expired: metrics lack llmguard_region_share{limit=\"org-rps\",region=\"eu\"} 0.1 (the floor)")
 	}
 }
 

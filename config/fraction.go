@@ -1,0 +1,134 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// yamlUnmarshaler is the interface of a type that decodes its own YAML
+// (Count, Duration): its values are its own to judge.
+var yamlUnmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
+
+// obsoleteUnmarshaler is go.yaml.in/yaml/v3's older form of it, which
+// Count and Duration implement.
+var obsoleteUnmarshaler = reflect.TypeFor[interface {
+	UnmarshalYAML(unmarshal func(any) error) error
+}]()
+
+// fractionsInWholeFields returns a problem for each value under root, the
+// document's node, written as a number with a fraction ("1.5", "100.5",
+// "2.5e0") where t's field at that place takes a whole number (an int or
+// uint kind): go.yaml.in/yaml/v3 rounds such a value toward zero without
+// a word (decode.go, a float into an int kind), so `max_connections:
+// 100.5` ran as 100 and `max_body_bytes: 1.5` as 1. A float written whole
+// ("1e3", "100.0") is left to the decoder, which reads it exactly. Types
+// that decode their own YAML (Count, Duration) and values of any other
+// kind are not looked at. One walk over the document: linear in its size.
+func fractionsInWholeFields(root *yaml.Node, t reflect.Type) []numberProblem {
+	var out []numberProblem
+	var walk func(n *yaml.Node, t reflect.Type, path string)
+	walk = func(n *yaml.Node, t reflect.Type, path string) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Implements(yamlUnmarshaler) || reflect.PointerTo(t).Implements(yamlUnmarshaler) ||
+			t.Implements(obsoleteUnmarshaler) || reflect.PointerTo(t).Implements(obsoleteUnmarshaler) {
+			return
+		}
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, t, path)
+			}
+		case yaml.AliasNode:
+			// An alias's value is checked where it is defined.
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := k.Value
+				if path != "" {
+					p = path + "." + k.Value
+				}
+				switch t.Kind() {
+				case reflect.Map:
+					walk(v, t.Elem(), p)
+				case reflect.Struct:
+					if ft, ok := yamlField(t, k.Value); ok {
+						walk(v, ft, p)
+					}
+				}
+			}
+		case yaml.SequenceNode:
+			if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+				return
+			}
+			for i, c := range n.Content {
+				walk(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+			}
+		case yaml.ScalarNode:
+			if !wholeKind(t.Kind()) || n.ShortTag() != "!!float" {
+				return
+			}
+			f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+			if err == nil && !math.IsInf(f, 0) && f == math.Trunc(f) {
+				return
+			}
+			hint := ""
+			if err == nil && !math.IsInf(f, 0) && math.Abs(f) < 1<<53 {
+				hint = fmt.Sprintf(" (write %.0f or %.0f)", math.Floor(f)+0, math.Ceil(f)+0)
+			}
+			out = append(out, numberProblem{path: path, node: n,
+				message: fmt.Sprintf("line %d: %s: `%s` is not a whole number%s", n.Line, path, n.Value, hint)})
+		}
+	}
+	walk(root, t, "")
+	return out
+}
+
+// wholeKind reports whether k is an integer kind.
+func wholeKind(k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// yamlField returns the type of struct t's field that YAML key name sets,
+// looking into inlined structs, as go.yaml.in/yaml/v3 maps them (the tag's
+// name, else the lowercased field name; "-" and unexported fields never).
+func yamlField(t reflect.Type, name string) (reflect.Type, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := strings.Split(f.Tag.Get("yaml"), ",")
+		switch {
+		case tag[0] == "-", !f.IsExported() && !f.Anonymous:
+			continue
+		case len(tag) > 1 && strings.Contains(","+strings.Join(tag[1:], ",")+",", ",inline,"):
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				if got, ok := yamlField(ft, name); ok {
+					return got, true
+				}
+			}
+			continue
+		}
+		key := tag[0]
+		if key == "" {
+			key = strings.ToLower(f.Name)
+		}
+		if key == name {
+			return f.Type, true
+		}
+	}
+	return nil, false
+}
