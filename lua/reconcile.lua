@@ -566,7 +566,9 @@ end
 
 -- Every shape: its mode, its marker set (mode 'h': its record; mode 'w':
 -- the taken set's key; else false), its delta count, its deltas' bucket
--- keys and limits, its groups, and (mode 'w') the voided set's key. Every bucket key once, in order of first use (a shape's keys are
+-- keys and limits, its groups, (mode 'w') the voided set's key, and the
+-- runDeltas that runs its runs (nil: the loop below does). Every bucket
+-- key once, in order of first use (a shape's keys are
 -- those of its first entry, so this is the order of the entries' first
 -- use).
 local shapes, order, view = {}, {}, {}
