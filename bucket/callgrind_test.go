@@ -32,7 +32,8 @@ import (
 // apart, and of 32 while their epochs' voided sets exist (a SISMEMBER a
 // take);
 // LLMGUARD_CALLGRIND_KEEP=<dir> keeps each measurement's callgrind dump
-// there, for callgrind_annotate.
+// there, for callgrind_annotate; LLMGUARD_CALLGRIND_ONLY=<text> runs only
+// the measurements whose name holds the text (say "reconcile.lua, 32").
 func TestCallgrindScripts(t *testing.T) {
 	if os.Getenv("LLMGUARD_CALLGRIND") == "" {
 		t.Skip("a measurement: set LLMGUARD_CALLGRIND=1 to run it")
@@ -147,7 +148,11 @@ func TestCallgrindScripts(t *testing.T) {
 		}
 	}
 	reconciles := reconcilesOf(2, true)
+	only := os.Getenv("LLMGUARD_CALLGRIND_ONLY") // a substring: only the measurements whose name holds it
 	measure := func(name string, size int, run func(size, batches int)) {
+		if !strings.Contains(name, only) {
+			return
+		}
 		run(size, 5) // warm: scripts cached, keys present
 		zero()
 		const batches = 50

@@ -73,44 +73,47 @@ const (
 	eachEndMarker   = "-- @end"
 )
 
-// unrolledWidths is how many buckets the widest of takebatch.lua's
-// runTokens functions takes: unroll makes runTokens1 to runTokens4.
+// unrolledWidths is how many buckets (or deltas) the widest of
+// takebatch.lua's runTokens functions (reconcile.lua's runDeltas) takes:
+// unroll makes runTokens1 to runTokens4 (runDeltas1 to runDeltas4).
 const unrolledWidths = 4
 
-// unroll expands takebatch.lua's block between the "-- @unroll" and
+// unroll expands a script's block between the "-- @unroll" and
 // "-- @unroll end" lines into one copy per width W from 1 to
 // unrolledWidths, "@W" replaced by W, and in each copy every block between
 // a "-- @each" line and the next "-- @end" line (the marker lines
 // trimmed) repeated for i from 1 to W, "@i" replaced by i; then the line
-// "local runTokens = {runTokens1, …}". The copies keep each bucket's
-// state in locals of their own (a Lua table access per bucket and take is
-// what they save). It panics when a marker is missing or unpaired, as cut
-// does (a test guards them).
-func unroll(src string) string {
+// "local <name> = {<name>1, …}" (name: the copies' function name without
+// its width, "runTokens" in takebatch.lua, "runDeltas" in reconcile.lua).
+// The copies keep each bucket's state in locals of their own (a Lua table
+// access per bucket and take, or delta and reconciliation, is what they
+// save). It panics when a marker is missing or unpaired, as cut does (a
+// test guards them).
+func unroll(src, name string) string {
 	head, rest, ok := strings.Cut(src, unrollMarker)
 	body, tail, ok2 := strings.Cut(rest, unrollEndMarker)
 	if !ok || !ok2 {
-		panic("lua: takebatch.lua lost its unroll markers")
+		panic("lua: a script lost its unroll markers (" + name + ")")
 	}
 	var out strings.Builder
 	out.WriteString(head)
 	names := make([]string, unrolledWidths)
 	for w := 1; w <= unrolledWidths; w++ {
 		ws := strconv.Itoa(w)
-		names[w-1] = "runTokens" + ws
+		names[w-1] = name + ws
 		var block []string
 		inEach := false
 		for _, line := range strings.SplitAfter(strings.ReplaceAll(body, "@W", ws), "\n") {
 			switch strings.TrimSpace(line) {
 			case eachMarker:
 				if inEach {
-					panic("lua: takebatch.lua has a nested -- @each")
+					panic("lua: " + name + " has a nested -- @each")
 				}
 				inEach, block = true, block[:0]
 				continue
 			case eachEndMarker:
 				if !inEach {
-					panic("lua: takebatch.lua has an -- @end without -- @each")
+					panic("lua: " + name + " has an -- @end without -- @each")
 				}
 				inEach = false
 				for i := 1; i <= w; i++ {
@@ -127,10 +130,10 @@ func unroll(src string) string {
 			}
 		}
 		if inEach {
-			panic("lua: takebatch.lua has a -- @each without -- @end")
+			panic("lua: " + name + " has a -- @each without -- @end")
 		}
 	}
-	out.WriteString("local runTokens = {" + strings.Join(names, ", ") + "}\n")
+	out.WriteString("local " + name + " = {" + strings.Join(names, ", ") + "}\n")
 	out.WriteString(tail)
 	return out.String()
 }
@@ -145,10 +148,10 @@ func cut(take, batch, reconcile string) parts {
 	var ok [6]bool
 	p.takePrelude, rest, ok[0] = strings.Cut(take, entryMarker)
 	p.takeEntry, p.takeBody, ok[1] = strings.Cut(rest, bodyMarker)
-	p.batchHead, rest, ok[2] = strings.Cut(unroll(batch), takeMarker)
+	p.batchHead, rest, ok[2] = strings.Cut(unroll(batch, "runTokens"), takeMarker)
 	p.batchDefs, p.batchEntry, ok[3] = strings.Cut(rest, takeOneMarker)
 	_, _, ok[4] = strings.Cut(p.batchEntry, batchMarker)
-	p.rcPrelude, p.rcEntry, ok[5] = strings.Cut(reconcile, rcEntryMarker)
+	p.rcPrelude, p.rcEntry, ok[5] = strings.Cut(unroll(reconcile, "runDeltas"), rcEntryMarker)
 	for _, o := range ok {
 		if !o {
 			panic("lua: take.lua, takebatch.lua or reconcile.lua lost a splice marker")
@@ -205,7 +208,7 @@ var Take = withCore(takeSource)
 // (recorded by a marker key set with SET NX in the same script, or, for
 // an id of bucket.NewRequestID's, a member of its epoch's set), or the
 // void of its take; every bucket read once (one MGET) and written once.
-var Reconcile = withCore(reconcileSource)
+var Reconcile = withCore(unroll(reconcileSource, "runDeltas"))
 
 // TakeBatch is the source of takebatch.lua, take.lua and core.lua spliced
 // in: the takes of several requests, each committing as Take would alone,

@@ -11,7 +11,7 @@ import (
 // takebatch.lua hold every runTokens and no placeholder.
 func TestUnroll(t *testing.T) {
 	src := "head\n-- @unroll\nlocal function f@W()\n  -- @each\n  local x@i = @i * @W\n  -- @end\n  return 0\nend\n-- @unroll end\ntail\n"
-	got := unroll(src)
+	got := unroll(src, "runTokens")
 	want := "head\n" +
 		"local function f1()\n  local x1 = 1 * 1\n  return 0\nend\n" +
 		"local function f2()\n  local x1 = 1 * 2\n  local x2 = 2 * 2\n  return 0\nend\n" +
@@ -38,7 +38,7 @@ func TestUnroll(t *testing.T) {
 					t.Errorf("unroll(%q) did not panic", bad)
 				}
 			}()
-			unroll(bad)
+			unroll(bad, "runTokens")
 		}()
 	}
 }

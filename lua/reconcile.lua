@@ -263,8 +263,108 @@ local markerOf = {r = true, v = true, w = true}
 
 -- A marker set's record (mode 'h'): its key, the ARGV of its first id,
 -- its id count, the ARGV of the id of its next entry, the ids it already
--- holds (true by id), the ids applied now (in entry order).
+-- holds or an earlier entry applied (true by id), how many of its
+-- entries applied so far.
 local SETKEY, FROM, IDS, NEXT, SEEN, FRESH = 1, 2, 3, 4, 5, 6
+
+-- makeGroups gives each delta of shape (a shape of runDeltas: no
+-- in-flight limit) its group, as the batch's loop below does at an
+-- entry's first applying delta: the group of its bucket's view and limit,
+-- made and appended to groups when new.
+local function makeGroups(shape, view, groups)
+  local keys, lims, gs = shape[4], shape[5], shape[6]
+  for i = 1, shape[3] do
+    if not gs[i] then
+      local limit = lims[i]
+      local c = view[keys[i]]
+      local g = c[limit]
+      if not g then
+        g = {c, limit, 0, 0}
+        c[limit] = g
+        groups[#groups + 1] = g
+      end
+      gs[i] = g
+    end
+  end
+end
+
+-- @unroll
+-- runDeltas@W runs a run of entries of one shape of @W deltas, each entry
+-- as the batch's loop below runs it, with each delta's group sums (its
+-- refund and spend) in locals instead of the group's table: the loop's
+-- per-entry dispatch on the mode and its per-delta table reads and writes
+-- (the group, its sums, the set's record) are gone. Package lua makes
+-- runDeltas1 to runDeltas4 from this text (lua.unroll: each delta's block
+-- once per delta, its index in the names). The shape's mode is 'h' (its
+-- set of more than one entry: set, its record) or 'n' (set false), its
+-- keys are distinct (so each delta has a group of its own, which no other
+-- delta of the run adds to) and no limit is an in-flight one (no ZREM per
+-- entry). Each group's sums are read into locals at the run's first
+-- applying entry (its groups made then, in delta order, as the loop makes
+-- them), added to in entry order (the same additions, so the same
+-- doubles) and written back after the run. It takes the run's length, a
+-- (the next ARGV to read) and o (the reply's length), appends each
+-- entry's 1 or 0 to reply, and returns a and o after the run.
+local function runDeltas@W(shape, run, a, o, ARGV, set, reply, view, groups)
+  local gs = shape[6]
+  local ready = gs[1] ~= nil
+  -- @each
+  local g@i, refund@i, spend@i
+  if ready then
+    g@i = gs[@i]
+    refund@i, spend@i = g@i[3], g@i[4]
+  end
+  -- @end
+  local seen, at, fresh = false, 0, 0
+  if set then
+    seen, at, fresh = set[SEEN], set[NEXT], set[FRESH]
+  end
+  for _ = 1, run do
+    local applies = true
+    if set then -- mode 'h': its set's next id, applied once
+      local id = ARGV[at]
+      at = at + 1
+      if seen[id] then
+        applies = false
+      else
+        seen[id], fresh = true, fresh + 1
+      end
+    end
+    o = o + 1
+    if applies then
+      reply[o] = 1
+      if not ready then
+        makeGroups(shape, view, groups)
+        ready = true
+        -- @each
+        g@i = gs[@i]
+        refund@i, spend@i = g@i[3], g@i[4]
+        -- @end
+      end
+      -- @each
+      local units@i = ARGV[a + @i - 1] + 0
+      if units@i < 0 then
+        refund@i = refund@i + units@i
+      else
+        spend@i = spend@i + units@i
+      end
+      -- @end
+    else
+      reply[o] = 0
+    end
+    a = a + @W
+  end
+  if ready then
+    -- @each
+    g@i[3], g@i[4] = refund@i, spend@i
+    -- @end
+  end
+  if set then
+    set[NEXT], set[FRESH] = at, fresh
+  end
+  return a, o
+end
+-- @unroll end
 
 -- The shapes of lone reconciliations read from their text (rcShapeOf), by
 -- text, kept from call to call as core.lua's limits are; at most
@@ -460,13 +560,15 @@ local sets = {}
 local a = 7 + nl
 for h = 1, nh do
   local n = digits[ARGV[a + 1]] or ARGV[a + 1] + 0
-  sets[h] = {KEYS[digits[ARGV[a]] or ARGV[a] + 0], a + 2, n, a + 2, false, {}}
+  sets[h] = {KEYS[digits[ARGV[a]] or ARGV[a] + 0], a + 2, n, a + 2, false, 0}
   a = a + 2 + n
 end
 
 -- Every shape: its mode, its marker set (mode 'h': its record; mode 'w':
 -- the taken set's key; else false), its delta count, its deltas' bucket
--- keys and limits, its groups, and (mode 'w') the voided set's key. Every bucket key once, in order of first use (a shape's keys are
+-- keys and limits, its groups, (mode 'w') the voided set's key, and the
+-- runDeltas that runs its runs (nil: the loop below does). Every bucket
+-- key once, in order of first use (a shape's keys are
 -- those of its first entry, so this is the order of the entries' first
 -- use).
 local shapes, order, view = {}, {}, {}
@@ -493,7 +595,25 @@ for s = 1, ns do
       order[#order + 1] = key
     end
   end
-  shapes[s] = {mode, set, count, keys, lims, {}, voids}
+  local shape = {mode, set, count, keys, lims, {}, voids}
+  -- runDeltas runs the shape's runs when its mode is 'h' or 'n', its keys
+  -- distinct and no limit an in-flight one (and, mode 'h', its set has
+  -- more than one entry: checked per run).
+  if (mode == 'h' or mode == 'n') and count <= 4 then
+    local fast = runDeltas[count]
+    for i = 1, count do
+      if lims[i][6] == 'c' then
+        fast = nil
+      end
+      for j = 1, i - 1 do
+        if keys[i] == keys[j] then
+          fast = nil
+        end
+      end
+    end
+    shape[8] = fast
+  end
+  shapes[s] = shape
 end
 
 -- Every bucket's stored value, before anything is written: one MGET per
@@ -531,6 +651,11 @@ while a <= #ARGV do
   local mode, set, count = shape[1], shape[2], shape[3]
   local run = digits[ARGV[a + 1]] or ARGV[a + 1] + 0
   a = a + 2
+  local fast = shape[8]
+  if fast and (mode == 'n' or set[IDS] > 1) then
+    a = fast(shape, run, a, #reply, ARGV, set, reply, view, groups)
+    run = 0
+  end
   for _ = 1, run do
     local marker, id = false, false
     if markerOf[mode] then
@@ -550,9 +675,7 @@ while a <= #ARGV do
         local s = set[SEEN]
         applies = not s[id]
         if applies then
-          s[id] = true
-          local f = set[FRESH]
-          f[#f + 1] = id
+          s[id], set[FRESH] = true, set[FRESH] + 1
         end
       end
     elseif mode == 'w' then
@@ -622,43 +745,120 @@ while a <= #ARGV do
   end
 end
 
--- The markers of the ids applied now, one SADD per set, which then lives
--- dedupFor ms more (every marker at least dedupFor after its write).
+-- The markers of the ids applied now, one SADD per set where any entry
+-- applied, which then lives dedupFor ms more (every marker at least
+-- dedupFor after its write). It adds every id of the set's entries, as
+-- they are in ARGV: an entry that did not apply has an id the set held
+-- before (SMISMEMBER said so) or an earlier entry's (which applied), so
+-- the set ends with the same members as if it added the applied ids only.
 for _, set in ipairs(sets) do
-  local f = set[FRESH]
-  if #f > 0 then
-    redis.call('SADD', set[SETKEY], unpack(f))
+  if set[FRESH] > 0 then
+    local from = set[FROM]
+    redis.call('SADD', set[SETKEY], unpack(ARGV, from, from + set[IDS] - 1))
     redis.call('PEXPIRE', set[SETKEY], dedupFor)
   end
 end
 
 -- Every group's sums, in order of the group's first delta: refunds, then
--- charges (see settle).
+-- charges (see settle). A token bucket's group on a view holding a token
+-- bucket's state (the common case) runs settle's steps inlined, the core
+-- functions' own expressions in their order (apply's refill and clamps,
+-- wait, put, stage; load gives the view's state, found): the same doubles,
+-- without six Lua calls a group (a call costs Redis 7.0's interpreter some
+-- 1k instructions).
 for _, g in ipairs(groups) do
-  settle(g[1], g[2], g[3], g[4], now)
+  local c, limit = g[1], g[2]
+  if limit[6] == 't' and c[KIND] == 't' then
+    local capacity, rate, per = limit[1], limit[2], limit[3]
+    local refund, spend = g[3], g[4]
+    local level, updated = c[A], c[B]
+    if refund ~= 0 or spend == 0 then -- apply(refund)
+      if now > updated then
+        level = level + (now - updated) * rate / per
+        updated = now
+      end
+      if level > capacity then
+        level = capacity
+      end
+      level = level - refund
+      if level > capacity then
+        level = capacity
+      end
+    end
+    if spend ~= 0 then -- apply(spend)
+      if now > updated then
+        level = level + (now - updated) * rate / per
+        updated = now
+      end
+      if level > capacity then
+        level = capacity
+      end
+      level = level - spend
+      if level > capacity then
+        level = capacity
+      end
+    end
+    c[DIRTY] = true -- stage(c, put(true, level, updated, capacity, wait(level, capacity, rate, per), now), 't', level, updated)
+    if level >= capacity then
+      c[KIND], c[PX] = nil, false
+    else
+      local reset = floor((capacity - level) * per / rate) -- wait
+      if reset >= maxWait then
+        reset = maxWait
+      else
+        local j = 0
+        while j < 2 and level + reset * rate / per < capacity do
+          reset = reset + 1
+          j = j + 1
+        end
+      end
+      c[A], c[B], c[C] = level, updated, nil
+      c[PX] = floor((updated + reset - now) / 1000) + 1000 -- put
+    end
+  else
+    settle(c, limit, g[3], g[4], now)
+  end
 end
 
 for _, key in ipairs(order) do
   local c = view[key]
-  if c[DIRTY] then
-    if c[KIND] == nil then
-      if c[FOUND] then
-        redis.call('DEL', key)
-      end
+  local kind = c[KIND]
+  if not c[DIRTY] then
+    -- unchanged
+  elseif kind == nil then
+    if c[FOUND] then
+      redis.call('DEL', key)
+    end
+  elseif kind == 't' then -- encode, inlined as in reconcileLone; its TTL's text by pxText
+    local level, updated = c[A], c[B]
+    local v
+    if level % 1 == 0 and level ~= 0 and level < 2 ^ 53 and level > -2 ^ 53 then
+      v = string.format('%d %d', level, updated) -- the text '%.17g %d' makes of it
     else
-      local v
-      if c[KIND] == 'q' then
-        v = encodeQuota(c[A], c[B])
-      elseif c[KIND] == 'w' then
-        v = encodeWindow(c[A], c[B], c[C])
-      else
-        v = encode(c[A], c[B])
+      v = string.format('%.17g %d', level, updated)
+    end
+    if updated % 1 == 0 then
+      if encodedCount >= encodedMax then
+        encodedLevel, encodedUpdated, encodedCount = {}, {}, 0
       end
-      if c[PX] then
-        redis.call('SET', key, v, 'PX', c[PX])
-      else
-        redis.call('SET', key, v, 'KEEPTTL')
-      end
+      encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
+    end
+    if c[PX] then
+      redis.call('SET', key, v, 'PX', pxText(c[PX]))
+    else
+      redis.call('SET', key, v, 'KEEPTTL')
+    end
+  else
+    local v
+    if kind == 'q' then
+      v = encodeQuota(c[A], c[B])
+    else
+      v = encodeWindow(c[A], c[B], c[C])
+    end
+    if c[PX] then
+      redis.call('SET', key, v, 'PX', c[PX])
+    else
+      redis.call('SET', key, v, 'KEEPTTL')
     end
   end
 end
