@@ -68,6 +68,12 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms}
 	if n < 1 {
 		t.Fatalf("%d failed takes, no line saying so:\n%s", failures, logs)
 	}
+	// The line says what failed, not only its kind: here the take's
+	// deadline (a CLUSTERDOWN or LOADING reply is kind other, told apart
+	// only by its text).
+	if first := logs.String()[strings.Index(logs.String(), line):]; !strings.Contains(first[:strings.IndexByte(first, '\n')], "err=") {
+		t.Errorf("the failed take's line does not carry its error:\n%s", first)
+	}
 	if most := 1 + int(elapsed/failedTakeLogEvery); n > most {
 		t.Errorf("%d lines for %d failed takes in %v; at most %d", n, failures, elapsed, most)
 	}

@@ -196,7 +196,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 					// too, at most once per failedTakeLogEvery.
 					failedTakeLog.Do(func() {
 						log.Warn("store take failed: this request's fail-open limits were served by this node's fallback bucket, fail-closed limits refused it",
-							"kind", call.Kind.String(), "took", call.Duration, "next_line_after", failedTakeLogEvery)
+							"kind", call.Kind.String(), "err", call.Err, "took", call.Duration, "next_line_after", failedTakeLogEvery)
 					})
 				}
 			}
