@@ -136,6 +136,10 @@ type Call struct {
 	Result   Result
 	Kind     ErrorKind     // KindNone unless Result is ResultFailed
 	Duration time.Duration // wall time in the Guarded method, ~0 when rejected
+	// Err is the store's own error for a ResultFailed call (a timeout, a
+	// refused connection, Redis's CLUSTERDOWN or LOADING reply…), so that a
+	// log line can say what failed; nil for every other Result.
+	Err error
 	// Probe: the call's context was marked by WithProbe (a caller's own
 	// health probe, no request's call).
 	Probe bool
@@ -522,6 +526,7 @@ func (g *Guarded) do(ctx context.Context, op Op, timeout time.Duration, call fun
 	var (
 		result = ResultOK
 		kind   = KindNone
+		failed error // the store's error, when result is ResultFailed
 	)
 	switch {
 	case err == nil:
@@ -540,14 +545,14 @@ func (g *Guarded) do(ctx context.Context, op Op, timeout time.Duration, call fun
 	case errors.Is(inner, ErrVoided):
 		err = inner
 	default:
-		result, kind = ResultFailed, KindOf(inner)
+		result, kind, failed = ResultFailed, KindOf(inner), inner
 		g.lastMu.Lock()
 		g.lastErr = inner
 		g.lastMu.Unlock()
 		err = &unavailableError{op: op, cause: inner}
 	}
 	probe, _ := ctx.Value(probeKey{}).(bool)
-	g.report(op, result, kind, time.Since(start), probe)
+	g.report(Call{Op: op, Result: result, Kind: kind, Duration: time.Since(start), Probe: probe, Err: failed})
 	return err
 }
 
@@ -606,16 +611,17 @@ func (e *unavailableError) Unwrap() []error {
 
 // count records one call's outcome and reports it to OnCall.
 func (g *Guarded) count(op Op, result Result, kind ErrorKind, d time.Duration) {
-	g.report(op, result, kind, d, false)
+	g.report(Call{Op: op, Result: result, Kind: kind, Duration: d})
 }
 
-// report is count, with probe as the Call's Probe.
-func (g *Guarded) report(op Op, result Result, kind ErrorKind, d time.Duration, probe bool) {
+// report counts c and reports it to OnCall.
+func (g *Guarded) report(c Call) {
+	op, result, kind := c.Op, c.Result, c.Kind
 	g.calls[op][result].Add(1)
 	if kind != KindNone {
 		g.errs[kind].Add(1)
 	}
 	if g.o.OnCall != nil {
-		g.o.OnCall(Call{Op: op, Result: result, Kind: kind, Duration: d, Probe: probe})
+		g.o.OnCall(c)
 	}
 }

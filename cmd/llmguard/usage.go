@@ -26,7 +26,7 @@ type usageCmd struct {
 	Tenant string `help:"Only this tenant."`
 	Period string `help:"Calendar period, from midnight in the budgets' time zone: day, week or month." enum:"day,week,month" default:"month"`
 	// TimeZone overrides the budgets' zone (UsageQuery.TimeZone).
-	TimeZone  string `name:"timezone" help:"IANA time zone of the period (default: the zone of the tenant's budgets, else UTC)."`
+	TimeZone  string `name:"timezone" help:"IANA time zone of the period (default: the zone of the tenant's budgets of that period, else of its other budgets, else UTC)."`
 	Format    string `help:"Output: table, json (the endpoint's JSON as it is) or csv (one header row; README, \"Reports for finance\")." enum:"table,json,csv" default:"table"`
 	JSON      bool   `name:"json" help:"Same as --format json."`
 	Admin     string `help:"Admin address (host:port, or https://host:port) to ask instead of the config's admin_listen."`

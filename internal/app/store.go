@@ -131,7 +131,8 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	lastFailed := new(atomic.Bool)
-	lastCall := new(atomic.Int64) // time.Now().UnixNano() of the last store call to end
+	lastCall := new(atomic.Int64)   // time.Now().UnixNano() of the last store call to end
+	outageFrom := new(atomic.Int64) // time.Now().UnixNano() the breaker last opened from closed
 	lastCall.Store(time.Now().UnixNano())
 	if err := r.Load(ctx); err != nil {
 		log.Warn("could not load the Redis scripts at start-up; they will be loaded on first use", "err", err)
@@ -161,10 +162,21 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		FailureRatio:     c.Breaker.FailureRatio,
 		Window:           time.Duration(c.Breaker.Window),
 		OpenFor:          time.Duration(c.Breaker.OpenFor),
+		// An outage is logged where it starts (WARN) and where it ends
+		// (INFO, with how long it lasted); its probes, open -> half-open ->
+		// open every open_for, at DEBUG: at WARN they were two lines every
+		// open_for (3,600 an hour at the default 2s) saying nothing new.
 		OnStateChange: func(from, to bucket.BreakerState) {
-			log.Warn("store circuit breaker", "from", from.String(), "to", to.String())
-			if to == bucket.BreakerOpen && from == bucket.BreakerClosed {
+			switch {
+			case from == bucket.BreakerClosed && to == bucket.BreakerOpen:
+				outageFrom.Store(time.Now().UnixNano())
+				log.Warn("store circuit breaker", "from", from.String(), "to", to.String())
 				logFactors() // once per outage
+			case to == bucket.BreakerClosed:
+				log.Info("store circuit breaker: the store answers again, limits are taken from it again", "from", from.String(), "to", to.String(),
+					"outage", time.Since(time.Unix(0, outageFrom.Load())).Round(time.Millisecond))
+			default:
+				log.Debug("store circuit breaker", "from", from.String(), "to", to.String())
 			}
 		},
 		OnCall: func(call bucket.Call) {
@@ -196,7 +208,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 					// too, at most once per failedTakeLogEvery.
 					failedTakeLog.Do(func() {
 						log.Warn("store take failed: this request's fail-open limits were served by this node's fallback bucket, fail-closed limits refused it",
-							"kind", call.Kind.String(), "took", call.Duration, "next_line_after", failedTakeLogEvery)
+							"kind", call.Kind.String(), "err", call.Err, "took", call.Duration, "next_line_after", failedTakeLogEvery)
 					})
 				}
 			}

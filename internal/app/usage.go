@@ -150,8 +150,9 @@ type UsageQuery struct {
 	Tenant string // "" = every tenant
 	Period string // "day", "week" or "month"; "" = month
 	// TimeZone is the IANA zone whose midnights bound the period. "" = the
-	// zone of the quota limits that apply (to Tenant's principals, or to
-	// every principal): theirs when they all share one, else UTC.
+	// zone of the quota limits of Period that apply (to Tenant's
+	// principals, or to every principal) when they all share one; when
+	// none has Period, that of the quotas of any period, likewise; else UTC.
 	TimeZone string
 }
 
@@ -198,7 +199,7 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 		return nil, fmt.Errorf("%w: period must be day, week or month", ErrUsageQuery)
 	}
 	now := a.now()
-	loc := a.budgetZone(tenant, now)
+	loc := a.budgetZone(tenant, p, now)
 	if q.TimeZone != "" {
 		var err error
 		if loc, err = loadZone(q.TimeZone); err != nil {
@@ -276,32 +277,43 @@ func loadZone(name string) (*time.Location, error) {
 	return loc, nil
 }
 
-// budgetZone is the zone of the quota limits that apply to tenant's
-// principals (every principal's when tenant is ""), those of the file's
-// keys and of the key store's active keys at now alike: theirs when they
-// all share one, else UTC.
-func (a *App) budgetZone(tenant string, now time.Time) *time.Location {
+// budgetZone is the zone of a report over period p: that of the quota
+// limits of period p that apply to tenant's principals (every principal's
+// when tenant is ""), those of the file's keys and of the key store's
+// active keys at now alike, when they all share one; when none of them has
+// period p, that of the quotas of any period, likewise; else UTC. A month's
+// report follows the monthly budgets (as `llmguard report` does), so that a
+// daily quota in another zone (UTC by default) does not move it to UTC.
+func (a *App) budgetZone(tenant string, p policy.Period, now time.Time) *time.Location {
 	pol := a.policy()
-	var zone *time.Location
-	for _, pr := range append(pol.Principals(), a.storePrincipals(pol, now)...) {
-		if tenant != "" && pr.Tenant != tenant {
-			continue
-		}
-		for i := range pol.Rules() {
-			r := &pol.Rules()[i]
-			if !r.IsQuota() || r.Location == nil || !r.MatchesPrincipal(pr) {
+	principals := append(pol.Principals(), a.storePrincipals(pol, now)...)
+	// zoneOf is the zone the quotas that fit samePeriod share: ok false when
+	// none fits, UTC when they disagree.
+	zoneOf := func(samePeriod bool) (zone *time.Location, ok bool) {
+		for _, pr := range principals {
+			if tenant != "" && pr.Tenant != tenant {
 				continue
 			}
-			if zone != nil && zone.String() != r.Location.String() {
-				return time.UTC
+			for i := range pol.Rules() {
+				r := &pol.Rules()[i]
+				if !r.IsQuota() || r.Location == nil || (samePeriod && r.Period != p) || !r.MatchesPrincipal(pr) {
+					continue
+				}
+				if zone != nil && zone.String() != r.Location.String() {
+					return time.UTC, true
+				}
+				zone = r.Location
 			}
-			zone = r.Location
 		}
+		return zone, zone != nil
 	}
-	if zone == nil {
-		return time.UTC
+	if zone, ok := zoneOf(true); ok {
+		return zone
 	}
-	return zone
+	if zone, ok := zoneOf(false); ok {
+		return zone
+	}
+	return time.UTC
 }
 
 func row(t ledger.Totals, r UsageRow) UsageRow {

@@ -566,3 +566,31 @@ ledger: {file: %q}
 		}
 	}
 }
+
+// A month's usage follows the tenant's monthly budget's zone, as `llmguard
+// report` does, even when a daily quota in another zone (UTC, the default)
+// applies to the tenant too: the daily quota's zone bounds the day's
+// report. Before, any two zones among the tenant's quotas made every
+// period UTC, so `usage --tenant acme` and `report --tenant acme` summed
+// different months for a budget in Asia/Tokyo.
+func TestUsageZoneFollowsThePeriodsBudgets(t *testing.T) {
+	h := start(t, `limits:
+  - {name: acme-month, scope: tenant, unit: usd, quota: 5, period: month, timezone: Asia/Tokyo}
+  - {name: user-day, scope: user, unit: tokens, quota: 100000, period: day}
+`)
+	for _, tc := range []struct {
+		period, want string
+	}{
+		{period: "month", want: "Asia/Tokyo"}, // the monthly budget's, not UTC
+		{period: "day", want: "UTC"},          // the daily quota's (its default)
+		{period: "week", want: "UTC"},         // no weekly quota: both zones, which differ
+	} {
+		rep, err := h.app.Usage(context.Background(), "acme", tc.period)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Period.TimeZone != tc.want {
+			t.Errorf("period %s: zone %s, want %s", tc.period, rep.Period.TimeZone, tc.want)
+		}
+	}
+}

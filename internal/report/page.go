@@ -61,7 +61,8 @@ from <time>{{rfc .Start}}</time> to <time>{{rfc .End}}</time> ({{.TimeZone}}). A
 <h2>Budget burn-down</h2>
 {{if .Burn.HasBudget}}<p class="muted">Remaining of the {{.Burn.BudgetText}} budget at the end of each day; the dashed line spends it evenly over the month.
 Remaining now: <span id="remaining" {{if .Burn.OverBudget}}class="over"{{end}}>{{.Burn.RemainingLabel}}</span>.</p>
-{{else}}<p class="muted">No budget given: cumulative spend at the end of each day; the dashed line is the month's average pace.</p>{{end}}
+{{else}}<p class="muted">No budget given: cumulative spend at the end of each day; the dashed line is the month's average pace.
+The budget is the tenant's monthly <code>usd</code> quota of scope tenant (<code>period: month</code>) in the config given with <code>--config</code>, or <code>--budget-usd</code>.</p>{{end}}
 <svg id="burn" width="{{f .W}}" height="{{f .H}}" viewBox="0 0 {{f .W}} {{f .H}}" role="img" aria-label="Budget burn-down">
 {{range .Burn.YTicks}}<line class="grid" x1="{{f $.PlotLeft}}" x2="{{f $.PlotRight}}" y1="{{f .Pos}}" y2="{{f .Pos}}"/><text x="{{f (add $.PlotLeft -6)}}" y="{{f (add .Pos 4)}}" text-anchor="end">{{.Label}}</text>
 {{end}}<line class="axis" x1="{{f .PlotLeft}}" x2="{{f .PlotRight}}" y1="{{f .Burn.ZeroY}}" y2="{{f .Burn.ZeroY}}"/>

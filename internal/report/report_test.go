@@ -137,6 +137,19 @@ func TestBuildFoldsRows(t *testing.T) {
 
 // The page is self-contained (no URL to fetch, no script) and escapes
 // every text.
+// A page without a budget says where one comes from: a trial's tenant
+// had a daily usd quota (no monthly one) and read only "No budget given".
+func TestRenderNoBudgetSaysWhereOneComesFrom(t *testing.T) {
+	var b bytes.Buffer
+	if err := Render(&b, build(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if !strings.Contains(page, "No budget given") || !strings.Contains(page, "<code>period: month</code>") || !strings.Contains(page, "<code>--budget-usd</code>") {
+		t.Errorf("a page without a budget does not say how to give one")
+	}
+}
+
 func TestRenderSelfContained(t *testing.T) {
 	var b bytes.Buffer
 	if err := Render(&b, build(t, 50_000_000)); err != nil {
