@@ -188,6 +188,44 @@ func (t *rankTable) get(s string) (int, bool) {
 	}
 }
 
+// rankOf is the rank of the token p[i:e] (2 ≤ e−i), or -1 when it is not
+// one: get for heapMerge, which looks up pairs of parts of its piece. A
+// string of up to 8 bytes is keyed from at most two 4-byte loads, or its
+// two or three bytes (get packs those byte by byte, and a merge of CJK
+// text looks up many), and one that the filter turns away, most of those
+// that are not tokens, costs no probe. TestRankOfSameAsGet.
+func (t *rankTable) rankOf(p string, i, e int) int32 {
+	n := e - i
+	if n > 8 {
+		if r, ok := t.get(p[i:e]); ok {
+			return int32(r)
+		}
+		return -1
+	}
+	var k uint64
+	if n >= 4 {
+		k = uint64(loadLE32(p[i:])) | uint64(loadLE32(p[e-4:]))<<((8*(n-4))&63)
+	} else {
+		k = uint64(p[i]) | uint64(p[i+1])<<8
+		if n == 3 {
+			k |= uint64(p[i+2]) << 16
+		}
+	}
+	h := hashKey(k, n)
+	if a, b := filterPos(h); t.filter[a/64]&(1<<(a%64)) == 0 || t.filter[b/64]&(1<<(b%64)) == 0 {
+		return -1
+	}
+	for j := int(h >> t.shift); ; j = (j + 1) & (len(t.slots) - 1) {
+		sl := &t.slots[j]
+		if sl.n == 0 {
+			return -1
+		}
+		if sl.key == k && int(sl.n) == n {
+			return sl.rank
+		}
+	}
+}
+
 // lookup is get of the string of n bytes (1 to 16) with key lo, hi
 // (pieceKey's) and hash h (hashKey(lo, n) for n ≤ 8, else
 // midHash(lo, hi, n)), without packing or hashing it again.
