@@ -567,14 +567,16 @@ func (c *bpeCounter) countPiecesIn(m *pieceMemo, text string, i, stop int, check
 				w := text[i : i+16]
 				lo, hi = le64(w[:8]), le64(w[8:16])
 				if l <= 8 {
-					lo, hi = lo&(^uint64(0)>>(64-8*l)), 0
+					// & 63: the shift is below 64 (3 ≤ l), and
+					// saying so spares the test for a wider one
+					lo, hi = lo&(^uint64(0)>>((64-8*l)&63)), 0
 				} else {
-					hi &= ^uint64(0) >> (128 - 8*l)
+					hi &= ^uint64(0) >> ((128 - 8*l) & 63)
 				}
 			} else if l <= 8 { // pieceKeyPacked's, from its end
-				lo = le64(text[j-8:j]) >> (64 - 8*l)
+				lo = le64(text[j-8:j]) >> ((64 - 8*l) & 63)
 			} else {
-				lo, hi = le64(text[i:i+8]), le64(text[j-8:j])>>(128-8*l)
+				lo, hi = le64(text[i:i+8]), le64(text[j-8:j])>>((128-8*l)&63)
 			}
 			if l <= 8 {
 				h = hashKey(lo, l)

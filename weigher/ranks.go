@@ -169,7 +169,7 @@ func (t *rankTable) get(s string) (int, bool) {
 	// hold the same bytes). TestRankTable.
 	var k uint64
 	if n := len(s); n >= 4 {
-		k = uint64(loadLE32(s)) | uint64(loadLE32(s[n-4:]))<<(8*(n-4))
+		k = uint64(loadLE32(s)) | uint64(loadLE32(s[n-4:]))<<((8*(n-4))&63)
 	} else {
 		k = pack(s)
 	}
@@ -259,7 +259,7 @@ func (t *rankTable) lookup(lo, hi uint64, n int, h uint64) (int, bool) {
 func (t *rankTable) getMid(s string) (int, bool) {
 	// pack(s[:8]), pack(s[8:]) in two loads: the second the word ending
 	// at s's end, shifted down to its bytes past the eighth.
-	lo, hi := le64(s[:8]), le64(s[len(s)-8:])>>(128-8*len(s))
+	lo, hi := le64(s[:8]), le64(s[len(s)-8:])>>((128-8*len(s))&63)
 	h := midHash(lo, hi, len(s))
 	if a, b := filterPos(h); t.filter[a/64]&(1<<(a%64)) == 0 || t.filter[b/64]&(1<<(b%64)) == 0 {
 		return 0, false
