@@ -188,3 +188,49 @@ func TestInRankOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestRankOfSameAsGet: rankOf, heapMerge's lookup, gives get's answer for
+// every token of both vocabularies of 2 to 24 bytes, placed inside a longer
+// string (its loads reach past the token's ends only within it), for the
+// same tokens with their last byte changed, and for random strings.
+func TestRankOfSameAsGet(t *testing.T) {
+	useOfflineVocabularies()
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, enc := range []string{EncodingO200k, EncodingCL100k} {
+		c, err := newCounter(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		table := c.(*bpeCounter).ranks
+		src, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(enc + ".tiktoken")
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := func(s string) {
+			want := int32(-1)
+			if rank, ok := table.get(s); ok {
+				want = int32(rank)
+			}
+			for _, pad := range []string{"", "xy"} {
+				p := pad + s + pad
+				if got := table.rankOf(p, len(pad), len(pad)+len(s)); got != want {
+					t.Fatalf("%s: rankOf(%q in %q) = %d, get says %d", enc, s, p, got, want)
+				}
+			}
+		}
+		for tok := range src {
+			if len(tok) < 2 || len(tok) > 24 {
+				continue
+			}
+			check(tok)
+			check(tok[:len(tok)-1] + string(tok[len(tok)-1]^0x21))
+		}
+		for range 100000 {
+			b := make([]byte, 2+r.IntN(10))
+			for i := range b {
+				b[i] = byte(r.Uint32())
+			}
+			check(string(b))
+		}
+	}
+}

@@ -41,9 +41,9 @@ func (c *bpeCounter) memoTokens(m *pieceMemo, text string, i, j int) int64 {
 		w := text[i : i+16]
 		lo, hi = le64(w[:8]), le64(w[8:16])
 		if n <= 8 {
-			lo, hi = lo&(^uint64(0)>>(64-8*n)), 0
+			lo, hi = lo&(^uint64(0)>>((64-8*n)&63)), 0
 		} else {
-			hi &= ^uint64(0) >> (128 - 8*n)
+			hi &= ^uint64(0) >> ((128 - 8*n) & 63)
 		}
 	} else {
 		lo, hi = pieceKeyPacked(text, i, n)
@@ -75,7 +75,10 @@ func (c *bpeCounter) memoMiss(s *memoSlot, p string, lo, hi, h uint64) int64 {
 // pieceKey is the rank table's key of text[i:i+n] (1 ≤ n ≤ 16): its first 8
 // bytes little-endian in lo, the rest zero-padded in hi (0 when n ≤ 8), as
 // pack makes them. Where 16 bytes of text remain it loads whole words and
-// masks them.
+// masks them. Its shifts, like every variable shift of a key here and in
+// ranks.go and countPiecesIn, are written "(…) & 63": each is below 64 for
+// the lengths it serves, and without the mask Go tests for a wider shift
+// (which it must make 0) on every piece, some 6 instructions each.
 func pieceKey(text string, i, n int) (lo, hi uint64) {
 	if i+16 > len(text) {
 		return pieceKeyPacked(text, i, n)
@@ -83,9 +86,9 @@ func pieceKey(text string, i, n int) (lo, hi uint64) {
 	w := text[i : i+16]
 	lo, hi = le64(w[:8]), le64(w[8:16])
 	if n <= 8 {
-		return lo & (^uint64(0) >> (64 - 8*n)), 0
+		return lo & (^uint64(0) >> ((64 - 8*n) & 63)), 0
 	}
-	return lo, hi & (^uint64(0) >> (128 - 8*n))
+	return lo, hi & (^uint64(0) >> ((128 - 8*n) & 63))
 }
 
 // pieceKeyPacked is pieceKey near the end of text: where text holds 8
@@ -97,12 +100,12 @@ func pieceKeyPacked(text string, i, n int) (lo, hi uint64) {
 	e := i + n
 	if n <= 8 {
 		if e >= 8 {
-			return le64(text[e-8:e]) >> (64 - 8*n), 0
+			return le64(text[e-8:e]) >> ((64 - 8*n) & 63), 0
 		}
 		return pack(text[i:e]), 0
 	}
 	// 9 to 16 bytes: i+8 ≤ e, and e ≥ 9 bytes of text
-	return le64(text[i : i+8]), le64(text[e-8:e]) >> (128 - 8*n)
+	return le64(text[i : i+8]), le64(text[e-8:e]) >> ((128 - 8*n) & 63)
 }
 
 // le64 is the first 8 bytes of s (at least 8) as a little-endian integer,

@@ -169,7 +169,7 @@ func (t *rankTable) get(s string) (int, bool) {
 	// hold the same bytes). TestRankTable.
 	var k uint64
 	if n := len(s); n >= 4 {
-		k = uint64(loadLE32(s)) | uint64(loadLE32(s[n-4:]))<<(8*(n-4))
+		k = uint64(loadLE32(s)) | uint64(loadLE32(s[n-4:]))<<((8*(n-4))&63)
 	} else {
 		k = pack(s)
 	}
@@ -184,6 +184,44 @@ func (t *rankTable) get(s string) (int, bool) {
 		}
 		if sl.key == k && int(sl.n) == len(s) {
 			return int(sl.rank), true
+		}
+	}
+}
+
+// rankOf is the rank of the token p[i:e] (2 ≤ e−i), or -1 when it is not
+// one: get for heapMerge, which looks up pairs of parts of its piece. A
+// string of up to 8 bytes is keyed from at most two 4-byte loads, or its
+// two or three bytes (get packs those byte by byte, and a merge of CJK
+// text looks up many), and one that the filter turns away, most of those
+// that are not tokens, costs no probe. TestRankOfSameAsGet.
+func (t *rankTable) rankOf(p string, i, e int) int32 {
+	n := e - i
+	if n > 8 {
+		if r, ok := t.get(p[i:e]); ok {
+			return int32(r)
+		}
+		return -1
+	}
+	var k uint64
+	if n >= 4 {
+		k = uint64(loadLE32(p[i:])) | uint64(loadLE32(p[e-4:]))<<((8*(n-4))&63)
+	} else {
+		k = uint64(p[i]) | uint64(p[i+1])<<8
+		if n == 3 {
+			k |= uint64(p[i+2]) << 16
+		}
+	}
+	h := hashKey(k, n)
+	if a, b := filterPos(h); t.filter[a/64]&(1<<(a%64)) == 0 || t.filter[b/64]&(1<<(b%64)) == 0 {
+		return -1
+	}
+	for j := int(h >> t.shift); ; j = (j + 1) & (len(t.slots) - 1) {
+		sl := &t.slots[j]
+		if sl.n == 0 {
+			return -1
+		}
+		if sl.key == k && int(sl.n) == n {
+			return sl.rank
 		}
 	}
 }
@@ -221,7 +259,7 @@ func (t *rankTable) lookup(lo, hi uint64, n int, h uint64) (int, bool) {
 func (t *rankTable) getMid(s string) (int, bool) {
 	// pack(s[:8]), pack(s[8:]) in two loads: the second the word ending
 	// at s's end, shifted down to its bytes past the eighth.
-	lo, hi := le64(s[:8]), le64(s[len(s)-8:])>>(128-8*len(s))
+	lo, hi := le64(s[:8]), le64(s[len(s)-8:])>>((128-8*len(s))&63)
 	h := midHash(lo, hi, len(s))
 	if a, b := filterPos(h); t.filter[a/64]&(1<<(a%64)) == 0 || t.filter[b/64]&(1<<(b%64)) == 0 {
 		return 0, false
