@@ -44,10 +44,50 @@ func unknownMembers(enc counter, obj gjson.Result, known func(k string) bool) in
 	rawMembers(obj.Raw, func(k string, v gjson.Result) bool {
 		if !known(k) {
 			n = min(n+unknownMember(enc, k, v), maxTokens)
+		} else {
+			n = min(n+definedMember(enc, k, v), maxTokens)
 		}
 		return true
 	})
 	return n
+}
+
+// framingMaxBytes is the most JSON text, in bytes, a member the APIs
+// define as carrying no text they bill (framingKey: an id, a status, a
+// type, an index, a cache_control) holds in a body the official APIs
+// take: their ids are at most 40 to 64 characters (OpenAI's item ids 53
+// with their quotes, Anthropic's toolu_ ids about 32), their types,
+// statuses and formats shorter, a cache_control object
+// {"type":"ephemeral","ttl":"1h"} 31.
+const framingMaxBytes = 64
+
+// framingKey reports whether k names a member that the APIs define as
+// carrying no text they bill, in any of the objects the weigher reads:
+// ids, types, statuses, indexes and flags. Such a member weighs nothing
+// while its value is one the official API takes (definedMember).
+func framingKey(k string) bool {
+	switch k {
+	case "id", "type", "status", "index", "format", "call_id", "tool_call_id", "tool_use_id",
+		"is_error", "prefix", "cache_control", "detail", "caller", "defer_loading", "strict",
+		"eager_input_streaming", "allowed_callers", "display_width_px", "display_height_px",
+		"display_number", "enable_zoom", "max_characters":
+		return true
+	}
+	return false
+}
+
+// definedMember weighs a member k, value v, that the API of the object
+// holding it defines: nothing, unless k is a framingKey whose value holds
+// more than framingMaxBytes bytes of JSON — a 3,000-word "id" or
+// "status", which the official API refuses and a lenient upstream that
+// writes the object out as its JSON bills — weighed then as
+// unknownMember weighs it. A member the API defines as text is weighed by
+// the rules of its flavor, not here.
+func definedMember(enc counter, k string, v gjson.Result) int64 {
+	if !framingKey(k) || len(v.Raw) <= framingMaxBytes {
+		return 0
+	}
+	return unknownMember(enc, k, v)
 }
 
 // chatMessageKnown reports whether k is a member of a chat message that
