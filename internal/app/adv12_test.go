@@ -62,7 +62,7 @@ func TestAdv12FramingAndPredictionMembersAreWeighed(t *testing.T) {
 		{"responses item status", "/v1/responses", responses(`{"type":"message","role":"user","content":"hi","status":` + W + `}`)},
 		{"responses call_id", "/v1/responses", responses(`{"type":"function_call","call_id":` + W + `,"name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"ok"}`)},
 		{"responses output call_id", "/v1/responses", responses(fc + `,{"type":"function_call_output","call_id":` + W + `,"output":"ok"}`)},
-		{"messages tool_use id", "/v1/messages", claude(`"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":` + W + `,"name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]}]`)},
+		{"messages tool_use block id", "/v1/messages", claude(`"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":` + W + `,"name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]}]`)},
 		{"messages tool_use_id", "/v1/messages", claude(`"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":` + W + `,"content":"ok"}]}]`)},
 		{"messages block cache_control", "/v1/messages", claude(`"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","t":` + W + `}}]}]`)},
 		{"messages tool strict", "/v1/messages", claude(`"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","description":"d","input_schema":{"type":"object"},"strict":` + W + `}]`)},
