@@ -8,7 +8,13 @@ package app
 // billed more than the bucket held.
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 )
 
 // Members the APIs define as carrying no billed text (an id, a type, a
@@ -77,6 +83,75 @@ func TestAdv12FramingAndPredictionMembersAreWeighed(t *testing.T) {
 			}
 			if passed := up.callThrough(t, h, tc.path, tc.body, 10, 20000); passed == 0 {
 				t.Errorf("no call passed: the case tests nothing")
+			}
+		})
+	}
+}
+
+// An answer whose usage reports a small output beside much more text
+// (5 output tokens for 3,000 words: a lenient upstream, a gateway that
+// rewrites usage) was charged the usage as reported: only a report of 0
+// had its text counted. Upstream usage is the bill, but not one the
+// answer it came with contradicts: an answer (a JSON body, or a stream's
+// text) longer than 6 bytes a reported token plus 1 KiB has its text
+// counted, and is charged at least that.
+func TestAdv12SmallOutputBesideMuchTextChargedTheText(t *testing.T) {
+	text := `"` + words16 + `"`
+	const out = 5
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		stream := strings.Contains(string(raw), `"stream":true`)
+		if stream {
+			w.Header().Set("Content-Type", "text/event-stream")
+		} else {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/messages") && stream:
+			fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n")
+			fmt.Fprint(w, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+			fmt.Fprintf(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":%s}}\n\n", text)
+			fmt.Fprint(w, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n")
+			fmt.Fprintf(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":%d}}\n\n", out)
+			fmt.Fprint(w, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+		case strings.HasSuffix(r.URL.Path, "/messages"):
+			fmt.Fprintf(w, `{"id":"m","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":%s}],"stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":%d}}`, text, out)
+		case strings.HasSuffix(r.URL.Path, "/responses"):
+			fmt.Fprintf(w, `{"id":"resp_1","object":"response","status":"completed","model":"gpt-4o-mini","output":[{"type":"message","id":"m","status":"completed","role":"assistant","content":[{"type":"output_text","text":%s,"annotations":[]}]}],"usage":{"input_tokens":10,"output_tokens":%d,"total_tokens":%d}}`, text, out, 10+out)
+		case stream:
+			fmt.Fprintf(w, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":%s},\"finish_reason\":null}]}\n\n", text)
+			fmt.Fprint(w, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n")
+			fmt.Fprintf(w, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\n", out, 10+out)
+			fmt.Fprint(w, "data: [DONE]\n\n")
+		default:
+			fmt.Fprintf(w, `{"id":"x","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":%s},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":%d,"total_tokens":%d}}`, text, out, 10+out)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct{ name, path, body string }{
+		{"chat", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"write"}]}`},
+		{"chat stream", "/v1/chat/completions", `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"write"}]}`},
+		{"responses", "/v1/responses", `{"model":"gpt-4o-mini","input":"write"}`},
+		{"messages", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"write"}]}`},
+		{"messages stream", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"write"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h *harness
+			if tc.path == "/v1/messages" {
+				h = frozenClaude(t, srv.URL, "user-tpd", 20000)
+			} else {
+				h = fresh16(t, srv.URL)
+			}
+			resp, b := h.do(tc.path, tc.body)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%d %.200s", resp.StatusCode, b)
+			}
+			charged := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
+			if !waitFor(30*time.Second, func() bool { return charged() > 0 }) {
+				t.Fatal("not settled")
+			}
+			if got := charged(); got < 3000 {
+				t.Errorf("charged %v output tokens for an answer of 3,000 words whose usage reports %d", got, out)
 			}
 		})
 	}
