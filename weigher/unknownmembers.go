@@ -275,3 +275,35 @@ func claudeSourceKnown(k string) bool {
 	}
 	return false
 }
+
+// topMember is one member of a JSON object: its key and value.
+type topMember struct {
+	k string
+	v gjson.Result
+}
+
+// chatTopKnown reports whether k is a top-level member of a chat body
+// that the chat API defines
+// (https://platform.openai.com/docs/api-reference/chat/create), or one
+// the weigher reads with a meaning of its own (vLLM's, OpenRouter's,
+// Azure's, Gemini's: see Weigher.chat). Any other is weighed by its key
+// and value (unknownMember): LiteLLM "treats any non-openai param as a
+// provider-specific param, and passes it to the provider in the request
+// body" (https://docs.litellm.ai/docs/completion/provider_specific_params),
+// where an Anthropic "system" or a Cohere "chat_history" is billed as
+// input; a sampling parameter (top_k: 40) weighs a few tokens.
+func chatTopKnown(k string) bool {
+	switch k {
+	case "model", "messages", "audio", "frequency_penalty", "function_call", "functions", "logit_bias",
+		"logprobs", "max_completion_tokens", "max_tokens", "metadata", "modalities", "n",
+		"parallel_tool_calls", "prediction", "presence_penalty", "prompt_cache_key",
+		"prompt_cache_retention", "reasoning_effort", "response_format", "safety_identifier", "seed",
+		"service_tier", "stop", "store", "stream", "stream_options", "temperature", "tool_choice", "tools",
+		"top_logprobs", "top_p", "user", "verbosity", "web_search_options",
+		// read by the weigher (chat.go)
+		"data_sources", "dataSources", "plugins", "extra_body", "google", "chat_template", "documents",
+		"chat_template_kwargs", "min_tokens", "ignore_eos", "reasoning", "mm_processor_kwargs", "prompt":
+		return true
+	}
+	return false
+}

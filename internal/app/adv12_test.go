@@ -156,3 +156,29 @@ func TestAdv12SmallOutputBesideMuchTextChargedTheText(t *testing.T) {
 		})
 	}
 }
+
+// A chat body's top-level member the chat API does not define weighed
+// nothing, but LiteLLM passes such a member to the provider as one of its
+// own parameters ("any non-openai param", its provider-specific params
+// page), where an Anthropic "system" or a Cohere "chat_history" is
+// billed: 3,000 words there went seven times through a 20,000-token
+// bucket. It is now weighed by its key and value text.
+func TestAdv12UnknownTopLevelChatMembersAreWeighed(t *testing.T) {
+	up := startBilling16(t, func(_ string, body map[string]any) (int64, int64) {
+		return words(body["messages"], body["system"], body["chat_history"], body["system_instruction"]), 1
+	})
+	W := `"` + words16 + `"`
+	for _, tc := range []struct{ name, rest string }{
+		{"system", `"system":` + W},
+		{"chat_history", `"chat_history":[{"role":"USER","message":` + W + `}]`},
+		{"system_instruction", `"system_instruction":{"parts":[{"text":` + W + `}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := fresh16(t, up.url)
+			body := `{"model":"gpt-4o-mini","max_tokens":1,` + tc.rest + `,"messages":[{"role":"user","content":"hi"}]}`
+			if passed := up.callThrough(t, h, "/v1/chat/completions", body, 10, 20000); passed == 0 {
+				t.Errorf("no call passed: the case tests nothing")
+			}
+		})
+	}
+}
