@@ -443,7 +443,7 @@ func predictionTokens(enc counter, v gjson.Result) int64 {
 		switch k {
 		case "content":
 			if m.Type == gjson.String {
-				n += countText(enc, m.String())
+				n += countRaw(enc, m) // m is raw: its Str is not decoded
 				break
 			}
 			rawElements(m.Raw, func(p gjson.Result) bool {
