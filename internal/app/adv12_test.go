@@ -182,3 +182,35 @@ func TestAdv12UnknownTopLevelChatMembersAreWeighed(t *testing.T) {
 		})
 	}
 }
+
+// Responses instructions and input in shapes the API refuses (the
+// leftovers named after round 11), and members of other shapes, held:
+// each is weighed by its text or JSON text, so the bucket's 20,000 tokens
+// are never billed past. Kept for coverage of those shapes.
+func TestAdv12OddResponsesShapesHeld(t *testing.T) {
+	up := startBilling16(t, func(_ string, body map[string]any) (int64, int64) {
+		return words(body["input"], body["instructions"]), 1
+	})
+	W := `"` + words16 + `"`
+	for _, tc := range []struct{ name, rest string }{
+		{"instructions list of a string", `"instructions":[` + W + `],"input":"hi"`},
+		{"instructions object text", `"instructions":{"text":` + W + `},"input":"hi"`},
+		{"instructions content object", `"instructions":{"role":"developer","content":{"type":"input_text","text":` + W + `}},"input":"hi"`},
+		{"input nested list", `"input":[[{"role":"user","content":` + W + `}]]`},
+		{"input content object", `"input":[{"role":"user","content":{"type":"input_text","text":` + W + `}}]`},
+		{"input content string element", `"input":[{"role":"user","content":[` + W + `]}]`},
+		{"input content nested list", `"input":[{"role":"user","content":[[{"type":"input_text","text":` + W + `}]]}]`},
+		{"input item type", `"input":[{"type":` + W + `,"role":"user","content":"hi"}]`},
+		{"input item role", `"input":[{"role":` + W + `,"content":"hi"}]`},
+		{"function output list", `"input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":` + W + `}]}]`},
+		{"function arguments object", `"input":[{"type":"function_call","call_id":"c","name":"f","arguments":{"x":` + W + `}},{"type":"function_call_output","call_id":"c","output":"ok"}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := fresh16(t, up.url)
+			body := `{"model":"gpt-4o-mini","max_output_tokens":16,` + tc.rest + `}`
+			if passed := up.callThrough(t, h, "/v1/responses", body, 10, 20000); passed == 0 {
+				t.Errorf("no call passed: the case tests nothing")
+			}
+		})
+	}
+}
