@@ -168,14 +168,21 @@ func TestAdv12UnknownTopLevelChatMembersAreWeighed(t *testing.T) {
 		return words(body["messages"], body["system"], body["chat_history"], body["system_instruction"]), 1
 	})
 	W := `"` + words16 + `"`
-	for _, tc := range []struct{ name, rest string }{
-		{"system", `"system":` + W},
-		{"chat_history", `"chat_history":[{"role":"USER","message":` + W + `}]`},
-		{"system_instruction", `"system_instruction":{"parts":[{"text":` + W + `}]}`},
+	for _, tc := range []struct {
+		name, rest string
+		after      bool // after messages, in the tail a resumed body remembers
+	}{
+		{"system", `"system":` + W, false},
+		{"chat_history", `"chat_history":[{"role":"USER","message":` + W + `}]`, false},
+		{"system_instruction", `"system_instruction":{"parts":[{"text":` + W + `}]}`, false},
+		{"system after messages", `"system":` + W, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := fresh16(t, up.url)
 			body := `{"model":"gpt-4o-mini","max_tokens":1,` + tc.rest + `,"messages":[{"role":"user","content":"hi"}]}`
+			if tc.after {
+				body = `{"model":"gpt-4o-mini","max_tokens":1,"messages":[{"role":"user","content":"hi"}],` + tc.rest + `}`
+			}
 			if passed := up.callThrough(t, h, "/v1/chat/completions", body, 10, 20000); passed == 0 {
 				t.Errorf("no call passed: the case tests nothing")
 			}
