@@ -81,12 +81,17 @@ func newUsageTap(stream weigher.Stream, strip, expectUsage bool, count func(text
 // (a valid usage: an answer stopped at once, or by a content filter) after
 // text was streamed is charged at least that text, counted, and settled as
 // SourcePartial: a lenient upstream cannot stream text for free by
-// reporting 0.
+// reporting 0. Nor by reporting a small output beside much text: a
+// stream whose text is longer than weigher.OutputCheckBytes allows for
+// the output reported, or whose text came in more events than that
+// output has tokens (each is a token or more), is charged at least its
+// text, counted, and so settled; any other usage is the bill, its text
+// uncounted.
 func (t *usageTap) settle(est weigher.Estimate) (weigher.Usage, weigher.Source) {
 	if t.stream.Usage().Final {
 		u, source := t.stream.Settle(est, 0) // the reported usage: the count is not read
-		if u.OutputTokens == 0 {
-			if n := t.text.tokens(); n > 0 {
+		if u.OutputTokens == 0 || t.text.added > weigher.OutputCheckBytes(u.OutputTokens) || t.textEvents > u.OutputTokens {
+			if n := t.text.tokens(); n > u.OutputTokens {
 				u.OutputTokens, source = n, weigher.SourcePartial
 			}
 		}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -74,12 +75,15 @@ func tapHoldsBoundedText(t *testing.T, total int, real bool) {
 			t.Errorf("%d bytes, usage %v: the tap held up to %d bytes of text for a %d-byte stream, want at most %d", total, usage, maxHeld, streamed, tapTextMax)
 		}
 		if usage {
-			tap.feed([]byte(`data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":123,"total_tokens":132}}` + "\n\ndata: [DONE]\n\n"))
+			// A usage the text does not contradict: as many tokens as
+			// the text has bytes (a lower count has the text counted:
+			// TestTapCountsOnlyWhenNeeded).
+			tap.feed([]byte(fmt.Sprintf(`data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":%d,"total_tokens":%d}}`, streamed, streamed+9) + "\n\ndata: [DONE]\n\n"))
 		}
 		u, src := tap.settle(weigher.Estimate{InputTokens: 9})
 		if usage {
-			if src != weigher.SourceReported || u.OutputTokens != 123 {
-				t.Errorf("usage arrived: settled %+v from %v, want the reported 123 output tokens", u, src)
+			if src != weigher.SourceReported || u.OutputTokens != int64(streamed) {
+				t.Errorf("usage arrived: settled %+v from %v, want the reported %d output tokens", u, src, streamed)
 			}
 			if c.bytes > streamed-len(plain) || c.bytes < streamed-tapTextMax {
 				t.Errorf("usage arrived: counted %d of %d bytes, want only what overflowed the %d bytes held", c.bytes, streamed, tapTextMax)
@@ -98,20 +102,27 @@ func tapHoldsBoundedText(t *testing.T, total int, real bool) {
 
 // TestTapCountsOnlyWhenNeeded: a stream that reports its usage is not
 // counted at all (under tapTextMax of text); one cut off before its usage,
-// and one not expected to report any, are counted.
+// one not expected to report any, and one whose usage its text
+// contradicts (fewer output tokens than text events, or than
+// weigher.OutputCheckBytes allows for its text) are counted.
 func TestTapCountsOnlyWhenNeeded(t *testing.T) {
 	content := func(s string) []byte {
 		return []byte(`data: {"choices":[{"index":0,"delta":{"content":"` + s + `"}}]}` + "\n\n")
 	}
-	usage := []byte(`data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}` + "\n\n")
+	usageOf := func(out int) []byte {
+		return []byte(fmt.Sprintf(`data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":%d,"total_tokens":%d}}`, out, out+9) + "\n\n")
+	}
 	for _, tc := range []struct {
 		name            string
 		expect, arrives bool
-		wantCounted     bool
+		reported        int   // output tokens the usage reports
+		wantCounted     bool  // the text was counted
+		want            int64 // output tokens settled
 	}{
-		{"usage expected and reported", true, true, false},
-		{"usage expected, never reported", true, false, true},
-		{"usage not expected", false, false, true},
+		{"usage expected and reported", true, true, 300, false, 300},
+		{"usage expected, never reported", true, false, 0, true, 200},
+		{"usage not expected", false, false, 0, true, 200},
+		{"usage below the text events", true, true, 99, true, 200},
 	} {
 		c := &wordCounter{}
 		tap := newUsageTap(weigher.NewStream(weigher.KindChat), false, tc.expect, c.count)
@@ -119,14 +130,14 @@ func TestTapCountsOnlyWhenNeeded(t *testing.T) {
 			tap.feed(content("hello world "))
 		}
 		if tc.arrives {
-			tap.feed(usage)
+			tap.feed(usageOf(tc.reported))
 		}
 		u, _ := tap.settle(weigher.Estimate{InputTokens: 9})
 		if counted := c.calls > 0; counted != tc.wantCounted {
 			t.Errorf("%s: counted %v (%d calls), want %v", tc.name, counted, c.calls, tc.wantCounted)
 		}
-		if want := map[bool]int64{true: 2, false: 200}[tc.arrives]; u.OutputTokens != want {
-			t.Errorf("%s: output %d, want %d", tc.name, u.OutputTokens, want)
+		if u.OutputTokens != tc.want {
+			t.Errorf("%s: output %d, want %d", tc.name, u.OutputTokens, tc.want)
 		}
 	}
 }

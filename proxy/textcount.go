@@ -21,6 +21,8 @@ const tapCountEvery = 8 << 10
 // it is not safe for concurrent use.
 type pendingText struct {
 	buf []byte
+	// added is the bytes of text added in all, counted or not.
+	added int64
 	// counted is the tokens of the text counted and let go.
 	counted int64
 	// count counts text in the request's model's tokens; nil counts
@@ -35,6 +37,7 @@ type pendingText struct {
 // add appends streamed text, counting and letting go a prefix whenever the
 // held text reaches countAt; it never holds more than tapTextMax bytes.
 func (p *pendingText) add(s string) {
+	p.added += int64(len(s))
 	at := p.countAt
 	if at <= 0 || at > tapTextMax {
 		at = tapTextMax

@@ -97,6 +97,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	defer d.close()
 	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction, prompt, toolChoice gjson.Result
 	var templateText [2]gjson.Result // vLLM's documents and chat_template_kwargs (templateFields)
+	var unknownTop []topMember       // top-level members the chat API does not define (chatTopKnown)
 	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens
 	var messageElems, toolsElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
@@ -212,6 +213,14 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case "audio", "modalities":
 			est.Audio = est.Audio || asksAudio(k, v)
+		default:
+			if !chatTopKnown(k) && v.Type != gjson.Null {
+				// A member the chat API does not define: LiteLLM passes
+				// it to the provider as one of its own parameters (an
+				// Anthropic "system", a Cohere "chat_history"), which
+				// bills it. Weighed once the model's encoding is known.
+				unknownTop = append(unknownTop, topMember{k: strings.Clone(k), v: v})
+			}
 		}
 		at++
 		return true
@@ -305,6 +314,9 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	}
 	in += tokensReply
 	in += templateTokens(enc, templateText[:])
+	for _, m := range unknownTop {
+		in = min(in+unknownMember(enc, m.k, m.v), maxTokens)
+	}
 	tc := newToolsCounter(enc, encName)
 	tctx := rules.toolsCtx
 	// OpenAI's chat takes function and custom tools only, but
@@ -411,29 +423,47 @@ func templateTokens(enc counter, members []gjson.Result) int64 {
 // https://platform.openai.com/docs/guides/predicted-outputs): its
 // rejected tokens are billed as completion tokens ("still counted in the
 // total completion tokens for purposes of billing", the API reference's
-// completion_tokens_details), at most all of it. A value of another shape
-// counts as the text of its JSON; null or absent, 0.
+// completion_tokens_details), at most all of it. A member the API does
+// not define, of the prediction or of a text part, and a "type" longer
+// than any the API takes, are counted as unknownMember weighs them (a
+// lenient upstream that writes the prediction out bills them); a part
+// that is not an object, or whose text is not a string, as the text of
+// its JSON, and so is a value of another shape; null or absent, 0.
+// Saturates at maxTokens.
 func predictionTokens(enc counter, v gjson.Result) int64 {
 	if !v.Exists() || v.Type == gjson.Null {
 		return 0
 	}
 	c := v.Get("content")
-	switch {
-	case v.IsObject() && c.Type == gjson.String:
-		return countText(enc, c.String())
-	case v.IsObject() && c.IsArray():
-		var n int64
-		c.ForEach(func(_, p gjson.Result) bool {
-			if t := p.Get("text"); p.IsObject() && t.Type == gjson.String {
-				n += countText(enc, t.String())
-			} else {
-				n += countText(enc, p.Raw)
-			}
-			return true
-		})
-		return n
+	if !v.IsObject() || (c.Type != gjson.String && !c.IsArray()) {
+		return countText(enc, v.Raw)
 	}
-	return countText(enc, v.Raw)
+	var n int64
+	rawMembers(v.Raw, func(k string, m gjson.Result) bool {
+		switch k {
+		case "content":
+			if m.Type == gjson.String {
+				n += countRaw(enc, m) // m is raw: its Str is not decoded
+				break
+			}
+			rawElements(m.Raw, func(p gjson.Result) bool {
+				if t := p.Get("text"); p.IsObject() && t.Type == gjson.String {
+					n += countText(enc, t.String()) +
+						unknownMembers(enc, p, func(k string) bool { return k == "type" || k == "text" })
+				} else {
+					n += countText(enc, p.Raw)
+				}
+				return true
+			})
+		case "type":
+			n += definedMember(enc, k, m)
+		default:
+			n += unknownMember(enc, k, m)
+		}
+		n = min(n, maxTokens)
+		return true
+	})
+	return n
 }
 
 // tokenCount reads a non-negative token count, capped at maxTokens.
@@ -588,6 +618,8 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 				// A member no API defines: a lenient upstream may write
 				// it into the prompt (unknownmembers.go).
 				n += unknownMember(enc, k, v)
+			} else {
+				n += definedMember(enc, k, v) // a tool_call_id past any the API takes
 			}
 		}
 		return true
@@ -629,6 +661,8 @@ func callsTally(enc counter, c gjson.Result, check bool, fold *[]byte) (n int64,
 		}
 		if !chatToolCallKnown(k) {
 			n += unknownMember(enc, k, v) // unknownmembers.go
+		} else {
+			n += definedMember(enc, k, v) // an id or type past any the API takes
 		}
 		return true
 	})
@@ -781,6 +815,8 @@ func partTally(enc counter, model string, p gjson.Result, check bool, fold *[]by
 		default:
 			if !chatPartKnown(k) {
 				extra += unknownMember(enc, k, v)
+			} else {
+				extra += definedMember(enc, k, v) // a cache_control past any the API takes
 			}
 		}
 		return true

@@ -51,7 +51,10 @@ func reasoningTokens(enc counter, v gjson.Result, depth int) int64 {
 				return true
 			}
 		case "type", "format", "id", "index":
-			return true // the item's framing, not its text
+			// The item's framing, not its text: nothing, unless it holds
+			// more than any the API takes (definedMember).
+			n += definedMember(enc, k, m)
+			return true
 		}
 		n += reasoningTokens(enc, m, depth+1)
 		return true

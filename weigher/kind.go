@@ -1,8 +1,10 @@
 package weigher
 
 import (
-	"github.com/llmguard/llmguard/internal/jsonscan"
+	"math"
 	"strings"
+
+	"github.com/llmguard/llmguard/internal/jsonscan"
 
 	"github.com/tidwall/gjson"
 )
@@ -293,7 +295,11 @@ func ParseUsage(k Kind, body []byte) (Usage, bool) { return parseUsage(k, body, 
 // the body is read in place, no copy of it made) with model's tokenizer,
 // never with that of the model the answer names (an upstream's name,
 // which may be anything): a lenient upstream cannot hand out text for
-// free by reporting 0. An answer that names a key twice (two usage
+// free by reporting 0. Nor by reporting a small output beside much text:
+// an answer longer than OutputCheckBytes allows for the output it
+// reports has its text counted too, and is charged at least that text
+// (an honest usage counts every token of it, and more: reasoning,
+// framing). An answer that names a key twice (two usage
 // objects, a figure named twice) is read both ways a parser may read it,
 // first member and last, and settles at the dearer of the two
 // (dupKeyUsage); when either reading has no usage, ok is false.
@@ -302,7 +308,7 @@ func (w *Weigher) ParseUsage(k Kind, body []byte, model string) (Usage, bool) {
 	if !ok {
 		u, ok = dupKeyUsage(k, body, w.maxDepth)
 	}
-	if ok && u.OutputTokens == 0 {
+	if ok && (u.OutputTokens == 0 || int64(len(body)) > OutputCheckBytes(u.OutputTokens)) {
 		// A count of its own for the closure: were u captured, it would
 		// live on the heap on every call, this branch taken or not.
 		var out int64
@@ -310,10 +316,34 @@ func (w *Weigher) ParseUsage(k Kind, body []byte, model string) (Usage, bool) {
 		answerOutput(k, body, func(p string) {
 			out = min(out+countText(enc, p), maxTokens)
 		})
-		u.OutputTokens = out
+		u.OutputTokens = max(u.OutputTokens, out)
 	}
 	return u, ok
 }
+
+// OutputCheckBytes is the most bytes of answer (a JSON answer's body, or
+// a stream's output text) that a usage reporting out output tokens is
+// taken at its word for: outputCheckBytesPerToken bytes a token plus
+// outputCheckSlack. An honest answer holds fewer (English prose is about
+// 4.5 bytes of text a token in o200k_base, code 3.5, CJK 3 or less, and a
+// JSON answer's framing a few hundred bytes), so its text is not counted
+// and the reported usage, which is the bill, settles it; past it the
+// text is counted and the output charged is never below that count. A
+// usage that under-reports its output by less than this lets the rest
+// through: at most 1 − b/6 of the output, for text of b bytes a token
+// (a quarter for English prose). Saturates at math.MaxInt64.
+func OutputCheckBytes(out int64) int64 {
+	if out < 0 || out > (math.MaxInt64-outputCheckSlack)/outputCheckBytesPerToken {
+		return math.MaxInt64
+	}
+	return out*outputCheckBytesPerToken + outputCheckSlack
+}
+
+// outputCheckBytesPerToken and outputCheckSlack: see OutputCheckBytes.
+const (
+	outputCheckBytesPerToken = 6
+	outputCheckSlack         = 1024
+)
 
 // AnswerOutputTokens counts the output text a non-streamed JSON answer of
 // kind k carries (a chat or completions answer's content, refusal,

@@ -274,7 +274,10 @@ func oddToolChoice(enc counter, v gjson.Result) int64 {
 	rawMembers(v.Raw, func(k string, m gjson.Result) bool {
 		switch k {
 		case "type", "name":
-			if m.Type != gjson.String {
+			if m.Type != gjson.String || len(m.Raw) > framingMaxBytes {
+				// Not a string, or longer than any type or tool name the
+				// API takes (a name is at most 64 characters): by its
+				// text.
 				n += countValue(enc, m)
 			}
 		case "disable_parallel_tool_use":

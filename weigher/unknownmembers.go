@@ -44,10 +44,50 @@ func unknownMembers(enc counter, obj gjson.Result, known func(k string) bool) in
 	rawMembers(obj.Raw, func(k string, v gjson.Result) bool {
 		if !known(k) {
 			n = min(n+unknownMember(enc, k, v), maxTokens)
+		} else {
+			n = min(n+definedMember(enc, k, v), maxTokens)
 		}
 		return true
 	})
 	return n
+}
+
+// framingMaxBytes is the most JSON text, in bytes, a member the APIs
+// define as carrying no text they bill (framingKey: an id, a status, a
+// type, an index, a cache_control) holds in a body the official APIs
+// take: their ids are at most 40 to 64 characters (OpenAI's item ids 53
+// with their quotes, Anthropic's toolu_ ids about 32), their types,
+// statuses and formats shorter, a cache_control object
+// {"type":"ephemeral","ttl":"1h"} 31.
+const framingMaxBytes = 64
+
+// framingKey reports whether k names a member that the APIs define as
+// carrying no text they bill, in any of the objects the weigher reads:
+// ids, types, statuses, indexes and flags. Such a member weighs nothing
+// while its value is one the official API takes (definedMember).
+func framingKey(k string) bool {
+	switch k {
+	case "id", "type", "status", "index", "format", "call_id", "tool_call_id", "tool_use_id",
+		"is_error", "prefix", "cache_control", "detail", "caller", "defer_loading", "strict",
+		"eager_input_streaming", "allowed_callers", "display_width_px", "display_height_px",
+		"display_number", "enable_zoom", "max_characters":
+		return true
+	}
+	return false
+}
+
+// definedMember weighs a member k, value v, that the API of the object
+// holding it defines: nothing, unless k is a framingKey whose value holds
+// more than framingMaxBytes bytes of JSON — a 3,000-word "id" or
+// "status", which the official API refuses and a lenient upstream that
+// writes the object out as its JSON bills — weighed then as
+// unknownMember weighs it. A member the API defines as text is weighed by
+// the rules of its flavor, not here.
+func definedMember(enc counter, k string, v gjson.Result) int64 {
+	if !framingKey(k) || len(v.Raw) <= framingMaxBytes {
+		return 0
+	}
+	return unknownMember(enc, k, v)
 }
 
 // chatMessageKnown reports whether k is a member of a chat message that
@@ -231,6 +271,38 @@ func definedTool(typ string) bool {
 func claudeSourceKnown(k string) bool {
 	switch k {
 	case "type", "media_type", "data", "url", "file_id", "content":
+		return true
+	}
+	return false
+}
+
+// topMember is one member of a JSON object: its key and value.
+type topMember struct {
+	k string
+	v gjson.Result
+}
+
+// chatTopKnown reports whether k is a top-level member of a chat body
+// that the chat API defines
+// (https://platform.openai.com/docs/api-reference/chat/create), or one
+// the weigher reads with a meaning of its own (vLLM's, OpenRouter's,
+// Azure's, Gemini's: see Weigher.chat). Any other is weighed by its key
+// and value (unknownMember): LiteLLM "treats any non-openai param as a
+// provider-specific param, and passes it to the provider in the request
+// body" (https://docs.litellm.ai/docs/completion/provider_specific_params),
+// where an Anthropic "system" or a Cohere "chat_history" is billed as
+// input; a sampling parameter (top_k: 40) weighs a few tokens.
+func chatTopKnown(k string) bool {
+	switch k {
+	case "model", "messages", "audio", "frequency_penalty", "function_call", "functions", "logit_bias",
+		"logprobs", "max_completion_tokens", "max_tokens", "metadata", "modalities", "n",
+		"parallel_tool_calls", "prediction", "presence_penalty", "prompt_cache_key",
+		"prompt_cache_retention", "reasoning_effort", "response_format", "safety_identifier", "seed",
+		"service_tier", "stop", "store", "stream", "stream_options", "temperature", "tool_choice", "tools",
+		"top_logprobs", "top_p", "user", "verbosity", "web_search_options",
+		// read by the weigher (chat.go)
+		"data_sources", "dataSources", "plugins", "extra_body", "google", "chat_template", "documents",
+		"chat_template_kwargs", "min_tokens", "ignore_eos", "reasoning", "mm_processor_kwargs", "prompt":
 		return true
 	}
 	return false
