@@ -97,8 +97,14 @@ func fleetStepped(t *testing.T, client bucket.RedisScripter) {
 	ctx := context.Background()
 	var requests, admitted int
 	heavyFrom := map[*fleetBucket]int64{}
+	// Each step's instant: 5ms apart, or later when the run falls behind
+	// the wall clock, which counts the buckets' TTLs on Redis
+	// (storetest.KeepUp); windows are measured between these instants.
+	var at []time.Time
+	wallStart := time.Now()
 	for step := range 600 {
-		clock.Set(storetest.Start.Add(time.Duration(step) * 5 * time.Millisecond))
+		at = append(at, storetest.KeepUp(storetest.Start.Add(time.Duration(step)*5*time.Millisecond), storetest.Start, wallStart))
+		clock.Set(at[step])
 		heavy := step >= 200 && step < 400
 		if step == 200 || step == 400 {
 			for _, b := range all {
@@ -175,7 +181,7 @@ func fleetStepped(t *testing.T, client bucket.RedisScripter) {
 				if from > 0 {
 					in -= b.upTo[from-1]
 				}
-				w := time.Duration(step-from) * 5 * time.Millisecond
+				w := at[step].Sub(at[from])
 				if in > b.windowBound(w, b.out[from]) {
 					t.Fatalf("steps %d..%d (%v): %s admitted %d units > capacity + rate × window + %d outstanding = %d",
 						from, step, w, b.item.Key, in, b.out[from], b.windowBound(w, b.out[from]))
