@@ -101,32 +101,24 @@ func wholeKind(k reflect.Kind) bool {
 }
 
 // yamlField returns the type of struct t's field that YAML key name sets,
-// looking into inlined structs, as go.yaml.in/yaml/v3 maps them (the tag's
-// name, else the lowercased field name; "-" and unexported fields never).
+// looking into inlined structs (yamlKey).
 func yamlField(t reflect.Type, name string) (reflect.Type, bool) {
 	for i := range t.NumField() {
 		f := t.Field(i)
-		tag := strings.Split(f.Tag.Get("yaml"), ",")
+		key, inline, ok := yamlKey(f)
 		switch {
-		case tag[0] == "-", !f.IsExported() && !f.Anonymous:
-			continue
-		case len(tag) > 1 && strings.Contains(","+strings.Join(tag[1:], ",")+",", ",inline,"):
+		case !ok:
+		case inline:
 			ft := f.Type
 			for ft.Kind() == reflect.Pointer {
 				ft = ft.Elem()
 			}
 			if ft.Kind() == reflect.Struct {
-				if got, ok := yamlField(ft, name); ok {
+				if got, found := yamlField(ft, name); found {
 					return got, true
 				}
 			}
-			continue
-		}
-		key := tag[0]
-		if key == "" {
-			key = strings.ToLower(f.Name)
-		}
-		if key == name {
+		case key == name:
 			return f.Type, true
 		}
 	}

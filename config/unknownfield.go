@@ -36,21 +36,16 @@ var yamlFields = func() map[string][]string {
 		var names []string
 		for i := range t.NumField() {
 			f := t.Field(i)
-			tag := strings.Split(f.Tag.Get("yaml"), ",")
+			name, inline, ok := yamlKey(f)
 			switch {
-			case tag[0] == "-", !f.IsExported() && !f.Anonymous:
-				// Not set from YAML: the decoder skips unexported
-				// fields (internal state such as Config.priceKeys).
+			case !ok:
 				continue
-			case slices.Contains(tag[1:], "inline"):
+			case inline:
 				walk(f.Type)
 				names = append(names, m[f.Type.Name()]...)
 				continue
-			case tag[0] != "":
-				names = append(names, tag[0])
-			default:
-				names = append(names, strings.ToLower(f.Name))
 			}
+			names = append(names, name)
 			walk(f.Type)
 		}
 		m[t.Name()] = names
@@ -58,6 +53,23 @@ var yamlFields = func() map[string][]string {
 	walk(reflect.TypeFor[Config]())
 	return m
 }()
+
+// yamlKey is how go.yaml.in/yaml/v3 maps struct field f: the key that sets
+// it (its tag's name, else its lowercased name), or inline (its fields sit
+// in the enclosing mapping); ok is false for a field YAML never sets (tag
+// "-", or unexported: internal state such as Config.priceKeys).
+func yamlKey(f reflect.StructField) (name string, inline, ok bool) {
+	tag := strings.Split(f.Tag.Get("yaml"), ",")
+	switch {
+	case tag[0] == "-", !f.IsExported() && !f.Anonymous:
+		return "", false, false
+	case slices.Contains(tag[1:], "inline"):
+		return "", true, true
+	case tag[0] != "":
+		return tag[0], false, true
+	}
+	return strings.ToLower(f.Name), false, true
+}
 
 // explainUnknownField rewrites the YAML decoder's unknown-field message
 // for a reader who knows the YAML, not the Go types: it keeps the line,
