@@ -309,16 +309,22 @@ func (w *Weigher) ParseUsage(k Kind, body []byte, model string) (Usage, bool) {
 		u, ok = dupKeyUsage(k, body, w.maxDepth)
 	}
 	if ok && (u.OutputTokens == 0 || int64(len(body)) > OutputCheckBytes(u.OutputTokens)) {
-		// A count of its own for the closure: were u captured, it would
-		// live on the heap on every call, this branch taken or not.
-		var out int64
-		enc := w.encoder(model)
-		answerOutput(k, body, func(p string) {
-			out = min(out+countText(enc, p), maxTokens)
-		})
-		u.OutputTokens = max(u.OutputTokens, out)
+		u.OutputTokens = max(u.OutputTokens, w.answerTokens(k, body, model))
 	}
 	return u, ok
+}
+
+// answerTokens counts the output text of answer body of kind k
+// (answerOutput) in tokens of model's tokenizer, saturating at maxTokens.
+// Its count is its own, not the caller's Usage: a Usage captured by the
+// closure would live on the heap on every ParseUsage call.
+func (w *Weigher) answerTokens(k Kind, body []byte, model string) int64 {
+	var out int64
+	enc := w.encoder(model)
+	answerOutput(k, body, func(p string) {
+		out = min(out+countText(enc, p), maxTokens)
+	})
+	return out
 }
 
 // OutputCheckBytes is the most bytes of answer (a JSON answer's body, or
@@ -362,12 +368,7 @@ func (w *Weigher) AnswerOutputTokens(k Kind, body []byte, model string) int64 {
 	if k.row().answerText == nil || jsonscan.Check(body, jsonscan.Options{MaxDepth: w.maxDepth, DuplicateKeys: true}) != nil {
 		return 0
 	}
-	var out int64
-	enc := w.encoder(model)
-	answerOutput(k, body, func(p string) {
-		out = min(out+countText(enc, p), maxTokens)
-	})
-	return out
+	return w.answerTokens(k, body, model)
 }
 
 func parseUsage(k Kind, body []byte, maxDepth int) (Usage, bool) {
