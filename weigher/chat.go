@@ -614,13 +614,10 @@ func messageTallyIn(enc counter, model string, m gjson.Result, check bool, laid 
 				hidden, audio = true, true
 			}
 		default:
-			if !chatMessageKnown(k) {
-				// A member no API defines: a lenient upstream may write
-				// it into the prompt (unknownmembers.go).
-				n += unknownMember(enc, k, v)
-			} else {
-				n += definedMember(enc, k, v) // a tool_call_id past any the API takes
-			}
+			// A member no API defines (a lenient upstream may write it
+			// into the prompt), or a tool_call_id past any the API
+			// takes: unknownmembers.go.
+			n += memberTokens(enc, k, v, chatMessageKnown(k))
 		}
 		return true
 	})
@@ -659,11 +656,7 @@ func callsTally(enc counter, c gjson.Result, check bool, fold *[]byte) (n int64,
 				_, _, ok = checkMember(k, v, elements{v: v, raw: true}, chatToolCallFields, 4, nil, fold)
 			}
 		}
-		if !chatToolCallKnown(k) {
-			n += unknownMember(enc, k, v) // unknownmembers.go
-		} else {
-			n += definedMember(enc, k, v) // an id or type past any the API takes
-		}
+		n += memberTokens(enc, k, v, chatToolCallKnown(k)) // unknownmembers.go
 		return true
 	})
 	return n, ok

@@ -59,10 +59,8 @@ func callTallyAt(enc counter, s string, check bool, fold *[]byte) (n int64, end 
 		v := w.value()
 		if k == "function" || k == "custom" {
 			n += countValue(enc, v) // not an object: by its JSON text
-		} else if !chatToolCallKnown(k) {
-			n += unknownMember(enc, k, v) // unknownmembers.go
 		} else {
-			n += definedMember(enc, k, v) // an id or type past any the API takes
+			n += memberTokens(enc, k, v, chatToolCallKnown(k)) // unknownmembers.go
 		}
 		if check && ok {
 			if !fieldValue(k, v.Type, chatToolCallFields) {

@@ -33,6 +33,15 @@ func unknownMember(enc counter, k string, v gjson.Result) int64 {
 	return min(countText(enc, k)+countValue(enc, v), maxTokens)
 }
 
+// memberTokens weighs member k: v of an object, as definedMember does
+// when the API defines k (known), else as unknownMember does.
+func memberTokens(enc counter, k string, v gjson.Result, known bool) int64 {
+	if known {
+		return definedMember(enc, k, v)
+	}
+	return unknownMember(enc, k, v)
+}
+
 // unknownMembers is the sum of unknownMember over the members of the
 // object obj (its JSON text, which passed jsonscan) that known does not
 // name; 0 when obj is not an object. Saturates at maxTokens.
@@ -42,11 +51,7 @@ func unknownMembers(enc counter, obj gjson.Result, known func(k string) bool) in
 	}
 	var n int64
 	rawMembers(obj.Raw, func(k string, v gjson.Result) bool {
-		if !known(k) {
-			n = min(n+unknownMember(enc, k, v), maxTokens)
-		} else {
-			n = min(n+definedMember(enc, k, v), maxTokens)
-		}
+		n = min(n+memberTokens(enc, k, v, known(k)), maxTokens)
 		return true
 	})
 	return n
