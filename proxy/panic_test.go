@@ -206,7 +206,10 @@ func (r *panicRig) do(path, body string, headers ...string) (int, http.Header, s
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+	// The client waits longer than any upstream timeout the rigs set (10 s
+	// by default), so that on a loaded machine it is llmguard that ends a
+	// call, never the test's own client.
+	resp, err := (&http.Client{Timeout: 90 * time.Second}).Do(req)
 	if err != nil {
 		return 0, nil, "", err // the connection was cut before the answer's headers
 	}
