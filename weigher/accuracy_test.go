@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/llmguard/llmguard/internal/nativetest"
 )
 
 // TestAccuracy is the estimate-accuracy report: on a fixed corpus of
@@ -14,6 +16,9 @@ import (
 //
 //	go test -run Accuracy -v ./weigher
 func TestAccuracy(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	w := testWeigher(t)
 	type sample struct {
 		source, name string

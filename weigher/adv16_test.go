@@ -6,6 +6,8 @@ package weigher
 import (
 	"strings"
 	"testing"
+
+	"github.com/llmguard/llmguard/internal/nativetest"
 )
 
 // words16 is 3,000 words, 3,000 o200k_base tokens or more.
@@ -30,6 +32,9 @@ func grows(t *testing.T, k Kind, name, small, big string, want int64) {
 // 70 + 4 × 140 = 630 tokens against 10,000). No detail value weighs
 // less than "high".
 func TestImageDetailOriginalWeighsPatches(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	for _, tc := range []struct {
 		model         string
 		detail        string

@@ -6,11 +6,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmguard/llmguard/internal/nativetest"
 )
 
 // TestColdKindsMatchTiktoken: countText gives tiktoken-go's count on 16 KB
 // of each benchmarked text kind, in both encodings.
 func TestColdKindsMatchTiktoken(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	w := testWeigher(t)
 	for _, k := range textKinds {
 		text := kindText(k.name, 16<<10)
@@ -47,6 +52,9 @@ func boundSamples(r *rand.Rand) []string {
 }
 
 func TestBoundNeverBelowExact(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	w := testWeigher(t)
 	samples := boundSamples(rand.New(rand.NewPCG(3, 4)))
 	for _, enc := range []string{EncodingO200k, EncodingCL100k} {
@@ -69,6 +77,9 @@ func TestBoundNeverBelowExact(t *testing.T) {
 // no slice may be bounded below its exact count. The figures it logs are
 // those of bound.go's doc comment and the README.
 func TestBoundRatio(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	if testing.Short() {
 		t.Skip("10 MiB of text")
 	}
@@ -139,6 +150,9 @@ func budgetWeigher(t *testing.T, opts Options) *Weigher {
 // spent at its second reading, a 128 KB chat body is weighed Bounded, at
 // least its exact estimate; with a clock that stands still, exactly.
 func TestTimeBudgetSwitchesToBound(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	body := chatBody(t, 128<<10)
 	exact := testWeigher(t).Chat(body)
 	for _, step := range []struct {
@@ -179,6 +193,9 @@ func TestTimeBudgetSwitchesToBound(t *testing.T) {
 // or just above the limit: its text is shorter than the body) is exact.
 // Every weighed kind goes through the budget.
 func TestExactMaxBytes(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	exactW := testWeigher(t)
 	bodies := map[Kind][]byte{KindChat: chatBody(t, 64<<10), KindMessages: messagesBody(t, 64<<10), KindResponses: responsesBody(t, 64<<10)}
 	for k, body := range bodies {

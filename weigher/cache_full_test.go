@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/llmguard/llmguard/internal/nativetest"
 )
 
 // trimmedConversation is a chat conversation as the load benchmark's warm
@@ -75,6 +77,9 @@ func hitShare(t *testing.T, w *Weigher, id, turns int) (share float64, lookups, 
 // cold traffic's misses, it turned most of them away, and the requests after
 // each trim counted the whole conversation again).
 func TestFullCacheKeepsGrowingConversation(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	const bytes = 1 << 20
 	const turns = 120
 	fresh := cachedWeigher(t, bytes)

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/llmguard/llmguard/internal/nativetest"
 )
 
 // cachedWeigher is testWeigher with a count cache of its own, bytes big.
@@ -61,6 +63,9 @@ func TestCacheKeysAreContextual(t *testing.T) {
 // TestCacheIsBounded fills a small cache with many distinct messages: it
 // holds no more entries than its bytes allow.
 func TestCacheIsBounded(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	const limit = 64 << 10
 	w := cachedWeigher(t, limit)
 	for i := range 5000 {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llmguard/llmguard/internal/nativetest"
 )
 
 // claudeConvo builds the bodies of one growing Anthropic /v1/messages agent
@@ -204,6 +206,9 @@ func BenchmarkMessagesWarm(b *testing.B) {
 // bodies resume (all but the first and those a trim changed at their
 // start).
 func TestResumeMessagesGrowing(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	w := cachedWeigher(t, 4<<20)
 	p := plain(t)
 	for _, size := range []int{1 << 10, 4 << 10, 16 << 10} {
@@ -387,6 +392,9 @@ func FuzzResumeMessages(f *testing.F) {
 // from its own previous body: their checkpoints are not all filed in one
 // set of the table.
 func TestResumeSharedSystemPrompt(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	shared := strings.Repeat("You are the support agent of one company; follow its policies, cite them, and never promise refunds. ", 12)
 	w := cachedWeigher(t, 4<<20)
 	p := plain(t)

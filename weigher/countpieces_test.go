@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/llmguard/llmguard/internal/nativetest"
 )
 
 // plainCounters are the fast counters of both encodings and, for each, the
@@ -48,6 +50,9 @@ func checkInlinePieces(t *testing.T, fast, plain []*bpeCounter, s string) {
 // of each (a piece at the text's end keys from its end), on random texts
 // of the pre-tokenizer's alphabet and on every kind of corpus text.
 func TestInlinePiecesSameAsPlain(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	fast, plain := plainCounters(t)
 	for _, s := range append(inlinePieceSeeds, shortTextCases...) {
 		for i := range len(s) {
@@ -92,6 +97,9 @@ func FuzzInlinePiecesSameAsPlain(f *testing.F) {
 // text ending after one, two or three bytes, or going on), overlong forms
 // and surrogates included.
 func TestAtRuneSameAsDecode(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	want := func(s string) (uint8, int) {
 		r, n := utf8.DecodeRuneInString(s)
 		return flagsOf(r), n

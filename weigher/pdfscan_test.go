@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/llmguard/llmguard/internal/nativetest"
 )
 
 // A /Count that is an indirect reference, or that of an outline, is no
@@ -66,6 +68,9 @@ func TestPDFObjectStreams(t *testing.T) {
 // The streaming path (over 32 KiB of base64) counts what the one-shot
 // path counts, whatever the chunk boundaries cut.
 func TestPDFPageCountStreaming(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	gaps := []string{" ", "%c\r\n", "\x00\x00", " /P#61ge"}
 	for shift := range 40 {
 		doc := pdfOf(pdfSpec{pages: 400, count: 0, gap: func(i int) string { return gaps[(i+shift)%len(gaps)] },
@@ -162,6 +167,9 @@ func FuzzPDFPageCount(f *testing.F) {
 // pdfMaxCaptureBytes of stream bytes, or a zlib bomb inflating past
 // pdfMaxInflateBytes. Both leave the count unsure.
 func TestPDFObjectStreamBounds(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	if testing.Short() {
 		t.Skip("builds and scans ~20 MiB")
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/llmguard/llmguard/internal/nativetest"
 )
 
 // tailBody is a chat body of n turns whose members after "messages" are
@@ -29,6 +31,9 @@ const tailTools = `,"tools":[{"type":"function","function":{"name":"search_docs"
 // is weighed (or refused) as a full weighing does. Each step weighs the
 // conversation's previous body first (which files its checkpoint).
 func TestTailSameEstimates(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	const tail = tailTools + `,"max_tokens":256,"temperature":0.2`
 	oneByte := strings.Replace(tail, "read-only", "read-onlY", 1)
 	deep := `,"tools":[{"type":"function","function":{"name":"f","parameters":` + strings.Repeat(`{"a":`, 20) + `1` + strings.Repeat(`}`, 20) + `}}]`
@@ -76,6 +81,9 @@ func TestTailSameEstimates(t *testing.T) {
 // named twice across the tail, a list too deep, another model) weigh as a
 // full weighing does, byte by byte over the tail.
 func TestTailNearMisses(t *testing.T) {
+	if nativetest.Run(t) {
+		return
+	}
 	const tail = tailTools + `,"max_tokens":256`
 	base := tailBody(5, tail)
 	k := bytes.LastIndex(base, []byte(`],"tools"`)) + 1
