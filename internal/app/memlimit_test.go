@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/nativetest"
 )
 
 // The derived limit adds the budgets, the body buffers kept for reuse, the
@@ -192,23 +192,17 @@ type memPeak struct{ hwm, file, limit, base int64 }
 
 // memChildBinary is the test binary the memory children run: this one when
 // it was built without the race detector; else this package's tests built
-// again with -race=false into a temporary directory, since the detector's
-// shadow memory (several times the heap) is resident too, outside the Go
-// memory limit, and would be measured with it.
+// again without it (nativetest.Binary), since the detector's shadow memory
+// (several times the heap) is resident too, outside the Go memory limit,
+// and would be measured with it.
 func memChildBinary(t *testing.T) string {
 	t.Helper()
-	if !raceOn {
+	if !nativetest.RaceEnabled {
 		return os.Args[0]
 	}
-	goBin, err := exec.LookPath("go")
+	bin, err := nativetest.Binary()
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "app.test")
-	// The working directory of a test is its package's directory.
-	cmd := exec.Command(goBin, "test", "-c", "-race=false", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the non-race child binary: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }
