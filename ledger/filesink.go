@@ -147,7 +147,7 @@ func (s *fileSink) flush() error {
 	defer func() { s.buf, s.lines = s.buf[:0], 0 }()
 	if s.size > 0 && s.size+int64(len(s.buf)) >= s.maxBytes {
 		if err := s.rotate(); err != nil {
-			s.m.fileErrors.Add(float64(s.lines))
+			s.m.fileLost(s.lines)
 			return err
 		}
 	}
@@ -169,11 +169,12 @@ func (s *fileSink) flush() error {
 			s.torn = s.buf[n-1] != '\n'
 		}
 		s.m.fileRecords.Add(float64(whole))
-		s.m.fileErrors.Add(float64(s.lines - whole))
+		s.m.fileLost(s.lines - whole)
 		return fmt.Errorf("ledger: write %s: %w", s.lj.Filename, err)
 	}
 	s.torn = false
 	s.m.fileRecords.Add(float64(s.lines))
+	s.m.tally.ok(sinkFile)
 	return nil
 }
 

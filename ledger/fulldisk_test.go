@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -61,9 +62,16 @@ func TestFullDiskTornLineRepaired(t *testing.T) {
 		w.Write(rec(i))
 	}
 	flush(t, w) // rec 2 torn, rec 3 refused: the disk is full
+	if h := w.Health(); h.Lost != 2 || !slices.Equal(h.Failing, []string{"file"}) || !strings.Contains(h.LastError, "no space left") {
+		t.Errorf("Health on the full disk = %+v, want 2 lost, failing [file], the full disk's error", h)
+	}
 	disk.free(1 << 20)
 	w.Write(rec(4))
 	w.Write(rec(5))
+	flush(t, w)
+	if h := w.Health(); h.Lost != 2 || len(h.Failing) != 0 || h.LastError == "" {
+		t.Errorf("Health once space is back = %+v, want 2 lost, none failing, the last error kept", h)
+	}
 	if err := w.Close(); err != nil && !errors.Is(err, syscall.ENOSPC) {
 		t.Fatal(err) // the full disk's error is reported by Close
 	}

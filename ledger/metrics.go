@@ -19,6 +19,27 @@ type metrics struct {
 	fileErrors, redisErrors   prometheus.Counter
 	pending                   *prometheus.GaugeVec
 	redisPending              prometheus.Gauge
+
+	tally tally // Writer.Health's figures
+}
+
+// fileLost counts n records the file sink failed to write.
+func (m *metrics) fileLost(n int) {
+	m.fileErrors.Add(float64(n))
+	m.tally.lost.Add(uint64(n))
+}
+
+// redisLost counts n records the stream sink gave up.
+func (m *metrics) redisLost(n int) {
+	m.redisErrors.Add(float64(n))
+	m.tally.lost.Add(uint64(n))
+}
+
+// redisPendingAdd moves the count of records kept for the stream by n
+// (negative: taken by Redis, or given up).
+func (m *metrics) redisPendingAdd(n int) {
+	m.redisPending.Add(float64(n))
+	m.tally.pending.Add(int64(n))
 }
 
 // newMetrics builds the collectors and, when reg is not nil, registers them.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -222,6 +223,9 @@ func TestRedisRetryBounds(t *testing.T) {
 	if !strings.Contains(logs.String(), "given up") || !strings.Contains(logs.String(), "they are lost") {
 		t.Errorf("log %q does not say records were given up and lost", logs.String())
 	}
+	if h := w.Health(); h.Lost != 15 || h.Pending != 10 || !slices.Equal(h.Failing, []string{"redis"}) || h.LastError == "" || h.LastErrorAt != "2026-01-01T00:00:00Z" {
+		t.Errorf("Health while Redis is down = %+v, want 15 lost, 10 pending, failing [redis], the last error at the clock's time", h)
+	}
 	advance(2 * time.Minute) // the 10 kept are now too old
 	w.Write(rec(25))
 	flush(t, w)
@@ -234,6 +238,11 @@ func TestRedisRetryBounds(t *testing.T) {
 		flush(t, w)
 		return gauge(t, reg, "llmguard_ledger_pending", "redis") == 0
 	})
+	// Back: nothing failing or pending; what was lost stays counted, and
+	// the last error stays shown.
+	if h := w.Health(); h.Lost != 25 || h.Pending != 0 || len(h.Failing) != 0 || h.LastError == "" {
+		t.Errorf("Health once Redis is back = %+v, want 25 lost, none pending or failing, the last error kept", h)
+	}
 	w.Close()
 	recs, _, err := ledger.ReadStream(context.Background(), client, "ledger", time.Time{}, time.Time{})
 	if err != nil || len(recs) != 1 || recs[0] != rec(25) {

@@ -123,7 +123,7 @@ func (s *redisSink) send(b redisBatch) {
 		s.inbox = s.inbox[n:]
 		s.inboxLost += n
 	}
-	s.m.redisPending.Add(float64(len(b.ends))) // the lines given up here leave it in giveUp
+	s.m.redisPendingAdd(len(b.ends)) // the lines given up here leave it in giveUp
 	s.mu.Unlock()
 	s.signal()
 }
@@ -252,8 +252,8 @@ func (s *redisSink) giveUp(n int, why string) {
 	if n == 0 {
 		return
 	}
-	s.m.redisErrors.Add(float64(n))
-	s.m.redisPending.Sub(float64(n))
+	s.m.redisLost(n)
+	s.m.redisPendingAdd(-n)
 	s.logEvery(&s.lostAt, "ledger: redis sink: records given up, never added to the stream ("+why+")"+s.fileNote(true), n, nil)
 }
 
@@ -284,7 +284,7 @@ func (s *redisSink) sendOne() {
 			if ok[i] {
 				s.pendingBytes -= int64(len(part[i].line))
 				s.m.redisRecords.Inc()
-				s.m.redisPending.Dec()
+				s.m.redisPendingAdd(-1)
 				continue
 			}
 			first--
@@ -293,9 +293,11 @@ func (s *redisSink) sendOne() {
 		s.drop(first)
 		if err != nil {
 			s.failedAt = s.now()
+			s.m.tally.failed(sinkRedis, err, s.failedAt)
 			s.logEvery(&s.loggedAt, "ledger: redis sink: records not added to the stream yet; kept in memory and sent again (within the retry bounds)"+s.fileNote(false), len(s.pending), err)
 		} else {
 			s.failedAt = time.Time{}
+			s.m.tally.ok(sinkRedis)
 		}
 	}
 	s.trim(s.now())

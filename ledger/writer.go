@@ -396,7 +396,9 @@ func (b *batcher) finish() error {
 // fileError remembers err and logs it, at most once every dropLogEvery.
 func (b *batcher) fileError(err error) {
 	b.lastErr = err
-	if now := time.Now(); now.Sub(b.errLog) >= dropLogEvery {
+	now := time.Now()
+	b.w.m.tally.failed(sinkFile, err, now)
+	if now.Sub(b.errLog) >= dropLogEvery {
 		b.errLog = now
 		b.w.log.Error("ledger: file sink", "err", err)
 	}

@@ -307,6 +307,12 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		Handler: proxy.AdminHandler(a.Registry, func() any {
 			r := st.readiness(cfg.Store.Backend)
 			r["config"] = a.reloads.snapshot()
+			if led != nil {
+				// A failing ledger sink leaves the node ready (it still
+				// limits and forwards), but finance's records are going
+				// missing: README, "Readiness".
+				r["ledger"] = led.Health()
+			}
 			return r
 		},
 			map[string]fasthttp.RequestHandler{"/admin/usage": a.usageHandler, "/admin/keys": a.keysHandler, "/admin/keys/": a.keysHandler}),
