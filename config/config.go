@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -669,30 +668,14 @@ const DefaultDenyCache = Duration(100 * time.Millisecond)
 // only hold denials past refunds for longer.
 const MaxDenyCache = Duration(10 * time.Second)
 
-// Count is a whole number written in YAML as a decimal integer ("8"). A
-// value with a fraction ("2.5"), which the YAML decoder would round down
-// into an int, or any other text leaves the invalid marker that Validate
-// reports with its field path.
+// Count is a whole number (limits[].shards). It decodes as any whole-number
+// field does: a number written whole ("8", "8.0", "1e1") is read, and one
+// with a fraction ("2.5"), which the YAML decoder would round down, or any
+// other text is reported by the parse with its line and value
+// (fractionsInWholeFields, explainNumbers), as for every other whole-number
+// field. (It used to decode itself, read only decimal digits, and left a
+// marker that validation reported without line or value.)
 type Count int
-
-// invalidCount marks a count that did not parse as a decimal integer.
-const invalidCount = Count(math.MinInt)
-
-// UnmarshalYAML reads the count from its YAML scalar; see Count.
-func (n *Count) UnmarshalYAML(unmarshal func(any) error) error {
-	var s string
-	if err := unmarshal(&s); err != nil {
-		*n = invalidCount
-		return nil
-	}
-	v, err := strconv.Atoi(strings.TrimPrefix(s, "+"))
-	if err != nil {
-		*n = invalidCount
-		return nil
-	}
-	*n = Count(v)
-	return nil
-}
 
 // Duration is a time.Duration written in YAML as a Go duration string
 // ("250ms", "1m", "24h").

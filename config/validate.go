@@ -576,9 +576,6 @@ func checkQuota(p *problems, f string, l Limit, scale float64) {
 func checkShards(p *problems, f string, l Limit, scale float64) {
 	k := int(l.Shards)
 	switch {
-	case l.Shards == invalidCount:
-		p.add(f+".shards", "must be a whole number of shards from 1 to %d (got a number with a fraction, or no number)", MaxShards)
-		return
 	case k < 0 || k > MaxShards:
 		p.add(f+".shards", "must be a whole number of shards from 1 to %d (got %d)", MaxShards, k)
 		return
