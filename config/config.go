@@ -763,7 +763,9 @@ func parse(b []byte, dir string) (*Config, error) {
 		// down without a word: find them in the document itself.
 		var root yaml.Node
 		if yaml.Unmarshal(b, &root) == nil {
-			for _, p := range fractionsInWholeFields(&root, reflect.TypeFor[Config]()) {
+			// A duration that does not parse keeps only a marker: name its
+			// line and value here (validation's word on it is then moot).
+			for _, p := range append(fractionsInWholeFields(&root, reflect.TypeFor[Config]()), badDurations(&root, reflect.TypeFor[Config]())...) {
 				numbers = append(numbers, p)
 				decodeProblems = append(decodeProblems, p.message)
 			}

@@ -72,7 +72,7 @@ func TestDenyCacheValidation(t *testing.T) {
 		{"store: {deny_cache: 10s}", 10 * time.Second, ""},
 		{"store: {deny_cache: 11s}", 0, "store.deny_cache: must be at most 10s"},
 		{"store: {deny_cache: -1ms}", 0, "store.deny_cache: must be positive"},
-		{"store: {deny_cache: soon}", 0, "store.deny_cache: not a Go duration"},
+		{"store: {deny_cache: soon}", 0, "store.deny_cache: `soon` is not a Go duration"},
 	} {
 		c, err := Parse([]byte(head + tc.store + "\n"))
 		if tc.err != "" {
@@ -119,7 +119,7 @@ func TestHealthCheckValidation(t *testing.T) {
 		{"store: {health_check: 0}", 0, ""},
 		{"store: {health_check: 250ms}", 250 * time.Millisecond, ""},
 		{"store: {health_check: -1s}", 0, "store.health_check: must be positive"},
-		{"store: {health_check: often}", 0, "store.health_check: not a Go duration"},
+		{"store: {health_check: often}", 0, "store.health_check: `often` is not a Go duration"},
 	} {
 		c, err := Parse([]byte(head + tc.store + "\n"))
 		if tc.err != "" {
