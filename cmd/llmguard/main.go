@@ -261,8 +261,19 @@ func (s *serveCmd) Run() error {
 				}
 				continue
 			}
+			// Draining: streams in flight run to their end (README,
+			// "Graceful shutdown"); /readyz answers 503 meanwhile.
 			log.Info("shutting down", "signal", got.String())
-			return a.Close()
+			began := time.Now()
+			err := a.Close()
+			// The end of the drain, so that a log read after the fact tells
+			// a clean exit from a kill (SIGKILL leaves no line).
+			if err != nil {
+				log.Warn("shut down", "took", time.Since(began).Round(time.Millisecond), "err", err)
+			} else {
+				log.Info("shut down", "took", time.Since(began).Round(time.Millisecond))
+			}
+			return err
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -185,6 +186,23 @@ func TestServeEmbeddedDefault(t *testing.T) {
 	var rep app.UsageReport
 	if err := json.Unmarshal(out, &rep); err != nil || rep.Source != "none" {
 		t.Errorf("usage without --config printed %s (%v), want the embedded default's report (no ledger)", out, err)
+	}
+	// SIGTERM: "shutting down", then "shut down" once drained, and exit 0
+	// (trial2: the drain's end left no line, so a log could not tell a
+	// clean exit from a SIGKILL).
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var saw []string
+	for l := range lines {
+		for _, m := range []string{`msg="shutting down"`, `msg="shut down"`} {
+			if strings.Contains(l, m) {
+				saw = append(saw, m)
+			}
+		}
+	}
+	if err := cmd.Wait(); err != nil || strings.Join(saw, " ") != `msg="shutting down" msg="shut down"` {
+		t.Errorf("after SIGTERM: exit %v, log lines %q, want shutting down then shut down, exit 0", err, saw)
 	}
 }
 
