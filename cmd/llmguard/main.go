@@ -184,7 +184,8 @@ func (s *serveCmd) Run() error {
 	if err != nil {
 		return usageError{err}
 	}
-	if err := app.EnsureTimerSlack(slack); err != nil {
+	inForce, err := app.EnsureTimerSlack(slack)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "llmguard:", err, "(serving with the inherited timer slack)")
 	}
 	var level slog.Level
@@ -219,7 +220,7 @@ func (s *serveCmd) Run() error {
 	}
 	startAttrs := []any{"version", buildVersion().Version, "config", source,
 		"upstreams", upstreamsForLog(cfg), "store", storeForLog(cfg.Store), "log_level", level.String(),
-		"timer_slack", timerSlackForLog(slack)}
+		"timer_slack", timerSlackForLog(slack, inForce)}
 	if cfg.Store.RedisURL != "" || len(cfg.Store.ClusterAddrs) > 0 {
 		// The Functions library this build loads: the one to keep when an
 		// operator deletes old ones after an upgrade.
@@ -278,13 +279,21 @@ func (s *serveCmd) Run() error {
 	}
 }
 
-// timerSlackForLog names the timer slack serve runs with: d, or
-// "inherited" when LLMGUARD_TIMER_SLACK is off.
-func timerSlackForLog(d time.Duration) string {
-	if d <= 0 {
+// timerSlackForLog names the timer slack serve runs with, given the one
+// asked for (LLMGUARD_TIMER_SLACK's, 0 for off) and the one in force
+// (EnsureTimerSlack's; 0: unknown): "1ms" when they agree; the one in force
+// marked "(inherited)" when the process kept its own — off, a larger slack
+// from its parent (systemd's TimerSlackNSec=), or a failure to set it —
+// where the log said the slack asked for (trial2); "inherited" alone when
+// none can be read.
+func timerSlackForLog(asked, inForce time.Duration) string {
+	switch {
+	case inForce <= 0:
 		return "inherited"
+	case inForce == asked:
+		return inForce.String()
 	}
-	return d.String()
+	return inForce.String() + " (inherited)"
 }
 
 // redisLogger adapts slog to go-redis's logger.

@@ -249,3 +249,23 @@ func TestWarningsCount(t *testing.T) {
 		}
 	}
 }
+
+// The start-up log's timer_slack names the slack in force: the one asked
+// for when it took, else the one kept, marked inherited (trial2: it named
+// the one asked for under a larger inherited slack, or a failure to set).
+func TestTimerSlackForLog(t *testing.T) {
+	for _, tc := range []struct {
+		asked, inForce time.Duration
+		want           string
+	}{
+		{time.Millisecond, time.Millisecond, "1ms"},
+		{time.Millisecond, 5 * time.Millisecond, "5ms (inherited)"},
+		{time.Millisecond, 50 * time.Microsecond, "50µs (inherited)"}, // not set: an error was printed
+		{0, 50 * time.Microsecond, "50µs (inherited)"},                // LLMGUARD_TIMER_SLACK=off
+		{time.Millisecond, 0, "inherited"},                            // not Linux, or unreadable
+	} {
+		if got := timerSlackForLog(tc.asked, tc.inForce); got != tc.want {
+			t.Errorf("timerSlackForLog(%v, %v) = %q, want %q", tc.asked, tc.inForce, got, tc.want)
+		}
+	}
+}
