@@ -717,14 +717,26 @@ func (d *Duration) UnmarshalYAML(unmarshal func(any) error) error {
 func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
 
 // Load reads, parses and validates the YAML file at path.
-// Errors: the file cannot be read; *Error listing every invalid field.
+// Errors: the file cannot be read; *Error listing every invalid field, or
+// saying the file is empty (emptyFileProblem).
 func Load(path string) (*Config, error) {
 	b, err := ReadFile(path, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		// An editor that truncates before it writes, or a write caught
+		// half-way, makes the watcher reload an empty file: "upstreams:
+		// at least one upstream is required" sent its reader looking for
+		// the upstreams the file does have (trial2).
+		return nil, &Error{Problems: []string{emptyFileProblem}}
+	}
 	return parse(b, filepath.Dir(path))
 }
+
+// emptyFileProblem is Load's problem for a file that holds nothing but
+// white space.
+const emptyFileProblem = "the file is empty"
 
 // Parse parses and validates one YAML document, fills defaults and returns
 // the config. Unknown fields are errors. Errors: *Error.
