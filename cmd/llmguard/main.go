@@ -8,6 +8,7 @@
 //	llmguard usage [--config FILE]     spend, tokens and quotas from a running llmguard
 //	                                   (the embedded default's admin listener without --config)
 //	llmguard version                   the version, commit and Go release it was built from
+//	llmguard help [COMMAND]            what --help prints, for llmguard or a command
 //
 // Exit status: 0 on success; 1 when the command failed (an invalid config,
 // a listener that cannot bind, a running llmguard that cannot be asked);
@@ -42,6 +43,27 @@ type cli struct {
 	Version  versionCmd  `cmd:"" help:"Print the version, commit and Go release this binary was built from."`
 	Report   reportCmd   `cmd:"" help:"Write one tenant's monthly spend report (self-contained HTML) from the ledger to stdout."`
 	Keys     keysCmd     `cmd:"" help:"Manage the virtual keys of the key store (create, list, show, revoke, rotate, audit), or hash a key for the config file."`
+	Help     helpCmd     `cmd:"" help:"Show the help of llmguard, or of a command (llmguard help keys create), as --help does."`
+}
+
+// helpCmd is `llmguard help [command…]`: what --help prints for llmguard or
+// for the command named. (A newcomer's `llmguard help` was refused as an
+// unexpected argument, exit 2: trial2.)
+type helpCmd struct {
+	Command []string `arg:"" optional:"" help:"The command, e.g. serve or keys create."`
+}
+
+// Run prints the usage of the command h names (of llmguard without one) to
+// standard output. Errors: an unknown command (a usageError, exit 2).
+func (h *helpCmd) Run(k *kong.Context) error {
+	ctx, err := kong.Trace(k.Kong, h.Command)
+	if err == nil {
+		err = ctx.Error
+	}
+	if err != nil {
+		return usageError{fmt.Errorf("help: %w", err)}
+	}
+	return ctx.PrintUsage(false)
 }
 
 type serveCmd struct {

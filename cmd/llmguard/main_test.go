@@ -269,3 +269,27 @@ func TestTimerSlackForLog(t *testing.T) {
 		}
 	}
 }
+
+// `llmguard help` prints what --help does, for llmguard or for a command,
+// and exits 0; an unknown command exits 2 (trial2: `llmguard help` was
+// refused as an unexpected argument, exit 2).
+func TestHelpCommand(t *testing.T) {
+	bin := binary(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help"}, "Commands:"},
+		{[]string{"help", "serve"}, "Usage: llmguard serve [flags]"},
+		{[]string{"help", "keys", "create"}, "Usage: llmguard keys create --tenant=STRING [flags]"},
+	} {
+		out, err := exec.Command(bin, tc.args...).Output()
+		if err != nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("llmguard %v: %v, output %.300q, want %q", tc.args, err, out, tc.want)
+		}
+	}
+	var exit *exec.ExitError
+	if err := exec.Command(bin, "help", "bogus").Run(); !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Errorf("llmguard help bogus: %v, want exit status 2", err)
+	}
+}
