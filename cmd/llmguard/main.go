@@ -287,16 +287,43 @@ func (s *serveCmd) Run() error {
 			// Draining: streams in flight run to their end (README,
 			// "Graceful shutdown"); /readyz answers 503 meanwhile.
 			log.Info("shutting down", "signal", got.String())
-			began := time.Now()
-			err := a.Close()
-			// The end of the drain, so that a log read after the fact tells
-			// a clean exit from a kill (SIGKILL leaves no line).
+			return drain(log, a, sig)
+		}
+	}
+}
+
+// exitCutShort is serve's exit status when a second signal ends the drain:
+// requests still in flight were cut, their reconciliation lost.
+const exitCutShort = 1
+
+// drain closes a (App.Close: the requests in flight run to their end) and
+// logs "shut down" with how long it took once it has, so that a log read
+// after the fact tells a clean exit from a kill. A second SIGINT or SIGTERM
+// on sig meanwhile (Ctrl-C pressed again) exits at once, status
+// exitCutShort, cutting off what still streams: a drain waits for streams
+// up to an upstream's timeout (10 minutes by default), and every signal
+// after the first was ignored (trial2). SIGHUP is ignored while draining.
+func drain(log *slog.Logger, a *app.App, sig <-chan os.Signal) error {
+	began := time.Now()
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close() }()
+	for {
+		select {
+		case err := <-closed:
 			if err != nil {
 				log.Warn("shut down", "took", time.Since(began).Round(time.Millisecond), "err", err)
 			} else {
 				log.Info("shut down", "took", time.Since(began).Round(time.Millisecond))
 			}
 			return err
+		case got := <-sig:
+			if got == syscall.SIGHUP {
+				log.Warn("SIGHUP while shutting down: not reloaded")
+				continue
+			}
+			log.Warn("second signal while shutting down: exiting now, cutting off the requests still in flight (their reconciliation is lost)",
+				"signal", got.String(), "after", time.Since(began).Round(time.Millisecond))
+			os.Exit(exitCutShort)
 		}
 	}
 }
