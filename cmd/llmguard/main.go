@@ -74,6 +74,17 @@ type serveCmd struct {
 	AdminListen string `help:"Override the config's admin_listen address (host:port)."`
 }
 
+// Help is serve's detailed help (kong.HelpProvider): the environment it
+// reads and the signals it handles, which its flags do not show (trial2:
+// LLMGUARD_TIMER_SLACK was in the README only).
+func (s *serveCmd) Help() string {
+	return "Environment: each upstream's api_key_env and the config's admin_token_env name the variables holding " +
+		"the secrets; LLMGUARD_TIMER_SLACK sets the timer slack (default 1ms; a Go duration up to 1s, or off; Linux); " +
+		"GOMEMLIMIT overrides the memory limit llmguard sets. " +
+		"Signals: SIGHUP reloads --config (the file is also watched); SIGTERM or SIGINT stops accepting, lets the " +
+		"requests in flight end (/readyz answers 503 meanwhile) and exits; a second one exits at once."
+}
+
 type validateCmd struct {
 	Config string `help:"YAML config file. Default: the embedded default, which serve runs without --config (the output names it)." type:"path"`
 	Strict bool   `help:"Exit non-zero on warnings too (e.g. a limit below a model's default request cost, a matcher that matches nothing, a key plan no limit names; README, \"Configuration reference\")."`

@@ -281,6 +281,7 @@ func TestHelpCommand(t *testing.T) {
 	}{
 		{[]string{"help"}, "Commands:"},
 		{[]string{"help", "serve"}, "Usage: llmguard serve [flags]"},
+		{[]string{"serve", "--help"}, "LLMGUARD_TIMER_SLACK"}, // the environment, which no flag shows
 		{[]string{"help", "keys", "create"}, "Usage: llmguard keys create --tenant=STRING [flags]"},
 	} {
 		out, err := exec.Command(bin, tc.args...).Output()
