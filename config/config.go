@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -669,30 +668,14 @@ const DefaultDenyCache = Duration(100 * time.Millisecond)
 // only hold denials past refunds for longer.
 const MaxDenyCache = Duration(10 * time.Second)
 
-// Count is a whole number written in YAML as a decimal integer ("8"). A
-// value with a fraction ("2.5"), which the YAML decoder would round down
-// into an int, or any other text leaves the invalid marker that Validate
-// reports with its field path.
+// Count is a whole number (limits[].shards). It decodes as any whole-number
+// field does: a number written whole ("8", "8.0", "1e1") is read, and one
+// with a fraction ("2.5"), which the YAML decoder would round down, or any
+// other text is reported by the parse with its line and value
+// (fractionsInWholeFields, explainNumbers), as for every other whole-number
+// field. (It used to decode itself, read only decimal digits, and left a
+// marker that validation reported without line or value.)
 type Count int
-
-// invalidCount marks a count that did not parse as a decimal integer.
-const invalidCount = Count(math.MinInt)
-
-// UnmarshalYAML reads the count from its YAML scalar; see Count.
-func (n *Count) UnmarshalYAML(unmarshal func(any) error) error {
-	var s string
-	if err := unmarshal(&s); err != nil {
-		*n = invalidCount
-		return nil
-	}
-	v, err := strconv.Atoi(strings.TrimPrefix(s, "+"))
-	if err != nil {
-		*n = invalidCount
-		return nil
-	}
-	*n = Count(v)
-	return nil
-}
 
 // Duration is a time.Duration written in YAML as a Go duration string
 // ("250ms", "1m", "24h").
@@ -734,14 +717,26 @@ func (d *Duration) UnmarshalYAML(unmarshal func(any) error) error {
 func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
 
 // Load reads, parses and validates the YAML file at path.
-// Errors: the file cannot be read; *Error listing every invalid field.
+// Errors: the file cannot be read; *Error listing every invalid field, or
+// saying the file is empty (emptyFileProblem).
 func Load(path string) (*Config, error) {
 	b, err := ReadFile(path, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		// An editor that truncates before it writes, or a write caught
+		// half-way, makes the watcher reload an empty file: "upstreams:
+		// at least one upstream is required" sent its reader looking for
+		// the upstreams the file does have (trial2).
+		return nil, &Error{Problems: []string{emptyFileProblem}}
+	}
 	return parse(b, filepath.Dir(path))
 }
+
+// emptyFileProblem is Load's problem for a file that holds nothing but
+// white space.
+const emptyFileProblem = "the file is empty"
 
 // Parse parses and validates one YAML document, fills defaults and returns
 // the config. Unknown fields are errors. Errors: *Error.
@@ -780,7 +775,9 @@ func parse(b []byte, dir string) (*Config, error) {
 		// down without a word: find them in the document itself.
 		var root yaml.Node
 		if yaml.Unmarshal(b, &root) == nil {
-			for _, p := range fractionsInWholeFields(&root, reflect.TypeFor[Config]()) {
+			// A duration that does not parse keeps only a marker: name its
+			// line and value here (validation's word on it is then moot).
+			for _, p := range append(fractionsInWholeFields(&root, reflect.TypeFor[Config]()), badDurations(&root, reflect.TypeFor[Config]())...) {
 				numbers = append(numbers, p)
 				decodeProblems = append(decodeProblems, p.message)
 			}

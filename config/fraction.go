@@ -6,16 +6,17 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
 
 // yamlUnmarshaler is the interface of a type that decodes its own YAML
-// (Count, Duration): its values are its own to judge.
+// (Duration): its values are its own to judge.
 var yamlUnmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
 
 // obsoleteUnmarshaler is go.yaml.in/yaml/v3's older form of it, which
-// Count and Duration implement.
+// Duration implements.
 var obsoleteUnmarshaler = reflect.TypeFor[interface {
 	UnmarshalYAML(unmarshal func(any) error) error
 }]()
@@ -27,18 +28,63 @@ var obsoleteUnmarshaler = reflect.TypeFor[interface {
 // a word (decode.go, a float into an int kind), so `max_connections:
 // 100.5` ran as 100 and `max_body_bytes: 1.5` as 1. A float written whole
 // ("1e3", "100.0") is left to the decoder, which reads it exactly. Types
-// that decode their own YAML (Count, Duration) and values of any other
-// kind are not looked at. One walk over the document: linear in its size.
+// that decode their own YAML (Duration) and values of any other kind are
+// not looked at. One walk over the document: linear in its size.
 func fractionsInWholeFields(root *yaml.Node, t reflect.Type) []numberProblem {
 	var out []numberProblem
+	walkScalars(root, t, func(n *yaml.Node, t reflect.Type, path string) {
+		if decodesItself(t) || !wholeKind(t.Kind()) || n.ShortTag() != "!!float" {
+			return
+		}
+		f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+		if err == nil && !math.IsInf(f, 0) && f == math.Trunc(f) {
+			return
+		}
+		hint := ""
+		if err == nil && !math.IsInf(f, 0) && math.Abs(f) < 1<<53 {
+			hint = fmt.Sprintf(" (write %.0f or %.0f)", math.Floor(f)+0, math.Ceil(f)+0)
+		}
+		out = append(out, numberProblem{path: path, node: n,
+			message: fmt.Sprintf("line %d: %s: `%s` is not a whole number%s", n.Line, path, n.Value, hint)})
+	})
+	return out
+}
+
+// durationType is Duration's type, whose scalars badDurations reads.
+var durationType = reflect.TypeFor[Duration]()
+
+// badDurations returns a problem for each scalar under root that sets a
+// Duration field of t and is not a Go duration ("1hour", "30", "5 min"),
+// naming its line, field path and value: Duration keeps only a marker of
+// a bad value, so validation alone could say "not a Go duration" but not
+// where or what was written (trial2). A null value (an empty `per:`) is
+// left to validation, which reports what the field requires.
+func badDurations(root *yaml.Node, t reflect.Type) []numberProblem {
+	var out []numberProblem
+	walkScalars(root, t, func(n *yaml.Node, t reflect.Type, path string) {
+		if t != durationType || n.ShortTag() == "!!null" {
+			return
+		}
+		if _, err := time.ParseDuration(n.Value); err == nil {
+			return
+		}
+		out = append(out, numberProblem{path: path, node: n,
+			message: fmt.Sprintf("line %d: %s: `%s` is not a Go duration (want e.g. 250ms, 1s, 1m, 24h)", n.Line, path, n.Value)})
+	})
+	return out
+}
+
+// walkScalars calls visit for each scalar under root, the document's node,
+// that sets a field of t, with that field's type (pointers taken off) and
+// its path ("limits[0].per"). It does not look inside the value of a type
+// that decodes its own YAML (decodesItself), nor at values whose shape
+// does not fit their field (a mapping where a number goes). Aliases are
+// visited where their anchor is defined. One walk: linear in the document.
+func walkScalars(root *yaml.Node, t reflect.Type, visit func(n *yaml.Node, t reflect.Type, path string)) {
 	var walk func(n *yaml.Node, t reflect.Type, path string)
 	walk = func(n *yaml.Node, t reflect.Type, path string) {
 		for t.Kind() == reflect.Pointer {
 			t = t.Elem()
-		}
-		if t.Implements(yamlUnmarshaler) || reflect.PointerTo(t).Implements(yamlUnmarshaler) ||
-			t.Implements(obsoleteUnmarshaler) || reflect.PointerTo(t).Implements(obsoleteUnmarshaler) {
-			return
 		}
 		switch n.Kind {
 		case yaml.DocumentNode:
@@ -48,6 +94,9 @@ func fractionsInWholeFields(root *yaml.Node, t reflect.Type) []numberProblem {
 		case yaml.AliasNode:
 			// An alias's value is checked where it is defined.
 		case yaml.MappingNode:
+			if decodesItself(t) {
+				return
+			}
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				k, v := n.Content[i], n.Content[i+1]
 				p := k.Value
@@ -64,30 +113,24 @@ func fractionsInWholeFields(root *yaml.Node, t reflect.Type) []numberProblem {
 				}
 			}
 		case yaml.SequenceNode:
-			if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+			if decodesItself(t) || (t.Kind() != reflect.Slice && t.Kind() != reflect.Array) {
 				return
 			}
 			for i, c := range n.Content {
 				walk(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
 			}
 		case yaml.ScalarNode:
-			if !wholeKind(t.Kind()) || n.ShortTag() != "!!float" {
-				return
-			}
-			f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
-			if err == nil && !math.IsInf(f, 0) && f == math.Trunc(f) {
-				return
-			}
-			hint := ""
-			if err == nil && !math.IsInf(f, 0) && math.Abs(f) < 1<<53 {
-				hint = fmt.Sprintf(" (write %.0f or %.0f)", math.Floor(f)+0, math.Ceil(f)+0)
-			}
-			out = append(out, numberProblem{path: path, node: n,
-				message: fmt.Sprintf("line %d: %s: `%s` is not a whole number%s", n.Line, path, n.Value, hint)})
+			visit(n, t, path)
 		}
 	}
 	walk(root, t, "")
-	return out
+}
+
+// decodesItself reports whether t (or a pointer to it) decodes its own
+// YAML, in either of go.yaml.in/yaml/v3's interfaces.
+func decodesItself(t reflect.Type) bool {
+	return t.Implements(yamlUnmarshaler) || reflect.PointerTo(t).Implements(yamlUnmarshaler) ||
+		t.Implements(obsoleteUnmarshaler) || reflect.PointerTo(t).Implements(obsoleteUnmarshaler)
 }
 
 // wholeKind reports whether k is an integer kind.

@@ -18,7 +18,7 @@ func TestKeyStoreDefaultsAndRefusals(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"key_store: {enabled: true}\n", `key_store.enabled: needs store.backend redis or redis_cluster`},
 		{"key_store: {resync: 10ms}\n", "key_store.resync: must be between 1s and 24h0m0s"},
-		{"key_store: {resync: soon}\n", "key_store.resync: not a Go duration"},
+		{"key_store: {resync: soon}\n", "key_store.resync: `soon` is not a Go duration"},
 		{"key_store: {audit_max_len: 10}\n", "key_store.audit_max_len: must be at least 1000"},
 		{"key_store: {max_keys: 2000000}\n", "key_store.max_keys: must be between 1 and 1000000"},
 		{"key_store: {enable: true}\n", "unknown field enable (did you mean enabled?)"},

@@ -45,7 +45,7 @@ func TestLeaseValidation(t *testing.T) {
 		{"{name: g, scope: global, unit: usd, rate: 1, per: 1s, lease: {size: 1.5}}", "limits[0].lease.size: must be at most the burst (1)"},
 		{"{name: g, scope: global, unit: tokens, rate: 100, per: 1s, lease: {size: 10, ttl: 5ms}}", "limits[0].lease.ttl: must be from 10ms to 10s (got 5ms)"},
 		{"{name: g, scope: global, unit: tokens, rate: 100, per: 1s, lease: {size: 10, ttl: 11s}}", "limits[0].lease.ttl: must be from 10ms to 10s (got 11s)"},
-		{"{name: g, scope: global, unit: tokens, rate: 100, per: 1s, lease: {size: 10, ttl: soon}}", "limits[0].lease.ttl: not a Go duration"},
+		{"{name: g, scope: global, unit: tokens, rate: 100, per: 1s, lease: {size: 10, ttl: soon}}", "limits[0].lease.ttl: `soon` is not a Go duration"},
 		{"{name: g, scope: global, unit: usd, quota: 500, period: month, lease: {size: 1}}", "limits[0].lease: leases apply to token buckets (rate/burst) only, not to a quota"},
 		{"{name: g, scope: global, unit: tokens, rate: 100, per: 1s, lease: {size: 10, every: 1s}}", "unknown field every; this section takes: size, ttl"},
 	} {

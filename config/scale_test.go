@@ -120,8 +120,14 @@ func TestDurationFieldsFromYAML(t *testing.T) {
 		c, err := config.Parse([]byte(y))
 		if tc.want == 0 {
 			var ce *config.Error
-			if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.HasPrefix(ce.Problems[0], "limits[0].per: not a Go duration") {
-				t.Errorf("per: %s: err = %v, want only limits[0].per named as not a Go duration", tc.value, err)
+			// A scalar is named with its line and value; a mapping or a
+			// list, which has no one value to quote, by validation.
+			want := "line 2: limits[0].per: `" + strings.Trim(tc.value, `"'`) + "` is not a Go duration"
+			if strings.ContainsAny(tc.value[:1], "{[") {
+				want = "limits[0].per: not a Go duration"
+			}
+			if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.HasPrefix(ce.Problems[0], want) {
+				t.Errorf("per: %s: err = %v, want only %q", tc.value, err, want)
 			}
 			continue
 		}

@@ -13,8 +13,9 @@ import (
 
 // numberFromScalar matches go.yaml.in/yaml/v3's message for a scalar of
 // another type where a number field is: "line 4: cannot unmarshal !!str
-// `10k` into float64", "… !!float `1.5` into int64".
-var numberFromScalar = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(str|float|bool|timestamp) `(.*)` into (float(?:32|64)|u?int(?:8|16|32|64)?)$")
+// `10k` into float64", "… !!float `1.5` into int64", "… !!str `two` into
+// config.Count" (Count is a whole number).
+var numberFromScalar = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(str|float|bool|timestamp) `(.*)` into (float(?:32|64)|u?int(?:8|16|32|64)?|config\\.Count)$")
 
 // numberHint patterns: a number with a thousands or millions suffix
 // ("10k", "2M"), one with a dollar sign or thousands separators ("1.5$",

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -147,6 +148,32 @@ func FuzzFractionsInWholeFields(f *testing.F) {
 		}
 		for _, p := range fractionsInWholeFields(&root, reflect.TypeFor[Config]()) {
 			if p.node == nil || p.node.ShortTag() != "!!float" || !strings.HasPrefix(p.message, fmt.Sprintf("line %d: %s: ", p.node.Line, p.path)) {
+				t.Fatalf("problem %+v", p)
+			}
+		}
+	})
+}
+
+// badDurations never panics on any document, and each problem it reports
+// is a non-null scalar that is not a Go duration, on the line it names,
+// quoting its value.
+func FuzzBadDurations(f *testing.F) {
+	f.Add("limits: [{per: 1hour}]\n")
+	f.Add("upstreams: [{timeout: 30}]\nstore: {timeout: '5 s', deny_cache: 0}\n")
+	f.Add("key_store: {resync: soon}\nlimits: [{lease: {ttl: [1s]}, per: ~}]\n")
+	f.Add("a: &x soon\nstore: {timeout: *x}\n")
+	f.Fuzz(func(t *testing.T, src string) {
+		if len(src) > 4096 {
+			return
+		}
+		var root yaml.Node
+		if yaml.Unmarshal([]byte(src), &root) != nil {
+			return
+		}
+		for _, p := range badDurations(&root, reflect.TypeFor[Config]()) {
+			_, err := time.ParseDuration(p.node.Value)
+			if p.node.Kind != yaml.ScalarNode || p.node.ShortTag() == "!!null" || err == nil ||
+				p.message != fmt.Sprintf("line %d: %s: `%s` is not a Go duration (want e.g. 250ms, 1s, 1m, 24h)", p.node.Line, p.path, p.node.Value) {
 				t.Fatalf("problem %+v", p)
 			}
 		}

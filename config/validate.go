@@ -559,10 +559,23 @@ func checkQuota(p *problems, f string, l Limit, scale float64) {
 	if _, err := time.LoadLocation(l.Timezone); err != nil {
 		p.add(f+".timezone", "unknown time zone %q (want an IANA name such as UTC or Europe/Paris)", l.Timezone)
 	}
+	// Each threshold is judged once, for what is wrong with it: out of
+	// (0, 1] (a percentage gets the fraction to write), or not above the
+	// last valid one before it. ([80, 0.95] reported 0.95 too, as not
+	// increasing after the 80 already refused: trial2.)
 	prev := 0.0
 	for i, w := range l.WarnAt {
-		if !(w > prev && w <= 1) {
-			p.add(fmt.Sprintf("%s.warn_at[%d]", f, i), "must be increasing fractions in (0, 1] (got %v)", w)
+		field := fmt.Sprintf("%s.warn_at[%d]", f, i)
+		switch {
+		case !(w > 0 && w <= 1):
+			hint := ""
+			if w > 1 && w <= 100 {
+				hint = fmt.Sprintf(" (write %v for %v%%)", w/100, w)
+			}
+			p.add(field, "must be a fraction of the quota in (0, 1] (got %v)%s", w, hint)
+			continue
+		case w <= prev:
+			p.add(field, "must be above the threshold before it (%v), in increasing order (got %v)", prev, w)
 		}
 		prev = w
 	}
@@ -576,9 +589,6 @@ func checkQuota(p *problems, f string, l Limit, scale float64) {
 func checkShards(p *problems, f string, l Limit, scale float64) {
 	k := int(l.Shards)
 	switch {
-	case l.Shards == invalidCount:
-		p.add(f+".shards", "must be a whole number of shards from 1 to %d (got a number with a fraction, or no number)", MaxShards)
-		return
 	case k < 0 || k > MaxShards:
 		p.add(f+".shards", "must be a whole number of shards from 1 to %d (got %d)", MaxShards, k)
 		return

@@ -16,15 +16,17 @@ import (
 //
 //	GET /healthz  200 "ok" while the process runs (liveness only)
 //	GET /readyz   200 with a JSON body describing the store, while the
-//	              proxy can serve
+//	              proxy can serve; 503 with that body once it cannot
+//	              (shutting down)
 //	GET /metrics  Prometheus exposition of g
 //
 // Any other path gets 404 with a text body naming the paths served.
-// ready returns the /readyz body; it may be nil. extra maps more paths (such
+// ready returns the /readyz body and whether the proxy can serve (false:
+// the answer is 503); it may be nil (200, {"status":"ready"}). extra maps more paths (such
 // as /admin/usage) to their handlers, which do their own authorization; a
 // path ending in "/" (such as /admin/keys/) also serves every path under
 // it that has no entry of its own.
-func AdminHandler(g prometheus.Gatherer, ready func() any, extra map[string]fasthttp.RequestHandler) fasthttp.RequestHandler {
+func AdminHandler(g prometheus.Gatherer, ready func() (body any, ok bool), extra map[string]fasthttp.RequestHandler) fasthttp.RequestHandler {
 	metrics := fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	// A 404 names the paths served (an empty 404 at / told a newcomer
 	// nothing), built once: extra is fixed for the handler's life.
@@ -39,7 +41,10 @@ func AdminHandler(g prometheus.Gatherer, ready func() any, extra map[string]fast
 			ctx.SetContentType("application/json")
 			var body any = map[string]string{"status": "ready"}
 			if ready != nil {
-				body = ready()
+				var ok bool
+				if body, ok = ready(); !ok {
+					ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+				}
 			}
 			b, _ := json.Marshal(body)
 			ctx.SetBody(b)

@@ -8,6 +8,7 @@
 //	llmguard usage [--config FILE]     spend, tokens and quotas from a running llmguard
 //	                                   (the embedded default's admin listener without --config)
 //	llmguard version                   the version, commit and Go release it was built from
+//	llmguard help [COMMAND]            what --help prints, for llmguard or a command
 //
 // Exit status: 0 on success; 1 when the command failed (an invalid config,
 // a listener that cannot bind, a running llmguard that cannot be asked);
@@ -42,6 +43,27 @@ type cli struct {
 	Version  versionCmd  `cmd:"" help:"Print the version, commit and Go release this binary was built from."`
 	Report   reportCmd   `cmd:"" help:"Write one tenant's monthly spend report (self-contained HTML) from the ledger to stdout."`
 	Keys     keysCmd     `cmd:"" help:"Manage the virtual keys of the key store (create, list, show, revoke, rotate, audit), or hash a key for the config file."`
+	Help     helpCmd     `cmd:"" help:"Show the help of llmguard, or of a command (llmguard help keys create), as --help does."`
+}
+
+// helpCmd is `llmguard help [command…]`: what --help prints for llmguard or
+// for the command named. (A newcomer's `llmguard help` was refused as an
+// unexpected argument, exit 2: trial2.)
+type helpCmd struct {
+	Command []string `arg:"" optional:"" help:"The command, e.g. serve or keys create."`
+}
+
+// Run prints the usage of the command h names (of llmguard without one) to
+// standard output. Errors: an unknown command (a usageError, exit 2).
+func (h *helpCmd) Run(k *kong.Context) error {
+	ctx, err := kong.Trace(k.Kong, h.Command)
+	if err == nil {
+		err = ctx.Error
+	}
+	if err != nil {
+		return usageError{fmt.Errorf("help: %w", err)}
+	}
+	return ctx.PrintUsage(false)
 }
 
 type serveCmd struct {
@@ -50,6 +72,17 @@ type serveCmd struct {
 	LogLevel    string `help:"Least severe log level written: debug, info, warn or error." enum:"debug,info,warn,error" default:"info"`
 	Listen      string `help:"Override the config's listen address (host:port)."`
 	AdminListen string `help:"Override the config's admin_listen address (host:port)."`
+}
+
+// Help is serve's detailed help (kong.HelpProvider): the environment it
+// reads and the signals it handles, which its flags do not show (trial2:
+// LLMGUARD_TIMER_SLACK was in the README only).
+func (s *serveCmd) Help() string {
+	return "Environment: each upstream's api_key_env and the config's admin_token_env name the variables holding " +
+		"the secrets; LLMGUARD_TIMER_SLACK sets the timer slack (default 1ms; a Go duration up to 1s, or off; Linux); " +
+		"GOMEMLIMIT overrides the memory limit llmguard sets. " +
+		"Signals: SIGHUP reloads --config (the file is also watched); SIGTERM or SIGINT stops accepting, lets the " +
+		"requests in flight end (/readyz answers 503 meanwhile) and exits; a second one exits at once."
 }
 
 type validateCmd struct {
@@ -184,7 +217,8 @@ func (s *serveCmd) Run() error {
 	if err != nil {
 		return usageError{err}
 	}
-	if err := app.EnsureTimerSlack(slack); err != nil {
+	inForce, err := app.EnsureTimerSlack(slack)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "llmguard:", err, "(serving with the inherited timer slack)")
 	}
 	var level slog.Level
@@ -219,7 +253,7 @@ func (s *serveCmd) Run() error {
 	}
 	startAttrs := []any{"version", buildVersion().Version, "config", source,
 		"upstreams", upstreamsForLog(cfg), "store", storeForLog(cfg.Store), "log_level", level.String(),
-		"timer_slack", timerSlackForLog(slack)}
+		"timer_slack", timerSlackForLog(slack, inForce)}
 	if cfg.Store.RedisURL != "" || len(cfg.Store.ClusterAddrs) > 0 {
 		// The Functions library this build loads: the one to keep when an
 		// operator deletes old ones after an upgrade.
@@ -261,19 +295,65 @@ func (s *serveCmd) Run() error {
 				}
 				continue
 			}
+			// Draining: streams in flight run to their end (README,
+			// "Graceful shutdown"); /readyz answers 503 meanwhile.
 			log.Info("shutting down", "signal", got.String())
-			return a.Close()
+			return drain(log, a, sig)
 		}
 	}
 }
 
-// timerSlackForLog names the timer slack serve runs with: d, or
-// "inherited" when LLMGUARD_TIMER_SLACK is off.
-func timerSlackForLog(d time.Duration) string {
-	if d <= 0 {
-		return "inherited"
+// exitCutShort is serve's exit status when a second signal ends the drain:
+// requests still in flight were cut, their reconciliation lost.
+const exitCutShort = 1
+
+// drain closes a (App.Close: the requests in flight run to their end) and
+// logs "shut down" with how long it took once it has, so that a log read
+// after the fact tells a clean exit from a kill. A second SIGINT or SIGTERM
+// on sig meanwhile (Ctrl-C pressed again) exits at once, status
+// exitCutShort, cutting off what still streams: a drain waits for streams
+// up to an upstream's timeout (10 minutes by default), and every signal
+// after the first was ignored (trial2). SIGHUP is ignored while draining.
+func drain(log *slog.Logger, a *app.App, sig <-chan os.Signal) error {
+	began := time.Now()
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close() }()
+	for {
+		select {
+		case err := <-closed:
+			if err != nil {
+				log.Warn("shut down", "took", time.Since(began).Round(time.Millisecond), "err", err)
+			} else {
+				log.Info("shut down", "took", time.Since(began).Round(time.Millisecond))
+			}
+			return err
+		case got := <-sig:
+			if got == syscall.SIGHUP {
+				log.Warn("SIGHUP while shutting down: not reloaded")
+				continue
+			}
+			log.Warn("second signal while shutting down: exiting now, cutting off the requests still in flight (their reconciliation is lost)",
+				"signal", got.String(), "after", time.Since(began).Round(time.Millisecond))
+			os.Exit(exitCutShort)
+		}
 	}
-	return d.String()
+}
+
+// timerSlackForLog names the timer slack serve runs with, given the one
+// asked for (LLMGUARD_TIMER_SLACK's, 0 for off) and the one in force
+// (EnsureTimerSlack's; 0: unknown): "1ms" when they agree; the one in force
+// marked "(inherited)" when the process kept its own — off, a larger slack
+// from its parent (systemd's TimerSlackNSec=), or a failure to set it —
+// where the log said the slack asked for (trial2); "inherited" alone when
+// none can be read.
+func timerSlackForLog(asked, inForce time.Duration) string {
+	switch {
+	case inForce <= 0:
+		return "inherited"
+	case inForce == asked:
+		return inForce.String()
+	}
+	return inForce.String() + " (inherited)"
 }
 
 // redisLogger adapts slog to go-redis's logger.

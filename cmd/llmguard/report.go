@@ -155,7 +155,9 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.
 	case cfg != nil:
 		return errors.New("report: the config names no ledger (ledger.file or ledger.redis_stream)")
 	}
-	return errors.New("report: give --ledger FILE or --config FILE")
+	// A missing argument: exit 2, as the main package's doc says (trial2:
+	// it exited 1, as a failed report does).
+	return usageError{errors.New("report: give --ledger FILE or --config FILE")}
 }
 
 // monthlyBudget is the first limit of cfg that is a monthly USD quota of

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -57,6 +58,11 @@ ledger: {file: %q}
 	}
 	if err := exec.Command(bin, "report", "--ledger", file, "--tenant", "acme", "--month", "2026-13").Run(); err == nil {
 		t.Error("--month 2026-13 accepted")
+	}
+	// Neither --ledger nor --config is a usage error: exit 2 (it was 1).
+	var exit *exec.ExitError
+	if err := exec.Command(bin, "report", "--tenant", "acme").Run(); !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Errorf("report without --ledger or --config: %v, want exit status 2", err)
 	}
 	// A tenant the ledger never names (a typo) still gets its empty page,
 	// with a warning on stderr naming the tenants it does hold; a tenant

@@ -74,6 +74,9 @@ type App struct {
 	close       []func() error
 	waits       *meter.Waits // the wait queues, ended first by Close
 	closeOnce   sync.Once    // Close runs the closers once
+	// stopping is set when Close begins: /readyz answers 503
+	// "shutting_down" while the requests in flight drain.
+	stopping atomic.Bool
 	// serveMu guards serving and closed: the listeners Serve was given
 	// (wrapped as served), which Close closes itself, and whether Close
 	// has run. fasthttp's Shutdown stops only a server whose Serve has
@@ -304,7 +307,7 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 	}
 	a.Registry.MustRegister(connectionMetrics(a.conns)...)
 	a.admin = &fasthttp.Server{
-		Handler: proxy.AdminHandler(a.Registry, func() any {
+		Handler: proxy.AdminHandler(a.Registry, func() (any, bool) {
 			r := st.readiness(cfg.Store.Backend)
 			r["config"] = a.reloads.snapshot()
 			if led != nil {
@@ -313,7 +316,14 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 				// missing: README, "Readiness".
 				r["ledger"] = led.Health()
 			}
-			return r
+			if a.stopping.Load() {
+				// The proxy listener is closed and the requests in flight
+				// are draining: a load balancer probing /readyz must stop
+				// sending here (it said "ready" until the process exited).
+				r["status"] = "shutting_down"
+				return r, false
+			}
+			return r, true
 		},
 			map[string]fasthttp.RequestHandler{"/admin/usage": a.usageHandler, "/admin/keys": a.keysHandler, "/admin/keys/": a.keysHandler}),
 		Name:   "llmguard-admin",
@@ -455,11 +465,14 @@ func scheme(s *certSource) string {
 
 // Close stops accepting requests, answers those waiting for their buckets
 // (on_limit: wait) with their 429 at once, waits for those in flight, and
-// releases the store. It may be called more than once (a signal handler and a
+// releases the store. From its start /readyz answers 503 with status
+// "shutting_down" (the admin listener serves, /metrics included, until the
+// requests in flight have ended). It may be called more than once (a signal handler and a
 // deferred Close): only the first call does the work, and every call
 // returns what it returned (the listeners' and closers' errors, joined).
 func (a *App) Close() error {
 	a.closeOnce.Do(func() {
+		a.stopping.Store(true) // /readyz answers 503 from now on
 		if a.waits != nil {
 			a.waits.Close() // waiting requests are answered now, not after max_wait
 		}

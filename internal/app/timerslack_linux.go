@@ -16,35 +16,42 @@ import (
 // and executes the same program again (/proc/self/exe, the same arguments
 // and environment, the same process id and open descriptors), so that
 // every thread the new image's runtime makes, its monitor first, inherits
-// d. It returns nil without doing anything when d is 0 or the slack is
-// already at least d (as after that execution, or when the parent set it,
-// e.g. systemd's TimerSlackNSec=). Call it first in main, before anything
-// that must not run twice. Errors: the slack could not be set (a realtime
-// thread's is always 0), or the execution failed; the process then goes on
-// as it is, with its old slack restored.
-func EnsureTimerSlack(d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
+// d. It does nothing when d is 0 or the slack is already at least d (as
+// after that execution, or when the parent set it, e.g. systemd's
+// TimerSlackNSec=). Call it first in main, before anything that must not
+// run twice. It returns the slack the process runs with, as the calling
+// thread reads it: d once executed again, the inherited slack when it is
+// kept (0 when it cannot be read), so that the start-up log names the
+// slack in force rather than the one asked for. Errors: the slack could
+// not be set (a realtime thread's is always 0), or the execution failed;
+// the process then goes on as it is, with its old slack restored and
+// returned.
+func EnsureTimerSlack(d time.Duration) (time.Duration, error) {
 	// The thread that sets the slack must be the one that executes.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if d <= 0 {
+		if err != nil {
+			return 0, nil
+		}
+		return time.Duration(old), nil
+	}
 	if err != nil {
-		return fmt.Errorf("app: timer slack: %w", err)
+		return 0, fmt.Errorf("app: timer slack: %w", err)
 	}
 	if time.Duration(old) >= d {
-		return nil
+		return time.Duration(old), nil
 	}
 	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(d.Nanoseconds()), 0, 0, 0); err != nil {
-		return fmt.Errorf("app: timer slack: set %v: %w", d, err)
+		return time.Duration(old), fmt.Errorf("app: timer slack: set %v: %w", d, err)
 	}
 	if got, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0); err != nil || time.Duration(got) < d {
 		// Not taken (a realtime thread): executing again would loop.
 		unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
-		return fmt.Errorf("app: timer slack: set %v: the thread keeps %v", d, time.Duration(got))
+		return time.Duration(old), fmt.Errorf("app: timer slack: set %v: the thread keeps %v", d, time.Duration(got))
 	}
 	err = syscall.Exec("/proc/self/exe", os.Args, os.Environ())
 	unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
-	return fmt.Errorf("app: timer slack: execute again: %w", err)
+	return time.Duration(old), fmt.Errorf("app: timer slack: execute again: %w", err)
 }

@@ -5,5 +5,5 @@ package app
 import "time"
 
 // EnsureTimerSlack does nothing on this platform (timer slack is a Linux
-// setting) and returns nil.
-func EnsureTimerSlack(time.Duration) error { return nil }
+// setting) and returns 0 (no slack known) and nil.
+func EnsureTimerSlack(time.Duration) (time.Duration, error) { return 0, nil }

@@ -81,7 +81,7 @@ func Child(args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := app.EnsureTimerSlack(slack); err != nil {
+		if _, err := app.EnsureTimerSlack(slack); err != nil {
 			fmt.Fprintln(os.Stderr, "llmguard-bench child:", err)
 		}
 	}
