@@ -268,7 +268,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		if !same {
 			return Estimate{}, false
 		}
-		run = startRun(before)
+		run.sums = before // startRun(before), in place: run is still zero
 		// Messages are read raw (rawValue): an object's Result is the
 		// same either way, and gjson.Parse's is not needed for the rest.
 		messageElems.raw = true

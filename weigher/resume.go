@@ -145,11 +145,15 @@ type checkpoint struct {
 // its seeded hash (the count cache's key hash: cacheKey's argument holds)
 // and its members. A body that resumes from the checkpoint and whose
 // bytes after its array are that tail, by length and hash, has them
-// vouched (jsonscan.KnownTail): the scan adds their keys to the
-// duplicate-key check and stops, and chat's walk reads them without
-// checking them again (their checks passed in a chat body, at the same
-// place after a prefix that is the same bytes: the checkpoint's context
-// holds the fields). The estimate is a full weighing's (TestTailSameEstimates,
+// vouched (jsonscan.KnownTail): the scan records their members and
+// stops, comparing no top-level key (the keys before the array and the
+// tail's are those of the body that filed the checkpoint, which passed
+// the duplicate-key check: every point of a checkpoint is a prefix of
+// the body that filed it, and the members before the array lie before
+// its first point), and chat's walk reads them without checking them
+// again (their checks passed in a chat body, at the same place after a
+// prefix that is the same bytes: the checkpoint's context holds the
+// fields). The estimate is a full weighing's (TestTailSameEstimates,
 // FuzzResumeChat).
 
 // maxTailMembers is the most members a checkpoint's tail holds: a body
@@ -814,7 +818,9 @@ func (m *elemMemo) tailOf(lay *jsonscan.Layout, at int) (t resumeTail) {
 
 // Tail implements jsonscan.KnownTail: the members of the tail of the
 // checkpoint the request resumed from, when the body's bytes from at are
-// that tail (by length and hash); nil otherwise. A list's member is
+// that tail (by length and hash); nil otherwise. The bytes before the
+// array are the filing body's too (the request resumed at one of its
+// points), as KnownTail requires. A list's member is
 // Unlaid: its elements are found with gjson.
 func (m *elemMemo) Tail(at int) []jsonscan.Member {
 	r := &m.resume

@@ -391,9 +391,13 @@ type elements struct {
 	remembered bool
 }
 
-// value is the element v as e gives them.
-func (e elements) value(v string) gjson.Result {
-	if e.raw {
+// elemValue is the element v as elements give them: as rawValue gives
+// it when raw, else parsed by gjson. A function of the flag alone, not a
+// method of elements: the call copied the elements (about 170 bytes) for
+// every element, some 60 instructions of each of a warm 1 KiB chat
+// body's message visits.
+func elemValue(raw bool, v string) gjson.Result {
+	if raw {
 		return rawValue(v)
 	}
 	return gjson.Parse(v)
@@ -411,8 +415,7 @@ func (e elements) eachAt(fn func(v gjson.Result, at jsonscan.Span) bool) {
 	case !e.v.IsArray():
 	case e.laid:
 		for _, sp := range e.spans {
-			v := e.body[sp.Start:sp.End]
-			if !fn(e.value(v), sp) {
+			if !fn(elemValue(e.raw, e.body[sp.Start:sp.End]), sp) {
 				return
 			}
 		}
