@@ -3,7 +3,16 @@ package app
 // Adversarial tests of the thirteenth round (2026-12-05): each drives
 // llmguard through real loopback sockets.
 
-import "testing"
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
 
 // A Responses, legacy completions or Messages body's top-level member
 // its API does not define weighed nothing (chat's were weighed since
@@ -37,6 +46,108 @@ func TestAdv13UnknownTopLevelMembersAreWeighed(t *testing.T) {
 			}
 			if passed := up.callThrough(t, h, tc.path, tc.body, 10, 20000); passed == 0 {
 				t.Errorf("no call passed: the case tests nothing")
+			}
+		})
+	}
+}
+
+// lingeringUpstream answers every request with a whole stream, its
+// terminal event included, chunked, and then neither ends the body (no
+// last chunk) nor closes the connection until the test ends: a hostile or
+// broken upstream. It serves the stream for the request's path.
+func lingeringUpstream(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				var events string
+				switch {
+				case strings.HasSuffix(req.URL.Path, "/chat/completions"):
+					events = `data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"hello world"},"finish_reason":null}]}` + "\n\n" +
+						`data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":11,"total_tokens":19}}` + "\n\n" +
+						"data: [DONE]\n\n"
+				case strings.HasSuffix(req.URL.Path, "/responses"):
+					events = "event: response.output_text.delta\n" + `data: {"type":"response.output_text.delta","delta":"hello world"}` + "\n\n" +
+						"event: response.completed\n" + `data: {"type":"response.completed","response":{"id":"r","object":"response","status":"completed","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"hello world"}]}],"usage":{"input_tokens":8,"output_tokens":11,"total_tokens":19}}}` + "\n\n"
+				default: // messages
+					events = "event: message_start\n" + `data: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"usage":{"input_tokens":8,"output_tokens":1}}}` + "\n\n" +
+						"event: content_block_start\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n" +
+						"event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hello world"}}` + "\n\n" +
+						"event: content_block_stop\n" + `data: {"type":"content_block_stop","index":0}` + "\n\n" +
+						"event: message_delta\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":11}}` + "\n\n" +
+						"event: message_stop\n" + `data: {"type":"message_stop"}` + "\n\n"
+				}
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(events), events)
+				<-stop // no last chunk, no close
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// A stream whose upstream sent its terminal event ("[DONE]",
+// response.completed, message_stop) but then neither ended its body nor
+// closed its connection held the caller's answer open, and its
+// settlement and ledger record back, until the upstream timeout (10
+// minutes by default): a caller reading to the end of the body (curl, an
+// SDK's raw stream) hung that long. The stream now ends for the caller,
+// and is settled at the usage reported, once the upstream has been
+// silent for streamEndGrace after its terminal event.
+func TestAdv13StreamEndsAfterItsTerminalEventThoughTheUpstreamLingers(t *testing.T) {
+	url := lingeringUpstream(t)
+	for _, tc := range []struct{ name, path, body, last string }{
+		{"chat", "/v1/chat/completions", `{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, "data: [DONE]\n\n"},
+		{"responses", "/v1/responses", `{"model":"gpt-4o-mini","stream":true,"max_output_tokens":100,"input":"hi"}`, "\"status\":\"completed\""},
+		{"messages", "/v1/messages", `{"model":"claude-sonnet-4-5","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, "message_stop"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h *harness
+			if tc.path == "/v1/messages" {
+				h = frozenClaude(t, url, "user-tpd", 20000)
+			} else {
+				h = fresh16(t, url)
+			}
+			// The client's bound only ends a failing run: the upstream
+			// timeout is 10 minutes, the grace a few seconds.
+			client := &http.Client{Timeout: 45 * time.Second}
+			req, _ := http.NewRequest(http.MethodPost, h.url+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			req.Header.Set("x-api-key", testKey)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("the stream did not end for its caller: %v (%d bytes read)", err, len(b))
+			}
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), tc.last) {
+				t.Fatalf("%d %q", resp.StatusCode, b)
+			}
+			out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
+			if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
+				t.Fatal("not settled")
+			}
+			if got := out(); got != 11 {
+				t.Errorf("charged %v output tokens, want the 11 the usage reported", got)
 			}
 		})
 	}
