@@ -152,3 +152,62 @@ func TestAdv13StreamEndsAfterItsTerminalEventThoughTheUpstreamLingers(t *testing
 		})
 	}
 }
+
+// unreadUpstream streams a chat answer whose text comes in one event
+// llmguard relays without reading it — shape "huge" an event past the
+// SSE scanner's 16 MiB, shape "deep" an event nested past the stream's
+// depth limit (a client's JSON decoder reads it) — and then a usage
+// chunk reporting 1 output token and [DONE].
+func unreadUpstream(t *testing.T, shape string) string {
+	t.Helper()
+	var text string
+	switch shape {
+	case "huge":
+		text = `data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"` + strings.Repeat("word ", 17<<20/5) + `"},"finish_reason":null}]}` + "\n\n"
+	case "deep":
+		text = `data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"` + words16 + `"},"finish_reason":null}],"pad":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + "}\n\n"
+	}
+	events := text + `data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" +
+		`data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9}}` + "\n\n" +
+		"data: [DONE]\n\n"
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, events)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// A stream whose final usage reported less output than reserved beside an
+// event llmguard relayed without reading it (too large for its SSE
+// scanner, or nested too deep) was settled at the usage alone: 17 MiB of
+// text, or 3,000 words a client's decoder reads, reported as 1 output
+// token, was charged 1, where the same text in events llmguard reads is
+// charged at least its count (TestAdv12SmallOutputBesideMuchTextChargedTheText)
+// and a stream with unread output and no usage at least its output
+// reservation. Such a stream is now charged at least its output
+// reservation.
+func TestAdv13UsageBesideUnreadOutputKeepsTheReservation(t *testing.T) {
+	for _, shape := range []string{"huge", "deep"} {
+		t.Run(shape, func(t *testing.T) {
+			h := fresh16(t, unreadUpstream(t, shape))
+			resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(b, "[DONE]") {
+				t.Fatalf("%d %.200q", resp.StatusCode, b)
+			}
+			out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
+			if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
+				t.Fatal("not settled")
+			}
+			if got := out(); got < 100 {
+				t.Errorf("charged %v output tokens beside unread output, want at least the reservation, 100", got)
+			}
+		})
+	}
+}
