@@ -89,7 +89,9 @@ func (lt *lingerTimer) fire() {
 // cut.
 func (l *lingerCut) arm(raw any, grace time.Duration) {
 	if l.t != nil {
-		if !l.t.fired.Load() {
+		// Started again only while it has not fired: each arming fires
+		// at most once, so that stop knows when fire is done with it.
+		if l.t.timer.Stop() {
 			l.t.timer.Reset(grace)
 		}
 		return
