@@ -75,6 +75,12 @@ type Options struct {
 	// UnavailableRetry is the Retry-After of a 503 answered by a
 	// fail-closed limit while the store is unavailable. Zero: 2s.
 	UnavailableRetry time.Duration
+	// StreamEndGrace is how long an upstream may stay silent after a
+	// stream's terminal event ("[DONE]", response.completed,
+	// message_stop) without ending its body or closing its connection
+	// before llmguard ends the stream itself, settled at what it
+	// reported (lingercut.go). Zero: 2s.
+	StreamEndGrace time.Duration
 	// UnmeteredPaths are the path globs (path.Match, against the lowercase
 	// upstream path) of unmetered endpoints callers under token or dollar
 	// limits may call anyway (unmetered_paths); the others are refused.

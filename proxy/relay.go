@@ -492,6 +492,8 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 	defer chunks.Put(chunk)
 	buf := chunk[:]
 	clientGone := false
+	var linger lingerCut // ends a stream whose upstream lingers after its terminal event
+	defer linger.stop()
 	for {
 		p.inject(pointStream)
 		n, rerr := src.Read(buf)
@@ -506,9 +508,15 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 					clientGone = true
 				}
 			}
+			if tap.stream.Done() {
+				linger.arm(raw, p.streamEndGrace())
+			}
 		}
 		if watcherCut.Load() {
 			clientGone = true
+		}
+		if rerr != nil && linger.fired() {
+			rerr = io.EOF // the stream had ended: its upstream's silence after it is no break
 		}
 		if clientGone || rerr != nil {
 			if rerr != nil && rerr != io.EOF && !clientGone {
@@ -528,6 +536,7 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 			break
 		}
 	}
+	linger.stop() // before the body is closed or released below
 	if clientGone {
 		// Stop paying for an answer nobody reads: close the upstream
 		// connection instead of draining it.

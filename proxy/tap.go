@@ -30,6 +30,11 @@ type usageTap struct {
 	// the weigher could not read: weigher.StreamUpdate.Unread), so the text
 	// counted is not all the stream carried.
 	unread bool
+	// unreadData: an event's data was relayed without being read (over
+	// sse.MaxEventBytes, or one the weigher could not read: garbage,
+	// nested too deep), so a final usage beside it is not taken below
+	// the output reservation (settle).
+	unreadData bool
 	// cut: the stream ended before the upstream's end because its client
 	// left (or was cut as a slow reader); settleStream then charges at
 	// least the output reservation unless a usage or a refund decides.
@@ -86,7 +91,11 @@ func newUsageTap(stream weigher.Stream, strip, expectUsage bool, count func(text
 // the output reported, or whose text came in more events than that
 // output has tokens (each is a token or more), is charged at least its
 // text, counted, and so settled; any other usage is the bill, its text
-// uncounted.
+// uncounted — unless an event's data was relayed unread (unreadData:
+// too large to scan, garbage, nested too deep), which may hold any
+// amount of output: a usage reporting less output than reserved
+// (est.OutputTokens) is then charged the reservation, and so settled, as
+// unread output without a usage is (settleStream).
 func (t *usageTap) settle(est weigher.Estimate) (weigher.Usage, weigher.Source) {
 	if t.stream.Usage().Final {
 		u, source := t.stream.Settle(est, 0) // the reported usage: the count is not read
@@ -94,6 +103,9 @@ func (t *usageTap) settle(est weigher.Estimate) (weigher.Usage, weigher.Source) 
 			if n := t.text.tokens(); n > u.OutputTokens {
 				u.OutputTokens, source = n, weigher.SourcePartial
 			}
+		}
+		if t.unreadData && u.OutputTokens < est.OutputTokens {
+			u.OutputTokens, source = est.OutputTokens, weigher.SourcePartial
 		}
 		return u, source
 	}
@@ -146,7 +158,7 @@ func (t *usageTap) end() []byte {
 func (t *usageTap) onEvent(raw []byte, ev sse.Event) {
 	keep := true
 	if ev.Truncated {
-		t.unread = true
+		t.unread, t.unreadData = true, true
 	} else if ev.Stray {
 		// Bytes the client got that no field the tap reads carried (a
 		// misspelled "data", a JSON answer labelled text/event-stream,
@@ -159,6 +171,7 @@ func (t *usageTap) onEvent(raw []byte, ev sse.Event) {
 	if ev.HasData && !ev.Truncated {
 		u := t.stream.Event(ev.Type, ev.Data)
 		t.unread = t.unread || u.Unread || u.Uncounted
+		t.unreadData = t.unreadData || u.Unread
 		t.text.add(u.Text)
 		if u.Text != "" {
 			t.textEvents++

@@ -63,7 +63,8 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	var model, system, messages, tools, toolChoice, maxTok, thinking gjson.Result
 	var formats [2]gjson.Result // output_config.format and output_format (structuredOutputTokens)
 	var messageElems elements
-	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
+	var unknownTop []topMember // top-level members the Messages API does not define (messagesTopKnown)
+	messagesAt := -1           // the index of "messages" among the members, when its key is written plain
 	at := 0
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
@@ -113,6 +114,13 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 			// (web search, file parsing: chat's "plugins") on an
 			// Anthropic-compatible endpoint that takes them.
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
+		default:
+			if !messagesTopKnown(k) && v.Type != gjson.Null {
+				// A member the Messages API does not define, which a
+				// gateway passes to a provider that bills it (as chat's:
+				// chatTopKnown). Weighed once the model's encoding is known.
+				unknownTop = append(unknownTop, topMember{k: k, v: v})
+			}
 		}
 		at++
 		return true
@@ -245,6 +253,9 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 		c.fixed += claudeThinkingTokens
 	}
 	c.text = min(c.text+structuredOutputTokens(c.enc, formats[:]), maxTokens)
+	for _, m := range unknownTop {
+		c.text = min(c.text+unknownMember(c.enc, m.k, m.v), maxTokens)
+	}
 	est.ServerContext = est.ServerContext || c.hidden
 	est.InputTokens = min(scaleBy(w.claudeSafetyFactor(est.Model), c.text)+c.fixed, maxTokens)
 

@@ -312,3 +312,63 @@ func chatTopKnown(k string) bool {
 	}
 	return false
 }
+
+// responsesTopKnown reports whether k is a top-level member of a
+// Responses body that the Responses API defines
+// (https://platform.openai.com/docs/api-reference/responses/create), or
+// one the weigher reads with a meaning of its own (OpenRouter's
+// "plugins": see Weigher.Responses). Any other is weighed by its key and
+// value (unknownMember), as chatTopKnown's are: LiteLLM passes a
+// parameter it does not know to the provider, which may bill it.
+func responsesTopKnown(k string) bool {
+	switch k {
+	case "model", "input", "instructions", "background", "context_management", "conversation", "include",
+		"max_output_tokens", "max_tool_calls", "metadata", "parallel_tool_calls", "previous_response_id",
+		"prompt", "prompt_cache_key", "prompt_cache_retention", "reasoning", "safety_identifier",
+		"service_tier", "store", "stream", "stream_options", "temperature", "text", "tool_choice", "tools",
+		"top_logprobs", "top_p", "truncation", "user",
+		// read by the weigher (responses.go)
+		"plugins":
+		return true
+	}
+	return false
+}
+
+// completionsTopKnown reports whether k is a top-level member of a legacy
+// completions body that the completions API defines
+// (https://platform.openai.com/docs/api-reference/completions/create), or
+// one the weigher reads with a meaning of its own (vLLM's and
+// OpenRouter's: see Weigher.Completions). Any other is weighed by its key
+// and value (unknownMember), as chatTopKnown's are.
+func completionsTopKnown(k string) bool {
+	switch k {
+	case "model", "prompt", "best_of", "echo", "frequency_penalty", "logit_bias", "logprobs", "max_tokens",
+		"n", "presence_penalty", "seed", "stop", "stream", "stream_options", "suffix", "temperature",
+		"top_p", "user",
+		// read by the weigher (completions.go)
+		"plugins", "prompt_embeds", "min_tokens", "ignore_eos":
+		return true
+	}
+	return false
+}
+
+// messagesTopKnown reports whether k is a top-level member of a Messages
+// body that the Messages API defines
+// (https://platform.claude.com/docs/en/api/messages, its beta members
+// included), Bedrock's and Vertex AI's "anthropic_version", or one the
+// weigher reads with a meaning of its own (OpenRouter's "plugins": see
+// Weigher.Messages). Any other is weighed by its key and value
+// (unknownMember), as chatTopKnown's are: a gateway that passes it on
+// (LiteLLM's provider-specific parameters) may have it billed.
+func messagesTopKnown(k string) bool {
+	switch k {
+	case "model", "messages", "max_tokens", "cache_control", "container", "context_management", "diagnostics",
+		"fallback_credit_token", "inference_geo", "mcp_servers", "metadata", "output_config", "output_format",
+		"service_tier", "speed", "stop_sequences", "stream", "system", "temperature", "thinking",
+		"tool_choice", "tools", "top_k", "top_p", "user_profile_id", "anthropic_version",
+		// read by the weigher (messages.go)
+		"plugins":
+		return true
+	}
+	return false
+}

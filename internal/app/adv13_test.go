@@ -1,421 +1,213 @@
 package app
 
-// Adversarial tests of the third review: each drives llmguard through real
-// loopback sockets to an upstream that bills what it reads and fails where
-// the upstream billed more than llmguard admitted.
+// Adversarial tests of the thirteenth round (2026-12-05): each drives
+// llmguard through real loopback sockets.
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"github.com/llmguard/llmguard/internal/mockllm"
 	"io"
 	"net"
 	"net/http"
-	pathpkg "path"
-	"regexp"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// rawRoundTrip writes req (a whole HTTP/1.1 request, as bytes on the wire)
-// to addr on a connection of its own and returns the answer's status and
-// body; status 0 when no answer could be read.
-func rawRoundTrip(t *testing.T, url, req string) (int, string) {
-	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second)) // a hang guard, not a timing bound
-	if _, err := io.WriteString(c, req); err != nil {
-		return 0, err.Error()
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		return 0, err.Error()
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, string(b)
-}
-
-// A read method (GET, HEAD, DELETE, OPTIONS, in any case) counts as one
-// request whatever its path, so it must not carry a body to the upstream:
-// an upstream that routes by path alone (internal/mockllm does; so do
-// handlers registered without a method) serves a GET with a chat body as a
-// chat completion and bills it. Through a 1,000-token bucket, each such
-// call billed 100,022 tokens and the bucket still held 1,000.
-func TestAdv13ReadMethodWithBodyNotForwarded(t *testing.T) {
-	up := startBilling(t, 1000, 0)
-	h := advStart(t, up.url, `limits:
-  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 1000}
-`)
-	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100000}`
-	head := "Host: llmguard\r\nAuthorization: Bearer " + testKey + "\r\nContent-Type: application/json\r\nConnection: close\r\n"
-	for _, tc := range []struct{ name, req string }{
-		{"GET", "GET /v1/chat/completions HTTP/1.1\r\n" + head + "Content-Length: " + fmt.Sprint(len(body)) + "\r\n\r\n" + body},
-		{"get", "get /v1/chat/completions HTTP/1.1\r\n" + head + "Content-Length: " + fmt.Sprint(len(body)) + "\r\n\r\n" + body},
-		{"DELETE", "DELETE /v1/chat/completions HTTP/1.1\r\n" + head + "Content-Length: " + fmt.Sprint(len(body)) + "\r\n\r\n" + body},
-		{"OPTIONS", "OPTIONS /v1/responses HTTP/1.1\r\n" + head + "Content-Length: " + fmt.Sprint(len(body)) + "\r\n\r\n" + body},
-		{"HEAD", "HEAD /v1/chat/completions HTTP/1.1\r\n" + head + "Content-Length: " + fmt.Sprint(len(body)) + "\r\n\r\n" + body},
-		{"GET chunked", "GET /v1/chat/completions HTTP/1.1\r\n" + head + "Transfer-Encoding: chunked\r\n\r\n" +
-			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)},
+// A Responses, legacy completions or Messages body's top-level member
+// its API does not define weighed nothing (chat's were weighed since
+// TestAdv12UnknownTopLevelChatMembersAreWeighed), but LiteLLM passes
+// such a member to the provider as one of its own parameters, where an
+// Anthropic "system", a Cohere "chat_history" or a Gemini
+// "system_instruction" is billed: 3,000 words there went seven times
+// through a 20,000-token bucket. Each is now weighed by its key and
+// value text.
+func TestAdv13UnknownTopLevelMembersAreWeighed(t *testing.T) {
+	up := startBilling16(t, func(_ string, body map[string]any) (int64, int64) {
+		return words(body["input"], body["prompt"], body["messages"], body["system"], body["chat_history"],
+			body["system_instruction"], body["preamble"]), 1
+	})
+	W := `"` + words16 + `"`
+	for _, tc := range []struct{ name, path, body string }{
+		{"responses system", "/v1/responses", `{"model":"gpt-4o-mini","max_output_tokens":16,"system":` + W + `,"input":"hi"}`},
+		{"responses chat_history after input", "/v1/responses", `{"model":"gpt-4o-mini","max_output_tokens":16,"input":[{"role":"user","content":"hi"}],"chat_history":[{"role":"USER","message":` + W + `}]}`},
+		{"responses system_instruction", "/v1/responses", `{"model":"gpt-4o-mini","max_output_tokens":16,"system_instruction":{"parts":[{"text":` + W + `}]},"input":"hi"}`},
+		{"completions system", "/v1/completions", `{"model":"gpt-4o-mini","max_tokens":1,"system":` + W + `,"prompt":"hi"}`},
+		{"completions preamble after prompt", "/v1/completions", `{"model":"gpt-4o-mini","max_tokens":1,"prompt":"hi","preamble":` + W + `}`},
+		{"messages chat_history", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1,"chat_history":[{"role":"USER","message":` + W + `}],"messages":[{"role":"user","content":"hi"}]}`},
+		{"messages system_instruction after messages", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"system_instruction":{"parts":[{"text":` + W + `}]}}`},
 	} {
-		st, got := rawRoundTrip(t, h.url, tc.req)
-		if st == http.StatusOK {
-			t.Errorf("%s with a chat body: %d %.80s", tc.name, st, got)
-		}
-	}
-	if billed := up.reported.Load() + up.silent.Load(); billed > 1000 {
-		t.Errorf("the upstream billed %d tokens through a 1,000-token bucket", billed)
-	}
-	// A read without a body (or with an empty one) still passes.
-	for _, req := range []string{
-		"GET /v1/models HTTP/1.1\r\n" + head + "\r\n",
-		"DELETE /v1/files/file-abc HTTP/1.1\r\n" + head + "Content-Length: 0\r\n\r\n",
-		"GET /v1/models HTTP/1.1\r\n" + head + "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-	} {
-		if st, got := rawRoundTrip(t, h.url, req); st != http.StatusOK {
-			t.Errorf("%q: %d %.80s, want 200", req[:strings.IndexByte(req, '\r')], st, got)
-		}
-	}
-}
-
-// resolvingUpstream is a billing upstream (startBilling) behind a front
-// that reads paths more leniently than llmguard's HTTP server: ";params"
-// dropped from each segment (Tomcat, Spring, Jetty), backslashes read as
-// slashes (IIS, and Windows-hosted servers), percent-escapes decoded a
-// second time (a gateway that decodes, then a server that decodes again),
-// and dot segments then resolved (RFC 3986 §5.2.4).
-// It returns the front's URL and the upstream behind it.
-func startResolving(t *testing.T) (string, *billingUpstream) {
-	t.Helper()
-	up := startBilling(t, 1000, 0)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := strings.TrimPrefix(up.url, "http://")
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.EscapedPath()
-		segs := strings.Split(p, "/")
-		for i, s := range segs {
-			if j := strings.IndexByte(s, ';'); j >= 0 {
-				segs[i] = s[:j]
+		t.Run(tc.name, func(t *testing.T) {
+			var h *harness
+			if tc.path == "/v1/messages" {
+				h = frozenClaude(t, up.url, "user-tpd", 20000)
+			} else {
+				h = fresh16(t, up.url)
 			}
-		}
-		p = strings.Join(segs, "/")
-		p = lenientUnescape(lenientUnescape(p))
-		p = pathpkg.Clean(strings.ReplaceAll(p, `\`, "/"))
-		body, _ := io.ReadAll(r.Body)
-		req, _ := http.NewRequest(r.Method, "http://"+target+p, bytes.NewReader(body))
-		req.Header = r.Header.Clone()
-		resp, err := http.DefaultTransport.RoundTrip(req)
-		if err != nil {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, resp.Body)
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String(), up
-}
-
-// The path llmguard classifies must be the path every upstream serves: a
-// path that a lenient front reads as another endpoint (a ";param" on a dot
-// segment, a backslash, a percent-escape decoded twice) was weighed as the
-// endpoint it spelled (a chat body as a legacy completion: 1 input token)
-// or counted as one free request (POST /v1/chat/completions/{id}, a stored
-// completion's update), and served as a chat completion.
-func TestAdv13AmbiguousPathsRefused(t *testing.T) {
-	front, up := startResolving(t)
-	h := advStart(t, front, `limits:
-  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 1000}
-`)
-	// 600 input tokens and a small output: within the bucket only if
-	// weighed below what the upstream bills.
-	big := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("hello ", 600) + `"}],"max_tokens":5}`
-	head := "Host: llmguard\r\nAuthorization: Bearer " + testKey + "\r\nContent-Type: application/json\r\nConnection: close\r\n"
-	for _, target := range []string{
-		"/v1/chat/completions/..;/completions", // Tomcat: chat; llmguard read a legacy completion
-		"/v1/chat/completions/x\\..",           // IIS: chat; llmguard read a stored completion's update
-		"/v1/chat/completions/x%5C..",
-		"/v1/chat/completions/x%252f..", // decoded twice: chat
-		"/v1/chat/completions/x%252F%252e%252e",
-		"/v1/chat/completions/.;/..;",
-		"/v1/chat/completions/x%2%66..", // decoded once by llmguard: x%2f..; twice: x/..
-	} {
-		st, got := rawRoundTrip(t, h.url, "POST "+target+" HTTP/1.1\r\n"+head+"Content-Length: "+fmt.Sprint(len(big))+"\r\n\r\n"+big)
-		if st != http.StatusBadRequest || !strings.Contains(got, `"invalid_path"`) {
-			t.Errorf("POST %s: %d %.80s, want 400 invalid_path", target, st, got)
-		}
-	}
-	if billed := up.reported.Load() + up.silent.Load(); billed > 1000 {
-		t.Errorf("the upstream billed %d tokens through a 1,000-token bucket", billed)
-	}
-	// Plain spellings still pass, weighed: ordinary escapes, a dot inside
-	// a segment, case, a trailing slash.
-	small := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`
-	for _, target := range []string{"/v1/chat/completions", "/V1/Chat/Completions/", "/v1/chat/c%6Fmpletions", "/v1/chat/completions?x=a%2Fb"} {
-		st, got := rawRoundTrip(t, h.url, "POST "+target+" HTTP/1.1\r\n"+head+"Content-Length: "+fmt.Sprint(len(small))+"\r\n\r\n"+small)
-		if st != http.StatusOK {
-			t.Errorf("POST %s: %d %.80s, want 200", target, st, got)
-		}
-	}
-	if billed := up.reported.Load(); billed == 0 || billed > 1000 {
-		t.Errorf("the upstream reported %d tokens for the plain calls, want some and at most 1,000", billed)
-	}
-}
-
-// lenientUnescape decodes the %XX escapes of s and leaves a '%' that starts
-// none as it is, as fasthttp and most servers do.
-func lenientUnescape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && i+2 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 2
-				continue
+			if passed := up.callThrough(t, h, tc.path, tc.body, 10, 20000); passed == 0 {
+				t.Errorf("no call passed: the case tests nothing")
 			}
-		}
-		b.WriteByte(s[i])
+		})
 	}
-	return b.String()
 }
 
-// fastModeUpstream answers Anthropic Messages calls as the API does for
-// Claude Opus 4.6 with "speed": "fast" (fast mode,
-// https://platform.claude.com/docs/en/build-with-claude/fast-mode): the
-// usage reports speed "fast" and the call is billed at 6× the standard
-// rates ($30/$150 per million tokens instead of $5/$25). billed is what
-// it billed, in micro-USD.
-type fastModeUpstream struct {
-	url    string
-	billed atomic.Int64
-}
-
-func startFastMode(t *testing.T) *fastModeUpstream {
+// lingeringUpstream answers every request with a whole stream, its
+// terminal event included, chunked, and then neither ends the body (no
+// last chunk) nor closes the connection until the test ends: a hostile or
+// broken upstream. It serves the stream for the request's path.
+func lingeringUpstream(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &fastModeUpstream{url: "http://" + ln.Addr().String()}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var b struct {
-			MaxTokens int64  `json:"max_tokens"`
-			Speed     string `json:"speed"`
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				var events string
+				switch {
+				case strings.HasSuffix(req.URL.Path, "/chat/completions"):
+					events = `data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"hello world"},"finish_reason":null}]}` + "\n\n" +
+						`data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":11,"total_tokens":19}}` + "\n\n" +
+						"data: [DONE]\n\n"
+				case strings.HasSuffix(req.URL.Path, "/responses"):
+					events = "event: response.output_text.delta\n" + `data: {"type":"response.output_text.delta","delta":"hello world"}` + "\n\n" +
+						"event: response.completed\n" + `data: {"type":"response.completed","response":{"id":"r","object":"response","status":"completed","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"hello world"}]}],"usage":{"input_tokens":8,"output_tokens":11,"total_tokens":19}}}` + "\n\n"
+				default: // messages
+					events = "event: message_start\n" + `data: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"usage":{"input_tokens":8,"output_tokens":1}}}` + "\n\n" +
+						"event: content_block_start\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n" +
+						"event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hello world"}}` + "\n\n" +
+						"event: content_block_stop\n" + `data: {"type":"content_block_stop","index":0}` + "\n\n" +
+						"event: message_delta\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":11}}` + "\n\n" +
+						"event: message_stop\n" + `data: {"type":"message_stop"}` + "\n\n"
+				}
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(events), events)
+				<-stop // no last chunk, no close
+			}()
 		}
-		body, _ := io.ReadAll(r.Body)
-		json.Unmarshal(body, &b)
-		in, out := int64(len(body)/4+1), b.MaxTokens
-		speed, inRate, outRate := "standard", int64(5), int64(25) // micro-USD per token
-		if b.Speed == "fast" {
-			speed, inRate, outRate = "fast", 30, 150
-		}
-		u.billed.Add(in*inRate + out*outRate)
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"m","type":"message","role":"assistant","model":"claude-opus-4-6","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":%d,"output_tokens":%d,"speed":%q}}`, in, out, speed)
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return u
+	}()
+	return "http://" + ln.Addr().String()
 }
 
-// Anthropic's fast mode ("speed": "fast") bills Claude Opus 4.6 at 6× its
-// standard rates: llmguard priced it at the standard rates, so a usd
-// limit of $0.10 let through calls billed $0.42 each. A request that asks
-// for another speed is priced at the dearest tier (as an unknown
-// service_tier is): refused under usd limits unless the model has
-// priority prices, which an operator sets to its fast-mode prices.
-func TestAdv13AnthropicFastModePriced(t *testing.T) {
-	mock, err := mockllm.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
-	body := `{"model":"claude-opus-4-6","max_tokens":2000,"speed":"fast","messages":[{"role":"user","content":"Refactor this module."}]}`
-	for _, tc := range []struct {
-		name, priority string
-		admitted       bool
-	}{
-		{"no priority prices", "", false},
-		{"priority priced as fast mode", "priority: {input_usd_per_mtok: 30, output_usd_per_mtok: 150}", true},
+// A stream whose upstream sent its terminal event ("[DONE]",
+// response.completed, message_stop) but then neither ended its body nor
+// closed its connection held the caller's answer open, and its
+// settlement and ledger record back, until the upstream timeout (10
+// minutes by default): a caller reading to the end of the body (curl, an
+// SDK's raw stream) hung that long. The stream now ends for the caller,
+// and is settled at the usage reported, once the upstream has been
+// silent for streamEndGrace after its terminal event.
+func TestAdv13StreamEndsAfterItsTerminalEventThoughTheUpstreamLingers(t *testing.T) {
+	url := lingeringUpstream(t)
+	for _, tc := range []struct{ name, path, body, last string }{
+		{"chat", "/v1/chat/completions", `{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, "data: [DONE]\n\n"},
+		{"responses", "/v1/responses", `{"model":"gpt-4o-mini","stream":true,"max_output_tokens":100,"input":"hi"}`, "\"status\":\"completed\""},
+		{"messages", "/v1/messages", `{"model":"claude-sonnet-4-5","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, "message_stop"},
 	} {
-		up := startFastMode(t)
-		h := startConfig(t, mock, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstreams:
-  - {name: openai, flavor: openai, base_url: "%s", no_key: true}
-  - {name: claude, flavor: anthropic, base_url: "%s", no_key: true}
-keys:
-  - {key: %s, user: alice, tenant: acme}
-models:
-  claude-opus-4-6: {input_usd_per_mtok: 5, output_usd_per_mtok: 25, default_max_output_tokens: 100, %s}
-limits:
-  - {name: user-usd, scope: user, unit: usd, rate: 0.000001, per: 24h, burst: 0.5}
-`, mock.URL, up.url, testKey, tc.priority))
-		before := rateLimitRemaining(t, h.probe(), "user-usd")
-		var admitted int
-		for range 3 {
-			resp, got := h.do("/v1/messages", body)
-			switch {
-			case resp.StatusCode == http.StatusOK:
-				admitted++
-			case tc.admitted && resp.StatusCode == http.StatusTooManyRequests: // the $0.50 spent
-			case !tc.admitted && resp.StatusCode == http.StatusBadRequest && strings.Contains(got, `models.\"claude-opus-4-6\".priority`):
-			default:
-				t.Errorf("%s: %d %.160s", tc.name, resp.StatusCode, got)
+		t.Run(tc.name, func(t *testing.T) {
+			var h *harness
+			if tc.path == "/v1/messages" {
+				h = frozenClaude(t, url, "user-tpd", 20000)
+			} else {
+				h = fresh16(t, url)
 			}
-		}
-		charged := before - rateLimitRemaining(t, h.probe(), "user-usd")
-		if billed := up.billed.Load(); charged < billed {
-			t.Errorf("%s: %d calls admitted, the upstream billed %d micro-USD, the usd limit was charged %d", tc.name, admitted, billed, charged)
-		}
-		if tc.admitted && admitted == 0 {
-			t.Errorf("%s: no call admitted", tc.name)
-		}
-		if !tc.admitted { // the standard speed is priced as it always was
-			std := strings.Replace(body, `"fast"`, `"standard"`, 1)
-			if resp, got := h.do("/v1/messages", std); resp.StatusCode != http.StatusOK {
-				t.Errorf("speed standard: %d %.160s", resp.StatusCode, got)
+			// The client's bound only ends a failing run: the upstream
+			// timeout is 10 minutes, the grace a few seconds.
+			client := &http.Client{Timeout: 45 * time.Second}
+			req, _ := http.NewRequest(http.MethodPost, h.url+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			req.Header.Set("x-api-key", testKey)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("the stream did not end for its caller: %v (%d bytes read)", err, len(b))
+			}
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), tc.last) {
+				t.Fatalf("%d %q", resp.StatusCode, b)
+			}
+			out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
+			if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
+				t.Fatal("not settled")
+			}
+			if got := out(); got != 11 {
+				t.Errorf("charged %v output tokens, want the 11 the usage reported", got)
+			}
+		})
 	}
 }
 
-// backgroundUpstream answers Responses calls as OpenAI's background mode
-// does (https://platform.openai.com/docs/guides/background): a
-// background request is answered at once, "queued", with no usage, and
-// the run bills its input (10 tokens) and its output later (runOutput tokens when the
-// request names no max_output_tokens, as a model runs to its own limit).
-// A request not in the background is answered with its usage.
-type backgroundUpstream struct {
-	url       string
-	runOutput int64
-	billed    atomic.Int64
-}
-
-func startBackground(t *testing.T, runOutput int64) *backgroundUpstream {
+// unreadUpstream streams a chat answer whose text comes in one event
+// llmguard relays without reading it — shape "huge" an event past the
+// SSE scanner's 16 MiB, shape "deep" an event nested past the stream's
+// depth limit (a client's JSON decoder reads it) — and then a usage
+// chunk reporting 1 output token and [DONE].
+func unreadUpstream(t *testing.T, shape string) string {
 	t.Helper()
+	var text string
+	switch shape {
+	case "huge":
+		text = `data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"` + strings.Repeat("word ", 17<<20/5) + `"},"finish_reason":null}]}` + "\n\n"
+	case "deep":
+		text = `data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"` + words16 + `"},"finish_reason":null}],"pad":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + "}\n\n"
+	}
+	events := text + `data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" +
+		`data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9}}` + "\n\n" +
+		"data: [DONE]\n\n"
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, events)
+	})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &backgroundUpstream{url: "http://" + ln.Addr().String(), runOutput: runOutput}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `{"object":"list","data":[]}`)
-			return
-		}
-		var b struct {
-			Background      bool  `json:"background"`
-			Stream          bool  `json:"stream"`
-			MaxOutputTokens int64 `json:"max_output_tokens"`
-		}
-		body, _ := io.ReadAll(r.Body)
-		json.Unmarshal(body, &b)
-		in, out := int64(10), u.runOutput // the input as o200k counts it (llmguard counts 13 with the framing)
-		if b.MaxOutputTokens > 0 {
-			out = min(out, b.MaxOutputTokens)
-		}
-		u.billed.Add(in + out)
-		w.Header().Set("Content-Type", "application/json")
-		if b.Background && b.Stream {
-			// The stream breaks off after its first event (the client's
-			// connection, or the upstream's, went): the run goes on.
-			w.Header().Set("Content-Type", "text/event-stream")
-			io.WriteString(w, "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_2\",\"status\":\"queued\",\"background\":true,\"usage\":null}}\n\n")
-			return
-		}
-		if b.Background {
-			io.WriteString(w, `{"id":"resp_1","object":"response","status":"queued","background":true,"model":"gpt-4o-mini","output":[],"usage":null}`)
-			return
-		}
-		fmt.Fprintf(w, `{"id":"resp_1","object":"response","status":"completed","model":"gpt-4o-mini","output":[],"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}}`, in, out, in+out)
-	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	return u
+	return "http://" + ln.Addr().String()
 }
 
-// A Responses request with "background": true is answered before it runs,
-// with no usage, so the reservation is all it is ever charged: without an
-// output maximum that reservation was the model's default output (256
-// tokens here) while the run produced 5,000, and a 20,000-token bucket
-// let through calls billed 5,000 each until 20 had billed 100,000. Such a
-// request must name max_output_tokens (then input + maximum bounds what
-// it bills), or it is refused; a stream of one that ends without its usage
-// is charged its whole reservation, since the run goes on.
-func TestAdv13BackgroundResponseBounded(t *testing.T) {
-	up := startBackground(t, 5000)
-	h := advStart(t, up.url, `limits:
-  - {name: user-tpm, scope: user, unit: tokens, rate: 1, per: 24h, burst: 20000}
-`)
-	for range 20 {
-		advPost(t, h.url, "/v1/responses", []byte(`{"model":"gpt-4o-mini","input":"Write a long essay.","background":true}`))
-	}
-	resp, got := advPost(t, h.url, "/v1/responses", []byte(`{"model":"gpt-4o-mini","input":"Write a long essay.","background":true,"max_output_tokens":3000}`))
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("a background request with max_output_tokens: %d %.120s", resp.StatusCode, got)
-	}
-	resp, got = advPost(t, h.url, "/v1/responses", []byte(`{"model":"gpt-4o-mini","input":"Write a long essay.","background":true,"stream":true,"max_output_tokens":2000}`))
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("a streamed background request with max_output_tokens: %d %.120s", resp.StatusCode, got)
-	}
-	resp, got = advPost(t, h.url, "/v1/responses", []byte(`{"model":"gpt-4o-mini","input":"Write a long essay."}`))
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("a request not in the background: %d %.120s", resp.StatusCode, got)
-	}
-	charged := 20000 - h.tokensLeft()
-	if billed := up.billed.Load(); charged < billed {
-		t.Errorf("the upstream billed %d tokens, the bucket was charged %d", billed, charged)
-	}
-}
-
-// A limit whose refill takes longer than time.Duration holds (292 years:
-// $0.01 refilled at $0.000001 a month) wrote w=-9223372035 in
-// RateLimit-Policy, and a denial by it Retry-After: 1: rounding up to the
-// second overflowed. Every duration field must be non-negative, and a
-// denial's Retry-After at least the time the bucket needs.
-func TestAdv13HugeWindowsDoNotOverflow(t *testing.T) {
-	up := startBilling(t, 1000, 0)
-	h := advStart(t, up.url, `limits:
-  - {name: user-usd, scope: user, unit: usd, rate: 0.000001, per: 720h, burst: 0.01}
-`)
-	neg := regexp.MustCompile(`[=:] ?-[0-9]`)
-	hd := h.probe()
-	for _, f := range []string{"RateLimit-Policy", "RateLimit"} {
-		if v := hd.Get(f); neg.MatchString(v) {
-			t.Errorf("%s: %s", f, v)
-		}
-	}
-	resp, _ := advPost(t, h.url, "/v1/chat/completions", []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":15000}`))
-	resp, got := advPost(t, h.url, "/v1/chat/completions", []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":15000}`))
-	if resp.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("second call: %d %.120s, want 429", resp.StatusCode, got)
-	}
-	if ra, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64); err != nil || ra < 86400 {
-		t.Errorf("Retry-After %q, want the bucket's refill time (over a day)", resp.Header.Get("Retry-After"))
-	}
-	for name, v := range resp.Header {
-		if strings.HasPrefix(strings.ToLower(name), "x-ratelimit") || strings.HasPrefix(strings.ToLower(name), "ratelimit") || strings.EqualFold(name, "retry-after-ms") {
-			if strings.Contains(v[0], "-") && neg.MatchString("="+v[0]) || strings.HasPrefix(v[0], "-") {
-				t.Errorf("%s: %s", name, v[0])
+// A stream whose final usage reported less output than reserved beside an
+// event llmguard relayed without reading it (too large for its SSE
+// scanner, or nested too deep) was settled at the usage alone: 17 MiB of
+// text, or 3,000 words a client's decoder reads, reported as 1 output
+// token, was charged 1, where the same text in events llmguard reads is
+// charged at least its count (TestAdv12SmallOutputBesideMuchTextChargedTheText)
+// and a stream with unread output and no usage at least its output
+// reservation. Such a stream is now charged at least its output
+// reservation.
+func TestAdv13UsageBesideUnreadOutputKeepsTheReservation(t *testing.T) {
+	for _, shape := range []string{"huge", "deep"} {
+		t.Run(shape, func(t *testing.T) {
+			h := fresh16(t, unreadUpstream(t, shape))
+			resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(b, "[DONE]") {
+				t.Fatalf("%d %.200q", resp.StatusCode, b)
 			}
-		}
+			out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
+			if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
+				t.Fatal("not settled")
+			}
+			if got := out(); got < 100 {
+				t.Errorf("charged %v output tokens beside unread output, want at least the reservation, 100", got)
+			}
+		})
 	}
 }
