@@ -100,14 +100,14 @@ func TestRouterByFlavor(t *testing.T) {
 		"/v1/chat/completions": oa, "/v1/messages": an, "/V1/Messages/count_tokens": an,
 		"/openai/deployments/d/chat/completions": az, "/openai/v1/responses": az, "/openaix": oa,
 	} {
-		if got, _ := r.route(path); got != want {
+		if got, _ := r.route(path, nil); got != want {
 			t.Errorf("%s: routed to %v, want %v", path, got.Name, want.Name)
 		}
 	}
-	if got, _ := newRouter([]*Upstream{oa}).route("/openai/v1/chat/completions"); got != oa {
+	if got, _ := newRouter([]*Upstream{oa}).route("/openai/v1/chat/completions", nil); got != oa {
 		t.Errorf("an /openai/ path without an azure upstream went to %v, want the OpenAI upstream (Groq's spelling)", got)
 	}
-	if got, _ := newRouter([]*Upstream{oa}).route("/v1/messages"); got != nil {
+	if got, _ := newRouter([]*Upstream{oa}).route("/v1/messages", nil); got != nil {
 		t.Errorf("/v1/messages without an Anthropic upstream went to %s, want none (404)", got.Name)
 	}
 }

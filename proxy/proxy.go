@@ -304,7 +304,7 @@ func (p *Proxy) ErrorHandler(ctx *fasthttp.RequestCtx, err error) {
 	// In the flavor of the upstream the path routes to, when the request
 	// line was read (OpenAI's otherwise).
 	if path := ctx.Path(); len(path) > 0 {
-		x.upstream, _ = p.router.route(string(path))
+		x.upstream, _ = p.router.route(string(path), &ctx.Request.Header)
 	}
 	// Answered and counted like the handler's own refusals, so that every
 	// answer llmguard writes itself shows in llmguard_requests_total.
@@ -659,10 +659,10 @@ func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (path, upPath strin
 		// A base URL that ends in /v1 given to an SDK that adds /v1 itself
 		// (Anthropic's): no API llmguard fronts has such a path, and the
 		// fallback upstream would get it with its own key.
-		x.pathFlavor = p.router.owner(rest)
+		x.pathFlavor = p.router.owner(rest, &ctx.Request.Header)
 		return "", "", &refusal{err: doubledVersion(path), outcome: meter.OutcomeInvalid}
 	}
-	up, upPath := p.router.route(path)
+	up, upPath := p.router.route(path, &ctx.Request.Header)
 	if up == nil {
 		x.pathFlavor = p.router.unserved(path)
 		return "", "", &refusal{err: noUpstream(x.pathFlavor), outcome: meter.OutcomeInvalid}

@@ -188,9 +188,13 @@ func newRouter(ups []*Upstream) *router {
 // A prefix matches at a segment boundary: "/azure" matches "/azure/v1/…"
 // but not "/azurex". Without a prefix, a path a flavor claims goes to that
 // flavor's first upstream (Anthropic's /v1/messages: nil, a 404, when none
-// is configured; Azure's /openai/: the fallback then), and any other path
-// to the fallback.
-func (r *router) route(path string) (*Upstream, string) {
+// is configured; Azure's /openai/: the fallback then). Any other path goes
+// to the first Anthropic upstream when h carries Anthropic's version field
+// and the path is not one llmguard weighs (anthropicCall), else to the
+// fallback. h may be nil (no header fields: the ErrorHandler's request
+// before its fields were read, tests); it is read only after the prefixes
+// and claims, so that no field moves a path they place.
+func (r *router) route(path string, h *fasthttp.RequestHeader) (*Upstream, string) {
 	if u, rest := r.prefixed(path); u != nil {
 		return u, rest
 	}
@@ -203,7 +207,34 @@ func (r *router) route(path string) (*Upstream, string) {
 			return r.byFlavor[Flavor(f)], path
 		}
 	}
+	if an := r.byFlavor[FlavorAnthropic]; an != nil && anthropicCall(path, h) {
+		return an, path
+	}
 	return r.fallback, path
+}
+
+// anthropicVersionField is the field every Anthropic SDK sends on every
+// call, and Anthropic's API requires ("anthropic-version: 2023-06-01",
+// https://docs.anthropic.com/en/api/versioning), in fasthttp's normalised
+// spelling: PeekCanonical finds it without Peek's copy of the name. The
+// OpenAI and Azure SDKs never send it.
+var anthropicVersionField = []byte("Anthropic-Version")
+
+// anthropicCall reports whether a request to path that no prefix or
+// dialect claims is an Anthropic SDK's: h carries a non-empty
+// anthropic-version field, and path is not an endpoint llmguard weighs
+// (weigher.Classify of a POST to it: chat, responses, completions,
+// embeddings, images, messages by any spelling). A weighed request keeps
+// the upstream its path names whatever its fields: the upstream's dialect
+// decides what is added to the body for the answer to report its usage
+// (dialect.rewrite), so moving one would change how it is charged. What the
+// field moves (GET /v1/models, /v1/files, …) counts as one request or is
+// unmetered, as it was on the fallback. h nil: false.
+func anthropicCall(path string, h *fasthttp.RequestHeader) bool {
+	if h == nil || len(bytes.TrimSpace(h.PeekCanonical(anthropicVersionField))) == 0 {
+		return false
+	}
+	return !classify([]byte(fasthttp.MethodPost), path).Weighed()
 }
 
 // prefixed returns the upstream whose path_prefix path falls under (the
@@ -222,13 +253,17 @@ func (r *router) prefixed(path string) (*Upstream, string) {
 }
 
 // owner names the flavor whose API claims path (Anthropic's for
-// /v1/messages), configured or not, else OpenAI: the shape of an answer
-// about a path no upstream will get.
-func (r *router) owner(path string) Flavor {
+// /v1/messages), configured or not, else Anthropic's for an Anthropic SDK's
+// call (anthropicCall: h carries anthropic-version), else OpenAI: the shape
+// of an answer about a path no upstream will get. h may be nil.
+func (r *router) owner(path string, h *fasthttp.RequestHeader) Flavor {
 	for f, d := range dialects {
 		if d != nil && d.claims(path) != claimNone {
 			return Flavor(f)
 		}
+	}
+	if anthropicCall(path, h) {
+		return FlavorAnthropic
 	}
 	return FlavorOpenAI
 }
