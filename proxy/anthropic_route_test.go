@@ -76,8 +76,9 @@ type anthropicRouteRig struct {
 // routeUpstreamKey is the key llmguard sends the upstream named name.
 func routeUpstreamKey(name string) string { return "sk-up-" + name }
 
-// newAnthropicRouteRig serves ups (flavor and path_prefix each) in order.
-func newAnthropicRouteRig(t *testing.T, ups []routeRigUpstream) *anthropicRouteRig {
+// newAnthropicRouteRig serves ups (flavor and path_prefix each) in order;
+// with changes the server's settings.
+func newAnthropicRouteRig(t *testing.T, ups []routeRigUpstream, with ...func(*fasthttp.Server)) *anthropicRouteRig {
 	t.Helper()
 	cfg, err := config.Parse([]byte(`
 upstreams: [{name: mock, flavor: openai, base_url: "http://127.0.0.1:1"}]
@@ -117,6 +118,9 @@ limits:
 		t.Fatal(err)
 	}
 	srv := &fasthttp.Server{Handler: px.Handle, ErrorHandler: px.ErrorHandler, Logger: quietLogger{}}
+	for _, f := range with {
+		f(srv)
+	}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Shutdown() })
 	return &anthropicRouteRig{t: t, url: "http://" + ln.Addr().String()}
@@ -278,6 +282,28 @@ func TestAnthropicVersionAnswersInAnthropicShape(t *testing.T) {
 	status, body := rig.do("POST", "/v1/files", `{"x":1}`, "Authorization", "Bearer sk-route")
 	if status != 403 || !strings.Contains(body, `"code":"unmetered_endpoint"`) {
 		t.Errorf("/v1/files without anthropic-version: %d %s; want 403 unmetered_endpoint in OpenAI's shape", status, body)
+	}
+}
+
+// A request fasthttp refuses before the handler (a body over the server's
+// MaxRequestBodySize, read by the server) is answered by ErrorHandler in
+// the shape of the upstream its path and fields route to: Anthropic's for
+// an Anthropic SDK's call to /v1/files, OpenAI's without the field.
+func TestAnthropicVersionShapesErrorHandler(t *testing.T) {
+	oa, an := newRecordingUpstream(t, "oa"), newRecordingUpstream(t, "an")
+	rig := newAnthropicRouteRig(t, []routeRigUpstream{{rec: oa, flavor: FlavorOpenAI}, {rec: an, flavor: FlavorAnthropic}},
+		func(s *fasthttp.Server) { s.MaxRequestBodySize = 16 })
+	big := `{"purpose":"` + strings.Repeat("x", 64) + `"}`
+	status, body := rig.do("POST", "/v1/files", big, "x-api-key", "sk-route", "anthropic-version", "2023-06-01")
+	if status != 413 || anthropicErrorType(body) == "" {
+		t.Errorf("with anthropic-version: %d %s; want 413 in Anthropic's shape", status, body)
+	}
+	status, body = rig.do("POST", "/v1/files", big, "Authorization", "Bearer sk-route")
+	if status != 413 || anthropicErrorType(body) != "" || !strings.Contains(body, `"code":`) {
+		t.Errorf("without anthropic-version: %d %s; want 413 in OpenAI's shape", status, body)
+	}
+	if n := len(oa.take()) + len(an.take()); n != 0 {
+		t.Errorf("%d requests reached an upstream, want none", n)
 	}
 }
 
