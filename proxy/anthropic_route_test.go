@@ -335,7 +335,7 @@ func TestRouterAnthropicVersion(t *testing.T) {
 		"/v1/messages": an, "/v1/messages/batches": an,
 		"/v1/chat/completions": oa, "/v1/responses": oa, "/v1/completions": oa, "/v1/embeddings": oa,
 		"/v1/images/generations": oa, "/chat/completions": oa, "/x/v1/messages": oa,
-		"/openai/v1/models": az, "/pre/v1/models": pre,
+		"/openai/v1/models": az, "/pre/v1/models": pre, "/x/v1/messages/count_tokens": oa,
 	} {
 		if got, _ := r.route(path, &h); got != want {
 			t.Errorf("%s with anthropic-version: routed to %s, want %s", path, got.Name, want.Name)
@@ -349,9 +349,31 @@ func TestRouterAnthropicVersion(t *testing.T) {
 	}
 }
 
+// TestKnownPathsNotMovedByAnthropicVersion: no path of knownPaths is
+// routed elsewhere for an anthropic-version field, with or without an
+// Anthropic upstream, which is what lets Proxy.route skip the field's
+// lookup for them.
+func TestKnownPathsNotMovedByAnthropicVersion(t *testing.T) {
+	var h fasthttp.RequestHeader
+	h.Set("anthropic-version", "2023-06-01")
+	oa := &Upstream{Name: "oa", Flavor: FlavorOpenAI}
+	an := &Upstream{Name: "an", Flavor: FlavorAnthropic}
+	az := &Upstream{Name: "az", Flavor: FlavorAzure}
+	for _, ups := range [][]*Upstream{{oa, an, az}, {oa, an}, {an}, {az, an}} {
+		r := newRouter(ups)
+		for _, p := range knownPaths {
+			with, _ := r.route(p, &h)
+			if without, _ := r.route(p, nil); with != without {
+				t.Errorf("%s: anthropic-version moves it from %v to %v", p, without, with)
+			}
+		}
+	}
+}
+
 // FuzzRouteAnthropicVersion: anthropic-version changes the route of a path
 // only to the first Anthropic upstream, only for a path no prefix or
-// dialect claims, and never for a path llmguard weighs.
+// dialect claims, and never for a path that names an endpoint of the
+// weigher's kind table (weighed, or count_tokens).
 func FuzzRouteAnthropicVersion(f *testing.F) {
 	for _, p := range []string{"/v1/models", "/v1/chat/completions", "/pre/v1/models", "/openai/v1/x", "/v1/messages",
 		"/V1/CHAT/COMPLETIONS;x", "//v1/responses/", "/v1/files/abc", "/pre", "/prex/v1/models"} {
@@ -376,8 +398,8 @@ func FuzzRouteAnthropicVersion(f *testing.F) {
 		if with != an || without != oa {
 			t.Fatalf("%q: the field moved it from %v to %v", path, without.Name, with.Name)
 		}
-		if r.hasPrefixFor(path) || classify([]byte("POST"), path).Weighed() {
-			t.Fatalf("%q: the field moved a prefixed or weighed path", path)
+		if k := classify([]byte("POST"), path); r.hasPrefixFor(path) || k.Weighed() || k.Path() != "" {
+			t.Fatalf("%q: the field moved a prefixed or known (%v) path", path, k)
 		}
 		for _, d := range dialects {
 			if d != nil && d.claims(path) != claimNone {
@@ -385,4 +407,30 @@ func FuzzRouteAnthropicVersion(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkRouteChat is route's cost for an OpenAI SDK's chat request (no
+// anthropic-version field, six others) in the embedded default's shape (an
+// OpenAI and an Anthropic upstream): "fields" reads the request's fields,
+// "nofields" (h nil) does not, so the two in one run give the cost of the
+// field's lookup.
+func BenchmarkRouteChat(b *testing.B) {
+	r := newRouter([]*Upstream{{Name: "oa", Flavor: FlavorOpenAI}, {Name: "an", Flavor: FlavorAnthropic}})
+	var h fasthttp.RequestHeader
+	for _, f := range []string{"Host", "User-Agent", "Authorization", "Content-Type", "Accept", "X-Stainless-Lang"} {
+		h.Set(f, "x")
+	}
+	for _, c := range []struct {
+		name string
+		h    *fasthttp.RequestHeader
+	}{{"fields", &h}, {"nofields", nil}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if u, _ := r.route("/v1/chat/completions", c.h); u.Name != "oa" {
+					b.Fatal(u.Name)
+				}
+			}
+		})
+	}
 }

@@ -662,7 +662,14 @@ func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (path, upPath strin
 		x.pathFlavor = p.router.owner(rest, &ctx.Request.Header)
 		return "", "", &refusal{err: doubledVersion(path), outcome: meter.OutcomeInvalid}
 	}
-	up, upPath := p.router.route(path, &ctx.Request.Header)
+	// A known path is a weighed endpoint's (or Azure's, or under
+	// /v1/messages), which no field moves: its fields are not read
+	// (TestKnownPathsNotMovedByAnthropicVersion).
+	h := &ctx.Request.Header
+	if x.knownPath {
+		h = nil
+	}
+	up, upPath := p.router.route(path, h)
 	if up == nil {
 		x.pathFlavor = p.router.unserved(path)
 		return "", "", &refusal{err: noUpstream(x.pathFlavor), outcome: meter.OutcomeInvalid}

@@ -165,6 +165,9 @@ type router struct {
 	// fallback serves the paths no dialect owns: the first OpenAI
 	// upstream, else the first upstream.
 	fallback *Upstream
+	// anthropic is byFlavor's Anthropic upstream (nil: none), which an
+	// Anthropic SDK's call no dialect claims goes to (anthropicCall).
+	anthropic *Upstream
 }
 
 func newRouter(ups []*Upstream) *router {
@@ -177,6 +180,7 @@ func newRouter(ups []*Upstream) *router {
 			r.byFlavor[u.Flavor] = u
 		}
 	}
+	r.anthropic = r.byFlavor[FlavorAnthropic]
 	if r.fallback = r.byFlavor[FlavorOpenAI]; r.fallback == nil && len(ups) > 0 {
 		r.fallback = ups[0]
 	}
@@ -190,7 +194,7 @@ func newRouter(ups []*Upstream) *router {
 // flavor's first upstream (Anthropic's /v1/messages: nil, a 404, when none
 // is configured; Azure's /openai/: the fallback then). Any other path goes
 // to the first Anthropic upstream when h carries Anthropic's version field
-// and the path is not one llmguard weighs (anthropicCall), else to the
+// and the path names no endpoint llmguard knows (anthropicCall), else to the
 // fallback. h may be nil (no header fields: the ErrorHandler's request
 // before its fields were read, tests); it is read only after the prefixes
 // and claims, so that no field moves a path they place.
@@ -207,8 +211,8 @@ func (r *router) route(path string, h *fasthttp.RequestHeader) (*Upstream, strin
 			return r.byFlavor[Flavor(f)], path
 		}
 	}
-	if an := r.byFlavor[FlavorAnthropic]; an != nil && anthropicCall(path, h) {
-		return an, path
+	if r.anthropic != nil && anthropicCall(path, h) {
+		return r.anthropic, path
 	}
 	return r.fallback, path
 }
@@ -222,19 +226,21 @@ var anthropicVersionField = []byte("Anthropic-Version")
 
 // anthropicCall reports whether a request to path that no prefix or
 // dialect claims is an Anthropic SDK's: h carries a non-empty
-// anthropic-version field, and path is not an endpoint llmguard weighs
-// (weigher.Classify of a POST to it: chat, responses, completions,
-// embeddings, images, messages by any spelling). A weighed request keeps
-// the upstream its path names whatever its fields: the upstream's dialect
-// decides what is added to the body for the answer to report its usage
-// (dialect.rewrite), so moving one would change how it is charged. What the
-// field moves (GET /v1/models, /v1/files, …) counts as one request or is
-// unmetered, as it was on the fallback. h nil: false.
+// anthropic-version field, and path names no endpoint of the weigher's
+// kind table (weigher.Classify of a POST to it is KindOther or
+// KindUnmetered: not chat, responses, completions, embeddings, images,
+// messages or count_tokens, by any spelling or root). A weighed request
+// keeps the upstream its path names whatever its fields: the upstream's
+// dialect decides what is added to the body for the answer to report its
+// usage (dialect.rewrite), so moving one would change how it is charged;
+// and none of knownPaths moves, so Proxy.route need not read the fields
+// for them. What the field moves (GET /v1/models, /v1/files, …) counts as
+// one request or is unmetered, as it was on the fallback. h nil: false.
 func anthropicCall(path string, h *fasthttp.RequestHeader) bool {
 	if h == nil || len(bytes.TrimSpace(h.PeekCanonical(anthropicVersionField))) == 0 {
 		return false
 	}
-	return !classify([]byte(fasthttp.MethodPost), path).Weighed()
+	return classify([]byte(fasthttp.MethodPost), path).Path() == ""
 }
 
 // prefixed returns the upstream whose path_prefix path falls under (the
