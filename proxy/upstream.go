@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/weigher"
 )
 
 // Upstream is one API llmguard forwards to. The zero value is not usable;
@@ -240,7 +241,7 @@ func anthropicCall(path string, h *fasthttp.RequestHeader) bool {
 	if h == nil || len(bytes.TrimSpace(h.PeekCanonical(anthropicVersionField))) == 0 {
 		return false
 	}
-	return classify([]byte(fasthttp.MethodPost), path).Path() == ""
+	return weigher.Classify(fasthttp.MethodPost, path).Path() == ""
 }
 
 // prefixed returns the upstream whose path_prefix path falls under (the
