@@ -196,8 +196,8 @@ func newRouter(ups []*Upstream) *router {
 // is configured; Azure's /openai/: the fallback then). Any other path goes
 // to the first Anthropic upstream when h carries Anthropic's version field
 // and the path names no endpoint llmguard knows (anthropicCall), else to the
-// fallback. h may be nil (no header fields: the ErrorHandler's request
-// before its fields were read, tests); it is read only after the prefixes
+// fallback. h may be nil, read as no fields (Proxy.route passes nil for a
+// known path, which no field moves); it is read only after the prefixes
 // and claims, so that no field moves a path they place.
 func (r *router) route(path string, h *fasthttp.RequestHeader) (*Upstream, string) {
 	if u, rest := r.prefixed(path); u != nil {
