@@ -97,7 +97,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	defer d.close()
 	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction, prompt, toolChoice gjson.Result
 	var templateText [2]gjson.Result // vLLM's documents and chat_template_kwargs (templateFields)
-	var unknownTop []topMember       // top-level members the chat API does not define (chatTopKnown)
+	var unknownTop unknownTops       // top-level members the chat API does not define (chatTopKnown)
 	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens
 	var messageElems, toolsElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
@@ -214,13 +214,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		case "audio", "modalities":
 			est.Audio = est.Audio || asksAudio(k, v)
 		default:
-			if !chatTopKnown(k) && v.Type != gjson.Null {
-				// A member the chat API does not define: LiteLLM passes
-				// it to the provider as one of its own parameters (an
-				// Anthropic "system", a Cohere "chat_history"), which
-				// bills it. Weighed once the model's encoding is known.
-				unknownTop = append(unknownTop, topMember{k: strings.Clone(k), v: v})
-			}
+			unknownTop.note(chatTopKnown, k, v)
 		}
 		at++
 		return true
@@ -314,9 +308,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	}
 	in += tokensReply
 	in += templateTokens(enc, templateText[:])
-	for _, m := range unknownTop {
-		in = min(in+unknownMember(enc, m.k, m.v), maxTokens)
-	}
+	in = unknownTop.add(enc, in)
 	tc := newToolsCounter(enc, encName)
 	tctx := rules.toolsCtx
 	// OpenAI's chat takes function and custom tools only, but

@@ -45,7 +45,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	var model, prompt, suffix, maxTok, n, bestOf gjson.Result
 	echo := false
 	var floor outputFloor      // vLLM's min_tokens and ignore_eos
-	var unknownTop []topMember // top-level members the completions API does not define (completionsTopKnown)
+	var unknownTop unknownTops // top-level members the completions API does not define (completionsTopKnown)
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
 		switch k {
@@ -80,12 +80,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 		case "stream_options":
 			est.IncludeUsage = lenientTrue(v.Get("include_usage"))
 		default:
-			if !completionsTopKnown(k) && v.Type != gjson.Null {
-				// A member the completions API does not define, which a
-				// gateway passes to a provider that bills it (as chat's:
-				// chatTopKnown). Weighed once the model's encoding is known.
-				unknownTop = append(unknownTop, topMember{k: k, v: v})
-			}
+			unknownTop.note(completionsTopKnown, k, v)
 		}
 		return true
 	})
@@ -98,9 +93,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	}
 	// The suffix as the API takes it (a string), or by its JSON text.
 	in += mulCap(countValue(enc, suffix), max(prompts, 1))
-	for _, m := range unknownTop {
-		in = min(in+unknownMember(enc, m.k, m.v), maxTokens)
-	}
+	in = unknownTop.add(enc, in)
 	est.InputTokens = w.scaled(est.Model, min(in, maxTokens))
 
 	out, ok := tokenCount(maxTok)

@@ -63,7 +63,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	var model, system, messages, tools, toolChoice, maxTok, thinking gjson.Result
 	var formats [2]gjson.Result // output_config.format and output_format (structuredOutputTokens)
 	var messageElems elements
-	var unknownTop []topMember // top-level members the Messages API does not define (messagesTopKnown)
+	var unknownTop unknownTops // top-level members the Messages API does not define (messagesTopKnown)
 	messagesAt := -1           // the index of "messages" among the members, when its key is written plain
 	at := 0
 	est := Estimate{Parsed: true}
@@ -115,12 +115,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 			// Anthropic-compatible endpoint that takes them.
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		default:
-			if !messagesTopKnown(k) && v.Type != gjson.Null {
-				// A member the Messages API does not define, which a
-				// gateway passes to a provider that bills it (as chat's:
-				// chatTopKnown). Weighed once the model's encoding is known.
-				unknownTop = append(unknownTop, topMember{k: k, v: v})
-			}
+			unknownTop.note(messagesTopKnown, k, v)
 		}
 		at++
 		return true
@@ -253,9 +248,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 		c.fixed += claudeThinkingTokens
 	}
 	c.text = min(c.text+structuredOutputTokens(c.enc, formats[:]), maxTokens)
-	for _, m := range unknownTop {
-		c.text = min(c.text+unknownMember(c.enc, m.k, m.v), maxTokens)
-	}
+	c.text = unknownTop.add(c.enc, c.text)
 	est.ServerContext = est.ServerContext || c.hidden
 	est.InputTokens = min(scaleBy(w.claudeSafetyFactor(est.Model), c.text)+c.fixed, maxTokens)
 

@@ -62,7 +62,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	var model, input, instructions, tools, toolChoice, maxOut, text, maxCalls gjson.Result
 	var inputElems, instructionElems elements
 	var floor outputFloor      // OpenRouter's reasoning.max_tokens
-	var unknownTop []topMember // top-level members the Responses API does not define (responsesTopKnown)
+	var unknownTop unknownTops // top-level members the Responses API does not define (responsesTopKnown)
 	inputAt := -1              // the index of "input" among the members, when its key is written plain
 	at := 0
 	est := Estimate{Parsed: true}
@@ -101,12 +101,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		case "reasoning":
 			floor.read(k, v)
 		default:
-			if !responsesTopKnown(k) && v.Type != gjson.Null {
-				// A member the Responses API does not define, which a
-				// gateway passes to a provider that bills it (as chat's:
-				// chatTopKnown). Weighed once the model's encoding is known.
-				unknownTop = append(unknownTop, topMember{k: k, v: v})
-			}
+			unknownTop.note(responsesTopKnown, k, v)
 		}
 		at++
 		return true
@@ -156,9 +151,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		}
 	}
 	in += tokensReply
-	for _, m := range unknownTop {
-		in = min(in+unknownMember(r.enc, m.k, m.v), maxTokens)
-	}
+	in = unknownTop.add(r.enc, in)
 	tc := newToolsCounter(r.enc, encName)
 	tctx := w.cache.context("responses.tools", encName, "", "")
 	in += d.memo.count(w.budget, tctx, tools.Raw, func() tally { return tally{text: tc.count(tools)} }).text

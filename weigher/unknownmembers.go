@@ -287,6 +287,31 @@ type topMember struct {
 	v gjson.Result
 }
 
+// unknownTops are the top-level members of a body that its API does not
+// define, kept while the body's members are walked and weighed once the
+// model's encoding is known: a gateway such as LiteLLM passes a parameter
+// it does not know to the provider, which may bill it (an Anthropic
+// "system", a Cohere "chat_history").
+type unknownTops []topMember
+
+// note keeps k and v when known (chatTopKnown, responsesTopKnown,
+// completionsTopKnown, messagesTopKnown) does not define k and v is not
+// null.
+func (u *unknownTops) note(known func(string) bool, k string, v gjson.Result) {
+	if !known(k) && v.Type != gjson.Null {
+		*u = append(*u, topMember{k: k, v: v})
+	}
+}
+
+// add returns in plus the tokens of every member kept (unknownMember, by
+// key and value in enc), at most maxTokens.
+func (u unknownTops) add(enc counter, in int64) int64 {
+	for _, m := range u {
+		in = min(in+unknownMember(enc, m.k, m.v), maxTokens)
+	}
+	return in
+}
+
 // chatTopKnown reports whether k is a top-level member of a chat body
 // that the chat API defines
 // (https://platform.openai.com/docs/api-reference/chat/create), or one
