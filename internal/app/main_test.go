@@ -1,6 +1,7 @@
 package app
 
 import (
+	"flag"
 	"os"
 	"testing"
 
@@ -12,9 +13,15 @@ import (
 // share (redistest.Shared, redistest.SharedCluster: each test gets them
 // reset, as fresh ones would be) once every test has run. Tests that kill,
 // restart, pause, block or reconfigure a server, and those that need two,
-// start their own (redistest.Start). It also removes the package's tests
-// built without the race detector (nativetest.Binary), if a test built them.
+// start their own (redistest.Start). Under -race, the package's tests built
+// without the race detector (nativetest.Binary: the memory-limit test's
+// children) are built while the other tests run (nativetest.Prebuild),
+// unless -short skips that test, and removed at the end.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if !testing.Short() {
+		nativetest.Prebuild()
+	}
 	code := m.Run()
 	redistest.StopShared()
 	nativetest.Remove()

@@ -237,11 +237,17 @@ func TestEndlessStreamsChild(t *testing.T) {
 		rounds = 8
 	}
 	perStream := int(answerBudget * 2 / streams)
-	head := "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: " + strconv.Itoa(len("data: ")+perStream) + "\r\n\r\ndata: "
+	// The upstream closes each connection after one answer, and says so
+	// (connection: close). Without it, llmguard pooled the connection and
+	// could write the next POST into it before the close arrived, which
+	// it may not send again (the upstream may have billed it): a 502
+	// upstream_unreachable under load, not a memory finding.
+	const closing = "connection: close\r\n"
+	head := "HTTP/1.1 200 OK\r\n" + closing + "content-type: text/event-stream\r\ncontent-length: " + strconv.Itoa(len("data: ")+perStream) + "\r\n\r\ndata: "
 	const tailJSON = `"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`
 	if answers {
 		perStream = int(answerBudget / streams * 9 / 10)
-		head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: " + strconv.Itoa(len(`{"choices":[{"text":"`)+perStream+len(tailJSON)) + "\r\n\r\n" + `{"choices":[{"text":"`
+		head = "HTTP/1.1 200 OK\r\n" + closing + "content-type: application/json\r\ncontent-length: " + strconv.Itoa(len(`{"choices":[{"text":"`)+perStream+len(tailJSON)) + "\r\n\r\n" + `{"choices":[{"text":"`
 	}
 	chunk := bytes.Repeat([]byte("x"), 64<<10)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -22,6 +22,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -34,12 +35,19 @@ import (
 )
 
 // build is the one native binary of this process: its path, once built,
-// and the directory that holds it.
+// the directory that holds it, and the cancelling of a build Prebuild
+// started that Remove stops.
 var build struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
+	once   sync.Once
+	dir    string
+	path   string
+	err    error
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func init() {
+	build.ctx, build.cancel = context.WithCancel(context.Background())
 }
 
 // checkptrFlag keeps checkptr on in the module's own packages (see the
@@ -65,7 +73,7 @@ func Binary() (string, error) {
 			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 		}
 		path := filepath.Join(build.dir, "native.test")
-		cmd := exec.Command(goBin, "test", "-c", "-race=false", checkptrFlag, "-o", path, ".")
+		cmd := exec.CommandContext(build.ctx, goBin, "test", "-c", "-race=false", checkptrFlag, "-o", path, ".")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			build.err = fmt.Errorf("building the tests without the race detector: %v\n%s", err, out)
 			return
@@ -75,9 +83,36 @@ func Binary() (string, error) {
 	return build.path, build.err
 }
 
-// Remove deletes the native binary, if Binary built one. A package whose
-// tests call Run or Binary calls it from TestMain after m.Run.
+// Prebuild starts Binary's build in the background when this binary was
+// built with the race detector and no -test.run pattern narrows the run
+// (the whole package's tests, as `go test -race ./...` runs them), so that
+// the build overlaps the tests that run under the detector rather than
+// adding to the package's time, which go test's -timeout bounds (10
+// minutes by default). On a cold build cache the build compiles the
+// package's dependencies a second time: internal/app's include the OpenAI
+// and Anthropic SDKs, and its build alone passed the 10 minutes on a
+// 2-core machine at load 15 when the test that needed it started it. Call
+// it from TestMain after flag.Parse; Remove stops a build still running.
+func Prebuild() {
+	run := ""
+	if f := flag.Lookup("test.run"); f != nil {
+		run = f.Value.String()
+	}
+	if prebuilds(run) {
+		go Binary()
+	}
+}
+
+// prebuilds reports whether Prebuild builds for a run narrowed by the
+// -test.run pattern run ("" when none).
+func prebuilds(run string) bool { return RaceEnabled && run == "" }
+
+// Remove stops a build Prebuild started that is still running and
+// deletes the native binary, if one was built. A package whose tests call
+// Run or Binary calls it from TestMain after m.Run.
 func Remove() {
+	build.cancel()
+	build.once.Do(func() {}) // waits for a build under way: it writes in build.dir
 	if build.dir != "" {
 		os.RemoveAll(build.dir)
 	}

@@ -1,6 +1,7 @@
 package nativetest
 
 import (
+	"flag"
 	"os"
 	"strings"
 	"testing"
@@ -8,6 +9,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	Prebuild()
 	code := m.Run()
 	Remove()
 	os.Exit(code)
@@ -40,6 +43,17 @@ func TestFailsNatively(t *testing.T) {
 		t.Fatal("failing as asked")
 	case "skip":
 		t.Skip("skipping as asked")
+	}
+}
+
+// TestPrebuilds: the background build starts only under -race and for a
+// run no -test.run pattern narrows.
+func TestPrebuilds(t *testing.T) {
+	if got := prebuilds(""); got != RaceEnabled {
+		t.Errorf("the whole package: prebuilds %v, want %v (race %v)", got, RaceEnabled, RaceEnabled)
+	}
+	if prebuilds("^TestOne$") {
+		t.Error("a run narrowed to one test prebuilds")
 	}
 }
 
