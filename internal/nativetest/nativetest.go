@@ -73,7 +73,8 @@ func Binary() (string, error) {
 			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 		}
 		path := filepath.Join(build.dir, "native.test")
-		cmd := exec.CommandContext(build.ctx, goBin, "test", "-c", "-race=false", checkptrFlag, "-o", path, ".")
+		// -vet=off: the race build of the same tests ran go vet already.
+		cmd := exec.CommandContext(build.ctx, goBin, "test", "-c", "-race=false", "-vet=off", checkptrFlag, "-o", path, ".")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			build.err = fmt.Errorf("building the tests without the race detector: %v\n%s", err, out)
 			return
