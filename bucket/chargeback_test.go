@@ -339,4 +339,3 @@ func TestChargeBackConcurrent(t *testing.T) {
 		t.Fatalf("still held: %+v", r.cb.Stats())
 	}
 }
-

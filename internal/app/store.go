@@ -34,7 +34,7 @@ type stores struct {
 	// counters until the store is back (README, "When Redis fails"); nil
 	// for the memory backend.
 	charges *bucket.ChargeBack
-	close  []func() error
+	close   []func() error
 	// lastFailed: the store's last call failed (or, before any call, the
 	// start-up script load did), so the next request may be served by the
 	// fallback even while the breaker is closed. nil for memory.
