@@ -47,6 +47,9 @@
 // each limit (ScaleLimit; OverAdmissionOf states what the cluster may admit
 // beyond it), and an AsyncReconciler over the Guarded store holds the
 // reconciliations it cannot write and replays them when the store returns.
+// What the Fallback admitted on quotas and window counters is held by a
+// ChargeBack and charged to the shared store once it is back, once, in the
+// period it was spent in (chargeback.go).
 //
 // A hot bucket may be split into shards (shard.go): TakeSharded takes a
 // request's cost from one shard, each under a key of its own Redis Cluster

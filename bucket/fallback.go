@@ -49,7 +49,14 @@ type OverAdmission struct {
 	// once. Over a longer outage the ratio tends to Rate. About 2 when
 	// the limit is at least nodes units and requests fit a node's share.
 	// For a quota the worst window is the quota's own: the shared quota
-	// used up, then every node's share of it: 1 + Burst.
+	// used up, then every node's share of it: 1 + Burst. A ChargeBack
+	// (meter.Options.Charges) does not lower this worst case, since the
+	// fallbacks cannot see the shared use, but bounds a period's total by
+	// max(Capacity, U + F), U the shared use when the outage began and F
+	// (at most Burst × Capacity) the fallbacks' spend, which it charges to
+	// the shared quota once the store is back; without it the total was
+	// Capacity + F wherever in the period the outage fell. Likewise for a
+	// window counter within its window.
 	Factor float64
 }
 
@@ -109,7 +116,9 @@ type FallbackOptions struct {
 // node's buckets.
 //
 // Reconcile the requests it admitted here, not in the shared store: their
-// reservation was never taken there. It is safe for concurrent use. Create
+// reservation was never taken there. What they cost on quotas and window
+// counters is charged to the shared store later, once it is back, by a
+// ChargeBack (meter.Options.Charges), in the period it was spent in. It is safe for concurrent use. Create
 // one with NewFallback; Close stops its sweep.
 type Fallback struct {
 	mem   *Memory

@@ -601,7 +601,9 @@ type Store struct {
 	Breaker Breaker `yaml:"breaker"`
 	// ReplayQueue bounds the reconciliations kept while the store is
 	// unavailable, replayed when it returns; past it they are dropped and
-	// counted. Default 100000.
+	// counted. It bounds as well the fallback's spend held to be charged
+	// to the store (one bucket in one period each: bucket.ChargeBack).
+	// Default 100000.
 	ReplayQueue int `yaml:"replay_queue"`
 	// VoidWindow is how long the store remembers a take's request id so
 	// that a take that failed on llmguard's side (timed out) but was applied

@@ -27,6 +27,11 @@ type Options struct {
 	// fails with an error other than bucket.ErrInvalid); nil admits them
 	// unlimited instead. It is the per-node bucket.Fallback in production.
 	Fallback bucket.Store
+	// Charges, when set, is given the settled units of every request
+	// admitted from Fallback on its quotas and window counters, to be
+	// charged to Store once it is back (bucket.ChargeBack in production);
+	// nil: what the fallback admits is never charged to Store.
+	Charges Charger
 	// Ledger receives one record per settled, forwarded request; nil: none.
 	Ledger Ledger
 	// Records keeps each settled request's ledger record on its Exchange
@@ -57,6 +62,12 @@ type Options struct {
 	// (budget threshold alerts, package alert); nil: none.
 	Alerts Alerts
 }
+
+// Charger takes the spend a fail-open fallback admitted, one bucket in
+// one period at a time (a Delta of the units, in the limit's unit, with
+// the take's Limit, window included), to charge it to the shared store
+// later; it reports whether it kept it. bucket.ChargeBack implements it.
+type Charger interface{ Charge(bucket.Delta) bool }
 
 // Ledger is where settled requests are recorded. Write must not block
 // (ledger.Writer drops and counts when its buffer is full); it reports

@@ -117,6 +117,9 @@ func (x *Exchange) Settle(s Settlement) bool {
 			}
 		})
 	}
+	if x.fallback && m.opt.Charges != nil {
+		m.contain(StageSettle, x, func() { x.chargeBack(settled) })
+	}
 	if len(x.shadow) > 0 {
 		m.contain(StageSettle, x, func() { x.settleShadow(s.Source, known, actual) })
 	}
@@ -146,6 +149,33 @@ func (x *Exchange) Settle(s Settlement) bool {
 		})
 	}
 	return true
+}
+
+// chargeBack gives Options.Charges what a request admitted from the
+// fallback settled at (settled[i], rule i's units) on each quota and
+// window counter, in the period of its take: the shared store never took
+// it. A sharded rule's units are spread over its shards as evenly as
+// ShardLimit spreads the limit (the fallback held the whole limit).
+func (x *Exchange) chargeBack(settled []int64) {
+	for i := range x.rules {
+		a := &x.rules[i]
+		units := settled[i]
+		if units == 0 || !bucket.Charges(a.Limit) {
+			continue
+		}
+		if k := a.Rule.Shards; k > 1 {
+			keys := a.Rule.ShardKeys(x.req.Principal, x.quote.Label)
+			for j := range k {
+				share := units / int64(k)
+				if int64(j) < units%int64(k) {
+					share++
+				}
+				x.m.opt.Charges.Charge(bucket.Delta{Key: keys.Key(j), Limit: bucket.ShardLimit(a.Limit, k, j), Units: share})
+			}
+			continue
+		}
+		x.m.opt.Charges.Charge(bucket.Delta{Key: a.Key, Limit: a.Limit, Units: units})
+	}
 }
 
 // Record is the ledger record of a settled request (see ledger.Record:

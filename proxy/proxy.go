@@ -72,6 +72,10 @@ type Options struct {
 	// fails with an error other than bucket.ErrInvalid); nil admits them
 	// unlimited instead. It is the per-node bucket.Fallback in production.
 	Fallback bucket.Store
+	// Charges, when set, takes what Fallback admitted on quotas and window
+	// counters, to charge it to Store once it is back (meter.Options.Charges;
+	// bucket.ChargeBack in production); nil: never charged.
+	Charges meter.Charger
 	// UnavailableRetry is the Retry-After of a 503 answered by a
 	// fail-closed limit while the store is unavailable. Zero: 2s.
 	UnavailableRetry time.Duration
@@ -274,7 +278,7 @@ func New(opt Options) (*Proxy, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	m, err := meter.New(meter.Options{Store: opt.Store, Fallback: opt.Fallback, Ledger: opt.Ledger, Metrics: opt.Metrics,
+	m, err := meter.New(meter.Options{Store: opt.Store, Fallback: opt.Fallback, Charges: opt.Charges, Ledger: opt.Ledger, Metrics: opt.Metrics,
 		Logger: opt.Logger, Now: opt.Now, Inject: opt.inject, Outputs: opt.Outputs, Waits: opt.Waits, Alerts: opt.Alerts,
 		Records: opt.AccessLog != nil || opt.Tracing != nil})
 	if err != nil {

@@ -257,6 +257,7 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		Policy:           pol,
 		Store:            a.Store,
 		Fallback:         st.fallback,
+		Charges:          st.chargerOrNil(),
 		UnavailableRetry: time.Duration(cfg.Store.Breaker.OpenFor),
 		MaxRetryWait:     time.Duration(cfg.MaxRetryWait),
 		UnmeteredPaths:   cfg.UnmeteredPaths,

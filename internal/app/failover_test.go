@@ -112,8 +112,9 @@ func (l *failoverLoad) snapshot() []fsample {
 //     follows the new master), and Redis enforces them: a quota set
 //     nearly used up in Redis denies;
 //   - no delta is lost, none applied twice, none applied to the wrong
-//     store: once the reconciler has drained, each quota's used tokens in
-//     Redis are exactly failoverUsed × the requests Redis admitted, and in
+//     store: once the reconciler has drained and the fallback's spend has
+//     been charged to Redis, each quota's used tokens in Redis are exactly
+//     failoverUsed × the requests Redis or the fallback admitted, and in
 //     the node's fallback exactly failoverUsed × the requests the fallback
 //     admitted. Requests whose take failed during the gap may have been
 //     applied by Redis before the failure was seen: their Voids must have
@@ -339,6 +340,16 @@ store:
 			t.Fatalf("reconciler not drained 30 s after the load: %+v", async.Stats())
 		}
 	}
+	// The fallback's spend is charged to Redis.
+	charges := h.app.stores.charges
+	for deadline := time.Now().Add(30 * time.Second); charges.Owes(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("fallback spend not charged 30 s after the load: %+v", charges.Stats())
+		}
+	}
+	if st := charges.Stats(); st.Dropped != [len(st.Dropped)]uint64{} {
+		t.Errorf("fallback charges dropped: %+v", st)
+	}
 	samples := load.snapshot()
 
 	// Nothing panicked, nothing was dropped.
@@ -422,8 +433,9 @@ store:
 		}
 	}
 
-	// No delta lost: every settled request's use is in the store that
-	// admitted it, exactly once.
+	// No delta lost: every settled request's use is in Redis, whichever
+	// store admitted it, exactly once, and in the fallback when the
+	// fallback admitted it.
 	ctx := context.Background()
 	rc := cluster.Client()
 	redisUsed := func(tenant string) int64 {
@@ -457,9 +469,9 @@ store:
 	}
 	for _, tenant := range tenants {
 		ta := tallies[tenant]
-		if got, want := redisUsed(tenant), int64(ta.redis)*failoverUsed; got != want {
-			t.Errorf("%s: %d tokens used in Redis, want %d (%d requests admitted by Redis × %d): off by %d",
-				tenant, got, want, ta.redis, failoverUsed, got-want)
+		if got, want := redisUsed(tenant), int64(ta.redis+ta.fallback)*failoverUsed; got != want {
+			t.Errorf("%s: %d tokens used in Redis, want %d ((%d requests admitted by Redis + %d by the fallback) × %d): off by %d",
+				tenant, got, want, ta.redis, ta.fallback, failoverUsed, got-want)
 		}
 		if got, want := fallbackUsed(tenant), int64(ta.fallback)*failoverUsed; got != want {
 			t.Errorf("%s: %d tokens used in the fallback, want %d (%d requests admitted by the fallback × %d): off by %d",

@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/policy"
 )
 
@@ -29,7 +30,11 @@ type stores struct {
 	// region exchange's own region); nil for the memory backend.
 	client bucket.RedisScripter
 	leases *bucket.Leased // the main store for Redis; nil for the memory backend (README, "Leases")
-	close  []func() error
+	// charges holds what the fallback admitted on quotas and window
+	// counters until the store is back (README, "When Redis fails"); nil
+	// for the memory backend.
+	charges *bucket.ChargeBack
+	close   []func() error
 	// lastFailed: the store's last call failed (or, before any call, the
 	// start-up script load did), so the next request may be served by the
 	// fallback even while the breaker is closed. nil for memory.
@@ -52,8 +57,18 @@ func (s *stores) readiness(backend string) map[string]any {
 		r["degraded"] = state != bucket.BreakerClosed || s.lastFailed.Load()
 		r["reconcile_pending"] = st.Pending
 		r["reconcile_dropped"] = st.Dropped
+		r["fallback_charges_held"] = s.charges.Stats().Held
 	}
 	return r
+}
+
+// chargerOrNil is s.charges as a meter.Charger, nil (not a nil pointer in
+// an interface) for the memory backend.
+func (s *stores) chargerOrNil() meter.Charger {
+	if s.charges == nil {
+		return nil
+	}
+	return s.charges
 }
 
 // openStore builds the configured stores. For Redis it sizes the
@@ -236,9 +251,20 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		}
 	}
 	fb := bucket.NewFallback(bucket.FallbackOptions{Nodes: c.Nodes, Memory: bucket.MemoryOptions{VoidFor: time.Duration(c.VoidWindow)}})
+	// What fb admits on quotas and window counters is charged to Redis once
+	// it is back, straight through the guard (not the AsyncReconciler,
+	// whose 9-minute hold counts from the enqueue: an outage longer than
+	// that would drop the charges).
+	charges, err := bucket.NewChargeBack(bucket.ChargeOptions{Store: guard, Now: now, MaxHeld: c.ReplayQueue})
+	if err != nil {
+		closeClient()
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	watchCharges(reg, charges)
 	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor), time.Duration(healthCheckOf(c)), lastFailed, lastCall)
-	st := &stores{main: async, fallback: fb, guard: guard, async: async, client: client, lastFailed: lastFailed,
-		close: []func() error{stopProbe, async.Close, fb.Close, closeClient}}
+	stopCharges := chargeWhenBack(guard, charges, time.Duration(c.Breaker.OpenFor), lastFailed, log)
+	st := &stores{main: async, fallback: fb, guard: guard, async: async, client: client, lastFailed: lastFailed, charges: charges,
+		close: []func() error{stopProbe, stopCharges, async.Close, fb.Close, closeClient}}
 	if window := time.Duration(denyCacheOf(c)); window > 0 {
 		// Denials a Redis store has just made are answered from memory
 		// (store.deny_cache); the memory backend has no round trip to save.
