@@ -247,3 +247,19 @@ func FuzzValueEnd(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkValueEnd follows a 16 KiB chat answer (text, escapes and
+// nesting) through valueEnd.
+func BenchmarkValueEnd(b *testing.B) {
+	msg := strings.Repeat(`word \"quoted\" {x} `, 800)
+	body := []byte(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` + msg + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":7}}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var v valueEnd
+		v.feed(body)
+		if v.state != valueClosed {
+			b.Fatal(v.state)
+		}
+	}
+}
