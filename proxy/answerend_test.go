@@ -137,21 +137,26 @@ func TestJSONAnswerEndsAfterItsValueThoughTheUpstreamLingers(t *testing.T) {
 func TestAnswerNotOneValueWaitsForItsUpstream(t *testing.T) {
 	w := testWeigher(t)
 	for _, tc := range []struct {
-		name, ctype, first string
+		name, ctype, first, more string
+		grace                    time.Duration
 	}{
-		{name: "a value and more", ctype: "application/json", first: lingerAnswer + ` {"more":1}`},
-		{name: "JSON Lines", ctype: "application/jsonl", first: lingerAnswer + "\n"},
-		{name: "not JSON at all", ctype: "application/json", first: `"a string"`},
+		{name: "a value and more", ctype: "application/json", first: lingerAnswer + ` {"more":1}`, grace: 50 * time.Millisecond},
+		// The value's end armed the cut; the bytes after it, 20 ms
+		// later and well within the grace, disarm it for good.
+		{name: "a value, then more within the grace", ctype: "application/json", first: lingerAnswer, more: ` {"more":1}`, grace: time.Second},
+		{name: "JSON Lines", ctype: "application/jsonl", first: lingerAnswer + "\n", grace: 50 * time.Millisecond},
+		{name: "not JSON at all", ctype: "application/json", first: `"a string"`, grace: 50 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const tail = `{"tail":2}`
 			up := startScriptedUpstream(t, true,
 				scriptStep{write: "HTTP/1.1 200 OK\r\nContent-Type: " + tc.ctype + "\r\n\r\n" + tc.first},
-				// Ten graces: a cut would come first.
-				scriptStep{pause: 500 * time.Millisecond, write: tail})
-			r := newRig(t, rigOptions{url: up, w: w, timeout: 5 * time.Minute, endGrace: 50 * time.Millisecond})
+				scriptStep{pause: 20 * time.Millisecond, write: tc.more},
+				// Twice the grace or more: a cut would come first.
+				scriptStep{pause: max(2*tc.grace, 500*time.Millisecond), write: tail})
+			r := newRig(t, rigOptions{url: up, w: w, timeout: 5 * time.Minute, endGrace: tc.grace})
 			status, b, err := r.post(panicBody)
-			if err != nil || status != http.StatusOK || b != tc.first+tail {
+			if err != nil || status != http.StatusOK || b != tc.first+tc.more+tail {
 				t.Fatalf("%d %v %.300q, want the whole body", status, err, b)
 			}
 		})
