@@ -165,8 +165,9 @@ func (h *heldAnswer) give(n int64) {
 // budget had no room for one, and reading stopped there (h.buf holds what
 // was read). err is r's error other than io.EOF. h holds at most limit
 // bytes, rounded up to the pool's size class, plus, while a growth copies,
-// the buffer it replaces.
-func (h *heldAnswer) readFrom(r io.Reader, limit, size int) (full bool, err error) {
+// the buffer it replaces. end, when not nil, sees every byte read, and a
+// read it cut (answerEnd.ended) ends r as io.EOF does.
+func (h *heldAnswer) readFrom(r io.Reader, limit, size int, end *answerEnd) (full bool, err error) {
 	empty := 0 // reads in a row that returned nothing
 	for len(h.buf) < limit {
 		if len(h.buf) == cap(h.buf) {
@@ -201,8 +202,9 @@ func (h *heldAnswer) readFrom(r io.Reader, limit, size int) (full bool, err erro
 			}
 		}
 		n, err := r.Read(h.buf[len(h.buf):cap(h.buf)][:min(cap(h.buf)-len(h.buf), limit-len(h.buf))])
+		end.saw(h.buf[len(h.buf) : len(h.buf)+n])
 		h.buf = h.buf[:len(h.buf)+n]
-		if err == io.EOF {
+		if err == io.EOF || err != nil && end.ended() {
 			return false, nil
 		}
 		if err != nil {

@@ -327,7 +327,7 @@ func FuzzHeldAnswerRead(f *testing.F) {
 		}
 		p := budgetOnly(b)
 		h := heldAnswer{p: p}
-		full, err := h.readFrom(&unevenReader{data: data, step: int(step)}, lim, sz)
+		full, err := h.readFrom(&unevenReader{data: data, step: int(step)}, lim, sz, nil)
 		if err != nil {
 			t.Fatalf("error %v", err)
 		}

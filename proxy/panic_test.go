@@ -107,6 +107,8 @@ type rigOptions struct {
 	// readBuffer is the server's ReadBufferSize, which bounds a request's
 	// header, bytes; zero: fasthttp's default (4096; the app sets ReadBufferSize).
 	readBuffer int
+	// endGrace is the proxy's StreamEndGrace; zero: the default.
+	endGrace time.Duration
 }
 
 func newRig(t *testing.T, o rigOptions) *panicRig {
@@ -144,9 +146,9 @@ limits:
 	px, err := New(Options{
 		Upstreams: []*Upstream{{Name: "mock", Flavor: o.flavor, BaseURL: o.url, APIKey: o.apiKey, Timeout: o.timeout}},
 		Policy:    pol, Store: store, Weigher: w, Metrics: m, Ledger: r.ledger, MaxBodyBytes: o.maxBody, MaxResponseBytes: o.maxResponse, AccessLog: o.access,
-		ResponseBudget: o.answerBudget,
-		Logger:         slog.New(slog.NewTextHandler(&syncWriter{b: r.log}, nil)),
-		Now:            func() time.Time { return frozen },
+		ResponseBudget: o.answerBudget, StreamEndGrace: o.endGrace,
+		Logger: slog.New(slog.NewTextHandler(&syncWriter{b: r.log}, nil)),
+		Now:    func() time.Time { return frozen },
 		inject: func(at string) {
 			// A stream panics at its third read, once bytes have reached
 			// the client; the other points at their first pass.

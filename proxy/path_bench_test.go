@@ -221,7 +221,7 @@ func benchmarkPath(b *testing.B, answer, body []byte) {
 				b.Fatal(err)
 			}
 			resp.Header.CopyTo(&ctx.Response.Header)
-			ctx.Response.SetBodyStream(&upstreamBody{Reader: resp.BodyStream(), resp: resp}, -1)
+			ctx.Response.SetBodyStream(&upstreamBody{rest: resp.BodyStream(), resp: resp}, -1)
 		}
 		run(b, newPathRequest(body), h)
 	})

@@ -107,11 +107,16 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	// until an error path below gives it back first.
 	x.answer.p = p
 	ctx.SetUserValue(answerKey{}, &x.answer)
-	full, err := x.answer.readFrom(st, p.opt.MaxResponseBytes+1, resp.Header.ContentLength())
+	// A JSON answer of no declared length ends after its value and a
+	// grace of silence, whether or not its upstream ends it (answerend.go).
+	var end answerEnd
+	end.on(st, resp.Header.ContentType(), resp.Header.ContentLength(), p.streamEndGrace())
+	full, err := x.answer.readFrom(st, p.opt.MaxResponseBytes+1, resp.Header.ContentLength(), &end)
 	body := x.answer.buf
 	x.upstreamTime += time.Since(t0)
 	x.upstream.series.Record(status, x.upstreamTime)
 	if err != nil {
+		end.stop()
 		x.held = nil
 		x.answer.release()
 		resp.CloseBodyStream()
@@ -137,7 +142,8 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 			p.unread(x, unreadTooLarge)
 		}
 		x.held = nil // fasthttp closes the body stream, which releases resp
-		ub := &upstreamBody{Reader: io.MultiReader(bytes.NewReader(body), st), resp: resp}
+		// The rest is followed on from where end stopped; ub stops it.
+		ub := &upstreamBody{head: body, rest: st, end: end, resp: resp}
 		if rc, ok := st.(fasthttp.ReadCloserWithError); ok && ctx.Conn() != nil {
 			// fasthttp notices a client that left only at its next write,
 			// which an upstream stalled mid-body never allows: watch the
@@ -151,6 +157,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		p.count(x, x.m.Outcome(status), "")
 		return nil
 	}
+	end.stop() // before the body is closed
 	x.held = nil
 	resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(resp)
@@ -268,14 +275,32 @@ func uncoded(encoding []byte) bool {
 	return len(enc) == 0 || bytes.EqualFold(enc, []byte("identity"))
 }
 
-// upstreamBody relays the rest of an upstream body and releases the
-// response when fasthttp closes it; watch, when set, watches its client
-// (clientWatch, cut its flag) until then.
+// upstreamBody relays an upstream body, the bytes read first (head) then
+// the rest, and releases the response when fasthttp closes it; watch, when
+// set, watches its client (clientWatch, cut its flag) until then, and end
+// follows the rest of a JSON answer from where the read of head left it
+// (answerEnd), stopped then too.
 type upstreamBody struct {
-	io.Reader
+	head  []byte
+	rest  io.Reader
+	end   answerEnd
 	resp  *fasthttp.Response
 	watch *clientWatch
 	cut   atomic.Bool
+}
+
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	if len(b.head) > 0 {
+		n := copy(p, b.head)
+		b.head = b.head[n:]
+		return n, nil
+	}
+	n, err := b.rest.Read(p)
+	b.end.saw(p[:n])
+	if err != nil && err != io.EOF && b.end.ended() {
+		err = io.EOF // the answer had ended: its upstream's silence after it is no break
+	}
+	return n, err
 }
 
 func (b *upstreamBody) Close() error {
@@ -283,6 +308,7 @@ func (b *upstreamBody) Close() error {
 		b.watch.remove(&b.cut)
 		b.watch = nil
 	}
+	b.end.stop()
 	err := b.resp.CloseBodyStream()
 	fasthttp.ReleaseResponse(b.resp)
 	return err
@@ -309,7 +335,7 @@ func tapView(encoding, body []byte, limit int, into *heldAnswer) (view []byte, u
 	if err != nil {
 		return nil, undecodedReason(err)
 	}
-	full, err := into.readFrom(r, limit, -1)
+	full, err := into.readFrom(r, limit, -1, nil)
 	if full {
 		return nil, unreadDecodeBudget
 	}
