@@ -154,14 +154,72 @@ func hbars(rows []Row) ([]bar, float64) {
 	return out, padTop*2 + float64(len(rows))*(hbarH+hbarGap)
 }
 
-// yTicks are five labelled levels from lo to hi (micro-USD).
+// yTicks are the labelled levels of a chart from lo to hi (micro-USD):
+// the multiples of one round step (1, 2 or 5 × a power of ten micro-USD,
+// the smallest that needs at most 5 intervals) in [lo, hi], each labelled
+// with the decimals that step needs (at least cents), so that the labels
+// of one axis are distinct and alike: "$0.00 $0.01 $0.02 $0.03", not the
+// quarters of hi ("$0.00 $0.008574 $0.02 $0.03 $0.03", trial3). An empty
+// range (hi ≤ lo) has the one level lo.
 func yTicks(lo, hi int64, top, plotH float64) []tick {
+	pos := func(v int64) float64 { return top + plotH*float64(hi-v)/float64(max(hi-lo, 1)) }
+	if hi <= lo {
+		return []tick{{Pos: pos(lo), Label: usdFixed(lo, 2)}}
+	}
+	span := uint64(hi) - uint64(lo) // hi > lo: no overflow as unsigned
+	step, decimals := uint64(1), 6
+search:
+	for m := uint64(1); ; m *= 10 {
+		for _, k := range [...]uint64{1, 2, 5} {
+			// m ≤ 10^18: k·m·5 fits in a uint64; a step that large
+			// covers any span of int64s in at most 5 intervals.
+			if k*m*5 >= span || m >= 1e18 {
+				step = k * m
+				break search
+			}
+		}
+	}
+	for d := uint64(10); decimals > 2 && step%d == 0; d *= 10 {
+		decimals--
+	}
+	s := int64(step)
+	first := lo / s * s
+	if first < lo {
+		first += s
+	}
 	var out []tick
-	for i := 0; i <= 4; i++ {
-		v := lo + (hi-lo)*int64(i)/4
-		out = append(out, tick{Pos: top + plotH*float64(hi-v)/float64(max(hi-lo, 1)), Label: USD(v)})
+	for v := first; v <= hi; v += s {
+		out = append(out, tick{Pos: pos(v), Label: usdFixed(v, decimals)})
+		if v > hi-s { // the next step would pass hi (or overflow)
+			break
+		}
 	}
 	return out
+}
+
+// usdFixed formats micro-USD as dollars with the given decimals (2 to 6),
+// rounded half away from zero, e.g. usdFixed(1234567, 2) = "$1.23",
+// usdFixed(-5000, 3) = "-$0.005".
+func usdFixed(micro int64, decimals int) string {
+	sign := ""
+	u := uint64(micro)
+	if micro < 0 {
+		sign, u = "-", uint64(-(micro + 1))+1
+	}
+	unit := uint64(1)
+	for range 6 - decimals {
+		unit *= 10
+	}
+	q := u/unit + (u%unit*2)/unit // rounded half up
+	scale := uint64(1)
+	for range decimals {
+		scale *= 10
+	}
+	whole := strconv.FormatUint(q/scale, 10)
+	for i := len(whole) - 3; i > 0; i -= 3 {
+		whole = whole[:i] + "," + whole[i:]
+	}
+	return fmt.Sprintf("%s$%s.%0*d", sign, whole, decimals, q%scale)
 }
 
 // USD formats micro-USD as dollars rounded to the cent, e.g. "$1,234.57"
