@@ -295,6 +295,10 @@ type denial struct {
 	tooLarge bool
 	// retry is how long until the denying limit can admit the request.
 	retry time.Duration
+	// outputField names the request's output cap as its API spells it
+	// (weigher.Kind.OutputField), for a request too large; "" when the
+	// request has none.
+	outputField string
 	// hiddenModel, when not "", is the model (as priced) whose largest
 	// input the estimate reserved for context the body does not hold
 	// (weigher.Estimate.ServerContext, x-llmguard-estimate: partial).
@@ -328,9 +332,14 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 	case d.tooLarge:
 		e.message = fmt.Sprintf("Request too large for limit %s (%s scope): requested %d %s, but the limit holds at most %d %s. Waiting will not help: ",
 			a.Rule.Name, a.Rule.Scope, a.Reserved, unit, a.Limit.Capacity, unit)
-		if d.hiddenModel == "" {
-			e.message += "reduce the request (e.g. max_tokens or the prompt)."
-		} else {
+		switch {
+		case d.hiddenModel == "" && d.outputField == "":
+			e.message += "reduce the request's input."
+		case d.hiddenModel == "":
+			// The caller's own field (trial3: a Responses caller was told
+			// to lower max_tokens, which that API does not take).
+			e.message += "reduce the request: lower " + d.outputField + ", or shorten the prompt."
+		default:
 			e.message += hiddenContextAdvice(d.hiddenModel)
 		}
 		if a.Limit.IsQuota() {
