@@ -219,6 +219,37 @@ func TestYTicksRoundAndAlike(t *testing.T) {
 	}
 }
 
+// One page writes every amount alike: to the cent when none is under a
+// cent, else every one to the micro-dollar (trial3: "$0.02" beside
+// "$0.007521" and "$0.002706" under a total of "$0.03").
+func TestRenderAmountsAlike(t *testing.T) {
+	render := func(r *Report) string {
+		var b bytes.Buffer
+		if err := Render(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	// writeLedger's amounts are whole quarters of a dollar: cents.
+	page := render(build(t, 50_000_000))
+	if !strings.Contains(page, `<b id="budget">$50.00</b>`) || strings.Contains(page, ".250000") {
+		t.Errorf("a page of whole cents is not written to the cent")
+	}
+	small := &Report{Tenant: "acme", Total: Row{CostMicroUSD: 34_296, Requests: 7},
+		Models: []Row{{Name: "gpt-4o", CostMicroUSD: 24_069}, {Name: "claude-sonnet-4-5", CostMicroUSD: 7_521}, {Name: "gpt-4o-mini", CostMicroUSD: 2_706}},
+		Users:  []Row{{Name: "bob", CostMicroUSD: 23_567}, {Name: "alice", CostMicroUSD: 10_729}},
+		Days:   []Day{{Date: time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC), Row: Row{CostMicroUSD: 34_296}, Cumulative: 34_296}}}
+	page = render(small)
+	for _, want := range []string{`<b id="total-spend">$0.034296</b>`, "<td>$0.024069</td>", "<td>$0.007521</td>", "<td>$0.010729</td>", "Total $0.034296 (34296 micro-USD)"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page with sub-cent amounts lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<td>$0.02</td>") || strings.Contains(page, "$0.03</b>") || strings.Contains(page, ": $0.02<") {
+		t.Errorf("page with sub-cent amounts still rounds some to the cent")
+	}
+}
+
 func TestParseMonth(t *testing.T) {
 	if y, m, err := ParseMonth("2026-11"); err != nil || y != 2026 || m != time.November {
 		t.Errorf("2026-11: %d %v %v", y, m, err)
