@@ -74,7 +74,7 @@ type redisSink struct {
 	// stream yet" and never that they were).
 	downSince  time.Time
 	downLogged bool
-	lostAt       time.Time // the last log line about records given up
+	lostAt     time.Time // the last log line about records given up
 }
 
 func startRedisSink(o Options, m *metrics) *redisSink {
