@@ -62,7 +62,7 @@ func syntaxProblem(msg string, b []byte) string {
 		text = strings.TrimRight(string(lines[line-1]), "\r\n")
 	}
 	out := fmt.Sprintf("line %d: %s", line, problem)
-	if q := strings.TrimSpace(text); q != "" {
+	if q := redactLine(strings.TrimSpace(text)); q != "" {
 		if len(q) > 80 {
 			q = q[:80]
 			for !utf8.ValidString(q) {
@@ -74,6 +74,25 @@ func syntaxProblem(msg string, b []byte) string {
 	}
 	return out + syntaxHint(problem, text)
 }
+
+// redactLine is a line of the file as an error may quote it: whole, or,
+// when it may hold a secret (a key, a password, a token, a URL's user
+// part), only up to its first colon, since the error goes to the log and
+// to /readyz (the start-up line masks a Redis URL's password likewise).
+func redactLine(line string) string {
+	if !secretOnLine.MatchString(line) {
+		return line
+	}
+	if i := strings.IndexByte(line, ':'); i >= 0 {
+		return line[:i+1] + " …"
+	}
+	return "…"
+}
+
+// secretOnLine matches a line that may hold a secret: a key named key,
+// password, passwd, secret or token (api_key, x-api-key, …; not tokens or
+// max_tokens), or a URL with a user part (redis://:password@host).
+var secretOnLine = regexp.MustCompile(`(?i)(\w*(key|password|passwd|secret|token)|://[^\s/]*@)\b`)
 
 // syntaxHint says what usually causes problem, one of go.yaml.in/yaml/v3's
 // scanner and parser messages, on a line reading text; "" when it knows no
