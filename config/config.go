@@ -761,7 +761,7 @@ func parse(b []byte, dir string) (*Config, error) {
 		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 			var te *yaml.TypeError
 			if !errors.As(err, &te) {
-				return nil, &Error{Problems: []string{strings.TrimPrefix(err.Error(), "yaml: ")}}
+				return nil, &Error{Problems: []string{syntaxProblem(strings.TrimPrefix(err.Error(), "yaml: "), b)}}
 			}
 			var explained map[int]string
 			numbers, explained = explainNumbers(te.Errors, b, &c)

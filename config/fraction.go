@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -68,8 +69,12 @@ func badDurations(root *yaml.Node, t reflect.Type) []numberProblem {
 		if _, err := time.ParseDuration(n.Value); err == nil {
 			return
 		}
+		want := "want e.g. 250ms, 1s, 1m, 24h"
+		if d := durationFor(n.Value); d != "" {
+			want = "write " + d + "; " + want
+		}
 		out = append(out, numberProblem{path: path, node: n,
-			message: fmt.Sprintf("line %d: %s: `%s` is not a Go duration (want e.g. 250ms, 1s, 1m, 24h)", n.Line, path, n.Value)})
+			message: fmt.Sprintf("line %d: %s: `%s` is not a Go duration (%s)", n.Line, path, n.Value, want)})
 	})
 	return out
 }
@@ -166,4 +171,49 @@ func yamlField(t reflect.Type, name string) (reflect.Type, bool) {
 		}
 	}
 	return nil, false
+}
+
+// spelledDuration matches a duration written as a number and a unit word,
+// or either alone: "30", "1 hour", "5min", "hour", "1.5 days".
+var spelledDuration = regexp.MustCompile(`^\s*(\d+(?:\.\d+)?)?\s*([A-Za-z]*)\s*$`)
+
+// durationUnits maps the unit words people write to a Go duration's unit
+// and how many of it one is (a day is 24h: Go durations have no day).
+var durationUnits = map[string]struct {
+	unit string
+	mult float64
+}{
+	"":   {"s", 1}, // a bare number: seconds, as most configs mean it
+	"ms": {"ms", 1}, "msec": {"ms", 1}, "millisecond": {"ms", 1}, "milliseconds": {"ms", 1},
+	"sec": {"s", 1}, "secs": {"s", 1}, "second": {"s", 1}, "seconds": {"s", 1},
+	"min": {"m", 1}, "mins": {"m", 1}, "minute": {"m", 1}, "minutes": {"m", 1},
+	"hr": {"h", 1}, "hrs": {"h", 1}, "hour": {"h", 1}, "hours": {"h", 1},
+	"d": {"h", 24}, "day": {"h", 24}, "days": {"h", 24},
+	"w": {"h", 168}, "wk": {"h", 168}, "week": {"h", 168}, "weeks": {"h", 168},
+}
+
+// durationFor is the Go duration a value that is not one most likely
+// means ("30" → "30s", "1 hour" → "1h", "hour" → "1h", "2 days" → "48h"),
+// or "" when it cannot tell (trial3: `30` and `hour` got only examples).
+func durationFor(v string) string {
+	lower := strings.ToLower(strings.TrimSpace(v))
+	for _, article := range []string{"a ", "an "} {
+		lower = strings.TrimPrefix(lower, article) // "a minute": one minute
+	}
+	m := spelledDuration.FindStringSubmatch(lower)
+	if m == nil || (m[1] == "" && m[2] == "") {
+		return ""
+	}
+	u, ok := durationUnits[m[2]]
+	if !ok {
+		return ""
+	}
+	n := 1.0
+	if m[1] != "" {
+		var err error
+		if n, err = strconv.ParseFloat(m[1], 64); err != nil {
+			return ""
+		}
+	}
+	return strconv.FormatFloat(n*u.mult, 'f', -1, 64) + u.unit
 }

@@ -172,10 +172,35 @@ func FuzzBadDurations(f *testing.F) {
 		}
 		for _, p := range badDurations(&root, reflect.TypeFor[Config]()) {
 			_, err := time.ParseDuration(p.node.Value)
+			want := "want e.g. 250ms, 1s, 1m, 24h"
+			if d := durationFor(p.node.Value); d != "" {
+				// The suggestion is itself a Go duration.
+				if _, err := time.ParseDuration(d); err != nil {
+					t.Fatalf("%q: suggests %q, not a Go duration: %v", p.node.Value, d, err)
+				}
+				want = "write " + d + "; " + want
+			}
 			if p.node.Kind != yaml.ScalarNode || p.node.ShortTag() == "!!null" || err == nil ||
-				p.message != fmt.Sprintf("line %d: %s: `%s` is not a Go duration (want e.g. 250ms, 1s, 1m, 24h)", p.node.Line, p.path, p.node.Value) {
+				p.message != fmt.Sprintf("line %d: %s: `%s` is not a Go duration (%s)", p.node.Line, p.path, p.node.Value, want) {
 				t.Fatalf("problem %+v", p)
 			}
 		}
 	})
+}
+
+// A duration written without a unit, or with a unit word, is told the Go
+// duration it most likely means (trial3: `max_retry_wait: 30` and `per:
+// hour` got only examples).
+func TestDurationFor(t *testing.T) {
+	for v, want := range map[string]string{"30": "30s", "1 hour": "1h", "hour": "1h", "1hr": "1h", "5 min": "5m", "5 minutes": "5m",
+		"2 days": "48h", "1.5d": "36h", "a minute": "1m", "an hour": "1h", "250 msec": "250ms", "week": "168h", "10 Seconds": "10s",
+		"soon": "", "": "", "1h30": "", "5 parsecs": "", "a": ""} {
+		if got := durationFor(v); got != want {
+			t.Errorf("durationFor(%q) = %q, want %q", v, got, want)
+		}
+	}
+	_, err := Parse([]byte("upstreams: [{name: o, flavor: openai, base_url: \"http://x\"}]\nmax_retry_wait: 30\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 2: max_retry_wait: `30` is not a Go duration (write 30s; want e.g.") {
+		t.Errorf("err = %v, want the suggestion 30s", err)
+	}
 }

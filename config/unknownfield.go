@@ -88,7 +88,11 @@ func explainUnknownField(msg string) string {
 		return msg
 	}
 	out := line + "unknown field " + field
-	if guess := suggest.Closest(field, known); guess != "" {
+	if field != "" && strings.Trim(field, "0123456789") == "" {
+		// In a {…} mapping the comma of "rate: 1,000" ends the entry:
+		// rate reads 1 and "000" is a key of its own (trial3).
+		out += " (a number written with a thousands comma, such as 1,000, splits in two inside {…}: write 1000)"
+	} else if guess := suggest.Closest(field, known); guess != "" {
 		out += " (did you mean " + guess + "?)"
 	}
 	return out + "; this section takes: " + strings.Join(known, ", ")

@@ -160,3 +160,13 @@ func FuzzExplainIntField(f *testing.F) {
 		}
 	})
 }
+
+// A thousands comma inside a {…} mapping splits the number: "rate: 1,000"
+// reads rate 1 and a key "000". The unknown key says so (trial3: "unknown
+// field 000" and the list of fields, nothing about the comma).
+func TestThousandsCommaInFlowMapping(t *testing.T) {
+	_, err := Parse([]byte("upstreams: [{name: o, flavor: openai, base_url: \"http://x\"}]\nlimits: [{name: l, scope: user, unit: tokens, rate: 1,000, per: 1h}]\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 2: unknown field 000 (a number written with a thousands comma, such as 1,000, splits in two inside {…}: write 1000)") {
+		t.Errorf("err = %v, want the thousands comma named", err)
+	}
+}

@@ -35,11 +35,24 @@ type Record struct {
 	// the upstream failed or could not be reached).
 	Status int `json:"status"`
 
-	InputTokens          int64 `json:"input_tokens"`
-	CachedInputTokens    int64 `json:"cached_input_tokens"`
-	CacheWriteTokens     int64 `json:"cache_write_tokens"`
-	OutputTokens         int64 `json:"output_tokens"`
-	ReasoningTokens      int64 `json:"reasoning_tokens"`
+	InputTokens       int64 `json:"input_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens"`
+	CacheWriteTokens  int64 `json:"cache_write_tokens"`
+	// CacheWrite1hTokens is the part of CacheWriteTokens written with
+	// Anthropic's 1-hour TTL, priced above the 5-minute writes
+	// (spec.Usage.CacheWrite1hTokens).
+	CacheWrite1hTokens int64 `json:"cache_write_1h_tokens"`
+	OutputTokens       int64 `json:"output_tokens"`
+	ReasoningTokens    int64 `json:"reasoning_tokens"`
+	// AudioInputTokens and AudioOutputTokens are the parts of InputTokens
+	// and OutputTokens that are audio, priced at the model's audio prices;
+	// WebSearches counts the searches billed per search on top of the
+	// tokens (spec.Usage). With them every priced part of CostMicroUSD is
+	// in the record (trial3: a 1-hour cache write's cost could not be
+	// recomputed from the record).
+	AudioInputTokens     int64 `json:"audio_input_tokens"`
+	AudioOutputTokens    int64 `json:"audio_output_tokens"`
+	WebSearches          int64 `json:"web_searches"`
 	EstimatedInputTokens int64 `json:"estimated_input_tokens"`
 	// EstimatedOutputTokens is the output reserved at admission, in
 	// tokens, whatever the unit of the request's tightest limit (see
@@ -80,8 +93,8 @@ type Record struct {
 func Fields() []string {
 	return []string{
 		"ts", "request_id", "key_id", "user", "tenant", "model", "flavor", "status",
-		"input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens",
-		"reasoning_tokens", "estimated_input_tokens", "estimated_output_tokens", "reserved", "reserved_unit",
+		"input_tokens", "cached_input_tokens", "cache_write_tokens", "cache_write_1h_tokens", "output_tokens",
+		"reasoning_tokens", "audio_input_tokens", "audio_output_tokens", "web_searches", "estimated_input_tokens", "estimated_output_tokens", "reserved", "reserved_unit",
 		"cost_micro_usd", "unmetered", "usage_implausible", "reported_input_tokens",
 		"reported_output_tokens",
 	}

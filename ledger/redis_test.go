@@ -163,11 +163,20 @@ func TestRedisKilledRecordsKept(t *testing.T) {
 				t.Errorf("the log speaks of a file there is none of: %s", logs.String())
 			}
 
+			const back = "ledger: redis sink: the stream takes records again"
+			if strings.Contains(logs.String(), back) {
+				t.Fatalf("the stream's return logged while Redis is down: %s", logs.String())
+			}
 			srv.Restart()
 			waitFor(t, func() bool {
 				flush(t, w)
 				return gauge(t, reg, "llmguard_ledger_pending", "redis") == 0
 			})
+			// The outage's end is logged as its start was (trial3: only
+			// the start was).
+			if out := logs.String(); strings.Count(out, back) != 1 || !strings.Contains(out[strings.Index(out, back):], "failing_for=") {
+				t.Errorf("want one line saying the stream takes records again, with failing_for: %s", out)
+			}
 			w.Write(rec(600))
 			w.Close()
 			if got := counter(t, reg, "llmguard_ledger_records_total", "redis"); got != 601 {

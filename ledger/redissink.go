@@ -67,7 +67,14 @@ type redisSink struct {
 	pendingBytes int64
 	failedAt     time.Time // the last failed send; zero after a success
 	loggedAt     time.Time // the last log line about a failed send
-	lostAt       time.Time // the last log line about records given up
+	// downSince is the first failed send since the last that succeeded
+	// (zero while sends succeed); downLogged, that a line about a failed
+	// send was written since then, so that the run's end is logged too
+	// (trial3: a Redis restart logged the records "not added to the
+	// stream yet" and never that they were).
+	downSince  time.Time
+	downLogged bool
+	lostAt     time.Time // the last log line about records given up
 }
 
 func startRedisSink(o Options, m *metrics) *redisSink {
@@ -293,21 +300,32 @@ func (s *redisSink) sendOne() {
 		s.drop(first)
 		if err != nil {
 			s.failedAt = s.now()
+			if s.downSince.IsZero() {
+				s.downSince = s.failedAt
+			}
 			s.m.tally.failed(sinkRedis, err, s.failedAt)
-			s.logEvery(&s.loggedAt, "ledger: redis sink: records not added to the stream yet; kept in memory and sent again (within the retry bounds)"+s.fileNote(false), len(s.pending), err)
+			if s.logEvery(&s.loggedAt, "ledger: redis sink: records not added to the stream yet; kept in memory and sent again (within the retry bounds)"+s.fileNote(false), len(s.pending), err) {
+				s.downLogged = true
+			}
 		} else {
 			s.failedAt = time.Time{}
 			s.m.tally.ok(sinkRedis)
+			if s.downLogged {
+				s.log.Info("ledger: redis sink: the stream takes records again", "stream", s.stream,
+					"failing_for", s.now().Sub(s.downSince).Round(time.Millisecond), "still_pending", len(s.pending))
+			}
+			s.downSince, s.downLogged = time.Time{}, false
 		}
 	}
 	s.trim(s.now())
 }
 
-// logEvery logs msg unless *last is less than dropLogEvery ago.
-func (s *redisSink) logEvery(last *time.Time, msg string, records int, err error) {
+// logEvery logs msg unless *last is less than dropLogEvery ago, and
+// reports whether it did.
+func (s *redisSink) logEvery(last *time.Time, msg string, records int, err error) bool {
 	now := s.now()
 	if !last.IsZero() && now.Sub(*last) < dropLogEvery {
-		return
+		return false
 	}
 	*last = now
 	args := []any{"stream", s.stream, "records", records}
@@ -315,6 +333,7 @@ func (s *redisSink) logEvery(last *time.Time, msg string, records int, err error
 		args = append(args, "err", err)
 	}
 	s.log.Error(msg, args...)
+	return true
 }
 
 // add sends lines as one pipeline of XADDs and reports which were added

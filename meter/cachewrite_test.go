@@ -40,3 +40,31 @@ func TestTimelineCacheWriteReserved(t *testing.T) {
 		x.Settle(Settlement{Source: spec.SourceReserved, Status: 200})
 	}
 }
+
+// The ledger record holds every priced part of its cost: the 1-hour cache
+// writes, the audio tokens and the web searches as well as the token
+// counts, so that finance can recompute cost_micro_usd from the record
+// and the price table (trial3: a Messages call with 500 of its 2,000
+// cache-write tokens at the 1-hour price cost 13,446 µUSD, and the record,
+// without the split, read as 12,321).
+func TestLedgerRecordsEveryPricedPart(t *testing.T) {
+	tl := newTimeline(t, `  - {name: dollars, scope: tenant, unit: usd, rate: 100, per: 1h}
+`)
+	x := tl.meter.Admit(Request{ID: "req-parts", Principal: tl.alice, Policy: tl.policy,
+		Flavor: spec.FlavorAnthropic, Path: "/v1/messages", Model: "claude-sonnet-4-5", Weighed: true,
+		Estimate: spec.Usage{InputTokens: 5000, OutputTokens: 200}})
+	if x.Verdict() != Admitted {
+		t.Fatalf("verdict %v, want admitted", x.Verdict())
+	}
+	used := spec.Usage{InputTokens: 4007, CachedInputTokens: 1000, CacheWriteTokens: 2000, CacheWrite1hTokens: 500,
+		OutputTokens: 100, AudioInputTokens: 7, AudioOutputTokens: 9, WebSearches: 3}
+	x.Settle(Settlement{Source: spec.SourceReported, Usage: used, Status: 200})
+	recs := tl.ledger.all()
+	if len(recs) != 1 {
+		t.Fatalf("ledger %+v, want one record", recs)
+	}
+	r := recs[0]
+	if r.CacheWriteTokens != 2000 || r.CacheWrite1hTokens != 500 || r.AudioInputTokens != 7 || r.AudioOutputTokens != 9 || r.WebSearches != 3 {
+		t.Errorf("record %+v: want cache writes 2000 (500 of them 1-hour), audio 7 in and 9 out, 3 web searches", r)
+	}
+}

@@ -370,6 +370,12 @@ func (x *Exchange) DeniedBy() int {
 // to hold its cost (until the period's end for a quota).
 func (x *Exchange) RetryAfter() time.Duration { return x.decision.RetryAfter }
 
+// FromFallback reports whether the store was unavailable and the fail-open
+// limits were judged by this node's fallback buckets (each limit ÷
+// store.nodes), not by the shared store: a denial then is the node's
+// share running out.
+func (x *Exchange) FromFallback() bool { return x.fallback }
+
 // ClosedBy is the rule that refused a FailClosed request (the fail-closed
 // rule) or an Unmetered one (a token or dollar rule), nil otherwise.
 func (x *Exchange) ClosedBy() *policy.Rule { return x.closedBy }

@@ -227,7 +227,9 @@ func (m *Meter) newRecord(x *Exchange, s Settlement, actual spec.Usage, known bo
 	}
 	t := x.chargedTokens(s.Source, known, actual)
 	r.InputTokens, r.CachedInputTokens, r.CacheWriteTokens = t.InputTokens, t.CachedInputTokens, t.CacheWriteTokens
+	r.CacheWrite1hTokens = t.CacheWrite1hTokens
 	r.OutputTokens, r.ReasoningTokens = t.OutputTokens, t.ReasoningTokens
+	r.AudioInputTokens, r.AudioOutputTokens, r.WebSearches = t.AudioInputTokens, t.AudioOutputTokens, t.WebSearches
 	if i := tightestRatio(x.rules); i >= 0 {
 		a := x.rules[i]
 		r.Reserved, r.ReservedUnit = a.Reserved, a.Rule.Unit.String()

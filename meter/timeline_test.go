@@ -337,15 +337,15 @@ func TestTimelineFailOpenUsesTheFallback(t *testing.T) {
 	if got := tl.level(tl.fallback, "tpm"); got != 500-150 {
 		t.Fatalf("after settlement the fallback holds %d, want %d: reconciled where it was taken", got, 500-150)
 	}
-	if y := tl.admit(100, 300); y.Verdict() != Denied {
-		t.Fatalf("%v, want denied by the fallback's 350 left", y.Verdict())
+	if y := tl.admit(100, 300); y.Verdict() != Denied || !y.FromFallback() {
+		t.Fatalf("%v (from the fallback: %v), want denied by the fallback's 350 left", y.Verdict(), y.FromFallback())
 	}
 	tl.store.down.Store(false)
 	if got := tl.level(tl.mem, "tpm"); got != 1000 {
 		t.Fatalf("the store holds %d, want 1000: nothing was taken there while it was down", got)
 	}
 	z := tl.admit(100, 300)
-	if z.Verdict() != Admitted || z.Outcome(200) != OutcomeAllowed || tl.level(tl.mem, "tpm") != 600 {
+	if z.Verdict() != Admitted || z.Outcome(200) != OutcomeAllowed || tl.level(tl.mem, "tpm") != 600 || z.FromFallback() {
 		t.Fatalf("store back: %v (%s), %d left; want allowed by the store with 600 left", z.Verdict(), z.Outcome(200), tl.level(tl.mem, "tpm"))
 	}
 }

@@ -295,6 +295,13 @@ type denial struct {
 	tooLarge bool
 	// retry is how long until the denying limit can admit the request.
 	retry time.Duration
+	// fallback: the store was unavailable and this node's fallback share
+	// of the limit denied (meter.Exchange.FromFallback).
+	fallback bool
+	// outputField names the request's output cap as its API spells it
+	// (weigher.Kind.OutputField), for a request too large; "" when the
+	// request has none.
+	outputField string
 	// hiddenModel, when not "", is the model (as priced) whose largest
 	// input the estimate reserved for context the body does not hold
 	// (weigher.Estimate.ServerContext, x-llmguard-estimate: partial).
@@ -311,7 +318,8 @@ type denial struct {
 // its period. The body names the limit, the amount requested and the
 // wait, in the caller's flavor; for a request too large whose estimate
 // reserved hidden context, it says so and names the setting that bounds
-// that reservation.
+// that reservation; for a denial by this node's fallback share while the
+// store is unavailable (d.fallback), it says so.
 func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ietfItems, deny int, d denial) apiError {
 	retry := d.retry
 	a := rules[deny]
@@ -328,9 +336,14 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 	case d.tooLarge:
 		e.message = fmt.Sprintf("Request too large for limit %s (%s scope): requested %d %s, but the limit holds at most %d %s. Waiting will not help: ",
 			a.Rule.Name, a.Rule.Scope, a.Reserved, unit, a.Limit.Capacity, unit)
-		if d.hiddenModel == "" {
-			e.message += "reduce the request (e.g. max_tokens or the prompt)."
-		} else {
+		switch {
+		case d.hiddenModel == "" && d.outputField == "":
+			e.message += "reduce the request's input."
+		case d.hiddenModel == "":
+			// The caller's own field (trial3: a Responses caller was told
+			// to lower max_tokens, which that API does not take).
+			e.message += "reduce the request: lower " + d.outputField + ", or shorten the prompt."
+		default:
 			e.message += hiddenContextAdvice(d.hiddenModel)
 		}
 		if a.Limit.IsQuota() {
@@ -363,6 +376,12 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %d per %s, remaining %d, requested %d. Please try again in %s.",
 			a.Rule.Name, a.Rule.Scope, unit, a.Limit.Rate, a.Limit.Per, max(a.Status.Remaining, 0), a.Reserved, goDuration(retry))
 		setRetryAfter(&ctx.Response.Header, retry)
+	}
+	if d.fallback {
+		// The figures above are the configured limit's; what denied is
+		// this node's share of it (trial3: "limit 1000, remaining 7"
+		// after some 500 tokens, with nothing said of the outage).
+		e.message += " llmguard's limit store is unavailable: until it answers again, each llmguard node enforces its own share of this limit (the limit ÷ store.nodes)."
 	}
 	ctx.Response.Header.Set("x-llmguard-limit", a.Rule.Name)
 	setLimitHeaders(&ctx.Response.Header, f, rules, items)

@@ -157,3 +157,22 @@ func TestDeniedResponseListsTheDenyingRule(t *testing.T) {
 		}
 	}
 }
+
+// A denial by this node's fallback share, while the store is unavailable,
+// says so after the configured limit's figures (trial3: "limit 1000,
+// remaining 7" after some 500 tokens, nothing said of the outage); a
+// denial by the store itself does not.
+func TestDeniedByFallbackSaysSo(t *testing.T) {
+	rules := manyApplied(rand.New(rand.NewPCG(5, 6)), 1)
+	rules[0].Denied = true
+	const note = "limit store is unavailable: until it answers again, each llmguard node enforces its own share of this limit"
+	for _, fallback := range []bool{false, true} {
+		for _, f := range []Flavor{FlavorOpenAI, FlavorAnthropic} {
+			var ctx fasthttp.RequestCtx
+			e := denied(&ctx, f, rules, nil, 0, denial{retry: 5 * time.Second, fallback: fallback})
+			if got := strings.Contains(e.message, note); got != fallback {
+				t.Errorf("fallback %v, %v: message %q; want the outage named: %v", fallback, f, e.message, fallback)
+			}
+		}
+	}
+}

@@ -72,6 +72,9 @@ type kindRow struct {
 	// usage reads a non-streamed response's usage ([ParseUsage]), its body
 	// nested at most maxDepth levels (0: DefaultMaxDepth).
 	usage func(body []byte, maxDepth int) (Usage, bool)
+	// outputField names the request fields that cap its output, as its API
+	// spells them ([Kind.OutputField]); "" for a kind without output.
+	outputField string
 	// outputUncountable: the output is not text llmguard can count (images):
 	// an answer without usage keeps its output reservation.
 	outputUncountable bool
@@ -97,17 +100,17 @@ var kinds = [numKinds]kindRow{
 	KindChat: {
 		name: "chat", paths: []string{"/v1/chat/completions"}, weighed: true,
 		weigh: (*Weigher).chat, usage: parseChatUsage, stream: (*Stream).chatEvent, usageOptIn: true,
-		answerText: chatAnswerText,
+		answerText: chatAnswerText, outputField: "max_completion_tokens or max_tokens",
 	},
 	KindResponses: {
 		name: "responses", paths: []string{"/v1/responses"}, weighed: true,
 		weigh: (*Weigher).responses, usage: parseResponsesUsage, stream: (*Stream).responsesEvent,
-		answerText: responsesAnswerText,
+		answerText: responsesAnswerText, outputField: "max_output_tokens",
 	},
 	KindCompletions: {
 		name: "completions", paths: []string{"/v1/completions"}, weighed: true,
 		weigh: (*Weigher).completions, usage: parseChatUsage, stream: (*Stream).completionsEvent, usageOptIn: true,
-		answerText: chatAnswerText,
+		answerText: chatAnswerText, outputField: "max_tokens",
 	},
 	KindEmbeddings: {
 		name: "embeddings", paths: []string{"/v1/embeddings"}, weighed: true,
@@ -116,7 +119,7 @@ var kinds = [numKinds]kindRow{
 	KindMessages: {
 		name: "messages", paths: []string{"/v1/messages"}, weighed: true,
 		weigh: (*Weigher).messages, usage: parseMessagesUsage, stream: (*Stream).messagesEvent,
-		answerText: messagesAnswerText,
+		answerText: messagesAnswerText, outputField: "max_tokens",
 	},
 	KindCountTokens: {name: "count_tokens", paths: []string{"/v1/messages/count_tokens"}},
 	KindUnmetered:   {name: "unmetered"}, // found by family, not by path: see Classify
@@ -168,6 +171,14 @@ func KindPaths() []string {
 // ([ParseUsage], [Stream]). False for KindOther, KindCountTokens and a value
 // that is no kind, whose requests count as requests only.
 func (k Kind) Weighed() bool { return k.row().weighed }
+
+// OutputField names the request fields that cap a request's output as
+// kind k's API spells them — "max_completion_tokens or max_tokens" for
+// chat, "max_output_tokens" for Responses, "max_tokens" for legacy
+// completions and Anthropic's Messages — for a refusal that tells the
+// caller what to lower; "" for a kind without output to cap (embeddings,
+// images, and every kind not weighed).
+func (k Kind) OutputField() string { return k.row().outputField }
 
 // OutputUncountable reports whether the output of kind k is not text that
 // can be counted locally (generated images): a streamed answer whose usage

@@ -239,3 +239,16 @@ func TestWeighAs(t *testing.T) {
 		t.Errorf("gpt-4 (cl100k_base) and an unknown name counted alike (%d): the test text does not tell encodings apart", a.InputTokens)
 	}
 }
+
+// Every kind that reserves text output names the field capping it as its
+// API spells it; the others name none (a refusal then says to reduce the
+// input).
+func TestKindOutputField(t *testing.T) {
+	want := map[Kind]string{KindChat: "max_completion_tokens or max_tokens", KindResponses: "max_output_tokens",
+		KindCompletions: "max_tokens", KindMessages: "max_tokens"}
+	for k := Kind(0); k <= numKinds; k++ {
+		if got := k.OutputField(); got != want[k] {
+			t.Errorf("%s: OutputField %q, want %q", k, got, want[k])
+		}
+	}
+}

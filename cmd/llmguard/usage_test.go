@@ -268,3 +268,32 @@ func TestUsageOneRequest(t *testing.T) {
 		t.Errorf("want %q in:\n%s", want, b.String())
 	}
 }
+
+// A tenant dollar quota of the report's period that counts less than the
+// ledger's spend of its tenant gets a note naming the usual causes
+// (trial3: 55 used beside 105 µUSD spent after a Redis restart, in two
+// tables, with nothing said); one that counts as much, another period's,
+// and a tokens quota get none.
+func TestQuotaBehindLedgerNotes(t *testing.T) {
+	start, end := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	q := func(limit, subject, unit string, used int64, s, e time.Time) app.QuotaState {
+		return app.QuotaState{Limit: limit, Scope: "tenant", Subject: subject, Unit: unit, Used: used, Quota: 1_000_000, PeriodStart: s, PeriodEnd: e}
+	}
+	rep := &app.UsageReport{Source: "redis_stream", Period: app.ReportPeriod{Name: "day", Start: start, End: end},
+		ByTenant: []app.UsageRow{{Tenant: "dev-team", Spend: app.Spend{MicroUSD: 105}}, {Tenant: "acme", Spend: app.Spend{MicroUSD: 34296}}},
+		Quotas: []app.QuotaState{
+			q("team-daily", "dev-team", "micro_usd", 55, start, end),
+			q("acme-daily", "acme", "micro_usd", 34296, start, end),
+			q("acme-monthly", "dev-team", "micro_usd", 0, start.AddDate(0, 0, -4), end.AddDate(0, 0, 26)),
+			q("team-tokens", "dev-team", "tokens", 0, start, end),
+		}}
+	notes := quotaBehindLedgerNotes(rep)
+	if len(notes) != 1 || !strings.Contains(notes[0], "quota team-daily of tenant \"dev-team\" counts 55 µUSD used, less than the 105 µUSD") ||
+		!strings.Contains(notes[0], "Redis restarted without its data") {
+		t.Fatalf("notes = %q, want one, for team-daily, naming the amounts and the causes", notes)
+	}
+	rep.Source = "none"
+	if notes := quotaBehindLedgerNotes(rep); len(notes) != 0 {
+		t.Errorf("without a ledger: notes = %q, want none", notes)
+	}
+}

@@ -23,6 +23,9 @@ type sample struct {
 	start, end time.Time
 	status     int
 	retryAfter string
+	// storeNote: the body says the limit store is unavailable (a denial
+	// by this node's fallback share).
+	storeNote bool
 }
 
 // TestChaosRedisKilledUnderLoad runs steady load through llmguard on a real
@@ -88,9 +91,10 @@ store:
 			t.Error(err)
 			return s
 		}
-		io.Copy(io.Discard, resp.Body)
+		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		s.end, s.status, s.retryAfter = time.Now(), resp.StatusCode, resp.Header.Get("Retry-After")
+		s.storeNote = strings.Contains(string(b), "limit store is unavailable")
 		return s
 	}
 
@@ -211,6 +215,11 @@ store:
 			openAdmitted++
 		case s.key == "sk-load" && s.status == 429:
 			openDenied++
+			if !s.storeNote {
+				// trial3: the fallback's 429 named the configured limit's
+				// figures and nothing of the outage.
+				t.Errorf("during the outage: a 429 by the fallback does not say the limit store is unavailable")
+			}
 		case s.key == "sk-bob" && s.status == 503 && s.retryAfter != "":
 			closed503++
 		default:

@@ -83,6 +83,101 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms}
 		strings.Index(out, "store circuit breaker") < strings.Index(out, line) {
 		t.Errorf("the first failed take was logged only after the breaker opened:\n%s", out)
 	}
+	// The end of a logged run of failures is logged too, once a call
+	// succeeds again (trial3: the start alone, and nothing when Redis came
+	// back); had the breaker opened, its close line would end it.
+	const back = "store answers again after failed calls"
+	ended := func(out string) bool {
+		return max(strings.LastIndex(out, back), strings.LastIndex(out, "to=closed")) > strings.LastIndex(out, line)
+	}
+	// Reconciliations that waited out the pauses may have opened the
+	// breaker: post until it has closed again (its probe, then a call).
+	for i := 0; i < 300 && !ended(logs.String()); i++ {
+		if resp, b := h.post(testKey, body); resp.StatusCode != 200 {
+			t.Fatalf("store back: status %d: %s", resp.StatusCode, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	out := logs.String()
+	if end := max(strings.LastIndex(out, back), strings.LastIndex(out, "to=closed")); end < strings.LastIndex(out, line) {
+		t.Fatalf("the last failed take's line has no end after it:\n%s", out)
+	}
+	if i := strings.Index(out, back); i >= 0 && !strings.Contains(out[i:i+strings.IndexByte(out[i:], '\n')], "failed_calls=") {
+		t.Errorf("the end line does not count the failed calls:\n%s", out[i:])
+	}
+}
+
+// A run of failures too short to open the breaker is logged where it ends
+// too (INFO, with the failed calls and the time since the first), not
+// only where it starts (trial3: Redis down 6 s under light traffic wrote
+// one "store take failed" line and nothing when it came back).
+func TestIsolatedFailuresLoggedWhereTheyEnd(t *testing.T) {
+	srv := redistest.Start(t)
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	// min_calls 10000: the breaker never opens here, so only the run's own
+	// line can say that the store answers again.
+	cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, fmt.Sprintf(`
+limits:
+  - {name: user-rpm, scope: user, unit: requests, rate: 1000, per: 1m, on_failure: open}
+store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, breaker: {min_calls: 10000}}
+`, srv.Addr()))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(logs, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := serveApp(t, mock, a, nil)
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`
+	admin := srv.Client()
+	defer admin.Close()
+	const back = "store answers again after failed calls"
+	for i := range 2 {
+		if err := admin.Do(context.Background(), "CLIENT", "PAUSE", 1000, "WRITE").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if resp, b := h.post(testKey, body); resp.StatusCode != 200 {
+			t.Fatalf("paused %d: status %d: %s", i, resp.StatusCode, b)
+		}
+		// Checked while Redis is still paused: once it is not, any call
+		// (the request's own settlement) may end the run.
+		if i == 0 && strings.Contains(logs.String(), back) {
+			t.Fatalf("the end logged while no call could succeed:\n%s", logs)
+		}
+		if err := admin.Do(context.Background(), "CLIENT", "UNPAUSE").Err(); err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 100 && strings.Count(logs.String(), back) < 1; j++ {
+			if resp, b := h.post(testKey, body); resp.StatusCode != 200 {
+				t.Fatalf("store back: status %d: %s", resp.StatusCode, b)
+			}
+		}
+	}
+	out := logs.String()
+	if strings.Contains(out, "store circuit breaker") {
+		t.Fatalf("the breaker opened; this test is about failures it does not see:\n%s", out)
+	}
+	// One start line (the second run's is within failedTakeLogEvery of
+	// the first, so not written) and one end line: the first run's. The
+	// second run had no line of its own, so no end line either.
+	if n, m := strings.Count(out, "store take failed"), strings.Count(out, back); n != 1 || m != 1 {
+		t.Fatalf("%d start lines and %d end lines, want 1 and 1:\n%s", n, m, out)
+	}
+	i := strings.Index(out, back)
+	end := out[strings.LastIndexByte(out[:i], '\n')+1:]
+	end = end[:strings.IndexByte(end, '\n')]
+	if !strings.Contains(end, "level=INFO") || !strings.Contains(end, "failed_calls=") || !strings.Contains(end, "since_first_failure=") {
+		t.Errorf("end line %q: want INFO with failed_calls and since_first_failure", end)
+	}
+	if strings.Index(out, back) < strings.Index(out, "store take failed") {
+		t.Errorf("the end was logged before the start:\n%s", out)
+	}
 }
 
 // An outage is logged once where it starts (WARN, closed to open) and once

@@ -123,7 +123,7 @@ func TestTooLargeNamesHiddenContextReservation(t *testing.T) {
 			t.Errorf("hidden-context 429 (%s): message %q lacks %q", code, msg, want)
 		}
 	}
-	if strings.Contains(msg, "max_tokens or the prompt") {
+	if strings.Contains(msg, "shorten the prompt") {
 		t.Errorf("hidden-context 429: message %q still advises lowering max_tokens or the prompt", msg)
 	}
 
@@ -131,8 +131,18 @@ func TestTooLargeNamesHiddenContextReservation(t *testing.T) {
 	if resp.StatusCode != 429 || resp.Header.Get("x-llmguard-estimate") != "" {
 		t.Fatalf("exact request over the limit: %d (estimate %q) %.300s, want an exact 429", resp.StatusCode, resp.Header.Get("x-llmguard-estimate"), b)
 	}
-	if _, msg := errorCode(t, "/v1/chat/completions", b); !strings.Contains(msg, "reduce the request (e.g. max_tokens or the prompt)") || strings.Contains(msg, "max_input_tokens") {
+	if _, msg := errorCode(t, "/v1/chat/completions", b); !strings.Contains(msg, "reduce the request: lower max_completion_tokens or max_tokens, or shorten the prompt.") || strings.Contains(msg, "max_input_tokens") {
 		t.Errorf("exact request over the limit: message %q, want the advice to reduce the request", msg)
+	}
+	// Each API's own output field (trial3: a Responses caller was told to
+	// lower max_tokens, a field Responses does not take).
+	resp, b = h.raw("/v1/responses", `{"model":"gpt-4o-mini","input":"hi","max_output_tokens":5000}`, bearer...)
+	if _, msg := errorCode(t, "/v1/responses", b); resp.StatusCode != 429 || !strings.Contains(msg, "reduce the request: lower max_output_tokens, or shorten the prompt.") {
+		t.Errorf("responses over the limit: %d, message %q, want the advice to lower max_output_tokens", resp.StatusCode, msg)
+	}
+	resp, b = h.raw("/v1/embeddings", `{"model":"text-embedding-3-small","input":"`+strings.Repeat("word ", 2000)+`"}`, bearer...)
+	if _, msg := errorCode(t, "/v1/embeddings", b); resp.StatusCode != 429 || !strings.Contains(msg, "reduce the request's input.") {
+		t.Errorf("embeddings over the limit: %d, message %q, want the advice to reduce the input (it has no output)", resp.StatusCode, msg)
 	}
 
 	f := startFlavors(t, "")

@@ -156,6 +156,14 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 
 	m := newStoreMetrics(reg)
 	failedTakeLog := &rate.Sometimes{First: 1, Interval: failedTakeLogEvery}
+	// A run of failed calls (from the first failure after a success to the
+	// next success) whose "store take failed" line was written, and the
+	// breaker did not open during it, gets a line at its end too: the
+	// breaker's own lines tell an outage's start and end, but isolated
+	// failures (fewer than min_calls, on a quiet node) had only their
+	// start logged (trial3: a Redis down 6 s under light traffic logged
+	// one "store take failed" and then nothing when it came back).
+	run := &failureRun{}
 	logFactors := func() {
 		for _, rule := range live().Rules() {
 			if rule.FailOpen {
@@ -185,6 +193,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 			switch {
 			case from == bucket.BreakerClosed && to == bucket.BreakerOpen:
 				outageFrom.Store(time.Now().UnixNano())
+				run.logged.Store(false) // the breaker's close line ends it
 				log.Warn("store circuit breaker", "from", from.String(), "to", to.String())
 				logFactors() // once per outage
 			case to == bucket.BreakerClosed:
@@ -207,9 +216,15 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 			}
 			switch call.Result {
 			case bucket.ResultOK:
-				lastFailed.Store(false)
+				if lastFailed.Load() && lastFailed.Swap(false) {
+					if failed, since, logged := run.end(); logged {
+						log.Info("store answers again after failed calls; limits are taken from it again",
+							"failed_calls", failed, "since_first_failure", time.Since(since).Round(time.Millisecond))
+					}
+				}
 			case bucket.ResultFailed:
 				lastFailed.Store(true)
+				run.fail()
 				reloadCluster()
 				if probe {
 					m.errors.WithLabelValues("probe", call.Kind.String()).Inc()
@@ -222,6 +237,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 					// breaker stays closed: say so for isolated failures
 					// too, at most once per failedTakeLogEvery.
 					failedTakeLog.Do(func() {
+						run.logged.Store(true)
 						log.Warn("store take failed: this request's fail-open limits were served by this node's fallback bucket, fail-closed limits refused it",
 							"kind", call.Kind.String(), "err", call.Err, "took", call.Duration, "next_line_after", failedTakeLogEvery)
 					})
@@ -494,4 +510,28 @@ func (f *factorCollector) Collect(ch chan<- prometheus.Metric) {
 				bucket.OverAdmissionOf(rule.LimitAt(now), f.nodes, 0).Factor, rule.Name)
 		}
 	}
+}
+
+// failureRun is the store's current run of failed calls: those since the
+// last call that succeeded. Safe for concurrent use; its zero value is no
+// run.
+type failureRun struct {
+	failed atomic.Int64 // failed calls in the run
+	first  atomic.Int64 // time.Now().UnixNano() of the run's first failure
+	// logged: a "store take failed" line was written in the run, and the
+	// breaker has not opened since (its own close line then ends it).
+	logged atomic.Bool
+}
+
+// fail counts one failed call, the run's first starting it.
+func (r *failureRun) fail() {
+	if r.failed.Add(1) == 1 {
+		r.first.Store(time.Now().UnixNano())
+	}
+}
+
+// end ends the run at a call that succeeded: it returns the run's failed
+// calls, the time of its first, and whether its end is to be logged.
+func (r *failureRun) end() (failed int64, since time.Time, logged bool) {
+	return r.failed.Swap(0), time.Unix(0, r.first.Load()), r.logged.Swap(false)
 }

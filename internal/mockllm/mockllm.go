@@ -169,7 +169,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		default:
 			ctx.SetStatusCode(fasthttp.StatusNotFound)
 			ctx.SetContentType("application/json")
-			ctx.SetBodyString(`{"error":{"message":"unknown path","type":"invalid_request_error","param":null,"code":"unknown_url"}}`)
+			b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": unknownPathMessage(string(ctx.Method()), string(ctx.Path())),
+				"type": "invalid_request_error", "param": nil, "code": "unknown_url"}})
+			ctx.SetBody(b)
 		}
 	}
 }
@@ -379,4 +381,17 @@ func jsonBody(ctx *fasthttp.RequestCtx, st steer, body string) {
 
 func jsonString(s string) (string, error) {
 	return strconv.Quote(s), nil // the mock's words are ASCII: Go and JSON quoting agree
+}
+
+// unknownPathMessage is the mock's 404 message for a path it does not
+// serve: OpenAI's own ("Invalid URL (POST /chat/completions)"), and, for
+// a path that does not start with /v1/, that an OpenAI SDK's base URL
+// needs the /v1 (trial3: an SDK pointed at llmguard without it read
+// "unknown path" and nothing more).
+func unknownPathMessage(method, path string) string {
+	msg := "Invalid URL (" + method + " " + path + ")"
+	if !strings.HasPrefix(path, "/v1/") && !strings.HasPrefix(path, "/openai/") {
+		msg += ": the OpenAI API's paths start with /v1/, so an OpenAI SDK's base URL ends in /v1 (e.g. http://127.0.0.1:8080/v1)"
+	}
+	return msg
 }

@@ -625,3 +625,26 @@ func TestCloseRightAfterStartStopsListening(t *testing.T) {
 		}
 	}
 }
+
+// A path the mock does not serve is answered as OpenAI does ("Invalid URL
+// (POST /chat/completions)", code unknown_url), and one without /v1 says
+// that an OpenAI SDK's base URL needs it (trial3: "unknown path" alone).
+func TestUnknownPathSaysWhy(t *testing.T) {
+	s := start(t)
+	for path, want := range map[string]string{
+		"/chat/completions":   "Invalid URL (POST /chat/completions): the OpenAI API's paths start with /v1/, so an OpenAI SDK's base URL ends in /v1",
+		"/v1/chat/completion": "Invalid URL (POST /v1/chat/completion)",
+		"/v1/%22quoted%22/x":  `Invalid URL (POST /v1/"quoted"/x)`,
+	} {
+		r := post(t, s, path, `{}`, nil)
+		var e struct {
+			Error struct{ Message, Code string }
+		}
+		if err := json.Unmarshal(r.body, &e); err != nil || r.status != 404 || e.Error.Code != "unknown_url" || !strings.HasPrefix(e.Error.Message, want) {
+			t.Errorf("POST %q: %d %s (%v), want 404 unknown_url starting %q", path, r.status, r.body, err, want)
+		}
+		if strings.HasPrefix(path, "/v1/") && strings.Contains(e.Error.Message, "base URL") {
+			t.Errorf("POST %q: %q blames the base URL of a path with /v1", path, e.Error.Message)
+		}
+	}
+}

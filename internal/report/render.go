@@ -76,6 +76,7 @@ func Render(w io.Writer, r *Report) error {
 	v := &view{Report: r, W: chartW, H: chartH, PlotLeft: padLeft, PlotRight: chartW - padRight, PlotTop: padTop, PlotBot: chartH - padBot}
 	plotW, plotH := chartW-padLeft-padRight, chartH-padTop-padBot
 	n := float64(len(r.Days))
+	usd := pageUSD(r)
 
 	// Spend per day.
 	var maxDay int64 = 1
@@ -85,7 +86,7 @@ func Render(w io.Writer, r *Report) error {
 	slot := plotW / n
 	for i, d := range r.Days {
 		h := plotH * float64(d.CostMicroUSD) / float64(maxDay)
-		value := USD(d.CostMicroUSD)
+		value := usd(d.CostMicroUSD)
 		if d.Future { // a day still to come has no spend yet, not a spend of $0.00
 			value = "not yet"
 		}
@@ -122,24 +123,52 @@ func Render(w io.Writer, r *Report) error {
 		if b.HasBudget {
 			val = r.Budget - d.Cumulative
 		}
-		p := point{X: padLeft + float64(i+1)*slot, Y: y(val), Label: d.Date.Format("2 Jan") + ": " + USD(val)}
+		p := point{X: padLeft + float64(i+1)*slot, Y: y(val), Label: d.Date.Format("2 Jan") + ": " + usd(val)}
 		b.Points = append(b.Points, p)
 		line += fmt.Sprintf(" %.1f,%.1f", p.X, p.Y)
 	}
 	b.Line = line
 	if b.HasBudget {
-		b.BudgetText = USD(r.Budget)
-		b.RemainingLabel = USD(r.Budget - r.Total.CostMicroUSD)
+		b.BudgetText = usd(r.Budget)
+		b.RemainingLabel = usd(r.Budget - r.Total.CostMicroUSD)
 		b.OverBudget = r.Total.CostMicroUSD > r.Budget
 	}
 
-	v.ModelBars, v.ModelsH = hbars(r.Models)
-	v.UserBars, v.UsersH = hbars(r.Users)
-	return page.Execute(w, v)
+	v.ModelBars, v.ModelsH = hbars(r.Models, usd)
+	v.UserBars, v.UsersH = hbars(r.Users, usd)
+	t, err := page.Clone()
+	if err != nil {
+		return err
+	}
+	return t.Funcs(template.FuncMap{"usd": usd}).Execute(w, v)
 }
 
-// hbars lays out one horizontal bar per row, scaled to the largest spend.
-func hbars(rows []Row) ([]bar, float64) {
+// pageUSD is how the page writes an amount: USD (to the cent, an amount
+// under a cent to the micro-dollar), or, when the page shows any amount
+// under a cent but not zero, every amount to the micro-dollar, so that
+// one page does not mix "$0.02" with "$0.007521" and its rows add up to
+// its total as printed (trial3: $0.02 + $0.007521 + $0.002706 under a
+// total of $0.03).
+func pageUSD(r *Report) func(int64) string {
+	subCent := func(m int64) bool { return m != 0 && m > -10_000 && m < 10_000 }
+	exact := subCent(r.Total.CostMicroUSD) || subCent(r.Budget) || subCent(r.Budget-r.Total.CostMicroUSD)
+	for _, d := range r.Days {
+		exact = exact || subCent(d.CostMicroUSD) || subCent(d.Cumulative) || (r.Budget > 0 && subCent(r.Budget-d.Cumulative))
+	}
+	for _, rows := range [][]Row{r.Models, r.Users} {
+		for _, x := range rows {
+			exact = exact || subCent(x.CostMicroUSD)
+		}
+	}
+	if !exact {
+		return USD
+	}
+	return func(m int64) string { return usdFixed(m, 6) }
+}
+
+// hbars lays out one horizontal bar per row, scaled to the largest spend,
+// each labelled with usd of its spend.
+func hbars(rows []Row, usd func(int64) string) ([]bar, float64) {
 	var most int64 = 1
 	for _, r := range rows {
 		most = max(most, r.CostMicroUSD)
@@ -149,19 +178,77 @@ func hbars(rows []Row) ([]bar, float64) {
 	for i, r := range rows {
 		y := padTop + float64(i)*(hbarH+hbarGap)
 		out = append(out, bar{X: hbarName, Y: y, W: math.Max(1, width*float64(r.CostMicroUSD)/float64(most)), H: hbarH,
-			Label: short(r.Name), Value: USD(r.CostMicroUSD), TextY: y + hbarH*0.7})
+			Label: short(r.Name), Value: usd(r.CostMicroUSD), TextY: y + hbarH*0.7})
 	}
 	return out, padTop*2 + float64(len(rows))*(hbarH+hbarGap)
 }
 
-// yTicks are five labelled levels from lo to hi (micro-USD).
+// yTicks are the labelled levels of a chart from lo to hi (micro-USD):
+// the multiples of one round step (1, 2 or 5 × a power of ten micro-USD,
+// the smallest that needs at most 5 intervals) in [lo, hi], each labelled
+// with the decimals that step needs (at least cents), so that the labels
+// of one axis are distinct and alike: "$0.00 $0.01 $0.02 $0.03", not the
+// quarters of hi ("$0.00 $0.008574 $0.02 $0.03 $0.03", trial3). An empty
+// range (hi ≤ lo) has the one level lo.
 func yTicks(lo, hi int64, top, plotH float64) []tick {
+	pos := func(v int64) float64 { return top + plotH*float64(hi-v)/float64(max(hi-lo, 1)) }
+	if hi <= lo {
+		return []tick{{Pos: pos(lo), Label: usdFixed(lo, 2)}}
+	}
+	span := uint64(hi) - uint64(lo) // hi > lo: no overflow as unsigned
+	step, decimals := uint64(1), 6
+search:
+	for m := uint64(1); ; m *= 10 {
+		for _, k := range [...]uint64{1, 2, 5} {
+			// m ≤ 10^18: k·m·5 fits in a uint64; a step that large
+			// covers any span of int64s in at most 5 intervals.
+			if k*m*5 >= span || m >= 1e18 {
+				step = k * m
+				break search
+			}
+		}
+	}
+	for d := uint64(10); decimals > 2 && step%d == 0; d *= 10 {
+		decimals--
+	}
+	s := int64(step)
+	first := lo / s * s
+	if first < lo {
+		first += s
+	}
 	var out []tick
-	for i := 0; i <= 4; i++ {
-		v := lo + (hi-lo)*int64(i)/4
-		out = append(out, tick{Pos: top + plotH*float64(hi-v)/float64(max(hi-lo, 1)), Label: USD(v)})
+	for v := first; v <= hi; v += s {
+		out = append(out, tick{Pos: pos(v), Label: usdFixed(v, decimals)})
+		if v > hi-s { // the next step would pass hi (or overflow)
+			break
+		}
 	}
 	return out
+}
+
+// usdFixed formats micro-USD as dollars with the given decimals (2 to 6),
+// rounded half away from zero, e.g. usdFixed(1234567, 2) = "$1.23",
+// usdFixed(-5000, 3) = "-$0.005".
+func usdFixed(micro int64, decimals int) string {
+	sign := ""
+	u := uint64(micro)
+	if micro < 0 {
+		sign, u = "-", uint64(-(micro+1))+1
+	}
+	unit := uint64(1)
+	for range 6 - decimals {
+		unit *= 10
+	}
+	q := u/unit + (u%unit*2)/unit // rounded half up
+	scale := uint64(1)
+	for range decimals {
+		scale *= 10
+	}
+	whole := strconv.FormatUint(q/scale, 10)
+	for i := len(whole) - 3; i > 0; i -= 3 {
+		whole = whole[:i] + "," + whole[i:]
+	}
+	return fmt.Sprintf("%s$%s.%0*d", sign, whole, decimals, q%scale)
 }
 
 // USD formats micro-USD as dollars rounded to the cent, e.g. "$1,234.57"

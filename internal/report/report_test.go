@@ -185,6 +185,71 @@ func TestUSD(t *testing.T) {
 	}
 }
 
+// An axis is labelled at round steps, every label with the same
+// decimals: trial3's $0.034296 month read "$0.00 $0.008574 $0.02 $0.03
+// $0.03" (quarters of the top, each rounded its own way).
+func TestYTicksRoundAndAlike(t *testing.T) {
+	for _, tc := range []struct {
+		lo, hi int64
+		want   string
+	}{
+		{0, 34_296, "$0.00 $0.01 $0.02 $0.03"},
+		{0, 50_000, "$0.00 $0.01 $0.02 $0.03 $0.04 $0.05"},
+		{0, 7_500, "$0.000 $0.002 $0.004 $0.006"},
+		{0, 12, "$0.000000 $0.000005 $0.000010"},
+		{-4_000, 10_000, "$0.000 $0.005 $0.010"},
+		{-40_000, 10_000, "-$0.04 -$0.03 -$0.02 -$0.01 $0.00 $0.01"},
+		{0, 500_000_000, "$0.00 $100.00 $200.00 $300.00 $400.00 $500.00"},
+		{0, 1_234_567_890, "$0.00 $500.00 $1,000.00"},
+		{0, 1, "$0.000000 $0.000001"},
+		{0, 0, "$0.00"},
+		{0, math.MaxInt64, "$0.00 $1,000,000,000,000.00 $2,000,000,000,000.00 $3,000,000,000,000.00 $4,000,000,000,000.00 $5,000,000,000,000.00 $6,000,000,000,000.00 $7,000,000,000,000.00 $8,000,000,000,000.00 $9,000,000,000,000.00"},
+	} {
+		ticks := yTicks(tc.lo, tc.hi, 10, 200)
+		var labels []string
+		for i, tk := range ticks {
+			labels = append(labels, tk.Label)
+			if tk.Pos < 10 || tk.Pos > 210 || (i > 0 && tk.Pos >= ticks[i-1].Pos) {
+				t.Errorf("[%d, %d]: tick %s at %.1f, outside the plot or not above the one before", tc.lo, tc.hi, tk.Label, tk.Pos)
+			}
+		}
+		if got := strings.Join(labels, " "); got != tc.want {
+			t.Errorf("[%d, %d]: labels %s, want %s", tc.lo, tc.hi, got, tc.want)
+		}
+	}
+}
+
+// One page writes every amount alike: to the cent when none is under a
+// cent, else every one to the micro-dollar (trial3: "$0.02" beside
+// "$0.007521" and "$0.002706" under a total of "$0.03").
+func TestRenderAmountsAlike(t *testing.T) {
+	render := func(r *Report) string {
+		var b bytes.Buffer
+		if err := Render(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	// writeLedger's amounts are whole quarters of a dollar: cents.
+	page := render(build(t, 50_000_000))
+	if !strings.Contains(page, `<b id="budget">$50.00</b>`) || strings.Contains(page, ".250000") {
+		t.Errorf("a page of whole cents is not written to the cent")
+	}
+	small := &Report{Tenant: "acme", Total: Row{CostMicroUSD: 34_296, Requests: 7},
+		Models: []Row{{Name: "gpt-4o", CostMicroUSD: 24_069}, {Name: "claude-sonnet-4-5", CostMicroUSD: 7_521}, {Name: "gpt-4o-mini", CostMicroUSD: 2_706}},
+		Users:  []Row{{Name: "bob", CostMicroUSD: 23_567}, {Name: "alice", CostMicroUSD: 10_729}},
+		Days:   []Day{{Date: time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC), Row: Row{CostMicroUSD: 34_296}, Cumulative: 34_296}}}
+	page = render(small)
+	for _, want := range []string{`<b id="total-spend">$0.034296</b>`, "<td>$0.024069</td>", "<td>$0.007521</td>", "<td>$0.010729</td>", "Total $0.034296 (34296 micro-USD)"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page with sub-cent amounts lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<td>$0.02</td>") || strings.Contains(page, "$0.03</b>") || strings.Contains(page, ": $0.02<") {
+		t.Errorf("page with sub-cent amounts still rounds some to the cent")
+	}
+}
+
 func TestParseMonth(t *testing.T) {
 	if y, m, err := ParseMonth("2026-11"); err != nil || y != 2026 || m != time.November {
 		t.Errorf("2026-11: %d %v %v", y, m, err)
