@@ -324,8 +324,14 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 	retry := d.retry
 	a := rules[deny]
 	unit := a.Rule.Unit.String()
+	// amount is n of the rule's units as the message gives it: a bare
+	// count beside the unit named once ("on tokens: limit 1000"), dollars
+	// for a USD rule (its units are micro-USD: "$0.034296"; trial3 found
+	// "34296 of 50000 micro-USD" hard to check against a budget set in
+	// dollars); amountOf names the unit too ("1200 tokens").
+	amount, amountOf := func(n int64) string { return strconv.FormatInt(n, 10) }, a.Rule.Unit.Amount
 	if a.Rule.Unit == policy.UnitUSD {
-		unit = "micro-USD"
+		unit, amount = "USD", a.Rule.Unit.Amount
 	}
 	typ := "tokens"
 	if a.Rule.Unit.PerCall() {
@@ -334,8 +340,8 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 	e := apiError{status: fasthttp.StatusTooManyRequests, openAIType: typ, openAICode: "rate_limit_exceeded", anthropicType: "rate_limit_error"}
 	switch {
 	case d.tooLarge:
-		e.message = fmt.Sprintf("Request too large for limit %s (%s scope): requested %d %s, but the limit holds at most %d %s. Waiting will not help: ",
-			a.Rule.Name, a.Rule.Scope, a.Reserved, unit, a.Limit.Capacity, unit)
+		e.message = fmt.Sprintf("Request too large for limit %s (%s scope): requested %s, but the limit holds at most %s. Waiting will not help: ",
+			a.Rule.Name, a.Rule.Scope, amountOf(a.Reserved), amountOf(a.Limit.Capacity))
 		switch {
 		case d.hiddenModel == "" && d.outputField == "":
 			e.message += "reduce the request's input."
@@ -363,18 +369,18 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 		// insufficient_quota, and x-should-retry: false so that the SDKs do
 		// not retry for days.
 		e.openAIType, e.openAICode = "insufficient_quota", "insufficient_quota"
-		e.message = fmt.Sprintf("Budget %s (%s scope) cannot cover this request this %s: %d of %d %s used, and this request reserves %d. It resets at %s (in %s).",
-			a.Rule.Name, a.Rule.Scope, a.Rule.Period, a.Limit.Capacity-a.Status.Remaining, a.Limit.Capacity, unit, a.Reserved,
+		e.message = fmt.Sprintf("Budget %s (%s scope) cannot cover this request this %s: %s of %s used, and this request reserves %s. It resets at %s (in %s).",
+			a.Rule.Name, a.Rule.Scope, a.Rule.Period, amount(a.Limit.Capacity-a.Status.Remaining), amountOf(a.Limit.Capacity), amount(a.Reserved),
 			a.Limit.WindowEnd.UTC().Format(time.RFC3339), goDuration(retry))
 		ctx.Response.Header.Set("x-should-retry", "false")
 		setRetryAfter(&ctx.Response.Header, retry)
 	case a.Limit.IsWindow():
-		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %d per %s (%s), remaining %d, requested %d. Please try again in %s.",
-			a.Rule.Name, a.Rule.Scope, unit, a.Limit.Capacity, a.Limit.Per, a.Limit.Algorithm, max(a.Status.Remaining, 0), a.Reserved, goDuration(retry))
+		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %s per %s (%s), remaining %s, requested %s. Please try again in %s.",
+			a.Rule.Name, a.Rule.Scope, unit, amount(a.Limit.Capacity), a.Limit.Per, a.Limit.Algorithm, amount(max(a.Status.Remaining, 0)), amount(a.Reserved), goDuration(retry))
 		setRetryAfter(&ctx.Response.Header, retry)
 	default:
-		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %d per %s, remaining %d, requested %d. Please try again in %s.",
-			a.Rule.Name, a.Rule.Scope, unit, a.Limit.Rate, a.Limit.Per, max(a.Status.Remaining, 0), a.Reserved, goDuration(retry))
+		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %s per %s, remaining %s, requested %s. Please try again in %s.",
+			a.Rule.Name, a.Rule.Scope, unit, amount(a.Limit.Rate), a.Limit.Per, amount(max(a.Status.Remaining, 0)), amount(a.Reserved), goDuration(retry))
 		setRetryAfter(&ctx.Response.Header, retry)
 	}
 	if d.fallback {

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 )
@@ -83,6 +84,30 @@ func TestCountsTokens(t *testing.T) {
 		want := u == UnitTokens || u == UnitInputTokens || u == UnitOutputTokens
 		if u.CountsTokens() != want {
 			t.Errorf("%v.CountsTokens() = %v", u, !want)
+		}
+	}
+}
+
+// TestUnitAmount: amounts read as a caller reads them; micro-USD as exact
+// dollars, to the micro-dollar, whatever the sign or size.
+func TestUnitAmount(t *testing.T) {
+	for _, c := range []struct {
+		u    Unit
+		n    int64
+		want string
+	}{
+		{UnitTokens, 1200, "1200 tokens"},
+		{UnitInputTokens, 5, "5 input tokens"},
+		{UnitRequests, 3, "3 requests"},
+		{UnitUSD, 34296, "$0.034296"},
+		{UnitUSD, 0, "$0.000000"},
+		{UnitUSD, 50_000_000, "$50.000000"},
+		{UnitUSD, -1_500_000, "-$1.500000"},
+		{UnitUSD, math.MinInt64, "-$9223372036854.775808"},
+		{UnitUSD, math.MaxInt64, "$9223372036854.775807"},
+	} {
+		if got := c.u.Amount(c.n); got != c.want {
+			t.Errorf("%v.Amount(%d) = %q, want %q", c.u, c.n, got, c.want)
 		}
 	}
 }

@@ -1,5 +1,10 @@
 package spec
 
+import (
+	"strconv"
+	"strings"
+)
+
 // Unit is what a limit counts. The zero value is UnitRequests.
 type Unit uint8
 
@@ -27,6 +32,23 @@ var unitNames = []string{
 // String is the unit's config name; UnitUSD is "usd" although its amounts
 // are micro-USD. A value outside the enum is "unknown(<n>)".
 func (u Unit) String() string { return name(unitNames, int(u)) }
+
+// Amount is n units of u as a caller reads them in an error message:
+// "1200 tokens", "3 requests", and for UnitUSD (micro-USD) dollars to the
+// micro-dollar, exactly: Amount(UnitUSD, 34296) is "$0.034296",
+// Amount(UnitUSD, -1500000) "-$1.500000". A unit outside the enum prints
+// its String.
+func (u Unit) Amount(n int64) string {
+	if u != UnitUSD {
+		return strconv.FormatInt(n, 10) + " " + strings.ReplaceAll(u.String(), "_", " ")
+	}
+	sign, m := "", uint64(n)
+	if n < 0 {
+		sign, m = "-", -m // two's complement: exact for math.MinInt64 too
+	}
+	frac := strconv.FormatUint(m%1_000_000, 10)
+	return sign + "$" + strconv.FormatUint(m/1_000_000, 10) + "." + strings.Repeat("0", 6-len(frac)) + frac
+}
 
 // unitTokens counts a token unit's tokens in a usage, indexed by Unit; nil
 // for the units that do not count tokens (requests, usd). Negative counts

@@ -333,3 +333,30 @@ limits:
 		t.Errorf("findings on paths: %v, want one warning on limits[0].paths[0] suggesting /v1/chat/completions", found)
 	}
 }
+
+// A USD rule's refusals give dollars, to the micro-dollar, not micro-USD
+// counts (trial3: "34296 of 50000 micro-USD used" had to be converted to
+// be checked against a budget set in dollars): the budget's used and
+// total, the reservation, and a request too large for it.
+func TestUSDRefusalsInDollars(t *testing.T) {
+	h := start(t, `
+limits:
+  - {name: alice-usd, scope: user, unit: usd, quota: 0.0005, period: day}
+`)
+	chat := func(maxTokens int) string {
+		return `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":` + strconv.Itoa(maxTokens) + `}`
+	}
+	if resp, b := h.post(testKey, chat(600), "x-mock-completion-tokens", "600"); resp.StatusCode != 200 {
+		t.Fatalf("first call: %d %s", resp.StatusCode, b)
+	}
+	// 8 input tokens at $0.15 and 600 output at $0.60 per million: 362
+	// micro-USD spent (1.2 and 360, rounded up); the next reserves as much.
+	resp, b := h.post(testKey, chat(600))
+	if want := "$0.000362 of $0.000500 used, and this request reserves $0.000362"; resp.StatusCode != 429 || !strings.Contains(b, want) || strings.Contains(b, "micro-USD") {
+		t.Errorf("over the budget: %d %s, want %q", resp.StatusCode, b, want)
+	}
+	resp, b = h.post(testKey, chat(2000))
+	if want := "requested $0.001202, but the limit holds at most $0.000500"; resp.StatusCode != 429 || !strings.Contains(b, want) {
+		t.Errorf("too large: %d %s, want %q", resp.StatusCode, b, want)
+	}
+}
