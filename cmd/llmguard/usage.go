@@ -125,7 +125,7 @@ func quotaBehindLedgerNotes(rep *app.UsageReport) []string {
 			continue
 		}
 		notes = append(notes, fmt.Sprintf("llmguard usage: quota %s of tenant %q counts %d µUSD used, less than the %d µUSD the ledger holds for the tenant over the same period: "+
-			"the store lost usage (a Redis restarted without its data), the quota was added or renamed during the period, requests were served by the fail-open fallback while the store was down, "+
+			"the store lost usage (a Redis restarted without its data), the quota was added or renamed during the period, the fail-open fallback served requests while the store was down and its charge-back is still held or was dropped (llmguard_fallback_charges_held, llmguard_fallback_charges_dropped_total), "+
 			"or settlements are still in flight; the ledger is the record of spend, the quota what the proxy enforces",
 			q.Limit, cell(q.Subject), q.Used, rep.ByTenant[i].Spend.MicroUSD))
 	}
