@@ -58,7 +58,7 @@ func (anthropic) appendError(b []byte, e apiError) []byte {
 // instant (https://docs.anthropic.com/en/api/rate-limits; see
 // anthropicResetAt), each from the rule of that unit with the least
 // remaining.
-func (anthropic) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied) {
+func (anthropic) limitHeaders(fs *limitFields, rules []meter.Applied) {
 	now := time.Now()
 	for k := range anthropicKinds {
 		kind := &anthropicKinds[k]
@@ -67,10 +67,12 @@ func (anthropic) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied)
 			continue
 		}
 		a := &rules[i]
-		var b [32]byte // the values are built on the stack
-		setField(h, kind.limit, strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
-		setField(h, kind.remaining, strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
-		setField(h, kind.reset, anthropicResetAt(a, now).AppendFormat(b[:0], time.RFC3339))
+		fs.buf = strconv.AppendInt(fs.buf, a.Limit.Capacity, 10) // the values are built in fs's buffer
+		fs.commit(kind.limit)
+		fs.buf = strconv.AppendInt(fs.buf, max(a.Status.Remaining, 0), 10)
+		fs.commit(kind.remaining)
+		fs.buf = anthropicResetAt(a, now).AppendFormat(fs.buf, time.RFC3339)
+		fs.commit(kind.reset)
 	}
 }
 

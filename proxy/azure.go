@@ -94,11 +94,11 @@ func (azure) appendError(b []byte, e apiError) []byte {
 // requests} fields Azure OpenAI deployments answer with, reset in whole
 // seconds as Azure gives it (observed on the service; the REST reference
 // documents only retry-after and retry-after-ms, which denied sets).
-func (azure) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied) {
+func (azure) limitHeaders(fs *limitFields, rules []meter.Applied) {
 	if i := tightest(rules, policy.Unit.CountsTokens); i >= 0 {
-		setOpenAITrio(h, &tokensTrio, &rules[i], resetSeconds)
+		setOpenAITrio(fs, &tokensTrio, &rules[i], resetSeconds)
 	}
 	if i := tightestOf(rules, policy.UnitRequests); i >= 0 {
-		setOpenAITrio(h, &requestsTrio, &rules[i], resetSeconds)
+		setOpenAITrio(fs, &requestsTrio, &rules[i], resetSeconds)
 	}
 }

@@ -45,9 +45,9 @@ type dialect interface {
 	rewrite(k weigher.Kind, est weigher.Estimate, body []byte) (out []byte, stripUsage bool)
 	// appendError appends e as a whole error body in this flavor's shape.
 	appendError(b []byte, e apiError) []byte
-	// limitHeaders sets this flavor's own rate-limit headers from the
-	// rules' statuses at admission (rules is never empty).
-	limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied)
+	// limitHeaders adds this flavor's own rate-limit fields, from the
+	// rules' statuses at admission, to fs (rules is never empty).
+	limitHeaders(fs *limitFields, rules []meter.Applied)
 }
 
 // claim is how strongly a dialect claims a request path for upstreams of

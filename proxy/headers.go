@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/bits"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -32,17 +34,114 @@ const maxRateLimitItems = 4
 //     to maxRateLimitItems (see listed), with llmguard-unit naming the unit
 //     of q and r.
 //
-// The values are built in a buffer on the stack: no allocation for up to
-// maxRateLimitItems rules of ordinary names. h must not normalise its
-// field names (ResponseHeader.DisableNormalizing, as on every answer
-// llmguard writes): the names are set as spelled, through setField.
+// Each replaces every field of its name the answer holds, in any letter
+// case (the upstream's own: see limitFields.writeTo). The values are built
+// in a pooled buffer: no allocation for up to maxRateLimitItems rules of
+// ordinary names. h must not normalise its field names
+// (ResponseHeader.DisableNormalizing, as on every answer llmguard writes):
+// the names are set as spelled (SetCanonical).
 func setLimitHeaders(h *fasthttp.ResponseHeader, f Flavor, rules []meter.Applied, items *ietfItems) {
 	if len(rules) == 0 {
 		return
 	}
-	dialectOf(f).limitHeaders(h, rules)
-	var stack [512]byte
-	setIETFHeaders(h, rules, items, stack[:0])
+	fs := limitFieldsPool.Get().(*limitFields)
+	fs.n, fs.buf = 0, fs.buf[:0]
+	dialectOf(f).limitHeaders(fs, rules)
+	setIETFHeaders(fs, rules, items)
+	fs.writeTo(h)
+	if cap(fs.buf) <= limitFieldsKeep {
+		limitFieldsPool.Put(fs)
+	}
+}
+
+// limitFieldsPool keeps the limitFields of setLimitHeaders: passed to a
+// dialect through its interface, one on the stack would be moved to the
+// heap, two allocations an answer.
+var limitFieldsPool = sync.Pool{New: func() any { return &limitFields{buf: make([]byte, 0, 768)} }}
+
+// limitFieldsKeep is the largest buffer a pooled limitFields keeps: the
+// values of a few thousand bytes that rules of very long names make go to
+// the collector instead.
+const limitFieldsKeep = 4 << 10
+
+// maxLimitFields is the most fields setLimitHeaders writes on one answer:
+// Anthropic's twelve (four units, three fields each) and the two IETF ones.
+const maxLimitFields = 14
+
+// limitFields gathers the fields setLimitHeaders writes on one answer,
+// names (spelled as written, below 64 bytes) and values, the values in buf,
+// so that writeTo removes every field of those names the answer already
+// holds in another letter case before setting them.
+type limitFields struct {
+	n     int
+	names [maxLimitFields][]byte
+	ends  [maxLimitFields]int // the end of value i in buf; value i starts at ends[i-1] (0 for the first)
+	buf   []byte
+}
+
+// add records the field name with value (copied into f.buf).
+func (f *limitFields) add(name, value []byte) {
+	f.buf = append(f.buf, value...)
+	f.commit(name)
+}
+
+// commit records the field name whose value its caller appended to f.buf
+// after the last field's (the value is f.buf from there to its end).
+// Fields past maxLimitFields are dropped, their value with them; none of
+// the dialects writes that many.
+func (f *limitFields) commit(name []byte) {
+	if f.n == maxLimitFields {
+		f.buf = f.buf[:f.ends[f.n-1]]
+		return
+	}
+	f.names[f.n], f.ends[f.n] = name, len(f.buf)
+	f.n++
+}
+
+// value returns the value of field i.
+func (f *limitFields) value(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = f.ends[i-1]
+	}
+	return f.buf[start:f.ends[i]]
+}
+
+// writeTo sets f's fields on h, an answer whose names are not normalised
+// (ResponseHeader.DisableNormalizing, as on every answer llmguard writes).
+// A field of h with one of f's names spelled in another letter case goes
+// first: the upstream's own x-ratelimit-*, anthropic-ratelimit-* or
+// RateLimit fields (the gateway key's figures) would otherwise reach the
+// caller beside llmguard's under the same field name (RFC 9110 §5.1: names
+// are case-insensitive), which fasthttp's SetCanonical, comparing bytes,
+// kept when spelled "X-RateLimit-Remaining-Tokens"
+// (TestUpstreamLimitFieldsReplaced). One walk over h's fields finds them
+// (a Del only for one found); SetCanonical then replaces a field spelled
+// as llmguard spells it in place, or adds the field.
+func (f *limitFields) writeTo(h *fasthttp.ResponseHeader) {
+	var lens uint64
+	for i := range f.n {
+		lens |= 1 << (len(f.names[i]) & 63)
+	}
+	var delBuf [maxLimitFields][]byte
+	del := delBuf[:0]
+	for _, k := range h.PeekKeys() {
+		if len(k) >= 64 || lens&(1<<len(k)) == 0 {
+			continue
+		}
+		for i := range f.n {
+			if len(k) == len(f.names[i]) && string(k) != string(f.names[i]) && bytes.EqualFold(k, f.names[i]) {
+				del = append(del, append([]byte(nil), k...)) // copied: k moves as fields go
+				break
+			}
+		}
+	}
+	for _, k := range del {
+		h.DelBytes(k)
+	}
+	for i := range f.n {
+		h.SetCanonical(f.names[i], f.value(i))
+	}
 }
 
 // tightestOf returns the index of the rule of unit u with the least
@@ -122,7 +221,9 @@ func fraction(a *meter.Applied) float64 {
 	return float64(a.Status.Remaining) / float64(a.Limit.Capacity)
 }
 
-func setIETFHeaders(h *fasthttp.ResponseHeader, all []meter.Applied, items *ietfItems, buf []byte) []byte {
+// setIETFHeaders adds the RateLimit-Policy and RateLimit fields of the
+// rules listed (see listed) to fs.
+func setIETFHeaders(fs *limitFields, all []meter.Applied, items *ietfItems) {
 	var pick [maxRateLimitItems]int
 	idx := listed(all, &pick)
 	var rules [maxRateLimitItems]*meter.Applied
@@ -130,42 +231,39 @@ func setIETFHeaders(h *fasthttp.ResponseHeader, all []meter.Applied, items *ietf
 	for i, j := range idx {
 		rules[i], texts[i] = &all[j], items.of(&all[j])
 	}
-	return writeIETFHeaders(h, rules[:len(idx)], texts[:len(idx)], buf)
+	writeIETFHeaders(fs, rules[:len(idx)], texts[:len(idx)])
 }
 
-// writeIETFHeaders writes the RateLimit-Policy and RateLimit fields of
-// rules, texts[i] being rules[i]'s cached text (ietfItems.of), or nil to
-// build it here.
-func writeIETFHeaders(h *fasthttp.ResponseHeader, rules []*meter.Applied, texts []*ietfItem, buf []byte) []byte {
-	buf = buf[:0]
+// writeIETFHeaders adds the RateLimit-Policy and RateLimit fields of
+// rules to fs, texts[i] being rules[i]'s cached text (ietfItems.of), or nil
+// to build it here. Each value is built at the end of fs.buf (commit).
+func writeIETFHeaders(fs *limitFields, rules []*meter.Applied, texts []*ietfItem) {
 	for i, a := range rules {
 		if i > 0 {
-			buf = append(buf, ", "...)
+			fs.buf = append(fs.buf, ", "...)
 		}
 		if texts[i] != nil {
-			buf = append(buf, texts[i].policy...)
+			fs.buf = append(fs.buf, texts[i].policy...)
 		} else {
-			buf = appendPolicyItem(buf, a)
+			fs.buf = appendPolicyItem(fs.buf, a)
 		}
 	}
-	setField(h, rateLimitPolicyField, buf)
-	buf = buf[:0]
+	fs.commit(rateLimitPolicyField)
 	for i, a := range rules {
 		if i > 0 {
-			buf = append(buf, ", "...)
+			fs.buf = append(fs.buf, ", "...)
 		}
 		if texts[i] != nil {
-			buf = append(buf, texts[i].name...)
+			fs.buf = append(fs.buf, texts[i].name...)
 		} else {
-			buf = appendQuoted(buf, a.Rule.Name)
+			fs.buf = appendQuoted(fs.buf, a.Rule.Name)
 		}
-		buf = append(buf, ";r="...)
-		buf = strconv.AppendInt(buf, max(a.Status.Remaining, 0), 10)
-		buf = append(buf, ";t="...)
-		buf = strconv.AppendInt(buf, ceilSeconds(a.Status.Reset), 10)
+		fs.buf = append(fs.buf, ";r="...)
+		fs.buf = strconv.AppendInt(fs.buf, max(a.Status.Remaining, 0), 10)
+		fs.buf = append(fs.buf, ";t="...)
+		fs.buf = strconv.AppendInt(fs.buf, ceilSeconds(a.Status.Reset), 10)
 	}
-	setField(h, rateLimitField, buf)
-	return buf
+	fs.commit(rateLimitField)
 }
 
 // rateLimitPolicyField and rateLimitField are the names of the IETF fields

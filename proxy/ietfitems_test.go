@@ -121,7 +121,9 @@ func BenchmarkIETFHeaders(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
 				var stack [512]byte
-				setIETFHeaders(&h, rules, c.items, stack[:0])
+				fs := limitFields{buf: stack[:0]}
+				setIETFHeaders(&fs, rules, c.items)
+				fs.writeTo(&h)
 			}
 		})
 	}

@@ -52,12 +52,12 @@ func (openAI) appendError(b []byte, e apiError) []byte {
 // requests} (https://platform.openai.com/docs/guides/rate-limits), each
 // trio from the rule of that kind with the least remaining; reset is a Go
 // duration string such as "1m30s", as OpenAI writes it.
-func (openAI) limitHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied) {
+func (openAI) limitHeaders(fs *limitFields, rules []meter.Applied) {
 	if i := tightest(rules, policy.Unit.CountsTokens); i >= 0 {
-		setOpenAITrio(h, &tokensTrio, &rules[i], resetGo)
+		setOpenAITrio(fs, &tokensTrio, &rules[i], resetGo)
 	}
 	if i := tightestOf(rules, policy.UnitRequests); i >= 0 {
-		setOpenAITrio(h, &requestsTrio, &rules[i], resetGo)
+		setOpenAITrio(fs, &requestsTrio, &rules[i], resetGo)
 	}
 }
 
@@ -80,16 +80,18 @@ var (
 		[]byte("x-ratelimit-reset-requests")}
 )
 
-// setOpenAITrio writes the trio of fields names from a's limit and status,
-// the reset as format says; the values are built on the stack, so that no
-// header allocates.
-func setOpenAITrio(h *fasthttp.ResponseHeader, names *openAITrio, a *meter.Applied, format resetFormat) {
-	var b [32]byte
-	setField(h, names.limit, strconv.AppendInt(b[:0], a.Limit.Capacity, 10))
-	setField(h, names.remaining, strconv.AppendInt(b[:0], max(a.Status.Remaining, 0), 10))
+// setOpenAITrio adds the trio of fields names from a's limit and status to
+// fs, the reset as format says; the values are built in fs's buffer, so that
+// no header allocates.
+func setOpenAITrio(fs *limitFields, names *openAITrio, a *meter.Applied, format resetFormat) {
+	fs.buf = strconv.AppendInt(fs.buf, a.Limit.Capacity, 10)
+	fs.commit(names.limit)
+	fs.buf = strconv.AppendInt(fs.buf, max(a.Status.Remaining, 0), 10)
+	fs.commit(names.remaining)
 	if format == resetSeconds {
-		setField(h, names.reset, strconv.AppendInt(b[:0], ceilSeconds(a.Status.Reset), 10))
+		fs.buf = strconv.AppendInt(fs.buf, ceilSeconds(a.Status.Reset), 10)
 	} else {
-		setField(h, names.reset, appendGoDuration(b[:0], a.Status.Reset))
+		fs.buf = appendGoDuration(fs.buf, a.Status.Reset)
 	}
+	fs.commit(names.reset)
 }

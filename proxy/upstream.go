@@ -344,6 +344,15 @@ func removeFieldsOnce(h headerSet, also *fieldSet, walkAgain bool) {
 			named = append(named, string(k))
 			continue
 		}
+		if !request && ownField(k) {
+			// An answer's x-llmguard-* field is llmguard's to write: one
+			// from the upstream (another llmguard in front of the API, or
+			// an upstream that sends such a name) would reach the caller
+			// beside this node's, or, spelled in another case, in place
+			// of one this node does not write on that answer.
+			named = append(named, string(k))
+			continue
+		}
 		if len(k) < 64 && lens&(1<<len(k)) == 0 {
 			continue // no name of its length: most fields
 		}
@@ -419,6 +428,16 @@ func asciiLower(dst, k []byte) []byte {
 
 // hopFields is hopHeaders as a fieldSet.
 var hopFields = newFieldSet(hopHeaders)
+
+// ownPrefix is the start of the names of llmguard's own answer fields
+// (x-llmguard-request-id, x-llmguard-estimate, …).
+const ownPrefix = "x-llmguard-"
+
+// ownField reports whether the field name k starts with ownPrefix, in any
+// letter case.
+func ownField(k []byte) bool {
+	return len(k) > len(ownPrefix) && (k[0]|0x20) == 'x' && bytes.EqualFold(k[:len(ownPrefix)], []byte(ownPrefix))
+}
 
 // fieldSet is a list of field names arranged for matching a field name
 // against it without regard to case: by length, so that a name is
