@@ -6,8 +6,13 @@ import "unicode/utf8"
 // path.Match's (`*`, `?`, `[…]` classes with ranges and `^` negation, `\`
 // escapes), but a model name is not a path: `*` and `?` match `/` too, so
 // `*` matches `openai/gpt-4o` and `meta-llama/*` matches
-// `meta-llama/Llama-3.3-70B-Instruct`. A malformed glob (which config
-// validation refuses) matches an undefined set of names, never panics.
+// `meta-llama/Llama-3.3-70B-Instruct`. Nor is it case-sensitive: ASCII
+// letters match in either case (`gpt-4o*` matches `GPT-4o-Mini`, `[a-c]`
+// matches `B`), as upstreams that read model names case-insensitively
+// serve them (Ollama: "Mistral" and "mistral" are the same model,
+// ollama/ollama types/model/name.go), so that no spelling of a model
+// escapes a rule on it. A malformed glob (which config validation
+// refuses) matches an undefined set of names, never panics.
 //
 // It runs in O(len(glob) × len(name)) steps at worst: one `*` is
 // backtracked at a time, as in the classic wildcard matcher.
@@ -34,12 +39,12 @@ func MatchModel(glob, name string) bool {
 					continue
 				}
 			case '\\':
-				if gi+1 < len(glob) && glob[gi+1] == name[ni] {
+				if gi+1 < len(glob) && lowerASCII(glob[gi+1]) == lowerASCII(name[ni]) {
 					gi, ni = gi+2, ni+1
 					continue
 				}
 			default:
-				if c == name[ni] {
+				if lowerASCII(c) == lowerASCII(name[ni]) {
 					gi, ni = gi+1, ni+1
 					continue
 				}
@@ -61,7 +66,9 @@ func MatchModel(glob, name string) bool {
 
 // matchClass matches r against the class that opens at glob[start] ('['),
 // which config validation has found well formed (path.Match's syntax). It returns the position
-// after the class's ']' and whether r is in the class.
+// after the class's ']' and whether r is in the class, case aside: an
+// ASCII letter is in it when either of its cases is listed (then `^`
+// negates that), so `[a-c]` holds `B` and `[^a]` holds neither `a` nor `A`.
 func matchClass(glob string, start int, r rune) (end int, ok bool) {
 	i := start + 1
 	negated := false
@@ -70,6 +77,7 @@ func matchClass(glob string, start int, r rune) (end int, ok bool) {
 		i++
 	}
 	matched := false
+	other := otherCase(r)
 	for i < len(glob) && glob[i] != ']' {
 		lo, w := classChar(glob, i)
 		i += w
@@ -78,7 +86,7 @@ func matchClass(glob string, start int, r rune) (end int, ok bool) {
 			hi, w = classChar(glob, i+1)
 			i += 1 + w
 		}
-		if lo <= r && r <= hi {
+		if lo <= r && r <= hi || lo <= other && other <= hi {
 			matched = true
 		}
 	}
@@ -92,4 +100,40 @@ func classChar(glob string, i int) (rune, int) {
 		return r, 1 + w
 	}
 	return utf8.DecodeRuneInString(glob[i:])
+}
+
+// lowerASCII is c with an ASCII capital made small; any other byte as it is.
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// otherCase is r in its other ASCII case: a capital made small, a small
+// letter made capital; any other rune as it is.
+func otherCase(r rune) rune {
+	switch {
+	case 'A' <= r && r <= 'Z':
+		return r + 'a' - 'A'
+	case 'a' <= r && r <= 'z':
+		return r - ('a' - 'A')
+	}
+	return r
+}
+
+// FoldModel is name with its ASCII capitals made small: the form in which
+// model names are compared when case is ignored (MatchModel, Quote). It
+// allocates only when name holds a capital.
+func FoldModel(name string) string {
+	for i := 0; i < len(name); i++ {
+		if 'A' <= name[i] && name[i] <= 'Z' {
+			b := []byte(name)
+			for j := i; j < len(b); j++ {
+				b[j] = lowerASCII(b[j])
+			}
+			return string(b)
+		}
+	}
+	return name
 }

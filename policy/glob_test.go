@@ -32,6 +32,15 @@ func TestMatchModelAcrossSlashes(t *testing.T) {
 		{"[a-c]*", "d/x", false},
 		{"*é*", "modèle/é", true},
 		{"?", "é", true}, // one rune, not one byte
+		// ASCII case aside: literals, escapes and classes.
+		{"gpt-4o*", "GPT-4o-Mini", true},
+		{"Meta-Llama/*", "meta-llama/Llama-3.3-70B-Instruct", true},
+		{"a\\Bc", "abc", true},
+		{"[a-c]x", "BX", true},
+		{"[A-C]x", "bx", true},
+		{"[^a]x", "Ax", false}, // negated after folding: neither case
+		{"[^a]x", "bx", true},
+		{"É*", "é", false}, // only ASCII folds
 	} {
 		if got := MatchModel(tc.glob, tc.name); got != tc.want {
 			t.Errorf("MatchModel(%q, %q) = %v, want %v", tc.glob, tc.name, got, tc.want)
@@ -63,14 +72,25 @@ func FuzzMatchModel(f *testing.F) {
 	f.Add("gpt-4o*", "gpt-4o-mini")
 	f.Add("*/*", "openai/gpt-4o")
 	f.Add("[a-c]?\\*", "b/*")
+	f.Add("[^A-Z]pt-4O", "gpt-4o")
 	f.Fuzz(func(t *testing.T, glob, name string) {
 		if _, err := path.Match(glob, ""); err != nil {
 			MatchModel(glob, name) // malformed: any answer, but no panic
 			return
 		}
 		got := MatchModel(glob, name)
+		// Case does not matter: the name in its other ASCII cases
+		// matches the same way.
+		if alt := MatchModel(glob, swapASCII(name)); alt != got {
+			t.Fatalf("MatchModel(%q, %q) = %v but %v for %q", glob, name, got, alt, swapASCII(name))
+		}
 		if !strings.Contains(name, "/") {
-			if want, _ := path.Match(glob, name); got != want {
+			want, _ := path.Match(glob, name)
+			if want && !got {
+				t.Fatalf("MatchModel(%q, %q) = false, path.Match = true", glob, name)
+			}
+			if !hasASCIILetter(name) && got != want {
+				// Without letters, case plays no part: path.Match's answer.
 				t.Fatalf("MatchModel(%q, %q) = %v, path.Match = %v", glob, name, got, want)
 			}
 		}
@@ -83,6 +103,29 @@ func FuzzMatchModel(f *testing.F) {
 			}
 		}
 	})
+}
+
+// swapASCII is s with each ASCII letter in its other case.
+func swapASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case 'a' <= c && c <= 'z':
+			b[i] = c - ('a' - 'A')
+		case 'A' <= c && c <= 'Z':
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
+}
+
+func hasASCIILetter(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i] | 0x20; 'a' <= c && c <= 'z' {
+			return true
+		}
+	}
+	return false
 }
 
 // A model-scoped rule applies to slashed names its glob covers, so a name

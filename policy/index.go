@@ -28,11 +28,14 @@ type index struct {
 // globIndex files rules under path.Match globs. A glob without
 // metacharacters matches only itself and is filed under exact; any other is
 // filed under its literal prefix (the text before its first *, ?, [ or \),
-// which every string it matches starts with.
+// which every string it matches starts with. With fold (model globs,
+// which MatchModel matches whatever the ASCII case), globs are filed and
+// strings looked up in FoldModel's form.
 type globIndex struct {
 	exact   map[string][]int32
 	prefix  map[string][]int32
 	lengths []int // the distinct lengths of prefix's keys, increasing
+	fold    bool
 }
 
 // buildIndex files every rule of rules (in order: the lists stay sorted by
@@ -40,6 +43,7 @@ type globIndex struct {
 func buildIndex(rules []Rule) index {
 	x := index{users: map[string][]int32{}, tenants: map[string][]int32{}, plans: map[string][]int32{},
 		models: newGlobIndex(), paths: newGlobIndex()}
+	x.models.fold = true
 	for i := range rules {
 		r, n := &rules[i], int32(i)
 		switch {
@@ -81,6 +85,9 @@ func newGlobIndex() globIndex {
 
 func (g *globIndex) add(globs []string, n int32) {
 	for _, glob := range globs {
+		if g.fold {
+			glob = FoldModel(glob)
+		}
 		i := strings.IndexAny(glob, `*?[\`)
 		if i < 0 {
 			file(g.exact, glob, n)
@@ -97,6 +104,9 @@ func (g *globIndex) add(globs []string, n int32) {
 
 // candidates appends the rules filed under a glob that s may match.
 func (g *globIndex) candidates(dst []int32, s string) []int32 {
+	if g.fold {
+		s = FoldModel(s)
+	}
 	dst = append(dst, g.exact[s]...)
 	for _, n := range g.lengths {
 		if n > len(s) {

@@ -35,6 +35,10 @@ type Policy struct {
 	idx    index  // rules by matcher value, for Match
 	keys   map[[32]byte]Principal
 	prices map[string]modelPrices // by priced name, aliases included
+	// folded maps each priced name's FoldModel form to the name, for a
+	// model named in another case; "" for a form two priced names share,
+	// which then prices neither spelling but the exact ones.
+	folded map[string]string
 	// imagePrices are the per-image prices of models billed per image, in
 	// micro-USD (rounded up), keyed by config.ImagePriceKey.
 	imagePrices map[string]int64
@@ -80,6 +84,7 @@ func Compile(c *config.Config) (*Policy, error) {
 		}
 		p.keys[sum] = Principal{KeyID: hex.EncodeToString(sum[:8]), User: user, Tenant: k.Tenant, Plan: k.Plan}
 	}
+	p.folded = foldNames(p.prices)
 	if c.DefaultPrice != nil {
 		dp := usd(*c.DefaultPrice).Price()
 		p.defaultPrice = &dp

@@ -176,11 +176,14 @@ func TestSnapshotSuffixes(t *testing.T) {
 		{"claude-sonnet-4-20250514", "claude-sonnet-4"},
 		{"gpt-4o-2024-05-13", "gpt-4o-2024-05-13"}, // listed: it costs more than gpt-4o
 		{"gpt-4o-2024-11-20", "gpt-4o"},
-		{"gpt-5-turbo", ""},   // starts with gpt-5, but is no snapshot of it
-		{"gpt-5-pro-x", ""},   // nor of gpt-5-pro
-		{"o3-pro-max", ""},    // nor of o3-pro
-		{"openai/gpt-4o", ""}, // a provider prefix is an alias to give
-		{"GPT-4O", ""},
+		{"gpt-5-turbo", ""},                        // starts with gpt-5, but is no snapshot of it
+		{"gpt-5-pro-x", ""},                        // nor of gpt-5-pro
+		{"o3-pro-max", ""},                         // nor of o3-pro
+		{"openai/gpt-4o", ""},                      // a provider prefix is an alias to give
+		{"GPT-4O", "gpt-4o"},                       // another case is the same name to a lenient upstream
+		{"GPT-4o-2024-11-20", "gpt-4o"},            // and a snapshot in another case
+		{"Gpt-4O-2024-05-13", "gpt-4o-2024-05-13"}, // the listed snapshot first
+		{"GPT-5-PRO-X", ""},                        // still no prefix match
 	} {
 		if q := p.Quote(tc.model, ""); q.Label != tc.label || q.Priced != (tc.label != "") {
 			t.Errorf("%s: quoted as %q (priced %v), want %q", tc.model, q.Label, q.Priced, tc.label)

@@ -216,9 +216,12 @@ type Quote struct {
 // (serviceTier: the request's service_tier as sent; "", "auto" and
 // unknown values take the config's default_service_tier, "default",
 // "standard" and "scale" the standard tier). The model resolves to a
-// priced name only by its exact name (an alias is an exact name), or as
-// a dated snapshot of a priced name (see SnapshotOf); anything else is
-// unpriced, or priced at default_price when the config sets one.
+// priced name by its exact name (an alias is an exact name), or as a
+// dated snapshot of a priced name (see SnapshotOf), or as either in
+// another ASCII case (`GPT-4o-Mini` is gpt-4o-mini, as an upstream that
+// reads names case-insensitively serves it: see MatchModel) when only
+// one priced name is spelled so; anything else is unpriced, or priced at
+// default_price when the config sets one.
 func (p *Policy) Quote(model, serviceTier string) Quote {
 	q := Quote{Tier: p.tierOf(serviceTier)}
 	label, ok := p.priced(model)
@@ -327,7 +330,32 @@ func (p *Policy) priced(model string) (string, bool) {
 			return base, true
 		}
 	}
+	// Another case: the one priced name spelled so, if any.
+	folded := FoldModel(model)
+	if name := p.folded[folded]; name != "" {
+		return name, true
+	}
+	if base, ok := SnapshotOf(folded); ok {
+		if name := p.folded[base]; name != "" {
+			return name, true
+		}
+	}
 	return "", false
+}
+
+// foldNames maps each priced name's FoldModel form to the name; a form
+// that two names share maps to "" (neither is meant more than the other).
+func foldNames(prices map[string]modelPrices) map[string]string {
+	out := make(map[string]string, len(prices))
+	for name := range prices {
+		f := FoldModel(name)
+		if prev, seen := out[f]; seen && prev != name {
+			out[f] = ""
+			continue
+		}
+		out[f] = name
+	}
+	return out
 }
 
 // PricedModels returns the names the policy prices (aliases included),

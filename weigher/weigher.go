@@ -291,17 +291,44 @@ func New(opts Options) (*Weigher, error) {
 }
 
 // configured returns the settings of model: an exact configured name, else
-// the longest configured name that prefixes it.
+// the longest configured name that prefixes it, ASCII case aside (an
+// upstream that reads model names case-insensitively, as Ollama does,
+// serves `GPT-4o` as gpt-4o, so it is reserved as that model: its
+// max_input_tokens and output defaults, never the smaller global ones).
 func (w *Weigher) configured(model string) (Model, bool) {
 	if m, ok := w.models[model]; ok {
 		return m, true
 	}
 	for _, p := range w.prefixes {
-		if strings.HasPrefix(model, p) {
+		if hasPrefixFold(model, p) {
 			return w.models[p], true
 		}
 	}
 	return Model{}, false
+}
+
+// hasPrefixFold reports whether s starts with prefix, ASCII letters
+// matching in either case.
+func hasPrefixFold(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		a, b := s[i], prefix[i]
+		if a == b {
+			continue
+		}
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
 }
 
 // EncodingFor returns the tiktoken encoding name used to count model's text:

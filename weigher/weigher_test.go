@@ -112,6 +112,8 @@ func TestEncodingFor(t *testing.T) {
 		{"gpt-3.5-turbo-0125", EncodingCL100k},
 		{"my-legacy-model", EncodingP50k},
 		{"my-legacy-model-v2", EncodingP50k}, // configured prefix
+		{"My-Legacy-Model", EncodingP50k},    // configured, in another case
+		{"MY-LEGACY-MODEL-v2", EncodingP50k},
 		{"llama-3-70b", EncodingO200k},
 		{"", EncodingO200k},
 	} {
