@@ -6,12 +6,14 @@ import "unicode/utf8"
 // path.Match's (`*`, `?`, `[…]` classes with ranges and `^` negation, `\`
 // escapes), but a model name is not a path: `*` and `?` match `/` too, so
 // `*` matches `openai/gpt-4o` and `meta-llama/*` matches
-// `meta-llama/Llama-3.3-70B-Instruct`. Nor is it case-sensitive: ASCII
-// letters match in either case (`gpt-4o*` matches `GPT-4o-Mini`, `[a-c]`
-// matches `B`), as upstreams that read model names case-insensitively
-// serve them (Ollama: "Mistral" and "mistral" are the same model,
-// ollama/ollama types/model/name.go), so that no spelling of a model
-// escapes a rule on it. A malformed glob (which config validation
+// `meta-llama/Llama-3.3-70B-Instruct`. Nor is it case-sensitive: a name
+// matches when some spelling of it in other ASCII cases matches as
+// written (`gpt-4o*` matches `GPT-4o-Mini`, `[a-c]` matches `B`, and a
+// negated class of letters, `[^a]`, matches both cases of every letter),
+// as upstreams that read model names case-insensitively serve them
+// (Ollama: "Mistral" and "mistral" are the same model, ollama/ollama
+// types/model/name.go), so that no spelling of a model escapes a rule
+// on it, and every name a glob matched as written it still matches. A malformed glob (which config validation
 // refuses) matches an undefined set of names, never panics.
 //
 // It runs in O(len(glob) × len(name)) steps at worst: one `*` is
@@ -66,9 +68,10 @@ func MatchModel(glob, name string) bool {
 
 // matchClass matches r against the class that opens at glob[start] ('['),
 // which config validation has found well formed (path.Match's syntax). It returns the position
-// after the class's ']' and whether r is in the class, case aside: an
-// ASCII letter is in it when either of its cases is listed (then `^`
-// negates that), so `[a-c]` holds `B` and `[^a]` holds neither `a` nor `A`.
+// after the class's ']' and whether r, in either of its ASCII cases, is
+// in the class: whether some spelling of the name matches as written
+// (MatchModel), so `[a-c]` holds `B`, and a negated class of letters holds
+// both cases of every letter (`[^a]` holds `A`, so `a` too).
 func matchClass(glob string, start int, r rune) (end int, ok bool) {
 	i := start + 1
 	negated := false
@@ -76,7 +79,7 @@ func matchClass(glob string, start int, r rune) (end int, ok bool) {
 		negated = true
 		i++
 	}
-	matched := false
+	matched, matchedOther := false, false
 	other := otherCase(r)
 	for i < len(glob) && glob[i] != ']' {
 		lo, w := classChar(glob, i)
@@ -86,11 +89,10 @@ func matchClass(glob string, start int, r rune) (end int, ok bool) {
 			hi, w = classChar(glob, i+1)
 			i += 1 + w
 		}
-		if lo <= r && r <= hi || lo <= other && other <= hi {
-			matched = true
-		}
+		matched = matched || lo <= r && r <= hi
+		matchedOther = matchedOther || lo <= other && other <= hi
 	}
-	return i + 1, matched != negated
+	return i + 1, matched != negated || other != r && matchedOther != negated
 }
 
 // classChar reads one character of a class at glob[i], unescaping `\x`.
