@@ -45,7 +45,7 @@ func TestMatchModelAcrossSlashes(t *testing.T) {
 		{"[^A-Z]pt-4O", "gpt-4O", true}, // as path.Match: never fewer names
 		{"[^ab]", "-", true},
 		{"[^-]", "-", false}, // no letter, no other case
-		{"É*", "é", false}, // only ASCII folds
+		{"É*", "é", false},   // only ASCII folds
 	} {
 		if got := MatchModel(tc.glob, tc.name); got != tc.want {
 			t.Errorf("MatchModel(%q, %q) = %v, want %v", tc.glob, tc.name, got, tc.want)
