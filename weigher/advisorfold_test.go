@@ -39,9 +39,18 @@ func TestContainsAdvisorFoldSameAsBytewise(t *testing.T) {
 			}
 		}
 	}
+	// Past maxAdvisorHits 'v's and 'V's the search goes a word at a
+	// time: the word before, among and after them, in either case.
+	many := strings.Repeat("v", maxAdvisorHits/2) + strings.Repeat("V", maxAdvisorHits/2+1)
+	for _, w := range []string{"advisor", "ADVISOR", "adVisor", "advisr"} {
+		cases = append(cases, many+w, w+many, many[:9]+w+many[9:], many+w+many, "x"+many+"adv"+many+"isor")
+	}
 	for _, s := range cases {
 		if got, want := containsAdvisorFold(s), containsFoldASCIIBytewise(s, "advisor"); got != want {
 			t.Errorf("containsAdvisorFold(%q) = %v, the byte-at-a-time search %v", s, got, want)
+		}
+		if got, want := containsAdvisorWords(s), containsFoldASCIIBytewise(s, "advisor"); got != want {
+			t.Errorf("containsAdvisorWords(%q) = %v, the byte-at-a-time search %v", s, got, want)
 		}
 	}
 }
@@ -53,8 +62,12 @@ func FuzzContainsAdvisorFold(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := containsAdvisorFold(s), containsFoldASCIIBytewise(s, "advisor"); got != want {
+		want := containsFoldASCIIBytewise(s, "advisor")
+		if got := containsAdvisorFold(s); got != want {
 			t.Fatalf("containsAdvisorFold(%q) = %v, the byte-at-a-time search %v", s, got, want)
+		}
+		if got := containsAdvisorWords(s); got != want {
+			t.Fatalf("containsAdvisorWords(%q) = %v, the byte-at-a-time search %v", s, got, want)
 		}
 	})
 }

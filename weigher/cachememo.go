@@ -62,7 +62,13 @@ type elemMemo struct {
 	// unchecked so far.
 	deferCtx uint64
 	pending  int
-	shorts   int // short elements left to the counter (maxDeferredShort)
+	// deferList are the fields of the lists (checked whole, at depth 1)
+	// whose field check, when they are not remembered, is left to the
+	// counter (parseOptions.countedList; nil: none): such a list is
+	// pending until countChecked checks it, and is not counted in
+	// pending. Its context is made only for a list not found.
+	deferList *fields
+	shorts    int // short elements left to the counter (maxDeferredShort)
 	// guessAt and guessEnd are End's last guess (guessEnd -1: none), so
 	// that Vouch knows a guess from an end Skip found; guessBudget is how
 	// many more bytes wrong guesses may have Vouch hash in this request
@@ -110,7 +116,9 @@ type memoElem struct {
 	// short: shorter than minCachedBytes, recorded only to leave its
 	// check to the counter (pending): never written.
 	short bool
-	ctx   uint64
+	// list: a list left pending in deferList (not counted in pending).
+	list bool
+	ctx  uint64
 	// hh is its hint hash when End made it (0: not made; done makes it).
 	hh uint64
 }
@@ -327,6 +335,11 @@ func (m *elemMemo) checked(ctx uint64, raw string, check func() bool) bool {
 		m.pending++
 		return true
 	}
+	if m.deferList != nil && ctx == m.listContext(m.deferList, 1) {
+		// A list left to its counter (toolsCounter.countChecked).
+		m.elems = append(m.elems, memoElem{p: unsafe.StringData(raw), n: len(raw), k: k, pending: true, list: true, hint: hint, hh: hh})
+		return true
+	}
 	// The slot is taken before check runs, so that the elements nested in
 	// raw, which check records, come after it: the memo stays in body order.
 	i := len(m.elems)
@@ -383,8 +396,14 @@ func (m *elemMemo) count(b *budget, ctx uint64, raw string, fn func() tally) tal
 	if m == nil || len(raw) < minCachedBytes {
 		return fn()
 	}
-	el := m.find(raw)
-	if el == nil {
+	return m.countFound(b, ctx, raw, m.find(raw), fn)
+}
+
+// countFound is count with el, what find(raw) returned.
+func (m *elemMemo) countFound(b *budget, ctx uint64, raw string, el *memoElem, fn func() tally) tally {
+	if el == nil || el.pending {
+		// Not recorded, or its check is left to countChecked (a guard:
+		// its counters call that): counted under ctx alone, not marked.
 		return m.cache.count(b, ctx, raw, fn)
 	}
 	if el.e.counted && el.e.ctx == ctx {
@@ -413,8 +432,10 @@ func (m *elemMemo) countChecked(b *budget, ctx uint64, raw string, fn func(check
 	}
 	if len(raw) < minCachedBytes {
 		// A short element the field check left to this walk (checked)
-		// is checked in it; it is not remembered either way.
-		if el := m.find(raw); el != nil && el.pending {
+		// is checked in it; it is not remembered either way. None is
+		// looked for when none was left (shorts): an absent list ("")
+		// took find's binary search, some 200 instructions.
+		if el := m.shortPending(raw); el != nil {
 			el.pending = false
 			m.pending--
 			if t, ok = fn(true); !ok {
@@ -427,13 +448,15 @@ func (m *elemMemo) countChecked(b *budget, ctx uint64, raw string, fn func(check
 	}
 	el := m.find(raw)
 	if el == nil || !el.pending {
-		return m.count(b, ctx, raw, func() tally {
+		return m.countFound(b, ctx, raw, el, func() tally {
 			t, _ := fn(false)
 			return t
 		}), true
 	}
 	el.pending = false
-	m.pending--
+	if !el.list {
+		m.pending--
+	}
 	m.cache.misses.Add(1)
 	t, ok = fn(true)
 	if !ok {
@@ -445,6 +468,19 @@ func (m *elemMemo) countChecked(b *budget, ctx uint64, raw string, fn func(check
 		el.e = entry{t: t, ctx: ctx, counted: true}
 	}
 	return t, true
+}
+
+// shortPending is find(raw) for a short element left pending to the
+// counter (checked); nil when there is none, without a search when no
+// short element was left or raw is empty (an absent list).
+func (m *elemMemo) shortPending(raw string) *memoElem {
+	if m.shorts == 0 || raw == "" {
+		return nil
+	}
+	if el := m.find(raw); el != nil && el.pending {
+		return el
+	}
+	return nil
 }
 
 // unchecked reports whether an element left to the counter has not been
@@ -474,7 +510,7 @@ func (m *elemMemo) done() {
 		}
 	}
 	m.cache, m.hints, m.body, m.top, m.next, m.found = nil, nil, "", nil, 0, 0
-	m.deferCtx, m.pending, m.offerAll, m.shorts = 0, 0, false, 0
+	m.deferCtx, m.pending, m.offerAll, m.shorts, m.deferList = 0, 0, false, 0, nil
 	m.ends, m.endNext, m.lastEndAt = m.ends[:0], 0, -1
 	m.resume.forget()
 	if cap(m.elems) > maxPooledMemo {

@@ -90,11 +90,22 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	// The top-level members are field-checked in the walk below that
 	// reads them, and new messages in the walk that counts them
 	// (messageTally), not by parseRequestWith.
-	d, fallback, ok := w.parseRequestWith(body, parseOptions{fields: chatFields, resume: mode, counted: chatMessageFields, callerChecks: true})
+	d, fallback, ok := w.parseRequestWith(body, parseOptions{fields: chatFields, resume: mode, counted: chatMessageFields, countedList: toolFields, callerChecks: true})
 	if !ok {
 		return fallback, true
 	}
-	defer d.close()
+	// One deferred call (the piece memo's return, then the doc's close):
+	// with two, chatFrom's returns passed the limit of open-coded defers
+	// (returns × defers ≤ 15), and every request paid the runtime's
+	// deferred-call records, some 250 instructions.
+	var pieceBPE *bpeCounter
+	var pieceMemo *memoCounter
+	defer func() {
+		if pieceMemo != nil {
+			pieceBPE.putMemo(pieceMemo)
+		}
+		d.close()
+	}()
 	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction, prompt, toolChoice gjson.Result
 	var templateText [2]gjson.Result // vLLM's documents and chat_template_kwargs (templateFields)
 	var unknownTop unknownTops       // top-level members the chat API does not define (chatTopKnown)
@@ -244,11 +255,11 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		est.CacheWrite, est.CacheWrite1h = asksCache(d.body)
 	}
 	encName, enc := rules.encoding, rules.counter(w)
-	if bc, ok := enc.(*bpeCounter); ok {
-		// One piece memo for the request's texts (memoCounter).
-		mc := bc.takeMemo()
-		defer bc.putMemo(mc)
-		enc = mc
+	if b, ok := enc.(*bpeCounter); ok {
+		// One piece memo for the request's texts (memoCounter), given
+		// back by the deferred call above.
+		pieceBPE, pieceMemo = b, b.takeMemo()
+		enc = pieceMemo
 	}
 
 	var in int64
@@ -332,15 +343,34 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 				continue
 			}
 		}
-		t := d.memo.count(w.budget, tctx, list.Raw, func() tally {
-			hidden := false
-			if i == 0 {
-				hidden = serverToolsLaid(list, toolsElems)
-			} else {
-				hidden = serverTools(list)
+		var t tally
+		listFine := true
+		if i == 0 {
+			// A new "tools" list is field-checked in the walk that
+			// counts it (parseOptions.countedList).
+			t, listFine = d.memo.countChecked(w.budget, tctx, list.Raw, func(check bool) (tally, bool) {
+				hidden := serverToolsLaid(list, toolsElems)
+				if check {
+					n, ok := tc.countChecked(list, toolFields)
+					return tally{text: n, hidden: hidden}, ok
+				}
+				return tally{text: tc.count(list), hidden: hidden}, true
+			})
+		} else { // "functions", checked in the walk above
+			t = d.memo.count(w.budget, tctx, list.Raw, func() tally {
+				return tally{text: tc.count(list), hidden: serverTools(list)}
+			})
+		}
+		if !listFine {
+			// Refused as the walk above refuses a member that fails its
+			// check: a model named outside "model" first, then the
+			// reference check names the key, in body order.
+			if k, why := fallbackModelsKey(d); k != "" {
+				return w.fallbackFault(body, k, why), true
 			}
-			return tally{text: tc.count(list), hidden: hidden}
-		})
+			key, field, _ := checkFields(d, chatFields, nil)
+			return w.caseVariant(body, key, field), true
+		}
 		in += t.text
 		est.ServerContext = est.ServerContext || i == 0 && t.hidden
 		if i == 0 && toolsAt > messagesAt && messagesAt >= 0 {

@@ -147,17 +147,49 @@ func advisorTools(tools gjson.Result) bool {
 
 // containsAdvisorFold reports whether s holds "advisor" in any ASCII case
 // (each byte of s compared with a letter of the word after its 0x20 bit is
-// set, as strings.EqualFold does for ASCII letters). It looks for the
-// word's 'v' eight bytes at a time (the "has a zero byte" test on the
-// word, 0x20 set in every byte, xored with 'v': only 'v' and 'V' become
-// 0x76 so), and compares the word around each one found; a flagged byte
-// that is no 'v' (a borrow flags a 0x01 above a zero) fails that compare.
-// A byte at a time, the search of the load benchmark's 1 KiB chat body's
-// tools list cost about 11,700 instructions a request, where it costs
-// about 2,400 now (callgrind, issue #13;
-// TestContainsAdvisorFoldSameAsBytewise, FuzzContainsAdvisorFold against
-// the byte-at-a-time search).
+// set, as strings.EqualFold does for ASCII letters). Every such word holds
+// a 'v' or a 'V': each is looked for with strings.IndexByte (vector
+// instructions, 32 bytes a step), the word compared around every one
+// found; a text with more than maxAdvisorHits of them, where a call a
+// 'v' would cost more, is searched a word at a time (containsAdvisorWords).
+// advisorTools' look at the load benchmark's cold 1 KiB chat body's
+// tools list cost about 2,400 instructions a request with the
+// word-at-a-time search, about 700 now (callgrind, issue #13; a byte at
+// a time it was 11,700). TestContainsAdvisorFoldSameAsBytewise and
+// FuzzContainsAdvisorFold compare it with the byte-at-a-time search.
 func containsAdvisorFold(s string) bool {
+	const word, at = "advisor", 2 // word[at] is its 'v'
+	hits := 0
+	for _, v := range [...]byte{'v', 'V'} {
+		for i := 0; i < len(s); {
+			j := strings.IndexByte(s[i:], v)
+			if j < 0 {
+				break
+			}
+			if foldedAt(s, i+j-at, word) {
+				return true
+			}
+			if hits++; hits > maxAdvisorHits {
+				return containsAdvisorWords(s)
+			}
+			i += j + 1
+		}
+	}
+	return false
+}
+
+// maxAdvisorHits is how many 'v's and 'V's containsAdvisorFold finds by
+// IndexByte before it searches the text a word at a time: a text of many
+// (a hostile run of them) costs a call each, about 30 instructions, where
+// the word-at-a-time search costs about 2 a byte.
+const maxAdvisorHits = 32
+
+// containsAdvisorWords is containsAdvisorFold searching eight bytes at a
+// time for the word's 'v' (the "has a zero byte" test on the word, 0x20
+// set in every byte, xored with 'v': only 'v' and 'V' become 0x76 so),
+// and comparing the word around each one found; a flagged byte that is no
+// 'v' (a borrow flags a 0x01 above a zero) fails that compare.
+func containsAdvisorWords(s string) bool {
 	const word, at = "advisor", 2 // word[at] is its 'v'
 	const ones, msb = 0x0101010101010101, 0x8080808080808080
 	b := unsafe.Slice(unsafe.StringData(s), len(s))

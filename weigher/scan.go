@@ -71,6 +71,16 @@ type parseOptions struct {
 	// of that array through countChecked, and, when one fails (or
 	// elemMemo.unchecked), check the doc with checkFields and no memo.
 	counted *fields
+	// countedList, when set, are the fields of the objects of a
+	// top-level list checked whole (chat's "tools": toolFields, at
+	// depth 1) whose field check, when the count cache does not remember
+	// the list, the caller makes in the walk that counts it
+	// (elemMemo.countChecked with toolsCounter.countChecked): the check
+	// leaves such a list pending. The caller must count that list
+	// through countChecked, and, when it fails, refuse the body as a
+	// failed check of its member does (fallbackModelsKey, then
+	// checkFields with no memo). Only with callerChecks.
+	countedList *fields
 	// callerChecks: the caller field-checks the top-level members itself,
 	// in its walk of them (checkMember with fields and the doc's memo, in
 	// order, stopping at the first that fails), and names a failure's key
@@ -104,6 +114,9 @@ func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback
 		}
 		if o.counted != nil {
 			memo.deferCtx = memo.fieldsContext(o.counted, 2)
+		}
+		if o.countedList != nil && o.callerChecks {
+			memo.deferList = o.countedList
 		}
 	}
 	err := jsonscan.Check(body, opts)

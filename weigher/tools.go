@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/llmguard/llmguard/internal/jsonscan"
 )
 
 // Tool-definition counting constants from OpenAI's cookbook "How to count
@@ -28,6 +30,9 @@ const (
 type toolsCounter struct {
 	enc      counter
 	funcInit int64
+	// ck, when set, is the field check the count makes in its walk
+	// (countChecked); nil: none.
+	ck *toolCheck
 }
 
 func newToolsCounter(enc counter, encoding string) toolsCounter {
@@ -54,18 +59,117 @@ func newToolsCounter(enc counter, encoding string) toolsCounter {
 // weighing went to those scans). The "name:desc" texts are joined in one
 // pooled buffer, not allocated.
 func (c toolsCounter) count(list gjson.Result) int64 {
+	n, _ := c.walk(list, nil)
+	return n
+}
+
+// countChecked is count(list) that also makes, in the same walk, the
+// field check checkWhole makes of the list with no cache (each object
+// element checked by walkFields with elem, at depth 2, the depth
+// checkMember gives the elements of a top-level list): ok is false
+// when that check fails. Where the count does not walk into a value the
+// check reads (a value of the wrong type, a schema deeper than
+// maxSchemaDepth), walkFields checks it. Chat leaves a new "tools"
+// list's check to it (parseOptions.countedList), where the check walked
+// the list once and the count again: some 11,000 instructions of a cold
+// 1 KiB chat body's two tools (TestToolsCountCheckedSameAsWalk,
+// FuzzToolsCountCheckedSameAsWalk: count and checkElements are the
+// reference).
+func (c toolsCounter) countChecked(list gjson.Result, elem *fields) (n int64, ok bool) {
+	return c.walk(list, elem)
+}
+
+// toolCheck is the field check of a toolsCounter's walk (countChecked):
+// walkFields' verdict on the objects the walk reads, made key by key as
+// the walk meets them. Each walked object is given the fields it is read
+// with (nil: not checked, as walkFields checks nothing deeper than
+// maxFieldsDepth or under a key that reads nothing) and its walkFields
+// depth.
+type toolCheck struct {
+	elem   *fields // the fields of the list's objects
+	fold   []byte  // scratch for jsonscan.FoldKey
+	failed bool    // a key named one of its object's fields in another case
+}
+
+// key checks the key k of an object read with f, as walkFields does, and
+// returns the fields its value is read with (nil: none, or nothing
+// checked): an exact field's (every value's, in a map), else nil, and
+// the check fails when k is one of f's fields in another case. With a nil
+// ck or f it checks nothing.
+func (ck *toolCheck) key(f *fields, k string) *fields {
+	if ck == nil || f == nil {
+		return nil
+	}
+	if f.each != nil {
+		return f.each
+	}
+	sub, exact := f.lookup(k)
+	if exact {
+		return sub
+	}
+	if !jsonscan.Folded(k) {
+		ck.fold = jsonscan.FoldKey(ck.fold[:0], []byte(k))
+		if _, variant := f.folded[string(ck.fold)]; variant {
+			ck.failed = true
+		}
+	}
+	return nil
+}
+
+// value checks the value at s[x], read with f at walkFields depth fd,
+// which the walk does not read itself: walkFields over it.
+func (ck *toolCheck) value(s string, x int, f *fields, fd int) {
+	if ck == nil || f == nil || ck.failed || s[x] != '{' && s[x] != '[' {
+		return
+	}
+	if _, _, _, ok := walkFields(s, x, f, fd, &ck.fold); !ok {
+		ck.failed = true
+	}
+}
+
+// checkedAt is the fields an object read with f at walkFields depth fd is
+// checked with: f, or nil when walkFields checks nothing that deep.
+func checkedAt(f *fields, fd int) *fields {
+	if fd > maxFieldsDepth {
+		return nil
+	}
+	return f
+}
+
+// Where the objects of a tools list lie in walkFields' depths: a list's
+// elements at 2 (checkMember's checkWhole at depth 1), their members'
+// values at 3, a function's members' values at 4.
+const toolElemDepth = 2
+
+// walk is count, and, when elem is set, countChecked's check of the
+// list's objects read with elem.
+func (c toolsCounter) walk(list gjson.Result, elem *fields) (int64, bool) {
 	if !list.IsArray() {
 		// Not a list (one tool as an object, a string): the API refuses
 		// it, a lenient upstream may read it. Weighed by its JSON text.
-		return countValue(c.enc, list)
+		// It holds no object checkWhole checks.
+		return countValue(c.enc, list), true
 	}
-	buf := joinBufs.Get().(*[]byte)
+	// The join buffer and the check come from a pool: a check of the
+	// walk's own escaped to the heap (the walk's recursion keeps it
+	// from staying on the stack).
+	sc := toolScratches.Get().(*toolScratch)
+	buf := &sc.buf
 	defer func() {
-		if cap(*buf) > maxJoinBuf {
-			*buf = nil
+		if cap(sc.buf) > maxJoinBuf {
+			sc.buf = nil
 		}
-		joinBufs.Put(buf)
+		if cap(sc.ck.fold) > maxJoinBuf {
+			sc.ck.fold = nil
+		}
+		toolScratches.Put(sc)
 	}()
+	var tf *fields // the fields the tools are checked with
+	if elem != nil {
+		sc.ck = toolCheck{elem: elem, fold: sc.ck.fold[:0]}
+		c.ck = &sc.ck
+		tf = checkedAt(elem, toolElemDepth)
+	}
 	s := list.Raw
 	var n int64
 	functions := 0
@@ -81,16 +185,21 @@ func (c toolsCounter) count(list gjson.Result) int64 {
 		var typ gjson.Result
 		innerSeen := false
 		end := walkObject(s, v, func(k string, x int) int {
+			sub := c.ck.key(tf, k)
 			switch {
 			case k == "function" && !innerSeen && s[x] == '{':
 				innerSeen = true
-				return walkObject(s, x, func(k string, y int) int { return c.functionMember(buf, &inner, s, k, y) })
+				ff := checkedAt(sub, toolElemDepth+1)
+				return walkObject(s, x, func(k string, y int) int {
+					return c.functionMember(buf, &inner, s, k, y, c.ck.key(ff, k), toolElemDepth+2)
+				})
 			case k == "type" && typ.Raw == "":
 				e := skipValue(s, x)
+				c.ck.value(s, x, sub, toolElemDepth+1)
 				typ = rawValue(s[x:e])
 				return e
 			}
-			return c.functionMember(buf, &own, s, k, x)
+			return c.functionMember(buf, &own, s, k, x, sub, toolElemDepth+1)
 		})
 		fn := own
 		if innerSeen {
@@ -118,7 +227,7 @@ func (c toolsCounter) count(list gjson.Result) int64 {
 	if functions > 0 {
 		n += funcEnd
 	}
-	return n
+	return n, c.ck == nil || !c.ck.failed
 }
 
 // function is what count reads of a function: its name and description,
@@ -187,28 +296,31 @@ func (c toolsCounter) restDone(buf *[]byte, r *schemaRest) int64 {
 }
 
 // functionMember reads the member k of a function whose value starts at
-// s[x] into f, as walkObject's fn: it returns where the value ends, or -1
-// when it is not read.
-func (c toolsCounter) functionMember(buf *[]byte, f *function, s, k string, x int) int {
+// s[x] into f, as walkObject's fn: it returns where the value ends. The
+// value is checked with sub at walkFields depth fd (toolCheck).
+func (c toolsCounter) functionMember(buf *[]byte, f *function, s, k string, x int, sub *fields, fd int) int {
 	switch {
 	case k == "name" && f.seen&1 == 0:
 		f.seen |= 1
 		e := skipValue(s, x)
+		c.ck.value(s, x, sub, fd)
 		f.name = rawValue(s[x:e])
 		return e
 	case k == "description" && f.seen&2 == 0:
 		f.seen |= 2
 		e := skipValue(s, x)
+		c.ck.value(s, x, sub, fd)
 		f.desc = rawValue(s[x:e])
 		return e
 	case k == "parameters" && f.seen&4 == 0 && s[x] == '{':
 		f.seen |= 4
-		n, end := c.schemaObject(buf, s, x, 0)
+		n, end := c.schemaObject(buf, s, x, 0, checkedAt(sub, fd), fd)
 		f.params = s[x:end]
 		f.props += n
 		return end
 	}
 	e := skipValue(s, x)
+	c.ck.value(s, x, sub, fd)
 	c.rest(buf, &f.rest, k, s[x:e])
 	return e
 }
@@ -217,18 +329,21 @@ func (c toolsCounter) functionMember(buf *[]byte, f *function, s, k string, x in
 // (a function's parameters, a property's items), joining texts in buf:
 // the tokens of its properties, read at depth by properties, and of its
 // other members (schemaRest); it returns them and where the object ends.
-func (c toolsCounter) schemaObject(buf *[]byte, s string, x, depth int) (int64, int) {
+// The object is checked with f at walkFields depth fd (toolCheck).
+func (c toolsCounter) schemaObject(buf *[]byte, s string, x, depth int, f *fields, fd int) (int64, int) {
 	var n int64
 	var r schemaRest
 	end := walkObject(s, x, func(k string, y int) int {
+		sub := c.ck.key(f, k)
 		if k == "properties" {
-			if sub, e := c.properties(buf, s, y, depth); e >= 0 {
-				n += sub
+			if props, e := c.properties(buf, s, y, depth, checkedAt(sub, fd+1), fd+1); e >= 0 {
+				n += props
 				r.propsLen = e - y
 				return e
 			}
 		}
 		e := skipValue(s, y)
+		c.ck.value(s, y, sub, fd+1)
 		c.rest(buf, &r, k, s[y:e])
 		return e
 	})
@@ -241,8 +356,9 @@ const maxSchemaDepth = 8
 // properties counts the JSON-schema "properties" object at s[i], joining
 // texts in buf: it returns the tokens and where the object ends, or -1
 // when it did not read the value (not an object, or deeper than
-// maxSchemaDepth).
-func (c toolsCounter) properties(buf *[]byte, s string, i, depth int) (int64, int) {
+// maxSchemaDepth). The object is checked with f at walkFields depth fd
+// (toolCheck), when it is read.
+func (c toolsCounter) properties(buf *[]byte, s string, i, depth int, f *fields, fd int) (int64, int) {
 	if s[i] != '{' || depth > maxSchemaDepth {
 		return 0, -1
 	}
@@ -254,22 +370,28 @@ func (c toolsCounter) properties(buf *[]byte, s string, i, depth int) (int64, in
 		var typ, desc gjson.Result
 		var seen uint8
 		var e int
+		ps := c.ck.key(f, key) // the property's fields
 		if s[x] != '{' {
 			// Not a schema: its JSON is sent all the same.
 			e = skipValue(s, x)
+			c.ck.value(s, x, ps, fd+1)
 			n += countText(c.enc, s[x:e])
 		} else {
 			var r schemaRest
-			rest := func(k string, y int) int {
+			pf, pd := checkedAt(ps, fd+1), fd+1 // the property object's
+			rest := func(k string, y int, sub *fields) int {
 				e := skipValue(s, y)
+				c.ck.value(s, y, sub, pd+1)
 				c.rest(buf, &r, k, s[y:e])
 				return e
 			}
 			e = walkObject(s, x, func(k string, y int) int {
+				sub := c.ck.key(pf, k)
 				switch {
 				case k == "enum" && seen&1 == 0 && s[y] == '[':
 					seen |= 1
 					n += enumInit
+					c.ck.value(s, y, sub, pd+1)
 					return walkArray(s, y, func(z int) int {
 						e := skipValue(s, z)
 						n += enumItem + countText(c.enc, textOf(rawValue(s[z:e])))
@@ -278,27 +400,29 @@ func (c toolsCounter) properties(buf *[]byte, s string, i, depth int) (int64, in
 				case k == "type" && seen&2 == 0:
 					seen |= 2
 					e := skipValue(s, y)
+					c.ck.value(s, y, sub, pd+1)
 					typ = rawValue(s[y:e])
 					return e
 				case k == "description" && seen&4 == 0:
 					seen |= 4
 					e := skipValue(s, y)
+					c.ck.value(s, y, sub, pd+1)
 					desc = rawValue(s[y:e])
 					return e
 				case k == "properties" && seen&8 == 0:
 					seen |= 8
-					if sub, e := c.properties(buf, s, y, depth+1); e >= 0 {
-						n += sub
+					if props, e := c.properties(buf, s, y, depth+1, checkedAt(sub, pd+1), pd+1); e >= 0 {
+						n += props
 						r.propsLen = e - y
 						return e
 					}
 				case k == "items" && seen&16 == 0 && s[y] == '{':
 					seen |= 16
-					sub, end := c.schemaObject(buf, s, y, depth+1)
-					n += sub
+					items, end := c.schemaObject(buf, s, y, depth+1, checkedAt(sub, pd+1), pd+1)
+					n += items
 					return end
 				}
-				return rest(k, y)
+				return rest(k, y, sub)
 			})
 			n += c.restDone(buf, &r)
 		}
@@ -320,9 +444,18 @@ func (c toolsCounter) properties(buf *[]byte, s string, i, depth int) (int64, in
 func walkObject(s string, i int, fn func(key string, v int) int) int {
 	i = skipSpace(s, i+1)
 	for i < len(s) && s[i] == '"' {
-		kEnd := skipString(s, i)
-		key := s[i+1 : kEnd-1]
-		if strings.IndexByte(key, '\\') >= 0 {
+		// A key is short and rarely escaped: keyStop finds its closing
+		// quote a word at a time (as memberWalk.key does), where
+		// jsonscan.Skip's call and search cost a cold 1 KiB body's two
+		// tools about 70 instructions a key more; only an escaped key
+		// takes skipString and gjson's unescaping.
+		var key string
+		kEnd := keyStop(s, i+1)
+		if kEnd < len(s) && s[kEnd] == '"' {
+			kEnd++
+			key = s[i+1 : kEnd-1]
+		} else {
+			kEnd = skipString(s, i)
 			key = gjson.Parse(s[i:kEnd]).Str
 		}
 		i = skipSpace(s, skipSpace(s, kEnd)+1) // past ':'
@@ -369,12 +502,21 @@ func (c toolsCounter) join(buf *[]byte, parts ...string) int64 {
 	return countText(c.enc, unsafe.String(&b[0], len(b)))
 }
 
-// maxJoinBuf is the largest buffer, in bytes, joinBufs keeps: a tool's
-// description longer than this is joined in a buffer the collector frees.
+// maxJoinBuf is the largest buffer, in bytes, toolScratches keeps: a
+// tool's description longer than this is joined in a buffer the
+// collector frees.
 const maxJoinBuf = 64 << 10
 
-// joinBufs are the buffers of toolsCounter.join, one per count at a time.
-var joinBufs = sync.Pool{New: func() any { return new([]byte) }}
+// toolScratch is what one count of a tools list works in: the buffer of
+// toolsCounter.join and the check of countChecked.
+type toolScratch struct {
+	buf []byte
+	ck  toolCheck
+}
+
+// toolScratches are the scratches of tools counts, one per count at a
+// time.
+var toolScratches = sync.Pool{New: func() any { return new(toolScratch) }}
 
 // textOf is gjson's v.String() of a value as rawValue gives it: a string
 // decoded, another value's text as gjson writes it (a number in its own
