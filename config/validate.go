@@ -325,8 +325,8 @@ func (c *Config) Validate() error {
 		if len(c.Store.ClusterAddrs) == 0 {
 			p.add("store.cluster_addrs", "at least one host:port is required for redis_cluster")
 		}
-		for i, a := range c.Store.ClusterAddrs {
-			checkAddr(&p, fmt.Sprintf("store.cluster_addrs[%d]", i), a)
+		if _, field, problem := c.Store.clusterSeeds(); problem != "" {
+			p.add(field, "%s", problem)
 		}
 	}
 	if c.Store.Timeout == invalidDuration {
