@@ -94,10 +94,21 @@ func (s Store) clusterSeeds() (seeds ClusterSeeds, field, problem string) {
 // redactedURLError describes why raw did not parse without quoting its
 // user information (url.Parse's error quotes the whole input).
 func redactedURLError(raw string) string {
+	return fmt.Sprintf("%q does not parse", redactedURL(raw))
+}
+
+// redactedURL is raw with a password in it replaced by xxxxx, for an error
+// that quotes a URL the config gives (the errors go to the log and
+// /readyz): url.URL.Redacted when raw parses, else everything between the
+// scheme and the last @ replaced.
+func redactedURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
 	if at := strings.LastIndex(raw, "@"); at >= 0 {
 		if scheme := strings.Index(raw, "://"); scheme >= 0 && scheme < at {
-			raw = raw[:scheme+3] + "xxxxx" + raw[at:]
+			return raw[:scheme+3] + "xxxxx" + raw[at:]
 		}
 	}
-	return fmt.Sprintf("%q does not parse", raw)
+	return raw
 }

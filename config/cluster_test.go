@@ -56,3 +56,12 @@ func TestClusterSeeds(t *testing.T) {
 		t.Errorf("validate refuses a URL seed: %v", err)
 	}
 }
+
+// store.redis_url's problem does not quote its password either.
+func TestRedisURLProblemRedactsPassword(t *testing.T) {
+	_, err := Parse([]byte("upstreams: [{name: u, flavor: openai, base_url: \"http://127.0.0.1:1\", no_key: true}]\n" +
+		"keys: [{key: k, tenant: t}]\nstore: {backend: redis, redis_url: \"tcp://app:s3cret@10.0.0.1:6379/0\"}\n"))
+	if err == nil || !strings.Contains(err.Error(), `store.redis_url: must be a redis:// or rediss:// URL (got "tcp://app:xxxxx@10.0.0.1:6379/0")`) || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("validate: %v", err)
+	}
+}

@@ -318,7 +318,7 @@ func (c *Config) Validate() error {
 	}
 	if c.Store.Backend == "redis" {
 		if _, err := url.Parse(c.Store.RedisURL); err != nil || !strings.HasPrefix(c.Store.RedisURL, "redis") {
-			p.add("store.redis_url", "must be a redis:// or rediss:// URL (got %q)", c.Store.RedisURL)
+			p.add("store.redis_url", "must be a redis:// or rediss:// URL (got %q)", redactedURL(c.Store.RedisURL))
 		}
 	}
 	if c.Store.Backend == "redis_cluster" {
