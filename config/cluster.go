@@ -52,7 +52,7 @@ func (s Store) clusterSeeds() (seeds ClusterSeeds, field, problem string) {
 		field = fmt.Sprintf("store.cluster_addrs[%d]", i)
 		if !strings.Contains(a, "://") {
 			if _, _, err := net.SplitHostPort(a); err != nil {
-				return ClusterSeeds{}, field, fmt.Sprintf("must be host:port, or a redis:// or rediss:// URL with credentials (got %q)", a)
+				return ClusterSeeds{}, field, fmt.Sprintf("must be host:port, or a redis:// or rediss:// URL with credentials (got %q)", redactedURL(a))
 			}
 			seeds.Addrs = append(seeds.Addrs, a)
 			continue
@@ -61,11 +61,11 @@ func (s Store) clusterSeeds() (seeds ClusterSeeds, field, problem string) {
 		if err != nil {
 			return ClusterSeeds{}, field, fmt.Sprintf("not a URL (%s)", redactedURLError(a))
 		}
-		shown := u.Redacted()
+		shown := redactedURL(a)
 		if u.Scheme != "redis" && u.Scheme != "rediss" {
 			return ClusterSeeds{}, field, fmt.Sprintf("a URL entry must be redis:// or rediss:// (got %q)", shown)
 		}
-		if _, _, err := net.SplitHostPort(u.Host); err != nil {
+		if host, _, err := net.SplitHostPort(u.Host); err != nil || host == "" {
 			return ClusterSeeds{}, field, fmt.Sprintf("the URL must name host:port (got %q)", shown)
 		}
 		if p := strings.TrimPrefix(u.Path, "/"); p != "" && p != "0" {
@@ -99,16 +99,20 @@ func redactedURLError(raw string) string {
 
 // redactedURL is raw with a password in it replaced by xxxxx, for an error
 // that quotes a URL the config gives (the errors go to the log and
-// /readyz): url.URL.Redacted when raw parses, else everything between the
-// scheme and the last @ replaced.
+// /readyz): the user information of a URL with a host, else everything
+// before the last @, replaced.
 func redactedURL(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
+	at := strings.LastIndex(raw, "@")
+	if at < 0 {
+		return raw
 	}
-	if at := strings.LastIndex(raw, "@"); at >= 0 {
-		if scheme := strings.Index(raw, "://"); scheme >= 0 && scheme < at {
-			return raw[:scheme+3] + "xxxxx" + raw[at:]
-		}
+	if u, err := url.Parse(raw); err == nil && u.Opaque == "" && u.Host != "" && u.User != nil &&
+		!strings.Contains(u.Path+u.RawQuery+u.Fragment, "@") { // else the last @ is past the authority
+		u.User = url.User("xxxxx") // the user too: redis://password@host is a slip seen in the wild
+		return u.String()
 	}
-	return raw
+	// Not a URL with an authority (a typo such as redis:/:pw@h:1, or
+	// control characters): anything before the last @ may be user
+	// information, the scheme included.
+	return "xxxxx" + raw[at:]
 }
