@@ -576,7 +576,9 @@ type Store struct {
 	// e.g. redis://127.0.0.1:6379/0 (rediss:// for TLS; user and password
 	// may be given in the URL).
 	RedisURL string `yaml:"redis_url"`
-	// ClusterAddrs are seed nodes (host:port) for the redis_cluster backend.
+	// ClusterAddrs are seed nodes for the redis_cluster backend: host:port,
+	// or redis://user:password@host:port (rediss:// for TLS) for a cluster
+	// that needs credentials; see ClusterSeeds.
 	ClusterAddrs []string `yaml:"cluster_addrs"`
 	// Timeout bounds one store call on the request path (a take). Default
 	// 50ms (bucket.DefaultTimeout): measured by

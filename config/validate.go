@@ -318,15 +318,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Store.Backend == "redis" {
 		if _, err := url.Parse(c.Store.RedisURL); err != nil || !strings.HasPrefix(c.Store.RedisURL, "redis") {
-			p.add("store.redis_url", "must be a redis:// or rediss:// URL (got %q)", c.Store.RedisURL)
+			p.add("store.redis_url", "must be a redis:// or rediss:// URL (got %q)", redactedURL(c.Store.RedisURL))
 		}
 	}
 	if c.Store.Backend == "redis_cluster" {
 		if len(c.Store.ClusterAddrs) == 0 {
 			p.add("store.cluster_addrs", "at least one host:port is required for redis_cluster")
 		}
-		for i, a := range c.Store.ClusterAddrs {
-			checkAddr(&p, fmt.Sprintf("store.cluster_addrs[%d]", i), a)
+		if _, field, problem := c.Store.clusterSeeds(); problem != "" {
+			p.add(field, "%s", problem)
 		}
 	}
 	if c.Store.Timeout == invalidDuration {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/lua"
 )
 
@@ -165,4 +166,14 @@ func serveLines(t *testing.T, bin, admin string, args ...string) []string {
 	cmd.Process.Signal(os.Interrupt)
 	<-exited
 	return strings.Split(strings.TrimSpace(out.String()), "\n")
+}
+
+// A cluster seed given as a URL is logged without its password (trial4:
+// cluster_addrs took URLs with credentials, which storeForLog joined as
+// written).
+func TestStoreForLogRedactsClusterPasswords(t *testing.T) {
+	got := storeForLog(config.Store{Backend: "redis_cluster", ClusterAddrs: []string{"rediss://app:s3cret@10.0.0.5:6380", "10.0.0.6:6380"}})
+	if want := "redis_cluster rediss://app:xxxxx@10.0.0.5:6380,10.0.0.6:6380"; got != want {
+		t.Errorf("storeForLog: %q, want %q", got, want)
+	}
 }

@@ -137,10 +137,17 @@ func quotaBehindLedgerNotes(rep *app.UsageReport) []string {
 // empty report for a misspelt tenant looked like a quiet period), or "" for
 // any other report. With no ledger configured (rep.Source "none") requests
 // are not counted at all, so the note says so rather than blame the
-// spelling of a tenant that may well be sending requests.
+// spelling of a tenant that may well be sending requests. The node's own
+// note (rep.Note), which knows whether any key names the tenant, is used
+// when it gave one (trial4: a tenant with keys whose calls were all refused
+// was told to check its spelling); the generic line is for a node that
+// gives none.
 func emptyTenantNote(tenant string, rep *app.UsageReport) string {
 	if tenant == "" || rep.Requests != 0 || slices.ContainsFunc(rep.Quotas, func(q app.QuotaState) bool { return q.Used != 0 }) {
 		return ""
+	}
+	if rep.Note != "" {
+		return "llmguard usage: " + rep.Note
 	}
 	if rep.Source == "none" {
 		return fmt.Sprintf("llmguard usage: tenant %q has nothing used of any quota, and this llmguard keeps no ledger (its config has no ledger: section), so its requests are not counted: check the tenant's spelling, or add a ledger to see spend", tenant)

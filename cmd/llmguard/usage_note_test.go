@@ -24,6 +24,8 @@ func TestEmptyTenantNote(t *testing.T) {
 		{name: "tenant with quota use", tenant: "acme", rep: app.UsageReport{Source: "none", Quotas: []app.QuotaState{{Used: 5}}}},
 		{name: "ledger, nothing", tenant: "acmee", rep: app.UsageReport{Source: "file"},
 			want: `tenant "acmee" has no request in this period and nothing used of any quota: check its spelling`},
+		{name: "the node's note", tenant: "beta", rep: app.UsageReport{Source: "file", Note: `tenant "beta" has keys but no request in this period`},
+			want: `llmguard usage: tenant "beta" has keys but no request in this period`, reject: "spelling"},
 		{name: "no ledger, nothing", tenant: "dev-team", rep: app.UsageReport{Source: "none", Quotas: []app.QuotaState{{Used: 0}}},
 			want: "keeps no ledger", reject: "has no request"},
 	} {

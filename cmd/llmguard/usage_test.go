@@ -106,7 +106,8 @@ ledger: {file: %q}
 		t.Errorf("quota used %s (want 72 tokens), total requests %s (want 3)", rows[5][21], rows[1][13])
 	}
 	// A tenant with no request and nothing used of a quota (a typo) gets its empty table
-	// and a note on stderr; acme, which has both, gets none.
+	// and the node's note on stderr, which knows no key names it; acme, which has both,
+	// gets none.
 	for _, tc := range []struct {
 		tenant string
 		note   bool
@@ -115,7 +116,7 @@ ledger: {file: %q}
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
-		noted := strings.Contains(stderr.String(), `tenant "`+tc.tenant+`" has no request in this period and nothing used of any quota`)
+		noted := strings.Contains(stderr.String(), `llmguard usage: no keys or records for tenant "`+tc.tenant+`" in this period: check its spelling`)
 		if err != nil || !strings.Contains(string(out), "tenant "+tc.tenant) || noted != tc.note {
 			t.Errorf("usage --tenant %s: %v, stdout %q, stderr %q; want a note: %v", tc.tenant, err, out, stderr.String(), tc.note)
 		}

@@ -109,13 +109,21 @@ func upstreamsForLog(cfg *config.Config) string {
 
 // storeForLog names the store backend and where it is, without a
 // password: "memory", "redis redis://:xxxxx@10.0.0.5:6379/0",
-// "redis_cluster 10.0.0.5:6379,10.0.0.6:6379".
+// "redis_cluster 10.0.0.5:6379,10.0.0.6:6379" (an entry given as a URL
+// with its password redacted too).
 func storeForLog(s config.Store) string {
 	switch {
 	case s.RedisURL != "":
 		return s.Backend + " " + redactURL(s.RedisURL)
 	case len(s.ClusterAddrs) > 0:
-		return s.Backend + " " + strings.Join(s.ClusterAddrs, ",")
+		addrs := make([]string, len(s.ClusterAddrs))
+		for i, a := range s.ClusterAddrs {
+			addrs[i] = a
+			if strings.Contains(a, "://") { // redis://user:password@host:port
+				addrs[i] = redactURL(a)
+			}
+		}
+		return s.Backend + " " + strings.Join(addrs, ",")
 	}
 	return s.Backend
 }

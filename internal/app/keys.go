@@ -56,8 +56,13 @@ func openKeyStore(cfg *config.Config, reg prometheus.Registerer, log *slog.Logge
 		opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout, opt.DialerRetries = io, io, io, 1
 		client = redis.NewClient(opt)
 	case "redis_cluster":
-		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.Store.ClusterAddrs, PoolSize: 4,
-			ReadTimeout: io, WriteTimeout: io, DialTimeout: io, DialerRetries: 1})
+		opt, err := clusterOptions(cfg.Store)
+		if err != nil {
+			return nil, fmt.Errorf("app: %w", err)
+		}
+		opt.PoolSize = 4
+		opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout, opt.DialerRetries = io, io, io, 1
+		cc := redis.NewClusterClient(opt)
 		client = cc
 		// A subscription to a master that failed over fails until the
 		// client sees the new slot map.

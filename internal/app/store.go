@@ -111,11 +111,14 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		rc := redis.NewClient(opt)
 		client, closeClient = rc, rc.Close
 	} else {
-		cc := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: c.ClusterAddrs, PoolSize: c.PoolSize, MinIdleConns: min(c.PoolSize, 16),
-			ReadTimeout: ioTimeout, WriteTimeout: ioTimeout, DialTimeout: ioTimeout,
-			ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1, MaxRedirects: 1,
-		})
+		opt, err := clusterOptions(c)
+		if err != nil {
+			return nil, fmt.Errorf("app: %w", err)
+		}
+		opt.PoolSize, opt.MinIdleConns = c.PoolSize, min(c.PoolSize, 16)
+		opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout = ioTimeout, ioTimeout, ioTimeout
+		opt.ContextTimeoutEnabled, opt.MaxRetries, opt.DialerRetries, opt.MaxRedirects = true, -1, 1, 1
+		cc := redis.NewClusterClient(opt)
 		client, closeClient = cc, cc.Close
 		// MaxRedirects 1 (go-redis's default is 3): one MOVED or ASK is
 		// still followed at once (a slot that moved; a failed-over master

@@ -261,7 +261,10 @@ func (a *App) emptyTenantNote(rep *UsageReport, now time.Time) string {
 	case rep.Source == "none":
 		return fmt.Sprintf("tenant %q has keys but nothing used of any quota, and no ledger is configured, so its requests are not counted", rep.Tenant)
 	}
-	return fmt.Sprintf("tenant %q has keys but no request in this period and nothing used of any quota", rep.Tenant)
+	// The ledger holds forwarded requests only: a tenant whose every call
+	// was refused (a budget too small for its requests) has none there
+	// (trial4: such a tenant was told to check its spelling).
+	return fmt.Sprintf("tenant %q has keys but no request in this period and nothing used of any quota: the ledger records only the requests llmguard forwarded, so calls it refused (401, 403, 429) are not here; llmguard_requests_total counts them", rep.Tenant)
 }
 
 // loadZone loads an IANA zone named by a caller. Errors: too long, or

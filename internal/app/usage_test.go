@@ -549,7 +549,7 @@ ledger: {file: %q}
 		note, _ := m["note"].(string)
 		return m, note
 	}
-	if _, note := get("acme"); !strings.Contains(note, `tenant "acme" has keys but no request`) {
+	if _, note := get("acme"); !strings.Contains(note, `tenant "acme" has keys but no request`) || !strings.Contains(note, "calls it refused (401, 403, 429) are not here") {
 		t.Errorf("acme before any request: note %q", note)
 	}
 	h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":50}`, "x-mock-completion-tokens", "20")
