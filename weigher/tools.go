@@ -444,20 +444,7 @@ func (c toolsCounter) properties(buf *[]byte, s string, i, depth int, f *fields,
 func walkObject(s string, i int, fn func(key string, v int) int) int {
 	i = skipSpace(s, i+1)
 	for i < len(s) && s[i] == '"' {
-		// A key is short and rarely escaped: keyStop finds its closing
-		// quote a word at a time (as memberWalk.key does), where
-		// jsonscan.Skip's call and search cost a cold 1 KiB body's two
-		// tools about 70 instructions a key more; only an escaped key
-		// takes skipString and gjson's unescaping.
-		var key string
-		kEnd := keyStop(s, i+1)
-		if kEnd < len(s) && s[kEnd] == '"' {
-			kEnd++
-			key = s[i+1 : kEnd-1]
-		} else {
-			kEnd = skipString(s, i)
-			key = gjson.Parse(s[i:kEnd]).Str
-		}
+		key, kEnd := readKey(s, i)
 		i = skipSpace(s, skipSpace(s, kEnd)+1) // past ':'
 		end := fn(key, i)
 		if end < 0 {
