@@ -1,6 +1,10 @@
 package policy
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
+
+	"github.com/llmguard/llmguard/spec"
+)
 
 // MatchModel reports whether the model name matches glob. The syntax is
 // path.Match's (`*`, `?`, `[…]` classes with ranges and `^` negation, `\`
@@ -41,12 +45,12 @@ func MatchModel(glob, name string) bool {
 					continue
 				}
 			case '\\':
-				if gi+1 < len(glob) && lowerASCII(glob[gi+1]) == lowerASCII(name[ni]) {
+				if gi+1 < len(glob) && spec.LowerASCII(glob[gi+1]) == spec.LowerASCII(name[ni]) {
 					gi, ni = gi+2, ni+1
 					continue
 				}
 			default:
-				if lowerASCII(c) == lowerASCII(name[ni]) {
+				if spec.LowerASCII(c) == spec.LowerASCII(name[ni]) {
 					gi, ni = gi+1, ni+1
 					continue
 				}
@@ -104,14 +108,6 @@ func classChar(glob string, i int) (rune, int) {
 	return utf8.DecodeRuneInString(glob[i:])
 }
 
-// lowerASCII is c with an ASCII capital made small; any other byte as it is.
-func lowerASCII(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
-}
-
 // otherCase is r in its other ASCII case: a capital made small, a small
 // letter made capital; any other rune as it is.
 func otherCase(r rune) rune {
@@ -122,20 +118,4 @@ func otherCase(r rune) rune {
 		return r - ('a' - 'A')
 	}
 	return r
-}
-
-// FoldModel is name with its ASCII capitals made small: the form in which
-// model names are compared when case is ignored (MatchModel, Quote). It
-// allocates only when name holds a capital.
-func FoldModel(name string) string {
-	for i := 0; i < len(name); i++ {
-		if 'A' <= name[i] && name[i] <= 'Z' {
-			b := []byte(name)
-			for j := i; j < len(b); j++ {
-				b[j] = lowerASCII(b[j])
-			}
-			return string(b)
-		}
-	}
-	return name
 }

@@ -3,6 +3,8 @@ package policy
 import (
 	"slices"
 	"strings"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // index finds the rules that may apply to a request without looking at the
@@ -30,7 +32,7 @@ type index struct {
 // filed under its literal prefix (the text before its first *, ?, [ or \),
 // which every string it matches starts with. With fold (model globs,
 // which MatchModel matches whatever the ASCII case), globs are filed and
-// strings looked up in FoldModel's form.
+// strings looked up in spec.FoldModel's form.
 type globIndex struct {
 	exact   map[string][]int32
 	prefix  map[string][]int32
@@ -86,7 +88,7 @@ func newGlobIndex() globIndex {
 func (g *globIndex) add(globs []string, n int32) {
 	for _, glob := range globs {
 		if g.fold {
-			glob = FoldModel(glob)
+			glob = spec.FoldModel(glob)
 		}
 		i := strings.IndexAny(glob, `*?[\`)
 		if i < 0 {
@@ -105,7 +107,7 @@ func (g *globIndex) add(globs []string, n int32) {
 // candidates appends the rules filed under a glob that s may match.
 func (g *globIndex) candidates(dst []int32, s string) []int32 {
 	if g.fold {
-		s = FoldModel(s)
+		s = spec.FoldModel(s)
 	}
 	dst = append(dst, g.exact[s]...)
 	for _, n := range g.lengths {

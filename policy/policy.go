@@ -35,7 +35,7 @@ type Policy struct {
 	idx    index  // rules by matcher value, for Match
 	keys   map[[32]byte]Principal
 	prices map[string]modelPrices // by priced name, aliases included
-	// folded maps each priced name's FoldModel form to the name, for a
+	// folded maps each priced name's spec.FoldModel form to the name, for a
 	// model named in another case; "" for a form two priced names share,
 	// which then prices neither spelling but the exact ones.
 	folded map[string]string

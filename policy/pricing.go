@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // ServiceTier is the processing tier a request asks for (OpenAI's
@@ -331,7 +332,7 @@ func (p *Policy) priced(model string) (string, bool) {
 		}
 	}
 	// Another case: the one priced name spelled so, if any.
-	folded := FoldModel(model)
+	folded := spec.FoldModel(model)
 	if name := p.folded[folded]; name != "" {
 		return name, true
 	}
@@ -343,12 +344,12 @@ func (p *Policy) priced(model string) (string, bool) {
 	return "", false
 }
 
-// foldNames maps each priced name's FoldModel form to the name; a form
+// foldNames maps each priced name's spec.FoldModel form to the name; a form
 // that two names share maps to "" (neither is meant more than the other).
 func foldNames(prices map[string]modelPrices) map[string]string {
 	out := make(map[string]string, len(prices))
 	for name := range prices {
-		f := FoldModel(name)
+		f := spec.FoldModel(name)
 		if prev, seen := out[f]; seen && prev != name {
 			out[f] = ""
 			continue

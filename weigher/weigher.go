@@ -11,6 +11,8 @@ import (
 
 	"github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // Encoding names accepted in [Model.Encoding]: the vocabularies embedded by
@@ -300,35 +302,11 @@ func (w *Weigher) configured(model string) (Model, bool) {
 		return m, true
 	}
 	for _, p := range w.prefixes {
-		if hasPrefixFold(model, p) {
+		if spec.ModelHasPrefix(model, p) {
 			return w.models[p], true
 		}
 	}
 	return Model{}, false
-}
-
-// hasPrefixFold reports whether s starts with prefix, ASCII letters
-// matching in either case.
-func hasPrefixFold(s, prefix string) bool {
-	if len(s) < len(prefix) {
-		return false
-	}
-	for i := 0; i < len(prefix); i++ {
-		a, b := s[i], prefix[i]
-		if a == b {
-			continue
-		}
-		if 'A' <= a && a <= 'Z' {
-			a += 'a' - 'A'
-		}
-		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
-		}
-		if a != b {
-			return false
-		}
-	}
-	return true
 }
 
 // EncodingFor returns the tiktoken encoding name used to count model's text:
