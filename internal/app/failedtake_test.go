@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/llmguard/llmguard/config"
-	"github.com/llmguard/llmguard/internal/mockllm"
 	"github.com/llmguard/llmguard/internal/redistest"
 )
 
@@ -19,11 +18,7 @@ import (
 // failedTakeLogEvery (the bound is measured from this run's own clock).
 func TestIsolatedFailedTakeIsLogged(t *testing.T) {
 	srv := redistest.Start(t)
-	mock, err := mockllm.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
+	mock := startMock(t)
 	cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, fmt.Sprintf(`
 limits:
   - {name: user-rpm, scope: user, unit: requests, rate: 1000, per: 1m, on_failure: open}
@@ -113,11 +108,7 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms}
 // one "store take failed" line and nothing when it came back).
 func TestIsolatedFailuresLoggedWhereTheyEnd(t *testing.T) {
 	srv := redistest.Start(t)
-	mock, err := mockllm.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
+	mock := startMock(t)
 	// min_calls 10000: the breaker never opens here, so only the run's own
 	// line can say that the store answers again.
 	cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, fmt.Sprintf(`
@@ -186,11 +177,7 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, breaker: {min_
 // two WARN lines every open_for (a trial's ten-second outage wrote six).
 func TestBreakerOutageLoggedAtItsEnds(t *testing.T) {
 	srv := redistest.Start(t)
-	mock, err := mockllm.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
+	mock := startMock(t)
 	cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, fmt.Sprintf(`
 limits:
   - {name: user-rpm, scope: user, unit: requests, rate: 1000, per: 1m, on_failure: open}

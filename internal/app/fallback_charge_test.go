@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/llmguard/llmguard/config"
-	"github.com/llmguard/llmguard/internal/mockllm"
 	"github.com/llmguard/llmguard/internal/redistest"
 )
 
@@ -26,11 +25,7 @@ func TestChaosFallbackSpendCharged(t *testing.T) {
 		t.Skip("chaos test")
 	}
 	srv := redistest.Start(t)
-	mock, err := mockllm.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
+	mock := startMock(t)
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
