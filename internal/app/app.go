@@ -592,6 +592,12 @@ func openLedger(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger)
 		// Contexts bound the ledger's calls (the sink's pipelines, /admin/usage's
 		// pages: ledger.ScanStream), not only go-redis's own read timeout.
 		ro.ContextTimeoutEnabled = true
+		// One dial attempt, as the store's client makes: go-redis's default
+		// retries a refused dial five times 100 ms apart, past the sink's
+		// timeout, so a Redis that refused at once was logged and shown in
+		// /readyz as "context deadline exceeded". The sink sends again
+		// itself (within its retry bounds).
+		ro.DialerRetries = 1
 		rc = redis.NewClient(ro)
 		o.Redis, o.Stream, o.MaxLen = rc, lc.RedisStream, lc.MaxLen
 	}

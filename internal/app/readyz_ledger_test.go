@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -38,6 +39,12 @@ func TestReadyzShowsTheLedger(t *testing.T) {
 			t.Fatalf("/readyz ledger with its stream down = %v, want failing [redis], 1 pending and the last error", led)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// The error names the refusal: go-redis's default of five dials 100 ms
+	// apart outlasted the sink's timeout and reported "context deadline
+	// exceeded" for a Redis that refused at once.
+	if e, _ := led["last_error"].(string); !strings.Contains(e, "refused") || strings.Contains(e, "deadline") {
+		t.Errorf("/readyz ledger last_error = %q, want the refused connection, not a timeout", e)
 	}
 
 	if _, ok := readyz(t, start(t, "").admin)["ledger"]; ok {
