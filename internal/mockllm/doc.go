@@ -55,6 +55,18 @@
 // 16; Messages). The mock does not enforce the limit against N or the
 // reasoning tokens.
 //
+// A chat request's n (1..128; absent or below 1: 1) is the number of
+// choices, each with N words (the output limit's share of one choice), and
+// usage counts them all (n × N). A chat request that forces a function tool
+// — tool_choice "required" (the first function in tools), or
+// {"type":"function","function":{"name":…}} naming one of them — or that
+// carries x-mock-tool-call with tools and a tool_choice other than "none",
+// gets in each choice a call of that function whose arguments are
+// {"input":"<the N words>"}, finish_reason "tool_calls" and content null;
+// streamed, the call's id and name come once, then the arguments in pieces
+// (the opening, one per word, the closing), as OpenAI streams them. Other
+// endpoints answer one text reply.
+//
 // Input token counts come from the same weigher llmguard uses (unless
 // [Options.ByteCountedChat] asks chat completions for len(body)/4, cheaply,
 // for load benchmarks), so the mock reports what the provider would for
@@ -76,6 +88,7 @@
 //	                              {"type":"error","error":{"type":…,"message":…}};
 //	                              Azure (/openai/…) {"error":{"code":"N","message":…}}
 //	x-mock-completion-tokens: N   reply with exactly N output words/tokens
+//	x-mock-tool-call: 1           chat: call the first function tool (see above)
 //	x-mock-prompt-tokens: N       chat, Responses: report N input tokens (context
 //	                              the upstream holds: previous_response_id, files)
 //	x-mock-reasoning-tokens: R    Responses: R hidden reasoning tokens, added to
@@ -119,7 +132,7 @@
 //	                              terminator or the gzip trailer: the client sees an
 //	                              unexpected EOF
 //
-// K counts content deltas (one per word); "x-mock-stream-error: K" is read
+// K counts content deltas (one per word, per choice); "x-mock-stream-error: K" is read
 // like "after=K". Streams are counted in [Server.StreamsCompleted] (the
 // flavor's terminal event flushed), [Server.StreamsAborted] (a write failed:
 // the client went away), [Server.StreamsErrored] (in-band error sent) and
