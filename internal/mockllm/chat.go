@@ -180,13 +180,6 @@ func (s *Server) chat(ctx *fasthttp.RequestCtx, fl flavor) {
 // maxChoices is the most choices the mock answers; a larger n reads as it.
 const maxChoices = 128
 
-// The arguments of the mock's tool call are {"input":"<the reply words>"}:
-// these open and close them around the words.
-const (
-	toolArgsOpen  = `{"input":"`
-	toolArgsClose = `"}`
-)
-
 // chatShape is the form of a chat answer the body asks for: its number of
 // choices, and the function each calls ("" for a text reply).
 type chatShape struct {
@@ -199,41 +192,11 @@ type chatShape struct {
 func (sh chatShape) callID(c int) string { return sh.id + "_" + strconv.Itoa(c) }
 
 // chatShapeOf reads n (1 when absent or below 1, at most maxChoices) and
-// the tool to call: with at least one function tool in tools, the one
-// tool_choice names ({"type":"function","function":{"name":…}}), else
-// the first function tool when tool_choice is "required" or the request
-// carries x-mock-tool-call (a model that chose to call one under "auto");
-// none when tool_choice is "none" or names a tool the body does not list.
+// the function to call (chatTool).
 func chatShapeOf(body []byte, h *fasthttp.RequestHeader) chatShape {
-	f := gjson.GetManyBytes(body, "n", "tools", "tool_choice")
-	sh := chatShape{n: 1}
-	if f[0].Type == gjson.Number {
-		sh.n = int(max(1, min(f[0].Int(), maxChoices)))
-	}
-	var first string
-	names := map[string]bool{}
-	f[1].ForEach(func(_, t gjson.Result) bool {
-		if t.Get("type").String() != "function" {
-			return true
-		}
-		if name := t.Get("function.name").String(); name != "" {
-			names[name] = true
-			if first == "" {
-				first = name
-			}
-		}
-		return true
-	})
-	if first == "" {
-		return sh
-	}
-	switch choice := f[2]; {
-	case choice.IsObject():
-		if name := choice.Get("function.name").String(); names[name] {
-			sh.tool = name
-		}
-	case choice.String() == "required", choice.String() != "none" && len(h.Peek("x-mock-tool-call")) > 0:
-		sh.tool = first
+	sh := chatShape{n: 1, tool: chatTool(body, h)}
+	if n := gjson.GetBytes(body, "n"); n.Type == gjson.Number {
+		sh.n = int(max(1, min(n.Int(), maxChoices)))
 	}
 	if sh.tool != "" {
 		sh.id = newID("call_")

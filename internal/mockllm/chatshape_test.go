@@ -174,3 +174,138 @@ func TestChatStreamChoicesAndToolCalls(t *testing.T) {
 		}
 	}
 }
+
+// A Responses or Messages request that forces a function tool gets a call
+// of it in its API's shape — a function_call output item, a tool_use block
+// with stop_reason tool_use — whose streamed pieces (function_call_arguments
+// deltas, input_json_delta) join to the JSON answer's arguments; usage
+// matches, and the proxy's stream reader counts the pieces as output. A
+// request that forces none gets text.
+func TestResponsesAndMessagesToolCalls(t *testing.T) {
+	s := start(t)
+	respTools := `"tools":[{"type":"web_search"},{"type":"function","name":"lookup","parameters":{"type":"object"}},{"type":"function","name":"get_weather","parameters":{"type":"object"}}]`
+	msgTools := `"tools":[{"type":"web_search_20250305","name":"web_search"},{"name":"lookup","input_schema":{"type":"object"}},{"type":"custom","name":"get_weather","input_schema":{"type":"object"}}]`
+	type call struct{ name, args string }
+	// answer reads the JSON answer's call ("" name: text) and output tokens.
+	answer := func(t *testing.T, kind weigher.Kind, body []byte) (call, int64) {
+		t.Helper()
+		var a struct {
+			Output []struct {
+				Type, Name, Arguments string
+				CallID                string `json:"call_id"`
+			} `json:"output"`
+			Content []struct {
+				Type, Name string
+				Input      json.RawMessage `json:"input"`
+			} `json:"content"`
+			StopReason string `json:"stop_reason"`
+		}
+		if err := json.Unmarshal(body, &a); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		u, _ := weigher.ParseUsage(kind, body)
+		var c call
+		if kind == weigher.KindResponses {
+			if len(a.Output) != 1 {
+				t.Fatalf("%d output items: %s", len(a.Output), body)
+			}
+			if o := a.Output[0]; o.Type == "function_call" && strings.HasPrefix(o.CallID, "call_") {
+				c = call{o.Name, o.Arguments}
+			} else if o.Type != "message" {
+				t.Fatalf("output %+v", o)
+			}
+			return c, u.OutputTokens
+		}
+		if len(a.Content) != 1 {
+			t.Fatalf("%d blocks: %s", len(a.Content), body)
+		}
+		switch b := a.Content[0]; {
+		case b.Type == "tool_use" && a.StopReason == "tool_use":
+			c = call{b.Name, string(b.Input)}
+		case b.Type != "text" || a.StopReason != "end_turn":
+			t.Fatalf("block %s, stop %s", b.Type, a.StopReason)
+		}
+		return c, u.OutputTokens
+	}
+	for _, c := range []struct {
+		name, path, body string
+		hdr              map[string]string
+		kind             weigher.Kind
+		tool             string
+	}{
+		{"responses required", "/v1/responses", `{"model":"gpt-4o","max_output_tokens":5,` + respTools + `,"tool_choice":"required","input":"hi"}`, nil, weigher.KindResponses, "lookup"},
+		{"responses named", "/v1/responses", `{"model":"gpt-4o","max_output_tokens":5,` + respTools + `,"tool_choice":{"type":"function","name":"get_weather"},"input":"hi"}`, nil, weigher.KindResponses, "get_weather"},
+		{"responses auto + header", "/v1/responses", `{"model":"gpt-4o","max_output_tokens":5,` + respTools + `,"input":"hi"}`, map[string]string{"x-mock-tool-call": "1"}, weigher.KindResponses, "lookup"},
+		{"responses auto", "/v1/responses", `{"model":"gpt-4o","max_output_tokens":5,` + respTools + `,"input":"hi"}`, nil, weigher.KindResponses, ""},
+		{"messages any", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":5,` + msgTools + `,"tool_choice":{"type":"any"},"messages":[{"role":"user","content":"hi"}]}`, nil, weigher.KindMessages, "lookup"},
+		{"messages named", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":5,` + msgTools + `,"tool_choice":{"type":"tool","name":"get_weather"},"messages":[{"role":"user","content":"hi"}]}`, nil, weigher.KindMessages, "get_weather"},
+		{"messages none + header", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":5,` + msgTools + `,"tool_choice":{"type":"none"},"messages":[{"role":"user","content":"hi"}]}`, map[string]string{"x-mock-tool-call": "1"}, weigher.KindMessages, ""},
+		{"messages server tool only", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":5,"tools":[{"type":"web_search_20250305","name":"web_search"}],"tool_choice":{"type":"any"},"messages":[{"role":"user","content":"hi"}]}`, nil, weigher.KindMessages, ""},
+	} {
+		r := post(t, s, c.path, c.body, c.hdr)
+		if r.status != 200 {
+			t.Fatalf("%s: %d %s", c.name, r.status, r.body)
+		}
+		got, out := answer(t, c.kind, r.body)
+		if got.name != c.tool || out != 5 {
+			t.Fatalf("%s: calls %q with %s, %d output tokens; want %q, 5", c.name, got.name, got.args, out, c.tool)
+		}
+		if c.tool == "" {
+			continue
+		}
+		var args struct{ Input string }
+		if err := json.Unmarshal([]byte(got.args), &args); err != nil || args.Input != " The quick brown fox jumps" {
+			t.Fatalf("%s: arguments %s (%v)", c.name, got.args, err)
+		}
+		stream := strings.Replace(c.body, `{"model"`, `{"stream":true,"model"`, 1)
+		evs := events(post(t, s, c.path, stream, c.hdr).body)
+		var pieces strings.Builder
+		var last string
+		for _, e := range evs {
+			var ev struct {
+				Type  string
+				Delta json.RawMessage
+				Item  *struct{ Type, Name, Arguments string }
+			}
+			json.Unmarshal([]byte(e.data), &ev)
+			switch ev.Type {
+			case "response.function_call_arguments.delta":
+				var d string
+				json.Unmarshal(ev.Delta, &d)
+				pieces.WriteString(d)
+			case "content_block_delta":
+				var d struct {
+					Type        string
+					PartialJSON string `json:"partial_json"`
+				}
+				json.Unmarshal(ev.Delta, &d)
+				if d.Type != "input_json_delta" {
+					t.Fatalf("%s: delta %s", c.name, ev.Delta)
+				}
+				pieces.WriteString(d.PartialJSON)
+			case "response.output_item.done":
+				if ev.Item.Type != "function_call" || ev.Item.Name != c.tool || ev.Item.Arguments != got.args {
+					t.Fatalf("%s: item done %+v", c.name, ev.Item)
+				}
+			case "message_delta":
+				var d struct {
+					StopReason string `json:"stop_reason"`
+				}
+				json.Unmarshal(ev.Delta, &d)
+				last = d.StopReason
+			case "response.completed":
+				last = "completed"
+			}
+		}
+		if pieces.String() != got.args {
+			t.Fatalf("%s: streamed arguments %q, JSON answer's %q", c.name, pieces.String(), got.args)
+		}
+		if want := map[weigher.Kind]string{weigher.KindResponses: "completed", weigher.KindMessages: "tool_use"}[c.kind]; last != want {
+			t.Fatalf("%s: stream ended %q, want %q", c.name, last, want)
+		}
+		u, _, text := settle(c.kind, evs)
+		if !u.Final || u.Usage.OutputTokens != 5 || !strings.Contains(text, " The quick brown fox jumps") {
+			t.Fatalf("%s: the proxy's stream reader: usage %+v, text %q", c.name, u, text)
+		}
+	}
+}

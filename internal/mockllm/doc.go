@@ -57,15 +57,22 @@
 //
 // A chat request's n (1..128; absent or below 1: 1) is the number of
 // choices, each with N words (the output limit's share of one choice), and
-// usage counts them all (n × N). A chat request that forces a function tool
-// — tool_choice "required" (the first function in tools), or
-// {"type":"function","function":{"name":…}} naming one of them — or that
-// carries x-mock-tool-call with tools and a tool_choice other than "none",
-// gets in each choice a call of that function whose arguments are
-// {"input":"<the N words>"}, finish_reason "tool_calls" and content null;
-// streamed, the call's id and name come once, then the arguments in pieces
-// (the opening, one per word, the closing), as OpenAI streams them. Other
-// endpoints answer one text reply.
+// usage counts them all (n × N); other endpoints answer one reply.
+//
+// A request that forces a function tool gets a call of it in place of the
+// text, its arguments {"input":"<the N words>"} (tools.go): chat
+// tool_choice "required" (the first function in tools) or naming one
+// ({"type":"function","function":{"name":…}}), a call in each choice with
+// finish_reason "tool_calls" and content null; Responses "required" or
+// {"type":"function","name":…}, a function_call output item; Messages
+// {"type":"any"} (the first client tool) or {"type":"tool","name":…}, a
+// tool_use block with stop_reason "tool_use". x-mock-tool-call asks for a
+// call of the first function under "auto" (absent tool_choice), as a model
+// that chose one; "none" never calls. Streamed, the call comes as each API
+// streams one: its id and name once, then the arguments in pieces (the
+// opening, one per word, the closing) as tool_calls deltas,
+// response.function_call_arguments.delta events or input_json_delta
+// blocks.
 //
 // Input token counts come from the same weigher llmguard uses (unless
 // [Options.ByteCountedChat] asks chat completions for len(body)/4, cheaply,
@@ -88,7 +95,7 @@
 //	                              {"type":"error","error":{"type":…,"message":…}};
 //	                              Azure (/openai/…) {"error":{"code":"N","message":…}}
 //	x-mock-completion-tokens: N   reply with exactly N output words/tokens
-//	x-mock-tool-call: 1           chat: call the first function tool (see above)
+//	x-mock-tool-call: 1           call the first function tool under "auto" (see above)
 //	x-mock-prompt-tokens: N       chat, Responses: report N input tokens (context
 //	                              the upstream holds: previous_response_id, files)
 //	x-mock-reasoning-tokens: R    Responses: R hidden reasoning tokens, added to
