@@ -2,8 +2,11 @@ package mockllm
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/weigher"
 )
@@ -308,4 +311,92 @@ func TestResponsesAndMessagesToolCalls(t *testing.T) {
 			t.Fatalf("%s: the proxy's stream reader: usage %+v, text %q", c.name, u, text)
 		}
 	}
+}
+
+// FuzzToolAnswers sends the mock's chat, Responses and Messages handlers
+// bodies whose n, tools and tool_choice are any JSON values: every answer
+// is JSON with as many choices as n asks (1..maxChoices) and, whatever
+// call it makes, arguments that parse as JSON.
+func FuzzToolAnswers(f *testing.F) {
+	f.Add(`3`, `[{"type":"function","function":{"name":"a"},"name":"a"}]`, `"required"`)
+	f.Add(`1`, `[{"type":"function","function":{"name":"a\"b"},"name":"\u0000"}]`, `{"type":"function","function":{"name":"a\"b"},"name":"\u0000"}`)
+	f.Add(`-5`, `{"name":"x"}`, `{"type":"any"}`)
+	f.Add(`1e9`, `[{"name":"t"},{"type":"custom","name":"u"}]`, `{"type":"tool","name":"u"}`)
+	f.Add(`"2"`, `[1,null,"x",[]]`, `"none"`)
+	s, err := Start("127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { s.Close() })
+	f.Fuzz(func(t *testing.T, n, tools, choice string) {
+		for _, v := range []string{n, tools, choice} {
+			if !json.Valid([]byte(v)) || len(v) > 4096 {
+				return
+			}
+		}
+		var wantN int64 = 1
+		if v := strings.TrimSpace(n); v != "" && (v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+			num, _ := strconv.ParseFloat(v, 64) // ±Inf past float64's range: the most, or 1
+			wantN = int64(max(1, min(num, maxChoices)))
+		}
+		for _, h := range []struct {
+			kind weigher.Kind
+			body string
+			call func(ctx *fasthttp.RequestCtx)
+		}{
+			{weigher.KindChat, `{"model":"gpt-4o-mini","max_tokens":3,"n":` + n + `,"tools":` + tools + `,"tool_choice":` + choice + `,"messages":[{"role":"user","content":"hi"}]}`,
+				func(ctx *fasthttp.RequestCtx) { s.chat(ctx, flavorOpenAI) }},
+			{weigher.KindResponses, `{"model":"gpt-4o","max_output_tokens":3,"tools":` + tools + `,"tool_choice":` + choice + `,"input":"hi"}`, s.responses},
+			{weigher.KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":3,"tools":` + tools + `,"tool_choice":` + choice + `,"messages":[{"role":"user","content":"hi"}]}`, s.messages},
+		} {
+			var ctx fasthttp.RequestCtx
+			ctx.Request.Header.SetMethod("POST")
+			ctx.Request.Header.Set("x-mock-tool-call", "1")
+			ctx.Request.SetBodyString(h.body)
+			h.call(&ctx)
+			body := ctx.Response.Body()
+			var a struct {
+				Choices []struct {
+					Message struct {
+						ToolCalls []struct{ Function struct{ Arguments string } } `json:"tool_calls"`
+					}
+				}
+				Output  []struct{ Type, Arguments string }
+				Content []struct {
+					Type  string
+					Input json.RawMessage
+				}
+			}
+			if ctx.Response.StatusCode() != 200 || json.Unmarshal(body, &a) != nil {
+				if ctx.Response.StatusCode() == 400 {
+					continue // a body the weigher refuses as the API would (a key twice…)
+				}
+				t.Fatalf("%v: %d %s\nrequest %s", h.kind, ctx.Response.StatusCode(), body, h.body)
+			}
+			var args []string
+			for _, c := range a.Choices {
+				for _, tc := range c.Message.ToolCalls {
+					args = append(args, tc.Function.Arguments)
+				}
+			}
+			for _, o := range a.Output {
+				if o.Type == "function_call" {
+					args = append(args, o.Arguments)
+				}
+			}
+			for _, b := range a.Content {
+				if b.Type == "tool_use" {
+					args = append(args, string(b.Input))
+				}
+			}
+			if h.kind == weigher.KindChat && int64(len(a.Choices)) != wantN {
+				t.Fatalf("n %s: %d choices, want %d", n, len(a.Choices), wantN)
+			}
+			for _, x := range args {
+				if !json.Valid([]byte(x)) {
+					t.Fatalf("%v: arguments %q are not JSON", h.kind, x)
+				}
+			}
+		}
+	})
 }
