@@ -55,6 +55,25 @@
 // 16; Messages). The mock does not enforce the limit against N or the
 // reasoning tokens.
 //
+// A chat request's n (1..128; absent or below 1: 1) is the number of
+// choices, each with N words (the output limit's share of one choice), and
+// usage counts them all (n × N); other endpoints answer one reply.
+//
+// A request that forces a function tool gets a call of it in place of the
+// text, its arguments {"input":"<the N words>"} (tools.go): chat
+// tool_choice "required" (the first function in tools) or naming one
+// ({"type":"function","function":{"name":…}}), a call in each choice with
+// finish_reason "tool_calls" and content null; Responses "required" or
+// {"type":"function","name":…}, a function_call output item; Messages
+// {"type":"any"} (the first client tool) or {"type":"tool","name":…}, a
+// tool_use block with stop_reason "tool_use". x-mock-tool-call asks for a
+// call of the first function under "auto" (absent tool_choice), as a model
+// that chose one; "none" never calls. Streamed, the call comes as each API
+// streams one: its id and name once, then the arguments in pieces (the
+// opening, one per word, the closing) as tool_calls deltas,
+// response.function_call_arguments.delta events or input_json_delta
+// blocks.
+//
 // Input token counts come from the same weigher llmguard uses (unless
 // [Options.ByteCountedChat] asks chat completions for len(body)/4, cheaply,
 // for load benchmarks), so the mock reports what the provider would for
@@ -76,6 +95,7 @@
 //	                              {"type":"error","error":{"type":…,"message":…}};
 //	                              Azure (/openai/…) {"error":{"code":"N","message":…}}
 //	x-mock-completion-tokens: N   reply with exactly N output words/tokens
+//	x-mock-tool-call: 1           call the first function tool under "auto" (see above)
 //	x-mock-prompt-tokens: N       chat, Responses: report N input tokens (context
 //	                              the upstream holds: previous_response_id, files)
 //	x-mock-reasoning-tokens: R    Responses: R hidden reasoning tokens, added to
@@ -119,7 +139,7 @@
 //	                              terminator or the gzip trailer: the client sees an
 //	                              unexpected EOF
 //
-// K counts content deltas (one per word); "x-mock-stream-error: K" is read
+// K counts content deltas (one per word, per choice); "x-mock-stream-error: K" is read
 // like "after=K". Streams are counted in [Server.StreamsCompleted] (the
 // flavor's terminal event flushed), [Server.StreamsAborted] (a write failed:
 // the client went away), [Server.StreamsErrored] (in-band error sent) and

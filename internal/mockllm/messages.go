@@ -58,10 +58,24 @@ func (s *Server) messages(ctx *fasthttp.RequestCtx) {
 	parts := replyWords(n)
 	id := newID("msg_")
 	ctx.Response.Header.Set("request-id", newID("req_"))
+	// A forced tool gets a tool_use block instead of the text
+	// (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use),
+	// its input {"input":"<the words>"}, streamed as input_json_delta pieces.
+	tool := messagesTool(body, &ctx.Request.Header)
+	block, stopReason := `{"type":"text","text":`+js(strings.Join(parts, ""))+`}`, "end_turn"
+	startBlock := `{"type":"text","text":""}`
+	piece := func(p string) string { return `{"type":"text_delta","text":` + js(p) + `}` }
+	if tool != "" {
+		toolID := newID("toolu_")
+		block = `{"type":"tool_use","id":` + js(toolID) + `,"name":` + js(tool) + `,"input":` + toolArgsOpen + strings.Join(parts, "") + toolArgsClose + `}`
+		startBlock = `{"type":"tool_use","id":` + js(toolID) + `,"name":` + js(tool) + `,"input":{}}`
+		piece = func(p string) string { return `{"type":"input_json_delta","partial_json":` + js(p) + `}` }
+		stopReason = "tool_use"
+	}
 
 	if !est.Stream {
-		jsonBody(ctx, st, fmt.Sprintf(`{"id":%s,"type":"message","role":"assistant","model":%s,"content":[{"type":"text","text":%s}],"stop_reason":"end_turn","stop_sequence":null%s}`,
-			js(id), js(est.Model), js(strings.Join(parts, "")), withUsage(claudeUsage(st, input, n))))
+		jsonBody(ctx, st, fmt.Sprintf(`{"id":%s,"type":"message","role":"assistant","model":%s,"content":[%s],"stop_reason":%s,"stop_sequence":null%s}`,
+			js(id), js(est.Model), block, js(stopReason), withUsage(claudeUsage(st, input, n))))
 		return
 	}
 
@@ -69,8 +83,14 @@ func (s *Server) messages(ctx *fasthttp.RequestCtx) {
 		start := fmt.Sprintf(`{"type":"message_start","message":{"id":%s,"type":"message","role":"assistant","model":%s,"content":[],"stop_reason":null,"stop_sequence":null%s}}`,
 			js(id), js(est.Model), withUsage(claudeUsage(st, input, min(n, 1))))
 		if !o.event("message_start", start) ||
-			!o.event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) ||
+			!o.event("content_block_start", `{"type":"content_block_start","index":0,"content_block":`+startBlock+`}`) ||
 			!o.event("ping", `{"type": "ping"}`) {
+			return endAborted
+		}
+		blockDelta := func(d string) bool {
+			return o.event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":`+d+`}`)
+		}
+		if tool != "" && !blockDelta(piece(toolArgsOpen)) {
 			return endAborted
 		}
 		stop, how, early := st.stopAt(len(parts))
@@ -79,7 +99,7 @@ func (s *Server) messages(ctx *fasthttp.RequestCtx) {
 				break
 			}
 			o.pause()
-			if !o.event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+js(p)+`}}`) {
+			if !blockDelta(piece(p)) {
 				return endAborted
 			}
 		}
@@ -88,6 +108,9 @@ func (s *Server) messages(ctx *fasthttp.RequestCtx) {
 				return endAborted
 			}
 			return how
+		}
+		if tool != "" && !blockDelta(piece(toolArgsClose)) {
+			return endAborted
 		}
 		if !o.event("content_block_stop", `{"type":"content_block_stop","index":0}`) {
 			return endAborted
@@ -102,7 +125,7 @@ func (s *Server) messages(ctx *fasthttp.RequestCtx) {
 		if st.splitDelta && !delta("null", n/2) {
 			return endAborted
 		}
-		if !delta(`"end_turn"`, n) || !o.event("message_stop", `{"type":"message_stop"}`) {
+		if !delta(js(stopReason), n) || !o.event("message_stop", `{"type":"message_stop"}`) {
 			return endAborted
 		}
 		return endCompleted

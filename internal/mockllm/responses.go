@@ -82,6 +82,17 @@ func webSearchItems(k int64) []any {
 	return items
 }
 
+// functionCallItem is a function_call output item: a call of one of the
+// request's function tools, its arguments a JSON text.
+type functionCallItem struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Status    string `json:"status"`
+}
+
 type outputPart struct {
 	Type        string `json:"type"`
 	Annotations []any  `json:"annotations"`
@@ -122,6 +133,7 @@ type responseEvent struct {
 	Part           *outputPart     `json:"part,omitempty"`
 	Delta          *string         `json:"delta,omitempty"`
 	Text           *string         `json:"text,omitempty"`
+	Arguments      *string         `json:"arguments,omitempty"`
 	Logprobs       json.RawMessage `json:"logprobs,omitempty"`
 }
 
@@ -161,6 +173,11 @@ func (s *Server) responses(ctx *fasthttp.RequestCtx) {
 	}
 	msg := messageItem{Type: "message", ID: newID("msg_"), Status: "completed", Role: "assistant",
 		Content: []outputPart{{Type: "output_text", Annotations: []any{}, Logprobs: []any{}, Text: text}}}
+	var call *functionCallItem
+	if tool := responsesTool(body, &ctx.Request.Header); tool != "" {
+		call = &functionCallItem{Type: "function_call", ID: newID("fc_"), CallID: newID("call_"), Name: tool,
+			Arguments: toolArgsOpen + text + toolArgsClose, Status: "completed"}
+	}
 	usage := newResponseUsage(est.InputTokens, n, st.reasoning)
 	if st.noUsage {
 		usage = nil
@@ -172,7 +189,11 @@ func (s *Server) responses(ctx *fasthttp.RequestCtx) {
 			r.Output = append(r.Output, reasoning)
 		}
 		r.Output = append(r.Output, searches...)
-		r.Output = append(r.Output, msg)
+		if call != nil {
+			r.Output = append(r.Output, call)
+		} else {
+			r.Output = append(r.Output, msg)
+		}
 		r.Usage = usage
 		jsonBody(ctx, st, mustJSON(r))
 		return
@@ -210,6 +231,14 @@ func (s *Server) responses(ctx *fasthttp.RequestCtx) {
 			}
 			r.Output = append(r.Output, ws)
 			idx++
+		}
+		if call != nil {
+			return streamCall(o, st, emit, idx, call, parts, func(status string) *response {
+				c := snapshot(status)
+				c.Output = append(c.Output, call)
+				c.Usage = usage
+				return c
+			})
 		}
 		zero := 0
 		empty := ""
@@ -261,4 +290,55 @@ func (s *Server) responses(ctx *fasthttp.RequestCtx) {
 		}
 		return endCompleted
 	})
+}
+
+// streamCall streams a function_call output item at index idx, as OpenAI
+// does (https://platform.openai.com/docs/api-reference/responses-streaming):
+// the item added with empty arguments, the arguments in pieces (the
+// opening, one per reply word, the closing), the arguments done, the item
+// done, then response.completed with final("completed"), whose output
+// holds the call and whose usage is final. An early stop (x-mock-stream-error,
+// -cut) ends after K words as a text reply's does, without usage.
+func streamCall(o *sse, st steer, emit func(responseEvent) bool, idx int, call *functionCallItem, parts []string,
+	final func(status string) *response) end {
+	open := *call
+	open.Status, open.Arguments = "in_progress", ""
+	if !emit(responseEvent{Type: "response.output_item.added", OutputIndex: &idx, Item: &open}) {
+		return endAborted
+	}
+	delta := func(d string) bool {
+		return emit(responseEvent{Type: "response.function_call_arguments.delta", ItemID: call.ID, OutputIndex: &idx, Delta: &d})
+	}
+	if !delta(toolArgsOpen) {
+		return endAborted
+	}
+	stop, how, early := st.stopAt(len(parts))
+	for i, p := range parts {
+		if early && i == stop {
+			break
+		}
+		o.pause()
+		if !delta(p) {
+			return endAborted
+		}
+	}
+	if early {
+		if how == endCut {
+			return endCut
+		}
+		f := final("failed")
+		f.Output, f.Usage = f.Output[:len(f.Output)-1], nil
+		f.Error = &responseError{Code: "server_error", Message: "The model failed to generate a response."}
+		if !emit(responseEvent{Type: "response.failed", Response: f}) {
+			return endAborted
+		}
+		return endErrored
+	}
+	if !delta(toolArgsClose) ||
+		!emit(responseEvent{Type: "response.function_call_arguments.done", ItemID: call.ID, OutputIndex: &idx, Arguments: &call.Arguments}) ||
+		!emit(responseEvent{Type: "response.output_item.done", OutputIndex: &idx, Item: call}) ||
+		!emit(responseEvent{Type: "response.completed", Response: final("completed")}) {
+		return endAborted
+	}
+	return endCompleted
 }
