@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -67,9 +66,9 @@ func (anthropic) limitHeaders(fs *limitFields, rules []meter.Applied) {
 			continue
 		}
 		a := &rules[i]
-		fs.buf = strconv.AppendInt(fs.buf, a.Limit.Capacity, 10) // the values are built in fs's buffer
+		fs.buf = appendInt(fs.buf, a.Limit.Capacity) // the values are built in fs's buffer
 		fs.commit(kind.limit)
-		fs.buf = strconv.AppendInt(fs.buf, max(a.Status.Remaining, 0), 10)
+		fs.buf = appendInt(fs.buf, max(a.Status.Remaining, 0))
 		fs.commit(kind.remaining)
 		fs.buf = anthropicResetAt(a, now).AppendFormat(fs.buf, time.RFC3339)
 		fs.commit(kind.reset)

@@ -259,9 +259,9 @@ func writeIETFHeaders(fs *limitFields, rules []*meter.Applied, texts []*ietfItem
 			fs.buf = appendQuoted(fs.buf, a.Rule.Name)
 		}
 		fs.buf = append(fs.buf, ";r="...)
-		fs.buf = strconv.AppendInt(fs.buf, max(a.Status.Remaining, 0), 10)
+		fs.buf = appendInt(fs.buf, max(a.Status.Remaining, 0))
 		fs.buf = append(fs.buf, ";t="...)
-		fs.buf = strconv.AppendInt(fs.buf, ceilSeconds(a.Status.Reset), 10)
+		fs.buf = appendInt(fs.buf, ceilSeconds(a.Status.Reset))
 	}
 	fs.commit(rateLimitField)
 }
@@ -357,15 +357,15 @@ func appendGoDuration(b []byte, d time.Duration) []byte {
 	}
 	ms := ceilDiv(d, time.Millisecond)
 	if ms < 1000 {
-		return append(strconv.AppendInt(b, ms, 10), "ms"...)
+		return append(appendInt(b, ms), "ms"...)
 	}
 	if h := ms / 3_600_000; h > 0 {
-		b = append(strconv.AppendInt(b, h, 10), 'h')
+		b = append(appendInt(b, h), 'h')
 	}
 	if ms >= 60_000 {
-		b = append(strconv.AppendInt(b, ms/60_000%60, 10), 'm')
+		b = append(appendInt(b, ms/60_000%60), 'm')
 	}
-	b = strconv.AppendInt(b, ms/1000%60, 10)
+	b = appendInt(b, ms/1000%60)
 	if frac := ms % 1000; frac > 0 {
 		b = append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
 		for b[len(b)-1] == '0' {

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"github.com/valyala/fasthttp"
-	"strconv"
 
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/policy"
@@ -84,12 +83,12 @@ var (
 // fs, the reset as format says; the values are built in fs's buffer, so that
 // no header allocates.
 func setOpenAITrio(fs *limitFields, names *openAITrio, a *meter.Applied, format resetFormat) {
-	fs.buf = strconv.AppendInt(fs.buf, a.Limit.Capacity, 10)
+	fs.buf = appendInt(fs.buf, a.Limit.Capacity)
 	fs.commit(names.limit)
-	fs.buf = strconv.AppendInt(fs.buf, max(a.Status.Remaining, 0), 10)
+	fs.buf = appendInt(fs.buf, max(a.Status.Remaining, 0))
 	fs.commit(names.remaining)
 	if format == resetSeconds {
-		fs.buf = strconv.AppendInt(fs.buf, ceilSeconds(a.Status.Reset), 10)
+		fs.buf = appendInt(fs.buf, ceilSeconds(a.Status.Reset))
 	} else {
 		fs.buf = appendGoDuration(fs.buf, a.Status.Reset)
 	}

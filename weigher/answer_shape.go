@@ -245,20 +245,33 @@ func answerNumber(b []byte, i int) (int, bool) {
 }
 
 // commonPrefix is the length of the longest common prefix of a and b,
-// compared eight bytes at a time.
+// compared 32 bytes at a time (four words, one test), then a word at a
+// time within the block where they part. Indexed, each block taken as an
+// array (one bounds check for its four words): reslicing a and b at every
+// word cost some 39 instructions a word under callgrind, a block costs
+// about 21 here.
 func commonPrefix(a, b []byte) int {
 	m := min(len(a), len(b))
 	a, b = a[:m], b[:m]
 	i := 0
-	for len(a) >= 8 && len(b) >= 8 {
-		if x := binary.LittleEndian.Uint64(a) ^ binary.LittleEndian.Uint64(b); x != 0 {
+	for ; m-i >= 32; i += 32 {
+		x, y := (*[32]byte)(a[i:i+32]), (*[32]byte)(b[i:i+32])
+		// ^ and | bind alike in Go: each difference in parentheses.
+		if (binary.LittleEndian.Uint64(x[0:8])^binary.LittleEndian.Uint64(y[0:8]))|
+			(binary.LittleEndian.Uint64(x[8:16])^binary.LittleEndian.Uint64(y[8:16]))|
+			(binary.LittleEndian.Uint64(x[16:24])^binary.LittleEndian.Uint64(y[16:24]))|
+			(binary.LittleEndian.Uint64(x[24:32])^binary.LittleEndian.Uint64(y[24:32])) != 0 {
+			break
+		}
+	}
+	for ; m-i >= 8; i += 8 {
+		if x := binary.LittleEndian.Uint64(a[i:i+8]) ^ binary.LittleEndian.Uint64(b[i:i+8]); x != 0 {
 			return i + bits.TrailingZeros64(x)/8
 		}
-		a, b, i = a[8:], b[8:], i+8
 	}
-	for j := range a {
-		if a[j] != b[j] {
-			return i + j
+	for ; i < m; i++ {
+		if a[i] != b[i] {
+			return i
 		}
 	}
 	return m

@@ -2,6 +2,7 @@ package weigher
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -100,11 +101,11 @@ func FuzzAnswerShapeSameAsRef(f *testing.F) {
 	})
 }
 
-// TestCommonPrefix: the word-at-a-time comparison stops where a byte loop
-// does, for every length up to 20 of either side and every place of the
-// first difference.
+// TestCommonPrefix: the block and word comparisons stop where a byte loop
+// does, for every length up to 100 of either side (three 32-byte blocks
+// and a tail of words and bytes) and every place of the first difference.
 func TestCommonPrefix(t *testing.T) {
-	base := []byte("abcdefghijklmnopqrst")
+	base := []byte(strings.Repeat("abcdefghijklmnopqrstuvwxy", 4))
 	for la := range len(base) + 1 {
 		for lb := range len(base) + 1 {
 			for d := range min(la, lb) + 1 {
