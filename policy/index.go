@@ -32,7 +32,9 @@ type index struct {
 // filed under its literal prefix (the text before its first *, ?, [ or \),
 // which every string it matches starts with. With fold (model globs,
 // which MatchModel matches whatever the ASCII case), globs are filed and
-// strings looked up in spec.FoldModel's form.
+// strings looked up in spec.FoldModel's form, a glob without
+// metacharacters in spec.CanonModel's form too, and a string is also
+// looked up as each of its spellings (MatchModelAlias).
 type globIndex struct {
 	exact   map[string][]int32
 	prefix  map[string][]int32
@@ -93,6 +95,9 @@ func (g *globIndex) add(globs []string, n int32) {
 		i := strings.IndexAny(glob, `*?[\`)
 		if i < 0 {
 			file(g.exact, glob, n)
+			if g.fold {
+				file(g.exact, spec.CanonModel(glob), n)
+			}
 			continue
 		}
 		p := glob[:i]
@@ -104,12 +109,35 @@ func (g *globIndex) add(globs []string, n int32) {
 	}
 }
 
-// candidates appends the rules filed under a glob that s may match.
+// candidates appends the rules filed under a glob that s may match; with
+// fold, as any of its spellings (MatchModelAlias).
 func (g *globIndex) candidates(dst []int32, s string) []int32 {
-	if g.fold {
-		s = spec.FoldModel(s)
+	if !g.fold {
+		return g.literal(dst, s)
 	}
-	dst = append(dst, g.exact[s]...)
+	s = spec.FoldModel(s)
+	dst = g.literal(dst, s)
+	var buf [6]string
+	for i, sp := range spec.AppendModelSpellings(buf[:0], s) {
+		if i == 0 && sp != s {
+			dst = append(dst, g.exact[sp]...) // a glob of the same canonical form
+		}
+		if sp != s {
+			dst = g.prefixed(dst, sp)
+		}
+	}
+	return dst
+}
+
+// literal appends the rules filed under a glob that s, as spelled, may
+// match.
+func (g *globIndex) literal(dst []int32, s string) []int32 {
+	return g.prefixed(append(dst, g.exact[s]...), s)
+}
+
+// prefixed appends the rules filed under a glob with metacharacters whose
+// literal prefix s starts with.
+func (g *globIndex) prefixed(dst []int32, s string) []int32 {
 	for _, n := range g.lengths {
 		if n > len(s) {
 			break
