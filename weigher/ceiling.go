@@ -34,8 +34,10 @@ const ceilingSearchesPerTurn = 10
 // debt it never repays. The ceiling is never below the reservation.
 //
 // Why no legitimate bill is above it. Let W be the model's context window
-// (its configured max_input_tokens plus max_output_tokens: the price
-// table's or the config's; else [Options.CeilingWindow], 10M by default),
+// (its configured max_input_tokens, or the larger window the request's
+// headers grant (Estimate.InputWindow: Anthropic's 1M-context beta), plus
+// max_output_tokens: the price table's or the config's; else
+// [Options.CeilingWindow], 10M by default, or InputWindow if larger),
 // n the request's choices (a chat request's n), T its model calls: 1, or
 // for a request with ServerContext max(100, web searches + 1) (see
 // ceilingServerTurns).
@@ -61,7 +63,9 @@ const ceilingSearchesPerTurn = 10
 func (w *Weigher) Ceiling(e Estimate) Usage {
 	win := w.ceiling
 	if m, ok := w.configured(e.Model); ok && m.MaxInputTokens > 0 {
-		win = min(m.MaxInputTokens+max(m.MaxOutputTokens, 0), maxTokens)
+		win = min(max(m.MaxInputTokens, e.InputWindow)+max(m.MaxOutputTokens, 0), maxTokens)
+	} else {
+		win = max(win, min(e.InputWindow, maxTokens))
 	}
 	turns := int64(1)
 	if e.ServerContext {

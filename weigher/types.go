@@ -59,6 +59,12 @@ type Estimate struct {
 	// the body's own content, a lower bound of the real input; the
 	// reconciliation with the reported usage settles the difference.
 	ServerContext bool
+	// InputWindow is the largest input, in tokens, the request's headers
+	// let its model read beyond its own (Model.MaxInputTokens): 0 for
+	// none, LongContextInputTokens for a request carrying Anthropic's
+	// 1M-context beta (see WithInputWindow). The usage ceiling
+	// (Weigher.Ceiling) takes the window at least this large.
+	InputWindow int64
 	// GeoPinned is set for a Messages request whose "inference_geo" pins
 	// inference to a geography (anything but "global" or null): Anthropic
 	// bills it at 1.1x the model's token prices (data residency,
