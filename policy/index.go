@@ -40,6 +40,20 @@ type globIndex struct {
 	prefix  map[string][]int32
 	lengths []int // the distinct lengths of prefix's keys, increasing
 	fold    bool
+	// spelled: some key of prefix may prefix another Ollama spelling of a
+	// name without prefixing the name's canonical form (mayPrefixSpelling),
+	// so candidates looks each spelling up too.
+	spelled bool
+}
+
+// mayPrefixSpelling reports whether the literal prefix p of a glob may
+// prefix an Ollama spelling of a model (spec.AppendModelSpellings: its
+// canonical form c led by "library/" or "registry.ollama.ai/", or followed
+// by ":latest") that does not start with c itself: p reaches into such a
+// lead, or holds a ':'.
+func mayPrefixSpelling(p string) bool {
+	related := func(lead string) bool { return strings.HasPrefix(p, lead) || strings.HasPrefix(lead, p) }
+	return p != "" && (strings.Contains(p, ":") || related("library/") || related("registry.ollama.ai/"))
 }
 
 // buildIndex files every rule of rules (in order: the lists stay sorted by
@@ -102,6 +116,7 @@ func (g *globIndex) add(globs []string, n int32) {
 		}
 		p := glob[:i]
 		file(g.prefix, p, n)
+		g.spelled = g.spelled || g.fold && mayPrefixSpelling(p)
 		if !slices.Contains(g.lengths, len(p)) {
 			g.lengths = append(g.lengths, len(p))
 			slices.Sort(g.lengths)
@@ -117,11 +132,15 @@ func (g *globIndex) candidates(dst []int32, s string) []int32 {
 	}
 	s = spec.FoldModel(s)
 	dst = g.literal(dst, s)
+	c := spec.CanonModel(s) // a part of s: no allocation
+	if c != s {
+		dst = g.literal(dst, c) // a glob of the same canonical form, a prefix of it
+	}
+	if !g.spelled {
+		return dst
+	}
 	var buf [6]string
-	for i, sp := range spec.AppendModelSpellings(buf[:0], s) {
-		if i == 0 && sp != s {
-			dst = append(dst, g.exact[sp]...) // a glob of the same canonical form
-		}
+	for _, sp := range spec.AppendModelSpellings(buf[:0], s)[1:] {
 		if sp != s {
 			dst = g.prefixed(dst, sp)
 		}

@@ -67,30 +67,41 @@ func SameModel(a, b string) bool { return CanonModel(a) == CanonModel(b) }
 // ("registry.ollama.ai/", for a name with a namespace or given the default
 // one), each appended only if CanonModel brings it back to
 // CanonModel(name). The scheme-prefixed forms ("https://…") are not
-// listed: there is no end to them. At most six strings; a name of another
-// upstream gets them too (`gpt-4o:latest`, `library/gpt-4o`), which can
-// only make more globs match it.
+// listed: there is no end to them. At most six strings, all parts of one
+// allocated string; a name of another upstream gets them too (`gpt-4o:latest`,
+// `library/gpt-4o`), which can only make more globs match it.
 func AppendModelSpellings(dst []string, name string) []string {
 	c := CanonModel(name)
 	dst = append(dst, c)
-	var bases [3]string
-	nb := 0
+	const host, ns, tag = ollamaHost + "/", ollamaNamespace + "/", ":" + ollamaTag
+	var lead string // the parts a spelling may lead with, longest first
 	switch strings.Count(c, "/") {
 	case 0:
-		bases = [3]string{c, ollamaNamespace + "/" + c, ollamaHost + "/" + ollamaNamespace + "/" + c}
-		nb = 3
+		lead = host + ns
 	case 1:
-		bases = [3]string{c, ollamaHost + "/" + c}
-		nb = 2
-	default:
-		bases[0], nb = c, 1
+		lead = host
 	}
-	for i, b := range bases[:nb] {
-		if i > 0 && CanonModel(b) == c {
-			dst = append(dst, b)
+	// full is every spelling's text: lead + c + tag; each spelling is a
+	// part of it, from one of lead's part boundaries to the end of c or
+	// of the tag.
+	full := lead + c + tag
+	end := len(lead) + len(c)
+	starts := [3]int{len(lead), len(host), 0}
+	n := 1 // no lead: c alone
+	switch lead {
+	case host + ns:
+		n = 3
+	case host:
+		starts[1], n = 0, 2
+	}
+	for _, start := range starts[:n] {
+		if start != len(lead) { // c itself is dst[0]
+			if sp := full[start:end]; CanonModel(sp) == c {
+				dst = append(dst, sp)
+			}
 		}
-		if t := b + ":" + ollamaTag; CanonModel(t) == c {
-			dst = append(dst, t)
+		if sp := full[start:]; CanonModel(sp) == c {
+			dst = append(dst, sp)
 		}
 	}
 	return dst
