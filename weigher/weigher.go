@@ -151,7 +151,7 @@ type Options struct {
 // usable.
 type Weigher struct {
 	models   map[string]Model
-	prefixes []configuredName // by canonical form, longest first
+	prefixes []configuredName // by prefix form (prefixForm), longest first
 	// canon maps each configured name's spec.CanonModel form to the name;
 	// "" for a form two configured names share (neither is meant more).
 	canon      map[string]string
