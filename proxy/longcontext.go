@@ -17,7 +17,7 @@ var anthropicBeta = []byte("anthropic-beta")
 // any of its repeats, naming a context-1m beta (weigher.LongContextBeta).
 // Such a call may read up to weigher.LongContextInputTokens of input
 // whatever the model's configured max_input_tokens, so its hidden-context
-// reservation and usage ceiling take that window (weigher.WithInputWindow).
+// reservation and usage ceiling take that window (weigher.WithLongContext).
 // Any weighed request carrying it is taken at its word, Messages or not: a
 // gateway may pass the field on to Claude from another API's request, and
 // the field only ever raises the caller's own reservation. It never

@@ -904,7 +904,7 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 		if longContext(&ctx.Request.Header) {
 			// Anthropic's 1M-context beta: the window its hidden
 			// context and usage ceiling are reserved at.
-			x.est = weigher.WithInputWindow(x.est, weigher.LongContextInputTokens)
+			x.est = weigher.WithLongContext(x.est)
 		}
 		if x.kind == weigher.KindImages && x.est.Parsed && !weigher.TokenBilledImages(x.est.Model) {
 			// Billed per image (DALL·E), not in tokens: priced per image

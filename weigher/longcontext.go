@@ -40,20 +40,16 @@ func foldEqual(b []byte, s string) bool {
 	return true
 }
 
-// WithInputWindow is e for a request whose headers let its model read up
-// to window input tokens (LongContextInputTokens for Anthropic's
-// 1M-context beta): InputWindow raised to window, and, for a request with
-// hidden context (ServerContext), the input reserved raised to it, since
-// the upstream may fill that larger window with context the body does
-// not show; reconciliation gives back what it did not use. A window of 0
-// or below, or not above what e has, changes nothing.
-func WithInputWindow(e Estimate, window int64) Estimate {
-	if window <= e.InputWindow {
-		return e
-	}
-	e.InputWindow = min(window, maxTokens)
+// WithLongContext is e for a request whose headers opt into Anthropic's
+// 1M-context beta (LongContextBeta): LongContext set, and, for a request
+// with hidden context (ServerContext), the input reserved raised to
+// LongContextInputTokens, since the upstream may fill that larger window
+// with context the body does not show; reconciliation gives back what it
+// did not use.
+func WithLongContext(e Estimate) Estimate {
+	e.LongContext = true
 	if e.ServerContext {
-		e.InputTokens = max(e.InputTokens, e.InputWindow)
+		e.InputTokens = max(e.InputTokens, LongContextInputTokens)
 	}
 	return e
 }

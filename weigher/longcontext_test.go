@@ -31,9 +31,9 @@ func TestLongContextBeta(t *testing.T) {
 
 // With the beta, a Claude request with hidden context reserves the 1M
 // window, not its configured 200,000; its usage ceiling takes the 1M
-// window too; without hidden context only the ceiling moves; a smaller
-// window changes nothing.
-func TestWithInputWindow(t *testing.T) {
+// window too; without hidden context only the ceiling moves; the beta
+// twice is the beta once.
+func TestWithLongContext(t *testing.T) {
 	w, err := New(Options{Models: map[string]Model{"claude-sonnet-4-5": {MaxInputTokens: 200_000, MaxOutputTokens: 64_000}}})
 	if err != nil {
 		t.Fatal(err)
@@ -42,15 +42,15 @@ func TestWithInputWindow(t *testing.T) {
 	if !hidden.ServerContext || hidden.InputTokens != 200_000 {
 		t.Fatalf("without the beta: hidden %v, input %d; want true, 200000", hidden.ServerContext, hidden.InputTokens)
 	}
-	long := WithInputWindow(hidden, LongContextInputTokens)
-	if long.InputTokens != LongContextInputTokens || long.InputWindow != LongContextInputTokens || long.OutputTokens != hidden.OutputTokens {
-		t.Errorf("with the beta: input %d, window %d, output %d; want 1000000, 1000000, %d", long.InputTokens, long.InputWindow, long.OutputTokens, hidden.OutputTokens)
+	long := WithLongContext(hidden)
+	if long.InputTokens != LongContextInputTokens || !long.LongContext || long.OutputTokens != hidden.OutputTokens {
+		t.Errorf("with the beta: input %d, long context %v, output %d; want 1000000, true, %d", long.InputTokens, long.LongContext, long.OutputTokens, hidden.OutputTokens)
 	}
 	plain := w.Weigh(KindMessages, []byte(`{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
 	if c := w.Ceiling(plain); c.InputTokens != 264_000 {
 		t.Errorf("ceiling without the beta: input %d, want 264000 (200,000 + 64,000)", c.InputTokens)
 	}
-	longPlain := WithInputWindow(plain, LongContextInputTokens)
+	longPlain := WithLongContext(plain)
 	if longPlain.InputTokens != plain.InputTokens {
 		t.Errorf("no hidden context: input %d became %d", plain.InputTokens, longPlain.InputTokens)
 	}
@@ -63,12 +63,12 @@ func TestWithInputWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := WithInputWindow(small.Weigh(KindMessages, []byte(`{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)), LongContextInputTokens)
+	e := WithLongContext(small.Weigh(KindMessages, []byte(`{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)))
 	if c := small.Ceiling(e); c.InputTokens != LongContextInputTokens {
 		t.Errorf("unconfigured model with the beta: ceiling input %d, want 1000000", c.InputTokens)
 	}
-	if again := WithInputWindow(long, 500_000); again != long {
-		t.Errorf("a smaller window changed %+v into %+v", long, again)
+	if again := WithLongContext(long); again != long {
+		t.Errorf("the beta twice changed %+v into %+v", long, again)
 	}
 }
 

@@ -59,17 +59,17 @@ type Estimate struct {
 	// the body's own content, a lower bound of the real input; the
 	// reconciliation with the reported usage settles the difference.
 	ServerContext bool
-	// InputWindow is the largest input, in tokens, the request's headers
-	// let its model read beyond its own (Model.MaxInputTokens): 0 for
-	// none, LongContextInputTokens for a request carrying Anthropic's
-	// 1M-context beta (see WithInputWindow). The usage ceiling
-	// (Weigher.Ceiling) takes the window at least this large.
-	InputWindow int64
 	// GeoPinned is set for a Messages request whose "inference_geo" pins
 	// inference to a geography (anything but "global" or null): Anthropic
 	// bills it at 1.1x the model's token prices (data residency,
 	// https://platform.claude.com/docs/en/build-with-claude/data-residency).
 	GeoPinned bool
+	// LongContext is set for a request whose headers opt into Anthropic's
+	// 1M-context beta (WithLongContext): its model may read up to
+	// LongContextInputTokens of input whatever its own window
+	// (Model.MaxInputTokens), which the usage ceiling (Weigher.Ceiling)
+	// then takes at least.
+	LongContext bool
 	// WebSearches is the most web searches a request's tools may run, each
 	// billed $0.01 on top of the tokens (spec.Usage.WebSearches): for a
 	// Messages request with Anthropic web search tools the sum of their
