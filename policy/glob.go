@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strings"
 	"unicode/utf8"
 
 	"github.com/llmguard/llmguard/spec"
@@ -119,3 +120,22 @@ func otherCase(r rune) rune {
 	}
 	return r
 }
+
+// MatchModelAlias reports whether the model name matches glob as it is
+// written (MatchModel) or as any other spelling Ollama reads as the same
+// model (spec.CanonModel): a glob without metacharacters matches every
+// name of the same canonical form (`llama3.1:latest` matches `llama3.1`,
+// `library/llama3.1` and `https://registry.ollama.ai/library/llama3.1`,
+// and the other way round), any other glob matches when it matches one of
+// spec.AppendModelSpellings (`library/*` matches `llama3.1`). It matches
+// every name MatchModel matches, and more: a name of another upstream
+// gains the matches of its Ollama spellings too (`*:latest` matches
+// `gpt-4o`), which can only put a request under more rules. This is how
+// rules' models: match.
+func MatchModelAlias(glob, name string) bool {
+	return modelGlobAny([]string{glob}, name)
+}
+
+// hasGlobMeta reports whether glob holds a metacharacter (*, ?, [ or \):
+// without one it matches only its own spelling, case aside.
+func hasGlobMeta(glob string) bool { return strings.ContainsAny(glob, `*?[\`) }

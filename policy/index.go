@@ -32,12 +32,28 @@ type index struct {
 // filed under its literal prefix (the text before its first *, ?, [ or \),
 // which every string it matches starts with. With fold (model globs,
 // which MatchModel matches whatever the ASCII case), globs are filed and
-// strings looked up in spec.FoldModel's form.
+// strings looked up in spec.FoldModel's form, a glob without
+// metacharacters in spec.CanonModel's form too, and a string is also
+// looked up as each of its spellings (MatchModelAlias).
 type globIndex struct {
 	exact   map[string][]int32
 	prefix  map[string][]int32
 	lengths []int // the distinct lengths of prefix's keys, increasing
 	fold    bool
+	// spelled: some key of prefix may prefix another Ollama spelling of a
+	// name without prefixing the name's canonical form (mayPrefixSpelling),
+	// so candidates looks each spelling up too.
+	spelled bool
+}
+
+// mayPrefixSpelling reports whether the literal prefix p of a glob may
+// prefix an Ollama spelling of a model (spec.AppendModelSpellings: its
+// canonical form c led by "library/" or "registry.ollama.ai/", or followed
+// by ":latest") that does not start with c itself: p reaches into such a
+// lead, or holds a ':'.
+func mayPrefixSpelling(p string) bool {
+	related := func(lead string) bool { return strings.HasPrefix(p, lead) || strings.HasPrefix(lead, p) }
+	return p != "" && (strings.Contains(p, ":") || related("library/") || related("registry.ollama.ai/"))
 }
 
 // buildIndex files every rule of rules (in order: the lists stay sorted by
@@ -93,10 +109,14 @@ func (g *globIndex) add(globs []string, n int32) {
 		i := strings.IndexAny(glob, `*?[\`)
 		if i < 0 {
 			file(g.exact, glob, n)
+			if g.fold {
+				file(g.exact, spec.CanonModel(glob), n)
+			}
 			continue
 		}
 		p := glob[:i]
 		file(g.prefix, p, n)
+		g.spelled = g.spelled || g.fold && mayPrefixSpelling(p)
 		if !slices.Contains(g.lengths, len(p)) {
 			g.lengths = append(g.lengths, len(p))
 			slices.Sort(g.lengths)
@@ -104,12 +124,39 @@ func (g *globIndex) add(globs []string, n int32) {
 	}
 }
 
-// candidates appends the rules filed under a glob that s may match.
+// candidates appends the rules filed under a glob that s may match; with
+// fold, as any of its spellings (MatchModelAlias).
 func (g *globIndex) candidates(dst []int32, s string) []int32 {
-	if g.fold {
-		s = spec.FoldModel(s)
+	if !g.fold {
+		return g.literal(dst, s)
 	}
-	dst = append(dst, g.exact[s]...)
+	s = spec.FoldModel(s)
+	dst = g.literal(dst, s)
+	c := spec.CanonModel(s) // a part of s: no allocation
+	if c != s {
+		dst = g.literal(dst, c) // a glob of the same canonical form, a prefix of it
+	}
+	if !g.spelled {
+		return dst
+	}
+	var buf [6]string
+	for _, sp := range spec.AppendModelSpellings(buf[:0], s)[1:] {
+		if sp != s {
+			dst = g.prefixed(dst, sp)
+		}
+	}
+	return dst
+}
+
+// literal appends the rules filed under a glob that s, as spelled, may
+// match.
+func (g *globIndex) literal(dst []int32, s string) []int32 {
+	return g.prefixed(append(dst, g.exact[s]...), s)
+}
+
+// prefixed appends the rules filed under a glob with metacharacters whose
+// literal prefix s starts with.
+func (g *globIndex) prefixed(dst []int32, s string) []int32 {
 	for _, n := range g.lengths {
 		if n > len(s) {
 			break

@@ -39,6 +39,10 @@ type Policy struct {
 	// model named in another case; "" for a form two priced names share,
 	// which then prices neither spelling but the exact ones.
 	folded map[string]string
+	// canon maps each priced name's spec.CanonModel form to the name, for
+	// a model named in another of Ollama's spellings of it (llama3.1 for
+	// llama3.1:latest); "" for a form two priced names share, as folded.
+	canon map[string]string
 	// imagePrices are the per-image prices of models billed per image, in
 	// micro-USD (rounded up), keyed by config.ImagePriceKey.
 	imagePrices map[string]int64
@@ -84,7 +88,8 @@ func Compile(c *config.Config) (*Policy, error) {
 		}
 		p.keys[sum] = Principal{KeyID: hex.EncodeToString(sum[:8]), User: user, Tenant: k.Tenant, Plan: k.Plan}
 	}
-	p.folded = foldNames(p.prices)
+	p.folded = formNames(p.prices, spec.FoldModel)
+	p.canon = formNames(p.prices, spec.CanonModel)
 	if c.DefaultPrice != nil {
 		dp := usd(*c.DefaultPrice).Price()
 		p.defaultPrice = &dp

@@ -221,8 +221,11 @@ type Quote struct {
 // dated snapshot of a priced name (see SnapshotOf), or as either in
 // another ASCII case (`GPT-4o-Mini` is gpt-4o-mini, as an upstream that
 // reads names case-insensitively serves it: see MatchModel) when only
-// one priced name is spelled so; anything else is unpriced, or priced at
-// default_price when the config sets one.
+// one priced name is spelled so, or as either in another of Ollama's
+// spellings of the model (`library/llama3.1:latest` is llama3.1: see
+// spec.CanonModel) when only one priced name has that canonical form;
+// anything else is unpriced, or priced at default_price when the config
+// sets one.
 func (p *Policy) Quote(model, serviceTier string) Quote {
 	q := Quote{Tier: p.tierOf(serviceTier)}
 	label, ok := p.priced(model)
@@ -341,15 +344,27 @@ func (p *Policy) priced(model string) (string, bool) {
 			return name, true
 		}
 	}
+	// Another of Ollama's spellings (llama3.1 for llama3.1:latest): the
+	// one priced name of the same canonical form, if any.
+	canon := spec.CanonModel(model)
+	if name := p.canon[canon]; name != "" {
+		return name, true
+	}
+	if base, ok := SnapshotOf(canon); ok {
+		if name := p.canon[base]; name != "" {
+			return name, true
+		}
+	}
 	return "", false
 }
 
-// foldNames maps each priced name's spec.FoldModel form to the name; a form
-// that two names share maps to "" (neither is meant more than the other).
-func foldNames(prices map[string]modelPrices) map[string]string {
+// formNames maps each priced name's form (spec.FoldModel's,
+// spec.CanonModel's) to the name; a form that two names share maps to ""
+// (neither is meant more than the other).
+func formNames(prices map[string]modelPrices, form func(string) string) map[string]string {
 	out := make(map[string]string, len(prices))
 	for name := range prices {
-		f := spec.FoldModel(name)
+		f := form(name)
 		if prev, seen := out[f]; seen && prev != name {
 			out[f] = ""
 			continue

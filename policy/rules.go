@@ -123,11 +123,29 @@ func (r *Rule) MatchesPrincipal(p Principal) bool {
 }
 
 // modelGlobAny reports whether model matches one of globs (MatchModel:
-// `*` matches across `/`).
+// `*` matches across `/`), as any of its spellings (MatchModelAlias).
 func modelGlobAny(globs []string, model string) bool {
 	for _, g := range globs {
 		if MatchModel(g, model) {
 			return true
+		}
+	}
+	var buf [6]string
+	var sp []string
+	for _, g := range globs {
+		if !hasGlobMeta(g) {
+			if spec.SameModel(g, model) {
+				return true
+			}
+			continue
+		}
+		if sp == nil {
+			sp = spec.AppendModelSpellings(buf[:0], model)
+		}
+		for _, s := range sp {
+			if MatchModel(g, s) {
+				return true
+			}
 		}
 	}
 	return false

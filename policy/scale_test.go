@@ -26,16 +26,19 @@ func bruteMatch(p *policy.Policy, pr policy.Principal, model, reqPath string) []
 }
 
 // Small vocabularies, so that random rules and requests meet often. Globs
-// cover literals, prefixes, a leading *, ?, classes and escapes.
+// cover literals, prefixes, a leading *, ?, classes and escapes, and
+// Ollama's spellings of one model (spec.CanonModel).
 var (
 	vUsers   = []string{"", "u0", "u1", "u2", "u3", "u4"}
 	vTenants = []string{"", "t0", "t1", "t2", "acme"}
 	vPlans   = []string{"", "free", "pro", "enterprise"}
-	vModels  = []string{"", "gpt-4o", "gpt-4o-mini", "gpt-4o-mini-2024-07-18", "gpt-5", "claude-sonnet-4-5", "o3", "*x", "a[b"}
-	vModelG  = []string{"gpt-4o", "gpt-4o*", "gpt-*", "*", "*mini*", "gpt-?", "claude-*-4-5", "[go]*", `\*x`, "o3", "gpt-4o-mini", "", "a[[]b"}
-	vPaths   = []string{"", "/v1/chat/completions", "/v1/embeddings", "/v1/messages", "/v1/models/x"}
-	vPathG   = []string{"/v1/chat/completions", "/v1/*", "/v1/*/*", "*", "/v1/m*", "/v?/embeddings", "/v1/messages"}
-	vScopes  = []string{"key", "user", "tenant", "global"}
+	vModels  = []string{"", "gpt-4o", "gpt-4o-mini", "gpt-4o-mini-2024-07-18", "gpt-5", "claude-sonnet-4-5", "o3", "*x", "a[b",
+		"llama3.1", "library/llama3.1:latest", "LLAMA3.1:latest"}
+	vModelG = []string{"gpt-4o", "gpt-4o*", "gpt-*", "*", "*mini*", "gpt-?", "claude-*-4-5", "[go]*", `\*x`, "o3", "gpt-4o-mini", "", "a[[]b",
+		"llama3.1:latest", "library/*", "registry.ollama.ai/library/llama3.1", "*:latest", "llama3.1:lat*"}
+	vPaths  = []string{"", "/v1/chat/completions", "/v1/embeddings", "/v1/messages", "/v1/models/x"}
+	vPathG  = []string{"/v1/chat/completions", "/v1/*", "/v1/*/*", "*", "/v1/m*", "/v?/embeddings", "/v1/messages"}
+	vScopes = []string{"key", "user", "tenant", "global"}
 )
 
 // pick returns 0 to 3 random entries of vocab, possibly repeated.

@@ -901,6 +901,11 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refusal {
 	if x.kind.Weighed() {
 		x.est = p.weighAs(x, body)
+		if longContext(&ctx.Request.Header) {
+			// Anthropic's 1M-context beta: the window its hidden
+			// context and usage ceiling are reserved at.
+			x.est = weigher.WithLongContext(x.est)
+		}
 		if x.kind == weigher.KindImages && x.est.Parsed && !weigher.TokenBilledImages(x.est.Model) {
 			// Billed per image (DALL·E), not in tokens: priced per image
 			// when the table prices the model so, unmetered otherwise.

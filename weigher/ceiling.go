@@ -34,8 +34,11 @@ const ceilingSearchesPerTurn = 10
 // debt it never repays. The ceiling is never below the reservation.
 //
 // Why no legitimate bill is above it. Let W be the model's context window
-// (its configured max_input_tokens plus max_output_tokens: the price
-// table's or the config's; else [Options.CeilingWindow], 10M by default),
+// (its configured max_input_tokens, or the larger window the request's
+// headers grant (Estimate.LongContext: Anthropic's 1M-context beta,
+// LongContextInputTokens), plus max_output_tokens: the price table's or
+// the config's; else [Options.CeilingWindow], 10M by default, or the
+// granted window if larger),
 // n the request's choices (a chat request's n), T its model calls: 1, or
 // for a request with ServerContext max(100, web searches + 1) (see
 // ceilingServerTurns).
@@ -59,9 +62,14 @@ const ceilingSearchesPerTurn = 10
 //
 // Figures saturate at 1e15 tokens.
 func (w *Weigher) Ceiling(e Estimate) Usage {
-	win := w.ceiling
+	win, granted := w.ceiling, int64(0) // granted: the input window the headers grant
+	if e.LongContext {
+		granted = LongContextInputTokens
+	}
 	if m, ok := w.configured(e.Model); ok && m.MaxInputTokens > 0 {
-		win = min(m.MaxInputTokens+max(m.MaxOutputTokens, 0), maxTokens)
+		win = min(max(m.MaxInputTokens, granted)+max(m.MaxOutputTokens, 0), maxTokens)
+	} else {
+		win = max(win, granted)
 	}
 	turns := int64(1)
 	if e.ServerContext {

@@ -64,6 +64,12 @@ type Estimate struct {
 	// bills it at 1.1x the model's token prices (data residency,
 	// https://platform.claude.com/docs/en/build-with-claude/data-residency).
 	GeoPinned bool
+	// LongContext is set for a request whose headers opt into Anthropic's
+	// 1M-context beta (WithLongContext): its model may read up to
+	// LongContextInputTokens of input whatever its own window
+	// (Model.MaxInputTokens), which the usage ceiling (Weigher.Ceiling)
+	// then takes at least.
+	LongContext bool
 	// WebSearches is the most web searches a request's tools may run, each
 	// billed $0.01 on top of the tokens (spec.Usage.WebSearches): for a
 	// Messages request with Anthropic web search tools the sum of their

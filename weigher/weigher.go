@@ -150,8 +150,11 @@ type Options struct {
 // immutable afterwards and safe for concurrent use. The zero value is not
 // usable.
 type Weigher struct {
-	models     map[string]Model
-	prefixes   []string // configured names, longest first
+	models   map[string]Model
+	prefixes []configuredName // by prefix form (prefixForm), longest first
+	// canon maps each configured name's spec.CanonModel form to the name;
+	// "" for a form two configured names share (neither is meant more).
+	canon      map[string]string
 	defaultOut int64
 	defaultIn  int64 // Options.DefaultMaxInputTokens, defaulted
 	ceiling    int64 // Options.CeilingWindow, defaulted
@@ -236,6 +239,7 @@ func New(opts Options) (*Weigher, error) {
 		timeBudget:  opts.CountTimeBudget,
 		now:         opts.Now,
 		models:      make(map[string]Model, len(opts.Models)),
+		canon:       make(map[string]string, len(opts.Models)),
 		defaultOut:  opts.DefaultMaxOutputTokens,
 		defaultIn:   cmp.Or(opts.DefaultMaxInputTokens, DefaultMaxInputTokens),
 		ceiling:     min(cmp.Or(opts.CeilingWindow, DefaultCeilingWindow), maxTokens),
@@ -271,9 +275,17 @@ func New(opts Options) (*Weigher, error) {
 			need = append(need, m.Encoding)
 		}
 		w.models[name] = m
-		w.prefixes = append(w.prefixes, name)
+		c := spec.CanonModel(name)
+		w.prefixes = append(w.prefixes, configuredName{name: name, prefix: prefixForm(name, c)})
+		if prev, seen := w.canon[c]; seen && prev != name {
+			w.canon[c] = ""
+		} else {
+			w.canon[c] = name
+		}
 	}
-	slices.SortStableFunc(w.prefixes, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
+	slices.SortStableFunc(w.prefixes, func(a, b configuredName) int {
+		return cmp.Or(cmp.Compare(len(b.prefix), len(a.prefix)), cmp.Compare(len(b.name), len(a.name)))
+	})
 	// The vocabularies load in parallel: each is a few tens of
 	// milliseconds of parsing and indexing.
 	counters := make([]counter, len(need))
@@ -292,18 +304,44 @@ func New(opts Options) (*Weigher, error) {
 	return w, nil
 }
 
-// configured returns the settings of model: an exact configured name, else
-// the longest configured name that prefixes it, ASCII case aside (an
-// upstream that reads model names case-insensitively, as Ollama does,
-// serves `GPT-4o` as gpt-4o, so it is reserved as that model: its
-// max_input_tokens and output defaults, never the smaller global ones).
+// configuredName is a configured model name and the form in which it
+// prefixes model names (prefixForm).
+type configuredName struct{ name, prefix string }
+
+// prefixForm is the form in which the configured name (of canonical form
+// canon) prefixes model names: canon with the tag as written, so that
+// llama3.1:latest still prefixes only names of that tag (its canonical
+// form, llama3.1, is the name of the model, not of every llama3.1-…).
+func prefixForm(name, canon string) string {
+	const latest = ":latest"
+	if spec.ModelHasPrefix(name[max(len(name)-len(latest), 0):], latest) && !strings.HasSuffix(canon, latest) {
+		return canon + latest
+	}
+	return canon
+}
+
+// configured returns the settings of model: an exact configured name;
+// else the one configured name of the same spec.CanonModel form (ASCII
+// case aside, and Ollama's default host, namespace and tag: an upstream
+// that reads model names case-insensitively, as Ollama does, serves
+// `GPT-4o` as gpt-4o, and Ollama serves `llama3.1` as `llama3.1:latest`,
+// so each is reserved as that model: its max_input_tokens and output
+// defaults, never the smaller global ones); else the configured name
+// whose canonical form (its tag as written: prefixForm) is the longest
+// to prefix model's, or whose own spelling prefixes model, case aside.
+// Two configured names of one canonical form leave the choice to that
+// prefix walk (longest prefix form, then longest name, then name order).
 func (w *Weigher) configured(model string) (Model, bool) {
 	if m, ok := w.models[model]; ok {
 		return m, true
 	}
+	c := spec.CanonModel(model)
+	if name := w.canon[c]; name != "" {
+		return w.models[name], true
+	}
 	for _, p := range w.prefixes {
-		if spec.ModelHasPrefix(model, p) {
-			return w.models[p], true
+		if strings.HasPrefix(c, p.prefix) || spec.ModelHasPrefix(model, p.name) {
+			return w.models[p.name], true
 		}
 	}
 	return Model{}, false
