@@ -31,29 +31,54 @@ const (
 // equals, never lose any. CanonModel is idempotent, never panics, and
 // allocates only when name holds an ASCII capital.
 func CanonModel(name string) string {
-	s := FoldModel(name)
+	i, j := canonBounds(name)
+	return FoldModel(name[i:j])
+}
+
+// AppendCanonModel appends CanonModel(name) to dst and returns it, without
+// allocating when dst has room: for a lookup of a name that may hold
+// capitals (`Qwen/Qwen2.5-7B-Instruct`) on every request, by
+// m[string(b)], which Go does not copy.
+func AppendCanonModel(dst []byte, name string) []byte {
+	i, j := canonBounds(name)
+	for k := i; k < j; k++ {
+		dst = append(dst, LowerASCII(name[k]))
+	}
+	return dst
+}
+
+// canonBounds returns where CanonModel's form lies in name: it is
+// FoldModel(name[i:j]), since folding ASCII case moves no byte and the
+// parts taken out are matched whatever their case.
+func canonBounds(name string) (i, j int) {
+	j = len(name)
 	for {
-		if t, ok := strings.CutPrefix(s, "http://"); ok {
-			s = t
-		} else if t, ok := strings.CutPrefix(s, "https://"); ok {
-			s = t
+		if ModelHasPrefix(name[i:j], "http://") {
+			i += len("http://")
+		} else if ModelHasPrefix(name[i:j], "https://") {
+			i += len("https://")
 		} else {
 			break
 		}
 	}
-	if rest, ok := strings.CutPrefix(s, ollamaHost+"/"); ok {
-		if i := strings.IndexByte(rest, '/'); i > 0 && i < len(rest)-1 && strings.IndexByte(rest[i+1:], '/') < 0 {
-			s = rest
+	if s := name[i:j]; ModelHasPrefix(s, ollamaHost+"/") {
+		rest := s[len(ollamaHost)+1:]
+		if k := strings.IndexByte(rest, '/'); k > 0 && k < len(rest)-1 && strings.IndexByte(rest[k+1:], '/') < 0 {
+			i += len(ollamaHost) + 1
 		}
 	}
-	if rest, ok := strings.CutPrefix(s, ollamaNamespace+"/"); ok && rest != "" && strings.IndexByte(rest, '/') < 0 {
-		s = rest
+	if s := name[i:j]; ModelHasPrefix(s, ollamaNamespace+"/") {
+		if rest := s[len(ollamaNamespace)+1:]; rest != "" && strings.IndexByte(rest, '/') < 0 {
+			i += len(ollamaNamespace) + 1
+		}
 	}
-	if base, ok := strings.CutSuffix(s, ":"+ollamaTag); ok && base != "" &&
-		base[len(base)-1] != '/' && strings.IndexByte(base, ':') < 0 {
-		s = base
+	const tag = ":" + ollamaTag
+	if s := name[i:j]; len(s) > len(tag) && ModelHasPrefix(s[len(s)-len(tag):], tag) {
+		if base := s[:len(s)-len(tag)]; base[len(base)-1] != '/' && strings.IndexByte(base, ':') < 0 {
+			j -= len(tag)
+		}
 	}
-	return s
+	return i, j
 }
 
 // SameModel reports whether a and b name the same model: equal in

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -77,6 +78,12 @@ func FuzzCanonModel(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, name string) {
 		c := CanonModel(name)
+		if ref := canonModelRef(name); c != ref {
+			t.Fatalf("CanonModel(%q) = %q, the folded-then-cut reading gives %q", name, c, ref)
+		}
+		if b := AppendCanonModel([]byte("x"), name); string(b) != "x"+c {
+			t.Fatalf("AppendCanonModel(x, %q) = %q, want x%q", name, b, c)
+		}
 		if again := CanonModel(c); again != c {
 			t.Fatalf("CanonModel(%q) = %q, but CanonModel of that is %q", name, c, again)
 		}
@@ -93,4 +100,49 @@ func FuzzCanonModel(f *testing.F) {
 			}
 		}
 	})
+}
+
+// canonModelRef is CanonModel as first written (its parts cut from the
+// folded name): CanonModel now finds them in the name as sent and folds
+// only what is left, which must come to the same form.
+func canonModelRef(name string) string {
+	s := FoldModel(name)
+	for {
+		if t, ok := strings.CutPrefix(s, "http://"); ok {
+			s = t
+		} else if t, ok := strings.CutPrefix(s, "https://"); ok {
+			s = t
+		} else {
+			break
+		}
+	}
+	if rest, ok := strings.CutPrefix(s, ollamaHost+"/"); ok {
+		if i := strings.IndexByte(rest, '/'); i > 0 && i < len(rest)-1 && strings.IndexByte(rest[i+1:], '/') < 0 {
+			s = rest
+		}
+	}
+	if rest, ok := strings.CutPrefix(s, ollamaNamespace+"/"); ok && rest != "" && strings.IndexByte(rest, '/') < 0 {
+		s = rest
+	}
+	if base, ok := strings.CutSuffix(s, ":"+ollamaTag); ok && base != "" &&
+		base[len(base)-1] != '/' && strings.IndexByte(base, ':') < 0 {
+		s = base
+	}
+	return s
+}
+
+// AppendCanonModel into a buffer with room allocates nothing, capitals
+// and Ollama's parts included: the weigher looks a name up this way on
+// every request.
+func TestAppendCanonModelAllocatesNothing(t *testing.T) {
+	var buf [64]byte
+	for _, name := range []string{"Qwen/Qwen2.5-7B-Instruct", "REGISTRY.OLLAMA.AI/Library/Llama3.1:LATEST", "gpt-4o"} {
+		var got []byte
+		if n := testing.AllocsPerRun(100, func() { got = AppendCanonModel(buf[:0], name) }); n != 0 {
+			t.Errorf("AppendCanonModel(%q): %v allocations, want 0", name, n)
+		}
+		if string(got) != CanonModel(name) {
+			t.Errorf("AppendCanonModel(%q) = %q, want %q", name, got, CanonModel(name))
+		}
+	}
 }

@@ -66,3 +66,33 @@ func TestOllamaSpellingsCollide(t *testing.T) {
 		}
 	}
 }
+
+// Looking a model's settings up allocates nothing, for a name with
+// capitals that no configured name spells exactly too (a vLLM model such
+// as Qwen/Qwen2.5-7B-Instruct): its canonical form is folded into a
+// buffer on the stack, not a new string per request.
+func TestConfiguredLookupAllocatesNothing(t *testing.T) {
+	w, err := New(Options{Models: map[string]Model{
+		"llama3.1:latest": {MaxInputTokens: 128_000},
+		"qwen/qwen2.5":    {MaxInputTokens: 32_000},
+	}, DefaultMaxOutputTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		model string
+		in    int64 // MaxInputTokens found; 0 for none
+	}{
+		{"Qwen/Qwen2.5-7B-Instruct", 32_000}, // by the prefix walk
+		{"Library/Llama3.1", 128_000},        // by canonical form
+		{"Mistral-Large-Latest", 0},          // none
+	} {
+		var m Model
+		if n := testing.AllocsPerRun(100, func() { m, _ = w.configured(tc.model) }); n != 0 {
+			t.Errorf("configured(%q): %v allocations, want 0", tc.model, n)
+		}
+		if m.MaxInputTokens != tc.in {
+			t.Errorf("configured(%q) max_input_tokens %d, want %d", tc.model, m.MaxInputTokens, tc.in)
+		}
+	}
+}

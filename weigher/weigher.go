@@ -335,12 +335,16 @@ func (w *Weigher) configured(model string) (Model, bool) {
 	if m, ok := w.models[model]; ok {
 		return m, true
 	}
-	c := spec.CanonModel(model)
-	if name := w.canon[c]; name != "" {
+	// The canonical form in a buffer of the stack: a name with capitals
+	// (`Qwen/Qwen2.5-7B-Instruct`) is looked up on every request, and
+	// spec.CanonModel would fold it into a new string each time.
+	var buf [128]byte
+	c := spec.AppendCanonModel(buf[:0], model)
+	if name := w.canon[string(c)]; name != "" {
 		return w.models[name], true
 	}
 	for _, p := range w.prefixes {
-		if strings.HasPrefix(c, p.prefix) || spec.ModelHasPrefix(model, p.name) {
+		if (len(c) >= len(p.prefix) && string(c[:len(p.prefix)]) == p.prefix) || spec.ModelHasPrefix(model, p.name) {
 			return w.models[p.name], true
 		}
 	}
