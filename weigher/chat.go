@@ -109,7 +109,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction, prompt, toolChoice gjson.Result
 	var templateText [2]gjson.Result // vLLM's documents and chat_template_kwargs (templateFields)
 	var unknownTop unknownTops       // top-level members the chat API does not define (chatTopKnown)
-	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens, llama.cpp's n_predict
+	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens, llama.cpp's n_predict, TabbyAPI's max_length
 	var messageElems, toolsElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
 	toolsAt := -1    // the index of "tools" among the members
@@ -155,7 +155,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		}
 		if rawWalk {
 			switch k {
-			case "model", "max_completion_tokens", "max_tokens", "n", "service_tier", "min_tokens", "n_predict":
+			case "model", "max_completion_tokens", "max_tokens", "n", "service_tier", "min_tokens", "n_predict", "max_length":
 				v = parsedScalar(v.Raw)
 			}
 		}
@@ -213,7 +213,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			est.ServiceTier = serviceTier(v)
 		case "prediction":
 			prediction = v
-		case "min_tokens", "ignore_eos", "reasoning", "n_predict":
+		case "min_tokens", "ignore_eos", "reasoning", "n_predict", "max_length":
 			floor.read(k, v)
 		case "mm_processor_kwargs":
 			// vLLM's multimodal processor arguments (the chat API's extra

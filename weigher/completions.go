@@ -44,7 +44,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	defer d.close()
 	var model, prompt, suffix, maxTok, n, bestOf gjson.Result
 	echo := false
-	var floor outputFloor      // vLLM's min_tokens and ignore_eos, llama.cpp's n_predict
+	var floor outputFloor      // vLLM's min_tokens and ignore_eos, llama.cpp's n_predict, TabbyAPI's max_length
 	var unknownTop unknownTops // top-level members the completions API does not define (completionsTopKnown)
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
@@ -71,7 +71,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 			n = v
 		case "best_of":
 			bestOf = v
-		case "min_tokens", "ignore_eos", "n_predict":
+		case "min_tokens", "ignore_eos", "n_predict", "max_length":
 			floor.read(k, v)
 		case "echo":
 			echo = v.Type == gjson.True

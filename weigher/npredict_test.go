@@ -6,7 +6,9 @@ import "testing"
 // completions routes, and its Responses route reads a body's max_tokens
 // (and n_predict) when max_output_tokens is absent: each was weighed as a
 // few tokens of text, the output reservation left at the body's maximum
-// or the model's default (1,000 here).
+// or the model's default (1,000 here). TabbyAPI reads max_length as
+// max_tokens when the body has none: a body naming no maximum by the
+// OpenAI name reserved the default.
 func TestLlamaCppOutputMaximumIsReserved(t *testing.T) {
 	w := testWeigher(t)
 	for _, tc := range []struct {
@@ -27,6 +29,9 @@ func TestLlamaCppOutputMaximumIsReserved(t *testing.T) {
 		{"chat n_predict, n 2", KindChat, `{"model":"my-model","messages":[],"n":2,"n_predict":9000}`, 18000, false, true},
 		{"completions n_predict", KindCompletions, `{"model":"my-model","prompt":"hi","max_tokens":10,"n_predict":700}`, 700, false, true},
 		{"completions n_predict -1", KindCompletions, `{"model":"my-model","prompt":"hi","n_predict":-1}`, 1000, false, true},
+		{"chat max_length, no max", KindChat, `{"model":"my-model","messages":[],"max_length":9000}`, 9000, false, true},
+		{"chat max_length below max_tokens", KindChat, `{"model":"my-model","messages":[],"max_tokens":5000,"max_length":10}`, 5000, false, true},
+		{"completions max_length", KindCompletions, `{"model":"my-model","prompt":"hi","max_length":700}`, 700, false, true},
 		{"responses max_tokens", KindResponses, `{"model":"my-model","input":"hi","max_tokens":9000}`, 9000, false, false},
 		{"responses both maxima", KindResponses, `{"model":"my-model","input":"hi","max_output_tokens":20,"max_tokens":9000}`, 9000, false, false},
 		{"responses n_predict", KindResponses, `{"model":"my-model","input":"hi","max_output_tokens":20,"n_predict":9000}`, 9000, false, true},

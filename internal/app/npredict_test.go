@@ -13,14 +13,21 @@ import "testing"
 // max_tokens, or n_predict, sets the output there. llmguard reserved the
 // body's max_tokens (10) or the model's default (256) and weighed
 // n_predict as a few tokens of text: five calls of 8,000 output tokens
-// each went through a 20,000-token bucket (40,0xx billed).
+// each went three times through a 20,000-token bucket (24,006 billed).
+// TabbyAPI reads "max_length" as max_tokens when the body has none
+// (BaseSamplerRequest, common/sampling.py): such a body reserved the
+// model's default.
 //
-// The upstream below bills as llama.cpp: the output is n_predict when it
-// is a positive count, else the maximum the route reads.
+// The upstream below bills as llama.cpp and TabbyAPI: the output is
+// n_predict when it is a positive count, else the maximum the route reads
+// (max_length when no max_tokens).
 func TestLlamaCppOutputMaximumIsReserved(t *testing.T) {
 	up := startBilling16(t, func(path string, body map[string]any) (int64, int64) {
 		in := words(body["messages"], body["prompt"], body["input"])
 		out := int64(256)
+		if m, ok := body["max_length"].(float64); ok {
+			out = int64(m) // TabbyAPI's alias, read when max_tokens is absent
+		}
 		if m, ok := body["max_tokens"].(float64); ok {
 			out = int64(m)
 		}
@@ -36,6 +43,7 @@ func TestLlamaCppOutputMaximumIsReserved(t *testing.T) {
 		{"chat n_predict over max_tokens", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"write"}],"max_tokens":10,"n_predict":8000}`},
 		{"chat n_predict, no max", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"write"}],"n_predict":8000}`},
 		{"chat n_predict beside max_completion_tokens", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"write"}],"max_completion_tokens":10,"n_predict":8000}`},
+		{"chat max_length (TabbyAPI)", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"write"}],"max_length":8000}`},
 		{"completions n_predict", "/v1/completions", `{"model":"gpt-4o-mini","prompt":"write","max_tokens":10,"n_predict":8000}`},
 		{"responses max_tokens", "/v1/responses", `{"model":"gpt-4o-mini","input":"write","max_tokens":8000}`},
 		{"responses n_predict", "/v1/responses", `{"model":"gpt-4o-mini","input":"write","max_output_tokens":16,"n_predict":8000}`},
