@@ -8,7 +8,8 @@ import "testing"
 // few tokens of text, the output reservation left at the body's maximum
 // or the model's default (1,000 here). TabbyAPI reads max_length as
 // max_tokens when the body has none: a body naming no maximum by the
-// OpenAI name reserved the default.
+// OpenAI name reserved the default. llama.cpp's n_cmpl, its count of
+// completions ("n" is its fallback alias), reserved one.
 func TestLlamaCppOutputMaximumIsReserved(t *testing.T) {
 	w := testWeigher(t)
 	for _, tc := range []struct {
@@ -32,6 +33,10 @@ func TestLlamaCppOutputMaximumIsReserved(t *testing.T) {
 		{"chat max_length, no max", KindChat, `{"model":"my-model","messages":[],"max_length":9000}`, 9000, false, true},
 		{"chat max_length below max_tokens", KindChat, `{"model":"my-model","messages":[],"max_tokens":5000,"max_length":10}`, 5000, false, true},
 		{"completions max_length", KindCompletions, `{"model":"my-model","prompt":"hi","max_length":700}`, 700, false, true},
+		{"chat n_cmpl", KindChat, `{"model":"my-model","messages":[],"max_tokens":100,"n_cmpl":4}`, 400, false, false},
+		{"chat n_cmpl below n", KindChat, `{"model":"my-model","messages":[],"max_tokens":100,"n":3,"n_cmpl":2}`, 300, false, false},
+		{"completions n_cmpl", KindCompletions, `{"model":"my-model","prompt":"hi","max_tokens":100,"n_cmpl":4}`, 400, false, false},
+		{"completions n_cmpl, two prompts", KindCompletions, `{"model":"my-model","prompt":["a","b"],"max_tokens":100,"n_cmpl":4}`, 800, false, false},
 		{"responses max_tokens", KindResponses, `{"model":"my-model","input":"hi","max_tokens":9000}`, 9000, false, false},
 		{"responses both maxima", KindResponses, `{"model":"my-model","input":"hi","max_output_tokens":20,"max_tokens":9000}`, 9000, false, false},
 		{"responses n_predict", KindResponses, `{"model":"my-model","input":"hi","max_output_tokens":20,"n_predict":9000}`, 9000, false, true},

@@ -16,7 +16,9 @@ import "testing"
 // each went three times through a 20,000-token bucket (24,006 billed).
 // TabbyAPI reads "max_length" as max_tokens when the body has none
 // (BaseSamplerRequest, common/sampling.py): such a body reserved the
-// model's default.
+// model's default. llama.cpp's n_cmpl (its count of completions, "n" its
+// fallback alias: make_llama_cmpl_schema) reserved one completion: four
+// of 3,000 tokens each went through twice (24,0xx billed).
 //
 // The upstream below bills as llama.cpp and TabbyAPI: the output is
 // n_predict when it is a positive count, else the maximum the route reads
@@ -37,6 +39,9 @@ func TestLlamaCppOutputMaximumIsReserved(t *testing.T) {
 		if m, ok := body["n_predict"].(float64); ok && m > 0 {
 			out = int64(m)
 		}
+		if c, ok := body["n_cmpl"].(float64); ok && c > 1 {
+			out *= int64(c) // llama.cpp's count of completions
+		}
 		return in, out
 	})
 	for _, tc := range []struct{ name, path, body string }{
@@ -44,6 +49,7 @@ func TestLlamaCppOutputMaximumIsReserved(t *testing.T) {
 		{"chat n_predict, no max", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"write"}],"n_predict":8000}`},
 		{"chat n_predict beside max_completion_tokens", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"write"}],"max_completion_tokens":10,"n_predict":8000}`},
 		{"chat max_length (TabbyAPI)", "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"write"}],"max_length":8000}`},
+		{"completions n_cmpl", "/v1/completions", `{"model":"gpt-4o-mini","prompt":"write","max_tokens":3000,"n_cmpl":4}`},
 		{"completions n_predict", "/v1/completions", `{"model":"gpt-4o-mini","prompt":"write","max_tokens":10,"n_predict":8000}`},
 		{"responses max_tokens", "/v1/responses", `{"model":"gpt-4o-mini","input":"write","max_tokens":8000}`},
 		{"responses n_predict", "/v1/responses", `{"model":"gpt-4o-mini","input":"write","max_output_tokens":16,"n_predict":8000}`},
