@@ -106,10 +106,10 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		}
 		d.close()
 	}()
-	var model, messages, tools, functions, maxCompletion, maxTok, n, responseFormat, prediction, prompt, toolChoice gjson.Result
+	var model, messages, tools, functions, maxCompletion, maxTok, n, nCmpl, responseFormat, prediction, prompt, toolChoice gjson.Result
 	var templateText [2]gjson.Result // vLLM's documents and chat_template_kwargs (templateFields)
 	var unknownTop unknownTops       // top-level members the chat API does not define (chatTopKnown)
-	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens
+	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens, llama.cpp's n_predict, TabbyAPI's max_length
 	var messageElems, toolsElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
 	toolsAt := -1    // the index of "tools" among the members
@@ -155,7 +155,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		}
 		if rawWalk {
 			switch k {
-			case "model", "max_completion_tokens", "max_tokens", "n", "service_tier", "min_tokens":
+			case "model", "max_completion_tokens", "max_tokens", "n", "n_cmpl", "service_tier", "min_tokens", "n_predict", "max_length":
 				v = parsedScalar(v.Raw)
 			}
 		}
@@ -183,6 +183,10 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			addField(&est.OutputFields, spanOf(elems))
 		case "n":
 			n = v
+		case "n_cmpl":
+			// llama.cpp's count of completions, read before "n"
+			// (make_llama_cmpl_schema: n_cmpl, "n" its fallback alias).
+			nCmpl = v
 		case "stream":
 			est.Stream = lenientTrue(v)
 		case "stream_options":
@@ -213,7 +217,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			est.ServiceTier = serviceTier(v)
 		case "prediction":
 			prediction = v
-		case "min_tokens", "ignore_eos", "reasoning":
+		case "min_tokens", "ignore_eos", "reasoning", "n_predict", "max_length":
 			floor.read(k, v)
 		case "mm_processor_kwargs":
 			// vLLM's multimodal processor arguments (the chat API's extra
@@ -409,6 +413,9 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	choices, ok := tokenCount(n)
 	if !ok || choices < 1 {
 		choices = 1
+	}
+	if c, ok := tokenCount(nCmpl); ok && c > choices {
+		choices = c
 	}
 	est.Choices = min(choices, maxTokens/max(1, min(out, maxTokens)))
 	est.OutputTokens = min(out, maxTokens) * est.Choices

@@ -42,9 +42,9 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 		return fallback
 	}
 	defer d.close()
-	var model, prompt, suffix, maxTok, n, bestOf gjson.Result
+	var model, prompt, suffix, maxTok, n, nCmpl, bestOf gjson.Result
 	echo := false
-	var floor outputFloor      // vLLM's min_tokens and ignore_eos
+	var floor outputFloor      // vLLM's min_tokens and ignore_eos, llama.cpp's n_predict, TabbyAPI's max_length
 	var unknownTop unknownTops // top-level members the completions API does not define (completionsTopKnown)
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
@@ -69,9 +69,13 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 			maxTok = v
 		case "n":
 			n = v
+		case "n_cmpl":
+			// llama.cpp's count of completions per prompt, read before
+			// "n" (make_llama_cmpl_schema: n_cmpl, "n" its fallback alias).
+			nCmpl = v
 		case "best_of":
 			bestOf = v
-		case "min_tokens", "ignore_eos":
+		case "min_tokens", "ignore_eos", "n_predict", "max_length":
 			floor.read(k, v)
 		case "echo":
 			echo = v.Type == gjson.True
@@ -118,6 +122,9 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 		choices = c
 	}
 	if c, ok := tokenCount(bestOf); ok && c > choices {
+		choices = c
+	}
+	if c, ok := tokenCount(nCmpl); ok && c > choices {
 		choices = c
 	}
 	// Each prompt gets its own choices, streamed under their own indexes

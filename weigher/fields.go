@@ -422,8 +422,8 @@ var (
 		under("content", chatPartFields).
 		under("tool_calls", chatToolCallFields).
 		under("function_call", callFields)
-	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "stream", "service_tier", "data_sources", "web_search_options", "plugins",
-		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs", "min_tokens", "ignore_eos", "mm_processor_kwargs", "prompt", "tool_choice").
+	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "n_cmpl", "stream", "service_tier", "data_sources", "web_search_options", "plugins",
+		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs", "min_tokens", "ignore_eos", "n_predict", "max_length", "mm_processor_kwargs", "prompt", "tool_choice").
 		under("reasoning", object("max_tokens")).
 		under("messages", chatMessageFields).
 		under("tools", toolFields).
@@ -443,7 +443,7 @@ var (
 		under("content", responsesPartFields).
 		under("output", responsesPartFields).
 		under("summary", object("text"))
-	responsesFields = object("model", "max_output_tokens", "stream", "previous_response_id", "conversation", "prompt", "plugins", "service_tier", "background",
+	responsesFields = object("model", "max_output_tokens", "max_tokens", "n_predict", "stream", "previous_response_id", "conversation", "prompt", "plugins", "service_tier", "background",
 		"max_tool_calls", "tool_choice").
 		under("input", responsesItemFields).
 		under("instructions", responsesItemFields).
@@ -451,7 +451,7 @@ var (
 		under("text", object().under("format", object("type"))).
 		under("reasoning", object("max_tokens"))
 
-	completionsFields = object("model", "prompt", "suffix", "max_tokens", "n", "best_of", "echo", "stream", "min_tokens", "ignore_eos", "plugins").
+	completionsFields = object("model", "prompt", "suffix", "max_tokens", "n", "n_cmpl", "best_of", "echo", "stream", "min_tokens", "ignore_eos", "n_predict", "max_length", "plugins").
 				under("stream_options", object("include_usage"))
 	embeddingsFields = object("model", "input", "texts", "inputs", "prompt")
 	imagesFields     = object("model", "prompt", "n", "size", "quality", "stream", "partial_images")

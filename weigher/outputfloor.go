@@ -15,19 +15,43 @@ import "github.com/tidwall/gjson"
 // specifies the maximum number of tokens to use for reasoning";
 // "Reasoning tokens are considered output tokens and charged
 // accordingly"), which a gateway may grant beside the answer's own
-// maximum. The zero value asks nothing.
+// maximum; and llama.cpp's "n_predict", its own name for the output
+// maximum, which its server reads over the body's max_tokens on the chat
+// and completions routes ("Exception: if "n_predict" is present, we
+// overwrite the value specified earlier by "max_tokens"",
+// oaicompat_chat_params_parse, tools/server/server-common.cpp) and which
+// its Responses route passes on with every other member
+// (server_chat_convert_responses_to_chatcmpl); -1 there generates until
+// the end of sequence; and TabbyAPI's "max_length", an alias of
+// max_tokens that its sampler request reads when max_tokens is absent
+// (BaseSamplerRequest, common/sampling.py: AliasChoices("max_tokens",
+// "max_length")), so that a body naming none by the OpenAI name gets the
+// alias's maximum, not the model's default. The zero value asks nothing.
 type outputFloor struct {
 	minTokens int64 // tokens; 0: none
 	ignoreEOS bool
 	reasoning int64 // tokens, reasoning.max_tokens; 0: none
+	predict   int64 // tokens, a positive n_predict; 0: none
+	maxLength int64 // tokens, a positive max_length; 0: none
+	// unbounded is set by an n_predict that is not a positive count
+	// (-1, 0, a word): the body's maximum no longer bounds the output.
+	unbounded bool
 }
 
 // read takes the member k of value v into f when it is one of the floor's
 // ("min_tokens", a count as tokenCount reads it; "ignore_eos", true as
 // lenientTrue reads it, since vLLM's pydantic models coerce "true";
-// "reasoning", an object's "max_tokens" as tokenCount reads it).
+// "reasoning", an object's "max_tokens" as tokenCount reads it;
+// "n_predict", a count as tokenCount reads it, any other value but null,
+// which llama.cpp reads as absent, unbounded; "max_length", a count as
+// tokenCount reads it).
 func (f *outputFloor) read(k string, v gjson.Result) {
 	switch k {
+	case "n_predict":
+		f.predict, _ = tokenCount(v)
+		f.unbounded = f.predict == 0 && v.Type != gjson.Null
+	case "max_length":
+		f.maxLength, _ = tokenCount(v)
 	case "min_tokens":
 		f.minTokens, _ = tokenCount(v)
 	case "ignore_eos":
@@ -46,12 +70,23 @@ func (f *outputFloor) read(k string, v gjson.Result) {
 // whole context window (window); plus the reasoning budget, which the
 // answer's maximum may not hold (an upstream that counts reasoning within
 // it is over-reserved by at most the budget, which reconciliation gives
-// back). defaulted is whether the reservation is
+// back). An n_predict replaces the maximum on llama.cpp, which other
+// servers ignore, and a max_length stands for it on TabbyAPI: the largest
+// is reserved, and an unbounded one
+// reserves at least the model's default, as a body naming no maximum
+// does (and lets ignore_eos run to the window). defaulted is whether the reservation is
 // still the model's default, which a learned reservation may replace: a
 // floor the body sets makes it fixed, since a learned figure below it
 // would be beaten by every such request. At most maxTokens.
 func (f outputFloor) apply(w *Weigher, model string, out int64, defaulted bool) (int64, bool) {
-	if f.ignoreEOS && defaulted {
+	noMax := defaulted || f.unbounded
+	if f.predict > 0 || f.maxLength > 0 {
+		out, defaulted = max(out, f.predict, f.maxLength), false
+	}
+	if f.unbounded && !defaulted {
+		out = max(out, w.defaultOutput(model))
+	}
+	if f.ignoreEOS && noMax {
 		out, defaulted = max(out, w.window(model)), false
 	}
 	if f.minTokens > 0 {
@@ -64,8 +99,13 @@ func (f outputFloor) apply(w *Weigher, model string, out int64, defaulted bool) 
 }
 
 // pins reports whether the body asks for output its maximum does not
-// bound (Estimate.OutputPinned): a reasoning budget or a min_tokens.
-func (f outputFloor) pins() bool { return f.reasoning > 0 || f.minTokens > 0 }
+// bound (Estimate.OutputPinned): a reasoning budget, a min_tokens, an
+// n_predict (which llama.cpp reads in place of the maximum a cap would
+// lower) or a max_length (which TabbyAPI reads when the body has no
+// max_tokens, as after a cap that adds max_completion_tokens).
+func (f outputFloor) pins() bool {
+	return f.reasoning > 0 || f.minTokens > 0 || f.predict > 0 || f.unbounded || f.maxLength > 0
+}
 
 // window is model's whole context window, in tokens: its largest input
 // (maxInput: Model.MaxInputTokens, the context window less the output,

@@ -30,9 +30,11 @@ import (
 // instructions as one item) is weighed as that part or item, else as its
 // JSON text.
 //
-// OutputTokens is max_output_tokens (reasoning included), else the model's
-// default output reservation, plus an OpenRouter reasoning.max_tokens
-// budget (outputFloor). A streamed request sets Stream and
+// OutputTokens is max_output_tokens (reasoning included), or the larger
+// of it and a max_tokens, which llama.cpp's Responses route reads when
+// max_output_tokens is absent, else the model's default output
+// reservation, plus an OpenRouter reasoning.max_tokens budget and raised
+// to a llama.cpp n_predict (outputFloor). A streamed request sets Stream and
 // IncludeUsage (a Responses stream always ends with usage). A body that is
 // not a JSON object yields the byte-based estimate of [Weigher.Bytes] with
 // Parsed false. Responses never panics and never keeps body.
@@ -59,9 +61,9 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		return fallback, true
 	}
 	defer d.close()
-	var model, input, instructions, tools, toolChoice, maxOut, text, maxCalls gjson.Result
+	var model, input, instructions, tools, toolChoice, maxOut, maxTok, text, maxCalls gjson.Result
 	var inputElems, instructionElems elements
-	var floor outputFloor      // OpenRouter's reasoning.max_tokens
+	var floor outputFloor      // OpenRouter's reasoning.max_tokens, llama.cpp's n_predict
 	var unknownTop unknownTops // top-level members the Responses API does not define (responsesTopKnown)
 	inputAt := -1              // the index of "input" among the members, when its key is written plain
 	at := 0
@@ -84,6 +86,13 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		case "max_output_tokens":
 			maxOut = v
 			addField(&est.OutputFields, spanOf(elems))
+		case "max_tokens":
+			// Not the Responses API's, but llama.cpp's Responses route
+			// passes every member on to the chat request it makes,
+			// where max_tokens is the maximum when max_output_tokens is
+			// not given (server_chat_convert_responses_to_chatcmpl).
+			maxTok = v
+			addField(&est.OutputFields, spanOf(elems))
 		case "text":
 			text = v
 		case "stream":
@@ -98,7 +107,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 			est.Background = v.Type != gjson.Null && v.Type != gjson.False
 		case "max_tool_calls":
 			maxCalls = v
-		case "reasoning":
+		case "reasoning", "n_predict":
 			floor.read(k, v)
 		default:
 			unknownTop.note(responsesTopKnown, k, v)
@@ -163,7 +172,10 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	}
 	est.InputTokens = w.scaled(est.Model, min(in, maxTokens))
 
-	out, ok := tokenCount(maxOut)
+	// Both limits given: the larger, as chat reserves.
+	mo, okO := tokenCount(maxOut)
+	mt, okT := tokenCount(maxTok)
+	out, ok := max(mo, mt), okO || okT
 	if !ok {
 		out = w.defaultOutput(est.Model)
 		est.OutputDefaulted = true

@@ -332,7 +332,7 @@ func chatTopKnown(k string) bool {
 		"top_logprobs", "top_p", "user", "verbosity", "web_search_options",
 		// read by the weigher (chat.go)
 		"data_sources", "dataSources", "plugins", "extra_body", "google", "chat_template", "documents",
-		"chat_template_kwargs", "min_tokens", "ignore_eos", "reasoning", "mm_processor_kwargs", "prompt":
+		"chat_template_kwargs", "min_tokens", "ignore_eos", "n_predict", "max_length", "n_cmpl", "reasoning", "mm_processor_kwargs", "prompt":
 		return true
 	}
 	return false
@@ -353,7 +353,7 @@ func responsesTopKnown(k string) bool {
 		"service_tier", "store", "stream", "stream_options", "temperature", "text", "tool_choice", "tools",
 		"top_logprobs", "top_p", "truncation", "user",
 		// read by the weigher (responses.go)
-		"plugins":
+		"plugins", "max_tokens", "n_predict":
 		return true
 	}
 	return false
@@ -371,7 +371,7 @@ func completionsTopKnown(k string) bool {
 		"n", "presence_penalty", "seed", "stop", "stream", "stream_options", "suffix", "temperature",
 		"top_p", "user",
 		// read by the weigher (completions.go)
-		"plugins", "prompt_embeds", "min_tokens", "ignore_eos":
+		"plugins", "prompt_embeds", "min_tokens", "ignore_eos", "n_predict", "max_length", "n_cmpl":
 		return true
 	}
 	return false

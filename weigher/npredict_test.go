@@ -1,0 +1,50 @@
+package weigher
+
+import "testing"
+
+// llama.cpp's n_predict replaces the body's max_tokens on its chat and
+// completions routes, and its Responses route reads a body's max_tokens
+// (and n_predict) when max_output_tokens is absent: each was weighed as a
+// few tokens of text, the output reservation left at the body's maximum
+// or the model's default (1,000 here). TabbyAPI reads max_length as
+// max_tokens when the body has none: a body naming no maximum by the
+// OpenAI name reserved the default. llama.cpp's n_cmpl, its count of
+// completions ("n" is its fallback alias), reserved one.
+func TestLlamaCppOutputMaximumIsReserved(t *testing.T) {
+	w := testWeigher(t)
+	for _, tc := range []struct {
+		name      string
+		kind      Kind
+		body      string
+		want      int64 // OutputTokens
+		defaulted bool
+		pinned    bool
+	}{
+		{"chat n_predict over max_tokens", KindChat, `{"model":"my-model","messages":[],"max_tokens":10,"n_predict":9000}`, 9000, false, true},
+		{"chat n_predict, no max", KindChat, `{"model":"my-model","messages":[],"n_predict":9000}`, 9000, false, true},
+		{"chat n_predict below max_tokens", KindChat, `{"model":"my-model","messages":[],"max_tokens":5000,"n_predict":10}`, 5000, false, true},
+		{"chat n_predict as a string", KindChat, `{"model":"my-model","messages":[],"max_tokens":10,"n_predict":"9000"}`, 9000, false, true},
+		{"chat n_predict -1", KindChat, `{"model":"my-model","messages":[],"max_tokens":10,"n_predict":-1}`, 1000, false, true},
+		{"chat n_predict -1, ignore_eos", KindChat, `{"model":"my-model","messages":[],"max_tokens":10,"n_predict":-1,"ignore_eos":true}`, DefaultMaxInputTokens, false, true},
+		{"chat n_predict null", KindChat, `{"model":"my-model","messages":[],"max_tokens":10,"n_predict":null}`, 10, false, false},
+		{"chat n_predict, n 2", KindChat, `{"model":"my-model","messages":[],"n":2,"n_predict":9000}`, 18000, false, true},
+		{"completions n_predict", KindCompletions, `{"model":"my-model","prompt":"hi","max_tokens":10,"n_predict":700}`, 700, false, true},
+		{"completions n_predict -1", KindCompletions, `{"model":"my-model","prompt":"hi","n_predict":-1}`, 1000, false, true},
+		{"chat max_length, no max", KindChat, `{"model":"my-model","messages":[],"max_length":9000}`, 9000, false, true},
+		{"chat max_length below max_tokens", KindChat, `{"model":"my-model","messages":[],"max_tokens":5000,"max_length":10}`, 5000, false, true},
+		{"completions max_length", KindCompletions, `{"model":"my-model","prompt":"hi","max_length":700}`, 700, false, true},
+		{"chat n_cmpl", KindChat, `{"model":"my-model","messages":[],"max_tokens":100,"n_cmpl":4}`, 400, false, false},
+		{"chat n_cmpl below n", KindChat, `{"model":"my-model","messages":[],"max_tokens":100,"n":3,"n_cmpl":2}`, 300, false, false},
+		{"completions n_cmpl", KindCompletions, `{"model":"my-model","prompt":"hi","max_tokens":100,"n_cmpl":4}`, 400, false, false},
+		{"completions n_cmpl, two prompts", KindCompletions, `{"model":"my-model","prompt":["a","b"],"max_tokens":100,"n_cmpl":4}`, 800, false, false},
+		{"responses max_tokens", KindResponses, `{"model":"my-model","input":"hi","max_tokens":9000}`, 9000, false, false},
+		{"responses both maxima", KindResponses, `{"model":"my-model","input":"hi","max_output_tokens":20,"max_tokens":9000}`, 9000, false, false},
+		{"responses n_predict", KindResponses, `{"model":"my-model","input":"hi","max_output_tokens":20,"n_predict":9000}`, 9000, false, true},
+	} {
+		est := w.Weigh(tc.kind, []byte(tc.body))
+		if !est.Parsed || est.OutputTokens != tc.want || est.OutputDefaulted != tc.defaulted || est.OutputPinned != tc.pinned {
+			t.Errorf("%s: OutputTokens %d (defaulted %v, pinned %v, parsed %v), want %d (defaulted %v, pinned %v)",
+				tc.name, est.OutputTokens, est.OutputDefaulted, est.OutputPinned, est.Parsed, tc.want, tc.defaulted, tc.pinned)
+		}
+	}
+}
