@@ -92,6 +92,7 @@ func (r *Record) Stored() policy.StoredKey {
 		Principal: policy.Principal{KeyID: r.ID, User: r.User, Tenant: r.Tenant, Plan: r.Plan},
 		ExpiresAt: r.ExpiresAt,
 		Revoked:   !r.RevokedAt.IsZero(),
+		Rotated:   r.RotatedTo != "",
 	}
 }
 

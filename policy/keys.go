@@ -17,6 +17,10 @@ type StoredKey struct {
 	ExpiresAt time.Time
 	// Revoked is true once the key was revoked.
 	Revoked bool
+	// Rotated is true once a successor replaced the key (keys rotate):
+	// its ExpiresAt is then the end of its grace period, and a request
+	// past it is refused as KeyRotated rather than KeyExpired.
+	Rotated bool
 }
 
 // KeySource finds stored keys by the SHA-256 of their secret. Its
@@ -44,10 +48,13 @@ const (
 	// one token68 (RFC 7235 §2.1; see token68): it has a space, comma,
 	// quote or other byte an upstream may read as the end of the key.
 	KeyMalformed
+	// KeyRotated: a stored key that a successor replaced, past its grace
+	// period (StoredKey.Rotated, ExpiresAt).
+	KeyRotated
 )
 
-// String is the status's name: unknown, accepted, expired, revoked or
-// malformed.
+// String is the status's name: unknown, accepted, expired, revoked,
+// malformed or rotated.
 func (s KeyStatus) String() string {
 	switch s {
 	case KeyAccepted:
@@ -58,6 +65,8 @@ func (s KeyStatus) String() string {
 		return "revoked"
 	case KeyMalformed:
 		return "malformed"
+	case KeyRotated:
+		return "rotated"
 	}
 	return "unknown"
 }
@@ -75,8 +84,8 @@ func (s KeyStatus) String() string {
 //     credential that is one token68 (see token68): anything else is
 //     refused as KeyMalformed (KeyUnknown when pass-through is off).
 //
-// pr is the caller when the status is KeyAccepted; for KeyExpired and
-// KeyRevoked it is the stored key's principal, to name in logs only (the
+// pr is the caller when the status is KeyAccepted; for KeyExpired,
+// KeyRotated and KeyRevoked it is the stored key's principal, to name in logs only (the
 // request is refused); for KeyUnknown it is zero.
 func (p *Policy) Authenticate(credential string, src KeySource, now time.Time) (pr Principal, st KeyStatus) {
 	if credential == "" {
@@ -109,6 +118,8 @@ func authenticate[S ~string | ~[]byte](p *Policy, credential S, sum [32]byte, sr
 			switch {
 			case k.Revoked:
 				return k.Principal, KeyRevoked
+			case !k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt) && k.Rotated:
+				return k.Principal, KeyRotated
 			case !k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt):
 				return k.Principal, KeyExpired
 			}

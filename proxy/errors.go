@@ -49,6 +49,12 @@ var (
 	// message and code that say which.
 	errKeyExpired = apiError{status: fasthttp.StatusUnauthorized, openAIType: "invalid_request_error", openAICode: "expired_api_key",
 		anthropicType: "authentication_error", message: "This llmguard virtual key has expired: ask its operator for a new one (`llmguard keys create` or `rotate`)."}
+	// errKeyRotated answers a stored key a successor replaced, past its
+	// grace period: the code of an expired key (which it is: clients that
+	// act on the code need nothing new), and a message that says to use
+	// the successor, which its holder may not know was made.
+	errKeyRotated = apiError{status: fasthttp.StatusUnauthorized, openAIType: "invalid_request_error", openAICode: "expired_api_key",
+		anthropicType: "authentication_error", message: "This llmguard virtual key was rotated and its grace period has ended: use the key that replaced it (ask its operator)."}
 	errKeyRevoked = apiError{status: fasthttp.StatusUnauthorized, openAIType: "invalid_request_error", openAICode: "revoked_api_key",
 		anthropicType: "authentication_error", message: "This llmguard virtual key has been revoked: ask its operator for a new one."}
 	// errKeyMalformed answers a pass-through caller whose credential is not

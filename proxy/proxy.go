@@ -874,12 +874,15 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	pr, st := cur.policy.AuthenticateBytes(key, p.opt.Keys, now)
 	switch st {
 	case policy.KeyAccepted:
-	case policy.KeyExpired, policy.KeyRevoked:
+	case policy.KeyExpired, policy.KeyRotated, policy.KeyRevoked:
 		// Refused, but named in the access log and traces: the operator
 		// sees which stored key a client still uses, and for what.
 		x.principal, x.kind = pr, classify(ctx.Method(), x.path)
-		if st == policy.KeyExpired {
+		switch st {
+		case policy.KeyExpired:
 			return &refusal{err: errKeyExpired, outcome: meter.OutcomeUnauthorized}
+		case policy.KeyRotated:
+			return &refusal{err: errKeyRotated, outcome: meter.OutcomeUnauthorized}
 		}
 		return &refusal{err: errKeyRevoked, outcome: meter.OutcomeUnauthorized}
 	case policy.KeyMalformed:

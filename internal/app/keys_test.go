@@ -166,6 +166,52 @@ func TestKeysExpiryToTheSecond(t *testing.T) {
 	}
 }
 
+// A key rotated with a grace period works to its last instant on its
+// (injected) clock and is then refused with an expired key's 401 and code,
+// and a message that says it was rotated: its holder may not know a
+// successor was made (trial4 read "has expired" and looked for an expiry
+// nobody had set). The successor works throughout.
+func TestKeysRotatedPastGraceSaysRotated(t *testing.T) {
+	srv := redistest.Shared(t)
+	store := fmt.Sprintf(`{backend: redis, redis_url: "redis://%s/0", timeout: 200ms}`, srv.Addr())
+	clock := fakeclock.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	n := startKeyNodes(t, 1, func(_ int, mockURL string) string { return keyStoreConfig(t, mockURL, store, "1h") }, clock.Now)[0]
+	k := n.create(`{"tenant":"acme","user":"rita"}`, "")
+	n.waitStatus(k.Secret, 200)
+	st, body := n.adminCall(http.MethodPost, "/admin/keys/"+k.Key.ID+"/rotate", `{"grace":"1m"}`, "ops")
+	if st != 201 {
+		t.Fatalf("rotate: %d %s", st, body)
+	}
+	var r NewKey
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatal(err)
+	}
+	n.waitStatus(r.Secret, 200)
+	clock.Advance(time.Minute - time.Millisecond)
+	if st, body := n.chat(k.Secret); st != 200 {
+		t.Errorf("the old key within its grace: %d %s", st, body)
+	}
+	clock.Advance(time.Millisecond)
+	st, body = n.chat(k.Secret)
+	if st != 401 || !strings.Contains(body, `"code":"expired_api_key"`) || !strings.Contains(body, "rotated") {
+		t.Errorf("the old key past its grace: %d %s, want 401 expired_api_key saying it was rotated", st, body)
+	}
+	st, body = n.sendAs("/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", k.Secret)
+	if st != 401 || !strings.Contains(body, `"type":"authentication_error"`) || !strings.Contains(body, "rotated") {
+		t.Errorf("the old key past its grace, anthropic: %d %s", st, body)
+	}
+	if st, body := n.chat(r.Secret); st != 200 {
+		t.Errorf("the successor: %d %s", st, body)
+	}
+	// A key that expired unrotated still says so.
+	e := n.create(`{"tenant":"acme","user":"eve","expires_in":"10s"}`, "")
+	n.waitStatus(e.Secret, 200)
+	clock.Advance(10 * time.Second)
+	if st, body := n.chat(e.Secret); st != 401 || !strings.Contains(body, "has expired") || strings.Contains(body, "rotated") {
+		t.Errorf("an expired key: %d %s", st, body)
+	}
+}
+
 // A node cut off from the store keeps serving the keys it knows (and
 // refusing the revoked ones); what changed meanwhile reaches it when the
 // link returns, by the whole read its new subscription asks for (its
