@@ -757,7 +757,9 @@ func callTallyOf(enc counter, fn gjson.Result, ck callKind, check bool, fold *[]
 // https://openrouter.ai/docs/api/reference/overview) and bills as a user
 // message: a string as one (framing, role and text), an array as a
 // completions prompt (promptTokens: strings by their text, token arrays
-// by their length) or by its JSON text, whichever is more; any other
+// by their length) or by its JSON text, whichever is more, as hidden
+// context when one of its objects carries llama.cpp's multimodal_data
+// (promptTally); any other
 // value by its JSON text, an object also as hidden context (a stored
 // prompt named by id, as the Responses API's "prompt" is). An absent or
 // null prompt weighs nothing.
@@ -768,8 +770,8 @@ func chatPromptTokens(enc counter, p gjson.Result) (tokens int64, hidden bool) {
 	case p.Type == gjson.String:
 		return tokensPerMessage + countText(enc, "user") + countValue(enc, p), false
 	case p.IsArray():
-		t, _ := promptTokens(enc, p)
-		return tokensPerMessage + countText(enc, "user") + max(t, countValue(enc, p)), false
+		t, _, media := promptTally(enc, p)
+		return tokensPerMessage + countText(enc, "user") + max(t, countValue(enc, p)), media
 	}
 	return countValue(enc, p), p.IsObject()
 }

@@ -15,7 +15,10 @@ const defaultCompletionMaxTokens = 16
 // InputTokens is the prompt with no chat framing: a string counted in the
 // model's encoding, a token array by its length, or an array of strings or
 // token arrays (a batch of prompts) summed; plus the suffix once per prompt.
-// An absent prompt is the API's default "<|endoftext|>", 1 token.
+// An absent prompt is the API's default "<|endoftext|>", 1 token. A prompt
+// object carrying llama.cpp's "multimodal_data" (images or audio, whose
+// tokens the model's projector decides) also sets ServerContext: the
+// model's largest input is reserved.
 //
 // OutputTokens is max_tokens (absent: the API's default of 16; null, 0, a
 // negative or a non-number: the model's output reservation, see below) times
@@ -91,7 +94,8 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	est.Model = modelNamed(model, as, w.names)
 	est.ServerContext = est.ServerContext || onlineModel(est.Model)
 	enc := w.encoder(est.Model)
-	in, prompts := promptTokens(enc, prompt)
+	in, prompts, media := promptTally(enc, prompt)
+	est.ServerContext = est.ServerContext || media
 	if !prompt.Exists() || prompt.Type == gjson.Null {
 		in, prompts = 1, 1 // "<|endoftext|>"
 	}
@@ -219,13 +223,25 @@ var embeddingsAltInputs = [...]string{"texts", "inputs", "prompt"}
 // lenient upstream may read as text, are weighed by their JSON text, each
 // a prompt.
 func promptTokens(enc counter, p gjson.Result) (tokens, prompts int64) {
+	tokens, prompts, _ = promptTally(enc, p)
+	return tokens, prompts
+}
+
+// promptTally is promptTokens, and media: whether a prompt object carries
+// llama.cpp's "multimodal_data" (base64 images or audio its
+// "prompt_string" marks with media markers: POST /completion, "A JSON
+// object which optionally contains multimodal data", tools/server
+// README). Each medium becomes as many tokens as the model's projector
+// makes of it, which its base64 text does not bound (a small image can
+// become hundreds): hidden context (Estimate.ServerContext).
+func promptTally(enc counter, p gjson.Result) (tokens, prompts int64, media bool) {
 	switch {
 	case p.Type == gjson.String:
-		return countText(enc, p.Str), 1
+		return countText(enc, p.Str), 1, false
 	case p.IsObject():
-		return min(countValue(enc, p), maxTokens), 1
+		return min(countValue(enc, p), maxTokens), 1, multimodalPrompt(p)
 	case !p.IsArray():
-		return 0, 0
+		return 0, 0, false
 	}
 	flat := false
 	p.ForEach(func(_, e gjson.Result) bool {
@@ -252,13 +268,28 @@ func promptTokens(enc counter, p gjson.Result) (tokens, prompts int64) {
 		case e.IsObject():
 			tokens += countValue(enc, e)
 			prompts++
+			media = media || multimodalPrompt(e)
 		}
 		return true
 	})
 	if flat {
 		prompts++
 	}
-	return min(tokens, maxTokens), prompts
+	return min(tokens, maxTokens), prompts, media
+}
+
+// multimodalPrompt reports whether o, a prompt object, has a
+// "multimodal_data" member (any one, if named twice) holding anything but
+// null or an empty list.
+func multimodalPrompt(o gjson.Result) (media bool) {
+	o.ForEach(func(k, v gjson.Result) bool {
+		if k.Str == "multimodal_data" && v.Type != gjson.Null {
+			media = !v.IsArray()
+			v.ForEach(func(_, _ gjson.Result) bool { media = true; return false })
+		}
+		return !media
+	})
+	return media
 }
 
 // mulCap is a × b for non-negative a, b, saturating at maxTokens.

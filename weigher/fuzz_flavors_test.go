@@ -60,6 +60,7 @@ func FuzzCompletions(f *testing.F) {
 		`{"model":"gpt-3.5-turbo-instruct","prompt":"Say this is a test","max_tokens":7,"n":2,"best_of":3,"echo":true,"suffix":"x","stream":true,"stream_options":{"include_usage":true}}`,
 		`{"prompt":[[1,2],[3],"x",4,null,{}],"max_tokens":null}`,
 		`{"prompt":[1,2,3]}`, `{"prompt":[]}`, `{}`, `not json`, ``, `{"n":1e308,"max_tokens":1e308,"echo":true,"prompt":"x"}`,
+		`{"prompt":[{"prompt_string":"<__media__>","multimodal_data":["aGk="]},{"multimodal_data":[]},{"multimodal_data":null}]}`,
 	} {
 		f.Add([]byte(s))
 	}
