@@ -62,8 +62,10 @@ func bodyString(b []byte) string {
 // toolsCounter.count), and a json_schema response_format as the tokens of its
 // JSON text. OutputTokens is max_completion_tokens, else max_tokens, else the
 // model's default output reservation, raised by vLLM's min_tokens and
-// ignore_eos and OpenRouter's reasoning.max_tokens (outputFloor) — times n
-// (default 1), since each of the n choices may run to the limit.
+// ignore_eos, OpenRouter's reasoning.max_tokens, llama.cpp's n_predict,
+// TabbyAPI's max_length and KoboldCpp's adapter.max_length (outputFloor) —
+// times n (default 1), or llama.cpp's n_cmpl or TensorRT-LLM's best_of
+// when larger, since each sequence generated may run to the limit.
 //
 // A body that is not a JSON object yields the byte-based estimate of
 // [Weigher.Bytes] with Parsed false. Chat never panics and never keeps body.
@@ -106,7 +108,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		}
 		d.close()
 	}()
-	var model, messages, tools, functions, maxCompletion, maxTok, n, nCmpl, responseFormat, prediction, prompt, toolChoice gjson.Result
+	var model, messages, tools, functions, maxCompletion, maxTok, n, nCmpl, bestOf, responseFormat, prediction, prompt, toolChoice gjson.Result
 	var templateText [2]gjson.Result // vLLM's documents and chat_template_kwargs (templateFields)
 	var unknownTop unknownTops       // top-level members the chat API does not define (chatTopKnown)
 	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens, llama.cpp's n_predict, TabbyAPI's max_length
@@ -155,7 +157,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		}
 		if rawWalk {
 			switch k {
-			case "model", "max_completion_tokens", "max_tokens", "n", "n_cmpl", "service_tier", "min_tokens", "n_predict", "max_length":
+			case "model", "max_completion_tokens", "max_tokens", "n", "n_cmpl", "best_of", "service_tier", "min_tokens", "n_predict", "max_length":
 				v = parsedScalar(v.Raw)
 			}
 		}
@@ -187,6 +189,12 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			// llama.cpp's count of completions, read before "n"
 			// (make_llama_cmpl_schema: n_cmpl, "n" its fallback alias).
 			nCmpl = v
+		case "best_of":
+			// TensorRT-LLM's chat sampling parameter (ChatCompletionRequest,
+			// tensorrt_llm/serve/openai_protocol.py: best_of passed to
+			// SamplingParams): best_of sequences are generated (the beam
+			// width under use_beam_search) and the best n returned.
+			bestOf = v
 		case "stream":
 			est.Stream = lenientTrue(v)
 		case "stream_options":
@@ -219,6 +227,13 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			prediction = v
 		case "min_tokens", "ignore_eos", "reasoning", "n_predict", "max_length":
 			floor.read(k, v)
+		case "adapter":
+			// KoboldCpp's chat adapter: its max_length is the output
+			// maximum of a body with neither max_tokens nor
+			// max_completion_tokens (outputFloor); its text is weighed as
+			// any member the chat API does not define.
+			floor.read(k, v)
+			unknownTop.note(chatTopKnown, k, v)
 		case "mm_processor_kwargs":
 			// vLLM's multimodal processor arguments (the chat API's extra
 			// parameters): they set how many tokens each image or video
@@ -415,6 +430,9 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		choices = 1
 	}
 	if c, ok := tokenCount(nCmpl); ok && c > choices {
+		choices = c
+	}
+	if c, ok := tokenCount(bestOf); ok && c > choices {
 		choices = c
 	}
 	est.Choices = min(choices, maxTokens/max(1, min(out, maxTokens)))

@@ -422,7 +422,7 @@ var (
 		under("content", chatPartFields).
 		under("tool_calls", chatToolCallFields).
 		under("function_call", callFields)
-	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "n_cmpl", "stream", "service_tier", "data_sources", "web_search_options", "plugins",
+	chatFields = object("model", "max_completion_tokens", "max_tokens", "n", "n_cmpl", "best_of", "stream", "service_tier", "data_sources", "web_search_options", "plugins",
 		"audio", "modalities", "chat_template", "documents", "chat_template_kwargs", "min_tokens", "ignore_eos", "n_predict", "max_length", "mm_processor_kwargs", "prompt", "tool_choice").
 		under("reasoning", object("max_tokens")).
 		under("messages", chatMessageFields).

@@ -15,6 +15,7 @@ func FuzzChat(f *testing.F) {
 		`not json`, ``, `[]`, `{"model":1e999,"max_tokens":-1e999}`,
 		`{"model":"gpt-4o","prompt":"say \u00e9 <|endoftext|>"}`, `{"model":"gpt-4o","messages":[],"prompt":["a",[1,2],3,{"x":1}]}`,
 		`{"model":"gpt-4o","prompt":{"id":"pmpt_1"}}`, `{"model":"gpt-4o","prompt":null,"Prompt":1}`,
+		`{"model":"gpt-4o","messages":[],"max_tokens":9,"n":2,"best_of":"3","adapter":{"max_length":70,"system_start":"S"}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -48,3 +48,36 @@ func TestLlamaCppOutputMaximumIsReserved(t *testing.T) {
 		}
 	}
 }
+
+// TensorRT-LLM's chat route reads best_of (ChatCompletionRequest's
+// sampling parameters, tensorrt_llm/serve/openai_protocol.py): best_of
+// sequences are generated and the best n returned; it reserved n.
+// KoboldCpp's chat route takes an "adapter" object's max_length as the
+// output maximum when the body names none (transform_genparams,
+// koboldcpp.py); it reserved the model's default (1,000 here).
+func TestChatBestOfAndAdapterMaxLengthAreReserved(t *testing.T) {
+	w := testWeigher(t)
+	for _, tc := range []struct {
+		name      string
+		body      string
+		want      int64 // OutputTokens
+		choices   int64
+		defaulted bool
+	}{
+		{"best_of", `{"model":"my-model","messages":[],"max_tokens":100,"best_of":4}`, 400, 4, false},
+		{"best_of as a string", `{"model":"my-model","messages":[],"max_tokens":100,"best_of":"4"}`, 400, 4, false},
+		{"best_of below n", `{"model":"my-model","messages":[],"max_tokens":100,"n":3,"best_of":2}`, 300, 3, false},
+		{"best_of, defaulted", `{"model":"my-model","messages":[],"best_of":3}`, 3000, 3, true},
+		{"adapter max_length, no max", `{"model":"my-model","messages":[],"adapter":{"max_length":9000}}`, 9000, 1, false},
+		{"adapter max_length below the default", `{"model":"my-model","messages":[],"adapter":{"max_length":10}}`, 1000, 1, false},
+		{"adapter max_length beside max_tokens", `{"model":"my-model","messages":[],"max_tokens":50,"adapter":{"max_length":9000}}`, 50, 1, false},
+		{"adapter max_length beside max_completion_tokens", `{"model":"my-model","messages":[],"max_completion_tokens":50,"adapter":{"max_length":9000}}`, 50, 1, false},
+		{"adapter not an object", `{"model":"my-model","messages":[],"adapter":9000}`, 1000, 1, true},
+	} {
+		est := w.Weigh(KindChat, []byte(tc.body))
+		if !est.Parsed || est.OutputTokens != tc.want || est.Choices != tc.choices || est.OutputDefaulted != tc.defaulted || est.OutputPinned {
+			t.Errorf("%s: OutputTokens %d, Choices %d (defaulted %v, pinned %v, parsed %v), want %d, %d (defaulted %v, not pinned)",
+				tc.name, est.OutputTokens, est.Choices, est.OutputDefaulted, est.OutputPinned, est.Parsed, tc.want, tc.choices, tc.defaulted)
+		}
+	}
+}

@@ -26,13 +26,20 @@ import "github.com/tidwall/gjson"
 // max_tokens that its sampler request reads when max_tokens is absent
 // (BaseSamplerRequest, common/sampling.py: AliasChoices("max_tokens",
 // "max_length")), so that a body naming none by the OpenAI name gets the
-// alias's maximum, not the model's default. The zero value asks nothing.
+// alias's maximum, not the model's default; and KoboldCpp's chat
+// "adapter" object, whose "max_length" is the output maximum of a chat
+// body naming neither max_tokens nor max_completion_tokens
+// (transform_genparams, koboldcpp.py: default_max_tok =
+// adapter_obj.get("max_length", 512) for the OpenAI chat route, read from
+// the body's "adapter" before the server's own). The zero value asks
+// nothing.
 type outputFloor struct {
 	minTokens int64 // tokens; 0: none
 	ignoreEOS bool
 	reasoning int64 // tokens, reasoning.max_tokens; 0: none
 	predict   int64 // tokens, a positive n_predict; 0: none
 	maxLength int64 // tokens, a positive max_length; 0: none
+	adapter   int64 // tokens, a positive adapter.max_length (KoboldCpp); 0: none
 	// unbounded is set by an n_predict that is not a positive count
 	// (-1, 0, a word): the body's maximum no longer bounds the output.
 	unbounded bool
@@ -44,7 +51,8 @@ type outputFloor struct {
 // "reasoning", an object's "max_tokens" as tokenCount reads it;
 // "n_predict", a count as tokenCount reads it, any other value but null,
 // which llama.cpp reads as absent, unbounded; "max_length", a count as
-// tokenCount reads it).
+// tokenCount reads it; "adapter", an object's "max_length" as tokenCount
+// reads it).
 func (f *outputFloor) read(k string, v gjson.Result) {
 	switch k {
 	case "n_predict":
@@ -60,6 +68,10 @@ func (f *outputFloor) read(k string, v gjson.Result) {
 		if v.IsObject() {
 			f.reasoning, _ = tokenCount(v.Get("max_tokens"))
 		}
+	case "adapter":
+		if v.IsObject() {
+			f.adapter, _ = tokenCount(v.Get("max_length"))
+		}
 	}
 }
 
@@ -72,14 +84,20 @@ func (f *outputFloor) read(k string, v gjson.Result) {
 // it is over-reserved by at most the budget, which reconciliation gives
 // back). An n_predict replaces the maximum on llama.cpp, which other
 // servers ignore, and a max_length stands for it on TabbyAPI: the largest
-// is reserved, and an unbounded one
-// reserves at least the model's default, as a body naming no maximum
-// does (and lets ignore_eos run to the window). defaulted is whether the reservation is
+// is reserved, and an unbounded one reserves at least the model's
+// default, as a body naming no maximum does (and lets ignore_eos run to
+// the window). A KoboldCpp adapter.max_length is reserved, at least the
+// model's default, when the body names no maximum (defaulted). defaulted is whether the reservation is
 // still the model's default, which a learned reservation may replace: a
 // floor the body sets makes it fixed, since a learned figure below it
 // would be beaten by every such request. At most maxTokens.
 func (f outputFloor) apply(w *Weigher, model string, out int64, defaulted bool) (int64, bool) {
 	noMax := defaulted || f.unbounded
+	if defaulted && f.adapter > 0 {
+		// KoboldCpp's default in place of the model's: a cap that adds
+		// max_completion_tokens bounds it, so it does not pin.
+		out, defaulted = max(out, f.adapter), false
+	}
 	if f.predict > 0 || f.maxLength > 0 {
 		out, defaulted = max(out, f.predict, f.maxLength), false
 	}

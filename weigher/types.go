@@ -15,7 +15,7 @@ type Estimate struct {
 	InputTokens int64
 	// OutputTokens is the output reservation in tokens. Chat:
 	// max_completion_tokens, else max_tokens, else the model's default, times
-	// n. Responses: max_output_tokens, else the model's default. Completions:
+	// Choices. Responses: max_output_tokens, else the model's default. Completions:
 	// max_tokens (default 16) times max(n, best_of) times the number of
 	// prompts, plus the echoed prompt. Embeddings: 0. Messages: max_tokens,
 	// else the model's default.
@@ -32,7 +32,8 @@ type Estimate struct {
 	// WeighResolved) set it.
 	OutputCeiling int64
 	// Choices is how many completions OutputTokens covers: a chat
-	// request's n (at least 1); a legacy completions request's max(n,
+	// request's max(n, llama.cpp's n_cmpl, TensorRT-LLM's best_of) (at
+	// least 1); a legacy completions request's max(n,
 	// best_of) times its prompts; 1 for every other kind.
 	Choices int64
 	// OutputFields are where a chat, Responses or Messages body holds its

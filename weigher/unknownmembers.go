@@ -332,7 +332,7 @@ func chatTopKnown(k string) bool {
 		"top_logprobs", "top_p", "user", "verbosity", "web_search_options",
 		// read by the weigher (chat.go)
 		"data_sources", "dataSources", "plugins", "extra_body", "google", "chat_template", "documents",
-		"chat_template_kwargs", "min_tokens", "ignore_eos", "n_predict", "max_length", "n_cmpl", "reasoning", "mm_processor_kwargs", "prompt":
+		"chat_template_kwargs", "min_tokens", "ignore_eos", "n_predict", "max_length", "n_cmpl", "best_of", "reasoning", "mm_processor_kwargs", "prompt":
 		return true
 	}
 	return false

@@ -62,3 +62,51 @@ func TestLlamaCppOutputMaximumIsReserved(t *testing.T) {
 		})
 	}
 }
+
+// TensorRT-LLM's chat route reads best_of (ChatCompletionRequest,
+// tensorrt_llm/serve/openai_protocol.py): best_of sequences are generated
+// and the best n returned; llmguard reserved n of them. KoboldCpp's chat
+// route takes the body's "adapter" object's max_length as the output
+// maximum when the body names none (transform_genparams, koboldcpp.py);
+// llmguard reserved the model's default (256).
+//
+// The upstream below bills as they generate: the body's maximum
+// (max_tokens, else max_completion_tokens, else adapter.max_length, else
+// 256) for each of max(n, best_of) sequences.
+func TestChatBestOfAndAdapterMaxLengthAreReserved(t *testing.T) {
+	up := startBilling16(t, func(path string, body map[string]any) (int64, int64) {
+		in := words(body["messages"])
+		out := int64(256)
+		if a, ok := body["adapter"].(map[string]any); ok {
+			if m, ok := a["max_length"].(float64); ok {
+				out = int64(m)
+			}
+		}
+		if m, ok := body["max_completion_tokens"].(float64); ok {
+			out = int64(m)
+		}
+		if m, ok := body["max_tokens"].(float64); ok {
+			out = int64(m)
+		}
+		seqs := int64(1)
+		if c, ok := body["n"].(float64); ok && int64(c) > seqs {
+			seqs = int64(c)
+		}
+		if c, ok := body["best_of"].(float64); ok && int64(c) > seqs {
+			seqs = int64(c)
+		}
+		return in, out * seqs
+	})
+	for _, tc := range []struct{ name, body string }{
+		{"best_of (TensorRT-LLM)", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"write"}],"max_tokens":3000,"best_of":4}`},
+		{"best_of beside n", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"write"}],"max_tokens":3000,"n":2,"best_of":4}`},
+		{"adapter max_length (KoboldCpp)", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"write"}],"adapter":{"max_length":8000}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := fresh16(t, up.url)
+			if passed := up.callThrough(t, h, "/v1/chat/completions", tc.body, 5, h.tokensLeft()); passed == 0 {
+				t.Errorf("no call passed: the case tests nothing")
+			}
+		})
+	}
+}
