@@ -1,0 +1,70 @@
+package weigher
+
+import "testing"
+
+// compactionUsage is a Messages usage after server-side compaction, as the
+// compaction guide's example reports it
+// (https://platform.claude.com/docs/en/build-with-claude/compaction): the
+// top-level figures are the message's sampling only (23,000 input, 1,000
+// output); the compaction iteration that read the whole conversation and
+// wrote its summary (180,000 input, 3,500 output) is listed in
+// "iterations" beside it.
+const compactionUsage = `{"input_tokens":23000,"output_tokens":1000,"iterations":[` +
+	`{"type":"compaction","input_tokens":180000,"output_tokens":3500,"cache_creation_input_tokens":0,"cache_read_input_tokens":0},` +
+	`{"type":"message","input_tokens":23000,"output_tokens":1000,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}]}`
+
+// TestCompactionIterationsAreBilled: a Messages usage's "iterations" are
+// what the request is billed, its top-level figures leave the compaction
+// iteration out. Before, the usage settled at 23,000 + 1,000 a request
+// billed 203,000 + 4,500.
+func TestCompactionIterationsAreBilled(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		usage string
+		want  Usage
+	}{
+		{"guide's example", compactionUsage, Usage{InputTokens: 203000, OutputTokens: 4500}},
+		// A list that leaves the message's own iteration out: the
+		// top-level figures plus the compaction's.
+		{"compaction only listed", `{"input_tokens":23000,"output_tokens":1000,"iterations":[{"type":"compaction","input_tokens":180000,"output_tokens":3500}]}`,
+			Usage{InputTokens: 203000, OutputTokens: 4500}},
+		{"cache figures summed", `{"input_tokens":10,"cache_read_input_tokens":5000,"cache_creation_input_tokens":100,"output_tokens":7,"iterations":[` +
+			`{"type":"compaction","input_tokens":50,"cache_read_input_tokens":90000,"cache_creation_input_tokens":0,"output_tokens":2000,"cache_creation":{"ephemeral_1h_input_tokens":0}},` +
+			`{"type":"message","input_tokens":10,"cache_read_input_tokens":5000,"cache_creation_input_tokens":100,"output_tokens":7,"cache_creation":{"ephemeral_1h_input_tokens":100}}]}`,
+			Usage{InputTokens: 60 + 95000 + 100, CachedInputTokens: 95000, CacheWriteTokens: 100, CacheWrite1hTokens: 100, OutputTokens: 2007}},
+		// No compaction: one message iteration, the same figures.
+		{"message iteration only", `{"input_tokens":25,"output_tokens":12,"iterations":[{"type":"message","input_tokens":25,"output_tokens":12}]}`,
+			Usage{InputTokens: 25, OutputTokens: 12}},
+		// Iterations below the top-level figures never lower them.
+		{"smaller iterations", `{"input_tokens":25,"output_tokens":12,"iterations":[{"type":"message","input_tokens":1,"output_tokens":1}]}`,
+			Usage{InputTokens: 25, OutputTokens: 12}},
+		{"iterations not a list", `{"input_tokens":25,"output_tokens":12,"iterations":{"input_tokens":900}}`,
+			Usage{InputTokens: 25, OutputTokens: 12}},
+		{"absurd iterations saturate", `{"input_tokens":25,"output_tokens":12,"iterations":[{"input_tokens":1e300,"output_tokens":1e300},{"input_tokens":1e300,"output_tokens":1e300}]}`,
+			Usage{InputTokens: maxTokens + 0, OutputTokens: maxTokens}},
+	} {
+		got, ok := ParseUsage(KindMessages, []byte(`{"type":"message","content":[{"type":"text","text":"x"}],"usage":`+tc.usage+`}`))
+		if !ok || got != tc.want {
+			t.Errorf("%s: ParseUsage = %+v, %v; want %+v", tc.name, got, ok, tc.want)
+		}
+	}
+}
+
+// TestStreamCompactionIterationsAreBilled: a Messages stream's
+// message_delta carrying the iterations settles at their sum too.
+func TestStreamCompactionIterationsAreBilled(t *testing.T) {
+	events := []sseEvent{
+		{"message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-opus-4-6","usage":{"input_tokens":23000,"output_tokens":1}}}`},
+		{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"compaction","content":""}}`},
+		{"content_block_stop", `{"type":"content_block_stop","index":0}`},
+		{"content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`},
+		{"content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Based on our conversation"}}`},
+		{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":` + compactionUsage + `}`},
+		{"message_stop", `{"type":"message_stop"}`},
+	}
+	s, _, _ := feed(KindMessages, events)
+	want := Usage{InputTokens: 203000, OutputTokens: 4500}
+	if r := s.Usage(); !r.Final || r.Usage != want {
+		t.Errorf("Usage = %+v, want %+v, final", r, want)
+	}
+}
