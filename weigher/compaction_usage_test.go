@@ -68,3 +68,28 @@ func TestStreamCompactionIterationsAreBilled(t *testing.T) {
 		t.Errorf("Usage = %+v, want %+v, final", r, want)
 	}
 }
+
+// FuzzCompactionIterationsNeverLower: whatever a Messages usage's
+// "iterations" hold, the usage read with them reports every figure at
+// least as the same usage without them does, and none negative.
+func FuzzCompactionIterationsNeverLower(f *testing.F) {
+	f.Add(`"input_tokens":23000,"output_tokens":1000`, `[{"type":"compaction","input_tokens":180000,"output_tokens":3500},{"type":"message","input_tokens":23000,"output_tokens":1000}]`)
+	f.Add(`"input_tokens":3,"cache_read_input_tokens":20,"output_tokens":0`, `[{"cache_read_input_tokens":"7","output_tokens":-4,"cache_creation":{"ephemeral_1h_input_tokens":9}}]`)
+	f.Add(`"input_tokens":1,"output_tokens":1`, `[1e400,null,{"input_tokens":1e400}]`)
+	f.Add(`"input_tokens":1,"output_tokens":1`, `{"type":"message"}`)
+	f.Fuzz(func(t *testing.T, top, iterations string) {
+		without, ok1 := ParseUsage(KindMessages, []byte(`{"usage":{`+top+`}}`))
+		with, ok2 := ParseUsage(KindMessages, []byte(`{"usage":{`+top+`,"iterations":`+iterations+`}}`))
+		if !ok1 || !ok2 {
+			return // not a usage, or not valid JSON with the iterations
+		}
+		if with.InputTokens < without.InputTokens || with.OutputTokens < without.OutputTokens ||
+			with.CacheWriteTokens < without.CacheWriteTokens || with.CachedInputTokens > with.InputTokens ||
+			with.CacheWriteTokens+with.CachedInputTokens > with.InputTokens {
+			t.Errorf("with iterations %+v, without %+v", with, without)
+		}
+		if with.CachedInputTokens < 0 || with.CacheWrite1hTokens < 0 || with.OutputTokens < 0 {
+			t.Errorf("negative figure %+v", with)
+		}
+	})
+}
