@@ -4,7 +4,7 @@ import "testing"
 
 // compactionUsage is a Messages usage after server-side compaction, as the
 // compaction guide's example reports it
-// (https://platform.claude.com/docs/en/build-with-claude/compaction): the
+// (https://platform.claude.com/docs/en/build-with-claude/compaction-threshold): the
 // top-level figures are the message's sampling only (23,000 input, 1,000
 // output); the compaction iteration that read the whole conversation and
 // wrote its summary (180,000 input, 3,500 output) is listed in

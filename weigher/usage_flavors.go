@@ -251,7 +251,7 @@ func (a *anthropicUsage) merge(v gjson.Result) bool {
 // maxTokens.
 //
 // A Messages request with server-side compaction (context_management's
-// "compact_20260112" edit, https://platform.claude.com/docs/en/build-with-claude/compaction)
+// "compact_20260112" edit, https://platform.claude.com/docs/en/build-with-claude/compaction-threshold)
 // samples twice: a compaction iteration that reads the whole conversation
 // and writes its summary, then the message. Its usage reports each
 // sampling in "iterations" ({"type":"compaction"|"message",

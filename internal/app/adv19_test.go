@@ -18,7 +18,7 @@ import (
 // compactionUsage19 is the usage of a Messages call that compacted its
 // context (context_management's compact_20260112 edit), as the compaction
 // guide's example reports it
-// (https://platform.claude.com/docs/en/build-with-claude/compaction): the
+// (https://platform.claude.com/docs/en/build-with-claude/compaction-threshold): the
 // top-level figures are the message's sampling only; the compaction
 // iteration, which read the whole conversation and wrote its summary, is
 // in "iterations", and the call is billed the sum: 203,000 input and
