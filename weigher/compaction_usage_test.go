@@ -1,6 +1,9 @@
 package weigher
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // compactionUsage is a Messages usage after server-side compaction, as the
 // compaction guide's example reports it
@@ -92,4 +95,42 @@ func FuzzCompactionIterationsNeverLower(f *testing.F) {
 			t.Errorf("negative figure %+v", with)
 		}
 	})
+}
+
+// TestCompactionMayRunIsHidden: a Messages request asking for server-side
+// compaction whose estimated input reaches its trigger may sample twice,
+// reading a summary the body does not show: hidden context (the model's
+// largest input reserved). Below its trigger, or without a compaction
+// edit, it is weighed as its text.
+func TestCompactionMayRunIsHidden(t *testing.T) {
+	w, err := New(Options{DefaultMaxOutputTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("word ", 60000) // ~60,000 tokens and more, Claude's safety factor applied
+	body := func(cm string) []byte {
+		return []byte(`{"model":"claude-opus-4-6","max_tokens":2000,` + cm + `"messages":[{"role":"user","content":"` + long + `"}]}`)
+	}
+	for _, tc := range []struct {
+		name   string
+		cm     string
+		hidden bool
+	}{
+		{"no context_management", ``, false},
+		{"default trigger above the input", `"context_management":{"edits":[{"type":"compact_20260112"}]},`, false},
+		{"trigger reached", `"context_management":{"edits":[{"type":"compact_20260112","trigger":{"type":"input_tokens","value":50000}}]},`, true},
+		{"trigger below the least taken", `"context_management":{"edits":[{"type":"compact_20260112","trigger":{"type":"input_tokens","value":5}}]},`, true},
+		{"trigger not a count", `"context_management":{"edits":[{"type":"compact_20260112","trigger":{"type":"input_tokens","value":"soon"}}]},`, true},
+		{"trigger of another type", `"context_management":{"edits":[{"type":"compact_20260112","trigger":{"type":"turns","value":900000}}]},`, true},
+		{"trigger above the input", `"context_management":{"edits":[{"type":"compact_20260112","trigger":{"type":"input_tokens","value":900000}}]},`, false},
+		{"clearing edit only", `"context_management":{"edits":[{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":50000}}]},`, false},
+	} {
+		e := w.Weigh(KindMessages, body(tc.cm))
+		if e.InputTokens < 60000 {
+			t.Fatalf("%s: input %d, want at least the text's 60,000", tc.name, e.InputTokens)
+		}
+		if e.ServerContext != tc.hidden {
+			t.Errorf("%s: ServerContext %v, want %v (input %d)", tc.name, e.ServerContext, tc.hidden, e.InputTokens)
+		}
+	}
 }

@@ -90,7 +90,29 @@ func TestAdv19CompactionIterationsAreCharged(t *testing.T) {
 			}
 		})
 	}
-	if calls.Load() != 2 {
-		t.Errorf("the upstream saw %d calls, want 2", calls.Load())
+	// A body whose estimated input reaches its trigger may compact: it
+	// is hidden context (x-llmguard-estimate: partial, the model's largest
+	// input reserved); below it, its own estimate.
+	for _, tc := range []struct {
+		name, trigger, want string
+	}{
+		{"trigger reached", `,"trigger":{"type":"input_tokens","value":50000}`, "partial"},
+		{"default trigger", ``, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := frozenClaude(t, srv.URL, "user-tpd", 2000000) // the hidden reservation: claude-opus-4-6's 1M window
+			long := strings.Repeat("word ", 60000)
+			resp, b := h.do("/v1/messages", `{"model":"claude-opus-4-6","max_tokens":2000,"context_management":{"edits":[{"type":"compact_20260112"`+tc.trigger+`}]},`+
+				`"messages":[{"role":"user","content":"`+long+`"}]}`, "anthropic-beta", "compact-2026-01-12")
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%d %.300s", resp.StatusCode, b)
+			}
+			if got := resp.Header.Get("x-llmguard-estimate"); got != tc.want {
+				t.Errorf("x-llmguard-estimate = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if calls.Load() != 4 {
+		t.Errorf("the upstream saw %d calls, want 4", calls.Load())
 	}
 }
