@@ -44,6 +44,7 @@ func FuzzMessages(f *testing.F) {
 		`{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","data":"iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="}},{"type":"document","source":{"type":"base64","data":"JVBERi0xLjQKL1R5cGUgL1BhZ2U="}},{"type":"document","source":{"type":"content","content":[{"type":"text","text":"x"}]}},{"type":"tool_result","content":[{"type":"tool_result","content":[{"type":"search_result","content":[{"type":"text","text":"deep"}]}]}]}]},{"role":"assistant","content":[{"type":"redacted_thinking","data":"QQ=="},{"type":"tool_use","name":"f","input":{"a":[1,2]}}]}]}`,
 		`{"messages":[1,"x",{"content":[1,null,"s"]}],"system":42,"tools":{}}`,
 		`{"model":"claude-sonnet-4-5","max_tokens":5,"tools":[{"type":"web_search_20250305","name":"a","max_uses":3},{"type":"web_search_20260209","name":"b"}],"messages":[{"role":"user","content":"news?"}]}`,
+		`{"model":"claude-opus-4-6","max_tokens":5,"context_management":{"edits":[{"type":"compact_20260112","trigger":{"type":"input_tokens","value":1}},{"type":"clear_tool_uses_20250919"},{"type":"compact_x","trigger":null}]},"messages":[{"role":"user","content":"hi"}]}`,
 		`not json`, ``, `[]`, `{"max_tokens":-1e999}`,
 	} {
 		f.Add([]byte(s))

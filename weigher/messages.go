@@ -60,7 +60,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 		return fallback, true
 	}
 	defer d.close()
-	var model, system, messages, tools, toolChoice, maxTok, thinking gjson.Result
+	var model, system, messages, tools, toolChoice, maxTok, thinking, contextManagement gjson.Result
 	var formats [2]gjson.Result // output_config.format and output_format (structuredOutputTokens)
 	var messageElems elements
 	var unknownTop unknownTops // top-level members the Messages API does not define (messagesTopKnown)
@@ -87,6 +87,8 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 			addField(&est.OutputFields, spanOf(elems))
 		case "thinking":
 			thinking = v
+		case "context_management":
+			contextManagement = v
 		case "output_config":
 			formats[0] = v.Get("format")
 		case "output_format":
@@ -251,6 +253,11 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	c.text = unknownTop.add(c.enc, c.text)
 	est.ServerContext = est.ServerContext || c.hidden
 	est.InputTokens = min(scaleBy(w.claudeSafetyFactor(est.Model), c.text)+c.fixed, maxTokens)
+	if at, ok := compactionTrigger(contextManagement); ok && est.InputTokens >= at {
+		// Server-side compaction may run: a second sampling whose summary
+		// and the message read after it the body does not show.
+		est.ServerContext = true
+	}
 
 	out, ok := tokenCount(maxTok)
 	if !ok {
@@ -586,4 +593,52 @@ func (c *claudeCounter) tools(tools gjson.Result, choice string) {
 		c.text += countText(c.enc, t.Raw) // server tools: their JSON
 		return true
 	})
+}
+
+// Server-side compaction's trigger, in input tokens
+// (https://platform.claude.com/docs/en/build-with-claude/compaction-threshold):
+// 150,000 by default, at least 50,000.
+const (
+	compactionTriggerDefault = 150000
+	compactionTriggerMin     = 50000
+)
+
+// compactionTrigger reads a Messages "context_management" value: ok when
+// its "edits" list holds a compaction edit (a "type" starting "compact_",
+// such as "compact_20260112"), at the input, in tokens, from which it
+// compacts — its trigger's "value", 150,000 when it names none, and
+// 50,000 (the least the API takes) when the value is not a count at or
+// above it, or its trigger is of another type. A request whose estimated
+// input reaches it may sample twice in one call: the compaction reads the
+// whole conversation and writes a summary, the message then reads that
+// summary (its usage's "iterations", ParseMessagesUsage), context the body
+// does not show.
+func compactionTrigger(cm gjson.Result) (at int64, ok bool) {
+	if !cm.IsObject() {
+		return 0, false
+	}
+	edits := cm.Get("edits")
+	if !edits.IsArray() {
+		return 0, false
+	}
+	at = compactionTriggerDefault
+	edits.ForEach(func(_, e gjson.Result) bool {
+		if !strings.HasPrefix(e.Get("type").String(), "compact_") {
+			return true
+		}
+		if !ok {
+			ok, at = true, compactionTriggerDefault
+		}
+		trig := e.Get("trigger")
+		if trig.Type == gjson.Null || !trig.Exists() {
+			return true
+		}
+		n, read := tokenCount(trig.Get("value"))
+		if !read || n < compactionTriggerMin || trig.Get("type").String() != "input_tokens" {
+			n = compactionTriggerMin
+		}
+		at = min(at, n)
+		return true
+	})
+	return at, ok
 }

@@ -131,7 +131,10 @@ func imagesUsageOf(v gjson.Result) (Usage, bool) {
 // cache_read_input_tokens, CachedInputTokens = cache_read_input_tokens,
 // CacheWriteTokens = cache_creation_input_tokens, CacheWrite1hTokens =
 // cache_creation.ephemeral_1h_input_tokens, OutputTokens = output_tokens
-// (thinking included), WebSearches = server_tool_use.web_search_requests. ok is false when body has no usage object with
+// (thinking included), WebSearches = server_tool_use.web_search_requests;
+// each figure at least the sum over the usage's "iterations" (server-side
+// compaction's extra sampling, which the top-level figures leave out:
+// iterationFigures). ok is false when body has no usage object with
 // input_tokens or output_tokens (an error body, a count_tokens answer), or
 // is not valid JSON. An output_tokens of 0 is a valid usage (see
 // reportedPair, and [Weigher.ParseUsage] for the text such an answer may
@@ -173,13 +176,19 @@ func (a *anthropicUsage) merge(v gjson.Result) bool {
 		return false
 	}
 	read := false
+	var top, all, extra iterationFigures // v's own figures; its iterations' sums (all, and those not of type "message")
+	var iterations gjson.Result
 	v.ForEach(func(k, f gjson.Result) bool {
 		switch k.Str {
 		case "cache_creation":
-			a.cache1h = max(a.cache1h, usageCount(f.Get("ephemeral_1h_input_tokens")))
+			top.cache1h = usageCount(f.Get("ephemeral_1h_input_tokens"))
+			a.cache1h = max(a.cache1h, top.cache1h)
 			return true
 		case "server_tool_use":
 			a.searches = max(a.searches, usageCount(f.Get("web_search_requests")))
+			return true
+		case "iterations":
+			iterations = f
 			return true
 		}
 		// A figure that is not a non-negative number is not a report: a
@@ -196,12 +205,16 @@ func (a *anthropicUsage) merge(v gjson.Result) bool {
 		}
 		switch k.Str {
 		case "input_tokens":
+			top.input = n
 			a.input, a.has = max(a.input, n), a.has|hasInput
 		case "cache_creation_input_tokens":
+			top.cacheWrite = n
 			a.cacheWrite, a.has = max(a.cacheWrite, n), a.has|hasInput
 		case "cache_read_input_tokens":
+			top.cacheRead = n
 			a.cacheRead, a.has = max(a.cacheRead, n), a.has|hasInput
 		case "output_tokens":
+			top.output = n
 			a.output, a.has = max(a.output, n), a.has|hasOutput
 		default:
 			return true
@@ -209,7 +222,71 @@ func (a *anthropicUsage) merge(v gjson.Result) bool {
 		read = true
 		return true
 	})
+	if iterations.IsArray() {
+		iterations.ForEach(func(_, it gjson.Result) bool {
+			var f iterationFigures
+			f.read(it)
+			all.add(f)
+			if it.Get("type").String() != "message" {
+				extra.add(f)
+			}
+			return true
+		})
+		// Billed: the sum over every iteration; at least the top-level
+		// figures plus the iterations that are not the message's own
+		// (compaction), should a list leave the message's out.
+		top.add(extra)
+		a.input = max(a.input, all.input, top.input)
+		a.cacheWrite = max(a.cacheWrite, all.cacheWrite, top.cacheWrite)
+		a.cacheRead = max(a.cacheRead, all.cacheRead, top.cacheRead)
+		a.cache1h = max(a.cache1h, all.cache1h, top.cache1h)
+		a.output = max(a.output, all.output, top.output)
+	}
 	return read
+}
+
+// iterationFigures are the token figures of one Anthropic usage object or
+// of one entry of its "iterations" list, as reported (a figure that is not
+// a non-negative number: 0), or the sum of several, each saturating at
+// maxTokens.
+//
+// A Messages request with server-side compaction (context_management's
+// "compact_20260112" edit, https://platform.claude.com/docs/en/build-with-claude/compaction-threshold)
+// samples twice: a compaction iteration that reads the whole conversation
+// and writes its summary, then the message. Its usage reports each
+// sampling in "iterations" ({"type":"compaction"|"message",
+// "input_tokens", "output_tokens", "cache_creation_input_tokens",
+// "cache_read_input_tokens"}), and its top-level figures leave the
+// compaction iteration out: the bill is the sum over the iterations (the
+// guide's example: top-level 23,000 input and 1,000 output, a compaction
+// iteration of 180,000 and 3,500 beside them).
+type iterationFigures struct {
+	input, cacheWrite, cacheRead, cache1h, output int64
+}
+
+// read sets f to the figures of the usage object it (zero when it is not
+// an object).
+func (f *iterationFigures) read(it gjson.Result) {
+	*f = iterationFigures{}
+	if !it.IsObject() {
+		return
+	}
+	f.input = usageCount(it.Get("input_tokens"))
+	f.cacheWrite = usageCount(it.Get("cache_creation_input_tokens"))
+	f.cacheRead = usageCount(it.Get("cache_read_input_tokens"))
+	f.cache1h = usageCount(it.Get("cache_creation.ephemeral_1h_input_tokens"))
+	if n, ok := outputCount(it.Get("output_tokens")); ok {
+		f.output = n
+	}
+}
+
+// add adds g's figures to f's, each saturating at maxTokens.
+func (f *iterationFigures) add(g iterationFigures) {
+	f.input = min(f.input+g.input, maxTokens)
+	f.cacheWrite = min(f.cacheWrite+g.cacheWrite, maxTokens)
+	f.cacheRead = min(f.cacheRead+g.cacheRead, maxTokens)
+	f.cache1h = min(f.cache1h+g.cache1h, maxTokens)
+	f.output = min(f.output+g.output, maxTokens)
 }
 
 // usage normalises a to OpenAI semantics (see ParseMessagesUsage).
