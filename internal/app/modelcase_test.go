@@ -73,29 +73,7 @@ limits:
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := frozenHarness(t, cfg)
-			body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}],"max_tokens":1000}`, name)
-			before := up.billed.Load()
-			passed := 0
-			for range 5 {
-				resp, b := h.do("/v1/chat/completions", body)
-				switch resp.StatusCode {
-				case 200:
-					passed++
-				case 429:
-				default:
-					t.Fatalf("%d %.200s", resp.StatusCode, b)
-				}
-			}
-			if passed == 0 {
-				t.Fatalf("no call passed: the case tests nothing")
-			}
-			// Each call billed 1 input token and 1,000 output tokens: at
-			// gpt-4o-mini's $0.15 and $0.60 per million, 600.15 µUSD.
-			tokens := up.billed.Load() - before
-			if usd := float64(passed)*0.15 + float64(tokens-int64(passed))*0.60; usd > 1000 {
-				t.Errorf("%d calls passed, billed %.0f µUSD at gpt-4o-mini's prices through a 1,000 µUSD quota", passed, usd)
-			}
+			up.pricedThrough(t, frozenHarness(t, cfg), name, "gpt-4o-mini")
 		})
 	}
 }
@@ -126,5 +104,35 @@ limits:
 				t.Errorf("no call passed: the case tests nothing")
 			}
 		})
+	}
+}
+
+// pricedThrough sends five chat calls of model name through h, each
+// billed 1 input and 1,000 output tokens by u, and fails t when none
+// passed or when those that passed cost more than h's 1,000 µUSD quota at
+// $0.15 and $0.60 per million tokens, the prices of priced (gpt-4o-mini;
+// llama3.1:latest in ollamaalias_test.go), which name should be priced as.
+func (u *billing16) pricedThrough(t *testing.T, h *harness, name, priced string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}],"max_tokens":1000}`, name)
+	before := u.billed.Load()
+	passed := 0
+	for range 5 {
+		resp, b := h.do("/v1/chat/completions", body)
+		switch resp.StatusCode {
+		case 200:
+			passed++
+		case 429:
+		default:
+			t.Fatalf("%d %.200s", resp.StatusCode, b)
+		}
+	}
+	if passed == 0 {
+		t.Fatalf("no call passed: the spelling tests nothing")
+	}
+	// Each call billed 1 input token and 1,000 output tokens: 600.15 µUSD.
+	tokens := u.billed.Load() - before
+	if usd := float64(passed)*0.15 + float64(tokens-int64(passed))*0.60; usd > 1000 {
+		t.Errorf("%d calls passed, billed %.0f µUSD at %s's prices through a 1,000 µUSD quota", passed, usd, priced)
 	}
 }

@@ -69,29 +69,7 @@ limits:
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := frozenHarness(t, cfg)
-			body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}],"max_tokens":1000}`, name)
-			before := up.billed.Load()
-			passed := 0
-			for range 5 {
-				resp, b := h.do("/v1/chat/completions", body)
-				switch resp.StatusCode {
-				case 200:
-					passed++
-				case 429:
-				default:
-					t.Fatalf("%d %.200s", resp.StatusCode, b)
-				}
-			}
-			if passed == 0 {
-				t.Fatalf("no call passed: the spelling tests nothing")
-			}
-			// Each call billed 1 input and 1,000 output tokens: at
-			// llama3.1:latest's $0.15 and $0.60 per million, 600.15 µUSD.
-			tokens := up.billed.Load() - before
-			if usd := float64(passed)*0.15 + float64(tokens-int64(passed))*0.60; usd > 1000 {
-				t.Errorf("%d calls passed, billed %.0f µUSD at llama3.1:latest's prices through a 1,000 µUSD quota", passed, usd)
-			}
+			up.pricedThrough(t, frozenHarness(t, cfg), name, "llama3.1:latest")
 		})
 	}
 }
