@@ -131,16 +131,21 @@ func modelGlobAny(globs []string, model string) bool {
 		}
 	}
 	var buf [6]string
-	var sp []string
+	var sp []string // model's spellings, made on first need; sp[0] is its canonical form
+	canon, haveCanon := "", false
 	for _, g := range globs {
 		if !hasGlobMeta(g) {
-			if spec.SameModel(g, model) {
+			if !haveCanon {
+				canon, haveCanon = spec.CanonModel(model), true
+			}
+			if spec.CanonModel(g) == canon {
 				return true
 			}
 			continue
 		}
 		if sp == nil {
 			sp = spec.AppendModelSpellings(buf[:0], model)
+			canon, haveCanon = sp[0], true
 		}
 		for _, s := range sp {
 			if MatchModel(g, s) {

@@ -705,9 +705,17 @@ func (p *Proxy) checkPath(ctx *fasthttp.RequestCtx, x *exchange, path, upPath st
 	if !ok {
 		return "", &refusal{err: errAmbiguousPath, outcome: meter.OutcomeInvalid}
 	}
-	if !readMethod(ctx.Method()) && (queryNamesModel(ctx.URI().QueryString()) || namesModelSegment(x, path, upPath) ||
-		routesByHeader(&ctx.Request.Header)) {
-		return "", &refusal{err: errModelOutsideBody, outcome: meter.OutcomeInvalid}
+	if !readMethod(ctx.Method()) {
+		if queryNamesModel(ctx.URI().QueryString()) || namesModelSegment(x, path, upPath) {
+			return "", &refusal{err: errModelOutsideBody, outcome: meter.OutcomeInvalid}
+		}
+		// est.LongContext, until weigh sets est, carries what the walk
+		// found: a field in the exchange would grow it past its budget
+		// (TestExchangeSize), for one bit the estimate already has.
+		var routes bool
+		if routes, x.est.LongContext = readFields(&ctx.Request.Header); routes {
+			return "", &refusal{err: errModelOutsideBody, outcome: meter.OutcomeInvalid}
+		}
 	}
 	return rawUpPath, nil
 }
@@ -747,19 +755,38 @@ func isRoutingField(k []byte) bool {
 	return false
 }
 
-// routesByHeader reports whether h holds a routing field with a value (an
-// empty one routes nothing): such a request could be served, and billed,
-// as a model llmguard did not price. Every field is read with its own
-// value: an empty field first and a second of the same name with a value
-// is a routing request too.
-func routesByHeader(h *fasthttp.RequestHeader) bool {
+// readFields reads the request fields h holds in one walk. routes: a
+// routing field with a value (an empty one routes nothing), with which the
+// request could be served, and billed, as a model llmguard did not price;
+// every field is read with its own value, so an empty field first and a
+// second of the same name with a value is a routing request too (the walk
+// stops there: the request is refused). long: an anthropic-beta field, its
+// name in any case, any of its repeats, naming a context-1m beta
+// (weigher.LongContextBeta): such a call may read up to
+// weigher.LongContextInputTokens of input whatever the model's configured
+// max_input_tokens, so its hidden-context reservation and usage ceiling
+// take that window (weigher.WithLongContext). Any weighed request carrying
+// it is taken at its word, Messages or not: a gateway may pass the field
+// on to Claude from another API's request, and the field only ever raises
+// the caller's own reservation. It never allocates.
+func readFields(h *fasthttp.RequestHeader) (routes, long bool) {
 	for k, v := range h.All() {
-		if len(v) > 0 && isRoutingField(k) {
-			return true
+		if len(v) == 0 {
+			continue
+		}
+		if isRoutingField(k) {
+			return true, long
+		}
+		if !long && bytes.EqualFold(k, anthropicBeta) && weigher.LongContextBeta(v) {
+			long = true
 		}
 	}
-	return false
+	return false, long
 }
+
+// anthropicBeta is the request field naming the Anthropic betas a call
+// opts into (a comma-separated list; the field may be repeated).
+var anthropicBeta = []byte("anthropic-beta")
 
 // queryNamesModel reports whether a query string, decoded once ('+' as a
 // space), holds "model" in any case: OpenAI-compatible servers such as
@@ -903,8 +930,9 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 // weigh estimates the cost of the request handle classified (x.kind).
 func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refusal {
 	if x.kind.Weighed() {
+		long := x.est.LongContext // route's walk of the fields
 		x.est = p.weighAs(x, body)
-		if longContext(&ctx.Request.Header) {
+		if long {
 			// Anthropic's 1M-context beta: the window its hidden
 			// context and usage ceiling are reserved at.
 			x.est = weigher.WithLongContext(x.est)

@@ -1,5 +1,7 @@
 package weigher
 
+import "bytes"
+
 // LongContextInputTokens is the context window, in tokens, of a Claude
 // model called with Anthropic's 1M-context beta (request header
 // "anthropic-beta: context-1m-2025-08-07"; Claude Sonnet 4 and later
@@ -15,29 +17,11 @@ const LongContextInputTokens = 1_000_000
 func LongContextBeta(value []byte) bool {
 	const token = "context-1m"
 	for i := 0; i+len(token) <= len(value); i++ {
-		if foldEqual(value[i:i+len(token)], token) {
+		if bytes.EqualFold(value[i:i+len(token)], []byte(token)) {
 			return true
 		}
 	}
 	return false
-}
-
-// foldEqual reports whether b equals the lower-case ASCII s, ASCII case
-// aside.
-func foldEqual(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range b {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // WithLongContext is e for a request whose headers opt into Anthropic's
