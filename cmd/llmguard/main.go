@@ -269,6 +269,13 @@ func (s *serveCmd) Run() error {
 	// The soft memory limit from the budgets (memory_limit_bytes), unless
 	// GOMEMLIMIT is set.
 	a.ManageMemoryLimit(os.LookupEnv)
+	// Signals are caught before the listeners open: a SIGTERM after
+	// "llmguard listening" was logged but before signal.Notify (the config
+	// watch is set up in between, slow on a loaded machine) killed the
+	// process by the default action, with no drain (TestSecondSignalEndsTheDrain,
+	// CI at load 4+ with two hogs).
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	done := make(chan error, 1)
 	go func() { done <- a.ListenAndServe() }()
 	if s.Config != "" {
@@ -280,8 +287,6 @@ func (s *serveCmd) Run() error {
 			defer stop()
 		}
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	for {
 		select {
 		case err := <-done:
