@@ -120,9 +120,11 @@ func TestVLLMOutputFloorIsReserved(t *testing.T) {
 		{"chat ignore_eos lenient", KindChat, `{"model":"my-model","messages":[],"ignore_eos":"yes"}`, window, false},
 		{"chat ignore_eos, max_tokens", KindChat, `{"model":"my-model","messages":[],"max_tokens":50,"ignore_eos":true}`, 50, false},
 		{"chat ignore_eos false", KindChat, `{"model":"my-model","messages":[],"ignore_eos":false}`, 1000, true},
-		{"completions min_tokens", KindCompletions, `{"model":"my-model","prompt":"hi","min_tokens":700}`, 700, false},
+		{"completions min_tokens", KindCompletions, `{"model":"my-model","prompt":"hi","max_tokens":10,"min_tokens":700}`, 700, false},
+		{"completions min_tokens, no max", KindCompletions, `{"model":"my-model","prompt":"hi","min_tokens":700}`, 1000, false},
 		{"completions ignore_eos, null max", KindCompletions, `{"model":"my-model","prompt":"hi","max_tokens":null,"ignore_eos":true}`, window, false},
-		{"completions ignore_eos, absent max (16)", KindCompletions, `{"model":"my-model","prompt":"hi","ignore_eos":true}`, 16, false},
+		// Absent is 16 to vLLM but no cap to llama.cpp and Ollama.
+		{"completions ignore_eos, absent max", KindCompletions, `{"model":"my-model","prompt":"hi","ignore_eos":true}`, window, false},
 	} {
 		est := w.Weigh(tc.kind, []byte(tc.body))
 		if !est.Parsed || est.OutputTokens != tc.want || est.OutputDefaulted != tc.defaulted {

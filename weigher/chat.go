@@ -111,6 +111,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	var model, messages, tools, functions, maxCompletion, maxTok, n, nCmpl, bestOf, responseFormat, prediction, prompt, toolChoice gjson.Result
 	var templateText [2]gjson.Result // vLLM's documents and chat_template_kwargs (templateFields)
 	var unknownTop unknownTops       // top-level members the chat API does not define (chatTopKnown)
+	var adapter gjson.Result         // KoboldCpp's chat adapter (koboldAdapterTokens)
 	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens, llama.cpp's n_predict, TabbyAPI's max_length
 	var messageElems, toolsElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
@@ -230,10 +231,10 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		case "adapter":
 			// KoboldCpp's chat adapter: its max_length is the output
 			// maximum of a body with neither max_tokens nor
-			// max_completion_tokens (outputFloor); its text is weighed as
-			// any member the chat API does not define.
+			// max_completion_tokens (outputFloor); its role strings wrap
+			// every message (koboldAdapterTokens).
 			floor.read(k, v)
-			unknownTop.note(chatTopKnown, k, v)
+			adapter = v
 		case "mm_processor_kwargs":
 			// vLLM's multimodal processor arguments (the chat API's extra
 			// parameters): they set how many tokens each image or video
@@ -339,6 +340,9 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	in += tokensReply
 	in += templateTokens(enc, templateText[:])
 	in = unknownTop.add(enc, in)
+	if adapter.Exists() {
+		in = min(in+koboldAdapterTokens(enc, adapter, messages), maxTokens)
+	}
 	tc := newToolsCounter(enc, encName)
 	tctx := rules.toolsCtx
 	// OpenAI's chat takes function and custom tools only, but

@@ -20,8 +20,10 @@ const defaultCompletionMaxTokens = 16
 // tokens the model's projector decides) also sets ServerContext: the
 // model's largest input is reserved.
 //
-// OutputTokens is max_tokens (absent: the API's default of 16; null, 0, a
-// negative or a non-number: the model's output reservation, see below) times
+// OutputTokens is max_tokens (absent, null, 0, a negative or a
+// non-number: the model's output reservation and at least 16, since
+// OpenAI's default of 16 is not llama.cpp's or Ollama's, see below;
+// OutputDefaulted is then set, as for a chat body with no maximum) times
 // max(n, best_of) — best_of completions are generated server-side and all
 // billed ("it can quickly consume your token quota"), and best_of ≥ n —
 // times the number of prompts, since each prompt gets its own choices; with
@@ -105,21 +107,22 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	est.InputTokens = w.scaled(est.Model, min(in, maxTokens))
 
 	out, ok := tokenCount(maxTok)
-	switch {
-	case ok:
-	case !maxTok.Exists():
-		out = defaultCompletionMaxTokens
-	default:
-		// Named but not a positive count: null, 0, -1, "-1", a word.
-		// OpenAI reads null as its default of 16 and refuses the rest,
-		// but servers behind other upstreams read null or -1 as "until
-		// the context ends" (vLLM, llama.cpp, Ollama): the model's
-		// output reservation, as a chat body with no cap gets.
+	if !ok {
+		// Absent, or named but not a positive count (null, 0, -1, "-1",
+		// a word). OpenAI, vLLM and SGLang read an absent max_tokens as
+		// 16 and OpenAI a null one too, but llama.cpp's server and
+		// Ollama generate until the model stops or the context ends
+		// (llama.cpp's -n/--predict "-1 = infinity"; Ollama's
+		// num_predict "Default: -1, infinite generation",
+		// docs/modelfile.md), and vLLM reads null so: which one an
+		// upstream is, the body does not say. The model's output
+		// reservation, as a chat body with no cap gets, and at least 16
+		// (a model configured with default_max_output_tokens: 16 reserves
+		// exactly the OpenAI default).
 		out = max(w.defaultOutput(est.Model), defaultCompletionMaxTokens)
 	}
-	// An absent max_tokens is 16 to vLLM too; a null one is "until the
-	// context ends", which ignore_eos makes the whole window.
-	out, _ = floor.apply(w, est.Model, out, maxTok.Exists() && !ok)
+	// ignore_eos with no maximum runs to the end of the context.
+	out, est.OutputDefaulted = floor.apply(w, est.Model, out, !ok)
 	est.OutputPinned = floor.pins()
 	choices := int64(1)
 	if c, ok := tokenCount(n); ok && c > choices {
@@ -139,6 +142,9 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	est.OutputTokens = mulCap(out, est.Choices)
 	if echo {
 		est.OutputTokens = min(est.OutputTokens+mulCap(in, choices), maxTokens)
+		// Not the model's default times Choices any more: a learned
+		// reservation must not replace it and drop the echoed prompts.
+		est.OutputDefaulted = false
 	}
 	return est
 }

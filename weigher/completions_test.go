@@ -10,11 +10,13 @@ func TestCompletionsBodyShapes(t *testing.T) {
 		name, fields string
 		in, out      int64
 	}{
-		{"string, default max_tokens 16", `"prompt":"Say this is a test"`, hello, 16},
-		// OpenAI reads null as 16, but vLLM reads it as "until the
-		// context ends", and llama.cpp and Ollama read -1 so: a named
-		// maximum that is no positive count reserves the model's output
+		// OpenAI and vLLM read an absent max_tokens as 16, but llama.cpp
+		// and Ollama generate until the context ends; OpenAI reads null
+		// as 16, but vLLM reads it as "until the context ends", and
+		// llama.cpp and Ollama read -1 so: an absent maximum, or a named
+		// one that is no positive count, reserves the model's output
 		// reservation (1000 here), never 16.
+		{"absent max_tokens: the output reservation", `"prompt":"Say this is a test"`, hello, 1000},
 		{"null max_tokens: the output reservation", `"prompt":"Say this is a test","max_tokens":null`, hello, 1000},
 		{"max_tokens -1: the output reservation", `"prompt":"Say this is a test","max_tokens":-1`, hello, 1000},
 		{"max_tokens \"-1\": the output reservation", `"prompt":"Say this is a test","max_tokens":"-1"`, hello, 1000},
@@ -108,5 +110,38 @@ func TestKindOfAndWeigh(t *testing.T) {
 	}
 	if Kind(200).String() != "other" || KindCountTokens.String() != "count_tokens" {
 		t.Error("Kind.String")
+	}
+}
+
+// A legacy completions body with no max_tokens reserves the model's output
+// reservation, since llama.cpp and Ollama generate to the context's end
+// where OpenAI stops at 16: an operator whose upstream defaults to 16
+// configures the model so and reserves exactly that. The reservation is
+// defaulted (a learned one may replace it) unless echo adds the prompt to
+// it.
+func TestCompletionsAbsentMaxIsTheModelsReservation(t *testing.T) {
+	w, err := New(Options{Models: map[string]Model{
+		"gpt-3.5-turbo-instruct": {DefaultMaxOutputTokens: 16},
+		"tiny-default":           {DefaultMaxOutputTokens: 4},
+	}, DefaultMaxOutputTokens: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, body string
+		out        int64
+		defaulted  bool
+	}{
+		{"unconfigured model: the default reservation", `{"model":"llama3.1","prompt":"hi"}`, 3000, true},
+		{"configured 16", `{"model":"gpt-3.5-turbo-instruct","prompt":"hi"}`, 16, true},
+		{"configured below 16: OpenAI's 16", `{"model":"tiny-default","prompt":"hi"}`, 16, true},
+		{"n 2", `{"model":"llama3.1","prompt":"hi","n":2}`, 6000, true},
+		{"echo: not the default times n", `{"model":"llama3.1","prompt":"hi","echo":true}`, 3001, false},
+		{"named: not defaulted", `{"model":"llama3.1","prompt":"hi","max_tokens":5}`, 5, false},
+	} {
+		e := w.Completions([]byte(tc.body))
+		if e.OutputTokens != tc.out || e.OutputDefaulted != tc.defaulted {
+			t.Errorf("%s: OutputTokens %d, defaulted %v; want %d, %v", tc.name, e.OutputTokens, e.OutputDefaulted, tc.out, tc.defaulted)
+		}
 	}
 }

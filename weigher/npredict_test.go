@@ -29,10 +29,13 @@ func TestLlamaCppOutputMaximumIsReserved(t *testing.T) {
 		{"chat n_predict null", KindChat, `{"model":"my-model","messages":[],"max_tokens":10,"n_predict":null}`, 10, false, false},
 		{"chat n_predict, n 2", KindChat, `{"model":"my-model","messages":[],"n":2,"n_predict":9000}`, 18000, false, true},
 		{"completions n_predict", KindCompletions, `{"model":"my-model","prompt":"hi","max_tokens":10,"n_predict":700}`, 700, false, true},
-		{"completions n_predict -1", KindCompletions, `{"model":"my-model","prompt":"hi","n_predict":-1}`, 1000, false, true},
+		{"completions n_predict -1", KindCompletions, `{"model":"my-model","prompt":"hi","n_predict":-1}`, 1000, true, true},
 		{"chat max_length, no max", KindChat, `{"model":"my-model","messages":[],"max_length":9000}`, 9000, false, true},
 		{"chat max_length below max_tokens", KindChat, `{"model":"my-model","messages":[],"max_tokens":5000,"max_length":10}`, 5000, false, true},
-		{"completions max_length", KindCompletions, `{"model":"my-model","prompt":"hi","max_length":700}`, 700, false, true},
+		{"completions max_length", KindCompletions, `{"model":"my-model","prompt":"hi","max_length":700,"max_tokens":10}`, 700, false, true},
+		// No max_tokens: llama.cpp, which ignores max_length, runs to the
+		// context's end, so the model's default stands (1,000 here).
+		{"completions max_length, no max", KindCompletions, `{"model":"my-model","prompt":"hi","max_length":700}`, 1000, false, true},
 		{"chat n_cmpl", KindChat, `{"model":"my-model","messages":[],"max_tokens":100,"n_cmpl":4}`, 400, false, false},
 		{"chat n_cmpl below n", KindChat, `{"model":"my-model","messages":[],"max_tokens":100,"n":3,"n_cmpl":2}`, 300, false, false},
 		{"completions n_cmpl", KindCompletions, `{"model":"my-model","prompt":"hi","max_tokens":100,"n_cmpl":4}`, 400, false, false},

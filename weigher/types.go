@@ -16,12 +16,13 @@ type Estimate struct {
 	// OutputTokens is the output reservation in tokens. Chat:
 	// max_completion_tokens, else max_tokens, else the model's default, times
 	// Choices. Responses: max_output_tokens, else the model's default. Completions:
-	// max_tokens (default 16) times max(n, best_of) times the number of
-	// prompts, plus the echoed prompt. Embeddings: 0. Messages: max_tokens,
-	// else the model's default.
+	// max_tokens, else the model's default (at least 16), times max(n,
+	// best_of) times the number of prompts, plus the echoed prompt.
+	// Embeddings: 0. Messages: max_tokens, else the model's default.
 	OutputTokens int64
-	// OutputDefaulted is set when a chat, Responses or Messages request
-	// names no output maximum (the field absent, null or not a count):
+	// OutputDefaulted is set when a chat, Responses, Messages or (without
+	// echo) legacy completions request names no output maximum (the field
+	// absent, null or not a count):
 	// OutputTokens is then the model's default per completion times
 	// Choices, which a learned reservation may replace (package reserve).
 	OutputDefaulted bool
