@@ -52,8 +52,9 @@ type fileSink struct {
 	// write to it (or its rotation); nil before, and after a failed stat.
 	// follow compares the path with it before each write.
 	known os.FileInfo
-	// written is set once lumberjack holds the file open (after the first
-	// write); with known nil it means follow cannot tell which file that is.
+	// written is set by a write (lumberjack then holds the file open, or
+	// failed to open it); with known nil follow cannot tell which file
+	// lumberjack holds, and reopens the path.
 	written bool
 	m       *metrics
 	log     *slog.Logger
@@ -160,14 +161,17 @@ func (s *fileSink) follow() {
 	if cerr := s.lj.Close(); cerr != nil {
 		s.log.Warn("ledger: close the file that left its path", "file", s.lj.Filename, "error", cerr)
 	}
+	seen := s.known != nil // else the last stat failed: nothing is known to have moved
 	s.written, s.known = false, nil
 	size, torn, eerr := fileEnd(s.lj.Filename)
 	if eerr != nil { // lumberjack's open will fail too, and say why
 		size, torn = 0, false
 	}
 	s.size, s.torn = size, torn
-	s.log.Warn("ledger: the file was removed or moved: writing to a file at its path again",
-		"file", s.lj.Filename, "exists", err == nil, "size", size)
+	if seen {
+		s.log.Warn("ledger: the file was removed or moved: writing to a file at its path again",
+			"file", s.lj.Filename, "exists", err == nil, "size", size)
+	}
 }
 
 // chunk is the most bytes written at once: maxChunk, or less when files are
@@ -216,11 +220,9 @@ func (s *fileSink) flush() error {
 	}
 	n, err := s.out.Write(s.buf)
 	s.size += int64(n)
-	if n > 0 || err == nil {
-		s.written = true
-		if s.known == nil {
-			s.known, _ = os.Stat(s.lj.Filename) // nil on error: follow reopens
-		}
+	s.written = true // lumberjack opened the file, or will try again
+	if s.known == nil {
+		s.known, _ = os.Stat(s.lj.Filename) // nil on error: follow reopens
 	}
 	if err != nil {
 		whole := 0 // records written whole
