@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
@@ -47,8 +48,17 @@ type fileSink struct {
 	// chunk then starts with a newline, so that the torn line does not
 	// swallow the record after it.
 	torn bool
-	m    *metrics
-	lock *os.File // holds the ledger's lock (lockFile) until close
+	// known is the file at the path as stat'ed after this sink's first
+	// write to it (or its rotation); nil before, and after a failed stat.
+	// follow compares the path with it before each write.
+	known os.FileInfo
+	// written is set by a write (lumberjack then holds the file open, or
+	// failed to open it); with known nil follow cannot tell which file
+	// lumberjack holds, and reopens the path.
+	written bool
+	m       *metrics
+	log     *slog.Logger
+	lock    *os.File // holds the ledger's lock (lockFile) until close
 }
 
 // openFileSink prepares a sink for the file at path (created on the first
@@ -83,6 +93,7 @@ func openFileSink(o Options, m *metrics) (s *fileSink, err error) {
 		lastRotate: time.Now(),
 		buf:        make([]byte, 0, maxChunk),
 		m:          m,
+		log:        o.Logger,
 	}
 	if o.maxBytes > 0 {
 		s.maxBytes = o.maxBytes
@@ -91,27 +102,76 @@ func openFileSink(o Options, m *metrics) (s *fileSink, err error) {
 	if o.fileWriter != nil {
 		s.out = o.fileWriter(s.lj)
 	}
-	f, err := os.Open(o.File)
+	if s.size, s.torn, err = fileEnd(o.File); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// fileEnd returns the size of the file at path in bytes and whether it ends
+// mid-line (torn: not empty and its last byte no newline); 0 and false when
+// there is no file.
+//
+// Errors: the file exists but cannot be read, with its name.
+func fileEnd(path string) (size int64, torn bool, err error) {
+	f, err := os.Open(path)
 	if os.IsNotExist(err) {
-		return s, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ledger: open %s: %w", o.File, err)
+		return 0, false, fmt.Errorf("ledger: open %s: %w", path, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("ledger: stat %s: %w", o.File, err)
+		return 0, false, fmt.Errorf("ledger: stat %s: %w", path, err)
 	}
-	s.size = st.Size()
-	if s.size > 0 {
-		last := make([]byte, 1)
-		if _, err := f.ReadAt(last, s.size-1); err != nil && err != io.EOF {
-			return nil, fmt.Errorf("ledger: read %s: %w", o.File, err)
-		}
-		s.torn = last[0] != '\n'
+	if st.Size() == 0 {
+		return 0, false, nil
 	}
-	return s, nil
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, st.Size()-1); err != nil && err != io.EOF {
+		return 0, false, fmt.Errorf("ledger: read %s: %w", path, err)
+	}
+	return st.Size(), last[0] != '\n', nil
+}
+
+// follow makes the next write go to the file at the sink's path when the
+// file being written is no longer there: removed (an operator's rm, a
+// cleanup job), or moved and perhaps replaced (logrotate without
+// copytruncate). lumberjack keeps writing to the descriptor it opened, so
+// records written after a removal went to an unlinked file, counted as
+// written and lost, until the next rotation; after a move they grew the
+// moved file, which ReadFiles does not read. follow closes lumberjack's file
+// (its next write opens the path, creating it when missing) and takes the
+// size and torn state of whatever file is now at the path. It costs one
+// stat per flush (at most every 100 ms, or every 64 KiB chunk).
+//
+// A file removed and replaced between a write and the stat after it is
+// not seen (the stat then names the replacement); such a swap within
+// microseconds is not what rm or logrotate do.
+func (s *fileSink) follow() {
+	if !s.written {
+		return
+	}
+	st, err := os.Stat(s.lj.Filename)
+	if err == nil && s.known != nil && os.SameFile(st, s.known) {
+		return
+	}
+	if cerr := s.lj.Close(); cerr != nil {
+		s.log.Warn("ledger: close the file that left its path", "file", s.lj.Filename, "error", cerr)
+	}
+	seen := s.known != nil // else the last stat failed: nothing is known to have moved
+	s.written, s.known = false, nil
+	size, torn, eerr := fileEnd(s.lj.Filename)
+	if eerr != nil { // lumberjack's open will fail too, and say why
+		size, torn = 0, false
+	}
+	s.size, s.torn = size, torn
+	if seen {
+		s.log.Warn("ledger: the file was removed or moved: writing to a file at its path again",
+			"file", s.lj.Filename, "exists", err == nil, "size", size)
+	}
 }
 
 // chunk is the most bytes written at once: maxChunk, or less when files are
@@ -145,6 +205,7 @@ func (s *fileSink) flush() error {
 		return nil
 	}
 	defer func() { s.buf, s.lines = s.buf[:0], 0 }()
+	s.follow()
 	if s.size > 0 && s.size+int64(len(s.buf)) >= s.maxBytes {
 		if err := s.rotate(); err != nil {
 			s.m.fileLost(s.lines)
@@ -159,6 +220,10 @@ func (s *fileSink) flush() error {
 	}
 	n, err := s.out.Write(s.buf)
 	s.size += int64(n)
+	s.written = true // lumberjack opened the file, or will try again
+	if s.known == nil {
+		s.known, _ = os.Stat(s.lj.Filename) // nil on error: follow reopens
+	}
 	if err != nil {
 		whole := 0 // records written whole
 		if n > 0 {
@@ -193,6 +258,7 @@ func (s *fileSink) rotate() error {
 		return fmt.Errorf("ledger: rotate %s: %w", s.lj.Filename, err)
 	}
 	s.size, s.torn = 0, false
+	s.known, _ = os.Stat(s.lj.Filename) // the new file lumberjack opened; nil on error: follow reopens
 	return nil
 }
 

@@ -90,8 +90,9 @@ func (l *AccessLog) Write(e *Entry) {
 
 // OpenOutput opens an access log's destination: "stderr", "stdout" or a
 // file path, rotated past maxSizeMB megabytes keeping maxBackups rotated
-// files (0: all) by lumberjack. close releases it (a no-op for the
-// standard streams). Errors: an empty output, or a file that cannot be
+// files (0: all) by lumberjack, and made again at its path when removed or
+// moved (followingFile, within followEvery). close releases it (a no-op
+// for the standard streams). Errors: an empty output, or a file that cannot be
 // opened for appending.
 func OpenOutput(output string, maxSizeMB, maxBackups int) (w io.Writer, close func() error, err error) {
 	switch output {
@@ -109,6 +110,6 @@ func OpenOutput(output string, maxSizeMB, maxBackups int) (w io.Writer, close fu
 		return nil, nil, fmt.Errorf("obs: access log: %w", err)
 	}
 	f.Close()
-	lj := &lumberjack.Logger{Filename: output, MaxSize: maxSizeMB, MaxBackups: maxBackups}
+	lj := newFollowingFile(&lumberjack.Logger{Filename: output, MaxSize: maxSizeMB, MaxBackups: maxBackups})
 	return lj, lj.Close, nil
 }
