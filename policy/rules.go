@@ -358,6 +358,12 @@ func (r *Rule) LimitAt(now time.Time) bucket.Limit {
 	return l
 }
 
+// LimitIsFixed reports whether LimitAt gives the rule's Limit at every
+// instant (a token bucket not split between regions), so that a caller
+// need not read a clock for it; false for a quota (its window) or a
+// regional rule (its share), whose limit is LimitAt's at the instant.
+func (r *Rule) LimitIsFixed() bool { return r.Period == 0 && r.Regional == nil }
+
 // wholeLimitAt is LimitAt before a region's share: the whole limit.
 func (r *Rule) wholeLimitAt(now time.Time) bucket.Limit {
 	if r.Period == 0 {
