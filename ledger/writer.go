@@ -297,7 +297,20 @@ func (w *Writer) run() {
 			b.drain()
 			b.end(nil)
 		case reply := <-w.flushReq:
-			b.drain()
+			// Every record queued before the Flush call is in ch now,
+			// ahead of any queued after it: write exactly those, in
+			// batches, then answer. drain's bounds (maxBatch, flushEvery)
+			// would answer with some still queued, and waiting for an
+			// empty ch could wait forever under load.
+			for n := len(w.ch); n > 0; {
+				took := b.take(n)
+				if took == 0 {
+					break // ch closed: Close writes the rest
+				}
+				if n -= took; n > 0 {
+					b.end(nil)
+				}
+			}
 			b.end(reply)
 		}
 	}
@@ -333,6 +346,25 @@ func (b *batcher) add(r Record) {
 			b.fileError(err)
 		}
 	}
+}
+
+// take adds at most n queued records without waiting, and no more than
+// the batch has room for (maxBatch), and returns how many it added.
+func (b *batcher) take(n int) int {
+	took := 0
+	for took < n && len(b.ends) < maxBatch {
+		select {
+		case r, ok := <-b.w.ch:
+			if !ok {
+				return took
+			}
+			b.add(r)
+			took++
+		default:
+			return took
+		}
+	}
+	return took
 }
 
 // drain adds every queued record without waiting, up to maxBatch records or
