@@ -78,3 +78,23 @@ func FuzzExplainShape(f *testing.F) {
 		}
 	})
 }
+
+// A number in quotes is text to YAML: it was reported as "`10000` is not a
+// number", which reads as nonsense; now the quotes are named (new-user
+// trial). A quoted value that is no number keeps the usual message.
+func TestQuotedNumberNamesTheQuotes(t *testing.T) {
+	const up = "upstreams:\n  - {name: mock, flavor: openai, base_url: \"http://127.0.0.1:1\", no_key: true}\n"
+	for _, tc := range []struct{ yaml, want string }{
+		{up + "limits:\n  - {name: a, scope: user, unit: tokens, rate: \"10000\", per: 1m}\n",
+			"line 4: limits[0].rate: `10000` is quoted, so YAML reads it as text, not a number (write 10000, without quotes)"},
+		{up + "max_connections: \"128\"\n",
+			"line 3: max_connections: `128` is quoted, so YAML reads it as text, not a number (write 128, without quotes)"},
+		{up + "limits:\n  - {name: a, scope: user, unit: tokens, rate: \"10k\", per: 1m}\n",
+			"line 4: limits[0].rate: `10k` is not a number (write 10000 for 10k: numbers take no suffix, unit or separator)"},
+	} {
+		_, err := Parse([]byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
