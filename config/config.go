@@ -767,8 +767,17 @@ func parse(b []byte, dir string) (*Config, error) {
 			}
 			var explained map[int]string
 			numbers, explained = explainNumbers(te.Errors, b, &c)
+			var doc yaml.Node
+			_ = yaml.Unmarshal(b, &doc) // it decoded above: a type error is not a syntax error
 			for i, e := range te.Errors {
 				if m, ok := explained[i]; ok {
+					decodeProblems = append(decodeProblems, m)
+					continue
+				}
+				if m, path, ok := explainShape(e, &doc); ok {
+					// Validation judged the field as absent: its word on
+					// it ("at least one upstream is required") is moot.
+					numbers = append(numbers, numberProblem{path: path, message: m})
 					decodeProblems = append(decodeProblems, m)
 					continue
 				}

@@ -64,12 +64,27 @@ func explainNumberField(msg string, ix valueIndex) (p numberProblem, ok bool) {
 		// explainIntField's message names the key; put the path in its place.
 		text = strings.Replace(explainIntField(fmt.Sprintf("line %d: cannot unmarshal !!str `%s` into int64", line, sub[3]),
 			[]byte(strings.Repeat("\n", line-1)+field+": "+sub[3])), "line "+sub[1]+": "+field+": ", "", 1)
+	case sub[2] == "str" && quotedNumber(sub[3], whole):
+		// "10000" in quotes: a number, but YAML text.
+		text = fmt.Sprintf("`%s` is quoted, so YAML reads it as text, not a number (write %s, without quotes)", sub[3], sub[3])
 	case whole:
 		text = fmt.Sprintf("`%s` is not a whole number%s", sub[3], numberHint(sub[3], true))
 	default:
 		text = fmt.Sprintf("`%s` is not a number%s", sub[3], numberHint(sub[3], false))
 	}
 	return numberProblem{path: path, node: node, message: fmt.Sprintf("line %d: %s: %s", line, path, text)}, true
+}
+
+// quotedNumber reports whether v, text where a number goes, reads as one
+// (a whole one for a whole field): YAML gave it as text only because it is
+// quoted ("10000") or tagged.
+func quotedNumber(v string, whole bool) bool {
+	if whole {
+		_, err := strconv.ParseInt(v, 10, 64)
+		return err == nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	return err == nil && !math.IsInf(f, 0) && !math.IsNaN(f)
 }
 
 // numberHint is " (write …)" for a value whose number can be read off:

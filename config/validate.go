@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // time zones for quotas, on machines without a zoneinfo database
@@ -72,6 +73,7 @@ func (c *Config) Validate() error {
 	var p problems
 	checkAddr(&p, "listen", c.Listen)
 	checkAddr(&p, "admin_listen", c.AdminListen)
+	checkListeners(&p, c.Listen, c.AdminListen)
 	checkTLS(&p, "tls", c.TLS)
 	checkTLS(&p, "admin_tls", c.AdminTLS)
 	if c.MaxBodyBytes < 0 {
@@ -496,8 +498,31 @@ func (p *problems) add(field, format string, args ...any) {
 func oneOf(s string, set []string) bool { return slices.Contains(set, s) }
 
 func checkAddr(p *problems, field, addr string) {
-	if _, _, err := net.SplitHostPort(addr); err != nil {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
 		p.add(field, "must be host:port (got %q)", addr)
+		return
+	}
+	if n, err := strconv.Atoi(port); err == nil && (n < 0 || n > 65535) {
+		p.add(field, "port %d is out of range: a TCP port is 0..65535 (got %q)", n, addr)
+	}
+}
+
+// checkListeners reports listen and admin_listen naming one TCP port on
+// hosts that overlap (the same host, or either a wildcard: "", 0.0.0.0 or
+// ::): the second listener could never open, and serve would stop at start
+// with "address already in use", which reads as another process holding the
+// port. Port 0 (the system picks one) never clashes; addresses that do not
+// parse are checkAddr's to report.
+func checkListeners(p *problems, listen, admin string) {
+	lh, lp, err1 := net.SplitHostPort(listen)
+	ah, ap, err2 := net.SplitHostPort(admin)
+	if err1 != nil || err2 != nil || lp != ap || lp == "0" {
+		return
+	}
+	wild := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	if strings.EqualFold(lh, ah) || wild(lh) || wild(ah) {
+		p.add("admin_listen", "%s overlaps listen (%s): the proxy and the admin listener need ports of their own (the default admin port is 9090)", admin, listen)
 	}
 }
 

@@ -58,6 +58,11 @@ func (f *adminFlags) call(method, path string, body any) ([]byte, error) {
 	if f.Config == "" && f.Admin == "" {
 		return nil, errNoKeyStoreTarget
 	}
+	// The node would refuse a bad actor as a bad X-Llmguard-Actor header,
+	// naming a header the caller never wrote: name the flag instead.
+	if err := keystore.CheckText("--actor", f.Actor); err != nil {
+		return nil, usageError{fmt.Errorf("keys: %w (at most %d bytes of printable UTF-8: your name, recorded in the audit stream)", err, keystore.MaxFieldBytes)}
+	}
 	var cfg *config.Config
 	if f.Config != "" {
 		var err error

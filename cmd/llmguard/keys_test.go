@@ -212,3 +212,24 @@ func TestKeysWithoutConfigNamesTheFlags(t *testing.T) {
 		}
 	}
 }
+
+// A bad --actor (a control character, too long) is refused by the command
+// itself, naming the flag, with exit status 2 and no node asked (nothing
+// listens at --admin here): the node's refusal named its header,
+// X-Llmguard-Actor, which the caller never wrote (new-user trial).
+func TestKeysBadActorNamesTheFlag(t *testing.T) {
+	bin := binary(t)
+	for _, actor := range []string{"a\tb", strings.Repeat("x", 129)} {
+		cmd := exec.Command(bin, "keys", "list", "--admin", "127.0.0.1:1", "--actor", actor)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Errorf("--actor %q: %v, want exit status 2", actor, err)
+		}
+		if msg := e.String(); !strings.Contains(msg, "--actor") || strings.Contains(msg, "X-Llmguard-Actor") || strings.Contains(msg, "connection refused") {
+			t.Errorf("--actor %q: stderr %q, want the flag named and no node asked", actor, msg)
+		}
+	}
+}

@@ -342,6 +342,9 @@ func checkMatchers(cfg *config.Config, pol *policy.Policy) []Finding {
 				continue
 			}
 			msg := fmt.Sprintf("%q fits no priced model (in models:, prices_file or the embedded table)", g)
+			if near := nearestModel(g, priced); near != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", near)
+			}
 			if u, _ := spec.ParseUnit(l.Unit); u == spec.UnitUSD && cfg.DefaultPrice == nil {
 				msg += ": this usd limit refuses every request it fits with model_not_priced; price those models or alias them"
 			} else {
@@ -356,6 +359,25 @@ func checkMatchers(cfg *config.Config, pol *policy.Policy) []Finding {
 		}
 	}
 	return out
+}
+
+// nearestModel returns the priced model name a models entry without glob
+// characters most likely misspells ("gpt4o", "claude-sonet-4-5"): the
+// first in priced (sorted) at the least edit distance, at most 2, compared
+// in lower case; "" when none is that near, the entry is a glob or is longer
+// than suggest.MaxLen.
+func nearestModel(g string, priced []string) string {
+	if strings.ContainsAny(g, "*?[") || len(g) > suggest.MaxLen {
+		return ""
+	}
+	g = strings.ToLower(g)
+	best, bestD := "", 3
+	for _, name := range priced {
+		if d := suggest.Distance(g, strings.ToLower(name)); d < bestD {
+			best, bestD = name, d
+		}
+	}
+	return best
 }
 
 // checkKeyPlans warns of each plan that config keys have but no limit's

@@ -360,3 +360,43 @@ limits:
 		t.Errorf("too large: %d %s, want %q", resp.StatusCode, b, want)
 	}
 }
+
+// A models entry that misspells a priced model (new-user trial: `models:
+// [gpt4o]` on a usd limit) is warned of with the name it most likely
+// stands for, the nearest priced one, not only as fitting nothing; a glob,
+// or a name far from every priced one, gets no guess.
+func TestModelTypoNamesTheNearestPricedModel(t *testing.T) {
+	cfg, err := config.Parse([]byte(baseConfig(t, "http://127.0.0.1:1", `
+limits:
+  - {name: usd, scope: user, unit: usd, rate: 1, per: 1m, models: [gpt4o, claude-sonet-4-5, "gpt-9*", zzzz-unknown-model]}
+`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := CheckConfig(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range fs {
+		if strings.Contains(f.Field, ".models[") {
+			got[f.Field] = f.Message
+		}
+	}
+	for field, want := range map[string]string{
+		"limits[0].models[0]": "(did you mean gpt-4o?)",
+		"limits[0].models[1]": "(did you mean claude-sonnet-4-5?)",
+		"limits[0].models[2]": "",
+		"limits[0].models[3]": "",
+	} {
+		msg, ok := got[field]
+		switch {
+		case !ok:
+			t.Errorf("%s: no warning (all: %v)", field, got)
+		case want == "" && strings.Contains(msg, "did you mean"):
+			t.Errorf("%s: %q guesses a name", field, msg)
+		case want != "" && !strings.Contains(msg, want):
+			t.Errorf("%s: %q, want it to contain %q", field, msg, want)
+		}
+	}
+}
