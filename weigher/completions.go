@@ -121,16 +121,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	// context ends", which ignore_eos makes the whole window.
 	out, _ = floor.apply(w, est.Model, out, maxTok.Exists() && !ok)
 	est.OutputPinned = floor.pins()
-	choices := int64(1)
-	if c, ok := tokenCount(n); ok && c > choices {
-		choices = c
-	}
-	if c, ok := tokenCount(bestOf); ok && c > choices {
-		choices = c
-	}
-	if c, ok := tokenCount(nCmpl); ok && c > choices {
-		choices = c
-	}
+	choices := choiceCount(n, bestOf, nCmpl)
 	// Each prompt gets its own choices, streamed under their own indexes
 	// (prompt p's choice j is p×n + j): every one must finish for a stream
 	// without "[DONE]" to have ended (Stream.Ended), and each may bill its
