@@ -21,9 +21,10 @@ import (
 // the tools by the cookbook's rule (toolsCounter; non-function tools by their
 // JSON) and a json_schema text.format by its JSON.
 //
-// previous_response_id, conversation, a stored "prompt" and item_reference
-// items pull context the body does not hold: ServerContext is set and
-// InputTokens counts only what the body holds.
+// previous_response_id, conversation, a stored "prompt", item_reference
+// items and compaction items (opaque state of an earlier compaction) pull
+// context the body does not hold: ServerContext is set and InputTokens
+// counts only what the body holds.
 //
 // A value that is an object where a string was expected (a message's
 // content as one part, a tool output, call arguments, the input or the
@@ -359,6 +360,16 @@ func (r responsesCounter) itemOf(typ string, it gjson.Result, est *Estimate) int
 	case "item_reference":
 		est.ServerContext = true
 		return 0
+	case "compaction":
+		// Server-side compaction's output passed back: an opaque,
+		// encrypted item that "carries forward key prior state and
+		// reasoning into the next run"
+		// (https://developers.openai.com/api/docs/guides/compaction).
+		// How many tokens it expands to, OpenAI does not say, and its
+		// bytes cannot tell (the state may be compressed): hidden
+		// context, weighed at least by its bytes as any other item.
+		est.ServerContext = true
+		return ceilDiv(int64(len(it.Raw)), unknownPartBytesPerToken)
 	case "computer_call_output":
 		return tokensPerMessage + r.part(it.Get("output"), 0)
 	case "image_generation_call":

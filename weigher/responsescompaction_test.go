@@ -84,3 +84,23 @@ func TestResponsesChatSamplingIsReserved(t *testing.T) {
 		}
 	}
 }
+
+// A compaction item passed back as input (opaque state of an earlier
+// compaction) is hidden context, weighed at least by its bytes.
+func TestResponsesCompactionItemIsHidden(t *testing.T) {
+	w := testWeigher(t)
+	enc := strings.Repeat("gAAAAB", 400) // 2,400 bytes
+	for _, tc := range []struct {
+		name   string
+		input  string
+		hidden bool
+	}{
+		{"compaction item", `[{"type":"compaction","encrypted_content":"` + enc + `"},{"role":"user","content":"hi"}]`, true},
+		{"reasoning item", `[{"type":"reasoning","summary":[],"encrypted_content":"` + enc + `"},{"role":"user","content":"hi"}]`, false},
+	} {
+		e := w.Weigh(KindResponses, []byte(`{"model":"my-model","max_output_tokens":16,"input":`+tc.input+`}`))
+		if !e.Parsed || e.ServerContext != tc.hidden || e.InputTokens < 600 {
+			t.Errorf("%s: parsed %v, ServerContext %v, input %d; want %v, at least 600", tc.name, e.Parsed, e.ServerContext, e.InputTokens, tc.hidden)
+		}
+	}
+}

@@ -189,3 +189,28 @@ func TestAdv20ServerRoutesAreWeighedOrRefused(t *testing.T) {
 		t.Logf("POST %-26s -> %d %.80s", tc.path, resp.StatusCode, b)
 	}
 }
+
+// A compaction item passed back in a Responses input (the opaque,
+// encrypted output of server-side compaction, which "carries forward key
+// prior state and reasoning into the next run") was weighed at one token
+// per 4 bytes, as an item of a type llmguard does not read: 2,000 bytes
+// reserved about 516 tokens. What it expands to the body does not show;
+// this upstream bills it as the 20,000 tokens of state it carries, so one
+// call put 20,017 through a 20,000-token bucket. It is hidden context now:
+// the call reserves the model's largest input.
+func TestAdv20ResponsesCompactionItemIsHidden(t *testing.T) {
+	up := startBilling16(t, func(_ string, body map[string]any) (int64, int64) {
+		in := int64(1)
+		items, _ := body["input"].([]any)
+		for _, it := range items {
+			if m, _ := it.(map[string]any); m["type"] == "compaction" {
+				in += 20000
+			}
+		}
+		return in, count20(body["max_output_tokens"])
+	})
+	h := fresh20(t, up.url, 20000)
+	body := `{"model":"gpt-4o-mini","max_output_tokens":16,"input":[{"type":"compaction","id":"cmp_1","encrypted_content":"` +
+		strings.Repeat("gAAAAB", 333) + `"},{"role":"user","content":"and then?"}]}`
+	throughBucket(t, h, up, "/v1/responses", body, 2)
+}
