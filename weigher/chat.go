@@ -504,16 +504,16 @@ func predictionTokens(enc counter, v gjson.Result) int64 {
 	return n
 }
 
-// choiceCount is how many completions a body's counts ask for: the
-// largest of the values given read as tokenCount reads a count (the
-// OpenAI "n"; llama.cpp's "n_cmpl", which its server reads before "n";
-// "best_of", the sequences vLLM's completions and TensorRT-LLM's chat
-// generate to return n), at least 1.
-func choiceCount(counts ...gjson.Result) int64 {
+// choiceCount is how many completions a body asks for: the largest of
+// n (the OpenAI "n"), nCmpl (llama.cpp's "n_cmpl", which its server reads
+// before "n") and bestOf ("best_of", the sequences vLLM's completions and
+// TensorRT-LLM's chat generate to return n), each read as tokenCount
+// reads a count, at least 1.
+func choiceCount(n, nCmpl, bestOf gjson.Result) int64 {
 	c := int64(1)
-	for _, v := range counts {
-		if n, ok := tokenCount(v); ok && n > c {
-			c = n
+	for _, v := range [...]gjson.Result{n, nCmpl, bestOf} {
+		if k, ok := tokenCount(v); ok && k > c {
+			c = k
 		}
 	}
 	return c

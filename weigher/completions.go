@@ -121,7 +121,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	// context ends", which ignore_eos makes the whole window.
 	out, _ = floor.apply(w, est.Model, out, maxTok.Exists() && !ok)
 	est.OutputPinned = floor.pins()
-	choices := choiceCount(n, bestOf, nCmpl)
+	choices := choiceCount(n, nCmpl, bestOf)
 	// Each prompt gets its own choices, streamed under their own indexes
 	// (prompt p's choice j is p×n + j): every one must finish for a stream
 	// without "[DONE]" to have ended (Stream.Ended), and each may bill its
