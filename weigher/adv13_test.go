@@ -15,11 +15,13 @@ func TestTopLevelMembersDefinedOrUnknown(t *testing.T) {
 		base    string // a body ending before its closing brace
 		defined string // members the API defines, none of them billed
 	}{
+		// context_management with a threshold out of the call's reach: one
+		// it cannot read may compact at any size (responsesCompaction).
 		{"responses", KindResponses, `{"model":"gpt-4o-mini","input":"hi","max_output_tokens":16`,
 			`"include":["reasoning.encrypted_content"],"metadata":{"a":"b"},"parallel_tool_calls":true,` +
 				`"prompt_cache_key":"k","prompt_cache_retention":"24h","safety_identifier":"s","store":false,` +
 				`"stream_options":{"include_obfuscation":false},"temperature":0.5,"top_logprobs":2,"top_p":0.9,` +
-				`"truncation":"auto","user":"u","context_management":[{"type":"compaction"}],"max_tool_calls":3,"background":false,"service_tier":"auto"`},
+				`"truncation":"auto","user":"u","context_management":[{"type":"compaction","compact_threshold":200000}],"max_tool_calls":3,"background":false,"service_tier":"auto"`},
 		{"completions", KindCompletions, `{"model":"gpt-4o-mini","prompt":"hi","max_tokens":16`,
 			`"frequency_penalty":0.1,"logit_bias":{"50256":-100},"logprobs":2,"presence_penalty":0.1,"seed":7,` +
 				`"stop":["\n"],"temperature":0.5,"top_p":0.9,"user":"u","stream_options":{"include_usage":true},"n":1,"best_of":1,"echo":false`},

@@ -429,16 +429,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	}
 	out, est.OutputDefaulted = floor.apply(w, est.Model, out, est.OutputDefaulted)
 	est.OutputPinned = floor.pins()
-	choices, ok := tokenCount(n)
-	if !ok || choices < 1 {
-		choices = 1
-	}
-	if c, ok := tokenCount(nCmpl); ok && c > choices {
-		choices = c
-	}
-	if c, ok := tokenCount(bestOf); ok && c > choices {
-		choices = c
-	}
+	choices := choiceCount(n, nCmpl, bestOf)
 	est.Choices = min(choices, maxTokens/max(1, min(out, maxTokens)))
 	est.OutputTokens = min(out, maxTokens) * est.Choices
 	if p := predictionTokens(enc, prediction); p > 0 {
@@ -515,6 +506,21 @@ func predictionTokens(enc counter, v gjson.Result) int64 {
 		return true
 	})
 	return n
+}
+
+// choiceCount is how many completions a body asks for: the largest of
+// n (the OpenAI "n"), nCmpl (llama.cpp's "n_cmpl", which its server reads
+// before "n") and bestOf ("best_of", the sequences vLLM's completions and
+// TensorRT-LLM's chat generate to return n), each read as tokenCount
+// reads a count, at least 1.
+func choiceCount(n, nCmpl, bestOf gjson.Result) int64 {
+	c := int64(1)
+	for _, v := range [...]gjson.Result{n, nCmpl, bestOf} {
+		if k, ok := tokenCount(v); ok && k > c {
+			c = k
+		}
+	}
+	return c
 }
 
 // tokenCount reads a non-negative token count, capped at maxTokens.

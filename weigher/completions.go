@@ -124,16 +124,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	// ignore_eos with no maximum runs to the end of the context.
 	out, est.OutputDefaulted = floor.apply(w, est.Model, out, !ok)
 	est.OutputPinned = floor.pins()
-	choices := int64(1)
-	if c, ok := tokenCount(n); ok && c > choices {
-		choices = c
-	}
-	if c, ok := tokenCount(bestOf); ok && c > choices {
-		choices = c
-	}
-	if c, ok := tokenCount(nCmpl); ok && c > choices {
-		choices = c
-	}
+	choices := choiceCount(n, nCmpl, bestOf)
 	// Each prompt gets its own choices, streamed under their own indexes
 	// (prompt p's choice j is p×n + j): every one must finish for a stream
 	// without "[DONE]" to have ended (Stream.Ended), and each may bill its

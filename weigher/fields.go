@@ -444,7 +444,7 @@ var (
 		under("output", responsesPartFields).
 		under("summary", object("text"))
 	responsesFields = object("model", "max_output_tokens", "max_tokens", "n_predict", "stream", "previous_response_id", "conversation", "prompt", "plugins", "service_tier", "background",
-		"max_tool_calls", "tool_choice").
+		"max_tool_calls", "tool_choice", "context_management", "n", "n_cmpl", "best_of", "min_tokens", "ignore_eos").
 		under("input", responsesItemFields).
 		under("instructions", responsesItemFields).
 		under("tools", toolFields).

@@ -27,6 +27,9 @@ func FuzzResponses(f *testing.F) {
 		`{"model":"gpt-4o","input":"news?","tools":[{"type":"web_search_preview"}],"max_tool_calls":"3"}`,
 		`{"input":[[],1,"x",{"content":[null,{"type":"input_file"}]}],"instructions":[{"role":"system","content":"x"}]}`,
 		`not json`, ``, `[]`, `{"max_output_tokens":1e999}`,
+		`{"model":"gpt-4o","input":"hi","context_management":[{"type":"compaction","compact_threshold":"5"},{}],"n":"3","n_cmpl":1e999,"best_of":2,"min_tokens":9,"ignore_eos":"true"}`,
+		`{"input":"hi","max_output_tokens":1e15,"n_cmpl":1e15,"context_management":{"compact_threshold":-1}}`,
+		`{"input":[{"type":"compaction","encrypted_content":"gAAAAB"},{"type":"compaction"}],"context_management":[]}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -21,20 +21,28 @@ import (
 // the tools by the cookbook's rule (toolsCounter; non-function tools by their
 // JSON) and a json_schema text.format by its JSON.
 //
-// previous_response_id, conversation, a stored "prompt" and item_reference
-// items pull context the body does not hold: ServerContext is set and
-// InputTokens counts only what the body holds.
+// previous_response_id, conversation, a stored "prompt", item_reference
+// items and compaction items (opaque state of an earlier compaction) pull
+// context the body does not hold: ServerContext is set and InputTokens
+// counts only what the body holds.
 //
 // A value that is an object where a string was expected (a message's
 // content as one part, a tool output, call arguments, the input or the
 // instructions as one item) is weighed as that part or item, else as its
 // JSON text.
 //
+// A context_management asking for server-side compaction
+// (responsesCompaction) whose threshold the estimated input and output
+// reach sets ServerContext too: the call may run a second model pass.
+//
 // OutputTokens is max_output_tokens (reasoning included), or the larger
 // of it and a max_tokens, which llama.cpp's Responses route reads when
 // max_output_tokens is absent, else the model's default output
 // reservation, plus an OpenRouter reasoning.max_tokens budget and raised
-// to a llama.cpp n_predict (outputFloor). A streamed request sets Stream and
+// to a llama.cpp n_predict, a min_tokens and, for ignore_eos with no
+// maximum, the model's window (outputFloor); times Choices, the largest
+// of n, n_cmpl and best_of (at least 1), which llama.cpp's Responses
+// route hands on to its chat route. A streamed request sets Stream and
 // IncludeUsage (a Responses stream always ends with usage). A body that is
 // not a JSON object yields the byte-based estimate of [Weigher.Bytes] with
 // Parsed false. Responses never panics and never keeps body.
@@ -61,7 +69,8 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		return fallback, true
 	}
 	defer d.close()
-	var model, input, instructions, tools, toolChoice, maxOut, maxTok, text, maxCalls gjson.Result
+	var model, input, instructions, tools, toolChoice, maxOut, maxTok, text, maxCalls, compaction gjson.Result
+	var n, nCmpl, bestOf gjson.Result // counts of completions a chat route reads (chat.go)
 	var inputElems, instructionElems elements
 	var floor outputFloor      // OpenRouter's reasoning.max_tokens, llama.cpp's n_predict
 	var unknownTop unknownTops // top-level members the Responses API does not define (responsesTopKnown)
@@ -107,6 +116,32 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 			est.Background = v.Type != gjson.Null && v.Type != gjson.False
 		case "max_tool_calls":
 			maxCalls = v
+		case "context_management":
+			compaction = v
+		case "n", "n_cmpl", "best_of", "min_tokens", "ignore_eos":
+			// Not the Responses API's, but llama.cpp's Responses route
+			// copies every member into the chat request it runs
+			// (server_chat_convert_responses_to_chatcmpl,
+			// tools/server/server-chat.cpp: chatcmpl_body =
+			// response_body), whose sampling reads n_cmpl (or its
+			// alias n) completions and ignore_eos, past the end of
+			// sequence. best_of and min_tokens, which other servers'
+			// chat routes read (TensorRT-LLM's, vLLM's), are read too:
+			// no Responses route is known to pass them on, but one that
+			// hands its body to such a chat route would. Reserved as
+			// chat reserves them, and weighed by their text as any
+			// member the API does not define.
+			switch k {
+			case "n":
+				n = v
+			case "n_cmpl":
+				nCmpl = v
+			case "best_of":
+				bestOf = v
+			default:
+				floor.read(k, v)
+			}
+			unknownTop.note(responsesTopKnown, k, v)
 		case "reasoning", "n_predict":
 			floor.read(k, v)
 		default:
@@ -182,7 +217,13 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	}
 	out, est.OutputDefaulted = floor.apply(w, est.Model, out, est.OutputDefaulted)
 	est.OutputPinned = floor.pins()
-	est.OutputTokens, est.Choices = out, 1
+	est.Choices = min(choiceCount(n, nCmpl, bestOf), maxTokens/max(1, min(out, maxTokens)))
+	est.OutputTokens = min(out, maxTokens) * est.Choices
+	if at, ok := responsesCompaction(compaction); ok && min(est.InputTokens+est.OutputTokens, maxTokens) >= at {
+		// Server-side compaction may run: a second model pass whose
+		// summary the answer reads, context the body does not show.
+		est.ServerContext = true
+	}
 	return est, true
 }
 
@@ -319,6 +360,16 @@ func (r responsesCounter) itemOf(typ string, it gjson.Result, est *Estimate) int
 	case "item_reference":
 		est.ServerContext = true
 		return 0
+	case "compaction":
+		// Server-side compaction's output passed back: an opaque,
+		// encrypted item that "carries forward key prior state and
+		// reasoning into the next run"
+		// (https://developers.openai.com/api/docs/guides/compaction).
+		// How many tokens it expands to, OpenAI does not say, and its
+		// bytes cannot tell (the state may be compressed): hidden
+		// context, weighed at least by its bytes as any other item.
+		est.ServerContext = true
+		return ceilDiv(int64(len(it.Raw)), unknownPartBytesPerToken)
 	case "computer_call_output":
 		return tokensPerMessage + r.part(it.Get("output"), 0)
 	case "image_generation_call":
