@@ -88,7 +88,7 @@ The budget is the tenant's monthly <code>usd</code> quota of scope tenant (<code
 {{range .Users}}<tr><td>{{.Name}}</td><td>{{usd .CostMicroUSD}}</td><td>{{.CostMicroUSD}}</td><td>{{.Requests}}</td><td>{{.Errors}}</td><td>{{.InputTokens}}</td><td>{{.OutputTokens}}</td></tr>
 {{end}}</table>
 
-<p class="muted">Total {{usd .Total.CostMicroUSD}} ({{.Total.CostMicroUSD}} micro-USD) over {{.Total.Requests}} requests, {{.Total.Errors}} of them errors. Generated {{rfc .GeneratedAt}} by llmguard report.</p>
+<p class="muted">Total {{usd .Total.CostMicroUSD}} ({{.Total.CostMicroUSD}} micro-USD) over {{counted .Total.Requests "request" "requests"}}, {{counted .Total.Errors "error" "errors"}} among them. Generated {{rfc .GeneratedAt}} by llmguard report.</p>
 </body>
 </html>
 `

@@ -276,6 +276,13 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"f":   func(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) },
 	"add": func(a, b float64) float64 { return a + b },
 	"rfc": func(t interface{ Format(string) string }) string { return t.Format("2006-01-02T15:04:05Z07:00") },
+	// counted is "1 request", "2 requests": n and one or many.
+	"counted": func(n int64, one, many string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return strconv.FormatInt(n, 10) + " " + many
+	},
 }).Parse(pageHTML))
 
 // short cuts a chart label to 28 characters (the tables keep the whole

@@ -368,3 +368,25 @@ func TestBuildSaturates(t *testing.T) {
 		}
 	}
 }
+
+// The total's counts agree with their nouns: "1 request", "2 requests"
+// (trial6 read "over 1 requests").
+func TestRenderCountsAgree(t *testing.T) {
+	for _, tc := range []struct {
+		requests, errors int64
+		want             string
+	}{
+		{1, 0, "over 1 request, 0 errors among them."},
+		{2, 1, "over 2 requests, 1 error among them."},
+	} {
+		r := build(t, 0)
+		r.Total.Requests, r.Total.Errors = tc.requests, tc.errors
+		var b bytes.Buffer
+		if err := Render(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("the page does not say %q", tc.want)
+		}
+	}
+}
