@@ -179,7 +179,10 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	reg.MustRegister(&factorCollector{desc: prometheus.NewDesc("llmguard_fallback_over_admission_factor",
 		"Worst-case ratio of what the cluster admits during a store outage to what a fail-open limit allows (per-node fallback buckets of limit / store.nodes).",
 		[]string{"limit"}, nil), live: live, nodes: c.Nodes})
-	guard := bucket.NewGuarded(r, bucket.GuardOptions{
+	// guard is read by its own OnCall (its state), which runs only once
+	// calls are made, after NewGuarded returned.
+	var guard *bucket.Guarded
+	guard = bucket.NewGuarded(r, bucket.GuardOptions{
 		Timeout: time.Duration(c.Timeout),
 		// A background batch of up to 256 reconciliations (one script per
 		// slot, each bucket written once): more time than one take.
@@ -231,6 +234,20 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 				reloadCluster()
 				if probe {
 					m.errors.WithLabelValues("probe", call.Kind.String()).Inc()
+					// An idle node learns of an outage from its probe
+					// alone: say so once per run of failures (its end is
+					// logged where a call next succeeds), while the breaker
+					// is closed (once open, its own lines tell the outage),
+					// at most once per failedTakeLogEvery with the take
+					// lines. Before, it wrote nothing until a request's take
+					// failed or min_calls probes opened the breaker (~20 s).
+					if guard.State() == bucket.BreakerClosed && !run.logged.Load() {
+						failedTakeLog.Do(func() {
+							run.logged.Store(true)
+							log.Warn("store unreachable: a health probe failed (no request needed the store meanwhile); fail-open limits will be served by this node's fallback bucket, fail-closed limits refused, until it answers",
+								"kind", call.Kind.String(), "err", call.Err, "took", call.Duration)
+						})
+					}
 					return
 				}
 				m.errors.WithLabelValues(call.Op.String(), call.Kind.String()).Inc()
