@@ -54,6 +54,40 @@ var (
 	ErrClosed = errors.New("reconciler closed")
 )
 
+// AsyncDrop says why an AsyncReconciler dropped a reconciliation without
+// the store applying it. The names follow ChargeDrop's where they mean the
+// same.
+type AsyncDrop uint8
+
+const (
+	// AsyncDropFull: the queue (Reconcile refused it, ErrQueueFull) or the
+	// hold of failures to retry (QueueSize held already) was full.
+	AsyncDropFull AsyncDrop = iota
+	// AsyncDropClosed: Reconcile was called after Close (ErrClosed), or
+	// the last try at Close failed.
+	AsyncDropClosed
+	// AsyncDropExpired: held through an outage for MaxHold (its age on the
+	// monotonic clock, which a stepped wall clock does not move), then
+	// tried Attempts times more in vain.
+	AsyncDropExpired
+	// AsyncDropRefused: the store refused it as invalid (ErrInvalid),
+	// which a retry would not heal.
+	AsyncDropRefused
+	// AsyncDropAttempts: the store failed it Attempts times (not with
+	// ErrUnavailable, which holds it instead).
+	AsyncDropAttempts
+	numAsyncDrops
+)
+
+// String returns "full", "closed", "expired", "refused" or "attempts".
+func (d AsyncDrop) String() string {
+	return [...]string{"full", "closed", "expired", "refused", "attempts"}[d]
+}
+
+// AsyncDrops lists every AsyncDrop, for metrics that make each label at
+// start.
+var AsyncDrops = [...]AsyncDrop{AsyncDropFull, AsyncDropClosed, AsyncDropExpired, AsyncDropRefused, AsyncDropAttempts}
+
 // AsyncOptions configures NewAsyncReconciler. The zero value is a usable
 // default.
 type AsyncOptions struct {
@@ -106,8 +140,10 @@ type AsyncStats struct {
 	Applied uint64 // reconciliations the store applied (or found already applied)
 	Retried uint64 // failed attempts that were queued for a retry
 	Dropped uint64 // reconciliations refused (queue full, closed) or given up
-	Pending int64  // reconciliations accepted and not yet applied or dropped
-	Held    int64  // of Pending, those held for a retry (at most QueueSize)
+	// DroppedBy splits Dropped by reason, e.g. DroppedBy[AsyncDropExpired].
+	DroppedBy [numAsyncDrops]uint64
+	Pending   int64 // reconciliations accepted and not yet applied or dropped
+	Held      int64 // of Pending, those held for a retry (at most QueueSize)
 }
 
 // AsyncReconciler is a Store that takes synchronously and reconciles in the
@@ -143,7 +179,14 @@ type AsyncReconciler struct {
 	drops  error // set by the goroutine before done closes: the Close error
 
 	queuedN, voids, applied, retried, dropped atomic.Uint64
+	droppedBy                                 [numAsyncDrops]atomic.Uint64
 	pending, held                             atomic.Int64
+}
+
+// drop counts one reconciliation dropped for why.
+func (a *AsyncReconciler) drop(why AsyncDrop) {
+	a.dropped.Add(1)
+	a.droppedBy[why].Add(1)
 }
 
 var _ Store = (*AsyncReconciler)(nil)
@@ -254,7 +297,7 @@ func (a *AsyncReconciler) enqueue(rc Reconciliation) error {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if a.closed {
-		a.dropped.Add(1)
+		a.drop(AsyncDropClosed)
 		return &StoreError{Op: op, Subject: rc.RequestID, Err: ErrClosed}
 	}
 	select {
@@ -263,7 +306,7 @@ func (a *AsyncReconciler) enqueue(rc Reconciliation) error {
 		a.pending.Add(1)
 		return nil
 	default:
-		a.dropped.Add(1)
+		a.drop(AsyncDropFull)
 		return &StoreError{Op: op, Subject: rc.RequestID, Err: ErrQueueFull}
 	}
 }
@@ -310,7 +353,7 @@ func (a *AsyncReconciler) Close() error {
 
 // Stats returns the counters. Safe to call at any time.
 func (a *AsyncReconciler) Stats() AsyncStats {
-	return AsyncStats{
+	s := AsyncStats{
 		Queued:  a.queuedN.Load(),
 		Voids:   a.voids.Load(),
 		Applied: a.applied.Load(),
@@ -319,6 +362,10 @@ func (a *AsyncReconciler) Stats() AsyncStats {
 		Pending: a.pending.Load(),
 		Held:    a.held.Load(),
 	}
+	for i := range a.droppedBy {
+		s.DroppedBy[i] = a.droppedBy[i].Load()
+	}
+	return s
 }
 
 func (a *AsyncReconciler) loop() {
@@ -452,8 +499,7 @@ func (a *AsyncReconciler) apply(batch, retry []queued, last bool) []queued {
 		case err == nil:
 			a.applied.Add(1)
 			a.pending.Add(-1)
-		case !last && errors.Is(err, ErrUnavailable) && len(retry) < a.o.QueueSize &&
-			(a.o.MaxHold <= 0 || time.Since(q.at) < a.o.MaxHold):
+		case !last && errors.Is(err, ErrUnavailable) && len(retry) < a.o.QueueSize && !a.expired(q):
 			// The store is down: hold it, without using up an attempt.
 			retry = append(retry, q)
 			a.retried.Add(1)
@@ -462,7 +508,7 @@ func (a *AsyncReconciler) apply(batch, retry []queued, last bool) []queued {
 			retry = append(retry, q)
 			a.retried.Add(1)
 		default:
-			a.dropped.Add(1)
+			a.drop(a.dropReason(q, err, last, len(retry)))
 			a.pending.Add(-1)
 			if a.o.OnDrop != nil {
 				a.o.OnDrop(q.rc, err)
@@ -470,4 +516,28 @@ func (a *AsyncReconciler) apply(batch, retry []queued, last bool) []queued {
 		}
 	}
 	return retry
+}
+
+// expired reports whether q was held longer than MaxHold, its age read on
+// the monotonic clock (q.at is time.Now's: a wall clock stepped forward or
+// back neither ages nor rejuvenates it).
+func (a *AsyncReconciler) expired(q queued) bool {
+	return a.o.MaxHold > 0 && time.Since(q.at) >= a.o.MaxHold
+}
+
+// dropReason is why apply gives up q after its try failed with err: at
+// Close's last try, closed; then refused, full (the hold of retries is at
+// QueueSize), expired (held past MaxHold) or attempts.
+func (a *AsyncReconciler) dropReason(q queued, err error, last bool, held int) AsyncDrop {
+	switch {
+	case last:
+		return AsyncDropClosed
+	case errors.Is(err, ErrInvalid):
+		return AsyncDropRefused
+	case held >= a.o.QueueSize:
+		return AsyncDropFull
+	case errors.Is(err, ErrUnavailable) && a.expired(q):
+		return AsyncDropExpired
+	}
+	return AsyncDropAttempts
 }

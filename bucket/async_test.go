@@ -98,8 +98,12 @@ func TestAsyncReconcilerDoesNotWait(t *testing.T) {
 	if len(f.batches) > 4 {
 		t.Errorf("101 reconciliations in %d round trips %v: not batched", len(f.batches), f.batches)
 	}
+	closedBefore := a.Stats().DroppedBy[bucket.AsyncDropClosed]
 	if err := a.Reconcile(ctx, "late", oneDelta); !errors.Is(err, bucket.ErrClosed) {
 		t.Errorf("reconcile after Close: %v, want ErrClosed", err)
+	}
+	if st := a.Stats(); st.DroppedBy[bucket.AsyncDropClosed] != closedBefore+1 {
+		t.Errorf("reconcile after Close: stats %+v, want one more drop for closed", st)
 	}
 	if err := a.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
@@ -125,8 +129,8 @@ func TestAsyncReconcilerRetries(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	// r1 failed 3 times (its Attempts) and was dropped.
-	if st := a.Stats(); st.Dropped != 1 || st.Retried != 2 || st.Applied != 0 {
-		t.Fatalf("stats %+v, want 2 retries then 1 drop", st)
+	if st := a.Stats(); st.Dropped != 1 || st.Retried != 2 || st.Applied != 0 || st.DroppedBy[bucket.AsyncDropAttempts] != 1 {
+		t.Fatalf("stats %+v, want 2 retries then 1 drop, for its attempts", st)
 	}
 
 	f.mu.Lock()

@@ -118,7 +118,7 @@ func TestReplayBound(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	if s.Held != size || s.Dropped != n-size || uint64(dropped+refused) != s.Dropped {
+	if s.Held != size || s.Dropped != n-size || uint64(dropped+refused) != s.Dropped || s.DroppedBy[bucket.AsyncDropFull] != s.Dropped {
 		t.Fatalf("stats %+v, %d reported to OnDrop, %d refused; want %d held, %d dropped, each once",
 			s, dropped, refused, size, n-size)
 	}
@@ -160,8 +160,8 @@ func TestAsyncReconcilerMaxHold(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	down.down.Store(false)
-	if dropped.Load() != 1 || a.Stats().Applied != 0 {
-		t.Fatalf("dropped %d, applied %d: a reconciliation held past MaxHold must be dropped", dropped.Load(), a.Stats().Applied)
+	if dropped.Load() != 1 || a.Stats().Applied != 0 || a.Stats().DroppedBy[bucket.AsyncDropExpired] != 1 {
+		t.Fatalf("dropped %d, applied %d, stats %+v: a reconciliation held past MaxHold must be dropped, counted as expired", dropped.Load(), a.Stats().Applied, a.Stats())
 	}
 }
 

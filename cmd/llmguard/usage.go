@@ -24,7 +24,10 @@ type usageCmd struct {
 	// without --config (admin 127.0.0.1:9090, no admin token).
 	Config string `help:"YAML config file of the llmguard to ask (its admin_listen and admin_token_env). Default: the embedded default, which serve runs without --config." type:"path"`
 	Tenant string `help:"Only this tenant."`
-	Period string `help:"Calendar period, from midnight in the budgets' time zone: day, week or month." enum:"day,week,month" default:"month"`
+	// Period "" lets the node pick: the longest period of the budgets
+	// that apply (a daily-only config reports today), else the month
+	// (app.UsageQuery.Period).
+	Period string `help:"Calendar period, from midnight in the budgets' time zone: day, week or month. Default: the longest period of the budgets that apply (today when they are all daily), the month when none does." enum:",day,week,month" default:"" placeholder:"day|week|month"`
 	// TimeZone overrides the budgets' zone (UsageQuery.TimeZone).
 	TimeZone  string `name:"timezone" help:"IANA time zone of the period (default: the zone of the tenant's budgets of that period, else of its other budgets, else UTC)."`
 	Format    string `help:"Output: table, json (the endpoint's JSON as it is) or csv (one header row; README, \"Reports for finance\")." enum:"table,json,csv" default:"table"`
@@ -58,7 +61,10 @@ func (u *usageCmd) Run() error {
 	if err != nil {
 		return fmt.Errorf("usage: %w", err)
 	}
-	q := url.Values{"period": {u.Period}}
+	q := url.Values{}
+	if u.Period != "" {
+		q.Set("period", u.Period)
+	}
 	if !u.AnyConfig {
 		// The node refuses (409) when it serves another config: its
 		// numbers would be another ledger's, tenants' and zones'.
@@ -168,6 +174,14 @@ func printReport(out io.Writer, r *app.UsageReport) {
 	}
 	fmt.Fprintf(out, "%s, %s %s – %s (%s), %s\n", who, r.Period.Name,
 		r.Period.Start.Format(time.RFC3339), r.Period.End.Format(time.RFC3339), cmp.Or(r.Period.TimeZone, "UTC"), source)
+	// A period the caller did not name says why it is this one and how to
+	// pick another: finance asking a daily-only config was shown a month.
+	switch r.Period.Chosen {
+	case "budgets":
+		fmt.Fprintf(out, "(the %s: the longest period of the budgets that apply; --period day, week or month picks another)\n", r.Period.Name)
+	case "default":
+		fmt.Fprintf(out, "(the %s: no budget applies; --period day, week or month picks another)\n", r.Period.Name)
+	}
 	fmt.Fprintf(out, "spend $%.6f (%d µUSD) over %d %s; burn rate $%.6f/day\n\n",
 		r.Spend.USD, r.Spend.MicroUSD, r.Requests, plural(r.Requests, "request", "requests"), r.BurnRateUSDPerDay)
 	// One tabwriter per table: columns align within a table, not across.

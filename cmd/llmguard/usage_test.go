@@ -120,6 +120,11 @@ ledger: {file: %q}
 		if err != nil || !strings.Contains(string(out), "tenant "+tc.tenant) || noted != tc.note {
 			t.Errorf("usage --tenant %s: %v, stdout %q, stderr %q; want a note: %v", tc.tenant, err, out, stderr.String(), tc.note)
 		}
+		// No --period: acme's only budget is daily, so the table is
+		// today's and says why (before: the month's).
+		if want := "tenant acme, day "; tc.tenant == "acme" && (!strings.HasPrefix(string(out), want) || !strings.Contains(string(out), "--period day, week or month picks another")) {
+			t.Errorf("usage --tenant acme without --period: %q, want it to start %q and say how to pick another period", out, want)
+		}
 	}
 	// A config the node does not serve (here: another ledger file, as
 	// another llmguard on that address would have) is refused (409, exit
@@ -220,6 +225,24 @@ func TestUsageTableSaysNoLedger(t *testing.T) {
 		printReport(&b, &app.UsageReport{Source: tc.source})
 		if out := b.String(); !strings.Contains(out, tc.want) || strings.Contains(out, "ledger none") {
 			t.Errorf("source %q: want %q in:\n%s", tc.source, tc.want, out)
+		}
+	}
+}
+
+// A period the caller did not name is said to be the budgets' (or the
+// default month) with the flag that picks another; one the caller named
+// gets no such line.
+func TestUsageTableSaysHowThePeriodWasChosen(t *testing.T) {
+	for _, tc := range []struct{ name, chosen, want string }{
+		{"day", "budgets", "(the day: the longest period of the budgets that apply; --period day, week or month picks another)"},
+		{"month", "default", "(the month: no budget applies; --period day, week or month picks another)"},
+		{"week", "query", ""},
+	} {
+		var b strings.Builder
+		printReport(&b, &app.UsageReport{Source: "file", Period: app.ReportPeriod{Name: tc.name, Chosen: tc.chosen}})
+		lines := strings.Split(b.String(), "\n")
+		if tc.want == "" && strings.Contains(b.String(), "--period") || tc.want != "" && lines[1] != tc.want {
+			t.Errorf("chosen %q: want line 2 %q in:\n%s", tc.chosen, tc.want, b.String())
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +99,67 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, health_check: 
 	waitReadiness("step 2 (Redis killed, no request)", true)
 	srv.Restart()
 	waitReadiness("step 3 (Redis back, no request)", false)
+}
+
+// An idle node logs its Redis becoming unreachable, from its health probe
+// (one WARN line for the run of failed probes, not one per probe), and
+// logs it answering again (INFO), with no request and with the breaker
+// still closed (min_calls 10000: it never opens here, so only the probe's
+// own lines can say it). Before, such a node wrote nothing until a
+// request's take failed or min_calls probes opened the breaker (some 20 s
+// at the defaults), while /readyz already said degraded.
+func TestIdleNodeLogsItsStoreGoingAndComing(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg, err := config.Parse([]byte(baseConfig(t, "http://127.0.0.1:1", fmt.Sprintf(`
+limits:
+  - {name: user-rpm, scope: user, unit: requests, rate: 1000, per: 1m, on_failure: open}
+store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, health_check: 100ms, breaker: {open_for: 200ms, min_calls: 10000}}
+`, srv.Addr()))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	const down, back = "store unreachable: a health probe failed", "store answers again after failed calls"
+	probes := func() float64 {
+		n := 0.0
+		for _, kind := range []string{"timeout", "connection", "other"} {
+			v, _ := gathered(t, a.Registry, "llmguard_store_errors_total", map[string]string{"op": "probe", "kind": kind})
+			n += v
+		}
+		return n
+	}
+	waitFor := func(step string, done func() bool) {
+		t.Helper()
+		for i := 0; !done(); i++ {
+			if i == 600 {
+				t.Fatalf("%s: not after 600 polls 50 ms apart; log:\n%s", step, logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if out := logs.String(); strings.Contains(out, down) {
+		t.Fatalf("step 1 (Redis up, no request): logged %q:\n%s", down, out)
+	}
+	srv.Kill()
+	waitFor("step 2 (Redis killed, no request): a WARN line", func() bool { return strings.Contains(logs.String(), down) })
+	// Several more failed probes (every open_for/2), still one line.
+	failed := probes()
+	waitFor("step 3 (Redis still down): 3 more failed probes", func() bool { return probes() >= failed+3 })
+	if out := logs.String(); strings.Count(out, down) != 1 || !strings.Contains(out, "level=WARN msg=\""+down) ||
+		strings.Contains(out, "store circuit breaker") || strings.Contains(out, "store take failed") {
+		t.Errorf("step 3: want one WARN %q, no breaker or take line:\n%s", down, out)
+	}
+	srv.Restart()
+	waitFor("step 4 (Redis back, no request): an INFO line", func() bool {
+		out := logs.String()
+		return strings.LastIndex(out, back) > strings.Index(out, down)
+	})
+	if r := a.stores.readiness("redis"); r["degraded"] != false {
+		t.Errorf("step 4: readiness %v, want not degraded", r)
+	}
 }

@@ -179,7 +179,10 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	reg.MustRegister(&factorCollector{desc: prometheus.NewDesc("llmguard_fallback_over_admission_factor",
 		"Worst-case ratio of what the cluster admits during a store outage to what a fail-open limit allows (per-node fallback buckets of limit / store.nodes).",
 		[]string{"limit"}, nil), live: live, nodes: c.Nodes})
-	guard := bucket.NewGuarded(r, bucket.GuardOptions{
+	// guard is read by its own OnCall (its state), which runs only once
+	// calls are made, after NewGuarded returned.
+	var guard *bucket.Guarded
+	guard = bucket.NewGuarded(r, bucket.GuardOptions{
 		Timeout: time.Duration(c.Timeout),
 		// A background batch of up to 256 reconciliations (one script per
 		// slot, each bucket written once): more time than one take.
@@ -231,6 +234,20 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 				reloadCluster()
 				if probe {
 					m.errors.WithLabelValues("probe", call.Kind.String()).Inc()
+					// An idle node learns of an outage from its probe
+					// alone: say so once per run of failures (its end is
+					// logged where a call next succeeds), while the breaker
+					// is closed (once open, its own lines tell the outage),
+					// at most once per failedTakeLogEvery with the take
+					// lines. Before, it wrote nothing until a request's take
+					// failed or min_calls probes opened the breaker (~20 s).
+					if guard.State() == bucket.BreakerClosed && !run.logged.Load() {
+						failedTakeLog.Do(func() {
+							run.logged.Store(true)
+							log.Warn("store unreachable: a health probe failed (no request needed the store meanwhile); fail-open limits will be served by this node's fallback bucket, fail-closed limits refused, until it answers",
+								"kind", call.Kind.String(), "err", call.Err, "took", call.Duration)
+						})
+					}
 					return
 				}
 				m.errors.WithLabelValues(call.Op.String(), call.Kind.String()).Inc()
@@ -253,8 +270,10 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		// Below the Redis store's 10-minute once-per-request-id window: a
 		// replay past it could apply a delta whose first reply was lost.
 		MaxHold: 9 * time.Minute,
+		// Each drop at DEBUG (an outage drops thousands); logDrops below
+		// writes the WARN lines, with counts by reason, at a bounded rate.
 		OnDrop: func(rc bucket.Reconciliation, err error) {
-			log.Error("reconciliation dropped", "request_id", rc.RequestID, "err", err)
+			log.Debug("reconciliation dropped", "request_id", rc.RequestID, "err", err)
 		},
 	})
 	m.watchAsync(reg, async)
@@ -282,8 +301,15 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	watchCharges(reg, charges)
 	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor), time.Duration(healthCheckOf(c)), lastFailed, lastCall)
 	stopCharges := chargeWhenBack(guard, charges, time.Duration(c.Breaker.OpenFor), lastFailed, log)
+	// Every drop is counted by reason (llmguard_reconcile_dropped_total,
+	// llmguard_fallback_charges_dropped_total) and logged, at most one line
+	// per dropLogEvery each.
+	stopDropLog := logDrops(log, "reconciliations dropped: their deltas never reach the store (llmguard_reconcile_dropped_total{reason})",
+		asyncDropReasons(), asyncDropped(async), dropLogEvery, dropLookEvery)
+	stopChargeDropLog := logDrops(log, "fallback charges dropped: spend the fallback admitted is not charged to the store (llmguard_fallback_charges_dropped_total{reason})",
+		chargeDropReasons(), chargeDropped(charges), dropLogEvery, dropLookEvery)
 	st := &stores{main: async, fallback: fb, guard: guard, async: async, client: client, lastFailed: lastFailed, charges: charges,
-		close: []func() error{stopProbe, stopCharges, async.Close, fb.Close, closeClient}}
+		close: []func() error{stopProbe, stopCharges, async.Close, stopDropLog, stopChargeDropLog, fb.Close, closeClient}}
 	if window := time.Duration(denyCacheOf(c)); window > 0 {
 		// Denials a Redis store has just made are answered from memory
 		// (store.deny_cache); the memory backend has no round trip to save.
@@ -428,7 +454,7 @@ func (t timed) Void(ctx context.Context, id string, items []bucket.Item) error {
 //	llmguard_breaker_state                              0 closed, 1 half-open, 2 open
 //	llmguard_fallback_over_admission_factor{limit}      worst-case factor of a fail-open limit during an outage
 //	llmguard_reconcile_queue_length                     reconciliations waiting (queued or held through an outage)
-//	llmguard_reconcile_dropped_total                    reconciliations dropped (queue full, given up)
+//	llmguard_reconcile_dropped_total{reason}            reconciliations dropped, by bucket.AsyncDrop
 //	llmguard_denials_cached_total{limit}                denials answered from memory (store.deny_cache), by denying limit
 type storeMetrics struct {
 	duration *prometheus.HistogramVec
@@ -479,10 +505,9 @@ func (m *storeMetrics) watchAsync(reg prometheus.Registerer, a *bucket.AsyncReco
 			Name: "llmguard_reconcile_queue_length",
 			Help: "Reconciliations waiting to be written to the store, held ones (store unavailable) included.",
 		}, func() float64 { return float64(a.Stats().Pending) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "llmguard_reconcile_dropped_total",
-			Help: "Reconciliations dropped: the replay queue was full, or the store refused them repeatedly.",
-		}, func() float64 { return float64(a.Stats().Dropped) }),
+		&reconcileDropCollector{read: asyncDropped(a), desc: prometheus.NewDesc("llmguard_reconcile_dropped_total",
+			"Reconciliations dropped, by reason: full (the queue or the replay hold was full), closed (at shutdown), expired (held through an outage past 9 minutes), refused (invalid), attempts (failed 5 times).",
+			[]string{"reason"}, nil)},
 	)
 }
 

@@ -60,6 +60,11 @@ type UsageReport struct {
 // ReportPeriod is the calendar period a report covers, [Start, End).
 type ReportPeriod struct {
 	Name string `json:"name"` // day, week or month
+	// Chosen says how Name was picked: "query" (the query named it),
+	// "budgets" (none was named: the longest period of the quotas that
+	// apply, UsageQuery.Period) or "default" (none was named and no quota
+	// applies: month).
+	Chosen string `json:"chosen"`
 	// Start and End are midnights in TimeZone (RFC 3339 with its offset in
 	// JSON).
 	Start time.Time `json:"start"`
@@ -144,11 +149,15 @@ func daysLeft(used, remaining int64, start, end, now time.Time) (days float64, l
 }
 
 // UsageQuery selects a usage report: whose, over which period, in which
-// time zone. Its zero value is every tenant's current month in the
-// budgets' zone.
+// time zone. Its zero value is every tenant's current period of the
+// budgets (month when there is none) in the budgets' zone.
 type UsageQuery struct {
 	Tenant string // "" = every tenant
-	Period string // "day", "week" or "month"; "" = month
+	// Period is "day", "week" or "month"; "" = the longest period of the
+	// quota limits that apply (to Tenant's principals, or to every
+	// principal), so that a config whose budgets are all daily reports
+	// today; month when no quota applies.
+	Period string
 	// TimeZone is the IANA zone whose midnights bound the period. "" = the
 	// zone of the quota limits of Period that apply (to Tenant's
 	// principals, or to every principal) when they all share one; when
@@ -178,8 +187,9 @@ const usageWait = 10 * time.Second
 const maxZoneName = 64
 
 // Usage builds the report for tenant ("" = all) over the calendar period
-// ("day", "week" or "month"; "" = month) containing now, in the budgets'
-// time zone (see UsageQuery). Errors: as UsageIn.
+// ("day", "week" or "month"; "" = the budgets', see UsageQuery.Period)
+// containing now, in the budgets' time zone (see UsageQuery). Errors: as
+// UsageIn.
 func (a *App) Usage(ctx context.Context, tenant, period string) (*UsageReport, error) {
 	return a.UsageIn(ctx, UsageQuery{Tenant: tenant, Period: period})
 }
@@ -194,11 +204,14 @@ var ErrUsageQuery = errors.New("usage query")
 // a ledger or quota store that cannot be read.
 func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	tenant := q.Tenant
-	p := map[string]policy.Period{"": policy.PeriodMonth, "day": policy.PeriodDay, "week": policy.PeriodWeek, "month": policy.PeriodMonth}[q.Period]
-	if p == 0 {
+	now := a.now()
+	p, chosen := map[string]policy.Period{"day": policy.PeriodDay, "week": policy.PeriodWeek, "month": policy.PeriodMonth}[q.Period], "query"
+	switch {
+	case q.Period == "":
+		p, chosen = a.budgetPeriod(tenant, now)
+	case p == 0:
 		return nil, fmt.Errorf("%w: period must be day, week or month", ErrUsageQuery)
 	}
-	now := a.now()
 	loc := a.budgetZone(tenant, p, now)
 	if q.TimeZone != "" {
 		var err error
@@ -210,7 +223,7 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	// The lists start empty, not nil, so that the JSON answer has [] where
 	// nothing was spent (a reader iterating them, jq's .by_tenant[], fails
 	// on null).
-	rep := &UsageReport{Tenant: tenant, Period: ReportPeriod{Name: p.String(), Start: start, End: end, TimeZone: loc.String()},
+	rep := &UsageReport{Tenant: tenant, Period: ReportPeriod{Name: p.String(), Chosen: chosen, Start: start, End: end, TimeZone: loc.String()},
 		ByTenant: []UsageRow{}, ByUser: []UsageRow{}, ByModel: []UsageRow{}}
 	sum, source, err := a.summarizeLedger(ctx, ledger.Filter{Tenant: tenant, From: start, To: end})
 	if err != nil {
@@ -280,6 +293,42 @@ func loadZone(name string) (*time.Location, error) {
 	return loc, nil
 }
 
+// appliedQuotas calls fn for each quota limit that applies to tenant's
+// principals (every principal's when tenant is ""), those of the file's
+// keys and of the key store's active keys at now alike, once per
+// principal it applies to; fn returns false to stop.
+func (a *App) appliedQuotas(tenant string, now time.Time, fn func(r *policy.Rule) bool) {
+	pol := a.policy()
+	for _, pr := range append(pol.Principals(), a.storePrincipals(pol, now)...) {
+		if tenant != "" && pr.Tenant != tenant {
+			continue
+		}
+		for i := range pol.Rules() {
+			if r := &pol.Rules()[i]; r.IsQuota() && r.MatchesPrincipal(pr) && !fn(r) {
+				return
+			}
+		}
+	}
+}
+
+// budgetPeriod is the period of a report that names none: the longest
+// period of the quotas that apply to tenant (appliedQuotas), chosen
+// "budgets", or the month, chosen "default", when none applies. A config
+// whose budgets are all daily reports today, not a month in which a daily
+// budget is one row among thirty days of spend; one with a monthly budget
+// beside daily ones reports the month, as before (each quota row still
+// shows its own period).
+func (a *App) budgetPeriod(tenant string, now time.Time) (p policy.Period, chosen string) {
+	a.appliedQuotas(tenant, now, func(r *policy.Rule) bool {
+		p = max(p, r.Period)
+		return p < policy.PeriodMonth
+	})
+	if p == 0 {
+		return policy.PeriodMonth, "default"
+	}
+	return p, "budgets"
+}
+
 // budgetZone is the zone of a report over period p: that of the quota
 // limits of period p that apply to tenant's principals (every principal's
 // when tenant is ""), those of the file's keys and of the key store's
@@ -288,26 +337,20 @@ func loadZone(name string) (*time.Location, error) {
 // report follows the monthly budgets (as `llmguard report` does), so that a
 // daily quota in another zone (UTC by default) does not move it to UTC.
 func (a *App) budgetZone(tenant string, p policy.Period, now time.Time) *time.Location {
-	pol := a.policy()
-	principals := append(pol.Principals(), a.storePrincipals(pol, now)...)
 	// zoneOf is the zone the quotas that fit samePeriod share: ok false when
 	// none fits, UTC when they disagree.
 	zoneOf := func(samePeriod bool) (zone *time.Location, ok bool) {
-		for _, pr := range principals {
-			if tenant != "" && pr.Tenant != tenant {
-				continue
+		a.appliedQuotas(tenant, now, func(r *policy.Rule) bool {
+			if r.Location == nil || (samePeriod && r.Period != p) {
+				return true
 			}
-			for i := range pol.Rules() {
-				r := &pol.Rules()[i]
-				if !r.IsQuota() || r.Location == nil || (samePeriod && r.Period != p) || !r.MatchesPrincipal(pr) {
-					continue
-				}
-				if zone != nil && zone.String() != r.Location.String() {
-					return time.UTC, true
-				}
-				zone = r.Location
+			if zone != nil && zone.String() != r.Location.String() {
+				zone = time.UTC
+				return false
 			}
-		}
+			zone = r.Location
+			return true
+		})
 		return zone, zone != nil
 	}
 	if zone, ok := zoneOf(true); ok {
@@ -481,7 +524,7 @@ func subjectOf(r *policy.Rule, pr policy.Principal) string {
 
 // usageHandler serves GET
 // /admin/usage?tenant=…&period=day|week|month&timezone=…&format=json|csv
-// (UsageQuery; CSV: WriteUsageCSV). With
+// (UsageQuery: period absent = the budgets' period; CSV: WriteUsageCSV). With
 // admin_token_env set it requires `Authorization: Bearer <token>`;
 // without, it answers loopback clients only.
 func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {

@@ -594,3 +594,54 @@ func TestUsageZoneFollowsThePeriodsBudgets(t *testing.T) {
 		}
 	}
 }
+
+// A report that names no period covers the longest period of the budgets
+// that apply (to the tenant asked for, or to every key), so that a config
+// whose budgets are all daily reports today; with no budget it covers the
+// month. Period.Chosen says which, so that `llmguard usage` can say how
+// the period was picked. Before, every such report was the month's,
+// whatever the budgets: a finance team with a daily budget saw thirty days
+// of spend beside one day's quota.
+func TestUsagePeriodFollowsTheBudgets(t *testing.T) {
+	for _, tc := range []struct {
+		name, limits     string
+		tenant           string
+		want, wantChosen string
+	}{
+		{name: "daily only", limits: `
+  - {name: acme-day, scope: tenant, unit: usd, quota: 5, period: day}`, want: "day", wantChosen: "budgets"},
+		{name: "daily only, one tenant", tenant: "acme", limits: `
+  - {name: user-day, scope: user, unit: tokens, quota: 100000, period: day}`, want: "day", wantChosen: "budgets"},
+		{name: "daily and weekly", limits: `
+  - {name: acme-day, scope: tenant, unit: usd, quota: 5, period: day}
+  - {name: acme-week, scope: tenant, unit: usd, quota: 20, period: week}`, want: "week", wantChosen: "budgets"},
+		{name: "daily and monthly", limits: `
+  - {name: acme-day, scope: tenant, unit: usd, quota: 5, period: day}
+  - {name: acme-month, scope: tenant, unit: usd, quota: 50, period: month}`, want: "month", wantChosen: "budgets"},
+		// A monthly budget of a tenant no key belongs to applies to nobody.
+		{name: "another tenant's month", limits: `
+  - {name: acme-day, scope: tenant, unit: usd, quota: 5, period: day, tenants: [acme]}
+  - {name: globex-month, scope: tenant, unit: usd, quota: 50, period: month, tenants: [globex]}`, want: "day", wantChosen: "budgets"},
+		{name: "no budget", limits: `
+  - {name: user-rpm, scope: user, unit: requests, rate: 10, per: 1m}`, want: "month", wantChosen: "default"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := startFrozen(t, "limits:"+tc.limits+"\n")
+			rep, err := h.app.Usage(context.Background(), tc.tenant, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Period.Name != tc.want || rep.Period.Chosen != tc.wantChosen {
+				t.Errorf("no period named: %s (chosen %q), want %s (chosen %q)", rep.Period.Name, rep.Period.Chosen, tc.want, tc.wantChosen)
+			}
+			if want := map[string]time.Duration{"day": 24 * time.Hour}[tc.want]; want != 0 && rep.Period.End.Sub(rep.Period.Start) != want {
+				t.Errorf("period %v – %v, want one day", rep.Period.Start, rep.Period.End)
+			}
+			// A period the query names is kept, whatever the budgets.
+			rep, err = h.app.Usage(context.Background(), tc.tenant, "month")
+			if err != nil || rep.Period.Name != "month" || rep.Period.Chosen != "query" {
+				t.Errorf("period=month: %v %+v, want the month, chosen \"query\"", err, rep.Period)
+			}
+		})
+	}
+}

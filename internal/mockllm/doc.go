@@ -6,7 +6,9 @@
 //
 // Endpoints (every answer carries usage unless x-mock-no-usage is set):
 //
-//	GET  /v1/models                  a one-model list
+//	GET  /v1/models                  a one-model list: Anthropic's shape when the caller
+//	                                 sends anthropic-version (or x-api-key and no
+//	                                 Authorization), else OpenAI's
 //	POST /v1/chat/completions        chat.completion JSON, or chunk SSE ending in [DONE]
 //	POST /v1/responses               response JSON, or typed SSE events ending in response.completed
 //	POST /v1/completions             text_completion JSON, or chunk SSE ending in [DONE]

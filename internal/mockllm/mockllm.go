@@ -119,6 +119,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	s.mu.Unlock()
 
 	rt := routeOf(string(ctx.Path()))
+	if rt.endpoint == models && rt.flavor == flavorOpenAI && speaksAnthropic(&ctx.Request.Header) {
+		// GET /v1/models is both APIs' path: the caller's headers say which
+		// it speaks, hence the key header and the list's shape.
+		rt.flavor = flavorAnthropic
+	}
 	if !s.keyOK(&ctx.Request.Header, rt.flavor) {
 		unauthorized(ctx, rt.flavor)
 		return
@@ -147,7 +152,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	switch rt.endpoint {
 	case models:
 		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"object":"list","data":[{"id":"gpt-4o-mini","object":"model","created":1721172741,"owned_by":"system"}]}`)
+		if rt.flavor == flavorAnthropic {
+			ctx.SetBodyString(anthropicModels)
+		} else {
+			ctx.SetBodyString(openAIModels)
+		}
 	case chatCompletions:
 		s.chat(ctx, rt.flavor)
 	case responsesAPI:
@@ -174,6 +183,27 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			ctx.SetBody(b)
 		}
 	}
+}
+
+// The model lists GET /v1/models answers, one model each. OpenAI's
+// (https://platform.openai.com/docs/api-reference/models/list):
+// {"object":"list","data":[{"id","object":"model","created" (Unix s),
+// "owned_by"}]}. Anthropic's
+// (https://platform.claude.com/docs/en/api/models-list): {"data":[{"type":
+// "model","id","display_name","created_at" (RFC 3339)}],"has_more",
+// "first_id","last_id"}, newest first, paged by after_id and before_id
+// (one page here).
+const (
+	openAIModels    = `{"object":"list","data":[{"id":"gpt-4o-mini","object":"model","created":1721172741,"owned_by":"system"}]}`
+	anthropicModels = `{"data":[{"type":"model","id":"claude-sonnet-4-5","display_name":"Claude Sonnet 4.5","created_at":"2025-09-29T00:00:00Z"}],"has_more":false,"first_id":"claude-sonnet-4-5","last_id":"claude-sonnet-4-5"}`
+)
+
+// speaksAnthropic reports whether a request on a path both APIs share
+// (GET /v1/models) is an Anthropic client's: it sends anthropic-version
+// (every Anthropic SDK does, and the API requires it), or its key in
+// x-api-key without an Authorization header.
+func speaksAnthropic(h *fasthttp.RequestHeader) bool {
+	return len(h.Peek("anthropic-version")) > 0 || len(h.Peek("x-api-key")) > 0 && len(h.Peek("Authorization")) == 0
 }
 
 // keyOK reports whether a request carries the key the mock requires, if

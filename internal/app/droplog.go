@@ -1,0 +1,130 @@
+package app
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmguard/llmguard/bucket"
+)
+
+// dropLogEvery is the least time between two log lines of one logDrops:
+// an outage that drops thousands of reconciliations writes one line per
+// dropLogEvery, each with the counts since the line before (before, every
+// dropped reconciliation wrote an ERROR line of its own).
+const dropLogEvery = 10 * time.Second
+
+// dropLookEvery is how often logDrops reads its counters (atomic loads):
+// a first drop is logged within about that.
+const dropLookEvery = time.Second
+
+// logDrops writes a WARN line msg whenever the counters read returns (one
+// per reason, in reasons' order) have grown since its last line, at most
+// once per every (looked at every min(look, every)), with, per reason
+// that grew, dropped_<reason>=n since the last line, and the total since
+// start. Counters read at the start are not logged. The returned func
+// stops it, after a last look (drops at shutdown are logged too).
+func logDrops(log *slog.Logger, msg string, reasons []string, read func() []uint64, every, look time.Duration) (stop func() error) {
+	last := read()
+	var logged time.Time // zero: the first growth is logged at once
+	lookNow := func(force bool) {
+		cur := read()
+		var attrs []any
+		var total uint64
+		for i, n := range cur {
+			total += n
+			if n > last[i] {
+				attrs = append(attrs, "dropped_"+reasons[i], n-last[i])
+			}
+		}
+		if len(attrs) == 0 || !force && !logged.IsZero() && time.Since(logged) < every {
+			return
+		}
+		log.Warn(msg, append(attrs, "dropped_since_start", total, "next_line_after", every)...)
+		last, logged = cur, time.Now()
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(min(look, every))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				lookNow(true)
+				return
+			case <-t.C:
+				lookNow(false)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() error {
+		once.Do(func() { close(done) })
+		wg.Wait()
+		return nil
+	}
+}
+
+// asyncDropReasons are bucket.AsyncDrops' names, in their order.
+func asyncDropReasons() []string {
+	out := make([]string, len(bucket.AsyncDrops))
+	for i, d := range bucket.AsyncDrops {
+		out[i] = d.String()
+	}
+	return out
+}
+
+// chargeDropReasons are bucket.ChargeDrops' names, in their order.
+func chargeDropReasons() []string {
+	out := make([]string, len(bucket.ChargeDrops))
+	for i, d := range bucket.ChargeDrops {
+		out[i] = d.String()
+	}
+	return out
+}
+
+// asyncDropped reads a's drops in bucket.AsyncDrops' order.
+func asyncDropped(a *bucket.AsyncReconciler) func() []uint64 {
+	return func() []uint64 {
+		s := a.Stats()
+		out := make([]uint64, len(bucket.AsyncDrops))
+		for i, d := range bucket.AsyncDrops {
+			out[i] = s.DroppedBy[d]
+		}
+		return out
+	}
+}
+
+// chargeDropped reads cb's drops in bucket.ChargeDrops' order.
+func chargeDropped(cb *bucket.ChargeBack) func() []uint64 {
+	return func() []uint64 {
+		s := cb.Stats()
+		out := make([]uint64, len(bucket.ChargeDrops))
+		for i, d := range bucket.ChargeDrops {
+			out[i] = s.Dropped[d]
+		}
+		return out
+	}
+}
+
+// reconcileDropCollector exports llmguard_reconcile_dropped_total{reason}
+// (bucket.AsyncDrop's names, each from the start), read when scraped.
+type reconcileDropCollector struct {
+	desc *prometheus.Desc
+	read func() []uint64
+}
+
+// Describe sends the family's description.
+func (c *reconcileDropCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect sends one series per reason.
+func (c *reconcileDropCollector) Collect(ch chan<- prometheus.Metric) {
+	for i, n := range c.read() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), bucket.AsyncDrops[i].String())
+	}
+}

@@ -1,0 +1,85 @@
+package app
+
+import (
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmguard/llmguard/bucket"
+)
+
+// Drops are logged at a bounded rate, each line with the counts by reason
+// since the one before: 200 drops over a run write at most 1 + run/every
+// lines (the bound measured in the same run), the counts they carry add up
+// to the 200, and drops left when it stops are logged by its last look.
+// Counts present at the start are not logged. Before, every dropped
+// reconciliation wrote an ERROR line of its own, and a fallback charge
+// dropped as expired, full or refused wrote none.
+func TestDropsLoggedAtABoundedRate(t *testing.T) {
+	var full, expired atomic.Uint64
+	full.Store(7) // before the start: not logged
+	read := func() []uint64 { return []uint64{full.Load(), 0, expired.Load()} }
+	var logs syncBuffer
+	const every = 50 * time.Millisecond
+	began := time.Now()
+	stop := logDrops(slog.New(slog.NewTextHandler(&logs, nil)), "things dropped", []string{"full", "closed", "expired"}, read, every, 5*time.Millisecond)
+	for i := range 200 {
+		if i%2 == 0 {
+			full.Add(1)
+		} else {
+			expired.Add(1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	elapsed := time.Since(began)
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if most := 1 + int(elapsed/every) + 1; len(lines) > most || len(lines) < 2 {
+		t.Errorf("%d lines in %v (every %v): want 2 to %d:\n%s", len(lines), elapsed, every, most, logs.String())
+	}
+	sum := map[string]int{}
+	for _, l := range lines {
+		if !strings.Contains(l, "level=WARN") || !strings.Contains(l, `msg="things dropped"`) || strings.Contains(l, "dropped_closed") {
+			t.Errorf("line %q: want a WARN of things dropped, no reason that did not grow", l)
+		}
+		for _, f := range strings.Fields(l) {
+			for _, r := range []string{"full", "expired"} {
+				if v, ok := strings.CutPrefix(f, "dropped_"+r+"="); ok {
+					n, _ := strconv.Atoi(v)
+					sum[r] += n
+				}
+			}
+		}
+	}
+	if sum["full"] != 100 || sum["expired"] != 100 || !strings.Contains(lines[len(lines)-1], "dropped_since_start=207") {
+		t.Errorf("logged counts %v (want 100 full, 100 expired), last line %q (want dropped_since_start=207)", sum, lines[len(lines)-1])
+	}
+}
+
+// llmguard_reconcile_dropped_total has a reason label, every reason
+// exported from the start, and counts each drop under its own.
+func TestReconcileDroppedByReason(t *testing.T) {
+	inner := bucket.NewMemory(bucket.MemoryOptions{})
+	defer inner.Close()
+	a := bucket.NewAsyncReconciler(inner, bucket.AsyncOptions{})
+	reg := prometheus.NewRegistry()
+	(&storeMetrics{}).watchAsync(reg, a)
+	a.Close()
+	if err := a.Reconcile(t.Context(), "late", []bucket.Delta{{Key: "k", Limit: bucket.Limit{Capacity: 1, Rate: 1, Per: time.Second}, Units: 1}}); err == nil {
+		t.Fatal("a reconcile after Close was accepted")
+	}
+	for _, d := range bucket.AsyncDrops {
+		want := 0.0
+		if d == bucket.AsyncDropClosed {
+			want = 1
+		}
+		if v, ok := gathered(t, reg, "llmguard_reconcile_dropped_total", map[string]string{"reason": d.String()}); !ok || v != want {
+			t.Errorf("llmguard_reconcile_dropped_total{reason=%q} = %v (exported: %v), want %v", d, v, ok, want)
+		}
+	}
+}
