@@ -639,7 +639,7 @@ func (c *bpeCounter) pieceTokensIn(m *pieceMemo, p string) int64 {
 	if longMerge(p) {
 		return c.cutMerge(m, p)
 	}
-	return c.scanMergeTokens(p)
+	return c.mergeTokens(p)
 }
 
 // mergeTokens is pieceTokens for a piece of 2 to maxPieceBytes bytes that
@@ -649,11 +649,49 @@ func (c *bpeCounter) mergeTokens(p string) int64 {
 	if longMerge(p) {
 		return c.cutMerge(nil, p)
 	}
-	return c.scanMergeTokens(p)
+	// tiktoken's own loop: the pair of the lowest rank found by a scan of
+	// the parts, merged, until no pair is a token (quadratic in the
+	// piece, but fastest for the short pieces of natural text).
+	type part struct{ start, rank int }
+	var buf [shortPiece + 1]part
+	parts := buf[:0]
+	for i := 0; i <= len(p); i++ {
+		parts = append(parts, part{i, math.MaxInt})
+	}
+	rank := func(i, skip int) int {
+		if i+skip+2 < len(parts) {
+			if r, ok := c.ranks.get(p[parts[i].start:parts[i+skip+2].start]); ok {
+				return r
+			}
+		}
+		return math.MaxInt
+	}
+	for i := 0; i < len(parts)-2; i++ {
+		if r := c.pairRank(p, i); r >= 0 {
+			parts[i].rank = r
+		}
+	}
+	for len(parts) > 1 {
+		minRank, i := math.MaxInt, -1
+		for k := 0; k < len(parts)-1; k++ {
+			if parts[k].rank < minRank {
+				minRank, i = parts[k].rank, k
+			}
+		}
+		if i < 0 {
+			break
+		}
+		parts[i].rank = rank(i, 1)
+		if i > 0 {
+			parts[i-1].rank = rank(i-1, 1)
+		}
+		parts = append(parts[:i+1], parts[i+2:]...)
+	}
+	return int64(len(parts) - 1)
 }
 
 // longMerge reports whether p is merged with the heap (heapMerge), not by
-// scanning for the lowest rank (scanMergeTokens): past shortPiece bytes, or
+// scanning for the lowest rank (mergeTokens' loop): past shortPiece bytes, or
 // shortWidePiece when it ends in a byte that is not ASCII.
 func longMerge(p string) bool {
 	return len(p) > shortPiece || len(p) > shortWidePiece && p[len(p)-1] >= utf8.RuneSelf
@@ -754,50 +792,8 @@ func (c *bpeCounter) segmentTokens(m *pieceMemo, p string, i, j int) int64 {
 	case longMerge(s):
 		return c.heapMerge(s)
 	default:
-		return c.scanMergeTokens(s)
+		return c.mergeTokens(s)
 	}
-}
-
-// scanMergeTokens is the byte-pair merge's count of p (2 to shortPiece bytes) by
-// tiktoken's own loop: the pair of the lowest rank found by a scan of the
-// parts, merged, until no pair is a token.
-func (c *bpeCounter) scanMergeTokens(p string) int64 {
-	type part struct{ start, rank int }
-	var buf [shortPiece + 1]part
-	parts := buf[:0]
-	for i := 0; i <= len(p); i++ {
-		parts = append(parts, part{i, math.MaxInt})
-	}
-	rank := func(i, skip int) int {
-		if i+skip+2 < len(parts) {
-			if r, ok := c.ranks.get(p[parts[i].start:parts[i+skip+2].start]); ok {
-				return r
-			}
-		}
-		return math.MaxInt
-	}
-	for i := 0; i < len(parts)-2; i++ {
-		if r := c.pairRank(p, i); r >= 0 {
-			parts[i].rank = r
-		}
-	}
-	for len(parts) > 1 {
-		minRank, i := math.MaxInt, -1
-		for k := 0; k < len(parts)-1; k++ {
-			if parts[k].rank < minRank {
-				minRank, i = parts[k].rank, k
-			}
-		}
-		if i < 0 {
-			break
-		}
-		parts[i].rank = rank(i, 1)
-		if i > 0 {
-			parts[i-1].rank = rank(i-1, 1)
-		}
-		parts = append(parts[:i+1], parts[i+2:]...)
-	}
-	return int64(len(parts) - 1)
 }
 
 // A merge candidate in heapMerge is one uint64: the pair's rank in the high
