@@ -28,6 +28,11 @@ type bpeCounter struct {
 	// pairBits has bit a×256+b set when the bytes a, b form a token: the
 	// pairs table in 8 KiB, for the upper bound (bound.go).
 	pairBits *[1 << 16 / 64]uint64
+	// cross is a filter of the vocabulary's four-byte strings: the bit
+	// (crossBit) of every four bytes that some token holds in a row is set
+	// (a few other bits too: it is hashed). A clear bit means no token
+	// holds them; cutMerge cuts long pieces with it. Nil: no cuts.
+	cross *[1 << crossBits / 64]uint64
 	// memos are this counter's piece memos (*memoCounter, each holding
 	// one), one per counting goroutine at a time.
 	memos sync.Pool
@@ -65,11 +70,16 @@ func newBPECounter(ranks map[string]int, o200k bool) *bpeCounter {
 	for i := range c.pairs {
 		c.pairs[i] = -1
 	}
+	c.cross = new([1 << crossBits / 64]uint64)
 	for tok, r := range ranks {
 		if len(tok) == 2 {
 			k := int(tok[0])<<8 | int(tok[1])
 			c.pairs[k] = int32(r)
 			c.pairBits[k/64] |= 1 << (k % 64)
+		}
+		for i := 0; i+4 <= len(tok); i++ {
+			b := crossBit(tok[i:])
+			c.cross[b/64] |= 1 << (b % 64)
 		}
 	}
 	for i, r := range chatRoles {
@@ -612,7 +622,11 @@ const shortWidePiece = 24
 
 // pieceTokens is the number of tokens tiktoken's byte-pair merge splits one
 // piece into (the algorithm of tiktoken-go's bytePairMerge, counting only).
-func (c *bpeCounter) pieceTokens(p string) int64 {
+func (c *bpeCounter) pieceTokens(p string) int64 { return c.pieceTokensIn(nil, p) }
+
+// pieceTokensIn is pieceTokens with the piece memo m (nil: none), which
+// counts the segments of a long piece cut by cutMerge.
+func (c *bpeCounter) pieceTokensIn(m *pieceMemo, p string) int64 {
 	if len(p) <= 1 {
 		return int64(len(p))
 	}
@@ -622,15 +636,22 @@ func (c *bpeCounter) pieceTokens(p string) int64 {
 	if _, ok := c.ranks.get(p); ok {
 		return 1
 	}
+	if longMerge(p) {
+		return c.cutMerge(m, p)
+	}
 	return c.mergeTokens(p)
 }
 
 // mergeTokens is pieceTokens for a piece of 2 to maxPieceBytes bytes that
-// is not itself a token.
+// is not itself a token: the byte-pair merge's count of p (of any p of 2
+// or more bytes, a token or not).
 func (c *bpeCounter) mergeTokens(p string) int64 {
-	if len(p) > shortPiece || len(p) > shortWidePiece && p[len(p)-1] >= utf8.RuneSelf {
-		return c.heapMerge(p)
+	if longMerge(p) {
+		return c.cutMerge(nil, p)
 	}
+	// tiktoken's own loop: the pair of the lowest rank found by a scan of
+	// the parts, merged, until no pair is a token (quadratic in the
+	// piece, but fastest for the short pieces of natural text).
 	type part struct{ start, rank int }
 	var buf [shortPiece + 1]part
 	parts := buf[:0]
@@ -667,6 +688,112 @@ func (c *bpeCounter) mergeTokens(p string) int64 {
 		parts = append(parts[:i+1], parts[i+2:]...)
 	}
 	return int64(len(parts) - 1)
+}
+
+// longMerge reports whether p is merged with the heap (heapMerge), not by
+// scanning for the lowest rank (mergeTokens' loop): past shortPiece bytes, or
+// shortWidePiece when it ends in a byte that is not ASCII.
+func longMerge(p string) bool {
+	return len(p) > shortPiece || len(p) > shortWidePiece && p[len(p)-1] >= utf8.RuneSelf
+}
+
+// crossBits is the size of bpeCounter.cross, as a power of two: 2^21 bits,
+// 256 KiB. o200k_base's tokens hold about 103,000 distinct four-byte
+// strings, so a string that no token holds finds its bit set (and a cut
+// may be missed) about once in 20.
+const crossBits = 21
+
+// crossBit is the bit of bpeCounter.cross for the first four bytes of s.
+func crossBit(s string) uint32 {
+	return uint32(uint64(loadLE32(s)) * 0x9e3779b97f4a7c15 >> (64 - crossBits))
+}
+
+// cutMerge is the byte-pair merge's count of a long piece p (longMerge),
+// the sum of those of its segments between cuts. A cut is a place x (3 ≤
+// x ≤ len(p)−3) that no token can span: the two bytes around it,
+// p[x-1:x+1], are not a token, nor are the three-byte strings p[x-2:x+1]
+// and p[x-1:x+2], and no token holds any of the three four-byte strings
+// that hold p[x-1:x+1] (p[x-3:x+1], p[x-2:x+2], p[x-1:x+3]: their bits in
+// the cross filter are clear). Each part a merge makes is a token, so no
+// part ever holds both p[x-1] and p[x]: such a part p[a:b] (a ≤ x−1,
+// b ≥ x+1) of two or three bytes would be one of those strings, and one
+// of four or more holds the four bytes from max(a, x−3), one of the
+// three. No pair of parts across x is ever merged, then, and the merges
+// on either side are those of that side alone, in the same order (the
+// lowest rank first, the leftmost of equal ranks: a rank tie across x
+// orders merges of two independent sides); the parts at the end are the
+// segments'.
+//
+// A segment of at most 16 bytes is counted through the piece memo m (nil:
+// none) as a piece is (memoTokens: 1 when it is a token, else its merge):
+// the same count, as every token of the counter's vocabulary merges whole
+// from its bytes (TestEveryTokenMergesWhole; tiktoken takes the
+// whole-token shortcut for a whole piece only). A longer segment, and any
+// without a memo, is merged from its bytes.
+//
+// A long CJK piece is most of what this cuts: o200k_base cuts the load
+// benchmark's Chinese and Japanese text about every third or fourth
+// character, into words and short phrases that recur, where the heap
+// merged the whole 130-byte piece for about 38,000 instructions. A piece
+// with no cut (a run of one letter, ASCII words joined without a space)
+// costs the check of its bytes, a table load or three each, and is merged
+// whole as before (TestCutMergeSameAsScan, FuzzCutMerge).
+func (c *bpeCounter) cutMerge(m *pieceMemo, p string) int64 {
+	x := c.nextCut(p, 3)
+	if x < 0 {
+		return c.heapMerge(p)
+	}
+	var n int64
+	start := 0
+	for ; x >= 0; x = c.nextCut(p, x+1) {
+		n += c.segmentTokens(m, p, start, x)
+		start = x
+	}
+	return n + c.segmentTokens(m, p, start, len(p))
+}
+
+// nextCut is the first cut of p (see cutMerge) at x or after; -1 when
+// there is none (or c has no cross filter).
+func (c *bpeCounter) nextCut(p string, x int) int {
+	cross, pairs, t := c.cross, c.pairs, c.ranks
+	if cross == nil {
+		return -1
+	}
+	for x = max(x, 3); x+3 <= len(p); x++ {
+		if pairs[int(p[x-1])<<8|int(p[x])] >= 0 {
+			continue
+		}
+		if b := crossBit(p[x-3:]); cross[b/64]&(1<<(b%64)) != 0 {
+			continue
+		}
+		if b := crossBit(p[x-2:]); cross[b/64]&(1<<(b%64)) != 0 {
+			continue
+		}
+		if b := crossBit(p[x-1:]); cross[b/64]&(1<<(b%64)) != 0 {
+			continue
+		}
+		if t.rankOf(p, x-2, x+1) >= 0 || t.rankOf(p, x-1, x+2) >= 0 {
+			continue
+		}
+		return x
+	}
+	return -1
+}
+
+// segmentTokens is the byte-pair merge's count of p[i:j], a segment of a
+// piece cut by cutMerge (one byte or more), through the memo m when it
+// holds at most 16 bytes (see cutMerge).
+func (c *bpeCounter) segmentTokens(m *pieceMemo, p string, i, j int) int64 {
+	switch s := p[i:j]; {
+	case len(s) == 1:
+		return 1
+	case m != nil && len(s) <= 16:
+		return c.memoTokens(m, p, i, j)
+	case longMerge(s):
+		return c.heapMerge(s)
+	default:
+		return c.mergeTokens(s)
+	}
 }
 
 // A merge candidate in heapMerge is one uint64: the pair's rank in the high

@@ -221,7 +221,7 @@ func BenchmarkChat128KB(b *testing.B) { benchmarkChat(b, 128<<10) }
 func BenchmarkPieceMemo(b *testing.B) {
 	w := testWeigher(b)
 	fast := w.encoders[EncodingO200k].(*bpeCounter)
-	plain := &bpeCounter{ranks: fast.ranks, o200k: fast.o200k, pairs: fast.pairs, pairBits: fast.pairBits, noMemo: true}
+	plain := &bpeCounter{ranks: fast.ranks, o200k: fast.o200k, pairs: fast.pairs, pairBits: fast.pairBits, cross: fast.cross, noMemo: true}
 	for _, k := range textKinds {
 		text := kindText(k.name, 16<<10)
 		b.Run(k.name, func(b *testing.B) {
@@ -262,7 +262,7 @@ func BenchmarkPieceMemo(b *testing.B) {
 func TestPieceMemoMatchesPlain(t *testing.T) {
 	w := testWeigher(t)
 	fast := w.encoders[EncodingO200k].(*bpeCounter)
-	plain := &bpeCounter{ranks: fast.ranks, o200k: fast.o200k, pairs: fast.pairs, pairBits: fast.pairBits, noMemo: true}
+	plain := &bpeCounter{ranks: fast.ranks, o200k: fast.o200k, pairs: fast.pairs, pairBits: fast.pairBits, cross: fast.cross, noMemo: true}
 	var many strings.Builder // more distinct pieces than the memo has slots
 	for i := range 3 * memoSlots {
 		fmt.Fprintf(&many, " w%xq%d", i*2654435761, i%97)
@@ -286,7 +286,7 @@ func TestPieceMemoMatchesPlain(t *testing.T) {
 func TestPieceMemoSlotsShared(t *testing.T) {
 	w := testWeigher(t)
 	fast := w.encoders[EncodingO200k].(*bpeCounter)
-	plain := &bpeCounter{ranks: fast.ranks, o200k: fast.o200k, pairs: fast.pairs, pairBits: fast.pairBits, noMemo: true}
+	plain := &bpeCounter{ranks: fast.ranks, o200k: fast.o200k, pairs: fast.pairs, pairBits: fast.pairBits, cross: fast.cross, noMemo: true}
 	slotOf := func(p string) uint64 { return midHash(pack(p[:8]), pack(p[8:]), len(p)) >> (64 - 12) }
 	bySlot := map[uint64][]string{}
 	for _, a := range "abcdefghijklmnopqrstuvwxyz" {

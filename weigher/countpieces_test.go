@@ -16,7 +16,7 @@ import (
 func plainCounters(tb testing.TB) (fast, plain []*bpeCounter) {
 	for _, c := range shortTextCounters(tb) {
 		fast = append(fast, c)
-		plain = append(plain, &bpeCounter{ranks: c.ranks, o200k: c.o200k, pairs: c.pairs, pairBits: c.pairBits, noMemo: true})
+		plain = append(plain, &bpeCounter{ranks: c.ranks, o200k: c.o200k, pairs: c.pairs, pairBits: c.pairBits, cross: c.cross, noMemo: true})
 	}
 	return fast, plain
 }

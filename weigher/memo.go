@@ -32,7 +32,7 @@ type memoSlot struct {
 func (c *bpeCounter) memoTokens(m *pieceMemo, text string, i, j int) int64 {
 	n := j - i
 	if n < 2 || n > 16 {
-		return c.pieceTokens(text[i:j])
+		return c.pieceTokensIn(m, text[i:j])
 	}
 	// pieceKey, written out: it does not inline (its cost is three times
 	// the budget), and its call cost a piece about 12 instructions.

@@ -132,7 +132,7 @@ func FuzzShortText(f *testing.F) {
 		}
 		for _, enc := range diffEncodings {
 			fast := w.encoders[enc].(*bpeCounter)
-			plain := &bpeCounter{ranks: fast.ranks, o200k: fast.o200k, pairs: fast.pairs, pairBits: fast.pairBits, noMemo: true}
+			plain := &bpeCounter{ranks: fast.ranks, o200k: fast.o200k, pairs: fast.pairs, pairBits: fast.pairBits, cross: fast.cross, noMemo: true}
 			want := reference(t, enc).count(s)
 			if got := countText(fast, s); got != want {
 				t.Errorf("%s: %q: %d tokens, tiktoken-go %d", enc, s, got, want)
