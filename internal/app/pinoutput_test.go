@@ -1,10 +1,16 @@
 package app
 
 import (
+	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/config"
 )
@@ -139,5 +145,81 @@ func TestPinnedOutputAfterCapOutput(t *testing.T) {
 	}
 	if billed := up.billed.Load(); billed > 1000 {
 		t.Errorf("the upstream billed %d tokens through a bucket of 1000", billed)
+	}
+}
+
+// output_reservation.pin changes at restart only, as the rest of its
+// section: a reload that turns it off is logged as needing a restart,
+// naming output_reservation, and requests stay pinned; a reload that
+// turns it back on warns of nothing.
+func TestReloadKeepsOutputPin(t *testing.T) {
+	const warning = "changes only at restart"
+	var sawMax atomic.Int64
+	up := startBilling16(t, func(path string, body map[string]any) (in, out int64) {
+		if _, ok := body["max_completion_tokens"].(float64); ok {
+			sawMax.Add(1)
+		}
+		return 1, 1
+	})
+	path := filepath.Join(t.TempDir(), "llmguard.yaml")
+	write := func(pin bool) {
+		t.Helper()
+		yaml := strings.Replace(reloadConfig("output_reservation: {pin: "+strconv.FormatBool(pin)+"}\n"), "http://127.0.0.1:1", up.url, 1)
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(true)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(logs, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	chat := func() string {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod(fasthttp.MethodPost)
+		ctx.Request.SetRequestURI("/v1/chat/completions")
+		ctx.Request.Header.Set("Authorization", "Bearer sk-reload")
+		ctx.Request.Header.SetContentType("application/json")
+		ctx.Request.SetBodyString(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)
+		a.Proxy.Handle(&ctx)
+		if ctx.Response.StatusCode() != fasthttp.StatusOK {
+			t.Fatalf("%d %.200s", ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+		return string(ctx.Response.Header.Peek("x-llmguard-output-pinned"))
+	}
+	steps := []struct {
+		name string
+		pin  bool
+		warn bool
+	}{
+		{name: "pin turned off", pin: false, warn: true},
+		{name: "still off", pin: false, warn: true},
+		{name: "back on", pin: true},
+	}
+	if chat() == "" {
+		t.Fatal("start: not pinned")
+	}
+	for i, s := range steps {
+		before := len(logs.String())
+		write(s.pin)
+		if err := a.Reload(path); err != nil {
+			t.Fatalf("step %d (%s): reload: %v", i, s.name, err)
+		}
+		got := logs.String()[before:]
+		if warned := strings.Contains(got, warning) && strings.Contains(got, "field=output_reservation"); warned != s.warn {
+			t.Errorf("step %d (%s): warned of output_reservation: %v, want %v:\n%s", i, s.name, warned, s.warn, got)
+		}
+		if chat() == "" {
+			t.Errorf("step %d (%s): not pinned after the reload; want the option read at start", i, s.name)
+		}
+	}
+	if n := sawMax.Load(); n != int64(len(steps)+1) {
+		t.Errorf("the upstream saw max_completion_tokens in %d of %d calls", n, len(steps)+1)
 	}
 }
