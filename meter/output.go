@@ -40,10 +40,10 @@ type Output struct {
 // outputState is what admission did to a request's output reservation.
 type outputState struct {
 	key       string // the learner's sketch key; "" when the request does not learn
-	learned   bool   // the reservation is the learned one
 	capped    int64  // the lowered maximum per completion, tokens; 0: not lowered
 	requested int64  // the maximum per completion before it was lowered, tokens
-	pinned    bool   // the reservation is to be written as the request's maximum (Options.PinOutputs)
+	learned   bool   // the reservation is the learned one
+	pinned    bool   // the reservation is to be written as the request's maximum (Options.PinOutputs); beside learned, so an Exchange is no larger
 }
 
 // OutputLearned reports whether the request's output reservation is the
