@@ -1007,9 +1007,23 @@ func (c *Config) applyDefaults() {
 // produced recently (a decaying sketch per model) instead of
 // default_max_output_tokens, clamped to [Floor, Cap] and to the model's
 // max_output_tokens. Zero fields take the defaults of package reserve.
+// Pin, learned or not, makes the reservation a hard bound. The section
+// changes only at restart.
 type OutputReservation struct {
 	// Learn turns learning on. Default false: the fixed default.
 	Learn bool `yaml:"learn"`
+	// Pin forwards a chat, Responses or Messages request that names no
+	// output maximum with its reservation per completion (the fixed
+	// default or the learned one, after any cap_output lowering; at least
+	// 16 for Responses) written as its maximum, in the flavor's own field
+	// (max_completion_tokens, max_output_tokens, max_tokens), so that the
+	// upstream cannot bill more output than was reserved; the answer
+	// carries x-llmguard-output-pinned. Not for legacy completions, nor a
+	// request whose maximum does not bound its output (a prediction,
+	// min_tokens, a reasoning budget). Default false: such a request is
+	// forwarded as sent, and an output past its reservation is charged as
+	// debt.
+	Pin bool `yaml:"pin"`
 	// Quantile is the share of recent outputs covered, in (0, 1). Zero: 0.95.
 	Quantile float64 `yaml:"quantile"`
 	// MinSamples is how many settled outputs a model needs before its

@@ -50,6 +50,16 @@ type Options struct {
 	// that named no maximum and reserves its quantile for the next such
 	// request (output_reservation.learn); nil: the fixed default stands.
 	Outputs *reserve.Learner
+	// PinOutputs writes the output reservation of a request that names no
+	// maximum into the request as its maximum (output_reservation.pin):
+	// Exchange.OutputPinned then gives the maximum per completion, the
+	// reservation after learning and any cap_output lowering, raised to
+	// the endpoint's least maximum (Output.MinMax) before the take, so
+	// that the upstream cannot write, nor bill, more output than was
+	// reserved. Only for a request whose Output is Defaulted and
+	// Cappable. False: such a request keeps no maximum, and may write past
+	// its reservation (charged as debt when it settles).
+	PinOutputs bool
 	// Waits holds requests denied by a limit that waits (on_limit: wait)
 	// until their buckets can pay (see Waits); nil: every denial is
 	// answered at once.
@@ -488,6 +498,7 @@ func (m *Meter) AdmitInto(x *Exchange, r Request) *Exchange {
 		}
 	}
 	x.learnOutput()
+	x.pinOutput()
 	if len(rules) > 0 {
 		m.takeOrWait(x, rules)
 		if x.verdict == Denied || x.verdict == TooLarge {

@@ -40,9 +40,10 @@ type Output struct {
 // outputState is what admission did to a request's output reservation.
 type outputState struct {
 	key       string // the learner's sketch key; "" when the request does not learn
-	learned   bool   // the reservation is the learned one
 	capped    int64  // the lowered maximum per completion, tokens; 0: not lowered
 	requested int64  // the maximum per completion before it was lowered, tokens
+	learned   bool   // the reservation is the learned one
+	pinned    bool   // the reservation is to be written as the request's maximum (Options.PinOutputs); beside learned, so an Exchange is no larger
 }
 
 // OutputLearned reports whether the request's output reservation is the
@@ -56,6 +57,36 @@ func (x *Exchange) OutputLearned() bool { return x.out.learned }
 // in tokens. The transport must send to upstream in the flavor's own field.
 func (x *Exchange) OutputCapped() (to, from int64, ok bool) {
 	return x.out.capped, x.out.requested, x.out.capped > 0
+}
+
+// OutputPinned reports whether the transport must write the request's
+// output reservation into it as its maximum (Options.PinOutputs: the
+// request named none, and its kind's maximum can be written): per is
+// that maximum per completion, in tokens, the reservation admission
+// took after learning and any cap_output lowering (then the same as
+// OutputCapped's to). ok is false for a request that was not admitted.
+func (x *Exchange) OutputPinned() (per int64, ok bool) {
+	if !x.out.pinned || x.verdict != Admitted {
+		return 0, false
+	}
+	return x.req.Estimate.OutputTokens / max(x.req.Output.Choices, 1), true
+}
+
+// pinOutput marks a request that names no output maximum, of a kind whose
+// maximum the transport can write, to have its reservation written as its
+// maximum (Options.PinOutputs), raising a reservation per completion below
+// the endpoint's least maximum (Responses: 16 tokens) to that least
+// maximum: the maximum written is what the buckets are charged for.
+func (x *Exchange) pinOutput() {
+	r := x.req
+	if !x.m.opt.PinOutputs || !r.Output.Defaulted || !r.Output.Cappable || !r.Weighed || r.PerImage > 0 {
+		return
+	}
+	n := max(r.Output.Choices, 1)
+	if lo := max(r.Output.MinMax, 1); r.Estimate.OutputTokens/n < lo {
+		x.req.Estimate.OutputTokens = mulSat(lo, n)
+	}
+	x.out.pinned = true
 }
 
 // learnOutput replaces a defaulted output reservation by the learned one

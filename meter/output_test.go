@@ -182,3 +182,92 @@ func TestLearnedReservationTimeline(t *testing.T) {
 		t.Fatalf("4 choices under a ceiling of 200: reserved %d, want 800", x.Rules()[0].Reserved)
 	}
 }
+
+// Pinned outputs (Options.PinOutputs), step by step: a request naming no
+// maximum of a kind whose maximum can be written is pinned at its
+// reservation per completion, the learned one once the model has
+// samples; one below the endpoint's least maximum is raised to it before
+// the take, so the buckets are charged what is written; a request that
+// named its maximum, or whose kind cannot be rewritten, or a meter
+// without the option, pins nothing.
+func TestPinnedOutputTimeline(t *testing.T) {
+	tl := newTimeline(t, `  - {name: tpm, scope: user, unit: tokens, rate: 100000000, per: 1m}
+`)
+	l, err := reserve.New(reserve.Options{MinSamples: 5, Floor: 10, Cap: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl.meter, err = New(Options{Store: tl.store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: tl.clock.Now,
+		Outputs: l, PinOutputs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinnable := Output{Defaulted: true, Cappable: true, Choices: 1, MinMax: 1}
+	for i := range 5 {
+		x := tl.admitOut(10, 4096, pinnable)
+		if per, ok := x.OutputPinned(); !ok || per != 4096 || x.Rules()[0].Reserved != 4106 {
+			t.Fatalf("step 1.%d (the default): pinned=%v at %d, reserved %d; want pinned at 4096, reserved 4106", i, ok, per, x.Rules()[0].Reserved)
+		}
+		// A pinned output teaches the learner as any other.
+		x.Settle(Settlement{Source: spec.SourceReported, Usage: spec.Usage{InputTokens: 10, OutputTokens: 300}, Status: 200})
+	}
+	x := tl.admitOut(10, 4096, pinnable)
+	per, ok := x.OutputPinned()
+	if !ok || !x.OutputLearned() || per < 300 || per > 313 || x.Rules()[0].Reserved != 10+per {
+		t.Fatalf("step 2 (learned): pinned=%v at %d learned=%v reserved %d; want pinned at the learned ≈ 300, reserved 10 + it", ok, per, x.OutputLearned(), x.Rules()[0].Reserved)
+	}
+	x.Settle(Settlement{Source: spec.SourceRefund, Status: 500})
+	// Two choices: the maximum is per completion.
+	x = tl.admitOut(0, 2*4096, Output{Defaulted: true, Cappable: true, Choices: 2, MinMax: 1, Ceiling: 200})
+	if per, ok := x.OutputPinned(); !ok || per != 200 || x.Rules()[0].Reserved != 400 {
+		t.Fatalf("step 3 (2 choices, ceiling 200): pinned=%v at %d reserved %d; want 200 a choice, 400 reserved", ok, per, x.Rules()[0].Reserved)
+	}
+	x.Settle(Settlement{Source: spec.SourceRefund, Status: 500})
+	// A reservation below the endpoint's least maximum (Responses: 16;
+	// here a model's maximum of 5 clamps the learned one) is raised to
+	// it, and taken so.
+	x = tl.admitOut(0, 5, Output{Defaulted: true, Cappable: true, Choices: 1, MinMax: 16, Ceiling: 5})
+	if per, ok := x.OutputPinned(); !ok || per != 16 || x.Rules()[0].Reserved != 16 {
+		t.Fatalf("step 4 (below MinMax): pinned=%v at %d reserved %d; want 16 and 16", ok, per, x.Rules()[0].Reserved)
+	}
+	x.Settle(Settlement{Source: spec.SourceRefund, Status: 500})
+	for _, o := range []struct {
+		step string
+		out  Output
+	}{
+		{"step 5 (named its maximum)", Output{Cappable: true, Choices: 1, MinMax: 1}},
+		{"step 6 (cannot be rewritten: legacy completions, a prediction, min_tokens)", Output{Defaulted: true, Choices: 1, MinMax: 1}},
+	} {
+		x := tl.admitOut(10, 4096, o.out)
+		if _, ok := x.OutputPinned(); ok || x.Verdict() != Admitted {
+			t.Fatalf("%s: %v pinned=%v; want admitted, not pinned", o.step, x.Verdict(), ok)
+		}
+		x.Settle(Settlement{Source: spec.SourceRefund, Status: 500})
+	}
+	// Without the option, nothing is pinned.
+	tl.meter, err = New(Options{Store: tl.store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: tl.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := tl.admitOut(10, 4096, pinnable); x.Verdict() != Admitted {
+		t.Fatalf("step 7: %v", x.Verdict())
+	} else if _, ok := x.OutputPinned(); ok {
+		t.Fatal("step 7 (option off): pinned")
+	}
+}
+
+// A pinned request that its limit denies pins nothing: OutputPinned is
+// for a request that is forwarded.
+func TestPinnedOutputDeniedPinsNothing(t *testing.T) {
+	tl := newTimeline(t, `  - {name: tpm, scope: user, unit: tokens, rate: 1000, per: 1m}
+`)
+	var err error
+	tl.meter, err = New(Options{Store: tl.store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: tl.clock.Now, PinOutputs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := tl.admitOut(10, 4096, Output{Defaulted: true, Cappable: true, Choices: 1, MinMax: 1})
+	if _, ok := x.OutputPinned(); x.Verdict() == Admitted || ok {
+		t.Fatalf("%v pinned=%v; want denied, not pinned", x.Verdict(), ok)
+	}
+}

@@ -49,34 +49,45 @@ func outputOf(k weigher.Kind, est weigher.Estimate) meter.Output {
 }
 
 // capBody returns the body to forward for a request whose output maximum
-// admission lowered (cap_output); body itself otherwise. The new maximum
-// replaces the value of every output field the weigher found in the body
-// (their offsets, from the one strict parse that refused keys named twice
-// or in another case, so no other member can be the one an upstream
-// reads), or is added as the flavor's own field when the body named none.
+// admission lowered (cap_output) or pinned (output_reservation.pin: the
+// request named none, and its reservation is written as its maximum);
+// body itself otherwise. The new maximum replaces the value of every
+// output field the weigher found in the body (their offsets, from the one
+// strict parse that refused keys named twice or in another case, so no
+// other member can be the one an upstream reads: a pinned request's are
+// a null, 0 or other value that named no maximum), or is added as the
+// flavor's own field when the body named none.
 func (p *Proxy) capBody(_ *fasthttp.RequestCtx, x *exchange, body []byte) []byte {
 	if x.m == nil {
 		return body
 	}
 	to, _, ok := x.m.OutputCapped()
 	if !ok {
-		return body
+		if to, ok = x.m.OutputPinned(); !ok {
+			return body
+		}
 	}
 	return rewriteOutputMax(body, x.est.OutputFields, outputField(x.kind), to)
 }
 
 // setCappedHeader says, in x-llmguard-output-capped ("<new maximum>;
 // requested=<old>", tokens per completion), that admission lowered the
-// request's output maximum; nothing otherwise.
+// request's output maximum, and, in x-llmguard-output-pinned ("<maximum>",
+// tokens per completion), that the request named no maximum and was
+// forwarded with its reservation as one (output_reservation.pin; both when
+// cap_output lowered a pinned reservation); nothing otherwise.
 func setCappedHeader(h *fasthttp.ResponseHeader, x *exchange) {
 	if x.m == nil {
 		return
+	}
+	var b [48]byte
+	if to, ok := x.m.OutputPinned(); ok {
+		h.SetBytesV("x-llmguard-output-pinned", strconv.AppendInt(b[:0], to, 10))
 	}
 	to, from, ok := x.m.OutputCapped()
 	if !ok {
 		return
 	}
-	var b [48]byte
 	v := strconv.AppendInt(b[:0], to, 10)
 	v = append(v, "; requested="...)
 	v = strconv.AppendInt(v, from, 10)

@@ -113,6 +113,11 @@ type Options struct {
 	// Outputs learns output reservations (output_reservation.learn); nil:
 	// the fixed default.
 	Outputs *reserve.Learner
+	// PinOutputs forwards a chat, Responses or Messages request that names
+	// no output maximum with its output reservation written as its maximum
+	// (output_reservation.pin; meter.Options.PinOutputs), and says so in
+	// x-llmguard-output-pinned. False: such a request is forwarded as sent.
+	PinOutputs bool
 	// Metrics receives counters; nil: none.
 	Metrics *meter.Metrics
 	// Ledger receives one record per forwarded request, upstream errors
@@ -279,7 +284,7 @@ func New(opt Options) (*Proxy, error) {
 		opt.Now = time.Now
 	}
 	m, err := meter.New(meter.Options{Store: opt.Store, Fallback: opt.Fallback, Charges: opt.Charges, Ledger: opt.Ledger, Metrics: opt.Metrics,
-		Logger: opt.Logger, Now: opt.Now, Inject: opt.inject, Outputs: opt.Outputs, Waits: opt.Waits, Alerts: opt.Alerts,
+		Logger: opt.Logger, Now: opt.Now, Inject: opt.inject, Outputs: opt.Outputs, PinOutputs: opt.PinOutputs, Waits: opt.Waits, Alerts: opt.Alerts,
 		Records: opt.AccessLog != nil || opt.Tracing != nil})
 	if err != nil {
 		return nil, err

@@ -267,6 +267,7 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		MaxResponseBytes: int(cfg.MaxResponseBytes),
 		ResponseBudget:   cfg.MaxInflightResponseBytes,
 		Outputs:          outputs,
+		PinOutputs:       cfg.OutputReservation.Pin,
 		Metrics:          metrics,
 		Logger:           log,
 		Now:              now,
