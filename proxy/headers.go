@@ -423,7 +423,9 @@ type denial struct {
 // its period. The body names the limit, the amount requested and the
 // wait, in the caller's flavor; for a request too large whose estimate
 // reserved hidden context, it says so and names the setting that bounds
-// that reservation; for a denial by this node's fallback share while the
+// that reservation; for a request that names no output maximum
+// (d.outputDefaulted), that the model's default output was reserved and
+// which field bounds it; for a denial by this node's fallback share while the
 // store is unavailable (d.fallback), it says so.
 func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ietfItems, deny int, d denial) apiError {
 	retry := d.retry
@@ -451,7 +453,7 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 		case d.hiddenModel == "" && d.outputField == "":
 			e.message += "reduce the request's input."
 		case d.hiddenModel == "" && d.outputDefaulted && countsOutput(a.Rule.Unit):
-			e.message += "reduce the request: " + defaultedOutput(d.outputField) + "; set " + d.outputField + " to the output you need, or shorten the prompt."
+			e.message += "reduce the request: this request " + defaultedOutput(d.outputField) + "; set " + d.outputField + " to the output you need, or shorten the prompt."
 		case d.hiddenModel == "":
 			// The caller's own field (trial3: a Responses caller was told
 			// to lower max_tokens, which that API does not take).
@@ -491,7 +493,7 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 		setRetryAfter(&ctx.Response.Header, retry)
 	}
 	if d.outputDefaulted && !d.tooLarge && !a.Limit.Concurrent && d.hiddenModel == "" && d.outputField != "" && countsOutput(a.Rule.Unit) {
-		e.message += " T" + defaultedOutput(d.outputField)[1:] + "; set " + d.outputField + " to the output you need to reserve less."
+		e.message += " This request " + defaultedOutput(d.outputField) + "; set " + d.outputField + " to the output you need to reserve less."
 	}
 	if d.fallback {
 		// The figures above are the configured limit's; what denied is
@@ -504,13 +506,14 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 	return e
 }
 
-// defaultedOutput says, for a request that names no output maximum (its
+// defaultedOutput says ("sets no …, so …", after "this request"), for a
+// request that names no output maximum (its
 // API's field is field, weigher.Kind.OutputField), what was reserved in
 // its place: the model's output reservation, the config's
 // default_max_output_tokens (or, with output_reservation.learn, the
 // learned one), not a limit of the upstream's.
 func defaultedOutput(field string) string {
-	return "this request sets no " + field + ", so llmguard reserved the model's default output for it (default_max_output_tokens in its config, or a learned reservation)"
+	return "sets no " + field + ", so llmguard reserved the model's default output for it (default_max_output_tokens in its config, or a learned reservation)"
 }
 
 // countsOutput reports whether a rule of unit u counts a request's output
