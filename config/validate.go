@@ -512,14 +512,23 @@ func checkAddr(p *problems, field, addr string) {
 // hosts that overlap (the same host, or either a wildcard: "", 0.0.0.0 or
 // ::): the second listener could never open, and serve would stop at start
 // with "address already in use", which reads as another process holding the
-// port. Port 0 (the system picks one) never clashes; addresses that do not
-// parse are checkAddr's to report.
+// port. localhost is 127.0.0.1, the address Go's net.Listen binds for it
+// (its first IPv4 address; trial7: localhost:8080 beside 127.0.0.1:8080
+// validated OK and stopped serve so). Port 0 (the system picks one) never
+// clashes; addresses that do not parse are checkAddr's to report.
 func checkListeners(p *problems, listen, admin string) {
 	lh, lp, err1 := net.SplitHostPort(listen)
 	ah, ap, err2 := net.SplitHostPort(admin)
 	if err1 != nil || err2 != nil || lp != ap || lp == "0" {
 		return
 	}
+	loopback := func(h string) string {
+		if strings.EqualFold(h, "localhost") {
+			return "127.0.0.1"
+		}
+		return h
+	}
+	lh, ah = loopback(lh), loopback(ah)
 	wild := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
 	if strings.EqualFold(lh, ah) || wild(lh) || wild(ah) {
 		p.add("admin_listen", "%s overlaps listen (%s): the proxy and the admin listener need ports of their own (the default admin port is 9090)", admin, listen)

@@ -136,6 +136,19 @@ func authenticate[S ~string | ~[]byte](p *Policy, credential S, sum [32]byte, sr
 	return Principal{KeyID: id, User: id, Tenant: p.ptTenant, Plan: p.ptPlan, PassThrough: true}, KeyAccepted
 }
 
+// PassThroughPrincipal returns, with identity.pass_through on, the
+// principal every pass-through caller shares: identity.tenant and
+// identity.plan, PassThrough set, KeyID and User empty (each caller's are
+// its credential's hash, which no config names). ok is false when
+// pass-through is off. Its use: the tenant and global rules that hold
+// pass-through callers, for a report that lists budgets by principal.
+func (p *Policy) PassThroughPrincipal() (pr Principal, ok bool) {
+	if !p.passThrough {
+		return Principal{}, false
+	}
+	return Principal{Tenant: p.ptTenant, Plan: p.ptPlan, PassThrough: true}, true
+}
+
 // HasFileKey reports whether the config file lists the key whose SHA-256
 // is sum (such a key shadows a stored key of the same hash).
 func (p *Policy) HasFileKey(sum [32]byte) bool {

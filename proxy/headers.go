@@ -400,6 +400,13 @@ type denial struct {
 	// (weigher.Kind.OutputField), for a request too large; "" when the
 	// request has none.
 	outputField string
+	// outputDefaulted: the request names no output maximum, so its cost
+	// holds the model's output reservation (weigher.Estimate.OutputDefaulted:
+	// default_max_output_tokens or a learned one), which the caller did not
+	// write and may not know of (trial7: a legacy completions caller read
+	// "requested 514 tokens" for a 2-token prompt, told to lower a
+	// max_tokens it never sent).
+	outputDefaulted bool
 	// hiddenModel, when not "", is the model (as priced) whose largest
 	// input the estimate reserved for context the body does not hold
 	// (weigher.Estimate.ServerContext, x-llmguard-estimate: partial).
@@ -416,7 +423,9 @@ type denial struct {
 // its period. The body names the limit, the amount requested and the
 // wait, in the caller's flavor; for a request too large whose estimate
 // reserved hidden context, it says so and names the setting that bounds
-// that reservation; for a denial by this node's fallback share while the
+// that reservation; for a request that names no output maximum
+// (d.outputDefaulted), that the model's default output was reserved and
+// which field bounds it; for a denial by this node's fallback share while the
 // store is unavailable (d.fallback), it says so.
 func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ietfItems, deny int, d denial) apiError {
 	retry := d.retry
@@ -443,6 +452,8 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 		switch {
 		case d.hiddenModel == "" && d.outputField == "":
 			e.message += "reduce the request's input."
+		case d.hiddenModel == "" && d.outputDefaulted && countsOutput(a.Rule.Unit):
+			e.message += "reduce the request: this request " + defaultedOutput(d.outputField) + "; set " + d.outputField + " to the output you need, or shorten the prompt."
 		case d.hiddenModel == "":
 			// The caller's own field (trial3: a Responses caller was told
 			// to lower max_tokens, which that API does not take).
@@ -481,6 +492,9 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 			a.Rule.Name, a.Rule.Scope, unit, amount(a.Limit.Rate), a.Limit.Per, amount(max(a.Status.Remaining, 0)), amount(a.Reserved), goDuration(retry))
 		setRetryAfter(&ctx.Response.Header, retry)
 	}
+	if d.outputDefaulted && !d.tooLarge && !a.Limit.Concurrent && d.hiddenModel == "" && d.outputField != "" && countsOutput(a.Rule.Unit) {
+		e.message += " This request " + defaultedOutput(d.outputField) + "; set " + d.outputField + " to the output you need to reserve less."
+	}
 	if d.fallback {
 		// The figures above are the configured limit's; what denied is
 		// this node's share of it (trial3: "limit 1000, remaining 7"
@@ -490,6 +504,23 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 	ctx.Response.Header.Set("x-llmguard-limit", a.Rule.Name)
 	setLimitHeaders(&ctx.Response.Header, f, rules, items)
 	return e
+}
+
+// defaultedOutput says ("sets no …, so …", after "this request"), for a
+// request that names no output maximum (its
+// API's field is field, weigher.Kind.OutputField), what was reserved in
+// its place: the model's output reservation, the config's
+// default_max_output_tokens (or, with output_reservation.learn, the
+// learned one), not a limit of the upstream's.
+func defaultedOutput(field string) string {
+	return "sets no " + field + ", so llmguard reserved the model's default output for it (default_max_output_tokens in its config, or a learned reservation)"
+}
+
+// countsOutput reports whether a rule of unit u counts a request's output
+// (tokens, output_tokens, usd), so that an output reservation is part of
+// what it was asked for.
+func countsOutput(u policy.Unit) bool {
+	return u == policy.UnitTokens || u == policy.UnitOutputTokens || u == policy.UnitUSD
 }
 
 // setRetryAfter sets Retry-After (whole seconds, rounded up, at least 1)

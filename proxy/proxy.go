@@ -1136,7 +1136,7 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 		return nil
 	case meter.Denied, meter.TooLarge:
 		i := x.m.DeniedBy()
-		d := denial{tooLarge: x.m.Verdict() == meter.TooLarge, retry: x.m.RetryAfter(), outputField: x.kind.OutputField(), fallback: x.m.FromFallback()}
+		d := denial{tooLarge: x.m.Verdict() == meter.TooLarge, retry: x.m.RetryAfter(), outputField: x.kind.OutputField(), outputDefaulted: x.est.OutputDefaulted, fallback: x.m.FromFallback()}
 		if x.est.ServerContext {
 			d.hiddenModel = x.est.Model
 		}

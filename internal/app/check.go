@@ -73,7 +73,9 @@ type Lookup func(name string) (string, bool)
 //   - a lease on a limit of a memory store, which has no effect;
 //   - an openai or anthropic upstream without a path_prefix whose
 //     base_url ends in /v1, to which callers' /v1 paths would be appended
-//     (checkBaseURLs).
+//     (checkBaseURLs);
+//   - an access_log output other than stderr without enabled: true, so
+//     that nothing is written there (checkAccessLogOutput).
 //
 // pol and w are the config's compiled policy and weigher.
 func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Lookup) []Finding {
@@ -94,9 +96,15 @@ func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Looku
 
 // checkAccessLogOutput refuses an access log file that `serve` could not
 // open: its directory missing or not a directory, or the path an existing
-// directory, FIFO or device rather than a regular file.
+// directory, FIFO or device rather than a regular file. An output other
+// than the default stderr written without enabled: true is a warning: the
+// log is off (its default), so nothing is written there (trial7: an
+// access_log section of only output validated OK and logged nothing).
 func checkAccessLogOutput(cfg *config.Config) []Finding {
 	al := cfg.AccessLog
+	if !al.Enabled && al.Output != "" && al.Output != "stderr" {
+		return []Finding{{Field: "access_log", Message: fmt.Sprintf("output is %s but enabled is not true, so no access log is written: add enabled: true", al.Output)}}
+	}
 	if !al.Enabled || al.Output == "" || al.Output == "stderr" || al.Output == "stdout" {
 		return nil
 	}

@@ -362,3 +362,40 @@ func TestValidateAccessLogOutput(t *testing.T) {
 		}
 	}
 }
+
+// An access_log section that names an output but not enabled: true logs
+// nothing (the log is off by default): `validate` warns of it, not of the
+// section left at its default (trial7).
+func TestValidateAccessLogOutputWithoutEnabled(t *testing.T) {
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	path := filepath.Join(t.TempDir(), "access.log")
+	for tail, want := range map[string]bool{
+		fmt.Sprintf("access_log: {output: %q}\n", path):                true,
+		"access_log: {output: stdout}\n":                               true,
+		fmt.Sprintf("access_log: {enabled: true, output: %q}\n", path): false,
+		"access_log: {format: text}\n":                                 false,
+		"":                                                             false,
+	} {
+		cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, tail)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		findings, err := CheckConfig(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := false
+		for _, f := range findings {
+			if f.Field == "access_log" && !f.Fatal && strings.Contains(f.Message, "add enabled: true") {
+				warned = true
+			}
+		}
+		if warned != want {
+			t.Errorf("%q: findings %v, want a warning to enable the log: %v", tail, findings, want)
+		}
+	}
+}

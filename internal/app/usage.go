@@ -267,7 +267,7 @@ func (a *App) emptyTenantNote(rep *UsageReport, now time.Time) string {
 		return ""
 	}
 	pol := a.policy()
-	known := slices.ContainsFunc(append(pol.Principals(), a.storePrincipals(pol, now)...), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant })
+	known := slices.ContainsFunc(a.quotaPrincipals(pol, now), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant })
 	switch {
 	case !known:
 		return fmt.Sprintf("no keys or records for tenant %q in this period: check its spelling (without tenant= the report lists every tenant with spend)", rep.Tenant)
@@ -295,11 +295,12 @@ func loadZone(name string) (*time.Location, error) {
 
 // appliedQuotas calls fn for each quota limit that applies to tenant's
 // principals (every principal's when tenant is ""), those of the file's
-// keys and of the key store's active keys at now alike, once per
-// principal it applies to; fn returns false to stop.
+// keys, of the key store's active keys at now and of pass-through callers
+// alike (quotaPrincipals), once per principal it applies to; fn returns
+// false to stop.
 func (a *App) appliedQuotas(tenant string, now time.Time, fn func(r *policy.Rule) bool) {
 	pol := a.policy()
-	for _, pr := range append(pol.Principals(), a.storePrincipals(pol, now)...) {
+	for _, pr := range a.quotaPrincipals(pol, now) {
 		if tenant != "" && pr.Tenant != tenant {
 			continue
 		}
@@ -309,6 +310,30 @@ func (a *App) appliedQuotas(tenant string, now time.Time, fn func(r *policy.Rule
 			}
 		}
 	}
+}
+
+// quotaPrincipals are the principals whose quotas a usage report reads:
+// the config file's keys, the key store's keys active at now and, with
+// identity.pass_through on, the principal pass-through callers share
+// (policy.Policy.PassThroughPrincipal; trial7: a pass-through config's
+// daily budget was reported as "no budget applies", over the month).
+func (a *App) quotaPrincipals(pol *policy.Policy, now time.Time) []policy.Principal {
+	out := append(pol.Principals(), a.storePrincipals(pol, now)...)
+	if pr, ok := pol.PassThroughPrincipal(); ok {
+		out = append(out, pr)
+	}
+	return out
+}
+
+// appliesTo reports whether quota rule r has a bucket of principal pr to
+// read: r matches pr and, for the pass-through principal (which has no
+// user or key of its own), r is a tenant or global rule, whose bucket is
+// the same for every pass-through caller.
+func appliesTo(r *policy.Rule, pr policy.Principal) bool {
+	if pr.PassThrough && pr.User == "" && (r.Scope == policy.ScopeUser || r.Scope == policy.ScopeKey) {
+		return false
+	}
+	return r.MatchesPrincipal(pr)
 }
 
 // budgetPeriod is the period of a report that names none: the longest
@@ -426,13 +451,13 @@ func (a *App) quotas(ctx context.Context, tenant string, now time.Time) ([]Quota
 	pol := a.policy()
 	var out []QuotaState
 	seen := map[string]bool{}
-	for _, pr := range append(pol.Principals(), a.storePrincipals(pol, now)...) {
+	for _, pr := range a.quotaPrincipals(pol, now) {
 		if tenant != "" && pr.Tenant != tenant {
 			continue
 		}
 		for i := range pol.Rules() {
 			r := &pol.Rules()[i]
-			if !r.IsQuota() || !r.MatchesPrincipal(pr) {
+			if !r.IsQuota() || !appliesTo(r, pr) {
 				continue
 			}
 			for _, model := range quotaModels(pol, r) {

@@ -607,6 +607,9 @@ func TestUsagePeriodFollowsTheBudgets(t *testing.T) {
 		name, limits     string
 		tenant           string
 		want, wantChosen string
+		// identity is a config identity: section; wantQuota, when not "",
+		// a quota row ("<limit> <scope> <subject>") the report lists.
+		identity, wantQuota string
 	}{
 		{name: "daily only", limits: `
   - {name: acme-day, scope: tenant, unit: usd, quota: 5, period: day}`, want: "day", wantChosen: "budgets"},
@@ -624,9 +627,16 @@ func TestUsagePeriodFollowsTheBudgets(t *testing.T) {
   - {name: globex-month, scope: tenant, unit: usd, quota: 50, period: month, tenants: [globex]}`, want: "day", wantChosen: "budgets"},
 		{name: "no budget", limits: `
   - {name: user-rpm, scope: user, unit: requests, rate: 10, per: 1m}`, want: "month", wantChosen: "default"},
+		// Pass-through callers have no key in the config: their budgets
+		// apply to the principal they share (trial7: "no budget applies",
+		// the month, beside a daily budget of theirs).
+		{name: "pass-through callers' day", identity: "identity: {pass_through: true, tenant: pt}\n", limits: `
+  - {name: pt-day, scope: tenant, unit: usd, quota: 5, period: day, tenants: [pt]}`, want: "day", wantChosen: "budgets", wantQuota: "pt-day tenant pt"},
+		{name: "pass-through callers' day, one tenant", identity: "identity: {pass_through: true, tenant: pt}\n", tenant: "pt", limits: `
+  - {name: pt-user-day, scope: user, unit: tokens, quota: 100000, period: day, tenants: [pt]}`, want: "day", wantChosen: "budgets"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := startFrozen(t, "limits:"+tc.limits+"\n")
+			h := startFrozen(t, tc.identity+"limits:"+tc.limits+"\n")
 			rep, err := h.app.Usage(context.Background(), tc.tenant, "")
 			if err != nil {
 				t.Fatal(err)
@@ -636,6 +646,9 @@ func TestUsagePeriodFollowsTheBudgets(t *testing.T) {
 			}
 			if want := map[string]time.Duration{"day": 24 * time.Hour}[tc.want]; want != 0 && rep.Period.End.Sub(rep.Period.Start) != want {
 				t.Errorf("period %v – %v, want one day", rep.Period.Start, rep.Period.End)
+			}
+			if tc.wantQuota != "" && !slices.ContainsFunc(rep.Quotas, func(q QuotaState) bool { return q.Limit+" "+q.Scope+" "+q.Subject == tc.wantQuota }) {
+				t.Errorf("quota rows %+v, want %s", rep.Quotas, tc.wantQuota)
 			}
 			// A period the query names is kept, whatever the budgets.
 			rep, err = h.app.Usage(context.Background(), tc.tenant, "month")
