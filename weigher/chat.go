@@ -212,7 +212,10 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			// prompt it bills.
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
 		case extraBodyField, "google":
+			// Gemini's context cache (hidden context) and thinking
+			// budget (output beside the maximum: outputFloor).
 			est.ServerContext = est.ServerContext || geminiCachedContent(k, v)
+			floor.read(k, v)
 		case "chat_template":
 			// vLLM renders the prompt with a Jinja template the request
 			// may carry: its loops and filters make any amount of input

@@ -73,3 +73,32 @@ func geminiCachedContent(key string, v gjson.Result) bool {
 	c := gjson.Get(v.Raw, path)
 	return c.Exists() && c.Type != gjson.Null
 }
+
+// geminiThinkingBudget is the thinking budget, in tokens, that the
+// top-level member key of value v asks of Gemini's OpenAI-compatible
+// endpoint: "extra_body": {"google": {"thinking_config":
+// {"thinking_budget": N}}}, or the same "google" object at the top level
+// (https://ai.google.dev/gemini-api/docs/openai, "Thinking"). Its
+// lowerCamelCase spellings (thinkingConfig, thinkingBudget), which a
+// protobuf JSON reader takes as the same fields, are read too, and the
+// largest named is returned. A count as tokenCount reads it; 0 for none,
+// for 0 (thinking off) and for -1 (dynamic thinking, which names no
+// budget: the maximum bounds it as it bounds a body with none).
+func geminiThinkingBudget(key string, v gjson.Result) int64 {
+	var prefix string
+	switch key {
+	case extraBodyField:
+		prefix = "google."
+	case "google":
+	default:
+		return 0
+	}
+	var n int64
+	for _, c := range [...]string{"thinking_config", "thinkingConfig"} {
+		for _, b := range [...]string{"thinking_budget", "thinkingBudget"} {
+			t, _ := tokenCount(gjson.Get(v.Raw, prefix+c+"."+b))
+			n = max(n, t)
+		}
+	}
+	return n
+}

@@ -68,3 +68,37 @@ func TestAzureDataSourcesCamelCase(t *testing.T) {
 		t.Errorf("dataSources: ServerContext false, input %d", e.InputTokens)
 	}
 }
+
+// TestGeminiThinkingBudgetIsReserved: a Gemini thinking budget
+// (extra_body.google.thinking_config.thinking_budget, a top-level
+// "google" object, either in lowerCamelCase) is output beside the
+// maximum, as OpenRouter's reasoning.max_tokens is: reserved per
+// completion, and the reservation no longer learnable; 0 (off), -1
+// (dynamic) and a budget that is not a count reserve nothing more.
+func TestGeminiThinkingBudgetIsReserved(t *testing.T) {
+	w := testWeigher(t)
+	const head = `{"model":"my-model","messages":[{"role":"user","content":"hi"}],`
+	for _, tc := range []struct {
+		body  string
+		want  int64
+		fixed bool
+	}{
+		{head + `"max_tokens":100,"extra_body":{"google":{"thinking_config":{"thinking_budget":5000,"include_thoughts":true}}}}`, 5100, true},
+		{head + `"max_tokens":100,"n":2,"extra_body":{"google":{"thinking_config":{"thinking_budget":"5000"}}}}`, 10200, true},
+		{head + `"extra_body":{"google":{"thinking_config":{"thinking_budget":5000}}}}`, 6000, true}, // the default 1,000 + 5,000
+		{head + `"max_tokens":100,"google":{"thinkingConfig":{"thinkingBudget":5000}}}`, 5100, true},
+		{head + `"max_tokens":100,"google":{"thinking_config":{"thinking_budget":3000}},"reasoning":{"max_tokens":5000}}`, 5100, true},
+		{head + `"max_tokens":100,"extra_body":{"google":{"thinking_config":{"thinking_budget":0}}}}`, 100, true},
+		{head + `"max_tokens":100,"extra_body":{"google":{"thinking_config":{"thinking_budget":-1}}}}`, 100, true},
+		{head + `"max_tokens":100,"extra_body":{"google":{"thinking_config":{"thinking_budget":"lots"}}}}`, 100, true},
+		{head + `"extra_body":{"google":null}}`, 1000, false},
+	} {
+		est := w.Weigh(KindChat, []byte(tc.body))
+		if est.OutputTokens != tc.want || !est.Parsed {
+			t.Errorf("%s: OutputTokens %d (parsed %v), want %d", tc.body, est.OutputTokens, est.Parsed, tc.want)
+		}
+		if est.OutputDefaulted == tc.fixed {
+			t.Errorf("%s: OutputDefaulted %v, want %v", tc.body, est.OutputDefaulted, !tc.fixed)
+		}
+	}
+}

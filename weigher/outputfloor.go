@@ -31,12 +31,20 @@ import "github.com/tidwall/gjson"
 // body naming neither max_tokens nor max_completion_tokens
 // (transform_genparams, koboldcpp.py: default_max_tok =
 // adapter_obj.get("max_length", 512) for the OpenAI chat route, read from
-// the body's "adapter" before the server's own). The zero value asks
-// nothing.
+// the body's "adapter" before the server's own); and a Gemini thinking
+// budget, extra_body.google.thinking_config.thinking_budget (or the same
+// "google" object at the top level, as an OpenAI client's extra_body sends
+// it) on Gemini's OpenAI-compatible endpoint
+// (https://ai.google.dev/gemini-api/docs/openai, "Thinking"), which its
+// thinking guide documents apart from the output maximum
+// (https://ai.google.dev/gemini-api/docs/thinking: the model "might
+// overflow or underflow the token budget"), and which is billed as output.
+// The zero value asks nothing.
 type outputFloor struct {
 	minTokens int64 // tokens; 0: none
 	ignoreEOS bool
 	reasoning int64 // tokens, reasoning.max_tokens; 0: none
+	thinking  int64 // tokens, a positive Gemini thinking_budget; 0: none (-1, dynamic, names no budget)
 	predict   int64 // tokens, a positive n_predict; 0: none
 	maxLength int64 // tokens, a positive max_length; 0: none
 	adapter   int64 // tokens, a positive adapter.max_length (KoboldCpp); 0: none
@@ -49,7 +57,8 @@ type outputFloor struct {
 // ("min_tokens", a count as tokenCount reads it; "ignore_eos", true as
 // lenientTrue reads it, since vLLM's pydantic models coerce "true";
 // "reasoning", an object's "max_tokens" as tokenCount reads it;
-// "n_predict", a count as tokenCount reads it, any other value but null,
+// extraBodyField and "google", a thinking budget as geminiThinkingBudget
+// reads it; "n_predict", a count as tokenCount reads it, any other value but null,
 // which llama.cpp reads as absent, unbounded; "max_length", a count as
 // tokenCount reads it; "adapter", an object's "max_length" as tokenCount
 // reads it).
@@ -72,6 +81,8 @@ func (f *outputFloor) read(k string, v gjson.Result) {
 		if v.IsObject() {
 			f.adapter, _ = tokenCount(v.Get("max_length"))
 		}
+	case extraBodyField, "google":
+		f.thinking = max(f.thinking, geminiThinkingBudget(k, v))
 	}
 }
 
@@ -79,7 +90,8 @@ func (f *outputFloor) read(k string, v gjson.Result) {
 // tokens, given out, what the body's maximum (or, when defaulted, the
 // model's default) reserves: at least min_tokens, and, for a body that
 // ignores the end of sequence with no maximum of its own, the model's
-// whole context window (window); plus the reasoning budget, which the
+// whole context window (window); plus the reasoning budget (OpenRouter's
+// or Gemini's thinking budget, the larger when both are named), which the
 // answer's maximum may not hold (an upstream that counts reasoning within
 // it is over-reserved by at most the budget, which reconciliation gives
 // back). An n_predict replaces the maximum on llama.cpp, which other
@@ -110,19 +122,20 @@ func (f outputFloor) apply(w *Weigher, model string, out int64, defaulted bool) 
 	if f.minTokens > 0 {
 		out, defaulted = max(out, f.minTokens), false
 	}
-	if f.reasoning > 0 {
-		out, defaulted = min(out, maxTokens)+f.reasoning, false
+	if budget := max(f.reasoning, f.thinking); budget > 0 {
+		// Two gateways' names for one thinking budget: the larger.
+		out, defaulted = min(out, maxTokens)+budget, false
 	}
 	return min(out, maxTokens), defaulted
 }
 
 // pins reports whether the body asks for output its maximum does not
-// bound (Estimate.OutputPinned): a reasoning budget, a min_tokens, an
+// bound (Estimate.OutputPinned): a reasoning or thinking budget, a min_tokens, an
 // n_predict (which llama.cpp reads in place of the maximum a cap would
 // lower) or a max_length (which TabbyAPI reads when the body has no
 // max_tokens, as after a cap that adds max_completion_tokens).
 func (f outputFloor) pins() bool {
-	return f.reasoning > 0 || f.minTokens > 0 || f.predict > 0 || f.unbounded || f.maxLength > 0
+	return f.reasoning > 0 || f.thinking > 0 || f.minTokens > 0 || f.predict > 0 || f.unbounded || f.maxLength > 0
 }
 
 // window is model's whole context window, in tokens: its largest input
