@@ -36,14 +36,19 @@ import (
 // parameters (max_tokens…) replace the request's
 // (https://docs.litellm.ai/docs/proxy/prompt_management: "change the
 // specific model … from your prompt management tool"), input, model and
-// output maximum the body does not show.
+// output maximum the body does not show; OpenRouter's "route", whose
+// "fallback" lets it serve the call with a fallback model of its own
+// choosing when the body names no "models" ("OpenRouter will try to pick
+// the most appropriate fallback model for you", its routing schema,
+// @openrouter/schemas), and whose object form configures its dynamic
+// routing.
 // None of them is
 // a field of the OpenAI or Anthropic endpoints llmguard weighs (chat,
 // Responses, completions, embeddings, image generation, Messages), so a
 // body holding one, in any case, is refused (FaultModelOutsideBody)
 // rather than priced as its "model" alone. An immutable table.
 var FallbackModelFields = []string{"models", "fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "fallback_config", "preset",
-	"user_config", "advisor", "prompt_id"}
+	"user_config", "advisor", "prompt_id", "route"}
 
 // fallbackModelsKey returns the first top-level member of d whose key is
 // one of FallbackModelFields in any case (as sent), with
@@ -227,17 +232,17 @@ func foldedAt(s string, i int, word string) bool {
 // isFallbackModelField reports whether key is one of FallbackModelFields
 // in any case.
 func isFallbackModelField(key string) bool {
-	// Every name is 6 to 24 bytes long (32 with the non-ASCII letters that fold to its "s" and "k") and starts with 'm', 'f', 'c', 'p', 'u' or 'a'.
-	if len(key) < 6 || len(key) > 32 {
+	// Every name is 5 to 24 bytes long (32 with the non-ASCII letters that fold to its "s" and "k") and starts with 'm', 'f', 'c', 'p', 'u', 'a' or 'r'.
+	if len(key) < 5 || len(key) > 32 {
 		return false
 	}
 	switch key[0] | 0x20 {
-	case 'm', 'f', 'c', 'p', 'u', 'a':
+	case 'm', 'f', 'c', 'p', 'u', 'a', 'r':
 	default:
 		return false
 	}
 	switch len(key) {
-	case 6, 7, 9, 11, 15, 24: // the names' own lengths
+	case 5, 6, 7, 9, 11, 15, 24: // the names' own lengths
 	default:
 		// Only a non-ASCII letter that folds to an ASCII one makes a
 		// variant of another length ("messages", "max_tokens" are not).

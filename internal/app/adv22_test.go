@@ -7,6 +7,8 @@ package app
 // the bucket held.
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -62,4 +64,38 @@ func TestAdv22GeminiThinkingBudgetIsReserved(t *testing.T) {
 			t.Errorf("no call passed: a 1,024-token budget fits a 20,000-token bucket")
 		}
 	})
+}
+
+// OpenRouter's "route": "fallback" lets it serve the call with a fallback
+// model of its own choosing when the body names no "models" ("If you
+// don't specify models but you do specify route: "fallback", then
+// OpenRouter will try to pick the most appropriate fallback model for
+// you", its routing schema, @openrouter/schemas), and a route object
+// configures its dynamic routing: a model outside "model", priced at the
+// model that served ("Requests are priced using the model that was
+// ultimately used", model fallbacks guide). It was weighed as a few
+// tokens of an unknown member and forwarded; it is now refused as
+// "models" is (400 model_outside_body), and never reaches the upstream.
+func TestAdv22OpenRouterRouteIsRefused(t *testing.T) {
+	up := startBilling16(t, geminiThinkingBill22)
+	h := fresh20(t, up.url, 20000)
+	for _, c := range []struct{ path, body, shape string }{
+		{"/v1/chat/completions", `{"model":"openai/gpt-4o-mini","route":"fallback","messages":[{"role":"user","content":"hi"}]}`, `"code":"model_outside_body"`},
+		{"/v1/chat/completions", `{"model":"openai/gpt-4o-mini","Route":{"type":"fallback"},"messages":[{"role":"user","content":"hi"}]}`, `"code":"model_outside_body"`},
+		{"/v1/completions", `{"model":"gpt-4o-mini","route":"fallback","prompt":"hi","max_tokens":5}`, `"code":"model_outside_body"`},
+		{"/v1/responses", `{"model":"gpt-4o-mini","route":"fallback","input":"hi"}`, `"code":"model_outside_body"`},
+	} {
+		resp, b := h.do(c.path, c.body)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, c.shape) || !strings.Contains(strings.ToLower(b), "route") {
+			t.Errorf("%s %s: %d %.300s, want 400 model_outside_body naming route", c.path, c.body, resp.StatusCode, b)
+		}
+	}
+	if n := up.calls.Load(); n != 0 {
+		t.Errorf("the upstream got %d calls, want none", n)
+	}
+	// Messages, in Anthropic's error shape.
+	resp, b := startFlavors(t, "").do("/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":100,"route":"fallback","messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, `"type":"invalid_request_error"`) || !strings.Contains(b, "route") {
+		t.Errorf("messages: %d %.300s, want 400 invalid_request_error naming route", resp.StatusCode, b)
+	}
 }
