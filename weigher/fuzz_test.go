@@ -16,6 +16,7 @@ func FuzzChat(f *testing.F) {
 		`{"model":"gpt-4o","prompt":"say \u00e9 <|endoftext|>"}`, `{"model":"gpt-4o","messages":[],"prompt":["a",[1,2],3,{"x":1}]}`,
 		`{"model":"gpt-4o","prompt":{"id":"pmpt_1"}}`, `{"model":"gpt-4o","prompt":null,"Prompt":1}`,
 		`{"model":"gpt-4o","messages":[],"max_tokens":9,"n":2,"best_of":"3","adapter":{"max_length":70,"system_start":"S"}}`,
+		`{"model":"gemini-2.5-pro","messages":[],"extra_body":{"google":{"thinking_config":{"thinking_budget":"24576"}}},"google":{"thinkingConfig":{"thinkingBudget":1e9}},"route":"fallback"}`,
 	} {
 		f.Add([]byte(s))
 	}
