@@ -463,7 +463,7 @@ local function reconcileLone(s, KEYS, ARGV)
     return {0}
   end
   redis.call('PEXPIRE', KEYS[1], s[1])
-  local applied = 1 -- 2 once a quota's delta applies to nothing (the batch layout's reply)
+  local moved = false -- a quota's delta applied to nothing: reply {2} (the batch layout's 2)
   for i = 1, n do
     local l, key, v = s[2 + i], KEYS[1 + i], stored[i]
     local units = ARGV[2 + i] + 0
@@ -485,7 +485,7 @@ local function reconcileLone(s, KEYS, ARGV)
           redis.call('SET', key, encodeQuota(used, window), 'KEEPTTL')
         end
       elseif units ~= 0 then -- the period moved on: applied to nothing
-        applied = 2
+        moved = true
       end
     else -- settle, a token bucket: load, apply, wait, put, encode
       local rate, per = l[2], l[3]
@@ -544,7 +544,10 @@ local function reconcileLone(s, KEYS, ARGV)
       end
     end
   end
-  return {applied}
+  if moved then
+    return {2}
+  end
+  return {1}
 end
 
 -- @entry: the script's work; a Redis Functions library runs it as a function.
