@@ -111,8 +111,9 @@ type ChargeStats struct {
 // and Flush drops (DropPeriodEnded, counted) a pair whose period has ended
 // on Now's clock; the store's script likewise applies a delta whose period
 // it has moved past to nothing (bucket.Delta), on the store's clock — a
-// pair caught between the two clocks (their skew) is dropped there
-// uncounted. A charge past the limit leaves the bucket in debt (a quota
+// pair caught between the two clocks (their skew) is dropped there, not
+// counted here: a quota's is counted by the store (Redis.PeriodMoved), a
+// window counter's by none. A charge past the limit leaves the bucket in debt (a quota
 // used beyond its Capacity), as any reconciliation does.
 //
 // It is safe for concurrent use. Create one with NewChargeBack; the zero

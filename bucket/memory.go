@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -65,6 +66,8 @@ type Memory struct {
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+
+	periodMoved atomic.Uint64 // PeriodMoved
 }
 
 var (
@@ -397,7 +400,9 @@ func (m *Memory) Reconcile(ctx context.Context, requestID string, deltas []Delta
 	if requestID != "" && m.shards[idShard].ids.seen(requestID, now, m.dedupFor, m.maxIDs) {
 		return nil
 	}
-	m.applyDeltas(requestID, idx, deltas, now)
+	if m.applyDeltas(requestID, idx, deltas, now) {
+		m.periodMoved.Add(1)
+	}
 	return nil
 }
 
@@ -432,15 +437,24 @@ func (m *Memory) Void(ctx context.Context, requestID string, items []Item) error
 	k, mk, inCur := marks.lookup(requestID, now, m.voidFor)
 	next, refund := voidMark(mk)
 	marks.record(k, next, inCur, now, m.maxIDs)
-	if refund {
-		m.applyDeltas(requestID, idx, refunds(items), now)
+	if refund && m.applyDeltas(requestID, idx, refunds(items), now) {
+		m.periodMoved.Add(1)
 	}
 	return nil
 }
 
+// PeriodMoved returns how many reconciliations (Reconcile or Void calls)
+// m applied since it was made with at least one quota delta that applied
+// to nothing, because m already held a later window of that quota than the
+// delta's (the period moved on; Delta), as Redis.PeriodMoved counts them.
+// Safe for concurrent use.
+func (m *Memory) PeriodMoved() uint64 { return m.periodMoved.Load() }
+
 // applyDeltas applies deltas, whose shards are idx and locked, at now; a
-// negative delta on an in-flight limit releases requestID's slot.
-func (m *Memory) applyDeltas(requestID string, idx []uint32, deltas []Delta, now int64) {
+// negative delta on an in-flight limit releases requestID's slot. It
+// returns true when a quota's delta (of units not 0) applied to nothing:
+// its stored window later than the delta's (PeriodMoved).
+func (m *Memory) applyDeltas(requestID string, idx []uint32, deltas []Delta, now int64) (moved bool) {
 	for i := range deltas {
 		dl := &deltas[i]
 		sh := &m.shards[idx[i]]
@@ -461,6 +475,8 @@ func (m *Memory) applyDeltas(requestID string, idx []uint32, deltas []Delta, now
 			used, window, applied := applyQuota(used, window, windowStart, windowEnd, float64(dl.Units))
 			if applied {
 				sh.putQuota(dl.Key, at, used, window, windowStart, windowEnd, now, e.dropAt)
+			} else if dl.Units != 0 {
+				moved = true
 			}
 			continue
 		}
@@ -484,6 +500,7 @@ func (m *Memory) applyDeltas(requestID string, idx []uint32, deltas []Delta, now
 		level, updated = apply(level, updated, capacity, rate, per, now, float64(dl.Units))
 		sh.put(dl.Key, at, level, updated, capacity, wait(level, capacity, rate, per))
 	}
+	return moved
 }
 
 // lookup returns key's entry (the zero entry when it has none) and where

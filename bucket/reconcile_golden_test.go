@@ -219,7 +219,8 @@ type deltaGroup struct {
 // model applies bc's entries one by one with the Go arithmetic, as the
 // scripts' encoding stores them, and returns the reply of each entry sent
 // (those of mode "r" or "n" with no delta of non-zero units are not) and
-// every key afterwards.
+// every key afterwards. An entry that applied replies 2 instead of 1 when
+// a quota group it has a delta in applied to nothing (the period moved on).
 func (bc batchCase) model() ([]int64, map[string]storedValue) {
 	st := map[string]storedValue{}
 	for k, v := range bc.state {
@@ -229,6 +230,7 @@ func (bc batchCase) model() ([]int64, map[string]storedValue) {
 	var reply []int64
 	var groups []deltaGroup
 	groupAt := map[groupKey]int{}
+	inGroup := map[int][]int{} // by reply index of an entry that applied: its groups
 	for _, e := range bc.entries {
 		var deltas []Delta
 		for _, d := range e.deltas {
@@ -299,12 +301,14 @@ func (bc batchCase) model() ([]int64, map[string]storedValue) {
 			} else {
 				groups[at].spend += d.Units
 			}
+			inGroup[len(reply)-1] = append(inGroup[len(reply)-1], at)
 		}
 	}
+	moved := make([]bool, len(groups))
 	// The applied deltas of each bucket under each limit, summed, settle
 	// once after every marker, in order of the group's first delta: the
 	// refunds, then the charges (see reconcile.lua's settle).
-	for _, g := range groups {
+	for gi, g := range groups {
 		old, found := st[g.key]
 		write := func(v string, px int64, keep bool) {
 			switch {
@@ -337,6 +341,7 @@ func (bc batchCase) model() ([]int64, map[string]storedValue) {
 			}
 			switch {
 			case !applied:
+				moved[gi] = len(sums) > 0
 			case used <= 0 && found:
 				write("", 0, false)
 			case used <= 0:
@@ -368,6 +373,13 @@ func (bc batchCase) model() ([]int64, map[string]storedValue) {
 			reset := wait(level, capacity, rate, per)
 			px := int64(math.Floor((float64(updated)+reset-float64(now))/1000)) + 1000
 			write(strconv.FormatFloat(level, 'g', 17, 64)+" "+strconv.FormatInt(updated, 10), px, false)
+		}
+	}
+	for o, gs := range inGroup {
+		for _, gi := range gs {
+			if moved[gi] {
+				reply[o] = 2
+			}
 		}
 	}
 	return reply, st

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -190,6 +191,9 @@ type Redis struct {
 	fns       functions
 	takes     *takeBatcher
 	log       *slog.Logger // never nil
+	// periodMoved counts the reconciliations the script applied with a
+	// quota's delta that applied to nothing (PeriodMoved).
+	periodMoved atomic.Uint64
 	// rcGeneric sends every reconciliation in reconcile.lua's batch
 	// layout, a lone one too (see reconcileCall.loneArgs), so that tests
 	// can compare the two; tests only.
@@ -392,9 +396,11 @@ func (r *Redis) ReconcileBatch(ctx context.Context, batch []Reconciliation) []er
 		sc[k] = scriptCall{script: r.reconcile, keys: keys, args: args}
 	}
 	r.run(ctx, sc)
+	var moved []bool // by batch element: a quota's delta applied to nothing
 	for k, c := range calls {
 		err := sc[k].cmd.Err()
 		if err == nil {
+			moved = periodMovedIn(sc[k].cmd, c.owners, moved, len(batch))
 			continue
 		}
 		for _, b := range c.owners {
@@ -408,8 +414,42 @@ func (r *Redis) ReconcileBatch(ctx context.Context, batch []Reconciliation) []er
 			errs[b] = &StoreError{Op: op, Subject: batch[b].RequestID, Err: err}
 		}
 	}
+	for _, m := range moved {
+		if m {
+			r.periodMoved.Add(1)
+		}
+	}
 	return errs
 }
+
+// periodMovedIn marks in moved (made, of n elements, at the first) the
+// batch element (owners: each entry's) of every entry that reconcile.lua's
+// reply, read from cmd, says applied with a quota's delta applying to
+// nothing (2), and returns moved. It reads the reply the client has
+// parsed, allocating nothing when no entry says 2.
+func periodMovedIn(cmd *redis.Cmd, owners []int, moved []bool, n int) []bool {
+	reply, _ := cmd.Val().([]any)
+	for i, v := range reply {
+		if x, _ := v.(int64); x == 2 && i < len(owners) {
+			if moved == nil {
+				moved = make([]bool, n)
+			}
+			moved[owners[i]] = true
+		}
+	}
+	return moved
+}
+
+// PeriodMoved returns how many reconciliations (Reconcile, Void, each
+// element of ReconcileBatch: settlements, voids, fallback charges) Redis
+// applied since r was made with at least one quota delta that applied to
+// nothing, because Redis already held a later window of that quota than
+// the delta's (the period moved on: another node, its clock ahead, or this
+// one, took in the next period first; Delta). Such units are not moved
+// into the new period on purpose; this count makes them seen. A
+// reconciliation split across slot groups counts once. Safe for
+// concurrent use.
+func (r *Redis) PeriodMoved() uint64 { return r.periodMoved.Load() }
 
 // takeGroups is Take over several slot groups: one take per group, in
 // order; on a denial, one pipelined round trip refunds and re-reads the

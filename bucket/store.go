@@ -155,7 +155,8 @@ type Decision struct {
 // changes the units used in that window (a refund never below zero; a
 // charge may go beyond Capacity). When the quota has since moved on to a
 // later window, the delta applies to nothing: a past period's usage never
-// charges or refunds the current one.
+// charges or refunds the current one (Redis and Memory count such
+// reconciliations: PeriodMoved).
 type Delta struct {
 	Key   string
 	Limit Limit

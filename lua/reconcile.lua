@@ -87,10 +87,14 @@
 --           it is a sliding window's previous one, nothing otherwise.
 --
 -- Reply: one integer per entry, in order: 1 when its deltas were applied, 0
--- when its marker already existed (a retry: nothing changed). In void mode:
+-- when its marker already existed (a retry: nothing changed), 2 when they
+-- were applied but a quota's of them applied to nothing, its stored window
+-- later than the delta's (the period moved on: see units above; the
+-- batch's deltas on that quota in that window are settled as one, so every
+-- applying entry with a delta in it says 2). In void mode:
 -- 1 when the take marker said 't' (the take was applied: refunded now), 0
 -- otherwise (no take yet: the marker is left 'v', a tombstone that makes a
--- late take apply nothing; or 'v' already: a second void). Either way the
+-- late take apply nothing; or 'v' already: a second void), 2 as above. Either way the
 -- marker is then 'v', expiring ARGV[3] ms later. Mode 'w' alike, the
 -- marker counted as 't' when it is missing and the id is in the taken set;
 -- the id is then a member of the voided set too, which lives ARGV[3] ms
@@ -213,7 +217,9 @@ end
 -- against every order of small batches.) A quota's used also saturates at
 -- 2^53 (charge), a clamp on charges, far above any capacity. A group
 -- of deltas of zero units (never sent by package bucket) applies 0 once: a
--- refill, a roll or a slide, as one such delta alone.
+-- refill, a roll or a slide, as one such delta alone. It returns true when
+-- the group is a quota's whose units (not 0) applied to nothing: its
+-- stored window is later than the group's (the period moved on).
 local function settle(c, limit, refund, spend, now)
   local capacity, rate, per, windowStart, windowEnd = limit[1], limit[2], limit[3], limit[4], limit[5]
   local limitKind = limit[6]
@@ -241,6 +247,8 @@ local function settle(c, limit, refund, spend, now)
     end
     if applied then
       stage(c, putQuota(found, used, window, windowStart, windowEnd, now), 'q', used, window)
+    elseif refund ~= 0 or spend ~= 0 then
+      return true
     end
   else
     local level, updated, found = c[A], c[B], true -- load's, for a token bucket's state
@@ -429,7 +437,7 @@ end
 -- nothing written, reply {0}) and the set's PEXPIRE, then each bucket
 -- settled by its one delta (settle's steps for one delta, the same core
 -- steps in the same order, so the same doubles) and written by one SET or
--- DEL; the same reply, {1}. Without the batch's tables (limits, sets,
+-- DEL; the same reply, {1} (or {2}). Without the batch's tables (limits, sets,
 -- shapes, views, groups), with n + 2 ARGV instead of 4n + 14 (Redis makes
 -- a Lua string of each), and with a token bucket's steps inlined (a Lua
 -- call costs Redis 7.0's interpreter some 1k instructions). bucket's
@@ -455,6 +463,7 @@ local function reconcileLone(s, KEYS, ARGV)
     return {0}
   end
   redis.call('PEXPIRE', KEYS[1], s[1])
+  local moved = false -- a quota's delta applied to nothing: reply {2} (the batch layout's 2)
   for i = 1, n do
     local l, key, v = s[2 + i], KEYS[1 + i], stored[i]
     local units = ARGV[2 + i] + 0
@@ -475,6 +484,8 @@ local function reconcileLone(s, KEYS, ARGV)
         else
           redis.call('SET', key, encodeQuota(used, window), 'KEEPTTL')
         end
+      elseif units ~= 0 then -- the period moved on: applied to nothing
+        moved = true
       end
     else -- settle, a token bucket: load, apply, wait, put, encode
       local rate, per = l[2], l[3]
@@ -532,6 +543,9 @@ local function reconcileLone(s, KEYS, ARGV)
         redis.call('SET', key, v, 'PX', pxText(ms))
       end
     end
+  end
+  if moved then
+    return {2}
   end
   return {1}
 end
@@ -646,6 +660,7 @@ for _, set in ipairs(sets) do
 end
 
 local reply, groups = {}, {}
+local runsFrom = a -- the first run's ARGV, for the replies of 2 below
 while a <= #ARGV do
   local shape = shapes[digits[ARGV[a]] or ARGV[a] + 0]
   local mode, set, count = shape[1], shape[2], shape[3]
@@ -760,12 +775,14 @@ for _, set in ipairs(sets) do
 end
 
 -- Every group's sums, in order of the group's first delta: refunds, then
--- charges (see settle). A token bucket's group on a view holding a token
+-- charges (see settle); moved is set when a quota's group applied to
+-- nothing (settle). A token bucket's group on a view holding a token
 -- bucket's state (the common case) runs settle's steps inlined, the core
 -- functions' own expressions in their order (apply's refill and clamps,
 -- wait, put, stage; load gives the view's state, found): the same doubles,
 -- without six Lua calls a group (a call costs Redis 7.0's interpreter some
 -- 1k instructions).
+local moved = false
 for _, g in ipairs(groups) do
   local c, limit = g[1], g[2]
   if limit[6] == 't' and c[KIND] == 't' then
@@ -815,8 +832,41 @@ for _, g in ipairs(groups) do
       c[A], c[B], c[C] = level, updated, nil
       c[PX] = floor((updated + reset - now) / 1000) + 1000 -- put
     end
-  else
-    settle(c, limit, g[3], g[4], now)
+  elseif settle(c, limit, g[3], g[4], now) then
+    g[5] = true -- moved: its entries reply 2 (below)
+    moved = true
+  end
+end
+
+-- The entries that applied a delta of a group whose period moved on reply
+-- 2 instead of 1: the runs read again (only then: a quota's period moves
+-- on rarely), each entry's group that of its shape's delta (gs).
+if moved then
+  local at, o = runsFrom, 0
+  while at <= #ARGV do
+    local shape = shapes[digits[ARGV[at]] or ARGV[at] + 0]
+    local run = digits[ARGV[at + 1]] or ARGV[at + 1] + 0
+    at = at + 2
+    local mode, gs, hit = shape[1], shape[6], false
+    for i = 1, shape[3] do
+      if gs[i] and gs[i][5] then
+        hit = true
+      end
+    end
+    local width = shape[3]
+    if markerOf[mode] then
+      width = width + 1
+    end
+    if mode == 'w' then
+      width = width + 1
+    end
+    for _ = 1, run do
+      o = o + 1
+      if hit and reply[o] == 1 then
+        reply[o] = 2
+      end
+    end
+    at = at + run * width
   end
 end
 

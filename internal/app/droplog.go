@@ -70,13 +70,22 @@ func logDrops(log *slog.Logger, msg string, reasons []string, read func() []uint
 	}
 }
 
-// asyncDropReasons are bucket.AsyncDrops' names, in their order.
-func asyncDropReasons() []string {
-	out := make([]string, len(bucket.AsyncDrops))
-	for i, d := range bucket.AsyncDrops {
-		out[i] = d.String()
+// periodMovedReason is the reason llmguard_reconcile_dropped_total and the
+// "reconciliations dropped" line give the reconciliations (settlements,
+// voids, fallback charges) the store applied with a quota delta that
+// applied to nothing, its period moved on in the store
+// (bucket.Redis.PeriodMoved): the store answered, so the AsyncReconciler
+// does not count them among its drops.
+const periodMovedReason = "period_moved"
+
+// reconcileDropReasons are bucket.AsyncDrops' names, in their order, then
+// periodMovedReason.
+func reconcileDropReasons() []string {
+	out := make([]string, 0, len(bucket.AsyncDrops)+1)
+	for _, d := range bucket.AsyncDrops {
+		out = append(out, d.String())
 	}
-	return out
+	return append(out, periodMovedReason)
 }
 
 // chargeDropReasons are bucket.ChargeDrops' names, in their order.
@@ -88,15 +97,21 @@ func chargeDropReasons() []string {
 	return out
 }
 
-// asyncDropped reads a's drops in bucket.AsyncDrops' order.
-func asyncDropped(a *bucket.AsyncReconciler) func() []uint64 {
+// reconcileDropped reads a's drops in bucket.AsyncDrops' order, then
+// moved (the store's PeriodMoved; nil reads 0): reconcileDropReasons'
+// counts.
+func reconcileDropped(a *bucket.AsyncReconciler, moved func() uint64) func() []uint64 {
 	return func() []uint64 {
 		s := a.Stats()
-		out := make([]uint64, len(bucket.AsyncDrops))
-		for i, d := range bucket.AsyncDrops {
-			out[i] = s.DroppedBy[d]
+		out := make([]uint64, 0, len(bucket.AsyncDrops)+1)
+		for _, d := range bucket.AsyncDrops {
+			out = append(out, s.DroppedBy[d])
 		}
-		return out
+		var n uint64
+		if moved != nil {
+			n = moved()
+		}
+		return append(out, n)
 	}
 }
 
@@ -113,10 +128,12 @@ func chargeDropped(cb *bucket.ChargeBack) func() []uint64 {
 }
 
 // reconcileDropCollector exports llmguard_reconcile_dropped_total{reason}
-// (bucket.AsyncDrop's names, each from the start), read when scraped.
+// (reasons, each from the start), read when scraped: read returns one
+// count per reason, in reasons' order.
 type reconcileDropCollector struct {
-	desc *prometheus.Desc
-	read func() []uint64
+	desc    *prometheus.Desc
+	reasons []string
+	read    func() []uint64
 }
 
 // Describe sends the family's description.
@@ -125,6 +142,6 @@ func (c *reconcileDropCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.
 // Collect sends one series per reason.
 func (c *reconcileDropCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, n := range c.read() {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), bucket.AsyncDrops[i].String())
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), c.reasons[i])
 	}
 }

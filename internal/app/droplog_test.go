@@ -62,24 +62,31 @@ func TestDropsLoggedAtABoundedRate(t *testing.T) {
 }
 
 // llmguard_reconcile_dropped_total has a reason label, every reason
-// exported from the start, and counts each drop under its own.
+// exported from the start, and counts each drop under its own: a
+// reconciliation the store applied to a quota period it had moved past
+// under period_moved (the store's count).
 func TestReconcileDroppedByReason(t *testing.T) {
-	inner := bucket.NewMemory(bucket.MemoryOptions{})
+	day1 := time.Date(2025, time.March, 1, 0, 0, 0, 0, time.UTC)
+	day2 := day1.AddDate(0, 0, 1)
+	inner := bucket.NewMemory(bucket.MemoryOptions{Now: func() time.Time { return day2 }})
 	defer inner.Close()
 	a := bucket.NewAsyncReconciler(inner, bucket.AsyncOptions{})
 	reg := prometheus.NewRegistry()
-	(&storeMetrics{}).watchAsync(reg, a)
+	(&storeMetrics{}).watchAsync(reg, a, inner.PeriodMoved)
+	if _, err := a.Take(t.Context(), "", []bucket.Item{{Key: "q", Limit: bucket.Quota(10, day2, day2.AddDate(0, 0, 1)), Cost: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Reconcile(t.Context(), "day1", []bucket.Delta{{Key: "q", Limit: bucket.Quota(10, day1, day2), Units: 2}}); err != nil {
+		t.Fatal(err)
+	}
 	a.Close()
 	if err := a.Reconcile(t.Context(), "late", []bucket.Delta{{Key: "k", Limit: bucket.Limit{Capacity: 1, Rate: 1, Per: time.Second}, Units: 1}}); err == nil {
 		t.Fatal("a reconcile after Close was accepted")
 	}
-	for _, d := range bucket.AsyncDrops {
-		want := 0.0
-		if d == bucket.AsyncDropClosed {
-			want = 1
-		}
-		if v, ok := gathered(t, reg, "llmguard_reconcile_dropped_total", map[string]string{"reason": d.String()}); !ok || v != want {
-			t.Errorf("llmguard_reconcile_dropped_total{reason=%q} = %v (exported: %v), want %v", d, v, ok, want)
+	want := map[string]float64{bucket.AsyncDropClosed.String(): 1, "period_moved": 1}
+	for _, reason := range reconcileDropReasons() {
+		if v, ok := gathered(t, reg, "llmguard_reconcile_dropped_total", map[string]string{"reason": reason}); !ok || v != want[reason] {
+			t.Errorf("llmguard_reconcile_dropped_total{reason=%q} = %v (exported: %v), want %v", reason, v, ok, want[reason])
 		}
 	}
 }

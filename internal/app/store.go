@@ -276,7 +276,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 			log.Debug("reconciliation dropped", "request_id", rc.RequestID, "err", err)
 		},
 	})
-	m.watchAsync(reg, async)
+	m.watchAsync(reg, async, r.PeriodMoved)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "llmguard_breaker_state",
 		Help: "State of the store circuit breaker: 0 closed, 1 half-open, 2 open.",
@@ -304,8 +304,8 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	// Every drop is counted by reason (llmguard_reconcile_dropped_total,
 	// llmguard_fallback_charges_dropped_total) and logged, at most one line
 	// per dropLogEvery each.
-	stopDropLog := logDrops(log, "reconciliations dropped: their deltas never reach the store (llmguard_reconcile_dropped_total{reason})",
-		asyncDropReasons(), asyncDropped(async), dropLogEvery, dropLookEvery)
+	stopDropLog := logDrops(log, "reconciliations dropped: their deltas never reach the store, or (period_moved) reach a quota whose period has moved on there and apply to nothing (llmguard_reconcile_dropped_total{reason})",
+		reconcileDropReasons(), reconcileDropped(async, r.PeriodMoved), dropLogEvery, dropLookEvery)
 	stopChargeDropLog := logDrops(log, "fallback charges dropped: spend the fallback admitted is not charged to the store (llmguard_fallback_charges_dropped_total{reason})",
 		chargeDropReasons(), chargeDropped(charges), dropLogEvery, dropLookEvery)
 	st := &stores{main: async, fallback: fb, guard: guard, async: async, client: client, lastFailed: lastFailed, charges: charges,
@@ -454,7 +454,7 @@ func (t timed) Void(ctx context.Context, id string, items []bucket.Item) error {
 //	llmguard_breaker_state                              0 closed, 1 half-open, 2 open
 //	llmguard_fallback_over_admission_factor{limit}      worst-case factor of a fail-open limit during an outage
 //	llmguard_reconcile_queue_length                     reconciliations waiting (queued or held through an outage)
-//	llmguard_reconcile_dropped_total{reason}            reconciliations dropped, by bucket.AsyncDrop
+//	llmguard_reconcile_dropped_total{reason}            reconciliations dropped, by bucket.AsyncDrop, and period_moved (bucket.Redis.PeriodMoved)
 //	llmguard_denials_cached_total{limit}                denials answered from memory (store.deny_cache), by denying limit
 type storeMetrics struct {
 	duration *prometheus.HistogramVec
@@ -499,14 +499,14 @@ func (m *storeMetrics) observe(op bucket.Op, d time.Duration) {
 	m.duration.WithLabelValues(op.String()).Observe(d.Seconds())
 }
 
-func (m *storeMetrics) watchAsync(reg prometheus.Registerer, a *bucket.AsyncReconciler) {
+func (m *storeMetrics) watchAsync(reg prometheus.Registerer, a *bucket.AsyncReconciler, moved func() uint64) {
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "llmguard_reconcile_queue_length",
 			Help: "Reconciliations waiting to be written to the store, held ones (store unavailable) included.",
 		}, func() float64 { return float64(a.Stats().Pending) }),
-		&reconcileDropCollector{read: asyncDropped(a), desc: prometheus.NewDesc("llmguard_reconcile_dropped_total",
-			"Reconciliations dropped, by reason: full (the queue or the replay hold was full), closed (at shutdown), expired (held through an outage past 9 minutes), refused (invalid), attempts (failed 5 times).",
+		&reconcileDropCollector{reasons: reconcileDropReasons(), read: reconcileDropped(a, moved), desc: prometheus.NewDesc("llmguard_reconcile_dropped_total",
+			"Reconciliations dropped, by reason: full (the queue or the replay hold was full), closed (at shutdown), expired (held through an outage past 9 minutes), refused (invalid), attempts (failed 5 times), period_moved (applied by the store, a quota's delta to nothing: its period had moved on there; fallback charges and voids included).",
 			[]string{"reason"}, nil)},
 	)
 }
