@@ -115,7 +115,8 @@ type Estimate struct {
 	// answers before the run, with no usage, and the run goes on, billed,
 	// whether or not a stream of it reaches its end. Its reservation is
 	// all it is charged, so it must be bounded: the proxy refuses one with
-	// OutputDefaulted.
+	// OutputDefaulted, unless output_reservation.pin writes its
+	// reservation into it as max_output_tokens.
 	Background bool
 	// ServiceTier is a chat or Responses request's "service_tier" as sent
 	// ("auto", "default", "flex", "priority"; OpenAI's API reference), ""
