@@ -1012,17 +1012,21 @@ func (c *Config) applyDefaults() {
 type OutputReservation struct {
 	// Learn turns learning on. Default false: the fixed default.
 	Learn bool `yaml:"learn"`
-	// Pin forwards a chat, Responses or Messages request that names no
-	// output maximum with its reservation per completion (the fixed
-	// default or the learned one, after any cap_output lowering; at least
-	// 16 for Responses) written as its maximum, in the flavor's own field
-	// (max_completion_tokens, max_output_tokens, max_tokens), so that the
+	// Pin forwards a chat, Responses, Messages or legacy completions
+	// request that names no output maximum with its reservation per
+	// completion (the fixed default or the learned one, after any
+	// cap_output lowering; at least 16 for Responses) written as its
+	// maximum, in the flavor's own field (max_completion_tokens,
+	// max_output_tokens, max_tokens, max_tokens), so that the
 	// upstream cannot bill more output than was reserved; the answer
-	// carries x-llmguard-output-pinned. Not for legacy completions, nor a
-	// request whose maximum does not bound its output (a prediction,
-	// min_tokens, a reasoning budget). Default false: such a request is
-	// forwarded as sent, and an output past its reservation is charged as
-	// debt.
+	// carries x-llmguard-output-pinned. Completions get max_tokens per
+	// completion (never lowered by cap_output), except with echo, whose
+	// reservation is not a maximum per completion; a background Responses
+	// run naming no maximum is forwarded pinned rather than refused. Not
+	// for a request whose maximum does not bound its output (a prediction,
+	// min_tokens, n_predict, a reasoning budget). Default false: such a
+	// request is forwarded as sent, and an output past its reservation is
+	// charged as debt.
 	Pin bool `yaml:"pin"`
 	// Quantile is the share of recent outputs covered, in (0, 1). Zero: 0.95.
 	Quantile float64 `yaml:"quantile"`

@@ -56,9 +56,9 @@ type Options struct {
 	// reservation after learning and any cap_output lowering, raised to
 	// the endpoint's least maximum (Output.MinMax) before the take, so
 	// that the upstream cannot write, nor bill, more output than was
-	// reserved. Only for a request whose Output is Defaulted and
-	// Cappable. False: such a request keeps no maximum, and may write past
-	// its reservation (charged as debt when it settles).
+	// reserved. Only for a request whose Output is Defaulted, and
+	// Cappable or Pinnable. False: such a request keeps no maximum, and
+	// may write past its reservation (charged as debt when it settles).
 	PinOutputs bool
 	// Waits holds requests denied by a limit that waits (on_limit: wait)
 	// until their buckets can pay (see Waits); nil: every denial is

@@ -32,6 +32,11 @@ type Output struct {
 	// so a limit with cap_output may admit it with a lower maximum instead
 	// of denying it.
 	Cappable bool
+	// Pinnable: the transport can write an output maximum into a body
+	// that names none (Options.PinOutputs) but not lower one it names
+	// (legacy completions' max_tokens: cap_output is off there). Cappable
+	// implies it.
+	Pinnable bool
 	// MinMax is the smallest output maximum per completion the endpoint
 	// accepts, in tokens (Responses: 16); 0 means 1.
 	MinMax int64
@@ -73,13 +78,14 @@ func (x *Exchange) OutputPinned() (per int64, ok bool) {
 }
 
 // pinOutput marks a request that names no output maximum, of a kind whose
-// maximum the transport can write, to have its reservation written as its
-// maximum (Options.PinOutputs), raising a reservation per completion below
+// maximum the transport can write (Output.Cappable or Output.Pinnable),
+// to have its reservation written as its maximum (Options.PinOutputs),
+// raising a reservation per completion below
 // the endpoint's least maximum (Responses: 16 tokens) to that least
 // maximum: the maximum written is what the buckets are charged for.
 func (x *Exchange) pinOutput() {
 	r := x.req
-	if !x.m.opt.PinOutputs || !r.Output.Defaulted || !r.Output.Cappable || !r.Weighed || r.PerImage > 0 {
+	if !x.m.opt.PinOutputs || !r.Output.Defaulted || !r.Output.Cappable && !r.Output.Pinnable || !r.Weighed || r.PerImage > 0 {
 		return
 	}
 	n := max(r.Output.Choices, 1)

@@ -231,12 +231,20 @@ func TestPinnedOutputTimeline(t *testing.T) {
 		t.Fatalf("step 4 (below MinMax): pinned=%v at %d reserved %d; want 16 and 16", ok, per, x.Rules()[0].Reserved)
 	}
 	x.Settle(Settlement{Source: spec.SourceRefund, Status: 500})
+	// Pinnable alone (legacy completions: written, never lowered), 3
+	// choices: pinned at the learned reservation per completion, as a
+	// Cappable one is.
+	x = tl.admitOut(0, 3*4096, Output{Defaulted: true, Pinnable: true, Choices: 3, MinMax: 1})
+	if per, ok := x.OutputPinned(); !ok || per < 300 || per > 313 || x.Rules()[0].Reserved != 3*per {
+		t.Fatalf("step 4b (Pinnable, 3 choices): pinned=%v at %d reserved %d; want the learned ≈ 300 a choice, 3 × it reserved", ok, per, x.Rules()[0].Reserved)
+	}
+	x.Settle(Settlement{Source: spec.SourceRefund, Status: 500})
 	for _, o := range []struct {
 		step string
 		out  Output
 	}{
 		{"step 5 (named its maximum)", Output{Cappable: true, Choices: 1, MinMax: 1}},
-		{"step 6 (cannot be rewritten: legacy completions, a prediction, min_tokens)", Output{Defaulted: true, Choices: 1, MinMax: 1}},
+		{"step 6 (cannot be rewritten: a prediction, min_tokens, an echo)", Output{Defaulted: true, Choices: 1, MinMax: 1}},
 	} {
 		x := tl.admitOut(10, 4096, o.out)
 		if _, ok := x.OutputPinned(); ok || x.Verdict() != Admitted {

@@ -30,6 +30,32 @@ func outputField(k weigher.Kind) string {
 	return ""
 }
 
+// pinField is the member a request of kind k that names no output
+// maximum has its reservation written in as one (output_reservation.pin),
+// "" for the kinds it cannot be: outputField(k), and legacy completions'
+// max_tokens ("integer or null, Optional, Defaults to 16",
+// https://platform.openai.com/docs/api-reference/completions/create; also
+// what llama.cpp's and Ollama's OpenAI routes read, which otherwise
+// generate until the model stops). Completions' maximum is written, never
+// lowered (cap_output): with echo its reservation holds the prompt once
+// per choice, which is not a maximum per completion (the weigher then
+// clears OutputDefaulted, so such a body is never pinned either).
+func pinField(k weigher.Kind) string {
+	if k == weigher.KindCompletions {
+		return "max_tokens"
+	}
+	return outputField(k)
+}
+
+// writable reports whether a request of kind k estimated est can have an
+// output maximum written into its body by llmguard: a strictly parsed body
+// of a kind with a pinField, with no predicted output and no member that
+// bounds its output past the maximum (weigher.Estimate.OutputPinned:
+// n_predict, min_tokens, max_length, a reasoning budget).
+func writable(k weigher.Kind, est weigher.Estimate) bool {
+	return est.Parsed && pinField(k) != "" && est.PredictionTokens == 0 && !est.OutputPinned
+}
+
 // minOutputMax is the smallest output maximum an endpoint accepts, in
 // tokens: Responses refuses a max_output_tokens below 16 (OpenAI's API
 // reference), the others take 1.
@@ -42,10 +68,21 @@ func minOutputMax(k weigher.Kind) int64 {
 
 // outputOf is what admission needs to know of a request's output
 // reservation: whether the body named a maximum, for how many choices, the
-// model's documented ceiling, and whether llmguard can lower it.
+// model's documented ceiling, and whether llmguard can lower it (Cappable)
+// or only write one where the body names none (Pinnable).
 func outputOf(k weigher.Kind, est weigher.Estimate) meter.Output {
+	w := writable(k, est)
 	return meter.Output{Defaulted: est.OutputDefaulted, Choices: est.Choices, Ceiling: est.OutputCeiling,
-		Cappable: est.Parsed && outputField(k) != "" && est.PredictionTokens == 0 && !est.OutputPinned, MinMax: minOutputMax(k)}
+		Cappable: w && outputField(k) != "", Pinnable: w, MinMax: minOutputMax(k)}
+}
+
+// pinsUnbounded reports whether p forwards a request of kind k estimated
+// est that names no output maximum with its reservation written as one
+// (output_reservation.pin): the same test admission makes
+// (meter.Exchange.pinOutput), so that a background Responses run that
+// names none is let through only when its maximum will be written.
+func (p *Proxy) pinsUnbounded(k weigher.Kind, est weigher.Estimate) bool {
+	return p.opt.PinOutputs && est.OutputDefaulted && writable(k, est) && k.Weighed()
 }
 
 // capBody returns the body to forward for a request whose output maximum
@@ -67,7 +104,7 @@ func (p *Proxy) capBody(_ *fasthttp.RequestCtx, x *exchange, body []byte) []byte
 			return body
 		}
 	}
-	return rewriteOutputMax(body, x.est.OutputFields, outputField(x.kind), to)
+	return rewriteOutputMax(body, x.est.OutputFields, pinField(x.kind), to)
 }
 
 // setCappedHeader says, in x-llmguard-output-capped ("<new maximum>;

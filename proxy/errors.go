@@ -91,7 +91,8 @@ var (
 	errOddPath = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_path",
 		anthropicType: "invalid_request_error", message: "The request path holds a dot segment, a backslash, a control character or a percent-encoded '.', '/', '\\', '%', '?' or '#', which servers resolve differently; send the endpoint's plain path."}
 	// errBackgroundUnbounded answers a Responses request run in the
-	// background that names no max_output_tokens (weigher.Estimate.Background).
+	// background that names no max_output_tokens (weigher.Estimate.Background)
+	// when output_reservation.pin is off or cannot write one (Options.PinOutputs).
 	errBackgroundUnbounded = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "max_output_tokens_required",
 		anthropicType: "invalid_request_error", message: "A background response reports no usage when it is created, so llmguard charges what it reserves: set max_output_tokens."}
 	errModelName = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_model",

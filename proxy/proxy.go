@@ -113,10 +113,14 @@ type Options struct {
 	// Outputs learns output reservations (output_reservation.learn); nil:
 	// the fixed default.
 	Outputs *reserve.Learner
-	// PinOutputs forwards a chat, Responses or Messages request that names
-	// no output maximum with its output reservation written as its maximum
-	// (output_reservation.pin; meter.Options.PinOutputs), and says so in
-	// x-llmguard-output-pinned. False: such a request is forwarded as sent.
+	// PinOutputs forwards a chat, Responses, Messages or legacy
+	// completions request that names no output maximum with its output
+	// reservation written as its maximum (output_reservation.pin;
+	// meter.Options.PinOutputs; never a completions body with echo), and
+	// says so in x-llmguard-output-pinned; a background Responses run that
+	// names none is then forwarded so rather than refused. False: such a
+	// request is forwarded as sent (a background run refused 400
+	// max_output_tokens_required).
 	PinOutputs bool
 	// Metrics receives counters; nil: none.
 	Metrics *meter.Metrics
@@ -968,8 +972,11 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 		}
 		setEstimateHeader(&ctx.Response.Header, x.est)
 	}
-	if x.est.Background && x.est.OutputDefaulted {
-		// Never reconciled: its reservation must bound its output.
+	if x.est.Background && x.est.OutputDefaulted && !p.pinsUnbounded(x.kind, x.est) {
+		// Never reconciled: its reservation must bound its output. With
+		// output_reservation.pin it does: admission writes it into the
+		// body as max_output_tokens (capBody), which bounds the run's
+		// output, reasoning included.
 		return &refusal{err: errBackgroundUnbounded, outcome: meter.OutcomeInvalid}
 	}
 	if len(x.est.Model) > maxModelName {

@@ -20,6 +20,10 @@ const defaultCompletionMaxTokens = 16
 // tokens the model's projector decides) also sets ServerContext: the
 // model's largest input is reserved.
 //
+// OutputFields holds where the body's max_tokens value lies (whatever it
+// is), for the proxy to write a pinned maximum there
+// (output_reservation.pin).
+//
 // OutputTokens is max_tokens (absent, null, 0, a negative or a
 // non-number: the model's output reservation and at least 16, since
 // OpenAI's default of 16 is not llama.cpp's or Ollama's, see below;
@@ -28,7 +32,10 @@ const defaultCompletionMaxTokens = 16
 // billed ("it can quickly consume your token quota"), and best_of ≥ n —
 // times the number of prompts, since each prompt gets its own choices; with
 // echo the prompt is also returned in every choice, so its tokens are added
-// once per choice (reconciliation refunds any excess). vLLM's min_tokens
+// once per choice (reconciliation refunds any excess), and OutputDefaulted
+// is cleared (echo as a lenient upstream reads it, "true" included), so
+// that such a body is never pinned: its reservation is not a maximum per
+// completion. vLLM's min_tokens
 // and ignore_eos raise the per-completion figure (outputFloor). Choices is
 // max(n, best_of) times the number of prompts: the completions
 // OutputTokens covers, each of which a stream must end.
@@ -72,6 +79,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 			suffix = v
 		case "max_tokens":
 			maxTok = v
+			addField(&est.OutputFields, spanOf(elems))
 		case "n":
 			n = v
 		case "n_cmpl":
@@ -83,7 +91,9 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 		case "min_tokens", "ignore_eos", "n_predict", "max_length":
 			floor.read(k, v)
 		case "echo":
-			echo = v.Type == gjson.True
+			// As a lenient upstream reads it (vLLM's pydantic takes
+			// "true"): an echo reserved for is never pinned either.
+			echo = lenientTrue(v)
 		case "stream":
 			est.Stream = lenientTrue(v)
 		case "stream_options":

@@ -1,6 +1,8 @@
 package weigher
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 )
 
@@ -72,7 +74,42 @@ func FuzzCompletions(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkEstimate(t, "Completions", body, w.Completions, 1000)
 		sameAsPlain(t, KindCompletions, body)
+		checkMaxTokensFields(t, body, w.Completions(body))
 	})
+}
+
+// checkMaxTokensFields is the invariant of a parsed completions body's
+// OutputFields: 7 spliced at them makes a JSON object whose max_tokens is
+// 7, and with none the body has no max_tokens (what the proxy's pin
+// writes is the maximum the upstream reads, and the body stays JSON).
+func checkMaxTokensFields(t *testing.T, body []byte, e Estimate) {
+	t.Helper()
+	if !e.Parsed {
+		return
+	}
+	var nb []byte
+	at, spliced := 0, false
+	for _, f := range e.OutputFields {
+		if f.End == 0 {
+			continue
+		}
+		if f.Start < at || f.End > len(body) || f.Start >= f.End {
+			t.Fatalf("OutputFields %v out of order or range for %d bytes", e.OutputFields, len(body))
+		}
+		nb = append(append(nb, body[at:f.Start]...), '7')
+		at, spliced = f.End, true
+	}
+	nb = append(nb, body[at:]...)
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(nb))
+	d.UseNumber() // 1e999 is a JSON number, not a float64
+	if err := d.Decode(&m); err != nil {
+		t.Fatalf("OutputFields %v: spliced body is not a JSON object: %v\n%q", e.OutputFields, err, nb)
+	}
+	v, has := m["max_tokens"]
+	if spliced && v != json.Number("7") || !spliced && has {
+		t.Errorf("OutputFields %v: max_tokens after the splice is %v (present %v)", e.OutputFields, v, has)
+	}
 }
 
 func FuzzEmbeddings(f *testing.F) {

@@ -24,6 +24,13 @@ func TestOutputFields(t *testing.T) {
 		{name: "responses none", kind: KindResponses, body: `{"model":"gpt-4o","input":"hi"}`, defaulted: true, choices: 1},
 		{name: "messages", kind: KindMessages, body: `{"max_tokens":1024,"model":"claude-sonnet-4-5","messages":[]}`, want: []string{"1024"}, choices: 1},
 		{name: "messages none", kind: KindMessages, body: `{"model":"claude-sonnet-4-5","messages":[]}`, defaulted: true, choices: 1},
+		{name: "completions", kind: KindCompletions, body: `{"model":"gpt-3.5-turbo-instruct","prompt":"hi","max_tokens" : 64 }`, want: []string{"64"}, choices: 1},
+		{name: "completions null, 2 prompts × best_of 3", kind: KindCompletions, body: `{"max_tokens":null,"prompt":["a","b"],"n":2,"best_of":3}`, want: []string{"null"}, defaulted: true, choices: 6},
+		{name: "completions -1 escaped key", kind: KindCompletions, body: `{"prompt":"hi","max_\u0074okens":-1}`, want: []string{"-1"}, defaulted: true, choices: 1},
+		{name: "completions string 0", kind: KindCompletions, body: `{"prompt":"hi","max_tokens":"0"}`, want: []string{`"0"`}, defaulted: true, choices: 1},
+		{name: "completions none", kind: KindCompletions, body: `{"prompt":"hi"}`, defaulted: true, choices: 1},
+		{name: "completions echo none", kind: KindCompletions, body: `{"prompt":"hi","echo":true}`, choices: 1},
+		{name: "completions echo \"true\" none", kind: KindCompletions, body: `{"prompt":"hi","echo":"true"}`, choices: 1},
 	}
 	for _, noLayout := range []bool{false, true} {
 		w := testWeigher(t)

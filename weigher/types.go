@@ -37,13 +37,15 @@ type Estimate struct {
 	// least 1); a legacy completions request's max(n,
 	// best_of) times its prompts; 1 for every other kind.
 	Choices int64
-	// OutputFields are where a chat, Responses or Messages body holds its
-	// output maximum (max_completion_tokens and max_tokens; max_output_tokens;
+	// OutputFields are where a chat, Responses, Messages or legacy
+	// completions body holds its output maximum (max_completion_tokens and
+	// max_tokens; max_output_tokens and llama.cpp's max_tokens; max_tokens;
 	// max_tokens): the byte offsets [Start, End) of each such member's
 	// value in the body weighed, in body order, unused entries zero (End
-	// 0). The proxy splices a lowered maximum there (cap_output) and
-	// nowhere else: the body passed the strict scan (no key twice, not even
-	// in another case), so these are the only members an upstream reads.
+	// 0). The proxy splices a lowered (cap_output) or pinned
+	// (output_reservation.pin) maximum there and nowhere else: the body
+	// passed the strict scan (no key twice, not even in another case), so
+	// these are the only members an upstream reads.
 	OutputFields [2]FieldSpan
 	// Stream is true when the request asks for a streamed (SSE) response.
 	Stream bool
@@ -113,7 +115,8 @@ type Estimate struct {
 	// answers before the run, with no usage, and the run goes on, billed,
 	// whether or not a stream of it reaches its end. Its reservation is
 	// all it is charged, so it must be bounded: the proxy refuses one with
-	// OutputDefaulted.
+	// OutputDefaulted, unless output_reservation.pin writes its
+	// reservation into it as max_output_tokens.
 	Background bool
 	// ServiceTier is a chat or Responses request's "service_tier" as sent
 	// ("auto", "default", "flex", "priority"; OpenAI's API reference), ""

@@ -25,7 +25,10 @@ import (
 
 // billing16 answers chat, completions, Responses and Messages calls
 // in their own shapes with the usage bill gives for the decoded body
-// (input and output tokens), and keeps the total it billed.
+// (input and output tokens), and keeps the total it billed. A body that
+// names a top-level member twice, which upstreams read differently (Go's
+// the last, others the first), is answered 400 unbilled: what llmguard
+// forwards must mean one thing.
 type billing16 struct {
 	url    string
 	billed atomic.Int64
@@ -40,6 +43,12 @@ func startBilling16(t *testing.T, bill func(path string, body map[string]any) (i
 		raw, _ := io.ReadAll(io.LimitReader(r.Body, 16<<20))
 		var body map[string]any
 		json.Unmarshal(raw, &body)
+		if k, twice := topKeyTwice(raw); twice {
+			w.WriteHeader(http.StatusBadRequest)
+			msg, _ := json.Marshal("member named twice: " + k)
+			fmt.Fprintf(w, `{"error":{"message":%s,"type":"invalid_request_error"}}`, msg)
+			return
+		}
 		in, out := bill(r.URL.Path, body)
 		u.billed.Add(in + out)
 		w.Header().Set("Content-Type", "application/json")
@@ -57,6 +66,32 @@ func startBilling16(t *testing.T, bill func(path string, body map[string]any) (i
 	t.Cleanup(srv.Close)
 	u.url = srv.URL
 	return u
+}
+
+// topKeyTwice reports the first top-level member key of the JSON object
+// raw that is named twice, if any.
+func topKeyTwice(raw []byte) (string, bool) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	seen := map[string]bool{}
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return "", false
+		}
+		k, _ := tok.(string)
+		if seen[k] {
+			return k, true
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if d.Decode(&skip) != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // callThrough sends body to path calls times through h and fails t when

@@ -37,6 +37,19 @@ var pinnedCases = []struct {
 		body: `{"model":"gpt-4o-mini","input":"say hi"}`},
 	{name: "messages", path: "/v1/messages", field: "max_tokens", pinned: 4096, choices: 1,
 		body: `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"say hi"}]}`},
+	// Legacy completions: max_tokens, per completion, written in place of
+	// a value that names no maximum; prompts × max(n, best_of)
+	// completions each get it.
+	{name: "completions", path: "/v1/completions", field: "max_tokens", pinned: 4096, choices: 1,
+		body: `{"model":"gpt-4o-mini","prompt":"say hi"}`},
+	{name: "completions 2 prompts, max_tokens -1", path: "/v1/completions", field: "max_tokens", pinned: 4096, choices: 2,
+		body: `{"model":"gpt-4o-mini","prompt":["say hi","say bye"],"max_tokens":-1}`},
+	{name: "completions best_of 2, max_tokens 0", path: "/v1/completions", field: "max_tokens", pinned: 4096, choices: 2,
+		body: `{"model":"gpt-4o-mini","prompt":"say hi","n":1,"best_of":2,"max_tokens":0}`},
+	// A background run reports no usage when created: refused unpinned
+	// (TestPinnedBackgroundResponses), forwarded pinned.
+	{name: "background responses", path: "/v1/responses", field: "max_output_tokens", pinned: 4096, choices: 1,
+		body: `{"model":"gpt-4o-mini","input":"say hi","background":true,"max_output_tokens":null}`},
 }
 
 // TestPinnedOutputNeverBillsPastTheBucket: an upstream that writes up to
@@ -50,6 +63,9 @@ func TestPinnedOutputNeverBillsPastTheBucket(t *testing.T) {
 	const burst = 10000
 	for _, c := range pinnedCases {
 		for _, pin := range []bool{false, true} {
+			if !pin && strings.Contains(c.body, `"background":true`) {
+				continue // refused unpinned: TestPinnedBackgroundResponses
+			}
 			t.Run(c.name+" pin="+strconv.FormatBool(pin), func(t *testing.T) {
 				var sawField, sawOther int
 				up := startBilling16(t, func(path string, body map[string]any) (in, out int64) {
@@ -63,7 +79,7 @@ func TestPinnedOutputNeverBillsPastTheBucket(t *testing.T) {
 							sawOther++
 						}
 					}
-					return words(body["messages"], body["input"]), per * c.choices
+					return words(body["messages"], body["input"], body["prompt"]), per * c.choices
 				})
 				cfg, err := config.Parse([]byte(twoFlavorHead(up.url) + "output_reservation: {pin: " + strconv.FormatBool(pin) + "}\n" +
 					userTokensLimit("user-tpd", burst)))
@@ -113,6 +129,99 @@ func TestPinnedOutputNeverBillsPastTheBucket(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestPinnedBackgroundResponses: a background Responses run that names no
+// max_output_tokens is refused 400 max_output_tokens_required without
+// output_reservation.pin (its reservation is all it is ever charged, and
+// nothing bounds it), and forwarded with its reservation as
+// max_output_tokens with it, as TestPinnedOutputNeverBillsPastTheBucket's
+// "background responses" case shows; one whose maximum the pin cannot
+// write (llama.cpp's n_predict: -1, unbounded) is refused either way.
+func TestPinnedBackgroundResponses(t *testing.T) {
+	for _, c := range []struct {
+		name, body string
+		pin        bool
+		status     int
+	}{
+		{name: "unpinned", body: `{"model":"gpt-4o-mini","input":"say hi","background":true}`, status: http.StatusBadRequest},
+		{name: "pinned", body: `{"model":"gpt-4o-mini","input":"say hi","background":true}`, pin: true, status: http.StatusOK},
+		{name: "pinned, n_predict -1", body: `{"model":"gpt-4o-mini","input":"say hi","background":true,"n_predict":-1}`, pin: true, status: http.StatusBadRequest},
+	} {
+		var maxOut any
+		up := startBilling16(t, func(path string, body map[string]any) (in, out int64) {
+			maxOut = body["max_output_tokens"]
+			return 1, 1
+		})
+		cfg, err := config.Parse([]byte(twoFlavorHead(up.url) + "output_reservation: {pin: " + strconv.FormatBool(c.pin) + "}\n" +
+			userTokensLimit("user-tpd", 10000)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := frozenHarness(t, cfg)
+		resp, b := h.do("/v1/responses", c.body)
+		if resp.StatusCode != c.status {
+			t.Fatalf("%s: %d %.200s; want %d", c.name, resp.StatusCode, b, c.status)
+		}
+		switch {
+		case c.status == http.StatusOK && (maxOut != 4096.0 || resp.Header.Get("x-llmguard-output-pinned") != "4096"):
+			t.Errorf("%s: upstream max_output_tokens %v, x-llmguard-output-pinned %q; want 4096 in both", c.name, maxOut, resp.Header.Get("x-llmguard-output-pinned"))
+		case c.status != http.StatusOK && (!strings.Contains(string(b), "max_output_tokens_required") || up.calls.Load() != 0):
+			t.Errorf("%s: %.200s, %d upstream calls; want max_output_tokens_required, none", c.name, b, up.calls.Load())
+		}
+	}
+}
+
+// TestPinnedOutputSkipsEcho: a legacy completions body with echo (true,
+// or "true" as vLLM reads it) and no max_tokens is forwarded as sent under
+// output_reservation.pin: its reservation holds the echoed prompt once per
+// choice and is not a maximum per completion.
+func TestPinnedOutputSkipsEcho(t *testing.T) {
+	for _, echo := range []string{`true`, `"true"`} {
+		var sawMax int
+		up := startBilling16(t, func(path string, body map[string]any) (in, out int64) {
+			if _, ok := body["max_tokens"]; ok {
+				sawMax++
+			}
+			return 1, 1
+		})
+		cfg, err := config.Parse([]byte(twoFlavorHead(up.url) + "output_reservation: {pin: true}\n" + userTokensLimit("user-tpd", 100000)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := frozenHarness(t, cfg)
+		resp, b := h.do("/v1/completions", `{"model":"gpt-4o-mini","prompt":"say hi","echo":`+echo+`}`)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("echo %s: %d %.200s", echo, resp.StatusCode, b)
+		}
+		if got := resp.Header.Get("x-llmguard-output-pinned"); got != "" || sawMax != 0 {
+			t.Errorf("echo %s: x-llmguard-output-pinned %q, max_tokens reached the upstream %d times; want the body as sent", echo, got, sawMax)
+		}
+	}
+}
+
+// TestCompletionsNotCapped: output_reservation.pin writes a legacy
+// completions request's maximum but cap_output never lowers it: a body
+// naming none, or naming one, whose reservation a cap_output bucket
+// cannot pay is denied 429, never forwarded with a lower max_tokens.
+func TestCompletionsNotCapped(t *testing.T) {
+	up := startBilling16(t, func(path string, body map[string]any) (in, out int64) { return 1, 1 })
+	cfg, err := config.Parse([]byte(twoFlavorHead(up.url) + "output_reservation: {pin: true}\n" + `limits:
+  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 1000, cap_output: true, cap_output_min: 32}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := frozenHarness(t, cfg)
+	for _, body := range []string{`{"model":"gpt-4o-mini","prompt":"say hi"}`, `{"model":"gpt-4o-mini","prompt":"say hi","max_tokens":2000}`} {
+		resp, b := h.do("/v1/completions", body)
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("x-llmguard-output-capped") != "" {
+			t.Errorf("%s: %d, x-llmguard-output-capped %q: %.200s; want 429, not capped", body, resp.StatusCode, resp.Header.Get("x-llmguard-output-capped"), b)
+		}
+	}
+	if n := up.calls.Load(); n != 0 {
+		t.Errorf("the upstream saw %d calls; want none", n)
 	}
 }
 
