@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -74,12 +73,7 @@ func TestBodyTooLargeIs413(t *testing.T) {
 }
 
 func TestUpstreamUnreachableIs502AndRefunds(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close() // nothing listens there now
+	dead := "http://" + refusedAddr(t)
 	h := startWith(t, nil, dead, slowTPM)
 	resp, body := h.post(testKey, hiBody)
 	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, `"code":"upstream_unreachable"`) {

@@ -2,7 +2,6 @@ package app
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -13,12 +12,7 @@ import (
 // how many records wait in memory, and the last error; a node without a
 // ledger says nothing of one.
 func TestReadyzShowsTheLedger(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := l.Addr().String()
-	l.Close() // nothing listens there now
+	dead := refusedAddr(t)
 	h := start(t, fmt.Sprintf("ledger: {redis_stream: \"llmguard:ledger\", redis_url: \"redis://%s\"}\n", dead))
 	led, ok := readyz(t, h.admin)["ledger"].(map[string]any)
 	if !ok || led["dropped"] != 0.0 || led["lost"] != 0.0 {

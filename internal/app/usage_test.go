@@ -301,12 +301,7 @@ func TestAdminListenerDropsSilentConnections(t *testing.T) {
 // /admin/usage answers 503 with Retry-After when the ledger cannot be read
 // (its Redis is down): the failure is the server's, not the query's (400).
 func TestAdminUsageLedgerDownIs503(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := l.Addr().String()
-	l.Close() // nothing listens there now
+	dead := refusedAddr(t)
 	h := start(t, fmt.Sprintf(`ledger: {redis_stream: "llmguard:ledger", redis_url: "redis://%s"}
 `, dead))
 	resp, err := http.Get(h.admin + "/admin/usage?period=month")
@@ -442,12 +437,7 @@ func readRESPCommand(r *bufio.Reader) (string, error) {
 // unavailable: bucket: take \"llmguard:{acme}:…\": dial tcp …": the
 // operation twice, and a guess between two Redis.
 func TestAdminUsageStoreDownSaysOnceWhatFailed(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := l.Addr().String()
-	l.Close() // nothing listens there now
+	dead := refusedAddr(t)
 	h := start(t, fmt.Sprintf(`limits:
   - {name: acme-requests, scope: tenant, unit: requests, quota: 10, period: month}
 store: {backend: redis, redis_url: "redis://%s/0", timeout: 5s}
