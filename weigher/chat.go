@@ -108,7 +108,8 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		}
 		d.close()
 	}()
-	var model, messages, tools, functions, maxCompletion, maxTok, n, nCmpl, bestOf, responseFormat, prediction, prompt, toolChoice gjson.Result
+	var model, messages, tools, functions, maxCompletion, maxTok, responseFormat, prediction, prompt, toolChoice gjson.Result
+	var choiceVals choiceFields      // n, n_cmpl, best_of
 	var templateText [2]gjson.Result // vLLM's documents and chat_template_kwargs (templateFields)
 	var unknownTop unknownTops       // top-level members the chat API does not define (chatTopKnown)
 	var adapter gjson.Result         // KoboldCpp's chat adapter (koboldAdapterTokens)
@@ -184,18 +185,8 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		case "max_tokens":
 			maxTok = v
 			addField(&est.OutputFields, spanOf(elems))
-		case "n":
-			n = v
-		case "n_cmpl":
-			// llama.cpp's count of completions, read before "n"
-			// (make_llama_cmpl_schema: n_cmpl, "n" its fallback alias).
-			nCmpl = v
-		case "best_of":
-			// TensorRT-LLM's chat sampling parameter (ChatCompletionRequest,
-			// tensorrt_llm/serve/openai_protocol.py: best_of passed to
-			// SamplingParams): best_of sequences are generated (the beam
-			// width under use_beam_search) and the best n returned.
-			bestOf = v
+		case "n", "n_cmpl", "best_of":
+			choiceVals.read(k, v)
 		case "stream":
 			est.Stream = lenientTrue(v)
 		case "stream_options":
@@ -432,7 +423,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	}
 	out, est.OutputDefaulted = floor.apply(w, est.Model, out, est.OutputDefaulted)
 	est.OutputPinned = floor.pins()
-	choices := choiceCount(n, nCmpl, bestOf)
+	choices := choiceVals.count()
 	est.Choices = min(choices, maxTokens/max(1, min(out, maxTokens)))
 	est.OutputTokens = min(out, maxTokens) * est.Choices
 	if p := predictionTokens(enc, prediction); p > 0 {
@@ -511,19 +502,40 @@ func predictionTokens(enc counter, v gjson.Result) int64 {
 	return n
 }
 
-// choiceCount is how many completions a body asks for: the largest of
-// n (the OpenAI "n"), nCmpl (llama.cpp's "n_cmpl", which its server reads
-// before "n") and bestOf ("best_of", the sequences vLLM's completions and
-// TensorRT-LLM's chat generate to return n), each read as tokenCount
-// reads a count, at least 1.
-func choiceCount(n, nCmpl, bestOf gjson.Result) int64 {
-	c := int64(1)
-	for _, v := range [...]gjson.Result{n, nCmpl, bestOf} {
-		if k, ok := tokenCount(v); ok && k > c {
-			c = k
+// choiceFields are the members that set how many completions a body
+// asks for: "n" (OpenAI's), "n_cmpl" (llama.cpp's, which its server reads
+// before "n": make_llama_cmpl_schema, "n" its fallback alias) and
+// "best_of" (the sequences vLLM's completions and TensorRT-LLM's chat
+// generate to return n: ChatCompletionRequest's sampling parameters,
+// tensorrt_llm/serve/openai_protocol.py), by index in that order.
+type choiceFields [3]gjson.Result
+
+// read keeps v when k is one of the choice fields, and reports whether it
+// was.
+func (c *choiceFields) read(k string, v gjson.Result) bool {
+	switch k {
+	case "n":
+		c[0] = v
+	case "n_cmpl":
+		c[1] = v
+	case "best_of":
+		c[2] = v
+	default:
+		return false
+	}
+	return true
+}
+
+// count is how many completions the body asks for: the largest of the
+// fields, each read as tokenCount reads a count, at least 1.
+func (c *choiceFields) count() int64 {
+	n := int64(1)
+	for _, v := range c {
+		if k, ok := tokenCount(v); ok && k > n {
+			n = k
 		}
 	}
-	return c
+	return n
 }
 
 // tokenCount reads a non-negative token count, capped at maxTokens.

@@ -54,7 +54,8 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 		return fallback
 	}
 	defer d.close()
-	var model, prompt, suffix, maxTok, n, nCmpl, bestOf gjson.Result
+	var model, prompt, suffix, maxTok gjson.Result
+	var choiceVals choiceFields // n, n_cmpl, best_of
 	echo := false
 	var floor outputFloor      // vLLM's min_tokens and ignore_eos, llama.cpp's n_predict, TabbyAPI's max_length
 	var unknownTop unknownTops // top-level members the completions API does not define (completionsTopKnown)
@@ -80,14 +81,9 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 		case "max_tokens":
 			maxTok = v
 			addField(&est.OutputFields, spanOf(elems))
-		case "n":
-			n = v
-		case "n_cmpl":
-			// llama.cpp's count of completions per prompt, read before
-			// "n" (make_llama_cmpl_schema: n_cmpl, "n" its fallback alias).
-			nCmpl = v
-		case "best_of":
-			bestOf = v
+		case "n", "n_cmpl", "best_of":
+			// Per prompt (choiceFields).
+			choiceVals.read(k, v)
 		case "min_tokens", "ignore_eos", "n_predict", "max_length":
 			floor.read(k, v)
 		case "echo":
@@ -134,7 +130,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	// ignore_eos with no maximum runs to the end of the context.
 	out, est.OutputDefaulted = floor.apply(w, est.Model, out, !ok)
 	est.OutputPinned = floor.pins()
-	choices := choiceCount(n, nCmpl, bestOf)
+	choices := choiceVals.count()
 	// Each prompt gets its own choices, streamed under their own indexes
 	// (prompt p's choice j is p×n + j): every one must finish for a stream
 	// without "[DONE]" to have ended (Stream.Ended), and each may bill its

@@ -70,7 +70,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	}
 	defer d.close()
 	var model, input, instructions, tools, toolChoice, maxOut, maxTok, text, maxCalls, compaction gjson.Result
-	var n, nCmpl, bestOf gjson.Result // counts of completions a chat route reads (chat.go)
+	var choiceVals choiceFields // counts of completions a chat route reads (chat.go)
 	var inputElems, instructionElems elements
 	var floor outputFloor      // OpenRouter's reasoning.max_tokens, llama.cpp's n_predict
 	var unknownTop unknownTops // top-level members the Responses API does not define (responsesTopKnown)
@@ -131,14 +131,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 			// hands its body to such a chat route would. Reserved as
 			// chat reserves them, and weighed by their text as any
 			// member the API does not define.
-			switch k {
-			case "n":
-				n = v
-			case "n_cmpl":
-				nCmpl = v
-			case "best_of":
-				bestOf = v
-			default:
+			if !choiceVals.read(k, v) {
 				floor.read(k, v)
 			}
 			unknownTop.note(responsesTopKnown, k, v)
@@ -217,7 +210,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	}
 	out, est.OutputDefaulted = floor.apply(w, est.Model, out, est.OutputDefaulted)
 	est.OutputPinned = floor.pins()
-	est.Choices = min(choiceCount(n, nCmpl, bestOf), maxTokens/max(1, min(out, maxTokens)))
+	est.Choices = min(choiceVals.count(), maxTokens/max(1, min(out, maxTokens)))
 	est.OutputTokens = min(out, maxTokens) * est.Choices
 	if at, ok := responsesCompaction(compaction); ok && min(est.InputTokens+est.OutputTokens, maxTokens) >= at {
 		// Server-side compaction may run: a second model pass whose
