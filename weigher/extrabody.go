@@ -85,20 +85,33 @@ func geminiCachedContent(key string, v gjson.Result) bool {
 // for 0 (thinking off) and for -1 (dynamic thinking, which names no
 // budget: the maximum bounds it as it bounds a body with none).
 func geminiThinkingBudget(key string, v gjson.Result) int64 {
-	var prefix string
+	var paths *[4]string
 	switch key {
 	case extraBodyField:
-		prefix = "google."
+		paths = &thinkingPathsExtraBody
 	case "google":
+		paths = &thinkingPaths
 	default:
 		return 0
 	}
 	var n int64
-	for _, c := range [...]string{"thinking_config", "thinkingConfig"} {
-		for _, b := range [...]string{"thinking_budget", "thinkingBudget"} {
-			t, _ := tokenCount(gjson.Get(v.Raw, prefix+c+"."+b))
-			n = max(n, t)
-		}
+	for _, p := range paths {
+		t, _ := tokenCount(gjson.Get(v.Raw, p))
+		n = max(n, t)
 	}
 	return n
 }
+
+// thinkingPaths are the paths of a thinking budget in a "google" object,
+// both spellings of each name (geminiThinkingBudget); thinkingPathsExtraBody
+// the same under extra_body. Built once, not per request.
+var (
+	thinkingPaths = [4]string{
+		"thinking_config.thinking_budget", "thinking_config.thinkingBudget",
+		"thinkingConfig.thinking_budget", "thinkingConfig.thinkingBudget",
+	}
+	thinkingPathsExtraBody = [4]string{
+		"google." + thinkingPaths[0], "google." + thinkingPaths[1],
+		"google." + thinkingPaths[2], "google." + thinkingPaths[3],
+	}
+)
