@@ -626,9 +626,7 @@ func compactionTrigger(cm gjson.Result) (at int64, ok bool) {
 		if !strings.HasPrefix(e.Get("type").String(), "compact_") {
 			return true
 		}
-		if !ok {
-			ok, at = true, compactionTriggerDefault
-		}
+		ok = true
 		trig := e.Get("trigger")
 		if trig.Type == gjson.Null || !trig.Exists() {
 			return true
