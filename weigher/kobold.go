@@ -18,8 +18,8 @@ import (
 // assistant_gen, and one start and end of each role) is not a bound.
 //
 // The bound here: the adapter's key and value once, plus, per message,
-// the largest pair of one role's start and end (by key prefix; a value
-// that is not a string by its JSON text). A non-object adapter is weighed
+// the longest "…_start" string and the longest "…_end" string (at least
+// any one role's pair; a value that is not a string by its JSON text). A non-object adapter is weighed
 // by its text alone (KoboldCpp reads no role string from it). At most
 // maxTokens.
 func koboldAdapterTokens(enc counter, adapter, messages gjson.Result) int64 {
@@ -35,23 +35,19 @@ func koboldAdapterTokens(enc counter, adapter, messages gjson.Result) int64 {
 	if n == 0 {
 		return once
 	}
-	var pairs map[string]int64 // role prefix → tokens of its start and end
-	var most int64
+	// The longest start plus the longest end: at least any one role's
+	// pair, with no table of roles (an adapter of a million keys would
+	// make one ten times its bytes).
+	var start, end int64
 	rawMembers(adapter.Raw, func(k string, v gjson.Result) bool {
-		role, ok := strings.CutSuffix(k, "_start")
-		if !ok {
-			role, ok = strings.CutSuffix(k, "_end")
+		switch {
+		case strings.HasSuffix(k, "_start"):
+			start = max(start, countValue(enc, v))
+		case strings.HasSuffix(k, "_end"):
+			end = max(end, countValue(enc, v))
 		}
-		if !ok {
-			return true
-		}
-		if pairs == nil {
-			pairs = make(map[string]int64)
-		}
-		t := min(pairs[role]+countValue(enc, v), maxTokens)
-		pairs[role] = t
-		most = max(most, t)
 		return true
 	})
+	most := min(start+end, maxTokens)
 	return min(once+mulCap(most, n), maxTokens)
 }

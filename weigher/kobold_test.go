@@ -2,6 +2,7 @@ package weigher
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -64,4 +65,29 @@ func FuzzKoboldAdapterTokens(f *testing.F) {
 			t.Fatalf("with the adapter %d tokens, without %d", e.InputTokens, without.InputTokens)
 		}
 	})
+}
+
+// An adapter of many role keys is weighed in memory of its own size, not
+// a table of its roles: 200,000 distinct "rN_start" keys (some 3 MB) in
+// one body allocate at most twice its size (the scan's own layout is about its size).
+func TestKoboldAdapterOfManyKeysHoldsNoTable(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"model":"my-model","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"adapter":{`)
+	for i := range 200000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"r%d_start":"x"`, i)
+	}
+	b.WriteString(`}}`)
+	body := []byte(b.String())
+	w := uncached(t)
+	w.Weigh(KindChat, body) // warm the counter's pools
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	w.Weigh(KindChat, body)
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 2*uint64(len(body)) {
+		t.Errorf("%d bytes allocated weighing an adapter of 200,000 role keys (a %d-byte body), want at most twice the body (no table of roles: 18 MB with one)", got, len(body))
+	}
 }
