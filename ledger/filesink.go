@@ -59,6 +59,12 @@ type fileSink struct {
 	m       *metrics
 	log     *slog.Logger
 	lock    *os.File // holds the ledger's lock (lockFile) until close
+	// lockKnown is lock's file as stat'ed when taken; followLock compares
+	// the lock path with it before each write. lockLost is set while the
+	// path names another file (or none) and taking it again has failed,
+	// so that the failure is logged once, not at every flush.
+	lockKnown os.FileInfo
+	lockLost  bool
 }
 
 // openFileSink prepares a sink for the file at path (created on the first
@@ -80,8 +86,15 @@ func openFileSink(o Options, m *metrics) (s *fileSink, err error) {
 			lock.Close()
 		}
 	}()
+	var lockKnown os.FileInfo // nil where there is no lock (lockFile's non-unix version)
+	if lock != nil {
+		if lockKnown, err = lock.Stat(); err != nil {
+			return nil, fmt.Errorf("ledger: stat %s: %w", lock.Name(), err)
+		}
+	}
 	s = &fileSink{
-		lock: lock,
+		lock:      lock,
+		lockKnown: lockKnown,
 		lj: &lumberjack.Logger{
 			Filename:   o.File,
 			MaxSize:    o.MaxSizeMB,
@@ -174,6 +187,41 @@ func (s *fileSink) follow() {
 	}
 }
 
+// followLock takes the ledger's lock again when its lock file (lockFile's
+// path + ".lock") is no longer the one this sink holds: a cleanup that
+// removed "*.lock", or the directory emptied. The flock(2) lock lives on
+// the removed file's inode, so a second llmguard started on the same
+// ledger.file made a new lock file, locked it and wrote into the same
+// file beside this one. followLock costs one stat per flush, as follow
+// does. When the new lock file is held by another process already, the
+// ERROR names the file; this sink keeps writing (its records are not
+// dropped) and tries again at each flush without logging again.
+func (s *fileSink) followLock() {
+	if s.lock == nil {
+		return
+	}
+	name := s.lock.Name()
+	if st, err := os.Stat(name); err == nil && os.SameFile(st, s.lockKnown) {
+		return
+	}
+	lock, err := lockFile(s.lj.Filename)
+	if err == nil {
+		var known os.FileInfo
+		if known, err = lock.Stat(); err != nil {
+			lock.Close()
+		} else {
+			s.lock.Close()
+			s.lock, s.lockKnown, s.lockLost = lock, known, false
+			s.log.Warn("ledger: the lock file was removed or moved: locked again", "file", s.lj.Filename, "lock", lock.Name())
+			return
+		}
+	}
+	if !s.lockLost {
+		s.lockLost = true
+		s.log.Error("ledger: the lock file was removed or moved and cannot be taken again: another writer may share the file", "file", s.lj.Filename, "error", err)
+	}
+}
+
 // chunk is the most bytes written at once: maxChunk, or less when files are
 // smaller than that.
 func (s *fileSink) chunk() int {
@@ -205,6 +253,7 @@ func (s *fileSink) flush() error {
 		return nil
 	}
 	defer func() { s.buf, s.lines = s.buf[:0], 0 }()
+	s.followLock()
 	s.follow()
 	if s.size > 0 && s.size+int64(len(s.buf)) >= s.maxBytes {
 		if err := s.rotate(); err != nil {

@@ -388,3 +388,33 @@ func TestOneWriterPerFileThroughLinks(t *testing.T) {
 		}
 	}
 }
+
+// A lock file removed while the writer runs (a cleanup of "*.lock", the
+// directory emptied) is made and locked again at the next flush: a second
+// writer started after that is refused. Before, the lock stayed on the
+// removed inode, and a second writer made a new lock file, locked it and
+// wrote into the same ledger.
+func TestRemovedLockIsTakenAgain(t *testing.T) {
+	path := filePath(t)
+	logger, logs := newLogger()
+	first := mustNew(t, ledger.Options{File: path, Logger: logger})
+	defer first.Close()
+	first.Write(ledger.Record{RequestID: "req-1"})
+	flush(t, first)
+	if err := os.Remove(path + ".lock"); err != nil {
+		t.Fatal(err)
+	}
+	first.Write(ledger.Record{RequestID: "req-2"})
+	flush(t, first)
+	second, err := ledger.New(ledger.Options{File: path, Registerer: prometheus.NewRegistry()})
+	if err == nil {
+		second.Close()
+		t.Fatal("a second writer was accepted after the lock file was removed")
+	}
+	if !strings.Contains(err.Error(), "its own ledger.file") {
+		t.Errorf("second writer: %v, want the in-use refusal", err)
+	}
+	if !strings.Contains(logs.String(), "locked again") {
+		t.Errorf("no WARN of the lock taken again: %s", logs)
+	}
+}

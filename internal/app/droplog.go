@@ -97,13 +97,20 @@ func chargeDropReasons() []string {
 	return out
 }
 
-// reconcileDropped reads a's drops in bucket.AsyncDrops' order, then
-// moved (the store's PeriodMoved; nil reads 0): reconcileDropReasons'
-// counts.
+// reconcileDropMsg is the WARN line logDrops writes for
+// reconcileDropReasons.
+const reconcileDropMsg = "reconciliations dropped: their deltas never reach the store, or (period_moved) reach a quota whose period has moved on there and apply to nothing (llmguard_reconcile_dropped_total{reason})"
+
+// reconcileDropped reads a's drops in bucket.AsyncDrops' order (a nil,
+// the memory backend's, has none: zeros), then moved (the store's
+// PeriodMoved; nil reads 0): reconcileDropReasons' counts.
 func reconcileDropped(a *bucket.AsyncReconciler, moved func() uint64) func() []uint64 {
 	return func() []uint64 {
-		s := a.Stats()
 		out := make([]uint64, 0, len(bucket.AsyncDrops)+1)
+		var s bucket.AsyncStats
+		if a != nil {
+			s = a.Stats()
+		}
 		for _, d := range bucket.AsyncDrops {
 			out = append(out, s.DroppedBy[d])
 		}

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/policy"
 )
 
 // Drops are logged at a bounded rate, each line with the counts by reason
@@ -72,7 +74,7 @@ func TestReconcileDroppedByReason(t *testing.T) {
 	defer inner.Close()
 	a := bucket.NewAsyncReconciler(inner, bucket.AsyncOptions{})
 	reg := prometheus.NewRegistry()
-	(&storeMetrics{}).watchAsync(reg, a, inner.PeriodMoved)
+	(&storeMetrics{}).watchDrops(reg, a, inner.PeriodMoved)
 	if _, err := a.Take(t.Context(), "", []bucket.Item{{Key: "q", Limit: bucket.Quota(10, day2, day2.AddDate(0, 0, 1)), Cost: 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -88,5 +90,45 @@ func TestReconcileDroppedByReason(t *testing.T) {
 		if v, ok := gathered(t, reg, "llmguard_reconcile_dropped_total", map[string]string{"reason": reason}); !ok || v != want[reason] {
 			t.Errorf("llmguard_reconcile_dropped_total{reason=%q} = %v (exported: %v), want %v", reason, v, ok, want[reason])
 		}
+	}
+}
+
+// The memory backend exports llmguard_reconcile_dropped_total too, every
+// reason from the start, and counts a settlement whose quota period had
+// turned under period_moved; /readyz says reconcile_period_moved. Before,
+// the memory backend exported no such family and the count was invisible.
+func TestMemoryBackendCountsPeriodMoved(t *testing.T) {
+	day1 := time.Date(2025, time.March, 1, 23, 59, 0, 0, time.UTC)
+	day2 := day1.Add(2 * time.Minute)
+	var now atomic.Pointer[time.Time]
+	now.Store(&day2)
+	cfg := &config.Config{Store: config.Store{Backend: "memory"}}
+	reg := prometheus.NewRegistry()
+	st, err := openStore(cfg, func() *policy.Policy { return nil }, reg, slog.New(slog.DiscardHandler), func() time.Time { return *now.Load() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range st.close {
+			c()
+		}
+	}()
+	for _, reason := range reconcileDropReasons() {
+		if v, ok := gathered(t, reg, "llmguard_reconcile_dropped_total", map[string]string{"reason": reason}); !ok || v != 0 {
+			t.Errorf("at start llmguard_reconcile_dropped_total{reason=%q} = %v (exported: %v), want 0", reason, v, ok)
+		}
+	}
+	dayStart := time.Date(2025, time.March, 2, 0, 0, 0, 0, time.UTC)
+	if _, err := st.main.Take(t.Context(), "", []bucket.Item{{Key: "q", Limit: bucket.Quota(10, dayStart, dayStart.AddDate(0, 0, 1)), Cost: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.main.Reconcile(t.Context(), "day1", []bucket.Delta{{Key: "q", Limit: bucket.Quota(10, dayStart.AddDate(0, 0, -1), dayStart), Units: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := gathered(t, reg, "llmguard_reconcile_dropped_total", map[string]string{"reason": "period_moved"}); v != 1 {
+		t.Errorf("llmguard_reconcile_dropped_total{reason=\"period_moved\"} = %v, want 1", v)
+	}
+	if r := st.readiness("memory"); r["reconcile_period_moved"] != uint64(1) {
+		t.Errorf("/readyz reconcile_period_moved = %v (%T), want 1", r["reconcile_period_moved"], r["reconcile_period_moved"])
 	}
 }

@@ -39,6 +39,10 @@ type stores struct {
 	// start-up script load did), so the next request may be served by the
 	// fallback even while the breaker is closed. nil for memory.
 	lastFailed *atomic.Bool
+	// periodMoved counts the settlements, voids and fallback charges the
+	// store applied with a quota delta that applied to nothing, its period
+	// moved on (bucket.Memory.PeriodMoved, bucket.Redis.PeriodMoved).
+	periodMoved func() uint64
 }
 
 // readiness is the /readyz body: the proxy serves whatever the store's
@@ -46,6 +50,9 @@ type stores struct {
 // decisions are being made.
 func (s *stores) readiness(backend string) map[string]any {
 	r := map[string]any{"status": "ready", "store": backend, "degraded": false}
+	if s.periodMoved != nil {
+		r["reconcile_period_moved"] = s.periodMoved()
+	}
 	if s.guard != nil {
 		state := s.guard.State()
 		st := s.async.Stats()
@@ -87,7 +94,12 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	if c.Backend == "memory" {
 		mem := bucket.NewMemory(bucket.MemoryOptions{Now: now, VoidFor: time.Duration(c.VoidWindow)})
 		m := newStoreMetrics(reg)
-		return &stores{main: timed{Store: mem, observe: m.observe}, close: []func() error{mem.Close}}, nil
+		// The memory store drops no reconciliation (it has no queue), but a
+		// settlement that ends after a quota's period turned applies its
+		// delta to nothing, as on Redis: counted and logged alike.
+		m.watchDrops(reg, nil, mem.PeriodMoved)
+		stopDropLog := logDrops(log, reconcileDropMsg, reconcileDropReasons(), reconcileDropped(nil, mem.PeriodMoved), dropLogEvery, dropLookEvery)
+		return &stores{main: timed{Store: mem, observe: m.observe}, periodMoved: mem.PeriodMoved, close: []func() error{stopDropLog, mem.Close}}, nil
 	}
 	if c.Backend != "redis" && c.Backend != "redis_cluster" {
 		return nil, fmt.Errorf("app: unknown store backend %q", c.Backend)
@@ -276,7 +288,8 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 			log.Debug("reconciliation dropped", "request_id", rc.RequestID, "err", err)
 		},
 	})
-	m.watchAsync(reg, async, r.PeriodMoved)
+	m.watchAsync(reg, async)
+	m.watchDrops(reg, async, r.PeriodMoved)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "llmguard_breaker_state",
 		Help: "State of the store circuit breaker: 0 closed, 1 half-open, 2 open.",
@@ -304,11 +317,10 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	// Every drop is counted by reason (llmguard_reconcile_dropped_total,
 	// llmguard_fallback_charges_dropped_total) and logged, at most one line
 	// per dropLogEvery each.
-	stopDropLog := logDrops(log, "reconciliations dropped: their deltas never reach the store, or (period_moved) reach a quota whose period has moved on there and apply to nothing (llmguard_reconcile_dropped_total{reason})",
-		reconcileDropReasons(), reconcileDropped(async, r.PeriodMoved), dropLogEvery, dropLookEvery)
+	stopDropLog := logDrops(log, reconcileDropMsg, reconcileDropReasons(), reconcileDropped(async, r.PeriodMoved), dropLogEvery, dropLookEvery)
 	stopChargeDropLog := logDrops(log, "fallback charges dropped: spend the fallback admitted is not charged to the store (llmguard_fallback_charges_dropped_total{reason})",
 		chargeDropReasons(), chargeDropped(charges), dropLogEvery, dropLookEvery)
-	st := &stores{main: async, fallback: fb, guard: guard, async: async, client: client, lastFailed: lastFailed, charges: charges,
+	st := &stores{main: async, fallback: fb, guard: guard, async: async, client: client, lastFailed: lastFailed, charges: charges, periodMoved: r.PeriodMoved,
 		close: []func() error{stopProbe, stopCharges, async.Close, stopDropLog, stopChargeDropLog, fb.Close, closeClient}}
 	if window := time.Duration(denyCacheOf(c)); window > 0 {
 		// Denials a Redis store has just made are answered from memory
@@ -499,12 +511,19 @@ func (m *storeMetrics) observe(op bucket.Op, d time.Duration) {
 	m.duration.WithLabelValues(op.String()).Observe(d.Seconds())
 }
 
-func (m *storeMetrics) watchAsync(reg prometheus.Registerer, a *bucket.AsyncReconciler, moved func() uint64) {
+// watchAsync exports llmguard_reconcile_queue_length, a's pending
+// reconciliations.
+func (m *storeMetrics) watchAsync(reg prometheus.Registerer, a *bucket.AsyncReconciler) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "llmguard_reconcile_queue_length",
+		Help: "Reconciliations waiting to be written to the store, held ones (store unavailable) included.",
+	}, func() float64 { return float64(a.Stats().Pending) }))
+}
+
+// watchDrops exports llmguard_reconcile_dropped_total{reason}: a's drops
+// (nil, the memory backend's: none) and moved's count as period_moved.
+func (m *storeMetrics) watchDrops(reg prometheus.Registerer, a *bucket.AsyncReconciler, moved func() uint64) {
 	reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "llmguard_reconcile_queue_length",
-			Help: "Reconciliations waiting to be written to the store, held ones (store unavailable) included.",
-		}, func() float64 { return float64(a.Stats().Pending) }),
 		&reconcileDropCollector{reasons: reconcileDropReasons(), read: reconcileDropped(a, moved), desc: prometheus.NewDesc("llmguard_reconcile_dropped_total",
 			"Reconciliations dropped, by reason: full (the queue or the replay hold was full), closed (at shutdown), expired (held through an outage past 9 minutes), refused (invalid), attempts (failed 5 times), period_moved (applied by the store, a quota's delta to nothing: its period had moved on there; fallback charges and voids included).",
 			[]string{"reason"}, nil)},
