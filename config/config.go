@@ -750,6 +750,7 @@ func parse(b []byte, dir string) (*Config, error) {
 	var c Config
 	var decodeProblems []string
 	var numbers []numberProblem // number fields written as something else
+	var root *yaml.Node         // the document, for the lines of validation's problems; nil when it does not parse
 	if len(bytes.TrimSpace(b)) > 0 {
 		if err := checkFlowDepth(b, maxYAMLFlowDepth); err != nil {
 			return nil, &Error{Problems: []string{err.Error()}}
@@ -786,11 +787,12 @@ func parse(b []byte, dir string) (*Config, error) {
 		}
 		// The decoder rounds a fraction given to a whole-number field
 		// down without a word: find them in the document itself.
-		var root yaml.Node
-		if yaml.Unmarshal(b, &root) == nil {
+		var doc yaml.Node
+		if yaml.Unmarshal(b, &doc) == nil {
+			root = &doc
 			// A duration that does not parse keeps only a marker: name its
 			// line and value here (validation's word on it is then moot).
-			for _, p := range append(fractionsInWholeFields(&root, reflect.TypeFor[Config]()), badDurations(&root, reflect.TypeFor[Config]())...) {
+			for _, p := range append(fractionsInWholeFields(root, reflect.TypeFor[Config]()), badDurations(root, reflect.TypeFor[Config]())...) {
 				numbers = append(numbers, p)
 				decodeProblems = append(decodeProblems, p.message)
 			}
@@ -814,13 +816,17 @@ func parse(b []byte, dir string) (*Config, error) {
 				// A number field that could not be decoded was judged with
 				// a stand-in value: what validation says of it is moot.
 				if !slices.ContainsFunc(numbers, func(n numberProblem) bool { return concerns(p, n.path) }) {
-					decodeProblems = append(decodeProblems, p)
+					decodeProblems = append(decodeProblems, withLines([]string{p}, root)...)
 				}
 			}
 		}
 		return nil, &Error{Problems: decodeProblems}
 	}
 	if err != nil {
+		var ce *Error
+		if errors.As(err, &ce) {
+			return nil, &Error{Problems: withLines(ce.Problems, root)}
+		}
 		return nil, err
 	}
 	return &c, nil

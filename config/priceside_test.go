@@ -58,7 +58,7 @@ func TestOneSidedPriceIsRefused(t *testing.T) {
 				}
 				return
 			}
-			if len(probs) != 1 || !strings.HasPrefix(probs[0], tc.want+": missing") {
+			if len(probs) != 1 || !strings.HasPrefix(probs[0], "line 5: "+tc.want+": missing") {
 				t.Fatalf("problems %q, want one naming %s", probs, tc.want)
 			}
 		})

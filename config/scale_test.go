@@ -124,7 +124,7 @@ func TestDurationFieldsFromYAML(t *testing.T) {
 			// list, which has no one value to quote, by validation.
 			want := "line 2: limits[0].per: `" + strings.Trim(tc.value, `"'`) + "` is not a Go duration"
 			if strings.ContainsAny(tc.value[:1], "{[") {
-				want = "limits[0].per: not a Go duration"
+				want = "line 2: limits[0].per: not a Go duration"
 			}
 			if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.HasPrefix(ce.Problems[0], want) {
 				t.Errorf("per: %s: err = %v, want only %q", tc.value, err, want)

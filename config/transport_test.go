@@ -67,7 +67,7 @@ func TestMaxConnectionsRange(t *testing.T) {
 			}
 			continue
 		}
-		want := fmt.Sprintf("config: max_connections: must be 0 (half the file-descriptor limit) or between 64 and 65536 (got %d)", tc.value)
+		want := fmt.Sprintf("config: line 3: max_connections: must be 0 (half the file-descriptor limit) or between 64 and 65536 (got %d)", tc.value)
 		if err == nil || err.Error() != want {
 			t.Errorf("max_connections %d: err = %v, want %q", tc.value, err, want)
 		}

@@ -17,12 +17,12 @@ func TestWarnAtProblemsNamedOnce(t *testing.T) {
 		want   []string // nil: valid
 	}{
 		{"[0.5, 0.8, 1]", nil},
-		{"[80, 0.95]", []string{"limits[0].warn_at[0]: must be a fraction of the quota in (0, 1] (got 80) (write 0.8 for 80%)"}},
-		{"[0.8, 0.5]", []string{"limits[0].warn_at[1]: must be above the threshold before it (0.8), in increasing order (got 0.5)"}},
-		{"[0.8, 0.8]", []string{"limits[0].warn_at[1]: must be above the threshold before it (0.8), in increasing order (got 0.8)"}},
+		{"[80, 0.95]", []string{"line 3: limits[0].warn_at[0]: must be a fraction of the quota in (0, 1] (got 80) (write 0.8 for 80%)"}},
+		{"[0.8, 0.5]", []string{"line 3: limits[0].warn_at[1]: must be above the threshold before it (0.8), in increasing order (got 0.5)"}},
+		{"[0.8, 0.8]", []string{"line 3: limits[0].warn_at[1]: must be above the threshold before it (0.8), in increasing order (got 0.8)"}},
 		{"[0, 1.5e3]", []string{
-			"limits[0].warn_at[0]: must be a fraction of the quota in (0, 1] (got 0)",
-			"limits[0].warn_at[1]: must be a fraction of the quota in (0, 1] (got 1500)",
+			"line 3: limits[0].warn_at[0]: must be a fraction of the quota in (0, 1] (got 0)",
+			"line 3: limits[0].warn_at[1]: must be a fraction of the quota in (0, 1] (got 1500)",
 		}},
 	} {
 		_, err := Parse([]byte(head + tc.warnAt + "}\n"))

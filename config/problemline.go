@@ -1,0 +1,86 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// lineOfPath is the line (1-based) in the document root of the field a
+// validation problem names by path ("store.backend", "limits[2].name",
+// "models.gpt-4.1.input": a mapping key may hold dots, so the longest key
+// that the path continues is taken). A field not written in the file (a
+// default, or a required field left out) gets the line of the deepest part
+// of its path that is written: limits[2]'s first line for a missing
+// limits[2].name. 0 when not even the first part is written.
+func lineOfPath(root *yaml.Node, path string) int {
+	n := root
+	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := 0
+	for n != nil && path != "" {
+		switch {
+		case strings.HasPrefix(path, "["):
+			end := strings.IndexByte(path, ']')
+			if end < 0 || n.Kind != yaml.SequenceNode {
+				return line
+			}
+			i, err := strconv.Atoi(path[1:end])
+			if err != nil || i < 0 || i >= len(n.Content) {
+				return line
+			}
+			n, path = n.Content[i], path[end+1:]
+		case n.Kind == yaml.MappingNode:
+			path = strings.TrimPrefix(path, ".")
+			var next *yaml.Node
+			rest := ""
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i].Value
+				r, ok := strings.CutPrefix(path, k)
+				if !ok || r != "" && r[0] != '.' && r[0] != '[' {
+					continue
+				}
+				if next == nil || len(r) < len(rest) { // the longest key wins
+					next, rest = n.Content[i+1], r
+					line = n.Content[i].Line
+				}
+			}
+			if next == nil {
+				return line
+			}
+			n, path = next, rest
+			continue
+		default:
+			return line
+		}
+		line = n.Line
+	}
+	return line
+}
+
+// withLines prefixes each of problems ("path: message", as Validate words
+// them) with "line N: ", N the line of its path in root (lineOfPath); a
+// problem whose path is not in the file, or that names its line already,
+// is left as it is.
+func withLines(problems []string, root *yaml.Node) []string {
+	if root == nil {
+		return problems
+	}
+	out := make([]string, len(problems))
+	for i, p := range problems {
+		out[i] = p
+		if strings.HasPrefix(p, "line ") {
+			continue
+		}
+		path, _, ok := strings.Cut(p, ": ")
+		if !ok || strings.ContainsAny(path, " ") {
+			continue
+		}
+		if line := lineOfPath(root, path); line > 0 {
+			out[i] = "line " + strconv.Itoa(line) + ": " + p
+		}
+	}
+	return out
+}
