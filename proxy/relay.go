@@ -88,8 +88,11 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 			x.obs.overhead = overheadOf(x, time.Now())
 		}
 		// On a kept goroutine (stackPool): fasthttp's own is new per stream.
-		x.relayed = streamRelay{resp: resp, conn: conn}
-		ctx.SetBodyStreamWriter(x.writeStream)
+		// resp first: NewStreamReader starts the writer at once. The writer
+		// never reads body, which fasthttp reads once the handler returns.
+		x.relayed.resp = resp
+		x.relayed.body = fasthttp.NewStreamReader(x.writeStream)
+		ctx.Response.SetBodyStream((*clientBody)(x), -1)
 		return nil
 	}
 
@@ -470,7 +473,7 @@ func (d *decoderMemory) release() {
 // stream relays an SSE body event by event, flushing after every upstream
 // read so the first event reaches the client before the upstream finishes.
 // It runs after the handler returned, on fasthttp's writer goroutine.
-func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, conn net.Conn, s *streamSource) {
+func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, s *streamSource) {
 	if x.obs != nil {
 		defer p.settled(x, x.status) // last: after the settlement, whichever way the stream ends
 	}
@@ -509,15 +512,18 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 			// Counting what was streamed failed too: the reservation stands
 			// (a no-op when the settlement above went through).
 			p.contain(meter.StageSettle, x, func() { x.settle(meter.Settlement{Source: spec.SourceReserved}) })
-			if conn != nil { // settled first: the client sees the cut after the charge
-				conn.Close()
-			}
+			s.broken = true // settled first: the client sees the cut (clientBody) after the charge
 		}
 	}()
 	chunk := chunks.Get().(*[readChunk]byte)
 	defer chunks.Put(chunk)
 	buf := chunk[:]
 	clientGone := false
+	// broken: the upstream broke the stream off before its terminal event
+	// (or a decoder failed): the client's body ends broken after the
+	// settlement (clientBody), as it would from the upstream itself,
+	// never as a clean end of a partial answer.
+	broken := false
 	var linger lingerCut // ends a stream whose upstream lingers after its terminal event
 	defer linger.stop()
 	for {
@@ -558,6 +564,7 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 				// model cut before its first word;
 				// TestBrokenUpstreamStreamKeepsTheOutputReservation.)
 				tap.unread = true
+				broken = !tap.stream.Done()
 			}
 			break
 		}
@@ -580,16 +587,50 @@ func (p *Proxy) stream(w *bufio.Writer, x *exchange, resp *fasthttp.Response, co
 		resp.CloseBodyStream()
 	}
 	p.settleStream(x, &tap, resp.StatusCode())
+	s.broken = broken // settled first: the client sees the cut (clientBody) after the charge
 }
 
 // streamRelay is what a streamed answer's writer needs besides its
 // exchange, its source (whose mem.p is the proxy) and the buffer fasthttp
-// gives it: the upstream response (owned by the writer) and the client's
-// connection (nil: none).
+// gives it: the upstream response (owned by the writer), and the client's
+// body, what the writer writes (fasthttp.NewStreamReader's pipe), read by
+// fasthttp through clientBody.
 type streamRelay struct {
 	resp *fasthttp.Response
-	conn net.Conn
+	body io.ReadCloser
 }
+
+// errUpstreamBroke ends the body of a stream whose upstream broke it off
+// before its terminal event: fasthttp then writes no last chunk and closes
+// the connection, so the client reads an unfinished body.
+var errUpstreamBroke = errors.New("proxy: the upstream broke the stream off")
+
+// clientBody is the body fasthttp writes to a streamed answer's client:
+// the exchange's relayed.body, ended by errUpstreamBroke rather than
+// io.EOF when the stream writer set src.broken before it returned (the
+// pipe's end orders that write before this read). A stream broken off
+// upstream then reaches its client broken (curl: exit 18, "transfer closed
+// with outstanding read data remaining"; the SDKs: a connection error), as
+// from the upstream itself and as httputil.ReverseProxy aborts a body it
+// cannot copy; everything written before the break is delivered first.
+// Before, such a stream ended with the chunked coding's last chunk, and a
+// client took the partial answer for a whole one (trial8). An exchange's
+// own type, so that fasthttp is handed it without an allocation; read by
+// fasthttp's goroutine alone.
+type clientBody exchange
+
+// Read reads what the stream writer wrote; at its end, io.EOF, or
+// errUpstreamBroke when the stream was broken off upstream.
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.relayed.body.Read(p)
+	if err == io.EOF && b.src.broken {
+		err = errUpstreamBroke
+	}
+	return n, err
+}
+
+// Close closes the pipe from the stream writer.
+func (b *clientBody) Close() error { return b.relayed.body.Close() }
 
 // writeStream is x's body stream writer: it hands the stream to a kept
 // worker (stackPool) and returns when it has been relayed and settled.
@@ -600,7 +641,7 @@ func (x *exchange) writeStream(w *bufio.Writer) {
 // runJob relays x's stream to w on a stream worker (a stackJob: an
 // *exchange goes to the worker without a closure made for it).
 func (x *exchange) runJob(w *bufio.Writer) {
-	x.src.mem.p.stream(w, x, x.relayed.resp, x.relayed.conn, &x.src)
+	x.src.mem.p.stream(w, x, x.relayed.resp, &x.src)
 }
 
 // streamSource is what a stream is relayed from, decided before its
@@ -621,6 +662,11 @@ type streamSource struct {
 	// opaque: r is in a coding llmguard does not read; the stream is
 	// relayed as sent, with its Content-Encoding, unread.
 	opaque bool
+	// broken: set by the stream writer before it returns when the
+	// upstream broke the stream off before its terminal event (or its
+	// decoder failed, or the relay panicked): the client's body then ends
+	// broken (clientBody).
+	broken bool
 }
 
 // openStream starts watching the client of x's stream (conn; nil: none)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -138,6 +139,12 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.
 			return fmt.Errorf("report: ledger.redis_url: %w", err)
 		}
 		o.ContextTimeoutEnabled = true // ScanStream bounds each page by its context
+		// go-redis logs each failed dial through its package logger, to
+		// stderr: "redis: 2026/12/05 … pool.go:…: failed to dial after 5
+		// attempts", once per try, above report's own error (trial8). Its
+		// lines go to slog at debug, as serve sends them, which report
+		// does not print; the error that ends the read says the same once.
+		redis.SetLogger(redisLogger{slog.New(slog.NewTextHandler(os.Stderr, nil))})
 		rc := redis.NewClient(o)
 		defer rc.Close()
 		loc := opt.Location

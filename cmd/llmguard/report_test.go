@@ -142,3 +142,36 @@ func TestReportDefaultMonthAndSeveralLedgers(t *testing.T) {
 		t.Error("a ledger file and a link to it were read twice")
 	}
 }
+
+// A report whose ledger stream's Redis refuses connections fails with one
+// error naming the stream, and nothing of go-redis's own log: before, each
+// try printed "redis: <date> pool.go:…: failed to dial after 5 attempts"
+// above it, four lines of a library's internals (trial8).
+func TestReportUnreachableStreamPrintsOneError(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "llmguard.yaml")
+	os.WriteFile(cfg, []byte(`
+upstreams: [{name: mock, flavor: openai, base_url: "http://127.0.0.1:1", no_key: true}]
+keys: [{key: sk-a, user: alice, tenant: acme}]
+ledger: {redis_stream: "llmguard:ledger"}
+store: {backend: redis, redis_url: "redis://127.0.0.1:1/0"}
+`), 0o644)
+	var stderr strings.Builder
+	cmd := exec.Command(binary(t), "report", "--config", cfg, "--tenant", "acme")
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("report against a refused Redis: %v, want exit status 1; stderr:\n%s", err, stderr.String())
+	}
+	got := stderr.String()
+	if !strings.Contains(got, "llmguard:ledger") {
+		t.Errorf("stderr %q does not name the stream", got)
+	}
+	if strings.Contains(got, "pool.go") || strings.Contains(got, "redis: 20") {
+		t.Errorf("stderr carries go-redis's own log lines:\n%s", got)
+	}
+	if n := strings.Count(strings.TrimSpace(got), "\n") + 1; n != 1 {
+		t.Errorf("stderr has %d lines, want the one error:\n%s", n, got)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -843,9 +844,8 @@ func TestGatewayTimeoutKeepsTheReservation(t *testing.T) {
 func TestBrokenUpstreamStreamKeepsTheOutputReservation(t *testing.T) {
 	u := startScripted(t, func(conn, exchange int) string { return "brokenstream" })
 	h := startTransport(t, nil, transportYAML("http://"+u.ln.Addr().String(), "", "", slowTPM), nil)
-	resp, body := h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"stream":true}`)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("status %d %s, want the stream's 200", resp.StatusCode, body)
+	if status, body, _ := postBroken(t, h); status != http.StatusOK {
+		t.Fatalf("status %d %s, want the stream's 200", status, body)
 	}
 	// The bound only ends a failing run.
 	if !waitFor(30*time.Second, func() bool {
@@ -856,6 +856,49 @@ func TestBrokenUpstreamStreamKeepsTheOutputReservation(t *testing.T) {
 	if out := h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}); out != 100 {
 		t.Errorf("broken stream charged %v output tokens, want its reservation, 100", out)
 	}
+}
+
+// A stream the upstream breaks off before its terminal event reaches its
+// client broken too: the connection is cut, so the body ends without the
+// chunked coding's last chunk, as it would from the upstream itself (curl
+// exits 18, the SDKs raise a connection error). Before, llmguard ended it
+// cleanly, and the client took the partial answer for a whole one
+// (trial8: the OpenAI and Anthropic SDKs returned a cut stream without an
+// error).
+func TestBrokenUpstreamStreamIsCutForItsClient(t *testing.T) {
+	u := startScripted(t, func(conn, exchange int) string { return "brokenstream" })
+	h := startTransport(t, nil, transportYAML("http://"+u.ln.Addr().String(), "", "", slowTPM), nil)
+	status, body, err := postBroken(t, h)
+	if status != http.StatusOK {
+		t.Fatalf("status %d %s, want the stream's 200", status, body)
+	}
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("reading the broken stream: err %v, want io.ErrUnexpectedEOF (a cut, not a clean end); body %q", err, body)
+	}
+	if !strings.Contains(body, `"role":"assistant"`) {
+		t.Errorf("body %q: the event sent before the break did not reach the client", body)
+	}
+}
+
+// postBroken posts a streamed chat request to h and reads its answer to
+// the end, returning the status, the body read and the read's error (nil
+// for a body that ended cleanly).
+func postBroken(t *testing.T, h *harness) (int, string, error) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions",
+		strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
 }
 
 // An answer whose header fields pass 4 KiB (fasthttp's default read
