@@ -17,7 +17,9 @@ import (
 // usage.completion_tokens_details.reasoning_tokens, and the audio parts of
 // input and output (prompt_tokens_details.audio_tokens,
 // completion_tokens_details.audio_tokens: gpt-4o-audio-preview, gpt-audio),
-// priced at the model's audio rates. ok is false when body has
+// priced at the model's audio rates; a part larger than its figure, or a
+// total_tokens above the two, is added to it as an upstream that leaves
+// reasoning out of completion_tokens bills it (withLeftOut). ok is false when body has
 // no usage object whose prompt_tokens is a positive number and whose
 // completion_tokens is a non-negative one (numeric strings accepted: a
 // completion_tokens of 0 is a valid usage, an answer stopped at once or
@@ -69,7 +71,7 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 	// The figures are kept as their text (a value of valid JSON is never
 	// empty: "" is none) and made into Results once, at the end: a
 	// gjson.Result is nine words, copied each time one is returned.
-	var prompt, completion string
+	var prompt, completion, total string
 	w := newMemberWalk(v.Raw)
 	for {
 		k, more := w.key()
@@ -81,6 +83,8 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 			prompt = w.text()
 		case "completion_tokens":
 			completion = w.text()
+		case "total_tokens":
+			total = w.text()
 		case "prompt_tokens_details":
 			u.CachedInputTokens, u.AudioInputTokens = w.details("cached_tokens")
 		case "completion_tokens_details":
@@ -95,7 +99,8 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 		return Usage{}, false
 	}
 	u.InputTokens, u.OutputTokens = in, out
-	return u, true
+	sum, _ := rawCount(rawOrNone(total))
+	return withLeftOut(u, sum), true
 }
 
 // reportedPair reads the input and output figures of a usage object (a
@@ -580,4 +585,40 @@ func choiceIndex(v gjson.Result) (int, bool) {
 		}
 	}
 	return i, true
+}
+
+// withLeftOut is u, a usage read from OpenAI-shaped figures (chat,
+// completions, Responses), with what those figures show was billed but
+// left out of its input or output figure added to it. OpenAI's figures
+// nest: prompt_tokens holds its cached and audio tokens, completion_tokens
+// its reasoning and audio tokens, and total_tokens is their sum. Upstreams
+// that speak its shape do not all keep that: xAI counts reasoning "separately
+// from completion_tokens, but … in the total_tokens"
+// (https://docs.x.ai/docs/key-information/consumption-and-rate-limits:
+// "completion_tokens":40 beside "reasoning_tokens":900 and a total of
+// 950 for 10 input), and gateways translating Gemini's usageMetadata leave
+// thoughtsTokenCount out of completion_tokens but in total_tokens. So a
+// part larger than its whole is read as left out of it and added to it
+// (reasoning or audio output to the output, cached or audio input to the
+// input), and a total (total, when positive: rawCount) above input plus
+// output has the difference added to the output, the dearer figure. A
+// usage whose figures nest as OpenAI's is returned as it is. Figures are
+// at most 10^15 (maxTokens), so no sum overflows.
+func withLeftOut(u Usage, total int64) Usage {
+	if u.ReasoningTokens > u.OutputTokens {
+		u.OutputTokens += u.ReasoningTokens
+	}
+	if u.AudioOutputTokens > u.OutputTokens {
+		u.OutputTokens += u.AudioOutputTokens
+	}
+	if u.CachedInputTokens > u.InputTokens {
+		u.InputTokens += u.CachedInputTokens
+	}
+	if u.AudioInputTokens > u.InputTokens {
+		u.InputTokens += u.AudioInputTokens
+	}
+	if total > u.InputTokens+u.OutputTokens {
+		u.OutputTokens = total - u.InputTokens
+	}
+	return u
 }

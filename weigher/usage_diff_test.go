@@ -89,13 +89,15 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 	if !v.IsObject() {
 		return Usage{}, false
 	}
-	var prompt, completion gjson.Result
+	var prompt, completion, total gjson.Result
 	v.ForEach(func(k, f gjson.Result) bool {
 		switch k.Str {
 		case "prompt_tokens":
 			prompt = f
 		case "completion_tokens":
 			completion = f
+		case "total_tokens":
+			total = f
 		case "prompt_tokens_details":
 			u.CachedInputTokens = usageCount(f.Get("cached_tokens"))
 			u.AudioInputTokens = usageCount(f.Get("audio_tokens"))
@@ -109,7 +111,7 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 	if !ok {
 		return Usage{}, false
 	}
-	return u, true
+	return withLeftOut(u, usageCount(total)), true
 }
 
 // usageSeeds are chat answers whose usage is ordinary, odd or unreadable:
