@@ -1,6 +1,9 @@
 package weigher
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // A usage whose parts or total show output (or input) its own figure
 // leaves out is read with it added: xAI's chat usage counts reasoning
@@ -25,6 +28,9 @@ func TestUsageLeftOutIsAdded(t *testing.T) {
 		{"total not a count", `{"prompt_tokens":10,"completion_tokens":40,"total_tokens":-5000}`, 10, 40},
 		{"cached apart", `{"prompt_tokens":10,"completion_tokens":40,"prompt_tokens_details":{"cached_tokens":5000}}`, 5010, 40},
 		{"audio out apart", `{"prompt_tokens":10,"completion_tokens":40,"completion_tokens_details":{"audio_tokens":300}}`, 10, 340},
+		{"perplexity deep research", `{"prompt_tokens":108,"completion_tokens":3256,"total_tokens":3364,"citation_tokens":7299,"num_search_queries":74,"reasoning_tokens":73248}`, 108 + 7299, 3256 + 73248},
+		{"perplexity strings", `{"prompt_tokens":108,"completion_tokens":3256,"citation_tokens":"7299","reasoning_tokens":"73248"}`, 108 + 7299, 3256 + 73248},
+		{"perplexity negative", `{"prompt_tokens":108,"completion_tokens":3256,"citation_tokens":-7299,"reasoning_tokens":null}`, 108, 3256},
 		{"absurd total", `{"prompt_tokens":10,"completion_tokens":40,"total_tokens":1e300}`, 10, 1e15 - 10},
 	} {
 		body := []byte(`{"id":"x","choices":[],"usage":` + tc.usage + `}`)
@@ -36,6 +42,9 @@ func TestUsageLeftOutIsAdded(t *testing.T) {
 			u, ok := read()
 			if !ok || u.InputTokens != tc.in || u.OutputTokens != tc.out {
 				t.Errorf("%s (%s): %+v %v, want input %d, output %d", tc.name, name, u, ok, tc.in, tc.out)
+			}
+			if want := int64(74); strings.Contains(tc.usage, `"num_search_queries":74`) && u.WebSearches != want {
+				t.Errorf("%s (%s): %d searches, want %d", tc.name, name, u.WebSearches, want)
 			}
 		}
 	}

@@ -71,7 +71,7 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 	// The figures are kept as their text (a value of valid JSON is never
 	// empty: "" is none) and made into Results once, at the end: a
 	// gjson.Result is nine words, copied each time one is returned.
-	var prompt, completion, total string
+	var prompt, completion, total, citations, reasoning, searches string
 	w := newMemberWalk(v.Raw)
 	for {
 		k, more := w.key()
@@ -85,6 +85,12 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 			completion = w.text()
 		case "total_tokens":
 			total = w.text()
+		case "citation_tokens":
+			citations = w.text()
+		case "reasoning_tokens":
+			reasoning = w.text()
+		case "num_search_queries":
+			searches = w.text()
 		case "prompt_tokens_details":
 			u.CachedInputTokens, u.AudioInputTokens = w.details("cached_tokens")
 		case "completion_tokens_details":
@@ -99,8 +105,12 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 		return Usage{}, false
 	}
 	u.InputTokens, u.OutputTokens = in, out
-	sum, _ := rawCount(rawOrNone(total))
-	return withLeftOut(u, sum), true
+	var a apart
+	a.total, _ = rawCount(rawOrNone(total))
+	a.citations, _ = rawCount(rawOrNone(citations))
+	a.reasoning, _ = rawCount(rawOrNone(reasoning))
+	a.searches, _ = rawCount(rawOrNone(searches))
+	return withLeftOut(u, a), true
 }
 
 // reportedPair reads the input and output figures of a usage object (a
@@ -587,24 +597,40 @@ func choiceIndex(v gjson.Result) (int, bool) {
 	return i, true
 }
 
+// apart are the figures of an OpenAI-shaped usage object beside its
+// input and output ones that may hold tokens those leave out: its
+// total_tokens, and Perplexity's citation_tokens, top-level
+// reasoning_tokens and num_search_queries. Each is a positive count
+// (rawCount), 0 when absent or not one.
+type apart struct {
+	total, citations, reasoning, searches int64
+}
+
 // withLeftOut is u, a usage read from OpenAI-shaped figures (chat,
-// completions, Responses), with what those figures show was billed but
-// left out of its input or output figure added to it. OpenAI's figures
-// nest: prompt_tokens holds its cached and audio tokens, completion_tokens
-// its reasoning and audio tokens, and total_tokens is their sum. Upstreams
-// that speak its shape do not all keep that: xAI counts reasoning "separately
-// from completion_tokens, but … in the total_tokens"
+// completions, Responses), with what its other figures (a) show was
+// billed but left out of its input or output figure added to it.
+// OpenAI's figures nest: prompt_tokens holds its cached and audio tokens,
+// completion_tokens its reasoning and audio tokens, and total_tokens is
+// their sum. Upstreams that speak its shape do not all keep that: xAI
+// counts reasoning "separately from completion_tokens, but … in the
+// total_tokens"
 // (https://docs.x.ai/docs/key-information/consumption-and-rate-limits:
 // "completion_tokens":40 beside "reasoning_tokens":900 and a total of
 // 950 for 10 input), and gateways translating Gemini's usageMetadata leave
 // thoughtsTokenCount out of completion_tokens but in total_tokens. So a
 // part larger than its whole is read as left out of it and added to it
 // (reasoning or audio output to the output, cached or audio input to the
-// input), and a total (total, when positive: rawCount) above input plus
-// output has the difference added to the output, the dearer figure. A
-// usage whose figures nest as OpenAI's is returned as it is. Figures are
-// at most 10^15 (maxTokens), so no sum overflows.
-func withLeftOut(u Usage, total int64) Usage {
+// input), and a total above input plus output has the difference added
+// to the output, the dearer figure. Perplexity's deep-research usage
+// reports beside a total of prompt and completion its citation_tokens
+// (billed at the input price), a top-level reasoning_tokens (billed apart
+// from completion_tokens) and num_search_queries (billed per query,
+// https://docs.perplexity.ai/getting-started/pricing): they are added to
+// the input, the output (and its reasoning part) and the web searches. A
+// usage whose figures nest as OpenAI's, with none of Perplexity's, is
+// returned as it is. Figures are at most 10^15 (maxTokens), so no sum
+// overflows.
+func withLeftOut(u Usage, a apart) Usage {
 	if u.ReasoningTokens > u.OutputTokens {
 		u.OutputTokens += u.ReasoningTokens
 	}
@@ -617,8 +643,12 @@ func withLeftOut(u Usage, total int64) Usage {
 	if u.AudioInputTokens > u.InputTokens {
 		u.InputTokens += u.AudioInputTokens
 	}
-	if total > u.InputTokens+u.OutputTokens {
-		u.OutputTokens = total - u.InputTokens
+	u.InputTokens += a.citations
+	u.OutputTokens += a.reasoning
+	u.ReasoningTokens += a.reasoning
+	u.WebSearches = max(u.WebSearches, a.searches)
+	if a.total > u.InputTokens+u.OutputTokens {
+		u.OutputTokens = a.total - u.InputTokens
 	}
 	return u
 }

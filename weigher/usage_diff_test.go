@@ -89,7 +89,7 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 	if !v.IsObject() {
 		return Usage{}, false
 	}
-	var prompt, completion, total gjson.Result
+	var prompt, completion, total, citations, reasoning, searches gjson.Result
 	v.ForEach(func(k, f gjson.Result) bool {
 		switch k.Str {
 		case "prompt_tokens":
@@ -98,6 +98,12 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 			completion = f
 		case "total_tokens":
 			total = f
+		case "citation_tokens":
+			citations = f
+		case "reasoning_tokens":
+			reasoning = f
+		case "num_search_queries":
+			searches = f
 		case "prompt_tokens_details":
 			u.CachedInputTokens = usageCount(f.Get("cached_tokens"))
 			u.AudioInputTokens = usageCount(f.Get("audio_tokens"))
@@ -111,7 +117,8 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 	if !ok {
 		return Usage{}, false
 	}
-	return withLeftOut(u, usageCount(total)), true
+	return withLeftOut(u, apart{total: usageCount(total), citations: usageCount(citations),
+		reasoning: usageCount(reasoning), searches: usageCount(searches)}), true
 }
 
 // usageSeeds are chat answers whose usage is ordinary, odd or unreadable:

@@ -99,7 +99,7 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 	if !ok {
 		return Usage{}, false
 	}
-	return withLeftOut(u, usageCount(total)), true
+	return withLeftOut(u, apart{total: usageCount(total)}), true
 }
 
 // parseImagesUsage reads an image generation answer's usage

@@ -170,3 +170,42 @@ func TestAdv23CacheBreakdownIsCharged(t *testing.T) {
 		})
 	}
 }
+
+// Perplexity's deep-research chat usage reports, beside prompt_tokens and
+// completion_tokens (and a total_tokens of their sum), citation_tokens
+// (billed at the input price), reasoning_tokens (billed apart from
+// completion_tokens) and num_search_queries (billed per query): a call of
+// 108 input and 3,256 output tokens with 7,299 citation and 73,248
+// reasoning tokens was charged 3,364 tokens for 83,911 billed, 25 times
+// fewer, and at gpt-4o-mini's prices no search. The citation tokens now
+// count as input, the reasoning ones as output, the queries as web
+// searches; JSON and streamed.
+func TestAdv23PerplexityUsageIsCharged(t *testing.T) {
+	const usage = `{"prompt_tokens":108,"completion_tokens":3256,"total_tokens":3364,"citation_tokens":7299,"num_search_queries":74,"reasoning_tokens":73248}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			io.WriteString(w, `{"data":[]}`)
+			return
+		}
+		raw, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if !strings.Contains(string(raw), `"stream":true`) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"id":"p","object":"chat.completion","model":"sonar-deep-research","choices":[{"index":0,"message":{"role":"assistant","content":"report"},"finish_reason":"stop"}],"usage":`+usage+`}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"id":"p","choices":[{"index":0,"delta":{"content":"report"}}]}`+"\n\n"+
+			`data: {"id":"p","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":`+usage+"}\n\n"+
+			"data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	const billed = 108 + 3256 + 7299 + 73248
+	for _, stream := range []string{"", `"stream":true,`} {
+		t.Run("stream="+fmt.Sprint(stream != ""), func(t *testing.T) {
+			spent := zeroOutputCall(t, srv.URL, "", "/v1/chat/completions", `{"model":"gpt-4o-mini",`+stream+`"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`)
+			if spent < billed {
+				t.Errorf("the call was billed %d tokens and charged %d", billed, spent)
+			}
+		})
+	}
+}
