@@ -46,7 +46,8 @@ type answerScan struct {
 
 // Slots of answerScan.at: the values of members a and b, then the chat
 // usage figures (prompt_tokens, completion_tokens, total_tokens, and
-// Perplexity's citation_tokens, reasoning_tokens, num_search_queries; cached and audio
+// Perplexity's citation_tokens, reasoning_tokens, num_search_queries,
+// LiteLLM's cache_creation_input_tokens; cached and audio
 // tokens of prompt_tokens_details; reasoning and audio tokens of
 // completion_tokens_details).
 const (
@@ -58,6 +59,7 @@ const (
 	slotCitations
 	slotReasoningTop
 	slotSearches
+	slotCacheWrite
 	slotCached
 	slotAudioIn
 	slotReasoning
@@ -92,7 +94,7 @@ func newAnswerScan(a, b string, chat bool) answerScan {
 	s := answerScan{a: a, b: b, chat: chat}
 	s.lens = [8]uint64{
 		ctxRoot:      1<<(len(a)&63) | 1<<(len(b)&63),
-		ctxUsage:     1<<len("prompt_tokens") | 1<<len("completion_tokens") | 1<<len("total_tokens") | 1<<len("citation_tokens") | 1<<len("reasoning_tokens") | 1<<len("num_search_queries") | 1<<len("prompt_tokens_details") | 1<<len("completion_tokens_details"),
+		ctxUsage:     1<<len("prompt_tokens") | 1<<len("completion_tokens") | 1<<len("total_tokens") | 1<<len("citation_tokens") | 1<<len("reasoning_tokens") | 1<<len("num_search_queries") | 1<<len("cache_creation_input_tokens") | 1<<len("prompt_tokens_details") | 1<<len("completion_tokens_details"),
 		ctxPromptDet: 1<<len("cached_tokens") | 1<<len("audio_tokens"),
 		ctxOutputDet: 1<<len("reasoning_tokens") | 1<<len("audio_tokens"),
 	}
@@ -415,6 +417,8 @@ func (s *answerScan) note(c uint8, k string) (slot int, next uint8) {
 			return slotReasoningTop, ctxNone
 		case "num_search_queries":
 			return slotSearches, ctxNone
+		case "cache_creation_input_tokens":
+			return slotCacheWrite, ctxNone
 		case "prompt_tokens_details":
 			return slotNone, ctxPromptDet
 		case "completion_tokens_details":
@@ -495,6 +499,7 @@ func (s *answerScan) chatUsage(body []byte) (u Usage, ok bool) {
 	a.citations, _ = s.count(body, slotCitations)
 	a.reasoning, _ = s.count(body, slotReasoningTop)
 	a.searches, _ = s.count(body, slotSearches)
+	a.cacheWrite, _ = s.count(body, slotCacheWrite)
 	return withLeftOut(u, a), true
 }
 

@@ -31,6 +31,9 @@ func TestUsageLeftOutIsAdded(t *testing.T) {
 		{"perplexity deep research", `{"prompt_tokens":108,"completion_tokens":3256,"total_tokens":3364,"citation_tokens":7299,"num_search_queries":74,"reasoning_tokens":73248}`, 108 + 7299, 3256 + 73248},
 		{"perplexity strings", `{"prompt_tokens":108,"completion_tokens":3256,"citation_tokens":"7299","reasoning_tokens":"73248"}`, 108 + 7299, 3256 + 73248},
 		{"perplexity negative", `{"prompt_tokens":108,"completion_tokens":3256,"citation_tokens":-7299,"reasoning_tokens":null}`, 108, 3256},
+		{"litellm cache write apart", `{"prompt_tokens":4,"completion_tokens":40,"total_tokens":44,"cache_creation_input_tokens":20000,"cache_read_input_tokens":0}`, 20004, 40},
+		{"litellm cache write within", `{"prompt_tokens":20004,"completion_tokens":40,"total_tokens":20044,"cache_creation_input_tokens":20000,"cache_read_input_tokens":0}`, 20004, 40},
+		{"litellm cache write beside a read", `{"prompt_tokens":3004,"completion_tokens":40,"prompt_tokens_details":{"cached_tokens":3000},"cache_creation_input_tokens":2000,"cache_read_input_tokens":3000}`, 5004, 40},
 		{"absurd total", `{"prompt_tokens":10,"completion_tokens":40,"total_tokens":1e300}`, 10, 1e15 - 10},
 	} {
 		body := []byte(`{"id":"x","choices":[],"usage":` + tc.usage + `}`)
@@ -42,6 +45,9 @@ func TestUsageLeftOutIsAdded(t *testing.T) {
 			u, ok := read()
 			if !ok || u.InputTokens != tc.in || u.OutputTokens != tc.out {
 				t.Errorf("%s (%s): %+v %v, want input %d, output %d", tc.name, name, u, ok, tc.in, tc.out)
+			}
+			if strings.Contains(tc.usage, `"cache_creation_input_tokens":`) && u.CacheWriteTokens == 0 {
+				t.Errorf("%s (%s): no cache writes in %+v", tc.name, name, u)
 			}
 			if want := int64(74); strings.Contains(tc.usage, `"num_search_queries":74`) && u.WebSearches != want {
 				t.Errorf("%s (%s): %d searches, want %d", tc.name, name, u.WebSearches, want)

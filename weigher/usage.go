@@ -71,7 +71,7 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 	// The figures are kept as their text (a value of valid JSON is never
 	// empty: "" is none) and made into Results once, at the end: a
 	// gjson.Result is nine words, copied each time one is returned.
-	var prompt, completion, total, citations, reasoning, searches string
+	var prompt, completion, total, citations, reasoning, searches, write string
 	w := newMemberWalk(v.Raw)
 	for {
 		k, more := w.key()
@@ -91,6 +91,8 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 			reasoning = w.text()
 		case "num_search_queries":
 			searches = w.text()
+		case "cache_creation_input_tokens":
+			write = w.text()
 		case "prompt_tokens_details":
 			u.CachedInputTokens, u.AudioInputTokens = w.details("cached_tokens")
 		case "completion_tokens_details":
@@ -110,6 +112,7 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 	a.citations, _ = rawCount(rawOrNone(citations))
 	a.reasoning, _ = rawCount(rawOrNone(reasoning))
 	a.searches, _ = rawCount(rawOrNone(searches))
+	a.cacheWrite, _ = rawCount(rawOrNone(write))
 	return withLeftOut(u, a), true
 }
 
@@ -604,6 +607,12 @@ func choiceIndex(v gjson.Result) (int, bool) {
 // (rawCount), 0 when absent or not one.
 type apart struct {
 	total, citations, reasoning, searches int64
+	// cacheWrite is a chat usage's top-level cache_creation_input_tokens,
+	// which LiteLLM's proxy reports for an Anthropic model: the prompt's
+	// tokens written to the cache, inside prompt_tokens in its newer
+	// versions, left out of it (only cache_read_input_tokens added) in
+	// older ones.
+	cacheWrite int64
 }
 
 // withLeftOut is u, a usage read from OpenAI-shaped figures (chat,
@@ -626,7 +635,10 @@ type apart struct {
 // (billed at the input price), a top-level reasoning_tokens (billed apart
 // from completion_tokens) and num_search_queries (billed per query,
 // https://docs.perplexity.ai/getting-started/pricing): they are added to
-// the input, the output (and its reasoning part) and the web searches. A
+// the input, the output (and its reasoning part) and the web searches.
+// LiteLLM's cache_creation_input_tokens beside a chat usage are the
+// usage's cache writes, added to its input when they do not fit in it
+// beside the cached reads (a prompt_tokens of 4 beside 20,000 written). A
 // usage whose figures nest as OpenAI's, with none of Perplexity's, is
 // returned as it is. Figures are at most 10^15 (maxTokens), so no sum
 // overflows.
@@ -642,6 +654,14 @@ func withLeftOut(u Usage, a apart) Usage {
 	}
 	if u.AudioInputTokens > u.InputTokens {
 		u.InputTokens += u.AudioInputTokens
+	}
+	if a.cacheWrite > 0 {
+		// Writes that cannot fit in the prompt beside its cached reads
+		// were left out of it; either way they are priced as writes.
+		if a.cacheWrite > u.InputTokens-min(u.CachedInputTokens, u.InputTokens) {
+			u.InputTokens += a.cacheWrite
+		}
+		u.CacheWriteTokens = a.cacheWrite
 	}
 	u.InputTokens += a.citations
 	u.OutputTokens += a.reasoning

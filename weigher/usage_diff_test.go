@@ -89,7 +89,7 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 	if !v.IsObject() {
 		return Usage{}, false
 	}
-	var prompt, completion, total, citations, reasoning, searches gjson.Result
+	var prompt, completion, total, citations, reasoning, searches, write gjson.Result
 	v.ForEach(func(k, f gjson.Result) bool {
 		switch k.Str {
 		case "prompt_tokens":
@@ -104,6 +104,8 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 			reasoning = f
 		case "num_search_queries":
 			searches = f
+		case "cache_creation_input_tokens":
+			write = f
 		case "prompt_tokens_details":
 			u.CachedInputTokens = usageCount(f.Get("cached_tokens"))
 			u.AudioInputTokens = usageCount(f.Get("audio_tokens"))
@@ -118,7 +120,7 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 		return Usage{}, false
 	}
 	return withLeftOut(u, apart{total: usageCount(total), citations: usageCount(citations),
-		reasoning: usageCount(reasoning), searches: usageCount(searches)}), true
+		reasoning: usageCount(reasoning), searches: usageCount(searches), cacheWrite: usageCount(write)}), true
 }
 
 // usageSeeds are chat answers whose usage is ordinary, odd or unreadable:

@@ -209,3 +209,41 @@ func TestAdv23PerplexityUsageIsCharged(t *testing.T) {
 		})
 	}
 }
+
+// LiteLLM's proxy answers a chat call to an Anthropic model with a usage
+// whose prompt_tokens (in the versions that add only the cache reads to
+// it) leaves out the cache writes it reports beside, as
+// cache_creation_input_tokens: a call writing a 20,000-token prompt to
+// the cache ({"prompt_tokens":4,"completion_tokens":40,
+// "cache_creation_input_tokens":20000}) was charged 44 tokens for 20,044
+// billed. Writes that do not fit in the prompt beside its cached reads
+// are now added to it, and priced as cache writes; JSON and streamed.
+func TestAdv23GatewayCacheWritesAreCharged(t *testing.T) {
+	const usage = `{"prompt_tokens":4,"completion_tokens":40,"total_tokens":44,"prompt_tokens_details":{"cached_tokens":0},"cache_creation_input_tokens":20000,"cache_read_input_tokens":0}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			io.WriteString(w, `{"data":[]}`)
+			return
+		}
+		raw, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if !strings.Contains(string(raw), `"stream":true`) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"id":"l","object":"chat.completion","model":"claude-sonnet-4-5","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":`+usage+`}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"id":"l","choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}`+"\n\n"+
+			`data: {"id":"l","choices":[],"usage":`+usage+"}\n\n"+
+			"data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	const billed = 4 + 20000 + 40
+	for _, stream := range []string{"", `"stream":true,"stream_options":{"include_usage":true},`} {
+		t.Run("stream="+fmt.Sprint(stream != ""), func(t *testing.T) {
+			spent := zeroOutputCall(t, srv.URL, "", "/v1/chat/completions", `{"model":"gpt-4o-mini",`+stream+`"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`)
+			if spent < billed {
+				t.Errorf("the call was billed %d tokens and charged %d", billed, spent)
+			}
+		})
+	}
+}
