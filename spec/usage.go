@@ -16,7 +16,8 @@ type Usage struct {
 	CachedInputTokens int64
 	// CacheWriteTokens is the part of InputTokens written to the prompt
 	// cache, in tokens (Anthropic cache_creation_input_tokens, priced above
-	// ordinary input; always 0 for OpenAI, whose caching is implicit).
+	// ordinary input; 0 for OpenAI, whose caching is implicit, but for the
+	// cache_creation_input_tokens LiteLLM reports beside a chat usage).
 	CacheWriteTokens int64
 	// CacheWrite1hTokens is the part of CacheWriteTokens written with the
 	// 1-hour TTL, in tokens (Anthropic

@@ -45,7 +45,9 @@ type answerScan struct {
 }
 
 // Slots of answerScan.at: the values of members a and b, then the chat
-// usage figures (prompt_tokens, completion_tokens; cached and audio
+// usage figures (prompt_tokens, completion_tokens, total_tokens, and
+// Perplexity's citation_tokens, reasoning_tokens, num_search_queries,
+// LiteLLM's cache_creation_input_tokens; cached and audio
 // tokens of prompt_tokens_details; reasoning and audio tokens of
 // completion_tokens_details).
 const (
@@ -53,6 +55,11 @@ const (
 	slotB
 	slotPrompt
 	slotCompletion
+	slotTotal
+	slotCitations
+	slotReasoningTop
+	slotSearches
+	slotCacheWrite
 	slotCached
 	slotAudioIn
 	slotReasoning
@@ -87,7 +94,7 @@ func newAnswerScan(a, b string, chat bool) answerScan {
 	s := answerScan{a: a, b: b, chat: chat}
 	s.lens = [8]uint64{
 		ctxRoot:      1<<(len(a)&63) | 1<<(len(b)&63),
-		ctxUsage:     1<<len("prompt_tokens") | 1<<len("completion_tokens") | 1<<len("prompt_tokens_details") | 1<<len("completion_tokens_details"),
+		ctxUsage:     1<<len("prompt_tokens") | 1<<len("completion_tokens") | 1<<len("total_tokens") | 1<<len("citation_tokens") | 1<<len("reasoning_tokens") | 1<<len("num_search_queries") | 1<<len("cache_creation_input_tokens") | 1<<len("prompt_tokens_details") | 1<<len("completion_tokens_details"),
 		ctxPromptDet: 1<<len("cached_tokens") | 1<<len("audio_tokens"),
 		ctxOutputDet: 1<<len("reasoning_tokens") | 1<<len("audio_tokens"),
 	}
@@ -402,6 +409,16 @@ func (s *answerScan) note(c uint8, k string) (slot int, next uint8) {
 			return slotPrompt, ctxNone
 		case "completion_tokens":
 			return slotCompletion, ctxNone
+		case "total_tokens":
+			return slotTotal, ctxNone
+		case "citation_tokens":
+			return slotCitations, ctxNone
+		case "reasoning_tokens":
+			return slotReasoningTop, ctxNone
+		case "num_search_queries":
+			return slotSearches, ctxNone
+		case "cache_creation_input_tokens":
+			return slotCacheWrite, ctxNone
 		case "prompt_tokens_details":
 			return slotNone, ctxPromptDet
 		case "completion_tokens_details":
@@ -477,7 +494,13 @@ func (s *answerScan) chatUsage(body []byte) (u Usage, ok bool) {
 	u.AudioInputTokens, _ = s.count(body, slotAudioIn)
 	u.ReasoningTokens, _ = s.count(body, slotReasoning)
 	u.AudioOutputTokens, _ = s.count(body, slotAudioOut)
-	return u, true
+	var a apart
+	a.total, _ = s.count(body, slotTotal)
+	a.citations, _ = s.count(body, slotCitations)
+	a.reasoning, _ = s.count(body, slotReasoningTop)
+	a.searches, _ = s.count(body, slotSearches)
+	a.cacheWrite, _ = s.count(body, slotCacheWrite)
+	return withLeftOut(u, a), true
 }
 
 // skipSpaceBytes is skipSpace (scan.go) on a byte slice, which it reads

@@ -298,6 +298,16 @@ func (s *answerScan) noteRef(c uint8, k string) (slot int, next uint8) {
 			return slotPrompt, ctxNone
 		case "completion_tokens":
 			return slotCompletion, ctxNone
+		case "total_tokens":
+			return slotTotal, ctxNone
+		case "citation_tokens":
+			return slotCitations, ctxNone
+		case "reasoning_tokens":
+			return slotReasoningTop, ctxNone
+		case "num_search_queries":
+			return slotSearches, ctxNone
+		case "cache_creation_input_tokens":
+			return slotCacheWrite, ctxNone
 		case "prompt_tokens_details":
 			return slotNone, ctxPromptDet
 		case "completion_tokens_details":
@@ -361,7 +371,7 @@ func sameAsRef(t *testing.T, body []byte, depths []int) (decided bool) {
 // form, whitespace everywhere, and the mock's answer with each.
 func hostileAnswers() []string {
 	var out []string
-	keys := []string{"", "a", "usage", "prompt_t", "prompt_to", "prompt_tokens", "completion_tokens", "prompt_tokens_details",
+	keys := []string{"", "a", "usage", "prompt_t", "prompt_to", "prompt_tokens", "completion_tokens", "total_tokens", "citation_tokens", "num_search_queries", "cache_creation_input_tokens", "prompt_tokens_details",
 		"completion_tokens_details", "cached_tokens", "audio_tokens", "reasoning_tokens", "abcdefgh", "abcdefghi", "abcdefghijklmnop", "abcdefghijklmnopq"}
 	nums := []string{"0", "7", "-0", "-7", "07", "1.5", "1e3", "1E+3", "1e-3", "0.0", "123456789012345", "1234567890123456", "1.", ".5", "1e", "-", "+1", `"7"`, `"x"`, "null", "true", "[]", "{}", `{"a":1}`}
 	for _, k := range keys {

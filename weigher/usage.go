@@ -17,7 +17,9 @@ import (
 // usage.completion_tokens_details.reasoning_tokens, and the audio parts of
 // input and output (prompt_tokens_details.audio_tokens,
 // completion_tokens_details.audio_tokens: gpt-4o-audio-preview, gpt-audio),
-// priced at the model's audio rates. ok is false when body has
+// priced at the model's audio rates; a part larger than its figure, or a
+// total_tokens above the two, is added to it as an upstream that leaves
+// reasoning out of completion_tokens bills it (withLeftOut). ok is false when body has
 // no usage object whose prompt_tokens is a positive number and whose
 // completion_tokens is a non-negative one (numeric strings accepted: a
 // completion_tokens of 0 is a valid usage, an answer stopped at once or
@@ -69,7 +71,7 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 	// The figures are kept as their text (a value of valid JSON is never
 	// empty: "" is none) and made into Results once, at the end: a
 	// gjson.Result is nine words, copied each time one is returned.
-	var prompt, completion string
+	var prompt, completion, total, citations, reasoning, searches, write string
 	w := newMemberWalk(v.Raw)
 	for {
 		k, more := w.key()
@@ -81,6 +83,16 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 			prompt = w.text()
 		case "completion_tokens":
 			completion = w.text()
+		case "total_tokens":
+			total = w.text()
+		case "citation_tokens":
+			citations = w.text()
+		case "reasoning_tokens":
+			reasoning = w.text()
+		case "num_search_queries":
+			searches = w.text()
+		case "cache_creation_input_tokens":
+			write = w.text()
 		case "prompt_tokens_details":
 			u.CachedInputTokens, u.AudioInputTokens = w.details("cached_tokens")
 		case "completion_tokens_details":
@@ -95,7 +107,13 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 		return Usage{}, false
 	}
 	u.InputTokens, u.OutputTokens = in, out
-	return u, true
+	var a apart
+	a.total, _ = rawCount(rawOrNone(total))
+	a.citations, _ = rawCount(rawOrNone(citations))
+	a.reasoning, _ = rawCount(rawOrNone(reasoning))
+	a.searches, _ = rawCount(rawOrNone(searches))
+	a.cacheWrite, _ = rawCount(rawOrNone(write))
+	return withLeftOut(u, a), true
 }
 
 // reportedPair reads the input and output figures of a usage object (a
@@ -580,4 +598,77 @@ func choiceIndex(v gjson.Result) (int, bool) {
 		}
 	}
 	return i, true
+}
+
+// apart are the figures of an OpenAI-shaped usage object beside its
+// input and output ones that may hold tokens those leave out: its
+// total_tokens, and Perplexity's citation_tokens, top-level
+// reasoning_tokens and num_search_queries. Each is a positive count
+// (rawCount), 0 when absent or not one.
+type apart struct {
+	total, citations, reasoning, searches int64
+	// cacheWrite is a chat usage's top-level cache_creation_input_tokens,
+	// which LiteLLM's proxy reports for an Anthropic model: the prompt's
+	// tokens written to the cache, inside prompt_tokens in its newer
+	// versions, left out of it (only cache_read_input_tokens added) in
+	// older ones.
+	cacheWrite int64
+}
+
+// withLeftOut is u, a usage read from OpenAI-shaped figures (chat,
+// completions, Responses), with what its other figures (a) show was
+// billed but left out of its input or output figure added to it.
+// OpenAI's figures nest: prompt_tokens holds its cached and audio tokens,
+// completion_tokens its reasoning and audio tokens, and total_tokens is
+// their sum. Upstreams that speak its shape do not all keep that: xAI
+// counts reasoning "separately from completion_tokens, but … in the
+// total_tokens"
+// (https://docs.x.ai/docs/key-information/consumption-and-rate-limits:
+// "completion_tokens":40 beside "reasoning_tokens":900 and a total of
+// 950 for 10 input), and gateways translating Gemini's usageMetadata leave
+// thoughtsTokenCount out of completion_tokens but in total_tokens. So a
+// part larger than its whole is read as left out of it and added to it
+// (reasoning or audio output to the output, cached or audio input to the
+// input), and a total above input plus output has the difference added
+// to the output, the dearer figure. Perplexity's deep-research usage
+// reports beside a total of prompt and completion its citation_tokens
+// (billed at the input price), a top-level reasoning_tokens (billed apart
+// from completion_tokens) and num_search_queries (billed per query,
+// https://docs.perplexity.ai/getting-started/pricing): they are added to
+// the input, the output (and its reasoning part) and the web searches.
+// LiteLLM's cache_creation_input_tokens beside a chat usage are the
+// usage's cache writes, added to its input when they do not fit in it
+// beside the cached reads (a prompt_tokens of 4 beside 20,000 written). A
+// usage whose figures nest as OpenAI's, with none of Perplexity's, is
+// returned as it is. Figures are at most 10^15 (maxTokens), so no sum
+// overflows.
+func withLeftOut(u Usage, a apart) Usage {
+	if u.ReasoningTokens > u.OutputTokens {
+		u.OutputTokens += u.ReasoningTokens
+	}
+	if u.AudioOutputTokens > u.OutputTokens {
+		u.OutputTokens += u.AudioOutputTokens
+	}
+	if u.CachedInputTokens > u.InputTokens {
+		u.InputTokens += u.CachedInputTokens
+	}
+	if u.AudioInputTokens > u.InputTokens {
+		u.InputTokens += u.AudioInputTokens
+	}
+	if a.cacheWrite > 0 {
+		// Writes that cannot fit in the prompt beside its cached reads
+		// were left out of it; either way they are priced as writes.
+		if a.cacheWrite > u.InputTokens-min(u.CachedInputTokens, u.InputTokens) {
+			u.InputTokens += a.cacheWrite
+		}
+		u.CacheWriteTokens = a.cacheWrite
+	}
+	u.InputTokens += a.citations
+	u.OutputTokens += a.reasoning
+	u.ReasoningTokens += a.reasoning
+	u.WebSearches = max(u.WebSearches, a.searches)
+	if a.total > u.InputTokens+u.OutputTokens {
+		u.OutputTokens = a.total - u.InputTokens
+	}
+	return u
 }

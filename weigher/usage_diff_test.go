@@ -89,13 +89,23 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 	if !v.IsObject() {
 		return Usage{}, false
 	}
-	var prompt, completion gjson.Result
+	var prompt, completion, total, citations, reasoning, searches, write gjson.Result
 	v.ForEach(func(k, f gjson.Result) bool {
 		switch k.Str {
 		case "prompt_tokens":
 			prompt = f
 		case "completion_tokens":
 			completion = f
+		case "total_tokens":
+			total = f
+		case "citation_tokens":
+			citations = f
+		case "reasoning_tokens":
+			reasoning = f
+		case "num_search_queries":
+			searches = f
+		case "cache_creation_input_tokens":
+			write = f
 		case "prompt_tokens_details":
 			u.CachedInputTokens = usageCount(f.Get("cached_tokens"))
 			u.AudioInputTokens = usageCount(f.Get("audio_tokens"))
@@ -109,7 +119,8 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 	if !ok {
 		return Usage{}, false
 	}
-	return u, true
+	return withLeftOut(u, apart{total: usageCount(total), citations: usageCount(citations),
+		reasoning: usageCount(reasoning), searches: usageCount(searches), cacheWrite: usageCount(write)}), true
 }
 
 // usageSeeds are chat answers whose usage is ordinary, odd or unreadable:

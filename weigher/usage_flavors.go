@@ -33,7 +33,9 @@ func parseEmbeddingsUsage(body []byte, maxDepth int) (Usage, bool) {
 // (https://platform.openai.com/docs/api-reference/responses/object):
 // usage.input_tokens (cached included), usage.output_tokens (reasoning
 // included), usage.input_tokens_details.cached_tokens and
-// usage.output_tokens_details.reasoning_tokens, and WebSearches the
+// usage.output_tokens_details.reasoning_tokens (with what a part larger
+// than its figure, or a total_tokens above the two, shows was left out of
+// it: withLeftOut), and WebSearches the
 // web_search_call items of its output (billed per call, not in the usage).
 // ok is false when body has no usage object whose input_tokens is a
 // positive number and whose output_tokens is a non-negative one (0 is a
@@ -75,13 +77,15 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 	if !v.IsObject() {
 		return Usage{}, false
 	}
-	var in, out gjson.Result
+	var in, out, total gjson.Result
 	v.ForEach(func(k, f gjson.Result) bool {
 		switch k.Str {
 		case "input_tokens":
 			in = f
 		case "output_tokens":
 			out = f
+		case "total_tokens":
+			total = f
 		case "input_tokens_details":
 			u.CachedInputTokens = usageCount(f.Get("cached_tokens"))
 			u.AudioInputTokens = usageCount(f.Get("audio_tokens")) // as chat's, should an upstream report it
@@ -95,7 +99,7 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 	if !ok {
 		return Usage{}, false
 	}
-	return u, true
+	return withLeftOut(u, apart{total: usageCount(total)}), true
 }
 
 // parseImagesUsage reads an image generation answer's usage
@@ -129,7 +133,8 @@ func imagesUsageOf(v gjson.Result) (Usage, bool) {
 // cache_creation_input_tokens, and cache_read_input_tokens", prompt-caching
 // guide), so InputTokens = input_tokens + cache_creation_input_tokens +
 // cache_read_input_tokens, CachedInputTokens = cache_read_input_tokens,
-// CacheWriteTokens = cache_creation_input_tokens, CacheWrite1hTokens =
+// CacheWriteTokens = cache_creation_input_tokens (at least the sum of its
+// cache_creation breakdown, 5-minute and 1-hour), CacheWrite1hTokens =
 // cache_creation.ephemeral_1h_input_tokens, OutputTokens = output_tokens
 // (thinking included), WebSearches = server_tool_use.web_search_requests;
 // each figure at least the sum over the usage's "iterations" (server-side
@@ -160,6 +165,7 @@ func parseMessagesUsage(body []byte, maxDepth int) (Usage, bool) {
 // placeholder 0 never erases an earlier figure.
 type anthropicUsage struct {
 	input, cacheWrite, cacheRead, cache1h, output int64
+	cache5m                                       int64 // cache_creation.ephemeral_5m_input_tokens
 	searches                                      int64 // server_tool_use.web_search_requests
 	has                                           uint8
 }
@@ -183,6 +189,7 @@ func (a *anthropicUsage) merge(v gjson.Result) bool {
 		case "cache_creation":
 			top.cache1h = usageCount(f.Get("ephemeral_1h_input_tokens"))
 			a.cache1h = max(a.cache1h, top.cache1h)
+			a.cache5m = max(a.cache5m, usageCount(f.Get("ephemeral_5m_input_tokens")))
 			return true
 		case "server_tool_use":
 			a.searches = max(a.searches, usageCount(f.Get("web_search_requests")))
@@ -291,11 +298,17 @@ func (f *iterationFigures) add(g iterationFigures) {
 
 // usage normalises a to OpenAI semantics (see ParseMessagesUsage).
 func (a *anthropicUsage) usage() Usage {
+	// cache_creation's breakdown is the parts of cache_creation_input_tokens
+	// (prompt-caching guide: "ephemeral_5m_input_tokens" and
+	// "ephemeral_1h_input_tokens"); a breakdown summing above the total,
+	// or sent without it, was written and billed all the same, so the
+	// writes are at least its sum.
+	write := max(a.cacheWrite, min(a.cache5m+a.cache1h, maxTokens))
 	return Usage{
-		InputTokens:        min(a.input+a.cacheWrite+a.cacheRead, 3*maxTokens),
+		InputTokens:        min(a.input+write+a.cacheRead, 3*maxTokens),
 		CachedInputTokens:  a.cacheRead,
-		CacheWriteTokens:   a.cacheWrite,
-		CacheWrite1hTokens: min(a.cache1h, a.cacheWrite),
+		CacheWriteTokens:   write,
+		CacheWrite1hTokens: min(a.cache1h, write),
 		OutputTokens:       a.output,
 		WebSearches:        a.searches,
 	}
