@@ -749,6 +749,22 @@ value: // a value is expected at i (after optional whitespace)
 		}
 		goto key
 	case '"':
+		// A short plain string value ("user", "gpt-4o-mini") ends within
+		// the two words after its quote: found without calling str.
+		if i+17 <= n {
+			w := binary.LittleEndian.Uint64(b[i+1 : i+9])
+			if m := stopMask(w, s.high); m != 0 {
+				if q := bits.TrailingZeros64(m) >> 3; b[i+1+q] == '"' {
+					i += 2 + q
+					goto after
+				}
+			} else if m := stopMask(binary.LittleEndian.Uint64(b[i+9:i+17]), s.high); m != 0 {
+				if q := bits.TrailingZeros64(m) >> 3; b[i+9+q] == '"' {
+					i += 10 + q
+					goto after
+				}
+			}
+		}
 		end, _, r := s.str(i)
 		if r != OK {
 			return r, end
@@ -844,22 +860,35 @@ key: // an object key is expected at i (after optional whitespace)
 		var end int
 		var escaped bool
 		kf := keyUnknown
-		// A short plain key ("role", "content") ends at the first byte of
-		// the word after its quote that str would stop at (escRun's
-		// first word, searched alike), when that byte is a quote: found
-		// here without calling str. Anything else is str's.
-		if i+9 <= n {
+		// A short plain key ("role", "description") ends at the first
+		// byte of the two words after its quote that str would stop at
+		// (escRun's first words, searched alike), when that byte is a
+		// quote: found here without calling str. Anything else is str's.
+		if i+17 <= n {
 			w := binary.LittleEndian.Uint64(b[i+1 : i+9])
-			if m := stopMask(w, s.high); m != 0 && b[i+1+bits.TrailingZeros64(m)>>3] == '"' {
-				q := bits.TrailingZeros64(m) >> 3 // the key's length, below 8
-				end = i + 2 + q
-				// Its bytes, the rest zeros: Folded's verdict in one word
-				// (no escape before the quote, zeros are not capitals).
-				kf = keyNotFolded
-				if foldedWord(w & (1<<(8*q) - 1)) {
-					kf = keyFolded
+			if m := stopMask(w, s.high); m != 0 {
+				if q := bits.TrailingZeros64(m) >> 3; b[i+1+q] == '"' { // q: the key's length, below 8
+					end = i + 2 + q
+					// Its bytes, the rest zeros: Folded's verdict in one
+					// word (no escape before the quote, zeros are not
+					// capitals).
+					kf = keyNotFolded
+					if foldedWord(w & (1<<(8*q) - 1)) {
+						kf = keyFolded
+					}
+					goto keyEnded
 				}
-				goto keyEnded
+			} else if w2 := binary.LittleEndian.Uint64(b[i+9 : i+17]); true {
+				if m := stopMask(w2, s.high); m != 0 {
+					if q := bits.TrailingZeros64(m) >> 3; b[i+9+q] == '"' { // the key's length is 8+q
+						end = i + 10 + q
+						kf = keyNotFolded
+						if foldedWord(w) && foldedWord(w2&(1<<(8*q)-1)) {
+							kf = keyFolded
+						}
+						goto keyEnded
+					}
+				}
 			}
 		}
 		{
@@ -1468,7 +1497,7 @@ func (s *scanner) addSpan(start, end int, escaped bool) Reason {
 
 // keyFold is what the caller of addSpanAs knows of a key: nothing
 // (keyUnknown), or that it is plain and its own fold (keyFolded: the scan's
-// short-key path, whose word holds the key's bytes), or that it is not
+// short-key path, whose words hold the key's bytes), or that it is not
 // (keyNotFolded).
 type keyFold uint8
 
