@@ -697,6 +697,10 @@ func (s *scanner) scan() (Reason, int) {
 	n := len(b)
 	depth := 0
 	i := 0
+	// obj: the innermost open container is an object (s.isObject(depth),
+	// kept as depth moves, so that the end of every value need not read
+	// the stack).
+	obj := false
 	if s.resume > 0 {
 		s.resumeState()
 		depth, i = 2, s.resume
@@ -727,6 +731,7 @@ value: // a value is expected at i (after optional whitespace)
 			return TooDeep, i
 		}
 		s.push(depth, i, c == '{')
+		obj = c == '{'
 		i = skipSpace(b, i+1)
 		if i >= n {
 			return Truncated, n
@@ -735,6 +740,7 @@ value: // a value is expected at i (after optional whitespace)
 			if b[i] == ']' {
 				i++
 				depth--
+				obj = depth > 0 && s.isObject(depth)
 				goto after
 			}
 			goto value
@@ -742,6 +748,7 @@ value: // a value is expected at i (after optional whitespace)
 		if b[i] == '}' {
 			i++
 			depth--
+			obj = depth > 0 && s.isObject(depth)
 			if s.dup {
 				s.objs = s.objs[:len(s.objs)-1]
 			}
@@ -819,19 +826,26 @@ resumed: // a value ended just before i, recorded
 	if i >= n {
 		return Truncated, n
 	}
-	if s.isObject(depth) {
+	if obj {
 		switch b[i] {
 		case ',':
 			i++
 			goto key
 		case '}':
 			if s.dup {
-				if off, r := s.closeObject(i); r != OK {
+				// An object of at most smallObject keys, compared as they
+				// came (not hashed): its records are dropped here;
+				// closeObject is for the rest.
+				if o := &s.objs[len(s.objs)-1]; !s.hashed && len(s.keys) == o.kbase {
+					s.spans = s.spans[:o.base]
+					s.objs = s.objs[:len(s.objs)-1]
+				} else if off, r := s.closeObject(i); r != OK {
 					return r, off
 				}
 			}
 			i++
 			depth--
+			obj = depth > 0 && s.isObject(depth)
 			goto after
 		}
 		return Syntax, i
@@ -843,6 +857,7 @@ resumed: // a value ended just before i, recorded
 	case ']':
 		i++
 		depth--
+		obj = depth > 0 && s.isObject(depth)
 		goto after
 	}
 	return Syntax, i
@@ -1508,8 +1523,31 @@ const (
 )
 
 // addSpanAs is addSpan told whether the key is plain and folded (kf; with
-// keyUnknown it finds out).
+// keyUnknown it finds out). The usual key (one the scan's short-key path
+// found plain, among an object's first smallObject, in an object whose
+// keys so far are all plain) is compared and recorded here, in a
+// function of few live values; any other goes to addSpanRest.
 func (s *scanner) addSpanAs(start, end int, escaped bool, kf keyFold) Reason {
+	o := &s.objs[len(s.objs)-1]
+	spans := s.spans
+	if (kf == keyFolded || kf == keyNotFolded && !s.fold) && !escaped && !o.mixed && len(spans)-o.base < smallObject {
+		b := s.b
+		fp := keyPrint(b, start, end)
+		for k := o.base; k < len(spans); k++ {
+			if p := &spans[k]; p.print == fp && string(b[p.start:p.end]) == string(b[start:end]) {
+				return DuplicateKey
+			}
+		}
+		s.spans = append(spans, keySpan{print: fp, start: start, end: end, plain: true})
+		return OK
+	}
+	return s.addSpanRest(start, end, escaped, kf)
+}
+
+// addSpanRest is addSpanAs for any key: the hashed keys past an object's
+// first smallObject, keys not known plain, objects holding one that is
+// not (o.mixed).
+func (s *scanner) addSpanRest(start, end int, escaped bool, kf keyFold) Reason {
 	o := &s.objs[len(s.objs)-1]
 	spans := s.spans[o.base:]
 	if len(spans) >= smallObject {
