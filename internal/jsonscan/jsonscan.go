@@ -932,6 +932,10 @@ key: // an object key is expected at i (after optional whitespace)
 				s.fieldKey(start, end)
 			}
 		}
+		if end < n && b[end] == ':' { // the usual colon, right after the key
+			i = end + 1
+			goto value
+		}
 		i = skipSpace(b, end)
 	}
 	if i >= n {

@@ -58,6 +58,22 @@ func TestShortStringsSameAsOld(t *testing.T) {
 	}
 }
 
+// TestKeyColonSameAsOld compares Check with the old scan on keys of
+// every length to 18 bytes followed by their colon, whitespace and a
+// colon, or a byte that is not one: the key path takes a colon right
+// after the key itself (taking any other byte for one fails it).
+func TestKeyColonSameAsOld(t *testing.T) {
+	for n := range 19 {
+		k := bytes.Repeat([]byte{'k'}, n)
+		for _, sep := range []string{":", " :", "\t:", "\r\n :", "=", ";", "", ",", "}", " ", "::", "\"", "\\"} {
+			d := cat(`{"`, k, `"`, sep, `1,"pad":"abcdefghijklmnopqrstuvwx"}`)
+			for end := range len(d) + 1 {
+				sameAsOld(t, d[:end], 0)
+			}
+		}
+	}
+}
+
 // cat joins a string and byte slices or strings into one new slice.
 func cat(first string, rest ...any) []byte {
 	b := []byte(first)
