@@ -697,6 +697,10 @@ func (s *scanner) scan() (Reason, int) {
 	n := len(b)
 	depth := 0
 	i := 0
+	// obj: the innermost open container is an object (s.isObject(depth),
+	// kept as depth moves, so that the end of every value need not read
+	// the stack).
+	obj := false
 	if s.resume > 0 {
 		s.resumeState()
 		depth, i = 2, s.resume
@@ -727,6 +731,7 @@ value: // a value is expected at i (after optional whitespace)
 			return TooDeep, i
 		}
 		s.push(depth, i, c == '{')
+		obj = c == '{'
 		i = skipSpace(b, i+1)
 		if i >= n {
 			return Truncated, n
@@ -735,6 +740,7 @@ value: // a value is expected at i (after optional whitespace)
 			if b[i] == ']' {
 				i++
 				depth--
+				obj = depth > 0 && s.isObject(depth)
 				goto after
 			}
 			goto value
@@ -742,6 +748,7 @@ value: // a value is expected at i (after optional whitespace)
 		if b[i] == '}' {
 			i++
 			depth--
+			obj = depth > 0 && s.isObject(depth)
 			if s.dup {
 				s.objs = s.objs[:len(s.objs)-1]
 			}
@@ -749,6 +756,22 @@ value: // a value is expected at i (after optional whitespace)
 		}
 		goto key
 	case '"':
+		// A short plain string value ("user", "gpt-4o-mini") ends within
+		// the two words after its quote: found without calling str.
+		if i+17 <= n {
+			w := binary.LittleEndian.Uint64(b[i+1 : i+9])
+			if m := stopMask(w, s.high); m != 0 {
+				if q := bits.TrailingZeros64(m) >> 3; b[i+1+q] == '"' {
+					i += 2 + q
+					goto after
+				}
+			} else if m := stopMask(binary.LittleEndian.Uint64(b[i+9:i+17]), s.high); m != 0 {
+				if q := bits.TrailingZeros64(m) >> 3; b[i+9+q] == '"' {
+					i += 10 + q
+					goto after
+				}
+			}
+		}
 		end, _, r := s.str(i)
 		if r != OK {
 			return r, end
@@ -803,19 +826,26 @@ resumed: // a value ended just before i, recorded
 	if i >= n {
 		return Truncated, n
 	}
-	if s.isObject(depth) {
+	if obj {
 		switch b[i] {
 		case ',':
 			i++
 			goto key
 		case '}':
 			if s.dup {
-				if off, r := s.closeObject(i); r != OK {
+				// An object of at most smallObject keys, compared as they
+				// came (not hashed): its records are dropped here;
+				// closeObject is for the rest.
+				if o := &s.objs[len(s.objs)-1]; !s.hashed && len(s.keys) == o.kbase {
+					s.spans = s.spans[:o.base]
+					s.objs = s.objs[:len(s.objs)-1]
+				} else if off, r := s.closeObject(i); r != OK {
 					return r, off
 				}
 			}
 			i++
 			depth--
+			obj = depth > 0 && s.isObject(depth)
 			goto after
 		}
 		return Syntax, i
@@ -827,6 +857,7 @@ resumed: // a value ended just before i, recorded
 	case ']':
 		i++
 		depth--
+		obj = depth > 0 && s.isObject(depth)
 		goto after
 	}
 	return Syntax, i
@@ -844,22 +875,35 @@ key: // an object key is expected at i (after optional whitespace)
 		var end int
 		var escaped bool
 		kf := keyUnknown
-		// A short plain key ("role", "content") ends at the first byte of
-		// the word after its quote that str would stop at (escRun's
-		// first word, searched alike), when that byte is a quote: found
-		// here without calling str. Anything else is str's.
-		if i+9 <= n {
+		// A short plain key ("role", "description") ends at the first
+		// byte of the two words after its quote that str would stop at
+		// (escRun's first words, searched alike), when that byte is a
+		// quote: found here without calling str. Anything else is str's.
+		if i+17 <= n {
 			w := binary.LittleEndian.Uint64(b[i+1 : i+9])
-			if m := stopMask(w, s.high); m != 0 && b[i+1+bits.TrailingZeros64(m)>>3] == '"' {
-				q := bits.TrailingZeros64(m) >> 3 // the key's length, below 8
-				end = i + 2 + q
-				// Its bytes, the rest zeros: Folded's verdict in one word
-				// (no escape before the quote, zeros are not capitals).
-				kf = keyNotFolded
-				if foldedWord(w & (1<<(8*q) - 1)) {
-					kf = keyFolded
+			if m := stopMask(w, s.high); m != 0 {
+				if q := bits.TrailingZeros64(m) >> 3; b[i+1+q] == '"' { // q: the key's length, below 8
+					end = i + 2 + q
+					// Its bytes, the rest zeros: Folded's verdict in one
+					// word (no escape before the quote, zeros are not
+					// capitals).
+					kf = keyNotFolded
+					if foldedWord(w & (1<<(8*q) - 1)) {
+						kf = keyFolded
+					}
+					goto keyEnded
 				}
-				goto keyEnded
+			} else if w2 := binary.LittleEndian.Uint64(b[i+9 : i+17]); true {
+				if m := stopMask(w2, s.high); m != 0 {
+					if q := bits.TrailingZeros64(m) >> 3; b[i+9+q] == '"' { // the key's length is 8+q
+						end = i + 10 + q
+						kf = keyNotFolded
+						if foldedWord(w) && foldedWord(w2&(1<<(8*q)-1)) {
+							kf = keyFolded
+						}
+						goto keyEnded
+					}
+				}
 			}
 		}
 		{
@@ -887,6 +931,10 @@ key: // an object key is expected at i (after optional whitespace)
 			} else if depth == 3 && s.fields {
 				s.fieldKey(start, end)
 			}
+		}
+		if end < n && b[end] == ':' { // the usual colon, right after the key
+			i = end + 1
+			goto value
 		}
 		i = skipSpace(b, end)
 	}
@@ -1468,7 +1516,7 @@ func (s *scanner) addSpan(start, end int, escaped bool) Reason {
 
 // keyFold is what the caller of addSpanAs knows of a key: nothing
 // (keyUnknown), or that it is plain and its own fold (keyFolded: the scan's
-// short-key path, whose word holds the key's bytes), or that it is not
+// short-key path, whose words hold the key's bytes), or that it is not
 // (keyNotFolded).
 type keyFold uint8
 
@@ -1479,8 +1527,31 @@ const (
 )
 
 // addSpanAs is addSpan told whether the key is plain and folded (kf; with
-// keyUnknown it finds out).
+// keyUnknown it finds out). The usual key (one the scan's short-key path
+// found plain, among an object's first smallObject, in an object whose
+// keys so far are all plain) is compared and recorded here, in a
+// function of few live values; any other goes to addSpanRest.
 func (s *scanner) addSpanAs(start, end int, escaped bool, kf keyFold) Reason {
+	o := &s.objs[len(s.objs)-1]
+	spans := s.spans
+	if (kf == keyFolded || kf == keyNotFolded && !s.fold) && !escaped && !o.mixed && len(spans)-o.base < smallObject {
+		b := s.b
+		fp := keyPrint(b, start, end)
+		for k := o.base; k < len(spans); k++ {
+			if p := &spans[k]; p.print == fp && string(b[p.start:p.end]) == string(b[start:end]) {
+				return DuplicateKey
+			}
+		}
+		s.spans = append(spans, keySpan{print: fp, start: start, end: end, plain: true})
+		return OK
+	}
+	return s.addSpanRest(start, end, escaped, kf)
+}
+
+// addSpanRest is addSpanAs for any key: the hashed keys past an object's
+// first smallObject, keys not known plain, objects holding one that is
+// not (o.mixed).
+func (s *scanner) addSpanRest(start, end int, escaped bool, kf keyFold) Reason {
 	o := &s.objs[len(s.objs)-1]
 	spans := s.spans[o.base:]
 	if len(spans) >= smallObject {

@@ -208,6 +208,11 @@ func refDuplicate(b []byte) bool {
 		if top != nil && top.object && top.expect {
 			if d, ok := tok.(json.Delim); ok && d == '}' {
 				stack = stack[:len(stack)-1]
+				// The object was a value: a key comes next in an
+				// enclosing object.
+				if len(stack) > 0 && stack[len(stack)-1].object {
+					stack[len(stack)-1].expect = true
+				}
 				continue
 			}
 			k := tok.(string)
