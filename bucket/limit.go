@@ -38,7 +38,7 @@ var (
 	maxWindow = time.UnixMicro(maxUnits)
 )
 
-func (l Limit) validate() error {
+func (l *Limit) validate() error {
 	if l.Capacity < 1 || l.Capacity > maxUnits {
 		return fmt.Errorf("capacity %d is not in [1, 2^53]: %w", l.Capacity, ErrInvalid)
 	}
@@ -78,13 +78,13 @@ func (l Limit) validateWindow() error {
 
 // floats returns a token bucket's l in the numbers the arithmetic works on:
 // capacity and rate in units, per in microseconds.
-func (l Limit) floats() (capacity, rate, per float64) {
+func (l *Limit) floats() (capacity, rate, per float64) {
 	return float64(l.Capacity), float64(l.Rate), float64(l.Per / time.Microsecond)
 }
 
 // window returns a quota's l in the numbers the arithmetic works on:
 // capacity in units, the window's bounds in µs since the Unix epoch.
-func (l Limit) window() (capacity float64, windowStart, windowEnd int64) {
+func (l *Limit) window() (capacity float64, windowStart, windowEnd int64) {
 	return float64(l.Capacity), l.WindowStart.UnixMicro(), l.WindowEnd.UnixMicro()
 }
 

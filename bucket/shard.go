@@ -261,7 +261,8 @@ func validateSharded(items []ShardedItem) error {
 			return &StoreError{Op: "take", Subject: it.Keys.Key(0), Err: err}
 		}
 		// The last shard has the smallest share.
-		if err := ShardLimit(it.Limit, it.Shards, it.Shards-1).validate(); err != nil {
+		last := ShardLimit(it.Limit, it.Shards, it.Shards-1)
+		if err := last.validate(); err != nil {
 			return &StoreError{Op: "take", Subject: it.Keys.Key(0), Err: fmt.Errorf("%d shards of this limit: %w", it.Shards, err)}
 		}
 		if it.Cost < 0 {

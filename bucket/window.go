@@ -101,7 +101,7 @@ func (l Limit) validateWindowLimit() error {
 // works on: capacity in units, per in µs, taken the start of the window a
 // delta's take counted in (µs; -1 when unknown: the store's current
 // window), and sliding.
-func (l Limit) windowed() (capacity float64, per, taken int64, sliding bool) {
+func (l *Limit) windowed() (capacity float64, per, taken int64, sliding bool) {
 	taken = -1
 	if !l.WindowStart.IsZero() {
 		taken = l.WindowStart.UnixMicro()

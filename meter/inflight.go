@@ -17,7 +17,7 @@ func (x *Exchange) settledUnits(a *Applied, src spec.Source, known bool, actual 
 	case !known:
 		return a.Reserved // nothing better known: keep the reservation
 	default:
-		return x.units(a.Rule, actual)
+		return x.units(a.Rule, &actual)
 	}
 }
 

@@ -570,7 +570,7 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	var keys ruleKeys
 	m.keys.make(&keys, rules, r.Principal, x.quote.Label)
 	for i, rule := range rules {
-		units := x.units(rule, reserve)
+		units := x.units(rule, &reserve)
 		key := keys.key(i)
 		it := &items[i] // built in place: a Limit is copied once into it, once into the Applied
 		*it = bucket.Item{Key: key, Limit: rule.Limit, Cost: units, Lease: rule.Lease}
@@ -718,7 +718,7 @@ func (x *Exchange) reservation(in, out int64) spec.Usage {
 
 // units is what t costs in rule's unit; a request that is not weighed
 // costs one request and nothing else.
-func (x *Exchange) units(rule *policy.Rule, t spec.Usage) int64 {
+func (x *Exchange) units(rule *policy.Rule, t *spec.Usage) int64 {
 	if x.req.PerImage > 0 {
 		switch rule.Unit {
 		case policy.UnitRequests, policy.UnitConcurrent:
@@ -731,7 +731,7 @@ func (x *Exchange) units(rule *policy.Rule, t spec.Usage) int64 {
 	if !x.req.Weighed && !rule.Unit.PerCall() {
 		return 0
 	}
-	return rule.Units(t, x.price)
+	return rule.UnitsOf(t, &x.price)
 }
 
 // imagesCost is a per-image generation's price: Images × PerImage

@@ -156,7 +156,7 @@ func (x *Exchange) capOutput(rules []*policy.Rule) {
 	fits := func(out int64) bool {
 		u := x.reservation(r.Estimate.InputTokens, mulSat(out, n))
 		for _, a := range x.rules {
-			if x.units(a.Rule, u) > a.Status.Remaining {
+			if x.units(a.Rule, &u) > a.Status.Remaining {
 				return false
 			}
 		}

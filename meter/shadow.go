@@ -90,7 +90,7 @@ func (x *Exchange) takeShadow(rules []*policy.Rule) {
 	for i, rule := range rules {
 		key := rule.ModelKey(r.Principal, x.quote.Label)
 		limit := rule.LimitAt(now)
-		units := x.units(rule, reserve)
+		units := x.units(rule, &reserve)
 		items[i] = bucket.Item{Key: key, Limit: limit, Cost: units}
 		x.shadow[i] = Applied{Rule: rule, Key: key, Limit: limit, Reserved: units, Untaken: true}
 		pending[i] = i
