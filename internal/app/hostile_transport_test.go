@@ -640,6 +640,7 @@ func TestUpstreamRestartGivesNoFalse502(t *testing.T) {
 type scriptedUpstream struct {
 	ln              net.Listener
 	arrivals, conns atomic.Int64
+	open            atomic.Int64 // connections not yet closed on the upstream's side
 	act             func(conn, exchange int) string
 }
 
@@ -664,6 +665,8 @@ func startScripted(t *testing.T, act func(conn, exchange int) string) *scriptedU
 }
 
 func (u *scriptedUpstream) serve(c net.Conn, n int) {
+	u.open.Add(1)
+	defer u.open.Add(-1)
 	defer c.Close()
 	br := bufio.NewReader(c)
 	for ex := 1; ; ex++ {
@@ -681,6 +684,14 @@ func (u *scriptedUpstream) serve(c net.Conn, n int) {
 		case "partial":
 			io.WriteString(c, "HTTP/1.1 200 OK\r\n")
 			return
+		case "drip": // slowloris: the headers, then one body byte every 100 ms until the write fails
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(chatAnswer))
+			for k := 0; ; k++ {
+				time.Sleep(100 * time.Millisecond)
+				if _, err := c.Write([]byte(chatAnswer[k%len(chatAnswer) : k%len(chatAnswer)+1])); err != nil {
+					return
+				}
+			}
 		case "hang": // read it, bill it, never answer: wait for llmguard to give up
 			io.Copy(io.Discard, c)
 			return
@@ -794,6 +805,38 @@ func TestUpstreamTimeoutKeepsTheReservation(t *testing.T) {
 	waitFor(30*time.Second, func() bool { return u.arrivals.Load() >= 3 })
 	if n := u.arrivals.Load(); n != 3 {
 		t.Errorf("%d arrivals, want 3 (none retried)", n)
+	}
+}
+
+// An upstream that sends its headers and then one byte every 100 ms (a
+// slowloris, or a provider stalled mid-answer) never lets a read time out:
+// the upstream timeout bounds the whole exchange, not a read. The call is
+// cut at it with a 502, keeps its reservation as TestUpstreamTimeoutKeepsTheReservation's
+// does, and its upstream connection is closed (adv24, live: 5 s timeout,
+// one byte every 2 s: 502 after 5.0 s, the upstream saw 0 connections open
+// a second later).
+func TestUpstreamDripIsCutAtItsTimeout(t *testing.T) {
+	u := startScripted(t, func(conn, exchange int) string {
+		if conn == 1 {
+			return "drip"
+		}
+		return "ok"
+	})
+	h := startTransport(t, nil, transportYAML("http://"+u.ln.Addr().String(), "", "    timeout: 300ms", slowTPM), nil)
+	resp, body := h.post(testKey, hiBody)
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("dripped answer: %d %s, want 502", resp.StatusCode, body)
+	}
+	// The dripping connection's next write fails once llmguard closed it.
+	if !waitFor(30*time.Second, func() bool { return u.open.Load() == 0 }) {
+		t.Errorf("%d upstream connections still open after the cut: the dripping one was kept", u.open.Load())
+	}
+	resp, body = h.post(testKey, hiBody)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("call after the cut: %d %s", resp.StatusCode, body)
+	}
+	if got, want := remainingTokens(t, resp.Header), 10000-2*int64(hiInput+100); got != want {
+		t.Errorf("%d left at the next admission, want %d: the cut call keeps its reservation", got, want)
 	}
 }
 
