@@ -3,7 +3,6 @@ package bucket
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -451,6 +450,10 @@ func periodMovedIn(cmd *redis.Cmd, owners []int, moved []bool, n int) []bool {
 // concurrent use.
 func (r *Redis) PeriodMoved() uint64 { return r.periodMoved.Load() }
 
+// refundTimeout bounds the refund, in the background, of the slot groups
+// a take applied before a later group's call failed (takeGroups).
+const refundTimeout = 100 * time.Millisecond
+
 // takeGroups is Take over several slot groups: one take per group, in
 // order; on a denial, one pipelined round trip refunds and re-reads the
 // groups before and checks the groups after, so the Decision reports every
@@ -466,11 +469,19 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 		if err != nil {
 			err = &StoreError{Op: "take", Subject: items[g.idx[0]].Key, Err: err}
 			if gi > 0 {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 100*time.Millisecond)
-				defer cancel()
+				// The groups before took: give their costs back, in the
+				// background (at most refundTimeout), so that the request
+				// is answered within its own deadline, not that plus the
+				// refund's. With a request id each refund is the group's
+				// Void, so the caller's Void of the request, which a failed
+				// take is given, refunds nothing twice; without one this is
+				// the only refund, as before (a failure is not retried).
 				calls := r.refunds(requestID, items, groups[:gi], false)
-				r.run(rctx, calls)
-				err = errors.Join(err, firstErr(calls))
+				go func() {
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
+					defer cancel()
+					r.run(rctx, calls)
+				}()
 			}
 			return Decision{}, err
 		}
