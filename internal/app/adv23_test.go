@@ -182,23 +182,10 @@ func TestAdv23CacheBreakdownIsCharged(t *testing.T) {
 // searches; JSON and streamed.
 func TestAdv23PerplexityUsageIsCharged(t *testing.T) {
 	const usage = `{"prompt_tokens":108,"completion_tokens":3256,"total_tokens":3364,"citation_tokens":7299,"num_search_queries":74,"reasoning_tokens":73248}`
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			io.WriteString(w, `{"data":[]}`)
-			return
-		}
-		raw, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if !strings.Contains(string(raw), `"stream":true`) {
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `{"id":"p","object":"chat.completion","model":"sonar-deep-research","choices":[{"index":0,"message":{"role":"assistant","content":"report"},"finish_reason":"stop"}],"usage":`+usage+`}`)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, `data: {"id":"p","choices":[{"index":0,"delta":{"content":"report"}}]}`+"\n\n"+
+	srv := cannedChatUpstream(t, `{"id":"p","object":"chat.completion","model":"sonar-deep-research","choices":[{"index":0,"message":{"role":"assistant","content":"report"},"finish_reason":"stop"}],"usage":`+usage+`}`,
+		`data: {"id":"p","choices":[{"index":0,"delta":{"content":"report"}}]}`+"\n\n"+
 			`data: {"id":"p","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":`+usage+"}\n\n"+
 			"data: [DONE]\n\n")
-	}))
-	t.Cleanup(srv.Close)
 	const billed = 108 + 3256 + 7299 + 73248
 	for _, stream := range []string{"", `"stream":true,`} {
 		t.Run("stream="+fmt.Sprint(stream != ""), func(t *testing.T) {
@@ -220,23 +207,10 @@ func TestAdv23PerplexityUsageIsCharged(t *testing.T) {
 // are now added to it, and priced as cache writes; JSON and streamed.
 func TestAdv23GatewayCacheWritesAreCharged(t *testing.T) {
 	const usage = `{"prompt_tokens":4,"completion_tokens":40,"total_tokens":44,"prompt_tokens_details":{"cached_tokens":0},"cache_creation_input_tokens":20000,"cache_read_input_tokens":0}`
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			io.WriteString(w, `{"data":[]}`)
-			return
-		}
-		raw, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if !strings.Contains(string(raw), `"stream":true`) {
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `{"id":"l","object":"chat.completion","model":"claude-sonnet-4-5","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":`+usage+`}`)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, `data: {"id":"l","choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}`+"\n\n"+
+	srv := cannedChatUpstream(t, `{"id":"l","object":"chat.completion","model":"claude-sonnet-4-5","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":`+usage+`}`,
+		`data: {"id":"l","choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}`+"\n\n"+
 			`data: {"id":"l","choices":[],"usage":`+usage+"}\n\n"+
 			"data: [DONE]\n\n")
-	}))
-	t.Cleanup(srv.Close)
 	const billed = 4 + 20000 + 40
 	for _, stream := range []string{"", `"stream":true,"stream_options":{"include_usage":true},`} {
 		t.Run("stream="+fmt.Sprint(stream != ""), func(t *testing.T) {
@@ -246,4 +220,27 @@ func TestAdv23GatewayCacheWritesAreCharged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cannedChatUpstream answers every chat call with jsonBody, or with
+// sseBody (an event stream) when the request says "stream":true, and a
+// GET (the harness's probe) with an empty list. Closed with the test.
+func cannedChatUpstream(t *testing.T, jsonBody, sseBody string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			io.WriteString(w, `{"data":[]}`)
+			return
+		}
+		raw, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if !strings.Contains(string(raw), `"stream":true`) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, jsonBody)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, sseBody)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
