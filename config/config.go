@@ -816,7 +816,7 @@ func parse(b []byte, dir string) (*Config, error) {
 				// A number field that could not be decoded was judged with
 				// a stand-in value: what validation says of it is moot.
 				if !slices.ContainsFunc(numbers, func(n numberProblem) bool { return concerns(p, n.path) }) {
-					decodeProblems = append(decodeProblems, withLines([]string{p}, root)...)
+					decodeProblems = append(decodeProblems, withLine(p, root))
 				}
 			}
 		}
@@ -825,7 +825,9 @@ func parse(b []byte, dir string) (*Config, error) {
 	if err != nil {
 		var ce *Error
 		if errors.As(err, &ce) {
-			return nil, &Error{Problems: withLines(ce.Problems, root)}
+			for i, p := range ce.Problems {
+				ce.Problems[i] = withLine(p, root)
+			}
 		}
 		return nil, err
 	}

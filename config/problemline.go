@@ -60,27 +60,20 @@ func lineOfPath(root *yaml.Node, path string) int {
 	return line
 }
 
-// withLines prefixes each of problems ("path: message", as Validate words
-// them) with "line N: ", N the line of its path in root (lineOfPath); a
+// withLine is problem ("path: message", as Validate words it) with
+// "line N: " before it, N the line of its path in root (lineOfPath); a
 // problem whose path is not in the file, or that names its line already,
-// is left as it is.
-func withLines(problems []string, root *yaml.Node) []string {
-	if root == nil {
-		return problems
+// or a nil root, leaves it as it is.
+func withLine(problem string, root *yaml.Node) string {
+	if root == nil || strings.HasPrefix(problem, "line ") {
+		return problem
 	}
-	out := make([]string, len(problems))
-	for i, p := range problems {
-		out[i] = p
-		if strings.HasPrefix(p, "line ") {
-			continue
-		}
-		path, _, ok := strings.Cut(p, ": ")
-		if !ok || strings.ContainsAny(path, " ") {
-			continue
-		}
-		if line := lineOfPath(root, path); line > 0 {
-			out[i] = "line " + strconv.Itoa(line) + ": " + p
-		}
+	path, _, ok := strings.Cut(problem, ": ")
+	if !ok || strings.ContainsAny(path, " ") {
+		return problem
 	}
-	return out
+	if line := lineOfPath(root, path); line > 0 {
+		return "line " + strconv.Itoa(line) + ": " + problem
+	}
+	return problem
 }

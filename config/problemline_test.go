@@ -74,6 +74,7 @@ func FuzzLineOfPath(f *testing.F) {
 		if l := lineOfPath(&root, path); l < 0 || l > lines {
 			t.Fatalf("line %d of a %d-line document", l, lines)
 		}
-		withLines([]string{path + ": x", "x"}, &root)
+		withLine(path+": x", &root)
+		withLine("x", &root)
 	})
 }
