@@ -78,19 +78,25 @@ func (r *reportCmd) Run() error {
 		return err
 	}
 	seen := tenantsSeen{want: r.Tenant}
-	if err := r.read(cfg, opt, func(rec ledger.Record) { seen.add(rec.Tenant); b.Add(rec) }); err != nil {
+	if err := r.read(cfg, opt, func(rec ledger.Record) { seen.add(rec); b.Add(rec) }); err != nil {
 		return err
 	}
-	if !seen.found {
-		// An empty page for a misspelt tenant looked like a quiet month.
-		fmt.Fprintf(os.Stderr, "llmguard report: the ledger has no record of tenant %q in any month%s; the report is empty\n",
-			r.Tenant, seen.others())
+	rep := b.Report()
+	if msg := seen.emptyNote(rep, r.monthOnly(cfg)); msg != "" {
+		fmt.Fprintln(os.Stderr, "llmguard report: "+msg)
 	}
 	w := bufio.NewWriter(os.Stdout)
-	if err := report.Render(w, b.Report()); err != nil {
+	if err := report.Render(w, rep); err != nil {
 		return err
 	}
 	return w.Flush()
+}
+
+// monthOnly reports whether read passes only the report's month's
+// records (the ledger stream, read by XRANGE over the month) rather than
+// every record of the ledger files.
+func (r *reportCmd) monthOnly(cfg *config.Config) bool {
+	return len(r.Ledger) == 0 && cfg != nil && cfg.Ledger.File == "" && cfg.Ledger.RedisStream != ""
 }
 
 // read passes fn the ledger's records: of --ledger, or of the config's
@@ -185,18 +191,47 @@ func monthlyBudget(cfg *config.Config, tenant string) *config.Limit {
 // has any (in any month) and the first few other tenants, for the warning
 // that a tenant named on the command line is absent from the ledger.
 type tenantsSeen struct {
-	want  string
-	found bool
-	other []string // at most 10, in the order first seen
+	want        string
+	found       bool
+	first, last time.Time // of want's records, when found
+	other       []string  // at most 10, in the order first seen
 }
 
-func (s *tenantsSeen) add(tenant string) {
+func (s *tenantsSeen) add(rec ledger.Record) {
 	switch {
-	case tenant == s.want:
+	case rec.Tenant == s.want:
+		if !s.found || rec.TS.Before(s.first) {
+			s.first = rec.TS
+		}
+		if !s.found || rec.TS.After(s.last) {
+			s.last = rec.TS
+		}
 		s.found = true
-	case len(s.other) < 10 && !slices.Contains(s.other, tenant):
-		s.other = append(s.other, tenant)
+	case len(s.other) < 10 && !slices.Contains(s.other, rec.Tenant):
+		s.other = append(s.other, rec.Tenant)
 	}
+}
+
+// emptyNote is the warning for a report with no record of its tenant in
+// its month, "" when it has some. An empty page for a misspelt tenant
+// looked like a quiet month, and one for a month before the tenant's
+// first record (or after its last) like a month of no spend (trial8):
+// the note says which, and where the tenant's records are. monthOnly
+// says the records read were only the month's (the ledger stream), so
+// that an absent tenant is absent from the month, not from the ledger.
+func (s *tenantsSeen) emptyNote(rep *report.Report, monthOnly bool) string {
+	switch {
+	case rep.Total.Requests > 0:
+		return ""
+	case !s.found && monthOnly:
+		return fmt.Sprintf("the ledger stream has no record of tenant %q in %s%s; the report is empty",
+			s.want, rep.Month, s.others())
+	case !s.found:
+		return fmt.Sprintf("the ledger has no record of tenant %q in any month%s; the report is empty", s.want, s.others())
+	}
+	loc := rep.Start.Location()
+	return fmt.Sprintf("the ledger has no record of tenant %q in %s (%s); its records run from %s to %s; the report is empty",
+		s.want, rep.Month, rep.TimeZone, s.first.In(loc).Format(time.DateOnly), s.last.In(loc).Format(time.DateOnly))
 }
 
 // others is ", tenants in it: a, b" (with "…" when there may be more), or

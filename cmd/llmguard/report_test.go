@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmguard/llmguard/internal/redistest"
 	"github.com/llmguard/llmguard/ledger"
 )
 
@@ -66,11 +70,16 @@ ledger: {file: %q}
 	}
 	// A tenant the ledger never names (a typo) still gets its empty page,
 	// with a warning on stderr naming the tenants it does hold; a tenant
-	// with records in another month gets no warning.
+	// with records in other months only gets one saying where they are
+	// (trial8: an empty page, no word); its page says it holds no record.
 	for _, tc := range []struct {
 		tenant, month string
-		warn          bool
-	}{{"acmee", "2026-11", true}, {"acme", "2026-10", false}, {"acme", "2026-11", false}} {
+		warn          string // "" for none
+	}{
+		{"acmee", "2026-11", `no record of tenant "acmee" in any month (tenants in it: acme, globex)`},
+		{"acme", "2026-10", `no record of tenant "acme" in 2026-10 (UTC); its records run from 2026-11-01 to 2026-11-10`},
+		{"acme", "2026-11", ""},
+	} {
 		cmd := exec.Command(bin, "report", "--ledger", file, "--tenant", tc.tenant, "--month", tc.month)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
@@ -78,9 +87,11 @@ ledger: {file: %q}
 		if err != nil || !strings.Contains(string(out), "<!DOCTYPE html>") {
 			t.Errorf("report --tenant %s --month %s: %v, page %d bytes", tc.tenant, tc.month, err, len(out))
 		}
-		warned := strings.Contains(stderr.String(), `no record of tenant "`+tc.tenant+`"`)
-		if warned != tc.warn || tc.warn && !strings.Contains(stderr.String(), "acme, globex") {
-			t.Errorf("report --tenant %s --month %s: stderr %q, want a warning: %v", tc.tenant, tc.month, stderr.String(), tc.warn)
+		if tc.warn == "" && stderr.Len() > 0 || !strings.Contains(stderr.String(), tc.warn) {
+			t.Errorf("report --tenant %s --month %s: stderr %q, want %q", tc.tenant, tc.month, stderr.String(), tc.warn)
+		}
+		if noted := strings.Contains(string(out), `id="no-records"`); noted != (tc.warn != "") {
+			t.Errorf("report --tenant %s --month %s: page notes no records: %v, want %v", tc.tenant, tc.month, noted, tc.warn != "")
 		}
 	}
 }
@@ -173,5 +184,49 @@ store: {backend: redis, redis_url: "redis://127.0.0.1:1/0"}
 	}
 	if n := strings.Count(strings.TrimSpace(got), "\n") + 1; n != 1 {
 		t.Errorf("stderr has %d lines, want the one error:\n%s", n, got)
+	}
+}
+
+// A report read from the ledger stream sees only its month's entries
+// (XRANGE), so a tenant absent from them is absent from the month, not
+// from the ledger: the warning says so (it said "in any month"), and a
+// tenant with entries in the month gets none.
+func TestReportStreamAbsentTenantNamesTheMonth(t *testing.T) {
+	srv := redistest.Start(t)
+	ts := time.Date(2026, 11, 3, 12, 0, 0, 0, time.UTC)
+	line, err := json.Marshal(ledger.Record{TS: ts, Tenant: "acme", User: "alice", Model: "gpt-4o-mini", Status: 200, CostMicroUSD: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Client().XAdd(context.Background(), &redis.XAddArgs{Stream: "llmguard:ledger",
+		ID: fmt.Sprintf("%d-0", ts.UnixMilli()), Values: []any{"r", string(line)}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "llmguard.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`
+upstreams: [{name: mock, flavor: openai, base_url: "http://127.0.0.1:1", no_key: true}]
+keys: [{key: sk-a, user: alice, tenant: acme}]
+ledger: {redis_stream: "llmguard:ledger"}
+store: {backend: redis, redis_url: "redis://%s/0"}
+`, srv.Addr())), 0o644)
+	for _, tc := range []struct{ tenant, month, warn string }{
+		{"acme", "2026-11", ""},
+		{"acme", "2026-10", `the ledger stream has no record of tenant "acme" in 2026-10; the report is empty`},
+		{"acmee", "2026-11", `the ledger stream has no record of tenant "acmee" in 2026-11 (tenants in it: acme)`},
+	} {
+		var stderr strings.Builder
+		cmd := exec.Command(binary(t), "report", "--config", cfg, "--tenant", tc.tenant, "--month", tc.month)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("report --tenant %s --month %s: %v; stderr %s", tc.tenant, tc.month, err, stderr.String())
+		}
+		if tc.warn == "" && stderr.Len() > 0 || !strings.Contains(stderr.String(), tc.warn) {
+			t.Errorf("report --tenant %s --month %s: stderr %q, want %q", tc.tenant, tc.month, stderr.String(), tc.warn)
+		}
+		if tc.warn == "" && !strings.Contains(string(out), `id="total-requests">1<`) {
+			t.Errorf("report --tenant %s --month %s: the month's entry is not on the page", tc.tenant, tc.month)
+		}
 	}
 }

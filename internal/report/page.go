@@ -49,6 +49,7 @@ from <time>{{rfc .Start}}</time> to <time>{{rfc .End}}</time> ({{.TimeZone}}). A
 <div>Output tokens<b>{{.Total.OutputTokens}}</b></div>
 {{if .Budget}}<div>Budget{{if .BudgetName}} ({{.BudgetName}}){{end}}<b id="budget">{{usd .Budget}}</b></div>{{end}}
 </div>
+{{if not .Total.Requests}}<p id="no-records" class="muted">The ledger read holds no record of this tenant in this month.</p>{{end}}
 
 <h2>Spend per day</h2>
 <svg id="days" width="{{f .W}}" height="{{f .H}}" viewBox="0 0 {{f .W}} {{f .H}}" role="img" aria-label="Spend per day">
