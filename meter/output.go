@@ -115,13 +115,34 @@ func (x *Exchange) learnOutput() {
 // named no maximum really produced, per completion (never one whose
 // maximum admission lowered: its output was cut by llmguard, not chosen by
 // the model).
+//
+// A pinned request (OutputPinned) whose output per completion reached its
+// pin was cut there: the model wanted at least the pin, and how much more
+// is unknown. It is taught as pinCutFactor times its pin. Taught as the
+// pin itself, as before, a learned reservation under pin could follow
+// outputs down but never rise past itself: after a workload grew, its
+// answers stayed cut (39% of them in TestSimulatePinnedLearnerRises,
+// against 5% by design at p95). Now, while more than 1 − quantile of
+// answers are cut, the quantile read lands among the doubled samples and
+// the reservation doubles; once fewer are cut it falls back to the
+// quantile of what the model really wrote, as old samples fade. The
+// reservation stays within [floor, min(cap, the model's maximum)].
 func (x *Exchange) observeOutput(output int64) {
 	if x.out.key == "" || x.out.capped > 0 || x.m.opt.Outputs == nil {
 		return
 	}
 	n := max(x.req.Output.Choices, 1)
-	x.m.opt.Outputs.Observe(x.out.key, (max(output, 0)+n-1)/n)
+	per := (max(output, 0) + n - 1) / n
+	if pin, ok := x.OutputPinned(); ok && per >= pin {
+		per = mulSat(pin, pinCutFactor)
+	}
+	x.m.opt.Outputs.Observe(x.out.key, per)
 }
+
+// pinCutFactor is how many times its pin an answer cut at its pin teaches
+// the learned reservation (observeOutput): 2, so that a reservation too low
+// for the traffic doubles per round of cut answers rather than creeping.
+const pinCutFactor = 2
 
 // capOutput admits, with a lower output maximum, a request that its limits
 // denied, when every limit that could not pay allows it (cap_output) and

@@ -61,7 +61,11 @@ type simResult struct {
 	belowZero                      int   // settlements that left the bucket below zero
 	deepest                        int64 // the lowest level after a settlement, tokens (≤ 0: debt)
 	reservedMean                   float64
+	cut, cutTail, admittedTail     int // pinned answers cut at their maximum; of the last simTail requests
 }
+
+// simTail is how many of the last requests simResult's tail counts cover.
+const simTail = 1000
 
 // completion is an admitted request's end, in a min-heap by time.
 type completion struct {
@@ -85,10 +89,19 @@ func (c *completions) Pop() any {
 // simulate runs rs through a meter reserving defaultOut per request, or the
 // learned reservation when learner is set.
 func simulate(t *testing.T, rs []simRequest, defaultOut int64, learner *reserve.Learner) simResult {
+	return simulateWith(t, rs, defaultOut, learner, false)
+}
+
+// simulateWith is simulate, with pin: Options.PinOutputs, each answer cut
+// at the maximum llmguard wrote into its request (its output reported as
+// that maximum, as an upstream that honours it would), counted in
+// res.cut (and, of the last simTail requests admitted, res.cutTail).
+func simulateWith(t *testing.T, rs []simRequest, defaultOut int64, learner *reserve.Learner, pin bool) simResult {
 	tl := newTimeline(t, `  - {name: tpm, scope: user, unit: tokens, rate: 40000, per: 1m}
 `)
 	var err error
-	tl.meter, err = New(Options{Store: tl.store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: tl.clock.Now, Outputs: learner})
+	tl.meter, err = New(Options{Store: tl.store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: tl.clock.Now, Outputs: learner,
+		PinOutputs: pin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +129,7 @@ func simulate(t *testing.T, rs []simRequest, defaultOut int64, learner *reserve.
 		tl.clock.Set(start.Add(r.at))
 		x := tl.meter.Admit(Request{ID: fmt.Sprintf("sim-%d", i), Principal: tl.alice, Policy: tl.policy, Flavor: spec.FlavorOpenAI,
 			Path: "/v1/chat/completions", Model: "gpt-4o-mini", Weighed: true,
-			Estimate: spec.Usage{InputTokens: r.in, OutputTokens: defaultOut}, Output: Output{Defaulted: true, Choices: 1}})
+			Estimate: spec.Usage{InputTokens: r.in, OutputTokens: defaultOut}, Output: Output{Defaulted: true, Choices: 1, Cappable: pin}})
 		if x.Verdict() != Admitted {
 			res.denied++
 			if x.Rules()[0].Status.Remaining >= r.in+r.out {
@@ -126,6 +139,18 @@ func simulate(t *testing.T, rs []simRequest, defaultOut int64, learner *reserve.
 		}
 		res.admitted++
 		reservedSum += float64(x.Rules()[0].Reserved - r.in)
+		if max, pinned := x.OutputPinned(); pin != pinned {
+			t.Fatalf("request %d: pinned %v, want %v", i, pinned, pin)
+		} else if pinned && r.out > max {
+			r.out = max // cut where llmguard pinned it
+			res.cut++
+			if i >= len(rs)-simTail {
+				res.cutTail++
+			}
+		}
+		if i >= len(rs)-simTail {
+			res.admittedTail++
+		}
 		heap.Push(pending, completion{at: r.at + r.duration, x: x, req: r})
 	}
 	for pending.Len() > 0 {
@@ -169,5 +194,30 @@ func TestSimulateLearnedReservation(t *testing.T) {
 	}
 	if p95.debtTokens >= small.debtTokens {
 		t.Errorf("learned p95 debt %d, want less than fixed 512's %d", p95.debtTokens, small.debtTokens)
+	}
+}
+
+// A learned reservation under pin rises when answers grow: the workload's
+// outputs shift from a median of 180 to 500 tokens at request 3,000, and
+// every answer longer than its pin is cut there. Over the last 1,000
+// requests the learned p95 must cut few more than the 5% it cuts by
+// design. Before a cut answer taught the learner twice its pin
+// (observeOutput) it taught the pin itself, the reservation could not rise
+// past itself, and 39% of those answers were cut.
+func TestSimulatePinnedLearnerRises(t *testing.T) {
+	rs := simWorkload(42, 6000)
+	l, err := reserve.New(reserve.Options{Quantile: 0.95})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := simulateWith(t, rs, 4096, l, true)
+	share := float64(res.cutTail) / float64(max(res.admittedTail, 1))
+	t.Logf("pinned learned p95: %d admitted, %d denied, %d cut (%d of the last %d admitted: %.1f%%), mean output reserved %.0f",
+		res.admitted, res.denied, res.cut, res.cutTail, res.admittedTail, 100*share, res.reservedMean)
+	if res.admittedTail < simTail/2 {
+		t.Fatalf("only %d of the last %d requests admitted", res.admittedTail, simTail)
+	}
+	if share > 0.10 {
+		t.Errorf("%.1f%% of the last answers cut at their pin, want at most 10%% (p95: 5%% by design)", 100*share)
 	}
 }
