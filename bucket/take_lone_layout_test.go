@@ -19,6 +19,10 @@ import (
 // TestTakeLoneMatchesOld, sent with the KEYS of takeArgs and the ARGV
 // oldLoneArgs builds (its own lone layout, 't', or the single layout).
 //
+// Its hold is patched to keep an in-flight key's longer TTL, as
+// core.lua's hold does since a shorter lease cut older holders short
+// (TestShorterLeaseKeepsLongerHolders): the oracle checks the layout.
+//
 //go:embed testdata/take_d920abb.lua
 var oldTakeSource string
 

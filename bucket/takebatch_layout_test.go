@@ -20,6 +20,10 @@ import (
 // one shape: the oracle of TestTakeBatchLayoutMatchesOld, sent with the
 // KEYS and ARGV oldBatchArgs builds.
 //
+// Its hold is patched to keep an in-flight key's longer TTL, as
+// core.lua's hold does since a shorter lease cut older holders short
+// (TestShorterLeaseKeepsLongerHolders): the oracle checks the layout.
+//
 //go:embed testdata/takebatch_957d14b.lua
 var oldTakeBatchSource string
 

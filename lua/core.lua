@@ -363,11 +363,18 @@ local function slotReset(live, capacity)
 end
 
 -- hold adds holder to key's set with its expiry, first dropping every
--- expired holder; the key lives 1s past the new holder's expiry.
+-- expired holder; the key lives 1s past the new holder's expiry, or longer
+-- if it already did: a reload that shortened the lease must not cut short
+-- the holders taken under the longer one (their key expired with the
+-- newest holder's lease, and the limit admitted past its capacity). PTTL
+-- is -1 on the key ZADD just made.
 local function hold(key, holder, expiry, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
   redis.call('ZADD', key, string.format('%d', expiry), holder)
-  redis.call('PEXPIRE', key, floor((expiry - now) / 1000) + 1000)
+  local ttl = floor((expiry - now) / 1000) + 1000
+  if ttl > redis.call('PTTL', key) then
+    redis.call('PEXPIRE', key, ttl)
+  end
 end
 
 -- The window counters (sliding_window, fixed_window): mirror

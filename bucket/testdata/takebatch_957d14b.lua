@@ -466,7 +466,12 @@ end
 local function hold(key, holder, expiry, now)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
   redis.call('ZADD', key, string.format('%d', expiry), holder)
-  redis.call('PEXPIRE', key, floor((expiry - now) / 1000) + 1000)
+  -- (Patched from the original, as core.lua's hold now: the key keeps the
+  -- longer TTL, so that the comparison checks the layout, not that rule.)
+  local ttl = floor((expiry - now) / 1000) + 1000
+  if ttl > redis.call('PTTL', key) then
+    redis.call('PEXPIRE', key, ttl)
+  end
 end
 
 -- The window counters (sliding_window, fixed_window): mirror
