@@ -99,11 +99,11 @@ func fleetStepped(t *testing.T, client bucket.RedisScripter) {
 	heavyFrom := map[*fleetBucket]int64{}
 	// Each step's instant: 5ms apart, or later when the run falls behind
 	// the wall clock, which counts the buckets' TTLs on Redis
-	// (storetest.KeepUp); windows are measured between these instants.
+	// (storetest.Pacer); windows are measured between these instants.
 	var at []time.Time
-	wallStart := time.Now()
+	pace := storetest.NewPacer(storetest.Start)
 	for step := range 600 {
-		at = append(at, storetest.KeepUp(storetest.Start.Add(time.Duration(step)*5*time.Millisecond), storetest.Start, wallStart))
+		at = append(at, pace.Step(storetest.Start.Add(time.Duration(step)*5*time.Millisecond)))
 		clock.Set(at[step])
 		heavy := step >= 200 && step < 400
 		if step == 200 || step == 400 {

@@ -98,9 +98,9 @@ func runShardProperty(t *testing.T, s bucket.Store, clock *storetest.Clock, pref
 	if quota {
 		gap = 40 * time.Minute // about 18 requests a day
 	}
-	wallStart := time.Now()
+	pace := storetest.NewPacer(now)
 	for i := range 800 {
-		now = storetest.KeepUp(now.Add(time.Duration(r.Int64N(int64(gap)))/time.Microsecond*time.Microsecond), storetest.Start, wallStart)
+		now = pace.Step(now.Add(time.Duration(r.Int64N(int64(gap))) / time.Microsecond * time.Microsecond))
 		clock.Set(now)
 		if next := at(now); !next.WindowStart.Equal(l.WindowStart) {
 			net, taken = 0, nil // a new day: the refunds of the last one apply to nothing

@@ -82,7 +82,7 @@ func runProperty(t *testing.T, open func(t *testing.T, now func() time.Time) Sto
 		return d.Buckets
 	}
 	denials := 0
-	start, wallStart := now, time.Now()
+	last, lastWall := now, time.Now()
 	for i := range steps {
 		switch k := r.IntN(10); {
 		case k < 6:
@@ -90,12 +90,14 @@ func runProperty(t *testing.T, open func(t *testing.T, now func() time.Time) Sto
 		case k < 7:
 			now = now.Add(time.Duration(per-1-r.Int64N(per/50)) * time.Microsecond) // to just before a boundary, roughly
 		}
-		// Never behind the wall clock, which counts the keys' TTLs on a
-		// redis-server (see storetest.KeepUp, which this package's tests
-		// cannot import).
-		if floor := start.Add(time.Since(wallStart)).Truncate(time.Microsecond); floor.After(now) {
+		// Moved at least by the wall time since the last step, which
+		// counts the keys' TTLs on a redis-server (see storetest.Pacer,
+		// which this package's tests cannot import).
+		wall := time.Now()
+		if floor := last.Add(wall.Sub(lastWall)).Truncate(time.Microsecond); floor.After(now) {
 			now = floor
 		}
+		last, lastWall = now, wall
 		cost := 1 + r.Int64N(40)
 		if r.IntN(10) == 0 {
 			cost = 1 + r.Int64N(l.Capacity)

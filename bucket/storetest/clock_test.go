@@ -25,18 +25,25 @@ func TestClockOnSet(t *testing.T) {
 	}
 }
 
-// KeepUp keeps a step ahead of the wall clock as it is, and moves one
-// behind it up to start plus the wall time since wallStart, in whole µs.
-func TestKeepUp(t *testing.T) {
+// A Pacer keeps a step that moves further than the wall clock as it is,
+// and moves one that moves less (or goes back) by the wall time since the
+// last step, in whole µs, whether the clock is ahead of the wall clock or
+// behind it.
+func TestPacer(t *testing.T) {
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	wallStart := time.Now().Add(-time.Hour) // an hour of wall time has passed
+	p := NewPacer(start)
 	ahead := start.Add(2 * time.Hour)
-	if got := KeepUp(ahead, start, wallStart); !got.Equal(ahead) {
-		t.Errorf("ahead of the wall clock: %v, want %v", got, ahead)
+	if got := p.Step(ahead); !got.Equal(ahead) {
+		t.Errorf("a step of 2 h: %v, want %v", got, ahead)
 	}
-	behind := start.Add(time.Minute)
-	got := KeepUp(behind, start, wallStart)
-	if got.Before(start.Add(time.Hour)) || got.After(start.Add(time.Hour+time.Minute)) || got.Nanosecond()%1000 != 0 {
-		t.Errorf("behind the wall clock: %v, want start + 1h (and a little), in whole µs", got)
+	// The clock now leads the wall clock by about 2 h; a stall of an hour
+	// must still move it an hour (KeepUp, before, moved it not at all).
+	p.lastWall = p.lastWall.Add(-time.Hour)
+	got := p.Step(ahead.Add(time.Millisecond))
+	if got.Before(ahead.Add(time.Hour)) || got.After(ahead.Add(time.Hour+time.Minute)) || got.Nanosecond()%1000 != 0 {
+		t.Errorf("a step of 1 ms after an hour's stall: %v, want the last step + 1h (and a little), in whole µs", got)
+	}
+	if back := p.Step(start); back.Before(got) {
+		t.Errorf("a step back to the start: %v, want at least the last step %v", back, got)
 	}
 }
