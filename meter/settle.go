@@ -32,7 +32,7 @@ type Settlement struct {
 	Unforwarded bool
 	// Ceiling is the most the request can plausibly be billed
 	// (weigher.Weigher.Ceiling, which argues why): InputTokens and
-	// OutputTokens in tokens, WebSearches in searches; a figure of 0 bounds
+	// OutputTokens in tokens, WebSearches and FileSearches in searches; a figure of 0 bounds
 	// nothing (the zero value: no ceiling). A known Usage above it is
 	// charged at it, logged, counted in usage_implausible_total and marked
 	// in the ledger record with the figures reported (ceiling.go). Given
