@@ -144,6 +144,8 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 var usageSeeds = []string{
 	`{"id":"c","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}`,
 	`{"usage":{"prompt_tokens":2006,"completion_tokens":300,"prompt_tokens_details":{"cached_tokens":1920,"audio_tokens":3},"completion_tokens_details":{"reasoning_tokens":128,"audio_tokens":7}}}`,
+	`{"usage":{"prompt_tokens":20004,"completion_tokens":40,"search_context_size":"high","prompt_tokens_details":{"cache_creation_tokens":20000,"cache_write_tokens":9,"cache_creation_token_details":{"ephemeral_5m_input_tokens":5000,"ephemeral_1h_input_tokens":15000}}}}`,
+	`{"usage":{"prompt_tokens":4,"completion_tokens":40,"search_context_size":"medi\u0075m","prompt_tokens_details":{"cache_creation_token_details":{"ephemeral_1h_input_tokens":"15000"}}}}`,
 	`{"usage":{"prompt_tokens":"12","completion_tokens":" 5 "}}`, `{"usage":{"prompt_tokens":1.5,"completion_tokens":2e3}}`,
 	`{"usage":{"prompt_tokens":0,"completion_tokens":5}}`, `{"usage":{"prompt_tokens":-1,"completion_tokens":5}}`,
 	`{"usage":{"prompt_tokens":1e300,"completion_tokens":5}}`, `{"usage":{"prompt_tokens":null,"completion_tokens":5}}`,
