@@ -65,10 +65,10 @@ func (x *Exchange) Settle(s Settlement) bool {
 	switch {
 	case known:
 		actual, over = overCeiling(s.Usage, s.Ceiling)
-		cost = x.price.MicroUSD(actual)
+		cost = x.quote.Price.MicroUSD(actual)
 	case s.Source == spec.SourceReserved && x.req.Weighed:
 		// Nothing reported: the reservation stands, and so does its cost.
-		cost = x.price.MicroUSD(x.reservation(x.req.Estimate.InputTokens, x.req.Estimate.OutputTokens))
+		cost = x.quote.Price.MicroUSD(x.reservation(x.req.Estimate.InputTokens, x.req.Estimate.OutputTokens))
 	}
 	if s.Source == spec.SourceReported && s.Status < 300 && over == 0 {
 		// (An implausible output teaches the learned reservation nothing.)
