@@ -376,6 +376,23 @@ type Model struct {
 	// cache writes included) exceeds LongContext.AboveInputTokens, as
 	// Anthropic (above 200K) and OpenAI (above 272K) bill long prompts.
 	LongContext *LongContext `yaml:"long_context"`
+	// SearchRequestUSDPerK is the model's per-request search fee, USD per
+	// 1,000 requests by search context size, charged for an answer whose
+	// usage reports a search_context_size (Perplexity's Sonar models:
+	// Sonar $5, $8 and $12 for low, medium and high; Sonar Pro and Sonar
+	// Reasoning Pro $6, $10 and $14, docs.perplexity.ai pricing). LiteLLM's
+	// search_context_cost_per_query gives it in a prices_file. A size left
+	// at zero is charged policy.DefaultSearchRequestPicoUSD's fee, the
+	// dearest Perplexity documents ($14, $18, $22: Pro Search).
+	SearchRequestUSDPerK SearchFees `yaml:"search_request_usd_per_k"`
+}
+
+// SearchFees are per-request search fees by search context size, in USD
+// per 1,000 requests (the unit of Perplexity's price list). Zero: unset.
+type SearchFees struct {
+	Low    float64 `yaml:"low"`
+	Medium float64 `yaml:"medium"`
+	High   float64 `yaml:"high"`
 }
 
 // TierPrices are a model's prices in one service tier or context band, in

@@ -50,8 +50,10 @@ type litellmEntry struct {
 	hasStandardOutput        bool
 	hasPriority, hasFlex     bool
 	longAbove                int64 // lowest band threshold, in tokens; 0: none
-	long, longPriority       TierPrices
-	hasLongPriority          bool
+	// search is search_context_cost_per_query, USD per 1,000 requests.
+	search             SearchFees
+	long, longPriority TierPrices
+	hasLongPriority    bool
 }
 
 // ParsePrices reads a LiteLLM-format price file into models with prices in
@@ -123,6 +125,12 @@ func billsNoOutput(fields map[string]json.RawMessage) bool {
 func readLitellmEntry(fields map[string]json.RawMessage) (*litellmEntry, error) {
 	e := &litellmEntry{}
 	for key, v := range fields {
+		if key == "search_context_cost_per_query" {
+			if err := e.readSearchFees(v); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		m := litellmKey.FindStringSubmatch(key)
 		if m == nil {
 			continue
@@ -182,6 +190,32 @@ func readLitellmEntry(fields map[string]json.RawMessage) (*litellmEntry, error) 
 	return e, nil
 }
 
+// readSearchFees reads LiteLLM's search_context_cost_per_query, an object
+// of USD per request by size (search_context_size_low, _medium, _high:
+// Perplexity's and OpenAI's search models), into e.search as USD per
+// 1,000 requests. A value that is not an object, and a size that is not a
+// number, set nothing. Errors: a negative or non-finite fee.
+func (e *litellmEntry) readSearchFees(v json.RawMessage) error {
+	var sizes map[string]json.RawMessage
+	if json.Unmarshal(v, &sizes) != nil {
+		return nil
+	}
+	for _, sz := range []struct {
+		key string
+		dst *float64
+	}{{"search_context_size_low", &e.search.Low}, {"search_context_size_medium", &e.search.Medium}, {"search_context_size_high", &e.search.High}} {
+		var f float64
+		if raw, ok := sizes[sz.key]; !ok || json.Unmarshal(raw, &f) != nil {
+			continue
+		}
+		if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) || f > 1e300 {
+			return fmt.Errorf("negative or non-finite fee %v in search_context_cost_per_query.%s", f, sz.key)
+		}
+		*sz.dst = math.Round(f*1e3*1e9) / 1e9 // USD per request → per 1,000, to the pico-USD per request
+	}
+	return nil
+}
+
 // setMax raises one field of t (the one set sets) to v: an entry's bands
 // all fill one band, each field at its highest price.
 func setMax(t *TierPrices, set func(*TierPrices, float64), v float64) {
@@ -206,7 +240,8 @@ func (e *litellmEntry) model() Model {
 	s := e.standard
 	m := Model{InputUSDPerMTok: s.InputUSDPerMTok, CachedInputUSDPerMTok: s.CachedInputUSDPerMTok,
 		CacheWriteUSDPerMTok: s.CacheWriteUSDPerMTok, CacheWrite1hUSDPerMTok: s.CacheWrite1hUSDPerMTok,
-		OutputUSDPerMTok: s.OutputUSDPerMTok, AudioInputUSDPerMTok: s.AudioInputUSDPerMTok, AudioOutputUSDPerMTok: s.AudioOutputUSDPerMTok}
+		OutputUSDPerMTok: s.OutputUSDPerMTok, AudioInputUSDPerMTok: s.AudioInputUSDPerMTok, AudioOutputUSDPerMTok: s.AudioOutputUSDPerMTok,
+		SearchRequestUSDPerK: e.search}
 	if e.hasPriority {
 		p := e.priority
 		m.Priority = &p
@@ -262,6 +297,9 @@ func (c *Config) mergePrices(layers ...map[string]Model) {
 		fill(&m.OutputUSDPerMTok, p.OutputUSDPerMTok)
 		fill(&m.AudioInputUSDPerMTok, p.AudioInputUSDPerMTok)
 		fill(&m.AudioOutputUSDPerMTok, p.AudioOutputUSDPerMTok)
+		fill(&m.SearchRequestUSDPerK.Low, p.SearchRequestUSDPerK.Low)
+		fill(&m.SearchRequestUSDPerK.Medium, p.SearchRequestUSDPerK.Medium)
+		fill(&m.SearchRequestUSDPerK.High, p.SearchRequestUSDPerK.High)
 		if m.MaxInputTokens == 0 {
 			m.MaxInputTokens = p.MaxInputTokens
 		}

@@ -213,6 +213,7 @@ func (c *Config) Validate() error {
 			p.add(f+".encoding", "must be one of %s (got %q)", strings.Join(knownEncs, ", "), m.Encoding)
 		}
 		checkPrices(&p, f, m.Standard())
+		checkSearchFees(&p, f+".search_request_usd_per_k", m.SearchRequestUSDPerK)
 		if m.Priority != nil {
 			checkPrices(&p, f+".priority", *m.Priority)
 		}
@@ -406,6 +407,19 @@ func checkPrices(p *problems, f string, t TierPrices) {
 		{"audio_input_usd_per_mtok", t.AudioInputUSDPerMTok}, {"audio_output_usd_per_mtok", t.AudioOutputUSDPerMTok}} {
 		if pr.v < 0 || math.IsNaN(pr.v) || pr.v > 1e6 {
 			p.add(f+"."+pr.field, "must be between 0 and 1000000 USD per million tokens (got %v)", pr.v)
+		}
+	}
+}
+
+// checkSearchFees reports each fee of s outside 0..1000000 USD per 1,000
+// requests, under field f.
+func checkSearchFees(p *problems, f string, s SearchFees) {
+	for _, fee := range []struct {
+		field string
+		v     float64
+	}{{"low", s.Low}, {"medium", s.Medium}, {"high", s.High}} {
+		if fee.v < 0 || math.IsNaN(fee.v) || fee.v > 1e6 {
+			p.add(f+"."+fee.field, "must be between 0 and 1000000 USD per 1,000 requests (got %v)", fee.v)
 		}
 	}
 }

@@ -6,7 +6,7 @@ import (
 
 // Figures a usage ceiling bounds: the figure label of
 // llmguard_usage_implausible_total, one table for the label and the bit.
-var ceilingFigures = [...]string{figureInput: "input", figureOutput: "output", figureWebSearches: "web_searches"}
+var ceilingFigures = [...]string{figureInput: "input", figureOutput: "output", figureWebSearches: "web_searches", figureFileSearches: "file_searches"}
 
 // Bits of the figures over a ceiling (overCeiling), by index in
 // ceilingFigures.
@@ -14,6 +14,7 @@ const (
 	figureInput = iota
 	figureOutput
 	figureWebSearches
+	figureFileSearches
 )
 
 // overCeiling is u within the ceiling c (Settlement.Ceiling) and which of its
@@ -42,6 +43,10 @@ func overCeiling(u, c spec.Usage) (spec.Usage, uint8) {
 		over |= 1 << figureWebSearches
 		u.WebSearches = c.WebSearches
 	}
+	if c.FileSearches > 0 && u.FileSearches > c.FileSearches {
+		over |= 1 << figureFileSearches
+		u.FileSearches = c.FileSearches
+	}
 	return u, over
 }
 
@@ -54,8 +59,9 @@ func (m *Meter) implausible(x *Exchange, reported, charged spec.Usage, over uint
 	m.log.Warn("the upstream reported more usage than the request can have used; charged at its ceiling",
 		"request_id", x.req.ID, "flavor", x.req.Flavor.String(), "model", x.req.Model,
 		"reported_input_tokens", reported.InputTokens, "reported_output_tokens", reported.OutputTokens,
-		"reported_web_searches", reported.WebSearches, "charged_input_tokens", charged.InputTokens,
-		"charged_output_tokens", charged.OutputTokens, "charged_web_searches", charged.WebSearches)
+		"reported_web_searches", reported.WebSearches, "reported_file_searches", reported.FileSearches,
+		"charged_input_tokens", charged.InputTokens, "charged_output_tokens", charged.OutputTokens,
+		"charged_web_searches", charged.WebSearches, "charged_file_searches", charged.FileSearches)
 }
 
 // implausible counts usage_implausible_total{flavor,figure} for each

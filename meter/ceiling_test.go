@@ -27,6 +27,8 @@ func TestOverCeiling(t *testing.T) {
 			spec.Usage{InputTokens: 9, OutputTokens: 500, ReasoningTokens: 500, AudioOutputTokens: 3}, 1 << figureOutput},
 		{"step 5 (searches)", spec.Usage{InputTokens: 9, OutputTokens: 9, WebSearches: 1e15}, c,
 			spec.Usage{InputTokens: 9, OutputTokens: 9, WebSearches: 10}, 1 << figureWebSearches},
+		{"step 6 (file searches)", spec.Usage{InputTokens: 9, OutputTokens: 9, FileSearches: 1e15}, spec.Usage{InputTokens: 1000, OutputTokens: 500, FileSearches: 10},
+			spec.Usage{InputTokens: 9, OutputTokens: 9, FileSearches: 10}, 1 << figureFileSearches},
 	} {
 		got, over := overCeiling(tc.u, tc.c)
 		if got != tc.want || over != tc.over {

@@ -22,7 +22,7 @@ func (x *Exchange) settledUnits(a *Applied, src spec.Source, known bool, actual 
 }
 
 // settledUnitsPriced is settledUnits for Settle, which has priced actual
-// already: cost is x.price.MicroUSD(actual), in micro-USD. A dollar rule
+// already: cost is x.quote.Price.MicroUSD(actual), in micro-USD. A dollar rule
 // of a weighed request whose usage is known costs exactly that (its units
 // are the price of the usage, policy.Rule.Units), so it is not priced a
 // second time: one 128-bit division and eight products less a request,

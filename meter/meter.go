@@ -301,7 +301,6 @@ type Exchange struct {
 	m     *Meter
 	req   Request
 	quote policy.Quote
-	price policy.Price // quote.Price
 	// modelLabel is the model's metric label: its priced name, "other" for
 	// an unpriced model, "" when the request names none (Model and
 	// NamedModel both "").
@@ -467,7 +466,7 @@ func (m *Meter) AdmitInto(x *Exchange, r Request) *Exchange {
 	if r.GeoPinned {
 		x.quote = x.quote.ForGeo()
 	}
-	x.price, x.modelLabel = x.quote.Price, x.quote.Label
+	x.modelLabel = x.quote.Label
 	if x.modelLabel == "" && r.Model != "" {
 		x.modelLabel = "other"
 	}
@@ -704,9 +703,9 @@ func (x *Exchange) reservation(in, out int64) spec.Usage {
 	u := spec.Usage{InputTokens: in, OutputTokens: out, WebSearches: e.WebSearches}
 	// Which input the upstream writes to the cache is its choice: all of
 	// it, at the dearest write price the body names, is the most it bills.
-	if e.CacheWriteTokens > 0 && x.price.CacheWrite >= x.price.Input {
+	if e.CacheWriteTokens > 0 && x.quote.Price.CacheWrite >= x.quote.Price.Input {
 		u.CacheWriteTokens = in
-		if e.CacheWrite1hTokens > 0 && x.price.CacheWrite1h >= x.price.CacheWrite {
+		if e.CacheWrite1hTokens > 0 && x.quote.Price.CacheWrite1h >= x.quote.Price.CacheWrite {
 			u.CacheWrite1hTokens = in
 		}
 	}
@@ -731,7 +730,7 @@ func (x *Exchange) units(rule *policy.Rule, t *spec.Usage) int64 {
 	if !x.req.Weighed && !rule.Unit.PerCall() {
 		return 0
 	}
-	return rule.UnitsOf(t, &x.price)
+	return rule.UnitsOf(t, &x.quote.Price)
 }
 
 // imagesCost is a per-image generation's price: Images × PerImage

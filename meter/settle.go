@@ -32,7 +32,7 @@ type Settlement struct {
 	Unforwarded bool
 	// Ceiling is the most the request can plausibly be billed
 	// (weigher.Weigher.Ceiling, which argues why): InputTokens and
-	// OutputTokens in tokens, WebSearches in searches; a figure of 0 bounds
+	// OutputTokens in tokens, WebSearches and FileSearches in searches; a figure of 0 bounds
 	// nothing (the zero value: no ceiling). A known Usage above it is
 	// charged at it, logged, counted in usage_implausible_total and marked
 	// in the ledger record with the figures reported (ceiling.go). Given
@@ -65,10 +65,10 @@ func (x *Exchange) Settle(s Settlement) bool {
 	switch {
 	case known:
 		actual, over = overCeiling(s.Usage, s.Ceiling)
-		cost = x.price.MicroUSD(actual)
+		cost = x.quote.Price.MicroUSD(actual)
 	case s.Source == spec.SourceReserved && x.req.Weighed:
 		// Nothing reported: the reservation stands, and so does its cost.
-		cost = x.price.MicroUSD(x.reservation(x.req.Estimate.InputTokens, x.req.Estimate.OutputTokens))
+		cost = x.quote.Price.MicroUSD(x.reservation(x.req.Estimate.InputTokens, x.req.Estimate.OutputTokens))
 	}
 	if s.Source == spec.SourceReported && s.Status < 300 && over == 0 {
 		// (An implausible output teaches the learned reservation nothing.)

@@ -21,7 +21,7 @@ func TestSettledUnitsPricedSameAsSettledUnits(t *testing.T) {
 		rule := &policy.Rule{Name: "r", Unit: u}
 		for _, weighed := range []bool{true, false} {
 			for _, perImage := range []int64{0, 40_000} {
-				x := &Exchange{req: Request{Weighed: weighed, PerImage: perImage, Images: 2}, price: price}
+				x := &Exchange{req: Request{Weighed: weighed, PerImage: perImage, Images: 2}, quote: policy.Quote{Price: price}}
 				for _, src := range sources {
 					for _, known := range []bool{true, false} {
 						for _, actual := range usages {

@@ -33,6 +33,49 @@ type Price struct {
 	// than a text token, and a request that asks for audio is not priced
 	// (Quote.ForAudio).
 	AudioInput, AudioOutput int64
+	// SearchRequest is the per-request search fee of a model that bills
+	// one (Perplexity's Sonar models), pico-USD per request by search
+	// context size (spec.Usage.SearchContext). A size left at 0 costs
+	// DefaultSearchRequestPicoUSD's fee at that size.
+	SearchRequest SearchFees
+}
+
+// SearchFees are per-request search fees by search context size,
+// pico-USD per request ($5 per 1,000 requests is 5,000,000,000). The zero
+// value sets none (DefaultSearchRequestPicoUSD applies).
+type SearchFees struct {
+	Low, Medium, High int64
+}
+
+// DefaultSearchRequestPicoUSD is the per-request search fee charged for a
+// usage reporting a search context size (spec.Usage.SearchContext) when
+// the model's price sets none at that size: the dearest Perplexity
+// documents at each size, its Pro Search's $14, $18 and $22 per 1,000
+// requests (docs.perplexity.ai, pricing, request pricing; Sonar's are $5,
+// $8 and $12, Sonar Pro's and Sonar Reasoning Pro's $6, $10 and $14). So
+// a model whose fee the price table does not give is never charged below
+// what any Sonar model bills; set search_request_usd_per_k (or LiteLLM's
+// search_context_cost_per_query) to charge its own.
+var DefaultSearchRequestPicoUSD = SearchFees{Low: 14_000_000_000, Medium: 18_000_000_000, High: 22_000_000_000}
+
+// of is the fee at size s, DefaultSearchRequestPicoUSD's where f sets
+// none; 0 for SearchContextNone.
+func (f SearchFees) of(s spec.SearchContextSize) int64 {
+	var v, d int64
+	switch s {
+	case spec.SearchContextNone:
+		return 0
+	case spec.SearchContextLow:
+		v, d = f.Low, DefaultSearchRequestPicoUSD.Low
+	case spec.SearchContextMedium:
+		v, d = f.Medium, DefaultSearchRequestPicoUSD.Medium
+	default:
+		v, d = f.High, DefaultSearchRequestPicoUSD.High
+	}
+	if v <= 0 {
+		return d
+	}
+	return v
 }
 
 // Rates are one band's prices in pico-USD per token, as in Price.
@@ -56,6 +99,12 @@ func (p Price) rates(input int64) Rates {
 // tokens the results add to the input.
 const WebSearchPicoUSD = 10_000_000_000
 
+// FileSearchPicoUSD is the price of one file search an upstream runs for
+// a request (spec.Usage.FileSearches), in pico-USD: OpenAI's $2.50 per
+// 1,000 file search tool calls (its pricing page, built-in tools;
+// Responses API only), on top of the tokens the results add to the input.
+const FileSearchPicoUSD = 2_500_000_000
+
 // scaled is p with every rate times num/den, rounded up (saturating).
 func (p Price) scaled(num, den int64) Price {
 	r := func(v int64) int64 { return ceilMulDiv(v, num, den) }
@@ -63,7 +112,7 @@ func (p Price) scaled(num, den int64) Price {
 	return Price{Input: r(p.Input), CachedInput: r(p.CachedInput), CacheWrite: r(p.CacheWrite), CacheWrite1h: r(p.CacheWrite1h),
 		Output: r(p.Output), LongAbove: p.LongAbove,
 		Long:       Rates{Input: r(l.Input), CachedInput: r(l.CachedInput), CacheWrite: r(l.CacheWrite), CacheWrite1h: r(l.CacheWrite1h), Output: r(l.Output)},
-		AudioInput: r(p.AudioInput), AudioOutput: r(p.AudioOutput)}
+		AudioInput: r(p.AudioInput), AudioOutput: r(p.AudioOutput), SearchRequest: p.SearchRequest}
 }
 
 // USDPerMTok is a model's list prices in USD per million tokens, as price
@@ -118,12 +167,15 @@ func PriceFromUSDPerMTok(input, cachedInput, output float64) Price {
 // the full audio price, as llmguard knows no cached-audio price), so only
 // the cached tokens beyond the audio ones get the cached text price —
 // never less than any split could cost. Negative counts are treated as
-// zero. Each web search the usage reports adds WebSearchPicoUSD.
+// zero. Each web search the usage reports adds WebSearchPicoUSD, each
+// file search FileSearchPicoUSD, and a search context size its
+// per-request search fee (Price.SearchRequest).
 func (p Price) MicroUSD(t spec.Usage) int64 { return p.microUSDOf(&t) }
 
 // microUSDOf is MicroUSD of *t at *p, neither copied nor written.
 func (p *Price) microUSDOf(t *spec.Usage) int64 {
-	if t.AudioInputTokens > 0 || t.AudioOutputTokens > 0 || t.CacheWriteTokens > 0 || t.WebSearches > 0 {
+	if t.AudioInputTokens > 0 || t.AudioOutputTokens > 0 || t.CacheWriteTokens > 0 || t.WebSearches > 0 ||
+		t.FileSearches > 0 || t.SearchContext != spec.SearchContextNone {
 		return p.microUSD(*t)
 	}
 	// No audio, no cache writes, no web searches, as nearly every chat
@@ -186,6 +238,8 @@ func (p Price) microUSD(t spec.Usage) int64 {
 	add(audioIn, max(p.AudioInput, r.Input))
 	add(audioOut, max(p.AudioOutput, r.Output))
 	add(clamp0(t.WebSearches), WebSearchPicoUSD)
+	add(clamp0(t.FileSearches), FileSearchPicoUSD)
+	add(1, p.SearchRequest.of(t.SearchContext))
 	return ceilMicro(hi, lo)
 }
 

@@ -91,6 +91,7 @@ func buildPrices(c *config.Config) map[string]modelPrices {
 // priority and the standard long-context rates, field by field.
 func compileModel(m config.Model) modelPrices {
 	std := tierPrice(m.Standard(), m.LongContext, nil)
+	std.SearchRequest = searchFees(m.SearchRequestUSDPerK)
 	mp := modelPrices{standard: std, flex: std}
 	if m.Flex != nil && m.Flex.Priced() {
 		mp.flex = tierPrice(*m.Flex, m.LongContext, nil)
@@ -98,10 +99,12 @@ func compileModel(m config.Model) modelPrices {
 			mp.flex.LongAbove, mp.flex.Long = std.LongAbove, std.Long
 		}
 		mp.flex.AudioInput, mp.flex.AudioOutput = or(mp.flex.AudioInput, std.AudioInput), or(mp.flex.AudioOutput, std.AudioOutput)
+		mp.flex.SearchRequest = std.SearchRequest
 	}
 	if m.Priority != nil && m.Priority.Priced() {
 		p := tierPrice(*m.Priority, m.LongContext, &std)
 		p.AudioInput, p.AudioOutput = max(p.AudioInput, std.AudioInput), max(p.AudioOutput, std.AudioOutput)
+		p.SearchRequest = std.SearchRequest
 		mp.priority = &p
 	}
 	return mp
@@ -177,6 +180,13 @@ func or(v, fallback int64) int64 {
 func maxRates(a, b Rates) Rates {
 	return Rates{Input: max(a.Input, b.Input), CachedInput: max(a.CachedInput, b.CachedInput), CacheWrite: max(a.CacheWrite, b.CacheWrite),
 		CacheWrite1h: max(a.CacheWrite1h, b.CacheWrite1h), Output: max(a.Output, b.Output)}
+}
+
+// searchFees is a model's per-request search fees, USD per 1,000
+// requests, as pico-USD per request (rounded to the nearest).
+func searchFees(f config.SearchFees) SearchFees {
+	fee := func(usdPerK float64) int64 { return int64(math.Round(usdPerK * 1e9)) } // $1 per 1,000 is 10^9 pico-USD a request
+	return SearchFees{Low: fee(f.Low), Medium: fee(f.Medium), High: fee(f.High)}
 }
 
 // usd is a config's tier prices as USDPerMTok.

@@ -1,5 +1,7 @@
 package spec
 
+import "strings"
+
 // Usage is what an upstream reports a request really used, in tokens,
 // normalised to OpenAI's semantics whatever the flavor:
 // InputTokens includes CachedInputTokens and CacheWriteTokens, and
@@ -17,7 +19,11 @@ type Usage struct {
 	// CacheWriteTokens is the part of InputTokens written to the prompt
 	// cache, in tokens (Anthropic cache_creation_input_tokens, priced above
 	// ordinary input; 0 for OpenAI, whose caching is implicit, but for the
-	// cache_creation_input_tokens LiteLLM reports beside a chat usage).
+	// writes gateways report in its shape: LiteLLM's
+	// cache_creation_input_tokens beside a chat usage and
+	// prompt_tokens_details.cache_creation_tokens, OpenRouter's
+	// prompt_tokens_details.cache_write_tokens, Azure AI Foundry's
+	// Responses input_tokens_details.cache_write_tokens).
 	CacheWriteTokens int64
 	// CacheWrite1hTokens is the part of CacheWriteTokens written with the
 	// 1-hour TTL, in tokens (Anthropic
@@ -48,6 +54,60 @@ type Usage struct {
 	// web_search_call items of the output, $10 per 1,000 calls, its
 	// pricing page).
 	WebSearches int64
+	// FileSearches is how many file searches the upstream ran for the
+	// request, billed per call on top of the tokens (OpenAI Responses:
+	// the file_search_call items of the output, $2.50 per 1,000 calls,
+	// its pricing page's built-in tools, Responses API only).
+	FileSearches int64
+	// SearchContext is the search context size of the per-request search
+	// fee the upstream billed (Perplexity's Sonar models: usage
+	// search_context_size, a fee per 1,000 requests by size, its pricing
+	// page's request pricing); SearchContextNone: no such fee.
+	SearchContext SearchContextSize
+}
+
+// SearchContextSize is the search context size a per-request search fee
+// is billed at (Perplexity's web_search_options.search_context_size, which
+// its usage reports as search_context_size). The zero value is
+// SearchContextNone: the request was billed no per-request search fee.
+type SearchContextSize uint8
+
+// Search context sizes, in the order of searchContextNames.
+const (
+	// SearchContextNone: no per-request search fee.
+	SearchContextNone SearchContextSize = iota
+	// SearchContextLow is "low" (Perplexity's default).
+	SearchContextLow
+	// SearchContextMedium is "medium".
+	SearchContextMedium
+	// SearchContextHigh is "high"; a size the usage names that llmguard
+	// does not know is read as it, the dearest.
+	SearchContextHigh
+)
+
+// searchContextNames is each SearchContextSize's name, indexed by value.
+var searchContextNames = []string{SearchContextNone: "", SearchContextLow: "low", SearchContextMedium: "medium", SearchContextHigh: "high"}
+
+// String is the size's name as Perplexity spells it ("low", "medium",
+// "high"; "" for none); a value outside the enum is "unknown(<n>)".
+func (s SearchContextSize) String() string { return name(searchContextNames, int(s)) }
+
+// ParseSearchContextSize reads a usage's search_context_size: "low",
+// "medium" or "high" (any case, surrounding space ignored) are those
+// sizes, "" is SearchContextNone, and any other name SearchContextHigh
+// (a size the upstream billed that llmguard does not know is charged at
+// the dearest it knows).
+func ParseSearchContextSize(s string) SearchContextSize {
+	s = strings.ToLower(strings.TrimSpace(s))
+	switch s {
+	case "":
+		return SearchContextNone
+	case "low":
+		return SearchContextLow
+	case "medium":
+		return SearchContextMedium
+	}
+	return SearchContextHigh
 }
 
 // Total is input plus output tokens.

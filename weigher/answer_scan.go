@@ -47,8 +47,11 @@ type answerScan struct {
 // Slots of answerScan.at: the values of members a and b, then the chat
 // usage figures (prompt_tokens, completion_tokens, total_tokens, and
 // Perplexity's citation_tokens, reasoning_tokens, num_search_queries,
-// LiteLLM's cache_creation_input_tokens; cached and audio
-// tokens of prompt_tokens_details; reasoning and audio tokens of
+// search_context_size, LiteLLM's cache_creation_input_tokens; cached and
+// audio tokens of prompt_tokens_details, and the cache writes gateways
+// report there: LiteLLM's cache_creation_tokens and the 5-minute and
+// 1-hour parts of its cache_creation_token_details, OpenRouter's
+// cache_write_tokens; reasoning and audio tokens of
 // completion_tokens_details).
 const (
 	slotA = iota
@@ -60,8 +63,13 @@ const (
 	slotReasoningTop
 	slotSearches
 	slotCacheWrite
+	slotSearchContext
 	slotCached
 	slotAudioIn
+	slotCreation
+	slotWriteDet
+	slotCreation5m
+	slotCreation1h
 	slotReasoning
 	slotAudioOut
 	slotCount
@@ -78,6 +86,7 @@ const (
 	ctxUsage     // member a's object, in a chat answer
 	ctxPromptDet // usage.prompt_tokens_details
 	ctxOutputDet // usage.completion_tokens_details
+	ctxWriteDet  // usage.prompt_tokens_details.cache_creation_token_details
 )
 
 // The bounds of what answerScan reads; an answer beyond them is left to
@@ -85,7 +94,7 @@ const (
 const (
 	answerDepth   = 32 // the most nesting (arrays and objects open at once)
 	answerKeys    = 32 // the most keys of the open objects, together
-	answerCtxKeep = 4  // depths whose object context is kept: 1 to 3
+	answerCtxKeep = 5  // depths whose object context is kept: 1 to 4
 )
 
 // newAnswerScan is a scan for the top-level members a and b (b "": none),
@@ -94,9 +103,10 @@ func newAnswerScan(a, b string, chat bool) answerScan {
 	s := answerScan{a: a, b: b, chat: chat}
 	s.lens = [8]uint64{
 		ctxRoot:      1<<(len(a)&63) | 1<<(len(b)&63),
-		ctxUsage:     1<<len("prompt_tokens") | 1<<len("completion_tokens") | 1<<len("total_tokens") | 1<<len("citation_tokens") | 1<<len("reasoning_tokens") | 1<<len("num_search_queries") | 1<<len("cache_creation_input_tokens") | 1<<len("prompt_tokens_details") | 1<<len("completion_tokens_details"),
-		ctxPromptDet: 1<<len("cached_tokens") | 1<<len("audio_tokens"),
+		ctxUsage:     1<<len("prompt_tokens") | 1<<len("completion_tokens") | 1<<len("total_tokens") | 1<<len("citation_tokens") | 1<<len("reasoning_tokens") | 1<<len("num_search_queries") | 1<<len("cache_creation_input_tokens") | 1<<len("search_context_size") | 1<<len("prompt_tokens_details") | 1<<len("completion_tokens_details"),
+		ctxPromptDet: 1<<len("cached_tokens") | 1<<len("audio_tokens") | 1<<len("cache_creation_tokens") | 1<<len("cache_write_tokens") | 1<<len("cache_creation_token_details"),
 		ctxOutputDet: 1<<len("reasoning_tokens") | 1<<len("audio_tokens"),
+		ctxWriteDet:  1<<len("ephemeral_5m_input_tokens") | 1<<len("ephemeral_1h_input_tokens"),
 	}
 	for i := range s.at {
 		s.at[i] = -1
@@ -419,6 +429,8 @@ func (s *answerScan) note(c uint8, k string) (slot int, next uint8) {
 			return slotSearches, ctxNone
 		case "cache_creation_input_tokens":
 			return slotCacheWrite, ctxNone
+		case "search_context_size":
+			return slotSearchContext, ctxNone
 		case "prompt_tokens_details":
 			return slotNone, ctxPromptDet
 		case "completion_tokens_details":
@@ -430,6 +442,19 @@ func (s *answerScan) note(c uint8, k string) (slot int, next uint8) {
 			return slotCached, ctxNone
 		case "audio_tokens":
 			return slotAudioIn, ctxNone
+		case "cache_creation_tokens":
+			return slotCreation, ctxNone
+		case "cache_write_tokens":
+			return slotWriteDet, ctxNone
+		case "cache_creation_token_details":
+			return slotNone, ctxWriteDet
+		}
+	case ctxWriteDet:
+		switch k {
+		case "ephemeral_5m_input_tokens":
+			return slotCreation5m, ctxNone
+		case "ephemeral_1h_input_tokens":
+			return slotCreation1h, ctxNone
 		}
 	case ctxOutputDet:
 		switch k {
@@ -500,6 +525,15 @@ func (s *answerScan) chatUsage(body []byte) (u Usage, ok bool) {
 	a.reasoning, _ = s.count(body, slotReasoningTop)
 	a.searches, _ = s.count(body, slotSearches)
 	a.cacheWrite, _ = s.count(body, slotCacheWrite)
+	var pd promptDetails
+	pd.creation, _ = s.count(body, slotCreation)
+	pd.write, _ = s.count(body, slotWriteDet)
+	pd.creation5m, _ = s.count(body, slotCreation5m)
+	pd.creation1h, _ = s.count(body, slotCreation1h)
+	a.detailWrites(pd)
+	if at := s.at[slotSearchContext]; at >= 0 {
+		a.searchContext = searchContextOf(rawValue(bodyString(body[at:s.end[slotSearchContext]])))
+	}
 	return withLeftOut(u, a), true
 }
 

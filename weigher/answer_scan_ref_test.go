@@ -308,6 +308,8 @@ func (s *answerScan) noteRef(c uint8, k string) (slot int, next uint8) {
 			return slotSearches, ctxNone
 		case "cache_creation_input_tokens":
 			return slotCacheWrite, ctxNone
+		case "search_context_size":
+			return slotSearchContext, ctxNone
 		case "prompt_tokens_details":
 			return slotNone, ctxPromptDet
 		case "completion_tokens_details":
@@ -319,6 +321,19 @@ func (s *answerScan) noteRef(c uint8, k string) (slot int, next uint8) {
 			return slotCached, ctxNone
 		case "audio_tokens":
 			return slotAudioIn, ctxNone
+		case "cache_creation_tokens":
+			return slotCreation, ctxNone
+		case "cache_write_tokens":
+			return slotWriteDet, ctxNone
+		case "cache_creation_token_details":
+			return slotNone, ctxWriteDet
+		}
+	case ctxWriteDet:
+		switch k {
+		case "ephemeral_5m_input_tokens":
+			return slotCreation5m, ctxNone
+		case "ephemeral_1h_input_tokens":
+			return slotCreation1h, ctxNone
 		}
 	case ctxOutputDet:
 		switch k {
@@ -372,7 +387,8 @@ func sameAsRef(t *testing.T, body []byte, depths []int) (decided bool) {
 func hostileAnswers() []string {
 	var out []string
 	keys := []string{"", "a", "usage", "prompt_t", "prompt_to", "prompt_tokens", "completion_tokens", "total_tokens", "citation_tokens", "num_search_queries", "cache_creation_input_tokens", "prompt_tokens_details",
-		"completion_tokens_details", "cached_tokens", "audio_tokens", "reasoning_tokens", "abcdefgh", "abcdefghi", "abcdefghijklmnop", "abcdefghijklmnopq"}
+		"completion_tokens_details", "cached_tokens", "audio_tokens", "reasoning_tokens", "search_context_size", "cache_creation_tokens", "cache_write_tokens",
+		"cache_creation_token_details", "ephemeral_1h_input_tokens", "abcdefgh", "abcdefghi", "abcdefghijklmnop", "abcdefghijklmnopq"}
 	nums := []string{"0", "7", "-0", "-7", "07", "1.5", "1e3", "1E+3", "1e-3", "0.0", "123456789012345", "1234567890123456", "1.", ".5", "1e", "-", "+1", `"7"`, `"x"`, "null", "true", "[]", "{}", `{"a":1}`}
 	for _, k := range keys {
 		for _, v := range nums[:8] {
@@ -388,6 +404,7 @@ func hostileAnswers() []string {
 		out = append(out,
 			`{"usage":{"prompt_tokens":`+v+`,"completion_tokens":`+v+`}}`,
 			`{"usage":{"prompt_tokens":5,"completion_tokens":6,"prompt_tokens_details":{"cached_tokens":`+v+`,"audio_tokens":`+v+`},"completion_tokens_details":{"reasoning_tokens":`+v+`,"audio_tokens":`+v+`}}}`,
+			`{"usage":{"prompt_tokens":5,"completion_tokens":6,"search_context_size":`+v+`,"prompt_tokens_details":{"cache_creation_tokens":`+v+`,"cache_write_tokens":`+v+`,"cache_creation_token_details":{"ephemeral_5m_input_tokens":`+v+`,"ephemeral_1h_input_tokens":`+v+`}}}}`,
 			`{"usage":{"prompt_tokens":5,"completion_tokens":6},"n":[`+v+`,`+v+`]}`,
 		)
 	}

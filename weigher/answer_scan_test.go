@@ -24,6 +24,8 @@ func answerCases() []string {
 		mockChatAnswer,
 		strings.Replace(mockChatAnswer, `"audio_tokens":0},`, `"audio_tokens":7},`, 1),
 		`{"usage":{"prompt_tokens":5,"completion_tokens":6,"prompt_tokens_details":{"cached_tokens":2,"audio_tokens":1},"completion_tokens_details":{"reasoning_tokens":3,"audio_tokens":2}}}`,
+		`{"usage":{"prompt_tokens":20004,"completion_tokens":40,"search_context_size":"high","prompt_tokens_details":{"cache_creation_tokens":20000,"cache_write_tokens":9,"cache_creation_token_details":{"ephemeral_5m_input_tokens":5000,"ephemeral_1h_input_tokens":15000}}}}`,
+		`{"usage":{"prompt_tokens":4,"completion_tokens":40,"search_context_size":"medi\u0075m","prompt_tokens_details":{"cache_creation_token_details":{"ephemeral_1h_input_tokens":"15000"}}}}`,
 		`{"usage":{"prompt_tokens":5,"completion_tokens":6,"prompt_tokens_details":{"audio_tokens":"4","cached_tokens":2.5}}}`,
 		`{"usage":{"prompt_tokens":5,"completion_tokens":6,"completion_tokens_details":{"reasoning_tokens":{"audio_tokens":3}}}}`,
 		`{"usage":{"prompt_tokens":5,"completion_tokens":6,"prompt_tokens_details":null,"completion_tokens_details":[]}}`,

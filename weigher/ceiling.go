@@ -25,9 +25,21 @@ const ceilingServerTurns = 100
 // gateway (an ":online" model) names no budget at all.
 const ceilingSearchesPerTurn = 10
 
+// ceilingSearches is the fewest web searches (and file searches) the
+// ceiling allows any request beyond those it reserves: the searches of
+// ceilingServerTurns model calls (1,000). A model may search on its own
+// whatever the body asks: Perplexity's Sonar models search on every
+// request and Sonar Deep Research dozens of times (num_search_queries,
+// billed per query, https://docs.perplexity.ai/getting-started/pricing:
+// 74 in the call TestAdv23PerplexityUsageIsCharged replays), which a
+// bound of 10 per model call charged as 10. At the dearest search price
+// ($10 per 1,000) the bound holds a faulty answer's searches to $10.
+const ceilingSearches = ceilingServerTurns * ceilingSearchesPerTurn
+
 // Ceiling is the most the request e estimates can plausibly be billed, in
-// tokens per figure (InputTokens, OutputTokens; WebSearches in searches;
-// the other figures 0: they are parts of those two and bounded by them).
+// tokens per figure (InputTokens, OutputTokens; WebSearches and
+// FileSearches in searches; the other figures 0: they are parts of those
+// two and bounded by them, or a fee charged once, SearchContext).
 // An upstream answer reporting more (prompt_tokens 1e300, a gateway's
 // 9e18) is not a bill but a fault: settlement charges it at the ceiling
 // (meter.Settlement.Ceiling), so that one answer cannot put a caller into a
@@ -58,7 +70,9 @@ const ceilingSearchesPerTurn = 10
 //     rejected tokens. The reservation (max_tokens × n × prompts for
 //     completions) is a bound too. So output ≤ T × max(n × W +
 //     prediction, reserved output).
-//   - Web searches ≤ the searches reserved + 10 per model call.
+//   - Web searches ≤ the searches reserved + 10 per model call, and at
+//     least + 1,000 (ceilingSearches: a model may search on its own);
+//     file searches ≤ max(10 per model call, 1,000).
 //
 // Figures saturate at 1e15 tokens.
 func (w *Weigher) Ceiling(e Estimate) Usage {
@@ -78,6 +92,7 @@ func (w *Weigher) Ceiling(e Estimate) Usage {
 	n := max(e.Choices, 1)
 	in := mulCap(turns, mulCap(n, max(win, mulCap(2, max(e.InputTokens, 0)))))
 	out := mulCap(turns, max(min(mulCap(n, win)+max(e.PredictionTokens, 0), maxTokens), max(e.OutputTokens, 0)))
-	searches := min(max(e.WebSearches, 0)+mulCap(turns, ceilingSearchesPerTurn), maxTokens)
-	return Usage{InputTokens: in, OutputTokens: out, WebSearches: searches}
+	unasked := max(mulCap(turns, ceilingSearchesPerTurn), ceilingSearches) // searches no reservation names
+	searches := min(max(e.WebSearches, 0)+unasked, maxTokens)
+	return Usage{InputTokens: in, OutputTokens: out, WebSearches: searches, FileSearches: unasked}
 }

@@ -5,7 +5,10 @@ import "testing"
 // TestCeiling walks the usage ceiling's bounds (Ceiling's doc argues
 // them): the configured window or the default for an unknown model, n
 // choices, a server loop, a large body, a reservation above the window,
-// saturation.
+// saturation. Every request allows 1,000 web and file searches beyond
+// those it reserves (ceilingSearches): a model searches on its own, and
+// a bound of 10 per model call held Perplexity's deep research (74
+// num_search_queries in one chat call) to 10.
 func TestCeiling(t *testing.T) {
 	w, err := New(Options{DefaultMaxOutputTokens: 256, Models: map[string]Model{"small": {MaxInputTokens: 20_000, MaxOutputTokens: 1_000}}})
 	if err != nil {
@@ -23,23 +26,23 @@ func TestCeiling(t *testing.T) {
 		want Usage
 	}{
 		{"step 1 (configured window)", w, Estimate{Model: "small", InputTokens: 10, OutputTokens: 50, Choices: 1},
-			Usage{InputTokens: win, OutputTokens: win, WebSearches: 10}},
+			Usage{InputTokens: win, OutputTokens: win, WebSearches: 1000, FileSearches: 1000}},
 		{"step 2 (unknown model: the default window)", w, Estimate{Model: "other", InputTokens: 10, OutputTokens: 50, Choices: 1},
-			Usage{InputTokens: DefaultCeilingWindow, OutputTokens: DefaultCeilingWindow, WebSearches: 10}},
+			Usage{InputTokens: DefaultCeilingWindow, OutputTokens: DefaultCeilingWindow, WebSearches: 1000, FileSearches: 1000}},
 		{"step 3 (configured default window)", narrow, Estimate{Model: "other", InputTokens: 10, OutputTokens: 50},
-			Usage{InputTokens: 50_000, OutputTokens: 50_000, WebSearches: 10}},
+			Usage{InputTokens: 50_000, OutputTokens: 50_000, WebSearches: 1000, FileSearches: 1000}},
 		{"step 4 (n = 3: three completions, the prompt perhaps billed thrice)", w, Estimate{Model: "small", InputTokens: 10, OutputTokens: 150, Choices: 3},
-			Usage{InputTokens: 3 * win, OutputTokens: 3 * win, WebSearches: 10}},
+			Usage{InputTokens: 3 * win, OutputTokens: 3 * win, WebSearches: 1000, FileSearches: 1000}},
 		{"step 5 (server loop: 100 calls)", w, Estimate{Model: "small", InputTokens: 20_000, OutputTokens: 50, Choices: 1, ServerContext: true},
-			Usage{InputTokens: 100 * 2 * 20_000, OutputTokens: 100 * win, WebSearches: 1000}},
+			Usage{InputTokens: 100 * 2 * 20_000, OutputTokens: 100 * win, WebSearches: 1000, FileSearches: 1000}},
 		{"step 6 (server loop: more searches than 100 calls)", w, Estimate{Model: "small", InputTokens: 10, OutputTokens: 50, ServerContext: true, WebSearches: 500},
-			Usage{InputTokens: 501 * win, OutputTokens: 501 * win, WebSearches: 500 + 5010}},
+			Usage{InputTokens: 501 * win, OutputTokens: 501 * win, WebSearches: 500 + 5010, FileSearches: 5010}},
 		{"step 7 (a body above the window: twice its estimate)", w, Estimate{Model: "small", InputTokens: 400_000, OutputTokens: 50, Choices: 1},
-			Usage{InputTokens: 800_000, OutputTokens: win, WebSearches: 10}},
+			Usage{InputTokens: 800_000, OutputTokens: win, WebSearches: 1000, FileSearches: 1000}},
 		{"step 8 (a reservation above the window, a prediction)", w, Estimate{Model: "small", InputTokens: 10, OutputTokens: 90_000, PredictionTokens: 4_000, Choices: 1},
-			Usage{InputTokens: win, OutputTokens: 90_000, WebSearches: 10}},
+			Usage{InputTokens: win, OutputTokens: 90_000, WebSearches: 1000, FileSearches: 1000}},
 		{"step 9 (saturated)", w, Estimate{Model: "other", InputTokens: maxTokens, OutputTokens: maxTokens, Choices: maxTokens, ServerContext: true, WebSearches: maxTokens},
-			Usage{InputTokens: maxTokens, OutputTokens: maxTokens, WebSearches: maxTokens}},
+			Usage{InputTokens: maxTokens, OutputTokens: maxTokens, WebSearches: maxTokens, FileSearches: maxTokens}},
 	} {
 		got := tc.w.Ceiling(tc.e)
 		if got != tc.want {

@@ -3,6 +3,8 @@ package weigher
 import (
 	"strings"
 	"testing"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // A usage whose parts or total show output (or input) its own figure
@@ -97,6 +99,71 @@ func TestMessagesCacheBreakdownIsCharged(t *testing.T) {
 		s.Event(nil, []byte(`{"type":"message_stop"}`))
 		if su := s.Usage(); su.Usage.InputTokens != tc.in || su.Usage.CacheWriteTokens != tc.write || su.Usage.CacheWrite1hTokens != tc.write1h {
 			t.Errorf("%s stream: %+v, want input %d (written %d, 1h %d)", tc.name, su, tc.in, tc.write, tc.write1h)
+		}
+	}
+}
+
+// Cache writes and fees a usage reports where llmguard did not read them
+// are read by every reader that must agree (the JSON answer's fast scan,
+// its checked reader, a streamed chunk, and the gjson reference the
+// differential tests hold them to; Responses' JSON answer and its
+// response.completed event): LiteLLM's prompt_tokens_details
+// cache_creation_tokens and its 5-minute and 1-hour breakdown, OpenRouter's
+// cache_write_tokens (each priced as plain input before, below the cache
+// write price), Perplexity's search_context_size (the size of a request
+// fee not charged before), a Responses usage's
+// input_tokens_details.cache_write_tokens and its output's
+// file_search_call items (billed per call, not charged before).
+func TestUsageWritesAndFeesAreRead(t *testing.T) {
+	for _, tc := range []struct {
+		name, usage        string
+		in, write, write1h int64
+		size               spec.SearchContextSize
+	}{
+		{"litellm writes inside", `{"prompt_tokens":20004,"completion_tokens":40,"prompt_tokens_details":{"cached_tokens":0,"cache_creation_tokens":20000}}`, 20004, 20000, 0, 0},
+		{"litellm 1h breakdown", `{"prompt_tokens":20004,"completion_tokens":40,"prompt_tokens_details":{"cache_creation_tokens":20000,"cache_creation_token_details":{"ephemeral_5m_input_tokens":5000,"ephemeral_1h_input_tokens":15000}}}`, 20004, 20000, 15000, 0},
+		{"litellm breakdown above its total", `{"prompt_tokens":20004,"completion_tokens":40,"prompt_tokens_details":{"cache_creation_tokens":100,"cache_creation_token_details":{"ephemeral_5m_input_tokens":5000,"ephemeral_1h_input_tokens":15000}}}`, 20004, 20000, 15000, 0},
+		{"litellm writes outside", `{"prompt_tokens":4,"completion_tokens":40,"prompt_tokens_details":{"cache_creation_tokens":20000}}`, 20004, 20000, 0, 0},
+		{"litellm both places", `{"prompt_tokens":20004,"completion_tokens":40,"cache_creation_input_tokens":20000,"prompt_tokens_details":{"cache_creation_tokens":20000}}`, 20004, 20000, 0, 0},
+		{"openrouter cache_write_tokens", `{"prompt_tokens":194,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":0,"cache_write_tokens":100,"audio_tokens":0}}`, 194, 100, 0, 0},
+		{"writes not counts", `{"prompt_tokens":194,"completion_tokens":2,"prompt_tokens_details":{"cache_write_tokens":-100,"cache_creation_tokens":"x","cache_creation_token_details":[1]}}`, 194, 0, 0, 0},
+		{"perplexity high", `{"prompt_tokens":10,"completion_tokens":40,"total_tokens":50,"search_context_size":"high"}`, 10, 0, 0, spec.SearchContextHigh},
+		{"perplexity low", `{"prompt_tokens":10,"completion_tokens":40,"search_context_size":"low"}`, 10, 0, 0, spec.SearchContextLow},
+		{"perplexity unknown size", `{"prompt_tokens":10,"completion_tokens":40,"search_context_size":"pro"}`, 10, 0, 0, spec.SearchContextHigh},
+		{"perplexity escaped size", `{"prompt_tokens":10,"completion_tokens":40,"search_context_size":"medi\u0075m"}`, 10, 0, 0, spec.SearchContextMedium},
+		{"size not a string", `{"prompt_tokens":10,"completion_tokens":40,"search_context_size":null}`, 10, 0, 0, 0},
+	} {
+		body := []byte(`{"id":"x","choices":[],"usage":` + tc.usage + `}`)
+		for name, read := range map[string]func() (Usage, bool){
+			"scan":      func() (Usage, bool) { return ParseChatUsage(body) },
+			"checked":   func() (Usage, bool) { return parseChatUsageChecked(body, 0) },
+			"chunk":     func() (Usage, bool) { c := ParseChatChunk(body); return c.Usage, c.HasUsage },
+			"reference": func() (Usage, bool) { return parseChatUsageGJSON(body, 0) },
+		} {
+			u, ok := read()
+			if !ok || u.InputTokens != tc.in || u.CacheWriteTokens != tc.write || u.CacheWrite1hTokens != tc.write1h || u.SearchContext != tc.size {
+				t.Errorf("%s (%s): %+v %v, want input %d, written %d (1h %d), search context %q", tc.name, name, u, ok, tc.in, tc.write, tc.write1h, tc.size)
+			}
+		}
+	}
+	const fileCall = `{"type":"file_search_call","id":"fs","status":"completed","queries":["q"]}`
+	for _, tc := range []struct {
+		name, output, usage string
+		in, write, files    int64
+	}{
+		{"cache_write_tokens", `[]`, `{"input_tokens":20004,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":20000},"output_tokens":40}`, 20004, 20000, 0},
+		{"cache_write_tokens outside", `[]`, `{"input_tokens":4,"input_tokens_details":{"cache_write_tokens":20000},"output_tokens":40}`, 20004, 20000, 0},
+		{"file search calls", `[` + fileCall + `,{"type":"web_search_call"},` + fileCall + `]`, `{"input_tokens":4,"output_tokens":40}`, 4, 0, 2},
+	} {
+		resp := `{"id":"r","object":"response","status":"completed","output":` + tc.output + `,"usage":` + tc.usage + `}`
+		u, ok := ParseResponsesUsage([]byte(resp))
+		s := NewStream(KindResponses)
+		s.Event([]byte("response.completed"), []byte(`{"type":"response.completed","response":`+resp+`}`))
+		su := s.Usage()
+		for name, got := range map[string]Usage{"json": u, "stream": su.Usage} {
+			if !ok || !su.Final || got.InputTokens != tc.in || got.CacheWriteTokens != tc.write || got.FileSearches != tc.files {
+				t.Errorf("responses %s (%s): %+v, want input %d, written %d, %d file searches", tc.name, name, got, tc.in, tc.write, tc.files)
+			}
 		}
 	}
 }

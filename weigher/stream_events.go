@@ -68,7 +68,7 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	case "response.completed", "response.incomplete", "response.failed":
 		u := StreamUpdate{Done: true, Err: typ == "response.failed"}
 		if usage, ok := responsesUsageOf(lastGet(root, "response", "usage")); ok {
-			usage.WebSearches = webSearchCalls(lastGet(root, "response", "output"))
+			usage.WebSearches, usage.FileSearches = toolCalls(lastGet(root, "response", "output"))
 			if s.closed {
 				usage = upper(s.usage, usage) // a second terminal event: see openAIEvent
 			}
@@ -248,6 +248,8 @@ func upper(a, b Usage) Usage {
 		AudioInputTokens:   max(a.AudioInputTokens, b.AudioInputTokens),
 		AudioOutputTokens:  max(a.AudioOutputTokens, b.AudioOutputTokens),
 		WebSearches:        max(a.WebSearches, b.WebSearches),
+		FileSearches:       max(a.FileSearches, b.FileSearches),
+		SearchContext:      max(a.SearchContext, b.SearchContext),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/llmguard/llmguard/internal/jsonscan"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // ParseChatUsage reads the usage of an OpenAI chat completion JSON response
@@ -17,7 +18,9 @@ import (
 // usage.completion_tokens_details.reasoning_tokens, and the audio parts of
 // input and output (prompt_tokens_details.audio_tokens,
 // completion_tokens_details.audio_tokens: gpt-4o-audio-preview, gpt-audio),
-// priced at the model's audio rates; a part larger than its figure, or a
+// priced at the model's audio rates; the cache writes and the search
+// context size a gateway or Perplexity reports (withLeftOut); a part
+// larger than its figure, or a
 // total_tokens above the two, is added to it as an upstream that leaves
 // reasoning out of completion_tokens bills it (withLeftOut). ok is false when body has
 // no usage object whose prompt_tokens is a positive number and whose
@@ -71,7 +74,8 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 	// The figures are kept as their text (a value of valid JSON is never
 	// empty: "" is none) and made into Results once, at the end: a
 	// gjson.Result is nine words, copied each time one is returned.
-	var prompt, completion, total, citations, reasoning, searches, write string
+	var prompt, completion, total, citations, reasoning, searches, write, size string
+	var pd promptDetails
 	w := newMemberWalk(v.Raw)
 	for {
 		k, more := w.key()
@@ -93,8 +97,11 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 			searches = w.text()
 		case "cache_creation_input_tokens":
 			write = w.text()
+		case "search_context_size":
+			size = w.text()
 		case "prompt_tokens_details":
-			u.CachedInputTokens, u.AudioInputTokens = w.details("cached_tokens")
+			pd = w.promptDetails()
+			u.CachedInputTokens, u.AudioInputTokens = pd.cached, pd.audio
 		case "completion_tokens_details":
 			u.ReasoningTokens, u.AudioOutputTokens = w.details("reasoning_tokens")
 		default:
@@ -113,7 +120,102 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 	a.reasoning, _ = rawCount(rawOrNone(reasoning))
 	a.searches, _ = rawCount(rawOrNone(searches))
 	a.cacheWrite, _ = rawCount(rawOrNone(write))
+	a.detailWrites(pd)
+	a.searchContext = searchContextOf(rawOrNone(size))
 	return withLeftOut(u, a), true
+}
+
+// promptDetails are the figures of a chat usage's prompt_tokens_details
+// llmguard reads, each a positive count (rawCount), 0 when absent or not
+// one: cached_tokens and audio_tokens (OpenAI); the cache writes gateways
+// report there for an Anthropic model: LiteLLM's cache_creation_tokens and
+// its cache_creation_token_details breakdown (ephemeral_5m_input_tokens,
+// ephemeral_1h_input_tokens: litellm/types/utils.py,
+// PromptTokensDetailsWrapper), and OpenRouter's cache_write_tokens
+// (https://openrouter.ai/docs/use-cases/usage-accounting). Each is read
+// from the first member of its name, as gjson's Get finds it.
+type promptDetails struct {
+	cached, audio          int64
+	creation, write        int64 // LiteLLM's cache_creation_tokens, OpenRouter's cache_write_tokens
+	creation5m, creation1h int64 // LiteLLM's cache_creation_token_details
+}
+
+// detailWrites takes the cache writes of a chat usage's
+// prompt_tokens_details into a: its writes are the most any of its
+// figures says (the top-level cache_creation_input_tokens, LiteLLM's
+// cache_creation_tokens, OpenRouter's cache_write_tokens, or the sum of
+// LiteLLM's 5-minute and 1-hour breakdown, which were billed whatever
+// the total says), the 1-hour ones the breakdown's.
+func (a *apart) detailWrites(d promptDetails) {
+	a.cacheWrite = max(a.cacheWrite, d.creation, d.write, min(d.creation5m+d.creation1h, maxTokens))
+	a.cacheWrite1h = d.creation1h
+}
+
+// searchContextOf reads a usage's search_context_size, a value as rawValue
+// gives it (the zero Result for none): a string is its size
+// (spec.ParseSearchContextSize), anything else none.
+func searchContextOf(v gjson.Result) spec.SearchContextSize {
+	if v.Type != gjson.String {
+		return spec.SearchContextNone
+	}
+	return spec.ParseSearchContextSize(rawString(v))
+}
+
+// promptDetails reads the current value of w, a chat usage's
+// prompt_tokens_details, and steps past it (see the type); all 0 when the
+// value is not an object. An object is walked member by member, its end
+// found by that walk (no second pass over it).
+func (w *memberWalk) promptDetails() (pd promptDetails) {
+	if w.obj[w.at()] != '{' {
+		w.value()
+		return promptDetails{}
+	}
+	var cached, audio, creation, write, breakdown string // as in usageOf: "" is none
+	d := newMemberWalk(w.obj[w.at():])
+	for {
+		k, more := d.key()
+		if !more {
+			break
+		}
+		v := d.text()
+		switch {
+		case k == "cached_tokens" && cached == "":
+			cached = v
+		case k == "audio_tokens" && audio == "":
+			audio = v
+		case k == "cache_creation_tokens" && creation == "":
+			creation = v
+		case k == "cache_write_tokens" && write == "":
+			write = v
+		case k == "cache_creation_token_details" && breakdown == "":
+			breakdown = v
+		}
+	}
+	w.skipTo(w.at() + d.at() + 1) // past its '}'
+	pd.cached, _ = rawCount(rawOrNone(cached))
+	pd.audio, _ = rawCount(rawOrNone(audio))
+	pd.creation, _ = rawCount(rawOrNone(creation))
+	pd.write, _ = rawCount(rawOrNone(write))
+	if breakdown != "" && breakdown[0] == '{' {
+		var m5, h1 string
+		b := newMemberWalk(breakdown)
+		for {
+			k, more := b.key()
+			if !more {
+				break
+			}
+			v := b.text()
+			switch {
+			case k == "ephemeral_5m_input_tokens" && m5 == "":
+				m5 = v
+			case k == "ephemeral_1h_input_tokens" && h1 == "":
+				h1 = v
+			}
+		}
+		pd.creation5m, _ = rawCount(rawOrNone(m5))
+		pd.creation1h, _ = rawCount(rawOrNone(h1))
+	}
+	return pd
 }
 
 // reportedPair reads the input and output figures of a usage object (a
@@ -607,12 +709,23 @@ func choiceIndex(v gjson.Result) (int, bool) {
 // (rawCount), 0 when absent or not one.
 type apart struct {
 	total, citations, reasoning, searches int64
-	// cacheWrite is a chat usage's top-level cache_creation_input_tokens,
-	// which LiteLLM's proxy reports for an Anthropic model: the prompt's
-	// tokens written to the cache, inside prompt_tokens in its newer
-	// versions, left out of it (only cache_read_input_tokens added) in
-	// older ones.
+	// cacheWrite is the prompt's tokens written to the cache: a chat
+	// usage's top-level cache_creation_input_tokens, which LiteLLM's proxy
+	// reports for an Anthropic model (inside prompt_tokens in its newer
+	// versions, left out of it, only cache_read_input_tokens added, in
+	// older ones), or the writes its prompt_tokens_details report
+	// (detailWrites); a Responses usage's
+	// input_tokens_details.cache_write_tokens.
 	cacheWrite int64
+	// cacheWrite1h is the part of cacheWrite written with the 1-hour TTL
+	// (LiteLLM's cache_creation_token_details.ephemeral_1h_input_tokens),
+	// priced above the 5-minute writes.
+	cacheWrite1h int64
+	// searchContext is Perplexity's search_context_size: the size of the
+	// per-request search fee its Sonar models bill
+	// (https://docs.perplexity.ai/getting-started/pricing, request
+	// pricing).
+	searchContext spec.SearchContextSize
 }
 
 // withLeftOut is u, a usage read from OpenAI-shaped figures (chat,
@@ -638,7 +751,13 @@ type apart struct {
 // the input, the output (and its reasoning part) and the web searches.
 // LiteLLM's cache_creation_input_tokens beside a chat usage are the
 // usage's cache writes, added to its input when they do not fit in it
-// beside the cached reads (a prompt_tokens of 4 beside 20,000 written). A
+// beside the cached reads (a prompt_tokens of 4 beside 20,000 written);
+// so are the writes a chat usage's prompt_tokens_details report (LiteLLM's
+// cache_creation_tokens, its 1-hour part priced as 1-hour writes;
+// OpenRouter's cache_write_tokens) and a Responses usage's
+// input_tokens_details.cache_write_tokens, which were priced as plain
+// input. Perplexity's search_context_size is the usage's SearchContext
+// (the size of its per-request search fee). A
 // usage whose figures nest as OpenAI's, with none of Perplexity's, is
 // returned as it is. Figures are at most 10^15 (maxTokens), so no sum
 // overflows.
@@ -662,7 +781,9 @@ func withLeftOut(u Usage, a apart) Usage {
 			u.InputTokens += a.cacheWrite
 		}
 		u.CacheWriteTokens = a.cacheWrite
+		u.CacheWrite1hTokens = min(a.cacheWrite1h, a.cacheWrite)
 	}
+	u.SearchContext = a.searchContext
 	u.InputTokens += a.citations
 	u.OutputTokens += a.reasoning
 	u.ReasoningTokens += a.reasoning

@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/llmguard/llmguard/internal/jsonscan"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // upstreamDoc is how the answer readers began before upstreamMembers: the
@@ -89,7 +90,8 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 	if !v.IsObject() {
 		return Usage{}, false
 	}
-	var prompt, completion, total, citations, reasoning, searches, write gjson.Result
+	var prompt, completion, total, citations, reasoning, searches, write, size gjson.Result
+	var pd promptDetails
 	v.ForEach(func(k, f gjson.Result) bool {
 		switch k.Str {
 		case "prompt_tokens":
@@ -106,9 +108,16 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 			searches = f
 		case "cache_creation_input_tokens":
 			write = f
+		case "search_context_size":
+			size = f
 		case "prompt_tokens_details":
 			u.CachedInputTokens = usageCount(f.Get("cached_tokens"))
 			u.AudioInputTokens = usageCount(f.Get("audio_tokens"))
+			pd = promptDetails{creation: usageCount(f.Get("cache_creation_tokens")), write: usageCount(f.Get("cache_write_tokens"))}
+			if b := f.Get("cache_creation_token_details"); b.IsObject() {
+				pd.creation5m = usageCount(b.Get("ephemeral_5m_input_tokens"))
+				pd.creation1h = usageCount(b.Get("ephemeral_1h_input_tokens"))
+			}
 		case "completion_tokens_details":
 			u.ReasoningTokens = usageCount(f.Get("reasoning_tokens"))
 			u.AudioOutputTokens = usageCount(f.Get("audio_tokens"))
@@ -119,8 +128,13 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 	if !ok {
 		return Usage{}, false
 	}
-	return withLeftOut(u, apart{total: usageCount(total), citations: usageCount(citations),
-		reasoning: usageCount(reasoning), searches: usageCount(searches), cacheWrite: usageCount(write)}), true
+	a := apart{total: usageCount(total), citations: usageCount(citations),
+		reasoning: usageCount(reasoning), searches: usageCount(searches), cacheWrite: usageCount(write)}
+	a.detailWrites(pd)
+	if size.Type == gjson.String {
+		a.searchContext = spec.ParseSearchContextSize(size.Str)
+	}
+	return withLeftOut(u, a), true
 }
 
 // usageSeeds are chat answers whose usage is ordinary, odd or unreadable:
@@ -130,6 +144,8 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 var usageSeeds = []string{
 	`{"id":"c","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}`,
 	`{"usage":{"prompt_tokens":2006,"completion_tokens":300,"prompt_tokens_details":{"cached_tokens":1920,"audio_tokens":3},"completion_tokens_details":{"reasoning_tokens":128,"audio_tokens":7}}}`,
+	`{"usage":{"prompt_tokens":20004,"completion_tokens":40,"search_context_size":"high","prompt_tokens_details":{"cache_creation_tokens":20000,"cache_write_tokens":9,"cache_creation_token_details":{"ephemeral_5m_input_tokens":5000,"ephemeral_1h_input_tokens":15000}}}}`,
+	`{"usage":{"prompt_tokens":4,"completion_tokens":40,"search_context_size":"medi\u0075m","prompt_tokens_details":{"cache_creation_token_details":{"ephemeral_1h_input_tokens":"15000"}}}}`,
 	`{"usage":{"prompt_tokens":"12","completion_tokens":" 5 "}}`, `{"usage":{"prompt_tokens":1.5,"completion_tokens":2e3}}`,
 	`{"usage":{"prompt_tokens":0,"completion_tokens":5}}`, `{"usage":{"prompt_tokens":-1,"completion_tokens":5}}`,
 	`{"usage":{"prompt_tokens":1e300,"completion_tokens":5}}`, `{"usage":{"prompt_tokens":null,"completion_tokens":5}}`,

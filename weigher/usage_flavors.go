@@ -35,8 +35,10 @@ func parseEmbeddingsUsage(body []byte, maxDepth int) (Usage, bool) {
 // included), usage.input_tokens_details.cached_tokens and
 // usage.output_tokens_details.reasoning_tokens (with what a part larger
 // than its figure, or a total_tokens above the two, shows was left out of
-// it: withLeftOut), and WebSearches the
-// web_search_call items of its output (billed per call, not in the usage).
+// it: withLeftOut), usage.input_tokens_details.cache_write_tokens (cache
+// writes, as Azure AI Foundry's Responses usage reports them), and
+// WebSearches and FileSearches the web_search_call and file_search_call
+// items of its output (billed per call, not in the usage: toolCalls).
 // ok is false when body has no usage object whose input_tokens is a
 // positive number and whose output_tokens is a non-negative one (0 is a
 // valid usage: see reportedPair, and [Weigher.ParseUsage] for the text such
@@ -52,24 +54,27 @@ func parseResponsesUsage(body []byte, maxDepth int) (Usage, bool) {
 	}
 	u, ok := responsesUsageOf(usage)
 	if ok {
-		u.WebSearches = webSearchCalls(output)
+		u.WebSearches, u.FileSearches = toolCalls(output)
 	}
 	return u, ok
 }
 
-// webSearchCalls is how many web_search_call items a Responses output
-// array holds: the web search tool calls OpenAI bills per call on top of
-// the tokens ($10 per 1,000, its pricing page), which its usage does not
-// report.
-func webSearchCalls(output gjson.Result) int64 {
-	var n int64
+// toolCalls is how many web_search_call and file_search_call items a
+// Responses output array holds: the built-in tool calls OpenAI bills per
+// call on top of the tokens (web search $10 per 1,000 calls, file search
+// $2.50 per 1,000, Responses API only: its pricing page, built-in tools),
+// which its usage does not report.
+func toolCalls(output gjson.Result) (web, file int64) {
 	output.ForEach(func(_, it gjson.Result) bool {
-		if it.Get("type").String() == "web_search_call" {
-			n++
+		switch it.Get("type").String() {
+		case "web_search_call":
+			web++
+		case "file_search_call":
+			file++
 		}
 		return true
 	})
-	return n
+	return web, file
 }
 
 // responsesUsageOf reads a Responses "usage" object.
@@ -78,6 +83,7 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 		return Usage{}, false
 	}
 	var in, out, total gjson.Result
+	var write int64
 	v.ForEach(func(k, f gjson.Result) bool {
 		switch k.Str {
 		case "input_tokens":
@@ -89,6 +95,11 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 		case "input_tokens_details":
 			u.CachedInputTokens = usageCount(f.Get("cached_tokens"))
 			u.AudioInputTokens = usageCount(f.Get("audio_tokens")) // as chat's, should an upstream report it
+			// Cache writes: Azure AI Foundry's Responses usage
+			// (ResponseUsageInputTokensDetails.cache_write_tokens, "the
+			// number of cache-write input tokens used", @azure/ai-projects;
+			// OpenAI's own documents cached_tokens alone).
+			write = usageCount(f.Get("cache_write_tokens"))
 		case "output_tokens_details":
 			u.ReasoningTokens = usageCount(f.Get("reasoning_tokens"))
 			u.AudioOutputTokens = usageCount(f.Get("audio_tokens"))
@@ -99,7 +110,7 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 	if !ok {
 		return Usage{}, false
 	}
-	return withLeftOut(u, apart{total: usageCount(total)}), true
+	return withLeftOut(u, apart{total: usageCount(total), cacheWrite: write}), true
 }
 
 // parseImagesUsage reads an image generation answer's usage

@@ -68,6 +68,7 @@ func FuzzParseUsageReportsInput(f *testing.F) {
 		`{"usage":{"input_tokens":3,"output_tokens":5,"input_tokens_details":{"cached_tokens":-1}}}`,
 		`{"usage":{"input_tokens":0,"cache_read_input_tokens":2000,"output_tokens":5}}`,
 		`{"usage":{"input_tokens":-3,"output_tokens":5}}`,
+		`{"output":[{"type":"file_search_call"}],"usage":{"input_tokens":4,"output_tokens":5,"input_tokens_details":{"cache_write_tokens":20000}}}`,
 		`{"usage":{"prompt_tokens":1e400,"completion_tokens":1}}`,
 	} {
 		for k := KindOther; k < numKinds; k++ {

@@ -1,0 +1,38 @@
+package policy
+
+import (
+	"testing"
+
+	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/spec"
+)
+
+// A usage's per-request search fee (Perplexity's search_context_size) and
+// file search calls (OpenAI's file_search_call, $2.50 per 1,000) are
+// priced on top of its tokens: the model's fee at the size reported, the
+// dearest Perplexity documents (Pro Search: $14, $18, $22 per 1,000) at a
+// size the model's price leaves unset; MicroUSD's text path leaves such a
+// usage to the general one.
+func TestSearchAndFileFeesPriced(t *testing.T) {
+	sonar := compileModel(config.Model{InputUSDPerMTok: 1, OutputUSDPerMTok: 1, SearchRequestUSDPerK: config.SearchFees{Low: 5, High: 12}})
+	for _, tc := range []struct {
+		name string
+		p    Price
+		u    spec.Usage
+		want int64 // µUSD
+	}{
+		{"no fee", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40}, 50},
+		{"low", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchContext: spec.SearchContextLow}, 50 + 5_000},
+		{"high", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchContext: spec.SearchContextHigh}, 50 + 12_000},
+		{"medium unset: the default", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchContext: spec.SearchContextMedium}, 50 + 18_000},
+		{"flex tier keeps the fee", sonar.flex, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchContext: spec.SearchContextHigh}, 50 + 12_000},
+		{"no fee priced: the default", Price{}, spec.Usage{SearchContext: spec.SearchContextHigh}, 22_000},
+		{"file searches", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, FileSearches: 3}, 50 + 7_500},
+		{"negative file searches", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, FileSearches: -3}, 50},
+	} {
+		if got := tc.p.MicroUSD(tc.u); got != tc.want {
+			t.Errorf("%s: %d µUSD, want %d", tc.name, got, tc.want)
+		}
+		textCostCase(t, tc.p, tc.u)
+	}
+}
