@@ -109,7 +109,30 @@ func (p *Proxy) capBody(_ *fasthttp.RequestCtx, x *exchange, body []byte) []byte
 	if x.kind == weigher.KindChat && x.upstream != nil && x.upstream.chatOutputField != "" {
 		name = x.upstream.chatOutputField
 	}
-	return rewriteOutputMax(body, x.est.OutputFields, name, to)
+	out := rewriteOutputMax(body, x.est.OutputFields, name, to)
+	if name == chatMaxTokens && namesOnlyOther(x.est.OutputFields, name) {
+		// A chat body's max_completion_tokens, rewritten alone, bounds
+		// nothing on a server that reads max_tokens only (Ollama,
+		// llama.cpp, TabbyAPI): the member it reads goes beside it.
+		out = rewriteOutputMax(out, [2]weigher.FieldSpan{}, name, to)
+	}
+	return out
+}
+
+// namesOnlyOther reports whether fields holds a member, and none of them
+// is name: a chat body that named its maximum in the other field only.
+func namesOnlyOther(fields [2]weigher.FieldSpan, name string) bool {
+	found := false
+	for _, f := range fields {
+		if f.End == 0 {
+			continue
+		}
+		if f.Name == name || f.Name == "" {
+			return false
+		}
+		found = true
+	}
+	return found
 }
 
 // Chat output fields: the two names of a chat request's output maximum

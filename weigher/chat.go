@@ -181,10 +181,14 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			prompt = v
 		case "max_completion_tokens":
 			maxCompletion = v
-			addField(&est.OutputFields, spanOf(elems))
+			sp := spanOf(elems)
+			sp.Name = "max_completion_tokens"
+			addField(&est.OutputFields, sp)
 		case "max_tokens":
 			maxTok = v
-			addField(&est.OutputFields, spanOf(elems))
+			sp := spanOf(elems)
+			sp.Name = "max_tokens"
+			addField(&est.OutputFields, sp)
 		case "n", "n_cmpl", "best_of":
 			choiceVals.read(k, v)
 		case "stream":

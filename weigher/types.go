@@ -175,8 +175,13 @@ type Usage = spec.Usage
 
 // FieldSpan is where one member's value lies in a request body: byte
 // offsets [Start, End) into the body as weighed. The zero value (End 0)
-// is "none".
-type FieldSpan struct{ Start, End int }
+// is "none". Name is the member's name, unescaped, for a chat request's
+// two output fields (max_completion_tokens, max_tokens), which servers
+// read one or the other of; "" for the other kinds, which have one name.
+type FieldSpan struct {
+	Start, End int
+	Name       string
+}
 
 // spanOf is e's value span as a FieldSpan.
 func spanOf(e elements) FieldSpan { return FieldSpan{Start: int(e.at.Start), End: int(e.at.End)} }

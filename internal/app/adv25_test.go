@@ -38,16 +38,27 @@ func ollamaChatBill25(_ string, body map[string]any) (in, out int64) {
 // chat request names none of as max_tokens to an upstream that is not
 // OpenAI's own API (upstreams[].chat_output_field to choose).
 func TestAdv25PinnedChatBoundsAServerReadingMaxTokens(t *testing.T) {
-	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"say hi"}]}`
 	for _, tc := range []struct {
-		name, tail string
-		burst      int64
+		name, tail, body string
+		burst            int64
 	}{
-		{"pin", "output_reservation: {pin: true}\n" + userTokensLimit("user-tpd", 10000), 10000},
+		{name: "pin", tail: "output_reservation: {pin: true}\n" + userTokensLimit("user-tpd", 10000), burst: 10000,
+			body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"say hi"}]}`},
+		// A max_completion_tokens that names no maximum is rewritten in
+		// place, and max_tokens, which the server reads, is added beside
+		// it: rewritten alone, it bounded nothing there.
+		{name: "pin, max_completion_tokens null", tail: "output_reservation: {pin: true}\n" + userTokensLimit("user-tpd", 10000), burst: 10000,
+			body: `{"model":"gpt-4o-mini","max_completion_tokens":null,"messages":[{"role":"user","content":"say hi"}]}`},
+		{name: "pin, max_completion_tokens 0", tail: "output_reservation: {pin: true}\n" + userTokensLimit("user-tpd", 10000), burst: 10000,
+			body: `{"model":"gpt-4o-mini","max_completion\u005ftokens":0,"messages":[{"role":"user","content":"say hi"}]}`},
 		// A bucket below the 4,096-token default reservation: cap_output
 		// lowers it to what the bucket holds and writes that maximum.
-		{"cap_output", "limits:\n  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 3000, cap_output: true}\n", 3000},
+		{name: "cap_output", tail: "limits:\n  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 3000, cap_output: true}\n", burst: 3000,
+			body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"say hi"}]}`},
+		{name: "cap_output, max_completion_tokens 5000", tail: "limits:\n  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 3000, cap_output: true}\n", burst: 3000,
+			body: `{"model":"gpt-4o-mini","max_completion_tokens":5000,"messages":[{"role":"user","content":"say hi"}]}`},
 	} {
+		body := tc.body
 		t.Run(tc.name, func(t *testing.T) {
 			up := startBilling16(t, ollamaChatBill25)
 			cfg, err := config.Parse([]byte(twoFlavorHead(up.url) + tc.tail))
