@@ -110,29 +110,13 @@ func (p *Proxy) capBody(_ *fasthttp.RequestCtx, x *exchange, body []byte) []byte
 		name = x.upstream.chatOutputField
 	}
 	out := rewriteOutputMax(body, x.est.OutputFields, name, to)
-	if name == chatMaxTokens && namesOnlyOther(x.est.OutputFields, name) {
+	if x.kind == weigher.KindChat && name == chatMaxTokens && x.est.OutputFields[0].End != 0 && !x.est.NamesMaxTokens {
 		// A chat body's max_completion_tokens, rewritten alone, bounds
 		// nothing on a server that reads max_tokens only (Ollama,
 		// llama.cpp, TabbyAPI): the member it reads goes beside it.
 		out = rewriteOutputMax(out, [2]weigher.FieldSpan{}, name, to)
 	}
 	return out
-}
-
-// namesOnlyOther reports whether fields holds a member, and none of them
-// is name: a chat body that named its maximum in the other field only.
-func namesOnlyOther(fields [2]weigher.FieldSpan, name string) bool {
-	found := false
-	for _, f := range fields {
-		if f.End == 0 {
-			continue
-		}
-		if f.Name == name || f.Name == "" {
-			return false
-		}
-		found = true
-	}
-	return found
 }
 
 // Chat output fields: the two names of a chat request's output maximum

@@ -181,14 +181,11 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			prompt = v
 		case "max_completion_tokens":
 			maxCompletion = v
-			sp := spanOf(elems)
-			sp.Name = "max_completion_tokens"
-			addField(&est.OutputFields, sp)
+			addField(&est.OutputFields, spanOf(elems))
 		case "max_tokens":
 			maxTok = v
-			sp := spanOf(elems)
-			sp.Name = "max_tokens"
-			addField(&est.OutputFields, sp)
+			est.NamesMaxTokens = true
+			addField(&est.OutputFields, spanOf(elems))
 		case "n", "n_cmpl", "best_of":
 			choiceVals.read(k, v)
 		case "stream":

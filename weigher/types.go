@@ -164,6 +164,12 @@ type Estimate struct {
 	// stays true, and reconciliation with the reported usage refunds the
 	// excess as for any estimate.
 	Bounded bool
+	// NamesMaxTokens is set when a chat body names max_tokens (whatever its
+	// value): one of OutputFields is that member. A chat body whose
+	// OutputFields hold only max_completion_tokens is bounded by them only
+	// on a server that reads that name (OpenAI's, vLLM), not on one that
+	// reads max_tokens alone (Ollama, llama.cpp, TabbyAPI).
+	NamesMaxTokens bool
 }
 
 // Usage is what an upstream reports a request really used, in tokens:
@@ -175,13 +181,8 @@ type Usage = spec.Usage
 
 // FieldSpan is where one member's value lies in a request body: byte
 // offsets [Start, End) into the body as weighed. The zero value (End 0)
-// is "none". Name is the member's name, unescaped, for a chat request's
-// two output fields (max_completion_tokens, max_tokens), which servers
-// read one or the other of; "" for the other kinds, which have one name.
-type FieldSpan struct {
-	Start, End int
-	Name       string
-}
+// is "none".
+type FieldSpan struct{ Start, End int }
 
 // spanOf is e's value span as a FieldSpan.
 func spanOf(e elements) FieldSpan { return FieldSpan{Start: int(e.at.Start), End: int(e.at.End)} }

@@ -57,6 +57,12 @@ func TestAdv25PinnedChatBoundsAServerReadingMaxTokens(t *testing.T) {
 			body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"say hi"}]}`},
 		{name: "cap_output, max_completion_tokens 5000", tail: "limits:\n  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 3000, cap_output: true}\n", burst: 3000,
 			body: `{"model":"gpt-4o-mini","max_completion_tokens":5000,"messages":[{"role":"user","content":"say hi"}]}`},
+		// A body that names max_tokens has it rewritten in place, no
+		// second member added (the upstream refuses a member named twice).
+		{name: "cap_output, max_tokens 5000", tail: "limits:\n  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 3000, cap_output: true}\n", burst: 3000,
+			body: `{"model":"gpt-4o-mini","max_tokens":5000,"messages":[{"role":"user","content":"say hi"}]}`},
+		{name: "cap_output, both 5000", tail: "limits:\n  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 3000, cap_output: true}\n", burst: 3000,
+			body: `{"model":"gpt-4o-mini","max_completion_tokens":5000,"max_tokens":5000,"messages":[{"role":"user","content":"say hi"}]}`},
 	} {
 		body := tc.body
 		t.Run(tc.name, func(t *testing.T) {
