@@ -294,6 +294,18 @@ type Upstream struct {
 	// the deployment are weighed, priced and limited as that model. A
 	// deployment not listed is taken as a model of its own name.
 	Deployments map[string]string `yaml:"deployments"`
+	// ChatOutputField is the member a chat completions request that names
+	// no output maximum gets one written in, when output_reservation.pin
+	// or a cap_output limit writes one: "max_tokens" or
+	// "max_completion_tokens". Empty (the default): max_completion_tokens
+	// for OpenAI's API (host api.openai.com) and Azure OpenAI (flavor
+	// azure, or a host under .openai.azure.com), whose reasoning models
+	// refuse max_tokens; max_tokens for any other server, the name
+	// OpenAI-compatible servers read (Ollama, llama.cpp and TabbyAPI read
+	// no max_completion_tokens, and would write past the maximum written
+	// there). A gateway that forwards bodies unchanged to OpenAI's
+	// reasoning models needs max_completion_tokens.
+	ChatOutputField string `yaml:"chat_output_field"`
 }
 
 // Key is one virtual key: the credential a caller presents, and who it is.

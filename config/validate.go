@@ -165,6 +165,11 @@ func (c *Config) Validate() error {
 		if len(u.Deployments) > 0 && u.Flavor != spec.FlavorAzure.String() {
 			p.add(f+".deployments", "only an azure upstream has deployments (flavor is %q)", u.Flavor)
 		}
+		switch u.ChatOutputField {
+		case "", "max_tokens", "max_completion_tokens":
+		default:
+			p.add(f+".chat_output_field", "must be max_tokens or max_completion_tokens (got %q)", u.ChatOutputField)
+		}
 		for _, d := range slices.Sorted(maps.Keys(u.Deployments)) {
 			if d == "" || strings.Contains(d, "/") || u.Deployments[d] == "" {
 				p.add(f+".deployments", "a deployment needs a name without / and a model (got %q: %q)", d, u.Deployments[d])

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"strconv"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 
@@ -104,7 +105,54 @@ func (p *Proxy) capBody(_ *fasthttp.RequestCtx, x *exchange, body []byte) []byte
 			return body
 		}
 	}
-	return rewriteOutputMax(body, x.est.OutputFields, pinField(x.kind), to)
+	name := pinField(x.kind)
+	if x.kind == weigher.KindChat && x.upstream != nil && x.upstream.chatOutputField != "" {
+		name = x.upstream.chatOutputField
+	}
+	out := rewriteOutputMax(body, x.est.OutputFields, name, to)
+	if x.kind == weigher.KindChat && name == chatMaxTokens && x.est.OutputFields[0].End != 0 && !x.est.NamesMaxTokens {
+		// A chat body's max_completion_tokens, rewritten alone, bounds
+		// nothing on a server that reads max_tokens only (Ollama,
+		// llama.cpp, TabbyAPI): the member it reads goes beside it.
+		out = rewriteOutputMax(out, [2]weigher.FieldSpan{}, name, to)
+	}
+	return out
+}
+
+// Chat output fields: the two names of a chat request's output maximum
+// (OpenAI's API reference: max_tokens "is now deprecated in favor of
+// max_completion_tokens, and is not compatible with o-series models").
+const (
+	chatMaxCompletionTokens = "max_completion_tokens"
+	chatMaxTokens           = "max_tokens"
+)
+
+// chatOutputFieldOf is the member a chat request that names no output
+// maximum has one written in (output_reservation.pin, cap_output) on its
+// way to upstream u, whose base URL names hostname: u.ChatOutputField when set; else
+// max_completion_tokens for OpenAI's own API (host api.openai.com) and
+// Azure OpenAI (flavor azure, or a host under .openai.azure.com), whose
+// reasoning models refuse max_tokens, and which refuse the two together
+// ("Setting 'max_tokens' and 'max_completion_tokens' at the same time is
+// not supported"); max_tokens for every other server, which is the name
+// OpenAI-compatible servers read: Ollama's OpenAI route has no
+// max_completion_tokens at all (openai.ChatCompletionRequest in
+// ollama/ollama's openai/openai.go), llama.cpp's server reads n_predict,
+// else max_tokens (params_from_json_cmpl), and TabbyAPI max_tokens or its
+// alias max_length; such a server ignores a max_completion_tokens and
+// writes until the model stops, past the reservation the member was
+// written to bound. A gateway that passes bodies through unchanged to
+// OpenAI's reasoning models (no renaming) needs chat_output_field:
+// max_completion_tokens.
+func chatOutputFieldOf(u *Upstream, hostname string) string {
+	if u.ChatOutputField != "" {
+		return u.ChatOutputField
+	}
+	h := strings.TrimSuffix(strings.ToLower(hostname), ".")
+	if u.Flavor == FlavorAzure || h == "api.openai.com" || strings.HasSuffix(h, ".openai.azure.com") {
+		return chatMaxCompletionTokens
+	}
+	return chatMaxTokens
 }
 
 // setCappedHeader says, in x-llmguard-output-capped ("<new maximum>;

@@ -40,8 +40,16 @@ type Upstream struct {
 	// serves, which the request is weighed, priced and limited as; a
 	// deployment it does not list is taken as a model of its own name.
 	Deployments map[string]string
+	// ChatOutputField is the member, "max_tokens" or
+	// "max_completion_tokens", that a chat request naming no output
+	// maximum gets one written in (output_reservation.pin, cap_output).
+	// Empty: max_completion_tokens for OpenAI's own API and Azure OpenAI,
+	// max_tokens for any other server (chatOutputFieldOf).
+	ChatOutputField string
 
 	dialect dialect // the Flavor's
+	// chatOutputField is ChatOutputField or its default for this upstream.
+	chatOutputField string
 	// authField and authValue are the field that carries APIKey upstream,
 	// as the dialect spells it (dialect.authorization), made once: unset
 	// when APIKey is empty.
@@ -105,6 +113,12 @@ func (u *Upstream) init() error {
 		}
 	}
 	u.scheme, u.host, u.basePath = pu.Scheme, pu.Host, strings.TrimSuffix(pu.Path, "/")
+	switch u.ChatOutputField {
+	case "", chatMaxTokens, chatMaxCompletionTokens:
+	default:
+		return fmt.Errorf("proxy: upstream %q: chat output field %q is neither %s nor %s", u.Name, u.ChatOutputField, chatMaxTokens, chatMaxCompletionTokens)
+	}
+	u.chatOutputField = chatOutputFieldOf(u, pu.Hostname())
 	if u.IdleTimeout <= 0 {
 		u.IdleTimeout = 4 * time.Second
 	}

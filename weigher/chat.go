@@ -184,6 +184,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			addField(&est.OutputFields, spanOf(elems))
 		case "max_tokens":
 			maxTok = v
+			est.NamesMaxTokens = true
 			addField(&est.OutputFields, spanOf(elems))
 		case "n", "n_cmpl", "best_of":
 			choiceVals.read(k, v)

@@ -164,6 +164,12 @@ type Estimate struct {
 	// stays true, and reconciliation with the reported usage refunds the
 	// excess as for any estimate.
 	Bounded bool
+	// NamesMaxTokens is set when a chat body names max_tokens (whatever its
+	// value): one of OutputFields is that member. A chat body whose
+	// OutputFields hold only max_completion_tokens is bounded by them only
+	// on a server that reads that name (OpenAI's, vLLM), not on one that
+	// reads max_tokens alone (Ollama, llama.cpp, TabbyAPI).
+	NamesMaxTokens bool
 }
 
 // Usage is what an upstream reports a request really used, in tokens:

@@ -184,7 +184,7 @@ func newAppWith(cfg *config.Config, log *slog.Logger, hooks appHooks) (*App, err
 		}
 		ups = append(ups, &proxy.Upstream{Name: u.Name, Flavor: f, BaseURL: u.BaseURL, APIKey: key,
 			PathPrefix: u.PathPrefix, Timeout: time.Duration(u.Timeout), MaxConns: u.MaxConns, IdleTimeout: time.Duration(u.IdleTimeout),
-			Deployments: u.Deployments})
+			Deployments: u.Deployments, ChatOutputField: u.ChatOutputField})
 	}
 	st, err := openStore(cfg, a.policy, a.Registry, log, now)
 	if err != nil {

@@ -39,12 +39,14 @@ var cappedCases = []struct {
 		body: `{"model":"gpt-4o-mini","max_tokens":5000,"messages":[{"role":"user","content":"hi"}]}`, absent: []string{"max_completion_tokens"}},
 	{name: "chat max_completion_tokens, spaced and escaped", path: "/v1/chat/completions", field: "max_completion_tokens", remaining: "x-ratelimit-remaining-tokens",
 		body: `{"model":"gpt-4o-mini", "max_completion\u005ftokens" :  5000 ,"messages":[{"role":"user","content":"hi"}]}`},
-	{name: "chat none named: the default is lowered by adding the field", path: "/v1/chat/completions", field: "max_completion_tokens", remaining: "x-ratelimit-remaining-tokens",
-		body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`, absent: []string{"max_tokens"}},
+	// Added as max_tokens, chat_output_field's default for a server that
+	// is not OpenAI's own API (adv25).
+	{name: "chat none named: the default is lowered by adding the field", path: "/v1/chat/completions", field: "max_tokens", remaining: "x-ratelimit-remaining-tokens",
+		body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`, absent: []string{"max_completion_tokens"}},
 	// KoboldCpp reads adapter.max_length only when the body names no
-	// maximum: the max_completion_tokens the cap adds bounds it.
-	{name: "chat KoboldCpp adapter.max_length: lowered by adding the field", path: "/v1/chat/completions", field: "max_completion_tokens", remaining: "x-ratelimit-remaining-tokens",
-		body: `{"model":"gpt-4o-mini","adapter":{"max_length":5000},"messages":[{"role":"user","content":"hi"}]}`, absent: []string{"max_tokens"}},
+	// maximum: the max_tokens the cap adds bounds it.
+	{name: "chat KoboldCpp adapter.max_length: lowered by adding the field", path: "/v1/chat/completions", field: "max_tokens", remaining: "x-ratelimit-remaining-tokens",
+		body: `{"model":"gpt-4o-mini","adapter":{"max_length":5000},"messages":[{"role":"user","content":"hi"}]}`, absent: []string{"max_completion_tokens"}},
 	{name: "responses", path: "/v1/responses", field: "max_output_tokens", remaining: "x-ratelimit-remaining-tokens",
 		body: `{"model":"gpt-4o-mini","input":"hi","max_output_tokens":5000}`},
 	{name: "messages", path: "/v1/messages", field: "max_tokens", remaining: "anthropic-ratelimit-tokens-remaining",

@@ -29,7 +29,9 @@ var pinnedCases = []struct {
 	name, path, body, field string
 	pinned, choices         int64
 }{
-	{name: "chat", path: "/v1/chat/completions", field: "max_completion_tokens", pinned: 4096, choices: 1,
+	// A chat request's maximum goes in max_tokens to a server that is not
+	// OpenAI's own API (chat_output_field's default; adv25).
+	{name: "chat", path: "/v1/chat/completions", field: "max_tokens", pinned: 4096, choices: 1,
 		body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"say hi"}]}`},
 	{name: "chat n=2, max_tokens null", path: "/v1/chat/completions", field: "max_tokens", pinned: 4096, choices: 2,
 		body: `{"model":"gpt-4o-mini","n":2,"max_tokens":null,"messages":[{"role":"user","content":"say hi"}]}`},
@@ -231,7 +233,7 @@ func TestCompletionsNotCapped(t *testing.T) {
 func TestPinnedOutputAfterCapOutput(t *testing.T) {
 	var got int64
 	up := startBilling16(t, func(path string, body map[string]any) (in, out int64) {
-		if v, ok := body["max_completion_tokens"].(float64); ok {
+		if v, ok := body["max_tokens"].(float64); ok { // chat_output_field's default here
 			got = int64(v)
 			return words(body["messages"]), got
 		}
@@ -250,7 +252,7 @@ func TestPinnedOutputAfterCapOutput(t *testing.T) {
 	}
 	pinned, capped := resp.Header.Get("x-llmguard-output-pinned"), resp.Header.Get("x-llmguard-output-capped")
 	if got <= 0 || got >= 1000 || pinned != strconv.FormatInt(got, 10) || !strings.HasPrefix(capped, pinned+"; requested=4096") {
-		t.Errorf("upstream max_completion_tokens %d, x-llmguard-output-pinned %q, x-llmguard-output-capped %q; want one maximum below 1,000 in all three, requested 4096", got, pinned, capped)
+		t.Errorf("upstream max_tokens %d, x-llmguard-output-pinned %q, x-llmguard-output-capped %q; want one maximum below 1,000 in all three, requested 4096", got, pinned, capped)
 	}
 	if billed := up.billed.Load(); billed > 1000 {
 		t.Errorf("the upstream billed %d tokens through a bucket of 1000", billed)
@@ -265,7 +267,7 @@ func TestReloadKeepsOutputPin(t *testing.T) {
 	const warning = "changes only at restart"
 	var sawMax atomic.Int64
 	up := startBilling16(t, func(path string, body map[string]any) (in, out int64) {
-		if _, ok := body["max_completion_tokens"].(float64); ok {
+		if _, ok := body["max_tokens"].(float64); ok { // chat_output_field's default here
 			sawMax.Add(1)
 		}
 		return 1, 1
@@ -329,6 +331,6 @@ func TestReloadKeepsOutputPin(t *testing.T) {
 		}
 	}
 	if n := sawMax.Load(); n != int64(len(steps)+1) {
-		t.Errorf("the upstream saw max_completion_tokens in %d of %d calls", n, len(steps)+1)
+		t.Errorf("the upstream saw max_tokens in %d of %d calls", n, len(steps)+1)
 	}
 }
