@@ -102,7 +102,7 @@ func (p *Proxy) capBody(_ *fasthttp.RequestCtx, x *exchange, body []byte) []byte
 	to, _, ok := x.m.OutputCapped()
 	if !ok {
 		if to, ok = x.m.OutputPinned(); !ok {
-			return body
+			return mirrorMaxTokens(x, body)
 		}
 	}
 	name := pinField(x.kind)
@@ -117,6 +117,35 @@ func (p *Proxy) capBody(_ *fasthttp.RequestCtx, x *exchange, body []byte) []byte
 		out = rewriteOutputMax(out, [2]weigher.FieldSpan{}, name, to)
 	}
 	return out
+}
+
+// mirrorMaxTokens returns body with a max_tokens member added beside the
+// max_completion_tokens of a chat request that names only that one, as a
+// plain positive integer (the maximum admission reserved for), when its
+// upstream reads max_tokens (chatOutputFieldOf: Ollama, llama.cpp,
+// TabbyAPI); body itself otherwise. Such a server ignores
+// max_completion_tokens and writes until the model stops: a caller that
+// sent "max_completion_tokens": 1 was reserved one output token a
+// completion and billed up to the model's maximum, charged only after
+// the fact as debt, so that many such calls at once spent far past the
+// limit (adv25's lead; TestMaxCompletionTokensBoundsAMaxTokensServer).
+// Copied as the same digits, the maximum the upstream honours is the one
+// reserved. Not a plain integer (a float, a string): left as it is, read
+// by the weigher and the server alike or refused.
+func mirrorMaxTokens(x *exchange, body []byte) []byte {
+	if x.kind != weigher.KindChat || x.upstream == nil || x.upstream.chatOutputField != chatMaxTokens ||
+		x.est.NamesMaxTokens || !x.est.Parsed || x.est.OutputDefaulted {
+		return body
+	}
+	f := x.est.OutputFields[0]
+	if f.End == 0 || f.Start < 0 || f.End > len(body) || x.est.OutputFields[1].End != 0 {
+		return body
+	}
+	n, err := strconv.ParseInt(string(body[f.Start:f.End]), 10, 64)
+	if err != nil || n <= 0 {
+		return body
+	}
+	return rewriteOutputMax(body, [2]weigher.FieldSpan{}, chatMaxTokens, n)
 }
 
 // Chat output fields: the two names of a chat request's output maximum

@@ -5,8 +5,10 @@ package app
 // where it billed more than the bucket held.
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/llmguard/llmguard/config"
@@ -127,5 +129,75 @@ func TestAdv25ChatOutputFieldChosen(t *testing.T) {
 	if _, err := config.Parse([]byte(strings.Replace(head, "chat_output_field: max_completion_tokens", "chat_output_field: max_output_tokens", 1) + userTokensLimit("user-tpd", 10000))); err == nil ||
 		!strings.Contains(err.Error(), "chat_output_field") {
 		t.Errorf("chat_output_field: max_output_tokens: %v, want a config error naming the field", err)
+	}
+}
+
+// TestMaxCompletionTokensBoundsAMaxTokensServer: without pin or
+// cap_output, a chat body that names only max_completion_tokens is
+// reserved that maximum, and a server that reads only max_tokens (Ollama,
+// llama.cpp, TabbyAPI) ignored it and wrote up to the model's maximum:
+// "max_completion_tokens": 100 was reserved ~100 tokens a call and billed
+// 16,384, past a 10,000-token bucket (adv25's lead). llmguard now copies
+// the maximum into max_tokens for such a server; OpenAI's own API, which
+// refuses the two together, gets the body as sent.
+func TestMaxCompletionTokensBoundsAMaxTokensServer(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		mirrored   bool // max_tokens reaches the upstream
+	}{
+		{"max_completion_tokens 100", `{"model":"gpt-4o-mini","max_completion_tokens":100,"messages":[{"role":"user","content":"say hi"}]}`, true},
+		{"escaped key", `{"model":"gpt-4o-mini","max_completion\u005ftokens":100,"messages":[{"role":"user","content":"say hi"}]}`, true},
+		// A body naming max_tokens is sent as it is: no member named twice.
+		{"both named", `{"model":"gpt-4o-mini","max_completion_tokens":100,"max_tokens":100,"messages":[{"role":"user","content":"say hi"}]}`, true},
+		// An upstream that reads max_completion_tokens (OpenAI's own API,
+		// or chat_output_field says so) gets the body as sent.
+		{"max_completion_tokens upstream", `{"model":"gpt-4o-mini","max_completion_tokens":100,"messages":[{"role":"user","content":"say hi"}]}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var seen []string
+			var mu sync.Mutex
+			up := startBilling16(t, func(path string, body map[string]any) (int64, int64) {
+				mu.Lock()
+				seen = append(seen, fmt.Sprint(body["max_tokens"]))
+				mu.Unlock()
+				return ollamaChatBill25(path, body)
+			})
+			head := twoFlavorHead(up.url)
+			if !tc.mirrored {
+				head = strings.Replace(head, "no_key: true}", "no_key: true, chat_output_field: max_completion_tokens}", 1)
+			}
+			cfg, err := config.Parse([]byte(head + userTokensLimit("user-tpd", 10000)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := frozenHarness(t, cfg)
+			passed := 0
+			for i := range 6 {
+				resp, b := h.do("/v1/chat/completions", tc.body)
+				switch resp.StatusCode {
+				case http.StatusOK:
+					passed++
+				case http.StatusTooManyRequests:
+				default:
+					t.Fatalf("call %d: %d %.200s", i, resp.StatusCode, b)
+				}
+			}
+			if passed == 0 {
+				t.Fatal("no call passed")
+			}
+			want := "100"
+			if !tc.mirrored {
+				want = "<nil>"
+			} else if billed := up.billed.Load(); billed > 10000 {
+				t.Errorf("the upstream billed %d tokens through a bucket of 10000 (%d of 6 calls passed)", billed, passed)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, v := range seen {
+				if v != want {
+					t.Errorf("the upstream read max_tokens %s, want %s", v, want)
+				}
+			}
+		})
 	}
 }
