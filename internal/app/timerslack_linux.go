@@ -62,7 +62,9 @@ func EnsureTimerSlack(d time.Duration) (time.Duration, error) {
 // kernel names the process after it ("llmguard" in /proc/<pid>/comm, which
 // ps, top, pgrep and killall read), else /proc/self/exe (the binary
 // replaced or removed since it started). Executed as /proc/self/exe, every
-// llmguard process was named "exe" (trial9: pgrep -x llmguard found none).
+// llmguard process was named "exe" (trial9: pgrep -x llmguard found none;
+// the name is the kernel's comm, the executed file's base name cut to 15
+// bytes).
 func selfPath() string {
 	const self = "/proc/self/exe"
 	path, err := os.Executable()
