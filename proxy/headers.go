@@ -478,9 +478,24 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 		// insufficient_quota, and x-should-retry: false so that the SDKs do
 		// not retry for days.
 		e.openAIType, e.openAICode = "insufficient_quota", "insufficient_quota"
+		// The instant is this budget's period end, and so is the wait
+		// given beside it: its Status.Reset, on the store's clock. The
+		// request's wait (retry, Retry-After) is the longest among its
+		// denying limits, and the first denier named here is not always
+		// the one that waits longest (trial9: a user's daily budget named
+		// with "resets at 00:00Z (in 623h9m)", the wait of the tenant's
+		// monthly budget that denied the same request); that wait is then
+		// said apart.
+		own := min(a.Status.Reset, retry)
+		if own <= 0 {
+			own = retry
+		}
 		e.message = fmt.Sprintf("Budget %s (%s scope) cannot cover this request this %s: %s of %s used, and this request reserves %s. It resets at %s (in %s).",
 			a.Rule.Name, a.Rule.Scope, a.Rule.Period, amount(a.Limit.Capacity-a.Status.Remaining), amountOf(a.Limit.Capacity), amount(a.Reserved),
-			a.Limit.WindowEnd.UTC().Format(time.RFC3339), goDuration(retry))
+			a.Limit.WindowEnd.UTC().Format(time.RFC3339), goDuration(own))
+		if retry-own > time.Second {
+			e.message += " Another of its limits denies this request for longer: it can be admitted in " + goDuration(retry) + " at the earliest."
+		}
 		ctx.Response.Header.Set("x-should-retry", "false")
 		setRetryAfter(&ctx.Response.Header, retry)
 	case a.Limit.IsWindow():

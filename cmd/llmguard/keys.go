@@ -305,16 +305,27 @@ type keysHashCmd struct {
 }
 
 // Run prints the lowercase hex SHA-256 of the key, the config file's
-// key_sha256. The key is the argument, else the first line of stdin, with
-// white space around it removed: the proxy trims it from the credential it
-// reads (an Authorization, x-api-key or api-key value), so a key that kept
-// a trailing space would hash to a value no request can match.
+// key_sha256. The key is the argument, else the one line of stdin (the
+// first 64 KiB read), with white space around it removed: the proxy trims
+// it from the credential it reads (an Authorization, x-api-key or api-key
+// value), so a key that kept a trailing space would hash to a value no
+// request can match. Stdin holding a second line that is not blank is an
+// error rather than a hash of its first line alone (trial9: a file of two
+// keys printed one hash, and nothing said the second was left out).
 func (c *keysHashCmd) Run() error {
 	key := c.Key
 	if key == "" {
-		line, err := bufio.NewReader(io.LimitReader(os.Stdin, 64<<10)).ReadString('\n')
+		in := bufio.NewReader(io.LimitReader(os.Stdin, 64<<10))
+		line, err := in.ReadString('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
+		}
+		rest, err := io.ReadAll(in)
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(rest)) > 0 {
+			return errors.New("keys hash: stdin holds more than one line; give it one key (run keys hash once per key)")
 		}
 		key = line
 	}

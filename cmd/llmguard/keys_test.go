@@ -151,7 +151,8 @@ func TestKeysHashCommand(t *testing.T) {
 		args  []string
 		stdin string
 	}{{[]string{"keys", "hash", "test"}, ""}, {[]string{"keys", "hash"}, "test\n"}, {[]string{"keys", "hash"}, "test"},
-		{[]string{"keys", "hash"}, "test \r\n"}, {[]string{"keys", "hash"}, "\ttest\n"}, {[]string{"keys", "hash", " test "}, ""}} {
+		{[]string{"keys", "hash"}, "test \r\n"}, {[]string{"keys", "hash"}, "\ttest\n"}, {[]string{"keys", "hash", " test "}, ""},
+		{[]string{"keys", "hash"}, "test\n\n \n"}} {
 		cmd := exec.Command(bin, tc.args...)
 		cmd.Stdin = strings.NewReader(tc.stdin)
 		out, err := cmd.Output()
@@ -163,6 +164,14 @@ func TestKeysHashCommand(t *testing.T) {
 	cmd.Stdin = strings.NewReader("")
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Errorf("no key: %s", out)
+	}
+	// Two keys on stdin: refused, no hash of the first alone (trial9).
+	cmd = exec.Command(bin, "keys", "hash")
+	cmd.Stdin = strings.NewReader("test\nsk-second\n")
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err == nil || o.Len() != 0 || !strings.Contains(e.String(), "more than one line") {
+		t.Errorf("two keys on stdin: %v, stdout %q, stderr %q; want a refusal naming the second line and no hash", err, o.String(), e.String())
 	}
 }
 

@@ -25,7 +25,7 @@ const slackHelperEnv = "LLMGUARD_TEST_TIMER_SLACK_HELPER"
 // 50 µs. EnsureTimerSlack returns the 1 ms in force.
 func TestEnsureTimerSlackReachesEveryThread(t *testing.T) {
 	const start, want = 50 * time.Microsecond, time.Millisecond
-	slacks, inForce := runSlackChild(t, start, want)
+	slacks, inForce, comm := runSlackChild(t, start, want)
 	for _, s := range slacks {
 		tid, ns, _ := strings.Cut(s, " ")
 		if ns != strconv.FormatInt(int64(want), 10) {
@@ -35,6 +35,15 @@ func TestEnsureTimerSlackReachesEveryThread(t *testing.T) {
 	if inForce != strconv.FormatInt(int64(want), 10) {
 		t.Errorf("EnsureTimerSlack returned %s ns, want %d", inForce, int64(want))
 	}
+	// Executed again, the process keeps its program's name (the kernel's
+	// comm: the file name, at most 15 bytes), not "exe" (trial9).
+	name := filepath.Base(os.Args[0])
+	if len(name) > 15 {
+		name = name[:15]
+	}
+	if comm != name {
+		t.Errorf("the child executed again is named %q (/proc/self/comm), want %q", comm, name)
+	}
 }
 
 // A child started with a slack above the one asked for (systemd's
@@ -43,7 +52,7 @@ func TestEnsureTimerSlackReachesEveryThread(t *testing.T) {
 // timer_slack=1ms under a 5 ms slack, and under a failure to set it).
 func TestEnsureTimerSlackReturnsTheSlackKept(t *testing.T) {
 	const start, want = 5 * time.Millisecond, time.Millisecond
-	slacks, inForce := runSlackChild(t, start, want)
+	slacks, inForce, _ := runSlackChild(t, start, want)
 	for _, s := range slacks {
 		tid, ns, _ := strings.Cut(s, " ")
 		if ns != strconv.FormatInt(int64(start), 10) {
@@ -57,9 +66,9 @@ func TestEnsureTimerSlackReturnsTheSlackKept(t *testing.T) {
 
 // runSlackChild runs TestEnsureTimerSlackHelper as a child started with
 // timer slack start, asking for want, and returns what it printed: every
-// thread's "<tid> <slack ns>", and the slack EnsureTimerSlack returned
-// (ns, as text).
-func runSlackChild(t *testing.T, start, want time.Duration) (slacks []string, inForce string) {
+// thread's "<tid> <slack ns>", the slack EnsureTimerSlack returned (ns,
+// as text), and the child's name after it (/proc/self/comm).
+func runSlackChild(t *testing.T, start, want time.Duration) (slacks []string, inForce, comm string) {
 	t.Helper()
 	// The child inherits the slack of the thread that starts it.
 	runtime.LockOSThread()
@@ -85,11 +94,14 @@ func runSlackChild(t *testing.T, start, want time.Duration) (slacks []string, in
 		if s, ok := strings.CutPrefix(line, "in force "); ok {
 			inForce = s
 		}
+		if s, ok := strings.CutPrefix(line, "comm "); ok {
+			comm = s
+		}
 	}
 	if len(slacks) < 3 {
 		t.Fatalf("child listed %d threads, want at least 3 (main, monitor, others):\n%s", len(slacks), out)
 	}
-	return slacks, inForce
+	return slacks, inForce, comm
 }
 
 // TestEnsureTimerSlackHelper is the child of runSlackChild; alone it does
@@ -108,6 +120,11 @@ func TestEnsureTimerSlackHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Stdout.WriteString("in force " + strconv.FormatInt(int64(inForce), 10) + "\n")
+	comm, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout.WriteString("comm " + strings.TrimSpace(string(comm)) + "\n")
 	// Threads made after the call: goroutines locked to threads of their own.
 	done := make(chan struct{})
 	for range 3 {
