@@ -189,3 +189,42 @@ func BenchmarkWeighWarmTail(b *testing.B) {
 		b.ReportMetric(float64(withGC), "slowest-1%-with-gc")
 	}
 }
+
+// BenchmarkWeighWarmWorkers is BenchmarkWeighWarm with the load
+// benchmark's 32 workers: 32 growing conversations through one weigher,
+// each worker's next body in turn, as a c32 warm run sends them (the
+// callgrind command of BenchmarkWeighWarm applies, with
+// '^BenchmarkWeighWarmWorkers$/^1k$'). One conversation alone keeps the
+// weigher's resume points and caches on itself; 32 interleaved share them.
+// Measured 2026-12-06 (callgrind as above, (I1200 − I200)/1000, one run):
+// 1 KiB 41.5k instructions a body against BenchmarkWeighWarm's 40.5k, so
+// the c32 warm cell's weigh is the single conversation's plus ~2.5%.
+func BenchmarkWeighWarmWorkers(b *testing.B) {
+	pool := newTextPool(1)
+	for _, size := range []int{1 << 10, 16 << 10} {
+		b.Run(fmt.Sprintf("%dk", size>>10), func(b *testing.B) {
+			w, err := weigher.New(weigher.Options{DefaultMaxOutputTokens: 256})
+			if err != nil {
+				b.Fatal(err)
+			}
+			const workers = 32
+			cs := make([]*conversation, workers)
+			for i := range cs {
+				cs[i] = newConversation(pool, Shape{Size: size, Warm: true}, uint64(7+i))
+				w.Chat(cs[i].next()) // each first body: all new text, as the warm-up sends it
+			}
+			growStack(64)
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				body := cs[i%workers].next()
+				i++
+				b.StartTimer()
+				if e := w.Chat(body); !e.Parsed {
+					b.Fatal(e.FaultDetail)
+				}
+			}
+		})
+	}
+}
