@@ -73,21 +73,7 @@ func TestAdv25PinnedChatBoundsAServerReadingMaxTokens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := frozenHarness(t, cfg)
-			passed := 0
-			for i := range 6 {
-				resp, b := h.do("/v1/chat/completions", body)
-				switch resp.StatusCode {
-				case http.StatusOK:
-					passed++
-				case http.StatusTooManyRequests:
-				default:
-					t.Fatalf("call %d: %d %.200s", i, resp.StatusCode, b)
-				}
-			}
-			if passed == 0 {
-				t.Fatal("no call passed")
-			}
+			passed := sixCalls(t, frozenHarness(t, cfg), body)
 			if billed := up.billed.Load(); billed > tc.burst {
 				t.Errorf("the upstream billed %d tokens through a bucket of %d (%d of 6 calls passed)", billed, tc.burst, passed)
 			}
@@ -170,21 +156,7 @@ func TestMaxCompletionTokensBoundsAMaxTokensServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := frozenHarness(t, cfg)
-			passed := 0
-			for i := range 6 {
-				resp, b := h.do("/v1/chat/completions", tc.body)
-				switch resp.StatusCode {
-				case http.StatusOK:
-					passed++
-				case http.StatusTooManyRequests:
-				default:
-					t.Fatalf("call %d: %d %.200s", i, resp.StatusCode, b)
-				}
-			}
-			if passed == 0 {
-				t.Fatal("no call passed")
-			}
+			passed := sixCalls(t, frozenHarness(t, cfg), tc.body)
 			want := "100"
 			if !tc.mirrored {
 				want = "<nil>"
@@ -200,4 +172,24 @@ func TestMaxCompletionTokensBoundsAMaxTokensServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sixCalls sends body to h's chat route six times and returns how many
+// passed; an answer other than 200 or 429, or none passing, fails t.
+func sixCalls(t *testing.T, h *harness, body string) (passed int) {
+	t.Helper()
+	for i := range 6 {
+		resp, b := h.do("/v1/chat/completions", body)
+		switch resp.StatusCode {
+		case http.StatusOK:
+			passed++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("call %d: %d %.200s", i, resp.StatusCode, b)
+		}
+	}
+	if passed == 0 {
+		t.Fatal("no call passed")
+	}
+	return passed
 }
