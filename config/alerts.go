@@ -113,7 +113,7 @@ func (c *Config) validateAlerts(p *problems) {
 		p.add(f+".url", "%v", err)
 	}
 	if !oneOf(w.Format, []string{"json", "slack"}) {
-		p.add(f+".format", "must be json or slack (got %q)", w.Format)
+		p.add(f+".format", "must be json or slack (got %q)%s", w.Format, didYouMean(w.Format, []string{"json", "slack"}))
 	}
 	if len(w.Thresholds) == 0 || len(w.Thresholds) > MaxWebhookThresholds {
 		p.add(f+".thresholds", "must list 1 to %d fractions of a quota (got %d)", MaxWebhookThresholds, len(w.Thresholds))

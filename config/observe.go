@@ -86,7 +86,7 @@ func (c *Config) applyObserveDefaults() {
 func (c *Config) validateObserve(p *problems) {
 	a := c.AccessLog
 	if !oneOf(a.Format, []string{"json", "text"}) {
-		p.add("access_log.format", "must be one of json, text (got %q)", a.Format)
+		p.add("access_log.format", "must be one of json, text (got %q)%s", a.Format, didYouMean(a.Format, []string{"json", "text"}))
 	}
 	if a.MaxSizeMB < 0 || a.MaxBackups < 0 {
 		p.add("access_log", "max_size_mb and max_backups must be positive")
@@ -96,7 +96,7 @@ func (c *Config) validateObserve(p *problems) {
 	}
 	t := c.Tracing
 	if !oneOf(t.Protocol, []string{"grpc", "http"}) {
-		p.add("tracing.protocol", "must be one of grpc, http (got %q)", t.Protocol)
+		p.add("tracing.protocol", "must be one of grpc, http (got %q)%s", t.Protocol, didYouMean(t.Protocol, []string{"grpc", "http"}))
 	}
 	if r := t.SampleRatio; r != nil && !(*r >= 0 && *r <= 1) {
 		p.add("tracing.sample_ratio", "must be in [0, 1] (got %v)", *r)

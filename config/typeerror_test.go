@@ -47,7 +47,7 @@ max_connections: lots
 		"line 12: max_body_bytes: `8MiB` is not a whole number of bytes (size suffixes such as MiB or GiB are not read; write 8388608 for 8MiB)",
 		"line 13: max_connections: `lots` is not a whole number",
 		// Other problems of the same limits are still reported.
-		`line 6: limits[2].scope: must be one of key, user, tenant, global (got "users")`,
+		`line 6: limits[2].scope: must be one of key, user, tenant, global (got "users") (did you mean user?)`,
 	}
 	if !slices.Equal(ce.Problems, want) {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(ce.Problems, "\n"), strings.Join(want, "\n"))

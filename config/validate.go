@@ -15,6 +15,7 @@ import (
 	_ "time/tzdata" // time zones for quotas, on machines without a zoneinfo database
 
 	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/internal/suggest"
 	"github.com/llmguard/llmguard/spec"
 )
 
@@ -136,7 +137,7 @@ func (c *Config) Validate() error {
 		}
 		names[u.Name] = true
 		if _, ok := spec.ParseFlavor(u.Flavor); !ok {
-			p.add(f+".flavor", "must be one of %s (got %q)", strings.Join(spec.FlavorNames(), ", "), u.Flavor)
+			p.add(f+".flavor", "must be one of %s (got %q)%s", strings.Join(spec.FlavorNames(), ", "), u.Flavor, didYouMean(u.Flavor, spec.FlavorNames()))
 		}
 		if pu, err := url.Parse(u.BaseURL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
 			p.add(f+".base_url", "must be an http:// or https:// URL with a host (got %q)", u.BaseURL)
@@ -168,7 +169,8 @@ func (c *Config) Validate() error {
 		switch u.ChatOutputField {
 		case "", "max_tokens", "max_completion_tokens":
 		default:
-			p.add(f+".chat_output_field", "must be max_tokens or max_completion_tokens (got %q)", u.ChatOutputField)
+			p.add(f+".chat_output_field", "must be max_tokens or max_completion_tokens (got %q)%s", u.ChatOutputField,
+				didYouMean(u.ChatOutputField, []string{"max_tokens", "max_completion_tokens"}))
 		}
 		for _, d := range slices.Sorted(maps.Keys(u.Deployments)) {
 			if d == "" || strings.Contains(d, "/") || u.Deployments[d] == "" {
@@ -215,7 +217,7 @@ func (c *Config) Validate() error {
 	for name, m := range c.Models {
 		f := fmt.Sprintf("models.%s", name)
 		if m.Encoding != "" && !oneOf(m.Encoding, knownEncs) {
-			p.add(f+".encoding", "must be one of %s (got %q)", strings.Join(knownEncs, ", "), m.Encoding)
+			p.add(f+".encoding", "must be one of %s (got %q)%s", strings.Join(knownEncs, ", "), m.Encoding, didYouMean(m.Encoding, knownEncs))
 		}
 		checkPrices(&p, f, m.Standard())
 		checkSearchFees(&p, f+".search_request_usd_per_k", m.SearchRequestUSDPerK)
@@ -261,7 +263,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	if !oneOf(c.DefaultServiceTier, []string{"", "default", "priority", "flex"}) {
-		p.add("default_service_tier", "must be default, priority or flex (got %q)", c.DefaultServiceTier)
+		p.add("default_service_tier", "must be default, priority or flex (got %q)%s", c.DefaultServiceTier,
+			didYouMean(c.DefaultServiceTier, []string{"default", "priority", "flex"}))
 	}
 
 	lnames := map[string]bool{}
@@ -279,14 +282,14 @@ func (c *Config) Validate() error {
 		}
 		lnames[l.Name] = true
 		if _, ok := spec.ParseScope(l.Scope); !ok {
-			p.add(f+".scope", "must be one of %s (got %q)", strings.Join(spec.ScopeNames(), ", "), l.Scope)
+			p.add(f+".scope", "must be one of %s (got %q)%s", strings.Join(spec.ScopeNames(), ", "), l.Scope, didYouMean(l.Scope, spec.ScopeNames()))
 		}
 		if !oneOf(l.OnFailure, []string{"open", "closed"}) {
-			p.add(f+".on_failure", "must be open or closed (got %q)", l.OnFailure)
+			p.add(f+".on_failure", "must be open or closed (got %q)%s", l.OnFailure, didYouMean(l.OnFailure, []string{"open", "closed"}))
 		}
 		unit, unitOK := spec.ParseUnit(l.Unit)
 		if !unitOK {
-			p.add(f+".unit", "must be one of %s (got %q)", strings.Join(spec.UnitNames(), ", "), l.Unit)
+			p.add(f+".unit", "must be one of %s (got %q)%s", strings.Join(spec.UnitNames(), ", "), l.Unit, didYouMean(l.Unit, spec.UnitNames()))
 		}
 		scale := 1.0
 		if unitOK && unit == spec.UnitUSD {
@@ -322,7 +325,7 @@ func (c *Config) Validate() error {
 
 	checkWaitQueue(&p, c.WaitQueue)
 	if !oneOf(c.Store.Backend, validStores) {
-		p.add("store.backend", "must be one of %s (got %q)", strings.Join(validStores, ", "), c.Store.Backend)
+		p.add("store.backend", "must be one of %s (got %q)%s", strings.Join(validStores, ", "), c.Store.Backend, didYouMean(c.Store.Backend, validStores))
 	}
 	if c.Store.Backend == "redis" {
 		if _, err := url.Parse(c.Store.RedisURL); err != nil || !strings.HasPrefix(c.Store.RedisURL, "redis") {
@@ -346,7 +349,7 @@ func (c *Config) Validate() error {
 		p.add("store.pool_size", "must be positive")
 	}
 	if !oneOf(c.Store.OnFailure, []string{"open", "closed"}) {
-		p.add("store.on_failure", "must be open or closed (got %q)", c.Store.OnFailure)
+		p.add("store.on_failure", "must be open or closed (got %q)%s", c.Store.OnFailure, didYouMean(c.Store.OnFailure, []string{"open", "closed"}))
 	}
 	if c.Store.Nodes < 1 {
 		p.add("store.nodes", "must be at least 1 (got %d)", c.Store.Nodes)
@@ -516,6 +519,20 @@ func (p *problems) add(field, format string, args ...any) {
 
 func oneOf(s string, set []string) bool { return slices.Contains(set, s) }
 
+// didYouMean is the hint after a value outside an enum: " (did you mean
+// user?)" when got is a near miss of one of known (a case, a letter or two
+// off, cut short or run on: suggest.Closest, the helper that names the key
+// an unknown field stands for), else "". An empty got has no hint.
+func didYouMean(got string, known []string) string {
+	if got == "" {
+		return ""
+	}
+	if guess := suggest.Closest(got, known); guess != "" {
+		return " (did you mean " + guess + "?)"
+	}
+	return ""
+}
+
 func checkAddr(p *problems, field, addr string) {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -607,7 +624,7 @@ func checkQuota(p *problems, f string, l Limit, scale float64) {
 		p.add(f, "set either rate/per/burst (a token bucket) or quota/period (a calendar quota), not both")
 	}
 	if !oneOf(l.Period, []string{"day", "week", "month"}) {
-		p.add(f+".period", "must be day, week or month (got %q)", l.Period)
+		p.add(f+".period", "must be day, week or month (got %q)%s", l.Period, didYouMean(l.Period, []string{"day", "week", "month"}))
 	}
 	if _, err := time.LoadLocation(l.Timezone); err != nil {
 		p.add(f+".timezone", "unknown time zone %q (want an IANA name such as UTC or Europe/Paris)", l.Timezone)
@@ -678,7 +695,8 @@ func checkShards(p *problems, f string, l Limit, scale float64) {
 func checkAlgorithm(p *problems, f string, l Limit, scale float64) {
 	a, ok := bucket.ParseAlgorithm(l.Algorithm)
 	if !ok {
-		p.add(f+".algorithm", "must be token_bucket, sliding_window or fixed_window (got %q)", l.Algorithm)
+		names := []string{bucket.TokenBucket.String(), bucket.SlidingWindow.String(), bucket.FixedWindow.String()}
+		p.add(f+".algorithm", "must be %s, %s or %s (got %q)%s", names[0], names[1], names[2], l.Algorithm, didYouMean(l.Algorithm, names))
 		return
 	}
 	if a == bucket.TokenBucket {

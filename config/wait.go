@@ -78,7 +78,7 @@ func checkWait(p *problems, f string, l Limit) {
 			p.add(f+".max_wait", "at most %s (got %s)", MaxLimitWait, time.Duration(l.MaxWait))
 		}
 	default:
-		p.add(f+".on_limit", "must be fail or wait (got %q)", l.OnLimit)
+		p.add(f+".on_limit", "must be fail or wait (got %q)%s", l.OnLimit, didYouMean(l.OnLimit, []string{OnLimitFail, OnLimitWait}))
 	}
 }
 

@@ -50,6 +50,7 @@ type bar struct {
 type tick struct {
 	Pos   float64
 	Label string
+	Value int64 // micro-USD, of a y tick
 }
 
 // burn is the burn-down chart: remaining budget (or cumulative spend
@@ -83,9 +84,11 @@ func Render(w io.Writer, r *Report) error {
 	for _, d := range r.Days {
 		maxDay = max(maxDay, d.CostMicroUSD)
 	}
+	dayAxis := newYAxis(0, maxDay, padTop, plotH)
+	v.YTicks = dayAxis.Ticks
 	slot := plotW / n
 	for i, d := range r.Days {
-		h := plotH * float64(d.CostMicroUSD) / float64(maxDay)
+		h := plotH * float64(d.CostMicroUSD) / float64(dayAxis.Hi)
 		value := usd(d.CostMicroUSD)
 		if d.Future { // a day still to come has no spend yet, not a spend of $0.00
 			value = "not yet"
@@ -96,7 +99,6 @@ func Render(w io.Writer, r *Report) error {
 			v.DayTicks = append(v.DayTicks, tick{Pos: padLeft + (float64(i)+0.5)*slot, Label: strconv.Itoa(i + 1)})
 		}
 	}
-	v.YTicks = yTicks(0, maxDay, padTop, plotH)
 
 	// Burn-down: remaining budget at each day's end against the straight
 	// line from the whole budget on the 1st to nothing at the month's end.
@@ -106,9 +108,12 @@ func Render(w io.Writer, r *Report) error {
 	if b.HasBudget {
 		lo, hi = min(0, r.Budget-r.Total.CostMicroUSD), r.Budget
 	}
-	y := func(v int64) float64 { return padTop + plotH*float64(hi-v)/float64(max(hi-lo, 1)) }
+	burnAxis := newYAxis(lo, hi, padTop, plotH)
+	b.YTicks = burnAxis.Ticks
+	y := func(v int64) float64 {
+		return padTop + plotH*(float64(burnAxis.Hi)-float64(v))/math.Max(float64(burnAxis.Hi)-float64(burnAxis.Lo), 1)
+	}
 	b.ZeroY = y(0)
-	b.YTicks = yTicks(lo, hi, padTop, plotH)
 	b.IdealX1, b.IdealY1, b.IdealX2, b.IdealY2 = padLeft, y(hi), padLeft+plotW, y(0)
 	if !b.HasBudget {
 		b.IdealY1 = y(0)
@@ -183,47 +188,80 @@ func hbars(rows []Row, usd func(int64) string) ([]bar, float64) {
 	return out, padTop*2 + float64(len(rows))*(hbarH+hbarGap)
 }
 
-// yTicks are the labelled levels of a chart from lo to hi (micro-USD):
-// the multiples of one round step (1, 2 or 5 × a power of ten micro-USD,
-// the smallest that needs at most 5 intervals) in [lo, hi], each labelled
-// with the decimals that step needs (at least cents), so that the labels
-// of one axis are distinct and alike: "$0.00 $0.01 $0.02 $0.03", not the
-// quarters of hi ("$0.00 $0.008574 $0.02 $0.03 $0.03", trial3). An empty
-// range (hi ≤ lo) has the one level lo.
-func yTicks(lo, hi int64, top, plotH float64) []tick {
-	pos := func(v int64) float64 { return top + plotH*float64(hi-v)/float64(max(hi-lo, 1)) }
+// yAxis is the labelled axis of a chart whose values run from lo to hi
+// (micro-USD): one round step (1, 2 or 5 × a power of ten micro-USD, the
+// smallest for which at most 5 intervals reach from a multiple at or below
+// lo to one at or above hi), the axis running from that bottom multiple
+// to that top one, so that the tallest bar and the lowest point sit under
+// a label (trial9: a $0.001936 day under ticks ending at $0.0015), and a
+// tick at each multiple, labelled with the decimals the step needs (at
+// least cents) so that the labels of one axis are distinct and alike:
+// "$0.00 $0.01 $0.02 $0.03 $0.04", not the quarters of hi ("$0.00
+// $0.008574 $0.02 $0.03 $0.03", trial3). Pos runs from top+plotH at the
+// axis bottom to top at its top. An empty range (hi ≤ lo) has the one
+// level lo; an end that would pass the int64 range (an amount within one
+// step of ±$9.2 trillion) stays at hi or lo, with the last tick inside.
+type yAxis struct {
+	Lo, Hi int64 // the axis ends, micro-USD: Lo ≤ lo, Hi ≥ hi
+	Ticks  []tick
+}
+
+// newYAxis lays out the axis of values lo to hi (micro-USD) over plotH
+// units from top; see yAxis.
+func newYAxis(lo, hi int64, top, plotH float64) yAxis {
 	if hi <= lo {
-		return []tick{{Pos: pos(lo), Label: usdFixed(lo, 2)}}
+		return yAxis{Lo: lo, Hi: lo, Ticks: []tick{{Pos: top + plotH, Label: usdFixed(lo, 2), Value: lo}}}
 	}
-	span := uint64(hi) - uint64(lo) // hi > lo: no overflow as unsigned
-	step, decimals := uint64(1), 6
+	var s int64
 search:
-	for m := uint64(1); ; m *= 10 {
-		for _, k := range [...]uint64{1, 2, 5} {
-			// m ≤ 10^18: k·m·5 fits in a uint64; a step that large
-			// covers any span of int64s in at most 5 intervals.
-			if k*m*5 >= span || m >= 1e18 {
-				step = k * m
+	for m := int64(1); ; m *= 10 {
+		for _, k := range [...]int64{1, 2, 5} {
+			// m ≤ 10^18: k·m fits in an int64 (k = 1 at m = 10^18); the
+			// interval count is a difference of two int64s, exact as a
+			// uint64.
+			if m >= 1e18 || uint64(ceilDiv(hi, k*m))-uint64(floorDiv(lo, k*m)) <= 5 {
+				s = k * m
 				break search
 			}
 		}
 	}
-	for d := uint64(10); decimals > 2 && step%d == 0; d *= 10 {
+	a := yAxis{Lo: lo, Hi: hi}
+	if q := ceilDiv(hi, s); q <= math.MaxInt64/s {
+		a.Hi = q * s
+	}
+	if q := floorDiv(lo, s); q >= math.MinInt64/s {
+		a.Lo = q * s
+	}
+	decimals := 6
+	for d := int64(10); decimals > 2 && s%d == 0; d *= 10 {
 		decimals--
 	}
-	s := int64(step)
-	first := lo / s * s
-	if first < lo {
-		first += s
-	}
-	var out []tick
-	for v := first; v <= hi; v += s {
-		out = append(out, tick{Pos: pos(v), Label: usdFixed(v, decimals)})
-		if v > hi-s { // the next step would pass hi (or overflow)
+	span := float64(a.Hi) - float64(a.Lo)
+	for v := ceilDiv(a.Lo, s) * s; v <= a.Hi; v += s {
+		a.Ticks = append(a.Ticks, tick{Pos: top + plotH*(float64(a.Hi)-float64(v))/span, Label: usdFixed(v, decimals), Value: v})
+		if v > a.Hi-s { // the next step would pass the top (or overflow)
 			break
 		}
 	}
-	return out
+	return a
+}
+
+// floorDiv is a/b rounded toward minus infinity (b > 0).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+// ceilDiv is a/b rounded toward plus infinity (b > 0).
+func ceilDiv(a, b int64) int64 {
+	q := a / b
+	if a%b > 0 {
+		q++
+	}
+	return q
 }
 
 // usdFixed formats micro-USD as dollars with the given decimals (2 to 6),

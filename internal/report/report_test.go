@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -187,25 +188,29 @@ func TestUSD(t *testing.T) {
 
 // An axis is labelled at round steps, every label with the same
 // decimals: trial3's $0.034296 month read "$0.00 $0.008574 $0.02 $0.03
-// $0.03" (quarters of the top, each rounded its own way).
+// $0.03" (quarters of the top, each rounded its own way); and the labels
+// reach past the ends of the values (trial9: ticks to $0.0015 under a
+// $0.001936 bar).
 func TestYTicksRoundAndAlike(t *testing.T) {
 	for _, tc := range []struct {
 		lo, hi int64
 		want   string
 	}{
-		{0, 34_296, "$0.00 $0.01 $0.02 $0.03"},
+		{0, 34_296, "$0.00 $0.01 $0.02 $0.03 $0.04"},
 		{0, 50_000, "$0.00 $0.01 $0.02 $0.03 $0.04 $0.05"},
-		{0, 7_500, "$0.000 $0.002 $0.004 $0.006"},
-		{0, 12, "$0.000000 $0.000005 $0.000010"},
-		{-4_000, 10_000, "$0.000 $0.005 $0.010"},
+		{0, 7_500, "$0.000 $0.002 $0.004 $0.006 $0.008"},
+		{0, 1_936, "$0.0000 $0.0005 $0.0010 $0.0015 $0.0020"},
+		{0, 12, "$0.000000 $0.000005 $0.000010 $0.000015"},
+		{-4_000, 10_000, "-$0.005 $0.000 $0.005 $0.010"},
 		{-40_000, 10_000, "-$0.04 -$0.03 -$0.02 -$0.01 $0.00 $0.01"},
 		{0, 500_000_000, "$0.00 $100.00 $200.00 $300.00 $400.00 $500.00"},
-		{0, 1_234_567_890, "$0.00 $500.00 $1,000.00"},
+		{0, 1_234_567_890, "$0.00 $500.00 $1,000.00 $1,500.00"},
 		{0, 1, "$0.000000 $0.000001"},
 		{0, 0, "$0.00"},
+		// The one range whose top cannot round up in an int64.
 		{0, math.MaxInt64, "$0.00 $1,000,000,000,000.00 $2,000,000,000,000.00 $3,000,000,000,000.00 $4,000,000,000,000.00 $5,000,000,000,000.00 $6,000,000,000,000.00 $7,000,000,000,000.00 $8,000,000,000,000.00 $9,000,000,000,000.00"},
 	} {
-		ticks := yTicks(tc.lo, tc.hi, 10, 200)
+		ticks := newYAxis(tc.lo, tc.hi, 10, 200).Ticks
 		var labels []string
 		for i, tk := range ticks {
 			labels = append(labels, tk.Label)
@@ -216,6 +221,94 @@ func TestYTicksRoundAndAlike(t *testing.T) {
 		if got := strings.Join(labels, " "); got != tc.want {
 			t.Errorf("[%d, %d]: labels %s, want %s", tc.lo, tc.hi, got, tc.want)
 		}
+	}
+}
+
+// An axis covers its values: its lowest tick is at or below lo and at the
+// plot's bottom, its highest at or above hi and at the plot's top, and
+// its ticks are the consecutive multiples of one round step (1, 2 or 5 ×
+// a power of ten micro-USD), at most 6 of them. Amounts tiny, on a step,
+// just above a step, just below one, large, and below zero (a burn-down
+// over budget).
+func TestYAxisCoversTheValues(t *testing.T) {
+	const top, plotH = 16.0, 194.0
+	round := func(s int64) bool {
+		for s%10 == 0 {
+			s /= 10
+		}
+		return s == 1 || s == 2 || s == 5
+	}
+	for _, r := range [][2]int64{
+		{0, 1}, {0, 2}, {0, 3}, {0, 7}, {0, 11}, // tiny: micro-dollars
+		{0, 1_936}, {0, 1_500}, {0, 1_501}, {0, 1_999}, {0, 2_001}, // trial9's day, a step, just above, around
+		{0, 5_000}, {0, 5_001}, {0, 9_999}, {0, 10_000}, {0, 10_001}, {0, 34_296},
+		{0, 1_000_000}, {0, 1_000_001}, {0, 2_500_000}, {0, 123_456_789},
+		{0, 50_000_000_000}, {0, 50_000_000_001}, {0, 9_000_000_000_000_000},
+		{-1, 1}, {-4_000, 10_000}, {-10_001, 1}, {-1_936, 50_000}, {-7_000_000, 5_000_000},
+	} {
+		lo, hi := r[0], r[1]
+		a := newYAxis(lo, hi, top, plotH)
+		ticks := a.Ticks
+		if len(ticks) < 2 || len(ticks) > 6 {
+			t.Errorf("[%d, %d]: %d ticks, want 2 to 6", lo, hi, len(ticks))
+			continue
+		}
+		first, last := ticks[0], ticks[len(ticks)-1]
+		if first.Value > lo || last.Value < hi {
+			t.Errorf("[%d, %d]: ticks %s to %s do not cover the values", lo, hi, first.Label, last.Label)
+		}
+		if a.Lo != first.Value || a.Hi != last.Value || first.Pos != top+plotH || last.Pos != top {
+			t.Errorf("[%d, %d]: axis [%d, %d], ticks %d at %.1f to %d at %.1f: the end ticks are not the plot's ends", lo, hi, a.Lo, a.Hi, first.Value, first.Pos, last.Value, last.Pos)
+		}
+		step := ticks[1].Value - ticks[0].Value
+		if !round(step) {
+			t.Errorf("[%d, %d]: step %d micro-USD is not 1, 2 or 5 × a power of ten", lo, hi, step)
+		}
+		for i, tk := range ticks {
+			if tk.Value%step != 0 || (i > 0 && tk.Value-ticks[i-1].Value != step) {
+				t.Errorf("[%d, %d]: tick %d (%s) is not the next multiple of %d", lo, hi, tk.Value, tk.Label, step)
+			}
+		}
+	}
+}
+
+// The spend-per-day chart of trial9's month (a day of $0.001936 the
+// tallest): a label at or above the tallest bar's top ($0.0020 on the
+// plot's top line), the bar drawn to that scale (its top 64/2000 of the
+// plot's 194 units below the top line); the burn-down's top label at or
+// above its $0.002636 cumulative spend, its points drawn to that scale.
+func TestRenderAxisAboveTallestBar(t *testing.T) {
+	day := func(d int, cost, cum int64) Day {
+		return Day{Date: time.Date(2026, 12, d, 0, 0, 0, 0, time.UTC), Row: Row{CostMicroUSD: cost}, Cumulative: cum}
+	}
+	r := &Report{Tenant: "acme", Total: Row{CostMicroUSD: 2_636, Requests: 3},
+		Days: []Day{day(1, 700, 700), day(2, 1_936, 2_636)}}
+	var b bytes.Buffer
+	if err := Render(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	tickRe := regexp.MustCompile(`<line class="grid" [^>]* y1="([0-9.]+)"[^>]*/><text [^>]*>([^<]*)</text>`)
+	barRe := regexp.MustCompile(`<rect class="bar day" [^>]* y="([0-9.]+)"`)
+	for _, chart := range []struct{ id, top string }{{"days", "$0.0020"}, {"burn", "$0.003"}} {
+		i := strings.Index(page, `<svg id="`+chart.id+`"`)
+		svg := page[i : i+strings.Index(page[i:], "</svg>")]
+		ticks := tickRe.FindAllStringSubmatch(svg, -1)
+		if len(ticks) == 0 {
+			t.Fatalf("%s: no ticks", chart.id)
+		}
+		topTick := ticks[len(ticks)-1]
+		if topTick[2] != chart.top || topTick[1] != "16.0" {
+			t.Errorf("%s: top tick %s at y=%s, want %s at the plot's top (16.0)", chart.id, topTick[2], topTick[1], chart.top)
+		}
+	}
+	bars := barRe.FindAllStringSubmatch(page[strings.Index(page, `<svg id="days"`):], -1)
+	if len(bars) != 2 || bars[1][1] != "22.2" {
+		t.Errorf("day bars %q: want the $0.001936 day's top at y=22.2 (16 + 194 × 64/2000)", bars)
+	}
+	points := regexp.MustCompile(`<circle class="point" cx="[0-9.]+" cy="([0-9.]+)"`).FindAllStringSubmatch(page, -1)
+	if len(points) != 2 || points[1][1] != "39.5" {
+		t.Errorf("burn-down points %q: want the $0.002636 month-end at y=39.5 (16 + 194 × 364/3000)", points)
 	}
 }
 
