@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -154,11 +155,32 @@ func TestInFlightEveryExitPath(t *testing.T) {
 	})
 
 	t.Run("upstream timeout", func(t *testing.T) {
-		r := newOne("", 500*time.Millisecond)
-		_, body, _ := r.post(panicStreamBody, "x-mock-delay-ms", "100", "x-mock-completion-tokens", "50")
-		r.waitFree("upstream timeout")
-		if !strings.Contains(body, "data:") || strings.Contains(body, "[DONE]") {
-			t.Errorf("want a stream cut by the timeout before its end, got %q", body)
+		// The upstream sends its headers and a first event at once, then
+		// neither writes nor closes: only the timeout can end the stream,
+		// whenever it fires. The timeout bounds the one step that is not
+		// driven (the headers reaching llmguard from a loopback socket);
+		// when a loaded machine lets the deadline pass first (a 502, an
+		// exit whose slot must come back too), the call is made again
+		// with twice the timeout, so that the stream cut mid-way is
+		// always the path checked.
+		event := `data: {"choices":[{"index":0,"delta":{"content":"hello"}}]}` + "\n\n"
+		up := startScriptedUpstream(t, false, scriptStep{write: "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" +
+			fmt.Sprintf("%x\r\n%s\r\n", len(event), event)}) // one chunk, not the last
+		for timeout := 500 * time.Millisecond; ; timeout *= 2 {
+			r := newRig(t, rigOptions{url: up, w: w, limits: one, timeout: timeout})
+			st, body, _ := r.post(panicStreamBody)
+			r.waitFree("upstream timeout")
+			if st == 502 && timeout < time.Minute {
+				t.Logf("the %v timeout passed before the answer's headers: again with twice that", timeout)
+				continue
+			}
+			if st != 200 || !strings.Contains(body, `"content":"hello"`) || strings.Contains(body, "[DONE]") {
+				t.Errorf("want a stream cut by the timeout before its end, got %d %q", st, body)
+			}
+			if log := r.log.String(); !strings.Contains(log, "upstream stream ended with an error") || !strings.Contains(log, "timeout") {
+				t.Errorf("the stream did not end by the upstream timeout; log:\n%s", log)
+			}
+			return
 		}
 	})
 }

@@ -201,7 +201,13 @@ func TestStreamsLlmguardCannotReadKeepTheirCharge(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := startRawUpstream(t, sseAnswer(tc.stream))
-			r := newRig(t, rigOptions{url: up.url(), w: w})
+			// The upstream writes its whole answer at once; the timeout,
+			// which bounds the whole exchange (Upstream.Timeout), is the
+			// production default, far above its relay: relaying an event
+			// of 16 MiB through the tap under -race took past the rig's
+			// 10s on a loaded machine, and the stream was then cut by the
+			// timeout (the client's "unexpected EOF"), not by llmguard.
+			r := newRig(t, rigOptions{url: up.url(), w: w, timeout: 10 * time.Minute})
 			full := r.remaining()
 			status, _, _, err := r.do("/v1/chat/completions", panicStreamBody)
 			if err != nil || status != 200 {

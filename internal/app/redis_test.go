@@ -15,7 +15,11 @@ import (
 // bucket in Redis ends at capacity − actual, not capacity − reserved.
 func TestRedisStoreReconcilesThroughTheProxy(t *testing.T) {
 	srv := redistest.Shared(t)
-	h := start(t, slowTPM+fmt.Sprintf("\nstore: {backend: redis, redis_url: \"redis://%s/0\", timeout: 100ms}\n", srv.Addr()))
+	// A store timeout far above a take's round trip: a take timed out on a
+	// loaded machine is admitted fail-open from a node-local bucket, and a
+	// reconcile timed out (4 × the timeout) never lands; neither is what
+	// this test is about.
+	h := start(t, slowTPM+fmt.Sprintf("\nstore: {backend: redis, redis_url: \"redis://%s/0\", timeout: 5s}\n", srv.Addr()))
 	resp, _ := h.post(testKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":500}`,
 		"x-mock-completion-tokens", "30")
 	if resp.StatusCode != 200 {
@@ -26,7 +30,7 @@ func TestRedisStoreReconcilesThroughTheProxy(t *testing.T) {
 	}
 	key := "llmguard:{acme}:user-tpm:alice"
 	var level float64
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(60 * time.Second) // a bound on progress, not on the reconcile's speed
 	for time.Now().Before(deadline) {
 		v, err := srv.Client().Get(context.Background(), key).Result()
 		if err == nil {

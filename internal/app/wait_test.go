@@ -51,18 +51,16 @@ func startWaiting(t *testing.T, tail string) (*harness, *fakeclock.Clock) {
 	return serveApp(t, mock, a, nil), clock
 }
 
-// until polls cond every millisecond for at most 10s (a bound on the test's
-// progress, not a timing assertion) and fails the test with what when it
-// never holds.
+// until polls cond every millisecond for at most 60s (a bound on the
+// test's progress far above any step it waits for, not a timing
+// assertion) and fails the test with what when it never holds.
 func until(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for range 10000 {
-		if cond() {
-			return
+	for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
 		}
-		time.Sleep(time.Millisecond)
 	}
-	t.Fatalf("never: %s", what)
 }
 
 // answer is one response's status, wait header and arrival order.
