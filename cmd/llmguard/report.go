@@ -78,11 +78,12 @@ func (r *reportCmd) Run() error {
 		return err
 	}
 	seen := tenantsSeen{want: r.Tenant}
-	if err := r.read(cfg, opt, func(rec ledger.Record) { seen.add(rec); b.Add(rec) }); err != nil {
+	monthOnly, err := r.read(cfg, opt, func(rec ledger.Record) { seen.add(rec); b.Add(rec) })
+	if err != nil {
 		return err
 	}
 	rep := b.Report()
-	if msg := seen.emptyNote(rep, r.monthOnly(cfg)); msg != "" {
+	if msg := seen.emptyNote(rep, monthOnly); msg != "" {
 		fmt.Fprintln(os.Stderr, "llmguard report: "+msg)
 	}
 	w := bufio.NewWriter(os.Stdout)
@@ -92,17 +93,12 @@ func (r *reportCmd) Run() error {
 	return w.Flush()
 }
 
-// monthOnly reports whether read passes only the report's month's
-// records (the ledger stream, read by XRANGE over the month) rather than
-// every record of the ledger files.
-func (r *reportCmd) monthOnly(cfg *config.Config) bool {
-	return len(r.Ledger) == 0 && cfg != nil && cfg.Ledger.File == "" && cfg.Ledger.RedisStream != ""
-}
-
 // read passes fn the ledger's records: of --ledger, or of the config's
 // ledger file (each file streamed, never held whole), else of its stream
 // (the month's entries, XRANGE; the stream is bounded by its maxlen).
-func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.Record)) error {
+// monthOnly is true when what it read was the stream: the month's records
+// only, not every record of the ledger.
+func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.Record)) (monthOnly bool, err error) {
 	ledgers := r.Ledger
 	if len(ledgers) == 0 && cfg != nil && cfg.Ledger.File != "" {
 		ledgers = []string{cfg.Ledger.File}
@@ -115,14 +111,14 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.
 			if errors.Is(err, fs.ErrNotExist) && len(r.Ledger) == 0 && !filepath.IsAbs(file) {
 				// ledger.file is relative to serve's working directory, which
 				// need not be this one.
-				return fmt.Errorf("%w (ledger.file is relative to the working directory llmguard serve runs in: run report there, or give --ledger PATH)", err)
+				return false, fmt.Errorf("%w (ledger.file is relative to the working directory llmguard serve runs in: run report there, or give --ledger PATH)", err)
 			}
 			if err != nil {
-				return err
+				return false, err
 			}
 			for _, name := range names {
 				if i := slices.IndexFunc(files, func(f string) bool { return sameFile(f, name) }); i >= 0 {
-					return fmt.Errorf("report: --ledger reads %s twice (as %s too, by another name, a link or as a backup of another file): its records would count twice", name, files[i])
+					return false, fmt.Errorf("report: --ledger reads %s twice (as %s too, by another name, a link or as a backup of another file): its records would count twice", name, files[i])
 				}
 				files = append(files, name)
 			}
@@ -131,18 +127,18 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.
 		for _, name := range files {
 			n, err := ledger.ReadFile(name, fn)
 			if err != nil {
-				return err
+				return false, err
 			}
 			bad += n
 		}
 		if bad > 0 {
 			fmt.Fprintf(os.Stderr, "llmguard report: skipped %d unreadable ledger %s\n", bad, plural(bad, "line", "lines"))
 		}
-		return nil
+		return false, nil
 	case cfg != nil && cfg.Ledger.RedisStream != "":
 		o, err := redis.ParseURL(cfg.Ledger.RedisURL)
 		if err != nil {
-			return fmt.Errorf("report: ledger.redis_url: %w", err)
+			return false, fmt.Errorf("report: ledger.redis_url: %w", err)
 		}
 		o.ContextTimeoutEnabled = true // ScanStream bounds each page by its context
 		// go-redis logs each failed dial through its package logger, to
@@ -164,13 +160,13 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.
 		if bad > 0 {
 			fmt.Fprintf(os.Stderr, "llmguard report: skipped %d unreadable ledger stream %s\n", bad, plural(bad, "entry", "entries"))
 		}
-		return err
+		return true, err
 	case cfg != nil:
-		return errors.New("report: the config names no ledger (ledger.file or ledger.redis_stream)")
+		return false, errors.New("report: the config names no ledger (ledger.file or ledger.redis_stream)")
 	}
 	// A missing argument: exit 2, as the main package's doc says (trial2:
 	// it exited 1, as a failed report does).
-	return usageError{errors.New("report: give --ledger FILE or --config FILE")}
+	return false, usageError{errors.New("report: give --ledger FILE or --config FILE")}
 }
 
 // monthlyBudget is the first limit of cfg that is a monthly USD quota of
