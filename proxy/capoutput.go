@@ -119,9 +119,9 @@ func (p *Proxy) capBody(_ *fasthttp.RequestCtx, x *exchange, body []byte) []byte
 	return out
 }
 
-// mirrorMaxTokens returns body with a max_tokens member added beside the
-// max_completion_tokens of a chat request that names only that one, as a
-// plain positive integer (the maximum admission reserved for), when its
+// mirrorMaxTokens returns body with the maximum a chat request named
+// only as max_completion_tokens (weigher.Estimate.MaxCompletionOnly, as
+// the weigher read it and reserved for) written as max_tokens, when its
 // upstream reads max_tokens (chatOutputFieldOf: Ollama, llama.cpp,
 // TabbyAPI); body itself otherwise. Such a server ignores
 // max_completion_tokens and writes until the model stops: a caller that
@@ -129,23 +129,20 @@ func (p *Proxy) capBody(_ *fasthttp.RequestCtx, x *exchange, body []byte) []byte
 // completion and billed up to the model's maximum, charged only after
 // the fact as debt, so that many such calls at once spent far past the
 // limit (adv25's lead; TestMaxCompletionTokensBoundsAMaxTokensServer).
-// Copied as the same digits, the maximum the upstream honours is the one
-// reserved. Not a plain integer (a float, a string): left as it is, read
-// by the weigher and the server alike or refused.
+// A body that also names a max_tokens holding no count (0, -1, which
+// those servers read as no limit, null) has both values replaced by the
+// maximum; one that names none gets max_tokens added.
 func mirrorMaxTokens(x *exchange, body []byte) []byte {
-	if x.kind != weigher.KindChat || x.upstream == nil || x.upstream.chatOutputField != chatMaxTokens ||
-		x.est.NamesMaxTokens || !x.est.Parsed || x.est.OutputDefaulted {
+	per := x.est.MaxCompletionOnly
+	if per <= 0 || x.kind != weigher.KindChat || x.upstream == nil || x.upstream.chatOutputField != chatMaxTokens ||
+		!x.est.Parsed || x.est.OutputDefaulted {
 		return body
 	}
-	f := x.est.OutputFields[0]
-	if f.End == 0 || f.Start < 0 || f.End > len(body) || x.est.OutputFields[1].End != 0 {
-		return body
+	fields := x.est.OutputFields // both members' values, when max_tokens is one
+	if !x.est.NamesMaxTokens {
+		fields = [2]weigher.FieldSpan{} // max_tokens added
 	}
-	n, err := strconv.ParseInt(string(body[f.Start:f.End]), 10, 64)
-	if err != nil || n <= 0 {
-		return body
-	}
-	return rewriteOutputMax(body, [2]weigher.FieldSpan{}, chatMaxTokens, n)
+	return rewriteOutputMax(body, fields, chatMaxTokens, per)
 }
 
 // Chat output fields: the two names of a chat request's output maximum

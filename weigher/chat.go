@@ -437,6 +437,9 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	mc, okC := tokenCount(maxCompletion)
 	mt, okT := tokenCount(maxTok)
 	out := max(mc, mt)
+	if okC && !okT {
+		est.MaxCompletionOnly = mc
+	}
 	if !okC && !okT {
 		out = w.defaultOutput(est.Model)
 		est.OutputDefaulted = true

@@ -170,6 +170,14 @@ type Estimate struct {
 	// on a server that reads that name (OpenAI's, vLLM), not on one that
 	// reads max_tokens alone (Ollama, llama.cpp, TabbyAPI).
 	NamesMaxTokens bool
+	// MaxCompletionOnly is a chat body's max_completion_tokens as the
+	// weigher read it (tokenCount: 1.0, "1" and 1e0 read as 1; capped at
+	// maxTokens), in tokens per completion, when max_tokens holds no count
+	// (absent, or 0, -1, null, a word); 0 otherwise. The reservation was
+	// made from it, and a server that reads only max_tokens (Ollama,
+	// llama.cpp, TabbyAPI; -1 there is "no limit") ignores it, so the proxy
+	// writes it into max_tokens for such a server.
+	MaxCompletionOnly int64
 }
 
 // Usage is what an upstream reports a request really used, in tokens:

@@ -133,6 +133,14 @@ func TestMaxCompletionTokensBoundsAMaxTokensServer(t *testing.T) {
 	}{
 		{"max_completion_tokens 100", `{"model":"gpt-4o-mini","max_completion_tokens":100,"messages":[{"role":"user","content":"say hi"}]}`, true},
 		{"escaped key", `{"model":"gpt-4o-mini","max_completion\u005ftokens":100,"messages":[{"role":"user","content":"say hi"}]}`, true},
+		// Forms the weigher reads as 100 (review: ParseInt of the text let
+		// them through unmirrored).
+		{"as a string", `{"model":"gpt-4o-mini","max_completion_tokens":"100","messages":[{"role":"user","content":"say hi"}]}`, true},
+		{"as 100.0", `{"model":"gpt-4o-mini","max_completion_tokens":100.0,"messages":[{"role":"user","content":"say hi"}]}`, true},
+		// A max_tokens holding no count (-1 is "no limit" to llama.cpp and
+		// Ollama) is replaced, not left beside the one reserved for.
+		{"max_tokens -1", `{"model":"gpt-4o-mini","max_completion_tokens":100,"max_tokens":-1,"messages":[{"role":"user","content":"say hi"}]}`, true},
+		{"max_tokens null", `{"model":"gpt-4o-mini","max_tokens":null,"max_completion_tokens":100,"messages":[{"role":"user","content":"say hi"}]}`, true},
 		// A body naming max_tokens is sent as it is: no member named twice.
 		{"both named", `{"model":"gpt-4o-mini","max_completion_tokens":100,"max_tokens":100,"messages":[{"role":"user","content":"say hi"}]}`, true},
 		// An upstream that reads max_completion_tokens (OpenAI's own API,
