@@ -98,14 +98,11 @@ func (s SearchContextSize) String() string { return name(searchContextNames, int
 // (a size the upstream billed that llmguard does not know is charged at
 // the dearest it knows).
 func ParseSearchContextSize(s string) SearchContextSize {
-	s = strings.ToLower(strings.TrimSpace(s))
-	switch s {
-	case "":
-		return SearchContextNone
-	case "low":
-		return SearchContextLow
-	case "medium":
-		return SearchContextMedium
+	s = strings.TrimSpace(s)
+	for i, n := range searchContextNames {
+		if strings.EqualFold(s, n) {
+			return SearchContextSize(i)
+		}
 	}
 	return SearchContextHigh
 }
