@@ -208,10 +208,14 @@ func (e *litellmEntry) readSearchFees(v json.RawMessage) error {
 		if raw, ok := sizes[sz.key]; !ok || json.Unmarshal(raw, &f) != nil {
 			continue
 		}
-		if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) || f > 1e300 {
+		if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
 			return fmt.Errorf("negative or non-finite fee %v in search_context_cost_per_query.%s", f, sz.key)
 		}
-		*sz.dst = math.Round(f*1e3*1e9) / 1e9 // USD per request → per 1,000, to the pico-USD per request
+		f = math.Round(f*1e3*1e9) / 1e9 // USD per request → per 1,000, to the pico-USD per request
+		if math.IsInf(f, 0) { // as for a token price: validate's bound refuses any such fee, ParsePrices promises finite ones
+			return fmt.Errorf("fee %v in search_context_cost_per_query.%s is past any price", sizes[sz.key], sz.key)
+		}
+		*sz.dst = f
 	}
 	return nil
 }

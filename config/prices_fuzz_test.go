@@ -13,6 +13,7 @@ func FuzzParsePrices(f *testing.F) {
 		`{"m": {"input_cost_per_token": 1e-06, "input_cost_per_token_above_200k_tokens_priority": 2e-06, "output_cost_per_audio_token": "x"}}`,
 		`{"m": {"input_cost_per_token": -1}}`, `{"m": 1}`, `[]`, `{`, ``,
 		`{"m": {"input_cost_per_token": 1e300, "output_cost_per_token": 1}}`, // finite per token, +Inf per million once scaled
+		`{"m": {"input_cost_per_token": 1e-06, "output_cost_per_token": 2e-06, "search_context_cost_per_query": {"search_context_size_high": 1e300}}}`, // +Inf per 1,000 once scaled
 	} {
 		f.Add([]byte(s))
 	}
@@ -42,6 +43,9 @@ func FuzzParsePrices(f *testing.F) {
 				if lc.AboveInputTokens <= 0 {
 					t.Fatalf("%s: band above %d tokens", name, lc.AboveInputTokens)
 				}
+			}
+			if fees := m.SearchRequestUSDPerK; bad(fees.Low) || bad(fees.Medium) || bad(fees.High) {
+				t.Fatalf("%s: search fees %+v", name, fees)
 			}
 		}
 	})
