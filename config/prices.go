@@ -212,7 +212,9 @@ func (e *litellmEntry) readSearchFees(v json.RawMessage) error {
 			return fmt.Errorf("negative or non-finite fee %v in search_context_cost_per_query.%s", f, sz.key)
 		}
 		f = math.Round(f*1e3*1e9) / 1e9 // USD per request → per 1,000, to the pico-USD per request
-		if math.IsInf(f, 0) { // as for a token price: validate's bound refuses any such fee, ParsePrices promises finite ones
+		// As for a token price: validate's bound refuses any such fee,
+		// but ParsePrices promises finite ones.
+		if math.IsInf(f, 0) {
 			return fmt.Errorf("fee %v in search_context_cost_per_query.%s is past any price", sizes[sz.key], sz.key)
 		}
 		*sz.dst = f

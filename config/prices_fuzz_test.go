@@ -13,7 +13,8 @@ func FuzzParsePrices(f *testing.F) {
 		`{"m": {"input_cost_per_token": 1e-06, "input_cost_per_token_above_200k_tokens_priority": 2e-06, "output_cost_per_audio_token": "x"}}`,
 		`{"m": {"input_cost_per_token": -1}}`, `{"m": 1}`, `[]`, `{`, ``,
 		`{"m": {"input_cost_per_token": 1e300, "output_cost_per_token": 1}}`, // finite per token, +Inf per million once scaled
-		`{"m": {"input_cost_per_token": 1e-06, "output_cost_per_token": 2e-06, "search_context_cost_per_query": {"search_context_size_high": 1e300}}}`, // +Inf per 1,000 once scaled
+		// finite per request, +Inf per 1,000 once scaled
+		`{"m": {"input_cost_per_token": 1e-06, "output_cost_per_token": 2e-06, "search_context_cost_per_query": {"search_context_size_high": 1e300}}}`,
 	} {
 		f.Add([]byte(s))
 	}
