@@ -69,9 +69,19 @@ func TestServerToolsAreHiddenContext(t *testing.T) {
 		{KindChat, `{"model":"gpt-4o","messages":[{"role":"user","content":"news?"}],"tools":[{"type":"web_search"}]}`},
 		{KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"news?"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`},
 		{KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"q"}],"mcp_servers":[{"type":"url","url":"https://x","name":"x"}]}`},
+		// Agent Skills load their instructions into the context, with or
+		// without the code execution tool the API asks for beside them.
+		{KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"deck?"}],"container":{"skills":[{"type":"anthropic","skill_id":"pptx","version":"latest"}]}}`},
+		{KindMessages, `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"deck?"}],"container":{"skills":{"type":"anthropic","skill_id":"pptx"}}}`},
 	} {
 		if e := w.Weigh(tc.kind, []byte(tc.body)); !e.ServerContext || e.InputTokens != DefaultMaxInputTokens {
 			t.Errorf("%s: ServerContext %v, input %d; want hidden context reserved", tc.body, e.ServerContext, e.InputTokens)
+		}
+	}
+	for _, c := range []string{`"cntr_1"`, `{"id":"cntr_1"}`, `{"skills":[]}`, `{"skills":null}`} {
+		body := `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"q"}],"container":` + c + `}`
+		if e := w.Weigh(KindMessages, []byte(body)); e.ServerContext {
+			t.Errorf("container %s (no skills) was taken for hidden context", c)
 		}
 	}
 	if e := w.Weigh(KindResponses, []byte(`{"model":"gpt-4o","input":"q","tools":[{"type":"function","name":"f"}]}`)); e.ServerContext {

@@ -110,6 +110,17 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 			// and its pricing page). Anything but "global" (the default) or
 			// null is taken as pinned.
 			est.GeoPinned = v.Type != gjson.Null && (v.Type != gjson.String || v.Str != "global")
+		case "container":
+			// Agent Skills (container.skills): the upstream loads each
+			// skill's metadata into the prompt, and its instructions and
+			// files when the model uses it, none of it in the body
+			// (https://docs.claude.com/en/docs/build-with-claude/skills-guide).
+			// The API asks for the code execution tool beside them, which
+			// marks the request too (serverTools); a body without it is
+			// judged by what it names, not by what the API would accept.
+			// A container id alone (reusing a container) brings files,
+			// which only that tool reads.
+			est.ServerContext = est.ServerContext || namesSkills(v)
 		case "mcp_servers", "plugins":
 			// Remote MCP servers: their tool results enter the context the
 			// upstream bills; so do the results of OpenRouter's plugins
@@ -639,4 +650,26 @@ func compactionTrigger(cm gjson.Result) (at int64, ok bool) {
 		return true
 	})
 	return at, ok
+}
+
+// namesSkills reports whether a Messages body's container member v names
+// Agent Skills: an object whose "skills" member is anything but null or an
+// empty array (a lenient upstream may take a single skill object).
+func namesSkills(v gjson.Result) bool {
+	if !v.IsObject() {
+		return false
+	}
+	sk := v.Get("skills")
+	if !sk.Exists() || sk.Type == gjson.Null {
+		return false
+	}
+	if !sk.IsArray() {
+		return true
+	}
+	found := false
+	sk.ForEach(func(_, _ gjson.Result) bool {
+		found = true
+		return false
+	})
+	return found
 }
