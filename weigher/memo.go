@@ -127,7 +127,7 @@ func le64(s string) uint64 {
 // across requests and conversations, in lists and bodies that are new as
 // a whole, which the count cache keys on; such a text of 20 to 40 bytes
 // costs about 1,000 instructions to count piece by piece (its pieces are
-// mostly in the piece memo already) and about 40 to find here. A slot
+// mostly in the piece memo already) and about 100 to find here. A slot
 // holds the text's bytes, so a count is found only for the same bytes:
 // the counts are the counter's (TestTextMemoSameCounts). Direct-mapped
 // and keyed by a hash of a few words of the text (textSlot): texts that
