@@ -406,8 +406,25 @@ func runeFlags(r rune) uint8 {
 func (c *bpeCounter) count(text string) int64 { return c.countIn(nil, text) }
 
 // countIn is count with the piece memo m, one of c's (nil: a memo from
-// c's pool, taken and given back for this text).
+// c's pool, taken and given back for this text). With m, a text of 2 to
+// textMemoBytes bytes is looked up whole in m's text memo first, and its
+// count remembered there when it is not found.
 func (c *bpeCounter) countIn(m *pieceMemo, text string) int64 {
+	if m != nil && !c.noMemo && len(text) >= 2 && len(text) <= textMemoBytes {
+		s := &m.texts.slots[textSlot(text)]
+		if int(s.n) == len(text) && string(s.text[:len(text)]) == text {
+			return int64(s.tokens)
+		}
+		n := c.countShort(m, text)
+		copy(s.text[:], text)
+		s.n, s.tokens = uint8(len(text)), uint16(n)
+		return n
+	}
+	return c.countShort(m, text)
+}
+
+// countShort is countIn without the text memo.
+func (c *bpeCounter) countShort(m *pieceMemo, text string) int64 {
 	if len(text) <= shortText && text != "" {
 		if j := c.piece(text, 0, true); j == len(text) {
 			return c.pieceTokens(text)
@@ -782,13 +799,30 @@ func (c *bpeCounter) nextCut(p string, x int) int {
 
 // segmentTokens is the byte-pair merge's count of p[i:j], a segment of a
 // piece cut by cutMerge (one byte or more), through the memo m when it
-// holds at most 16 bytes (see cutMerge).
+// holds at most 16 bytes (see cutMerge), through m's text memo when it
+// holds at most textMemoBytes.
 func (c *bpeCounter) segmentTokens(m *pieceMemo, p string, i, j int) int64 {
 	switch s := p[i:j]; {
 	case len(s) == 1:
 		return 1
 	case m != nil && len(s) <= 16:
 		return c.memoTokens(m, p, i, j)
+	case m != nil && len(s) <= textMemoBytes:
+		// A longer word or phrase (CJK: 6 to 16 characters) through the
+		// text memo, marked as a piece (a merge, not a text's count).
+		sl := &m.texts.slots[textSlot(s)]
+		if int(sl.n) == len(s)|textMemoPiece && string(sl.text[:len(s)]) == s {
+			return int64(sl.tokens)
+		}
+		var n int64
+		if longMerge(s) {
+			n = c.heapMerge(s)
+		} else {
+			n = c.mergeTokens(s)
+		}
+		copy(sl.text[:], s)
+		sl.n, sl.tokens = uint8(len(s)|textMemoPiece), uint16(n)
+		return n
 	case longMerge(s):
 		return c.heapMerge(s)
 	default:

@@ -1,5 +1,7 @@
 package weigher
 
+import "math/bits"
+
 // pieceMemo remembers the token counts of recently counted pieces of 2 to
 // 16 bytes: natural text repeats its words, and a piece found here costs
 // one lookup in a table that stays in the CPU's cache (96 KiB) instead of a
@@ -10,6 +12,9 @@ package weigher
 // a time: counters keep them in a sync.Pool, so each CPU reuses a warm one.
 type pieceMemo struct {
 	slots [memoSlots]memoSlot
+	// texts are the counts of whole short texts (textMemo), which
+	// countIn looks up before it splits a text into pieces.
+	texts textMemo
 }
 
 // memoSlots is the memo's size, a power of two: 4,096 slots of 24 bytes.
@@ -114,4 +119,66 @@ func le64(s string) uint64 {
 	_ = s[7]
 	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// textMemo remembers the token counts of recently counted short texts, of
+// 2 to textMemoBytes bytes, whole: a tool's property ("query:string:Words
+// to search for"), an enum value, a short message ("Continue.") recur
+// across requests and conversations, in lists and bodies that are new as
+// a whole, which the count cache keys on; such a text of 20 to 40 bytes
+// costs about 1,000 instructions to count piece by piece (its pieces are
+// mostly in the piece memo already) and about 100 to find here. A slot
+// holds the text's bytes, so a count is found only for the same bytes:
+// the counts are the counter's (TestTextMemoSameCounts). Direct-mapped
+// and keyed by a hash of a few words of the text (textSlot): texts that
+// share a slot replace each other, which costs misses, never a wrong
+// count. Part of a pieceMemo, so it has the piece memo's owner rules (one
+// counter, one goroutine at a time). Size: textMemoSlots × 52 bytes,
+// 26 KiB.
+type textMemo struct {
+	slots [textMemoSlots]textMemoSlot
+}
+
+// textMemoSlots is the text memo's number of slots, a power of two
+// (textMemoShift is 64 minus its log2).
+const (
+	textMemoSlots = 1 << 9
+	textMemoShift = 64 - 9
+)
+
+// textMemoBytes is the longest text, in bytes, the text memo holds.
+const textMemoBytes = 48
+
+// textMemoPiece marks a textMemoSlot's length as a piece's (a segment of
+// cutMerge), whose count is a merge's: a text of the same bytes counts
+// its pre-tokenizer's pieces, which may differ.
+const textMemoPiece = 0x80
+
+// textMemoSlot is one remembered text: its bytes, its length (0: an empty
+// slot; with textMemoPiece set, the bytes are a segment of a long piece,
+// cutMerge's, and the tokens its byte-pair merge's) and its tokens (at
+// most 3 × 48: a bad byte counts as U+FFFD).
+type textMemoSlot struct {
+	text   [textMemoBytes]byte
+	n      uint8
+	tokens uint16
+}
+
+// textSlot is the slot index of text t (2 to textMemoBytes bytes): a hash
+// of its length, its first and last 8 bytes and, past 16 bytes, the 8 in
+// its middle (the whole text when shorter than 8).
+func textSlot(t string) uint64 {
+	n := len(t)
+	var a, b uint64
+	if n >= 8 {
+		a, b = le64(t[:8]), le64(t[n-8:])
+		if n > 16 {
+			b ^= bits.RotateLeft64(le64(t[n/2-4:]), 29)
+		}
+	} else {
+		a = pack(t)
+	}
+	h := (a*0x9e3779b97f4a7c15 ^ b*0xc2b2ae3d27d4eb4f) + uint64(n)
+	h ^= h >> 31
+	return (h * 0xbf58476d1ce4e5b9) >> textMemoShift
 }
