@@ -200,7 +200,12 @@ type quotaRow struct {
 // period when none is left. Levels of ended periods are forgotten, and
 // series of limits the prepared policy has no quota of are dropped. A
 // series' rule is the prepared policy's (the one it was observed under
-// before any).
+// before any), and its amount and period end are that rule's at now, not
+// those a settlement recorded: a quota raised or lowered by a reload reads
+// its new amount at once, on a node that settles nothing under it since
+// (trial10: a quota lowered from $500 to $100 with $90 spent read 18 %
+// used on such a node, and the alerts' max by over the fleet took its
+// stale $500, so the 80 % alert stayed silent).
 func (g *budgetGauges) rows(now time.Time) []quotaRow {
 	var quotas map[string]*policy.Rule
 	if q := g.quotas.Load(); q != nil {
@@ -218,26 +223,39 @@ func (g *budgetGauges) rows(now time.Time) []quotaRow {
 				return true
 			}
 		}
+		cur := rule.LimitAt(now)
 		kept := s.subjects[:0]
 		for _, l := range s.subjects {
-			if now.Before(l.end) {
+			// A level of a period that began before the rule's current one
+			// is gone too once a rule is prepared: a reload that made the
+			// period start later (month to day) begins it afresh, as the
+			// store does.
+			if now.Before(l.end) && (quotas == nil || !l.start.Before(cur.WindowStart)) {
 				kept = append(kept, l)
 			}
 		}
 		clear(s.subjects[len(kept):])
 		s.subjects = kept
 		r := quotaRow{group: k, usd: rule.Unit == policy.UnitUSD}
-		if len(kept) == 0 {
-			cur := rule.LimitAt(now)
-			r.capacity, r.end = cur.Capacity, cur.WindowEnd
-		} else {
+		r.capacity, r.end = cur.Capacity, cur.WindowEnd
+		if len(kept) > 0 {
+			// Under a prepared rule every bucket's amount is cur's, so
+			// the most used is the one that used most, whatever amount
+			// its settlement recorded.
+			more := func(a, b subjectLevel) bool { return a.share() > b.share() }
+			if quotas != nil {
+				more = func(a, b subjectLevel) bool { return a.used > b.used }
+			}
 			best := kept[0]
 			for _, l := range kept[1:] {
-				if l.share() > best.share() {
+				if more(l, best) {
 					best = l
 				}
 			}
-			r.used, r.capacity, r.end = best.used, best.capacity, best.end
+			r.used = best.used
+			if quotas == nil {
+				r.capacity, r.end = best.capacity, best.end
+			}
 		}
 		rows = append(rows, r)
 		return true

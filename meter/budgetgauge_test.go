@@ -57,10 +57,20 @@ type gaugeRig struct {
 	reg     *prometheus.Registry
 	ledger  *records
 	callers map[string]policy.Principal
+	metrics *Metrics
 	n       int
 }
 
-func newGaugeRig(t testing.TB, limits string) *gaugeRig {
+// reload makes limits the rig's policy, preparing the Metrics with its
+// rules as a config reload does.
+func (r *gaugeRig) reload(limits string) {
+	r.t.Helper()
+	r.policy = gaugePolicy(r.t, limits)
+	r.metrics.Prepare(r.policy.Rules())
+}
+
+// gaugePolicy compiles the rig's config with limits.
+func gaugePolicy(t testing.TB, limits string) *policy.Policy {
 	t.Helper()
 	c, err := config.Parse([]byte(`
 upstreams: [{name: o, flavor: openai, base_url: "http://x"}]
@@ -78,6 +88,13 @@ limits:
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pol
+}
+
+func newGaugeRig(t testing.TB, limits string) *gaugeRig {
+	t.Helper()
+	pol := gaugePolicy(t, limits)
+	var err error
 	r := &gaugeRig{t: t, policy: pol, reg: prometheus.NewRegistry(), ledger: &records{}, callers: map[string]policy.Principal{}}
 	for user, key := range map[string]string{"alice": "sk-a", "bob": "sk-b"} {
 		if r.callers[user], _ = pol.Identify(key); r.callers[user].User != user {
@@ -89,6 +106,7 @@ limits:
 	t.Cleanup(func() { mem.Close() })
 	metrics := newGaugeMetrics(t, r.reg, r.clock.Now)
 	metrics.Prepare(pol.Rules())
+	r.metrics = metrics
 	if r.meter, err = New(Options{Store: mem, Ledger: r.ledger, Metrics: metrics,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: r.clock.Now}); err != nil {
 		t.Fatal(err)
@@ -216,5 +234,54 @@ func TestBudgetGaugeResetsAtPeriodEnd(t *testing.T) {
 	r.call("bob", 10, 10, 5) // the new period counts afresh
 	if got := r.gauge("llmguard_quota_used", "acme-daily-tokens"); !near(got, 15) {
 		t.Errorf("after a request in the new period: quota_used %v, want 15", got)
+	}
+}
+
+// A reload that changes a quota shows at once in its gauges, with no
+// request settled under the new rule: its amount (lowered, the share used
+// rises and the fleet's max by no longer takes this node's old amount),
+// and a period that now starts later, which the store begins afresh.
+func TestBudgetGaugeFollowsAReload(t *testing.T) {
+	r := newGaugeRig(t, `  - {name: acme-usd, scope: tenant, unit: usd, quota: 0.01, period: month}
+`)
+	for range 3 {
+		r.call("alice", 1000, 2000, 150) // 240 µUSD each
+	}
+	steps := []struct {
+		name   string
+		limits string
+		used   float64 // USD
+		limit  float64 // USD
+		end    time.Time
+	}{
+		{"as started", "", 720e-6, 0.01, time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)},
+		{"quota lowered to $0.001", `  - {name: acme-usd, scope: tenant, unit: usd, quota: 0.001, period: month}
+`, 720e-6, 0.001, time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)},
+		{"quota raised to $0.1", `  - {name: acme-usd, scope: tenant, unit: usd, quota: 0.1, period: month}
+`, 720e-6, 0.1, time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)},
+		{"period made a day: it starts afresh", `  - {name: acme-usd, scope: tenant, unit: usd, quota: 0.1, period: day}
+`, 0, 0.1, time.Date(2026, 3, 11, 0, 0, 0, 0, time.UTC)},
+	}
+	for i, s := range steps {
+		if s.limits != "" {
+			r.reload(s.limits)
+		}
+		for _, c := range []struct {
+			family string
+			want   float64
+		}{
+			{"llmguard_quota_used", s.used},
+			{"llmguard_quota_limit", s.limit},
+			{"llmguard_limit_utilization", s.used / s.limit},
+			{"llmguard_quota_period_end_timestamp_seconds", float64(s.end.Unix())},
+		} {
+			if got := r.gauge(c.family, "acme-usd"); !near(got, c.want) {
+				t.Errorf("step %d (%s): %s = %v, want %v", i, s.name, c.family, got, c.want)
+			}
+		}
+	}
+	r.call("bob", 1000, 2000, 150) // the day's first spend
+	if got := r.gauge("llmguard_quota_used", "acme-usd"); !near(got, 240e-6) {
+		t.Errorf("after a request under the daily quota: quota_used %v, want 0.00024", got)
 	}
 }

@@ -162,11 +162,14 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.
 		}
 		return true, err
 	case cfg != nil:
-		return false, errors.New("report: the config names no ledger (ledger.file or ledger.redis_stream)")
+		return false, errors.New("report: the config names no ledger (ledger.file or ledger.redis_stream): add ledger: {file: ledger.jsonl} to it to record spend from then on")
 	}
 	// A missing argument: exit 2, as the main package's doc says (trial2:
 	// it exited 1, as a failed report does).
-	return false, usageError{errors.New("report: give --ledger FILE or --config FILE")}
+	// Unlike usage, report reads no running node: the embedded default
+	// records no ledger, so there is no default to fall back to (trial10:
+	// `llmguard report --tenant dev-team` after the Quickstart).
+	return false, usageError{errors.New("report: give --ledger FILE or --config FILE (a config with a ledger: section; the embedded default records no ledger)")}
 }
 
 // monthlyBudget is the first limit of cfg that is a monthly USD quota of

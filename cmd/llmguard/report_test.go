@@ -65,8 +65,25 @@ ledger: {file: %q}
 	}
 	// Neither --ledger nor --config is a usage error: exit 2 (it was 1).
 	var exit *exec.ExitError
-	if err := exec.Command(bin, "report", "--tenant", "acme").Run(); !errors.As(err, &exit) || exit.ExitCode() != 2 {
+	noArgs := exec.Command(bin, "report", "--tenant", "acme")
+	var noArgsErr strings.Builder
+	noArgs.Stderr = &noArgsErr
+	if err := noArgs.Run(); !errors.As(err, &exit) || exit.ExitCode() != 2 {
 		t.Errorf("report without --ledger or --config: %v, want exit status 2", err)
+	}
+	if !strings.Contains(noArgsErr.String(), "the embedded default records no ledger") {
+		t.Errorf("report without --ledger or --config: stderr %q, want it to say the embedded default records no ledger", noArgsErr.String())
+	}
+	// A config without a ledger: section is told what to add.
+	bare := filepath.Join(dir, "bare.yaml")
+	os.WriteFile(bare, []byte(`
+upstreams: [{name: mock, flavor: openai, base_url: "http://127.0.0.1:1", no_key: true}]
+`), 0o644)
+	noLedger := exec.Command(bin, "report", "--config", bare, "--tenant", "acme")
+	var noLedgerErr strings.Builder
+	noLedger.Stderr = &noLedgerErr
+	if err := noLedger.Run(); err == nil || !strings.Contains(noLedgerErr.String(), "add ledger: {file: ledger.jsonl}") {
+		t.Errorf("report on a config without a ledger: %v, stderr %q, want it to say what to add", err, noLedgerErr.String())
 	}
 	// A tenant the ledger never names (a typo) still gets its empty page,
 	// with a warning on stderr naming the tenants it does hold; a tenant

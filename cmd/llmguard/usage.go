@@ -170,7 +170,7 @@ func printReport(out io.Writer, r *app.UsageReport) {
 	// nothing records spend, and only the quotas are read).
 	source := "from the ledger " + r.Source
 	if r.Source == "none" {
-		source = "no ledger configured (spend is not recorded; quotas are read from the store)"
+		source = "no ledger configured (spend is not recorded: add ledger: {file: ledger.jsonl} to the config to record it; quotas are read from the store)"
 	}
 	fmt.Fprintf(out, "%s, %s %s – %s (%s), %s\n", who, r.Period.Name,
 		r.Period.Start.Format(time.RFC3339), r.Period.End.Format(time.RFC3339), cmp.Or(r.Period.TimeZone, "UTC"), source)

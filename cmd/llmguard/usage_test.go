@@ -215,10 +215,10 @@ func TestUsageTableNamesRecordsWithoutAModel(t *testing.T) {
 }
 
 // Without a ledger (the embedded default) the report's first line says so,
-// instead of "from the ledger none".
+// instead of "from the ledger none", and what to add to record spend.
 func TestUsageTableSaysNoLedger(t *testing.T) {
 	for _, tc := range []struct{ source, want string }{
-		{"none", "no ledger configured"},
+		{"none", "no ledger configured (spend is not recorded: add ledger: {file: ledger.jsonl} to the config"},
 		{"file", "from the ledger file"},
 	} {
 		var b strings.Builder

@@ -59,7 +59,9 @@ func (a *App) reload(path string) error {
 		cfg.AdminListen = a.AdminListenOverride
 	}
 	old := a.cfg.Load()
+	var pending []string // the sections the file changes that only a restart applies
 	if cfg.Region != old.Region || !reflect.DeepEqual(cfg.RegionExchange, old.RegionExchange) {
+		pending = append(pending, "region")
 		// The exchange runs for the node's region with the peers it
 		// started with: the new limits must work with them.
 		a.log.Warn("config reload: region and region_exchange change only at restart; keeping the running ones")
@@ -81,6 +83,7 @@ func (a *App) reload(path string) error {
 	for _, f := range startOnly {
 		if !reflect.DeepEqual(reflect.ValueOf(f.field(old)).Elem().Interface(), reflect.ValueOf(f.field(cfg)).Elem().Interface()) {
 			a.log.Warn("config reload: this section changes only at restart; keeping the running one", "field", f.name)
+			pending = append(pending, f.name)
 		}
 	}
 	warnRedefined(a.log, a.pol.Load(), pol)
@@ -100,6 +103,7 @@ func (a *App) reload(path string) error {
 			a.log.Warn("config reload: returning leases failed; the units come back as the buckets refill", "err", err)
 		}
 	}
+	a.reloads.setRestartPending(pending)
 	a.log.Info("config reloaded", "path", path, "limits", len(cfg.Limits), "keys", len(cfg.Keys))
 	return nil
 }
@@ -296,6 +300,10 @@ type reloadStatus struct {
 	ok, fail int64
 	lastAt   time.Time // the last reload attempted; zero before any
 	lastErr  string    // its error, "" when it succeeded
+	// restartPending are the sections the last applied reload's file
+	// changes that the node keeps as it started with (startOnly, region):
+	// until a restart it serves another config than its file.
+	restartPending []string
 
 	total   *prometheus.CounterVec
 	success prometheus.Gauge
@@ -333,6 +341,21 @@ func (r *reloadStatus) record(at time.Time, err error) {
 	r.success.Set(1)
 }
 
+// setRestartPending records the sections (YAML names) that the file
+// just applied changes and that only a restart applies; nil when none.
+func (r *reloadStatus) setRestartPending(names []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.restartPending = names
+}
+
+// pendingRestart is setRestartPending's last list (not to be modified).
+func (r *reloadStatus) pendingRestart() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.restartPending
+}
+
 // maxReloadErrorBytes bounds the error /readyz repeats: a config with
 // thousands of bad fields must not make every probe answer megabytes.
 const maxReloadErrorBytes = 4 << 10
@@ -350,8 +373,9 @@ func reloadErrorText(err error) string {
 }
 
 // snapshot is /readyz's "config" object: reloads that took and were
-// refused, and the last one's time and error. A refused reload leaves the
-// node ready: it serves on the config it had.
+// refused, the last one's time and error, and the sections the file
+// changes that wait for a restart (restart_pending, present only then). A
+// refused reload leaves the node ready: it serves on the config it had.
 func (r *reloadStatus) snapshot() map[string]any {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -361,6 +385,9 @@ func (r *reloadStatus) snapshot() map[string]any {
 	}
 	if r.lastErr != "" {
 		m["last_reload_error"] = r.lastErr
+	}
+	if len(r.restartPending) > 0 {
+		m["restart_pending"] = r.restartPending
 	}
 	return m
 }

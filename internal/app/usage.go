@@ -569,8 +569,17 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 		// X edited and its reload refused) would answer with its own
 		// ledger, tenants and zones, and the caller would take them for X's.
 		if mine := a.cfg.Load().Fingerprint(); string(fp) != mine {
-			fail(fasthttp.StatusConflict, fmt.Sprintf("this llmguard serves another config (fingerprint %.12s) than the one the caller named (%.12q): "+
-				"another llmguard may be listening on this address, or the file was changed and its reload refused (see /readyz last_reload_error)", mine, fp))
+			why := "another llmguard may be listening on this address, or the file was changed and its reload refused (see /readyz last_reload_error)"
+			if pending := a.reloads.pendingRestart(); len(pending) > 0 {
+				// trial10: a reload that changed store (nodes: 2, as the
+				// README's second node asks) took, kept the running store,
+				// and the old text sent the operator to a reload error
+				// that /readyz did not have.
+				why = fmt.Sprintf("its file was reloaded, but changes %s, which apply only at restart (/readyz restart_pending), "+
+					"so it still serves the ones it started with: restart it, or pass --any-config; else another llmguard may be listening on this address",
+					strings.Join(pending, ", "))
+			}
+			fail(fasthttp.StatusConflict, fmt.Sprintf("this llmguard serves another config (fingerprint %.12s) than the one the caller named (%.12q): %s", mine, fp, why))
 			return
 		}
 	}
