@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"io"
 	"net"
@@ -10,10 +11,12 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+	brotli "github.com/molecule-man/go-brrr"
 )
 
 // decodeAs is what a client makes of body sent with Content-Encoding enc
-// ("" or identity: body itself; gzip; zstd with any window; any other
+// ("" or identity: body itself; gzip; br; deflate as raw deflate data;
+// zstd with any window; any other
 // coding an error): the bytes it decodes to, or the error decoding gave.
 func decodeAs(enc string, body []byte) ([]byte, error) {
 	switch enc {
@@ -25,6 +28,10 @@ func decodeAs(enc string, body []byte) ([]byte, error) {
 			return nil, err
 		}
 		return io.ReadAll(zr)
+	case "br":
+		return io.ReadAll(brotli.NewReader(bytes.NewReader(body)))
+	case "deflate": // raw: the tests send no zlib header
+		return io.ReadAll(flate.NewReader(bytes.NewReader(body)))
 	case "zstd":
 		zr, err := zstd.NewReader(bytes.NewReader(body), zstd.WithDecoderMaxWindow(1<<30), zstd.WithDecoderConcurrency(1))
 		if err != nil {
@@ -39,8 +46,9 @@ func decodeAs(enc string, body []byte) ([]byte, error) {
 // TestUndecodedAnswerKeepsItsCoding: through real sockets, a compressed
 // upstream answer llmguard relays undecoded — its coding's header broken
 // (or a zstd one opening with a skippable frame, which clients read but
-// llmguard's window check does not), a coding llmguard does not decode
-// (br), no room in
+// llmguard's window check does not), bytes named br that are not Brotli
+// (it has no magic number: its first output is read before the coding is
+// dropped), no room in
 // max_inflight_response_bytes, a zstd window over 8 MiB — reaches the
 // client with the Content-Encoding it was sent with, streamed or not, so
 // that the client decodes it to what the upstream sent (or fails to, as
@@ -58,7 +66,7 @@ func TestUndecodedAnswerKeepsItsCoding(t *testing.T) {
 		`data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}` + "\n\ndata: [DONE]\n\n")
 	skippable := []byte{0x50, 0x2A, 0x4D, 0x18, 4, 0, 0, 0, 'l', 'l', 'm', 'g'}         // RFC 8878 §3.1.2
 	brokenGzip := func(b []byte) []byte { return append([]byte("\x1f\x8b\x09"), b...) } // method 9: not deflate
-	asIs := func(b []byte) []byte { return b }                                          // named br: a coding llmguard does not decode
+	asIs := func(b []byte) []byte { return b }                                          // named br: not Brotli
 	zstdOf := func(exp byte) func([]byte) []byte {
 		return func(b []byte) []byte { return zstdFrame(exp, b, 0, 0, true) }
 	}
@@ -77,6 +85,11 @@ func TestUndecodedAnswerKeepsItsCoding(t *testing.T) {
 		{name: "stream, zstd after a skippable frame", stream: true, enc: "zstd",
 			code: func(b []byte) []byte { return append(append([]byte{}, skippable...), zstdFrame(12, b, 0, 0, true)...) }, reason: unreadUndecodable},
 		{name: "stream, br", stream: true, enc: "br", code: asIs, reason: unreadUndecodable},
+		// Decoded since adv26: Brotli, and deflate without its zlib wrapper.
+		{name: "stream, br decoded", stream: true, enc: "br", code: brotlied},
+		{name: "stream, raw deflate decoded", stream: true, enc: "deflate", code: rawDeflated},
+		{name: "answer, br read", enc: "br", code: brotlied},
+		{name: "answer, raw deflate read", enc: "deflate", code: rawDeflated},
 		{name: "stream, zstd window without room", stream: true, enc: "zstd", code: zstdOf(12), budget: 2 << 20, reason: unreadDecodeBudget},
 		{name: "stream, zstd window 16 MiB", stream: true, enc: "zstd", code: zstdOf(14), reason: unreadWindow},
 		{name: "stream, zstd window 64 MiB", stream: true, enc: "zstd", code: zstdOf(16), reason: unreadWindow},
@@ -172,6 +185,8 @@ func FuzzTapView(f *testing.F) {
 	f.Add("zstd", zstdFrame(16, nil, 0, 0, true))
 	f.Add("ZSTD ", append([]byte{0x50, 0x2A, 0x4D, 0x18, 0, 0, 0, 0}, zstdFrame(10, nil, 0, 0, true)...))
 	f.Add("br", []byte("x"))
+	f.Add("br", brotlied(jsonAnswer(100)))
+	f.Add("deflate", rawDeflated(jsonAnswer(100)))
 	f.Add("identity", []byte("plain"))
 	f.Fuzz(func(t *testing.T, enc string, body []byte) {
 		const limit = 64 << 10
@@ -199,4 +214,26 @@ func FuzzTapView(f *testing.F) {
 			t.Fatalf("%q: %d bytes held after release", enc, n)
 		}
 	})
+}
+
+// brotlied is b in Brotli (RFC 7932).
+func brotlied(b []byte) []byte {
+	var buf bytes.Buffer
+	w, err := brotli.NewWriter(&buf, 5)
+	if err != nil {
+		panic(err)
+	}
+	w.Write(b)
+	w.Close()
+	return buf.Bytes()
+}
+
+// rawDeflated is b as raw deflate data (RFC 1951), without the zlib
+// wrapper RFC 9110's "deflate" names, as some servers send it.
+func rawDeflated(b []byte) []byte {
+	var buf bytes.Buffer
+	w, _ := flate.NewWriter(&buf, 5)
+	w.Write(b)
+	w.Close()
+	return buf.Bytes()
 }

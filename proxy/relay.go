@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"compress/zlib"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	brotli "github.com/molecule-man/go-brrr"
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/internal/contentcoding"
@@ -64,7 +66,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	status := resp.StatusCode()
 	x.status = status
 
-	if bytes.HasPrefix(resp.Header.ContentType(), []byte("text/event-stream")) && resp.BodyStream() != nil {
+	if streamedAnswer(resp.Header.ContentType(), x.est.Stream, status) && resp.BodyStream() != nil {
 		p.count(x, x.m.Outcome(status), "")
 		x.upstream.series.Record(status, x.upstreamTime)
 		ctx.Response.Header.SetContentLength(-1)
@@ -272,6 +274,32 @@ func (p *Proxy) usageOf(x *exchange, encoding, body []byte, text bool) (u weighe
 	return u, ok, out
 }
 
+// streamedAnswer reports whether an upstream answer of Content-Type ct (as
+// fasthttp gives it: "text/plain; charset=utf-8" when the upstream sent
+// none) with status is relayed and read as a stream: a media type of
+// text/event-stream in any case (RFC 9110 §8.3.1: case-insensitive), or,
+// when the request asked to stream (streamAsked) and the status is 2xx,
+// any type that does not name JSON: the OpenAI and Anthropic SDKs read
+// the body of a stream request as SSE whatever its label, so the tap must
+// read it as one too, not look for a JSON usage in it and settle at the
+// reservation (adv26: a stream sent without a Content-Type).
+func streamedAnswer(ct []byte, streamAsked bool, status int) bool {
+	const sse = "text/event-stream"
+	ct = bytes.TrimSpace(ct)
+	if len(ct) >= len(sse) && bytes.EqualFold(ct[:len(sse)], []byte(sse)) {
+		return true
+	}
+	if !streamAsked || status < 200 || status > 299 {
+		return false
+	}
+	for i := 0; i+4 <= len(ct); i++ {
+		if bytes.EqualFold(ct[i:i+4], []byte("json")) {
+			return false
+		}
+	}
+	return true
+}
+
 // uncoded reports whether a Content-Encoding value names no coding.
 func uncoded(encoding []byte) bool {
 	enc := bytes.TrimSpace(encoding)
@@ -378,7 +406,46 @@ func decoder(enc string, r io.Reader, mem *decoderMemory) (io.Reader, error) {
 	case "gzip", "x-gzip":
 		return gzip.NewReader(r)
 	case "deflate":
-		return zlib.NewReader(r)
+		// Raw deflate data without the zlib wrapper, which some servers
+		// send and clients read (urllib3 and undici fall back to it), is
+		// read too, as a request body's is (contentcoding.Deflate).
+		br := bufio.NewReaderSize(r, 32)
+		if h, err := br.Peek(2); err == nil && !zlibHeader(h) {
+			return flate.NewReader(br), nil
+		}
+		return zlib.NewReader(br)
+	case "br":
+		// Brotli (RFC 7932), which httpx, undici and browsers decode: an
+		// upstream may send it whatever llmguard asked for. Its window
+		// (at most 16 MiB, read from the stream's first bytes) and state
+		// are taken from the answer budget first, as a zstd window is.
+		br := bufio.NewReaderSize(r, 32)
+		h, err := br.Peek(1)
+		if err != nil {
+			return nil, err
+		}
+		if h2, err := br.Peek(2); err == nil {
+			h = h2
+		}
+		window, ok := contentcoding.BrotliWindow(h)
+		if !ok {
+			return nil, errors.New("proxy: brotli stream with a large window or none")
+		}
+		if !mem.take(int64(window) + contentcoding.BrotliStateBytes) {
+			return nil, errWindowBudget
+		}
+		// Brotli has no magic number to check: its first output is read
+		// now, so that data that is not Brotli is relayed as sent (the
+		// bytes read kept by the caller's headRecorder), not decoded into
+		// an error after the Content-Encoding was dropped.
+		d := brotli.NewReader(br)
+		var first [1]byte
+		n, err := d.Read(first[:])
+		if err != nil && err != io.EOF {
+			mem.release()
+			return nil, err
+		}
+		return io.MultiReader(bytes.NewReader(first[:n]), d), nil
 	case "zstd":
 		br := bufio.NewReaderSize(r, 32) // holds a frame header (at most 18 bytes)
 		window, err := zstdWindowOf(br)
@@ -400,6 +467,13 @@ func decoder(enc string, r io.Reader, mem *decoderMemory) (io.Reader, error) {
 		return d.IOReadCloser(), nil
 	}
 	return nil, fmt.Errorf("proxy: content coding %q is not decoded", enc)
+}
+
+// zlibHeader reports whether h, a deflate coding's first two bytes, is a
+// zlib header (RFC 1950 §2.2: method 8, a window of at most 32 KiB, and
+// the two bytes a multiple of 31); raw deflate data is read otherwise.
+func zlibHeader(h []byte) bool {
+	return h[0]&0x0f == 8 && h[0]>>4 <= 7 && (uint16(h[0])<<8|uint16(h[1]))%31 == 0
 }
 
 // answerWindowMax is the largest zstd window, in bytes, an upstream answer

@@ -28,7 +28,7 @@ func answerOutput(k Kind, body []byte, each func(piece string)) {
 // chatAnswerText reads a chat or legacy completions answer's output
 // (https://platform.openai.com/docs/api-reference/chat/object): each
 // choice's message content (a string, or the "text" of its parts),
-// refusal and reasoning_content, each tool call's function name and
+// refusal, reasoning_content and reasoning, each tool call's function name and
 // arguments, and a legacy completion's "text"; add is called with each
 // value that may be such a string.
 func chatAnswerText(root gjson.Result, add func(gjson.Result)) {
@@ -49,6 +49,10 @@ func chatAnswerText(root gjson.Result, add func(gjson.Result)) {
 			}
 			add(m.Get("refusal"))
 			add(m.Get("reasoning_content"))
+			// vLLM's reasoning parsers (the member reasoning_content was
+			// renamed to) and OpenRouter answer the reasoning here, as
+			// their streams do in delta.reasoning (counted there).
+			add(m.Get("reasoning"))
 			m.Get("tool_calls").ForEach(func(_, call gjson.Result) bool {
 				add(call.Get("function.name"))
 				add(call.Get("function.arguments"))

@@ -18,6 +18,10 @@ func TestAnswerOutputText(t *testing.T) {
 		{"content", KindChat, `{"model":"m","choices":[{"message":{"content":"hello"}}]}`, "hello"},
 		{"parts", KindChat, `{"choices":[{"message":{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}}]}`, "a\nb"},
 		{"refusal and tools", KindChat, `{"choices":[{"message":{"content":null,"refusal":"no","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}}]}`, "no\nf\n{}"},
+		// vLLM's and OpenRouter's reasoning member, as their streams'
+		// delta.reasoning (adv26); a request's reasoning object is not text.
+		{"reasoning", KindChat, `{"choices":[{"message":{"reasoning":"th","reasoning_content":"rc","content":"hi"}}]}`, "hi\nrc\nth"},
+		{"reasoning object", KindChat, `{"choices":[{"message":{"reasoning":{"effort":"high"},"content":"hi"}}]}`, "hi"},
 		{"completions", KindCompletions, `{"model":"m","choices":[{"text":"t1"},{"text":"t2"}]}`, "t1\nt2"},
 		{"none", KindChat, `{"choices":[{"message":{"content":""}}]}`, ""},
 		{"not json", KindChat, `nope`, ""},

@@ -146,6 +146,16 @@ const MaxWindow = 16 << 20
 // window within it.
 const stateBytes = 64 << 10
 
+// BrotliStateBytes is what the proxy holds for the decoder of a Brotli
+// upstream answer besides its window ([BrotliWindow]), in bytes: its
+// tables and buffers, as Decode's stateBytes.
+const BrotliStateBytes = stateBytes
+
+// BrotliWindow is the window, in bytes, a Brotli stream (RFC 7932 §9.1)
+// asks for, read from its first one or two bytes b; ok is false when b is
+// empty or asks for a large window (not RFC 7932). At most 16 MiB.
+func BrotliWindow(b []byte) (window int, ok bool) { return brotliWindow(b) }
+
 // ZstdStateBytes is what Decode holds for a zstd decoder besides its
 // window, in bytes: its block buffers (a block holds at most 128 KiB, RFC
 // 8878 §3.1.1.2.4) and tables. The proxy holds as much for the decoder of
