@@ -232,6 +232,10 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 	s := meter.Settlement{Source: meter.SourceOf(status)}
 	if x.kind.Weighed() {
 		u, ok, text := p.usageOf(x, ctx.Response.Header.ContentEncoding(), ctx.Response.Body(), s.Source == spec.SourceReserved)
+		if !ok && x.est.Stream && p.settleHeldStream(x, ctx.Response.Header.ContentEncoding(), ctx.Response.Body(), status) {
+			p.count(x, x.m.Outcome(status), "")
+			return
+		}
 		switch {
 		case ok:
 			s = meter.Settlement{Source: spec.SourceReported, Usage: u}
@@ -246,6 +250,57 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 	}
 	p.count(x, x.m.Outcome(status), "")
 	x.settle(s)
+}
+
+// settleHeldStream settles x, a request that asked to stream, from its
+// held answer body (sent in content coding encoding) when that body is an
+// SSE stream its upstream labelled JSON (application/json: the OpenAI and
+// Anthropic SDKs read a stream request's body as SSE whatever its label, so
+// it was relayed as the caller's stream, whole once it ended): read through
+// a usage tap as a relayed stream is, and settled as one (settleStream),
+// at least the output reservation when it ended without its terminal event.
+// Such a body was taken for a JSON answer without usage and settled at the
+// reservation: 256 output tokens for a usage of 6,000 (adv26's lead,
+// TestAdv26StreamLabelledJSONIsRead). It reports whether the body was one;
+// a body that is not (a JSON answer, an unreadable coding) is left to
+// finish. The usage-only chunk llmguard asked for on the client's behalf
+// (stream_options.include_usage) is not dropped from such a body.
+func (p *Proxy) settleHeldStream(x *exchange, encoding, body []byte, status int) bool {
+	b := body
+	if !uncoded(encoding) {
+		view := heldAnswer{p: p}
+		defer view.release()
+		var why string
+		if b, why = tapView(encoding, body, p.opt.MaxResponseBytes, &view); why != "" {
+			return false
+		}
+	}
+	if !sseBody(b) {
+		return false
+	}
+	wg, model := x.live.weigher, x.est.Model
+	tap := newUsageTap(wg.NewStream(x.kind), false, expectsUsage(x), func(text string) int64 { return wg.CountText(model, text) })
+	tap.feed(b)
+	p.settleStream(x, &tap, status)
+	return true
+}
+
+// sseBody reports whether b, an answer body, starts as an SSE stream does:
+// after optional whitespace (and a UTF-8 byte order mark, which the SSE
+// parsing rules skip: WHATWG HTML §9.2.6), a line of one of the fields the
+// format defines (data, event, id, retry) or a comment (":").
+func sseBody(b []byte) bool {
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) > 0 && b[0] == ':' {
+		return true
+	}
+	for _, f := range [...]string{"data", "event", "id", "retry"} {
+		if len(b) > len(f) && string(b[:len(f)]) == f && (b[len(f)] == ':' || b[len(f)] == '\n' || b[len(f)] == '\r') {
+			return true
+		}
+	}
+	return false
 }
 
 // usageOf reads the usage of x's answer body, sent in content coding

@@ -32,3 +32,18 @@ func TestStreamedAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestSSEBody: a held body starts as an SSE stream when its first line,
+// after whitespace and a byte order mark, is one of the format's fields or
+// a comment; JSON and other text do not.
+func TestSSEBody(t *testing.T) {
+	for body, want := range map[string]bool{
+		"data: {}\n\n": true, "\xef\xbb\xbf\r\n data:x\n\n": true, "event: message_start\n": true,
+		": keep-alive\n\n": true, "id:1\n": true, "retry: 10\n": true, "data\n\n": true,
+		`{"data": 1}`: false, "database: x\n": false, "": false, "  \n": false, "identity\n": false, "[1]": false,
+	} {
+		if got := sseBody([]byte(body)); got != want {
+			t.Errorf("sseBody(%q) = %v, want %v", body, got, want)
+		}
+	}
+}

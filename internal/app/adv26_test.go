@@ -7,11 +7,11 @@ package app
 import (
 	"bytes"
 	"compress/flate"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -172,36 +172,53 @@ func TestAdv26StreamLabelledOddlyIsRead(t *testing.T) {
 	}
 }
 
-// TestAdv26StreamLabelledJSONIsRead (a lead, not fixed: skipped unless
-// LLMGUARD_ADV26_LEADS is set): a stream request's SSE answer labelled
-// application/json, which the SDKs read as SSE all the same, is still
-// taken for a JSON answer: held whole (the client sees nothing until it
-// ends), its usage unread, settled at the reservation. Reading it as a
-// stream by its label would read an upstream's JSON answer to a stream
-// request (one that ignores "stream") as text; the fix is to read the
-// held body as SSE when it is not JSON, a choice for the maintainers.
+// TestAdv26StreamLabelledJSONIsRead: a stream request's SSE answer
+// labelled application/json, which the SDKs read as SSE all the same, was
+// taken for a JSON answer without usage and settled at the 256-token
+// reservation (adv26's lead). Its held body is now read as a stream
+// (proxy's settleHeldStream): its usage when it reports one, gzip-coded
+// too; at least the reservation when it ends without its terminal event;
+// and a JSON answer to a stream request (an upstream that ignores
+// "stream") is still read as JSON.
 func TestAdv26StreamLabelledJSONIsRead(t *testing.T) {
-	if os.Getenv("LLMGUARD_ADV26_LEADS") == "" {
-		t.Skip("adv26 lead: an SSE answer labelled application/json settles at the reservation")
-	}
 	const usage = `{"prompt_tokens":9,"completion_tokens":6000,"total_tokens":6009}`
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"length\"}]}\n\n"+
-			"data: {\"id\":\"x\",\"choices\":[],\"usage\":"+usage+"}\n\ndata: [DONE]\n\n")
-	}))
-	t.Cleanup(srv.Close)
-	h := fresh16(t, srv.URL)
-	resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"write"}]}`)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(b, `"ok"`) {
-		t.Fatalf("%d: %.200q", resp.StatusCode, b)
-	}
-	out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
-	if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
-		t.Fatal("not settled")
-	}
-	if got := out(); got < 6000 {
-		t.Errorf("charged %v output tokens for a usage of 6,000", got)
+	const sse = "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"length\"}]}\n\n" +
+		"data: {\"id\":\"x\",\"choices\":[],\"usage\":" + usage + "}\n\ndata: [DONE]\n\n"
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	io.WriteString(zw, sse)
+	zw.Close()
+	for _, c := range []struct {
+		name, body, coding string
+		min, max           float64 // output tokens charged
+	}{
+		{"usage reported", sse, "", 6000, 6000},
+		{"usage reported, gzip", gz.String(), "gzip", 6000, 6000},
+		{"cut before its end", "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"}}]}\n\n", "", 256, 256},
+		{"a JSON answer", `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":` + usage + `}`, "", 6000, 6000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				if c.coding != "" {
+					w.Header().Set("Content-Encoding", c.coding)
+				}
+				io.WriteString(w, c.body)
+			}))
+			t.Cleanup(srv.Close)
+			h := fresh16(t, srv.URL)
+			resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"write"}]}`)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(b, `"ok"`) {
+				t.Fatalf("%d: %.200q", resp.StatusCode, b)
+			}
+			out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
+			if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
+				t.Fatal("not settled")
+			}
+			if got := out(); got < c.min || got > c.max {
+				t.Errorf("charged %v output tokens, want %v to %v", got, c.min, c.max)
+			}
+		})
 	}
 }
