@@ -33,8 +33,9 @@ type DenyCacheOptions struct {
 // takes that its store has just denied: when a take is denied with a wait
 // w (Decision.RetryAfter) by bucket Key for a cost c, then for min(w,
 // Window) every take that includes Key with a cost of at least c, under
-// the same limit, is denied at once (Decision.Cached), by the first such
-// item, with the rest of w as RetryAfter. It caches denials only, never
+// the same limit, is denied at once (Decision.Cached), by the item of
+// those whose rest of w is the longest (the first of those that wait as
+// long), with that rest of w as RetryAfter. It caches denials only, never
 // admissions, so it can only under-admit: refills alone cannot let the
 // bucket pay c (nor more) before w has passed, and other nodes' takes only
 // lower it; what it may hold back is what refunds, reconciliations and
@@ -118,19 +119,22 @@ func (c *DenyCache) Take(ctx context.Context, requestID string, items []Item) (D
 	return d, err
 }
 
-// cached returns the first item with a denial that still answers at now,
-// unless an item is too large for its bucket (the store reports that).
+// cached returns the item with a denial that still answers at now and
+// waits longest (the first of those that wait as long: the denier the
+// store names), unless an item is too large for its bucket (the store
+// reports that).
 func (c *DenyCache) cached(items []Item, now time.Time) (int, denial, bool) {
 	hit, e := -1, denial{}
 	for i, it := range items {
 		if it.Cost > it.Limit.Capacity {
 			return -1, denial{}, false
 		}
-		if hit >= 0 || it.Cost == 0 {
+		if it.Cost == 0 {
 			continue
 		}
 		d, ok := c.denials.GetIfPresent(it.Key)
-		if ok && it.Cost >= d.cost && now.Sub(d.at) < d.reuse && sameLimit(it.Limit, d.limit) {
+		if ok && it.Cost >= d.cost && now.Sub(d.at) < d.reuse && sameLimit(it.Limit, d.limit) &&
+			(hit < 0 || d.wait-now.Sub(d.at) > e.wait-now.Sub(e.at)) {
 			hit, e = i, d
 		}
 	}

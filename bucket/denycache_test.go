@@ -220,3 +220,57 @@ func TestDenyCacheBounded(t *testing.T) {
 		t.Fatalf("the last key denied: %+v, want its denial from memory", d)
 	}
 }
+
+// A take with cached denials on several of its items is denied by the one
+// whose rest of wait is the longest (the first of those that wait as
+// long), with that wait, as the store names the denier: never another
+// item's key with that wait.
+func TestDenyCacheNamesTheLongestWait(t *testing.T) {
+	ctx := context.Background()
+	c, inner, _, clock, _ := denyCached(t, 10*time.Second)
+	fast := bucket.Limit{Capacity: 10, Rate: 10, Per: time.Second} // 100ms a unit
+	slow := bucket.Limit{Capacity: 4, Rate: 1, Per: time.Second}   // 1s a unit
+	take := func(step string, items ...bucket.Item) bucket.Decision {
+		t.Helper()
+		d, err := c.Take(ctx, "", items)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		return d
+	}
+	if d := take("drain", bucket.Item{Key: "a", Limit: fast, Cost: 10}, bucket.Item{Key: "b", Limit: slow, Cost: 4},
+		bucket.Item{Key: "c", Limit: fast, Cost: 10}); !d.Allowed {
+		t.Fatalf("drain: %+v", d)
+	}
+	for _, s := range []struct {
+		key  string
+		lim  bucket.Limit
+		cost int64
+		wait time.Duration
+	}{{"a", fast, 5, 500 * time.Millisecond}, {"b", slow, 3, 3 * time.Second}, {"c", fast, 5, 500 * time.Millisecond}} {
+		if d := take("deny "+s.key, bucket.Item{Key: s.key, Limit: s.lim, Cost: s.cost}); d.Allowed || d.Cached || d.RetryAfter != s.wait {
+			t.Fatalf("deny %s: %+v, want the store's denial of %v", s.key, d, s.wait)
+		}
+	}
+	clock.Set(storetest.Start.Add(100 * time.Millisecond))
+	before := inner.takes.Load()
+	a, b, cc := bucket.Item{Key: "a", Limit: fast, Cost: 5}, bucket.Item{Key: "b", Limit: slow, Cost: 3}, bucket.Item{Key: "c", Limit: fast, Cost: 5}
+	for _, step := range []struct {
+		name  string
+		items []bucket.Item
+		by    int
+		retry time.Duration
+	}{
+		{name: "a then b: b waits longer", items: []bucket.Item{a, b}, by: 1, retry: 2900 * time.Millisecond},
+		{name: "b then a: b waits longer", items: []bucket.Item{b, a}, by: 0, retry: 2900 * time.Millisecond},
+		{name: "c then a: as long, the first", items: []bucket.Item{cc, a}, by: 0, retry: 400 * time.Millisecond},
+	} {
+		d := take(step.name, step.items...)
+		if d.Allowed || !d.Cached || d.DeniedBy != step.by || d.RetryAfter != step.retry {
+			t.Errorf("%s: %+v, want cached, denied by %d with %v", step.name, d, step.by, step.retry)
+		}
+	}
+	if inner.takes.Load() != before {
+		t.Errorf("the store was reached %d times, want none", inner.takes.Load()-before)
+	}
+}

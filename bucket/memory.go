@@ -231,7 +231,7 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 
 	// Phase 1: refill every token bucket, roll every quota into its window,
 	// and check each; write nothing.
-	firstLarge, firstShort := -1, -1
+	firstLarge, slowest := -1, -1
 	var retry float64
 	for i := range items {
 		it := &items[i]
@@ -271,20 +271,22 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 				firstLarge = i
 			}
 		case !ok:
-			if firstShort < 0 {
-				firstShort = i
+			// The denier is the short bucket whose wait is the
+			// request's (the longest; the first among equals), so that
+			// the limit a 429 names is the one it waits for.
+			if slowest < 0 || short > retry {
+				slowest, retry = i, short
 			}
-			retry = max(retry, short)
 		}
 	}
 
 	d.Windows = windowsOf(items, seen)
-	if firstLarge >= 0 || firstShort >= 0 {
+	if firstLarge >= 0 || slowest >= 0 {
 		d.Allowed = false
 		if firstLarge >= 0 {
 			d.DeniedBy, d.TooLarge = firstLarge, true
 		} else {
-			d.DeniedBy, d.RetryAfter = firstShort, micros(retry)
+			d.DeniedBy, d.RetryAfter = slowest, micros(retry)
 		}
 		for i, it := range items {
 			d.Buckets[i] = seen[i].status(it.Limit, now)

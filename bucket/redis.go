@@ -549,7 +549,8 @@ func (r *Redis) refunds(requestID string, items []Item, groups []group, reread b
 
 // merge folds the check of another slot group into d, as one take over all
 // items would have decided: the first too-large bucket if any, else the
-// first short one; the longest wait.
+// short one that waits longest (of those that wait as long, the first in
+// items' order, whichever group it is in).
 func merge(d *Decision, e Decision) {
 	if e.Allowed {
 		return
@@ -558,8 +559,9 @@ func merge(d *Decision, e Decision) {
 	case e.TooLarge && (!d.TooLarge || e.DeniedBy < d.DeniedBy):
 		d.DeniedBy, d.TooLarge, d.RetryAfter = e.DeniedBy, true, 0
 	case !e.TooLarge && !d.TooLarge:
-		d.DeniedBy = min(d.DeniedBy, e.DeniedBy)
-		d.RetryAfter = max(d.RetryAfter, e.RetryAfter)
+		if e.RetryAfter > d.RetryAfter || e.RetryAfter == d.RetryAfter && e.DeniedBy < d.DeniedBy {
+			d.DeniedBy, d.RetryAfter = e.DeniedBy, e.RetryAfter
+		}
 	}
 }
 

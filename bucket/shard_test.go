@@ -219,6 +219,33 @@ func TestTakeShardedStopsAtAnUnshardedDenial(t *testing.T) {
 	}
 }
 
+// When an unsharded bucket waits longer than a sharded item's shard, the
+// take names the unsharded one with its own wait, on the first try (the
+// store names the longest wait): other shards cannot shorten it. Before,
+// the sharded item, short first, was tried on every shard and named with
+// the other's wait.
+func TestTakeShardedNamesTheLongestWait(t *testing.T) {
+	ctx := context.Background()
+	m, _ := shardedMemory(t)
+	l := bucket.Limit{Capacity: 40, Rate: 4, Per: time.Hour} // 10 a shard, each refilled 1 an hour
+	day := bucket.Item{Key: "t:{acme}:u:alice", Limit: bucket.Limit{Capacity: 1, Rate: 1, Per: 24 * time.Hour}, Cost: 1}
+	drain := []bucket.Item{day}
+	for i := range 4 {
+		drain = append(drain, bucket.Item{Key: fourShards.Key(i), Limit: bucket.ShardLimit(l, 4, i), Cost: 10})
+	}
+	if d, err := m.Take(ctx, "", drain); err != nil || !d.Allowed {
+		t.Fatalf("drain: %+v %v", d, err)
+	}
+	items := []bucket.ShardedItem{sharded(l, 1), {Item: day}}
+	d, err := bucket.TakeSharded(ctx, m, "r", items, func(int) int { return 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Allowed || d.TooLarge || d.DeniedBy != 1 || d.RetryAfter != 24*time.Hour || d.Tries != 1 {
+		t.Fatalf("%+v, want denied by item 1 with its 24h on the first try", d)
+	}
+}
+
 // Invalid shard counts and limits too small for their shards are refused
 // as invalid, before any store call.
 func TestTakeShardedInvalid(t *testing.T) {

@@ -116,8 +116,10 @@ type Decision struct {
 	// Allowed is true when every bucket could pay and every take was committed.
 	Allowed bool
 	// DeniedBy is the index in the items slice of the bucket that denied: the
-	// first too-large bucket if any, else the first bucket that could not pay.
-	// It is -1 when Allowed.
+	// first too-large bucket if any, else the bucket that could not pay
+	// whose wait is RetryAfter (the longest; the first of those that wait
+	// as long), so that a denial names the limit it waits for. It is -1
+	// when Allowed.
 	DeniedBy int
 	// TooLarge is set when the denying bucket's cost exceeds its capacity:
 	// the request can never pass that limit (a quota: in any window) and

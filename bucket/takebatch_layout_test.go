@@ -22,7 +22,9 @@ import (
 //
 // Its hold is patched to keep an in-flight key's longer TTL, as
 // core.lua's hold does since a shorter lease cut older holders short
-// (TestShorterLeaseKeepsLongerHolders): the oracle checks the layout.
+// (TestShorterLeaseKeepsLongerHolders), and its denial to name the short
+// bucket that waits longest, as take.lua's does since a 429 named the
+// first short limit with another's wait: the oracle checks the layout.
 //
 //go:embed testdata/takebatch_957d14b.lua
 var oldTakeBatchSource string

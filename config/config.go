@@ -757,6 +757,14 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	return LoadBytes(b, path)
+}
+
+// LoadBytes is Load of b, the content already read of the file at path
+// (files it names, such as a price list, are found beside it): a reload
+// that has compared what it read applies exactly that. Errors: *Error, as
+// Load's.
+func LoadBytes(b []byte, path string) (*Config, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		// An editor that truncates before it writes, or a write caught
 		// half-way, makes the watcher reload an empty file: "upstreams:

@@ -35,7 +35,8 @@
 -- applies nothing, writes nothing); otherwise
 --   [1] allowed     1 when every bucket could pay (and, committing, paid), else 0
 --   [2] deniedBy    0-based index of the first too-large bucket if any, else of
---                   the first bucket that could not pay; -1 when allowed
+--                   the short bucket whose wait is retryAfter (the longest;
+--                   the first of those that wait as long); -1 when allowed
 --   [3] tooLarge    1 when the denying bucket's cost exceeds its capacity
 --   [4] retryAfter  µs: the longest wait among the short buckets (a quota:
 --                   until its window ends); 0 when allowed or too large
@@ -277,7 +278,7 @@ local function takeLone(s, KEYS, ARGV)
   if m == 1 and stored[1] == 'v' then -- takeMarked
     return {-1}
   end
-  local firstLarge, firstShort, retry = -1, -1, 0
+  local firstLarge, slowest, retry = -1, -1, 0
   for i = 1, n do
     local b = 3 * i
     local capacity, rate, per, cost = s[b + 1], s[b + 2], s[b + 3], ARGV[1 + i]
@@ -308,18 +309,18 @@ local function takeLone(s, KEYS, ARGV)
         firstLarge = i - 1
       end
     elseif not (cost == 0 or level >= cost) then -- check: short
-      if firstShort < 0 then
-        firstShort = i - 1
+      local short = wait(level, cost, rate, per)
+      if slowest < 0 or short > retry then -- the longest wait, the first among equals
+        slowest, retry = i - 1, short
       end
-      retry = math.max(retry, wait(level, cost, rate, per))
     end
   end
-  if firstLarge >= 0 or firstShort >= 0 then
+  if firstLarge >= 0 or slowest >= 0 then
     local reply = {0, -1, 0, 0}
     if firstLarge >= 0 then
       reply[2], reply[3] = firstLarge, 1
     else
-      reply[2], reply[4] = firstShort, retry
+      reply[2], reply[4] = slowest, retry
     end
     for i = 1, n do
       local b, level = 3 * i, loneLevel[i]
@@ -404,7 +405,7 @@ local seen = {nil, nil, nil}
 
 -- Phase 1: refill every token bucket, roll every quota into its window, and
 -- check each; write nothing.
-local firstLarge, firstShort = -1, -1
+local firstLarge, slowest = -1, -1
 local retry = 0
 local hasWindow = false
 for i = 1, n do
@@ -444,19 +445,18 @@ for i = 1, n do
       firstLarge = i - 1
     end
   elseif not ok then
-    if firstShort < 0 then
-      firstShort = i - 1
+    if slowest < 0 or short > retry then -- the longest wait, the first among equals
+      slowest, retry = i - 1, short
     end
-    retry = math.max(retry, short)
   end
 end
 
-if firstLarge >= 0 or firstShort >= 0 then
+if firstLarge >= 0 or slowest >= 0 then
   reply[1] = 0
   if firstLarge >= 0 then
     reply[2], reply[3] = firstLarge, 1
   else
-    reply[2], reply[4] = firstShort, retry
+    reply[2], reply[4] = slowest, retry
   end
 end
 

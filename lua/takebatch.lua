@@ -270,7 +270,7 @@ local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl)
           break
         end
       end
-      local firstLarge, firstShort, retry = -1, -1, 0
+      local firstLarge, slowest, retry = -1, -1, 0
       -- @each
       local cost@i = ARGV[at + @i]
       cost@i = digits[cost@i] or cost@i + 0
@@ -286,17 +286,17 @@ local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl)
           firstLarge = @i - 1
         end
       elseif not (cost@i == 0 or level@i >= cost@i) then -- check: short
-        if firstShort < 0 then
-          firstShort = @i - 1
+        local short = wait(level@i, cost@i, rate@i, per@i)
+        if slowest < 0 or short > retry then -- the longest wait, the first among equals
+          slowest, retry = @i - 1, short
         end
-        retry = math.max(retry, wait(level@i, cost@i, rate@i, per@i))
       end
       -- @end
-      if firstLarge >= 0 or firstShort >= 0 then
+      if firstLarge >= 0 or slowest >= 0 then
         if firstLarge >= 0 then
           out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, firstLarge, 1, 0
         else
-          out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, firstShort, 0, retry
+          out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, slowest, 0, retry
         end
         -- @each
         out[o + 3 + 2 * @i], out[o + 4 + 2 * @i] = floorUnits(level@i), wait(level@i, capacity@i, rate@i, per@i)
@@ -541,7 +541,7 @@ while r < total do
           out[o] = -1
           break
         end
-        local firstLarge, firstShort, retry = -1, -1, 0
+        local firstLarge, slowest, retry = -1, -1, 0
         for i = 1, width do
           local limit = shape[2 + 2 * i]
           local capacity, rate, per, cost = limit[1], limit[2], limit[3], ARGV[at + i]
@@ -567,17 +567,17 @@ while r < total do
               firstLarge = i - 1
             end
           elseif not (cost == 0 or level >= cost) then -- check: short
-            if firstShort < 0 then
-              firstShort = i - 1
+            local short = wait(level, cost, rate, per)
+            if slowest < 0 or short > retry then -- the longest wait, the first among equals
+              slowest, retry = i - 1, short
             end
-            retry = math.max(retry, wait(level, cost, rate, per))
           end
         end
-        if firstLarge >= 0 or firstShort >= 0 then
+        if firstLarge >= 0 or slowest >= 0 then
           if firstLarge >= 0 then
             out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, firstLarge, 1, 0
           else
-            out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, firstShort, 0, retry
+            out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, slowest, 0, retry
           end
           for i = 1, width do
             local limit, level = shape[2 + 2 * i], levels[i]

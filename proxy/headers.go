@@ -144,29 +144,42 @@ func (f *limitFields) writeTo(h *fasthttp.ResponseHeader) {
 	}
 }
 
-// tightestOf returns the index of the rule of unit u with the least
-// remaining, the earliest among equals, or -1: tightest for one unit,
-// without a call per rule.
+// tightestOf returns the index of the rule of unit u that denied the
+// request, if one of that unit did, else the one with the least remaining,
+// the earliest among equals, or -1: tightest for one unit, without a call
+// per rule.
 func tightestOf(rules []meter.Applied, u policy.Unit) int {
 	best := -1
 	for i := range rules {
-		if rules[i].Rule.Unit == u && (best < 0 || rules[i].Status.Remaining < rules[best].Status.Remaining) {
+		if rules[i].Rule.Unit == u && (best < 0 || tighter(&rules[i], &rules[best])) {
 			best = i
 		}
 	}
 	return best
 }
 
-// tightest returns the index of the rule whose unit match accepts with the
-// least remaining, or -1.
+// tightest returns the index of the rule whose unit match accepts that
+// denied the request, if one did, else the one with the least remaining,
+// or -1.
 func tightest(rules []meter.Applied, match func(policy.Unit) bool) int {
 	best := -1
-	for i, a := range rules {
-		if match(a.Rule.Unit) && (best < 0 || a.Status.Remaining < rules[best].Status.Remaining) {
+	for i := range rules {
+		if match(rules[i].Rule.Unit) && (best < 0 || tighter(&rules[i], &rules[best])) {
 			best = i
 		}
 	}
 	return best
+}
+
+// tighter reports whether a flavor's rate-limit fields describe a rather
+// than b, the earlier of the two: the rule that denied (its wait is the
+// 429's Retry-After, and its message names it), else the one with less
+// remaining.
+func tighter(a, b *meter.Applied) bool {
+	if a.Denied != b.Denied {
+		return a.Denied
+	}
+	return a.Status.Remaining < b.Status.Remaining
 }
 
 // listed returns the positions in rules of the rules the RateLimit fields
@@ -481,11 +494,11 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 		// The instant is this budget's period end, and so is the wait
 		// given beside it: its Status.Reset, on the store's clock. The
 		// request's wait (retry, Retry-After) is the longest among its
-		// denying limits, and the first denier named here is not always
-		// the one that waits longest (trial9: a user's daily budget named
-		// with "resets at 00:00Z (in 623h9m)", the wait of the tenant's
-		// monthly budget that denied the same request); that wait is then
-		// said apart.
+		// denying limits, and the stores name the limit that waits
+		// longest (trial9: a user's daily budget was named with "resets
+		// at 00:00Z (in 623h9m)", the wait of the tenant's monthly budget
+		// that denied the same request); should the two still differ (a
+		// sharded limit's tries), the longer wait is said apart.
 		own := min(a.Status.Reset, retry)
 		if own <= 0 {
 			own = retry

@@ -740,7 +740,7 @@ local function takeLone(KEYS, ARGV)
   end
   local n = #KEYS - m
   local reply = {1, -1, 0, 0, nil, nil, nil, nil, nil, nil}
-  local firstLarge, firstShort, retry = -1, -1, 0
+  local firstLarge, slowest, retry = -1, -1, 0
   for i = 1, n do
     local limit, cost = limitOf(ARGV[2 + 2 * i]), ARGV[3 + 2 * i]
     local capacity, rate, per = limit[1], limit[2], limit[3]
@@ -756,18 +756,18 @@ local function takeLone(KEYS, ARGV)
         firstLarge = i - 1
       end
     elseif not ok then
-      if firstShort < 0 then
-        firstShort = i - 1
+      local short = wait(level, cost, rate, per)
+      if slowest < 0 or short > retry then -- the longest wait, the first among equals
+        slowest, retry = i - 1, short
       end
-      retry = math.max(retry, wait(level, cost, rate, per))
     end
   end
-  if firstLarge >= 0 or firstShort >= 0 then
+  if firstLarge >= 0 or slowest >= 0 then
     reply[1] = 0
     if firstLarge >= 0 then
       reply[2], reply[3] = firstLarge, 1
     else
-      reply[2], reply[4] = firstShort, retry
+      reply[2], reply[4] = slowest, retry
     end
     for i = 1, n do
       local level = loneLevel[i]
@@ -918,7 +918,7 @@ local seen = {nil, nil, nil}
 
 -- Phase 1: refill every token bucket, roll every quota into its window, and
 -- check each; write nothing.
-local firstLarge, firstShort = -1, -1
+local firstLarge, slowest = -1, -1
 local retry = 0
 local hasWindow = false
 for i = 1, n do
@@ -958,19 +958,18 @@ for i = 1, n do
       firstLarge = i - 1
     end
   elseif not ok then
-    if firstShort < 0 then
-      firstShort = i - 1
+    if slowest < 0 or short > retry then -- the longest wait, the first among equals
+      slowest, retry = i - 1, short
     end
-    retry = math.max(retry, short)
   end
 end
 
-if firstLarge >= 0 or firstShort >= 0 then
+if firstLarge >= 0 or slowest >= 0 then
   reply[1] = 0
   if firstLarge >= 0 then
     reply[2], reply[3] = firstLarge, 1
   else
-    reply[2], reply[4] = firstShort, retry
+    reply[2], reply[4] = slowest, retry
   end
 end
 
@@ -1063,7 +1062,7 @@ local function takeTokens(shape, marker, ttl, costs, at, id)
   end
   local n = shape[2]
   local reply = {1, -1, 0, 0, nil, nil, nil, nil, nil, nil}
-  local firstLarge, firstShort, retry = -1, -1, 0
+  local firstLarge, slowest, retry = -1, -1, 0
   for i = 1, n do
     local limit = shape[2 + 2 * i]
     local capacity, rate, per, cost = limit[1], limit[2], limit[3], costs[at + i]
@@ -1089,18 +1088,18 @@ local function takeTokens(shape, marker, ttl, costs, at, id)
         firstLarge = i - 1
       end
     elseif not (cost == 0 or level >= cost) then -- check: short
-      if firstShort < 0 then
-        firstShort = i - 1
+      local short = wait(level, cost, rate, per)
+      if slowest < 0 or short > retry then -- the longest wait, the first among equals
+        slowest, retry = i - 1, short
       end
-      retry = math.max(retry, wait(level, cost, rate, per))
     end
   end
-  if firstLarge >= 0 or firstShort >= 0 then
+  if firstLarge >= 0 or slowest >= 0 then
     reply[1] = 0
     if firstLarge >= 0 then
       reply[2], reply[3] = firstLarge, 1
     else
-      reply[2], reply[4] = firstShort, retry
+      reply[2], reply[4] = slowest, retry
     end
     for i = 1, n do
       local limit, level = shape[2 + 2 * i], levels[i]

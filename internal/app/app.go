@@ -63,6 +63,7 @@ type App struct {
 	log         *slog.Logger
 	stores      *stores
 	reloadMu    sync.Mutex
+	loaded      []byte                        // the config file's content the last reload read (under reloadMu); nil before any
 	pol         atomic.Pointer[policy.Policy] // the policy in force
 	cfg         atomic.Pointer[config.Config] // the config in force
 	now         func() time.Time

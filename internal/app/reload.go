@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -45,10 +46,40 @@ func (a *App) Reload(path string) error {
 	return err
 }
 
+// reload reads the file at path and applies it (SIGHUP: always, even
+// unchanged, as files it names may have changed).
 func (a *App) reload(path string) error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
-	cfg, err := config.Load(path)
+	b, err := config.ReadFile(path, config.MaxFileBytes)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return a.apply(path, b)
+}
+
+// reloadChanged is Watch's reload of b, the settled content of the file
+// at path, counted as Reload's; it applies nothing and counts nothing
+// (reloaded false) when the last reload, by SIGHUP or the watch, read the
+// same content: a change written then signalled (config management tools
+// do both) is one reload, not two.
+func (a *App) reloadChanged(path string, b []byte) (reloaded bool, err error) {
+	a.reloadMu.Lock()
+	if a.loaded != nil && bytes.Equal(a.loaded, b) {
+		a.reloadMu.Unlock()
+		return false, nil
+	}
+	err = a.apply(path, b)
+	a.reloadMu.Unlock()
+	a.reloads.record(a.now(), err)
+	return true, err
+}
+
+// apply makes b, the content of the config file at path, the running
+// config when it is valid (see Reload); a.reloadMu is held.
+func (a *App) apply(path string, b []byte) error {
+	a.loaded = b
+	cfg, err := config.LoadBytes(b, path)
 	if err != nil {
 		return err
 	}
@@ -232,8 +263,12 @@ func (a *App) Watch(path string) (stop func(), err error) {
 					continue
 				}
 				settling, last = nil, b
-				if err := a.Reload(abs); err != nil {
+				reloaded, err := a.reloadChanged(abs, b)
+				switch {
+				case err != nil:
 					a.logReloadError(abs, err)
+				case !reloaded:
+					a.log.Info("config file changed to what the last reload (SIGHUP) read; not reloaded again", "path", abs)
 				}
 			}
 		}

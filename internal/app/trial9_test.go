@@ -13,12 +13,13 @@ import (
 	"github.com/llmguard/llmguard/internal/mockllm"
 )
 
-// A request two budgets deny is refused with the first denier named and
-// the longest wait in Retry-After; the message gives the named budget's
-// own reset, instant and wait alike, and the longer wait apart (trial9: a
-// user's daily budget read "It resets at 2026-12-06T00:00:00Z (in
-// 623h9m2.5s)", the wait of the tenant's monthly budget, 9 minutes before
-// that midnight). A request only the daily budget denies keeps one wait.
+// A request two budgets deny is refused with the budget that waits
+// longest named and its wait in Retry-After; the message gives the named
+// budget's own reset, instant and wait alike (trial9: a user's daily
+// budget read "It resets at 2026-12-06T00:00:00Z (in 623h9m2.5s)", the
+// wait of the tenant's monthly budget, 9 minutes before that midnight;
+// then the first denier was named, its own reset given and the longer
+// wait said apart). A request only the daily budget denies names it.
 func TestQuotaDenialNamesItsOwnReset(t *testing.T) {
 	mock, err := mockllm.Start("127.0.0.1:0")
 	if err != nil {
@@ -32,10 +33,11 @@ func TestQuotaDenialNamesItsOwnReset(t *testing.T) {
 	for _, c := range []struct {
 		monthly int
 		wait    time.Duration // Retry-After
-		longer  bool          // the message gives a longer wait apart
+		name    string        // the budget named
+		reset   string        // its reset, as the message gives it
 	}{
-		{2, month, true}, // both spent: the month's wait
-		{10, day, false}, // the daily budget alone
+		{2, month, "acme-monthly", "2027-01-01T00:00:00Z"}, // both spent: the month waits longest
+		{10, day, "user-daily", "2026-12-06T00:00:00Z"},    // the daily budget alone
 	} {
 		cfg, err := config.Parse([]byte(fmt.Sprintf(`
 listen: 127.0.0.1:0
@@ -57,19 +59,15 @@ limits:
 		}
 		resp, body := h.do("/v1/chat/completions", chat)
 		_, msg := errorCode(t, "/v1/chat/completions", body)
-		if resp.StatusCode != 429 || resp.Header.Get("x-llmguard-limit") != "user-daily" {
-			t.Fatalf("monthly %d: %d %s (x-llmguard-limit %q), want 429 by user-daily", c.monthly, resp.StatusCode, body, resp.Header.Get("x-llmguard-limit"))
+		if resp.StatusCode != 429 || resp.Header.Get("x-llmguard-limit") != c.name || !strings.Contains(msg, "Budget "+c.name+" ") {
+			t.Fatalf("monthly %d: %d %s (x-llmguard-limit %q), want 429 by %s", c.monthly, resp.StatusCode, body, resp.Header.Get("x-llmguard-limit"), c.name)
 		}
 		if ra, _ := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64); ra != int64(c.wait/time.Second) {
 			t.Errorf("monthly %d: Retry-After %d, want %d", c.monthly, ra, int64(c.wait/time.Second))
 		}
-		own := "It resets at 2026-12-06T00:00:00Z (in " + day.String() + ")."
-		if !strings.Contains(msg, own) {
-			t.Errorf("monthly %d: message %q, want %q", c.monthly, msg, own)
-		}
-		longer := "it can be admitted in " + month.String() + " at the earliest"
-		if got := strings.Contains(msg, longer); got != c.longer {
-			t.Errorf("monthly %d: message %q: says %q: %v, want %v", c.monthly, msg, longer, got, c.longer)
+		own := "It resets at " + c.reset + " (in " + c.wait.String() + ")."
+		if !strings.Contains(msg, own) || strings.Contains(msg, "at the earliest") {
+			t.Errorf("monthly %d: message %q, want %q and no other wait", c.monthly, msg, own)
 		}
 	}
 }
