@@ -72,14 +72,16 @@ func (s searchAsk) fees(model string) (size spec.SearchContextSize, results int6
 	if !on {
 		n = defaultWebResults
 	}
-	native := engine == "native"
 	if engine == "" {
-		native = nativeSearchProvider(name)
+		engine = "exa"
+		if nativeSearchProvider(name) {
+			engine = "native"
+		}
 	}
-	if native || (engine != "exa" && engine != "native") {
+	if engine != "exa" { // native, or unknown: the provider's fee
 		size = max(size, cmpSize(asked, spec.SearchContextMedium))
 	}
-	if !native {
+	if engine != "native" { // Exa, or unknown: the results
 		results = n
 	}
 	return size, results
