@@ -65,10 +65,20 @@ func (s searchAsk) fees(model string) (size spec.SearchContextSize, results int6
 	case s.options.Exists() && s.options.Type != gjson.Null:
 		size = cmpSize(asked, spec.SearchContextMedium)
 	}
+	plugin, results := s.pluginFees(model)
+	return max(size, plugin), results
+}
+
+// pluginFees is the part of fees OpenRouter's web plugin makes, which its
+// completions, Responses and Messages endpoints take as its chat endpoint
+// does: the provider's per-request fee (native engine) or the results
+// (Exa).
+func (s searchAsk) pluginFees(model string) (size spec.SearchContextSize, results int64) {
 	n, engine, on := s.webPlugin()
 	if !on && !onlineModel(model) {
-		return size, 0
+		return spec.SearchContextNone, 0
 	}
+	name := strings.ToLower(model)
 	if !on {
 		n = defaultWebResults
 	}
@@ -79,7 +89,7 @@ func (s searchAsk) fees(model string) (size spec.SearchContextSize, results int6
 		}
 	}
 	if engine != "exa" { // native, or unknown: the provider's fee
-		size = max(size, cmpSize(asked, spec.SearchContextMedium))
+		size = cmpSize(s.sizeAsked(), spec.SearchContextMedium)
 	}
 	if engine != "native" { // Exa, or unknown: the results
 		results = n

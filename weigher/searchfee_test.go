@@ -105,3 +105,31 @@ func FuzzSearchFees(f *testing.F) {
 		}
 	})
 }
+
+// OpenRouter's web plugin is billed on its completions, Responses and
+// Messages endpoints as on chat: the results with Exa, the provider's fee
+// with native search; a model name alone (sonar) reserves no fee there.
+func TestPluginSearchFeesOnEveryKind(t *testing.T) {
+	w := testWeigher(t)
+	for _, tc := range []struct {
+		name    string
+		weigh   func([]byte) Estimate
+		body    string
+		size    spec.SearchContextSize
+		results int64
+	}{
+		{"completions plugin", w.Completions, `{"model":"mistralai/mistral-7b","prompt":"hi","plugins":[{"id":"web","max_results":4}]}`, spec.SearchContextNone, 4},
+		{"completions online", w.Completions, `{"model":"mistralai/mistral-7b:online","prompt":"hi"}`, spec.SearchContextNone, 5},
+		{"responses native", w.Responses, `{"model":"openai/gpt-4o","input":"hi","plugins":[{"id":"web"}]}`, spec.SearchContextMedium, 0},
+		{"messages exa", w.Messages, `{"model":"anthropic/claude-sonnet-4","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"plugins":[{"id":"web","engine":"exa","max_results":2}]}`, spec.SearchContextNone, 2},
+		{"messages, no plugin", w.Messages, `{"model":"sonar","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, spec.SearchContextNone, 0},
+	} {
+		e := tc.weigh([]byte(tc.body))
+		if !e.Parsed {
+			t.Fatalf("%s: not parsed: %v %s", tc.name, e.Fault, e.FaultDetail)
+		}
+		if e.SearchContext != tc.size || e.SearchResults != tc.results {
+			t.Errorf("%s: search %v, %d results; want %v, %d", tc.name, e.SearchContext, e.SearchResults, tc.size, tc.results)
+		}
+	}
+}
