@@ -389,13 +389,16 @@ type Model struct {
 	// Anthropic (above 200K) and OpenAI (above 272K) bill long prompts.
 	LongContext *LongContext `yaml:"long_context"`
 	// SearchRequestUSDPerK is the model's per-request search fee, USD per
-	// 1,000 requests by search context size, charged for an answer whose
-	// usage reports a search_context_size (Perplexity's Sonar models:
-	// Sonar $5, $8 and $12 for low, medium and high; Sonar Pro and Sonar
-	// Reasoning Pro $6, $10 and $14, docs.perplexity.ai pricing). LiteLLM's
+	// 1,000 requests by search context size, reserved for a request that
+	// incurs one (weigher.Estimate.SearchContext: Perplexity's Sonar
+	// models, OpenAI's search models, web_search_options) and charged at
+	// the size the usage reports, or the size reserved when it reports
+	// none (Sonar $5, $8 and $12 for low, medium and high; Sonar Pro and
+	// Sonar Reasoning Pro $6, $10 and $14, docs.perplexity.ai pricing;
+	// gpt-4o-search-preview $30, $35 and $50). LiteLLM's
 	// search_context_cost_per_query gives it in a prices_file. A size left
 	// at zero is charged policy.DefaultSearchRequestPicoUSD's fee, the
-	// dearest Perplexity documents ($14, $18, $22: Pro Search).
+	// dearest search model's ($30, $35, $50: gpt-4o-search-preview).
 	SearchRequestUSDPerK SearchFees `yaml:"search_request_usd_per_k"`
 }
 

@@ -50,10 +50,21 @@ type Record struct {
 	// tokens (spec.Usage). With them every priced part of CostMicroUSD is
 	// in the record (trial3: a 1-hour cache write's cost could not be
 	// recomputed from the record).
-	AudioInputTokens     int64 `json:"audio_input_tokens"`
-	AudioOutputTokens    int64 `json:"audio_output_tokens"`
-	WebSearches          int64 `json:"web_searches"`
-	EstimatedInputTokens int64 `json:"estimated_input_tokens"`
+	AudioInputTokens  int64 `json:"audio_input_tokens"`
+	AudioOutputTokens int64 `json:"audio_output_tokens"`
+	WebSearches       int64 `json:"web_searches"`
+	// FileSearches counts the file search calls billed per call
+	// (spec.Usage.FileSearches); SearchContextSize is the size ("low",
+	// "medium", "high"; "" for none) of the per-request search fee charged
+	// (Perplexity's Sonar, OpenAI's search models); SearchResults the web
+	// results of OpenRouter's web plugin charged; SearchFeeMicroUSD the
+	// part of CostMicroUSD those search fees and WebSearches make, in
+	// micro-USD, rounded up on its own (policy.Price.SearchMicroUSD).
+	FileSearches         int64  `json:"file_searches"`
+	SearchContextSize    string `json:"search_context_size"`
+	SearchResults        int64  `json:"search_results"`
+	SearchFeeMicroUSD    int64  `json:"search_fee_micro_usd"`
+	EstimatedInputTokens int64  `json:"estimated_input_tokens"`
 	// EstimatedOutputTokens is the output reserved at admission, in
 	// tokens, whatever the unit of the request's tightest limit (see
 	// Reserved): the request's maximum or the model's default, times its
@@ -94,7 +105,8 @@ func Fields() []string {
 	return []string{
 		"ts", "request_id", "key_id", "user", "tenant", "model", "flavor", "status",
 		"input_tokens", "cached_input_tokens", "cache_write_tokens", "cache_write_1h_tokens", "output_tokens",
-		"reasoning_tokens", "audio_input_tokens", "audio_output_tokens", "web_searches", "estimated_input_tokens", "estimated_output_tokens", "reserved", "reserved_unit",
+		"reasoning_tokens", "audio_input_tokens", "audio_output_tokens", "web_searches",
+		"file_searches", "search_context_size", "search_results", "search_fee_micro_usd", "estimated_input_tokens", "estimated_output_tokens", "reserved", "reserved_unit",
 		"cost_micro_usd", "unmetered", "usage_implausible", "reported_input_tokens",
 		"reported_output_tokens",
 	}

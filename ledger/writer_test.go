@@ -22,11 +22,14 @@ import (
 // documented is the ledger's schema as issue 6 states it, plus reserved_unit
 // and unmetered (issue 12), and the usage ceiling's flag and reported
 // figures, and the priced parts of the cost tokens alone do not give
-// (1-hour cache writes, audio, web searches: trial3).
+// (1-hour cache writes, audio, web searches: trial3), and the search fees
+// (file searches, the per-request fee's size, OpenRouter's web results, the
+// fees' part of the cost: bill16).
 var documented = []string{
 	"ts", "request_id", "key_id", "user", "tenant", "model", "flavor", "status",
 	"input_tokens", "cached_input_tokens", "cache_write_tokens", "cache_write_1h_tokens", "output_tokens",
-	"reasoning_tokens", "audio_input_tokens", "audio_output_tokens", "web_searches", "estimated_input_tokens", "estimated_output_tokens", "reserved", "reserved_unit",
+	"reasoning_tokens", "audio_input_tokens", "audio_output_tokens", "web_searches",
+	"file_searches", "search_context_size", "search_results", "search_fee_micro_usd", "estimated_input_tokens", "estimated_output_tokens", "reserved", "reserved_unit",
 	"cost_micro_usd", "unmetered", "usage_implausible", "reported_input_tokens",
 	"reported_output_tokens",
 }

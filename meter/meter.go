@@ -190,11 +190,14 @@ type Request struct {
 	Images, PerImage int64
 	// Estimate is the reservation: InputTokens counted locally and
 	// OutputTokens the output reserved, in tokens, and WebSearches the web
-	// searches the request's tools may run (priced per search).
-	// CacheWriteTokens (CacheWrite1hTokens) not 0 says the body asks for
-	// prompt-cache writes (with the 1-hour TTL): the reservation then
-	// prices all its input at that write price when it is not below the
-	// input price. Only those five fields are read.
+	// searches the request's tools may run (priced per search);
+	// SearchContext the size of the per-request search fee the request
+	// incurs and SearchResults the web results OpenRouter's web plugin may
+	// fetch (weigher.Estimate's), both also charged at settlement when the
+	// usage reports none. CacheWriteTokens (CacheWrite1hTokens) not 0 says
+	// the body asks for prompt-cache writes (with the 1-hour TTL): the
+	// reservation then prices all its input at that write price when it is
+	// not below the input price. Only those seven fields are read.
 	Estimate spec.Usage
 	// Output says how Estimate.OutputTokens was made and whether the
 	// request's output maximum may be lowered (output.go); the zero value:
@@ -693,14 +696,14 @@ func (x *Exchange) takeSharded(rules []*policy.Rule, items []bucket.Item) (bucke
 }
 
 // reservation is the usage a reservation of in input and out output
-// tokens is priced as, with the request's web searches (its
-// Estimate.WebSearches): for an audio request (Request.Audio) every token
+// tokens is priced as, with the request's search fees (its
+// Estimate.WebSearches, SearchContext and SearchResults): for an audio request (Request.Audio) every token
 // counts as audio too, since the estimate does not tell the audio from the
 // text and audio costs more (policy.Price.MicroUSD prices it at the higher
 // of the two rates).
 func (x *Exchange) reservation(in, out int64) spec.Usage {
 	e := x.req.Estimate
-	u := spec.Usage{InputTokens: in, OutputTokens: out, WebSearches: e.WebSearches}
+	u := spec.Usage{InputTokens: in, OutputTokens: out, WebSearches: e.WebSearches, SearchContext: e.SearchContext, SearchResults: e.SearchResults}
 	// Which input the upstream writes to the cache is its choice: all of
 	// it, at the dearest write price the body names, is the most it bills.
 	if e.CacheWriteTokens > 0 && x.quote.Price.CacheWrite >= x.quote.Price.Input {

@@ -64,7 +64,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 	var over uint8 // the figures above the request's ceiling (ceiling.go)
 	switch {
 	case known:
-		actual, over = overCeiling(s.Usage, s.Ceiling)
+		actual, over = overCeiling(x.searchFeesOf(s.Usage), s.Ceiling)
 		cost = x.quote.Price.MicroUSD(actual)
 	case s.Source == spec.SourceReserved && x.req.Weighed:
 		// Nothing reported: the reservation stands, and so does its cost.
@@ -201,6 +201,23 @@ func SourceOf(status int) spec.Source {
 	return spec.SourceReserved
 }
 
+// searchFeesOf is u with the per-request search fees the request incurred
+// that u does not report: the search context size reserved when u names
+// none (an OpenAI search model's usage names none; Perplexity's names the
+// size it billed, charged as reported, so a smaller one than reserved is
+// refunded the difference), and the web results reserved when u counts
+// none (OpenRouter's web plugin: no usage counts them).
+func (x *Exchange) searchFeesOf(u spec.Usage) spec.Usage {
+	e := &x.req.Estimate
+	if u.SearchContext == spec.SearchContextNone {
+		u.SearchContext = e.SearchContext
+	}
+	if u.SearchResults <= 0 {
+		u.SearchResults = e.SearchResults
+	}
+	return u
+}
+
 // GatewayTimedOut reports whether status says that something between
 // llmguard and the provider stopped waiting for an answer it had passed
 // on, so that the provider may have run, and billed, the request: 504
@@ -230,6 +247,10 @@ func (m *Meter) newRecord(x *Exchange, s Settlement, actual spec.Usage, known bo
 	r.CacheWrite1hTokens = t.CacheWrite1hTokens
 	r.OutputTokens, r.ReasoningTokens = t.OutputTokens, t.ReasoningTokens
 	r.AudioInputTokens, r.AudioOutputTokens, r.WebSearches = t.AudioInputTokens, t.AudioOutputTokens, t.WebSearches
+	r.FileSearches, r.SearchContextSize, r.SearchResults = t.FileSearches, t.SearchContext.String(), t.SearchResults
+	if cost > 0 && x.req.PerImage == 0 {
+		r.SearchFeeMicroUSD = min(x.quote.Price.SearchMicroUSD(t), cost)
+	}
 	if i := tightestRatio(x.rules); i >= 0 {
 		a := x.rules[i]
 		r.Reserved, r.ReservedUnit = a.Reserved, a.Rule.Unit.String()
@@ -250,7 +271,9 @@ func (x *Exchange) chargedTokens(source spec.Source, known bool, actual spec.Usa
 	case known:
 		return actual
 	case source == spec.SourceReserved && x.req.Weighed:
-		return spec.Usage{InputTokens: x.req.Estimate.InputTokens, OutputTokens: x.req.Estimate.OutputTokens}
+		e := &x.req.Estimate
+		return spec.Usage{InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, WebSearches: e.WebSearches,
+			SearchContext: e.SearchContext, SearchResults: e.SearchResults}
 	}
 	return spec.Usage{}
 }

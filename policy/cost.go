@@ -47,16 +47,19 @@ type SearchFees struct {
 	Low, Medium, High int64
 }
 
-// DefaultSearchRequestPicoUSD is the per-request search fee charged for a
-// usage reporting a search context size (spec.Usage.SearchContext) when
-// the model's price sets none at that size: the dearest Perplexity
-// documents at each size, its Pro Search's $14, $18 and $22 per 1,000
-// requests (docs.perplexity.ai, pricing, request pricing; Sonar's are $5,
-// $8 and $12, Sonar Pro's and Sonar Reasoning Pro's $6, $10 and $14). So
-// a model whose fee the price table does not give is never charged below
-// what any Sonar model bills; set search_request_usd_per_k (or LiteLLM's
+// DefaultSearchRequestPicoUSD is the per-request search fee reserved and
+// charged at a search context size (spec.Usage.SearchContext) when the
+// model's price sets none at that size: the dearest search model's, OpenAI
+// gpt-4o-search-preview's $30, $35 and $50 per 1,000 requests (its
+// original search pricing, as LiteLLM's price table and OpenRouter's model
+// page, $35 per 1,000 at the default medium size, give it), above
+// Perplexity's dearest, its Pro Search's $14, $18 and $22
+// (docs.perplexity.ai, pricing, request pricing; Sonar's are $5, $8 and
+// $12) and gpt-4o-mini-search-preview's $25, $27.50 and $30. So a model
+// whose fee the price table does not give is never charged below what any
+// search model bills; set search_request_usd_per_k (or LiteLLM's
 // search_context_cost_per_query) to charge its own.
-var DefaultSearchRequestPicoUSD = SearchFees{Low: 14_000_000_000, Medium: 18_000_000_000, High: 22_000_000_000}
+var DefaultSearchRequestPicoUSD = SearchFees{Low: 30_000_000_000, Medium: 35_000_000_000, High: 50_000_000_000}
 
 // of is the fee at size s, DefaultSearchRequestPicoUSD's where f sets
 // none; 0 for SearchContextNone.
@@ -104,6 +107,13 @@ const WebSearchPicoUSD = 10_000_000_000
 // 1,000 file search tool calls (its pricing page, built-in tools;
 // Responses API only), on top of the tokens the results add to the input.
 const FileSearchPicoUSD = 2_500_000_000
+
+// SearchResultPicoUSD is the price of one web result OpenRouter's web
+// plugin fetches with its Exa engine (spec.Usage.SearchResults), in
+// pico-USD: $4 per 1,000 results, $0.02 a request at its default
+// max_results of 5 (https://openrouter.ai/docs/features/web-search,
+// pricing), on top of the tokens the results add to the prompt.
+const SearchResultPicoUSD = 4_000_000_000
 
 // scaled is p with every rate times num/den, rounded up (saturating).
 func (p Price) scaled(num, den int64) Price {
@@ -168,14 +178,14 @@ func PriceFromUSDPerMTok(input, cachedInput, output float64) Price {
 // the cached tokens beyond the audio ones get the cached text price —
 // never less than any split could cost. Negative counts are treated as
 // zero. Each web search the usage reports adds WebSearchPicoUSD, each
-// file search FileSearchPicoUSD, and a search context size its
-// per-request search fee (Price.SearchRequest).
+// file search FileSearchPicoUSD, each web result SearchResultPicoUSD, and
+// a search context size its per-request search fee (Price.SearchRequest).
 func (p Price) MicroUSD(t spec.Usage) int64 { return p.microUSDOf(&t) }
 
 // microUSDOf is MicroUSD of *t at *p, neither copied nor written.
 func (p *Price) microUSDOf(t *spec.Usage) int64 {
 	if t.AudioInputTokens > 0 || t.AudioOutputTokens > 0 || t.CacheWriteTokens > 0 || t.WebSearches > 0 ||
-		t.FileSearches > 0 || t.SearchContext != spec.SearchContextNone {
+		t.FileSearches > 0 || t.SearchContext != spec.SearchContextNone || t.SearchResults > 0 {
 		return p.microUSD(*t)
 	}
 	// No audio, no cache writes, no web searches, as nearly every chat
@@ -240,6 +250,29 @@ func (p Price) microUSD(t spec.Usage) int64 {
 	add(clamp0(t.WebSearches), WebSearchPicoUSD)
 	add(clamp0(t.FileSearches), FileSearchPicoUSD)
 	add(1, p.SearchRequest.of(t.SearchContext))
+	add(clamp0(t.SearchResults), SearchResultPicoUSD)
+	return ceilMicro(hi, lo)
+}
+
+// SearchMicroUSD is the search fees of t at price p in micro-USD, rounded
+// up to a whole micro-dollar: its web searches (WebSearchPicoUSD each),
+// file searches (FileSearchPicoUSD each), per-request search fee at its
+// search context size (Price.SearchRequest) and web results
+// (SearchResultPicoUSD each); negative counts are treated as zero. It is
+// the part of MicroUSD(t) those fees make, rounded on its own (so at most
+// 1 µUSD above their exact share), for the ledger's search_fee_micro_usd.
+func (p Price) SearchMicroUSD(t spec.Usage) int64 {
+	var hi, lo uint64
+	add := func(n, price int64) {
+		h, l := bits.Mul64(uint64(n), uint64(price))
+		var c uint64
+		lo, c = bits.Add64(lo, l, 0)
+		hi += h + c
+	}
+	add(clamp0(t.WebSearches), WebSearchPicoUSD)
+	add(clamp0(t.FileSearches), FileSearchPicoUSD)
+	add(1, p.SearchRequest.of(t.SearchContext))
+	add(clamp0(t.SearchResults), SearchResultPicoUSD)
 	return ceilMicro(hi, lo)
 }
 

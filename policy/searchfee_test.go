@@ -24,15 +24,42 @@ func TestSearchAndFileFeesPriced(t *testing.T) {
 		{"no fee", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40}, 50},
 		{"low", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchContext: spec.SearchContextLow}, 50 + 5_000},
 		{"high", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchContext: spec.SearchContextHigh}, 50 + 12_000},
-		{"medium unset: the default", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchContext: spec.SearchContextMedium}, 50 + 18_000},
+		{"medium unset: the default", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchContext: spec.SearchContextMedium}, 50 + 35_000},
 		{"flex tier keeps the fee", sonar.flex, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchContext: spec.SearchContextHigh}, 50 + 12_000},
-		{"no fee priced: the default", Price{}, spec.Usage{SearchContext: spec.SearchContextHigh}, 22_000},
+		{"no fee priced: the default", Price{}, spec.Usage{SearchContext: spec.SearchContextHigh}, 50_000},
 		{"file searches", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, FileSearches: 3}, 50 + 7_500},
 		{"negative file searches", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, FileSearches: -3}, 50},
+		{"openrouter web results", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchResults: 5}, 50 + 20_000},
+		{"negative web results", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchResults: -5}, 50},
 	} {
 		if got := tc.p.MicroUSD(tc.u); got != tc.want {
 			t.Errorf("%s: %d µUSD, want %d", tc.name, got, tc.want)
 		}
 		textCostCase(t, tc.p, tc.u)
+	}
+}
+
+// SearchMicroUSD is the search fees' part of MicroUSD: every fee, no
+// token, rounded up on its own; with no token priced the two agree.
+func TestSearchMicroUSD(t *testing.T) {
+	sonar := compileModel(config.Model{InputUSDPerMTok: 1, OutputUSDPerMTok: 1, SearchRequestUSDPerK: config.SearchFees{Low: 5, High: 12}})
+	for _, tc := range []struct {
+		name string
+		u    spec.Usage
+		want int64 // µUSD
+	}{
+		{"tokens only", spec.Usage{InputTokens: 10, OutputTokens: 40}, 0},
+		{"every fee", spec.Usage{InputTokens: 10, OutputTokens: 40, WebSearches: 2, FileSearches: 1, SearchContext: spec.SearchContextLow, SearchResults: 3},
+			2*10_000 + 2_500 + 5_000 + 3*4_000},
+		{"negatives", spec.Usage{WebSearches: -2, FileSearches: -1, SearchResults: -3}, 0},
+	} {
+		if got := sonar.standard.SearchMicroUSD(tc.u); got != tc.want {
+			t.Errorf("%s: %d µUSD, want %d", tc.name, got, tc.want)
+		}
+		fees := tc.u
+		fees.InputTokens, fees.OutputTokens = 0, 0
+		if got, all := sonar.standard.SearchMicroUSD(tc.u), sonar.standard.MicroUSD(fees); got != all {
+			t.Errorf("%s: SearchMicroUSD %d, MicroUSD of the fees alone %d", tc.name, got, all)
+		}
 	}
 }

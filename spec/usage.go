@@ -62,8 +62,17 @@ type Usage struct {
 	// SearchContext is the search context size of the per-request search
 	// fee the upstream billed (Perplexity's Sonar models: usage
 	// search_context_size, a fee per 1,000 requests by size, its pricing
-	// page's request pricing); SearchContextNone: no such fee.
+	// page's request pricing; OpenAI's search models, whose usage names
+	// none: the size the request asked, charged as reserved);
+	// SearchContextNone: no such fee.
 	SearchContext SearchContextSize
+	// SearchResults is how many web results OpenRouter's web plugin
+	// (plugins [{"id": "web"}], or a ":online" model) fetched for the
+	// request with its Exa engine, billed $4 per 1,000 results on top of
+	// the tokens (https://openrouter.ai/docs/features/web-search,
+	// pricing). Its usage reports no count: the max_results asked (5 by
+	// default) is charged.
+	SearchResults int64
 }
 
 // SearchContextSize is the search context size a per-request search fee

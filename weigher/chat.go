@@ -113,6 +113,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	var templateText [2]gjson.Result // vLLM's documents and chat_template_kwargs (templateFields)
 	var unknownTop unknownTops       // top-level members the chat API does not define (chatTopKnown)
 	var adapter gjson.Result         // KoboldCpp's chat adapter (koboldAdapterTokens)
+	var search searchAsk             // web_search_options and plugins (searchAsk.fees)
 	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens, llama.cpp's n_predict, TabbyAPI's max_length
 	var messageElems, toolsElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
@@ -196,8 +197,10 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			responseFormat = v
 		case "web_search_options", "plugins":
 			// Search results enter the prompt the upstream bills
-			// (OpenRouter's plugins: web search, file parsing).
+			// (OpenRouter's plugins: web search, file parsing), and the
+			// search is billed per request (searchAsk.fees).
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
+			search.read(k, v)
 		case "data_sources", "dataSources":
 			// Azure OpenAI "On Your Data" (dataSources: its 2023 preview
 			// extensions API): the upstream retrieves documents into the
@@ -262,6 +265,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	}
 	est.Model = modelNamed(model, as, w.names)
 	est.ServerContext = est.ServerContext || onlineModel(est.Model)
+	est.SearchContext, est.SearchResults = search.fees(est.Model)
 	rules := w.chatRules(est.Model)
 	if !rules.openAI {
 		// OpenAI caches prompts itself and charges no more for a write

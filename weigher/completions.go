@@ -59,6 +59,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	echo := false
 	var floor outputFloor      // vLLM's min_tokens and ignore_eos, llama.cpp's n_predict, TabbyAPI's max_length
 	var unknownTop unknownTops // top-level members the completions API does not define (completionsTopKnown)
+	var plugins gjson.Result   // OpenRouter's plugins (searchAsk.pluginFees)
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
 		switch k {
@@ -69,8 +70,10 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 		case "plugins":
 			// OpenRouter's plugins (web search, file parsing), which its
 			// completions endpoint takes as its chat endpoint does: their
-			// results enter the prompt it bills. Hidden context.
+			// results enter the prompt it bills. Hidden context, and a
+			// web search billed per request (searchAsk.pluginFees).
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
+			plugins = v
 		case "prompt_embeds":
 			// vLLM's prompt embeddings (base64 tensors, one prompt token
 			// per row, beside or instead of prompt): billed as prompt
@@ -101,6 +104,7 @@ func (w *Weigher) completions(body []byte, as func(string) string) Estimate {
 	})
 	est.Model = modelNamed(model, as, w.names)
 	est.ServerContext = est.ServerContext || onlineModel(est.Model)
+	est.SearchContext, est.SearchResults = searchAsk{plugins: plugins}.pluginFees(est.Model)
 	enc := w.encoder(est.Model)
 	in, prompts, media := promptTally(enc, prompt)
 	est.ServerContext = est.ServerContext || media

@@ -66,6 +66,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	var unknownTop unknownTops // top-level members the Messages API does not define (messagesTopKnown)
 	messagesAt := -1           // the index of "messages" among the members, when its key is written plain
 	at := 0
+	var plugins gjson.Result // OpenRouter's plugins (searchAsk.pluginFees)
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
 		switch k {
@@ -125,8 +126,12 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 			// Remote MCP servers: their tool results enter the context the
 			// upstream bills; so do the results of OpenRouter's plugins
 			// (web search, file parsing: chat's "plugins") on an
-			// Anthropic-compatible endpoint that takes them.
+			// Anthropic-compatible endpoint that takes them (its web
+			// search billed per request: searchAsk.pluginFees).
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
+			if k == "plugins" {
+				plugins = v
+			}
 		default:
 			unknownTop.note(messagesTopKnown, k, v)
 		}
@@ -138,6 +143,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	est.WebSearches = webSearchUses(tools)
 	est.Model = modelNamed(model, as, w.names)
 	est.ServerContext = est.ServerContext || onlineModel(est.Model)
+	est.SearchContext, est.SearchResults = searchAsk{plugins: plugins}.pluginFees(est.Model)
 	est.CacheWrite, est.CacheWrite1h = asksCache(d.body)
 	encName := w.EncodingFor(est.Model)
 	fam := w.family(est.Model) // the name its image and tool rules key off

@@ -76,6 +76,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	var unknownTop unknownTops // top-level members the Responses API does not define (responsesTopKnown)
 	inputAt := -1              // the index of "input" among the members, when its key is written plain
 	at := 0
+	var plugins gjson.Result // OpenRouter's plugins (searchAsk.pluginFees)
 	est := Estimate{Parsed: true}
 	d.members(func(k string, v gjson.Result, elems elements) bool {
 		switch k {
@@ -110,6 +111,9 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 			est.ServerContext = est.ServerContext || v.Type == gjson.String && v.Str != ""
 		case "conversation", "prompt", "plugins":
 			est.ServerContext = est.ServerContext || v.Type != gjson.Null
+			if k == "plugins" { // OpenRouter's web search billed per request (searchAsk.pluginFees)
+				plugins = v
+			}
 		case "service_tier":
 			est.ServiceTier = serviceTier(v)
 		case "background":
@@ -146,6 +150,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	est.IncludeUsage = est.Stream
 	est.Model = modelNamed(model, as, w.names)
 	est.ServerContext = est.ServerContext || onlineModel(est.Model)
+	est.SearchContext, est.SearchResults = searchAsk{plugins: plugins}.pluginFees(est.Model)
 	encName := w.EncodingFor(est.Model)
 	fam := w.family(est.Model) // the name its image rule keys off
 	r := responsesCounter{enc: w.encoder(est.Model), model: fam, hidden: &est.ServerContext}

@@ -81,6 +81,22 @@ type Estimate struct {
 	// a web_search tool its max_tool_calls (20 without one). Reserved at
 	// admission, reconciled with the searches the answer reports.
 	WebSearches int64
+	// SearchContext is the search context size of the per-request search
+	// fee a chat request will incur (spec.Usage.SearchContext;
+	// SearchContextNone: none): a Perplexity Sonar model's, an OpenAI
+	// search model's, any model's sent web_search_options, OpenRouter's
+	// native web search; the size web_search_options.search_context_size
+	// asks, else the upstream's default (Perplexity "low", OpenAI and
+	// others "medium"), "high" when it cannot be read (searchAsk.fees).
+	// Reserved at admission; settlement charges the size the usage
+	// reports, or this one when it reports none (OpenAI's does not).
+	SearchContext spec.SearchContextSize
+	// SearchResults is the web results OpenRouter's web plugin may fetch
+	// for a chat request (plugins [{"id": "web"}] or a ":online" model,
+	// with its Exa engine): its max_results, 5 when it names none, each
+	// billed $4 per 1,000 (spec.Usage.SearchResults). Reserved, and
+	// charged as reserved (no usage reports the count).
+	SearchResults int64
 	// PredictionTokens is, for a chat request with a Predicted Outputs
 	// "prediction", its tokens times Choices: included in OutputTokens,
 	// since the prediction's rejected tokens are billed as output on top

@@ -73,10 +73,10 @@ func TestFeesBesideTheTokensAreCharged(t *testing.T) {
 		},
 		{
 			// A Sonar model whose fee the price table does not give: the
-			// dearest Perplexity documents at that size, Pro Search's $18
-			// per 1,000 at medium (Sonar bills $8); 50 before.
+			// dearest search model's at that size, gpt-4o-search-preview's
+			// $35 per 1,000 at medium (Sonar bills $8); 50 before.
 			name: "perplexity request fee, default", model: "sonar", path: "/v1/chat/completions",
-			billed: 10 + 40 + 8_000, charged: 10 + 40 + 18_000,
+			billed: 10 + 40 + 8_000, charged: 10 + 40 + 35_000,
 		},
 		{
 			// Deep research's 74 search queries, $5 per 1,000, charged at

@@ -222,6 +222,7 @@ func checkAdminToken(cfg *config.Config, env Lookup) []Finding {
 type defaultCost struct {
 	model   string
 	in, out int64
+	search  spec.SearchContextSize // the per-request search fee a minimal request reserves (a Sonar or search model)
 	quote   policy.Quote
 }
 
@@ -241,7 +242,7 @@ func defaultCosts(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher) []
 		default:
 			est = w.Chat([]byte(`{"model":` + q + `,"messages":[{"role":"user","content":""}]}`))
 		}
-		out = append(out, defaultCost{model: name, in: est.InputTokens, out: est.OutputTokens, quote: pol.Quote(name, "")})
+		out = append(out, defaultCost{model: name, in: est.InputTokens, out: est.OutputTokens, search: est.SearchContext, quote: pol.Quote(name, "")})
 	}
 	return out
 }
@@ -266,7 +267,7 @@ func checkDefaultCosts(cfg *config.Config, pol *policy.Policy, w *weigher.Weighe
 			if r.CapOutput { // lowered to cap_output_min before it is refused
 				out = min(out, r.CapOutputMin)
 			}
-			units := r.Units(spec.Usage{InputTokens: c.in, OutputTokens: out}, c.quote.Price)
+			units := r.Units(spec.Usage{InputTokens: c.in, OutputTokens: out, SearchContext: c.search}, c.quote.Price)
 			if units <= r.RegionCapacity() {
 				continue
 			}

@@ -292,3 +292,21 @@ store: {backend: redis, redis_url: "` + store + `"}
 		}
 	}
 }
+
+// A dollar limit below a search model's default cost is reported with its
+// per-request search fee counted: sonar's minimal request costs a few
+// µUSD in tokens (at $1 / $1 per million) and its $30 per 1,000 default
+// low fee, above a 0.02 USD quota; without the fee it would fit.
+func TestCheckLimitBelowDefaultCostCountsSearchFee(t *testing.T) {
+	fs := checkOf(t, `
+upstreams: [{name: a, flavor: openai, base_url: "http://x", no_key: true}]
+keys: [{key: sk-a, user: alice, tenant: acme, plan: free}]
+models:
+  sonar: {input_usd_per_mtok: 1, output_usd_per_mtok: 1, default_max_output_tokens: 256}
+limits:
+  - {name: sonar-dollars, scope: user, unit: usd, quota: 0.02, period: day, models: ["sonar"]}
+`, nil)
+	if got := found(fs, "limits[0]"); len(got) != 1 || !strings.Contains(got[0].Message, "request to sonar") {
+		t.Errorf("limits[0]: %v, want a warning: sonar's $0.03 search fee does not fit $0.02", got)
+	}
+}
