@@ -397,8 +397,9 @@ type Model struct {
 	// Sonar Reasoning Pro $6, $10 and $14, docs.perplexity.ai pricing;
 	// gpt-4o-search-preview $30, $35 and $50). LiteLLM's
 	// search_context_cost_per_query gives it in a prices_file. A size left
-	// at zero is charged policy.DefaultSearchRequestPicoUSD's fee, the
-	// dearest search model's ($30, $35, $50: gpt-4o-search-preview).
+	// out is charged policy.DefaultSearchRequestPicoUSD's fee, the
+	// dearest search model's ($30, $35, $50: gpt-4o-search-preview); a
+	// size written as 0 here waives it (SearchFees.Waived).
 	SearchRequestUSDPerK SearchFees `yaml:"search_request_usd_per_k"`
 }
 
@@ -408,7 +409,46 @@ type SearchFees struct {
 	Low    float64 `yaml:"low"`
 	Medium float64 `yaml:"medium"`
 	High   float64 `yaml:"high"`
+	// zero has bit n set when size n (0 low, 1 medium, 2 high) was
+	// written as 0 in the config (Waived).
+	zero uint8
 }
+
+// UnmarshalYAML reads the three fees, noting each written as 0: a model
+// that runs no search (a self-hosted one a caller sends
+// web_search_options) is charged no fee at that size, where a size left
+// out is charged the default.
+func (s *SearchFees) UnmarshalYAML(unmarshal func(any) error) error {
+	var raw struct {
+		Low    *float64 `yaml:"low"`
+		Medium *float64 `yaml:"medium"`
+		High   *float64 `yaml:"high"`
+	}
+	if err := unmarshal(&raw); err != nil {
+		return err
+	}
+	*s = SearchFees{}
+	for n, f := range [...]struct {
+		v   *float64
+		dst *float64
+	}{{raw.Low, &s.Low}, {raw.Medium, &s.Medium}, {raw.High, &s.High}} {
+		if f.v == nil {
+			continue
+		}
+		*f.dst = *f.v
+		if *f.v == 0 {
+			s.zero |= 1 << n
+		}
+	}
+	return nil
+}
+
+// Waived reports whether the fee at size n (0 low, 1 medium, 2 high) was
+// written as 0 in the config: no fee is reserved or charged at that size,
+// where a size left out is charged policy.DefaultSearchRequestPicoUSD's.
+// A prices_file's 0 (LiteLLM's table leaves fees out that way) waives
+// nothing.
+func (s SearchFees) Waived(n int) bool { return n >= 0 && n < 3 && s.zero&(1<<n) != 0 }
 
 // TierPrices are a model's prices in one service tier or context band, in
 // USD per million tokens. A zero CachedInput or CacheWrite price means the

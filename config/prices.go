@@ -303,9 +303,12 @@ func (c *Config) mergePrices(layers ...map[string]Model) {
 		fill(&m.OutputUSDPerMTok, p.OutputUSDPerMTok)
 		fill(&m.AudioInputUSDPerMTok, p.AudioInputUSDPerMTok)
 		fill(&m.AudioOutputUSDPerMTok, p.AudioOutputUSDPerMTok)
-		fill(&m.SearchRequestUSDPerK.Low, p.SearchRequestUSDPerK.Low)
-		fill(&m.SearchRequestUSDPerK.Medium, p.SearchRequestUSDPerK.Medium)
-		fill(&m.SearchRequestUSDPerK.High, p.SearchRequestUSDPerK.High)
+		for n, f := range [...]struct{ dst, v *float64 }{{&m.SearchRequestUSDPerK.Low, &p.SearchRequestUSDPerK.Low},
+			{&m.SearchRequestUSDPerK.Medium, &p.SearchRequestUSDPerK.Medium}, {&m.SearchRequestUSDPerK.High, &p.SearchRequestUSDPerK.High}} {
+			if !m.SearchRequestUSDPerK.Waived(n) { // a fee the config waives stays waived
+				fill(f.dst, *f.v)
+			}
+		}
 		if m.MaxInputTokens == 0 {
 			m.MaxInputTokens = p.MaxInputTokens
 		}

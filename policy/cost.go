@@ -42,10 +42,16 @@ type Price struct {
 
 // SearchFees are per-request search fees by search context size,
 // pico-USD per request ($5 per 1,000 requests is 5,000,000,000). The zero
-// value sets none (DefaultSearchRequestPicoUSD applies).
+// value sets none (DefaultSearchRequestPicoUSD applies); SearchFeeWaived
+// charges none.
 type SearchFees struct {
 	Low, Medium, High int64
 }
+
+// SearchFeeWaived is a SearchFees value that charges no fee at its size: a
+// config's search_request_usd_per_k size written as 0
+// (config.SearchFees.Waived), for a model that runs no search.
+const SearchFeeWaived int64 = -1
 
 // DefaultSearchRequestPicoUSD is the per-request search fee reserved and
 // charged at a search context size (spec.Usage.SearchContext) when the
@@ -75,7 +81,10 @@ func (f SearchFees) of(s spec.SearchContextSize) int64 {
 	default:
 		v, d = f.High, DefaultSearchRequestPicoUSD.High
 	}
-	if v <= 0 {
+	switch {
+	case v == SearchFeeWaived:
+		return 0
+	case v <= 0:
 		return d
 	}
 	return v

@@ -185,8 +185,13 @@ func maxRates(a, b Rates) Rates {
 // searchFees is a model's per-request search fees, USD per 1,000
 // requests, as pico-USD per request (rounded to the nearest).
 func searchFees(f config.SearchFees) SearchFees {
-	fee := func(usdPerK float64) int64 { return int64(math.Round(usdPerK * 1e9)) } // $1 per 1,000 is 10^9 pico-USD a request
-	return SearchFees{Low: fee(f.Low), Medium: fee(f.Medium), High: fee(f.High)}
+	fee := func(n int, usdPerK float64) int64 {
+		if f.Waived(n) {
+			return SearchFeeWaived
+		}
+		return int64(math.Round(usdPerK * 1e9)) // $1 per 1,000 is 10^9 pico-USD a request
+	}
+	return SearchFees{Low: fee(0, f.Low), Medium: fee(1, f.Medium), High: fee(2, f.High)}
 }
 
 // usd is a config's tier prices as USDPerMTok.

@@ -27,6 +27,8 @@ func TestSearchAndFileFeesPriced(t *testing.T) {
 		{"medium unset: the default", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchContext: spec.SearchContextMedium}, 50 + 35_000},
 		{"flex tier keeps the fee", sonar.flex, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchContext: spec.SearchContextHigh}, 50 + 12_000},
 		{"no fee priced: the default", Price{}, spec.Usage{SearchContext: spec.SearchContextHigh}, 50_000},
+		{"waived: none", Price{SearchRequest: SearchFees{Medium: SearchFeeWaived}}, spec.Usage{SearchContext: spec.SearchContextMedium}, 0},
+		{"waived at another size: the default", Price{SearchRequest: SearchFees{Medium: SearchFeeWaived}}, spec.Usage{SearchContext: spec.SearchContextLow}, 30_000},
 		{"file searches", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, FileSearches: 3}, 50 + 7_500},
 		{"negative file searches", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, FileSearches: -3}, 50},
 		{"openrouter web results", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchResults: 5}, 50 + 20_000},
@@ -61,5 +63,25 @@ func TestSearchMicroUSD(t *testing.T) {
 		if got, all := sonar.standard.SearchMicroUSD(tc.u), sonar.standard.MicroUSD(fees); got != all {
 			t.Errorf("%s: SearchMicroUSD %d, MicroUSD of the fees alone %d", tc.name, got, all)
 		}
+	}
+}
+
+// A config's search_request_usd_per_k size written as 0 reaches the price
+// as waived: no fee at that size, the default at a size left out.
+func TestSearchFeeWaivedFromConfig(t *testing.T) {
+	c, err := config.Parse([]byte(`
+upstreams: [{name: o, flavor: openai, base_url: "http://x"}]
+models:
+  local: {input_usd_per_mtok: 1, output_usd_per_mtok: 1, search_request_usd_per_k: {medium: 0}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := compileModel(c.Models["local"]).standard
+	if got := p.MicroUSD(spec.Usage{InputTokens: 10, OutputTokens: 40, SearchContext: spec.SearchContextMedium}); got != 50 {
+		t.Errorf("medium waived: %d µUSD, want 50 (the tokens alone)", got)
+	}
+	if got := p.MicroUSD(spec.Usage{InputTokens: 10, OutputTokens: 40, SearchContext: spec.SearchContextLow}); got != 50+30_000 {
+		t.Errorf("low left out: %d µUSD, want %d (the default fee)", got, 50+30_000)
 	}
 }
