@@ -280,9 +280,27 @@ func (p *Proxy) settleHeldStream(x *exchange, encoding, body []byte, status int)
 	}
 	wg, model := x.live.weigher, x.est.Model
 	tap := newUsageTap(wg.NewStream(x.kind), false, expectsUsage(x), func(text string) int64 { return wg.CountText(model, text) })
-	tap.feed(b)
+	mem := decoderMemory{p: p}
+	defer mem.release()
+	feedHeld(&tap, b, &mem)
 	p.settleStream(x, &tap, status)
 	return true
+}
+
+// feedHeld feeds tap the held stream body b as a relayed stream is fed,
+// readChunk bytes at a time, with the scanner's buffers for an event past
+// tapEventFree taken from mem (usageTap.bound), which the caller releases
+// once the tap is settled. Fed whole and without mem, an unfinished event
+// (a body cut mid-event, or one never ended) of up to
+// sse.DefaultMaxEventBytes was copied into the scanner's buffer outside
+// max_inflight_response_bytes before bound could look at it.
+func feedHeld(tap *usageTap, b []byte, mem *decoderMemory) {
+	tap.mem = mem
+	for len(b) > 0 {
+		n := min(len(b), readChunk)
+		tap.feed(b[:n])
+		b = b[n:]
+	}
 }
 
 // sseBody reports whether b, an answer body, starts as an SSE stream does:
