@@ -280,9 +280,27 @@ func (p *Proxy) settleHeldStream(x *exchange, encoding, body []byte, status int)
 	}
 	wg, model := x.live.weigher, x.est.Model
 	tap := newUsageTap(wg.NewStream(x.kind), false, expectsUsage(x), func(text string) int64 { return wg.CountText(model, text) })
-	tap.feed(b)
+	mem := decoderMemory{p: p}
+	defer mem.release()
+	feedHeld(&tap, b, &mem)
 	p.settleStream(x, &tap, status)
 	return true
+}
+
+// feedHeld feeds tap the held stream body b as a relayed stream is fed,
+// readChunk bytes at a time, with the scanner's buffers for an event past
+// tapEventFree taken from mem (usageTap.bound), which the caller releases
+// once the tap is settled. Fed whole and without mem, an unfinished event
+// (a body cut mid-event, or one never ended) of up to
+// sse.DefaultMaxEventBytes was copied into the scanner's buffer outside
+// max_inflight_response_bytes before bound could look at it.
+func feedHeld(tap *usageTap, b []byte, mem *decoderMemory) {
+	tap.mem = mem
+	for len(b) > 0 {
+		n := min(len(b), readChunk)
+		tap.feed(b[:n])
+		b = b[n:]
+	}
 }
 
 // sseBody reports whether b, an answer body, starts as an SSE stream does:
@@ -493,13 +511,19 @@ func decoder(enc string, r io.Reader, mem *decoderMemory) (io.Reader, error) {
 		// now, so that data that is not Brotli is relayed as sent (the
 		// bytes read kept by the caller's headRecorder), not decoded into
 		// an error after the Content-Encoding was dropped.
-		d := brotli.NewReader(br)
+		// That first output must come within brotliFirstInput bytes: the
+		// caller keeps every byte read until then (openStream's
+		// headRecorder), and a stream may hold any number of metadata
+		// blocks, which decode to nothing.
+		in := &firstInput{r: br, left: brotliFirstInput}
+		d := brotli.NewReader(in)
 		var first [1]byte
 		n, err := d.Read(first[:])
 		if err != nil && err != io.EOF {
 			mem.release()
 			return nil, err
 		}
+		in.left = -1
 		return io.MultiReader(bytes.NewReader(first[:n]), d), nil
 	case "zstd":
 		br := bufio.NewReaderSize(r, 32) // holds a frame header (at most 18 bytes)
@@ -522,6 +546,38 @@ func decoder(enc string, r io.Reader, mem *decoderMemory) (io.Reader, error) {
 		return d.IOReadCloser(), nil
 	}
 	return nil, fmt.Errorf("proxy: content coding %q is not decoded", enc)
+}
+
+// brotliFirstInput is the most bytes of a Brotli answer, 1 MiB, read
+// before its first output byte: an encoder's first meta-block gives output
+// within its header and prefix codes (a few KiB), and flushes add empty
+// metadata blocks of a byte or two; more is a stream of metadata alone.
+const brotliFirstInput = 1 << 20
+
+// errBrotliNoOutput: a Brotli answer gave no output within its first
+// brotliFirstInput bytes.
+var errBrotliNoOutput = errors.New("proxy: brotli stream without output in its first 1 MiB")
+
+// firstInput reads r, at most left bytes while left is not negative; past
+// them it fails with errBrotliNoOutput. Set left to -1 to lift the limit.
+type firstInput struct {
+	r    io.Reader
+	left int
+}
+
+func (f *firstInput) Read(p []byte) (int, error) {
+	if f.left < 0 {
+		return f.r.Read(p)
+	}
+	if f.left == 0 {
+		return 0, errBrotliNoOutput
+	}
+	if len(p) > f.left {
+		p = p[:f.left]
+	}
+	n, err := f.r.Read(p)
+	f.left -= n
+	return n, err
 }
 
 // zlibHeader reports whether h, a deflate coding's first two bytes, is a

@@ -28,7 +28,8 @@ func answerOutput(k Kind, body []byte, each func(piece string)) {
 // chatAnswerText reads a chat or legacy completions answer's output
 // (https://platform.openai.com/docs/api-reference/chat/object): each
 // choice's message content (a string, or the "text" of its parts),
-// refusal, reasoning_content and reasoning, each tool call's function name and
+// refusal, reasoning_content and reasoning (once when both hold the same
+// string), each tool call's function name and
 // arguments, and a legacy completion's "text"; add is called with each
 // value that may be such a string.
 func chatAnswerText(root gjson.Result, add func(gjson.Result)) {
@@ -48,11 +49,19 @@ func chatAnswerText(root gjson.Result, add func(gjson.Result)) {
 				add(content)
 			}
 			add(m.Get("refusal"))
-			add(m.Get("reasoning_content"))
+			rc := m.Get("reasoning_content")
+			add(rc)
 			// vLLM's reasoning parsers (the member reasoning_content was
 			// renamed to) and OpenRouter answer the reasoning here, as
-			// their streams do in delta.reasoning (counted there).
-			add(m.Get("reasoning"))
+			// their streams do in delta.reasoning (counted there). A
+			// server that sends both names for one text generated it once
+			// (vLLM kept reasoning_content beside reasoning from
+			// vllm-project/vllm#27752 until v0.16; mlx-vlm keeps reasoning
+			// as an alias, Blaizzy/mlx-vlm#1411): the same string is
+			// counted once.
+			if r := m.Get("reasoning"); r.Type != gjson.String || rc.Type != gjson.String || r.Raw != rc.Raw {
+				add(r)
+			}
 			m.Get("tool_calls").ForEach(func(_, call gjson.Result) bool {
 				add(call.Get("function.name"))
 				add(call.Get("function.arguments"))

@@ -21,6 +21,8 @@ func TestAnswerOutputText(t *testing.T) {
 		// vLLM's and OpenRouter's reasoning member, as their streams'
 		// delta.reasoning (adv26); a request's reasoning object is not text.
 		{"reasoning", KindChat, `{"choices":[{"message":{"reasoning":"th","reasoning_content":"rc","content":"hi"}}]}`, "hi\nrc\nth"},
+		// Both names for one text (mlx-vlm's alias): generated, and billed, once.
+		{"reasoning aliased", KindChat, `{"choices":[{"message":{"reasoning":"th","reasoning_content":"th","content":"hi"}}]}`, "hi\nth"},
 		{"reasoning object", KindChat, `{"choices":[{"message":{"reasoning":{"effort":"high"},"content":"hi"}}]}`, "hi"},
 		{"completions", KindCompletions, `{"model":"m","choices":[{"text":"t1"},{"text":"t2"}]}`, "t1\nt2"},
 		{"none", KindChat, `{"choices":[{"message":{"content":""}}]}`, ""},

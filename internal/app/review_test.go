@@ -1,0 +1,56 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReviewStreamRequestJSONAnswerUnlabelled: an upstream that ignores a
+// request's "stream" and answers JSON without a Content-Type (or as
+// text/plain), in chunks, is read as a JSON answer: its usage settles it,
+// not the 256-token reservation of a stream that carried no events.
+// A lead left skipped (LLMGUARD_REVIEW_LEADS=1 runs it): since 39ca997
+// (streamedAnswer) such an answer is relayed as a stream, the tap finds no
+// SSE event in it and it settles at 256 output tokens for a usage of
+// 6,000; at 78b1e89 it passed.
+func TestReviewStreamRequestJSONAnswerUnlabelled(t *testing.T) {
+	if os.Getenv("LLMGUARD_REVIEW_LEADS") == "" {
+		t.Skip("a lead: LLMGUARD_REVIEW_LEADS=1 runs it")
+	}
+	const usage = `{"prompt_tokens":9,"completion_tokens":6000,"total_tokens":6009}`
+	const answer = `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":` + usage + `}`
+	for _, label := range []string{"", "text/plain"} {
+		t.Run(fmt.Sprintf("%q", label), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header()["Content-Type"] = nil
+				if label != "" {
+					w.Header().Set("Content-Type", label)
+				}
+				w.WriteHeader(http.StatusOK)
+				io.WriteString(w, answer[:20])
+				w.(http.Flusher).Flush()
+				io.WriteString(w, answer[20:])
+			}))
+			t.Cleanup(srv.Close)
+			h := fresh16(t, srv.URL)
+			resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"write"}]}`)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(b, `"ok"`) {
+				t.Fatalf("%d: %.200q", resp.StatusCode, b)
+			}
+			out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
+			if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
+				t.Fatal("not settled")
+			}
+			if got := out(); got < 6000 {
+				t.Errorf("charged %v output tokens for a JSON usage of 6,000", got)
+			}
+		})
+	}
+}
