@@ -66,7 +66,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	status := resp.StatusCode()
 	x.status = status
 
-	if streamedAnswer(resp.Header.ContentType(), x.est.Stream, status) && resp.BodyStream() != nil {
+	if streamedAnswer(resp.Header.ContentType()) && resp.BodyStream() != nil {
 		p.count(x, x.m.Outcome(status), "")
 		x.upstream.series.Record(status, x.upstreamTime)
 		ctx.Response.Header.SetContentLength(-1)
@@ -349,28 +349,20 @@ func (p *Proxy) usageOf(x *exchange, encoding, body []byte, text bool) (u weighe
 
 // streamedAnswer reports whether an upstream answer of Content-Type ct (as
 // fasthttp gives it: "text/plain; charset=utf-8" when the upstream sent
-// none) with status is relayed and read as a stream: a media type of
-// text/event-stream in any case (RFC 9110 §8.3.1: case-insensitive), or,
-// when the request asked to stream (streamAsked) and the status is 2xx,
-// any type that does not name JSON: the OpenAI and Anthropic SDKs read
-// the body of a stream request as SSE whatever its label, so the tap must
-// read it as one too, not look for a JSON usage in it and settle at the
-// reservation (adv26: a stream sent without a Content-Type).
-func streamedAnswer(ct []byte, streamAsked bool, status int) bool {
+// none) is relayed and read as a stream: a media type of text/event-stream
+// in any case (RFC 9110 §8.3.1: case-insensitive). Any other answer is held
+// and read whole, a stream request's included: the SDKs read a stream
+// request's body as SSE whatever its label, and finish reads a held body
+// that is SSE as a stream (settleHeldStream) and one that is JSON as JSON
+// (an upstream that ignores "stream"). Relaying every such answer to a
+// stream request as a stream (adv26) settled an unlabelled JSON answer at
+// the reservation: 256 output tokens for a usage of 6,000 (review,
+// TestReviewStreamRequestJSONAnswerUnlabelled). A stream sent without its
+// label reaches the caller whole, once it ends, rather than event by event.
+func streamedAnswer(ct []byte) bool {
 	const sse = "text/event-stream"
 	ct = bytes.TrimSpace(ct)
-	if len(ct) >= len(sse) && bytes.EqualFold(ct[:len(sse)], []byte(sse)) {
-		return true
-	}
-	if !streamAsked || status < 200 || status > 299 {
-		return false
-	}
-	for i := 0; i+4 <= len(ct); i++ {
-		if bytes.EqualFold(ct[i:i+4], []byte("json")) {
-			return false
-		}
-	}
-	return true
+	return len(ct) >= len(sse) && bytes.EqualFold(ct[:len(sse)], []byte(sse))
 }
 
 // uncoded reports whether a Content-Encoding value names no coding.

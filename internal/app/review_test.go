@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,14 +14,10 @@ import (
 // request's "stream" and answers JSON without a Content-Type (or as
 // text/plain), in chunks, is read as a JSON answer: its usage settles it,
 // not the 256-token reservation of a stream that carried no events.
-// A lead left skipped (LLMGUARD_REVIEW_LEADS=1 runs it): since 39ca997
-// (streamedAnswer) such an answer is relayed as a stream, the tap finds no
-// SSE event in it and it settles at 256 output tokens for a usage of
-// 6,000; at 78b1e89 it passed.
+// Between 39ca997 and streamedAnswer's narrowing such an answer was relayed
+// as a stream, the tap found no SSE event in it and it settled at 256
+// output tokens for a usage of 6,000.
 func TestReviewStreamRequestJSONAnswerUnlabelled(t *testing.T) {
-	if os.Getenv("LLMGUARD_REVIEW_LEADS") == "" {
-		t.Skip("a lead: LLMGUARD_REVIEW_LEADS=1 runs it")
-	}
 	const usage = `{"prompt_tokens":9,"completion_tokens":6000,"total_tokens":6009}`
 	const answer = `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":` + usage + `}`
 	for _, label := range []string{"", "text/plain"} {
