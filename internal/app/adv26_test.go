@@ -42,14 +42,7 @@ func TestAdv26ChatAnswerReasoningIsCounted(t *testing.T) {
 			t.Cleanup(srv.Close)
 			h := fresh16(t, srv.URL)
 			resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"think"}]}`)
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("%d %.200s", resp.StatusCode, b)
-			}
-			out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
-			if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
-				t.Fatal("not settled")
-			}
-			if got := out(); got < 3000 {
+			if got := settledOutput(t, h, resp, b); got < 3000 {
 				t.Errorf("charged %v output tokens for an answer that reasoned 3,000 words", got)
 			}
 		})
@@ -118,14 +111,7 @@ func TestAdv26CodedAnswerUsageIsRead(t *testing.T) {
 					d, _ := io.ReadAll(flate.NewReader(strings.NewReader(b)))
 					b = string(d)
 				}
-				if resp.StatusCode != http.StatusOK || !strings.Contains(b, `"ok"`) {
-					t.Fatalf("%d %q: %.200q", resp.StatusCode, resp.Header.Get("Content-Encoding"), b)
-				}
-				out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
-				if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
-					t.Fatal("not settled")
-				}
-				if got := out(); got < 6000 {
+				if got := settledOutput(t, h, resp, b); got < 6000 {
 					t.Errorf("charged %v output tokens for a usage of 6,000", got)
 				}
 			})
@@ -158,14 +144,7 @@ func TestAdv26StreamLabelledOddlyIsRead(t *testing.T) {
 			t.Cleanup(srv.Close)
 			h := fresh16(t, srv.URL)
 			resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"write"}]}`)
-			if resp.StatusCode != http.StatusOK || !strings.Contains(b, `"ok"`) {
-				t.Fatalf("%d: %.200q", resp.StatusCode, b)
-			}
-			out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
-			if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
-				t.Fatal("not settled")
-			}
-			if got := out(); got < 6000 {
+			if got := settledOutput(t, h, resp, b); got < 6000 {
 				t.Errorf("charged %v output tokens for a usage of 6,000", got)
 			}
 		})
@@ -209,16 +188,24 @@ func TestAdv26StreamLabelledJSONIsRead(t *testing.T) {
 			t.Cleanup(srv.Close)
 			h := fresh16(t, srv.URL)
 			resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"write"}]}`)
-			if resp.StatusCode != http.StatusOK || !strings.Contains(b, `"ok"`) {
-				t.Fatalf("%d: %.200q", resp.StatusCode, b)
-			}
-			out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
-			if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
-				t.Fatal("not settled")
-			}
-			if got := out(); got < c.min || got > c.max {
+			if got := settledOutput(t, h, resp, b); got < c.min || got > c.max {
 				t.Errorf("charged %v output tokens, want %v to %v", got, c.min, c.max)
 			}
 		})
 	}
+}
+
+// settledOutput checks that an answer through llmguard (resp, its body b)
+// is a 200 carrying "ok", waits for its settlement and returns the output
+// tokens h's llmguard charged (llmguard_tokens_total{kind="output"}).
+func settledOutput(t *testing.T, h *harness, resp *http.Response, b string) float64 {
+	t.Helper()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(b, `"ok"`) {
+		t.Fatalf("%d %q: %.200q", resp.StatusCode, resp.Header.Get("Content-Encoding"), b)
+	}
+	out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
+	if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
+		t.Fatal("not settled")
+	}
+	return out()
 }

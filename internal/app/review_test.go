@@ -5,9 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
-	"time"
 )
 
 // TestReviewStreamRequestJSONAnswerUnlabelled: an upstream that ignores a
@@ -36,14 +34,7 @@ func TestReviewStreamRequestJSONAnswerUnlabelled(t *testing.T) {
 			t.Cleanup(srv.Close)
 			h := fresh16(t, srv.URL)
 			resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"write"}]}`)
-			if resp.StatusCode != http.StatusOK || !strings.Contains(b, `"ok"`) {
-				t.Fatalf("%d: %.200q", resp.StatusCode, b)
-			}
-			out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
-			if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
-				t.Fatal("not settled")
-			}
-			if got := out(); got < 6000 {
+			if got := settledOutput(t, h, resp, b); got < 6000 {
 				t.Errorf("charged %v output tokens for a JSON usage of 6,000", got)
 			}
 		})
