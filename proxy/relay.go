@@ -405,10 +405,11 @@ func (b *upstreamBody) Close() error {
 // compressed it although llmguard asked for identity; the client still
 // receives the bytes as sent. The decoded copy is read into into, whose
 // bytes are taken from the answer budget as it grows (the caller gives them
-// back with into.release once the usage is read), as is a zstd decoder's
-// window while it decodes (see decoder); decoding stops at limit bytes (a
-// compressed answer must not expand without bound). An encoding it does
-// not decode, a broken one, a zstd window over answerWindowMax, or no room
+// back with into.release once the usage is read), as is a zstd or Brotli
+// decoder's window while it decodes (see decoder: each stage's of a stack
+// of codings); decoding stops at limit bytes (a compressed answer must not
+// expand without bound). An encoding it does not decode (a stack deeper
+// than maxStackedCodings among them), a broken one, a zstd window over answerWindowMax, or no room
 // in the budget gives nil, and unread says why (an unread reason): no usage
 // is read and the reservation stands.
 func tapView(encoding, body []byte, limit int, into *heldAnswer) (view []byte, unread string) {
@@ -851,7 +852,8 @@ type streamSource struct {
 }
 
 // openStream starts watching the client of x's stream (conn; nil: none)
-// and decides how raw, sent in the content coding enc (lowercase, trimmed),
+// and decides how raw, sent in the content codings enc lists (lowercase,
+// trimmed: decoder),
 // is relayed: decoded when decoder reads its coding's header, else as sent
 // and counted unread with its reason (responses_unread_total). The header
 // (gzip's 10 bytes, a zstd frame's) is read from the upstream here, on the

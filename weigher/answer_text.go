@@ -28,7 +28,8 @@ func answerOutput(k Kind, body []byte, each func(piece string)) {
 // chatAnswerText reads a chat or legacy completions answer's output
 // (https://platform.openai.com/docs/api-reference/chat/object): each
 // choice's message content (a string, or the "text" of its parts),
-// refusal, reasoning_content and reasoning, each tool call's function name and
+// refusal, reasoning_content, and reasoning or reasoning_details
+// (addReasoning), each tool call's function name and
 // arguments, and a legacy completion's "text"; add is called with each
 // value that may be such a string.
 func chatAnswerText(root gjson.Result, add func(gjson.Result)) {
