@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -414,10 +415,11 @@ func (b *upstreamBody) Close() error {
 // compressed it although llmguard asked for identity; the client still
 // receives the bytes as sent. The decoded copy is read into into, whose
 // bytes are taken from the answer budget as it grows (the caller gives them
-// back with into.release once the usage is read), as is a zstd decoder's
-// window while it decodes (see decoder); decoding stops at limit bytes (a
-// compressed answer must not expand without bound). An encoding it does
-// not decode, a broken one, a zstd window over answerWindowMax, or no room
+// back with into.release once the usage is read), as is a zstd or Brotli
+// decoder's window while it decodes (see decoder: each stage's of a stack
+// of codings); decoding stops at limit bytes (a compressed answer must not
+// expand without bound). An encoding it does not decode (a stack deeper
+// than maxStackedCodings among them), a broken one, a zstd window over answerWindowMax, or no room
 // in the budget gives nil, and unread says why (an unread reason): no usage
 // is read and the reservation stands.
 func tapView(encoding, body []byte, limit int, into *heldAnswer) (view []byte, unread string) {
@@ -453,7 +455,58 @@ func undecodedReason(err error) string {
 	return unreadUndecodable
 }
 
-// decoder reads the content coding enc of r (RFC 9110 §8.4.1: gzip,
+// maxStackedCodings is the most content codings an answer may be sent in
+// for llmguard to decode it (identity not counted): three. A CDN that
+// compresses an answer its server compressed already sends two ("gzip,
+// br"); a longer stack is relayed as sent, unread. Each stage holds a
+// decoder (gzip's and deflate's 32 KiB window, RFC 1951 §2; a Brotli or
+// zstd window from the budget), so the stack's depth is bounded.
+const maxStackedCodings = 3
+
+// decoder reads r, sent in the content codings enc lists (lowercase, comma
+// separated, in the order they were applied: RFC 9110 §8.4), undoing them
+// in reverse order, the last applied first, each with decodeOne and each
+// decoder's memory (a Brotli or zstd window) taken from the answer budget
+// through the one mem. Empty list elements (RFC 9110 §5.6.1) and identity
+// are skipped (a list of nothing else reads r as it is). Errors: more than
+// maxStackedCodings codings; decodeOne's, for the first coding it cannot read (an
+// unknown coding, a stage whose data does not start as its coding says,
+// no room in the budget), after which mem holds nothing.
+func decoder(enc string, r io.Reader, mem *decoderMemory) (io.Reader, error) {
+	if !strings.Contains(enc, ",") {
+		return decodeOne(strings.TrimSpace(enc), r, mem)
+	}
+	var stack [maxStackedCodings]string
+	n := 0
+	for rest := enc; rest != ""; {
+		c, after, _ := strings.Cut(rest, ",")
+		rest = after
+		c = strings.Trim(c, " \t")
+		if c == "" || c == "identity" {
+			continue
+		}
+		if n == maxStackedCodings {
+			return nil, errTooManyCodings
+		}
+		stack[n] = c
+		n++
+	}
+	for i := n - 1; i >= 0; i-- {
+		d, err := decodeOne(stack[i], r, mem)
+		if err != nil {
+			mem.release() // an earlier stage's window too: none is read now
+			return nil, err
+		}
+		r = d
+	}
+	return r, nil
+}
+
+// errTooManyCodings: an answer's Content-Encoding lists more codings than
+// maxStackedCodings; it is relayed as sent, unread.
+var errTooManyCodings = errors.New("proxy: content codings stacked deeper than llmguard decodes")
+
+// decodeOne reads the content coding enc of r (RFC 9110 §8.4.1: gzip,
 // deflate meaning zlib, and zstd). A zstd decoder allocates the window its
 // first frame's header asks for: that header is read first, and the window
 // (with the decoder's state, contentcoding.ZstdStateBytes) taken from the
@@ -464,7 +517,7 @@ func undecodedReason(err error) string {
 // its first frame's header); a zstd window over answerWindowMax
 // (errWindowTooLarge); no room in the budget for the window
 // (errWindowBudget).
-func decoder(enc string, r io.Reader, mem *decoderMemory) (io.Reader, error) {
+func decodeOne(enc string, r io.Reader, mem *decoderMemory) (io.Reader, error) {
 	switch enc {
 	case "", "identity":
 		return r, nil
@@ -847,7 +900,8 @@ type streamSource struct {
 }
 
 // openStream starts watching the client of x's stream (conn; nil: none)
-// and decides how raw, sent in the content coding enc (lowercase, trimmed),
+// and decides how raw, sent in the content codings enc lists (lowercase,
+// trimmed: decoder),
 // is relayed: decoded when decoder reads its coding's header, else as sent
 // and counted unread with its reason (responses_unread_total). The header
 // (gzip's 10 bytes, a zstd frame's) is read from the upstream here, on the

@@ -28,7 +28,8 @@ func answerOutput(k Kind, body []byte, each func(piece string)) {
 // chatAnswerText reads a chat or legacy completions answer's output
 // (https://platform.openai.com/docs/api-reference/chat/object): each
 // choice's message content (a string, or the "text" of its parts),
-// refusal, reasoning_content and reasoning (once when both hold the same
+// refusal, reasoning_content, and reasoning or reasoning_details
+// (addReasoning; reasoning once when reasoning_content holds the same
 // string), each tool call's function name and
 // arguments, and a legacy completion's "text"; add is called with each
 // value that may be such a string.
@@ -53,15 +54,21 @@ func chatAnswerText(root gjson.Result, add func(gjson.Result)) {
 			add(rc)
 			// vLLM's reasoning parsers (the member reasoning_content was
 			// renamed to) and OpenRouter answer the reasoning here, as
-			// their streams do in delta.reasoning (counted there). A
-			// server that sends both names for one text generated it once
-			// (vLLM kept reasoning_content beside reasoning from
-			// vllm-project/vllm#27752 until v0.16; mlx-vlm keeps reasoning
-			// as an alias, Blaizzy/mlx-vlm#1411): the same string is
-			// counted once.
-			if r := m.Get("reasoning"); r.Type != gjson.String || rc.Type != gjson.String || r.Raw != rc.Raw {
-				add(r)
-			}
+			// their streams do in delta.reasoning (counted there);
+			// OpenRouter in reasoning_details too, often the same text
+			// twice: the longer of the two is counted. A server that
+			// sends reasoning and reasoning_content for one text
+			// generated it once (vLLM kept reasoning_content beside
+			// reasoning from vllm-project/vllm#27752 until v0.16; mlx-vlm
+			// keeps reasoning as an alias, Blaizzy/mlx-vlm#1411): the same
+			// string is counted once.
+			r := m.Get("reasoning")
+			same := r.Type == gjson.String && rc.Type == gjson.String && r.Raw == rc.Raw
+			addReasoning(r, m.Get("reasoning_details"), func(v gjson.Result) {
+				if !same || v.Index != r.Index || v.Raw != r.Raw {
+					add(v)
+				}
+			})
 			m.Get("tool_calls").ForEach(func(_, call gjson.Result) bool {
 				add(call.Get("function.name"))
 				add(call.Get("function.arguments"))
@@ -74,12 +81,44 @@ func chatAnswerText(root gjson.Result, add func(gjson.Result)) {
 	})
 }
 
+// addReasoning calls add with a chat answer message's reasoning: its
+// "reasoning" string r, or the text of its "reasoning_details" items d
+// when theirs is the longer. OpenRouter answers both, reasoning_details
+// as items of type reasoning.text ("text"), reasoning.summary ("summary")
+// and reasoning.encrypted ("data", opaque: not counted here, an answer
+// without usage keeps at least its output reservation)
+// (https://openrouter.ai/docs/use-cases/reasoning-tokens), the plain
+// string often repeating the items' text: counting both would charge the
+// reasoning twice, counting only the string would charge nothing for
+// details sent alone.
+func addReasoning(r, d gjson.Result, add func(gjson.Result)) {
+	var n int
+	d.ForEach(func(_, e gjson.Result) bool {
+		for _, t := range [...]gjson.Result{e.Get("text"), e.Get("summary")} {
+			if t.Type == gjson.String {
+				n += len(t.Str)
+			}
+		}
+		return true
+	})
+	if r.Type == gjson.String && len(r.Str) >= n {
+		add(r)
+		return
+	}
+	d.ForEach(func(_, e gjson.Result) bool {
+		add(e.Get("text"))
+		add(e.Get("summary"))
+		return true
+	})
+}
+
 // responsesAnswerText reads a Responses answer's output
 // (https://platform.openai.com/docs/api-reference/responses/object, the
 // "output" items): a message's output_text "text" and "refusal" parts, a
 // function call's name and arguments, a custom tool call's name and
 // input, an MCP call's name and arguments, and a reasoning item's summary
-// and content "text": what the stream's *.delta events carry
+// and content "text", and the code or commands of the calls
+// responsesCallText lists: what the stream's *.delta events carry
 // (responsesEvent).
 func responsesAnswerText(root gjson.Result, add func(gjson.Result)) {
 	root.Get("output").ForEach(func(_, it gjson.Result) bool {
@@ -89,6 +128,16 @@ func responsesAnswerText(root gjson.Result, add func(gjson.Result)) {
 		add(it.Get("name"))
 		add(it.Get("arguments"))
 		add(it.Get("input"))
+		for _, path := range responsesCallText {
+			if v := it.Get(path); v.IsArray() {
+				v.ForEach(func(_, c gjson.Result) bool {
+					add(c)
+					return true
+				})
+			} else {
+				add(v)
+			}
+		}
 		for _, parts := range [...]gjson.Result{it.Get("content"), it.Get("summary")} {
 			parts.ForEach(func(_, p gjson.Result) bool {
 				add(p.Get("text"))
@@ -99,6 +148,19 @@ func responsesAnswerText(root gjson.Result, add func(gjson.Result)) {
 		return true
 	})
 }
+
+// responsesCallText are the members of a Responses output item, beside
+// name, arguments and input, that hold text the model wrote
+// (https://platform.openai.com/docs/api-reference/responses/object): a
+// code_interpreter_call's "code" (streamed in
+// response.code_interpreter_call_code.delta events), a local_shell_call's
+// action.command and a shell_call's action.commands (arrays of strings),
+// and an apply_patch_call's operation.diff (streamed in
+// response.apply_patch_call_operation_diff.delta events) and path. A
+// custom_tool_call's text is its "input", read with the others. The stream
+// counts every *.delta event's text whatever its item (responsesEvent), so
+// it needs no list: this one is what the JSON answer holds of the same.
+var responsesCallText = [...]string{"code", "action.command", "action.commands", "operation.diff", "operation.path"}
 
 // messagesAnswerText reads an Anthropic Messages answer's output
 // (https://platform.claude.com/docs/en/api/messages, "content"): a text

@@ -24,12 +24,25 @@ func TestAnswerOutputText(t *testing.T) {
 		// Both names for one text (mlx-vlm's alias): generated, and billed, once.
 		{"reasoning aliased", KindChat, `{"choices":[{"message":{"reasoning":"th","reasoning_content":"th","content":"hi"}}]}`, "hi\nth"},
 		{"reasoning object", KindChat, `{"choices":[{"message":{"reasoning":{"effort":"high"},"content":"hi"}}]}`, "hi"},
+		// OpenRouter's reasoning_details (adv27): its text and summary
+		// items, not an encrypted one's data; beside a reasoning string
+		// the longer of the two, never both.
+		{"reasoning details", KindChat, `{"choices":[{"message":{"content":"hi","reasoning_details":[{"type":"reasoning.text","text":"t"},` +
+			`{"type":"reasoning.summary","summary":"s"},{"type":"reasoning.encrypted","data":"QUJD"}]}}]}`, "hi\nt\ns"},
+		{"reasoning longer than details", KindChat, `{"choices":[{"message":{"reasoning":"abc","reasoning_details":[{"type":"reasoning.text","text":"ab"}]}}]}`, "abc"},
+		{"details longer than reasoning", KindChat, `{"choices":[{"message":{"reasoning":"a","reasoning_details":[{"type":"reasoning.text","text":"ab"},{"type":"reasoning.summary","summary":"c"}]}}]}`, "ab\nc"},
 		{"completions", KindCompletions, `{"model":"m","choices":[{"text":"t1"},{"text":"t2"}]}`, "t1\nt2"},
 		{"none", KindChat, `{"choices":[{"message":{"content":""}}]}`, ""},
 		{"not json", KindChat, `nope`, ""},
 		{"responses", KindResponses, `{"model":"m","output":[{"type":"reasoning","summary":[{"type":"summary_text","text":"r"}]},` +
 			`{"type":"message","content":[{"type":"output_text","text":"hi"},{"type":"refusal","refusal":"no"}]},` +
 			`{"type":"function_call","name":"f","arguments":"{}"}]}`, "r\nhi\nno\nf\n{}"},
+		// The text of code interpreter, shell, apply_patch and custom tool
+		// calls, as their streams' *.delta events carry it (adv27).
+		{"responses calls", KindResponses, `{"output":[{"type":"code_interpreter_call","code":"c","outputs":[{"type":"logs","logs":"not output"}]},` +
+			`{"type":"local_shell_call","action":{"type":"exec","command":["ls","-l"]}},{"type":"shell_call","action":{"commands":["pwd"]}},` +
+			`{"type":"apply_patch_call","operation":{"type":"update_file","path":"p","diff":"d"}},{"type":"custom_tool_call","name":"g","input":"i"}]}`,
+			"c\nls\n-l\npwd\nd\np\ng\ni"},
 		{"responses none", KindResponses, `{"output":[{"type":"message","content":[]}],"text":"not output"}`, ""},
 		{"messages", KindMessages, `{"model":"m","content":[{"type":"thinking","thinking":"th"},{"type":"text","text":"hi"},` +
 			`{"type":"tool_use","id":"t","name":"f","input":{"a":1}}]}`, "th\nhi\nf\n{\"a\":1}"},
@@ -84,6 +97,8 @@ func FuzzAnswerOutputText(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"message":{"content":"\u00e9\ud800"}}]}`))
 	f.Add([]byte(`{"output":[{"type":"message","content":[{"type":"output_text","text":"hi"}]},{"name":"f","arguments":"{}","input":"x"}]}`))
 	f.Add([]byte(`{"content":[{"type":"text","text":"hi"},{"type":"tool_use","name":"f","input":{"a":[1]}}]}`))
+	f.Add([]byte(`{"choices":[{"message":{"reasoning":"a","reasoning_details":[{"type":"reasoning.text","text":"ab"},{"type":"reasoning.summary","summary":"c"}]}}]}`))
+	f.Add([]byte(`{"output":[{"type":"code_interpreter_call","code":"c"},{"action":{"command":["ls"],"commands":["a"]}},{"operation":{"path":"p","diff":"d"}}]}`))
 	f.Add([]byte(`[`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, k := range weighedKinds {

@@ -364,7 +364,8 @@ const (
 
 // AnswerOutputTokens counts the output text a non-streamed JSON answer of
 // kind k carries (a chat or completions answer's content, refusal,
-// reasoning and tool calls; a Responses answer's output items; a Messages
+// reasoning (reasoning_details' text too) and tool calls; a Responses
+// answer's output items, calls' code, commands and diffs included; a Messages
 // answer's text, thinking and tool_use blocks: answerOutput), in tokens of
 // the tokenizer of model, the model the request was weighed as. It is
 // what a success answer that reports no usage is charged at least, as a
