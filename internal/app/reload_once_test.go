@@ -87,7 +87,9 @@ limits:
 	}
 
 	write(tpm, rpm, rpd)
-	settle("the watch reloading an unsignalled change", func() bool { return len(h.app.cfg.Load().Limits) == 3 })
+	// The reload stores the config a moment before it counts itself: wait
+	// for both (the counter's rise is what this step asks of the watch).
+	settle("the watch reloading an unsignalled change", func() bool { return len(h.app.cfg.Load().Limits) == 3 && oks(2) })
 	if !oks(2) {
 		t.Fatalf("after a second change, watched only: %s", grepLines(h.metrics(), "llmguard_config_reloads_total"))
 	}
