@@ -229,14 +229,23 @@ func (p *Proxy) informationalRefused(ctx *fasthttp.RequestCtx, x *exchange, resp
 }
 
 // finish reads the usage of a buffered response and settles the exchange.
+// The body is decoded once (readable); a stream request's body that is an
+// SSE stream is settled as one (settleHeldStream), any other is read for
+// its usage.
 func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 	s := meter.Settlement{Source: meter.SourceOf(status)}
 	if x.kind.Weighed() {
-		u, ok, text := p.usageOf(x, ctx.Response.Header.ContentEncoding(), ctx.Response.Body(), s.Source == spec.SourceReserved)
-		if !ok && x.est.Stream && p.settleHeldStream(x, ctx.Response.Header.ContentEncoding(), ctx.Response.Body(), status) {
+		view := heldAnswer{p: p}
+		defer view.release() // a panic while parsing gives the copy back too
+		b := p.readable(x, ctx.Response.Header.ContentEncoding(), ctx.Response.Body(), &view)
+		if x.est.Stream && sseBody(b) {
+			p.settleHeldStream(x, b, status)
+			view.release()
 			p.count(x, x.m.Outcome(status), "")
 			return
 		}
+		u, ok, text := p.usageOf(x, b, s.Source == spec.SourceReserved)
+		view.release()
 		switch {
 		case ok:
 			s = meter.Settlement{Source: spec.SourceReported, Usage: u}
@@ -253,39 +262,25 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 	x.settle(s)
 }
 
-// settleHeldStream settles x, a request that asked to stream, from its
-// held answer body (sent in content coding encoding) when that body is an
-// SSE stream its upstream labelled JSON (application/json: the OpenAI and
-// Anthropic SDKs read a stream request's body as SSE whatever its label, so
-// it was relayed as the caller's stream, whole once it ended): read through
-// a usage tap as a relayed stream is, and settled as one (settleStream),
-// at least the output reservation when it ended without its terminal event.
+// settleHeldStream settles x, a request that asked to stream, from b, its
+// held answer body as read (readable), an SSE stream its upstream did not
+// label text/event-stream (application/json, text/plain, none: the OpenAI
+// and Anthropic SDKs read a stream request's body as SSE whatever its
+// label, so it reached the caller whole once it ended): read through a
+// usage tap as a relayed stream is, and settled as one (settleStream), at
+// least the output reservation when it ended without its terminal event.
 // Such a body was taken for a JSON answer without usage and settled at the
 // reservation: 256 output tokens for a usage of 6,000 (adv26's lead,
-// TestAdv26StreamLabelledJSONIsRead). It reports whether the body was one;
-// a body that is not (a JSON answer, an unreadable coding) is left to
-// finish. The usage-only chunk llmguard asked for on the client's behalf
-// (stream_options.include_usage) is not dropped from such a body.
-func (p *Proxy) settleHeldStream(x *exchange, encoding, body []byte, status int) bool {
-	b := body
-	if !uncoded(encoding) {
-		view := heldAnswer{p: p}
-		defer view.release()
-		var why string
-		if b, why = tapView(encoding, body, p.opt.MaxResponseBytes, &view); why != "" {
-			return false
-		}
-	}
-	if !sseBody(b) {
-		return false
-	}
+// TestAdv26StreamLabelledJSONIsRead). The usage-only chunk llmguard asked
+// for on the client's behalf (stream_options.include_usage) is not dropped
+// from such a body.
+func (p *Proxy) settleHeldStream(x *exchange, b []byte, status int) {
 	wg, model := x.live.weigher, x.est.Model
 	tap := newUsageTap(wg.NewStream(x.kind), false, expectsUsage(x), func(text string) int64 { return wg.CountText(model, text) })
 	mem := decoderMemory{p: p}
 	defer mem.release()
 	feedHeld(&tap, b, &mem)
 	p.settleStream(x, &tap, status)
-	return true
 }
 
 // feedHeld feeds tap the held stream body b as a relayed stream is fed,
@@ -322,29 +317,29 @@ func sseBody(b []byte) bool {
 	return false
 }
 
-// usageOf reads the usage of x's answer body, sent in content coding
-// encoding: read as it is when uncoded, else from a decoded copy (tapView)
-// taken from the answer budget and given back before usageOf returns.
-// When it finds no usage and text is set, out is the output text the
-// answer carries, in tokens (Weigher.AnswerOutputTokens); else 0.
-func (p *Proxy) usageOf(x *exchange, encoding, body []byte, text bool) (u weigher.Usage, ok bool, out int64) {
-	read := func(b []byte) {
-		u, ok = x.live.weigher.ParseUsage(x.kind, b, x.est.Model)
-		if !ok && text && len(b) > 0 {
-			out = x.live.weigher.AnswerOutputTokens(x.kind, b, x.est.Model)
-		}
-	}
+// readable is x's answer body as llmguard reads it: body itself when
+// uncoded (encoding), else its decoded copy (tapView) read into view,
+// taken from the answer budget until the caller releases view; nil, its
+// reason counted unread, when it cannot be decoded.
+func (p *Proxy) readable(x *exchange, encoding, body []byte, view *heldAnswer) []byte {
 	if uncoded(encoding) {
-		read(body)
-		return u, ok, out
+		return body
 	}
-	view := heldAnswer{p: p}
-	defer view.release() // a panic while parsing gives the copy back too
-	b, why := tapView(encoding, body, p.opt.MaxResponseBytes, &view)
+	b, why := tapView(encoding, body, p.opt.MaxResponseBytes, view)
 	if why != "" {
 		p.unread(x, why)
 	}
-	read(b)
+	return b
+}
+
+// usageOf reads the usage of x's answer body b (as readable gives it).
+// When it finds no usage and text is set, out is the output text the
+// answer carries, in tokens (Weigher.AnswerOutputTokens); else 0.
+func (p *Proxy) usageOf(x *exchange, b []byte, text bool) (u weigher.Usage, ok bool, out int64) {
+	u, ok = x.live.weigher.ParseUsage(x.kind, b, x.est.Model)
+	if !ok && text && len(b) > 0 {
+		out = x.live.weigher.AnswerOutputTokens(x.kind, b, x.est.Model)
+	}
 	return u, ok, out
 }
 
@@ -538,12 +533,9 @@ func decodeOne(enc string, r io.Reader, mem *decoderMemory) (io.Reader, error) {
 		// (at most 16 MiB, read from the stream's first bytes) and state
 		// are taken from the answer budget first, as a zstd window is.
 		br := bufio.NewReaderSize(r, 32)
-		h, err := br.Peek(1)
-		if err != nil {
+		h, err := br.Peek(2) // the window is in the first one or two bytes
+		if len(h) == 0 {
 			return nil, err
-		}
-		if h2, err := br.Peek(2); err == nil {
-			h = h2
 		}
 		window, ok := contentcoding.BrotliWindow(h)
 		if !ok {
