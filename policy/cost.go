@@ -242,25 +242,16 @@ func (p Price) microUSD(t spec.Usage) int64 {
 	write := min(clamp0(t.CacheWriteTokens), text-cached)
 	write1h := min(clamp0(t.CacheWrite1hTokens), write)
 	uncached := text - cached - write
-	var hi, lo uint64
-	add := func(n, price int64) {
-		h, l := bits.Mul64(uint64(n), uint64(clamp0(price)))
-		var c uint64
-		lo, c = bits.Add64(lo, l, 0)
-		hi += h + c
-	}
-	add(uncached, r.Input)
-	add(cached, r.CachedInput)
-	add(write-write1h, r.CacheWrite)
-	add(write1h, r.CacheWrite1h)
-	add(out-audioOut, r.Output)
-	add(audioIn, max(p.AudioInput, r.Input))
-	add(audioOut, max(p.AudioOutput, r.Output))
-	add(clamp0(t.WebSearches), WebSearchPicoUSD)
-	add(clamp0(t.FileSearches), FileSearchPicoUSD)
-	add(1, p.SearchRequest.of(t.SearchContext))
-	add(clamp0(t.SearchResults), SearchResultPicoUSD)
-	return ceilMicro(hi, lo)
+	var sum picoSum
+	sum.add(uncached, r.Input)
+	sum.add(cached, r.CachedInput)
+	sum.add(write-write1h, r.CacheWrite)
+	sum.add(write1h, r.CacheWrite1h)
+	sum.add(out-audioOut, r.Output)
+	sum.add(audioIn, max(p.AudioInput, r.Input))
+	sum.add(audioOut, max(p.AudioOutput, r.Output))
+	sum.searchFees(&p, &t)
+	return sum.micro()
 }
 
 // SearchMicroUSD is the search fees of t at price p in micro-USD, rounded
@@ -271,19 +262,37 @@ func (p Price) microUSD(t spec.Usage) int64 {
 // the part of MicroUSD(t) those fees make, rounded on its own (so at most
 // 1 µUSD above their exact share), for the ledger's search_fee_micro_usd.
 func (p Price) SearchMicroUSD(t spec.Usage) int64 {
-	var hi, lo uint64
-	add := func(n, price int64) {
-		h, l := bits.Mul64(uint64(n), uint64(price))
-		var c uint64
-		lo, c = bits.Add64(lo, l, 0)
-		hi += h + c
-	}
-	add(clamp0(t.WebSearches), WebSearchPicoUSD)
-	add(clamp0(t.FileSearches), FileSearchPicoUSD)
-	add(1, p.SearchRequest.of(t.SearchContext))
-	add(clamp0(t.SearchResults), SearchResultPicoUSD)
-	return ceilMicro(hi, lo)
+	var sum picoSum
+	sum.searchFees(&p, &t)
+	return sum.micro()
 }
+
+// picoSum is a sum of pico-USD amounts, count × price each, held in 128
+// bits (hi, lo) so that no product or sum overflows; micro rounds it up to
+// whole micro-dollars.
+type picoSum struct{ hi, lo uint64 }
+
+// add adds n × price (pico-USD; a negative price counts as 0).
+func (s *picoSum) add(n, price int64) {
+	h, l := bits.Mul64(uint64(n), uint64(clamp0(price)))
+	var c uint64
+	s.lo, c = bits.Add64(s.lo, l, 0)
+	s.hi += h + c
+}
+
+// searchFees adds t's search fees at p: each web search WebSearchPicoUSD,
+// each file search FileSearchPicoUSD, its search context size's
+// per-request fee (Price.SearchRequest), each web result
+// SearchResultPicoUSD; negative counts count as 0.
+func (s *picoSum) searchFees(p *Price, t *spec.Usage) {
+	s.add(clamp0(t.WebSearches), WebSearchPicoUSD)
+	s.add(clamp0(t.FileSearches), FileSearchPicoUSD)
+	s.add(1, p.SearchRequest.of(t.SearchContext))
+	s.add(clamp0(t.SearchResults), SearchResultPicoUSD)
+}
+
+// micro is the sum in micro-USD, rounded up (ceilMicro).
+func (s picoSum) micro() int64 { return ceilMicro(s.hi, s.lo) }
 
 func clamp0(n int64) int64 { return max(n, 0) }
 
