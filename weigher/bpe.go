@@ -411,13 +411,12 @@ func (c *bpeCounter) count(text string) int64 { return c.countIn(nil, text) }
 // count remembered there when it is not found.
 func (c *bpeCounter) countIn(m *pieceMemo, text string) int64 {
 	if m != nil && !c.noMemo && len(text) >= 2 && len(text) <= textMemoBytes {
-		s := &m.texts.slots[textSlot(text)]
-		if int(s.n) == len(text) && string(s.text[:len(text)]) == text {
-			return int64(s.tokens)
+		sl := m.texts.slot(text)
+		if sl.holds(text, 0) {
+			return int64(sl.tokens)
 		}
 		n := c.countShort(m, text)
-		copy(s.text[:], text)
-		s.n, s.tokens = uint8(len(text)), uint16(n)
+		sl.keep(text, 0, n)
 		return n
 	}
 	return c.countShort(m, text)
@@ -810,8 +809,8 @@ func (c *bpeCounter) segmentTokens(m *pieceMemo, p string, i, j int) int64 {
 	case m != nil && len(s) <= textMemoBytes:
 		// A longer word or phrase (CJK: 6 to 16 characters) through the
 		// text memo, marked as a piece (a merge, not a text's count).
-		sl := &m.texts.slots[textSlot(s)]
-		if int(sl.n) == len(s)|textMemoPiece && string(sl.text[:len(s)]) == s {
+		sl := m.texts.slot(s)
+		if sl.holds(s, textMemoPiece) {
 			return int64(sl.tokens)
 		}
 		var n int64
@@ -820,8 +819,7 @@ func (c *bpeCounter) segmentTokens(m *pieceMemo, p string, i, j int) int64 {
 		} else {
 			n = c.mergeTokens(s)
 		}
-		copy(sl.text[:], s)
-		sl.n, sl.tokens = uint8(len(s)|textMemoPiece), uint16(n)
+		sl.keep(s, textMemoPiece, n)
 		return n
 	case longMerge(s):
 		return c.heapMerge(s)

@@ -164,6 +164,21 @@ type textMemoSlot struct {
 	tokens uint16
 }
 
+// slot is the slot of s (2 to textMemoBytes bytes).
+func (m *textMemo) slot(s string) *textMemoSlot { return &m.slots[textSlot(s)] }
+
+// holds reports whether sl holds s with mark (0: a text's count;
+// textMemoPiece: a piece's merge).
+func (sl *textMemoSlot) holds(s string, mark uint8) bool {
+	return sl.n == uint8(len(s))|mark && string(sl.text[:len(s)]) == s
+}
+
+// keep remembers in sl that s, with mark (as holds'), counts n tokens.
+func (sl *textMemoSlot) keep(s string, mark uint8, n int64) {
+	copy(sl.text[:], s)
+	sl.n, sl.tokens = uint8(len(s))|mark, uint16(n)
+}
+
 // textSlot is the slot index of text t (2 to textMemoBytes bytes): a hash
 // of its length, its first and last 8 bytes and, past 16 bytes, the 8 in
 // its middle (the whole text when shorter than 8).
