@@ -133,9 +133,8 @@ func (p *Proxy) capBody(_ *fasthttp.RequestCtx, x *exchange, body []byte) []byte
 // those servers read as no limit, null) has both values replaced by the
 // maximum; one that names none gets max_tokens added.
 func mirrorMaxTokens(x *exchange, body []byte) []byte {
-	per := x.est.MaxCompletionOnly
-	if per <= 0 || x.kind != weigher.KindChat || x.upstream == nil || x.upstream.chatOutputField != chatMaxTokens ||
-		!x.est.Parsed || x.est.OutputDefaulted {
+	per := x.est.MaxCompletionOnly // set only for a parsed chat body that named this maximum
+	if per <= 0 || x.kind != weigher.KindChat || x.upstream == nil || x.upstream.chatOutputField != chatMaxTokens {
 		return body
 	}
 	fields := x.est.OutputFields // both members' values, when max_tokens is one
