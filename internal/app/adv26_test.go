@@ -203,6 +203,13 @@ func settledOutput(t *testing.T, h *harness, resp *http.Response, b string) floa
 	if resp.StatusCode != http.StatusOK || !strings.Contains(b, `"ok"`) {
 		t.Fatalf("%d %q: %.200q", resp.StatusCode, resp.Header.Get("Content-Encoding"), b)
 	}
+	return outputSettled(t, h)
+}
+
+// outputSettled returns the output tokens h's llmguard charged
+// (llmguard_tokens_total{kind="output"}), once it has settled some.
+func outputSettled(t *testing.T, h *harness) float64 {
+	t.Helper()
 	out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
 	if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
 		t.Fatal("not settled")

@@ -15,7 +15,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	brotli "github.com/molecule-man/go-brrr"
 )
@@ -28,16 +27,6 @@ var adv27Usages = []struct{ name, chat, responses string }{
 		`,"usage":{"input_tokens":9,"output_tokens":0,"total_tokens":9}`},
 	{"small output", `,"usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14}`,
 		`,"usage":{"input_tokens":9,"output_tokens":5,"total_tokens":14}`},
-}
-
-// adv27Output returns the output tokens h settled, once it has settled one.
-func adv27Output(t *testing.T, h *harness) float64 {
-	t.Helper()
-	out := func() float64 { return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}) }
-	if !waitFor(30*time.Second, func() bool { return out() > 0 }) {
-		t.Fatal("not settled")
-	}
-	return out()
 }
 
 // TestAdv27ChatReasoningDetailsAreCounted: OpenRouter's non-streamed chat
@@ -70,7 +59,7 @@ func TestAdv27ChatReasoningDetailsAreCounted(t *testing.T) {
 				if resp.StatusCode != http.StatusOK {
 					t.Fatalf("%d %.200s", resp.StatusCode, b)
 				}
-				if got := adv27Output(t, h); got < 3000 || got > msg.max {
+				if got := outputSettled(t, h); got < 3000 || got > msg.max {
 					t.Errorf("charged %v output tokens for an answer that reasoned 3,000 words, want 3,000 to %v", got, msg.max)
 				}
 			})
@@ -90,7 +79,7 @@ func TestAdv27ChatReasoningDetailsAreCounted(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%d %.200s", resp.StatusCode, b)
 		}
-		if got := adv27Output(t, h); got < 2000 {
+		if got := outputSettled(t, h); got < 2000 {
 			t.Errorf("charged %v output tokens, want at least the 2,000 reserved", got)
 		}
 	})
@@ -124,7 +113,7 @@ func TestAdv27ResponsesCallTextIsCounted(t *testing.T) {
 				if resp.StatusCode != http.StatusOK {
 					t.Fatalf("%d %.200s", resp.StatusCode, b)
 				}
-				if got := adv27Output(t, h); got < 3000 {
+				if got := outputSettled(t, h); got < 3000 {
 					t.Errorf("charged %v output tokens for an answer whose %s carried 3,000 words", got, name)
 				}
 			})
@@ -218,7 +207,7 @@ func TestAdv27StackedCodingsAreRead(t *testing.T) {
 				} else if !strings.Contains(b, `"ok"`) {
 					t.Errorf("relayed decoded but not whole: %.200q", b)
 				}
-				if got := adv27Output(t, h); got < c.min || got > c.max {
+				if got := outputSettled(t, h); got < c.min || got > c.max {
 					t.Errorf("charged %v output tokens, want %v to %v (a usage of 6,000)", got, c.min, c.max)
 				}
 			})
