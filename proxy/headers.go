@@ -513,11 +513,11 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 		setRetryAfter(&ctx.Response.Header, retry)
 	case a.Limit.IsWindow():
 		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %s per %s (%s), remaining %s, requested %s. Please try again in %s.",
-			a.Rule.Name, a.Rule.Scope, unit, amount(a.Limit.Capacity), a.Limit.Per, a.Limit.Algorithm, amount(max(a.Status.Remaining, 0)), amount(a.Reserved), goDuration(retry))
+			a.Rule.Name, a.Rule.Scope, unit, amount(a.Limit.Capacity), a.Limit.Per, a.Limit.Algorithm, remainingOf(a.Status.Remaining, amount, amountOf), amount(a.Reserved), goDuration(retry))
 		setRetryAfter(&ctx.Response.Header, retry)
 	default:
 		e.message = fmt.Sprintf("Rate limit reached for limit %s (%s scope) on %s: limit %s per %s, remaining %s, requested %s. Please try again in %s.",
-			a.Rule.Name, a.Rule.Scope, unit, amount(a.Limit.Rate), a.Limit.Per, amount(max(a.Status.Remaining, 0)), amount(a.Reserved), goDuration(retry))
+			a.Rule.Name, a.Rule.Scope, unit, amount(a.Limit.Rate), a.Limit.Per, remainingOf(a.Status.Remaining, amount, amountOf), amount(a.Reserved), goDuration(retry))
 		setRetryAfter(&ctx.Response.Header, retry)
 	}
 	if d.outputDefaulted && !d.tooLarge && !a.Limit.Concurrent && d.hiddenModel == "" && d.outputField != "" && countsOutput(a.Rule.Unit) {
@@ -532,6 +532,19 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 	ctx.Response.Header.Set("x-llmguard-limit", a.Rule.Name)
 	setLimitHeaders(&ctx.Response.Header, f, rules, items)
 	return e
+}
+
+// remainingOf is a denying bucket's level as its 429 message gives it:
+// amount(level), and a level below zero (a bucket in debt: earlier calls
+// settled above what they reserved) as amount(0) with the debt named by
+// amountOf, so that a wait far longer than the request's own cost reads as
+// what it is (trial11: "remaining 0, requested 18. Please try again in
+// 31m32s" from a 1000-token-an-hour bucket 508 tokens in debt).
+func remainingOf(level int64, amount, amountOf func(int64) string) string {
+	if level >= 0 {
+		return amount(level)
+	}
+	return amount(0) + " (" + amountOf(-level) + " in debt: earlier calls used more than they reserved)"
 }
 
 // defaultedOutput says ("sets no …, so …", after "this request"), for a
