@@ -900,6 +900,7 @@ func parse(b []byte, dir string) (*Config, error) {
 				}
 			}
 		}
+		byLine(decodeProblems)
 		return nil, &Error{Problems: decodeProblems}
 	}
 	if err != nil {
@@ -908,6 +909,7 @@ func parse(b []byte, dir string) (*Config, error) {
 			for i, p := range ce.Problems {
 				ce.Problems[i] = withLine(p, root)
 			}
+			byLine(ce.Problems)
 		}
 		return nil, err
 	}

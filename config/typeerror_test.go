@@ -43,11 +43,12 @@ max_connections: lots
 		"line 5: limits[1].quota: `1.5$` is not a number (write 1.5 for 1.5$: numbers take no suffix, unit or separator; usd amounts are in dollars)",
 		"line 5: limits[1].warn_at[0]: `80%` is not a number (write 0.8 for 80%: numbers take no suffix, unit or separator)",
 		"line 6: limits[2].rate: `10,000` is not a number (write 10000 for 10,000: numbers take no suffix, unit or separator)",
+		// Other problems of the same limits are still reported (in line
+		// order, after the decoder's of the same line).
+		`line 6: limits[2].scope: must be one of key, user, tenant, global (got "users") (did you mean user?)`,
 		"line 10: limits[3].rate: `2.5M` is not a number (write 2500000 for 2.5M: numbers take no suffix, unit or separator)",
 		"line 12: max_body_bytes: `8MiB` is not a whole number of bytes (size suffixes such as MiB or GiB are not read; write 8388608 for 8MiB)",
 		"line 13: max_connections: `lots` is not a whole number",
-		// Other problems of the same limits are still reported.
-		`line 6: limits[2].scope: must be one of key, user, tenant, global (got "users") (did you mean user?)`,
 	}
 	if !slices.Equal(ce.Problems, want) {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(ce.Problems, "\n"), strings.Join(want, "\n"))
