@@ -3,6 +3,7 @@ package weigher
 import (
 	"github.com/tidwall/gjson"
 	"math"
+	"math/bits"
 	"sync"
 	"unicode"
 	"unicode/utf8"
@@ -533,9 +534,19 @@ func (c *bpeCounter) countPiecesIn(m *pieceMemo, text string, i, stop int, check
 				for j < len(text) && byteClass[text[j]] == bUpper {
 					j++
 				}
+				// The small letters eight at a time (notLower), then
+				// byte by byte in the last fewer than eight.
+				for j+8 <= len(text) {
+					if m := notLower(le64(text[j : j+8])); m != 0 {
+						j += bits.TrailingZeros64(m) >> 3
+						goto lowerEnded
+					}
+					j += 8
+				}
 				for j < len(text) && byteClass[text[j]] == bLower {
 					j++
 				}
+			lowerEnded:
 				if j < len(text) {
 					if e := text[j]; e >= utf8.RuneSelf {
 						j = -1

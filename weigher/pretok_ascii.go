@@ -203,3 +203,19 @@ func asciiPunctOrSpace(s string, i int, k uint8, slash byte) int {
 	}
 	return j
 }
+
+// notLower flags (0x80) the bytes of w (eight bytes of text, the first in
+// the low byte) that are not a small ASCII letter (a-z, bLower): exactly
+// those, so the lowest flagged byte ends a run of small letters, and none
+// is flagged when all eight are letters. With bit 7 of each byte cleared,
+// adding 0x1f sets it exactly in the bytes from 'a' (0x61) up and adding
+// 0x05 exactly in those from '{' (0x7b) up, with no carry into the next
+// byte (0x7f+0x1f < 0x100); a byte with bit 7 set (not ASCII) is flagged
+// by w itself. The word loop of countPiecesIn's letter runs, which took
+// about five instructions a byte one byte at a time
+// (TestNotLowerEveryByte, FuzzInlinePiecesSameAsPlain).
+func notLower(w uint64) uint64 {
+	const ones, msb = 0x0101010101010101, 0x8080808080808080
+	low := w &^ msb
+	return (^(low + ones*(0x80-'a')) | (low + ones*(0x80-'z'-1)) | w) & msb
+}

@@ -56,3 +56,35 @@ func FuzzASCIIPiece(f *testing.F) {
 		checkPieces(t, w, string([]rune(s)))
 	})
 }
+
+// TestNotLowerEveryByte: notLower flags a byte of a word exactly when
+// byteClass says it is not bLower, for every byte value at every place in
+// the word and in random words (no byte's flag leaks into another's).
+func TestNotLowerEveryByte(t *testing.T) {
+	want := func(w uint64) (m uint64) {
+		for k := range 8 {
+			if byteClass[byte(w>>(8*k))] != bLower {
+				m |= 0x80 << (8 * k)
+			}
+		}
+		return m
+	}
+	for k := range 8 {
+		for v := range 256 {
+			for _, fill := range []byte{'a', 'z', 'A', 0xff, 0x7b, 0x60} {
+				w := uint64(fill) * 0x0101010101010101
+				w = w&^(0xff<<(8*k)) | uint64(v)<<(8*k)
+				if got := notLower(w); got != want(w) {
+					t.Fatalf("notLower(%#016x) = %#016x, want %#016x", w, got, want(w))
+				}
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 100000 {
+		w := r.Uint64()
+		if got := notLower(w); got != want(w) {
+			t.Fatalf("notLower(%#016x) = %#016x, want %#016x", w, got, want(w))
+		}
+	}
+}

@@ -708,9 +708,12 @@ func (s *scanner) scan() (Reason, int) {
 	}
 
 value: // a value is expected at i (after optional whitespace)
-	i = skipSpace(b, i)
-	if i >= n {
-		return Truncated, n
+	// Whitespace, rare in request bodies, is skipped only when there is
+	// some: a byte above ' ' is where the value starts (spaced, below).
+	if i >= n || b[i] <= ' ' {
+		if i = skipSpace(b, i); i >= n {
+			return Truncated, n
+		}
 	}
 	if s.inField && depth == 3 { // the value of the field fieldKey recorded
 		s.lay.Fields[len(s.lay.Fields)-1].Value.Start = int32(i)
@@ -732,9 +735,10 @@ value: // a value is expected at i (after optional whitespace)
 		}
 		s.push(depth, i, c == '{')
 		obj = c == '{'
-		i = skipSpace(b, i+1)
-		if i >= n {
-			return Truncated, n
+		if i++; i >= n || b[i] <= ' ' {
+			if i = skipSpace(b, i); i >= n {
+				return Truncated, n
+			}
 		}
 		if c == '[' {
 			if b[i] == ']' {
@@ -816,7 +820,9 @@ after: // a value ended just before i
 		s.inField = false
 	}
 resumed: // a value ended just before i, recorded
-	i = skipSpace(b, i)
+	if i < n && b[i] <= ' ' {
+		i = skipSpace(b, i)
+	}
 	if depth == 0 {
 		if i < n {
 			return Trailing, i
@@ -863,9 +869,10 @@ resumed: // a value ended just before i, recorded
 	return Syntax, i
 
 key: // an object key is expected at i (after optional whitespace)
-	i = skipSpace(b, i)
-	if i >= n {
-		return Truncated, n
+	if i >= n || b[i] <= ' ' {
+		if i = skipSpace(b, i); i >= n {
+			return Truncated, n
+		}
 	}
 	if b[i] != '"' {
 		return Syntax, i
