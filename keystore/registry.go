@@ -148,24 +148,57 @@ func newRecord(secret string, s Spec, by Actor, now time.Time) Record {
 	return rec
 }
 
-// Revoke revokes the key id at instant now. Errors: ErrNotFound,
-// ErrRevoked, or the store's.
-func (r *Registry) Revoke(ctx context.Context, id string, by Actor, now time.Time) (Record, error) {
-	var out Record
-	err := r.change(ctx, func(tx *redis.Tx, rev int64) ([]Record, *AuditEntry, error) {
-		rec, err := r.get(ctx, tx, id)
+// Revoke revokes the key id at instant now, and with it every key it
+// replaced (rotated_from, followed back) that still works at now, in its
+// rotation's grace period: grace lets callers move to the successor, and a
+// revoked successor leaves them nothing to move to, while the old secret
+// would go on working until its grace ended (trial11). ended lists those
+// predecessors as written (revoked at now by the same actor); the audit
+// entry names them. Only links created within MaxGrace of now are followed
+// (an older link's predecessor's grace has ended), at most maxRevokeChain.
+// Errors: ErrNotFound, ErrRevoked, or the store's.
+func (r *Registry) Revoke(ctx context.Context, id string, by Actor, now time.Time) (rec Record, ended []Record, err error) {
+	err = r.change(ctx, func(tx *redis.Tx, rev int64) ([]Record, *AuditEntry, error) {
+		cur, err := r.get(ctx, tx, id)
 		if err != nil {
 			return nil, nil, err
 		}
-		if !rec.RevokedAt.IsZero() {
+		if !cur.RevokedAt.IsZero() {
 			return nil, nil, ErrRevoked
 		}
-		rec.RevokedAt, rec.RevokedBy, rec.Rev = now.UTC(), by.Name, rev
-		out = rec
-		return []Record{rec}, audit(by, "revoke", &rec, now, ""), nil
+		cur.RevokedAt, cur.RevokedBy, cur.Rev = now.UTC(), by.Name, rev
+		rec, ended = cur, nil
+		detail := ""
+		for link, from := 0, cur; from.RotatedFrom != "" && link < maxRevokeChain && !now.After(from.CreatedAt.Add(MaxGrace)); link++ {
+			prev, err := r.get(ctx, tx, from.RotatedFrom)
+			if errors.Is(err, ErrNotFound) {
+				break
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			if prev.Status(now) == StatusActive {
+				prev.RevokedAt, prev.RevokedBy, prev.Rev = now.UTC(), by.Name, rev
+				ended = append(ended, prev)
+				detail += ", and " + prev.ID + " (its predecessor, in grace until " + prev.ExpiresAt.Format(time.RFC3339) + ")"
+			}
+			from = prev
+		}
+		if detail != "" {
+			detail = "revoked" + detail
+		}
+		return append([]Record{cur}, ended...), audit(by, "revoke", &cur, now, detail), nil
 	})
-	return out, err
+	if err != nil {
+		return Record{}, nil, err
+	}
+	return rec, ended, nil
 }
+
+// maxRevokeChain bounds how many predecessors Revoke reads back along
+// rotated_from: a key rotated daily with the longest grace (MaxGrace, 30
+// days) has 30 predecessors still working.
+const maxRevokeChain = 64
 
 // Rotate replaces the key id at instant now with a new key of the same
 // user, tenant, plan and expiry, returned with its secret. The old key is

@@ -79,10 +79,10 @@ func TestRegistryLifecycle(t *testing.T) {
 		t.Errorf("step 2 (full): %v", err)
 	}
 	// step 3: revoke; again; unknown ids.
-	if _, err := r.Revoke(ctx, next.ID, ops, t0); err != nil {
+	if _, _, err := r.Revoke(ctx, next.ID, ops, t0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Revoke(ctx, next.ID, ops, t0); !errors.Is(err, ErrRevoked) {
+	if _, _, err := r.Revoke(ctx, next.ID, ops, t0); !errors.Is(err, ErrRevoked) {
 		t.Errorf("step 3 (revoke twice): %v", err)
 	}
 	if _, _, _, err := r.Rotate(ctx, next.ID, 0, ops, t0); !errors.Is(err, ErrRevoked) {
@@ -160,5 +160,77 @@ func TestRegistryListBoundsValues(t *testing.T) {
 	snap, err := r.List(ctx)
 	if err != nil || len(snap.Records) != 1 || snap.Records[0].ID != rec.ID || snap.Bad != 1 {
 		t.Errorf("list: %+v %v", snap, err)
+	}
+}
+
+// Revoking a key ends the grace of the keys it replaced: A rotated to B
+// with an hour's grace, B to C at once; revoking C revokes A too (B is
+// already revoked), in the same change and audit entry. A predecessor
+// whose grace has already ended is left as it is (trial11: a revoked
+// successor left the old secret working until its grace ended).
+func TestRevokeEndsPredecessorsGrace(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		at    time.Duration // after t0, when C is revoked
+		ended bool          // whether A is revoked with C
+	}{
+		{"in grace", 10 * time.Minute, true},
+		{"grace over", 2 * time.Hour, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			r := NewRegistry(RegistryOptions{Client: srv.Client()})
+			ctx := context.Background()
+			_, a, err := r.Create(ctx, Spec{Tenant: "acme"}, ops, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, b, _, err := r.Rotate(ctx, a.ID, time.Hour, ops, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, c, _, err := r.Rotate(ctx, b.ID, 0, ops, t0.Add(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, other, err := r.Create(ctx, Spec{Tenant: "acme"}, ops, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := t0.Add(tc.at)
+			rec, ended, err := r.Revoke(ctx, c.ID, ops, at)
+			if err != nil || rec.ID != c.ID || rec.Status(at) != StatusRevoked {
+				t.Fatalf("revoke: %+v %v", rec, err)
+			}
+			gotA, err := r.Get(ctx, a.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			es, err := r.Audit(ctx, 1)
+			if err != nil || len(es) != 1 || es[0].Action != "revoke" || es[0].KeyID != c.ID {
+				t.Fatalf("audit: %+v %v", es, err)
+			}
+			if tc.ended {
+				if len(ended) != 1 || ended[0].ID != a.ID || !ended[0].RevokedAt.Equal(at) || ended[0].RevokedBy != ops.Name {
+					t.Errorf("ended = %+v, want A revoked at %v", ended, at)
+				}
+				if gotA.Status(at) != StatusRevoked || !gotA.RevokedAt.Equal(at) {
+					t.Errorf("A stored as %+v, want revoked at %v", gotA, at)
+				}
+				if !strings.Contains(es[0].Detail, a.ID) {
+					t.Errorf("audit detail %q does not name A", es[0].Detail)
+				}
+			} else {
+				if len(ended) != 0 || gotA.Status(at) != StatusExpired || !gotA.RevokedAt.IsZero() {
+					t.Errorf("ended = %+v, A stored as %+v: want A left expired", ended, gotA)
+				}
+			}
+			if gotB, err := r.Get(ctx, b.ID); err != nil || !gotB.RevokedAt.Equal(t0.Add(time.Minute)) {
+				t.Errorf("B stored as %+v %v, want revoked at its rotation", gotB, err)
+			}
+			if gotO, err := r.Get(ctx, other.ID); err != nil || gotO.Status(at) != StatusActive {
+				t.Errorf("an unrelated key stored as %+v %v", gotO, err)
+			}
+		})
 	}
 }

@@ -166,7 +166,7 @@ func TestSyncerFollowsTheRegistryBackwards(t *testing.T) {
 		ids, secrets = append(ids, rec.ID), append(secrets, secret)
 	}
 	waitKey(t, cache, secrets[4])
-	revoked, err := reg.Revoke(ctx, ids[0], ops, t0)
+	revoked, _, err := reg.Revoke(ctx, ids[0], ops, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

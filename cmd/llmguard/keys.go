@@ -242,6 +242,9 @@ func printKey(b []byte, raw bool) error {
 	}
 	line("rotated from", k.RotatedFrom)
 	line("rotated to", k.RotatedTo)
+	for _, id := range k.GraceEnded {
+		line("also revoked", id+" (its predecessor, in its grace period)")
+	}
 	return w.Flush()
 }
 

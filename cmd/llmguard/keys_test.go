@@ -128,6 +128,27 @@ key_store: {enabled: true}
 		t.Errorf("audit shows a secret:\n%s", out)
 	}
 
+	// A key rotated with a grace period, whose successor is then revoked:
+	// the old secret stops working with it, not when its grace ends
+	// (trial11), and revoke says so.
+	out, _ = run("", "keys", "create", "--config", cfg, "--tenant", "acme", "--user", "erin")
+	graced := strings.TrimSpace(out)
+	gracedSum := sha256.Sum256([]byte(graced))
+	gracedID := hex.EncodeToString(gracedSum[:8])
+	out, _ = run("", "keys", "rotate", gracedID, "--config", cfg, "--grace", "1h")
+	successor := strings.TrimSpace(out)
+	if st := chat(graced); st != 200 {
+		t.Errorf("the rotated key in its grace period answered %d", st)
+	}
+	successorSum := sha256.Sum256([]byte(successor))
+	out, _ = run("", "keys", "revoke", hex.EncodeToString(successorSum[:8]), "--config", cfg, "--actor", "ops-dan")
+	if !strings.Contains(out, "also revoked") || !strings.Contains(out, gracedID) {
+		t.Errorf("revoke of a successor printed %q, want it to name %s", out, gracedID)
+	}
+	if st := chat(graced); st != 401 {
+		t.Errorf("the predecessor of a revoked key answered %d, want 401", st)
+	}
+
 	// Refusals exit non-zero with the endpoint's message.
 	cmd := exec.Command(bin, "keys", "revoke", newID, "--config", cfg)
 	msg, err := cmd.CombinedOutput()

@@ -146,6 +146,10 @@ func (a *App) storePrincipals(pol *policy.Policy, now time.Time) []policy.Princi
 type KeyInfo struct {
 	keystore.Record
 	Status string `json:"status"`
+	// GraceEnded, in a revoke's answer only, lists the ids of the keys
+	// this one replaced that were still in their rotation's grace period
+	// and were revoked with it (keystore.Registry.Revoke).
+	GraceEnded []string `json:"grace_ended,omitempty"`
 }
 
 // KeyList is the body of GET /admin/keys.
@@ -264,13 +268,18 @@ func (a *App) serveKeys(ctx *fasthttp.RequestCtx, byToken bool) (int, any) {
 		return fasthttp.StatusOK, info(rec, a.now())
 	case (action == "" && method == fasthttp.MethodDelete) || (action == "revoke" && method == fasthttp.MethodPost):
 		now := a.now()
-		rec, err := a.keys.registry.Revoke(c, id, by, now)
+		rec, ended, err := a.keys.registry.Revoke(c, id, by, now)
 		if err != nil {
 			return storeFailure(err)
 		}
 		a.keys.cache.Apply(rec)
-		a.log.Info("key store: key revoked", "key_id", rec.ID, "tenant", rec.Tenant, "user", rec.User, "actor", by.Name)
-		return fasthttp.StatusOK, info(rec, now)
+		out := info(rec, now)
+		for _, p := range ended {
+			a.keys.cache.Apply(p)
+			out.GraceEnded = append(out.GraceEnded, p.ID)
+		}
+		a.log.Info("key store: key revoked", "key_id", rec.ID, "tenant", rec.Tenant, "user", rec.User, "actor", by.Name, "grace_ended", out.GraceEnded)
+		return fasthttp.StatusOK, out
 	case action == "rotate" && method == fasthttp.MethodPost:
 		grace, err := keystore.ParseRotate(ctx.PostBody())
 		if err != nil {
