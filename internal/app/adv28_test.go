@@ -112,3 +112,55 @@ func TestAdv28EarlierThinkingIsReserved(t *testing.T) {
 		})
 	}
 }
+
+// TestAdv28OmittedThinkingStreamKeepsTheReservation: a Messages stream
+// whose thinking block is displayed "omitted" (Opus 4.7's default: an
+// empty thinking text, then only a signature_delta) bills the thinking as
+// output the stream never shows. When no message_delta reports the output
+// (a gateway that drops it, sends it as a string, or none), llmguard
+// charged the text it counted: 1 output token for a call that thought
+// 3,000 tokens. Such a signature now marks output llmguard cannot count,
+// so the stream keeps at least its output reservation (max_tokens 4,000),
+// as a redacted_thinking block does; with a reported usage, that usage.
+func TestAdv28OmittedThinkingStreamKeepsTheReservation(t *testing.T) {
+	for _, tc := range []struct {
+		name, delta string
+		min, max    float64
+	}{
+		{"no output reported", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null}}`, 4000, 4000},
+		{"output as a string", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":"3002"}}`, 4000, 4000},
+		{"output reported", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3002}}`, 3002, 3002},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method != http.MethodPost {
+					return
+				}
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				for _, e := range []struct{ typ, data string }{
+					{"message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-opus-4-7","usage":{"input_tokens":12,"output_tokens":1}}}`},
+					{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`},
+					{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"` + strings.Repeat("QUJD", 500) + `"}}`},
+					{"content_block_stop", `{"type":"content_block_stop","index":0}`},
+					{"content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`},
+					{"content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Yes."}}`},
+					{"content_block_stop", `{"type":"content_block_stop","index":1}`},
+					{"message_delta", tc.delta},
+					{"message_stop", `{"type":"message_stop"}`},
+				} {
+					fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.typ, e.data)
+				}
+			}))
+			t.Cleanup(srv.Close)
+			h := frozenClaude(t, srv.URL, "user-tpd", 100000)
+			resp, b := h.do("/v1/messages", `{"model":"claude-opus-4-7","max_tokens":4000,"stream":true,"thinking":{"type":"adaptive"},"messages":[{"role":"user","content":"Is it prime?"}]}`)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(b, "message_stop") {
+				t.Fatalf("%d %.300s", resp.StatusCode, b)
+			}
+			if got := outputSettled(t, h); got < tc.min || got > tc.max {
+				t.Errorf("charged %v output tokens, want %v to %v", got, tc.min, tc.max)
+			}
+		})
+	}
+}
