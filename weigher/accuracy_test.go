@@ -48,7 +48,7 @@ func TestAccuracy(t *testing.T) {
 		{cookbook, "chat: tools example, gpt-4o", chat("gpt-4o", cookbookToolMessages, `,"tools":`+cookbookTools), 101, 1},
 		{anthropic, "messages: basic", messages(`{"model":"claude-sonnet-4-5","max_tokens":1,"system":"You are a scientist","messages":[{"role":"user","content":"Hello, Claude"}]}`), 14, 1.25},
 		{anthropic, "messages: with a tool", messages(`{"model":"claude-sonnet-4-5","max_tokens":1,"tools":[` + anthropicWeatherTool + `],"messages":[{"role":"user","content":"What's the weather like in San Francisco?"}]}`), 403, 1.25},
-		{anthropic, "messages: extended thinking", messages(`{"model":"claude-sonnet-4-6","max_tokens":1,"thinking":{"type":"enabled","budget_tokens":16000},"messages":` + anthropicThinking + `}`), 88, 1.25},
+		{anthropic, "messages: extended thinking", messages(`{"model":"claude-sonnet-4-5","max_tokens":1,"thinking":{"type":"enabled","budget_tokens":16000},"messages":` + anthropicThinking + `}`), 88, 1.25},
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%-52s %9s %9s %7s\n", "sample", "published", "estimate", "error")

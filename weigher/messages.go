@@ -1,6 +1,7 @@
 package weigher
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -20,9 +21,14 @@ import (
 // tool_choice, Anthropic-defined tools (bash, text editor, computer use),
 // images by the vision rule (base64 images by their header's pixel size, URL
 // and file images at the cap), and PDF documents by pages (see document.go).
-// Thinking blocks count only in the current assistant turn (those after the
-// last user message that is not only tool results): Anthropic ignores the
-// thinking of previous turns. Enabled thinking adds claudeThinkingTokens.
+// Thinking blocks count in every assistant turn on a model that keeps them
+// all in its context (keepsEveryThinking: Opus 4.5 and later, Sonnet 4.6
+// and later, any name not known to keep fewer; or a body with a
+// clear_thinking edit), else only in the current one (those after the last
+// user message that is not only tool results), as older models drop the
+// thinking of previous turns; a thinking block weighs at least its
+// signature (thinkingSignatureTokens). Enabled thinking adds
+// claudeThinkingTokens.
 //
 // OutputTokens is max_tokens (required by the API), else the model's default
 // output reservation. A "speed" other than "standard" (fast mode) sets
@@ -184,6 +190,13 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	if messages.IsArray() {
 		past := w.cache.context("messages.message", encName, fam, "past")
 		cur := w.cache.context("messages.message", encName, fam, "current")
+		// A model that keeps every earlier turn's thinking in its context
+		// (keepsEveryThinking; or a clear_thinking edit, whose keep may be
+		// "all") weighs each message as the current turn: one context.
+		everyTurn := keepsEveryThinking(fam) || clearsThinking(contextManagement)
+		if everyTurn {
+			past = cur
+		}
 		// The messages before the resume point, if any, counted before;
 		// messageElems then holds only those after it.
 		before, same := d.memo.resumedSums(past)
@@ -195,6 +208,9 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 		// message before the point is then an earlier turn's (the sum
 		// before.past), else theirs counts as it did (before.cur).
 		current := currentTurnStart(messageElems)
+		if everyTurn {
+			current = 0
+		}
 		if current > 0 {
 			before.cur, before.noCur = before.past, false
 		} else if before.noCur {
@@ -220,13 +236,13 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 				t := d.memo.count(w.budget, ctx, m.Raw, weigh(thinkingCounts))
 				t.fixed += claudeTokensPerMessage
 				tp := t
-				if thinkingCounts && keep && mayThink(m.Raw) {
+				if thinkingCounts && !everyTurn && keep && mayThink(m.Raw) {
 					// What it weighs once a later user message makes its
 					// turn an earlier one, for the checkpoint.
 					tp = w.cache.count(w.budget, past, m.Raw, weigh(false))
 					tp.fixed += claudeTokensPerMessage
 				}
-				run.add(t, tp, i == current-1)
+				run.add(t, tp, !everyTurn && i == current-1)
 			} else if m.Type != gjson.Null {
 				// Not a message (a bare string, a list): the API refuses
 				// it, a lenient upstream may read it as one. Weighed by its
@@ -480,7 +496,14 @@ func (c *claudeCounter) block(b gjson.Result, thinking bool, depth int) {
 		c.blocks(b.Get("content"), thinking, depth)
 	case "thinking":
 		if thinking {
-			c.text += countValue(c.enc, b.Get("thinking"))
+			// Its text, or its signature at 4 bytes a token when that
+			// weighs more: a block whose display is "omitted" (the
+			// default of Opus 4.7 and later) comes back with an empty
+			// text and the thinking the model reads again only in its
+			// signature (thinkingSignatureTokens).
+			text := countValue(c.enc, b.Get("thinking"))
+			c.text += text
+			c.fixed += max(thinkingSignatureTokens(b)-text, 0)
 		}
 	case "redacted_thinking":
 		if thinking {
@@ -676,6 +699,99 @@ func namesSkills(v gjson.Result) bool {
 	sk.ForEach(func(_, _ gjson.Result) bool {
 		found = true
 		return false
+	})
+	return found
+}
+
+// thinkingSignatureTokens is the weight of a thinking block's (b)
+// "signature", at one token per unknownPartBytesPerToken bytes of its
+// string: the thinking, encrypted, that the model reads again when the
+// block comes back. With display "omitted" (the default of Claude Opus
+// 4.7 and later models) the block's "thinking" is empty and the signature
+// alone carries it, so the text cannot bound what the block bills. A
+// signature that is not a string is an unknown member's business
+// (unknownMembers): 0.
+func thinkingSignatureTokens(b gjson.Result) int64 {
+	sig := b.Get("signature")
+	if sig.Type != gjson.String {
+		return 0
+	}
+	return ceilDiv(int64(len(sig.Raw)), unknownPartBytesPerToken)
+}
+
+// keepsEveryThinking reports whether a Messages request for model (its
+// family name, stripped with canonicalModel) keeps the thinking blocks of
+// every earlier assistant turn in the context it bills as input: Claude
+// Opus 4.5 and later Opus models, Sonnet 4.6 and later Sonnet models and
+// Claude Mythos keep them all; Opus 4.1 and earlier, Sonnet 4.5 and
+// earlier, Haiku through 4.5, and Claude 3 and before keep only the last
+// assistant turn's (https://platform.claude.com/docs/en/build-with-claude/extended-thinking,
+// "Thinking block preservation"). Any name not known to keep only the last
+// turn (a later Claude, another vendor's model behind an
+// Anthropic-compatible endpoint, whose template writes them out) is taken
+// to keep them all.
+func keepsEveryThinking(model string) bool {
+	model = canonicalModel(model)
+	if !isClaude(model) {
+		return true
+	}
+	for _, p := range [...]string{"claude-1", "claude-2", "claude-3", "claude-instant"} {
+		if strings.HasPrefix(model, p) {
+			return false
+		}
+	}
+	for _, f := range [...]struct {
+		prefix string
+		last   int // the last minor version that keeps only the last turn
+	}{{"claude-opus-4", 1}, {"claude-sonnet-4", 5}, {"claude-haiku-4", 5}} {
+		if minor, ok := claudeMinor(model, f.prefix); ok {
+			return minor > f.last
+		}
+	}
+	return true
+}
+
+// claudeMinor is the minor version of model after prefix ("claude-opus-4"):
+// 0 for the name alone, with a suffix ("@…", ":…") or a date
+// ("-20250514"); the number after the dash otherwise ("-5",
+// "-5-20251101"). ok is false when model does not continue prefix so.
+func claudeMinor(model, prefix string) (minor int, ok bool) {
+	rest, ok := strings.CutPrefix(model, prefix)
+	if !ok {
+		return 0, false
+	}
+	if rest == "" || rest[0] == '@' || rest[0] == ':' {
+		return 0, true
+	}
+	if rest[0] != '-' {
+		return 0, false
+	}
+	n := 1
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	switch v := rest[1:n]; {
+	case v == "":
+		return 0, false
+	case len(v) == 8: // a date: the first model of the family
+		return 0, true
+	case len(v) > 3:
+		return 0, false
+	default:
+		m, _ := strconv.Atoi(v)
+		return m, true
+	}
+}
+
+// clearsThinking reports whether a Messages body's context_management
+// (cm) holds a thinking-clearing edit (clear_thinking_20251015), whose
+// "keep" may hold every earlier turn's thinking blocks in the context
+// ("all"), on any model: the body is then weighed with them all.
+func clearsThinking(cm gjson.Result) bool {
+	found := false
+	cm.Get("edits").ForEach(func(_, e gjson.Result) bool {
+		found = strings.HasPrefix(e.Get("type").String(), "clear_thinking")
+		return !found
 	})
 	return found
 }

@@ -36,7 +36,7 @@ func TestMessagesPublishedCounts(t *testing.T) {
 		// The guide sends the image as base64; its pixel size is not
 		// published, so the URL form (priced at the cap) must cover it.
 		{"image of unknown size", `{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://upload.wikimedia.org/wikipedia/commons/a/a7/Camponotus_flavomarginatus_ant.jpg"}},{"type":"text","text":"Describe this image"}]}]}`, 1551, 1.1},
-		{"extended thinking", `{"model":"claude-sonnet-4-6","max_tokens":1,"thinking":{"type":"enabled","budget_tokens":16000},"messages":` + anthropicThinking + `}`, 88, 1.1},
+		{"extended thinking", `{"model":"claude-sonnet-4-5","max_tokens":1,"thinking":{"type":"enabled","budget_tokens":16000},"messages":` + anthropicThinking + `}`, 88, 1.1},
 	} {
 		e := w.Messages([]byte(tc.body))
 		if !e.Parsed {

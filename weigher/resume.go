@@ -30,9 +30,11 @@ import (
 // hash pass over body[:k] in place of the per-element work.
 //
 // What an element weighs must not depend on what follows k. For chat and
-// Responses it does not. An Anthropic message does: the thinking blocks
-// of the current assistant turn count and those of earlier turns do not
-// (currentTurnStart), so a user message after k that is not only tool
+// Responses it does not. An Anthropic message does, on a model that drops
+// earlier turns' thinking (keepsEveryThinking false, and no clear_thinking
+// edit; on the others every turn's counts, in one context): the thinking
+// blocks of the current assistant turn count and those of earlier turns
+// do not (currentTurnStart), so a user message after k that is not only tool
 // results makes every assistant message before k an earlier turn's. A
 // point therefore keeps two sums (resumeSums): cur, as weighed when the
 // array ends at k, and past, with every message before k an earlier

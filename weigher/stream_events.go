@@ -199,11 +199,18 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 			t = lastGet(d, "partial_json")
 		case "thinking_delta":
 			t = lastGet(d, "thinking")
-		case "citations_delta", "signature_delta":
+		case "citations_delta":
 			// A citation's text is not output (Anthropic: cited_text does
-			// not count towards output tokens); a thinking block's
-			// signature is verification data, its thinking counted above.
+			// not count towards output tokens).
 			return StreamUpdate{}
+		case "signature_delta":
+			// A thinking block's signature: the block's thinking, billed
+			// as output in full, streams as a summary of it (Claude 4
+			// and later) or not at all (display "omitted", Opus 4.7's
+			// default: only this signature carries it), so a signature
+			// that holds data marks output llmguard cannot count, as a
+			// redacted_thinking block does.
+			return StreamUpdate{Uncounted: deltaHoldsData(d)}
 		default:
 			// A delta of a type llmguard does not know that holds data:
 			// output it cannot count.

@@ -274,7 +274,10 @@ func TestStreamOutputAfterFinalUsage(t *testing.T) {
 		{KindMessages, `{"type":"content_block_delta","delta":{"type":"future_delta","data":"x"}}`, true},
 		{KindMessages, `{"type":"content_block_delta","delta":{"type":"future_delta","data":""}}`, false},
 		{KindMessages, `{"type":"content_block_delta","delta":{"type":"citations_delta","citation":{"cited_text":"x"}}}`, false},
-		{KindMessages, `{"type":"content_block_delta","delta":{"type":"signature_delta","signature":"abc"}}`, false},
+		// A thinking block's signature carries thinking billed beyond the
+		// text streamed (a summary, or none when its display is "omitted").
+		{KindMessages, `{"type":"content_block_delta","delta":{"type":"signature_delta","signature":"abc"}}`, true},
+		{KindMessages, `{"type":"content_block_delta","delta":{"type":"signature_delta","signature":""}}`, false},
 	} {
 		s := NewStream(tc.kind)
 		if got := s.Event(nil, []byte(tc.data)).Uncounted; got != tc.want {
