@@ -97,9 +97,9 @@ func (p *Policy) Authenticate(credential string, src KeySource, now time.Time) (
 // AuthenticateBytes is Authenticate for a credential given as bytes (a
 // header's own, which it neither keeps nor changes): the same principal
 // and status for the same credential, source and instant. It hashes the
-// credential on every call: remembering the SHA-256 of accepted keys
-// (~2,600 instructions a request) would keep them in clear in memory,
-// where the design holds a virtual key only as its SHA-256.
+// credential on every call (about 2,600 instructions under callgrind,
+// which runs the AVX2 code; about 100 ns natively with SHA-NI);
+// AuthenticateSums remembers the SHA-256 of known keys under a MAC.
 func (p *Policy) AuthenticateBytes(credential []byte, src KeySource, now time.Time) (Principal, KeyStatus) {
 	if len(credential) == 0 {
 		return Principal{}, KeyUnknown

@@ -212,6 +212,10 @@ type Proxy struct {
 	// buckets, to drop those that leave, and of the answers being relayed,
 	// to cut their upstreams (clientwatch.go).
 	watch clientWatch
+	// keySums remembers the SHA-256 of the credentials that identified a
+	// caller, under a MAC, never in clear (policy.KeySums): a key is
+	// hashed once, not on every request.
+	keySums *policy.KeySums
 }
 
 // live is what a config reload replaces.
@@ -296,7 +300,7 @@ func New(opt Options) (*Proxy, error) {
 	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, meter: m, bodies: semaphore.NewWeighted(opt.BodyBudget),
 		weighing: make(chan struct{}, runtime.GOMAXPROCS(0)), weighWait: weighQueueWait,
 		shares: make(map[string]*int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes)), bodyPool: newBodyPool(opt.BodyBudget),
-		answerPool: newAnswerPool(opt.ResponseBudget), unreadLog: newUnreadLog()}
+		answerPool: newAnswerPool(opt.ResponseBudget), unreadLog: newUnreadLog(), keySums: policy.NewKeySums()}
 	px.answers.max = opt.ResponseBudget
 	px.Reload(opt.Policy, opt.Weigher, Settings{UnmeteredPaths: opt.UnmeteredPaths, MaxRetryWait: opt.MaxRetryWait})
 	return px, nil
@@ -907,7 +911,7 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	if p.opt.Keys != nil {
 		now = p.opt.Now()
 	}
-	pr, st := cur.policy.AuthenticateBytes(key, p.opt.Keys, now)
+	pr, st := cur.policy.AuthenticateSums(key, p.keySums, p.opt.Keys, now)
 	switch st {
 	case policy.KeyAccepted:
 	case policy.KeyExpired, policy.KeyRotated, policy.KeyRevoked:
