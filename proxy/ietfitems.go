@@ -17,8 +17,8 @@ import (
 // are nearly always those of the request before, and building the text
 // (quoting, four numbers, the refill time in 128 bits) cost a third of
 // the limit headers' instructions. An item is used only for the very rule
-// (by address, in the policy the cache was made for) and limit (==) it was
-// built for; a limit that changes (a quota's next period, a regional
+// (by address, in the policy the cache was made for) and limit (==, as
+// sameLimit) it was built for; a limit that changes (a quota's next period, a regional
 // share) is built again and replaces it. Its memory is one item per rule,
 // dropped with the policy on reload. A nil *ietfItems caches nothing.
 // Safe for concurrent use.
@@ -48,13 +48,25 @@ func (c *ietfItems) of(a *meter.Applied) *ietfItem {
 	if i < 0 {
 		return nil
 	}
-	if it := c.items[i].Load(); it != nil && it.limit == a.Limit {
+	if it := c.items[i].Load(); it != nil && sameLimit(&it.limit, &a.Limit) {
 		return it
 	}
 	it := &ietfItem{limit: a.Limit, name: appendQuoted(nil, a.Rule.Name)}
 	it.policy = appendPolicyItem(nil, a)
 	c.items[i].Store(it)
 	return it
+}
+
+// sameLimit is *x == *y, field by field and inlined: the struct's ==
+// is a call to its generated equality and memequal (whole-process
+// callgrind, 1 KiB warm JSON c32: of, inclusive, 342 → 258 instructions
+// an answer of three rules).
+// TestSameLimitIsEqual fails when bucket.Limit gains a field this does
+// not compare.
+func sameLimit(x, y *bucket.Limit) bool {
+	return x.Capacity == y.Capacity && x.Rate == y.Rate && x.Per == y.Per &&
+		x.WindowStart == y.WindowStart && x.WindowEnd == y.WindowEnd &&
+		x.Concurrent == y.Concurrent && x.Algorithm == y.Algorithm
 }
 
 // appendPolicyItem appends a's RateLimit-Policy item to b:
