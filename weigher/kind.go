@@ -383,6 +383,28 @@ func (w *Weigher) AnswerOutputTokens(k Kind, body []byte, model string) int64 {
 	return w.answerTokens(k, body, model)
 }
 
+// CutAnswerOutputTokens counts the output a non-streamed JSON answer of
+// kind k carries when its body was cut short (jsonscan's Truncated: an
+// HTTP/1.0 or close-delimited answer whose upstream closed early, a
+// Content-Length or chunked body that broke off): the whole body read so
+// far, counted as text in the tokenizer of model (its keys and framing
+// too: an upper bound, a few dozen tokens over the text for a chat
+// answer). Such an answer's usage, when it had one, was in the part that
+// never came, yet the upstream generated the text that did come and bills
+// it. It is 0 for a body that is not cut (see [Weigher.AnswerOutputTokens]
+// for a whole one), and for a kind whose answers carry no text
+// (answerText: images, embeddings), whose bodies (base64) are not tokens.
+// Saturates at maxTokens; never panics, never keeps body.
+func (w *Weigher) CutAnswerOutputTokens(k Kind, body []byte, model string) int64 {
+	if k.row().answerText == nil {
+		return 0
+	}
+	if jsonscan.ReasonOf(jsonscan.Check(body, jsonscan.Options{MaxDepth: -1})) != jsonscan.Truncated {
+		return 0
+	}
+	return min(w.CountText(model, string(body)), maxTokens)
+}
+
 func parseUsage(k Kind, body []byte, maxDepth int) (Usage, bool) {
 	r := k.row()
 	if !r.weighed {
