@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -51,7 +52,8 @@ func rawUpstream29(t *testing.T, answer string) string {
 // (HTTP/1.0, or HTTP/1.1 with neither Content-Length nor chunked coding),
 // lost (502) when its Content-Length promised more or its chunked body
 // never sent its last chunk. The upstream generated the 3,000 words it
-// sent, and bills them: the body that came is charged as text. A cut
+// sent, and bills them: the body that came is charged as text, or the
+// output of a usage it holds (written first) when that says more. A cut
 // answer holding less text than the reservation keeps the reservation; a
 // cut answer under an error status stays refunded; a 200 body that is not
 // JSON (a proxy's HTML page) is not counted.
@@ -68,6 +70,8 @@ func TestAdv29CutAnswerChargesItsText(t *testing.T) {
 	cut := whole[:len(whole)-120] // inside the usage object
 	usageFirst := answer(words16, true)
 	cutFirst := usageFirst[:len(usageFirst)-40] // inside the text
+	usageFirstShort := answer("a few words", true)
+	usageFirstShort = strings.Replace(usageFirstShort[:len(usageFirstShort)-40], `"completion_tokens":3000`, `"completion_tokens":5000`, 1)
 	short := answer("just a few words", false)
 	shortCut := short[:len(short)-120]
 	const ct = "Content-Type: application/json\r\n"
@@ -83,6 +87,7 @@ func TestAdv29CutAnswerChargesItsText(t *testing.T) {
 		{"Content-Length longer than the body", fmt.Sprintf("HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n%s", ct, len(whole), cut), 502, 3000, 3100},
 		{"chunked without its last chunk", fmt.Sprintf("HTTP/1.1 200 OK\r\n%sTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", ct, len(cut), cut), 502, 3000, 3100},
 		{"chunked usage first without its last chunk", fmt.Sprintf("HTTP/1.1 200 OK\r\n%sTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", ct, len(cutFirst), cutFirst), 502, 3000, 3100},
+		{"HTTP/1.0 usage first, little text", "HTTP/1.0 200 OK\r\n" + ct + "\r\n" + usageFirstShort, 200, 5000, 5000},
 		{"short text cut keeps the reservation", "HTTP/1.0 200 OK\r\n" + ct + "\r\n" + shortCut, 200, 256, 256},
 		{"error status cut stays refunded", fmt.Sprintf("HTTP/1.1 500 Oops\r\n%sContent-Length: %d\r\n\r\n%s", ct, len(whole), cut), 502, 0, 0},
 		{"HTML page keeps the reservation", "HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n<html>" + words16 + "</html>", 200, 256, 256},
