@@ -259,8 +259,11 @@ func TestAnswerBudgetReturnsToZero(t *testing.T) {
 		case 3:
 			c.Write(response(large)) // over max_response_bytes
 		case 4:
-			all := response(grown)
-			c.Write(all[:len(all)/2]) // cut: the proxy answers 502
+			// Cut: the proxy answers 502. Not JSON, so that the cut body
+			// is not charged as text (lostAnswer): a 75 KiB cut JSON
+			// answer is, and 120 of them empty the rig's bucket.
+			all := response(bytes.Repeat([]byte("x"), 150<<10))
+			c.Write(all[:len(all)/2])
 			return false
 		case 5:
 			c.Write(response(grown))

@@ -54,6 +54,11 @@ type Weigher interface {
 	// answer it cannot read unambiguously): what a success answer without
 	// usage is charged at least.
 	AnswerOutputTokens(k weigher.Kind, body []byte, model string) int64
+	// CutAnswerOutputTokens counts, in tokens of model's tokenizer, the
+	// whole body of a non-streamed JSON answer of kind k that was cut
+	// short (its upstream closed or broke off before the end of its
+	// value), 0 for any other body (weigher.Weigher.CutAnswerOutputTokens).
+	CutAnswerOutputTokens(k weigher.Kind, body []byte, model string) int64
 	// NewStream starts reading the SSE events of a streamed answer.
 	NewStream(k weigher.Kind) weigher.Stream
 	// Ceiling is the most the request estimated as e can plausibly be

@@ -124,13 +124,14 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	if err != nil {
 		end.stop()
 		x.held = nil
-		x.answer.release()
 		resp.CloseBodyStream()
 		fasthttp.ReleaseResponse(resp)
 		p.log.Warn("upstream body read failed", "upstream", x.upstream.Name, "err", err, "request_id", x.id)
 		// The upstream may have billed an answer it failed to deliver:
-		// keep the reservation unless it was an error status.
-		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
+		// keep the reservation unless it was an error status, and charge
+		// the output text that did come when it is more (lostAnswer).
+		x.settle(p.lostAnswer(x, status, ctx.Response.Header.ContentEncoding(), body))
+		x.answer.release()
 		ctx.Response.Header.Del("Content-Encoding")
 		ctx.Response.ResetBody()
 		return &refusal{err: apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_error",
@@ -170,6 +171,28 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	ctx.Response.SetBodyRaw(body) // written from x.answer's buffer, given back once written
 	p.finish(ctx, x, status)
 	return nil
+}
+
+// lostAnswer is the settlement of x's held answer of status whose body
+// broke off (a Content-Length longer than what came, a chunked body
+// without its last chunk, a reset): its reservation, refunded for an error
+// status (meter.SourceOf), as before; but for a weighed answer of a
+// reserved status whose body, uncoded (encoding), holds more output text
+// than the request reserved, that text (Weigher.CutAnswerOutputTokens) on
+// top of the input estimate: the upstream generated what it sent before
+// the break and bills it. Settled at the reservation, a 3,000-word answer
+// cut before its usage was charged the 256-token default
+// (TestAdv29CutAnswerChargesItsText).
+func (p *Proxy) lostAnswer(x *exchange, status int, encoding, body []byte) meter.Settlement {
+	s := meter.Settlement{Source: meter.SourceOf(status)}
+	if s.Source != spec.SourceReserved || !x.kind.Weighed() || !uncoded(encoding) {
+		return s
+	}
+	if out := x.live.weigher.CutAnswerOutputTokens(x.kind, body, x.est.Model); out > x.est.OutputTokens {
+		s = meter.Settlement{Source: spec.SourceCounted, Usage: spec.Usage{
+			InputTokens: x.est.InputTokens, OutputTokens: out, WebSearches: x.est.WebSearches}}
+	}
+	return s
 }
 
 // readChunk is the size of the pooled buffers upstream bodies are read
@@ -334,11 +357,17 @@ func (p *Proxy) readable(x *exchange, encoding, body []byte, view *heldAnswer) [
 
 // usageOf reads the usage of x's answer body b (as readable gives it).
 // When it finds no usage and text is set, out is the output text the
-// answer carries, in tokens (Weigher.AnswerOutputTokens); else 0.
+// answer carries, in tokens (Weigher.AnswerOutputTokens), or for a body
+// cut short, its whole text (Weigher.CutAnswerOutputTokens: an HTTP/1.0
+// or close-delimited answer whose upstream closed early reads as a whole
+// answer at the transport); else 0.
 func (p *Proxy) usageOf(x *exchange, b []byte, text bool) (u weigher.Usage, ok bool, out int64) {
 	u, ok = x.live.weigher.ParseUsage(x.kind, b, x.est.Model)
 	if !ok && text && len(b) > 0 {
 		out = x.live.weigher.AnswerOutputTokens(x.kind, b, x.est.Model)
+		if out == 0 {
+			out = x.live.weigher.CutAnswerOutputTokens(x.kind, b, x.est.Model)
+		}
 	}
 	return u, ok, out
 }

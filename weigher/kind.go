@@ -383,6 +383,41 @@ func (w *Weigher) AnswerOutputTokens(k Kind, body []byte, model string) int64 {
 	return w.answerTokens(k, body, model)
 }
 
+// CutAnswerOutputTokens counts the output a non-streamed JSON answer of
+// kind k carries when its body was cut short (jsonscan's Truncated: an
+// HTTP/1.0 or close-delimited answer whose upstream closed early, a
+// Content-Length or chunked body that broke off): the whole body read so
+// far, counted as text in the tokenizer of model (its keys and framing
+// too: an upper bound, a few dozen tokens over the text for a chat
+// answer), or the output of a usage the part that came holds (a server
+// that writes its usage first), when that is more. Such an answer's usage,
+// when it had one, was usually in the part that never came, yet the
+// upstream generated the text that did come and bills it. It is 0 for a body that is not cut (see [Weigher.AnswerOutputTokens]
+// for a whole one), and for a kind whose answers carry no text
+// (answerText: images, embeddings), whose bodies (base64) are not tokens.
+// Saturates at maxTokens; never panics, never keeps body.
+func (w *Weigher) CutAnswerOutputTokens(k Kind, body []byte, model string) int64 {
+	if k.row().answerText == nil {
+		return 0
+	}
+	if jsonscan.ReasonOf(jsonscan.Check(body, jsonscan.Options{MaxDepth: -1})) != jsonscan.Truncated {
+		return 0
+	}
+	n := min(w.CountText(model, string(body)), maxTokens)
+	// A usage the upstream wrote before the cut (a server that puts it
+	// first) is read as a whole answer's is, alone in a document of its
+	// own: its output counts when it says more than the text (reasoning
+	// the body never showed).
+	if v := gjson.GetBytes(body, "usage"); v.IsObject() {
+		doc := make([]byte, 0, len(v.Raw)+len(`{"usage":}`))
+		doc = append(append(append(doc, `{"usage":`...), v.Raw...), '}')
+		if u, ok := parseUsage(k, doc, w.maxDepth); ok {
+			n = max(n, u.OutputTokens)
+		}
+	}
+	return n
+}
+
 func parseUsage(k Kind, body []byte, maxDepth int) (Usage, bool) {
 	r := k.row()
 	if !r.weighed {

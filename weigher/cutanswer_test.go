@@ -1,0 +1,59 @@
+package weigher
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/llmguard/llmguard/internal/jsonscan"
+)
+
+// CutAnswerOutputTokens counts a body cut short (jsonscan's Truncated) as
+// text, and nothing else: a whole answer (AnswerOutputTokens' part), a
+// body that is not JSON, and a kind whose answers carry no text.
+func TestCutAnswerOutputTokens(t *testing.T) {
+	w := testWeigher(t)
+	text := strings.Repeat("word ", 1000)
+	chat := `{"choices":[{"index":0,"message":{"role":"assistant","content":"` + text + `"}}],"usage":{"prompt_tokens":9,"completion_tokens":1000}}`
+	for _, tc := range []struct {
+		name     string
+		kind     Kind
+		body     string
+		min, max int64
+	}{
+		{"chat cut in its usage", KindChat, chat[:len(chat)-20], 1000, 1100},
+		{"chat cut in its text", KindChat, chat[:len(chat)/2], 450, 600},
+		{"responses cut", KindResponses, `{"output":[{"type":"message","content":[{"type":"output_text","text":"` + text, 1000, 1100},
+		{"messages cut", KindMessages, `{"content":[{"type":"text","text":"` + text, 1000, 1100},
+		{"whole chat", KindChat, chat, 0, 0},
+		{"not JSON", KindChat, `<html>` + text, 0, 0},
+		{"syntax error before the end", KindChat, `{"choices":]` + text, 0, 0},
+		{"empty", KindChat, ``, 0, 0},
+		{"usage first, little text", KindChat, `{"usage":{"prompt_tokens":9,"completion_tokens":5000},"choices":[{"message":{"content":"a few words`, 5000, 5000},
+		{"usage first, more text", KindChat, `{"usage":{"prompt_tokens":9,"completion_tokens":5},"choices":[{"message":{"content":"` + text, 1000, 1100},
+		{"messages usage first", KindMessages, `{"usage":{"input_tokens":9,"output_tokens":4000},"content":[{"type":"text","text":"a few`, 4000, 4000},
+		{"usage cut itself", KindChat, `{"usage":{"prompt_tokens":9,"completion_tokens":5000`, 1, 40},
+		{"embeddings cut", KindEmbeddings, `{"data":[{"embedding":"` + text, 0, 0},
+	} {
+		if got := w.CutAnswerOutputTokens(tc.kind, []byte(tc.body), "gpt-4o-mini"); got < tc.min || got > tc.max {
+			t.Errorf("%s: %d, want %d to %d", tc.name, got, tc.min, tc.max)
+		}
+	}
+}
+
+// FuzzCutAnswerOutputTokens: any body, never a panic; a count only for a
+// truncated one, never above maxTokens.
+func FuzzCutAnswerOutputTokens(f *testing.F) {
+	for _, s := range []string{`{"choices":[{"message":{"content":"hi`, `{"a":1}`, `[`, `{"a":"\u00`, `<p>`, ``, `{"usage":{"prompt_tokens":1,"completion_tokens":9},"x":"`} {
+		f.Add([]byte(s))
+	}
+	w := testWeigher(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		n := w.CutAnswerOutputTokens(KindChat, body, "gpt-4o-mini")
+		if n < 0 || n > maxTokens {
+			t.Fatalf("%d tokens for %d bytes", n, len(body))
+		}
+		if n > 0 && jsonscan.ReasonOf(jsonscan.Check(body, jsonscan.Options{MaxDepth: -1})) != jsonscan.Truncated {
+			t.Fatalf("%d tokens for a body that is not cut short: %q", n, body)
+		}
+	})
+}
