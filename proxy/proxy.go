@@ -46,9 +46,11 @@ type Weigher interface {
 	// CountText counts text as model's tokenizer would, in tokens.
 	CountText(model, text string) int64
 	// ParseUsage reads the usage of a non-streamed JSON answer of kind k
-	// to a request weighed as model (Estimate.Model), whose tokenizer
-	// counts any output text the answer's usage does not.
-	ParseUsage(k weigher.Kind, body []byte, model string) (weigher.Usage, bool)
+	// to a request estimated as est: its Model's tokenizer counts any
+	// output text the answer's usage does not, its OutputTokens is what
+	// an answer holding hidden output with an implausible usage is charged
+	// at least.
+	ParseUsage(k weigher.Kind, body []byte, est weigher.Estimate) (weigher.Usage, bool)
 	// AnswerOutputTokens counts, in tokens of model's tokenizer, the
 	// output text a non-streamed JSON answer of kind k carries (0 for an
 	// answer it cannot read unambiguously): what a success answer without

@@ -362,7 +362,7 @@ func (p *Proxy) readable(x *exchange, encoding, body []byte, view *heldAnswer) [
 // or close-delimited answer whose upstream closed early reads as a whole
 // answer at the transport); else 0.
 func (p *Proxy) usageOf(x *exchange, b []byte, text bool) (u weigher.Usage, ok bool, out int64) {
-	u, ok = x.live.weigher.ParseUsage(x.kind, b, x.est.Model)
+	u, ok = x.live.weigher.ParseUsage(x.kind, b, x.est)
 	if !ok && text && len(b) > 0 {
 		out = x.live.weigher.AnswerOutputTokens(x.kind, b, x.est.Model)
 		if out == 0 {

@@ -12,13 +12,14 @@ import (
 // by ParseUsage), so that visible output is charged all the same. body is
 // read in place, not copied (an answer may be up to max_response_bytes): a
 // piece without escapes is a view of body, valid only while body is, so
-// each must not keep it. It never panics.
-func answerOutput(k Kind, body []byte, each func(piece string)) {
+// each must not keep it. hidden reports whether the answer also holds
+// output that is not text (the reader's hidden). It never panics.
+func answerOutput(k Kind, body []byte, each func(piece string)) (hidden bool) {
 	read := k.row().answerText
 	if read == nil {
-		return
+		return false
 	}
-	read(gjson.Parse(bodyString(body)), func(r gjson.Result) {
+	return read(gjson.Parse(bodyString(body)), func(r gjson.Result) {
 		if r.Type == gjson.String && r.Str != "" {
 			each(r.Str)
 		}
@@ -32,8 +33,9 @@ func answerOutput(k Kind, body []byte, each func(piece string)) {
 // (addReasoning; reasoning once when reasoning_content holds the same
 // string), each tool call's function name and
 // arguments, and a legacy completion's "text"; add is called with each
-// value that may be such a string.
-func chatAnswerText(root gjson.Result, add func(gjson.Result)) {
+// value that may be such a string. hidden is set by a reasoning_details
+// item of type reasoning.encrypted with data (addReasoning).
+func chatAnswerText(root gjson.Result, add func(gjson.Result)) (hidden bool) {
 	root.Get("choices").ForEach(func(_, c gjson.Result) bool {
 		add(c.Get("text"))
 		for _, m := range [...]gjson.Result{c.Get("message"), c.Get("delta")} {
@@ -64,11 +66,11 @@ func chatAnswerText(root gjson.Result, add func(gjson.Result)) {
 			// string is counted once.
 			r := m.Get("reasoning")
 			same := r.Type == gjson.String && rc.Type == gjson.String && r.Raw == rc.Raw
-			addReasoning(r, m.Get("reasoning_details"), func(v gjson.Result) {
+			hidden = addReasoning(r, m.Get("reasoning_details"), func(v gjson.Result) {
 				if !same || v.Index != r.Index || v.Raw != r.Raw {
 					add(v)
 				}
-			})
+			}) || hidden
 			m.Get("tool_calls").ForEach(func(_, call gjson.Result) bool {
 				add(call.Get("function.name"))
 				add(call.Get("function.arguments"))
@@ -79,6 +81,7 @@ func chatAnswerText(root gjson.Result, add func(gjson.Result)) {
 		}
 		return true
 	})
+	return hidden
 }
 
 // addReasoning calls add with a chat answer message's reasoning: its
@@ -86,14 +89,19 @@ func chatAnswerText(root gjson.Result, add func(gjson.Result)) {
 // when theirs is the longer. OpenRouter answers both, reasoning_details
 // as items of type reasoning.text ("text"), reasoning.summary ("summary")
 // and reasoning.encrypted ("data", opaque: not counted here, an answer
-// without usage keeps at least its output reservation)
+// without usage keeps at least its output reservation, one whose usage
+// leaves nothing for it is charged it: hidden, Weigher.ParseUsage)
 // (https://openrouter.ai/docs/use-cases/reasoning-tokens), the plain
 // string often repeating the items' text: counting both would charge the
 // reasoning twice, counting only the string would charge nothing for
-// details sent alone.
-func addReasoning(r, d gjson.Result, add func(gjson.Result)) {
+// details sent alone. hidden reports an item of type reasoning.encrypted
+// whose "data" is a non-empty string.
+func addReasoning(r, d gjson.Result, add func(gjson.Result)) (hidden bool) {
 	var n int
 	d.ForEach(func(_, e gjson.Result) bool {
+		if e.Get("type").Str == "reasoning.encrypted" && nonEmptyString(e.Get("data")) {
+			hidden = true
+		}
 		for _, t := range [...]gjson.Result{e.Get("text"), e.Get("summary")} {
 			if t.Type == gjson.String {
 				n += len(t.Str)
@@ -103,13 +111,14 @@ func addReasoning(r, d gjson.Result, add func(gjson.Result)) {
 	})
 	if r.Type == gjson.String && len(r.Str) >= n {
 		add(r)
-		return
+		return hidden
 	}
 	d.ForEach(func(_, e gjson.Result) bool {
 		add(e.Get("text"))
 		add(e.Get("summary"))
 		return true
 	})
+	return hidden
 }
 
 // responsesAnswerText reads a Responses answer's output
@@ -119,11 +128,15 @@ func addReasoning(r, d gjson.Result, add func(gjson.Result)) {
 // input, an MCP call's name and arguments, and a reasoning item's summary
 // and content "text", and the code or commands of the calls
 // responsesCallText lists: what the stream's *.delta events carry
-// (responsesEvent).
-func responsesAnswerText(root gjson.Result, add func(gjson.Result)) {
+// (responsesEvent). hidden is set by a reasoning item's non-empty
+// encrypted_content.
+func responsesAnswerText(root gjson.Result, add func(gjson.Result)) (hidden bool) {
 	root.Get("output").ForEach(func(_, it gjson.Result) bool {
 		if !it.IsObject() {
 			return true
+		}
+		if it.Get("type").Str == "reasoning" && nonEmptyString(it.Get("encrypted_content")) {
+			hidden = true
 		}
 		add(it.Get("name"))
 		add(it.Get("arguments"))
@@ -147,6 +160,7 @@ func responsesAnswerText(root gjson.Result, add func(gjson.Result)) {
 		}
 		return true
 	})
+	return hidden
 }
 
 // responsesCallText are the members of a Responses output item, beside
@@ -166,11 +180,16 @@ var responsesCallText = [...]string{"code", "action.command", "action.commands",
 // (https://platform.claude.com/docs/en/api/messages, "content"): a text
 // block's "text", a thinking block's "thinking", and a tool_use block's
 // name and input (the object's JSON text, as its input_json_delta events
-// stream it): what the stream's deltas carry (messagesEvent).
-func messagesAnswerText(root gjson.Result, add func(gjson.Result)) {
+// stream it): what the stream's deltas carry (messagesEvent). hidden is
+// set by a redacted_thinking block with data (encrypted thinking, billed
+// as output).
+func messagesAnswerText(root gjson.Result, add func(gjson.Result)) (hidden bool) {
 	root.Get("content").ForEach(func(_, b gjson.Result) bool {
 		if !b.IsObject() {
 			return true
+		}
+		if b.Get("type").Str == "redacted_thinking" && nonEmptyString(b.Get("data")) {
+			hidden = true
 		}
 		add(b.Get("text"))
 		add(b.Get("thinking"))
@@ -182,4 +201,5 @@ func messagesAnswerText(root gjson.Result, add func(gjson.Result)) {
 		}
 		return true
 	})
+	return hidden
 }

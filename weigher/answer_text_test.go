@@ -83,7 +83,7 @@ func TestChatUsageZeroCompletion(t *testing.T) {
 	w := testWeigher(t)
 	text := strings.TrimSpace(strings.Repeat("word ", 50))
 	body := `{"model":"gpt-4o-mini","choices":[{"message":{"content":"` + text + `"},"finish_reason":"content_filter"}],"usage":{"prompt_tokens":12,"completion_tokens":0}}`
-	u, ok := w.ParseUsage(KindChat, []byte(body), "gpt-4o-mini")
+	u, ok := w.ParseUsage(KindChat, []byte(body), Estimate{Model: "gpt-4o-mini"})
 	if want := w.CountText("gpt-4o-mini", text); !ok || u.OutputTokens != want || want == 0 {
 		t.Errorf("Weigher.ParseUsage: %+v %v, want %d output tokens", u, ok, want)
 	}
@@ -120,4 +120,33 @@ func answerOutputText(k Kind, body []byte) string {
 		b.WriteString(p)
 	})
 	return b.String()
+}
+
+// TestParseUsageHiddenOutputKeepsTheReservation: an answer holding output
+// llmguard cannot read (an encrypted reasoning_details item, a Messages
+// redacted_thinking block, a Responses reasoning item's
+// encrypted_content) whose usage reports no more output than its visible
+// text is charged at least the output reserved; a usage above its text,
+// or an answer without hidden output, is not.
+func TestParseUsageHiddenOutputKeepsTheReservation(t *testing.T) {
+	w := testWeigher(t)
+	data := strings.Repeat("QUJD", 400)
+	est := Estimate{Model: "gpt-4o-mini", OutputTokens: 2000}
+	for _, c := range []struct {
+		name string
+		k    Kind
+		body string
+		want int64
+	}{
+		{"chat encrypted, 0", KindChat, `{"choices":[{"message":{"content":"ok","reasoning_details":[{"type":"reasoning.encrypted","data":"` + data + `"}]}}],"usage":{"prompt_tokens":9,"completion_tokens":0}}`, 2000},
+		{"chat encrypted, 700", KindChat, `{"choices":[{"message":{"content":"ok","reasoning_details":[{"type":"reasoning.encrypted","data":"` + data + `"}]}}],"usage":{"prompt_tokens":9,"completion_tokens":700}}`, 700},
+		{"chat empty data, 0", KindChat, `{"choices":[{"message":{"content":"ok","reasoning_details":[{"type":"reasoning.encrypted","data":""}]}}],"usage":{"prompt_tokens":9,"completion_tokens":0}}`, 1},
+		{"chat text only, 0", KindChat, `{"choices":[{"message":{"content":"ok"}}],"usage":{"prompt_tokens":9,"completion_tokens":0}}`, 1},
+		{"messages redacted, 0", KindMessages, `{"content":[{"type":"redacted_thinking","data":"` + data + `"},{"type":"text","text":"ok"}],"usage":{"input_tokens":9,"output_tokens":0}}`, 2000},
+		{"responses encrypted, 1", KindResponses, `{"output":[{"type":"reasoning","summary":[],"encrypted_content":"` + data + `"},{"type":"message","content":[{"type":"output_text","text":"ok"}]}],"usage":{"input_tokens":9,"output_tokens":1}}`, 2000},
+	} {
+		if u, ok := w.ParseUsage(c.k, []byte(c.body), est); !ok || u.OutputTokens != c.want {
+			t.Errorf("%s: %+v %v, want %d output tokens", c.name, u, ok, c.want)
+		}
+	}
 }

@@ -88,8 +88,10 @@ type kindRow struct {
 	// answerText, when set, reads the output text of a JSON answer (root,
 	// checked already), calling add with each value that may hold some
 	// (answerOutput): an answer whose usage reports 0 output tokens is
-	// charged at least that text ([Weigher.ParseUsage]).
-	answerText func(root gjson.Result, add func(gjson.Result))
+	// charged at least that text ([Weigher.ParseUsage]). It reports
+	// whether the answer also holds output it cannot read as text
+	// (encrypted reasoning: hidden).
+	answerText func(root gjson.Result, add func(gjson.Result)) (hidden bool)
 }
 
 // kinds is the table of request kinds, indexed by Kind. Chat and legacy
@@ -298,8 +300,9 @@ func ParseUsage(k Kind, body []byte) (Usage, bool) { return parseUsage(k, body, 
 
 // ParseUsage is [ParseUsage] with w's nesting limit ([Options.MaxDepth]):
 // a response nested deeper is not read (ok false), so the request keeps its
-// reservation. model is the model the request was weighed as
-// (Estimate.Model). A chat, completions, Responses or Messages answer
+// reservation. est is the request's estimate: its Model is the model the
+// request was weighed as, its OutputTokens the output reserved. A chat,
+// completions, Responses or Messages answer
 // whose usage reports 0 output tokens (a valid usage: an answer stopped at
 // once, or by a content filter) but that carries output text anyway is
 // charged at least that text, counted piece by piece (see answerOutput;
@@ -310,32 +313,42 @@ func ParseUsage(k Kind, body []byte) (Usage, bool) { return parseUsage(k, body, 
 // an answer longer than OutputCheckBytes allows for the output it
 // reports has its text counted too, and is charged at least that text
 // (an honest usage counts every token of it, and more: reasoning,
-// framing). An answer that names a key twice (two usage
+// framing). An answer so counted that also holds output llmguard cannot
+// read (hidden: an encrypted reasoning_details item, a redacted_thinking
+// block, a reasoning item's encrypted_content) and whose usage leaves no
+// token for it (output at or below the text counted) is charged at least
+// est.OutputTokens, as a stream whose output was not all counted is
+// (StreamUpdate.Uncounted): the reasoning was billed, its length unknown. An
+// answer that names a key twice (two usage
 // objects, a figure named twice) is read both ways a parser may read it,
 // first member and last, and settles at the dearer of the two
 // (dupKeyUsage); when either reading has no usage, ok is false.
-func (w *Weigher) ParseUsage(k Kind, body []byte, model string) (Usage, bool) {
+func (w *Weigher) ParseUsage(k Kind, body []byte, est Estimate) (Usage, bool) {
 	u, ok := parseUsage(k, body, w.maxDepth)
 	if !ok {
 		u, ok = dupKeyUsage(k, body, w.maxDepth)
 	}
 	if ok && (u.OutputTokens == 0 || int64(len(body)) > OutputCheckBytes(u.OutputTokens)) {
-		u.OutputTokens = max(u.OutputTokens, w.answerTokens(k, body, model))
+		text, hidden := w.answerTokens(k, body, est.Model)
+		if hidden && u.OutputTokens <= text {
+			text = max(text, est.OutputTokens)
+		}
+		u.OutputTokens = max(u.OutputTokens, text)
 	}
 	return u, ok
 }
 
 // answerTokens counts the output text of answer body of kind k
-// (answerOutput) in tokens of model's tokenizer, saturating at maxTokens.
-// Its count is its own, not the caller's Usage: a Usage captured by the
-// closure would live on the heap on every ParseUsage call.
-func (w *Weigher) answerTokens(k Kind, body []byte, model string) int64 {
-	var out int64
+// (answerOutput) in tokens of model's tokenizer, saturating at maxTokens,
+// and reports whether the answer holds hidden output too. Its count is
+// its own, not the caller's Usage: a Usage captured by the closure would
+// live on the heap on every ParseUsage call.
+func (w *Weigher) answerTokens(k Kind, body []byte, model string) (out int64, hidden bool) {
 	enc := w.encoder(model)
-	answerOutput(k, body, func(p string) {
+	hidden = answerOutput(k, body, func(p string) {
 		out = min(out+countText(enc, p), maxTokens)
 	})
-	return out
+	return out, hidden
 }
 
 // OutputCheckBytes is the most bytes of answer (a JSON answer's body, or
@@ -380,7 +393,8 @@ func (w *Weigher) AnswerOutputTokens(k Kind, body []byte, model string) int64 {
 	if k.row().answerText == nil || jsonscan.Check(body, jsonscan.Options{MaxDepth: w.maxDepth, DuplicateKeys: true}) != nil {
 		return 0
 	}
-	return w.answerTokens(k, body, model)
+	out, _ := w.answerTokens(k, body, model)
+	return out
 }
 
 // CutAnswerOutputTokens counts the output a non-streamed JSON answer of

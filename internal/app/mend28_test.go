@@ -1,0 +1,66 @@
+package app
+
+// Tests of mend28 (2026-12-06): charge gaps found by adv27's session, each
+// driven through llmguard over loopback sockets to an upstream that
+// answers in a lenient server's own way.
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestMend28EncryptedReasoningKeepsTheReservation: OpenRouter's
+// reasoning.encrypted item is reasoning the upstream bills and llmguard
+// cannot read. Beside a usage reporting 0 output tokens, or no more than
+// the answer's visible text (50 words), the answer was charged that text
+// (some 50 tokens) though the request reserved 2,000; it is now charged
+// at least the reservation, as a stream carrying the same item already was
+// (StreamUpdate.Uncounted). A usage that leaves room for the reasoning
+// (3,000) is the bill, as before.
+func TestMend28EncryptedReasoningKeepsTheReservation(t *testing.T) {
+	text := strings.TrimSpace(strings.Repeat("word ", 50))
+	data := strings.Repeat("QUJD", 500)
+	for _, c := range []struct {
+		name     string
+		output   int
+		min, max float64
+	}{
+		{"zero output", 0, 2000, 2000},
+		{"output below the text", 5, 2000, 2000},
+		{"plausible output", 3000, 3000, 3000},
+	} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s stream %v", c.name, stream), func(t *testing.T) {
+				usage := fmt.Sprintf(`{"prompt_tokens":9,"completion_tokens":%d,"total_tokens":%d}`, c.output, 9+c.output)
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					io.Copy(io.Discard, r.Body)
+					if !stream {
+						w.Header().Set("Content-Type", "application/json")
+						fmt.Fprintf(w, `{"id":"x","object":"chat.completion","model":"x","choices":[{"index":0,"message":{"role":"assistant","content":%q,"reasoning_details":[{"type":"reasoning.encrypted","data":%q,"format":"openai-responses-v1","index":0}]},"finish_reason":"stop"}],"usage":%s}`, text, data, usage)
+						return
+					}
+					w.Header().Set("Content-Type", "text/event-stream")
+					fmt.Fprintf(w, "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\",\"reasoning_details\":[{\"type\":\"reasoning.encrypted\",\"data\":%q,\"index\":0}]}}]}\n\n", data)
+					for range 50 {
+						io.WriteString(w, "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"word \"}}]}\n\n")
+					}
+					fmt.Fprintf(w, "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: {\"id\":\"x\",\"choices\":[],\"usage\":%s}\n\ndata: [DONE]\n\n", usage)
+				}))
+				t.Cleanup(srv.Close)
+				h := fresh16(t, srv.URL)
+				resp, b := h.do("/v1/chat/completions", fmt.Sprintf(`{"model":"gpt-4o-mini","max_tokens":2000,"stream":%v,"messages":[{"role":"user","content":"think"}]}`, stream))
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("%d %.200s", resp.StatusCode, b)
+				}
+				if got := outputSettled(t, h); got < c.min || got > c.max {
+					t.Errorf("charged %v output tokens, want %v to %v", got, c.min, c.max)
+				}
+			})
+		}
+	}
+}
+
