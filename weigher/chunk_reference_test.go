@@ -84,8 +84,11 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 				}
 				add(d.Get("content"))
 				add(d.Get("refusal"))
-				add(d.Get("reasoning_content"))
-				add(d.Get("reasoning"))
+				rc, r := d.Get("reasoning_content"), d.Get("reasoning")
+				add(rc)
+				if rc.Type != gjson.String || r.Type != gjson.String || rc.Raw != r.Raw {
+					add(r) // the same text under both names is counted once
+				}
 				d.ForEach(func(k, v gjson.Result) bool {
 					switch k.Str {
 					case "role", "annotations", "content", "refusal", "tool_calls", "function_call", "reasoning_content", "reasoning":
@@ -151,6 +154,9 @@ var chunkSeeds = []string{
 	`{"choices":[[[[[[{"delta":{"content":"deep"}}]]]]]]}`,
 	`{"choices":[{"delta":{"audio":{"id":"a","data":"QUFB","transcript":"hi"}}}]}`,
 	`{"choices":[{"delta":{"reasoning_content":"think","reasoning":"more","content":null}}]}`,
+	`{"choices":[{"delta":{"reasoning_content":"think","reasoning":"think","content":null}}]}`,
+	`{"choices":[{"delta":{"reasoning":"th\u0069nk","reasoning_content":"think"}}]}`,
+	`{"choices":[{"delta":{"reasoning":["think"],"reasoning_content":"think"}}]}`,
 	`{"choices":[{"delta":{"role":"assistant","x":null,"y":"","z":[ ],"w":{ },"n":5,"b":true}}]}`,
 	`{"choices":[{"delta":{"annotations":[{"url":"u"}],"extra":"s"}}]}`,
 	`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"whole"},"finish_reason":"stop","logprobs":null}]}`,

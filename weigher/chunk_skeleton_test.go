@@ -302,6 +302,9 @@ func TestChunkSkeletonNotKept(t *testing.T) {
 		`{"us\u0061ge":{"prompt_tokens":"1"},"choices":[]}`,
 		`[DONE]`,
 		`{"a":1,"a":2}`,
+		// The same reasoning under both names, counted once: a skeleton
+		// would compare the second as bytes, not read it as text.
+		`{"choices":[{"delta":{"reasoning":"a","reasoning_content":"a"}}]}`,
 		`{"choices":[{"delta":{"content":"` + strings.Repeat("x", maxSkeletonBytes) + `"}}]}`,
 		`{"choices":[` + strings.Repeat(`{"delta":{"content":"a"}},`, maxSkeletonStrings+1) + `{}]}`,
 	} {

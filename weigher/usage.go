@@ -527,7 +527,20 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 				add(content)
 				add(refusal)
 				add(reasoning)
-				add(reasoning2)
+				if sameString(reasoning, reasoning2) {
+					// One text sent under both names (vLLM kept
+					// reasoning_content beside reasoning until v0.16,
+					// mlx-vlm keeps reasoning as an alias): generated
+					// once, counted once, as chatAnswerText counts a
+					// JSON answer's. A skeleton would read the second
+					// name's next value as bytes to compare, not as
+					// text: the chunk builds none (rec.over).
+					if rec != nil {
+						rec.over = true
+					}
+				} else {
+					add(reasoning2)
+				}
 				rawEach(calls, func(tc gjson.Result) bool {
 					add(rawGet(rawGet(tc, "function"), "arguments"))
 					return true
@@ -564,6 +577,13 @@ func choiceMember(k string, completions bool) bool {
 		return completions
 	}
 	return false
+}
+
+// sameString reports whether a and b are both JSON strings written alike
+// (their raw text, escapes included, equal), as chatAnswerText compares a
+// message's reasoning and reasoning_content.
+func sameString(a, b gjson.Result) bool {
+	return a.Type == gjson.String && b.Type == gjson.String && a.Raw == b.Raw
 }
 
 // chunkKey reports whether a chunk's top-level member named k is one

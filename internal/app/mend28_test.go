@@ -64,3 +64,39 @@ func TestMend28EncryptedReasoningKeepsTheReservation(t *testing.T) {
 	}
 }
 
+// TestMend28StreamReasoningAliasCountedOnce: a stream whose deltas carry
+// the same reasoning under reasoning and reasoning_content (vLLM before
+// v0.16, mlx-vlm) and reports no usage was charged its reasoning twice
+// (6,000 output tokens for 3,000 words); it is counted once, as the same
+// JSON answer is. Different texts under the two names are both counted.
+func TestMend28StreamReasoningAliasCountedOnce(t *testing.T) {
+	piece := strings.Repeat("word ", 100)
+	for _, c := range []struct {
+		name     string
+		other    string
+		min, max float64
+	}{
+		{"same text", piece, 3000, 3100},
+		{"different texts", strings.Repeat("dog ", 100), 6000, 6200},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				for range 30 {
+					fmt.Fprintf(w, "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":%q,\"reasoning_content\":%q}}]}\n\n", piece, c.other)
+				}
+				io.WriteString(w, "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+			}))
+			t.Cleanup(srv.Close)
+			h := fresh16(t, srv.URL)
+			resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"think"}]}`)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%d %.200s", resp.StatusCode, b)
+			}
+			if got := outputSettled(t, h); got < c.min || got > c.max {
+				t.Errorf("charged %v output tokens, want %v to %v", got, c.min, c.max)
+			}
+		})
+	}
+}
