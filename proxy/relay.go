@@ -325,7 +325,12 @@ func feedHeld(tap *usageTap, b []byte, mem *decoderMemory) {
 // sseBody reports whether b, an answer body, starts as an SSE stream does:
 // after optional whitespace (and a UTF-8 byte order mark, which the SSE
 // parsing rules skip: WHATWG HTML §9.2.6), a line of one of the fields the
-// format defines (data, event, id, retry) or a comment (":").
+// format defines (data, event, id, retry) or a comment (":"); or a line
+// of a field it does not define ("name: value", a name of letters, digits
+// and "-_." — the parsing rules ignore such a field, so a stream may open
+// with one) in a body that has a data line further on (sseDataLine). Text
+// whose first line merely looks like "name: value" without data lines (a
+// plain-text error) is not a stream; JSON never is.
 func sseBody(b []byte) bool {
 	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
 	b = bytes.TrimLeft(b, " \t\r\n")
@@ -337,7 +342,33 @@ func sseBody(b []byte) bool {
 			return true
 		}
 	}
-	return false
+	name := 0
+	for name < len(b) && fieldNameByte(b[name]) {
+		name++
+	}
+	return name > 0 && name < len(b) && b[name] == ':' && sseDataLine(b[name:])
+}
+
+// fieldNameByte reports whether c may be part of an SSE field name sseBody
+// takes for one it does not know: an ASCII letter, digit, '-', '_' or '.'.
+func fieldNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+}
+
+// sseDataLine reports whether b holds a line, after its first, that is a
+// data field ("data:…", or "data" alone) as the SSE parsing rules split
+// lines (LF, CR or CRLF).
+func sseDataLine(b []byte) bool {
+	for {
+		i := bytes.IndexAny(b, "\r\n")
+		if i < 0 {
+			return false
+		}
+		b = b[i+1:]
+		if rest, ok := bytes.CutPrefix(b, []byte("data")); ok && (len(rest) == 0 || rest[0] == ':' || rest[0] == '\r' || rest[0] == '\n') {
+			return true
+		}
+	}
 }
 
 // readable is x's answer body as llmguard reads it: body itself when

@@ -100,3 +100,41 @@ func TestMend28StreamReasoningAliasCountedOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestMend28HeldStreamOpeningWithAnUnknownField: a stream request's SSE
+// answer labelled application/json whose first line is a field the SSE
+// format does not define (ignored by its parsing rules, WHATWG HTML
+// §9.2.6) was not taken for a stream: read as JSON, without usage, it was
+// settled at the 256-token reservation for a usage of 6,000. A plain-text
+// body that only looks like a field line is still no stream.
+func TestMend28HeldStreamOpeningWithAnUnknownField(t *testing.T) {
+	const usage = `{"prompt_tokens":9,"completion_tokens":6000,"total_tokens":6009}`
+	const events = "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"length\"}]}\n\n" +
+		"data: {\"id\":\"x\",\"choices\":[],\"usage\":" + usage + "}\n\ndata: [DONE]\n\n"
+	for _, c := range []struct {
+		name, body string
+		min, max   float64
+	}{
+		{"x-trace field first", "x-trace: 7f3a\n\n" + events, 6000, 6000},
+		{"known field first", "id: 1\n" + events, 6000, 6000},
+		{"plain text", "note: ok, upstream busy\n", 256, 256},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, c.body)
+			}))
+			t.Cleanup(srv.Close)
+			h := fresh16(t, srv.URL)
+			resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"write"}]}`)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%d %.200s", resp.StatusCode, b)
+			}
+			if got := outputSettled(t, h); got < c.min || got > c.max {
+				t.Errorf("charged %v output tokens, want %v to %v", got, c.min, c.max)
+			}
+		})
+	}
+}
+
