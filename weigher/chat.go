@@ -160,7 +160,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		}
 		if rawWalk {
 			switch k {
-			case "model", "max_completion_tokens", "max_tokens", "n", "n_cmpl", "best_of", "service_tier", "min_tokens", "n_predict", "max_length":
+			case "model", "max_completion_tokens", "max_tokens", "n", "n_cmpl", "best_of", "service_tier", "min_tokens", "n_predict", "max_length", "reasoning_effort":
 				v = parsedScalar(v.Raw)
 			}
 		}
@@ -224,7 +224,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 			est.ServiceTier = serviceTier(v)
 		case "prediction":
 			prediction = v
-		case "min_tokens", "ignore_eos", "reasoning", "n_predict", "max_length":
+		case "min_tokens", "ignore_eos", "reasoning", "n_predict", "max_length", "reasoning_effort":
 			floor.read(k, v)
 		case "adapter":
 			// KoboldCpp's chat adapter: its max_length is the output
@@ -448,6 +448,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 		out = w.defaultOutput(est.Model)
 		est.OutputDefaulted = true
 	}
+	floor.gemini(w.family(est.Model)) // a Gemini model's reasoning_effort: a thinking budget
 	out, est.OutputDefaulted = floor.apply(w, est.Model, out, est.OutputDefaulted)
 	est.OutputPinned = floor.pins()
 	choices := choiceVals.count()

@@ -1,6 +1,10 @@
 package weigher
 
-import "github.com/tidwall/gjson"
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
 
 // outputFloor is what a chat or completions body asks of each completion's
 // length through vLLM's sampling parameters
@@ -38,13 +42,19 @@ import "github.com/tidwall/gjson"
 // (https://ai.google.dev/gemini-api/docs/openai, "Thinking"), which its
 // thinking guide documents apart from the output maximum
 // (https://ai.google.dev/gemini-api/docs/thinking: the model "might
-// overflow or underflow the token budget"), and which is billed as output.
-// The zero value asks nothing.
+// overflow or underflow the token budget"), and which is billed as output;
+// and "reasoning_effort" sent to a Gemini model on that endpoint, which
+// Google maps to thinking budgets of 1,024 ("low"), 8,192 ("medium") and
+// 24,576 ("high") tokens (https://ai.google.dev/gemini-api/docs/openai,
+// "Thinking": "low", "medium" and "high" map to 1K, 8K and 24K thinking
+// token budgets; "none" turns thinking off), reserved as that budget
+// (gemini). The zero value asks nothing.
 type outputFloor struct {
 	minTokens int64 // tokens; 0: none
 	ignoreEOS bool
 	reasoning int64 // tokens, reasoning.max_tokens; 0: none
 	thinking  int64 // tokens, a positive Gemini thinking_budget; 0: none (-1, dynamic, names no budget)
+	effort    int64 // tokens, the Gemini thinking budget of reasoning_effort (geminiEffortBudget); 0: none
 	predict   int64 // tokens, a positive n_predict; 0: none
 	maxLength int64 // tokens, a positive max_length; 0: none
 	adapter   int64 // tokens, a positive adapter.max_length (KoboldCpp); 0: none
@@ -83,7 +93,49 @@ func (f *outputFloor) read(k string, v gjson.Result) {
 		}
 	case extraBodyField, "google":
 		f.thinking = max(f.thinking, geminiThinkingBudget(k, v))
+	case "reasoning_effort":
+		f.effort = geminiEffortBudget(v)
 	}
+}
+
+// gemini folds the budget of a reasoning_effort (effort) into the thinking
+// budget when family, the request's model family, is a Gemini model
+// (geminiFamily): its OpenAI-compatible endpoint thinks that budget on top
+// of the answer, billed as output, as it does a thinking_budget (the
+// larger when both are named). Other models bound their reasoning by the
+// body's maximum (OpenAI's reasoning models count it within
+// max_completion_tokens), so their reasoning_effort reserves nothing more.
+func (f *outputFloor) gemini(family string) {
+	if f.effort > 0 && geminiFamily(family) {
+		f.thinking = max(f.thinking, f.effort)
+	}
+}
+
+// geminiEffortBudget is the thinking budget, in tokens, that Gemini's
+// OpenAI-compatible endpoint gives a reasoning_effort v
+// (https://ai.google.dev/gemini-api/docs/openai, "Thinking"): 1,024 for
+// "low", 8,192 for "medium", 24,576 for "high" (read ignoring case and
+// surrounding space); 0 for "none", any other value, or none.
+func geminiEffortBudget(v gjson.Result) int64 {
+	if v.Type != gjson.String {
+		return 0
+	}
+	switch strings.ToLower(strings.TrimSpace(v.Str)) {
+	case "low":
+		return 1024
+	case "medium":
+		return 8192
+	case "high":
+		return 24576
+	}
+	return 0
+}
+
+// geminiFamily reports whether family (a model name as Weigher.family
+// gives it) names a Gemini model: "gemini" in it, in any case
+// ("gemini-2.5-flash", "google/gemini-2.5-pro", "models/gemini-2.0-flash").
+func geminiFamily(family string) bool {
+	return strings.Contains(strings.ToLower(family), "gemini")
 }
 
 // apply is the output reservation of one completion of model, in

@@ -138,3 +138,39 @@ func TestMend28HeldStreamOpeningWithAnUnknownField(t *testing.T) {
 	}
 }
 
+// TestMend28GeminiReasoningEffortIsReserved: Gemini's OpenAI-compatible
+// endpoint turns reasoning_effort into a thinking budget billed as output
+// beside the answer's maximum (1,024 tokens for "low", 8,192 for
+// "medium", 24,576 for "high": https://ai.google.dev/gemini-api/docs/openai,
+// "Thinking"). It reserved nothing: an answer without usage was settled at
+// max_tokens (100). It now reserves the budget on top, for a Gemini model
+// only; "none" and another model's reasoning_effort reserve none.
+func TestMend28GeminiReasoningEffortIsReserved(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"x","object":"chat.completion","model":"x","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	for _, c := range []struct {
+		model, effort string
+		want          float64
+	}{
+		{"gemini-2.5-flash", "low", 100 + 1024},
+		{"gemini-2.5-flash", "medium", 100 + 8192},
+		{"gemini-2.5-flash", "none", 100},
+		{"gpt-4o-mini", "medium", 100},
+	} {
+		t.Run(c.model+"/"+c.effort, func(t *testing.T) {
+			h := fresh16(t, srv.URL)
+			resp, b := h.do("/v1/chat/completions", fmt.Sprintf(`{"model":%q,"max_tokens":100,"reasoning_effort":%q,"messages":[{"role":"user","content":"think"}]}`, c.model, c.effort))
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%d %.200s", resp.StatusCode, b)
+			}
+			if got := outputSettled(t, h); got != c.want {
+				t.Errorf("charged %v output tokens, want %v", got, c.want)
+			}
+		})
+	}
+}
+
