@@ -197,7 +197,9 @@ type Request struct {
 	// usage reports none. CacheWriteTokens (CacheWrite1hTokens) not 0 says
 	// the body asks for prompt-cache writes (with the 1-hour TTL): the
 	// reservation then prices all its input at that write price when it is
-	// not below the input price. Only those seven fields are read.
+	// not below the input price. WebSearchPreview prices its web searches
+	// at the preview tool's fee, reserved and settled. Only those eight
+	// fields are read.
 	Estimate spec.Usage
 	// Output says how Estimate.OutputTokens was made and whether the
 	// request's output maximum may be lowered (output.go); the zero value:
@@ -703,7 +705,8 @@ func (x *Exchange) takeSharded(rules []*policy.Rule, items []bucket.Item) (bucke
 // of the two rates).
 func (x *Exchange) reservation(in, out int64) spec.Usage {
 	e := x.req.Estimate
-	u := spec.Usage{InputTokens: in, OutputTokens: out, WebSearches: e.WebSearches, SearchContext: e.SearchContext, SearchResults: e.SearchResults}
+	u := spec.Usage{InputTokens: in, OutputTokens: out, WebSearches: e.WebSearches, WebSearchPreview: e.WebSearchPreview,
+		SearchContext: e.SearchContext, SearchResults: e.SearchResults}
 	// Which input the upstream writes to the cache is its choice: all of
 	// it, at the dearest write price the body names, is the most it bills.
 	if e.CacheWriteTokens > 0 && x.quote.Price.CacheWrite >= x.quote.Price.Input {

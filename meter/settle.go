@@ -215,6 +215,9 @@ func (x *Exchange) searchFeesOf(u spec.Usage) spec.Usage {
 	if u.SearchResults <= 0 {
 		u.SearchResults = e.SearchResults
 	}
+	// Which search tool ran is the request's, not the answer's: a
+	// web_search_call item does not say.
+	u.WebSearchPreview = u.WebSearchPreview || e.WebSearchPreview
 	return u
 }
 
@@ -273,7 +276,7 @@ func (x *Exchange) chargedTokens(source spec.Source, known bool, actual spec.Usa
 	case source == spec.SourceReserved && x.req.Weighed:
 		e := &x.req.Estimate
 		return spec.Usage{InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, WebSearches: e.WebSearches,
-			SearchContext: e.SearchContext, SearchResults: e.SearchResults}
+			WebSearchPreview: e.WebSearchPreview, SearchContext: e.SearchContext, SearchResults: e.SearchResults}
 	}
 	return spec.Usage{}
 }

@@ -106,10 +106,17 @@ func (p Price) rates(input int64) Rates {
 // WebSearchPicoUSD is the price of one web search an upstream runs for a
 // request (spec.Usage.WebSearches), in pico-USD: Anthropic's $10 per 1,000
 // searches (its web search tool guide), and OpenAI's $10 per 1,000 web
-// search tool calls (its pricing page; the preview tool on non-reasoning
-// models is billed $25 per 1,000, which this under-prices), on top of the
-// tokens the results add to the input.
+// search tool calls (its pricing page, built-in tools: the web_search
+// tool on any model, web_search_preview on reasoning models), on top of
+// the tokens the results add to the input.
 const WebSearchPicoUSD = 10_000_000_000
+
+// WebSearchPreviewPicoUSD is the price of one web search OpenAI's
+// web_search_preview tool runs for a model that does not reason
+// (spec.Usage.WebSearchPreview), in pico-USD: $25 per 1,000 calls, its
+// search content tokens free (https://platform.openai.com/docs/pricing,
+// built-in tools, "Web search preview (non-reasoning models)").
+const WebSearchPreviewPicoUSD = 25_000_000_000
 
 // FileSearchPicoUSD is the price of one file search an upstream runs for
 // a request (spec.Usage.FileSearches), in pico-USD: OpenAI's $2.50 per
@@ -280,12 +287,17 @@ func (s *picoSum) add(n, price int64) {
 	s.hi += h + c
 }
 
-// searchFees adds t's search fees at p: each web search WebSearchPicoUSD,
-// each file search FileSearchPicoUSD, its search context size's
-// per-request fee (Price.SearchRequest), each web result
-// SearchResultPicoUSD; negative counts count as 0.
+// searchFees adds t's search fees at p: each web search WebSearchPicoUSD
+// (WebSearchPreviewPicoUSD when t.WebSearchPreview), each file search
+// FileSearchPicoUSD, its search context size's per-request fee
+// (Price.SearchRequest), each web result SearchResultPicoUSD; negative
+// counts count as 0.
 func (s *picoSum) searchFees(p *Price, t *spec.Usage) {
-	s.add(clamp0(t.WebSearches), WebSearchPicoUSD)
+	web := int64(WebSearchPicoUSD)
+	if t.WebSearchPreview {
+		web = WebSearchPreviewPicoUSD
+	}
+	s.add(clamp0(t.WebSearches), web)
 	s.add(clamp0(t.FileSearches), FileSearchPicoUSD)
 	s.add(1, p.SearchRequest.of(t.SearchContext))
 	s.add(clamp0(t.SearchResults), SearchResultPicoUSD)

@@ -54,6 +54,15 @@ type Usage struct {
 	// web_search_call items of the output, $10 per 1,000 calls, its
 	// pricing page).
 	WebSearches int64
+	// WebSearchPreview is set when WebSearches were run by OpenAI's
+	// Responses web_search_preview tool for a model that does not reason
+	// (gpt-4o, gpt-4.1 and their minis), which OpenAI bills $25 per 1,000
+	// calls, its search content tokens free, against $10 for the
+	// web_search tool and for reasoning models (its pricing page, built-in
+	// tools: "Web search preview (non-reasoning models)",
+	// https://platform.openai.com/docs/pricing). The request decides it
+	// (weigher.Estimate.WebSearchPreview), not the answer.
+	WebSearchPreview bool
 	// FileSearches is how many file searches the upstream ran for the
 	// request, billed per call on top of the tokens (OpenAI Responses:
 	// the file_search_call items of the output, $2.50 per 1,000 calls,

@@ -1,6 +1,8 @@
 package weigher
 
 import (
+	"strings"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -199,6 +201,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	in += d.memo.count(w.budget, tctx, tools.Raw, func() tally { return tally{text: tc.count(tools)} }).text
 	est.ServerContext = est.ServerContext || serverTools(tools)
 	est.WebSearches = responsesSearchCalls(tools, maxCalls)
+	est.WebSearchPreview = est.WebSearches > 0 && previewSearchPriced(tools, w.family(est.Model))
 	in += toolChoiceTokens(r.enc, toolChoice)
 	if f := text.Get("format"); f.Get("type").String() == "json_schema" {
 		in += countText(r.enc, f.Raw)
@@ -473,4 +476,39 @@ func responsesSearchCalls(tools, maxCalls gjson.Result) int64 {
 		return defaultWebSearchUses
 	}
 	return min(n, maxWebSearchUses)
+}
+
+// previewSearchPriced reports whether a Responses request's tools hold
+// OpenAI's web_search_preview tool (any dated version,
+// "web_search_preview_2025_03_11") and family, the request's model
+// family, is not a reasoning model (reasoningFamily): OpenAI bills such a
+// model's preview searches $25 per 1,000 calls, not $10
+// (https://platform.openai.com/docs/pricing, built-in tools). With both
+// tools named, which one ran is unknown: the dearer is charged.
+func previewSearchPriced(tools gjson.Result, family string) bool {
+	preview := false
+	eachTool(tools, func(typ, _ string, _ gjson.Result) {
+		preview = preview || strings.HasPrefix(typ, "web_search_preview")
+	})
+	return preview && !reasoningFamily(family)
+}
+
+// reasoningFamily reports whether family names one of OpenAI's reasoning
+// models, which its pricing page bills web_search_preview calls at $10
+// per 1,000: the o-series (o1, o3, o4-mini…) and gpt-5 and later
+// ("openai/" and "azure/" prefixes ignored). Any other name is taken for a
+// model that does not reason, billed the preview's $25: a name llmguard
+// does not know is charged the dearer fee.
+func reasoningFamily(family string) bool {
+	f := strings.ToLower(family)
+	if i := strings.LastIndexByte(f, '/'); i >= 0 {
+		f = f[i+1:]
+	}
+	if len(f) >= 2 && f[0] == 'o' && f[1] >= '1' && f[1] <= '9' {
+		return true
+	}
+	if rest, ok := strings.CutPrefix(f, "gpt-"); ok && len(rest) > 0 && rest[0] >= '5' && rest[0] <= '9' {
+		return true
+	}
+	return false
 }

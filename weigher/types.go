@@ -81,6 +81,11 @@ type Estimate struct {
 	// a web_search tool its max_tool_calls (20 without one). Reserved at
 	// admission, reconciled with the searches the answer reports.
 	WebSearches int64
+	// WebSearchPreview is set for a Responses request whose web searches
+	// (WebSearches) OpenAI bills at its web_search_preview tool's fee for
+	// a model that does not reason, $25 per 1,000 calls against $10
+	// (spec.Usage.WebSearchPreview; previewSearchPriced).
+	WebSearchPreview bool
 	// SearchContext is the search context size of the per-request search
 	// fee a chat request will incur (spec.Usage.SearchContext;
 	// SearchContextNone: none): a Perplexity Sonar model's, an OpenAI

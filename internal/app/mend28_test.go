@@ -174,3 +174,40 @@ func TestMend28GeminiReasoningEffortIsReserved(t *testing.T) {
 	}
 }
 
+// TestMend28WebSearchPreviewPriced: OpenAI bills its Responses
+// web_search_preview tool $25 per 1,000 calls on a model that does not
+// reason (gpt-4o, gpt-4.1), its search content tokens free, against $10
+// for the web_search tool and for reasoning models
+// (https://platform.openai.com/docs/pricing, built-in tools). Five preview
+// calls on gpt-4o were charged 50,000 µUSD of searches instead of
+// 125,000; web_search and o4-mini's preview calls stay at $10.
+func TestMend28WebSearchPreviewPriced(t *testing.T) {
+	for _, c := range []struct {
+		model, tool string
+		perCall     int64 // µUSD
+	}{
+		{"gpt-4o", "web_search_preview", 25_000},
+		{"gpt-4o", "web_search_preview_2025_03_11", 25_000},
+		{"gpt-4o", "web_search", 10_000},
+		{"o4-mini", "web_search_preview", 10_000},
+	} {
+		for _, stream := range []string{``, `"stream":true,`} {
+			t.Run(c.model+"/"+c.tool+"/"+stream, func(t *testing.T) {
+				h, file := startSearchRig(t, "openai", "", `{gpt-4o: {input_usd_per_mtok: 2.5, output_usd_per_mtok: 10, max_input_tokens: 1000}, o4-mini: {input_usd_per_mtok: 2.5, output_usd_per_mtok: 10, max_input_tokens: 1000}}`, "10")
+				resp, b := h.do("/v1/responses", `{"model":"`+c.model+`",`+stream+`"max_output_tokens":50,"max_tool_calls":5,`+
+					`"tools":[{"type":"`+c.tool+`"}],"input":"news today?"}`,
+					"x-mock-completion-tokens", "40", "x-mock-web-searches", "5")
+				if resp.StatusCode != 200 {
+					t.Fatalf("%d %.200s", resp.StatusCode, b)
+				}
+				recs := flushedRecords(t, h, file)
+				if len(recs) != 1 {
+					t.Fatalf("ledger %+v", recs)
+				}
+				if r := recs[0]; r.CostMicroUSD != (r.InputTokens*5+1)/2+r.OutputTokens*10+5*c.perCall {
+					t.Errorf("input %d output %d cost %d µUSD, want the tokens and five calls at %d µUSD", r.InputTokens, r.OutputTokens, r.CostMicroUSD, c.perCall)
+				}
+			})
+		}
+	}
+}
