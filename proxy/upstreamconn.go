@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +62,12 @@ type upstreamConn struct {
 	switched atomic.Bool
 	// head holds an exchange's first answer bytes, for Read's 101 check.
 	head [len("HTTP/1.1 101")]byte
+	// answerHead holds an exchange's first answer bytes, up to
+	// UpstreamReadBufferSize (which bounds the status line and header
+	// fields fasthttp reads), for the Content-Encoding lines fasthttp's
+	// parser keeps only the last of (joinedCodings). Reused across
+	// exchanges.
+	answerHead []byte
 	// addr is LocalAddr's answer, made once: fasthttp asks for it on every
 	// answer (Response.ParseNetConn).
 	addr net.Addr
@@ -71,6 +79,7 @@ func (c *upstreamConn) Write(p []byte) (int, error) {
 	if c.reading || c.exchanges == 0 {
 		c.exchanges++
 		c.reading, c.written, c.read = false, 0, 0
+		c.answerHead = c.answerHead[:0]
 		if c.exchanges > 1 {
 			if !c.idleMade {
 				c.idle, c.idleMade = newIdlePeek(c.tcp), true
@@ -97,8 +106,43 @@ func (c *upstreamConn) Read(p []byte) (int, error) {
 			c.switched.Store(true)
 		}
 	}
+	if room := UpstreamReadBufferSize - len(c.answerHead); room > 0 && n > 0 {
+		c.answerHead = append(c.answerHead, p[:min(n, room)]...)
+	}
 	c.read += int64(n)
 	return n, err
+}
+
+// joinedCodings returns the Content-Encoding field lines of the final
+// answer head in head (an exchange's first bytes: interim 1xx heads
+// skipped) joined as one comma list, when there are two or more: RFC 9110
+// §5.3 makes several lines of a list field one list in order, and
+// fasthttp's parser keeps only the last (a CDN adding "br" after its
+// server's "gzip" line left llmguard decoding br alone, the usage unread).
+// ok is false for one line or none, and for a head not seen whole.
+func joinedCodings(head []byte) (joined string, ok bool) {
+	for {
+		end := bytes.Index(head, []byte("\r\n\r\n"))
+		if end < 0 {
+			return "", false
+		}
+		block := head[:end]
+		head = head[end+4:]
+		if len(block) >= 12 && string(block[:7]) == "HTTP/1." && block[9] == '1' {
+			continue // an interim answer: the final one follows
+		}
+		var vals []string
+		for line := range bytes.SplitSeq(block, []byte("\r\n")) {
+			name, value, found := bytes.Cut(line, []byte(":"))
+			if found && bytes.EqualFold(bytes.TrimSpace(name), []byte(fasthttp.HeaderContentEncoding)) {
+				vals = append(vals, string(bytes.TrimSpace(value)))
+			}
+		}
+		if len(vals) < 2 {
+			return "", false
+		}
+		return strings.Join(vals, ", "), true
+	}
 }
 
 // switching reports whether head, an answer's first bytes, is the status
@@ -168,6 +212,11 @@ type retryTransport struct{}
 func (retryTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
 	_, err := fasthttp.DefaultTransport.RoundTrip(hc, req, resp)
 	if err == nil {
+		if a, ok := resp.LocalAddr().(connAddr); ok {
+			if codings, ok := joinedCodings(a.conn.answerHead); ok {
+				resp.Header.SetContentEncoding(codings) // every line, in order
+			}
+		}
 		if resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
 			// The connection now speaks whatever the upstream switched
 			// to, yet fasthttp pooled it (a 101 has no body to hold it

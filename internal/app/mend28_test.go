@@ -5,6 +5,8 @@ package app
 // answers in a lenient server's own way.
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"net/http"
@@ -206,6 +208,70 @@ func TestMend28WebSearchPreviewPriced(t *testing.T) {
 				}
 				if r := recs[0]; r.CostMicroUSD != (r.InputTokens*5+1)/2+r.OutputTokens*10+5*c.perCall {
 					t.Errorf("input %d output %d cost %d µUSD, want the tokens and five calls at %d µUSD", r.InputTokens, r.OutputTokens, r.CostMicroUSD, c.perCall)
+				}
+			})
+		}
+	}
+}
+
+// TestMend28ContentEncodingLinesAreJoined: an answer whose codings came as
+// several Content-Encoding lines (a CDN adding "br" after its server's
+// "gzip", or "gzip" twice) was read by its last line alone (fasthttp's
+// parser keeps the last): undecodable, its usage of 6,000 output tokens
+// was settled at the 256-token reservation. The lines are one list
+// (RFC 9110 §5.3), undone last coding first; past three codings, or with
+// one llmguard does not know, the answer stays unread, as a single line's
+// would (the reservation).
+func TestMend28ContentEncodingLinesAreJoined(t *testing.T) {
+	const usage = `{"prompt_tokens":9,"completion_tokens":6000,"total_tokens":6009}`
+	gz := func(b []byte) []byte {
+		var out bytes.Buffer
+		w := gzip.NewWriter(&out)
+		w.Write(b)
+		w.Close()
+		return out.Bytes()
+	}
+	for _, c := range []struct {
+		name  string
+		lines []string
+		want  float64
+	}{
+		{"gzip twice", []string{"gzip", "gzip"}, 6000},
+		{"gzip then a list", []string{"gzip", "gzip, gzip"}, 6000},
+		{"four lines", []string{"gzip", "gzip", "gzip", "gzip"}, 256},
+		{"an unknown coding", []string{"gzip", "x-unknown"}, 256},
+	} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s stream %v", c.name, stream), func(t *testing.T) {
+				answer, ct := `{"id":"x","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"length"}],"usage":`+usage+`}`, "application/json"
+				if stream {
+					answer, ct = "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"length\"}]}\n\n"+
+						"data: {\"id\":\"x\",\"choices\":[],\"usage\":"+usage+"}\n\ndata: [DONE]\n\n", "text/event-stream"
+				}
+				sent := []byte(answer)
+				for _, line := range c.lines {
+					for _, name := range strings.Split(line, ",") {
+						if strings.TrimSpace(name) == "gzip" {
+							sent = gz(sent)
+						} else {
+							sent = append([]byte("?"), sent...)
+						}
+					}
+				}
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					io.Copy(io.Discard, r.Body)
+					w.Header().Set("Content-Type", ct)
+					w.Header()["Content-Encoding"] = c.lines // one line each
+					w.Write(sent)
+				}))
+				t.Cleanup(srv.Close)
+				h := fresh16(t, srv.URL)
+				resp, b := h.do("/v1/chat/completions", fmt.Sprintf(`{"model":"gpt-4o-mini","stream":%v,"messages":[{"role":"user","content":"write"}]}`, stream), "Accept-Encoding", "identity")
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("%d: %.200q", resp.StatusCode, b)
+				}
+				if got := outputSettled(t, h); got != c.want {
+					t.Errorf("charged %v output tokens, want %v", got, c.want)
 				}
 			})
 		}
