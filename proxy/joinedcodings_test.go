@@ -21,6 +21,9 @@ func TestJoinedCodings(t *testing.T) {
 		{"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Encoding: br\r\n", "", false}, // not whole
 		{"HTTP/1.1 200 OK\r\nX-Content-Encoding: gzip\r\nContent-Encoding: br\r\n\r\n", "", false},
 		{"", "", false},
+		{"HTTP/1.1 200 OK\nContent-Encoding: gzip\nContent-Encoding: br\n\nbody", "gzip, br", true}, // bare LF
+		{"HTTP/1.1 103 Early\nContent-Encoding: x\n\nHTTP/1.1 200 OK\r\nContent-Encoding: gzip\nContent-Encoding: br\r\n\n", "gzip, br", true},
+		{"HTTP/1.1 200 OK\nContent-Encoding: gzip\nContent-Encoding: br\n", "", false}, // not whole
 	} {
 		if got, ok := joinedCodings([]byte(c.head)); got != c.want || ok != c.ok {
 			t.Errorf("%q: %q %v, want %q %v", c.head, got, ok, c.want, c.ok)

@@ -119,24 +119,36 @@ func (c *upstreamConn) Read(p []byte) (int, error) {
 // §5.3 makes several lines of a list field one list in order, and
 // fasthttp's parser keeps only the last (a CDN adding "br" after its
 // server's "gzip" line left llmguard decoding br alone, the usage unread).
-// ok is false for one line or none, and for a head not seen whole.
+// Lines end in CRLF or a bare LF (fasthttp refuses an answer head of bare
+// LFs today, as unreachable; should it take one, its list is still
+// joined). ok is false for one line or none, and for a head not seen
+// whole.
 func joinedCodings(head []byte) (joined string, ok bool) {
 	for {
-		end := bytes.Index(head, []byte("\r\n\r\n"))
-		if end < 0 {
-			return "", false
-		}
-		block := head[:end]
-		head = head[end+4:]
-		if len(block) >= 12 && string(block[:7]) == "HTTP/1." && block[9] == '1' {
-			continue // an interim answer: the final one follows
-		}
 		var vals []string
-		for line := range bytes.SplitSeq(block, []byte("\r\n")) {
+		interim, first := false, true
+		for {
+			i := bytes.IndexByte(head, '\n')
+			if i < 0 {
+				return "", false // not seen whole
+			}
+			line := bytes.TrimSuffix(head[:i], []byte("\r"))
+			head = head[i+1:]
+			if first {
+				first = false
+				interim = len(line) >= 12 && string(line[:7]) == "HTTP/1." && line[9] == '1'
+				continue
+			}
+			if len(line) == 0 {
+				break // the head's end
+			}
 			name, value, found := bytes.Cut(line, []byte(":"))
 			if found && bytes.EqualFold(bytes.TrimSpace(name), []byte(fasthttp.HeaderContentEncoding)) {
 				vals = append(vals, string(bytes.TrimSpace(value)))
 			}
+		}
+		if interim {
+			continue // an interim answer: the final one follows
 		}
 		if len(vals) < 2 {
 			return "", false
@@ -212,7 +224,9 @@ type retryTransport struct{}
 func (retryTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
 	_, err := fasthttp.DefaultTransport.RoundTrip(hc, req, resp)
 	if err == nil {
-		if a, ok := resp.LocalAddr().(connAddr); ok {
+		// Several lines leave fasthttp the last, so an answer with none
+		// has nothing to join: its head is not read again.
+		if a, ok := resp.LocalAddr().(connAddr); ok && len(resp.Header.ContentEncoding()) > 0 {
 			if codings, ok := joinedCodings(a.conn.answerHead); ok {
 				resp.Header.SetContentEncoding(codings) // every line, in order
 			}
