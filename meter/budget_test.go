@@ -66,4 +66,8 @@ func TestBudgetCrossingsOncePerAmount(t *testing.T) {
 	if n := strings.Count(log.String(), "budget threshold crossed"); n != 2 {
 		t.Errorf("%d crossings logged, want 2 (once per amount):\n%s", n, log.String())
 	}
+	settle(3000, 2000, 510) // 2510/3000: logged to 4 places
+	if !strings.Contains(log.String(), "used=0.8367 ") {
+		t.Errorf("the used fraction is not logged to 4 places:\n%s", log.String())
+	}
 }
