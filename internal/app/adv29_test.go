@@ -5,45 +5,11 @@ package app
 // answer byte for byte and then closes the connection.
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 )
-
-// rawUpstream29 is an upstream that answers each connection's first
-// request with answer, written as is, and then closes the connection. It
-// returns the upstream's base URL.
-func rawUpstream29(t *testing.T, answer string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				io.Copy(io.Discard, req.Body)
-				io.WriteString(c, answer)
-			}()
-		}
-	}()
-	return "http://" + ln.Addr().String()
-}
 
 // TestAdv29CutAnswerChargesItsText: a non-streamed chat answer of 3,000
 // words whose upstream stopped before the end of its JSON value (before
@@ -93,7 +59,7 @@ func TestAdv29CutAnswerChargesItsText(t *testing.T) {
 		{"HTML page keeps the reservation", "HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n<html>" + words16 + "</html>", 200, 256, 256},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := fresh16(t, rawUpstream29(t, tc.raw))
+			h := fresh16(t, rawStreamUpstream(t, map[string]string{"": tc.raw}))
 			resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"talk"}]}`)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d (%.200s), want %d", resp.StatusCode, b, tc.status)
