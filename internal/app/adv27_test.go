@@ -6,17 +6,12 @@ package app
 // llmguard charged less than the output the answer carried.
 
 import (
-	"bytes"
-	"compress/gzip"
-	"compress/zlib"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	brotli "github.com/molecule-man/go-brrr"
 )
 
 // adv27Usages are the ways a lenient upstream reports an answer's usage
@@ -131,30 +126,9 @@ func TestAdv27ResponsesCallTextIsCounted(t *testing.T) {
 func TestAdv27StackedCodingsAreRead(t *testing.T) {
 	const usage = `{"prompt_tokens":9,"completion_tokens":6000,"total_tokens":6009}`
 	code := map[string]func([]byte) []byte{
-		"gzip": func(b []byte) []byte {
-			var out bytes.Buffer
-			w := gzip.NewWriter(&out)
-			w.Write(b)
-			w.Close()
-			return out.Bytes()
-		},
-		"deflate": func(b []byte) []byte {
-			var out bytes.Buffer
-			w := zlib.NewWriter(&out)
-			w.Write(b)
-			w.Close()
-			return out.Bytes()
-		},
-		"br": func(b []byte) []byte {
-			var out bytes.Buffer
-			w, err := brotli.NewWriter(&out, 5)
-			if err != nil {
-				panic(err)
-			}
-			w.Write(b)
-			w.Close()
-			return out.Bytes()
-		},
+		"gzip":      func(b []byte) []byte { return gzipped(t, b) },
+		"deflate":   func(b []byte) []byte { return deflated(t, b) },
+		"br":        func(b []byte) []byte { return brotlied(t, b) },
 		"x-unknown": func(b []byte) []byte { return append([]byte("?"), b...) },
 	}
 	for _, c := range []struct {
@@ -171,11 +145,7 @@ func TestAdv27StackedCodingsAreRead(t *testing.T) {
 	} {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s stream %v", c.coding, stream), func(t *testing.T) {
-				answer, ct := `{"id":"x","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"length"}],"usage":`+usage+`}`, "application/json"
-				if stream {
-					answer, ct = "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"length\"}]}\n\n"+
-						"data: {\"id\":\"x\",\"choices\":[],\"usage\":"+usage+"}\n\ndata: [DONE]\n\n", "text/event-stream"
-				}
+				answer, ct := usageAnswer(stream, usage)
 				sent := []byte(answer)
 				for _, name := range strings.Split(c.coding, ",") {
 					if f := code[strings.TrimSpace(name)]; f != nil {
@@ -213,4 +183,15 @@ func TestAdv27StackedCodingsAreRead(t *testing.T) {
 			})
 		}
 	}
+}
+
+// usageAnswer is a chat answer "ok" reporting usage (a usage object's
+// JSON), as a JSON answer or, when stream, as SSE chunks with the usage in
+// its own chunk, and its Content-Type.
+func usageAnswer(stream bool, usage string) (answer, contentType string) {
+	if stream {
+		return "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"length\"}]}\n\n" +
+			"data: {\"id\":\"x\",\"choices\":[],\"usage\":" + usage + "}\n\ndata: [DONE]\n\n", "text/event-stream"
+	}
+	return `{"id":"x","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"length"}],"usage":` + usage + `}`, "application/json"
 }

@@ -5,8 +5,6 @@ package app
 // answers in a lenient server's own way.
 
 import (
-	"bytes"
-	"compress/gzip"
 	"fmt"
 	"io"
 	"net/http"
@@ -224,13 +222,6 @@ func TestMend28WebSearchPreviewPriced(t *testing.T) {
 // would (the reservation).
 func TestMend28ContentEncodingLinesAreJoined(t *testing.T) {
 	const usage = `{"prompt_tokens":9,"completion_tokens":6000,"total_tokens":6009}`
-	gz := func(b []byte) []byte {
-		var out bytes.Buffer
-		w := gzip.NewWriter(&out)
-		w.Write(b)
-		w.Close()
-		return out.Bytes()
-	}
 	for _, c := range []struct {
 		name  string
 		lines []string
@@ -243,16 +234,12 @@ func TestMend28ContentEncodingLinesAreJoined(t *testing.T) {
 	} {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s stream %v", c.name, stream), func(t *testing.T) {
-				answer, ct := `{"id":"x","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"length"}],"usage":`+usage+`}`, "application/json"
-				if stream {
-					answer, ct = "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"length\"}]}\n\n"+
-						"data: {\"id\":\"x\",\"choices\":[],\"usage\":"+usage+"}\n\ndata: [DONE]\n\n", "text/event-stream"
-				}
+				answer, ct := usageAnswer(stream, usage)
 				sent := []byte(answer)
 				for _, line := range c.lines {
 					for _, name := range strings.Split(line, ",") {
 						if strings.TrimSpace(name) == "gzip" {
-							sent = gz(sent)
+							sent = gzipped(t, sent)
 						} else {
 							sent = append([]byte("?"), sent...)
 						}
