@@ -505,7 +505,7 @@ func denied(ctx *fasthttp.RequestCtx, f Flavor, rules []meter.Applied, items *ie
 		}
 		e.message = fmt.Sprintf("Budget %s (%s scope) cannot cover this request this %s: %s of %s used, and this request reserves %s. It resets at %s (in %s).",
 			a.Rule.Name, a.Rule.Scope, a.Rule.Period, amount(a.Limit.Capacity-a.Status.Remaining), amountOf(a.Limit.Capacity), amount(a.Reserved),
-			a.Limit.WindowEnd.UTC().Format(time.RFC3339), goDuration(own))
+			resetAt(a.Limit.WindowEnd), goDuration(own))
 		if retry-own > time.Second {
 			e.message += " Another of its limits denies this request for longer: it can be admitted in " + goDuration(retry) + " at the earliest."
 		}
@@ -599,4 +599,18 @@ func unavailable(ctx *fasthttp.RequestCtx, r *policy.Rule, retry time.Duration) 
 		anthropicType: "overloaded_error",
 		message:       fmt.Sprintf("Limiter unavailable: the store behind limit %s cannot be reached and the limit fails closed. Please retry shortly.", r.Name),
 	}
+}
+
+// resetAt is a budget's period end as its 429 message gives it: RFC 3339 in
+// the budget's own time zone (config timezone:), with its offset and IANA
+// name when that zone is not UTC, as "2026-12-07T00:00:00+01:00
+// (Europe/Paris)", so the caller reads the midnight the budget resets at
+// (trial11: a Europe/Paris budget said 23:00Z); a UTC budget reads
+// "2026-12-07T00:00:00Z".
+func resetAt(end time.Time) string {
+	s := end.Format(time.RFC3339)
+	if loc := end.Location(); loc != time.UTC && loc.String() != "UTC" && loc.String() != "Local" {
+		s += " (" + loc.String() + ")"
+	}
+	return s
 }

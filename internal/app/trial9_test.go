@@ -35,9 +35,13 @@ func TestQuotaDenialNamesItsOwnReset(t *testing.T) {
 		wait    time.Duration // Retry-After
 		name    string        // the budget named
 		reset   string        // its reset, as the message gives it
+		zone    string        // the daily budget's timezone
 	}{
-		{2, month, "acme-monthly", "2027-01-01T00:00:00Z"}, // both spent: the month waits longest
-		{10, day, "user-daily", "2026-12-06T00:00:00Z"},    // the daily budget alone
+		{2, month, "acme-monthly", "2027-01-01T00:00:00Z", "UTC"}, // both spent: the month waits longest
+		{10, day, "user-daily", "2026-12-06T00:00:00Z", "UTC"},    // the daily budget alone
+		// A budget in its own zone resets at its midnight, said with its
+		// offset (trial11: a Europe/Paris budget read "23:00:00Z").
+		{10, 23*time.Hour + 10*time.Minute, "user-daily", "2026-12-07T00:00:00+01:00 (Europe/Paris)", "Europe/Paris"},
 	} {
 		cfg, err := config.Parse([]byte(fmt.Sprintf(`
 listen: 127.0.0.1:0
@@ -45,9 +49,9 @@ admin_listen: 127.0.0.1:0
 upstreams: [{name: openai, flavor: openai, base_url: "%s", no_key: true}]
 keys: [{key: %s, user: alice, tenant: acme}]
 limits:
-  - {name: user-daily, scope: user, unit: requests, quota: 2, period: day}
+  - {name: user-daily, scope: user, unit: requests, quota: 2, period: day, timezone: %s}
   - {name: acme-monthly, scope: tenant, unit: requests, quota: %d, period: month}
-`, mock.URL, testKey, c.monthly)))
+`, mock.URL, testKey, c.zone, c.monthly)))
 		if err != nil {
 			t.Fatal(err)
 		}
