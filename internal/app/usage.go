@@ -270,7 +270,7 @@ func (a *App) emptyTenantNote(rep *UsageReport, now time.Time) string {
 	known := slices.ContainsFunc(a.quotaPrincipals(pol, now), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant })
 	switch {
 	case !known:
-		return fmt.Sprintf("no keys or records for tenant %q in this period: check its spelling (without tenant= the report lists every tenant with spend)", rep.Tenant)
+		return fmt.Sprintf("no keys or records for tenant %q in this period: check its spelling (`llmguard usage` without --tenant, or /admin/usage without tenant=, lists every tenant with spend)", rep.Tenant)
 	case rep.Source == "none":
 		return fmt.Sprintf("tenant %q has keys but nothing used of any quota, and no ledger is configured, so its requests are not counted", rep.Tenant)
 	}

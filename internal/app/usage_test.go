@@ -550,6 +550,11 @@ ledger: {file: %q}
 	if want := `no keys or records for tenant "acmee" in this period: check its spelling`; !strings.Contains(note, want) {
 		t.Errorf("acmee: note %q, want %q", note, want)
 	}
+	// `llmguard usage` prints this note as it is, so it names the CLI's
+	// flag beside the endpoint's parameter (trial12: it named tenant= only).
+	if want := "`llmguard usage` without --tenant, or /admin/usage without tenant="; !strings.Contains(note, want) {
+		t.Errorf("acmee: note %q, want it to name both ways to leave the tenant out: %q", note, want)
+	}
 	for _, k := range []string{"by_tenant", "by_user", "by_model", "quotas"} {
 		if l, ok := m[k].([]any); !ok || len(l) != 0 {
 			t.Errorf("acmee: %s = %v, want []", k, m[k])
