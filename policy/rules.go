@@ -508,3 +508,7 @@ func (r *Rule) ModelGlobs() []string { return r.models }
 // PathGlobs are the rule's path matchers (globs), nil when it has none.
 // The caller must not change them.
 func (r *Rule) PathGlobs() []string { return r.paths }
+
+// Tenants are the tenants the rule is limited to (the limit's `tenants:`),
+// nil when it applies to every tenant. The caller must not change them.
+func (r *Rule) Tenants() []string { return r.tenants }

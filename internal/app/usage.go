@@ -270,7 +270,7 @@ func (a *App) emptyTenantNote(rep *UsageReport, now time.Time) string {
 	known := slices.ContainsFunc(a.quotaPrincipals(pol, now), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant })
 	switch {
 	case !known:
-		return fmt.Sprintf("no keys or records for tenant %q in this period: check its spelling (without tenant= the report lists every tenant with spend)", rep.Tenant)
+		return fmt.Sprintf("no keys or records for tenant %q in this period: check its spelling (`llmguard usage` without --tenant, or /admin/usage without tenant=, lists every tenant with spend)", rep.Tenant)
 	case rep.Source == "none":
 		return fmt.Sprintf("tenant %q has keys but nothing used of any quota, and no ledger is configured, so its requests are not counted", rep.Tenant)
 	}
@@ -296,11 +296,12 @@ func loadZone(name string) (*time.Location, error) {
 // appliedQuotas calls fn for each quota limit that applies to tenant's
 // principals (every principal's when tenant is ""), those of the file's
 // keys, of the key store's active keys at now and of pass-through callers
-// alike (quotaPrincipals), once per principal it applies to; fn returns
+// alike, and a tenant's alone when a limit names it and none of those is
+// its (tenantPrincipals), once per principal it applies to; fn returns
 // false to stop.
 func (a *App) appliedQuotas(tenant string, now time.Time, fn func(r *policy.Rule) bool) {
 	pol := a.policy()
-	for _, pr := range a.quotaPrincipals(pol, now) {
+	for _, pr := range a.tenantPrincipals(pol, tenant, now) {
 		if tenant != "" && pr.Tenant != tenant {
 			continue
 		}
@@ -325,12 +326,36 @@ func (a *App) quotaPrincipals(pol *policy.Policy, now time.Time) []policy.Princi
 	return out
 }
 
+// tenantPrincipals are quotaPrincipals, plus, when tenant is named, has
+// no principal among them and a quota limit names it in its `tenants:`,
+// the principal of that tenant alone (no key, user or plan), whose
+// tenant-scoped buckets a report reads. A tenant whose keys are all
+// revoked or expired (or removed from the file) keeps the budgets the
+// config gives it by name: its report keeps their rows, period and zone
+// (trial12: `usage --tenant acme` after acme's keys were revoked said "no
+// budget applies", dropped the budget's row and reported the month in UTC
+// instead of the budget's Europe/Paris). A tenant no limit names (a
+// misspelt one) gets none, as before.
+func (a *App) tenantPrincipals(pol *policy.Policy, tenant string, now time.Time) []policy.Principal {
+	prs := a.quotaPrincipals(pol, now)
+	if tenant == "" || slices.ContainsFunc(prs, func(pr policy.Principal) bool { return pr.Tenant == tenant }) {
+		return prs
+	}
+	for i := range pol.Rules() {
+		if r := &pol.Rules()[i]; r.IsQuota() && slices.Contains(r.Tenants(), tenant) {
+			return append(prs, policy.Principal{Tenant: tenant})
+		}
+	}
+	return prs
+}
+
 // appliesTo reports whether quota rule r has a bucket of principal pr to
 // read: r matches pr and, for the pass-through principal (which has no
-// user or key of its own), r is a tenant or global rule, whose bucket is
-// the same for every pass-through caller.
+// user or key of its own) and a tenant's alone (tenantPrincipals: no key,
+// no user), r is a tenant or global rule, whose bucket is the same for
+// every caller of the tenant.
 func appliesTo(r *policy.Rule, pr policy.Principal) bool {
-	if pr.PassThrough && pr.User == "" && (r.Scope == policy.ScopeUser || r.Scope == policy.ScopeKey) {
+	if (pr.PassThrough || pr.KeyID == "") && pr.User == "" && (r.Scope == policy.ScopeUser || r.Scope == policy.ScopeKey) {
 		return false
 	}
 	return r.MatchesPrincipal(pr)
@@ -451,7 +476,7 @@ func (a *App) quotas(ctx context.Context, tenant string, now time.Time) ([]Quota
 	pol := a.policy()
 	var out []QuotaState
 	seen := map[string]bool{}
-	for _, pr := range a.quotaPrincipals(pol, now) {
+	for _, pr := range a.tenantPrincipals(pol, tenant, now) {
 		if tenant != "" && pr.Tenant != tenant {
 			continue
 		}

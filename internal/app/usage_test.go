@@ -550,6 +550,11 @@ ledger: {file: %q}
 	if want := `no keys or records for tenant "acmee" in this period: check its spelling`; !strings.Contains(note, want) {
 		t.Errorf("acmee: note %q, want %q", note, want)
 	}
+	// `llmguard usage` prints this note as it is, so it names the CLI's
+	// flag beside the endpoint's parameter (trial12: it named tenant= only).
+	if want := "`llmguard usage` without --tenant, or /admin/usage without tenant="; !strings.Contains(note, want) {
+		t.Errorf("acmee: note %q, want it to name both ways to leave the tenant out: %q", note, want)
+	}
 	for _, k := range []string{"by_tenant", "by_user", "by_model", "quotas"} {
 		if l, ok := m[k].([]any); !ok || len(l) != 0 {
 			t.Errorf("acmee: %s = %v, want []", k, m[k])
@@ -646,5 +651,37 @@ func TestUsagePeriodFollowsTheBudgets(t *testing.T) {
 				t.Errorf("period=month: %v %+v, want the month, chosen \"query\"", err, rep.Period)
 			}
 		})
+	}
+}
+
+// A tenant that a budget names in its `tenants:` keeps that budget in its
+// usage report when it has no key (its keys revoked, expired or removed
+// from the file): the quota row, the budget's period and its zone
+// (trial12: after acme's keys were revoked, `usage --tenant acme` said "no
+// budget applies", dropped the budget's row and reported the month in UTC
+// instead of the budget's Europe/Paris). The tenant alone has no user, so a
+// user-scoped quota gets no row; a tenant no limit names (a misspelt one)
+// still gets no budget.
+func TestUsageNamedTenantWithoutKeys(t *testing.T) {
+	h := start(t, `limits:
+  - {name: globex-month, scope: tenant, unit: usd, quota: 5, period: month, timezone: Europe/Paris, tenants: [globex]}
+  - {name: globex-user-day, scope: user, unit: tokens, quota: 1000, period: day, tenants: [globex]}
+`)
+	rep, err := h.app.Usage(context.Background(), "globex", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Period.Name != "month" || rep.Period.Chosen != "budgets" || rep.Period.TimeZone != "Europe/Paris" {
+		t.Errorf("globex: period %s (chosen %q) in %s, want month (chosen \"budgets\") in Europe/Paris", rep.Period.Name, rep.Period.Chosen, rep.Period.TimeZone)
+	}
+	if len(rep.Quotas) != 1 || rep.Quotas[0].Limit != "globex-month" || rep.Quotas[0].Subject != "globex" || rep.Quotas[0].Used != 0 || rep.Quotas[0].Quota != 5_000_000 {
+		t.Errorf("globex: quota rows %+v, want globex-month's alone, 0 of 5000000 used", rep.Quotas)
+	}
+	rep, err = h.app.Usage(context.Background(), "globexx", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Quotas) != 0 || rep.Period.Chosen != "default" {
+		t.Errorf("globexx: quota rows %+v, period chosen %q, want none and \"default\"", rep.Quotas, rep.Period.Chosen)
 	}
 }
