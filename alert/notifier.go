@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -294,7 +295,7 @@ func (n *Notifier) handle(c crossing) {
 func payloadOf(c crossing) Payload {
 	l := c.level
 	p := Payload{Type: PayloadType, Tenant: l.Tenant, Limit: l.Limit, Scope: l.Scope, Subject: l.Subject, Unit: l.Unit,
-		Threshold: c.threshold, Spent: l.Used, Quota: l.Quota, UsedFraction: float64(l.Used) / float64(l.Quota),
+		Threshold: c.threshold, Spent: l.Used, Quota: l.Quota, UsedFraction: math.Round(float64(l.Used)/float64(l.Quota)*1e4) / 1e4,
 		PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd, TimeZone: l.PeriodStart.Location().String(), DetectedAt: c.at.UTC(),
 		Exhausted: l.Exhausted && c.threshold == 1 && l.Used < l.Quota}
 	if l.Unit == "micro_usd" {

@@ -417,3 +417,13 @@ func TestWebhookRaisedBudgetAlertsAgain(t *testing.T) {
 		t.Errorf("%v duplicates", d)
 	}
 }
+
+// The payload gives the used fraction to 4 places, as the usage report
+// and the log line do (trial12: 0.5133333333333333), from exact Spent and
+// Quota.
+func TestPayloadUsedFractionRounded(t *testing.T) {
+	p := payloadOf(crossing{level: level(5_133_333), threshold: 0.5, at: time.Date(2026, 11, 20, 3, 0, 0, 0, time.UTC)})
+	if p.UsedFraction != 0.5133 || p.Spent != 5_133_333 || p.Quota != 10_000_000 {
+		t.Errorf("used_fraction %v, spent %d, quota %d: want 0.5133 of exact 5133333 / 10000000", p.UsedFraction, p.Spent, p.Quota)
+	}
+}

@@ -33,7 +33,9 @@ type Payload struct {
 	Threshold float64 `json:"threshold"` // the fraction of Quota crossed, e.g. 0.8
 	Spent     int64   `json:"spent"`     // used in the period so far, in Unit
 	Quota     int64   `json:"limit_amount"`
-	// UsedFraction is Spent / Quota.
+	// UsedFraction is Spent / Quota to 4 decimal places, as the usage
+	// report's CSV and the budget log line give it (trial12: 0.5133333333333333);
+	// Spent and Quota are exact.
 	UsedFraction float64 `json:"used_fraction"`
 	// SpentUSD and QuotaUSD are Spent and Quota in dollars for a
 	// micro_usd budget; omitted otherwise.

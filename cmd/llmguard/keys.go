@@ -40,8 +40,10 @@ type adminFlags struct {
 	Admin    string `help:"Admin address (host:port, or https://host:port) to ask instead of the config's admin_listen."`
 	AdminCA  string `name:"admin-ca" help:"PEM file of the CA that signed the admin listener's certificate (admin_tls), besides the system's roots and the config's admin_tls cert_file." type:"path"`
 	TokenEnv string `name:"token-env" help:"Environment variable holding the admin token. Default: the config's admin_token_env."`
-	Actor    string `help:"Your name, recorded as the actor in the audit stream (default: how you authenticated)."`
-	JSON     bool   `name:"json" help:"Print the endpoint's JSON as it is."`
+	// Actor is nil when --actor is not given; given, it must name someone
+	// (trial12: --actor "$USER" with USER unset recorded admin-token).
+	Actor *string `help:"Your name, recorded as the actor in the audit stream (default: how you authenticated)."`
+	JSON  bool    `name:"json" help:"Print the endpoint's JSON as it is."`
 }
 
 // errNoKeyStoreTarget refuses a keys command given neither --config nor
@@ -60,7 +62,14 @@ func (f *adminFlags) call(method, path string, body any) ([]byte, error) {
 	}
 	// The node would refuse a bad actor as a bad X-Llmguard-Actor header,
 	// naming a header the caller never wrote: name the flag instead.
-	if err := keystore.CheckText("--actor", f.Actor); err != nil {
+	var actor string
+	if f.Actor != nil {
+		actor = *f.Actor
+		if strings.TrimSpace(actor) == "" {
+			return nil, usageError{errors.New(`keys: --actor is empty (an unset variable, as "$USER" where USER is not set?): give your name, recorded in the audit stream, or leave --actor out to be recorded as how you authenticated`)}
+		}
+	}
+	if err := keystore.CheckText("--actor", actor); err != nil {
 		return nil, usageError{fmt.Errorf("keys: %w (at most %d bytes of printable UTF-8: your name, recorded in the audit stream)", err, keystore.MaxFieldBytes)}
 	}
 	var cfg *config.Config
@@ -85,8 +94,8 @@ func (f *adminFlags) call(method, path string, body any) ([]byte, error) {
 		}
 	}
 	var header map[string]string
-	if f.Actor != "" {
-		header = map[string]string{app.ActorHeader: f.Actor}
+	if actor != "" {
+		header = map[string]string{app.ActorHeader: actor}
 	}
 	return target.do("keys", method, path, b, tokenEnv, header)
 }

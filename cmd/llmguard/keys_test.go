@@ -243,13 +243,14 @@ func TestKeysWithoutConfigNamesTheFlags(t *testing.T) {
 	}
 }
 
-// A bad --actor (a control character, too long) is refused by the command
+// A bad --actor (a control character, too long, empty or blank: trial12's
+// --actor "$USER" with USER unset was recorded as admin-token) is refused by the command
 // itself, naming the flag, with exit status 2 and no node asked (nothing
 // listens at --admin here): the node's refusal named its header,
 // X-Llmguard-Actor, which the caller never wrote (new-user trial).
 func TestKeysBadActorNamesTheFlag(t *testing.T) {
 	bin := binary(t)
-	for _, actor := range []string{"a\tb", strings.Repeat("x", 129)} {
+	for _, actor := range []string{"a\tb", strings.Repeat("x", 129), "", "  "} {
 		cmd := exec.Command(bin, "keys", "list", "--admin", "127.0.0.1:1", "--actor", actor)
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
