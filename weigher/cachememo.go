@@ -43,7 +43,13 @@ import (
 // one request's weighing owns it.
 type elemMemo struct {
 	cache *countCache
-	elems []memoElem
+	// lay is the layout of the memo's request (layoutOf) and pieces its
+	// piece memo (piecesOf), kept with the memo between requests: each
+	// from a pool of its own cost a request a pool round trip, some 120
+	// instructions.
+	lay    jsonscan.Layout
+	pieces *memoCounter
+	elems  []memoElem
 	// pre are the elements looked up for the scan (Vouch), in body order;
 	// next is the first the field check has not reached.
 	pre  []memoElem
@@ -159,6 +165,36 @@ func (c *countCache) memo(body string, top *fields, maxDepth int) *elemMemo {
 	m.guessAt, m.guessEnd, m.guessBudget = -1, -1, len(body)
 	m.lastEndAt = -1
 	return m
+}
+
+// layoutOf returns the layout for the request of m: m's own, or one from
+// layouts when m is nil. Give it back with putLayoutOf.
+func layoutOf(m *elemMemo) *jsonscan.Layout {
+	if m == nil {
+		return layouts.Get().(*jsonscan.Layout)
+	}
+	return &m.lay
+}
+
+// putLayoutOf gives back lay, layoutOf(m)'s: to layouts unless it is m's.
+func putLayoutOf(m *elemMemo, lay *jsonscan.Layout) {
+	if m == nil || lay != &m.lay {
+		layouts.Put(lay)
+	}
+}
+
+// piecesOf returns a piece memo of b for m's request: m's own when it is
+// b's, else one from b's pool, which m keeps from then on (one of another
+// counter, a weigher's before a reload, is left to the collector). With
+// m nil it is the pool's, to give back with b.putMemo.
+func (m *elemMemo) piecesOf(b *bpeCounter) *memoCounter {
+	if m == nil {
+		return b.takeMemo()
+	}
+	if m.pieces == nil || m.pieces.bpe != b {
+		m.pieces = b.takeMemo()
+	}
+	return m.pieces
 }
 
 // Wants implements jsonscan.Known: the lists (elem false) or elements
@@ -513,6 +549,12 @@ func (m *elemMemo) done() {
 	m.deferCtx, m.pending, m.offerAll, m.shorts, m.deferList = 0, 0, false, 0, nil
 	m.ends, m.endNext, m.lastEndAt = m.ends[:0], 0, -1
 	m.resume.forget()
+	if cap(m.lay.Members)+cap(m.lay.Elems)+cap(m.lay.Fields) > maxPooledLayout {
+		m.lay = jsonscan.Layout{}
+	}
+	if m.pieces != nil && cap(m.pieces.unescaped) > maxPooledUnescape {
+		m.pieces.unescaped = nil
+	}
 	if cap(m.elems) > maxPooledMemo {
 		m.elems = nil
 	} else {

@@ -103,7 +103,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	var pieceBPE *bpeCounter
 	var pieceMemo *memoCounter
 	defer func() {
-		if pieceMemo != nil {
+		if pieceMemo != nil && d.memo == nil { // else the doc's memo keeps it (piecesOf)
 			pieceBPE.putMemo(pieceMemo)
 		}
 		d.close()
@@ -275,9 +275,9 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	}
 	encName, enc := rules.encoding, rules.counter(w)
 	if b, ok := enc.(*bpeCounter); ok {
-		// One piece memo for the request's texts (memoCounter), given
-		// back by the deferred call above.
-		pieceBPE, pieceMemo = b, b.takeMemo()
+		// One piece memo for the request's texts (memoCounter), the
+		// doc's memo's, or given back by the deferred call above.
+		pieceBPE, pieceMemo = b, d.memo.piecesOf(b)
 		enc = pieceMemo
 	}
 

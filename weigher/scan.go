@@ -97,12 +97,12 @@ type parseOptions struct {
 // parseRequestWith is parseRequestFrom with the options o.
 func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback Estimate, ok bool) {
 	f, mode := o.fields, o.resume
-	lay := layouts.Get().(*jsonscan.Layout)
+	memo := w.cache.memo(bodyString(body), f, w.maxDepth)
+	lay := layoutOf(memo)
 	// With the counted elements' field check left to the caller's walk
 	// (chat's messages), the scan records their members too
 	// (Layout.Fields), for that walk to step through (laidMembers).
 	opts := jsonscan.Options{MaxDepth: w.maxDepth, FoldCase: true, UTF8: true, Layout: lay, Fields: o.counted != nil && !w.noFields}
-	memo := w.cache.memo(bodyString(body), f, w.maxDepth)
 	if memo != nil { // elements the cache has seen pass are not scanned again
 		memo.offerAll = w.offerAll
 		opts.Known = memo
@@ -126,7 +126,7 @@ func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback
 	if err == nil && opts.Resume > 0 && lay.Dropped {
 		// Too many new members and elements to lay out: gjson would find
 		// the remembered elements too. Weigh it whole.
-		layouts.Put(lay)
+		putLayoutOf(memo, lay)
 		memo.done()
 		o.resume = resumeKeep
 		return w.parseRequestWith(body, o)
@@ -161,7 +161,7 @@ func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback
 		d.close()
 		return doc{}, w.caseVariant(body, key, field), false
 	}
-	layouts.Put(lay)
+	putLayoutOf(memo, lay)
 	memo.done() // nothing to write: the field check did not run
 	fallback = w.Bytes(body, "")
 	fallback.Fault, fallback.FaultDetail = scanFault(body, err)
@@ -292,20 +292,22 @@ func putLayout(lay *jsonscan.Layout) {
 }
 
 // close writes what d's memo holds to the count cache and returns d's memo
-// and layout to their pools.
+// and layout to their pools: the layout first, as it may be the memo's
+// (layoutOf).
 func (d *doc) close() {
+	d.dropLayout()
 	d.memo.done()
 	d.memo = nil
-	d.dropLayout()
 }
 
-// dropLayout returns d's layout to its pool: d's readers then find members
-// and elements with gjson.
+// dropLayout returns d's layout to its pool (when it is not its memo's,
+// which the memo keeps): d's readers then find members and elements with
+// gjson.
 func (d *doc) dropLayout() {
 	if d.lay == nil {
 		return
 	}
-	if cap(d.lay.Members)+cap(d.lay.Elems)+cap(d.lay.Fields) <= maxPooledLayout {
+	if (d.memo == nil || d.lay != &d.memo.lay) && cap(d.lay.Members)+cap(d.lay.Elems)+cap(d.lay.Fields) <= maxPooledLayout {
 		layouts.Put(d.lay)
 	}
 	d.lay = nil

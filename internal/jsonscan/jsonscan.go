@@ -309,6 +309,12 @@ type Layout struct {
 	// (at most one field per 16 bytes of document, plus 16, and at most
 	// MaxFields in all).
 	FieldsDropped bool
+	// sc is the scanner of the checks given this layout, kept with it
+	// (nil until its first check): a layout belongs to one check at a
+	// time, and a scanner from the pool cost a check a round trip of
+	// about 120 instructions. A Layout copied by value shares it: copy
+	// only a zero Layout.
+	sc *scanner
 }
 
 // MaxFields is the most members Layout.Fields records (28 bytes each: at
@@ -364,7 +370,8 @@ func (l *Layout) room(n int) bool {
 // syntax is checked byte-wise as encoding/json.Valid does: bytes ≥ 0x80
 // inside strings are not checked for UTF-8 validity. Time is O(len(b)) (plus O(k log k) for an
 // object of k > 16 keys when opt.DuplicateKeys); memory is one bit per
-// nesting level (no allocation up to 256 levels: scanners are pooled) plus the duplicate-key
+// nesting level (no allocation up to 256 levels: scanners are pooled, or
+// kept with opt.Layout from its first check on) plus the duplicate-key
 // bookkeeping. With opt.Known, values it vouches for are skipped unchecked
 // (see [Known]). It never panics and never keeps b.
 func Check(b []byte, opt Options) error { return check(b, opt, false) }
@@ -379,7 +386,15 @@ func check(b []byte, opt Options, hashed bool) error {
 	if max == 0 {
 		max = DefaultMaxDepth
 	}
-	s := pool.Get().(*scanner)
+	var s *scanner
+	if opt.Layout != nil && opt.Layout.sc != nil {
+		s = opt.Layout.sc
+	} else {
+		s = pool.Get().(*scanner)
+		if opt.Layout != nil {
+			opt.Layout.sc = s
+		}
+	}
 	s.b, s.max, s.dup, s.fold, s.utf8 = b, max, opt.DuplicateKeys || opt.FoldCase, opt.FoldCase, opt.UTF8
 	s.hashed = hashed
 	s.lay = opt.Layout
@@ -422,9 +437,11 @@ var pool = sync.Pool{New: func() any {
 // keepKeys is the most key slots a pooled scanner keeps between checks.
 const keepKeys = 4096
 
-// release returns s to the pool, without the input and without buffers a
-// huge document made it grow (those go to the garbage collector).
+// release returns s to the pool, or leaves it with the layout that keeps
+// it (Layout.sc), without the input and without buffers a huge document
+// made it grow (those go to the garbage collector).
 func (s *scanner) release() {
+	kept := s.lay != nil && s.lay.sc == s
 	s.b, s.lay, s.known, s.ends, s.tail = nil, nil, nil, nil, nil
 	if len(s.stack) > 4 {
 		s.stack = make([]uint64, 4)
@@ -444,7 +461,9 @@ func (s *scanner) release() {
 			s.scratch[i] = nil
 		}
 	}
-	pool.Put(s)
+	if !kept {
+		pool.Put(s)
+	}
 }
 
 // Valid reports whether b is a valid JSON text nested at most maxDepth
