@@ -171,10 +171,11 @@ func TestUndecodedAnswerKeepsItsCoding(t *testing.T) {
 }
 
 // FuzzTapView: any answer bytes, named with any coding: tapView never
-// panics; it gives a decoded view (at most limit bytes) exactly when it
-// gives no unread reason, a reason from the fixed set otherwise, the bytes
-// as sent when they name no coding; and nothing is held of the budget once
-// the view is released.
+// panics; it gives a decoded view (at most limit bytes) when it gives no
+// unread reason, a reason from the fixed set otherwise, with no view but
+// for undecodable (the decoded prefix of data that breaks off: at most
+// limit bytes too), the bytes as sent when they name no coding; and
+// nothing is held of the budget once the view is released.
 func FuzzTapView(f *testing.F) {
 	f.Add("gzip", gzipped(jsonAnswer(100)))
 	f.Add("gzip", []byte("\x1f\x8b\x09"))
@@ -202,7 +203,11 @@ func FuzzTapView(f *testing.F) {
 			} else if got == nil || len(got) > limit {
 				t.Fatalf("%q: no reason, a view of %d bytes (nil %v)", enc, len(got), got == nil)
 			}
-		case unreadDecodeBudget, unreadWindow, unreadUndecodable:
+		case unreadUndecodable:
+			if len(got) > limit || got != nil && len(got) == 0 {
+				t.Fatalf("%q: %s with a view of %d bytes (nil %v)", enc, why, len(got), got == nil)
+			}
+		case unreadDecodeBudget, unreadWindow:
 			if got != nil {
 				t.Fatalf("%q: %s with a view of %d bytes", enc, why, len(got))
 			}

@@ -56,11 +56,13 @@ type Weigher interface {
 	// answer it cannot read unambiguously): what a success answer without
 	// usage is charged at least.
 	AnswerOutputTokens(k weigher.Kind, body []byte, model string) int64
-	// CutAnswerOutputTokens counts, in tokens of model's tokenizer, the
-	// whole body of a non-streamed JSON answer of kind k that was cut
-	// short (its upstream closed or broke off before the end of its
-	// value), 0 for any other body (weigher.Weigher.CutAnswerOutputTokens).
-	CutAnswerOutputTokens(k weigher.Kind, body []byte, model string) int64
+	// CutAnswerUsage is what the body of a non-streamed JSON answer of
+	// kind k that was cut short (its upstream closed or broke off before
+	// the end of its value) shows it cost, in tokens of model's tokenizer:
+	// its whole text as output, or the output of a usage written before
+	// the cut when more, and that usage's input; the zero Usage for any
+	// other body (weigher.Weigher.CutAnswerUsage).
+	CutAnswerUsage(k weigher.Kind, body []byte, model string) weigher.Usage
 	// NewStream starts reading the SSE events of a streamed answer.
 	NewStream(k weigher.Kind) weigher.Stream
 	// Ceiling is the most the request estimated as e can plausibly be

@@ -177,22 +177,47 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 // broke off (a Content-Length longer than what came, a chunked body
 // without its last chunk, a reset): its reservation, refunded for an error
 // status (meter.SourceOf), as before; but for a weighed answer of a
-// reserved status whose body, uncoded (encoding), holds more output text
-// than the request reserved, that text (Weigher.CutAnswerOutputTokens) on
-// top of the input estimate: the upstream generated what it sent before
-// the break and bills it. Settled at the reservation, a 3,000-word answer
-// cut before its usage was charged the 256-token default
-// (TestAdv29CutAnswerChargesItsText).
+// reserved status whose body, decoded as far as it goes when coded
+// (encoding; tapView, its copy taken from the answer budget until this
+// returns), shows more than the request reserved (Weigher.CutAnswerUsage:
+// more output text, or a usage written before the break reporting more
+// input or output), the larger of each (exchange.cutSettlement): the
+// upstream generated what it sent before the break and bills it. Settled
+// at the reservation, a 3,000-word answer cut before its usage was charged
+// the 256-token default (TestAdv29CutAnswerChargesItsText), and so was a
+// coded one until adv30 (TestAdv30CodedCutAnswerChargesItsText).
 func (p *Proxy) lostAnswer(x *exchange, status int, encoding, body []byte) meter.Settlement {
 	s := meter.Settlement{Source: meter.SourceOf(status)}
-	if s.Source != spec.SourceReserved || !x.kind.Weighed() || !uncoded(encoding) {
+	if s.Source != spec.SourceReserved || !x.kind.Weighed() {
 		return s
 	}
-	if out := x.live.weigher.CutAnswerOutputTokens(x.kind, body, x.est.Model); out > x.est.OutputTokens {
-		s = meter.Settlement{Source: spec.SourceCounted, Usage: spec.Usage{
-			InputTokens: x.est.InputTokens, OutputTokens: out, WebSearches: x.est.WebSearches}}
+	view := heldAnswer{p: p}
+	defer view.release()
+	if body, _ = tapView(encoding, body, p.opt.MaxResponseBytes, &view); len(body) == 0 {
+		return s
+	}
+	if c, ok := x.cutSettlement(x.live.weigher.CutAnswerUsage(x.kind, body, x.est.Model)); ok {
+		s = c
 	}
 	return s
+}
+
+// cutSettlement is the settlement of x's answer when seen, what its body
+// shows it cost (its output text, and a usage's input when a cut body
+// held one: Weigher.CutAnswerUsage), is more than x reserved in input or
+// output: each the larger of the reservation's and seen's, counted
+// (spec.SourceCounted), the reserved web searches kept; ok false, and the
+// reservation stands, otherwise. A usage written before a cut reporting
+// 50,000 input tokens for a 9-token estimate was settled at the estimate
+// (TestAdv30CutAnswerUsageInputCounts).
+func (x *exchange) cutSettlement(seen spec.Usage) (meter.Settlement, bool) {
+	if seen.InputTokens <= x.est.InputTokens && seen.OutputTokens <= x.est.OutputTokens {
+		return meter.Settlement{}, false
+	}
+	return meter.Settlement{Source: spec.SourceCounted, Usage: spec.Usage{
+		InputTokens:  max(x.est.InputTokens, seen.InputTokens),
+		OutputTokens: max(x.est.OutputTokens, seen.OutputTokens),
+		WebSearches:  x.est.WebSearches}}, true
 }
 
 // readChunk is the size of the pooled buffers upstream bodies are read
@@ -267,18 +292,17 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 			p.count(x, x.m.Outcome(status), "")
 			return
 		}
-		u, ok, text := p.usageOf(x, b, s.Source == spec.SourceReserved)
+		u, ok, seen := p.usageOf(x, b, s.Source == spec.SourceReserved)
 		view.release()
-		switch {
-		case ok:
+		if ok {
 			s = meter.Settlement{Source: spec.SourceReported, Usage: u}
-		case text > x.est.OutputTokens:
+		} else if c, more := x.cutSettlement(seen); more {
 			// No usage, but more output text than the request reserved
-			// (a default reservation, a maximum the upstream ignored):
-			// the upstream generated it, so it is charged, as a stream
-			// without usage is charged its text.
-			s = meter.Settlement{Source: spec.SourceCounted, Usage: spec.Usage{
-				InputTokens: x.est.InputTokens, OutputTokens: text, WebSearches: x.est.WebSearches}}
+			// (a default reservation, a maximum the upstream ignored), or
+			// a cut answer's usage that says more: the upstream generated
+			// it, so it is charged, as a stream without usage is charged
+			// its text.
+			s = c
 		}
 	}
 	p.count(x, x.m.Outcome(status), "")
@@ -374,7 +398,9 @@ func sseDataLine(b []byte) bool {
 // readable is x's answer body as llmguard reads it: body itself when
 // uncoded (encoding), else its decoded copy (tapView) read into view,
 // taken from the answer budget until the caller releases view; nil, its
-// reason counted unread, when it cannot be decoded.
+// reason counted unread, when it cannot be decoded; its decoded prefix,
+// counted unread too, when its coded data breaks off part way (a cut
+// answer, whose text usageOf then counts).
 func (p *Proxy) readable(x *exchange, encoding, body []byte, view *heldAnswer) []byte {
 	if uncoded(encoding) {
 		return body
@@ -387,20 +413,21 @@ func (p *Proxy) readable(x *exchange, encoding, body []byte, view *heldAnswer) [
 }
 
 // usageOf reads the usage of x's answer body b (as readable gives it).
-// When it finds no usage and text is set, out is the output text the
-// answer carries, in tokens (Weigher.AnswerOutputTokens), or for a body
-// cut short, its whole text (Weigher.CutAnswerOutputTokens: an HTTP/1.0
-// or close-delimited answer whose upstream closed early reads as a whole
-// answer at the transport); else 0.
-func (p *Proxy) usageOf(x *exchange, b []byte, text bool) (u weigher.Usage, ok bool, out int64) {
+// When it finds no usage and text is set, seen is what the answer shows
+// it cost, in tokens: the output text it carries
+// (Weigher.AnswerOutputTokens), or for a body cut short, its whole text
+// and the input of a usage written before the cut (Weigher.CutAnswerUsage:
+// an HTTP/1.0 or close-delimited answer whose upstream closed early reads
+// as a whole answer at the transport); else zero.
+func (p *Proxy) usageOf(x *exchange, b []byte, text bool) (u weigher.Usage, ok bool, seen weigher.Usage) {
 	u, ok = x.live.weigher.ParseUsage(x.kind, b, x.est)
 	if !ok && text && len(b) > 0 {
-		out = x.live.weigher.AnswerOutputTokens(x.kind, b, x.est.Model)
-		if out == 0 {
-			out = x.live.weigher.CutAnswerOutputTokens(x.kind, b, x.est.Model)
+		seen.OutputTokens = x.live.weigher.AnswerOutputTokens(x.kind, b, x.est.Model)
+		if seen.OutputTokens == 0 {
+			seen = x.live.weigher.CutAnswerUsage(x.kind, b, x.est.Model)
 		}
 	}
-	return u, ok, out
+	return u, ok, seen
 }
 
 // streamedAnswer reports whether an upstream answer of Content-Type ct (as
@@ -476,7 +503,14 @@ func (b *upstreamBody) Close() error {
 // expand without bound). An encoding it does not decode (a stack deeper
 // than maxStackedCodings among them), a broken one, a zstd window over answerWindowMax, or no room
 // in the budget gives nil, and unread says why (an unread reason): no usage
-// is read and the reservation stands.
+// is read and the reservation stands. A body whose coded data breaks off
+// or goes wrong after it decoded to something (an upstream that closed
+// part way through its answer) gives what it decoded to, its decoded
+// prefix, with unread undecodable: the caller reads a cut answer's text
+// from it (Weigher.CutAnswerUsage), as from an uncoded cut body.
+// Before, that prefix was dropped, and a 4,000-word gzip answer cut at two
+// thirds of its bytes was charged the 256-token default reservation
+// (TestAdv30CodedCutAnswerChargesItsText).
 func tapView(encoding, body []byte, limit int, into *heldAnswer) (view []byte, unread string) {
 	if uncoded(encoding) {
 		return body, ""
@@ -493,7 +527,10 @@ func tapView(encoding, body []byte, limit int, into *heldAnswer) (view []byte, u
 		return nil, unreadDecodeBudget
 	}
 	if err != nil {
-		return nil, unreadUndecodable
+		if len(into.buf) == 0 {
+			return nil, unreadUndecodable
+		}
+		return into.buf, unreadUndecodable
 	}
 	return into.buf, ""
 }

@@ -397,39 +397,44 @@ func (w *Weigher) AnswerOutputTokens(k Kind, body []byte, model string) int64 {
 	return out
 }
 
-// CutAnswerOutputTokens counts the output a non-streamed JSON answer of
-// kind k carries when its body was cut short (jsonscan's Truncated: an
-// HTTP/1.0 or close-delimited answer whose upstream closed early, a
-// Content-Length or chunked body that broke off): the whole body read so
-// far, counted as text in the tokenizer of model (its keys and framing
-// too: an upper bound, a few dozen tokens over the text for a chat
+// CutAnswerUsage is what a non-streamed JSON answer of kind k shows it
+// cost when its body was cut short (jsonscan's Truncated: an HTTP/1.0 or
+// close-delimited answer whose upstream closed early, a Content-Length or
+// chunked body that broke off), in tokens: OutputTokens is the whole body
+// read so far, counted as text in the tokenizer of model (its keys and
+// framing too: an upper bound, a few dozen tokens over the text for a chat
 // answer), or the output of a usage the part that came holds (a server
-// that writes its usage first), when that is more. Such an answer's usage,
-// when it had one, was usually in the part that never came, yet the
-// upstream generated the text that did come and bills it. It is 0 for a body that is not cut (see [Weigher.AnswerOutputTokens]
-// for a whole one), and for a kind whose answers carry no text
-// (answerText: images, embeddings), whose bodies (base64) are not tokens.
-// Saturates at maxTokens; never panics, never keeps body.
-func (w *Weigher) CutAnswerOutputTokens(k Kind, body []byte, model string) int64 {
+// that writes its usage first), when that is more; InputTokens is that
+// usage's input, 0 without one. Such an answer's usage, when it had one,
+// was usually in the part that never came, yet the upstream generated the
+// text that did come and bills it, and bills the input a usage that came
+// reports (adv30: a cut answer's input was the estimate whatever its usage
+// said). Other fields are zero. It is the zero Usage for a body that is
+// not cut (see [Weigher.AnswerOutputTokens] for a whole one), and for a
+// kind whose answers carry no text (answerText: images, embeddings), whose
+// bodies (base64) are not tokens. Each figure saturates at maxTokens;
+// never panics, never keeps body.
+func (w *Weigher) CutAnswerUsage(k Kind, body []byte, model string) Usage {
 	if k.row().answerText == nil {
-		return 0
+		return Usage{}
 	}
 	if jsonscan.ReasonOf(jsonscan.Check(body, jsonscan.Options{MaxDepth: -1})) != jsonscan.Truncated {
-		return 0
+		return Usage{}
 	}
-	n := min(w.CountText(model, string(body)), maxTokens)
+	cut := Usage{OutputTokens: min(w.CountText(model, string(body)), maxTokens)}
 	// A usage the upstream wrote before the cut (a server that puts it
 	// first) is read as a whole answer's is, alone in a document of its
 	// own: its output counts when it says more than the text (reasoning
-	// the body never showed).
+	// the body never showed), and its input as it says.
 	if v := gjson.GetBytes(body, "usage"); v.IsObject() {
 		doc := make([]byte, 0, len(v.Raw)+len(`{"usage":}`))
 		doc = append(append(append(doc, `{"usage":`...), v.Raw...), '}')
 		if u, ok := parseUsage(k, doc, w.maxDepth); ok {
-			n = max(n, u.OutputTokens)
+			cut.OutputTokens = min(max(cut.OutputTokens, u.OutputTokens), maxTokens)
+			cut.InputTokens = min(max(u.InputTokens, 0), maxTokens)
 		}
 	}
-	return n
+	return cut
 }
 
 func parseUsage(k Kind, body []byte, maxDepth int) (Usage, bool) {

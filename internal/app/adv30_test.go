@@ -1,0 +1,128 @@
+package app
+
+// Adversarial tests of adv30 (2026-12-06): the upstream side. Each drives
+// llmguard through loopback sockets to a raw upstream that writes its
+// answer byte for byte and then closes the connection.
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// words30 is 4,000 words drawn from a small vocabulary with a fixed seed:
+// text that compresses, but not to nothing, so a coded answer cut at a
+// fraction of its bytes decodes to a like fraction of its text.
+var words30 = func() string {
+	vocab := strings.Fields("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu river stone cloud paper window garden silver copper orange purple")
+	r := rand.New(rand.NewPCG(30, 30))
+	var b strings.Builder
+	for i := range 4000 {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(vocab[r.IntN(len(vocab))])
+	}
+	return b.String()
+}()
+
+// TestAdv30CodedCutAnswerChargesItsText: adv29 charged a non-streamed
+// answer cut short the text it sent, but only when the answer was not
+// compressed. An answer in gzip, deflate, br or zstd whose upstream
+// stopped part way through its coded bytes (close-delimited, a
+// Content-Length longer than what came, a chunked body without its last
+// chunk) could not be decoded whole, and its decoded prefix was dropped:
+// a chat answer of 4,000 words cut at two thirds of its bytes (some 2,700
+// words sent) was charged the 256-token default reservation. Its decoded
+// prefix is now read as an uncoded cut answer's body is. (A zstd block
+// decodes whole or not at all: an answer cut inside its only block, up to
+// 128 KiB of text, decodes to nothing and keeps its reservation; this
+// zstd answer is written in blocks of 8 KiB, as a coder with a small
+// window writes it.)
+func TestAdv30CodedCutAnswerChargesItsText(t *testing.T) {
+	whole := []byte(`{"id":"x","object":"chat.completion","model":"x","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		words30 + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":4000,"total_tokens":4009}}`)
+	const ct = "Content-Type: application/json\r\n"
+	for _, coding := range []struct {
+		name string
+		code func(testing.TB, []byte) []byte
+	}{{"gzip", gzipped}, {"deflate", deflated}, {"br", brotlied}, {"zstd", zstdBlocks30}} {
+		coded := coding.code(t, whole)
+		cut := string(coded[:len(coded)*2/3])
+		enc := "Content-Encoding: " + coding.name + "\r\n"
+		for _, tc := range []struct {
+			name   string
+			raw    string
+			status int
+		}{
+			{"HTTP/1.0 close-delimited", "HTTP/1.0 200 OK\r\n" + ct + enc + "\r\n" + cut, 200},
+			{"Content-Length longer than the body", fmt.Sprintf("HTTP/1.1 200 OK\r\n%s%sContent-Length: %d\r\n\r\n%s", ct, enc, len(coded), cut), 502},
+			{"chunked without its last chunk", fmt.Sprintf("HTTP/1.1 200 OK\r\n%s%sTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", ct, enc, len(cut), cut), 502},
+		} {
+			t.Run(coding.name+"/"+tc.name, func(t *testing.T) {
+				h := fresh16(t, rawStreamUpstream(t, map[string]string{"": tc.raw}))
+				resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"talk"}]}`)
+				if resp.StatusCode != tc.status {
+					t.Fatalf("status %d (%.200s), want %d", resp.StatusCode, b, tc.status)
+				}
+				// Two thirds of the coded bytes hold well over a third of
+				// the text (a coder's output runs behind its input), and
+				// never more than the whole answer.
+				got := outputSettled(t, h)
+				if got < 1300 || got > 4200 {
+					t.Errorf("charged %v output tokens, want 1,300 to 4,200 (the text that came)", got)
+				}
+				t.Logf("charged %v output tokens", got)
+			})
+		}
+	}
+}
+
+// TestAdv30CutAnswerUsageInputCounts: a cut answer whose usage came before
+// the cut (a server that writes it first) had its output read from that
+// usage (adv29), but its input stayed the request's estimate whatever the
+// usage said: a usage reporting 50,000 prompt tokens (a gateway's system
+// prompt, a context the body named only by id) for a 9-token estimate was
+// charged 9. It is charged the usage's input, the output reservation (256)
+// kept beside the few words that came, relayed or lost alike.
+func TestAdv30CutAnswerUsageInputCounts(t *testing.T) {
+	body := `{"id":"x","object":"chat.completion","model":"x","usage":{"prompt_tokens":50000,"completion_tokens":5,"total_tokens":50005},` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"a few words and then the connection`
+	const ct = "Content-Type: application/json\r\n"
+	for _, tc := range []struct {
+		name   string
+		raw    string
+		status int
+	}{
+		{"HTTP/1.0 close-delimited", "HTTP/1.0 200 OK\r\n" + ct + "\r\n" + body, 200},
+		{"Content-Length longer than the body", fmt.Sprintf("HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n%s", ct, len(body)+40, body), 502},
+		{"gzip, HTTP/1.0 close-delimited", "HTTP/1.0 200 OK\r\n" + ct + "Content-Encoding: gzip\r\n\r\n" + string(gzipped(t, []byte(body))), 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := fresh16(t, rawStreamUpstream(t, map[string]string{"": tc.raw}))
+			resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"talk"}]}`)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d (%.200s), want %d", resp.StatusCode, b, tc.status)
+			}
+			if out := outputSettled(t, h); out != 256 {
+				t.Errorf("charged %v output tokens, want the reservation, 256", out)
+			}
+			if in := h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "input"}); in != 50000 {
+				t.Errorf("charged %v input tokens, want the usage's 50,000", in)
+			}
+		})
+	}
+}
+
+// zstdBlocks30 is b in one zstd frame of blocks of at most 8 KiB (the
+// block size is bounded by the window: RFC 8878 §3.1.1.2.4).
+func zstdBlocks30(t testing.TB, b []byte) []byte {
+	w, err := zstd.NewWriter(nil, zstd.WithWindowSize(8<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.EncodeAll(b, nil)
+}
