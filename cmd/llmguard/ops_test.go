@@ -64,11 +64,7 @@ func TestExitStatus(t *testing.T) {
 // `llmguard version` names the version given at link time, the commit and
 // the Go release.
 func TestVersionCommand(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "llmguard")
-	cmd := exec.Command("go", "build", "-buildvcs=auto", "-ldflags", "-X main.version=v9.8.7-test", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := binary(t) // linked with testVersion
 	code, out := exitCode(t, bin, "version")
 	// The revision Go stamped (none in a checkout Go cannot read, such as
 	// some git worktrees): the version line must name it.
@@ -79,7 +75,7 @@ func TestVersionCommand(t *testing.T) {
 			rev = strings.TrimPrefix(f[1], "vcs.revision=")
 		}
 	}
-	if code != 0 || !strings.HasPrefix(out, "llmguard v9.8.7-test (") || !strings.Contains(out, "go1.") || !strings.Contains(out, "scripts "+lua.LibraryName) {
+	if code != 0 || !strings.HasPrefix(out, "llmguard "+testVersion+" (") || !strings.Contains(out, "go1.") || !strings.Contains(out, "scripts "+lua.LibraryName) {
 		t.Fatalf("version: exit %d %q", code, out)
 	}
 	if rev != "" && !strings.Contains(out, "commit "+rev) {

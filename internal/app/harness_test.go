@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/mockllm"
 )
@@ -204,16 +201,6 @@ func serveApp(t *testing.T, mock *mockllm.Server, a *App, wrap func(net.Listener
 		<-done
 	})
 	return &harness{t: t, mock: mock, app: a, url: "http://" + ln.Addr().String(), admin: "http://" + adm.Addr().String()}
-}
-
-// client is an OpenAI SDK client pointed at llmguard, as an app would do it:
-// only the base URL and the (virtual) key change.
-func (h *harness) client(key string, opts ...option.RequestOption) openai.Client {
-	return openai.NewClient(append([]option.RequestOption{
-		option.WithBaseURL(h.url + "/v1/"),
-		option.WithAPIKey(key),
-		option.WithRequestTimeout(10 * time.Second),
-	}, opts...)...)
 }
 
 // post sends a raw chat request and returns the response with its body read.

@@ -16,7 +16,11 @@ import (
 // start their own (redistest.Start). Under -race, the package's tests built
 // without the race detector (nativetest.Binary: the memory-limit test's
 // children) are built while the other tests run (nativetest.Prebuild),
-// unless -short skips that test, and removed at the end.
+// unless -short skips that test, and removed at the end. That copy leaves
+// out the tests of the OpenAI and Anthropic SDKs (their files open with
+// "//go:build !nativetest", see nativetest.Tag): only the memory children
+// run in it, and on a cold build cache compiling the two SDKs a second
+// time, without the detector, was most of its build.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if !testing.Short() {

@@ -1,3 +1,5 @@
+//go:build !nativetest
+
 package app
 
 import (

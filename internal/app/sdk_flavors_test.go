@@ -1,3 +1,5 @@
+//go:build !nativetest
+
 package app
 
 import (
@@ -23,10 +25,6 @@ import (
 // These tests put the real OpenAI and Anthropic Go SDKs in front of
 // llmguard (startFlavors: an OpenAI and an Anthropic upstream, both the
 // mock), pointed at it only by base URL and virtual key, as an app would be.
-
-// usdLimit is a usd rule that refills 1 micro-USD a day, so its remaining
-// amount (micro-USD, 10^8 when full) is exact within a test.
-const usdLimit = `  - {name: user-usd, scope: user, unit: usd, rate: 0.000001, per: 24h, burst: 100}`
 
 // mockReply is the mock's reply of n words (see internal/mockllm/doc.go).
 func mockReply(n int) string {
@@ -68,38 +66,6 @@ func (h *harness) anthropicClient(opts ...aoption.RequestOption) anthropic.Clien
 func (h *harness) directAnthropic() anthropic.Client {
 	return anthropic.NewClient(aoption.WithBaseURL(h.mock.URL+"/"), aoption.WithAPIKey("sk-upstream"),
 		aoption.WithRequestTimeout(10*time.Second), aoption.WithMaxRetries(0))
-}
-
-// rateLimitRemaining is r of the named item of a RateLimit header
-// (`"user-tpm";r=99000;t=5, "user-usd";r=…;t=…`).
-func rateLimitRemaining(t *testing.T, h http.Header, name string) int64 {
-	t.Helper()
-	v := h.Get("RateLimit")
-	for item := range strings.SplitSeq(v, ",") {
-		params := strings.Split(strings.TrimSpace(item), ";")
-		if params[0] != strconv.Quote(name) {
-			continue
-		}
-		for _, p := range params[1:] {
-			if r, ok := strings.CutPrefix(strings.TrimSpace(p), "r="); ok {
-				n, err := strconv.ParseInt(r, 10, 64)
-				if err != nil {
-					t.Fatalf("RateLimit %q: %v", v, err)
-				}
-				return n
-			}
-		}
-	}
-	t.Fatalf("RateLimit %q has no r for %s", v, name)
-	return 0
-}
-
-// left is what the user-tpm (tokens) and user-usd (micro-USD) buckets hold,
-// read from a requests-only probe (GET /v1/models), which costs neither.
-func (h *harness) left() (tokens, microUSD int64) {
-	h.t.Helper()
-	hd := h.probe()
-	return remainingTokens(h.t, hd), rateLimitRemaining(h.t, hd, "user-usd")
 }
 
 // price is a price list in pico-USD per token (USD per million tokens × 10^6).

@@ -1,3 +1,5 @@
+//go:build !nativetest
+
 package app
 
 import (
@@ -7,30 +9,20 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
 
-// slowTPM is a tokens limit that refills 1 token a day, so remaining
-// amounts are exact within a test.
-const slowTPM = `
-limits:
-  - name: user-tpm
-    scope: user
-    unit: tokens
-    rate: 1
-    per: 24h
-    burst: 10000
-`
-
-func remainingTokens(t *testing.T, h http.Header) int64 {
-	t.Helper()
-	v, err := strconv.ParseInt(h.Get("x-ratelimit-remaining-tokens"), 10, 64)
-	if err != nil {
-		t.Fatalf("x-ratelimit-remaining-tokens = %q: %v", h.Get("x-ratelimit-remaining-tokens"), err)
-	}
-	return v
+// client is an OpenAI SDK client pointed at llmguard, as an app would do it:
+// only the base URL and the (virtual) key change.
+func (h *harness) client(key string, opts ...option.RequestOption) openai.Client {
+	return openai.NewClient(append([]option.RequestOption{
+		option.WithBaseURL(h.url + "/v1/"),
+		option.WithAPIKey(key),
+		option.WithRequestTimeout(10 * time.Second),
+	}, opts...)...)
 }
 
 func chatParams(maxTokens int64) openai.ChatCompletionNewParams {

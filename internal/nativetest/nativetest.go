@@ -50,15 +50,25 @@ func init() {
 	build.ctx, build.cancel = context.WithCancel(context.Background())
 }
 
+// Tag is the build tag the native binary is built with (go test -c -tags
+// nativetest): a test file whose tests never run natively, and whose
+// imports are costly to compile a second time, opens with
+// "//go:build !nativetest" and is left out of that copy. internal/app's
+// tests of the OpenAI and Anthropic SDKs do: on a cold build cache the SDKs
+// were the bulk of the native build (see TestMain there). A test Run
+// sends to the native binary must not be in such a file: Run fails it
+// (the binary reports it neither passed nor skipped).
+const Tag = "nativetest"
+
 // checkptrFlag keeps checkptr on in the module's own packages (see the
 // package comment); the standard library and other modules are compiled as
 // they are for any build without -race, so their cached builds are reused.
 const checkptrFlag = "-gcflags=github.com/llmguard/llmguard/...=-d=checkptr"
 
 // Binary returns the path of the calling package's tests built again
-// without the race detector (go test -c -race=false), building them the
-// first time it is called in this process into a temporary directory that
-// Remove deletes. The build runs in the working directory, which for a
+// without the race detector (go test -c -race=false -tags nativetest: see
+// Tag), building them the first time it is called in this process into a
+// temporary directory that Remove deletes. The build runs in the working directory, which for a
 // test is its package's directory. Its error carries the go command's
 // output: a build that fails (no go command on PATH or in GOROOT, a
 // compile error) fails every call.
@@ -74,7 +84,7 @@ func Binary() (string, error) {
 		}
 		path := filepath.Join(build.dir, "native.test")
 		// -vet=off: the race build of the same tests ran go vet already.
-		cmd := exec.CommandContext(build.ctx, goBin, "test", "-c", "-race=false", "-vet=off", checkptrFlag, "-o", path, ".")
+		cmd := exec.CommandContext(build.ctx, goBin, "test", "-c", "-race=false", "-vet=off", "-tags", Tag, checkptrFlag, "-o", path, ".")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			build.err = fmt.Errorf("building the tests without the race detector: %v\n%s", err, out)
 			return

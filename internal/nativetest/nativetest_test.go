@@ -3,6 +3,7 @@ package nativetest
 import (
 	"flag"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,19 @@ func TestRunsNatively(t *testing.T) {
 		t.Fatal("under -race, Run ran the test in place")
 	}
 	t.Log("native run: the race detector is off here")
+}
+
+// TestNativeCopyHasTheTag: the native binary (Binary's native.test) is
+// built with the build tag Tag, so files opening with "//go:build
+// !nativetest" are left out of it; a test binary go test builds is not.
+func TestNativeCopyHasTheTag(t *testing.T) {
+	if Run(t) {
+		return
+	}
+	native := filepath.Base(os.Args[0]) == "native.test"
+	if native != builtWithTag {
+		t.Fatalf("binary %s built with the tag %q: %v, want %v", os.Args[0], Tag, builtWithTag, native)
+	}
 }
 
 // TestFailsNatively fails when childEnv is "fail" and skips when it is
