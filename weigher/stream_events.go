@@ -26,6 +26,7 @@ func (s *Stream) openAIEvent(data []byte, completions bool) StreamUpdate {
 		s.skel = &chunkSkeleton{shared: s.shapes}
 	}
 	c := s.skel.readChunk(data, completions, s.maxDepth)
+	s.noteTier(c.ServiceTier)
 	if c.HasUsage {
 		if s.closed {
 			// A second usage: the upstream contradicts itself, keep the
@@ -67,6 +68,9 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	switch typ {
 	case "response.completed", "response.incomplete", "response.failed":
 		u := StreamUpdate{Done: true, Err: typ == "response.failed"}
+		// The tier the response was served at: the terminal event's
+		// (response.created's names the tier asked for, "auto" for one).
+		s.noteTier(servedTier(lastGet(root, "response", "service_tier").Raw))
 		if usage, ok := responsesUsageOf(lastGet(root, "response", "usage")); ok {
 			usage.WebSearches, usage.FileSearches = toolCalls(lastGet(root, "response", "output"))
 			if s.closed {
@@ -257,6 +261,7 @@ func upper(a, b Usage) Usage {
 		WebSearches:        max(a.WebSearches, b.WebSearches),
 		FileSearches:       max(a.FileSearches, b.FileSearches),
 		SearchContext:      max(a.SearchContext, b.SearchContext),
+		ServiceTier:        joinTiers(a.ServiceTier, b.ServiceTier),
 	}
 }
 
