@@ -316,6 +316,14 @@ func (q Quote) ForGeo() Quote {
 	return q
 }
 
+// TierOf is the tier a service_tier value names, as Quote reads it: a
+// request's (the tier it asks for; "" and "auto" are
+// default_service_tier's) or an answer's (the tier it was served at,
+// spec.Usage.ServiceTier: "default", "priority", "flex", "scale"). A name
+// llmguard does not know (spec.TierUnread among them) is TierPriority, the
+// dearest: never priced below what it may cost.
+func (p *Policy) TierOf(s string) ServiceTier { return p.tierOf(s) }
+
 // tierOf is the tier a request's service_tier value asks for.
 func (p *Policy) tierOf(s string) ServiceTier {
 	switch s {
