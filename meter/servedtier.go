@@ -39,13 +39,16 @@ func (x *Exchange) quoteIn(tier string) policy.Quote {
 // (policy.Policy.TierOf). A dearer tier the price table does not price
 // (models."<model>".priority unset) cannot be priced: the answer is
 // settled at cost and the miss logged (warn, naming the config key to
-// set).
+// set), once per model and tier named (m.warned, bounded).
 func (x *Exchange) servedAt(served string, actual spec.Usage, cost int64) int64 {
 	if x.req.Policy.TierOf(served) == x.quote.Tier {
 		return cost // the tier priced already (the common case: no second quote)
 	}
 	q := x.quoteIn(served)
 	if !q.Priced {
+		if !x.m.warned.first("served-tier|"+x.quote.Label+"|"+served, 0, 0, -1) {
+			return cost
+		}
 		x.m.log.Warn("answer served at a tier without prices: settled at the price of the tier asked for",
 			"request_id", x.req.ID, "model", x.req.Model, "served_tier", served, "asked_tier", x.quote.Tier.String(), "missing", q.Missing)
 		return cost

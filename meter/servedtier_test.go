@@ -42,6 +42,8 @@ func TestTimelineSettledAtTheServedTier(t *testing.T) {
 		{"no tier, unreadable tier", "gpt-5", "", spec.TierUnread, "priority", policy.TierPriority},
 		{"no tier, unknown tier", "gpt-5", "", "Priority ", "priority", policy.TierPriority},
 		{"no priority prices: the tier asked", "gpt-5-pro", "", "priority", "default", policy.TierStandard},
+		{"no priority prices, again (warned once)", "gpt-5-pro", "", "priority", "default", policy.TierStandard},
+		{"Groq's on_demand is standard", "gpt-5", "", "on_demand", "default", policy.TierStandard},
 	} {
 		x := tl.admitModel(step.model, step.asked, 100, 100)
 		if x.Verdict() != Admitted {

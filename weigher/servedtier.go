@@ -10,9 +10,9 @@ import (
 
 // servedTierNames are the service tier names an answer names most often
 // (OpenAI's "default", "priority", "flex", "scale" and the "auto" of a
-// request; "standard"), kept without a copy: an answer naming one costs
-// no allocation.
-var servedTierNames = [...]string{"default", "priority", "flex", "scale", "auto", "standard"}
+// request; "standard"; Groq's "on_demand"), kept without a copy: an answer
+// naming one costs no allocation.
+var servedTierNames = [...]string{"default", "priority", "flex", "scale", "auto", "standard", "on_demand"}
 
 // servedTier is the spec.Usage.ServiceTier of an answer whose top-level
 // service_tier member's value is raw, as written in a document that passed
