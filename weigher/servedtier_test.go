@@ -181,7 +181,7 @@ func TestServedTierAllocations(t *testing.T) {
 	for _, c := range []struct {
 		raw  string
 		most float64
-	}{{`"priority"`, 0}, {`"default"`, 0}, {`null`, 0}, {huge, 0}, {`"` + strings.Repeat("p", 1<<16) + `"`, 0}, {`"on_demand"`, 1}} {
+	}{{`"priority"`, 0}, {`"default"`, 0}, {`null`, 0}, {huge, 0}, {`"` + strings.Repeat("p", 1<<16) + `"`, 0}, {`"on_demand"`, 0}, {`"performance"`, 1}} {
 		if n := testing.AllocsPerRun(20, func() { servedTier(c.raw) }); n > c.most {
 			t.Errorf("servedTier(%.20q): %v allocations, want at most %v", c.raw, n, c.most)
 		}
