@@ -176,8 +176,9 @@ type Config struct {
 	// DefaultServiceTier is the service tier of a request that names none
 	// or names "auto": "default" (the standard tier; the default),
 	// "priority" or "flex". Set "priority" when the OpenAI project's
-	// default tier is Priority, as such requests are then billed at
-	// priority prices.
+	// default tier is Priority, so that admission reserves at priority
+	// prices; settlement charges the tier the answer says it was served at
+	// when that costs more (meter: servedAt), whatever this says.
 	DefaultServiceTier string `yaml:"default_service_tier"`
 	// Limits are the rules; every matching rule applies to a request.
 	Limits []Limit `yaml:"limits"`

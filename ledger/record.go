@@ -97,6 +97,12 @@ type Record struct {
 	UsageImplausible     bool  `json:"usage_implausible"`
 	ReportedInputTokens  int64 `json:"reported_input_tokens"`
 	ReportedOutputTokens int64 `json:"reported_output_tokens"`
+	// ServiceTier is the service tier CostMicroUSD is priced in ("default",
+	// "priority" or "flex", as OpenAI spells them): the dearer of the tier
+	// the request asked for (its service_tier, else default_service_tier)
+	// and the tier its answer says it was served at. "" when the request is
+	// not priced (unpriced model, not weighed, billed per image).
+	ServiceTier string `json:"service_tier"`
 }
 
 // Fields lists Record's JSON keys in the order they are written. It is the
@@ -108,6 +114,6 @@ func Fields() []string {
 		"reasoning_tokens", "audio_input_tokens", "audio_output_tokens", "web_searches",
 		"file_searches", "search_context_size", "search_results", "search_fee_micro_usd", "estimated_input_tokens", "estimated_output_tokens", "reserved", "reserved_unit",
 		"cost_micro_usd", "unmetered", "usage_implausible", "reported_input_tokens",
-		"reported_output_tokens",
+		"reported_output_tokens", "service_tier",
 	}
 }

@@ -154,7 +154,10 @@ type Request struct {
 	// always was (Model "").
 	NamedModel string
 	// ServiceTier is the request's service_tier as sent ("" when none):
-	// it picks the tier the model is priced in (policy.Policy.Quote).
+	// it picks the tier the model is priced in at admission
+	// (policy.Policy.Quote). Settle prices the usage in the tier the answer
+	// says it was served at (spec.Usage.ServiceTier) when that costs more
+	// (servedAt): the ledger record's service_tier names the tier charged.
 	ServiceTier string
 	// Audio: the request sends or asks for audio (weigher.Estimate.Audio).
 	// Its model must have audio prices for a usd limit to admit it
@@ -400,7 +403,9 @@ func (x *Exchange) UnpricedBy() *policy.Rule { return x.unpriced }
 
 // Quote is how admission priced the request: its model's priced name, its
 // service tier and price, or (Priced false) the config key that would
-// price it.
+// price it. Once Settle has run, it is how the request was settled: in the
+// tier its answer says it was served at, when that cost more (servedAt).
+// Read it from the goroutine that admits or settles the request.
 func (x *Exchange) Quote() policy.Quote { return x.quote }
 
 // Warnings are the request's budget warnings: "<limit>; used=<fraction>"
@@ -464,13 +469,7 @@ func (m *Meter) AdmitInto(x *Exchange, r Request) *Exchange {
 		panic("meter: AdmitInto given an Exchange already admitted")
 	}
 	x.m, x.req = m, r
-	x.quote = r.Policy.Quote(r.Model, r.ServiceTier)
-	if r.Audio && r.Weighed {
-		x.quote = x.quote.ForAudio()
-	}
-	if r.GeoPinned {
-		x.quote = x.quote.ForGeo()
-	}
+	x.quote = x.quoteIn(r.ServiceTier)
 	x.modelLabel = x.quote.Label
 	if x.modelLabel == "" && r.Model != "" {
 		x.modelLabel = "other"

@@ -66,6 +66,9 @@ func (x *Exchange) Settle(s Settlement) bool {
 	case known:
 		actual, over = overCeiling(x.searchFeesOf(s.Usage), s.Ceiling)
 		cost = x.quote.Price.MicroUSD(actual)
+		if s.Usage.ServiceTier != "" && x.quote.Priced && x.req.PerImage == 0 {
+			cost = x.servedAt(s.Usage.ServiceTier, actual, cost)
+		}
 	case s.Source == spec.SourceReserved && x.req.Weighed:
 		// Nothing reported: the reservation stands, and so does its cost.
 		cost = x.quote.Price.MicroUSD(x.reservation(x.req.Estimate.InputTokens, x.req.Estimate.OutputTokens))
@@ -244,6 +247,9 @@ func (m *Meter) newRecord(x *Exchange, s Settlement, actual spec.Usage, known bo
 		Tenant: x.req.Principal.Tenant, Model: cmp.Or(x.req.Model, x.req.NamedModel), Flavor: x.req.Flavor.String(), Status: s.Status,
 		EstimatedInputTokens: x.req.Estimate.InputTokens, EstimatedOutputTokens: x.req.Estimate.OutputTokens,
 		CostMicroUSD: cost, Unmetered: x.req.UnmeteredAllowed,
+	}
+	if x.quote.Priced && x.req.Weighed && x.req.PerImage == 0 {
+		r.ServiceTier = x.quote.Tier.String()
 	}
 	t := x.chargedTokens(s.Source, known, actual)
 	r.InputTokens, r.CachedInputTokens, r.CacheWriteTokens = t.InputTokens, t.CachedInputTokens, t.CacheWriteTokens

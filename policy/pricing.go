@@ -229,9 +229,11 @@ type Quote struct {
 }
 
 // Quote prices a request for model in the service tier it asks for
-// (serviceTier: the request's service_tier as sent; "", "auto" and
-// unknown values take the config's default_service_tier, "default",
-// "standard" and "scale" the standard tier). The model resolves to a
+// (serviceTier: the request's service_tier as sent, or the tier an answer
+// says it was served at; "" and "auto" take the config's
+// default_service_tier, "default", "standard", "scale" and "on_demand" the
+// standard tier, a name llmguard does not know the dearest: TierOf). The
+// model resolves to a
 // priced name by its exact name (an alias is an exact name), or as a
 // dated snapshot of a priced name (see SnapshotOf), or as either in
 // another ASCII case (`GPT-4o-Mini` is gpt-4o-mini, as an upstream that
@@ -316,6 +318,14 @@ func (q Quote) ForGeo() Quote {
 	return q
 }
 
+// TierOf is the tier a service_tier value names, as Quote reads it: a
+// request's (the tier it asks for; "" and "auto" are
+// default_service_tier's) or an answer's (the tier it was served at,
+// spec.Usage.ServiceTier: "default", "priority", "flex", "scale"). A name
+// llmguard does not know (spec.TierUnread among them) is TierPriority, the
+// dearest: never priced below what it may cost.
+func (p *Policy) TierOf(s string) ServiceTier { return p.tierOf(s) }
+
 // tierOf is the tier a request's service_tier value asks for.
 func (p *Policy) tierOf(s string) ServiceTier {
 	switch s {
@@ -325,7 +335,9 @@ func (p *Policy) tierOf(s string) ServiceTier {
 		return TierPriority
 	case "flex":
 		return TierFlex
-	case "default", "standard", "scale":
+	case "default", "standard", "scale", "on_demand":
+		// on_demand is Groq's standard tier, the one a request naming none
+		// gets (https://console.groq.com/docs/service-tiers).
 		return TierStandard
 	case "fast":
 		// Anthropic's fast mode (weigher.FastModeTier), billed at 2-6x

@@ -82,7 +82,34 @@ type Usage struct {
 	// pricing). Its usage reports no count: the max_results asked (5 by
 	// default) is charged.
 	SearchResults int64
+	// ServiceTier is the service tier the answer says it was served at,
+	// which may not be the one the request asked for: OpenAI's
+	// service_tier of a chat completion, of a streamed chunk or of a
+	// Responses response ("default", "priority", "flex", "scale"; a
+	// request sent with none or "auto" is served at the project's own
+	// default, which may be priority,
+	// https://developers.openai.com/api/docs/guides/priority-processing).
+	// It is the name as written when it is a string of at most
+	// MaxServiceTierBytes bytes; TierUnread when the answer names one
+	// llmguard cannot take as written (not a string, longer, or two
+	// readings of it that disagree: two members of the name, two chunks
+	// of a stream); "" when it names none (or null). Anthropic's Messages
+	// usage also names a service_tier, which is not read: its Priority
+	// Tier is bought as committed capacity, each token billed at the
+	// standard rate
+	// (https://platform.claude.com/docs/en/api/service-tiers).
+	ServiceTier string
 }
+
+// MaxServiceTierBytes is the longest service tier name a usage keeps
+// ([Usage.ServiceTier]), in bytes: OpenAI's longest is 8 ("priority").
+const MaxServiceTierBytes = 32
+
+// TierUnread is the [Usage.ServiceTier] of an answer that names its
+// service tier in a way llmguard does not take as written; it is no
+// tier's name, so it is priced as an unknown tier: the dearest
+// (policy.Policy.Quote).
+const TierUnread = "?"
 
 // SearchContextSize is the search context size a per-request search fee
 // is billed at (Perplexity's web_search_options.search_context_size, which

@@ -35,6 +35,9 @@ import (
 type answerScan struct {
 	a, b string // the top-level members asked for (b "": none)
 	chat bool   // note chat usage figures in member a's object
+	// tier: note the top-level member "service_tier" (slotTier), the
+	// tier the answer says it was served at; set for a chat scan.
+	tier bool
 	// lens holds, by object context, the lengths of the keys note may
 	// note there, modulo 64 (bit l%64 for length l; none for ctxNone): a
 	// key of another length is passed over without a call.
@@ -44,7 +47,8 @@ type answerScan struct {
 	at, end [slotCount]int32
 }
 
-// Slots of answerScan.at: the values of members a and b, then the chat
+// Slots of answerScan.at: the values of members a and b, and of the
+// top-level "service_tier" (when asked: answerScan.tier), then the chat
 // usage figures (prompt_tokens, completion_tokens, total_tokens, and
 // Perplexity's citation_tokens, reasoning_tokens, num_search_queries,
 // search_context_size, LiteLLM's cache_creation_input_tokens; cached and
@@ -56,6 +60,7 @@ type answerScan struct {
 const (
 	slotA = iota
 	slotB
+	slotTier
 	slotPrompt
 	slotCompletion
 	slotTotal
@@ -98,11 +103,16 @@ const (
 )
 
 // newAnswerScan is a scan for the top-level members a and b (b "": none),
-// noting the chat usage figures of a's object when chat.
+// noting the chat usage figures of a's object and the answer's
+// service_tier when chat.
 func newAnswerScan(a, b string, chat bool) answerScan {
-	s := answerScan{a: a, b: b, chat: chat}
+	s := answerScan{a: a, b: b, chat: chat, tier: chat}
+	root := uint64(1<<(len(a)&63) | 1<<(len(b)&63))
+	if chat {
+		root |= 1 << len("service_tier")
+	}
 	s.lens = [8]uint64{
-		ctxRoot:      1<<(len(a)&63) | 1<<(len(b)&63),
+		ctxRoot:      root,
 		ctxUsage:     1<<len("prompt_tokens") | 1<<len("completion_tokens") | 1<<len("total_tokens") | 1<<len("citation_tokens") | 1<<len("reasoning_tokens") | 1<<len("num_search_queries") | 1<<len("cache_creation_input_tokens") | 1<<len("search_context_size") | 1<<len("prompt_tokens_details") | 1<<len("completion_tokens_details"),
 		ctxPromptDet: 1<<len("cached_tokens") | 1<<len("audio_tokens") | 1<<len("cache_creation_tokens") | 1<<len("cache_write_tokens") | 1<<len("cache_creation_token_details"),
 		ctxOutputDet: 1<<len("reasoning_tokens") | 1<<len("audio_tokens"),
@@ -112,6 +122,13 @@ func newAnswerScan(a, b string, chat bool) answerScan {
 		s.at[i] = -1
 	}
 	return s
+}
+
+// askTier makes s note the answer's top-level "service_tier" too
+// (slotTier).
+func (s *answerScan) askTier() {
+	s.tier = true
+	s.lens[ctxRoot] |= 1 << len("service_tier")
 }
 
 // scan reads body, nested at most maxDepth levels (0: DefaultMaxDepth;
@@ -412,6 +429,8 @@ func (s *answerScan) note(c uint8, k string) (slot int, next uint8) {
 			return slotA, ctxNone
 		case s.b != "" && k == s.b:
 			return slotB, ctxNone
+		case s.tier && k == "service_tier":
+			return slotTier, ctxNone
 		}
 	case ctxUsage:
 		switch k {
@@ -477,6 +496,15 @@ func (s *answerScan) member(body []byte, slot int) gjson.Result {
 	return gjson.Parse(bodyString(body[s.at[slot]:s.end[slot]]))
 }
 
+// servedTier is the service tier the answer body s decided names in its
+// top-level service_tier (servedTier; "" when it names none).
+func (s *answerScan) servedTier(body []byte) string {
+	if s.at[slotTier] < 0 {
+		return ""
+	}
+	return servedTier(bodyString(body[s.at[slotTier]:s.end[slotTier]]))
+}
+
 // count is rawCount of the value noted in slot (a chat usage figure) of
 // the answer body s decided, as rawValue gives it (the zero Result when
 // absent); a count of at most 15 digits, as rawCount reads it without a
@@ -500,8 +528,9 @@ func (s *answerScan) count(body []byte, slot int) (int64, bool) {
 }
 
 // chatUsage is usageOf of member a, the usage object of the chat answer
-// body s decided, read from the figures the scan noted: the same answer,
-// as the answer names no key twice.
+// body s decided, read from the figures the scan noted, with the service
+// tier the answer names (servedTier): the same answer as
+// parseChatUsageChecked's, as the answer names no key twice.
 func (s *answerScan) chatUsage(body []byte) (u Usage, ok bool) {
 	if at := s.at[slotA]; at < 0 || body[at] != '{' {
 		return Usage{}, false
@@ -534,7 +563,9 @@ func (s *answerScan) chatUsage(body []byte) (u Usage, ok bool) {
 	if at := s.at[slotSearchContext]; at >= 0 {
 		a.searchContext = searchContextOf(rawValue(bodyString(body[at:s.end[slotSearchContext]])))
 	}
-	return withLeftOut(u, a), true
+	u = withLeftOut(u, a)
+	u.ServiceTier = s.servedTier(body)
+	return u, true
 }
 
 // skipSpaceBytes is skipSpace (scan.go) on a byte slice, which it reads

@@ -3,6 +3,7 @@ package weigher
 import (
 	"bytes"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -41,6 +42,8 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 		switch k.Str {
 		case "error":
 			c.Err = v.Type != gjson.Null
+		case "service_tier":
+			c.ServiceTier = servedTierGJSON(v)
 		case "usage":
 			c.Usage, c.HasUsage = usageOfGJSON(v)
 			usageObject = v.IsObject()
@@ -133,6 +136,9 @@ func BenchmarkParseChatChunkGJSON(b *testing.B) {
 // whitespace everywhere, nesting.
 var chunkSeeds = []string{
 	benchChatChunk,
+	`{"service_tier":"priority","choices":[{"index":0,"delta":{"content":"Hi"}}]}`,
+	`{"service_tier":"pri\u006frity","choices":[]}`, `{"service_tier":null}`, `{"service_tier":7}`, `{"service_tier":{"a":"b"}}`,
+	`{"service_tier":"` + strings.Repeat("p", 33) + `"}`, `{"service_tier":"on_demand","usage":{"prompt_tokens":3,"completion_tokens":1}}`,
 	`{"choices":[{"index":0,"delta":{"content":"Hello"}}]}`,
 	`{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12,"prompt_tokens_details":{"cached_tokens":3},"completion_tokens_details":{"reasoning_tokens":4}}}`,
 	`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{\"a\""}}]}}]}`,

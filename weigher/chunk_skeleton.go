@@ -87,10 +87,10 @@ type chunkShape struct {
 	completions bool
 	maxDepth    int
 	// toks are prev's tolerated tokens in document order: every value
-	// string (not keys), quotes included, and, while room remains, the
-	// numbers outside a top-level "usage" or "error" member and those in
-	// a top-level "usage" object (bit k of isNum set for a number):
-	// toks[:ntoks].
+	// string (not keys) but those of a top-level "service_tier", quotes
+	// included, and, while room remains, the numbers outside a top-level
+	// "usage", "error" or "service_tier" member and those in a top-level
+	// "usage" object (bit k of isNum set for a number): toks[:ntoks].
 	toks  [maxSkeletonStrings]tokSpan
 	ntoks int
 	isNum uint64
@@ -121,6 +121,9 @@ type chunkShape struct {
 	usage     tokSpan
 	hasUsage  bool
 	usageOnly bool
+	// tier is prev's Chunk.ServiceTier: its top-level service_tier is
+	// compared as bytes, so a chunk that matches names the same.
+	tier string
 }
 
 // tokSpan is where a token lies in a chunk: [start, end) in bytes (a
@@ -245,8 +248,9 @@ func (sk *chunkSkeleton) build(data []byte, c Chunk, completions bool, maxDepth 
 	n, depth, isNum := 0, 0, uint64(0)
 	// guarded: the top-level member being read is "usage" or "error";
 	// inUsage: it is "usage", whose object (when it is one) lies at
-	// usage.
-	guarded, inUsage := false, false
+	// usage; fixed: it is "service_tier", whose value is compared as
+	// bytes (a chunk naming another tier is read in full, which reads it).
+	guarded, inUsage, fixed := false, false, false
 	usage, hasUsage := tokSpan{}, false
 	for i := 0; i < len(data); i++ {
 		switch b := data[i]; {
@@ -270,7 +274,7 @@ func (sk *chunkSkeleton) build(data []byte, c Chunk, completions bool, maxDepth 
 			if r != jsonscan.OK {
 				return nil // never: data passed Check
 			}
-			if (!guarded || inUsage && hasUsage && usage.end == 0) && n < maxSkeletonStrings {
+			if !fixed && (!guarded || inUsage && hasUsage && usage.end == 0) && n < maxSkeletonStrings {
 				toks[n] = tokSpan{uint16(i), uint16(end)}
 				isNum |= 1 << n
 				n++
@@ -293,8 +297,9 @@ func (sk *chunkSkeleton) build(data []byte, c Chunk, completions bool, maxDepth 
 					}
 					inUsage = string(k) == "usage"
 					guarded = inUsage || string(k) == "error"
+					fixed = string(k) == "service_tier"
 				}
-			} else {
+			} else if !fixed {
 				if guarded {
 					return nil
 				}
@@ -356,6 +361,7 @@ func (sk *chunkSkeleton) build(data []byte, c Chunk, completions bool, maxDepth 
 		prev: prev, completions: completions, maxDepth: maxDepth,
 		toks: *toks, ntoks: n, isNum: isNum, text: text, ntext: sk.nat, isText: isText, lead: lead,
 		uncounted: c.Uncounted, fin: fin, nfin: sk.nfin, usage: usage, hasUsage: hasUsage, usageOnly: c.UsageOnly,
+		tier: c.ServiceTier,
 	}
 	return sh
 }
@@ -489,7 +495,7 @@ func (sk *chunkSkeleton) matchShape(sh *chunkShape, data []byte, completions boo
 		s := sk.cur[k]
 		text.addString(unescapeJSON(body[s.start+1 : s.end-1]))
 	}
-	c := Chunk{Text: text.String(), Uncounted: sh.uncounted, UsageOnly: sh.usageOnly}
+	c := Chunk{Text: text.String(), Uncounted: sh.uncounted, UsageOnly: sh.usageOnly, ServiceTier: sh.tier}
 	if sh.nfin > 0 {
 		var endsBuf [8]byte
 		ends := endsBuf[:0]

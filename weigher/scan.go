@@ -239,10 +239,30 @@ func upstreamMembers(body []byte, maxDepth int, a, b string) (va, vb gjson.Resul
 // upstreamMembersChecked is upstreamMembers for any answer: jsonscan's
 // check, then the members found in the layout it records.
 func upstreamMembersChecked(body []byte, maxDepth int, a, b string) (va, vb gjson.Result, ok bool) {
+	va, vb, _, ok = upstreamMembers3(body, maxDepth, a, b, "")
+	return va, vb, ok
+}
+
+// upstreamMembersTier is upstreamMembers that also reads the answer's
+// top-level service_tier in the same pass: tier is the service tier it
+// names (servedTier: "" for none).
+func upstreamMembersTier(body []byte, maxDepth int, a, b string) (va, vb gjson.Result, tier string, ok bool) {
+	s := newAnswerScan(a, b, false)
+	s.askTier()
+	if s.scan(body, maxDepth) {
+		return s.member(body, slotA), s.member(body, slotB), s.servedTier(body), true
+	}
+	va, vb, vt, ok := upstreamMembers3(body, maxDepth, a, b, "service_tier")
+	return va, vb, servedTier(vt.Raw), ok
+}
+
+// upstreamMembers3 is upstreamMembersChecked for three members, a, b and
+// c (b, c "": none).
+func upstreamMembers3(body []byte, maxDepth int, a, b, c string) (va, vb, vc gjson.Result, ok bool) {
 	lay := layouts.Get().(*jsonscan.Layout)
 	defer putLayout(lay)
 	if jsonscan.Check(body, jsonscan.Options{MaxDepth: maxDepth, DuplicateKeys: true, Layout: lay}) != nil {
-		return va, vb, false
+		return va, vb, vc, false
 	}
 	s := bodyString(body)
 	if lay.Dropped {
@@ -250,18 +270,24 @@ func upstreamMembersChecked(body []byte, maxDepth int, a, b string) (va, vb gjso
 		if b != "" {
 			vb = gjson.Get(s, b)
 		}
-		return va, vb, true
+		if c != "" {
+			vc = gjson.Get(s, c)
+		}
+		return va, vb, vc, true
 	}
-	doc{body: s, lay: lay}.walkKeys(false, func(k string) bool { return k == a || b != "" && k == b },
+	doc{body: s, lay: lay}.walkKeys(false, func(k string) bool { return k == a || b != "" && k == b || c != "" && k == c },
 		func(k string, v gjson.Result, _ elements) bool {
-			if k == a {
+			switch k {
+			case a:
 				va = v
-			} else {
+			case b:
 				vb = v
+			default:
+				vc = v
 			}
 			return true
 		})
-	return va, vb, true
+	return va, vb, vc, true
 }
 
 // doc is a request body that passed parseRequest: its root object, and

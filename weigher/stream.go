@@ -76,6 +76,11 @@ type Stream struct {
 	// resp reads Responses *.delta events shaped as the last one read in
 	// full on a fast path (response_skeleton.go); nil until the first.
 	resp *responseSkeleton
+	// tier is the service tier the stream says it was served at
+	// (spec.Usage.ServiceTier): a chat or completions chunk's
+	// service_tier, a Responses terminal event's response.service_tier;
+	// "" until one names it, spec.TierUnread once two disagree.
+	tier string
 }
 
 // NewStream returns a Stream reading a response of kind k, whose events
@@ -207,9 +212,21 @@ func (s *Stream) Event(eventType, data []byte) StreamUpdate {
 	return u
 }
 
-// Usage is the usage reported so far.
+// Usage is the usage reported so far, with the service tier the stream
+// named ([Usage.ServiceTier]: each chat or completions chunk names it, a
+// Responses stream in its terminal event; "" when none did, TierUnread
+// when two disagreed), whether or not it reported figures.
 func (s *Stream) Usage() StreamUsage {
-	return StreamUsage{Usage: s.usage, Input: s.has&hasInput != 0, Output: s.has&hasOutput != 0, Final: s.final}
+	u := s.usage
+	u.ServiceTier = s.tier
+	return StreamUsage{Usage: u, Input: s.has&hasInput != 0, Output: s.has&hasOutput != 0, Final: s.final}
+}
+
+// noteTier notes that an event named the service tier t ("" : none).
+func (s *Stream) noteTier(t string) {
+	if t != "" && t != s.tier {
+		s.tier = joinTiers(s.tier, t)
+	}
 }
 
 // Err reports whether an in-band error event was seen.
@@ -291,6 +308,9 @@ const (
 //     abandons is charged its input plus what was streamed (DESIGN.md §2);
 //   - an in-band error with no usage and nothing streamed refunds
 //     everything (SourceRefund).
+//
+// Whatever the source but a refund, the usage carries the service tier
+// the stream named ([Stream.Usage]).
 func (s *Stream) Settle(est Estimate, counted int64) (Usage, Source) {
 	r := s.Usage()
 	if r.Final {

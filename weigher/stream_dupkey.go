@@ -99,6 +99,7 @@ func (s *Stream) dupKeyMerge(a, b *Stream) {
 	s.unread = a.unread || b.unread
 	s.deltaOutput = a.deltaOutput || b.deltaOutput
 	s.deltaText, s.doneText = max(a.deltaText, b.deltaText), max(a.doneText, b.doneText)
+	s.tier = joinTiers(a.tier, b.tier)
 }
 
 // upper is the larger of each figure of a and b, as reported (merge keeps

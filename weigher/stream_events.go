@@ -26,6 +26,7 @@ func (s *Stream) openAIEvent(data []byte, completions bool) StreamUpdate {
 		s.skel = &chunkSkeleton{shared: s.shapes}
 	}
 	c := s.skel.readChunk(data, completions, s.maxDepth)
+	s.noteTier(c.ServiceTier)
 	if c.HasUsage {
 		if s.closed {
 			// A second usage: the upstream contradicts itself, keep the
@@ -67,8 +68,27 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	switch typ {
 	case "response.completed", "response.incomplete", "response.failed":
 		u := StreamUpdate{Done: true, Err: typ == "response.failed"}
-		if usage, ok := responsesUsageOf(lastGet(root, "response", "usage")); ok {
-			usage.WebSearches, usage.FileSearches = toolCalls(lastGet(root, "response", "output"))
+		// The response's usage, output and service tier, in one walk of
+		// it (the event names no key twice: parseObject).
+		var usageV, outputV, tierV gjson.Result
+		if resp := lastGet(root, "response"); resp.IsObject() {
+			rawMembers(resp.Raw, func(k string, v gjson.Result) bool {
+				switch k {
+				case "usage":
+					usageV = v
+				case "output":
+					outputV = v
+				case "service_tier":
+					tierV = v
+				}
+				return true
+			})
+		}
+		// The tier the response was served at: the terminal event's
+		// (response.created's names the tier asked for, "auto" for one).
+		s.noteTier(servedTier(tierV.Raw))
+		if usage, ok := responsesUsageOf(parsed(usageV)); ok {
+			usage.WebSearches, usage.FileSearches = toolCalls(parsed(outputV))
 			if s.closed {
 				usage = upper(s.usage, usage) // a second terminal event: see openAIEvent
 			}
@@ -257,6 +277,7 @@ func upper(a, b Usage) Usage {
 		WebSearches:        max(a.WebSearches, b.WebSearches),
 		FileSearches:       max(a.FileSearches, b.FileSearches),
 		SearchContext:      max(a.SearchContext, b.SearchContext),
+		ServiceTier:        joinTiers(a.ServiceTier, b.ServiceTier),
 	}
 }
 

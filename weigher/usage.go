@@ -19,7 +19,9 @@ import (
 // input and output (prompt_tokens_details.audio_tokens,
 // completion_tokens_details.audio_tokens: gpt-4o-audio-preview, gpt-audio),
 // priced at the model's audio rates; the cache writes and the search
-// context size a gateway or Perplexity reports (withLeftOut); a part
+// context size a gateway or Perplexity reports (withLeftOut); the
+// service tier the answer was served at (its top-level service_tier:
+// Usage.ServiceTier); a part
 // larger than its figure, or a
 // total_tokens above the two, is added to it as an upstream that leaves
 // reasoning out of completion_tokens bills it (withLeftOut). ok is false when body has
@@ -47,16 +49,21 @@ func parseChatUsage(body []byte, maxDepth int) (Usage, bool) {
 	return parseChatUsageChecked(body, maxDepth)
 }
 
-// parseChatUsageChecked is parseChatUsage for any answer: "usage" is found
-// in the layout of the checking pass (upstreamMembersChecked) and its
-// members walked as spans (usageOf), not found again by gjson's Get and
-// ForEach, which scan from the start and parse every number they pass.
+// parseChatUsageChecked is parseChatUsage for any answer: "usage" and
+// "service_tier" are found in the layout of the checking pass
+// (upstreamMembersChecked) and the usage's members walked as spans
+// (usageOf), not found again by gjson's Get and ForEach, which scan from
+// the start and parse every number they pass.
 func parseChatUsageChecked(body []byte, maxDepth int) (Usage, bool) {
-	v, _, ok := upstreamMembersChecked(body, maxDepth, "usage", "")
+	v, tier, ok := upstreamMembersChecked(body, maxDepth, "usage", "service_tier")
 	if !ok {
 		return Usage{}, false
 	}
-	return usageOf(v)
+	u, ok := usageOf(v)
+	if ok {
+		u.ServiceTier = servedTier(tier.Raw)
+	}
+	return u, ok
 }
 
 // usageOf reads an OpenAI chat "usage" object, a value (as gjson or
@@ -362,6 +369,10 @@ type Chunk struct {
 	Finished ChoiceEnds
 	// Err is true for an {"error": …} payload.
 	Err bool
+	// ServiceTier is the service tier the chunk names in its top-level
+	// service_tier (OpenAI's chat chunks name it in each chunk), as
+	// spec.Usage.ServiceTier holds it: "" when it names none.
+	ServiceTier string
 	// Uncounted is true when a choice carried something that may be output
 	// but is not counted in Text: a text field (content, text, arguments…)
 	// holding a non-empty array or object instead of a string, or a delta
@@ -443,6 +454,8 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 		switch k {
 		case "error":
 			c.Err = v.Type != gjson.Null
+		case "service_tier":
+			c.ServiceTier = servedTier(v.Raw)
 		case "usage":
 			c.Usage, c.HasUsage = usageOf(v)
 			usageObject = v.IsObject()
@@ -588,7 +601,9 @@ func sameString(a, b gjson.Result) bool {
 
 // chunkKey reports whether a chunk's top-level member named k is one
 // parseOpenAIChunk reads.
-func chunkKey(k string) bool { return k == "error" || k == "usage" || k == "choices" }
+func chunkKey(k string) bool {
+	return k == "error" || k == "usage" || k == "choices" || k == "service_tier"
+}
 
 // mayHoldOutput reports whether v, a value as rawValue gives it, could
 // carry generated output: a non-empty string, array or object (null,

@@ -38,7 +38,9 @@ func parseEmbeddingsUsage(body []byte, maxDepth int) (Usage, bool) {
 // it: withLeftOut), usage.input_tokens_details.cache_write_tokens (cache
 // writes, as Azure AI Foundry's Responses usage reports them), and
 // WebSearches and FileSearches the web_search_call and file_search_call
-// items of its output (billed per call, not in the usage: toolCalls).
+// items of its output (billed per call, not in the usage: toolCalls), and
+// ServiceTier the tier it was served at (its top-level service_tier,
+// https://platform.openai.com/docs/api-reference/responses/object).
 // ok is false when body has no usage object whose input_tokens is a
 // positive number and whose output_tokens is a non-negative one (0 is a
 // valid usage: see reportedPair, and [Weigher.ParseUsage] for the text such
@@ -48,13 +50,14 @@ func parseEmbeddingsUsage(body []byte, maxDepth int) (Usage, bool) {
 func ParseResponsesUsage(body []byte) (u Usage, ok bool) { return parseResponsesUsage(body, 0) }
 
 func parseResponsesUsage(body []byte, maxDepth int) (Usage, bool) {
-	usage, output, ok := upstreamMembers(body, maxDepth, "usage", "output")
+	usage, output, tier, ok := upstreamMembersTier(body, maxDepth, "usage", "output")
 	if !ok {
 		return Usage{}, false
 	}
 	u, ok := responsesUsageOf(usage)
 	if ok {
 		u.WebSearches, u.FileSearches = toolCalls(output)
+		u.ServiceTier = tier
 	}
 	return u, ok
 }

@@ -92,8 +92,8 @@ func (s *Server) chat(ctx *fasthttp.RequestCtx, fl flavor) {
 		if st.noUsage {
 			u = ""
 		}
-		jsonBody(ctx, st, fmt.Sprintf(`{"id":%q,"object":"chat.completion","created":%d,"model":%q,"choices":[%s]%s,"system_fingerprint":"fp_mock"}`,
-			id, created, model, strings.Join(choices, ","), u))
+		jsonBody(ctx, st, fmt.Sprintf(`{"id":%q,"object":"chat.completion","created":%d,"model":%q,"choices":[%s]%s%s,"system_fingerprint":"fp_mock"}`,
+			id, created, model, strings.Join(choices, ","), u, st.tierField()))
 		return
 	}
 
@@ -115,8 +115,8 @@ func (s *Server) chat(ctx *fasthttp.RequestCtx, fl flavor) {
 					usageField = `,"usage":` + u
 				}
 			}
-			return o.event("", fmt.Sprintf("{\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":%d,\"model\":%q,\"system_fingerprint\":\"fp_mock\",\"choices\":%s%s}",
-				id, created, model, choices, usageField))
+			return o.event("", fmt.Sprintf("{\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":%d,\"model\":%q%s,\"system_fingerprint\":\"fp_mock\",\"choices\":%s%s}",
+				id, created, model, st.tierField(), choices, usageField))
 		}
 		// toolDelta is a delta of the call's arguments (OpenAI streams a
 		// call's id, type and name once, then its arguments in pieces).

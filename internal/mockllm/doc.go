@@ -140,6 +140,9 @@
 //	                              connection without the final events, the chunked
 //	                              terminator or the gzip trailer: the client sees an
 //	                              unexpected EOF
+//	x-mock-service-tier: T        chat, Responses: the answer says it was served at
+//	                              tier T (service_tier: each chat chunk, a Responses
+//	                              stream's final events; its earlier ones say "auto")
 //
 // K counts content deltas (one per word, per choice); "x-mock-stream-error: K" is read
 // like "after=K". Streams are counted in [Server.StreamsCompleted] (the

@@ -300,6 +300,18 @@ type steer struct {
 	errorUsage    bool
 	errAfter      int // x-mock-stream-error: after=K
 	cutAfter      int // x-mock-stream-cut: K
+	// tier is x-mock-service-tier: the service_tier chat and Responses
+	// answers say they were served at ("" : none named).
+	tier string
+}
+
+// tierField is the chat answer member naming st's served tier, with its
+// leading comma ("" when none is asked).
+func (st steer) tierField() string {
+	if st.tier == "" {
+		return ""
+	}
+	return `,"service_tier":` + js(st.tier)
 }
 
 func steerOf(h *fasthttp.RequestHeader) steer {
@@ -331,6 +343,7 @@ func steerOf(h *fasthttp.RequestHeader) steer {
 	st.crlf = set("x-mock-sse-crlf")
 	st.splitDelta = set("x-mock-split-delta")
 	st.errorUsage = set("x-mock-error-usage")
+	st.tier = strings.TrimSpace(string(h.Peek("x-mock-service-tier")))
 	st.errAfter, st.cutAfter = -1, -1
 	if v := strings.TrimSpace(string(h.Peek("x-mock-stream-error"))); v != "" {
 		k, err := strconv.Atoi(strings.TrimPrefix(v, "after="))

@@ -37,6 +37,7 @@ type response struct {
 	TopP               float64        `json:"top_p"`
 	Truncation         string         `json:"truncation"`
 	Usage              *responseUsage `json:"usage"`
+	ServiceTier        string         `json:"service_tier,omitempty"`
 	User               any            `json:"user"`
 	Metadata           map[string]any `json:"metadata"`
 }
@@ -158,7 +159,7 @@ func (s *Server) responses(ctx *fasthttp.RequestCtx) {
 		Reasoning:  map[string]any{"effort": nil, "summary": nil},
 		Text:       map[string]any{"format": map[string]string{"type": "text"}},
 		ToolChoice: "auto", Tools: []any{}, Truncation: "disabled", Metadata: map[string]any{},
-		Output: []any{},
+		Output: []any{}, ServiceTier: st.tier,
 	}
 	if m := gjson.GetBytes(body, "max_output_tokens"); m.Type == gjson.Number {
 		v := m.Int()
@@ -209,6 +210,9 @@ func (s *Server) responses(ctx *fasthttp.RequestCtx) {
 		snapshot := func(status string) *response {
 			c := *r
 			c.Status = status
+			if status == "in_progress" && c.ServiceTier != "" {
+				c.ServiceTier = "auto" // the tier asked; the served one comes at the end
+			}
 			c.Output = append([]any{}, r.Output...)
 			return &c
 		}
