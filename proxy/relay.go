@@ -210,14 +210,18 @@ func (p *Proxy) lostAnswer(x *exchange, status int, encoding, body []byte) meter
 // reservation stands, otherwise. A usage written before a cut reporting
 // 50,000 input tokens for a 9-token estimate was settled at the estimate
 // (TestAdv30CutAnswerUsageInputCounts).
+//
+// A tier the body names (seen.ServiceTier) goes with it, so that the
+// meter charges the dearer of it and the tier asked; a body that names
+// one shows what it cost even when its tokens are within the reservation.
 func (x *exchange) cutSettlement(seen spec.Usage) (meter.Settlement, bool) {
-	if seen.InputTokens <= x.est.InputTokens && seen.OutputTokens <= x.est.OutputTokens {
+	if seen.InputTokens <= x.est.InputTokens && seen.OutputTokens <= x.est.OutputTokens && seen.ServiceTier == "" {
 		return meter.Settlement{}, false
 	}
 	return meter.Settlement{Source: spec.SourceCounted, Usage: spec.Usage{
 		InputTokens:  max(x.est.InputTokens, seen.InputTokens),
 		OutputTokens: max(x.est.OutputTokens, seen.OutputTokens),
-		WebSearches:  x.est.WebSearches}}, true
+		WebSearches:  x.est.WebSearches, ServiceTier: seen.ServiceTier}}, true
 }
 
 // readChunk is the size of the pooled buffers upstream bodies are read

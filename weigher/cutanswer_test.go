@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/llmguard/llmguard/internal/jsonscan"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // CutAnswerUsage counts a body cut short (jsonscan's Truncated) as output
@@ -45,6 +46,30 @@ func TestCutAnswerUsage(t *testing.T) {
 		}
 		if u.InputTokens != tc.in || u != (Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}) {
 			t.Errorf("%s: %+v, want input %d and no other field", tc.name, u, tc.in)
+		}
+	}
+}
+
+// A cut answer that named its service tier before the cut keeps it, so
+// that it is charged at the tier served (tier30's readers, on the cut
+// path); a name cut short is unread (priced as the dearest tier).
+func TestCutAnswerUsageServedTier(t *testing.T) {
+	w := testWeigher(t)
+	text := strings.Repeat("word ", 1000)
+	for _, tc := range []struct{ name, body, tier string }{
+		{"responses", `{"model":"gpt-5","service_tier":"priority","output":[{"type":"message","content":[{"type":"output_text","text":"` + text, "priority"},
+		{"chat", `{"service_tier":"flex","choices":[{"message":{"content":"` + text, "flex"},
+		{"name cut short", `{"choices":[{"message":{"content":"` + text + `"}}],"service_tier":"prio`, spec.TierUnread},
+		{"a number", `{"service_tier":7,"choices":[{"message":{"content":"` + text, spec.TierUnread},
+		{"none named", `{"choices":[{"message":{"content":"` + text, ""},
+	} {
+		kind := KindChat
+		if tc.name == "responses" {
+			kind = KindResponses
+		}
+		u := w.CutAnswerUsage(kind, []byte(tc.body), "gpt-4o-mini")
+		if u.OutputTokens < 1000 || u.ServiceTier != tc.tier {
+			t.Errorf("%s: %+v, want 1000+ output tokens served at %q", tc.name, u, tc.tier)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/llmguard/llmguard/internal/jsonscan"
+	"github.com/llmguard/llmguard/spec"
 
 	"github.com/tidwall/gjson"
 )
@@ -432,6 +433,19 @@ func (w *Weigher) CutAnswerUsage(k Kind, body []byte, model string) Usage {
 		if u, ok := parseUsage(k, doc, w.maxDepth); ok {
 			cut.OutputTokens = min(max(cut.OutputTokens, u.OutputTokens), maxTokens)
 			cut.InputTokens = min(max(u.InputTokens, 0), maxTokens)
+		}
+	}
+	// The tier it was served at, when named before the cut (a Responses
+	// object names it before its usage): a name cut short is unread, and
+	// priced as the dearest tier.
+	if cut.OutputTokens > 0 || cut.InputTokens > 0 {
+		// A key in quotes is never inside a string (its quotes would be
+		// escaped there), so one in the last bytes that gjson cannot read
+		// is a member cut in its value.
+		if v := gjson.GetBytes(body, "service_tier"); v.Exists() {
+			cut.ServiceTier = servedTier(v.Raw)
+		} else if strings.Contains(string(body[max(0, len(body)-64):]), `"service_tier"`) {
+			cut.ServiceTier = spec.TierUnread
 		}
 	}
 	return cut

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // words30 is 4,000 words drawn from a small vocabulary with a fixed seed:
@@ -125,4 +127,30 @@ func zstdBlocks30(t testing.TB, b []byte) []byte {
 		t.Fatal(err)
 	}
 	return w.EncodeAll(b, nil)
+}
+
+// A Responses answer cut short after naming the tier it was served at
+// (priority, for a request that asked for none) is charged that tier's
+// prices, as a whole answer is (tier30): the cut path read the text but
+// dropped the tier, settling at the standard price.
+func TestCutAnswerChargedAtTheServedTier(t *testing.T) {
+	body := `{"id":"resp_x","object":"response","model":"gpt-5","service_tier":"priority","output":[{"type":"message","content":[{"type":"output_text","text":"` +
+		strings.Repeat("word ", 3000)
+	h := fresh16(t, rawStreamUpstream(t, map[string]string{"": "HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + body}))
+	resp, b := h.do("/v1/responses", `{"model":"gpt-5","input":"talk"}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d (%.200s)", resp.StatusCode, b)
+	}
+	out := outputSettled(t, h)
+	in := h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "input"})
+	u := spec.Usage{InputTokens: int64(in), OutputTokens: int64(out)}
+	pol := h.app.policy()
+	want, std := pol.Quote("gpt-5", "priority").Price.MicroUSD(u), pol.Quote("gpt-5", "default").Price.MicroUSD(u)
+	if out < 3000 || want <= std {
+		t.Fatalf("%v output tokens; priority %d µUSD, standard %d: want 3,000+ tokens and a dearer priority", out, want, std)
+	}
+	spent := h.scrape()["llmguard_spend_usd_total"].sum(nil)
+	if got := int64(spent*1e6 + 0.5); got != want {
+		t.Errorf("charged %d µUSD for %v input and %v output tokens, want priority's %d (standard: %d)", got, in, out, want, std)
+	}
 }
