@@ -422,12 +422,15 @@ func (p *Proxy) readable(x *exchange, encoding, body []byte, view *heldAnswer) [
 // (Weigher.AnswerOutputTokens), or for a body cut short, its whole text
 // and the input of a usage written before the cut (Weigher.CutAnswerUsage:
 // an HTTP/1.0 or close-delimited answer whose upstream closed early reads
-// as a whole answer at the transport); else zero.
+// as a whole answer at the transport); else zero. Either way seen
+// carries the service tier the body names (weigher.AnswerServedTier).
 func (p *Proxy) usageOf(x *exchange, b []byte, text bool) (u weigher.Usage, ok bool, seen weigher.Usage) {
 	u, ok = x.live.weigher.ParseUsage(x.kind, b, x.est)
 	if !ok && text && len(b) > 0 {
 		seen.OutputTokens = x.live.weigher.AnswerOutputTokens(x.kind, b, x.est.Model)
-		if seen.OutputTokens == 0 {
+		if seen.OutputTokens > 0 {
+			seen.ServiceTier = weigher.AnswerServedTier(b)
+		} else {
 			seen = x.live.weigher.CutAnswerUsage(x.kind, b, x.est.Model)
 		}
 	}

@@ -61,3 +61,15 @@ func joinTiers(a, b string) string {
 	}
 	return spec.TierUnread
 }
+
+// AnswerServedTier is the service tier a whole JSON answer body names in
+// its top-level service_tier member, read as the usage readers read it
+// (servedTier: "" for none or null, a name of at most
+// spec.MaxServiceTierBytes bytes, spec.TierUnread for anything else), for
+// an answer settled without a usage (its text counted instead): served at
+// priority, it costs priority's prices all the same. Body must have passed
+// jsonscan's check (Weigher.AnswerOutputTokens counted it). It never keeps
+// body.
+func AnswerServedTier(body []byte) string {
+	return servedTier(gjson.GetBytes(body, "service_tier").Raw)
+}

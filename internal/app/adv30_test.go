@@ -154,3 +154,29 @@ func TestCutAnswerChargedAtTheServedTier(t *testing.T) {
 		t.Errorf("charged %d µUSD for %v input and %v output tokens, want priority's %d (standard: %d)", got, in, out, want, std)
 	}
 }
+
+// A whole answer without a usage, its text counted instead, is charged
+// at the tier it names as served (priority for a request that asked for
+// none), as an answer with a usage is (tier30's readers): it was settled
+// at the standard price.
+func TestAnswerWithoutUsageChargedAtTheServedTier(t *testing.T) {
+	body := `{"id":"chatcmpl-x","object":"chat.completion","model":"gpt-5","service_tier":"priority","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		strings.Repeat("word ", 3000) + `"},"finish_reason":"stop"}]}`
+	h := fresh16(t, rawStreamUpstream(t, map[string]string{"": fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)}))
+	resp, b := h.do("/v1/chat/completions", `{"model":"gpt-5","messages":[{"role":"user","content":"talk"}]}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d (%.200s)", resp.StatusCode, b)
+	}
+	out := outputSettled(t, h)
+	in := h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "input"})
+	u := spec.Usage{InputTokens: int64(in), OutputTokens: int64(out)}
+	pol := h.app.policy()
+	want, std := pol.Quote("gpt-5", "priority").Price.MicroUSD(u), pol.Quote("gpt-5", "default").Price.MicroUSD(u)
+	if out < 3000 || want <= std {
+		t.Fatalf("%v output tokens; priority %d µUSD, standard %d: want 3,000+ tokens and a dearer priority", out, want, std)
+	}
+	spent := h.scrape()["llmguard_spend_usd_total"].sum(nil)
+	if got := int64(spent*1e6 + 0.5); got != want {
+		t.Errorf("charged %d µUSD for %v input and %v output tokens, want priority's %d (standard: %d)", got, in, out, want, std)
+	}
+}
