@@ -1146,7 +1146,9 @@ func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 			// inside the unread output are billed all the same, so the
 			// reserved ones stand (as in Stream.Settle), or more reported.
 			u.InputTokens = x.est.InputTokens
-			u.WebSearches = max(tap.stream.Usage().Usage.WebSearches, x.est.WebSearches)
+			su := tap.stream.Usage().Usage
+			u.WebSearches = max(su.WebSearches, x.est.WebSearches)
+			u.ServiceTier = su.ServiceTier // the tier its chunks named (tier30)
 			source = spec.SourceCounted
 		}
 	} else if source == spec.SourceRefund {

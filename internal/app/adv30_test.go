@@ -180,3 +180,30 @@ func TestAnswerWithoutUsageChargedAtTheServedTier(t *testing.T) {
 		t.Errorf("charged %d µUSD for %v input and %v output tokens, want priority's %d (standard: %d)", got, in, out, want, std)
 	}
 }
+
+// A stream that relayed output llmguard could not read before an in-band
+// error is charged its reservation, not refunded; its chunks named the
+// tier it was served at (priority, asked for none), and the reservation is
+// priced at it (tier30: this path dropped the tier).
+func TestUnreadStreamErrorChargedAtTheServedTier(t *testing.T) {
+	sse := "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-5\",\"service_tier\":\"priority\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n" +
+		"data: {not json at all\n\n" +
+		"data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n"
+	h := fresh16(t, rawStreamUpstream(t, map[string]string{"": fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s", len(sse), sse)}))
+	resp, b := h.do("/v1/chat/completions", `{"model":"gpt-5","stream":true,"max_completion_tokens":1000,"messages":[{"role":"user","content":"talk"}]}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d (%.200s)", resp.StatusCode, b)
+	}
+	out := outputSettled(t, h)
+	in := h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "input"})
+	u := spec.Usage{InputTokens: int64(in), OutputTokens: int64(out)}
+	pol := h.app.policy()
+	want, std := pol.Quote("gpt-5", "priority").Price.MicroUSD(u), pol.Quote("gpt-5", "default").Price.MicroUSD(u)
+	if out < 1000 || want <= std {
+		t.Fatalf("%v output tokens; priority %d µUSD, standard %d: want the 1,000 reserved and a dearer priority", out, want, std)
+	}
+	spent := h.scrape()["llmguard_spend_usd_total"].sum(nil)
+	if got := int64(spent*1e6 + 0.5); got != want {
+		t.Errorf("charged %d µUSD for %v input and %v output tokens, want priority's %d (standard: %d)", got, in, out, want, std)
+	}
+}
