@@ -85,7 +85,7 @@ func (s *sentBody) claim() error {
 	}
 	s.conn.Store(a.conn)
 	if s.left.Load() {
-		a.conn.Close()
+		a.conn.tcp.Close()
 		return errClientGone
 	}
 	return nil
@@ -110,7 +110,10 @@ func (s *sentBody) rewind() {
 // wait for the answer head with an error.
 func (s *sentBody) CloseWithError(error) error {
 	if c := s.conn.Load(); c != nil {
-		c.Close()
+		// The socket, not the TLS session: tls.Conn.Close would first
+		// write its close_notify, waiting up to 5 s for a socket the
+		// sending goroutine may be blocked writing on.
+		c.tcp.Close()
 	}
 	return nil
 }
