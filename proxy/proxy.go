@@ -1289,16 +1289,38 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 
 	body = p.capBody(ctx, x, body)
 	body, x.stripUsage = up.dialect.rewrite(x.kind, x.est, body)
-	req.SetBodyRaw(body)
+	resp := fasthttp.AcquireResponse()
+	// Until the answer head comes, a client that leaves has the upstream
+	// connection closed (headwatch.go); relay watches it afterwards.
+	var sb *sentBody
+	if sendsAsStream(req, len(body)) {
+		sb = sentBodies.Get().(*sentBody) // pooled: no allocation a request (fixedcost_test.go)
+		sb.reset(body, resp)
+		req.SetBodyStream(sb, len(body))
+	} else {
+		req.SetBodyRaw(body)
+	}
 
 	p.inject(pointForward)
-	resp := fasthttp.AcquireResponse()
 	t0 := time.Now()
 	x.forwarded = true
 	if x.obs != nil {
 		p.startUpstream(x, req)
 	}
+	watched := sb != nil && ctx.Conn() != nil
+	if watched {
+		p.watch.add(p, &sb.left, watchSlot{x: x, conn: ctx.Conn(), action: sb, every: streamWatchTicks})
+	}
 	err := up.client.DoTimeout(req, resp, up.Timeout)
+	if watched {
+		p.watch.remove(&sb.left) // after it, the watch no longer touches sb
+	}
+	left := false
+	if sb != nil {
+		left = sb.left.Load()
+		sb.reset(nil, nil) // keep no body or answer in the pool
+		sentBodies.Put(sb)
+	}
 	x.upstreamTime = time.Since(t0)
 	x.held = resp
 	if err != nil {
@@ -1307,7 +1329,16 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 		up.series.Record(0, x.upstreamTime)
 		x.status = fasthttp.StatusBadGateway
 		fasthttp.ReleaseResponse(resp)
-		p.log.Warn("upstream unreachable", "upstream", up.Name, "err", err, "request_id", x.id)
+		if left {
+			// Its client left before the answer head came: the
+			// connection was closed for it (headwatch.go).
+			p.log.Info("client disconnected before the upstream answered", "upstream", up.Name, "request_id", x.id)
+			if x.obs != nil {
+				x.obs.clientGone = true
+			}
+		} else {
+			p.log.Warn("upstream unreachable", "upstream", up.Name, "err", err, "request_id", x.id)
+		}
 		if unsent(err) {
 			x.settle(meter.Settlement{Source: spec.SourceRefund})
 		} else {

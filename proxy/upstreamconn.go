@@ -221,7 +221,27 @@ func replayable(req *fasthttp.Request) bool {
 // (a restart, a drain) has usually closed its siblings too.
 type retryTransport struct{}
 
-func (retryTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
+// RoundTrip sends req. A body sent as a sentBody is a stream to fasthttp, which retries no
+// stream (and forgets it once written): RoundTrip retries it itself, by
+// the same rule and as often (once), unless its client has left.
+func (t retryTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
+	sb, _ := req.BodyStream().(*sentBody)
+	retry, err := t.attempt(hc, req, resp)
+	if sb == nil || !retry {
+		return retry, err
+	}
+	if sb.left.Load() {
+		return false, err
+	}
+	sb.rewind()
+	req.SetBodyStream(sb, len(sb.b))
+	_, err = t.attempt(hc, req, resp)
+	return false, err
+}
+
+// attempt is one try of RoundTrip: whether it may be retried, and its
+// error.
+func (retryTransport) attempt(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
 	_, err := fasthttp.DefaultTransport.RoundTrip(hc, req, resp)
 	if err == nil {
 		// Several lines leave fasthttp the last, so an answer with none
