@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/weigher"
 )
@@ -85,6 +87,18 @@ func TestClientGoneBeforeTheAnswerHead(t *testing.T) {
 			if n := r.ledger.count(); n != 1 {
 				t.Fatalf("%d ledger records, want 1", n)
 			}
+			// Counted as an admitted request its client closed (499), not
+			// as an upstream error (adv31: outcome upstream_error, status
+			// 502, and a failed upstream response recorded).
+			if rec := r.ledger.records[0]; rec.Status != statusClientClosed {
+				t.Errorf("ledger status %d, want %d", rec.Status, statusClientClosed)
+			}
+			if a, e := requestsBy(t, r.reg, "allowed"), requestsBy(t, r.reg, "upstream_error"); a != 1 || e != 0 {
+				t.Errorf("outcomes: allowed %v, upstream_error %v; want 1 and 0", a, e)
+			}
+			if n := upstreamResponses(t, r.reg); n != 0 {
+				t.Errorf("%v upstream responses recorded for a call its client left", n)
+			}
 		})
 	}
 }
@@ -106,4 +120,22 @@ func tokensLeft(r *panicRig) int64 {
 	}
 	r.t.Fatal("no rule user-tokens")
 	return 0
+}
+
+// upstreamResponses is the sum of llmguard_upstream_responses_total.
+func upstreamResponses(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == "llmguard_upstream_responses_total" {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

@@ -1326,17 +1326,22 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	if err != nil {
 		x.endUpstream(0, err)
 		x.held = nil
-		up.series.Record(0, x.upstreamTime)
-		x.status = fasthttp.StatusBadGateway
 		fasthttp.ReleaseResponse(resp)
 		if left {
-			// Its client left before the answer head came: the
-			// connection was closed for it (headwatch.go).
+			// Its client left before the answer head came: the connection
+			// was closed for it (headwatch.go). Neither the upstream's
+			// failure nor an answer: counted as an admitted request its
+			// client closed (status 499, as a client gone mid-stream is
+			// counted allowed), so that a client's leaving never shows as
+			// an upstream error.
+			x.status = statusClientClosed
 			p.log.Info("client disconnected before the upstream answered", "upstream", up.Name, "request_id", x.id)
 			if x.obs != nil {
 				x.obs.clientGone = true
 			}
 		} else {
+			up.series.Record(0, x.upstreamTime)
+			x.status = fasthttp.StatusBadGateway
 			p.log.Warn("upstream unreachable", "upstream", up.Name, "err", err, "request_id", x.id)
 		}
 		if unsent(err) {
@@ -1346,6 +1351,10 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 			// timeout, a connection cut after the write): the reservation
 			// stands, never a refund a slow answer could earn.
 			x.settle(meter.Settlement{Source: spec.SourceReserved})
+		}
+		if left {
+			return &refusal{err: apiError{status: statusClientClosed, openAIType: "api_error", openAICode: "client_closed_request",
+				anthropicType: "api_error", message: "The client closed the connection before the upstream API answered."}, outcome: meter.OutcomeAllowed}
 		}
 		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), x.live.ietf)
 		return &refusal{err: apiError{status: fasthttp.StatusBadGateway, openAIType: "api_error", openAICode: "upstream_unreachable",
@@ -1457,3 +1466,9 @@ func cacheWrite(asked bool, in int64) int64 {
 	}
 	return 0
 }
+
+// statusClientClosed is the status a request is counted (and its ledger
+// record written) with when its client left before the upstream's answer
+// head came: 499, nginx's "client closed request", a status no client
+// reads, since none is there to read it.
+const statusClientClosed = 499
