@@ -8,7 +8,6 @@ import (
 
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/spec"
-	"github.com/llmguard/llmguard/weigher"
 )
 
 // An uncompressed non-streamed answer relayed unread (no room in
@@ -112,15 +111,14 @@ func (c *passingCount) foundUsage(val []byte) {
 }
 
 // settle settles x, once; ended: the answer ended (its upstream's end
-// read), rather than its body closed before. With a top-level usage found
-// in an answer that ended, its size within what that usage's output
-// accounts for (weigher.OutputCheckBytes, as for an answer held whole),
-// the usage, reported; with a usage otherwise (an answer larger than its
-// output accounts for, whose text was not read, or one cut short), each
-// of its input and output at least the reservation's, settled partial, as
-// a stream's usage beside an event relayed unread is; without one, at least the output counted, when that
-// is more than the reservation (settled partial: the estimate's input, the
-// output counted), else the reservation. It ends x's observation after.
+// read), rather than its body closed before (its charge is the same
+// either way: what passed, at least the reservation). With a top-level
+// usage found, each of its input and output at least the reservation's
+// (its text unread, a usage reporting less cannot be checked as a held
+// answer's is), settled partial; without one, at least the output
+// counted, when that is more than the reservation (settled partial: the
+// estimate's input, the output counted), else the reservation. It ends
+// x's observation after.
 func (c *passingCount) settle(ended bool) {
 	if c == nil || c.done {
 		return
@@ -133,10 +131,12 @@ func (c *passingCount) settle(ended bool) {
 			return
 		}
 		if c.found {
+			// Never below the reservation: the answer's text was not read,
+			// so a usage reporting less is not checked against it as a
+			// held answer's is (Weigher.ParseUsage).
 			u := c.u
-			if ended && c.bytes <= weigher.OutputCheckBytes(u.OutputTokens) {
-				s = meter.Settlement{Source: spec.SourceReported, Usage: u}
-				return
+			if u.InputTokens <= x.est.InputTokens && u.OutputTokens <= x.est.OutputTokens {
+				return // the reservation
 			}
 			u.InputTokens = max(u.InputTokens, x.est.InputTokens)
 			u.OutputTokens = max(u.OutputTokens, x.est.OutputTokens)
