@@ -159,8 +159,18 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 			ub.watch = &p.watch
 			p.watch.addAnswer(p, &ub.cut, x, ctx.Conn(), rc)
 		}
+		if countsPassing(x, status, ctx.Response.Header.ContentEncoding()) {
+			// Counted as it passes, and settled when it has (passingCount):
+			// the stream's way, its observation ended then too.
+			ub.count = newPassingCount(p, x, status)
+			x.streaming = true
+			if x.obs != nil {
+				x.obs.overhead = overheadOf(x, time.Now())
+			}
+		} else {
+			x.settle(meter.Settlement{Source: meter.SourceOf(status)})
+		}
 		ctx.Response.SetBodyStream(ub, -1)
-		x.settle(meter.Settlement{Source: meter.SourceOf(status)})
 		p.count(x, x.m.Outcome(status), "")
 		return nil
 	}
@@ -465,7 +475,10 @@ func uncoded(encoding []byte) bool {
 // the rest, and releases the response when fasthttp closes it; watch, when
 // set, watches its client (clientWatch, cut its flag) until then, and end
 // follows the rest of a JSON answer from where the read of head left it
-// (answerEnd), stopped then too.
+// (answerEnd), stopped then too. count, when set, counts every byte
+// relayed and settles the exchange when the body ends (before fasthttp
+// writes its end, so that a client that has read it all finds it settled)
+// or is closed.
 type upstreamBody struct {
 	head  []byte
 	rest  io.Reader
@@ -473,11 +486,13 @@ type upstreamBody struct {
 	resp  *fasthttp.Response
 	watch *clientWatch
 	cut   atomic.Bool
+	count *passingCount
 }
 
 func (b *upstreamBody) Read(p []byte) (int, error) {
 	if len(b.head) > 0 {
 		n := copy(p, b.head)
+		b.count.see(b.head[:n])
 		b.head = b.head[n:]
 		return n, nil
 	}
@@ -486,10 +501,15 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	if err != nil && err != io.EOF && b.end.ended() {
 		err = io.EOF // the answer had ended: its upstream's silence after it is no break
 	}
+	b.count.see(p[:n])
+	if err == io.EOF {
+		b.count.settle(true)
+	}
 	return n, err
 }
 
 func (b *upstreamBody) Close() error {
+	b.count.settle(false) // a body cut short (a no-op after its end)
 	if b.watch != nil {
 		b.watch.remove(&b.cut)
 		b.watch = nil

@@ -1,0 +1,414 @@
+package proxy
+
+import (
+	"bytes"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/spec"
+)
+
+// An uncompressed non-streamed answer relayed unread (no room in
+// max_inflight_response_bytes, or over max_response_bytes) is counted as
+// it passes to its client, in the pieces fasthttp reads, never held whole:
+// its bytes, JSON string escapes decoded (jsonUnescaper), are counted as
+// text (pendingText, as a stream's text is), and it is charged at least
+// that, beside its reservation. Its raw bytes hold all of its output text
+// and its framing besides, so the count is an upper bound of the text the
+// upstream generated, never below it. Settled at the reservation alone, a
+// caller who filled the answer budget on purpose (large answers read
+// slowly) had its other answers, of any length, charged the 256-token
+// default (TestUnread32AnswerWithoutRoomChargesItsText).
+
+// passingCount counts the text of x's answer of status as it is relayed
+// unread (upstreamBody), and settles x once, when the answer has ended or
+// its body is closed. Not safe for concurrent use: fasthttp reads and
+// closes the body on one goroutine.
+type passingCount struct {
+	p      *Proxy
+	x      *exchange
+	status int
+	esc    jsonUnescaper
+	text   pendingText
+	// usage reads the answer's top-level usage as it passes; once one is
+	// found (found, u), its text is no longer counted.
+	usage topUsage
+	found bool
+	u     spec.Usage
+	// bytes is the answer's bytes relayed.
+	bytes int64
+	// broken: counting panicked (contained); the answer is settled at its
+	// reservation.
+	broken bool
+	done   bool
+}
+
+// newPassingCount returns the counter of x's answer of status, a weighed
+// answer whose text is its output (not an image's). The caller settles x
+// through it alone.
+func newPassingCount(p *Proxy, x *exchange, status int) *passingCount {
+	wg, model := x.live.weigher, x.est.Model
+	c := &passingCount{p: p, x: x, status: status}
+	c.text = pendingText{count: func(text string) int64 { return wg.CountText(model, text) }, countAt: tapCountEvery}
+	return c
+}
+
+// countsPassing reports whether x's unread answer of status, in the content
+// coding encoding, is counted as it passes (passingCount): an uncompressed
+// answer of a weighed kind whose output is text, under a status whose
+// reservation stands (a refunded error status stays refunded). A
+// compressed one keeps its reservation, unread.
+func countsPassing(x *exchange, status int, encoding []byte) bool {
+	return x.kind.Weighed() && !x.kind.OutputUncountable() && uncoded(encoding) &&
+		meter.SourceOf(status) == spec.SourceReserved && x.live != nil
+}
+
+// passingPiece is the most bytes of an answer relayed unread decoded and
+// added to its text at once.
+const passingPiece = 4 << 10
+
+// see counts b, the answer's next bytes as relayed.
+func (c *passingCount) see(b []byte) {
+	if c == nil || c.broken || c.done || len(b) == 0 {
+		return
+	}
+	ok := false
+	c.bytes += int64(len(b))
+	c.p.contain(meter.StageSettle, c.x, func() {
+		c.usage.scan(b, c.foundUsage)
+		if c.found {
+			ok = true
+			return
+		}
+		// In pieces, so that the buffers an answer keeps while its
+		// upstream stalls stay small: the decoded piece (passingPiece and
+		// an escape's bytes) and the text held uncounted (tapCountEvery and
+		// a piece).
+		for len(b) > 0 {
+			n := min(len(b), passingPiece)
+			d := c.esc.decode(b[:n])
+			// add copies the text and keeps no reference to it.
+			c.text.add(unsafe.String(unsafe.SliceData(d), len(d)))
+			b = b[n:]
+		}
+		ok = true
+	})
+	c.broken = !ok
+}
+
+// foundUsage takes val, a top-level usage value of the answer, when its
+// kind reads it as a usage (Weigher.ParseUsage of a document holding it
+// alone); of two, the larger.
+func (c *passingCount) foundUsage(val []byte) {
+	doc := make([]byte, 0, len(val)+len(`{"usage":}`))
+	doc = append(append(append(doc, `{"usage":`...), val...), '}')
+	u, ok := c.x.live.weigher.ParseUsage(c.x.kind, doc, c.x.est)
+	if ok && (!c.found || u.InputTokens+u.OutputTokens > c.u.InputTokens+c.u.OutputTokens) {
+		c.found, c.u = true, u
+	}
+}
+
+// settle settles x, once; ended: the answer ended (its upstream's end
+// read), rather than its body closed before (its charge is the same
+// either way: what passed, at least the reservation). With a top-level
+// usage found, each of its input and output at least the reservation's
+// (its text unread, a usage reporting less cannot be checked as a held
+// answer's is), settled partial; without one, at least the output
+// counted, when that is more than the reservation (settled partial: the
+// estimate's input, the output counted), else the reservation. It ends
+// x's observation after.
+func (c *passingCount) settle(ended bool) {
+	if c == nil || c.done {
+		return
+	}
+	c.done = true
+	x := c.x
+	s := meter.Settlement{Source: spec.SourceReserved}
+	c.p.contain(meter.StageSettle, x, func() {
+		if c.broken {
+			return
+		}
+		if c.found {
+			// Never below the reservation: the answer's text was not read,
+			// so a usage reporting less is not checked against it as a
+			// held answer's is (Weigher.ParseUsage).
+			u := c.u
+			if u.InputTokens <= x.est.InputTokens && u.OutputTokens <= x.est.OutputTokens {
+				return // the reservation
+			}
+			u.InputTokens = max(u.InputTokens, x.est.InputTokens)
+			u.OutputTokens = max(u.OutputTokens, x.est.OutputTokens)
+			u.WebSearches = max(u.WebSearches, x.est.WebSearches)
+			s = meter.Settlement{Source: spec.SourcePartial, Usage: u}
+			return
+		}
+		d := c.esc.end()
+		c.text.add(unsafe.String(unsafe.SliceData(d), len(d)))
+		if n := c.text.tokens(); n > x.est.OutputTokens {
+			s = meter.Settlement{Source: spec.SourcePartial, Usage: spec.Usage{
+				InputTokens: x.est.InputTokens, OutputTokens: n, WebSearches: x.est.WebSearches}}
+		}
+	})
+	c.p.contain(meter.StageSettle, x, func() { x.settle(s) })
+	if x.obs != nil {
+		c.p.settled(x, x.status)
+	}
+}
+
+// jsonUnescaper decodes the escapes of JSON strings (RFC 8259 §7: \" \\ \/
+// \b \f \n \r \t and \uXXXX, a UTF-16 surrogate pair as one character) in
+// bytes that arrive in pieces, an escape possibly split between two; every
+// other byte passes as it is. A malformed escape (an unknown letter, too
+// few hex digits, a lone surrogate) passes as its raw bytes, which are at
+// least as many as any character it could stand for. Escapes pair up left
+// to right as a JSON parser pairs them, inside strings or not (valid JSON
+// has no backslash outside a string). The zero value is ready; not safe
+// for concurrent use.
+type jsonUnescaper struct {
+	pend [12]byte // an escape begun and not yet decided: at most a surrogate pair
+	n    int
+	out  []byte
+}
+
+// decode returns b with its escapes decoded, an escape left unfinished at
+// its end held for the next call. The result is valid until the next call.
+func (u *jsonUnescaper) decode(b []byte) []byte {
+	u.out = u.out[:0]
+	for len(b) > 0 {
+		if u.n > 0 {
+			u.push(b[0])
+			b = b[1:]
+			continue
+		}
+		i := bytes.IndexByte(b, '\\')
+		if i < 0 {
+			u.out = append(u.out, b...)
+			break
+		}
+		u.out = append(u.out, b[:i]...)
+		u.push('\\')
+		b = b[i+1:]
+	}
+	return u.out
+}
+
+// end returns the raw bytes of an escape left unfinished (the answer ended
+// inside it). The result is valid until the next call.
+func (u *jsonUnescaper) end() []byte {
+	u.out = append(u.out[:0], u.pend[:u.n]...)
+	u.n = 0
+	return u.out
+}
+
+// push adds c to the escape pending (or starts one) and decides it when it
+// can.
+func (u *jsonUnescaper) push(c byte) {
+	if u.n == 0 {
+		if c == '\\' {
+			u.pend[0], u.n = c, 1
+		} else {
+			u.out = append(u.out, c)
+		}
+		return
+	}
+	u.pend[u.n] = c
+	u.n++
+	p := u.pend[:u.n]
+	if len(p) == 2 {
+		if d, ok := shortEscape(p[1]); ok {
+			u.out = append(u.out, d)
+			u.n = 0
+		} else if p[1] != 'u' {
+			u.reject(1) // not an escape: the backslash as it is
+		}
+		return
+	}
+	if len(p) <= 6 { // \uXXXX
+		if !isHex(c) {
+			u.reject(len(p) - 1)
+			return
+		}
+		if len(p) < 6 {
+			return
+		}
+		r := hex4(p[2:6])
+		switch {
+		case !utf16.IsSurrogate(r):
+			u.out = utf8.AppendRune(u.out, r)
+			u.n = 0
+		case r >= 0xdc00: // a low surrogate alone
+			u.reject(6)
+		}
+		return // a high surrogate waits for its low half
+	}
+	// The low half of a pair: \uYYYY after \uXXXX.
+	switch {
+	case len(p) == 7 && c != '\\', len(p) == 8 && c != 'u', len(p) > 8 && !isHex(c):
+		u.reject(6) // the high surrogate alone, as it came
+		return
+	case len(p) < 12:
+		return
+	}
+	r := utf16.DecodeRune(hex4(p[2:6]), hex4(p[8:12]))
+	if r == utf8.RuneError {
+		u.reject(6)
+		return
+	}
+	u.out = utf8.AppendRune(u.out, r)
+	u.n = 0
+}
+
+// reject passes the pending escape's first k bytes raw and reads the rest
+// again (they may begin another escape).
+func (u *jsonUnescaper) reject(k int) {
+	var rest [12]byte
+	m := copy(rest[:], u.pend[k:u.n])
+	u.out = append(u.out, u.pend[:k]...)
+	u.n = 0
+	for _, c := range rest[:m] {
+		u.push(c)
+	}
+}
+
+// shortEscape is the byte a two-byte escape \c stands for.
+func shortEscape(c byte) (byte, bool) {
+	switch c {
+	case '"', '\\', '/':
+		return c, true
+	case 'b':
+		return '\b', true
+	case 'f':
+		return '\f', true
+	case 'n':
+		return '\n', true
+	case 'r':
+		return '\r', true
+	case 't':
+		return '\t', true
+	}
+	return 0, false
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
+// hex4 is the value of four hex digits.
+func hex4(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		r <<= 4
+		switch {
+		case c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a':
+			r |= rune(c-'a') + 10
+		default:
+			r |= rune(c-'A') + 10
+		}
+	}
+	return r
+}
+
+// usageMaxBytes is the most bytes of a top-level "usage" value topUsage
+// keeps: a usage with every detail OpenAI and Anthropic report is a few
+// hundred. A longer one is not read (the answer is then charged its text).
+const usageMaxBytes = 4 << 10
+
+// topUsage finds the value of the key "usage" of the top-level object(s)
+// of a JSON answer that passes in pieces, with bounded state: the depth,
+// whether it is inside a string, the key being read (its first five
+// bytes), and the usage's value, up to usageMaxBytes. A key written with
+// an escape is not taken for "usage" (the answer is then charged its text,
+// never less). Each value found is handed to found. The zero value is
+// ready; not safe for concurrent use.
+type topUsage struct {
+	depth      int
+	inStr, esc bool
+	wantKey    bool // the next string at depth 1 is a key
+	readingKey bool
+	key        [5]byte
+	keyLen     int // bytes of the key read; over 5, or after an escape: not "usage"
+	isUsage    bool
+	capturing  bool
+	val        []byte
+}
+
+// scan reads b, calling found with each complete top-level usage value.
+func (s *topUsage) scan(b []byte, found func(val []byte)) {
+	for _, c := range b {
+		if s.inStr {
+			s.keep(c)
+			switch {
+			case s.esc:
+				s.esc = false
+				if s.readingKey {
+					s.keyLen = len(s.key) + 1
+				}
+			case c == '\\':
+				s.esc = true
+			case c == '"':
+				s.inStr = false
+				if s.readingKey {
+					s.readingKey = false
+					s.isUsage = s.keyLen == len(s.key) && string(s.key[:]) == "usage"
+				}
+			case s.readingKey:
+				if s.keyLen < len(s.key) {
+					s.key[s.keyLen] = c
+				}
+				s.keyLen++
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			s.inStr = true
+			if s.depth == 1 && s.wantKey {
+				s.readingKey, s.keyLen, s.wantKey = true, 0, false
+			}
+		case ':':
+			if s.depth == 1 && s.isUsage {
+				s.isUsage, s.capturing, s.val = false, true, s.val[:0]
+				continue
+			}
+		case '{', '[':
+			s.depth++
+			if s.depth == 1 {
+				s.wantKey = c == '{'
+			}
+		case '}', ']':
+			if s.depth == 1 {
+				s.end(found)
+			}
+			s.depth = max(s.depth-1, 0)
+		case ',':
+			if s.depth == 1 {
+				s.end(found)
+				s.wantKey = true
+			}
+		}
+		s.keep(c)
+	}
+}
+
+// keep adds c to the usage value being read, if any, dropping a value
+// that grows past usageMaxBytes.
+func (s *topUsage) keep(c byte) {
+	if !s.capturing {
+		return
+	}
+	if len(s.val) >= usageMaxBytes {
+		s.capturing, s.val = false, nil
+		return
+	}
+	s.val = append(s.val, c)
+}
+
+// end ends the usage value being read at depth 1, handing it to found.
+func (s *topUsage) end(found func(val []byte)) {
+	if s.capturing {
+		s.capturing = false
+		found(s.val)
+	}
+}
