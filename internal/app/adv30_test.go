@@ -141,18 +141,7 @@ func TestCutAnswerChargedAtTheServedTier(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d (%.200s)", resp.StatusCode, b)
 	}
-	out := outputSettled(t, h)
-	in := h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "input"})
-	u := spec.Usage{InputTokens: int64(in), OutputTokens: int64(out)}
-	pol := h.app.policy()
-	want, std := pol.Quote("gpt-5", "priority").Price.MicroUSD(u), pol.Quote("gpt-5", "default").Price.MicroUSD(u)
-	if out < 3000 || want <= std {
-		t.Fatalf("%v output tokens; priority %d µUSD, standard %d: want 3,000+ tokens and a dearer priority", out, want, std)
-	}
-	spent := h.scrape()["llmguard_spend_usd_total"].sum(nil)
-	if got := int64(spent*1e6 + 0.5); got != want {
-		t.Errorf("charged %d µUSD for %v input and %v output tokens, want priority's %d (standard: %d)", got, in, out, want, std)
-	}
+	chargedAtPriority(t, h, 3000)
 }
 
 // A whole answer without a usage, its text counted instead, is charged
@@ -167,18 +156,7 @@ func TestAnswerWithoutUsageChargedAtTheServedTier(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d (%.200s)", resp.StatusCode, b)
 	}
-	out := outputSettled(t, h)
-	in := h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "input"})
-	u := spec.Usage{InputTokens: int64(in), OutputTokens: int64(out)}
-	pol := h.app.policy()
-	want, std := pol.Quote("gpt-5", "priority").Price.MicroUSD(u), pol.Quote("gpt-5", "default").Price.MicroUSD(u)
-	if out < 3000 || want <= std {
-		t.Fatalf("%v output tokens; priority %d µUSD, standard %d: want 3,000+ tokens and a dearer priority", out, want, std)
-	}
-	spent := h.scrape()["llmguard_spend_usd_total"].sum(nil)
-	if got := int64(spent*1e6 + 0.5); got != want {
-		t.Errorf("charged %d µUSD for %v input and %v output tokens, want priority's %d (standard: %d)", got, in, out, want, std)
-	}
+	chargedAtPriority(t, h, 3000)
 }
 
 // A stream that relayed output llmguard could not read before an in-band
@@ -194,13 +172,22 @@ func TestUnreadStreamErrorChargedAtTheServedTier(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d (%.200s)", resp.StatusCode, b)
 	}
+	chargedAtPriority(t, h, 1000)
+}
+
+// chargedAtPriority checks that h's one gpt-5 request, settled with at
+// least minOut output tokens, was charged priority's price of the tokens
+// it settled (llmguard_spend_usd_total against the price table), where
+// priority costs more than the standard tier.
+func chargedAtPriority(t *testing.T, h *harness, minOut float64) {
+	t.Helper()
 	out := outputSettled(t, h)
 	in := h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "input"})
 	u := spec.Usage{InputTokens: int64(in), OutputTokens: int64(out)}
 	pol := h.app.policy()
 	want, std := pol.Quote("gpt-5", "priority").Price.MicroUSD(u), pol.Quote("gpt-5", "default").Price.MicroUSD(u)
-	if out < 1000 || want <= std {
-		t.Fatalf("%v output tokens; priority %d µUSD, standard %d: want the 1,000 reserved and a dearer priority", out, want, std)
+	if out < minOut || want <= std {
+		t.Fatalf("%v output tokens; priority %d µUSD, standard %d: want at least %v and a dearer priority", out, want, std, minOut)
 	}
 	spent := h.scrape()["llmguard_spend_usd_total"].sum(nil)
 	if got := int64(spent*1e6 + 0.5); got != want {
