@@ -1,6 +1,7 @@
 package weigher
 
 import (
+	"bytes"
 	"math"
 	"strings"
 
@@ -444,7 +445,7 @@ func (w *Weigher) CutAnswerUsage(k Kind, body []byte, model string) Usage {
 		// is a member cut in its value.
 		if v := gjson.GetBytes(body, "service_tier"); v.Exists() {
 			cut.ServiceTier = servedTier(v.Raw)
-		} else if strings.Contains(string(body[max(0, len(body)-64):]), `"service_tier"`) {
+		} else if bytes.Contains(body[max(0, len(body)-64):], []byte(`"service_tier"`)) {
 			cut.ServiceTier = spec.TierUnread
 		}
 	}
