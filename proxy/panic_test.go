@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -109,6 +110,9 @@ type rigOptions struct {
 	readBuffer int
 	// endGrace is the proxy's StreamEndGrace; zero: the default.
 	endGrace time.Duration
+	// tls is the upstream's TLS configuration (an https url); nil: the
+	// system's.
+	tls *tls.Config
 }
 
 func newRig(t *testing.T, o rigOptions) *panicRig {
@@ -144,7 +148,7 @@ limits:
 	}
 	r := &panicRig{t: t, mock: mock, store: store, pol: pol, w: w, reg: reg, ledger: &countingLedger{}, log: &strings.Builder{}, point: point, m: m}
 	px, err := New(Options{
-		Upstreams: []*Upstream{{Name: "mock", Flavor: o.flavor, BaseURL: o.url, APIKey: o.apiKey, Timeout: o.timeout}},
+		Upstreams: []*Upstream{{Name: "mock", Flavor: o.flavor, BaseURL: o.url, APIKey: o.apiKey, Timeout: o.timeout, tlsConfig: o.tls}},
 		Policy:    pol, Store: store, Weigher: w, Metrics: m, Ledger: r.ledger, MaxBodyBytes: o.maxBody, MaxResponseBytes: o.maxResponse, AccessLog: o.access,
 		ResponseBudget: o.answerBudget, StreamEndGrace: o.endGrace,
 		Logger: slog.New(slog.NewTextHandler(&syncWriter{b: r.log}, nil)),

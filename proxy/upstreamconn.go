@@ -90,6 +90,9 @@ func (c *upstreamConn) Write(p []byte) (int, error) {
 			if unusable, _ := c.idle.unusable(); unusable {
 				return 0, errIdleClosed
 			}
+			if tc, ok := c.Conn.(*tls.Conn); ok && tlsUnread(tc) {
+				return 0, errIdleClosed
+			}
 		}
 	}
 	n, err := c.Conn.Write(p)
@@ -156,6 +159,33 @@ func joinedCodings(head []byte) (joined string, ok bool) {
 		return strings.Join(vals, ", "), true
 	}
 }
+
+// tlsUnread reports whether the TLS session tc, between two exchanges,
+// holds what nobody asked for: a record read from the socket along with the
+// last answer's end (a tail past its Content-Length or its last chunk, a
+// close_notify), or anything its read fails on but a timeout. The socket
+// look (idlePeek) cannot see such a record: it was read from the socket
+// already, and the next request written would read it as its answer
+// (another call's bytes and usage). It reads with a deadline already past,
+// which the TLS session serves from what it holds, else fails with a
+// timeout that leaves the session usable (crypto/tls keeps no error for a
+// temporary one), then clears the deadline (fasthttp sets its own after
+// writing). A byte read means the connection is done with.
+func tlsUnread(tc *tls.Conn) bool {
+	if tc.SetReadDeadline(longAgo) != nil {
+		return true
+	}
+	var b [1]byte
+	n, err := tc.Read(b[:])
+	if tc.SetReadDeadline(time.Time{}) != nil {
+		return true
+	}
+	var ne net.Error
+	return n > 0 || !errors.As(err, &ne) || !ne.Timeout()
+}
+
+// longAgo is a deadline already past (net/http's aLongTimeAgo).
+var longAgo = time.Unix(1, 0)
 
 // switching reports whether head, an answer's first bytes, is the status
 // line of a 101 Switching Protocols ("HTTP/1.x 101").
