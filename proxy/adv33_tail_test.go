@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // A keep-alive tail: an upstream that sends bytes past an answer's end (a
@@ -25,10 +26,10 @@ import (
 // and its usage, charged instead of the answer the upstream gave it.
 
 // tlsByteUpstream is byteUpstream over TLS: serve writes to the TLS session
-// through w; hold(true) keeps what the session writes until hold(false)
+// tc; hold(true) keeps what the session writes until hold(false)
 // sends it to the socket at once, so that two records arrive together. It
 // returns the base URL and the TLS configuration that trusts it.
-func tlsByteUpstream(t *testing.T, serve func(w io.Writer, hold func(bool), n int) bool) (string, *tls.Config) {
+func tlsByteUpstream(t *testing.T, serve func(tc *tls.Conn, hold func(bool), n int) bool) (string, *tls.Config) {
 	t.Helper()
 	// httptest's certificate (for 127.0.0.1 and example.com), served by
 	// a listener of our own.
@@ -95,6 +96,9 @@ func (h *heldConn) hold(on bool) {
 	defer h.mu.Unlock()
 	h.holding = on
 	if !on && len(h.held) > 0 {
+		// crypto/tls's CloseWrite leaves the socket's write deadline at
+		// the instant it sent its alert.
+		h.Conn.SetWriteDeadline(time.Time{})
 		h.Conn.Write(h.held)
 		h.held = nil
 	}
@@ -123,7 +127,7 @@ func TestTailPastAnAnswerIsNotTheNextAnswer(t *testing.T) {
 				var url string
 				var cfg *tls.Config
 				if overTLS {
-					url, cfg = tlsByteUpstream(t, func(c io.Writer, hold func(bool), n int) bool {
+					url, cfg = tlsByteUpstream(t, func(c *tls.Conn, hold func(bool), n int) bool {
 						if n == 0 {
 							hold(true) // the answer and its tail reach the socket together
 							c.Write(tc.first)
@@ -163,6 +167,39 @@ func TestTailPastAnAnswerIsNotTheNextAnswer(t *testing.T) {
 
 // itoaHex is n in hexadecimal, a chunk's size line.
 func itoaHex(n int) string { return strconv.FormatInt(int64(n), 16) }
+
+// A TLS upstream that says goodbye (close_notify) right after an answer,
+// its socket still open, has its alert read by the session along with the
+// answer's end: the next request must go on a fresh connection, not be
+// written on the one the upstream is done with (whose read ended at once:
+// a 502 that kept the reservation of a call the upstream never answered).
+func TestTLSGoodbyeAfterAnAnswerIsNotWrittenOn(t *testing.T) {
+	w := testWeigher(t)
+	own := []byte(`{"usage":{"prompt_tokens":1,"completion_tokens":40},"own":"the second call's answer"}`)
+	url, cfg := tlsByteUpstream(t, func(c *tls.Conn, hold func(bool), n int) bool {
+		if n == 0 {
+			hold(true) // the answer and the alert reach the socket together
+			c.Write(response(jsonAnswer(300)))
+			c.CloseWrite() // close_notify; the TCP connection stays open
+			hold(false)
+			return true // and reads on: a request written here gets no answer
+		}
+		c.Write(response(own))
+		return true
+	})
+	r := newRig(t, rigOptions{url: url, w: w, tls: cfg})
+	if status, _, err := r.post(budgetBody); err != nil || status != 200 {
+		t.Fatalf("first call: status %d (%v)", status, err)
+	}
+	before := r.remaining()
+	status, body, err := r.post(budgetBody)
+	if err != nil || status != 200 || body != string(own) {
+		t.Errorf("second call: status %d, body %.120q (%v), want its answer from a fresh connection", status, body, err)
+	}
+	if charged := before - r.remaining(); charged != 41 {
+		t.Errorf("second call charged %d tokens, want its answer's 41", charged)
+	}
+}
 
 // BenchmarkTLSUnread is the look into a reused TLS upstream session made
 // before each request written on it (tlsUnread), with nothing held; run
