@@ -168,6 +168,52 @@ func TestTailPastAnAnswerIsNotTheNextAnswer(t *testing.T) {
 // itoaHex is n in hexadecimal, a chunk's size line.
 func itoaHex(n int) string { return strconv.FormatInt(int64(n), 16) }
 
+// A caller's HEAD on a path passed through, answered by a lenient upstream
+// with a body (RFC 9110 §9.3.2: a HEAD answer has none, so fasthttp reads
+// none): over TLS that body waited in the session, and the next call on the
+// connection — another caller's — read it first and failed (a 502 that kept
+// its 58-token reservation though the upstream answered it). The next call
+// must get its own answer and be charged it.
+func TestHeadAnsweredWithABodyIsNotTheNextAnswer(t *testing.T) {
+	w := testWeigher(t)
+	planted := response([]byte(`{"usage":{"prompt_tokens":1,"completion_tokens":1},"planted":"by a HEAD's body"}`))
+	own := []byte(`{"usage":{"prompt_tokens":1,"completion_tokens":40},"own":"the second call's answer"}`)
+	url, cfg := tlsByteUpstream(t, func(c *tls.Conn, hold func(bool), n int) bool {
+		if n == 0 {
+			head := response(planted)
+			hold(true) // the head and the body, two records, reach the socket together
+			c.Write(head[:len(head)-len(planted)])
+			c.Write(planted)
+			hold(false)
+			return true
+		}
+		c.Write(response(own))
+		return true
+	})
+	r := newRig(t, rigOptions{url: url, w: w, tls: cfg})
+	req, err := http.NewRequest(http.MethodHead, r.url+"/v1/models", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer sk-panic")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("HEAD: status %d", resp.StatusCode)
+	}
+	before := r.remaining()
+	status, body, err := r.post(budgetBody)
+	if err != nil || status != 200 || body != string(own) {
+		t.Errorf("call after the HEAD: status %d, body %.120q (%v), want its own answer", status, body, err)
+	}
+	if charged := before - r.remaining(); charged != 41 {
+		t.Errorf("call after the HEAD charged %d tokens, want its own answer's 41", charged)
+	}
+}
+
 // A TLS upstream that says goodbye (close_notify) right after an answer,
 // its socket still open, has its alert read by the session along with the
 // answer's end: the next request must go on a fresh connection, not be
