@@ -170,7 +170,9 @@ func joinedCodings(head []byte) (joined string, ok bool) {
 // which the TLS session serves from what it holds, else fails with a
 // timeout that leaves the session usable (crypto/tls keeps no error for a
 // temporary one), then clears the deadline (fasthttp sets its own after
-// writing). A byte read means the connection is done with.
+// writing). A byte read means the connection is done with. A record only
+// part of which has arrived is not seen (its read waits for the rest): an
+// upstream would have to split a record on purpose to be read so.
 func tlsUnread(tc *tls.Conn) bool {
 	if tc.SetReadDeadline(longAgo) != nil {
 		return true
