@@ -174,7 +174,9 @@ func TestCallgrindScripts(t *testing.T) {
 		measure("reconcile.lua, alone, batch layout", 1, reconciles)
 		r.rcGeneric = false
 	}
+	measure("takebatch.lua, batches of 4", 4, takes)
 	measure("takebatch.lua, batches of 8", 8, takes)
+	measure("takebatch.lua, batches of 12", 12, takes)
 	measure("takebatch.lua, batches of 32", 32, takes)
 	measure("reconcile.lua, batches of 32", 32, reconciles)
 	if os.Getenv("LLMGUARD_CALLGRIND") == "all" { // the parts of a batched take
