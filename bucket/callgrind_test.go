@@ -19,7 +19,8 @@ import (
 // LLMGUARD_CALLGRIND=1 it starts a redis-server under valgrind's callgrind,
 // feeds it the scripts directly (no proxy, no network client but this one)
 // and logs the instructions Redis executed per take, in a lone take.lua and
-// in takebatch.lua batches of 8 and 32, and per reconciliation in
+// in takebatch.lua batches of 4, 8, 12 and 32 (c32 sends some 6–10 takes a
+// call: what a call costs whatever its size shows there), and per reconciliation in
 // reconcile.lua batches of 32: three token buckets (a user's, a tenant's, a
 // global one, as llmguard-bench's rules) that every request shares, a take
 // marker per take, two deltas per reconciliation. Without the variable it
@@ -174,7 +175,9 @@ func TestCallgrindScripts(t *testing.T) {
 		measure("reconcile.lua, alone, batch layout", 1, reconciles)
 		r.rcGeneric = false
 	}
+	measure("takebatch.lua, batches of 4", 4, takes)
 	measure("takebatch.lua, batches of 8", 8, takes)
+	measure("takebatch.lua, batches of 12", 12, takes)
 	measure("takebatch.lua, batches of 32", 32, takes)
 	measure("reconcile.lua, batches of 32", 32, reconciles)
 	if os.Getenv("LLMGUARD_CALLGRIND") == "all" { // the parts of a batched take

@@ -82,10 +82,17 @@
 -- {encodeIt, a, b, c} for a value written in the batch and not encoded
 -- yet); pending holds each written key's last write (a TTL in ms, true to
 -- keep the TTL, false to delete, 'persist' for a value with no TTL),
--- flushed after every take. A key has one cell per batch, refilled by each
--- write (cells, by key); made holds the cells, so that parse tells them
--- from stored strings without a call to type.
+-- flushed after every take. A key has one cell, refilled by each write
+-- (cells, by key); made holds the cells, so that parse tells them from
+-- stored strings without a call to type. In a library these tables are
+-- kept from call to call, as out is (a new table, and each key's first
+-- insert growing it, cost Redis 7.0 some 1k instructions): each call
+-- empties state, pending and written of what the last one left (a call
+-- that failed included) before it reads a key, and keeps cells and made
+-- (a cell is read only after a write of the same call refilled it), at
+-- most cellMax of them, then emptied.
 local state, pending, written, cells, made = {}, {}, {}, {}, {}
+local cellCount, cellMax = 0, 1024
 
 -- encoderKind is the kind parse returns for the values of each encoder: a value
 -- written in the batch is read back as parse(encodeIt(a, b)) would read it
@@ -138,7 +145,24 @@ end
 -- voided set (a table, when the batch read them) or voidedSetOf its key
 -- (when it holds more ids than the batch has takes), neither when it does
 -- not exist; markerOf the prefix of its ids' marker key names.
+-- Kept from call to call in a library as state is: each call empties
+-- takenIds, takenSets and takenTTL of the last one's sets, and sets
+-- takenOf, voidedOf and voidedSetOf for each of its shapes (the shapes'
+-- tables kept too, see the entry); markerOf, filled only by takes that run
+-- takeOne, is emptied by the next call (dirty).
 local takenIds, takenSets, takenTTL, takenOf, voidedOf, voidedSetOf, markerOf = {}, {}, {}, {}, {}, {}, {}
+
+-- dirty is true when a call may have left keys in state that are not its
+-- KEYS (a take run by takeOne, which names marker keys from ids) or ids in
+-- markerOf: the next call empties both whole. lastKeys is the last call's
+-- KEYS, the keys it left in state otherwise.
+local dirty, lastKeys = false, nil
+
+-- The entry's tables of a call, kept from call to call in a library: each
+-- call sets what it reads of them. voidedIds and voidedKey, by epoch (see
+-- the entry); limits, by index; shapes, by index, each shape's table
+-- refilled; fast and unrolled, by shape.
+local voidedIds, voidedKey, limits, shapes, fast, unrolled = {}, {}, {}, {}, {}, {}
 
 -- markIn records a committed take's id in a taken set, for the flush.
 local function markIn(set, id, ttl)
@@ -176,7 +200,7 @@ local function write(key, how, encodeIt, a, b, c)
     cell[1], cell[2], cell[3], cell[4] = encodeIt, a, b, c
   else
     cell = {encodeIt, a, b, c}
-    cells[key], made[cell] = cell, true
+    cells[key], made[cell], cellCount = cell, true, cellCount + 1
   end
   remember(key, how, cell)
 end
@@ -364,7 +388,7 @@ local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl)
         v[1], v[2], v[3], v[4] = encode, level@i, updated@i, nil
       else
         v = {encode, level@i, updated@i}
-        cells[key@i], made[v] = v, true
+        cells[key@i], made[v], cellCount = v, true, cellCount + 1
       end
     end
     if pending[key@i] == nil then
@@ -415,8 +439,35 @@ floor = math.floor
 -- Every take of the batch commits, at one instant; state starts empty (a
 -- library keeps the tables above from one call to the next).
 now, commit = clock(ARGV[1]), true
-state, pending, written, cells, made = {}, {}, {}, {}, {}
-takenIds, takenSets, takenTTL, takenOf, voidedOf, voidedSetOf, markerOf, markSet = {}, {}, {}, {}, {}, {}, {}, nil
+-- Empty what the last call left in the tables kept from call to call (see
+-- state and takenIds), even a call that failed midway.
+for i = #written, 1, -1 do
+  local key = written[i]
+  state[key], pending[key], written[i] = nil, nil, nil
+end
+if lastKeys then
+  for i = 1, #lastKeys do
+    state[lastKeys[i]] = nil
+  end
+end
+if dirty then
+  for key in pairs(state) do
+    state[key] = nil
+  end
+  for set in pairs(markerOf) do
+    markerOf[set] = nil
+  end
+  dirty = false
+end
+lastKeys = KEYS
+for i = #takenSets, 1, -1 do
+  local set = takenSets[i]
+  takenIds[set], takenTTL[set], takenSets[i] = nil, nil, nil
+end
+markSet = nil
+if cellCount > cellMax then
+  cells, made, cellCount = {}, {}, 0
+end
 
 -- The batch: read every key once, run each request's take in order on
 -- state, then write each key its takes changed once. Each take gets the
@@ -431,10 +482,10 @@ local values = redis.call('MGET', unpack(KEYS, 1, nk))
 -- members as a table of ids (voidedIds, by one SMEMBERS) when it holds no
 -- more members than the batch has takes; else its key (voidedKey: each of
 -- its takes asks SISMEMBER).
-local voidedIds, voidedKey = {}, {}
 for e = 1, ne do
   local set = KEYS[nk + 2 * e]
   local count = redis.call('SCARD', set)
+  voidedIds[e], voidedKey[e] = nil, nil
   if count > 0 and count <= ARGV[3] + 0 then
     local ids = {}
     for _, id in ipairs(redis.call('SMEMBERS', set)) do
@@ -453,21 +504,28 @@ end
 for i = 1, nd do
   state[KEYS[i]] = values[i]
 end
-local limits = {}
 for l = 1, nl do
-  limits[l] = limitOf(ARGV[7 + l]) -- shared: never changed here
+  local text = ARGV[7 + l]
+  limits[l] = limitsByText[text] or limitOf(text) -- shared: never changed here; limitOf's cache read inline (a call costs 1k-1.8k)
 end
 -- A shape: its TTL, n, then each bucket's key and limit (numbers); fast
 -- when every bucket is a token bucket (kindOf 't': takeTokens runs it).
-local shapes, fast, unrolled = {}, {}, {}
 local a = 8 + nl
 for s = 1, ns do
   local ttl, sets, n = ARGV[a], digits[ARGV[a + 1]] or ARGV[a + 1] + 0, ARGV[a + 2] + 0
-  local shape = {ttl, n}
-  fast[shape] = true
+  local shape = shapes[s] -- kept from call to call: each field this call reads is set below
+  if shape then
+    shape[1], shape[2] = ttl, n
+  else
+    shape = {ttl, n}
+    shapes[s] = shape
+  end
+  fast[shape], unrolled[shape] = true, nil
   if sets > 0 then
     takenOf[shape] = KEYS[nk + 2 * sets - 1]
     voidedOf[shape], voidedSetOf[shape] = voidedIds[sets], voidedKey[sets]
+  else
+    takenOf[shape], voidedOf[shape], voidedSetOf[shape] = nil, nil, nil
   end
   for i = 1, n do
     local limit = limits[ARGV[a + 2 + 2 * i] + 0]
@@ -487,13 +545,12 @@ for s = 1, ns do
       end
     end
   end
-  shapes[s] = shape
   a = a + 3 + 2 * n
 end
 -- keys and args hold the last take's: a take of the same shape changes
 -- only its marker and its costs.
 local o = 0 -- out's length so far
-local keys, args = {}, {ARGV[1], '1'}
+local keys, args -- made by the first take that runs takeOne
 local last, m, n, marker = nil, 0, 0, nd
 local r, total, p = 0, ARGV[3] + 0, a -- p: the next ARGV to read
 while r < total do
@@ -633,7 +690,7 @@ while r < total do
                 v[1], v[2], v[3], v[4] = encode, level, updated, nil
               else
                 v = {encode, level, updated}
-                cells[key], made[v] = v, true
+                cells[key], made[v], cellCount = v, true, cellCount + 1
               end
             end
             if pending[key] == nil then
@@ -650,6 +707,9 @@ while r < total do
         o = o + 1 + 2 * width
       until true
     else
+      if not keys then
+        keys, args, dirty = {}, {ARGV[1], '1'}, true
+      end
       if shape ~= last then
         local used = m + n
         n, m = width, 0
@@ -707,14 +767,15 @@ while r < total do
 end
 -- The marker sets first: a set that cannot be written (a key of another
 -- type) fails the batch before any bucket is written.
-for _, set in ipairs(takenSets) do
+for t = 1, #takenSets do -- not ipairs: a C call a set, and one to begin
+  local set = takenSets[t]
   redis.call('SADD', set, unpack(takenIds[set]))
   redis.call('PEXPIRE', set, takenTTL[set])
 end
 for i = 1, #written do
   local key = written[i]
   local how, v = pending[key], state[key]
-  if type(v) == 'table' then
+  if v and made[v] then -- a cell (not type(v) == 'table': a C call a key)
     v = v[1](v[2], v[3], v[4])
   end
   if not how then
@@ -724,7 +785,7 @@ for i = 1, #written do
   elseif how == 'persist' then
     redis.call('SET', key, v)
   else
-    redis.call('SET', key, v, 'PX', pxText(how))
+    redis.call('SET', key, v, 'PX', pxTexts[how + 0.5] or pxText(how)) -- pxText's cache read inline
   end
 end
 local i = o + 1 -- clear the rest of an earlier call's reply
