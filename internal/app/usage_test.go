@@ -702,9 +702,10 @@ func TestUsageNamedTenantWithoutKeys(t *testing.T) {
 // the quota rows stay, with what they used, and the period follows them
 // (trial13: after globex's last key was removed, `llmguard usage` dropped
 // globex-month, spend and all, and reported acme's day instead of the
-// month). A budget that names no tenant keeps globex's row too, in the
-// fleet's report and globex's own, since the ledger has globex's records
-// of the period.
+// month). A budget that names no tenant keeps the row of initech, whose
+// last key was removed too and which no limit names, in the fleet's
+// report and initech's own, since the ledger has initech's records of the
+// period.
 func TestUsageFleetKeepsTenantWithoutKeys(t *testing.T) {
 	const limits = `limits:
   - {name: acme-day, scope: tenant, unit: usd, quota: 5, period: day, tenants: [acme]}
@@ -725,20 +726,22 @@ ledger: {file: %q}
 		}
 	}
 	without := baseConfig(t, mock.URL, fmt.Sprintf(limits, filepath.Join(t.TempDir(), "ledger.jsonl")))
-	write(strings.Replace(without, "keys:\n", "keys:\n  - {key: sk-test-globex, user: gina, tenant: globex}\n", 1))
+	write(strings.Replace(without, "keys:\n", "keys:\n  - {key: sk-test-globex, user: gina, tenant: globex}\n  - {key: sk-test-initech, user: ian, tenant: initech}\n", 1))
 	h := startFile(t, mock, path, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if resp, body := h.post("sk-test-globex", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":20}`); resp.StatusCode != 200 {
-		t.Fatalf("globex's call: %d %s", resp.StatusCode, body)
+	for _, key := range []string{"sk-test-globex", "sk-test-initech"} {
+		if resp, body := h.post(key, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":20}`); resp.StatusCode != 200 {
+			t.Fatalf("%s's call: %d %s", key, resp.StatusCode, body)
+		}
 	}
-	used := func(rep *UsageReport, limit string) int64 {
+	used := func(rep *UsageReport, limit, subject string) int64 {
 		for _, q := range rep.Quotas {
-			if q.Limit == limit && q.Subject == "globex" {
+			if q.Limit == limit && q.Subject == subject {
 				return q.Used
 			}
 		}
 		return -1
 	}
-	globexUsed := func(rep *UsageReport) int64 { return used(rep, "globex-month") }
+	globexUsed := func(rep *UsageReport) int64 { return used(rep, "globex-month", "globex") }
 	before, err := h.app.Usage(context.Background(), "globex", "")
 	if err != nil {
 		t.Fatal(err)
@@ -746,7 +749,7 @@ ledger: {file: %q}
 	if globexUsed(before) <= 0 {
 		t.Fatalf("globex's report: quota rows %+v, want globex-month with its call's spend", before.Quotas)
 	}
-	write(without) // globex's last key removed
+	write(without) // globex's and initech's last keys removed
 	if err := h.app.Reload(path); err != nil {
 		t.Fatal(err)
 	}
@@ -763,13 +766,13 @@ ledger: {file: %q}
 	if !slices.ContainsFunc(rep.Quotas, func(q QuotaState) bool { return q.Limit == "acme-day" && q.Subject == "acme" }) {
 		t.Errorf("fleet report: quota rows %+v, want acme-day's too", rep.Quotas)
 	}
-	own, err := h.app.Usage(context.Background(), "globex", "")
+	own, err := h.app.Usage(context.Background(), "initech", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, rep := range map[string]*UsageReport{"fleet": rep, "globex": own} {
-		if got := used(rep, "team-week"); got != 1 {
-			t.Errorf("%s report: team-week of globex used %d (-1: no row), want 1; quota rows %+v", name, got, rep.Quotas)
+	for name, rep := range map[string]*UsageReport{"fleet": rep, "initech": own} {
+		if got := used(rep, "team-week", "initech"); got != 1 {
+			t.Errorf("%s report: team-week of initech used %d (-1: no row), want 1; quota rows %+v", name, got, rep.Quotas)
 		}
 	}
 }
