@@ -433,6 +433,17 @@ func TestKeysUsageKeepsRevokedTenantsBudget(t *testing.T) {
 			t.Errorf("usage?%s: period %s in %s, want the budget's day in Asia/Tokyo", query, rep.Period.Name, rep.Period.TimeZone)
 		}
 	}
+	// A tenant whose key was revoked before any call is known, not
+	// misspelt: its note says so.
+	d := n.create(`{"tenant":"delta","user":"dee"}`, "")
+	if st, body := n.adminCall(http.MethodDelete, "/admin/keys/"+d.Key.ID, "", ""); st != 200 {
+		t.Fatalf("revoke: %d %s", st, body)
+	}
+	st, body := n.adminCall(http.MethodGet, "/admin/usage?tenant=delta", "", "")
+	var rep UsageReport
+	if err := json.Unmarshal([]byte(body), &rep); err != nil || st != 200 || !strings.Contains(rep.Note, "no active key") {
+		t.Errorf("usage?tenant=delta: %d note %q, want one saying it has no active key", st, rep.Note)
+	}
 }
 
 // A revoked stored key's refusal names the key, its user and tenant, and

@@ -275,6 +275,9 @@ func (a *App) emptyTenantNote(rep *UsageReport, now time.Time) string {
 	pol := a.policy()
 	known := slices.ContainsFunc(a.quotaPrincipals(pol, now), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant })
 	switch {
+	case !known && slices.Contains(a.formerStoreTenants(now), rep.Tenant):
+		// Not a misspelling: the key store knows the tenant (trial13).
+		return fmt.Sprintf("tenant %q has no active key (its stored keys are revoked or expired) and no request in this period", rep.Tenant)
 	case !known:
 		return fmt.Sprintf("no keys or records for tenant %q in this period: check its spelling (`llmguard usage` without --tenant, or /admin/usage without tenant=, lists every tenant with spend)", rep.Tenant)
 	case rep.Source == "none":
