@@ -141,6 +141,22 @@ func (a *App) storePrincipals(pol *policy.Policy, now time.Time) []policy.Princi
 	return out
 }
 
+// formerStoreTenants are the tenants of the stored keys revoked or expired
+// at now (a tenant may have active keys too), for usage reports: a tenant
+// whose keys were all revoked this period still has its budgets' spend.
+func (a *App) formerStoreTenants(now time.Time) []string {
+	if a.keys == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range a.keys.cache.Records() {
+		if r.Status(now) != keystore.StatusActive {
+			out = append(out, r.Tenant)
+		}
+	}
+	return out
+}
+
 // KeyInfo is a stored key as the admin API shows it: its record and its
 // status at the time of the answer (active, expired, revoked).
 type KeyInfo struct {

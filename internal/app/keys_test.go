@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -394,6 +395,54 @@ func TestKeysUsageReportsStoredKeysQuotas(t *testing.T) {
 	// keys, as for keys in the file.
 	if rep.Period.TimeZone != "Asia/Tokyo" {
 		t.Errorf("usage period in %q, want the budget's Asia/Tokyo: %s", rep.Period.TimeZone, body)
+	}
+}
+
+// A tenant whose only stored key is revoked keeps its budget's spend of
+// the period in the usage reports, the fleet's and its own, though no
+// limit names it: the key store knows the tenant (trial13: after carol's
+// key was revoked, `llmguard usage` dropped acme's team-daily row and
+// `--tenant acme` said "no budget applies" and reported the month).
+func TestKeysUsageKeepsRevokedTenantsBudget(t *testing.T) {
+	srv := redistest.Shared(t)
+	store := fmt.Sprintf(`{backend: redis, redis_url: "redis://%s/0", timeout: 200ms}`, srv.Addr())
+	n := startKeyNodes(t, 1, func(_ int, mockURL string) string {
+		return strings.Replace(keyStoreConfig(t, mockURL, store, "1h"), "limits:\n",
+			"limits:\n  - {name: team-day, scope: tenant, unit: requests, quota: 100, period: day, timezone: Asia/Tokyo}\n", 1)
+	}, nil)[0]
+	k := n.create(`{"tenant":"gamma","user":"lee"}`, "")
+	for range 3 {
+		if st, body := n.chat(k.Secret); st != 200 {
+			t.Fatalf("%d %s", st, body)
+		}
+	}
+	if st, body := n.adminCall(http.MethodDelete, "/admin/keys/"+k.Key.ID, "", ""); st != 200 {
+		t.Fatalf("revoke: %d %s", st, body)
+	}
+	n.waitStatus(k.Secret, 401)
+	for _, query := range []string{"", "tenant=gamma"} {
+		st, body := n.adminCall(http.MethodGet, "/admin/usage?"+query, "", "")
+		var rep UsageReport
+		if err := json.Unmarshal([]byte(body), &rep); err != nil || st != 200 {
+			t.Fatalf("usage?%s: %d %s", query, st, body)
+		}
+		if !slices.ContainsFunc(rep.Quotas, func(q QuotaState) bool { return q.Limit == "team-day" && q.Subject == "gamma" && q.Used == 3 }) {
+			t.Errorf("usage?%s: quota rows %+v, want team-day of gamma, 3 used", query, rep.Quotas)
+		}
+		if rep.Period.Name != "day" || rep.Period.TimeZone != "Asia/Tokyo" {
+			t.Errorf("usage?%s: period %s in %s, want the budget's day in Asia/Tokyo", query, rep.Period.Name, rep.Period.TimeZone)
+		}
+	}
+	// A tenant whose key was revoked before any call is known, not
+	// misspelt: its note says so.
+	d := n.create(`{"tenant":"delta","user":"dee"}`, "")
+	if st, body := n.adminCall(http.MethodDelete, "/admin/keys/"+d.Key.ID, "", ""); st != 200 {
+		t.Fatalf("revoke: %d %s", st, body)
+	}
+	st, body := n.adminCall(http.MethodGet, "/admin/usage?tenant=delta", "", "")
+	var rep UsageReport
+	if err := json.Unmarshal([]byte(body), &rep); err != nil || st != 200 || !strings.Contains(rep.Note, "no active key") {
+		t.Errorf("usage?tenant=delta: %d note %q, want one saying it has no active key", st, rep.Note)
 	}
 }
 

@@ -249,7 +249,13 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	for _, rows := range [][]UsageRow{rep.ByTenant, rep.ByUser, rep.ByModel} {
 		sort.Slice(rows, func(i, j int) bool { return rows[i].Spend.MicroUSD > rows[j].Spend.MicroUSD })
 	}
-	rep.Quotas, err = a.quotas(ctx, tenant, now)
+	ledgerTenants := make([]string, 0, len(sum.Tenants))
+	for t := range sum.Tenants {
+		if t != ledger.OtherName {
+			ledgerTenants = append(ledgerTenants, t)
+		}
+	}
+	rep.Quotas, err = a.quotas(ctx, tenant, now, ledgerTenants)
 	if rep.Quotas == nil {
 		rep.Quotas = []QuotaState{}
 	}
@@ -269,6 +275,9 @@ func (a *App) emptyTenantNote(rep *UsageReport, now time.Time) string {
 	pol := a.policy()
 	known := slices.ContainsFunc(a.quotaPrincipals(pol, now), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant })
 	switch {
+	case !known && slices.Contains(a.formerStoreTenants(now), rep.Tenant):
+		// Not a misspelling: the key store knows the tenant (trial13).
+		return fmt.Sprintf("tenant %q has no active key (its stored keys are revoked or expired) and no request in this period", rep.Tenant)
 	case !known:
 		return fmt.Sprintf("no keys or records for tenant %q in this period: check its spelling (`llmguard usage` without --tenant, or /admin/usage without tenant=, lists every tenant with spend)", rep.Tenant)
 	case rep.Source == "none":
@@ -301,7 +310,7 @@ func loadZone(name string) (*time.Location, error) {
 // false to stop.
 func (a *App) appliedQuotas(tenant string, now time.Time, fn func(r *policy.Rule) bool) {
 	pol := a.policy()
-	for _, pr := range a.tenantPrincipals(pol, tenant, now) {
+	for _, pr := range a.tenantPrincipals(pol, tenant, now, nil) {
 		if tenant != "" && pr.Tenant != tenant {
 			continue
 		}
@@ -326,25 +335,45 @@ func (a *App) quotaPrincipals(pol *policy.Policy, now time.Time) []policy.Princi
 	return out
 }
 
-// tenantPrincipals are quotaPrincipals, plus, when tenant is named, has
-// no principal among them and a quota limit names it in its `tenants:`,
-// the principal of that tenant alone (no key, user or plan), whose
-// tenant-scoped buckets a report reads. A tenant whose keys are all
-// revoked or expired (or removed from the file) keeps the budgets the
-// config gives it by name: its report keeps their rows, period and zone
-// (trial12: `usage --tenant acme` after acme's keys were revoked said "no
-// budget applies", dropped the budget's row and reported the month in UTC
-// instead of the budget's Europe/Paris). A tenant no limit names (a
-// misspelt one) gets none, as before.
-func (a *App) tenantPrincipals(pol *policy.Policy, tenant string, now time.Time) []policy.Principal {
+// tenantPrincipals are quotaPrincipals, plus the principal of a tenant
+// alone (no key, user or plan) for each tenant without a principal among
+// them that a quota limit names in its `tenants:`, that the key store's
+// revoked or expired keys belong to (formerStoreTenants), or that extra
+// lists (UsageIn: the tenants the ledger has records of in the period):
+// tenant's alone when tenant is named, every such tenant's when tenant is
+// "" (the fleet's report). A tenant whose keys are all revoked or expired
+// (or removed from the file) keeps its budgets' spend of the period: its
+// report keeps their rows, period and zone (trial12: `usage --tenant acme`
+// after acme's keys were revoked said "no budget applies", dropped the
+// budget's row and reported the month in UTC instead of the budget's
+// Europe/Paris), and so does the fleet's report, which covers what every
+// tenant's report covers (trial13: without --tenant, a tenant's daily
+// budget with spend had no row once its last key was revoked). A tenant
+// none of these knows (a misspelt one) gets none, as before.
+func (a *App) tenantPrincipals(pol *policy.Policy, tenant string, now time.Time, extra []string) []policy.Principal {
 	prs := a.quotaPrincipals(pol, now)
-	if tenant == "" || slices.ContainsFunc(prs, func(pr policy.Principal) bool { return pr.Tenant == tenant }) {
-		return prs
+	has := make(map[string]bool) // tenants with a principal, or added one
+	for _, pr := range prs {
+		has[pr.Tenant] = true
+	}
+	add := func(t string) {
+		if t != "" && (tenant == "" || t == tenant) && !has[t] {
+			has[t] = true
+			prs = append(prs, policy.Principal{Tenant: t})
+		}
 	}
 	for i := range pol.Rules() {
-		if r := &pol.Rules()[i]; r.IsQuota() && slices.Contains(r.Tenants(), tenant) {
-			return append(prs, policy.Principal{Tenant: tenant})
+		if r := &pol.Rules()[i]; r.IsQuota() {
+			for _, t := range r.Tenants() {
+				add(t)
+			}
 		}
+	}
+	for _, t := range a.formerStoreTenants(now) {
+		add(t)
+	}
+	for _, t := range extra {
+		add(t)
 	}
 	return prs
 }
@@ -470,13 +499,15 @@ func (a *App) summarizeLedger(ctx context.Context, f ledger.Filter) (ledger.Summ
 	return sum, "none", nil
 }
 
-// quotas reads every quota bucket of the tenant's principals with a
-// cost-0 take: it changes nothing and reports each bucket's remaining.
-func (a *App) quotas(ctx context.Context, tenant string, now time.Time) ([]QuotaState, error) {
+// quotas reads every quota bucket of the tenant's principals
+// (tenantPrincipals, with ledgerTenants: the tenants the ledger has records
+// of in the period) with a cost-0 take: it changes nothing and reports each
+// bucket's remaining.
+func (a *App) quotas(ctx context.Context, tenant string, now time.Time, ledgerTenants []string) ([]QuotaState, error) {
 	pol := a.policy()
 	var out []QuotaState
 	seen := map[string]bool{}
-	for _, pr := range a.tenantPrincipals(pol, tenant, now) {
+	for _, pr := range a.tenantPrincipals(pol, tenant, now, ledgerTenants) {
 		if tenant != "" && pr.Tenant != tenant {
 			continue
 		}

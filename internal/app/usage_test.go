@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/mockllm"
 	"github.com/valyala/fasthttp"
 )
 
@@ -616,8 +618,16 @@ func TestUsagePeriodFollowsTheBudgets(t *testing.T) {
 		{name: "daily and monthly", limits: `
   - {name: acme-day, scope: tenant, unit: usd, quota: 5, period: day}
   - {name: acme-month, scope: tenant, unit: usd, quota: 50, period: month}`, want: "month", wantChosen: "budgets"},
-		// A monthly budget of a tenant no key belongs to applies to nobody.
+		// A monthly budget of a tenant no key belongs to (its keys revoked
+		// or removed) still holds the tenant's spend this period: the
+		// fleet's report covers it, as the tenant's own does (trial13;
+		// before, "day": the budget applied to nobody).
 		{name: "another tenant's month", limits: `
+  - {name: acme-day, scope: tenant, unit: usd, quota: 5, period: day, tenants: [acme]}
+  - {name: globex-month, scope: tenant, unit: usd, quota: 50, period: month, tenants: [globex]}`, want: "month", wantChosen: "budgets", wantQuota: "globex-month tenant globex"},
+		// A tenant's budget seen from that tenant's colleague: one named
+		// tenant with keys keeps its day.
+		{name: "another tenant's month, one tenant", tenant: "acme", limits: `
   - {name: acme-day, scope: tenant, unit: usd, quota: 5, period: day, tenants: [acme]}
   - {name: globex-month, scope: tenant, unit: usd, quota: 50, period: month, tenants: [globex]}`, want: "day", wantChosen: "budgets"},
 		{name: "no budget", limits: `
@@ -683,5 +693,86 @@ func TestUsageNamedTenantWithoutKeys(t *testing.T) {
 	}
 	if len(rep.Quotas) != 0 || rep.Period.Chosen != "default" {
 		t.Errorf("globexx: quota rows %+v, period chosen %q, want none and \"default\"", rep.Quotas, rep.Period.Chosen)
+	}
+}
+
+// The fleet's usage report (no tenant named) keeps the budgets of a
+// tenant that has no key left, as that tenant's own report does
+// (TestUsageNamedTenantWithoutKeys): its spend so far is the period's, so
+// the quota rows stay, with what they used, and the period follows them
+// (trial13: after globex's last key was removed, `llmguard usage` dropped
+// globex-month, spend and all, and reported acme's day instead of the
+// month). A budget that names no tenant keeps the row of initech, whose
+// last key was removed too and which no limit names, in the fleet's
+// report and initech's own, since the ledger has initech's records of the
+// period.
+func TestUsageFleetKeepsTenantWithoutKeys(t *testing.T) {
+	const limits = `limits:
+  - {name: acme-day, scope: tenant, unit: usd, quota: 5, period: day, tenants: [acme]}
+  - {name: globex-month, scope: tenant, unit: usd, quota: 5, period: month, timezone: Europe/Paris, tenants: [globex]}
+  - {name: team-week, scope: tenant, unit: requests, quota: 100, period: week}
+ledger: {file: %q}
+`
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	path := filepath.Join(t.TempDir(), "llmguard.yaml")
+	write := func(yaml string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	without := baseConfig(t, mock.URL, fmt.Sprintf(limits, filepath.Join(t.TempDir(), "ledger.jsonl")))
+	write(strings.Replace(without, "keys:\n", "keys:\n  - {key: sk-test-globex, user: gina, tenant: globex}\n  - {key: sk-test-initech, user: ian, tenant: initech}\n", 1))
+	h := startFile(t, mock, path, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, key := range []string{"sk-test-globex", "sk-test-initech"} {
+		if resp, body := h.post(key, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":20}`); resp.StatusCode != 200 {
+			t.Fatalf("%s's call: %d %s", key, resp.StatusCode, body)
+		}
+	}
+	used := func(rep *UsageReport, limit, subject string) int64 {
+		for _, q := range rep.Quotas {
+			if q.Limit == limit && q.Subject == subject {
+				return q.Used
+			}
+		}
+		return -1
+	}
+	globexUsed := func(rep *UsageReport) int64 { return used(rep, "globex-month", "globex") }
+	before, err := h.app.Usage(context.Background(), "globex", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if globexUsed(before) <= 0 {
+		t.Fatalf("globex's report: quota rows %+v, want globex-month with its call's spend", before.Quotas)
+	}
+	write(without) // globex's and initech's last keys removed
+	if err := h.app.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := h.app.Usage(context.Background(), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := globexUsed(rep); got != globexUsed(before) {
+		t.Errorf("fleet report: globex-month used %d (-1: no row), want %d; quota rows %+v", got, globexUsed(before), rep.Quotas)
+	}
+	if rep.Period.Name != "month" || rep.Period.Chosen != "budgets" {
+		t.Errorf("fleet report: period %s (chosen %q), want the month of globex's budget", rep.Period.Name, rep.Period.Chosen)
+	}
+	if !slices.ContainsFunc(rep.Quotas, func(q QuotaState) bool { return q.Limit == "acme-day" && q.Subject == "acme" }) {
+		t.Errorf("fleet report: quota rows %+v, want acme-day's too", rep.Quotas)
+	}
+	own, err := h.app.Usage(context.Background(), "initech", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, rep := range map[string]*UsageReport{"fleet": rep, "initech": own} {
+		if got := used(rep, "team-week", "initech"); got != 1 {
+			t.Errorf("%s report: team-week of initech used %d (-1: no row), want 1; quota rows %+v", name, got, rep.Quotas)
+		}
 	}
 }
