@@ -444,6 +444,21 @@ func TestKeysUsageKeepsRevokedTenantsBudget(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &rep); err != nil || st != 200 || !strings.Contains(rep.Note, "no active key") {
 		t.Errorf("usage?tenant=delta: %d note %q, want one saying it has no active key", st, rep.Note)
 	}
+	// Its own report lists its budget; the fleet's leaves out the zero
+	// rows of a tenant known only from revoked keys (every tenant a
+	// revoked key ever belonged to would add them) and keeps gamma's.
+	deltaRow := func(q QuotaState) bool { return q.Limit == "team-day" && q.Subject == "delta" }
+	if !slices.ContainsFunc(rep.Quotas, deltaRow) {
+		t.Errorf("usage?tenant=delta: quota rows %+v, want team-day of delta", rep.Quotas)
+	}
+	st, body = n.adminCall(http.MethodGet, "/admin/usage", "", "")
+	var fleet UsageReport
+	if err := json.Unmarshal([]byte(body), &fleet); err != nil || st != 200 {
+		t.Fatalf("usage: %d %s", st, body)
+	}
+	if slices.ContainsFunc(fleet.Quotas, deltaRow) || !slices.ContainsFunc(fleet.Quotas, func(q QuotaState) bool { return q.Subject == "gamma" }) {
+		t.Errorf("usage: quota rows %+v, want gamma's and none of delta's (revoked, nothing used)", fleet.Quotas)
+	}
 }
 
 // A revoked stored key's refusal names the key, its user and tenant, and

@@ -25,6 +25,7 @@ import (
 	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/proxy"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // UsageReport is the body of GET /admin/usage and of `llmguard usage
@@ -310,7 +311,8 @@ func loadZone(name string) (*time.Location, error) {
 // false to stop.
 func (a *App) appliedQuotas(tenant string, now time.Time, fn func(r *policy.Rule) bool) {
 	pol := a.policy()
-	for _, pr := range a.tenantPrincipals(pol, tenant, now, nil) {
+	prs, _ := a.tenantPrincipals(pol, tenant, now, nil)
+	for _, pr := range prs {
 		if tenant != "" && pr.Tenant != tenant {
 			continue
 		}
@@ -349,9 +351,11 @@ func (a *App) quotaPrincipals(pol *policy.Policy, now time.Time) []policy.Princi
 // Europe/Paris), and so does the fleet's report, which covers what every
 // tenant's report covers (trial13: without --tenant, a tenant's daily
 // budget with spend had no row once its last key was revoked). A tenant
-// none of these knows (a misspelt one) gets none, as before.
-func (a *App) tenantPrincipals(pol *policy.Policy, tenant string, now time.Time, extra []string) []policy.Principal {
-	prs := a.quotaPrincipals(pol, now)
+// none of these knows (a misspelt one) gets none, as before. The
+// principals from former on are those of tenants known only from the key
+// store's revoked or expired keys.
+func (a *App) tenantPrincipals(pol *policy.Policy, tenant string, now time.Time, extra []string) (prs []policy.Principal, former int) {
+	prs = a.quotaPrincipals(pol, now)
 	has := make(map[string]bool) // tenants with a principal, or added one
 	for _, pr := range prs {
 		has[pr.Tenant] = true
@@ -369,13 +373,14 @@ func (a *App) tenantPrincipals(pol *policy.Policy, tenant string, now time.Time,
 			}
 		}
 	}
-	for _, t := range a.formerStoreTenants(now) {
-		add(t)
-	}
 	for _, t := range extra {
 		add(t)
 	}
-	return prs
+	former = len(prs)
+	for _, t := range a.formerStoreTenants(now) {
+		add(t)
+	}
+	return prs, former
 }
 
 // appliesTo reports whether quota rule r has a bucket of principal pr to
@@ -502,15 +507,23 @@ func (a *App) summarizeLedger(ctx context.Context, f ledger.Filter) (ledger.Summ
 // quotas reads every quota bucket of the tenant's principals
 // (tenantPrincipals, with ledgerTenants: the tenants the ledger has records
 // of in the period) with a cost-0 take: it changes nothing and reports each
-// bucket's remaining.
+// bucket's remaining. The fleet's report (tenant "") leaves out a row of a
+// tenant known only from revoked or expired stored keys that used nothing
+// this period.
 func (a *App) quotas(ctx context.Context, tenant string, now time.Time, ledgerTenants []string) ([]QuotaState, error) {
 	pol := a.policy()
 	var out []QuotaState
 	seen := map[string]bool{}
-	for _, pr := range a.tenantPrincipals(pol, tenant, now, ledgerTenants) {
+	prs, former := a.tenantPrincipals(pol, tenant, now, ledgerTenants)
+	for i, pr := range prs {
 		if tenant != "" && pr.Tenant != tenant {
 			continue
 		}
+		// The fleet's report lists a tenant known only from revoked or
+		// expired stored keys only where it used something this period:
+		// every tenant such a key ever belonged to would otherwise add
+		// its zero rows.
+		quiet := tenant == "" && i >= former
 		for i := range pol.Rules() {
 			r := &pol.Rules()[i]
 			if !r.IsQuota() || !appliesTo(r, pr) {
@@ -530,6 +543,9 @@ func (a *App) quotas(ctx context.Context, tenant string, now time.Time, ledgerTe
 				q := QuotaState{Limit: r.Name, Scope: r.Scope.String(), Subject: subjectOf(r, pr), Tenant: pr.Tenant,
 					Unit: r.Unit.String(), Quota: limit.Capacity, Used: limit.Capacity - st.Remaining, Remaining: st.Remaining,
 					PeriodStart: limit.WindowStart, PeriodEnd: limit.WindowEnd, DaysLeft: -1}
+				if quiet && q.Used == 0 && r.Scope != spec.ScopeGlobal {
+					continue
+				}
 				if r.PerModel {
 					if q.Used == 0 {
 						continue
