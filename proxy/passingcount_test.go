@@ -207,3 +207,32 @@ func FuzzTopUsage(f *testing.F) {
 		}
 	})
 }
+
+// TestTapTruncatedEventTier: a stream event passed unread in Truncated
+// pieces (over the scanner's limit: a Responses response.completed that
+// repeats a long output once the answer budget is full) is unseen by the
+// stream reader; its response.service_tier was lost, and the stream
+// settled at the tier asked. It is read from the pieces (usageTap's
+// truncated), split anywhere, and joins the tier the stream settles at.
+func TestTapTruncatedEventTier(t *testing.T) {
+	text := strings.Repeat("word ", 400)
+	stream := "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"service_tier\":\"auto\"}}\n\n" +
+		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"" + text + "\"}\n\n" +
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"output\":[{\"type\":\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"" +
+		text + text + "\"}]}],\"service_tier\":\"priority\",\"usage\":{\"input_tokens\":9,\"output_tokens\":401,\"total_tokens\":410}}}\n\n"
+	for _, size := range []int{1, 7, 100, 4096, len(stream)} {
+		tap := newUsageTap(weigher.NewStream(weigher.KindResponses), false, true, func(s string) int64 { return int64(len(s)) })
+		tap.sc.MaxEventBytes = 3000 // the delta fits, response.completed does not
+		for b := []byte(stream); len(b) > 0; {
+			n := min(size, len(b))
+			tap.feed(b[:n])
+			b = b[n:]
+		}
+		if !tap.unreadData {
+			t.Fatalf("pieces of %d: response.completed was read: not the case under test", size)
+		}
+		if u, _ := tap.settle(weigher.Estimate{InputTokens: 9, OutputTokens: 100}); u.ServiceTier != "priority" {
+			t.Errorf("pieces of %d: settled at tier %q, want priority (response.completed's)", size, u.ServiceTier)
+		}
+	}
+}
