@@ -577,22 +577,27 @@ func (s *topUsage) keep(c byte) {
 	}
 }
 
-// end ends the value being read at capDepth, handing a usage to found.
+// end ends the value being read at capDepth, handing a usage to found. A
+// top-level service_tier joins the answer's at once, so that an answer
+// cut after it (its client gone) is priced at it too.
 func (s *topUsage) end(found func(val []byte)) {
-	m := s.capturing
+	m, d := s.capturing, s.capDepth
 	s.capturing, s.capDepth = memberOther, 0
-	if m == memberUsage {
+	switch {
+	case m == memberUsage:
 		found(s.val)
+	case m == memberTier && d == 1:
+		if t := s.topTier.tier(); t != "" {
+			s.tier = weigher.JoinServedTiers(s.tier, t)
+		}
+		s.topTier.set = false
 	}
 }
 
-// endValue ends a top-level value: the tier it names joins the answer's.
+// endValue ends a top-level value: the tier a Responses terminal event's
+// response names joins the answer's.
 func (s *topUsage) endValue() {
-	t := s.topTier.tier()
-	if s.typ.terminal() {
-		t = weigher.JoinServedTiers(t, s.respTier.tier())
-	}
-	if t != "" {
+	if t := s.respTier.tier(); t != "" && s.typ.terminal() {
 		s.tier = weigher.JoinServedTiers(s.tier, t)
 	}
 	s.topTier.set, s.respTier.set, s.typ.set = false, false, false

@@ -99,8 +99,9 @@ func scanInPieces(b []byte, size int) ([]string, string) {
 
 // TestTopUsageTier: the service tier topUsage reads is a top-level
 // service_tier's (a chat completion, each chunk of a stream), or a
-// Responses terminal event's response.service_tier, split anywhere; one
-// nested elsewhere, in a string, in a response.created event (the tier
+// Responses terminal event's response.service_tier, split anywhere (a
+// top-level one as soon as its value ends: an answer cut after it is
+// priced at it; a terminal event's once the event ends); one nested elsewhere, in a string, in a response.created event (the tier
 // asked), or under an escaped key is not; two that differ, a value too
 // long or not a string are spec.TierUnread (priced at the dearest).
 func TestTopUsageTier(t *testing.T) {
@@ -110,6 +111,8 @@ func TestTopUsageTier(t *testing.T) {
 	}{
 		{`{"id":"x","service_tier":"priority","usage":{"a":1}}`, "priority"},
 		{`{"service_tier" : "flex" }`, "flex"},
+		{`{"service_tier":"priority","choices":[{"message":{"content":"cut before its end`, "priority"},
+		{`{"type":"response.completed","response":{"service_tier":"priority","output":[{"text":"cut`, ""},
 		{`{"service_tier":null}`, ""},
 		{`{"service_tier":"pri\u006frity"}`, "priority"},
 		{`{"service_tier":` + long + `}`, spec.TierUnread},
