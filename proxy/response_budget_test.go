@@ -84,7 +84,8 @@ func answersShareABudget(t *testing.T, body string, counted bool) {
 		}
 	}()
 	w := testWeigher(t)
-	r := newRig(t, rigOptions{url: "http://" + ln.Addr().String(), w: w, maxResponse: 2 * size, answerBudget: 4 * size})
+	r := newRig(t, rigOptions{url: "http://" + ln.Addr().String(), w: w, maxResponse: 2 * size, answerBudget: 4 * size,
+		timeout: 2 * time.Minute}) // counted under the race detector, an answer took over the default 10 s
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
