@@ -139,6 +139,8 @@ type Metrics struct {
 	shadow         *prometheus.CounterVec // shadow limits' decisions (shadow.go)
 	// implausibleUsage: usage_implausible_total{flavor,figure} (ceiling.go)
 	implausibleUsage *prometheus.CounterVec
+	// unpricedTier: served_tier_unpriced_total{model,tier} (servedtier.go)
+	unpricedTier *prometheus.CounterVec
 
 	tenants, models *labelCap
 
@@ -203,6 +205,9 @@ type Metrics struct {
 //	usage_implausible_total{flavor,figure}            settlements whose usage was above the request's ceiling
 //	                                                  (Settlement.Ceiling), charged at it: figure input, output,
 //	                                                  web_searches
+//	served_tier_unpriced_total{model,tier}            answers served at a dearer tier than asked (tier: priority,
+//	                                                  default, flex) that the price table does not price for the
+//	                                                  model, charged at the dearest tier it prices
 //
 // Errors: registration conflicts from reg.
 func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
@@ -271,12 +276,15 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 		implausibleUsage: counter("usage_implausible_total",
 			"Settlements whose usage (reported, or counted) was above what the request can plausibly have used (the model's window per call, its choices, its reservation), charged at that ceiling instead, by figure: input, output, web_searches.",
 			"flavor", "figure"),
+		unpricedTier: counter("served_tier_unpriced_total",
+			"Answers that name a service tier dearer than the one asked for which the price table has no prices for their model (models.<model>.priority unset), charged at the dearest tier it prices instead, by model and tier (priority, default, flex).",
+			"model", "tier"),
 		tenants: newLabelCap(o.MaxTenants),
 		models:  newLabelCap(o.MaxModels),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.tokensEstimated, m.tokens, m.estimateRatio, m.reserved, m.refunded,
 		m.charged, m.spend, m.budget, m.overhead, m.upstreamSeconds, m.upstreamStatus, m.failures, m.budgetWarnings,
-		m.panics, m.bodyBytes, m.answerBytes, m.unread, m.inFlight, m.shadow, m.implausibleUsage} {
+		m.panics, m.bodyBytes, m.answerBytes, m.unread, m.inFlight, m.shadow, m.implausibleUsage, m.unpricedTier} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -573,4 +581,13 @@ func (c *labelCap) get(v string) string {
 		c.n.Add(-1)
 	}
 	return v
+}
+
+// servedTierUnpriced counts x's answer, served at tier, a tier the price
+// table does not price for x's model (served_tier_unpriced_total; model:
+// x's label, capped).
+func (m *Metrics) servedTierUnpriced(x *Exchange, tier policy.ServiceTier) {
+	if m != nil {
+		m.unpricedTier.WithLabelValues(m.models.get(x.modelLabel), tier.String()).Inc()
+	}
 }

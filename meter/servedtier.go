@@ -37,20 +37,29 @@ func (x *Exchange) quoteIn(tier string) policy.Quote {
 // charge below the price of the tier the request asked for. A tier
 // llmguard does not know, spec.TierUnread among them, is priority's
 // (policy.Policy.TierOf). A dearer tier the price table does not price
-// (models."<model>".priority unset) cannot be priced: the answer is
-// settled at cost and the miss logged (warn, naming the config key to
-// set), once per model and tier named (m.warned, bounded).
+// (models."<model>".priority unset) is charged at the dearest tier it
+// prices for the model (dearestPriced: the standard tier's, for a flex
+// request served at priority, not flex's), counted in
+// served_tier_unpriced_total{model,tier} and logged (warn, naming the
+// config key to set) once per model and tier named (m.warned, bounded).
 func (x *Exchange) servedAt(served string, actual spec.Usage, cost int64) int64 {
-	if x.req.Policy.TierOf(served) == x.quote.Tier {
+	tier := x.req.Policy.TierOf(served)
+	if tier == x.quote.Tier {
 		return cost // the tier priced already (the common case: no second quote)
 	}
 	q := x.quoteIn(served)
 	if !q.Priced {
-		if !x.m.warned.first("served-tier|"+x.quote.Label+"|"+served, 0, 0, -1) {
-			return cost
+		x.m.opt.Metrics.servedTierUnpriced(x, tier)
+		if x.m.warned.first("served-tier|"+x.quote.Label+"|"+served, 0, 0, -1) {
+			x.m.log.Warn("answer served at a tier without prices: settled at the price of the dearest tier priced",
+				"request_id", x.req.ID, "model", x.req.Model, "served_tier", served, "asked_tier", x.quote.Tier.String(), "missing", q.Missing)
 		}
-		x.m.log.Warn("answer served at a tier without prices: settled at the price of the tier asked for",
-			"request_id", x.req.ID, "model", x.req.Model, "served_tier", served, "asked_tier", x.quote.Tier.String(), "missing", q.Missing)
+		if q, ok := x.dearestPriced(actual); ok {
+			if c := q.Price.MicroUSD(actual); c > cost {
+				x.quote = q
+				return c
+			}
+		}
 		return cost
 	}
 	if c := q.Price.MicroUSD(actual); c > cost {
@@ -58,4 +67,24 @@ func (x *Exchange) servedAt(served string, actual spec.Usage, cost int64) int64 
 		return c
 	}
 	return cost
+}
+
+// pricedTiers are the tiers dearestPriced tries, as a request names them.
+var pricedTiers = [...]string{"priority", "default", "flex"}
+
+// dearestPriced is the quote, among the tiers the price table prices for
+// x's model (with x's audio and geography premiums), under which actual
+// costs the most; ok false when it prices none.
+func (x *Exchange) dearestPriced(actual spec.Usage) (best policy.Quote, ok bool) {
+	var most int64
+	for _, t := range pricedTiers {
+		q := x.quoteIn(t)
+		if !q.Priced {
+			continue
+		}
+		if c := q.Price.MicroUSD(actual); !ok || c > most {
+			best, most, ok = q, c, true
+		}
+	}
+	return best, ok
 }

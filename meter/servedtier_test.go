@@ -3,6 +3,8 @@ package meter
 import (
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/spec"
 )
@@ -11,16 +13,24 @@ import (
 // in and the tier it says it was served at: a request without a tier that
 // its project served at priority pays priority prices; an answer naming a
 // cheaper tier (or none) never lowers the charge below the request's own
-// tier; an unknown tier is priority's; a dearer tier without prices keeps
-// the request's. Each step's cost is computed from the price table.
+// tier; an unknown tier is priority's; a dearer tier without prices is
+// charged at the dearest tier priced (the standard tier's, for a flex
+// request: it was charged flex's, the cheapest, before tier33) and counted
+// in served_tier_unpriced_total. Each step's cost is computed from the
+// price table.
 func TestTimelineSettledAtTheServedTier(t *testing.T) {
-	tl := newTimeline(t, `  - {name: dollars, scope: tenant, unit: usd, quota: 1000, period: month}
+	// flex-only: flex prices, no priority prices.
+	tl := newTimelineModels(t, "  flex-only: {input_usd_per_mtok: 2, output_usd_per_mtok: 8, flex: {input_usd_per_mtok: 1, output_usd_per_mtok: 4}}\n",
+		`  - {name: dollars, scope: tenant, unit: usd, quota: 1000, period: month}
 `)
 	used := spec.Usage{InputTokens: 1000, CachedInputTokens: 200, OutputTokens: 3000}
 	price := func(model, tier string) int64 { return tl.policy.Quote(model, tier).Price.MicroUSD(used) }
 	if price("gpt-5", "priority") <= price("gpt-5", "default") || price("gpt-5", "default") <= price("gpt-5", "flex") {
 		t.Fatalf("gpt-5's tiers are not priced priority > default > flex: %d, %d, %d",
 			price("gpt-5", "priority"), price("gpt-5", "default"), price("gpt-5", "flex"))
+	}
+	if price("flex-only", "default") <= price("flex-only", "flex") || tl.policy.Quote("flex-only", "priority").Priced {
+		t.Fatalf("flex-only: want no priority prices and default dearer than flex")
 	}
 	for i, step := range []struct {
 		name         string
@@ -43,6 +53,9 @@ func TestTimelineSettledAtTheServedTier(t *testing.T) {
 		{"no tier, unknown tier", "gpt-5", "", "Priority ", "priority", policy.TierPriority},
 		{"no priority prices: the tier asked", "gpt-5-pro", "", "priority", "default", policy.TierStandard},
 		{"no priority prices, again (warned once)", "gpt-5-pro", "", "priority", "default", policy.TierStandard},
+		{"flex, no priority prices: the dearest tier priced", "flex-only", "flex", "priority", "default", policy.TierStandard},
+		{"flex, unreadable tier, no priority prices", "flex-only", "flex", spec.TierUnread, "default", policy.TierStandard},
+		{"flex, served at flex", "flex-only", "flex", "flex", "flex", policy.TierFlex},
 		{"Groq's on_demand is standard", "gpt-5", "", "on_demand", "default", policy.TierStandard},
 	} {
 		x := tl.admitModel(step.model, step.asked, 100, 100)
@@ -64,5 +77,10 @@ func TestTimelineSettledAtTheServedTier(t *testing.T) {
 		if x.Quote().Tier != step.tier {
 			t.Errorf("step %d (%s): settled quote at %v, want %v", i, step.name, x.Quote().Tier, step.tier)
 		}
+	}
+	// The answers served at priority without its prices, counted.
+	m := tl.meter.Metrics().unpricedTier
+	if a, b := testutil.ToFloat64(m.WithLabelValues("gpt-5-pro", "priority")), testutil.ToFloat64(m.WithLabelValues("flex-only", "priority")); a != 2 || b != 2 {
+		t.Errorf("served_tier_unpriced_total{tier=priority}: gpt-5-pro %v, flex-only %v, want 2 each", a, b)
 	}
 }

@@ -88,13 +88,20 @@ type timeline struct {
 // 2026-03-10, and a fallback for two nodes.
 func newTimeline(t *testing.T, limits string) *timeline {
 	t.Helper()
+	return newTimelineModels(t, "", limits)
+}
+
+// newTimelineModels is newTimeline with models, more entries of the
+// config's models: section (each line indented two spaces).
+func newTimelineModels(t *testing.T, models, limits string) *timeline {
+	t.Helper()
 	c, err := config.Parse([]byte(`
 upstreams: [{name: o, flavor: openai, base_url: "http://x"}]
 keys:
   - {key: sk-a, user: alice, tenant: acme, plan: free}
 models:
   gpt-4o-mini: {input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60}
-limits:
+` + models + `limits:
 ` + limits))
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/spec"
+	"github.com/llmguard/llmguard/weigher"
 )
 
 // An uncompressed non-streamed answer relayed unread (no room in
@@ -117,8 +118,13 @@ func (c *passingCount) foundUsage(val []byte) {
 // (its text unread, a usage reporting less cannot be checked as a held
 // answer's is), settled partial; without one, at least the output
 // counted, when that is more than the reservation (settled partial: the
-// estimate's input, the output counted), else the reservation. It ends
-// x's observation after.
+// estimate's input, the output counted), else the reservation. Either
+// way at the service tier the answer named as served (topUsage.tier),
+// when it named one: the meter charges the dearer of it and the tier
+// asked. Read only at the tier asked, an answer served at priority to a
+// request that named no tier was charged half its bill (gpt-5) whenever
+// the answer budget was full (TestUnreadAnswerChargedAtTheServedTier).
+// It ends x's observation after.
 func (c *passingCount) settle(ended bool) {
 	if c == nil || c.done {
 		return
@@ -130,25 +136,31 @@ func (c *passingCount) settle(ended bool) {
 		if c.broken {
 			return
 		}
+		// The tier the answer names as served (topUsage.tier) prices its
+		// charge, whatever the tokens: served at priority, a request that
+		// asked for none costs priority's prices (meter: the dearer of
+		// the two).
+		tier := c.usage.tier
 		if c.found {
 			// Never below the reservation: the answer's text was not read,
 			// so a usage reporting less is not checked against it as a
 			// held answer's is (Weigher.ParseUsage).
 			u := c.u
-			if u.InputTokens <= x.est.InputTokens && u.OutputTokens <= x.est.OutputTokens {
+			if u.InputTokens <= x.est.InputTokens && u.OutputTokens <= x.est.OutputTokens && tier == "" {
 				return // the reservation
 			}
 			u.InputTokens = max(u.InputTokens, x.est.InputTokens)
 			u.OutputTokens = max(u.OutputTokens, x.est.OutputTokens)
 			u.WebSearches = max(u.WebSearches, x.est.WebSearches)
+			u.ServiceTier = tier
 			s = meter.Settlement{Source: spec.SourcePartial, Usage: u}
 			return
 		}
 		d := c.esc.end()
 		c.text.add(unsafe.String(unsafe.SliceData(d), len(d)))
-		if n := c.text.tokens(); n > x.est.OutputTokens {
+		if n := c.text.tokens(); n > x.est.OutputTokens || tier != "" {
 			s = meter.Settlement{Source: spec.SourcePartial, Usage: spec.Usage{
-				InputTokens: x.est.InputTokens, OutputTokens: n, WebSearches: x.est.WebSearches}}
+				InputTokens: x.est.InputTokens, OutputTokens: max(n, x.est.OutputTokens), WebSearches: x.est.WebSearches, ServiceTier: tier}}
 		}
 	})
 	c.p.contain(meter.StageSettle, x, func() { x.settle(s) })
@@ -315,24 +327,139 @@ func hex4(h []byte) rune {
 // hundred. A longer one is not read (the answer is then charged its text).
 const usageMaxBytes = 4 << 10
 
+// tierMaxBytes is the most bytes of a service_tier value (or a Responses
+// event's "type") topUsage keeps: a string of spec.MaxServiceTierBytes
+// characters each written as a six-byte escape, and its quotes. A longer
+// value names no tier llmguard takes as written (spec.TierUnread: the
+// dearest).
+const tierMaxBytes = 6*spec.MaxServiceTierBytes + 2
+
+// Members topUsage reads: at the top level of each JSON value of the
+// answer (the answer itself, or each event of an SSE stream passed
+// unread), "usage", "service_tier", "type" and "response"; in the object
+// "response" names, "service_tier".
+const (
+	memberOther = iota
+	memberUsage
+	memberTier
+	memberType
+	memberResponse
+)
+
+// memberOf is the member a key of depth names (its bytes as written, the
+// first len(topUsage.key) of them; n its length).
+func memberOf(key []byte, n, depth int) int {
+	if n > len(key) {
+		return memberOther
+	}
+	switch k := string(key[:n]); {
+	case depth == 2:
+		if k == "service_tier" {
+			return memberTier
+		}
+	case k == "usage":
+		return memberUsage
+	case k == "service_tier":
+		return memberTier
+	case k == "type":
+		return memberType
+	case k == "response":
+		return memberResponse
+	}
+	return memberOther
+}
+
+// tierValue is a short member value topUsage keeps (service_tier, type):
+// its bytes up to tierMaxBytes, over when it was longer.
+type tierValue struct {
+	b    [tierMaxBytes]byte
+	n    int
+	over bool
+	set  bool
+}
+
+func (v *tierValue) start() { v.n, v.over, v.set = 0, false, true }
+
+func (v *tierValue) add(c byte) {
+	if v.n == len(v.b) {
+		v.over = true
+		return
+	}
+	v.b[v.n] = c
+	v.n++
+}
+
+// tier is the service tier v names (weigher.ServedTierOf), "" when unset.
+func (v *tierValue) tier() string {
+	switch {
+	case !v.set:
+		return ""
+	case v.over:
+		return spec.TierUnread
+	}
+	return weigher.ServedTierOf(v.b[:v.n])
+}
+
+// terminalEvents are the Responses streaming events whose "response"
+// names the tier the answer was served at
+// (https://platform.openai.com/docs/api-reference/responses-streaming;
+// response.created names the tier asked for, "auto" for none), as their
+// "type" is written.
+var terminalEvents = [...]string{`"response.completed"`, `"response.incomplete"`, `"response.failed"`}
+
+// terminal reports whether v, a "type" value, names a terminal event.
+func (v *tierValue) terminal() bool {
+	if !v.set || v.over {
+		return false
+	}
+	t := bytes.Trim(v.b[:v.n], " \t\r\n")
+	for _, e := range terminalEvents {
+		if string(t) == e {
+			return true
+		}
+	}
+	return false
+}
+
 // topUsage finds the value of the key "usage" of the top-level object(s)
-// of a JSON answer that passes in pieces, with bounded state: the depth,
-// whether it is inside a string, the key being read (its first five
-// bytes), and the usage's value, up to usageMaxBytes. A key written with
-// an escape is not taken for "usage" (the answer is then charged its text,
-// never less). Each value found is handed to found. The zero value is
-// ready; not safe for concurrent use.
+// of a JSON answer that passes in pieces (a whole answer, or the events of
+// an SSE stream passed unread), with bounded state: the depth, whether it
+// is inside a string, the key being read (its first twelve bytes), the
+// usage's value, up to usageMaxBytes, and the service tier values, up to
+// tierMaxBytes. A key written with an escape is not taken for one it
+// reads (the answer is then charged its text, never less; at the tier
+// asked). Each usage value found is handed to found. The service tier
+// named (tier) is the join (weigher.JoinServedTiers) of each top-level
+// value's: its top-level "service_tier" (a chat completion, a chunk, a
+// Responses response), and, for a Responses terminal event (type
+// response.completed, response.incomplete or response.failed), its
+// "response"'s. The zero value is ready; not safe for concurrent use.
 type topUsage struct {
 	depth      int
 	inStr, esc bool
-	wantKey    bool // the next string at depth 1 is a key
+	wantKey    bool // the next string at keyDepth is a key
 	readingKey bool
-	key        [5]byte
-	keyLen     int // bytes of the key read; over 5, or after an escape: not "usage"
-	isUsage    bool
-	capturing  bool
-	val        []byte
+	key        [12]byte
+	keyLen     int // bytes of the key read; over len(key), or after an escape: none read
+	// next is the member whose value follows the key just read; member
+	// the top-level member whose value is being read.
+	next, member int
+	// inResponse: the depth-2 object is the value of the top-level
+	// "response" (its keys are read).
+	inResponse bool
+	// capturing is the member whose value is being kept (memberOther:
+	// none), from capDepth on.
+	capturing, capDepth int
+	val                 []byte
+	// topTier, respTier and typ are the current top-level value's
+	// service_tier, response.service_tier and type.
+	topTier, respTier, typ tierValue
+	// tier is the service tier the values ended so far name.
+	tier string
 }
+
+// keyDepth reports whether keys are read at depth d.
+func (s *topUsage) keyDepth(d int) bool { return d == 1 || d == 2 && s.inResponse }
 
 // scan reads b, calling found with each complete top-level usage value.
 func (s *topUsage) scan(b []byte, found func(val []byte)) {
@@ -351,7 +478,7 @@ func (s *topUsage) scan(b []byte, found func(val []byte)) {
 				s.inStr = false
 				if s.readingKey {
 					s.readingKey = false
-					s.isUsage = s.keyLen == len(s.key) && string(s.key[:]) == "usage"
+					s.next = memberOf(s.key[:], s.keyLen, s.depth)
 				}
 			case s.readingKey:
 				if s.keyLen < len(s.key) {
@@ -364,51 +491,114 @@ func (s *topUsage) scan(b []byte, found func(val []byte)) {
 		switch c {
 		case '"':
 			s.inStr = true
-			if s.depth == 1 && s.wantKey {
-				s.readingKey, s.keyLen, s.wantKey = true, 0, false
+			if s.keyDepth(s.depth) && s.wantKey {
+				s.readingKey, s.keyLen, s.wantKey, s.next = true, 0, false, memberOther
 			}
 		case ':':
-			if s.depth == 1 && s.isUsage {
-				s.isUsage, s.capturing, s.val = false, true, s.val[:0]
-				continue
+			if s.keyDepth(s.depth) && s.capturing == memberOther {
+				m := s.next
+				s.next = memberOther
+				if s.depth == 1 {
+					s.member = m
+				}
+				switch {
+				case m == memberUsage:
+					s.capturing, s.capDepth, s.val = m, s.depth, s.val[:0]
+					continue
+				case m == memberTier && s.depth == 1:
+					s.capturing, s.capDepth = m, 1
+					s.topTier.start()
+					continue
+				case m == memberTier:
+					s.capturing, s.capDepth = m, 2
+					s.respTier.start()
+					continue
+				case m == memberType:
+					s.capturing, s.capDepth = m, 1
+					s.typ.start()
+					continue
+				}
 			}
 		case '{', '[':
 			s.depth++
-			if s.depth == 1 {
-				s.wantKey = c == '{'
+			switch {
+			case s.depth == 1:
+				s.wantKey, s.member = c == '{', memberOther
+				s.topTier.set, s.respTier.set, s.typ.set = false, false, false
+			case s.depth == 2 && s.member == memberResponse && s.capturing == memberOther:
+				s.inResponse, s.wantKey = c == '{', c == '{'
 			}
 		case '}', ']':
-			if s.depth == 1 {
+			if s.depth == s.capDepth {
 				s.end(found)
+			}
+			if s.depth == 2 {
+				s.inResponse = false
+			}
+			if s.depth == 1 {
+				s.endValue()
 			}
 			s.depth = max(s.depth-1, 0)
 		case ',':
-			if s.depth == 1 {
+			if s.depth == s.capDepth {
 				s.end(found)
+			}
+			if s.keyDepth(s.depth) {
 				s.wantKey = true
+				if s.depth == 1 {
+					s.member = memberOther
+				}
 			}
 		}
 		s.keep(c)
 	}
 }
 
-// keep adds c to the usage value being read, if any, dropping a value
-// that grows past usageMaxBytes.
+// keep adds c to the value being read, if any: the usage's, dropped when
+// it grows past usageMaxBytes; a tier's or type's, marked over past
+// tierMaxBytes.
 func (s *topUsage) keep(c byte) {
-	if !s.capturing {
-		return
+	switch s.capturing {
+	case memberOther:
+	case memberUsage:
+		if len(s.val) >= usageMaxBytes {
+			s.capturing, s.capDepth, s.val = memberOther, 0, nil
+			return
+		}
+		s.val = append(s.val, c)
+	case memberTier:
+		if s.capDepth == 1 {
+			s.topTier.add(c)
+		} else {
+			s.respTier.add(c)
+		}
+	case memberType:
+		s.typ.add(c)
 	}
-	if len(s.val) >= usageMaxBytes {
-		s.capturing, s.val = false, nil
-		return
-	}
-	s.val = append(s.val, c)
 }
 
-// end ends the usage value being read at depth 1, handing it to found.
+// end ends the value being read at capDepth, handing a usage to found. A
+// top-level service_tier joins the answer's at once, so that an answer
+// cut after it (its client gone) is priced at it too.
 func (s *topUsage) end(found func(val []byte)) {
-	if s.capturing {
-		s.capturing = false
+	m, d := s.capturing, s.capDepth
+	s.capturing, s.capDepth = memberOther, 0
+	switch {
+	case m == memberUsage:
 		found(s.val)
+	case m == memberTier && d == 1:
+		if t := s.topTier.tier(); t != "" {
+			s.tier = weigher.JoinServedTiers(s.tier, t)
+		}
+		s.topTier.set = false
 	}
+}
+
+// endValue ends a top-level value: the tier a Responses terminal event's
+// response names joins the answer's.
+func (s *topUsage) endValue() {
+	if t := s.respTier.tier(); t != "" && s.typ.terminal() {
+		s.tier = weigher.JoinServedTiers(s.tier, t)
+	}
+	s.topTier.set, s.respTier.set, s.typ.set = false, false, false
 }

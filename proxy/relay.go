@@ -1168,7 +1168,7 @@ func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 			u.InputTokens = x.est.InputTokens
 			su := tap.stream.Usage().Usage
 			u.WebSearches = max(su.WebSearches, x.est.WebSearches)
-			u.ServiceTier = su.ServiceTier // the tier its chunks named (tier30)
+			u.ServiceTier = weigher.JoinServedTiers(su.ServiceTier, tap.truncated.tier) // the tier its chunks named (tier30, tier33)
 			source = spec.SourceCounted
 		}
 	} else if source == spec.SourceRefund {

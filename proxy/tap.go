@@ -45,6 +45,11 @@ type usageTap struct {
 	mem *decoderMemory
 	// eventHeld is what the tap took of mem for the scanner's buffers.
 	eventHeld int64
+	// truncated reads the service tier of the events passed unread in
+	// Truncated pieces (a Responses response.completed that repeats a long
+	// output, once the answer budget is full), which the stream reader
+	// never sees: their tier joins the stream's (settle).
+	truncated topUsage
 }
 
 // tapEventFree is the raw size, in bytes, of a pending SSE event a stream
@@ -95,8 +100,17 @@ func newUsageTap(stream weigher.Stream, strip, expectUsage bool, count func(text
 // too large to scan, garbage, nested too deep), which may hold any
 // amount of output: a usage reporting less output than reserved
 // (est.OutputTokens) is then charged the reservation, and so settled, as
-// unread output without a usage is (settleStream).
+// unread output without a usage is (settleStream). The tier settled is
+// the one the stream's events name, joined with any that events passed
+// unread name (truncated).
 func (t *usageTap) settle(est weigher.Estimate) (weigher.Usage, weigher.Source) {
+	u, source := t.settleRead(est)
+	u.ServiceTier = weigher.JoinServedTiers(u.ServiceTier, t.truncated.tier)
+	return u, source
+}
+
+// settleRead is settle without the tier of the events passed unread.
+func (t *usageTap) settleRead(est weigher.Estimate) (weigher.Usage, weigher.Source) {
 	if t.stream.Usage().Final {
 		u, source := t.stream.Settle(est, 0) // the reported usage: the count is not read
 		if u.OutputTokens == 0 || t.text.added > weigher.OutputCheckBytes(u.OutputTokens) || t.textEvents > u.OutputTokens {
@@ -159,6 +173,10 @@ func (t *usageTap) onEvent(raw []byte, ev sse.Event) {
 	keep := true
 	if ev.Truncated {
 		t.unread, t.unreadData = true, true
+		t.truncated.scan(raw, func([]byte) {})
+		if !ev.Partial { // the event's last piece: the next starts afresh
+			t.truncated = topUsage{tier: t.truncated.tier}
+		}
 	} else if ev.Stray {
 		// Bytes the client got that no field the tap reads carried (a
 		// misspelled "data", a JSON answer labelled text/event-stream,

@@ -1,6 +1,7 @@
 package weigher
 
 import (
+	"bytes"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -73,3 +74,25 @@ func joinTiers(a, b string) string {
 func AnswerServedTier(body []byte) string {
 	return servedTier(gjson.GetBytes(body, "service_tier").Raw)
 }
+
+// ServedTierOf is the service tier an answer names in a service_tier
+// member whose value is raw (the value's bytes, JSON whitespace around it
+// allowed), read as the usage readers read it: "" for none (raw empty) or
+// null, the name of a string of at most spec.MaxServiceTierBytes bytes, an
+// escape decoded, spec.TierUnread for anything else (a longer string, a
+// number, an object, bytes that are not a JSON value), which prices as the
+// dearest tier. For a member read as it passes, unchecked (an answer
+// relayed unread); it never keeps raw.
+func ServedTierOf(raw []byte) string {
+	raw = bytes.Trim(raw, " \t\r\n")
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] != '"' {
+		return spec.TierUnread // not a string as written
+	}
+	return servedTier(string(raw))
+}
+
+// JoinServedTiers is the service tier of two readings of one answer that
+// name a and b (two chunks of one stream, two members of the name): the one
+// named when the other names none or both name the same, else
+// spec.TierUnread (priced at the dearest).
+func JoinServedTiers(a, b string) string { return joinTiers(a, b) }
