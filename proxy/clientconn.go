@@ -107,7 +107,7 @@ func (c *writeTimeoutConn) Write(p []byte) (int, error) {
 	n := 0
 	for {
 		end := min(len(p), n+clientWriteSlice)
-		if c.raw != nil {
+		if c.raw != nil && end > n { // an empty write goes through Conn, which reports a closed connection
 			n += c.writeNow(p[n:end])
 			if n == len(p) {
 				return n, nil

@@ -216,4 +216,10 @@ func TestWriteTimeoutConnDeadlineOnlyWhenTheSocketIsFull(t *testing.T) {
 			t.Fatalf("byte %d is %d, want %d", i, all[i], big[i])
 		}
 	}
+
+	// An empty write on a closed connection reports it, as before.
+	server.Close()
+	if _, err := server.Write(nil); err == nil {
+		t.Error("an empty write on a closed connection succeeded")
+	}
 }
