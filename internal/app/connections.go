@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/proxy"
 )
 
 // adminMaxConnections caps the admin listener's open connections: scrapes,
@@ -135,6 +136,8 @@ func (c *connCap) refuse(conn net.Conn, answer []byte) {
 	}
 }
 
+var _ proxy.SocketConn = (*cappedConn)(nil)
+
 // cappedConn gives its place back once, when closed.
 type cappedConn struct {
 	net.Conn
@@ -157,6 +160,10 @@ func (c *cappedConn) CloseWrite() error {
 	}
 	return c.Close()
 }
+
+// Socket gives the TCP socket underneath, to which Write hands its bytes
+// unchanged (proxy.SocketConn: the client write deadline's first try).
+func (c *cappedConn) Socket() *net.TCPConn { return proxy.SocketOf(c.Conn) }
 
 // SyscallConn gives the socket underneath, for the proxy's look at a
 // departed client (peerClosed).

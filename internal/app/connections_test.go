@@ -16,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/proxy"
 )
 
 // The connection cap's default is half the file-descriptor limit, never
@@ -142,5 +143,38 @@ func TestConnectionsPastTheCapAreRefused(t *testing.T) {
 	}
 	if status != http.StatusOK {
 		t.Fatalf("after the half-sent connections closed: %d tries refused (last status %d, last error %v), want a 200", refusals, status, lastErr)
+	}
+}
+
+// A capped connection gives its TCP socket to the client write deadline
+// (proxy.SocketConn), which writes an answer the socket takes at once
+// without setting a deadline: the socket is the accepted one, and a
+// connection that is not TCP gives none.
+func TestCappedConnGivesItsSocket(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cl := newConnCap(4, false, slog.New(slog.DiscardHandler)).listen(ln)
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c, err := cl.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tc := proxy.SocketOf(c)
+	if tc == nil || tc != c.(*cappedConn).Conn {
+		t.Fatalf("SocketOf(capped connection) = %v, want its *net.TCPConn %v", tc, c.(*cappedConn).Conn)
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if s := proxy.SocketOf(&cappedConn{Conn: a}); s != nil {
+		t.Errorf("SocketOf(capped pipe) = %v, want nil", s)
 	}
 }
