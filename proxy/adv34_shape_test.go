@@ -13,7 +13,8 @@ import (
 // message_delta usage, whose output rides where the Messages reader counts
 // no text — an OpenAI chat chunk (a lenient gateway answering in the other
 // dialect), a tool_use block whose input arrives whole in its
-// content_block_start instead of as input_json_delta — is charged at least
+// content_block_start instead of as input_json_delta, the answer in
+// message_start's content (which is [] there) — is charged at least
 // its output reservation, never the 0 or 1 token (message_start's
 // placeholder) nothing counted adds up to. The same stream with its text in
 // text_delta events is charged its input and that text, and a real
@@ -37,6 +38,7 @@ func TestMessagesStreamOutputInShapesNotReadIsUncounted(t *testing.T) {
 		{"an OpenAI chunk", start + "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + big + "\"}}]}\n\n" + stop, 9 + est.OutputTokens, false},
 		{"a tool_use input whole in its start", start + toolStart(`{"a":"`+big+`"}`) + stop, 9 + est.OutputTokens, false},
 		{"a server_tool_use input whole in its start", start + strings.Replace(toolStart(`{"query":"`+big+`"}`), `"tool_use"`, `"server_tool_use"`, 1) + stop, 9 + est.OutputTokens, false},
+		{"the answer in message_start's content", strings.Replace(start, `"message":{`, `"message":{"content":[{"type":"text","text":"`+big+`"}],`, 1) + stop, 9 + est.OutputTokens, false},
 		{"text deltas (control)", start + textDelta + stop, 9 + w.CountText("gpt-4o-mini", big), true},
 		{"an empty tool_use start and text deltas (control)", start + toolStart(`{}`) + textDelta + stop, 9 + w.CountText("gpt-4o-mini", big), true},
 	} {

@@ -173,7 +173,11 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 	}
 	switch eventTypeOf(root, eventType) {
 	case "message_start":
-		return s.anthropicUsage(lastGet(root, "message", "usage"))
+		u := s.anthropicUsage(lastGet(root, "message", "usage"))
+		// Its message's content is [] (the blocks stream after it): an
+		// answer whose content arrives here is output not counted.
+		u.Uncounted = mayHoldOutput(lastGet(root, "message", "content"))
+		return u
 	case "message_delta":
 		usage := lastGet(root, "usage")
 		// Read as anthropicUsage reads it: a number, 0 included (a string
@@ -254,10 +258,20 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 			// Encrypted thinking, billed as output: nothing to count.
 			return StreamUpdate{Uncounted: true}
 		}
+		// A tool_use (server_tool_use, mcp_tool_use…) block starts with
+		// "input": {} and streams its input as input_json_delta; one
+		// whose input arrives whole here is output not counted.
+		return StreamUpdate{Uncounted: mayHoldOutput(lastGet(b, "input"))}
 	case "error":
 		return StreamUpdate{Err: true}
+	case "content_block_stop", "ping":
+		return StreamUpdate{}
+	default:
+		// An event of a type the Messages API does not send (an OpenAI
+		// chunk from a gateway answering in the other dialect, a type
+		// llmguard does not know) that holds data: output it cannot count.
+		return StreamUpdate{Uncounted: deltaHoldsData(root)}
 	}
-	return StreamUpdate{}
 }
 
 // upper is the dearer reading of two usages the same stream reported:
