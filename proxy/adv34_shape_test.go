@@ -48,3 +48,40 @@ func TestMessagesStreamOutputInShapesNotReadIsUncounted(t *testing.T) {
 		})
 	}
 }
+
+// TestResponsesStreamOutputOnlyInItemsIsCounted: through real sockets, a
+// Responses stream that ends with response.completed without a usage,
+// whose text came only in events llmguard does not read as text
+// (response.output_item.done, response.content_part.done: no deltas, no
+// output_text.done), is charged the text its terminal event's
+// response.output holds, counted, never output 0. A stream that streamed
+// the same text as deltas is charged it once (the terminal event's
+// output does not outrun them), and one with a usage is charged the usage.
+func TestResponsesStreamOutputOnlyInItemsIsCounted(t *testing.T) {
+	w := testWeigher(t)
+	const body = `{"model":"gpt-4o-mini","input":"hello there","max_output_tokens":4000,"stream":true}`
+	est := w.Weigh(weigher.KindResponses, []byte(body))
+	big := strings.Repeat("word ", 3000)
+	bigTokens := w.CountText("gpt-4o-mini", big)
+	item := `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"` + big + `"}]}`
+	itemDone := "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":" + item + "}\n\n"
+	partDone := "event: response.content_part.done\ndata: {\"type\":\"response.content_part.done\",\"part\":{\"type\":\"output_text\",\"text\":\"" + big + "\"}}\n\n"
+	delta := "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"" + big + "\"}\n\n"
+	completed := func(usage string) string {
+		return "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"output\":[" + item + "]" + usage + "}}\n\n"
+	}
+	for _, tc := range []struct {
+		name, stream string
+		atLeast      int64
+		exactly      bool
+	}{
+		{"text only in output_item.done and the terminal output", partDone + itemDone + completed(""), est.InputTokens + bigTokens, true},
+		{"text as deltas too (control)", delta + partDone + itemDone + completed(""), est.InputTokens + bigTokens, true},
+		{"a usage (control)", itemDone + completed(`,"usage":{"input_tokens":7,"output_tokens":5000}`), 7 + 5000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			charged := chargedThrough(t, w, sseAnswer(tc.stream), spec.FlavorOpenAI, "/v1/responses", body)
+			checkCharged(t, charged, tc.atLeast, tc.exactly)
+		})
+	}
+}

@@ -94,6 +94,28 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 			}
 			s.usage, s.has, s.final, s.closed = usage, hasInput|hasOutput, true, true
 			u.HasUsage = true
+		} else if out := parsed(outputV); out.IsArray() {
+			// No usage to settle at: the response's output (what its
+			// items hold of text, as a JSON answer's is read) is counted
+			// when it outruns the deltas streamed, as from an upstream
+			// that streamed its text in events llmguard does not read
+			// (response.output_item.done alone); output not text
+			// (encrypted reasoning) is Uncounted.
+			var text textJoiner
+			n := 0
+			out.ForEach(func(_, it gjson.Result) bool {
+				u.Uncounted = responsesItemText(it, func(r gjson.Result) {
+					if r.Type == gjson.String && r.Str != "" {
+						n += len(r.Str)
+						text.add(r)
+					}
+				}) || u.Uncounted
+				return true
+			})
+			if n > s.deltaText {
+				s.deltaText += n
+				u.Text = text.String()
+			}
 		}
 		return u
 	case "error":
