@@ -132,34 +132,44 @@ func addReasoning(r, d gjson.Result, add func(gjson.Result)) (hidden bool) {
 // encrypted_content.
 func responsesAnswerText(root gjson.Result, add func(gjson.Result)) (hidden bool) {
 	root.Get("output").ForEach(func(_, it gjson.Result) bool {
-		if !it.IsObject() {
-			return true
-		}
-		if it.Get("type").Str == "reasoning" && nonEmptyString(it.Get("encrypted_content")) {
-			hidden = true
-		}
-		add(it.Get("name"))
-		add(it.Get("arguments"))
-		add(it.Get("input"))
-		for _, path := range responsesCallText {
-			if v := it.Get(path); v.IsArray() {
-				v.ForEach(func(_, c gjson.Result) bool {
-					add(c)
-					return true
-				})
-			} else {
-				add(v)
-			}
-		}
-		for _, parts := range [...]gjson.Result{it.Get("content"), it.Get("summary")} {
-			parts.ForEach(func(_, p gjson.Result) bool {
-				add(p.Get("text"))
-				add(p.Get("refusal"))
-				return true
-			})
-		}
+		hidden = responsesItemText(it, add) || hidden
 		return true
 	})
+	return hidden
+}
+
+// responsesItemText reads one Responses output item's text as
+// responsesAnswerText reads each of an answer's: add is called with each
+// value that may be such a string; hidden is set by a reasoning item's
+// non-empty encrypted_content. An item that is not an object reads
+// nothing.
+func responsesItemText(it gjson.Result, add func(gjson.Result)) (hidden bool) {
+	if !it.IsObject() {
+		return false
+	}
+	if it.Get("type").Str == "reasoning" && nonEmptyString(it.Get("encrypted_content")) {
+		hidden = true
+	}
+	add(it.Get("name"))
+	add(it.Get("arguments"))
+	add(it.Get("input"))
+	for _, path := range responsesCallText {
+		if v := it.Get(path); v.IsArray() {
+			v.ForEach(func(_, c gjson.Result) bool {
+				add(c)
+				return true
+			})
+		} else {
+			add(v)
+		}
+	}
+	for _, parts := range [...]gjson.Result{it.Get("content"), it.Get("summary")} {
+		parts.ForEach(func(_, p gjson.Result) bool {
+			add(p.Get("text"))
+			add(p.Get("refusal"))
+			return true
+		})
+	}
 	return hidden
 }
 

@@ -94,6 +94,28 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 			}
 			s.usage, s.has, s.final, s.closed = usage, hasInput|hasOutput, true, true
 			u.HasUsage = true
+		} else if out := parsed(outputV); out.IsArray() {
+			// No usage to settle at: the response's output (what its
+			// items hold of text, as a JSON answer's is read) is counted
+			// when it outruns the deltas streamed, as from an upstream
+			// that streamed its text in events llmguard does not read
+			// (response.output_item.done alone); output not text
+			// (encrypted reasoning) is Uncounted.
+			var text textJoiner
+			n := 0
+			out.ForEach(func(_, it gjson.Result) bool {
+				u.Uncounted = responsesItemText(it, func(r gjson.Result) {
+					if r.Type == gjson.String && r.Str != "" {
+						n += len(r.Str)
+						text.add(r)
+					}
+				}) || u.Uncounted
+				return true
+			})
+			if n > s.deltaText {
+				s.deltaText += n
+				u.Text = text.String()
+			}
 		}
 		return u
 	case "error":
@@ -173,7 +195,11 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 	}
 	switch eventTypeOf(root, eventType) {
 	case "message_start":
-		return s.anthropicUsage(lastGet(root, "message", "usage"))
+		u := s.anthropicUsage(lastGet(root, "message", "usage"))
+		// Its message's content is [] (the blocks stream after it): an
+		// answer whose content arrives here is output not counted.
+		u.Uncounted = mayHoldOutput(lastGet(root, "message", "content"))
+		return u
 	case "message_delta":
 		usage := lastGet(root, "usage")
 		// Read as anthropicUsage reads it: a number, 0 included (a string
@@ -254,10 +280,20 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 			// Encrypted thinking, billed as output: nothing to count.
 			return StreamUpdate{Uncounted: true}
 		}
+		// A tool_use (server_tool_use, mcp_tool_use…) block starts with
+		// "input": {} and streams its input as input_json_delta; one
+		// whose input arrives whole here is output not counted.
+		return StreamUpdate{Uncounted: mayHoldOutput(lastGet(b, "input"))}
 	case "error":
 		return StreamUpdate{Err: true}
+	case "content_block_stop", "ping":
+		return StreamUpdate{}
+	default:
+		// An event of a type the Messages API does not send (an OpenAI
+		// chunk from a gateway answering in the other dialect, a type
+		// llmguard does not know) that holds data: output it cannot count.
+		return StreamUpdate{Uncounted: deltaHoldsData(root)}
 	}
-	return StreamUpdate{}
 }
 
 // upper is the dearer reading of two usages the same stream reported:
