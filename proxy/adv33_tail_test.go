@@ -152,14 +152,7 @@ func TestTailPastAnAnswerIsNotTheNextAnswer(t *testing.T) {
 				if status, body, err := r.post(budgetBody); err != nil || status != 200 || body != string(first) {
 					t.Fatalf("first call: status %d, body %.80q (%v)", status, body, err)
 				}
-				before := r.remaining()
-				status, body, err := r.post(budgetBody)
-				if err != nil || status != 200 || body != string(own) {
-					t.Errorf("second call: status %d, body %.120q (%v), want its own answer", status, body, err)
-				}
-				if charged := before - r.remaining(); charged != 41 {
-					t.Errorf("second call charged %d tokens, want its own answer's 41", charged)
-				}
+				callGetsItsOwnAnswer(t, r, own, "second call")
 			})
 		}
 	}
@@ -204,14 +197,7 @@ func TestHeadAnsweredWithABodyIsNotTheNextAnswer(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("HEAD: status %d", resp.StatusCode)
 	}
-	before := r.remaining()
-	status, body, err := r.post(budgetBody)
-	if err != nil || status != 200 || body != string(own) {
-		t.Errorf("call after the HEAD: status %d, body %.120q (%v), want its own answer", status, body, err)
-	}
-	if charged := before - r.remaining(); charged != 41 {
-		t.Errorf("call after the HEAD charged %d tokens, want its own answer's 41", charged)
-	}
+	callGetsItsOwnAnswer(t, r, own, "call after the HEAD")
 }
 
 // A TLS upstream that says goodbye (close_notify) right after an answer,
@@ -237,14 +223,7 @@ func TestTLSGoodbyeAfterAnAnswerIsNotWrittenOn(t *testing.T) {
 	if status, _, err := r.post(budgetBody); err != nil || status != 200 {
 		t.Fatalf("first call: status %d (%v)", status, err)
 	}
-	before := r.remaining()
-	status, body, err := r.post(budgetBody)
-	if err != nil || status != 200 || body != string(own) {
-		t.Errorf("second call: status %d, body %.120q (%v), want its answer from a fresh connection", status, body, err)
-	}
-	if charged := before - r.remaining(); charged != 41 {
-		t.Errorf("second call charged %d tokens, want its answer's 41", charged)
-	}
+	callGetsItsOwnAnswer(t, r, own, "second call")
 }
 
 // BenchmarkTLSUnread is the look into a reused TLS upstream session made
@@ -282,5 +261,21 @@ func BenchmarkTLSUnread(b *testing.B) {
 		if tlsUnread(tc) {
 			b.Fatal("a session with nothing held looks unusable")
 		}
+	}
+}
+
+// callGetsItsOwnAnswer posts a call through r that its upstream answers
+// with own (usage 1+40) and checks, naming the call what, that it got own
+// and was charged its 41 tokens: not another call's bytes, not a 502 that
+// kept its reservation.
+func callGetsItsOwnAnswer(t *testing.T, r *panicRig, own []byte, what string) {
+	t.Helper()
+	before := r.remaining()
+	status, body, err := r.post(budgetBody)
+	if err != nil || status != 200 || body != string(own) {
+		t.Errorf("%s: status %d, body %.120q (%v), want its own answer", what, status, body, err)
+	}
+	if charged := before - r.remaining(); charged != 41 {
+		t.Errorf("%s charged %d tokens, want its own answer's 41", what, charged)
 	}
 }
