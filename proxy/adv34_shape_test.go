@@ -85,3 +85,34 @@ func TestResponsesStreamOutputOnlyInItemsIsCounted(t *testing.T) {
 		})
 	}
 }
+
+// TestChatStreamOutputInAnotherDialectIsUncounted: through real sockets, a
+// chat completions stream whose output comes as Anthropic events
+// (content_block_delta, an upstream answering in the other dialect) or
+// Responses events, then a finish chunk and [DONE], and no usage, is
+// charged at least its output reservation: the chat reader counts text
+// only in choices. Azure's first chunk (prompt_filter_results beside an
+// empty choices) and ordinary chunks mark nothing: the control is charged
+// its input and the text exactly.
+func TestChatStreamOutputInAnotherDialectIsUncounted(t *testing.T) {
+	w := testWeigher(t)
+	const body = `{"model":"gpt-4o-mini","max_tokens":4000,"stream":true,"messages":[{"role":"user","content":"hello there"}]}`
+	est := w.Weigh(weigher.KindChat, []byte(body))
+	big := strings.Repeat("word ", 3000)
+	finish := "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+	azure := "data: {\"choices\":[],\"prompt_filter_results\":[{\"prompt_index\":0,\"content_filter_results\":{\"hate\":{\"filtered\":false,\"severity\":\"safe\"}}}]}\n\n"
+	for _, tc := range []struct {
+		name, stream string
+		atLeast      int64
+		exactly      bool
+	}{
+		{"Anthropic content_block_delta events", "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + big + "\"}}\n\n" + finish, est.InputTokens + est.OutputTokens, false},
+		{"a Responses output_text.delta event", "data: {\"type\":\"response.output_text.delta\",\"delta\":\"" + big + "\"}\n\n" + finish, est.InputTokens + est.OutputTokens, false},
+		{"Azure's filter chunk and content chunks (control)", azure + "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + big + "\"}}]}\n\n" + finish, est.InputTokens + w.CountText("gpt-4o-mini", big), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			charged := chargedThrough(t, w, sseAnswer(tc.stream), spec.FlavorOpenAI, "/v1/chat/completions", body)
+			checkCharged(t, charged, tc.atLeast, tc.exactly)
+		})
+	}
+}

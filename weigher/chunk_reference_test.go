@@ -27,7 +27,7 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 	var c Chunk
 	var text textJoiner
 	var ends []int
-	emptyChoices, usageObject := false, false
+	emptyChoices, usageObject, hasChoices, foreign := false, false, false, false
 	holds := func(v gjson.Result) bool {
 		return (v.Type == gjson.String && v.Str != "") || (v.IsArray() && len(v.Array()) > 0) || (v.IsObject() && len(v.Map()) > 0)
 	}
@@ -47,7 +47,10 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 		case "usage":
 			c.Usage, c.HasUsage = usageOfGJSON(v)
 			usageObject = v.IsObject()
+		case "delta", "content_block", "message", "content", "text", "output", "item", "part":
+			foreign = foreign || holds(v) // another dialect's output at the top
 		case "choices":
+			hasChoices = true
 			if !v.IsArray() {
 				break
 			}
@@ -114,6 +117,7 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 	// The chunk include_usage adds is recognised (and dropped when llmguard
 	// asked for it) by its shape, whether or not its figures are readable.
 	c.UsageOnly = usageObject && emptyChoices
+	c.Uncounted = c.Uncounted || (foreign && !hasChoices)
 	c.Text = text.String()
 	c.Finished = endsOf(ends...)
 	return c

@@ -438,7 +438,7 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 	var text textJoiner
 	var endsBuf [8]byte
 	ends := endsBuf[:0] // c.Finished, built (most chunks end one choice or none)
-	emptyChoices, usageObject := false, false
+	emptyChoices, usageObject, hasChoices, foreign := false, false, false, false
 	// add counts a text field's value; one that holds output but is not a
 	// string (content as an array of parts, as some OpenAI-compatible
 	// upstreams stream it) is not counted: Uncounted.
@@ -459,7 +459,14 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 		case "usage":
 			c.Usage, c.HasUsage = usageOf(v)
 			usageObject = v.IsObject()
+		case "delta", "content_block", "message", "content", "text", "output", "item", "part":
+			// A member no chat chunk has at its top (an Anthropic
+			// content_block_delta or message_start, a Responses event:
+			// an upstream answering in another dialect): output counted
+			// nowhere, when the chunk has no choices.
+			foreign = foreign || mayHoldOutput(v)
 		case "choices":
+			hasChoices = true
 			if !v.IsArray() {
 				break
 			}
@@ -568,6 +575,7 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 	// The chunk include_usage adds is recognised (and dropped when llmguard
 	// asked for it) by its shape, whether or not its figures are readable.
 	c.UsageOnly = usageObject && emptyChoices
+	c.Uncounted = c.Uncounted || (foreign && !hasChoices)
 	c.Text = text.String()
 	c.Finished = choiceEndsOf(ends)
 	return c
@@ -602,7 +610,12 @@ func sameString(a, b gjson.Result) bool {
 // chunkKey reports whether a chunk's top-level member named k is one
 // parseOpenAIChunk reads.
 func chunkKey(k string) bool {
-	return k == "error" || k == "usage" || k == "choices" || k == "service_tier"
+	switch k {
+	case "error", "usage", "choices", "service_tier",
+		"delta", "content_block", "message", "content", "text", "output", "item", "part":
+		return true
+	}
+	return false
 }
 
 // mayHoldOutput reports whether v, a value as rawValue gives it, could
