@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,9 @@ type upstreamConn struct {
 	// the first reuse (idleMade): nil when tcp is no socket.
 	idle     *idlePeek
 	idleMade bool
+	// peek is tlsUnread's one-byte read, kept here: a local would be
+	// allocated at each reuse.
+	peek [1]byte
 	// switched: the upstream answered 101 Switching Protocols on this
 	// connection; it is refused like a closed idle one. Set by Read, from
 	// the answer's first bytes, before fasthttp parses the answer and pools
@@ -90,7 +94,7 @@ func (c *upstreamConn) Write(p []byte) (int, error) {
 			if unusable, _ := c.idle.unusable(); unusable {
 				return 0, errIdleClosed
 			}
-			if tc, ok := c.Conn.(*tls.Conn); ok && tlsUnread(tc) {
+			if tc, ok := c.Conn.(*tls.Conn); ok && tlsUnread(tc, c.peek[:]) {
 				return 0, errIdleClosed
 			}
 		}
@@ -172,18 +176,18 @@ func joinedCodings(head []byte) (joined string, ok bool) {
 // temporary one), then clears the deadline (fasthttp sets its own after
 // writing). A byte read means the connection is done with. A record only
 // part of which has arrived is not seen (its read waits for the rest): an
-// upstream would have to split a record on purpose to be read so.
-func tlsUnread(tc *tls.Conn) bool {
+// upstream would have to split a record on purpose to be read so. b, of
+// length 1, is the read's buffer. It allocates once, the net package's
+// error for the timeout (BenchmarkTLSUnread).
+func tlsUnread(tc *tls.Conn, b []byte) bool {
 	if tc.SetReadDeadline(longAgo) != nil {
 		return true
 	}
-	var b [1]byte
-	n, err := tc.Read(b[:])
+	n, err := tc.Read(b)
 	if tc.SetReadDeadline(time.Time{}) != nil {
 		return true
 	}
-	var ne net.Error
-	return n > 0 || !errors.As(err, &ne) || !ne.Timeout()
+	return n > 0 || !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // longAgo is a deadline already past (net/http's aLongTimeAgo).
