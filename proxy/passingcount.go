@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/llmguard/llmguard/internal/jsonscan"
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/spec"
 	"github.com/llmguard/llmguard/weigher"
@@ -238,14 +239,14 @@ func (u *jsonUnescaper) push(c byte) {
 		return
 	}
 	if len(p) <= 6 { // \uXXXX
-		if !isHex(c) {
+		if !jsonscan.IsHex(c) {
 			u.reject(len(p) - 1)
 			return
 		}
 		if len(p) < 6 {
 			return
 		}
-		r := hex4(p[2:6])
+		r := jsonscan.Hex4(p[2:6])
 		switch {
 		case !utf16.IsSurrogate(r):
 			u.out = utf8.AppendRune(u.out, r)
@@ -257,13 +258,13 @@ func (u *jsonUnescaper) push(c byte) {
 	}
 	// The low half of a pair: \uYYYY after \uXXXX.
 	switch {
-	case len(p) == 7 && c != '\\', len(p) == 8 && c != 'u', len(p) > 8 && !isHex(c):
+	case len(p) == 7 && c != '\\', len(p) == 8 && c != 'u', len(p) > 8 && !jsonscan.IsHex(c):
 		u.reject(6) // the high surrogate alone, as it came
 		return
 	case len(p) < 12:
 		return
 	}
-	r := utf16.DecodeRune(hex4(p[2:6]), hex4(p[8:12]))
+	r := utf16.DecodeRune(jsonscan.Hex4(p[2:6]), jsonscan.Hex4(p[8:12]))
 	if r == utf8.RuneError {
 		u.reject(6)
 		return
@@ -301,25 +302,6 @@ func shortEscape(c byte) (byte, bool) {
 		return '\t', true
 	}
 	return 0, false
-}
-
-func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
-
-// hex4 is the value of four hex digits.
-func hex4(h []byte) rune {
-	var r rune
-	for _, c := range h {
-		r <<= 4
-		switch {
-		case c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a':
-			r |= rune(c-'a') + 10
-		default:
-			r |= rune(c-'A') + 10
-		}
-	}
-	return r
 }
 
 // usageMaxBytes is the most bytes of a top-level "usage" value topUsage

@@ -1367,7 +1367,7 @@ func (s *scanner) str(i int) (end int, escaped bool, r Reason) {
 				if i >= n {
 					return n, escaped, Truncated
 				}
-				if !isHex(b[i]) {
+				if !IsHex(b[i]) {
 					return i, escaped, Syntax
 				}
 				i++
@@ -1482,7 +1482,9 @@ func stopMaskUTF8(w uint64) uint64 {
 	return ((flipped - ones*0x21) | flipped | (slash-ones)&^slash) & msb
 }
 
-func isHex(c byte) bool {
+// IsHex reports whether c is a hex digit of a \u escape (RFC 8259 §7:
+// 0–9, a–f, A–F).
+func IsHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
@@ -1806,12 +1808,12 @@ func unescape(dst, raw []byte) []byte {
 		case 't':
 			dst = append(dst, '\t')
 		case 'u':
-			r := hex4(raw[i+1:])
+			r := Hex4(raw[i+1:])
 			i += 4
 			if utf16.IsSurrogate(r) {
 				r2 := rune(-1)
 				if i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
-					r2 = hex4(raw[i+3:])
+					r2 = Hex4(raw[i+3:])
 				}
 				if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
 					r = d
@@ -1828,8 +1830,9 @@ func unescape(dst, raw []byte) []byte {
 	return dst
 }
 
-// hex4 reads the four hex digits at the start of b.
-func hex4(b []byte) rune {
+// Hex4 reads the four hex digits of a \u escape at the start of b (at
+// least 4 bytes, each IsHex) as the UTF-16 code unit they write.
+func Hex4(b []byte) rune {
 	var r rune
 	for _, c := range b[:4] {
 		switch {
