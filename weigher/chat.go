@@ -265,8 +265,14 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	}
 	est.Model = modelNamed(model, as, w.names)
 	est.ServerContext = est.ServerContext || onlineModel(est.Model)
-	est.SearchContext, est.SearchResults = search.fees(est.Model)
 	rules := w.chatRules(est.Model)
+	if search.asked() {
+		est.SearchContext, est.SearchResults = search.fees(est.Model)
+	} else {
+		// Without web_search_options and plugins the fees are the
+		// model's alone, found with its rules (chatRules.search).
+		est.SearchContext, est.SearchResults = rules.search, rules.searchResults
+	}
 	if !rules.openAI {
 		// OpenAI caches prompts itself and charges no more for a write
 		// (writes are free: https://developers.openai.com/api/docs/guides/prompt-caching):

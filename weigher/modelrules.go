@@ -3,6 +3,8 @@ package weigher
 import (
 	"strings"
 	"sync/atomic"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // chatRules are what a chat request's model name decides about weighing
@@ -25,6 +27,13 @@ type chatRules struct {
 	// cache, the count cache they were made for (nil: caching off).
 	msgCtx, toolsCtx uint64
 	cache            *countCache
+	// search and searchResults are the per-request search fee and the
+	// web results (searchAsk.fees) of a body that names neither
+	// web_search_options nor plugins: a function of the name alone,
+	// whose lowercasing and prefix matching cost a warm 1 KiB chat body
+	// about 600 instructions when found for each body.
+	search        spec.SearchContextSize
+	searchResults int64
 }
 
 // chatRulesTable holds the chat rules of the model names bodies named
@@ -73,6 +82,7 @@ func (w *Weigher) findChatRules(model string) *chatRules {
 	r.openAI = openAIModel(canonicalModel(r.family))
 	r.msgCtx = w.cache.context("chat.message", r.encoding, r.family, "")
 	r.toolsCtx = w.cache.context("chat.tools", r.encoding, "", "")
+	r.search, r.searchResults = searchAsk{}.fees(model)
 	return r
 }
 

@@ -1,9 +1,12 @@
 package weigher
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // The chat rules a Weigher holds for a name are the ones it finds afresh
@@ -56,5 +59,42 @@ func TestChatRulesSameAsFound(t *testing.T) {
 	copy(b, "other-thing")
 	if r.model != "fresh-model" || r.family != "fresh-model" || w.chatRules("fresh-model").model != "fresh-model" {
 		t.Fatalf("held rules changed with the caller's bytes: %q, family %q", r.model, r.family)
+	}
+}
+
+// A chat body that names neither web_search_options nor plugins takes its
+// search fees from its model's rules (chatRules.search): they are an
+// empty ask's fees for that name, held or found, and the estimate of such
+// a body carries them, for names that bill a fee per request, search
+// through OpenRouter's web plugin, or do neither, in any case and past
+// the longest held name; a body that names either (null included) is
+// priced from what it asks, the same model's held rules notwithstanding.
+func TestChatRulesSearchFees(t *testing.T) {
+	w := testWeigher(t)
+	names := []string{"gpt-4o-mini", "sonar", "Sonar-Pro", "perplexity/sonar-reasoning", "sonar-deep-research",
+		"gpt-4o-search-preview", "openai/GPT-5-search-api", "meta-llama/llama-3.3-70b-instruct:online",
+		"anthropic/claude-sonnet-4:ONLINE", "x", "", strings.Repeat("sonar-", 12), strings.Repeat("m", 60) + ":online"}
+	for _, name := range names {
+		size, results := searchAsk{}.fees(name)
+		for round := range 2 { // found, then held
+			if r := w.chatRules(name); r.search != size || r.searchResults != results {
+				t.Fatalf("%q, round %d: rules %v, %d results; fees %v, %d", name, round, r.search, r.searchResults, size, results)
+			}
+			m, _ := json.Marshal(name)
+			e := w.Chat([]byte(`{"model":` + string(m) + `,"messages":[{"role":"user","content":"hi"}]}`))
+			if e.SearchContext != size || e.SearchResults != results {
+				t.Fatalf("%q, round %d: estimate %v, %d results; fees %v, %d", name, round, e.SearchContext, e.SearchResults, size, results)
+			}
+		}
+		for _, ask := range []string{`"web_search_options":{"search_context_size":"high"}`, `"web_search_options":null`,
+			`"plugins":[{"id":"web","max_results":2,"engine":"exa"}]`, `"plugins":null`} {
+			m, _ := json.Marshal(name)
+			body := `{"model":` + string(m) + `,` + ask + `,"messages":[{"role":"user","content":"hi"}]}`
+			want := (searchAsk{options: gjson.Get(`{`+ask+`}`, "web_search_options"), plugins: gjson.Get(`{`+ask+`}`, "plugins")})
+			size, results := want.fees(name)
+			if e := w.Chat([]byte(body)); e.SearchContext != size || e.SearchResults != results {
+				t.Fatalf("%s: estimate %v, %d results; fees %v, %d", body, e.SearchContext, e.SearchResults, size, results)
+			}
+		}
 	}
 }

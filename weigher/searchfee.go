@@ -25,6 +25,11 @@ func (s *searchAsk) read(k string, v gjson.Result) {
 	}
 }
 
+// asked reports whether the body named web_search_options or plugins
+// (null included): when not, its fees are those of an empty searchAsk,
+// which depend on the model name alone (chatRules.search holds them).
+func (s searchAsk) asked() bool { return s.options.Exists() || s.plugins.Exists() }
+
 // defaultWebResults is the results OpenRouter's web plugin fetches when
 // it names no max_results (its web search guide: "defaults to 5").
 const defaultWebResults = 5
