@@ -144,34 +144,55 @@ func responsesAnswerText(root gjson.Result, add func(gjson.Result)) (hidden bool
 // non-empty encrypted_content. An item that is not an object reads
 // nothing.
 func responsesItemText(it gjson.Result, add func(gjson.Result)) (hidden bool) {
+	return responsesOutputFields(it, func(r gjson.Result, _ bool) { add(r) })
+}
+
+// responsesOutputFields is responsesItemText that also tells add whether
+// each value is of a field the stream's *.delta events carry
+// (itemFieldStreamed) or one no delta carries.
+func responsesOutputFields(it gjson.Result, add func(r gjson.Result, streamed bool)) (hidden bool) {
 	if !it.IsObject() {
 		return false
 	}
 	if it.Get("type").Str == "reasoning" && nonEmptyString(it.Get("encrypted_content")) {
 		hidden = true
 	}
-	add(it.Get("name"))
-	add(it.Get("arguments"))
-	add(it.Get("input"))
+	add(it.Get("name"), false)
+	add(it.Get("arguments"), true)
+	add(it.Get("input"), true)
 	for _, path := range responsesCallText {
+		streamed := itemFieldStreamed(path)
 		if v := it.Get(path); v.IsArray() {
 			v.ForEach(func(_, c gjson.Result) bool {
-				add(c)
+				add(c, streamed)
 				return true
 			})
 		} else {
-			add(v)
+			add(v, streamed)
 		}
 	}
 	for _, parts := range [...]gjson.Result{it.Get("content"), it.Get("summary")} {
 		parts.ForEach(func(_, p gjson.Result) bool {
-			add(p.Get("text"))
-			add(p.Get("refusal"))
+			add(p.Get("text"), true)
+			add(p.Get("refusal"), true)
 			return true
 		})
 	}
 	return hidden
 }
+
+// itemFieldStreamed reports whether path, one of responsesCallText, names
+// a field whose text *.delta events carry
+// (https://platform.openai.com/docs/api-reference/responses-streaming):
+// a code_interpreter_call's code (code_interpreter_call_code.delta) and
+// an apply_patch_call's operation.diff
+// (apply_patch_call_operation_diff.delta). An item's name, a shell call's
+// commands and a patch's path come in no delta; neither do these lists'
+// others. (Content and summary text, arguments and input are streamed:
+// output_text, refusal, reasoning_text, reasoning_summary_text,
+// function_call_arguments, mcp_call_arguments and custom_tool_call_input
+// deltas.)
+func itemFieldStreamed(path string) bool { return path == "code" || path == "operation.diff" }
 
 // responsesCallText are the members of a Responses output item, beside
 // name, arguments and input, that hold text the model wrote

@@ -62,7 +62,12 @@ type Stream struct {
 	// deltaText, doneText: bytes of Responses text seen in *.delta events
 	// and in the *.done events that repeat it whole (see responsesEvent).
 	deltaText, doneText int
-	maxDepth            int // nesting limit of an event's data; 0: DefaultMaxDepth
+	// items: what a Responses stream's output_item.done and
+	// content_part.done events held beyond the text counted, used only
+	// where no usage settles the stream (responses_items.go); at most
+	// itemMemoMax bytes of text.
+	items    itemMemo
+	maxDepth int // nesting limit of an event's data; 0: DefaultMaxDepth
 	// skel reads chat and completions chunks shaped as the last one read
 	// in full on a fast path (chunk_skeleton.go); nil until the first.
 	skel *chunkSkeleton
