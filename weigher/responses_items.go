@@ -32,7 +32,7 @@ import (
 // fit is remembered whole. The bytes matched never exceed the bytes
 // counted, so the counted text and what is remembered hold at least as
 // many bytes as the level's text: never less than what the items showed.
-// An item's fields no delta carries (itemFieldStreamed) are always
+// An item's fields no delta carries (responsesOutputFields) are always
 // remembered.
 
 // itemMemoMax is the most bytes of text a Responses stream remembers of

@@ -152,3 +152,98 @@ func FuzzResponsesItemTextCounted(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkStreamResponsesItems reads responsesStreamEvents with the
+// content_part.done and output_item.done events OpenAI sends before
+// response.completed: "read" as they are, "unread" with their type
+// renamed to another *.done type (response.output_item_x.done), which
+// responsesEvent reads as before this memory (their top-level text
+// only), so the ratio of the two is what remembering the items costs an
+// honest stream.
+func BenchmarkStreamResponsesItems(b *testing.B) {
+	names, data := responsesStreamEvents()
+	const text = `"The quick brown fox jumps over the lazy dog. It\u2019s a pangram: \"every\" letter!"`
+	last := len(data) - 1
+	extra := []string{
+		`{"type":"response.content_part.done","sequence_number":22,"item_id":"msg_67ccd2bf17f0819081ff3bb2cf6508e60bb6a6b452d3795b","output_index":0,"content_index":0,"part":{"type":"output_text","text":` + text + `,"annotations":[]}}`,
+		`{"type":"response.output_item.done","sequence_number":23,"output_index":0,"item":{"id":"msg_67ccd2bf17f0819081ff3bb2cf6508e60bb6a6b452d3795b","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":` + text + `,"annotations":[]}]}}`,
+	}
+	for _, mode := range []string{"read", "unread"} {
+		b.Run(mode, func(b *testing.B) {
+			n := append([][]byte{}, names[:last]...)
+			d := append([][]byte{}, data[:last]...)
+			for _, e := range extra {
+				if mode == "unread" {
+					e = strings.Replace(e, `.done"`, `_x.done"`, 1)
+				}
+				n = append(n, nil)
+				d = append(d, []byte(e))
+			}
+			benchStream(b, KindResponses, append(n, names[last]), append(d, data[last]))
+		})
+	}
+}
+
+// responsesItemTextGet is responsesItemText as it read an item before it
+// walked it once: each field found with gjson's Get (the reference
+// FuzzResponsesItemFieldsSameAsGet holds it to).
+func responsesItemTextGet(it gjson.Result, add func(gjson.Result)) (hidden bool) {
+	if !it.IsObject() {
+		return false
+	}
+	if it.Get("type").Str == "reasoning" && nonEmptyString(it.Get("encrypted_content")) {
+		hidden = true
+	}
+	add(it.Get("name"))
+	add(it.Get("arguments"))
+	add(it.Get("input"))
+	for _, path := range [...]string{"code", "action.command", "action.commands", "operation.diff", "operation.path"} {
+		if v := it.Get(path); v.IsArray() {
+			v.ForEach(func(_, c gjson.Result) bool {
+				add(c)
+				return true
+			})
+		} else {
+			add(v)
+		}
+	}
+	for _, parts := range [...]gjson.Result{it.Get("content"), it.Get("summary")} {
+		parts.ForEach(func(_, p gjson.Result) bool {
+			add(p.Get("text"))
+			add(p.Get("refusal"))
+			return true
+		})
+	}
+	return hidden
+}
+
+// FuzzResponsesItemFieldsSameAsGet: the one walk of an output item
+// (responsesOutputFields) reads the strings the Get-based reference read,
+// in its order, and the same hidden output, for valid JSON items.
+func FuzzResponsesItemFieldsSameAsGet(f *testing.F) {
+	f.Add(`{"type":"message","content":[{"type":"output_text","text":"hi"},{"type":"refusal","refusal":"no"}]}`)
+	f.Add(`{"type":"function_call","name":"f","arguments":"{}","input":"x","name":"g"}`)
+	f.Add(`{"type":"reasoning","summary":[{"text":"s","text":"t"}],"encrypted_content":"gAAA"}`)
+	f.Add(`{"type":"code_interpreter_call","code":["a","b"],"action":{"command":["ls","-l"],"commands":"x"},"operation":{"path":"p","diff":"d"}}`)
+	f.Add(`{"na\u006de":"f","content":[1,{"text":2}],"summary":{"text":"o"}}`)
+	f.Fuzz(func(t *testing.T, item string) {
+		if !gjson.Valid(item) {
+			return
+		}
+		it := gjson.Parse(item)
+		var got, want []string
+		gh := responsesItemText(it, func(r gjson.Result) {
+			if r.Type == gjson.String && r.Str != "" {
+				got = append(got, r.Str)
+			}
+		})
+		wh := responsesItemTextGet(it, func(r gjson.Result) {
+			if r.Type == gjson.String && r.Str != "" {
+				want = append(want, r.Str)
+			}
+		})
+		if gh != wh || strings.Join(got, "\x00") != strings.Join(want, "\x00") || len(got) != len(want) {
+			t.Fatalf("%s: read %q hidden %v, the reference %q hidden %v", item, got, gh, want, wh)
+		}
+	})
+}
