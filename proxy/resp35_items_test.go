@@ -13,7 +13,8 @@ import (
 // response.content_part.done events, and whose terminal event carries
 // neither a usage nor response.output (or an in-band error ends it), is
 // charged that text, counted once, never output 0 (it was charged its
-// input alone). Beside a usage the items' text changes nothing, even a
+// input alone); text past what the stream remembers (64 KiB) keeps the
+// output reservation, beside the text remembered. Beside a usage the items' text changes nothing, even a
 // usage reporting less than it (the usage is the bill: an honest item
 // holds text no delta streamed, a function call's name). Without a usage, text the deltas streamed is not
 // counted again when the terminal output repeats it beside text they did
@@ -57,4 +58,16 @@ func TestResponsesStreamItemTextWithoutUsage(t *testing.T) {
 			checkCharged(t, charged, tc.want, true)
 		})
 	}
+	// Past the 64 KiB remembered: the output reservation, when larger than
+	// the text remembered.
+	const bigBody = `{"model":"gpt-4o-mini","input":"hello there","max_output_tokens":16000,"stream":true}`
+	bigEst := w.Weigh(weigher.KindResponses, []byte(bigBody))
+	huge := strings.Repeat("word ", 14000) // 70,000 bytes
+	if kept := w.CountText(model, huge[:64<<10]); kept >= bigEst.OutputTokens {
+		t.Fatalf("the text remembered (%d tokens) is not below the reservation (%d)", kept, bigEst.OutputTokens)
+	}
+	t.Run("text only in an item past the memory's 64 KiB", func(t *testing.T) {
+		charged := chargedThrough(t, w, sseAnswer(itemDone(msg(huge))+completed("")), spec.FlavorOpenAI, "/v1/responses", bigBody)
+		checkCharged(t, charged, bigEst.InputTokens+bigEst.OutputTokens, true)
+	})
 }
