@@ -113,8 +113,10 @@ type StreamUpdate struct {
 	// completions choice text; Responses *.delta text (output text, refusal,
 	// function-call and custom-tool arguments, reasoning and reasoning
 	// summary text…); Messages text_delta, input_json_delta and
-	// thinking_delta (and a content block's initial text). It does not alias
-	// data.
+	// thinking_delta (and a content block's initial text); at a Responses
+	// terminal event without a usage, or an in-band error, the text its
+	// output (or its output_item.done and content_part.done events) held
+	// beyond what was streamed. It does not alias data.
 	Text string
 	// HasUsage is true when the event carried usage (now in
 	// [Stream.Usage]).

@@ -53,6 +53,9 @@ func notStreamed(*Stream, []byte, []byte) StreamUpdate { return StreamUpdate{} }
 // (doneTextFields); response.completed,
 // response.incomplete and response.failed end the stream with the response
 // object, whose usage is final; "error" is an in-band error without usage.
+// What response.output_item.done and response.content_part.done events
+// hold beyond the text counted is remembered and counted only where no
+// usage settles the stream (responses_items.go).
 func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	if s.resp != nil {
 		if t, ok := s.resp.match(data, s.maxDepth); ok {
