@@ -127,7 +127,7 @@ func addReasoning(r, d gjson.Result, add func(gjson.Result)) (hidden bool) {
 // function call's name and arguments, a custom tool call's name and
 // input, an MCP call's name and arguments, and a reasoning item's summary
 // and content "text", and the code or commands of the calls
-// responsesCallText lists: what the stream's *.delta events carry
+// responsesOutputFields lists: what the stream's *.delta events carry
 // (responsesEvent). hidden is set by a reasoning item's non-empty
 // encrypted_content.
 func responsesAnswerText(root gjson.Result, add func(gjson.Result)) (hidden bool) {
@@ -144,47 +144,105 @@ func responsesAnswerText(root gjson.Result, add func(gjson.Result)) (hidden bool
 // non-empty encrypted_content. An item that is not an object reads
 // nothing.
 func responsesItemText(it gjson.Result, add func(gjson.Result)) (hidden bool) {
+	return responsesOutputFields(it, func(r gjson.Result, _ bool) { add(r) })
+}
+
+// responsesOutputFields is responsesItemText that also tells add whether
+// each value is of a field the stream's *.delta events carry
+// or one no delta carries (see below). The item is walked once
+// (each member the first of its name, as gjson's Get finds it), its
+// parts once each: an item's text may be long, and a stream reads each
+// of its items (itemMemo).
+func responsesOutputFields(it gjson.Result, add func(r gjson.Result, streamed bool)) (hidden bool) {
 	if !it.IsObject() {
 		return false
 	}
-	if it.Get("type").Str == "reasoning" && nonEmptyString(it.Get("encrypted_content")) {
-		hidden = true
-	}
-	add(it.Get("name"))
-	add(it.Get("arguments"))
-	add(it.Get("input"))
-	for _, path := range responsesCallText {
-		if v := it.Get(path); v.IsArray() {
-			v.ForEach(func(_, c gjson.Result) bool {
-				add(c)
+	var typ, encrypted, name, arguments, input, code, action, operation, content, summary gjson.Result
+	it.ForEach(func(k, v gjson.Result) bool {
+		var f *gjson.Result
+		switch k.Str {
+		case "type":
+			f = &typ
+		case "encrypted_content":
+			f = &encrypted
+		case "name":
+			f = &name
+		case "arguments":
+			f = &arguments
+		case "input":
+			f = &input
+		case "code":
+			f = &code
+		case "action":
+			f = &action
+		case "operation":
+			f = &operation
+		case "content":
+			f = &content
+		case "summary":
+			f = &summary
+		default:
+			return true
+		}
+		if !f.Exists() {
+			*f = v
+		}
+		return true
+	})
+	hidden = typ.Str == "reasoning" && nonEmptyString(encrypted)
+	add(name, false)
+	add(arguments, true)
+	add(input, true)
+	// The call text (see below), each value a string or an array of
+	// them.
+	for _, c := range [...]struct {
+		v        gjson.Result
+		streamed bool
+	}{{code, true}, {action.Get("command"), false}, {action.Get("commands"), false}, {operation.Get("diff"), true}, {operation.Get("path"), false}} {
+		if c.v.IsArray() {
+			c.v.ForEach(func(_, e gjson.Result) bool {
+				add(e, c.streamed)
 				return true
 			})
 		} else {
-			add(v)
+			add(c.v, c.streamed)
 		}
 	}
-	for _, parts := range [...]gjson.Result{it.Get("content"), it.Get("summary")} {
+	for _, parts := range [...]gjson.Result{content, summary} {
 		parts.ForEach(func(_, p gjson.Result) bool {
-			add(p.Get("text"))
-			add(p.Get("refusal"))
+			var text, refusal gjson.Result
+			p.ForEach(func(k, v gjson.Result) bool {
+				switch {
+				case k.Str == "text" && !text.Exists():
+					text = v
+				case k.Str == "refusal" && !refusal.Exists():
+					refusal = v
+				}
+				return true
+			})
+			add(text, true)
+			add(refusal, true)
 			return true
 		})
 	}
 	return hidden
 }
 
-// responsesCallText are the members of a Responses output item, beside
-// name, arguments and input, that hold text the model wrote
-// (https://platform.openai.com/docs/api-reference/responses/object): a
-// code_interpreter_call's "code" (streamed in
-// response.code_interpreter_call_code.delta events), a local_shell_call's
-// action.command and a shell_call's action.commands (arrays of strings),
-// and an apply_patch_call's operation.diff (streamed in
-// response.apply_patch_call_operation_diff.delta events) and path. A
-// custom_tool_call's text is its "input", read with the others. The stream
-// counts every *.delta event's text whatever its item (responsesEvent), so
-// it needs no list: this one is what the JSON answer holds of the same.
-var responsesCallText = [...]string{"code", "action.command", "action.commands", "operation.diff", "operation.path"}
+// The call text of a Responses output item, beside its name, arguments
+// and input: the members that hold text the model wrote
+// (https://platform.openai.com/docs/api-reference/responses/object), read
+// by responsesOutputFields in this order: a code_interpreter_call's
+// "code" (streamed in response.code_interpreter_call_code.delta events),
+// a local_shell_call's action.command and a shell_call's action.commands
+// (arrays of strings, in no delta), and an apply_patch_call's
+// operation.diff (streamed in
+// response.apply_patch_call_operation_diff.delta events) and its path (in
+// no delta). A custom_tool_call's text is its "input", read with the
+// others. Content and summary text, arguments and input are streamed too
+// (output_text, refusal, reasoning_text, reasoning_summary_text,
+// function_call_arguments, mcp_call_arguments and custom_tool_call_input
+// deltas); an item's name is not
+// (https://platform.openai.com/docs/api-reference/responses-streaming).
 
 // messagesAnswerText reads an Anthropic Messages answer's output
 // (https://platform.claude.com/docs/en/api/messages, "content"): a text

@@ -32,6 +32,9 @@ func responseRun(t testing.TB, maxDepth int, events []rawEvent) (fast int) {
 		if s.Err() != ref.Err() || s.Done() != ref.Done() || s.deltaText != ref.deltaText || s.doneText != ref.doneText {
 			t.Fatalf("event %d %q: Err/Done/deltaText/doneText differ", i, e.data)
 		}
+		if !sameItemMemo(s.items, ref.items) {
+			t.Fatalf("event %d %q: items remembered %+v, full read %+v", i, e.data, s.items, ref.items)
+		}
 	}
 	est := Estimate{InputTokens: 10, OutputTokens: 20}
 	gu, gs := s.Settle(est, 7)
@@ -40,6 +43,12 @@ func responseRun(t testing.TB, maxDepth int, events []rawEvent) (fast int) {
 		t.Fatalf("settle: %+v %v, full read %+v %v", gu, gs, wu, ws)
 	}
 	return fast
+}
+
+// sameItemMemo reports whether a and b remember the same.
+func sameItemMemo(a, b itemMemo) bool {
+	return string(a.text) == string(b.text) && a.n == b.n && a.hidden == b.hidden &&
+		a.partsMatched == b.partsMatched && a.itemsMatched == b.itemsMatched && a.partsHeld == b.partsHeld
 }
 
 // responsesStream is a varied Responses stream: created, output items of
@@ -86,9 +95,26 @@ func responsesStream(g chunkGen) []rawEvent {
 			out = append(out, e)
 		}
 		out = append(out, ev(typ[:len(typ)-len("delta")]+"done", ids+`,"text":"`+g.piece()+`"`))
+		// The part and the item that repeat the text (or hold text no
+		// delta streamed): a message's output_text part, a reasoning
+		// item's summary, a function call's name and arguments.
+		switch kind {
+		case 0:
+			out = append(out, ev("response.content_part.done", ids+`,"part":{"type":"output_text","text":"`+g.piece()+`","annotations":[]}`))
+			out = append(out, ev("response.output_item.done", `,"output_index":`+strconv.Itoa(item)+`,"item":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"`+g.piece()+g.piece()+`"}]}`))
+		case 1:
+			out = append(out, ev("response.reasoning_summary_part.done", ids+`,"part":{"type":"summary_text","text":"`+g.piece()+`"}`))
+			out = append(out, ev("response.output_item.done", `,"output_index":`+strconv.Itoa(item)+`,"item":{"type":"reasoning","summary":[{"type":"summary_text","text":"`+g.piece()+`"}],"encrypted_content":"`+g.obf()+`"}`))
+		default:
+			out = append(out, ev("response.output_item.done", `,"output_index":`+strconv.Itoa(item)+`,"item":{"type":"function_call","name":"`+g.obf()+`","arguments":"`+g.piece()+`"}`))
+		}
 	}
 	if g.r.IntN(5) == 0 {
 		out = append(out, ev("error", `,"message":"`+g.piece()+`"`))
+	}
+	if g.r.IntN(3) == 0 {
+		// No usage: what the items held is counted.
+		return append(out, ev("response.completed", `,"response":{"id":"resp_1","status":"completed"}`))
 	}
 	return append(out, ev("response.completed", `,"response":{"id":"resp_1","status":"completed","usage":{"input_tokens":`+strconv.Itoa(g.r.IntN(99))+`,"output_tokens":`+strconv.Itoa(g.r.IntN(99))+`,"total_tokens":9}}`))
 }

@@ -62,7 +62,12 @@ type Stream struct {
 	// deltaText, doneText: bytes of Responses text seen in *.delta events
 	// and in the *.done events that repeat it whole (see responsesEvent).
 	deltaText, doneText int
-	maxDepth            int // nesting limit of an event's data; 0: DefaultMaxDepth
+	// items: what a Responses stream's output_item.done and
+	// content_part.done events held beyond the text counted, used only
+	// where no usage settles the stream (responses_items.go); at most
+	// itemMemoMax bytes of text.
+	items    itemMemo
+	maxDepth int // nesting limit of an event's data; 0: DefaultMaxDepth
 	// skel reads chat and completions chunks shaped as the last one read
 	// in full on a fast path (chunk_skeleton.go); nil until the first.
 	skel *chunkSkeleton
@@ -108,8 +113,10 @@ type StreamUpdate struct {
 	// completions choice text; Responses *.delta text (output text, refusal,
 	// function-call and custom-tool arguments, reasoning and reasoning
 	// summary text…); Messages text_delta, input_json_delta and
-	// thinking_delta (and a content block's initial text). It does not alias
-	// data.
+	// thinking_delta (and a content block's initial text); at a Responses
+	// terminal event without a usage, or an in-band error, the text its
+	// output (or its output_item.done and content_part.done events) held
+	// beyond what was streamed. It does not alias data.
 	Text string
 	// HasUsage is true when the event carried usage (now in
 	// [Stream.Usage]).

@@ -73,6 +73,7 @@ func (s *Stream) dupKeyEvent(read func(*Stream, []byte, []byte) StreamUpdate, ev
 func (s *Stream) reading() Stream {
 	c := *s
 	c.skel, c.delta, c.resp, c.shapes = nil, nil, nil, nil
+	c.items = s.items.clip() // an append to the copy's does not write into s's
 	return c
 }
 
@@ -99,6 +100,9 @@ func (s *Stream) dupKeyMerge(a, b *Stream) {
 	s.unread = a.unread || b.unread
 	s.deltaOutput = a.deltaOutput || b.deltaOutput
 	s.deltaText, s.doneText = max(a.deltaText, b.deltaText), max(a.doneText, b.doneText)
+	if b.items.n > a.items.n {
+		s.items = b.items // the reading that remembers more
+	}
 	s.tier = joinTiers(a.tier, b.tier)
 }
 

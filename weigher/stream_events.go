@@ -53,6 +53,9 @@ func notStreamed(*Stream, []byte, []byte) StreamUpdate { return StreamUpdate{} }
 // (doneTextFields); response.completed,
 // response.incomplete and response.failed end the stream with the response
 // object, whose usage is final; "error" is an in-band error without usage.
+// What response.output_item.done and response.content_part.done events
+// hold beyond the text counted is remembered and counted only where no
+// usage settles the stream (responses_items.go).
 func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	if s.resp != nil {
 		if t, ok := s.resp.match(data, s.maxDepth); ok {
@@ -94,32 +97,40 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 			}
 			s.usage, s.has, s.final, s.closed = usage, hasInput|hasOutput, true, true
 			u.HasUsage = true
-		} else if out := parsed(outputV); out.IsArray() {
-			// No usage to settle at: the response's output (what its
-			// items hold of text, as a JSON answer's is read) is counted
-			// when it outruns the deltas streamed, as from an upstream
-			// that streamed its text in events llmguard does not read
-			// (response.output_item.done alone); output not text
+			// The usage is the bill: what the items held is never
+			// counted beside it.
+			s.items = itemMemo{}
+		} else {
+			// No usage to settle at: what the stream's text did not show
+			// of its output is counted (responses_items.go), read from
+			// the response's output, or, when that shows less (none, or
+			// an empty one), from what its output_item.done and
+			// content_part.done events held (itemMemo). Output not text
 			// (encrypted reasoning) is Uncounted.
-			var text textJoiner
-			n := 0
-			out.ForEach(func(_, it gjson.Result) bool {
-				u.Uncounted = responsesItemText(it, func(r gjson.Result) {
-					if r.Type == gjson.String && r.Str != "" {
-						n += len(r.Str)
-						text.add(r)
-					}
-				}) || u.Uncounted
-				return true
-			})
-			if n > s.deltaText {
-				s.deltaText += n
-				u.Text = text.String()
-			}
+			u.Text, u.Uncounted = s.unsettledText(parsed(outputV))
 		}
 		return u
 	case "error":
-		return StreamUpdate{Err: true}
+		// An in-band error: no usage is to come (a response.failed after
+		// it reads its own), so what the items held is counted now.
+		u := StreamUpdate{Err: true}
+		u.Text, u.Uncounted = s.unsettledText(gjson.Result{})
+		return u
+	case "response.output_item.done":
+		// Any top-level text is read first (doneEventText), so the item
+		// is matched against it. Once a usage came (closed), nothing is
+		// remembered: it is never counted beside the usage.
+		u := s.doneEventText(root)
+		if !s.closed {
+			s.items.item(lastGet(root, "item"), s.deltaText)
+		}
+		return u
+	case "response.content_part.done", "response.reasoning_summary_part.done":
+		u := s.doneEventText(root)
+		if !s.closed {
+			s.items.part(lastGet(root, "part"), s.deltaText)
+		}
+		return u
 	case "response.audio.delta", "response.image_generation_call.partial_image":
 		// Billed output (audio, image tokens) that is not text to count.
 		return StreamUpdate{Uncounted: true}
@@ -136,24 +147,61 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		return StreamUpdate{Text: t}
 	}
 	if strings.HasSuffix(typ, ".done") {
-		// A *.done event repeats whole the text its deltas streamed
-		// (output_text.done's text, refusal.done's refusal,
-		// function_call_arguments.done's arguments…). An upstream that
-		// sends the text only there (no deltas) would stream output
-		// nothing counted: when the text announced done outruns the
-		// deltas seen, this event's text is counted.
-		for _, f := range doneTextFields {
-			if t := lastGet(root, f); t.Type == gjson.String && t.Str != "" {
-				s.doneText += len(t.Str)
-				if s.doneText > s.deltaText {
-					s.deltaText += len(t.Str)
-					return StreamUpdate{Text: cloneText(t)}
-				}
-				break
+		return s.doneEventText(root)
+	}
+	return StreamUpdate{}
+}
+
+// doneEventText reads a Responses *.done event's text. Such an event
+// repeats whole the text its deltas streamed (output_text.done's text,
+// refusal.done's refusal, function_call_arguments.done's arguments…). An
+// upstream that sends the text only there (no deltas) would stream output
+// nothing counted: when the text announced done outruns the deltas seen,
+// this event's text is counted.
+func (s *Stream) doneEventText(root gjson.Result) StreamUpdate {
+	for _, f := range doneTextFields {
+		if t := lastGet(root, f); t.Type == gjson.String && t.Str != "" {
+			s.doneText += len(t.Str)
+			if s.doneText > s.deltaText {
+				s.deltaText += len(t.Str)
+				return StreamUpdate{Text: cloneText(t)}
 			}
+			break
 		}
 	}
 	return StreamUpdate{}
+}
+
+// unsettledText is what a Responses stream counts at an event after which
+// no usage is to settle it (a terminal event without one, an in-band
+// "error"), given out, the response's output (none for an "error"): the
+// text of out's items beyond what the stream counted (outputText), or,
+// when that is shorter, the text its items and parts held beyond it
+// (itemMemo), and whether output not text was seen (an encrypted
+// reasoning item), or remembered text was left out past itemMemoMax (then
+// Uncounted: the output reservation is kept). The text is counted: the
+// memory is emptied, the bytes added to deltaText.
+func (s *Stream) unsettledText(out gjson.Result) (text string, uncounted bool) {
+	t, n, hidden := outputText(out, s.deltaText)
+	m := &s.items
+	if s.closed {
+		// A usage settles the stream: what the items held is not
+		// counted beside it (nor remembered, once it came).
+		m.text = nil
+		if n == 0 || !out.IsArray() {
+			return "", hidden
+		}
+		s.deltaText += n
+		return t, hidden
+	}
+	uncounted = hidden || m.hidden
+	if !out.IsArray() || n < m.n {
+		t, n = string(m.text), m.n
+		uncounted = uncounted || m.over()
+	}
+	s.deltaText += n
+	m.counted(n)
+	return t, uncounted
 }
 
 // deltaHoldsData reports whether d, a Messages content_block_delta's delta,
