@@ -82,6 +82,15 @@ type Usage struct {
 	// pricing). Its usage reports no count: the max_results asked (5 by
 	// default) is charged.
 	SearchResults int64
+	// ContainerGB is the container gigabyte-sessions the upstream may have
+	// opened for the request's hosted code interpreter and shell tools
+	// (OpenAI Responses), billed $0.03 a GB per container session on top
+	// of the tokens: $0.03 for the default 1 GB container, $0.12 for 4 GB,
+	// $0.48 for 16 GB, $1.92 for 64 GB (OpenAI's pricing page, built-in
+	// tools, the 20-minute session rate; a container "auto" is opened for
+	// the request whether or not the model calls the tool). No usage
+	// reports it: the request's (weigher.Estimate.ContainerGB) is charged.
+	ContainerGB int64
 	// ServiceTier is the service tier the answer says it was served at,
 	// which may not be the one the request asked for: OpenAI's
 	// service_tier of a chat completion, of a streamed chunk or of a

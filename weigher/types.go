@@ -102,6 +102,13 @@ type Estimate struct {
 	// billed $4 per 1,000 (spec.Usage.SearchResults). Reserved, and
 	// charged as reserved (no usage reports the count).
 	SearchResults int64
+	// ContainerGB is the container gigabyte-sessions a Responses request's
+	// hosted code interpreter and shell tools may open (containerGB: each
+	// container's memory_limit in GB, 1 by default, 64 for a container
+	// named by id or a size llmguard cannot read), each billed $0.03 a GB
+	// per session on top of the tokens (spec.Usage.ContainerGB). Reserved,
+	// and charged as reserved: no usage reports a container.
+	ContainerGB int64
 	// PredictionTokens is, for a chat request with a Predicted Outputs
 	// "prediction", its tokens times Choices: included in OutputTokens,
 	// since the prediction's rejected tokens are billed as output on top
