@@ -261,7 +261,7 @@ func (m *Meter) newRecord(x *Exchange, s Settlement, actual spec.Usage, known bo
 	r.OutputTokens, r.ReasoningTokens = t.OutputTokens, t.ReasoningTokens
 	r.AudioInputTokens, r.AudioOutputTokens, r.WebSearches = t.AudioInputTokens, t.AudioOutputTokens, t.WebSearches
 	r.FileSearches, r.SearchContextSize, r.SearchResults = t.FileSearches, t.SearchContext.String(), t.SearchResults
-	r.ContainerGB = t.ContainerGB
+	r.ContainerGB = int64(t.ContainerGB)
 	if cost > 0 && x.req.PerImage == 0 {
 		r.SearchFeeMicroUSD = min(x.quote.Price.SearchMicroUSD(t), cost)
 	}

@@ -267,7 +267,7 @@ func (p Price) microUSD(t spec.Usage) int64 {
 	sum.add(audioIn, max(p.AudioInput, r.Input))
 	sum.add(audioOut, max(p.AudioOutput, r.Output))
 	sum.searchFees(&p, &t)
-	sum.add(clamp0(t.ContainerGB), ContainerGBPicoUSD)
+	sum.add(clamp0(int64(t.ContainerGB)), ContainerGBPicoUSD)
 	return sum.micro()
 }
 

@@ -75,13 +75,6 @@ type Usage struct {
 	// none: the size the request asked, charged as reserved);
 	// SearchContextNone: no such fee.
 	SearchContext SearchContextSize
-	// SearchResults is how many web results OpenRouter's web plugin
-	// (plugins [{"id": "web"}], or a ":online" model) fetched for the
-	// request with its Exa engine, billed $4 per 1,000 results on top of
-	// the tokens (https://openrouter.ai/docs/features/web-search,
-	// pricing). Its usage reports no count: the max_results asked (5 by
-	// default) is charged.
-	SearchResults int64
 	// ContainerGB is the container gigabyte-sessions the upstream may have
 	// opened for the request's hosted code interpreter and shell tools
 	// (OpenAI Responses), billed $0.03 a GB per container session on top
@@ -90,7 +83,15 @@ type Usage struct {
 	// tools, the 20-minute session rate; a container "auto" is opened for
 	// the request whether or not the model calls the tool). No usage
 	// reports it: the request's (weigher.Estimate.ContainerGB) is charged.
-	ContainerGB int64
+	// An int32 in the padding after SearchContext: a Usage does not grow.
+	ContainerGB int32
+	// SearchResults is how many web results OpenRouter's web plugin
+	// (plugins [{"id": "web"}], or a ":online" model) fetched for the
+	// request with its Exa engine, billed $4 per 1,000 results on top of
+	// the tokens (https://openrouter.ai/docs/features/web-search,
+	// pricing). Its usage reports no count: the max_results asked (5 by
+	// default) is charged.
+	SearchResults int64
 	// ServiceTier is the service tier the answer says it was served at,
 	// which may not be the one the request asked for: OpenAI's
 	// service_tier of a chat completion, of a streamed chunk or of a

@@ -1,6 +1,7 @@
 package weigher
 
 import (
+	"math"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -30,8 +31,8 @@ const (
 //     without an environment, 64 for any other (a container_reference);
 //   - a memory_limit llmguard does not read as one of the four sizes: 64.
 //
-// Other tools add nothing. The sum is bounded by maxTokens.
-func containerGB(tools gjson.Result) int64 {
+// Other tools add nothing. The sum is bounded by math.MaxInt32.
+func containerGB(tools gjson.Result) int32 {
 	if !tools.IsArray() || !mayHoldContainer(tools.Raw) {
 		return 0
 	}
@@ -65,10 +66,10 @@ func containerGB(tools gjson.Result) int64 {
 				sum += containerLargestGB
 			}
 		}
-		sum = min(sum, maxTokens)
+		sum = min(sum, math.MaxInt32)
 		return true
 	})
-	return sum
+	return int32(sum)
 }
 
 // mayHoldContainer reports whether a tools list's JSON text may name a

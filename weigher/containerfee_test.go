@@ -12,7 +12,7 @@ func TestContainerGB(t *testing.T) {
 	w := testWeigher(t)
 	for _, tc := range []struct {
 		name, tools string
-		want        int64
+		want        int32
 	}{
 		{"auto, default size", `[{"type":"code_interpreter","container":{"type":"auto"}}]`, 1},
 		{"auto, 4g", `[{"type":"code_interpreter","container":{"type":"auto","memory_limit":"4g"}}]`, 4},
