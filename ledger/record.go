@@ -60,11 +60,16 @@ type Record struct {
 	// results of OpenRouter's web plugin charged; SearchFeeMicroUSD the
 	// part of CostMicroUSD those search fees and WebSearches make, in
 	// micro-USD, rounded up on its own (policy.Price.SearchMicroUSD).
-	FileSearches         int64  `json:"file_searches"`
-	SearchContextSize    string `json:"search_context_size"`
-	SearchResults        int64  `json:"search_results"`
-	SearchFeeMicroUSD    int64  `json:"search_fee_micro_usd"`
-	EstimatedInputTokens int64  `json:"estimated_input_tokens"`
+	FileSearches      int64  `json:"file_searches"`
+	SearchContextSize string `json:"search_context_size"`
+	SearchResults     int64  `json:"search_results"`
+	SearchFeeMicroUSD int64  `json:"search_fee_micro_usd"`
+	// ContainerGB is the container gigabyte-sessions charged for the
+	// request's hosted code interpreter and shell tools, $0.03 each
+	// (spec.Usage.ContainerGB, policy.ContainerGBPicoUSD): 1 for a default
+	// 1 GB container, 64 for a 64 GB one.
+	ContainerGB          int64 `json:"container_gb"`
+	EstimatedInputTokens int64 `json:"estimated_input_tokens"`
 	// EstimatedOutputTokens is the output reserved at admission, in
 	// tokens, whatever the unit of the request's tightest limit (see
 	// Reserved): the request's maximum or the model's default, times its
@@ -112,7 +117,7 @@ func Fields() []string {
 		"ts", "request_id", "key_id", "user", "tenant", "model", "flavor", "status",
 		"input_tokens", "cached_input_tokens", "cache_write_tokens", "cache_write_1h_tokens", "output_tokens",
 		"reasoning_tokens", "audio_input_tokens", "audio_output_tokens", "web_searches",
-		"file_searches", "search_context_size", "search_results", "search_fee_micro_usd", "estimated_input_tokens", "estimated_output_tokens", "reserved", "reserved_unit",
+		"file_searches", "search_context_size", "search_results", "search_fee_micro_usd", "container_gb", "estimated_input_tokens", "estimated_output_tokens", "reserved", "reserved_unit",
 		"cost_micro_usd", "unmetered", "usage_implausible", "reported_input_tokens",
 		"reported_output_tokens", "service_tier",
 	}

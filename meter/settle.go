@@ -209,7 +209,8 @@ func SourceOf(status int) spec.Source {
 // none (an OpenAI search model's usage names none; Perplexity's names the
 // size it billed, charged as reported, so a smaller one than reserved is
 // refunded the difference), and the web results reserved when u counts
-// none (OpenRouter's web plugin: no usage counts them).
+// none (OpenRouter's web plugin: no usage counts them), and the container
+// gigabyte-sessions reserved when u counts none (no usage does).
 func (x *Exchange) searchFeesOf(u spec.Usage) spec.Usage {
 	e := &x.req.Estimate
 	if u.SearchContext == spec.SearchContextNone {
@@ -217,6 +218,9 @@ func (x *Exchange) searchFeesOf(u spec.Usage) spec.Usage {
 	}
 	if u.SearchResults <= 0 {
 		u.SearchResults = e.SearchResults
+	}
+	if u.ContainerGB <= 0 {
+		u.ContainerGB = e.ContainerGB // no usage reports a container
 	}
 	// Which search tool ran is the request's, not the answer's: a
 	// web_search_call item does not say.
@@ -257,6 +261,7 @@ func (m *Meter) newRecord(x *Exchange, s Settlement, actual spec.Usage, known bo
 	r.OutputTokens, r.ReasoningTokens = t.OutputTokens, t.ReasoningTokens
 	r.AudioInputTokens, r.AudioOutputTokens, r.WebSearches = t.AudioInputTokens, t.AudioOutputTokens, t.WebSearches
 	r.FileSearches, r.SearchContextSize, r.SearchResults = t.FileSearches, t.SearchContext.String(), t.SearchResults
+	r.ContainerGB = int64(t.ContainerGB)
 	if cost > 0 && x.req.PerImage == 0 {
 		r.SearchFeeMicroUSD = min(x.quote.Price.SearchMicroUSD(t), cost)
 	}
@@ -282,7 +287,7 @@ func (x *Exchange) chargedTokens(source spec.Source, known bool, actual spec.Usa
 	case source == spec.SourceReserved && x.req.Weighed:
 		e := &x.req.Estimate
 		return spec.Usage{InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, WebSearches: e.WebSearches,
-			WebSearchPreview: e.WebSearchPreview, SearchContext: e.SearchContext, SearchResults: e.SearchResults}
+			WebSearchPreview: e.WebSearchPreview, SearchContext: e.SearchContext, SearchResults: e.SearchResults, ContainerGB: e.ContainerGB}
 	}
 	return spec.Usage{}
 }

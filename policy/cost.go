@@ -131,6 +131,14 @@ const FileSearchPicoUSD = 2_500_000_000
 // pricing), on top of the tokens the results add to the prompt.
 const SearchResultPicoUSD = 4_000_000_000
 
+// ContainerGBPicoUSD is the price of one gigabyte-session of a container
+// an upstream opens for a request's hosted code interpreter or shell tool
+// (spec.Usage.ContainerGB), in pico-USD: OpenAI's $0.03 a session for its
+// default 1 GB container, $0.12 for 4 GB, $0.48 for 16 GB and $1.92 for
+// 64 GB (its pricing page, built-in tools: $0.03 a GB at the 20-minute
+// session rate), on top of the tokens.
+const ContainerGBPicoUSD = 30_000_000_000
+
 // scaled is p with every rate times num/den, rounded up (saturating).
 func (p Price) scaled(num, den int64) Price {
 	r := func(v int64) int64 { return ceilMulDiv(v, num, den) }
@@ -194,14 +202,15 @@ func PriceFromUSDPerMTok(input, cachedInput, output float64) Price {
 // the cached tokens beyond the audio ones get the cached text price —
 // never less than any split could cost. Negative counts are treated as
 // zero. Each web search the usage reports adds WebSearchPicoUSD, each
-// file search FileSearchPicoUSD, each web result SearchResultPicoUSD, and
-// a search context size its per-request search fee (Price.SearchRequest).
+// file search FileSearchPicoUSD, each web result SearchResultPicoUSD,
+// a search context size its per-request search fee (Price.SearchRequest),
+// and each container gigabyte-session ContainerGBPicoUSD.
 func (p Price) MicroUSD(t spec.Usage) int64 { return p.microUSDOf(&t) }
 
 // microUSDOf is MicroUSD of *t at *p, neither copied nor written.
 func (p *Price) microUSDOf(t *spec.Usage) int64 {
 	if t.AudioInputTokens > 0 || t.AudioOutputTokens > 0 || t.CacheWriteTokens > 0 || t.WebSearches > 0 ||
-		t.FileSearches > 0 || t.SearchContext != spec.SearchContextNone || t.SearchResults > 0 {
+		t.FileSearches > 0 || t.SearchContext != spec.SearchContextNone || t.SearchResults > 0 || t.ContainerGB > 0 {
 		return p.microUSD(*t)
 	}
 	// No audio, no cache writes, no web searches, as nearly every chat
@@ -258,6 +267,7 @@ func (p Price) microUSD(t spec.Usage) int64 {
 	sum.add(audioIn, max(p.AudioInput, r.Input))
 	sum.add(audioOut, max(p.AudioOutput, r.Output))
 	sum.searchFees(&p, &t)
+	sum.add(clamp0(int64(t.ContainerGB)), ContainerGBPicoUSD)
 	return sum.micro()
 }
 

@@ -11,8 +11,9 @@ import (
 // file search calls (OpenAI's file_search_call, $2.50 per 1,000) are
 // priced on top of its tokens: the model's fee at the size reported, the
 // dearest Perplexity documents (Pro Search: $14, $18, $22 per 1,000) at a
-// size the model's price leaves unset; MicroUSD's text path leaves such a
-// usage to the general one.
+// size the model's price leaves unset; a hosted tool's container
+// gigabyte-sessions ($0.03 each) are too; MicroUSD's text path leaves such
+// a usage to the general one.
 func TestSearchAndFileFeesPriced(t *testing.T) {
 	sonar := compileModel(config.Model{InputUSDPerMTok: 1, OutputUSDPerMTok: 1, SearchRequestUSDPerK: config.SearchFees{Low: 5, High: 12}})
 	for _, tc := range []struct {
@@ -33,6 +34,9 @@ func TestSearchAndFileFeesPriced(t *testing.T) {
 		{"negative file searches", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, FileSearches: -3}, 50},
 		{"openrouter web results", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchResults: 5}, 50 + 20_000},
 		{"negative web results", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, SearchResults: -5}, 50},
+		{"a 64 GB container", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, ContainerGB: 64}, 50 + 1_920_000},
+		{"flex tier keeps the container fee", sonar.flex, spec.Usage{ContainerGB: 1}, 30_000},
+		{"negative containers", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, ContainerGB: -4}, 50},
 	} {
 		if got := tc.p.MicroUSD(tc.u); got != tc.want {
 			t.Errorf("%s: %d µUSD, want %d", tc.name, got, tc.want)

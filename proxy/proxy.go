@@ -1147,7 +1147,7 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 		Unmetered: x.kind == weigher.KindUnmetered && !x.unmeteredAllowed, UnmeteredAllowed: x.unmeteredAllowed,
 		Images: x.est.Images, PerImage: x.perImage,
 		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens, WebSearches: x.est.WebSearches,
-			WebSearchPreview: x.est.WebSearchPreview, SearchContext: x.est.SearchContext, SearchResults: x.est.SearchResults,
+			WebSearchPreview: x.est.WebSearchPreview, SearchContext: x.est.SearchContext, SearchResults: x.est.SearchResults, ContainerGB: x.est.ContainerGB,
 			CacheWriteTokens: cacheWrite(x.est.CacheWrite, x.est.InputTokens), CacheWrite1hTokens: cacheWrite(x.est.CacheWrite1h, x.est.InputTokens)},
 		Output: outputOf(x.kind, x.est),
 		Watch:  p.watcher(ctx, x)})

@@ -75,6 +75,16 @@ type Usage struct {
 	// none: the size the request asked, charged as reserved);
 	// SearchContextNone: no such fee.
 	SearchContext SearchContextSize
+	// ContainerGB is the container gigabyte-sessions the upstream may have
+	// opened for the request's hosted code interpreter and shell tools
+	// (OpenAI Responses), billed $0.03 a GB per container session on top
+	// of the tokens: $0.03 for the default 1 GB container, $0.12 for 4 GB,
+	// $0.48 for 16 GB, $1.92 for 64 GB (OpenAI's pricing page, built-in
+	// tools, the 20-minute session rate; a container "auto" is opened for
+	// the request whether or not the model calls the tool). No usage
+	// reports it: the request's (weigher.Estimate.ContainerGB) is charged.
+	// An int32 in the padding after SearchContext: a Usage does not grow.
+	ContainerGB int32
 	// SearchResults is how many web results OpenRouter's web plugin
 	// (plugins [{"id": "web"}], or a ":online" model) fetched for the
 	// request with its Exa engine, billed $4 per 1,000 results on top of

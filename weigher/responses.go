@@ -201,6 +201,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	in += d.memo.count(w.budget, tctx, tools.Raw, func() tally { return tally{text: tc.count(tools)} }).text
 	est.ServerContext = est.ServerContext || serverTools(tools)
 	est.WebSearches = responsesSearchCalls(tools, maxCalls)
+	est.ContainerGB = containerGB(tools)
 	est.WebSearchPreview = est.WebSearches > 0 && previewSearchPriced(tools, w.family(est.Model))
 	in += toolChoiceTokens(r.enc, toolChoice)
 	if f := text.Get("format"); f.Get("type").String() == "json_schema" {

@@ -96,6 +96,15 @@ type Estimate struct {
 	// Reserved at admission; settlement charges the size the usage
 	// reports, or this one when it reports none (OpenAI's does not).
 	SearchContext spec.SearchContextSize
+	// ContainerGB is the container gigabyte-sessions a Responses request's
+	// hosted code interpreter and shell tools may open (containerGB: each
+	// container's memory_limit in GB, 1 by default, 64 for a container
+	// named by id or a size llmguard cannot read), each billed $0.03 a GB
+	// per session on top of the tokens (spec.Usage.ContainerGB). Reserved,
+	// and charged as reserved: no usage reports a container. An int32 in
+	// the padding after SearchContext, so that an Estimate, which every
+	// exchange holds, does not grow (proxy's TestExchangeSize).
+	ContainerGB int32
 	// SearchResults is the web results OpenRouter's web plugin may fetch
 	// for a chat request (plugins [{"id": "web"}] or a ":online" model,
 	// with its Exa engine): its max_results, 5 when it names none, each
