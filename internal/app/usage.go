@@ -206,30 +206,38 @@ var ErrUsageQuery = errors.New("usage query")
 func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	tenant := q.Tenant
 	now := a.now()
-	p, chosen := map[string]policy.Period{"day": policy.PeriodDay, "week": policy.PeriodWeek, "month": policy.PeriodMonth}[q.Period], "query"
-	switch {
-	case q.Period == "":
-		p, chosen = a.budgetPeriod(tenant, now)
-	case p == 0:
-		return nil, fmt.Errorf("%w: period must be day, week or month", ErrUsageQuery)
-	}
-	loc := a.budgetZone(tenant, p, now)
-	if q.TimeZone != "" {
-		var err error
-		if loc, err = loadZone(q.TimeZone); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrUsageQuery, err)
-		}
-	}
-	start, end := p.Window(now, loc)
-	// The lists start empty, not nil, so that the JSON answer has [] where
-	// nothing was spent (a reader iterating them, jq's .by_tenant[], fails
-	// on null).
-	rep := &UsageReport{Tenant: tenant, Period: ReportPeriod{Name: p.String(), Chosen: chosen, Start: start, End: end, TimeZone: loc.String()},
-		ByTenant: []UsageRow{}, ByUser: []UsageRow{}, ByModel: []UsageRow{}}
-	sum, source, err := a.summarizeLedger(ctx, ledger.Filter{Tenant: tenant, From: start, To: end})
+	w, err := a.usageWindow(q, now, nil)
 	if err != nil {
 		return nil, err
 	}
+	sum, source, err := a.summarizeLedger(ctx, ledger.Filter{Tenant: tenant, From: w.start, To: w.end})
+	if err != nil {
+		return nil, err
+	}
+	// A tenant known only from the ledger's records (its keys removed from
+	// the file, and no limit naming it) has budgets too: those that apply
+	// to any of its callers. When they choose another period or zone than
+	// the first read's, the ledger is read again over theirs (trial14:
+	// `usage --tenant initech`, whose weekly budget was listed, reported
+	// the month, chosen "default").
+	ledgerTenants := summaryTenants(sum)
+	if cand, _ := a.usageWindow(q, now, ledgerTenants); cand.start != w.start || cand.end != w.end || cand.chosen != w.chosen || cand.loc.String() != w.loc.String() {
+		w = cand
+		if sum, source, err = a.summarizeLedger(ctx, ledger.Filter{Tenant: tenant, From: w.start, To: w.end}); err != nil {
+			return nil, err
+		}
+		for _, t := range summaryTenants(sum) {
+			if !slices.Contains(ledgerTenants, t) {
+				ledgerTenants = append(ledgerTenants, t)
+			}
+		}
+	}
+	start, loc := w.start, w.loc
+	// The lists start empty, not nil, so that the JSON answer has [] where
+	// nothing was spent (a reader iterating them, jq's .by_tenant[], fails
+	// on null).
+	rep := &UsageReport{Tenant: tenant, Period: ReportPeriod{Name: w.p.String(), Chosen: w.chosen, Start: start, End: w.end, TimeZone: loc.String()},
+		ByTenant: []UsageRow{}, ByUser: []UsageRow{}, ByModel: []UsageRow{}}
 	rep.Source = source
 	rep.UnreadableLines = sum.Unreadable
 	rep.Spend = spendOf(sum.Total.CostMicroUSD)
@@ -250,13 +258,18 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	for _, rows := range [][]UsageRow{rep.ByTenant, rep.ByUser, rep.ByModel} {
 		sort.Slice(rows, func(i, j int) bool { return rows[i].Spend.MicroUSD > rows[j].Spend.MicroUSD })
 	}
-	ledgerTenants := make([]string, 0, len(sum.Tenants))
-	for t := range sum.Tenants {
-		if t != ledger.OtherName {
-			ledgerTenants = append(ledgerTenants, t)
+	led := ledgerNames{tenants: ledgerTenants}
+	for k := range sum.Users {
+		if k.Tenant != ledger.OtherName && k.User != "" {
+			led.users = append(led.users, k)
 		}
 	}
-	rep.Quotas, err = a.quotas(ctx, tenant, now, ledgerTenants)
+	// Map order would otherwise order the principals, and with them which
+	// of two principals' rows of one bucket comes first.
+	slices.SortFunc(led.users, func(x, y ledger.UserKey) int {
+		return cmp.Or(cmp.Compare(x.Tenant, y.Tenant), cmp.Compare(x.User, y.User))
+	})
+	rep.Quotas, err = a.quotas(ctx, tenant, now, led)
 	if rep.Quotas == nil {
 		rep.Quotas = []QuotaState{}
 	}
@@ -264,6 +277,58 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 		rep.Note = a.emptyTenantNote(rep, now)
 	}
 	return rep, err
+}
+
+// usageWindow is the calendar period a report of q covers at now: q's
+// period, else the budgets' (budgetPeriod), in q's zone, else theirs
+// (budgetZone); extra are tenants known from the ledger's records
+// (tenantPrincipals). Errors: an unknown period or zone (ErrUsageQuery).
+func (a *App) usageWindow(q UsageQuery, now time.Time, extra []string) (usageWindow, error) {
+	w := usageWindow{chosen: "query"}
+	w.p = map[string]policy.Period{"day": policy.PeriodDay, "week": policy.PeriodWeek, "month": policy.PeriodMonth}[q.Period]
+	switch {
+	case q.Period == "":
+		w.p, w.chosen = a.budgetPeriod(q.Tenant, now, extra)
+	case w.p == 0:
+		return w, fmt.Errorf("%w: period must be day, week or month", ErrUsageQuery)
+	}
+	w.loc = a.budgetZone(q.Tenant, w.p, now, extra)
+	if q.TimeZone != "" {
+		var err error
+		if w.loc, err = loadZone(q.TimeZone); err != nil {
+			return w, fmt.Errorf("%w: %w", ErrUsageQuery, err)
+		}
+	}
+	w.start, w.end = w.p.Window(now, w.loc)
+	return w, nil
+}
+
+// usageWindow is a report's period: its name, how it was chosen
+// (ReportPeriod.Chosen), its zone and its bounds [start, end).
+type usageWindow struct {
+	p          policy.Period
+	chosen     string
+	loc        *time.Location
+	start, end time.Time
+}
+
+// summaryTenants are the tenants sum has records of, (other) left out.
+func summaryTenants(sum ledger.Summary) []string {
+	out := make([]string, 0, len(sum.Tenants))
+	for t := range sum.Tenants {
+		if t != ledger.OtherName {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ledgerNames are the tenants and users the ledger has records of in a
+// report's period, which may have no key left (tenantPrincipals).
+type ledgerNames struct {
+	tenants []string
+	users   []ledger.UserKey
 }
 
 // emptyTenantNote is UsageReport.Note for rep, built at now: "" unless
@@ -276,7 +341,7 @@ func (a *App) emptyTenantNote(rep *UsageReport, now time.Time) string {
 	pol := a.policy()
 	known := slices.ContainsFunc(a.quotaPrincipals(pol, now), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant })
 	switch {
-	case !known && slices.Contains(a.formerStoreTenants(now), rep.Tenant):
+	case !known && slices.ContainsFunc(a.formerStorePrincipals(now), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant }):
 		// Not a misspelling: the key store knows the tenant (trial13).
 		return fmt.Sprintf("tenant %q has no active key (its stored keys are revoked or expired) and no request in this period", rep.Tenant)
 	case !known:
@@ -307,11 +372,12 @@ func loadZone(name string) (*time.Location, error) {
 // principals (every principal's when tenant is ""), those of the file's
 // keys, of the key store's active keys at now and of pass-through callers
 // alike, and a tenant's alone when a limit names it and none of those is
-// its (tenantPrincipals), once per principal it applies to; fn returns
-// false to stop.
-func (a *App) appliedQuotas(tenant string, now time.Time, fn func(r *policy.Rule) bool) {
+// its, or extra (tenants the ledger has records of) names it
+// (tenantPrincipals), once per principal it applies to; fn returns false
+// to stop.
+func (a *App) appliedQuotas(tenant string, now time.Time, extra []string, fn func(r *policy.Rule) bool) {
 	pol := a.policy()
-	prs, _ := a.tenantPrincipals(pol, tenant, now, nil)
+	prs, _, _ := a.tenantPrincipals(pol, tenant, now, ledgerNames{tenants: extra})
 	for _, pr := range prs {
 		if tenant != "" && pr.Tenant != tenant {
 			continue
@@ -340,8 +406,9 @@ func (a *App) quotaPrincipals(pol *policy.Policy, now time.Time) []policy.Princi
 // tenantPrincipals are quotaPrincipals, plus the principal of a tenant
 // alone (no key, user or plan) for each tenant without a principal among
 // them that a quota limit names in its `tenants:`, that the key store's
-// revoked or expired keys belong to (formerStoreTenants), or that extra
-// lists (UsageIn: the tenants the ledger has records of in the period):
+// revoked or expired keys belong to (formerStorePrincipals), or that
+// led.tenants lists (UsageIn: the tenants the ledger has records of in the
+// period):
 // tenant's alone when tenant is named, every such tenant's when tenant is
 // "" (the fleet's report). A tenant whose keys are all revoked or expired
 // (or removed from the file) keeps its budgets' spend of the period: its
@@ -353,8 +420,13 @@ func (a *App) quotaPrincipals(pol *policy.Policy, now time.Time) []policy.Princi
 // budget with spend had no row once its last key was revoked). A tenant
 // none of these knows (a misspelt one) gets none, as before. The
 // principals from former on are those of tenants known only from the key
-// store's revoked or expired keys.
-func (a *App) tenantPrincipals(pol *policy.Policy, tenant string, now time.Time, extra []string) (prs []policy.Principal, former int) {
+// store's revoked or expired keys; those from gone on are the revoked or
+// expired stored keys' own (key, user, tenant, plan) and, for each user of
+// led.users no principal before has, that user's (tenant and user, no key
+// or plan: a file's key removed), so that a user with no key left keeps
+// its user budgets' rows, and a revoked key its key budgets' (trial14).
+// tenant, when not "", keeps only its tenant's.
+func (a *App) tenantPrincipals(pol *policy.Policy, tenant string, now time.Time, led ledgerNames) (prs []policy.Principal, former, gone int) {
 	prs = a.quotaPrincipals(pol, now)
 	has := make(map[string]bool) // tenants with a principal, or added one
 	for _, pr := range prs {
@@ -373,23 +445,45 @@ func (a *App) tenantPrincipals(pol *policy.Policy, tenant string, now time.Time,
 			}
 		}
 	}
-	for _, t := range extra {
+	for _, t := range led.tenants {
 		add(t)
 	}
 	former = len(prs)
-	for _, t := range a.formerStoreTenants(now) {
-		add(t)
+	formerKeys := a.formerStorePrincipals(now)
+	for _, pr := range formerKeys {
+		add(pr.Tenant)
 	}
-	return prs, former
+	gone = len(prs)
+	users := make(map[ledger.UserKey]bool) // users with a principal
+	for _, pr := range prs {
+		users[ledger.UserKey{Tenant: pr.Tenant, User: pr.User}] = true
+	}
+	for _, pr := range formerKeys {
+		if tenant == "" || pr.Tenant == tenant {
+			users[ledger.UserKey{Tenant: pr.Tenant, User: pr.User}] = true
+			prs = append(prs, pr)
+		}
+	}
+	for _, u := range led.users {
+		if (tenant == "" || u.Tenant == tenant) && !users[u] {
+			users[u] = true
+			prs = append(prs, policy.Principal{Tenant: u.Tenant, User: u.User})
+		}
+	}
+	return prs, former, gone
 }
 
 // appliesTo reports whether quota rule r has a bucket of principal pr to
 // read: r matches pr and, for the pass-through principal (which has no
 // user or key of its own) and a tenant's alone (tenantPrincipals: no key,
 // no user), r is a tenant or global rule, whose bucket is the same for
-// every caller of the tenant.
+// every caller of the tenant; for a user known from the ledger alone (no
+// key), r is not a key rule.
 func appliesTo(r *policy.Rule, pr policy.Principal) bool {
 	if (pr.PassThrough || pr.KeyID == "") && pr.User == "" && (r.Scope == policy.ScopeUser || r.Scope == policy.ScopeKey) {
+		return false
+	}
+	if pr.KeyID == "" && r.Scope == policy.ScopeKey {
 		return false
 	}
 	return r.MatchesPrincipal(pr)
@@ -402,8 +496,8 @@ func appliesTo(r *policy.Rule, pr policy.Principal) bool {
 // budget is one row among thirty days of spend; one with a monthly budget
 // beside daily ones reports the month, as before (each quota row still
 // shows its own period).
-func (a *App) budgetPeriod(tenant string, now time.Time) (p policy.Period, chosen string) {
-	a.appliedQuotas(tenant, now, func(r *policy.Rule) bool {
+func (a *App) budgetPeriod(tenant string, now time.Time, extra []string) (p policy.Period, chosen string) {
+	a.appliedQuotas(tenant, now, extra, func(r *policy.Rule) bool {
 		p = max(p, r.Period)
 		return p < policy.PeriodMonth
 	})
@@ -420,11 +514,11 @@ func (a *App) budgetPeriod(tenant string, now time.Time) (p policy.Period, chose
 // period p, that of the quotas of any period, likewise; else UTC. A month's
 // report follows the monthly budgets (as `llmguard report` does), so that a
 // daily quota in another zone (UTC by default) does not move it to UTC.
-func (a *App) budgetZone(tenant string, p policy.Period, now time.Time) *time.Location {
+func (a *App) budgetZone(tenant string, p policy.Period, now time.Time, extra []string) *time.Location {
 	// zoneOf is the zone the quotas that fit samePeriod share: ok false when
 	// none fits, UTC when they disagree.
 	zoneOf := func(samePeriod bool) (zone *time.Location, ok bool) {
-		a.appliedQuotas(tenant, now, func(r *policy.Rule) bool {
+		a.appliedQuotas(tenant, now, extra, func(r *policy.Rule) bool {
 			if r.Location == nil || (samePeriod && r.Period != p) {
 				return true
 			}
@@ -505,16 +599,18 @@ func (a *App) summarizeLedger(ctx context.Context, f ledger.Filter) (ledger.Summ
 }
 
 // quotas reads every quota bucket of the tenant's principals
-// (tenantPrincipals, with ledgerTenants: the tenants the ledger has records
-// of in the period) with a cost-0 take: it changes nothing and reports each
-// bucket's remaining. The fleet's report (tenant "") leaves out a row of a
-// tenant known only from revoked or expired stored keys that used nothing
-// this period.
-func (a *App) quotas(ctx context.Context, tenant string, now time.Time, ledgerTenants []string) ([]QuotaState, error) {
+// (tenantPrincipals, with led: the tenants and users the ledger has
+// records of in the period) with a cost-0 take: it changes nothing and
+// reports each bucket's remaining. The fleet's report (tenant "") leaves
+// out a row of a tenant known only from revoked or expired stored keys
+// that used nothing this period; every report leaves out the rows of a
+// revoked or expired key, or of a user with no key left, that used
+// nothing this period.
+func (a *App) quotas(ctx context.Context, tenant string, now time.Time, led ledgerNames) ([]QuotaState, error) {
 	pol := a.policy()
 	var out []QuotaState
 	seen := map[string]bool{}
-	prs, former := a.tenantPrincipals(pol, tenant, now, ledgerTenants)
+	prs, former, gone := a.tenantPrincipals(pol, tenant, now, led)
 	for i, pr := range prs {
 		if tenant != "" && pr.Tenant != tenant {
 			continue
@@ -523,7 +619,7 @@ func (a *App) quotas(ctx context.Context, tenant string, now time.Time, ledgerTe
 		// expired stored keys only where it used something this period:
 		// every tenant such a key ever belonged to would otherwise add
 		// its zero rows.
-		quiet := tenant == "" && i >= former
+		quiet := (tenant == "" && i >= former) || i >= gone
 		for i := range pol.Rules() {
 			r := &pol.Rules()[i]
 			if !r.IsQuota() || !appliesTo(r, pr) {

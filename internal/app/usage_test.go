@@ -776,3 +776,66 @@ ledger: {file: %q}
 		}
 	}
 }
+
+// A tenant and a user known only from the ledger (their file key removed,
+// no limit naming them) keep what their budgets used this period: the
+// tenant's own report covers the period and zone of the budgets that
+// apply to its callers, not the default month in UTC, and the user keeps
+// its user budget's row, in the tenant's report and the fleet's (trial14:
+// `usage --tenant initech` reported the month, chosen "default", beside a
+// weekly budget's row, and ian's user-week row was gone).
+func TestUsageLedgerOnlyTenantFollowsItsBudgets(t *testing.T) {
+	const limits = `limits:
+  - {name: team-week, scope: tenant, unit: requests, quota: 100, period: week, timezone: Asia/Tokyo}
+  - {name: user-week, scope: user, unit: requests, quota: 50, period: week, timezone: Asia/Tokyo}
+ledger: {file: %q}
+`
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	path := filepath.Join(t.TempDir(), "llmguard.yaml")
+	write := func(yaml string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	without := baseConfig(t, mock.URL, fmt.Sprintf(limits, filepath.Join(t.TempDir(), "ledger.jsonl")))
+	write(strings.Replace(without, "keys:\n", "keys:\n  - {key: sk-test-initech, user: ian, tenant: initech}\n", 1))
+	h := startFile(t, mock, path, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if resp, body := h.post("sk-test-initech", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":20}`); resp.StatusCode != 200 {
+		t.Fatalf("ian's call: %d %s", resp.StatusCode, body)
+	}
+	write(without) // initech's last key removed; no limit names it
+	if err := h.app.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	used := func(rep *UsageReport, limit, subject string) int64 {
+		for _, q := range rep.Quotas {
+			if q.Limit == limit && q.Subject == subject {
+				return q.Used
+			}
+		}
+		return -1
+	}
+	for _, tenant := range []string{"initech", ""} {
+		rep, err := h.app.Usage(context.Background(), tenant, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Period.Name != "week" || rep.Period.Chosen != "budgets" || rep.Period.TimeZone != "Asia/Tokyo" {
+			t.Errorf("usage %q: period %s (chosen %q) in %s, want the budgets' week in Asia/Tokyo", tenant, rep.Period.Name, rep.Period.Chosen, rep.Period.TimeZone)
+		}
+		if rep.Requests != 1 {
+			t.Errorf("usage %q: %d requests, want ian's 1", tenant, rep.Requests)
+		}
+		if got := used(rep, "team-week", "initech"); got != 1 {
+			t.Errorf("usage %q: team-week of initech used %d (-1: no row), want 1; quota rows %+v", tenant, got, rep.Quotas)
+		}
+		if got := used(rep, "user-week", "ian"); got != 1 {
+			t.Errorf("usage %q: user-week of ian used %d (-1: no row), want 1; quota rows %+v", tenant, got, rep.Quotas)
+		}
+	}
+}
