@@ -274,7 +274,7 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 		rep.Quotas = []QuotaState{}
 	}
 	if err == nil {
-		rep.Note = a.emptyTenantNote(rep, now)
+		rep.Note = a.emptyTenantNote(rep, now, slices.Contains(ledgerTenants, tenant))
 	}
 	return rep, err
 }
@@ -333,8 +333,9 @@ type ledgerNames struct {
 
 // emptyTenantNote is UsageReport.Note for rep, built at now: "" unless
 // rep is of one tenant with no request in the period and nothing used of
-// any quota.
-func (a *App) emptyTenantNote(rep *UsageReport, now time.Time) string {
+// any quota. inLedger says the ledger has records of the tenant in a
+// window read first (UsageIn: the month, before its budgets' day).
+func (a *App) emptyTenantNote(rep *UsageReport, now time.Time, inLedger bool) string {
 	if rep.Tenant == "" || rep.Requests != 0 || slices.ContainsFunc(rep.Quotas, func(q QuotaState) bool { return q.Used != 0 }) {
 		return ""
 	}
@@ -344,6 +345,10 @@ func (a *App) emptyTenantNote(rep *UsageReport, now time.Time) string {
 	case !known && slices.ContainsFunc(a.formerStorePrincipals(now), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant }):
 		// Not a misspelling: the key store knows the tenant (trial13).
 		return fmt.Sprintf("tenant %q has no active key (its stored keys are revoked or expired) and no request in this period", rep.Tenant)
+	case !known && inLedger:
+		// Not a misspelling either: its records this month are older than
+		// its budgets' period (trial14).
+		return fmt.Sprintf("tenant %q has no key (its keys were removed from the file) and no request in this period; the ledger has records of it from before this period, so it is not a misspelling", rep.Tenant)
 	case !known:
 		return fmt.Sprintf("no keys or records for tenant %q in this period: check its spelling (`llmguard usage` without --tenant, or /admin/usage without tenant=, lists every tenant with spend)", rep.Tenant)
 	case rep.Source == "none":

@@ -839,3 +839,50 @@ ledger: {file: %q}
 		}
 	}
 }
+
+// A tenant known only from the ledger whose records this month are older
+// than its budgets' day: its report is today's, with its budget's row, and
+// its note says the ledger knows it rather than to check its spelling;
+// a misspelt tenant is still told to check it.
+func TestUsageLedgerOnlyTenantWithOlderRecords(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ledger.jsonl")
+	line := `{"ts":"2026-12-10T10:00:00Z","request_id":"r1","key_id":"0123456789abcdef","user":"ian","tenant":"initech","model":"gpt-4o-mini","flavor":"openai","status":200,"input_tokens":8,"output_tokens":16,"cost_micro_usd":11}` + "\n"
+	if err := os.WriteFile(file, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, fmt.Sprintf(`limits:
+  - {name: team-day, scope: tenant, unit: requests, quota: 100, period: day}
+ledger: {file: %q}
+`, file))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC)
+	h := startClock(t, mock, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+	rep, err := h.app.Usage(context.Background(), "initech", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Period.Name != "day" || rep.Period.Chosen != "budgets" || rep.Requests != 0 {
+		t.Errorf("initech: period %s (chosen %q), %d requests; want today (chosen \"budgets\"), none", rep.Period.Name, rep.Period.Chosen, rep.Requests)
+	}
+	if !slices.ContainsFunc(rep.Quotas, func(q QuotaState) bool { return q.Limit == "team-day" && q.Subject == "initech" }) {
+		t.Errorf("initech: quota rows %+v, want team-day of initech", rep.Quotas)
+	}
+	if !strings.Contains(rep.Note, "not a misspelling") {
+		t.Errorf("initech: note %q, want one saying the ledger knows it", rep.Note)
+	}
+	rep, err = h.app.Usage(context.Background(), "initechh", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep.Note, "check its spelling") || rep.Period.Chosen != "default" {
+		t.Errorf("initechh: note %q, period chosen %q; want the spelling note and the default month", rep.Note, rep.Period.Chosen)
+	}
+}
