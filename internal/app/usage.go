@@ -206,7 +206,7 @@ var ErrUsageQuery = errors.New("usage query")
 func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	tenant := q.Tenant
 	now := a.now()
-	w, err := a.usageWindow(q, now, nil)
+	w, err := a.reportWindow(q, now, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -221,13 +221,21 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	// `usage --tenant initech`, whose weekly budget was listed, reported
 	// the month, chosen "default").
 	ledgerTenants := summaryTenants(sum)
-	if cand, _ := a.usageWindow(q, now, ledgerTenants); cand.start != w.start || cand.end != w.end || cand.chosen != w.chosen || cand.loc.String() != w.loc.String() {
+	if cand, _ := a.reportWindow(q, now, ledgerTenants); cand.start != w.start || cand.end != w.end || cand.chosen != w.chosen || cand.loc.String() != w.loc.String() {
 		w = cand
 		if sum, source, err = a.summarizeLedger(ctx, ledger.Filter{Tenant: tenant, From: w.start, To: w.end}); err != nil {
 			return nil, err
 		}
+		// The first read's tenants stay: a tenant with records earlier in
+		// the month keeps its budgets' rows in a report of today. A set,
+		// not a scan per tenant: a fleet's ledger names up to
+		// maxUsageNames of them.
+		first := make(map[string]bool, len(ledgerTenants))
+		for _, t := range ledgerTenants {
+			first[t] = true
+		}
 		for _, t := range summaryTenants(sum) {
-			if !slices.Contains(ledgerTenants, t) {
+			if !first[t] {
 				ledgerTenants = append(ledgerTenants, t)
 			}
 		}
@@ -279,11 +287,11 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	return rep, err
 }
 
-// usageWindow is the calendar period a report of q covers at now: q's
+// reportWindow is the calendar period a report of q covers at now: q's
 // period, else the budgets' (budgetPeriod), in q's zone, else theirs
 // (budgetZone); extra are tenants known from the ledger's records
 // (tenantPrincipals). Errors: an unknown period or zone (ErrUsageQuery).
-func (a *App) usageWindow(q UsageQuery, now time.Time, extra []string) (usageWindow, error) {
+func (a *App) reportWindow(q UsageQuery, now time.Time, extra []string) (usageWindow, error) {
 	w := usageWindow{chosen: "query"}
 	w.p = map[string]policy.Period{"day": policy.PeriodDay, "week": policy.PeriodWeek, "month": policy.PeriodMonth}[q.Period]
 	switch {
