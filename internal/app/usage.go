@@ -350,7 +350,7 @@ func (a *App) emptyTenantNote(rep *UsageReport, now time.Time, inLedger bool) st
 	pol := a.policy()
 	known := slices.ContainsFunc(a.quotaPrincipals(pol, now), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant })
 	switch {
-	case !known && slices.ContainsFunc(a.formerStorePrincipals(now), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant }):
+	case !known && slices.ContainsFunc(a.formerStorePrincipals(now, time.Time{}), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant }):
 		// Not a misspelling: the key store knows the tenant (trial13).
 		return fmt.Sprintf("tenant %q has no active key (its stored keys are revoked or expired) and no request in this period", rep.Tenant)
 	case !known && inLedger:
@@ -462,7 +462,7 @@ func (a *App) tenantPrincipals(pol *policy.Policy, tenant string, now time.Time,
 		add(t)
 	}
 	former = len(prs)
-	formerKeys := a.formerStorePrincipals(now)
+	formerKeys := a.formerStorePrincipals(now, time.Time{})
 	for _, pr := range formerKeys {
 		add(pr.Tenant)
 	}
@@ -471,7 +471,7 @@ func (a *App) tenantPrincipals(pol *policy.Policy, tenant string, now time.Time,
 	for _, pr := range prs {
 		users[ledger.UserKey{Tenant: pr.Tenant, User: pr.User}] = true
 	}
-	for _, pr := range formerKeys {
+	for _, pr := range a.formerStorePrincipals(now, quotaWindowsStart(pol, now)) {
 		if tenant == "" || pr.Tenant == tenant {
 			users[ledger.UserKey{Tenant: pr.Tenant, User: pr.User}] = true
 			prs = append(prs, pr)
@@ -484,6 +484,21 @@ func (a *App) tenantPrincipals(pol *policy.Policy, tenant string, now time.Time,
 		}
 	}
 	return prs, former, gone
+}
+
+// quotaWindowsStart is the earliest start of the quota limits' periods
+// containing now: a key that ended before it used nothing any budget
+// still counts. Zero when pol has no quota limit.
+func quotaWindowsStart(pol *policy.Policy, now time.Time) time.Time {
+	var start time.Time
+	for i := range pol.Rules() {
+		if r := &pol.Rules()[i]; r.IsQuota() {
+			if s := r.LimitAt(now).WindowStart; start.IsZero() || s.Before(start) {
+				start = s
+			}
+		}
+	}
+	return start
 }
 
 // appliesTo reports whether quota rule r has a bucket of principal pr to
