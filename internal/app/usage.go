@@ -221,8 +221,11 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	// `usage --tenant initech`, whose weekly budget was listed, reported
 	// the month, chosen "default").
 	ledgerTenants := summaryTenants(sum)
-	if cand, _ := a.reportWindow(q, now, ledgerTenants); cand.start != w.start || cand.end != w.end || cand.chosen != w.chosen || cand.loc.String() != w.loc.String() {
-		w = cand
+	// Over the same instants (only how they were chosen, or the zone's
+	// name, differs) the first read stands.
+	cand, _ := a.reportWindow(q, now, ledgerTenants)
+	same := cand.start.Equal(w.start) && cand.end.Equal(w.end)
+	if w = cand; !same {
 		if sum, source, err = a.summarizeLedger(ctx, ledger.Filter{Tenant: tenant, From: w.start, To: w.end}); err != nil {
 			return nil, err
 		}
