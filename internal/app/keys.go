@@ -141,18 +141,27 @@ func (a *App) storePrincipals(pol *policy.Policy, now time.Time) []policy.Princi
 	return out
 }
 
-// formerStoreTenants are the tenants of the stored keys revoked or expired
-// at now (a tenant may have active keys too), for usage reports: a tenant
-// whose keys were all revoked this period still has its budgets' spend.
-func (a *App) formerStoreTenants(now time.Time) []string {
+// formerStorePrincipals are the principals of the stored keys revoked or
+// expired at now (their tenant or user may have active keys too) that
+// could still be used at since (revoked and expiring no earlier; zero
+// since: all), for usage reports: a key revoked this period, and its
+// user, still have their budgets' spend (trial14: a user whose only key
+// was revoked lost its user and key budget rows), while a key that ended
+// before every budget's period began has none, and revoked keys stay in
+// the registry for good.
+func (a *App) formerStorePrincipals(now, since time.Time) []policy.Principal {
 	if a.keys == nil {
 		return nil
 	}
-	var out []string
+	var out []policy.Principal
 	for _, r := range a.keys.cache.Records() {
-		if r.Status(now) != keystore.StatusActive {
-			out = append(out, r.Tenant)
+		if r.Status(now) == keystore.StatusActive {
+			continue
 		}
+		if !since.IsZero() && ((!r.RevokedAt.IsZero() && r.RevokedAt.Before(since)) || (!r.ExpiresAt.IsZero() && r.ExpiresAt.Before(since))) {
+			continue
+		}
+		out = append(out, r.Stored().Principal)
 	}
 	return out
 }

@@ -501,3 +501,63 @@ func TestKeysRevokedKeyNamedInAccessLog(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A user whose only stored key is revoked keeps the rows of its user and
+// key budgets that it used this period, in the fleet's usage report and
+// its tenant's, beside a colleague whose key is still active: the spend
+// stays in the store until the period ends (trial14: lee's user-day and
+// key-day rows vanished with the key, though the tenant's other user kept
+// the tenant known). A user whose revoked key used nothing gets no row.
+func TestKeysUsageKeepsRevokedUsersBudgets(t *testing.T) {
+	srv := redistest.Shared(t)
+	store := fmt.Sprintf(`{backend: redis, redis_url: "redis://%s/0", timeout: 200ms}`, srv.Addr())
+	n := startKeyNodes(t, 1, func(_ int, mockURL string) string {
+		return strings.Replace(keyStoreConfig(t, mockURL, store, "1h"), "limits:\n",
+			"limits:\n  - {name: user-day, scope: user, unit: requests, quota: 100, period: day}\n"+
+				"  - {name: key-day, scope: key, unit: requests, quota: 100, period: day}\n", 1)
+	}, nil)[0]
+	lee := n.create(`{"tenant":"eta","user":"lee"}`, "")
+	mia := n.create(`{"tenant":"eta","user":"mia"}`, "")
+	idle := n.create(`{"tenant":"eta","user":"ned"}`, "")
+	for range 3 {
+		if st, body := n.chat(lee.Secret); st != 200 {
+			t.Fatalf("%d %s", st, body)
+		}
+	}
+	if st, body := n.chat(mia.Secret); st != 200 {
+		t.Fatalf("%d %s", st, body)
+	}
+	for _, k := range []string{lee.Key.ID, idle.Key.ID} {
+		if st, body := n.adminCall(http.MethodDelete, "/admin/keys/"+k, "", ""); st != 200 {
+			t.Fatalf("revoke: %d %s", st, body)
+		}
+	}
+	n.waitStatus(lee.Secret, 401)
+	for _, query := range []string{"", "tenant=eta"} {
+		st, body := n.adminCall(http.MethodGet, "/admin/usage?"+query, "", "")
+		var rep UsageReport
+		if err := json.Unmarshal([]byte(body), &rep); err != nil || st != 200 {
+			t.Fatalf("usage?%s: %d %s", query, st, body)
+		}
+		used := func(limit, subject string) int64 {
+			for _, q := range rep.Quotas {
+				if q.Limit == limit && q.Subject == subject {
+					return q.Used
+				}
+			}
+			return -1
+		}
+		for _, c := range []struct {
+			limit, subject string
+			want           int64
+		}{
+			{"user-day", "lee", 3}, {"key-day", lee.Key.ID, 3},
+			{"user-day", "mia", 1}, {"key-day", mia.Key.ID, 1},
+			{"user-day", "ned", -1}, {"key-day", idle.Key.ID, -1},
+		} {
+			if got := used(c.limit, c.subject); got != c.want {
+				t.Errorf("usage?%s: %s of %s used %d (-1: no row), want %d; quota rows %+v", query, c.limit, c.subject, got, c.want, rep.Quotas)
+			}
+		}
+	}
+}

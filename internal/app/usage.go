@@ -206,30 +206,49 @@ var ErrUsageQuery = errors.New("usage query")
 func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	tenant := q.Tenant
 	now := a.now()
-	p, chosen := map[string]policy.Period{"day": policy.PeriodDay, "week": policy.PeriodWeek, "month": policy.PeriodMonth}[q.Period], "query"
-	switch {
-	case q.Period == "":
-		p, chosen = a.budgetPeriod(tenant, now)
-	case p == 0:
-		return nil, fmt.Errorf("%w: period must be day, week or month", ErrUsageQuery)
-	}
-	loc := a.budgetZone(tenant, p, now)
-	if q.TimeZone != "" {
-		var err error
-		if loc, err = loadZone(q.TimeZone); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrUsageQuery, err)
-		}
-	}
-	start, end := p.Window(now, loc)
-	// The lists start empty, not nil, so that the JSON answer has [] where
-	// nothing was spent (a reader iterating them, jq's .by_tenant[], fails
-	// on null).
-	rep := &UsageReport{Tenant: tenant, Period: ReportPeriod{Name: p.String(), Chosen: chosen, Start: start, End: end, TimeZone: loc.String()},
-		ByTenant: []UsageRow{}, ByUser: []UsageRow{}, ByModel: []UsageRow{}}
-	sum, source, err := a.summarizeLedger(ctx, ledger.Filter{Tenant: tenant, From: start, To: end})
+	w, err := a.reportWindow(q, now, nil)
 	if err != nil {
 		return nil, err
 	}
+	sum, source, err := a.summarizeLedger(ctx, ledger.Filter{Tenant: tenant, From: w.start, To: w.end})
+	if err != nil {
+		return nil, err
+	}
+	// A tenant known only from the ledger's records (its keys removed from
+	// the file, and no limit naming it) has budgets too: those that apply
+	// to any of its callers. When they choose another period or zone than
+	// the first read's, the ledger is read again over theirs (trial14:
+	// `usage --tenant initech`, whose weekly budget was listed, reported
+	// the month, chosen "default").
+	ledgerTenants := summaryTenants(sum)
+	// Over the same instants (only how they were chosen, or the zone's
+	// name, differs) the first read stands.
+	cand, _ := a.reportWindow(q, now, ledgerTenants)
+	same := cand.start.Equal(w.start) && cand.end.Equal(w.end)
+	if w = cand; !same {
+		if sum, source, err = a.summarizeLedger(ctx, ledger.Filter{Tenant: tenant, From: w.start, To: w.end}); err != nil {
+			return nil, err
+		}
+		// The first read's tenants stay: a tenant with records earlier in
+		// the month keeps its budgets' rows in a report of today. A set,
+		// not a scan per tenant: a fleet's ledger names up to
+		// maxUsageNames of them.
+		first := make(map[string]bool, len(ledgerTenants))
+		for _, t := range ledgerTenants {
+			first[t] = true
+		}
+		for _, t := range summaryTenants(sum) {
+			if !first[t] {
+				ledgerTenants = append(ledgerTenants, t)
+			}
+		}
+	}
+	start, loc := w.start, w.loc
+	// The lists start empty, not nil, so that the JSON answer has [] where
+	// nothing was spent (a reader iterating them, jq's .by_tenant[], fails
+	// on null).
+	rep := &UsageReport{Tenant: tenant, Period: ReportPeriod{Name: w.p.String(), Chosen: w.chosen, Start: start, End: w.end, TimeZone: loc.String()},
+		ByTenant: []UsageRow{}, ByUser: []UsageRow{}, ByModel: []UsageRow{}}
 	rep.Source = source
 	rep.UnreadableLines = sum.Unreadable
 	rep.Spend = spendOf(sum.Total.CostMicroUSD)
@@ -250,35 +269,45 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	for _, rows := range [][]UsageRow{rep.ByTenant, rep.ByUser, rep.ByModel} {
 		sort.Slice(rows, func(i, j int) bool { return rows[i].Spend.MicroUSD > rows[j].Spend.MicroUSD })
 	}
-	ledgerTenants := make([]string, 0, len(sum.Tenants))
-	for t := range sum.Tenants {
-		if t != ledger.OtherName {
-			ledgerTenants = append(ledgerTenants, t)
+	led := ledgerNames{tenants: ledgerTenants}
+	for k := range sum.Users {
+		if k.Tenant != ledger.OtherName && k.User != "" {
+			led.users = append(led.users, k)
 		}
 	}
-	rep.Quotas, err = a.quotas(ctx, tenant, now, ledgerTenants)
+	// Map order would otherwise order the principals, and with them which
+	// of two principals' rows of one bucket comes first.
+	slices.SortFunc(led.users, func(x, y ledger.UserKey) int {
+		return cmp.Or(cmp.Compare(x.Tenant, y.Tenant), cmp.Compare(x.User, y.User))
+	})
+	rep.Quotas, err = a.quotas(ctx, tenant, now, led)
 	if rep.Quotas == nil {
 		rep.Quotas = []QuotaState{}
 	}
 	if err == nil {
-		rep.Note = a.emptyTenantNote(rep, now)
+		rep.Note = a.emptyTenantNote(rep, now, slices.Contains(ledgerTenants, tenant))
 	}
 	return rep, err
 }
 
 // emptyTenantNote is UsageReport.Note for rep, built at now: "" unless
 // rep is of one tenant with no request in the period and nothing used of
-// any quota.
-func (a *App) emptyTenantNote(rep *UsageReport, now time.Time) string {
+// any quota. inLedger says the ledger has records of the tenant in a
+// window read first (UsageIn: the month, before its budgets' day).
+func (a *App) emptyTenantNote(rep *UsageReport, now time.Time, inLedger bool) string {
 	if rep.Tenant == "" || rep.Requests != 0 || slices.ContainsFunc(rep.Quotas, func(q QuotaState) bool { return q.Used != 0 }) {
 		return ""
 	}
 	pol := a.policy()
 	known := slices.ContainsFunc(a.quotaPrincipals(pol, now), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant })
 	switch {
-	case !known && slices.Contains(a.formerStoreTenants(now), rep.Tenant):
+	case !known && slices.ContainsFunc(a.formerStorePrincipals(now, time.Time{}), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant }):
 		// Not a misspelling: the key store knows the tenant (trial13).
 		return fmt.Sprintf("tenant %q has no active key (its stored keys are revoked or expired) and no request in this period", rep.Tenant)
+	case !known && inLedger:
+		// Not a misspelling either: its records this month are older than
+		// its budgets' period (trial14).
+		return fmt.Sprintf("tenant %q has no key (its keys were removed from the file) and no request in this period; the ledger has records of it from before this period, so it is not a misspelling", rep.Tenant)
 	case !known:
 		return fmt.Sprintf("no keys or records for tenant %q in this period: check its spelling (`llmguard usage` without --tenant, or /admin/usage without tenant=, lists every tenant with spend)", rep.Tenant)
 	case rep.Source == "none":
@@ -301,149 +330,6 @@ func loadZone(name string) (*time.Location, error) {
 		return nil, fmt.Errorf("timezone: unknown time zone %q (want an IANA name such as UTC or Europe/Paris)", name)
 	}
 	return loc, nil
-}
-
-// appliedQuotas calls fn for each quota limit that applies to tenant's
-// principals (every principal's when tenant is ""), those of the file's
-// keys, of the key store's active keys at now and of pass-through callers
-// alike, and a tenant's alone when a limit names it and none of those is
-// its (tenantPrincipals), once per principal it applies to; fn returns
-// false to stop.
-func (a *App) appliedQuotas(tenant string, now time.Time, fn func(r *policy.Rule) bool) {
-	pol := a.policy()
-	prs, _ := a.tenantPrincipals(pol, tenant, now, nil)
-	for _, pr := range prs {
-		if tenant != "" && pr.Tenant != tenant {
-			continue
-		}
-		for i := range pol.Rules() {
-			if r := &pol.Rules()[i]; r.IsQuota() && r.MatchesPrincipal(pr) && !fn(r) {
-				return
-			}
-		}
-	}
-}
-
-// quotaPrincipals are the principals whose quotas a usage report reads:
-// the config file's keys, the key store's keys active at now and, with
-// identity.pass_through on, the principal pass-through callers share
-// (policy.Policy.PassThroughPrincipal; trial7: a pass-through config's
-// daily budget was reported as "no budget applies", over the month).
-func (a *App) quotaPrincipals(pol *policy.Policy, now time.Time) []policy.Principal {
-	out := append(pol.Principals(), a.storePrincipals(pol, now)...)
-	if pr, ok := pol.PassThroughPrincipal(); ok {
-		out = append(out, pr)
-	}
-	return out
-}
-
-// tenantPrincipals are quotaPrincipals, plus the principal of a tenant
-// alone (no key, user or plan) for each tenant without a principal among
-// them that a quota limit names in its `tenants:`, that the key store's
-// revoked or expired keys belong to (formerStoreTenants), or that extra
-// lists (UsageIn: the tenants the ledger has records of in the period):
-// tenant's alone when tenant is named, every such tenant's when tenant is
-// "" (the fleet's report). A tenant whose keys are all revoked or expired
-// (or removed from the file) keeps its budgets' spend of the period: its
-// report keeps their rows, period and zone (trial12: `usage --tenant acme`
-// after acme's keys were revoked said "no budget applies", dropped the
-// budget's row and reported the month in UTC instead of the budget's
-// Europe/Paris), and so does the fleet's report, which covers what every
-// tenant's report covers (trial13: without --tenant, a tenant's daily
-// budget with spend had no row once its last key was revoked). A tenant
-// none of these knows (a misspelt one) gets none, as before. The
-// principals from former on are those of tenants known only from the key
-// store's revoked or expired keys.
-func (a *App) tenantPrincipals(pol *policy.Policy, tenant string, now time.Time, extra []string) (prs []policy.Principal, former int) {
-	prs = a.quotaPrincipals(pol, now)
-	has := make(map[string]bool) // tenants with a principal, or added one
-	for _, pr := range prs {
-		has[pr.Tenant] = true
-	}
-	add := func(t string) {
-		if t != "" && (tenant == "" || t == tenant) && !has[t] {
-			has[t] = true
-			prs = append(prs, policy.Principal{Tenant: t})
-		}
-	}
-	for i := range pol.Rules() {
-		if r := &pol.Rules()[i]; r.IsQuota() {
-			for _, t := range r.Tenants() {
-				add(t)
-			}
-		}
-	}
-	for _, t := range extra {
-		add(t)
-	}
-	former = len(prs)
-	for _, t := range a.formerStoreTenants(now) {
-		add(t)
-	}
-	return prs, former
-}
-
-// appliesTo reports whether quota rule r has a bucket of principal pr to
-// read: r matches pr and, for the pass-through principal (which has no
-// user or key of its own) and a tenant's alone (tenantPrincipals: no key,
-// no user), r is a tenant or global rule, whose bucket is the same for
-// every caller of the tenant.
-func appliesTo(r *policy.Rule, pr policy.Principal) bool {
-	if (pr.PassThrough || pr.KeyID == "") && pr.User == "" && (r.Scope == policy.ScopeUser || r.Scope == policy.ScopeKey) {
-		return false
-	}
-	return r.MatchesPrincipal(pr)
-}
-
-// budgetPeriod is the period of a report that names none: the longest
-// period of the quotas that apply to tenant (appliedQuotas), chosen
-// "budgets", or the month, chosen "default", when none applies. A config
-// whose budgets are all daily reports today, not a month in which a daily
-// budget is one row among thirty days of spend; one with a monthly budget
-// beside daily ones reports the month, as before (each quota row still
-// shows its own period).
-func (a *App) budgetPeriod(tenant string, now time.Time) (p policy.Period, chosen string) {
-	a.appliedQuotas(tenant, now, func(r *policy.Rule) bool {
-		p = max(p, r.Period)
-		return p < policy.PeriodMonth
-	})
-	if p == 0 {
-		return policy.PeriodMonth, "default"
-	}
-	return p, "budgets"
-}
-
-// budgetZone is the zone of a report over period p: that of the quota
-// limits of period p that apply to tenant's principals (every principal's
-// when tenant is ""), those of the file's keys and of the key store's
-// active keys at now alike, when they all share one; when none of them has
-// period p, that of the quotas of any period, likewise; else UTC. A month's
-// report follows the monthly budgets (as `llmguard report` does), so that a
-// daily quota in another zone (UTC by default) does not move it to UTC.
-func (a *App) budgetZone(tenant string, p policy.Period, now time.Time) *time.Location {
-	// zoneOf is the zone the quotas that fit samePeriod share: ok false when
-	// none fits, UTC when they disagree.
-	zoneOf := func(samePeriod bool) (zone *time.Location, ok bool) {
-		a.appliedQuotas(tenant, now, func(r *policy.Rule) bool {
-			if r.Location == nil || (samePeriod && r.Period != p) {
-				return true
-			}
-			if zone != nil && zone.String() != r.Location.String() {
-				zone = time.UTC
-				return false
-			}
-			zone = r.Location
-			return true
-		})
-		return zone, zone != nil
-	}
-	if zone, ok := zoneOf(true); ok {
-		return zone
-	}
-	if zone, ok := zoneOf(false); ok {
-		return zone
-	}
-	return time.UTC
 }
 
 func row(t ledger.Totals, r UsageRow) UsageRow {
@@ -505,16 +391,18 @@ func (a *App) summarizeLedger(ctx context.Context, f ledger.Filter) (ledger.Summ
 }
 
 // quotas reads every quota bucket of the tenant's principals
-// (tenantPrincipals, with ledgerTenants: the tenants the ledger has records
-// of in the period) with a cost-0 take: it changes nothing and reports each
-// bucket's remaining. The fleet's report (tenant "") leaves out a row of a
-// tenant known only from revoked or expired stored keys that used nothing
-// this period.
-func (a *App) quotas(ctx context.Context, tenant string, now time.Time, ledgerTenants []string) ([]QuotaState, error) {
+// (tenantPrincipals, with led: the tenants and users the ledger has
+// records of in the period) with a cost-0 take: it changes nothing and
+// reports each bucket's remaining. The fleet's report (tenant "") leaves
+// out a row of a tenant known only from revoked or expired stored keys
+// that used nothing this period; every report leaves out the rows of a
+// revoked or expired key, or of a user with no key left, that used
+// nothing this period.
+func (a *App) quotas(ctx context.Context, tenant string, now time.Time, led ledgerNames) ([]QuotaState, error) {
 	pol := a.policy()
 	var out []QuotaState
 	seen := map[string]bool{}
-	prs, former := a.tenantPrincipals(pol, tenant, now, ledgerTenants)
+	prs, former, gone := a.tenantPrincipals(pol, tenant, now, led)
 	for i, pr := range prs {
 		if tenant != "" && pr.Tenant != tenant {
 			continue
@@ -523,7 +411,7 @@ func (a *App) quotas(ctx context.Context, tenant string, now time.Time, ledgerTe
 		// expired stored keys only where it used something this period:
 		// every tenant such a key ever belonged to would otherwise add
 		// its zero rows.
-		quiet := tenant == "" && i >= former
+		quiet := (tenant == "" && i >= former) || i >= gone
 		for i := range pol.Rules() {
 			r := &pol.Rules()[i]
 			if !r.IsQuota() || !appliesTo(r, pr) {

@@ -776,3 +776,113 @@ ledger: {file: %q}
 		}
 	}
 }
+
+// A tenant and a user known only from the ledger (their file key removed,
+// no limit naming them) keep what their budgets used this period: the
+// tenant's own report covers the period and zone of the budgets that
+// apply to its callers, not the default month in UTC, and the user keeps
+// its user budget's row, in the tenant's report and the fleet's (trial14:
+// `usage --tenant initech` reported the month, chosen "default", beside a
+// weekly budget's row, and ian's user-week row was gone).
+func TestUsageLedgerOnlyTenantFollowsItsBudgets(t *testing.T) {
+	const limits = `limits:
+  - {name: team-week, scope: tenant, unit: requests, quota: 100, period: week, timezone: Asia/Tokyo}
+  - {name: user-week, scope: user, unit: requests, quota: 50, period: week, timezone: Asia/Tokyo}
+ledger: {file: %q}
+`
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	path := filepath.Join(t.TempDir(), "llmguard.yaml")
+	write := func(yaml string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	without := baseConfig(t, mock.URL, fmt.Sprintf(limits, filepath.Join(t.TempDir(), "ledger.jsonl")))
+	write(strings.Replace(without, "keys:\n", "keys:\n  - {key: sk-test-initech, user: ian, tenant: initech}\n", 1))
+	h := startFile(t, mock, path, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if resp, body := h.post("sk-test-initech", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":20}`); resp.StatusCode != 200 {
+		t.Fatalf("ian's call: %d %s", resp.StatusCode, body)
+	}
+	write(without) // initech's last key removed; no limit names it
+	if err := h.app.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	used := func(rep *UsageReport, limit, subject string) int64 {
+		for _, q := range rep.Quotas {
+			if q.Limit == limit && q.Subject == subject {
+				return q.Used
+			}
+		}
+		return -1
+	}
+	for _, tenant := range []string{"initech", ""} {
+		rep, err := h.app.Usage(context.Background(), tenant, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Period.Name != "week" || rep.Period.Chosen != "budgets" || rep.Period.TimeZone != "Asia/Tokyo" {
+			t.Errorf("usage %q: period %s (chosen %q) in %s, want the budgets' week in Asia/Tokyo", tenant, rep.Period.Name, rep.Period.Chosen, rep.Period.TimeZone)
+		}
+		if rep.Requests != 1 {
+			t.Errorf("usage %q: %d requests, want ian's 1", tenant, rep.Requests)
+		}
+		if got := used(rep, "team-week", "initech"); got != 1 {
+			t.Errorf("usage %q: team-week of initech used %d (-1: no row), want 1; quota rows %+v", tenant, got, rep.Quotas)
+		}
+		if got := used(rep, "user-week", "ian"); got != 1 {
+			t.Errorf("usage %q: user-week of ian used %d (-1: no row), want 1; quota rows %+v", tenant, got, rep.Quotas)
+		}
+	}
+}
+
+// A tenant known only from the ledger whose records this month are older
+// than its budgets' day: its report is today's, with its budget's row, and
+// its note says the ledger knows it rather than to check its spelling;
+// a misspelt tenant is still told to check it.
+func TestUsageLedgerOnlyTenantWithOlderRecords(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ledger.jsonl")
+	line := `{"ts":"2026-12-10T10:00:00Z","request_id":"r1","key_id":"0123456789abcdef","user":"ian","tenant":"initech","model":"gpt-4o-mini","flavor":"openai","status":200,"input_tokens":8,"output_tokens":16,"cost_micro_usd":11}` + "\n"
+	if err := os.WriteFile(file, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, fmt.Sprintf(`limits:
+  - {name: team-day, scope: tenant, unit: requests, quota: 100, period: day}
+ledger: {file: %q}
+`, file))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC)
+	h := startClock(t, mock, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+	rep, err := h.app.Usage(context.Background(), "initech", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Period.Name != "day" || rep.Period.Chosen != "budgets" || rep.Requests != 0 {
+		t.Errorf("initech: period %s (chosen %q), %d requests; want today (chosen \"budgets\"), none", rep.Period.Name, rep.Period.Chosen, rep.Requests)
+	}
+	if !slices.ContainsFunc(rep.Quotas, func(q QuotaState) bool { return q.Limit == "team-day" && q.Subject == "initech" }) {
+		t.Errorf("initech: quota rows %+v, want team-day of initech", rep.Quotas)
+	}
+	if !strings.Contains(rep.Note, "not a misspelling") {
+		t.Errorf("initech: note %q, want one saying the ledger knows it", rep.Note)
+	}
+	rep, err = h.app.Usage(context.Background(), "initechh", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep.Note, "check its spelling") || rep.Period.Chosen != "default" {
+		t.Errorf("initechh: note %q, period chosen %q; want the spelling note and the default month", rep.Note, rep.Period.Chosen)
+	}
+}
