@@ -326,8 +326,18 @@ func limitText(capacity, rate, per, windowStart, windowEnd int64) string {
 // header). A take of an id of NewRequestID's form sends no marker key: the
 // taken and voided sets of its id's epoch go at the end of KEYS, once per
 // batch; any other id's marker key is sent (the batch reads it: a void
-// leaves "v" there).
+// leaves "v" there). The costs go packed in one last ARGV (packUnits):
+// inlineBatchArgs is the layout before, which the tests send to the
+// scripts of before.
 func batchArgs(takes []*queuedTake) ([]string, []any) {
+	keys, args := inlineBatchArgs(takes)
+	return keys, packUnits(args)
+}
+
+// inlineBatchArgs returns batchArgs's KEYS and its ARGV with each take's
+// costs, int64s, after its id (takebatch.lua of 957d14b to 03e3938; the
+// only int64s of the ARGV).
+func inlineBatchArgs(takes []*queuedTake) ([]string, []any) {
 	var in interner
 	var markers, sets []string // sets: per epoch, its taken set then its voided set
 	var limits, shapes, entries []any

@@ -337,7 +337,10 @@ end
 -- call; a Lua without it (miniredis's gopher-lua) decodes the bytes
 -- (unitFromBytes), bit for bit the same doubles. A length that is not a
 -- multiple of 8 is an error.
-local unitsChunk, unitsFormats = 256, {}
+-- structUnpack is struct.unpack, or false without struct, read at the
+-- first call (a library's load may not read globals; rawget, because
+-- reading a missing global is an error) and kept.
+local unitsChunk, unitsFormats, structUnpack = 256, {}, nil
 local function unitFromBytes(b1, b2, b3, b4, b5, b6, b7, b8)
   local e = (b8 % 128) * 16 + (b7 - b7 % 16) / 16
   local m = ((((((b7 % 16) * 256 + b6) * 256 + b5) * 256 + b4) * 256 + b3) * 256 + b2) * 256 + b1 -- < 2^52: exact
@@ -362,8 +365,11 @@ local function unitsOf(packed)
   if n == 0 then
     return {}
   end
-  local struct = rawget(_G, 'struct') -- nil without: reading a missing global is an error
-  if not struct then
+  if structUnpack == nil then
+    local lib = rawget(_G, 'struct')
+    structUnpack = lib and lib.unpack or false
+  end
+  if not structUnpack then
     local u = {}
     for i = 1, n do
       u[i] = unitFromBytes(string.byte(packed, 8 * i - 7, 8 * i))
@@ -376,14 +382,14 @@ local function unitsOf(packed)
       f = '<' .. string.rep('d', n)
       unitsFormats[n] = f
     end
-    local u = {struct.unpack(f, packed)} -- the n numbers, then the next position
+    local u = {structUnpack(f, packed)} -- the n numbers, then the next position
     u[n + 1] = nil
     return u
   end
   local u, at = {}, 1
   for from = 1, n, unitsChunk do
     local k = math.min(unitsChunk, n - from + 1)
-    local part = {struct.unpack('<' .. string.rep('d', k), packed, at)}
+    local part = {structUnpack('<' .. string.rep('d', k), packed, at)}
     for i = 1, k do
       u[from + i - 1] = part[i]
     end

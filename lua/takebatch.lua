@@ -31,8 +31,12 @@
 -- then the requests in runs of one shape (consecutive requests of one
 --           shape are one run): the index of the run's shape (1 to S), the
 --           run's length, then, request after request, its request id when
---           the shape has sets and the cost of each of the shape's n
---           buckets (units, >= 0).
+--           the shape has sets;
+-- and last, one ARGV: every request's costs, packed (core.lua's unitsOf: 8
+--           bytes a number, a little-endian double), request after request,
+--           each the cost of each of its shape's n buckets (units, >= 0),
+--           in the shape's order (an ARGV per cost cost Redis some 1k
+--           instructions more a cost).
 --
 -- A take of a shape with sets reads no marker key: it was voided when its
 -- id is a member of its epoch's voided set (reconcile.lua's void adds it
@@ -259,8 +263,10 @@ end
 -- refilled at now, which a refill at the same now leaves as it is (refill
 -- is idempotent at one instant). It takes the run's length, p (the next
 -- ARGV to read), o (out's length), the run's taken set and voided ids or
--- set, and returns p and o after the run.
-local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl)
+-- set, U (every take's costs, unitsOf) and u (the costs of U read so far:
+-- the run's first take's are from U[u + 1]), and returns p, o and u after
+-- the run.
+local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl, U, u)
   -- @each
   local key@i, limit@i = shape[1 + 2 * @i], shape[2 + 2 * @i]
   local capacity@i, rate@i, per@i = limit@i[1], limit@i[2], limit@i[3]
@@ -275,11 +281,11 @@ local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl)
   local how@i -- the last write's (see pending): nil before the first
   -- @end
   for _ = 1, run do
-    local id, at = nil, p - 1 -- the id of a take with a taken set; its costs from ARGV[at + 1]
+    local id, c = nil, u -- the id of a take with a taken set; its costs from U[c + 1]
     if taken then
-      id, at = ARGV[p], p
+      id, p = ARGV[p], p + 1
     end
-    p = at + 1 + @W
+    u = u + @W
     repeat -- one take; break ends it
       if voids then
         if voids[id] then
@@ -296,8 +302,7 @@ local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl)
       end
       local firstLarge, slowest, retry = -1, -1, 0
       -- @each
-      local cost@i = ARGV[at + @i]
-      cost@i = digits[cost@i] or cost@i + 0
+      local cost@i = U[c + @i]
       if now > updated@i then -- refill
         level@i = level@i + (now - updated@i) * rate@i / per@i
         updated@i = now
@@ -397,7 +402,7 @@ local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl)
     state[key@i], pending[key@i] = v, how@i
   end
   -- @end
-  return p, o
+  return p, o, u
 end
 -- @unroll end
 
@@ -427,7 +432,7 @@ local levels, updateds, founds, spends = {}, {}, {}, {}
 -- TestTakeBatchMatchesSequence compares them with take.lua's body, reply
 -- by reply and key by key, TTLs included.
 -- It reads the take's shape, key (its marker key, nil without: no marker,
--- or sets), ttl (the marker's TTL), its costs from ARGV[at + 1] on and id
+-- or sets), ttl (the marker's TTL), its costs from U[c + 1] on and id
 -- (its request id when the shape has sets: voided when a member of
 -- voided, the voided set if it exists; the commit records the id in the
 -- taken set instead of in a marker key), and appends its reply to out (as appendReply
@@ -553,6 +558,7 @@ local o = 0 -- out's length so far
 local keys, args -- made by the first take that runs takeOne
 local last, m, n, marker = nil, 0, 0, nd
 local r, total, p = 0, ARGV[3] + 0, a -- p: the next ARGV to read
+local U, u = unitsOf(ARGV[#ARGV]), 0 -- every take's costs, in order; u: those read so far
 while r < total do
   local shape = shapes[digits[ARGV[p]] or ARGV[p] + 0]
   local run = digits[ARGV[p + 1]] or ARGV[p + 1] + 0
@@ -561,16 +567,17 @@ while r < total do
   p = p + 2
   local runIt = unrolled[shape]
   if runIt then
-    p, o = runIt(shape, run, p, o, ARGV, taken, voids, voidSet, ttl)
+    p, o, u = runIt(shape, run, p, o, ARGV, taken, voids, voidSet, ttl, U, u)
     r = r + run
     run = 0
   end
   for _ = 1, run do
     r = r + 1
-    local id, at = nil, p - 1 -- the id of a take with a taken set; its costs from ARGV[at + 1]
+    local id, c = nil, u -- the id of a take with a taken set; its costs from U[c + 1]
     if taken then
-      id, at = ARGV[p], p
+      id, p = ARGV[p], p + 1
     end
+    u = u + width
     if isFast then
       local key
       if ttl ~= '0' and not taken then
@@ -601,8 +608,7 @@ while r < total do
         local firstLarge, slowest, retry = -1, -1, 0
         for i = 1, width do
           local limit = shape[2 + 2 * i]
-          local capacity, rate, per, cost = limit[1], limit[2], limit[3], ARGV[at + i]
-          cost = digits[cost] or cost + 0
+          local capacity, rate, per, cost = limit[1], limit[2], limit[3], U[c + i]
           local v = state[shape[1 + 2 * i]]
           local level, updated, found
           if v and made[v] and v[1] == encode then -- a token bucket the batch wrote: load's 't'
@@ -756,13 +762,12 @@ while r < total do
         end
       end
       for i = 1, n do
-        args[6 * i + 3] = ARGV[at + i]
+        args[6 * i + 3] = U[c + i] -- take.lua adds 0: a number stays as it is
       end
       markSet, markId = taken, id
       o = appendReply(takeOne(keys, args), o)
       markSet = nil
     end
-    p = at + 1 + width
   end
 end
 -- The marker sets first: a set that cannot be written (a key of another
