@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // DefaultTakeBatch is RedisOptions.TakeBatch's default: at most this many
@@ -177,7 +180,7 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 		return
 	}
 	keys, args := batchArgs(live)
-	flat, err := b.r.call(ctx, b.r.takeBatch, keys, args...).Int64Slice()
+	flat, err := batchReply(b.r.call(ctx, b.r.takeBatch, keys, args...))
 	if err == nil {
 		err = splitReplies(flat, live)
 	}
@@ -187,6 +190,34 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 			q.err = err
 		}
 	}
+}
+
+// batchReply returns takebatch.lua's reply as its numbers: a string holds
+// them packed (8 bytes each, the IEEE 754 double of the number,
+// little-endian; each number int64(the double), as Redis casts a Lua
+// number of a reply), an array as integers. Errors: cmd's, and
+// errTakeReply for a string whose length is not a multiple of 8 or a
+// reply of another type.
+func batchReply(cmd *redis.Cmd) ([]int64, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return nil, err
+	}
+	packed, ok := v.(string)
+	if !ok {
+		return cmd.Int64Slice()
+	}
+	if len(packed)%8 != 0 {
+		return nil, fmt.Errorf("%w: a packed reply of %d bytes", errTakeReply, len(packed))
+	}
+	flat := make([]int64, len(packed)/8)
+	for i := range flat {
+		b := packed[8*i : 8*i+8]
+		u := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		flat[i] = int64(math.Float64frombits(u))
+	}
+	return flat, nil
 }
 
 // splitReplies sets each take's reply (take.lua's: allowed 1, -1, 0, 0,

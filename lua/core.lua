@@ -337,10 +337,15 @@ end
 -- call; a Lua without it (miniredis's gopher-lua) decodes the bytes
 -- (unitFromBytes), bit for bit the same doubles. A length that is not a
 -- multiple of 8 is an error.
--- structUnpack is struct.unpack, or false without struct, read at the
--- first call (a library's load may not read globals; rawget, because
--- reading a missing global is an error) and kept.
-local unitsChunk, unitsFormats, structUnpack = 256, {}, nil
+-- structUnpack and structPack are struct.unpack and struct.pack, or false
+-- without struct (miniredis), nil until readStruct read them: at a call
+-- (a library's load may not read globals), once; rawget, because reading
+-- a missing global is an error.
+local unitsChunk, unitsFormats, structUnpack, structPack = 256, {}, nil, nil
+local function readStruct()
+  local lib = rawget(_G, 'struct')
+  structUnpack, structPack = lib and lib.unpack or false, lib and lib.pack or false
+end
 local function unitFromBytes(b1, b2, b3, b4, b5, b6, b7, b8)
   local e = (b8 % 128) * 16 + (b7 - b7 % 16) / 16
   local m = ((((((b7 % 16) * 256 + b6) * 256 + b5) * 256 + b4) * 256 + b3) * 256 + b2) * 256 + b1 -- < 2^52: exact
@@ -366,8 +371,7 @@ local function unitsOf(packed)
     return {}
   end
   if structUnpack == nil then
-    local lib = rawget(_G, 'struct')
-    structUnpack = lib and lib.unpack or false
+    readStruct()
   end
   if not structUnpack then
     local u = {}

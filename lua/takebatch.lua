@@ -48,7 +48,15 @@
 -- 't';
 -- reconcile.lua's void of such an id looks in both.
 --
--- Reply: one flat array of integers, each request's take.lua reply in
+-- Reply: one string where Redis has the struct library (Redis's Lua;
+-- not miniredis's) and the reply holds at most replyPackMax numbers: the
+-- numbers below packed as unitsOf reads a batch's costs, each 8 bytes, a
+-- little-endian double (struct.pack), which package bucket turns into an
+-- integer as Redis turns a reply number into one (a cast, toward zero:
+-- each number here is whole and within the int64 range). Redis converts an
+-- array's each number for the reply, some 300 instructions more a number
+-- than the string's 8 bytes. Else, the array:
+-- one flat array of integers, each request's take.lua reply in
 -- order, an allowed one without the three numbers after its 1 (take.lua's
 -- allowed reply always opens 1, -1, 0, 0): -1 for a voided request; 0 and
 -- the rest of a denied reply (the denying bucket, too large, retry, then
@@ -226,6 +234,12 @@ end
 -- clearing goes from its own reply's end to the first nil), so the
 -- clearing reaches every entry an earlier call left, even one it failed.
 local out = {}
+
+-- replyFormats holds struct.pack's format of a reply of n numbers, by n,
+-- made at the first reply of that length and kept: n at most replyPackMax
+-- (the formats then hold at most some 130 KB; a reply of more numbers is
+-- sent as the array, and a C stack holds no more than some 8,000 values).
+local replyFormats, replyPackMax = {}, 512
 
 -- appendReply appends take.lua's reply t (a table of numbers ending at its
 -- first nil, as Redis reads it) to out after its first o entries, in the
@@ -797,5 +811,18 @@ local i = o + 1 -- clear the rest of an earlier call's reply
 while out[i] ~= nil do
   out[i] = nil
   i = i + 1
+end
+-- The reply packed (see the header), where Redis has struct and it is not
+-- long; else the array.
+if structPack == nil then
+  readStruct()
+end
+if structPack and o <= replyPackMax then
+  local f = replyFormats[o]
+  if not f then
+    f = '<' .. string.rep('d', o)
+    replyFormats[o] = f
+  end
+  return structPack(f, unpack(out, 1, o))
 end
 return out
