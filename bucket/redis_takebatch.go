@@ -205,6 +205,9 @@ func batchReply(cmd *redis.Cmd) ([]int64, error) {
 	}
 	packed, ok := v.(string)
 	if !ok {
+		if _, ok := v.([]any); !ok {
+			return nil, fmt.Errorf("%w: a reply of type %T", errTakeReply, v)
+		}
 		return cmd.Int64Slice()
 	}
 	if len(packed)%8 != 0 {
