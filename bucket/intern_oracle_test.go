@@ -293,5 +293,5 @@ func mapBatchArgs(takes []*queuedTake) ([]string, []any) {
 	args = append(args, takes[0].args[0], "c", len(takes), len(buckets), len(limitOf), len(shapeOf), len(epochOf))
 	args = append(args, limits...)
 	args = append(args, shapes...)
-	return keys, packUnits(append(args, entries...)) // the costs packed, as batchArgs sends them
+	return keys, packNumbers(append(args, entries...)) // the numbers packed, as batchArgs sends them
 }

@@ -2,6 +2,7 @@ package bucket
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -360,17 +361,18 @@ func limitText(capacity, rate, per, windowStart, windowEnd int64) string {
 // header). A take of an id of NewRequestID's form sends no marker key: the
 // taken and voided sets of its id's epoch go at the end of KEYS, once per
 // batch; any other id's marker key is sent (the batch reads it: a void
-// leaves "v" there). The costs go packed in one last ARGV (packUnits):
-// inlineBatchArgs is the layout before, which the tests send to the
-// scripts of before.
+// leaves "v" there). Its numbers (counts, indexes, costs) go packed in
+// one last ARGV (packNumbers): inlineBatchArgs is the layout before,
+// which the tests send to the scripts of before.
 func batchArgs(takes []*queuedTake) ([]string, []any) {
 	keys, args := inlineBatchArgs(takes)
-	return keys, packUnits(args)
+	return keys, packNumbers(args)
 }
 
-// inlineBatchArgs returns batchArgs's KEYS and its ARGV with each take's
-// costs, int64s, after its id (takebatch.lua of 957d14b to 03e3938; the
-// only int64s of the ARGV).
+// inlineBatchArgs returns batchArgs's KEYS and its ARGV with each number
+// an ARGV of its own (takebatch.lua of 957d14b to 03e3938): the counts
+// and indexes ints, each take's costs int64s after its id; the texts
+// (now, the layout's 'c', limits, marker TTLs, ids) strings.
 func inlineBatchArgs(takes []*queuedTake) ([]string, []any) {
 	var in interner
 	var markers, sets []string // sets: per epoch, its taken set then its voided set
@@ -447,4 +449,28 @@ func limitOfArgs(a []any) [5]int64 {
 		l[i] = a[i].(int64)
 	}
 	return l
+}
+
+// packNumbers returns args with its ints and int64s (every number of
+// takebatch.lua's layout: its counts, indexes and costs; its texts are
+// strings) taken out, in order, and appended as one last ARGV that holds
+// them packed as packUnits packs units (an int's double is exact: they
+// are counts and indexes). It reuses args's array.
+func packNumbers(args []any) []any {
+	packed := make([]byte, 0, 8*len(args))
+	out := args[:0]
+	for _, a := range args {
+		var f float64
+		switch v := a.(type) {
+		case int:
+			f = float64(v)
+		case int64:
+			f = float64(v)
+		default:
+			out = append(out, a)
+			continue
+		}
+		packed = binary.LittleEndian.AppendUint64(packed, math.Float64bits(f))
+	}
+	return append(out, string(packed))
 }

@@ -11,32 +11,34 @@
 --           voided set "…::tkv:<epoch>". A bucket key that many
 --           requests name (a tenant's or a global bucket) is sent once: its
 --           takes apply in order. In Redis Cluster all KEYS share a slot.
+-- The texts go one an ARGV; every number (a count, an index, a cost) goes
+-- packed, in the order listed, in the last ARGV, N below (core.lua's
+-- unitsOf: 8 bytes a number, a little-endian double; an ARGV a number
+-- cost Redis some 1.2k instructions more a number: its parse, a Lua string
+-- of it, both freed after the call, and "+ 0"'s strtod).
 -- ARGV[1]   now, as in take.lua.
 -- ARGV[2]   'c' (this layout).
--- ARGV[3]   R, the number of requests.
--- ARGV[4]   D, the number of distinct bucket keys.
--- ARGV[5]   L, the number of distinct limits.
--- ARGV[6]   S, the number of distinct shapes.
--- ARGV[7]   E, the number of epochs (pairs of sets at the end of KEYS).
+-- N         R, the number of requests; D, the number of distinct bucket
+--           keys; L, the number of distinct limits; S, the number of
+--           distinct shapes; E, the number of epochs (pairs of sets at the
+--           end of KEYS).
 -- then 1 ARGV per limit: its capacity, rate, per, windowStart and
 --           windowEnd, take.lua's five ARGV, as one text (core.lua's
 --           limitOf: decimal integers separated by spaces; read once per
 --           text in a library, whose limitOf keeps what it read from call
 --           to call, instead of five conversions per batch);
--- then per shape, what the takes of one kind share: the marker TTL
---           (take.lua's ARGV[3]), the epoch of its sets (1 to E; 0: none,
---           the take has a marker key or no marker), the bucket count n,
---           then per bucket, narrowest first, the index of its key among
---           the first D KEYS (1 to D) and the index of its limit (1 to L);
+-- then per shape, what the takes of one kind share: an ARGV, the marker
+--           TTL (take.lua's ARGV[3]); and in N, the epoch of its sets (1 to
+--           E; 0: none, the take has a marker key or no marker), the bucket
+--           count n, then per bucket, narrowest first, the index of its key
+--           among the first D KEYS (1 to D) and the index of its limit (1
+--           to L);
 -- then the requests in runs of one shape (consecutive requests of one
---           shape are one run): the index of the run's shape (1 to S), the
---           run's length, then, request after request, its request id when
---           the shape has sets;
--- and last, one ARGV: every request's costs, packed (core.lua's unitsOf: 8
---           bytes a number, a little-endian double), request after request,
---           each the cost of each of its shape's n buckets (units, >= 0),
---           in the shape's order (an ARGV per cost cost Redis some 1k
---           instructions more a cost).
+--           shape are one run): in N, the index of the run's shape (1 to S)
+--           and the run's length; then, request after request, an ARGV, its
+--           request id, when the shape has sets, and in N the cost of each
+--           of its shape's n buckets (units, >= 0), in the shape's order;
+-- and last, N: those numbers, packed.
 --
 -- A take of a shape with sets reads no marker key: it was voided when its
 -- id is a member of its epoch's voided set (reconcile.lua's void adds it
@@ -493,8 +495,9 @@ end
 -- KEYS and ARGV take.lua would get alone, its limits as numbers (take.lua
 -- adds 0 to them: a number stays as it is), in two tables that every take
 -- reuses (takeOne keeps neither).
-local nd, nl, ns = ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
-local ne = digits[ARGV[7]] or ARGV[7] + 0
+local U = unitsOf(ARGV[#ARGV]) -- every number the batch sends, in order (see the header)
+local total, nd, nl, ns, ne = U[1], U[2], U[3], U[4], U[5]
+local u = 5 -- the numbers of U read so far
 local nk = #KEYS - 2 * ne -- the bucket and marker keys; then the sets
 local values = redis.call('MGET', unpack(KEYS, 1, nk))
 -- Each epoch's voided set: none (SCARD 0: its takes ask nothing); its
@@ -505,7 +508,7 @@ for e = 1, ne do
   local set = KEYS[nk + 2 * e]
   local count = redis.call('SCARD', set)
   voidedIds[e], voidedKey[e] = nil, nil
-  if count > 0 and count <= ARGV[3] + 0 then
+  if count > 0 and count <= total then
     local ids = {}
     for _, id in ipairs(redis.call('SMEMBERS', set)) do
       ids[id] = true
@@ -524,14 +527,15 @@ for i = 1, nd do
   state[KEYS[i]] = values[i]
 end
 for l = 1, nl do
-  local text = ARGV[7 + l]
+  local text = ARGV[2 + l]
   limits[l] = limitsByText[text] or limitOf(text) -- shared: never changed here; limitOf's cache read inline (a call costs 1k-1.8k)
 end
 -- A shape: its TTL, n, then each bucket's key and limit (numbers); fast
 -- when every bucket is a token bucket (kindOf 't': takeTokens runs it).
-local a = 8 + nl
+local a = 3 + nl -- the next ARGV to read
 for s = 1, ns do
-  local ttl, sets, n = ARGV[a], digits[ARGV[a + 1]] or ARGV[a + 1] + 0, ARGV[a + 2] + 0
+  local ttl, sets, n = ARGV[a], U[u + 1], U[u + 2]
+  a, u = a + 1, u + 2
   local shape = shapes[s] -- kept from call to call: each field this call reads is set below
   if shape then
     shape[1], shape[2] = ttl, n
@@ -547,8 +551,9 @@ for s = 1, ns do
     takenOf[shape], voidedOf[shape], voidedSetOf[shape] = nil, nil, nil
   end
   for i = 1, n do
-    local limit = limits[ARGV[a + 2 + 2 * i] + 0]
-    shape[1 + 2 * i] = KEYS[ARGV[a + 1 + 2 * i] + 0]
+    local limit = limits[U[u + 2]]
+    shape[1 + 2 * i] = KEYS[U[u + 1]]
+    u = u + 2
     shape[2 + 2 * i] = limit
     if limit[6] ~= 't' then -- kindOf(rate, windowEnd)
       fast[shape] = nil
@@ -564,21 +569,19 @@ for s = 1, ns do
       end
     end
   end
-  a = a + 3 + 2 * n
 end
 -- keys and args hold the last take's: a take of the same shape changes
 -- only its marker and its costs.
 local o = 0 -- out's length so far
 local keys, args -- made by the first take that runs takeOne
 local last, m, n, marker = nil, 0, 0, nd
-local r, total, p = 0, ARGV[3] + 0, a -- p: the next ARGV to read
-local U, u = unitsOf(ARGV[#ARGV]), 0 -- every take's costs, in order; u: those read so far
+local r, p = 0, a -- p: the next ARGV to read
 while r < total do
-  local shape = shapes[digits[ARGV[p]] or ARGV[p] + 0]
-  local run = digits[ARGV[p + 1]] or ARGV[p + 1] + 0
+  local shape = shapes[U[u + 1]]
+  local run = U[u + 2]
+  u = u + 2
   local taken, isFast, ttl, width = takenOf[shape], fast[shape], shape[1], shape[2]
   local voids, voidSet = voidedOf[shape], voidedSetOf[shape]
-  p = p + 2
   local runIt = unrolled[shape]
   if runIt then
     p, o, u = runIt(shape, run, p, o, ARGV, taken, voids, voidSet, ttl, U, u)
