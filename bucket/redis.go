@@ -969,9 +969,10 @@ func firstErr(calls []scriptCall) error {
 }
 
 // packUnits returns args with its int64s (the units of reconcile.lua's
-// entries, the costs of takebatch.lua's takes: nothing else of those
-// layouts is an int64) taken out, in order, and appended as one last ARGV
-// that holds them packed, as core.lua's unitsOf reads them: each 8 bytes,
+// entries: nothing else of its layout is an int64; takebatch.lua's
+// layout packs its ints too, packNumbers) taken out, in order, and
+// appended as one last ARGV that holds them packed, as core.lua's
+// unitsOf reads them: each 8 bytes,
 // the IEEE 754 double float64(units) little-endian (float64 rounds an
 // int64 to the nearest double, ties to even, as strtod rounds its decimal
 // text: the script gets the numbers "text + 0" gave it). The ARGV is
