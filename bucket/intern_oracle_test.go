@@ -42,7 +42,8 @@ func newMapReconcileCall(r *Redis) *mapReconcileCall {
 		setOf: map[string]int{}, shapeOf: map[string]int{}}
 }
 
-// args returns the call's ARGV (see lua/reconcile.lua).
+// args returns the call's ARGV (see lua/reconcile.lua): the units packed
+// (packUnits).
 func (c *mapReconcileCall) args(r *Redis) []any {
 	n := 6 + len(c.limits) + 2*len(c.sets) + len(c.shapes) + len(c.entries)
 	for _, s := range c.sets {
@@ -56,7 +57,7 @@ func (c *mapReconcileCall) args(r *Redis) []any {
 		args = append(args, s.ids...)
 	}
 	args = append(args, c.shapes...)
-	return append(args, c.entries...)
+	return packUnits(append(args, c.entries...))
 }
 
 // add appends to c the entry of requestID's deltas (those at idx, when idx
@@ -292,5 +293,5 @@ func mapBatchArgs(takes []*queuedTake) ([]string, []any) {
 	args = append(args, takes[0].args[0], "c", len(takes), len(buckets), len(limitOf), len(shapeOf), len(epochOf))
 	args = append(args, limits...)
 	args = append(args, shapes...)
-	return keys, append(args, entries...)
+	return keys, packNumbers(append(args, entries...)) // the numbers packed, as batchArgs sends them
 }

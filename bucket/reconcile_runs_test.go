@@ -100,7 +100,8 @@ func randomRunsCase(r *rand.Rand) layoutCase {
 
 // compareRuns runs lc's entries as one call of the store's reconcile.lua
 // (under tag "n") and of the script at d2d4679 (tag "o"), the same KEYS
-// and ARGV (reconcileCall's batch layout), on the same server and
+// and ARGV (reconcileCall's batch layout; the old script gets its units
+// inline, inlineArgs, the store's packed, args), on the same server and
 // instant, and reports every difference (diffLayout: the reply, whether
 // the call failed, every key's type, value, members and TTL).
 func compareRuns(t testing.TB, c *redis.Client, lc layoutCase, exactTTL bool, where string) {
@@ -131,7 +132,7 @@ func compareRuns(t testing.TB, c *redis.Client, lc layoutCase, exactTTL bool, wh
 			}
 			var cmd *redis.Cmd
 			if prev {
-				cmd = runsOracleScript.Run(ctx, c, call.keys(), call.args(r)...)
+				cmd = runsOracleScript.Run(ctx, c, call.keys(), call.inlineArgs(r)...)
 			} else {
 				cmd = r.call(ctx, r.reconcile, call.keys(), call.args(r)...)
 			}
@@ -285,7 +286,7 @@ func TestReconcileRunsShareRedis(t *testing.T) {
 					if mixedRun && viaNew[k] {
 						cmd = r.call(ctx, r.reconcile, call.keys(), call.args(r)...)
 					} else {
-						cmd = runsOracleScript.Run(ctx, c, call.keys(), call.args(r)...)
+						cmd = runsOracleScript.Run(ctx, c, call.keys(), call.inlineArgs(r)...)
 					}
 					reply, err := cmd.Int64Slice()
 					res.reply, res.err = append(res.reply, reply...), res.err || err != nil

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -665,8 +666,15 @@ func (c *reconcileCall) callArgs(r *Redis) ([]string, []any) {
 	return c.keys(), c.args(r)
 }
 
-// args returns the call's ARGV in the batch layout (see lua/reconcile.lua).
-func (c *reconcileCall) args(r *Redis) []any {
+// args returns the call's ARGV in the batch layout (see lua/reconcile.lua):
+// inlineArgs with the entries' units moved into one last ARGV (packUnits).
+func (c *reconcileCall) args(r *Redis) []any { return packUnits(c.inlineArgs(r)) }
+
+// inlineArgs returns the call's ARGV in the batch layout of the scripts
+// before the units were packed (reconcile.lua of d2d4679 to 03e3938): each
+// entry's units, int64s, after its marker and id (the only int64s of the
+// ARGV).
+func (c *reconcileCall) inlineArgs(r *Redis) []any {
 	n := 6 + len(c.limits) + 2*len(c.sets) + len(c.shapes) + len(c.entries)
 	for _, s := range c.sets {
 		n += len(s.ids)
@@ -958,4 +966,32 @@ func firstErr(calls []scriptCall) error {
 		}
 	}
 	return nil
+}
+
+// packUnits returns args with its int64s (the units of reconcile.lua's
+// entries: nothing else of its layout is an int64; takebatch.lua's
+// layout packs its ints too, packNumbers) taken out, in order, and
+// appended as one last ARGV that holds them packed, as core.lua's
+// unitsOf reads them: each 8 bytes,
+// the IEEE 754 double float64(units) little-endian (float64 rounds an
+// int64 to the nearest double, ties to even, as strtod rounds its decimal
+// text: the script gets the numbers "text + 0" gave it). The ARGV is
+// empty when args has no int64. It reuses args's array.
+func packUnits(args []any) []any {
+	n := 0
+	for _, a := range args {
+		if _, ok := a.(int64); ok {
+			n++
+		}
+	}
+	packed := make([]byte, 0, 8*n)
+	out := args[:0]
+	for _, a := range args {
+		if u, ok := a.(int64); ok {
+			packed = binary.LittleEndian.AppendUint64(packed, math.Float64bits(float64(u)))
+			continue
+		}
+		out = append(out, a)
+	}
+	return append(out, string(packed))
 }

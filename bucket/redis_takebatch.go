@@ -2,11 +2,15 @@ package bucket
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // DefaultTakeBatch is RedisOptions.TakeBatch's default: at most this many
@@ -177,7 +181,7 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 		return
 	}
 	keys, args := batchArgs(live)
-	flat, err := b.r.call(ctx, b.r.takeBatch, keys, args...).Int64Slice()
+	flat, err := batchReply(b.r.call(ctx, b.r.takeBatch, keys, args...))
 	if err == nil {
 		err = splitReplies(flat, live)
 	}
@@ -187,6 +191,37 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 			q.err = err
 		}
 	}
+}
+
+// batchReply returns takebatch.lua's reply as its numbers: a string holds
+// them packed (8 bytes each, the IEEE 754 double of the number,
+// little-endian; each number int64(the double), as Redis casts a Lua
+// number of a reply), an array as integers. Errors: cmd's, and
+// errTakeReply for a string whose length is not a multiple of 8 or a
+// reply of another type.
+func batchReply(cmd *redis.Cmd) ([]int64, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return nil, err
+	}
+	packed, ok := v.(string)
+	if !ok {
+		if _, ok := v.([]any); !ok {
+			return nil, fmt.Errorf("%w: a reply of type %T", errTakeReply, v)
+		}
+		return cmd.Int64Slice()
+	}
+	if len(packed)%8 != 0 {
+		return nil, fmt.Errorf("%w: a packed reply of %d bytes", errTakeReply, len(packed))
+	}
+	flat := make([]int64, len(packed)/8)
+	for i := range flat {
+		b := packed[8*i : 8*i+8]
+		u := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		flat[i] = int64(math.Float64frombits(u))
+	}
+	return flat, nil
 }
 
 // splitReplies sets each take's reply (take.lua's: allowed 1, -1, 0, 0,
@@ -326,8 +361,19 @@ func limitText(capacity, rate, per, windowStart, windowEnd int64) string {
 // header). A take of an id of NewRequestID's form sends no marker key: the
 // taken and voided sets of its id's epoch go at the end of KEYS, once per
 // batch; any other id's marker key is sent (the batch reads it: a void
-// leaves "v" there).
+// leaves "v" there). Its numbers (counts, indexes, costs) go packed in
+// one last ARGV (packNumbers): inlineBatchArgs is the layout before,
+// which the tests send to the scripts of before.
 func batchArgs(takes []*queuedTake) ([]string, []any) {
+	keys, args := inlineBatchArgs(takes)
+	return keys, packNumbers(args)
+}
+
+// inlineBatchArgs returns batchArgs's KEYS and its ARGV with each number
+// an ARGV of its own (takebatch.lua of 957d14b to 03e3938): the counts
+// and indexes ints, each take's costs int64s after its id; the texts
+// (now, the layout's 'c', limits, marker TTLs, ids) strings.
+func inlineBatchArgs(takes []*queuedTake) ([]string, []any) {
 	var in interner
 	var markers, sets []string // sets: per epoch, its taken set then its voided set
 	var limits, shapes, entries []any
@@ -403,4 +449,28 @@ func limitOfArgs(a []any) [5]int64 {
 		l[i] = a[i].(int64)
 	}
 	return l
+}
+
+// packNumbers returns args with its ints and int64s (every number of
+// takebatch.lua's layout: its counts, indexes and costs; its texts are
+// strings) taken out, in order, and appended as one last ARGV that holds
+// them packed as packUnits packs units (an int's double is exact: they
+// are counts and indexes). It reuses args's array.
+func packNumbers(args []any) []any {
+	packed := make([]byte, 0, 8*len(args))
+	out := args[:0]
+	for _, a := range args {
+		var f float64
+		switch v := a.(type) {
+		case int:
+			f = float64(v)
+		case int64:
+			f = float64(v)
+		default:
+			out = append(out, a)
+			continue
+		}
+		packed = binary.LittleEndian.AppendUint64(packed, math.Float64bits(f))
+	}
+	return append(out, string(packed))
 }

@@ -325,6 +325,83 @@ local function limitOf(text)
   return l
 end
 
+-- unitsOf returns the units a batch sends packed in one ARGV (packed: 8
+-- bytes a number, each an IEEE 754 double, little-endian; package bucket
+-- writes float64(units), which rounds an int64 as strtod rounds its
+-- decimal text, so each number is the double "text + 0" gave) as an
+-- array, 1 to #packed / 8. One ARGV instead of one per number: Redis
+-- parses each ARGV, makes a Lua string of it and frees both, and "+ 0"
+-- runs a strtod, some 1.5k instructions a number against some 0.4k here
+-- (callgrind, Redis 7.0.15: 64 numbers a call, 2.0k against 0.9k all
+-- told). Redis's struct library unpacks up to unitsChunk numbers a C
+-- call; a Lua without it (miniredis's gopher-lua) decodes the bytes
+-- (unitFromBytes), bit for bit the same doubles. A length that is not a
+-- multiple of 8 is an error.
+-- structUnpack and structPack are struct.unpack and struct.pack, or false
+-- without struct (miniredis), nil until readStruct read them: at a call
+-- (a library's load may not read globals), once; rawget, because reading
+-- a missing global is an error.
+local unitsChunk, unitsFormats, structUnpack, structPack = 256, {}, nil, nil
+local function readStruct()
+  local lib = rawget(_G, 'struct')
+  structUnpack, structPack = lib and lib.unpack or false, lib and lib.pack or false
+end
+local function unitFromBytes(b1, b2, b3, b4, b5, b6, b7, b8)
+  local e = (b8 % 128) * 16 + (b7 - b7 % 16) / 16
+  local m = ((((((b7 % 16) * 256 + b6) * 256 + b5) * 256 + b4) * 256 + b3) * 256 + b2) * 256 + b1 -- < 2^52: exact
+  local x
+  if e == 0 then
+    x = m * 2 ^ -1074 -- zero or subnormal
+  elseif e == 2047 then
+    x = m == 0 and 1 / 0 or 0 / 0
+  else
+    x = (m + 2 ^ 52) * 2 ^ (e - 1075) -- a power of two: exact
+  end
+  if b8 >= 128 then
+    x = -x
+  end
+  return x
+end
+local function unitsOf(packed)
+  local n = #packed / 8
+  if n % 1 ~= 0 then
+    error('llmguard: packed units of ' .. #packed .. ' bytes')
+  end
+  if n == 0 then
+    return {}
+  end
+  if structUnpack == nil then
+    readStruct()
+  end
+  if not structUnpack then
+    local u = {}
+    for i = 1, n do
+      u[i] = unitFromBytes(string.byte(packed, 8 * i - 7, 8 * i))
+    end
+    return u
+  end
+  if n <= unitsChunk then
+    local f = unitsFormats[n]
+    if not f then
+      f = '<' .. string.rep('d', n)
+      unitsFormats[n] = f
+    end
+    local u = {structUnpack(f, packed)} -- the n numbers, then the next position
+    u[n + 1] = nil
+    return u
+  end
+  local u, at = {}, 1
+  for from = 1, n, unitsChunk do
+    local k = math.min(unitsChunk, n - from + 1)
+    local part = {structUnpack('<' .. string.rep('d', k), packed, at)}
+    for i = 1, k do
+      u[from + i - 1] = part[i]
+    end
+    at = part[k + 1]
+  end
+  return u
+end
+
 -- holderOf is the request id a marker key names
 -- ("llmguard:{<tag>}::tk:<id>" or "::rc:<id>"); nil without one.
 local function holderOf(marker)

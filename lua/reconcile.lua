@@ -71,8 +71,11 @@
 --   marker  modes 'r', 'v' and 'w' only: the index of its marker key among
 --           KEYS;
 --   id      mode 'w' only: the request id (mode 'h': its set's next id);
---   units   one ARGV per delta of its shape, in the shape's order. A
---           token bucket:
+-- and last, one ARGV: every entry's units, packed (core.lua's unitsOf: 8
+--           bytes a number, a little-endian double), entry after entry,
+--           each entry one number per delta of its shape, in the shape's
+--           order (an ARGV per number cost Redis some 1.1k instructions
+--           more a number). Units, of a token bucket:
 --           positive units charge (the level may go below zero, debt),
 --           negative refund (never above capacity). A quota: units are
 --           added to the used of the delta's window (never below 0); when
@@ -310,10 +313,11 @@ end
 -- entry). Each group's sums are read into locals at the run's first
 -- applying entry (its groups made then, in delta order, as the loop makes
 -- them), added to in entry order (the same additions, so the same
--- doubles) and written back after the run. It takes the run's length, a
--- (the next ARGV to read) and o (the reply's length), appends each
--- entry's 1 or 0 to reply, and returns a and o after the run.
-local function runDeltas@W(shape, run, a, o, ARGV, set, reply, view, groups)
+-- doubles) and written back after the run. It takes the run's length, u
+-- (the units of U read so far: the run's first entry's are from U[u + 1])
+-- and o (the reply's length), appends each entry's 1 or 0 to reply, and
+-- returns u and o after the run (its entries send no ARGV of their own).
+local function runDeltas@W(shape, run, u, o, ARGV, U, set, reply, view, groups)
   local gs = shape[6]
   local ready = gs[1] ~= nil
   -- @each
@@ -350,7 +354,7 @@ local function runDeltas@W(shape, run, a, o, ARGV, set, reply, view, groups)
         -- @end
       end
       -- @each
-      local units@i = ARGV[a + @i - 1] + 0
+      local units@i = U[u + @i]
       if units@i < 0 then
         refund@i = refund@i + units@i
       else
@@ -360,7 +364,7 @@ local function runDeltas@W(shape, run, a, o, ARGV, set, reply, view, groups)
     else
       reply[o] = 0
     end
-    a = a + @W
+    u = u + @W
   end
   if ready then
     -- @each
@@ -370,7 +374,7 @@ local function runDeltas@W(shape, run, a, o, ARGV, set, reply, view, groups)
   if set then
     set[NEXT], set[FRESH] = at, fresh
   end
-  return a, o
+  return u, o
 end
 -- @unroll end
 
@@ -661,14 +665,16 @@ end
 
 local reply, groups = {}, {}
 local runsFrom = a -- the first run's ARGV, for the replies of 2 below
-while a <= #ARGV do
+local last = #ARGV - 1 -- the runs' last ARGV: then the units, packed
+local U, u = unitsOf(ARGV[last + 1]), 0 -- every entry's units, in order; u: those read so far
+while a <= last do
   local shape = shapes[digits[ARGV[a]] or ARGV[a] + 0]
   local mode, set, count = shape[1], shape[2], shape[3]
   local run = digits[ARGV[a + 1]] or ARGV[a + 1] + 0
   a = a + 2
   local fast = shape[8]
   if fast and (mode == 'n' or set[IDS] > 1) then
-    a = fast(shape, run, a, #reply, ARGV, set, reply, view, groups)
+    u = fast(shape, run, u, #reply, ARGV, U, set, reply, view, groups)
     run = 0
   end
   for _ = 1, run do
@@ -727,7 +733,7 @@ while a <= #ARGV do
     if applies then
       local keys, lims, gs = shape[4], shape[5], shape[6]
       for i = 1, count do
-        local units = ARGV[a + i - 1] + 0
+        local units = U[u + i]
         local g = gs[i]
         if not g then
           local limit = lims[i]
@@ -756,7 +762,7 @@ while a <= #ARGV do
         end
       end
     end
-    a = a + count
+    u = u + count
   end
 end
 
@@ -843,7 +849,7 @@ end
 -- on rarely), each entry's group that of its shape's delta (gs).
 if moved then
   local at, o = runsFrom, 0
-  while at <= #ARGV do
+  while at <= last do
     local shape = shapes[digits[ARGV[at]] or ARGV[at] + 0]
     local run = digits[ARGV[at + 1]] or ARGV[at + 1] + 0
     at = at + 2
@@ -853,7 +859,7 @@ if moved then
         hit = true
       end
     end
-    local width = shape[3]
+    local width = 0 -- its ARGV an entry (its units are packed)
     if markerOf[mode] then
       width = width + 1
     end

@@ -11,28 +11,34 @@
 --           voided set "…::tkv:<epoch>". A bucket key that many
 --           requests name (a tenant's or a global bucket) is sent once: its
 --           takes apply in order. In Redis Cluster all KEYS share a slot.
+-- The texts go one an ARGV; every number (a count, an index, a cost) goes
+-- packed, in the order listed, in the last ARGV, N below (core.lua's
+-- unitsOf: 8 bytes a number, a little-endian double; an ARGV a number
+-- cost Redis some 1.2k instructions more a number: its parse, a Lua string
+-- of it, both freed after the call, and "+ 0"'s strtod).
 -- ARGV[1]   now, as in take.lua.
 -- ARGV[2]   'c' (this layout).
--- ARGV[3]   R, the number of requests.
--- ARGV[4]   D, the number of distinct bucket keys.
--- ARGV[5]   L, the number of distinct limits.
--- ARGV[6]   S, the number of distinct shapes.
--- ARGV[7]   E, the number of epochs (pairs of sets at the end of KEYS).
+-- N         R, the number of requests; D, the number of distinct bucket
+--           keys; L, the number of distinct limits; S, the number of
+--           distinct shapes; E, the number of epochs (pairs of sets at the
+--           end of KEYS).
 -- then 1 ARGV per limit: its capacity, rate, per, windowStart and
 --           windowEnd, take.lua's five ARGV, as one text (core.lua's
 --           limitOf: decimal integers separated by spaces; read once per
 --           text in a library, whose limitOf keeps what it read from call
 --           to call, instead of five conversions per batch);
--- then per shape, what the takes of one kind share: the marker TTL
---           (take.lua's ARGV[3]), the epoch of its sets (1 to E; 0: none,
---           the take has a marker key or no marker), the bucket count n,
---           then per bucket, narrowest first, the index of its key among
---           the first D KEYS (1 to D) and the index of its limit (1 to L);
+-- then per shape, what the takes of one kind share: an ARGV, the marker
+--           TTL (take.lua's ARGV[3]); and in N, the epoch of its sets (1 to
+--           E; 0: none, the take has a marker key or no marker), the bucket
+--           count n, then per bucket, narrowest first, the index of its key
+--           among the first D KEYS (1 to D) and the index of its limit (1
+--           to L);
 -- then the requests in runs of one shape (consecutive requests of one
---           shape are one run): the index of the run's shape (1 to S), the
---           run's length, then, request after request, its request id when
---           the shape has sets and the cost of each of the shape's n
---           buckets (units, >= 0).
+--           shape are one run): in N, the index of the run's shape (1 to S)
+--           and the run's length; then, request after request, an ARGV, its
+--           request id, when the shape has sets, and in N the cost of each
+--           of its shape's n buckets (units, >= 0), in the shape's order;
+-- and last, N: those numbers, packed.
 --
 -- A take of a shape with sets reads no marker key: it was voided when its
 -- id is a member of its epoch's voided set (reconcile.lua's void adds it
@@ -44,7 +50,15 @@
 -- 't';
 -- reconcile.lua's void of such an id looks in both.
 --
--- Reply: one flat array of integers, each request's take.lua reply in
+-- Reply: one string where Redis has the struct library (Redis's Lua;
+-- not miniredis's) and the reply holds at most replyPackMax numbers: the
+-- numbers below packed as unitsOf reads a batch's costs, each 8 bytes, a
+-- little-endian double (struct.pack), which package bucket turns into an
+-- integer as Redis turns a reply number into one (a cast, toward zero:
+-- each number here is whole and within the int64 range). Redis converts an
+-- array's each number for the reply, some 300 instructions more a number
+-- than the string's 8 bytes. Else, the array:
+-- one flat array of integers, each request's take.lua reply in
 -- order, an allowed one without the three numbers after its 1 (take.lua's
 -- allowed reply always opens 1, -1, 0, 0): -1 for a voided request; 0 and
 -- the rest of a denied reply (the denying bucket, too large, retry, then
@@ -223,6 +237,12 @@ end
 -- clearing reaches every entry an earlier call left, even one it failed.
 local out = {}
 
+-- replyFormats holds struct.pack's format of a reply of n numbers, by n,
+-- made at the first reply of that length and kept: n at most replyPackMax
+-- (the formats then hold at most some 130 KB; a reply of more numbers is
+-- sent as the array, and a C stack holds no more than some 8,000 values).
+local replyFormats, replyPackMax = {}, 512
+
 -- appendReply appends take.lua's reply t (a table of numbers ending at its
 -- first nil, as Redis reads it) to out after its first o entries, in the
 -- batch's form, and returns the new length.
@@ -259,8 +279,10 @@ end
 -- refilled at now, which a refill at the same now leaves as it is (refill
 -- is idempotent at one instant). It takes the run's length, p (the next
 -- ARGV to read), o (out's length), the run's taken set and voided ids or
--- set, and returns p and o after the run.
-local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl)
+-- set, U (every take's costs, unitsOf) and u (the costs of U read so far:
+-- the run's first take's are from U[u + 1]), and returns p, o and u after
+-- the run.
+local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl, U, u)
   -- @each
   local key@i, limit@i = shape[1 + 2 * @i], shape[2 + 2 * @i]
   local capacity@i, rate@i, per@i = limit@i[1], limit@i[2], limit@i[3]
@@ -275,11 +297,11 @@ local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl)
   local how@i -- the last write's (see pending): nil before the first
   -- @end
   for _ = 1, run do
-    local id, at = nil, p - 1 -- the id of a take with a taken set; its costs from ARGV[at + 1]
+    local id, c = nil, u -- the id of a take with a taken set; its costs from U[c + 1]
     if taken then
-      id, at = ARGV[p], p
+      id, p = ARGV[p], p + 1
     end
-    p = at + 1 + @W
+    u = u + @W
     repeat -- one take; break ends it
       if voids then
         if voids[id] then
@@ -296,8 +318,7 @@ local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl)
       end
       local firstLarge, slowest, retry = -1, -1, 0
       -- @each
-      local cost@i = ARGV[at + @i]
-      cost@i = digits[cost@i] or cost@i + 0
+      local cost@i = U[c + @i]
       if now > updated@i then -- refill
         level@i = level@i + (now - updated@i) * rate@i / per@i
         updated@i = now
@@ -397,7 +418,7 @@ local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl)
     state[key@i], pending[key@i] = v, how@i
   end
   -- @end
-  return p, o
+  return p, o, u
 end
 -- @unroll end
 
@@ -427,7 +448,7 @@ local levels, updateds, founds, spends = {}, {}, {}, {}
 -- TestTakeBatchMatchesSequence compares them with take.lua's body, reply
 -- by reply and key by key, TTLs included.
 -- It reads the take's shape, key (its marker key, nil without: no marker,
--- or sets), ttl (the marker's TTL), its costs from ARGV[at + 1] on and id
+-- or sets), ttl (the marker's TTL), its costs from U[c + 1] on and id
 -- (its request id when the shape has sets: voided when a member of
 -- voided, the voided set if it exists; the commit records the id in the
 -- taken set instead of in a marker key), and appends its reply to out (as appendReply
@@ -474,8 +495,9 @@ end
 -- KEYS and ARGV take.lua would get alone, its limits as numbers (take.lua
 -- adds 0 to them: a number stays as it is), in two tables that every take
 -- reuses (takeOne keeps neither).
-local nd, nl, ns = ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
-local ne = digits[ARGV[7]] or ARGV[7] + 0
+local U = unitsOf(ARGV[#ARGV]) -- every number the batch sends, in order (see the header)
+local total, nd, nl, ns, ne = U[1], U[2], U[3], U[4], U[5]
+local u = 5 -- the numbers of U read so far
 local nk = #KEYS - 2 * ne -- the bucket and marker keys; then the sets
 local values = redis.call('MGET', unpack(KEYS, 1, nk))
 -- Each epoch's voided set: none (SCARD 0: its takes ask nothing); its
@@ -486,7 +508,7 @@ for e = 1, ne do
   local set = KEYS[nk + 2 * e]
   local count = redis.call('SCARD', set)
   voidedIds[e], voidedKey[e] = nil, nil
-  if count > 0 and count <= ARGV[3] + 0 then
+  if count > 0 and count <= total then
     local ids = {}
     for _, id in ipairs(redis.call('SMEMBERS', set)) do
       ids[id] = true
@@ -505,14 +527,15 @@ for i = 1, nd do
   state[KEYS[i]] = values[i]
 end
 for l = 1, nl do
-  local text = ARGV[7 + l]
+  local text = ARGV[2 + l]
   limits[l] = limitsByText[text] or limitOf(text) -- shared: never changed here; limitOf's cache read inline (a call costs 1k-1.8k)
 end
 -- A shape: its TTL, n, then each bucket's key and limit (numbers); fast
 -- when every bucket is a token bucket (kindOf 't': takeTokens runs it).
-local a = 8 + nl
+local a = 3 + nl -- the next ARGV to read
 for s = 1, ns do
-  local ttl, sets, n = ARGV[a], digits[ARGV[a + 1]] or ARGV[a + 1] + 0, ARGV[a + 2] + 0
+  local ttl, sets, n = ARGV[a], U[u + 1], U[u + 2]
+  a, u = a + 1, u + 2
   local shape = shapes[s] -- kept from call to call: each field this call reads is set below
   if shape then
     shape[1], shape[2] = ttl, n
@@ -528,8 +551,9 @@ for s = 1, ns do
     takenOf[shape], voidedOf[shape], voidedSetOf[shape] = nil, nil, nil
   end
   for i = 1, n do
-    local limit = limits[ARGV[a + 2 + 2 * i] + 0]
-    shape[1 + 2 * i] = KEYS[ARGV[a + 1 + 2 * i] + 0]
+    local limit = limits[U[u + 2]]
+    shape[1 + 2 * i] = KEYS[U[u + 1]]
+    u = u + 2
     shape[2 + 2 * i] = limit
     if limit[6] ~= 't' then -- kindOf(rate, windowEnd)
       fast[shape] = nil
@@ -545,32 +569,32 @@ for s = 1, ns do
       end
     end
   end
-  a = a + 3 + 2 * n
 end
 -- keys and args hold the last take's: a take of the same shape changes
 -- only its marker and its costs.
 local o = 0 -- out's length so far
 local keys, args -- made by the first take that runs takeOne
 local last, m, n, marker = nil, 0, 0, nd
-local r, total, p = 0, ARGV[3] + 0, a -- p: the next ARGV to read
+local r, p = 0, a -- p: the next ARGV to read
 while r < total do
-  local shape = shapes[digits[ARGV[p]] or ARGV[p] + 0]
-  local run = digits[ARGV[p + 1]] or ARGV[p + 1] + 0
+  local shape = shapes[U[u + 1]]
+  local run = U[u + 2]
+  u = u + 2
   local taken, isFast, ttl, width = takenOf[shape], fast[shape], shape[1], shape[2]
   local voids, voidSet = voidedOf[shape], voidedSetOf[shape]
-  p = p + 2
   local runIt = unrolled[shape]
   if runIt then
-    p, o = runIt(shape, run, p, o, ARGV, taken, voids, voidSet, ttl)
+    p, o, u = runIt(shape, run, p, o, ARGV, taken, voids, voidSet, ttl, U, u)
     r = r + run
     run = 0
   end
   for _ = 1, run do
     r = r + 1
-    local id, at = nil, p - 1 -- the id of a take with a taken set; its costs from ARGV[at + 1]
+    local id, c = nil, u -- the id of a take with a taken set; its costs from U[c + 1]
     if taken then
-      id, at = ARGV[p], p
+      id, p = ARGV[p], p + 1
     end
+    u = u + width
     if isFast then
       local key
       if ttl ~= '0' and not taken then
@@ -601,8 +625,7 @@ while r < total do
         local firstLarge, slowest, retry = -1, -1, 0
         for i = 1, width do
           local limit = shape[2 + 2 * i]
-          local capacity, rate, per, cost = limit[1], limit[2], limit[3], ARGV[at + i]
-          cost = digits[cost] or cost + 0
+          local capacity, rate, per, cost = limit[1], limit[2], limit[3], U[c + i]
           local v = state[shape[1 + 2 * i]]
           local level, updated, found
           if v and made[v] and v[1] == encode then -- a token bucket the batch wrote: load's 't'
@@ -756,13 +779,12 @@ while r < total do
         end
       end
       for i = 1, n do
-        args[6 * i + 3] = ARGV[at + i]
+        args[6 * i + 3] = U[c + i] -- take.lua adds 0: a number stays as it is
       end
       markSet, markId = taken, id
       o = appendReply(takeOne(keys, args), o)
       markSet = nil
     end
-    p = at + 1 + width
   end
 end
 -- The marker sets first: a set that cannot be written (a key of another
@@ -792,5 +814,18 @@ local i = o + 1 -- clear the rest of an earlier call's reply
 while out[i] ~= nil do
   out[i] = nil
   i = i + 1
+end
+-- The reply packed (see the header), where Redis has struct and it is not
+-- long; else the array.
+if structPack == nil then
+  readStruct()
+end
+if structPack and o <= replyPackMax then
+  local f = replyFormats[o]
+  if not f then
+    f = '<' .. string.rep('d', o)
+    replyFormats[o] = f
+  end
+  return structPack(f, unpack(out, 1, o))
 end
 return out
