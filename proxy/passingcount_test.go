@@ -101,9 +101,10 @@ func scanInPieces(b []byte, size int) ([]string, string) {
 // service_tier's (a chat completion, each chunk of a stream), or a
 // Responses terminal event's response.service_tier, split anywhere (a
 // top-level one as soon as its value ends: an answer cut after it is
-// priced at it; a terminal event's once the event ends); one nested elsewhere, in a string, in a response.created event (the tier
-// asked), or under an escaped key is not; two that differ, a value too
-// long or not a string are spec.TierUnread (priced at the dearest).
+// priced at it; a terminal event's once the event ends); one nested
+// elsewhere, in a string, or in a response.created event (the tier asked)
+// is not; two that differ, a value too long or not a string are
+// spec.TierUnread (priced at the dearest).
 func TestTopUsageTier(t *testing.T) {
 	long := `"` + strings.Repeat("p", spec.MaxServiceTierBytes+1) + `"`
 	for _, tc := range []struct {
@@ -121,7 +122,7 @@ func TestTopUsageTier(t *testing.T) {
 		{`{"service_tier":{"a":"priority"}}`, spec.TierUnread},
 		{`{"choices":[{"service_tier":"priority"}],"x":{"service_tier":"flex"}}`, ""},
 		{`{"content":"\"service_tier\":\"priority\""}`, ""},
-		{`{"service_tie\u0072":"priority"}`, ""},
+		{`{"service_tie\u0072":"priority"}`, "priority"}, // a key escaped reads as parsers read it
 		{"data: {\"service_tier\":\"priority\",\"choices\":[]}\n\ndata: {\"service_tier\":\"priority\"}\n\ndata: [DONE]\n\n", "priority"},
 		{"data: {\"service_tier\":\"priority\"}\n\ndata: {\"service_tier\":\"default\"}\n\n", spec.TierUnread},
 		{"data: {\"service_tier\":\"priority\"}\n\ndata: {\"choices\":[]}\n\n", "priority"},
@@ -144,8 +145,8 @@ func TestTopUsageTier(t *testing.T) {
 }
 
 // TestTopUsage: the top-level "usage" value is found wherever it stands,
-// split anywhere; a "usage" nested deeper, inside a string, escaped, or
-// longer than usageMaxBytes is not.
+// split anywhere, its key escaped or not; a "usage" nested deeper, inside
+// a string, or longer than usageMaxBytes is not.
 func TestTopUsage(t *testing.T) {
 	u := `{"prompt_tokens":9,"completion_tokens":4000,"details":{"a":[1,"}"]}}`
 	for _, tc := range []struct {
@@ -155,7 +156,7 @@ func TestTopUsage(t *testing.T) {
 		{`{"id":"x","choices":[{"usage":{"a":1}}],"usage":` + u + `}`, []string{u}},
 		{`{"usage" : ` + u + ` ,"system_fingerprint":"fp"}`, []string{u}},
 		{`{"content":"\"usage\":{\"a\":1}","usage":7}`, []string{"7"}},
-		{`{"usag\u0065":` + u + `}`, nil},
+		{`{"usag\u0065":` + u + `}`, []string{u}}, // a key escaped reads as parsers read it
 		{`{"usage":{"pad":"` + strings.Repeat("x", usageMaxBytes) + `"}}`, nil},
 		{`{"x":{"usage":1}} {"usage":2}`, []string{"2"}},
 		{`["usage",{"usage":1}]`, nil},
