@@ -12,7 +12,8 @@ import (
 // (over max_response_bytes, or an SSE event over the answer budget) names
 // its service tier, type and usage in shapes that the parsers of the
 // upstream's SDKs and gateways read as those members: a key written with
-// an escape ("service\u005ftier"), a Responses type written with one, an
+// an escape ("service\u005ftier") or in capitals (encoding/json ignores
+// case), a Responses type written with one, an
 // SSE event whose JSON is spread over several data lines (a client joins
 // them with line feeds), a type named twice, a usage named twice. Each was
 // charged below its bill: at the tier asked (standard, half priority's
@@ -42,6 +43,8 @@ func TestUnreadAnswerReadAsItsParsersRead(t *testing.T) {
 	}{
 		{name: "chat, tier key escaped", path: "/v1/chat/completions", req: chatReq,
 			body: chat(`"service\u005ftier":"priority","usage":` + usage), minOut: 6000},
+		{name: "chat, tier key in capitals", path: "/v1/chat/completions", req: chatReq,
+			body: chat(`"Service_Tier":"priority","usage":` + usage), minOut: 6000},
 		{name: "chat, usage key escaped", path: "/v1/chat/completions", req: chatReq,
 			body: chat(`"service_tier":"priority","usag\u0065":` + usage), minOut: 6000},
 		{name: "chat, usage named twice", path: "/v1/chat/completions", req: chatReq,
@@ -51,7 +54,7 @@ func TestUnreadAnswerReadAsItsParsersRead(t *testing.T) {
 				chunk(`{"id":"c","object":"chat.completion.chunk","model":"gpt-5","service_tier":"priority","choices":[],"usage":`, usage+`}`) + "data: [DONE]\n\n",
 			minOut: 6000},
 		{name: "responses stream unlabelled, type escaped", path: "/v1/responses", req: respReq,
-			body:   created + "event: response.completed\ndata: {\"type\":\"response.complete\\u0064\",\"response\":{\"id\":\"resp_x\",\"status\":\"completed\"," + output + ",\"service_tier\":\"priority\"}}\n\n",
+			body:   created + "data: {\"type\":\"response.complete\\u0064\",\"response\":{\"id\":\"resp_x\",\"status\":\"completed\"," + output + ",\"service_tier\":\"priority\"}}\n\n",
 			minOut: 1000},
 		{name: "responses stream unlabelled, response over data lines", path: "/v1/responses", req: respReq,
 			body:   created + chunk(`{"type":"response.completed","response":`, `{"id":"resp_x","status":"completed",`+output+`,"service_tier":"priority"}}`),
