@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/llmguard/llmguard/internal/jsonscan"
 	"github.com/llmguard/llmguard/spec"
 	"github.com/llmguard/llmguard/weigher"
 )
@@ -172,15 +173,17 @@ func TestTopUsage(t *testing.T) {
 }
 
 // FuzzTopUsage: any bytes, never a panic; split anywhere, the same values;
-// for a valid JSON object, the value of its top-level "usage" as
-// encoding/json reads it (the last, of a key written twice), when written
-// without escapes and within usageMaxBytes.
+// for a valid JSON object, the same tier when spread over SSE data lines,
+// and the value of its top-level "usage" as encoding/json reads it (the
+// last, of a key written twice), when written without escapes, once
+// (case folded) and within usageMaxBytes.
 func FuzzTopUsage(f *testing.F) {
 	for _, s := range []string{`{"usage":{"a":1}}`, `{"a":"\"","usage":[1,{"b":"}"}]}`, `{"x":{"usage":1},"usage":2}`, `{"usage":`} {
 		f.Add([]byte(s), uint8(3))
 	}
 	for _, s := range []string{`{"service_tier":"priority","usage":{}}`, `{"type":"response.completed","response":{"service_tier":"flex"}}`,
-		"data: {\"service_tier\":\"priority\"}\n\ndata: [DONE]\n\n", `{"service_tier":"pri\u006frity"}`} {
+		"data: {\"service_tier\":\"priority\"}\n\ndata: [DONE]\n\n", `{"service_tier":"pri\u006frity"}`,
+		"data: {\"service\\u005ftier\":\ndata: \"priority\"}\r\n\r\n", "event: response.completed\ndata: {\"response\":{\"service_tier\":\"flex\"}}\n\n"} {
 		f.Add([]byte(s), uint8(5))
 	}
 	f.Fuzz(func(t *testing.T, b []byte, size uint8) {
@@ -192,18 +195,32 @@ func FuzzTopUsage(f *testing.F) {
 			t.Fatalf("%q: tier %q kept, over %d bytes", b, tier, spec.MaxServiceTierBytes)
 		}
 		var doc map[string]json.RawMessage
-		if json.Unmarshal(b, &doc) != nil || bytes.Contains(b, []byte(`\`)) {
+		if json.Unmarshal(b, &doc) != nil {
 			return
 		}
-		// A valid object naming its tier once: the tier the held answer's
-		// reader reads (weigher.AnswerServedTier).
-		if _, resp := doc["response"]; !resp && bytes.Count(b, []byte(`"service_tier"`)) == 1 {
+		// Spread over SSE data lines where JSON allows a line break (as
+		// json.Indent breaks it), the same tier.
+		var spread bytes.Buffer
+		if json.Indent(&spread, b, "", " ") == nil {
+			framed := "data: " + strings.ReplaceAll(spread.String(), "\n", "\ndata: ") + "\n\n"
+			if _, ftier := scanInPieces([]byte(framed), int(size)%16+1); ftier != tier {
+				t.Fatalf("%q: tier %q, spread over data lines %q", b, tier, ftier)
+			}
+		}
+		folded := jsonscan.FoldKey(nil, b)
+		if bytes.Contains(b, []byte(`\`)) {
+			return
+		}
+		// A valid object naming its tier once (its keys folded as
+		// memberOf folds them): the tier the held answer's reader reads
+		// (weigher.AnswerServedTier).
+		if _, resp := doc["response"]; !resp && bytes.Count(folded, []byte(`"service_tier"`)) == 1 {
 			if want := weigher.AnswerServedTier(b); tier != want {
 				t.Fatalf("%q: tier %q, the held answer's reader %q", b, tier, want)
 			}
 		}
 		v, ok := doc["usage"]
-		if !ok || len(v) > usageMaxBytes-64 {
+		if !ok || len(v) > usageMaxBytes-64 || bytes.Count(folded, []byte(`"usage"`)) > 1 {
 			return
 		}
 		if len(whole) == 0 || whole[len(whole)-1] != string(v) {
