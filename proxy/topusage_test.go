@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/llmguard/llmguard/spec"
 )
@@ -67,4 +70,25 @@ func TestTopUsageReadsAsParsersDo(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzUnescapeKey: any bytes, never a panic; a valid JSON string decodes
+// as encoding/json decodes it (a lone surrogate as U+FFFD), and a string
+// encoding/json refuses is refused, or holds no escape (a control byte,
+// which unescapeKey does not look for: no member's name holds one).
+func FuzzUnescapeKey(f *testing.F) {
+	for _, s := range []string{`service\u005ftier`, `\ud83d\ude00`, `\ud83d`, `a\"\\\/\b\f\n\r\t`, `\u00`, `\x`, `\`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := unescapeKey(nil, b)
+		var want string
+		err := json.Unmarshal(append(append([]byte{'"'}, b...), '"'), &want)
+		switch {
+		case err == nil && (!ok || string(got) != want) && utf8.Valid(b):
+			t.Fatalf("%q: %q (ok %v), encoding/json %q", b, got, ok, want)
+		case err != nil && ok && bytes.IndexByte(b, '\\') >= 0 && !bytes.ContainsAny(b, "\"\x00\x01\x02\x03\x04\x05\x06\x07\x08\t\n\x0b\x0c\r\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f") && utf8.Valid(b):
+			t.Fatalf("%q: read as %q, encoding/json refuses it: %v", b, got, err)
+		}
+	})
 }
