@@ -25,7 +25,7 @@ const tierMaxBytes = 6*spec.MaxServiceTierBytes + 2
 // Members topUsage reads: at the top level of each JSON value of the
 // answer (the answer itself, or each event of an SSE stream passed
 // unread), "usage", "service_tier", "type" and "response"; in the object
-// "response" names, "service_tier".
+// "response" names, "service_tier" and "usage".
 const (
 	memberOther = iota
 	memberUsage
@@ -75,8 +75,11 @@ func memberOfWritten(key []byte, esc bool, depth int) int {
 func memberNamed(k string, depth int) int {
 	switch {
 	case depth == 2:
-		if k == "service_tier" {
+		switch k {
+		case "service_tier":
 			return memberTier
+		case "usage":
+			return memberUsage
 		}
 	case k == "usage":
 		return memberUsage
@@ -220,7 +223,9 @@ func isTerminalEvent(t []byte) bool {
 // the usage's value, up to usageMaxBytes, the service tier values, up to
 // tierMaxBytes, and an SSE stream's framing (sseFraming). Keys are
 // read as parsers read them, escapes decoded and case folded (memberOf).
-// Each usage value found is handed to found. The service tier named (tier)
+// Each usage value found is handed to found: a top-level "usage", and a
+// Responses terminal event's response.usage (a Responses stream's bill,
+// hidden reasoning included), when the event ends. The service tier named (tier)
 // is the join (weigher.JoinServedTiers) of each top-level value's: every
 // top-level "service_tier" it has (a chat completion, a chunk, a Responses
 // response), and, for a Responses terminal event (a "type" of its naming
@@ -257,6 +262,11 @@ type topUsage struct {
 	// event; respTiers is the join of its response.service_tier values.
 	terminal  bool
 	respTiers string
+	// respUsage is the usage of the current value's response, kept
+	// (hasRespUsage) until the value ends: a terminal event's is handed on
+	// (a Responses stream's usage is its response.completed's).
+	respUsage    []byte
+	hasRespUsage bool
 	// tier is the service tier the values ended so far name.
 	tier string
 }
@@ -377,7 +387,7 @@ func (s *topUsage) scanJSON(b []byte, found func(val []byte)) {
 				s.inResponse = false
 			}
 			if s.depth == 1 {
-				s.endValue()
+				s.endValue(found)
 			}
 			s.depth = max(s.depth-1, 0)
 		case ',':
@@ -435,6 +445,8 @@ func (s *topUsage) end(found func(val []byte)) {
 	m, d := s.capturing, s.capDepth
 	s.capturing, s.capDepth = memberOther, 0
 	switch {
+	case m == memberUsage && d == 2:
+		s.respUsage, s.hasRespUsage = append(s.respUsage[:0], s.val...), true
 	case m == memberUsage:
 		if found != nil {
 			found(s.val)
@@ -457,15 +469,19 @@ func (s *topUsage) end(found func(val []byte)) {
 
 // startValue starts a top-level value.
 func (s *topUsage) startValue() {
-	s.topTier.set, s.respTier.set, s.typ.set = false, false, false
+	s.topTier.set, s.respTier.set, s.typ.set, s.hasRespUsage = false, false, false, false
 	s.terminal, s.respTiers = false, ""
 }
 
 // endValue ends a top-level value: the tiers a Responses terminal event's
-// response names join the answer's; those of an SSE event whose data
-// names no terminal type wait for its event field (sseFraming.respTiers),
-// or join at once when it has named one.
-func (s *topUsage) endValue() {
+// response names join the answer's, and its response's usage is handed to
+// found (nil: not handed, the value was cut); the tiers of an SSE event
+// whose data names no terminal type wait for its event field
+// (sseFraming.respTiers), or join at once when it has named one.
+func (s *topUsage) endValue(found func(val []byte)) {
+	if s.hasRespUsage && (s.terminal || s.framing.evTerminal) && found != nil {
+		found(s.respUsage)
+	}
 	switch f := &s.framing; {
 	case s.respTiers == "":
 	case s.terminal || f.evTerminal:
@@ -485,7 +501,7 @@ func (s *topUsage) cut() {
 		s.end(nil)
 	}
 	if s.depth > 0 {
-		s.endValue()
+		s.endValue(nil)
 	}
 	s.depth, s.inStr, s.esc, s.readingKey, s.wantKey, s.inResponse = 0, false, false, false, false, false
 	s.next, s.member = memberOther, memberOther

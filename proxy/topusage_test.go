@@ -40,6 +40,11 @@ func TestTopUsageReadsAsParsersDo(t *testing.T) {
 		{name: "top tier named twice", in: `{"service_tier":"priority","service_tier":"default"}`, tier: spec.TierUnread},
 		{name: "usage named twice", in: `{"usage":{"a":1},"usage":{"b":2}}`, usages: []string{`{"a":1}`, `{"b":2}`}},
 		{name: "usage key escaped", in: `{"\u0075sage":{"a":1}}`, usages: []string{`{"a":1}`}},
+		{name: "a terminal event's response usage", in: `{"type":"response.completed","response":{"id":"r","usage":{"a":1}}}`, usages: []string{`{"a":1}`}},
+		{name: "its type after it", in: `{"response":{"usage":{"a":1}},"type":"response.incomplete"}`, usages: []string{`{"a":1}`}},
+		{name: "its type in the event field", in: "event: response.completed\ndata: {\"response\":{\"usage\":{\"a\":1}}}\n\n", usages: []string{`{"a":1}`}},
+		{name: "not a terminal event's response usage", in: `{"type":"response.created","response":{"usage":{"a":1}}}`},
+		{name: "a response usage cut with its event", in: "data: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"a\":1}}\n\n"},
 		{name: "a malformed key escape is no key", in: `{"service\u00_tier":"priority"}`},
 		{name: "an unknown escape in a type", in: `{"type":"response.complete\d","response":{"service_tier":"priority"}}`},
 		// SSE framing.
