@@ -74,9 +74,12 @@ type sseFraming struct {
 	evOver     bool
 	evTerminal bool
 	// respTiers is the join of the response.service_tier values of the
-	// event's JSON values whose "type" named no terminal event: an event
-	// field that names one, after them, makes them the answer's.
-	respTiers string
+	// event's JSON values whose "type" named no terminal event, respUsage
+	// (hasRespUsage) the last response.usage of them: an event field that
+	// names one, after them, makes them the answer's.
+	respTiers    string
+	respUsage    []byte
+	hasRespUsage bool
 }
 
 // utf8BOM is the byte order mark an SSE client skips at a stream's start.
@@ -210,6 +213,10 @@ func (s *topUsage) endLine(found func(val []byte)) {
 				s.tier = weigher.JoinServedTiers(s.tier, f.respTiers)
 				f.respTiers = ""
 			}
+			if f.hasRespUsage {
+				f.hasRespUsage = false
+				found(f.respUsage)
+			}
 		}
 	case lineOther:
 		if f.fed && (s.depth > 0 || s.inStr) {
@@ -225,7 +232,7 @@ func (s *topUsage) dispatch() {
 	if s.depth > 0 || s.inStr {
 		s.cut()
 	}
-	s.framing.evTerminal, s.framing.respTiers = false, ""
+	s.framing.evTerminal, s.framing.respTiers, s.framing.hasRespUsage = false, "", false
 }
 
 // lineEnd is the index of b's first carriage return or line feed, len(b)

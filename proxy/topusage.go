@@ -477,10 +477,14 @@ func (s *topUsage) startValue() {
 // response names join the answer's, and its response's usage is handed to
 // found (nil: not handed, the value was cut); the tiers of an SSE event
 // whose data names no terminal type wait for its event field
-// (sseFraming.respTiers), or join at once when it has named one.
+// (sseFraming.respTiers, and its response's usage, respUsage), or join
+// at once when it has named one.
 func (s *topUsage) endValue(found func(val []byte)) {
 	if s.hasRespUsage && (s.terminal || s.framing.evTerminal) && found != nil {
 		found(s.respUsage)
+	}
+	if f := &s.framing; s.hasRespUsage && !s.terminal && !f.evTerminal && f.mode == framingSSE {
+		f.respUsage, f.hasRespUsage = append(f.respUsage[:0], s.respUsage...), true
 	}
 	switch f := &s.framing; {
 	case s.respTiers == "":

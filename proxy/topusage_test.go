@@ -43,6 +43,7 @@ func TestTopUsageReadsAsParsersDo(t *testing.T) {
 		{name: "a terminal event's response usage", in: `{"type":"response.completed","response":{"id":"r","usage":{"a":1}}}`, usages: []string{`{"a":1}`}},
 		{name: "its type after it", in: `{"response":{"usage":{"a":1}},"type":"response.incomplete"}`, usages: []string{`{"a":1}`}},
 		{name: "its type in the event field", in: "event: response.completed\ndata: {\"response\":{\"usage\":{\"a\":1}}}\n\n", usages: []string{`{"a":1}`}},
+		{name: "its type in the event field after it", in: "data: {\"response\":{\"usage\":{\"a\":1}}}\nevent: response.completed\n\n", usages: []string{`{"a":1}`}},
 		{name: "not a terminal event's response usage", in: `{"type":"response.created","response":{"usage":{"a":1}}}`},
 		{name: "a response usage cut with its event", in: "data: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"a\":1}}\n\n"},
 		{name: "a malformed key escape is no key", in: `{"service\u00_tier":"priority"}`},
