@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/llmguard/llmguard/internal/jsonscan"
 	"github.com/llmguard/llmguard/spec"
 	"github.com/llmguard/llmguard/weigher"
 )
@@ -101,9 +102,10 @@ func scanInPieces(b []byte, size int) ([]string, string) {
 // service_tier's (a chat completion, each chunk of a stream), or a
 // Responses terminal event's response.service_tier, split anywhere (a
 // top-level one as soon as its value ends: an answer cut after it is
-// priced at it; a terminal event's once the event ends); one nested elsewhere, in a string, in a response.created event (the tier
-// asked), or under an escaped key is not; two that differ, a value too
-// long or not a string are spec.TierUnread (priced at the dearest).
+// priced at it; a terminal event's once the event ends); one nested
+// elsewhere, in a string, or in a response.created event (the tier asked)
+// is not; two that differ, a value too long or not a string are
+// spec.TierUnread (priced at the dearest).
 func TestTopUsageTier(t *testing.T) {
 	long := `"` + strings.Repeat("p", spec.MaxServiceTierBytes+1) + `"`
 	for _, tc := range []struct {
@@ -121,7 +123,7 @@ func TestTopUsageTier(t *testing.T) {
 		{`{"service_tier":{"a":"priority"}}`, spec.TierUnread},
 		{`{"choices":[{"service_tier":"priority"}],"x":{"service_tier":"flex"}}`, ""},
 		{`{"content":"\"service_tier\":\"priority\""}`, ""},
-		{`{"service_tie\u0072":"priority"}`, ""},
+		{`{"service_tie\u0072":"priority"}`, "priority"}, // a key escaped reads as parsers read it
 		{"data: {\"service_tier\":\"priority\",\"choices\":[]}\n\ndata: {\"service_tier\":\"priority\"}\n\ndata: [DONE]\n\n", "priority"},
 		{"data: {\"service_tier\":\"priority\"}\n\ndata: {\"service_tier\":\"default\"}\n\n", spec.TierUnread},
 		{"data: {\"service_tier\":\"priority\"}\n\ndata: {\"choices\":[]}\n\n", "priority"},
@@ -144,8 +146,8 @@ func TestTopUsageTier(t *testing.T) {
 }
 
 // TestTopUsage: the top-level "usage" value is found wherever it stands,
-// split anywhere; a "usage" nested deeper, inside a string, escaped, or
-// longer than usageMaxBytes is not.
+// split anywhere, its key escaped or not; a "usage" nested deeper, inside
+// a string, or longer than usageMaxBytes is not.
 func TestTopUsage(t *testing.T) {
 	u := `{"prompt_tokens":9,"completion_tokens":4000,"details":{"a":[1,"}"]}}`
 	for _, tc := range []struct {
@@ -155,7 +157,7 @@ func TestTopUsage(t *testing.T) {
 		{`{"id":"x","choices":[{"usage":{"a":1}}],"usage":` + u + `}`, []string{u}},
 		{`{"usage" : ` + u + ` ,"system_fingerprint":"fp"}`, []string{u}},
 		{`{"content":"\"usage\":{\"a\":1}","usage":7}`, []string{"7"}},
-		{`{"usag\u0065":` + u + `}`, nil},
+		{`{"usag\u0065":` + u + `}`, []string{u}}, // a key escaped reads as parsers read it
 		{`{"usage":{"pad":"` + strings.Repeat("x", usageMaxBytes) + `"}}`, nil},
 		{`{"x":{"usage":1}} {"usage":2}`, []string{"2"}},
 		{`["usage",{"usage":1}]`, nil},
@@ -171,15 +173,17 @@ func TestTopUsage(t *testing.T) {
 }
 
 // FuzzTopUsage: any bytes, never a panic; split anywhere, the same values;
-// for a valid JSON object, the value of its top-level "usage" as
-// encoding/json reads it (the last, of a key written twice), when written
-// without escapes and within usageMaxBytes.
+// for a valid JSON object, the same tier when spread over SSE data lines,
+// and the value of its top-level "usage" as encoding/json reads it (the
+// last, of a key written twice), when written without escapes, once
+// (case folded) and within usageMaxBytes.
 func FuzzTopUsage(f *testing.F) {
 	for _, s := range []string{`{"usage":{"a":1}}`, `{"a":"\"","usage":[1,{"b":"}"}]}`, `{"x":{"usage":1},"usage":2}`, `{"usage":`} {
 		f.Add([]byte(s), uint8(3))
 	}
 	for _, s := range []string{`{"service_tier":"priority","usage":{}}`, `{"type":"response.completed","response":{"service_tier":"flex"}}`,
-		"data: {\"service_tier\":\"priority\"}\n\ndata: [DONE]\n\n", `{"service_tier":"pri\u006frity"}`} {
+		"data: {\"service_tier\":\"priority\"}\n\ndata: [DONE]\n\n", `{"service_tier":"pri\u006frity"}`,
+		"data: {\"service\\u005ftier\":\ndata: \"priority\"}\r\n\r\n", "event: response.completed\ndata: {\"response\":{\"service_tier\":\"flex\"}}\n\n"} {
 		f.Add([]byte(s), uint8(5))
 	}
 	f.Fuzz(func(t *testing.T, b []byte, size uint8) {
@@ -191,18 +195,32 @@ func FuzzTopUsage(f *testing.F) {
 			t.Fatalf("%q: tier %q kept, over %d bytes", b, tier, spec.MaxServiceTierBytes)
 		}
 		var doc map[string]json.RawMessage
-		if json.Unmarshal(b, &doc) != nil || bytes.Contains(b, []byte(`\`)) {
+		if json.Unmarshal(b, &doc) != nil {
 			return
 		}
-		// A valid object naming its tier once: the tier the held answer's
-		// reader reads (weigher.AnswerServedTier).
-		if _, resp := doc["response"]; !resp && bytes.Count(b, []byte(`"service_tier"`)) == 1 {
+		// Spread over SSE data lines where JSON allows a line break (as
+		// json.Indent breaks it), the same tier.
+		var spread bytes.Buffer
+		if json.Indent(&spread, b, "", " ") == nil {
+			framed := "data: " + strings.ReplaceAll(spread.String(), "\n", "\ndata: ") + "\n\n"
+			if _, ftier := scanInPieces([]byte(framed), int(size)%16+1); ftier != tier {
+				t.Fatalf("%q: tier %q, spread over data lines %q", b, tier, ftier)
+			}
+		}
+		folded := jsonscan.FoldKey(nil, b)
+		if bytes.Contains(b, []byte(`\`)) {
+			return
+		}
+		// A valid object naming its tier once (its keys folded as
+		// memberOf folds them): the tier the held answer's reader reads
+		// (weigher.AnswerServedTier).
+		if _, resp := doc["response"]; !resp && bytes.Count(folded, []byte(`"service_tier"`)) == 1 {
 			if want := weigher.AnswerServedTier(b); tier != want {
 				t.Fatalf("%q: tier %q, the held answer's reader %q", b, tier, want)
 			}
 		}
 		v, ok := doc["usage"]
-		if !ok || len(v) > usageMaxBytes-64 {
+		if !ok || len(v) > usageMaxBytes-64 || bytes.Count(folded, []byte(`"usage"`)) > 1 {
 			return
 		}
 		if len(whole) == 0 || whole[len(whole)-1] != string(v) {

@@ -253,3 +253,21 @@ func BenchmarkProxyPath(b *testing.B) { benchmarkPath(b, cannedJSON, pathBody) }
 // BenchmarkProxyPathStream is the same request streamed: 23 SSE events,
 // the usage chunk llmguard asked for stripped.
 func BenchmarkProxyPathStream(b *testing.B) { benchmarkPath(b, cannedSSE, pathStreamBody) }
+
+// cannedLongJSON is a chat completion answer of about 16 KiB of text with
+// its usage last, as OpenAI sends it.
+var cannedLongJSON = func() []byte {
+	text := strings.Repeat(`A bucket refills at a rate and admits bursts up to its size.\n`, 256)
+	body := `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o-mini","service_tier":"default","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		text + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":230,"completion_tokens":3328,"total_tokens":3558}}`
+	return []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+}()
+
+// BenchmarkProxyPathUnread is pathBody answered with cannedLongJSON over
+// max_response_bytes (4 KiB), so relayed unread: its usage, service tier
+// and text read as it passes (passingCount).
+func BenchmarkProxyPathUnread(b *testing.B) {
+	b.Run("llmguard", func(b *testing.B) {
+		run(b, newPathRequest(pathBody), newPathRig(b, cannedLongJSON, func(o *Options) { o.MaxResponseBytes = 4 << 10 }).Handle)
+	})
+}

@@ -365,6 +365,14 @@ func upper(a, b Usage) Usage {
 	}
 }
 
+// UpperUsage is the dearer reading of two usages one answer reports (two
+// "usage" members of a JSON answer relayed unread, which parsers read
+// first-wins or last-wins, so the upstream may have billed either): every
+// figure at its larger value, in tokens, except the cached input (priced
+// below ordinary input) at its smaller, and their service tiers joined
+// (JoinServedTiers), so that it costs at least as much as either.
+func UpperUsage(a, b Usage) Usage { return upper(a, b) }
+
 // anthropicUsage folds a message_start or message_delta usage object in:
 // s.anth keeps the largest of each figure reported, s.usage their
 // normalised sum.
