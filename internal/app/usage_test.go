@@ -713,35 +713,14 @@ func TestUsageFleetKeepsTenantWithoutKeys(t *testing.T) {
   - {name: team-week, scope: tenant, unit: requests, quota: 100, period: week}
 ledger: {file: %q}
 `
-	mock, err := mockllm.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
-	path := filepath.Join(t.TempDir(), "llmguard.yaml")
-	write := func(yaml string) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	without := baseConfig(t, mock.URL, fmt.Sprintf(limits, filepath.Join(t.TempDir(), "ledger.jsonl")))
-	write(strings.Replace(without, "keys:\n", "keys:\n  - {key: sk-test-globex, user: gina, tenant: globex}\n  - {key: sk-test-initech, user: ian, tenant: initech}\n", 1))
-	h := startFile(t, mock, path, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h, path, write, without := startWithFileKeys(t, limits,
+		"  - {key: sk-test-globex, user: gina, tenant: globex}\n  - {key: sk-test-initech, user: ian, tenant: initech}\n")
 	for _, key := range []string{"sk-test-globex", "sk-test-initech"} {
 		if resp, body := h.post(key, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":20}`); resp.StatusCode != 200 {
 			t.Fatalf("%s's call: %d %s", key, resp.StatusCode, body)
 		}
 	}
-	used := func(rep *UsageReport, limit, subject string) int64 {
-		for _, q := range rep.Quotas {
-			if q.Limit == limit && q.Subject == subject {
-				return q.Used
-			}
-		}
-		return -1
-	}
-	globexUsed := func(rep *UsageReport) int64 { return used(rep, "globex-month", "globex") }
+	globexUsed := func(rep *UsageReport) int64 { return quotaUsed(rep, "globex-month", "globex") }
 	before, err := h.app.Usage(context.Background(), "globex", "")
 	if err != nil {
 		t.Fatal(err)
@@ -771,7 +750,7 @@ ledger: {file: %q}
 		t.Fatal(err)
 	}
 	for name, rep := range map[string]*UsageReport{"fleet": rep, "initech": own} {
-		if got := used(rep, "team-week", "initech"); got != 1 {
+		if got := quotaUsed(rep, "team-week", "initech"); got != 1 {
 			t.Errorf("%s report: team-week of initech used %d (-1: no row), want 1; quota rows %+v", name, got, rep.Quotas)
 		}
 	}
@@ -790,35 +769,13 @@ func TestUsageLedgerOnlyTenantFollowsItsBudgets(t *testing.T) {
   - {name: user-week, scope: user, unit: requests, quota: 50, period: week, timezone: Asia/Tokyo}
 ledger: {file: %q}
 `
-	mock, err := mockllm.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
-	path := filepath.Join(t.TempDir(), "llmguard.yaml")
-	write := func(yaml string) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	without := baseConfig(t, mock.URL, fmt.Sprintf(limits, filepath.Join(t.TempDir(), "ledger.jsonl")))
-	write(strings.Replace(without, "keys:\n", "keys:\n  - {key: sk-test-initech, user: ian, tenant: initech}\n", 1))
-	h := startFile(t, mock, path, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h, path, write, without := startWithFileKeys(t, limits, "  - {key: sk-test-initech, user: ian, tenant: initech}\n")
 	if resp, body := h.post("sk-test-initech", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":20}`); resp.StatusCode != 200 {
 		t.Fatalf("ian's call: %d %s", resp.StatusCode, body)
 	}
 	write(without) // initech's last key removed; no limit names it
 	if err := h.app.Reload(path); err != nil {
 		t.Fatal(err)
-	}
-	used := func(rep *UsageReport, limit, subject string) int64 {
-		for _, q := range rep.Quotas {
-			if q.Limit == limit && q.Subject == subject {
-				return q.Used
-			}
-		}
-		return -1
 	}
 	for _, tenant := range []string{"initech", ""} {
 		rep, err := h.app.Usage(context.Background(), tenant, "")
@@ -831,10 +788,10 @@ ledger: {file: %q}
 		if rep.Requests != 1 {
 			t.Errorf("usage %q: %d requests, want ian's 1", tenant, rep.Requests)
 		}
-		if got := used(rep, "team-week", "initech"); got != 1 {
+		if got := quotaUsed(rep, "team-week", "initech"); got != 1 {
 			t.Errorf("usage %q: team-week of initech used %d (-1: no row), want 1; quota rows %+v", tenant, got, rep.Quotas)
 		}
-		if got := used(rep, "user-week", "ian"); got != 1 {
+		if got := quotaUsed(rep, "user-week", "ian"); got != 1 {
 			t.Errorf("usage %q: user-week of ian used %d (-1: no row), want 1; quota rows %+v", tenant, got, rep.Quotas)
 		}
 	}
@@ -885,4 +842,40 @@ ledger: {file: %q}
 	if !strings.Contains(rep.Note, "check its spelling") || rep.Period.Chosen != "default" {
 		t.Errorf("initechh: note %q, period chosen %q; want the spelling note and the default month", rep.Note, rep.Period.Chosen)
 	}
+}
+
+// startWithFileKeys starts llmguard on a config file made of baseConfig
+// with limits (a format taking the ledger file's path) and the key lines
+// keyLines (YAML list items) added to its keys, against a mock upstream of
+// its own. It returns the harness, the file's path, a function that
+// rewrites the file, and the config without keyLines: written and
+// reloaded, it removes those keys.
+func startWithFileKeys(t *testing.T, limits, keyLines string) (h *harness, path string, write func(string), without string) {
+	t.Helper()
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	path = filepath.Join(t.TempDir(), "llmguard.yaml")
+	write = func(yaml string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	without = baseConfig(t, mock.URL, fmt.Sprintf(limits, filepath.Join(t.TempDir(), "ledger.jsonl")))
+	write(strings.Replace(without, "keys:\n", "keys:\n"+keyLines, 1))
+	return startFile(t, mock, path, slog.New(slog.NewTextHandler(io.Discard, nil))), path, write, without
+}
+
+// quotaUsed is the units used of rep's quota row of limit and subject, -1
+// when rep has no such row.
+func quotaUsed(rep *UsageReport, limit, subject string) int64 {
+	for _, q := range rep.Quotas {
+		if q.Limit == limit && q.Subject == subject {
+			return q.Used
+		}
+	}
+	return -1
 }
