@@ -1,0 +1,72 @@
+package weigher
+
+// Unit tests of adv36 (2026-12-06): Messages content nested past the
+// block walk's depth bound was weighed as nothing.
+
+import (
+	"fmt"
+	"testing"
+)
+
+// nestBlocks wraps inner n times in the block wrap makes of it.
+func nestBlocks(inner string, n int, wrap func(i int, inner string) string) string {
+	for i := range n {
+		inner = wrap(i, inner)
+	}
+	return inner
+}
+
+// TestAdv36DeepBlocksAreWeighed: a tool_result (or search_result) holding
+// another, five deep or more, with 3,000 words at the bottom. The API
+// refuses such nesting, but a lenient Anthropic-compatible upstream that
+// writes the blocks out bills every word. The walk stopped at its depth
+// bound and weighed what lay below as nothing (22 input tokens against
+// some 3,600 at four deep); now it is weighed by its JSON text, as hidden
+// context, so a document by URL down there is bounded by the window too.
+func TestAdv36DeepBlocksAreWeighed(t *testing.T) {
+	w := testWeigher(t)
+	text := fmt.Sprintf(`{"type":"text","text":%q}`, words16)
+	wraps := map[string]func(int, string) string{
+		"tool_result": func(i int, in string) string {
+			return fmt.Sprintf(`{"type":"tool_result","tool_use_id":"t%d","content":[%s]}`, i, in)
+		},
+		"tool_result content object": func(i int, in string) string {
+			return fmt.Sprintf(`{"type":"tool_result","tool_use_id":"t%d","content":%s}`, i, in)
+		},
+		"search_result": func(_ int, in string) string {
+			return fmt.Sprintf(`{"type":"search_result","source":"s","title":"t","content":[%s]}`, in)
+		},
+		"document content": func(_ int, in string) string {
+			return fmt.Sprintf(`{"type":"document","source":{"type":"content","content":[%s]}}`, in)
+		},
+	}
+	for name, wrap := range wraps {
+		for n := 1; n <= 9; n++ {
+			body := `{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":[` +
+				nestBlocks(text, n, wrap) + `]}]}`
+			e := w.Messages([]byte(body))
+			if !e.Parsed {
+				t.Fatalf("%s ×%d: not parsed: %v %q", name, n, e.Fault, e.FaultDetail)
+			}
+			if e.InputTokens < 3000 {
+				t.Errorf("%s ×%d: 3,000 words weighed %d input tokens", name, n, e.InputTokens)
+			}
+		}
+	}
+	// Deep enough that the walk stops above it, a document by URL (which
+	// the upstream fetches) is hidden context as it is nearer the top.
+	doc := `{"type":"document","source":{"type":"url","url":"https://example.com/a.pdf"}}`
+	for n := 1; n <= 9; n++ {
+		body := `{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":[` +
+			nestBlocks(doc, n, wraps["tool_result"]) + `]}]}`
+		if e := w.Messages([]byte(body)); !e.ServerContext {
+			t.Errorf("a URL document under %d tool_result blocks: not hidden context (%d input tokens)", n, e.InputTokens)
+		}
+	}
+	// Shapes the API takes are weighed as before: not hidden.
+	body := `{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":[` +
+		wraps["tool_result"](0, wraps["search_result"](0, text)) + `]}]}`
+	if e := w.Messages([]byte(body)); e.ServerContext || e.InputTokens < 3000 {
+		t.Errorf("a search_result in a tool_result: hidden %v, %d input tokens", e.ServerContext, e.InputTokens)
+	}
+}
