@@ -70,3 +70,38 @@ func TestAdv36DeepBlocksAreWeighed(t *testing.T) {
 		t.Errorf("a search_result in a tool_result: hidden %v, %d input tokens", e.ServerContext, e.InputTokens)
 	}
 }
+
+// TestAdv36AudioInOtherPartsIsAudio: audio sent as a vLLM "audio_url"
+// part, or as a file or image part whose data URL or file name says audio
+// (which a gateway hands to a model that reads audio), is billed at the
+// model's audio prices, as an input_audio part is; such a request was
+// weighed as text (Audio false), so its hidden-context reservation was
+// priced at the text price, 16× below gpt-4o-audio-preview's audio
+// input. Text, images and PDFs stay text.
+func TestAdv36AudioInOtherPartsIsAudio(t *testing.T) {
+	w := testWeigher(t)
+	for _, tc := range []struct {
+		part  string
+		audio bool
+	}{
+		{`{"type":"audio_url","audio_url":{"url":"https://example.com/talk.wav"}}`, true},
+		{`{"type":"Audio_URL","audio_url":{"url":"https://example.com/talk.wav"}}`, true},
+		{`{"type":"file","file":{"file_data":"data:audio/wav;base64,UklGRiQAAABXQVZF","filename":"a"}}`, true},
+		{`{"type":"file","file":{"file_data":"data:application/octet-stream;base64,UklGRiQAAABXQVZF","filename":"talk.MP3"}}`, true},
+		{`{"type":"image_url","image_url":{"url":"data:audio/mpeg;base64,SUQzBAAAAAAA"}}`, true},
+		{`{"type":"image_url","image_url":"DATA:Audio/ogg;base64,T2dnUwACAAAA"}`, true},
+		{`{"type":"input_audio","input_audio":{"data":"UklGRiQAAABXQVZF","format":"wav"}}`, true},
+		{`{"type":"text","text":"an audio file"}`, false},
+		{`{"type":"image_url","image_url":{"url":"https://example.com/audio.png"}}`, false},
+		{`{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0xLjQKL1R5cGUgL1BhZ2U=","filename":"audio.pdf"}}`, false},
+	} {
+		body := `{"model":"gpt-4o-audio-preview","max_completion_tokens":10,"messages":[{"role":"user","content":[` + tc.part + `]}]}`
+		e := w.Chat([]byte(body))
+		if !e.Parsed {
+			t.Fatalf("%s: not parsed: %v %q", tc.part, e.Fault, e.FaultDetail)
+		}
+		if e.Audio != tc.audio {
+			t.Errorf("%s: Audio %v, want %v", tc.part, e.Audio, tc.audio)
+		}
+	}
+}

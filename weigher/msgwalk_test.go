@@ -34,7 +34,7 @@ func messageTokensGJSON(enc counter, model string, m gjson.Result) tally {
 					pn, ph := partWeight(enc, model, p)
 					n += pn
 					hidden = hidden || ph
-					audio = audio || partAudio(p)
+					audio = audio || partSendsAudio(p)
 					return true
 				})
 			} else {

@@ -4,6 +4,7 @@ package app
 // bills past what llmguard weighed.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/ledger"
 )
 
 // blockWriter is a lenient Anthropic-compatible upstream that writes
@@ -84,5 +86,48 @@ func TestAdv36DeepToolResultsAreReserved(t *testing.T) {
 	}
 	if passed == 0 {
 		t.Errorf("no call passed: each bills some 3,000 tokens")
+	}
+}
+
+// TestAdv36AudioURLReservedAtAudioPrices: a chat request to
+// gpt-4o-audio-preview ($2.50 text, $40 audio per million input tokens)
+// whose audio comes as a vLLM "audio_url" part, which the upstream
+// fetches and reports as audio tokens. llmguard weighed the part as a
+// text request's hidden context: 128,000 tokens at the text price,
+// $0.32, so a $6 budget let two calls through, each billed 100,000 audio
+// tokens ($4.00): $8.00 spent. Now the request is priced as audio, its
+// reservation ($5.12) is what the window can bill, and the budget admits
+// one.
+func TestAdv36AudioURLReservedAtAudioPrices(t *testing.T) {
+	h, file := startAudio(t, 6, "")
+	body := `{"model":"gpt-4o-audio-preview","max_completion_tokens":100,"messages":[{"role":"user","content":[` +
+		`{"type":"text","text":"Transcribe this."},{"type":"audio_url","audio_url":{"url":"https://example.com/talk.wav"}}]}]}`
+	passed := 0
+	for range 3 {
+		resp, got := h.do("/v1/chat/completions", body, "x-mock-completion-tokens", "10", "x-mock-audio-input-tokens", "100000")
+		switch resp.StatusCode {
+		case http.StatusOK:
+			passed++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("%d %.300s", resp.StatusCode, got)
+		}
+	}
+	if err := h.app.Ledger.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ledger.ReadFiles(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spent int64
+	for _, r := range recs {
+		spent += r.CostMicroUSD
+	}
+	if spent > 6_000_000 {
+		t.Errorf("%d of 3 calls passed and spent %d µUSD of a $6 budget", passed, spent)
+	}
+	if passed == 0 {
+		t.Errorf("no call passed: the reservation ($5.12) fits the budget")
 	}
 }
