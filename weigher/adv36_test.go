@@ -105,3 +105,28 @@ func TestAdv36AudioInOtherPartsIsAudio(t *testing.T) {
 		}
 	}
 }
+
+// TestAdv36ObjectContentOfUnknownTypeIsHidden: a chat message's content
+// given as one part object, not a list, of a type llmguard does not know
+// (vLLM's video_url, audio_url: media its server fetches and bills) was
+// weighed as its JSON text alone, 26 input tokens, where the same part in
+// a list is hidden context (the model's largest input). A lenient
+// upstream reads the object as its one part: it is now hidden too, and
+// audio when it names audio.
+func TestAdv36ObjectContentOfUnknownTypeIsHidden(t *testing.T) {
+	w := testWeigher(t)
+	for _, tc := range []struct {
+		part  string
+		audio bool
+	}{
+		{`{"type":"video_url","video_url":{"url":"https://example.com/v.mp4"}}`, false},
+		{`{"type":"audio_url","audio_url":{"url":"https://example.com/v.wav"}}`, true},
+	} {
+		for _, content := range []string{tc.part, "[" + tc.part + "]"} {
+			e := w.Chat([]byte(`{"model":"gpt-4o","max_tokens":10,"messages":[{"role":"user","content":` + content + `}]}`))
+			if !e.ServerContext || e.Audio != tc.audio {
+				t.Errorf("content %s: hidden %v audio %v, want hidden and audio %v", content, e.ServerContext, e.Audio, tc.audio)
+			}
+		}
+	}
+}

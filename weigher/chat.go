@@ -871,14 +871,24 @@ func countValue(enc counter, v gjson.Result) int64 {
 // object instead of a string or an array of parts: as the part it is
 // when its "type" is one partTally knows (text, refusal, image_url, file,
 // input_audio), else as its JSON text, which a lenient upstream writes
-// into the prompt.
+// into the prompt — and, when it names a type, as hidden context as that
+// part in an array is (partWeight), and as audio when it sends audio
+// (partSendsAudio): a "video_url" or "audio_url" object an upstream reads
+// as its one part fetches media the body does not hold (weighed as its
+// JSON text alone, some 25 tokens).
 func objectContentTally(enc counter, model string, v gjson.Result) tally {
-	switch v.Get("type").String() {
+	typ := v.Get("type")
+	switch typ.String() {
 	case "text", "refusal", "image_url", "file", "input_audio":
 		t, _ := partTally(enc, model, v, false, nil)
 		return t
 	}
-	return tally{text: countText(enc, v.Raw)}
+	t := tally{text: countText(enc, v.Raw), audio: partSendsAudio(v)}
+	if typ.Type == gjson.String && typ.Str != "" {
+		// A part type (an object without one stays its JSON text).
+		_, t.hidden = partWeight(enc, model, v)
+	}
+	return t
 }
 
 // partTally is one content part p (a value as rawValue gives it) as
