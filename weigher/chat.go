@@ -871,14 +871,24 @@ func countValue(enc counter, v gjson.Result) int64 {
 // object instead of a string or an array of parts: as the part it is
 // when its "type" is one partTally knows (text, refusal, image_url, file,
 // input_audio), else as its JSON text, which a lenient upstream writes
-// into the prompt.
+// into the prompt — and, when it names a type, as hidden context as that
+// part in an array is (partWeight), and as audio when it sends audio
+// (partSendsAudio): a "video_url" or "audio_url" object an upstream reads
+// as its one part fetches media the body does not hold (weighed as its
+// JSON text alone, some 25 tokens).
 func objectContentTally(enc counter, model string, v gjson.Result) tally {
-	switch v.Get("type").String() {
+	typ := v.Get("type")
+	switch typ.String() {
 	case "text", "refusal", "image_url", "file", "input_audio":
 		t, _ := partTally(enc, model, v, false, nil)
 		return t
 	}
-	return tally{text: countText(enc, v.Raw)}
+	t := tally{text: countText(enc, v.Raw), audio: partSendsAudio(v)}
+	if typ.Type == gjson.String && typ.Str != "" {
+		// A part type (an object without one stays its JSON text).
+		_, t.hidden = partWeight(enc, model, v)
+	}
+	return t
 }
 
 // partTally is one content part p (a value as rawValue gives it) as
@@ -931,7 +941,7 @@ func partTally(enc counter, model string, p gjson.Result, check bool, fold *[]by
 		return tally{text: min(countValue(enc, refusal)+extra, maxTokens), audio: inputAudio}, ok
 	}
 	n, hidden := partWeight(enc, model, p) // its own members' extra included
-	return tally{text: n, hidden: hidden, audio: partAudio(p)}, ok
+	return tally{text: n, hidden: hidden, audio: partSendsAudio(p)}, ok
 }
 
 // stringOf is r's text when r is a JSON string, else "".
@@ -946,6 +956,65 @@ func stringOf(r gjson.Result) string {
 // input_audio part (or any part holding an "input_audio" member).
 func partAudio(p gjson.Result) bool {
 	return p.IsObject() && (p.Get("type").String() == "input_audio" || p.Get("input_audio").Exists())
+}
+
+// partSendsAudio reports whether a chat content part sends audio the
+// upstream bills at the model's audio prices: partAudio's input_audio, a
+// part of a type that names audio (vLLM's "audio_url", which its server
+// fetches: https://docs.vllm.ai/en/latest/features/multimodal_inputs.html),
+// or a file or image part whose data URL or file name says audio
+// ("data:audio/wav;base64,…", "talk.mp3"), which a gateway hands to a
+// model that reads audio (LiteLLM's file parts to Gemini), whose usage then
+// reports audio tokens (prompt_tokens_details.audio_tokens), priced 8–16×
+// text on OpenAI's audio models. Such a part weighed as text reserved its
+// hidden context at the text price.
+func partSendsAudio(p gjson.Result) bool {
+	if !p.IsObject() {
+		return false
+	}
+	if partAudio(p) || strings.Contains(strings.ToLower(p.Get("type").String()), "audio") {
+		return true
+	}
+	f := p.Get("file")
+	if f.IsObject() {
+		mime, _ := splitDataURL(stringOf(f.Get("file_data")))
+		if audioMedia(mime, stringOf(f.Get("filename"))) {
+			return true
+		}
+	}
+	img := p.Get("image_url")
+	url := img.String()
+	if img.IsObject() {
+		url = stringOf(img.Get("url"))
+	}
+	if len(url) <= len("data:") || !strings.EqualFold(url[:len("data:")], "data:") {
+		return false
+	}
+	mime := url[len("data:"):]
+	if i := strings.IndexAny(mime, ";,"); i >= 0 {
+		mime = mime[:i]
+	}
+	return audioMedia(mime, "")
+}
+
+// audioExtensions are the file name endings audioMedia reads as audio (a
+// gateway may take the type from the name). An immutable table.
+var audioExtensions = [...]string{".wav", ".mp3", ".flac", ".ogg", ".oga", ".opus", ".m4a", ".aac", ".aif", ".aiff", ".weba", ".mpga"}
+
+// audioMedia reports whether a media type (mime) or file name says audio:
+// a type "audio/…", or a name with an ending of audioExtensions, in any
+// case.
+func audioMedia(mime, name string) bool {
+	if strings.HasPrefix(strings.ToLower(strings.TrimSpace(mime)), "audio/") {
+		return true
+	}
+	name = strings.ToLower(name)
+	for _, e := range audioExtensions {
+		if strings.HasSuffix(name, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // asksAudio reports whether a chat request's top-level "audio" or

@@ -441,7 +441,8 @@ func onlyToolResults(content gjson.Result) bool {
 }
 
 // maxBlockDepth bounds the recursion into nested content blocks
-// (tool_result → document → content …).
+// (tool_result → document → content …); a block deeper is weighed by its
+// JSON text, as hidden context (claudeCounter.block).
 const maxBlockDepth = 4
 
 // claudeCounter sums a Messages request: text in o200k_base tokens (scaled
@@ -473,6 +474,16 @@ func (c *claudeCounter) block(b gjson.Result, thinking bool, depth int) {
 		return
 	}
 	if depth > maxBlockDepth {
+		// Nested past any shape the API takes (tool_result → document →
+		// content is three deep): the API refuses it, but a lenient
+		// upstream that writes blocks out may read all of it, text,
+		// images and documents by URL alike. Not walked further, it is
+		// weighed by its JSON text and as hidden context (the model's
+		// largest input, which bounds what one call reads of it);
+		// dropped, five nested tool_result blocks had 3,000 words at the
+		// bottom weigh nothing.
+		c.text += countText(c.enc, b.Raw)
+		c.hidden = true
 		return
 	}
 	typ := b.Get("type").String()

@@ -34,9 +34,16 @@ func messageTokensGJSON(enc counter, model string, m gjson.Result) tally {
 					pn, ph := partWeight(enc, model, p)
 					n += pn
 					hidden = hidden || ph
-					audio = audio || partAudio(p)
+					audio = audio || partSendsAudio(p)
 					return true
 				})
+			} else if v.IsObject() {
+				// One part where a list was expected (shared with the
+				// raw reader: the walk of parts is what is compared).
+				t := objectContentTally(enc, model, v)
+				n += t.text
+				hidden = hidden || t.hidden
+				audio = audio || t.audio
 			} else {
 				n += countValue(enc, v)
 			}
@@ -101,6 +108,10 @@ var messageWalkCases = []string{
 	`{"role":"assistant","content":"","audio":{"id":"audio_1"},"name":"bob","refusal":"sorry"}`,
 	`{"role":"assistant","audio":null,"tool_calls":[]}`,
 	`{"role":"user","content":[]}`,
+	`{"role":"user","content":{"type":"text","text":"one part object"}}`,
+	`{"role":"user","content":{"type":"video_url","video_url":{"url":"https://example.com/v.mp4"}}}`,
+	`{"role":"user","content":{"type":"audio_url","audio_url":{"url":"https://example.com/a.wav"}}}`,
+	`{"role":"user","content":[{"type":"file","file":{"file_data":"data:audio/wav;base64,UklGRg==","filename":"a.wav"}}]}`,
 	`{"role":"user","content":[{"type":"text","text":"only this part","input_audio":{}}]}`,
 	`{"role":"user","content":[{"type":"refusal","refusal":"only a refusal"}]}`,
 	`{"role":{"r":"an object role"},"name":["a","list"],"content":12345678901234567890,"refusal":{"x":"an object refusal"}}`,
