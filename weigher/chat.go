@@ -987,6 +987,12 @@ func partSendsAudio(p gjson.Result) bool {
 	if img.IsObject() {
 		url = stringOf(img.Get("url"))
 	}
+	return dataURLAudio(url)
+}
+
+// dataURLAudio reports whether url is a data URL whose media type says
+// audio ("data:audio/wav;base64,…", audioMedia), in any case.
+func dataURLAudio(url string) bool {
 	if len(url) <= len("data:") || !strings.EqualFold(url[:len("data:")], "data:") {
 		return false
 	}

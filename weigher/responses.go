@@ -155,7 +155,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	est.SearchContext, est.SearchResults = searchAsk{plugins: plugins}.pluginFees(est.Model)
 	encName := w.EncodingFor(est.Model)
 	fam := w.family(est.Model) // the name its image rule keys off
-	r := responsesCounter{enc: w.encoder(est.Model), model: fam, hidden: &est.ServerContext}
+	r := responsesCounter{enc: w.encoder(est.Model), model: fam, hidden: &est.ServerContext, audio: &est.Audio}
 
 	r.cache, r.budget, r.memo = w.cache, w.budget, d.memo
 	r.ctx = w.cache.context("responses.item", encName, fam, "")
@@ -182,11 +182,13 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 		if !same {
 			return Estimate{}, false
 		}
-		hidden := est.ServerContext
-		est.ServerContext = false
+		hidden, audio := est.ServerContext, est.Audio
+		est.ServerContext, est.Audio = false, false
 		sum.text += r.items(inputElems, &est)
 		sum.hidden = sum.hidden || est.ServerContext
+		sum.audio = sum.audio || est.Audio
 		est.ServerContext = hidden || sum.hidden
+		est.Audio = audio || sum.audio
 		in += sum.text
 		if inputAt >= 0 {
 			var run resumeRun // the items are summed in one call: a point after the last alone
@@ -237,6 +239,9 @@ type responsesCounter struct {
 	// input_file by file_id or file_url, a file fileTokens cannot weigh, a
 	// content part of an unknown type): Estimate.ServerContext.
 	hidden *bool
+	// audio is set when an input sends audio the upstream bills at the
+	// model's audio prices (responsesPartAudio): Estimate.Audio.
+	audio  *bool
 	cache  *countCache // remembers items' counts (nil: off)
 	memo   *elemMemo   // the field check's lookups of the items (nil: off)
 	budget *budget     // the request's counting budget (nil: none)
@@ -259,16 +264,19 @@ func (r responsesCounter) items(list elements, est *Estimate) int64 {
 	var n int64
 	list.each(func(it gjson.Result) bool {
 		t := r.memo.count(r.budget, r.ctx, it.Raw, func() tally {
-			var hidden bool
+			var hidden, audio bool
 			var e Estimate
 			sub := r
-			sub.hidden = &hidden
+			sub.hidden, sub.audio = &hidden, &audio
 			n := sub.item(it, &e)
-			return tally{text: n, hidden: hidden || e.ServerContext}
+			return tally{text: n, hidden: hidden || e.ServerContext, audio: audio}
 		})
 		n += t.text
 		if t.hidden {
 			est.ServerContext = true
+		}
+		if t.audio {
+			est.Audio = true
 		}
 		return true
 	})
@@ -421,6 +429,9 @@ func (r responsesCounter) part(p gjson.Result, depth int) int64 {
 		return 0
 	}
 	typ := p.Get("type").String()
+	if responsesPartAudio(typ, p) {
+		*r.audio = true
+	}
 	// Members the part's type does not define (unknownmembers.go).
 	extra := unknownMembers(r.enc, p, func(k string) bool { return responsesPartKnown(typ, k) })
 	return min(r.partOf(typ, p)+extra, maxTokens)
@@ -460,6 +471,33 @@ func (r responsesCounter) partOf(typ string, p gjson.Result) int64 {
 		*r.hidden = true
 		return ceilDiv(int64(len(p.Raw)), unknownPartBytesPerToken)
 	}
+}
+
+// responsesPartAudio reports whether a Responses content part p, an
+// object of type typ, sends audio the upstream bills at the model's audio
+// prices, as partSendsAudio reads a chat part: a part whose type names
+// audio (an "input_audio" part, which OpenAI-compatible servers that map
+// the Responses input onto chat accept), or one holding an "input_audio"
+// member; an input_file whose file_data is a data:audio/… URL or whose
+// filename or file_url path ends as an audio file does ("talk.mp3",
+// audioMedia); an input_image whose image_url is a data:audio/… URL. Such
+// a part weighed as text reserved at the text price.
+func responsesPartAudio(typ string, p gjson.Result) bool {
+	if strings.Contains(strings.ToLower(typ), "audio") || p.Get("input_audio").Exists() {
+		return true
+	}
+	switch typ {
+	case "input_file":
+		mime, _ := splitDataURL(stringOf(p.Get("file_data")))
+		url := stringOf(p.Get("file_url"))
+		if i := strings.IndexAny(url, "?#"); i >= 0 {
+			url = url[:i]
+		}
+		return audioMedia(mime, stringOf(p.Get("filename"))) || audioMedia("", url) || dataURLAudio(url)
+	case "input_image", "computer_screenshot":
+		return dataURLAudio(stringOf(p.Get("image_url")))
+	}
+	return false
 }
 
 // responsesSearchCalls is how many web search calls a Responses request

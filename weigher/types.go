@@ -131,7 +131,10 @@ type Estimate struct {
 	// that refers to an earlier audio answer ("audio": {"id"}, also
 	// ServerContext: the upstream reads that audio back as input), an
 	// "audio" output request, or "modalities" naming anything but "text"
-	// (https://platform.openai.com/docs/api-reference/chat/create).
+	// (https://platform.openai.com/docs/api-reference/chat/create); for a
+	// Responses request, an input part that sends audio
+	// (responsesPartAudio: input_audio, an audio input_file, a
+	// data:audio/… input_image).
 	Audio bool
 	// Images is the number of images an image generation request asks
 	// for ("n", default 1); ImageSize and ImageQuality are its "size" and
