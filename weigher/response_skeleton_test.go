@@ -48,7 +48,7 @@ func responseRun(t testing.TB, maxDepth int, events []rawEvent) (fast int) {
 // sameItemMemo reports whether a and b remember the same.
 func sameItemMemo(a, b itemMemo) bool {
 	return string(a.text) == string(b.text) && a.n == b.n && a.hidden == b.hidden &&
-		a.partsMatched == b.partsMatched && a.itemsMatched == b.itemsMatched && a.partsHeld == b.partsHeld
+		a.matched == b.matched && a.held == b.held && a.fieldsHeld == b.fieldsHeld && a.fieldsMatched == b.fieldsMatched
 }
 
 // responsesStream is a varied Responses stream: created, output items of
@@ -67,6 +67,22 @@ func responsesStream(g chunkGen) []rawEvent {
 		kind := g.r.IntN(3)
 		typ := [...]string{"response.output_text.delta", "response.reasoning_summary_text.delta", "response.function_call_arguments.delta"}[kind]
 		ids := `,"item_id":"it_` + strconv.Itoa(item) + `","output_index":` + strconv.Itoa(item)
+		// The item's added event, and its part's: empty as an honest
+		// stream sends them, or holding text (items37).
+		added := ""
+		if g.r.IntN(3) == 0 {
+			added = g.piece()
+		}
+		switch kind {
+		case 0:
+			out = append(out, ev("response.output_item.added", `,"output_index":`+strconv.Itoa(item)+`,"item":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"`+added+`"}]}`))
+			out = append(out, ev("response.content_part.added", ids+`,"content_index":0,"part":{"type":"output_text","text":"`+added+`","annotations":[]}`))
+		case 1:
+			out = append(out, ev("response.output_item.added", `,"output_index":`+strconv.Itoa(item)+`,"item":{"type":"reasoning","summary":[{"type":"summary_text","text":"`+added+`"}]}`))
+			out = append(out, ev("response.reasoning_summary_part.added", ids+`,"summary_index":0,"part":{"type":"summary_text","text":"`+added+`"}`))
+		default:
+			out = append(out, ev("response.output_item.added", `,"output_index":`+strconv.Itoa(item)+`,"item":{"type":"function_call","name":"`+g.obf()+`","arguments":"`+added+`"}`))
+		}
 		if kind != 2 {
 			ids += `,"content_index":0`
 		}

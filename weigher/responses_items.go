@@ -43,10 +43,33 @@ import (
 // its output reservation), with the first itemMemoMax bytes counted.
 const itemMemoMax = 64 << 10
 
+// An upstream may also send the text in response.output_item.added and
+// response.content_part.added (or reasoning_summary_part.added) events,
+// which an honest stream sends empty: those are two more levels, read the
+// same way. Levels are matched in the order a stream sends them
+// (memoLevel): each level's text is matched against the text counted and
+// what the levels before it remembered, so an item whose added event held
+// its text and whose done event repeats it is remembered once. The fields
+// no delta carries that an added item held are remembered, and its done
+// event's, when their bytes fit in those, taken as their repeat.
+
+// memoLevel is one level of a Responses stream's items and parts that
+// itemMemo reads, in the order a stream sends them: an item's added
+// event, its parts' added events, their done events, its done event.
+type memoLevel int
+
+const (
+	addedItems memoLevel = iota // response.output_item.added
+	addedParts                  // response.content_part.added, reasoning_summary_part.added
+	doneParts                   // response.content_part.done, reasoning_summary_part.done
+	doneItems                   // response.output_item.done
+	memoLevels                  // the number of levels
+)
+
 // itemMemo is what a Responses stream remembers of the text its
-// output_item.done and content_part.done events hold beyond the text it
-// counted (see above). The zero value remembers nothing. Its text is at
-// most itemMemoMax bytes; a copy shares text's array, so copies must be
+// output_item and content_part events hold beyond the text it counted
+// (see above). The zero value remembers nothing. Its text is at most
+// itemMemoMax bytes; a copy shares text's array, so copies must be
 // clipped before either appends (Stream.reading).
 type itemMemo struct {
 	text []byte // the text remembered, joined, at most itemMemoMax bytes
@@ -54,23 +77,45 @@ type itemMemo struct {
 	// hidden: an item held output that is not text (a reasoning item's
 	// encrypted_content).
 	hidden bool
-	// partsMatched, itemsMatched: bytes of the parts' and the items'
-	// streamed text taken as repeats of the counted text; partsHeld:
-	// bytes of the parts' text remembered, which the items repeat.
-	partsMatched, itemsMatched, partsHeld int
+	// matched: bytes of each level's streamed text taken as repeats of
+	// the counted text and of what the levels before it remembered; held:
+	// bytes of each level's streamed text remembered, which the later
+	// levels repeat.
+	matched, held [memoLevels]int
+	// fieldsHeld: bytes of the fields no delta carries that added items
+	// held (remembered); fieldsMatched: bytes of done items' such fields
+	// taken as their repeats.
+	fieldsHeld, fieldsMatched int
+}
+
+// room is how many bytes of level l's streamed text, given counted, the
+// bytes of text the stream counted so far, can still be taken as
+// repeats: the counted text and what the levels before l remembered,
+// less what l matched.
+func (m *itemMemo) room(l memoLevel, counted int) int {
+	n := counted - m.matched[l]
+	for _, h := range m.held[:l] {
+		n += h
+	}
+	return n
 }
 
 // counted empties m once n bytes were counted in its stead (its text,
 // or a terminal output's that holds at least as many: unsettledText): the
-// bytes counted join the text the parts and items are matched against,
-// so each level's match is moved on by them, less what the level
-// remembered itself, which they count. Each level's text not yet matched
+// bytes counted join the text each level is matched against, so each
+// level's match is moved on by them, less what the levels before it
+// remembered, which they count. Each level's text not yet matched (room)
 // is then what it was: text the memory held is not matched again by a
 // later part or item.
 func (m *itemMemo) counted(n int) {
-	m.partsMatched += n
-	m.itemsMatched += n - m.partsHeld
-	m.partsHeld = 0
+	for l := range m.matched {
+		m.matched[l] += n
+		for _, h := range m.held[:l] {
+			m.matched[l] -= h
+		}
+	}
+	m.held = [memoLevels]int{}
+	m.fieldsHeld, m.fieldsMatched = 0, 0
 	m.text, m.n, m.hidden = nil, 0, false
 }
 
@@ -85,11 +130,11 @@ func (m *itemMemo) keep(t string) {
 // over reports whether text past itemMemoMax was left out.
 func (m *itemMemo) over() bool { return m.n > len(m.text) }
 
-// part reads a content_part.done (or reasoning_summary_part.done) event's
-// part, given counted, the bytes of text the stream counted so far: its
-// "text" and "refusal" strings are remembered unless their bytes fit in
-// what the counted text has not yet matched of the parts.
-func (m *itemMemo) part(p gjson.Result, counted int) {
+// part reads a content part event's part at level l (addedParts or
+// doneParts), given counted, the bytes of text the stream counted so far:
+// its "text" and "refusal" strings are remembered unless their bytes fit
+// in what the level can still match (room).
+func (m *itemMemo) part(l memoLevel, p gjson.Result, counted int) {
 	if !p.IsObject() {
 		return
 	}
@@ -98,37 +143,49 @@ func (m *itemMemo) part(p gjson.Result, counted int) {
 	if n == 0 {
 		return
 	}
-	if n <= counted-m.partsMatched {
-		m.partsMatched += n
+	if n <= m.room(l, counted) {
+		m.matched[l] += n
 		return
 	}
-	m.partsHeld += n
+	m.held[l] += n
 	m.keepString(text)
 	m.keepString(refusal)
 }
 
-// item reads an output_item.done event's item, given counted (see part):
-// its streamed fields are remembered unless their bytes fit in what the
-// counted text and the parts remembered have not yet matched of the
-// items; its other fields are remembered.
-func (m *itemMemo) item(it gjson.Result, counted int) {
-	streamed := 0
+// item reads an output item event's item at level l (addedItems or
+// doneItems), given counted (see part): its streamed fields are
+// remembered unless their bytes fit in what the level can still match
+// (room). Its other fields are remembered, an added item's always, a done
+// item's unless their bytes fit in what added items held of such fields
+// and done items did not yet match.
+func (m *itemMemo) item(l memoLevel, it gjson.Result, counted int) {
+	streamed, fields := 0, 0
 	m.hidden = responsesOutputFields(it, func(r gjson.Result, s bool) {
 		if s {
 			streamed += stringBytes(r)
 		} else {
-			m.keepString(r)
+			fields += stringBytes(r)
 		}
 	}) || m.hidden
-	if streamed == 0 {
-		return
+	keepFields := fields > 0
+	if l == addedItems {
+		m.fieldsHeld += fields
+	} else if keepFields && fields <= m.fieldsHeld-m.fieldsMatched {
+		m.fieldsMatched += fields
+		keepFields = false
 	}
-	if streamed <= counted+m.partsHeld-m.itemsMatched {
-		m.itemsMatched += streamed
+	keepStreamed := streamed > 0
+	if keepStreamed && streamed <= m.room(l, counted) {
+		m.matched[l] += streamed
+		keepStreamed = false
+	} else if keepStreamed {
+		m.held[l] += streamed
+	}
+	if !keepFields && !keepStreamed {
 		return
 	}
 	responsesOutputFields(it, func(r gjson.Result, s bool) {
-		if s {
+		if s && keepStreamed || !s && keepFields {
 			m.keepString(r)
 		}
 	})

@@ -31,6 +31,13 @@ func TestResponsesItemTextCountedWithoutUsage(t *testing.T) {
 		return ev("response.completed", `,"response":{"status":"completed"`+rest+`}`)
 	}
 	usage := `,"usage":{"input_tokens":7,"output_tokens":11}`
+	// The added events (items37): empty in an honest stream, holding the
+	// text in a hostile one.
+	addedItem := ev("response.output_item.added", `,"item":`+msg)
+	addedPart := ev("response.content_part.added", `,"part":{"type":"output_text","text":"`+text+`"}`)
+	emptyItem := ev("response.output_item.added", `,"item":{"type":"message","role":"assistant","content":[]}`)
+	emptyPart := ev("response.content_part.added", `,"part":{"type":"output_text","text":""}`)
+	addedCall := ev("response.output_item.added", `,"item":{"type":"function_call","name":"get_weather","arguments":""}`)
 	big := strings.Repeat("word ", itemMemoMax/5+100)
 	for _, tc := range []struct {
 		name      string
@@ -57,6 +64,17 @@ func TestResponsesItemTextCountedWithoutUsage(t *testing.T) {
 			want: text + strings.Replace(text, "quick", "sleek", 1)},
 		{name: "one item streamed, one only in an item event", events: [][2]string{delta, item, ev("response.output_item.done", `,"item":`+strings.Replace(msg, "quick", "sleek", 1)), completed("")},
 			want: text + strings.Replace(text, "quick", "sleek", 1)},
+		{name: "text only in an added item", events: [][2]string{addedItem, completed("")}, want: text},
+		{name: "text only in an added part", events: [][2]string{emptyItem, addedPart, completed("")}, want: text},
+		{name: "text only in an added item, error", events: [][2]string{addedItem, ev("error", `,"message":"x"`)}, want: text},
+		{name: "text in an added item and its done item", events: [][2]string{addedItem, item, completed("")}, want: text},
+		{name: "text at every level", events: [][2]string{addedItem, addedPart, part, item, completed("")}, want: text},
+		{name: "text in the added part and the done item", events: [][2]string{emptyItem, addedPart, emptyPart, item, completed("")}, want: text},
+		{name: "honest added events, deltas, part and item", events: [][2]string{emptyItem, emptyPart, delta, textDone, part, item, completed("")}, want: text},
+		{name: "added item, then another item only done", events: [][2]string{addedItem, item, ev("response.output_item.done", `,"item":`+strings.Replace(msg, "quick", "sleek", 1)), completed("")},
+			want: text + strings.Replace(text, "quick", "sleek", 1)},
+		{name: "added function call: name counted once", events: [][2]string{addedCall, callArgs, callItem, completed("")}, want: `{"city":"Paris"}get_weather`},
+		{name: "added item and a usage: not counted", events: [][2]string{addedItem, completed(usage)}, final: true},
 		{name: "encrypted reasoning item", events: [][2]string{ev("response.output_item.done", `,"item":{"type":"reasoning","summary":[],"encrypted_content":"gAAA"}`), completed("")}, uncounted: true},
 		{name: "items past the cap", events: [][2]string{ev("response.output_item.done", `,"item":{"type":"message","content":[{"type":"output_text","text":"`+big+`"}]}`), completed("")},
 			want: big[:itemMemoMax], uncounted: true},
@@ -95,8 +113,9 @@ func abbrev(s string) string {
 // writes (events as splitEvents reads them), that what a stream without a
 // usage counts never holds fewer bytes than any one level of its text: at
 // each terminal or "error" event, the bytes of Text counted so far are at
-// least those of the output_item.done items' text (responsesItemText) and
-// of the content parts' text and refusals seen so far, unless an update
+// least those of the output_item.done items' text (responsesItemText), of
+// the content parts' text and refusals seen so far, and of the
+// output_item.added items' and content_part.added parts' (items37), unless an update
 // was Uncounted (the output reservation is kept) or Unread, or a usage
 // came (it settles the stream).
 func FuzzResponsesItemTextCounted(f *testing.F) {
@@ -120,13 +139,22 @@ func FuzzResponsesItemTextCounted(f *testing.F) {
 		{nil, []byte(`{"type":"response.output_item.done","item":` + msg + `}`)},
 		{nil, []byte(`{"type":"response.completed","response":{}}`)},
 	}))
+	f.Add(joinEvents([]rawEvent{
+		{nil, []byte(`{"type":"response.output_item.added","item":` + msg + `}`)},
+		{nil, []byte(`{"type":"response.content_part.added","part":{"type":"output_text","text":"Hello"}}`)},
+		{nil, []byte(`{"type":"response.output_item.added","item":{"type":"function_call","name":"f","arguments":"{}"}}`)},
+		{nil, []byte(`{"type":"response.output_item.done","item":{"type":"function_call","name":"f","arguments":"{}"}}`)},
+		{nil, []byte(`{"type":"error"}`)},
+		{nil, []byte(`{"type":"response.output_item.added","item":` + msg + `}`)},
+		{nil, []byte(`{"type":"response.completed","response":{}}`)},
+	}))
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		ev := splitEvents(stream)
 		if len(ev) > 64 {
 			return
 		}
 		s := NewStream(KindResponses)
-		counted, items, parts := 0, 0, 0
+		counted, items, parts, addedItems, addedParts := 0, 0, 0, 0, 0
 		for i, e := range ev {
 			u := s.Event(e.name, e.data)
 			if u.Unread || u.Uncounted || u.HasUsage {
@@ -140,13 +168,20 @@ func FuzzResponsesItemTextCounted(f *testing.F) {
 			switch eventTypeOf(root, e.name) {
 			case "response.output_item.done":
 				responsesItemText(lastGet(root, "item"), func(r gjson.Result) { items += stringBytes(r) })
+			case "response.output_item.added":
+				responsesItemText(lastGet(root, "item"), func(r gjson.Result) { addedItems += stringBytes(r) })
 			case "response.content_part.done", "response.reasoning_summary_part.done":
 				if p := lastGet(root, "part"); p.IsObject() {
 					parts += stringBytes(p.Get("text")) + stringBytes(p.Get("refusal"))
 				}
+			case "response.content_part.added", "response.reasoning_summary_part.added":
+				if p := lastGet(root, "part"); p.IsObject() {
+					addedParts += stringBytes(p.Get("text")) + stringBytes(p.Get("refusal"))
+				}
 			case "response.completed", "response.incomplete", "response.failed", "error":
-				if counted < items || counted < parts {
-					t.Fatalf("event %d %q: counted %d bytes, the items held %d, the parts %d", i, e.data, counted, items, parts)
+				if counted < items || counted < parts || counted < addedItems || counted < addedParts {
+					t.Fatalf("event %d %q: counted %d bytes, the items held %d, the parts %d, the added items %d, the added parts %d",
+						i, e.data, counted, items, parts, addedItems, addedParts)
 				}
 			}
 		}

@@ -62,8 +62,8 @@ type Stream struct {
 	// deltaText, doneText: bytes of Responses text seen in *.delta events
 	// and in the *.done events that repeat it whole (see responsesEvent).
 	deltaText, doneText int
-	// items: what a Responses stream's output_item.done and
-	// content_part.done events held beyond the text counted, used only
+	// items: what a Responses stream's output_item and content_part
+	// events (.added and .done) held beyond the text counted, used only
 	// where no usage settles the stream (responses_items.go); at most
 	// itemMemoMax bytes of text.
 	items    itemMemo
@@ -115,7 +115,7 @@ type StreamUpdate struct {
 	// summary text…); Messages text_delta, input_json_delta and
 	// thinking_delta (and a content block's initial text); at a Responses
 	// terminal event without a usage, or an in-band error, the text its
-	// output (or its output_item.done and content_part.done events) held
+	// output (or its output_item and content_part events) held
 	// beyond what was streamed. It does not alias data.
 	Text string
 	// HasUsage is true when the event carried usage (now in

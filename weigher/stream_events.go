@@ -53,8 +53,8 @@ func notStreamed(*Stream, []byte, []byte) StreamUpdate { return StreamUpdate{} }
 // (doneTextFields); response.completed,
 // response.incomplete and response.failed end the stream with the response
 // object, whose usage is final; "error" is an in-band error without usage.
-// What response.output_item.done and response.content_part.done events
-// hold beyond the text counted is remembered and counted only where no
+// What response.output_item and response.content_part events (.added,
+// which an honest stream sends empty, and .done) hold beyond the text counted is remembered and counted only where no
 // usage settles the stream (responses_items.go).
 func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	if s.resp != nil {
@@ -122,15 +122,27 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		// remembered: it is never counted beside the usage.
 		u := s.doneEventText(root)
 		if !s.closed {
-			s.items.item(lastGet(root, "item"), s.deltaText)
+			s.items.item(doneItems, lastGet(root, "item"), s.deltaText)
 		}
 		return u
 	case "response.content_part.done", "response.reasoning_summary_part.done":
 		u := s.doneEventText(root)
 		if !s.closed {
-			s.items.part(lastGet(root, "part"), s.deltaText)
+			s.items.part(doneParts, lastGet(root, "part"), s.deltaText)
 		}
 		return u
+	case "response.output_item.added":
+		// Sent empty by an honest stream; text a hostile one puts there
+		// is remembered as a done item's is (itemMemo).
+		if !s.closed {
+			s.items.item(addedItems, lastGet(root, "item"), s.deltaText)
+		}
+		return StreamUpdate{}
+	case "response.content_part.added", "response.reasoning_summary_part.added":
+		if !s.closed {
+			s.items.part(addedParts, lastGet(root, "part"), s.deltaText)
+		}
+		return StreamUpdate{}
 	case "response.audio.delta", "response.image_generation_call.partial_image":
 		// Billed output (audio, image tokens) that is not text to count.
 		return StreamUpdate{Uncounted: true}
