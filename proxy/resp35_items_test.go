@@ -10,7 +10,8 @@ import (
 
 // TestResponsesStreamItemTextWithoutUsage: through real sockets, a
 // Responses stream whose text came only in response.output_item.done or
-// response.content_part.done events, and whose terminal event carries
+// response.content_part.done events (or their .added events, which an
+// honest stream sends empty: counted once when the .done repeats them), and whose terminal event carries
 // neither a usage nor response.output (or an in-band error ends it), is
 // charged that text, counted once, never output 0 (it was charged its
 // input alone); text past what the stream remembers (64 KiB) keeps the
@@ -35,6 +36,10 @@ func TestResponsesStreamItemTextWithoutUsage(t *testing.T) {
 	}
 	itemDone := func(item string) string { return sse("response.output_item.done", `,"output_index":0,"item":`+item) }
 	partDone := sse("response.content_part.done", `,"part":{"type":"output_text","text":"`+big+`"}`)
+	// The added events (items37): an honest stream sends them empty; a
+	// hostile one may hold its text there alone.
+	itemAdded := func(item string) string { return sse("response.output_item.added", `,"output_index":0,"item":`+item) }
+	partAdded := sse("response.content_part.added", `,"part":{"type":"output_text","text":"`+big+`"}`)
 	delta := sse("response.output_text.delta", `,"delta":"`+big+`"`)
 	completed := func(rest string) string {
 		return sse("response.completed", `,"response":{"status":"completed"`+rest+`}`)
@@ -49,6 +54,10 @@ func TestResponsesStreamItemTextWithoutUsage(t *testing.T) {
 		{"text only in output_item.done", itemDone(msg(big)) + completed(""), est.InputTokens + w.CountText(model, big)},
 		{"text in content_part.done and output_item.done", partDone + itemDone(msg(big)) + completed(""), est.InputTokens + w.CountText(model, big)},
 		{"text only in output_item.done, then an error", itemDone(msg(big)) + sse("error", `,"message":"boom"`), est.InputTokens + w.CountText(model, big)},
+		{"text only in output_item.added", itemAdded(msg(big)) + completed(""), est.InputTokens + w.CountText(model, big)},
+		{"text only in content_part.added", itemAdded(msg("")) + partAdded + completed(""), est.InputTokens + w.CountText(model, big)},
+		{"text in output_item.added and its output_item.done, counted once", itemAdded(msg(big)) + partAdded + partDone + itemDone(msg(big)) + completed(""), est.InputTokens + w.CountText(model, big)},
+		{"a usage, text in output_item.added (control)", itemAdded(msg(big)) + completed(`,"usage":{"input_tokens":7,"output_tokens":1000}`), 7 + 1000},
 		{"a usage (control: the items change nothing)", itemDone(msg(big)) + completed(`,"usage":{"input_tokens":7,"output_tokens":1000}`), 7 + 1000},
 		{"one item streamed, one only in the terminal output", delta + completed(`,"output":[`+msg(big)+`,`+msg(other)+`]`), est.InputTokens + w.CountText(model, big+other)},
 		{"arguments streamed, the name only in the terminal output", sse("response.function_call_arguments.delta", `,"delta":"`+args+`"`) + completed(`,"output":[`+call+`]`), est.InputTokens + w.CountText(model, argsText+"get_weather")},
