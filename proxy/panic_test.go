@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"io"
@@ -110,6 +111,8 @@ type rigOptions struct {
 	readBuffer int
 	// endGrace is the proxy's StreamEndGrace; zero: the default.
 	endGrace time.Duration
+	// burst is the user-tokens limit's burst, in tokens; zero: 100,000.
+	burst int
 	// tls is the upstream's TLS configuration (an https url); nil: the
 	// system's.
 	tls *tls.Config
@@ -127,7 +130,7 @@ identity: {pass_through: true}
 models:
   gpt-4o-mini: {encoding: o200k_base, input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60, default_max_output_tokens: 256}
 limits:
-  - {name: user-tokens, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000}
+  - {name: user-tokens, scope: user, unit: tokens, rate: 1, per: 24h, burst: ` + itoa(cmp.Or(o.burst, 100000)) + `}
 ` + o.limits))
 	if err != nil {
 		t.Fatal(err)

@@ -34,8 +34,9 @@ type passingCount struct {
 	status int
 	esc    jsonUnescaper
 	text   pendingText
-	// usage reads the answer's top-level usage as it passes; once one is
-	// found (found, u), its text is no longer counted.
+	// usage reads the answer's top-level usage as it passes (found, u);
+	// its text is counted before and after one, so that settle can check
+	// the usage against it.
 	usage topUsage
 	found bool
 	u     spec.Usage
@@ -80,11 +81,9 @@ func (c *passingCount) see(b []byte) {
 	c.bytes += int64(len(b))
 	c.p.contain(meter.StageSettle, c.x, func() {
 		c.usage.scan(b, c.foundUsage)
-		if c.found {
-			ok = true
-			return
-		}
-		// In pieces, so that the buffers an answer keeps while its
+		// Counted after a usage too: a usage that came first (before
+		// "choices", or a stream's usage chunk before its text) is checked
+		// against the text that follows it (settle). In pieces, so that the buffers an answer keeps while its
 		// upstream stalls stay small: the decoded piece (passingPiece and
 		// an escape's bytes) and the text held uncounted (tapCountEvery and
 		// a piece).
@@ -124,11 +123,21 @@ func (c *passingCount) foundUsage(val []byte) {
 // settle settles x, once; ended: the answer ended (its upstream's end
 // read), rather than its body closed before (its charge is the same
 // either way: what passed, at least the reservation). With a top-level
-// usage found, each of its input and output at least the reservation's
-// (its text unread, a usage reporting less cannot be checked as a held
-// answer's is), settled partial; without one, at least the output
-// counted, when that is more than the reservation (settled partial: the
-// estimate's input, the output counted), else the reservation. Either
+// usage found, each of its input and output at least the reservation's,
+// settled partial; its output is checked against the answer's bytes as a
+// held answer's is (Weigher.ParseUsage): a usage reporting 0 output
+// tokens, or fewer than weigher.OutputCheckBytes allows for the answer's
+// bytes (c.bytes), is charged at least the text counted, wherever the
+// usage came (first, before a long text, or last). That count is of
+// every byte of the answer, framing included (an upper bound of its
+// text), so an answer whose framing outweighs its text many times
+// (logprobs, a Responses answer echoing long instructions) and whose
+// bytes pass the bound may be charged above its usage; an honest answer
+// of plain text (about 4.5 bytes a token and a few hundred of framing)
+// stays within it and is charged its usage. Without a usage, at least
+// the output counted, when that is more than the reservation (settled
+// partial: the estimate's input, the output counted), else the
+// reservation. Either
 // way at the service tier the answer named as served (topUsage.tier),
 // when it named one: the meter charges the dearer of it and the tier
 // asked. Read only at the tier asked, an answer served at priority to a
@@ -151,11 +160,17 @@ func (c *passingCount) settle(ended bool) {
 		// asked for none costs priority's prices (meter: the dearer of
 		// the two).
 		tier := c.usage.tier
+		d := c.esc.end()
+		c.text.add(unsafe.String(unsafe.SliceData(d), len(d)))
 		if c.found {
-			// Never below the reservation: the answer's text was not read,
-			// so a usage reporting less is not checked against it as a
-			// held answer's is (Weigher.ParseUsage).
+			// A usage its own answer's bytes contradict is not taken at its
+			// word (as Weigher.ParseUsage does for a held answer): its output
+			// is at least the text counted. Never below the reservation
+			// either, as before the text was checked.
 			u := c.u
+			if u.OutputTokens == 0 || c.bytes > weigher.OutputCheckBytes(u.OutputTokens) {
+				u.OutputTokens = max(u.OutputTokens, c.text.tokens())
+			}
 			if u.InputTokens <= x.est.InputTokens && u.OutputTokens <= x.est.OutputTokens && tier == "" {
 				return // the reservation
 			}
@@ -166,8 +181,6 @@ func (c *passingCount) settle(ended bool) {
 			s = meter.Settlement{Source: spec.SourcePartial, Usage: u}
 			return
 		}
-		d := c.esc.end()
-		c.text.add(unsafe.String(unsafe.SliceData(d), len(d)))
 		if n := c.text.tokens(); n > x.est.OutputTokens || tier != "" {
 			s = meter.Settlement{Source: spec.SourcePartial, Usage: spec.Usage{
 				InputTokens: x.est.InputTokens, OutputTokens: max(n, x.est.OutputTokens), WebSearches: x.est.WebSearches, ServiceTier: tier}}

@@ -26,9 +26,11 @@ import (
 // answers that found no room are streamed through unread, and every client
 // gets its whole answer. Measured in bytes, not time: the test waits for
 // the upstream to have written all but the last byte of every answer.
+// Its answers relayed unread are counted as they pass too, their usage
+// first (unread37: a usage is checked against the text after it).
 func TestBufferedAnswersShareABudget(t *testing.T) {
 	const size = 1 << 20
-	answersShareABudget(t, `{"usage":{"prompt_tokens":1,"completion_tokens":1},"pad":"`+strings.Repeat("x", size-64)+`"}`, false)
+	answersShareABudget(t, `{"usage":{"prompt_tokens":1,"completion_tokens":1},"pad":"`+strings.Repeat("x", size-64)+`"}`, true)
 }
 
 // TestCountedAnswersShareABudget: the answers relayed unread for want of

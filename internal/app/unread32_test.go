@@ -98,10 +98,9 @@ func TestUnread32AnswerWithoutRoomChargesItsText(t *testing.T) {
 		{name: "3,000 words, no usage", raw: words, text: words},
 		{name: "3,000 escaped CJK characters, no usage", raw: cjkEscaped.String(), text: cjk.String()},
 		// A usage too small for the answer's bytes (5 output tokens
-		// beside 20 KB of text, which was not read): at least the output
-		// reservation, as for a stream's usage beside an event relayed
-		// unread.
-		{name: "3,000 words, usage of 5 output tokens", raw: words, usage: `,"usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14}`, want: 256},
+		// beside 20 KB of text): the text counted, as for a held answer
+		// (unread37; it was the output reservation, 256).
+		{name: "3,000 words, usage of 5 output tokens", raw: words, text: words, usage: `,"usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			url := heldUpstream32(t, map[string]string{"big": answer(tc.raw, tc.usage)})
