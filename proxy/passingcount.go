@@ -124,8 +124,10 @@ func (c *passingCount) foundUsage(val []byte) {
 // read), rather than its body closed before (its charge is the same
 // either way: what passed, at least the reservation). With a top-level
 // usage found, each of its input and output at least the reservation's,
-// settled partial; its output is checked against the answer's bytes as a
-// held answer's is (Weigher.ParseUsage): a usage reporting 0 output
+// settled partial; its output, for a kind whose held answers are checked
+// so (weigher.Kind.OutputTextChecked: not embeddings, whose answers are
+// numbers), is checked against the answer's bytes as a held answer's is
+// (Weigher.ParseUsage): a usage reporting 0 output
 // tokens, or fewer than weigher.OutputCheckBytes allows for the answer's
 // bytes (c.bytes), is charged at least the text counted, wherever the
 // usage came (first, before a long text, or last). That count is of
@@ -165,10 +167,11 @@ func (c *passingCount) settle(ended bool) {
 		if c.found {
 			// A usage its own answer's bytes contradict is not taken at its
 			// word (as Weigher.ParseUsage does for a held answer): its output
-			// is at least the text counted. Never below the reservation
-			// either, as before the text was checked.
+			// is at least the text counted, for a kind whose held answers are
+			// checked so (not an embeddings answer's numbers). Never below the
+			// reservation either, as before the text was checked.
 			u := c.u
-			if u.OutputTokens == 0 || c.bytes > weigher.OutputCheckBytes(u.OutputTokens) {
+			if x.kind.OutputTextChecked() && (u.OutputTokens == 0 || c.bytes > weigher.OutputCheckBytes(u.OutputTokens)) {
 				u.OutputTokens = max(u.OutputTokens, c.text.tokens())
 			}
 			if u.InputTokens <= x.est.InputTokens && u.OutputTokens <= x.est.OutputTokens && tier == "" {

@@ -189,6 +189,15 @@ func (k Kind) OutputField() string { return k.row().outputField }
 // was not reported then keeps its output reservation.
 func (k Kind) OutputUncountable() bool { return k.row().outputUncountable }
 
+// OutputTextChecked reports whether a usage of kind k is checked against
+// the output text of its answer ([Weigher.ParseUsage]: a usage reporting 0
+// output tokens, or fewer than [OutputCheckBytes] allows for the text, is
+// charged at least the text): chat, Responses, legacy completions and
+// Messages, whose answers carry generated text. False for embeddings
+// (an answer of numbers, its usage reporting no output), images and every
+// kind not weighed.
+func (k Kind) OutputTextChecked() bool { return k.row().answerText != nil }
+
 // StreamUsageOptIn reports whether a streamed answer of kind k carries its
 // usage only when the request sets stream_options.include_usage (chat and
 // legacy completions); the proxy sets it for the caller to read the usage.

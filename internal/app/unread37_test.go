@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmguard/llmguard/config"
 )
@@ -76,5 +77,36 @@ func TestUnread37SmallUsageBesideLongTextChargedTheText(t *testing.T) {
 				t.Errorf("charged %v output tokens, want %v to %v", got, tc.least, tc.most)
 			}
 		})
+	}
+}
+
+// TestUnreadEmbeddingsAnswerChargedItsUsage: an embeddings answer relayed
+// unread (over max_response_bytes) reports no output tokens, as every
+// embeddings answer does, beside tens of kilobytes of numbers. Its usage
+// is its bill: the check of a usage against the answer's text is for
+// answers that generate text (a reservation of output tokens), so the
+// numbers are not charged as output (they were, some 10,000 tokens, when
+// the check asked only for a usage of 0 output tokens).
+func TestUnreadEmbeddingsAnswerChargedItsUsage(t *testing.T) {
+	vec := strings.TrimSuffix(strings.Repeat("-0.0123456789,", 3000), ",")
+	body := `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[` + vec +
+		`]}],"model":"text-embedding-3-small","usage":{"prompt_tokens":5,"total_tokens":5}}`
+	raw := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	h := tier35Harness(t, raw, "max_response_bytes: 4096\n")
+	resp, b := h.do("/v1/embeddings", `{"model":"text-embedding-3-small","input":"five tokens of input here"}`)
+	if resp.StatusCode != 200 || len(b) != len(body) {
+		t.Fatalf("status %d, %d bytes of %d (%.200s)", resp.StatusCode, len(b), len(body), b)
+	}
+	if n := h.scrape()["llmguard_responses_unread_total"].sum(map[string]string{"reason": "too_large"}); n != 1 {
+		t.Fatalf("%v answers relayed unread as too large, want 1: not the path under test", n)
+	}
+	tokens := func(kind string) float64 {
+		return h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": kind})
+	}
+	if !waitFor(30*time.Second, func() bool { return tokens("input") > 0 }) {
+		t.Fatal("not settled")
+	}
+	if in, out := tokens("input"), tokens("output"); in != 5 || out != 0 {
+		t.Errorf("charged %v input and %v output tokens, want the usage's 5 and 0", in, out)
 	}
 }
