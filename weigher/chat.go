@@ -968,21 +968,45 @@ func partAudio(p gjson.Result) bool {
 // reports audio tokens (prompt_tokens_details.audio_tokens), priced 8–16×
 // text on OpenAI's audio models. Such a part weighed as text reserved its
 // hidden context at the text price.
+//
+// One pass over p's members (each member's first occurrence read, as
+// gjson's Get reads it): an image part's data URL may be megabytes, and a
+// Get of each member it lacks would pass over it again.
 func partSendsAudio(p gjson.Result) bool {
 	if !p.IsObject() {
 		return false
 	}
-	if partAudio(p) || strings.Contains(strings.ToLower(p.Get("type").String()), "audio") {
+	var typ, f, img gjson.Result
+	var seenType, seenFile, seenImage, inputAudio bool
+	p.ForEach(func(k, v gjson.Result) bool {
+		switch k.String() {
+		case "type":
+			if !seenType {
+				typ, seenType = v, true
+			}
+		case "input_audio":
+			inputAudio = true
+			return false
+		case "file":
+			if !seenFile {
+				f, seenFile = v, true
+			}
+		case "image_url":
+			if !seenImage {
+				img, seenImage = v, true
+			}
+		}
+		return true
+	})
+	if inputAudio || strings.Contains(strings.ToLower(typ.String()), "audio") {
 		return true
 	}
-	f := p.Get("file")
 	if f.IsObject() {
 		mime, _ := splitDataURL(stringOf(f.Get("file_data")))
 		if audioMedia(mime, stringOf(f.Get("filename"))) {
 			return true
 		}
 	}
-	img := p.Get("image_url")
 	url := img.String()
 	if img.IsObject() {
 		url = stringOf(img.Get("url"))
