@@ -91,6 +91,9 @@ func TestTopIterSameAsWalk(t *testing.T) {
 		sameIter(t, []byte(s))
 	}
 	sameIter(t, []byte(`{"model":"gpt-4","messages":`+cookbookToolMessages+`,"tools":`+cookbookTools+`,"max_tokens":10,"n":2}`))
+	for _, rb := range richBodies { // every kind's: the iterator reads any object
+		sameIter(t, []byte(rb.body))
+	}
 }
 
 // FuzzTopIterSameAsWalk is TestTopIterSameAsWalk on any input.
