@@ -24,7 +24,10 @@ import (
 // reconcile.lua batches of 32: three token buckets (a user's, a tenant's, a
 // global one, as llmguard-bench's rules) that every request shares, a take
 // marker per take, two deltas per reconciliation. Without the variable it
-// is skipped; with it, a missing valgrind fails it. Run it with
+// is skipped; with it, a missing valgrind fails it. Redis runs with hz 1:
+// its cron (10 times a second by default, some 50 times slower under
+// valgrind, so some 10–30k instructions a call, varying with the machine's
+// load) is no work of a request. Run it with
 //
 //	LLMGUARD_CALLGRIND=1 go test -run TestCallgrindScripts -v ./bucket/
 //
@@ -47,7 +50,7 @@ func TestCallgrindScripts(t *testing.T) {
 	ln.Close()
 	dir := t.TempDir()
 	cmd := exec.Command("valgrind", "--tool=callgrind", "--callgrind-out-file="+filepath.Join(dir, "cg.%p"),
-		"redis-server", "--port", port, "--save", "", "--appendonly", "no", "--dir", dir)
+		"redis-server", "--port", port, "--save", "", "--appendonly", "no", "--dir", dir, "--hz", "1")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
