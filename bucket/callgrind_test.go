@@ -19,12 +19,15 @@ import (
 // LLMGUARD_CALLGRIND=1 it starts a redis-server under valgrind's callgrind,
 // feeds it the scripts directly (no proxy, no network client but this one)
 // and logs the instructions Redis executed per take, in a lone take.lua and
-// in takebatch.lua batches of 4, 8, 12 and 32 (c32 sends some 6–10 takes a
+// in takebatch.lua batches of 1, 2, 4, 8, 12 and 32 (c32 sends some 6–10 takes a
 // call: what a call costs whatever its size shows there), and per reconciliation in
 // reconcile.lua batches of 32: three token buckets (a user's, a tenant's, a
 // global one, as llmguard-bench's rules) that every request shares, a take
 // marker per take, two deltas per reconciliation. Without the variable it
-// is skipped; with it, a missing valgrind fails it. Run it with
+// is skipped; with it, a missing valgrind fails it. Redis runs with hz 1:
+// its cron (10 times a second by default, some 50 times slower under
+// valgrind, so some 10–30k instructions a call, varying with the machine's
+// load) is no work of a request. Run it with
 //
 //	LLMGUARD_CALLGRIND=1 go test -run TestCallgrindScripts -v ./bucket/
 //
@@ -47,7 +50,7 @@ func TestCallgrindScripts(t *testing.T) {
 	ln.Close()
 	dir := t.TempDir()
 	cmd := exec.Command("valgrind", "--tool=callgrind", "--callgrind-out-file="+filepath.Join(dir, "cg.%p"),
-		"redis-server", "--port", port, "--save", "", "--appendonly", "no", "--dir", dir)
+		"redis-server", "--port", port, "--save", "", "--appendonly", "no", "--dir", dir, "--hz", "1")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -165,9 +168,6 @@ func TestCallgrindScripts(t *testing.T) {
 		r.takes.generic = true // take.lua's generic body, the single layout
 		measure("take.lua, alone, generic body", 1, takes)
 		r.takes.generic = false
-		r.takes.alone = true // a batch of one through takebatch.lua
-		measure("takebatch.lua, batches of 1", 1, takes)
-		r.takes.alone = false
 	}
 	measure("reconcile.lua, alone", 1, reconciles)
 	if os.Getenv("LLMGUARD_CALLGRIND") == "all" { // a lone reconciliation in the batch layout
@@ -175,6 +175,10 @@ func TestCallgrindScripts(t *testing.T) {
 		measure("reconcile.lua, alone, batch layout", 1, reconciles)
 		r.rcGeneric = false
 	}
+	r.takes.alone = true // a batch of one through takebatch.lua: a batch's fixed cost, near whole
+	measure("takebatch.lua, batches of 1", 1, takes)
+	r.takes.alone = false
+	measure("takebatch.lua, batches of 2", 2, takes)
 	measure("takebatch.lua, batches of 4", 4, takes)
 	measure("takebatch.lua, batches of 8", 8, takes)
 	measure("takebatch.lua, batches of 12", 12, takes)

@@ -338,10 +338,11 @@ local function takeLone(s, KEYS, ARGV)
     local level, updated = loneLevel[i] - loneCost[i], loneUpdated[i]
     local reset = 0 -- wait(level, capacity, rate, per)
     if not (level >= capacity) then
-      reset = floor((capacity - level) * per / rate)
-      if reset >= maxWait then
+      local q = (capacity - level) * per / rate -- > 0, or NaN
+      if q >= maxWait then -- floor(q) >= maxWait exactly when q is
         reset = maxWait
       else
+        reset = q - q % 1 -- floor(q), without a call (see core.lua's floor)
         local j = 0
         while j < 2 and level + reset * rate / per < capacity do
           reset = reset + 1
@@ -367,11 +368,12 @@ local function takeLone(s, KEYS, ARGV)
         end
         encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
       end
-      local ms = floor((updated + reset - now) / 1000) + 1000
-      redis.call('SET', KEYS[m + i], v, 'PX', pxText(ms))
+      local x = (updated + reset - now) / 1000 -- finite, or NaN
+      local ms = x - x % 1 + 1000 -- floor(x) + 1000
+      redis.call('SET', KEYS[m + i], v, 'PX', pxTexts[ms + 0.5] or pxText(ms)) -- pxText's cache read inline
     end
-    local units = floor(level) -- floorUnits
-    if units >= 2 ^ 63 or units <= -2 ^ 63 then
+    local units = level - level % 1 -- floorUnits; inf and NaN go to it
+    if not (units < 2 ^ 63 and units > -2 ^ 63) then
       units = floorUnits(level)
     end
     reply[2 * i - 1], reply[2 * i] = units, reset

@@ -288,7 +288,11 @@ local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl, U
   local capacity@i, rate@i, per@i = limit@i[1], limit@i[2], limit@i[3]
   local level@i, updated@i, found@i
   local v@i = state[key@i]
-  if v@i and made[v@i] and v@i[1] == encode then
+  if not v@i then -- missing, or deleted by the batch: load's full bucket
+    level@i, updated@i, found@i = capacity@i, now, false
+  elseif encodedLevel[v@i] then -- a text this library wrote: parse's lookup, load's 't'
+    level@i, updated@i, found@i = encodedLevel[v@i], encodedUpdated[v@i], true
+  elseif made[v@i] and v@i[1] == encode then
     level@i, updated@i, found@i = v@i[2], v@i[3], true
   else
     local kind, x, y = parse(v@i)
@@ -628,7 +632,11 @@ while r < total do
           local capacity, rate, per, cost = limit[1], limit[2], limit[3], U[c + i]
           local v = state[shape[1 + 2 * i]]
           local level, updated, found
-          if v and made[v] and v[1] == encode then -- a token bucket the batch wrote: load's 't'
+          if not v then -- missing, or deleted by the batch: load's full bucket
+            level, updated, found = capacity, now, false
+          elseif encodedLevel[v] then -- a text this library wrote: parse's lookup, load's 't'
+            level, updated, found = encodedLevel[v], encodedUpdated[v], true
+          elseif made[v] and v[1] == encode then -- a token bucket the batch wrote: load's 't'
             level, updated, found = v[2], v[3], true
           else
             local kind, x, y = parse(v)
@@ -798,7 +806,22 @@ for i = 1, #written do
   local key = written[i]
   local how, v = pending[key], state[key]
   if v and made[v] then -- a cell (not type(v) == 'table': a C call a key)
-    v = v[1](v[2], v[3], v[4])
+    local encodeIt, level, updated = v[1], v[2], v[3]
+    if encodeIt == encode then -- encode, inlined (a Lua call a key)
+      if level % 1 == 0 and level ~= 0 and level < 2 ^ 53 and level > -2 ^ 53 then
+        v = string.format('%d %d', level, updated) -- the text '%.17g %d' makes of it, without printf's %g
+      else
+        v = string.format('%.17g %d', level, updated)
+      end
+      if updated % 1 == 0 then
+        if encodedCount >= encodedMax then
+          encodedLevel, encodedUpdated, encodedCount = {}, {}, 0
+        end
+        encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
+      end
+    else
+      v = encodeIt(level, updated, v[4])
+    end
   end
   if not how then
     redis.call('DEL', key)
