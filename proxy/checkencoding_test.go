@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"fmt"
 	"reflect"
 	"strings"
@@ -76,4 +77,34 @@ func hasCodingField(fields [][2]string) bool {
 		}
 	}
 	return false
+}
+
+// FuzzCheckEncodingAfterTheWalk: for any request head fasthttp reads,
+// with its names normalised or as sent, checkEncoding after readFields'
+// walk answers as it does looking the Content-Encoding field up.
+//
+//	go test -run XXX -fuzz '^FuzzCheckEncodingAfterTheWalk$' -fuzztime 60s ./proxy
+func FuzzCheckEncodingAfterTheWalk(f *testing.F) {
+	f.Add("Content-Encoding: gzip\r\n", false)
+	f.Add("content-encoding: br\r\ncontent-encoding: gzip\r\n", true)
+	f.Add("CONTENT-ENCODING:\r\nX-Portkey-Config: a\r\n", false)
+	f.Add("Content-Type: application/json; charset=utf-16\r\nContent-Encoding: identity\r\n", true)
+	f.Fuzz(func(t *testing.T, fields string, raw bool) {
+		var h fasthttp.RequestHeader
+		if raw {
+			h.DisableNormalizing()
+		}
+		if err := h.Read(bufio.NewReader(strings.NewReader("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + fields + "\r\n"))); err != nil {
+			return
+		}
+		f := readFields(&h)
+		if f.routes {
+			return
+		}
+		wantCodings, wantRefusal := checkEncoding(&h, weigher.KindChat, false)
+		gotCodings, gotRefusal := checkEncoding(&h, weigher.KindChat, !f.coded)
+		if !reflect.DeepEqual(gotCodings, wantCodings) || !reflect.DeepEqual(gotRefusal, wantRefusal) {
+			t.Fatalf("%q: after the walk %v, %+v; looked up %v, %+v", fields, gotCodings, gotRefusal, wantCodings, wantRefusal)
+		}
+	})
 }
