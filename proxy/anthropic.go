@@ -66,9 +66,9 @@ func (anthropic) limitHeaders(fs *limitFields, rules []meter.Applied) {
 			continue
 		}
 		a := &rules[i]
-		fs.buf = appendInt(fs.buf, a.Limit.Capacity) // the values are built in fs's buffer
+		fs.appendCapacity(i) // the values are built in fs's buffer
 		fs.commit(kind.limit)
-		fs.buf = appendInt(fs.buf, max(a.Status.Remaining, 0))
+		fs.appendRemaining(i)
 		fs.commit(kind.remaining)
 		fs.buf = anthropicResetAt(a, now).AppendFormat(fs.buf, time.RFC3339)
 		fs.commit(kind.reset)

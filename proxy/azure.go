@@ -96,9 +96,9 @@ func (azure) appendError(b []byte, e apiError) []byte {
 // documents only retry-after and retry-after-ms, which denied sets).
 func (azure) limitHeaders(fs *limitFields, rules []meter.Applied) {
 	if i := tightest(rules, policy.Unit.CountsTokens); i >= 0 {
-		setOpenAITrio(fs, &tokensTrio, &rules[i], resetSeconds)
+		setOpenAITrio(fs, &tokensTrio, i, resetSeconds)
 	}
 	if i := tightestOf(rules, policy.UnitRequests); i >= 0 {
-		setOpenAITrio(fs, &requestsTrio, &rules[i], resetSeconds)
+		setOpenAITrio(fs, &requestsTrio, i, resetSeconds)
 	}
 }

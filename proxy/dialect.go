@@ -46,7 +46,8 @@ type dialect interface {
 	// appendError appends e as a whole error body in this flavor's shape.
 	appendError(b []byte, e apiError) []byte
 	// limitHeaders adds this flavor's own rate-limit fields, from the
-	// rules' statuses at admission, to fs (rules is never empty).
+	// rules' statuses at admission, to fs (rules is fs.rules, never empty;
+	// fs.appendCapacity and fs.appendRemaining write a rule's numbers).
 	limitHeaders(fs *limitFields, rules []meter.Applied)
 }
 

@@ -12,8 +12,9 @@ import (
 
 // ietfItems holds, for each rule of one policy, the text the RateLimit
 // fields write for it that depends only on the rule and its limit: the
-// whole RateLimit-Policy item (`"name";q=…;w=…;llmguard-unit="…"`) and the
-// quoted name RateLimit's item starts with. A request's rules and limits
+// whole RateLimit-Policy item (`"name";q=…;w=…;llmguard-unit="…"`), the
+// quoted name and ";r=" RateLimit's item starts with, and the capacity a
+// flavor's limit field gives. A request's rules and limits
 // are nearly always those of the request before, and building the text
 // (quoting, four numbers, the refill time in 128 bits) cost a third of
 // the limit headers' instructions. An item is used only for the very rule
@@ -29,9 +30,10 @@ type ietfItems struct {
 
 // ietfItem is one rule's text, for limit.
 type ietfItem struct {
-	limit  bucket.Limit
-	policy []byte // the RateLimit-Policy item
-	name   []byte // the quoted name
+	limit    bucket.Limit
+	policy   []byte // the RateLimit-Policy item
+	rate     []byte // the RateLimit item's start: the quoted name and ";r="
+	capacity []byte // limit.Capacity in decimal (a flavor's x-ratelimit-limit-* value)
 }
 
 // newIETFItems returns the cache of pol's rules.
@@ -51,7 +53,8 @@ func (c *ietfItems) of(a *meter.Applied) *ietfItem {
 	if it := c.items[i].Load(); it != nil && sameLimit(&it.limit, &a.Limit) {
 		return it
 	}
-	it := &ietfItem{limit: a.Limit, name: appendQuoted(nil, a.Rule.Name)}
+	it := &ietfItem{limit: a.Limit, rate: append(appendQuoted(nil, a.Rule.Name), ";r="...),
+		capacity: strconv.AppendInt(nil, a.Limit.Capacity, 10)}
 	it.policy = appendPolicyItem(nil, a)
 	c.items[i].Store(it)
 	return it

@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,14 +73,43 @@ func TestIETFItemsWriteTheSameFields(t *testing.T) {
 			rules[i] = meter.Applied{Rule: rule, Key: "k", Limit: limit,
 				Status: bucket.Status{Remaining: capacity - r.Int64N(capacity), Reset: time.Duration(r.IntN(90)) * time.Second}}
 		}
+		flavor := []Flavor{FlavorOpenAI, FlavorAnthropic, FlavorAzure}[round%3]
 		var cached, plain fasthttp.ResponseHeader
 		cached.DisableNormalizing()
 		plain.DisableNormalizing()
-		setLimitHeaders(&cached, FlavorOpenAI, rules, items)
-		setLimitHeaders(&plain, FlavorOpenAI, rules, nil)
+		setLimitHeaders(&cached, flavor, rules, items)
+		setLimitHeaders(&plain, flavor, rules, nil)
 		for _, f := range []string{"RateLimit-Policy", "RateLimit"} {
 			if got, want := string(cached.Peek(f)), string(plain.Peek(f)); got != want {
 				t.Fatalf("round %d, %s: %q with the cache, %q without", round, f, got, want)
+			}
+		}
+		// Every field, the flavor's own too (their limits come from the
+		// cache, a remaining written twice is copied): as written without
+		// the cache, and each number the rule's own.
+		got := anthropicReset.ReplaceAllString(cached.String(), "${1}<instant>")
+		want := anthropicReset.ReplaceAllString(plain.String(), "${1}<instant>")
+		if got != want {
+			t.Fatalf("round %d (flavor %d): with the cache:\n%s", round, flavor, firstDiff(got, want))
+		}
+		if flavor == FlavorOpenAI {
+			if i := tightestOf(rules, policy.UnitRequests); i >= 0 {
+				a := rules[i]
+				if got, want := string(plain.Peek("x-ratelimit-limit-requests")), fmt.Sprint(a.Limit.Capacity); got != want {
+					t.Fatalf("round %d: x-ratelimit-limit-requests %s, want %s", round, got, want)
+				}
+				if got, want := string(plain.Peek("x-ratelimit-remaining-requests")), fmt.Sprint(max(a.Status.Remaining, 0)); got != want {
+					t.Fatalf("round %d: x-ratelimit-remaining-requests %s, want %s", round, got, want)
+				}
+			}
+		}
+		if len(rules) <= maxRateLimitItems {
+			var items []string
+			for _, a := range rules {
+				items = append(items, fmt.Sprintf("%s;r=%d;t=%d", strconv.Quote(a.Rule.Name), max(a.Status.Remaining, 0), ceilSeconds(a.Status.Reset)))
+			}
+			if got, want := string(cached.Peek("RateLimit")), strings.Join(items, ", "); got != want {
+				t.Fatalf("round %d: RateLimit %q, want %q", round, got, want)
 			}
 		}
 	}
@@ -122,6 +152,7 @@ func BenchmarkIETFHeaders(b *testing.B) {
 			for range b.N {
 				var stack [512]byte
 				fs := limitFields{buf: stack[:0]}
+				fs.start(rules, c.items)
 				setIETFHeaders(&fs, rules, c.items)
 				fs.writeTo(&h)
 			}

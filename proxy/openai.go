@@ -53,10 +53,10 @@ func (openAI) appendError(b []byte, e apiError) []byte {
 // duration string such as "1m30s", as OpenAI writes it.
 func (openAI) limitHeaders(fs *limitFields, rules []meter.Applied) {
 	if i := tightest(rules, policy.Unit.CountsTokens); i >= 0 {
-		setOpenAITrio(fs, &tokensTrio, &rules[i], resetGo)
+		setOpenAITrio(fs, &tokensTrio, i, resetGo)
 	}
 	if i := tightestOf(rules, policy.UnitRequests); i >= 0 {
-		setOpenAITrio(fs, &requestsTrio, &rules[i], resetGo)
+		setOpenAITrio(fs, &requestsTrio, i, resetGo)
 	}
 }
 
@@ -79,13 +79,14 @@ var (
 		[]byte("x-ratelimit-reset-requests")}
 )
 
-// setOpenAITrio adds the trio of fields names from a's limit and status to
-// fs, the reset as format says; the values are built in fs's buffer, so that
-// no header allocates.
-func setOpenAITrio(fs *limitFields, names *openAITrio, a *meter.Applied, format resetFormat) {
-	fs.buf = appendInt(fs.buf, a.Limit.Capacity)
+// setOpenAITrio adds the trio of fields names from the limit and status of
+// fs's rule i to fs, the reset as format says; the values are built in fs's
+// buffer, so that no header allocates.
+func setOpenAITrio(fs *limitFields, names *openAITrio, i int, format resetFormat) {
+	a := &fs.rules[i]
+	fs.appendCapacity(i)
 	fs.commit(names.limit)
-	fs.buf = appendInt(fs.buf, max(a.Status.Remaining, 0))
+	fs.appendRemaining(i)
 	fs.commit(names.remaining)
 	if format == resetSeconds {
 		fs.buf = appendInt(fs.buf, ceilSeconds(a.Status.Reset))

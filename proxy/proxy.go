@@ -390,7 +390,12 @@ type exchange struct {
 	// settles the request after the handler returned. Set before that
 	// writer starts, read-only after.
 	streaming bool
-	kind      weigher.Kind
+	// uncodedFields: checkPath's walk of the request's fields (readFields)
+	// found none named Content-Encoding in any case, so checkEncoding has
+	// no coding to look up. false when the walk did not run (a read
+	// method) or found one.
+	uncodedFields bool
+	kind          weigher.Kind
 	// (The one-byte fields above are kept together: the exchange, which a
 	// request allocates, stays within 3,192 bytes, the allocator's size
 	// class of 3,200 with its header; TestExchangeSize.)
@@ -622,7 +627,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	// A weighed endpoint takes only bodies llmguard can decode: refused
 	// from the headers, before a byte of the body is read.
 	x.kind = classify(ctx.Method(), x.path)
-	codings, r := checkEncoding(&ctx.Request.Header, x.kind)
+	codings, r := checkEncoding(&ctx.Request.Header, x.kind, x.uncodedFields)
 	if r != nil {
 		return r
 	}
@@ -734,10 +739,12 @@ func (p *Proxy) checkPath(ctx *fasthttp.RequestCtx, x *exchange, path, upPath st
 		// est.LongContext, until weigh sets est, carries what the walk
 		// found: a field in the exchange would grow it past its budget
 		// (TestExchangeSize), for one bit the estimate already has.
-		var routes bool
-		if routes, x.est.LongContext = readFields(&ctx.Request.Header); routes {
+		var f fieldsRead
+		if f = readFields(&ctx.Request.Header); f.routes {
 			return "", &refusal{err: errModelOutsideBody, outcome: meter.OutcomeInvalid}
 		}
+		x.est.LongContext, x.uncodedFields = f.long, !f.coded
+
 	}
 	return rawUpPath, nil
 }
@@ -777,34 +784,55 @@ func isRoutingField(k []byte) bool {
 	return false
 }
 
-// readFields reads the request fields h holds in one walk. routes: a
-// routing field with a value (an empty one routes nothing), with which the
-// request could be served, and billed, as a model llmguard did not price;
-// every field is read with its own value, so an empty field first and a
-// second of the same name with a value is a routing request too (the walk
-// stops there: the request is refused). long: an anthropic-beta field, its
-// name in any case, any of its repeats, naming a context-1m beta
-// (weigher.LongContextBeta): such a call may read up to
-// weigher.LongContextInputTokens of input whatever the model's configured
-// max_input_tokens, so its hidden-context reservation and usage ceiling
-// take that window (weigher.WithLongContext). Any weighed request carrying
-// it is taken at its word, Messages or not: a gateway may pass the field
-// on to Claude from another API's request, and the field only ever raises
-// the caller's own reservation. It never allocates.
-func readFields(h *fasthttp.RequestHeader) (routes, long bool) {
+// fieldsRead is what readFields found in a request's fields.
+type fieldsRead struct {
+	// routes: a routing field with a value (an empty one routes nothing),
+	// with which the request could be served, and billed, as a model
+	// llmguard did not price; every field is read with its own value, so
+	// an empty field first and a second of the same name with a value is
+	// a routing request too (the walk stops there: the request is
+	// refused, and long and coded are then not known).
+	routes bool
+	// long: an anthropic-beta field, its name in any case, any of its
+	// repeats, naming a context-1m beta (weigher.LongContextBeta): such a
+	// call may read up to weigher.LongContextInputTokens of input whatever
+	// the model's configured max_input_tokens, so its hidden-context
+	// reservation and usage ceiling take that window
+	// (weigher.WithLongContext). Any weighed request carrying it is taken
+	// at its word, Messages or not: a gateway may pass the field on to
+	// Claude from another API's request, and the field only ever raises
+	// the caller's own reservation.
+	long bool
+	// coded: a field named Content-Encoding, in any case, empty or not
+	// (checkEncoding reads their values; without one it has none to read:
+	// fasthttp keeps no Content-Encoding of a request outside its list of
+	// fields, and refuses one in a trailer).
+	coded bool
+}
+
+// readFields reads the request fields h holds in one walk. It never
+// allocates.
+func readFields(h *fasthttp.RequestHeader) (f fieldsRead) {
 	for k, v := range h.All() {
+		if len(k) == len(fasthttp.HeaderContentEncoding) && !f.coded && bytes.EqualFold(k, contentEncoding) {
+			f.coded = true
+		}
 		if len(v) == 0 {
 			continue
 		}
 		if isRoutingField(k) {
-			return true, long
+			f.routes = true
+			return f
 		}
-		if !long && bytes.EqualFold(k, anthropicBeta) && weigher.LongContextBeta(v) {
-			long = true
+		if !f.long && bytes.EqualFold(k, anthropicBeta) && weigher.LongContextBeta(v) {
+			f.long = true
 		}
 	}
-	return false, long
+	return f
 }
+
+// contentEncoding is the name of the Content-Encoding field.
+var contentEncoding = []byte(fasthttp.HeaderContentEncoding)
 
 // anthropicBeta is the request field naming the Anthropic betas a call
 // opts into (a comma-separated list; the field may be repeated).

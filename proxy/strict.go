@@ -38,13 +38,19 @@ var (
 // endpoint whose body llmguard could not decode: a content coding it does
 // not know (415 unsupported_content_encoding) or a charset other than
 // UTF-8 (415 unsupported_charset). It returns the codings to undo once
-// the body is read (none for an endpoint that is not weighed).
-func checkEncoding(h *fasthttp.RequestHeader, k weigher.Kind) ([]contentcoding.Coding, *refusal) {
+// the body is read (none for an endpoint that is not weighed). uncoded:
+// a walk of h's fields (readFields) found no Content-Encoding field, so
+// there is none to look up (fasthttp's PeekAll copies and normalises the
+// name, then walks every field again: about 480 instructions a request).
+func checkEncoding(h *fasthttp.RequestHeader, k weigher.Kind, uncoded bool) ([]contentcoding.Coding, *refusal) {
 	if !k.Weighed() {
 		return nil, nil
 	}
 	if cs, ok := charset(h.ContentType()); ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
 		return nil, &refusal{err: errUnsupportedCharset, outcome: meter.OutcomeInvalid}
+	}
+	if uncoded {
+		return nil, nil
 	}
 	codings, err := contentcoding.Parse(h.PeekAll(fasthttp.HeaderContentEncoding))
 	if err != nil {
