@@ -94,6 +94,11 @@ type kindRow struct {
 	// whether the answer also holds output it cannot read as text
 	// (encrypted reasoning: hidden).
 	answerText func(root gjson.Result, add func(gjson.Result)) (hidden bool)
+	// unreadUsage is the event, written around a usage value, that
+	// [Stream.UnreadUsage] reads as one that an event relayed unread
+	// held (the usage between its two halves); "" halves for a kind
+	// whose unread events' usage is not read.
+	unreadUsage [2]string
 }
 
 // kinds is the table of request kinds, indexed by Kind. Chat and legacy
@@ -105,16 +110,19 @@ var kinds = [numKinds]kindRow{
 		name: "chat", paths: []string{"/v1/chat/completions"}, weighed: true,
 		weigh: (*Weigher).chat, usage: parseChatUsage, stream: (*Stream).chatEvent, usageOptIn: true,
 		answerText: chatAnswerText, outputField: "max_completion_tokens or max_tokens",
+		unreadUsage: [2]string{`{"choices":[],"usage":`, `}`},
 	},
 	KindResponses: {
 		name: "responses", paths: []string{"/v1/responses"}, weighed: true,
 		weigh: (*Weigher).responses, usage: parseResponsesUsage, stream: (*Stream).responsesEvent,
 		answerText: responsesAnswerText, outputField: "max_output_tokens",
+		unreadUsage: [2]string{`{"type":"response.completed","response":{"usage":`, `}}`},
 	},
 	KindCompletions: {
 		name: "completions", paths: []string{"/v1/completions"}, weighed: true,
 		weigh: (*Weigher).completions, usage: parseChatUsage, stream: (*Stream).completionsEvent, usageOptIn: true,
 		answerText: chatAnswerText, outputField: "max_tokens",
+		unreadUsage: [2]string{`{"choices":[],"usage":`, `}`},
 	},
 	KindEmbeddings: {
 		name: "embeddings", paths: []string{"/v1/embeddings"}, weighed: true,
@@ -124,6 +132,7 @@ var kinds = [numKinds]kindRow{
 		name: "messages", paths: []string{"/v1/messages"}, weighed: true,
 		weigh: (*Weigher).messages, usage: parseMessagesUsage, stream: (*Stream).messagesEvent,
 		answerText: messagesAnswerText, outputField: "max_tokens",
+		unreadUsage: [2]string{`{"type":"message_delta","usage":`, `}`},
 	},
 	KindCountTokens: {name: "count_tokens", paths: []string{"/v1/messages/count_tokens"}},
 	KindUnmetered:   {name: "unmetered"}, // found by family, not by path: see Classify
