@@ -2,6 +2,7 @@ package weigher
 
 import (
 	"bytes"
+	"hash/maphash"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -66,7 +67,13 @@ type Stream struct {
 	// events (.added and .done) held beyond the text counted, used only
 	// where no usage settles the stream (responses_items.go); at most
 	// itemMemoMax bytes of text.
-	items    itemMemo
+	items itemMemo
+	// run hashes the Responses deltas since the last event that ends a
+	// text (runLen bytes), all of type runType, a text counted that the
+	// levels are matched against (closeRun).
+	run      maphash.Hash
+	runLen   int
+	runType  string
 	maxDepth int // nesting limit of an event's data; 0: DefaultMaxDepth
 	// skel reads chat and completions chunks shaped as the last one read
 	// in full on a fast path (chunk_skeleton.go); nil until the first.

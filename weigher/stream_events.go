@@ -60,6 +60,7 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	if s.resp != nil {
 		if t, ok := s.resp.match(data, s.maxDepth); ok {
 			s.deltaText += len(t)
+			s.runText(t)
 			return StreamUpdate{Text: t}
 		}
 	}
@@ -68,6 +69,10 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		return StreamUpdate{Unread: true}
 	}
 	typ := eventTypeOf(root, eventType)
+	if endsText(typ) {
+		// The deltas before it are one text.
+		s.closeRun(outputIndex(root))
+	}
 	switch typ {
 	case "response.completed", "response.incomplete", "response.failed":
 		u := StreamUpdate{Done: true, Err: typ == "response.failed"}
@@ -98,8 +103,9 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 			s.usage, s.has, s.final, s.closed = usage, hasInput|hasOutput, true, true
 			u.HasUsage = true
 			// The usage is the bill: what the items held is never
-			// counted beside it.
-			s.items = itemMemo{}
+			// counted beside it (the keys of the texts counted are
+			// kept: a later output repeating them is no new text).
+			s.items.text, s.items.n, s.items.hidden = nil, 0, false
 		} else {
 			// No usage to settle at: what the stream's text did not show
 			// of its output is counted (responses_items.go), read from
@@ -122,25 +128,25 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		// remembered: it is never counted beside the usage.
 		u := s.doneEventText(root)
 		if !s.closed {
-			s.items.item(doneItems, lastGet(root, "item"), s.deltaText)
+			s.items.item(doneItems, outputIndex(root), lastGet(root, "item"))
 		}
 		return u
 	case "response.content_part.done", "response.reasoning_summary_part.done":
 		u := s.doneEventText(root)
 		if !s.closed {
-			s.items.part(doneParts, lastGet(root, "part"), s.deltaText)
+			s.items.part(doneParts, outputIndex(root), lastGet(root, "part"))
 		}
 		return u
 	case "response.output_item.added":
 		// Sent empty by an honest stream; text a hostile one puts there
 		// is remembered as a done item's is (itemMemo).
 		if !s.closed {
-			s.items.item(addedItems, lastGet(root, "item"), s.deltaText)
+			s.items.item(addedItems, outputIndex(root), lastGet(root, "item"))
 		}
 		return StreamUpdate{}
 	case "response.content_part.added", "response.reasoning_summary_part.added":
 		if !s.closed {
-			s.items.part(addedParts, lastGet(root, "part"), s.deltaText)
+			s.items.part(addedParts, outputIndex(root), lastGet(root, "part"))
 		}
 		return StreamUpdate{}
 	case "response.audio.delta", "response.image_generation_call.partial_image":
@@ -156,6 +162,12 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		s.resp.keep(data, lastGet(root, "type"), d, s.maxDepth)
 		t := cloneText(d)
 		s.deltaText += len(t)
+		if typ != s.runType {
+			// Deltas of another kind of text: another text.
+			s.closeRun(-1)
+			s.runType = strings.Clone(typ)
+		}
+		s.runText(t)
 		return StreamUpdate{Text: t}
 	}
 	if strings.HasSuffix(typ, ".done") {
@@ -167,14 +179,15 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 // doneEventText reads a Responses *.done event's text. Such an event
 // repeats whole the text its deltas streamed (output_text.done's text,
 // refusal.done's refusal, function_call_arguments.done's arguments…). An
-// upstream that sends the text only there (no deltas) would stream output
-// nothing counted: when the text announced done outruns the deltas seen,
-// this event's text is counted.
+// upstream that sends the text only there (no deltas), or a text there
+// other than its deltas', would stream output nothing counted: a text
+// that repeats none counted or remembered for its item (itemMemo.seen,
+// the run of deltas before it among them) is counted.
 func (s *Stream) doneEventText(root gjson.Result) StreamUpdate {
 	for _, f := range doneTextFields {
 		if t := lastGet(root, f); t.Type == gjson.String && t.Str != "" {
 			s.doneText += len(t.Str)
-			if s.doneText > s.deltaText {
+			if !s.items.seen(doneTexts, outputIndex(root), t.Str) {
 				s.deltaText += len(t.Str)
 				return StreamUpdate{Text: cloneText(t)}
 			}
@@ -184,35 +197,86 @@ func (s *Stream) doneEventText(root gjson.Result) StreamUpdate {
 	return StreamUpdate{}
 }
 
+// endsText reports whether a Responses event of type typ ends the run of
+// deltas before it: a *.done event (output_text.done repeats the text
+// its deltas streamed), an output item's or content part's added event
+// (the next text begins), an in-band error or a terminal event. Events
+// sent between the deltas of one text (output_text.annotation.added, a
+// search's progress) do not.
+func endsText(typ string) bool {
+	switch typ {
+	case "response.output_item.added", "response.content_part.added", "response.reasoning_summary_part.added",
+		"error", "response.completed", "response.incomplete", "response.failed":
+		return true
+	}
+	return strings.HasSuffix(typ, ".done")
+}
+
+// runText adds t, a Responses delta's text, to the run of deltas.
+func (s *Stream) runText(t string) {
+	if t == "" {
+		return
+	}
+	if s.runLen == 0 {
+		s.run.SetSeed(textSeed)
+	}
+	s.run.WriteString(t)
+	s.runLen += len(t)
+}
+
+// closeRun ends the run of deltas at an event of item (its output_index,
+// -1 for none) that ends a text: the run is a text the stream counted,
+// which the levels match (itemMemo).
+func (s *Stream) closeRun(item int) {
+	if s.runLen == 0 {
+		return
+	}
+	if h := s.run.Sum64(); !s.items.match(deltaRuns, item, s.runLen, h) {
+		s.items.note(deltaRuns, item, s.runLen, h)
+	}
+	s.runLen = 0
+}
+
+// outputIndex is the output_index of a Responses event (root), -1 when it
+// names none that is a small whole number.
+func outputIndex(root gjson.Result) int {
+	v := lastGet(root, "output_index")
+	if v.Type != gjson.Number {
+		return -1
+	}
+	if f := v.Float(); f >= 0 && f < 1<<30 && f == float64(int(f)) {
+		return int(f)
+	}
+	return -1
+}
+
 // unsettledText is what a Responses stream counts at an event after which
 // no usage is to settle it (a terminal event without one, an in-band
 // "error"), given out, the response's output (none for an "error"): the
-// text of out's items beyond what the stream counted (outputText), or,
-// when that is shorter, the text its items and parts held beyond it
-// (itemMemo), and whether output not text was seen (an encrypted
-// reasoning item), or remembered text was left out past itemMemoMax (then
-// Uncounted: the output reservation is kept). The text is counted: the
-// memory is emptied, the bytes added to deltaText.
+// text its items and parts held beyond what it counted (itemMemo), and
+// the text of out's items beyond both (itemMemo.outputText), and whether
+// output not text was seen (an encrypted reasoning item), or remembered
+// text was left out past itemMemoMax (then Uncounted: the output
+// reservation is kept). The text is counted: the memory is emptied, the
+// bytes added to deltaText.
 func (s *Stream) unsettledText(out gjson.Result) (text string, uncounted bool) {
-	t, n, hidden := outputText(out, s.deltaText)
 	m := &s.items
 	if s.closed {
 		// A usage settles the stream: what the items held is not
-		// counted beside it (nor remembered, once it came).
-		m.text = nil
-		if n == 0 || !out.IsArray() {
-			return "", hidden
-		}
+		// counted beside it (nor remembered, once it came); the output's
+		// text beyond what was counted is (late).
+		m.text, m.n = nil, 0
+		t, n, hidden := m.outputText(out)
 		s.deltaText += n
 		return t, hidden
 	}
-	uncounted = hidden || m.hidden
-	if !out.IsArray() || n < m.n {
-		t, n = string(m.text), m.n
-		uncounted = uncounted || m.over()
+	t, n, hidden := m.outputText(out)
+	uncounted = hidden || m.hidden || m.over()
+	if m.n > 0 {
+		t, n = string(m.text)+t, n+m.n
 	}
 	s.deltaText += n
-	m.counted(n)
+	m.counted()
 	return t, uncounted
 }
 
