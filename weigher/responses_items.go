@@ -23,8 +23,8 @@ import (
 // OutputCheckBytes and over-charge a stream whose usage is the bill. So
 // it remembers what the items and parts hold beyond the text already
 // counted (itemMemo) and uses it only where no usage settles the stream:
-// at a terminal event without a usage (when response.output does not
-// show more) and at an in-band "error" event (responsesEvent).
+// at a terminal event without a usage (with what response.output holds
+// beyond it) and at an in-band "error" event (responsesEvent).
 //
 // Each level's texts are matched against the texts the stream counted
 // (each run of deltas, each *.done text) and those the other levels

@@ -49,8 +49,8 @@ func notStreamed(*Stream, []byte, []byte) StreamUpdate { return StreamUpdate{} }
 // (https://platform.openai.com/docs/api-reference/responses-streaming):
 // every "*.delta" event with a string "delta" is streamed output (except
 // response.audio.delta, base64 audio, which like a partial image is
-// Uncounted), and a "*.done" event's text when it outruns the deltas
-// (doneTextFields); response.completed,
+// Uncounted), and a "*.done" event's text when it repeats no text
+// counted for its item (doneTextFields, doneEventText); response.completed,
 // response.incomplete and response.failed end the stream with the response
 // object, whose usage is final; "error" is an in-band error without usage.
 // What response.output_item and response.content_part events (.added,
@@ -108,11 +108,10 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 			s.items.text, s.items.n, s.items.hidden = nil, 0, false
 		} else {
 			// No usage to settle at: what the stream's text did not show
-			// of its output is counted (responses_items.go), read from
-			// the response's output, or, when that shows less (none, or
-			// an empty one), from what its output_item.done and
-			// content_part.done events held (itemMemo). Output not text
-			// (encrypted reasoning) is Uncounted.
+			// of its output is counted (responses_items.go): what its
+			// output_item and content_part events held (itemMemo) and
+			// what the response's output holds beyond them. Output not
+			// text (encrypted reasoning) is Uncounted.
 			u.Text, u.Uncounted = s.unsettledText(parsed(outputV))
 		}
 		return u
