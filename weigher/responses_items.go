@@ -161,30 +161,31 @@ func (m *itemMemo) keep(t string) {
 // over reports whether text past itemMemoMax was left out.
 func (m *itemMemo) over() bool { return m.n > len(m.text) }
 
-// level reads r, a text of item level l holds: remembered unless it is a
-// repeat (seen).
-func (m *itemMemo) level(l memoLevel, item int, r gjson.Result) {
-	if r.Type != gjson.String || r.Str == "" || m.seen(l, item, r.Str) {
+// level reads r, a text level l holds of the item of the event idx:
+// remembered unless it is a repeat (seen).
+func (m *itemMemo) level(l memoLevel, idx *eventIndex, r gjson.Result) {
+	if r.Type != gjson.String || r.Str == "" || m.seen(l, idx.get(), r.Str) {
 		return
 	}
 	m.keep(r.Str)
 }
 
-// part reads a content part event's part of item at level l (addedParts
-// or doneParts): its "text" and "refusal" strings.
-func (m *itemMemo) part(l memoLevel, item int, p gjson.Result) {
+// part reads a content part event's part (of the event idx) at level l
+// (addedParts or doneParts): its "text" and "refusal" strings.
+func (m *itemMemo) part(l memoLevel, idx *eventIndex, p gjson.Result) {
 	if !p.IsObject() {
 		return
 	}
-	m.level(l, item, p.Get("text"))
-	m.level(l, item, p.Get("refusal"))
+	m.level(l, idx, p.Get("text"))
+	m.level(l, idx, p.Get("refusal"))
 }
 
-// item reads an output item event's item at level l (addedItems or
-// doneItems): each of its fields that hold text (responsesOutputFields).
-func (m *itemMemo) item(l memoLevel, index int, it gjson.Result) {
+// item reads an output item event's item (of the event idx) at level l
+// (addedItems or doneItems): each of its fields that hold text
+// (responsesOutputFields).
+func (m *itemMemo) item(l memoLevel, idx *eventIndex, it gjson.Result) {
 	m.hidden = responsesOutputFields(it, func(r gjson.Result, _ bool) {
-		m.level(l, index, r)
+		m.level(l, idx, r)
 	}) || m.hidden
 }
 

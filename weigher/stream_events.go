@@ -69,9 +69,10 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		return StreamUpdate{Unread: true}
 	}
 	typ := eventTypeOf(root, eventType)
+	idx := eventIndex{root: root}
 	if endsText(typ) {
 		// The deltas before it are one text.
-		s.closeRun(outputIndex(root))
+		s.closeRun(&idx)
 	}
 	switch typ {
 	case "response.completed", "response.incomplete", "response.failed":
@@ -125,27 +126,27 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		// Any top-level text is read first (doneEventText), so the item
 		// is matched against it. Once a usage came (closed), nothing is
 		// remembered: it is never counted beside the usage.
-		u := s.doneEventText(root)
+		u := s.doneEventText(root, &idx)
 		if !s.closed {
-			s.items.item(doneItems, outputIndex(root), lastGet(root, "item"))
+			s.items.item(doneItems, &idx, lastGet(root, "item"))
 		}
 		return u
 	case "response.content_part.done", "response.reasoning_summary_part.done":
-		u := s.doneEventText(root)
+		u := s.doneEventText(root, &idx)
 		if !s.closed {
-			s.items.part(doneParts, outputIndex(root), lastGet(root, "part"))
+			s.items.part(doneParts, &idx, lastGet(root, "part"))
 		}
 		return u
 	case "response.output_item.added":
 		// Sent empty by an honest stream; text a hostile one puts there
 		// is remembered as a done item's is (itemMemo).
 		if !s.closed {
-			s.items.item(addedItems, outputIndex(root), lastGet(root, "item"))
+			s.items.item(addedItems, &idx, lastGet(root, "item"))
 		}
 		return StreamUpdate{}
 	case "response.content_part.added", "response.reasoning_summary_part.added":
 		if !s.closed {
-			s.items.part(addedParts, outputIndex(root), lastGet(root, "part"))
+			s.items.part(addedParts, &idx, lastGet(root, "part"))
 		}
 		return StreamUpdate{}
 	case "response.audio.delta", "response.image_generation_call.partial_image":
@@ -163,14 +164,14 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		s.deltaText += len(t)
 		if typ != s.runType {
 			// Deltas of another kind of text: another text.
-			s.closeRun(-1)
+			s.closeRun(&eventIndex{known: true, i: -1})
 			s.runType = strings.Clone(typ)
 		}
 		s.runText(t)
 		return StreamUpdate{Text: t}
 	}
 	if strings.HasSuffix(typ, ".done") {
-		return s.doneEventText(root)
+		return s.doneEventText(root, &idx)
 	}
 	return StreamUpdate{}
 }
@@ -182,11 +183,11 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 // other than its deltas', would stream output nothing counted: a text
 // that repeats none counted or remembered for its item (itemMemo.seen,
 // the run of deltas before it among them) is counted.
-func (s *Stream) doneEventText(root gjson.Result) StreamUpdate {
+func (s *Stream) doneEventText(root gjson.Result, idx *eventIndex) StreamUpdate {
 	for _, f := range doneTextFields {
 		if t := lastGet(root, f); t.Type == gjson.String && t.Str != "" {
 			s.doneText += len(t.Str)
-			if !s.items.seen(doneTexts, outputIndex(root), t.Str) {
+			if !s.items.seen(doneTexts, idx.get(), t.Str) {
 				s.deltaText += len(t.Str)
 				return StreamUpdate{Text: cloneText(t)}
 			}
@@ -223,17 +224,35 @@ func (s *Stream) runText(t string) {
 	s.runLen += len(t)
 }
 
-// closeRun ends the run of deltas at an event of item (its output_index,
-// -1 for none) that ends a text: the run is a text the stream counted,
-// which the levels match (itemMemo).
-func (s *Stream) closeRun(item int) {
+// closeRun ends the run of deltas at an event (idx, its output_index)
+// that ends a text: the run is a text the stream counted, which the
+// levels match (itemMemo).
+func (s *Stream) closeRun(idx *eventIndex) {
 	if s.runLen == 0 {
 		return
 	}
+	item := idx.get()
 	if h := s.run.Sum64(); !s.items.match(deltaRuns, item, s.runLen, h) {
 		s.items.note(deltaRuns, item, s.runLen, h)
 	}
 	s.runLen = 0
+}
+
+// eventIndex is the output_index of a Responses event, read once and only
+// when a text needs it (a walk of the event's members): most events hold
+// none.
+type eventIndex struct {
+	root  gjson.Result
+	known bool
+	i     int
+}
+
+// get is the event's output_index (outputIndex).
+func (e *eventIndex) get() int {
+	if !e.known {
+		e.i, e.known = outputIndex(e.root), true
+	}
+	return e.i
 }
 
 // outputIndex is the output_index of a Responses event (root), -1 when it
