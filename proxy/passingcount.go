@@ -42,6 +42,12 @@ type passingCount struct {
 	u     spec.Usage
 	// bytes is the answer's bytes relayed.
 	bytes int64
+	// filter leaves out of the text the values of the members that hold
+	// no output (answerText); textBytes are the bytes it passed, which a
+	// usage is checked against (settle); pass counts a run it passes.
+	filter    answerText
+	textBytes int64
+	pass      func(run []byte)
 	// broken: counting panicked (contained); the answer is settled at its
 	// reservation.
 	broken bool
@@ -53,8 +59,9 @@ type passingCount struct {
 // through it alone.
 func newPassingCount(p *Proxy, x *exchange, status int) *passingCount {
 	wg, model := x.live.weigher, x.est.Model
-	c := &passingCount{p: p, x: x, status: status}
+	c := &passingCount{p: p, x: x, status: status, filter: newAnswerText(x.kind.AnswerNotOutput())}
 	c.text = pendingText{count: func(text string) int64 { return wg.CountText(model, text) }, countAt: tapCountEvery}
+	c.pass = c.passText
 	return c
 }
 
@@ -83,20 +90,27 @@ func (c *passingCount) see(b []byte) {
 		c.usage.scan(b, c.foundUsage)
 		// Counted after a usage too: a usage that came first (before
 		// "choices", or a stream's usage chunk before its text) is checked
-		// against the text that follows it (settle). In pieces, so that the buffers an answer keeps while its
-		// upstream stalls stay small: the decoded piece (passingPiece and
-		// an escape's bytes) and the text held uncounted (tapCountEvery and
-		// a piece).
-		for len(b) > 0 {
-			n := min(len(b), passingPiece)
-			d := c.esc.decode(b[:n])
-			// add copies the text and keeps no reference to it.
-			c.text.add(unsafe.String(unsafe.SliceData(d), len(d)))
-			b = b[n:]
-		}
+		// against the text that follows it (settle). All but the values
+		// of the members that hold no output (answerText).
+		c.filter.feed(b, c.pass)
 		ok = true
 	})
 	c.broken = !ok
+}
+
+// passText counts run, bytes of the answer that may hold output text, in
+// pieces, so that the buffers an answer keeps while its upstream stalls
+// stay small: the decoded piece (passingPiece and an escape's bytes) and
+// the text held uncounted (tapCountEvery and a piece).
+func (c *passingCount) passText(run []byte) {
+	c.textBytes += int64(len(run))
+	for len(run) > 0 {
+		n := min(len(run), passingPiece)
+		d := c.esc.decode(run[:n])
+		// add copies the text and keeps no reference to it.
+		c.text.add(unsafe.String(unsafe.SliceData(d), len(d)))
+		run = run[n:]
+	}
 }
 
 // foundUsage takes val, a top-level usage value of the answer, when its
@@ -128,15 +142,16 @@ func (c *passingCount) foundUsage(val []byte) {
 // so (weigher.Kind.OutputTextChecked: not embeddings, whose answers are
 // numbers), is checked against the answer's bytes as a held answer's is
 // (Weigher.ParseUsage): a usage reporting 0 output
-// tokens, or fewer than weigher.OutputCheckBytes allows for the answer's
-// bytes (c.bytes), is charged at least the text counted, wherever the
-// usage came (first, before a long text, or last). That count is of
-// every byte of the answer, framing included (an upper bound of its
-// text), so an answer whose framing outweighs its text many times
-// (logprobs, a Responses answer echoing long instructions) and whose
-// bytes pass the bound may be charged above its usage; an honest answer
-// of plain text (about 4.5 bytes a token and a few hundred of framing)
-// stays within it and is charged its usage. Without a usage, at least
+// tokens, or fewer than weigher.OutputCheckBytes allows for the bytes
+// that may hold its text (c.textBytes), is charged at least the text
+// counted, wherever the usage came (first, before a long text, or last).
+// That count is of every byte of the answer but the values of the members
+// that hold no output (answerText: logprobs, a Responses answer's echoed
+// instructions and tools), framing included (an upper bound of its
+// text), so an honest answer (about 4.5 bytes a token and a few hundred
+// of framing) stays within the bound and is charged its usage, logprobs
+// or echoed request beside its text or not
+// (TestUnread38HonestAnswersChargedTheirUsage). Without a usage, at least
 // the output counted, when that is more than the reservation (settled
 // partial: the estimate's input, the output counted), else the
 // reservation. Either
@@ -171,7 +186,7 @@ func (c *passingCount) settle(ended bool) {
 			// checked so (not an embeddings answer's numbers). Never below the
 			// reservation either, as before the text was checked.
 			u := c.u
-			if x.kind.OutputTextChecked() && (u.OutputTokens == 0 || c.bytes > weigher.OutputCheckBytes(u.OutputTokens)) {
+			if x.kind.OutputTextChecked() && (u.OutputTokens == 0 || c.textBytes > weigher.OutputCheckBytes(u.OutputTokens)) {
 				u.OutputTokens = max(u.OutputTokens, c.text.tokens())
 			}
 			if u.InputTokens <= x.est.InputTokens && u.OutputTokens <= x.est.OutputTokens && tier == "" {

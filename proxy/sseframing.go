@@ -75,11 +75,10 @@ type sseFraming struct {
 	evTerminal bool
 	// respTiers is the join of the response.service_tier values of the
 	// event's JSON values whose "type" named no terminal event, respUsage
-	// (hasRespUsage) the last response.usage of them: an event field that
+	// the first and last response.usage of them: an event field that
 	// names one, after them, makes them the answer's.
-	respTiers    string
-	respUsage    []byte
-	hasRespUsage bool
+	respTiers string
+	respUsage keptUsages
 }
 
 // utf8BOM is the byte order mark an SSE client skips at a stream's start.
@@ -213,10 +212,7 @@ func (s *topUsage) endLine(found func(val []byte)) {
 				s.tier = weigher.JoinServedTiers(s.tier, f.respTiers)
 				f.respTiers = ""
 			}
-			if f.hasRespUsage {
-				f.hasRespUsage = false
-				found(f.respUsage)
-			}
+			f.respUsage.hand(found)
 		}
 	case lineOther:
 		if f.fed && (s.depth > 0 || s.inStr) {
@@ -232,7 +228,7 @@ func (s *topUsage) dispatch() {
 	if s.depth > 0 || s.inStr {
 		s.cut()
 	}
-	s.framing.evTerminal, s.framing.respTiers, s.framing.hasRespUsage = false, "", false
+	s.framing.evTerminal, s.framing.respTiers, s.framing.respUsage.n = false, "", 0
 }
 
 // lineEnd is the index of b's first carriage return or line feed, len(b)

@@ -45,10 +45,11 @@ type usageTap struct {
 	mem *decoderMemory
 	// eventHeld is what the tap took of mem for the scanner's buffers.
 	eventHeld int64
-	// truncated reads the service tier of the events passed unread in
-	// Truncated pieces (a Responses response.completed that repeats a long
-	// output, once the answer budget is full), which the stream reader
-	// never sees: their tier joins the stream's (settle).
+	// truncated reads the service tier and the usage of the events
+	// passed unread in Truncated pieces (a Responses response.completed
+	// that repeats a long output, once the answer budget is full), which
+	// the stream reader never sees: their tier joins the stream's
+	// (settle), their usage is read as the stream's (unreadUsage).
 	truncated topUsage
 }
 
@@ -173,7 +174,7 @@ func (t *usageTap) onEvent(raw []byte, ev sse.Event) {
 	keep := true
 	if ev.Truncated {
 		t.unread, t.unreadData = true, true
-		t.truncated.scan(raw, func([]byte) {})
+		t.truncated.scan(raw, t.unreadUsage)
 		if !ev.Partial { // the event's last piece: the next starts afresh
 			t.truncated = topUsage{tier: t.truncated.tier}
 		}
@@ -198,5 +199,22 @@ func (t *usageTap) onEvent(raw []byte, ev sse.Event) {
 	}
 	if t.strip && keep {
 		t.out = append(t.out, raw...)
+	}
+}
+
+// unreadUsage takes val, a usage an event passed unread holds (a
+// top-level "usage", a Responses terminal event's response.usage, found
+// by the bounded scan of its pieces, topUsage), as the stream's
+// (weigher.Stream.UnreadUsage): ignored, a lenient upstream's
+// response.completed grown past the event limit (or the answer budget)
+// settled a stream of 50,000 reasoning tokens at its output reservation
+// (TestTapTruncatedEventUsage). The event stays unread (unreadData): the
+// usage is charged at least the output reservation, and its text as any
+// final usage's is checked (settle).
+func (t *usageTap) unreadUsage(val []byte) {
+	u := t.stream.UnreadUsage(val)
+	t.text.add(u.Text)
+	if u.Text != "" {
+		t.textEvents++
 	}
 }

@@ -262,11 +262,10 @@ type topUsage struct {
 	// event; respTiers is the join of its response.service_tier values.
 	terminal  bool
 	respTiers string
-	// respUsage is the usage of the current value's response, kept
-	// (hasRespUsage) until the value ends: a terminal event's is handed on
-	// (a Responses stream's usage is its response.completed's).
-	respUsage    []byte
-	hasRespUsage bool
+	// respUsage holds the usages of the current value's response, kept
+	// until the value ends: a terminal event's are handed on (a Responses
+	// stream's usage is its response.completed's).
+	respUsage keptUsages
 	// tier is the service tier the values ended so far name.
 	tier string
 }
@@ -446,7 +445,7 @@ func (s *topUsage) end(found func(val []byte)) {
 	s.capturing, s.capDepth = memberOther, 0
 	switch {
 	case m == memberUsage && d == 2:
-		s.respUsage, s.hasRespUsage = append(s.respUsage[:0], s.val...), true
+		s.respUsage.add(s.val)
 	case m == memberUsage:
 		if found != nil {
 			found(s.val)
@@ -469,7 +468,8 @@ func (s *topUsage) end(found func(val []byte)) {
 
 // startValue starts a top-level value.
 func (s *topUsage) startValue() {
-	s.topTier.set, s.respTier.set, s.typ.set, s.hasRespUsage = false, false, false, false
+	s.topTier.set, s.respTier.set, s.typ.set = false, false, false
+	s.respUsage.n = 0
 	s.terminal, s.respTiers = false, ""
 }
 
@@ -480,11 +480,13 @@ func (s *topUsage) startValue() {
 // (sseFraming.respTiers, and its response's usage, respUsage), or join
 // at once when it has named one.
 func (s *topUsage) endValue(found func(val []byte)) {
-	if s.hasRespUsage && (s.terminal || s.framing.evTerminal) && found != nil {
-		found(s.respUsage)
+	if s.respUsage.n > 0 && (s.terminal || s.framing.evTerminal) && found != nil {
+		s.respUsage.hand(found)
 	}
-	if f := &s.framing; s.hasRespUsage && !s.terminal && !f.evTerminal && f.mode == framingSSE {
-		f.respUsage, f.hasRespUsage = append(f.respUsage[:0], s.respUsage...), true
+	if f := &s.framing; s.respUsage.n > 0 && !s.terminal && !f.evTerminal && f.mode == framingSSE {
+		for _, v := range s.respUsage.v[:s.respUsage.n] {
+			f.respUsage.add(v)
+		}
 	}
 	switch f := &s.framing; {
 	case s.respTiers == "":
@@ -509,4 +511,31 @@ func (s *topUsage) cut() {
 	}
 	s.depth, s.inStr, s.esc, s.readingKey, s.wantKey, s.inResponse = 0, false, false, false, false, false
 	s.next, s.member = memberOther, memberOther
+}
+
+// keptUsages are the usage values a Responses response names, kept until
+// its event ends: the first and the last (parsers keep one or the other:
+// gjson the first, encoding/json and Python's json the last; one between
+// them is no parser's reading), each at most usageMaxBytes. Named twice,
+// both are handed on, and read at their dearer figures. The zero value
+// holds none.
+type keptUsages struct {
+	v [2][]byte
+	n int // values held: v[:n]
+}
+
+// add keeps val (copied) as the first usage, or as the last.
+func (k *keptUsages) add(val []byte) {
+	i := min(k.n, 1)
+	k.v[i] = append(k.v[i][:0], val...)
+	k.n = i + 1
+}
+
+// hand calls found with each usage held, then holds none.
+func (k *keptUsages) hand(found func(val []byte)) {
+	n := k.n
+	k.n = 0
+	for _, v := range k.v[:n] {
+		found(v)
+	}
 }

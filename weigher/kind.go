@@ -94,6 +94,14 @@ type kindRow struct {
 	// whether the answer also holds output it cannot read as text
 	// (encrypted reasoning: hidden).
 	answerText func(root gjson.Result, add func(gjson.Result)) (hidden bool)
+	// unreadUsage is the event, written around a usage value, that
+	// [Stream.UnreadUsage] reads as one that an event relayed unread
+	// held (the usage between its two halves); "" halves for a kind
+	// whose unread events' usage is not read.
+	unreadUsage [2]string
+	// notOutput are the members of a JSON answer that hold no output
+	// text ([Kind.AnswerNotOutput]).
+	notOutput []string
 }
 
 // kinds is the table of request kinds, indexed by Kind. Chat and legacy
@@ -105,16 +113,19 @@ var kinds = [numKinds]kindRow{
 		name: "chat", paths: []string{"/v1/chat/completions"}, weighed: true,
 		weigh: (*Weigher).chat, usage: parseChatUsage, stream: (*Stream).chatEvent, usageOptIn: true,
 		answerText: chatAnswerText, outputField: "max_completion_tokens or max_tokens",
+		unreadUsage: [2]string{`{"choices":[],"usage":`, `}`}, notOutput: chatNotOutput,
 	},
 	KindResponses: {
 		name: "responses", paths: []string{"/v1/responses"}, weighed: true,
 		weigh: (*Weigher).responses, usage: parseResponsesUsage, stream: (*Stream).responsesEvent,
 		answerText: responsesAnswerText, outputField: "max_output_tokens",
+		unreadUsage: [2]string{`{"type":"response.completed","response":{"usage":`, `}}`}, notOutput: responsesNotOutput,
 	},
 	KindCompletions: {
 		name: "completions", paths: []string{"/v1/completions"}, weighed: true,
 		weigh: (*Weigher).completions, usage: parseChatUsage, stream: (*Stream).completionsEvent, usageOptIn: true,
 		answerText: chatAnswerText, outputField: "max_tokens",
+		unreadUsage: [2]string{`{"choices":[],"usage":`, `}`}, notOutput: chatNotOutput,
 	},
 	KindEmbeddings: {
 		name: "embeddings", paths: []string{"/v1/embeddings"}, weighed: true,
@@ -124,6 +135,7 @@ var kinds = [numKinds]kindRow{
 		name: "messages", paths: []string{"/v1/messages"}, weighed: true,
 		weigh: (*Weigher).messages, usage: parseMessagesUsage, stream: (*Stream).messagesEvent,
 		answerText: messagesAnswerText, outputField: "max_tokens",
+		unreadUsage: [2]string{`{"type":"message_delta","usage":`, `}`}, notOutput: messagesNotOutput,
 	},
 	KindCountTokens: {name: "count_tokens", paths: []string{"/v1/messages/count_tokens"}},
 	KindUnmetered:   {name: "unmetered"}, // found by family, not by path: see Classify
@@ -197,6 +209,19 @@ func (k Kind) OutputUncountable() bool { return k.row().outputUncountable }
 // (an answer of numbers, its usage reporting no output), images and every
 // kind not weighed.
 func (k Kind) OutputTextChecked() bool { return k.row().answerText != nil }
+
+// AnswerNotOutput are the members of a JSON answer of kind k that hold no
+// output text, each a path of member names from the answer's top, dotted,
+// "*" for any element of an array: a chat or legacy completion's
+// choices.*.logprobs (per token: the token, its bytes and its top
+// alternatives, tens of bytes a token beside the content that holds the
+// text), a Responses answer's echoed request (instructions, tools, text
+// format and schema…) and its output parts' logprobs. The answer's text
+// ([Weigher.ParseUsage]'s answerText) is never under one of them; an
+// answer relayed unread is counted as text but for their values (proxy).
+// Members not listed, known or not, may hold output. Nil for a kind
+// without a JSON answer of text.
+func (k Kind) AnswerNotOutput() []string { return k.row().notOutput }
 
 // StreamUsageOptIn reports whether a streamed answer of kind k carries its
 // usage only when the request sets stream_options.include_usage (chat and
@@ -468,3 +493,37 @@ func parseUsage(k Kind, body []byte, maxDepth int) (Usage, bool) {
 	}
 	return r.usage(body, maxDepth)
 }
+
+// chatNotOutput are the members of a chat or legacy completions answer
+// that hold no output text (https://platform.openai.com/docs/api-reference/chat/object,
+// /completions/object): its identifiers, model, fingerprint, tier and
+// usage, each choice's index, finish_reason and logprobs; vLLM's
+// prompt_logprobs, prompt_token_ids and a choice's token_ids and
+// stop_reason (https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html).
+var chatNotOutput = []string{
+	"id", "object", "created", "model", "system_fingerprint", "service_tier", "usage",
+	"prompt_logprobs", "prompt_token_ids",
+	"choices.*.index", "choices.*.finish_reason", "choices.*.logprobs",
+	"choices.*.token_ids", "choices.*.stop_reason", "choices.*.prompt_logprobs",
+}
+
+// responsesNotOutput are the members of a Responses answer that hold no
+// output text (https://platform.openai.com/docs/api-reference/responses/object):
+// its identifiers, status, model, usage and tier, the request it echoes
+// (instructions, tools, tool_choice, text — the output format and its
+// schema —, reasoning — effort and summary setting —, prompt, metadata
+// and the sampling settings), and the logprobs of its output parts.
+var responsesNotOutput = []string{
+	"id", "object", "created_at", "completed_at", "status", "model", "usage", "service_tier",
+	"instructions", "tools", "tool_choice", "text", "reasoning", "prompt", "metadata",
+	"include", "truncation", "user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention",
+	"previous_response_id", "conversation", "background", "store", "parallel_tool_calls",
+	"max_output_tokens", "max_tool_calls", "temperature", "top_p", "top_logprobs", "incomplete_details",
+	"output.*.content.*.logprobs",
+}
+
+// messagesNotOutput are the members of a Messages answer that hold no
+// output text (https://platform.claude.com/docs/en/api/messages): its
+// id, type, role, model, stop reason and usage (a stop_sequence is text
+// the model wrote: counted).
+var messagesNotOutput = []string{"id", "type", "role", "model", "stop_reason", "usage"}

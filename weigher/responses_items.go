@@ -1,6 +1,7 @@
 package weigher
 
 import (
+	"hash/maphash"
 	"slices"
 
 	"github.com/tidwall/gjson"
@@ -22,18 +23,26 @@ import (
 // OutputCheckBytes and over-charge a stream whose usage is the bill. So
 // it remembers what the items and parts hold beyond the text already
 // counted (itemMemo) and uses it only where no usage settles the stream:
-// at a terminal event without a usage (when response.output does not
-// show more) and at an in-band "error" event (responsesEvent).
+// at a terminal event without a usage (with what response.output holds
+// beyond it) and at an in-band "error" event (responsesEvent).
 //
-// Each level is matched against the text counted (deltaText: deltas and
-// the *.done text that outran them) greedily, item by item: an item (or
-// part) whose streamed fields' bytes fit in what the counted text has not
-// yet matched at that level is taken as a repeat of it; one that does not
-// fit is remembered whole. The bytes matched never exceed the bytes
-// counted, so the counted text and what is remembered hold at least as
-// many bytes as the level's text: never less than what the items showed.
-// An item's fields no delta carries (responsesOutputFields) are always
-// remembered.
+// Each level's texts are matched against the texts the stream counted
+// (each run of deltas, each *.done text) and those the other levels
+// remembered, by content: a text of an item is taken as a repeat when a
+// text of the same item (output_index; an event without one matches
+// any) with the same bytes (length and a keyed hash, textSeed) was
+// counted or remembered and not yet matched by this level; otherwise it
+// is remembered, and its key kept. Each level is so read as one
+// consistent reading of the item's text: levels holding the same text
+// count it once (an honest stream, its text at every level), and texts
+// that differ are all counted — an upstream that splits its text across
+// levels (some in deltas, some only in output_item.done, some only in
+// content_part.done or .added, some only in response.output) is counted
+// the union, where matching bytes alone had counted about the largest
+// level (TestResponsesSplitTextCountedWhole). A text matches at most one
+// key per level, so two items with the same text are two texts. An item's
+// fields no delta carries (responsesOutputFields: a function call's
+// name) are matched alike.
 
 // itemMemoMax is the most bytes of text a Responses stream remembers of
 // its items and parts (itemMemo): 64 KiB, about 16,000 tokens of English,
@@ -43,79 +52,101 @@ import (
 // its output reservation), with the first itemMemoMax bytes counted.
 const itemMemoMax = 64 << 10
 
+// memoKeysMax is the most texts a Responses stream keeps the keys of
+// (textKey, 24 bytes each: 24 KiB) to match the levels by. A text found
+// once they are full is remembered (counted where no usage settles the
+// stream) without its key, so that a later level repeating it counts it
+// again: more, never less.
+const memoKeysMax = 1024
+
 // An upstream may also send the text in response.output_item.added and
 // response.content_part.added (or reasoning_summary_part.added) events,
 // which an honest stream sends empty: those are two more levels, read the
-// same way. Levels are matched in the order a stream sends them
-// (memoLevel): each level's text is matched against the text counted and
-// what the levels before it remembered, so an item whose added event held
-// its text and whose done event repeats it is remembered once. The fields
-// no delta carries that an added item held are remembered, and its done
-// event's, when their bytes fit in those, taken as their repeat.
+// same way.
 
-// memoLevel is one level of a Responses stream's items and parts that
-// itemMemo reads, in the order a stream sends them: an item's added
-// event, its parts' added events, their done events, its done event.
+// memoLevel is one level of a Responses stream's text that itemMemo
+// matches: the deltas, the *.done events' text, an item's added event,
+// its parts' added events, their done events, its done event, the
+// terminal event's output.
 type memoLevel int
 
 const (
-	addedItems memoLevel = iota // response.output_item.added
+	deltaRuns  memoLevel = iota // *.delta events, a run of them up to the next event that ends a text
+	doneTexts                   // *.done events' text (output_text.done…)
+	addedItems                  // response.output_item.added
 	addedParts                  // response.content_part.added, reasoning_summary_part.added
 	doneParts                   // response.content_part.done, reasoning_summary_part.done
 	doneItems                   // response.output_item.done
-	memoLevels                  // the number of levels
+	outputs                     // the terminal event's response.output
 )
+
+// textKey is one text a Responses stream counted or remembered: its item
+// (output_index, -1 when its event named none), bytes and keyed hash,
+// and the levels that matched it (a bit per memoLevel).
+type textKey struct {
+	hash   uint64
+	n      int32
+	item   int32
+	levels uint8
+}
+
+// textSeed keys the hashes of a process's texts (hash/maphash), so that an
+// upstream cannot write two texts of one hash.
+var textSeed = maphash.MakeSeed()
 
 // itemMemo is what a Responses stream remembers of the text its
 // output_item and content_part events hold beyond the text it counted
 // (see above). The zero value remembers nothing. Its text is at most
-// itemMemoMax bytes; a copy shares text's array, so copies must be
-// clipped before either appends (Stream.reading).
+// itemMemoMax bytes, its keys memoKeysMax; a copy shares their arrays, so
+// copies must be clipped before either appends (Stream.reading).
 type itemMemo struct {
 	text []byte // the text remembered, joined, at most itemMemoMax bytes
 	n    int    // bytes remembered, those past itemMemoMax included
 	// hidden: an item held output that is not text (a reasoning item's
 	// encrypted_content).
 	hidden bool
-	// matched: bytes of each level's streamed text taken as repeats of
-	// the counted text and of what the levels before it remembered; held:
-	// bytes of each level's streamed text remembered, which the later
-	// levels repeat.
-	matched, held [memoLevels]int
-	// fieldsHeld: bytes of the fields no delta carries that added items
-	// held (remembered); fieldsMatched: bytes of done items' such fields
-	// taken as their repeats.
-	fieldsHeld, fieldsMatched int
+	// keys are the texts counted and remembered (see above).
+	keys []textKey
 }
 
-// room is how many bytes of level l's streamed text, given counted, the
-// bytes of text the stream counted so far, can still be taken as
-// repeats: the counted text and what the levels before l remembered,
-// less what l matched.
-func (m *itemMemo) room(l memoLevel, counted int) int {
-	n := counted - m.matched[l]
-	for _, h := range m.held[:l] {
-		n += h
-	}
-	return n
-}
-
-// counted empties m once n bytes were counted in its stead (its text,
-// or a terminal output's that holds at least as many: unsettledText): the
-// bytes counted join the text each level is matched against, so each
-// level's match is moved on by them, less what the levels before it
-// remembered, which they count. Each level's text not yet matched (room)
-// is then what it was: text the memory held is not matched again by a
-// later part or item.
-func (m *itemMemo) counted(n int) {
-	for l := range m.matched {
-		m.matched[l] += n
-		for _, h := range m.held[:l] {
-			m.matched[l] -= h
+// match reports whether level l holds a text of n bytes hashed h of item
+// as a repeat: a key of the same item (either -1: any) and text that l
+// has not matched yet, which it then has.
+func (m *itemMemo) match(l memoLevel, item, n int, h uint64) bool {
+	for i := range m.keys {
+		k := &m.keys[i]
+		if k.hash == h && int(k.n) == n && k.levels&(1<<l) == 0 && (int(k.item) == item || k.item < 0 || item < 0) {
+			k.levels |= 1 << l
+			return true
 		}
 	}
-	m.held = [memoLevels]int{}
-	m.fieldsHeld, m.fieldsMatched = 0, 0
+	return false
+}
+
+// note keeps the key of a text of n bytes hashed h, of item, that level l
+// counted or remembered, while there is room.
+func (m *itemMemo) note(l memoLevel, item, n int, h uint64) {
+	if len(m.keys) < memoKeysMax {
+		m.keys = append(m.keys, textKey{hash: h, n: int32(min(n, 1<<31-1)), item: int32(max(min(item, 1<<31-1), -1)), levels: 1 << l})
+	}
+}
+
+// seen reads t, a text of item level l holds (not remembered by the
+// memo: counted, or counted by the caller), and reports whether it
+// repeats a text counted or remembered; if not, its key is kept.
+func (m *itemMemo) seen(l memoLevel, item int, t string) bool {
+	h := maphash.String(textSeed, t)
+	if m.match(l, item, len(t), h) {
+		return true
+	}
+	m.note(l, item, len(t), h)
+	return false
+}
+
+// counted empties m once its text was counted (unsettledText): what it
+// remembered, and the keys: a level after it is read afresh.
+func (m *itemMemo) counted() {
+	m.keys = m.keys[:0]
 	m.text, m.n, m.hidden = nil, 0, false
 }
 
@@ -130,78 +161,40 @@ func (m *itemMemo) keep(t string) {
 // over reports whether text past itemMemoMax was left out.
 func (m *itemMemo) over() bool { return m.n > len(m.text) }
 
-// part reads a content part event's part at level l (addedParts or
-// doneParts), given counted, the bytes of text the stream counted so far:
-// its "text" and "refusal" strings are remembered unless their bytes fit
-// in what the level can still match (room).
-func (m *itemMemo) part(l memoLevel, p gjson.Result, counted int) {
+// level reads r, a text level l holds of the item of the event idx:
+// remembered unless it is a repeat (seen).
+func (m *itemMemo) level(l memoLevel, idx *eventIndex, r gjson.Result) {
+	if r.Type != gjson.String || r.Str == "" || m.seen(l, idx.get(), r.Str) {
+		return
+	}
+	m.keep(r.Str)
+}
+
+// part reads a content part event's part (of the event idx) at level l
+// (addedParts or doneParts): its "text" and "refusal" strings.
+func (m *itemMemo) part(l memoLevel, idx *eventIndex, p gjson.Result) {
 	if !p.IsObject() {
 		return
 	}
-	text, refusal := p.Get("text"), p.Get("refusal")
-	n := stringBytes(text) + stringBytes(refusal)
-	if n == 0 {
-		return
-	}
-	if n <= m.room(l, counted) {
-		m.matched[l] += n
-		return
-	}
-	m.held[l] += n
-	m.keepString(text)
-	m.keepString(refusal)
+	m.level(l, idx, p.Get("text"))
+	m.level(l, idx, p.Get("refusal"))
 }
 
-// item reads an output item event's item at level l (addedItems or
-// doneItems), given counted (see part): its streamed fields are
-// remembered unless their bytes fit in what the level can still match
-// (room). Its other fields are remembered, an added item's always, a done
-// item's unless their bytes fit in what added items held of such fields
-// and done items did not yet match.
-func (m *itemMemo) item(l memoLevel, it gjson.Result, counted int) {
-	streamed, fields := 0, 0
-	m.hidden = responsesOutputFields(it, func(r gjson.Result, s bool) {
-		if s {
-			streamed += stringBytes(r)
-		} else {
-			fields += stringBytes(r)
-		}
+// item reads an output item event's item (of the event idx) at level l
+// (addedItems or doneItems): each of its fields that hold text
+// (responsesOutputFields).
+func (m *itemMemo) item(l memoLevel, idx *eventIndex, it gjson.Result) {
+	m.hidden = responsesOutputFields(it, func(r gjson.Result, _ bool) {
+		m.level(l, idx, r)
 	}) || m.hidden
-	keepFields := fields > 0
-	if l == addedItems {
-		m.fieldsHeld += fields
-	} else if keepFields && fields <= m.fieldsHeld-m.fieldsMatched {
-		m.fieldsMatched += fields
-		keepFields = false
-	}
-	keepStreamed := streamed > 0
-	if keepStreamed && streamed <= m.room(l, counted) {
-		m.matched[l] += streamed
-		keepStreamed = false
-	} else if keepStreamed {
-		m.held[l] += streamed
-	}
-	if !keepFields && !keepStreamed {
-		return
-	}
-	responsesOutputFields(it, func(r gjson.Result, s bool) {
-		if s && keepStreamed || !s && keepFields {
-			m.keepString(r)
-		}
-	})
 }
 
-// keepString remembers r when it is a non-empty string.
-func (m *itemMemo) keepString(r gjson.Result) {
-	if r.Type == gjson.String && r.Str != "" {
-		m.keep(r.Str)
-	}
-}
-
-// clip is m with its text clipped to its length, so that an append to
-// either copy does not write into the other's.
+// clip is m with its text and keys clipped to their length, so that an
+// append to either copy does not write into the other's; the keys are
+// copied, as match marks them.
 func (m itemMemo) clip() itemMemo {
 	m.text = slices.Clip(m.text)
+	m.keys = slices.Clone(m.keys)
 	return m
 }
 
@@ -214,39 +207,22 @@ func stringBytes(r gjson.Result) int {
 }
 
 // outputText reads the output of a Responses terminal event without a
-// usage (out, its response.output array) against counted, the bytes of
-// text the stream counted so far, item by item as itemMemo.item matches
-// items: an item's streamed fields are joined into text unless their
-// bytes fit in what counted has not yet matched, its other fields always.
-// n is text's length in bytes; hidden is set by an item holding output
-// that is not text (responsesItemText).
-func outputText(out gjson.Result, counted int) (text string, n int, hidden bool) {
+// usage (out, its response.output array) as the outputs level, item i of
+// it as output_index i: each text of an item is joined into text unless
+// it repeats one counted or remembered (itemMemo.seen). n is text's length
+// in bytes; hidden is set by an item holding output that is not text
+// (responsesItemText).
+func (m *itemMemo) outputText(out gjson.Result) (text string, n int, hidden bool) {
 	var j textJoiner
-	pool := counted
-	add := func(r gjson.Result) {
-		if r.Type == gjson.String && r.Str != "" {
-			n += len(r.Str)
-			j.add(r)
-		}
-	}
+	i := 0
 	out.ForEach(func(_, it gjson.Result) bool {
-		streamed := 0
-		hidden = responsesOutputFields(it, func(r gjson.Result, s bool) {
-			if s {
-				streamed += stringBytes(r)
-			} else {
-				add(r)
+		hidden = responsesOutputFields(it, func(r gjson.Result, _ bool) {
+			if r.Type == gjson.String && r.Str != "" && !m.seen(outputs, i, r.Str) {
+				n += len(r.Str)
+				j.add(r)
 			}
 		}) || hidden
-		if streamed <= pool {
-			pool -= streamed
-			return true
-		}
-		responsesOutputFields(it, func(r gjson.Result, s bool) {
-			if s {
-				add(r)
-			}
-		})
+		i++
 		return true
 	})
 	return j.String(), n, hidden

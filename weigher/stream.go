@@ -2,6 +2,7 @@ package weigher
 
 import (
 	"bytes"
+	"hash/maphash"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -66,7 +67,13 @@ type Stream struct {
 	// events (.added and .done) held beyond the text counted, used only
 	// where no usage settles the stream (responses_items.go); at most
 	// itemMemoMax bytes of text.
-	items    itemMemo
+	items itemMemo
+	// run hashes the Responses deltas since the last event that ends a
+	// text (runLen bytes), all of type runType, a text counted that the
+	// levels are matched against (closeRun).
+	run      maphash.Hash
+	runLen   int
+	runType  string
 	maxDepth int // nesting limit of an event's data; 0: DefaultMaxDepth
 	// skel reads chat and completions chunks shaped as the last one read
 	// in full on a fast path (chunk_skeleton.go); nil until the first.
@@ -217,6 +224,27 @@ func (s *Stream) Event(eventType, data []byte) StreamUpdate {
 		s.final = false
 	}
 	return u
+}
+
+// UnreadUsage reads val, the JSON of a usage value found in an event the
+// caller relayed unread (too large to read whole; proxy's bounded scan of
+// its bytes finds a top-level "usage", and a Responses terminal event's
+// response.usage), as the stream reads the usage of the event of its kind
+// that reports one: a chat or completions usage chunk, a Responses
+// response.completed (its usage final: the stream's bill), a Messages
+// message_delta (a cumulative count, final at message_stop). A second
+// usage joins the first at the dearer reading, as in [Stream.Event]. A
+// kind whose events report no usage so (images) reads nothing. The update
+// is the synthetic event's ([Stream.Event]); the caller, who relayed the
+// event unread, still treats the stream as one with unread output.
+func (s *Stream) UnreadUsage(val []byte) StreamUpdate {
+	w := s.kind.row().unreadUsage
+	if w[0] == "" {
+		return StreamUpdate{}
+	}
+	doc := make([]byte, 0, len(w[0])+len(val)+len(w[1]))
+	doc = append(append(append(doc, w[0]...), val...), w[1]...)
+	return s.Event(nil, doc)
 }
 
 // Usage is the usage reported so far, with the service tier the stream

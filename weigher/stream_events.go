@@ -49,8 +49,8 @@ func notStreamed(*Stream, []byte, []byte) StreamUpdate { return StreamUpdate{} }
 // (https://platform.openai.com/docs/api-reference/responses-streaming):
 // every "*.delta" event with a string "delta" is streamed output (except
 // response.audio.delta, base64 audio, which like a partial image is
-// Uncounted), and a "*.done" event's text when it outruns the deltas
-// (doneTextFields); response.completed,
+// Uncounted), and a "*.done" event's text when it repeats no text
+// counted for its item (doneTextFields, doneEventText); response.completed,
 // response.incomplete and response.failed end the stream with the response
 // object, whose usage is final; "error" is an in-band error without usage.
 // What response.output_item and response.content_part events (.added,
@@ -60,6 +60,7 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	if s.resp != nil {
 		if t, ok := s.resp.match(data, s.maxDepth); ok {
 			s.deltaText += len(t)
+			s.runText(t)
 			return StreamUpdate{Text: t}
 		}
 	}
@@ -68,6 +69,11 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		return StreamUpdate{Unread: true}
 	}
 	typ := eventTypeOf(root, eventType)
+	idx := eventIndex{root: root}
+	if endsText(typ) {
+		// The deltas before it are one text.
+		s.closeRun(&idx)
+	}
 	switch typ {
 	case "response.completed", "response.incomplete", "response.failed":
 		u := StreamUpdate{Done: true, Err: typ == "response.failed"}
@@ -98,15 +104,15 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 			s.usage, s.has, s.final, s.closed = usage, hasInput|hasOutput, true, true
 			u.HasUsage = true
 			// The usage is the bill: what the items held is never
-			// counted beside it.
-			s.items = itemMemo{}
+			// counted beside it (the keys of the texts counted are
+			// kept: a later output repeating them is no new text).
+			s.items.text, s.items.n, s.items.hidden = nil, 0, false
 		} else {
 			// No usage to settle at: what the stream's text did not show
-			// of its output is counted (responses_items.go), read from
-			// the response's output, or, when that shows less (none, or
-			// an empty one), from what its output_item.done and
-			// content_part.done events held (itemMemo). Output not text
-			// (encrypted reasoning) is Uncounted.
+			// of its output is counted (responses_items.go): what its
+			// output_item and content_part events held (itemMemo) and
+			// what the response's output holds beyond them. Output not
+			// text (encrypted reasoning) is Uncounted.
 			u.Text, u.Uncounted = s.unsettledText(parsed(outputV))
 		}
 		return u
@@ -120,27 +126,27 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		// Any top-level text is read first (doneEventText), so the item
 		// is matched against it. Once a usage came (closed), nothing is
 		// remembered: it is never counted beside the usage.
-		u := s.doneEventText(root)
+		u := s.doneEventText(root, &idx)
 		if !s.closed {
-			s.items.item(doneItems, lastGet(root, "item"), s.deltaText)
+			s.items.item(doneItems, &idx, lastGet(root, "item"))
 		}
 		return u
 	case "response.content_part.done", "response.reasoning_summary_part.done":
-		u := s.doneEventText(root)
+		u := s.doneEventText(root, &idx)
 		if !s.closed {
-			s.items.part(doneParts, lastGet(root, "part"), s.deltaText)
+			s.items.part(doneParts, &idx, lastGet(root, "part"))
 		}
 		return u
 	case "response.output_item.added":
 		// Sent empty by an honest stream; text a hostile one puts there
 		// is remembered as a done item's is (itemMemo).
 		if !s.closed {
-			s.items.item(addedItems, lastGet(root, "item"), s.deltaText)
+			s.items.item(addedItems, &idx, lastGet(root, "item"))
 		}
 		return StreamUpdate{}
 	case "response.content_part.added", "response.reasoning_summary_part.added":
 		if !s.closed {
-			s.items.part(addedParts, lastGet(root, "part"), s.deltaText)
+			s.items.part(addedParts, &idx, lastGet(root, "part"))
 		}
 		return StreamUpdate{}
 	case "response.audio.delta", "response.image_generation_call.partial_image":
@@ -156,10 +162,16 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		s.resp.keep(data, lastGet(root, "type"), d, s.maxDepth)
 		t := cloneText(d)
 		s.deltaText += len(t)
+		if typ != s.runType {
+			// Deltas of another kind of text: another text.
+			s.closeRun(&eventIndex{known: true, i: -1})
+			s.runType = strings.Clone(typ)
+		}
+		s.runText(t)
 		return StreamUpdate{Text: t}
 	}
 	if strings.HasSuffix(typ, ".done") {
-		return s.doneEventText(root)
+		return s.doneEventText(root, &idx)
 	}
 	return StreamUpdate{}
 }
@@ -167,14 +179,15 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 // doneEventText reads a Responses *.done event's text. Such an event
 // repeats whole the text its deltas streamed (output_text.done's text,
 // refusal.done's refusal, function_call_arguments.done's arguments…). An
-// upstream that sends the text only there (no deltas) would stream output
-// nothing counted: when the text announced done outruns the deltas seen,
-// this event's text is counted.
-func (s *Stream) doneEventText(root gjson.Result) StreamUpdate {
+// upstream that sends the text only there (no deltas), or a text there
+// other than its deltas', would stream output nothing counted: a text
+// that repeats none counted or remembered for its item (itemMemo.seen,
+// the run of deltas before it among them) is counted.
+func (s *Stream) doneEventText(root gjson.Result, idx *eventIndex) StreamUpdate {
 	for _, f := range doneTextFields {
 		if t := lastGet(root, f); t.Type == gjson.String && t.Str != "" {
 			s.doneText += len(t.Str)
-			if s.doneText > s.deltaText {
+			if !s.items.seen(doneTexts, idx.get(), t.Str) {
 				s.deltaText += len(t.Str)
 				return StreamUpdate{Text: cloneText(t)}
 			}
@@ -184,35 +197,104 @@ func (s *Stream) doneEventText(root gjson.Result) StreamUpdate {
 	return StreamUpdate{}
 }
 
+// endsText reports whether a Responses event of type typ ends the run of
+// deltas before it: a *.done event (output_text.done repeats the text
+// its deltas streamed), an output item's or content part's added event
+// (the next text begins), an in-band error or a terminal event. Events
+// sent between the deltas of one text (output_text.annotation.added, a
+// search's progress) do not.
+func endsText(typ string) bool {
+	switch typ {
+	case "response.output_item.added", "response.content_part.added", "response.reasoning_summary_part.added",
+		"error", "response.completed", "response.incomplete", "response.failed":
+		return true
+	}
+	return strings.HasSuffix(typ, ".done")
+}
+
+// runText adds t, a Responses delta's text, to the run of deltas.
+func (s *Stream) runText(t string) {
+	if t == "" {
+		return
+	}
+	if s.runLen == 0 {
+		s.run.SetSeed(textSeed)
+	}
+	s.run.WriteString(t)
+	s.runLen += len(t)
+}
+
+// closeRun ends the run of deltas at an event (idx, its output_index)
+// that ends a text: the run is a text the stream counted, which the
+// levels match (itemMemo).
+func (s *Stream) closeRun(idx *eventIndex) {
+	if s.runLen == 0 {
+		return
+	}
+	item := idx.get()
+	if h := s.run.Sum64(); !s.items.match(deltaRuns, item, s.runLen, h) {
+		s.items.note(deltaRuns, item, s.runLen, h)
+	}
+	s.runLen = 0
+}
+
+// eventIndex is the output_index of a Responses event, read once and only
+// when a text needs it (a walk of the event's members): most events hold
+// none.
+type eventIndex struct {
+	root  gjson.Result
+	known bool
+	i     int
+}
+
+// get is the event's output_index (outputIndex).
+func (e *eventIndex) get() int {
+	if !e.known {
+		e.i, e.known = outputIndex(e.root), true
+	}
+	return e.i
+}
+
+// outputIndex is the output_index of a Responses event (root), -1 when it
+// names none that is a small whole number.
+func outputIndex(root gjson.Result) int {
+	v := lastGet(root, "output_index")
+	if v.Type != gjson.Number {
+		return -1
+	}
+	if f := v.Float(); f >= 0 && f < 1<<30 && f == float64(int(f)) {
+		return int(f)
+	}
+	return -1
+}
+
 // unsettledText is what a Responses stream counts at an event after which
 // no usage is to settle it (a terminal event without one, an in-band
 // "error"), given out, the response's output (none for an "error"): the
-// text of out's items beyond what the stream counted (outputText), or,
-// when that is shorter, the text its items and parts held beyond it
-// (itemMemo), and whether output not text was seen (an encrypted
-// reasoning item), or remembered text was left out past itemMemoMax (then
-// Uncounted: the output reservation is kept). The text is counted: the
-// memory is emptied, the bytes added to deltaText.
+// text its items and parts held beyond what it counted (itemMemo), and
+// the text of out's items beyond both (itemMemo.outputText), and whether
+// output not text was seen (an encrypted reasoning item), or remembered
+// text was left out past itemMemoMax (then Uncounted: the output
+// reservation is kept). The text is counted: the memory is emptied, the
+// bytes added to deltaText.
 func (s *Stream) unsettledText(out gjson.Result) (text string, uncounted bool) {
-	t, n, hidden := outputText(out, s.deltaText)
 	m := &s.items
 	if s.closed {
 		// A usage settles the stream: what the items held is not
-		// counted beside it (nor remembered, once it came).
-		m.text = nil
-		if n == 0 || !out.IsArray() {
-			return "", hidden
-		}
+		// counted beside it (nor remembered, once it came); the output's
+		// text beyond what was counted is (late).
+		m.text, m.n = nil, 0
+		t, n, hidden := m.outputText(out)
 		s.deltaText += n
 		return t, hidden
 	}
-	uncounted = hidden || m.hidden
-	if !out.IsArray() || n < m.n {
-		t, n = string(m.text), m.n
-		uncounted = uncounted || m.over()
+	t, n, hidden := m.outputText(out)
+	uncounted = hidden || m.hidden || m.over()
+	if m.n > 0 {
+		t, n = string(m.text)+t, n+m.n
 	}
 	s.deltaText += n
-	m.counted(n)
+	m.counted()
 	return t, uncounted
 }
 
