@@ -148,3 +148,26 @@ func TestAdv37CodeExecutionReservedAndCharged(t *testing.T) {
 			rec.InputTokens, rec.OutputTokens, want)
 	}
 }
+
+// TestAdv37ImageStreamCutKeepsTheReservation: a Responses stream with the
+// image_generation tool that ends before its terminal event (after two
+// partial images, no usage, no items) is charged the image tokens
+// reserved, 6,240 for a high 1024x1536 image plus 100 for each of the two
+// partial images asked, and likewise keeps its file searches reserved:
+// what was generated before the cut is billed upstream all the same.
+func TestAdv37ImageStreamCutKeepsTheReservation(t *testing.T) {
+	partial := "event: response.image_generation_call.partial_image\ndata: {\"type\":\"response.image_generation_call.partial_image\",\"item_id\":\"ig\",\"output_index\":0,\"partial_image_index\":0,\"partial_image_b64\":\"aGk=\"}\n\n"
+	srv, _ := countedUpstream(t, "", partial+partial)
+	h, file := startSearchRig(t, "openai", srv.URL, adv37Mini, "1")
+	body := `{"model":"gpt-4o-mini","stream":true,"max_tool_calls":1,"max_output_tokens":50,"input":"draw a cat","tools":[{"type":"image_generation","quality":"high","size":"1024x1536","partial_images":2},{"type":"file_search"}]}`
+	if r, got := h.do("/v1/responses", body); r.StatusCode != 200 {
+		t.Fatalf("%d %.300s", r.StatusCode, got)
+	}
+	recs := flushedRecords(t, h, file)
+	if len(recs) != 1 {
+		t.Fatalf("ledger %+v; want one record", recs)
+	}
+	if rec := recs[0]; rec.ImageTokens != 6240+200 || rec.FileSearches != 1 {
+		t.Errorf("cut stream: %d image tokens, %d file searches charged; want 6,440 and 1", rec.ImageTokens, rec.FileSearches)
+	}
+}
