@@ -68,7 +68,15 @@ type Record struct {
 	// request's hosted code interpreter and shell tools, $0.03 each
 	// (spec.Usage.ContainerGB, policy.ContainerGBPicoUSD): 1 for a default
 	// 1 GB container, 64 for a 64 GB one.
-	ContainerGB          int64 `json:"container_gb"`
+	ContainerGB int64 `json:"container_gb"`
+	// ImageTokens is the image output tokens of the Responses
+	// image_generation tool charged, at $40 per million
+	// (spec.Usage.ImageTokens, policy.ImageTokenPicoUSD).
+	ImageTokens int64 `json:"image_tokens"`
+	// CodeExecutionMinutes is the container-minutes of Anthropic's code
+	// execution tool charged, at $0.05 an hour
+	// (spec.Usage.CodeExecutionMinutes, policy.CodeExecutionMinutePicoUSD).
+	CodeExecutionMinutes int64 `json:"code_execution_minutes"`
 	EstimatedInputTokens int64 `json:"estimated_input_tokens"`
 	// EstimatedOutputTokens is the output reserved at admission, in
 	// tokens, whatever the unit of the request's tightest limit (see
@@ -117,7 +125,7 @@ func Fields() []string {
 		"ts", "request_id", "key_id", "user", "tenant", "model", "flavor", "status",
 		"input_tokens", "cached_input_tokens", "cache_write_tokens", "cache_write_1h_tokens", "output_tokens",
 		"reasoning_tokens", "audio_input_tokens", "audio_output_tokens", "web_searches",
-		"file_searches", "search_context_size", "search_results", "search_fee_micro_usd", "container_gb", "estimated_input_tokens", "estimated_output_tokens", "reserved", "reserved_unit",
+		"file_searches", "search_context_size", "search_results", "search_fee_micro_usd", "container_gb", "image_tokens", "code_execution_minutes", "estimated_input_tokens", "estimated_output_tokens", "reserved", "reserved_unit",
 		"cost_micro_usd", "unmetered", "usage_implausible", "reported_input_tokens",
 		"reported_output_tokens", "service_tier",
 	}

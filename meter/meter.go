@@ -203,8 +203,11 @@ type Request struct {
 	// not below the input price. WebSearchPreview prices its web searches
 	// at the preview tool's fee, reserved and settled. ContainerGB, the
 	// container gigabyte-sessions its hosted tools may open, is reserved
-	// and charged as reserved (no usage reports it). Only those nine
-	// fields are read.
+	// and charged as reserved (no usage reports it), as is
+	// CodeExecutionMinutes (Anthropic's code execution); FileSearches and
+	// ImageTokens (Responses file_search and image_generation) are
+	// reserved and reconciled with the answer. Only those twelve fields
+	// are read.
 	Estimate spec.Usage
 	// Output says how Estimate.OutputTokens was made and whether the
 	// request's output maximum may be lowered (output.go); the zero value:
@@ -700,15 +703,17 @@ func (x *Exchange) takeSharded(rules []*policy.Rule, items []bucket.Item) (bucke
 
 // reservation is the usage a reservation of in input and out output
 // tokens is priced as, with the request's search fees (its
-// Estimate.WebSearches, SearchContext and SearchResults) and container
-// fee (Estimate.ContainerGB): for an audio request (Request.Audio) every token
+// Estimate.WebSearches, SearchContext and SearchResults), container
+// fee (Estimate.ContainerGB) and hosted tools' fees (Estimate.FileSearches,
+// ImageTokens, CodeExecutionMinutes): for an audio request (Request.Audio) every token
 // counts as audio too, since the estimate does not tell the audio from the
 // text and audio costs more (policy.Price.MicroUSD prices it at the higher
 // of the two rates).
 func (x *Exchange) reservation(in, out int64) spec.Usage {
 	e := x.req.Estimate
 	u := spec.Usage{InputTokens: in, OutputTokens: out, WebSearches: e.WebSearches, WebSearchPreview: e.WebSearchPreview,
-		SearchContext: e.SearchContext, SearchResults: e.SearchResults, ContainerGB: e.ContainerGB}
+		SearchContext: e.SearchContext, SearchResults: e.SearchResults, ContainerGB: e.ContainerGB,
+		FileSearches: e.FileSearches, ImageTokens: e.ImageTokens, CodeExecutionMinutes: e.CodeExecutionMinutes}
 	// Which input the upstream writes to the cache is its choice: all of
 	// it, at the dearest write price the body names, is the most it bills.
 	if e.CacheWriteTokens > 0 && x.quote.Price.CacheWrite >= x.quote.Price.Input {

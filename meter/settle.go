@@ -64,7 +64,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 	var over uint8 // the figures above the request's ceiling (ceiling.go)
 	switch {
 	case known:
-		actual, over = overCeiling(x.searchFeesOf(s.Usage), s.Ceiling)
+		actual, over = overCeiling(x.searchFeesOf(s.Usage, s.Source), s.Ceiling)
 		cost = x.quote.Price.MicroUSD(actual)
 		if s.Usage.ServiceTier != "" && x.quote.Priced && x.req.PerImage == 0 {
 			cost = x.servedAt(s.Usage.ServiceTier, actual, cost)
@@ -210,8 +210,12 @@ func SourceOf(status int) spec.Source {
 // size it billed, charged as reported, so a smaller one than reserved is
 // refunded the difference), and the web results reserved when u counts
 // none (OpenRouter's web plugin: no usage counts them), and the container
-// gigabyte-sessions reserved when u counts none (no usage does).
-func (x *Exchange) searchFeesOf(u spec.Usage) spec.Usage {
+// gigabyte-sessions and Anthropic code execution minutes reserved when u
+// counts none (no usage does). A usage not wholly reported (source other
+// than SourceReported: a stream cut before its terminal event) keeps at
+// least the file searches and image generation tokens reserved, which the
+// terminal event would have shown.
+func (x *Exchange) searchFeesOf(u spec.Usage, source spec.Source) spec.Usage {
 	e := &x.req.Estimate
 	if u.SearchContext == spec.SearchContextNone {
 		u.SearchContext = e.SearchContext
@@ -221,6 +225,13 @@ func (x *Exchange) searchFeesOf(u spec.Usage) spec.Usage {
 	}
 	if u.ContainerGB <= 0 {
 		u.ContainerGB = e.ContainerGB // no usage reports a container
+	}
+	if u.CodeExecutionMinutes == 0 {
+		u.CodeExecutionMinutes = e.CodeExecutionMinutes // nor the execution time
+	}
+	if source != spec.SourceReported {
+		u.FileSearches = max(u.FileSearches, e.FileSearches)
+		u.ImageTokens = max(u.ImageTokens, e.ImageTokens)
 	}
 	// Which search tool ran is the request's, not the answer's: a
 	// web_search_call item does not say.
@@ -262,6 +273,7 @@ func (m *Meter) newRecord(x *Exchange, s Settlement, actual spec.Usage, known bo
 	r.AudioInputTokens, r.AudioOutputTokens, r.WebSearches = t.AudioInputTokens, t.AudioOutputTokens, t.WebSearches
 	r.FileSearches, r.SearchContextSize, r.SearchResults = t.FileSearches, t.SearchContext.String(), t.SearchResults
 	r.ContainerGB = int64(t.ContainerGB)
+	r.ImageTokens, r.CodeExecutionMinutes = int64(t.ImageTokens), int64(t.CodeExecutionMinutes)
 	if cost > 0 && x.req.PerImage == 0 {
 		r.SearchFeeMicroUSD = min(x.quote.Price.SearchMicroUSD(t), cost)
 	}
@@ -287,7 +299,8 @@ func (x *Exchange) chargedTokens(source spec.Source, known bool, actual spec.Usa
 	case source == spec.SourceReserved && x.req.Weighed:
 		e := &x.req.Estimate
 		return spec.Usage{InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, WebSearches: e.WebSearches,
-			WebSearchPreview: e.WebSearchPreview, SearchContext: e.SearchContext, SearchResults: e.SearchResults, ContainerGB: e.ContainerGB}
+			WebSearchPreview: e.WebSearchPreview, SearchContext: e.SearchContext, SearchResults: e.SearchResults, ContainerGB: e.ContainerGB,
+			FileSearches: e.FileSearches, ImageTokens: e.ImageTokens, CodeExecutionMinutes: e.CodeExecutionMinutes}
 	}
 	return spec.Usage{}
 }

@@ -139,6 +139,20 @@ const SearchResultPicoUSD = 4_000_000_000
 // session rate), on top of the tokens.
 const ContainerGBPicoUSD = 30_000_000_000
 
+// ImageTokenPicoUSD is the price of one image output token the Responses
+// image_generation tool writes (spec.Usage.ImageTokens), in pico-USD:
+// $40 per million, gpt-image-1's image output price, the dearest of the
+// GPT Image models the tool may run (gpt-image-1.5 $32, gpt-image-1-mini
+// $8: OpenAI's pricing page, image tokens), whichever the tool names.
+const ImageTokenPicoUSD = 40_000_000
+
+// CodeExecutionMinutePicoUSD is the price of one container-minute of
+// Anthropic's code execution tool (spec.Usage.CodeExecutionMinutes), in
+// pico-USD: $0.05 an hour per container (Anthropic's pricing page, "Code
+// execution tool"), 833,333,333.3 pico-USD a minute rounded up. The
+// organization's free monthly hours are not counted: high, never low.
+const CodeExecutionMinutePicoUSD = 833_333_334
+
 // scaled is p with every rate times num/den, rounded up (saturating).
 func (p Price) scaled(num, den int64) Price {
 	r := func(v int64) int64 { return ceilMulDiv(v, num, den) }
@@ -204,13 +218,16 @@ func PriceFromUSDPerMTok(input, cachedInput, output float64) Price {
 // zero. Each web search the usage reports adds WebSearchPicoUSD, each
 // file search FileSearchPicoUSD, each web result SearchResultPicoUSD,
 // a search context size its per-request search fee (Price.SearchRequest),
-// and each container gigabyte-session ContainerGBPicoUSD.
+// each container gigabyte-session ContainerGBPicoUSD, each image output
+// token of the image generation tool ImageTokenPicoUSD, and each
+// container-minute of Anthropic's code execution CodeExecutionMinutePicoUSD.
 func (p Price) MicroUSD(t spec.Usage) int64 { return p.microUSDOf(&t) }
 
 // microUSDOf is MicroUSD of *t at *p, neither copied nor written.
 func (p *Price) microUSDOf(t *spec.Usage) int64 {
 	if t.AudioInputTokens > 0 || t.AudioOutputTokens > 0 || t.CacheWriteTokens > 0 || t.WebSearches > 0 ||
-		t.FileSearches > 0 || t.SearchContext != spec.SearchContextNone || t.SearchResults > 0 || t.ContainerGB > 0 {
+		t.FileSearches > 0 || t.SearchContext != spec.SearchContextNone || t.SearchResults > 0 || t.ContainerGB > 0 ||
+		t.ImageTokens > 0 || t.CodeExecutionMinutes > 0 {
 		return p.microUSD(*t)
 	}
 	// No audio, no cache writes, no web searches, as nearly every chat
@@ -268,6 +285,8 @@ func (p Price) microUSD(t spec.Usage) int64 {
 	sum.add(audioOut, max(p.AudioOutput, r.Output))
 	sum.searchFees(&p, &t)
 	sum.add(clamp0(int64(t.ContainerGB)), ContainerGBPicoUSD)
+	sum.add(clamp0(int64(t.ImageTokens)), ImageTokenPicoUSD)
+	sum.add(int64(t.CodeExecutionMinutes), CodeExecutionMinutePicoUSD)
 	return sum.micro()
 }
 

@@ -12,8 +12,10 @@ import (
 // priced on top of its tokens: the model's fee at the size reported, the
 // dearest Perplexity documents (Pro Search: $14, $18, $22 per 1,000) at a
 // size the model's price leaves unset; a hosted tool's container
-// gigabyte-sessions ($0.03 each) are too; MicroUSD's text path leaves such
-// a usage to the general one.
+// gigabyte-sessions ($0.03 each) are too, and so are the image generation
+// tool's image tokens ($40 per million) and Anthropic's code execution
+// minutes ($0.05 an hour, rounded up per minute); MicroUSD's text path
+// leaves such a usage to the general one.
 func TestSearchAndFileFeesPriced(t *testing.T) {
 	sonar := compileModel(config.Model{InputUSDPerMTok: 1, OutputUSDPerMTok: 1, SearchRequestUSDPerK: config.SearchFees{Low: 5, High: 12}})
 	for _, tc := range []struct {
@@ -37,6 +39,10 @@ func TestSearchAndFileFeesPriced(t *testing.T) {
 		{"a 64 GB container", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, ContainerGB: 64}, 50 + 1_920_000},
 		{"flex tier keeps the container fee", sonar.flex, spec.Usage{ContainerGB: 1}, 30_000},
 		{"negative containers", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, ContainerGB: -4}, 50},
+		{"a high 1024x1536 image", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, ImageTokens: 6240}, 50 + 249_600},
+		{"negative image tokens", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, ImageTokens: -6240}, 50},
+		{"an hour of code execution", sonar.standard, spec.Usage{InputTokens: 10, OutputTokens: 40, CodeExecutionMinutes: 60}, 50 + 50_001},
+		{"flex tier keeps the image fee", sonar.flex, spec.Usage{ImageTokens: 272}, 10_880},
 	} {
 		if got := tc.p.MicroUSD(tc.u); got != tc.want {
 			t.Errorf("%s: %d µUSD, want %d", tc.name, got, tc.want)

@@ -1176,6 +1176,7 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 		Images: x.est.Images, PerImage: x.perImage,
 		Estimate: spec.Usage{InputTokens: x.est.InputTokens, OutputTokens: x.est.OutputTokens, WebSearches: x.est.WebSearches,
 			WebSearchPreview: x.est.WebSearchPreview, SearchContext: x.est.SearchContext, SearchResults: x.est.SearchResults, ContainerGB: x.est.ContainerGB,
+			FileSearches: int64(x.est.FileSearches), ImageTokens: x.est.ImageTokens, CodeExecutionMinutes: x.est.CodeExecutionMinutes,
 			CacheWriteTokens: cacheWrite(x.est.CacheWrite, x.est.InputTokens), CacheWrite1hTokens: cacheWrite(x.est.CacheWrite1h, x.est.InputTokens)},
 		Output: outputOf(x.kind, x.est),
 		Watch:  p.watcher(ctx, x)})

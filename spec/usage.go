@@ -63,6 +63,25 @@ type Usage struct {
 	// https://platform.openai.com/docs/pricing). The request decides it
 	// (weigher.Estimate.WebSearchPreview), not the answer.
 	WebSearchPreview bool
+	// CodeExecutionMinutes is the container-minutes of Anthropic's code
+	// execution tool (code_execution_*) charged for the request, billed
+	// $0.05 an hour per container, at least 5 minutes an execution
+	// (Anthropic's pricing page, "Code execution tool";
+	// policy.CodeExecutionMinutePicoUSD). No usage reports the time
+	// (usage.server_tool_use counts web searches and fetches only): the
+	// request's (weigher.Estimate.CodeExecutionMinutes) is charged. A
+	// uint16 in the padding after WebSearchPreview: a Usage does not grow.
+	CodeExecutionMinutes uint16
+	// ImageTokens is the image output tokens the Responses
+	// image_generation tool wrote for the request, billed at the image
+	// model's image output price on top of the tokens (gpt-image-1: $40
+	// per million; a 1024x1024 image 272, 1,056 or 4,160 tokens at low,
+	// medium or high quality, 100 more for each partial image streamed:
+	// OpenAI's image generation guide and pricing page;
+	// policy.ImageTokenPicoUSD). The answer's image_generation_call items
+	// (each by its size and quality) or its tool_usage.image_gen tokens,
+	// the larger. An int32 in the padding after WebSearchPreview.
+	ImageTokens int32
 	// FileSearches is how many file searches the upstream ran for the
 	// request, billed per call on top of the tokens (OpenAI Responses:
 	// the file_search_call items of the output, $2.50 per 1,000 calls,

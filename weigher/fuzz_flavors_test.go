@@ -32,6 +32,7 @@ func FuzzResponses(f *testing.F) {
 		`{"model":"gpt-4o","input":"hi","context_management":[{"type":"compaction","compact_threshold":"5"},{}],"n":"3","n_cmpl":1e999,"best_of":2,"min_tokens":9,"ignore_eos":"true"}`,
 		`{"input":"hi","max_output_tokens":1e15,"n_cmpl":1e15,"context_management":{"compact_threshold":-1}}`,
 		`{"input":[{"type":"compaction","encrypted_content":"gAAAAB"},{"type":"compaction"}],"context_management":[]}`,
+		`{"model":"gpt-4o","input":"draw","stream":true,"max_tool_calls":2,"tools":[{"type":"image_generation","size":"1024x1536","quality":"high","partial_images":3},{"type":"file_search"},{"type":"image\u005fgeneration","size":"auto"}]}`, // hosted tools' fees (adv37)
 		`{"input":[{"role":"user","content":[{"type":"input_file","filename":"a.MP3","file_url":"https://x/b.wav?c","file_data":"data:audio/wav;base64,UklG"},{"type":"input_audio","input_audio":{}},{"type":"input_image","image_url":"data:audio/ogg,x"}]}]}`, // audio parts (items37)
 	} {
 		f.Add([]byte(s))
@@ -51,6 +52,7 @@ func FuzzMessages(f *testing.F) {
 		`{"messages":[1,"x",{"content":[1,null,"s"]}],"system":42,"tools":{}}`,
 		`{"messages":[{"role":"user","content":[{"type":"tool_result","content":[{"type":"tool_result","content":[{"type":"tool_result","content":[{"type":"tool_result","content":[{"type":"tool_result","content":[{"type":"tool_result","content":[{"type":"text","text":"deeper"}]}]}]}]}]}]}]}]}`, // past maxBlockDepth (adv36)
 		`{"model":"claude-sonnet-4-5","max_tokens":5,"tools":[{"type":"web_search_20250305","name":"a","max_uses":3},{"type":"web_search_20260209","name":"b"}],"messages":[{"role":"user","content":"news?"}]}`,
+		`{"model":"claude-sonnet-4-5","max_tokens":5,"tools":[{"type":"code_execution_20250825","name":"code_execution"}],"messages":[{"role":"user","content":"run"}]}`, // an hour of container (adv37)
 		`{"model":"claude-opus-4-6","max_tokens":5,"context_management":{"edits":[{"type":"compact_20260112","trigger":{"type":"input_tokens","value":1}},{"type":"clear_tool_uses_20250919"},{"type":"compact_x","trigger":null}]},"messages":[{"role":"user","content":"hi"}]}`,
 		`not json`, ``, `[]`, `{"max_tokens":-1e999}`,
 	} {
@@ -141,6 +143,8 @@ func FuzzStreamEvents(f *testing.F) {
 		{"response.output_text.delta", `{"type":"response.output_text.delta","delta":"Hi"}`},
 		{"response.completed", `{"type":"response.completed","response":{"usage":{"input_tokens":1e999,"output_tokens":2}}}`},
 		{"", `{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12}}`},
+		{"response.image_generation_call.partial_image", `{"type":"response.image_generation_call.partial_image","partial_image_index":0,"partial_image_b64":"aGk="}`},
+		{"response.completed", `{"type":"response.completed","response":{"output":[{"type":"image_generation_call","size":"1024x1024","quality":"low"},{"type":"file_search_call"}],"tool_usage":{"image_gen":{"input_tokens":9,"output_tokens":1e300}},"usage":{"input_tokens":1,"output_tokens":2}}}`},
 		{"", `[DONE]`}, {"", ``}, {"x", `{`},
 	} {
 		for k := KindOther; k <= KindCountTokens; k++ {

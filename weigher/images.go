@@ -74,16 +74,7 @@ func (w *Weigher) images(body []byte, as func(string) string) Estimate {
 	est.Model = modelNamed(model, as, w.names)
 	est.IncludeUsage = est.Stream // image_generation.completed carries it
 	est.InputTokens = w.scaled(est.Model, min(countText(w.encoder(est.Model), stringOf(prompt)), maxTokens))
-	var per int64
-	if bySize, ok := imageOutputTokens[strings.ToLower(stringOf(size))]; ok {
-		if t, ok := bySize[strings.ToLower(stringOf(quality))]; ok {
-			per = t
-		} else {
-			per = bySize["high"]
-		}
-	} else {
-		per = unlistedImageTokens(stringOf(size))
-	}
+	per := perImageTokens(stringOf(size), stringOf(quality))
 	count := int64(1)
 	if c, ok := tokenCount(n); ok {
 		count = c

@@ -147,6 +147,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	est.IncludeUsage = est.Stream
 	est.ServerContext = est.ServerContext || serverTools(tools)
 	est.WebSearches = webSearchUses(tools)
+	est.CodeExecutionMinutes = codeExecutionMinutes(tools)
 	est.Model = modelNamed(model, as, w.names)
 	est.ServerContext = est.ServerContext || onlineModel(est.Model)
 	est.SearchContext, est.SearchResults = searchAsk{plugins: plugins}.pluginFees(est.Model)

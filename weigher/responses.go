@@ -204,6 +204,8 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	est.ServerContext = est.ServerContext || serverTools(tools)
 	est.WebSearches = responsesSearchCalls(tools, maxCalls)
 	est.ContainerGB = containerGB(tools)
+	est.FileSearches = responsesFileSearchCalls(tools, maxCalls)
+	est.ImageTokens = imageGenTokens(tools, maxCalls, est.Stream)
 	est.WebSearchPreview = est.WebSearches > 0 && previewSearchPriced(tools, w.family(est.Model))
 	in += toolChoiceTokens(r.enc, toolChoice)
 	if f := text.Get("format"); f.Get("type").String() == "json_schema" {

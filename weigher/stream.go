@@ -38,6 +38,11 @@ type Stream struct {
 	final   bool
 	errSeen bool
 	done    bool
+	// partialImages: the response.image_generation_call.partial_image
+	// events of a Responses stream, each partialImageTokens image output
+	// tokens beside its images (added to the terminal event's ImageTokens).
+	// An int32 in the padding after done.
+	partialImages int32
 	// ended0, ended: bit i of ended0 set when choice i < 64 reported a
 	// finish_reason, bit i-64 of ended when choice i (64 ≤ i <
 	// MaxEndedChoices) did (chat, completions; see [Stream.Ended]); ended

@@ -1,6 +1,7 @@
 package weigher
 
 import (
+	"math"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -79,7 +80,7 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		u := StreamUpdate{Done: true, Err: typ == "response.failed"}
 		// The response's usage, output and service tier, in one walk of
 		// it (the event names no key twice: parseObject).
-		var usageV, outputV, tierV gjson.Result
+		var usageV, outputV, tierV, toolUsageV gjson.Result
 		if resp := lastGet(root, "response"); resp.IsObject() {
 			rawMembers(resp.Raw, func(k string, v gjson.Result) bool {
 				switch k {
@@ -89,6 +90,8 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 					outputV = v
 				case "service_tier":
 					tierV = v
+				case "tool_usage":
+					toolUsageV = v
 				}
 				return true
 			})
@@ -98,6 +101,8 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		s.noteTier(servedTier(tierV.Raw))
 		if usage, ok := responsesUsageOf(parsed(usageV)); ok {
 			usage.WebSearches, usage.FileSearches = toolCalls(parsed(outputV))
+			usage.ImageTokens = imageGenOf(parsed(outputV), parsed(toolUsageV))
+			usage.ImageTokens = int32(min(int64(usage.ImageTokens)+int64(s.partialImages)*partialImageTokens, math.MaxInt32))
 			if s.closed {
 				usage = upper(s.usage, usage) // a second terminal event: see openAIEvent
 			}
@@ -149,8 +154,12 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 			s.items.part(addedParts, &idx, lastGet(root, "part"))
 		}
 		return StreamUpdate{}
-	case "response.audio.delta", "response.image_generation_call.partial_image":
-		// Billed output (audio, image tokens) that is not text to count.
+	case "response.image_generation_call.partial_image":
+		// Billed image output tokens, not text to count.
+		s.partialImages = min(s.partialImages+1, math.MaxInt32/partialImageTokens)
+		return StreamUpdate{Uncounted: true}
+	case "response.audio.delta":
+		// Billed output (audio tokens) that is not text to count.
 		return StreamUpdate{Uncounted: true}
 	}
 	if strings.HasSuffix(typ, ".delta") {
@@ -454,6 +463,7 @@ func upper(a, b Usage) Usage {
 		AudioOutputTokens:  max(a.AudioOutputTokens, b.AudioOutputTokens),
 		WebSearches:        max(a.WebSearches, b.WebSearches),
 		FileSearches:       max(a.FileSearches, b.FileSearches),
+		ImageTokens:        max(a.ImageTokens, b.ImageTokens),
 		SearchContext:      max(a.SearchContext, b.SearchContext),
 		ServiceTier:        joinTiers(a.ServiceTier, b.ServiceTier),
 	}

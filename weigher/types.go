@@ -74,6 +74,14 @@ type Estimate struct {
 	// (Model.MaxInputTokens), which the usage ceiling (Weigher.Ceiling)
 	// then takes at least.
 	LongContext bool
+	// CodeExecutionMinutes is the container-minutes a Messages request's
+	// Anthropic code execution tool (code_execution_*) is reserved
+	// (codeExecutionMinutes: codeExecutionReservedMinutes, 60, for a
+	// request naming one), billed $0.05 an hour per container
+	// (spec.Usage.CodeExecutionMinutes). Reserved, and charged as reserved:
+	// no usage reports the execution time. A uint16 in the padding after
+	// LongContext, so that an Estimate does not grow.
+	CodeExecutionMinutes uint16
 	// WebSearches is the most web searches a request's tools may run, each
 	// billed $0.01 on top of the tokens (spec.Usage.WebSearches): for a
 	// Messages request with Anthropic web search tools the sum of their
@@ -136,6 +144,14 @@ type Estimate struct {
 	// (responsesPartAudio: input_audio, an audio input_file, a
 	// data:audio/… input_image).
 	Audio bool
+	// FileSearches is the most file search calls a Responses request's
+	// file_search tools may make (responsesFileSearchCalls: its
+	// max_tool_calls, else defaultWebSearchUses, 20, as a web_search tool
+	// is reserved), each billed $2.50 per 1,000 on top of the tokens
+	// (spec.Usage.FileSearches). Reserved at admission, reconciled with the
+	// file_search_call items of the answer. An int32 in the padding after
+	// Audio, so that an Estimate does not grow.
+	FileSearches int32
 	// Images is the number of images an image generation request asks
 	// for ("n", default 1); ImageSize and ImageQuality are its "size" and
 	// "quality" as sent, lowercased ("" when absent, not strings, or
@@ -151,6 +167,14 @@ type Estimate struct {
 	// OutputDefaulted, unless output_reservation.pin writes its
 	// reservation into it as max_output_tokens.
 	Background bool
+	// ImageTokens is the image output tokens a Responses request's
+	// image_generation tool may write (imageGenTokens: the tool's size,
+	// quality and partial_images, the dearest for "auto" or absent, times
+	// its max_tool_calls, else defaultWebSearchUses, 20), billed at
+	// $40 per million (spec.Usage.ImageTokens). Reserved at admission,
+	// reconciled with the image_generation_call items the answer holds. An
+	// int32 in the padding after Background.
+	ImageTokens int32
 	// ServiceTier is a chat or Responses request's "service_tier" as sent
 	// ("auto", "default", "flex", "priority"; OpenAI's API reference), ""
 	// when absent, not a string, or longer than 32 bytes (no tier is): the

@@ -57,6 +57,7 @@ func parseResponsesUsage(body []byte, maxDepth int) (Usage, bool) {
 	u, ok := responsesUsageOf(usage)
 	if ok {
 		u.WebSearches, u.FileSearches = toolCalls(output)
+		u.ImageTokens = imageGenOf(output, toolUsageOf(body))
 		u.ServiceTier = tier
 	}
 	return u, ok
