@@ -181,40 +181,20 @@ var applicableRequest = policy.Principal{KeyID: "0123456789abcdef", User: "alice
 
 const applicableModel, applicablePath = "gpt-4o-mini", "/v1/chat/completions"
 
-// maxMatchRatio bounds how much longer Match may take with 1,000 limits
-// than with 10 when 3 apply in both. A scan of every rule takes about 100
-// times longer; the index, about as long (a little more for its larger
-// maps, and for a noisy machine).
-const maxMatchRatio = 4
-
 // Matching costs what the applicable rules cost, not what all rules cost:
-// with 1,000 limits of which 3 apply, Match takes at most maxMatchRatio
-// times as long as with 10 limits of which the same 3 apply, both measured
-// in this run.
+// with 1,000 limits of which 3 apply, the index gives Match as many rules
+// to check as with 10 limits of which the same 3 apply: the 3 themselves.
+// Counted, not timed (a timed ratio of the two failed at 10.1x on a loaded
+// 2-core machine); BenchmarkMatch shows the times.
 func TestMatchCostFollowsApplicableRules(t *testing.T) {
 	small, large := applicablePolicy(t, 10), applicablePolicy(t, 1000)
 	for _, p := range []*policy.Policy{small, large} {
 		if got := p.Match(nil, applicableRequest, applicableModel, applicablePath); len(got) != 3 {
 			t.Fatalf("%d limits: %d apply (%v), want 3", len(p.Rules()), len(got), names(got))
 		}
-	}
-	var buf [8]*policy.Rule
-	run := func(p *policy.Policy) time.Duration {
-		const n = 20000
-		t0 := time.Now()
-		for range n {
-			p.Match(buf[:0], applicableRequest, applicableModel, applicablePath)
+		if c := p.Candidates(applicableRequest, applicableModel, applicablePath); c != 3 {
+			t.Errorf("%d limits, 3 applicable: the index gives Match %d rules to check, want 3", len(p.Rules()), c)
 		}
-		return time.Since(t0) / n
-	}
-	ts, tl := time.Duration(1<<63-1), time.Duration(1<<63-1)
-	for range 5 { // interleaved; the best of each
-		ts, tl = min(ts, run(small)), min(tl, run(large))
-	}
-	ratio := float64(tl) / float64(ts)
-	t.Logf("Match, 3 applicable: 10 limits %v, 1,000 limits %v, ratio %.2f", ts, tl, ratio)
-	if ratio > maxMatchRatio {
-		t.Errorf("Match with 1,000 limits took %.1fx as long as with 10 (%v vs %v), want at most %dx", ratio, tl, ts, maxMatchRatio)
 	}
 }
 
