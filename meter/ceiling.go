@@ -6,7 +6,7 @@ import (
 
 // Figures a usage ceiling bounds: the figure label of
 // llmguard_usage_implausible_total, one table for the label and the bit.
-var ceilingFigures = [...]string{figureInput: "input", figureOutput: "output", figureWebSearches: "web_searches", figureFileSearches: "file_searches"}
+var ceilingFigures = [...]string{figureInput: "input", figureOutput: "output", figureWebSearches: "web_searches", figureFileSearches: "file_searches", figureImageTokens: "image_tokens"}
 
 // Bits of the figures over a ceiling (overCeiling), by index in
 // ceilingFigures.
@@ -15,6 +15,7 @@ const (
 	figureOutput
 	figureWebSearches
 	figureFileSearches
+	figureImageTokens
 )
 
 // overCeiling is u within the ceiling c (Settlement.Ceiling) and which of its
@@ -46,6 +47,10 @@ func overCeiling(u, c spec.Usage) (spec.Usage, uint8) {
 	if c.FileSearches > 0 && u.FileSearches > c.FileSearches {
 		over |= 1 << figureFileSearches
 		u.FileSearches = c.FileSearches
+	}
+	if c.ImageTokens > 0 && u.ImageTokens > c.ImageTokens {
+		over |= 1 << figureImageTokens
+		u.ImageTokens = c.ImageTokens
 	}
 	return u, over
 }

@@ -29,6 +29,8 @@ func TestOverCeiling(t *testing.T) {
 			spec.Usage{InputTokens: 9, OutputTokens: 9, WebSearches: 10}, 1 << figureWebSearches},
 		{"step 6 (file searches)", spec.Usage{InputTokens: 9, OutputTokens: 9, FileSearches: 1e15}, spec.Usage{InputTokens: 1000, OutputTokens: 500, FileSearches: 10},
 			spec.Usage{InputTokens: 9, OutputTokens: 9, FileSearches: 10}, 1 << figureFileSearches},
+		{"step 7 (image tokens)", spec.Usage{InputTokens: 9, OutputTokens: 9, ImageTokens: 2e9}, spec.Usage{InputTokens: 1000, OutputTokens: 500, ImageTokens: 6540},
+			spec.Usage{InputTokens: 9, OutputTokens: 9, ImageTokens: 6540}, 1 << figureImageTokens},
 	} {
 		got, over := overCeiling(tc.u, tc.c)
 		if got != tc.want || over != tc.over {

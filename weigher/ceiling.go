@@ -1,5 +1,7 @@
 package weigher
 
+import "math"
+
 // DefaultCeilingWindow is [Options.CeilingWindow]'s default, in tokens:
 // the context window the usage ceiling assumes for a model without a
 // configured max_input_tokens (10,000,000: the largest context window a
@@ -36,9 +38,16 @@ const ceilingSearchesPerTurn = 10
 // ($10 per 1,000) the bound holds a faulty answer's searches to $10.
 const ceilingSearches = ceilingServerTurns * ceilingSearchesPerTurn
 
+// ceilingImageTokensPerCall is the image output tokens the usage ceiling
+// allows one image_generation call: the dearest image (perImageTokens of
+// no size and quality: 6,240 tokens) and the most partial images a
+// stream sends (3, partial_images' maximum in OpenAI's image generation
+// guide) at partialImageTokens each.
+var ceilingImageTokensPerCall = perImageTokens("", "") + 3*partialImageTokens
+
 // Ceiling is the most the request e estimates can plausibly be billed, in
-// tokens per figure (InputTokens, OutputTokens; WebSearches and
-// FileSearches in searches; the other figures 0: they are parts of those
+// tokens per figure (InputTokens, OutputTokens, ImageTokens; WebSearches
+// and FileSearches in searches; the other figures 0: they are parts of those
 // two and bounded by them, or a fee charged once, SearchContext).
 // An upstream answer reporting more (prompt_tokens 1e300, a gateway's
 // 9e18) is not a bill but a fault: settlement charges it at the ceiling
@@ -73,6 +82,11 @@ const ceilingSearches = ceilingServerTurns * ceilingSearchesPerTurn
 //   - Web searches ≤ the searches reserved + 10 per model call, and at
 //     least + 1,000 (ceilingSearches: a model may search on its own);
 //     file searches ≤ max(10 per model call, 1,000).
+//   - Image tokens (the Responses image_generation tool's) ≤ the
+//     reservation, and at least as many calls as file searches of the
+//     dearest image with its partial images (ceilingImageTokensPerCall:
+//     6.54M tokens, $262 at gpt-image-1's $40 per million, where a
+//     faulty tool_usage.image_gen was charged up to 2^31 tokens, $86,000).
 //
 // Figures saturate at 1e15 tokens.
 func (w *Weigher) Ceiling(e Estimate) Usage {
@@ -94,5 +108,6 @@ func (w *Weigher) Ceiling(e Estimate) Usage {
 	out := mulCap(turns, max(min(mulCap(n, win)+max(e.PredictionTokens, 0), maxTokens), max(e.OutputTokens, 0)))
 	unasked := max(mulCap(turns, ceilingSearchesPerTurn), ceilingSearches) // searches no reservation names
 	searches := min(max(e.WebSearches, 0)+unasked, maxTokens)
-	return Usage{InputTokens: in, OutputTokens: out, WebSearches: searches, FileSearches: unasked}
+	images := int32(min(max(int64(e.ImageTokens), mulCap(unasked, ceilingImageTokensPerCall)), math.MaxInt32))
+	return Usage{InputTokens: in, OutputTokens: out, WebSearches: searches, FileSearches: unasked, ImageTokens: images}
 }

@@ -1,6 +1,9 @@
 package weigher
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 // TestCeiling walks the usage ceiling's bounds (Ceiling's doc argues
 // them): the configured window or the default for an unknown model, n
@@ -8,7 +11,8 @@ import "testing"
 // saturation. Every request allows 1,000 web and file searches beyond
 // those it reserves (ceilingSearches): a model searches on its own, and
 // a bound of 10 per model call held Perplexity's deep research (74
-// num_search_queries in one chat call) to 10.
+// num_search_queries in one chat call) to 10. Image tokens: as many calls
+// of the dearest image with its partial images, or the reservation.
 func TestCeiling(t *testing.T) {
 	w, err := New(Options{DefaultMaxOutputTokens: 256, Models: map[string]Model{"small": {MaxInputTokens: 20_000, MaxOutputTokens: 1_000}}})
 	if err != nil {
@@ -19,6 +23,9 @@ func TestCeiling(t *testing.T) {
 		t.Fatal(err)
 	}
 	const win = 21_000 // small's window
+	// Image tokens: 1,000 calls (as file searches) of the dearest image,
+	// 6,240 tokens, and 3 partial images of 100.
+	const img = 1000 * 6540
 	for _, tc := range []struct {
 		name string
 		w    *Weigher
@@ -26,29 +33,31 @@ func TestCeiling(t *testing.T) {
 		want Usage
 	}{
 		{"step 1 (configured window)", w, Estimate{Model: "small", InputTokens: 10, OutputTokens: 50, Choices: 1},
-			Usage{InputTokens: win, OutputTokens: win, WebSearches: 1000, FileSearches: 1000}},
+			Usage{InputTokens: win, OutputTokens: win, WebSearches: 1000, FileSearches: 1000, ImageTokens: img}},
 		{"step 2 (unknown model: the default window)", w, Estimate{Model: "other", InputTokens: 10, OutputTokens: 50, Choices: 1},
-			Usage{InputTokens: DefaultCeilingWindow, OutputTokens: DefaultCeilingWindow, WebSearches: 1000, FileSearches: 1000}},
+			Usage{InputTokens: DefaultCeilingWindow, OutputTokens: DefaultCeilingWindow, WebSearches: 1000, FileSearches: 1000, ImageTokens: img}},
 		{"step 3 (configured default window)", narrow, Estimate{Model: "other", InputTokens: 10, OutputTokens: 50},
-			Usage{InputTokens: 50_000, OutputTokens: 50_000, WebSearches: 1000, FileSearches: 1000}},
+			Usage{InputTokens: 50_000, OutputTokens: 50_000, WebSearches: 1000, FileSearches: 1000, ImageTokens: img}},
 		{"step 4 (n = 3: three completions, the prompt perhaps billed thrice)", w, Estimate{Model: "small", InputTokens: 10, OutputTokens: 150, Choices: 3},
-			Usage{InputTokens: 3 * win, OutputTokens: 3 * win, WebSearches: 1000, FileSearches: 1000}},
+			Usage{InputTokens: 3 * win, OutputTokens: 3 * win, WebSearches: 1000, FileSearches: 1000, ImageTokens: img}},
 		{"step 5 (server loop: 100 calls)", w, Estimate{Model: "small", InputTokens: 20_000, OutputTokens: 50, Choices: 1, ServerContext: true},
-			Usage{InputTokens: 100 * 2 * 20_000, OutputTokens: 100 * win, WebSearches: 1000, FileSearches: 1000}},
+			Usage{InputTokens: 100 * 2 * 20_000, OutputTokens: 100 * win, WebSearches: 1000, FileSearches: 1000, ImageTokens: img}},
 		{"step 6 (server loop: more searches than 100 calls)", w, Estimate{Model: "small", InputTokens: 10, OutputTokens: 50, ServerContext: true, WebSearches: 500},
-			Usage{InputTokens: 501 * win, OutputTokens: 501 * win, WebSearches: 500 + 5010, FileSearches: 5010}},
+			Usage{InputTokens: 501 * win, OutputTokens: 501 * win, WebSearches: 500 + 5010, FileSearches: 5010, ImageTokens: 5010 * 6540}},
 		{"step 7 (a body above the window: twice its estimate)", w, Estimate{Model: "small", InputTokens: 400_000, OutputTokens: 50, Choices: 1},
-			Usage{InputTokens: 800_000, OutputTokens: win, WebSearches: 1000, FileSearches: 1000}},
+			Usage{InputTokens: 800_000, OutputTokens: win, WebSearches: 1000, FileSearches: 1000, ImageTokens: img}},
 		{"step 8 (a reservation above the window, a prediction)", w, Estimate{Model: "small", InputTokens: 10, OutputTokens: 90_000, PredictionTokens: 4_000, Choices: 1},
-			Usage{InputTokens: win, OutputTokens: 90_000, WebSearches: 1000, FileSearches: 1000}},
+			Usage{InputTokens: win, OutputTokens: 90_000, WebSearches: 1000, FileSearches: 1000, ImageTokens: img}},
 		{"step 9 (saturated)", w, Estimate{Model: "other", InputTokens: maxTokens, OutputTokens: maxTokens, Choices: maxTokens, ServerContext: true, WebSearches: maxTokens},
-			Usage{InputTokens: maxTokens, OutputTokens: maxTokens, WebSearches: maxTokens, FileSearches: maxTokens}},
+			Usage{InputTokens: maxTokens, OutputTokens: maxTokens, WebSearches: maxTokens, FileSearches: maxTokens, ImageTokens: math.MaxInt32}},
+		{"step 10 (image tokens reserved above the ceiling's own)", w, Estimate{Model: "small", InputTokens: 10, OutputTokens: 50, Choices: 1, ImageTokens: 2e9},
+			Usage{InputTokens: win, OutputTokens: win, WebSearches: 1000, FileSearches: 1000, ImageTokens: 2e9}},
 	} {
 		got := tc.w.Ceiling(tc.e)
 		if got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
-		if got.InputTokens < tc.e.InputTokens || got.OutputTokens < tc.e.OutputTokens || got.WebSearches < tc.e.WebSearches {
+		if got.InputTokens < tc.e.InputTokens || got.OutputTokens < tc.e.OutputTokens || got.WebSearches < tc.e.WebSearches || got.ImageTokens < tc.e.ImageTokens {
 			t.Errorf("%s: ceiling %+v below the reservation %+v", tc.name, got, tc.e)
 		}
 	}

@@ -32,7 +32,7 @@ func FuzzResponses(f *testing.F) {
 		`{"model":"gpt-4o","input":"hi","context_management":[{"type":"compaction","compact_threshold":"5"},{}],"n":"3","n_cmpl":1e999,"best_of":2,"min_tokens":9,"ignore_eos":"true"}`,
 		`{"input":"hi","max_output_tokens":1e15,"n_cmpl":1e15,"context_management":{"compact_threshold":-1}}`,
 		`{"input":[{"type":"compaction","encrypted_content":"gAAAAB"},{"type":"compaction"}],"context_management":[]}`,
-		`{"model":"gpt-4o","input":"draw","stream":true,"max_tool_calls":2,"tools":[{"type":"image_generation","size":"1024x1536","quality":"high","partial_images":3},{"type":"file_search"},{"type":"image\u005fgeneration","size":"auto"}]}`, // hosted tools' fees (adv37)
+		`{"model":"gpt-4o","input":"draw","stream":true,"max_tool_calls":2,"tools":[{"type":"image_generation","size":"1024x1536","quality":"high","partial_images":3},{"type":"file_search"},{"type":"image\u005fgeneration","size":"auto"}]}`,                  // hosted tools' fees (adv37)
 		`{"input":[{"role":"user","content":[{"type":"input_file","filename":"a.MP3","file_url":"https://x/b.wav?c","file_data":"data:audio/wav;base64,UklG"},{"type":"input_audio","input_audio":{}},{"type":"input_image","image_url":"data:audio/ogg,x"}]}]}`, // audio parts (items37)
 	} {
 		f.Add([]byte(s))

@@ -171,3 +171,28 @@ func TestAdv37ImageStreamCutKeepsTheReservation(t *testing.T) {
 		t.Errorf("cut stream: %d image tokens, %d file searches charged; want 6,440 and 1", rec.ImageTokens, rec.FileSearches)
 	}
 }
+
+// TestAdv37AbsurdImageUsageChargedAtTheCeiling: an answer whose
+// tool_usage.image_gen reports 2,000,000,000 image tokens ($80,000 at $40
+// per million) for a request that may make one image is a fault, not a
+// bill: charged at the request's ceiling (weigher.Weigher.Ceiling: 1,000
+// calls of the dearest image with 3 partial images, 6,540,000 tokens) and
+// flagged, as an absurd input or output is. Before, the 2e9 tokens were
+// charged: one answer put the caller $80,000 into debt.
+func TestAdv37AbsurdImageUsageChargedAtTheCeiling(t *testing.T) {
+	resp := `{"id":"r","object":"response","status":"completed","model":"gpt-4o-mini","output":[],"tool_usage":{"image_gen":{"input_tokens":0,"output_tokens":2000000000}},"usage":{"input_tokens":20,"output_tokens":40,"total_tokens":60}}`
+	srv, _ := countedUpstream(t, resp, "")
+	h, file := startSearchRig(t, "openai", srv.URL, adv37Mini, "1")
+	body := `{"model":"gpt-4o-mini","max_tool_calls":1,"max_output_tokens":50,"input":"draw a cat","tools":[{"type":"image_generation","quality":"low","size":"1024x1024"}]}`
+	if r, got := h.do("/v1/responses", body); r.StatusCode != 200 {
+		t.Fatalf("one image: %d %.300s", r.StatusCode, got)
+	}
+	recs := flushedRecords(t, h, file)
+	if len(recs) != 1 {
+		t.Fatalf("ledger %+v; want one record", recs)
+	}
+	if rec := recs[0]; rec.ImageTokens != 1000*6540 || !rec.UsageImplausible {
+		t.Errorf("record: %d image tokens, implausible %v, cost %d µUSD; want 6,540,000 (the ceiling), flagged",
+			rec.ImageTokens, rec.UsageImplausible, rec.CostMicroUSD)
+	}
+}
