@@ -123,9 +123,7 @@ func perImageTokens(size, quality string) int64 {
 func imageGenOf(output, toolUsage gjson.Result) int32 {
 	var items int64
 	output.ForEach(func(_, it gjson.Result) bool {
-		if it.Get("type").String() == "image_generation_call" {
-			items = min(items+perImageTokens(it.Get("size").String(), it.Get("quality").String()), maxTokens)
-		}
+		items = min(items+imageItemTokens(it), maxTokens)
 		return true
 	})
 	reported := int64(0)
@@ -133,6 +131,16 @@ func imageGenOf(output, toolUsage gjson.Result) int32 {
 		reported = min(usageCount(g.Get("input_tokens")), maxTokens) + min(usageCount(g.Get("output_tokens")), maxTokens)
 	}
 	return int32(min(max(items, reported), math.MaxInt32))
+}
+
+// imageItemTokens is the image output tokens of a Responses output item
+// it when it is an image_generation_call (perImageTokens of its size and
+// quality: the dearest when it names none), else 0.
+func imageItemTokens(it gjson.Result) int64 {
+	if !it.IsObject() || it.Get("type").String() != "image_generation_call" {
+		return 0
+	}
+	return perImageTokens(it.Get("size").String(), it.Get("quality").String())
 }
 
 // toolUsageOf is a Responses answer's top-level tool_usage object (where

@@ -151,3 +151,41 @@ func FuzzImageTokens(f *testing.F) {
 		}
 	})
 }
+
+// TestStreamImageItemsCharged: the image_generation_call items a
+// Responses stream's output_item events show are charged where its
+// terminal event shows fewer or none comes (a stream cut before it): the
+// larger of the added and the done items' tokens, plus 100 a partial
+// image. A key named twice is read at its dearer reading.
+func TestStreamImageItemsCharged(t *testing.T) {
+	item := func(at, fields string) string {
+		return `{"type":"response.output_item.` + at + `","output_index":0,"item":{"type":"image_generation_call","id":"ig"` + fields + `}}`
+	}
+	const low = `,"size":"1024x1024","quality":"low"`
+	partial := `{"type":"response.image_generation_call.partial_image","item_id":"ig","output_index":0,"partial_image_index":0,"partial_image_b64":"aGk="}`
+	terminal := func(items string) string {
+		return `{"type":"response.completed","response":` + responsesAnswer(items, ``) + `}`
+	}
+	for _, tc := range []struct {
+		name   string
+		events []string
+		source Source
+		want   int32
+	}{
+		{"cut after an added item naming no size", []string{item("added", ``)}, SourceCounted, 6240},
+		{"cut after added and done", []string{item("added", ``), partial, item("done", low)}, SourceCounted, 6240 + 100},
+		{"cut after a done item", []string{item("done", low), item("done", low)}, SourceCounted, 2 * 272},
+		{"terminal output listing none", []string{item("added", low), item("done", low), terminal(``)}, SourceReported, 272},
+		{"terminal output listing more", []string{item("done", low), partial, terminal(imageItem(low) + `,` + imageItem(low))}, SourceReported, 2*272 + 100},
+		{"no image item", []string{`{"type":"response.output_item.done","output_index":0,"item":{"type":"message","id":"m","role":"assistant","content":[]}}`}, SourceCounted, 0},
+		{"item named twice", []string{`{"type":"response.output_item.done","output_index":0,"item":{"type":"message","id":"m","role":"assistant","content":[]},"item":{"type":"image_generation_call","id":"ig"` + low + `}}`}, SourceCounted, 272},
+	} {
+		s := NewStream(KindResponses)
+		for _, ev := range tc.events {
+			s.Event(nil, []byte(ev))
+		}
+		if u, src := s.Settle(Estimate{InputTokens: 5}, 0); src != tc.source || u.ImageTokens != tc.want {
+			t.Errorf("%s: %v, %d image tokens; want %v, %d", tc.name, src, u.ImageTokens, tc.source, tc.want)
+		}
+	}
+}

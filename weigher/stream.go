@@ -3,6 +3,7 @@ package weigher
 import (
 	"bytes"
 	"hash/maphash"
+	"math"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -43,6 +44,15 @@ type Stream struct {
 	// tokens beside its images (added to the terminal event's ImageTokens).
 	// An int32 in the padding after done.
 	partialImages int32
+	// imageItems: the image output tokens (imageItemTokens) of the
+	// image_generation_call items a Responses stream's
+	// response.output_item.added ([0]) and .done ([1]) events showed,
+	// each at most maxTokens. The upstream bills an image its stream
+	// showed whether or not a terminal event follows: a stream cut before
+	// one (the client gone, the upstream broken off) is charged at least
+	// the larger of the two (plus partialImages), as is a terminal event
+	// whose output lists fewer (imagesSeen).
+	imageItems [2]int64
 	// ended0, ended: bit i of ended0 set when choice i < 64 reported a
 	// finish_reason, bit i-64 of ended when choice i (64 ≤ i <
 	// MaxEndedChoices) did (chat, completions; see [Stream.Ended]); ended
@@ -371,10 +381,28 @@ func (s *Stream) Settle(est Estimate, counted int64) (Usage, Source) {
 	// Searches run before the stream ended may not have been reported
 	// yet: the reserved ones stand.
 	u.WebSearches = max(u.WebSearches, est.WebSearches)
+	// Images the stream showed were made, reserved or not (a stored
+	// prompt's tools, more calls than reserved).
+	u.ImageTokens = int32(min(max(int64(u.ImageTokens), s.imagesSeen()), math.MaxInt32))
 	if r.Input || r.Output {
 		return u, SourcePartial
 	}
 	return u, SourceCounted
+}
+
+// imagesSeen is the image output tokens a Responses stream's events
+// showed: the larger of its added and done image_generation_call items'
+// (imageItems) plus partialImageTokens for each partial image.
+func (s *Stream) imagesSeen() int64 {
+	return min(max(s.imageItems[0], s.imageItems[1]), maxTokens) + int64(s.partialImages)*partialImageTokens
+}
+
+// noteImageItem adds item's image tokens (imageItemTokens) to
+// imageItems[at] (0: an output_item.added event's, 1: a .done event's).
+func (s *Stream) noteImageItem(at int, item gjson.Result) {
+	if n := imageItemTokens(item); n > 0 {
+		s.imageItems[at] = min(s.imageItems[at]+n, maxTokens)
+	}
 }
 
 // eventType returns the event's type: the JSON "type" field when present

@@ -101,8 +101,10 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		s.noteTier(servedTier(tierV.Raw))
 		if usage, ok := responsesUsageOf(parsed(usageV)); ok {
 			usage.WebSearches, usage.FileSearches = toolCalls(parsed(outputV))
-			usage.ImageTokens = imageGenOf(parsed(outputV), parsed(toolUsageV))
-			usage.ImageTokens = int32(min(int64(usage.ImageTokens)+int64(s.partialImages)*partialImageTokens, math.MaxInt32))
+			// The terminal output's images, or the items the stream
+			// showed when more, and the partial images.
+			images := max(int64(imageGenOf(parsed(outputV), parsed(toolUsageV))), min(max(s.imageItems[0], s.imageItems[1]), maxTokens))
+			usage.ImageTokens = int32(min(images+int64(s.partialImages)*partialImageTokens, math.MaxInt32))
 			if s.closed {
 				usage = upper(s.usage, usage) // a second terminal event: see openAIEvent
 			}
@@ -132,8 +134,10 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		// is matched against it. Once a usage came (closed), nothing is
 		// remembered: it is never counted beside the usage.
 		u := s.doneEventText(root, &idx)
+		it := lastGet(root, "item")
+		s.noteImageItem(1, it)
 		if !s.closed {
-			s.items.item(doneItems, &idx, lastGet(root, "item"))
+			s.items.item(doneItems, &idx, it)
 		}
 		return u
 	case "response.content_part.done", "response.reasoning_summary_part.done":
@@ -145,8 +149,10 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	case "response.output_item.added":
 		// Sent empty by an honest stream; text a hostile one puts there
 		// is remembered as a done item's is (itemMemo).
+		it := lastGet(root, "item")
+		s.noteImageItem(0, it)
 		if !s.closed {
-			s.items.item(addedItems, &idx, lastGet(root, "item"))
+			s.items.item(addedItems, &idx, it)
 		}
 		return StreamUpdate{}
 	case "response.content_part.added", "response.reasoning_summary_part.added":
