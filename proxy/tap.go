@@ -101,7 +101,9 @@ func newUsageTap(stream weigher.Stream, strip, expectUsage bool, count func(text
 // too large to scan, garbage, nested too deep), which may hold any
 // amount of output: a usage reporting less output than reserved
 // (est.OutputTokens) is then charged the reservation, and so settled, as
-// unread output without a usage is (settleStream). The tier settled is
+// unread output without a usage is (settleStream), and at least the web
+// searches, file searches and image tokens reserved (which the output
+// items of a Responses terminal event show, not its usage). The tier settled is
 // the one the stream's events name, joined with any that events passed
 // unread name (truncated).
 func (t *usageTap) settle(est weigher.Estimate) (weigher.Usage, weigher.Source) {
@@ -121,6 +123,15 @@ func (t *usageTap) settleRead(est weigher.Estimate) (weigher.Usage, weigher.Sour
 		}
 		if t.unreadData && u.OutputTokens < est.OutputTokens {
 			u.OutputTokens, source = est.OutputTokens, weigher.SourcePartial
+		}
+		if t.unreadData {
+			// The per-call fees a Responses terminal event's output
+			// shows (its web_search_call, file_search_call and
+			// image_generation_call items) may have been in the
+			// data unread: the reserved ones stand.
+			u.WebSearches = max(u.WebSearches, est.WebSearches)
+			u.FileSearches = max(u.FileSearches, int64(est.FileSearches))
+			u.ImageTokens = max(u.ImageTokens, est.ImageTokens)
 		}
 		return u, source
 	}

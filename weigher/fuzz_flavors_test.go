@@ -145,6 +145,7 @@ func FuzzStreamEvents(f *testing.F) {
 		{"", `{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12}}`},
 		{"response.image_generation_call.partial_image", `{"type":"response.image_generation_call.partial_image","partial_image_index":0,"partial_image_b64":"aGk="}`},
 		{"response.completed", `{"type":"response.completed","response":{"output":[{"type":"image_generation_call","size":"1024x1024","quality":"low"},{"type":"file_search_call"}],"tool_usage":{"image_gen":{"input_tokens":9,"output_tokens":1e300}},"usage":{"input_tokens":1,"output_tokens":2}}}`},
+		{"response.output_item.done", `{"type":"response.output_item.done","output_index":0,"item":{"type":"image_generation_call","size":"1024x1536","quality":"high","result":"aGk="}}`},
 		{"", `[DONE]`}, {"", ``}, {"x", `{`},
 	} {
 		for k := KindOther; k <= KindCountTokens; k++ {

@@ -38,3 +38,37 @@ func TestAdv38StreamedImagesChargedWhenTheStreamIsCut(t *testing.T) {
 		t.Errorf("cut stream: %d image tokens charged (cost %d µUSD); want 6,440", rec.ImageTokens, rec.CostMicroUSD)
 	}
 }
+
+// TestAdv38UnreadImageEventsKeepTheReservation: through real sockets, a
+// Responses stream making one 3840x2160 image (gpt-image-2's largest
+// size; a PNG of it runs to tens of MB in base64) whose
+// output_item.done and response.completed events each carry a result
+// over the 16 MiB llmguard reads of an event: both are relayed unread,
+// the terminal event's usage is read as it passes (topUsage), and the
+// image it made is charged what was reserved for it (32,907 tokens,
+// $1.32 at $40 per million), as unread output is charged the output
+// reserved. The usage reports more output than reserved (60 of 50), so
+// it stands as reported. Before, only the usage was charged: 0 image
+// tokens.
+func TestAdv38UnreadImageEventsKeepTheReservation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("relays 34 MB")
+	}
+	item := `{"type":"image_generation_call","id":"ig","status":"completed","quality":"high","size":"3840x2160","result":"` + strings.Repeat("A", 17<<20) + `"}`
+	sse := "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":" + item + "}\n\n" +
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"object\":\"response\",\"status\":\"completed\",\"output\":[" + item +
+		"],\"usage\":{\"input_tokens\":20,\"output_tokens\":60,\"total_tokens\":80}}}\n\n"
+	srv, _ := countedUpstream(t, "", sse)
+	h, file := startSearchRig(t, "openai", srv.URL, adv37Mini, "5")
+	body := `{"model":"gpt-4o-mini","stream":true,"max_tool_calls":1,"max_output_tokens":50,"input":"draw a city","tools":[{"type":"image_generation","quality":"high","size":"3840x2160"}]}`
+	if r, got := h.do("/v1/responses", body); r.StatusCode != 200 || len(got) < 34<<20 {
+		t.Fatalf("%d, %d bytes relayed", r.StatusCode, len(got))
+	}
+	recs := flushedRecords(t, h, file)
+	if len(recs) != 1 {
+		t.Fatalf("ledger %+v; want one record", recs)
+	}
+	if rec := recs[0]; rec.ImageTokens != 32907 || rec.InputTokens != 20 || rec.OutputTokens != 60 {
+		t.Errorf("unread image events: %d image tokens, %d input tokens charged; %d output; want 32,907 (the reservation), 20 and 60", rec.ImageTokens, rec.InputTokens, rec.OutputTokens)
+	}
+}
