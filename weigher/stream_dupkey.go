@@ -81,8 +81,8 @@ func (s *Stream) reading() Stream {
 // (dupKeyEvent), into s at their dearer reading: every usage figure at
 // the larger of the two (upper; a Messages stream's raw figures each at
 // their larger, then normalised), a usage final only when both readings
-// made it final, the stream closed or late when either did. s keeps its
-// own skeletons.
+// made it final, the stream closed or late when either did, the image
+// items seen at the larger count. s keeps its own skeletons.
 func (s *Stream) dupKeyMerge(a, b *Stream) {
 	skel, delta, resp, shapes := s.skel, s.delta, s.resp, s.shapes
 	*s = *a
