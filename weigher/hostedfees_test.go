@@ -173,7 +173,9 @@ func TestStreamImageItemsCharged(t *testing.T) {
 		want   int32
 	}{
 		{"cut after an added item naming no size", []string{item("added", ``)}, SourceCounted, 6240},
-		{"cut after added and done", []string{item("added", ``), partial, item("done", low)}, SourceCounted, 6240 + 100},
+		{"cut after added and done", []string{item("added", ``), partial, item("done", low)}, SourceCounted, 272 + 100},
+		{"cut after two added, one done", []string{item("added", ``), item("done", low), item("added", low)}, SourceCounted, 272 + 6240},
+		{"terminal after an added item naming no size", []string{item("added", ``), item("done", low), terminal(imageItem(low))}, SourceReported, 272},
 		{"cut after a done item", []string{item("done", low), item("done", low)}, SourceCounted, 2 * 272},
 		{"terminal output listing none", []string{item("added", low), item("done", low), terminal(``)}, SourceReported, 272},
 		{"terminal output listing more", []string{item("done", low), partial, terminal(imageItem(low) + `,` + imageItem(low))}, SourceReported, 2*272 + 100},

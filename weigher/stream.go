@@ -44,15 +44,10 @@ type Stream struct {
 	// tokens beside its images (added to the terminal event's ImageTokens).
 	// An int32 in the padding after done.
 	partialImages int32
-	// imageItems: the image output tokens (imageItemTokens) of the
-	// image_generation_call items a Responses stream's
-	// response.output_item.added ([0]) and .done ([1]) events showed,
-	// each at most maxTokens. The upstream bills an image its stream
-	// showed whether or not a terminal event follows: a stream cut before
-	// one (the client gone, the upstream broken off) is charged at least
-	// the larger of the two (plus partialImages), as is a terminal event
-	// whose output lists fewer (imagesSeen).
-	imageItems [2]int64
+	// images: the image_generation_call items a Responses stream's
+	// output_item events showed (imageSeen). The upstream bills an image
+	// its stream showed whether or not a terminal event follows.
+	images imageSeen
 	// ended0, ended: bit i of ended0 set when choice i < 64 reported a
 	// finish_reason, bit i-64 of ended when choice i (64 ≤ i <
 	// MaxEndedChoices) did (chat, completions; see [Stream.Ended]); ended
@@ -390,19 +385,56 @@ func (s *Stream) Settle(est Estimate, counted int64) (Usage, Source) {
 	return u, SourceCounted
 }
 
-// imagesSeen is the image output tokens a Responses stream's events
-// showed: the larger of its added and done image_generation_call items'
-// (imageItems) plus partialImageTokens for each partial image.
-func (s *Stream) imagesSeen() int64 {
-	return min(max(s.imageItems[0], s.imageItems[1]), maxTokens) + int64(s.partialImages)*partialImageTokens
+// imageSeen counts the image_generation_call items of a Responses
+// stream's response.output_item.added and .done events: how many of each,
+// the image output tokens (imageItemTokens: each item's size and quality,
+// the dearest when it names none) of the done ones, and the largest of an
+// added one (an item is added before its image is made, often naming no
+// size: the dearest). Each figure at most maxTokens; the zero value is
+// none seen.
+type imageSeen struct {
+	added, done  int64 // items
+	doneTokens   int64 // tokens of the done items
+	addedLargest int64 // tokens of the dearest added item
 }
 
-// noteImageItem adds item's image tokens (imageItemTokens) to
-// imageItems[at] (0: an output_item.added event's, 1: a .done event's).
-func (s *Stream) noteImageItem(at int, item gjson.Result) {
-	if n := imageItemTokens(item); n > 0 {
-		s.imageItems[at] = min(s.imageItems[at]+n, maxTokens)
+// tokens is the image output tokens the items seen show: the done ones',
+// and each added item no done one followed at the dearest added one's (a
+// stream cut while it made the image: the upstream bills it).
+func (m imageSeen) tokens() int64 {
+	open := max(m.added-m.done, 0)
+	return min(m.doneTokens+min(open, maxTokens/max(m.addedLargest, 1))*m.addedLargest, maxTokens)
+}
+
+// upper is the larger of each figure of m and o (two readings of one
+// event: stream_dupkey.go).
+func (m imageSeen) upper(o imageSeen) imageSeen {
+	return imageSeen{added: max(m.added, o.added), done: max(m.done, o.done),
+		doneTokens: max(m.doneTokens, o.doneTokens), addedLargest: max(m.addedLargest, o.addedLargest)}
+}
+
+// imagesSeen is the image output tokens a Responses stream's events
+// showed: its image items' (imageSeen.tokens) plus partialImageTokens for
+// each partial image.
+func (s *Stream) imagesSeen() int64 {
+	return s.images.tokens() + int64(s.partialImages)*partialImageTokens
+}
+
+// noteImageItem counts item when it is an image_generation_call, as one
+// an output_item.done event showed when done, else as an added one.
+func (s *Stream) noteImageItem(done bool, item gjson.Result) {
+	n := imageItemTokens(item)
+	if n == 0 {
+		return
 	}
+	m := &s.images
+	if done {
+		m.done = min(m.done+1, maxTokens)
+		m.doneTokens = min(m.doneTokens+n, maxTokens)
+		return
+	}
+	m.added = min(m.added+1, maxTokens)
+	m.addedLargest = max(m.addedLargest, n)
 }
 
 // eventType returns the event's type: the JSON "type" field when present

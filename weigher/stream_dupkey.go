@@ -100,7 +100,7 @@ func (s *Stream) dupKeyMerge(a, b *Stream) {
 	s.unread = a.unread || b.unread
 	s.deltaOutput = a.deltaOutput || b.deltaOutput
 	s.deltaText, s.doneText = max(a.deltaText, b.deltaText), max(a.doneText, b.doneText)
-	s.imageItems = [2]int64{max(a.imageItems[0], b.imageItems[0]), max(a.imageItems[1], b.imageItems[1])}
+	s.images = a.images.upper(b.images)
 	if b.items.n > a.items.n {
 		s.items = b.items // the reading that remembers more
 	}

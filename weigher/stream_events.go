@@ -103,7 +103,7 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 			usage.WebSearches, usage.FileSearches = toolCalls(parsed(outputV))
 			// The terminal output's images, or the items the stream
 			// showed when more, and the partial images.
-			images := max(int64(imageGenOf(parsed(outputV), parsed(toolUsageV))), min(max(s.imageItems[0], s.imageItems[1]), maxTokens))
+			images := max(int64(imageGenOf(parsed(outputV), parsed(toolUsageV))), s.images.tokens())
 			usage.ImageTokens = int32(min(images+int64(s.partialImages)*partialImageTokens, math.MaxInt32))
 			if s.closed {
 				usage = upper(s.usage, usage) // a second terminal event: see openAIEvent
@@ -135,7 +135,7 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		// remembered: it is never counted beside the usage.
 		u := s.doneEventText(root, &idx)
 		it := lastGet(root, "item")
-		s.noteImageItem(1, it)
+		s.noteImageItem(true, it)
 		if !s.closed {
 			s.items.item(doneItems, &idx, it)
 		}
@@ -150,7 +150,7 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		// Sent empty by an honest stream; text a hostile one puts there
 		// is remembered as a done item's is (itemMemo).
 		it := lastGet(root, "item")
-		s.noteImageItem(0, it)
+		s.noteImageItem(false, it)
 		if !s.closed {
 			s.items.item(addedItems, &idx, it)
 		}

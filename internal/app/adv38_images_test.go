@@ -11,9 +11,9 @@ import (
 // image tokens are reserved) shows an image_generation_call item
 // (output_item.added with no size, 2 partial images, output_item.done of
 // a high 1024x1024 image) and is broken off before its terminal event.
-// The upstream made, and bills, the image: it is charged the dearest of
-// the items shown (6,240 tokens: the added item names no size) plus 100
-// a partial image, 6,440 ($0.2576 at $40 per million). Before, a cut
+// The upstream made, and bills, the image: it is charged the done item
+// (4,160 tokens; the added one it completes is not counted again) plus
+// 100 a partial image, 4,360 ($0.1744 at $40 per million). Before, a cut
 // stream was charged only the image tokens reserved: 0, so a caller
 // leaving after the image arrived had it for free.
 func TestAdv38StreamedImagesChargedWhenTheStreamIsCut(t *testing.T) {
@@ -34,8 +34,8 @@ func TestAdv38StreamedImagesChargedWhenTheStreamIsCut(t *testing.T) {
 	if len(recs) != 1 {
 		t.Fatalf("ledger %+v; want one record", recs)
 	}
-	if rec := recs[0]; rec.ImageTokens != 6240+200 {
-		t.Errorf("cut stream: %d image tokens charged (cost %d µUSD); want 6,440", rec.ImageTokens, rec.CostMicroUSD)
+	if rec := recs[0]; rec.ImageTokens != 4160+200 {
+		t.Errorf("cut stream: %d image tokens charged (cost %d µUSD); want 4,360", rec.ImageTokens, rec.CostMicroUSD)
 	}
 }
 
