@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"strings"
 )
 
@@ -108,19 +107,7 @@ func (a *answerText) feed(b []byte, pass func([]byte)) {
 		if a.inStr && !a.esc && !a.readingKey {
 			// A value string's bytes (nearly all of an answer's): to
 			// the next quote or backslash, as topUsage.scanJSON skips.
-			if quote < i {
-				quote = bytes.IndexByte(b[i:], '"')
-				if quote < 0 {
-					quote = len(b)
-				} else {
-					quote += i
-				}
-			}
-			if j := bytes.IndexByte(b[i:quote], '\\'); j >= 0 {
-				i += j
-			} else {
-				i = quote
-			}
+			i, quote = skipStringText(b, i, quote)
 			if i == len(b) {
 				break
 			}

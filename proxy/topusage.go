@@ -282,6 +282,26 @@ func (s *topUsage) scan(b []byte, found func(val []byte)) {
 	s.scanFramed(b, found)
 }
 
+// skipStringText is where a scan inside a JSON string's text goes from
+// index i of b: the next quote or backslash at or after i, len(b) for
+// none. quote is the next quote's index from i on as the caller keeps it
+// (below i: not known yet; len(b): none), returned updated, so that a text
+// of many escapes is not searched again for its quote at each one.
+func skipStringText(b []byte, i, quote int) (next, nextQuote int) {
+	if quote < i {
+		quote = bytes.IndexByte(b[i:], '"')
+		if quote < 0 {
+			quote = len(b)
+		} else {
+			quote += i
+		}
+	}
+	if j := bytes.IndexByte(b[i:quote], '\\'); j >= 0 {
+		return i + j, quote
+	}
+	return quote, quote
+}
+
 // scanJSON reads b, JSON text, calling found with each complete top-level
 // usage value. The bytes of a string it neither keeps nor reads as a key
 // (an answer's text, nearly all of its bytes) are skipped to the next quote
@@ -293,19 +313,7 @@ func (s *topUsage) scanJSON(b []byte, found func(val []byte)) {
 	for i := 0; i < len(b); i++ {
 		c := b[i]
 		if s.inStr && !s.esc && !s.readingKey && s.capturing == memberOther {
-			if quote < i {
-				quote = bytes.IndexByte(b[i:], '"')
-				if quote < 0 {
-					quote = len(b)
-				} else {
-					quote += i
-				}
-			}
-			if j := bytes.IndexByte(b[i:quote], '\\'); j >= 0 {
-				i += j
-			} else {
-				i = quote
-			}
+			i, quote = skipStringText(b, i, quote)
 			if i == len(b) {
 				return
 			}
