@@ -710,10 +710,9 @@ func (x *Exchange) takeSharded(rules []*policy.Rule, items []bucket.Item) (bucke
 // text and audio costs more (policy.Price.MicroUSD prices it at the higher
 // of the two rates).
 func (x *Exchange) reservation(in, out int64) spec.Usage {
-	e := x.req.Estimate
-	u := spec.Usage{InputTokens: in, OutputTokens: out, WebSearches: e.WebSearches, WebSearchPreview: e.WebSearchPreview,
-		SearchContext: e.SearchContext, SearchResults: e.SearchResults, ContainerGB: e.ContainerGB,
-		FileSearches: e.FileSearches, ImageTokens: e.ImageTokens, CodeExecutionMinutes: e.CodeExecutionMinutes}
+	e := &x.req.Estimate
+	u := feesOf(e)
+	u.InputTokens, u.OutputTokens = in, out
 	// Which input the upstream writes to the cache is its choice: all of
 	// it, at the dearest write price the body names, is the most it bills.
 	if e.CacheWriteTokens > 0 && x.quote.Price.CacheWrite >= x.quote.Price.Input {
@@ -726,6 +725,17 @@ func (x *Exchange) reservation(in, out int64) spec.Usage {
 		u.AudioInputTokens, u.AudioOutputTokens = in, out
 	}
 	return u
+}
+
+// feesOf is e's per-call fees, the figures a reservation takes as the
+// estimate has them whatever its tokens: web searches (and the preview
+// tool's flag), search context and results, container gigabyte-sessions,
+// file searches, image generation tokens and code execution minutes; the
+// token figures 0. Adding a fee to Request.Estimate means adding it here.
+func feesOf(e *spec.Usage) spec.Usage {
+	return spec.Usage{WebSearches: e.WebSearches, WebSearchPreview: e.WebSearchPreview,
+		SearchContext: e.SearchContext, SearchResults: e.SearchResults, ContainerGB: e.ContainerGB,
+		FileSearches: e.FileSearches, ImageTokens: e.ImageTokens, CodeExecutionMinutes: e.CodeExecutionMinutes}
 }
 
 // units is what t costs in rule's unit; a request that is not weighed

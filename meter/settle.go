@@ -298,9 +298,9 @@ func (x *Exchange) chargedTokens(source spec.Source, known bool, actual spec.Usa
 		return actual
 	case source == spec.SourceReserved && x.req.Weighed:
 		e := &x.req.Estimate
-		return spec.Usage{InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, WebSearches: e.WebSearches,
-			WebSearchPreview: e.WebSearchPreview, SearchContext: e.SearchContext, SearchResults: e.SearchResults, ContainerGB: e.ContainerGB,
-			FileSearches: e.FileSearches, ImageTokens: e.ImageTokens, CodeExecutionMinutes: e.CodeExecutionMinutes}
+		u := feesOf(e)
+		u.InputTokens, u.OutputTokens = e.InputTokens, e.OutputTokens
+		return u
 	}
 	return spec.Usage{}
 }
