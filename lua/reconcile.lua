@@ -31,7 +31,14 @@
 --           in tests only, ARGV[n + 3] now; KEYS[1] the id's marker set,
 --           KEYS[1 + i] the bucket of delta i (see reconcileLone below).
 --           Its reply, commands and stored state are this layout's for the
---           same call.
+--           same call. A text opening with "N " is the shape of a run of
+--           m >= 2 such reconciliations, all of one epoch's marker set and
+--           one shape, sent in the run layout: "N <ARGV[2] below>;<limit>;...",
+--           then ARGV[2] every entry's units packed (as the last ARGV
+--           below), ARGV[2 + e] the request id of entry e and, in tests
+--           only, ARGV[m + 3] now; KEYS as the lone layout's (see
+--           reconcileRun below). Its reply, commands and stored state are
+--           this layout's for the same call too.
 -- ARGV[2]   how long a reconciliation's marker lives, ms.
 -- ARGV[3]   how long a void's marker (the tombstone 'v') lives, ms.
 -- ARGV[4]   L, the number of distinct limits the deltas name.
