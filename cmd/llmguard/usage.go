@@ -115,7 +115,9 @@ func (u *usageCmd) Run() error {
 // ledger's spend of that tenant over it: the store did not count some of
 // what was spent. Its usual causes are named, since the two numbers sit
 // in separate tables and units (trial3: a Redis restarted without its data
-// read 55 used beside 105 µUSD spent, and nothing said why).
+// read 55 used beside 105 µUSD spent, and nothing said why; trial16: a node
+// on the memory store, restarted, read 0 beside 496 µUSD, and the note named
+// only Redis).
 func quotaBehindLedgerNotes(rep *app.UsageReport) []string {
 	if rep.Source == "none" {
 		return nil
@@ -131,7 +133,7 @@ func quotaBehindLedgerNotes(rep *app.UsageReport) []string {
 			continue
 		}
 		notes = append(notes, fmt.Sprintf("llmguard usage: quota %s of tenant %q counts %d µUSD used, less than the %d µUSD the ledger holds for the tenant over the same period: "+
-			"the store lost usage (a Redis restarted without its data), the quota was added or renamed during the period, the fail-open fallback served requests while the store was down and its charge-back is still held or was dropped (llmguard_fallback_charges_held, llmguard_fallback_charges_dropped_total), "+
+			"the store lost usage (the in-memory store starts empty at every restart of the node, as does a Redis restarted without its data), the quota was added or renamed during the period, the fail-open fallback served requests while the store was down and its charge-back is still held or was dropped (llmguard_fallback_charges_held, llmguard_fallback_charges_dropped_total), "+
 			"or settlements are still in flight; the ledger is the record of spend, the quota what the proxy enforces",
 			q.Limit, cell(q.Subject), q.Used, rep.ByTenant[i].Spend.MicroUSD))
 	}

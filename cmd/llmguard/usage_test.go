@@ -313,8 +313,8 @@ func TestQuotaBehindLedgerNotes(t *testing.T) {
 		}}
 	notes := quotaBehindLedgerNotes(rep)
 	if len(notes) != 1 || !strings.Contains(notes[0], "quota team-daily of tenant \"dev-team\" counts 55 µUSD used, less than the 105 µUSD") ||
-		!strings.Contains(notes[0], "Redis restarted without its data") {
-		t.Fatalf("notes = %q, want one, for team-daily, naming the amounts and the causes", notes)
+		!strings.Contains(notes[0], "Redis restarted without its data") || !strings.Contains(notes[0], "in-memory store starts empty at every restart") {
+		t.Fatalf("notes = %q, want one, for team-daily, naming the amounts and the causes (a restarted memory store's among them)", notes)
 	}
 	rep.Source = "none"
 	if notes := quotaBehindLedgerNotes(rep); len(notes) != 0 {
