@@ -136,8 +136,9 @@ ledger: {file: %q}
 	cmd := exec.Command(bin, "usage", "--config", other, "--admin", admin)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "409") || !strings.Contains(stderr.String(), "serves another config") {
-		t.Errorf("usage --config <another config>: %v, stderr %q; want a 409 naming another config", err, stderr.String())
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "409") || !strings.Contains(stderr.String(), "serves another config") ||
+		!strings.Contains(stderr.String(), "--any-config") {
+		t.Errorf("usage --config <another config>: %v, stderr %q; want a 409 naming another config and --any-config", err, stderr.String())
 	}
 	if out, err := exec.Command(bin, "usage", "--config", other, "--admin", admin, "--any-config").CombinedOutput(); err != nil {
 		t.Errorf("usage --any-config: %v %s", err, out)

@@ -529,7 +529,11 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 		// X edited and its reload refused) would answer with its own
 		// ledger, tenants and zones, and the caller would take them for X's.
 		if mine := a.cfg.Load().Fingerprint(); string(fp) != mine {
-			why := "another llmguard may be listening on this address, or the file was changed and its reload refused (see /readyz last_reload_error)"
+			// trial16: `usage --admin host:port` without --config sends
+			// the embedded default's fingerprint, and the 409 did not say
+			// how to ask the node anyway.
+			why := "another llmguard may be listening on this address, or the file was changed and its reload refused (see /readyz last_reload_error); " +
+				"name the node's own file with --config, or pass --any-config to ask it anyway"
 			if pending := a.reloads.pendingRestart(); len(pending) > 0 {
 				// trial10: a reload that changed store (nodes: 2, as the
 				// README's second node asks) took, kept the running store,
