@@ -255,3 +255,77 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, breaker: {min_
 		t.Errorf("last line %q: want the outage's end at INFO with its length", l)
 	}
 }
+
+// The breaker's close line gives the outage from the first failed call of
+// the run that opened it, not from the opening: an idle node's probes,
+// one every open_for/2, open it only after min_calls of them (trial16:
+// Redis down 26 s logged outage=6.014s). Bounded by the node's own log
+// lines' times.
+func TestBreakerOutageCountsFromTheFirstFailure(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg, err := config.Parse([]byte(baseConfig(t, "http://127.0.0.1:1", fmt.Sprintf(`
+limits:
+  - {name: user-rpm, scope: user, unit: requests, rate: 1000, per: 1m, on_failure: open}
+store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, health_check: 100ms, breaker: {open_for: 200ms, min_calls: 15}}
+`, srv.Addr()))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	const down, open, closed = "store unreachable: a health probe failed", "from=closed to=open", "to=closed"
+	waitFor := func(step, what string) {
+		t.Helper()
+		for i := 0; !strings.Contains(logs.String(), what); i++ {
+			if i == 1200 {
+				t.Fatalf("%s: no %q after 1200 polls 50 ms apart; log:\n%s", step, what, logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	srv.Kill()
+	waitFor("step 1 (Redis killed, no request)", open)
+	srv.Restart()
+	waitFor("step 2 (Redis back, no request)", closed)
+	// field is the value of key= in the first log line holding what.
+	field := func(what, key string) string {
+		t.Helper()
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if !strings.Contains(l, what) {
+				continue
+			}
+			for _, f := range strings.Fields(l) {
+				if v, ok := strings.CutPrefix(f, key+"="); ok {
+					return v
+				}
+			}
+		}
+		t.Fatalf("no %s= in a line with %q:\n%s", key, what, logs.String())
+		return ""
+	}
+	at := func(what string) time.Time {
+		t.Helper()
+		v, err := time.Parse(time.RFC3339Nano, field(what, "time"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	outage, err := time.ParseDuration(field(closed, "outage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// From the first failed probe's line to the close line, less half the
+	// time the breaker took to open (at least 14 probes 100 ms apart: room
+	// for the lines' own delays); counted from the opening, the outage
+	// would be short of it by the whole of that time.
+	first, opened, closedAt := at(down), at(open), at(closed)
+	if want := closedAt.Sub(first) - opened.Sub(first)/2; outage < want {
+		t.Errorf("outage=%v, want at least %v: the %v from the first failed probe's line to the close line, less half the %v the breaker took to open:\n%s",
+			outage, want, closedAt.Sub(first), opened.Sub(first), logs.String())
+	}
+}

@@ -162,7 +162,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	defer cancel()
 	lastFailed := new(atomic.Bool)
 	lastCall := new(atomic.Int64)   // time.Now().UnixNano() of the last store call to end
-	outageFrom := new(atomic.Int64) // time.Now().UnixNano() the breaker last opened from closed
+	outageFrom := new(atomic.Int64) // time.Now().UnixNano() of the first failed call of the run that opened the breaker
 	lastCall.Store(time.Now().UnixNano())
 	if err := r.Load(ctx); err != nil {
 		log.Warn("could not load the Redis scripts at start-up; they will be loaded on first use", "err", err)
@@ -210,7 +210,11 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		OnStateChange: func(from, to bucket.BreakerState) {
 			switch {
 			case from == bucket.BreakerClosed && to == bucket.BreakerOpen:
-				outageFrom.Store(time.Now().UnixNano())
+				// The outage began at the run's first failed call, not
+				// where the breaker opened: an idle node's probes take
+				// min_calls × open_for/2 to open it (trial16: Redis down
+				// 26 s logged outage=6.014s, the time since it opened).
+				outageFrom.Store(run.since(time.Now()).UnixNano())
 				run.logged.Store(false) // the breaker's close line ends it
 				log.Warn("store circuit breaker", "from", from.String(), "to", to.String())
 				logFactors() // once per outage
@@ -564,7 +568,7 @@ func (f *factorCollector) Collect(ch chan<- prometheus.Metric) {
 // run.
 type failureRun struct {
 	failed atomic.Int64 // failed calls in the run
-	first  atomic.Int64 // time.Now().UnixNano() of the run's first failure
+	first  atomic.Int64 // time.Now().UnixNano() of the run's first failure; 0 between runs
 	// logged: a "store take failed" line was written in the run, and the
 	// breaker has not opened since (its own close line then ends it).
 	logged atomic.Bool
@@ -577,8 +581,25 @@ func (r *failureRun) fail() {
 	}
 }
 
+// since is when the run of failures began: the time of its first failed
+// call, or now when no call has failed since the last success.
+func (r *failureRun) since(now time.Time) time.Time {
+	if first := r.first.Load(); first != 0 && first < now.UnixNano() {
+		return time.Unix(0, first)
+	}
+	return now
+}
+
 // end ends the run at a call that succeeded: it returns the run's failed
 // calls, the time of its first, and whether its end is to be logged.
 func (r *failureRun) end() (failed int64, since time.Time, logged bool) {
-	return r.failed.Swap(0), time.Unix(0, r.first.Load()), r.logged.Swap(false)
+	failed = r.failed.Swap(0)
+	// first is zeroed with the run, so that since never reads a finished
+	// run's start (a failure racing this end may have counted itself and
+	// not yet stored its time: the run then starts now).
+	since = time.Now()
+	if first := r.first.Swap(0); first != 0 {
+		since = time.Unix(0, first)
+	}
+	return failed, since, r.logged.Swap(false)
 }
