@@ -118,7 +118,11 @@ func noUpstream(f Flavor) apiError {
 // config key that would price it (policy.Quote.Missing). A request that
 // names no model (model "") is told so: the caller, not the operator, can
 // fix it, and `Model "" has no price … models.""` sent them to the config.
-func modelNotPriced(model, limit, missing string) apiError {
+// An Azure caller's model is its deployment's name (f FlavorAzure): the
+// message also names upstreams[].deployments, which maps a deployment to
+// the priced model it runs (trial16: an unmapped deployment was sent to
+// models."<deployment>" alone).
+func modelNotPriced(f Flavor, model, limit, missing string) apiError {
 	e := apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "model_not_priced",
 		anthropicType: "invalid_request_error"}
 	switch {
@@ -129,6 +133,11 @@ func modelNotPriced(model, limit, missing string) apiError {
 		// The request sends or asks for audio (policy.Quote.ForAudio).
 		e.message = fmt.Sprintf("Model %q has no audio price in llmguard, and limit %s counts US dollars, so a request that sends or asks for audio "+
 			"cannot be admitted. Its operator can price audio with %s and audio_output_usd_per_mtok in the config.", model, limit, missing)
+	case f == FlavorAzure:
+		e.message = fmt.Sprintf("Model %q has no price in llmguard, and limit %s counts US dollars, so it cannot be admitted. "+
+			"Its operator can map the deployment to the priced model it runs in the Azure upstream's deployments, "+
+			"price it with %s in the config (its prices, or alias_of: a priced model), or set default_price.",
+			model, limit, missing)
 	default:
 		e.message = fmt.Sprintf("Model %q has no price in llmguard, and limit %s counts US dollars, so it cannot be admitted. "+
 			"Its operator can price it with %s in the config (its prices, or alias_of: a priced model), or set default_price.",

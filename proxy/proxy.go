@@ -1208,7 +1208,7 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 		return &refusal{err: errClientLeft, outcome: x.m.Outcome(0)}
 	case meter.Unpriced:
 		by := x.m.UnpricedBy()
-		return &refusal{err: modelNotPriced(x.est.Model, by.Name, x.m.Quote().Missing), outcome: x.m.Outcome(0), limit: by.Name}
+		return &refusal{err: modelNotPriced(x.flavor(), x.est.Model, by.Name, x.m.Quote().Missing), outcome: x.m.Outcome(0), limit: by.Name}
 	default: // meter.Broken: a limit the store refuses is a bug, not an outage
 		return &refusal{err: errLimiter, outcome: x.m.Outcome(0)}
 	}
