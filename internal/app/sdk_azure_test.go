@@ -339,3 +339,25 @@ func TestAzureMalformedRequestInAzureShape(t *testing.T) {
 		t.Errorf("%d %s, want 400 in Azure's shape", resp.StatusCode, body)
 	}
 }
+
+// An Azure client, whose key llmguard reads as api-key only on the paths it
+// routes to an Azure upstream, reads its limits under /openai/, as its
+// endpoint's paths are (trial16: the README named only
+// /v1/llmguard/limits, where a config whose default upstream is OpenAI's
+// does not read api-key).
+func TestAzureCallerReadsItsLimits(t *testing.T) {
+	h := startAzure(t, "")
+	for _, p := range []string{"/openai/v1/llmguard/limits", "/openai/deployments/chat-prod/llmguard/limits"} {
+		req, _ := http.NewRequest(http.MethodGet, h.url+p, nil)
+		req.Header.Set("api-key", testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), `"name":"user-tpm"`) {
+			t.Errorf("GET %s with api-key: %d %s; want the caller's report", p, resp.StatusCode, b)
+		}
+	}
+}
