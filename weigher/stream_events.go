@@ -27,6 +27,9 @@ func (s *Stream) openAIEvent(data []byte, completions bool) StreamUpdate {
 		s.skel = &chunkSkeleton{shared: s.shapes}
 	}
 	c := s.skel.readChunk(data, completions, s.maxDepth)
+	if c.Uncounted && !c.Unread {
+		c.Text = uncountedChunkText(data, c.Text)
+	}
 	s.noteTier(c.ServiceTier)
 	if c.HasUsage {
 		if s.closed {
@@ -38,6 +41,27 @@ func (s *Stream) openAIEvent(data []byte, completions bool) StreamUpdate {
 		s.usage, s.has, s.final, s.closed = c.Usage, hasInput|hasOutput, true, true
 	}
 	return StreamUpdate{Text: c.Text, HasUsage: c.HasUsage, UsageOnly: c.UsageOnly, Err: c.Err, Done: c.Done, Finished: c.Finished, Unread: c.Unread, Uncounted: c.Uncounted}
+}
+
+// uncountedChunkText is the text of a chat or legacy completions chunk
+// that carried output its reader did not count (Chunk.Uncounted), read as
+// a JSON answer's is (chatAnswerText: a choice's message or delta whose
+// content is a list of parts, a chat choice's text, an audio transcript),
+// when that is longer than counted, the text the reader counted; else
+// counted. Read so, a lenient upstream cannot stream its text in one of
+// those shapes beside a usage reporting 1 output token and be charged 1
+// token: the tap counts the text against the usage as it counts a delta's
+// content (TestAdv39UncountedStreamTextIsCharged). The chunk stays
+// Uncounted (audio data, an unknown member: without a usage the stream
+// keeps its output reservation). data is a chunk the reader checked (not
+// Unread), so its nesting is bounded.
+func uncountedChunkText(data []byte, counted string) string {
+	var j textJoiner
+	chatAnswerText(gjson.ParseBytes(data), j.add)
+	if t := j.String(); len(t) > len(counted) {
+		return t
+	}
+	return counted
 }
 
 // notStreamed is the stream reader of a weighed kind whose API has no

@@ -1,0 +1,95 @@
+package app
+
+// Adversarial tests of adv39 (2026-12-06): output a lenient upstream sends
+// in a shape the stream reader did not count as text, beside a usage
+// reporting almost none. Each drives llmguard through loopback sockets to
+// an upstream whose answer the test sets, and checks what the bucket was
+// charged.
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/config"
+)
+
+// A chat stream whose text came in a shape the chunk reader marks
+// Uncounted — a delta's content as a list of parts (Mistral's streams), a
+// whole message in a chunk, a chat choice's "text", an audio transcript —
+// beside a final usage reporting 1 output token was charged that 1 token:
+// 2,000 words streamed so cost 9 tokens where the same text as a
+// delta's content string cost 2,008 (the usage checked against the text,
+// TestAdv12SmallOutputBesideMuchTextChargedTheText), and a JSON answer's
+// audio transcript likewise cost 9. Such text is now read as a JSON
+// answer's is and checked the same way: 2,008. An honest audio stream,
+// whose usage reports more than its transcript, is charged its usage.
+func TestAdv39UncountedStreamTextIsCharged(t *testing.T) {
+	words := strings.TrimSpace(strings.Repeat("word ", 2000)) // 2,000 o200k tokens
+	chunk := func(choice string) string {
+		return fmt.Sprintf("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,%s}]}\n\n", choice)
+	}
+	const fin = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+	usage := func(out int) string {
+		return fmt.Sprintf("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":%d}}\n\ndata: [DONE]\n\n", out)
+	}
+	for _, tc := range []struct {
+		name   string
+		stream bool
+		answer string // the stream's events, or the JSON answer's choice members
+		want   int64  // tokens the bucket must lose
+	}{
+		{"stream content parts", true, chunk(fmt.Sprintf(`"delta":{"content":[{"type":"text","text":%q}]}`, words)) + fin + usage(1), 8 + 2000},
+		{"stream message", true, chunk(fmt.Sprintf(`"message":{"role":"assistant","content":%q}`, words)) + fin + usage(1), 8 + 2000},
+		{"stream text", true, chunk(fmt.Sprintf(`"text":%q`, words)) + fin + usage(1), 8 + 2000},
+		{"stream audio transcript", true, chunk(fmt.Sprintf(`"delta":{"audio":{"id":"a","transcript":%q}}`, words)) + fin + usage(1), 8 + 2000},
+		{"honest audio stream", true, chunk(fmt.Sprintf(`"delta":{"audio":{"id":"a","data":"UklGRiQAAABXQVZF","transcript":%q}}`, words)) + fin + usage(9000), 8 + 9000},
+		{"json audio transcript", false, fmt.Sprintf(`"message":{"role":"assistant","content":null,"audio":{"id":"a","data":"","transcript":%q}}`, words), 8 + 2000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method != http.MethodPost { // the harness's probe of its bucket
+					io.WriteString(w, `{"object":"list","data":[]}`)
+					return
+				}
+				io.Copy(io.Discard, r.Body)
+				if tc.stream {
+					w.Header().Set("Content-Type", "text/event-stream")
+					io.WriteString(w, tc.answer)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"id":"c","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,%s,"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":1}}`, tc.answer)
+			}))
+			t.Cleanup(srv.Close)
+			cfg, err := config.Parse([]byte(baseConfig(t, srv.URL, `limits:
+  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000}
+`)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+			h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+			left := h.tokensLeft()
+			body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]`
+			if tc.stream {
+				body += `,"stream":true,"stream_options":{"include_usage":true}`
+			}
+			resp, b := h.do("/v1/chat/completions", body+`}`)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%d %.300s", resp.StatusCode, b)
+			}
+			if !strings.Contains(b, "word word") {
+				t.Fatalf("the caller did not get the text: %.300s", b)
+			}
+			if got := left - h.tokensLeft(); got != tc.want {
+				t.Errorf("the bucket lost %d tokens, want %d (usage: 8 input tokens and %d bytes of text beside a small output figure)", got, tc.want, len(words))
+			}
+		})
+	}
+}
