@@ -263,21 +263,28 @@ func responsesOutputFields(it gjson.Result, add func(r gjson.Result, streamed bo
 // as output).
 func messagesAnswerText(root gjson.Result, add func(gjson.Result)) (hidden bool) {
 	root.Get("content").ForEach(func(_, b gjson.Result) bool {
-		if !b.IsObject() {
-			return true
-		}
-		if b.Get("type").Str == "redacted_thinking" && nonEmptyString(b.Get("data")) {
-			hidden = true
-		}
-		add(b.Get("text"))
-		add(b.Get("thinking"))
-		if b.Get("type").Str == "tool_use" {
-			add(b.Get("name"))
-			if in := b.Get("input"); in.IsObject() {
-				add(gjson.Result{Type: gjson.String, Str: in.Raw})
-			}
-		}
+		hidden = messagesBlockText(b, add) || hidden
 		return true
 	})
+	return hidden
+}
+
+// messagesBlockText reads one content block b of a Messages answer as
+// messagesAnswerText reads each (a stream's message_start content and a
+// content_block_start block holding output whole are read so too:
+// messagesEvent). hidden: b is a redacted_thinking block with data.
+func messagesBlockText(b gjson.Result, add func(gjson.Result)) (hidden bool) {
+	if !b.IsObject() {
+		return false
+	}
+	hidden = b.Get("type").Str == "redacted_thinking" && nonEmptyString(b.Get("data"))
+	add(b.Get("text"))
+	add(b.Get("thinking"))
+	if b.Get("type").Str == "tool_use" {
+		add(b.Get("name"))
+		if in := b.Get("input"); in.IsObject() {
+			add(gjson.Result{Type: gjson.String, Str: in.Raw})
+		}
+	}
 	return hidden
 }

@@ -378,8 +378,18 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 	case "message_start":
 		u := s.anthropicUsage(lastGet(root, "message", "usage"))
 		// Its message's content is [] (the blocks stream after it): an
-		// answer whose content arrives here is output not counted.
-		u.Uncounted = mayHoldOutput(lastGet(root, "message", "content"))
+		// answer whose content arrives here is output the deltas do not
+		// carry, read as a JSON answer's blocks are (its text counted;
+		// still Uncounted: a block may hold what no reader counts).
+		content := lastGet(root, "message", "content")
+		if u.Uncounted = mayHoldOutput(content); u.Uncounted {
+			var j textJoiner
+			content.ForEach(func(_, b gjson.Result) bool {
+				messagesBlockText(b, j.add)
+				return true
+			})
+			u.Text = j.String()
+		}
 		return u
 	case "message_delta":
 		usage := lastGet(root, "usage")
@@ -463,8 +473,15 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		}
 		// A tool_use (server_tool_use, mcp_tool_use…) block starts with
 		// "input": {} and streams its input as input_json_delta; one
-		// whose input arrives whole here is output not counted.
-		return StreamUpdate{Uncounted: mayHoldOutput(lastGet(b, "input"))}
+		// whose input arrives whole here is output no delta carries:
+		// Uncounted, and a tool_use block's name and input counted as a
+		// JSON answer's (messagesBlockText).
+		if !mayHoldOutput(lastGet(b, "input")) {
+			return StreamUpdate{}
+		}
+		var j textJoiner
+		messagesBlockText(b, j.add)
+		return StreamUpdate{Text: j.String(), Uncounted: true}
 	case "error":
 		return StreamUpdate{Err: true}
 	case "content_block_stop", "ping":

@@ -93,3 +93,58 @@ func TestAdv39UncountedStreamTextIsCharged(t *testing.T) {
 		})
 	}
 }
+
+// A Messages stream whose output arrived whole where the stream reader did
+// not count it — in message_start's message.content, or in a tool_use
+// block's input at its content_block_start — beside a message_delta
+// reporting 1 output token was charged that 1 token, where the same
+// blocks in a JSON answer are counted (messagesAnswerText). They are now
+// read as a JSON answer's blocks are, and the usage they contradict is
+// charged the text (at least the output reservation, as for any stream
+// with output llmguard could not all read: max_tokens 1000 here, below the
+// text's 2,000 tokens).
+func TestAdv39UncountedMessagesTextIsCharged(t *testing.T) {
+	words := strings.TrimSpace(strings.Repeat("word ", 2000)) // 2,000 o200k tokens
+	start := func(content string) string {
+		return fmt.Sprintf("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":%s,\"stop_reason\":null,\"usage\":{\"input_tokens\":8,\"output_tokens\":1}}}\n\n", content)
+	}
+	const end = "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	for _, tc := range []struct {
+		name   string
+		stream string
+		least  int64 // tokens the bucket must lose at least (and at most 10 more)
+	}{
+		{"message_start content", start(fmt.Sprintf(`[{"type":"text","text":%q}]`, words)) + end, 8 + 2000},
+		{"tool_use input at its start", start("[]") +
+			fmt.Sprintf("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\",\"input\":{\"q\":%q}}}\n\n", words) +
+			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" + end, 8 + 2000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method != http.MethodPost { // the harness's probe of its bucket
+					io.WriteString(w, `{"data":[]}`)
+					return
+				}
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, tc.stream)
+			}))
+			t.Cleanup(srv.Close)
+			cfg, err := config.Parse([]byte(twoFlavorConfig(srv.URL, "user-tpd", 100000)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+			h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+			left := h.tokensLeft()
+			resp, b := h.do("/v1/messages", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}],"max_tokens":1000,"stream":true}`, "anthropic-version", "2023-06-01")
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%d %.300s", resp.StatusCode, b)
+			}
+			if got := left - h.tokensLeft(); got < tc.least || got > tc.least+10 {
+				t.Errorf("the bucket lost %d tokens, want %d to %d (8 input tokens and %d bytes of output beside output_tokens 1)", got, tc.least, tc.least+10, len(words))
+			}
+		})
+	}
+}
