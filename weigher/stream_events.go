@@ -79,8 +79,9 @@ func notStreamed(*Stream, []byte, []byte) StreamUpdate { return StreamUpdate{} }
 // response.incomplete and response.failed end the stream with the response
 // object, whose usage is final; "error" is an in-band error without usage.
 // What response.output_item and response.content_part events (.added,
-// which an honest stream sends empty, and .done) hold beyond the text counted is remembered and counted only where no
-// usage settles the stream (responses_items.go).
+// which an honest stream sends empty, and .done) hold beyond the text counted is remembered and counted where no
+// usage settles the stream (responses_items.go); beside a usage it is the
+// terminal event's text, against which the tap checks the usage.
 func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	if s.resp != nil {
 		if t, ok := s.resp.match(data, s.maxDepth); ok {
@@ -124,6 +125,15 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		// (response.created's names the tier asked for, "auto" for one).
 		s.noteTier(servedTier(tierV.Raw))
 		if usage, ok := responsesUsageOf(parsed(usageV)); ok {
+			// The text the items, parts and the response's output held
+			// that no delta showed (none in an honest stream: its deltas
+			// carry it) is the event's text, which the tap checks the
+			// usage against as against the deltas' (it counts it only
+			// when the usage reports fewer output tokens than the text
+			// allows): an upstream that put its text only there beside a
+			// usage of 1 output token was charged 1
+			// (TestAdv39ResponsesItemTextBesideASmallUsage).
+			u.Text, _ = s.unsettledText(parsed(outputV))
 			usage.WebSearches, usage.FileSearches = toolCalls(parsed(outputV))
 			// The terminal output's images, or the items the stream
 			// showed when more, and the partial images.
@@ -134,9 +144,9 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 			}
 			s.usage, s.has, s.final, s.closed = usage, hasInput|hasOutput, true, true
 			u.HasUsage = true
-			// The usage is the bill: what the items held is never
-			// counted beside it (the keys of the texts counted are
-			// kept: a later output repeating them is no new text).
+			// Beside the usage, nothing more is remembered (the keys of
+			// the texts counted are kept: a later output repeating them
+			// is no new text).
 			s.items.text, s.items.n, s.items.hidden = nil, 0, false
 		} else {
 			// No usage to settle at: what the stream's text did not show

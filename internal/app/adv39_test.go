@@ -148,3 +148,62 @@ func TestAdv39UncountedMessagesTextIsCharged(t *testing.T) {
 		})
 	}
 }
+
+// A Responses stream whose text came only in its items — an
+// output_item.done or .added item, a content_part.done part, the terminal
+// event's response.output — beside a usage of 1 output token was charged
+// that 1 token: what the items held was never counted beside a usage,
+// where a JSON answer holding the same output is checked against its
+// bytes. The items' text no delta showed is now checked against the usage
+// as the deltas' is; an honest stream, whose deltas carry the text the
+// items repeat, is charged its usage.
+func TestAdv39ResponsesItemTextBesideASmallUsage(t *testing.T) {
+	words := strings.TrimSpace(strings.Repeat("word ", 2000)) // 2,000 o200k tokens
+	item := fmt.Sprintf(`{"type":"message","id":"m","role":"assistant","status":"completed","content":[{"type":"output_text","text":%q,"annotations":[]}]}`, words)
+	completed := func(output string, out int) string {
+		return fmt.Sprintf("event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"status\":\"completed\",\"output\":%s,\"usage\":{\"input_tokens\":8,\"output_tokens\":%d,\"total_tokens\":%d}}}\n\n", output, out, 8+out)
+	}
+	itemDone := fmt.Sprintf("event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":%s}\n\n", item)
+	partDone := fmt.Sprintf("event: response.content_part.done\ndata: {\"type\":\"response.content_part.done\",\"item_id\":\"m\",\"output_index\":0,\"content_index\":0,\"part\":{\"type\":\"output_text\",\"text\":%q}}\n\n", words)
+	delta := fmt.Sprintf("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\"output_index\":0,\"content_index\":0,\"delta\":%q}\n\n", words)
+	for _, tc := range []struct {
+		name   string
+		stream string
+		want   int64 // tokens the bucket must lose
+	}{
+		{"output_item.done", itemDone + completed("[]", 1), 8 + 2000},
+		{"output_item.added", strings.ReplaceAll(itemDone, "output_item.done", "output_item.added") + completed("[]", 1), 8 + 2000},
+		{"content_part.done", partDone + completed("[]", 1), 8 + 2000},
+		{"response.output", completed("["+item+"]", 1), 8 + 2000},
+		{"honest", delta + partDone + itemDone + completed("["+item+"]", 2500), 8 + 2500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method != http.MethodPost { // the harness's probe of its bucket
+					io.WriteString(w, `{"object":"list","data":[]}`)
+					return
+				}
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, tc.stream)
+			}))
+			t.Cleanup(srv.Close)
+			cfg, err := config.Parse([]byte(baseConfig(t, srv.URL, `limits:
+  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000}
+`)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+			h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+			left := h.tokensLeft()
+			resp, b := h.do("/v1/responses", `{"model":"gpt-4o-mini","input":"hi","max_output_tokens":1000,"stream":true}`)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%d %.300s", resp.StatusCode, b)
+			}
+			if got := left - h.tokensLeft(); got != tc.want {
+				t.Errorf("the bucket lost %d tokens, want %d (8 input tokens, %d bytes of text)", got, tc.want, len(words))
+			}
+		})
+	}
+}
