@@ -283,3 +283,25 @@ func FuzzResponsesItemFieldsSameAsGet(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkStreamResponsesFullOutput reads BenchmarkStreamResponsesItems'
+// "read" stream with the terminal event carrying its output, as OpenAI's
+// response.completed does (the message item again): what checking the
+// items' text beside a usage (adv39) costs an honest stream.
+func BenchmarkStreamResponsesFullOutput(b *testing.B) {
+	names, data := responsesStreamEvents()
+	const text = `"The quick brown fox jumps over the lazy dog. It\u2019s a pangram: \"every\" letter!"`
+	const msg = `{"id":"msg_67ccd2bf17f0819081ff3bb2cf6508e60bb6a6b452d3795b","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":` + text + `,"annotations":[]}]}`
+	last := len(data) - 1
+	n := append([][]byte{}, names[:last]...)
+	d := append([][]byte{}, data[:last]...)
+	for _, e := range []string{
+		`{"type":"response.content_part.done","sequence_number":22,"item_id":"msg_67ccd2bf17f0819081ff3bb2cf6508e60bb6a6b452d3795b","output_index":0,"content_index":0,"part":{"type":"output_text","text":` + text + `,"annotations":[]}}`,
+		`{"type":"response.output_item.done","sequence_number":23,"output_index":0,"item":` + msg + `}`,
+	} {
+		n = append(n, nil)
+		d = append(d, []byte(e))
+	}
+	final := strings.Replace(string(data[last]), `"output":[]`, `"output":[`+msg+`]`, 1)
+	benchStream(b, KindResponses, append(n, names[last]), append(d, []byte(final)))
+}
