@@ -21,7 +21,7 @@ import (
 // and logs the instructions Redis executed per take, in a lone take.lua and
 // in takebatch.lua batches of 1, 2, 4, 8, 12 and 32 (c32 sends some 6–10 takes a
 // call: what a call costs whatever its size shows there), and per reconciliation in
-// reconcile.lua batches of 32: three token buckets (a user's, a tenant's, a
+// reconcile.lua batches of 4, 12 (a c1 node's some 12 a call) and 32: three token buckets (a user's, a tenant's, a
 // global one, as llmguard-bench's rules) that every request shares, a take
 // marker per take, two deltas per reconciliation. Without the variable it
 // is skipped; with it, a missing valgrind fails it. Redis runs with hz 1:
@@ -183,7 +183,16 @@ func TestCallgrindScripts(t *testing.T) {
 	measure("takebatch.lua, batches of 8", 8, takes)
 	measure("takebatch.lua, batches of 12", 12, takes)
 	measure("takebatch.lua, batches of 32", 32, takes)
+	measure("reconcile.lua, batches of 4", 4, reconciles)
+	measure("reconcile.lua, batches of 12", 12, reconciles)
 	measure("reconcile.lua, batches of 32", 32, reconciles)
+	if os.Getenv("LLMGUARD_CALLGRIND") == "all" { // the same batches in the batch layout, not the run layout
+		r.rcGeneric = true
+		measure("reconcile.lua, batches of 4, batch layout", 4, reconciles)
+		measure("reconcile.lua, batches of 12, batch layout", 12, reconciles)
+		measure("reconcile.lua, batches of 32, batch layout", 32, reconciles)
+		r.rcGeneric = false
+	}
 	if os.Getenv("LLMGUARD_CALLGRIND") == "all" { // the parts of a batched take
 		measure("takebatch.lua, 32, no request id", 32, takesOf(3, false))
 		measure("takebatch.lua, 32, one bucket", 32, takesOf(1, true))

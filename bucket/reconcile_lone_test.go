@@ -19,7 +19,8 @@ import (
 // NewRequestID's form whose deltas are on distinct keys, each a token
 // bucket's or a quota's, goes in reconcile.lua's lone layout (the marker
 // set and the buckets in KEYS; the shape as one text, the id, the units,
-// then now only when pinned); every other call keeps the batch layout.
+// then now only when pinned); every other call keeps the batch layout (or
+// the run layout, TestReconcileRunArgs).
 func TestReconcileLoneArgs(t *testing.T) {
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	id := NewRequestID(now)
@@ -80,7 +81,11 @@ func TestReconcileLoneArgs(t *testing.T) {
 		if !reflect.DeepEqual(got, s.want) || s.want != nil && !reflect.DeepEqual(keys, s.wantKeys) {
 			t.Errorf("step %d (%s): lone layout %q %#v, want %q %#v", i, s.name, keys, got, s.wantKeys, s.want)
 		}
-		if keys, args := c.callArgs(r); s.want != nil && !reflect.DeepEqual(args, s.want) || s.want == nil && !reflect.DeepEqual(args, c.args(r)) || len(keys) == 0 {
+		other := c.args(r) // a call that does not fit the lone layout: the run layout's (runArgs) when it fits that, else the batch's
+		if _, run := c.runArgs(r); run != nil {
+			other = run
+		}
+		if keys, args := c.callArgs(r); s.want != nil && !reflect.DeepEqual(args, s.want) || s.want == nil && !reflect.DeepEqual(args, other) || len(keys) == 0 {
 			t.Errorf("step %d (%s): callArgs sent %q %#v", i, s.name, keys, args)
 		}
 	}

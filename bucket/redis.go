@@ -656,10 +656,14 @@ func (r *Redis) newReconcileCall() *reconcileCall {
 func (c *reconcileCall) keys() []string { return c.in.keys.items }
 
 // callArgs returns the call's KEYS and ARGV as the store sends them: in
-// the lone layout when c fits it (loneArgs), else in the batch layout.
+// the lone layout when c fits it (loneArgs), in the run layout when it
+// fits that (runArgs), else in the batch layout.
 func (c *reconcileCall) callArgs(r *Redis) ([]string, []any) {
 	if !r.rcGeneric {
 		if keys, args := c.loneArgs(r); args != nil {
+			return keys, args
+		}
+		if keys, args := c.runArgs(r); args != nil {
 			return keys, args
 		}
 	}

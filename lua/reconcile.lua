@@ -31,7 +31,14 @@
 --           in tests only, ARGV[n + 3] now; KEYS[1] the id's marker set,
 --           KEYS[1 + i] the bucket of delta i (see reconcileLone below).
 --           Its reply, commands and stored state are this layout's for the
---           same call.
+--           same call. A text opening with "N " is the shape of a run of
+--           m >= 2 such reconciliations, all of one epoch's marker set and
+--           one shape, sent in the run layout: "N <ARGV[2] below>;<limit>;...",
+--           then ARGV[2] every entry's units packed (as the last ARGV
+--           below), ARGV[2 + e] the request id of entry e and, in tests
+--           only, ARGV[m + 3] now; KEYS as the lone layout's (see
+--           reconcileRun below). Its reply, commands and stored state are
+--           this layout's for the same call too.
 -- ARGV[2]   how long a reconciliation's marker lives, ms.
 -- ARGV[3]   how long a void's marker (the tombstone 'v') lives, ms.
 -- ARGV[4]   L, the number of distinct limits the deltas name.
@@ -268,6 +275,60 @@ local function settle(c, limit, refund, spend, now)
   end
 end
 
+-- settleTokens is settle for a token bucket's group on a view holding a
+-- token bucket's state (the common case), its steps inlined: the core
+-- functions' own expressions in their order (apply's refill and clamps,
+-- wait, put, stage; load gives the view's state, found): the same doubles,
+-- with one Lua call instead of six (a call costs Redis 7.0's interpreter
+-- some 1k instructions).
+local function settleTokens(c, limit, refund, spend, now)
+  local capacity, rate, per = limit[1], limit[2], limit[3]
+  local level, updated = c[A], c[B]
+  if refund ~= 0 or spend == 0 then -- apply(refund)
+    if now > updated then
+      level = level + (now - updated) * rate / per
+      updated = now
+    end
+    if level > capacity then
+      level = capacity
+    end
+    level = level - refund
+    if level > capacity then
+      level = capacity
+    end
+  end
+  if spend ~= 0 then -- apply(spend)
+    if now > updated then
+      level = level + (now - updated) * rate / per
+      updated = now
+    end
+    if level > capacity then
+      level = capacity
+    end
+    level = level - spend
+    if level > capacity then
+      level = capacity
+    end
+  end
+  c[DIRTY] = true -- stage(c, put(true, level, updated, capacity, wait(level, capacity, rate, per), now), 't', level, updated)
+  if level >= capacity then
+    c[KIND], c[PX] = nil, false
+  else
+    local reset = floor((capacity - level) * per / rate) -- wait
+    if reset >= maxWait then
+      reset = maxWait
+    else
+      local j = 0
+      while j < 2 and level + reset * rate / per < capacity do
+        reset = reset + 1
+        j = j + 1
+      end
+    end
+    c[A], c[B], c[C] = level, updated, nil
+    c[PX] = floor((updated + reset - now) / 1000) + 1000 -- put
+  end
+end
+
 -- markerOf tells, for each mode, whether its entries send a marker key's
 -- index (each entry its own key).
 local markerOf = {r = true, v = true, w = true}
@@ -388,23 +449,25 @@ local rcShapes, rcShapesCount, rcShapesMax = {}, 0, 256
 -- ms, then each delta's limit as limitOf reads it, a token bucket's or a
 -- quota's) read as {dedupFor, n, limit1, ..., limitn} (n the deltas; each
 -- limit limitOf's table), a table the caller must not change (it is kept
--- for the next call with the same text: a hit is one lookup). A text that
--- does not open with "R " is not a shape: nil (the batch layout's ARGV[1]
--- is now, '' or digits). A text of another form after "R ", or a limit of
--- another kind, is an error.
+-- for the next call with the same text: a hit is one lookup). A run of
+-- reconciliations (reconcileRun) sends the same text opening with "N ":
+-- its table has run set. A text that does not open with "R " or "N " is
+-- not a shape: nil (the batch layout's ARGV[1] is now, '' or digits). A
+-- text of another form after it, or a limit of another kind, is an error.
 local function rcShapeOf(text)
   local s = rcShapes[text]
   if s then
     return s
   end
-  if string.sub(text, 1, 2) ~= 'R ' then
+  local form = string.sub(text, 1, 2)
+  if form ~= 'R ' and form ~= 'N ' then
     return nil
   end
-  local ttl, at = string.match(text, '^R (%d+)()')
+  local ttl, at = string.match(text, '^[RN] (%d+)()')
   if not ttl then
     error('llmguard: bad lone reconciliation shape ' .. text)
   end
-  s = {ttl, 0}
+  s = {ttl, 0, run = form == 'N '}
   local n = 0
   while at <= #text do
     local l, next = string.match(text, '^;([^;]+)()', at)
@@ -554,10 +617,150 @@ local function reconcileLone(s, KEYS, ARGV)
   return {1}
 end
 
+-- writeView writes view c of bucket key after its settlement, as both
+-- layouts end: a view its deltas left unchanged is not written, one left
+-- full or empty is deleted when it was stored, any other gets its value
+-- with the TTL its settlement gave (PX) or its own (KEEPTTL).
+local function writeView(key, c)
+  local kind = c[KIND]
+  if not c[DIRTY] then
+    return
+  end
+  if kind == nil then
+    if c[FOUND] then
+      redis.call('DEL', key)
+    end
+    return
+  end
+  local v
+  if kind == 't' then -- encode, as reconcileLone does; its TTL's text by pxText
+    local level, updated = c[A], c[B]
+    if level % 1 == 0 and level ~= 0 and level < 2 ^ 53 and level > -2 ^ 53 then
+      v = string.format('%d %d', level, updated) -- the text '%.17g %d' makes of it
+    else
+      v = string.format('%.17g %d', level, updated)
+    end
+    if updated % 1 == 0 then
+      if encodedCount >= encodedMax then
+        encodedLevel, encodedUpdated, encodedCount = {}, {}, 0
+      end
+      encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
+    end
+    if c[PX] then
+      redis.call('SET', key, v, 'PX', pxText(c[PX]))
+    else
+      redis.call('SET', key, v, 'KEEPTTL')
+    end
+    return
+  end
+  if kind == 'q' then
+    v = encodeQuota(c[A], c[B])
+  else
+    v = encodeWindow(c[A], c[B], c[C])
+  end
+  if c[PX] then
+    redis.call('SET', key, v, 'PX', c[PX])
+  else
+    redis.call('SET', key, v, 'KEEPTTL')
+  end
+end
+
+-- The per-delta sums of reconcileRun, kept from call to call (each call
+-- sets the first d of each before it adds to them).
+local runRefund, runSpend = {}, {}
+
+-- reconcileRun is the script for a run of m >= 2 reconciliations of one
+-- shape (mode 'h': ids of bucket.NewRequestID's form, all of one epoch's
+-- marker set; each entry's deltas on the same distinct keys under the same
+-- limits, each a token bucket's or a quota's), sent in the run layout:
+-- KEYS[1] the marker set, KEYS[1 + i] the bucket of delta i; ARGV[1] the
+-- shape (rcShapeOf, opening with "N "), ARGV[2] every entry's units,
+-- packed (unitsOf: n numbers an entry, entry after entry; m is their count
+-- over n), ARGV[2 + e] the request id of entry e and, in tests only,
+-- ARGV[m + 3] now (µs; absent: Redis TIME). It does what the batch layout
+-- does for such a call, step for step: TIME, one MGET of the buckets, one
+-- SMISMEMBER of the ids; each entry applies when its id is neither in the
+-- set nor an earlier entry's, its units summed per delta, negative ones
+-- (refund) apart from the others (spend), in entry order (the same
+-- additions, so the same doubles); when any applies, one SADD of every id
+-- and the set's PEXPIRE, then each bucket settled once (settle: refunds
+-- first, then charges) and written by one SET or DEL (writeView). The same
+-- reply: per entry 1, 0 for an id applied before, 2 for one that applied
+-- while a quota's period had moved on (see settle). Without the batch's
+-- tables (limits, sets, shapes, order, groups) and with m + 2 ARGV instead
+-- of 4n + m + 12. bucket's TestReconcileRunMatchesBatch compares it with
+-- the batch layout.
+local function reconcileRun(s, KEYS, ARGV)
+  local n = s[2]
+  local U = unitsOf(ARGV[2] or '')
+  local m = #U / n
+  if m < 2 or m % 1 ~= 0 or #KEYS ~= n + 1 or #ARGV < m + 2 then
+    error('llmguard: reconciliation run of ' .. #KEYS .. ' KEYS, ' .. #ARGV .. ' ARGV, ' .. #U .. ' units for ' .. n .. ' deltas')
+  end
+  local now = clock(ARGV[m + 3] or '')
+  local stored = redis.call('MGET', unpack(KEYS, 2, n + 1))
+  local got = redis.call('SMISMEMBER', KEYS[1], unpack(ARGV, 3, m + 2))
+  local refund, spend = runRefund, runSpend
+  for i = 1, n do
+    refund[i], spend[i] = 0, 0
+  end
+  local seen, reply, fresh, u = {}, {}, 0, 0
+  for e = 1, m do
+    local id = ARGV[2 + e]
+    if got[e] == 1 or seen[id] then
+      reply[e] = 0
+    else
+      seen[id], fresh = true, fresh + 1
+      reply[e] = 1
+      for i = 1, n do
+        local units = U[u + i]
+        if units < 0 then
+          refund[i] = refund[i] + units
+        else
+          spend[i] = spend[i] + units
+        end
+      end
+    end
+    u = u + n
+  end
+  if fresh == 0 then
+    return reply
+  end
+  redis.call('SADD', KEYS[1], unpack(ARGV, 3, m + 2))
+  redis.call('PEXPIRE', KEYS[1], s[1])
+  local moved = false
+  local views = {}
+  for i = 1, n do
+    local kind, x, y, z = parse(stored[i])
+    local c = {kind, x, y, kind ~= nil, false, false, z}
+    local limit = s[2 + i]
+    if limit[6] == 't' and kind == 't' then
+      settleTokens(c, limit, refund[i], spend[i], now)
+    elseif settle(c, limit, refund[i], spend[i], now) then
+      moved = true
+    end
+    views[i] = c
+  end
+  if moved then -- every entry that applied applied a delta of the moved quota's group
+    for e = 1, m do
+      if reply[e] == 1 then
+        reply[e] = 2
+      end
+    end
+  end
+  for i = 1, n do
+    writeView(KEYS[1 + i], views[i])
+  end
+  return reply
+end
+
 -- @entry: the script's work; a Redis Functions library runs it as a function.
 floor = math.floor
 local lone = rcShapeOf(ARGV[1])
 if lone then
+  if lone.run then
+    return reconcileRun(lone, KEYS, ARGV)
+  end
   return reconcileLone(lone, KEYS, ARGV)
 end
 local now = clock(ARGV[1])
@@ -783,61 +986,13 @@ end
 -- Every group's sums, in order of the group's first delta: refunds, then
 -- charges (see settle); moved is set when a quota's group applied to
 -- nothing (settle). A token bucket's group on a view holding a token
--- bucket's state (the common case) runs settle's steps inlined, the core
--- functions' own expressions in their order (apply's refill and clamps,
--- wait, put, stage; load gives the view's state, found): the same doubles,
--- without six Lua calls a group (a call costs Redis 7.0's interpreter some
--- 1k instructions).
+-- bucket's state (the common case) runs settleTokens, settle's steps
+-- inlined.
 local moved = false
 for _, g in ipairs(groups) do
   local c, limit = g[1], g[2]
   if limit[6] == 't' and c[KIND] == 't' then
-    local capacity, rate, per = limit[1], limit[2], limit[3]
-    local refund, spend = g[3], g[4]
-    local level, updated = c[A], c[B]
-    if refund ~= 0 or spend == 0 then -- apply(refund)
-      if now > updated then
-        level = level + (now - updated) * rate / per
-        updated = now
-      end
-      if level > capacity then
-        level = capacity
-      end
-      level = level - refund
-      if level > capacity then
-        level = capacity
-      end
-    end
-    if spend ~= 0 then -- apply(spend)
-      if now > updated then
-        level = level + (now - updated) * rate / per
-        updated = now
-      end
-      if level > capacity then
-        level = capacity
-      end
-      level = level - spend
-      if level > capacity then
-        level = capacity
-      end
-    end
-    c[DIRTY] = true -- stage(c, put(true, level, updated, capacity, wait(level, capacity, rate, per), now), 't', level, updated)
-    if level >= capacity then
-      c[KIND], c[PX] = nil, false
-    else
-      local reset = floor((capacity - level) * per / rate) -- wait
-      if reset >= maxWait then
-        reset = maxWait
-      else
-        local j = 0
-        while j < 2 and level + reset * rate / per < capacity do
-          reset = reset + 1
-          j = j + 1
-        end
-      end
-      c[A], c[B], c[C] = level, updated, nil
-      c[PX] = floor((updated + reset - now) / 1000) + 1000 -- put
-    end
+    settleTokens(c, limit, g[3], g[4], now)
   elseif settle(c, limit, g[3], g[4], now) then
     g[5] = true -- moved: its entries reply 2 (below)
     moved = true
@@ -877,45 +1032,6 @@ if moved then
 end
 
 for _, key in ipairs(order) do
-  local c = view[key]
-  local kind = c[KIND]
-  if not c[DIRTY] then
-    -- unchanged
-  elseif kind == nil then
-    if c[FOUND] then
-      redis.call('DEL', key)
-    end
-  elseif kind == 't' then -- encode, inlined as in reconcileLone; its TTL's text by pxText
-    local level, updated = c[A], c[B]
-    local v
-    if level % 1 == 0 and level ~= 0 and level < 2 ^ 53 and level > -2 ^ 53 then
-      v = string.format('%d %d', level, updated) -- the text '%.17g %d' makes of it
-    else
-      v = string.format('%.17g %d', level, updated)
-    end
-    if updated % 1 == 0 then
-      if encodedCount >= encodedMax then
-        encodedLevel, encodedUpdated, encodedCount = {}, {}, 0
-      end
-      encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
-    end
-    if c[PX] then
-      redis.call('SET', key, v, 'PX', pxText(c[PX]))
-    else
-      redis.call('SET', key, v, 'KEEPTTL')
-    end
-  else
-    local v
-    if kind == 'q' then
-      v = encodeQuota(c[A], c[B])
-    else
-      v = encodeWindow(c[A], c[B], c[C])
-    end
-    if c[PX] then
-      redis.call('SET', key, v, 'PX', c[PX])
-    else
-      redis.call('SET', key, v, 'KEEPTTL')
-    end
-  end
+  writeView(key, view[key])
 end
 return reply

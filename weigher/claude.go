@@ -210,7 +210,14 @@ func claudeToolPrompt(model, choice string) int64 {
 // (https://platform.claude.com/docs/en/agents-and-tools/tool-use/bash-tool:
 // "245 input tokens"; …/text-editor-tool: "700 additional input tokens";
 // …/computer-use-tool: 735 per tool definition plus a 499-token system
-// prompt, the larger of the published 466–499).
+// prompt, the larger of the published 466–499). The memory tool
+// (…/memory-tool) publishes no figure: the API writes its definition, whose
+// commands are the text editor's (view, create, str_replace, insert,
+// delete, rename), and adds a memory-protocol instruction to the system
+// prompt; it is taken as the text editor's 700 plus 300 for that
+// instruction, a bound chosen here (not a documented figure; the
+// reconciliation charges what the upstream reports). Counted by the tool's
+// JSON, as it was before, it weighed about 15 tokens.
 var definedTools = []struct {
 	prefix string
 	tokens int64
@@ -218,6 +225,7 @@ var definedTools = []struct {
 	{"bash_", 245},
 	{"text_editor_", 700},
 	{"computer_", 735 + 499},
+	{"memory_", 700 + 300},
 }
 
 // Image rule of Anthropic's vision guide

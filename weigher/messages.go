@@ -18,7 +18,7 @@ import (
 // safety factor (see claude.go). Figures Anthropic publishes in its own
 // tokens are added unscaled: the chat framing (claudeTokensPerMessage per
 // message, claudeTokensReply), the tool-use system prompt by model and
-// tool_choice, Anthropic-defined tools (bash, text editor, computer use),
+// tool_choice, Anthropic-defined tools (bash, text editor, computer use, memory),
 // images by the vision rule (base64 images by their header's pixel size, URL
 // and file images at the cap), and PDF documents by pages (see document.go).
 // Thinking blocks count in every assistant turn on a model that keeps them

@@ -153,6 +153,7 @@ func TestMessagesTools(t *testing.T) {
 		{"bash, auto", "claude-sonnet-4-5", `"tools":[{"type":"bash_20250124","name":"bash"}]`, 346 + 245},
 		{"text editor, any", "claude-sonnet-4-5", `"tools":[{"type":"text_editor_20250728","name":"str_replace_based_edit_tool"}],"tool_choice":{"type":"any"}`, 313 + 700},
 		{"computer, forced tool", "claude-sonnet-4-5", `"tools":[{"type":"computer_20250124","name":"computer","display_width_px":1024,"display_height_px":768}],"tool_choice":{"type":"tool","name":"computer"}`, 313 + 735 + 499},
+		{"memory, auto", "claude-sonnet-4-5", `"tools":[{"type":"memory_20250818","name":"memory"}]`, 346 + 1000},
 		{"Claude 3 Opus, auto", "claude-3-opus-20240229", `"tools":[{"type":"bash_20250124","name":"bash"}]`, 530 + 245},
 		{"Claude 3.5 Haiku, any", "claude-3-5-haiku-latest", `"tools":[{"type":"bash_20250124","name":"bash"}],"tool_choice":{"type":"any"}`, 340 + 245},
 	} {

@@ -259,7 +259,7 @@ func toolResultType(typ string) bool {
 }
 
 // definedTool reports whether typ names an Anthropic-defined client tool
-// (definedTools: bash, text editor, computer use), weighed by its fixed
+// (definedTools: bash, text editor, computer use, memory), weighed by its fixed
 // definition size.
 func definedTool(typ string) bool {
 	for _, d := range definedTools {

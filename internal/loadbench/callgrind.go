@@ -51,6 +51,9 @@ func (s *redisServer) instructions() (int64, error) {
 		return 0, err
 	}
 	defer f.Close()
+	if keep := os.Getenv("LLMGUARD_CALLGRIND_KEEP"); keep != "" {
+		keepDump(keep, newest)
+	}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "summary: "); ok {
@@ -83,4 +86,23 @@ func instructionsOf(servers []*redisServer) (int64, error) {
 		sum += n
 	}
 	return sum, nil
+}
+
+// keepDump copies the callgrind dump at path into the directory dir (made
+// if missing) under a name of its own (the dump's, then a count), so a run's
+// dumps can be read by function afterwards (callgrind_annotate
+// --inclusive=yes). A copy that fails is reported on stderr and skipped: the
+// count read from the dump stands.
+func keepDump(dir, path string) {
+	data, err := os.ReadFile(path)
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err == nil {
+		name := filepath.Join(dir, filepath.Base(filepath.Dir(path))+"-"+filepath.Base(path))
+		err = os.WriteFile(name, data, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loadbench: LLMGUARD_CALLGRIND_KEEP: %v\n", err)
+	}
 }
