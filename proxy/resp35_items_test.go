@@ -15,9 +15,13 @@ import (
 // neither a usage nor response.output (or an in-band error ends it), is
 // charged that text, counted once, never output 0 (it was charged its
 // input alone); text past what the stream remembers (64 KiB) keeps the
-// output reservation, beside the text remembered. Beside a usage the items' text changes nothing, even a
-// usage reporting less than it (the usage is the bill: an honest item
-// holds text no delta streamed, a function call's name). Without a usage, text the deltas streamed is not
+// output reservation, beside the text remembered. Beside a usage the
+// items' text no delta streamed is checked against it as streamed text is
+// (adv39): a usage of 1,000 output tokens beside 3,000 words only in an
+// item is charged the words (it was charged 1,000: the usage was taken as
+// the bill whatever the items held); an honest item's text no delta
+// streamed (a function call's name) is a few bytes, which never raise an
+// honest usage. Without a usage, text the deltas streamed is not
 // counted again when the terminal output repeats it beside text they did
 // not stream (a second item, a function call's name): it was, up to twice
 // the visible text.
@@ -57,8 +61,9 @@ func TestResponsesStreamItemTextWithoutUsage(t *testing.T) {
 		{"text only in output_item.added", itemAdded(msg(big)) + completed(""), est.InputTokens + w.CountText(model, big)},
 		{"text only in content_part.added", itemAdded(msg("")) + partAdded + completed(""), est.InputTokens + w.CountText(model, big)},
 		{"text in output_item.added and its output_item.done, counted once", itemAdded(msg(big)) + partAdded + partDone + itemDone(msg(big)) + completed(""), est.InputTokens + w.CountText(model, big)},
-		{"a usage, text in output_item.added (control)", itemAdded(msg(big)) + completed(`,"usage":{"input_tokens":7,"output_tokens":1000}`), 7 + 1000},
-		{"a usage (control: the items change nothing)", itemDone(msg(big)) + completed(`,"usage":{"input_tokens":7,"output_tokens":1000}`), 7 + 1000},
+		{"a usage below the text only in output_item.added", itemAdded(msg(big)) + completed(`,"usage":{"input_tokens":7,"output_tokens":1000}`), 7 + w.CountText(model, big)},
+		{"a usage below the text only in output_item.done", itemDone(msg(big)) + completed(`,"usage":{"input_tokens":7,"output_tokens":1000}`), 7 + w.CountText(model, big)},
+		{"a usage above the text only in output_item.done (control: the usage stands)", itemDone(msg(big)) + completed(`,"usage":{"input_tokens":7,"output_tokens":5000}`), 7 + 5000},
 		{"one item streamed, one only in the terminal output", delta + completed(`,"output":[`+msg(big)+`,`+msg(other)+`]`), est.InputTokens + w.CountText(model, big+other)},
 		{"arguments streamed, the name only in the terminal output", sse("response.function_call_arguments.delta", `,"delta":"`+args+`"`) + completed(`,"output":[`+call+`]`), est.InputTokens + w.CountText(model, argsText+"get_weather")},
 	} {

@@ -32,7 +32,8 @@ func answerOutput(k Kind, body []byte, each func(piece string)) (hidden bool) {
 // refusal, reasoning_content, and reasoning or reasoning_details
 // (addReasoning; reasoning once when reasoning_content holds the same
 // string), each tool call's function name and
-// arguments, and a legacy completion's "text"; add is called with each
+// arguments, an audio answer's transcript, and a legacy completion's
+// "text"; add is called with each
 // value that may be such a string. hidden is set by a reasoning_details
 // item of type reasoning.encrypted with data (addReasoning).
 func chatAnswerText(root gjson.Result, add func(gjson.Result)) (hidden bool) {
@@ -78,6 +79,15 @@ func chatAnswerText(root gjson.Result, add func(gjson.Result)) (hidden bool) {
 			})
 			add(m.Get("function_call.name"))
 			add(m.Get("function_call.arguments"))
+			// An audio answer's transcript (gpt-4o-audio's message.audio,
+			// a stream's delta.audio,
+			// https://platform.openai.com/docs/guides/audio): the words
+			// its audio speaks, which the model generated with it and the
+			// usage bills within completion_tokens (text_tokens beside
+			// audio_tokens; each second of speech is several audio
+			// tokens, more than its words' text tokens: not verified
+			// offline), so counting it never charges above the bill.
+			add(m.Get("audio.transcript"))
 		}
 		return true
 	})
@@ -253,21 +263,28 @@ func responsesOutputFields(it gjson.Result, add func(r gjson.Result, streamed bo
 // as output).
 func messagesAnswerText(root gjson.Result, add func(gjson.Result)) (hidden bool) {
 	root.Get("content").ForEach(func(_, b gjson.Result) bool {
-		if !b.IsObject() {
-			return true
-		}
-		if b.Get("type").Str == "redacted_thinking" && nonEmptyString(b.Get("data")) {
-			hidden = true
-		}
-		add(b.Get("text"))
-		add(b.Get("thinking"))
-		if b.Get("type").Str == "tool_use" {
-			add(b.Get("name"))
-			if in := b.Get("input"); in.IsObject() {
-				add(gjson.Result{Type: gjson.String, Str: in.Raw})
-			}
-		}
+		hidden = messagesBlockText(b, add) || hidden
 		return true
 	})
+	return hidden
+}
+
+// messagesBlockText reads one content block b of a Messages answer as
+// messagesAnswerText reads each (a stream's message_start content and a
+// content_block_start block holding output whole are read so too:
+// messagesEvent). hidden: b is a redacted_thinking block with data.
+func messagesBlockText(b gjson.Result, add func(gjson.Result)) (hidden bool) {
+	if !b.IsObject() {
+		return false
+	}
+	hidden = b.Get("type").Str == "redacted_thinking" && nonEmptyString(b.Get("data"))
+	add(b.Get("text"))
+	add(b.Get("thinking"))
+	if b.Get("type").Str == "tool_use" {
+		add(b.Get("name"))
+		if in := b.Get("input"); in.IsObject() {
+			add(gjson.Result{Type: gjson.String, Str: in.Raw})
+		}
+	}
 	return hidden
 }

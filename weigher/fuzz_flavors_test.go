@@ -146,6 +146,9 @@ func FuzzStreamEvents(f *testing.F) {
 		{"response.image_generation_call.partial_image", `{"type":"response.image_generation_call.partial_image","partial_image_index":0,"partial_image_b64":"aGk="}`},
 		{"response.completed", `{"type":"response.completed","response":{"output":[{"type":"image_generation_call","size":"1024x1024","quality":"low"},{"type":"file_search_call"}],"tool_usage":{"image_gen":{"input_tokens":9,"output_tokens":1e300}},"usage":{"input_tokens":1,"output_tokens":2}}}`},
 		{"response.output_item.done", `{"type":"response.output_item.done","output_index":0,"item":{"type":"image_generation_call","size":"1024x1536","quality":"high","result":"aGk="}}`},
+		{"message_start", `{"type":"message_start","message":{"content":[{"type":"text","text":"Hi"},{"type":"tool_use","name":"f","input":{"q":1}}],"usage":{"input_tokens":2,"output_tokens":1}}}`},
+		{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f","input":{"q":"Hi"}}}`},
+		{"", `{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"Hi"}],"audio":{"data":"aGk=","transcript":"Hi"}},"message":{"content":"Hi"},"text":"Hi"}]}`},
 		{"", `[DONE]`}, {"", ``}, {"x", `{`},
 	} {
 		for k := KindOther; k <= KindCountTokens; k++ {

@@ -12,7 +12,8 @@ import (
 // text comes at one level or several (deltas, content parts, output
 // items, the terminal event's output), and checks what each counts: the
 // text once, whatever levels repeat it, when no usage settles the stream;
-// nothing beside a usage; what no delta carries (a function call's name)
+// beside a usage, the text no delta showed given with the terminal event
+// (the tap checks the usage against it: adv39); what no delta carries (a function call's name)
 // counted once, never the streamed text again.
 func TestResponsesItemTextCountedWithoutUsage(t *testing.T) {
 	const text = "The quick brown fox jumps over the lazy dog."
@@ -54,8 +55,8 @@ func TestResponsesItemTextCountedWithoutUsage(t *testing.T) {
 		{name: "deltas, part and item", events: [][2]string{delta, textDone, part, item, completed("")}, want: text},
 		{name: "item and an empty output", events: [][2]string{item, completed(`,"output":[]`)}, want: text},
 		{name: "item and the same output", events: [][2]string{item, completed(`,"output":[` + msg + `]`)}, want: text},
-		{name: "a usage: the items are not counted", events: [][2]string{item, completed(usage)}, final: true},
-		{name: "a usage, then an error", events: [][2]string{item, completed(usage), ev("error", `,"message":"x"`)}, final: true},
+		{name: "a usage: the items' text given to check it", events: [][2]string{item, completed(usage)}, want: text, final: true},
+		{name: "a usage, then an error", events: [][2]string{item, completed(usage), ev("error", `,"message":"x"`)}, want: text, final: true},
 		{name: "a usage, then an item and an error", events: [][2]string{completed(usage), item, ev("error", `,"message":"x"`)}, final: true},
 		{name: "an item after an error is matched afresh", events: [][2]string{delta, item, ev("error", `,"message":"x"`), item, completed("")}, want: text + text},
 		{name: "function call: arguments streamed, name not", events: [][2]string{callArgs, callItem, completed("")}, want: `{"city":"Paris"}get_weather`},
@@ -74,7 +75,7 @@ func TestResponsesItemTextCountedWithoutUsage(t *testing.T) {
 		{name: "added item, then another item only done", events: [][2]string{addedItem, item, ev("response.output_item.done", `,"item":`+strings.Replace(msg, "quick", "sleek", 1)), completed("")},
 			want: text + strings.Replace(text, "quick", "sleek", 1)},
 		{name: "added function call: name counted once", events: [][2]string{addedCall, callArgs, callItem, completed("")}, want: `{"city":"Paris"}get_weather`},
-		{name: "added item and a usage: not counted", events: [][2]string{addedItem, completed(usage)}, final: true},
+		{name: "added item and a usage: given to check it", events: [][2]string{addedItem, completed(usage)}, want: text, final: true},
 		{name: "encrypted reasoning item", events: [][2]string{ev("response.output_item.done", `,"item":{"type":"reasoning","summary":[],"encrypted_content":"gAAA"}`), completed("")}, uncounted: true},
 		{name: "items past the cap", events: [][2]string{ev("response.output_item.done", `,"item":{"type":"message","content":[{"type":"output_text","text":"`+big+`"}]}`), completed("")},
 			want: big[:itemMemoMax], uncounted: true},
@@ -281,4 +282,26 @@ func FuzzResponsesItemFieldsSameAsGet(f *testing.F) {
 			t.Fatalf("%s: read %q hidden %v, the reference %q hidden %v", item, got, gh, want, wh)
 		}
 	})
+}
+
+// BenchmarkStreamResponsesFullOutput reads BenchmarkStreamResponsesItems'
+// "read" stream with the terminal event carrying its output, as OpenAI's
+// response.completed does (the message item again): what checking the
+// items' text beside a usage (adv39) costs an honest stream.
+func BenchmarkStreamResponsesFullOutput(b *testing.B) {
+	names, data := responsesStreamEvents()
+	const text = `"The quick brown fox jumps over the lazy dog. It\u2019s a pangram: \"every\" letter!"`
+	const msg = `{"id":"msg_67ccd2bf17f0819081ff3bb2cf6508e60bb6a6b452d3795b","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":` + text + `,"annotations":[]}]}`
+	last := len(data) - 1
+	n := append([][]byte{}, names[:last]...)
+	d := append([][]byte{}, data[:last]...)
+	for _, e := range []string{
+		`{"type":"response.content_part.done","sequence_number":22,"item_id":"msg_67ccd2bf17f0819081ff3bb2cf6508e60bb6a6b452d3795b","output_index":0,"content_index":0,"part":{"type":"output_text","text":` + text + `,"annotations":[]}}`,
+		`{"type":"response.output_item.done","sequence_number":23,"output_index":0,"item":` + msg + `}`,
+	} {
+		n = append(n, nil)
+		d = append(d, []byte(e))
+	}
+	final := strings.Replace(string(data[last]), `"output":[]`, `"output":[`+msg+`]`, 1)
+	benchStream(b, KindResponses, append(n, names[last]), append(d, []byte(final)))
 }

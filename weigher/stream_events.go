@@ -27,6 +27,9 @@ func (s *Stream) openAIEvent(data []byte, completions bool) StreamUpdate {
 		s.skel = &chunkSkeleton{shared: s.shapes}
 	}
 	c := s.skel.readChunk(data, completions, s.maxDepth)
+	if c.Uncounted && !c.Unread {
+		c.Text = uncountedChunkText(data, c.Text)
+	}
 	s.noteTier(c.ServiceTier)
 	if c.HasUsage {
 		if s.closed {
@@ -38,6 +41,27 @@ func (s *Stream) openAIEvent(data []byte, completions bool) StreamUpdate {
 		s.usage, s.has, s.final, s.closed = c.Usage, hasInput|hasOutput, true, true
 	}
 	return StreamUpdate{Text: c.Text, HasUsage: c.HasUsage, UsageOnly: c.UsageOnly, Err: c.Err, Done: c.Done, Finished: c.Finished, Unread: c.Unread, Uncounted: c.Uncounted}
+}
+
+// uncountedChunkText is the text of a chat or legacy completions chunk
+// that carried output its reader did not count (Chunk.Uncounted), read as
+// a JSON answer's is (chatAnswerText: a choice's message or delta whose
+// content is a list of parts, a chat choice's text, an audio transcript),
+// when that is longer than counted, the text the reader counted; else
+// counted. Read so, a lenient upstream cannot stream its text in one of
+// those shapes beside a usage reporting 1 output token and be charged 1
+// token: the tap counts the text against the usage as it counts a delta's
+// content (TestAdv39UncountedStreamTextIsCharged). The chunk stays
+// Uncounted (audio data, an unknown member: without a usage the stream
+// keeps its output reservation). data is a chunk the reader checked (not
+// Unread), so its nesting is bounded.
+func uncountedChunkText(data []byte, counted string) string {
+	var j textJoiner
+	chatAnswerText(gjson.ParseBytes(data), j.add)
+	if t := j.String(); len(t) > len(counted) {
+		return t
+	}
+	return counted
 }
 
 // notStreamed is the stream reader of a weighed kind whose API has no
@@ -55,8 +79,9 @@ func notStreamed(*Stream, []byte, []byte) StreamUpdate { return StreamUpdate{} }
 // response.incomplete and response.failed end the stream with the response
 // object, whose usage is final; "error" is an in-band error without usage.
 // What response.output_item and response.content_part events (.added,
-// which an honest stream sends empty, and .done) hold beyond the text counted is remembered and counted only where no
-// usage settles the stream (responses_items.go).
+// which an honest stream sends empty, and .done) hold beyond the text counted is remembered and counted where no
+// usage settles the stream (responses_items.go); beside a usage it is the
+// terminal event's text, against which the tap checks the usage.
 func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 	if s.resp != nil {
 		if t, ok := s.resp.match(data, s.maxDepth); ok {
@@ -100,6 +125,15 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 		// (response.created's names the tier asked for, "auto" for one).
 		s.noteTier(servedTier(tierV.Raw))
 		if usage, ok := responsesUsageOf(parsed(usageV)); ok {
+			// The text the items, parts and the response's output held
+			// that no delta showed (none in an honest stream: its deltas
+			// carry it) is the event's text, which the tap checks the
+			// usage against as against the deltas' (it counts it only
+			// when the usage reports fewer output tokens than the text
+			// allows): an upstream that put its text only there beside a
+			// usage of 1 output token was charged 1
+			// (TestAdv39ResponsesItemTextBesideASmallUsage).
+			u.Text, _ = s.unsettledText(parsed(outputV))
 			usage.WebSearches, usage.FileSearches = toolCalls(parsed(outputV))
 			// The terminal output's images, or the items the stream
 			// showed when more, and the partial images.
@@ -110,9 +144,9 @@ func (s *Stream) responsesEvent(eventType, data []byte) StreamUpdate {
 			}
 			s.usage, s.has, s.final, s.closed = usage, hasInput|hasOutput, true, true
 			u.HasUsage = true
-			// The usage is the bill: what the items held is never
-			// counted beside it (the keys of the texts counted are
-			// kept: a later output repeating them is no new text).
+			// Beside the usage, nothing more is remembered (the keys of
+			// the texts counted are kept: a later output repeating them
+			// is no new text).
 			s.items.text, s.items.n, s.items.hidden = nil, 0, false
 		} else {
 			// No usage to settle at: what the stream's text did not show
@@ -354,8 +388,18 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 	case "message_start":
 		u := s.anthropicUsage(lastGet(root, "message", "usage"))
 		// Its message's content is [] (the blocks stream after it): an
-		// answer whose content arrives here is output not counted.
-		u.Uncounted = mayHoldOutput(lastGet(root, "message", "content"))
+		// answer whose content arrives here is output the deltas do not
+		// carry, read as a JSON answer's blocks are (its text counted;
+		// still Uncounted: a block may hold what no reader counts).
+		content := lastGet(root, "message", "content")
+		if u.Uncounted = mayHoldOutput(content); u.Uncounted {
+			var j textJoiner
+			content.ForEach(func(_, b gjson.Result) bool {
+				messagesBlockText(b, j.add)
+				return true
+			})
+			u.Text = j.String()
+		}
 		return u
 	case "message_delta":
 		usage := lastGet(root, "usage")
@@ -439,8 +483,15 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		}
 		// A tool_use (server_tool_use, mcp_tool_use…) block starts with
 		// "input": {} and streams its input as input_json_delta; one
-		// whose input arrives whole here is output not counted.
-		return StreamUpdate{Uncounted: mayHoldOutput(lastGet(b, "input"))}
+		// whose input arrives whole here is output no delta carries:
+		// Uncounted, and a tool_use block's name and input counted as a
+		// JSON answer's (messagesBlockText).
+		if !mayHoldOutput(lastGet(b, "input")) {
+			return StreamUpdate{}
+		}
+		var j textJoiner
+		messagesBlockText(b, j.add)
+		return StreamUpdate{Text: j.String(), Uncounted: true}
 	case "error":
 		return StreamUpdate{Err: true}
 	case "content_block_stop", "ping":
