@@ -37,7 +37,7 @@ func answerOutput(k Kind, body []byte, each func(piece string)) (hidden bool) {
 // value that may be such a string. hidden is set by a reasoning_details
 // item of type reasoning.encrypted with data (addReasoning).
 func chatAnswerText(root gjson.Result, add func(gjson.Result)) (hidden bool) {
-	root.Get("choices").ForEach(func(_, c gjson.Result) bool {
+	choice := func(_, c gjson.Result) bool {
 		add(c.Get("text"))
 		for _, m := range [...]gjson.Result{c.Get("message"), c.Get("delta")} {
 			if !m.IsObject() {
@@ -88,6 +88,23 @@ func chatAnswerText(root gjson.Result, add func(gjson.Result)) (hidden bool) {
 			// tokens, more than its words' text tokens: not verified
 			// offline), so counting it never charges above the bill.
 			add(m.Get("audio.transcript"))
+		}
+		return true
+	}
+	choices := root.Get("choices")
+	if !choices.IsObject() {
+		choices.ForEach(choice)
+		return hidden
+	}
+	// choices as an object, not the array the API sends: a lenient
+	// upstream's one choice sent bare, or its choices keyed by index
+	// ({"0": {…}}). Both are read: the object as a choice, and each of
+	// its object members as one (the paths the two readings count
+	// differ: no string is counted twice).
+	choice(gjson.Result{}, choices)
+	choices.ForEach(func(k, c gjson.Result) bool {
+		if c.IsObject() {
+			choice(k, c)
 		}
 		return true
 	})

@@ -33,6 +33,11 @@ func TestAnswerOutputText(t *testing.T) {
 		{"details longer than reasoning", KindChat, `{"choices":[{"message":{"reasoning":"a","reasoning_details":[{"type":"reasoning.text","text":"ab"},{"type":"reasoning.summary","summary":"c"}]}}]}`, "ab\nc"},
 		{"completions", KindCompletions, `{"model":"m","choices":[{"text":"t1"},{"text":"t2"}]}`, "t1\nt2"},
 		{"none", KindChat, `{"choices":[{"message":{"content":""}}]}`, ""},
+		// choices as an object (adv40): one choice sent bare, or choices
+		// keyed by index: each string once (message.text is read as the text of
+		// a choice keyed "message").
+		{"choices bare", KindChat, `{"choices":{"index":0,"message":{"content":"hi","text":"no"},"delta":{"content":"d"}}}`, "hi\nd\nno"},
+		{"choices keyed", KindChat, `{"choices":{"0":{"message":{"content":"a"}},"1":{"text":"b"},"2":"c"}}`, "a\nb"},
 		{"not json", KindChat, `nope`, ""},
 		{"responses", KindResponses, `{"model":"m","output":[{"type":"reasoning","summary":[{"type":"summary_text","text":"r"}]},` +
 			`{"type":"message","content":[{"type":"output_text","text":"hi"},{"type":"refusal","refusal":"no"}]},` +

@@ -52,6 +52,7 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 		case "choices":
 			hasChoices = true
 			if !v.IsArray() {
+				c.Uncounted = c.Uncounted || holds(v) // a choice or choices as an object
 				break
 			}
 			count := 0

@@ -360,6 +360,41 @@ func deltaHoldsData(d gjson.Result) bool {
 	return holds
 }
 
+// deltaStrings is the text of d, a Messages content_block_delta's delta of
+// a type messagesEvent does not know: every string it holds, at any depth,
+// but its own "type", joined in order (keys not counted). A future delta
+// that carries its text under a member llmguard does not know
+// ({"type":"foo_delta","text":"…"}) is so counted; one that carries opaque
+// data (as signature_delta does) is counted as text too, high, never low.
+// d was checked by parseObject, so its nesting is bounded.
+func deltaStrings(d gjson.Result) string {
+	var j textJoiner
+	var walk func(v gjson.Result)
+	walk = func(v gjson.Result) {
+		if v.Type == gjson.String {
+			j.add(v)
+			return
+		}
+		if v.IsObject() || v.IsArray() {
+			v.ForEach(func(_, e gjson.Result) bool {
+				walk(e)
+				return true
+			})
+		}
+	}
+	if !d.IsObject() {
+		walk(d) // a delta sent as a bare string or an array
+		return j.String()
+	}
+	d.ForEach(func(k, v gjson.Result) bool {
+		if k.Str != "type" {
+			walk(v)
+		}
+		return true
+	})
+	return j.String()
+}
+
 // doneTextFields are the members in which a Responses *.done event repeats
 // its text (https://platform.openai.com/docs/api-reference/responses-streaming):
 // output_text.done, reasoning_text.done and reasoning_summary_text.done
@@ -460,8 +495,14 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 			return StreamUpdate{Uncounted: deltaHoldsData(d)}
 		default:
 			// A delta of a type llmguard does not know that holds data:
-			// output it cannot count.
-			return StreamUpdate{Uncounted: deltaHoldsData(d)}
+			// output it cannot count (without a usage the output
+			// reservation stands), and its string text, counted as a
+			// delta's text is, so that a usage it contradicts is charged
+			// the text (TestAdv40UnknownMessagesDeltaTextIsCharged).
+			if !deltaHoldsData(d) {
+				return StreamUpdate{}
+			}
+			return StreamUpdate{Text: deltaStrings(d), Uncounted: true}
 		}
 		// The next deltas of the block are read against this one
 		// (delta_skeleton.go).
@@ -487,7 +528,15 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		// Uncounted, and a tool_use block's name and input counted as a
 		// JSON answer's (messagesBlockText).
 		if !mayHoldOutput(lastGet(b, "input")) {
-			return StreamUpdate{}
+			// A block of another type (one llmguard does not know, a
+			// tool result) is read as a JSON answer's is: its "text" and
+			// "thinking" counted, which no block of a type the API
+			// documents holds at its top, so an honest stream counts
+			// nothing here (TestAdv40UnknownMessagesDeltaTextIsCharged).
+			var j textJoiner
+			j.add(lastGet(b, "text"))
+			j.add(lastGet(b, "thinking"))
+			return StreamUpdate{Text: j.String()}
 		}
 		var j textJoiner
 		messagesBlockText(b, j.add)

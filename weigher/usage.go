@@ -380,7 +380,8 @@ type Chunk struct {
 	// refusal, tool_calls, function_call, reasoning_content and reasoning
 	// (counted) that holds a non-empty string, array or object — delta.audio
 	// (gpt-4o-audio's base64 audio, billed as audio output tokens), or an
-	// OpenAI-compatible upstream's own output field. See
+	// OpenAI-compatible upstream's own output field; or "choices" sent as
+	// a non-empty object instead of an array. See
 	// [StreamUpdate.Uncounted].
 	Uncounted bool
 	// Unread is true for a payload that is not "[DONE]" and not a JSON
@@ -468,6 +469,12 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 		case "choices":
 			hasChoices = true
 			if !v.IsArray() {
+				// A choice sent bare, or choices keyed by index, as an
+				// object (not an array): output the walk does not count,
+				// read as a JSON answer's (chatAnswerText, through
+				// uncountedChunkText) beside a usage
+				// (TestAdv40ChoicesObjectTextIsCharged).
+				c.Uncounted = c.Uncounted || mayHoldOutput(v)
 				break
 			}
 			count := 0

@@ -70,7 +70,7 @@ func TestParseChatChunk(t *testing.T) {
 		{"content named twice", `{"choices":[{"delta":{"content":"a","content":"much longer"}}]}`, Chunk{Unread: true}},
 		{"blank", " \r\n", Chunk{}},
 		{"annotations point into the content", `{"choices":[{"delta":{"content":"see x","annotations":[{"type":"url_citation","url_citation":{"start_index":4,"end_index":5,"url":"https://example.com","title":"x"}}]}}]}`, Chunk{Text: "see x"}},
-		{"choices not array", `{"choices":{"delta":{"content":"x"}}}`, Chunk{}},
+		{"choices not array", `{"choices":{"delta":{"content":"x"}}}`, Chunk{Uncounted: true}}, // adv40: a choice sent bare, uncounted
 		{"empty", ``, Chunk{}},
 	} {
 		if got := ParseChatChunk([]byte(tc.data)); got != tc.want {
