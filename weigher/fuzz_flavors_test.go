@@ -149,6 +149,11 @@ func FuzzStreamEvents(f *testing.F) {
 		{"message_start", `{"type":"message_start","message":{"content":[{"type":"text","text":"Hi"},{"type":"tool_use","name":"f","input":{"q":1}}],"usage":{"input_tokens":2,"output_tokens":1}}}`},
 		{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f","input":{"q":"Hi"}}}`},
 		{"", `{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"Hi"}],"audio":{"data":"aGk=","transcript":"Hi"}},"message":{"content":"Hi"},"text":"Hi"}]}`},
+		// adv40: an unknown delta's strings, an unknown block's text, choices as an object.
+		{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"foo_delta","text":"Hi","p":[{"v":"a"},1,null]}}`},
+		{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":"Hi"}`},
+		{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"foo","text":"Hi","thinking":"t"}}`},
+		{"", `{"choices":{"0":{"delta":{"content":"Hi"}},"index":0,"delta":{"content":"Ho"}}}`},
 		{"", `[DONE]`}, {"", ``}, {"x", `{`},
 	} {
 		for k := KindOther; k <= KindCountTokens; k++ {
