@@ -111,6 +111,10 @@ func TestAdv40ChoicesObjectTextIsCharged(t *testing.T) {
 	}{
 		{"one choice bare", chunk(fmt.Sprintf(`{"index":0,"delta":{"content":%q}}`, words)) + fin + usage(1), 8 + 2000},
 		{"choices keyed by index", chunk(fmt.Sprintf(`{"0":{"index":0,"delta":{"content":%q}}}`, words)) + fin + usage(1), 8 + 2000},
+		// Chunks of one shape (read past the first on the chunk skeleton's
+		// fast path) are each counted: four of 500 words and a space,
+		// 2,001 tokens counted.
+		{"many bare choices", strings.Repeat(chunk(fmt.Sprintf(`{"index":0,"delta":{"content":%q}}`, words[:len(words)/4+1])), 4) + fin + usage(1), 8 + 2001},
 		{"honest", chunk(fmt.Sprintf(`[{"index":0,"delta":{"content":%q}}]`, words)) + fin + usage(2500), 8 + 2500},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
