@@ -310,6 +310,15 @@ func TestReconcileLoneMatchesBatch(t *testing.T) {
 	for range 250 {
 		cases = append(cases, randomLoneCase(rnd))
 	}
+	layoutMatchesBatch(t, cases, "lone", compareLone)
+}
+
+// layoutMatchesBatch runs compare on every case, on miniredis (the cases
+// onMiniredis picks; TTLs compared exactly) and on a real redis-server,
+// and fails unless most calls went in the layout named (compare counts
+// them in its loneCounts) and some keys were compared.
+func layoutMatchesBatch(t *testing.T, cases []layoutCase, layout string,
+	compare func(t testing.TB, c *redis.Client, lc layoutCase, exactTTL bool, n *loneCounts, where string)) {
 	for _, where := range []string{"miniredis", "redis-server"} {
 		t.Run(where, func(t *testing.T) {
 			var c *redis.Client
@@ -325,12 +334,12 @@ func TestReconcileLoneMatchesBatch(t *testing.T) {
 				if where == "miniredis" && !onMiniredis(i) {
 					continue
 				}
-				compareLone(t, c, lc, where == "miniredis", &n, fmt.Sprintf("case %d", i))
+				compare(t, c, lc, where == "miniredis", &n, fmt.Sprintf("case %d", i))
 			}
 			if n.lone*2 < n.all || n.markers == 0 {
-				t.Errorf("%d of %d calls in the lone layout, %d markers compared: the test no longer covers the lone path", n.lone, n.all, n.markers)
+				t.Errorf("%d of %d calls in the %s layout, %d keys compared: the test no longer covers the %s path", n.lone, n.all, layout, n.markers, layout)
 			}
-			t.Logf("%d of %d calls in the lone layout; %d marker keys compared", n.lone, n.all, n.markers)
+			t.Logf("%d of %d calls in the %s layout; %d keys compared", n.lone, n.all, layout, n.markers)
 		})
 	}
 }

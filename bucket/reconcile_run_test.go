@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmguard/llmguard/internal/redistest"
@@ -259,29 +258,7 @@ func TestReconcileRunMatchesBatch(t *testing.T) {
 	for range 250 {
 		cases = append(cases, randomRunCase(rnd))
 	}
-	for _, where := range []string{"miniredis", "redis-server"} {
-		t.Run(where, func(t *testing.T) {
-			var c *redis.Client
-			if where == "miniredis" {
-				mr := miniredis.RunT(t)
-				c = redis.NewClient(&redis.Options{Addr: mr.Addr()})
-				defer c.Close()
-			} else {
-				c = redistest.Shared(t).Client()
-			}
-			var n loneCounts
-			for i, lc := range cases {
-				if where == "miniredis" && !onMiniredis(i) {
-					continue
-				}
-				compareRun(t, c, lc, where == "miniredis", &n, fmt.Sprintf("case %d", i))
-			}
-			if n.lone*2 < n.all || n.markers == 0 {
-				t.Errorf("%d of %d calls in the run layout, %d keys compared: the test no longer covers the run path", n.lone, n.all, n.markers)
-			}
-			t.Logf("%d of %d calls in the run layout; %d keys compared", n.lone, n.all, n.markers)
-		})
-	}
+	layoutMatchesBatch(t, cases, "run", compareRun)
 }
 
 // FuzzReconcileRun is TestReconcileRunMatchesBatch driven by the fuzzer's

@@ -163,3 +163,44 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, health_check: 
 		t.Errorf("step 4: readiness %v, want not degraded", r)
 	}
 }
+
+// A request's failed take after an idle node's probe line is logged too:
+// the probe's line says no request needed the store, and the take line
+// says one did and was served by the fallback. They shared one rate limit,
+// so for failedTakeLogEvery after the probe's line requests were served
+// by the fallback with no line at all (trial16).
+func TestFailedTakeLoggedAfterTheProbesLine(t *testing.T) {
+	srv := redistest.Start(t)
+	mock := startMock(t)
+	cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, fmt.Sprintf(`
+limits:
+  - {name: user-rpm, scope: user, unit: requests, rate: 1000, per: 1m, on_failure: open}
+store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, health_check: 100ms, breaker: {open_for: 200ms, min_calls: 10000}}
+`, srv.Addr()))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(logs, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := serveApp(t, mock, a, nil)
+	const probeLine, takeLine = "store unreachable: a health probe failed", "store take failed"
+	srv.Kill()
+	for i := 0; !strings.Contains(logs.String(), probeLine); i++ {
+		if i == 600 {
+			t.Fatalf("no probe line after 600 polls 50 ms apart:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`
+	if resp, b := h.post(testKey, body); resp.StatusCode != 200 {
+		t.Fatalf("Redis down: a fail-open limit answered %d: %s", resp.StatusCode, b)
+	}
+	if out := logs.String(); strings.Contains(out, "store circuit breaker") {
+		t.Fatalf("the breaker opened (min_calls 10000); this test is about a closed one:\n%s", out)
+	} else if !strings.Contains(out, takeLine) || strings.Index(out, takeLine) < strings.Index(out, probeLine) {
+		t.Errorf("a request's take failed after the probe's line and was not logged:\n%s", out)
+	}
+}

@@ -171,6 +171,9 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 
 	m := newStoreMetrics(reg)
 	failedTakeLog := &rate.Sometimes{First: 1, Interval: failedTakeLogEvery}
+	// The idle probe's line has its own limit: sharing the takes' hid a
+	// request's failed take for failedTakeLogEvery after it (trial16).
+	probeLog := &rate.Sometimes{First: 1, Interval: failedTakeLogEvery}
 	// A run of failed calls (from the first failure after a success to the
 	// next success) whose "store take failed" line was written, and the
 	// breaker did not open during it, gets a line at its end too: the
@@ -254,11 +257,11 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 					// alone: say so once per run of failures (its end is
 					// logged where a call next succeeds), while the breaker
 					// is closed (once open, its own lines tell the outage),
-					// at most once per failedTakeLogEvery with the take
-					// lines. Before, it wrote nothing until a request's take
-					// failed or min_calls probes opened the breaker (~20 s).
+					// at most once per failedTakeLogEvery. Before, it wrote
+					// nothing until a request's take failed or min_calls
+					// probes opened the breaker (~20 s).
 					if guard.State() == bucket.BreakerClosed && !run.logged.Load() {
-						failedTakeLog.Do(func() {
+						probeLog.Do(func() {
 							run.logged.Store(true)
 							log.Warn("store unreachable: a health probe failed (no request needed the store meanwhile); fail-open limits will be served by this node's fallback bucket, fail-closed limits refused, until it answers",
 								"kind", call.Kind.String(), "err", call.Err, "took", call.Duration)
