@@ -279,7 +279,14 @@ func responsesOutputFields(it gjson.Result, add func(r gjson.Result, streamed bo
 // set by a redacted_thinking block with data (encrypted thinking, billed
 // as output).
 func messagesAnswerText(root gjson.Result, add func(gjson.Result)) (hidden bool) {
-	root.Get("content").ForEach(func(_, b gjson.Result) bool {
+	return messagesBlocksText(root.Get("content"), add)
+}
+
+// messagesBlocksText reads each block of content, a Messages content list
+// (an answer's, or a stream's message_start content), with
+// messagesBlockText. hidden: a block is a redacted_thinking block with data.
+func messagesBlocksText(content gjson.Result, add func(gjson.Result)) (hidden bool) {
+	content.ForEach(func(_, b gjson.Result) bool {
 		hidden = messagesBlockText(b, add) || hidden
 		return true
 	})

@@ -429,10 +429,7 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		content := lastGet(root, "message", "content")
 		if u.Uncounted = mayHoldOutput(content); u.Uncounted {
 			var j textJoiner
-			content.ForEach(func(_, b gjson.Result) bool {
-				messagesBlockText(b, j.add)
-				return true
-			})
+			messagesBlocksText(content, j.add)
 			u.Text = j.String()
 		}
 		return u
@@ -527,20 +524,20 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		// whose input arrives whole here is output no delta carries:
 		// Uncounted, and a tool_use block's name and input counted as a
 		// JSON answer's (messagesBlockText).
-		if !mayHoldOutput(lastGet(b, "input")) {
-			// A block of another type (one llmguard does not know, a
-			// tool result) is read as a JSON answer's is: its "text" and
-			// "thinking" counted, which no block of a type the API
-			// documents holds at its top, so an honest stream counts
-			// nothing here (TestAdv40UnknownMessagesDeltaTextIsCharged).
-			var j textJoiner
+		// A block of another type (one llmguard does not know, a tool
+		// result) is read as a JSON answer's is for its "text" and
+		// "thinking", which no block of a type the API documents holds at
+		// its top, so an honest stream counts nothing here
+		// (TestAdv40UnknownMessagesDeltaTextIsCharged).
+		var j textJoiner
+		uncounted := mayHoldOutput(lastGet(b, "input"))
+		if uncounted {
+			messagesBlockText(b, j.add)
+		} else {
 			j.add(lastGet(b, "text"))
 			j.add(lastGet(b, "thinking"))
-			return StreamUpdate{Text: j.String()}
 		}
-		var j textJoiner
-		messagesBlockText(b, j.add)
-		return StreamUpdate{Text: j.String(), Uncounted: true}
+		return StreamUpdate{Text: j.String(), Uncounted: uncounted}
 	case "error":
 		return StreamUpdate{Err: true}
 	case "content_block_stop", "ping":
