@@ -52,42 +52,18 @@ func TestAdv39UncountedStreamTextIsCharged(t *testing.T) {
 		{"json audio transcript", false, fmt.Sprintf(`"message":{"role":"assistant","content":null,"audio":{"id":"a","data":"","transcript":%q}}`, words), 8 + 2000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.Method != http.MethodPost { // the harness's probe of its bucket
-					io.WriteString(w, `{"object":"list","data":[]}`)
-					return
-				}
-				io.Copy(io.Discard, r.Body)
-				if tc.stream {
-					w.Header().Set("Content-Type", "text/event-stream")
-					io.WriteString(w, tc.answer)
-					return
-				}
-				w.Header().Set("Content-Type", "application/json")
-				fmt.Fprintf(w, `{"id":"c","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,%s,"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":1}}`, tc.answer)
-			}))
-			t.Cleanup(srv.Close)
-			cfg, err := config.Parse([]byte(baseConfig(t, srv.URL, `limits:
-  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000}
-`)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-			h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
-			left := h.tokensLeft()
+			ct, answer := "text/event-stream", tc.answer
 			body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]`
 			if tc.stream {
 				body += `,"stream":true,"stream_options":{"include_usage":true}`
+			} else {
+				ct, answer = "application/json", fmt.Sprintf(`{"id":"c","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,%s,"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":1}}`, tc.answer)
 			}
-			resp, b := h.do("/v1/chat/completions", body+`}`)
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("%d %.300s", resp.StatusCode, b)
-			}
+			got, b := answerCost(t, false, ct, answer, "/v1/chat/completions", body+`}`)
 			if !strings.Contains(b, "word word") {
 				t.Fatalf("the caller did not get the text: %.300s", b)
 			}
-			if got := left - h.tokensLeft(); got != tc.want {
+			if got != tc.want {
 				t.Errorf("the bucket lost %d tokens, want %d (usage: 8 input tokens and %d bytes of text beside a small output figure)", got, tc.want, len(words))
 			}
 		})
@@ -121,28 +97,8 @@ func TestAdv39UncountedMessagesTextIsCharged(t *testing.T) {
 			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" + end, 8 + 2000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.Method != http.MethodPost { // the harness's probe of its bucket
-					io.WriteString(w, `{"data":[]}`)
-					return
-				}
-				io.Copy(io.Discard, r.Body)
-				w.Header().Set("Content-Type", "text/event-stream")
-				io.WriteString(w, tc.stream)
-			}))
-			t.Cleanup(srv.Close)
-			cfg, err := config.Parse([]byte(twoFlavorConfig(srv.URL, "user-tpd", 100000)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-			h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
-			left := h.tokensLeft()
-			resp, b := h.do("/v1/messages", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}],"max_tokens":1000,"stream":true}`, "anthropic-version", "2023-06-01")
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("%d %.300s", resp.StatusCode, b)
-			}
-			if got := left - h.tokensLeft(); got < tc.least || got > tc.least+10 {
+			got, _ := answerCost(t, true, "text/event-stream", tc.stream, "/v1/messages", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}],"max_tokens":1000,"stream":true}`, "anthropic-version", "2023-06-01")
+			if got < tc.least || got > tc.least+10 {
 				t.Errorf("the bucket lost %d tokens, want %d to %d (8 input tokens and %d bytes of output beside output_tokens 1)", got, tc.least, tc.least+10, len(words))
 			}
 		})
@@ -178,32 +134,48 @@ func TestAdv39ResponsesItemTextBesideASmallUsage(t *testing.T) {
 		{"honest", delta + partDone + itemDone + completed("["+item+"]", 2500), 8 + 2500},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.Method != http.MethodPost { // the harness's probe of its bucket
-					io.WriteString(w, `{"object":"list","data":[]}`)
-					return
-				}
-				io.Copy(io.Discard, r.Body)
-				w.Header().Set("Content-Type", "text/event-stream")
-				io.WriteString(w, tc.stream)
-			}))
-			t.Cleanup(srv.Close)
-			cfg, err := config.Parse([]byte(baseConfig(t, srv.URL, `limits:
-  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000}
-`)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-			h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
-			left := h.tokensLeft()
-			resp, b := h.do("/v1/responses", `{"model":"gpt-4o-mini","input":"hi","max_output_tokens":1000,"stream":true}`)
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("%d %.300s", resp.StatusCode, b)
-			}
-			if got := left - h.tokensLeft(); got != tc.want {
+			got, _ := answerCost(t, false, "text/event-stream", tc.stream, "/v1/responses", `{"model":"gpt-4o-mini","input":"hi","max_output_tokens":1000,"stream":true}`)
+			if got != tc.want {
 				t.Errorf("the bucket lost %d tokens, want %d (8 input tokens, %d bytes of text)", got, tc.want, len(words))
 			}
 		})
 	}
+}
+
+// answerCost runs one call to path with body (and header name/value
+// pairs) through an app under a 100,000-token user bucket whose upstream
+// answers every POST with answer as contentType (the Anthropic flavor
+// beside OpenAI's when anthropic: twoFlavorConfig), on a frozen clock, and
+// returns the tokens the bucket lost and the caller's answer body; a
+// status other than 200 fails t.
+func answerCost(t *testing.T, anthropic bool, contentType, answer, path, body string, headers ...string) (int64, string) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost { // the harness's probe of its bucket
+			io.WriteString(w, `{"object":"list","data":[]}`)
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", contentType)
+		io.WriteString(w, answer)
+	}))
+	t.Cleanup(srv.Close)
+	text := baseConfig(t, srv.URL, `limits:
+  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000}
+`)
+	if anthropic {
+		text = twoFlavorConfig(srv.URL, "user-tpd", 100000)
+	}
+	cfg, err := config.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+	left := h.tokensLeft()
+	resp, b := h.do(path, body, headers...)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %.300s", resp.StatusCode, b)
+	}
+	return left - h.tokensLeft(), b
 }

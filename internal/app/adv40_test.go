@@ -9,15 +9,8 @@ package app
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/llmguard/llmguard/config"
 )
 
 // A Messages stream whose text came in a content_block_delta of a type
@@ -62,28 +55,8 @@ func TestAdv40UnknownMessagesDeltaTextIsCharged(t *testing.T) {
 			strings.ReplaceAll(stop, `"index":0`, `"index":1`) + end(1), 8 + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.Method != http.MethodPost { // the harness's probe of its bucket
-					io.WriteString(w, `{"data":[]}`)
-					return
-				}
-				io.Copy(io.Discard, r.Body)
-				w.Header().Set("Content-Type", "text/event-stream")
-				io.WriteString(w, tc.stream)
-			}))
-			t.Cleanup(srv.Close)
-			cfg, err := config.Parse([]byte(twoFlavorConfig(srv.URL, "user-tpd", 100000)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-			h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
-			left := h.tokensLeft()
-			resp, b := h.do("/v1/messages", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}],"max_tokens":1000,"stream":true}`, "anthropic-version", "2023-06-01")
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("%d %.300s", resp.StatusCode, b)
-			}
-			if got := left - h.tokensLeft(); got < tc.least || got > tc.least+10 {
+			got, _ := answerCost(t, true, "text/event-stream", tc.stream, "/v1/messages", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}],"max_tokens":1000,"stream":true}`, "anthropic-version", "2023-06-01")
+			if got < tc.least || got > tc.least+10 {
 				t.Errorf("the bucket lost %d tokens, want %d to %d (8 input tokens and %d bytes of output)", got, tc.least, tc.least+10, len(words))
 			}
 		})
@@ -118,33 +91,11 @@ func TestAdv40ChoicesObjectTextIsCharged(t *testing.T) {
 		{"honest", chunk(fmt.Sprintf(`[{"index":0,"delta":{"content":%q}}]`, words)) + fin + usage(2500), 8 + 2500},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.Method != http.MethodPost { // the harness's probe of its bucket
-					io.WriteString(w, `{"object":"list","data":[]}`)
-					return
-				}
-				io.Copy(io.Discard, r.Body)
-				w.Header().Set("Content-Type", "text/event-stream")
-				io.WriteString(w, tc.stream)
-			}))
-			t.Cleanup(srv.Close)
-			cfg, err := config.Parse([]byte(baseConfig(t, srv.URL, `limits:
-  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000}
-`)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-			h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
-			left := h.tokensLeft()
-			resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`)
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("%d %.300s", resp.StatusCode, b)
-			}
+			got, b := answerCost(t, false, "text/event-stream", tc.stream, "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`)
 			if !strings.Contains(b, "word word") {
 				t.Fatalf("the caller did not get the text: %.300s", b)
 			}
-			if got := left - h.tokensLeft(); got != tc.want {
+			if got != tc.want {
 				t.Errorf("the bucket lost %d tokens, want %d (8 input tokens and %d bytes of text beside a small output figure)", got, tc.want, len(words))
 			}
 		})
