@@ -55,6 +55,17 @@ func (r *Redis) HoldTakes(slot uint16) {
 	b.slots[slot].busy = true
 }
 
+// TakesIdle reports whether slot has no call in flight and no take
+// queued: the previous call's batcher has marked it idle (it does so
+// after answering the call's takes).
+func (r *Redis) TakesIdle(slot uint16) bool {
+	b := r.takes
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.slots[slot]
+	return s == nil || !s.busy && len(s.queue) == 0
+}
+
 // QueuedTakes is how many takes of slot wait in its queue.
 func (r *Redis) QueuedTakes(slot uint16) int {
 	b := r.takes

@@ -128,6 +128,17 @@ func resultOf(d bucket.Decision, err error) takeResult {
 // script call. It returns each step's result.
 func runQueued(t *testing.T, r *bucket.Redis, slot uint16, steps []takeBatchStep, prefix string) []takeResult {
 	t.Helper()
+	// The previous call's batcher marks the slot idle after it answered
+	// that call's takes: a hold set before then would be cleared by it,
+	// and this call's first take sent alone, never queued (CI, two CPU
+	// hogs: "0 takes queued, want 1" after 10 s).
+	for deadline := time.Now().Add(10 * time.Second); !r.TakesIdle(slot); {
+		if time.Now().After(deadline) {
+			t.Fatal("the slot's previous call is still in flight after 10 s")
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
 	r.HoldTakes(slot)
 	results := make([]takeResult, len(steps))
 	done := make(chan int, len(steps))
