@@ -25,7 +25,10 @@ type DenyCacheOptions struct {
 	// Now is this node's clock, which times the reuse; nil means time.Now.
 	Now func() time.Time
 	// OnCached, when set, is called with the denying item of every denial
-	// answered from memory (to count them). It must not block.
+	// answered from memory (to count them), once per request: of the tries
+	// of one TakeSharded, only a cached denial that ends the take is
+	// reported (an earlier try's is not the request's answer, and a later
+	// try may admit it). It must not block.
 	OnCached func(it Item)
 }
 
@@ -105,7 +108,11 @@ func (c *DenyCache) Take(ctx context.Context, requestID string, items []Item) (D
 		d.Buckets[i] = e.status
 		d.Buckets[i].Reset = max(0, e.status.Reset-now.Sub(e.at))
 		if c.onCached != nil {
-			c.onCached(items[i])
+			if h, ok := ctx.Value(cachedTryKey{}).(*cachedTry); ok {
+				h.report, h.item = c.onCached, items[i] // TakeSharded reports it if this try ends the take
+			} else {
+				c.onCached(items[i])
+			}
 		}
 		return d, nil
 	}
@@ -140,6 +147,19 @@ func (c *DenyCache) cached(items []Item, now time.Time) (int, denial, bool) {
 	}
 	return hit, e, hit >= 0
 }
+
+// cachedTry holds the cached denial of one try of a TakeSharded, for
+// TakeSharded to report (DenyCacheOptions.OnCached) only when that try ends
+// the take with a denial: a request tried on several shards is one denial,
+// or none when a later shard admits it (llmguard_denials_cached_total is
+// read against the 429s). A DenyCache finds it in the take's context.
+type cachedTry struct {
+	report func(Item) // nil: this try was not answered by a DenyCache
+	item   Item
+}
+
+// cachedTryKey is the context key of a TakeSharded's *cachedTry.
+type cachedTryKey struct{}
 
 // sameLimit reports whether a and b are the same bucket shape, windows
 // compared as instants.

@@ -116,7 +116,9 @@ type ShardedDecision struct {
 // too-large one, ends the take. Each try is one Store.Take, under
 // requestID for the first and requestID + "/<try>" for the next ones (a
 // store records a request id's take once), so that a denied try spends
-// nothing; RetryAfter is the least wait among the denied tries.
+// nothing; RetryAfter is the least wait among the denied tries. Over a
+// DenyCache, its OnCached hook hears of a cached denial only when it is the
+// last try's: once per denied request, never for an admitted one.
 //
 // Never over-admission: the shards' capacities and rates add up to the
 // limit's, and each try is all or nothing. Under-admission: a denial
@@ -150,8 +152,11 @@ func TakeSharded(ctx context.Context, s Store, requestID string, items []Sharded
 	retry := time.Duration(-1)
 	var flat []Item
 	var owner []int // owner[f]: the item flat[f] belongs to
+	hit := &cachedTry{}
+	ctx = context.WithValue(ctx, cachedTryKey{}, hit)
 	for try := 0; ; try++ {
 		flat, owner = flatten(items, plans, flat[:0], owner[:0])
+		hit.report = nil
 		d, err := s.Take(ctx, tryID(requestID, try), flat)
 		out.Tries++
 		if err != nil {
@@ -196,6 +201,9 @@ func TakeSharded(ctx context.Context, s Store, requestID string, items []Sharded
 		p := plans[owner[d.DeniedBy]]
 		if p != nil && !d.TooLarge && p.next() {
 			continue
+		}
+		if hit.report != nil && d.Cached { // this try, the take's last, was a cached denial
+			hit.report(hit.item)
 		}
 		out.Decision = Decision{DeniedBy: owner[d.DeniedBy], TooLarge: d.TooLarge, RetryAfter: max(retry, 0), Buckets: make([]Status, len(items))}
 		if d.TooLarge {

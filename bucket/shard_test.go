@@ -318,3 +318,43 @@ func TestTakeShardedHugeCost(t *testing.T) {
 		m.Close()
 	}
 }
+
+// Over a DenyCache, a sharded request whose tries are answered from memory
+// is one cached denial for OnCached (llmguard_denials_cached_total, read
+// against the 429s), not one per shard tried; and a request admitted by a
+// later shard after a cached try is none.
+func TestTakeShardedCountsOneCachedDenialPerRequest(t *testing.T) {
+	ctx := context.Background()
+	c, _, _, _, hits := denyCached(t, time.Second)
+	l := bucket.Limit{Capacity: 8, Rate: 4, Per: time.Hour} // 2 per shard; the clock never moves
+	take := func(step string, id string, cost int64, start int) bucket.ShardedDecision {
+		t.Helper()
+		d, err := bucket.TakeSharded(ctx, c, id, []bucket.ShardedItem{sharded(l, cost)}, func(int) int { return start })
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		return d
+	}
+	steps := []struct {
+		name          string
+		cost          int64
+		start         int
+		allowed       bool
+		tries, cached int // cached: OnCached calls so far
+	}{
+		{name: "drain shard 0", cost: 2, start: 0, allowed: true, tries: 1},
+		{name: "shard 0 denies (the store), shard 1 admits", cost: 1, start: 0, allowed: true, tries: 2},
+		{name: "shard 0 denies from memory, shard 1 admits: no cached denial", cost: 1, start: 0, allowed: true, tries: 2},
+		{name: "drain shards 2 and 3", cost: 4, start: 2, allowed: true, tries: 1},
+		{name: "every shard denies, the last three by the store", cost: 2, start: 0, tries: 4},
+		{name: "every shard denies from memory: one cached denial", cost: 2, start: 0, tries: 4, cached: 1},
+		{name: "again: one more", cost: 2, start: 3, tries: 4, cached: 2},
+	}
+	for i, s := range steps {
+		d := take(s.name, fmt.Sprint("r", i), s.cost, s.start)
+		if d.Allowed != s.allowed || d.Tries != s.tries || len(*hits) != s.cached {
+			t.Fatalf("step %d (%s): allowed %v after %d tries, OnCached %d times %v; want allowed %v, %d tries, %d",
+				i, s.name, d.Allowed, d.Tries, len(*hits), *hits, s.allowed, s.tries, s.cached)
+		}
+	}
+}
