@@ -55,5 +55,31 @@ func openRegions(cfg *config.Config, st *stores, pol func() *policy.Policy, reg 
 	if err := ex.Refresh(ctx); err != nil {
 		log.Warn("region exchange: could not read this region's shares at start-up; exchanged limits hold their region's floor until it answers", "err", err)
 	}
+	logShortShares(pol(), time.Duration(x.Every), time.Now(), log)
 	return ex, nil
+}
+
+// logShortShares writes one INFO line per exchanged limit whose region
+// holds less than its configured share at start-up: at a first start (or
+// after its record was lost, or its split changed) a region holds its
+// floor until its record reaches back burst/rate + 3 × every (README,
+// "Regions"), an hour for an hourly limit, which its callers see as a
+// small RateLimit-Policy q=; the line says so and for how long at least,
+// where the operator looks first (trial17: q=3000 of a 60000-token limit
+// split 0.6 for a minute, with nothing in the log).
+func logShortShares(pol *policy.Policy, every time.Duration, now time.Time, log *slog.Logger) {
+	for i := range pol.Rules() {
+		r := &pol.Rules()[i]
+		g := r.Regional
+		if g == nil || !g.Exchanged {
+			continue
+		}
+		held, configured := g.Share(now), g.Shares[g.Self]
+		if held >= configured {
+			continue
+		}
+		log.Info("region exchange: this region holds less than its configured share of a limit for now; a share the plan grows is used burst/rate + 3 × every after it was granted (at a first start: its floor that long at least)",
+			"limit", r.Name, "region", g.Region, "share", float64(held)/policy.PPM, "configured_share", float64(configured)/policy.PPM,
+			"grow_after", g.Fill+region.GrowIntervals*every)
+	}
 }

@@ -92,9 +92,20 @@ func TestAppRegionExchangeWiredIn(t *testing.T) {
 		}
 		return path
 	}
-	log := slog.New(slog.NewTextHandler(&syncBuffer{}, nil))
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
 	eu := startFile(t, mock, write("eu", limit), log)
 	startFile(t, mock, write("us", limit), log)
+	// A first start holds the floor: the log says so, with how long a
+	// grown share waits (burst/rate 1 s + 3 × every 1h).
+	for _, want := range []string{
+		`limit=org-rps region=eu share=0.1 configured_share=0.6 grow_after=3h0m1s`,
+		`limit=org-rps region=us share=0.1 configured_share=0.4 grow_after=3h0m1s`,
+	} {
+		if !strings.Contains(logs.String(), "region exchange: this region holds less than its configured share") || !strings.Contains(logs.String(), want) {
+			t.Errorf("start-up log lacks the line of a share held below its configured one: %s\n%s", want, logs.String())
+		}
+	}
 	if err := eu.app.regions.Step(context.Background()); err != nil {
 		t.Fatal(err)
 	}
