@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -208,18 +210,37 @@ func printReport(out io.Writer, r *app.UsageReport) {
 		fmt.Fprintf(w, "quota\tsubject\tunit\tused\tquota\tremaining\tused %%\tperiod end\tdays left\n")
 		for _, q := range r.Quotas {
 			days := "-"
+			var notes []string
 			if q.DaysLeft >= 0 {
 				days = fmt.Sprintf("%.1f", q.DaysLeft)
+				if q.DaysLeft < 1 {
+					// Under a day, "0.0" hid whether 11 minutes or 2
+					// hours were left (trial17): hours and minutes too.
+					notes = append(notes, hoursMinutes(q.DaysLeft))
+				}
 			}
 			if q.LastsPeriod {
 				// The quota outlasts its period at this rate: the days
 				// are those until it resets.
-				days += " (lasts the period)"
+				notes = append(notes, "lasts the period")
+			}
+			if len(notes) > 0 {
+				days += " (" + strings.Join(notes, ", ") + ")"
 			}
 			fmt.Fprintf(w, "%s\t%s %s\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\n", q.Limit, q.Scope, cell(q.Subject), q.Unit, q.Used, q.Quota,
 				q.Remaining, 100*q.UsedFraction, q.PeriodEnd.Format(time.RFC3339), days)
 		}
 	}
+}
+
+// hoursMinutes is days (under 1) as whole hours and minutes, "7h05m" or
+// "11m", rounded to the minute.
+func hoursMinutes(days float64) string {
+	m := int(math.Round(days * 24 * 60))
+	if m < 60 {
+		return fmt.Sprintf("%dm", m)
+	}
+	return fmt.Sprintf("%dh%02dm", m/60, m%60)
 }
 
 // modelCell is a model name as the model table prints it: cell(model), or

@@ -250,7 +250,8 @@ func TestUsageTableSaysHowThePeriodWasChosen(t *testing.T) {
 
 // A quota that outlasts its period at the burn rate so far shows the days
 // until its reset marked as such; one that runs out first shows the
-// projection alone; one not used yet a dash.
+// projection alone; one not used yet a dash; under a day, hours and minutes
+// follow the days (trial17: 11 minutes read "0.0").
 func TestUsageTableDaysLeft(t *testing.T) {
 	end := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 	var b strings.Builder
@@ -258,6 +259,8 @@ func TestUsageTableDaysLeft(t *testing.T) {
 		{Limit: "daily", Scope: "tenant", Subject: "acme", Unit: "tokens", PeriodEnd: end, DaysLeft: 7.0 / 24, LastsPeriod: true},
 		{Limit: "fast", Scope: "tenant", Subject: "acme", Unit: "tokens", PeriodEnd: end, DaysLeft: 0.06},
 		{Limit: "unused", Scope: "tenant", Subject: "acme", Unit: "tokens", PeriodEnd: end, DaysLeft: -1},
+		{Limit: "soon", Scope: "tenant", Subject: "acme", Unit: "tokens", PeriodEnd: end, DaysLeft: 11.0 / 24 / 60},
+		{Limit: "weekly", Scope: "tenant", Subject: "acme", Unit: "tokens", PeriodEnd: end, DaysLeft: 2.5},
 	}})
 	rows := map[string]string{}
 	for _, line := range strings.Split(b.String(), "\n") {
@@ -265,7 +268,7 @@ func TestUsageTableDaysLeft(t *testing.T) {
 			rows[f[0]] = strings.TrimSpace(line)
 		}
 	}
-	for limit, want := range map[string]string{"daily": "0.3 (lasts the period)", "fast": "0.1", "unused": "-"} {
+	for limit, want := range map[string]string{"daily": "0.3 (7h00m, lasts the period)", "fast": "0.1 (1h26m)", "unused": "-", "soon": "0.0 (11m)", "weekly": "2.5"} {
 		if !strings.HasSuffix(rows[limit], " "+want) {
 			t.Errorf("%s: row %q, want it to end in %q", limit, rows[limit], want)
 		}
