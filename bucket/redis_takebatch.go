@@ -279,11 +279,12 @@ func splitReplies(flat []int64, takes []*queuedTake) error {
 // (committing): in the lone layout when every bucket is a token bucket
 // (loneArgs), else as given. The reply is take.lua's either way: an
 // allowed lone take's, which leaves out the four numbers every allowed
-// reply opens with (1, -1, 0, 0), has them put back.
+// reply opens with (1, -1, 0, 0) and comes packed where Redis has the
+// struct library (read by batchReply, as a batch's), has them put back.
 func (b *takeBatcher) lone(ctx context.Context, keys []string, args []any) ([]int64, error) {
 	if !b.generic {
 		if l := loneArgs(args); l != nil {
-			reply, err := b.r.call(ctx, b.r.take, keys, l...).Int64Slice()
+			reply, err := batchReply(b.r.call(ctx, b.r.take, keys, l...))
 			if err != nil {
 				return nil, err
 			}

@@ -237,6 +237,29 @@ end
 -- by index, reused from call to call: level, updated, found and cost.
 local loneLevel, loneUpdated, loneFound, loneCost = {}, {}, {}, {}
 
+-- loneReply holds an allowed lone take's 2n numbers, made once in a
+-- library and reused by each call, which writes them from 1: only its
+-- first 2n are read (struct.pack's, or the array made of them), so no
+-- call grows a table for them where Redis has struct.
+local loneReply = {}
+
+-- loneFormats holds struct.pack's format of an allowed lone take's reply
+-- of n numbers, by n (2 a bucket: at most some 100 formats, one per count
+-- of buckets a rule set gives a take).
+local loneFormats = {}
+
+-- call, format and spread are redis.call, string.format and unpack, read
+-- once at the entry (a library's load may not read globals): a call then
+-- reads an upvalue, not a global (and its field).
+local call, format, spread
+
+-- usecPad[k] is the zeros that pad a TIME microseconds text of k digits
+-- to 6: the text of now (µs), seconds * 1000000 + microseconds, as '%d'
+-- makes it, is the seconds' text, then the microseconds' text padded to
+-- six digits (TIME gives both as decimal texts without leading zeros,
+-- the microseconds below 1000000, and the seconds above 0).
+local usecPad = {'00000', '0000', '000', '00', '0', ''}
+
 -- takeLone is take.lua's body for a committing take whose buckets are all
 -- token buckets, sent in the lone layout: ARGV[1] the take's shape (its
 -- marker TTL and its limits as one text, loneShapeOf), ARGV[1 + i] the
@@ -263,18 +286,19 @@ local function takeLone(s, KEYS, ARGV)
   if #KEYS ~= m + n or #ARGV < n + 1 then
     error('llmguard: lone take of ' .. #KEYS .. ' KEYS, ' .. #ARGV .. ' ARGV for ' .. n .. ' buckets')
   end
-  local pinned = ARGV[n + 2]
+  local pinned, tail = ARGV[n + 2], nil
   if pinned then -- clock(pinned)
-    now = pinned + 0
+    now = pinned + 0 -- tail is made at the first write (a pinned now may be any number)
   else
-    local t = redis.call('TIME')
-    local sec = t[1]
+    local t = call('TIME')
+    local sec, usec = t[1], t[2]
     if sec ~= clockText then
       clockText, clockSeconds = sec, sec * 1000000
     end
-    now = clockSeconds + t[2]
+    now = clockSeconds + usec
+    tail = ' ' .. sec .. usecPad[#usec] .. usec -- ' ' .. format('%d', now), see usecPad
   end
-  local stored = redis.call('MGET', unpack(KEYS))
+  local stored = call('MGET', spread(KEYS))
   if m == 1 and stored[1] == 'v' then -- takeMarked
     return {-1}
   end
@@ -329,9 +353,9 @@ local function takeLone(s, KEYS, ARGV)
     return reply
   end
   if m == 1 then -- mark
-    redis.call('SET', KEYS[1], 't', 'PX', s[1])
+    call('PSETEX', KEYS[1], s[1], 't')
   end
-  local reply = {nil, nil, nil, nil, nil, nil}
+  local reply = loneReply
   for i = 1, n do
     local b = 3 * i
     local capacity, rate, per = s[b + 1], s[b + 2], s[b + 3]
@@ -353,14 +377,21 @@ local function takeLone(s, KEYS, ARGV)
     -- put(found, level, updated, capacity, reset, now), then write
     if level >= capacity then
       if loneFound[i] then
-        redis.call('DEL', KEYS[m + i])
+        call('DEL', KEYS[m + i])
       end
     else
-      local v -- encode
-      if level % 1 == 0 and level ~= 0 and level < 2 ^ 53 and level > -2 ^ 53 then
-        v = string.format('%d %d', level, updated) -- the text '%.17g %d' makes of it
+      local v -- encode: the text '%.17g %d' makes of level and updated
+      if updated ~= now then -- a clock that stepped back kept updated
+        v = format('%.17g %d', level, updated)
       else
-        v = string.format('%.17g %d', level, updated)
+        if not tail then -- a pinned now (tests): the first write makes it
+          tail = ' ' .. format('%d', now)
+        end
+        if level % 1 == 0 and level ~= 0 and level < 2 ^ 53 and level > -2 ^ 53 then
+          v = format('%d', level) .. tail -- the text '%.17g' makes of it
+        else
+          v = format('%.17g', level) .. tail
+        end
       end
       if updated % 1 == 0 then
         if encodedCount >= encodedMax then
@@ -370,7 +401,7 @@ local function takeLone(s, KEYS, ARGV)
       end
       local x = (updated + reset - now) / 1000 -- finite, or NaN
       local ms = x - x % 1 + 1000 -- floor(x) + 1000
-      redis.call('SET', KEYS[m + i], v, 'PX', pxTexts[ms + 0.5] or pxText(ms)) -- pxText's cache read inline
+      call('PSETEX', KEYS[m + i], pxTexts[ms + 0.5] or pxText(ms), v) -- pxText's cache read inline
     end
     local units = level - level % 1 -- floorUnits; inf and NaN go to it
     if not (units < 2 ^ 63 and units > -2 ^ 63) then
@@ -378,12 +409,27 @@ local function takeLone(s, KEYS, ARGV)
     end
     reply[2 * i - 1], reply[2 * i] = units, reset
   end
-  return reply
+  local o = 2 * n
+  if structPack == nil then
+    readStruct()
+  end
+  if structPack then -- packed, as takebatch.lua packs its reply
+    local f = loneFormats[o]
+    if not f then
+      f = '<' .. string.rep('d', o)
+      loneFormats[o] = f
+    end
+    return structPack(f, spread(reply, 1, o))
+  end
+  return {spread(reply, 1, o)} -- no struct (miniredis): an array of its own
 end
 
 -- @entry: take.lua's own; takebatch.lua's entry sets now and commit itself.
+if not call then
+  call, format, spread = redis.call, string.format, unpack
+end
 floor = math.floor
-local lone = loneShapeOf(ARGV[1])
+local lone = loneShapes[ARGV[1]] or loneShapeOf(ARGV[1]) -- a kept shape by one lookup, without a call
 if lone then
   return takeLone(lone, KEYS, ARGV)
 end
