@@ -12,9 +12,11 @@
 --           "L " is instead the shape of a committing take whose buckets are
 --           all token buckets, sent in the lone layout (takeLone, below):
 --           "L <marker TTL> <capacity> <rate> <per> ..." (ARGV[3] below,
---           then each bucket's limit), then ARGV[1 + i] the cost of bucket
---           i and, in tests only, ARGV[n + 2] now; its reply is this one, an
---           allowed take's without its first four numbers.
+--           then each bucket's limit), then ARGV[2] the n buckets' costs
+--           packed (8 bytes each, as core.lua's unitsOf reads them) and, in
+--           tests only, ARGV[3] now; its reply is this one, an allowed
+--           take's without its first four numbers and, where Redis has the
+--           struct library, packed as takebatch.lua packs its reply.
 -- ARGV[2]   '1' commits (a take); '0' only checks (phase 1, writes nothing).
 -- ARGV[3]   how long the take marker lives, ms (the void window); '0': no
 --           marker (no request id, or a check).
@@ -74,7 +76,7 @@
 -- takebatch.lua runs the takes of several requests in one script.
 --
 -- Redis commands: TIME (unless now is pinned: ARGV[1] in the single
--- layout, ARGV[n + 2] in the lone one), one MGET of every KEYS
+-- layout, ARGV[3] in the lone one), one MGET of every KEYS
 -- (the marker with the buckets), and when committing one SET of the marker
 -- and one SET or DEL per bucket whose key changes. A denial or a check
 -- reads only.
@@ -243,9 +245,10 @@ local loneLevel, loneUpdated, loneFound, loneCost = {}, {}, {}, {}
 -- call grows a table for them where Redis has struct.
 local loneReply = {}
 
--- loneFormats holds struct.pack's format of an allowed lone take's reply
--- of n numbers, by n (2 a bucket: at most some 100 formats, one per count
--- of buckets a rule set gives a take).
+-- loneFormats holds struct's format of k doubles, by k: a lone take's
+-- costs (k = n) and an allowed one's reply (k = 2n), made at the first
+-- take of n buckets and kept (one or two per count of buckets a rule set
+-- gives a take: a few hundred at most).
 local loneFormats = {}
 
 -- call, format and spread are redis.call, string.format and unpack, read
@@ -262,14 +265,14 @@ local usecPad = {'00000', '0000', '000', '00', '0', ''}
 
 -- takeLone is take.lua's body for a committing take whose buckets are all
 -- token buckets, sent in the lone layout: ARGV[1] the take's shape (its
--- marker TTL and its limits as one text, loneShapeOf), ARGV[1 + i] the
--- cost of bucket i, and ARGV[n + 2], only in tests, now (µs; absent: Redis
--- TIME). It is the body step for step for that kind, as takebatch.lua's
+-- marker TTL and its limits as one text, loneShapeOf), ARGV[2] the n
+-- buckets' costs packed (unitsOf's bytes: one ARGV, not n, and no strtod),
+-- and ARGV[3], only in tests, now (µs; absent: Redis TIME). It is the body step for step for that kind, as takebatch.lua's
 -- takeTokens is: the same core steps in the same order (clock, parse,
 -- load, refill, check, wait, put, encode, floorUnits; the marker's SET
 -- before the buckets' writes), the same commands and the same stored
 -- values and TTLs, without the body's per-bucket dispatch and seen tables,
--- with n + 1 ARGV instead of 6n + 3 (Redis makes a Lua string of each),
+-- with 2 ARGV instead of 6n + 3 (Redis makes a Lua string of each),
 -- and with the steps run on every bucket inlined (each the core
 -- function's own expressions in its own order, so the same doubles, under
 -- the same names in comments: a Lua call costs Redis 7.0's interpreter
@@ -283,10 +286,25 @@ local usecPad = {'00000', '0000', '000', '00', '0', ''}
 -- the generic body and with take.lua as it was before this layout.
 local function takeLone(s, KEYS, ARGV)
   local n, m = s[2], s[3]
-  if #KEYS ~= m + n or #ARGV < n + 1 then
+  local packed = ARGV[2]
+  if #KEYS ~= m + n or not packed or #packed ~= 8 * n then
     error('llmguard: lone take of ' .. #KEYS .. ' KEYS, ' .. #ARGV .. ' ARGV for ' .. n .. ' buckets')
   end
-  local pinned, tail = ARGV[n + 2], nil
+  if structUnpack == nil then
+    readStruct()
+  end
+  local costs -- unitsOf(packed), its common case inline
+  if structUnpack then
+    local f = loneFormats[n]
+    if not f then
+      f = '<' .. string.rep('d', n)
+      loneFormats[n] = f
+    end
+    costs = {structUnpack(f, packed)} -- the n costs, then the next position
+  else
+    costs = unitsOf(packed)
+  end
+  local pinned, tail = ARGV[3], nil
   if pinned then -- clock(pinned)
     now = pinned + 0 -- tail is made at the first write (a pinned now may be any number)
   else
@@ -305,8 +323,7 @@ local function takeLone(s, KEYS, ARGV)
   local firstLarge, slowest, retry = -1, -1, 0
   for i = 1, n do
     local b = 3 * i
-    local capacity, rate, per, cost = s[b + 1], s[b + 2], s[b + 3], ARGV[1 + i]
-    cost = digits[cost] or cost + 0
+    local capacity, rate, per, cost = s[b + 1], s[b + 2], s[b + 3], costs[i]
     local v = stored[m + i]
     local level, updated, found
     if v then -- parse and load: a value this library wrote by one lookup
@@ -410,9 +427,6 @@ local function takeLone(s, KEYS, ARGV)
     reply[2 * i - 1], reply[2 * i] = units, reset
   end
   local o = 2 * n
-  if structPack == nil then
-    readStruct()
-  end
   if structPack then -- packed, as takebatch.lua packs its reply
     local f = loneFormats[o]
     if not f then
