@@ -78,7 +78,8 @@
 -- Redis commands: TIME (unless now is pinned: ARGV[1] in the single
 -- layout, ARGV[3] in the lone one), one MGET of every KEYS
 -- (the marker with the buckets), and when committing one SET of the marker
--- and one SET or DEL per bucket whose key changes. A denial or a check
+-- and one SET or DEL per bucket whose key changes (the lone layout sends
+-- each SET … PX as PSETEX, the same write: one argument fewer to make). A denial or a check
 -- reads only.
 --
 -- The functions mirror bucket/tokenbucket.go and bucket/quota.go line by
@@ -267,15 +268,16 @@ local usecPad = {'00000', '0000', '000', '00', '0', ''}
 -- token buckets, sent in the lone layout: ARGV[1] the take's shape (its
 -- marker TTL and its limits as one text, loneShapeOf), ARGV[2] the n
 -- buckets' costs packed (unitsOf's bytes: one ARGV, not n, and no strtod),
--- and ARGV[3], only in tests, now (µs; absent: Redis TIME). It is the body step for step for that kind, as takebatch.lua's
--- takeTokens is: the same core steps in the same order (clock, parse,
--- load, refill, check, wait, put, encode, floorUnits; the marker's SET
--- before the buckets' writes), the same commands and the same stored
--- values and TTLs, without the body's per-bucket dispatch and seen tables,
--- with 2 ARGV instead of 6n + 3 (Redis makes a Lua string of each),
--- and with the steps run on every bucket inlined (each the core
--- function's own expressions in its own order, so the same doubles, under
--- the same names in comments: a Lua call costs Redis 7.0's interpreter
+-- and ARGV[3], only in tests, now (µs; absent: Redis TIME). It is the
+-- body step for step for that kind, as takebatch.lua's takeTokens is: the
+-- same core steps in the same order (clock, parse, load, refill, check,
+-- wait, put, encode, floorUnits; the marker's SET before the buckets'
+-- writes), the same commands (a SET … PX sent as PSETEX, its equal) and
+-- the same stored values and TTLs, without the body's per-bucket
+-- dispatch and seen tables, with 2 ARGV instead of 6n + 3 (Redis makes a
+-- Lua string of each), and with the steps run on every bucket inlined
+-- (each the core function's own expressions in its own order, so the same
+-- doubles, under the same names in comments: a Lua call costs Redis 7.0's interpreter
 -- some 1k instructions); the rare steps (a denial's wait, a level beyond
 -- the int64 range, a value no script of this library wrote) call the core
 -- functions. Its reply is take.lua's, except that an allowed take's is
