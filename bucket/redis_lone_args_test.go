@@ -13,8 +13,9 @@ import (
 // TestLoneArgs: a committing take whose buckets are all token buckets goes
 // in the lone layout (its marker TTL and limits as one text, then each
 // bucket's cost packed, then now only when pinned); any other take
-// (a quota, a window counter, an in-flight limit among its buckets, or a
-// check) keeps take.lua's single layout.
+// (a quota, a window counter, an in-flight limit among its buckets, more
+// than lua.LoneBuckets buckets, or a check) keeps take.lua's single
+// layout.
 func TestLoneArgs(t *testing.T) {
 	r := &Redis{voidFor: "60000"}
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
@@ -36,6 +37,8 @@ func TestLoneArgs(t *testing.T) {
 			want: []any{"L 60000 7 7 1000000", packedCosts(2), "1773144000000000"}},
 		{name: "a cost past 2^53", items: []Item{{Key: "k:{t}:b", Limit: Limit{Capacity: 1 << 62, Rate: 7, Per: time.Second}, Cost: 1<<53 + 1}}, commit: true,
 			want: []any{"L 60000 4611686018427387904 7 1000000", "\x00\x00\x00\x00\x00\x00\x40\x43"}}, // 2^53: float64 rounds 2^53 + 1 to even, as strtod does
+		{name: "more buckets than the lone layout's runs take", items: []Item{{Key: "k:{t}:1", Limit: rps, Cost: 1}, {Key: "k:{t}:2", Limit: rps, Cost: 1},
+			{Key: "k:{t}:3", Limit: rps, Cost: 1}, {Key: "k:{t}:4", Limit: rps, Cost: 1}, {Key: "k:{t}:5", Limit: rps, Cost: 1}}, commit: true},
 		{name: "a check", items: []Item{{Key: "k:{t}:a", Limit: tpm, Cost: 300}}},
 		{name: "a quota among them", items: []Item{{Key: "k:{t}:a", Limit: tpm, Cost: 1}, {Key: "k:{t}:q", Limit: Quota(5, now, now.Add(time.Hour)), Cost: 1}}, commit: true},
 		{name: "an in-flight limit", items: []Item{{Key: "k:{t}:c", Limit: Limit{Capacity: 2, Concurrent: true}, Cost: 1}}, commit: true},

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/llmguard/llmguard/lua"
 )
 
 // DefaultTakeBatch is RedisOptions.TakeBatch's default: at most this many
@@ -307,7 +309,8 @@ func (b *takeBatcher) lone(ctx context.Context, keys []string, args []any) ([]in
 // "text + 0" gave the script), then now when it is pinned (not ""); or
 // nil when a bucket is not a token bucket (rate 0: an in-flight limit;
 // windowEnd not 0: a quota or a window counter; see lua/core.lua kindOf),
-// a cost is not an int64, or the take only checks. Redis makes 2 Lua
+// a cost is not an int64, the take has more than lua.LoneBuckets buckets,
+// or it only checks. Redis makes 2 Lua
 // strings (3 with a pinned now) for n buckets where the single layout
 // makes 6n + 3.
 func loneArgs(args []any) []any {
@@ -319,6 +322,9 @@ func loneArgs(args []any) []any {
 		return nil
 	}
 	n := (len(args) - 3) / 6
+	if n > lua.LoneBuckets {
+		return nil
+	}
 	shape := make([]byte, 0, 2+len(ttl)+24*n)
 	shape = append(append(shape, "L "...), ttl...)
 	costs := make([]byte, 0, 8*n)

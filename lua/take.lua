@@ -236,16 +236,6 @@ local function loneShapeOf(text)
   return s
 end
 
--- The phase-1 state of each bucket of the lone take running (takeLone),
--- by index, reused from call to call: level, updated, found and cost.
-local loneLevel, loneUpdated, loneFound, loneCost = {}, {}, {}, {}
-
--- loneReply holds an allowed lone take's 2n numbers, made once in a
--- library and reused by each call, which writes them from 1: only its
--- first 2n are read (struct.pack's, or the array made of them), so no
--- call grows a table for them where Redis has struct.
-local loneReply = {}
-
 -- loneFormats holds struct's format of k doubles, by k: a lone take's
 -- costs (k = n) and an allowed one's reply (k = 2n), made at the first
 -- take of n buckets and kept (one or two per count of buckets a rule set
@@ -286,6 +276,139 @@ local usecPad = {'00000', '0000', '000', '00', '0', ''}
 -- package bucket's lone take puts them back. bucket's
 -- TestTakeLoneMatchesGeneric and TestTakeLoneMatchesOld compare it with
 -- the generic body and with take.lua as it was before this layout.
+-- @unroll
+-- takeLoneRun@W is the rest of takeLone for a take of @W buckets, once
+-- the clock is read and the keys are (stored: MGET's values; costs: the
+-- @W costs; tail: " <now>" as '%d' writes it, nil until made when now is
+-- pinned): each bucket's limit, state and result in Lua locals of its
+-- own, no table between the two phases.
+local function takeLoneRun@W(s, KEYS, m, costs, stored, tail)
+  local firstLarge, slowest, retry = -1, -1, 0
+  -- @each
+  local capacity@i, rate@i, per@i, cost@i = s[3 * @i + 1], s[3 * @i + 2], s[3 * @i + 3], costs[@i]
+  local level@i, updated@i, found@i
+  do
+    local v = stored[m + @i]
+    if v then -- parse and load: a value this library wrote by one lookup
+      level@i = encodedLevel[v]
+      if level@i then
+        updated@i, found@i = encodedUpdated[v], true
+      else
+        local kind, x, y = parse(v)
+        level@i, updated@i, found@i = load(kind, x, y, capacity@i, now)
+      end
+    else
+      level@i, updated@i, found@i = capacity@i, now, false
+    end
+    if now > updated@i then -- refill
+      level@i = level@i + (now - updated@i) * rate@i / per@i
+      updated@i = now
+    end
+    if level@i > capacity@i then
+      level@i = capacity@i
+    end
+    if cost@i > capacity@i then -- check: too large
+      if firstLarge < 0 then
+        firstLarge = @i - 1
+      end
+    elseif not (cost@i == 0 or level@i >= cost@i) then -- check: short
+      local short = wait(level@i, cost@i, rate@i, per@i)
+      if slowest < 0 or short > retry then -- the longest wait, the first among equals
+        slowest, retry = @i - 1, short
+      end
+    end
+  end
+  -- @end
+  if firstLarge >= 0 or slowest >= 0 then
+    local reply = {0, -1, 0, 0}
+    if firstLarge >= 0 then
+      reply[2], reply[3] = firstLarge, 1
+    else
+      reply[2], reply[4] = slowest, retry
+    end
+    -- @each
+    reply[3 + 2 * @i], reply[4 + 2 * @i] = floorUnits(level@i), wait(level@i, capacity@i, rate@i, per@i)
+    -- @end
+    return reply
+  end
+  if m == 1 then -- mark
+    call('PSETEX', KEYS[1], s[1], 't')
+  end
+  -- @each
+  local units@i, reset@i
+  do
+    local capacity, rate, per = capacity@i, rate@i, per@i
+    local level, updated = level@i - cost@i, updated@i
+    local reset = 0 -- wait(level, capacity, rate, per)
+    if not (level >= capacity) then
+      local q = (capacity - level) * per / rate -- > 0, or NaN
+      if q >= maxWait then -- floor(q) >= maxWait exactly when q is
+        reset = maxWait
+      else
+        reset = q - q % 1 -- floor(q), without a call (see core.lua's floor)
+        local j = 0
+        while j < 2 and level + reset * rate / per < capacity do
+          reset = reset + 1
+          j = j + 1
+        end
+      end
+    end
+    -- put(found, level, updated, capacity, reset, now), then write
+    if level >= capacity then
+      if found@i then
+        call('DEL', KEYS[m + @i])
+      end
+    else
+      local v -- encode: the text '%.17g %d' makes of level and updated
+      if updated ~= now then -- a clock that stepped back kept updated
+        v = format('%.17g %d', level, updated)
+      else
+        if not tail then -- a pinned now (tests): the first write makes it
+          tail = ' ' .. format('%d', now)
+        end
+        if level % 1 == 0 and level ~= 0 and level < 2 ^ 53 and level > -2 ^ 53 then
+          v = format('%d', level) .. tail -- the text '%.17g' makes of it
+        else
+          v = format('%.17g', level) .. tail
+        end
+      end
+      if updated % 1 == 0 then
+        if encodedCount >= encodedMax then
+          encodedLevel, encodedUpdated, encodedCount = {}, {}, 0
+        end
+        encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
+      end
+      local x = (updated + reset - now) / 1000 -- finite, or NaN
+      local ms = x - x % 1 + 1000 -- floor(x) + 1000
+      call('PSETEX', KEYS[m + @i], pxTexts[ms + 0.5] or pxText(ms), v) -- pxText's cache read inline
+    end
+    local units = level - level % 1 -- floorUnits; inf and NaN go to it
+    if not (units < 2 ^ 63 and units > -2 ^ 63) then
+      units = floorUnits(level)
+    end
+    units@i, reset@i = units, reset
+  end
+  -- @end
+  if structPack then -- packed, as takebatch.lua packs its reply
+    local f = loneFormats[2 * @W]
+    if not f then
+      f = '<' .. string.rep('d', 2 * @W)
+      loneFormats[2 * @W] = f
+    end
+    return structPack(f,
+    -- @each
+      units@i, reset@i,
+    -- @end
+      nil) -- a value past the format's, which struct.pack leaves unread (an argument list takes no trailing comma)
+  end
+  return { -- no struct (miniredis)
+  -- @each
+    units@i, reset@i,
+  -- @end
+  }
+end
+-- @unroll end
+
 local function takeLone(s, KEYS, ARGV)
   local n, m = s[2], s[3]
   local packed = ARGV[2]
@@ -322,122 +445,11 @@ local function takeLone(s, KEYS, ARGV)
   if m == 1 and stored[1] == 'v' then -- takeMarked
     return {-1}
   end
-  local firstLarge, slowest, retry = -1, -1, 0
-  for i = 1, n do
-    local b = 3 * i
-    local capacity, rate, per, cost = s[b + 1], s[b + 2], s[b + 3], costs[i]
-    local v = stored[m + i]
-    local level, updated, found
-    if v then -- parse and load: a value this library wrote by one lookup
-      level = encodedLevel[v]
-      if level then
-        updated, found = encodedUpdated[v], true
-      else
-        local kind, x, y = parse(v)
-        level, updated, found = load(kind, x, y, capacity, now)
-      end
-    else
-      level, updated, found = capacity, now, false
-    end
-    if now > updated then -- refill
-      level = level + (now - updated) * rate / per
-      updated = now
-    end
-    if level > capacity then
-      level = capacity
-    end
-    loneLevel[i], loneUpdated[i], loneFound[i], loneCost[i] = level, updated, found, cost
-    if cost > capacity then -- check: too large
-      if firstLarge < 0 then
-        firstLarge = i - 1
-      end
-    elseif not (cost == 0 or level >= cost) then -- check: short
-      local short = wait(level, cost, rate, per)
-      if slowest < 0 or short > retry then -- the longest wait, the first among equals
-        slowest, retry = i - 1, short
-      end
-    end
+  local run = takeLoneRun[n]
+  if not run then
+    error('llmguard: a lone take of ' .. n .. ' buckets (at most ' .. #takeLoneRun .. ')')
   end
-  if firstLarge >= 0 or slowest >= 0 then
-    local reply = {0, -1, 0, 0}
-    if firstLarge >= 0 then
-      reply[2], reply[3] = firstLarge, 1
-    else
-      reply[2], reply[4] = slowest, retry
-    end
-    for i = 1, n do
-      local b, level = 3 * i, loneLevel[i]
-      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, s[b + 1], s[b + 2], s[b + 3])
-    end
-    return reply
-  end
-  if m == 1 then -- mark
-    call('PSETEX', KEYS[1], s[1], 't')
-  end
-  local reply = loneReply
-  for i = 1, n do
-    local b = 3 * i
-    local capacity, rate, per = s[b + 1], s[b + 2], s[b + 3]
-    local level, updated = loneLevel[i] - loneCost[i], loneUpdated[i]
-    local reset = 0 -- wait(level, capacity, rate, per)
-    if not (level >= capacity) then
-      local q = (capacity - level) * per / rate -- > 0, or NaN
-      if q >= maxWait then -- floor(q) >= maxWait exactly when q is
-        reset = maxWait
-      else
-        reset = q - q % 1 -- floor(q), without a call (see core.lua's floor)
-        local j = 0
-        while j < 2 and level + reset * rate / per < capacity do
-          reset = reset + 1
-          j = j + 1
-        end
-      end
-    end
-    -- put(found, level, updated, capacity, reset, now), then write
-    if level >= capacity then
-      if loneFound[i] then
-        call('DEL', KEYS[m + i])
-      end
-    else
-      local v -- encode: the text '%.17g %d' makes of level and updated
-      if updated ~= now then -- a clock that stepped back kept updated
-        v = format('%.17g %d', level, updated)
-      else
-        if not tail then -- a pinned now (tests): the first write makes it
-          tail = ' ' .. format('%d', now)
-        end
-        if level % 1 == 0 and level ~= 0 and level < 2 ^ 53 and level > -2 ^ 53 then
-          v = format('%d', level) .. tail -- the text '%.17g' makes of it
-        else
-          v = format('%.17g', level) .. tail
-        end
-      end
-      if updated % 1 == 0 then
-        if encodedCount >= encodedMax then
-          encodedLevel, encodedUpdated, encodedCount = {}, {}, 0
-        end
-        encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
-      end
-      local x = (updated + reset - now) / 1000 -- finite, or NaN
-      local ms = x - x % 1 + 1000 -- floor(x) + 1000
-      call('PSETEX', KEYS[m + i], pxTexts[ms + 0.5] or pxText(ms), v) -- pxText's cache read inline
-    end
-    local units = level - level % 1 -- floorUnits; inf and NaN go to it
-    if not (units < 2 ^ 63 and units > -2 ^ 63) then
-      units = floorUnits(level)
-    end
-    reply[2 * i - 1], reply[2 * i] = units, reset
-  end
-  local o = 2 * n
-  if structPack then -- packed, as takebatch.lua packs its reply
-    local f = loneFormats[o]
-    if not f then
-      f = '<' .. string.rep('d', o)
-      loneFormats[o] = f
-    end
-    return structPack(f, spread(reply, 1, o))
-  end
-  return {spread(reply, 1, o)} -- no struct (miniredis): an array of its own
+  return run(s, KEYS, m, costs, stored, tail)
 end
 
 -- @entry: take.lua's own; takebatch.lua's entry sets now and commit itself.
