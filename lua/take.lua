@@ -79,8 +79,8 @@
 -- layout, ARGV[3] in the lone one), one MGET of every KEYS
 -- (the marker with the buckets), and when committing one SET of the marker
 -- and one SET or DEL per bucket whose key changes (the lone layout sends
--- each SET … PX as PSETEX, the same write: one argument fewer to make). A denial or a check
--- reads only.
+-- each SET … PX as PSETEX, the same write: one argument fewer to make). A
+-- denial or a check reads only.
 --
 -- The functions mirror bucket/tokenbucket.go and bucket/quota.go line by
 -- line, under the same names; those reconcile.lua needs too live in
@@ -254,28 +254,6 @@ local call, format, spread
 -- the microseconds below 1000000, and the seconds above 0).
 local usecPad = {'00000', '0000', '000', '00', '0', ''}
 
--- takeLone is take.lua's body for a committing take whose buckets are all
--- token buckets, sent in the lone layout: ARGV[1] the take's shape (its
--- marker TTL and its limits as one text, loneShapeOf), ARGV[2] the n
--- buckets' costs packed (unitsOf's bytes: one ARGV, not n, and no strtod),
--- and ARGV[3], only in tests, now (µs; absent: Redis TIME). It is the
--- body step for step for that kind, as takebatch.lua's takeTokens is: the
--- same core steps in the same order (clock, parse, load, refill, check,
--- wait, put, encode, floorUnits; the marker's SET before the buckets'
--- writes), the same commands (a SET … PX sent as PSETEX, its equal) and
--- the same stored values and TTLs, without the body's per-bucket
--- dispatch and seen tables, with 2 ARGV instead of 6n + 3 (Redis makes a
--- Lua string of each), and with the steps run on every bucket inlined
--- (each the core function's own expressions in its own order, so the same
--- doubles, under the same names in comments: a Lua call costs Redis 7.0's interpreter
--- some 1k instructions); the rare steps (a denial's wait, a level beyond
--- the int64 range, a value no script of this library wrote) call the core
--- functions. Its reply is take.lua's, except that an allowed take's is
--- only the 2n numbers after the first four (each bucket's remaining and
--- reset; the first four of an allowed take are always 1, -1, 0, 0):
--- package bucket's lone take puts them back. bucket's
--- TestTakeLoneMatchesGeneric and TestTakeLoneMatchesOld compare it with
--- the generic body and with take.lua as it was before this layout.
 -- @unroll
 -- takeLoneRun@W is the rest of takeLone for a take of @W buckets, once
 -- the clock is read and the keys are (stored: MGET's values; costs: the
@@ -409,6 +387,33 @@ local function takeLoneRun@W(s, KEYS, m, costs, stored, tail)
 end
 -- @unroll end
 
+-- takeLone is take.lua's body for a committing take whose buckets are all
+-- token buckets, sent in the lone layout: ARGV[1] the take's shape (its
+-- marker TTL and its limits as one text, loneShapeOf), ARGV[2] the n
+-- buckets' costs packed (unitsOf's bytes: one ARGV, not n, and no strtod),
+-- and ARGV[3], only in tests, now (µs; absent: Redis TIME). It is the
+-- body step for step for that kind, as takebatch.lua's takeTokens is: the
+-- same core steps in the same order (clock, parse, load, refill, check,
+-- wait, put, encode, floorUnits; the marker's SET before the buckets'
+-- writes), the same commands (a SET … PX sent as PSETEX, its equal) and
+-- the same stored values and TTLs, without the body's per-bucket
+-- dispatch and seen tables, with 2 ARGV instead of 6n + 3 (Redis makes a
+-- Lua string of each), and with the steps run on every bucket inlined
+-- in Lua locals, one takeLoneRun function per count of buckets (each the
+-- core function's own expressions in its own order, so the same doubles,
+-- under the same names in comments: a Lua call costs Redis 7.0's
+-- interpreter some 1k instructions, a table read some 70, a write
+-- 200–500, by callgrind); the rare steps (a denial's wait, a level beyond
+-- the int64 range, a value no script of this library wrote) call the core
+-- functions. Its reply is take.lua's, except that an allowed take's is
+-- only the 2n numbers after the first four (each bucket's remaining and
+-- reset; the first four of an allowed take are always 1, -1, 0, 0),
+-- packed by struct.pack where Redis has it: package bucket's lone take
+-- puts them back. bucket's
+-- TestTakeLoneMatchesGeneric and TestTakeLoneMatchesOld compare it with
+-- the generic body and with take.lua as it was before this layout. A take
+-- of more buckets than takeLoneRun has functions (lua.LoneBuckets) is an
+-- error: package bucket sends it in the single layout.
 local function takeLone(s, KEYS, ARGV)
   local n, m = s[2], s[3]
   local packed = ARGV[2]
