@@ -1,6 +1,8 @@
 package bucket
 
 import (
+	"encoding/binary"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -10,9 +12,10 @@ import (
 
 // TestLoneArgs: a committing take whose buckets are all token buckets goes
 // in the lone layout (its marker TTL and limits as one text, then each
-// bucket's cost, then now only when pinned); any other take
-// (a quota, a window counter, an in-flight limit among its buckets, or a
-// check) keeps take.lua's single layout.
+// bucket's cost packed, then now only when pinned); any other take
+// (a quota, a window counter, an in-flight limit among its buckets, more
+// than lua.LoneBuckets buckets, or a check) keeps take.lua's single
+// layout.
 func TestLoneArgs(t *testing.T) {
 	r := &Redis{voidFor: "60000"}
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
@@ -27,11 +30,15 @@ func TestLoneArgs(t *testing.T) {
 		want   []any // nil: the single layout stays
 	}{
 		{name: "token buckets", items: []Item{{Key: "k:{t}:a", Limit: tpm, Cost: 300}, {Key: "k:{t}:b", Limit: rps, Cost: 1}}, commit: true,
-			want: []any{"L 60000 500 3 60000000 7 7 1000000", int64(300), int64(1)}},
+			want: []any{"L 60000 500 3 60000000 7 7 1000000", packedCosts(300, 1)}},
 		{name: "no request id", id: "-", items: []Item{{Key: "k:{t}:b", Limit: rps, Cost: 0}}, commit: true,
-			want: []any{"L 0 7 7 1000000", int64(0)}},
+			want: []any{"L 0 7 7 1000000", packedCosts(0)}},
 		{name: "a pinned clock", now: &now, items: []Item{{Key: "k:{t}:b", Limit: rps, Cost: 2}}, commit: true,
-			want: []any{"L 60000 7 7 1000000", int64(2), "1773144000000000"}},
+			want: []any{"L 60000 7 7 1000000", packedCosts(2), "1773144000000000"}},
+		{name: "a cost past 2^53", items: []Item{{Key: "k:{t}:b", Limit: Limit{Capacity: 1 << 62, Rate: 7, Per: time.Second}, Cost: 1<<53 + 1}}, commit: true,
+			want: []any{"L 60000 4611686018427387904 7 1000000", "\x00\x00\x00\x00\x00\x00\x40\x43"}}, // 2^53: float64 rounds 2^53 + 1 to even, as strtod does
+		{name: "more buckets than the lone layout's runs take", items: []Item{{Key: "k:{t}:1", Limit: rps, Cost: 1}, {Key: "k:{t}:2", Limit: rps, Cost: 1},
+			{Key: "k:{t}:3", Limit: rps, Cost: 1}, {Key: "k:{t}:4", Limit: rps, Cost: 1}, {Key: "k:{t}:5", Limit: rps, Cost: 1}}, commit: true},
 		{name: "a check", items: []Item{{Key: "k:{t}:a", Limit: tpm, Cost: 300}}},
 		{name: "a quota among them", items: []Item{{Key: "k:{t}:a", Limit: tpm, Cost: 1}, {Key: "k:{t}:q", Limit: Quota(5, now, now.Add(time.Hour)), Cost: 1}}, commit: true},
 		{name: "an in-flight limit", items: []Item{{Key: "k:{t}:c", Limit: Limit{Capacity: 2, Concurrent: true}, Cost: 1}}, commit: true},
@@ -82,4 +89,14 @@ func FuzzLimitText(f *testing.F) {
 			}
 		}
 	})
+}
+
+// packedCosts is costs as loneArgs packs them: 8 bytes each, the
+// little-endian IEEE 754 double of the cost.
+func packedCosts(costs ...int64) string {
+	var b []byte
+	for _, c := range costs {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(c)))
+	}
+	return string(b)
 }

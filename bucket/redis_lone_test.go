@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,75 @@ func TestTakeLoneMatchesGeneric(t *testing.T) {
 			if allowed < 15 || denied < 10 {
 				t.Errorf("%d takes allowed, %d denied; the timeline should have at least 15 and 10", allowed, denied)
 			}
+		})
+	}
+}
+
+// TestTakeLoneWritesRedisTime: a lone take on Redis's own clock (no Now:
+// TIME) stores each bucket's updated as '%d' writes TIME's instant in µs,
+// which takeLone builds from TIME's two texts (the seconds, then the
+// microseconds padded to six digits): every value read back after a take
+// is "<level> <updated>" with updated in decimal without leading zeros and
+// between TIME read just before the take and just after it. It takes at
+// least 300 times, and on until 20 values were written at a microseconds
+// below 100000 (a text of fewer than six digits), on miniredis (EVAL,
+// gopher-lua) and on redis-server by FCALL and by EVALSHA.
+func TestTakeLoneWritesRedisTime(t *testing.T) {
+	for _, backend := range []string{"miniredis", "redis-server", "redis-server, EVALSHA"} {
+		t.Run(backend, func(t *testing.T) {
+			var c *redis.Client
+			if backend == "miniredis" {
+				mr := miniredis.RunT(t)
+				c = redis.NewClient(&redis.Options{Addr: mr.Addr()})
+				t.Cleanup(func() { c.Close() })
+			} else {
+				c = redistest.Shared(t).Client()
+			}
+			var client bucket.RedisScripter = c
+			if strings.HasSuffix(backend, "EVALSHA") {
+				client = struct{ bucket.RedisScripter }{c}
+			}
+			ctx := context.Background()
+			r := newRedis(t, bucket.RedisOptions{Client: client, TakeBatch: 1})
+			tag := "k:{time-" + strings.ReplaceAll(backend, " ", "") + "}:"
+			items := []bucket.Item{
+				{Key: tag + "whole", Limit: bucket.Limit{Capacity: 1e12, Rate: 1, Per: time.Hour}, Cost: 3},
+				{Key: tag + "odd", Limit: bucket.Limit{Capacity: 1e9, Rate: 333333, Per: 7 * time.Second}, Cost: 1000},
+			}
+			micros := func() int64 {
+				tm, err := c.Time(ctx).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return tm.UnixMicro()
+			}
+			short, i := 0, 0
+			for ; i < 300 || short < 20 && i < 50_000; i++ { // until 20 such values (TIME's microseconds run through 0–99999 a tenth of each second)
+				before := micros()
+				d, err := r.Take(ctx, fmt.Sprintf("time-%d", i), items)
+				if err != nil || !d.Allowed {
+					t.Fatalf("take %d: %+v, %v", i, d, err)
+				}
+				after := micros()
+				for _, it := range items {
+					v, err := c.Get(ctx, it.Key).Result()
+					if err != nil {
+						t.Fatalf("take %d: %s: %v", i, it.Key, err)
+					}
+					_, text, ok := strings.Cut(v, " ")
+					updated, perr := strconv.ParseInt(text, 10, 64)
+					if !ok || perr != nil || strconv.FormatInt(updated, 10) != text || updated < before || updated > after {
+						t.Fatalf("take %d: %s holds %q; want '<level> <updated>', updated in [%d, %d] as '%%d' writes it", i, it.Key, v, before, after)
+					}
+					if updated%1_000_000 < 100_000 {
+						short++
+					}
+				}
+			}
+			if short == 0 {
+				t.Fatalf("%d takes wrote no value at a microseconds below 100000: the padding went untested", i)
+			}
+			t.Logf("%d takes, %d values written at a microseconds below 100000", i, short)
 		})
 	}
 }

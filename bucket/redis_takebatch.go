@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/llmguard/llmguard/lua"
 )
 
 // DefaultTakeBatch is RedisOptions.TakeBatch's default: at most this many
@@ -279,11 +281,12 @@ func splitReplies(flat []int64, takes []*queuedTake) error {
 // (committing): in the lone layout when every bucket is a token bucket
 // (loneArgs), else as given. The reply is take.lua's either way: an
 // allowed lone take's, which leaves out the four numbers every allowed
-// reply opens with (1, -1, 0, 0), has them put back.
+// reply opens with (1, -1, 0, 0) and comes packed where Redis has the
+// struct library (read by batchReply, as a batch's), has them put back.
 func (b *takeBatcher) lone(ctx context.Context, keys []string, args []any) ([]int64, error) {
 	if !b.generic {
 		if l := loneArgs(args); l != nil {
-			reply, err := b.r.call(ctx, b.r.take, keys, l...).Int64Slice()
+			reply, err := batchReply(b.r.call(ctx, b.r.take, keys, l...))
 			if err != nil {
 				return nil, err
 			}
@@ -300,12 +303,16 @@ func (b *takeBatcher) lone(ctx context.Context, keys []string, args []any) ([]in
 // (now, "1", marker TTL, then 6 per bucket: its 5 limit ARGV and its cost)
 // in the lone layout take.lua's fast path reads: its shape as one text,
 // "L <marker TTL> <capacity> <rate> <per> ..." (the same from take to take
-// of one kind, so Redis reads it once: take.lua's loneShapeOf), then each
-// bucket's cost, then now when it is pinned (not ""); or nil when a bucket
-// is not a token bucket (rate 0: an in-flight limit; windowEnd not 0: a
-// quota or a window counter; see lua/core.lua kindOf) or the take only
-// checks. Redis makes n + 1 Lua strings (n + 2 with a pinned now) for n
-// buckets where the single layout makes 6n + 3.
+// of one kind, so Redis reads it once: take.lua's loneShapeOf), then the
+// buckets' costs packed in one text (8 bytes each, the IEEE 754 double
+// float64(cost) little-endian, as packUnits packs units: the doubles
+// "text + 0" gave the script), then now when it is pinned (not ""); or
+// nil when a bucket is not a token bucket (rate 0: an in-flight limit;
+// windowEnd not 0: a quota or a window counter; see lua/core.lua kindOf),
+// a cost is not an int64, the take has more than lua.LoneBuckets buckets,
+// or it only checks. Redis makes 2 Lua
+// strings (3 with a pinned now) for n buckets where the single layout
+// makes 6n + 3.
 func loneArgs(args []any) []any {
 	if len(args) < 9 || args[1] != "1" || (len(args)-3)%6 != 0 {
 		return nil
@@ -315,23 +322,27 @@ func loneArgs(args []any) []any {
 		return nil
 	}
 	n := (len(args) - 3) / 6
+	if n > lua.LoneBuckets {
+		return nil
+	}
 	shape := make([]byte, 0, 2+len(ttl)+24*n)
 	shape = append(append(shape, "L "...), ttl...)
-	out := make([]any, 1, n+2)
+	costs := make([]byte, 0, 8*n)
 	for j := range n {
 		a := args[3+6*j : 9+6*j]
 		c, ok1 := a[0].(int64)
 		r, ok2 := a[1].(int64)
 		p, ok3 := a[2].(int64)
-		if !ok1 || !ok2 || !ok3 || c <= 0 || r <= 0 || p <= 0 || a[3] != any(int64(0)) || a[4] != any(int64(0)) {
+		cost, ok4 := a[5].(int64)
+		if !ok1 || !ok2 || !ok3 || !ok4 || c <= 0 || r <= 0 || p <= 0 || a[3] != any(int64(0)) || a[4] != any(int64(0)) {
 			return nil
 		}
 		shape = strconv.AppendInt(append(shape, ' '), c, 10)
 		shape = strconv.AppendInt(append(shape, ' '), r, 10)
 		shape = strconv.AppendInt(append(shape, ' '), p, 10)
-		out = append(out, a[5])
+		costs = binary.LittleEndian.AppendUint64(costs, math.Float64bits(float64(cost)))
 	}
-	out[0] = string(shape)
+	out := []any{string(shape), string(costs)}
 	if now, ok := args[0].(string); !ok || now != "" {
 		out = append(out, args[0])
 	}

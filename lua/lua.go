@@ -74,9 +74,15 @@ const (
 )
 
 // unrolledWidths is how many buckets (or deltas) the widest of
-// takebatch.lua's runTokens functions (reconcile.lua's runDeltas) takes:
-// unroll makes runTokens1 to runTokens4 (runDeltas1 to runDeltas4).
+// takebatch.lua's runTokens functions (reconcile.lua's runDeltas,
+// take.lua's takeLoneRun) takes: unroll makes runTokens1 to runTokens4
+// (runDeltas1 to runDeltas4, takeLoneRun1 to takeLoneRun4).
 const unrolledWidths = 4
+
+// LoneBuckets is the most buckets a take sent in take.lua's lone layout
+// may have (its takeLoneRun functions, one per count); a take of more
+// goes in the single layout.
+const LoneBuckets = unrolledWidths
 
 // unroll expands a script's block between the "-- @unroll" and
 // "-- @unroll end" lines into one copy per width W from 1 to
@@ -193,14 +199,17 @@ func library(p parts) (src, name string) {
 	return "#!lua name=llmguard_" + v + "\n" + strings.ReplaceAll(body, "@v'", v+"'"), v
 }
 
-var split = cut(takeSource, takeBatchSource, reconcileSource)
+// takeUnrolled is take.lua with its takeLoneRun block unrolled.
+var takeUnrolled = unroll(takeSource, "takeLoneRun")
+
+var split = cut(takeUnrolled, takeBatchSource, reconcileSource)
 
 // Take is the source of take.lua, core.lua inserted: the two-phase take over all of one
 // request's buckets, token buckets and quotas together (refill or roll and
 // check every bucket; commit every cost only when all can pay, else write
 // nothing), replying allowed, the denying bucket, the retry-after in µs and
 // each bucket's remaining units and reset in µs in one round trip.
-var Take = withCore(takeSource)
+var Take = withCore(takeUnrolled)
 
 // Reconcile is the source of reconcile.lua, core.lua inserted: the
 // reconciliations of many requests in one script, each its signed deltas

@@ -12,9 +12,11 @@
 --           "L " is instead the shape of a committing take whose buckets are
 --           all token buckets, sent in the lone layout (takeLone, below):
 --           "L <marker TTL> <capacity> <rate> <per> ..." (ARGV[3] below,
---           then each bucket's limit), then ARGV[1 + i] the cost of bucket
---           i and, in tests only, ARGV[n + 2] now; its reply is this one, an
---           allowed take's without its first four numbers.
+--           then each bucket's limit), then ARGV[2] the n buckets' costs
+--           packed (8 bytes each, as core.lua's unitsOf reads them) and, in
+--           tests only, ARGV[3] now; its reply is this one, an allowed
+--           take's without its first four numbers and, where Redis has the
+--           struct library, packed as takebatch.lua packs its reply.
 -- ARGV[2]   '1' commits (a take); '0' only checks (phase 1, writes nothing).
 -- ARGV[3]   how long the take marker lives, ms (the void window); '0': no
 --           marker (no request id, or a check).
@@ -74,10 +76,11 @@
 -- takebatch.lua runs the takes of several requests in one script.
 --
 -- Redis commands: TIME (unless now is pinned: ARGV[1] in the single
--- layout, ARGV[n + 2] in the lone one), one MGET of every KEYS
+-- layout, ARGV[3] in the lone one), one MGET of every KEYS
 -- (the marker with the buckets), and when committing one SET of the marker
--- and one SET or DEL per bucket whose key changes. A denial or a check
--- reads only.
+-- and one SET or DEL per bucket whose key changes (the lone layout sends
+-- each SET … PX as PSETEX, the same write: one argument fewer to make). A
+-- denial or a check reads only.
 --
 -- The functions mirror bucket/tokenbucket.go and bucket/quota.go line by
 -- line, under the same names; those reconcile.lua needs too live in
@@ -233,88 +236,67 @@ local function loneShapeOf(text)
   return s
 end
 
--- The phase-1 state of each bucket of the lone take running (takeLone),
--- by index, reused from call to call: level, updated, found and cost.
-local loneLevel, loneUpdated, loneFound, loneCost = {}, {}, {}, {}
+-- loneFormats holds struct's format of k doubles, by k: a lone take's
+-- costs (k = n) and an allowed one's reply (k = 2n), made at the first
+-- take of n buckets and kept (one or two per count of buckets a rule set
+-- gives a take: a few hundred at most).
+local loneFormats = {}
 
--- takeLone is take.lua's body for a committing take whose buckets are all
--- token buckets, sent in the lone layout: ARGV[1] the take's shape (its
--- marker TTL and its limits as one text, loneShapeOf), ARGV[1 + i] the
--- cost of bucket i, and ARGV[n + 2], only in tests, now (µs; absent: Redis
--- TIME). It is the body step for step for that kind, as takebatch.lua's
--- takeTokens is: the same core steps in the same order (clock, parse,
--- load, refill, check, wait, put, encode, floorUnits; the marker's SET
--- before the buckets' writes), the same commands and the same stored
--- values and TTLs, without the body's per-bucket dispatch and seen tables,
--- with n + 1 ARGV instead of 6n + 3 (Redis makes a Lua string of each),
--- and with the steps run on every bucket inlined (each the core
--- function's own expressions in its own order, so the same doubles, under
--- the same names in comments: a Lua call costs Redis 7.0's interpreter
--- some 1k instructions); the rare steps (a denial's wait, a level beyond
--- the int64 range, a value no script of this library wrote) call the core
--- functions. Its reply is take.lua's, except that an allowed take's is
--- only the 2n numbers after the first four (each bucket's remaining and
--- reset; the first four of an allowed take are always 1, -1, 0, 0):
--- package bucket's lone take puts them back. bucket's
--- TestTakeLoneMatchesGeneric and TestTakeLoneMatchesOld compare it with
--- the generic body and with take.lua as it was before this layout.
-local function takeLone(s, KEYS, ARGV)
-  local n, m = s[2], s[3]
-  if #KEYS ~= m + n or #ARGV < n + 1 then
-    error('llmguard: lone take of ' .. #KEYS .. ' KEYS, ' .. #ARGV .. ' ARGV for ' .. n .. ' buckets')
-  end
-  local pinned = ARGV[n + 2]
-  if pinned then -- clock(pinned)
-    now = pinned + 0
-  else
-    local t = redis.call('TIME')
-    local sec = t[1]
-    if sec ~= clockText then
-      clockText, clockSeconds = sec, sec * 1000000
-    end
-    now = clockSeconds + t[2]
-  end
-  local stored = redis.call('MGET', unpack(KEYS))
-  if m == 1 and stored[1] == 'v' then -- takeMarked
-    return {-1}
-  end
+-- call, format and spread are redis.call, string.format and unpack, read
+-- once at the entry (a library's load may not read globals): a call then
+-- reads an upvalue, not a global (and its field).
+local call, format, spread
+
+-- usecPad[k] is the zeros that pad a TIME microseconds text of k digits
+-- to 6: the text of now (µs), seconds * 1000000 + microseconds, as '%d'
+-- makes it, is the seconds' text, then the microseconds' text padded to
+-- six digits (TIME gives both as decimal texts without leading zeros,
+-- the microseconds below 1000000, and the seconds above 0).
+local usecPad = {'00000', '0000', '000', '00', '0', ''}
+
+-- @unroll
+-- takeLoneRun@W is the rest of takeLone for a take of @W buckets, once
+-- the clock is read and the keys are (stored: MGET's values; costs: the
+-- @W costs; tail: " <now>" as '%d' writes it, nil until made when now is
+-- pinned): each bucket's limit, state and result in Lua locals of its
+-- own, no table between the two phases.
+local function takeLoneRun@W(s, KEYS, m, costs, stored, tail)
   local firstLarge, slowest, retry = -1, -1, 0
-  for i = 1, n do
-    local b = 3 * i
-    local capacity, rate, per, cost = s[b + 1], s[b + 2], s[b + 3], ARGV[1 + i]
-    cost = digits[cost] or cost + 0
-    local v = stored[m + i]
-    local level, updated, found
+  -- @each
+  local capacity@i, rate@i, per@i, cost@i = s[3 * @i + 1], s[3 * @i + 2], s[3 * @i + 3], costs[@i]
+  local level@i, updated@i, found@i
+  do
+    local v = stored[m + @i]
     if v then -- parse and load: a value this library wrote by one lookup
-      level = encodedLevel[v]
-      if level then
-        updated, found = encodedUpdated[v], true
+      level@i = encodedLevel[v]
+      if level@i then
+        updated@i, found@i = encodedUpdated[v], true
       else
         local kind, x, y = parse(v)
-        level, updated, found = load(kind, x, y, capacity, now)
+        level@i, updated@i, found@i = load(kind, x, y, capacity@i, now)
       end
     else
-      level, updated, found = capacity, now, false
+      level@i, updated@i, found@i = capacity@i, now, false
     end
-    if now > updated then -- refill
-      level = level + (now - updated) * rate / per
-      updated = now
+    if now > updated@i then -- refill
+      level@i = level@i + (now - updated@i) * rate@i / per@i
+      updated@i = now
     end
-    if level > capacity then
-      level = capacity
+    if level@i > capacity@i then
+      level@i = capacity@i
     end
-    loneLevel[i], loneUpdated[i], loneFound[i], loneCost[i] = level, updated, found, cost
-    if cost > capacity then -- check: too large
+    if cost@i > capacity@i then -- check: too large
       if firstLarge < 0 then
-        firstLarge = i - 1
+        firstLarge = @i - 1
       end
-    elseif not (cost == 0 or level >= cost) then -- check: short
-      local short = wait(level, cost, rate, per)
+    elseif not (cost@i == 0 or level@i >= cost@i) then -- check: short
+      local short = wait(level@i, cost@i, rate@i, per@i)
       if slowest < 0 or short > retry then -- the longest wait, the first among equals
-        slowest, retry = i - 1, short
+        slowest, retry = @i - 1, short
       end
     end
   end
+  -- @end
   if firstLarge >= 0 or slowest >= 0 then
     local reply = {0, -1, 0, 0}
     if firstLarge >= 0 then
@@ -322,20 +304,19 @@ local function takeLone(s, KEYS, ARGV)
     else
       reply[2], reply[4] = slowest, retry
     end
-    for i = 1, n do
-      local b, level = 3 * i, loneLevel[i]
-      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, s[b + 1], s[b + 2], s[b + 3])
-    end
+    -- @each
+    reply[3 + 2 * @i], reply[4 + 2 * @i] = floorUnits(level@i), wait(level@i, capacity@i, rate@i, per@i)
+    -- @end
     return reply
   end
   if m == 1 then -- mark
-    redis.call('SET', KEYS[1], 't', 'PX', s[1])
+    call('PSETEX', KEYS[1], s[1], 't')
   end
-  local reply = {nil, nil, nil, nil, nil, nil}
-  for i = 1, n do
-    local b = 3 * i
-    local capacity, rate, per = s[b + 1], s[b + 2], s[b + 3]
-    local level, updated = loneLevel[i] - loneCost[i], loneUpdated[i]
+  -- @each
+  local units@i, reset@i
+  do
+    local capacity, rate, per = capacity@i, rate@i, per@i
+    local level, updated = level@i - cost@i, updated@i
     local reset = 0 -- wait(level, capacity, rate, per)
     if not (level >= capacity) then
       local q = (capacity - level) * per / rate -- > 0, or NaN
@@ -352,15 +333,22 @@ local function takeLone(s, KEYS, ARGV)
     end
     -- put(found, level, updated, capacity, reset, now), then write
     if level >= capacity then
-      if loneFound[i] then
-        redis.call('DEL', KEYS[m + i])
+      if found@i then
+        call('DEL', KEYS[m + @i])
       end
     else
-      local v -- encode
-      if level % 1 == 0 and level ~= 0 and level < 2 ^ 53 and level > -2 ^ 53 then
-        v = string.format('%d %d', level, updated) -- the text '%.17g %d' makes of it
+      local v -- encode: the text '%.17g %d' makes of level and updated
+      if updated ~= now then -- a clock that stepped back kept updated
+        v = format('%.17g %d', level, updated)
       else
-        v = string.format('%.17g %d', level, updated)
+        if not tail then -- a pinned now (tests): the first write makes it
+          tail = ' ' .. format('%d', now)
+        end
+        if level % 1 == 0 and level ~= 0 and level < 2 ^ 53 and level > -2 ^ 53 then
+          v = format('%d', level) .. tail -- the text '%.17g' makes of it
+        else
+          v = format('%.17g', level) .. tail
+        end
       end
       if updated % 1 == 0 then
         if encodedCount >= encodedMax then
@@ -370,20 +358,111 @@ local function takeLone(s, KEYS, ARGV)
       end
       local x = (updated + reset - now) / 1000 -- finite, or NaN
       local ms = x - x % 1 + 1000 -- floor(x) + 1000
-      redis.call('SET', KEYS[m + i], v, 'PX', pxTexts[ms + 0.5] or pxText(ms)) -- pxText's cache read inline
+      call('PSETEX', KEYS[m + @i], pxTexts[ms + 0.5] or pxText(ms), v) -- pxText's cache read inline
     end
     local units = level - level % 1 -- floorUnits; inf and NaN go to it
     if not (units < 2 ^ 63 and units > -2 ^ 63) then
       units = floorUnits(level)
     end
-    reply[2 * i - 1], reply[2 * i] = units, reset
+    units@i, reset@i = units, reset
   end
-  return reply
+  -- @end
+  if structPack then -- packed, as takebatch.lua packs its reply
+    local f = loneFormats[2 * @W]
+    if not f then
+      f = '<' .. string.rep('d', 2 * @W)
+      loneFormats[2 * @W] = f
+    end
+    return structPack(f,
+    -- @each
+      units@i, reset@i,
+    -- @end
+      nil) -- a value past the format's, which struct.pack leaves unread (an argument list takes no trailing comma)
+  end
+  return { -- no struct (miniredis)
+  -- @each
+    units@i, reset@i,
+  -- @end
+  }
+end
+-- @unroll end
+
+-- takeLone is take.lua's body for a committing take whose buckets are all
+-- token buckets, sent in the lone layout: ARGV[1] the take's shape (its
+-- marker TTL and its limits as one text, loneShapeOf), ARGV[2] the n
+-- buckets' costs packed (unitsOf's bytes: one ARGV, not n, and no strtod),
+-- and ARGV[3], only in tests, now (µs; absent: Redis TIME). It is the
+-- body step for step for that kind, as takebatch.lua's takeTokens is: the
+-- same core steps in the same order (clock, parse, load, refill, check,
+-- wait, put, encode, floorUnits; the marker's SET before the buckets'
+-- writes), the same commands (a SET … PX sent as PSETEX, its equal) and
+-- the same stored values and TTLs, without the body's per-bucket
+-- dispatch and seen tables, with 2 ARGV instead of 6n + 3 (Redis makes a
+-- Lua string of each), and with the steps run on every bucket inlined
+-- in Lua locals, one takeLoneRun function per count of buckets (each the
+-- core function's own expressions in its own order, so the same doubles,
+-- under the same names in comments: a Lua call costs Redis 7.0's
+-- interpreter some 1k instructions, a table read some 70, a write
+-- 200–500, by callgrind); the rare steps (a denial's wait, a level beyond
+-- the int64 range, a value no script of this library wrote) call the core
+-- functions. Its reply is take.lua's, except that an allowed take's is
+-- only the 2n numbers after the first four (each bucket's remaining and
+-- reset; the first four of an allowed take are always 1, -1, 0, 0),
+-- packed by struct.pack where Redis has it: package bucket's lone take
+-- puts them back. bucket's
+-- TestTakeLoneMatchesGeneric and TestTakeLoneMatchesOld compare it with
+-- the generic body and with take.lua as it was before this layout. A take
+-- of more buckets than takeLoneRun has functions (lua.LoneBuckets) is an
+-- error: package bucket sends it in the single layout.
+local function takeLone(s, KEYS, ARGV)
+  local n, m = s[2], s[3]
+  local packed = ARGV[2]
+  if #KEYS ~= m + n or not packed or #packed ~= 8 * n then
+    error('llmguard: lone take of ' .. #KEYS .. ' KEYS, ' .. #ARGV .. ' ARGV for ' .. n .. ' buckets')
+  end
+  if structUnpack == nil then
+    readStruct()
+  end
+  local costs -- unitsOf(packed), its common case inline
+  if structUnpack then
+    local f = loneFormats[n]
+    if not f then
+      f = '<' .. string.rep('d', n)
+      loneFormats[n] = f
+    end
+    costs = {structUnpack(f, packed)} -- the n costs, then the next position
+  else
+    costs = unitsOf(packed)
+  end
+  local pinned, tail = ARGV[3], nil
+  if pinned then -- clock(pinned)
+    now = pinned + 0 -- tail is made at the first write (a pinned now may be any number)
+  else
+    local t = call('TIME')
+    local sec, usec = t[1], t[2]
+    if sec ~= clockText then
+      clockText, clockSeconds = sec, sec * 1000000
+    end
+    now = clockSeconds + usec
+    tail = ' ' .. sec .. usecPad[#usec] .. usec -- ' ' .. format('%d', now), see usecPad
+  end
+  local stored = call('MGET', spread(KEYS))
+  if m == 1 and stored[1] == 'v' then -- takeMarked
+    return {-1}
+  end
+  local run = takeLoneRun[n]
+  if not run then
+    error('llmguard: a lone take of ' .. n .. ' buckets (at most ' .. #takeLoneRun .. ')')
+  end
+  return run(s, KEYS, m, costs, stored, tail)
 end
 
 -- @entry: take.lua's own; takebatch.lua's entry sets now and commit itself.
+if not call then
+  call, format, spread = redis.call, string.format, unpack
+end
 floor = math.floor
-local lone = loneShapeOf(ARGV[1])
+local lone = loneShapes[ARGV[1]] or loneShapeOf(ARGV[1]) -- a kept shape by one lookup, without a call
 if lone then
   return takeLone(lone, KEYS, ARGV)
 end

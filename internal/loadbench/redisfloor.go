@@ -24,14 +24,15 @@ const (
 	// makes one Redis call per admitted request can cost less.
 	BuildPing = "PING"
 	// BuildFcall is one FCALL per request of a function that does nothing
-	// but return a lone take's allowed reply (six integers), sent a lone
-	// take's KEYS and ARGV (a marker key of its own, three bucket keys,
-	// the shape's text and three costs; lua/take.lua's lone layout): what
-	// calling a script with those arguments costs before it runs anything.
-	// Measured on one Redis only (StoreRedis).
+	// but return a lone take's allowed reply (six numbers, packed by
+	// struct.pack: 48 bytes), sent a lone take's KEYS and ARGV (a marker
+	// key of its own, three bucket keys, the shape's text and the three
+	// costs packed, 24 bytes; lua/take.lua's lone layout): what calling a
+	// script with those arguments costs before it runs anything. Measured
+	// on one Redis only (StoreRedis).
 	BuildFcall = "FCALL"
 	// BuildFcallCommands is BuildFcall's call of a function that also runs
-	// a lone take's six commands (TIME, MGET of the four keys, a SET … PX of
+	// a lone take's six commands (TIME, MGET of the four keys, a PSETEX of
 	// the marker and of each bucket) with none of its arithmetic: the
 	// floor of a lone take as Redis stores buckets now. One Redis only.
 	BuildFcallCommands = "FCALL+6"
@@ -42,18 +43,24 @@ const (
 // take's: a whole level and a µs instant, the marker's 10 s void window, a
 // bucket's TTL of about a minute.
 const floorLibrary = `#!lua name=llmguard_floor
-local reply = {1000, 61000000, 2000, 61000000, 3000, 61000000}
-redis.register_function('llmguard_floor_call', function(keys, args)
+local reply
+local function packed()
+  if not reply then
+    reply = struct.pack('<dddddd', 1000, 61000000, 2000, 61000000, 3000, 61000000)
+  end
   return reply
+end
+redis.register_function('llmguard_floor_call', function(keys, args)
+  return packed()
 end)
 redis.register_function('llmguard_floor_commands', function(keys, args)
   redis.call('TIME')
   redis.call('MGET', unpack(keys))
-  redis.call('SET', keys[1], 't', 'PX', '10000')
+  redis.call('PSETEX', keys[1], '10000', 't')
   for i = 2, #keys do
-    redis.call('SET', keys[i], '123456 1764777600123456', 'PX', '61000')
+    redis.call('PSETEX', keys[i], '61000', '123456 1764777600123456')
   end
-  return reply
+  return packed()
 end)
 `
 
@@ -79,9 +86,14 @@ var floorProbes = []floorProbe{
 	}},
 }
 
+// floorCosts is a lone take's three costs (1024, 1850 and 1 units) as
+// bucket's loneArgs packs them: 8 bytes each, the little-endian IEEE 754
+// double.
+const floorCosts = "\x00\x00\x00\x00\x00\x00\x90\x40" + "\x00\x00\x00\x00\x00\xe8\x9c\x40" + "\x00\x00\x00\x00\x00\x00\xf0\x3f"
+
 // fcallFloor sends the FCALL of function with a lone take's KEYS and ARGV,
 // the marker key made from i. Errors: the call's, or a reply that is not
-// the six integers.
+// the six numbers packed.
 func fcallFloor(ctx context.Context, c *redis.Client, function string, i int64) error {
 	keys := []string{
 		fmt.Sprintf("llmguard:{floor-team}::tk:%024x", i),
@@ -89,11 +101,11 @@ func fcallFloor(ctx context.Context, c *redis.Client, function string, i int64) 
 		"llmguard:{floor-team}:team-usd:floor-team",
 		"llmguard:{floor-team}:global-requests:*",
 	}
-	r, err := c.FCall(ctx, function, keys, "L 10000 1000000 1000000 3600000000 5000000 5000000 86400000000 100000 100000 60000000", "1024", "1850", "1").Result()
+	r, err := c.FCall(ctx, function, keys, "L 10000 1000000 1000000 3600000000 5000000 5000000 86400000000 100000 100000 60000000", floorCosts).Result()
 	if err != nil {
 		return fmt.Errorf("loadbench: %s: %w", function, err)
 	}
-	if v, ok := r.([]any); !ok || len(v) != 6 {
+	if v, ok := r.(string); !ok || len(v) != 48 {
 		return fmt.Errorf("loadbench: %s answered %v", function, r)
 	}
 	return nil

@@ -96,7 +96,7 @@ func TestRunRedisWorkTiny(t *testing.T) {
 					commands map[string]float64
 				}{
 					{BuildFcall, map[string]float64{"fcall": 1}},
-					{BuildFcallCommands, map[string]float64{"fcall": 1, "time": 1, "mget": 1, "set": 4}},
+					{BuildFcallCommands, map[string]float64{"fcall": 1, "time": 1, "mget": 1, "psetex": 4}},
 				} {
 					row := rep.Rows[i]
 					i++
