@@ -52,7 +52,8 @@ type RedisWorkOptions struct {
 	// reports the instructions Redis executed per admitted request: a
 	// figure that does not depend on the machine's load, for A/B runs on
 	// a shared machine. Redis runs some 50 times slower: use fewer
-	// requests.
+	// requests. A lone Redis then runs at hz 1 (its cron's work is not a
+	// request's); a cluster's masters keep Redis's default hz 10.
 	Callgrind bool
 	// PaceFloors sends each floor's calls (BuildPing, BuildFcall,
 	// BuildFcallCommands) at the rate build A's requests were admitted in
