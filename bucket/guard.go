@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -495,11 +496,16 @@ func (g *Guarded) ReconcileBatch(ctx context.Context, batch []Reconciliation) []
 // partUnavailable reports whether err, the failure of one element of a
 // batch the store otherwise served, says that the part of the store holding
 // the element's keys could not serve it — a timeout or a broken or refused
-// connection (KindOf), or a Redis Cluster reply sent while the slot's
-// master is down, failing over or moving (CLUSTERDOWN, TRYAGAIN, MOVED,
-// ASK, MASTERDOWN, LOADING, READONLY: the go-redis error predicates) —
-// rather than that the store refused the element (a script error, a key of
-// the wrong type), which a retry would not heal.
+// connection (KindOf); a Redis Cluster reply sent while the slot's master
+// is down, failing over or moving (CLUSTERDOWN, TRYAGAIN, MOVED, ASK,
+// MASTERDOWN, LOADING, READONLY: the go-redis error predicates); or a
+// master that refuses every write for now: at its maxmemory with
+// noeviction (OOM), short of its min-replicas-to-write (NOREPLICAS), or
+// running a script past busy-reply-threshold (BUSY) — rather than that
+// the store refused the element (a script error, a key of the wrong type),
+// which a retry would not heal. (adv42: OOM and NOREPLICAS from one master
+// of a real cluster spent the element's attempts, and its delta was
+// dropped, while the same replies to a whole batch held it.)
 func partUnavailable(err error) bool {
 	if k := KindOf(err); k == KindTimeout || k == KindConnection {
 		return true
@@ -507,7 +513,18 @@ func partUnavailable(err error) bool {
 	_, moved := redis.IsMovedError(err)
 	_, ask := redis.IsAskError(err)
 	return moved || ask || redis.IsClusterDownError(err) || redis.IsTryAgainError(err) ||
-		redis.IsMasterDownError(err) || redis.IsLoadingError(err) || redis.IsReadOnlyError(err)
+		redis.IsMasterDownError(err) || redis.IsLoadingError(err) || redis.IsReadOnlyError(err) ||
+		redis.IsOOMError(err) || redis.IsNoReplicasError(err) || busyReply(err)
+}
+
+// busyReply reports whether err is Redis's BUSY reply ("BUSY Redis is busy
+// running a script…"), which every command but SCRIPT KILL, FUNCTION KILL
+// and SHUTDOWN NOSAVE gets while a script or function runs past
+// busy-reply-threshold (Redis docs, "busy-reply-threshold"). BUSYGROUP and
+// BUSYKEY, refusals of one command, are not it.
+func busyReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "BUSY ")
 }
 
 // do runs call through the breaker with its own deadline, counts the

@@ -109,6 +109,11 @@ func TestGuardedBatchPartlyUnavailable(t *testing.T) {
 		{"moved", redisReply(t, "MOVED 3999 127.0.0.1:6381"), true},
 		{"loading", redisReply(t, "LOADING Redis is loading the dataset in memory"), true},
 		{"master down", redisReply(t, "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."), true},
+		{"out of memory", redisReply(t, "OOM command not allowed when used memory > 'maxmemory'."), true},
+		{"no replicas", redisReply(t, "NOREPLICAS Not enough good replicas to write."), true},
+		{"busy", redisReply(t, "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."), true},
+		{"busy group", redisReply(t, "BUSYGROUP Consumer Group name already exists"), false},
+		{"busy key", redisReply(t, "BUSYKEY Target key name already exists."), false},
 		{"wrong type", redisReply(t, "WRONGTYPE Operation against a key holding the wrong kind of value"), false},
 		{"script error", redisReply(t, "ERR user_script:1: attempt to compare nil with number"), false},
 	} {
