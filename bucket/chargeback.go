@@ -1,9 +1,11 @@
 package bucket
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -235,37 +237,47 @@ func (c *ChargeBack) Owes() bool {
 
 // Flush charges the store what is held: the charges a previous Flush could
 // not complete first (under their own request ids), then what is owed now,
-// in charges of at most Batch deltas. It stops at the first charge the
-// store fails and returns its error (wrapping the store's: ErrUnavailable
-// from a Guarded store); that charge and the rest stay held for the next
-// Flush. Before each send it drops the deltas whose period has ended
-// (DropPeriodEnded), and a charge retried for MaxHold since a failure that
-// may have reached the store (DropExpired). ctx bounds the store calls.
-// Flushes run one at a time.
+// in charges of at most Batch deltas. A charge the store fails stays held
+// for the next Flush, and Flush goes on with the next one: on a Redis
+// Cluster one master refusing writes or down holds back only the charges
+// that reach it (adv42: they held back every charge behind them, healthy
+// masters' included). It stops early when the store's breaker rejects a
+// charge (ErrNotSent: nothing more would be sent) or ctx is done, and
+// returns the first failure's error (wrapping the store's: ErrUnavailable
+// from a Guarded store). Before each send it drops the deltas whose period
+// has ended (DropPeriodEnded), and a charge retried for MaxHold since a
+// failure that may have reached the store (DropExpired). ctx bounds the
+// flush; a Guarded store bounds each call by its own timeout. Charges
+// carry quota and window counts, sums that do not depend on the order
+// they are applied in. Flushes run one at a time.
 func (c *ChargeBack) Flush(ctx context.Context) error {
 	c.flushMu.Lock()
 	defer c.flushMu.Unlock()
 	c.mu.Lock()
 	c.batchOwed()
 	c.mu.Unlock()
-	for {
+	var first error
+	for i := 0; ; {
 		c.mu.Lock()
-		if len(c.pending) == 0 {
+		if i >= len(c.pending) {
 			c.mu.Unlock()
-			return nil
+			return first
 		}
-		ch := c.pending[0]
+		ch := c.pending[i]
 		now := c.o.Now()
 		live := c.live(ch, now)
 		if len(ch.deltas) == 0 {
-			c.pending = c.pending[1:]
+			c.pending = slices.Delete(c.pending, i, i+1)
 			c.mu.Unlock()
 			continue
 		}
 		c.mu.Unlock()
 		if !live {
-			c.done(ch, DropExpired)
+			c.done(i, DropExpired)
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return cmp.Or(first, fmt.Errorf("bucket: charge %q: %w", ch.id, err))
 		}
 		if !ch.sent {
 			ch.sent = true
@@ -275,14 +287,20 @@ func (c *ChargeBack) Flush(ctx context.Context) error {
 		switch {
 		case err == nil:
 			c.applied.Add(uint64(len(ch.deltas)))
-			c.done(ch, numChargeDrops)
+			c.done(i, numChargeDrops)
 		case errors.Is(err, ErrInvalid):
-			c.done(ch, DropRefused)
+			c.done(i, DropRefused)
 		default:
 			if ch.since.IsZero() && MayHaveApplied(err) {
 				ch.since = now
 			}
-			return fmt.Errorf("bucket: charge %q: %w", ch.id, err)
+			if first == nil {
+				first = fmt.Errorf("bucket: charge %q: %w", ch.id, err)
+			}
+			if errors.Is(err, ErrNotSent) {
+				return first
+			}
+			i++
 		}
 	}
 }
@@ -326,16 +344,18 @@ func (c *ChargeBack) live(ch *chargeSent, now time.Time) bool {
 	return ch.since.IsZero() || now.Sub(ch.since) < c.o.MaxHold
 }
 
-// done removes ch, the first pending charge, counting its deltas as
-// dropped for why (numChargeDrops: applied, counted by the caller).
-func (c *ChargeBack) done(ch *chargeSent, why ChargeDrop) {
+// done removes the pending charge at index i, counting its deltas as
+// dropped for why (numChargeDrops: applied, counted by the caller). Only
+// Flush, holding flushMu, removes pending charges, so i is still its index.
+func (c *ChargeBack) done(i int, why ChargeDrop) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	ch := c.pending[i]
 	if why < numChargeDrops {
 		c.dropped[why].Add(uint64(len(ch.deltas)))
 	}
 	c.held -= len(ch.deltas)
-	c.pending = c.pending[1:]
+	c.pending = slices.Delete(c.pending, i, i+1)
 }
 
 // periodEnded reports whether the period of a delta on l has ended at now:

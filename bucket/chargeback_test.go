@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,9 @@ type chargeStore struct {
 	down  bool
 	lost  int // the next lost calls are applied, then reported failed
 	calls []string
+	// refuse names the keys whose master refuses writes: a charge with a
+	// delta on one fails (a failed call, not a rejected one) unapplied.
+	refuse map[string]bool
 }
 
 func (f *chargeStore) Reconcile(ctx context.Context, id string, deltas []Delta) error {
@@ -29,7 +33,11 @@ func (f *chargeStore) Reconcile(ctx context.Context, id string, deltas []Delta) 
 		f.lost--
 	}
 	f.calls = append(f.calls, id)
+	refused := slices.ContainsFunc(deltas, func(d Delta) bool { return f.refuse[d.Key] })
 	f.mu.Unlock()
+	if refused {
+		return &unavailableError{op: OpReconcile, cause: errors.New("OOM command not allowed when used memory > 'maxmemory'")}
+	}
 	if down {
 		return &unavailableError{op: OpReconcile, cause: errors.New("dial: refused"), rejected: true}
 	}
@@ -154,6 +162,57 @@ func TestChargeBackAppliesOnceWhenBack(t *testing.T) {
 	}
 	if c := r.store.calls; c[2] == c[1] {
 		t.Fatalf("step 5 (new spend): the new charge reused the request id %q", c[1])
+	}
+}
+
+// TestChargeBackGoesPastARefusingMaster: a charge the store fails (one
+// master of a cluster refusing writes) stays held while the charges after
+// it are applied (adv42: they waited behind it); the held one is applied
+// once when that master takes writes again. A breaker's rejection stops the
+// flush at the first charge: nothing more would be sent.
+func TestChargeBackGoesPastARefusingMaster(t *testing.T) {
+	r := newChargeRig(t, ChargeOptions{Batch: 1})
+	ctx := context.Background()
+	q := day(r.clock.Now())
+	keys := []string{"a", "b", "c"}
+	r.store.refuse = map[string]bool{"a": true}
+	for _, k := range keys {
+		if !r.cb.Charge(Delta{Key: k, Limit: q, Units: 10}) {
+			t.Fatalf("charge %s: refused", k)
+		}
+	}
+	if err := r.cb.Flush(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("step 1 (a's master refuses): Flush = %v, want ErrUnavailable", err)
+	}
+	for k, want := range map[string]int64{"a": 0, "b": 10, "c": 10} {
+		if u := r.used(t, k, q); u != want {
+			t.Errorf("step 1 (a's master refuses): %s used %d, want %d", k, u, want)
+		}
+	}
+	checkStats(t, "step 1 (a's master refuses)", r.cb.Stats(), ChargeStats{Held: 1, Sent: 3, Applied: 2})
+	r.store.mu.Lock()
+	r.store.refuse = nil
+	r.store.mu.Unlock()
+	if err := r.cb.Flush(ctx); err != nil {
+		t.Fatalf("step 2 (back): %v", err)
+	}
+	for _, k := range keys {
+		if u := r.used(t, k, q); u != 10 {
+			t.Errorf("step 2 (back): %s used %d, want 10", k, u)
+		}
+	}
+	checkStats(t, "step 2 (back)", r.cb.Stats(), ChargeStats{Sent: 3, Applied: 3})
+
+	for _, k := range keys {
+		r.cb.Charge(Delta{Key: k, Limit: q, Units: 1})
+	}
+	r.setDown(true)
+	calls := len(r.store.calls)
+	if err := r.cb.Flush(ctx); !errors.Is(err, ErrNotSent) {
+		t.Fatalf("step 3 (breaker open): Flush = %v, want ErrNotSent", err)
+	}
+	if n := len(r.store.calls) - calls; n != 1 {
+		t.Fatalf("step 3 (breaker open): %d calls, want 1 (the flush stops at the rejection)", n)
 	}
 }
 
