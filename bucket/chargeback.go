@@ -246,13 +246,20 @@ func (c *ChargeBack) Owes() bool {
 // returns the first failure's error (wrapping the store's: ErrUnavailable
 // from a Guarded store). Before each send it drops the deltas whose period
 // has ended (DropPeriodEnded), and a charge retried for MaxHold since a
-// failure that may have reached the store (DropExpired). ctx bounds the
-// flush; a Guarded store bounds each call by its own timeout. Charges
+// failure that may have reached the store (DropExpired). A Guarded store
+// leaves a charge's failure out of its breaker's counts (withBackground):
+// a flush going past many failed charges opened it for every key
+// (review20). ctx bounds the flush; a Guarded store bounds each call by
+// its own timeout. Charges
 // carry quota and window counts, sums that do not depend on the order
 // they are applied in. Flushes run one at a time.
 func (c *ChargeBack) Flush(ctx context.Context) error {
 	c.flushMu.Lock()
 	defer c.flushMu.Unlock()
+	// A Guarded store leaves the charges' failures out of its breaker's
+	// counts: going past each failed charge, a flush would otherwise open
+	// it for every key.
+	ctx = withBackground(ctx)
 	c.mu.Lock()
 	c.batchOwed()
 	c.mu.Unlock()

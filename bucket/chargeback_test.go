@@ -398,3 +398,93 @@ func TestChargeBackConcurrent(t *testing.T) {
 		t.Fatalf("still held: %+v", r.cb.Stats())
 	}
 }
+
+// refusingStore is a Memory whose Reconcile fails, unapplied, for a charge
+// with a delta on a key of refuse: the reply of one cluster master that
+// refuses writes (OOM), as a Redis store gives it, before any Guarded.
+type refusingStore struct {
+	*Memory
+	refuse map[string]bool
+}
+
+func (s *refusingStore) Reconcile(ctx context.Context, id string, deltas []Delta) error {
+	if slices.ContainsFunc(deltas, func(d Delta) bool { return s.refuse[d.Key] }) {
+		return errors.New("OOM command not allowed when used memory > 'maxmemory'")
+	}
+	return s.Memory.Reconcile(ctx, id, deltas)
+}
+
+// TestChargeBackFlushDoesNotOpenTheBreaker: one master refusing writes
+// must not let the fallback's charge-back open a Guarded store's breaker
+// (which sends every request to the fallback, and refuses the fail-closed
+// limits, healthy masters' keys included). Flush goes past each failed
+// charge (adv42), so five charges on refused keys and three on healthy
+// ones made five failures in eight calls, MinCalls 3: the breaker opened
+// at the first Flush. A charge's failure is now left out of the breaker's
+// counts (withBackground); the healthy charges are applied, the refused
+// ones held through six flushes (each after a successful call, as the app
+// flushes) and applied once the master takes writes.
+func TestChargeBackFlushDoesNotOpenTheBreaker(t *testing.T) {
+	clock := &chargeClock{t: time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)}
+	mem := NewMemory(MemoryOptions{Now: clock.Now, SweepEvery: -1})
+	t.Cleanup(func() { mem.Close() })
+	st := &refusingStore{Memory: mem, refuse: map[string]bool{}}
+	g := NewGuarded(st, GuardOptions{MinCalls: 3, FailureRatio: 0.5, Window: time.Hour, OpenFor: time.Hour})
+	cb, err := NewChargeBack(ChargeOptions{Store: g, Now: clock.Now, Batch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := day(clock.Now())
+	used := func(key string) int64 {
+		d, err := mem.Take(context.Background(), "", []Item{{Key: key, Limit: q}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.Capacity - d.Buckets[0].Remaining
+	}
+	var keys []string
+	for i := range 5 {
+		k := fmt.Sprintf("refused%d", i)
+		st.refuse[k] = true
+		keys = append(keys, k)
+	}
+	keys = append(keys, "healthy0", "healthy1", "healthy2")
+	for _, k := range keys {
+		if !cb.Charge(Delta{Key: k, Limit: q, Units: 10}) {
+			t.Fatalf("charge %s: refused", k)
+		}
+	}
+	ctx := context.Background()
+	for round := range 6 {
+		if err := cb.Flush(ctx); err != nil && !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("round %d: Flush = %v, want nil or ErrUnavailable", round, err)
+		}
+		if s := g.State(); s != BreakerClosed {
+			t.Fatalf("round %d: the charge-back opened the breaker (%v)", round, s)
+		}
+		// A call that succeeds, as the app's gate (lastFailed) waits for
+		// before the next Flush.
+		if _, err := g.Take(ctx, "", []Item{{Key: "probe", Limit: q}}); err != nil {
+			t.Fatalf("round %d: probe take: %v", round, err)
+		}
+	}
+	for _, k := range keys {
+		want := int64(10)
+		if st.refuse[k] {
+			want = 0
+		}
+		if u := used(k); u != want {
+			t.Errorf("after 6 rounds, master refusing: %s used %d, want %d", k, u, want)
+		}
+	}
+	clear(st.refuse)
+	if err := cb.Flush(ctx); err != nil {
+		t.Fatalf("master back: %v", err)
+	}
+	for _, k := range keys {
+		if u := used(k); u != 10 {
+			t.Errorf("master back: %s used %d, want 10", k, u)
+		}
+	}
+	checkStats(t, "master back", cb.Stats(), ChargeStats{Sent: 8, Applied: 8})
+}

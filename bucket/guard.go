@@ -154,6 +154,28 @@ type probeKey struct{}
 // calls in OnCall.
 func WithProbe(ctx context.Context) context.Context { return context.WithValue(ctx, probeKey{}, true) }
 
+// backgroundKey marks a context as a ChargeBack flush's (withBackground).
+type backgroundKey struct{}
+
+// withBackground returns ctx marked so that a Guarded call made with it
+// that fails is left out of the breaker's counts (not a failure, not a
+// success): the charges ChargeBack.Flush sends after an outage, on a store
+// that looked healthy (the app flushes only when the breaker is closed and
+// the last call succeeded). Their failures say that part of the store
+// refuses those keys (one cluster master out of memory or down), which the
+// requests' own calls and the probes show the breaker as they happen; a
+// flush of many charges that reach that part made a run of failures that
+// opened the breaker for every key (review20). A background call that
+// succeeds counts as a success; a rejected one is still rejected.
+func withBackground(ctx context.Context) context.Context {
+	return context.WithValue(ctx, backgroundKey{}, true)
+}
+
+// uncountedError carries the failure of a background call
+// (withBackground) out of the breaker's Execute, which IsExcluded leaves
+// out of its counts; do gives the caller the call's own error.
+type uncountedError struct{ error }
+
 // DefaultTimeout is GuardOptions.Timeout's default, the deadline of a Take
 // on the request's path (store.timeout). It was chosen from
 // BenchmarkTakeLatencyUnderLoad (latency_bench_test.go): takes of three
@@ -320,7 +342,10 @@ func NewGuarded(store Store, o GuardOptions) *Guarded {
 			}
 			return ok
 		},
-		IsExcluded: func(err error) bool { return errors.Is(err, ErrInvalid) },
+		IsExcluded: func(err error) bool {
+			_, background := err.(uncountedError)
+			return background || errors.Is(err, ErrInvalid)
+		},
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			g.run.Store(0)
 			if to == gobreaker.StateOpen {
@@ -533,11 +558,15 @@ func (g *Guarded) do(ctx context.Context, op Op, timeout time.Duration, call fun
 	start := time.Now()
 	var inner error // call's own error, when it ran
 	ran := false
+	background, _ := ctx.Value(backgroundKey{}).(bool)
 	_, err := g.cb.Execute(func() (struct{}, error) {
 		ran = true
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		defer cancel()
 		inner = call(cctx)
+		if background && inner != nil && !errors.Is(inner, ErrVoided) {
+			return struct{}{}, uncountedError{inner}
+		}
 		return struct{}{}, inner
 	})
 	var (
