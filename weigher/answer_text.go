@@ -38,8 +38,16 @@ func answerOutput(k Kind, body []byte, each func(piece string)) (hidden bool) {
 // item of type reasoning.encrypted with data (addReasoning).
 func chatAnswerText(root gjson.Result, add func(gjson.Result)) (hidden bool) {
 	choice := func(_, c gjson.Result) bool {
+		if c.Type == gjson.String { // a choice sent as its text (review20)
+			add(c)
+			return true
+		}
 		add(c.Get("text"))
 		for _, m := range [...]gjson.Result{c.Get("message"), c.Get("delta")} {
+			if m.Type == gjson.String { // a message or delta sent as its text (review20)
+				add(m)
+				continue
+			}
 			if !m.IsObject() {
 				continue
 			}

@@ -58,6 +58,10 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 			count := 0
 			v.ForEach(func(_, ch gjson.Result) bool {
 				count++
+				if !ch.IsObject() {
+					c.Uncounted = c.Uncounted || holds(ch) // a choice as a string or an array
+					return true
+				}
 				if ch.IsObject() {
 					if f := ch.Get("finish_reason"); f.Exists() && f.Type != gjson.Null {
 						// The index as choiceIndex reads it, by another
@@ -87,6 +91,7 @@ func parseOpenAIChunkGJSON(data []byte, completions bool, maxDepth int) Chunk {
 				}
 				d := ch.Get("delta")
 				if !d.IsObject() {
+					c.Uncounted = c.Uncounted || holds(d) // a delta as a string or an array
 					return true
 				}
 				add(d.Get("content"))

@@ -480,29 +480,36 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 			count := 0
 			elems.each(func(ch gjson.Result) bool {
 				count++
-				if ch.IsObject() {
-					// A member of the choice that is neither its text
-					// nor known metadata (a whole answer's "message", as
-					// a non-streamed completion has it): output the walk
-					// does not count.
-					index, finished := gjson.Result{}, false
-					rawMembers(ch.Raw, func(k string, v gjson.Result) bool {
-						switch k { // each named once: duplicates were refused
-						case "finish_reason":
-							finished = v.Type != gjson.Null
-						case "index":
-							index = v
-						}
-						if !choiceMember(k, completions) {
-							c.Uncounted = c.Uncounted || mayHoldOutput(v)
-						}
-						return true
-					})
-					if finished {
-						rec.noteFinished(index.Raw)
-						if i, ok := choiceIndex(index); ok {
-							ends = appendChoiceEnd(ends, i)
-						}
+				if !ch.IsObject() {
+					// A choice sent as a string or an array, not an
+					// object: output the walk does not count, read as a
+					// JSON answer's (chatAnswerText) beside a usage
+					// (review20: '"choices":["…"]' was neither counted
+					// nor Uncounted).
+					c.Uncounted = c.Uncounted || mayHoldOutput(ch)
+					return true
+				}
+				// A member of the choice that is neither its text
+				// nor known metadata (a whole answer's "message", as
+				// a non-streamed completion has it): output the walk
+				// does not count.
+				index, finished := gjson.Result{}, false
+				rawMembers(ch.Raw, func(k string, v gjson.Result) bool {
+					switch k { // each named once: duplicates were refused
+					case "finish_reason":
+						finished = v.Type != gjson.Null
+					case "index":
+						index = v
+					}
+					if !choiceMember(k, completions) {
+						c.Uncounted = c.Uncounted || mayHoldOutput(v)
+					}
+					return true
+				})
+				if finished {
+					rec.noteFinished(index.Raw)
+					if i, ok := choiceIndex(index); ok {
+						ends = appendChoiceEnd(ends, i)
 					}
 				}
 				if completions {
@@ -511,6 +518,10 @@ func parseOpenAIChunkRec(data []byte, completions bool, maxDepth int, rec *chunk
 				}
 				d := rawGet(ch, "delta")
 				if !d.IsObject() {
+					// A delta sent as a string or an array (review20):
+					// output the walk does not count, as a choice's
+					// unknown member is.
+					c.Uncounted = c.Uncounted || mayHoldOutput(d)
 					return true
 				}
 				// Each field (named once: duplicates were refused), in one

@@ -88,6 +88,10 @@ func TestAdv40ChoicesObjectTextIsCharged(t *testing.T) {
 		// fast path) are each counted: four of 500 words and a space,
 		// 2,001 tokens counted.
 		{"many bare choices", strings.Repeat(chunk(fmt.Sprintf(`{"index":0,"delta":{"content":%q}}`, words[:len(words)/4+1])), 4) + fin + usage(1), 8 + 2001},
+		// review20: a choice, or its delta, sent as its text.
+		{"choice as a string", chunk(fmt.Sprintf(`[%q]`, words)) + fin + usage(1), 8 + 2000},
+		{"delta as a string", chunk(fmt.Sprintf(`[{"index":0,"delta":%q}]`, words)) + fin + usage(1), 8 + 2000},
+		{"many string deltas", strings.Repeat(chunk(fmt.Sprintf(`[{"index":0,"delta":%q}]`, words[:len(words)/4+1])), 4) + fin + usage(1), 8 + 2001},
 		{"honest", chunk(fmt.Sprintf(`[{"index":0,"delta":{"content":%q}}]`, words)) + fin + usage(2500), 8 + 2500},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
