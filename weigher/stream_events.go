@@ -1,6 +1,7 @@
 package weigher
 
 import (
+	"bytes"
 	"math"
 	"strings"
 
@@ -361,8 +362,10 @@ func deltaHoldsData(d gjson.Result) bool {
 }
 
 // deltaStrings is the text of d, a Messages content_block_delta's delta of
-// a type messagesEvent does not know: every string it holds, at any depth,
-// but its own "type", joined in order (keys not counted). A future delta
+// a type messagesEvent does not know (or an event of a type it does not
+// know, or a ping, content_block_stop or message_stop, whole): every
+// string it holds, at any depth, but its own "type", joined in order
+// (keys not counted). A future delta
 // that carries its text under a member llmguard does not know
 // ({"type":"foo_delta","text":"…"}) is so counted; one that carries opaque
 // data (as signature_delta does) is counted as text too, high, never low.
@@ -394,6 +397,72 @@ func deltaStrings(d gjson.Result) string {
 	})
 	return j.String()
 }
+
+// heldStrings is the text of an event an honest stream sends bare (a
+// ping, content_block_stop or message_stop): deltaStrings(root), or ""
+// without a walk when data, its bytes, holds no string but its keys and
+// its "type" (bareEvent), as an honest one does.
+func heldStrings(root gjson.Result, data []byte) string {
+	if bareEvent(data) {
+		return ""
+	}
+	return deltaStrings(root)
+}
+
+// bareEvent reports, in one pass over its bytes, whether data, an event's
+// JSON object (checked by parseObject), holds no string value but its
+// "type" member's, and no object or array: false for any other, and for
+// any escape (then read whole). The shapes Anthropic sends
+// (`{"type":"message_stop"}`, `{"type":"content_block_stop","index":0}`)
+// are matched first, at a fifth of the scan's cost (callgrind).
+func bareEvent(data []byte) bool {
+	if rest, ok := bytes.CutPrefix(data, typeMember); ok {
+		if n := bytes.IndexByte(rest, '"'); n >= 0 && bytes.IndexByte(rest[:n], '\\') < 0 {
+			rest = rest[n+1:]
+			if r, ok := bytes.CutPrefix(rest, indexMember); ok {
+				for rest = r; len(rest) > 0 && '0' <= rest[0] && rest[0] <= '9'; {
+					rest = rest[1:]
+				}
+			}
+			if len(rest) == 1 && rest[0] == '}' {
+				return true
+			}
+		}
+	}
+	i := bytes.IndexByte(data, '{')
+	if i < 0 || bytes.IndexByte(data, '\\') >= 0 {
+		return false
+	}
+	typeKey := false // the member being read is "type"
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '{', '[':
+			return false
+		case '"':
+			n := bytes.IndexByte(data[i+1:], '"')
+			if n < 0 {
+				return false
+			}
+			str := data[i+1 : i+1+n]
+			i += n + 1
+			j := i + 1
+			for j < len(data) && (data[j] == ' ' || data[j] == '\t' || data[j] == '\n' || data[j] == '\r') {
+				j++
+			}
+			if j < len(data) && data[j] == ':' { // a key
+				typeKey = string(str) == "type"
+				i = j
+			} else if !typeKey {
+				return false // a string value of another member
+			}
+		}
+	}
+	return true
+}
+
+// typeMember and indexMember are the bytes with which Anthropic's bare
+// events begin their "type" member and name their "index" (bareEvent).
+var typeMember, indexMember = []byte(`{"type":"`), []byte(`,"index":`)
 
 // doneTextFields are the members in which a Responses *.done event repeats
 // its text (https://platform.openai.com/docs/api-reference/responses-streaming):
@@ -467,7 +536,10 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		// string or negative would otherwise settle the whole prompt at 0.
 		s.final = s.deltaOutput && s.has&(hasInput|hasOutput) == hasInput|hasOutput && !s.unread
 		s.closed = true
-		return StreamUpdate{Done: true}
+		// Sent with no string but its "type" (Bedrock adds its metrics,
+		// numbers): a string it holds is text the usage before it does
+		// not cover (late, Event), counted as a ping's is.
+		return StreamUpdate{Done: true, Text: heldStrings(root, data)}
 	case "content_block_delta":
 		d := lastGet(root, "delta")
 		var t gjson.Result
@@ -541,12 +613,25 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 	case "error":
 		return StreamUpdate{Err: true}
 	case "content_block_stop", "ping":
-		return StreamUpdate{}
+		// Sent with no string but their "type" (a stop's "index" is a
+		// number): a string one holds is text the caller got that no
+		// usage need cover, counted as an unknown event's
+		// (TestAdv41UnknownMessagesEventTextIsCharged).
+		return StreamUpdate{Text: heldStrings(root, data)}
 	default:
 		// An event of a type the Messages API does not send (an OpenAI
 		// chunk from a gateway answering in the other dialect, a type
-		// llmguard does not know) that holds data: output it cannot count.
-		return StreamUpdate{Uncounted: deltaHoldsData(root)}
+		// llmguard does not know) that holds data: output it cannot
+		// count (without a usage the output reservation stands), and its
+		// string text, every string but its "type", counted as a delta's
+		// text is, so that a usage it contradicts is charged the text, high
+		// (an id, a model name are counted too), never low: such an event
+		// carrying 2,000 words beside a usage of 1 output token was
+		// charged 1 (TestAdv41UnknownMessagesEventTextIsCharged).
+		if !deltaHoldsData(root) {
+			return StreamUpdate{}
+		}
+		return StreamUpdate{Text: deltaStrings(root), Uncounted: true}
 	}
 }
 
