@@ -57,3 +57,32 @@ func FuzzBareEventNeverHidesText(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCompactDeltaNeverHidesText checks that a content_block_delta
+// compactDelta calls compact holds no string but its type, its delta's
+// type and its text (strayStrings finds none): the shortcut never drops
+// text.
+func FuzzCompactDeltaNeverHidesText(f *testing.F) {
+	f.Add([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}`))
+	f.Add([]byte(`{"type":"content_block_delta","index":3,"delta":{"type":"input_json_delta","partial_json":"{\"q\""}}`))
+	f.Add([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi","x":"w"}}`))
+	f.Add([]byte(`{"type":"content_block_delta","x":"w","delta":{"type":"thinking_delta","thinking":"t"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		root, ok := parseObject(data, 64)
+		if !ok {
+			return
+		}
+		d := root.Get("delta")
+		for _, m := range [][2]string{{"text_delta", "text"}, {"input_json_delta", "partial_json"}, {"thinking_delta", "thinking"}} {
+			if !compactDelta(data, m[0], m[1], lastGet(d, m[1])) {
+				continue
+			}
+			var j textJoiner
+			strayStrings(root, &j, "type", "index", "delta")
+			strayStrings(d, &j, "type", m[1])
+			if j.n > 0 || lastGet(d, "type").Str != m[0] || lastGet(root, "type").Str != "content_block_delta" {
+				t.Fatalf("compactDelta(%q, %s) = true, but it holds %q beside its text", data, m[0], j.String())
+			}
+		}
+	})
+}

@@ -3,6 +3,7 @@ package weigher
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -372,29 +373,11 @@ func deltaHoldsData(d gjson.Result) bool {
 // d was checked by parseObject, so its nesting is bounded.
 func deltaStrings(d gjson.Result) string {
 	var j textJoiner
-	var walk func(v gjson.Result)
-	walk = func(v gjson.Result) {
-		if v.Type == gjson.String {
-			j.add(v)
-			return
-		}
-		if v.IsObject() || v.IsArray() {
-			v.ForEach(func(_, e gjson.Result) bool {
-				walk(e)
-				return true
-			})
-		}
-	}
 	if !d.IsObject() {
-		walk(d) // a delta sent as a bare string or an array
+		addStrings(d, &j) // a delta sent as a bare string or an array
 		return j.String()
 	}
-	d.ForEach(func(k, v gjson.Result) bool {
-		if k.Str != "type" {
-			walk(v)
-		}
-		return true
-	})
+	strayStrings(d, &j, "type")
 	return j.String()
 }
 
@@ -458,6 +441,66 @@ func bareEvent(data []byte) bool {
 		}
 	}
 	return true
+}
+
+// compactDelta reports whether data is, byte for byte, the compact
+// content_block_delta Anthropic sends,
+// {"type":"content_block_delta","index":N,"delta":{"type":dtype,member:t}}
+// with t the Result read from data: then it holds no string but those, and
+// is not walked for others (strayStrings), a few comparisons instead of
+// two walks.
+func compactDelta(data []byte, dtype, member string, t gjson.Result) bool {
+	data = trimJSONSpace(data)
+	rest, ok := bytes.CutPrefix(data, blockDeltaHead)
+	if !ok {
+		return false
+	}
+	for len(rest) > 0 && '0' <= rest[0] && rest[0] <= '9' {
+		rest = rest[1:]
+	}
+	if rest, ok = bytes.CutPrefix(rest, deltaTypeHead); !ok {
+		return false
+	}
+	// rest is dtype","member":t}} when compact.
+	n := len(dtype) + 3 + len(member) + 2
+	if len(rest) != n+len(t.Raw)+2 || offsetIn(data, t.Raw) != len(data)-len(rest)+n {
+		return false
+	}
+	return string(rest[:len(dtype)]) == dtype && string(rest[len(dtype):len(dtype)+3]) == `","` &&
+		string(rest[len(dtype)+3:n-2]) == member && string(rest[n-2:n]) == `":` && string(rest[n+len(t.Raw):]) == "}}"
+}
+
+// blockDeltaHead and deltaTypeHead are the bytes around a compact
+// content_block_delta's index (compactDelta).
+var blockDeltaHead, deltaTypeHead = []byte(`{"type":"content_block_delta","index":`), []byte(`,"delta":{"type":"`)
+
+// strayStrings adds to j every string v, an object, holds (at any depth,
+// addStrings) in its members not named in known. v was checked by
+// parseObject, so its nesting is bounded.
+func strayStrings(v gjson.Result, j *textJoiner, known ...string) {
+	if !v.IsObject() {
+		return
+	}
+	v.ForEach(func(k, e gjson.Result) bool {
+		if !slices.Contains(known, k.Str) {
+			addStrings(e, j)
+		}
+		return true
+	})
+}
+
+// addStrings adds to j every string v holds, at any depth, in order.
+func addStrings(v gjson.Result, j *textJoiner) {
+	if v.Type == gjson.String {
+		j.add(v)
+		return
+	}
+	if v.IsObject() || v.IsArray() {
+		v.ForEach(func(_, e gjson.Result) bool {
+			addStrings(e, j)
+			return true
+		})
+	}
 }
 
 // typeMember and indexMember are the bytes with which Anthropic's bare
@@ -542,14 +585,15 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		return StreamUpdate{Done: true, Text: heldStrings(root, data)}
 	case "content_block_delta":
 		d := lastGet(root, "delta")
-		var t gjson.Result
-		switch lastGet(d, "type").String() {
+		var member string // the delta's member that carries its text
+		dtype := lastGet(d, "type").String()
+		switch dtype {
 		case "text_delta":
-			t = lastGet(d, "text")
+			member = "text"
 		case "input_json_delta":
-			t = lastGet(d, "partial_json")
+			member = "partial_json"
 		case "thinking_delta":
-			t = lastGet(d, "thinking")
+			member = "thinking"
 		case "citations_delta":
 			// A citation's text is not output (Anthropic: cited_text does
 			// not count towards output tokens).
@@ -572,6 +616,21 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 				return StreamUpdate{}
 			}
 			return StreamUpdate{Text: deltaStrings(d), Uncounted: true}
+		}
+		t := lastGet(d, member)
+		if !compactDelta(data, dtype, member, t) {
+			// Strings in members the API does not send beside the text
+			// ({"type":"text_delta","text":"hi","x":"…"}, or beside the
+			// delta) are text the caller got: counted with it, and the
+			// event kept from the skeleton (whose fast path counts only
+			// the text) (TestAdv41StrayDeltaStringsAreCharged).
+			var j textJoiner
+			j.add(t)
+			strayStrings(root, &j, "type", "index", "delta")
+			strayStrings(d, &j, "type", member)
+			if j.n > 1 || (j.n == 1 && j.first != t.Str) {
+				return StreamUpdate{Text: j.String()}
+			}
 		}
 		// The next deltas of the block are read against this one
 		// (delta_skeleton.go).
@@ -600,7 +659,10 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		// result) is read as a JSON answer's is for its "text" and
 		// "thinking", which no block of a type the API documents holds at
 		// its top, so an honest stream counts nothing here
-		// (TestAdv40UnknownMessagesDeltaTextIsCharged).
+		// (TestAdv40UnknownMessagesDeltaTextIsCharged). A tool-use
+		// block's name, which the model wrote (its output, which no delta
+		// repeats), is counted too: 2,000 words named so beside a usage
+		// of 1 output token were charged 1 (TestAdv41ToolNameIsCharged).
 		var j textJoiner
 		uncounted := mayHoldOutput(lastGet(b, "input"))
 		if uncounted {
@@ -608,6 +670,7 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		} else {
 			j.add(lastGet(b, "text"))
 			j.add(lastGet(b, "thinking"))
+			j.add(lastGet(b, "name"))
 		}
 		return StreamUpdate{Text: j.String(), Uncounted: uncounted}
 	case "error":

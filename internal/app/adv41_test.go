@@ -60,3 +60,82 @@ func TestAdv41UnknownMessagesEventTextIsCharged(t *testing.T) {
 		})
 	}
 }
+
+// A Messages stream whose text_delta (or input_json_delta, thinking_delta)
+// carried 2,000 words in a member the API does not send beside its text
+// ({"type":"text_delta","text":"hi","extra":…}), or beside the delta at
+// the event's top, was charged 9 tokens beside a usage of 1 output token:
+// only the delta's text was read. The strings of such members are now
+// counted with the text: 2,008. The compact deltas Anthropic sends are
+// read as before (honest, with or without spaces).
+func TestAdv41StrayDeltaStringsAreCharged(t *testing.T) {
+	words := strings.TrimSpace(strings.Repeat("word ", 2000)) // 2,000 o200k tokens
+	const start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":8,\"output_tokens\":1}}}\n\n"
+	const block = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+	const stop = "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+	delta := func(d string) string {
+		return fmt.Sprintf("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":%s}\n\n", d)
+	}
+	end := func(out int) string {
+		return fmt.Sprintf("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":%d}}\n\n", out) +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	}
+	quarter := words[:len(words)/4+1] // 500 words and a space: 501 tokens
+	for _, tc := range []struct {
+		name   string
+		stream string
+		least  int64 // tokens the bucket must lose at least (and at most 10 more)
+	}{
+		{"member beside the text", start + block + delta(fmt.Sprintf(`{"type":"text_delta","text":"hi","extra":%q}`, words)) + stop + end(1), 8 + 2000},
+		{"member beside the partial json", start + block + delta(fmt.Sprintf(`{"type":"input_json_delta","partial_json":"{","extra":{"x":[%q]}}`, words)) + stop + end(1), 8 + 2000},
+		{"member beside the delta", start + block + strings.Replace(delta(`{"type":"text_delta","text":"hi"}`), `"index":0,`, fmt.Sprintf(`"index":0,"text":%q,`, words), 1) + stop + end(1), 8 + 2000},
+		// The same stray member in every delta (which the skeleton of the
+		// first would read on its fast path): each is counted.
+		{"stray in every delta", start + block + strings.Repeat(delta(fmt.Sprintf(`{"type":"text_delta","text":"a","extra":%q}`, quarter)), 4) + stop + end(1), 8 + 2004},
+		{"honest spaced deltas", start + block + strings.Repeat(delta(fmt.Sprintf(`{ "type": "text_delta", "text": %q }`, quarter)), 4) + stop + end(2500), 8 + 2500},
+		{"honest", start + block + strings.Repeat(delta(fmt.Sprintf(`{"type":"text_delta","text":%q}`, quarter)), 4) + stop + end(2500), 8 + 2500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := answerCost(t, true, "text/event-stream", tc.stream, "/v1/messages", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}],"max_tokens":1000,"stream":true}`, "anthropic-version", "2023-06-01")
+			if got < tc.least || got > tc.least+10 {
+				t.Errorf("the bucket lost %d tokens, want %d to %d", got, tc.least, tc.least+10)
+			}
+		})
+	}
+}
+
+// A Messages stream whose tool_use block (or server_tool_use) started
+// with a name of 2,000 words and an empty input, beside a usage of 1
+// output token, was charged 9 tokens: a block's name was read only when
+// its input came whole. The name, output the model wrote, is now counted:
+// 2,008. An honest tool call, whose usage covers its name and input, is
+// charged its usage.
+func TestAdv41ToolNameIsCharged(t *testing.T) {
+	words := strings.TrimSpace(strings.Repeat("word ", 2000)) // 2,000 o200k tokens
+	const start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":8,\"output_tokens\":1}}}\n\n"
+	block := func(b string) string {
+		return fmt.Sprintf("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":%s}\n\n", b)
+	}
+	const input = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}\n\n"
+	const stop = "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+	end := func(out int) string {
+		return fmt.Sprintf("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":%d}}\n\n", out) +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	}
+	for _, tc := range []struct {
+		name   string
+		stream string
+		least  int64 // tokens the bucket must lose at least (and at most 10 more)
+	}{
+		{"tool_use name", start + block(fmt.Sprintf(`{"type":"tool_use","id":"t","name":%q,"input":{}}`, words)) + input + stop + end(1), 8 + 2000},
+		{"server_tool_use name", start + block(fmt.Sprintf(`{"type":"server_tool_use","id":"s","name":%q,"input":{}}`, words)) + stop + end(1), 8 + 2000},
+		{"honest tool call", start + block(`{"type":"tool_use","id":"toolu_01","name":"get_weather","input":{}}`) + input + stop + end(40), 8 + 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := answerCost(t, true, "text/event-stream", tc.stream, "/v1/messages", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}],"max_tokens":1000,"stream":true}`, "anthropic-version", "2023-06-01")
+			if got < tc.least || got > tc.least+10 {
+				t.Errorf("the bucket lost %d tokens, want %d to %d", got, tc.least, tc.least+10)
+			}
+		})
+	}
+}
