@@ -86,3 +86,43 @@ func FuzzCompactDeltaNeverHidesText(f *testing.F) {
 		}
 	})
 }
+
+// TestMessageDeltaDocumentedMembersAreNotText checks that a message_delta
+// holding only the members the API documents (stop_details, container,
+// context_management) yields no text, compact or not, and one with a
+// member it does not document yields that member's strings.
+func TestMessageDeltaDocumentedMembersAreNotText(t *testing.T) {
+	for _, tc := range []struct{ data, text string }{
+		{`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":2}}`, ""},
+		{`{"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": "END"}, "usage": {"output_tokens": 2}}`, ""},
+		{`{"type":"message_delta","delta":{"stop_reason":"refusal","stop_sequence":null,"stop_details":{"type":"refusal","explanation":"declined"},"container":{"id":"container_1","expires_at":"2026-12-07T00:00:00Z"}},"context_management":{"applied_edits":[{"type":"clear_tool_uses_20250919"}]},"usage":{"output_tokens":2}}`, ""},
+		{`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null,"text":"a"},"usage":{"output_tokens":2}}`, "a"},
+		{`{"type":"message_delta","x":["b"],"delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}`, "b"},
+	} {
+		_, text, _ := feed(KindMessages, []sseEvent{{"message_delta", tc.data}})
+		if text != tc.text {
+			t.Errorf("%s: text %q, want %q", tc.data, text, tc.text)
+		}
+	}
+}
+
+// FuzzCompactMessageDeltaNeverHidesText checks that a message_delta
+// compactMessageDelta calls compact holds no string strayStrings would
+// count: the shortcut never drops text.
+func FuzzCompactMessageDeltaNeverHidesText(f *testing.F) {
+	f.Add([]byte(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":18}}`))
+	f.Add([]byte(`{"type":"message_delta","delta":{"stop_reason":null,"stop_sequence":null},"usage":{"output_tokens":1,"x":"w"}}`))
+	f.Add([]byte(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null,"text":"w"},"usage":{}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		root, ok := parseObject(data, 64)
+		if !ok || !compactMessageDelta(data, lastGet(root, "usage")) {
+			return
+		}
+		var j textJoiner
+		strayStrings(root, &j, "type", "delta", "usage", "context_management")
+		strayStrings(lastGet(root, "delta"), &j, "stop_reason", "stop_sequence", "stop_details", "container")
+		if j.n > 0 || lastGet(root, "type").Str != "message_delta" {
+			t.Fatalf("compactMessageDelta(%q) = true, but it holds %q", data, j.String())
+		}
+	})
+}

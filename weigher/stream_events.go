@@ -470,6 +470,42 @@ func compactDelta(data []byte, dtype, member string, t gjson.Result) bool {
 		string(rest[len(dtype)+3:n-2]) == member && string(rest[n-2:n]) == `":` && string(rest[n+len(t.Raw):]) == "}}"
 }
 
+// compactMessageDelta reports whether data is, byte for byte, the compact
+// message_delta Anthropic sends,
+// {"type":"message_delta","delta":{"stop_reason":R,"stop_sequence":null},"usage":U}
+// with R null or a string of lower-case letters and underscores and U the
+// usage Result read from data: then it holds no string beside those, and
+// is not walked for others (strayStrings).
+func compactMessageDelta(data []byte, usage gjson.Result) bool {
+	data = trimJSONSpace(data)
+	rest, ok := bytes.CutPrefix(data, messageDeltaHead)
+	if !ok {
+		return false
+	}
+	if r, ok := bytes.CutPrefix(rest, []byte("null")); ok {
+		rest = r
+	} else if len(rest) > 0 && rest[0] == '"' {
+		rest = rest[1:]
+		for len(rest) > 0 && ('a' <= rest[0] && rest[0] <= 'z' || rest[0] == '_') {
+			rest = rest[1:]
+		}
+		if len(rest) == 0 || rest[0] != '"' {
+			return false
+		}
+		rest = rest[1:]
+	} else {
+		return false
+	}
+	if rest, ok = bytes.CutPrefix(rest, messageDeltaTail); !ok {
+		return false
+	}
+	return len(rest) == len(usage.Raw)+1 && offsetIn(data, usage.Raw) == len(data)-len(rest) && rest[len(rest)-1] == '}'
+}
+
+// messageDeltaHead and messageDeltaTail are the bytes around a compact
+// message_delta's stop_reason (compactMessageDelta).
+var messageDeltaHead, messageDeltaTail = []byte(`{"type":"message_delta","delta":{"stop_reason":`), []byte(`,"stop_sequence":null},"usage":`)
+
 // blockDeltaHead and deltaTypeHead are the bytes around a compact
 // content_block_delta's index (compactDelta).
 var blockDeltaHead, deltaTypeHead = []byte(`{"type":"content_block_delta","index":`), []byte(`,"delta":{"type":"`)
@@ -566,6 +602,17 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		// message_delta comes after the content blocks: its count is meant
 		// to be the last (text after it makes the stream late, Event).
 		s.closed = s.closed || u.HasUsage
+		if !compactMessageDelta(data, usage) {
+			// Strings in members the API does not send (its delta's
+			// stop_reason, stop_sequence, stop_details and container, its
+			// usage and context_management are): text the caller got,
+			// counted against the usage beside them
+			// (TestAdv41StrayMessageDeltaStringsAreCharged).
+			var j textJoiner
+			strayStrings(root, &j, "type", "delta", "usage", "context_management")
+			strayStrings(lastGet(root, "delta"), &j, "stop_reason", "stop_sequence", "stop_details", "container")
+			u.Text = j.String()
+		}
 		return u
 	case "message_stop":
 		// The output is reported by a message_delta (message_start's is a

@@ -139,3 +139,38 @@ func TestAdv41ToolNameIsCharged(t *testing.T) {
 		})
 	}
 }
+
+// A Messages stream whose message_delta carried 2,000 words in a member
+// the API does not send (in its delta beside stop_reason, or at its top
+// beside the usage), reporting 1 output token, was charged 9 tokens:
+// only its usage was read. The strings of such members are now counted
+// against that usage: 2,008. The message_delta Anthropic sends, compact
+// or with its documented members (stop_details, container,
+// context_management), is read as before.
+func TestAdv41StrayMessageDeltaStringsAreCharged(t *testing.T) {
+	words := strings.TrimSpace(strings.Repeat("word ", 2000)) // 2,000 o200k tokens
+	const head = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":8,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+	end := func(delta string) string {
+		return fmt.Sprintf("event: message_delta\ndata: %s\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", delta)
+	}
+	for _, tc := range []struct {
+		name   string
+		stream string
+		least  int64 // tokens the bucket must lose at least (and at most 10 more)
+	}{
+		{"text in its delta", head + end(fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null,"text":%q},"usage":{"output_tokens":1}}`, words)), 8 + 2000},
+		{"text at its top", head + end(fmt.Sprintf(`{"type":"message_delta","text":%q,"delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":1}}`, words)), 8 + 2000},
+		{"honest compact", head + end(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":2}}`), 8 + 2},
+		{"honest with documented members", head + end(`{"type":"message_delta","delta":{"stop_reason":"refusal","stop_sequence":null,"stop_details":{"type":"refusal","category":"cyber","explanation":"This request was declined as it may be harmful"},"container":{"id":"container_011CPR5CNjB747bTd36fQLFk","expires_at":"2026-12-07T00:00:00Z"}},"context_management":{"applied_edits":[{"type":"clear_tool_uses_20250919","cleared_tool_uses":2}]},"usage":{"output_tokens":2}}`), 8 + 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := answerCost(t, true, "text/event-stream", tc.stream, "/v1/messages", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}],"max_tokens":1000,"stream":true}`, "anthropic-version", "2023-06-01")
+			if got < tc.least || got > tc.least+10 {
+				t.Errorf("the bucket lost %d tokens, want %d to %d", got, tc.least, tc.least+10)
+			}
+		})
+	}
+}
