@@ -113,6 +113,6 @@ func TestBudgetExhaustedBelowFullSpend(t *testing.T) {
           - exp_labels: {limit: daily, tenant: acme, severity: warning}
             exp_annotations:
               summary: "Tenant acme has used 85% of quota daily"
-              description: "Quota daily of tenant acme is over 80 % spent (85%) in the current period (a user- or key-scoped quota: by its most used user or key; ` + "`llmguard usage --tenant`" + ` lists each). At 100 % its requests are answered 429 until the period resets; see the \"Days left in budget\" panel of the llmguard / Tenants and budgets dashboard."
+              description: "Quota daily of tenant acme is over 80 % spent (85%) in the current period (a user- or key-scoped quota: by its most used user or key; `+"`llmguard usage --tenant`"+` lists each). At 100 % its requests are answered 429 until the period resets; see the \"Days left in budget\" panel of the llmguard / Tenants and budgets dashboard."
 `)
 }
