@@ -116,3 +116,31 @@ func TestBudgetExhaustedBelowFullSpend(t *testing.T) {
               description: "Quota daily of tenant acme is over 80 % spent (85%) in the current period (a user- or key-scoped quota: by its most used user or key; `+"`llmguard usage --tenant`"+` lists each). At 100 % its requests are answered 429 until the period resets; see the \"Days left in budget\" panel of the llmguard / Tenants and budgets dashboard."
 `)
 }
+
+// LLMGuardFailClosedDecisions pages for a store outage, not for a lone
+// take past store.timeout: 3 fail-closed 503s among 100 requests a 15 s
+// step hold nothing, 60 of 100 fire (trial18: three isolated timeouts in
+// four minutes on a loaded node fired this critical alert).
+func TestFailClosedAlertIgnoresIsolatedTimeouts(t *testing.T) {
+	promtoolTest(t, `  - interval: 15s
+    input_series:
+      - series: 'llmguard_requests_total{instance="busy",outcome="allowed"}'
+        values: '0+100x30'
+      - series: 'llmguard_store_failure_decisions_total{instance="busy",limit="global-rpm",decision="fail_closed"}'
+        values: '0 0 0 0 1 1 1 1 1 1 2 2 2 2 2 2 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3'
+      - series: 'llmguard_requests_total{instance="down",outcome="allowed"}'
+        values: '0+40x30'
+      - series: 'llmguard_requests_total{instance="down",outcome="fail_closed"}'
+        values: '0+60x30'
+      - series: 'llmguard_store_failure_decisions_total{instance="down",limit="global-rpm",decision="fail_closed"}'
+        values: '0+60x30'
+    alert_rule_test:
+      - eval_time: 5m
+        alertname: LLMGuardFailClosedDecisions
+        exp_alerts:
+          - exp_labels: {instance: down, limit: global-rpm, severity: critical}
+            exp_annotations:
+              summary: "llmguard down: limit global-rpm is refusing requests (503) while the store is unavailable"
+              description: "Requests covered by the fail-closed limit global-rpm are answered 503 on down (over 1 % of its requests) because the store cannot be reached (see the breaker and store errors on the llmguard / Limiter internals dashboard)."
+`)
+}
