@@ -39,9 +39,11 @@ var alertPhases = map[string][]string{
 	"LLMGuardBudget80":            {"traffic 3"},
 	"LLMGuardBudgetExhausted":     {"traffic 3"},
 	"LLMGuardReconcileBacklog":    {},
-	"LLMGuardConfigReloadFailed":  {}, // no reload in this workload: internal/app's TestFailedReloadOnReadyz sets the gauge
-	"LLMGuardConnectionsRefused":  {}, // the workload stays under max_connections: internal/app's TestConnectionsPastTheCapAreRefused counts a refusal
-	"LLMGuardLedgerRecordsLost":   {}, // the workload's ledger never fails: ledger's TestRedisRetryBounds counts records given up
+	"LLMGuardConfigReloadFailed":  {},                                               // no reload in this workload: internal/app's TestFailedReloadOnReadyz sets the gauge
+	"LLMGuardConnectionsRefused":  {},                                               // the workload stays under max_connections: internal/app's TestConnectionsPastTheCapAreRefused counts a refusal
+	"LLMGuardLedgerRecordsLost":   {},                                               // the workload's ledger never fails: ledger's TestRedisRetryBounds counts records given up
+	"LLMGuardUpstreamErrors":      {"traffic 2", "outage", "recovery", "traffic 3"}, // each traffic phase has a call to an unreachable upstream (and a 500); rate() needs the second scrape
+	"LLMGuardUpstreamRateLimited": {},                                               // the workload's upstream never answers 429: TestUpstreamAlerts feeds promtool one that does
 	// The outage stops the store's Redis, this node's region's own: its
 	// exchange steps fail until it returns.
 	"LLMGuardRegionExchangeFailing": {"outage", "recovery", "traffic 3"},

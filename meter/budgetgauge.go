@@ -42,6 +42,7 @@ const (
 	quotaUsedHelp   = "A quota's settled use in its current period (reservations replaced by real costs), in the limit's unit (USD for usd limits); for a user- or key-scoped quota the most used user or key of the tenant; 0 once the period ends."
 	quotaLimitHelp  = "A quota's amount per period, in the limit's unit (USD for usd limits)."
 	quotaEndHelp    = "End of a quota's current period, unix seconds."
+	exhaustedHelp   = "1 when a quota denied a request (one not larger than the quota) in its current period at its current amount, else 0: it now refuses what it cannot pay, though quota_used may read below quota_limit (a denied reservation is never spent)."
 )
 
 // quotaGroup names one series of the budget gauges: a limit and a tenant
@@ -65,6 +66,14 @@ type quotaSeries struct {
 	mu       sync.Mutex
 	rule     *policy.Rule   // the rule last observed under; the prepared policy's wins (rows)
 	subjects []subjectLevel // at most budgetGauges.max
+	// denied is the period and amount under which the quota last denied a
+	// request of this group (zero: never): quota_exhausted reads 1 while
+	// the rule's current period and amount are those (a reload that
+	// raises or lowers the amount, or the period's end, clears it).
+	denied struct {
+		end      time.Time
+		capacity int64
+	}
 }
 
 // budgetGauges is the prometheus.Collector of the budget gauges, and of
@@ -80,7 +89,7 @@ type budgetGauges struct {
 	max     int
 	buckets *prometheus.GaugeVec // limit_utilization of token buckets, not registered
 
-	used, limit, end, util *prometheus.Desc
+	used, limit, end, util, exhausted *prometheus.Desc
 
 	groups sync.Map // quotaGroup → *quotaSeries
 	// quotas are the quota rules by name since the last prepare; nil
@@ -97,6 +106,8 @@ func newBudgetGauges(now func() time.Time, max int) *budgetGauges {
 		limit:   prometheus.NewDesc("llmguard_quota_limit", quotaLimitHelp, labels, nil),
 		end:     prometheus.NewDesc("llmguard_quota_period_end_timestamp_seconds", quotaEndHelp, labels, nil),
 		util:    prometheus.NewDesc("llmguard_limit_utilization", utilizationHelp, labels, nil),
+
+		exhausted: prometheus.NewDesc("llmguard_quota_exhausted", exhaustedHelp, labels, nil),
 	}
 }
 
@@ -116,15 +127,44 @@ func (g *budgetGauges) observe(a *Applied, tenant string, used int64, now time.T
 	if q := g.quotas.Load(); q != nil && (*q)[a.Rule.Name] == nil {
 		return
 	}
+	s := g.series(a, tenant)
+	s.mu.Lock()
+	s.rule = a.Rule
+	s.subjects = keepLevel(s.subjects, l, g.max)
+	s.mu.Unlock()
+}
+
+// series is the group of quota a under tenant label tenant ("" for a
+// global quota), made on its first use.
+func (g *budgetGauges) series(a *Applied, tenant string) *quotaSeries {
 	k := quotaGroup{a.Rule.Name, tenant}
 	v, ok := g.groups.Load(k)
 	if !ok {
 		v, _ = g.groups.LoadOrStore(k, &quotaSeries{rule: a.Rule, subjects: make([]subjectLevel, 0, 1)})
 	}
-	s := v.(*quotaSeries)
+	return v.(*quotaSeries)
+}
+
+// deny marks quota a, under the tenant label, as having denied a request
+// at now in its period ending a.Limit.WindowEnd at amount a.Limit.Capacity
+// (quota_exhausted). Its level is kept as observe keeps a settlement's: the
+// use the store reported with the denial. Ignored as observe ignores.
+func (g *budgetGauges) deny(a *Applied, tenant string, now time.Time) {
+	if a.Rule.Scope == policy.ScopeGlobal {
+		tenant = ""
+	}
+	if a.Limit.Capacity <= 0 || !now.Before(a.Limit.WindowEnd) {
+		return
+	}
+	if q := g.quotas.Load(); q != nil && (*q)[a.Rule.Name] == nil {
+		return
+	}
+	s := g.series(a, tenant)
+	l := subjectLevel{key: a.Key, used: max(a.Limit.Capacity-a.Status.Remaining, 0), capacity: a.Limit.Capacity, start: a.Limit.WindowStart, end: a.Limit.WindowEnd}
 	s.mu.Lock()
 	s.rule = a.Rule
 	s.subjects = keepLevel(s.subjects, l, g.max)
+	s.denied.end, s.denied.capacity = a.Limit.WindowEnd, a.Limit.Capacity
 	s.mu.Unlock()
 }
 
@@ -193,6 +233,7 @@ type quotaRow struct {
 	used, capacity int64
 	end            time.Time
 	usd            bool
+	exhausted      bool // the quota denied a request in this period at this amount
 }
 
 // rows are the budget gauges' values at now: per group, the most used
@@ -238,6 +279,7 @@ func (g *budgetGauges) rows(now time.Time) []quotaRow {
 		s.subjects = kept
 		r := quotaRow{group: k, usd: rule.Unit == policy.UnitUSD}
 		r.capacity, r.end = cur.Capacity, cur.WindowEnd
+		r.exhausted = now.Before(s.denied.end) && s.denied.end.Equal(cur.WindowEnd) && s.denied.capacity == cur.Capacity
 		if len(kept) > 0 {
 			// Under a prepared rule every bucket's amount is cur's, so
 			// the most used is the one that used most, whatever amount
@@ -263,12 +305,13 @@ func (g *budgetGauges) rows(now time.Time) []quotaRow {
 	return rows
 }
 
-// Describe sends the four families' descriptions.
+// Describe sends the five families' descriptions.
 func (g *budgetGauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- g.used
 	ch <- g.limit
 	ch <- g.end
 	ch <- g.util
+	ch <- g.exhausted
 }
 
 // Collect sends the budget gauges as of the clock, then the token
@@ -291,6 +334,11 @@ func (g *budgetGauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(g.limit, prometheus.GaugeValue, float64(r.capacity)/scale, lv...)
 		ch <- prometheus.MustNewConstMetric(g.end, prometheus.GaugeValue, float64(r.end.Unix()), lv...)
 		ch <- prometheus.MustNewConstMetric(g.util, prometheus.GaugeValue, share, lv...)
+		exhausted := 0.0
+		if r.exhausted {
+			exhausted = 1
+		}
+		ch <- prometheus.MustNewConstMetric(g.exhausted, prometheus.GaugeValue, exhausted, lv...)
 	}
 	bc := make(chan prometheus.Metric, 64)
 	go func() {

@@ -669,6 +669,7 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		x.rules[d.DeniedBy].Denied = true
 		if !d.TooLarge {
 			m.budgetExhausted(x, d.DeniedBy)
+			m.contain(StageMetrics, x, func() { m.opt.Metrics.budgetDenied(x, d.DeniedBy) })
 		}
 		return
 	}

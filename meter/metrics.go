@@ -187,6 +187,8 @@ type Metrics struct {
 //	                                                  0 once the period ends, without a request (budgetgauge.go)
 //	quota_limit{limit,tenant}                         the quota's amount per period (USD for usd)
 //	quota_period_end_timestamp_seconds{limit,tenant}  when the quota's current period ends (unix seconds)
+//	quota_exhausted{limit,tenant}                     1 once the quota denied a request it could pay when full, in its
+//	                                                  current period at its current amount; else 0 (budgetgauge.go)
 //	panics_total{stage}                               panics recovered, by stage (handler, stream, watch, settle,
 //	                                                  ledger, metrics; see the Stage constants)
 //	request_body_bytes_in_flight                      request-body bytes held now, of max_inflight_body_bytes
@@ -413,6 +415,19 @@ func (m *Metrics) budgetSettled(x *Exchange, settled []int64) {
 			}
 			m.budget.observe(a, tenant, settledLevel(a, settled[i]), now)
 		}
+	}
+}
+
+// budgetDenied marks quota rule i of x as having denied x (not a request
+// larger than the whole quota) for quota_exhausted. A denial by the
+// per-node fallback (the store was down) is not kept: it is this node's
+// fallback bucket's, not the budget's.
+func (m *Metrics) budgetDenied(x *Exchange, i int) {
+	if m == nil || x.fallback || i < 0 || i >= len(x.rules) {
+		return
+	}
+	if a := &x.rules[i]; isQuota(a) {
+		m.budget.deny(a, m.flowIn(x).tenant, m.budget.now())
 	}
 }
 

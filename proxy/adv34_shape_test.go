@@ -18,7 +18,7 @@ import (
 // its output reservation, never the 0 or 1 token (message_start's
 // placeholder) nothing counted adds up to. The same stream with its text in
 // text_delta events is charged its input and that text, and a real
-// tool_use start (input {}) marks nothing.
+// tool_use start (input {}) marks nothing (its name is counted as text).
 func TestMessagesStreamOutputInShapesNotReadIsUncounted(t *testing.T) {
 	w := testWeigher(t)
 	const body = `{"model":"gpt-4o-mini","max_tokens":4000,"stream":true,"messages":[{"role":"user","content":"hello there"}]}`
@@ -40,7 +40,8 @@ func TestMessagesStreamOutputInShapesNotReadIsUncounted(t *testing.T) {
 		{"a server_tool_use input whole in its start", start + strings.Replace(toolStart(`{"query":"`+big+`"}`), `"tool_use"`, `"server_tool_use"`, 1) + stop, 9 + est.OutputTokens, false},
 		{"the answer in message_start's content", strings.Replace(start, `"message":{`, `"message":{"content":[{"type":"text","text":"`+big+`"}],`, 1) + stop, 9 + est.OutputTokens, false},
 		{"text deltas (control)", start + textDelta + stop, 9 + w.CountText("gpt-4o-mini", big), true},
-		{"an empty tool_use start and text deltas (control)", start + toolStart(`{}`) + textDelta + stop, 9 + w.CountText("gpt-4o-mini", big), true},
+		// The tool's name "f" is output too (counted since adv41).
+		{"an empty tool_use start and text deltas (control)", start + toolStart(`{}`) + textDelta + stop, 9 + w.CountText("gpt-4o-mini", "f") + w.CountText("gpt-4o-mini", big), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			charged := chargedThrough(t, w, sseAnswer(tc.stream), spec.FlavorAnthropic, "/v1/messages", body)

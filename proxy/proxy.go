@@ -215,6 +215,9 @@ type Proxy struct {
 	answers    answerBudget
 	answerPool *bufpool.Pool
 	unreadLog  *rate.Sometimes
+	// unreachable spaces the log lines about calls that could not reach
+	// their upstream (unreachable.go).
+	unreachable *unreachableLog
 	// lingering counts refused connections waiting to close (linger.go).
 	lingering atomic.Int64
 	// watch watches the clients of the requests held waiting for their
@@ -309,7 +312,8 @@ func New(opt Options) (*Proxy, error) {
 	px := &Proxy{opt: opt, router: newRouter(opt.Upstreams), log: opt.Logger, meter: m, bodies: semaphore.NewWeighted(opt.BodyBudget),
 		weighing: make(chan struct{}, runtime.GOMAXPROCS(0)), weighWait: weighQueueWait,
 		shares: make(map[string]*int64), shareCap: max(opt.BodyBudget/4, int64(opt.MaxBodyBytes)), bodyPool: newBodyPool(opt.BodyBudget),
-		answerPool: newAnswerPool(opt.ResponseBudget), unreadLog: newUnreadLog(), keySums: policy.NewKeySums()}
+		answerPool: newAnswerPool(opt.ResponseBudget), unreadLog: newUnreadLog(), keySums: policy.NewKeySums(),
+		unreachable: newUnreachableLog(unreachableLogEvery)}
 	px.answers.max = opt.ResponseBudget
 	px.Reload(opt.Policy, opt.Weigher, Settings{UnmeteredPaths: opt.UnmeteredPaths, MaxRetryWait: opt.MaxRetryWait})
 	return px, nil
@@ -1371,7 +1375,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 		} else {
 			up.series.Record(0, x.upstreamTime)
 			x.status = fasthttp.StatusBadGateway
-			p.log.Warn("upstream unreachable", "upstream", up.Name, "err", err, "request_id", x.id)
+			p.unreachable.note(p.log, up.Name, err, x.id)
 		}
 		if unsent(err) {
 			x.settle(meter.Settlement{Source: spec.SourceRefund})

@@ -1,7 +1,9 @@
 package weigher
 
 import (
+	"bytes"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -361,39 +363,185 @@ func deltaHoldsData(d gjson.Result) bool {
 }
 
 // deltaStrings is the text of d, a Messages content_block_delta's delta of
-// a type messagesEvent does not know: every string it holds, at any depth,
-// but its own "type", joined in order (keys not counted). A future delta
+// a type messagesEvent does not know (or an event of a type it does not
+// know, or a ping, content_block_stop or message_stop, whole): every
+// string it holds, at any depth, but its own "type", joined in order
+// (keys not counted). A future delta
 // that carries its text under a member llmguard does not know
 // ({"type":"foo_delta","text":"…"}) is so counted; one that carries opaque
 // data (as signature_delta does) is counted as text too, high, never low.
 // d was checked by parseObject, so its nesting is bounded.
 func deltaStrings(d gjson.Result) string {
 	var j textJoiner
-	var walk func(v gjson.Result)
-	walk = func(v gjson.Result) {
-		if v.Type == gjson.String {
-			j.add(v)
-			return
-		}
-		if v.IsObject() || v.IsArray() {
-			v.ForEach(func(_, e gjson.Result) bool {
-				walk(e)
-				return true
-			})
-		}
-	}
 	if !d.IsObject() {
-		walk(d) // a delta sent as a bare string or an array
+		addStrings(d, &j) // a delta sent as a bare string or an array
 		return j.String()
 	}
-	d.ForEach(func(k, v gjson.Result) bool {
-		if k.Str != "type" {
-			walk(v)
+	strayStrings(d, &j, "type")
+	return j.String()
+}
+
+// heldStrings is the text of an event an honest stream sends bare (a
+// ping, content_block_stop or message_stop): deltaStrings(root), or ""
+// without a walk when data, its bytes, holds no string but its keys and
+// its "type" (bareEvent), as an honest one does.
+func heldStrings(root gjson.Result, data []byte) string {
+	if bareEvent(data) {
+		return ""
+	}
+	return deltaStrings(root)
+}
+
+// bareEvent reports, in one pass over its bytes, whether data, an event's
+// JSON object (checked by parseObject), holds no string value but its
+// "type" member's, and no object or array: false for any other, and for
+// any escape (then read whole). The shapes Anthropic sends
+// (`{"type":"message_stop"}`, `{"type":"content_block_stop","index":0}`)
+// are matched first, at a fifth of the scan's cost (callgrind).
+func bareEvent(data []byte) bool {
+	if rest, ok := bytes.CutPrefix(data, typeMember); ok {
+		if n := bytes.IndexByte(rest, '"'); n >= 0 && bytes.IndexByte(rest[:n], '\\') < 0 {
+			rest = rest[n+1:]
+			if r, ok := bytes.CutPrefix(rest, indexMember); ok {
+				for rest = r; len(rest) > 0 && '0' <= rest[0] && rest[0] <= '9'; {
+					rest = rest[1:]
+				}
+			}
+			if len(rest) == 1 && rest[0] == '}' {
+				return true
+			}
+		}
+	}
+	i := bytes.IndexByte(data, '{')
+	if i < 0 || bytes.IndexByte(data, '\\') >= 0 {
+		return false
+	}
+	typeKey := false // the member being read is "type"
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '{', '[':
+			return false
+		case '"':
+			n := bytes.IndexByte(data[i+1:], '"')
+			if n < 0 {
+				return false
+			}
+			str := data[i+1 : i+1+n]
+			i += n + 1
+			j := i + 1
+			for j < len(data) && (data[j] == ' ' || data[j] == '\t' || data[j] == '\n' || data[j] == '\r') {
+				j++
+			}
+			if j < len(data) && data[j] == ':' { // a key
+				typeKey = string(str) == "type"
+				i = j
+			} else if !typeKey {
+				return false // a string value of another member
+			}
+		}
+	}
+	return true
+}
+
+// compactDelta reports whether data is, byte for byte, the compact
+// content_block_delta Anthropic sends,
+// {"type":"content_block_delta","index":N,"delta":{"type":dtype,member:t}}
+// with t the Result read from data: then it holds no string but those, and
+// is not walked for others (strayStrings), a few comparisons instead of
+// two walks.
+func compactDelta(data []byte, dtype, member string, t gjson.Result) bool {
+	data = trimJSONSpace(data)
+	rest, ok := bytes.CutPrefix(data, blockDeltaHead)
+	if !ok {
+		return false
+	}
+	for len(rest) > 0 && '0' <= rest[0] && rest[0] <= '9' {
+		rest = rest[1:]
+	}
+	if rest, ok = bytes.CutPrefix(rest, deltaTypeHead); !ok {
+		return false
+	}
+	// rest is dtype","member":t}} when compact.
+	n := len(dtype) + 3 + len(member) + 2
+	if len(rest) != n+len(t.Raw)+2 || offsetIn(data, t.Raw) != len(data)-len(rest)+n {
+		return false
+	}
+	return string(rest[:len(dtype)]) == dtype && string(rest[len(dtype):len(dtype)+3]) == `","` &&
+		string(rest[len(dtype)+3:n-2]) == member && string(rest[n-2:n]) == `":` && string(rest[n+len(t.Raw):]) == "}}"
+}
+
+// compactMessageDelta reports whether data is, byte for byte, the compact
+// message_delta Anthropic sends,
+// {"type":"message_delta","delta":{"stop_reason":R,"stop_sequence":null},"usage":U}
+// with R null or a string of lower-case letters and underscores and U the
+// usage Result read from data: then it holds no string beside those, and
+// is not walked for others (strayStrings).
+func compactMessageDelta(data []byte, usage gjson.Result) bool {
+	data = trimJSONSpace(data)
+	rest, ok := bytes.CutPrefix(data, messageDeltaHead)
+	if !ok {
+		return false
+	}
+	if r, ok := bytes.CutPrefix(rest, []byte("null")); ok {
+		rest = r
+	} else if len(rest) > 0 && rest[0] == '"' {
+		rest = rest[1:]
+		for len(rest) > 0 && ('a' <= rest[0] && rest[0] <= 'z' || rest[0] == '_') {
+			rest = rest[1:]
+		}
+		if len(rest) == 0 || rest[0] != '"' {
+			return false
+		}
+		rest = rest[1:]
+	} else {
+		return false
+	}
+	if rest, ok = bytes.CutPrefix(rest, messageDeltaTail); !ok {
+		return false
+	}
+	return len(rest) == len(usage.Raw)+1 && offsetIn(data, usage.Raw) == len(data)-len(rest) && rest[len(rest)-1] == '}'
+}
+
+// messageDeltaHead and messageDeltaTail are the bytes around a compact
+// message_delta's stop_reason (compactMessageDelta).
+var messageDeltaHead, messageDeltaTail = []byte(`{"type":"message_delta","delta":{"stop_reason":`), []byte(`,"stop_sequence":null},"usage":`)
+
+// blockDeltaHead and deltaTypeHead are the bytes around a compact
+// content_block_delta's index (compactDelta).
+var blockDeltaHead, deltaTypeHead = []byte(`{"type":"content_block_delta","index":`), []byte(`,"delta":{"type":"`)
+
+// strayStrings adds to j every string v, an object, holds (at any depth,
+// addStrings) in its members not named in known. v was checked by
+// parseObject, so its nesting is bounded.
+func strayStrings(v gjson.Result, j *textJoiner, known ...string) {
+	if !v.IsObject() {
+		return
+	}
+	v.ForEach(func(k, e gjson.Result) bool {
+		if !slices.Contains(known, k.Str) {
+			addStrings(e, j)
 		}
 		return true
 	})
-	return j.String()
 }
+
+// addStrings adds to j every string v holds, at any depth, in order.
+func addStrings(v gjson.Result, j *textJoiner) {
+	if v.Type == gjson.String {
+		j.add(v)
+		return
+	}
+	if v.IsObject() || v.IsArray() {
+		v.ForEach(func(_, e gjson.Result) bool {
+			addStrings(e, j)
+			return true
+		})
+	}
+}
+
+// typeMember and indexMember are the bytes with which Anthropic's bare
+// events begin their "type" member and name their "index" (bareEvent).
+var typeMember, indexMember = []byte(`{"type":"`), []byte(`,"index":`)
 
 // doneTextFields are the members in which a Responses *.done event repeats
 // its text (https://platform.openai.com/docs/api-reference/responses-streaming):
@@ -454,6 +602,17 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		// message_delta comes after the content blocks: its count is meant
 		// to be the last (text after it makes the stream late, Event).
 		s.closed = s.closed || u.HasUsage
+		if !compactMessageDelta(data, usage) {
+			// Strings in members the API does not send (its delta's
+			// stop_reason, stop_sequence, stop_details and container, its
+			// usage and context_management are): text the caller got,
+			// counted against the usage beside them
+			// (TestAdv41StrayMessageDeltaStringsAreCharged).
+			var j textJoiner
+			strayStrings(root, &j, "type", "delta", "usage", "context_management")
+			strayStrings(lastGet(root, "delta"), &j, "stop_reason", "stop_sequence", "stop_details", "container")
+			u.Text = j.String()
+		}
 		return u
 	case "message_stop":
 		// The output is reported by a message_delta (message_start's is a
@@ -467,17 +626,21 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		// string or negative would otherwise settle the whole prompt at 0.
 		s.final = s.deltaOutput && s.has&(hasInput|hasOutput) == hasInput|hasOutput && !s.unread
 		s.closed = true
-		return StreamUpdate{Done: true}
+		// Sent with no string but its "type" (Bedrock adds its metrics,
+		// numbers): a string it holds is text the usage before it does
+		// not cover (late, Event), counted as a ping's is.
+		return StreamUpdate{Done: true, Text: heldStrings(root, data)}
 	case "content_block_delta":
 		d := lastGet(root, "delta")
-		var t gjson.Result
-		switch lastGet(d, "type").String() {
+		var member string // the delta's member that carries its text
+		dtype := lastGet(d, "type").String()
+		switch dtype {
 		case "text_delta":
-			t = lastGet(d, "text")
+			member = "text"
 		case "input_json_delta":
-			t = lastGet(d, "partial_json")
+			member = "partial_json"
 		case "thinking_delta":
-			t = lastGet(d, "thinking")
+			member = "thinking"
 		case "citations_delta":
 			// A citation's text is not output (Anthropic: cited_text does
 			// not count towards output tokens).
@@ -500,6 +663,21 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 				return StreamUpdate{}
 			}
 			return StreamUpdate{Text: deltaStrings(d), Uncounted: true}
+		}
+		t := lastGet(d, member)
+		if !compactDelta(data, dtype, member, t) {
+			// Strings in members the API does not send beside the text
+			// ({"type":"text_delta","text":"hi","x":"…"}, or beside the
+			// delta) are text the caller got: counted with it, and the
+			// event kept from the skeleton (whose fast path counts only
+			// the text) (TestAdv41StrayDeltaStringsAreCharged).
+			var j textJoiner
+			j.add(t)
+			strayStrings(root, &j, "type", "index", "delta")
+			strayStrings(d, &j, "type", member)
+			if j.n > 1 || (j.n == 1 && j.first != t.Str) {
+				return StreamUpdate{Text: j.String()}
+			}
 		}
 		// The next deltas of the block are read against this one
 		// (delta_skeleton.go).
@@ -528,7 +706,10 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		// result) is read as a JSON answer's is for its "text" and
 		// "thinking", which no block of a type the API documents holds at
 		// its top, so an honest stream counts nothing here
-		// (TestAdv40UnknownMessagesDeltaTextIsCharged).
+		// (TestAdv40UnknownMessagesDeltaTextIsCharged). A tool-use
+		// block's name, which the model wrote (its output, which no delta
+		// repeats), is counted too: 2,000 words named so beside a usage
+		// of 1 output token were charged 1 (TestAdv41ToolNameIsCharged).
 		var j textJoiner
 		uncounted := mayHoldOutput(lastGet(b, "input"))
 		if uncounted {
@@ -536,17 +717,31 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		} else {
 			j.add(lastGet(b, "text"))
 			j.add(lastGet(b, "thinking"))
+			j.add(lastGet(b, "name"))
 		}
 		return StreamUpdate{Text: j.String(), Uncounted: uncounted}
 	case "error":
 		return StreamUpdate{Err: true}
 	case "content_block_stop", "ping":
-		return StreamUpdate{}
+		// Sent with no string but their "type" (a stop's "index" is a
+		// number): a string one holds is text the caller got that no
+		// usage need cover, counted as an unknown event's
+		// (TestAdv41UnknownMessagesEventTextIsCharged).
+		return StreamUpdate{Text: heldStrings(root, data)}
 	default:
 		// An event of a type the Messages API does not send (an OpenAI
 		// chunk from a gateway answering in the other dialect, a type
-		// llmguard does not know) that holds data: output it cannot count.
-		return StreamUpdate{Uncounted: deltaHoldsData(root)}
+		// llmguard does not know) that holds data: output it cannot
+		// count (without a usage the output reservation stands), and its
+		// string text, every string but its "type", counted as a delta's
+		// text is, so that a usage it contradicts is charged the text, high
+		// (an id, a model name are counted too), never low: such an event
+		// carrying 2,000 words beside a usage of 1 output token was
+		// charged 1 (TestAdv41UnknownMessagesEventTextIsCharged).
+		if !deltaHoldsData(root) {
+			return StreamUpdate{}
+		}
+		return StreamUpdate{Text: deltaStrings(root), Uncounted: true}
 	}
 }
 

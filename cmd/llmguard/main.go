@@ -266,6 +266,7 @@ func (s *serveCmd) Run() error {
 		os.Exit(1)
 	}
 	a.ListenOverride, a.AdminListenOverride = s.Listen, s.AdminListen // a reload keeps them
+	a.Registry.MustRegister(buildInfoGauge(buildVersion()))
 	// The soft memory limit from the budgets (memory_limit_bytes), unless
 	// GOMEMLIMIT is set.
 	a.ManageMemoryLimit(os.LookupEnv)
