@@ -4,22 +4,17 @@ package app
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/llmguard/llmguard/internal/mockllm"
 	"github.com/llmguard/llmguard/internal/redistest"
@@ -142,33 +137,11 @@ ledger: {file: %q}
 		t.Errorf("a request took %v while Redis was frozen, want under %v", slowest, bound)
 	}
 
-	// Settled: nothing pending anywhere. The wait is a bound on a loop,
-	// not a time asserted.
-	settled := func() bool {
-		r := readyz(t, h.admin)
-		l, _ := r["ledger"].(map[string]any)
-		return r["breaker"] == "closed" && r["reconcile_pending"] == 0.0 && r["fallback_charges_held"] == 0.0 && l["pending"] == 0.0
-	}
-	for deadline := time.Now().Add(20 * time.Second); !settled(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not settled: %v", readyz(t, h.admin))
-		}
-		post("sk-load") // a request lets a half-open breaker probe
-	}
+	waitSettled(t, h)
 	time.Sleep(200 * time.Millisecond) // the ledger writer's last flush
 	ledgered := ledgerTokens(t, ledgerFile)
 	for user, tenant := range map[string]string{"loader": "acme", "bob": "beta"} {
-		// A quota no request was admitted on has no key (redis: nil): 0
-		// used. On a loaded machine bob's every request can meet the
-		// frozen Redis or its breaker (503), and his key is never written.
-		v, err := srv.Client().Get(context.Background(), "llmguard:{"+tenant+"}:user-tok:"+user).Result()
-		if errors.Is(err, redis.Nil) {
-			v, err = "0 0", nil
-		}
-		if err != nil {
-			t.Fatalf("%s's quota: %v", user, err)
-		}
-		used, _ := strconv.ParseInt(strings.Fields(v)[1], 10, 64)
+		used := storedQuotaUsed(t, srv, tenant, "user-tok", user)
 		if used != ledgered[user] {
 			t.Errorf("%s: quota used %d tokens in Redis, the ledger records %d", user, used, ledgered[user])
 		}
