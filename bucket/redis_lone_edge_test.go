@@ -9,11 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/llmguard/llmguard/bucket"
-	"github.com/llmguard/llmguard/internal/redistest"
 )
 
 // TestTakeLoneEdgesMatchGeneric: the lone layout (packed costs, packed
@@ -54,16 +50,7 @@ func TestTakeLoneEdgesMatchGeneric(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			now := start
 			clock := func() time.Time { return now }
-			var c *redis.Client
-			var mr *miniredis.Miniredis
-			if backend == "miniredis" {
-				mr = miniredis.RunT(t)
-				mr.SetTime(now)
-				c = redis.NewClient(&redis.Options{Addr: mr.Addr()})
-				t.Cleanup(func() { c.Close() })
-			} else {
-				c = redistest.Shared(t).Client()
-			}
+			_, c, mr := loneBackend(t, backend, now)
 			ctx := context.Background()
 			fast := newRedis(t, bucket.RedisOptions{Client: c, Now: clock, TakeBatch: 1})
 			generic := newRedis(t, bucket.RedisOptions{Client: c, Now: clock, TakeBatch: 1})

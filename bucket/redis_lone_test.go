@@ -67,6 +67,31 @@ func loneSteps() (steps []takeBatchStep, at []int64) {
 	return steps, at
 }
 
+// loneBackend is the Redis a lone-take test runs on, by backend:
+// "miniredis" (a new one, its clock at now unless now is zero),
+// "redis-server" (the shared one) or "redis-server, EVALSHA" (the shared
+// one through a client without FCall: the scripts by EVALSHA). client is
+// what the store is given, c the plain client for reads, mr nil but on
+// miniredis.
+func loneBackend(t *testing.T, backend string, now time.Time) (client bucket.RedisScripter, c *redis.Client, mr *miniredis.Miniredis) {
+	t.Helper()
+	if backend == "miniredis" {
+		mr = miniredis.RunT(t)
+		if !now.IsZero() {
+			mr.SetTime(now)
+		}
+		c = redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		t.Cleanup(func() { c.Close() })
+	} else {
+		c = redistest.Shared(t).Client()
+	}
+	client = c
+	if strings.HasSuffix(backend, "EVALSHA") {
+		client = struct{ bucket.RedisScripter }{c} // no FCall: the scripts by EVALSHA
+	}
+	return client, c, mr
+}
+
 // TestTakeLoneMatchesGeneric: a lone take of token buckets, sent in the
 // lone layout to take.lua's fast path (takeLone), gives the reply take.lua's
 // generic body gives the same take in the single layout, and leaves the
@@ -82,20 +107,7 @@ func TestTakeLoneMatchesGeneric(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			now := start
 			clock := func() time.Time { return now }
-			var c *redis.Client
-			var mr *miniredis.Miniredis
-			if backend == "miniredis" {
-				mr = miniredis.RunT(t)
-				mr.SetTime(now)
-				c = redis.NewClient(&redis.Options{Addr: mr.Addr()})
-				t.Cleanup(func() { c.Close() })
-			} else {
-				c = redistest.Shared(t).Client()
-			}
-			var client bucket.RedisScripter = c
-			if strings.HasSuffix(backend, "EVALSHA") {
-				client = struct{ bucket.RedisScripter }{c} // no FCall: the scripts by EVALSHA
-			}
+			client, c, mr := loneBackend(t, backend, now)
 			ctx := context.Background()
 			fast := newRedis(t, bucket.RedisOptions{Client: client, Now: clock, TakeBatch: 1})
 			generic := newRedis(t, bucket.RedisOptions{Client: client, Now: clock, TakeBatch: 1})
@@ -185,18 +197,7 @@ func TestTakeLoneMatchesGeneric(t *testing.T) {
 func TestTakeLoneWritesRedisTime(t *testing.T) {
 	for _, backend := range []string{"miniredis", "redis-server", "redis-server, EVALSHA"} {
 		t.Run(backend, func(t *testing.T) {
-			var c *redis.Client
-			if backend == "miniredis" {
-				mr := miniredis.RunT(t)
-				c = redis.NewClient(&redis.Options{Addr: mr.Addr()})
-				t.Cleanup(func() { c.Close() })
-			} else {
-				c = redistest.Shared(t).Client()
-			}
-			var client bucket.RedisScripter = c
-			if strings.HasSuffix(backend, "EVALSHA") {
-				client = struct{ bucket.RedisScripter }{c}
-			}
+			client, c, _ := loneBackend(t, backend, time.Time{})
 			ctx := context.Background()
 			r := newRedis(t, bucket.RedisOptions{Client: client, TakeBatch: 1})
 			tag := "k:{time-" + strings.ReplaceAll(backend, " ", "") + "}:"
