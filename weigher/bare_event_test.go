@@ -143,6 +143,7 @@ func TestStartEventsText(t *testing.T) {
 		{"message_start", `{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":8,"output_tokens":1}}}`, "", false},
 		{"message_start", `{"type": "message_start", "message": {"id": "msg_01", "type": "message", "role": "assistant", "content": [], "model": "claude-opus-4-6", "stop_reason": null, "stop_sequence": null, "container": {"id": "c", "expires_at": "2026"}, "stop_details": {"type": "refusal", "explanation": "declined"}, "usage": {"input_tokens": 8, "output_tokens": 1, "service_tier": "standard"}}}`, "", false},
 		{"message_start", `{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"m","stop_reason":null,"stop_sequence":null,"text":"a","usage":{"input_tokens":8}}}`, "a", false},
+		{"message_start", `{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"m","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":8},"text":"a"}}`, "a", false},
 		{"message_start", `{"type":"message_start","x":{"y":["b"]},"message":{"id":"msg_01","usage":{"input_tokens":8}}}`, "b", false},
 		{"message_start", `{"type":"message_start","message":{"id":"msg_01","stop_reason":"c","stop_sequence":"d","usage":{"input_tokens":8}}}`, "dc", false},
 		{"content_block_start", `{"type":"content_block_start","index":3,"content_block":{"type":"text","text":""}}`, "", false},

@@ -490,7 +490,7 @@ func compactMessageDelta(data []byte, usage gjson.Result) bool {
 		for n < len(rest) && ('a' <= rest[n] && rest[n] <= 'z' || rest[n] == '_') {
 			n++
 		}
-		if n == len(rest) || rest[n] != '"' || !documentedStopReason(string(rest[:n])) {
+		if n == len(rest) || rest[n] != '"' || !documentedStopReason(rest[:n]) {
 			return false
 		}
 		rest = rest[n+1:]
@@ -506,43 +506,29 @@ func compactMessageDelta(data []byte, usage gjson.Result) bool {
 // compactMessageStart reports whether data is, byte for byte, the compact
 // message_start Anthropic sends,
 // {"type":"message_start","message":{"id":I,"type":"message","role":"assistant","content":[],"model":M,"stop_reason":null,"stop_sequence":null,"usage":U}}
-// with I and M strings without escapes and U the usage Result read from
-// data: then it holds no string but those (documented), and is not
-// walked for others (strayStrings).
+// with data holding no backslash (so I and M, strings, end at their first
+// quote) and U the usage Result read from data: then it holds no string
+// but those (documented), and is not walked for others (strayStrings).
 func compactMessageStart(data []byte, usage gjson.Result) bool {
 	data = trimJSONSpace(data)
 	rest, ok := bytes.CutPrefix(data, messageStartHead)
-	if !ok {
+	if !ok || bytes.IndexByte(rest, '\\') >= 0 {
 		return false
 	}
-	if rest, ok = cutPlainString(rest); !ok {
+	n := bytes.IndexByte(rest, '"') // the end of the id
+	if n < 0 {
 		return false
 	}
-	if rest, ok = bytes.CutPrefix(rest, messageStartModel); !ok {
+	if rest, ok = bytes.CutPrefix(rest[n+1:], messageStartModel); !ok {
 		return false
 	}
-	if rest, ok = cutPlainString(rest); !ok {
+	if n = bytes.IndexByte(rest, '"'); n < 0 { // the end of the model
 		return false
 	}
-	if rest, ok = bytes.CutPrefix(rest, messageStartTail); !ok {
+	if rest, ok = bytes.CutPrefix(rest[n+1:], messageStartTail); !ok {
 		return false
 	}
 	return len(rest) == len(usage.Raw)+2 && offsetIn(data, usage.Raw) == len(data)-len(rest) && string(rest[len(rest)-2:]) == "}}"
-}
-
-// cutPlainString cuts from b the rest of a JSON string whose opening
-// quote was cut: its bytes up to the closing quote, with no backslash or
-// control byte, and the quote; false for any other.
-func cutPlainString(b []byte) ([]byte, bool) {
-	for i, c := range b {
-		switch {
-		case c == '"':
-			return b[i+1:], true
-		case c == '\\' || c < 0x20:
-			return nil, false
-		}
-	}
-	return nil, false
 }
 
 // compactBlockStart reports whether data is, byte for byte, the compact
@@ -552,12 +538,12 @@ func cutPlainString(b []byte) ([]byte, bool) {
 // {"type":"thinking","thinking":"","signature":""}: then it holds no
 // string, and is not walked.
 func compactBlockStart(data []byte, btype string) bool {
-	var block []byte
+	var tail string
 	switch btype {
 	case "text":
-		block = emptyTextBlock
+		tail = emptyTextBlockTail
 	case "thinking":
-		block = emptyThinkingBlock
+		tail = emptyThinkingBlockTail
 	default:
 		return false
 	}
@@ -569,10 +555,7 @@ func compactBlockStart(data []byte, btype string) bool {
 	for len(rest) > 0 && '0' <= rest[0] && rest[0] <= '9' {
 		rest = rest[1:]
 	}
-	if rest, ok = bytes.CutPrefix(rest, blockStartBlock); !ok {
-		return false
-	}
-	return len(rest) == len(block)+1 && bytes.HasPrefix(rest, block) && rest[len(block)] == '}'
+	return string(rest) == tail
 }
 
 // messageStartHead, messageStartModel and messageStartTail are the bytes
@@ -581,11 +564,15 @@ var messageStartHead, messageStartModel, messageStartTail = []byte(`{"type":"mes
 	[]byte(`,"type":"message","role":"assistant","content":[],"model":"`),
 	[]byte(`,"stop_reason":null,"stop_sequence":null,"usage":`)
 
-// blockStartHead and blockStartBlock are the bytes around a compact
-// content_block_start's index, emptyTextBlock and emptyThinkingBlock the
-// blocks it starts empty (compactBlockStart).
-var blockStartHead, blockStartBlock = []byte(`{"type":"content_block_start","index":`), []byte(`,"content_block":`)
-var emptyTextBlock, emptyThinkingBlock = []byte(`{"type":"text","text":""}`), []byte(`{"type":"thinking","thinking":"","signature":""}`)
+// blockStartHead is the bytes before a compact content_block_start's
+// index, emptyTextBlockTail and emptyThinkingBlockTail those after it
+// when it starts an empty block (compactBlockStart).
+var blockStartHead = []byte(`{"type":"content_block_start","index":`)
+
+const (
+	emptyTextBlockTail     = `,"content_block":{"type":"text","text":""}}`
+	emptyThinkingBlockTail = `,"content_block":{"type":"thinking","thinking":"","signature":""}}`
+)
 
 // messageMembers are the members of a Messages Message object whose
 // strings are not output text: id, type, role, model, usage, container,
@@ -602,7 +589,7 @@ var messageMembers = []string{"id", "type", "role", "model", "usage", "container
 // https://docs.anthropic.com/en/api/handling-stop-reasons), else the zero
 // Result: a stop_reason carrying text is counted as text.
 func undocumentedStopReason(v gjson.Result) gjson.Result {
-	if v.Type != gjson.String || documentedStopReason(v.Str) {
+	if v.Type != gjson.String || documentedStopReason([]byte(v.Str)) {
 		return gjson.Result{}
 	}
 	return v
@@ -610,8 +597,8 @@ func undocumentedStopReason(v gjson.Result) gjson.Result {
 
 // documentedStopReason reports whether r is a stop_reason value the
 // Messages API documents (undocumentedStopReason).
-func documentedStopReason(r string) bool {
-	switch r {
+func documentedStopReason(r []byte) bool {
+	switch string(r) {
 	case "end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal", "model_context_window_exceeded":
 		return true
 	}
