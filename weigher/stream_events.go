@@ -586,7 +586,8 @@ var messageMembers = []string{"id", "type", "role", "model", "usage", "container
 // undocumentedStopReason is v, a Messages stop_reason, when it is a string
 // of no value the API documents (end_turn, max_tokens, stop_sequence,
 // tool_use, pause_turn, refusal, model_context_window_exceeded:
-// https://docs.anthropic.com/en/api/handling-stop-reasons), else the zero
+// https://docs.anthropic.com/en/api/handling-stop-reasons; compaction and
+// pause_run, which the SDKs name), else the zero
 // Result: a stop_reason carrying text is counted as text.
 func undocumentedStopReason(v gjson.Result) gjson.Result {
 	if v.Type != gjson.String || documentedStopReason([]byte(v.Str)) {
@@ -599,7 +600,7 @@ func undocumentedStopReason(v gjson.Result) gjson.Result {
 // Messages API documents (undocumentedStopReason).
 func documentedStopReason(r []byte) bool {
 	switch string(r) {
-	case "end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal", "model_context_window_exceeded":
+	case "end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal", "model_context_window_exceeded", "compaction", "pause_run":
 		return true
 	}
 	return false
