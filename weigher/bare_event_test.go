@@ -94,7 +94,9 @@ func FuzzCompactDeltaNeverHidesText(f *testing.F) {
 func TestMessageDeltaDocumentedMembersAreNotText(t *testing.T) {
 	for _, tc := range []struct{ data, text string }{
 		{`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":2}}`, ""},
-		{`{"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": "END"}, "usage": {"output_tokens": 2}}`, ""},
+		{`{"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 2}}`, ""},
+		{`{"type":"message_delta","delta":{"stop_reason":"stop_sequence","stop_sequence":"END"},"usage":{"output_tokens":2}}`, "END"},
+		{`{"type":"message_delta","delta":{"stop_reason":"word_word","stop_sequence":null},"usage":{"output_tokens":2}}`, "word_word"},
 		{`{"type":"message_delta","delta":{"stop_reason":"refusal","stop_sequence":null,"stop_details":{"type":"refusal","explanation":"declined"},"container":{"id":"container_1","expires_at":"2026-12-07T00:00:00Z"}},"context_management":{"applied_edits":[{"type":"clear_tool_uses_20250919"}]},"usage":{"output_tokens":2}}`, ""},
 		{`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null,"text":"a"},"usage":{"output_tokens":2}}`, "a"},
 		{`{"type":"message_delta","x":["b"],"delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}`, "b"},
@@ -120,9 +122,80 @@ func FuzzCompactMessageDeltaNeverHidesText(f *testing.F) {
 		}
 		var j textJoiner
 		strayStrings(root, &j, "type", "delta", "usage", "context_management")
-		strayStrings(lastGet(root, "delta"), &j, "stop_reason", "stop_sequence", "stop_details", "container")
+		strayStrings(lastGet(root, "delta"), &j, "stop_reason", "stop_details", "container")
+		j.add(undocumentedStopReason(lastGet(root, "delta", "stop_reason")))
 		if j.n > 0 || lastGet(root, "type").Str != "message_delta" {
 			t.Fatalf("compactMessageDelta(%q) = true, but it holds %q", data, j.String())
+		}
+	})
+}
+
+// TestStartEventsText checks what a message_start and a
+// content_block_start yield: nothing in the shapes Anthropic sends
+// (compact or with documented members), every string of a member they do
+// not document, and Uncounted for a thinking block started with a
+// signature.
+func TestStartEventsText(t *testing.T) {
+	for _, tc := range []struct {
+		typ, data, text string
+		uncounted       bool
+	}{
+		{"message_start", `{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":8,"output_tokens":1}}}`, "", false},
+		{"message_start", `{"type": "message_start", "message": {"id": "msg_01", "type": "message", "role": "assistant", "content": [], "model": "claude-opus-4-6", "stop_reason": null, "stop_sequence": null, "container": {"id": "c", "expires_at": "2026"}, "stop_details": {"type": "refusal", "explanation": "declined"}, "usage": {"input_tokens": 8, "output_tokens": 1, "service_tier": "standard"}}}`, "", false},
+		{"message_start", `{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"m","stop_reason":null,"stop_sequence":null,"text":"a","usage":{"input_tokens":8}}}`, "a", false},
+		{"message_start", `{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"m","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":8},"text":"a"}}`, "a", false},
+		{"message_start", `{"type":"message_start","x":{"y":["b"]},"message":{"id":"msg_01","usage":{"input_tokens":8}}}`, "b", false},
+		{"message_start", `{"type":"message_start","message":{"id":"msg_01","stop_reason":"c","stop_sequence":"d","usage":{"input_tokens":8}}}`, "dc", false},
+		{"content_block_start", `{"type":"content_block_start","index":3,"content_block":{"type":"text","text":""}}`, "", false},
+		{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"","citations":[{"cited_text":"q"}]}}`, "", false},
+		{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`, "", false},
+		{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":"Eq"}}`, "", true},
+		{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"e","x":"f"}}`, "ef", false},
+		{"content_block_start", `{"type":"content_block_start","index":0,"g":"h","content_block":{"type":"text","text":""}}`, "h", false},
+		{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":"","i":"j"}}`, "j", false},
+		{"content_block_start", `{"type":"content_block_start","index":0,"k":"l","content_block":{"type":"redacted_thinking","data":"zz"}}`, "l", true},
+	} {
+		_, text, ups := feed(KindMessages, []sseEvent{{tc.typ, tc.data}})
+		if text != tc.text || ups[0].Uncounted != tc.uncounted {
+			t.Errorf("%s: text %q, Uncounted %v; want %q, %v", tc.data, text, ups[0].Uncounted, tc.text, tc.uncounted)
+		}
+	}
+}
+
+// FuzzCompactStartNeverHidesText checks that a message_start
+// compactMessageStart calls compact, and a content_block_start
+// compactBlockStart calls compact, hold no string the walk would count:
+// the shortcuts never drop text.
+func FuzzCompactStartNeverHidesText(f *testing.F) {
+	f.Add([]byte(`{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":8,"output_tokens":1}}}`))
+	f.Add([]byte(`{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"m","stop_reason":null,"stop_sequence":null,"usage":{"x":"w"},"text":"w"}}`))
+	f.Add([]byte(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`))
+	f.Add([]byte(`{"type":"content_block_start","index":10,"content_block":{"type":"thinking","thinking":"","signature":""}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		root, ok := parseObject(data, 64)
+		if !ok {
+			return
+		}
+		var j textJoiner
+		if compactMessageStart(data, lastGet(root, "message", "usage")) {
+			msg := lastGet(root, "message")
+			strayStrings(root, &j, "type", "message")
+			strayStrings(msg, &j, messageMembers...)
+			j.add(undocumentedStopReason(lastGet(msg, "stop_reason")))
+			if t := lastGet(msg, "content"); mayHoldOutput(t) {
+				j.add(t)
+			}
+			if j.n > 0 || lastGet(root, "type").Str != "message_start" {
+				t.Fatalf("compactMessageStart(%q) = true, but it holds %q", data, j.String())
+			}
+		}
+		b := lastGet(root, "content_block")
+		if btype := lastGet(b, "type").String(); compactBlockStart(data, btype) {
+			strayStrings(root, &j, "type", "index", "content_block")
+			strayStrings(b, &j, "type")
+			if j.n > 0 || lastGet(root, "type").Str != "content_block_start" || mayHoldOutput(lastGet(b, "signature")) {
+				t.Fatalf("compactBlockStart(%q, %q) = true, but it holds %q", data, btype, j.String())
+			}
 		}
 	})
 }

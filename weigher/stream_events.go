@@ -473,7 +473,7 @@ func compactDelta(data []byte, dtype, member string, t gjson.Result) bool {
 // compactMessageDelta reports whether data is, byte for byte, the compact
 // message_delta Anthropic sends,
 // {"type":"message_delta","delta":{"stop_reason":R,"stop_sequence":null},"usage":U}
-// with R null or a string of lower-case letters and underscores and U the
+// with R null or a documented stop_reason (documentedStopReason) and U the
 // usage Result read from data: then it holds no string beside those, and
 // is not walked for others (strayStrings).
 func compactMessageDelta(data []byte, usage gjson.Result) bool {
@@ -486,13 +486,14 @@ func compactMessageDelta(data []byte, usage gjson.Result) bool {
 		rest = r
 	} else if len(rest) > 0 && rest[0] == '"' {
 		rest = rest[1:]
-		for len(rest) > 0 && ('a' <= rest[0] && rest[0] <= 'z' || rest[0] == '_') {
-			rest = rest[1:]
+		n := 0
+		for n < len(rest) && ('a' <= rest[n] && rest[n] <= 'z' || rest[n] == '_') {
+			n++
 		}
-		if len(rest) == 0 || rest[0] != '"' {
+		if n == len(rest) || rest[n] != '"' || !documentedStopReason(rest[:n]) {
 			return false
 		}
-		rest = rest[1:]
+		rest = rest[n+1:]
 	} else {
 		return false
 	}
@@ -500,6 +501,109 @@ func compactMessageDelta(data []byte, usage gjson.Result) bool {
 		return false
 	}
 	return len(rest) == len(usage.Raw)+1 && offsetIn(data, usage.Raw) == len(data)-len(rest) && rest[len(rest)-1] == '}'
+}
+
+// compactMessageStart reports whether data is, byte for byte, the compact
+// message_start Anthropic sends,
+// {"type":"message_start","message":{"id":I,"type":"message","role":"assistant","content":[],"model":M,"stop_reason":null,"stop_sequence":null,"usage":U}}
+// with data holding no backslash (so I and M, strings, end at their first
+// quote) and U the usage Result read from data: then it holds no string
+// but those (documented), and is not walked for others (strayStrings).
+func compactMessageStart(data []byte, usage gjson.Result) bool {
+	data = trimJSONSpace(data)
+	rest, ok := bytes.CutPrefix(data, messageStartHead)
+	if !ok || bytes.IndexByte(rest, '\\') >= 0 {
+		return false
+	}
+	n := bytes.IndexByte(rest, '"') // the end of the id
+	if n < 0 {
+		return false
+	}
+	if rest, ok = bytes.CutPrefix(rest[n+1:], messageStartModel); !ok {
+		return false
+	}
+	if n = bytes.IndexByte(rest, '"'); n < 0 { // the end of the model
+		return false
+	}
+	if rest, ok = bytes.CutPrefix(rest[n+1:], messageStartTail); !ok {
+		return false
+	}
+	return len(rest) == len(usage.Raw)+2 && offsetIn(data, usage.Raw) == len(data)-len(rest) && string(rest[len(rest)-2:]) == "}}"
+}
+
+// compactBlockStart reports whether data is, byte for byte, the compact
+// content_block_start Anthropic sends for an empty text or thinking block
+// (btype), {"type":"content_block_start","index":N,"content_block":B}
+// with B {"type":"text","text":""} or
+// {"type":"thinking","thinking":"","signature":""}: then it holds no
+// string, and is not walked.
+func compactBlockStart(data []byte, btype string) bool {
+	var tail string
+	switch btype {
+	case "text":
+		tail = emptyTextBlockTail
+	case "thinking":
+		tail = emptyThinkingBlockTail
+	default:
+		return false
+	}
+	data = trimJSONSpace(data)
+	rest, ok := bytes.CutPrefix(data, blockStartHead)
+	if !ok {
+		return false
+	}
+	for len(rest) > 0 && '0' <= rest[0] && rest[0] <= '9' {
+		rest = rest[1:]
+	}
+	return string(rest) == tail
+}
+
+// messageStartHead, messageStartModel and messageStartTail are the bytes
+// around a compact message_start's id and model (compactMessageStart).
+var messageStartHead, messageStartModel, messageStartTail = []byte(`{"type":"message_start","message":{"id":"`),
+	[]byte(`,"type":"message","role":"assistant","content":[],"model":"`),
+	[]byte(`,"stop_reason":null,"stop_sequence":null,"usage":`)
+
+// blockStartHead is the bytes before a compact content_block_start's
+// index, emptyTextBlockTail and emptyThinkingBlockTail those after it
+// when it starts an empty block (compactBlockStart).
+var blockStartHead = []byte(`{"type":"content_block_start","index":`)
+
+const (
+	emptyTextBlockTail     = `,"content_block":{"type":"text","text":""}}`
+	emptyThinkingBlockTail = `,"content_block":{"type":"thinking","thinking":"","signature":""}}`
+)
+
+// messageMembers are the members of a Messages Message object whose
+// strings are not output text: id, type, role, model, usage, container,
+// context_management and stop_details (a refusal's explanation), as the
+// Messages API documents them (https://docs.anthropic.com/en/api/messages,
+// the SDKs' Message type), its content (read as blocks) and stop_reason
+// (read by undocumentedStopReason). Its stop_sequence, null in a
+// message_start, is counted when a string.
+var messageMembers = []string{"id", "type", "role", "model", "usage", "container", "context_management", "stop_details", "content", "stop_reason"}
+
+// undocumentedStopReason is v, a Messages stop_reason, when it is a string
+// of no value the API documents (end_turn, max_tokens, stop_sequence,
+// tool_use, pause_turn, refusal, model_context_window_exceeded:
+// https://docs.anthropic.com/en/api/handling-stop-reasons; compaction and
+// pause_run, which the SDKs name), else the zero
+// Result: a stop_reason carrying text is counted as text.
+func undocumentedStopReason(v gjson.Result) gjson.Result {
+	if v.Type != gjson.String || documentedStopReason([]byte(v.Str)) {
+		return gjson.Result{}
+	}
+	return v
+}
+
+// documentedStopReason reports whether r is a stop_reason value the
+// Messages API documents (undocumentedStopReason).
+func documentedStopReason(r []byte) bool {
+	switch string(r) {
+	case "end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal", "model_context_window_exceeded", "compaction", "pause_run":
+		return true
+	}
+	return false
 }
 
 // messageDeltaHead and messageDeltaTail are the bytes around a compact
@@ -569,17 +673,31 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 	}
 	switch eventTypeOf(root, eventType) {
 	case "message_start":
-		u := s.anthropicUsage(lastGet(root, "message", "usage"))
+		usage := lastGet(root, "message", "usage")
+		u := s.anthropicUsage(usage)
 		// Its message's content is [] (the blocks stream after it): an
 		// answer whose content arrives here is output the deltas do not
 		// carry, read as a JSON answer's blocks are (its text counted;
 		// still Uncounted: a block may hold what no reader counts).
+		var j textJoiner
 		content := lastGet(root, "message", "content")
 		if u.Uncounted = mayHoldOutput(content); u.Uncounted {
-			var j textJoiner
 			messagesBlocksText(content, j.add)
-			u.Text = j.String()
 		}
+		if !compactMessageStart(data, usage) {
+			// Strings in members the API does not send (beside the
+			// message, or in it beside those a Message documents), a
+			// stop_sequence (null in an honest message_start) and a
+			// stop_reason of no documented value: text the caller got,
+			// counted against the usage (2,000 words so beside a usage
+			// of 1 output token were charged 9 tokens,
+			// TestAdv43StrayMessageStartStringsAreCharged).
+			msg := lastGet(root, "message")
+			strayStrings(root, &j, "type", "message")
+			strayStrings(msg, &j, messageMembers...)
+			j.add(undocumentedStopReason(lastGet(msg, "stop_reason")))
+		}
+		u.Text = j.String()
 		return u
 	case "message_delta":
 		usage := lastGet(root, "usage")
@@ -608,9 +726,15 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 			// usage and context_management are): text the caller got,
 			// counted against the usage beside them
 			// (TestAdv41StrayMessageDeltaStringsAreCharged).
+			// A stop_sequence string (the caller's own, which the model
+			// wrote) and a stop_reason of no documented value are
+			// counted too, high, never low: a 2,000-word stop_sequence
+			// was not read (TestAdv43StrayMessageStartStringsAreCharged).
 			var j textJoiner
+			d := lastGet(root, "delta")
 			strayStrings(root, &j, "type", "delta", "usage", "context_management")
-			strayStrings(lastGet(root, "delta"), &j, "stop_reason", "stop_sequence", "stop_details", "container")
+			strayStrings(d, &j, "stop_reason", "stop_details", "container")
+			j.add(undocumentedStopReason(lastGet(d, "stop_reason")))
 			u.Text = j.String()
 		}
 		return u
@@ -688,14 +812,39 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		return StreamUpdate{Text: cloneText(t)}
 	case "content_block_start":
 		b := lastGet(root, "content_block")
-		switch lastGet(b, "type").String() {
+		btype := lastGet(b, "type").String()
+		// Strings beside the block (its "index" is a number) or, in a
+		// text or thinking block, beside the members it documents, are
+		// text the caller got: counted, unless the event is the compact
+		// one Anthropic sends (compactBlockStart); 2,000 words so beside
+		// a usage of 1 output token were charged 9 tokens
+		// (TestAdv43StrayBlockStartStringsAreCharged).
+		var j textJoiner
+		compact := compactBlockStart(data, btype)
+		if !compact {
+			strayStrings(root, &j, "type", "index", "content_block")
+		}
+		switch btype {
 		case "text":
-			return StreamUpdate{Text: cloneText(lastGet(b, "text"))}
+			j.add(lastGet(b, "text"))
+			if !compact {
+				// A text block's citations are not output (cited_text
+				// does not count towards output tokens).
+				strayStrings(b, &j, "type", "text", "citations")
+			}
+			return StreamUpdate{Text: j.String()}
 		case "thinking":
-			return StreamUpdate{Text: cloneText(lastGet(b, "thinking"))}
+			j.add(lastGet(b, "thinking"))
+			if !compact {
+				strayStrings(b, &j, "type", "thinking", "signature")
+			}
+			// A signature that holds data at the block's start marks
+			// thinking llmguard cannot count, as a signature_delta does.
+			return StreamUpdate{Text: j.String(), Uncounted: !compact && mayHoldOutput(lastGet(b, "signature"))}
 		case "redacted_thinking":
-			// Encrypted thinking, billed as output: nothing to count.
-			return StreamUpdate{Uncounted: true}
+			// Encrypted thinking, billed as output: nothing to count
+			// but strings beside the block.
+			return StreamUpdate{Text: j.String(), Uncounted: true}
 		}
 		// A tool_use (server_tool_use, mcp_tool_use…) block starts with
 		// "input": {} and streams its input as input_json_delta; one
@@ -710,7 +859,6 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		// block's name, which the model wrote (its output, which no delta
 		// repeats), is counted too: 2,000 words named so beside a usage
 		// of 1 output token were charged 1 (TestAdv41ToolNameIsCharged).
-		var j textJoiner
 		uncounted := mayHoldOutput(lastGet(b, "input"))
 		if uncounted {
 			messagesBlockText(b, j.add)
@@ -721,7 +869,26 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 		}
 		return StreamUpdate{Text: j.String(), Uncounted: uncounted}
 	case "error":
-		return StreamUpdate{Err: true}
+		// An in-band error (overloaded_error): its message is no output.
+		// Once the answer began (a usage read: message_start's), every
+		// string it holds but its types is counted, high (an honest
+		// error's "Overloaded", 1 to 2 tokens), never low: 2,000 words
+		// in its message beside a usage of 1 output token were charged
+		// 9 tokens (TestAdv43ErrorTextIsCharged). An error before
+		// message_start is refunded as an error status is, whatever
+		// its body says.
+		u := StreamUpdate{Err: true}
+		if s.has != 0 {
+			var j textJoiner
+			strayStrings(root, &j, "type", "error")
+			if e := lastGet(root, "error"); e.IsObject() {
+				strayStrings(e, &j, "type")
+			} else {
+				addStrings(e, &j)
+			}
+			u.Text = j.String()
+		}
+		return u
 	case "content_block_stop", "ping":
 		// Sent with no string but their "type" (a stop's "index" is a
 		// number): a string one holds is text the caller got that no

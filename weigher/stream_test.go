@@ -90,9 +90,10 @@ func TestStreamMessagesInBandError(t *testing.T) {
 		t.Errorf("error event: %+v", ups[2])
 	}
 	// Input as reported at message_start; output the larger of the
-	// placeholder and the locally counted text.
+	// placeholder and the locally counted text, the error's message
+	// counted with it once the answer began (adv43: high, never low).
 	u, src := s.Settle(Estimate{InputTokens: 50}, 2)
-	if u != (Usage{InputTokens: 40, OutputTokens: 2}) || src != SourcePartial || text != "Partial answer" {
+	if u != (Usage{InputTokens: 40, OutputTokens: 2}) || src != SourcePartial || text != "Partial answerOverloaded" {
 		t.Errorf("Settle = %+v, %v (text %q)", u, src, text)
 	}
 	// An error before anything: refund.
