@@ -250,9 +250,8 @@ func (c *ChargeBack) Owes() bool {
 // leaves a charge's failure out of its breaker's counts (withBackground):
 // a flush going past many failed charges opened it for every key
 // (review20). ctx bounds the flush; a Guarded store bounds each call by
-// its own timeout. Charges
-// carry quota and window counts, sums that do not depend on the order
-// they are applied in. Flushes run one at a time.
+// its own timeout. Charges carry quota and window counts, sums that do not
+// depend on the order they are applied in. Flushes run one at a time.
 func (c *ChargeBack) Flush(ctx context.Context) error {
 	c.flushMu.Lock()
 	defer c.flushMu.Unlock()
