@@ -1,7 +1,6 @@
 package bucket
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/llmguard/llmguard/internal/logbuf"
 	"github.com/llmguard/llmguard/internal/redistest"
 )
 
@@ -66,22 +66,7 @@ func TestRetryLoadsOnce(t *testing.T) {
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writes, for a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = logbuf.Buffer
 
 // replyError is an error reply of Redis, as go-redis reads one (a
 // redis.Error).

@@ -1,15 +1,14 @@
 package ledger_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/llmguard/llmguard/internal/logbuf"
 	"github.com/llmguard/llmguard/ledger"
 )
 
@@ -40,22 +39,7 @@ func rec(i int) ledger.Record {
 }
 
 // syncBuffer is a log destination safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = logbuf.Buffer
 
 // newLogger returns a logger writing text lines to a buffer it returns.
 func newLogger() (*slog.Logger, *syncBuffer) {

@@ -1,35 +1,20 @@
 package proxy
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
 	"golang.org/x/time/rate"
+
+	"github.com/llmguard/llmguard/internal/logbuf"
 )
 
 // syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = logbuf.Buffer
 
 // An upstream that cannot be reached is logged once, not once a call
 // (trial18: one WARN line per request while every call was refused), and

@@ -1,16 +1,14 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"strconv"
-
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,26 +19,12 @@ import (
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/spec"
 
+	"github.com/llmguard/llmguard/internal/logbuf"
 	"github.com/llmguard/llmguard/internal/mockllm"
 )
 
 // syncBuffer is a log sink safe for the watcher goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = logbuf.Buffer
 
 // Editing the config file under load: the new budget applies to the next
 // requests, each bucket keeps its usage, no request fails, and an invalid
