@@ -237,14 +237,17 @@ func (c *ChargeBack) Owes() bool {
 
 // Flush charges the store what is held: the charges a previous Flush could
 // not complete first (under their own request ids), then what is owed now,
-// in charges of at most Batch deltas. A charge the store fails stays held
+// in charges of at most Batch deltas, each of one master's buckets when
+// the store is a MasterRouter (a Guarded store with per-master breakers).
+// A charge the store fails or its breaker rejects (ErrNotSent: a Guarded
+// store lets a flush's charges through only closed breakers) stays held
 // for the next Flush, and Flush goes on with the next one: on a Redis
-// Cluster one master refusing writes or down holds back only the charges
-// that reach it (adv42: they held back every charge behind them, healthy
-// masters' included). It stops early when the store's breaker rejects a
-// charge (ErrNotSent: nothing more would be sent) or ctx is done, and
-// returns the first failure's error (wrapping the store's: ErrUnavailable
-// from a Guarded store). Before each send it drops the deltas whose period
+// Cluster one master refusing writes, down, or with its breaker open
+// holds back only the charges that reach it (adv42: they held back every
+// charge behind them, healthy masters' included; redis21: a rejection
+// stopped the round, the other masters' charges too). It stops early when
+// ctx is done, and returns the first failure's error (wrapping the
+// store's: ErrUnavailable from a Guarded store). Before each send it drops the deltas whose period
 // has ended (DropPeriodEnded), and a charge retried for MaxHold since a
 // failure that may have reached the store (DropExpired). A Guarded store
 // leaves a charge's failure out of its breaker's counts (withBackground):
@@ -260,7 +263,14 @@ func (c *ChargeBack) Flush(ctx context.Context) error {
 	// it for every key.
 	ctx = withBackground(ctx)
 	c.mu.Lock()
-	c.batchOwed()
+	owed := c.owed
+	c.owed = make(map[chargeKey]*Delta)
+	c.mu.Unlock()
+	// Routed outside c.mu: MasterOf may wait for the client's first slot
+	// map, and Charge, on a request's path, takes c.mu.
+	charges := c.batch(owed)
+	c.mu.Lock()
+	c.pending = append(c.pending, charges...)
 	c.mu.Unlock()
 	var first error
 	for i := 0; ; {
@@ -303,33 +313,59 @@ func (c *ChargeBack) Flush(ctx context.Context) error {
 			if first == nil {
 				first = fmt.Errorf("bucket: charge %q: %w", ch.id, err)
 			}
-			if errors.Is(err, ErrNotSent) {
-				return first
-			}
+			// A rejection (ErrNotSent) holds only this charge: on a
+			// Redis Cluster its master's breaker is open, and the next
+			// charges may go to other masters (a charge holds one
+			// master's buckets). With one breaker the next ones are
+			// rejected too, at no cost.
 			i++
 		}
 	}
 }
 
-// batchOwed moves what is owed into new charges at the end of pending.
-// c.mu is held.
-func (c *ChargeBack) batchOwed() {
-	if len(c.owed) == 0 {
-		return
+// batch makes owed's deltas into new charges of at most Batch deltas,
+// each charge the buckets of one master when the store is a MasterRouter
+// (a Guarded store over a Redis Cluster: GuardOptions.MasterOf), so that a
+// master whose breaker is open holds back only its own charges. A delta
+// of 0 units is dropped from what is held. It takes c.mu for that count.
+func (c *ChargeBack) batch(owed map[chargeKey]*Delta) []*chargeSent {
+	if len(owed) == 0 {
+		return nil
 	}
-	var ch *chargeSent
-	for k, d := range c.owed {
-		delete(c.owed, k)
+	router, _ := c.o.Store.(MasterRouter)
+	type routed struct {
+		master string
+		d      *Delta
+	}
+	all := make([]routed, 0, len(owed))
+	zero := 0
+	for _, d := range owed {
 		if d.Units == 0 {
-			c.held--
+			zero++
 			continue
 		}
-		if ch == nil || len(ch.deltas) >= c.o.Batch {
-			ch = &chargeSent{id: NewRequestID(c.o.Now()), deltas: make([]Delta, 0, min(c.o.Batch, len(c.owed)+1))}
-			c.pending = append(c.pending, ch)
+		r := routed{d: d}
+		if router != nil {
+			r.master = router.MasterOf(d.Key)
 		}
-		ch.deltas = append(ch.deltas, *d)
+		all = append(all, r)
 	}
+	if zero > 0 {
+		c.mu.Lock()
+		c.held -= zero
+		c.mu.Unlock()
+	}
+	slices.SortFunc(all, func(a, b routed) int { return cmp.Or(cmp.Compare(a.master, b.master), cmp.Compare(a.d.Key, b.d.Key)) })
+	var out []*chargeSent
+	var ch *chargeSent
+	for k, r := range all {
+		if ch == nil || len(ch.deltas) >= c.o.Batch || r.master != all[k-1].master {
+			ch = &chargeSent{id: NewRequestID(c.o.Now()), deltas: make([]Delta, 0, min(c.o.Batch, len(all)-k))}
+			out = append(out, ch)
+		}
+		ch.deltas = append(ch.deltas, *r.d)
+	}
+	return out
 }
 
 // live drops from ch the deltas whose period has ended at now (counted)

@@ -1,12 +1,14 @@
 package bucket
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,6 +146,11 @@ type Call struct {
 	// Probe: the call's context was marked by WithProbe (a caller's own
 	// health probe, no request's call).
 	Probe bool
+	// Master is the master whose breaker rejected the call (ResultRejected)
+	// or whose part of the call failed (ResultFailed; "" when the failure
+	// could not be placed on one), as GuardOptions.MasterOf names it; ""
+	// for every call of a store without MasterOf and for other results.
+	Master string
 }
 
 // probeKey marks a context as a probe's (WithProbe).
@@ -230,12 +237,32 @@ type GuardOptions struct {
 	// many successes in a row close it, one failure opens it again. The
 	// other calls meanwhile are rejected. 0 means 1.
 	Probes uint32
-	// OnStateChange, when set, is called on every transition of the
-	// breaker, in the goroutine of the call (or State) that caused it,
-	// while the breaker is locked: it must be quick and must not call the
-	// Guarded's methods. Open to half-open happens lazily, on the first
-	// call or State after OpenFor.
-	OnStateChange func(from, to BreakerState)
+	// OnStateChange, when set, is called on every transition of a
+	// breaker, with its master (MasterOf's address, or Name for the one
+	// breaker of a store without MasterOf), in the goroutine of the call
+	// (or State) that caused it, while the breaker is locked: it must be
+	// quick and must not call the Guarded's methods. Open to half-open
+	// happens lazily, on the first call or State after OpenFor.
+	OnStateChange func(master string, from, to BreakerState)
+	// MasterOf, when set, names the Redis master holding a key now (in a
+	// Redis Cluster, the address of the master serving the key's hash
+	// slot in the client's slot map: go-redis ClusterClient.MasterForKey),
+	// and every master gets its own breaker, made on the first call routed
+	// to it: one master down opens only its own, and a call whose keys
+	// all live on other masters is sent as usual. A call is sent only when
+	// the breakers of all its keys' masters let it through; a failure
+	// counts against the master of the key that failed (StoreError's Key,
+	// a take's Subject), or against every master of the call when it
+	// cannot be placed. A slot that moves (failover, resharding: go-redis
+	// follows MOVED and ASK and reloads its map) is routed to its new
+	// master's breaker from the next call; Forget drops the breakers left
+	// behind. It must be quick (it runs on every call, once per slot) and
+	// safe for concurrent use; "" is a master too (the unknown one). nil:
+	// one breaker for the whole store (a single Redis).
+	MasterOf func(key string) string
+	// Name names the one breaker of a store without MasterOf (the Redis
+	// address, for llmguard_breaker_state{master}); "" by default.
+	Name string
 	// OnCall, when set, is called after every call with its outcome and
 	// latency, from the caller's goroutine.
 	OnCall func(Call)
@@ -273,21 +300,14 @@ type Guarded struct {
 	store   Store
 	batcher BatchReconciler // store, when it batches
 	o       GuardOptions
-	cb      *gobreaker.CircuitBreaker[struct{}]
 
-	lastMu  sync.Mutex
-	lastErr error // the last failure, wrapped by rejections
+	single  *breaker // the one breaker, when o.MasterOf is nil
+	mu      sync.RWMutex
+	masters map[string]*breaker // by master, when o.MasterOf is set
 
 	calls  [numOps][numResults]atomic.Uint64
 	errs   [numKinds]atomic.Uint64
 	opened atomic.Uint64
-
-	// run counts the failures since the last success, the last state
-	// change or creation. gobreaker's own ConsecutiveFailures is kept in
-	// its rolling window and loses a run's failures older than it; this
-	// one is not. Read and written only by the breaker's callbacks, which
-	// gobreaker calls under its mutex.
-	run atomic.Uint32
 }
 
 var (
@@ -321,41 +341,11 @@ func NewGuarded(store Store, o GuardOptions) *Guarded {
 	}
 	g := &Guarded{store: store, o: o}
 	g.batcher, _ = store.(BatchReconciler)
-	g.cb = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:         "bucket",
-		MaxRequests:  o.Probes,
-		Interval:     o.Window,
-		BucketPeriod: max(o.Window/10, time.Millisecond),
-		Timeout:      o.OpenFor,
-		ReadyToTrip: func(c gobreaker.Counts) bool {
-			return g.run.Load() >= o.MinCalls || readyToTrip(c, o.MinCalls, o.FailureRatio)
-		},
-		// gobreaker asks this once per call that ended in the current
-		// generation and was not excluded, just before it counts the call
-		// and (on a failure in the closed state) asks ReadyToTrip.
-		IsSuccessful: func(err error) bool {
-			ok := err == nil || errors.Is(err, ErrVoided)
-			if ok {
-				g.run.Store(0)
-			} else {
-				g.run.Add(1)
-			}
-			return ok
-		},
-		IsExcluded: func(err error) bool {
-			_, background := err.(uncountedError)
-			return background || errors.Is(err, ErrInvalid)
-		},
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			g.run.Store(0)
-			if to == gobreaker.StateOpen {
-				g.opened.Add(1)
-			}
-			if o.OnStateChange != nil {
-				o.OnStateChange(stateOf(from), stateOf(to))
-			}
-		},
-	})
+	if o.MasterOf == nil {
+		g.single = g.newBreaker(o.Name)
+	} else {
+		g.masters = make(map[string]*breaker)
+	}
 	return g
 }
 
@@ -381,8 +371,21 @@ func stateOf(s gobreaker.State) BreakerState {
 }
 
 // State returns the breaker's state now (moving it from open to half-open
-// when OpenFor has passed).
-func (g *Guarded) State() BreakerState { return stateOf(g.cb.State()) }
+// when OpenFor has passed); with GuardOptions.MasterOf, the worst of the
+// masters' breakers (open, then half-open, then closed: closed when there
+// is none yet). Breakers tells them apart.
+func (g *Guarded) State() BreakerState {
+	if g.o.MasterOf == nil {
+		return g.single.state()
+	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	worst := BreakerClosed
+	for _, b := range g.masters {
+		worst = max(worst, b.state())
+	}
+	return worst
+}
 
 // Stats returns the counters and the breaker's state. Safe to call at any
 // time, but not from OnStateChange.
@@ -413,7 +416,9 @@ func (g *Guarded) Take(ctx context.Context, requestID string, items []Item) (Dec
 		return Decision{}, err
 	}
 	var d Decision
-	err := g.do(ctx, OpTake, g.o.Timeout, func(ctx context.Context) error {
+	var buf [4]*breaker
+	brs := g.breakersOf(buf[:0], len(items), func(i int) string { return items[i].Key })
+	err := g.do(ctx, OpTake, g.o.Timeout, brs, func(ctx context.Context) error {
 		var err error
 		d, err = g.store.Take(ctx, requestID, items)
 		return err
@@ -434,7 +439,9 @@ func (g *Guarded) Reconcile(ctx context.Context, requestID string, deltas []Delt
 		g.count(OpReconcile, ResultInvalid, KindNone, 0)
 		return err
 	}
-	return g.do(ctx, OpReconcile, g.o.ReconcileTimeout, func(ctx context.Context) error {
+	var buf [4]*breaker
+	brs := g.breakersOf(buf[:0], len(deltas), func(i int) string { return deltas[i].Key })
+	return g.do(ctx, OpReconcile, g.o.ReconcileTimeout, brs, func(ctx context.Context) error {
 		return g.store.Reconcile(ctx, requestID, deltas)
 	})
 }
@@ -448,74 +455,223 @@ func (g *Guarded) Void(ctx context.Context, requestID string, items []Item) erro
 		g.count(OpReconcile, ResultInvalid, KindNone, 0)
 		return err
 	}
-	return g.do(ctx, OpReconcile, g.o.ReconcileTimeout, func(ctx context.Context) error {
+	var buf [4]*breaker
+	brs := g.breakersOf(buf[:0], len(items), func(i int) string { return items[i].Key })
+	return g.do(ctx, OpReconcile, g.o.ReconcileTimeout, brs, func(ctx context.Context) error {
 		return g.store.Void(ctx, requestID, items)
 	})
 }
 
-// ReconcileBatch implements BatchReconciler: one breaker call (one round
-// trip when the wrapped store batches) within ReconcileTimeout, for the
-// valid elements; an invalid one gets its error wrapping ErrInvalid and is
-// not sent. The call counts as a failure only when every element sent
-// failed (the store is down). An element that fails while others were
-// applied keeps its own error, wrapped with ErrUnavailable only when it
-// says that part of the store could not be reached (partUnavailable: in a
-// Redis Cluster, the master of its keys is down or failing over), so that
-// an AsyncReconciler holds it through the failover instead of spending
-// its attempts. When the breaker rejects the batch, or every element sent
+// ReconcileBatch implements BatchReconciler: one call (one round trip
+// when the wrapped store batches) within ReconcileTimeout, for the valid
+// elements whose masters' breakers let it through; an invalid element gets
+// its error wrapping ErrInvalid, and one with a key on a master whose
+// breaker is open (GuardOptions.MasterOf) the rejection (ErrUnavailable,
+// ErrNotSent), and neither is sent: an AsyncReconciler holds the rejected
+// ones until that master is back while the others land. Each master's
+// breaker counts the call as a success when an element with a key on it
+// was applied, as a failure when none was and one that failed is placed on
+// it (StoreError's Key; unplaced: on every master of the element), and not
+// at all otherwise; a store with one breaker counts a failure only when
+// every element sent failed (the store is down). An element that fails
+// while others were applied keeps its own error, wrapped with
+// ErrUnavailable only when it says that part of the store could not be
+// reached (partUnavailable: in a Redis Cluster, the master of its keys is
+// down or failing over), so that an AsyncReconciler holds it through the
+// failover instead of spending its attempts. When every element sent
 // failed, their errors wrap ErrUnavailable.
 func (g *Guarded) ReconcileBatch(ctx context.Context, batch []Reconciliation) []error {
+	start := time.Now()
 	errs := make([]error, len(batch))
+	background, _ := ctx.Value(backgroundKey{}).(bool)
+	probe, _ := ctx.Value(probeKey{}).(bool)
+	// The breakers of the valid elements, each let through (or not) once.
+	var all []*breaker
+	var done []func(error)
+	var refused []error // by all's index: the rejection, nil when let through
+	elemBrs := make([][]*breaker, len(batch))
 	send := make([]Reconciliation, 0, len(batch))
 	at := make([]int, 0, len(batch)) // at[j]: the batch element of send[j]
+	var rejectedBy string
 	for i, rc := range batch {
-		if errs[i] = rc.validate(); errs[i] == nil {
+		if errs[i] = rc.validate(); errs[i] != nil {
+			continue
+		}
+		elemBrs[i] = g.breakersOf(nil, len(rc.Deltas), func(j int) string { return rc.Deltas[j].Key })
+		for _, b := range elemBrs[i] {
+			k := slices.Index(all, b)
+			if k < 0 {
+				k = len(all)
+				all = append(all, b)
+				d, rej := g.allow(b, OpReconcile, background)
+				done, refused = append(done, d), append(refused, rej)
+			}
+			if refused[k] != nil && errs[i] == nil {
+				errs[i], rejectedBy = refused[k], b.master
+			}
+		}
+		if errs[i] == nil {
 			send = append(send, rc)
 			at = append(at, i)
 		}
 	}
 	if len(send) == 0 {
+		release(done, nil)
+		if len(all) > 0 {
+			g.report(Call{Op: OpReconcile, Result: ResultRejected, Probe: probe, Master: g.routed(rejectedBy)})
+		}
 		return errs
 	}
 	sent := make([]error, len(send))
-	err := g.do(ctx, OpReconcile, g.o.ReconcileTimeout, func(ctx context.Context) error {
-		if g.batcher != nil {
-			copy(sent, g.batcher.ReconcileBatch(ctx, send))
-		} else {
-			for j, rc := range send {
-				if rc.Void {
-					sent[j] = g.store.Void(ctx, rc.RequestID, takenBy(rc.Deltas))
-				} else {
-					sent[j] = g.store.Reconcile(ctx, rc.RequestID, rc.Deltas)
-				}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.o.ReconcileTimeout)
+	if g.batcher != nil {
+		copy(sent, g.batcher.ReconcileBatch(cctx, send))
+	} else {
+		for j, rc := range send {
+			if rc.Void {
+				sent[j] = g.store.Void(cctx, rc.RequestID, takenBy(rc.Deltas))
+			} else {
+				sent[j] = g.store.Reconcile(cctx, rc.RequestID, rc.Deltas)
 			}
-		}
-		var first error
-		for _, err := range sent {
-			switch {
-			case err == nil:
-				return nil // the store served the batch
-			case first == nil:
-				first = err
-			}
-		}
-		return first
-	})
-	for j, i := range at {
-		switch {
-		case err == nil && sent[j] != nil && partUnavailable(sent[j]):
-			// The store served the batch but not this element's keys: in a
-			// cluster, their master is down or failing over.
-			errs[i] = &unavailableError{op: OpReconcile, cause: sent[j]}
-		case err == nil:
-			errs[i] = sent[j]
-		case sent[j] == nil: // rejected
-			errs[i] = err
-		default:
-			errs[i] = &unavailableError{op: OpReconcile, cause: sent[j]}
 		}
 	}
+	cancel()
+	allFailed := true
+	var first error
+	for _, err := range sent {
+		if err == nil {
+			allFailed = false
+		} else if first == nil {
+			first = err
+		}
+	}
+	// Each breaker's outcome: applied (an element on it was), failed (none
+	// was, and a failure is placed on it), or not counted.
+	const (
+		notCounted = iota
+		failedOn
+		appliedOn
+	)
+	outcome := make([]uint8, len(all))
+	cause := make([]error, len(all))
+	for j, i := range at {
+		brs := elemBrs[i]
+		if sent[j] == nil {
+			for _, b := range brs {
+				outcome[slices.Index(all, b)] = appliedOn
+			}
+			continue
+		}
+		blamed := g.blame(sent[j], brs)
+		for bi, b := range brs {
+			k := slices.Index(all, b)
+			if (blamed < 0 || blamed == bi) && outcome[k] == notCounted {
+				outcome[k], cause[k] = failedOn, sent[j]
+			}
+		}
+	}
+	var failedMaster string
+	for k, b := range all {
+		switch {
+		case done[k] == nil: // rejected: nothing to report to it
+		case outcome[k] == appliedOn:
+			b.failing.Store(false)
+			done[k](nil)
+		case outcome[k] == failedOn && (g.o.MasterOf != nil || allFailed):
+			b.fail(cause[k])
+			failedMaster = b.master
+			if background {
+				done[k](uncountedError{cause[k]})
+			} else {
+				done[k](cause[k])
+			}
+		default:
+			done[k](uncountedError{errNotCounted})
+		}
+	}
+	for j, i := range at {
+		switch {
+		case sent[j] == nil:
+		case allFailed || partUnavailable(sent[j]):
+			// The store did not serve this element's keys: in a cluster,
+			// their master is down or failing over.
+			errs[i] = &unavailableError{op: OpReconcile, cause: sent[j]}
+		default:
+			errs[i] = sent[j]
+		}
+	}
+	c := Call{Op: OpReconcile, Result: ResultOK, Duration: time.Since(start), Probe: probe}
+	if allFailed {
+		c.Result, c.Kind, c.Err, c.Master = ResultFailed, KindOf(first), first, g.routed(failedMaster)
+	}
+	g.report(c)
 	return errs
+}
+
+// errNotCounted is what a breaker is told of a call it let through whose
+// failure was placed on another master's: counted neither way.
+var errNotCounted = errors.New("bucket: failure placed on another master")
+
+// release tells every breaker whose done is in done that its call was not
+// made (counted neither way: a half-open breaker's probe slot is freed).
+// cause, when not nil, is the reason given.
+func release(done []func(error), cause error) {
+	for _, d := range done {
+		if d != nil {
+			d(uncountedError{cmp.Or(cause, errNotCounted)})
+		}
+	}
+}
+
+// allow asks b to let a call of op through: it returns the func that
+// reports the call's outcome, or the rejection to return (ErrUnavailable,
+// ErrNotSent, b's last failure). A background call (withBackground) is
+// let through only by a closed breaker: a charge-back must not take a
+// half-open breaker's probe.
+func (g *Guarded) allow(b *breaker, op Op, background bool) (func(error), error) {
+	var err error
+	if background && b.state() != BreakerClosed {
+		err = gobreaker.ErrOpenState
+	} else {
+		var done func(error)
+		if done, err = b.cb.Allow(); err == nil {
+			return done, nil
+		}
+	}
+	return nil, &unavailableError{op: op, cause: b.last(err), rejected: true, state: b.state(), master: g.routed(b.master)}
+}
+
+// routed is master for a store with GuardOptions.MasterOf, "" for one
+// without (its one breaker is named by Name, not a master).
+func (g *Guarded) routed(master string) string {
+	if g.o.MasterOf == nil {
+		return ""
+	}
+	return master
+}
+
+// blame returns the index in brs of the breaker a failure err is placed
+// on: the master of the key err names (StoreError's Key, or a take's
+// Subject, the key of the slot group that failed), or -1 when it names
+// none of brs' masters (the failure counts against each of them). A call
+// with one breaker is placed on it.
+func (g *Guarded) blame(err error, brs []*breaker) int {
+	if len(brs) == 1 {
+		return 0
+	}
+	var se *StoreError
+	if !errors.As(err, &se) {
+		return -1
+	}
+	key := se.Key
+	if key == "" && se.Op == "take" {
+		key = se.Subject
+	}
+	if key == "" {
+		return -1
+	}
+	master := g.o.MasterOf(key)
+	return slices.IndexFunc(brs, func(b *breaker) bool { return b.master == master })
 }
 
 // partUnavailable reports whether err, the failure of one element of a
@@ -552,53 +708,62 @@ func busyReply(err error) bool {
 	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "BUSY ")
 }
 
-// do runs call through the breaker with its own deadline, counts the
-// outcome and returns the error to give the caller.
-func (g *Guarded) do(ctx context.Context, op Op, timeout time.Duration, call func(context.Context) error) error {
+// do runs call, whose keys live on the masters of brs, through their
+// breakers with its own deadline: sent only when every one lets it
+// through. It counts the outcome on each (a failure on the master blame
+// places it on, the others not counted) and returns the error to give the
+// caller.
+func (g *Guarded) do(ctx context.Context, op Op, timeout time.Duration, brs []*breaker, call func(context.Context) error) error {
 	start := time.Now()
-	var inner error // call's own error, when it ran
-	ran := false
 	background, _ := ctx.Value(backgroundKey{}).(bool)
-	_, err := g.cb.Execute(func() (struct{}, error) {
-		ran = true
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		defer cancel()
-		inner = call(cctx)
-		if background && inner != nil && !errors.Is(inner, ErrVoided) {
-			return struct{}{}, uncountedError{inner}
+	probe, _ := ctx.Value(probeKey{}).(bool)
+	var buf [4]func(error)
+	done := buf[:0]
+	for _, b := range brs {
+		d, rej := g.allow(b, op, background)
+		if rej != nil {
+			release(done, nil)
+			g.report(Call{Op: op, Result: ResultRejected, Duration: time.Since(start), Probe: probe, Master: g.routed(b.master)})
+			return rej
 		}
-		return struct{}{}, inner
-	})
-	var (
-		result = ResultOK
-		kind   = KindNone
-		failed error // the store's error, when result is ResultFailed
-	)
+		done = append(done, d)
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	inner := call(cctx)
+	cancel()
+	c := Call{Op: op, Result: ResultOK, Probe: probe}
+	err := inner
 	switch {
-	case err == nil:
-	case !ran:
-		result = ResultRejected
-		g.lastMu.Lock()
-		last := g.lastErr
-		g.lastMu.Unlock()
-		if last == nil {
-			last = err // gobreaker's own: never opened by a failure
+	case inner == nil || errors.Is(inner, ErrVoided):
+		for i, b := range brs {
+			b.failing.Store(false)
+			done[i](inner)
 		}
-		err = &unavailableError{op: op, cause: last, rejected: true, state: g.State()}
 	case errors.Is(inner, ErrInvalid):
-		result = ResultInvalid
-		err = inner
-	case errors.Is(inner, ErrVoided):
-		err = inner
+		c.Result = ResultInvalid
+		release(done, inner)
 	default:
-		result, kind, failed = ResultFailed, KindOf(inner), inner
-		g.lastMu.Lock()
-		g.lastErr = inner
-		g.lastMu.Unlock()
+		c.Result, c.Kind, c.Err = ResultFailed, KindOf(inner), inner
+		blamed := g.blame(inner, brs)
+		for i, b := range brs {
+			if blamed >= 0 && i != blamed {
+				done[i](uncountedError{errNotCounted})
+				continue
+			}
+			b.fail(inner)
+			if c.Master == "" {
+				c.Master = g.routed(b.master)
+			}
+			if background {
+				done[i](uncountedError{inner})
+			} else {
+				done[i](inner)
+			}
+		}
 		err = &unavailableError{op: op, cause: inner}
 	}
-	probe, _ := ctx.Value(probeKey{}).(bool)
-	g.report(Call{Op: op, Result: result, Kind: kind, Duration: time.Since(start), Probe: probe, Err: failed})
+	c.Duration = time.Since(start)
+	g.report(c)
 	return err
 }
 
@@ -615,6 +780,7 @@ type unavailableError struct {
 	cause    error
 	rejected bool
 	state    BreakerState // the breaker's state, when rejected
+	master   string       // the rejecting breaker's master (GuardOptions.MasterOf), when rejected
 }
 
 // Error reads `bucket: take "k": store unavailable: dial tcp …` for a
@@ -627,7 +793,7 @@ func (e *unavailableError) Error() string {
 	var se *StoreError
 	if !errors.As(e.cause, &se) {
 		if e.rejected {
-			return fmt.Sprintf("%s: %v: %v: breaker %s (last failure: %v)", head, ErrUnavailable, ErrNotSent, e.state, e.cause)
+			return fmt.Sprintf("%s: %v: %v: breaker %s%s (last failure: %v)", head, ErrUnavailable, ErrNotSent, e.state, e.ofMaster(), e.cause)
 		}
 		return head + ": " + ErrUnavailable.Error() + ": " + e.cause.Error()
 	}
@@ -635,7 +801,7 @@ func (e *unavailableError) Error() string {
 	rest := se.text()
 	if e.rejected {
 		// The key in rest is that of the call that failed, not this one's.
-		return fmt.Sprintf("%s: %v: %v: breaker %s (last failure: %s)", head, ErrUnavailable, ErrNotSent, e.state, rest)
+		return fmt.Sprintf("%s: %v: %v: breaker %s%s (last failure: %s)", head, ErrUnavailable, ErrNotSent, e.state, e.ofMaster(), rest)
 	}
 	if se.Op != e.op.String() {
 		return head + ": " + ErrUnavailable.Error() + ": " + rest
@@ -644,6 +810,15 @@ func (e *unavailableError) Error() string {
 		head += " " + strconv.Quote(se.Subject)
 	}
 	return head + ": " + ErrUnavailable.Error() + ": " + fmt.Sprint(se.Err)
+}
+
+// ofMaster is " of master <addr>" for a rejection by one master's breaker,
+// else "".
+func (e *unavailableError) ofMaster() string {
+	if e.master == "" {
+		return ""
+	}
+	return " for master " + e.master
 }
 
 // Unwrap returns ErrUnavailable, ErrNotSent when the call was rejected, and

@@ -120,16 +120,20 @@ func item(key string, cost int64) []bucket.Item {
 	return []bucket.Item{{Key: key, Limit: guardLimit, Cost: cost}}
 }
 
-// transitions records a Guarded's state changes.
+// transitions records a Guarded's state changes: "from->to", prefixed
+// with "<master>: " for a breaker of a named master.
 type transitions struct {
 	mu  sync.Mutex
 	got []string
 }
 
-func (tr *transitions) record(from, to bucket.BreakerState) {
+func (tr *transitions) record(master string, from, to bucket.BreakerState) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	tr.got = append(tr.got, from.String()+"->"+to.String())
+	if master != "" {
+		master += ": "
+	}
+	tr.got = append(tr.got, master+from.String()+"->"+to.String())
 }
 
 func (tr *transitions) list() []string {

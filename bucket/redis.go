@@ -411,7 +411,7 @@ func (r *Redis) ReconcileBatch(ctx context.Context, batch []Reconciliation) []er
 			if batch[b].Void {
 				op = "void"
 			}
-			errs[b] = &StoreError{Op: op, Subject: batch[b].RequestID, Err: err}
+			errs[b] = &StoreError{Op: op, Subject: batch[b].RequestID, Err: err, Key: c.keys()[0]}
 		}
 	}
 	for _, m := range moved {

@@ -242,6 +242,11 @@ type StoreError struct {
 	// (a Redis reply, a dial error, a context's error), possibly wrapped
 	// with more detail.
 	Err error
+	// Key, when set, is a key of the part of the store whose call failed
+	// (in a Redis Cluster, a key of the slot whose script failed: a
+	// Reconcile's Subject is its request id), so that Guarded counts the
+	// failure against that key's master; not in the Error text.
+	Key string
 }
 
 // Error returns `bucket: <Op> "<Subject>": <Err>`, or `bucket: <Op>: <Err>`
