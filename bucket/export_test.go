@@ -1,5 +1,7 @@
 package bucket
 
+import "context"
+
 // Held reports how many buckets and request ids m holds, for tests of its
 // forgetting.
 func (m *Memory) Held() (buckets, requestIDs int) {
@@ -89,3 +91,6 @@ func (r *Redis) SendTakesAsBatches() { r.takes.alone = true }
 // generic body (the single layout) instead of its fast path (the lone
 // layout), so that tests can compare the two.
 func (r *Redis) SendLoneTakesGeneric() { r.takes.generic = true }
+
+// WithBackgroundForTest marks ctx as a ChargeBack flush's (withBackground).
+func WithBackgroundForTest(ctx context.Context) context.Context { return withBackground(ctx) }

@@ -18,16 +18,21 @@ import (
 const chargeFlushTimeout = 10 * time.Second
 
 // chargeWhenBack flushes cb, the spend the fallback admitted on quotas and
-// window counters, to the store whenever the breaker is closed and the
-// store's last call succeeded (lastFailed false), checked every half
-// openFor (at least 50 ms), so that the charges reach Redis within about
-// that of its return. The returned func stops it, after one last flush
-// when the store is healthy (a node shut down after an outage charges what
-// it owes).
-func chargeWhenBack(g *bucket.Guarded, cb *bucket.ChargeBack, openFor time.Duration, lastFailed *atomic.Bool, log *slog.Logger) func() error {
+// window counters, to the store, checked every half openFor (at least 50
+// ms), so that the charges reach Redis within about that of its return:
+// with one breaker (a single Redis) whenever it is closed and the store's
+// last call succeeded (lastFailed false); with one breaker per cluster
+// master (perMaster) whenever something is owed, each charge holding one
+// master's buckets and sent only through a closed breaker (the Guarded
+// store rejects a flush's charge to a master whose breaker is not, and
+// the flush goes on with the others), so that the healthy masters' charges
+// land while one master is still down. The returned func stops it, after
+// one last flush when the store is healthy (a node shut down after an
+// outage charges what it owes).
+func chargeWhenBack(g *bucket.Guarded, cb *bucket.ChargeBack, openFor time.Duration, lastFailed *atomic.Bool, perMaster bool, log *slog.Logger) func() error {
 	failLog := &rate.Sometimes{First: 1, Interval: failedTakeLogEvery}
 	flush := func() {
-		if !cb.Owes() || g.State() != bucket.BreakerClosed || lastFailed.Load() {
+		if !cb.Owes() || !perMaster && (g.State() != bucket.BreakerClosed || lastFailed.Load()) {
 			return
 		}
 		before := cb.Stats()

@@ -43,6 +43,8 @@ type stores struct {
 	// store applied with a quota delta that applied to nothing, its period
 	// moved on (bucket.Memory.PeriodMoved, bucket.Redis.PeriodMoved).
 	periodMoved func() uint64
+	// perMaster: the guard has one breaker per cluster master.
+	perMaster bool
 }
 
 // readiness is the /readyz body: the proxy serves whatever the store's
@@ -57,6 +59,15 @@ func (s *stores) readiness(backend string) map[string]any {
 		state := s.guard.State()
 		st := s.async.Stats()
 		r["breaker"] = state.String()
+		if s.perMaster {
+			// A cluster's masters, each with its own breaker.
+			brs := s.guard.Breakers()
+			by := make(map[string]string, len(brs))
+			for _, b := range brs {
+				by[b.Master] = b.State.String()
+			}
+			r["breakers"] = by
+		}
 		// A node whose Redis was down from the start, or whose last call
 		// failed, is degraded though its breaker has not opened (it opens
 		// after min_calls failures): /readyz said degraded:false on a node
@@ -112,6 +123,10 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	var client bucket.RedisScripter
 	var closeClient func() error
 	reloadCluster := func() {} // what a failed call does to the client's view of a cluster
+	// masterOf names the master of a key, for one breaker per master (nil:
+	// one breaker for a single Redis); breakerName names that one breaker.
+	var masterOf func(key string) string
+	var breakerName string
 	if c.Backend == "redis" {
 		opt, err := redis.ParseURL(c.RedisURL)
 		if err != nil {
@@ -122,6 +137,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		opt.ContextTimeoutEnabled, opt.MaxRetries, opt.DialerRetries = true, -1, 1
 		rc := redis.NewClient(opt)
 		client, closeClient = rc, rc.Close
+		breakerName = opt.Addr
 	} else {
 		opt, err := clusterOptions(c)
 		if err != nil {
@@ -152,6 +168,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		// about that of the promotion instead of a minute
 		// (TestChaosClusterFailover).
 		reloadCluster = func() { cc.ReloadState(context.Background()) }
+		masterOf = clusterMasterOf(cc, time.Duration(c.Timeout))
 	}
 	r, err := bucket.NewRedis(bucket.RedisOptions{Client: client, VoidFor: time.Duration(c.VoidWindow), Log: log})
 	if err != nil {
@@ -210,7 +227,11 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		// (INFO, with how long it lasted); its probes, open -> half-open ->
 		// open every open_for, at DEBUG: at WARN they were two lines every
 		// open_for (3,600 an hour at the default 2s) saying nothing new.
-		OnStateChange: func(from, to bucket.BreakerState) {
+		// One breaker per cluster master (README, "Cluster failover"):
+		// a master down fails only the requests with a key on it.
+		MasterOf: masterOf,
+		Name:     breakerName,
+		OnStateChange: func(master string, from, to bucket.BreakerState) {
 			switch {
 			case from == bucket.BreakerClosed && to == bucket.BreakerOpen:
 				// The outage began at the run's first failed call, not
@@ -219,13 +240,13 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 				// 26 s logged outage=6.014s, the time since it opened).
 				outageFrom.Store(run.since(time.Now()).UnixNano())
 				run.logged.Store(false) // the breaker's close line ends it
-				log.Warn("store circuit breaker", "from", from.String(), "to", to.String())
+				log.Warn("store circuit breaker", "master", master, "from", from.String(), "to", to.String())
 				logFactors() // once per outage
 			case to == bucket.BreakerClosed:
-				log.Info("store circuit breaker: the store answers again, limits are taken from it again", "from", from.String(), "to", to.String(),
+				log.Info("store circuit breaker: the store answers again, limits are taken from it again", "master", master, "from", from.String(), "to", to.String(),
 					"outage", time.Since(time.Unix(0, outageFrom.Load())).Round(time.Millisecond))
 			default:
-				log.Debug("store circuit breaker", "from", from.String(), "to", to.String())
+				log.Debug("store circuit breaker", "master", master, "from", from.String(), "to", to.String())
 			}
 		},
 		OnCall: func(call bucket.Call) {
@@ -297,10 +318,9 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	})
 	m.watchAsync(reg, async)
 	m.watchDrops(reg, async, r.PeriodMoved)
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "llmguard_breaker_state",
-		Help: "State of the store circuit breaker: 0 closed, 1 half-open, 2 open.",
-	}, func() float64 { return float64(guard.State()) }))
+	reg.MustRegister(&breakerCollector{g: guard, desc: prometheus.NewDesc("llmguard_breaker_state",
+		"State of the store circuit breaker of each Redis master (the one Redis; in a cluster, each master a call was routed to, dropped once its slots moved away or after 10 minutes closed and unused): 0 closed, 1 half-open, 2 open.",
+		[]string{"master"}, nil)})
 	// Every label set exists from the start, so that rate() sees the first
 	// error of an outage shorter than a scrape interval.
 	for _, op := range []bucket.Op{bucket.OpTake, bucket.OpReconcile} {
@@ -319,15 +339,15 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	watchCharges(reg, charges)
-	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor), time.Duration(healthCheckOf(c)), lastFailed, lastCall)
-	stopCharges := chargeWhenBack(guard, charges, time.Duration(c.Breaker.OpenFor), lastFailed, log)
+	stopProbe := probeWhileOpen(guard, time.Duration(c.Breaker.OpenFor), time.Duration(healthCheckOf(c)), lastFailed, lastCall, log)
+	stopCharges := chargeWhenBack(guard, charges, time.Duration(c.Breaker.OpenFor), lastFailed, masterOf != nil, log)
 	// Every drop is counted by reason (llmguard_reconcile_dropped_total,
 	// llmguard_fallback_charges_dropped_total) and logged, at most one line
 	// per dropLogEvery each.
 	stopDropLog := logDrops(log, reconcileDropMsg, reconcileDropReasons(), reconcileDropped(async, r.PeriodMoved), dropLogEvery, dropLookEvery)
 	stopChargeDropLog := logDrops(log, "fallback charges dropped: spend the fallback admitted is not charged to the store (llmguard_fallback_charges_dropped_total{reason})",
 		chargeDropReasons(), chargeDropped(charges), dropLogEvery, dropLookEvery)
-	st := &stores{main: async, fallback: fb, guard: guard, async: async, client: client, lastFailed: lastFailed, charges: charges, periodMoved: r.PeriodMoved,
+	st := &stores{main: async, fallback: fb, guard: guard, async: async, client: client, lastFailed: lastFailed, charges: charges, periodMoved: r.PeriodMoved, perMaster: masterOf != nil,
 		close: []func() error{stopProbe, stopCharges, async.Close, stopDropLog, stopChargeDropLog, fb.Close, closeClient}}
 	if window := time.Duration(denyCacheOf(c)); window > 0 {
 		// Denials a Redis store has just made are answered from memory
@@ -384,17 +404,21 @@ func limitLabel(key string) string {
 	return "other"
 }
 
-// probeWhileOpen sends a probe (a cost-0 take of a key no rule uses, which
-// writes nothing) whenever the breaker is not closed or the store's last
-// call failed (lastFailed: a Redis down since start-up opens no breaker
-// on an idle node), every half open interval, so that a node without
-// traffic also notices the store is back and its /readyz and metrics say
-// so. While the store is healthy it probes once no call has ended for
-// healthCheck (lastCall, Unix nanoseconds; 0 turns this off), so that an
-// idle node also notices the store going down. The returned func stops it.
-// Its takes are marked bucket.WithProbe, so that the store's call hook
-// tells them from requests' takes.
-func probeWhileOpen(g *bucket.Guarded, openFor, healthCheck time.Duration, lastFailed *atomic.Bool, lastCall *atomic.Int64) func() error {
+// probeWhileOpen sends probes (a cost-0 take of a key no rule uses, which
+// writes nothing) every half open interval to each master whose breaker is
+// not closed or whose last call failed (bucket.Guarded.Breakers: one
+// probe key per master, in a slot last routed to it; a single Redis has
+// one), and to the store when its last call failed before any breaker was
+// made (lastFailed: a Redis down since start-up opens no breaker on an idle
+// node), so that a node without traffic also notices a master is back and
+// its /readyz and metrics say so. While the store is healthy it probes
+// every master once no call has ended for healthCheck (lastCall, Unix
+// nanoseconds; 0 turns this off), so that an idle node also notices one
+// going down. Each tick first forgets the breakers of masters whose slots
+// moved away (a failover: bucket.Guarded.Forget), logged at INFO. The
+// returned func stops it. Its takes are marked bucket.WithProbe, so that
+// the store's call hook tells them from requests' takes.
+func probeWhileOpen(g *bucket.Guarded, openFor, healthCheck time.Duration, lastFailed *atomic.Bool, lastCall *atomic.Int64, log *slog.Logger) func() error {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -402,25 +426,78 @@ func probeWhileOpen(g *bucket.Guarded, openFor, healthCheck time.Duration, lastF
 	if healthCheck > 0 {
 		tick = min(tick, healthCheck)
 	}
+	probeLimit := bucket.Limit{Capacity: 1, Rate: 1, Per: time.Second}
 	go func() {
 		defer wg.Done()
 		t := time.NewTicker(max(tick, 50*time.Millisecond))
 		defer t.Stop()
-		probe := []bucket.Item{{Key: "llmguard:{probe}:breaker", Limit: bucket.Limit{Capacity: 1, Rate: 1, Per: time.Second}}}
 		for {
 			select {
 			case <-done:
 				return
 			case now := <-t.C:
-				failing := g.State() != bucket.BreakerClosed || lastFailed.Load()
+				if gone := g.Forget(); len(gone) > 0 {
+					log.Info("store circuit breaker dropped: its master no longer serves the slots routed to it (a failover or resharding), or went unused", "masters", gone)
+				}
 				idle := healthCheck > 0 && now.UnixNano()-lastCall.Load() >= int64(healthCheck)
-				if failing || idle {
-					g.Take(bucket.WithProbe(context.Background()), "", probe)
+				brs := g.Breakers()
+				probed := false
+				for _, b := range brs {
+					if idle || b.State != bucket.BreakerClosed || b.Failing || len(brs) == 1 && lastFailed.Load() {
+						g.Take(bucket.WithProbe(context.Background()), "", []bucket.Item{{Key: b.ProbeKey, Limit: probeLimit}})
+						probed = true
+					}
+				}
+				if !probed && len(brs) == 0 && (idle || lastFailed.Load()) {
+					g.Take(bucket.WithProbe(context.Background()), "", []bucket.Item{{Key: "llmguard:{probe}:breaker", Limit: probeLimit}})
 				}
 			}
 		}
 	}()
 	return func() error { close(done); wg.Wait(); return nil }
+}
+
+// clusterMasterOf is bucket.GuardOptions.MasterOf for cc: the address of
+// the master serving key's slot in cc's slot map (go-redis
+// ClusterClient.MasterForKey, which follows MOVED/ASK and reloads), "" when
+// there is no map yet and it cannot be loaded within timeout (the call
+// then fails, counted on the breaker of the unknown master "").
+func clusterMasterOf(cc *redis.ClusterClient, timeout time.Duration) func(key string) string {
+	var mapped atomic.Bool // cc has a slot map: MasterForKey no longer waits on the network
+	return func(key string) string {
+		ctx := context.Background()
+		if !mapped.Load() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, max(timeout, 50*time.Millisecond))
+			defer cancel()
+		}
+		cl, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return ""
+		}
+		mapped.Store(true)
+		return cl.Options().Addr
+	}
+}
+
+// breakerCollector exports llmguard_breaker_state{master}: each of the
+// guard's breakers (bucket.Guarded.Breakers), read when scraped. The
+// series of a breaker the guard forgot (its master's slots moved away)
+// goes with it, so an alert on a dead master's open breaker ends once a
+// replica took over.
+type breakerCollector struct {
+	g    *bucket.Guarded
+	desc *prometheus.Desc
+}
+
+// Describe sends the family's description.
+func (b *breakerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- b.desc }
+
+// Collect sends one series per breaker.
+func (b *breakerCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range b.g.Breakers() {
+		ch <- prometheus.MustNewConstMetric(b.desc, prometheus.GaugeValue, float64(st.State), st.Master)
+	}
 }
 
 // timed is a store whose every call is observed in
@@ -470,7 +547,7 @@ func (t timed) Void(ctx context.Context, id string, items []bucket.Item) error {
 //
 //	llmguard_store_duration_seconds{op}                 histogram of store calls (take, reconcile), every backend
 //	llmguard_store_errors_total{op,kind}                failed calls by kind (timeout, connection, other); op probe: the breaker's probe
-//	llmguard_breaker_state                              0 closed, 1 half-open, 2 open
+//	llmguard_breaker_state{master}                      0 closed, 1 half-open, 2 open, per Redis master
 //	llmguard_fallback_over_admission_factor{limit}      worst-case factor of a fail-open limit during an outage
 //	llmguard_reconcile_queue_length                     reconciliations waiting (queued or held through an outage)
 //	llmguard_reconcile_dropped_total{reason}            reconciliations dropped, by bucket.AsyncDrop, and period_moved (bucket.Redis.PeriodMoved)
