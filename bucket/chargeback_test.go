@@ -506,3 +506,52 @@ func TestChargeBackFlushDoesNotOpenTheBreaker(t *testing.T) {
 	}
 	checkStats(t, "master back", cb.Stats(), ChargeStats{Sent: 8, Applied: 8})
 }
+
+// routedChargeStore is a chargeStore whose keys live on master "m-" + the
+// key's first letter (a MasterRouter, as a Guarded store over a cluster).
+type routedChargeStore struct{ *chargeStore }
+
+func (s routedChargeStore) MasterOf(key string) string { return "m-" + key[:1] }
+
+// TestChargeBackChargesPerMaster: over a store that names each key's
+// master, a charge holds one master's buckets, so that a master whose
+// breaker rejects its charge (open) holds back only its own buckets, not
+// the other masters' that a charge of mixed buckets would carry with them.
+func TestChargeBackChargesPerMaster(t *testing.T) {
+	r := newChargeRig(t, ChargeOptions{})
+	cb, err := NewChargeBack(ChargeOptions{Store: routedChargeStore{r.store}, Now: r.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	q := day(r.clock.Now())
+	keys := []string{"a1", "b1", "a2", "b2", "a3"}
+	for _, k := range keys {
+		cb.Charge(Delta{Key: k, Limit: q, Units: 7})
+	}
+	r.store.mu.Lock()
+	r.store.reject = map[string]bool{"a2": true}
+	r.store.mu.Unlock()
+	if err := cb.Flush(ctx); !errors.Is(err, ErrNotSent) {
+		t.Fatalf("step 1 (m-a's breaker open): Flush = %v, want ErrNotSent", err)
+	}
+	for k, want := range map[string]int64{"a1": 0, "a2": 0, "a3": 0, "b1": 7, "b2": 7} {
+		if u := r.used(t, k, q); u != want {
+			t.Errorf("step 1 (m-a's breaker open): %s used %d, want %d", k, u, want)
+		}
+	}
+	if n := len(r.store.calls); n != 2 {
+		t.Errorf("step 1: %d charges sent, want 2 (one per master)", n)
+	}
+	r.store.mu.Lock()
+	r.store.reject = nil
+	r.store.mu.Unlock()
+	if err := cb.Flush(ctx); err != nil {
+		t.Fatalf("step 2 (m-a back): %v", err)
+	}
+	for _, k := range keys {
+		if u := r.used(t, k, q); u != 7 {
+			t.Errorf("step 2 (m-a back): %s used %d, want 7", k, u)
+		}
+	}
+}
