@@ -39,7 +39,9 @@
 // call gets a deadline (DefaultTimeout, 50ms, measured under load) and runs
 // inside a circuit breaker, so that once failures reach a share of the calls
 // in a rolling window (or a run of them in a row: a store that is down) every
-// call fails at once with ErrUnavailable until a probe finds it back. A take
+// call fails at once with ErrUnavailable until a probe finds it back; on a
+// Redis Cluster each master has its own breaker (GuardOptions.MasterOf), so
+// that one master down fails only the calls with a key on it. A take
 // that failed on the client's side may still have been applied by the
 // store: it is voided by its request id (Store.Void), which gives back
 // exactly what it took, once, even when the void reaches the store first. Rules that
