@@ -190,6 +190,19 @@ func TestGuardedBreakerPerMaster(t *testing.T) {
 	if got := states(g); got != "m-a=closed m-b=closed" {
 		t.Fatalf("step 4 (m-b back): breakers %s", got)
 	}
+	// A master whose last call failed gets no charge, breaker closed or
+	// not, until a call to it succeeds again.
+	s.bDown.Store(true)
+	g.Take(ctx, "", b)
+	calls := s.calls.Load()
+	if err := g.Reconcile(bucket.WithBackgroundForTest(ctx), "charge", db); !errors.Is(err, bucket.ErrNotSent) || s.calls.Load() != calls {
+		t.Fatalf("step 4 (m-b failing, breaker %v): a charge got %v, want it rejected unsent", g.State(), err)
+	}
+	s.bDown.Store(false)
+	g.Take(ctx, "", b)
+	if err := g.Reconcile(bucket.WithBackgroundForTest(ctx), "charge", db); err != nil {
+		t.Fatalf("step 4 (m-b answers again): a charge got %v", err)
+	}
 
 	// Step 5: m-b fails over to m-c: its keys go to m-c's breaker, and m-b's,
 	// opened meanwhile, is forgotten.

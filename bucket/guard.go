@@ -626,11 +626,16 @@ func release(done []func(error), cause error) {
 // allow asks b to let a call of op through: it returns the func that
 // reports the call's outcome, or the rejection to return (ErrUnavailable,
 // ErrNotSent, b's last failure). A background call (withBackground) is
-// let through only by a closed breaker: a charge-back must not take a
-// half-open breaker's probe.
+// let through only by a closed breaker (a charge-back must not take a
+// half-open breaker's probe) and, with GuardOptions.MasterOf, only to a
+// master whose last call did not fail (BreakerStatus.Failing: a probe or a
+// request's call clears it), so that a flush does not wait out the
+// timeout of a master that is failing before its breaker opens. (With one
+// breaker the caller checks that itself: the app flushes only after a
+// call succeeded.)
 func (g *Guarded) allow(b *breaker, op Op, background bool) (func(error), error) {
 	var err error
-	if background && b.state() != BreakerClosed {
+	if background && (b.state() != BreakerClosed || g.o.MasterOf != nil && b.failing.Load()) {
 		err = gobreaker.ErrOpenState
 	} else {
 		var done func(error)
