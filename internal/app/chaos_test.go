@@ -294,7 +294,9 @@ store:
 	}
 	m := h.metrics()
 	for _, want := range []string{`llmguard_store_failure_decisions_total{decision="fail_open",limit="acme-rps"}`,
-		`llmguard_store_failure_decisions_total{decision="fail_closed",limit="beta-rps"}`, `llmguard_breaker_state 0`,
+		`llmguard_store_failure_decisions_total{decision="fail_closed",limit="beta-rps"}`,
+		// One breaker, named by the Redis address (the label master).
+		fmt.Sprintf(`llmguard_breaker_state{master=%q} 0`, srv.Addr()),
 		`llmguard_store_errors_total{kind="connection",op="take"}`} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s", want)
