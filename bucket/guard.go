@@ -290,7 +290,10 @@ type GuardStats struct {
 // store that is down; after OpenFor it lets Probes calls through, and
 // closes when they succeed. A denial and ErrVoided (returned as is) are
 // successes, and ErrInvalid (a caller's mistake, returned as is) neither
-// trips nor heals the breaker.
+// trips nor heals the breaker. With GuardOptions.MasterOf (a Redis
+// Cluster) each master has a breaker of its own, as above: a call is sent
+// when the breakers of all its keys' masters let it through, so one master
+// down fails only the calls with a key on it (Breakers, Forget).
 //
 // It is safe for concurrent use. Create one with NewGuarded; the zero
 // Guarded is not usable. It implements BatchReconciler, so that an
