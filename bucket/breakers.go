@@ -41,12 +41,6 @@ type BreakerStatus struct {
 	ProbeKey string
 }
 
-// forgetAfter is how long a master's closed breaker is kept without a
-// call routed to it, before Forget drops it (and with it its series in
-// llmguard_breaker_state{master}): a master removed from the cluster, or
-// an address that a failover or a restart left behind.
-const forgetAfter = 10 * time.Minute
-
 // breaker is the circuit breaker of one Redis master (or of the whole
 // store), with the run of failures and the last failure gobreaker does not
 // keep. Safe for concurrent use.
@@ -64,15 +58,13 @@ type breaker struct {
 	// gobreaker calls under its mutex.
 	run     atomic.Uint32
 	failing atomic.Bool   // the last call that reached the master failed
-	slot    atomic.Uint32 // a slot last routed here, for its probe key
-	used    atomic.Int64  // time.Now().UnixNano() of the last call routed here
+	slot    atomic.Uint32 // a slot last routed here, for its probe key and Forget
 }
 
 // newBreaker returns a closed breaker for master, configured by g.o.
 func (g *Guarded) newBreaker(master string) *breaker {
 	o := g.o
 	b := &breaker{master: master}
-	b.used.Store(time.Now().UnixNano())
 	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:         master,
 		MaxRequests:  o.Probes,
@@ -152,8 +144,9 @@ func (g *Guarded) breakerOf(key string) *breaker {
 		}
 		g.mu.Unlock()
 	}
-	b.slot.Store(uint32(slotOf(key)))
-	b.used.Store(time.Now().UnixNano())
+	if s := uint32(slotOf(key)); b.slot.Load() != s {
+		b.slot.Store(s) // written when it changes: every call reads it
+	}
 	return b
 }
 
@@ -251,16 +244,16 @@ func probeKeyIn(slot uint16) string {
 // Forget drops the breakers of masters that no longer serve the slot last
 // routed to them (a failover promoted a replica, or the slots were moved:
 // a call to those slots now goes to the new master's breaker, and the old
-// one, open for a master that is gone, would stay open for ever), and the
-// closed ones no call was routed to for forgetAfter. It returns the
-// masters dropped. A store without GuardOptions.MasterOf has nothing to
+// one, open for a master that is gone, would stay open for ever; the
+// unknown master "" once the slot map is loaded). So the breakers are at
+// most the cluster's masters and the unknown one. It returns the masters
+// dropped. A store without GuardOptions.MasterOf has nothing to
 // forget. Call it now and then (the app does at each probe tick): it only
 // reads the client's slot map.
 func (g *Guarded) Forget() []string {
 	if g.o.MasterOf == nil {
 		return nil
 	}
-	now := time.Now().UnixNano()
 	g.mu.RLock()
 	brs := make([]*breaker, 0, len(g.masters))
 	for _, b := range g.masters {
@@ -269,9 +262,7 @@ func (g *Guarded) Forget() []string {
 	g.mu.RUnlock()
 	var gone []string
 	for _, b := range brs {
-		moved := g.o.MasterOf(probeKeyIn(uint16(b.slot.Load()))) != b.master
-		idle := b.state() == BreakerClosed && now-b.used.Load() >= int64(forgetAfter)
-		if !moved && !idle {
+		if g.o.MasterOf(probeKeyIn(uint16(b.slot.Load()))) == b.master {
 			continue
 		}
 		g.mu.Lock()

@@ -319,7 +319,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	m.watchAsync(reg, async)
 	m.watchDrops(reg, async, r.PeriodMoved)
 	reg.MustRegister(&breakerCollector{g: guard, desc: prometheus.NewDesc("llmguard_breaker_state",
-		"State of the store circuit breaker of each Redis master (the one Redis; in a cluster, each master a call was routed to, dropped once its slots moved away or after 10 minutes closed and unused): 0 closed, 1 half-open, 2 open.",
+		"State of the store circuit breaker of each Redis master (the one Redis; in a cluster, each master a call was routed to, dropped once the slots routed to it moved to another): 0 closed, 1 half-open, 2 open.",
 		[]string{"master"}, nil)})
 	// Every label set exists from the start, so that rate() sees the first
 	// error of an outage shorter than a scrape interval.
@@ -437,7 +437,7 @@ func probeWhileOpen(g *bucket.Guarded, openFor, healthCheck time.Duration, lastF
 				return
 			case now := <-t.C:
 				if gone := g.Forget(); len(gone) > 0 {
-					log.Info("store circuit breaker dropped: its master no longer serves the slots routed to it (a failover or resharding), or went unused", "masters", gone)
+					log.Info("store circuit breaker dropped: its master no longer serves the slots routed to it (a failover or resharding)", "masters", gone)
 				}
 				idle := healthCheck > 0 && now.UnixNano()-lastCall.Load() >= int64(healthCheck)
 				brs := g.Breakers()
