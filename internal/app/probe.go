@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"net/url"
@@ -311,4 +312,40 @@ func probeUpstream(ctx context.Context, r *ProbeResult, base string, timeout tim
 		return
 	}
 	r.Detail = fmt.Sprintf("%s, %d ms", tls.VersionName(tc.ConnectionState().Version), time.Since(start).Milliseconds())
+}
+
+// logOldRedis logs an error when the store's Redis (any master of a
+// cluster) is older than minRedis: its scripts load, but every
+// reconciliation fails at SMISMEMBER, so no charge or refund lands. A
+// Redis that does not answer INFO within ctx is not judged (the store's
+// own calls report it). client is the store's go-redis client.
+func logOldRedis(ctx context.Context, client any, log *slog.Logger) {
+	var infos []redisInfo
+	var mu sync.Mutex
+	read := func(ctx context.Context, c *redis.Client) error {
+		info, err := redisServerInfo(ctx, c)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		infos = append(infos, info)
+		mu.Unlock()
+		return nil
+	}
+	var err error
+	switch c := client.(type) {
+	case *redis.Client:
+		err = read(ctx, c)
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, read)
+	default:
+		return
+	}
+	if err != nil {
+		return
+	}
+	var r ProbeResult
+	if judgeRedis(&r, infos); r.Err != nil {
+		log.Error("the store's Redis cannot run llmguard: reconciliations will fail and no charge or refund will land; upgrade it", "err", r.Err)
+	}
 }

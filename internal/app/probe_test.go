@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/redistest"
@@ -233,5 +236,24 @@ func TestProbeRedisVersionAndMode(t *testing.T) {
 				t.Errorf("detail %q, want it to name Redis %s", r.Detail, c.version)
 			}
 		})
+	}
+}
+
+// serve logs an error at start-up when the store's Redis is older than
+// 6.2, and nothing for a Redis that can run the scripts.
+func TestLogOldRedis(t *testing.T) {
+	for _, c := range []struct {
+		version string
+		logged  bool
+	}{{"6.0.16", true}, {"6.2.0", false}, {"7.0.15", false}} {
+		var logs syncBuffer
+		log := slog.New(slog.NewTextHandler(&logs, nil))
+		rc := redis.NewClient(&redis.Options{Addr: fakeRedis(t, c.version, "standalone"), MaxRetries: -1})
+		logOldRedis(context.Background(), rc, log)
+		rc.Close()
+		got := strings.Contains(logs.String(), "level=ERROR") && strings.Contains(logs.String(), "Redis "+c.version+" is too old")
+		if got != c.logged {
+			t.Errorf("Redis %s: logged %v, want %v:\n%s", c.version, got, c.logged, logs.String())
+		}
 	}
 }
