@@ -142,6 +142,10 @@ func loadConfig(path string) (*config.Config, error) {
 }
 
 // printConfigError writes one problem per line, so each names its field.
+// Any other error (a config file that cannot be read, a ledger file another
+// node holds, a TLS pair that does not load) is one line prefixed
+// "llmguard:", as main prints every other failure: it was printed bare
+// ("app: ledger: … is written by another process", trial19).
 func printConfigError(w io.Writer, path string, err error) {
 	var ce *config.Error
 	if errors.As(err, &ce) {
@@ -151,7 +155,7 @@ func printConfigError(w io.Writer, path string, err error) {
 		}
 		return
 	}
-	fmt.Fprintln(w, err)
+	fmt.Fprintln(w, "llmguard:", err)
 }
 
 // Run checks the file as `serve` would: it parses and validates, its
