@@ -78,13 +78,43 @@ type clientWatch struct {
 	onSweep func()
 }
 
-// watchFlag is a watched entry's flag, set (Store(true)) by the watch when
-// the entry's client has left, and the index of the entry's slot while it
-// is watched (read and written under the watch's lock only). The zero
-// value is a clear flag, not watched; it must not be copied once watched.
+// watchFlag is a watched entry's flag, set by the watch when the entry's
+// client has left (Load reports it), and the index of the entry's slot
+// while it is watched, in one word (the flag its top bit), so that an
+// owner's flag takes no more room than an atomic.Bool: an exchange fits
+// its size class (exchangeBytes). The slot is written and read under the
+// watch's lock only, the flag at any time. The zero value is a clear
+// flag, not watched; it must not be copied once watched.
 type watchFlag struct {
-	atomic.Bool
-	slot int32
+	v atomic.Uint32
+}
+
+// watchLeft is the flag's bit of a watchFlag's word, the slot the rest.
+const watchLeft = 1 << 31
+
+// Load reports whether the flag is set.
+func (f *watchFlag) Load() bool { return f.v.Load()&watchLeft != 0 }
+
+// Store sets or clears the flag, leaving the slot as it is.
+func (f *watchFlag) Store(left bool) {
+	if left {
+		f.v.Or(watchLeft)
+	} else {
+		f.v.And(^uint32(watchLeft))
+	}
+}
+
+// slot returns the index of the slot last given to f.
+func (f *watchFlag) slot() int { return int(f.v.Load() &^ watchLeft) }
+
+// setSlot records i (below 2^31) as f's slot, leaving the flag as it is.
+func (f *watchFlag) setSlot(i int) {
+	for {
+		old := f.v.Load()
+		if f.v.CompareAndSwap(old, old&watchLeft|uint32(i)) {
+			return
+		}
+	}
 }
 
 // watchSlot is one watched entry: its flag (nil: a free slot), its
@@ -145,11 +175,12 @@ func (w *clientWatch) add(p *Proxy, flag *watchFlag, s watchSlot) {
 	w.seq++
 	s.seq, s.flag = w.seq, flag
 	if k := len(w.free); k > 0 {
-		flag.slot = w.free[k-1]
+		i := int(w.free[k-1])
 		w.free = w.free[:k-1]
-		w.slots[flag.slot] = s
+		w.slots[i] = s
+		flag.setSlot(i)
 	} else {
-		flag.slot = int32(len(w.slots))
+		flag.setSlot(len(w.slots))
 		w.slots = append(w.slots, s)
 	}
 	w.n++
@@ -190,7 +221,7 @@ func (w *clientWatch) remove(flag *watchFlag) {
 // slotOf returns the slot of the entry watched under flag, nil when none
 // is; w.mu is held.
 func (w *clientWatch) slotOf(flag *watchFlag) *watchSlot {
-	if i := int(flag.slot); i < len(w.slots) && w.slots[i].flag == flag {
+	if i := flag.slot(); i < len(w.slots) && w.slots[i].flag == flag {
 		return &w.slots[i]
 	}
 	return nil
@@ -201,7 +232,7 @@ func (w *clientWatch) deleteLocked(s *watchSlot) {
 	if s.every == 1 {
 		w.fast--
 	}
-	i := s.flag.slot
+	i := int32(s.flag.slot())
 	*s = watchSlot{} // keep no exchange, connection or action alive
 	w.n--
 	if w.n == 0 {

@@ -21,8 +21,8 @@ func TestClientWatchSlotsReused(t *testing.T) {
 	add(2)
 	w.remove(&flags[1])
 	add(3) // into entry 1's slot
-	if flags[3].slot != flags[1].slot {
-		t.Errorf("step 1 (reuse): entry 3 in slot %d, want the freed slot %d", flags[3].slot, flags[1].slot)
+	if flags[3].slot() != flags[1].slot() {
+		t.Errorf("step 1 (reuse): entry 3 in slot %d, want the freed slot %d", flags[3].slot(), flags[1].slot())
 	}
 	w.remove(&flags[1]) // again: slot 1 is entry 3's now
 	if w.n != 3 || w.fast != 3 {
@@ -54,5 +54,24 @@ func BenchmarkClientWatchAddRemove(b *testing.B) {
 	for b.Loop() {
 		w.add(nil, &f, watchSlot{action: act, every: streamWatchTicks})
 		w.remove(&f)
+	}
+}
+
+// TestWatchFlagKeepsBoth: the flag and the slot share one word; setting
+// or clearing either leaves the other as it was.
+func TestWatchFlagKeepsBoth(t *testing.T) {
+	var f watchFlag
+	f.setSlot(5)
+	f.Store(true)
+	if !f.Load() || f.slot() != 5 {
+		t.Errorf("step 1 (flag set on slot 5): flag %v slot %d", f.Load(), f.slot())
+	}
+	f.setSlot(1<<31 - 1)
+	if !f.Load() || f.slot() != 1<<31-1 {
+		t.Errorf("step 2 (the largest slot, flag set): flag %v slot %d", f.Load(), f.slot())
+	}
+	f.Store(false)
+	if f.Load() || f.slot() != 1<<31-1 {
+		t.Errorf("step 3 (flag cleared): flag %v slot %d", f.Load(), f.slot())
 	}
 }
