@@ -408,9 +408,12 @@ func check(b []byte, opt Options, hashed bool) error {
 	s.lay = opt.Layout
 	s.known, s.ends, s.tail, s.wants, s.resume, s.resumedOpen = nil, nil, nil, 0, 0, false
 	s.fields, s.inField = opt.Fields && opt.Layout != nil, false
-	s.reuse, s.reuseNext, s.rec = nil, false, -1
+	s.reuse, s.reuseLens, s.reuseNext, s.rec = nil, 0, false, -1
 	if s.dup && !hashed {
 		s.reuse = opt.Reuse
+		for _, name := range s.reuse {
+			s.reuseLens |= 1 << (len(name) & 63)
+		}
 	}
 	if s.lay != nil {
 		s.known = opt.Known
@@ -544,11 +547,15 @@ type scanner struct {
 	// inField: the last one's value is being scanned, its end not yet
 	// recorded.
 	fields, inField bool
-	// reuse is Options.Reuse (nil without DuplicateKeys); reuseNext: the
-	// last key read is one of them, at depth 3 or more; rec is where the
-	// object being remembered opened (-1: none), found again by its
-	// object record when it closes; objs is the memo (reuse.go).
+	// reuse is Options.Reuse (nil without DuplicateKeys), reuseLens
+	// the set of its names' lengths (bit l%64: a key of another length
+	// is none of them, found without a compare); reuseNext: a key read
+	// since the last array or object opened is one of them, at depth 3 or
+	// more; rec is where the object being remembered opened (-1: none),
+	// found again by its object record when it closes; memo is the
+	// memo (reuse.go).
 	reuse     []string
+	reuseLens uint64
 	reuseNext bool
 	rec       int
 	memo      objectMemo
@@ -770,9 +777,12 @@ value: // a value is expected at i (after optional whitespace)
 	case '{', '[':
 		if s.reuseNext {
 			// The value of a member named in Options.Reuse: stepped over
-			// when remembered, else remembered when it closes.
+			// when remembered, else remembered when it closes. (A flag
+			// left by a scalar value is spent here, on another value at
+			// worst: a look-up that finds nothing. The depth is checked
+			// again: no value is stepped over where the layout records.)
 			s.reuseNext = false
-			if c == '{' {
+			if c == '{' && depth >= 3 {
 				if l := s.memo.find(b[i:], s.objOptions(), depth); l > 0 {
 					i += l
 					goto after
@@ -980,8 +990,8 @@ key: // an object key is expected at i (after optional whitespace)
 			end, escaped = e, esc
 		}
 	keyEnded:
-		if s.reuse != nil {
-			s.reuseNext = s.reuseKey(start, end, depth)
+		if s.reuseLens>>(uint(end-start-2)&63)&1 != 0 && depth >= 3 && s.reuseKey(start, end) {
+			s.reuseNext = true
 		}
 		if s.dup {
 			r := OK

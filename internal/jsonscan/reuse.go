@@ -102,13 +102,10 @@ func (m *objectMemo) keep(obj []byte, opts uint64, depth int) {
 	e.opts, e.depth = opts, depth
 }
 
-// reuseKey reports whether the key b[start:end] (quotes included) at
-// container depth depth names a value to remember or find
-// (Options.Reuse): a key as written, at depth 3 or more.
-func (s *scanner) reuseKey(start, end, depth int) bool {
-	if depth < 3 {
-		return false
-	}
+// reuseKey reports whether the key b[start:end] (quotes included) is one
+// of Options.Reuse's names, as written. The scan asks it for keys at depth
+// 3 or more whose length one of them has (reuseLens).
+func (s *scanner) reuseKey(start, end int) bool {
 	k := s.b[start+1 : end-1]
 	for _, name := range s.reuse {
 		if string(k) == name {
