@@ -188,13 +188,14 @@ type Options struct {
 	// Tail, when not nil, is offered the bytes after the resumed array's
 	// value in a scan resumed at Resume: see [KnownTail].
 	Tail KnownTail
-	// Reuse names members (keys as written, in objects at depth 3 or
-	// more) whose object values the scanner remembers once checked, and
-	// steps over when a later check meets the same bytes there under the
-	// same options: a tool's "parameters" or "input_schema", sent
-	// unchanged with every request. Only with DuplicateKeys (or
-	// FoldCase); the scanner is the one kept with Layout, or a pooled
-	// one. The verdict is the one a full scan gives (see reuse.go).
+	// Reuse names members (keys as written, right before their value:
+	// `"parameters":{`, in objects at depth 3 or more) whose object values
+	// the scanner remembers once checked, and steps over when a later
+	// check meets the same bytes there under the same options: a tool's
+	// "parameters" or "input_schema", sent unchanged with every request.
+	// Only with DuplicateKeys (or FoldCase); the scanner is the one kept
+	// with Layout, or a pooled one. The verdict is the one a full scan
+	// gives (see reuse.go).
 	Reuse []string
 }
 
@@ -408,12 +409,9 @@ func check(b []byte, opt Options, hashed bool) error {
 	s.lay = opt.Layout
 	s.known, s.ends, s.tail, s.wants, s.resume, s.resumedOpen = nil, nil, nil, 0, 0, false
 	s.fields, s.inField = opt.Fields && opt.Layout != nil, false
-	s.reuse, s.reuseLens, s.reuseNext, s.rec = nil, 0, false, -1
+	s.reuse, s.rec = nil, -1
 	if s.dup && !hashed {
 		s.reuse = opt.Reuse
-		for _, name := range s.reuse {
-			s.reuseLens |= 1 << (len(name) & 63)
-		}
 	}
 	if s.lay != nil {
 		s.known = opt.Known
@@ -547,18 +545,12 @@ type scanner struct {
 	// inField: the last one's value is being scanned, its end not yet
 	// recorded.
 	fields, inField bool
-	// reuse is Options.Reuse (nil without DuplicateKeys), reuseLens
-	// the set of its names' lengths (bit l%64: a key of another length
-	// is none of them, found without a compare); reuseNext: a key read
-	// since the last array or object opened is one of them, at depth 3 or
-	// more; rec is where the object being remembered opened (-1: none),
-	// found again by its object record when it closes; memo is the
-	// memo (reuse.go).
-	reuse     []string
-	reuseLens uint64
-	reuseNext bool
-	rec       int
-	memo      objectMemo
+	// reuse is Options.Reuse (nil without DuplicateKeys); rec is where
+	// the object being remembered opened (-1: none), found again by its
+	// object record when it closes; memo is the memo (reuse.go).
+	reuse []string
+	rec   int
+	memo  objectMemo
 }
 
 // resumable reports whether the layout fits a scan resumed at at in b
@@ -775,21 +767,17 @@ value: // a value is expected at i (after optional whitespace)
 	}
 	switch c := b[i]; c {
 	case '{', '[':
-		if s.reuseNext {
-			// The value of a member named in Options.Reuse: stepped over
-			// when remembered, else remembered when it closes. (A flag
-			// left by a scalar value is spent here, on another value at
-			// worst: a look-up that finds nothing. The depth is checked
-			// again: no value is stepped over where the layout records.)
-			s.reuseNext = false
-			if c == '{' && depth >= 3 {
-				if l := s.memo.find(b[i:], s.objOptions(), depth); l > 0 {
-					i += l
-					goto after
-				}
-				if s.rec < 0 {
-					s.rec = i
-				}
+		if depth >= 3 && c == '{' && s.reuse != nil && b[i-1] == ':' && s.reusedAt(i) {
+			// The value of a member named in Options.Reuse, in an
+			// object at depth 3 or more (none where the layout
+			// records): stepped over when remembered, else remembered
+			// when it closes.
+			if l := s.memo.find(b[i:], s.objOptions(), depth); l > 0 {
+				i += l
+				goto after
+			}
+			if s.rec < 0 {
+				s.rec = i
 			}
 		}
 		depth++
@@ -990,9 +978,6 @@ key: // an object key is expected at i (after optional whitespace)
 			end, escaped = e, esc
 		}
 	keyEnded:
-		if s.reuseLens>>(uint(end-start-2)&63)&1 != 0 && depth >= 3 && s.reuseKey(start, end) {
-			s.reuseNext = true
-		}
 		if s.dup {
 			r := OK
 			if s.hashed {

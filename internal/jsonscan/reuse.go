@@ -102,13 +102,19 @@ func (m *objectMemo) keep(obj []byte, opts uint64, depth int) {
 	e.opts, e.depth = opts, depth
 }
 
-// reuseKey reports whether the key b[start:end] (quotes included) is one
-// of Options.Reuse's names, as written. The scan asks it for keys at depth
-// 3 or more whose length one of them has (reuseLens).
-func (s *scanner) reuseKey(start, end int) bool {
-	k := s.b[start+1 : end-1]
+// reusedAt reports whether the object value at b[i] (i ≥ 1, b[i-1] a
+// colon) follows one of Options.Reuse's names written as a key right
+// before it, with no whitespace (`"parameters":{`). It reads the bytes
+// only: a longer key that ends so (`"x\"parameters"`) passes too, which
+// costs a look-up and at worst a slot, never a wrong verdict (what the
+// memo finds is an object's bytes, wherever they stand).
+func (s *scanner) reusedAt(i int) bool {
+	b := s.b
+	if b[i-2] != '"' {
+		return false
+	}
 	for _, name := range s.reuse {
-		if string(k) == name {
+		if q := i - 3 - len(name); q >= 0 && b[q] == '"' && string(b[q+1:i-2]) == name {
 			return true
 		}
 	}

@@ -80,9 +80,9 @@ func TestReuseSameAsFresh(t *testing.T) {
 		{"empty parameters, then a long object", strings.Replace(chatTool("i6", `{}`), `"parameters":{}`, `"parameters":{},"x":`+reuseSchema, 1), strict, true, true},
 		{"an escaped key is not a name", strings.Replace(chatTool("j7", reuseSchema), `"parameters"`, `"p\u0061rameters"`, 1), strict, true, true},
 		{"input_schema", `{"model":"m","tools":[{"name":"f","input_schema":` + reuseSchema + `}]}`, strict, true, true},
-		// A flag left by a scalar "parameters" reaches an element of a
-		// top-level array (container depth 2), whose fields the layout
-		// records: never stepped over, twice.
+		// A scalar "parameters", then an element of a top-level array
+		// (container depth 2) with the schema's bytes, whose fields the
+		// layout records: never stepped over.
 		{"a scalar named, then an element", `{"messages":[{"parameters":1},` + reuseSchema + `]}`, strict, true, true},
 		{"a scalar named, then the element again", `{"messages":[{"parameters":2},` + reuseSchema + `]}`, strict, true, true},
 		{"chat, last (found)", chatTool("k8", reuseSchema), strict, true, true},
