@@ -84,7 +84,8 @@
 -- twice, is read twice), one SCARD per voided set and, when it exists,
 -- one SMEMBERS of it or one SISMEMBER per take of its epoch (see above);
 -- then per taken set one SADD of the
--- committed takes' ids and one PEXPIRE, then one SET or DEL per key the
+-- committed takes' ids and one PEXPIRE, then one SET (a TTL's as PSETEX,
+-- the same write with one argument fewer) or DEL per key the
 -- takes changed (the marker keys of other committed takes among them): a
 -- bucket that many requests share is read and written once per batch.
 --
@@ -852,7 +853,7 @@ for i = 1, #written do
   elseif how == 'persist' then
     redis.call('SET', key, v)
   else
-    redis.call('SET', key, v, 'PX', pxTexts[how + 0.5] or pxText(how)) -- pxText's cache read inline
+    redis.call('PSETEX', key, pxTexts[how + 0.5] or pxText(how), v) -- SET … PX's write, one argument fewer; pxText's cache read inline
   end
 end
 local i = o + 1 -- clear the rest of an earlier call's reply
