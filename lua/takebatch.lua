@@ -285,7 +285,7 @@ end
 -- what takeTokens would read back: after a commit that wrote it, the level
 -- and updated it wrote; after a delete, a missing key's (capacity, now,
 -- not found); after a take that wrote nothing, the state refilled at now.
--- A commit that writes a bucket records only that it does (how@i true):
+-- A commit that writes a bucket records only that it does (its how, true):
 -- put's TTL, from the reset of the level written and updated, is worked
 -- out after the run for the last write alone, the only one the flush
 -- sends (a later commit either writes again or deletes; a delete's
