@@ -247,7 +247,8 @@ local out = {}
 -- replyFormats holds struct.pack's format of a reply of n numbers, by n,
 -- made at the first reply of that length and kept: n at most replyPackMax
 -- (the formats then hold at most some 130 KB; a reply of more numbers is
--- sent as the array, and a C stack holds no more than some 8,000 values).
+-- packed in parts of replyPackMax, joined: a C stack holds no more than
+-- some 8,000 values).
 local replyFormats, replyPackMax = {}, 512
 
 -- appendReply appends take.lua's reply t (a table of numbers ending at its
