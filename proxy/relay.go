@@ -62,9 +62,16 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	for _, w := range x.m.Warnings() {
 		ctx.Response.Header.Add("x-llmguard-budget-warning", w)
 	}
-	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), x.live.ietf)
-	setShadowHeaders(&ctx.Response.Header, x.m.Shadow())
 	status := resp.StatusCode()
+	if status == fasthttp.StatusTooManyRequests {
+		// The upstream's limit refused the call: its rate-limit fields
+		// say when it has room, not llmguard's
+		// (TestAdv44UpstreamRateLimitFieldsPassOnIts429).
+		setUpstreamRefusalHeaders(&ctx.Response.Header, x.rules(), x.live.ietf)
+	} else {
+		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), x.live.ietf)
+	}
+	setShadowHeaders(&ctx.Response.Header, x.m.Shadow())
 	x.status = status
 
 	if streamedAnswer(resp.Header.ContentType()) && resp.BodyStream() != nil {

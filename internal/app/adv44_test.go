@@ -1,0 +1,145 @@
+package app
+
+// Adversarial tests of adv44 (2026-12-07): a Messages stream's documented
+// members (message_start's id and model, a usage) carrying text beside a
+// usage of 1 output token, and the rate-limit fields of an upstream's own
+// 429. Each drives llmguard through loopback sockets to an upstream the
+// test sets.
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/config"
+)
+
+// A message_start whose id or model, documented members that carry no
+// output, held 2,000 words beside a usage of 1 output token was charged
+// 9 tokens (8 input, 1 output): their strings were never read. So was a
+// usage holding a 2,000-word string, in message_start or message_delta,
+// and a message_delta's stop_details or container. Such a member, longer
+// than any Anthropic sends (an id or model over 64 bytes of JSON, an
+// object over 1 KiB), is now counted as text against the usage: 2,008.
+// Honest events, and a long real model name, are charged as before.
+func TestAdv44OversizedMessageStartMembersAreCharged(t *testing.T) {
+	words := strings.TrimSpace(strings.Repeat("word ", 2000)) // 2,000 o200k tokens
+	w := fmt.Sprintf("%q", words)
+	two := strings.Replace(adv43EndDelta, `"output_tokens":1`, `"output_tokens":2`, 1)
+	for _, tc := range []struct {
+		name   string
+		stream string
+		least  int64 // tokens the bucket must lose at least (and at most 10 more)
+	}{
+		{"text as the id", adv43Stream(strings.Replace(adv43Start, `"msg_01"`, w, 1), "", ""), 8 + 2000},
+		{"text as the model", adv43Stream(strings.Replace(adv43Start, `"model":"claude-sonnet-4-5"`, `"model":`+w, 1), "", ""), 8 + 2000},
+		{"text as the model, spaced", adv43Stream(strings.Replace(adv43Start, `"model":"claude-sonnet-4-5"`, `"model": `+w, 1), "", ""), 8 + 2000},
+		{"text as the id, an array", adv43Stream(strings.Replace(adv43Start, `"msg_01"`, "["+w+"]", 1), "", ""), 8 + 2000},
+		{"text as the role", adv43Stream(strings.Replace(adv43Start, `"assistant"`, w, 1), "", ""), 8 + 2000},
+		{"text in message_start's usage", adv43Stream(strings.Replace(adv43Start, `"output_tokens":1}`, `"output_tokens":1,"service_tier":`+w+`}`, 1), "", ""), 8 + 2000},
+		{"text in message_delta's usage", adv43Stream("", "", strings.Replace(adv43EndDelta, `"output_tokens":1}`, `"output_tokens":1,"service_tier":`+w+`}`, 1)), 8 + 2000},
+		{"text in message_delta's stop_details", adv43Stream("", "", strings.Replace(adv43EndDelta, `"stop_sequence":null}`, `"stop_sequence":null,"stop_details":{"type":"refusal","explanation":`+w+`}}`, 1)), 8 + 2000},
+		{"honest compact", adv43Stream("", "", two), 8 + 2},
+		{"honest Bedrock model name", adv43Stream(strings.Replace(adv43Start, `"claude-sonnet-4-5"`, `"us.anthropic.claude-sonnet-4-5-20250929-v1:0"`, 1), "", two), 8 + 2},
+		{"honest usage with every figure", adv43Stream(strings.Replace(adv43Start, `"output_tokens":1}`, `"output_tokens":1,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":0},"server_tool_use":{"web_search_requests":0,"web_fetch_requests":0},"service_tier":"standard","inference_geo":"us"}`, 1), "", two), 8 + 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := adv43Cost(t, tc.stream)
+			t.Logf("charged %d tokens", got)
+			if got < tc.least || got > tc.least+10 {
+				t.Errorf("the bucket lost %d tokens, want %d to %d", got, tc.least, tc.least+10)
+			}
+		})
+	}
+}
+
+// adv44Headers is what a caller gets when the upstream answers a chat (or
+// Messages) call with status and the given header fields: the answer's
+// header.
+func adv44Headers(t *testing.T, anthropic bool, status int, fields ...string) http.Header {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			io.WriteString(w, `{"object":"list","data":[]}`)
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		for i := 0; i+1 < len(fields); i += 2 {
+			w.Header().Add(fields[i], fields[i+1])
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		if anthropic {
+			io.WriteString(w, `{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`)
+		} else {
+			io.WriteString(w, `{"error":{"message":"Rate limit reached for gpt-4o-mini on tokens per min (TPM)","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	cfg, err := config.Parse([]byte(twoFlavorConfig(srv.URL, "user-tpd", 100000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+	var resp *http.Response
+	if anthropic {
+		resp, _ = h.do("/v1/messages", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}],"max_tokens":100}`, "anthropic-version", "2023-06-01")
+	} else {
+		resp, _ = h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100}`)
+	}
+	if resp.StatusCode != status {
+		t.Fatalf("status %d, want the upstream's %d", resp.StatusCode, status)
+	}
+	return resp.Header
+}
+
+// An upstream's own 429 came to its caller with llmguard's rate-limit
+// fields in place of the upstream's: x-ratelimit-remaining-tokens 99,9xx
+// and a reset of a few ms where the upstream said 0 and 20s, so a client
+// that paces itself by those fields (rather than Retry-After, which the
+// OpenAI and Anthropic SDKs read, and which passed) sent again at once
+// into the provider's limit. The upstream's fields of the flavor's
+// families now pass as sent on its 429; llmguard's IETF RateLimit fields
+// and its own headers are still written; any other status (a 200 here)
+// still carries llmguard's fields in place of the upstream's.
+func TestAdv44UpstreamRateLimitFieldsPassOnIts429(t *testing.T) {
+	t.Run("openai 429", func(t *testing.T) {
+		h := adv44Headers(t, false, http.StatusTooManyRequests,
+			"x-ratelimit-limit-tokens", "200000", "x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "20s",
+			"X-Ratelimit-Remaining-Requests", "4999", "retry-after", "20", "retry-after-ms", "20000")
+		for k, want := range map[string]string{"x-ratelimit-limit-tokens": "200000", "x-ratelimit-remaining-tokens": "0",
+			"x-ratelimit-reset-tokens": "20s", "x-ratelimit-remaining-requests": "4999", "retry-after": "20", "retry-after-ms": "20000"} {
+			if got := h.Values(k); len(got) != 1 || got[0] != want {
+				t.Errorf("%s: %q, want the upstream's %q alone", k, got, want)
+			}
+		}
+		if h.Get("RateLimit") == "" || h.Get("x-llmguard-request-id") == "" {
+			t.Errorf("llmguard's own fields missing: RateLimit %q, x-llmguard-request-id %q", h.Get("RateLimit"), h.Get("x-llmguard-request-id"))
+		}
+	})
+	t.Run("anthropic 429", func(t *testing.T) {
+		h := adv44Headers(t, true, http.StatusTooManyRequests,
+			"anthropic-ratelimit-tokens-limit", "80000", "anthropic-ratelimit-tokens-remaining", "0",
+			"anthropic-ratelimit-tokens-reset", "2026-12-01T12:00:20Z", "retry-after", "20")
+		for k, want := range map[string]string{"anthropic-ratelimit-tokens-limit": "80000", "anthropic-ratelimit-tokens-remaining": "0",
+			"anthropic-ratelimit-tokens-reset": "2026-12-01T12:00:20Z", "retry-after": "20"} {
+			if got := h.Values(k); len(got) != 1 || got[0] != want {
+				t.Errorf("%s: %q, want the upstream's %q alone", k, got, want)
+			}
+		}
+	})
+	t.Run("openai 200", func(t *testing.T) {
+		// A success is llmguard's to describe: its fields replace the
+		// upstream's (DESIGN.md §6), as before.
+		srvHeaders := adv44Headers(t, false, http.StatusOK, "x-ratelimit-remaining-tokens", "7")
+		if got := srvHeaders.Values("x-ratelimit-remaining-tokens"); len(got) != 1 || got[0] == "7" {
+			t.Errorf("x-ratelimit-remaining-tokens %q on a 200, want llmguard's alone", got)
+		}
+	})
+}
