@@ -143,3 +143,84 @@ func TestAdv44UpstreamRateLimitFieldsPassOnIts429(t *testing.T) {
 		}
 	})
 }
+
+// adv44StatusCost is what the bucket lost for a call whose upstream
+// answers status with answer labelled contentType (answerCost, any
+// status).
+func adv44StatusCost(t *testing.T, anthropic bool, status int, contentType, answer, path, body string, headers ...string) int64 {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost { // the harness's probe of its bucket
+			io.WriteString(w, `{"object":"list","data":[]}`)
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(status)
+		io.WriteString(w, answer)
+	}))
+	t.Cleanup(srv.Close)
+	cfg, err := config.Parse([]byte(twoFlavorConfig(srv.URL, "user-tpd", 100000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+	left := h.tokensLeft()
+	resp, _ := h.do(path, body, headers...)
+	if resp.StatusCode != status {
+		t.Fatalf("status %d, want the upstream's %d", resp.StatusCode, status)
+	}
+	return left - h.tokensLeft()
+}
+
+// A non-streamed answer under an error status that carried a whole answer
+// (2,000 words in a chat choice's content, or a Messages text block) and
+// no usage was refunded, as an error is: a gateway relaying a provider's
+// answer under its own status, or a lenient upstream, had it generated
+// and billed for nothing. It is now settled as a 2xx answer without usage
+// is: the input estimated and the larger of the output reserved (1,000)
+// and its text (2,000). An error body, whatever its message says, is
+// refunded as before; with a usage, the usage (checked against the text)
+// as before. A stream under such a status was already settled so (the
+// text after an error event counted: TestAdv43ErrorTextIsCharged's
+// neighbours).
+func TestAdv44ErrorStatusAnswerWithTextIsCharged(t *testing.T) {
+	words := strings.TrimSpace(strings.Repeat("word ", 2000)) // 2,000 o200k tokens
+	chat := fmt.Sprintf(`{"id":"c","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, words)
+	chatUsage := strings.Replace(chat, `]}`, `],"usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9}}`, 1)
+	chatErr := fmt.Sprintf(`{"error":{"message":%q,"type":"server_error","param":null,"code":null}}`, words)
+	msgs := fmt.Sprintf(`{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null}`, words)
+	msgsErr := `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
+	const chatBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":1000}`
+	const msgsBody = `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}],"max_tokens":1000}`
+	for _, tc := range []struct {
+		name        string
+		anthropic   bool
+		status      int
+		answer      string
+		least, most int64 // tokens the bucket must lose
+	}{
+		{"chat text under 500", false, 500, chat, 8 + 2000, 8 + 2010},
+		{"chat text under 400", false, 400, chat, 8 + 2000, 8 + 2010},
+		{"chat text under 429", false, 429, chat, 8 + 2000, 8 + 2010},
+		{"chat text under 503", false, 503, chat, 8 + 2000, 8 + 2010},
+		{"chat text and usage under 500", false, 500, chatUsage, 8 + 2000, 8 + 2010},
+		{"messages text under 529", true, 529, msgs, 8 + 2000, 8 + 2410}, // Claude's factor 1.2 on the input estimate
+		{"chat error under 500", false, 500, chatErr, 0, 0},
+		{"messages overloaded under 529", true, 529, msgsErr, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, body := "/v1/chat/completions", chatBody
+			var headers []string
+			if tc.anthropic {
+				path, body, headers = "/v1/messages", msgsBody, []string{"anthropic-version", "2023-06-01"}
+			}
+			got := adv44StatusCost(t, tc.anthropic, tc.status, "application/json", tc.answer, path, body, headers...)
+			t.Logf("charged %d tokens", got)
+			if got < tc.least || got > tc.most {
+				t.Errorf("the bucket lost %d tokens, want %d to %d", got, tc.least, tc.most)
+			}
+		})
+	}
+}
