@@ -585,6 +585,11 @@ const (
 // message_start, is counted when a string.
 var messageMembers = []string{"id", "type", "role", "model", "usage", "container", "context_management", "stop_details", "content", "stop_reason"}
 
+// messageFramingMembers are the members of messageMembers that carry no
+// output (all but content and stop_reason), read for text by
+// oversizedStrings when longer than Anthropic sends them.
+var messageFramingMembers = messageMembers[:8]
+
 // undocumentedStopReason is v, a Messages stop_reason, when it is a string
 // of no value the API documents (end_turn, max_tokens, stop_sequence,
 // tool_use, pause_turn, refusal, model_context_window_exceeded:
@@ -735,7 +740,7 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 			// longer than any Anthropic sends (a 2,000-word id or model):
 			// text too (TestAdv44OversizedMessageStartMembersAreCharged).
 			oversizedStrings(root, &j, "type")
-			oversizedStrings(msg, &j, "id", "type", "role", "model", "usage", "container", "context_management", "stop_details")
+			oversizedStrings(msg, &j, messageFramingMembers...)
 		}
 		u.Text = j.String()
 		return u
