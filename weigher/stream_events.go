@@ -509,8 +509,9 @@ func compactMessageDelta(data []byte, usage gjson.Result) bool {
 // {"type":"message_start","message":{"id":I,"type":"message","role":"assistant","content":[],"model":M,"stop_reason":null,"stop_sequence":null,"usage":U}}
 // with data holding no backslash (so I and M, strings, end at their first
 // quote), I and M each at most framingMaxBytes of JSON, and U the usage
-// Result read from data, at most documentedMaxBytes: then it holds no string but those (documented),
-// and is not walked for others (strayStrings, oversizedStrings).
+// Result read from data, at most documentedMaxBytes: then it holds no
+// string but those (documented), and is not walked for others
+// (strayStrings, oversizedStrings).
 func compactMessageStart(data []byte, usage gjson.Result) bool {
 	data = trimJSONSpace(data)
 	rest, ok := bytes.CutPrefix(data, messageStartHead)
@@ -583,12 +584,22 @@ const (
 // the SDKs' Message type), its content (read as blocks) and stop_reason
 // (read by undocumentedStopReason). Its stop_sequence, null in a
 // message_start, is counted when a string.
-var messageMembers = []string{"id", "type", "role", "model", "usage", "container", "context_management", "stop_details", "content", "stop_reason"}
+var messageMembers = append(slices.Clip(messageFramingMembers), "content", "stop_reason")
 
 // messageFramingMembers are the members of messageMembers that carry no
 // output (all but content and stop_reason), read for text by
 // oversizedStrings when longer than Anthropic sends them.
-var messageFramingMembers = messageMembers[:8]
+var messageFramingMembers = []string{"id", "type", "role", "model", "usage", "container", "context_management", "stop_details"}
+
+// addStructured adds to j every string v holds (addStrings) when v is an
+// object or an array: a member the Messages API sends as a string or
+// null (a stop_reason, read as a string by undocumentedStopReason) that
+// holds text in another shape.
+func addStructured(v gjson.Result, j *textJoiner) {
+	if v.IsObject() || v.IsArray() {
+		addStrings(v, j)
+	}
+}
 
 // undocumentedStopReason is v, a Messages stop_reason, when it is a string
 // of no value the API documents (end_turn, max_tokens, stop_sequence,
@@ -741,6 +752,7 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 			// text too (TestAdv44OversizedMessageStartMembersAreCharged).
 			oversizedStrings(root, &j, "type")
 			oversizedStrings(msg, &j, messageFramingMembers...)
+			addStructured(lastGet(msg, "stop_reason"), &j)
 		}
 		u.Text = j.String()
 		return u
@@ -781,6 +793,7 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 			strayStrings(d, &j, "stop_reason", "stop_details", "container")
 			oversizedStrings(root, &j, "type", "usage", "context_management")
 			oversizedStrings(d, &j, "stop_details", "container")
+			addStructured(lastGet(d, "stop_reason"), &j)
 			j.add(undocumentedStopReason(lastGet(d, "stop_reason")))
 			u.Text = j.String()
 		}

@@ -27,7 +27,8 @@ import (
 // usage holding a 2,000-word string, in message_start or message_delta,
 // and a message_delta's stop_details or container. Such a member, longer
 // than any Anthropic sends (an id or model over 64 bytes of JSON, an
-// object over 1 KiB), is now counted as text against the usage: 2,008.
+// object over 1 KiB), is now counted as text against the usage: 2,008;
+// so is a stop_reason sent as an object or array.
 // Honest events, and a long real model name, are charged as before.
 func TestAdv44OversizedMessageStartMembersAreCharged(t *testing.T) {
 	words := strings.TrimSpace(strings.Repeat("word ", 2000)) // 2,000 o200k tokens
@@ -46,6 +47,7 @@ func TestAdv44OversizedMessageStartMembersAreCharged(t *testing.T) {
 		{"text in message_start's usage", adv43Stream(strings.Replace(adv43Start, `"output_tokens":1}`, `"output_tokens":1,"service_tier":`+w+`}`, 1), "", ""), 8 + 2000},
 		{"text in message_delta's usage", adv43Stream("", "", strings.Replace(adv43EndDelta, `"output_tokens":1}`, `"output_tokens":1,"service_tier":`+w+`}`, 1)), 8 + 2000},
 		{"text in message_delta's stop_details", adv43Stream("", "", strings.Replace(adv43EndDelta, `"stop_sequence":null}`, `"stop_sequence":null,"stop_details":{"type":"refusal","explanation":`+w+`}}`, 1)), 8 + 2000},
+		{"text in message_delta's stop_reason, an object", adv43Stream("", "", strings.Replace(adv43EndDelta, `"stop_reason":"end_turn"`, `"stop_reason":{"r":`+w+`}`, 1)), 8 + 2000},
 		{"honest compact", adv43Stream("", "", two), 8 + 2},
 		{"honest Bedrock model name", adv43Stream(strings.Replace(adv43Start, `"claude-sonnet-4-5"`, `"us.anthropic.claude-sonnet-4-5-20250929-v1:0"`, 1), "", two), 8 + 2},
 		{"honest usage with every figure", adv43Stream(strings.Replace(adv43Start, `"output_tokens":1}`, `"output_tokens":1,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":0},"server_tool_use":{"web_search_requests":0,"web_fetch_requests":0},"service_tier":"standard","inference_geo":"us"}`, 1), "", two), 8 + 2},
