@@ -224,7 +224,7 @@ func (m *Memory) TakeInto(ctx context.Context, requestID string, items []Item, s
 	)
 	if marks != nil {
 		var mk mark
-		markKey, mk, markInCur = marks.lookup(requestID, now, m.voidFor)
+		markKey, mk, markInCur = marks.lookupForTake(requestID, now, m.voidFor)
 		if takeMarked(mk) {
 			return Decision{}, &StoreError{Op: "take", Subject: requestID, Err: ErrVoided}
 		}

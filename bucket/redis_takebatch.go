@@ -183,9 +183,9 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 		return
 	}
 	keys, args := batchArgs(live)
-	flat, err := batchReply(b.r.call(ctx, b.r.takeBatch, keys, args...))
+	nums, err := replyNumbers(b.r.call(ctx, b.r.takeBatch, keys, args...))
 	if err == nil {
-		err = splitReplies(flat, live)
+		err = splitNumbers(nums, live)
 	}
 	if err != nil {
 		for _, q := range live {
@@ -195,55 +195,111 @@ func (b *takeBatcher) send(batch []*queuedTake) {
 	}
 }
 
-// batchReply returns takebatch.lua's reply as its numbers: a string holds
+// batchNumbers is takebatch.lua's reply as numbers (see its header):
+// packed, each number the double the script packed (f, not nil); else the
+// array's integers (i).
+type batchNumbers struct {
+	f []float64
+	i []int64
+}
+
+func (n batchNumbers) len() int {
+	if n.f != nil {
+		return len(n.f)
+	}
+	return len(n.i)
+}
+
+// at is number k as an integer: a packed double cast toward zero, as Redis
+// casts a Lua number of a reply (int64(x): the same conversion whichever
+// form the script used).
+func (n batchNumbers) at(k int) int64 {
+	if n.f != nil {
+		return int64(n.f[k])
+	}
+	return n.i[k]
+}
+
+// replyNumbers returns takebatch.lua's reply as its numbers: a string holds
 // them packed (8 bytes each, the IEEE 754 double of the number,
-// little-endian; each number int64(the double), as Redis casts a Lua
-// number of a reply), an array as integers. Errors: cmd's, and
-// errTakeReply for a string whose length is not a multiple of 8 or a
-// reply of another type.
-func batchReply(cmd *redis.Cmd) ([]int64, error) {
+// little-endian), an array as integers. Errors: cmd's, and errTakeReply
+// for a string whose length is not a multiple of 8 or a reply of another
+// type.
+func replyNumbers(cmd *redis.Cmd) (batchNumbers, error) {
 	v, err := cmd.Result()
 	if err != nil {
-		return nil, err
+		return batchNumbers{}, err
 	}
 	packed, ok := v.(string)
 	if !ok {
 		if _, ok := v.([]any); !ok {
-			return nil, fmt.Errorf("%w: a reply of type %T", errTakeReply, v)
+			return batchNumbers{}, fmt.Errorf("%w: a reply of type %T", errTakeReply, v)
 		}
-		return cmd.Int64Slice()
+		ints, err := cmd.Int64Slice()
+		return batchNumbers{i: ints}, err
 	}
 	if len(packed)%8 != 0 {
-		return nil, fmt.Errorf("%w: a packed reply of %d bytes", errTakeReply, len(packed))
+		return batchNumbers{}, fmt.Errorf("%w: a packed reply of %d bytes", errTakeReply, len(packed))
 	}
-	flat := make([]int64, len(packed)/8)
-	for i := range flat {
+	f := make([]float64, len(packed)/8)
+	for i := range f {
 		b := packed[8*i : 8*i+8]
 		u := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
 			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
-		flat[i] = int64(math.Float64frombits(u))
+		f[i] = math.Float64frombits(u)
+	}
+	return batchNumbers{f: f}, nil
+}
+
+// batchReply returns a reply of takebatch.lua or of take.lua's lone
+// layout as integers (replyNumbers, each packed double cast toward zero).
+// Errors: replyNumbers's.
+func batchReply(cmd *redis.Cmd) ([]int64, error) {
+	n, err := replyNumbers(cmd)
+	if err != nil || n.f == nil {
+		return n.i, err
+	}
+	flat := make([]int64, len(n.f))
+	for i := range flat {
+		flat[i] = n.at(i)
 	}
 	return flat, nil
 }
 
-// splitReplies sets each take's reply (take.lua's: allowed 1, -1, 0, 0,
+// splitReplies is splitNumbers of an array reply, flat.
+func splitReplies(flat []int64, takes []*queuedTake) error {
+	return splitNumbers(batchNumbers{i: flat}, takes)
+}
+
+// splitNumbers sets each take's reply (take.lua's: allowed 1, -1, 0, 0,
 // then per bucket its remaining units and reset in µs, then per bucket its
 // window start when one is a window counter; denied 0, the bucket index,
-// too large, retry µs, then as allowed; voided -1) from flat,
+// too large, retry µs, then as allowed; voided -1) from nums,
 // takebatch.lua's reply, which holds them in order, each allowed one
 // without its -1, 0, 0. How many numbers follow a take's first comes from
 // its ARGV (take.lua's single layout): 2 per bucket, 3 when a bucket is a
-// window counter (windowEnd < 0). Errors: errTakeReply, when flat does not
-// hold exactly the takes' replies (a script that does not match this
-// build); the replies of the takes before the fault are then set, and the
-// caller (send) answers every take with the error instead.
-func splitReplies(flat []int64, takes []*queuedTake) error {
-	at := 0
+// window counter (windowEnd < 0). In a packed reply a run of token-bucket
+// takes (runTokens) opens with 3 and its buckets' levels at now, and an
+// allowed take of it is 2 alone: its reply is worked out here from those
+// levels (runLevels). Errors: errTakeReply, when nums does not hold
+// exactly the takes' replies (a script that does not match this build);
+// the replies of the takes before the fault are then set, and the caller
+// (send) answers every take with the error instead.
+func splitNumbers(nums batchNumbers, takes []*queuedTake) error {
+	at, total := 0, nums.len()
+	var levels []float64 // the run's levels (code 3), after its allowed takes so far
 	for i, q := range takes {
-		if at >= len(flat) {
-			return fmt.Errorf("%w: %d numbers for %d takes", errTakeReply, len(flat), len(takes))
-		}
 		n := (len(q.args) - 3) / 6
+		if at < total && nums.f != nil && nums.f[at] == 3 {
+			if at+1+n > total {
+				return fmt.Errorf("%w: take %d of %d cut short", errTakeReply, i, len(takes))
+			}
+			levels = append(levels[:0], nums.f[at+1:at+1+n]...)
+			at += 1 + n
+		}
+		if at >= total {
+			return fmt.Errorf("%w: %d numbers for %d takes", errTakeReply, total, len(takes))
+		}
 		w := 2 * n
 		for j := range n {
 			if e, _ := q.args[3+6*j+4].(int64); e < 0 {
@@ -251,30 +307,84 @@ func splitReplies(flat []int64, takes []*queuedTake) error {
 				break
 			}
 		}
-		switch flat[at] {
+		switch nums.at(at) {
 		case -1:
-			q.reply, at = flat[at:at+1:at+1], at+1
+			q.reply, at = []int64{-1}, at+1
+		case 2:
+			if nums.f == nil || len(levels) != n || w != 2*n {
+				return fmt.Errorf("%w: take %d of %d: an allowed take of a run without its levels", errTakeReply, i, len(takes))
+			}
+			q.reply, at = runLevels(levels, q.args), at+1
 		case 1:
-			if at+1+w > len(flat) {
+			if at+1+w > total {
 				return fmt.Errorf("%w: take %d of %d cut short", errTakeReply, i, len(takes))
 			}
 			r := make([]int64, 4+w)
 			r[0], r[1] = 1, -1
-			copy(r[4:], flat[at+1:at+1+w])
+			for k := range w {
+				r[4+k] = nums.at(at + 1 + k)
+			}
 			q.reply, at = r, at+1+w
 		case 0:
-			if at+4+w > len(flat) {
+			if at+4+w > total {
 				return fmt.Errorf("%w: take %d of %d cut short", errTakeReply, i, len(takes))
 			}
-			q.reply, at = flat[at:at+4+w:at+4+w], at+4+w
+			r := make([]int64, 4+w)
+			for k := range r {
+				r[k] = nums.at(at + k)
+			}
+			q.reply, at = r, at+4+w
 		default:
-			return fmt.Errorf("%w: take %d of %d opens with %d", errTakeReply, i, len(takes), flat[at])
+			return fmt.Errorf("%w: take %d of %d opens with %d", errTakeReply, i, len(takes), nums.at(at))
 		}
 	}
-	if at != len(flat) {
-		return fmt.Errorf("%w: %d numbers past the last take's", errTakeReply, len(flat)-at)
+	if at != total {
+		return fmt.Errorf("%w: %d numbers past the last take's", errTakeReply, total-at)
 	}
 	return nil
+}
+
+// runLevels is the reply of an allowed take of a run of token buckets
+// (takebatch.lua's runTokens) whose buckets' levels before it are levels,
+// in order; it leaves in levels each level after the take. args is the
+// take's ARGV in take.lua's single layout (int64 limits and costs). Each
+// bucket's numbers are what takeTokens puts in its reply, by the same
+// double arithmetic: the level minus the cost (the level a commit leaves:
+// a bucket full again and deleted holds capacity, which that difference
+// then equals), its units floored as the script floors them
+// (scriptUnits), its reset wait(level, capacity, rate, per) (the script's
+// is inlined from core.lua's wait, whose mirror this is), each cast to an
+// integer as batchReply casts a packed number.
+func runLevels(levels []float64, args []any) []int64 {
+	r := make([]int64, 4+2*len(levels))
+	r[0], r[1] = 1, -1
+	for j := range levels {
+		a := args[3+6*j:]
+		capacity, rate, per := float64(a[0].(int64)), float64(a[1].(int64)), float64(a[2].(int64))
+		level := levels[j] - float64(a[5].(int64))
+		levels[j] = level
+		r[4+2*j], r[5+2*j] = int64(scriptUnits(level)), int64(wait(level, capacity, rate, per))
+	}
+	return r
+}
+
+// scriptUnits is the remaining units takebatch.lua's token-bucket loops
+// reply for level: level - level % 1 (Lua 5.1's x % 1 is x - floor(x)),
+// or, outside (-2^63, 2^63) or NaN, take.lua's floorUnits (floor, at most
+// the largest double below 2^63, at least -2^63).
+func scriptUnits(level float64) float64 {
+	u := level - (level - math.Floor(level))
+	if u < 0x1p63 && u > -0x1p63 {
+		return u
+	}
+	f := math.Floor(level)
+	switch {
+	case f >= 0x1p63:
+		return 0x1p63 - 1024
+	case f <= -0x1p63:
+		return -0x1p63
+	}
+	return f
 }
 
 // lone runs one take alone, given in take.lua's single layout

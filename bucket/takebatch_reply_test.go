@@ -17,12 +17,13 @@ import (
 )
 
 // TestTakeBatchReplyForms: takebatch.lua replies a string of packed
-// numbers (Redis's Lua, at most 512 numbers) or an array (miniredis, or a
-// longer reply), and batchReply reads either. The same 120 takes (three
-// token buckets each, costs that deny some: every kind of take reply) at
-// one pinned instant, sent as one batch of 120 (840 numbers or fewer: an
-// array past 512) and as batches of 4 and 12 (packed on a redis-server),
-// must get the same replies, take by take.
+// numbers (Redis's Lua; past 512 numbers packed in parts) or an array
+// (miniredis), and splitNumbers reads either, a run's levels included. The
+// same 120 takes (three token buckets each, costs that deny some: every
+// kind of take reply) at one pinned instant, sent as one batch of 120 and
+// as batches of 4 and 12, must get the same replies, take by take; so must
+// 120 takes that all fail as too large (10 numbers each: 1,200 in one
+// batch, packed in three parts on a redis-server, which the test checks).
 func TestTakeBatchReplyForms(t *testing.T) {
 	limits := []Limit{
 		{Capacity: 5000, Rate: 10, Per: time.Second},
@@ -32,36 +33,7 @@ func TestTakeBatchReplyForms(t *testing.T) {
 	costs := func(i int) []int64 { return []int64{int64(37 * (i % 7)), int64(11 * (i % 5)), 1} }
 	const takes = 120
 	run := func(t *testing.T, c *redis.Client, size int) [][]int64 {
-		ctx := context.Background()
-		if err := c.FlushAll(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
-		now := time.Date(2026, 12, 6, 15, 0, 0, 0, time.UTC)
-		r, err := NewRedis(RedisOptions{Client: c, Now: func() time.Time { return now }, TakeBatch: takes})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var replies [][]int64
-		for from := 0; from < takes; from += size {
-			batch := make([]*queuedTake, size)
-			for i := range batch {
-				n := from + i
-				items := make([]Item, len(limits))
-				for j, cost := range costs(n) {
-					items[j] = Item{Key: fmt.Sprintf("llmguard:{t}:b%d", j), Limit: limits[j], Cost: cost}
-				}
-				k, a := r.takeArgs(NewRequestID(now), items, nil, true)
-				batch[i] = &queuedTake{ctx: ctx, keys: k, args: a, done: make(chan struct{})}
-			}
-			r.takes.send(batch)
-			for i, q := range batch {
-				if q.err != nil {
-					t.Fatalf("batches of %d, take %d: %v", size, from+i, q.err)
-				}
-				replies = append(replies, q.reply)
-			}
-		}
-		return replies
+		return runReplyForms(t, c, limits, costs, takes, size)
 	}
 	check := func(t *testing.T, c *redis.Client) {
 		want := run(t, c, takes)
@@ -79,6 +51,16 @@ func TestTakeBatchReplyForms(t *testing.T) {
 				t.Errorf("batches of %d: replies %v, in one batch %v", size, got, want)
 			}
 		}
+		tooLarge := func(i int) []int64 { return []int64{5001, int64(i), 1} }
+		long := runReplyForms(t, c, limits, tooLarge, takes, takes)
+		for i, r := range long {
+			if len(r) != 10 || r[0] != 0 || r[2] != 1 {
+				t.Fatalf("take %d of all too large: reply %v", i, r)
+			}
+		}
+		if got := runReplyForms(t, c, limits, tooLarge, takes, 4); !reflect.DeepEqual(got, long) {
+			t.Errorf("all too large, batches of 4: replies %v, in one batch %v", got, long)
+		}
 	}
 	t.Run("miniredis", func(t *testing.T) {
 		mr := miniredis.RunT(t)
@@ -87,8 +69,67 @@ func TestTakeBatchReplyForms(t *testing.T) {
 		check(t, c)
 	})
 	t.Run("redis-server", func(t *testing.T) {
-		check(t, redistest.Shared(t).Client())
+		c := redistest.Shared(t).Client()
+		check(t, c)
+		// The long batch's reply: packed, in parts (its run's 3 and three
+		// levels, then 1,200 numbers).
+		r, err := NewRedis(RedisOptions{Client: c, TakeBatch: takes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		batch := make([]*queuedTake, takes)
+		for i := range batch {
+			items := make([]Item, len(limits))
+			for j := range items {
+				items[j] = Item{Key: fmt.Sprintf("llmguard:{t}:b%d", j), Limit: limits[j], Cost: 5001}
+			}
+			k, a := r.takeArgs(NewRequestID(time.Now()), items, nil, true)
+			batch[i] = &queuedTake{ctx: ctx, keys: k, args: a}
+		}
+		keys, args := batchArgs(batch)
+		nums, err := replyNumbers(r.call(ctx, r.takeBatch, keys, args...))
+		if err != nil || nums.f == nil || len(nums.f) != 4+10*takes {
+			t.Fatalf("a batch of %d too large takes: reply packed %v, %d numbers, %v; want packed, %d", takes, nums.f != nil, nums.len(), err, 4+10*takes)
+		}
 	})
+}
+
+// runReplyForms runs takes takes over limits' three buckets (their costs
+// costs(i)) at one pinned instant on c, flushed first, in batches of size
+// through the store's send, and returns each take's reply.
+func runReplyForms(t *testing.T, c *redis.Client, limits []Limit, costs func(int) []int64, takes, size int) [][]int64 {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 6, 15, 0, 0, 0, time.UTC)
+	r, err := NewRedis(RedisOptions{Client: c, Now: func() time.Time { return now }, TakeBatch: takes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replies [][]int64
+	for from := 0; from < takes; from += size {
+		batch := make([]*queuedTake, size)
+		for i := range batch {
+			n := from + i
+			items := make([]Item, len(limits))
+			for j, cost := range costs(n) {
+				items[j] = Item{Key: fmt.Sprintf("llmguard:{t}:b%d", j), Limit: limits[j], Cost: cost}
+			}
+			k, a := r.takeArgs(NewRequestID(now), items, nil, true)
+			batch[i] = &queuedTake{ctx: ctx, keys: k, args: a, done: make(chan struct{})}
+		}
+		r.takes.send(batch)
+		for i, q := range batch {
+			if q.err != nil {
+				t.Fatalf("batches of %d, take %d: %v", size, from+i, q.err)
+			}
+			replies = append(replies, q.reply)
+		}
+	}
+	return replies
 }
 
 // TestBatchReply: batchReply reads a packed string (each 8 bytes a

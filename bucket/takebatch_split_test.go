@@ -3,6 +3,7 @@ package bucket
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"slices"
 	"testing"
 )
@@ -114,6 +115,92 @@ func FuzzSplitReplies(f *testing.F) {
 		}
 		if got := flatOf(replies); !slices.Equal(got, flat) && !(len(got) == 0 && len(flat) == 0) {
 			t.Fatalf("replies %v make %v, not the reply %v", replies, got, flat)
+		}
+	})
+}
+
+// TestSplitNumbersLevels checks a packed reply with a run's levels (3, then
+// each bucket's level; 2 for an allowed take of the run): each allowed
+// take's reply is worked out from the levels less its costs, in order (the
+// units floored, the reset wait's µs to capacity), past a voided and a
+// denied take of the run, which change no level; and a 2 without levels
+// of its width, or in an array reply, or levels cut short, is refused.
+func TestSplitNumbersLevels(t *testing.T) {
+	take := func(costs ...int64) *queuedTake {
+		args := []any{"", "1", "0"}
+		for _, c := range costs {
+			args = append(args, int64(10), int64(1), int64(1000), int64(0), int64(0), c) // 10 units, 1 a ms
+		}
+		return &queuedTake{args: args}
+	}
+	takes := []*queuedTake{take(3, 1), take(2, 0), take(0, 0), take(9, 9), take(4, 2)}
+	f := []float64{3, 9.5, 10, 2, 2, -1, 0, 0, 0, 0, 4, 0, 4, 0, 2}
+	if err := splitNumbers(batchNumbers{f: f}, takes); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]int64{
+		{1, -1, 0, 0, 6, 3500, 9, 1000}, // 6.5 and 9 left: 3.5 ms and 1 ms to 10
+		{1, -1, 0, 0, 4, 5500, 9, 1000}, // 4.5 and 9
+		{-1},
+		{0, 0, 0, 0, 4, 0, 4, 0},        // as the script sent it
+		{1, -1, 0, 0, 0, 9500, 7, 3000}, // 0.5 and 7
+	}
+	for i, q := range takes {
+		if !slices.Equal(q.reply, want[i]) {
+			t.Errorf("take %d: reply %v, want %v", i, q.reply, want[i])
+		}
+	}
+	for name, bad := range map[string]batchNumbers{
+		"2 without levels":    {f: []float64{2}},
+		"levels of one width": {f: []float64{3, 1, 2}},
+		"levels cut short":    {f: []float64{3, 1}},
+		"2 in an array":       {i: []int64{2}},
+	} {
+		if err := splitNumbers(bad, takes[:1]); !errors.Is(err, errTakeReply) {
+			t.Errorf("%s: error %v, want errTakeReply", name, err)
+		}
+	}
+}
+
+// FuzzSplitNumbers feeds splitNumbers takes of 1 to 4 buckets (some with a
+// window counter) and any packed reply, its numbers mostly -1 to 3 so that
+// runs' levels and their allowed takes parse: it must not panic, refuses
+// only with errTakeReply, and each take it accepts gets a reply of its
+// shape: -1 alone, or 4 numbers and 2 (3 with a window counter) a bucket.
+//
+//	go test -run X -fuzz FuzzSplitNumbers -fuzztime 60s -fuzzminimizetime 1x ./bucket/
+func FuzzSplitNumbers(f *testing.F) {
+	f.Add([]byte{0x01, 0x01}, []byte{})
+	f.Fuzz(func(t *testing.T, shapes, numbers []byte) {
+		if len(shapes) > 64 {
+			shapes = shapes[:64]
+		}
+		var takes []*queuedTake
+		for _, s := range shapes {
+			takes = append(takes, splitTake(1+int(s&3), s&4 != 0))
+		}
+		var nums []float64
+		for i := 0; i+8 <= len(numbers); i += 8 {
+			v := math.Float64frombits(binary.LittleEndian.Uint64(numbers[i:]))
+			if b := numbers[i]; b < 0xc0 {
+				v = float64(int(b%5) - 1)
+			}
+			nums = append(nums, v)
+		}
+		if nums == nil {
+			nums = []float64{}
+		}
+		if err := splitNumbers(batchNumbers{f: nums}, takes); err != nil {
+			if !errors.Is(err, errTakeReply) {
+				t.Fatalf("error %v is not errTakeReply", err)
+			}
+			return
+		}
+		for i, q := range takes {
+			n := (len(q.args) - 3) / 6
+			if len(q.reply) != 1 && len(q.reply) != 4+2*n && len(q.reply) != 4+3*n {
+				t.Fatalf("take %d of %d buckets: reply %v", i, n, q.reply)
+			}
 		}
 	})
 }

@@ -493,3 +493,52 @@ func TestRedisBlockedTakesAreVoided(t *testing.T) {
 		t.Errorf("step 4: level %.2f after voiding again, want %.2f", got, start)
 	}
 }
+
+// TestMemoryTombstoneInOlderGeneration: a take whose request id was voided
+// before it ran applies nothing (ErrVoided) when the tombstone has moved to
+// the older of the two generations of take markers (the take looks there
+// only while that generation holds a tombstone), and an id taken in the
+// older generation is still refunded once by its Void.
+func TestMemoryTombstoneInOlderGeneration(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock(storetest.Start)
+	const window = 10 * time.Second
+	m := bucket.NewMemory(bucket.MemoryOptions{Now: clock.Now, SweepEvery: -1, VoidFor: window, Shards: 1})
+	limit := bucket.Limit{Capacity: 100, Rate: 1, Per: 24 * time.Hour}
+	items := func(key string) []bucket.Item { return []bucket.Item{{Key: key, Limit: limit, Cost: 10}} }
+	remaining := func(key string) int64 {
+		d, err := m.Take(ctx, "", []bucket.Item{{Key: key, Limit: limit}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Buckets[0].Remaining
+	}
+	at := func(d time.Duration) { clock.Set(storetest.Start.Add(d)) }
+
+	at(0)
+	if err := m.Void(ctx, "late", items("late")); err != nil { // step 1: the tombstone
+		t.Fatal(err)
+	}
+	if _, err := m.Take(ctx, "taken", items("taken")); err != nil { // step 2: a take marker
+		t.Fatal(err)
+	}
+	at(window + time.Second) // both markers now in the older generation
+	if _, err := m.Take(ctx, "fresh", items("fresh")); err != nil {
+		t.Fatalf("step 3 (a new id): %v", err)
+	}
+	if _, err := m.Take(ctx, "late", items("late")); !errors.Is(err, bucket.ErrVoided) {
+		t.Errorf("step 4 (late take, tombstone one generation old): %v, want ErrVoided", err)
+	}
+	if got := remaining("late"); got != 100 {
+		t.Errorf("step 4: the late take left %d, want 100 (nothing applied)", got)
+	}
+	if err := m.Void(ctx, "taken", items("taken")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Void(ctx, "taken", items("taken")); err != nil {
+		t.Fatal(err)
+	}
+	if got := remaining("taken"); got != 100 {
+		t.Errorf("step 5 (void of a take one generation old, twice): %d left, want 100 (refunded once)", got)
+	}
+}

@@ -140,7 +140,7 @@ func (c *Config) Validate() error {
 			p.add(f+".flavor", "must be one of %s (got %q)%s", strings.Join(spec.FlavorNames(), ", "), u.Flavor, didYouMean(u.Flavor, spec.FlavorNames()))
 		}
 		if pu, err := url.Parse(u.BaseURL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			p.add(f+".base_url", "must be an http:// or https:// URL with a host (got %q)", u.BaseURL)
+			p.add(f+".base_url", "must be an http:// or https:// URL with a host (got %q)%s", u.BaseURL, withScheme(u.BaseURL, "http://", ""))
 		}
 		if u.PathPrefix != "" {
 			if !strings.HasPrefix(u.PathPrefix, "/") {
@@ -329,7 +329,7 @@ func (c *Config) Validate() error {
 	}
 	if c.Store.Backend == "redis" {
 		if _, err := url.Parse(c.Store.RedisURL); err != nil || !strings.HasPrefix(c.Store.RedisURL, "redis") {
-			p.add("store.redis_url", "must be a redis:// or rediss:// URL (got %q)", redactedURL(c.Store.RedisURL))
+			p.add("store.redis_url", "must be a redis:// or rediss:// URL (got %q)%s", redactedURL(c.Store.RedisURL), withScheme(c.Store.RedisURL, "redis://", "/0"))
 		}
 	}
 	if c.Store.Backend == "redis_cluster" {
@@ -531,6 +531,20 @@ func didYouMean(got string, known []string) string {
 		return " (did you mean " + guess + "?)"
 	}
 	return ""
+}
+
+// withScheme is the hint after a URL given as a bare host:port, the
+// scheme left out: ` (did you mean "redis://127.0.0.1:6390/0"?)` for
+// scheme "redis://" and suffix "/0". Anything else, and a value with an
+// "@" (a password would be repeated in the message), gets "".
+func withScheme(got, scheme, suffix string) string {
+	if strings.Contains(got, "://") || strings.Contains(got, "@") {
+		return ""
+	}
+	if host, port, err := net.SplitHostPort(got); err != nil || host == "" || port == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", scheme+got+suffix)
 }
 
 func checkAddr(p *problems, field, addr string) {

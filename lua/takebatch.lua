@@ -51,11 +51,12 @@
 -- reconcile.lua's void of such an id looks in both.
 --
 -- Reply: one string where Redis has the struct library (Redis's Lua;
--- not miniredis's) and the reply holds at most replyPackMax numbers: the
--- numbers below packed as unitsOf reads a batch's costs, each 8 bytes, a
--- little-endian double (struct.pack), which package bucket turns into an
--- integer as Redis turns a reply number into one (a cast, toward zero:
--- each number here is whole and within the int64 range). Redis converts an
+-- not miniredis's): the numbers below packed as unitsOf reads a batch's
+-- costs, each 8 bytes, a little-endian double (struct.pack, at most
+-- replyPackMax numbers a call, the parts joined), which package bucket
+-- turns into an integer as Redis turns a reply number into one (a cast,
+-- toward zero: each number here is whole and within the int64 range),
+-- but for a run's levels (below), read as they are. Redis converts an
 -- array's each number for the reply, some 300 instructions more a number
 -- than the string's 8 bytes. Else, the array:
 -- one flat array of integers, each request's take.lua reply in
@@ -65,7 +66,12 @@
 -- per bucket its remaining and reset, then per bucket its window start
 -- when a bucket is a window counter); 1 and the rest of an allowed reply
 -- after those four (per bucket its remaining and reset, then the window
--- starts, as denied). Package bucket splits it by each request's buckets.
+-- starts, as denied). Packed, a run that runTokens runs (a shape of token
+-- buckets; see there) opens with 3 and its n buckets' levels at now, and
+-- each allowed take of it is 2 alone: package bucket takes the take's
+-- costs from those levels, in order, and works out its remaining units
+-- and resets as takeTokens would. Package bucket splits the reply by each
+-- request's buckets.
 -- One flat array is what Redis converts cheapest: each nested table cost
 -- it some 4k instructions (its checks for an error, status, map or set
 -- reply, measured by callgrind), more than the take's arithmetic per
@@ -78,7 +84,8 @@
 -- twice, is read twice), one SCARD per voided set and, when it exists,
 -- one SMEMBERS of it or one SISMEMBER per take of its epoch (see above);
 -- then per taken set one SADD of the
--- committed takes' ids and one PEXPIRE, then one SET or DEL per key the
+-- committed takes' ids and one PEXPIRE, then one SET (a TTL's as PSETEX,
+-- the same write with one argument fewer) or DEL per key the
 -- takes changed (the marker keys of other committed takes among them): a
 -- bucket that many requests share is read and written once per batch.
 --
@@ -240,7 +247,8 @@ local out = {}
 -- replyFormats holds struct.pack's format of a reply of n numbers, by n,
 -- made at the first reply of that length and kept: n at most replyPackMax
 -- (the formats then hold at most some 130 KB; a reply of more numbers is
--- sent as the array, and a C stack holds no more than some 8,000 values).
+-- packed in parts of replyPackMax, joined: a C stack holds no more than
+-- some 8,000 values).
 local replyFormats, replyPackMax = {}, 512
 
 -- appendReply appends take.lua's reply t (a table of numbers ending at its
@@ -271,18 +279,32 @@ end
 -- has a taken set, or no marker), so nothing else runs on its buckets
 -- between its takes:
 -- each bucket is read once, before the run, as takeTokens would read it
--- (a cell of the batch, or parse and load), and written once, after it,
--- as takeTokens's last write of it left it. Between takes a bucket's
--- state is what takeTokens would read back: after a commit that wrote it,
--- the level and updated it wrote; after a delete, a missing key's
--- (capacity, now, not found); after a take that wrote nothing, the state
--- refilled at now, which a refill at the same now leaves as it is (refill
--- is idempotent at one instant). It takes the run's length, p (the next
--- ARGV to read), o (out's length), the run's taken set and voided ids or
--- set, U (every take's costs, unitsOf) and u (the costs of U read so far:
--- the run's first take's are from U[u + 1]), and returns p, o and u after
--- the run.
+-- (a cell of the batch, or parse and load), refilled and clamped to now
+-- once (refill is idempotent at one instant: takeTokens's refill of a
+-- later take changes nothing), and written once, after it, as
+-- takeTokens's last write of it left it. Between takes a bucket's state is
+-- what takeTokens would read back: after a commit that wrote it, the level
+-- and updated it wrote; after a delete, a missing key's (capacity, now,
+-- not found); after a take that wrote nothing, the state refilled at now.
+-- A commit that writes a bucket records only that it does (its how, true):
+-- put's TTL, from the reset of the level written and updated, is worked
+-- out after the run for the last write alone, the only one the flush
+-- sends (a later commit either writes again or deletes; a delete's
+-- sends nothing, and no commit after a write finds the bucket missing).
+-- Runs only where the reply is packed (see the header): the run's reply
+-- is 3 and each bucket's level after the refill, exactly (8 bytes a
+-- double), then per take -1 (voided), the denied reply (0, …: as
+-- takeTokens's) or 2 for an allowed take, whose remaining units and reset
+-- package bucket works out from those levels and the take's costs
+-- (takeTokens's own arithmetic, in Go: level minus cost, floorUnits and
+-- wait), instead of the script (some 40% of an allowed take's Lua: the
+-- reset's loop, the floor, two numbers a bucket in the reply).
+-- It takes the run's length, p (the next ARGV to read), o (out's length),
+-- the run's taken set and voided ids or set, U (every take's costs,
+-- unitsOf) and u (the costs of U read so far: the run's first take's are
+-- from U[u + 1]), and returns p, o and u after the run.
 local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl, U, u)
+  out[o + 1] = 3
   -- @each
   local key@i, limit@i = shape[1 + 2 * @i], shape[2 + 2 * @i]
   local capacity@i, rate@i, per@i = limit@i[1], limit@i[2], limit@i[3]
@@ -298,8 +320,17 @@ local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl, U
     local kind, x, y = parse(v@i)
     level@i, updated@i, found@i = load(kind, x, y, capacity@i, now)
   end
-  local how@i -- the last write's (see pending): nil before the first
+  if now > updated@i then -- refill
+    level@i = level@i + (now - updated@i) * rate@i / per@i
+    updated@i = now
+  end
+  if level@i > capacity@i then
+    level@i = capacity@i
+  end
+  out[o + 1 + @i] = level@i
+  local how@i -- the last write's (see pending): nil before the first; true for a write whose TTL is not worked out yet
   -- @end
+  o = o + 1 + @W
   for _ = 1, run do
     local id, c = nil, u -- the id of a take with a taken set; its costs from U[c + 1]
     if taken then
@@ -323,13 +354,6 @@ local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl, U
       local firstLarge, slowest, retry = -1, -1, 0
       -- @each
       local cost@i = U[c + @i]
-      if now > updated@i then -- refill
-        level@i = level@i + (now - updated@i) * rate@i / per@i
-        updated@i = now
-      end
-      if level@i > capacity@i then
-        level@i = capacity@i
-      end
       if cost@i > capacity@i then -- check: too large
         if firstLarge < 0 then
           firstLarge = @i - 1
@@ -361,26 +385,9 @@ local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl, U
           markIn(taken, id, ttl)
         end
       end
-      out[o + 1] = 1
       -- @each
-      do
+      do -- put(found, level, updated, capacity, reset, now), its TTL left for after the run
         local level = level@i - cost@i
-        local reset = 0 -- wait(level, capacity, rate, per)
-        if not (level >= capacity@i) then
-          local q = (capacity@i - level) * per@i / rate@i -- > 0, or NaN
-          if q >= maxWait then -- floor(q) >= maxWait exactly when q is
-            reset = maxWait
-          else
-            reset = q - q % 1 -- floor(q)
-            local j = 0
-            while j < 2 and level + reset * rate@i / per@i < capacity@i do
-              reset = reset + 1
-              j = j + 1
-            end
-          end
-        end
-        -- put(found, level, updated, capacity, reset, now), and the state
-        -- takeTokens would read back
         if level >= capacity@i then
           if found@i then
             how@i = false
@@ -389,18 +396,13 @@ local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl, U
             level@i = level
           end
         else
-          local x = (updated@i + reset - now) / 1000 -- finite, or NaN
-          how@i = x - x % 1 + 1000 -- floor(x) + 1000
+          how@i = true
           level@i, found@i = level, true
         end
-        local units = level - level % 1 -- floorUnits; inf and NaN go to it
-        if not (units < 2 ^ 63 and units > -2 ^ 63) then
-          units = floorUnits(level)
-        end
-        out[o + 2 * @i], out[o + 1 + 2 * @i] = units, reset
       end
       -- @end
-      o = o + 1 + 2 * @W
+      o = o + 1
+      out[o] = 2
     until true
   end
   -- Each bucket's last write, as takeTokens's write and remember leave it.
@@ -408,6 +410,25 @@ local function runTokens@W(shape, run, p, o, ARGV, taken, voids, voidSet, ttl, U
   if how@i ~= nil then
     local v = false
     if how@i then
+      -- put's TTL of the last write: its level and updated are level@i
+      -- and updated@i (see above); reset is wait(level, capacity, rate,
+      -- per), inlined as in takeTokens.
+      local reset = 0
+      if not (level@i >= capacity@i) then
+        local q = (capacity@i - level@i) * per@i / rate@i -- > 0, or NaN
+        if q >= maxWait then -- floor(q) >= maxWait exactly when q is
+          reset = maxWait
+        else
+          reset = q - q % 1 -- floor(q)
+          local j = 0
+          while j < 2 and level@i + reset * rate@i / per@i < capacity@i do
+            reset = reset + 1
+            j = j + 1
+          end
+        end
+      end
+      local x = (updated@i + reset - now) / 1000 -- finite, or NaN
+      how@i = x - x % 1 + 1000 -- floor(x) + 1000
       v = cells[key@i]
       if v then
         v[1], v[2], v[3], v[4] = encode, level@i, updated@i, nil
@@ -580,6 +601,9 @@ local o = 0 -- out's length so far
 local keys, args -- made by the first take that runs takeOne
 local last, m, n, marker = nil, 0, 0, nd
 local r, p = 0, a -- p: the next ARGV to read
+if structPack == nil then -- unitsOf read it, unless N was empty
+  readStruct()
+end
 while r < total do
   local shape = shapes[U[u + 1]]
   local run = U[u + 2]
@@ -587,7 +611,7 @@ while r < total do
   local taken, isFast, ttl, width = takenOf[shape], fast[shape], shape[1], shape[2]
   local voids, voidSet = voidedOf[shape], voidedSetOf[shape]
   local runIt = unrolled[shape]
-  if runIt then
+  if runIt and structPack then -- its reply holds levels: packed only (see runTokens)
     p, o, u = runIt(shape, run, p, o, ARGV, taken, voids, voidSet, ttl, U, u)
     r = r + run
     run = 0
@@ -830,7 +854,7 @@ for i = 1, #written do
   elseif how == 'persist' then
     redis.call('SET', key, v)
   else
-    redis.call('SET', key, v, 'PX', pxTexts[how + 0.5] or pxText(how)) -- pxText's cache read inline
+    redis.call('PSETEX', key, pxTexts[how + 0.5] or pxText(how), v) -- SET … PX's write, one argument fewer; pxText's cache read inline
   end
 end
 local i = o + 1 -- clear the rest of an earlier call's reply
@@ -838,17 +862,31 @@ while out[i] ~= nil do
   out[i] = nil
   i = i + 1
 end
--- The reply packed (see the header), where Redis has struct and it is not
--- long; else the array.
-if structPack == nil then
-  readStruct()
-end
-if structPack and o <= replyPackMax then
-  local f = replyFormats[o]
-  if not f then
-    f = '<' .. string.rep('d', o)
-    replyFormats[o] = f
+-- The reply packed (see the header), where Redis has struct: at most
+-- replyPackMax numbers a struct.pack call (a C stack's bound), the parts
+-- joined; else the array.
+if structPack then
+  if o <= replyPackMax then
+    local f = replyFormats[o]
+    if not f then
+      f = '<' .. string.rep('d', o)
+      replyFormats[o] = f
+    end
+    return structPack(f, unpack(out, 1, o))
   end
-  return structPack(f, unpack(out, 1, o))
+  local parts = {}
+  for from = 1, o, replyPackMax do
+    local k = o - from + 1
+    if k > replyPackMax then
+      k = replyPackMax
+    end
+    local f = replyFormats[k]
+    if not f then
+      f = '<' .. string.rep('d', k)
+      replyFormats[k] = f
+    end
+    parts[#parts + 1] = structPack(f, unpack(out, from, from + k - 1))
+  end
+  return table.concat(parts)
 end
 return out

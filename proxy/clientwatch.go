@@ -42,8 +42,10 @@ type watchAction interface {
 // by the next entry after it stops): a client that closed or reset its
 // connection has its entry's flag set and its action taken, and that
 // entry's only. An entry costs no goroutine or timer of its own: a slot in
-// a map whose slots are reused, and one non-blocking poll(2) of its client
-// per look. A connection with no socket to look at (an in-memory listener)
+// a slice whose slots are reused (its flag holds the slot's index, so that
+// a request's add and remove touch that slot and no map: perf20, issue
+// #13), and one non-blocking poll(2) of its client per look. A connection
+// with no socket to look at (an in-memory listener)
 // is dropped from the watch at its first look: an answer's client is
 // noticed at the next write instead, a held request's not before its wait
 // ends. Actions run outside the lock, so a slow one
@@ -52,10 +54,16 @@ type watchAction interface {
 // watch), and the sweep goes on to the others. The zero value is ready to
 // use; safe for concurrent use.
 type clientWatch struct {
-	mu      sync.Mutex
-	entries map[*atomic.Bool]watchSlot // by the entry's flag
-	seq     uint64                     // the seq of the last entry added
-	fast    int                        // entries looked at every tick
+	mu sync.Mutex
+	// slots are the entries, each at its flag's index (a free slot's
+	// flag is nil); free are the indexes of the free slots below
+	// len(slots), and n the entries watched. When the last entry goes,
+	// both slices are emptied (their arrays kept for the next ones).
+	slots   []watchSlot
+	free    []int32
+	n       int
+	seq     uint64 // the seq of the last entry added
+	fast    int    // entries looked at every tick
 	running bool
 	// slow: the goroutine sleeps until the next sweep of the answers;
 	// wake (one slot) brings it back when a held request is added.
@@ -63,18 +71,58 @@ type clientWatch struct {
 	wake chan struct{}
 	// acting is the flag of the entry whose action runs now (nil: none);
 	// actDone is closed when it has returned.
-	acting  *atomic.Bool
+	acting  *watchFlag
 	actDone chan struct{}
 	// onSweep, when set (tests), is called after each sweep, outside mu;
 	// set before the first entry is watched.
 	onSweep func()
 }
 
-// watchSlot is one watched entry: its exchange (named when a panic is
-// recovered; nil for a held request), its client's connection, its action,
-// how many ticks apart it is looked at (1 or streamWatchTicks), and the
-// seq it was added with.
+// watchFlag is a watched entry's flag, set by the watch when the entry's
+// client has left (Load reports it), and the index of the entry's slot
+// while it is watched, in one word (the flag its top bit), so that an
+// owner's flag takes no more room than an atomic.Bool: an exchange fits
+// its size class (exchangeBytes). The slot is written and read under the
+// watch's lock only, the flag at any time. The zero value is a clear
+// flag, not watched; it must not be copied once watched.
+type watchFlag struct {
+	v atomic.Uint32
+}
+
+// watchLeft is the flag's bit of a watchFlag's word, the slot the rest.
+const watchLeft = 1 << 31
+
+// Load reports whether the flag is set.
+func (f *watchFlag) Load() bool { return f.v.Load()&watchLeft != 0 }
+
+// Store sets or clears the flag, leaving the slot as it is.
+func (f *watchFlag) Store(left bool) {
+	if left {
+		f.v.Or(watchLeft)
+	} else {
+		f.v.And(^uint32(watchLeft))
+	}
+}
+
+// slot returns the index of the slot last given to f.
+func (f *watchFlag) slot() int { return int(f.v.Load() &^ watchLeft) }
+
+// setSlot records i (below 2^31) as f's slot, leaving the flag as it is.
+func (f *watchFlag) setSlot(i int) {
+	for {
+		old := f.v.Load()
+		if f.v.CompareAndSwap(old, old&watchLeft|uint32(i)) {
+			return
+		}
+	}
+}
+
+// watchSlot is one watched entry: its flag (nil: a free slot), its
+// exchange (named when a panic is recovered; nil for a held request), its
+// client's connection, its action, how many ticks apart it is looked at
+// (1 or streamWatchTicks), and the seq it was added with.
 type watchSlot struct {
+	flag   *watchFlag
 	x      *exchange
 	conn   net.Conn
 	action watchAction
@@ -84,7 +132,7 @@ type watchSlot struct {
 
 // watchLook is a sweep's copy of one entry due.
 type watchLook struct {
-	flag *atomic.Bool
+	flag *watchFlag
 	seq  uint64
 	conn net.Conn
 	x    *exchange
@@ -93,14 +141,14 @@ type watchLook struct {
 // addAnswer watches the client (conn) of x's answer being relayed until
 // remove(cut): when the client leaves first, cut is set, then upstream is
 // closed with errClientGone. cut must not be watched already.
-func (w *clientWatch) addAnswer(p *Proxy, cut *atomic.Bool, x *exchange, conn net.Conn, upstream fasthttp.ReadCloserWithError) {
+func (w *clientWatch) addAnswer(p *Proxy, cut *watchFlag, x *exchange, conn net.Conn, upstream fasthttp.ReadCloserWithError) {
 	w.add(p, cut, watchSlot{x: x, conn: conn, action: upstream, every: streamWatchTicks})
 }
 
 // heldWatch is the watch of one held request's client: gone is closed
 // when it leaves.
 type heldWatch struct {
-	left atomic.Bool // its entry's flag
+	left watchFlag // its entry's flag
 	gone chan struct{}
 }
 
@@ -119,15 +167,23 @@ func (w *clientWatch) addHeld(p *Proxy, conn net.Conn) (gone <-chan struct{}, st
 }
 
 // add watches the entry s under flag until remove(flag).
-func (w *clientWatch) add(p *Proxy, flag *atomic.Bool, s watchSlot) {
+func (w *clientWatch) add(p *Proxy, flag *watchFlag, s watchSlot) {
 	w.mu.Lock()
-	if w.entries == nil {
-		w.entries = map[*atomic.Bool]watchSlot{}
+	if w.wake == nil {
 		w.wake = make(chan struct{}, 1)
 	}
 	w.seq++
-	s.seq = w.seq
-	w.entries[flag] = s
+	s.seq, s.flag = w.seq, flag
+	if k := len(w.free); k > 0 {
+		i := int(w.free[k-1])
+		w.free = w.free[:k-1]
+		w.slots[i] = s
+		flag.setSlot(i)
+	} else {
+		flag.setSlot(len(w.slots))
+		w.slots = append(w.slots, s)
+	}
+	w.n++
 	if s.every == 1 {
 		w.fast++
 		if w.slow {
@@ -148,10 +204,10 @@ func (w *clientWatch) add(p *Proxy, flag *atomic.Bool, s watchSlot) {
 // neither sets flag nor runs the entry's action, and an action under way
 // has returned, so that the caller may release what the action touches
 // (an upstream body).
-func (w *clientWatch) remove(flag *atomic.Bool) {
+func (w *clientWatch) remove(flag *watchFlag) {
 	w.mu.Lock()
-	if s, ok := w.entries[flag]; ok {
-		w.deleteLocked(flag, s)
+	if s := w.slotOf(flag); s != nil {
+		w.deleteLocked(s)
 	}
 	if w.acting == flag {
 		done := w.actDone
@@ -162,12 +218,28 @@ func (w *clientWatch) remove(flag *atomic.Bool) {
 	w.mu.Unlock()
 }
 
-// deleteLocked drops the entry s under flag; w.mu is held.
-func (w *clientWatch) deleteLocked(flag *atomic.Bool, s watchSlot) {
-	delete(w.entries, flag)
+// slotOf returns the slot of the entry watched under flag, nil when none
+// is; w.mu is held.
+func (w *clientWatch) slotOf(flag *watchFlag) *watchSlot {
+	if i := flag.slot(); i < len(w.slots) && w.slots[i].flag == flag {
+		return &w.slots[i]
+	}
+	return nil
+}
+
+// deleteLocked drops the entry in slot s (one of w.slots); w.mu is held.
+func (w *clientWatch) deleteLocked(s *watchSlot) {
 	if s.every == 1 {
 		w.fast--
 	}
+	i := int32(s.flag.slot())
+	*s = watchSlot{} // keep no exchange, connection or action alive
+	w.n--
+	if w.n == 0 {
+		w.slots, w.free = w.slots[:0], w.free[:0]
+		return
+	}
+	w.free = append(w.free, i)
 }
 
 // run sweeps the watched entries until a sweep finds none: every tick
@@ -207,7 +279,7 @@ func (w *clientWatch) run(p *Proxy) {
 		// and go faster than that (short streams) do not start a
 		// goroutine, a timer and a batch each.
 		w.mu.Lock()
-		if len(w.entries) == 0 {
+		if w.n == 0 {
 			w.running, w.slow = false, false
 			w.mu.Unlock()
 			return
@@ -226,9 +298,9 @@ func (w *clientWatch) run(p *Proxy) {
 // entry is acted on only when it is still watched under the same seq.
 func (w *clientWatch) sweep(p *Proxy, tick uint64, batch []watchLook) []watchLook {
 	w.mu.Lock()
-	for flag, s := range w.entries {
-		if tick%s.every == 0 {
-			batch = append(batch, watchLook{flag: flag, seq: s.seq, conn: s.conn, x: s.x})
+	for i := range w.slots {
+		if s := &w.slots[i]; s.flag != nil && tick%s.every == 0 {
+			batch = append(batch, watchLook{flag: s.flag, seq: s.seq, conn: s.conn, x: s.x})
 		}
 	}
 	w.mu.Unlock()
@@ -248,8 +320,8 @@ func (w *clientWatch) look(p *Proxy, l *watchLook) {
 		if r := recover(); r != nil {
 			p.panicked(meter.StageWatch, r, l.x)
 			w.mu.Lock()
-			if s, still := w.entries[l.flag]; still && s.seq == l.seq {
-				w.deleteLocked(l.flag, s)
+			if s := w.slotOf(l.flag); s != nil && s.seq == l.seq {
+				w.deleteLocked(s)
 			}
 			w.mu.Unlock()
 		}
@@ -267,12 +339,13 @@ func (w *clientWatch) look(p *Proxy, l *watchLook) {
 // it touches, while other entries are added and removed meanwhile.
 func (w *clientWatch) drop(l *watchLook, gone bool) {
 	w.mu.Lock()
-	s, still := w.entries[l.flag]
-	if !still || s.seq != l.seq {
+	s := w.slotOf(l.flag)
+	if s == nil || s.seq != l.seq {
 		w.mu.Unlock()
 		return
 	}
-	w.deleteLocked(l.flag, s)
+	action := s.action
+	w.deleteLocked(s)
 	if !gone {
 		w.mu.Unlock()
 		return
@@ -287,5 +360,5 @@ func (w *clientWatch) drop(l *watchLook, gone bool) {
 		close(done)
 	}()
 	l.flag.Store(true)
-	s.action.CloseWithError(errClientGone)
+	action.CloseWithError(errClientGone)
 }

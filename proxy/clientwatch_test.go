@@ -100,7 +100,7 @@ func TestClientWatchPanicInOneEntry(t *testing.T) {
 	// A panic in a look: the first entry looked at (whichever it is).
 	w := handSwept()
 	conns := leftConns(t, 3)
-	flags := make([]atomic.Bool, len(conns))
+	flags := make([]watchFlag, len(conns))
 	acts := make([]countingAction, len(conns))
 	for i, c := range conns {
 		w.add(p, &flags[i], watchSlot{conn: c, action: &acts[i], every: 1})
@@ -119,14 +119,14 @@ func TestClientWatchPanicInOneEntry(t *testing.T) {
 	if n := r.panics("watch"); n != 1 {
 		t.Errorf("look panic: %v panics counted, want 1", n)
 	}
-	if len(w.entries) != 0 || w.fast != 0 {
-		t.Errorf("look panic: %d entries still watched (%d fast), want none", len(w.entries), w.fast)
+	if w.n != 0 || w.fast != 0 {
+		t.Errorf("look panic: %d entries still watched (%d fast), want none", w.n, w.fast)
 	}
 
 	// A panic in an action: the first entry's.
 	w = handSwept()
 	conns = leftConns(t, 3)
-	flags = make([]atomic.Bool, len(conns))
+	flags = make([]watchFlag, len(conns))
 	acts = make([]countingAction, len(conns))
 	acts[0].panics = true
 	for i, c := range conns {
@@ -178,7 +178,7 @@ func TestClientWatchActionOutsideTheLock(t *testing.T) {
 	w := handSwept()
 	var order atomic.Int32
 	slow := &blockingAction{started: make(chan struct{}), release: make(chan struct{}), order: &order}
-	var slowFlag atomic.Bool
+	var slowFlag watchFlag
 	w.add(p, &slowFlag, watchSlot{conn: leftConns(t, 1)[0], action: slow, every: streamWatchTicks})
 	swept := make(chan struct{})
 	go func() {
@@ -192,7 +192,7 @@ func TestClientWatchActionOutsideTheLock(t *testing.T) {
 	others := make(chan struct{})
 	go func() {
 		defer close(others)
-		var f atomic.Bool
+		var f watchFlag
 		w.add(p, &f, watchSlot{conn: other, action: &countingAction{}, every: 1})
 		w.remove(&f)
 	}()

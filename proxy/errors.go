@@ -43,6 +43,16 @@ type apiError struct {
 var (
 	errUnauthorized = apiError{status: fasthttp.StatusUnauthorized, openAIType: "invalid_request_error", openAICode: "invalid_api_key",
 		anthropicType: "authentication_error", message: "Incorrect or missing API key for llmguard: present a virtual key where your API's SDK sends its key (`Authorization: Bearer <key>` or `x-api-key`; an Azure client's `api-key` is read only on paths llmguard routes to an Azure upstream)."}
+	// errAdminPathUnauthorized answers a caller without a valid key on a
+	// path only the admin listener serves (adminOnlyPath: /metrics,
+	// /healthz, /readyz, /admin/…): 401 as errUnauthorized, with a message
+	// that sends a Prometheus scrape or a health probe pointed at the
+	// proxy's port to the admin listener (trial19: both read "Incorrect or
+	// missing API key"). The admin address is not named: this port may
+	// face callers that should not learn it.
+	errAdminPathUnauthorized = apiError{status: fasthttp.StatusUnauthorized, openAIType: "invalid_request_error", openAICode: "invalid_api_key",
+		anthropicType: "authentication_error", message: "Incorrect or missing API key for llmguard. /metrics, /healthz, /readyz and /admin/* are served on llmguard's admin listener " +
+			"(admin_listen, or serve --admin-listen), not on this proxy listener, where every path needs a virtual key: point scrapes and health probes at the admin address."}
 	// errKeyExpired and errKeyRevoked answer a stored virtual key (README,
 	// "Managing keys") past its expiry or revoked: 401 like an unknown
 	// key, which the SDKs raise as their authentication error, with a

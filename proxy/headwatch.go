@@ -30,7 +30,7 @@ import (
 type sentBody struct {
 	b    []byte
 	resp *fasthttp.Response // read only by the sending goroutine
-	left atomic.Bool
+	left watchFlag
 	conn atomic.Pointer[upstreamConn]
 	off  int // Read's offset (fasthttp uses WriteTo)
 }

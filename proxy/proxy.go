@@ -971,6 +971,9 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		return &refusal{err: errKeyMalformed, outcome: meter.OutcomeUnauthorized}
 	default:
 		x.kind = classify(ctx.Method(), x.path)
+		if adminOnlyPath(x.path) {
+			return &refusal{err: errAdminPathUnauthorized, outcome: meter.OutcomeUnauthorized}
+		}
 		return &refusal{err: errUnauthorized, outcome: meter.OutcomeUnauthorized}
 	}
 	x.principal = pr
@@ -979,6 +982,18 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		x.keyField = string(ctx.Request.Header.Peek(keyHeader))
 	}
 	return nil
+}
+
+// adminOnlyPath reports whether path is one the admin listener serves
+// (AdminHandler: /healthz, /readyz, /metrics, and /admin/… in internal/app)
+// and no LLM API has: a caller without a key there is most likely a scrape
+// or a probe sent to the wrong port.
+func adminOnlyPath(path string) bool {
+	switch path {
+	case "/healthz", "/readyz", "/metrics":
+		return true
+	}
+	return strings.HasPrefix(path, "/admin/")
 }
 
 // weigh estimates the cost of the request handle classified (x.kind).

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -509,7 +508,7 @@ type upstreamBody struct {
 	end   answerEnd
 	resp  *fasthttp.Response
 	watch *clientWatch
-	cut   atomic.Bool
+	cut   watchFlag
 	count *passingCount
 }
 
@@ -1028,7 +1027,7 @@ type streamSource struct {
 	// watch, while set, watches the client (clientWatch), which sets cut
 	// when it cut the upstream because the client left.
 	watch *clientWatch
-	cut   atomic.Bool
+	cut   watchFlag
 	// opaque: r is in a coding llmguard does not read; the stream is
 	// relayed as sent, with its Content-Encoding, unread.
 	opaque bool

@@ -451,6 +451,9 @@ type memoCounter struct {
 	memo pieceMemo
 	// unescaped is countRaw's buffer, empty between uses.
 	unescaped []byte
+	// schemas are the counts of tools' parameters objects
+	// (toolsCounter.parameters).
+	schemas schemaMemo
 }
 
 // count is the number of tokens of text, as bpeCounter.count.

@@ -94,6 +94,13 @@ type parseOptions struct {
 	callerChecks bool
 }
 
+// reusedMembers are the members whose object values a request's scan
+// remembers and steps over when it meets them again unchanged
+// (jsonscan.Options.Reuse): the JSON schema of a tool's parameters (chat,
+// Responses: "parameters"; Messages: "input_schema"), which clients send
+// unchanged with every request even where the list around them changes.
+var reusedMembers = []string{"parameters", "input_schema"}
+
 // parseRequestWith is parseRequestFrom with the options o.
 func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback Estimate, ok bool) {
 	f, mode := o.fields, o.resume
@@ -102,7 +109,7 @@ func (w *Weigher) parseRequestWith(body []byte, o parseOptions) (d doc, fallback
 	// With the counted elements' field check left to the caller's walk
 	// (chat's messages), the scan records their members too
 	// (Layout.Fields), for that walk to step through (laidMembers).
-	opts := jsonscan.Options{MaxDepth: w.maxDepth, FoldCase: true, UTF8: true, Layout: lay, Fields: o.counted != nil && !w.noFields}
+	opts := jsonscan.Options{MaxDepth: w.maxDepth, FoldCase: true, UTF8: true, Layout: lay, Fields: o.counted != nil && !w.noFields, Reuse: reusedMembers}
 	if memo != nil { // elements the cache has seen pass are not scanned again
 		memo.offerAll = w.offerAll
 		opts.Known = memo

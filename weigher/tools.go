@@ -314,7 +314,7 @@ func (c toolsCounter) functionMember(buf *[]byte, f *function, s, k string, x in
 		return e
 	case k == "parameters" && f.seen&4 == 0 && s[x] == '{':
 		f.seen |= 4
-		n, end := c.schemaObject(buf, s, x, 0, checkedAt(sub, fd), fd)
+		n, end := c.parameters(buf, s, x, checkedAt(sub, fd), fd)
 		f.params = s[x:end]
 		f.props += n
 		return end
@@ -323,6 +323,29 @@ func (c toolsCounter) functionMember(buf *[]byte, f *function, s, k string, x in
 	c.ck.value(s, x, sub, fd)
 	c.rest(buf, &f.rest, k, s[x:e])
 	return e
+}
+
+// parameters is schemaObject of a function's parameters object at s[x]
+// (depth 0), found in the schema memo of c's counter when it is a
+// memoCounter that counted the same bytes with the same check (see
+// schemaMemo), and kept there when it is not.
+func (c toolsCounter) parameters(buf *[]byte, s string, x int, f *fields, fd int) (int64, int) {
+	mc, _ := c.enc.(*memoCounter)
+	if mc == nil {
+		return c.schemaObject(buf, s, x, 0, f, fd)
+	}
+	// The walk checks the object when there is a check, fields to read
+	// it with, and no verdict yet (a failed check stays failed).
+	check := c.ck != nil && f != nil && !c.ck.failed
+	if n, l, failed, ok := mc.schemas.find(s[x:], f, fd, check); ok {
+		if failed {
+			c.ck.failed = true
+		}
+		return n, x + l
+	}
+	n, end := c.schemaObject(buf, s, x, 0, f, fd)
+	mc.schemas.keep(s[x:end], f, fd, check, check && c.ck.failed, n)
+	return n, end
 }
 
 // schemaObject counts the schema object at s[x] that holds "properties"

@@ -4,7 +4,8 @@
 //	               [--log-level LEVEL] debug, info (default), warn or error
 //	llmguard validate [--config FILE]  check a config (the embedded default without --config);
 //	                                   non-zero exit names each bad field
-//	                                   (--strict: warnings too; --no-env: skip api_key_env's variables)
+//	                                   (--strict: warnings too; --no-env: skip api_key_env's variables;
+//	                                   --connect: dial each Redis and upstream it names)
 //	llmguard usage [--config FILE]     spend, tokens and quotas from a running llmguard
 //	                                   (the embedded default's admin listener without --config)
 //	llmguard version                   the version, commit and Go release it was built from
@@ -89,6 +90,10 @@ type validateCmd struct {
 	Config string `help:"YAML config file. Default: the embedded default, which serve runs without --config (the output names it)." type:"path"`
 	Strict bool   `help:"Exit non-zero on warnings too (e.g. a limit below a model's default request cost, a matcher that matches nothing, a key plan no limit names; README, \"Configuration reference\")."`
 	NoEnv  bool   `help:"Do not check the environment: that each upstream's api_key_env and the admin_token_env are set here (validating on a machine without the secrets)." name:"no-env"`
+	// Connect dials what the config names once it validates (app.Probe).
+	Connect bool `help:"Also dial every server the config names: each Redis (store, ledger stream, region peers) must answer, be Redis 6.2 or later and in the backend's mode; each upstream must take a TCP connection and, for https, a verified TLS handshake. No request is sent upstream and no key is touched."`
+	// Timeout bounds each server's probe under --connect.
+	Timeout time.Duration `help:"Under --connect, how long each server may take to answer." default:"5s"`
 }
 
 // exitUsage is the exit status of a command line that does not parse.
@@ -137,6 +142,10 @@ func loadConfig(path string) (*config.Config, error) {
 }
 
 // printConfigError writes one problem per line, so each names its field.
+// Any other error (a config file that cannot be read, a ledger file another
+// node holds, a TLS pair that does not load) is one line prefixed
+// "llmguard:", as main prints every other failure: it was printed bare
+// ("app: ledger: … is written by another process", trial19).
 func printConfigError(w io.Writer, path string, err error) {
 	var ce *config.Error
 	if errors.As(err, &ce) {
@@ -146,7 +155,7 @@ func printConfigError(w io.Writer, path string, err error) {
 		}
 		return
 	}
-	fmt.Fprintln(w, err)
+	fmt.Fprintln(w, "llmguard:", err)
 }
 
 // Run checks the file as `serve` would: it parses and validates, its
@@ -185,6 +194,9 @@ func (v *validateCmd) Run() error {
 			warned++
 		}
 	}
+	if v.Connect && !v.probe(cfg, name, &warned) {
+		os.Exit(1)
+	}
 	if warned > 0 && v.Strict {
 		fmt.Fprintf(os.Stderr, "%s: %s (--strict)\n", name, warnings(warned))
 		os.Exit(1)
@@ -196,6 +208,30 @@ func (v *validateCmd) Run() error {
 	}
 	fmt.Printf("%s: OK\n", name)
 	return nil
+}
+
+// probe runs app.Probe on cfg and prints a line a server: to standard
+// output when it answered as serve needs, to standard error when not
+// ("unreachable: …") or with a warning. It reports whether every server
+// answered, and adds the warnings to *warned.
+func (v *validateCmd) probe(cfg *config.Config, name string, warned *int) bool {
+	// go-redis logs each failed dial to stderr; the probe's own line says
+	// it once (as report does: trial8).
+	redis.SetLogger(redisLogger{slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	ok := true
+	for _, r := range app.Probe(context.Background(), cfg, v.Timeout) {
+		switch {
+		case r.Err != nil:
+			fmt.Fprintf(os.Stderr, "%s: %s (%s): unreachable or unfit: %v\n", name, r.Target, r.Addr, r.Err)
+			ok = false
+		case r.Warning != "":
+			fmt.Fprintf(os.Stderr, "%s: warning: %s (%s): %s\n", name, r.Target, r.Addr, r.Warning)
+			*warned++
+		default:
+			fmt.Printf("%s: %s (%s): %s\n", name, r.Target, r.Addr, r.Detail)
+		}
+	}
+	return ok
 }
 
 // defaultConfigName names the embedded default config in what serve and

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/llmguard/llmguard/internal/app"
+	"github.com/llmguard/llmguard/internal/redistest"
 )
 
 var (
@@ -298,5 +299,56 @@ func TestHelpCommand(t *testing.T) {
 	var exit *exec.ExitError
 	if err := exec.Command(bin, "help", "bogus").Run(); !errors.As(err, &exit) || exit.ExitCode() != 2 {
 		t.Errorf("llmguard help bogus: %v, want exit status 2", err)
+	}
+}
+
+// validate --connect dials what the config names: a Redis that answers and
+// an upstream that listens pass; a store or upstream nobody serves fails
+// the command, naming the field, without go-redis's dial log.
+func TestValidateConnect(t *testing.T) {
+	bin := binary(t)
+	srv := redistest.Start(t)
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goneAddr := gone.Addr().String()
+	gone.Close()
+	write := func(redisAddr, upAddr string) string {
+		p := filepath.Join(t.TempDir(), "llmguard.yaml")
+		os.WriteFile(p, []byte(fmt.Sprintf(`
+store: {backend: redis, redis_url: "redis://%s/0"}
+upstreams: [{name: openai, flavor: openai, base_url: "http://%s", no_key: true}]
+limits: [{name: rpm, scope: user, unit: requests, rate: 60, per: 1m}]
+`, redisAddr, upAddr)), 0o644)
+		return p
+	}
+	run := func(cfg string) (string, int) {
+		out, err := exec.Command(bin, "validate", "--connect", "--timeout", "5s", "--config", cfg).CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	out, code := run(write(srv.Addr(), up.Addr().String()))
+	if code != 0 || !strings.Contains(out, "store.redis_url ("+srv.Addr()+"): Redis ") ||
+		!strings.Contains(out, "upstreams[openai] ("+up.Addr().String()+"): TCP") || !strings.Contains(out, ": OK") {
+		t.Errorf("reachable: exit %d\n%s", code, out)
+	}
+	out, code = run(write(goneAddr, goneAddr))
+	if code != 1 || !strings.Contains(out, "store.redis_url ("+goneAddr+"): unreachable or unfit") ||
+		!strings.Contains(out, "upstreams[openai] ("+goneAddr+"): unreachable or unfit") {
+		t.Errorf("nothing listening: exit %d\n%s\nwant 1 naming both", code, out)
+	}
+	if strings.Contains(out, "pool.go") || strings.Contains(out, ": OK") {
+		t.Errorf("nothing listening: go-redis's log or an OK line:\n%s", out)
 	}
 }

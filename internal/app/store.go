@@ -168,6 +168,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		log.Warn("could not load the Redis scripts at start-up; they will be loaded on first use", "err", err)
 		lastFailed.Store(true) // degraded until a call succeeds; probed meanwhile
 	}
+	logOldRedis(ctx, client, log)
 
 	m := newStoreMetrics(reg)
 	failedTakeLog := &rate.Sometimes{First: 1, Interval: failedTakeLogEvery}

@@ -188,6 +188,15 @@ type Options struct {
 	// Tail, when not nil, is offered the bytes after the resumed array's
 	// value in a scan resumed at Resume: see [KnownTail].
 	Tail KnownTail
+	// Reuse names members (keys as written, right before their value:
+	// `"parameters":{`, in objects at depth 3 or more) whose object values
+	// the scanner remembers once checked, and steps over when a later
+	// check meets the same bytes there under the same options: a tool's
+	// "parameters" or "input_schema", sent unchanged with every request.
+	// Only with DuplicateKeys (or FoldCase); the scanner is the one kept
+	// with Layout, or a pooled one. The verdict is the one a full scan
+	// gives (see reuse.go).
+	Reuse []string
 }
 
 // Known vouches for parts of a document a caller has seen checked before
@@ -400,6 +409,10 @@ func check(b []byte, opt Options, hashed bool) error {
 	s.lay = opt.Layout
 	s.known, s.ends, s.tail, s.wants, s.resume, s.resumedOpen = nil, nil, nil, 0, 0, false
 	s.fields, s.inField = opt.Fields && opt.Layout != nil, false
+	s.reuse, s.rec = nil, -1
+	if s.dup && !hashed {
+		s.reuse = opt.Reuse
+	}
 	if s.lay != nil {
 		s.known = opt.Known
 		s.ends, _ = opt.Known.(KnownEnds)
@@ -442,7 +455,7 @@ const keepKeys = 4096
 // made it grow (those go to the garbage collector).
 func (s *scanner) release() {
 	kept := s.lay != nil && s.lay.sc == s
-	s.b, s.lay, s.known, s.ends, s.tail = nil, nil, nil, nil, nil
+	s.b, s.lay, s.known, s.ends, s.tail, s.reuse = nil, nil, nil, nil, nil, nil
 	if len(s.stack) > 4 {
 		s.stack = make([]uint64, 4)
 	}
@@ -532,6 +545,12 @@ type scanner struct {
 	// inField: the last one's value is being scanned, its end not yet
 	// recorded.
 	fields, inField bool
+	// reuse is Options.Reuse (nil without DuplicateKeys); rec is where
+	// the object being remembered opened (-1: none), found again by its
+	// object record when it closes; memo is the memo (reuse.go).
+	reuse []string
+	rec   int
+	memo  objectMemo
 }
 
 // resumable reports whether the layout fits a scan resumed at at in b
@@ -748,6 +767,19 @@ value: // a value is expected at i (after optional whitespace)
 	}
 	switch c := b[i]; c {
 	case '{', '[':
+		if depth >= 3 && c == '{' && s.reuse != nil && b[i-1] == ':' && s.reusedAt(i) {
+			// The value of a member named in Options.Reuse, in an
+			// object at depth 3 or more (none where the layout
+			// records): stepped over when remembered, else remembered
+			// when it closes.
+			if l := s.memo.find(b[i:], s.objOptions(), depth); l > 0 {
+				i += l
+				goto after
+			}
+			if s.rec < 0 {
+				s.rec = i
+			}
+		}
 		depth++
 		if s.max > 0 && depth > s.max {
 			return TooDeep, i
@@ -861,11 +893,17 @@ resumed: // a value ended just before i, recorded
 				// An object of at most smallObject keys, compared as they
 				// came (not hashed): its records are dropped here;
 				// closeObject is for the rest.
-				if o := &s.objs[len(s.objs)-1]; !s.hashed && len(s.keys) == o.kbase {
+				o := &s.objs[len(s.objs)-1]
+				start := o.start
+				if !s.hashed && len(s.keys) == o.kbase {
 					s.spans = s.spans[:o.base]
 					s.objs = s.objs[:len(s.objs)-1]
 				} else if off, r := s.closeObject(i); r != OK {
 					return r, off
+				}
+				if start == s.rec { // the object to remember closed, checked
+					s.memo.keep(b[start:i+1], s.objOptions(), depth-1)
+					s.rec = -1
 				}
 			}
 			i++
