@@ -41,12 +41,35 @@ const maxRateLimitItems = 4
 // (ResponseHeader.DisableNormalizing, as on every answer llmguard writes):
 // the names are set as spelled (SetCanonical).
 func setLimitHeaders(h *fasthttp.ResponseHeader, f Flavor, rules []meter.Applied, items *ietfItems) {
+	writeLimitHeaders(h, dialectOf(f), rules, items)
+}
+
+// setUpstreamRefusalHeaders writes the caller-contract headers on an
+// upstream's own 429 relayed to its caller: the IETF RateLimit-Policy and
+// RateLimit fields, as setLimitHeaders writes them (llmguard's
+// llmguard-unit names them its own), but not the flavor's rate-limit
+// fields (x-ratelimit-*, anthropic-ratelimit-*). The upstream's limit
+// refused the call, and its own fields of those names, passed as it sent
+// them, say when that limit has room again; llmguard's would say its
+// buckets have room (remaining near the capacity, a reset of a few ms),
+// and a client that paces itself by them would send again at once into
+// the provider's limit. Retry-After and retry-after-ms, which the OpenAI
+// and Anthropic SDKs read, are the upstream's in either case.
+func setUpstreamRefusalHeaders(h *fasthttp.ResponseHeader, rules []meter.Applied, items *ietfItems) {
+	writeLimitHeaders(h, nil, rules, items)
+}
+
+// writeLimitHeaders is setLimitHeaders with the flavor's dialect d (nil:
+// the IETF fields alone).
+func writeLimitHeaders(h *fasthttp.ResponseHeader, d dialect, rules []meter.Applied, items *ietfItems) {
 	if len(rules) == 0 {
 		return
 	}
 	fs := limitFieldsPool.Get().(*limitFields)
 	fs.start(rules, items)
-	dialectOf(f).limitHeaders(fs, rules)
+	if d != nil {
+		d.limitHeaders(fs, rules)
+	}
 	setIETFHeaders(fs, rules, items)
 	fs.writeTo(h)
 	fs.rules, fs.texts = nil, [maxRateLimitItems]*ietfItem{} // the pool keeps no rule

@@ -61,9 +61,16 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	for _, w := range x.m.Warnings() {
 		ctx.Response.Header.Add("x-llmguard-budget-warning", w)
 	}
-	setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), x.live.ietf)
-	setShadowHeaders(&ctx.Response.Header, x.m.Shadow())
 	status := resp.StatusCode()
+	if status == fasthttp.StatusTooManyRequests {
+		// The upstream's limit refused the call: its rate-limit fields
+		// say when it has room, not llmguard's
+		// (TestAdv44UpstreamRateLimitFieldsPassOnIts429).
+		setUpstreamRefusalHeaders(&ctx.Response.Header, x.rules(), x.live.ietf)
+	} else {
+		setLimitHeaders(&ctx.Response.Header, x.upstream.Flavor, x.rules(), x.live.ietf)
+	}
+	setShadowHeaders(&ctx.Response.Header, x.m.Shadow())
 	x.status = status
 
 	if streamedAnswer(resp.Header.ContentType()) && resp.BodyStream() != nil {
@@ -306,6 +313,23 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, x *exchange, status int) {
 			return
 		}
 		u, ok, seen := p.usageOf(x, b, s.Source == spec.SourceReserved)
+		if !ok && s.Source == spec.SourceRefund && len(b) > 0 {
+			// An answer under an error status (400 and above) that
+			// carries output (a chat choice's content, a Messages
+			// text block…) but no usage: a gateway relaying the
+			// provider's answer under its own status, or a lenient
+			// upstream's. The provider generated it and bills it as
+			// under 200, so it is settled as a 2xx answer is (the
+			// reservation, or its text when more), as a stream of such
+			// a status that carried output is (settleStream). A
+			// 2,000-word answer under 500 was refunded
+			// (TestAdv44ErrorStatusAnswerWithTextIsCharged). An error
+			// body ({"error":…}) carries no output: refunded, as before.
+			if n := x.live.weigher.AnswerOutputTokens(x.kind, b, x.est.Model); n > 0 {
+				s.Source = spec.SourceReserved
+				seen = weigher.Usage{OutputTokens: n, ServiceTier: weigher.AnswerServedTier(b)}
+			}
+		}
 		view.release()
 		if ok {
 			s = meter.Settlement{Source: spec.SourceReported, Usage: u}

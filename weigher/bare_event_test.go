@@ -1,6 +1,7 @@
 package weigher
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -100,6 +101,8 @@ func TestMessageDeltaDocumentedMembersAreNotText(t *testing.T) {
 		{`{"type":"message_delta","delta":{"stop_reason":"refusal","stop_sequence":null,"stop_details":{"type":"refusal","explanation":"declined"},"container":{"id":"container_1","expires_at":"2026-12-07T00:00:00Z"}},"context_management":{"applied_edits":[{"type":"clear_tool_uses_20250919"}]},"usage":{"output_tokens":2}}`, ""},
 		{`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null,"text":"a"},"usage":{"output_tokens":2}}`, "a"},
 		{`{"type":"message_delta","x":["b"],"delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}`, "b"},
+		{`{"type":"message_delta","delta":{"stop_reason":["c"],"stop_sequence":null},"usage":{"output_tokens":2}}`, "c"},
+		{`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":2,"x":"` + strings.Repeat("v", 1024) + `"}}`, strings.Repeat("v", 1024)},
 	} {
 		_, text, _ := feed(KindMessages, []sseEvent{{"message_delta", tc.data}})
 		if text != tc.text {
@@ -124,6 +127,9 @@ func FuzzCompactMessageDeltaNeverHidesText(f *testing.F) {
 		strayStrings(root, &j, "type", "delta", "usage", "context_management")
 		strayStrings(lastGet(root, "delta"), &j, "stop_reason", "stop_details", "container")
 		j.add(undocumentedStopReason(lastGet(root, "delta", "stop_reason")))
+		oversizedStrings(root, &j, "type", "usage", "context_management")
+		oversizedStrings(lastGet(root, "delta"), &j, "stop_details", "container")
+		addStructured(lastGet(root, "delta", "stop_reason"), &j)
 		if j.n > 0 || lastGet(root, "type").Str != "message_delta" {
 			t.Fatalf("compactMessageDelta(%q) = true, but it holds %q", data, j.String())
 		}
@@ -146,6 +152,10 @@ func TestStartEventsText(t *testing.T) {
 		{"message_start", `{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"m","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":8},"text":"a"}}`, "a", false},
 		{"message_start", `{"type":"message_start","x":{"y":["b"]},"message":{"id":"msg_01","usage":{"input_tokens":8}}}`, "b", false},
 		{"message_start", `{"type":"message_start","message":{"id":"msg_01","stop_reason":"c","stop_sequence":"d","usage":{"input_tokens":8}}}`, "dc", false},
+		{"message_start", `{"type":"message_start","message":{"id":"` + strings.Repeat("i", 63) + `","type":"message","role":"assistant","content":[],"model":"m","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":8}}}`, strings.Repeat("i", 63), false},
+		{"message_start", `{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"` + strings.Repeat("m", 62) + `","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":8}}}`, "", false},
+		{"message_start", `{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"m","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":8,"x":"` + strings.Repeat("u", 1024) + `"}}}`, strings.Repeat("u", 1024), false},
+		{"message_start", `{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","content":[],"model":"m","stop_reason":{"r":["s"]},"stop_sequence":null,"usage":{"input_tokens":8}}}`, "s", false},
 		{"content_block_start", `{"type":"content_block_start","index":3,"content_block":{"type":"text","text":""}}`, "", false},
 		{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"","citations":[{"cited_text":"q"}]}}`, "", false},
 		{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`, "", false},
@@ -182,6 +192,9 @@ func FuzzCompactStartNeverHidesText(f *testing.F) {
 			strayStrings(root, &j, "type", "message")
 			strayStrings(msg, &j, messageMembers...)
 			j.add(undocumentedStopReason(lastGet(msg, "stop_reason")))
+			oversizedStrings(root, &j, "type")
+			oversizedStrings(msg, &j, messageFramingMembers...)
+			addStructured(lastGet(msg, "stop_reason"), &j)
 			if t := lastGet(msg, "content"); mayHoldOutput(t) {
 				j.add(t)
 			}

@@ -474,8 +474,9 @@ func compactDelta(data []byte, dtype, member string, t gjson.Result) bool {
 // message_delta Anthropic sends,
 // {"type":"message_delta","delta":{"stop_reason":R,"stop_sequence":null},"usage":U}
 // with R null or a documented stop_reason (documentedStopReason) and U the
-// usage Result read from data: then it holds no string beside those, and
-// is not walked for others (strayStrings).
+// usage Result read from data, at most documentedMaxBytes: then it holds
+// no string beside those, and is not walked for others (strayStrings,
+// oversizedStrings).
 func compactMessageDelta(data []byte, usage gjson.Result) bool {
 	data = trimJSONSpace(data)
 	rest, ok := bytes.CutPrefix(data, messageDeltaHead)
@@ -500,15 +501,17 @@ func compactMessageDelta(data []byte, usage gjson.Result) bool {
 	if rest, ok = bytes.CutPrefix(rest, messageDeltaTail); !ok {
 		return false
 	}
-	return len(rest) == len(usage.Raw)+1 && offsetIn(data, usage.Raw) == len(data)-len(rest) && rest[len(rest)-1] == '}'
+	return len(rest) == len(usage.Raw)+1 && len(usage.Raw) <= documentedMaxBytes("usage") && offsetIn(data, usage.Raw) == len(data)-len(rest) && rest[len(rest)-1] == '}'
 }
 
 // compactMessageStart reports whether data is, byte for byte, the compact
 // message_start Anthropic sends,
 // {"type":"message_start","message":{"id":I,"type":"message","role":"assistant","content":[],"model":M,"stop_reason":null,"stop_sequence":null,"usage":U}}
 // with data holding no backslash (so I and M, strings, end at their first
-// quote) and U the usage Result read from data: then it holds no string
-// but those (documented), and is not walked for others (strayStrings).
+// quote), I and M each at most framingMaxBytes of JSON, and U the usage
+// Result read from data, at most documentedMaxBytes: then it holds no
+// string but those (documented), and is not walked for others
+// (strayStrings, oversizedStrings).
 func compactMessageStart(data []byte, usage gjson.Result) bool {
 	data = trimJSONSpace(data)
 	rest, ok := bytes.CutPrefix(data, messageStartHead)
@@ -516,19 +519,19 @@ func compactMessageStart(data []byte, usage gjson.Result) bool {
 		return false
 	}
 	n := bytes.IndexByte(rest, '"') // the end of the id
-	if n < 0 {
+	if n < 0 || n+2 > framingMaxBytes {
 		return false
 	}
 	if rest, ok = bytes.CutPrefix(rest[n+1:], messageStartModel); !ok {
 		return false
 	}
-	if n = bytes.IndexByte(rest, '"'); n < 0 { // the end of the model
+	if n = bytes.IndexByte(rest, '"'); n < 0 || n+2 > framingMaxBytes { // the end of the model
 		return false
 	}
 	if rest, ok = bytes.CutPrefix(rest[n+1:], messageStartTail); !ok {
 		return false
 	}
-	return len(rest) == len(usage.Raw)+2 && offsetIn(data, usage.Raw) == len(data)-len(rest) && string(rest[len(rest)-2:]) == "}}"
+	return len(rest) == len(usage.Raw)+2 && len(usage.Raw) <= documentedMaxBytes("usage") && offsetIn(data, usage.Raw) == len(data)-len(rest) && string(rest[len(rest)-2:]) == "}}"
 }
 
 // compactBlockStart reports whether data is, byte for byte, the compact
@@ -581,7 +584,22 @@ const (
 // the SDKs' Message type), its content (read as blocks) and stop_reason
 // (read by undocumentedStopReason). Its stop_sequence, null in a
 // message_start, is counted when a string.
-var messageMembers = []string{"id", "type", "role", "model", "usage", "container", "context_management", "stop_details", "content", "stop_reason"}
+var messageMembers = append(slices.Clip(messageFramingMembers), "content", "stop_reason")
+
+// messageFramingMembers are the members of messageMembers that carry no
+// output (all but content and stop_reason), read for text by
+// oversizedStrings when longer than Anthropic sends them.
+var messageFramingMembers = []string{"id", "type", "role", "model", "usage", "container", "context_management", "stop_details"}
+
+// addStructured adds to j every string v holds (addStrings) when v is an
+// object or an array: a member the Messages API sends as a string or
+// null (a stop_reason, read as a string by undocumentedStopReason) that
+// holds text in another shape.
+func addStructured(v gjson.Result, j *textJoiner) {
+	if v.IsObject() || v.IsArray() {
+		addStrings(v, j)
+	}
+}
 
 // undocumentedStopReason is v, a Messages stop_reason, when it is a string
 // of no value the API documents (end_turn, max_tokens, stop_sequence,
@@ -627,6 +645,39 @@ func strayStrings(v gjson.Result, j *textJoiner, known ...string) {
 		}
 		return true
 	})
+}
+
+// oversizedStrings adds to j every string (addStrings) of each member of
+// v, an object, named in members whose JSON text is longer than any the
+// Messages API sends there (documentedMaxBytes): a lenient upstream may
+// write text into an event's documented members, such as a 2,000-word
+// message_start id or model, which strayStrings leaves unread. Each
+// member of a repeated name is read.
+func oversizedStrings(v gjson.Result, j *textJoiner, members ...string) {
+	if !v.IsObject() {
+		return
+	}
+	v.ForEach(func(k, e gjson.Result) bool {
+		if slices.Contains(members, k.Str) && len(e.Raw) > documentedMaxBytes(k.Str) {
+			addStrings(e, j)
+		}
+		return true
+	})
+}
+
+// documentedMaxBytes is the most JSON text, in bytes, a documented
+// member k of a Messages stream event holds in what Anthropic sends: an
+// id, type, role or model framingMaxBytes (a message id is about 30
+// bytes, a model name below 64 even as Bedrock or Vertex spell it); a
+// usage, container, context_management or stop_details object 1 KiB (a
+// usage with every cache, server-tool and tier figure is about 400
+// bytes; a refusal's stop_details explanation a sentence).
+func documentedMaxBytes(k string) int {
+	switch k {
+	case "id", "type", "role", "model":
+		return framingMaxBytes
+	}
+	return 1 << 10
 }
 
 // addStrings adds to j every string v holds, at any depth, in order.
@@ -696,6 +747,12 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 			strayStrings(root, &j, "type", "message")
 			strayStrings(msg, &j, messageMembers...)
 			j.add(undocumentedStopReason(lastGet(msg, "stop_reason")))
+			// The documented members but content and stop_reason, when
+			// longer than any Anthropic sends (a 2,000-word id or model):
+			// text too (TestAdv44OversizedMessageStartMembersAreCharged).
+			oversizedStrings(root, &j, "type")
+			oversizedStrings(msg, &j, messageFramingMembers...)
+			addStructured(lastGet(msg, "stop_reason"), &j)
 		}
 		u.Text = j.String()
 		return u
@@ -734,6 +791,9 @@ func (s *Stream) messagesEvent(eventType, data []byte) StreamUpdate {
 			d := lastGet(root, "delta")
 			strayStrings(root, &j, "type", "delta", "usage", "context_management")
 			strayStrings(d, &j, "stop_reason", "stop_details", "container")
+			oversizedStrings(root, &j, "type", "usage", "context_management")
+			oversizedStrings(d, &j, "stop_details", "container")
+			addStructured(lastGet(d, "stop_reason"), &j)
 			j.add(undocumentedStopReason(lastGet(d, "stop_reason")))
 			u.Text = j.String()
 		}
