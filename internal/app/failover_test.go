@@ -98,6 +98,84 @@ func (l *failoverLoad) snapshot() []fsample {
 	return slices.Clone(l.samples)
 }
 
+// failoverPoster returns a function that posts failoverBody to the
+// llmguard at url as tenant (key sk-<tenant>), with the header pairs
+// given, and describes the answer: status, Retry-After, the tokens left.
+// A transport error is recorded in the sample, not reported.
+func failoverPoster(url string) func(tenant string, headers ...string) fsample {
+	client := &http.Client{Timeout: 10 * time.Second}
+	return func(tenant string, headers ...string) fsample {
+		s := fsample{tenant: tenant, start: time.Now(), remaining: -1}
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(failoverBody))
+		req.Header.Set("Authorization", "Bearer sk-"+tenant)
+		req.Header.Set("x-mock-completion-tokens", strconv.Itoa(failoverOutput))
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			s.err, s.end = err, time.Now()
+			return s
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		s.end, s.status, s.retryAfter = time.Now(), resp.StatusCode, resp.Header.Get("Retry-After")
+		if v, err := strconv.ParseInt(resp.Header.Get("x-ratelimit-remaining-tokens"), 10, 64); err == nil {
+			s.remaining = v
+		}
+		return s
+	}
+}
+
+// start runs perTenant clients for each tenant, each posting one request
+// every pace (the cluster's nodes need CPU too) until halt, at most 20,000.
+func (l *failoverLoad) start(tenants []string, perTenant int, pace time.Duration, post func(string, ...string) fsample) {
+	for _, tenant := range tenants {
+		for range perTenant {
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				for n := 0; n < 20000; n++ {
+					select {
+					case <-l.stop:
+						return
+					case <-time.After(pace):
+					}
+					s := post(tenant)
+					l.mu.Lock()
+					l.samples = append(l.samples, s)
+					l.mu.Unlock()
+				}
+			}()
+		}
+	}
+}
+
+// sendHeld posts n requests, alternately as tenants a and b, that up holds
+// once they reach it, and waits until each has either reached up or been
+// answered (a take that failed is answered without reaching it). It
+// returns the answers already in and the channel the rest will arrive on
+// once up releases them.
+func sendHeld(t *testing.T, up *holdingUpstream, post func(string, ...string) fsample, n int, a, b string) ([]fsample, chan fsample) {
+	t.Helper()
+	done := make(chan fsample, n)
+	for i := range n {
+		go func() { done <- post([]string{a, b}[i%2], "x-test-hold", "1") }()
+	}
+	var answered []fsample
+	for arrived := 0; arrived+len(answered) < n; {
+		select {
+		case <-up.arrived:
+			arrived++
+		case s := <-done:
+			answered = append(answered, s)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the held requests neither reached the upstream nor were answered within 30 s")
+		}
+	}
+	return answered, done
+}
+
 // TestChaosClusterFailover runs llmguard on a Redis Cluster of three
 // masters with a replica each, under a steady load of three tenants — two
 // whose buckets live on one master (one limit fails open, one closed), one
@@ -199,50 +277,11 @@ store:
 	frozen := time.Now()
 	h := startClock(t, mock, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
 
-	client := &http.Client{Timeout: 10 * time.Second}
-	post := func(tenant string, headers ...string) fsample {
-		s := fsample{tenant: tenant, start: time.Now(), remaining: -1}
-		req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions", strings.NewReader(failoverBody))
-		req.Header.Set("Authorization", "Bearer sk-"+tenant)
-		req.Header.Set("x-mock-completion-tokens", strconv.Itoa(failoverOutput))
-		for i := 0; i+1 < len(headers); i += 2 {
-			req.Header.Set(headers[i], headers[i+1])
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			s.err, s.end = err, time.Now()
-			return s
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		s.end, s.status, s.retryAfter = time.Now(), resp.StatusCode, resp.Header.Get("Retry-After")
-		if v, err := strconv.ParseInt(resp.Header.Get("x-ratelimit-remaining-tokens"), 10, 64); err == nil {
-			s.remaining = v
-		}
-		return s
-	}
+	post := failoverPoster(h.url)
 
 	load := &failoverLoad{stop: make(chan struct{})}
 	defer load.halt() // on every way out, t.Fatal included
-	for _, tenant := range tenants {
-		for range 2 {
-			load.wg.Add(1)
-			go func() {
-				defer load.wg.Done()
-				for n := 0; n < 20000; n++ {
-					select {
-					case <-load.stop:
-						return
-					case <-time.After(2 * time.Millisecond): // paced: the cluster's nodes need CPU too
-					}
-					s := post(tenant)
-					load.mu.Lock()
-					load.samples = append(load.samples, s)
-					load.mu.Unlock()
-				}
-			}()
-		}
-	}
+	load.start(tenants, 2, 2*time.Millisecond, post)
 	// waitRedis waits until every tenant in ts has n requests admitted by
 	// Redis that started at or after from, for at most bound.
 	waitRedis := func(what string, bound time.Duration, from time.Time, n int, ts ...string) {
@@ -272,21 +311,7 @@ store:
 	// request whose take failed (the store timeout on a loaded machine) is
 	// answered without reaching the upstream.
 	const held = 6
-	heldDone := make(chan fsample, held)
-	for i := range held {
-		go func() { heldDone <- post([]string{tOpen, tClosed}[i%2], "x-test-hold", "1") }()
-	}
-	var heldSamples []fsample
-	for arrived := 0; arrived+len(heldSamples) < held; {
-		select {
-		case <-up.arrived:
-			arrived++
-		case s := <-heldDone:
-			heldSamples = append(heldSamples, s)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("the held requests neither reached the upstream nor were answered within 30 s")
-		}
-	}
+	heldSamples, heldDone := sendHeld(t, up, post, held, tOpen, tClosed)
 	// The victim's replica takes over only once the held reconciliations
 	// have been tried against the dead master.
 	releaseFailover := cluster.HoldFailover(victim)

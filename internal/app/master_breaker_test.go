@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,47 +102,10 @@ store:
 	frozen := time.Now()
 	h := startClock(t, mock, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
 
-	client := &http.Client{Timeout: 10 * time.Second}
-	post := func(tenant string, headers ...string) fsample {
-		s := fsample{tenant: tenant, start: time.Now(), remaining: -1}
-		req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions", strings.NewReader(failoverBody))
-		req.Header.Set("Authorization", "Bearer sk-"+tenant)
-		req.Header.Set("x-mock-completion-tokens", strconv.Itoa(failoverOutput))
-		for i := 0; i+1 < len(headers); i += 2 {
-			req.Header.Set(headers[i], headers[i+1])
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			s.err, s.end = err, time.Now()
-			return s
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		s.end, s.status, s.retryAfter = time.Now(), resp.StatusCode, resp.Header.Get("Retry-After")
-		if v, err := strconv.ParseInt(resp.Header.Get("x-ratelimit-remaining-tokens"), 10, 64); err == nil {
-			s.remaining = v
-		}
-		return s
-	}
+	post := failoverPoster(h.url)
 	load := &failoverLoad{stop: make(chan struct{})}
 	defer load.halt()
-	for _, tenant := range tenants {
-		load.wg.Add(1)
-		go func() {
-			defer load.wg.Done()
-			for n := 0; n < 20000; n++ {
-				select {
-				case <-load.stop:
-					return
-				case <-time.After(3 * time.Millisecond): // paced: the cluster's nodes need CPU too
-				}
-				s := post(tenant)
-				load.mu.Lock()
-				load.samples = append(load.samples, s)
-				load.mu.Unlock()
-			}
-		}()
-	}
+	load.start(tenants, 1, 3*time.Millisecond, post)
 	// waitFor waits until ok holds, for at most bound, polling.
 	waitFor := func(what string, bound time.Duration, ok func() bool, state func() string) {
 		t.Helper()
@@ -179,21 +141,7 @@ store:
 	// Requests Redis admitted on the victim, answered by the upstream only
 	// once the victim is frozen: their reconciliations must be held.
 	const held = 4
-	heldDone := make(chan fsample, held)
-	for i := range held {
-		go func() { heldDone <- post([]string{tOpen, tClosed}[i%2], "x-test-hold", "1") }()
-	}
-	var heldSamples []fsample
-	for arrived := 0; arrived+len(heldSamples) < held; {
-		select {
-		case <-up.arrived:
-			arrived++
-		case s := <-heldDone:
-			heldSamples = append(heldSamples, s)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("the held requests neither reached the upstream nor were answered within 30 s")
-		}
-	}
+	heldSamples, heldDone := sendHeld(t, up, post, held, tOpen, tClosed)
 
 	paused := time.Now()
 	resume := victim.Pause()
