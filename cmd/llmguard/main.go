@@ -220,15 +220,19 @@ func (v *validateCmd) probe(cfg *config.Config, name string, warned *int) bool {
 	redis.SetLogger(redisLogger{slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	ok := true
 	for _, r := range app.Probe(context.Background(), cfg, v.Timeout) {
+		where := r.Target
+		if r.Addr != "" { // "" when the address could not be worked out
+			where += " (" + r.Addr + ")"
+		}
 		switch {
 		case r.Err != nil:
-			fmt.Fprintf(os.Stderr, "%s: %s (%s): unreachable or unfit: %v\n", name, r.Target, r.Addr, r.Err)
+			fmt.Fprintf(os.Stderr, "%s: %s: unreachable or unfit: %v\n", name, where, r.Err)
 			ok = false
 		case r.Warning != "":
-			fmt.Fprintf(os.Stderr, "%s: warning: %s (%s): %s\n", name, r.Target, r.Addr, r.Warning)
+			fmt.Fprintf(os.Stderr, "%s: warning: %s: %s\n", name, where, r.Warning)
 			*warned++
 		default:
-			fmt.Printf("%s: %s (%s): %s\n", name, r.Target, r.Addr, r.Detail)
+			fmt.Printf("%s: %s: %s\n", name, where, r.Detail)
 		}
 	}
 	return ok
