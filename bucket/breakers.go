@@ -2,8 +2,10 @@ package bucket
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +109,15 @@ func (g *Guarded) newBreaker(master string) *breaker {
 // has passed).
 func (b *breaker) state() BreakerState { return stateOf(b.cb.State()) }
 
+// succeeded records that a call reached b's master and was served. The
+// flag is written only when it changes: every call of every request reads
+// it, and a store to it on each would bounce its cache line between cores.
+func (b *breaker) succeeded() {
+	if b.failing.Load() {
+		b.failing.Store(false)
+	}
+}
+
 // fail records err, a failure of a call that reached b's master.
 func (b *breaker) fail(err error) {
 	b.failing.Store(true)
@@ -185,29 +196,15 @@ func (g *Guarded) MasterOf(key string) string {
 // call was routed to and not forgotten since (Forget). Cheap enough to
 // call at every scrape.
 func (g *Guarded) Breakers() []BreakerStatus {
-	var brs []*breaker
-	if g.o.MasterOf == nil {
-		brs = []*breaker{g.single}
-	} else {
-		g.mu.RLock()
-		for _, b := range g.masters {
-			brs = append(brs, b)
-		}
-		g.mu.RUnlock()
+	brs := []*breaker{g.single}
+	if g.o.MasterOf != nil {
+		brs = g.masterBreakers()
 	}
 	out := make([]BreakerStatus, len(brs))
 	for i, b := range brs {
 		out[i] = BreakerStatus{Master: b.master, State: b.state(), Failing: b.failing.Load(), ProbeKey: g.probeKeyOf(b)}
 	}
-	slices.SortFunc(out, func(a, b BreakerStatus) int {
-		switch {
-		case a.Master < b.Master:
-			return -1
-		case a.Master > b.Master:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b BreakerStatus) int { return strings.Compare(a.Master, b.Master) })
 	return out
 }
 
@@ -254,14 +251,8 @@ func (g *Guarded) Forget() []string {
 	if g.o.MasterOf == nil {
 		return nil
 	}
-	g.mu.RLock()
-	brs := make([]*breaker, 0, len(g.masters))
-	for _, b := range g.masters {
-		brs = append(brs, b)
-	}
-	g.mu.RUnlock()
 	var gone []string
-	for _, b := range brs {
+	for _, b := range g.masterBreakers() {
 		if g.o.MasterOf(probeKeyIn(uint16(b.slot.Load()))) == b.master {
 			continue
 		}
@@ -273,4 +264,12 @@ func (g *Guarded) Forget() []string {
 		g.mu.Unlock()
 	}
 	return gone
+}
+
+// masterBreakers is a copy of the per-master breakers (GuardOptions.
+// MasterOf), taken under the read lock, in no order.
+func (g *Guarded) masterBreakers() []*breaker {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return slices.Collect(maps.Values(g.masters))
 }

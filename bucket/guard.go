@@ -578,7 +578,7 @@ func (g *Guarded) ReconcileBatch(ctx context.Context, batch []Reconciliation) []
 		switch {
 		case done[k] == nil: // rejected: nothing to report to it
 		case outcome[k] == appliedOn:
-			b.failing.Store(false)
+			b.succeeded()
 			done[k](nil)
 		case outcome[k] == failedOn && (g.o.MasterOf != nil || allFailed):
 			b.fail(cause[k])
@@ -744,7 +744,7 @@ func (g *Guarded) do(ctx context.Context, op Op, timeout time.Duration, brs []*b
 	switch {
 	case inner == nil || errors.Is(inner, ErrVoided):
 		for i, b := range brs {
-			b.failing.Store(false)
+			b.succeeded()
 			done[i](inner)
 		}
 	case errors.Is(inner, ErrInvalid):

@@ -266,11 +266,6 @@ func batchReply(cmd *redis.Cmd) ([]int64, error) {
 	return flat, nil
 }
 
-// splitReplies is splitNumbers of an array reply, flat.
-func splitReplies(flat []int64, takes []*queuedTake) error {
-	return splitNumbers(batchNumbers{i: flat}, takes)
-}
-
 // splitNumbers sets each take's reply (take.lua's: allowed 1, -1, 0, 0,
 // then per bucket its remaining units and reset in µs, then per bucket its
 // window start when one is a window counter; denied 0, the bucket index,

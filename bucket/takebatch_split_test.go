@@ -204,3 +204,10 @@ func FuzzSplitNumbers(f *testing.F) {
 		}
 	})
 }
+
+// splitReplies is splitNumbers of an array reply, flat: what the tests
+// written for the array form (before packed runs) feed the batcher's
+// reader; no production code builds one.
+func splitReplies(flat []int64, takes []*queuedTake) error {
+	return splitNumbers(batchNumbers{i: flat}, takes)
+}
