@@ -466,8 +466,8 @@ func probeWhileOpen(g *bucket.Guarded, openFor, healthCheck time.Duration, lastF
 func clusterMasterOf(cc *redis.ClusterClient, timeout time.Duration) func(key string) string {
 	var mapped atomic.Bool // cc has a slot map: MasterForKey no longer waits on the network
 	return func(key string) string {
-		ctx := context.Background()
-		if !mapped.Load() {
+		ctx, known := context.Background(), mapped.Load()
+		if !known {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, max(timeout, 50*time.Millisecond))
 			defer cancel()
@@ -476,7 +476,9 @@ func clusterMasterOf(cc *redis.ClusterClient, timeout time.Duration) func(key st
 		if err != nil {
 			return ""
 		}
-		mapped.Store(true)
+		if !known {
+			mapped.Store(true) // once: every call reads the flag
+		}
 		return cl.Options().Addr
 	}
 }
