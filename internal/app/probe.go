@@ -174,18 +174,7 @@ func probeCluster(ctx context.Context, r *ProbeResult, s config.Store, timeout t
 		r.Err = fmt.Errorf("cluster_state is %q, not ok: some slots have no master answering", v)
 		return
 	}
-	var mu sync.Mutex
-	var infos []redisInfo
-	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-		info, err := redisServerInfo(ctx, c)
-		if err != nil {
-			return fmt.Errorf("master %s: %w", c.Options().Addr, err)
-		}
-		mu.Lock()
-		infos = append(infos, info)
-		mu.Unlock()
-		return nil
-	})
+	infos, err := mastersInfo(ctx, cc)
 	if err != nil {
 		r.Err = err
 		return
@@ -314,6 +303,24 @@ func probeUpstream(ctx context.Context, r *ProbeResult, base string, timeout tim
 	r.Detail = fmt.Sprintf("%s, %d ms", tls.VersionName(tc.ConnectionState().Version), time.Since(start).Milliseconds())
 }
 
+// mastersInfo reads every master's INFO server section (redisServerInfo),
+// in no order. Errors: the first master's that failed, naming it.
+func mastersInfo(ctx context.Context, cc *redis.ClusterClient) ([]redisInfo, error) {
+	var mu sync.Mutex
+	var infos []redisInfo
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		info, err := redisServerInfo(ctx, c)
+		if err != nil {
+			return fmt.Errorf("master %s: %w", c.Options().Addr, err)
+		}
+		mu.Lock()
+		infos = append(infos, info)
+		mu.Unlock()
+		return nil
+	})
+	return infos, err
+}
+
 // logOldRedis logs an error when the store's Redis (any master of a
 // cluster) is older than minRedis: its scripts load, but every
 // reconciliation fails at SMISMEMBER, so no charge or refund lands. A
@@ -321,23 +328,14 @@ func probeUpstream(ctx context.Context, r *ProbeResult, base string, timeout tim
 // own calls report it). client is the store's go-redis client.
 func logOldRedis(ctx context.Context, client any, log *slog.Logger) {
 	var infos []redisInfo
-	var mu sync.Mutex
-	read := func(ctx context.Context, c *redis.Client) error {
-		info, err := redisServerInfo(ctx, c)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		infos = append(infos, info)
-		mu.Unlock()
-		return nil
-	}
 	var err error
 	switch c := client.(type) {
 	case *redis.Client:
-		err = read(ctx, c)
+		var info redisInfo
+		info, err = redisServerInfo(ctx, c)
+		infos = []redisInfo{info}
 	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, read)
+		infos, err = mastersInfo(ctx, c)
 	default:
 		return
 	}
