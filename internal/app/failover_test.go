@@ -222,17 +222,7 @@ func TestChaosClusterFailover(t *testing.T) {
 	victim := cluster.Nodes[0]
 	// Tenants by where their buckets live: tOpen and tClosed on the victim,
 	// tOther on another master.
-	tenantOn := func(onVictim bool, not ...string) string {
-		t.Helper()
-		for n := range 200 {
-			name := fmt.Sprintf("t%d", n)
-			if !slices.Contains(not, name) && (cluster.MasterOf("{"+name+"}") == victim) == onVictim {
-				return name
-			}
-		}
-		t.Fatal("no tenant name found for the layout")
-		return ""
-	}
+	tenantOn := func(onVictim bool, not ...string) string { return clusterTenant(t, cluster, victim, onVictim, not...) }
 	tOpen := tenantOn(true)
 	tClosed := tenantOn(true, tOpen)
 	tOther := tenantOn(false)
@@ -578,3 +568,18 @@ func startHoldingUpstream(t *testing.T, mockURL string) *holdingUpstream {
 
 // releaseAll lets every held answer go, now and from now on.
 func (u *holdingUpstream) releaseAll() { u.once.Do(func() { close(u.release) }) }
+
+// clusterTenant returns the first tenant name t<n> not in not whose hash
+// tag {t<n>} lives on victim (onVictim) or on another master (not
+// onVictim), failing t when none of the first 200 does.
+func clusterTenant(t *testing.T, cluster *redistest.Cluster, victim *redistest.Server, onVictim bool, not ...string) string {
+	t.Helper()
+	for n := range 200 {
+		name := fmt.Sprintf("t%d", n)
+		if !slices.Contains(not, name) && (cluster.MasterOf("{"+name+"}") == victim) == onVictim {
+			return name
+		}
+	}
+	t.Fatal("no tenant name found for the layout")
+	return ""
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,17 +45,7 @@ func TestChaosClusterMasterPausedOnlyItsKeysFail(t *testing.T) {
 	}
 	cluster := redistest.StartClusterWith(t, redistest.ClusterOptions{Masters: 3, PartialCoverage: true})
 	victim := cluster.Nodes[0]
-	tenantOn := func(onVictim bool, not ...string) string {
-		t.Helper()
-		for n := range 200 {
-			name := fmt.Sprintf("t%d", n)
-			if !slices.Contains(not, name) && (cluster.MasterOf("{"+name+"}") == victim) == onVictim {
-				return name
-			}
-		}
-		t.Fatal("no tenant name found for the layout")
-		return ""
-	}
+	tenantOn := func(onVictim bool, not ...string) string { return clusterTenant(t, cluster, victim, onVictim, not...) }
 	tOpen := tenantOn(true)
 	tClosed := tenantOn(true, tOpen)
 	tOther := tenantOn(false)
