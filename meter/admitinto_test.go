@@ -21,7 +21,7 @@ func TestAdmitIntoIsAdmit(t *testing.T) {
 			before int
 			x      Exchange
 		}
-		x := tl.meter.AdmitInto(&held.x, Request{ID: "req-" + string(rune('a'+tl.n)), Principal: tl.alice, Policy: tl.policy,
+		x := tl.meter.AdmitInto(&held.x, &Request{ID: "req-" + string(rune('a'+tl.n)), Principal: tl.alice, Policy: tl.policy,
 			Flavor: spec.FlavorOpenAI, Path: "/v1/chat/completions", Model: "gpt-4o-mini", Weighed: true,
 			Estimate: spec.Usage{InputTokens: in, OutputTokens: out}})
 		if x != &held.x {
@@ -74,12 +74,12 @@ func TestAdmitIntoRefusesAUsedExchange(t *testing.T) {
 	var x Exchange
 	r := Request{ID: "once", Principal: tl.alice, Policy: tl.policy, Flavor: spec.FlavorOpenAI, Path: "/v1/chat/completions",
 		Model: "gpt-4o-mini", Weighed: true, Estimate: spec.Usage{InputTokens: 10, OutputTokens: 10}}
-	tl.meter.AdmitInto(&x, r)
+	tl.meter.AdmitInto(&x, &r)
 	defer func() {
 		if recover() == nil {
 			t.Error("a second AdmitInto of the same exchange did not panic")
 		}
 	}()
 	r.ID = "twice"
-	tl.meter.AdmitInto(&x, r)
+	tl.meter.AdmitInto(&x, &r)
 }

@@ -459,7 +459,7 @@ func (x *Exchange) Outcome(status int) Outcome {
 // (FailClosed) and fail-open rules are taken from the per-node Fallback
 // (DESIGN.md §7). An admitted request must be settled once
 // (Exchange.Settle); a refused one holds nothing and needs no settlement.
-func (m *Meter) Admit(r Request) *Exchange { return m.AdmitInto(new(Exchange), r) }
+func (m *Meter) Admit(r Request) *Exchange { return m.AdmitInto(new(Exchange), &r) }
 
 // AdmitInto is Admit with the exchange written into x, which the caller
 // allocated: a transport that allocates a state of its own for each
@@ -467,13 +467,15 @@ func (m *Meter) Admit(r Request) *Exchange { return m.AdmitInto(new(Exchange), r
 // than two (an Exchange is about 2.5 KB: its rules, items and deltas are
 // held inline). x must be a zero Exchange, and must never be used for
 // another request after (a store may keep the items and deltas it was
-// given, which x holds); it panics when x was admitted before. It returns
-// x, with the same verdict and state Admit would return.
-func (m *Meter) AdmitInto(x *Exchange, r Request) *Exchange {
+// given, which x holds); it panics when x was admitted before. r is
+// copied into x, not kept: passed by pointer, the request (360 bytes) is
+// copied once, into x, rather than twice. It returns x, with the same
+// verdict and state Admit would return.
+func (m *Meter) AdmitInto(x *Exchange, r *Request) *Exchange {
 	if x.m != nil {
 		panic("meter: AdmitInto given an Exchange already admitted")
 	}
-	x.m, x.req = m, r
+	x.m, x.req = m, *r
 	x.quote = x.quoteIn(r.ServiceTier)
 	x.modelLabel = x.quote.Label
 	if x.modelLabel == "" && r.Model != "" {

@@ -38,7 +38,7 @@ func (anthropic) claims(path string) claim {
 func (anthropic) endpoint(path string) (string, string) { return path, "" }
 
 // rewrite changes nothing: a Messages stream reports its usage unasked.
-func (anthropic) rewrite(_ weigher.Kind, _ weigher.Estimate, body []byte) ([]byte, bool) {
+func (anthropic) rewrite(_ weigher.Kind, _ *weigher.Estimate, body []byte) ([]byte, bool) {
 	return body, false
 }
 

@@ -65,7 +65,7 @@ func (azure) endpoint(path string) (string, string) {
 	return "/v1" + rest, ""
 }
 
-func (azure) rewrite(k weigher.Kind, est weigher.Estimate, body []byte) ([]byte, bool) {
+func (azure) rewrite(k weigher.Kind, est *weigher.Estimate, body []byte) ([]byte, bool) {
 	return addIncludeUsage(k, est, body)
 }
 

@@ -53,7 +53,7 @@ func pinField(k weigher.Kind) string {
 // of a kind with a pinField, with no predicted output and no member that
 // bounds its output past the maximum (weigher.Estimate.OutputPinned:
 // n_predict, min_tokens, max_length, a reasoning budget).
-func writable(k weigher.Kind, est weigher.Estimate) bool {
+func writable(k weigher.Kind, est *weigher.Estimate) bool {
 	return est.Parsed && pinField(k) != "" && est.PredictionTokens == 0 && !est.OutputPinned
 }
 
@@ -71,7 +71,7 @@ func minOutputMax(k weigher.Kind) int64 {
 // reservation: whether the body named a maximum, for how many choices, the
 // model's documented ceiling, and whether llmguard can lower it (Cappable)
 // or only write one where the body names none (Pinnable).
-func outputOf(k weigher.Kind, est weigher.Estimate) meter.Output {
+func outputOf(k weigher.Kind, est *weigher.Estimate) meter.Output {
 	w := writable(k, est)
 	return meter.Output{Defaulted: est.OutputDefaulted, Choices: est.Choices, Ceiling: est.OutputCeiling,
 		Cappable: w && outputField(k) != "", Pinnable: w, MinMax: minOutputMax(k)}
@@ -82,7 +82,7 @@ func outputOf(k weigher.Kind, est weigher.Estimate) meter.Output {
 // (output_reservation.pin): the same test admission makes
 // (meter.Exchange.pinOutput), so that a background Responses run that
 // names none is let through only when its maximum will be written.
-func (p *Proxy) pinsUnbounded(k weigher.Kind, est weigher.Estimate) bool {
+func (p *Proxy) pinsUnbounded(k weigher.Kind, est *weigher.Estimate) bool {
 	return p.opt.PinOutputs && est.OutputDefaulted && writable(k, est) && k.Weighed()
 }
 

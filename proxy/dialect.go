@@ -42,7 +42,7 @@ type dialect interface {
 	// weighed as est, and whether the usage-only chunk it asked for must
 	// be dropped from the answer's stream. It never changes what was
 	// weighed.
-	rewrite(k weigher.Kind, est weigher.Estimate, body []byte) (out []byte, stripUsage bool)
+	rewrite(k weigher.Kind, est *weigher.Estimate, body []byte) (out []byte, stripUsage bool)
 	// appendError appends e as a whole error body in this flavor's shape.
 	appendError(b []byte, e apiError) []byte
 	// limitHeaders adds this flavor's own rate-limit fields, from the
@@ -111,7 +111,7 @@ func headerKey(h *fasthttp.RequestHeader, name string) []byte {
 // usage (stream_options.include_usage, which OpenAI-style APIs need to
 // report usage on a stream at all), unless the caller did; stripUsage says
 // the usage-only chunk it brings is the gateway's, not the caller's.
-func addIncludeUsage(k weigher.Kind, est weigher.Estimate, body []byte) ([]byte, bool) {
+func addIncludeUsage(k weigher.Kind, est *weigher.Estimate, body []byte) ([]byte, bool) {
 	if !k.StreamUsageOptIn() || !est.Stream || est.IncludeUsage || !est.Parsed {
 		return body, false
 	}

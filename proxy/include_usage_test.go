@@ -25,7 +25,7 @@ func TestAddIncludeUsageMatchesSjson(t *testing.T) {
 	} {
 		in := []byte(body)
 		est := w.Chat(in)
-		got, strip := addIncludeUsage(weigher.KindChat, est, in)
+		got, strip := addIncludeUsage(weigher.KindChat, &est, in)
 		if string(in) != body {
 			t.Fatalf("%s: the caller's body was changed", body)
 		}

@@ -27,7 +27,7 @@ func (openAI) claims(string) claim { return claimNone }
 
 func (openAI) endpoint(path string) (string, string) { return path, "" }
 
-func (openAI) rewrite(k weigher.Kind, est weigher.Estimate, body []byte) ([]byte, bool) {
+func (openAI) rewrite(k weigher.Kind, est *weigher.Estimate, body []byte) ([]byte, bool) {
 	return addIncludeUsage(k, est, body)
 }
 

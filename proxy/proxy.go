@@ -1000,7 +1000,7 @@ func adminOnlyPath(path string) bool {
 func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refusal {
 	if x.kind.Weighed() {
 		long := x.est.LongContext // route's walk of the fields
-		x.est = p.weighAs(x, body)
+		p.weighAs(x, body)
 		if long {
 			// Anthropic's 1M-context beta: the window its hidden
 			// context and usage ceiling are reserved at.
@@ -1030,9 +1030,9 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 			// forwarded, never charged.
 			return &refusal{err: faultError(x.est), outcome: meter.OutcomeInvalid}
 		}
-		setEstimateHeader(&ctx.Response.Header, x.est)
+		setEstimateHeader(&ctx.Response.Header, &x.est)
 	}
-	if x.est.Background && x.est.OutputDefaulted && !p.pinsUnbounded(x.kind, x.est) {
+	if x.est.Background && x.est.OutputDefaulted && !p.pinsUnbounded(x.kind, &x.est) {
 		// Never reconciled: its reservation must bound its output. With
 		// output_reservation.pin it does: admission writes it into the
 		// body as max_output_tokens (capBody), which bounds the run's
@@ -1073,12 +1073,14 @@ func (l *live) unmeteredAllowed(upPath string) bool {
 // (named by the path, or on the v1 API by the body's model) as the model
 // upstreams[].deployments maps it to, so that it is counted with that
 // model's tokenizer, reserved its default output, priced and limited as
-// it; any other request as the model its body names. The body is read once.
-func (p *Proxy) weighAs(x *exchange, body []byte) weigher.Estimate {
+// it; any other request as the model its body names, into x.est (set in
+// place: an Estimate is 240 bytes, copied once more when returned). The
+// body is read once.
+func (p *Proxy) weighAs(x *exchange, body []byte) {
 	if p.takeWeighSlot() {
 		defer func() { <-p.weighing }()
 	}
-	return x.live.weigher.WeighResolved(x.kind, body, servedModel(x))
+	x.est = x.live.weigher.WeighResolved(x.kind, body, servedModel(x))
 }
 
 // servedModel maps the model a request's body names ("" for none) to the
@@ -1125,7 +1127,7 @@ func namedModel(x *exchange, body []byte) string {
 // it), "bound" when part of the text was counted with the weigher's upper
 // bound (exact_count_max_bytes, count_time_budget: reconciliation refunds
 // the excess); nothing for an exact one.
-func setEstimateHeader(h *fasthttp.ResponseHeader, est weigher.Estimate) {
+func setEstimateHeader(h *fasthttp.ResponseHeader, est *weigher.Estimate) {
 	switch {
 	case est.ServerContext:
 		h.Set("x-llmguard-estimate", "partial")
@@ -1189,7 +1191,7 @@ var errLimiter = apiError{status: fasthttp.StatusInternalServerError, openAIType
 // read only for the model a request that is not weighed names
 // (namedModel).
 func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refusal {
-	x.m = p.meter.AdmitInto(&x.admission, meter.Request{ID: x.id, Principal: x.principal, Policy: x.live.policy, Flavor: x.upstream.Flavor,
+	x.m = p.meter.AdmitInto(&x.admission, &meter.Request{ID: x.id, Principal: x.principal, Policy: x.live.policy, Flavor: x.upstream.Flavor,
 		Path: rulePath(x.kind, x.path), Model: x.est.Model, NamedModel: namedModel(x, body), ServiceTier: x.est.ServiceTier, Audio: x.est.Audio, GeoPinned: x.est.GeoPinned, Weighed: x.kind.Weighed(),
 		Unmetered: x.kind == weigher.KindUnmetered && !x.unmeteredAllowed, UnmeteredAllowed: x.unmeteredAllowed,
 		Images: x.est.Images, PerImage: x.perImage,
@@ -1197,7 +1199,7 @@ func (p *Proxy) admit(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 			WebSearchPreview: x.est.WebSearchPreview, SearchContext: x.est.SearchContext, SearchResults: x.est.SearchResults, ContainerGB: x.est.ContainerGB,
 			FileSearches: int64(x.est.FileSearches), ImageTokens: x.est.ImageTokens, CodeExecutionMinutes: x.est.CodeExecutionMinutes,
 			CacheWriteTokens: cacheWrite(x.est.CacheWrite, x.est.InputTokens), CacheWrite1hTokens: cacheWrite(x.est.CacheWrite1h, x.est.InputTokens)},
-		Output: outputOf(x.kind, x.est),
+		Output: outputOf(x.kind, &x.est),
 		Watch:  p.watcher(ctx, x)})
 	setWaitHeader(&ctx.Response.Header, x.m)
 	switch x.m.Verdict() {
@@ -1336,7 +1338,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	req.Header.SetHost(up.host)
 
 	body = p.capBody(ctx, x, body)
-	body, x.stripUsage = up.dialect.rewrite(x.kind, x.est, body)
+	body, x.stripUsage = up.dialect.rewrite(x.kind, &x.est, body)
 	resp := fasthttp.AcquireResponse()
 	// Until the answer head comes, a client that leaves has the upstream
 	// connection closed (headwatch.go); relay watches it afterwards.

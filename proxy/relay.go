@@ -55,7 +55,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	}
 	removeFields(&ctx.Response.Header, nil)
 	setField(&ctx.Response.Header, requestIDField, []byte(x.id))
-	setEstimateHeader(&ctx.Response.Header, x.est) // the upstream's headers replaced it
+	setEstimateHeader(&ctx.Response.Header, &x.est) // the upstream's headers replaced it
 	setCappedHeader(&ctx.Response.Header, x)
 	setWaitHeader(&ctx.Response.Header, x.m) // likewise
 	for _, w := range x.m.Warnings() {

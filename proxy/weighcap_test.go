@@ -41,7 +41,8 @@ func TestWeighingIsCapped(t *testing.T) {
 	x := &exchange{live: &live{weigher: g}, upstream: &Upstream{}, kind: weigher.KindChat}
 	var wg sync.WaitGroup
 	for range requests {
-		wg.Go(func() { p.weighAs(x, []byte(`{}`)) })
+		// An exchange each: weighAs writes the estimate into it.
+		wg.Go(func() { p.weighAs(&exchange{live: x.live, upstream: x.upstream, kind: x.kind}, []byte(`{}`)) })
 	}
 	for range slots { // the first slots get in
 		<-g.entered
@@ -75,8 +76,8 @@ func TestWeighingSlotsAreNotHeldForever(t *testing.T) {
 	g := &gateWeigher{gate: make(chan struct{}, 1), entered: make(chan struct{}, 1)}
 	g.gate <- struct{}{}
 	x := &exchange{live: &live{weigher: g}, upstream: &Upstream{}, kind: weigher.KindChat}
-	if e := p.weighAs(x, []byte(`{}`)); !e.Parsed {
-		t.Fatalf("estimate %+v", e)
+	if p.weighAs(x, []byte(`{}`)); !x.est.Parsed {
+		t.Fatalf("estimate %+v", x.est)
 	}
 	if len(p.weighing) != 2 {
 		t.Fatalf("%d slots taken after weighing without one, want the 2 held", len(p.weighing))
