@@ -84,7 +84,7 @@ func (x *Exchange) OutputPinned() (per int64, ok bool) {
 // the endpoint's least maximum (Responses: 16 tokens) to that least
 // maximum: the maximum written is what the buckets are charged for.
 func (x *Exchange) pinOutput() {
-	r := x.req
+	r := &x.req // not a copy (360 bytes); read before x.req.Estimate is written
 	if !x.m.opt.PinOutputs || !r.Output.Defaulted || !r.Output.Cappable && !r.Output.Pinnable || !r.Weighed || r.PerImage > 0 {
 		return
 	}
@@ -98,7 +98,7 @@ func (x *Exchange) pinOutput() {
 // learnOutput replaces a defaulted output reservation by the learned one
 // when the meter learns outputs and the model has enough samples.
 func (x *Exchange) learnOutput() {
-	l, r := x.m.opt.Outputs, x.req
+	l, r := x.m.opt.Outputs, &x.req // not a copy (360 bytes); read before x.req.Estimate is written
 	if l == nil || !r.Output.Defaulted || !r.Weighed || r.PerImage > 0 {
 		return
 	}
