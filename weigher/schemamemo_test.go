@@ -4,12 +4,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmguard/llmguard/internal/bytememo"
 	"github.com/llmguard/llmguard/internal/jsonscan"
 	"github.com/tidwall/gjson"
 )
 
 // schemaMemoLists are the tool lists of TestToolsCountCheckedSameAsWalk
-// with every parameters object lengthened past schemaHashBytes (a
+// with every parameters object lengthened past bytememo.MinKey (a
 // "$comment" member first, counted as text), so that the schema memo
 // keeps them, beside the lists as they are; the lists the lengthening
 // would make invalid ("parameters":{}) are left as they are.
@@ -63,15 +64,8 @@ func TestSchemaMemoSameCounts(t *testing.T) {
 			}
 		}
 	}
-	kept := 0
-	for _, set := range mc.schemas.sets {
-		for _, sl := range set {
-			if len(sl.text) > 0 {
-				kept++
-			}
-		}
-	}
-	if kept < schemaWays || failed < 3*20 {
+	kept := mc.schemas.m.Len()
+	if kept < bytememo.Ways || failed < 3*20 {
 		t.Errorf("%d objects kept, %d failed checks: the lists no longer exercise the memo", kept, failed)
 	}
 }
@@ -127,7 +121,7 @@ func TestSchemaMemoFind(t *testing.T) {
 		t.Error("kept again: the old check still found")
 	}
 	short := `{"type":"object","properties":{"a":{"type":"string"}}}`
-	long := `{"type":"object","description":"` + strings.Repeat("x", maxSchemaMemoBytes) + `"}`
+	long := `{"type":"object","description":"` + strings.Repeat("x", bytememo.MaxKey) + `"}`
 	for _, s := range []string{short, long} {
 		m.keep(s, nil, 0, false, false, 5)
 		if _, _, _, ok := m.find(s, nil, 0, false); ok {

@@ -772,7 +772,7 @@ value: // a value is expected at i (after optional whitespace)
 			// object at depth 3 or more (none where the layout
 			// records): stepped over when remembered, else remembered
 			// when it closes.
-			if l := s.memo.find(b[i:], s.objOptions(), depth); l > 0 {
+			if l := s.remembered(b[i:], depth); l > 0 {
 				i += l
 				goto after
 			}
@@ -902,7 +902,7 @@ resumed: // a value ended just before i, recorded
 					return r, off
 				}
 				if start == s.rec { // the object to remember closed, checked
-					s.memo.keep(b[start:i+1], s.objOptions(), depth-1)
+					s.remember(b[start:i+1], depth-1)
 					s.rec = -1
 				}
 			}

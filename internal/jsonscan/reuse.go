@@ -1,6 +1,6 @@
 package jsonscan
 
-import "hash/maphash"
+import "github.com/llmguard/llmguard/internal/bytememo"
 
 // Objects seen again ([Options.Reuse]). A client sends the same tool
 // definitions with every request; a list whose descriptions change (a
@@ -24,27 +24,16 @@ import "hash/maphash"
 // container's depth, and is found only under the same ones. An object is
 // remembered only once it closed with its checks passed.
 //
-// The memo belongs to its scanner (one check at a time); it is kept
-// across checks with the scanner (pooled, or kept with a Layout).
-type objectMemo struct {
-	sets [objSets][objWays]objEntry
-	next [objSets]uint8 // the way the next new object of a set replaces
-}
+// The memo (a bytememo.Memo: 32 objects of 64 bytes to 4 KiB, 128 KiB
+// held at most, one slot an object's bytes) belongs to its scanner (one
+// check at a time); it is kept across checks with the scanner (pooled,
+// or kept with a Layout). An object met again under other options or at
+// another depth is checked and then replaces its slot's mark.
+type objectMemo = bytememo.Memo[objMark]
 
-// The memo's shape: 8 sets of 4 ways, objects of 64 bytes to 4 KiB (128
-// KiB held at most), the set picked by a hash of the first 64 bytes.
-const (
-	objSets      = 8
-	objWays      = 4
-	minObjBytes  = 64
-	maxObjBytes  = 4 << 10
-	objHashBytes = minObjBytes
-)
-
-// objEntry is one remembered object: its bytes (empty: a free entry),
-// the options it passed under (objOptions) and its container's depth.
-type objEntry struct {
-	text  []byte
+// objMark is what a remembered object passed under: the options
+// (objOptions) and its container's depth.
+type objMark struct {
 	opts  uint64
 	depth int
 }
@@ -65,41 +54,23 @@ func (s *scanner) objOptions() uint64 {
 	return o
 }
 
-// objSet is the set of an object starting b (at least objHashBytes).
-func objSet(b []byte) int {
-	return int(maphash.Bytes(seed, b[:objHashBytes]) & (objSets - 1))
-}
-
-// find returns the length of a remembered object that b starts with,
-// remembered under opts in a container at depth; 0 when there is none.
-func (m *objectMemo) find(b []byte, opts uint64, depth int) int {
-	if len(b) < minObjBytes {
-		return 0
-	}
-	set := &m.sets[objSet(b)]
-	for k := range set {
-		e := &set[k]
-		if l := len(e.text); l > 0 && l <= len(b) && e.opts == opts && e.depth == depth && string(e.text) == string(b[:l]) {
-			return l
-		}
+// remembered returns the length of a remembered object that b starts
+// with, remembered under s's options in a container at depth; 0 when
+// there is none.
+func (s *scanner) remembered(b []byte, depth int) int {
+	if m, l := s.memo.Find(b); m != nil && *m == (objMark{s.objOptions(), depth}) {
+		return l
 	}
 	return 0
 }
 
-// keep remembers obj, an object that passed its checks under opts in a
-// container at depth. An object shorter than minObjBytes or longer than
-// maxObjBytes is not kept.
-func (m *objectMemo) keep(obj []byte, opts uint64, depth int) {
-	if len(obj) < minObjBytes || len(obj) > maxObjBytes {
-		return
+// remember keeps obj, an object that passed its checks under s's options
+// in a container at depth (bytememo.Memo.Keep: not when shorter than 64
+// bytes or longer than 4 KiB).
+func (s *scanner) remember(obj []byte, depth int) {
+	if m := s.memo.Keep(obj); m != nil {
+		*m = objMark{s.objOptions(), depth}
 	}
-	k := objSet(obj)
-	set := &m.sets[k]
-	w := int(m.next[k])
-	m.next[k] = uint8((w + 1) % objWays)
-	e := &set[w]
-	e.text = append(e.text[:0], obj...)
-	e.opts, e.depth = opts, depth
 }
 
 // reusedAt reports whether the object value at b[i] (i ≥ 1, b[i-1] a

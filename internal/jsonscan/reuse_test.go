@@ -62,29 +62,33 @@ func TestReuseSameAsFresh(t *testing.T) {
 		opt  Options
 		ok   bool
 		// found: the schema is remembered after this step for opt at the
-		// chat container's depth (4).
+		// chat container's depth (4). The memo holds an object's bytes
+		// once: kept at another depth or under other options (the
+		// Responses and input_schema steps at depth 3, the depth limit's)
+		// it is no longer found at depth 4 until a chat body keeps it
+		// there again; a check that failed changes nothing.
 		found bool
 	}{
 		{"chat, first", chatTool("a1b2", reuseSchema), strict, true, true},
 		{"chat, again (found)", chatTool("c3d4", reuseSchema), strict, true, true},
-		{"responses: depth 3, not found there", responsesTool("e5", reuseSchema), strict, true, true},
+		{"responses: depth 3, not found there", responsesTool("e5", reuseSchema), strict, true, false},
 		{"responses under a depth limit it meets", responsesTool("e6", reuseSchema), deep, true, false},
 		{"chat under that limit: one level too deep", chatTool("e7", reuseSchema), deep, false, false},
 		{"bad UTF-8 unchecked", chatTool("f8", badUTF8), loose, true, false},
-		{"bad UTF-8 checked", chatTool("f9", badUTF8), strict, false, true},
-		{"a case variant", chatTool("g1", variant), strict, false, true},
-		{"the case variant again", chatTool("g2", variant), strict, false, true},
-		{"the schema cut short", chatTool("h3", reuseSchema)[:len(chatTool("h3", reuseSchema))-len(`}],"messages":[{"role":"user","content":"hi"}]}`)-30], strict, false, true},
+		{"bad UTF-8 checked", chatTool("f9", badUTF8), strict, false, false},
+		{"a case variant", chatTool("g1", variant), strict, false, false},
+		{"the case variant again", chatTool("g2", variant), strict, false, false},
+		{"the schema cut short", chatTool("h3", reuseSchema)[:len(chatTool("h3", reuseSchema))-len(`}],"messages":[{"role":"user","content":"hi"}]}`)-30], strict, false, false},
 		{"trailing bytes after the body", chatTool("h4", reuseSchema) + `x`, strict, false, true},
 		{"a duplicate key after the schema", strings.Replace(chatTool("h5", reuseSchema), `"parameters":`+reuseSchema, `"parameters":`+reuseSchema+`,"name":"g"`, 1), strict, false, true},
 		{"empty parameters, then a long object", strings.Replace(chatTool("i6", `{}`), `"parameters":{}`, `"parameters":{},"x":`+reuseSchema, 1), strict, true, true},
 		{"an escaped key is not a name", strings.Replace(chatTool("j7", reuseSchema), `"parameters"`, `"p\u0061rameters"`, 1), strict, true, true},
-		{"input_schema", `{"model":"m","tools":[{"name":"f","input_schema":` + reuseSchema + `}]}`, strict, true, true},
+		{"input_schema", `{"model":"m","tools":[{"name":"f","input_schema":` + reuseSchema + `}]}`, strict, true, false},
 		// A scalar "parameters", then an element of a top-level array
 		// (container depth 2) with the schema's bytes, whose fields the
 		// layout records: never stepped over.
-		{"a scalar named, then an element", `{"messages":[{"parameters":1},` + reuseSchema + `]}`, strict, true, true},
-		{"a scalar named, then the element again", `{"messages":[{"parameters":2},` + reuseSchema + `]}`, strict, true, true},
+		{"a scalar named, then an element", `{"messages":[{"parameters":1},` + reuseSchema + `]}`, strict, true, false},
+		{"a scalar named, then the element again", `{"messages":[{"parameters":2},` + reuseSchema + `]}`, strict, true, false},
 		{"chat, last (found)", chatTool("k8", reuseSchema), strict, true, true},
 	}
 	for i, st := range steps {
@@ -100,7 +104,7 @@ func TestReuseSameAsFresh(t *testing.T) {
 		if s.max == 0 {
 			s.max = DefaultMaxDepth
 		}
-		if found := s.memo.find([]byte(reuseSchema), s.objOptions(), 4) == len(reuseSchema); found != st.found {
+		if found := s.remembered([]byte(reuseSchema), 4) == len(reuseSchema); found != st.found {
 			t.Errorf("step %d (%s): the schema remembered at depth 4: %v, want %v", i+1, st.name, found, st.found)
 		}
 	}
@@ -109,7 +113,7 @@ func TestReuseSameAsFresh(t *testing.T) {
 	s := lay.sc
 	s.max, s.dup, s.fold, s.utf8 = DefaultMaxDepth, true, true, true
 	for _, obj := range []string{variant, badUTF8} {
-		if s.memo.find([]byte(obj), s.objOptions(), 4) != 0 {
+		if s.remembered([]byte(obj), 4) != 0 {
 			t.Errorf("an object that failed is remembered: %.60s", obj)
 		}
 	}
