@@ -384,21 +384,32 @@ func scriptUnits(level float64) float64 {
 
 // lone runs one take alone, given in take.lua's single layout
 // (committing): in the lone layout when every bucket is a token bucket
-// (loneArgs), else as given. The reply is take.lua's either way: an
-// allowed lone take's, which leaves out the four numbers every allowed
-// reply opens with (1, -1, 0, 0) and comes packed where Redis has the
-// struct library (read by batchReply, as a batch's), has them put back.
+// (loneArgs), else as given. The reply is take.lua's either way. An
+// allowed lone take's comes, where Redis has the struct library, as each
+// bucket's level before the take, packed (n doubles): its numbers are
+// worked out here by runLevels, the script's arithmetic, as for a take of
+// a batch's run; where Redis has no struct (miniredis) it comes as each
+// bucket's remaining units and reset (2n integers). Either way the four
+// numbers every allowed reply opens with (1, -1, 0, 0) are put back.
+// Errors: the call's; errTakeReply for a packed reply of another length.
 func (b *takeBatcher) lone(ctx context.Context, keys []string, args []any) ([]int64, error) {
 	if !b.generic {
 		if l := loneArgs(args); l != nil {
-			reply, err := batchReply(b.r.call(ctx, b.r.take, keys, l...))
+			nums, err := replyNumbers(b.r.call(ctx, b.r.take, keys, l...))
 			if err != nil {
 				return nil, err
 			}
-			if n := (len(args) - 3) / 6; len(reply) == 2*n {
-				reply = append([]int64{1, -1, 0, 0}, reply...)
+			n := (len(args) - 3) / 6
+			if nums.f != nil {
+				if len(nums.f) != n {
+					return nil, fmt.Errorf("%w: a lone take of %d buckets answered %d packed numbers", errTakeReply, n, len(nums.f))
+				}
+				return runLevels(nums.f, args), nil
 			}
-			return reply, nil
+			if len(nums.i) == 2*n {
+				return append([]int64{1, -1, 0, 0}, nums.i...), nil
+			}
+			return nums.i, nil
 		}
 	}
 	return b.r.call(ctx, b.r.take, keys, args...).Int64Slice()
