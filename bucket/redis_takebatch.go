@@ -251,21 +251,6 @@ func replyNumbers(cmd *redis.Cmd) (batchNumbers, error) {
 	return batchNumbers{f: f}, nil
 }
 
-// batchReply returns a reply of takebatch.lua or of take.lua's lone
-// layout as integers (replyNumbers, each packed double cast toward zero).
-// Errors: replyNumbers's.
-func batchReply(cmd *redis.Cmd) ([]int64, error) {
-	n, err := replyNumbers(cmd)
-	if err != nil || n.f == nil {
-		return n.i, err
-	}
-	flat := make([]int64, len(n.f))
-	for i := range flat {
-		flat[i] = n.at(i)
-	}
-	return flat, nil
-}
-
 // splitNumbers sets each take's reply (take.lua's: allowed 1, -1, 0, 0,
 // then per bucket its remaining units and reset in µs, then per bucket its
 // window start when one is a window counter; denied 0, the bucket index,
@@ -340,8 +325,9 @@ func splitNumbers(nums batchNumbers, takes []*queuedTake) error {
 }
 
 // runLevels is the reply of an allowed take of a run of token buckets
-// (takebatch.lua's runTokens) whose buckets' levels before it are levels,
-// in order; it leaves in levels each level after the take. args is the
+// (takebatch.lua's runTokens), or of a lone take (take.lua's
+// takeLoneRun), whose buckets' levels before it are levels, in order; it
+// leaves in levels each level after the take. args is the
 // take's ARGV in take.lua's single layout (int64 limits and costs). Each
 // bucket's numbers are what takeTokens puts in its reply, by the same
 // double arithmetic: the level minus the cost (the level a commit leaves:
@@ -349,7 +335,7 @@ func splitNumbers(nums batchNumbers, takes []*queuedTake) error {
 // then equals), its units floored as the script floors them
 // (scriptUnits), its reset wait(level, capacity, rate, per) (the script's
 // is inlined from core.lua's wait, whose mirror this is), each cast to an
-// integer as batchReply casts a packed number.
+// integer as batchNumbers.at casts a packed number.
 func runLevels(levels []float64, args []any) []int64 {
 	r := make([]int64, 4+2*len(levels))
 	r[0], r[1] = 1, -1
