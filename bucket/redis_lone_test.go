@@ -242,3 +242,52 @@ func TestTakeLoneWritesRedisTime(t *testing.T) {
 		})
 	}
 }
+
+// TestTakeLoneTTLAtWaitSteps: a lone take works out a bucket's TTL
+// (floor((updated + reset - now) / 1000) + 1000 ms) from wait's first guess
+// floor(q) and runs wait's steps (at most two more µs) only when floor(q)
+// and floor(q) + 2 give different whole milliseconds; the TTL must be the
+// one the steps give. Each step below takes 1 unit from a full bucket of
+// 10 whose q = per / rate is not whole, its floor 999 or 1999 (mod 1000):
+// wait raises it by one to a whole 1000 or 2000 µs, a TTL of 1001 or 1002
+// ms, where floor(q) alone gives 1000 or 1001. On miniredis (its clock
+// stands still, so TTLs compare exactly) against take.lua's generic body
+// and against the TTL stated here; the reply's reset too.
+func TestTakeLoneTTLAtWaitSteps(t *testing.T) {
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	client, c, _ := loneBackend(t, "miniredis", now)
+	ctx := context.Background()
+	clock := func() time.Time { return now }
+	fast := newRedis(t, bucket.RedisOptions{Client: client, Now: clock, TakeBatch: 1})
+	generic := newRedis(t, bucket.RedisOptions{Client: client, Now: clock, TakeBatch: 1})
+	generic.SendLoneTakesGeneric()
+	for i, s := range []struct {
+		name  string
+		per   time.Duration // per rate 2: q = per / 2 µs
+		reset time.Duration // wait's, after its step
+		ttl   time.Duration
+	}{
+		{name: "q 999.5", per: 1999 * time.Microsecond, reset: 1000 * time.Microsecond, ttl: 1001 * time.Millisecond},
+		{name: "q 1999.5", per: 3999 * time.Microsecond, reset: 2000 * time.Microsecond, ttl: 1002 * time.Millisecond},
+		{name: "q 1499.5 (no step changes the TTL)", per: 2999 * time.Microsecond, reset: 1500 * time.Microsecond, ttl: 1001 * time.Millisecond},
+	} {
+		lim := bucket.Limit{Capacity: 10, Rate: 2, Per: s.per}
+		key := fmt.Sprintf("k:{PFX}:step%d", i)
+		for _, p := range []struct {
+			name string
+			r    *bucket.Redis
+		}{{"fast", fast}, {"gen", generic}} {
+			k := strings.ReplaceAll(key, "PFX", p.name)
+			d, err := p.r.Take(ctx, "", []bucket.Item{{Key: k, Limit: lim, Cost: 1}})
+			if err != nil {
+				t.Fatalf("step %d (%s), %s: %v", i, s.name, p.name, err)
+			}
+			if !d.Allowed || len(d.Buckets) != 1 || d.Buckets[0].Reset != s.reset {
+				t.Errorf("step %d (%s), %s: %+v; want allowed, reset %v", i, s.name, p.name, d, s.reset)
+			}
+			if got := c.PTTL(ctx, k).Val(); got != s.ttl {
+				t.Errorf("step %d (%s), %s: TTL %v, want %v", i, s.name, p.name, got, s.ttl)
+			}
+		}
+	}
+}

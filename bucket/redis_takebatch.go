@@ -251,21 +251,6 @@ func replyNumbers(cmd *redis.Cmd) (batchNumbers, error) {
 	return batchNumbers{f: f}, nil
 }
 
-// batchReply returns a reply of takebatch.lua or of take.lua's lone
-// layout as integers (replyNumbers, each packed double cast toward zero).
-// Errors: replyNumbers's.
-func batchReply(cmd *redis.Cmd) ([]int64, error) {
-	n, err := replyNumbers(cmd)
-	if err != nil || n.f == nil {
-		return n.i, err
-	}
-	flat := make([]int64, len(n.f))
-	for i := range flat {
-		flat[i] = n.at(i)
-	}
-	return flat, nil
-}
-
 // splitNumbers sets each take's reply (take.lua's: allowed 1, -1, 0, 0,
 // then per bucket its remaining units and reset in µs, then per bucket its
 // window start when one is a window counter; denied 0, the bucket index,
@@ -340,8 +325,9 @@ func splitNumbers(nums batchNumbers, takes []*queuedTake) error {
 }
 
 // runLevels is the reply of an allowed take of a run of token buckets
-// (takebatch.lua's runTokens) whose buckets' levels before it are levels,
-// in order; it leaves in levels each level after the take. args is the
+// (takebatch.lua's runTokens), or of a lone take (take.lua's
+// takeLoneRun), whose buckets' levels before it are levels, in order; it
+// leaves in levels each level after the take. args is the
 // take's ARGV in take.lua's single layout (int64 limits and costs). Each
 // bucket's numbers are what takeTokens puts in its reply, by the same
 // double arithmetic: the level minus the cost (the level a commit leaves:
@@ -349,7 +335,7 @@ func splitNumbers(nums batchNumbers, takes []*queuedTake) error {
 // then equals), its units floored as the script floors them
 // (scriptUnits), its reset wait(level, capacity, rate, per) (the script's
 // is inlined from core.lua's wait, whose mirror this is), each cast to an
-// integer as batchReply casts a packed number.
+// integer as batchNumbers.at casts a packed number.
 func runLevels(levels []float64, args []any) []int64 {
 	r := make([]int64, 4+2*len(levels))
 	r[0], r[1] = 1, -1
@@ -384,21 +370,32 @@ func scriptUnits(level float64) float64 {
 
 // lone runs one take alone, given in take.lua's single layout
 // (committing): in the lone layout when every bucket is a token bucket
-// (loneArgs), else as given. The reply is take.lua's either way: an
-// allowed lone take's, which leaves out the four numbers every allowed
-// reply opens with (1, -1, 0, 0) and comes packed where Redis has the
-// struct library (read by batchReply, as a batch's), has them put back.
+// (loneArgs), else as given. The reply is take.lua's either way. An
+// allowed lone take's comes, where Redis has the struct library, as each
+// bucket's level before the take, packed (n doubles): its numbers are
+// worked out here by runLevels, the script's arithmetic, as for a take of
+// a batch's run; where Redis has no struct (miniredis) it comes as each
+// bucket's remaining units and reset (2n integers). Either way the four
+// numbers every allowed reply opens with (1, -1, 0, 0) are put back.
+// Errors: the call's; errTakeReply for a packed reply of another length.
 func (b *takeBatcher) lone(ctx context.Context, keys []string, args []any) ([]int64, error) {
 	if !b.generic {
 		if l := loneArgs(args); l != nil {
-			reply, err := batchReply(b.r.call(ctx, b.r.take, keys, l...))
+			nums, err := replyNumbers(b.r.call(ctx, b.r.take, keys, l...))
 			if err != nil {
 				return nil, err
 			}
-			if n := (len(args) - 3) / 6; len(reply) == 2*n {
-				reply = append([]int64{1, -1, 0, 0}, reply...)
+			n := (len(args) - 3) / 6
+			if nums.f != nil {
+				if len(nums.f) != n {
+					return nil, fmt.Errorf("%w: a lone take of %d buckets answered %d packed numbers", errTakeReply, n, len(nums.f))
+				}
+				return runLevels(nums.f, args), nil
 			}
-			return reply, nil
+			if len(nums.i) == 2*n {
+				return append([]int64{1, -1, 0, 0}, nums.i...), nil
+			}
+			return nums.i, nil
 		}
 	}
 	return b.r.call(ctx, b.r.take, keys, args...).Int64Slice()

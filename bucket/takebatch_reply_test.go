@@ -198,3 +198,19 @@ func FuzzBatchReply(f *testing.F) {
 		}
 	})
 }
+
+// batchReply returns a reply of takebatch.lua as integers (replyNumbers,
+// each packed double cast toward zero), the whole reply flat: the tests'
+// view of it (splitNumbers reads the numbers in production). Errors:
+// replyNumbers's.
+func batchReply(cmd *redis.Cmd) ([]int64, error) {
+	n, err := replyNumbers(cmd)
+	if err != nil || n.f == nil {
+		return n.i, err
+	}
+	flat := make([]int64, len(n.f))
+	for i := range flat {
+		flat[i] = n.at(i)
+	}
+	return flat, nil
+}

@@ -14,9 +14,12 @@
 --           "L <marker TTL> <capacity> <rate> <per> ..." (ARGV[3] below,
 --           then each bucket's limit), then ARGV[2] the n buckets' costs
 --           packed (8 bytes each, as core.lua's unitsOf reads them) and, in
---           tests only, ARGV[3] now; its reply is this one, an allowed
---           take's without its first four numbers and, where Redis has the
---           struct library, packed as takebatch.lua packs its reply.
+--           tests only, ARGV[3] now; its reply is this one, except an
+--           allowed take's: where Redis has the struct library, each
+--           bucket's level before the take (after the refill), n doubles
+--           packed as takebatch.lua packs its reply (package bucket works
+--           out the rest, runLevels); elsewhere the 2n numbers after the
+--           first four.
 -- ARGV[2]   '1' commits (a take); '0' only checks (phase 1, writes nothing).
 -- ARGV[3]   how long the take marker lives, ms (the void window); '0': no
 --           marker (no request id, or a check).
@@ -256,14 +259,19 @@ local usecPad = {'00000', '0000', '000', '00', '0', ''}
 
 -- @unroll
 -- takeLoneRun@W is the rest of takeLone for a take of @W buckets, once
--- the clock is read and the keys are (stored: MGET's values; costs: the
--- @W costs; tail: " <now>" as '%d' writes it, nil until made when now is
--- pinned): each bucket's limit, state and result in Lua locals of its
--- own, no table between the two phases.
-local function takeLoneRun@W(s, KEYS, m, costs, stored, tail)
+-- the clock is read and the keys are (stored: MGET's values; tail: " <now>"
+-- as '%d' writes it, nil until made when now is pinned; then the @W costs,
+-- as struct.unpack gives them, and whatever follows, unread): each
+-- bucket's limit, state and result in Lua locals of its own, no table
+-- between the two phases, none for the costs either.
+local function takeLoneRun@W(s, KEYS, m, stored, tail,
+  -- @each
+  cost@i,
+  -- @end
+  _)
   local firstLarge, slowest, retry = -1, -1, 0
   -- @each
-  local capacity@i, rate@i, per@i, cost@i = s[3 * @i + 1], s[3 * @i + 2], s[3 * @i + 3], costs[@i]
+  local capacity@i, rate@i, per@i = s[3 * @i + 1], s[3 * @i + 2], s[3 * @i + 3]
   local level@i, updated@i, found@i
   do
     local v = stored[m + @i]
@@ -313,25 +321,10 @@ local function takeLoneRun@W(s, KEYS, m, costs, stored, tail)
     call('PSETEX', KEYS[1], s[1], 't')
   end
   -- @each
-  local units@i, reset@i
   do
     local capacity, rate, per = capacity@i, rate@i, per@i
     local level, updated = level@i - cost@i, updated@i
-    local reset = 0 -- wait(level, capacity, rate, per)
-    if not (level >= capacity) then
-      local q = (capacity - level) * per / rate -- > 0, or NaN
-      if q >= maxWait then -- floor(q) >= maxWait exactly when q is
-        reset = maxWait
-      else
-        reset = q - q % 1 -- floor(q), without a call (see core.lua's floor)
-        local j = 0
-        while j < 2 and level + reset * rate / per < capacity do
-          reset = reset + 1
-          j = j + 1
-        end
-      end
-    end
-    -- put(found, level, updated, capacity, reset, now), then write
+    -- put(found, level, updated, capacity, wait(level, capacity, rate, per), now), then write
     if level >= capacity then
       if found@i then
         call('DEL', KEYS[m + @i])
@@ -356,32 +349,50 @@ local function takeLoneRun@W(s, KEYS, m, costs, stored, tail)
         end
         encodedLevel[v], encodedUpdated[v], encodedCount = level, updated, encodedCount + 1
       end
-      local x = (updated + reset - now) / 1000 -- finite, or NaN
+      -- The TTL, put's floor((updated + reset - now) / 1000) + 1000 ms,
+      -- reset being wait(level, capacity, rate, per) (level < capacity
+      -- here): wait's floor(q), raised by its steps by at most 2. Each
+      -- operation on doubles is monotonic, so when floor(q) and floor(q) +
+      -- 2 give the same whole x, so does every reset between: the steps
+      -- run only when they could change the TTL (the reset itself goes to
+      -- package bucket as the level, see the reply).
+      local x
+      local q = (capacity - level) * per / rate -- > 0, or NaN
+      if q >= maxWait then -- floor(q) >= maxWait exactly when q is
+        x = (updated + maxWait - now) / 1000
+      else
+        local reset = q - q % 1 -- floor(q), without a call (see core.lua's floor)
+        x = (updated + reset - now) / 1000 -- finite, or NaN
+        local x2 = (updated + (reset + 2) - now) / 1000
+        if x - x % 1 ~= x2 - x2 % 1 then -- wait's steps (NaN comes here too)
+          local j = 0
+          while j < 2 and level + reset * rate / per < capacity do
+            reset = reset + 1
+            j = j + 1
+          end
+          x = (updated + reset - now) / 1000
+        end
+      end
       local ms = x - x % 1 + 1000 -- floor(x) + 1000
       call('PSETEX', KEYS[m + @i], pxTexts[ms + 0.5] or pxText(ms), v) -- pxText's cache read inline
     end
-    local units = level - level % 1 -- floorUnits; inf and NaN go to it
-    if not (units < 2 ^ 63 and units > -2 ^ 63) then
-      units = floorUnits(level)
-    end
-    units@i, reset@i = units, reset
   end
   -- @end
-  if structPack then -- packed, as takebatch.lua packs its reply
-    local f = loneFormats[2 * @W]
+  if structPack then -- packed: each bucket's level before the take, as takebatch.lua's runs reply
+    local f = loneFormats[@W]
     if not f then
-      f = '<' .. string.rep('d', 2 * @W)
-      loneFormats[2 * @W] = f
+      f = '<' .. string.rep('d', @W)
+      loneFormats[@W] = f
     end
     return structPack(f,
     -- @each
-      units@i, reset@i,
+      level@i,
     -- @end
       nil) -- a value past the format's, which struct.pack leaves unread (an argument list takes no trailing comma)
   end
-  return { -- no struct (miniredis)
+  return { -- no struct (miniredis): each bucket's remaining units and reset, as the single layout's
   -- @each
-    units@i, reset@i,
+    floorUnits(level@i - cost@i), wait(level@i - cost@i, capacity@i, rate@i, per@i),
   -- @end
   }
 end
@@ -394,7 +405,7 @@ end
 -- and ARGV[3], only in tests, now (µs; absent: Redis TIME). It is the
 -- body step for step for that kind, as takebatch.lua's takeTokens is: the
 -- same core steps in the same order (clock, parse, load, refill, check,
--- wait, put, encode, floorUnits; the marker's SET before the buckets'
+-- put, encode; the marker's SET before the buckets'
 -- writes), the same commands (a SET … PX sent as PSETEX, its equal) and
 -- the same stored values and TTLs, without the body's per-bucket
 -- dispatch and seen tables, with 2 ARGV instead of 6n + 3 (Redis makes a
@@ -405,11 +416,15 @@ end
 -- interpreter some 1k instructions, a table read some 70, a write
 -- 200–500, by callgrind); the rare steps (a denial's wait, a level beyond
 -- the int64 range, a value no script of this library wrote) call the core
--- functions. Its reply is take.lua's, except that an allowed take's is
--- only the 2n numbers after the first four (each bucket's remaining and
--- reset; the first four of an allowed take are always 1, -1, 0, 0),
--- packed by struct.pack where Redis has it: package bucket's lone take
--- puts them back. bucket's
+-- functions. Its reply is take.lua's, except that an allowed take's
+-- (whose first four numbers are always 1, -1, 0, 0) is, where Redis has
+-- struct, each bucket's level before the take, packed by struct.pack (n
+-- doubles): package bucket's lone take works out each bucket's remaining
+-- units and reset from them (runLevels, the arithmetic of a batch's run,
+-- which mirrors this one), so the script skips the units and runs wait's
+-- steps only when they could change a TTL; where it has not (miniredis)
+-- the 2n numbers after the first four (each bucket's remaining and
+-- reset). Package bucket puts the first four back. bucket's
 -- TestTakeLoneMatchesGeneric and TestTakeLoneMatchesOld compare it with
 -- the generic body and with take.lua as it was before this layout. A take
 -- of more buckets than takeLoneRun has functions (lua.LoneBuckets) is an
@@ -422,17 +437,6 @@ local function takeLone(s, KEYS, ARGV)
   end
   if structUnpack == nil then
     readStruct()
-  end
-  local costs -- unitsOf(packed), its common case inline
-  if structUnpack then
-    local f = loneFormats[n]
-    if not f then
-      f = '<' .. string.rep('d', n)
-      loneFormats[n] = f
-    end
-    costs = {structUnpack(f, packed)} -- the n costs, then the next position
-  else
-    costs = unitsOf(packed)
   end
   local pinned, tail = ARGV[3], nil
   if pinned then -- clock(pinned)
@@ -454,7 +458,15 @@ local function takeLone(s, KEYS, ARGV)
   if not run then
     error('llmguard: a lone take of ' .. n .. ' buckets (at most ' .. #takeLoneRun .. ')')
   end
-  return run(s, KEYS, m, costs, stored, tail)
+  if structUnpack then -- unitsOf(packed), its common case inline: the costs go to run's arguments, no table
+    local f = loneFormats[n]
+    if not f then
+      f = '<' .. string.rep('d', n)
+      loneFormats[n] = f
+    end
+    return run(s, KEYS, m, stored, tail, structUnpack(f, packed)) -- the n costs, then the next position
+  end
+  return run(s, KEYS, m, stored, tail, spread(unitsOf(packed)))
 end
 
 -- @entry: take.lua's own; takebatch.lua's entry sets now and commit itself.

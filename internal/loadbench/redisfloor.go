@@ -24,8 +24,8 @@ const (
 	// makes one Redis call per admitted request can cost less.
 	BuildPing = "PING"
 	// BuildFcall is one FCALL per request of a function that does nothing
-	// but return a lone take's allowed reply (six numbers, packed by
-	// struct.pack: 48 bytes), sent a lone take's KEYS and ARGV (a marker
+	// but return a lone take's allowed reply (three buckets' levels,
+	// packed by struct.pack: 24 bytes), sent a lone take's KEYS and ARGV (a marker
 	// key of its own, three bucket keys, the shape's text and the three
 	// costs packed, 24 bytes; lua/take.lua's lone layout): what calling a
 	// script with those arguments costs before it runs anything. Measured
@@ -46,7 +46,7 @@ const floorLibrary = `#!lua name=llmguard_floor
 local reply
 local function packed()
   if not reply then
-    reply = struct.pack('<dddddd', 1000, 61000000, 2000, 61000000, 3000, 61000000)
+    reply = struct.pack('<ddd', 1000000, 5000000, 100000)
   end
   return reply
 end
@@ -93,7 +93,7 @@ const floorCosts = "\x00\x00\x00\x00\x00\x00\x90\x40" + "\x00\x00\x00\x00\x00\xe
 
 // fcallFloor sends the FCALL of function with a lone take's KEYS and ARGV,
 // the marker key made from i. Errors: the call's, or a reply that is not
-// the six numbers packed.
+// the three levels packed.
 func fcallFloor(ctx context.Context, c *redis.Client, function string, i int64) error {
 	keys := []string{
 		fmt.Sprintf("llmguard:{floor-team}::tk:%024x", i),
@@ -105,7 +105,7 @@ func fcallFloor(ctx context.Context, c *redis.Client, function string, i int64) 
 	if err != nil {
 		return fmt.Errorf("loadbench: %s: %w", function, err)
 	}
-	if v, ok := r.(string); !ok || len(v) != 48 {
+	if v, ok := r.(string); !ok || len(v) != 24 {
 		return fmt.Errorf("loadbench: %s answered %v", function, r)
 	}
 	return nil
