@@ -1,0 +1,152 @@
+package app
+
+// Adversarial tests of adv45 (2026-12-07): an error-status answer relayed
+// unread (over max_response_bytes) that carried output, and the request
+// side (fields, model names, hidden context, encodings). Each drives
+// llmguard through loopback sockets to an upstream the test sets.
+
+import (
+	"compress/gzip"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/config"
+)
+
+// adv45StatusCost is what the bucket lost for a call whose upstream
+// answers status with answer labelled contentType, under a config of
+// twoFlavorConfig with extra appended (top-level YAML).
+func adv45StatusCost(t *testing.T, extra string, status int, contentType, answer, path, body string, headers ...string) int64 {
+	t.Helper()
+	return adv45CodedCost(t, extra, status, contentType, "", answer, path, body, headers...)
+}
+
+// adv45CodedCost is adv45StatusCost of an answer sent in the content
+// coding enc ("" or gzip), whatever the request asked.
+func adv45CodedCost(t *testing.T, extra string, status int, contentType, enc, answer, path, body string, headers ...string) int64 {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost { // the harness's probe of its bucket
+			io.WriteString(w, `{"object":"list","data":[]}`)
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", contentType)
+		if enc == "gzip" {
+			w.Header().Set("Content-Encoding", "gzip")
+			w.WriteHeader(status)
+			z := gzip.NewWriter(w)
+			io.WriteString(z, answer)
+			z.Close()
+			return
+		}
+		w.WriteHeader(status)
+		io.WriteString(w, answer)
+	}))
+	t.Cleanup(srv.Close)
+	cfg, err := config.Parse([]byte(twoFlavorConfig(srv.URL, "user-tpd", 100000) + extra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+	left := h.tokensLeft()
+	resp, got := h.do(path, body, headers...)
+	if resp.StatusCode != status {
+		t.Fatalf("status %d, want the upstream's %d", resp.StatusCode, status)
+	}
+	if enc == "" && got != answer {
+		t.Fatalf("the answer was not relayed whole: %d bytes of %d", len(got), len(answer))
+	}
+	return left - h.tokensLeft()
+}
+
+// Left by adv44 (a): an answer under an error status that carried output
+// (2,000 words in a chat choice or a Messages text block) is charged as a
+// 2xx answer is when it is held (TestAdv44ErrorStatusAnswerWithTextIsCharged),
+// but one over max_response_bytes, relayed unread, was refunded whole:
+// the same answer, 4 KiB past the limit, cost nothing. An error-status
+// answer relayed unread is now counted as it passes, as a 2xx one is:
+// settled as a 2xx answer when it holds a usage or an element of its
+// kind's output array (chat's choices, Messages' content, Responses'
+// output), refunded otherwise (an error body, however long).
+func TestAdv45UnreadErrorStatusAnswerWithOutputIsCharged(t *testing.T) {
+	words := strings.TrimSpace(strings.Repeat("word ", 2000)) // 2,000 o200k tokens, 10 KB
+	chat := fmt.Sprintf(`{"id":"c","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, words)
+	chatUsage := strings.Replace(chat, `]}`, `],"usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9}}`, 1)
+	chatErr := fmt.Sprintf(`{"error":{"message":%q,"type":"server_error","param":null,"code":null}}`, words)
+	chatEmpty := fmt.Sprintf(`{"error":{"message":%q},"choices":[ ]}`, words)
+	msgs := fmt.Sprintf(`{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null}`, words)
+	msgsErr := fmt.Sprintf(`{"type":"error","error":{"type":"overloaded_error","message":%q},"request_id":"req_01"}`, words)
+	resp := fmt.Sprintf(`{"id":"resp_1","object":"response","status":"completed","model":"gpt-4o-mini","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":%q}]}]}`, words)
+	const chatBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":1000}`
+	const respBody = `{"model":"gpt-4o-mini","input":"hi","max_output_tokens":1000}`
+	const msgsBody = `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}],"max_tokens":1000}`
+	for _, tc := range []struct {
+		name        string
+		path, body  string
+		status      int
+		answer      string
+		least, most int64 // tokens the bucket must lose
+	}{
+		{"chat text under 500", "/v1/chat/completions", chatBody, 500, chat, 8 + 2000, 8 + 2060},
+		{"chat text under 400", "/v1/chat/completions", chatBody, 400, chat, 8 + 2000, 8 + 2060},
+		{"chat text and usage under 500", "/v1/chat/completions", chatBody, 500, chatUsage, 8 + 2000, 8 + 2060},
+		{"responses text under 502", "/v1/responses", respBody, 502, resp, 2000, 2100},
+		{"messages text under 529", "/v1/messages", msgsBody, 529, msgs, 8 + 2000, 8 + 2460},
+		// Error bodies, however long, are refunded as before.
+		{"chat error under 500", "/v1/chat/completions", chatBody, 500, chatErr, 0, 0},
+		{"chat error and empty choices under 500", "/v1/chat/completions", chatBody, 500, chatEmpty, 0, 0},
+		{"messages overloaded under 529", "/v1/messages", msgsBody, 529, msgsErr, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var headers []string
+			if tc.path == "/v1/messages" {
+				headers = []string{"anthropic-version", "2023-06-01"}
+			}
+			got := adv45StatusCost(t, "max_response_bytes: 4096\n", tc.status, "application/json", tc.answer, tc.path, tc.body, headers...)
+			t.Logf("charged %d tokens", got)
+			if got < tc.least || got > tc.most {
+				t.Errorf("the bucket lost %d tokens, want %d to %d", got, tc.least, tc.most)
+			}
+		})
+	}
+}
+
+// An error-status answer over max_response_bytes in a content coding
+// llmguard does not count as it passes (gzip) was refunded; no provider's
+// error body comes near that size, so it keeps its reservation (the input
+// and the 1,000 output tokens asked), as a 2xx one does. A short one stays
+// refunded (held and read: an error body).
+func TestAdv45UnreadCodedErrorStatusAnswerKeepsItsReservation(t *testing.T) {
+	r := rand.New(rand.NewPCG(45, 45))
+	noise := make([]byte, 12000) // letters that gzip cannot bring under 4 KiB
+	for i := range noise {
+		noise[i] = byte('a' + r.IntN(26))
+	}
+	chat := fmt.Sprintf(`{"id":"c","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, noise)
+	short := `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`
+	const chatBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":1000}`
+	for _, tc := range []struct {
+		name        string
+		answer      string
+		least, most int64
+	}{
+		{"12 KB of output under 500", chat, 8 + 1000, 8 + 1000},
+		{"a short error under 500", short, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := adv45CodedCost(t, "max_response_bytes: 4096\n", 500, "application/json", "gzip", tc.answer, "/v1/chat/completions", chatBody)
+			if got < tc.least || got > tc.most {
+				t.Errorf("the bucket lost %d tokens, want %d to %d", got, tc.least, tc.most)
+			}
+		})
+	}
+}
