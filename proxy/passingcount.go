@@ -55,7 +55,17 @@ type passingCount struct {
 	// refund: the answer's status is an error status (meter.SourceOf):
 	// refunded unless it shows the upstream generated it (settle).
 	refund bool
+	// head is the answer's first bytes (headLen of them), which tell an
+	// SSE stream (sseBody) from an error body.
+	head    [passingHead]byte
+	headLen int
 }
+
+// passingHead is the most bytes of an answer passingCount keeps to tell an
+// SSE stream from an error body: the longest first line sseBody decides on
+// at once ("retry:") and the whitespace and byte order mark before it,
+// with room to spare.
+const passingHead = 64
 
 // newPassingCount returns the counter of x's answer of status, a weighed
 // answer whose text is its output (not an image's). The caller settles x
@@ -104,6 +114,7 @@ func (c *passingCount) see(b []byte) {
 		return
 	}
 	ok := false
+	c.headLen += copy(c.head[c.headLen:], b)
 	c.bytes += int64(len(b))
 	c.p.contain(meter.StageSettle, c.x, func() {
 		c.usage.scan(b, c.foundUsage)
@@ -194,10 +205,15 @@ func (c *passingCount) settle(ended bool) {
 		if c.broken {
 			return
 		}
-		if c.refund && !c.found && !c.filter.output {
+		if c.refund && !c.found && !c.filter.output && !(x.est.Stream && sseBody(c.head[:c.headLen])) {
 			// An error status whose answer holds no usage and no element
-			// of its kind's output (choices, content, output…): an error
-			// body, however long. Refunded, as a held one is.
+			// of its kind's output (choices, content, output…), and is
+			// not an SSE stream answering a stream request: an error
+			// body, however long. Refunded, as a held one is. A stream
+			// is counted: a provider answers an error status with JSON
+			// (its mid-stream errors are events under 200), so a stream
+			// under one is output a gateway relayed (a held one is read
+			// by the usage tap and charged its text: settleHeldStream).
 			return
 		}
 		// Any other is settled as a 2xx answer is: the upstream generated

@@ -85,8 +85,10 @@ func TestAdv45UnreadErrorStatusAnswerWithOutputIsCharged(t *testing.T) {
 	chatEmpty := fmt.Sprintf(`{"error":{"message":%q},"choices":[ ]}`, words)
 	msgs := fmt.Sprintf(`{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null}`, words)
 	msgsErr := fmt.Sprintf(`{"type":"error","error":{"type":"overloaded_error","message":%q},"request_id":"req_01"}`, words)
+	sse := fmt.Sprintf(`data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":%q},"finish_reason":"stop"}]}`, words) + "\n\ndata: [DONE]\n\n"
 	resp := fmt.Sprintf(`{"id":"resp_1","object":"response","status":"completed","model":"gpt-4o-mini","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":%q}]}]}`, words)
 	const chatBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":1000}`
+	const streamBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":1000,"stream":true}`
 	const respBody = `{"model":"gpt-4o-mini","input":"hi","max_output_tokens":1000}`
 	const msgsBody = `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}],"max_tokens":1000}`
 	for _, tc := range []struct {
@@ -99,12 +101,18 @@ func TestAdv45UnreadErrorStatusAnswerWithOutputIsCharged(t *testing.T) {
 		{"chat text under 500", "/v1/chat/completions", chatBody, 500, chat, 8 + 2000, 8 + 2060},
 		{"chat text under 400", "/v1/chat/completions", chatBody, 400, chat, 8 + 2000, 8 + 2060},
 		{"chat text and usage under 500", "/v1/chat/completions", chatBody, 500, chatUsage, 8 + 2000, 8 + 2060},
+		// A stream request's answer, an SSE stream labelled JSON (the
+		// SDKs read it as SSE whatever its label): held, its text is
+		// charged (settleHeldStream); unread, it was refunded.
+		{"chat stream labelled JSON under 500", "/v1/chat/completions", streamBody, 500, sse, 8 + 2000, 8 + 2060},
 		{"responses text under 502", "/v1/responses", respBody, 502, resp, 2000, 2100},
 		{"messages text under 529", "/v1/messages", msgsBody, 529, msgs, 8 + 2000, 8 + 2460},
 		// Error bodies, however long, are refunded as before.
 		{"chat error under 500", "/v1/chat/completions", chatBody, 500, chatErr, 0, 0},
 		{"chat error and empty choices under 500", "/v1/chat/completions", chatBody, 500, chatEmpty, 0, 0},
 		{"messages overloaded under 529", "/v1/messages", msgsBody, 529, msgsErr, 0, 0},
+		{"chat error to a stream request under 500", "/v1/chat/completions", streamBody, 500, chatErr, 0, 0},
+		{"HTML error page under 502", "/v1/chat/completions", streamBody, 502, "<html><body>" + words + "</body></html>", 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var headers []string
