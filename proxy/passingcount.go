@@ -72,8 +72,12 @@ const passingHead = 64
 // through it alone.
 func newPassingCount(p *Proxy, x *exchange, status int) *passingCount {
 	wg, model := x.live.weigher, x.est.Model
-	c := &passingCount{p: p, x: x, status: status, refund: meter.SourceOf(status) == spec.SourceRefund,
-		filter: newAnswerText(x.kind.AnswerNotOutput(), x.kind.AnswerOutputRoots())}
+	c := &passingCount{p: p, x: x, status: status, refund: meter.SourceOf(status) == spec.SourceRefund}
+	var roots []string
+	if c.refund { // only an error status asks whether the answer holds output
+		roots = x.kind.AnswerOutputRoots()
+	}
+	c.filter = newAnswerText(x.kind.AnswerNotOutput(), roots)
 	c.text = pendingText{count: func(text string) int64 { return wg.CountText(model, text) }, countAt: tapCountEvery}
 	c.pass = c.passText
 	return c
