@@ -7,6 +7,7 @@ package app
 
 import (
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -154,6 +155,87 @@ func TestAdv45UnreadCodedErrorStatusAnswerKeepsItsReservation(t *testing.T) {
 			got := adv45CodedCost(t, "max_response_bytes: 4096\n", 500, "application/json", "gzip", tc.answer, "/v1/chat/completions", chatBody)
 			if got < tc.least || got > tc.most {
 				t.Errorf("the bucket lost %d tokens, want %d to %d", got, tc.least, tc.most)
+			}
+		})
+	}
+}
+
+// TestAdv45NoRoomErrorStatusAnswerWithOutputIsCharged: with the answers
+// held filling max_inflight_response_bytes (an answer whose rest never
+// comes, as in TestUnread32AnswerWithoutRoomChargesItsText), an answer
+// under 500 carrying 3,000 words in a chat choice was relayed unread and
+// refunded; it is now charged its text. An error body relayed so is still
+// refunded.
+func TestAdv45NoRoomErrorStatusAnswerWithOutputIsCharged(t *testing.T) {
+	words := strings.Join(strings.Fields(words30)[:3000], " ")
+	answer := func(body string) string {
+		return fmt.Sprintf("HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	chat := `{"id":"x","object":"chat.completion","model":"x","choices":[{"index":0,"message":{"role":"assistant","content":"` + words + `"},"finish_reason":"stop"}]}`
+	errBody := `{"error":{"message":"` + words + `","type":"server_error","param":null,"code":null}}`
+	for _, tc := range []struct {
+		name   string
+		answer string
+		charge bool // charged its text; else refunded
+	}{
+		{"chat text under 500", chat, true},
+		{"error body under 500", errBody, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := heldUpstream32(t, map[string]string{"big": answer(tc.answer)})
+			cfg, err := config.Parse([]byte(baseConfig(t, url, `  gpt-4o: {encoding: o200k_base, default_max_output_tokens: 256}
+limits:
+  - {name: user-tpd, scope: user, unit: tokens, rate: 1, per: 24h, burst: 100000}
+max_inflight_response_bytes: 65536
+`)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, w, err := compile(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := w.CountText("gpt-4o-mini", words)
+			h := frozenHarness(t, cfg)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() { // the answer that holds the memory: never ends before the test
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/v1/chat/completions",
+					strings.NewReader(`{"model":"gpt-4o","max_tokens":5,"messages":[{"role":"user","content":"hold"}]}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+testKey)
+				req.Header.Set("x-case", "hold")
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					<-ctx.Done()
+					resp.Body.Close()
+				}
+			}()
+			held := func() float64 { return h.scrape()["llmguard_response_body_bytes_in_flight"].sum(nil) }
+			if !waitFor(30*time.Second, func() bool { return held() >= 32<<10 }) {
+				t.Fatalf("the first answer holds %v bytes, want 32 KiB or more", held())
+			}
+			unread := func() float64 {
+				return h.scrape()["llmguard_responses_unread_total"].sum(map[string]string{"reason": "budget"})
+			}
+			before, left := unread(), h.tokensLeft()
+			resp, b := h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"talk"}]}`, "x-case", "big")
+			if resp.StatusCode != 500 || b != tc.answer {
+				t.Fatalf("status %d, body %.200s…, want 500 and the whole answer", resp.StatusCode, b)
+			}
+			if n := unread() - before; n != 1 {
+				t.Fatalf("%v answers relayed unread for want of room, want 1", n)
+			}
+			// Settled once the answer has passed; the deadline only turns a
+			// hang into a failure.
+			settled := func() bool { return left-h.tokensLeft() >= text }
+			if !tc.charge {
+				settled = func() bool { return h.tokensLeft() == left }
+			}
+			ok := waitFor(30*time.Second, settled)
+			got := left - h.tokensLeft()
+			t.Logf("charged %d tokens (text %d)", got, text)
+			if !ok || tc.charge && got > text+200 {
+				t.Errorf("the bucket lost %d tokens, want %s", got, map[bool]string{true: fmt.Sprintf("%d to %d", text, text+200), false: "0"}[tc.charge])
 			}
 		})
 	}
