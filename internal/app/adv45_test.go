@@ -6,6 +6,7 @@ package app
 // llmguard through loopback sockets to an upstream the test sets.
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -236,6 +238,104 @@ max_inflight_response_bytes: 65536
 			t.Logf("charged %d tokens (text %d)", got, text)
 			if !ok || tc.charge && got > text+200 {
 				t.Errorf("the bucket lost %d tokens, want %s", got, map[bool]string{true: fmt.Sprintf("%d to %d", text, text+200), false: "0"}[tc.charge])
+			}
+		})
+	}
+}
+
+// TestAdv45RequestSideHostileInputs guards what adv45 checked on the
+// request side and found safe, through sockets to the mock upstream (which
+// bills input as a provider would): a body read differently by different
+// parsers, or one llmguard cannot weigh, is refused before it is
+// forwarded; text hidden in escapes, codings or odd fields is reserved at
+// least what the upstream bills; context the body only points to is
+// reserved as the model's largest input (here more than the bucket, so
+// refused as too large, never admitted as cheap).
+func TestAdv45RequestSideHostileInputs(t *testing.T) {
+	words := strings.TrimSpace(strings.Repeat("word ", 2000)) // 2,000 o200k tokens
+	chat := func(members string) string {
+		return `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100` + members + `}`
+	}
+	textChat := fmt.Sprintf(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":%q}],"max_tokens":100}`, words)
+	var gz, gz2 bytes.Buffer
+	z := gzip.NewWriter(&gz)
+	io.WriteString(z, textChat)
+	z.Close()
+	z = gzip.NewWriter(&gz2)
+	z.Write(gz.Bytes())
+	z.Close()
+	var bomb bytes.Buffer
+	z = gzip.NewWriter(&bomb)
+	io.WriteString(z, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"`)
+	io.WriteString(z, strings.Repeat("a", 20<<20))
+	io.WriteString(z, `"}]}`)
+	z.Close()
+	for _, tc := range []struct {
+		name    string
+		path    string
+		body    string
+		headers []string
+		status  int
+		least   int64 // tokens reserved at least, for a 200
+	}{
+		{name: "messages twice", path: "/v1/chat/completions", body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"messages":[{"role":"user","content":"` + words + `"}]}`, status: 400},
+		{name: "model twice", path: "/v1/chat/completions", body: `{"model":"gpt-4o-mini","model":"gpt-4o",` + chat("")[1:], status: 400},
+		{name: "max_tokens twice", path: "/v1/chat/completions", body: chat(`,"max_tokens":3000`), status: 400},
+		{name: "nested 100,000 deep", path: "/v1/chat/completions", body: chat(`,"x":` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000)), status: 400},
+		{name: "byte order mark", path: "/v1/chat/completions", body: "\xef\xbb\xbf" + textChat, status: 400},
+		{name: "data after the value", path: "/v1/chat/completions", body: textChat + "\x00{}", status: 400},
+		{name: "escaped key", path: "/v1/chat/completions", body: strings.Replace(textChat, `"messages"`, `"mess\u0061ges"`, 1), status: 200, least: 2000},
+		{name: "surrogate pairs", path: "/v1/chat/completions", body: strings.Replace(textChat, words, strings.Repeat(`\ud83d\ude00`, 2000), 1), status: 200, least: 2000},
+		{name: "escaped NULs", path: "/v1/chat/completions", body: strings.Replace(textChat, words, strings.Repeat(`\u0000`, 2000), 1), status: 200, least: 1000},
+		{name: "max_tokens 1e400", path: "/v1/chat/completions", body: strings.Replace(chat(""), `"max_tokens":100`, `"max_tokens":1e400`, 1), status: 429},
+		{name: "n of a billion", path: "/v1/chat/completions", body: chat(`,"n":1000000000`), status: 429},
+		{name: "prediction", path: "/v1/chat/completions", body: chat(fmt.Sprintf(`,"prediction":{"type":"content","content":%q}`, words)), status: 200, least: 2000},
+		{name: "tool description", path: "/v1/chat/completions", body: chat(fmt.Sprintf(`,"tools":[{"type":"function","function":{"name":"f","description":%q,"parameters":{"type":"object"}}}]`, words)), status: 200, least: 2000},
+		{name: "json_schema", path: "/v1/chat/completions", body: chat(fmt.Sprintf(`,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","description":%q}}}`, words)), status: 200, least: 2000},
+		{name: "member no API defines", path: "/v1/chat/completions", body: chat(fmt.Sprintf(`,"extra_text":%q`, words)), status: 200, least: 2000},
+		{name: "model query parameter", path: "/v1/chat/completions?model=gpt-4o", body: chat(""), status: 400},
+		{name: "previous_response_id", path: "/v1/responses", body: `{"model":"gpt-4o-mini","input":"hi","max_output_tokens":100,"previous_response_id":"resp_1"}`, status: 429},
+		{name: "conversation", path: "/v1/responses", body: `{"model":"gpt-4o-mini","input":"hi","max_output_tokens":100,"conversation":"conv_1"}`, status: 429},
+		{name: "stored file", path: "/v1/chat/completions", body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}],"max_tokens":100}`, status: 429},
+		{name: "Messages stored file", path: "/v1/messages", body: `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":[{"type":"document","source":{"type":"file","file_id":"file_1"}}]}],"max_tokens":100}`, status: 429},
+		{name: "batches", path: "/v1/batches", body: `{"input_file_id":"file-1","endpoint":"/v1/chat/completions","completion_window":"24h"}`, status: 403},
+		{name: "Messages batches", path: "/v1/messages/batches", body: `{"requests":[]}`, status: 403},
+		{name: "assistants run", path: "/v1/threads/thread_1/runs", body: `{"assistant_id":"asst_1"}`, status: 403},
+		{name: "gzip", path: "/v1/chat/completions", body: gz.String(), headers: []string{"Content-Encoding", "gzip"}, status: 200, least: 2000},
+		{name: "gzip twice", path: "/v1/chat/completions", body: gz2.String(), headers: []string{"Content-Encoding", "gzip, gzip"}, status: 200, least: 2000},
+		{name: "gzip named, plain sent", path: "/v1/chat/completions", body: textChat, headers: []string{"Content-Encoding", "gzip"}, status: 400},
+		{name: "br named, plain sent", path: "/v1/chat/completions", body: textChat, headers: []string{"Content-Encoding", "br"}, status: 400},
+		{name: "unknown coding", path: "/v1/chat/completions", body: textChat, headers: []string{"Content-Encoding", "compress"}, status: 415},
+		{name: "gzip bomb", path: "/v1/chat/completions", body: bomb.String(), headers: []string{"Content-Encoding", "gzip"}, status: 413},
+		{name: "UTF-16 charset", path: "/v1/chat/completions", body: textChat, headers: []string{"Content-Type", "application/json; charset=utf-16"}, status: 415},
+		{name: "text/plain label", path: "/v1/chat/completions", body: textChat, headers: []string{"Content-Type", "text/plain"}, status: 200, least: 2000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mock := startMock(t)
+			cfg, err := config.Parse([]byte(twoFlavorConfig(mock.URL, "user-tpd", 100000) + "max_body_bytes: 8388608\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+			h := startClock(t, mock, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+			left := h.tokensLeft()
+			resp, body := h.send(tc.path, []byte(tc.body), tc.headers...)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d (%.300s), want %d", resp.StatusCode, body, tc.status)
+			}
+			if tc.status != 200 {
+				return
+			}
+			remaining := resp.Header.Get("x-ratelimit-remaining-tokens")
+			if remaining == "" {
+				remaining = resp.Header.Get("anthropic-ratelimit-tokens-remaining")
+			}
+			r, err := strconv.ParseInt(remaining, 10, 64)
+			if err != nil {
+				t.Fatalf("remaining tokens %q: %v", remaining, err)
+			}
+			if reserved := left - r; reserved < tc.least {
+				t.Errorf("reserved %d tokens, want at least %d", reserved, tc.least)
 			}
 		})
 	}
