@@ -57,8 +57,10 @@ type Config struct {
 	// 403 unmetered_endpoint.
 	UnmeteredPaths []string `yaml:"unmetered_paths"`
 	// MaxResponseBytes caps a non-streamed upstream answer held whole to
-	// read its usage; a larger one is streamed through unread and keeps its
-	// reservation. Default 64 MiB.
+	// read its usage; a larger one is streamed through unread, read as it
+	// passes (uncompressed) or keeping its reservation (compressed), under an
+	// error status too unless it is an error body (proxy.passingCount).
+	// Default 64 MiB.
 	MaxResponseBytes int64 `yaml:"max_response_bytes"`
 	// MaxInflightResponseBytes caps the bytes of non-streamed upstream
 	// answers held in memory by all requests at once (each held from its

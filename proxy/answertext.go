@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"strings"
+
+	"github.com/llmguard/llmguard/internal/jsonscan"
 )
 
 // An answer relayed unread is counted as text as it passes (passingCount):
@@ -60,17 +62,36 @@ type answerText struct {
 	key       [notOutputKeyMax]byte
 	keyLen    int
 	keyEsc    bool
+
+	// roots are the top-level members whose elements are the answer's
+	// output (weigher.Kind.AnswerOutputRoots); root is where the value of
+	// one stands (rootNone…); output: a root held an element (a non-empty
+	// array, object or string).
+	roots  []string
+	root   int8
+	output bool
 }
 
+// Where answerText stands in the value of a root member (answerText.roots).
+const (
+	rootNone  = iota
+	rootKey   // its key was read: its value is next
+	rootOpen  // its array or object opened: an element or its end is next
+	rootFirst // its string opened: a character or its end is next
+)
+
 // newAnswerText returns the filter of an answer whose members at paths
-// (weigher.Kind.AnswerNotOutput) hold no output text; nil or empty paths
-// (and more than 64) pass everything.
-func newAnswerText(paths []string) answerText {
+// (weigher.Kind.AnswerNotOutput) hold no output text, and which notes
+// whether a top-level member named in roots (weigher.Kind.AnswerOutputRoots)
+// holds an element (answerText.output); more than 64 paths pass
+// everything, and nil or empty paths and roots too.
+func newAnswerText(paths, roots []string) answerText {
 	var a answerText
-	if len(paths) == 0 || len(paths) > 64 {
+	if len(paths) == 0 && len(roots) == 0 || len(paths) > 64 {
 		a.mode = framingSSE
 		return a
 	}
+	a.roots = roots
 	a.paths = make([][]string, len(paths))
 	for i, p := range paths {
 		a.paths[i] = strings.Split(p, ".")
@@ -104,6 +125,10 @@ func (a *answerText) feed(b []byte, pass func([]byte)) {
 	quote := -1 // the index of the next quote in b from i on, len(b) for none; -1 unknown
 	for i := 0; i < len(b); i++ {
 		c := b[i]
+		if a.root == rootFirst { // a root's string: empty or not
+			a.output = a.output || c != '"'
+			a.root = rootNone
+		}
 		if a.inStr && !a.esc && !a.readingKey {
 			// A value string's bytes (nearly all of an answer's): to
 			// the next quote or backslash, as topUsage.scanJSON skips.
@@ -127,11 +152,17 @@ func (a *answerText) feed(b []byte, pass func([]byte)) {
 				if a.readingKey {
 					a.readingKey = false
 					a.next = a.match()
+					if a.depth == 1 && a.isRoot() {
+						a.root = rootKey
+					}
 				}
 			default:
 				a.keyByte(c)
 			}
 			continue
+		}
+		if a.root != rootNone && c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			a.rootValue(c)
 		}
 		switch c {
 		case '"':
@@ -178,6 +209,50 @@ func (a *answerText) feed(b []byte, pass func([]byte)) {
 	if !a.skip && start < len(b) {
 		pass(b[start:])
 	}
+}
+
+// rootValue moves on where a is in a root's value (answerText.root), c
+// being the next byte of the answer outside a string that is not
+// whitespace.
+func (a *answerText) rootValue(c byte) {
+	switch {
+	case a.root == rootKey && c == ':':
+	case a.root == rootKey && (c == '[' || c == '{'):
+		a.root = rootOpen
+	case a.root == rootKey && c == '"':
+		a.root = rootFirst
+	case a.root == rootOpen:
+		a.output = a.output || c != ']' && c != '}'
+		a.root = rootNone
+	default: // null, a number, true or false; or JSON no parser reads
+		a.root = rootNone
+	}
+}
+
+// isRoot reports whether the key just read names a root (answerText.roots):
+// its escapes decoded and its case folded, as encoding/json matches a
+// field (the widest reading: it can only charge an answer its output).
+func (a *answerText) isRoot() bool {
+	if len(a.roots) == 0 || a.keyLen > len(a.key) {
+		return false
+	}
+	key := a.key[:a.keyLen]
+	var dec, fold [2 * notOutputKeyMax]byte
+	if a.keyEsc {
+		var ok bool
+		if key, ok = unescapeKey(dec[:0], key); !ok {
+			return false
+		}
+	}
+	if !jsonscan.Folded(key) {
+		key = jsonscan.FoldKey(fold[:0], key)
+	}
+	for _, r := range a.roots {
+		if string(key) == r {
+			return true
+		}
+	}
+	return false
 }
 
 // skipValue is the match of a key whose value is left out: a path ends

@@ -10,7 +10,7 @@ import (
 // passedText is what an answerText for kind passes of body fed in pieces
 // of size bytes.
 func passedText(k weigher.Kind, body string, size int) string {
-	a := newAnswerText(k.AnswerNotOutput())
+	a := newAnswerText(k.AnswerNotOutput(), k.AnswerOutputRoots())
 	var out strings.Builder
 	for b := []byte(body); len(b) > 0; {
 		n := min(size, len(b))
@@ -18,6 +18,56 @@ func passedText(k weigher.Kind, body string, size int) string {
 		b = b[n:]
 	}
 	return out.String()
+}
+
+// outputIn reports whether an answerText for kind fed body in pieces of
+// size bytes saw an element of an output root (answerText.output).
+func outputIn(k weigher.Kind, body string, size int) bool {
+	a := newAnswerText(k.AnswerNotOutput(), k.AnswerOutputRoots())
+	for b := []byte(body); len(b) > 0; {
+		n := min(size, len(b))
+		a.feed(b[:n], func([]byte) {})
+		b = b[n:]
+	}
+	return a.output
+}
+
+// TestAnswerTextSeesOutputRoots (adv45): an answer holds output when a
+// top-level member its kind's API defines as the output array (chat's
+// choices, Messages' content, Responses' output, embeddings' data) holds
+// an element, its key read decoded and case-folded as encoding/json
+// reads it; error bodies, empty roots, and the same names deeper do not.
+func TestAnswerTextSeesOutputRoots(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		kind weigher.Kind
+		body string
+		want bool
+	}{
+		{"chat choice", weigher.KindChat, `{"id":"x","choices":[{"index":0}]}`, true},
+		{"chat choice after whitespace", weigher.KindChat, "{ \"choices\" :\n [ \n{}]}", true},
+		{"chat escaped key", weigher.KindChat, `{"cho\u0069ces":[{}]}`, true},
+		{"chat key in capitals", weigher.KindChat, `{"Choices":[{}]}`, true},
+		{"chat key with a long s", weigher.KindChat, `{"choice\u017f":[{}]}`, true},
+		{"chat choices string", weigher.KindChat, `{"choices":"text"}`, true},
+		{"chat empty choices", weigher.KindChat, `{"error":{"message":"m"},"choices":[ ]}`, false},
+		{"chat empty string", weigher.KindChat, `{"choices":""}`, false},
+		{"chat null", weigher.KindChat, `{"choices":null}`, false},
+		{"chat error", weigher.KindChat, `{"error":{"message":"choices","choices":[1]}}`, false},
+		{"chat choices in a string", weigher.KindChat, `{"error":"\"choices\":[1]"}`, false},
+		{"messages content", weigher.KindMessages, `{"type":"message","content":[{"type":"text","text":"t"}]}`, true},
+		{"messages error", weigher.KindMessages, `{"type":"error","error":{"type":"overloaded_error","message":"content"},"request_id":"r"}`, false},
+		{"responses output", weigher.KindResponses, `{"instructions":"x","output":[{"type":"message"}]}`, true},
+		{"responses error", weigher.KindResponses, `{"error":{"code":"server_error","message":"m"}}`, false},
+		{"embeddings data", weigher.KindEmbeddings, `{"object":"list","data":[{"embedding":[0.1]}]}`, true},
+		{"not JSON", weigher.KindChat, `data: {"choices":[1]}`, false},
+	} {
+		for _, size := range []int{1, 2, 3, 7, len(c.body)} {
+			if got := outputIn(c.kind, c.body, size); got != c.want {
+				t.Errorf("%s, pieces of %d: output %v, want %v", c.name, size, got, c.want)
+			}
+		}
+	}
 }
 
 // TestAnswerTextLeavesOutWhatHoldsNoOutput: the values of the members a
@@ -80,6 +130,9 @@ func FuzzAnswerText(f *testing.F) {
 		cut = max(cut, 1)
 		if got := passedText(k, body, cut); got != whole {
 			t.Fatalf("pieces of %d pass %q, whole %q", cut, got, whole)
+		}
+		if got, want := outputIn(k, body, cut), outputIn(k, body, len(body)+1); got != want {
+			t.Fatalf("pieces of %d see output %v, whole %v", cut, got, want)
 		}
 		i := 0
 		for j := 0; j < len(whole); j++ {

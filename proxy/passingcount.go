@@ -49,30 +49,63 @@ type passingCount struct {
 	textBytes int64
 	pass      func(run []byte)
 	// broken: counting panicked (contained); the answer is settled at its
-	// reservation.
+	// reservation, or refunded under an error status.
 	broken bool
 	done   bool
+	// refund: the answer's status is an error status (meter.SourceOf):
+	// refunded unless it shows the upstream generated it (settle).
+	refund bool
+	// head is the answer's first bytes (headLen of them), which tell an
+	// SSE stream (sseBody) from an error body.
+	head    [passingHead]byte
+	headLen int
 }
+
+// passingHead is the most bytes of an answer passingCount keeps to tell an
+// SSE stream from an error body: the longest first line sseBody decides on
+// at once ("retry:") and the whitespace and byte order mark before it,
+// with room to spare.
+const passingHead = 64
 
 // newPassingCount returns the counter of x's answer of status, a weighed
 // answer whose text is its output (not an image's). The caller settles x
 // through it alone.
 func newPassingCount(p *Proxy, x *exchange, status int) *passingCount {
 	wg, model := x.live.weigher, x.est.Model
-	c := &passingCount{p: p, x: x, status: status, filter: newAnswerText(x.kind.AnswerNotOutput())}
+	c := &passingCount{p: p, x: x, status: status, refund: meter.SourceOf(status) == spec.SourceRefund}
+	var roots []string
+	if c.refund { // only an error status asks whether the answer holds output
+		roots = x.kind.AnswerOutputRoots()
+	}
+	c.filter = newAnswerText(x.kind.AnswerNotOutput(), roots)
 	c.text = pendingText{count: func(text string) int64 { return wg.CountText(model, text) }, countAt: tapCountEvery}
 	c.pass = c.passText
 	return c
 }
 
-// countsPassing reports whether x's unread answer of status, in the content
-// coding encoding, is counted as it passes (passingCount): an uncompressed
-// answer of a weighed kind whose output is text, under a status whose
-// reservation stands (a refunded error status stays refunded). A
-// compressed one keeps its reservation, unread.
-func countsPassing(x *exchange, status int, encoding []byte) bool {
-	return x.kind.Weighed() && !x.kind.OutputUncountable() && uncoded(encoding) &&
-		meter.SourceOf(status) == spec.SourceReserved && x.live != nil
+// countsPassing reports whether x's unread answer, in the content coding
+// encoding, is counted as it passes (passingCount): an uncompressed answer
+// of a weighed kind whose output is text, under any status (one under an
+// error status is refunded unless it shows output: passingCount.settle).
+// A compressed one is not read (unreadSettlement).
+func countsPassing(x *exchange, encoding []byte) bool {
+	return x.kind.Weighed() && !x.kind.OutputUncountable() && uncoded(encoding) && x.live != nil
+}
+
+// unreadSettlement is the settlement of x's answer of status relayed
+// unread and not counted as it passes (countsPassing: compressed, or a
+// kind whose output is not text): its reservation, refunded under an
+// error status (meter.SourceOf) unless the answer was over
+// max_response_bytes (tooLarge) for a weighed kind. No provider's error
+// body comes near that size (64 MiB by default; OpenAI's and Anthropic's
+// are a few hundred bytes): an answer so large under an error status is
+// output a gateway or a lenient upstream relayed under it, generated and
+// billed (left by adv44: it was refunded).
+func unreadSettlement(x *exchange, status int, tooLarge bool) meter.Settlement {
+	if tooLarge && x.kind.Weighed() {
+		return meter.Settlement{Source: spec.SourceReserved}
+	}
+	return meter.Settlement{Source: meter.SourceOf(status)}
 }
 
 // passingPiece is the most bytes of an answer relayed unread decoded and
@@ -85,6 +118,7 @@ func (c *passingCount) see(b []byte) {
 		return
 	}
 	ok := false
+	c.headLen += copy(c.head[c.headLen:], b)
 	c.bytes += int64(len(b))
 	c.p.contain(meter.StageSettle, c.x, func() {
 		c.usage.scan(b, c.foundUsage)
@@ -168,10 +202,27 @@ func (c *passingCount) settle(ended bool) {
 	c.done = true
 	x := c.x
 	s := meter.Settlement{Source: spec.SourceReserved}
+	if c.refund {
+		s.Source = spec.SourceRefund
+	}
 	c.p.contain(meter.StageSettle, x, func() {
 		if c.broken {
 			return
 		}
+		if c.refund && !c.found && !c.filter.output && !(x.est.Stream && sseBody(c.head[:c.headLen])) {
+			// An error status whose answer holds no usage and no element
+			// of its kind's output (choices, content, output…), and is
+			// not an SSE stream answering a stream request: an error
+			// body, however long. Refunded, as a held one is. A stream
+			// is counted: a provider answers an error status with JSON
+			// (its mid-stream errors are events under 200), so a stream
+			// under one is output a gateway relayed (a held one is read
+			// by the usage tap and charged its text: settleHeldStream).
+			return
+		}
+		// Any other is settled as a 2xx answer is: the upstream generated
+		// what it carries (adv45; a held answer: adv44).
+		s.Source = spec.SourceReserved
 		// The tier the answer names as served (topUsage.tier) prices its
 		// charge, whatever the tokens: served at priority, a request that
 		// asked for none costs priority's prices (meter: the dearer of

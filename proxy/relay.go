@@ -165,7 +165,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 			ub.watch = &p.watch
 			p.watch.addAnswer(p, &ub.cut, x, ctx.Conn(), rc)
 		}
-		if countsPassing(x, status, ctx.Response.Header.ContentEncoding()) {
+		if countsPassing(x, ctx.Response.Header.ContentEncoding()) {
 			// Counted as it passes, and settled when it has (passingCount):
 			// the stream's way, its observation ended then too.
 			ub.count = newPassingCount(p, x, status)
@@ -174,7 +174,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 				x.obs.overhead = overheadOf(x, time.Now())
 			}
 		} else {
-			x.settle(meter.Settlement{Source: meter.SourceOf(status)})
+			x.settle(unreadSettlement(x, status, !full))
 		}
 		ctx.Response.SetBodyStream(ub, -1)
 		p.count(x, x.m.Outcome(status), "")

@@ -102,6 +102,9 @@ type kindRow struct {
 	// notOutput are the members of a JSON answer that hold no output
 	// text ([Kind.AnswerNotOutput]).
 	notOutput []string
+	// outputRoots are the top-level members of a JSON answer whose
+	// elements are its output ([Kind.AnswerOutputRoots]).
+	outputRoots []string
 }
 
 // kinds is the table of request kinds, indexed by Kind. Chat and legacy
@@ -113,29 +116,31 @@ var kinds = [numKinds]kindRow{
 		name: "chat", paths: []string{"/v1/chat/completions"}, weighed: true,
 		weigh: (*Weigher).chat, usage: parseChatUsage, stream: (*Stream).chatEvent, usageOptIn: true,
 		answerText: chatAnswerText, outputField: "max_completion_tokens or max_tokens",
-		unreadUsage: [2]string{`{"choices":[],"usage":`, `}`}, notOutput: chatNotOutput,
+		unreadUsage: [2]string{`{"choices":[],"usage":`, `}`}, notOutput: chatNotOutput, outputRoots: []string{"choices"},
 	},
 	KindResponses: {
 		name: "responses", paths: []string{"/v1/responses"}, weighed: true,
 		weigh: (*Weigher).responses, usage: parseResponsesUsage, stream: (*Stream).responsesEvent,
 		answerText: responsesAnswerText, outputField: "max_output_tokens",
 		unreadUsage: [2]string{`{"type":"response.completed","response":{"usage":`, `}}`}, notOutput: responsesNotOutput,
+		outputRoots: []string{"output"},
 	},
 	KindCompletions: {
 		name: "completions", paths: []string{"/v1/completions"}, weighed: true,
 		weigh: (*Weigher).completions, usage: parseChatUsage, stream: (*Stream).completionsEvent, usageOptIn: true,
 		answerText: chatAnswerText, outputField: "max_tokens",
-		unreadUsage: [2]string{`{"choices":[],"usage":`, `}`}, notOutput: chatNotOutput,
+		unreadUsage: [2]string{`{"choices":[],"usage":`, `}`}, notOutput: chatNotOutput, outputRoots: []string{"choices"},
 	},
 	KindEmbeddings: {
 		name: "embeddings", paths: []string{"/v1/embeddings"}, weighed: true,
-		weigh: (*Weigher).embeddings, usage: parseEmbeddingsUsage, stream: notStreamed,
+		weigh: (*Weigher).embeddings, usage: parseEmbeddingsUsage, stream: notStreamed, outputRoots: []string{"data"},
 	},
 	KindMessages: {
 		name: "messages", paths: []string{"/v1/messages"}, weighed: true,
 		weigh: (*Weigher).messages, usage: parseMessagesUsage, stream: (*Stream).messagesEvent,
 		answerText: messagesAnswerText, outputField: "max_tokens",
 		unreadUsage: [2]string{`{"type":"message_delta","usage":`, `}`}, notOutput: messagesNotOutput,
+		outputRoots: []string{"content"},
 	},
 	KindCountTokens: {name: "count_tokens", paths: []string{"/v1/messages/count_tokens"}},
 	KindUnmetered:   {name: "unmetered"}, // found by family, not by path: see Classify
@@ -222,6 +227,19 @@ func (k Kind) OutputTextChecked() bool { return k.row().answerText != nil }
 // Members not listed, known or not, may hold output. Nil for a kind
 // without a JSON answer of text.
 func (k Kind) AnswerNotOutput() []string { return k.row().notOutput }
+
+// AnswerOutputRoots are the top-level members of a JSON answer of kind k
+// whose elements are the answer's output: a chat or legacy completion's
+// choices (https://platform.openai.com/docs/api-reference/chat/object,
+// /completions/object), a Responses answer's output items
+// (/responses/object), an embeddings answer's data (/embeddings/object),
+// a Messages answer's content blocks
+// (https://platform.claude.com/docs/en/api/messages). An error body
+// (OpenAI's {"error":…}, Anthropic's {"type":"error","error":…}) has none
+// of them: an answer under an error status that holds an element of one
+// is an answer the upstream generated, and bills (proxy). Nil for a kind
+// without a JSON answer of its own.
+func (k Kind) AnswerOutputRoots() []string { return k.row().outputRoots }
 
 // StreamUsageOptIn reports whether a streamed answer of kind k carries its
 // usage only when the request sets stream_options.include_usage (chat and
