@@ -139,17 +139,23 @@ func (t adminTarget) do(cmd, method, path string, body []byte, tokenEnv string, 
 	return b, nil
 }
 
-// unauthorizedHint explains a 401 from the admin listener when the token
-// the command sent came from an unset variable: "" otherwise.
+// unauthorizedHint explains a 401 from the admin listener: no token sent,
+// its variable unset here, or a token the node does not take; "" for
+// another status. When a token was sent from a set variable, or none at
+// all, the node at the address may also be another llmguard, started with
+// another config (trial20: usage --config a.yaml at an address where the
+// node of b.yaml, with admin_token_env, listened was told only to set
+// admin_token_env in a.yaml).
 func unauthorizedHint(status int, tokenEnv string) string {
+	const other = "; or the llmguard at this address runs another config: --admin host:port names the right one"
 	if status != http.StatusUnauthorized {
 		return ""
 	}
 	if tokenEnv == "" {
-		return " (no admin token sent: set admin_token_env in the config, or --token-env, to the variable holding it)"
+		return " (no admin token sent: set admin_token_env in the config, or --token-env, to the variable holding it" + other + ")"
 	}
 	if os.Getenv(tokenEnv) == "" {
 		return fmt.Sprintf(" (the token is read from $%s, which is unset or empty in this shell)", tokenEnv)
 	}
-	return fmt.Sprintf(" (the token in $%s is not the one the node was started with)", tokenEnv)
+	return fmt.Sprintf(" (the token in $%s is not the one the node was started with%s)", tokenEnv, other)
 }

@@ -94,7 +94,8 @@ limits: [{name: rpm, scope: user, unit: requests, rate: 60, per: 1m}]
 }
 
 // A 401 names why: no token configured, its variable unset here, or a
-// token the node does not take.
+// token the node does not take; the first and last may also be another
+// config's node at the address (trial20).
 func TestUnauthorizedHint(t *testing.T) {
 	t.Setenv("LLMGUARD_TEST_ADMIN_TOKEN", "")
 	for _, tc := range []struct {
@@ -104,6 +105,7 @@ func TestUnauthorizedHint(t *testing.T) {
 	}{
 		{200, "LLMGUARD_TEST_ADMIN_TOKEN", ""},
 		{401, "", "no admin token sent"},
+		{401, "", "or the llmguard at this address runs another config"},
 		{401, "LLMGUARD_TEST_ADMIN_TOKEN", "$LLMGUARD_TEST_ADMIN_TOKEN, which is unset or empty"},
 	} {
 		if got := unauthorizedHint(tc.status, tc.env); tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
@@ -111,7 +113,8 @@ func TestUnauthorizedHint(t *testing.T) {
 		}
 	}
 	t.Setenv("LLMGUARD_TEST_ADMIN_TOKEN", "wrong")
-	if got := unauthorizedHint(401, "LLMGUARD_TEST_ADMIN_TOKEN"); !strings.Contains(got, "not the one the node was started with") {
+	if got := unauthorizedHint(401, "LLMGUARD_TEST_ADMIN_TOKEN"); !strings.Contains(got, "not the one the node was started with") ||
+		!strings.Contains(got, "or the llmguard at this address runs another config") {
 		t.Errorf("hint with a set token = %q", got)
 	}
 }

@@ -110,6 +110,7 @@ func Probe(ctx context.Context, cfg *config.Config, timeout time.Duration) []Pro
 	out := make([]ProbeResult, len(jobs))
 	for i, j := range jobs {
 		out[i] = *j.res
+		out[i].Err = withAuthHint(out[i].Err)
 	}
 	return out
 }
@@ -325,7 +326,9 @@ func mastersInfo(ctx context.Context, cc *redis.ClusterClient) ([]redisInfo, err
 // cluster) is older than minRedis: its scripts load, but every
 // reconciliation fails at SMISMEMBER, so no charge or refund lands. A
 // Redis that does not answer INFO within ctx is not judged (the store's
-// own calls report it). client is the store's go-redis client.
+// own calls report it), except that one refusing the credentials
+// (redisAuthHint) is logged as an error with what to change. client is
+// the store's go-redis client.
 func logOldRedis(ctx context.Context, client any, log *slog.Logger) {
 	var infos []redisInfo
 	var err error
@@ -340,6 +343,12 @@ func logOldRedis(ctx context.Context, client any, log *slog.Logger) {
 		return
 	}
 	if err != nil {
+		// A Redis that refuses the credentials fails every call: say so
+		// now, with what to change (the scripts' load above failed too,
+		// often as a connection reset, which reads like a network fault).
+		if h := redisAuthHint(err); h != "" {
+			log.Error("the store's Redis refused llmguard's credentials: every take will fail until store.redis_url (or cluster_addrs) carries the right ones", "err", err, "hint", h)
+		}
 		return
 	}
 	var r ProbeResult

@@ -286,7 +286,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 						probeLog.Do(func() {
 							run.logged.Store(true)
 							log.Warn("store unreachable: a health probe failed (no request needed the store meanwhile); fail-open limits will be served by this node's fallback bucket, fail-closed limits refused, until it answers",
-								"kind", call.Kind.String(), "err", call.Err, "took", call.Duration)
+								authHintAttrs(call.Err, "kind", call.Kind.String(), "err", call.Err, "took", call.Duration)...)
 						})
 					}
 					return
@@ -300,7 +300,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 					failedTakeLog.Do(func() {
 						run.logged.Store(true)
 						log.Warn("store take failed: this request's fail-open limits were served by this node's fallback bucket, fail-closed limits refused it",
-							"kind", call.Kind.String(), "err", call.Err, "took", call.Duration, "next_line_after", failedTakeLogEvery)
+							authHintAttrs(call.Err, "kind", call.Kind.String(), "err", call.Err, "took", call.Duration, "next_line_after", failedTakeLogEvery)...)
 					})
 				}
 			}

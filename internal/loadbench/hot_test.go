@@ -58,3 +58,29 @@ func TestRunHotTiny(t *testing.T) {
 		}
 	}
 }
+
+// TestHotMarkdownExplainsANegativeOverhead: a proxied row faster than the
+// direct baseline gets a line saying the load changed between the runs;
+// rows slower than the baseline get none (trial20 read +p50 -13.0 ms with
+// no word on it).
+func TestHotMarkdownExplainsANegativeOverhead(t *testing.T) {
+	const note = "A negative +p50 or +p99"
+	for _, tc := range []struct {
+		name     string
+		p50, p99 time.Duration
+		want     bool
+	}{
+		{name: "slower than direct", p50: 12 * time.Millisecond, p99: 40 * time.Millisecond, want: false},
+		{name: "p50 below direct", p50: 8 * time.Millisecond, p99: 40 * time.Millisecond, want: true},
+		{name: "p99 below direct", p50: 12 * time.Millisecond, p99: 20 * time.Millisecond, want: true},
+	} {
+		rep := HotReport{Started: time.Unix(0, 0), DirectP50: 10 * time.Millisecond, DirectP99: 30 * time.Millisecond,
+			Rows: []HotRow{{Variant: HotPlain, N: 1, P50: 15 * time.Millisecond, P99: 45 * time.Millisecond},
+				{Variant: HotLease, N: 1, P50: tc.p50, P99: tc.p99}}}
+		var b bytes.Buffer
+		rep.Markdown(&b)
+		if got := strings.Contains(b.String(), note); got != tc.want {
+			t.Errorf("%s: note shown %v, want %v:\n%s", tc.name, got, tc.want, b.String())
+		}
+	}
+}

@@ -65,6 +65,9 @@ func (s *Server) chat(ctx *fasthttp.RequestCtx, fl flavor) {
 	// each choice gets its share.
 	n := st.outputTokens(est.OutputTokens / int64(shape.n))
 	parts := replyWords(n)
+	if shape.tool == "" && wantsJSONReply(body) {
+		parts = asJSONReply(parts)
+	}
 	// Audio and rejected prediction tokens are billed on top of the text
 	// (x-mock-audio-*, x-mock-rejected-prediction-tokens).
 	in, out := est.InputTokens+st.audioIn, n*int64(shape.n)+st.audioOut+st.rejected

@@ -76,6 +76,12 @@
 // response.function_call_arguments.delta events or input_json_delta
 // blocks.
 //
+// A request for JSON output (chat response_format, Responses text.format,
+// Messages output_config.format or output_format, of type json_object or
+// json_schema) without a forced tool gets its N words as the object
+// {"text":"<the N words>"} (jsonreply.go), streamed in the same pieces,
+// so that an SDK's parse() decodes it; the schema is not followed.
+//
 // Input token counts come from the same weigher llmguard uses (unless
 // [Options.ByteCountedChat] asks chat completions for len(body)/4, cheaply,
 // for load benchmarks), so the mock reports what the provider would for

@@ -62,6 +62,9 @@ func (s *Server) messages(ctx *fasthttp.RequestCtx) {
 	// (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use),
 	// its input {"input":"<the words>"}, streamed as input_json_delta pieces.
 	tool := messagesTool(body, &ctx.Request.Header)
+	if tool == "" && wantsJSONReply(body) {
+		parts = asJSONReply(parts)
+	}
 	block, stopReason := `{"type":"text","text":`+js(strings.Join(parts, ""))+`}`, "end_turn"
 	startBlock := `{"type":"text","text":""}`
 	piece := func(p string) string { return `{"type":"text_delta","text":` + js(p) + `}` }

@@ -152,6 +152,10 @@ func (s *Server) responses(ctx *fasthttp.RequestCtx) {
 	est.InputTokens = st.inputTokens(est.InputTokens)
 	n := st.outputTokens(est.OutputTokens)
 	parts := replyWords(n)
+	tool := responsesTool(body, &ctx.Request.Header)
+	if tool == "" && wantsJSONReply(body) {
+		parts = asJSONReply(parts)
+	}
 	text := strings.Join(parts, "")
 	r := &response{
 		ID: newID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Status: "completed",
@@ -175,7 +179,7 @@ func (s *Server) responses(ctx *fasthttp.RequestCtx) {
 	msg := messageItem{Type: "message", ID: newID("msg_"), Status: "completed", Role: "assistant",
 		Content: []outputPart{{Type: "output_text", Annotations: []any{}, Logprobs: []any{}, Text: text}}}
 	var call *functionCallItem
-	if tool := responsesTool(body, &ctx.Request.Header); tool != "" {
+	if tool != "" {
 		call = &functionCallItem{Type: "function_call", ID: newID("fc_"), CallID: newID("call_"), Name: tool,
 			Arguments: toolArgsOpen + text + toolArgsClose, Status: "completed"}
 	}

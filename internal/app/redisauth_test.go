@@ -1,0 +1,97 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/redistest"
+)
+
+// A Redis with a password, named by a URL without one or with a wrong one:
+// validate --connect and serve's log say what the URL should hold, not the
+// reply alone (trial20: NOAUTH, and at start-up a connection reset, sent a
+// platform team looking for a network fault).
+func TestRedisRefusingCredentialsIsExplained(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	if err := srv.Client().ConfigSet(ctx, "requirepass", "pw").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, url, reply, hint string
+	}{
+		{"no password", "redis://" + srv.Addr() + "/0", "NOAUTH", "put it in the URL as redis://:PASSWORD@host:port/0"},
+		{"wrong password", "redis://:nope@" + srv.Addr() + "/0", "WRONGPASS", "with requirepass alone the user is empty"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// validate --connect
+			r := resultFor(t, Probe(ctx, probeConfig(t, config.Store{Backend: "redis", RedisURL: c.url}), 5*time.Second), "store.redis_url")
+			if r.Err == nil || !strings.Contains(r.Err.Error(), c.reply) || !strings.Contains(r.Err.Error(), c.hint) {
+				t.Errorf("probe: %v, want %s with %q", r.Err, c.reply, c.hint)
+			}
+
+			// serve: the start-up line, the idle probe's line, a request's take.
+			mock := startMock(t)
+			cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, fmt.Sprintf(`
+limits:
+  - {name: user-rpm, scope: user, unit: requests, rate: 1000, per: 1m, on_failure: open}
+store: {backend: redis, redis_url: %q, timeout: 50ms, health_check: 100ms, breaker: {open_for: 200ms, min_calls: 10000}}
+`, c.url))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs := &syncBuffer{}
+			a, err := newApp(cfg, slog.New(slog.NewTextHandler(logs, nil)), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := serveApp(t, mock, a, nil)
+			const startLine, probeLine, takeLine = "the store's Redis refused llmguard's credentials", "store unreachable: a health probe failed", "store take failed"
+			for i := 0; !strings.Contains(logs.String(), probeLine); i++ {
+				if i == 600 {
+					t.Fatalf("no probe line after 600 polls 50 ms apart:\n%s", logs.String())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`
+			if resp, b := h.post(testKey, body); resp.StatusCode != 200 {
+				t.Fatalf("a fail-open limit answered %d: %s", resp.StatusCode, b)
+			}
+			for _, line := range []string{startLine, probeLine, takeLine} {
+				if !hasLineWith(logs.String(), line, c.reply, c.hint) {
+					t.Errorf("no %q line with %s and %q:\n%s", line, c.reply, c.hint, logs.String())
+				}
+			}
+		})
+	}
+
+	// The right password: no error, so no hint.
+	r := resultFor(t, Probe(ctx, probeConfig(t, config.Store{Backend: "redis", RedisURL: "redis://:pw@" + srv.Addr() + "/0"}), 5*time.Second), "store.redis_url")
+	if r.Err != nil {
+		t.Errorf("probe with the password: %v", r.Err)
+	}
+	// Only Redis's own replies get the hint: not text that merely starts alike.
+	if h := redisAuthHint(errors.New("NOAUTH lookalike")); h != "" {
+		t.Errorf("a plain error got a hint: %q", h)
+	}
+}
+
+// hasLineWith reports whether one line of logs holds every one of parts.
+func hasLineWith(logs string, parts ...string) bool {
+	for line := range strings.SplitSeq(logs, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
