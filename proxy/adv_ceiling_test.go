@@ -74,7 +74,8 @@ func TestAbsurdUsageChargedAtTheCeiling(t *testing.T) {
 	w := ceilingWeigher(t)
 	for _, tc := range ceilingCases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := w.Ceiling(w.Weigh(tc.kind, []byte(tc.body)))
+			est := w.Weigh(tc.kind, []byte(tc.body))
+			c := w.Ceiling(&est)
 			if c.InputTokens != 21_000 || c.OutputTokens != 21_000 {
 				t.Fatalf("ceiling %+v, want 21000 each way", c)
 			}

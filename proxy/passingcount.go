@@ -158,7 +158,7 @@ func (c *passingCount) passText(run []byte) {
 func (c *passingCount) foundUsage(val []byte) {
 	doc := make([]byte, 0, len(val)+len(`{"usage":}`))
 	doc = append(append(append(doc, `{"usage":`...), val...), '}')
-	u, ok := c.x.live.weigher.ParseUsage(c.x.kind, doc, c.x.est)
+	u, ok := c.x.live.weigher.ParseUsage(c.x.kind, doc, &c.x.est)
 	switch {
 	case !ok:
 	case c.found:

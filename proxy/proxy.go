@@ -49,8 +49,9 @@ type Weigher interface {
 	// to a request estimated as est: its Model's tokenizer counts any
 	// output text the answer's usage does not, its OutputTokens is what
 	// an answer holding hidden output with an implausible usage is charged
-	// at least.
-	ParseUsage(k weigher.Kind, body []byte, est weigher.Estimate) (weigher.Usage, bool)
+	// at least. est is read, never kept (a pointer: the 240-byte Estimate
+	// copied into the call cost each answer some 130 instructions).
+	ParseUsage(k weigher.Kind, body []byte, est *weigher.Estimate) (weigher.Usage, bool)
 	// AnswerOutputTokens counts, in tokens of model's tokenizer, the
 	// output text a non-streamed JSON answer of kind k carries (0 for an
 	// answer it cannot read unambiguously): what a success answer without
@@ -67,8 +68,8 @@ type Weigher interface {
 	NewStream(k weigher.Kind) weigher.Stream
 	// Ceiling is the most the request estimated as e can plausibly be
 	// billed (tokens; searches), which settlement charges an absurd
-	// usage at (meter.Settlement.Ceiling).
-	Ceiling(e weigher.Estimate) weigher.Usage
+	// usage at (meter.Settlement.Ceiling). e is read, never kept.
+	Ceiling(e *weigher.Estimate) weigher.Usage
 }
 
 // Options configures a Proxy. Upstreams, Policy, Store and Weigher are
@@ -477,7 +478,7 @@ func (x *exchange) settle(s meter.Settlement) {
 	if s.Source.Known() && x.live != nil {
 		// The most the request can have used: an absurd usage is charged
 		// at it (meter.Settlement.Ceiling).
-		s.Ceiling = x.live.weigher.Ceiling(x.est)
+		s.Ceiling = x.live.weigher.Ceiling(&x.est)
 	}
 	if x.obs != nil {
 		x.endUpstream(x.status, nil)

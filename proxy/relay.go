@@ -458,7 +458,7 @@ func (p *Proxy) readable(x *exchange, encoding, body []byte, view *heldAnswer) [
 // as a whole answer at the transport); else zero. Either way seen
 // carries the service tier the body names (weigher.AnswerServedTier).
 func (p *Proxy) usageOf(x *exchange, b []byte, text bool) (u weigher.Usage, ok bool, seen weigher.Usage) {
-	u, ok = x.live.weigher.ParseUsage(x.kind, b, x.est)
+	u, ok = x.live.weigher.ParseUsage(x.kind, b, &x.est)
 	if !ok && text && len(b) > 0 {
 		seen.OutputTokens = x.live.weigher.AnswerOutputTokens(x.kind, b, x.est.Model)
 		if seen.OutputTokens > 0 {

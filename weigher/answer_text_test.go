@@ -88,7 +88,7 @@ func TestChatUsageZeroCompletion(t *testing.T) {
 	w := testWeigher(t)
 	text := strings.TrimSpace(strings.Repeat("word ", 50))
 	body := `{"model":"gpt-4o-mini","choices":[{"message":{"content":"` + text + `"},"finish_reason":"content_filter"}],"usage":{"prompt_tokens":12,"completion_tokens":0}}`
-	u, ok := w.ParseUsage(KindChat, []byte(body), Estimate{Model: "gpt-4o-mini"})
+	u, ok := w.ParseUsage(KindChat, []byte(body), &Estimate{Model: "gpt-4o-mini"})
 	if want := w.CountText("gpt-4o-mini", text); !ok || u.OutputTokens != want || want == 0 {
 		t.Errorf("Weigher.ParseUsage: %+v %v, want %d output tokens", u, ok, want)
 	}
@@ -150,7 +150,7 @@ func TestParseUsageHiddenOutputKeepsTheReservation(t *testing.T) {
 		{"messages redacted, 0", KindMessages, `{"content":[{"type":"redacted_thinking","data":"` + data + `"},{"type":"text","text":"ok"}],"usage":{"input_tokens":9,"output_tokens":0}}`, 2000},
 		{"responses encrypted, 1", KindResponses, `{"output":[{"type":"reasoning","summary":[],"encrypted_content":"` + data + `"},{"type":"message","content":[{"type":"output_text","text":"ok"}]}],"usage":{"input_tokens":9,"output_tokens":1}}`, 2000},
 	} {
-		if u, ok := w.ParseUsage(c.k, []byte(c.body), est); !ok || u.OutputTokens != c.want {
+		if u, ok := w.ParseUsage(c.k, []byte(c.body), &est); !ok || u.OutputTokens != c.want {
 			t.Errorf("%s: %+v %v, want %d output tokens", c.name, u, ok, c.want)
 		}
 	}

@@ -53,7 +53,7 @@ func TestCeiling(t *testing.T) {
 		{"step 10 (image tokens reserved above the ceiling's own)", w, Estimate{Model: "small", InputTokens: 10, OutputTokens: 50, Choices: 1, ImageTokens: 2e9},
 			Usage{InputTokens: win, OutputTokens: win, WebSearches: 1000, FileSearches: 1000, ImageTokens: 2e9}},
 	} {
-		got := tc.w.Ceiling(tc.e)
+		got := tc.w.Ceiling(&tc.e)
 		if got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}

@@ -458,7 +458,11 @@ members:
 		out = w.defaultOutput(est.Model)
 		est.OutputDefaulted = true
 	}
-	floor.gemini(w.family(est.Model)) // a Gemini model's reasoning_effort: a thinking budget
+	// A Gemini model's reasoning_effort: a thinking budget. The family is
+	// the one the rules hold (w.family of the same name): found again, it
+	// cost each body a configured look-up, some 450 instructions of a warm
+	// 1 KiB body for a name not configured (spec.AppendCanonModel).
+	floor.gemini(rules.family)
 	out, est.OutputDefaulted = floor.apply(w, est.Model, out, est.OutputDefaulted)
 	est.OutputPinned = floor.pins()
 	choices := choiceVals.count()

@@ -109,10 +109,10 @@ func TestUsageDepthLimit(t *testing.T) {
 	answer := func(depth int) []byte {
 		return []byte(`{"id":"x","extra":` + nest(depth-1, "0") + `,"usage":{"prompt_tokens":11,"completion_tokens":7}}`)
 	}
-	if u, ok := w.ParseUsage(KindChat, answer(DefaultMaxDepth), Estimate{}); !ok || u.InputTokens != 11 || u.OutputTokens != 7 {
+	if u, ok := w.ParseUsage(KindChat, answer(DefaultMaxDepth), &Estimate{}); !ok || u.InputTokens != 11 || u.OutputTokens != 7 {
 		t.Errorf("at the limit: %+v %v", u, ok)
 	}
-	if u, ok := w.ParseUsage(KindChat, answer(DefaultMaxDepth+1), Estimate{}); ok {
+	if u, ok := w.ParseUsage(KindChat, answer(DefaultMaxDepth+1), &Estimate{}); ok {
 		t.Errorf("over the limit: read %+v", u)
 	}
 	if _, ok := ParseUsage(KindChat, answer(DefaultMaxDepth+1)); ok {
@@ -121,7 +121,7 @@ func TestUsageDepthLimit(t *testing.T) {
 	// A weigher configured deeper reads deeper answers.
 	deep := *w
 	deep.maxDepth = 300
-	if _, ok := deep.ParseUsage(KindChat, answer(DefaultMaxDepth+1), Estimate{}); !ok {
+	if _, ok := deep.ParseUsage(KindChat, answer(DefaultMaxDepth+1), &Estimate{}); !ok {
 		t.Error("limit 300: answer of depth 129 not read")
 	}
 	for k, body := range map[Kind][]byte{
@@ -129,7 +129,7 @@ func TestUsageDepthLimit(t *testing.T) {
 		KindMessages:   []byte(`{"x":` + nest(DefaultMaxDepth, "0") + `,"usage":{"input_tokens":3,"output_tokens":4}}`),
 		KindEmbeddings: []byte(`{"x":` + nest(DefaultMaxDepth, "0") + `,"usage":{"prompt_tokens":3}}`),
 	} {
-		if u, ok := w.ParseUsage(k, body, Estimate{}); ok {
+		if u, ok := w.ParseUsage(k, body, &Estimate{}); ok {
 			t.Errorf("%v over the limit: read %+v", k, u)
 		}
 	}

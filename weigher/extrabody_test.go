@@ -102,3 +102,35 @@ func TestGeminiThinkingBudgetIsReserved(t *testing.T) {
 		}
 	}
 }
+
+// TestGeminiReasoningEffortByFamily: a chat body's reasoning_effort
+// reserves Gemini's thinking budget (8,192 for "medium") beside the
+// maximum when the model's family is Gemini: its own name, or a
+// configured alias whose Family is a Gemini model (the family chat's
+// held rules carry), and in no other case; the same name weighed twice
+// (rules found, then held) reserves the same.
+func TestGeminiReasoningEffortByFamily(t *testing.T) {
+	w, err := New(Options{Models: map[string]Model{
+		"my-flash": {Family: "gemini-2.5-flash"},
+		"my-mini":  {Family: "gpt-4o-mini"},
+	}, DefaultMaxOutputTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		model string
+		want  int64
+	}{
+		{"gemini-2.5-flash", 100 + 8192},
+		{"my-flash", 100 + 8192},
+		{"my-mini", 100},
+		{"gpt-4o", 100},
+	} {
+		body := []byte(`{"model":"` + tc.model + `","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"reasoning_effort":"medium"}`)
+		for pass := range 2 {
+			if e := w.Chat(body); e.OutputTokens != tc.want || !e.Parsed {
+				t.Errorf("%s, pass %d: OutputTokens %d (parsed %v), want %d", tc.model, pass, e.OutputTokens, e.Parsed, tc.want)
+			}
+		}
+	}
+}

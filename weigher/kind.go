@@ -354,8 +354,9 @@ func ParseUsage(k Kind, body []byte) (Usage, bool) { return parseUsage(k, body, 
 
 // ParseUsage is [ParseUsage] with w's nesting limit ([Options.MaxDepth]):
 // a response nested deeper is not read (ok false), so the request keeps its
-// reservation. est is the request's estimate: its Model is the model the
-// request was weighed as, its OutputTokens the output reserved. A chat,
+// reservation. est (not nil; read, never kept or changed) is the
+// request's estimate: its Model is the model the request was weighed as,
+// its OutputTokens the output reserved. A chat,
 // completions, Responses or Messages answer
 // whose usage reports 0 output tokens (a valid usage: an answer stopped at
 // once, or by a content filter) but that carries output text anyway is
@@ -377,7 +378,7 @@ func ParseUsage(k Kind, body []byte) (Usage, bool) { return parseUsage(k, body, 
 // objects, a figure named twice) is read both ways a parser may read it,
 // first member and last, and settles at the dearer of the two
 // (dupKeyUsage); when either reading has no usage, ok is false.
-func (w *Weigher) ParseUsage(k Kind, body []byte, est Estimate) (Usage, bool) {
+func (w *Weigher) ParseUsage(k Kind, body []byte, est *Estimate) (Usage, bool) {
 	u, ok := parseUsage(k, body, w.maxDepth)
 	if !ok {
 		u, ok = dupKeyUsage(k, body, w.maxDepth)

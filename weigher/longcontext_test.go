@@ -47,14 +47,14 @@ func TestWithLongContext(t *testing.T) {
 		t.Errorf("with the beta: input %d, long context %v, output %d; want 1000000, true, %d", long.InputTokens, long.LongContext, long.OutputTokens, hidden.OutputTokens)
 	}
 	plain := w.Weigh(KindMessages, []byte(`{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
-	if c := w.Ceiling(plain); c.InputTokens != 264_000 {
+	if c := w.Ceiling(&plain); c.InputTokens != 264_000 {
 		t.Errorf("ceiling without the beta: input %d, want 264000 (200,000 + 64,000)", c.InputTokens)
 	}
 	longPlain := WithLongContext(plain)
 	if longPlain.InputTokens != plain.InputTokens {
 		t.Errorf("no hidden context: input %d became %d", plain.InputTokens, longPlain.InputTokens)
 	}
-	if c := w.Ceiling(longPlain); c.InputTokens != 1_064_000 || c.OutputTokens != 1_064_000 {
+	if c := w.Ceiling(&longPlain); c.InputTokens != 1_064_000 || c.OutputTokens != 1_064_000 {
 		t.Errorf("ceiling with the beta: %+v, want 1,064,000 input and output", c)
 	}
 	// A model not configured: the ceiling window (10M) already holds 1M;
@@ -64,7 +64,7 @@ func TestWithLongContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := WithLongContext(small.Weigh(KindMessages, []byte(`{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)))
-	if c := small.Ceiling(e); c.InputTokens != LongContextInputTokens {
+	if c := small.Ceiling(&e); c.InputTokens != LongContextInputTokens {
 		t.Errorf("unconfigured model with the beta: ceiling input %d, want 1000000", c.InputTokens)
 	}
 	if again := WithLongContext(long); again != long {

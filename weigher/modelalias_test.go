@@ -43,7 +43,7 @@ func TestOllamaSpellingsTakeTheConfiguredModel(t *testing.T) {
 			t.Errorf("%q: hidden %v, input %d, output %d; want input %d, output %d", tc.model, e.ServerContext, e.InputTokens, e.OutputTokens, tc.in, tc.out)
 		}
 		e.ServerContext, e.InputTokens = false, 1 // one call of a small body: the window bounds its input
-		if c := w.Ceiling(e); c.InputTokens != tc.ceilings {
+		if c := w.Ceiling(&e); c.InputTokens != tc.ceilings {
 			t.Errorf("%q: ceiling input %d, want %d", tc.model, c.InputTokens, tc.ceilings)
 		}
 	}

@@ -112,7 +112,7 @@ func TestServedTierNamedTwice(t *testing.T) {
 	} {
 		for _, k := range []Kind{KindChat, KindResponses} {
 			body := `{"id":"c",` + c.tiers + `,"choices":[],"output":[],"usage":{"prompt_tokens":9,"completion_tokens":1,"input_tokens":9,"output_tokens":1}}`
-			u, ok := w.ParseUsage(k, []byte(body), Estimate{Model: "gpt-5"})
+			u, ok := w.ParseUsage(k, []byte(body), &Estimate{Model: "gpt-5"})
 			if !ok || u.ServiceTier != c.want {
 				t.Errorf("%v %s: tier %q (ok %v), want %q", k, c.tiers, u.ServiceTier, ok, c.want)
 			}
