@@ -31,7 +31,7 @@ import (
 // as count counts it, one U+FFFD per bad byte.
 func (c *bpeCounter) bound(text string) int64 {
 	if !utf8.ValidString(text) {
-		text = string([]rune(text))
+		text = validText(text)
 	}
 	return c.boundFrom(text, 0)
 }

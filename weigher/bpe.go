@@ -432,7 +432,7 @@ func (c *bpeCounter) countShort(m *pieceMemo, text string) int64 {
 	}
 	n, _, ok := c.countPiecesIn(m, text, 0, len(text), true)
 	if !ok {
-		text = string([]rune(text))
+		text = validText(text)
 		n, _, _ = c.countPiecesIn(m, text, 0, len(text), false)
 	}
 	return n

@@ -66,7 +66,7 @@ func (bc budgetCounter) count(text string) int64 {
 		return n
 	}
 	if !utf8.ValidString(text) {
-		text = string([]rune(text))
+		text = validText(text)
 	}
 	var n int64
 	i := 0

@@ -476,7 +476,7 @@ func (w *Weigher) CutAnswerUsage(k Kind, body []byte, model string) Usage {
 	if jsonscan.ReasonOf(jsonscan.Check(body, jsonscan.Options{MaxDepth: -1})) != jsonscan.Truncated {
 		return Usage{}
 	}
-	cut := Usage{OutputTokens: min(w.CountText(model, string(body)), maxTokens)}
+	cut := Usage{OutputTokens: min(w.CountText(model, bodyString(body)), maxTokens)}
 	// A usage the upstream wrote before the cut (a server that puts it
 	// first) is read as a whole answer's is, alone in a document of its
 	// own: its output counts when it says more than the text (reasoning
