@@ -18,6 +18,7 @@ import (
 
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/report"
+	"github.com/llmguard/llmguard/internal/respguard"
 	"github.com/llmguard/llmguard/ledger"
 )
 
@@ -147,7 +148,7 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.
 		// lines go to slog at debug, as serve sends them, which report
 		// does not print; the error that ends the read says the same once.
 		redis.SetLogger(redisLogger{slog.New(slog.NewTextHandler(os.Stderr, nil))})
-		rc := redis.NewClient(o)
+		rc := respguard.NewClient(o)
 		defer rc.Close()
 		loc := opt.Location
 		if loc == nil {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/respguard"
 	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/obs"
@@ -607,7 +608,7 @@ func openLedger(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger)
 		// /readyz as "context deadline exceeded". The sink sends again
 		// itself (within its retry bounds).
 		ro.DialerRetries = 1
-		rc = redis.NewClient(ro)
+		rc = respguard.NewClient(ro)
 		o.Redis, o.Stream, o.MaxLen = rc, lc.RedisStream, lc.MaxLen
 	}
 	w, err := ledger.New(o)

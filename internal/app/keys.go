@@ -16,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/respguard"
 	"github.com/llmguard/llmguard/keystore"
 	"github.com/llmguard/llmguard/policy"
 )
@@ -54,7 +55,7 @@ func openKeyStore(cfg *config.Config, reg prometheus.Registerer, log *slog.Logge
 		}
 		opt.PoolSize, opt.MinIdleConns = 4, 0
 		opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout, opt.DialerRetries = io, io, io, 1
-		client = redis.NewClient(opt)
+		client = respguard.NewClient(opt)
 	case "redis_cluster":
 		opt, err := clusterOptions(cfg.Store)
 		if err != nil {
@@ -62,7 +63,7 @@ func openKeyStore(cfg *config.Config, reg prometheus.Registerer, log *slog.Logge
 		}
 		opt.PoolSize = 4
 		opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout, opt.DialerRetries = io, io, io, 1
-		cc := redis.NewClusterClient(opt)
+		cc := respguard.NewClusterClient(opt)
 		client = cc
 		// A subscription to a master that failed over fails until the
 		// client sees the new slot map.

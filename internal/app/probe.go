@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/respguard"
 )
 
 // ProbeResult is what `llmguard validate --connect` learned of one server a
@@ -138,7 +139,7 @@ func probeRedisURL(ctx context.Context, r *ProbeResult, u string, timeout time.D
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
 	opt.MaxRetries, opt.DialerRetries, opt.PoolSize = -1, 1, 1
-	c := redis.NewClient(opt)
+	c := respguard.NewClient(opt)
 	defer c.Close()
 	r.Addr = opt.Addr
 	info, err := redisServerInfo(ctx, c)
@@ -164,7 +165,7 @@ func probeCluster(ctx context.Context, r *ProbeResult, s config.Store, timeout t
 	r.Addr = strings.Join(opt.Addrs, ",")
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = timeout, timeout, timeout
 	opt.MaxRetries, opt.DialerRetries, opt.PoolSize, opt.MaxRedirects = -1, 1, 1, 1
-	cc := redis.NewClusterClient(opt)
+	cc := respguard.NewClusterClient(opt)
 	defer cc.Close()
 	state, err := cc.ClusterInfo(ctx).Result()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/respguard"
 	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/region"
 )
@@ -41,7 +42,7 @@ func openRegions(cfg *config.Config, st *stores, pol func() *policy.Policy, reg 
 		// (no retries, one dial attempt) as the store's client does.
 		opt.PoolSize, opt.MaxRetries, opt.DialerRetries, opt.ContextTimeoutEnabled = 4, -1, 1, true
 		opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout = time.Second, time.Second, time.Second
-		c := redis.NewClient(opt)
+		c := respguard.NewClient(opt)
 		st.close = append([]func() error{c.Close}, st.close...)
 		clients[r] = c
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/respguard"
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/policy"
 )
@@ -135,7 +136,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		opt.PoolSize, opt.MinIdleConns = c.PoolSize, min(c.PoolSize, 16)
 		opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout = ioTimeout, ioTimeout, ioTimeout
 		opt.ContextTimeoutEnabled, opt.MaxRetries, opt.DialerRetries = true, -1, 1
-		rc := redis.NewClient(opt)
+		rc := respguard.NewClient(opt)
 		client, closeClient = rc, rc.Close
 		breakerName = opt.Addr
 	} else {
@@ -146,7 +147,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		opt.PoolSize, opt.MinIdleConns = c.PoolSize, min(c.PoolSize, 16)
 		opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout = ioTimeout, ioTimeout, ioTimeout
 		opt.ContextTimeoutEnabled, opt.MaxRetries, opt.DialerRetries, opt.MaxRedirects = true, -1, 1, 1
-		cc := redis.NewClusterClient(opt)
+		cc := respguard.NewClusterClient(opt)
 		client, closeClient = cc, cc.Close
 		// MaxRedirects 1 (go-redis's default is 3): one MOVED or ASK is
 		// still followed at once (a slot that moved; a failed-over master
