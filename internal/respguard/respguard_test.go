@@ -302,3 +302,16 @@ func TestEveryClientGuarded(t *testing.T) {
 		t.Errorf("found %d guarded client constructions, want at least 9: has the scan lost its way?", guarded)
 	}
 }
+
+// BenchmarkScanTakeReply scans a reply the size of a take batch's (an
+// array of 32 packed levels): the guard's cost a call.
+func BenchmarkScanTakeReply(b *testing.B) {
+	reply := []byte("*32\r\n" + strings.Repeat("$17\r\n0.123456789012345\r\n", 32))
+	s := NewScanner(Limits{})
+	b.SetBytes(int64(len(reply)))
+	for b.Loop() {
+		if err := s.Scan(reply); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
