@@ -130,6 +130,21 @@ func TestProbeCluster(t *testing.T) {
 // given (every other command is refused, as an old server refuses HELLO),
 // until the test ends. It returns its address.
 func fakeRedis(t *testing.T, version, mode string) string {
+	return fakeRedisAnswering(t, func(args []string) string {
+		switch strings.ToUpper(args[0]) {
+		case "PING":
+			return "+PONG\r\n"
+		case "INFO":
+			body := fmt.Sprintf("# Server\r\nredis_version:%s\r\nredis_mode:%s\r\n", version, mode)
+			return fmt.Sprintf("$%d\r\n%s\r\n", len(body), body)
+		}
+		return "-ERR unknown command '" + args[0] + "'\r\n"
+	})
+}
+
+// fakeRedisAnswering serves, until the test ends, each command with the
+// raw RESP reply answer returns for its arguments. It returns its address.
+func fakeRedisAnswering(t *testing.T, answer func(args []string) string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -142,34 +157,22 @@ func fakeRedis(t *testing.T, version, mode string) string {
 			if err != nil {
 				return
 			}
-			go serveFakeRedis(conn, version, mode)
+			go func() {
+				defer conn.Close()
+				rd := bufio.NewReader(conn)
+				for {
+					args, err := readCommand(rd)
+					if err != nil {
+						return
+					}
+					if _, err := conn.Write([]byte(answer(args))); err != nil {
+						return
+					}
+				}
+			}()
 		}
 	}()
 	return ln.Addr().String()
-}
-
-func serveFakeRedis(conn net.Conn, version, mode string) {
-	defer conn.Close()
-	rd := bufio.NewReader(conn)
-	for {
-		args, err := readCommand(rd)
-		if err != nil {
-			return
-		}
-		var reply string
-		switch strings.ToUpper(args[0]) {
-		case "PING":
-			reply = "+PONG\r\n"
-		case "INFO":
-			body := fmt.Sprintf("# Server\r\nredis_version:%s\r\nredis_mode:%s\r\n", version, mode)
-			reply = fmt.Sprintf("$%d\r\n%s\r\n", len(body), body)
-		default:
-			reply = "-ERR unknown command '" + args[0] + "'\r\n"
-		}
-		if _, err := conn.Write([]byte(reply)); err != nil {
-			return
-		}
-	}
 }
 
 // readCommand reads one RESP array of bulk strings.

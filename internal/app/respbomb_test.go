@@ -1,10 +1,8 @@
 package app
 
 import (
-	"bufio"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 
@@ -19,45 +17,20 @@ import (
 // process lives on. Unguarded, this test's process dies at the first
 // reply.
 func TestStoreReplyBombIsAStoreError(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				rd := bufio.NewReader(c)
-				for {
-					args, err := readCommand(rd)
-					if err != nil {
-						return
-					}
-					// HELLO refused as a Redis before 6 refuses it, so that
-					// go-redis goes on in RESP2 and reads the bomb as the
-					// command's own reply.
-					reply := "$1099511627776\r\n"
-					if strings.EqualFold(args[0], "HELLO") {
-						reply = "-ERR unknown command 'HELLO'\r\n"
-					}
-					if _, err := c.Write([]byte(reply)); err != nil {
-						return
-					}
-				}
-			}()
+	// HELLO refused as a Redis before 6 refuses it, so that go-redis goes
+	// on in RESP2 and reads the bomb as the command's own reply.
+	addr := fakeRedisAnswering(t, func(args []string) string {
+		if strings.EqualFold(args[0], "HELLO") {
+			return "-ERR unknown command 'HELLO'\r\n"
 		}
-	}()
+		return "$1099511627776\r\n"
+	})
 	mock := startMock(t)
 	cfg, err := config.Parse([]byte(baseConfig(t, mock.URL, fmt.Sprintf(`
 limits:
   - {name: user-rpm, scope: user, unit: requests, rate: 1000, per: 1m, on_failure: open}
 store: {backend: redis, redis_url: "redis://%s/0", timeout: 500ms}
-`, ln.Addr()))))
+`, addr))))
 	if err != nil {
 		t.Fatal(err)
 	}
