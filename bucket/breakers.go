@@ -137,12 +137,11 @@ func (b *breaker) last(fallback error) error {
 	return b.lastErr
 }
 
-// breakerOf returns the breaker of key's master, made closed on first use:
-// the one breaker when GuardOptions.MasterOf is nil.
-func (g *Guarded) breakerOf(key string) *breaker {
-	if g.o.MasterOf == nil {
-		return g.single
-	}
+// breakerOf returns the breaker of the master of key, in hash slot slot
+// (slotOf(key), which the caller has), made closed on first use. Only for
+// a store with GuardOptions.MasterOf (breakersOf gives the one breaker
+// otherwise).
+func (g *Guarded) breakerOf(key string, slot uint16) *breaker {
 	master := g.o.MasterOf(key)
 	g.mu.RLock()
 	b := g.masters[master]
@@ -155,7 +154,7 @@ func (g *Guarded) breakerOf(key string) *breaker {
 		}
 		g.mu.Unlock()
 	}
-	if s := uint32(slotOf(key)); b.slot.Load() != s {
+	if s := uint32(slot); b.slot.Load() != s {
 		b.slot.Store(s) // written when it changes: every call reads it
 	}
 	return b
@@ -175,7 +174,7 @@ func (g *Guarded) breakersOf(brs []*breaker, n int, key func(i int) string) []*b
 			continue // a tenant's keys share their slot: routed once
 		}
 		last = s
-		if b := g.breakerOf(k); !slices.Contains(brs, b) {
+		if b := g.breakerOf(k, s); !slices.Contains(brs, b) {
 			brs = append(brs, b)
 		}
 	}
