@@ -1,10 +1,8 @@
 package app
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -130,7 +128,7 @@ func TestProbeCluster(t *testing.T) {
 // given (every other command is refused, as an old server refuses HELLO),
 // until the test ends. It returns its address.
 func fakeRedis(t *testing.T, version, mode string) string {
-	return fakeRedisAnswering(t, func(args []string) string {
+	return redistest.Fake(t, func(args []string) string {
 		switch strings.ToUpper(args[0]) {
 		case "PING":
 			return "+PONG\r\n"
@@ -140,71 +138,6 @@ func fakeRedis(t *testing.T, version, mode string) string {
 		}
 		return "-ERR unknown command '" + args[0] + "'\r\n"
 	})
-}
-
-// fakeRedisAnswering serves, until the test ends, each command with the
-// raw RESP reply answer returns for its arguments. It returns its address.
-func fakeRedisAnswering(t *testing.T, answer func(args []string) string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				rd := bufio.NewReader(conn)
-				for {
-					args, err := readCommand(rd)
-					if err != nil {
-						return
-					}
-					if _, err := conn.Write([]byte(answer(args))); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
-// readCommand reads one RESP array of bulk strings.
-func readCommand(rd *bufio.Reader) ([]string, error) {
-	line, err := rd.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	if len(line) < 3 || line[0] != '*' {
-		return nil, fmt.Errorf("not an array: %q", line)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
-	if err != nil || n < 1 || n > 64 {
-		return nil, fmt.Errorf("array length %q", line)
-	}
-	args := make([]string, n)
-	for i := range args {
-		hdr, err := rd.ReadString('\n')
-		if err != nil {
-			return nil, err
-		}
-		size, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(hdr, "$")))
-		if err != nil || size < 0 || size > 1<<16 {
-			return nil, fmt.Errorf("bulk length %q", hdr)
-		}
-		buf := make([]byte, size+2)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return nil, err
-		}
-		args[i] = string(buf[:size])
-	}
-	return args, nil
 }
 
 // The version and mode a Redis reports decide: before 6.2 it cannot run

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/redistest"
 )
 
 // A store address whose peer answers every command with a reply that
@@ -19,7 +20,7 @@ import (
 func TestStoreReplyBombIsAStoreError(t *testing.T) {
 	// HELLO refused as a Redis before 6 refuses it, so that go-redis goes
 	// on in RESP2 and reads the bomb as the command's own reply.
-	addr := fakeRedisAnswering(t, func(args []string) string {
+	addr := redistest.Fake(t, func(args []string) string {
 		if strings.EqualFold(args[0], "HELLO") {
 			return "-ERR unknown command 'HELLO'\r\n"
 		}

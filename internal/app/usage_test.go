@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/csv"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/mockllm"
+	"github.com/llmguard/llmguard/internal/redistest"
 	"github.com/valyala/fasthttp"
 )
 
@@ -353,40 +353,21 @@ func TestUsageErrorsTransientOrNot(t *testing.T) {
 // client), and the answer is the 503. Before, the read took 4 tries
 // (10 s).
 func TestAdminUsageFrozenLedgerRedisTriesOnce(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
 	var xranges atomic.Int64
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { // the handshake is answered, no command is
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					cmd, err := readRESPCommand(r)
-					if err != nil {
-						return
-					}
-					switch strings.ToUpper(cmd) {
-					case "HELLO": // go-redis then speaks RESP2
-						c.Write([]byte("-ERR unknown command 'HELLO'\r\n"))
-					case "CLIENT", "PING", "SELECT":
-						c.Write([]byte("+OK\r\n"))
-					case "XRANGE":
-						xranges.Add(1)
-					}
-				}
-			}()
+	// The handshake is answered, no command is.
+	addr := redistest.Fake(t, func(args []string) string {
+		switch strings.ToUpper(args[0]) {
+		case "HELLO": // go-redis then speaks RESP2
+			return "-ERR unknown command 'HELLO'\r\n"
+		case "CLIENT", "PING", "SELECT":
+			return "+OK\r\n"
+		case "XRANGE":
+			xranges.Add(1)
 		}
-	}()
+		return ""
+	})
 	h := start(t, fmt.Sprintf(`ledger: {redis_stream: "llmguard:ledger", redis_url: "redis://%s"}
-`, l.Addr()))
+`, addr))
 	resp, err := http.Get(h.admin + "/admin/usage?period=month")
 	if err != nil {
 		t.Fatal(err)
@@ -399,37 +380,6 @@ func TestAdminUsageFrozenLedgerRedisTriesOnce(t *testing.T) {
 	if n := xranges.Load(); n != 1 {
 		t.Errorf("frozen ledger Redis: %d XRANGE sent, want 1 (one page, its deadline ends the retries)", n)
 	}
-}
-
-// readRESPCommand reads one command (an array of bulk strings) and returns
-// its name.
-func readRESPCommand(r *bufio.Reader) (string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil || len(line) < 3 || line[0] != '*' {
-		return "", fmt.Errorf("not a command: %q %v", line, err)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
-	if err != nil {
-		return "", err
-	}
-	var name string
-	for i := range n {
-		if line, err = r.ReadString('\n'); err != nil || len(line) < 3 || line[0] != '$' {
-			return "", fmt.Errorf("not a bulk string: %q %v", line, err)
-		}
-		size, err := strconv.Atoi(strings.TrimSpace(line[1:]))
-		if err != nil || size < 0 || size > 1<<20 {
-			return "", fmt.Errorf("bulk size %q", line)
-		}
-		b := make([]byte, size+2)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return "", err
-		}
-		if i == 0 {
-			name = string(b[:size])
-		}
-	}
-	return name, nil
 }
 
 // /admin/usage with the quota store's Redis down answers 503 with a

@@ -1,22 +1,21 @@
 package respguard
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/llmguard/llmguard/internal/redistest"
 )
 
 // honest are reply streams a Redis sends llmguard, RESP2 and RESP3, each
@@ -101,66 +100,15 @@ func TestBombsRefused(t *testing.T) {
 	}
 }
 
-// fakeRedis serves on a free port, answering HELLO as a Redis before 6
-// does (unknown command, so go-redis goes on in RESP2) and every other
-// command with reply; it returns the address.
+// fakeRedis answers HELLO as a Redis before 6 does (unknown command, so
+// go-redis goes on in RESP2) and every other command with reply.
 func fakeRedis(t *testing.T, reply string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					args, err := readCommand(r)
-					if err != nil {
-						return
-					}
-					answer := reply
-					if strings.EqualFold(args[0], "HELLO") {
-						answer = "-ERR unknown command 'HELLO'\r\n"
-					}
-					if _, err := c.Write([]byte(answer)); err != nil {
-						return
-					}
-				}
-			}()
+	return redistest.Fake(t, func(args []string) string {
+		if strings.EqualFold(args[0], "HELLO") {
+			return "-ERR unknown command 'HELLO'\r\n"
 		}
-	}()
-	return ln.Addr().String()
-}
-
-// readCommand reads one command, an array of bulk strings, from r.
-func readCommand(r *bufio.Reader) ([]string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "*")))
-	if err != nil || n < 1 {
-		return nil, fmt.Errorf("not a command: %q", line)
-	}
-	args := make([]string, n)
-	for i := range args {
-		if _, err := r.ReadString('\n'); err != nil { // $len
-			return nil, err
-		}
-		arg, err := r.ReadString('\n')
-		if err != nil {
-			return nil, err
-		}
-		args[i] = strings.TrimSuffix(arg, "\r\n")
-	}
-	return args, nil
+		return reply
+	})
 }
 
 // TestClientRefusesBomb sends a go-redis client, guarded as llmguard's

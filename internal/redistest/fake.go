@@ -1,0 +1,83 @@
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Fake serves the Redis protocol on a free loopback port until the test
+// ends: each command a client sends is read whole and answered with the
+// raw RESP bytes answer returns for its arguments (the command's name
+// first), nothing when it returns "" (a server that never replies). It
+// returns the address. For a peer no real Redis can play: an old server
+// that refuses HELLO, a hostile or frozen one.
+func Fake(t testing.TB, answer func(args []string) string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				rd := bufio.NewReader(conn)
+				for {
+					args, err := ReadCommand(rd)
+					if err != nil {
+						return
+					}
+					if reply := answer(args); reply != "" {
+						if _, err := io.WriteString(conn, reply); err != nil {
+							return
+						}
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// ReadCommand reads one command, a RESP array of 1 to 64 bulk strings of
+// at most 64 KiB each, from rd and returns its arguments.
+func ReadCommand(rd *bufio.Reader) ([]string, error) {
+	line, err := rd.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	if len(line) < 3 || line[0] != '*' {
+		return nil, fmt.Errorf("not an array: %q", line)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+	if err != nil || n < 1 || n > 64 {
+		return nil, fmt.Errorf("array length %q", line)
+	}
+	args := make([]string, n)
+	for i := range args {
+		hdr, err := rd.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		size, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(hdr, "$")))
+		if err != nil || size < 0 || size > 1<<16 {
+			return nil, fmt.Errorf("bulk length %q", hdr)
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(rd, buf); err != nil {
+			return nil, err
+		}
+		args[i] = string(buf[:size])
+	}
+	return args, nil
+}
