@@ -1,11 +1,9 @@
 package app
 
 import (
-	"bufio"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,36 +22,12 @@ func TestResponseBudgetFromConfigKeptOnReload(t *testing.T) {
 	answer := `{"id":"chatcmpl-1","object":"chat.completion","usage":{"prompt_tokens":8,"completion_tokens":1},"pad":"` +
 		strings.Repeat("x", 200<<10) + `"}`
 	full := "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: " + strconv.Itoa(len(answer)) + "\r\n\r\n" + answer
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					io.WriteString(c, full)
-				}
-			}()
-		}
-	}()
+	upstream := startRawUpstream(t, func(c net.Conn) { io.WriteString(c, full) })
 	path := filepath.Join(t.TempDir(), "llmguard.yaml")
 	write := func(burst, budget string) {
 		t.Helper()
 		tail := strings.Replace(slowTPM, "burst: 10000", "burst: "+burst, 1) + "\nmax_inflight_response_bytes: " + budget + "\n"
-		if err := os.WriteFile(path, []byte(baseConfig(t, "http://"+ln.Addr().String(), tail)), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(baseConfig(t, upstream, tail)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
