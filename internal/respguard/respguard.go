@@ -273,6 +273,9 @@ func (s *Scanner) header() error {
 		s.skip, s.state = s.n+2, stBody
 		return nil
 	}
+	if s.n > s.lim.MaxPending { // checked before a map's pairs double it, which could overflow
+		return fmt.Errorf("%w: an aggregate of %d announced, over %d", ErrReply, s.n, s.lim.MaxPending)
+	}
 	n := s.n
 	if s.typ == '%' || s.typ == '|' {
 		n *= 2

@@ -75,6 +75,8 @@ func TestBombsRefused(t *testing.T) {
 		{"a bulk error over", "!16777217\r\n", Limits{}},
 		{"an array of 2^40", "*1099511627776\r\n", Limits{}},
 		{"a map whose pairs are over", "%600000\r\n", Limits{}},
+		{"a map whose doubled pairs would overflow int64", "%4611686018427387904\r\n", Limits{}},
+		{"an attribute whose doubled pairs would overflow int64", "|4611686018427387904\r\n", Limits{}},
 		{"nested past the depth", deep, Limits{}},
 		{"nested past the pending elements", wide, Limits{MaxDepth: 10000}},
 		{"a length past 2^62", "$99999999999999999999\r\n", Limits{MaxBulk: 1 << 62}},
