@@ -238,6 +238,7 @@ func NewRedis(o RedisOptions) (*Redis, error) {
 		takeBatch: &script{fn: lua.TakeBatchFunction, eval: redis.NewScript(lua.TakeBatch)},
 	}
 	r.fns.client, _ = o.Client.(redisFunctions)
+	r.fns.loading = make(chan struct{}, 1)
 	r.takes = newTakeBatcher(r, takeBatch)
 	r.log = o.Log
 	if r.log == nil {

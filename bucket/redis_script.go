@@ -3,7 +3,6 @@ package bucket
 import (
 	"context"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -37,13 +36,29 @@ type functions struct {
 	// "unknown command" (Redis before 7.0, miniredis) or refused the
 	// command to the client's ACL user: every later call runs by EVALSHA.
 	off atomic.Bool
-	// loads counts the library loads done by calls that missed it; mu
-	// serialises them, so that the calls a restarted Redis fails all at
-	// once load the library once, not once each (a load compiles some
-	// 50 KB of Lua inside Redis, blocking it meanwhile).
-	loads atomic.Uint64
-	mu    sync.Mutex
+	// loads counts the library loads done by calls that missed it;
+	// loading, a one-slot channel, serialises them, so that the calls a
+	// restarted Redis fails all at once load the library once, not once
+	// each (a load compiles some 50 KB of Lua inside Redis, blocking it
+	// meanwhile). A channel rather than a mutex: a call waiting for
+	// another's load gives up when its own context ends (lock).
+	loads   atomic.Uint64
+	loading chan struct{}
 }
+
+// lock takes the right to load the library, waiting while another call
+// holds it, until ctx ends: false then (ctx's error is the caller's).
+// unlock gives it back.
+func (f *functions) lock(ctx context.Context) bool {
+	select {
+	case f.loading <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (f *functions) unlock() { <-f.loading }
 
 // on reports whether the next call should be an FCALL.
 func (f *functions) on() bool { return f.client != nil && !f.off.Load() }
@@ -130,7 +145,8 @@ func (r *Redis) call(ctx context.Context, s *script, keys []string, args ...any)
 // another call loaded it since seen, the count of loads done before this
 // call was sent; when the load fails, the call should go by
 // EVALSHA, and true is returned too) or the server has no FCALL (Functions
-// are turned off).
+// are turned off). A missing function is not retried when ctx ends while
+// the call waits for another call's load.
 func (r *Redis) retryable(ctx context.Context, err error, seen uint64) bool {
 	switch {
 	case err == nil:
@@ -139,8 +155,12 @@ func (r *Redis) retryable(ctx context.Context, err error, seen uint64) bool {
 		r.functionsOff(err)
 		return true
 	case isFunctionMissing(err):
-		r.fns.mu.Lock()
-		defer r.fns.mu.Unlock()
+		if !r.fns.lock(ctx) {
+			// The call's deadline passed while another call loaded the
+			// library: its error stands (a store error, as any timeout).
+			return false
+		}
+		defer r.fns.unlock()
 		if r.fns.loads.Load() == seen {
 			// A failure leaves the retry to fail, then EVALSHA.
 			if lerr := r.loadLibrary(ctx); lerr != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -76,3 +77,37 @@ func (e replyError) Error() string { return string(e) }
 func (replyError) RedisError()     {}
 
 var _ redis.Error = replyError("")
+
+// TestLoadWaitEndsWithContext checks that a call which missed the library
+// while another call is loading it stops waiting when its own context
+// ends, and is not retried (its error stands), rather than waiting out the
+// other call's load.
+func TestLoadWaitEndsWithContext(t *testing.T) {
+	srv := redistest.Shared(t)
+	r, err := NewRedis(RedisOptions{Client: srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.fns.lock(context.Background()) { // another call is loading
+		t.Fatal("the free load slot was not taken")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan bool, 1)
+	go func() { done <- r.retryable(ctx, replyError("ERR Function not found"), r.fns.loads.Load()) }()
+	cancel()
+	// A hang detector, not a speed bound: the call must end once its
+	// context has, whatever the other load does.
+	select {
+	case retried := <-done:
+		if retried {
+			t.Error("a call whose context ended waiting for the load is retried")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a call waits for another call's load past the end of its own context")
+	}
+	r.fns.unlock()
+	// Once the slot is free, a call with a live context loads and retries.
+	if !r.retryable(context.Background(), replyError("ERR Function not found"), r.fns.loads.Load()) {
+		t.Error("a missing function is not retried once the load slot is free")
+	}
+}
