@@ -178,11 +178,14 @@ func doubledVersion(path string) apiError {
 //
 // A path a letter or two off an endpoint llmguard weighs (knownPaths) is
 // most likely a typo in the client, so the answer says which endpoint it
-// looks like before it mentions unmetered_paths.
+// looks like before it mentions unmetered_paths. A path below a weighed
+// endpoint (Anthropic's /v1/messages/batches, a stored object's
+// /v1/responses/{id}/cancel) is a resource of its own, not a typo, and
+// gets no such hint.
 func unmetered(path string, r *policy.Rule) apiError {
 	e := apiError{status: fasthttp.StatusForbidden, openAIType: "invalid_request_error", openAICode: "unmetered_endpoint",
 		anthropicType: "permission_error"}
-	if near := suggest.Closest(path, knownPaths); near != "" && !strings.EqualFold(near, path) {
+	if near := suggest.Closest(path, knownPaths); near != "" && !strings.EqualFold(near, path) && !below(path, near) {
 		e.message = fmt.Sprintf("%s is not an endpoint llmguard weighs: did you mean %s? Limit %s (%s) applies to you, and llmguard "+
 			"refuses a path it cannot weigh rather than let it past the limit.", clip(path), near, r.Name, r.Unit)
 		return e
@@ -190,6 +193,13 @@ func unmetered(path string, r *policy.Rule) apiError {
 	e.message = fmt.Sprintf("%s spends tokens or money upstream but llmguard does not weigh it, and limit %s (%s) applies to you: "+
 		"llmguard refuses it rather than let it past the limit. An operator can allow it with unmetered_paths.", clip(path), r.Name, r.Unit)
 	return e
+}
+
+// below reports whether path is a resource under the endpoint known
+// (compared in lower case, as suggest.Closest compares): known followed
+// by "/".
+func below(path, known string) bool {
+	return len(path) > len(known) && path[len(known)] == '/' && strings.EqualFold(path[:len(known)], known)
 }
 
 // clip is path cut to at most 200 bytes, at the start of a UTF-8

@@ -42,7 +42,7 @@ type cli struct {
 	Validate validateCmd `cmd:"" help:"Validate a config file (the embedded default without --config) and exit."`
 	Usage    usageCmd    `cmd:"" help:"Show spend, tokens and quotas from a running llmguard (its /admin/usage endpoint)."`
 	Version  versionCmd  `cmd:"" help:"Print the version, commit and Go release this binary was built from."`
-	Report   reportCmd   `cmd:"" help:"Write one tenant's monthly spend report (self-contained HTML) from the ledger to stdout."`
+	Report   reportCmd   `cmd:"" help:"Write one tenant's monthly spend report (self-contained HTML) from the ledger to stdout (CSV or JSON: usage --format csv|json)."`
 	Keys     keysCmd     `cmd:"" help:"Manage the virtual keys of the key store (create, list, show, revoke, rotate, audit), or hash a key for the config file."`
 	Help     helpCmd     `cmd:"" help:"Show the help of llmguard, or of a command (llmguard help keys create), as --help does."`
 }

@@ -124,6 +124,17 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		// it speaks, hence the key header and the list's shape.
 		rt.flavor = flavorAnthropic
 	}
+	if rt.endpoint != models && weigher.ReadMethod(string(ctx.Method())) {
+		// A read method (GET, HEAD, DELETE, OPTIONS) on a generating
+		// endpoint's path is a stored-object call (GET
+		// /v1/chat/completions lists stored completions), which the mock,
+		// keeping nothing, answers with its 404 as it does every stored
+		// object's path, not with the JSON parse error of an empty body
+		// (trial21: the OpenAI SDK's chat.completions.list() read "could
+		// not parse the JSON body"). Other methods are served as POST, as
+		// a lenient upstream serves them.
+		rt.endpoint = none
+	}
 	if !s.keyOK(&ctx.Request.Header, rt.flavor) {
 		unauthorized(ctx, rt.flavor)
 		return

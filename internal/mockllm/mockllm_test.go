@@ -655,3 +655,37 @@ func TestUnknownPathSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// A generating endpoint's path under a read method (GET, HEAD, DELETE,
+// OPTIONS) is a stored-object call the mock cannot serve: its 404 in the
+// path's flavor, as for every stored object's path, not a JSON parse error
+// of the empty body (trial21: the OpenAI SDK's chat.completions.list()).
+func TestReadMethodOnGeneratingPathIs404(t *testing.T) {
+	s := start(t)
+	for _, tc := range []struct {
+		method, path, want string
+	}{
+		{method: "GET", path: "/v1/chat/completions", want: `"code":"unknown_url"`},
+		{method: "GET", path: "/v1/embeddings", want: "Invalid URL (GET /v1/embeddings)"},
+		{method: "DELETE", path: "/v1/responses", want: `"code":"unknown_url"`},
+		{method: "GET", path: "/v1/messages", want: `"type":"not_found_error"`},
+		{method: "GET", path: "/openai/deployments/d/chat/completions?api-version=2024-10-21", want: `"code":"404"`},
+	} {
+		req, err := http.NewRequest(tc.method, s.URL+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), tc.want) {
+			t.Errorf("%s %s: %d %s, want 404 with %s", tc.method, tc.path, resp.StatusCode, b, tc.want)
+		}
+	}
+	if r := post(t, s, "/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`, nil); r.status != http.StatusOK {
+		t.Errorf("POST /v1/chat/completions: %d %s, want 200", r.status, r.body)
+	}
+}
