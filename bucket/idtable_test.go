@@ -7,8 +7,8 @@ import (
 
 // TestIDTableWrapsAround: ids whose hashes pick the table's last slot
 // fill it and go on from slot 0; each is found with its own mark, ids of
-// the same home slot never added are not found, and the ninth id grows
-// the table to 32 slots with every id still found.
+// the same home slot never added are not found, and the thirteenth id
+// grows the table to 32 slots with every id still found.
 func TestIDTableWrapsAround(t *testing.T) {
 	var tb idTable
 	tb.alloc(1)
@@ -18,22 +18,26 @@ func TestIDTableWrapsAround(t *testing.T) {
 	}
 	last := uint64(len(tb.slots) - 1)
 	var homed []idKey
-	for i := 0; len(homed) < 11; i++ {
+	const fit = 12 // ids a table of 16 slots holds (idTableFull)
+	if idTableFull(fit, idTableMinSlots) || !idTableFull(fit+1, idTableMinSlots) {
+		t.Fatalf("a table of %d slots does not hold exactly %d ids", idTableMinSlots, fit)
+	}
+	for i := 0; len(homed) < fit+3; i++ {
 		k := keyOf(fmt.Sprintf("id-%d", i))
 		if k.hash(0)>>tb.shift == last {
 			homed = append(homed, k)
 		}
 	}
-	in, out := homed[:8], homed[8:]
+	in, out := homed[:fit], homed[fit:]
 	for i := range in {
 		if _, held := tb.set(&in[i], mark(i%2+1), 0); held {
 			t.Fatalf("id %d held before it was set", i)
 		}
 	}
 	if len(tb.slots) != idTableMinSlots {
-		t.Fatalf("eight ids grew the table to %d slots", len(tb.slots))
+		t.Fatalf("%d ids grew the table to %d slots", fit, len(tb.slots))
 	}
-	for _, i := range []int{15, 0, 1, 2, 3, 4, 5, 6} {
+	for _, i := range []int{15, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10} {
 		if !tb.slots[i].used {
 			t.Errorf("slot %d unused: the walk from slot 15 does not wrap to 0", i)
 		}
@@ -56,24 +60,24 @@ func TestIDTableWrapsAround(t *testing.T) {
 	if old, held := tb.set(&in[3], markVoided, 0); !held || old != mark(3%2+1) {
 		t.Errorf("set of a held id: old %v held %v", old, held)
 	}
-	if tb.len() != 8 {
+	if tb.len() != fit {
 		t.Errorf("a re-marked id counted again: %d ids", tb.len())
 	}
 	tb.set(&in[3], mark(3%2+1), 0)
-	extra := keyOf("the ninth")
+	extra := keyOf("one more")
 	tb.set(&extra, markTaken, 0)
-	if len(tb.slots) != 2*idTableMinSlots || tb.len() != 9 {
-		t.Fatalf("after the ninth id: %d slots, %d ids; want %d, 9", len(tb.slots), tb.len(), 2*idTableMinSlots)
+	if len(tb.slots) != 2*idTableMinSlots || tb.len() != fit+1 {
+		t.Fatalf("after id %d: %d slots, %d ids; want %d, %d", fit+1, len(tb.slots), tb.len(), 2*idTableMinSlots, fit+1)
 	}
 	check("grown")
 	if m, ok := tb.get(&extra); !ok || m != markTaken {
-		t.Errorf("the ninth id: mark %v held %v", m, ok)
+		t.Errorf("id %d: mark %v held %v", fit+1, m, ok)
 	}
 }
 
 // TestIDTableManyIDs: 40,000 ids of llmguard's form (a second's worth of
 // them sharing their first eight bytes) and longer ones, added one by one
-// through thirteen growths, each found with its mark at every step where
+// through twelve growths, each found with its mark at every step where
 // the ids after it are not, as a Go map holds them.
 func TestIDTableManyIDs(t *testing.T) {
 	var (
@@ -107,7 +111,7 @@ func TestIDTableManyIDs(t *testing.T) {
 		}
 	}
 	if tb.len() != len(want) || idTableFull(tb.len(), len(tb.slots)) {
-		t.Errorf("%d ids in %d slots, want %d ids at most half the slots", tb.len(), len(tb.slots), len(want))
+		t.Errorf("%d ids in %d slots, want %d ids in at most three quarters of the slots", tb.len(), len(tb.slots), len(want))
 	}
 	if got := tb.asMap(); len(got) != len(want) {
 		t.Errorf("the slots hold %d ids, want %d", len(got), len(want))
@@ -127,7 +131,7 @@ func TestIDTableSizedByHint(t *testing.T) {
 			tb.set(&k, markTaken, n)
 			if i == 0 {
 				if size := len(tb.slots); idTableFull(n+1, size) || (size > idTableMinSlots && !idTableFull(n+1, size/2)) {
-					t.Errorf("hint %d: %d slots, want the least power of two (at least %d) over twice %d", n, size, idTableMinSlots, n+1)
+					t.Errorf("hint %d: %d slots, want the least power of two (at least %d) that holds %d ids", n, size, idTableMinSlots, n+1)
 				}
 				made = len(tb.slots)
 			}
