@@ -10,8 +10,8 @@ import "github.com/cespare/xxhash/v2"
 // and one for the take markers of Void. The zero value is empty. Not safe
 // for concurrent use: its shard's mutex guards it.
 type recentIDs struct {
-	cur, prev map[idKey]mark
-	since     int64 // µs: when cur began
+	cur, prev idTable // a map[idKey]mark each, open-addressed (idtable.go)
+	since     int64   // µs: when cur began
 	// voidedCur and voidedPrev count the ids marked markVoided in cur and
 	// in prev, so that a take's look (lookupForTake) skips a prev that
 	// holds no tombstone.
@@ -49,10 +49,11 @@ func keyOf(id string) idKey {
 func (r *recentIDs) lookup(id string, now, window int64) (k idKey, m mark, inCur bool) {
 	r.expire(now, window)
 	k = keyOf(id)
-	if m, ok := r.cur[k]; ok {
+	if m, ok := r.cur.get(&k); ok {
 		return k, m, true
 	}
-	return k, r.prev[k], false
+	m, _ = r.prev.get(&k)
+	return k, m, false
 }
 
 // lookupForTake is lookup for a take's marker, whose only use of the mark
@@ -64,38 +65,34 @@ func (r *recentIDs) lookup(id string, now, window int64) (k idKey, m mark, inCur
 func (r *recentIDs) lookupForTake(id string, now, window int64) (k idKey, m mark, inCur bool) {
 	r.expire(now, window)
 	k = keyOf(id)
-	if m, ok := r.cur[k]; ok {
+	if m, ok := r.cur.get(&k); ok {
 		return k, m, true
 	}
 	if r.voidedPrev == 0 {
 		return k, markNone, false
 	}
-	return k, r.prev[k], false
+	m, _ = r.prev.get(&k)
+	return k, m, false
 }
 
 // record records k with mark m, as set does, after lookup returned k and
-// inCur at the same now with nothing recorded in between: a key not in
-// cur is added without being looked for again.
+// inCur at the same now with nothing recorded in between: cur is rotated
+// only for a key not in it (inCur false), and the key is found or added
+// in cur by one walk from its hash (idTable.set).
 func (r *recentIDs) record(k idKey, m mark, inCur bool, now int64, max int) {
-	if !inCur {
-		if len(r.cur) >= max {
-			r.rotate(now)
-		}
-		if r.cur == nil {
-			r.cur = make(map[idKey]mark, len(r.prev))
-		}
+	if !inCur && r.cur.len() >= max {
+		r.rotate(now)
 	}
+	// The next cur is made (on its first id) the size of the generation
+	// before it: a steady flow of ids fills it without growing it step by
+	// step.
+	old, held := r.cur.set(&k, m, r.prev.len())
 	switch {
-	case inCur:
-		if old := r.cur[k]; old == markVoided && m != markVoided {
-			r.voidedCur--
-		} else if old != markVoided && m == markVoided {
-			r.voidedCur++
-		}
-	case m == markVoided:
+	case held && old == markVoided && m != markVoided:
+		r.voidedCur--
+	case (!held || old != markVoided) && m == markVoided:
 		r.voidedCur++
 	}
-	r.cur[k] = m
 }
 
 // seen records id at now and reports whether it was already recorded:
@@ -117,20 +114,19 @@ func (r *recentIDs) seen(id string, now, window int64, max int) bool {
 func (r *recentIDs) expire(now, window int64) {
 	switch {
 	case now-r.since >= 2*window:
-		r.prev, r.cur, r.since = nil, nil, now
+		r.prev, r.cur, r.since = idTable{}, idTable{}, now
 		r.voidedCur, r.voidedPrev = 0, 0
 	case now-r.since >= window:
 		r.rotate(now)
 	}
 }
 
-// rotate makes cur prev and begins an empty cur. The next cur is made
-// (when first written) the size of the generation before it: a steady
-// flow of ids fills it without growing it step by step.
+// rotate makes cur prev and begins an empty cur, made when first written
+// (record).
 func (r *recentIDs) rotate(now int64) {
-	r.prev, r.cur, r.since = r.cur, nil, now
+	r.prev, r.cur, r.since = r.cur, idTable{}, now
 	r.voidedPrev, r.voidedCur = r.voidedCur, 0
 }
 
 // len is the number of ids remembered.
-func (r *recentIDs) len() int { return len(r.cur) + len(r.prev) }
+func (r *recentIDs) len() int { return r.cur.len() + r.prev.len() }

@@ -1,8 +1,8 @@
 package bucket
 
 import (
+	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"strings"
 	"testing"
 )
@@ -30,11 +30,33 @@ func TestRecentIDsTellLongIDsApart(t *testing.T) {
 	}
 }
 
-// get and set are the read and the write lookup and record replaced in
-// the store (one walk for both); kept as the oracles of seen and of
-// lookup with record.
+// oracleIDs is recentIDs as it was before its generations were idTables
+// (perf25): two Go maps, with get and set the read and the write lookup
+// and record replaced in the store (one walk for both). It is the oracle
+// of TestRecentIDsSeenDifferential and FuzzRecentIDsSeen.
+type oracleIDs struct {
+	cur, prev             map[idKey]mark
+	since                 int64
+	voidedCur, voidedPrev int
+}
+
+func (r *oracleIDs) expire(now, window int64) {
+	switch {
+	case now-r.since >= 2*window:
+		r.prev, r.cur, r.since = nil, nil, now
+		r.voidedCur, r.voidedPrev = 0, 0
+	case now-r.since >= window:
+		r.rotate(now)
+	}
+}
+
+func (r *oracleIDs) rotate(now int64) {
+	r.prev, r.cur, r.since = r.cur, nil, now
+	r.voidedPrev, r.voidedCur = r.voidedCur, 0
+}
+
 // get returns id's mark at now, markNone when it is not remembered.
-func (r *recentIDs) get(id string, now, window int64) mark {
+func (r *oracleIDs) get(id string, now, window int64) mark {
 	r.expire(now, window)
 	k := keyOf(id)
 	if m, ok := r.cur[k]; ok {
@@ -45,7 +67,7 @@ func (r *recentIDs) get(id string, now, window int64) mark {
 
 // set records id with mark m at now (in cur, where a later mark shadows an
 // older one left in prev).
-func (r *recentIDs) set(id string, m mark, now, window int64, max int) {
+func (r *oracleIDs) set(id string, m mark, now, window int64, max int) {
 	r.expire(now, window)
 	k := keyOf(id)
 	if _, ok := r.cur[k]; ok {
@@ -65,7 +87,7 @@ func (r *recentIDs) set(id string, m mark, now, window int64, max int) {
 
 // recountVoided sets r's tombstone counts from its maps (the oracle's own
 // count, independent of record's).
-func (r *recentIDs) recountVoided() {
+func (r *oracleIDs) recountVoided() {
 	r.voidedCur, r.voidedPrev = 0, 0
 	for _, m := range r.cur {
 		if m == markVoided {
@@ -80,8 +102,8 @@ func (r *recentIDs) recountVoided() {
 }
 
 // seenOracle is recentIDs.seen as it was before it walked once
-// (a112cdd), kept as the oracle of TestRecentIDsSeenDifferential.
-func seenOracle(r *recentIDs, id string, now, window int64, max int) bool {
+// (a112cdd).
+func seenOracle(r *oracleIDs, id string, now, window int64, max int) bool {
 	if r.get(id, now, window) != markNone {
 		return true
 	}
@@ -89,18 +111,83 @@ func seenOracle(r *recentIDs, id string, now, window int64, max int) bool {
 	return false
 }
 
+// asMap is the ids t holds with their marks.
+func (t *idTable) asMap() map[idKey]mark {
+	m := make(map[idKey]mark, t.n)
+	used := 0
+	for i := range t.slots {
+		if s := &t.slots[i]; s.used {
+			m[s.k] = s.m
+			used++
+		}
+	}
+	if used != t.n {
+		panic("idTable: n is not the slots used")
+	}
+	return m
+}
+
+// sameIDs reports how r differs from the oracle o ("" when it does not):
+// each generation's ids and marks, when cur began, the tombstone counts.
+func sameIDs(r *recentIDs, o *oracleIDs) string {
+	for _, g := range []struct {
+		name string
+		t    *idTable
+		m    map[idKey]mark
+	}{{"cur", &r.cur, o.cur}, {"prev", &r.prev, o.prev}} {
+		got := g.t.asMap()
+		if len(got) != len(g.m) {
+			return fmt.Sprintf("%s holds %d ids, oracle %d", g.name, len(got), len(g.m))
+		}
+		for k, m := range g.m {
+			if gm, ok := got[k]; !ok || gm != m {
+				return fmt.Sprintf("%s: id %q has mark %v (held %v), oracle %v", g.name, k.b, gm, ok, m)
+			}
+		}
+	}
+	if r.since != o.since || r.voidedCur != o.voidedCur || r.voidedPrev != o.voidedPrev {
+		return fmt.Sprintf("since %d, voided %d/%d; oracle %d, %d/%d", r.since, r.voidedCur, r.voidedPrev, o.since, o.voidedCur, o.voidedPrev)
+	}
+	return ""
+}
+
+// walkIDs are the ids of runSeenOps: short and long, sharing prefixes,
+// then 248 of llmguard's own form (bucket.NewRequestID), so that a walk's
+// generations grow past their first table.
+var walkIDs = func() []string {
+	ids := []string{"a", "b", "req-000000000000000000001", "req-000000000000000000002",
+		strings.Repeat("x", 24), strings.Repeat("x", 25), strings.Repeat("x", 24) + "y", ""}
+	var b [RequestIDLen]byte
+	for i := range 248 {
+		putRequestID(&b, uint32(1_700_000_000+i/16), uint64(i)*0x9E3779B97F4A7C15)
+		ids = append(ids, string(b[:]))
+	}
+	return ids
+}()
+
 // runSeenOps applies the same random walk of seen, set and get calls
 // (clock steps forward and back, small size bounds that rotate early, ids
 // short and long) to two recentIDs, seen by the one-walk code on one and
 // by the oracle on the other, and compares every answer and the whole
 // state after each step.
 func runSeenOps(t testing.TB, ops []byte) {
-	var fast, slow recentIDs
-	ids := []string{"a", "b", "req-000000000000000000001", "req-000000000000000000002",
-		strings.Repeat("x", 24), strings.Repeat("x", 25), strings.Repeat("x", 24) + "y", ""}
+	var (
+		fast recentIDs
+		slow oracleIDs
+	)
 	now := int64(1_000_000)
 	for i := 0; i+3 < len(ops); i += 4 {
-		op, id, window, max := ops[i]%8, ids[int(ops[i+1])%len(ids)], int64(ops[i+2]%4)*10, int(ops[i+3]%5)
+		// The first eight ids (short, long, sharing prefixes) three times
+		// in four; max small enough to rotate early, or up to 300 (when
+		// the op's high bit is set) so that cur grows past its table.
+		id := walkIDs[int(ops[i+1])%8]
+		if ops[i+1]&0xc0 == 0xc0 {
+			id = walkIDs[int(ops[i+1])%len(walkIDs)]
+		}
+		op, window, max := ops[i]%8, int64(ops[i+2]%4)*10, int(ops[i+3]%5)
+		if ops[i]&0x80 != 0 {
+			max = int(ops[i+3]) + 45
+		}
 		switch op {
 		case 0, 1, 2:
 			if got, want := fast.seen(id, now, window, max), seenOracle(&slow, id, now, window, max); got != want {
@@ -108,10 +195,12 @@ func runSeenOps(t testing.TB, ops []byte) {
 			}
 		case 3:
 			m := mark(ops[i+3] % 3)
-			fast.set(id, m, now, window, max)
+			k, _, inCur := fast.lookup(id, now, window)
+			fast.record(k, m, inCur, now, max)
 			slow.set(id, m, now, window, max)
 		case 4:
-			if got, want := fast.get(id, now, window), slow.get(id, now, window); got != want {
+			_, got, _ := fast.lookup(id, now, window)
+			if want := slow.get(id, now, window); got != want {
 				t.Fatalf("op %d: get(%q) = %v, oracle %v", i/4, id, got, want)
 			}
 		case 5:
@@ -136,8 +225,8 @@ func runSeenOps(t testing.TB, ops []byte) {
 		default:
 			now += int64(ops[i+2])
 		}
-		if !reflect.DeepEqual(fast, slow) {
-			t.Fatalf("op %d: state %+v, oracle %+v", i/4, fast, slow)
+		if d := sameIDs(&fast, &slow); d != "" {
+			t.Fatalf("op %d (%d %q): %s", i/4, op, id, d)
 		}
 	}
 }
