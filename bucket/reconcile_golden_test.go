@@ -71,6 +71,15 @@ func TestReconcileBatchGolden(t *testing.T) {
 	})
 }
 
+// minStoredTTL is the shortest TTL, in ms, the scripts' randomised
+// golden and layout tests give a key they store before a script runs: a
+// real redis-server's TTLs run down on its own clock while a test sets the
+// keys, runs the script and reads them back, and on a loaded machine a key
+// set to expire within milliseconds was gone before it was read (perf25,
+// load average 35). No branch of the scripts reads a TTL's length: they
+// keep it (KEEPTTL) or set their own.
+const minStoredTTL = 60_000
+
 const (
 	goldenDedupFor = int64(600000) // ms
 	goldenVoidFor  = int64(10000)  // ms
@@ -92,16 +101,11 @@ func randomBatch(r *rand.Rand) batchCase {
 		}
 	}
 	bc := batchCase{now: now, state: map[string]storedValue{}}
-	// A TTL of a minute at least: a real redis-server's TTLs run down on
-	// its own clock while the test sets the keys, runs the script and reads
-	// them back, and on a loaded machine a key set to expire within
-	// milliseconds was gone before it was read (perf25, load 35). No branch
-	// of the scripts reads a TTL's length: they keep it or set their own.
 	ttl := func() int64 {
 		if r.IntN(5) == 0 {
 			return -1
 		}
-		return 60_000 + r.Int64N(1e7)
+		return minStoredTTL + r.Int64N(1e7)
 	}
 	for i, key := range batchKeys {
 		l := limits[i]

@@ -186,7 +186,7 @@ func randomLayoutCase(r *rand.Rand) layoutCase {
 		if r.IntN(5) == 0 {
 			return 0
 		}
-		return 1 + r.Int64N(1e7)
+		return minStoredTTL + r.Int64N(1e7)
 	}
 	for i := range nkeys {
 		key := layoutKey("@", i)

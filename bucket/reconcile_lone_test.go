@@ -133,11 +133,11 @@ func randomLoneCase(r *rand.Rand) layoutCase {
 		switch r.IntN(5) {
 		case 0: // randomLayoutCase's value (any kind, garbage, missing)
 		case 1:
-			lc.state[key] = layoutStored{kind: "string", v: loneEdgeLevels[r.IntN(len(loneEdgeLevels))], ttl: 1 + r.Int64N(1e7)}
+			lc.state[key] = layoutStored{kind: "string", v: loneEdgeLevels[r.IntN(len(loneEdgeLevels))], ttl: minStoredTTL + r.Int64N(1e7)}
 		case 2:
 			from, to := window()
 			w := []time.Time{from.Add(-time.Hour), from, from.Add(time.Hour), to}[r.IntN(4)]
-			lc.state[key] = layoutStored{kind: "string", v: fmt.Sprintf("q %d %d", r.Int64N(2e6), w.UnixMicro()), ttl: 1 + r.Int64N(1e7)}
+			lc.state[key] = layoutStored{kind: "string", v: fmt.Sprintf("q %d %d", r.Int64N(2e6), w.UnixMicro()), ttl: minStoredTTL + r.Int64N(1e7)}
 		default:
 			capacity := float64(base[i].Capacity)
 			level := (r.Float64()*1.5 - 0.5) * capacity
@@ -145,7 +145,7 @@ func randomLoneCase(r *rand.Rand) layoutCase {
 				level = float64(int64(level))
 			}
 			updated := now.Add(time.Duration(r.Int64N(int64(2*time.Hour/time.Microsecond))-int64(time.Hour/time.Microsecond)*3/2) * time.Microsecond)
-			lc.state[key] = layoutStored{kind: "string", v: fmt.Sprintf("%.17g %d", level, updated.UnixMicro()), ttl: 1 + r.Int64N(1e7)}
+			lc.state[key] = layoutStored{kind: "string", v: fmt.Sprintf("%.17g %d", level, updated.UnixMicro()), ttl: minStoredTTL + r.Int64N(1e7)}
 		}
 	}
 	ids := []string{NewRequestID(now), NewRequestID(now), NewRequestID(now.Add(-20 * time.Second)), "a", ""}

@@ -138,7 +138,7 @@ func randomTakeLayoutCase(r *rand.Rand) takeLayoutCase {
 		if r.IntN(3) == 0 {
 			level := []float64{0, 1, 5, 299.5, 1e6, 1e12}[r.IntN(6)]
 			updated := now.Add(time.Duration(1+r.Int64N(1e6)) * time.Microsecond)
-			lc.state[layoutKey("@", i)] = layoutStored{kind: "string", v: fmt.Sprintf("%.17g %d", level, updated.UnixMicro()), ttl: 1 + r.Int64N(1e7)}
+			lc.state[layoutKey("@", i)] = layoutStored{kind: "string", v: fmt.Sprintf("%.17g %d", level, updated.UnixMicro()), ttl: minStoredTTL + r.Int64N(1e7)}
 		}
 	}
 	ids := []string{"", "a", "b", NewRequestID(now), NewRequestID(now), NewRequestID(now.Add(-20 * time.Second)), NewRequestID(now)}
@@ -207,7 +207,7 @@ func randomTakeLayoutCase(r *rand.Rand) takeLayoutCase {
 		key := layoutKey("@", 0)
 		switch r.IntN(5) {
 		case 0: // voided: the marker key, and for an id of NewRequestID's its voided set too, as a void writes them
-			lc.state[takeMarkerKey(key, id)] = layoutStored{kind: "string", v: "v", ttl: 1 + r.Int64N(1e7)}
+			lc.state[takeMarkerKey(key, id)] = layoutStored{kind: "string", v: "v", ttl: minStoredTTL + r.Int64N(1e7)}
 			if epoch, ok := markerEpoch(id); ok {
 				set := voidedSetKey(key, epoch)
 				s := lc.state[set]
@@ -215,7 +215,7 @@ func randomTakeLayoutCase(r *rand.Rand) takeLayoutCase {
 				lc.state[set] = s
 			}
 		case 1:
-			lc.state[takeMarkerKey(key, id)] = layoutStored{kind: "string", v: "t", ttl: 1 + r.Int64N(1e7)}
+			lc.state[takeMarkerKey(key, id)] = layoutStored{kind: "string", v: "t", ttl: minStoredTTL + r.Int64N(1e7)}
 		case 2:
 			if epoch, ok := markerEpoch(id); ok {
 				set := takenSetKey(key, epoch)
