@@ -91,6 +91,7 @@ func TestTakeLoneEdgesMatchGeneric(t *testing.T) {
 				if r.IntN(2) == 0 {
 					id = fmt.Sprintf("edge-%d", step)
 				}
+				stepStart := time.Now() // real time, for redis-server's TTLs only
 				got := resultOf(fast.Take(ctx, id, named(items, "fast")))
 				want := resultOf(generic.Take(ctx, id, named(items, "gen")))
 				if !reflect.DeepEqual(got, want) {
@@ -103,8 +104,27 @@ func TestTakeLoneEdgesMatchGeneric(t *testing.T) {
 				}
 				for k := range nKeys {
 					key := fmt.Sprintf("k:{PFX}:edge%d", k)
-					fv, _ := c.Get(ctx, strings.ReplaceAll(key, "PFX", "fast")).Result()
-					gv, _ := c.Get(ctx, strings.ReplaceAll(key, "PFX", "gen")).Result()
+					fk, gk := strings.ReplaceAll(key, "PFX", "fast"), strings.ReplaceAll(key, "PFX", "gen")
+					fv, _ := c.Get(ctx, fk).Result()
+					gv, _ := c.Get(ctx, gk).Result()
+					if fv != gv && mr == nil && (fv == "") != (gv == "") {
+						// A real redis-server expires keys on its own
+						// clock, not the test's: a bucket that refills in a
+						// millisecond gets a TTL of one, and the key one
+						// layout wrote first can be gone by the time both
+						// are read on a loaded machine. Allowed only when
+						// the key still there was set to expire no later
+						// than the step's real time allows; it is dropped
+						// so that both layouts go on from the same state.
+						held := fk
+						if fv == "" {
+							held = gk
+						}
+						if ttl := c.PTTL(ctx, held).Val(); ttl > 0 && ttl <= time.Since(stepStart)+time.Millisecond {
+							c.Del(ctx, held)
+							continue
+						}
+					}
 					if fv != gv {
 						t.Fatalf("step %d: %s: lone layout stored %q, generic body %q", step, key, fv, gv)
 					}
