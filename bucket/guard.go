@@ -430,7 +430,7 @@ func (g *Guarded) Take(ctx context.Context, requestID string, items []Item) (Dec
 		return err
 	})
 	if err != nil {
-		if len(brs) > 1 && errors.Is(err, ErrNotSent) && partialOK(ctx) {
+		if len(brs) > 1 && errors.Is(err, ErrNotSent) && PartialAllowed(ctx) {
 			return g.takeServed(ctx, requestID, items, err)
 		}
 		if AsPartial(err) != nil {

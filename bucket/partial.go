@@ -38,14 +38,16 @@ func WithPartial(ctx context.Context) context.Context {
 // store that passes a take of its own down (Leased, which cannot split its
 // lease accounting by part).
 func withoutPartial(ctx context.Context) context.Context {
-	if !partialOK(ctx) {
+	if !PartialAllowed(ctx) {
 		return ctx
 	}
 	return context.WithValue(ctx, partialKey{}, false)
 }
 
-// partialOK reports whether ctx carries WithPartial's mark.
-func partialOK(ctx context.Context) bool {
+// PartialAllowed reports whether ctx carries WithPartial's mark: whether
+// a store may answer a take made with it with a *PartialError. For stores
+// outside this package that split a take (and tests' fakes of a cluster).
+func PartialAllowed(ctx context.Context) bool {
 	ok, _ := ctx.Value(partialKey{}).(bool)
 	return ok
 }

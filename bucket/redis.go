@@ -480,7 +480,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 		}
 		if err != nil {
 			err = &StoreError{Op: "take", Subject: items[g.idx[0]].Key, Err: err}
-			if !errors.Is(err, ErrVoided) && partialOK(ctx) {
+			if !errors.Is(err, ErrVoided) && PartialAllowed(ctx) {
 				if failedGroups == nil {
 					failedGroups = make([]bool, len(groups))
 					firstFail = err
