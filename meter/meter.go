@@ -630,7 +630,7 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		x.verdict = Broken
 		return
 	}
-	if pe := bucket.AsPartial(err); pe != nil {
+	if pe := bucket.AsPartial(err); pe != nil && len(d.Buckets) == len(items) && len(pe.Failed) > 0 {
 		var done bool
 		if d, done = x.takePartial(items, d, pe); done {
 			return
