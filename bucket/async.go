@@ -236,12 +236,18 @@ func NewAsyncReconciler(store Store, o AsyncOptions) *AsyncReconciler {
 // fails and may have been applied (MayHaveApplied), and requestID is not
 // empty, it also queues the Void of requestID's take of items (a queue
 // full or closed drops it, counted); the Take's own result is returned as
-// is.
+// is. For a *PartialError only the failed items are voided: the served
+// ones are the caller's to settle or give back.
 func (a *AsyncReconciler) Take(ctx context.Context, requestID string, items []Item) (Decision, error) {
 	d, err := a.store.Take(ctx, requestID, items)
-	if requestID != "" && MayHaveApplied(err) && validateVoid(requestID, items) == nil && costs(items) {
-		if a.enqueue(Reconciliation{RequestID: requestID, Deltas: refunds(items), Void: true}) == nil {
-			a.voids.Add(1)
+	if requestID != "" && MayHaveApplied(err) {
+		if pe := AsPartial(err); pe != nil {
+			items = pe.failedItems(items) // the served items are held: the caller's
+		}
+		if validateVoid(requestID, items) == nil && costs(items) {
+			if a.enqueue(Reconciliation{RequestID: requestID, Deltas: refunds(items), Void: true}) == nil {
+				a.voids.Add(1)
+			}
 		}
 	}
 	return d, err

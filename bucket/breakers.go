@@ -118,8 +118,13 @@ func (b *breaker) succeeded() {
 	}
 }
 
-// fail records err, a failure of a call that reached b's master.
+// fail records err, a failure of a call that reached b's master. A
+// *PartialError is recorded as its Err: the rejections that wrap the last
+// failure must not read as a take served in part.
 func (b *breaker) fail(err error) {
+	if pe := AsPartial(err); pe != nil {
+		err = pe.Err
+	}
 	b.failing.Store(true)
 	b.lastMu.Lock()
 	b.lastErr = err

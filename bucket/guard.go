@@ -411,8 +411,11 @@ func (g *Guarded) Stats() GuardStats {
 // error wraps ErrUnavailable, and the store's error (a failure, which the
 // store may still have applied: see MayHaveApplied) or the failure that
 // opened the breaker and ErrNotSent (a rejection); the Decision is then the
-// zero value. Guarded does not void a failed take: an AsyncReconciler over
-// it does.
+// zero value, but for a *PartialError: with ctx marked by WithPartial, a
+// take whose keys span several masters (GuardOptions.MasterOf), some of
+// whose breakers are not closed, is sent for the items of the others
+// (takeServed), and a take the store served in part is returned as it is.
+// Guarded does not void a failed take: an AsyncReconciler over it does.
 func (g *Guarded) Take(ctx context.Context, requestID string, items []Item) (Decision, error) {
 	if err := validateItems(items); err != nil {
 		g.count(OpTake, ResultInvalid, KindNone, 0)
@@ -427,9 +430,75 @@ func (g *Guarded) Take(ctx context.Context, requestID string, items []Item) (Dec
 		return err
 	})
 	if err != nil {
+		if len(brs) > 1 && errors.Is(err, ErrNotSent) && PartialAllowed(ctx) {
+			return g.takeServed(ctx, requestID, items, err)
+		}
+		if AsPartial(err) != nil {
+			return d, err
+		}
 		return Decision{}, err
 	}
 	return d, nil
+}
+
+// takeServed is Take for a caller that takes partial takes (WithPartial)
+// when rejected, the error of the call that was not sent because the
+// breaker of one of its masters (GuardOptions.MasterOf) is not closed: the
+// items on masters whose breakers are closed are taken in one call (its
+// breakers asked again), the others are Failed in the *PartialError
+// returned with the Decision over the served items (see PartialError).
+// rejected is returned as it is when no item, or every item, is on a
+// master whose breaker is closed (a half-open breaker's probe taken by
+// another call), and the served part's error when it failed whole. The
+// request counts as two calls in Stats and OnCall: the rejected one and
+// the served part's.
+func (g *Guarded) takeServed(ctx context.Context, requestID string, items []Item, rejected error) (Decision, error) {
+	var failed, at []int
+	served := make([]Item, 0, len(items))
+	for i := range items {
+		if k := items[i].Key; g.breakerOf(k, slotOf(k)).state() != BreakerClosed {
+			failed = append(failed, i)
+			continue
+		}
+		served = append(served, items[i])
+		at = append(at, i)
+	}
+	if len(served) == 0 || len(failed) == 0 {
+		return Decision{}, rejected
+	}
+	brs := g.breakersOf(nil, len(served), func(i int) string { return served[i].Key })
+	var sd Decision
+	err := g.do(ctx, OpTake, g.o.Timeout, brs, func(ctx context.Context) error {
+		var err error
+		sd, err = g.store.Take(ctx, requestID, served)
+		return err
+	})
+	pe := AsPartial(err)
+	if err != nil && pe == nil {
+		return Decision{}, err
+	}
+	d := Decision{Allowed: sd.Allowed, DeniedBy: -1, TooLarge: sd.TooLarge, RetryAfter: sd.RetryAfter, Buckets: make([]Status, len(items))}
+	if !sd.Allowed && sd.DeniedBy >= 0 && sd.DeniedBy < len(at) {
+		d.DeniedBy = at[sd.DeniedBy]
+	}
+	for j, st := range sd.Buckets {
+		d.Buckets[at[j]] = st
+	}
+	if sd.Windows != nil {
+		d.Windows = make([]time.Time, len(items))
+		for j, w := range sd.Windows {
+			d.Windows[at[j]] = w
+		}
+	}
+	cause := rejected
+	if pe != nil {
+		for _, j := range pe.Failed {
+			failed = append(failed, at[j])
+		}
+		slices.Sort(failed)
+		cause = err // the served part's failure: it may have been applied
+	}
+	return d, &PartialError{Failed: failed, Err: cause}
 }
 
 // Reconcile implements Store within ReconcileTimeout. Deltas are checked

@@ -317,7 +317,9 @@ func (l *Leased) Take(ctx context.Context, requestID string, items []Item) (Deci
 	for waits := 0; ; waits++ {
 		p := l.plan(items, now, waits < maxWaits, waits > 0)
 		if p.wait == nil {
-			return l.run(ctx, requestID, items, p, now)
+			// A leased take fails whole: its lease accounting is not split
+			// by part (WithPartial).
+			return l.run(withoutPartial(ctx), requestID, items, p, now)
 		}
 		l.waiting.Add(1)
 		select {

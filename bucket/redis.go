@@ -3,9 +3,11 @@ package bucket
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -281,7 +283,11 @@ func (r *Redis) Load(ctx context.Context) error {
 // ctx's; the Decision is then the zero value. In a cluster, an error after
 // an earlier group took has that group refunded (best effort, within
 // 100ms, its error joined to the one returned; with a request id, as a Void
-// of that group, so that the caller's Void does not refund it again).
+// of that group, so that the caller's Void does not refund it again). With
+// ctx marked by WithPartial, a group that fails (but for ErrVoided) is
+// skipped instead and the later groups are taken: when another group was
+// served, the Decision over the served items comes with a *PartialError
+// naming the failed items (every group failed: the first failure, whole).
 func (r *Redis) Take(ctx context.Context, requestID string, items []Item) (Decision, error) {
 	if err := validateItems(items); err != nil {
 		return Decision{}, err
@@ -462,6 +468,11 @@ const refundTimeout = 100 * time.Millisecond
 // bucket as Memory would.
 func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, groups []group) (Decision, error) {
 	d := Decision{Buckets: make([]Status, len(items))}
+	// With WithPartial, a group that fails is skipped and the others are
+	// taken (PartialError); failed are its items, firstFail its error.
+	var failed []int
+	var failedGroups []bool
+	var firstFail error
 	for gi, g := range groups {
 		keys, args := r.takeArgs(requestID, items, g.idx, true)
 		reply, err := r.takes.do(ctx, g.slot, keys, args)
@@ -470,6 +481,15 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 		}
 		if err != nil {
 			err = &StoreError{Op: "take", Subject: items[g.idx[0]].Key, Err: err}
+			if !errors.Is(err, ErrVoided) && PartialAllowed(ctx) {
+				if failedGroups == nil {
+					failedGroups = make([]bool, len(groups))
+					firstFail = err
+				}
+				failedGroups[gi] = true
+				failed = append(failed, g.idx...)
+				continue
+			}
 			if gi > 0 {
 				// The groups before took: give their costs back, in the
 				// background (at most refundTimeout), so that the request
@@ -478,7 +498,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 				// Void, so the caller's Void of the request, which a failed
 				// take is given, refunds nothing twice; without one this is
 				// the only refund, as before (a failure is not retried).
-				calls := r.refunds(requestID, items, groups[:gi], false)
+				calls := r.refunds(requestID, items, servedOf(groups[:gi], failedGroups), false)
 				go func() {
 					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
 					defer cancel()
@@ -490,9 +510,9 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 		if d.Allowed {
 			continue
 		}
-		// Denied by group gi: refund and re-read the groups before, check the
-		// groups after, in one round trip.
-		calls := r.refunds(requestID, items, groups[:gi], true)
+		// Denied by group gi: refund and re-read the groups before (those
+		// served), check the groups after, in one round trip.
+		calls := r.refunds(requestID, items, servedOf(groups[:gi], failedGroups), true)
 		for _, later := range groups[gi+1:] {
 			keys, args := r.takeArgs("", items, later.idx, false)
 			calls = append(calls, scriptCall{script: r.take, keys: keys, args: args, idx: later.idx})
@@ -513,9 +533,37 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 			}
 			merge(&d, e)
 		}
-		return d, nil
+		return d, partialOf(failed, firstFail)
 	}
-	return d, nil
+	if failed != nil && len(failed) == len(items) {
+		return Decision{}, firstFail // nothing served: a failure, whole
+	}
+	return d, partialOf(failed, firstFail)
+}
+
+// partialOf is the PartialError of a take whose items at failed (in
+// groups' order) failed with first, nil when none did.
+func partialOf(failed []int, first error) error {
+	if failed == nil {
+		return nil
+	}
+	slices.Sort(failed)
+	return &PartialError{Failed: failed, Err: first}
+}
+
+// servedOf returns the groups whose failed flag (by position; nil: none
+// failed) is not set.
+func servedOf(groups []group, failed []bool) []group {
+	if failed == nil {
+		return groups
+	}
+	out := make([]group, 0, len(groups))
+	for i, g := range groups {
+		if !failed[i] {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // refunds returns the calls that give back each group's costs, each

@@ -42,15 +42,16 @@ type Alerts interface{ Observe(BudgetLevel) }
 // request's reservation replaced by what it really cost (settled[i], in
 // rule i's unit), as budgetCrossings computes it.
 //
-// Levels of a request admitted by the per-node fallback (the store was
-// down) are not reported: they are this node's, not the budget's.
+// Levels of quotas judged by the per-node fallback (the store was down
+// for them: Applied.Fallback) are not reported: they are this node's, not
+// the budget's.
 func (m *Meter) budgetLevels(x *Exchange, settled []int64) {
-	if m.opt.Alerts == nil || x.fallback {
+	if m.opt.Alerts == nil {
 		return
 	}
 	for i := range x.rules {
 		a := &x.rules[i]
-		if !isQuota(a) || i >= len(settled) {
+		if !isQuota(a) || a.Fallback || i >= len(settled) {
 			continue
 		}
 		m.opt.Alerts.Observe(levelOf(x.req.Principal, *a, settledLevel(a, settled[i])))
@@ -60,7 +61,7 @@ func (m *Meter) budgetLevels(x *Exchange, settled []int64) {
 // budgetExhausted tells Options.Alerts that quota rule i of x denied it:
 // its level as the store holds it, marked Exhausted.
 func (m *Meter) budgetExhausted(x *Exchange, i int) {
-	if m.opt.Alerts == nil || x.fallback || i < 0 || i >= len(x.rules) {
+	if m.opt.Alerts == nil || i < 0 || i >= len(x.rules) || x.rules[i].Fallback {
 		return
 	}
 	a := x.rules[i]

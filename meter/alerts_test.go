@@ -64,7 +64,7 @@ func TestBudgetExhausted(t *testing.T) {
 	if len(*got) != 1 || !(*got)[0].Exhausted || (*got)[0].Used != 997 {
 		t.Fatalf("levels %+v, want one exhausted at 997", *got)
 	}
-	x.fallback = true
+	x.fallback, x.rules[0].Fallback = true, true // as take sets them: the rule judged by the fallback
 	m.budgetExhausted(x, 0)
 	m.budgetLevels(x, []int64{10})
 	if len(*got) != 1 {

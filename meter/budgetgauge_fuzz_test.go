@@ -156,6 +156,7 @@ func TestBudgetGaugeReloadGlobalFallback(t *testing.T) {
 	fb := &Exchange{fallback: true}
 	fb.req.Principal.Tenant = "initech"
 	fb.rules = []Applied{applied(&rules[0], 90)}
+	fb.rules[0].Fallback = true // as take sets it: the rule judged by the fallback
 	m.budgetSettled(fb, []int64{10})
 	for _, c := range []struct {
 		limit, tenant string

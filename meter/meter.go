@@ -303,6 +303,13 @@ type Applied struct {
 	// deny (Denied), or the store failed. Settlement reconciles only the
 	// shadow buckets that were taken.
 	Untaken bool
+	// Fallback: this rule's bucket was judged by the node's fallback
+	// (Options.Fallback: limit ÷ store.nodes), not by the store, which
+	// failed for it; the reservation is there, and settles there. Every
+	// rule's is set when the whole store failed; only the rules of the
+	// failed part's when the store served the rest of the take (a Redis
+	// Cluster master down: bucket.PartialError, partial.go).
+	Fallback bool
 	// series are the rule's metric series for the request's tenant
 	// (bundles.go), nil until its metrics are first recorded.
 	series *ruleSeries
@@ -326,8 +333,9 @@ type Exchange struct {
 	// shadow are the shadow rules' buckets (shadow.go), taken apart from
 	// rules once those admitted; nil when none applies.
 	shadow []Applied
-	// fallback: admitted by the per-node fallback while the store was
-	// unavailable; reconciled there too.
+	// fallback: a rule of the request (Applied.Fallback: every rule, or
+	// those of a failed part of the store) was judged by the per-node
+	// fallback while the store was unavailable for it; reconciled there.
 	fallback bool
 	// unlimited: the store was unavailable and nothing could hold the
 	// limits (no fallback, or it failed): admitted without any.
@@ -392,10 +400,10 @@ func (x *Exchange) DeniedBy() int {
 // to hold its cost (until the period's end for a quota).
 func (x *Exchange) RetryAfter() time.Duration { return x.decision.RetryAfter }
 
-// FromFallback reports whether the store was unavailable and the fail-open
-// limits were judged by this node's fallback buckets (each limit ÷
-// store.nodes), not by the shared store: a denial then is the node's
-// share running out.
+// FromFallback reports whether the store was unavailable (for some of the
+// request's buckets: Applied.Fallback tells which) and fail-open limits
+// were judged by this node's fallback buckets (each limit ÷ store.nodes),
+// not by the shared store: a denial then is the node's share running out.
 func (x *Exchange) FromFallback() bool { return x.fallback }
 
 // ClosedBy is the rule that refused a FailClosed request (the fail-closed
@@ -575,6 +583,7 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	// of most policies need none (the store reads its own).
 	var now time.Time
 	haveNow := false
+	leased := false
 	items := inline(x.itemBuf[:], len(rules))
 	x.rules = inline(x.ruleBuf[:], len(rules))
 	var keys ruleKeys
@@ -593,6 +602,7 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		if x.peek {
 			it.Cost, it.Lease = 0, bucket.Lease{} // a status read (wait.go)
 		}
+		leased = leased || it.Lease.Size != 0
 		x.rules[i] = Applied{Rule: rule, Key: key, Limit: it.Limit, Reserved: units}
 	}
 	// No deadline here: a remote store is wrapped in bucket.Guarded, which
@@ -609,13 +619,23 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		d, taken, err = x.takeSharded(rules, items)
 	case m.statuses != nil: // the statuses in the Exchange: no allocation
 		d, err = m.statuses.TakeInto(context.Background(), r.ID, items, x.statusBuf[:])
-	default:
+	case leased: // a leased take fails whole (bucket.WithPartial)
 		d, err = m.opt.Store.Take(context.Background(), r.ID, items)
+	default:
+		// A Redis Cluster master down fails only its rules (partial.go).
+		d, err = m.opt.Store.Take(partialTakes, r.ID, items)
 	}
 	if errors.Is(err, bucket.ErrInvalid) {
 		m.log.Error("store refused the take as invalid", "err", err, "request_id", r.ID)
 		x.verdict = Broken
 		return
+	}
+	if pe := bucket.AsPartial(err); pe != nil && len(d.Buckets) == len(items) && len(pe.Failed) > 0 {
+		var done bool
+		if d, done = x.takePartial(items, d, pe); done {
+			return
+		}
+		err = nil
 	}
 	if err != nil {
 		// The store is unavailable (DESIGN.md §7): fail-closed limits
@@ -637,6 +657,9 @@ func (x *Exchange) take(rules []*policy.Rule) {
 			m.log.Error("fallback take failed; admitting without limits", "err", err, "request_id", r.ID)
 			x.rules, x.fallback, x.unlimited = nil, false, true
 			return
+		}
+		for i := range x.rules {
+			x.rules[i].Fallback = true
 		}
 	}
 	if !d.Allowed && d.Cached {

@@ -399,17 +399,17 @@ func (m *Metrics) admitted(x *Exchange) {
 // budgetSettled keeps, for the budget gauges, the settled use of each
 // quota of x (shadow quotas excluded): its level at admission with x's
 // reservation replaced by what x really cost (settled[i], in rule i's
-// unit), as Options.Alerts is told it. A request admitted by the per-node
-// fallback (the store was down) is not kept: its levels are this node's
-// fallback buckets', not the budget's.
+// unit), as Options.Alerts is told it. A quota judged by the per-node
+// fallback (the store was down for it: Applied.Fallback) is not kept: its
+// level is this node's fallback bucket's, not the budget's.
 func (m *Metrics) budgetSettled(x *Exchange, settled []int64) {
-	if m == nil || x.fallback {
+	if m == nil {
 		return
 	}
 	var tenant string // the tenant label, capped: found once, at the first quota
 	var now time.Time
 	for i := range x.rules {
-		if a := &x.rules[i]; isQuota(a) && i < len(settled) {
+		if a := &x.rules[i]; isQuota(a) && !a.Fallback && i < len(settled) {
 			if now.IsZero() {
 				tenant, now = m.flowIn(x).tenant, m.budget.now()
 			}
@@ -420,10 +420,10 @@ func (m *Metrics) budgetSettled(x *Exchange, settled []int64) {
 
 // budgetDenied marks quota rule i of x as having denied x (not a request
 // larger than the whole quota) for quota_exhausted. A denial by the
-// per-node fallback (the store was down) is not kept: it is this node's
-// fallback bucket's, not the budget's.
+// per-node fallback (the store was down for the rule: Applied.Fallback) is
+// not kept: it is this node's fallback bucket's, not the budget's.
 func (m *Metrics) budgetDenied(x *Exchange, i int) {
-	if m == nil || x.fallback || i < 0 || i >= len(x.rules) {
+	if m == nil || i < 0 || i >= len(x.rules) || x.rules[i].Fallback {
 		return
 	}
 	if a := &x.rules[i]; isQuota(a) {

@@ -2,7 +2,6 @@ package meter
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -109,15 +108,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 	if len(deltas) > 0 {
 		m.contain(StageSettle, x, func() {
 			m.inject(PointSettle)
-			store := m.opt.Store
-			if x.fallback {
-				store = m.opt.Fallback // the reservation was taken there
-			}
-			// No deadline here either: a remote store's reconciliations are
-			// queued (bucket.AsyncReconciler) and bounded there.
-			if err := store.Reconcile(context.Background(), x.req.ID, deltas); err != nil {
-				m.log.Warn("reconcile failed", "err", err, "request_id", x.req.ID)
-			}
+			x.reconcile(deltas, owners) // each where its reservation was taken
 		})
 	}
 	if x.fallback && m.opt.Charges != nil {
@@ -156,14 +147,15 @@ func (x *Exchange) Settle(s Settlement) bool {
 
 // chargeBack gives Options.Charges what a request admitted from the
 // fallback settled at (settled[i], rule i's units) on each quota and
-// window counter, in the period of its take: the shared store never took
-// it. A sharded rule's units are spread over its shards as evenly as
-// ShardLimit spreads the limit (the fallback held the whole limit).
+// window counter the fallback judged (Applied.Fallback), in the period of
+// its take: the shared store never took it. A sharded rule's units are
+// spread over its shards as evenly as ShardLimit spreads the limit (the
+// fallback held the whole limit).
 func (x *Exchange) chargeBack(settled []int64) {
 	for i := range x.rules {
 		a := &x.rules[i]
 		units := settled[i]
-		if units == 0 || !bucket.Charges(a.Limit) {
+		if units == 0 || !a.Fallback || !bucket.Charges(a.Limit) {
 			continue
 		}
 		if k := a.Rule.Shards; k > 1 {

@@ -1,0 +1,164 @@
+package meter
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/llmguard/llmguard/bucket"
+)
+
+// partialTakes is the context of a take that may be served in part
+// (bucket.WithPartial): made once, so that a take allocates no context.
+var partialTakes = bucket.WithPartial(context.Background())
+
+// takePartial judges a take the store served in part (pe: a Redis Cluster
+// master down, or its breaker open, while the masters of the request's
+// other buckets answered), rule by rule, as the README's "When Redis
+// fails" states:
+//
+//   - the served buckets denied (d not Allowed): the request is denied by
+//     them, as by any take; nothing is held anywhere.
+//   - a rule of a failed bucket fails closed: the request is refused
+//     (FailClosed) and the served buckets are given back (a refusal spends
+//     nothing).
+//   - every failed rule fails open: their buckets are taken from the
+//     node's fallback (Applied.Fallback); a denial there gives the served
+//     buckets back and denies the request, an admission keeps both takes,
+//     each settled where it was taken (settle.go).
+//
+// The failure decisions are counted for the failed rules only. It returns
+// the Decision over every item to go on with, or done when it set a
+// verdict that ends the take (FailClosed; admitted without limits when
+// there is no fallback or it failed, as a whole failure is).
+func (x *Exchange) takePartial(items []bucket.Item, d bucket.Decision, pe *bucket.PartialError) (_ bucket.Decision, done bool) {
+	if !d.Allowed {
+		return d, false
+	}
+	m, id := x.m, x.req.ID
+	failed := make([]Applied, 0, len(pe.Failed))
+	for _, i := range pe.Failed {
+		failed = append(failed, x.rules[i])
+	}
+	if closed := failClosedRule(failed); closed != nil {
+		x.giveBack(items, d, pe.Failed)
+		m.opt.Metrics.failure(failed, OutcomeFailClosed)
+		x.verdict, x.closedBy = FailClosed, closed
+		return d, true
+	}
+	m.opt.Metrics.failure(failed, OutcomeFailOpen)
+	if m.opt.Fallback == nil {
+		x.giveBack(items, d, pe.Failed)
+		m.log.Warn("store unavailable for part of the request; admitting without limits", "err", pe, "request_id", id)
+		x.rules, x.unlimited = nil, true
+		return d, true
+	}
+	fitems := make([]bucket.Item, len(pe.Failed))
+	for j, i := range pe.Failed {
+		fitems[j] = items[i]
+	}
+	fd, err := m.opt.Fallback.Take(context.Background(), id, fitems) // in memory: no deadline to miss
+	if err != nil {
+		x.giveBack(items, d, pe.Failed)
+		m.log.Error("fallback take failed; admitting without limits", "err", err, "request_id", id)
+		x.rules, x.unlimited = nil, true
+		return d, true
+	}
+	x.fallback = true
+	for j, i := range pe.Failed {
+		x.rules[i].Fallback = true
+		if j < len(fd.Buckets) {
+			d.Buckets[i] = fd.Buckets[j]
+		}
+		if fd.Windows != nil {
+			if d.Windows == nil {
+				d.Windows = make([]time.Time, len(items))
+			}
+			d.Windows[i] = fd.Windows[j]
+		}
+	}
+	if !fd.Allowed {
+		// The fallback denied a failed rule: the served buckets' take is
+		// given back (its windows read before d names the denial).
+		x.giveBack(items, d, pe.Failed)
+		d.Allowed, d.TooLarge, d.RetryAfter = false, fd.TooLarge, fd.RetryAfter
+		d.DeniedBy = pe.Failed[fd.DeniedBy]
+	}
+	return d, false
+}
+
+// giveBack gives the store back what its take of items, decided by d,
+// took from the buckets not at failed (the served part of a take served
+// in part): Store.Void of the request id, Reconcile of the negated costs
+// for an empty one. A failure is logged: the units then come back as the
+// buckets refill (a Void held by the AsyncReconciler is replayed).
+func (x *Exchange) giveBack(items []bucket.Item, d bucket.Decision, failed []int) {
+	served := make([]bucket.Item, 0, len(items))
+	for i, it := range items {
+		if it.Cost == 0 || slices.Contains(failed, i) {
+			continue
+		}
+		if d.Windows != nil && it.Limit.IsWindow() {
+			it.Limit.WindowStart = d.Windows[i] // the window the take counted in
+		}
+		served = append(served, it)
+	}
+	if len(served) == 0 {
+		return
+	}
+	m, id := x.m, x.req.ID
+	var err error
+	if id != "" {
+		err = m.opt.Store.Void(context.Background(), id, served)
+	} else {
+		deltas := make([]bucket.Delta, len(served))
+		for j, it := range served {
+			deltas[j] = bucket.Delta{Key: it.Key, Limit: it.Limit, Units: -it.Cost}
+		}
+		err = m.opt.Store.Reconcile(context.Background(), "", deltas)
+	}
+	if err != nil {
+		m.log.Warn("could not give back the take of the store's healthy part", "err", err, "request_id", id)
+	}
+}
+
+// reconcile applies deltas (each of rule owners[j] of x) where their
+// rules' reservations were taken: the store, or the node's fallback for a
+// rule it judged (Applied.Fallback).
+func (x *Exchange) reconcile(deltas []bucket.Delta, owners []int) {
+	m := x.m
+	if !x.fallback {
+		x.reconcileIn(m.opt.Store, deltas)
+		return
+	}
+	all := true
+	for i := range x.rules {
+		all = all && x.rules[i].Fallback
+	}
+	if all {
+		x.reconcileIn(m.opt.Fallback, deltas) // the reservation was taken there
+		return
+	}
+	var st, fb []bucket.Delta
+	for j, dl := range deltas {
+		if x.rules[owners[j]].Fallback {
+			fb = append(fb, dl)
+		} else {
+			st = append(st, dl)
+		}
+	}
+	x.reconcileIn(m.opt.Store, st)
+	x.reconcileIn(m.opt.Fallback, fb)
+}
+
+// reconcileIn applies deltas in store, logging a failure.
+func (x *Exchange) reconcileIn(store bucket.Store, deltas []bucket.Delta) {
+	if len(deltas) == 0 {
+		return
+	}
+	// No deadline here either: a remote store's reconciliations are
+	// queued (bucket.AsyncReconciler) and bounded there.
+	if err := store.Reconcile(context.Background(), x.req.ID, deltas); err != nil {
+		x.m.log.Warn("reconcile failed", "err", err, "request_id", x.req.ID)
+	}
+}

@@ -1,0 +1,288 @@
+package meter
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/llmguard/llmguard/bucket"
+	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/redistest"
+	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/spec"
+)
+
+// TestPartialClusterMasterKilled runs the meter over the production stack
+// of stores (bucket.Redis on a cluster client, Guarded with one breaker
+// per master, AsyncReconciler, the per-node Fallback and ChargeBack) on a
+// Redis Cluster it starts (3 masters, 1 replica each, partial coverage).
+// Tenants a and b live on masters that stay up; the {global} slot on the
+// victim. a's requests take a tenant quota (open) and a global quota
+// (open), b's a tenant quota (open) and a global quota (closed). The
+// victim is killed with its failover held back:
+//   - a's requests are admitted, charged in Redis on the live master for
+//     a's tenant quota (its level read from Redis: quota − what was
+//     settled, to the unit) and judged by the fallback for the global one;
+//   - b's requests are refused (fail_closed), and b's tenant quota in Redis
+//     is back to its level before them (a refusal spends nothing);
+//   - once a replica serves the slot again, the fallback's spend is
+//     charged back to it, and the global quotas in Redis equal what was
+//     settled before the kill plus what the fallback admitted: no delta
+//     lost, nothing charged twice; later requests are judged by Redis.
+//
+// No wall-clock bound: the waits are generous, the checks exact counts.
+func TestPartialClusterMasterKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	cluster := redistest.StartClusterWith(t, redistest.ClusterOptions{Masters: 3, ReplicasPerMaster: 1, NodeTimeout: time.Second, PartialCoverage: true})
+	const globalTag = "llmguard:{global}:x"
+	victim := cluster.MasterOf(globalTag)
+	tenant := func(not string) string {
+		for n := range 200 {
+			name := fmt.Sprintf("t%d", n)
+			if name != not && cluster.MasterOf("{"+name+"}") != victim {
+				return name
+			}
+		}
+		t.Fatal("no tenant name off the victim")
+		return ""
+	}
+	ta := tenant("")
+	tb := tenant(ta)
+	const quota = 100000
+	c, err := config.Parse(fmt.Appendf(nil, `
+upstreams: [{name: o, flavor: openai, base_url: "http://x"}]
+keys:
+  - {key: sk-a, user: ua, tenant: %[1]s}
+  - {key: sk-b, user: ub, tenant: %[2]s}
+models:
+  gpt-4o-mini: {input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60}
+limits:
+  - {name: a-month, scope: tenant, unit: tokens, quota: %[3]d, period: month, tenants: [%[1]s], on_failure: open}
+  - {name: b-month, scope: tenant, unit: tokens, quota: %[3]d, period: month, tenants: [%[2]s], on_failure: open}
+  - {name: g-open, scope: global, unit: tokens, quota: %[3]d, period: month, tenants: [%[1]s], on_failure: open}
+  - {name: g-closed, scope: global, unit: tokens, quota: %[3]d, period: month, tenants: [%[2]s], on_failure: closed}
+`, ta, tb, quota))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Compile(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, _ := pol.Identify("sk-a")
+	pb, _ := pol.Identify("sk-b")
+	rule := func(name string) *policy.Rule {
+		for i := range pol.Rules() {
+			if r := &pol.Rules()[i]; r.Name == name {
+				return r
+			}
+		}
+		t.Fatalf("no rule %q", name)
+		return nil
+	}
+
+	ctx := context.Background()
+	cc := cluster.Client()
+	r, err := bucket.NewRedis(bucket.RedisOptions{Client: cc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	masterOf := func(key string) string {
+		cl, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return ""
+		}
+		return cl.Options().Addr
+	}
+	guard := bucket.NewGuarded(r, bucket.GuardOptions{
+		Timeout: 500 * time.Millisecond, MinCalls: 5, OpenFor: 300 * time.Millisecond, MasterOf: masterOf,
+		OnCall: func(call bucket.Call) {
+			if call.Result == bucket.ResultFailed {
+				cc.ReloadState(ctx) // as the app does: follow a promotion
+			}
+		},
+	})
+	async := bucket.NewAsyncReconciler(guard, bucket.AsyncOptions{})
+	fb := bucket.NewFallback(bucket.FallbackOptions{Nodes: 2})
+	charges, err := bucket.NewChargeBack(bucket.ChargeOptions{Store: guard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { async.Close(); fb.Close() })
+	metrics, err := NewMetrics(prometheus.NewRegistry(), MetricsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Options{Store: async, Fallback: fb, Charges: charges, Metrics: metrics, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admit := func(p policy.Principal) *Exchange {
+		return m.Admit(Request{ID: bucket.NewRequestID(time.Now()), Principal: p, Policy: pol, Flavor: spec.FlavorOpenAI,
+			Path: "/v1/chat/completions", Model: "gpt-4o-mini", Weighed: true, Estimate: spec.Usage{InputTokens: 100, OutputTokens: 400}})
+	}
+	// Each admitted request reserves 500 tokens and settles at 150.
+	const used = 150
+	settle := func(x *Exchange) {
+		t.Helper()
+		if !x.Settle(Settlement{Source: spec.SourceReported, Usage: spec.Usage{InputTokens: 100, OutputTokens: 50}, Status: 200}) {
+			t.Fatal("settle did nothing")
+		}
+	}
+	flush := func() {
+		t.Helper()
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := async.Flush(fctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// level reads a rule's bucket of p from Redis (a cost-0 take, which
+	// writes nothing), on whichever master serves it now.
+	level := func(name string, p policy.Principal) int64 {
+		t.Helper()
+		ru := rule(name)
+		var d bucket.Decision
+		var err error
+		for range 50 {
+			if d, err = r.Take(ctx, "", []bucket.Item{{Key: ru.Key(p), Limit: ru.LimitAt(time.Now())}}); err == nil {
+				return d.Buckets[0].Remaining
+			}
+			cc.ReloadState(ctx)
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("reading %s from Redis: %v", name, err)
+		return 0
+	}
+	fallbackLevel := func(name string, p policy.Principal) int64 {
+		t.Helper()
+		ru := rule(name)
+		d, err := fb.Take(ctx, "", []bucket.Item{{Key: ru.Key(p), Limit: ru.LimitAt(time.Now())}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Buckets[0].Remaining
+	}
+
+	// Step 1: every master up; 3 requests each, judged by Redis.
+	const before = 3
+	for i := range before {
+		for _, p := range []policy.Principal{pa, pb} {
+			x := admit(p)
+			if x.Verdict() != Admitted || x.FromFallback() {
+				t.Fatalf("step 1, request %d of %s: %v (from the fallback %v), want admitted by Redis", i, p.Tenant, x.Verdict(), x.FromFallback())
+			}
+			settle(x)
+		}
+	}
+	flush()
+	for _, name := range []string{"a-month", "g-open"} {
+		if got := level(name, pa); got != quota-before*used {
+			t.Fatalf("step 1: %s holds %d in Redis, want %d", name, got, quota-before*used)
+		}
+	}
+	// The replica holds every write, so the failover loses none of them.
+	cluster.SyncReplicas(victim, 5*time.Second)
+	release := cluster.HoldFailover(victim)
+	victim.Kill()
+
+	// Step 2: the victim is down and not replaced. a: the tenant quota in
+	// Redis, the global one in the fallback; b: refused, given back.
+	const during = 8
+	for i := range during {
+		x := admit(pa)
+		if x.Verdict() != Admitted || !x.FromFallback() {
+			t.Fatalf("step 2, request %d of a: %v (from the fallback %v), want admitted, part by the fallback", i, x.Verdict(), x.FromFallback())
+		}
+		if rs := x.Rules(); len(rs) != 2 || rs[0].Rule.Name != "a-month" || rs[0].Fallback || rs[1].Rule.Name != "g-open" || !rs[1].Fallback {
+			t.Fatalf("step 2, request %d of a: rules %+v, want a-month by Redis, g-open by the fallback", i, rs)
+		}
+		settle(x)
+		y := admit(pb)
+		if y.Verdict() != FailClosed || y.ClosedBy() == nil || y.ClosedBy().Name != "g-closed" {
+			t.Fatalf("step 2, request %d of b: %v closed by %v, want fail-closed by g-closed", i, y.Verdict(), y.ClosedBy())
+		}
+	}
+	flush()
+	if got, want := level("a-month", pa), int64(quota-(before+during)*used); got != want {
+		t.Fatalf("step 2: a-month holds %d in Redis on its live master, want quota − settled = %d", got, want)
+	}
+	if got, want := level("b-month", pb), int64(quota-before*used); got != want {
+		t.Fatalf("step 2: b-month holds %d in Redis, want %d: the refused requests' takes given back", got, want)
+	}
+	if got, want := fallbackLevel("g-open", pa), int64(quota/2-during*used); got != want {
+		t.Fatalf("step 2: the fallback's g-open holds %d, want its share − settled = %d", got, want)
+	}
+	if got := fallbackLevel("a-month", pa); got != quota/2 {
+		t.Fatalf("step 2: the fallback's a-month holds %d, want its full %d: Redis judged it", got, quota/2)
+	}
+	if open, closed, none := testFailures(metrics, "g-open", OutcomeFailOpen), testFailures(metrics, "g-closed", OutcomeFailClosed),
+		testFailures(metrics, "a-month", OutcomeFailOpen)+testFailures(metrics, "b-month", OutcomeFailOpen); open != during || closed != during || none != 0 {
+		t.Fatalf("step 2: failure decisions g-open %v, g-closed %v, tenant quotas %v; want %d, %d, 0", open, closed, none, during, during)
+	}
+
+	// Step 3: a replica takes over; the fallback's spend is charged back.
+	release()
+	cluster.WaitFailover(globalTag, victim)
+	cc.ReloadState(ctx)
+	for i := 0; charges.Owes(); i++ {
+		if i == 300 {
+			t.Fatalf("step 3: the fallback's charges never landed: %+v", charges.Stats())
+		}
+		guard.Forget()
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_ = charges.Flush(fctx)
+		cancel()
+		time.Sleep(100 * time.Millisecond)
+	}
+	flush()
+	if got, want := level("g-open", pa), int64(quota-(before+during)*used); got != want {
+		t.Fatalf("step 3: g-open holds %d in Redis after the failover, want quota − settled before − charged back = %d", got, want)
+	}
+	if got, want := level("g-closed", pb), int64(quota-before*used); got != want {
+		t.Fatalf("step 3: g-closed holds %d in Redis, want %d", got, want)
+	}
+
+	// Step 4: Redis judges every rule again.
+	const after = 2
+	var x *Exchange
+	for i := 0; i < 300; i++ {
+		if x = admit(pa); x.Verdict() == Admitted && !x.FromFallback() {
+			break
+		}
+		if x.Verdict() == Admitted {
+			settle(x) // through the fallback still (the breaker half-open): counted below
+			t.Fatalf("step 4: admitted by the fallback after the failover")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	settle(x)
+	for range after - 1 {
+		if x = admit(pa); x.Verdict() != Admitted || x.FromFallback() {
+			t.Fatalf("step 4: %v (from the fallback %v), want admitted by Redis", x.Verdict(), x.FromFallback())
+		}
+		settle(x)
+	}
+	flush()
+	for _, name := range []string{"a-month", "g-open"} {
+		if got, want := level(name, pa), int64(quota-(before+during+after)*used); got != want {
+			t.Fatalf("step 4: %s holds %d in Redis, want %d: nothing lost or charged twice", name, got, want)
+		}
+	}
+}
+
+// testFailures is llmguard_store_failure_decisions_total{limit, decision}.
+func testFailures(m *Metrics, limit, decision string) float64 {
+	return testutil.ToFloat64(m.failures.WithLabelValues(limit, decision))
+}
