@@ -835,7 +835,7 @@ func parse(b []byte, dir string) (*Config, error) {
 	var numbers []numberProblem // number fields written as something else
 	var root *yaml.Node         // the document, for the lines of validation's problems; nil when it does not parse
 	if len(bytes.TrimSpace(b)) > 0 {
-		if err := checkFlowDepth(b, maxYAMLFlowDepth); err != nil {
+		if err := scanYAML(b, configYAMLLimits); err != nil {
 			return nil, &Error{Problems: []string{err.Error()}}
 		}
 		// One strict pass: go.yaml.in/yaml/v3 reports every unknown field

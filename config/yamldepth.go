@@ -1,6 +1,9 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // maxYAMLFlowDepth bounds the nesting of YAML flow collections ([…], {…})
 // in a config file. goccy/go-yaml parses them recursively and in time that
@@ -9,13 +12,47 @@ import "fmt"
 // flow collections two or three levels deep.
 const maxYAMLFlowDepth = 128
 
+// maxYAMLEntries bounds the entries of a config file: its lines that hold
+// more than blanks and a comment, plus the commas outside quoted scalars
+// and comments (flow items). Parsing costs some hundreds of bytes of
+// memory per node, far more than the file's bytes: `llmguard validate` of
+// a 60 MB file of 10,000,000 one-line list items held 3.6 GB and had not
+// finished after 2 minutes; of 1,000,000 (6 MB), 439 MB and 17 s (adv48),
+// so a file under MaxFileBytes could still take a reload's process past
+// its memory limit. A config of 10,000 keys in flow style ({key_sha256: …,
+// user: …, tenant: …, plan: …} a line) is 40,000 entries and validates in
+// 120 MB; more keys belong in the key store (key_store:), not the file.
+const maxYAMLEntries = 250_000
+
+// yamlLimits are the bounds scanYAML checks, each taken as given (0
+// refuses any; math.MaxInt is no bound).
+type yamlLimits struct {
+	// FlowDepth: flow collections open at once.
+	FlowDepth int
+	// Entries: lines with content plus commas outside quoted scalars.
+	Entries int
+}
+
+// configYAMLLimits are the bounds of a config file.
+var configYAMLLimits = yamlLimits{FlowDepth: maxYAMLFlowDepth, Entries: maxYAMLEntries}
+
 // checkFlowDepth scans a YAML document flat and fails when more than limit
-// flow collections are open at once: it counts '[' and '{' against ']' and
-// '}' outside quoted scalars and comments. A bracket inside a plain scalar
-// counts too (an unbalanced "a[" in a value adds one level), so the count
-// bounds the real nesting from above. The error names the line.
+// flow collections are open at once (scanYAML with no bound on entries).
 func checkFlowDepth(b []byte, limit int) error {
-	depth, line := 0, 1
+	return scanYAML(b, yamlLimits{FlowDepth: limit, Entries: math.MaxInt})
+}
+
+// scanYAML scans a YAML document flat, before a parser sees it, and fails
+// when more than lim.FlowDepth flow collections are open at once, or when
+// it holds more than lim.Entries entries (see maxYAMLEntries). It counts
+// '[' and '{' against ']' and '}' outside quoted scalars and comments. A
+// bracket inside a plain scalar counts too (an unbalanced "a[" in a value
+// adds one level), so the count bounds the real nesting from above; a
+// comma in a plain scalar, or a line of a block scalar, counts as an entry,
+// so entries bound the nodes from above too. The error names the line.
+func scanYAML(b []byte, lim yamlLimits) error {
+	depthLimit, entryLimit := lim.FlowDepth, lim.Entries
+	depth, line, entries := 0, 1, 0
 	prev := byte('\n') // last non-blank byte before i on this line; '\n' at its start
 	for i := 0; i < len(b); i++ {
 		c := b[i]
@@ -34,6 +71,13 @@ func checkFlowDepth(b []byte, limit int) error {
 				}
 				continue
 			}
+		}
+		if prev == '\n' || c == ',' {
+			if entries++; entries > entryLimit {
+				return fmt.Errorf("line %d: more than %d entries (lines and flow items): a config file this large is not parsed; keep keys beyond a few tens of thousands in the key store (key_store:)", line, entryLimit)
+			}
+		}
+		switch c {
 		case '\'', '"':
 			// A quote opens a quoted scalar only where a scalar may start.
 			if prev == '\n' || prev == ':' || prev == '-' || prev == ',' || prev == '[' || prev == '{' || prev == '?' {
@@ -43,8 +87,8 @@ func checkFlowDepth(b []byte, limit int) error {
 			}
 		case '[', '{':
 			depth++
-			if depth > limit {
-				return fmt.Errorf("line %d: flow collections ([…], {…}) nested deeper than %d levels", line, limit)
+			if depth > depthLimit {
+				return fmt.Errorf("line %d: flow collections ([…], {…}) nested deeper than %d levels", line, depthLimit)
 			}
 		case ']', '}':
 			depth = max(depth-1, 0)

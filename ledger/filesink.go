@@ -125,14 +125,15 @@ func openFileSink(o Options, m *metrics) (s *fileSink, err error) {
 // mid-line (torn: not empty and its last byte no newline); 0 and false when
 // there is no file.
 //
-// Errors: the file exists but cannot be read, with its name.
+// Errors: the file exists but cannot be read, or is not a regular file
+// (openRegular), with its name.
 func fileEnd(path string) (size int64, torn bool, err error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if os.IsNotExist(err) {
 		return 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("ledger: open %s: %w", path, err)
+		return 0, false, fmt.Errorf("ledger: %w", err) // names path
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -259,6 +260,16 @@ func (s *fileSink) flush() error {
 		if err := s.rotate(); err != nil {
 			s.m.fileLost(s.lines)
 			return err
+		}
+	}
+	if !s.written {
+		// lumberjack opens the path at this write, O_WRONLY without
+		// O_NONBLOCK: on a FIFO that waits for a reader forever (see
+		// openRegular). What is there is checked first; a file swapped in
+		// between this stat and that open is not seen.
+		if st, err := os.Stat(s.lj.Filename); err == nil && !st.Mode().IsRegular() {
+			s.m.fileLost(s.lines)
+			return fmt.Errorf("ledger: write %w", notRegular(s.lj.Filename, st))
 		}
 	}
 	lead := s.torn // a newline ends the torn line first

@@ -178,7 +178,8 @@ func ReadFiles(path string) ([]Record, error) {
 // as ReadLines does. A backup that was plain when listed and has since been
 // compressed is read from its .gz.
 //
-// Errors: the file cannot be opened or read, or its gzip stream is corrupt.
+// Errors: the file cannot be opened or read, is not a regular file (a
+// FIFO is refused, not waited on), or its gzip stream is corrupt.
 func ReadFile(name string, fn func(Record)) (bad int, err error) {
 	return ReadFileContext(context.Background(), name, fn)
 }
@@ -191,14 +192,14 @@ func ReadFile(name string, fn func(Record)) (bad int, err error) {
 //
 // Errors: ReadFile's, or ctx's (context.Canceled, DeadlineExceeded).
 func ReadFileContext(ctx context.Context, name string, fn func(Record)) (bad int, err error) {
-	f, err := os.Open(name)
+	f, err := openRegular(name)
 	if errors.Is(err, fs.ErrNotExist) && !strings.HasSuffix(name, ".gz") {
-		if g, gerr := os.Open(name + ".gz"); gerr == nil {
+		if g, gerr := openRegular(name + ".gz"); gerr == nil {
 			f, err, name = g, nil, name+".gz"
 		}
 	}
 	if err != nil {
-		return 0, fmt.Errorf("ledger: open %s: %w", name, err)
+		return 0, fmt.Errorf("ledger: %w", err) // names the file
 	}
 	defer f.Close()
 	var r io.Reader = ctxReader{ctx: ctx, r: f}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -105,11 +106,18 @@ func OpenOutput(output string, maxSizeMB, maxBackups int) (w io.Writer, close fu
 	}
 	// Opened once now, so that a path llmguard cannot write is refused at
 	// start rather than losing every line (lumberjack opens lazily).
-	f, err := os.OpenFile(output, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	// O_NONBLOCK: a FIFO there fails at once (ENXIO, no reader) rather
+	// than holding the start for a reader; it changes nothing for a
+	// regular file.
+	f, err := os.OpenFile(output, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("obs: access log: %w", err)
 	}
+	st, err := f.Stat()
 	f.Close()
+	if err == nil && !st.Mode().IsRegular() {
+		return nil, nil, notRegular(output, st)
+	}
 	lj := newFollowingFile(&lumberjack.Logger{Filename: output, MaxSize: maxSizeMB, MaxBackups: maxBackups})
 	return lj, lj.Close, nil
 }

@@ -1,6 +1,7 @@
 package obs
 
 import (
+	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -42,7 +43,8 @@ func newFollowingFile(lj *lumberjack.Logger) *followingFile {
 
 // Write writes p to the file at the path, looking first when followEvery
 // has passed since the last look. Errors: lumberjack's (opening or writing
-// the file).
+// the file); "not a regular file" when it would open the path and a
+// directory, device or FIFO is there.
 func (f *followingFile) Write(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -57,6 +59,18 @@ func (f *followingFile) Write(p []byte) (int, error) {
 			}
 		}
 	}
+	if f.known == nil {
+		// lumberjack opens the path at this write (the first, or after the
+		// file left it), O_WRONLY without O_NONBLOCK: on a FIFO put there
+		// that waits for a reader forever, holding mu and so every
+		// request's access line (adv48: every proxied request hung). What
+		// is at the path is checked first; the line is lost while it is
+		// not a regular file.
+		if st, err := os.Stat(f.lj.Filename); err == nil && !st.Mode().IsRegular() {
+			f.lj.Close()
+			return 0, notRegular(f.lj.Filename, st)
+		}
+	}
 	n, err := f.lj.Write(p)
 	if n > 0 && (look || f.known == nil) {
 		f.known, _ = os.Stat(f.lj.Filename) // nil on error: the next look reopens
@@ -69,4 +83,10 @@ func (f *followingFile) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.lj.Close()
+}
+
+// notRegular is the error for an access log path that holds something
+// other than a regular file.
+func notRegular(name string, st os.FileInfo) error {
+	return fmt.Errorf("obs: access log %s is not a regular file (%s)", name, st.Mode().Type())
 }

@@ -52,7 +52,7 @@ func (r *reportCmd) Run() error {
 			opt.Location, _ = time.LoadLocation(l.Timezone)
 		}
 	}
-	if r.Budget < 0 || r.Budget > 1e12 {
+	if !(r.Budget >= 0 && r.Budget <= 1e12) { // NaN too: it compared false and drew no budget (adv48)
 		return usageError{fmt.Errorf("report: --budget-usd must be between 0 and 1e12 (got %v)", r.Budget)}
 	}
 	if r.Budget > 0 {

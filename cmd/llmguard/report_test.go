@@ -247,3 +247,18 @@ store: {backend: redis, redis_url: "redis://%s/0"}
 		}
 	}
 }
+
+// --budget-usd NaN, like a negative or infinite one, is refused (exit 2,
+// naming the flag). Before (adv48), NaN passed the range check (every
+// comparison with NaN is false) and the report was drawn with no budget.
+func TestReportRefusesNaNBudget(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ledger.jsonl")
+	os.WriteFile(file, []byte(`{"ts":"2026-11-02T00:00:00Z","tenant":"acme","cost_usd_micros":5}`+"\n"), 0o644)
+	for _, v := range []string{"NaN", "-1", "+Inf"} {
+		out, err := exec.Command(binary(t), "report", "--ledger", file, "--tenant", "acme", "--month", "2026-11", "--budget-usd="+v).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "--budget-usd must be between 0 and 1e12") {
+			t.Errorf("--budget-usd %s: %v, %s", v, err, out)
+		}
+	}
+}

@@ -75,7 +75,8 @@ type Lookup func(name string) (string, bool)
 //     base_url ends in /v1, to which callers' /v1 paths would be appended
 //     (checkBaseURLs);
 //   - an access_log output other than stderr without enabled: true, so
-//     that nothing is written there (checkAccessLogOutput).
+//     that nothing is written there (checkAccessLogOutput);
+//   - a ledger.file that exists and is not a regular file (checkLedgerFile).
 //
 // pol and w are the config's compiled policy and weigher.
 func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Lookup) []Finding {
@@ -91,7 +92,24 @@ func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Looku
 	out = append(out, checkBaseURLs(cfg)...)
 	out = append(out, checkTLSFiles(cfg, time.Now())...)
 	out = append(out, checkAccessLogOutput(cfg)...)
+	out = append(out, checkLedgerFile(cfg)...)
 	return out
+}
+
+// checkLedgerFile refuses a ledger.file that exists and is not a regular
+// file: a directory, a device, or a FIFO, whose open would wait for a
+// reader forever (`serve` hung before it listened, adv48; the ledger now
+// refuses it when it opens, and `validate` says so beforehand).
+func checkLedgerFile(cfg *config.Config) []Finding {
+	f := cfg.Ledger.File
+	if f == "" {
+		return nil
+	}
+	if st, err := os.Stat(f); err == nil && !st.Mode().IsRegular() {
+		return []Finding{{Field: "ledger.file", Fatal: true,
+			Message: fmt.Sprintf("%s exists and is not a regular file (%s): the ledger is written to a regular file", f, st.Mode().Type())}}
+	}
+	return nil
 }
 
 // checkAccessLogOutput refuses an access log file that `serve` could not

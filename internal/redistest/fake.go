@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -18,29 +19,78 @@ import (
 // that refuses HELLO, a hostile or frozen one.
 func Fake(t testing.TB, answer func(args []string) string) string {
 	t.Helper()
+	return FakeWith(t, func(args []string, w io.Writer, _ <-chan struct{}) error {
+		if reply := answer(args); reply != "" {
+			_, err := io.WriteString(w, reply)
+			return err
+		}
+		return nil
+	})
+}
+
+// FakeWith is Fake whose handler writes each reply itself, on the
+// connection w, as slowly or as partially as it likes: a Redis that
+// answers late, stalls halfway through a reply or trickles it a byte at a
+// time. done is closed when the test ends (the listener and every
+// connection are closed then too): a handler that waits must also wait on
+// it. An error from serve closes the connection.
+func FakeWith(t testing.TB, serve func(args []string, w io.Writer, done <-chan struct{}) error) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	done := make(chan struct{})
+	var (
+		mu    sync.Mutex
+		conns = map[net.Conn]bool{}
+		wg    sync.WaitGroup
+	)
+	t.Cleanup(func() {
+		close(done)
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		for {
 			conn, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			mu.Lock()
+			select {
+			case <-done:
+				mu.Unlock()
+				conn.Close()
+				return
+			default:
+			}
+			conns[conn] = true
+			wg.Add(1)
+			mu.Unlock()
 			go func() {
-				defer conn.Close()
+				defer wg.Done()
+				defer func() {
+					conn.Close()
+					mu.Lock()
+					delete(conns, conn)
+					mu.Unlock()
+				}()
 				rd := bufio.NewReader(conn)
 				for {
 					args, err := ReadCommand(rd)
 					if err != nil {
 						return
 					}
-					if reply := answer(args); reply != "" {
-						if _, err := io.WriteString(conn, reply); err != nil {
-							return
-						}
+					if serve(args, conn, done) != nil {
+						return
 					}
 				}
 			}()
