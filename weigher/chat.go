@@ -455,7 +455,7 @@ members:
 		est.MaxCompletionOnly = mc
 	}
 	if !okC && !okT {
-		out = w.defaultOutput(est.Model)
+		out = rules.defaultOut // w.defaultOutput(est.Model), held with the rules
 		est.OutputDefaulted = true
 	}
 	// A Gemini model's reasoning_effort: a thinking budget. The family is

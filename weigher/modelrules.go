@@ -34,6 +34,13 @@ type chatRules struct {
 	// about 600 instructions when found for each body.
 	search        spec.SearchContextSize
 	searchResults int64
+	// defaultOut is the output reservation, in tokens, of one completion
+	// of a body that states no maximum (w.defaultOutput: the configured
+	// Model.DefaultMaxOutputTokens, else Options.DefaultMaxOutputTokens).
+	// Found for each such body, it cost a warm 1 KiB chat body a
+	// configured look-up: some 450 instructions for a name not
+	// configured (spec.AppendCanonModel), 200 for one configured (perf24).
+	defaultOut int64
 }
 
 // chatRulesTable holds the chat rules of the model names bodies named
@@ -83,6 +90,7 @@ func (w *Weigher) findChatRules(model string) *chatRules {
 	r.msgCtx = w.cache.context("chat.message", r.encoding, r.family, "")
 	r.toolsCtx = w.cache.context("chat.tools", r.encoding, "", "")
 	r.search, r.searchResults = searchAsk{}.fees(model)
+	r.defaultOut = w.defaultOutput(model)
 	return r
 }
 

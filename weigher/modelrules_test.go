@@ -21,6 +21,7 @@ func TestChatRulesSameAsFound(t *testing.T) {
 		"gpt-4o":      {SafetyFactor: 1.25},
 		"legacy":      {Encoding: EncodingCL100k},
 		"claude-3-ha": {SafetyFactor: 2},
+		"my-long":     {DefaultMaxOutputTokens: 4096},
 	}, DefaultMaxOutputTokens: 100})
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +29,7 @@ func TestChatRulesSameAsFound(t *testing.T) {
 	names := []string{"gpt-4o-mini", "gpt-4o", "gpt-4o-2024-08-06", "gpt-4", "gpt-3.5-turbo", "o3-mini", "my-claude", "my-mini",
 		"legacy", "legacy-2", "claude-3-haiku", "claude-opus-4-7", "Anthropic/Claude-Opus-4.7", "openai/gpt-4o-mini",
 		"us.anthropic.claude-opus-4-7-v1:0", "ft:gpt-4o-mini-2024-07-18:org::id", "llama-3-70b", "x", "",
-		strings.Repeat("gpt-4o-", 12)}
+		"my-long", strings.Repeat("gpt-4o-", 12)}
 	for i := range 40 {
 		names = append(names, fmt.Sprintf("model-%d", i)) // more names than slots
 	}
@@ -69,6 +70,49 @@ func TestChatRulesSameAsFound(t *testing.T) {
 // through OpenRouter's web plugin, or do neither, in any case and past
 // the longest held name; a body that names either (null included) is
 // priced from what it asks, the same model's held rules notwithstanding.
+// A chat body that states no maximum reserves its model's default output
+// (the configured Model.DefaultMaxOutputTokens, else
+// Options.DefaultMaxOutputTokens) from the rules the Weigher holds for
+// the name, as w.defaultOutput finds it: for a configured name with its
+// own default, an alias with a family and its own default, a configured
+// name without one, and names not configured, each weighed twice (the
+// rules found, then held), through two slots' worth of names in turn.
+func TestChatDefaultOutputHeld(t *testing.T) {
+	w, err := New(Options{Models: map[string]Model{
+		"my-long":      {DefaultMaxOutputTokens: 4096},
+		"my-mini-long": {Family: "gpt-4o-mini", DefaultMaxOutputTokens: 777},
+		"gpt-4o":       {SafetyFactor: 1.25},
+	}, DefaultMaxOutputTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		model string
+		want  int64
+	}{
+		{"my-long", 4096},
+		{"my-mini-long", 777},
+		{"gpt-4o", 100},
+		{"gpt-4o-mini", 100},
+		{"llama-3-70b", 100},
+	}
+	for round := range 2 {
+		for _, c := range cases {
+			for step := range 2 { // found, then held
+				body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hello there"}]}`, c.model)
+				e := w.Chat([]byte(body))
+				if !e.Parsed {
+					t.Fatalf("round %d, %q, step %d: not parsed: %s", round, c.model, step, e.FaultDetail)
+				}
+				if e.OutputTokens != c.want || !e.OutputDefaulted || w.defaultOutput(c.model) != c.want {
+					t.Fatalf("round %d, %q, step %d: output %d (defaulted %v, defaultOutput %d), want %d",
+						round, c.model, step, e.OutputTokens, e.OutputDefaulted, w.defaultOutput(c.model), c.want)
+				}
+			}
+		}
+	}
+}
+
 func TestChatRulesSearchFees(t *testing.T) {
 	w := testWeigher(t)
 	names := []string{"gpt-4o-mini", "sonar", "Sonar-Pro", "perplexity/sonar-reasoning", "sonar-deep-research",

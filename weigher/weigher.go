@@ -482,8 +482,14 @@ func (w *Weigher) hidden(e Estimate) Estimate {
 	if e.ServerContext {
 		e.InputTokens = max(e.InputTokens, w.maxInput(e.Model))
 	}
-	if m, ok := w.configured(e.Model); ok && e.OutputDefaulted {
-		e.OutputCeiling = m.MaxOutputTokens
+	// The model is looked up only for an estimate that uses it: each
+	// request paid the look-up (some 450 instructions for a name not
+	// configured, spec.AppendCanonModel; about 200 for one configured,
+	// the Model copied out) though most bodies state their maximum.
+	if e.OutputDefaulted {
+		if m, ok := w.configured(e.Model); ok {
+			e.OutputCeiling = m.MaxOutputTokens
+		}
 	}
 	return e
 }
