@@ -1,0 +1,96 @@
+package app
+
+// Adversarial tests of adv47 (2026-12-07): holes left open by adv44–adv46
+// (OpenRouter's provider routing priced at the table's price, the unread
+// and held error paths judging output differently, error settlement
+// parsing a body more than once) and new ones. Each drives llmguard
+// through loopback sockets to an upstream the test sets.
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/llmguard/llmguard/config"
+)
+
+// adv47USDCost is what alice's dollar bucket (user-usd, $100) lost, in
+// micro-USD, for one call of body to path whose upstream answers status
+// with answer (contentType) as written.
+func adv47USDCost(t *testing.T, status int, contentType, answer, path, body string) int64 {
+	t.Helper()
+	url := startRawUpstream(t, func(c net.Conn) {
+		fmt.Fprintf(c, "HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s", status, contentType, len(answer), answer)
+	})
+	cfg, err := config.Parse([]byte(twoFlavorHead(url) + "limits:\n" + usdLimit + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+	left := rateLimitRemaining(t, h.probe(), "user-usd")
+	resp, got := h.do(path, body)
+	// (A stream's usage chunk, which llmguard asked for on the client's
+	// behalf, is dropped: the rest is relayed.)
+	if resp.StatusCode != status || contentType != "text/event-stream" && got != answer {
+		t.Fatalf("status %d, want the upstream's %d; answer relayed whole: %v", resp.StatusCode, status, got == answer)
+	}
+	return left - rateLimitRemaining(t, h.probe(), "user-usd")
+}
+
+// OpenRouter routes a model to one of its providers, and a request's
+// provider object (order, only, ignore, sort by throughput or latency,
+// quantizations…) or a fallback may pick one dearer than the price the
+// table holds for the model; its answer's usage.cost (credits = USD) is
+// what it billed (https://openrouter.ai/docs/use-cases/usage-accounting).
+// llmguard priced the tokens at the table's price alone: a call OpenRouter
+// billed $0.25 cost the budget 8 µUSD. It is now charged the larger of
+// the two; with is_byok, OpenRouter's fee plus the upstream cost the
+// caller's own provider key paid.
+func TestAdv47OpenRouterReportedCostIsCharged(t *testing.T) {
+	const chatBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"provider":{"order":["dear"],"allow_fallbacks":false}}`
+	const streamBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"stream":true,"provider":{"sort":"throughput"}}`
+	answer := func(usage string) string {
+		return `{"id":"gen-1","object":"chat.completion","model":"openai/gpt-4o-mini","provider":"Dear","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, friend."},"finish_reason":"stop"}],"usage":` + usage + `}`
+	}
+	stream := func(usage string) string {
+		return `data: {"id":"gen-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello there, friend."},"finish_reason":null}]}` + "\n\n" +
+			`data: {"id":"gen-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" +
+			`data: {"id":"gen-1","object":"chat.completion.chunk","choices":[],"usage":` + usage + `}` + "\n\ndata: [DONE]\n\n"
+	}
+	// gpt-4o-mini at the table's price: 8 input tokens at 0.15 and 5
+	// output at 0.60 USD a million, 5 µUSD (rounded up).
+	const table = (8*150_000 + 5*600_000 + 999_999) / 1_000_000
+	for _, tc := range []struct {
+		name        string
+		body        string
+		stream      bool
+		usage       string
+		least, most int64 // micro-USD the bucket must lose
+	}{
+		{"JSON, a dear provider's cost", chatBody, false, `{"prompt_tokens":8,"completion_tokens":5,"total_tokens":13,"cost":0.25,"is_byok":false,"cost_details":{"upstream_inference_cost":null}}`, 250_000, 250_000},
+		{"stream, a dear provider's cost", streamBody, true, `{"prompt_tokens":8,"completion_tokens":5,"total_tokens":13,"cost":0.25}`, 250_000, 250_000},
+		{"JSON, BYOK: the fee and the upstream cost", chatBody, false, `{"prompt_tokens":8,"completion_tokens":5,"total_tokens":13,"cost":0.0125,"is_byok":true,"cost_details":{"upstream_inference_cost":0.25}}`, 262_500, 262_500},
+		{"JSON, a cost as a numeric string", chatBody, false, `{"prompt_tokens":8,"completion_tokens":5,"cost":"0.000123"}`, 123, 123},
+		// A cost below the table's price, none, or not a positive number:
+		// the table's price, as before.
+		{"JSON, a cheap provider's cost", chatBody, false, `{"prompt_tokens":8,"completion_tokens":5,"cost":0.000001}`, table, table},
+		{"JSON, no cost", chatBody, false, `{"prompt_tokens":8,"completion_tokens":5}`, table, table},
+		{"JSON, a negative cost", chatBody, false, `{"prompt_tokens":8,"completion_tokens":5,"cost":-5}`, table, table},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ct, a := "application/json", answer(tc.usage)
+			if tc.stream {
+				ct, a = "text/event-stream", stream(tc.usage)
+			}
+			got := adv47USDCost(t, 200, ct, a, "/v1/chat/completions", tc.body)
+			t.Logf("charged %d µUSD", got)
+			if got < tc.least || got > tc.most {
+				t.Errorf("the dollar bucket lost %d µUSD, want %d to %d", got, tc.least, tc.most)
+			}
+		})
+	}
+}
