@@ -11,6 +11,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,6 +93,67 @@ func TestAdv47OpenRouterReportedCostIsCharged(t *testing.T) {
 			t.Logf("charged %d µUSD", got)
 			if got < tc.least || got > tc.most {
 				t.Errorf("the dollar bucket lost %d µUSD, want %d to %d", got, tc.least, tc.most)
+			}
+		})
+	}
+}
+
+// A large answer under an error status, held to be read (within
+// max_response_bytes), is read for its usage (Weigher.ParseUsage: a flat
+// check, then the checked reader when the check cannot decide), then,
+// with none, for the output it carries (Weigher.AnswerOutputTokens) and
+// the tier it names (AnswerServedTier): up to three passes over it. The
+// passes allocate nothing but the text count, made once: what such an
+// answer's request allocates is within a quarter (and 1 MiB) of what the
+// same answer's request allocates under 200, and within 6× the answer
+// (the held buffer's growth, under twice its size; its text unescaped
+// and counted), whatever its shape — an error body, an answer whose text
+// is its output, one that is not JSON.
+func TestAdv47LargeErrorAnswerSettledWithinItsSize(t *testing.T) {
+	const text = 24 << 20
+	filler := strings.Repeat("word \\n ", text/8)
+	for _, tc := range []struct {
+		name, answer string
+		charged      bool // output charged under 500 (else refunded)
+	}{
+		{"error body", `{"error":{"message":"` + filler + `","type":"server_error"}}`, false},
+		{"chat text", `{"choices":[{"index":0,"message":{"role":"assistant","content":"` + filler + `"}}]}`, true},
+		{"chat text and usage", `{"choices":[{"index":0,"message":{"role":"assistant","content":"` + filler + `"}}],"usage":{"prompt_tokens":8,"completion_tokens":3}}`, true},
+		{"not JSON", `<html><body>` + filler + `</body></html>`, false},
+		{"invalid JSON", `{"choices":[{"index":0,"message":{"role":"assistant","content":"` + filler + `"}}],}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var alloc [2]uint64
+			for i, status := range []int{200, 500} {
+				url := startRawUpstream(t, func(c net.Conn) {
+					fmt.Fprintf(c, "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", status, len(tc.answer), tc.answer)
+				})
+				h := startTransport(t, nil, transportYAML(url, "", "", slowTPM), nil)
+				runtime.GC()
+				before := allocatedBytes()
+				req, _ := http.NewRequest("POST", h.url+"/v1/chat/completions", strings.NewReader(hiBody))
+				req.Header.Set("Authorization", "Bearer "+testKey)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != status || err != nil || n != int64(len(tc.answer)) {
+					t.Fatalf("status %d, %d of %d bytes, err %v", resp.StatusCode, n, len(tc.answer), err)
+				}
+				alloc[i] = allocatedBytes() - before
+				if out := h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}); status == 500 && (out > 0) != tc.charged {
+					t.Errorf("under 500, output charged %v tokens, want charged: %v", out, tc.charged)
+				}
+			}
+			t.Logf("the request allocated %d MiB under 200, %d MiB under 500, for a %d MiB answer", alloc[0]>>20, alloc[1]>>20, len(tc.answer)>>20)
+			if bound := alloc[0] + alloc[0]/4 + 1<<20; alloc[1] > bound {
+				t.Errorf("under 500 the request allocated %d MiB, want at most %d MiB (its allocation under 200, %d MiB, and a quarter)", alloc[1]>>20, bound>>20, alloc[0]>>20)
+			}
+			if bound := uint64(6 * len(tc.answer)); alloc[1] > bound {
+				t.Errorf("under 500 the request allocated %d MiB for a %d MiB answer, want at most %d MiB (6× the answer)", alloc[1]>>20, len(tc.answer)>>20, bound>>20)
 			}
 		})
 	}
