@@ -158,3 +158,54 @@ func TestAdv47LargeErrorAnswerSettledWithinItsSize(t *testing.T) {
 		})
 	}
 }
+
+// An SSE stream answering a stream request under an error status, not
+// labelled text/event-stream (so held, or relayed unread when over
+// max_response_bytes or finding no room), was judged by two criteria:
+// held, read by the usage tap and refunded when it carried no output (an
+// error event alone); unread, charged its reservation whatever it held,
+// as any SSE body was taken for output (adv45). The unread one is now
+// read by the same tap as it passes and settled as the held one is: an
+// error event alone, however long, is refunded; a stream that carried
+// text is charged it, under either path.
+func TestAdv47ErrorStatusStreamOneCriterion(t *testing.T) {
+	long := strings.Repeat("overloaded ", 600) // 6.6 KB: past max_response_bytes
+	words := strings.TrimSpace(strings.Repeat("word ", 2000))
+	chatErr := func(msg string) string {
+		return fmt.Sprintf(`data: {"error":{"message":%q,"type":"server_error","param":null,"code":null}}`, msg) + "\n\ndata: [DONE]\n\n"
+	}
+	msgsErr := func(msg string) string {
+		return fmt.Sprintf("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":%q}}\n\n", msg)
+	}
+	chatText := fmt.Sprintf(`data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":%q},"finish_reason":"stop"}]}`, words) + "\n\ndata: [DONE]\n\n"
+	const chatBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":1000,"stream":true}`
+	const msgsBody = `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}],"max_tokens":1000,"stream":true}`
+	for _, tc := range []struct {
+		name        string
+		path, body  string
+		answer      string
+		least, most int64 // tokens the bucket must lose
+	}{
+		{"chat error event", "/v1/chat/completions", chatBody, chatErr(long), 0, 0},
+		{"chat short error event", "/v1/chat/completions", chatBody, chatErr("overloaded"), 0, 0},
+		{"messages error event", "/v1/messages", msgsBody, msgsErr(long), 0, 0},
+		{"chat text", "/v1/chat/completions", chatBody, chatText, 8 + 2000, 8 + 2060},
+	} {
+		for _, path := range []struct{ name, extra string }{{"held", ""}, {"unread", "max_response_bytes: 4096\n"}} {
+			if path.extra != "" && len(tc.answer) <= 4096 {
+				continue // held whatever the limit
+			}
+			t.Run(tc.name+", "+path.name, func(t *testing.T) {
+				var headers []string
+				if tc.path == "/v1/messages" {
+					headers = []string{"anthropic-version", "2023-06-01"}
+				}
+				got := adv45StatusCost(t, path.extra, 500, "application/json", tc.answer, tc.path, tc.body, headers...)
+				t.Logf("charged %d tokens", got)
+				if got < tc.least || got > tc.most {
+					t.Errorf("the bucket lost %d tokens, want %d to %d", got, tc.least, tc.most)
+				}
+			})
+		}
+	}
+}
