@@ -221,10 +221,19 @@ func PriceFromUSDPerMTok(input, cachedInput, output float64) Price {
 // each container gigabyte-session ContainerGBPicoUSD, each image output
 // token of the image generation tool ImageTokenPicoUSD, and each
 // container-minute of Anthropic's code execution CodeExecutionMinutePicoUSD.
+// The result is never below t.BilledMicroUSD, what the upstream says it
+// billed (OpenRouter's usage.cost): the provider it routed to may charge
+// more than p.
 func (p Price) MicroUSD(t spec.Usage) int64 { return p.microUSDOf(&t) }
 
 // microUSDOf is MicroUSD of *t at *p, neither copied nor written.
 func (p *Price) microUSDOf(t *spec.Usage) int64 {
+	return max(p.tableMicroUSD(t), t.BilledMicroUSD)
+}
+
+// tableMicroUSD is *t at *p, what the price table says it costs, without
+// the upstream's own figure (microUSDOf).
+func (p *Price) tableMicroUSD(t *spec.Usage) int64 {
 	if t.AudioInputTokens > 0 || t.AudioOutputTokens > 0 || t.CacheWriteTokens > 0 || t.WebSearches > 0 ||
 		t.FileSearches > 0 || t.SearchContext != spec.SearchContextNone || t.SearchResults > 0 || t.ContainerGB > 0 ||
 		t.ImageTokens > 0 || t.CodeExecutionMinutes > 0 {
@@ -287,7 +296,7 @@ func (p Price) microUSD(t spec.Usage) int64 {
 	sum.add(clamp0(int64(t.ContainerGB)), ContainerGBPicoUSD)
 	sum.add(clamp0(int64(t.ImageTokens)), ImageTokenPicoUSD)
 	sum.add(int64(t.CodeExecutionMinutes), CodeExecutionMinutePicoUSD)
-	return sum.micro()
+	return max(sum.micro(), t.BilledMicroUSD)
 }
 
 // SearchMicroUSD is the search fees of t at price p in micro-USD, rounded

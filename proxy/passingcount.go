@@ -59,6 +59,16 @@ type passingCount struct {
 	// SSE stream (sseBody) from an error body.
 	head    [passingHead]byte
 	headLen int
+	// tap reads an answer to a stream request under an error status that
+	// is an SSE stream (sseBody of its head) as a relayed stream is read,
+	// from its first byte, so that it is settled as one is
+	// (settleStream): refunded when it carried no output (an error event
+	// alone), charged when it did. nil: not such an answer, or not yet
+	// decided (decided). tapMem is what its scanner took of the answer
+	// budget.
+	tap     *usageTap
+	tapMem  decoderMemory
+	decided bool
 }
 
 // passingHead is the most bytes of an answer passingCount keeps to tell an
@@ -73,6 +83,8 @@ const passingHead = 64
 func newPassingCount(p *Proxy, x *exchange, status int) *passingCount {
 	wg, model := x.live.weigher, x.est.Model
 	c := &passingCount{p: p, x: x, status: status, refund: meter.SourceOf(status) == spec.SourceRefund}
+	c.tapMem.p = p
+	c.decided = !c.refund || !x.est.Stream // only a stream request's error answer may be read as a stream
 	var roots []string
 	if c.refund { // only an error status asks whether the answer holds output
 		roots = x.kind.AnswerOutputRoots()
@@ -118,9 +130,16 @@ func (c *passingCount) see(b []byte) {
 		return
 	}
 	ok := false
+	had := c.headLen
 	c.headLen += copy(c.head[c.headLen:], b)
 	c.bytes += int64(len(b))
 	c.p.contain(meter.StageSettle, c.x, func() {
+		switch {
+		case c.tap != nil:
+			c.tap.feed(b)
+		case !c.decided && c.headLen == passingHead:
+			c.decide(b[c.headLen-had:])
+		}
 		c.usage.scan(b, c.foundUsage)
 		// Counted after a usage too: a usage that came first (before
 		// "choices", or a stream's usage chunk before its text) is checked
@@ -130,6 +149,25 @@ func (c *passingCount) see(b []byte) {
 		ok = true
 	})
 	c.broken = !ok
+}
+
+// decide decides, once, whether the answer is an SSE stream to be read
+// by a tap (passingCount.tap), from its head; rest is the bytes seen
+// after the head, fed to the tap after it.
+func (c *passingCount) decide(rest []byte) {
+	c.decided = true
+	if !sseBody(c.head[:c.headLen]) {
+		return
+	}
+	x := c.x
+	wg, model := x.live.weigher, x.est.Model
+	tap := newUsageTap(wg.NewStream(x.kind), false, expectsUsage(x), func(text string) int64 { return wg.CountText(model, text) })
+	tap.mem = &c.tapMem
+	c.tap = &tap
+	c.tap.feed(c.head[:c.headLen])
+	if len(rest) > 0 {
+		c.tap.feed(rest)
+	}
 }
 
 // passText counts run, bytes of the answer that may hold output text, in
@@ -201,6 +239,23 @@ func (c *passingCount) settle(ended bool) {
 	}
 	c.done = true
 	x := c.x
+	if !c.broken && !c.decided {
+		c.p.contain(meter.StageSettle, x, func() { c.decide(nil) }) // an answer shorter than the head
+	}
+	if c.tap != nil && !c.broken {
+		// An SSE stream answering a stream request under an error
+		// status: settled as the same stream held is (settleHeldStream)
+		// and as a relayed one is, by what it carried: refunded for an
+		// error event alone, charged its text or usage otherwise.
+		c.tap.cut = !ended
+		c.p.contain(meter.StageSettle, x, func() { c.p.settleStream(x, c.tap, c.status) })
+		c.tapMem.release()
+		if x.obs != nil {
+			c.p.settled(x, x.status)
+		}
+		return
+	}
+	c.tapMem.release()
 	s := meter.Settlement{Source: spec.SourceReserved}
 	if c.refund {
 		s.Source = spec.SourceRefund
@@ -209,15 +264,11 @@ func (c *passingCount) settle(ended bool) {
 		if c.broken {
 			return
 		}
-		if c.refund && !c.found && !c.filter.output && !(x.est.Stream && sseBody(c.head[:c.headLen])) {
+		if c.refund && !c.found && !c.filter.output {
 			// An error status whose answer holds no usage and no element
-			// of its kind's output (choices, content, output…), and is
-			// not an SSE stream answering a stream request: an error
-			// body, however long. Refunded, as a held one is. A stream
-			// is counted: a provider answers an error status with JSON
-			// (its mid-stream errors are events under 200), so a stream
-			// under one is output a gateway relayed (a held one is read
-			// by the usage tap and charged its text: settleHeldStream).
+			// of its kind's output (choices, content, output…): an error
+			// body, however long. Refunded, as a held one is. (An SSE
+			// stream answering a stream request was read by c.tap.)
 			return
 		}
 		// Any other is settled as a 2xx answer is: the upstream generated

@@ -128,6 +128,18 @@ type Usage struct {
 	// standard rate
 	// (https://platform.claude.com/docs/en/api/service-tiers).
 	ServiceTier string
+	// BilledMicroUSD is what the upstream says it billed for the request,
+	// in micro-USD rounded up: OpenRouter's usage.cost, in credits (1
+	// credit = 1 USD), which it reports in every answer's usage, JSON or
+	// the last event of a stream, without being asked (its usage
+	// accounting guide, https://openrouter.ai/docs/use-cases/usage-accounting:
+	// usage {include: true} "deprecated and [has] no effect"). It is the
+	// price of the provider OpenRouter routed to, which a provider object
+	// (order, only, ignore, sort…) or a fallback may make dearer than the
+	// price table's. A request is charged the larger of this and its
+	// tokens at the table's price (policy.Price.MicroUSD). 0: none
+	// reported.
+	BilledMicroUSD int64
 }
 
 // MaxServiceTierBytes is the longest service tier name a usage keeps

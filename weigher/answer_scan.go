@@ -77,6 +77,9 @@ const (
 	slotCreation1h
 	slotReasoning
 	slotAudioOut
+	slotCost
+	slotByok
+	slotUpstreamCost
 	slotCount
 )
 
@@ -92,6 +95,7 @@ const (
 	ctxPromptDet // usage.prompt_tokens_details
 	ctxOutputDet // usage.completion_tokens_details
 	ctxWriteDet  // usage.prompt_tokens_details.cache_creation_token_details
+	ctxCostDet   // usage.cost_details (OpenRouter)
 )
 
 // The bounds of what answerScan reads; an answer beyond them is left to
@@ -113,7 +117,8 @@ func newAnswerScan(a, b string, chat bool) answerScan {
 	}
 	s.lens = [8]uint64{
 		ctxRoot:      root,
-		ctxUsage:     1<<len("prompt_tokens") | 1<<len("completion_tokens") | 1<<len("total_tokens") | 1<<len("citation_tokens") | 1<<len("reasoning_tokens") | 1<<len("num_search_queries") | 1<<len("cache_creation_input_tokens") | 1<<len("search_context_size") | 1<<len("prompt_tokens_details") | 1<<len("completion_tokens_details"),
+		ctxUsage:     1<<len("prompt_tokens") | 1<<len("completion_tokens") | 1<<len("total_tokens") | 1<<len("citation_tokens") | 1<<len("reasoning_tokens") | 1<<len("num_search_queries") | 1<<len("cache_creation_input_tokens") | 1<<len("search_context_size") | 1<<len("prompt_tokens_details") | 1<<len("completion_tokens_details") | 1<<len("cost") | 1<<len("is_byok") | 1<<len("cost_details"),
+		ctxCostDet:   1 << (len("upstream_inference_cost") & 63),
 		ctxPromptDet: 1<<len("cached_tokens") | 1<<len("audio_tokens") | 1<<len("cache_creation_tokens") | 1<<len("cache_write_tokens") | 1<<len("cache_creation_token_details"),
 		ctxOutputDet: 1<<len("reasoning_tokens") | 1<<len("audio_tokens"),
 		ctxWriteDet:  1<<len("ephemeral_5m_input_tokens") | 1<<len("ephemeral_1h_input_tokens"),
@@ -454,6 +459,16 @@ func (s *answerScan) note(c uint8, k string) (slot int, next uint8) {
 			return slotNone, ctxPromptDet
 		case "completion_tokens_details":
 			return slotNone, ctxOutputDet
+		case "cost":
+			return slotCost, ctxNone
+		case "is_byok":
+			return slotByok, ctxNone
+		case "cost_details":
+			return slotNone, ctxCostDet
+		}
+	case ctxCostDet:
+		if k == "upstream_inference_cost" {
+			return slotUpstreamCost, ctxNone
 		}
 	case ctxPromptDet:
 		switch k {
@@ -494,6 +509,15 @@ func (s *answerScan) member(body []byte, slot int) gjson.Result {
 		return gjson.Result{}
 	}
 	return gjson.Parse(bodyString(body[s.at[slot]:s.end[slot]]))
+}
+
+// raw is the value noted in slot of the answer body s decided, as
+// rawValue gives it (the zero Result when absent).
+func (s *answerScan) raw(body []byte, slot int) gjson.Result {
+	if s.at[slot] < 0 {
+		return gjson.Result{}
+	}
+	return rawValue(bodyString(body[s.at[slot]:s.end[slot]]))
 }
 
 // servedTier is the service tier the answer body s decided names in its
@@ -564,6 +588,7 @@ func (s *answerScan) chatUsage(body []byte) (u Usage, ok bool) {
 		a.searchContext = searchContextOf(rawValue(bodyString(body[at:s.end[slotSearchContext]])))
 	}
 	u = withLeftOut(u, a)
+	u.BilledMicroUSD = billedMicroUSD(s.raw(body, slotCost), s.raw(body, slotUpstreamCost), s.raw(body, slotByok))
 	u.ServiceTier = s.servedTier(body)
 	return u, true
 }

@@ -314,6 +314,16 @@ func (s *answerScan) noteRef(c uint8, k string) (slot int, next uint8) {
 			return slotNone, ctxPromptDet
 		case "completion_tokens_details":
 			return slotNone, ctxOutputDet
+		case "cost":
+			return slotCost, ctxNone
+		case "is_byok":
+			return slotByok, ctxNone
+		case "cost_details":
+			return slotNone, ctxCostDet
+		}
+	case ctxCostDet:
+		if k == "upstream_inference_cost" {
+			return slotUpstreamCost, ctxNone
 		}
 	case ctxPromptDet:
 		switch k {
@@ -388,7 +398,7 @@ func hostileAnswers() []string {
 	var out []string
 	keys := []string{"", "a", "usage", "prompt_t", "prompt_to", "prompt_tokens", "completion_tokens", "total_tokens", "citation_tokens", "num_search_queries", "cache_creation_input_tokens", "prompt_tokens_details",
 		"completion_tokens_details", "cached_tokens", "audio_tokens", "reasoning_tokens", "search_context_size", "cache_creation_tokens", "cache_write_tokens",
-		"cache_creation_token_details", "ephemeral_1h_input_tokens", "abcdefgh", "abcdefghi", "abcdefghijklmnop", "abcdefghijklmnopq"}
+		"cache_creation_token_details", "ephemeral_1h_input_tokens", "cost", "is_byok", "cost_details", "upstream_inference_cost", "abcdefgh", "abcdefghi", "abcdefghijklmnop", "abcdefghijklmnopq"}
 	nums := []string{"0", "7", "-0", "-7", "07", "1.5", "1e3", "1E+3", "1e-3", "0.0", "123456789012345", "1234567890123456", "1.", ".5", "1e", "-", "+1", `"7"`, `"x"`, "null", "true", "[]", "{}", `{"a":1}`}
 	for _, k := range keys {
 		for _, v := range nums[:8] {

@@ -20,12 +20,6 @@ type Estimate struct {
 	// best_of) times the number of prompts, plus the echoed prompt.
 	// Embeddings: 0. Messages: max_tokens, else the model's default.
 	OutputTokens int64
-	// OutputDefaulted is set when a chat, Responses, Messages or (without
-	// echo) legacy completions request names no output maximum (the field
-	// absent, null or not a count):
-	// OutputTokens is then the model's default per completion times
-	// Choices, which a learned reservation may replace (package reserve).
-	OutputDefaulted bool
 	// OutputCeiling is, for a request with OutputDefaulted, the model's
 	// documented maximum output per completion in tokens
 	// ([Model.MaxOutputTokens]; 0: unknown), which a learned reservation
@@ -74,6 +68,12 @@ type Estimate struct {
 	// (Model.MaxInputTokens), which the usage ceiling (Weigher.Ceiling)
 	// then takes at least.
 	LongContext bool
+	// OutputDefaulted is set when a chat, Responses, Messages or (without
+	// echo) legacy completions request names no output maximum (the field
+	// absent, null or not a count):
+	// OutputTokens is then the model's default per completion times
+	// Choices, which a learned reservation may replace (package reserve).
+	OutputDefaulted bool // beside the other one-byte fields: an Estimate, inside every exchange, keeps no padding word (proxy.TestExchangeSize)
 	// CodeExecutionMinutes is the container-minutes a Messages request's
 	// Anthropic code execution tool (code_execution_*) is reserved
 	// (codeExecutionMinutes: codeExecutionReservedMinutes, 60, for a

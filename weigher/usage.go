@@ -2,6 +2,7 @@ package weigher
 
 import (
 	"bytes"
+	"math"
 	"strconv"
 	"strings"
 
@@ -82,6 +83,7 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 	// empty: "" is none) and made into Results once, at the end: a
 	// gjson.Result is nine words, copied each time one is returned.
 	var prompt, completion, total, citations, reasoning, searches, write, size string
+	var cost, byok, upstream string // OpenRouter's cost, is_byok, cost_details.upstream_inference_cost
 	var pd promptDetails
 	w := newMemberWalk(v.Raw)
 	for {
@@ -111,6 +113,12 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 			u.CachedInputTokens, u.AudioInputTokens = pd.cached, pd.audio
 		case "completion_tokens_details":
 			u.ReasoningTokens, u.AudioOutputTokens = w.details("reasoning_tokens")
+		case "cost":
+			cost = w.text()
+		case "is_byok":
+			byok = w.text()
+		case "cost_details":
+			upstream = w.member("upstream_inference_cost")
 		default:
 			w.skipTo(skipValue(w.obj, w.at()))
 		}
@@ -129,7 +137,64 @@ func usageOf(v gjson.Result) (u Usage, ok bool) {
 	a.cacheWrite, _ = rawCount(rawOrNone(write))
 	a.detailWrites(pd)
 	a.searchContext = searchContextOf(rawOrNone(size))
-	return withLeftOut(u, a), true
+	u = withLeftOut(u, a)
+	u.BilledMicroUSD = billedMicroUSD(rawOrNone(cost), rawOrNone(upstream), rawOrNone(byok))
+	return u, true
+}
+
+// maxBilledUSD is the largest cost a usage's cost figures are read as, in
+// USD: a figure above it (or not finite) reads as this, which still
+// charges far past any limit, without overflowing micro-USD.
+const maxBilledUSD = 1e12
+
+// billedMicroUSD is what an OpenRouter usage says the request was billed,
+// in micro-USD rounded up (spec.Usage.BilledMicroUSD), from its figures as
+// rawValue gives them (the zero Result for none): cost, in credits (1
+// credit = 1 USD), the amount "charged to your account"; and
+// cost_details.upstream_inference_cost, "the actual cost charged by the
+// upstream AI provider"
+// (https://openrouter.ai/docs/use-cases/usage-accounting). With is_byok
+// true (a request on the caller's own provider key) cost is OpenRouter's
+// fee alone and the provider billed the key the upstream cost besides:
+// the two are added; otherwise the larger is taken. A figure that is not
+// a positive number (or numeric string) counts as 0.
+func billedMicroUSD(cost, upstream, byok gjson.Result) int64 {
+	c, u := usdFigure(cost), usdFigure(upstream)
+	if byok.Type == gjson.True {
+		return min(c+u, int64(maxBilledUSD*1e6))
+	}
+	return max(c, u)
+}
+
+// usdFigure is v, a cost in USD as rawValue gives it, in micro-USD rounded
+// up; 0 for none, for anything not a positive number or numeric string,
+// and at most maxBilledUSD. The figure is rounded to a pico-dollar first,
+// so that a decimal the float cannot hold exactly (0.000123) is not
+// rounded up a whole micro-dollar for its last binary digit.
+func usdFigure(v gjson.Result) int64 {
+	if v.Raw == "" {
+		return 0
+	}
+	var f float64
+	switch p := parsed(v); p.Type {
+	case gjson.Number:
+		f = p.Num
+	case gjson.String:
+		n, err := strconv.ParseFloat(strings.TrimSpace(p.Str), 64)
+		if err != nil {
+			return 0
+		}
+		f = n
+	default:
+		return 0
+	}
+	if !(f > 0) { // NaN, zero, negative
+		return 0
+	}
+	if f > maxBilledUSD {
+		f = maxBilledUSD
+	}
+	return int64(math.Ceil(math.Round(f*1e12) / 1e6))
 }
 
 // promptDetails are the figures of a chat usage's prompt_tokens_details
@@ -291,6 +356,30 @@ func (w *memberWalk) details(key string) (figure, audio int64) {
 	figure, _ = rawCount(rawOrNone(f))
 	audio, _ = rawCount(rawOrNone(a))
 	return figure, audio
+}
+
+// member reads the current value of w and steps past it: the text of its
+// member named key, the first of that name as gjson's Get finds it, when
+// the value is an object holding one; "" otherwise. An object is walked
+// member by member, its end found by that walk.
+func (w *memberWalk) member(key string) string {
+	if w.obj[w.at()] != '{' {
+		w.value()
+		return ""
+	}
+	var f string
+	d := newMemberWalk(w.obj[w.at():])
+	for {
+		k, more := d.key()
+		if !more {
+			break
+		}
+		if v := d.text(); k == key && f == "" {
+			f = v
+		}
+	}
+	w.skipTo(w.at() + d.at() + 1) // past its '}'
+	return f
 }
 
 // rawOrNone is rawValue(v), or the zero Result (none) when v is "".

@@ -92,8 +92,18 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 	}
 	var prompt, completion, total, citations, reasoning, searches, write, size gjson.Result
 	var pd promptDetails
+	var cost, byok, upstream gjson.Result
 	v.ForEach(func(k, f gjson.Result) bool {
 		switch k.Str {
+		case "cost":
+			cost = f
+		case "is_byok":
+			byok = f
+		case "cost_details":
+			upstream = gjson.Result{}
+			if f.IsObject() {
+				upstream = f.Get("upstream_inference_cost")
+			}
 		case "prompt_tokens":
 			prompt = f
 		case "completion_tokens":
@@ -134,7 +144,9 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 	if size.Type == gjson.String {
 		a.searchContext = spec.ParseSearchContextSize(size.Str)
 	}
-	return withLeftOut(u, a), true
+	u = withLeftOut(u, a)
+	u.BilledMicroUSD = billedMicroUSD(cost, upstream, byok)
+	return u, true
 }
 
 // usageSeeds are chat answers whose usage is ordinary, odd or unreadable:
@@ -142,6 +154,9 @@ func usageOfGJSON(v gjson.Result) (u Usage, ok bool) {
 // that are not objects, usage in the wrong place, keys named twice, bad
 // JSON, deep nesting.
 var usageSeeds = []string{
+	`{"usage":{"prompt_tokens":194,"completion_tokens":2,"cost":0.000123,"cost_details":{"upstream_inference_cost":null},"is_byok":false}}`,
+	`{"usage":{"prompt_tokens":194,"completion_tokens":2,"cost":"0.5","cost_details":{"upstream_inference_cost":19},"is_byok":true}}`,
+	`{"usage":{"prompt_tokens":194,"completion_tokens":2,"cost":-3,"cost_details":[1],"is_byok":"true"}}`,
 	`{"id":"c","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}`,
 	`{"usage":{"prompt_tokens":2006,"completion_tokens":300,"prompt_tokens_details":{"cached_tokens":1920,"audio_tokens":3},"completion_tokens_details":{"reasoning_tokens":128,"audio_tokens":7}}}`,
 	`{"usage":{"prompt_tokens":20004,"completion_tokens":40,"search_context_size":"high","prompt_tokens_details":{"cache_creation_tokens":20000,"cache_write_tokens":9,"cache_creation_token_details":{"ephemeral_5m_input_tokens":5000,"ephemeral_1h_input_tokens":15000}}}}`,

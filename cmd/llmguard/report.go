@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/report"
 	"github.com/llmguard/llmguard/internal/respguard"
+	"github.com/llmguard/llmguard/internal/suggest"
 	"github.com/llmguard/llmguard/ledger"
 )
 
@@ -34,10 +36,15 @@ type reportCmd struct {
 	Config   string   `help:"llmguard config whose ledger (ledger.file, else ledger.redis_stream) is read, and whose monthly USD quota of the tenant is the budget." type:"path" xor:"source"`
 	TimeZone string   `name:"timezone" help:"IANA time zone of the month and its days (default: the budget's timezone, else UTC)."`
 	Budget   float64  `name:"budget-usd" help:"The month's budget in US dollars for the burn-down (default: the tenant's monthly usd quota in --config; none without)."`
+	Unknown  bool     `name:"allow-unknown-tenant" help:"Write the empty page for a tenant no ledger record (nor the --config) names, with a warning, instead of failing."`
 }
 
 // Run writes the report to stdout. Errors: no source, a bad month or zone,
-// an unreadable ledger.
+// an unreadable ledger; a tenant that no record read names, in any month
+// (the month's, read from the ledger stream), nor the config's keys,
+// identity or limits (a usageError naming the closest tenant known and
+// the tenants seen, unless --allow-unknown-tenant: a misspelt tenant's
+// empty page read as a month without spend).
 func (r *reportCmd) Run() error {
 	opt := report.Options{Tenant: r.Tenant, Now: time.Now()}
 	var err error
@@ -84,6 +91,9 @@ func (r *reportCmd) Run() error {
 		return err
 	}
 	rep := b.Report()
+	if !seen.found && !r.Unknown && !configNames(cfg, r.Tenant) {
+		return usageError{seen.unknownError(rep, monthOnly, cfg != nil)}
+	}
 	if msg := seen.emptyNote(rep, monthOnly); msg != "" {
 		fmt.Fprintln(os.Stderr, "llmguard report: "+msg)
 	}
@@ -210,6 +220,39 @@ func (s *tenantsSeen) add(rec ledger.Record) {
 	case len(s.other) < 10 && !slices.Contains(s.other, rec.Tenant):
 		s.other = append(s.other, rec.Tenant)
 	}
+}
+
+// configNames reports whether cfg (nil: none) names tenant: a key's
+// tenant, the pass-through callers' tenant, or one a limit lists.
+func configNames(cfg *config.Config, tenant string) bool {
+	if cfg == nil {
+		return false
+	}
+	if slices.ContainsFunc(cfg.Keys, func(k config.Key) bool { return k.Tenant == tenant }) ||
+		cfg.Identity.PassThrough && cmp.Or(cfg.Identity.Tenant, "pass-through") == tenant {
+		return true
+	}
+	return slices.ContainsFunc(cfg.Limits, func(l config.Limit) bool { return slices.Contains(l.Tenants, tenant) })
+}
+
+// unknownError is the error of a report for a tenant that neither the
+// records read nor the config (withConfig: one was given) name: which
+// tenant the name most likely stands for (suggest.Closest) and the
+// tenants seen, and the flag that writes the empty page anyway.
+func (s *tenantsSeen) unknownError(rep *report.Report, monthOnly, withConfig bool) error {
+	where := "the ledger has no record of tenant %q in any month"
+	if monthOnly {
+		where = "the ledger stream has no record of tenant %q in " + rep.Month
+	}
+	if withConfig {
+		where += " and the config names no such tenant"
+	}
+	msg := fmt.Sprintf("report: "+where, s.want)
+	if c := suggest.Closest(s.want, s.other); c != "" {
+		msg += fmt.Sprintf("; did you mean %q?", c)
+	}
+	msg += s.others()
+	return errors.New(msg + "; --allow-unknown-tenant writes its empty page")
 }
 
 // emptyNote is the warning for a report with no record of its tenant in

@@ -85,29 +85,40 @@ upstreams: [{name: mock, flavor: openai, base_url: "http://127.0.0.1:1", no_key:
 	if err := noLedger.Run(); err == nil || !strings.Contains(noLedgerErr.String(), "add ledger: {file: ledger.jsonl}") {
 		t.Errorf("report on a config without a ledger: %v, stderr %q, want it to say what to add", err, noLedgerErr.String())
 	}
-	// A tenant the ledger never names (a typo) still gets its empty page,
-	// with a warning on stderr naming the tenants it does hold; a tenant
-	// with records in other months only gets one saying where they are
-	// (trial8: an empty page, no word); its page says it holds no record.
+	// A tenant the ledger never names (a typo) is refused, exit 2, no page:
+	// the error names the tenant it most likely stands for and the tenants
+	// the ledger holds (adv47; it exited 0 with an empty page, a month
+	// without spend to a finance reader); --allow-unknown-tenant writes the
+	// empty page with the warning, as before. A tenant with records in
+	// other months only gets its empty page and a warning saying where they
+	// are (trial8: an empty page, no word); its page says it holds no record.
 	for _, tc := range []struct {
 		tenant, month string
+		flags         []string
+		exit          int    // 0: a page
 		warn          string // "" for none
 	}{
-		{"acmee", "2026-11", `no record of tenant "acmee" in any month (tenants in it: acme, globex)`},
-		{"acme", "2026-10", `no record of tenant "acme" in 2026-10 (UTC); its records run from 2026-11-01 to 2026-11-10`},
-		{"acme", "2026-11", ""},
+		{"acmee", "2026-11", nil, 2, `no record of tenant "acmee" in any month; did you mean "acme"? (tenants in it: acme, globex); --allow-unknown-tenant`},
+		{"Globex", "2026-11", nil, 2, `did you mean "globex"?`},
+		{"acmee", "2026-11", []string{"--allow-unknown-tenant"}, 0, `no record of tenant "acmee" in any month (tenants in it: acme, globex)`},
+		{"acme", "2026-10", nil, 0, `no record of tenant "acme" in 2026-10 (UTC); its records run from 2026-11-01 to 2026-11-10`},
+		{"acme", "2026-11", nil, 0, ""},
 	} {
-		cmd := exec.Command(bin, "report", "--ledger", file, "--tenant", tc.tenant, "--month", tc.month)
+		cmd := exec.Command(bin, append([]string{"report", "--ledger", file, "--tenant", tc.tenant, "--month", tc.month}, tc.flags...)...)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
-		if err != nil || !strings.Contains(string(out), "<!DOCTYPE html>") {
+		if tc.exit != 0 {
+			if !errors.As(err, &exit) || exit.ExitCode() != tc.exit || len(out) > 0 {
+				t.Errorf("report --tenant %s --month %s: %v, page %d bytes; want exit status %d and no page", tc.tenant, tc.month, err, len(out), tc.exit)
+			}
+		} else if err != nil || !strings.Contains(string(out), "<!DOCTYPE html>") {
 			t.Errorf("report --tenant %s --month %s: %v, page %d bytes", tc.tenant, tc.month, err, len(out))
 		}
 		if tc.warn == "" && stderr.Len() > 0 || !strings.Contains(stderr.String(), tc.warn) {
 			t.Errorf("report --tenant %s --month %s: stderr %q, want %q", tc.tenant, tc.month, stderr.String(), tc.warn)
 		}
-		if noted := strings.Contains(string(out), `id="no-records"`); noted != (tc.warn != "") {
+		if noted := strings.Contains(string(out), `id="no-records"`); tc.exit == 0 && noted != (tc.warn != "") {
 			t.Errorf("report --tenant %s --month %s: page notes no records: %v, want %v", tc.tenant, tc.month, noted, tc.warn != "")
 		}
 	}
@@ -227,15 +238,24 @@ keys: [{key: sk-a, user: alice, tenant: acme}]
 ledger: {redis_stream: "llmguard:ledger"}
 store: {backend: redis, redis_url: "redis://%s/0"}
 `, srv.Addr())), 0o644)
+	// A tenant neither the month's entries nor the config name is refused
+	// (adv47); one the config names (its key's) has a quiet month.
 	for _, tc := range []struct{ tenant, month, warn string }{
 		{"acme", "2026-11", ""},
 		{"acme", "2026-10", `the ledger stream has no record of tenant "acme" in 2026-10; the report is empty`},
-		{"acmee", "2026-11", `the ledger stream has no record of tenant "acmee" in 2026-11 (tenants in it: acme)`},
+		{"acmee", "2026-11", `the ledger stream has no record of tenant "acmee" in 2026-11 and the config names no such tenant; did you mean "acme"? (tenants in it: acme)`},
 	} {
 		var stderr strings.Builder
 		cmd := exec.Command(binary(t), "report", "--config", cfg, "--tenant", tc.tenant, "--month", tc.month)
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
+		if tc.tenant == "acmee" {
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(stderr.String(), tc.warn) {
+				t.Errorf("report --tenant %s --month %s: %v, stderr %q; want exit status 2 and %q", tc.tenant, tc.month, err, stderr.String(), tc.warn)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatalf("report --tenant %s --month %s: %v; stderr %s", tc.tenant, tc.month, err, stderr.String())
 		}
