@@ -88,5 +88,5 @@ func (f *followingFile) Close() error {
 // notRegular is the error for an access log path that holds something
 // other than a regular file.
 func notRegular(name string, st os.FileInfo) error {
-	return fmt.Errorf("obs: access log %s is not a regular file (%s)", name, st.Mode().Type())
+	return fmt.Errorf("obs: access log %s is not a regular file (%s): name a file, or \"stdout\" or \"stderr\" for the process's own streams", name, st.Mode().Type())
 }
