@@ -33,7 +33,7 @@ var partialTakes = bucket.WithPartial(context.Background())
 // there is no fallback or it failed, as a whole failure is).
 func (x *Exchange) takePartial(items []bucket.Item, d bucket.Decision, pe *bucket.PartialError) (_ bucket.Decision, done bool) {
 	if !d.Allowed {
-		return d, false
+		return x.dropFailed(d, pe.Failed), false
 	}
 	m, id := x.m, x.req.ID
 	failed := make([]Applied, 0, len(pe.Failed))
@@ -85,6 +85,34 @@ func (x *Exchange) takePartial(items []bucket.Item, d bucket.Decision, pe *bucke
 		d.DeniedBy = pe.Failed[fd.DeniedBy]
 	}
 	return d, false
+}
+
+// dropFailed removes the rules at failed (ascending indexes) from x.rules,
+// and their statuses and windows from d, for a request the served part of
+// the store denied: it was judged by the served rules alone (as a cached
+// denial is by its denying rule), and a failed rule's zero status would
+// read as a bucket with nothing left in the answer's limit headers.
+// d.DeniedBy, a served rule's, is moved with it.
+func (x *Exchange) dropFailed(d bucket.Decision, failed []int) bucket.Decision {
+	keep, denied := 0, d.DeniedBy
+	for i := range x.rules {
+		if slices.Contains(failed, i) {
+			if i < d.DeniedBy {
+				denied--
+			}
+			continue
+		}
+		x.rules[keep], d.Buckets[keep] = x.rules[i], d.Buckets[i]
+		if d.Windows != nil {
+			d.Windows[keep] = d.Windows[i]
+		}
+		keep++
+	}
+	x.rules, d.Buckets, d.DeniedBy = x.rules[:keep], d.Buckets[:keep], denied
+	if d.Windows != nil {
+		d.Windows = d.Windows[:keep]
+	}
+	return d
 }
 
 // giveBack gives the store back what its take of items, decided by d,

@@ -205,6 +205,32 @@ func TestPartialServedDenial(t *testing.T) {
 	if got := tl.level(tl.fallback, "all-tpm"); got != 2000 || hd.voids.Load() != voids {
 		t.Fatalf("step 3: the fallback's all-tpm holds %d, %d more voids; want 2000 and none", got, hd.voids.Load()-voids)
 	}
+	// Judged by the served rule alone: the failed rule's zero status is not
+	// among the rules the answer's limit headers read.
+	if r := x.Rules(); len(r) != 1 || r[0].Rule.Name != "tpm" || r[0].Status.Remaining != 400 {
+		t.Fatalf("step 3: rules %+v, want tpm's alone, with its status", r)
+	}
+}
+
+// The live master denies by a rule that comes after the failed one (the
+// tenant's master is down, the global rule's denies): the failed rule is
+// dropped and the denial still names the denying rule.
+func TestPartialServedDenialAfterAFailedRule(t *testing.T) {
+	tl, hd := newHalfDown(t, `  - {name: tpm, scope: tenant, unit: tokens, rate: 4000, per: 1m, on_failure: open}
+  - {name: all-tpm, scope: global, unit: tokens, rate: 1000, per: 1m, on_failure: open}
+`)
+	hd.down = "{acme}"
+	if x := tl.admit(100, 500); x.Verdict() != Admitted { // tpm in the fallback, all-tpm in the store
+		t.Fatalf("step 1: %v, want admitted", x.Verdict())
+	}
+	x := tl.admit(100, 400) // 500 > all-tpm's 400 left
+	if x.Verdict() != Denied || x.FromFallback() {
+		t.Fatalf("%v (from the fallback %v), want denied by all-tpm from the store", x.Verdict(), x.FromFallback())
+	}
+	r := x.Rules()
+	if len(r) != 1 || x.DeniedBy() != 0 || r[0].Rule.Name != "all-tpm" || !r[0].Denied || r[0].Status.Remaining != 400 {
+		t.Fatalf("rules %+v denied by %d, want all-tpm's alone (400 remaining), denying", r, x.DeniedBy())
+	}
 }
 
 // Only the quota the fallback judged is charged back to the store once it
