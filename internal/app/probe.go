@@ -323,6 +323,13 @@ func mastersInfo(ctx context.Context, cc *redis.ClusterClient) ([]redisInfo, err
 	return infos, err
 }
 
+// logAuthRefused logs, as an error, that the store's Redis refused
+// llmguard's credentials (err, for which redisAuthHint has a hint), with
+// the hint: what the URL should hold.
+func logAuthRefused(log *slog.Logger, err error) {
+	log.Error("the store's Redis refused llmguard's credentials: every take will fail until store.redis_url (or cluster_addrs) carries the right ones", "err", err, "hint", redisAuthHint(err))
+}
+
 // logOldRedis logs an error when the store's Redis (any master of a
 // cluster) is older than minRedis: its scripts load, but every
 // reconciliation fails at SMISMEMBER, so no charge or refund lands. A
@@ -347,8 +354,8 @@ func logOldRedis(ctx context.Context, client any, log *slog.Logger) {
 		// A Redis that refuses the credentials fails every call: say so
 		// now, with what to change (the scripts' load above failed too,
 		// often as a connection reset, which reads like a network fault).
-		if h := redisAuthHint(err); h != "" {
-			log.Error("the store's Redis refused llmguard's credentials: every take will fail until store.redis_url (or cluster_addrs) carries the right ones", "err", err, "hint", h)
+		if redisAuthHint(err) != "" {
+			logAuthRefused(log, err)
 		}
 		return
 	}

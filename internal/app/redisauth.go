@@ -14,6 +14,12 @@ import (
 // has a password (requirepass, or ACL users) and none was sent, WRONGPASS
 // when the user or password sent is not accepted. go-redis sends what the
 // redis:// URL holds (redis.ParseURL), so the hint names the URL's form.
+// A command sent unauthenticated with an argument over 16 KiB (or over
+// 10,240 arguments: FUNCTION LOAD of the scripts' library at start-up) is
+// refused before its command is read, with "ERR Protocol error:
+// unauthenticated bulk length" (or "multibulk length"; Redis 7's
+// networking.c, checked on 7.0.15): the same refusal as NOAUTH, so the
+// same hint.
 // Before, validate --connect and serve's log gave the reply alone, and a
 // platform team had to find out that the password belongs in the URL
 // (trial20).
@@ -23,7 +29,7 @@ func redisAuthHint(err error) string {
 		return ""
 	}
 	switch msg := re.Error(); {
-	case strings.HasPrefix(msg, "NOAUTH"):
+	case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "ERR Protocol error: unauthenticated"):
 		return "this Redis requires a password and none was sent: put it in the URL as redis://:PASSWORD@host:port/0, " +
 			"or redis://USER:PASSWORD@host:port/0 for an ACL user; a cluster takes such URLs in cluster_addrs"
 	case strings.HasPrefix(msg, "WRONGPASS"):

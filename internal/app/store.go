@@ -182,11 +182,22 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	lastCall := new(atomic.Int64)   // time.Now().UnixNano() of the last store call to end
 	outageFrom := new(atomic.Int64) // time.Now().UnixNano() of the first failed call of the run that opened the breaker
 	lastCall.Store(time.Now().UnixNano())
-	if err := r.Load(ctx); err != nil {
-		log.Warn("could not load the Redis scripts at start-up; they will be loaded on first use", "err", err)
+	loadErr := r.Load(ctx)
+	switch {
+	case loadErr != nil && redisAuthHint(loadErr) != "":
+		// Refused for want of credentials (Redis closes the connection
+		// after refusing FUNCTION LOAD's long argument, so the INFO
+		// that logOldRedis would send next often fails as a reset, which
+		// names no cause): said now, with what to change.
+		logAuthRefused(log, loadErr)
+		lastFailed.Store(true)
+	case loadErr != nil:
+		log.Warn("could not load the Redis scripts at start-up; they will be loaded on first use", "err", loadErr)
 		lastFailed.Store(true) // degraded until a call succeeds; probed meanwhile
+		logOldRedis(ctx, client, log)
+	default:
+		logOldRedis(ctx, client, log)
 	}
-	logOldRedis(ctx, client, log)
 
 	m := newStoreMetrics(reg)
 	failedTakeLog := &rate.Sometimes{First: 1, Interval: failedTakeLogEvery}
