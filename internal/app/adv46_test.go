@@ -46,6 +46,24 @@ func startRawUpstream(t *testing.T, answer func(c net.Conn)) string {
 }
 
 // allocatedBytes is the heap allocated by the process so far.
+// postDiscarding sends hiBody to h's chat endpoint with testKey and
+// reads the answer into io.Discard, so that a large answer adds nothing to
+// what the process allocates (allocatedBytes): its status, the bytes read
+// and the read's error.
+func postDiscarding(t *testing.T, h *harness) (status int, n int64, err error) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", h.url+"/v1/chat/completions", strings.NewReader(hiBody))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	n, err = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, n, err
+}
+
 func allocatedBytes() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
@@ -84,17 +102,8 @@ func TestAdv46InvalidUTF8AnswerCountedWithinItsSize(t *testing.T) {
 			h := startTransport(t, nil, transportYAML(url, "", "", slowTPM), nil)
 			runtime.GC()
 			before := allocatedBytes()
-			req, _ := http.NewRequest("POST", h.url+"/v1/chat/completions", strings.NewReader(hiBody))
-			req.Header.Set("Authorization", "Bearer "+testKey)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, err := io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK || err != nil || n != int64(size) {
-				t.Fatalf("status %d, %d of %d bytes, err %v", resp.StatusCode, n, size, err)
+			if status, n, err := postDiscarding(t, h); status != http.StatusOK || err != nil || n != int64(size) {
+				t.Fatalf("status %d, %d of %d bytes, err %v", status, n, size, err)
 			}
 			// The settlement, which counts the text, runs before the
 			// answer is written; its charge is held to the model's

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"runtime"
 	"strings"
 	"testing"
@@ -131,17 +130,8 @@ func TestAdv47LargeErrorAnswerSettledWithinItsSize(t *testing.T) {
 				h := startTransport(t, nil, transportYAML(url, "", "", slowTPM), nil)
 				runtime.GC()
 				before := allocatedBytes()
-				req, _ := http.NewRequest("POST", h.url+"/v1/chat/completions", strings.NewReader(hiBody))
-				req.Header.Set("Authorization", "Bearer "+testKey)
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				n, err := io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != status || err != nil || n != int64(len(tc.answer)) {
-					t.Fatalf("status %d, %d of %d bytes, err %v", resp.StatusCode, n, len(tc.answer), err)
+				if got, n, err := postDiscarding(t, h); got != status || err != nil || n != int64(len(tc.answer)) {
+					t.Fatalf("status %d, %d of %d bytes, err %v", got, n, len(tc.answer), err)
 				}
 				alloc[i] = allocatedBytes() - before
 				if out := h.scrape()["llmguard_tokens_total"].sum(map[string]string{"kind": "output"}); status == 500 && (out > 0) != tc.charged {
