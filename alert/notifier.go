@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // Defaults of Options' zero fields.
@@ -298,7 +299,7 @@ func payloadOf(c crossing) Payload {
 		Threshold: c.threshold, Spent: l.Used, Quota: l.Quota, UsedFraction: math.Round(float64(l.Used)/float64(l.Quota)*1e4) / 1e4,
 		PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd, TimeZone: l.PeriodStart.Location().String(), DetectedAt: c.at.UTC(),
 		Exhausted: l.Exhausted && c.threshold == 1 && l.Used < l.Quota}
-	if l.Unit == "micro_usd" {
+	if l.Unit == spec.MicroUSD {
 		spent, quota := float64(l.Used)/1e6, float64(l.Quota)/1e6
 		p.SpentUSD, p.QuotaUSD = &spent, &quota
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // Format is the body a webhook receives.
@@ -90,7 +92,7 @@ func slackText(p Payload) string {
 	}
 	// "(user alice, tenant acme)"; a tenant's or global budget names the
 	// tenant once: "(tenant acme)".
-	if p.Tenant != "" && !(p.Scope == "tenant" && p.Subject == p.Tenant) {
+	if p.Tenant != "" && !(p.Scope == spec.ScopeTenant.String() && p.Subject == p.Tenant) {
 		who += ", tenant " + p.Tenant
 	}
 	s := fmt.Sprintf("llmguard: budget %s (%s) %s: %s used (%.1f%%), period %s to %s",

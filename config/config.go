@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // Config is the whole llmguard configuration file, as written in YAML. Its
@@ -713,6 +715,14 @@ type Store struct {
 	HealthCheck *Duration `yaml:"health_check"`
 }
 
+// Kind is the store's Backend as package spec names it; BackendMemory for
+// a name spec does not know (Validate refuses one) or for "" before
+// Defaults fills it.
+func (s Store) Kind() spec.Backend {
+	b, _ := spec.ParseBackend(s.Backend)
+	return b
+}
+
 // DefaultHealthCheck is store.health_check when the config leaves it
 // unset: 5s, at most 12 probe takes a minute from an idle node (a busy
 // node sends none: its requests' calls count).
@@ -1034,12 +1044,12 @@ func (c *Config) applyDefaults() {
 		if l.Lease != nil && l.Lease.TTL == 0 {
 			l.Lease.TTL = Duration(DefaultLeaseTTL)
 		}
-		if l.Unit == "concurrent" && l.SlotLease == 0 {
+		if l.Unit == spec.UnitConcurrent.String() && l.SlotLease == 0 {
 			l.SlotLease = Duration(c.defaultSlotLease())
 		}
 	}
 	if c.Store.Backend == "" {
-		c.Store.Backend = "memory"
+		c.Store.Backend = spec.BackendMemory.String()
 	}
 	if c.Store.Timeout == 0 {
 		c.Store.Timeout = Duration(50 * time.Millisecond)
@@ -1059,7 +1069,7 @@ func (c *Config) applyDefaults() {
 		c.Store.PoolSize = 256
 	}
 	if c.Store.OnFailure == "" {
-		c.Store.OnFailure = "open"
+		c.Store.OnFailure = spec.FailOpen.String()
 	}
 	if c.Store.Nodes == 0 {
 		c.Store.Nodes = 1

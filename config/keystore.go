@@ -65,7 +65,7 @@ func (c *Config) validateKeyStore(p *problems) {
 	if k.MaxKeys < 0 || k.MaxKeys > MaxKeyStoreMaxKeys {
 		p.add("key_store.max_keys", "must be between 1 and %d (got %d)", MaxKeyStoreMaxKeys, k.MaxKeys)
 	}
-	if k.Enabled && c.Store.Backend != "redis" && c.Store.Backend != "redis_cluster" {
+	if k.Enabled && !c.Store.Kind().Shared() {
 		p.add("key_store.enabled", "needs store.backend redis or redis_cluster, where every node shares the keys (got %q); with the memory store, keys live in the file (keys:)", c.Store.Backend)
 	}
 }

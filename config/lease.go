@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/llmguard/llmguard/spec"
+)
 
 // checkLease reports what is wrong with limit l's lease, under field f
 // (limits[i].lease). Leases are for tenant and global limits: a node keeps
@@ -14,7 +18,7 @@ import "time"
 // unused units do not sit idle on one node while others are denied.
 func checkLease(p *problems, f string, l Limit, scale float64) {
 	ls := l.Lease
-	if l.Scope == "key" || l.Scope == "user" {
+	if l.Scope == spec.ScopeKey.String() || l.Scope == spec.ScopeUser.String() {
 		// Each node holds lease state per bucket for a while after its last
 		// use: per key or per user, callers (in pass-through, whoever
 		// presents a new key) would grow it at will. A key's or a user's

@@ -120,7 +120,7 @@ func (c *Config) validateRegions(p *problems) {
 	if x == nil {
 		return
 	}
-	if c.Store.Backend != "redis" && c.Store.Backend != "redis_cluster" {
+	if !c.Store.Kind().Shared() {
 		p.add("region_exchange", "needs store.backend redis or redis_cluster (got %q): each region's own Redis holds its shares and demand", c.Store.Backend)
 	}
 	switch {

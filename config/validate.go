@@ -29,12 +29,17 @@ func (e *Error) Error() string {
 	return "config: " + strings.Join(e.Problems, "; ")
 }
 
-// Store backends and encodings a config may name (scopes, units and
-// flavors are defined in package spec).
-var (
-	validStores = []string{"memory", "redis", "redis_cluster"}
-	knownEncs   = []string{"o200k_base", "cl100k_base", "p50k_base", "r50k_base"}
-)
+// Encodings a config may name (scopes, units, flavors, periods, store
+// backends and failure modes are defined in package spec).
+var knownEncs = []string{"o200k_base", "cl100k_base", "p50k_base", "r50k_base"}
+
+// checkFailureMode adds a problem at field unless v names a FailureMode
+// ("open" or "closed").
+func checkFailureMode(p *problems, field, v string) {
+	if _, ok := spec.ParseFailureMode(v); !ok {
+		p.add(field, "must be open or closed (got %q)%s", v, didYouMean(v, spec.FailureModeNames()))
+	}
+}
 
 // MaxLimitName is the longest limit name, in bytes: a name is repeated in
 // response headers, store keys and metric labels, which must stay small.
@@ -284,9 +289,7 @@ func (c *Config) Validate() error {
 		if _, ok := spec.ParseScope(l.Scope); !ok {
 			p.add(f+".scope", "must be one of %s (got %q)%s", strings.Join(spec.ScopeNames(), ", "), l.Scope, didYouMean(l.Scope, spec.ScopeNames()))
 		}
-		if !oneOf(l.OnFailure, []string{"open", "closed"}) {
-			p.add(f+".on_failure", "must be open or closed (got %q)%s", l.OnFailure, didYouMean(l.OnFailure, []string{"open", "closed"}))
-		}
+		checkFailureMode(&p, f+".on_failure", l.OnFailure)
 		unit, unitOK := spec.ParseUnit(l.Unit)
 		if !unitOK {
 			p.add(f+".unit", "must be one of %s (got %q)%s", strings.Join(spec.UnitNames(), ", "), l.Unit, didYouMean(l.Unit, spec.UnitNames()))
@@ -324,15 +327,15 @@ func (c *Config) Validate() error {
 	}
 
 	checkWaitQueue(&p, c.WaitQueue)
-	if !oneOf(c.Store.Backend, validStores) {
-		p.add("store.backend", "must be one of %s (got %q)%s", strings.Join(validStores, ", "), c.Store.Backend, didYouMean(c.Store.Backend, validStores))
+	if _, ok := spec.ParseBackend(c.Store.Backend); !ok {
+		p.add("store.backend", "must be one of %s (got %q)%s", strings.Join(spec.BackendNames(), ", "), c.Store.Backend, didYouMean(c.Store.Backend, spec.BackendNames()))
 	}
-	if c.Store.Backend == "redis" {
+	if c.Store.Kind() == spec.BackendRedis {
 		if _, err := url.Parse(c.Store.RedisURL); err != nil || !strings.HasPrefix(c.Store.RedisURL, "redis") {
 			p.add("store.redis_url", "must be a redis:// or rediss:// URL (got %q)%s", redactedURL(c.Store.RedisURL), withScheme(c.Store.RedisURL, "redis://", "/0"))
 		}
 	}
-	if c.Store.Backend == "redis_cluster" {
+	if c.Store.Kind() == spec.BackendRedisCluster {
 		if len(c.Store.ClusterAddrs) == 0 {
 			p.add("store.cluster_addrs", "at least one host:port is required for redis_cluster")
 		}
@@ -348,9 +351,7 @@ func (c *Config) Validate() error {
 	if c.Store.PoolSize < 0 {
 		p.add("store.pool_size", "must be positive")
 	}
-	if !oneOf(c.Store.OnFailure, []string{"open", "closed"}) {
-		p.add("store.on_failure", "must be open or closed (got %q)%s", c.Store.OnFailure, didYouMean(c.Store.OnFailure, []string{"open", "closed"}))
-	}
+	checkFailureMode(&p, "store.on_failure", c.Store.OnFailure)
 	if c.Store.Nodes < 1 {
 		p.add("store.nodes", "must be at least 1 (got %d)", c.Store.Nodes)
 	}
@@ -381,7 +382,7 @@ func (c *Config) Validate() error {
 
 	if c.Ledger.RedisStream != "" {
 		if !strings.HasPrefix(c.Ledger.RedisURL, "redis") {
-			if c.Store.Backend == "redis_cluster" {
+			if c.Store.Kind() == spec.BackendRedisCluster {
 				// The stream is written by a single-Redis client: a cluster
 				// store lends it no address, and a cluster node would answer
 				// MOVED for a key outside its slots.
@@ -637,8 +638,8 @@ func checkQuota(p *problems, f string, l Limit, scale float64) {
 	if l.Rate != 0 || l.Burst != 0 || l.Per != 0 {
 		p.add(f, "set either rate/per/burst (a token bucket) or quota/period (a calendar quota), not both")
 	}
-	if !oneOf(l.Period, []string{"day", "week", "month"}) {
-		p.add(f+".period", "must be day, week or month (got %q)%s", l.Period, didYouMean(l.Period, []string{"day", "week", "month"}))
+	if _, ok := spec.ParsePeriod(l.Period); !ok {
+		p.add(f+".period", "must be day, week or month (got %q)%s", l.Period, didYouMean(l.Period, spec.PeriodNames()))
 	}
 	if _, err := time.LoadLocation(l.Timezone); err != nil {
 		p.add(f+".timezone", "unknown time zone %q (want an IANA name such as UTC or Europe/Paris)", l.Timezone)

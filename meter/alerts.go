@@ -75,7 +75,7 @@ func (m *Meter) budgetExhausted(x *Exchange, i int) {
 
 // levelOf is quota a's level at used units for principal pr.
 func levelOf(pr policy.Principal, a Applied, used int64) BudgetLevel {
-	l := BudgetLevel{Limit: a.Rule.Name, Scope: a.Rule.Scope.String(), Tenant: pr.Tenant, Unit: a.Rule.Unit.String(),
+	l := BudgetLevel{Limit: a.Rule.Name, Scope: a.Rule.Scope.String(), Tenant: pr.Tenant, Unit: a.Rule.Unit.AmountUnit(),
 		Key: a.Key, Used: used, Quota: a.Limit.Capacity, PeriodStart: a.Limit.WindowStart, PeriodEnd: a.Limit.WindowEnd}
 	switch a.Rule.Scope {
 	case policy.ScopeKey:
@@ -84,9 +84,6 @@ func levelOf(pr policy.Principal, a Applied, used int64) BudgetLevel {
 		l.Subject = pr.User
 	case policy.ScopeTenant:
 		l.Subject = pr.Tenant
-	}
-	if a.Rule.Unit == policy.UnitUSD {
-		l.Unit = "micro_usd"
 	}
 	return l
 }

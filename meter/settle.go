@@ -10,7 +10,6 @@ import (
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/ledger"
-	"github.com/llmguard/llmguard/policy"
 	"github.com/llmguard/llmguard/spec"
 )
 
@@ -271,10 +270,7 @@ func (m *Meter) newRecord(x *Exchange, s Settlement, actual spec.Usage, known bo
 	}
 	if i := tightestRatio(x.rules); i >= 0 {
 		a := x.rules[i]
-		r.Reserved, r.ReservedUnit = a.Reserved, a.Rule.Unit.String()
-		if a.Rule.Unit == policy.UnitUSD {
-			r.ReservedUnit = "micro_usd"
-		}
+		r.Reserved, r.ReservedUnit = a.Reserved, a.Rule.Unit.AmountUnit()
 	}
 	return r
 }

@@ -37,6 +37,16 @@ const (
 	UnitConcurrent   = spec.UnitConcurrent   // requests in flight (slots)
 )
 
+// Period is a quota's calendar period; defined once in package spec.
+type Period = spec.Period
+
+// Periods a quota may use, shortest first.
+const (
+	PeriodDay   = spec.PeriodDay   // from midnight to midnight
+	PeriodWeek  = spec.PeriodWeek  // ISO 8601 week: from Monday 00:00
+	PeriodMonth = spec.PeriodMonth // from 00:00 on the 1st
+)
+
 // Rule is one compiled limit: a token bucket per subject of its scope.
 // Rules are immutable after Compile and safe for concurrent use.
 type Rule struct {
@@ -380,6 +390,10 @@ func compileRule(l config.Limit) Rule {
 	scale := 1.0
 	unit, _ := spec.ParseUnit(l.Unit)    // Compile has refused an unknown unit
 	scope, _ := spec.ParseScope(l.Scope) // and an unknown scope
+	// Validate refuses any on_failure but open and closed; an unvalidated
+	// config's other value is the default, open.
+	onFailure, _ := spec.ParseFailureMode(l.OnFailure)
+	failOpen := onFailure == spec.FailOpen
 	if unit == UnitUSD {
 		scale = 1e6
 	}
@@ -387,7 +401,7 @@ func compileRule(l config.Limit) Rule {
 		return Rule{
 			Name: l.Name, Scope: scope, Unit: unit,
 			Limit:    bucket.Slots(int64(l.Max), time.Duration(l.SlotLease)),
-			FailOpen: l.OnFailure != "closed",
+			FailOpen: failOpen,
 			PerModel: l.PerModel,
 			Shards:   1,
 			Shadow:   l.Shadow,
@@ -395,6 +409,7 @@ func compileRule(l config.Limit) Rule {
 		}
 	}
 	if l.Quota != 0 {
+		period, _ := spec.ParsePeriod(l.Period) // Validate refuses an unknown period
 		loc, err := time.LoadLocation(l.Timezone)
 		if err != nil {
 			loc = time.UTC // Validate has refused it already
@@ -402,10 +417,10 @@ func compileRule(l config.Limit) Rule {
 		return Rule{
 			Name: l.Name, Scope: scope, Unit: unit,
 			Limit:     bucket.Limit{Capacity: int64(math.Floor(l.Quota * scale))},
-			Period:    parsePeriod(l.Period),
+			Period:    period,
 			Location:  loc,
 			WarnAt:    l.WarnAt,
-			FailOpen:  l.OnFailure != "closed",
+			FailOpen:  failOpen,
 			PerModel:  l.PerModel,
 			Shards:    max(1, int(l.Shards)),
 			Shadow:    l.Shadow,
@@ -434,7 +449,7 @@ func compileRule(l config.Limit) Rule {
 		Scope:     scope,
 		Unit:      unit,
 		Limit:     limit,
-		FailOpen:  l.OnFailure != "closed",
+		FailOpen:  failOpen,
 		PerModel:  l.PerModel,
 		Shards:    max(1, int(l.Shards)),
 		Lease:     compileLease(l, scale),

@@ -1,6 +1,8 @@
 // Package spec defines, once, the closed vocabularies of an llmguard
 // specification: what a limit counts (Unit), whose bucket it takes from
-// (Scope) and which API shape an upstream speaks (Flavor). Each is a typed
+// (Scope), a quota's calendar period (Period), which API shape an upstream
+// speaks (Flavor), which store holds the buckets (Backend) and what a limit
+// does while that store cannot answer (FailureMode). Each is a typed
 // constant set with a single table of config names, so config validation,
 // policy compilation, the proxy's headers and errors, and the wiring in
 // internal/app all derive from the same definition; adding a value means

@@ -14,20 +14,33 @@ type enum struct {
 	str    func(v uint8) string
 	parse  func(s string) (uint8, bool)
 	names  []string
-	consts []uint8 // every declared constant
+	consts []uint8 // every declared constant with a name
+	// first is the value of names[0]; unnamed are declared values that
+	// print "" and that no name parses to (PeriodNone).
+	first   uint8
+	unnamed []uint8
 }
 
 func enums() []enum {
 	return []enum{
 		{"Unit", func(v uint8) string { return Unit(v).String() },
 			func(s string) (uint8, bool) { u, ok := ParseUnit(s); return uint8(u), ok },
-			UnitNames(), []uint8{uint8(UnitRequests), uint8(UnitTokens), uint8(UnitInputTokens), uint8(UnitOutputTokens), uint8(UnitUSD), uint8(UnitConcurrent)}},
+			UnitNames(), []uint8{uint8(UnitRequests), uint8(UnitTokens), uint8(UnitInputTokens), uint8(UnitOutputTokens), uint8(UnitUSD), uint8(UnitConcurrent)}, 0, nil},
 		{"Scope", func(v uint8) string { return Scope(v).String() },
 			func(s string) (uint8, bool) { u, ok := ParseScope(s); return uint8(u), ok },
-			ScopeNames(), []uint8{uint8(ScopeKey), uint8(ScopeUser), uint8(ScopeTenant), uint8(ScopeGlobal)}},
+			ScopeNames(), []uint8{uint8(ScopeKey), uint8(ScopeUser), uint8(ScopeTenant), uint8(ScopeGlobal)}, 0, nil},
 		{"Flavor", func(v uint8) string { return Flavor(v).String() },
 			func(s string) (uint8, bool) { u, ok := ParseFlavor(s); return uint8(u), ok },
-			FlavorNames(), []uint8{uint8(FlavorOpenAI), uint8(FlavorAnthropic), uint8(FlavorAzure)}},
+			FlavorNames(), []uint8{uint8(FlavorOpenAI), uint8(FlavorAnthropic), uint8(FlavorAzure)}, 0, nil},
+		{"Period", func(v uint8) string { return Period(v).String() },
+			func(s string) (uint8, bool) { u, ok := ParsePeriod(s); return uint8(u), ok },
+			PeriodNames(), []uint8{uint8(PeriodDay), uint8(PeriodWeek), uint8(PeriodMonth)}, uint8(PeriodDay), []uint8{uint8(PeriodNone)}},
+		{"Backend", func(v uint8) string { return Backend(v).String() },
+			func(s string) (uint8, bool) { u, ok := ParseBackend(s); return uint8(u), ok },
+			BackendNames(), []uint8{uint8(BackendMemory), uint8(BackendRedis), uint8(BackendRedisCluster)}, 0, nil},
+		{"FailureMode", func(v uint8) string { return FailureMode(v).String() },
+			func(s string) (uint8, bool) { u, ok := ParseFailureMode(s); return uint8(u), ok },
+			FailureModeNames(), []uint8{uint8(FailOpen), uint8(FailClosed)}, 0, nil},
 	}
 }
 
@@ -46,6 +59,12 @@ func TestEveryValueRoundTrips(t *testing.T) {
 		}
 		for v := 0; v < 256; v++ {
 			s := e.str(uint8(v))
+			if slices.Contains(e.unnamed, uint8(v)) {
+				if s != "" {
+					t.Errorf("%s(%d).String() = %q, want \"\" (a value without a name)", e.name, v, s)
+				}
+				continue
+			}
 			if !slices.Contains(e.consts, uint8(v)) {
 				if want := fmt.Sprintf("unknown(%d)", v); s != want {
 					t.Errorf("%s(%d).String() = %q, want %q", e.name, v, s, want)
@@ -55,8 +74,8 @@ func TestEveryValueRoundTrips(t *testing.T) {
 				}
 				continue
 			}
-			if v >= len(e.names) || e.names[v] != s {
-				t.Errorf("%s(%d).String() = %q, not Names()[%d] of %q", e.name, v, s, v, e.names)
+			if k := v - int(e.first); k < 0 || k >= len(e.names) || e.names[k] != s {
+				t.Errorf("%s(%d).String() = %q, not Names()[%d] of %q", e.name, v, s, k, e.names)
 			}
 			if got, ok := e.parse(s); !ok || got != uint8(v) {
 				t.Errorf("%s: Parse(%q) = %d, %v; want %d, true", e.name, s, got, ok, v)
@@ -73,8 +92,10 @@ func TestEveryValueRoundTrips(t *testing.T) {
 // Names returns a copy: a caller editing it does not change the table.
 func TestNamesIsACopy(t *testing.T) {
 	UnitNames()[0], ScopeNames()[0], FlavorNames()[0] = "x", "x", "x"
-	if UnitRequests.String() != "requests" || ScopeKey.String() != "key" || FlavorOpenAI.String() != "openai" {
-		t.Errorf("editing a Names() slice changed the table: %v %v %v", UnitRequests, ScopeKey, FlavorOpenAI)
+	PeriodNames()[0], BackendNames()[0], FailureModeNames()[0] = "x", "x", "x"
+	if UnitRequests.String() != "requests" || ScopeKey.String() != "key" || FlavorOpenAI.String() != "openai" ||
+		PeriodDay.String() != "day" || BackendMemory.String() != "memory" || FailOpen.String() != "open" {
+		t.Errorf("editing a Names() slice changed the table: %v %v %v %v %v %v", UnitRequests, ScopeKey, FlavorOpenAI, PeriodDay, BackendMemory, FailOpen)
 	}
 }
 
@@ -108,6 +129,21 @@ func TestUnitAmount(t *testing.T) {
 	} {
 		if got := c.u.Amount(c.n); got != c.want {
 			t.Errorf("%v.Amount(%d) = %q, want %q", c.u, c.n, got, c.want)
+		}
+	}
+}
+
+// AmountUnit: USD amounts are named micro_usd wherever they are written
+// as numbers; every other unit keeps its config name.
+func TestAmountUnit(t *testing.T) {
+	for v := 0; v < 256; v++ {
+		u := Unit(v)
+		want := u.String()
+		if u == UnitUSD {
+			want = "micro_usd"
+		}
+		if got := u.AmountUnit(); got != want {
+			t.Errorf("%v.AmountUnit() = %q, want %q", u, got, want)
 		}
 	}
 }

@@ -33,6 +33,20 @@ var unitNames = []string{
 // are micro-USD. A value outside the enum is "unknown(<n>)".
 func (u Unit) String() string { return name(unitNames, int(u)) }
 
+// MicroUSD is the name the ledger, budget alerts and usage reports give the
+// amounts of UnitUSD, which are micro-USD (a config says "usd").
+const MicroUSD = "micro_usd"
+
+// AmountUnit names u's amounts where they are written as numbers (ledger
+// records, alert payloads, usage reports): MicroUSD for UnitUSD, else u's
+// config name.
+func (u Unit) AmountUnit() string {
+	if u == UnitUSD {
+		return MicroUSD
+	}
+	return u.String()
+}
+
 // Amount is n units of u as a caller reads them in an error message:
 // "1200 tokens", "3 requests", and for UnitUSD (micro-USD) dollars to the
 // micro-dollar, exactly: Amount(UnitUSD, 34296) is "$0.034296",

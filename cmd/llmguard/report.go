@@ -22,6 +22,7 @@ import (
 	"github.com/llmguard/llmguard/internal/respguard"
 	"github.com/llmguard/llmguard/internal/suggest"
 	"github.com/llmguard/llmguard/ledger"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // reportCmd is `llmguard report`: one tenant's month as a self-contained
@@ -189,7 +190,7 @@ func (r *reportCmd) read(cfg *config.Config, opt report.Options, fn func(ledger.
 func monthlyBudget(cfg *config.Config, tenant string) *config.Limit {
 	for i := range cfg.Limits {
 		l := &cfg.Limits[i]
-		if l.Scope == "tenant" && l.Unit == "usd" && l.Quota > 0 && l.Period == "month" && !l.Shadow &&
+		if l.Scope == spec.ScopeTenant.String() && l.Unit == spec.UnitUSD.String() && l.Quota > 0 && l.Period == spec.PeriodMonth.String() && !l.Shadow &&
 			(len(l.Tenants) == 0 || slices.Contains(l.Tenants, tenant)) {
 			return l
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/llmguard/llmguard/internal/app"
 	"github.com/llmguard/llmguard/ledger"
+	"github.com/llmguard/llmguard/spec"
 )
 
 type usageCmd struct {
@@ -126,7 +127,7 @@ func quotaBehindLedgerNotes(rep *app.UsageReport) []string {
 	}
 	var notes []string
 	for _, q := range rep.Quotas {
-		if q.Scope != "tenant" || q.Unit != "micro_usd" || q.Model != "" ||
+		if q.Scope != spec.ScopeTenant.String() || q.Unit != spec.MicroUSD || q.Model != "" ||
 			!q.PeriodStart.Equal(rep.Period.Start) || !q.PeriodEnd.Equal(rep.Period.End) {
 			continue
 		}

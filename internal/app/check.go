@@ -175,7 +175,7 @@ func checkTLSFiles(cfg *config.Config, now time.Time) []Finding {
 // takes in-process, so shards save nothing there, while a request may
 // still be denied with units left in the shards it could not use.
 func checkShards(cfg *config.Config) []Finding {
-	if cfg.Store.Backend == "redis_cluster" {
+	if cfg.Store.Kind() == spec.BackendRedisCluster {
 		return nil
 	}
 	var out []Finding
@@ -471,7 +471,7 @@ func checkRegionPeers(cfg *config.Config) []Finding {
 	}
 	owner := map[string]string{} // Redis -> the first region found there
 	field := map[string]string{}
-	if cfg.Store.Backend == "redis" {
+	if cfg.Store.Kind() == spec.BackendRedis {
 		if at, ok := where(cfg.Store.RedisURL); ok {
 			owner[at], field[at] = cfg.Region, "store.redis_url"
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // checkLeases warns of every lease in a config whose store is the memory
@@ -11,7 +12,7 @@ import (
 // would only add bookkeeping; llmguard takes such limits as they are
 // (README, "Leases").
 func checkLeases(cfg *config.Config) []Finding {
-	if cfg.Store.Backend != "memory" {
+	if cfg.Store.Kind() != spec.BackendMemory {
 		return nil
 	}
 	var out []Finding

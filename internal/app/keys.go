@@ -19,6 +19,7 @@ import (
 	"github.com/llmguard/llmguard/internal/respguard"
 	"github.com/llmguard/llmguard/keystore"
 	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // keyStore is the node's side of the key store (README, "Managing keys"):
@@ -47,8 +48,8 @@ func openKeyStore(cfg *config.Config, reg prometheus.Registerer, log *slog.Logge
 	const io = time.Second
 	var client redis.UniversalClient
 	onError := func() {}
-	switch cfg.Store.Backend {
-	case "redis":
+	switch cfg.Store.Kind() {
+	case spec.BackendRedis:
 		opt, err := redis.ParseURL(cfg.Store.RedisURL)
 		if err != nil {
 			return nil, fmt.Errorf("app: store.redis_url: %w", err)
@@ -56,7 +57,7 @@ func openKeyStore(cfg *config.Config, reg prometheus.Registerer, log *slog.Logge
 		opt.PoolSize, opt.MinIdleConns = 4, 0
 		opt.ReadTimeout, opt.WriteTimeout, opt.DialTimeout, opt.DialerRetries = io, io, io, 1
 		client = respguard.NewClient(opt)
-	case "redis_cluster":
+	case spec.BackendRedisCluster:
 		opt, err := clusterOptions(cfg.Store)
 		if err != nil {
 			return nil, fmt.Errorf("app: %w", err)
@@ -237,7 +238,7 @@ type errorBody struct {
 func (a *App) serveKeys(ctx *fasthttp.RequestCtx, byToken bool) (int, any) {
 	if a.keys == nil {
 		msg := "the key store is off: set key_store.enabled: true (with a redis or redis_cluster store) to manage keys here"
-		if a.Config.Store.Backend == "memory" {
+		if a.Config.Store.Kind() == spec.BackendMemory {
 			msg = "the key store needs store.backend redis or redis_cluster, shared by every node: with the memory store, keys live in the config file (keys:), and `llmguard keys hash` makes their key_sha256"
 		}
 		return fasthttp.StatusNotImplemented, errorBody{msg}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/respguard"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // ProbeResult is what `llmguard validate --connect` learned of one server a
@@ -73,12 +74,12 @@ func Probe(ctx context.Context, cfg *config.Config, timeout time.Duration) []Pro
 		jobs = append(jobs, job{&ProbeResult{Target: target, Addr: addr}, run})
 	}
 	s := cfg.Store
-	switch s.Backend {
-	case "redis":
+	switch s.Kind() {
+	case spec.BackendRedis:
 		add("store.redis_url", redactURL(s.RedisURL), func(ctx context.Context, r *ProbeResult) {
 			probeRedisURL(ctx, r, s.RedisURL, timeout, false)
 		})
-	case "redis_cluster":
+	case spec.BackendRedisCluster:
 		add("store.cluster_addrs", "", func(ctx context.Context, r *ProbeResult) { probeCluster(ctx, r, s, timeout) })
 	}
 	if l := cfg.Ledger; l.RedisStream != "" && l.RedisURL != "" {

@@ -17,6 +17,7 @@ import (
 	"github.com/llmguard/llmguard/internal/respguard"
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // stores is the bucket state llmguard runs on: the main store, and for a
@@ -103,7 +104,7 @@ func (s *stores) chargerOrNil() meter.Charger {
 func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Registerer, log *slog.Logger, now func() time.Time) (*stores, error) {
 	c := cfg.Store
 	pol := live() // the policy at start-up: what is built once from it
-	if c.Backend == "memory" {
+	if c.Kind() == spec.BackendMemory {
 		mem := bucket.NewMemory(bucket.MemoryOptions{Now: now, VoidFor: time.Duration(c.VoidWindow)})
 		m := newStoreMetrics(reg)
 		// The memory store drops no reconciliation (it has no queue), but a
@@ -113,7 +114,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 		stopDropLog := logDrops(log, reconcileDropMsg, reconcileDropReasons(), reconcileDropped(nil, mem.PeriodMoved), dropLogEvery, dropLookEvery)
 		return &stores{main: timed{Store: mem, observe: m.observe}, periodMoved: mem.PeriodMoved, close: []func() error{stopDropLog, mem.Close}}, nil
 	}
-	if c.Backend != "redis" && c.Backend != "redis_cluster" {
+	if !c.Kind().Shared() {
 		return nil, fmt.Errorf("app: unknown store backend %q", c.Backend)
 	}
 	// go-redis timeouts: every call carries its own deadline (store.timeout);
@@ -128,7 +129,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	// one breaker for a single Redis); breakerName names that one breaker.
 	var masterOf func(key string) string
 	var breakerName string
-	if c.Backend == "redis" {
+	if c.Kind() == spec.BackendRedis {
 		opt, err := redis.ParseURL(c.RedisURL)
 		if err != nil {
 			return nil, fmt.Errorf("app: store.redis_url: %w", err)

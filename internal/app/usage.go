@@ -429,7 +429,7 @@ func (a *App) quotas(ctx context.Context, tenant string, now time.Time, led ledg
 					return out, err
 				}
 				q := QuotaState{Limit: r.Name, Scope: r.Scope.String(), Subject: subjectOf(r, pr), Tenant: pr.Tenant,
-					Unit: r.Unit.String(), Quota: limit.Capacity, Used: limit.Capacity - st.Remaining, Remaining: st.Remaining,
+					Unit: r.Unit.AmountUnit(), Quota: limit.Capacity, Used: limit.Capacity - st.Remaining, Remaining: st.Remaining,
 					PeriodStart: limit.WindowStart, PeriodEnd: limit.WindowEnd, DaysLeft: -1}
 				if quiet && q.Used == 0 && r.Scope != spec.ScopeGlobal {
 					continue
@@ -439,9 +439,6 @@ func (a *App) quotas(ctx context.Context, tenant string, now time.Time, led ledg
 						continue
 					}
 					q.Model = cmp.Or(model, policy.UnpricedModelKey)
-				}
-				if r.Unit == policy.UnitUSD {
-					q.Unit = "micro_usd"
 				}
 				q.UsedFraction = float64(q.Used) / float64(max(q.Quota, 1))
 				q.DaysLeft, q.LastsPeriod = daysLeft(q.Used, q.Remaining, limit.WindowStart, limit.WindowEnd, now)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // reportWindow is the calendar period a report of q covers at now: q's
@@ -20,7 +21,7 @@ import (
 // (tenantPrincipals). Errors: an unknown period or zone (ErrUsageQuery).
 func (a *App) reportWindow(q UsageQuery, now time.Time, extra []string) (usageWindow, error) {
 	w := usageWindow{chosen: "query"}
-	w.p = map[string]policy.Period{"day": policy.PeriodDay, "week": policy.PeriodWeek, "month": policy.PeriodMonth}[q.Period]
+	w.p, _ = spec.ParsePeriod(q.Period)
 	switch {
 	case q.Period == "":
 		w.p, w.chosen = a.budgetPeriod(q.Tenant, now, extra)

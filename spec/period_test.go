@@ -1,4 +1,4 @@
-package policy
+package spec
 
 import (
 	"testing"
