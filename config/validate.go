@@ -267,9 +267,9 @@ func (c *Config) Validate() error {
 			p.add("default_price", "sets no price: give input_usd_per_mtok and output_usd_per_mtok, or remove it")
 		}
 	}
-	if !oneOf(c.DefaultServiceTier, []string{"", "default", "priority", "flex"}) {
+	if _, ok := spec.ParseServiceTier(c.DefaultServiceTier); !ok && c.DefaultServiceTier != "" {
 		p.add("default_service_tier", "must be default, priority or flex (got %q)%s", c.DefaultServiceTier,
-			didYouMean(c.DefaultServiceTier, []string{"default", "priority", "flex"}))
+			didYouMean(c.DefaultServiceTier, spec.ServiceTierNames()))
 	}
 
 	lnames := map[string]bool{}

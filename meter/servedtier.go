@@ -70,7 +70,7 @@ func (x *Exchange) servedAt(served string, actual spec.Usage, cost int64) int64 
 }
 
 // pricedTiers are the tiers dearestPriced tries, as a request names them.
-var pricedTiers = [...]string{"priority", "default", "flex"}
+var pricedTiers = [...]string{spec.TierPriority.String(), spec.TierStandard.String(), spec.TierFlex.String()}
 
 // dearestPriced is the quote, among the tiers the price table prices for
 // x's model (with x's audio and geography premiums), under which actual

@@ -9,44 +9,22 @@ import (
 	"github.com/llmguard/llmguard/spec"
 )
 
-// ServiceTier is the processing tier a request asks for (OpenAI's
-// service_tier request field, https://platform.openai.com/docs/api-reference/chat/create),
-// which decides its price.
-type ServiceTier uint8
+// ServiceTier is the processing tier a request asks for, which decides its
+// price; defined once in package spec.
+type ServiceTier = spec.ServiceTier
 
 // Service tiers.
 const (
-	// TierStandard is OpenAI's "default" tier (also "scale" and any value
-	// OpenAI does not price differently).
-	TierStandard ServiceTier = iota
-	// TierPriority is "priority": faster, at a premium
-	// (https://openai.com/api-priority-processing/).
-	TierPriority
-	// TierFlex is "flex": slower, at Batch API rates
-	// (https://developers.openai.com/api/docs/guides/flex-processing).
-	TierFlex
+	TierStandard = spec.TierStandard // "default" (also "scale", "standard", Groq's "on_demand")
+	TierPriority = spec.TierPriority // "priority"
+	TierFlex     = spec.TierFlex     // "flex"
 )
-
-var tierNames = []string{TierStandard: "default", TierPriority: "priority", TierFlex: "flex"}
-
-// String is the tier's name as OpenAI spells it ("default", "priority",
-// "flex"); a value outside the enum is "unknown(<n>)".
-func (t ServiceTier) String() string {
-	if int(t) < len(tierNames) {
-		return tierNames[t]
-	}
-	return "unknown(" + strconv.Itoa(int(t)) + ")"
-}
 
 // parseTier reads a config's default_service_tier ("" is the standard
 // tier; Validate refuses other values).
 func parseTier(s string) ServiceTier {
-	for i, n := range tierNames {
-		if s == n {
-			return ServiceTier(i)
-		}
-	}
-	return TierStandard
+	t, _ := spec.ParseServiceTier(s)
+	return t
 }
 
 // modelPrices are one priced model's prices in each tier. priority is nil

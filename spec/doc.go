@@ -1,6 +1,7 @@
 // Package spec defines, once, the closed vocabularies of an llmguard
 // specification: what a limit counts (Unit), whose bucket it takes from
-// (Scope), a quota's calendar period (Period), which API shape an upstream
+// (Scope), a quota's calendar period (Period), the service tier a request
+// is priced at (ServiceTier), which API shape an upstream
 // speaks (Flavor), which store holds the buckets (Backend) and what a limit
 // does while that store cannot answer (FailureMode). Each is a typed
 // constant set with a single table of config names, so config validation,

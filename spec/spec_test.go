@@ -41,6 +41,9 @@ func enums() []enum {
 		{"FailureMode", func(v uint8) string { return FailureMode(v).String() },
 			func(s string) (uint8, bool) { u, ok := ParseFailureMode(s); return uint8(u), ok },
 			FailureModeNames(), []uint8{uint8(FailOpen), uint8(FailClosed)}, 0, nil},
+		{"ServiceTier", func(v uint8) string { return ServiceTier(v).String() },
+			func(s string) (uint8, bool) { u, ok := ParseServiceTier(s); return uint8(u), ok },
+			ServiceTierNames(), []uint8{uint8(TierStandard), uint8(TierPriority), uint8(TierFlex)}, 0, nil},
 	}
 }
 
