@@ -51,8 +51,7 @@ const (
 type Options struct {
 	// URL receives a POST per crossing; http or https (config checks it).
 	URL string
-	// Format is the body: FormatJSON (the zero value's default) or
-	// FormatSlack.
+	// Format is the body: FormatJSON (the zero value) or FormatSlack.
 	Format Format
 	// Thresholds are increasing fractions of a quota (e.g. 0.5, 0.8, 1).
 	Thresholds []float64
@@ -129,9 +128,6 @@ func New(opt Options) (*Notifier, error) {
 		return nil, fmt.Errorf("alert: thresholds must be positive and increasing (got %v)", opt.Thresholds)
 	}
 	opt.Thresholds = slices.Clone(opt.Thresholds)
-	if opt.Format == "" {
-		opt.Format = FormatJSON
-	}
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
 	}

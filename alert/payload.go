@@ -11,13 +11,13 @@ import (
 	"github.com/llmguard/llmguard/spec"
 )
 
-// Format is the body a webhook receives.
-type Format string
+// Format is the body a webhook receives; defined once in package spec.
+type Format = spec.AlertFormat
 
 // Formats of Options.Format.
 const (
-	FormatJSON  Format = "json"  // Payload as JSON
-	FormatSlack Format = "slack" // {"text": "..."}, as a Slack incoming webhook takes it
+	FormatJSON  = spec.AlertJSON  // Payload as JSON
+	FormatSlack = spec.AlertSlack // {"text": "..."}, as a Slack incoming webhook takes it
 )
 
 // Payload is the JSON body of one alert (FormatJSON): a budget (a quota

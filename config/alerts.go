@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // Defaults and bounds of alerts.webhook (README, "Reports for finance").
@@ -85,7 +87,7 @@ func (c *Config) applyAlertDefaults() {
 		return
 	}
 	if w.Format == "" {
-		w.Format = "json"
+		w.Format = spec.AlertJSON.String()
 	}
 	if w.Thresholds == nil {
 		w.Thresholds = slices.Clone(DefaultWebhookThresholds)
@@ -112,8 +114,8 @@ func (c *Config) validateAlerts(p *problems) {
 	if err := CheckWebhookURL(w.URL); err != nil {
 		p.add(f+".url", "%v", err)
 	}
-	if !oneOf(w.Format, []string{"json", "slack"}) {
-		p.add(f+".format", "must be json or slack (got %q)%s", w.Format, didYouMean(w.Format, []string{"json", "slack"}))
+	if _, ok := spec.ParseAlertFormat(w.Format); !ok {
+		p.add(f+".format", "must be json or slack (got %q)%s", w.Format, didYouMean(w.Format, spec.AlertFormatNames()))
 	}
 	if len(w.Thresholds) == 0 || len(w.Thresholds) > MaxWebhookThresholds {
 		p.add(f+".thresholds", "must list 1 to %d fractions of a quota (got %d)", MaxWebhookThresholds, len(w.Thresholds))

@@ -3,6 +3,8 @@ package config
 import (
 	"net/url"
 	"strings"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // AccessLog configures the access log: one structured line per request
@@ -57,7 +59,7 @@ type Tracing struct {
 func (c *Config) applyObserveDefaults() {
 	a := &c.AccessLog
 	if a.Format == "" {
-		a.Format = "json"
+		a.Format = spec.LogJSON.String()
 	}
 	if a.Output == "" {
 		a.Output = "stderr"
@@ -71,7 +73,7 @@ func (c *Config) applyObserveDefaults() {
 	}
 	t := &c.Tracing
 	if t.Protocol == "" {
-		t.Protocol = "grpc"
+		t.Protocol = spec.TraceGRPC.String()
 	}
 	if t.SampleRatio == nil {
 		one := 1.0
@@ -85,8 +87,8 @@ func (c *Config) applyObserveDefaults() {
 // validateObserve checks access_log and tracing.
 func (c *Config) validateObserve(p *problems) {
 	a := c.AccessLog
-	if !oneOf(a.Format, []string{"json", "text"}) {
-		p.add("access_log.format", "must be one of json, text (got %q)%s", a.Format, didYouMean(a.Format, []string{"json", "text"}))
+	if _, ok := spec.ParseLogFormat(a.Format); !ok {
+		p.add("access_log.format", "must be one of %s (got %q)%s", strings.Join(spec.LogFormatNames(), ", "), a.Format, didYouMean(a.Format, spec.LogFormatNames()))
 	}
 	if a.MaxSizeMB < 0 || a.MaxBackups < 0 {
 		p.add("access_log", "max_size_mb and max_backups must be positive")
@@ -95,8 +97,8 @@ func (c *Config) validateObserve(p *problems) {
 		p.add("access_log.sample_allowed", "must be in [0, 1] (got %v)", *r)
 	}
 	t := c.Tracing
-	if !oneOf(t.Protocol, []string{"grpc", "http"}) {
-		p.add("tracing.protocol", "must be one of grpc, http (got %q)%s", t.Protocol, didYouMean(t.Protocol, []string{"grpc", "http"}))
+	if _, ok := spec.ParseTraceProtocol(t.Protocol); !ok {
+		p.add("tracing.protocol", "must be one of %s (got %q)%s", strings.Join(spec.TraceProtocolNames(), ", "), t.Protocol, didYouMean(t.Protocol, spec.TraceProtocolNames()))
 	}
 	if r := t.SampleRatio; r != nil && !(*r >= 0 && *r <= 1) {
 		p.add("tracing.sample_ratio", "must be in [0, 1] (got %v)", *r)

@@ -29,10 +29,6 @@ func (e *Error) Error() string {
 	return "config: " + strings.Join(e.Problems, "; ")
 }
 
-// Encodings a config may name (scopes, units, flavors, periods, store
-// backends and failure modes are defined in package spec).
-var knownEncs = []string{"o200k_base", "cl100k_base", "p50k_base", "r50k_base"}
-
 // checkFailureMode adds a problem at field unless v names a FailureMode
 // ("open" or "closed").
 func checkFailureMode(p *problems, field, v string) {
@@ -221,8 +217,8 @@ func (c *Config) Validate() error {
 	}
 	for name, m := range c.Models {
 		f := fmt.Sprintf("models.%s", name)
-		if m.Encoding != "" && !oneOf(m.Encoding, knownEncs) {
-			p.add(f+".encoding", "must be one of %s (got %q)%s", strings.Join(knownEncs, ", "), m.Encoding, didYouMean(m.Encoding, knownEncs))
+		if m.Encoding != "" && !slices.Contains(spec.EncodingNames(), m.Encoding) {
+			p.add(f+".encoding", "must be one of %s (got %q)%s", strings.Join(spec.EncodingNames(), ", "), m.Encoding, didYouMean(m.Encoding, spec.EncodingNames()))
 		}
 		checkPrices(&p, f, m.Standard())
 		checkSearchFees(&p, f+".search_request_usd_per_k", m.SearchRequestUSDPerK)

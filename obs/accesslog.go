@@ -13,6 +13,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"gopkg.in/natefinch/lumberjack.v2"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // AccessLogOptions configures an AccessLog. The zero value writes JSON to
@@ -51,13 +53,14 @@ func NewAccessLog(o AccessLogOptions) (*AccessLog, error) {
 		w = os.Stderr
 	}
 	var h slog.Handler
-	switch o.Format {
-	case "", "json":
-		h = slog.NewJSONHandler(w, nil)
-	case "text":
+	f, ok := spec.ParseLogFormat(o.Format)
+	switch {
+	case !ok && o.Format != "":
+		return nil, fmt.Errorf("obs: access log format %q is not json or text", o.Format)
+	case f == spec.LogText:
 		h = slog.NewTextHandler(w, nil)
 	default:
-		return nil, fmt.Errorf("obs: access log format %q is not json or text", o.Format)
+		h = slog.NewJSONHandler(w, nil)
 	}
 	l := &AccessLog{h: h, keepAll: o.SampleAllowed >= 1}
 	if !l.keepAll {

@@ -1,6 +1,7 @@
 package obs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // TracingOptions configures Tracing. Endpoint is required unless Processor
@@ -89,8 +92,12 @@ func newExporter(o TracingOptions) (sdktrace.SpanExporter, error) {
 	}
 	isURL := strings.Contains(o.Endpoint, "://")
 	ctx := context.Background()
-	switch o.Protocol {
-	case "", "grpc":
+	protocol, ok := spec.ParseTraceProtocol(cmp.Or(o.Protocol, spec.TraceGRPC.String()))
+	if !ok {
+		return nil, fmt.Errorf("obs: tracing protocol %q is not grpc or http", o.Protocol)
+	}
+	switch protocol {
+	case spec.TraceGRPC:
 		var opts []otlptracegrpc.Option
 		if isURL {
 			opts = append(opts, otlptracegrpc.WithEndpointURL(o.Endpoint))
@@ -108,7 +115,7 @@ func newExporter(o TracingOptions) (sdktrace.SpanExporter, error) {
 			return nil, fmt.Errorf("obs: otlp/grpc exporter: %w", err)
 		}
 		return exp, nil
-	case "http":
+	case spec.TraceHTTP:
 		var opts []otlptracehttp.Option
 		if isURL {
 			opts = append(opts, otlptracehttp.WithEndpointURL(o.Endpoint))

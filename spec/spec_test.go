@@ -44,6 +44,15 @@ func enums() []enum {
 		{"ServiceTier", func(v uint8) string { return ServiceTier(v).String() },
 			func(s string) (uint8, bool) { u, ok := ParseServiceTier(s); return uint8(u), ok },
 			ServiceTierNames(), []uint8{uint8(TierStandard), uint8(TierPriority), uint8(TierFlex)}, 0, nil},
+		{"LogFormat", func(v uint8) string { return LogFormat(v).String() },
+			func(s string) (uint8, bool) { u, ok := ParseLogFormat(s); return uint8(u), ok },
+			LogFormatNames(), []uint8{uint8(LogJSON), uint8(LogText)}, 0, nil},
+		{"TraceProtocol", func(v uint8) string { return TraceProtocol(v).String() },
+			func(s string) (uint8, bool) { u, ok := ParseTraceProtocol(s); return uint8(u), ok },
+			TraceProtocolNames(), []uint8{uint8(TraceGRPC), uint8(TraceHTTP)}, 0, nil},
+		{"AlertFormat", func(v uint8) string { return AlertFormat(v).String() },
+			func(s string) (uint8, bool) { u, ok := ParseAlertFormat(s); return uint8(u), ok },
+			AlertFormatNames(), []uint8{uint8(AlertJSON), uint8(AlertSlack)}, 0, nil},
 	}
 }
 

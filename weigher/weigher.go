@@ -15,22 +15,17 @@ import (
 	"github.com/llmguard/llmguard/spec"
 )
 
-// Encoding names accepted in [Model.Encoding]: the vocabularies embedded by
-// github.com/pkoukk/tiktoken-go-loader (names as in OpenAI's tiktoken,
-// https://github.com/openai/tiktoken/blob/main/tiktoken_ext/openai_public.py).
+// Encoding names accepted in [Model.Encoding]; defined once in package
+// spec (the vocabularies embedded by github.com/pkoukk/tiktoken-go-loader).
 const (
-	// EncodingO200k is the GPT-4o / GPT-4.1 / GPT-5 / o-series vocabulary.
-	EncodingO200k = "o200k_base"
-	// EncodingCL100k is the GPT-4 / GPT-3.5-turbo vocabulary.
-	EncodingCL100k = "cl100k_base"
-	// EncodingP50k is the legacy Codex / text-davinci-002/003 vocabulary.
-	EncodingP50k = "p50k_base"
-	// EncodingR50k is the legacy GPT-3 vocabulary.
-	EncodingR50k = "r50k_base"
+	EncodingO200k  = spec.EncodingO200k  // GPT-4o / GPT-4.1 / GPT-5 / o-series
+	EncodingCL100k = spec.EncodingCL100k // GPT-4 / GPT-3.5-turbo
+	EncodingP50k   = spec.EncodingP50k   // legacy Codex / text-davinci-002/003
+	EncodingR50k   = spec.EncodingR50k   // legacy GPT-3
 )
 
 // knownEncodings are the encodings New can build offline.
-var knownEncodings = []string{EncodingO200k, EncodingCL100k, EncodingP50k, EncodingR50k}
+var knownEncodings = spec.EncodingNames()
 
 // familyEncodings maps a model-name prefix to its encoding, longest prefix
 // first, following OpenAI's tiktoken model table

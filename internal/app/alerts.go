@@ -9,6 +9,7 @@ import (
 	"github.com/llmguard/llmguard/alert"
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // openAlerts starts the budget alert notifier of alerts.webhook; nil when
@@ -27,7 +28,8 @@ func openAlerts(cfg *config.Config, st *stores, reg prometheus.Registerer, log *
 	if c, ok := st.client.(alert.SetNXer); ok && st.client != nil {
 		claimer = &alert.RedisClaimer{Client: c, Now: now}
 	}
-	return alert.New(alert.Options{URL: w.URL, Format: alert.Format(w.Format), Thresholds: w.Thresholds, Headers: w.Headers,
+	format, _ := spec.ParseAlertFormat(w.Format) // Validate refuses another name
+	return alert.New(alert.Options{URL: w.URL, Format: format, Thresholds: w.Thresholds, Headers: w.Headers,
 		Timeout: time.Duration(w.Timeout), MaxAttempts: w.MaxAttempts, Queue: w.Queue, Claimer: claimer, Now: now,
 		Registerer: reg, Logger: log})
 }
