@@ -638,12 +638,14 @@ func (c *bpeCounter) memoPieces(m *pieceMemo, text string, i, stop int) (n int64
 			if i+16 <= len(text) { // pieceKey's loads from the piece's start
 				w := text[i : i+16]
 				lo, hi = le64(w[:8]), le64(w[8:16])
+				// the masks from a table: a variable shift must
+				// take its count in CX, which holds the text
+				// here, and moving it cost a piece some 6
+				// instructions
 				if l <= 8 {
-					// & 63: the shift is below 64 (3 ≤ l), and
-					// saying so spares the test for a wider one
-					lo, hi = lo&(^uint64(0)>>((64-8*l)&63)), 0
+					lo, hi = lo&lowBytes[l&15], 0
 				} else {
-					hi &= ^uint64(0) >> ((128 - 8*l) & 63)
+					hi &= lowBytes[(l-8)&15]
 				}
 			} else if l <= 8 { // pieceKeyPacked's, from its end
 				lo = le64(text[j-8:j]) >> ((64 - 8*l) & 63)
@@ -667,6 +669,10 @@ func (c *bpeCounter) memoPieces(m *pieceMemo, text string, i, stop int) (n int64
 	}
 	return n, i
 }
+
+// lowBytes[k] keeps the low k bytes of a word (k ≤ 8), for memoPieces'
+// keys; the rest of its 16 entries are never read.
+var lowBytes = [16]uint64{0, 0xff, 0xffff, 0xffffff, 0xffffffff, 0xffffffffff, 0xffffffffffff, 0xffffffffffffff, ^uint64(0)}
 
 // pieceAt, memoMissAt and memoTokensAt are memoPieces' calls of piece,
 // memoMiss and memoTokens with the loop's i (or j) and n passed through
