@@ -133,3 +133,35 @@ func TestAtRuneSameAsDecode(t *testing.T) {
 		}
 	}
 }
+
+// TestPiecesUncheckedSameAsPlain: countPieces of text that is not valid
+// UTF-8, with and without its check, and stopped at every byte, gives
+// the plain loop's tokens, end and ok: checked, both stop at the first
+// piece of the general matcher that is not valid UTF-8; unchecked, the
+// fast loop (memoPieces stops there) counts that piece and goes on, as
+// the plain loop does.
+func TestPiecesUncheckedSameAsPlain(t *testing.T) {
+	fast, plain := plainCounters(t)
+	texts := []string{"!\xff", "9\xff", "ab\xffcd ef", "word \xe2\x82 and more words\xff\xfe, then 123 and \xc3(",
+		strings.Repeat("padding to reach sixteen bytes \xff", 3)}
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 300 {
+		b := []byte(randomText(r, 1+r.IntN(40)))
+		b[r.IntN(len(b))] = byte(0x80 + r.IntN(0x80))
+		texts = append(texts, string(b))
+	}
+	for _, s := range texts {
+		for k, c := range fast {
+			for stop := 1; stop <= len(s); stop++ {
+				for _, check := range []bool{true, false} {
+					n, end, ok := c.countPieces(s, 0, stop, check)
+					pn, pend, pok := plain[k].countPieces(s, 0, stop, check)
+					if n != pn || end != pend || ok != pok {
+						t.Fatalf("o200k %v: countPieces(%q, 0, %d, %v) = %d, %d, %v; the plain loop says %d, %d, %v",
+							c.o200k, s, stop, check, n, end, ok, pn, pend, pok)
+					}
+				}
+			}
+		}
+	}
+}

@@ -1448,16 +1448,18 @@ func plainRun(b []byte, i int, high uint64, stop *[256]uint8) int {
 func escRun(b []byte, i int, high uint64, stop *[256]uint8) (int, bool) {
 	esc := false
 	for {
-		if high != 0 {
-			for ; i+8 <= len(b); i += 8 {
-				if m := stopMaskUTF8(binary.LittleEndian.Uint64(b[i : i+8])); m != 0 {
+		// i ≤ last bounds the loop and, to the compiler, the load
+		// (b[i:i+8] with i+8 ≤ len(b) cost a word three compares)
+		if last := len(b) - 8; high != 0 {
+			for ; i <= last; i += 8 {
+				if m := stopMaskUTF8(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 					i += bits.TrailingZeros64(m) / 8 // the first byte that ends the run
 					goto stopped
 				}
 			}
 		} else {
-			for ; i+8 <= len(b); i += 8 {
-				if m := stopMask(binary.LittleEndian.Uint64(b[i:i+8]), 0); m != 0 {
+			for ; i <= last; i += 8 {
+				if m := stopMask(binary.LittleEndian.Uint64(b[i:]), 0); m != 0 {
 					i += bits.TrailingZeros64(m) / 8
 					goto stopped
 				}
