@@ -275,7 +275,16 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 			}
 			switch call.Result {
 			case bucket.ResultOK:
-				if lastFailed.Load() && lastFailed.Swap(false) {
+				if lastFailed.Load() {
+					lastFailed.Store(false)
+				}
+				// The run ends where the store answers again: on a cluster,
+				// once no master's last call failed. A call another master
+				// served says nothing of the one that failed (trial22: a
+				// master killed, its tenant's next take failed, and the next
+				// request of a tenant on a live master logged "store answers
+				// again" 5 ms later, the master still down).
+				if run.failed.Load() > 0 && (masterOf == nil || !anyMasterFailing(guard.Breakers())) {
 					if failed, since, logged := run.end(); logged {
 						log.Info("store answers again after failed calls; limits are taken from it again",
 							"failed_calls", failed, "since_first_failure", time.Since(since).Round(time.Millisecond))
@@ -656,6 +665,18 @@ func (f *factorCollector) Collect(ch chan<- prometheus.Metric) {
 				bucket.OverAdmissionOf(rule.LimitAt(now), f.nodes, 0).Factor, rule.Name)
 		}
 	}
+}
+
+// anyMasterFailing reports whether one of brs (Guarded.Breakers) is not
+// closed or had its master's last call fail: a run of failed calls has not
+// ended while one has.
+func anyMasterFailing(brs []bucket.BreakerStatus) bool {
+	for _, b := range brs {
+		if b.Failing || b.State != bucket.BreakerClosed {
+			return true
+		}
+	}
+	return false
 }
 
 // failureRun is the store's current run of failed calls: those since the
