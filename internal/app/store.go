@@ -179,8 +179,17 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	lastFailed := new(atomic.Bool)
-	lastCall := new(atomic.Int64)   // time.Now().UnixNano() of the last store call to end
-	outageFrom := new(atomic.Int64) // time.Now().UnixNano() of the first failed call of the run that opened the breaker
+	lastCall := new(atomic.Int64) // time.Now().UnixNano() of the last store call to end
+	// outageFrom: by master (BreakerStatus.Master), when the outage its
+	// breaker's open began (a time.Time), from its open to its close; one
+	// per master, so that another master's breaker opening later does not
+	// move it (trial22: a master down 48 s logged outage=30.667s, counted
+	// from when the cluster went down for every key 18 s after the kill).
+	var outageFrom sync.Map
+	// firstFailure: by master (Call.Master), its first failed call's time
+	// (a time.Time) since the run of failures began; cleared where the run
+	// ends (every master answers) and at the master's breaker's close.
+	var firstFailure sync.Map
 	lastCall.Store(time.Now().UnixNano())
 	loadErr := r.Load(ctx)
 	switch {
@@ -251,13 +260,28 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 				// where the breaker opened: an idle node's probes take
 				// min_calls × open_for/2 to open it (trial16: Redis down
 				// 26 s logged outage=6.014s, the time since it opened).
-				outageFrom.Store(run.since(time.Now()).UnixNano())
+				// On a cluster, from the master's own first failure; the
+				// call that opens the breaker is reported after this, so a
+				// master without one began failing now.
+				began := run.since(time.Now())
+				if masterOf != nil {
+					began = time.Now()
+					if first, ok := firstFailure.Load(master); ok {
+						began = first.(time.Time)
+					}
+				}
+				outageFrom.Store(master, began)
 				run.logged.Store(false) // the breaker's close line ends it
 				log.Warn("store circuit breaker", "master", master, "from", from.String(), "to", to.String())
 				logFactors() // once per outage
 			case to == bucket.BreakerClosed:
+				began := time.Now()
+				if b, ok := outageFrom.LoadAndDelete(master); ok {
+					began = b.(time.Time)
+				}
+				firstFailure.Delete(master)
 				log.Info("store circuit breaker: the store answers again, limits are taken from it again", "master", master, "from", from.String(), "to", to.String(),
-					"outage", time.Since(time.Unix(0, outageFrom.Load())).Round(time.Millisecond))
+					"outage", time.Since(began).Round(time.Millisecond))
 			default:
 				log.Debug("store circuit breaker", "master", master, "from", from.String(), "to", to.String())
 			}
@@ -285,6 +309,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 				// request of a tenant on a live master logged "store answers
 				// again" 5 ms later, the master still down).
 				if run.failed.Load() > 0 && (masterOf == nil || !anyMasterFailing(guard.Breakers())) {
+					firstFailure.Clear()
 					if failed, since, logged := run.end(); logged {
 						log.Info("store answers again after failed calls; limits are taken from it again",
 							"failed_calls", failed, "since_first_failure", time.Since(since).Round(time.Millisecond))
@@ -293,6 +318,11 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 			case bucket.ResultFailed:
 				lastFailed.Store(true)
 				run.fail()
+				if call.Master != "" {
+					if _, ok := firstFailure.Load(call.Master); !ok {
+						firstFailure.LoadOrStore(call.Master, time.Now())
+					}
+				}
 				reloadCluster()
 				if probe {
 					m.errors.WithLabelValues("probe", call.Kind.String()).Inc()
