@@ -180,8 +180,17 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	lastFailed := new(atomic.Bool)
-	lastCall := new(atomic.Int64)   // time.Now().UnixNano() of the last store call to end
-	outageFrom := new(atomic.Int64) // time.Now().UnixNano() of the first failed call of the run that opened the breaker
+	lastCall := new(atomic.Int64) // time.Now().UnixNano() of the last store call to end
+	// outageFrom: by master (BreakerStatus.Master), when the outage its
+	// breaker's open began (a time.Time), from its open to its close; one
+	// per master, so that another master's breaker opening later does not
+	// move it (trial22: a master down 48 s logged outage=30.667s, counted
+	// from when the cluster went down for every key 18 s after the kill).
+	var outageFrom sync.Map
+	// firstFailure: by master (Call.Master), its first failed call's time
+	// (a time.Time) since the run of failures began; cleared where the run
+	// ends (every master answers) and at the master's breaker's close.
+	var firstFailure sync.Map
 	lastCall.Store(time.Now().UnixNano())
 	loadErr := r.Load(ctx)
 	switch {
@@ -252,13 +261,28 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 				// where the breaker opened: an idle node's probes take
 				// min_calls × open_for/2 to open it (trial16: Redis down
 				// 26 s logged outage=6.014s, the time since it opened).
-				outageFrom.Store(run.since(time.Now()).UnixNano())
+				// On a cluster, from the master's own first failure; the
+				// call that opens the breaker is reported after this, so a
+				// master without one began failing now.
+				began := run.since(time.Now())
+				if masterOf != nil {
+					began = time.Now()
+					if first, ok := firstFailure.Load(master); ok {
+						began = first.(time.Time)
+					}
+				}
+				outageFrom.Store(master, began)
 				run.logged.Store(false) // the breaker's close line ends it
 				log.Warn("store circuit breaker", "master", master, "from", from.String(), "to", to.String())
 				logFactors() // once per outage
 			case to == bucket.BreakerClosed:
+				began := time.Now()
+				if b, ok := outageFrom.LoadAndDelete(master); ok {
+					began = b.(time.Time)
+				}
+				firstFailure.Delete(master)
 				log.Info("store circuit breaker: the store answers again, limits are taken from it again", "master", master, "from", from.String(), "to", to.String(),
-					"outage", time.Since(time.Unix(0, outageFrom.Load())).Round(time.Millisecond))
+					"outage", time.Since(began).Round(time.Millisecond))
 			default:
 				log.Debug("store circuit breaker", "master", master, "from", from.String(), "to", to.String())
 			}
@@ -276,7 +300,17 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 			}
 			switch call.Result {
 			case bucket.ResultOK:
-				if lastFailed.Load() && lastFailed.Swap(false) {
+				if lastFailed.Load() {
+					lastFailed.Store(false)
+				}
+				// The run ends where the store answers again: on a cluster,
+				// once no master's last call failed. A call another master
+				// served says nothing of the one that failed (trial22: a
+				// master killed, its tenant's next take failed, and the next
+				// request of a tenant on a live master logged "store answers
+				// again" 5 ms later, the master still down).
+				if run.failed.Load() > 0 && (masterOf == nil || !anyMasterFailing(guard.Breakers())) {
+					firstFailure.Clear()
 					if failed, since, logged := run.end(); logged {
 						log.Info("store answers again after failed calls; limits are taken from it again",
 							"failed_calls", failed, "since_first_failure", time.Since(since).Round(time.Millisecond))
@@ -285,6 +319,11 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 			case bucket.ResultFailed:
 				lastFailed.Store(true)
 				run.fail()
+				if call.Master != "" {
+					if _, ok := firstFailure.Load(call.Master); !ok {
+						firstFailure.LoadOrStore(call.Master, time.Now())
+					}
+				}
 				reloadCluster()
 				if probe {
 					m.errors.WithLabelValues("probe", call.Kind.String()).Inc()
@@ -657,6 +696,18 @@ func (f *factorCollector) Collect(ch chan<- prometheus.Metric) {
 				bucket.OverAdmissionOf(rule.LimitAt(now), f.nodes, 0).Factor, rule.Name)
 		}
 	}
+}
+
+// anyMasterFailing reports whether one of brs (Guarded.Breakers) is not
+// closed or had its master's last call fail: a run of failed calls has not
+// ended while one has.
+func anyMasterFailing(brs []bucket.BreakerStatus) bool {
+	for _, b := range brs {
+		if b.Failing || b.State != bucket.BreakerClosed {
+			return true
+		}
+	}
+	return false
 }
 
 // failureRun is the store's current run of failed calls: those since the
