@@ -139,11 +139,12 @@ type ShardedDecision struct {
 // every shard it could move to failed; the take then returns, over the
 // items served, the Decision with a *PartialError naming the failed items
 // (ShardedItem indexes; their Statuses and Taken empty), or, when no item
-// was served, the first failure, whole. A failure that timed out moves
-// nothing on (each such try waits out the caller's deadline: a master
-// that does not answer would cost that once per shard; a Guarded store's
-// breaker soon rejects its calls unsent, which moves on at once). Without
-// the mark, a failure ends the take as before.
+// was served, the first failure, whole. A take moves on after one try
+// that timed out, not after a second (each such try waits out the
+// caller's deadline: a store that does not answer at all would cost that
+// once per shard; a Guarded store's breaker soon rejects a silent
+// master's calls unsent, which moves on at once). Without the mark, a
+// failure ends the take as before.
 //
 // Never over-admission: the shards' capacities and rates add up to the
 // limit's, and each try is all or nothing. Under-admission: a denial
@@ -183,6 +184,7 @@ func TakeSharded(ctx context.Context, s Store, requestID string, items []Sharded
 	// failure (WithPartial only).
 	var fails *shardFails
 	partial := PartialAllowed(ctx)
+	timeouts := 0 // the tries that timed out
 	hit := &cachedTry{}
 	ctx = context.WithValue(ctx, cachedTryKey{}, hit)
 	for try := 0; ; try++ {
@@ -197,7 +199,7 @@ func TakeSharded(ctx context.Context, s Store, requestID string, items []Sharded
 		var pe *PartialError
 		if err != nil {
 			if pe = AsPartial(err); pe == nil || len(d.Buckets) != len(flat) {
-				if !partial || errors.Is(err, ErrInvalid) || errors.Is(err, ErrVoided) || KindOf(err) == KindTimeout {
+				if !partial || errors.Is(err, ErrInvalid) || errors.Is(err, ErrVoided) || timedOut(err, &timeouts) {
 					return ShardedDecision{}, err
 				}
 				// Failed whole: every sharded item moves on, when one can.
@@ -228,7 +230,7 @@ func TakeSharded(ctx context.Context, s Store, requestID string, items []Sharded
 		}
 		moved := false
 		if pe != nil {
-			moved = fails.fail(pe, owner, plans, KindOf(pe.Err) != KindTimeout)
+			moved = fails.fail(pe, owner, plans, !timedOut(pe.Err, &timeouts))
 		}
 		if d.Allowed && moved {
 			// A sharded item moves on to shards that did not fail: give
@@ -300,6 +302,16 @@ func TakeSharded(ctx context.Context, s Store, requestID string, items []Sharded
 		}
 		return out, fails.err()
 	}
+}
+
+// timedOut counts a failure err that timed out in *n, and reports whether
+// it is one more than a take moves on after: a second timeout.
+func timedOut(err error, n *int) bool {
+	if KindOf(err) != KindTimeout {
+		return false
+	}
+	*n++
+	return *n > 1
 }
 
 // shardFails is what failed in a TakeSharded made with WithPartial: the
