@@ -79,6 +79,10 @@ type PartialError struct {
 	// failed part was rejected unsent, the rejection (wrapping
 	// ErrNotSent): what MayHaveApplied reads.
 	Err error
+	// causes are the failures of every part that failed (Err the first),
+	// each a *StoreError naming a key of its part: a Guarded store counts
+	// each against its own master's breaker. Nil: Err alone.
+	causes []error
 }
 
 // Error reads "bucket: take served in part: <n> of the items failed: <Err>".
