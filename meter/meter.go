@@ -583,7 +583,6 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	// of most policies need none (the store reads its own).
 	var now time.Time
 	haveNow := false
-	leased := false
 	items := inline(x.itemBuf[:], len(rules))
 	x.rules = inline(x.ruleBuf[:], len(rules))
 	var keys ruleKeys
@@ -602,7 +601,6 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		if x.peek {
 			it.Cost, it.Lease = 0, bucket.Lease{} // a status read (wait.go)
 		}
-		leased = leased || it.Lease.Size != 0
 		x.rules[i] = Applied{Rule: rule, Key: key, Limit: it.Limit, Reserved: units}
 	}
 	// No deadline here: a remote store is wrapped in bucket.Guarded, which
@@ -624,10 +622,9 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		d, taken, held = sd.Decision, sd.Taken, heldTake{id: sd.ID, taken: sd.Taken}
 	case m.statuses != nil: // the statuses in the Exchange: no allocation
 		d, err = m.statuses.TakeInto(context.Background(), r.ID, items, x.statusBuf[:])
-	case leased: // a leased take fails whole (bucket.WithPartial)
-		d, err = m.opt.Store.Take(context.Background(), r.ID, items)
 	default:
-		// A Redis Cluster master down fails only its rules (partial.go).
+		// A Redis Cluster master down fails only its rules (partial.go); a
+		// leased rule's once its lease is spent and the refill failed.
 		d, err = m.opt.Store.Take(partialTakes, r.ID, items)
 	}
 	if errors.Is(err, bucket.ErrInvalid) {

@@ -2,6 +2,7 @@ package meter
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -126,7 +127,7 @@ type heldTake struct {
 // giveBack gives the store back what its take of items, decided by d,
 // took from the buckets not at failed (the served part of a take served
 // in part), held as h says: Store.Void of h.id, Reconcile of the negated
-// costs for an empty one. A failure is logged: the units then come back
+// costs for an empty one and for a leased bucket. A failure is logged: the units then come back
 // as the buckets refill (a Void held by the AsyncReconciler is replayed).
 func (x *Exchange) giveBack(items []bucket.Item, d bucket.Decision, failed []int, h heldTake) {
 	served := make([]bucket.Item, 0, len(items))
@@ -154,15 +155,24 @@ func (x *Exchange) giveBack(items []bucket.Item, d bucket.Decision, failed []int
 		return
 	}
 	m, id := x.m, h.id
-	var err error
-	if id != "" {
-		err = m.opt.Store.Void(context.Background(), id, served)
-	} else {
-		deltas := make([]bucket.Delta, len(served))
-		for j, it := range served {
-			deltas[j] = bucket.Delta{Key: it.Key, Limit: it.Limit, Units: -it.Cost}
+	// A leased bucket's take cannot be voided (bucket.Leased spent part of
+	// it from its lease, which took it from the bucket before): its cost
+	// goes back to the bucket as a refund, as an empty id's takes do.
+	var voided []bucket.Item
+	var deltas []bucket.Delta
+	for _, it := range served {
+		if id != "" && it.Lease.Size == 0 {
+			voided = append(voided, it)
+		} else {
+			deltas = append(deltas, bucket.Delta{Key: it.Key, Limit: it.Limit, Units: -it.Cost})
 		}
-		err = m.opt.Store.Reconcile(context.Background(), "", deltas)
+	}
+	var err error
+	if len(voided) > 0 {
+		err = m.opt.Store.Void(context.Background(), id, voided)
+	}
+	if len(deltas) > 0 {
+		err = errors.Join(err, m.opt.Store.Reconcile(context.Background(), "", deltas))
 	}
 	if err != nil {
 		m.log.Warn("could not give back the take of the store's healthy part", "err", err, "request_id", x.req.ID)

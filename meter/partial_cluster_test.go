@@ -240,9 +240,14 @@ type clusterStack struct {
 
 func newClusterStack(t *testing.T, cluster *redistest.Cluster, pol *policy.Policy) *clusterStack {
 	t.Helper()
+	return newClusterStackOn(t, cluster.Client(), pol)
+}
+
+// newClusterStackOn is newClusterStack over the cluster client cc.
+func newClusterStackOn(t *testing.T, cc *redis.ClusterClient, pol *policy.Policy) *clusterStack {
+	t.Helper()
 	ctx := context.Background()
-	st := &clusterStack{t: t, pol: pol, cc: cluster.Client()}
-	cc := st.cc
+	st := &clusterStack{t: t, pol: pol, cc: cc}
 	var err error
 	if st.r, err = bucket.NewRedis(bucket.RedisOptions{Client: cc}); err != nil {
 		t.Fatal(err)
