@@ -146,7 +146,15 @@ type LeaseOptions struct {
 // reconciliation deltas of leased buckets apply to the shared bucket.
 // While the store is unavailable, leases held may still be spent; a take
 // that needs the store fails as the store's does, with its local
-// deductions put back.
+// deductions put back. A take made with WithPartial is served in part
+// instead when the store's part failed for some items only (a Redis
+// Cluster master down: a *PartialError), or whole while other items were
+// served by their leases: the failed items' deductions are put back, their
+// leases keep what they hold (spendable by later takes), and the take
+// returns the Decision over the served items with a *PartialError naming
+// the failed ones (see PartialError). A failed refill's lease comes back
+// when the master does: units the lease held when its return failed are
+// lost to the bucket until it refills (OnReturnError).
 //
 // The statuses of leased items in a Decision are this node's estimate: the
 // level the store last reported, refilled since, plus what the lease holds.
