@@ -232,9 +232,11 @@ func TakeSharded(ctx context.Context, s Store, requestID string, items []Sharded
 		if pe != nil {
 			moved = fails.fail(pe, owner, plans, !timedOut(pe.Err, &timeouts))
 		}
-		if d.Allowed && moved {
-			// A sharded item moves on to shards that did not fail: give
-			// the served part of this try back before the next.
+		if d.Allowed && (moved || fails.servedOfFailed(owner, pe)) {
+			// A sharded item moves on to shards that did not fail, or one
+			// failed while some of its shards took: give the served part
+			// of this try back before the next (which leaves a failed item
+			// out).
 			if err := giveBackTry(s, id, flat, pe.Failed); err != nil {
 				return ShardedDecision{}, err
 			}
@@ -336,6 +338,21 @@ func (sf *shardFails) deadOf(i int) []bool {
 		return nil
 	}
 	return sf.dead[i]
+}
+
+// servedOfFailed reports whether a bucket of a try (owned by owner) that
+// did not fail (not in pe.Failed) belongs to an item that failed: one of
+// several shards of an item whose other shards failed.
+func (sf *shardFails) servedOfFailed(owner []int, pe *PartialError) bool {
+	if sf == nil || pe == nil {
+		return false
+	}
+	for f, i := range owner {
+		if sf.item[i] && !slices.Contains(pe.Failed, f) {
+			return true
+		}
+	}
+	return false
 }
 
 // kill records that shard j of item i (of k shards) failed.
