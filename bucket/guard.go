@@ -490,15 +490,15 @@ func (g *Guarded) takeServed(ctx context.Context, requestID string, items []Item
 			d.Windows[at[j]] = w
 		}
 	}
-	cause := rejected
+	out := &PartialError{Failed: failed, Err: rejected}
 	if pe != nil {
 		for _, j := range pe.Failed {
-			failed = append(failed, at[j])
+			out.Failed = append(out.Failed, at[j])
 		}
-		slices.Sort(failed)
-		cause = err // the served part's failure: it may have been applied
+		slices.Sort(out.Failed)
+		out.Err, out.causes = err, pe.causes // the served part's failure: it may have been applied
 	}
-	return d, &PartialError{Failed: failed, Err: cause}
+	return d, out
 }
 
 // Reconcile implements Store within ReconcileTimeout. Deltas are checked
@@ -751,6 +751,32 @@ func (g *Guarded) blame(err error, brs []*breaker) int {
 	return slices.IndexFunc(brs, func(b *breaker) bool { return b.master == master })
 }
 
+// blameEach places each of causes (the failures of the parts of a take
+// served in part) on the breaker of brs blame names: out[i] is the first
+// cause placed on brs[i], nil when none was. A cause blame places on none
+// is placed on every breaker without one.
+func (g *Guarded) blameEach(causes []error, brs []*breaker) []error {
+	out := make([]error, len(brs))
+	var unplaced error
+	for _, c := range causes {
+		if i := g.blame(c, brs); i >= 0 {
+			if out[i] == nil {
+				out[i] = c
+			}
+		} else if unplaced == nil {
+			unplaced = c
+		}
+	}
+	if unplaced != nil {
+		for i := range out {
+			if out[i] == nil {
+				out[i] = unplaced
+			}
+		}
+	}
+	return out
+}
+
 // partUnavailable reports whether err, the failure of one element of a
 // batch the store otherwise served, says that the part of the store holding
 // the element's keys could not serve it — a timeout or a broken or refused
@@ -788,8 +814,9 @@ func busyReply(err error) bool {
 // do runs call, whose keys live on the masters of brs, through their
 // breakers with its own deadline: sent only when every one lets it
 // through. It counts the outcome on each (a failure on the master blame
-// places it on, the others not counted) and returns the error to give the
-// caller.
+// places it on, the others not counted; a take served in part counts each
+// failed part's failure on its own master: blameEach) and returns the
+// error to give the caller.
 func (g *Guarded) do(ctx context.Context, op Op, timeout time.Duration, brs []*breaker, call func(context.Context) error) error {
 	start := time.Now()
 	background, _ := ctx.Value(backgroundKey{}).(bool)
@@ -822,19 +849,27 @@ func (g *Guarded) do(ctx context.Context, op Op, timeout time.Duration, brs []*b
 	default:
 		c.Result, c.Kind, c.Err = ResultFailed, KindOf(inner), inner
 		blamed := g.blame(inner, brs)
+		var each []error // a take served in part: each failed part's cause, on its master
+		if pe := AsPartial(inner); pe != nil && len(pe.causes) > 1 && len(brs) > 1 {
+			each, blamed = g.blameEach(pe.causes, brs), -2
+		}
 		for i, b := range brs {
-			if blamed >= 0 && i != blamed {
+			if each != nil && each[i] == nil || blamed >= 0 && i != blamed {
 				done[i](uncountedError{errNotCounted})
 				continue
 			}
-			b.fail(inner)
+			cause := inner
+			if each != nil {
+				cause = each[i]
+			}
+			b.fail(cause)
 			if c.Master == "" {
 				c.Master = g.routed(b.master)
 			}
 			if background {
-				done[i](uncountedError{inner})
+				done[i](uncountedError{cause})
 			} else {
-				done[i](inner)
+				done[i](cause)
 			}
 		}
 		err = &unavailableError{op: op, cause: inner}

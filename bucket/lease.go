@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -145,7 +146,15 @@ type LeaseOptions struct {
 // reconciliation deltas of leased buckets apply to the shared bucket.
 // While the store is unavailable, leases held may still be spent; a take
 // that needs the store fails as the store's does, with its local
-// deductions put back.
+// deductions put back. A take made with WithPartial is served in part
+// instead when the store's part failed for some items only (a Redis
+// Cluster master down: a *PartialError), or whole while other items were
+// served by their leases: the failed items' deductions are put back, their
+// leases keep what they hold (spendable by later takes), and the take
+// returns the Decision over the served items with a *PartialError naming
+// the failed ones (see PartialError). A failed refill's lease comes back
+// when the master does: units the lease held when its return failed are
+// lost to the bucket until it refills (OnReturnError).
 //
 // The statuses of leased items in a Decision are this node's estimate: the
 // level the store last reported, refilled since, plus what the lease holds.
@@ -317,9 +326,7 @@ func (l *Leased) Take(ctx context.Context, requestID string, items []Item) (Deci
 	for waits := 0; ; waits++ {
 		p := l.plan(items, now, waits < maxWaits, waits > 0)
 		if p.wait == nil {
-			// A leased take fails whole: its lease accounting is not split
-			// by part (WithPartial).
-			return l.run(withoutPartial(ctx), requestID, items, p, now)
+			return l.run(ctx, requestID, items, p, now)
 		}
 		l.waiting.Add(1)
 		select {
@@ -475,7 +482,7 @@ func (l *Leased) run(ctx context.Context, requestID string, items []Item, p plan
 		// groups). A denial by a bucket asked for no lease stands: the
 		// take again would ask it for the same cost (one store call and,
 		// over a DenyCache, one cached denial a request, not two).
-		l.observe(items, p.uses, at, d, now)
+		l.observe(items, p.uses, at, d, nil, now)
 		for i := range p.uses {
 			p.uses[i].fill = 0
 		}
@@ -485,7 +492,11 @@ func (l *Leased) run(ctx context.Context, requestID string, items []Item, p plan
 		}
 		d, err = l.store.Take(ctx, id, remote)
 	}
-	if err != nil {
+	var failed []bool // by item: its store-bound part failed (a take served in part)
+	if err != nil && PartialAllowed(ctx) && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrVoided) {
+		failed = l.failedPart(items, p.uses, remote, at, &d, err)
+	}
+	if err != nil && failed == nil {
 		if id != "" && MayHaveApplied(err) {
 			l.voids.failed(requestID, id, remote, now)
 		}
@@ -493,7 +504,7 @@ func (l *Leased) run(ctx context.Context, requestID string, items []Item, p plan
 		l.release(items, p.uses, false, now)
 		return Decision{}, err
 	}
-	l.observe(items, p.uses, at, d, now)
+	l.observe(items, p.uses, at, d, failed, now)
 	if !d.Allowed {
 		l.putBack(items, p.uses)
 	}
@@ -509,7 +520,65 @@ func (l *Leased) run(ctx context.Context, requestID string, items []Item, p plan
 		}
 	}
 	l.finish(items, p.uses, out, &d, now)
+	if failed != nil {
+		pe := &PartialError{Err: err}
+		if q := AsPartial(err); q != nil {
+			pe.Err, pe.causes = q.Err, q.causes
+		}
+		for i, f := range failed {
+			if f {
+				pe.Failed = append(pe.Failed, i)
+				out.Buckets[i] = Status{} // not known
+			}
+		}
+		return out, pe
+	}
 	return out, nil
+}
+
+// failedPart handles err, the failure of a take's store-bound items
+// (remote, at their items' indexes at) made with WithPartial, for a take
+// that may be served in part: the part served by the store (a
+// *PartialError's Decision, *d) or from the leases alone (a whole failure
+// when some item was served by its lease) stands. Each failed item's local
+// deduction is put back in its lease and it asks for no fill (the lease
+// keeps what it holds: still spendable). A failed part that may have been
+// applied is not remembered for Void: the store below voids it (an
+// AsyncReconciler voids a PartialError's failed items, and a failure's,
+// under id). It returns which items failed, nil when
+// the take fails whole (nothing served: every item went to the store and
+// failed), and sets *d to the store's Decision over remote, the failed
+// items' Statuses zero.
+func (l *Leased) failedPart(items []Item, uses []use, remote []Item, at []int, d *Decision, err error) []bool {
+	pe := AsPartial(err)
+	if pe == nil {
+		if len(remote) == len(items) {
+			return nil // every item went to the store
+		}
+		// Failed whole: what the leases served alone stands.
+		*d = Decision{Allowed: true, DeniedBy: -1, Buckets: make([]Status, len(remote))}
+		pe = &PartialError{Failed: make([]int, len(remote)), Err: err}
+		for j := range remote {
+			pe.Failed[j] = j
+		}
+	} else if len(d.Buckets) != len(remote) {
+		return nil
+	}
+	failed := make([]bool, len(items))
+	for _, j := range pe.Failed {
+		if j < 0 || j >= len(at) {
+			continue
+		}
+		i := at[j]
+		failed[i] = true
+		u := &uses[i]
+		if u.local != 0 {
+			l.putBack(items[i:i+1], uses[i:i+1])
+			u.local = 0
+		}
+		u.fill = 0 // its flight ends with no lease
+	}
+	return failed
 }
 
 // remoteItems returns the items a plan sends to the store, each for its
@@ -537,11 +606,12 @@ func deniedAskingALease(d Decision, at []int, uses []use) bool {
 }
 
 // observe records the levels the store reported for leased items (of a
-// denial answered from a DenyCache, only the denying item's is known).
-func (l *Leased) observe(items []Item, uses []use, at []int, d Decision, now time.Time) {
+// denial answered from a DenyCache, only the denying item's is known; of
+// the items failed marks, none).
+func (l *Leased) observe(items []Item, uses []use, at []int, d Decision, failed []bool, now time.Time) {
 	for j, i := range at {
 		e := uses[i].e
-		if e == nil || d.Cached && j != d.DeniedBy {
+		if e == nil || d.Cached && j != d.DeniedBy || failed != nil && failed[i] {
 			continue
 		}
 		e.mu.Lock()

@@ -20,9 +20,10 @@ import (
 type partialKey struct{}
 
 // WithPartial returns ctx marked so that a Take made with it over the slot
-// groups of a Redis Cluster (Redis, Guarded, AsyncReconciler, DenyCache;
-// Leased passes the mark to the store below only for takes it does not
-// serve from a lease) may be served in part: when some groups fail (a
+// groups of a Redis Cluster (Redis, Guarded, AsyncReconciler, DenyCache,
+// Leased: a leased item whose lease covers its cost is served from it; one
+// whose refill failed is Failed, its lease kept) may be served in part:
+// when some groups fail (a
 // master down or timing out, or, in a Guarded store with
 // GuardOptions.MasterOf, a master whose breaker is not closed) and at
 // least one other was served, the take returns the Decision over the
@@ -32,16 +33,6 @@ type partialKey struct{}
 // PartialError. Allocates; make the context once and reuse it.
 func WithPartial(ctx context.Context) context.Context {
 	return context.WithValue(ctx, partialKey{}, true)
-}
-
-// withoutPartial returns ctx with WithPartial's mark taken off, for a
-// store that passes a take of its own down (Leased, which cannot split its
-// lease accounting by part).
-func withoutPartial(ctx context.Context) context.Context {
-	if !PartialAllowed(ctx) {
-		return ctx
-	}
-	return context.WithValue(ctx, partialKey{}, false)
 }
 
 // PartialAllowed reports whether ctx carries WithPartial's mark: whether
@@ -79,6 +70,10 @@ type PartialError struct {
 	// failed part was rejected unsent, the rejection (wrapping
 	// ErrNotSent): what MayHaveApplied reads.
 	Err error
+	// causes are the failures of every part that failed (Err the first),
+	// each a *StoreError naming a key of its part: a Guarded store counts
+	// each against its own master's breaker. Nil: Err alone.
+	causes []error
 }
 
 // Error reads "bucket: take served in part: <n> of the items failed: <Err>".

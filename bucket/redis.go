@@ -473,6 +473,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 	var failed []int
 	var failedGroups []bool
 	var firstFail error
+	var causes []error // every failed group's error, for the breakers (PartialError)
 	for gi, g := range groups {
 		keys, args := r.takeArgs(requestID, items, g.idx, true)
 		reply, err := r.takes.do(ctx, g.slot, keys, args)
@@ -488,6 +489,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 				}
 				failedGroups[gi] = true
 				failed = append(failed, g.idx...)
+				causes = append(causes, err)
 				continue
 			}
 			if gi > 0 {
@@ -533,22 +535,23 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 			}
 			merge(&d, e)
 		}
-		return d, partialOf(failed, firstFail)
+		return d, partialOf(failed, causes)
 	}
 	if failed != nil && len(failed) == len(items) {
 		return Decision{}, firstFail // nothing served: a failure, whole
 	}
-	return d, partialOf(failed, firstFail)
+	return d, partialOf(failed, causes)
 }
 
 // partialOf is the PartialError of a take whose items at failed (in
-// groups' order) failed with first, nil when none did.
-func partialOf(failed []int, first error) error {
+// groups' order) failed, with causes, each failed group's error, in
+// order; nil when none did.
+func partialOf(failed []int, causes []error) error {
 	if failed == nil {
 		return nil
 	}
 	slices.Sort(failed)
-	return &PartialError{Failed: failed, Err: first}
+	return &PartialError{Failed: failed, Err: causes[0], causes: causes}
 }
 
 // servedOf returns the groups whose failed flag (by position; nil: none

@@ -3,6 +3,7 @@ package bucket
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
@@ -97,6 +98,10 @@ type ShardedDecision struct {
 	// Tries is the number of Store.Take calls made: 1 when the first try
 	// decided.
 	Tries int
+	// ID is the request id the admitted try took under (the take's
+	// requestID, or requestID + "/<try>" for a later try): Store.Void it,
+	// with Taken's buckets, to give the take back. "" when denied.
+	ID string
 }
 
 // TakeSharded takes a request's buckets, some of them split into shards,
@@ -120,6 +125,27 @@ type ShardedDecision struct {
 // DenyCache, its OnCached hook hears of a cached denial only when it is the
 // last try's: once per denied request, never for an admitted one.
 //
+// With ctx marked by WithPartial (a Redis Cluster whose masters may fail
+// one at a time), a try that fails for some of its buckets (a
+// *PartialError) or whole does not end the take while a sharded item
+// whose shard failed has shards left that were not tried: the failed
+// shards are left out from then on, the item moves to the next shards
+// none of which failed, and the try's served part, when it was admitted,
+// is given back first (Store.Void of the try's id; Reconcile of the
+// negated costs for an empty requestID), so that a failed try holds
+// nothing. A whole failure moves every sharded item on (the failing
+// master is not known), an unsharded item whose bucket failed is left out
+// of the later tries. An item fails when its bucket failed (unsharded) or
+// every shard it could move to failed; the take then returns, over the
+// items served, the Decision with a *PartialError naming the failed items
+// (ShardedItem indexes; their Statuses and Taken empty), or, when no item
+// was served, the first failure, whole. A take moves on after one try
+// that timed out, not after a second (each such try waits out the
+// caller's deadline: a store that does not answer at all would cost that
+// once per shard; a Guarded store's breaker soon rejects a silent
+// master's calls unsent, which moves on at once). Without the mark, a
+// failure ends the take as before.
+//
 // Never over-admission: the shards' capacities and rates add up to the
 // limit's, and each try is all or nothing. Under-admission: a denial
 // means that the shards, as its tries saw them, held less than the cost in
@@ -130,9 +156,11 @@ type ShardedDecision struct {
 // (README, "Sharded limits").
 //
 // Errors: ErrInvalid (wrapped) for a Shards outside [0, MaxShards] or a
-// limit whose shards would hold or refill less than one unit, and anything
-// Store.Take returns (the tries before the failed one were denials, which
-// spent nothing). On error the ShardedDecision is the zero value.
+// limit whose shards would hold or refill less than one unit, a
+// *PartialError as above, and anything Store.Take returns (the tries
+// before the failed one were denials, which spent nothing, or failed tries
+// given back). On an error other than a *PartialError the ShardedDecision
+// is the zero value.
 func TakeSharded(ctx context.Context, s Store, requestID string, items []ShardedItem, start func(shards int) int) (ShardedDecision, error) {
 	if start == nil {
 		start = rand.IntN
@@ -152,19 +180,47 @@ func TakeSharded(ctx context.Context, s Store, requestID string, items []Sharded
 	retry := time.Duration(-1)
 	var flat []Item
 	var owner []int // owner[f]: the item flat[f] belongs to
+	// fails: the items that failed (nil until one did) and the first
+	// failure (WithPartial only).
+	var fails *shardFails
+	partial := PartialAllowed(ctx)
+	timeouts := 0 // the tries that timed out
 	hit := &cachedTry{}
 	ctx = context.WithValue(ctx, cachedTryKey{}, hit)
 	for try := 0; ; try++ {
-		flat, owner = flatten(items, plans, flat[:0], owner[:0])
+		flat, owner = flatten(items, plans, fails, flat[:0], owner[:0])
+		if len(flat) == 0 { // every item failed (fails is set)
+			return ShardedDecision{}, fails.first
+		}
 		hit.report = nil
-		d, err := s.Take(ctx, tryID(requestID, try), flat)
+		id := tryID(requestID, try)
+		d, err := s.Take(ctx, id, flat)
 		out.Tries++
+		var pe *PartialError
 		if err != nil {
-			return ShardedDecision{}, err
+			if pe = AsPartial(err); pe == nil || len(d.Buckets) != len(flat) {
+				if !partial || errors.Is(err, ErrInvalid) || errors.Is(err, ErrVoided) || timedOut(err, &timeouts) {
+					return ShardedDecision{}, err
+				}
+				// Failed whole: every sharded item moves on, when one can.
+				if fails == nil {
+					fails = newShardFails(len(items), err)
+				}
+				if !fails.moveAll(plans) {
+					return ShardedDecision{}, err
+				}
+				continue
+			}
+			if fails == nil {
+				fails = newShardFails(len(items), pe.Err)
+			}
 		}
 		for f, i := range owner {
 			if d.Cached && f != d.DeniedBy {
 				continue // not known
+			}
+			if pe != nil && slices.Contains(pe.Failed, f) {
+				continue // its status is not known: nothing was seen
 			}
 			if p := plans[i]; p != nil {
 				p.observe(f-firstOf(owner, f), d.Buckets[f], d.Allowed)
@@ -172,35 +228,60 @@ func TakeSharded(ctx context.Context, s Store, requestID string, items []Sharded
 				last[i], known[i] = d.Buckets[f], true
 			}
 		}
+		moved := false
+		if pe != nil {
+			moved = fails.fail(pe, owner, plans, !timedOut(pe.Err, &timeouts))
+		}
+		if d.Allowed && (moved || fails.servedOfFailed(owner, pe)) {
+			// A sharded item moves on to shards that did not fail, or one
+			// failed while some of its shards took: give the served part
+			// of this try back before the next (which leaves a failed item
+			// out).
+			if err := giveBackTry(s, id, flat, pe.Failed); err != nil {
+				return ShardedDecision{}, err
+			}
+			continue
+		}
 		if d.Allowed {
 			out.Decision = Decision{Allowed: true, DeniedBy: -1, Buckets: make([]Status, len(items))}
 			out.Taken = make([][]Item, len(items))
+			out.ID = id
 			for f, i := range owner {
+				if pe != nil && slices.Contains(pe.Failed, f) {
+					continue
+				}
 				out.Taken[i] = append(out.Taken[i], flat[f])
 			}
 			if d.Windows != nil { // an unsharded window counter's window, at its item
 				out.Windows = make([]time.Time, len(items))
 				for f, i := range owner {
-					if plans[i] == nil {
+					if plans[i] == nil && !fails.failed(i) {
 						out.Windows[i] = d.Windows[f]
 					}
 				}
 			}
 			for i, p := range plans {
-				if p == nil {
+				switch {
+				case fails.failed(i):
+				case p == nil:
 					out.Buckets[i] = last[i]
-				} else {
+				default:
 					out.Buckets[i], _ = p.status(items[i].Cost)
 				}
 			}
-			return out, nil
+			return out, fails.err()
 		}
 		if !d.TooLarge && (retry < 0 || d.RetryAfter < retry) {
 			retry = d.RetryAfter
 		}
 		p := plans[owner[d.DeniedBy]]
-		if p != nil && !d.TooLarge && p.next() {
+		if p != nil && !d.TooLarge && p.next(fails.deadOf(owner[d.DeniedBy])) {
 			continue
+		}
+		for i, p := range plans {
+			if p != nil && fails.deadOf(i) != nil && !p.anySeen() {
+				fails.item[i] = true // it failed, and moved on to no try: not known
+			}
 		}
 		if hit.report != nil && d.Cached { // this try, the take's last, was a cached denial
 			hit.report(hit.item)
@@ -211,15 +292,166 @@ func TakeSharded(ctx context.Context, s Store, requestID string, items []Sharded
 		}
 		for i, p := range plans {
 			ok := known[i]
-			if p == nil {
+			switch {
+			case fails.failed(i):
+				ok = true
+			case p == nil:
 				out.Buckets[i] = last[i]
-			} else {
+			default:
 				out.Buckets[i], ok = p.status(0)
 			}
 			out.Cached = out.Cached || !ok
 		}
-		return out, nil
+		return out, fails.err()
 	}
+}
+
+// timedOut counts a failure err that timed out in *n, and reports whether
+// it is one more than a take moves on after: a second timeout.
+func timedOut(err error, n *int) bool {
+	if KindOf(err) != KindTimeout {
+		return false
+	}
+	*n++
+	return *n > 1
+}
+
+// shardFails is what failed in a TakeSharded made with WithPartial: the
+// items judged failed, the shards of each sharded item that failed, and
+// the first failure. Its methods take a nil receiver for "nothing failed".
+type shardFails struct {
+	item  []bool
+	dead  [][]bool // per item, per shard: nil until one of its shards failed
+	first error
+}
+
+func newShardFails(n int, first error) *shardFails {
+	return &shardFails{item: make([]bool, n), dead: make([][]bool, n), first: first}
+}
+
+// failed reports whether item i failed.
+func (sf *shardFails) failed(i int) bool { return sf != nil && sf.item[i] }
+
+// deadOf is item i's failed shards, nil when none failed.
+func (sf *shardFails) deadOf(i int) []bool {
+	if sf == nil {
+		return nil
+	}
+	return sf.dead[i]
+}
+
+// servedOfFailed reports whether a bucket of a try (owned by owner) that
+// did not fail (not in pe.Failed) belongs to an item that failed: one of
+// several shards of an item whose other shards failed.
+func (sf *shardFails) servedOfFailed(owner []int, pe *PartialError) bool {
+	if sf == nil || pe == nil {
+		return false
+	}
+	for f, i := range owner {
+		if sf.item[i] && !slices.Contains(pe.Failed, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// kill records that shard j of item i (of k shards) failed.
+func (sf *shardFails) kill(i, j, k int) {
+	if sf.dead[i] == nil {
+		sf.dead[i] = make([]bool, k)
+	}
+	sf.dead[i][j] = true
+}
+
+// fail records the failed buckets of a try served in part (pe, over flat,
+// owned by owner): an unsharded item's bucket fails the item; a sharded
+// item's failed shard is left out, and the item moves to shards that did
+// not fail (move), or fails when none is left. It reports whether an item
+// moved.
+func (sf *shardFails) fail(pe *PartialError, owner []int, plans []*shardPlan, move bool) bool {
+	moved := false
+	for n, f := range pe.Failed {
+		if f < 0 || f >= len(owner) {
+			continue
+		}
+		i := owner[f]
+		p := plans[i]
+		if p == nil {
+			sf.item[i] = true
+			continue
+		}
+		sf.kill(i, p.pieces[f-firstOf(owner, f)].shard, p.k)
+		if n+1 < len(pe.Failed) && owner[pe.Failed[n+1]] == i {
+			continue // the item's next failed piece first
+		}
+		switch {
+		case sf.item[i]:
+		case move && p.next(sf.dead[i]):
+			moved = true
+		default:
+			sf.item[i] = true
+		}
+	}
+	return moved
+}
+
+// moveAll records a try that failed whole: every shard it took from
+// failed; each sharded item moves to shards that did not fail, and false
+// is returned when none can (the take then fails whole).
+func (sf *shardFails) moveAll(plans []*shardPlan) bool {
+	moved := false
+	for i, p := range plans {
+		if p == nil || sf.item[i] {
+			continue
+		}
+		for _, pc := range p.pieces {
+			sf.kill(i, pc.shard, p.k)
+		}
+		if p.next(sf.dead[i]) {
+			moved = true
+		} else {
+			sf.item[i] = true
+		}
+	}
+	return moved
+}
+
+// err is the *PartialError of a take whose failed items are sf's, nil
+// when none failed.
+func (sf *shardFails) err() error {
+	if sf == nil {
+		return nil
+	}
+	var failed []int
+	for i, f := range sf.item {
+		if f {
+			failed = append(failed, i)
+		}
+	}
+	if failed == nil {
+		return nil
+	}
+	return &PartialError{Failed: failed, Err: sf.first}
+}
+
+// giveBackTry gives back what the try id took from flat's buckets but
+// those at failed (ascending): Void of id, or Reconcile of the negated
+// costs for an empty id.
+func giveBackTry(s Store, id string, flat []Item, failed []int) error {
+	served := make([]Item, 0, len(flat))
+	for f, it := range flat {
+		if it.Cost != 0 && !slices.Contains(failed, f) {
+			served = append(served, it)
+		}
+	}
+	if len(served) == 0 {
+		return nil
+	}
+	ctx := context.Background() // a remote store bounds its own calls (Guarded)
+	if id != "" {
+		return s.Void(ctx, id, served)
+	}
+	return s.Reconcile(ctx, "", refunds(served))
 }
 
 // tryID is the request id of try number try (from 0) of requestID.
@@ -231,10 +463,13 @@ func tryID(requestID string, try int) string {
 }
 
 // flatten appends the buckets of the next try to flat: each unsharded item
-// as it is, each sharded one as its plan's current pieces; owner[f] is the
-// item of flat[f].
-func flatten(items []ShardedItem, plans []*shardPlan, flat []Item, owner []int) ([]Item, []int) {
+// as it is, each sharded one as its plan's current pieces, but the items
+// that failed; owner[f] is the item of flat[f].
+func flatten(items []ShardedItem, plans []*shardPlan, fails *shardFails, flat []Item, owner []int) ([]Item, []int) {
 	for i, it := range items {
+		if fails.failed(i) {
+			continue
+		}
 		if p := plans[i]; p != nil {
 			for _, pc := range p.pieces {
 				flat = append(flat, pc.item)
@@ -367,29 +602,50 @@ func (p *shardPlan) observe(j int, st Status, taken bool) {
 	}
 }
 
-// next plans the next try after a denial by one of the item's shards, and
-// reports false when none is left: the next window of shards, then once
-// the take from several shards by what they held.
-func (p *shardPlan) next() bool {
-	if p.window+1 < p.windows {
+// next plans the next try after a denial by one of the item's shards, or
+// a failure of one (dead: the shards that failed, nil when none did), and
+// reports false when none is left: the next window of shards none of
+// which failed, then once the take from several shards by what they held.
+func (p *shardPlan) next(dead []bool) bool {
+	for p.window+1 < p.windows {
 		p.window++
 		p.pieces = p.windowPieces()
-		return true
+		if !p.touches(dead) {
+			return true
+		}
 	}
 	if p.gathered {
 		return false
 	}
 	p.gathered = true
-	return p.gather()
+	return p.gather(dead)
+}
+
+// touches reports whether a piece of the current try is on a shard of
+// dead.
+func (p *shardPlan) touches(dead []bool) bool {
+	if dead == nil {
+		return false
+	}
+	for _, pc := range p.pieces {
+		if dead[pc.shard] {
+			return true
+		}
+	}
+	return false
 }
 
 // gather plans a take of the cost from the shards that held the most, as
-// last seen, each paying at most what it held in whole units; false when
-// a shard was not seen or together they held less than the cost.
-func (p *shardPlan) gather() bool {
+// last seen, each paying at most what it held in whole units, the shards
+// of dead left out; false when another shard was not seen or together they
+// held less than the cost.
+func (p *shardPlan) gather(dead []bool) bool {
 	order := make([]int, 0, p.k)
 	var sum int64
 	for i := range p.k {
+		if dead != nil && dead[i] {
+			continue
+		}
 		if !p.seen[i] {
 			return false
 		}
@@ -416,6 +672,9 @@ func (p *shardPlan) gather() bool {
 	p.pieces = ps
 	return true
 }
+
+// anySeen reports whether a try saw one of the item's shards.
+func (p *shardPlan) anySeen() bool { return slices.Contains(p.seen, true) }
 
 // status estimates the whole limit's Status from the shards seen, after
 // this request took taken units (0 on a denial); false when no shard was

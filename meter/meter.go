@@ -583,7 +583,6 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	// of most policies need none (the store reads its own).
 	var now time.Time
 	haveNow := false
-	leased := false
 	items := inline(x.itemBuf[:], len(rules))
 	x.rules = inline(x.ruleBuf[:], len(rules))
 	var keys ruleKeys
@@ -602,7 +601,6 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		if x.peek {
 			it.Cost, it.Lease = 0, bucket.Lease{} // a status read (wait.go)
 		}
-		leased = leased || it.Lease.Size != 0
 		x.rules[i] = Applied{Rule: rule, Key: key, Limit: it.Limit, Reserved: units}
 	}
 	// No deadline here: a remote store is wrapped in bucket.Guarded, which
@@ -613,16 +611,20 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	// The store times its own calls (llmguard_store_duration_seconds).
 	var d bucket.Decision
 	var taken [][]bucket.Item // per rule, the shards taken from, when a rule is sharded
+	held := heldTake{id: r.ID}
 	var err error
 	switch {
 	case sharded(rules):
-		d, taken, err = x.takeSharded(rules, items)
+		// A Redis Cluster master down fails only its rules, a sharded
+		// rule's once every shard it could move to failed (partial.go).
+		var sd bucket.ShardedDecision
+		sd, err = x.takeSharded(rules, items)
+		d, taken, held = sd.Decision, sd.Taken, heldTake{id: sd.ID, taken: sd.Taken}
 	case m.statuses != nil: // the statuses in the Exchange: no allocation
 		d, err = m.statuses.TakeInto(context.Background(), r.ID, items, x.statusBuf[:])
-	case leased: // a leased take fails whole (bucket.WithPartial)
-		d, err = m.opt.Store.Take(context.Background(), r.ID, items)
 	default:
-		// A Redis Cluster master down fails only its rules (partial.go).
+		// A Redis Cluster master down fails only its rules (partial.go); a
+		// leased rule's once its lease is spent and the refill failed.
 		d, err = m.opt.Store.Take(partialTakes, r.ID, items)
 	}
 	if errors.Is(err, bucket.ErrInvalid) {
@@ -632,7 +634,7 @@ func (x *Exchange) take(rules []*policy.Rule) {
 	}
 	if pe := bucket.AsPartial(err); pe != nil && len(d.Buckets) == len(items) && len(pe.Failed) > 0 {
 		var done bool
-		if d, done = x.takePartial(items, d, pe); done {
+		if d, done = x.takePartial(items, d, pe, held); done {
 			return
 		}
 		err = nil
@@ -713,9 +715,10 @@ func sharded(rules []*policy.Rule) bool {
 
 // takeSharded takes items, the rules' buckets with their whole limits and
 // unsharded keys, through bucket.TakeSharded: a sharded rule's bucket is
-// taken from its shards, and taken[i] holds the shards rule i took from.
-// The per-node fallback, should the store fail, takes items as they are.
-func (x *Exchange) takeSharded(rules []*policy.Rule, items []bucket.Item) (bucket.Decision, [][]bucket.Item, error) {
+// taken from its shards, and the decision's Taken[i] holds the shards rule
+// i took from. The per-node fallback, should the store fail, takes items
+// as they are. The take may be served in part (bucket.WithPartial).
+func (x *Exchange) takeSharded(rules []*policy.Rule, items []bucket.Item) (bucket.ShardedDecision, error) {
 	si := make([]bucket.ShardedItem, len(items))
 	for i, rule := range rules {
 		si[i].Item = items[i]
@@ -723,8 +726,7 @@ func (x *Exchange) takeSharded(rules []*policy.Rule, items []bucket.Item) (bucke
 			si[i].Shards, si[i].Keys = rule.Shards, rule.ShardKeys(x.req.Principal, x.quote.Label)
 		}
 	}
-	d, err := bucket.TakeSharded(context.Background(), x.m.opt.Store, x.req.ID, si, nil)
-	return d.Decision, d.Taken, err
+	return bucket.TakeSharded(partialTakes, x.m.opt.Store, x.req.ID, si, nil)
 }
 
 // reservation is the usage a reservation of in input and out output

@@ -2,6 +2,7 @@ package meter
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -31,7 +32,7 @@ var partialTakes = bucket.WithPartial(context.Background())
 // the Decision over every item to go on with, or done when it set a
 // verdict that ends the take (FailClosed; admitted without limits when
 // there is no fallback or it failed, as a whole failure is).
-func (x *Exchange) takePartial(items []bucket.Item, d bucket.Decision, pe *bucket.PartialError) (_ bucket.Decision, done bool) {
+func (x *Exchange) takePartial(items []bucket.Item, d bucket.Decision, pe *bucket.PartialError, held heldTake) (_ bucket.Decision, done bool) {
 	if !d.Allowed {
 		return x.dropFailed(d, pe.Failed), false
 	}
@@ -41,14 +42,14 @@ func (x *Exchange) takePartial(items []bucket.Item, d bucket.Decision, pe *bucke
 		failed = append(failed, x.rules[i])
 	}
 	if closed := failClosedRule(failed); closed != nil {
-		x.giveBack(items, d, pe.Failed)
+		x.giveBack(items, d, pe.Failed, held)
 		m.opt.Metrics.failure(failed, OutcomeFailClosed)
 		x.verdict, x.closedBy = FailClosed, closed
 		return d, true
 	}
 	m.opt.Metrics.failure(failed, OutcomeFailOpen)
 	if m.opt.Fallback == nil {
-		x.giveBack(items, d, pe.Failed)
+		x.giveBack(items, d, pe.Failed, held)
 		m.log.Warn("store unavailable for part of the request; admitting without limits", "err", pe, "request_id", id)
 		x.rules, x.unlimited = nil, true
 		return d, true
@@ -59,7 +60,7 @@ func (x *Exchange) takePartial(items []bucket.Item, d bucket.Decision, pe *bucke
 	}
 	fd, err := m.opt.Fallback.Take(context.Background(), id, fitems) // in memory: no deadline to miss
 	if err != nil {
-		x.giveBack(items, d, pe.Failed)
+		x.giveBack(items, d, pe.Failed, held)
 		m.log.Error("fallback take failed; admitting without limits", "err", err, "request_id", id)
 		x.rules, x.unlimited = nil, true
 		return d, true
@@ -80,7 +81,7 @@ func (x *Exchange) takePartial(items []bucket.Item, d bucket.Decision, pe *bucke
 	if !fd.Allowed {
 		// The fallback denied a failed rule: the served buckets' take is
 		// given back (its windows read before d names the denial).
-		x.giveBack(items, d, pe.Failed)
+		x.giveBack(items, d, pe.Failed, held)
 		d.Allowed, d.TooLarge, d.RetryAfter = false, fd.TooLarge, fd.RetryAfter
 		d.DeniedBy = pe.Failed[fd.DeniedBy]
 	}
@@ -115,15 +116,34 @@ func (x *Exchange) dropFailed(d bucket.Decision, failed []int) bucket.Decision {
 	return d
 }
 
+// heldTake is what a take holds in the store, for giveBack: the request
+// id it took under and, for a take of sharded rules
+// (bucket.ShardedDecision), the buckets each rule took from (nil: items).
+type heldTake struct {
+	id    string
+	taken [][]bucket.Item
+}
+
 // giveBack gives the store back what its take of items, decided by d,
 // took from the buckets not at failed (the served part of a take served
-// in part): Store.Void of the request id, Reconcile of the negated costs
-// for an empty one. A failure is logged: the units then come back as the
-// buckets refill (a Void held by the AsyncReconciler is replayed).
-func (x *Exchange) giveBack(items []bucket.Item, d bucket.Decision, failed []int) {
+// in part), held as h says: Store.Void of h.id, Reconcile of the negated
+// costs for an empty one and for a leased bucket. A failure is logged: the units then come back
+// as the buckets refill (a Void held by the AsyncReconciler is replayed).
+func (x *Exchange) giveBack(items []bucket.Item, d bucket.Decision, failed []int, h heldTake) {
 	served := make([]bucket.Item, 0, len(items))
 	for i, it := range items {
-		if it.Cost == 0 || slices.Contains(failed, i) {
+		if slices.Contains(failed, i) {
+			continue
+		}
+		if h.taken != nil && i < len(h.taken) && (len(h.taken[i]) != 1 || h.taken[i][0].Key != it.Key) {
+			for _, t := range h.taken[i] { // a sharded rule's shards
+				if t.Cost != 0 {
+					served = append(served, t)
+				}
+			}
+			continue
+		}
+		if it.Cost == 0 {
 			continue
 		}
 		if d.Windows != nil && it.Limit.IsWindow() {
@@ -134,19 +154,28 @@ func (x *Exchange) giveBack(items []bucket.Item, d bucket.Decision, failed []int
 	if len(served) == 0 {
 		return
 	}
-	m, id := x.m, x.req.ID
-	var err error
-	if id != "" {
-		err = m.opt.Store.Void(context.Background(), id, served)
-	} else {
-		deltas := make([]bucket.Delta, len(served))
-		for j, it := range served {
-			deltas[j] = bucket.Delta{Key: it.Key, Limit: it.Limit, Units: -it.Cost}
+	m, id := x.m, h.id
+	// A leased bucket's take cannot be voided (bucket.Leased spent part of
+	// it from its lease, which took it from the bucket before): its cost
+	// goes back to the bucket as a refund, as an empty id's takes do.
+	var voided []bucket.Item
+	var deltas []bucket.Delta
+	for _, it := range served {
+		if id != "" && it.Lease.Size == 0 {
+			voided = append(voided, it)
+		} else {
+			deltas = append(deltas, bucket.Delta{Key: it.Key, Limit: it.Limit, Units: -it.Cost})
 		}
-		err = m.opt.Store.Reconcile(context.Background(), "", deltas)
+	}
+	var err error
+	if len(voided) > 0 {
+		err = m.opt.Store.Void(context.Background(), id, voided)
+	}
+	if len(deltas) > 0 {
+		err = errors.Join(err, m.opt.Store.Reconcile(context.Background(), "", deltas))
 	}
 	if err != nil {
-		m.log.Warn("could not give back the take of the store's healthy part", "err", err, "request_id", id)
+		m.log.Warn("could not give back the take of the store's healthy part", "err", err, "request_id", x.req.ID)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
@@ -89,81 +90,15 @@ limits:
 		return nil
 	}
 
-	ctx := context.Background()
-	cc := cluster.Client()
-	r, err := bucket.NewRedis(bucket.RedisOptions{Client: cc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	masterOf := func(key string) string {
-		cl, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			return ""
-		}
-		return cl.Options().Addr
-	}
-	guard := bucket.NewGuarded(r, bucket.GuardOptions{
-		Timeout: 500 * time.Millisecond, MinCalls: 5, OpenFor: 300 * time.Millisecond, MasterOf: masterOf,
-		OnCall: func(call bucket.Call) {
-			if call.Result == bucket.ResultFailed {
-				cc.ReloadState(ctx) // as the app does: follow a promotion
-			}
-		},
-	})
-	async := bucket.NewAsyncReconciler(guard, bucket.AsyncOptions{})
-	fb := bucket.NewFallback(bucket.FallbackOptions{Nodes: 2})
-	charges, err := bucket.NewChargeBack(bucket.ChargeOptions{Store: guard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { async.Close(); fb.Close() })
-	metrics, err := NewMetrics(prometheus.NewRegistry(), MetricsOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := New(Options{Store: async, Fallback: fb, Charges: charges, Metrics: metrics, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admit := func(p policy.Principal) *Exchange {
-		return m.Admit(Request{ID: bucket.NewRequestID(time.Now()), Principal: p, Policy: pol, Flavor: spec.FlavorOpenAI,
-			Path: "/v1/chat/completions", Model: "gpt-4o-mini", Weighed: true, Estimate: spec.Usage{InputTokens: 100, OutputTokens: 400}})
-	}
-	// Each admitted request reserves 500 tokens and settles at 150.
+	st := newClusterStack(t, cluster, pol)
+	ctx, cc, guard, fb, charges, metrics := context.Background(), st.cc, st.guard, st.fb, st.charges, st.metrics
+	admit, settle, flush := st.admit, st.settle, st.flush
 	const used = 150
-	settle := func(x *Exchange) {
-		t.Helper()
-		if !x.Settle(Settlement{Source: spec.SourceReported, Usage: spec.Usage{InputTokens: 100, OutputTokens: 50}, Status: 200}) {
-			t.Fatal("settle did nothing")
-		}
-	}
-	flush := func() {
-		t.Helper()
-		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := async.Flush(fctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// level reads a rule's bucket of p from Redis (a cost-0 take, which
-	// writes nothing), on whichever master serves it now.
+	// level reads a rule's bucket of p from Redis.
 	level := func(name string, p policy.Principal) int64 {
 		t.Helper()
 		ru := rule(name)
-		var d bucket.Decision
-		var err error
-		for range 50 {
-			if d, err = r.Take(ctx, "", []bucket.Item{{Key: ru.Key(p), Limit: ru.LimitAt(time.Now())}}); err == nil {
-				return d.Buckets[0].Remaining
-			}
-			cc.ReloadState(ctx)
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Fatalf("reading %s from Redis: %v", name, err)
-		return 0
+		return st.level(ru.Key(p), ru.LimitAt(time.Now()))
 	}
 	fallbackLevel := func(name string, p policy.Principal) int64 {
 		t.Helper()
@@ -174,7 +109,6 @@ limits:
 		}
 		return d.Buckets[0].Remaining
 	}
-
 	// Step 1: every master up; 3 requests each, judged by Redis.
 	const before = 3
 	for i := range before {
@@ -285,4 +219,123 @@ limits:
 // testFailures is llmguard_store_failure_decisions_total{limit, decision}.
 func testFailures(m *Metrics, limit, decision string) float64 {
 	return testutil.ToFloat64(m.failures.WithLabelValues(limit, decision))
+}
+
+// clusterStack is the production stack of stores over a Redis Cluster a
+// test started (bucket.Redis on its cluster client, Guarded with one
+// breaker per master, AsyncReconciler, the per-node Fallback of 2 nodes
+// and ChargeBack), with a Meter over it and the steps tests take.
+type clusterStack struct {
+	t       *testing.T
+	pol     *policy.Policy
+	cc      *redis.ClusterClient
+	r       *bucket.Redis
+	guard   *bucket.Guarded
+	async   *bucket.AsyncReconciler
+	fb      *bucket.Fallback
+	charges *bucket.ChargeBack
+	metrics *Metrics
+	m       *Meter
+}
+
+func newClusterStack(t *testing.T, cluster *redistest.Cluster, pol *policy.Policy) *clusterStack {
+	t.Helper()
+	return newClusterStackOn(t, cluster.Client(), pol)
+}
+
+// newClusterStackOn is newClusterStack over the cluster client cc.
+func newClusterStackOn(t *testing.T, cc *redis.ClusterClient, pol *policy.Policy) *clusterStack {
+	t.Helper()
+	ctx := context.Background()
+	st := &clusterStack{t: t, pol: pol, cc: cc}
+	var err error
+	if st.r, err = bucket.NewRedis(bucket.RedisOptions{Client: cc}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.r.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	masterOf := func(key string) string {
+		cl, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return ""
+		}
+		return cl.Options().Addr
+	}
+	st.guard = bucket.NewGuarded(st.r, bucket.GuardOptions{
+		Timeout: 500 * time.Millisecond, MinCalls: 5, OpenFor: 300 * time.Millisecond, MasterOf: masterOf,
+		OnCall: func(call bucket.Call) {
+			if call.Result == bucket.ResultFailed {
+				cc.ReloadState(ctx) // as the app does: follow a promotion
+			}
+		},
+	})
+	st.async = bucket.NewAsyncReconciler(st.guard, bucket.AsyncOptions{})
+	st.fb = bucket.NewFallback(bucket.FallbackOptions{Nodes: 2})
+	if st.charges, err = bucket.NewChargeBack(bucket.ChargeOptions{Store: st.guard}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.async.Close(); st.fb.Close() })
+	if st.metrics, err = NewMetrics(prometheus.NewRegistry(), MetricsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st.m, err = New(Options{Store: st.async, Fallback: st.fb, Charges: st.charges, Metrics: st.metrics, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// admit asks for a chat of p reserving 500 tokens (100 in, 400 out).
+func (st *clusterStack) admit(p policy.Principal) *Exchange {
+	return st.m.Admit(Request{ID: bucket.NewRequestID(time.Now()), Principal: p, Policy: st.pol, Flavor: spec.FlavorOpenAI,
+		Path: "/v1/chat/completions", Model: "gpt-4o-mini", Weighed: true, Estimate: spec.Usage{InputTokens: 100, OutputTokens: 400}})
+}
+
+// settle settles x at 150 tokens (100 in, 50 out).
+func (st *clusterStack) settle(x *Exchange) {
+	st.t.Helper()
+	if !x.Settle(Settlement{Source: spec.SourceReported, Usage: spec.Usage{InputTokens: 100, OutputTokens: 50}, Status: 200}) {
+		st.t.Fatal("settle did nothing")
+	}
+}
+
+// flush waits until every queued reconciliation and void landed.
+func (st *clusterStack) flush() {
+	st.t.Helper()
+	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := st.async.Flush(fctx); err != nil {
+		st.t.Fatal(err)
+	}
+}
+
+// level reads the bucket key of limit l from Redis (a cost-0 take, which
+// writes nothing), on whichever master serves it now.
+func (st *clusterStack) level(key string, l bucket.Limit) int64 {
+	st.t.Helper()
+	ctx := context.Background()
+	var d bucket.Decision
+	var err error
+	for range 50 {
+		if d, err = st.r.Take(ctx, "", []bucket.Item{{Key: key, Limit: l}}); err == nil {
+			return d.Buckets[0].Remaining
+		}
+		st.cc.ReloadState(ctx)
+		time.Sleep(100 * time.Millisecond)
+	}
+	st.t.Fatalf("reading %s from Redis: %v", key, err)
+	return 0
+}
+
+// rule is pol's rule name.
+func (st *clusterStack) rule(name string) *policy.Rule {
+	st.t.Helper()
+	for i := range st.pol.Rules() {
+		if r := &st.pol.Rules()[i]; r.Name == name {
+			return r
+		}
+	}
+	st.t.Fatalf("no rule %q", name)
+	return nil
 }

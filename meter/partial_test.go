@@ -2,6 +2,7 @@ package meter
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,11 +22,16 @@ import (
 // and so do a Reconcile or Void with such a key. It counts the Voids.
 type halfDown struct {
 	bucket.Store
-	down  string
+	down string
+	// more are further parts of keys on down masters (a sharded rule's
+	// shard tags, "{global:2}").
+	more  []string
 	voids atomic.Int32
 }
 
-func (h *halfDown) isDown(key string) bool { return strings.Contains(key, h.down) }
+func (h *halfDown) isDown(key string) bool {
+	return strings.Contains(key, h.down) || slices.ContainsFunc(h.more, func(m string) bool { return strings.Contains(key, m) })
+}
 
 func (h *halfDown) Take(ctx context.Context, id string, items []bucket.Item) (bucket.Decision, error) {
 	var failed, at []int
