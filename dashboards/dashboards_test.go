@@ -31,19 +31,20 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 // has quotas). At every other scrape no alert may hold: before the
 // outage llmguard is healthy and dave's quotas are under 80 %.
 var alertPhases = map[string][]string{
-	"LLMGuardStoreBreakerOpen":    {"outage"},
-	"LLMGuardFailClosedDecisions": {"outage", "recovery", "traffic 3"},
-	"LLMGuardFailOpenDecisions":   {"outage", "recovery", "traffic 3"},
-	"LLMGuardReconcileDrops":      {"outage", "recovery", "traffic 3"},
-	"LLMGuardStoreErrors":         {},
-	"LLMGuardBudget80":            {"traffic 3"},
-	"LLMGuardBudgetExhausted":     {"traffic 3"},
-	"LLMGuardReconcileBacklog":    {},
-	"LLMGuardConfigReloadFailed":  {},                                               // no reload in this workload: internal/app's TestFailedReloadOnReadyz sets the gauge
-	"LLMGuardConnectionsRefused":  {},                                               // the workload stays under max_connections: internal/app's TestConnectionsPastTheCapAreRefused counts a refusal
-	"LLMGuardLedgerRecordsLost":   {},                                               // the workload's ledger never fails: ledger's TestRedisRetryBounds counts records given up
-	"LLMGuardUpstreamErrors":      {"traffic 2", "outage", "recovery", "traffic 3"}, // each traffic phase has a call to an unreachable upstream (and a 500); rate() needs the second scrape
-	"LLMGuardUpstreamRateLimited": {},                                               // the workload's upstream never answers 429: TestUpstreamAlerts feeds promtool one that does
+	"LLMGuardStoreBreakerOpen":     {"outage"},
+	"LLMGuardFailClosedDecisions":  {"outage", "recovery", "traffic 3"},
+	"LLMGuardFailOpenDecisions":    {"outage", "recovery", "traffic 3"},
+	"LLMGuardReconcileDrops":       {"outage", "recovery", "traffic 3"},
+	"LLMGuardStoreErrors":          {},
+	"LLMGuardBudget80":             {"traffic 3"},
+	"LLMGuardBudgetExhausted":      {"traffic 3"},
+	"LLMGuardReconcileBacklog":     {},
+	"LLMGuardConfigReloadFailed":   {},                                               // no reload in this workload: internal/app's TestFailedReloadOnReadyz sets the gauge
+	"LLMGuardConnectionsRefused":   {},                                               // the workload stays under max_connections: internal/app's TestConnectionsPastTheCapAreRefused counts a refusal
+	"LLMGuardLedgerRecordsLost":    {},                                               // the workload's ledger never fails: ledger's TestRedisRetryBounds counts records given up
+	"LLMGuardAccessLogWriteErrors": {},                                               // the workload writes no access log: obs's TestAccessLogWriteErrorsCounted counts a failed line
+	"LLMGuardUpstreamErrors":       {"traffic 2", "outage", "recovery", "traffic 3"}, // each traffic phase has a call to an unreachable upstream (and a 500); rate() needs the second scrape
+	"LLMGuardUpstreamRateLimited":  {},                                               // the workload's upstream never answers 429: TestUpstreamAlerts feeds promtool one that does
 	// The outage stops the store's Redis, this node's region's own: its
 	// exchange steps fail until it returns.
 	"LLMGuardRegionExchangeFailing": {"outage", "recovery", "traffic 3"},

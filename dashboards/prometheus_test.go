@@ -66,12 +66,13 @@ func TestPromtoolCheckRules(t *testing.T) {
 // fire. Every other alert in alertPhases must hold at its phases and go
 // pending in Prometheus's own rule evaluation.
 var alertsOnlyValid = map[string]string{
-	"LLMGuardStoreErrors":         "the error ratio over 5m may or may not pass 5 %: the breaker opens after 2 failed calls and calls it refuses are not store calls",
-	"LLMGuardReconcileBacklog":    "needs over 1000 reconciliations queued; the workload's replay queue holds 4",
-	"LLMGuardConfigReloadFailed":  "the workload reloads no config file; internal/app's TestFailedReloadOnReadyz shows the gauge it reads going to 0",
-	"LLMGuardConnectionsRefused":  "the workload stays under max_connections; internal/app's TestConnectionsPastTheCapAreRefused shows the counter it reads counting a refusal",
-	"LLMGuardLedgerRecordsLost":   "the workload's ledger never fails; ledger's TestRedisRetryBounds and TestFullBufferDropsWithoutBlocking show the counters it reads counting losses",
-	"LLMGuardUpstreamRateLimited": "the workload's upstream never answers 429; TestUpstreamAlerts feeds promtool series that do",
+	"LLMGuardStoreErrors":          "the error ratio over 5m may or may not pass 5 %: the breaker opens after 2 failed calls and calls it refuses are not store calls",
+	"LLMGuardReconcileBacklog":     "needs over 1000 reconciliations queued; the workload's replay queue holds 4",
+	"LLMGuardConfigReloadFailed":   "the workload reloads no config file; internal/app's TestFailedReloadOnReadyz shows the gauge it reads going to 0",
+	"LLMGuardConnectionsRefused":   "the workload stays under max_connections; internal/app's TestConnectionsPastTheCapAreRefused shows the counter it reads counting a refusal",
+	"LLMGuardLedgerRecordsLost":    "the workload's ledger never fails; ledger's TestRedisRetryBounds and TestFullBufferDropsWithoutBlocking show the counters it reads counting losses",
+	"LLMGuardAccessLogWriteErrors": "the workload writes no access log; obs's TestAccessLogWriteErrorsCounted shows the counter it reads counting a failed line",
+	"LLMGuardUpstreamRateLimited":  "the workload's upstream never answers 429; TestUpstreamAlerts feeds promtool series that do",
 }
 
 // TestRealPrometheus runs the dashboards' workload (TestAgainstRunningLlmguard's)

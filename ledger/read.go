@@ -72,13 +72,18 @@ func ReadLines(r io.Reader, fn func(Record)) (bad int, err error) {
 }
 
 // parseLine decodes one record; ok is false unless line is a JSON object
-// with a non-zero "ts".
+// with a non-zero "ts" and no negative cost_micro_usd, input_tokens or
+// output_tokens. llmguard writes none below 0; a line that does (a ledger
+// edited or forged) would take its figure off every sum that reads it
+// (llmguard report, llmguard usage): one cost of -9.2e18 µUSD beside a
+// saturated $9.2e12 brought a month's total back to a few micro-dollars.
+// Such a line is unreadable, and counted as one by its reader.
 func parseLine(line []byte) (Record, bool) {
 	if line[0] != '{' {
 		return Record{}, false
 	}
 	var r Record
-	if err := json.Unmarshal(line, &r); err != nil || r.TS.IsZero() {
+	if err := json.Unmarshal(line, &r); err != nil || r.TS.IsZero() || r.CostMicroUSD < 0 || r.InputTokens < 0 || r.OutputTokens < 0 {
 		return Record{}, false
 	}
 	return r, true

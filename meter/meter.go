@@ -340,8 +340,13 @@ type Exchange struct {
 	// unlimited: the store was unavailable and nothing could hold the
 	// limits (no fallback, or it failed): admitted without any.
 	unlimited bool
-	warnings  []string
-	settled   atomic.Bool
+	// held: it joined a wait queue; peek: take reads the buckets'
+	// statuses, taking nothing (wait.go). (Beside the other bools: apart,
+	// each took 8 bytes of the exchange a request allocates.)
+	held     bool
+	peek     bool
+	warnings []string
+	settled  atomic.Bool
 	// record is the settlement's ledger record (Record), set by Settle
 	// when the Meter keeps records (Options.Records); a pointer, so that
 	// an Exchange without one is no larger.
@@ -351,11 +356,8 @@ type Exchange struct {
 	flow *flowSeries
 	// out is how the output reservation was made and lowered (output.go).
 	out outputState
-	// held: it joined a wait queue; waited: for how long; peek: take
-	// reads the buckets' statuses, taking nothing (wait.go).
-	held   bool
+	// waited is how long it waited in a wait queue (held; wait.go).
 	waited time.Duration
-	peek   bool
 
 	// The storage of rules, of the take's items and of the settlement's
 	// deltas for a request under at most inlineRules rules, so that they

@@ -28,6 +28,15 @@ type Settlement struct {
 	// Unforwarded: nothing reached the upstream (the transport failed
 	// before its call), so no ledger record is written.
 	Unforwarded bool
+	// BilledMicroUSD is what the upstream's answer says, apart from its
+	// usage, that it charged for the request, in micro-USD (a LiteLLM
+	// proxy's cost header: weigher.CostHeader); 0 when it says nothing.
+	// Whatever the Source, a weighed request costs at least this: a known
+	// usage is priced at no less (as its own Usage.BilledMicroUSD), a
+	// reservation that stands is raised to it, and a refund keeps it on
+	// the dollar rules (the upstream says it billed; token rules are
+	// refunded). Not bounded by Ceiling: it is the upstream's own bill.
+	BilledMicroUSD int64
 	// Ceiling is the most the request can plausibly be billed
 	// (weigher.Weigher.Ceiling, which argues why): InputTokens and
 	// OutputTokens in tokens, WebSearches and FileSearches in searches; a figure of 0 bounds
@@ -63,13 +72,16 @@ func (x *Exchange) Settle(s Settlement) bool {
 	switch {
 	case known:
 		actual, over = overCeiling(x.searchFeesOf(s.Usage, s.Source), s.Ceiling)
+		actual.BilledMicroUSD = max(actual.BilledMicroUSD, s.BilledMicroUSD)
 		cost = x.quote.Price.MicroUSD(actual)
 		if s.Usage.ServiceTier != "" && x.quote.Priced && x.req.PerImage == 0 {
 			cost = x.servedAt(s.Usage.ServiceTier, actual, cost)
 		}
 	case s.Source == spec.SourceReserved && x.req.Weighed:
 		// Nothing reported: the reservation stands, and so does its cost.
-		cost = x.quote.Price.MicroUSD(x.reservation(x.req.Estimate.InputTokens, x.req.Estimate.OutputTokens))
+		cost = max(x.quote.Price.MicroUSD(x.reservation(x.req.Estimate.InputTokens, x.req.Estimate.OutputTokens)), s.BilledMicroUSD)
+	case s.Source == spec.SourceRefund && x.req.Weighed:
+		cost = s.BilledMicroUSD // 0 but when the upstream says it billed the error
 	}
 	if s.Source == spec.SourceReported && s.Status < 300 && over == 0 {
 		// (An implausible output teaches the learned reservation nothing.)
@@ -90,6 +102,11 @@ func (x *Exchange) Settle(s Settlement) bool {
 	for i := range x.rules {
 		a := &x.rules[i]
 		units := x.settledUnitsPriced(a, s.Source, known, actual, cost)
+		if !known && s.BilledMicroUSD > 0 && a.Rule.Unit == spec.UnitUSD && x.req.Weighed && x.req.PerImage == 0 {
+			// The upstream's own bill, when more than the reservation
+			// that stands, or than a refund (Settlement.BilledMicroUSD).
+			units = max(units, s.BilledMicroUSD)
+		}
 		settled = append(settled, units)
 		if d := units - a.Reserved; d != 0 {
 			if a.Taken != nil { // to the shards taken from, in proportion to what each paid

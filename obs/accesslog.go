@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/natefinch/lumberjack.v2"
 
 	"github.com/llmguard/llmguard/spec"
@@ -30,12 +31,35 @@ type AccessLogOptions struct {
 	// are logged, in [0, 1], decided by their request id. Every other
 	// outcome is always logged.
 	SampleAllowed float64
+	// Errors counts the lines Writer failed to take (a full disk, an I/O
+	// error), one per line: NewAccessLogErrors's
+	// llmguard_access_log_errors_total. nil: not counted.
+	Errors prometheus.Counter
+}
+
+// NewAccessLogErrors builds the counter of access-log lines that could
+// not be written, llmguard_access_log_errors_total (AccessLogOptions.Errors),
+// and registers it with reg when reg is not nil. It is made whether or
+// not an access log is on, so that a dashboard's query of it has data
+// (0) on every node. Errors: a registration conflict from reg.
+func NewAccessLogErrors(reg prometheus.Registerer) (prometheus.Counter, error) {
+	c := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "llmguard_access_log_errors_total",
+		Help: "Access log lines that could not be written (a full disk, an I/O error on access_log.output); each is a request missing from the access log.",
+	})
+	if reg != nil {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // AccessLog writes one line per request. Safe for concurrent use (the
 // slog handler serialises writes).
 type AccessLog struct {
-	h slog.Handler
+	h      slog.Handler
+	errors prometheus.Counter // nil: failures not counted
 	// keepAll and keepBelow are the sampling decision: every allowed
 	// request when keepAll, else those whose id hashes below keepBelow.
 	keepAll   bool
@@ -62,7 +86,7 @@ func NewAccessLog(o AccessLogOptions) (*AccessLog, error) {
 	default:
 		h = slog.NewJSONHandler(w, nil)
 	}
-	l := &AccessLog{h: h, keepAll: o.SampleAllowed >= 1}
+	l := &AccessLog{h: h, errors: o.Errors, keepAll: o.SampleAllowed >= 1}
 	if !l.keepAll {
 		l.keepBelow = uint64(o.SampleAllowed * math.MaxUint64)
 	}
@@ -84,12 +108,15 @@ func (l *AccessLog) Wants(id, outcome string) bool {
 const outcomeAllowed = "allowed"
 
 // Write writes e as one line at level INFO with the message "access",
-// stamped now. It does not check Wants.
+// stamped now. It does not check Wants. A line the writer fails to take
+// is counted in AccessLogOptions.Errors, and lost.
 func (l *AccessLog) Write(e *Entry) {
 	var buf [32]slog.Attr // every field fits: one allocation for the record's overflow, none for the list
 	r := slog.NewRecord(time.Now(), slog.LevelInfo, "access", 0)
 	r.AddAttrs(e.appendAttrs(buf[:0])...)
-	_ = l.h.Handle(context.Background(), r) // a failed write has nowhere better to go
+	if err := l.h.Handle(context.Background(), r); err != nil && l.errors != nil {
+		l.errors.Inc()
+	}
 }
 
 // OpenOutput opens an access log's destination: "stderr", "stdout" or a

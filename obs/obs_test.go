@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/meter"
@@ -107,5 +112,43 @@ func TestNewTracingRefuses(t *testing.T) {
 		if _, err := NewTracing(o); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
+	}
+}
+
+// failingWriter takes no line: a full disk under the access log.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+// TestAccessLogWriteErrorsCounted: each line the writer fails to take is
+// counted in llmguard_access_log_errors_total (it was dropped unseen); a
+// line written is not.
+func TestAccessLogWriteErrorsCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	errs, err := NewAccessLogErrors(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		w    io.Writer
+		want float64
+	}{
+		{"a full disk", failingWriter{}, 3},
+		{"a writer that takes them", io.Discard, 3}, // no more
+	} {
+		l, err := NewAccessLog(AccessLogOptions{Writer: tc.w, SampleAllowed: 1, Errors: errs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			l.Write(&Entry{Record: ledger.Record{RequestID: "r"}, Outcome: "allowed"})
+		}
+		if got := testutil.ToFloat64(errs); got != tc.want {
+			t.Errorf("%s: llmguard_access_log_errors_total %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if n, err := testutil.GatherAndCount(reg, "llmguard_access_log_errors_total"); err != nil || n != 1 {
+		t.Errorf("registered series: %d, %v", n, err)
 	}
 }

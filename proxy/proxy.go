@@ -407,7 +407,11 @@ type exchange struct {
 	// perImage is the price of each image of a per-image-billed generation
 	// (DALL·E), in micro-USD; 0 for every other request.
 	perImage int64
-	est      weigher.Estimate
+	// billed is what the upstream's answer header says it charged
+	// (weigher.CostHeader, LiteLLM's), in micro-USD; 0 when it says
+	// nothing (reportedCost). Settled as the least the request costs.
+	billed int64
+	est    weigher.Estimate
 	// m is the request's admission, from the moment it was judged (nil
 	// before): its rules, verdict and settlement. It points to admission,
 	// where the meter writes it (meter.Meter.AdmitInto): the exchange,
@@ -475,6 +479,7 @@ func (x *exchange) settle(s meter.Settlement) {
 		return
 	}
 	s.Status = x.status
+	s.BilledMicroUSD = x.billed
 	if s.Source.Known() && x.live != nil {
 		// The most the request can have used: an absurd usage is charged
 		// at it (meter.Settlement.Ceiling).

@@ -62,6 +62,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		ctx.Response.Header.Add("x-llmguard-budget-warning", w)
 	}
 	status := resp.StatusCode()
+	x.billed = reportedCost(&resp.Header)
 	if status == fasthttp.StatusTooManyRequests {
 		// The upstream's limit refused the call: its rate-limit fields
 		// say when it has room, not llmguard's
@@ -187,6 +188,24 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	ctx.Response.SetBodyRaw(body) // written from x.answer's buffer, given back once written
 	p.finish(ctx, x, status)
 	return nil
+}
+
+// reportedCost is what h, an upstream's answer header, says the request
+// was charged, in micro-USD (weigher.HeaderCostMicroUSD): the largest
+// figure of its weigher.CostHeader fields, the name in any letter case
+// (the upstream client keeps names as sent); 0 when there is none.
+// LiteLLM sends the field on every answer it prices; it is read from
+// any upstream that sends it, since it can only raise a charge
+// (meter.Settlement.BilledMicroUSD): a provider that does not know it
+// does not send it.
+func reportedCost(h *fasthttp.ResponseHeader) int64 {
+	var billed int64
+	for k, v := range h.All() {
+		if len(k) == len(weigher.CostHeader) && (k[0]|0x20) == 'x' && bytes.EqualFold(k, []byte(weigher.CostHeader)) {
+			billed = max(billed, weigher.HeaderCostMicroUSD(v))
+		}
+	}
+	return billed
 }
 
 // lostAnswer is the settlement of x's held answer of status whose body

@@ -113,7 +113,7 @@ func (a anthropicUsage) upper(b anthropicUsage) anthropicUsage {
 	return anthropicUsage{
 		input: max(a.input, b.input), cacheWrite: max(a.cacheWrite, b.cacheWrite), cacheRead: max(a.cacheRead, b.cacheRead),
 		cache1h: max(a.cache1h, b.cache1h), output: max(a.output, b.output), searches: max(a.searches, b.searches),
-		has: a.has | b.has,
+		billed: max(a.billed, b.billed), has: a.has | b.has,
 	}
 }
 

@@ -991,6 +991,7 @@ func upper(a, b Usage) Usage {
 		ImageTokens:        max(a.ImageTokens, b.ImageTokens),
 		SearchContext:      max(a.SearchContext, b.SearchContext),
 		ServiceTier:        joinTiers(a.ServiceTier, b.ServiceTier),
+		BilledMicroUSD:     max(a.BilledMicroUSD, b.BilledMicroUSD),
 	}
 }
 

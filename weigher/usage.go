@@ -2,6 +2,7 @@ package weigher
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -188,6 +189,12 @@ func usdFigure(v gjson.Result) int64 {
 	default:
 		return 0
 	}
+	return usdMicro(f)
+}
+
+// usdMicro is f, a cost in USD, in micro-USD rounded up (usdFigure); 0 for
+// NaN, zero and negative figures, and at most maxBilledUSD.
+func usdMicro(f float64) int64 {
 	if !(f > 0) { // NaN, zero, negative
 		return 0
 	}
@@ -195,6 +202,39 @@ func usdFigure(v gjson.Result) int64 {
 		f = maxBilledUSD
 	}
 	return int64(math.Ceil(math.Round(f*1e12) / 1e6))
+}
+
+// CostHeader is the response header in which a LiteLLM proxy reports
+// what it charged for the request, in USD as a decimal (Python's str of a
+// float: "0.000415", "1.5e-05"): "x-litellm-response-cost"
+// (https://docs.litellm.ai/docs/proxy/response_headers; its pass-through
+// cost contract, https://docs.litellm.ai/docs/proxy/pass_through_cost_tracking,
+// calls the figure authoritative). It is the price of the deployment the
+// proxy routed to, which tag routing (a request's tags, metadata.tags or
+// x-litellm-tags header) may make dearer than the model group's name.
+const CostHeader = "x-litellm-response-cost"
+
+// maxCostHeaderBytes is the longest CostHeader value read as a figure:
+// Python's repr of a float is at most 24 characters
+// ("-2.2250738585072014e-308"), so a longer one is not a cost LiteLLM
+// wrote.
+const maxCostHeaderBytes = 64
+
+// HeaderCostMicroUSD is v, a CostHeader value, in micro-USD rounded up
+// (spec.Usage.BilledMicroUSD): 0 for one that is empty, longer than 64
+// bytes, not a decimal number (strconv.ParseFloat's syntax, surrounding
+// spaces allowed), NaN, zero or negative; at most maxBilledUSD ($1e12)
+// for one above it or infinite. It never keeps v.
+func HeaderCostMicroUSD(v []byte) int64 {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 || len(v) > maxCostHeaderBytes {
+		return 0
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) { // out of range: ±Inf or 0, bounded below
+		return 0
+	}
+	return usdMicro(f)
 }
 
 // promptDetails are the figures of a chat usage's prompt_tokens_details

@@ -81,15 +81,29 @@ func toolCalls(output gjson.Result) (web, file int64) {
 	return web, file
 }
 
-// responsesUsageOf reads a Responses "usage" object.
+// responsesUsageOf reads a Responses "usage" object, and what OpenRouter
+// says it billed in it (cost, is_byok, cost_details: its Responses usage,
+// OpenResponsesUsage, carries the chat usage's cost figures,
+// https://openrouter.ai/docs/agent-sdk/typescript/models/openresponsesusage)
+// as BilledMicroUSD (billedMicroUSD).
 func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 	if !v.IsObject() {
 		return Usage{}, false
 	}
 	var in, out, total gjson.Result
+	var cost, byok, upstream gjson.Result // OpenRouter's (billedMicroUSD)
 	var write int64
 	v.ForEach(func(k, f gjson.Result) bool {
 		switch k.Str {
+		case "cost":
+			cost = f
+		case "is_byok":
+			byok = f
+		case "cost_details":
+			upstream = gjson.Result{}
+			if f.IsObject() {
+				upstream = f.Get("upstream_inference_cost")
+			}
 		case "input_tokens":
 			in = f
 		case "output_tokens":
@@ -114,7 +128,9 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 	if !ok {
 		return Usage{}, false
 	}
-	return withLeftOut(u, apart{total: usageCount(total), cacheWrite: write}), true
+	u = withLeftOut(u, apart{total: usageCount(total), cacheWrite: write})
+	u.BilledMicroUSD = billedMicroUSD(cost, upstream, byok)
+	return u, true
 }
 
 // parseImagesUsage reads an image generation answer's usage
@@ -182,7 +198,11 @@ type anthropicUsage struct {
 	input, cacheWrite, cacheRead, cache1h, output int64
 	cache5m                                       int64 // cache_creation.ephemeral_5m_input_tokens
 	searches                                      int64 // server_tool_use.web_search_requests
-	has                                           uint8
+	// billed is the largest cost an OpenRouter usage of the answer
+	// reported (its Messages API carries chat's cost, is_byok and
+	// cost_details: billedMicroUSD), in micro-USD; 0 for none.
+	billed int64
+	has    uint8
 }
 
 const (
@@ -199,8 +219,21 @@ func (a *anthropicUsage) merge(v gjson.Result) bool {
 	read := false
 	var top, all, extra iterationFigures // v's own figures; its iterations' sums (all, and those not of type "message")
 	var iterations gjson.Result
+	var cost, byok, upstream gjson.Result // OpenRouter's (billedMicroUSD)
 	v.ForEach(func(k, f gjson.Result) bool {
 		switch k.Str {
+		case "cost":
+			cost = f
+			return true
+		case "is_byok":
+			byok = f
+			return true
+		case "cost_details":
+			upstream = gjson.Result{}
+			if f.IsObject() {
+				upstream = f.Get("upstream_inference_cost")
+			}
+			return true
 		case "cache_creation":
 			top.cache1h = usageCount(f.Get("ephemeral_1h_input_tokens"))
 			a.cache1h = max(a.cache1h, top.cache1h)
@@ -244,6 +277,7 @@ func (a *anthropicUsage) merge(v gjson.Result) bool {
 		read = true
 		return true
 	})
+	a.billed = max(a.billed, billedMicroUSD(cost, upstream, byok))
 	if iterations.IsArray() {
 		iterations.ForEach(func(_, it gjson.Result) bool {
 			var f iterationFigures
@@ -326,5 +360,6 @@ func (a *anthropicUsage) usage() Usage {
 		CacheWrite1hTokens: min(a.cache1h, write),
 		OutputTokens:       a.output,
 		WebSearches:        a.searches,
+		BilledMicroUSD:     a.billed,
 	}
 }

@@ -282,3 +282,43 @@ func TestReportRefusesNaNBudget(t *testing.T) {
 		}
 	}
 }
+
+// A ledger whose lines lie (a cost at the int64 maximum, then one at its
+// minimum to take it back off, a negative token count) is read so that
+// the month's spend is never below what its plausible lines say: the
+// maximum saturates, the negative lines are skipped as unreadable and
+// counted on stderr. Before, the two costs summed to $0.000004 on the
+// page.
+func TestReportLyingLedgerNeitherWrapsNorSubtracts(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ledger.jsonl")
+	lines := `{"ts":"2026-11-02T00:00:00Z","tenant":"acme","user":"alice","model":"m","status":200,"cost_micro_usd":9223372036854775807}
+{"ts":"2026-11-02T00:00:01Z","tenant":"acme","user":"alice","model":"m","status":200,"cost_micro_usd":9223372036854775807}
+{"ts":"2026-11-03T00:00:00Z","tenant":"acme","user":"alice","model":"m","status":200,"cost_micro_usd":-9223372036854775807}
+{"ts":"2026-11-03T00:00:01Z","tenant":"acme","user":"bob","model":"m","status":200,"cost_micro_usd":5,"input_tokens":-9223372036854775807}
+{"ts":"2026-11-04T00:00:00Z","tenant":"acme","user":"carol","model":"m","status":200,"cost_micro_usd":5}
+`
+	if err := os.WriteFile(file, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "report", "--ledger", file, "--tenant", "acme", "--month", "2026-11", "--timezone", "UTC", "--budget-usd", "100")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("report: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(string(out), "(9223372036854775807 micro-USD)") {
+		t.Errorf("the page's total is not the int64 maximum (saturated): %s", totalLine(string(out)))
+	}
+	if !strings.Contains(stderr.String(), "skipped 2 unreadable ledger lines") {
+		t.Errorf("stderr %q, want the 2 negative lines skipped", stderr.String())
+	}
+}
+
+// totalLine is the page's "Total …" line, for a failure's message.
+func totalLine(page string) string {
+	if i := strings.Index(page, "Total "); i >= 0 {
+		return page[i:min(len(page), i+200)]
+	}
+	return "(no total)"
+}

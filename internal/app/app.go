@@ -639,12 +639,16 @@ const tracingFlushTimeout = 5 * time.Second
 // set, replaces the OTLP exporter (tests).
 func (a *App) openObserve(cfg *config.Config, spans sdktrace.SpanProcessor) (*obs.AccessLog, *obs.Tracing, error) {
 	var access *obs.AccessLog
+	accessErrors, err := obs.NewAccessLogErrors(a.Registry)
+	if err != nil {
+		return nil, nil, fmt.Errorf("app: %w", err)
+	}
 	if al := cfg.AccessLog; al.Enabled {
 		w, closeW, err := obs.OpenOutput(al.Output, al.MaxSizeMB, al.MaxBackups)
 		if err != nil {
 			return nil, nil, fmt.Errorf("app: access_log.output: %w", err)
 		}
-		access, err = obs.NewAccessLog(obs.AccessLogOptions{Writer: w, Format: al.Format, SampleAllowed: ratioOr1(al.SampleAllowed)})
+		access, err = obs.NewAccessLog(obs.AccessLogOptions{Writer: w, Format: al.Format, SampleAllowed: ratioOr1(al.SampleAllowed), Errors: accessErrors})
 		if err != nil {
 			closeW()
 			return nil, nil, fmt.Errorf("app: %w", err)
