@@ -131,6 +131,13 @@ var bodyShapes = []bodyShape{
 		}
 		return chatWith(`"` + string(b) + `"`)
 	}, 55},
+	// Random CJK: three-byte characters without spaces, pieces merged
+	// unremembered. Bounded at 16× (×1.6: 25.6×) until 2026-12-07, when the
+	// yardstick got faster again (perf27: the piece loop keeps its values
+	// in registers, some 9% of prose's counting) and random CJK not: 24.4×
+	// with both cores hogged, 29.3× at load average 40 (adv49), one run
+	// each; scaled as random letters' bound was, to 20× (×1.6: 32×). The
+	// linearity check is what catches a superlinear step.
 	{"random-cjk", KindChat, func(size int) []byte {
 		r := rand.New(rand.NewPCG(5, 6))
 		var b strings.Builder
@@ -138,7 +145,7 @@ var bodyShapes = []bodyShape{
 			b.WriteRune(rune(0x4e00 + r.IntN(0x9fff-0x4e00)))
 		}
 		return chatWith(`"` + b.String() + `"`)
-	}, 16},
+	}, 20},
 	{"cjk", KindChat, func(size int) []byte {
 		return chatWith(`"` + fill("速率限制器在每个日历周期开始时重置预算，并按实际用量结算每一次请求。", size) + `"`)
 	}, 0},
