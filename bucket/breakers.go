@@ -212,6 +212,25 @@ func (g *Guarded) Breakers() []BreakerStatus {
 	return out
 }
 
+// AnyFailing reports whether any breaker is not closed or had its
+// master's last call fail: what Breakers would show as a State other than
+// BreakerClosed or a Failing, without building the list (no allocation;
+// a read lock on the masters' map, not the sort). A node's log of a run of
+// failed calls asks it on each call that succeeds while the run lasts.
+func (g *Guarded) AnyFailing() bool {
+	if g.o.MasterOf == nil {
+		return g.single.failing.Load() || g.single.state() != BreakerClosed
+	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	for _, b := range g.masters {
+		if b.failing.Load() || b.state() != BreakerClosed {
+			return true
+		}
+	}
+	return false
+}
+
 // probeKeyOf is the key a probe of b's master takes (BreakerStatus.ProbeKey).
 func (g *Guarded) probeKeyOf(b *breaker) string {
 	if g.o.MasterOf == nil {

@@ -89,11 +89,18 @@ func keyOn(t *testing.T, s *mastersStore, master string) string {
 	return ""
 }
 
-// states is g's breakers as "master=state" in master order.
+// states is g's breakers as "master=state" in master order, and
+// "AnyFailing disagrees" after them when g.AnyFailing does not say what the
+// list says (a breaker not closed, or its master's last call failed).
 func states(g *bucket.Guarded) string {
 	var out []string
+	failing := false
 	for _, b := range g.Breakers() {
 		out = append(out, b.Master+"="+b.State.String())
+		failing = failing || b.Failing || b.State != bucket.BreakerClosed
+	}
+	if g.AnyFailing() != failing {
+		out = append(out, "AnyFailing disagrees")
 	}
 	return strings.Join(out, " ")
 }
@@ -194,12 +201,18 @@ func TestGuardedBreakerPerMaster(t *testing.T) {
 	// not, until a call to it succeeds again.
 	s.bDown.Store(true)
 	g.Take(ctx, "", b)
+	if got := states(g); got != "m-a=closed m-b=closed" || !g.AnyFailing() {
+		t.Fatalf("step 4 (m-b failing, breaker closed): breakers %s, AnyFailing %v: want m-b's failed call to count", got, g.AnyFailing())
+	}
 	calls := s.calls.Load()
 	if err := g.Reconcile(bucket.WithBackgroundForTest(ctx), "charge", db); !errors.Is(err, bucket.ErrNotSent) || s.calls.Load() != calls {
 		t.Fatalf("step 4 (m-b failing, breaker %v): a charge got %v, want it rejected unsent", g.State(), err)
 	}
 	s.bDown.Store(false)
 	g.Take(ctx, "", b)
+	if g.AnyFailing() {
+		t.Fatalf("step 4 (m-b answers again): AnyFailing with breakers %s", states(g))
+	}
 	if err := g.Reconcile(bucket.WithBackgroundForTest(ctx), "charge", db); err != nil {
 		t.Fatalf("step 4 (m-b answers again): a charge got %v", err)
 	}

@@ -309,7 +309,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 				// master killed, its tenant's next take failed, and the next
 				// request of a tenant on a live master logged "store answers
 				// again" 5 ms later, the master still down).
-				if run.failed.Load() > 0 && (masterOf == nil || !anyMasterFailing(guard.Breakers())) {
+				if run.failed.Load() > 0 && (masterOf == nil || !guard.AnyFailing()) {
 					firstFailure.Clear()
 					if failed, since, logged := run.end(); logged {
 						log.Info("store answers again after failed calls; limits are taken from it again",
@@ -696,18 +696,6 @@ func (f *factorCollector) Collect(ch chan<- prometheus.Metric) {
 				bucket.OverAdmissionOf(rule.LimitAt(now), f.nodes, 0).Factor, rule.Name)
 		}
 	}
-}
-
-// anyMasterFailing reports whether one of brs (Guarded.Breakers) is not
-// closed or had its master's last call fail: a run of failed calls has not
-// ended while one has.
-func anyMasterFailing(brs []bucket.BreakerStatus) bool {
-	for _, b := range brs {
-		if b.Failing || b.State != bucket.BreakerClosed {
-			return true
-		}
-	}
-	return false
 }
 
 // failureRun is the store's current run of failed calls: those since the
