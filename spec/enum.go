@@ -2,21 +2,44 @@ package spec
 
 import "strconv"
 
-// name returns names[i], or "unknown(i)" when i is out of range, so that a
+// names is the table of an enum T: the config name of each value, indexed
+// by it. Every enum of the package keeps one, and its String, Parse and
+// Names methods are these three, so that no two enums spell the lookup
+// apart. A value may have the empty name (PeriodNone): it prints as "" and
+// no name parses to it.
+type names[T ~uint8] []string
+
+// of is v's name, or "unknown(<v>)" when v is past the table, so that a
 // value outside its enum never prints as a valid name.
-func name(names []string, i int) string {
-	if i >= 0 && i < len(names) {
-		return names[i]
+func (n names[T]) of(v T) string {
+	if int(v) < len(n) {
+		return n[v]
 	}
-	return "unknown(" + strconv.Itoa(i) + ")"
+	return "unknown(" + strconv.Itoa(int(v)) + ")"
 }
 
-// index returns the position of s in names, or -1.
-func index(names []string, s string) int {
-	for i, n := range names {
-		if n == s {
-			return i
+// parse returns the value named s; false if none is (the empty s
+// included).
+func (n names[T]) parse(s string) (T, bool) {
+	if s == "" {
+		return 0, false
+	}
+	for i, v := range n {
+		if v == s {
+			return T(i), true
 		}
 	}
-	return -1
+	return 0, false
+}
+
+// list returns the table's names in value order, the empty one left out
+// (a fresh slice the caller may keep).
+func (n names[T]) list() []string {
+	out := make([]string, 0, len(n))
+	for _, v := range n {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

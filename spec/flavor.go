@@ -14,7 +14,7 @@ const (
 
 // flavorNames is the config name of each Flavor, indexed by its value: the
 // one table of flavors.
-var flavorNames = []string{
+var flavorNames = names[Flavor]{
 	FlavorOpenAI:    "openai",
 	FlavorAnthropic: "anthropic",
 	FlavorAzure:     "azure",
@@ -22,14 +22,11 @@ var flavorNames = []string{
 
 // String is the flavor's config name, also its metric label and ledger
 // field; a value outside the enum is "unknown(<n>)".
-func (f Flavor) String() string { return name(flavorNames, int(f)) }
+func (f Flavor) String() string { return flavorNames.of(f) }
 
 // ParseFlavor returns the Flavor whose config name is s; false if none is.
-func ParseFlavor(s string) (Flavor, bool) {
-	i := index(flavorNames, s)
-	return Flavor(max(i, 0)), i >= 0
-}
+func ParseFlavor(s string) (Flavor, bool) { return flavorNames.parse(s) }
 
 // FlavorNames returns every flavor's config name, in value order (a fresh
 // slice the caller may keep).
-func FlavorNames() []string { return append([]string(nil), flavorNames...) }
+func FlavorNames() []string { return flavorNames.list() }

@@ -12,22 +12,19 @@ const (
 
 // logFormatNames is the config name of each LogFormat, indexed by its
 // value: the one table of access log formats.
-var logFormatNames = []string{LogJSON: "json", LogText: "text"}
+var logFormatNames = names[LogFormat]{LogJSON: "json", LogText: "text"}
 
 // String is the format's config name; a value outside the enum is
 // "unknown(<n>)".
-func (f LogFormat) String() string { return name(logFormatNames, int(f)) }
+func (f LogFormat) String() string { return logFormatNames.of(f) }
 
 // ParseLogFormat returns the LogFormat whose config name is s; false if
 // none is.
-func ParseLogFormat(s string) (LogFormat, bool) {
-	i := index(logFormatNames, s)
-	return LogFormat(max(i, 0)), i >= 0
-}
+func ParseLogFormat(s string) (LogFormat, bool) { return logFormatNames.parse(s) }
 
 // LogFormatNames returns every access log format's config name in value
 // order (a fresh slice the caller may keep).
-func LogFormatNames() []string { return append([]string(nil), logFormatNames...) }
+func LogFormatNames() []string { return logFormatNames.list() }
 
 // TraceProtocol is how spans go to the OpenTelemetry collector
 // (tracing.protocol): OTLP over gRPC or over HTTP
@@ -43,22 +40,19 @@ const (
 
 // traceProtocolNames is the config name of each TraceProtocol, indexed by
 // its value: the one table of trace export protocols.
-var traceProtocolNames = []string{TraceGRPC: "grpc", TraceHTTP: "http"}
+var traceProtocolNames = names[TraceProtocol]{TraceGRPC: "grpc", TraceHTTP: "http"}
 
 // String is the protocol's config name; a value outside the enum is
 // "unknown(<n>)".
-func (p TraceProtocol) String() string { return name(traceProtocolNames, int(p)) }
+func (p TraceProtocol) String() string { return traceProtocolNames.of(p) }
 
 // ParseTraceProtocol returns the TraceProtocol whose config name is s;
 // false if none is.
-func ParseTraceProtocol(s string) (TraceProtocol, bool) {
-	i := index(traceProtocolNames, s)
-	return TraceProtocol(max(i, 0)), i >= 0
-}
+func ParseTraceProtocol(s string) (TraceProtocol, bool) { return traceProtocolNames.parse(s) }
 
 // TraceProtocolNames returns every trace protocol's config name in value
 // order (a fresh slice the caller may keep).
-func TraceProtocolNames() []string { return append([]string(nil), traceProtocolNames...) }
+func TraceProtocolNames() []string { return traceProtocolNames.list() }
 
 // AlertFormat is the body a budget alert's webhook receives
 // (alerts.webhook.format). The zero value is AlertJSON, the default.
@@ -72,19 +66,16 @@ const (
 
 // alertFormatNames is the config name of each AlertFormat, indexed by its
 // value: the one table of alert body formats.
-var alertFormatNames = []string{AlertJSON: "json", AlertSlack: "slack"}
+var alertFormatNames = names[AlertFormat]{AlertJSON: "json", AlertSlack: "slack"}
 
 // String is the format's config name; a value outside the enum is
 // "unknown(<n>)".
-func (f AlertFormat) String() string { return name(alertFormatNames, int(f)) }
+func (f AlertFormat) String() string { return alertFormatNames.of(f) }
 
 // ParseAlertFormat returns the AlertFormat whose config name is s; false
 // if none is.
-func ParseAlertFormat(s string) (AlertFormat, bool) {
-	i := index(alertFormatNames, s)
-	return AlertFormat(max(i, 0)), i >= 0
-}
+func ParseAlertFormat(s string) (AlertFormat, bool) { return alertFormatNames.parse(s) }
 
 // AlertFormatNames returns every alert body format's config name in value
 // order (a fresh slice the caller may keep).
-func AlertFormatNames() []string { return append([]string(nil), alertFormatNames...) }
+func AlertFormatNames() []string { return alertFormatNames.list() }

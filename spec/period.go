@@ -17,7 +17,7 @@ const (
 
 // periodNames is the config name of each Period, indexed by its value: the
 // one table of periods. PeriodNone has none.
-var periodNames = []string{
+var periodNames = names[Period]{
 	PeriodNone:  "",
 	PeriodDay:   "day",
 	PeriodWeek:  "week",
@@ -26,18 +26,15 @@ var periodNames = []string{
 
 // String is the period's config name ("" for PeriodNone); a value outside
 // the enum is "unknown(<n>)".
-func (p Period) String() string { return name(periodNames, int(p)) }
+func (p Period) String() string { return periodNames.of(p) }
 
 // ParsePeriod returns the Period whose config name is s; false if none is
 // (the empty name included: PeriodNone is no period a config can name).
-func ParsePeriod(s string) (Period, bool) {
-	i := index(periodNames[1:], s)
-	return Period(i + 1), i >= 0
-}
+func ParsePeriod(s string) (Period, bool) { return periodNames.parse(s) }
 
 // PeriodNames returns every period's config name, shortest first: "day",
 // "week", "month" (a fresh slice the caller may keep).
-func PeriodNames() []string { return append([]string(nil), periodNames[1:]...) }
+func PeriodNames() []string { return periodNames.list() }
 
 // Window returns the period containing now, as [start, end), with both
 // boundaries at midnight in loc. Boundaries are computed on the calendar

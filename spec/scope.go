@@ -13,7 +13,7 @@ const (
 
 // scopeNames is the config name of each Scope, indexed by its value: the
 // one table of scopes.
-var scopeNames = []string{
+var scopeNames = names[Scope]{
 	ScopeKey:    "key",
 	ScopeUser:   "user",
 	ScopeTenant: "tenant",
@@ -22,14 +22,11 @@ var scopeNames = []string{
 
 // String is the scope's config name; a value outside the enum is
 // "unknown(<n>)".
-func (s Scope) String() string { return name(scopeNames, int(s)) }
+func (s Scope) String() string { return scopeNames.of(s) }
 
 // ParseScope returns the Scope whose config name is s; false if none is.
-func ParseScope(s string) (Scope, bool) {
-	i := index(scopeNames, s)
-	return Scope(max(i, 0)), i >= 0
-}
+func ParseScope(s string) (Scope, bool) { return scopeNames.parse(s) }
 
 // ScopeNames returns every scope's config name, narrowest first (a fresh
 // slice the caller may keep).
-func ScopeNames() []string { return append([]string(nil), scopeNames...) }
+func ScopeNames() []string { return scopeNames.list() }

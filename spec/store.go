@@ -13,7 +13,7 @@ const (
 
 // backendNames is the config name of each Backend, indexed by its value:
 // the one table of store backends.
-var backendNames = []string{
+var backendNames = names[Backend]{
 	BackendMemory:       "memory",
 	BackendRedis:        "redis",
 	BackendRedisCluster: "redis_cluster",
@@ -21,7 +21,7 @@ var backendNames = []string{
 
 // String is the backend's config name; a value outside the enum is
 // "unknown(<n>)".
-func (b Backend) String() string { return name(backendNames, int(b)) }
+func (b Backend) String() string { return backendNames.of(b) }
 
 // Shared reports whether every node shares the store's buckets: Redis or
 // Redis Cluster, not one process's memory.
@@ -29,14 +29,11 @@ func (b Backend) Shared() bool { return b == BackendRedis || b == BackendRedisCl
 
 // ParseBackend returns the Backend whose config name is s; false if none
 // is.
-func ParseBackend(s string) (Backend, bool) {
-	i := index(backendNames, s)
-	return Backend(max(i, 0)), i >= 0
-}
+func ParseBackend(s string) (Backend, bool) { return backendNames.parse(s) }
 
 // BackendNames returns every backend's config name in value order (a
 // fresh slice the caller may keep).
-func BackendNames() []string { return append([]string(nil), backendNames...) }
+func BackendNames() []string { return backendNames.list() }
 
 // FailureMode is what a limit does while its store cannot answer
 // (store.on_failure, limits[].on_failure). The zero value is FailOpen, the
@@ -51,22 +48,19 @@ const (
 
 // failureModeNames is the config name of each FailureMode, indexed by its
 // value: the one table of failure modes.
-var failureModeNames = []string{
+var failureModeNames = names[FailureMode]{
 	FailOpen:   "open",
 	FailClosed: "closed",
 }
 
 // String is the mode's config name; a value outside the enum is
 // "unknown(<n>)".
-func (m FailureMode) String() string { return name(failureModeNames, int(m)) }
+func (m FailureMode) String() string { return failureModeNames.of(m) }
 
 // ParseFailureMode returns the FailureMode whose config name is s; false if
 // none is.
-func ParseFailureMode(s string) (FailureMode, bool) {
-	i := index(failureModeNames, s)
-	return FailureMode(max(i, 0)), i >= 0
-}
+func ParseFailureMode(s string) (FailureMode, bool) { return failureModeNames.parse(s) }
 
 // FailureModeNames returns every failure mode's config name in value order
 // (a fresh slice the caller may keep).
-func FailureModeNames() []string { return append([]string(nil), failureModeNames...) }
+func FailureModeNames() []string { return failureModeNames.list() }

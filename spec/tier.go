@@ -21,21 +21,18 @@ const (
 
 // tierNames is each ServiceTier's name as OpenAI spells it, indexed by its
 // value: the one table of tiers.
-var tierNames = []string{TierStandard: "default", TierPriority: "priority", TierFlex: "flex"}
+var tierNames = names[ServiceTier]{TierStandard: "default", TierPriority: "priority", TierFlex: "flex"}
 
 // String is the tier's name as OpenAI spells it ("default", "priority",
 // "flex"); a value outside the enum is "unknown(<n>)".
-func (t ServiceTier) String() string { return name(tierNames, int(t)) }
+func (t ServiceTier) String() string { return tierNames.of(t) }
 
 // ParseServiceTier returns the ServiceTier named s exactly as String names
 // it (what default_service_tier accepts); false if none is. An answer's or
 // a request's other spellings ("scale", "auto", Groq's "on_demand") are
 // package policy's to price (Policy.TierOf).
-func ParseServiceTier(s string) (ServiceTier, bool) {
-	i := index(tierNames, s)
-	return ServiceTier(max(i, 0)), i >= 0
-}
+func ParseServiceTier(s string) (ServiceTier, bool) { return tierNames.parse(s) }
 
 // ServiceTierNames returns every tier's name in value order: "default",
 // "priority", "flex" (a fresh slice the caller may keep).
-func ServiceTierNames() []string { return append([]string(nil), tierNames...) }
+func ServiceTierNames() []string { return tierNames.list() }

@@ -20,7 +20,7 @@ const (
 
 // unitNames is the config name of each Unit, indexed by its value: the one
 // table of units.
-var unitNames = []string{
+var unitNames = names[Unit]{
 	UnitRequests:     "requests",
 	UnitTokens:       "tokens",
 	UnitInputTokens:  "input_tokens",
@@ -31,7 +31,7 @@ var unitNames = []string{
 
 // String is the unit's config name; UnitUSD is "usd" although its amounts
 // are micro-USD. A value outside the enum is "unknown(<n>)".
-func (u Unit) String() string { return name(unitNames, int(u)) }
+func (u Unit) String() string { return unitNames.of(u) }
 
 // MicroUSD is the name the ledger, budget alerts and usage reports give the
 // amounts of UnitUSD, which are micro-USD (a config says "usd").
@@ -92,11 +92,8 @@ func (u Unit) Tokens(t Usage) int64 {
 }
 
 // ParseUnit returns the Unit whose config name is s; false if none is.
-func ParseUnit(s string) (Unit, bool) {
-	i := index(unitNames, s)
-	return Unit(max(i, 0)), i >= 0
-}
+func ParseUnit(s string) (Unit, bool) { return unitNames.parse(s) }
 
 // UnitNames returns every unit's config name, in value order (a fresh
 // slice the caller may keep).
-func UnitNames() []string { return append([]string(nil), unitNames...) }
+func UnitNames() []string { return unitNames.list() }

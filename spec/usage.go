@@ -172,11 +172,11 @@ const (
 )
 
 // searchContextNames is each SearchContextSize's name, indexed by value.
-var searchContextNames = []string{SearchContextNone: "", SearchContextLow: "low", SearchContextMedium: "medium", SearchContextHigh: "high"}
+var searchContextNames = names[SearchContextSize]{SearchContextNone: "", SearchContextLow: "low", SearchContextMedium: "medium", SearchContextHigh: "high"}
 
 // String is the size's name as Perplexity spells it ("low", "medium",
 // "high"; "" for none); a value outside the enum is "unknown(<n>)".
-func (s SearchContextSize) String() string { return name(searchContextNames, int(s)) }
+func (s SearchContextSize) String() string { return searchContextNames.of(s) }
 
 // ParseSearchContextSize reads a usage's search_context_size: "low",
 // "medium" or "high" (any case, surrounding space ignored) are those
@@ -221,7 +221,7 @@ const (
 )
 
 // sourceNames is the metric-label name of each Source, indexed by value.
-var sourceNames = []string{
+var sourceNames = names[Source]{
 	SourceReported: "reported",
 	SourcePartial:  "partial",
 	SourceCounted:  "counted",
@@ -231,7 +231,7 @@ var sourceNames = []string{
 
 // String is the source's metric-label name; a value outside the enum is
 // "unknown(<n>)".
-func (s Source) String() string { return name(sourceNames, int(s)) }
+func (s Source) String() string { return sourceNames.of(s) }
 
 // Known reports whether the source carries a usage to charge (reported,
 // partial or counted), rather than a refund or the reservation.
