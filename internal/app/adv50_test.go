@@ -5,17 +5,20 @@ package app
 // limit), driven through loopback sockets to an upstream the test sets.
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/ledger"
 )
 
 // adv50ShadowUSD is a shadow dollar rule beside usdLimit, as large: what
@@ -47,15 +50,17 @@ func shadowRemaining(t *testing.T, h http.Header, name string) int64 {
 }
 
 // adv50USDCost is what alice's dollar bucket (user-usd, $100) and her
-// shadow dollar bucket (shadow-usd, $100) lost, in micro-USD, for one
-// call of body to path whose upstream answers status with answer (JSON)
-// and the extra header lines fields (each ending "\r\n").
-func adv50USDCost(t *testing.T, status int, fields, answer, path, body string) (real, shadow int64) {
+// shadow dollar bucket (shadow-usd, $100) lost, and the cost its ledger
+// record says, in micro-USD, for one call of body to path whose upstream
+// answers status with answer (JSON) and the extra header lines fields
+// (each ending "\r\n").
+func adv50USDCost(t *testing.T, status int, fields, answer, path, body string) (real, shadow, recorded int64) {
 	t.Helper()
 	url := startRawUpstream(t, func(c net.Conn) {
 		fmt.Fprintf(c, "HTTP/1.1 %d X\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s", status, fields, len(answer), answer)
 	})
-	cfg, err := config.Parse([]byte(twoFlavorHead(url) + "limits:\n" + usdLimit + "\n" + adv50ShadowUSD + "\n"))
+	file := filepath.Join(t.TempDir(), "ledger.jsonl")
+	cfg, err := config.Parse([]byte(twoFlavorHead(url) + "limits:\n" + usdLimit + "\n" + adv50ShadowUSD + "\n" + fmt.Sprintf("ledger: {file: %q}\n", file)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +72,18 @@ func adv50USDCost(t *testing.T, status int, fields, answer, path, body string) (
 		t.Fatalf("status %d, want the upstream's %d", resp.StatusCode, status)
 	}
 	after := h.probe()
+	if err := h.app.Ledger.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ledger.ReadFiles(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		recorded += r.CostMicroUSD // the probes cost nothing
+	}
 	return rateLimitRemaining(t, before, "user-usd") - rateLimitRemaining(t, after, "user-usd"),
-		shadowRemaining(t, before, "shadow-usd") - shadowRemaining(t, after, "shadow-usd")
+		shadowRemaining(t, before, "shadow-usd") - shadowRemaining(t, after, "shadow-usd"), recorded
 }
 
 // adv49 charged a LiteLLM proxy's x-litellm-response-cost as the floor of
@@ -76,8 +91,9 @@ func adv50USDCost(t *testing.T, status int, fields, answer, path, body string) (
 // the table's per-image price stood, and an error the header says was
 // billed was refunded), and not on a shadow dollar limit whose usage was
 // unknown (the reservation stood) or refunded (nothing). A dollar rule,
-// real or shadow, now settles at no less than the header in every case;
-// a shadow rule so reports what enforcing it would have charged. Token
+// real or shadow, now settles at no less than the header in every case,
+// and the ledger records as much; a shadow rule so reports what enforcing
+// it would have charged. Token
 // counts the upstream reports still price a call on both alike.
 func TestAdv50CostHeaderFloorsPerImageAndShadow(t *testing.T) {
 	const chatBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100}`
@@ -110,8 +126,11 @@ func TestAdv50CostHeaderFloorsPerImageAndShadow(t *testing.T) {
 		{"chat: an error without a cost, refunded", "/v1/chat/completions", chatBody, 500, "", errorBody, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			real, shadow := adv50USDCost(t, tc.status, tc.fields, tc.answer, tc.path, tc.body)
-			t.Logf("charged %d µUSD, shadow %d µUSD", real, shadow)
+			real, shadow, recorded := adv50USDCost(t, tc.status, tc.fields, tc.answer, tc.path, tc.body)
+			t.Logf("charged %d µUSD, shadow %d µUSD, recorded %d µUSD", real, shadow, recorded)
+			if recorded != tc.real {
+				t.Errorf("the ledger records %d µUSD, want %d", recorded, tc.real)
+			}
 			if real != tc.real {
 				t.Errorf("the dollar bucket lost %d µUSD, want %d", real, tc.real)
 			}
