@@ -34,6 +34,19 @@ func (x *Exchange) settledUnitsPriced(a *Applied, src spec.Source, known bool, a
 	return x.settledUnits(a, src, known, actual)
 }
 
+// billedFloor is units, what dollar rule a settled at, raised to billed,
+// what the upstream says it billed the request (Settlement.BilledMicroUSD),
+// in micro-USD, when the usage is not known: a reservation that stands, a
+// per-image generation's price, or a refund. A known usage's price holds
+// the bill already (policy.Price.MicroUSD). Rules in other units, and a
+// request that is not weighed, keep units.
+func (x *Exchange) billedFloor(a *Applied, known bool, units, billed int64) int64 {
+	if !known && billed > 0 && a.Rule.Unit == policy.UnitUSD && x.req.Weighed {
+		return max(units, billed)
+	}
+	return units
+}
+
 // held counts the slots an admitted request holds in in_flight_requests,
 // real and shadow limits alike.
 func (m *Metrics) held(x *Exchange) { m.slots(x, 1) }

@@ -33,9 +33,12 @@ type Settlement struct {
 	// proxy's cost header: weigher.CostHeader); 0 when it says nothing.
 	// Whatever the Source, a weighed request costs at least this: a known
 	// usage is priced at no less (as its own Usage.BilledMicroUSD), a
-	// reservation that stands is raised to it, and a refund keeps it on
-	// the dollar rules (the upstream says it billed; token rules are
-	// refunded). Not bounded by Ceiling: it is the upstream's own bill.
+	// reservation that stands and a per-image generation's price are
+	// raised to it, and a refund keeps it on the dollar rules (the
+	// upstream says it billed; token rules are refunded); shadow dollar
+	// rules settle at it alike, so that they report what enforcing them
+	// would have charged. Not bounded by Ceiling: it is the upstream's
+	// own bill.
 	BilledMicroUSD int64
 	// Ceiling is the most the request can plausibly be billed
 	// (weigher.Weigher.Ceiling, which argues why): InputTokens and
@@ -87,10 +90,17 @@ func (x *Exchange) Settle(s Settlement) bool {
 		// (An implausible output teaches the learned reservation nothing.)
 		m.contain(StageMetrics, x, func() { x.observeOutput(actual.OutputTokens) })
 	}
+	// What the upstream says it billed, apart from token counts: its cost
+	// header, or its usage's own figure when the usage is known.
+	billed := s.BilledMicroUSD
+	if known {
+		billed = actual.BilledMicroUSD // already the larger of the two
+	}
 	if x.req.PerImage > 0 && s.Source != spec.SourceRefund {
 		// Billed per image: the images asked for are the bill, whatever
-		// tokens an answer reports.
-		known, cost = false, x.imagesCost()
+		// tokens an answer reports, unless the upstream says it billed
+		// more (a gateway's cost header).
+		known, cost = false, max(x.imagesCost(), billed)
 		s.Source = spec.SourceReserved
 	}
 	if known && over != 0 {
@@ -101,12 +111,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 	deltas, owners, settled := x.deltaBuf[:0], obuf[:0], sbuf[:0]
 	for i := range x.rules {
 		a := &x.rules[i]
-		units := x.settledUnitsPriced(a, s.Source, known, actual, cost)
-		if !known && s.BilledMicroUSD > 0 && a.Rule.Unit == spec.UnitUSD && x.req.Weighed && x.req.PerImage == 0 {
-			// The upstream's own bill, when more than the reservation
-			// that stands, or than a refund (Settlement.BilledMicroUSD).
-			units = max(units, s.BilledMicroUSD)
-		}
+		units := x.billedFloor(a, known, x.settledUnitsPriced(a, s.Source, known, actual, cost), billed)
 		settled = append(settled, units)
 		if d := units - a.Reserved; d != 0 {
 			if a.Taken != nil { // to the shards taken from, in proportion to what each paid
@@ -131,7 +136,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 		m.contain(StageSettle, x, func() { x.chargeBack(settled) })
 	}
 	if len(x.shadow) > 0 {
-		m.contain(StageSettle, x, func() { x.settleShadow(s.Source, known, actual) })
+		m.contain(StageSettle, x, func() { x.settleShadow(s.Source, known, actual, billed) })
 	}
 	m.contain(StageMetrics, x, func() {
 		m.inject(PointMetrics)

@@ -130,15 +130,18 @@ func (x *Exchange) takeShadow(rules []*policy.Rule) {
 }
 
 // settleShadow reconciles the shadow buckets that were taken, as Settle
-// does the real ones, under the shadow id.
-func (x *Exchange) settleShadow(src spec.Source, known bool, actual spec.Usage) {
+// does the real ones, under the shadow id: a shadow dollar rule settles at
+// what the upstream says it billed (billed, micro-USD) when more, as a
+// real one would (billedFloor), so that its level reports what enforcing
+// it would have charged.
+func (x *Exchange) settleShadow(src spec.Source, known bool, actual spec.Usage, billed int64) {
 	var deltas []bucket.Delta
 	for i := range x.shadow {
 		a := &x.shadow[i]
 		if a.Untaken {
 			continue
 		}
-		if d := x.settledUnits(a, src, known, actual) - a.Reserved; d != 0 {
+		if d := x.billedFloor(a, known, x.settledUnits(a, src, known, actual), billed) - a.Reserved; d != 0 {
 			deltas = append(deltas, bucket.Delta{Key: a.Key, Limit: a.Limit, Units: d})
 		}
 	}

@@ -181,8 +181,12 @@ func usdFigure(v gjson.Result) int64 {
 	case gjson.Number:
 		f = p.Num
 	case gjson.String:
+		// Not what OpenRouter writes (a JSON number: its usage-accounting
+		// page, and its SDKs' types), read for a gateway that quotes it. A
+		// figure out of range reads as the number would (±Inf or 0, so
+		// "1e400" is the bound as 1e400 is), as HeaderCostMicroUSD does.
 		n, err := strconv.ParseFloat(strings.TrimSpace(p.Str), 64)
-		if err != nil {
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
 			return 0
 		}
 		f = n

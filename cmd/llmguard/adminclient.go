@@ -97,13 +97,20 @@ const maxAdminAnswer = 64 << 20
 // maxAdminAnswer; a non-2xx answer, with its message (the "error" of a JSON
 // body, else the body) and why a 401 may have happened.
 func (t adminTarget) do(cmd, method, path string, body []byte, tokenEnv string, header map[string]string) ([]byte, error) {
+	b, _, err := t.doHeader(cmd, method, path, body, tokenEnv, header)
+	return b, err
+}
+
+// doHeader is do that also returns the answer's header fields (nil on an
+// error).
+func (t adminTarget) doHeader(cmd, method, path string, body []byte, tokenEnv string, header map[string]string) ([]byte, http.Header, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequest(method, t.base+path, rd)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -118,15 +125,15 @@ func (t adminTarget) do(cmd, method, path string, body []byte, tokenEnv string, 
 	if err != nil {
 		// A node started with serve --admin-listen listens where its
 		// config does not say: name the flag that reaches it.
-		return nil, fmt.Errorf("%s: is llmguard running, with its admin listener at %s? (one started with serve --admin-listen: pass that address as --admin host:port) %w", cmd, t.base, err)
+		return nil, nil, fmt.Errorf("%s: is llmguard running, with its admin listener at %s? (one started with serve --admin-listen: pass that address as --admin host:port) %w", cmd, t.base, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminAnswer+1))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(b) > maxAdminAnswer {
-		return nil, fmt.Errorf("%s: %s answered more than %d bytes", cmd, t.base, maxAdminAnswer)
+		return nil, nil, fmt.Errorf("%s: %s answered more than %d bytes", cmd, t.base, maxAdminAnswer)
 	}
 	if resp.StatusCode/100 != 2 {
 		msg := strings.TrimSpace(string(b))
@@ -134,9 +141,9 @@ func (t adminTarget) do(cmd, method, path string, body []byte, tokenEnv string, 
 		if json.Unmarshal(b, &e) == nil && e.Error != "" {
 			msg = e.Error
 		}
-		return nil, fmt.Errorf("%s: %s answered %s: %s%s", cmd, t.base, resp.Status, msg, unauthorizedHint(resp.StatusCode, tokenEnv))
+		return nil, nil, fmt.Errorf("%s: %s answered %s: %s%s", cmd, t.base, resp.Status, msg, unauthorizedHint(resp.StatusCode, tokenEnv))
 	}
-	return b, nil
+	return b, resp.Header, nil
 }
 
 // unauthorizedHint explains a 401 from the admin listener: no token sent,

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -38,6 +39,7 @@ type usageCmd struct {
 	Admin     string `help:"Admin address (host:port, or https://host:port) to ask instead of the config's admin_listen."`
 	AnyConfig bool   `name:"any-config" help:"Answer even when the node serves another config than --config (by default the node refuses with 409: its numbers would be its own config's)."`
 	AdminCA   string `name:"admin-ca" help:"PEM file of the CA that signed the admin listener's certificate (admin_tls), besides the system's roots and the config's admin_tls cert_file." type:"path"`
+	Unknown   bool   `name:"allow-unknown-tenant" help:"Print the empty report of a --tenant that no key (config or key store) and no ledger record names, with a note, instead of failing (exit 2)."`
 }
 
 // Run asks GET /admin/usage of the llmguard the config describes (the
@@ -82,9 +84,29 @@ func (u *usageCmd) Run() error {
 	if u.Format == "csv" {
 		q.Set("format", "csv")
 	}
-	body, err := target.do("usage", http.MethodGet, "/admin/usage?"+q.Encode(), nil, cfg.AdminTokenEnv, nil)
+	body, header, err := target.doHeader("usage", http.MethodGet, "/admin/usage?"+q.Encode(), nil, cfg.AdminTokenEnv, nil)
 	if err != nil {
 		return err
+	}
+	// A tenant the node knows nothing of (likely misspelt) fails, as
+	// `llmguard report` does, in every format: its empty report read as a
+	// quiet period. The node says so in the JSON's unknown_tenant, and in
+	// a header of a CSV answer.
+	var rep app.UsageReport
+	unknown := header.Get(app.UnknownTenantHeader) == "true"
+	if u.Format != "csv" {
+		if err := json.Unmarshal(body, &rep); err != nil && u.Format != "json" {
+			return fmt.Errorf("usage: %w", err)
+		}
+		unknown = rep.UnknownTenant
+	}
+	if unknown && u.Tenant != "" {
+		if !u.Unknown {
+			return usageError{errors.New("usage: " + unknownTenantNote(u.Tenant, &rep) + "; --allow-unknown-tenant prints its empty report")}
+		}
+		if u.Format != "table" {
+			fmt.Fprintln(os.Stderr, "llmguard usage: "+unknownTenantNote(u.Tenant, &rep))
+		}
 	}
 	switch u.Format {
 	case "json":
@@ -93,10 +115,6 @@ func (u *usageCmd) Run() error {
 	case "csv":
 		_, err = os.Stdout.Write(body)
 		return err
-	}
-	var rep app.UsageReport
-	if err := json.Unmarshal(body, &rep); err != nil {
-		return fmt.Errorf("usage: %w", err)
 	}
 	printReport(os.Stdout, &rep)
 	if rep.UnreadableLines > 0 {
@@ -141,6 +159,16 @@ func quotaBehindLedgerNotes(rep *app.UsageReport) []string {
 			q.Limit, cell(q.Subject), q.Used, rep.ByTenant[i].Spend.MicroUSD))
 	}
 	return notes
+}
+
+// unknownTenantNote is why a report of tenant is refused as likely
+// misspelt (app.UsageReport.UnknownTenant): the node's note, or for a CSV
+// answer, which carries none, the same words.
+func unknownTenantNote(tenant string, rep *app.UsageReport) string {
+	if rep.Note != "" {
+		return rep.Note
+	}
+	return fmt.Sprintf("no keys or records for tenant %q in this period: check its spelling (`llmguard usage` without --tenant lists every tenant with spend)", tenant)
 }
 
 // emptyTenantNote is the line usage writes to stderr under the report of a

@@ -30,7 +30,7 @@ func TestUsageCommand(t *testing.T) {
 	cfg := filepath.Join(dir, "llmguard.yaml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`
 upstreams: [{name: mock, flavor: openai, base_url: "%s", no_key: true}]
-keys: [{key: sk-a, user: alice, tenant: acme}]
+keys: [{key: sk-a, user: alice, tenant: acme}, {key: sk-g, user: gina, tenant: globex}]
 limits: [{name: acme-day, scope: tenant, unit: tokens, quota: 100000, period: day, timezone: Europe/Paris}]
 ledger: {file: %q}
 `, mock.URL, filepath.Join(dir, "ledger.jsonl"))), 0o644)
@@ -105,14 +105,14 @@ ledger: {file: %q}
 	if rows[5][21] != "72" || rows[1][13] != "3" {
 		t.Errorf("quota used %s (want 72 tokens), total requests %s (want 3)", rows[5][21], rows[1][13])
 	}
-	// A tenant with no request and nothing used of a quota (a typo) gets its empty table
-	// and the node's note on stderr, which knows no key names it; acme, which has both,
-	// gets none.
+	// A tenant with no request and nothing used of a quota (a typo) gets, with
+	// --allow-unknown-tenant, its empty table and the node's note on stderr, which
+	// knows no key names it; acme, which has both, gets none.
 	for _, tc := range []struct {
 		tenant string
 		note   bool
 	}{{"acmee", true}, {"acme", false}} {
-		cmd := exec.Command(bin, "usage", "--config", cfg, "--admin", admin, "--tenant", tc.tenant)
+		cmd := exec.Command(bin, "usage", "--config", cfg, "--admin", admin, "--tenant", tc.tenant, "--allow-unknown-tenant")
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
@@ -124,6 +124,47 @@ ledger: {file: %q}
 		// today's and says why (before: the month's).
 		if want := "tenant acme, day "; tc.tenant == "acme" && (!strings.HasPrefix(string(out), want) || !strings.Contains(string(out), "--period day, week or month picks another")) {
 			t.Errorf("usage --tenant acme without --period: %q, want it to start %q and say how to pick another period", out, want)
+		}
+	}
+	// Without --allow-unknown-tenant the typo fails in every format, as
+	// `llmguard report` does: exit 2, the note on stderr, nothing on stdout.
+	// globex has a key and no request: not a typo, exit 0. With the flag,
+	// json and csv print the report and the note too.
+	for _, format := range []string{"table", "json", "csv"} {
+		for _, tc := range []struct {
+			tenant string
+			allow  bool
+			exit   int
+			note   string
+		}{
+			{"acmee", false, 2, `llmguard: usage: no keys or records for tenant "acmee" in this period: check its spelling`},
+			{"acmee", true, 0, `llmguard usage: no keys or records for tenant "acmee" in this period: check its spelling`},
+			{"globex", false, 0, ""},
+		} {
+			args := []string{"usage", "--config", cfg, "--admin", admin, "--tenant", tc.tenant, "--period", "day", "--format", format}
+			if tc.allow {
+				args = append(args, "--allow-unknown-tenant")
+			}
+			cmd := exec.Command(bin, args...)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, _ := cmd.Output()
+			name := fmt.Sprintf("usage --format %s --tenant %s (allow %v)", format, tc.tenant, tc.allow)
+			if code := cmd.ProcessState.ExitCode(); code != tc.exit {
+				t.Errorf("%s: exit %d, want %d; stderr %q", name, code, tc.exit, stderr.String())
+			}
+			if tc.note != "" && !strings.Contains(stderr.String(), tc.note) {
+				t.Errorf("%s: stderr %q, want %q in it", name, stderr.String(), tc.note)
+			}
+			if tc.exit == 2 && (len(out) != 0 || !strings.Contains(stderr.String(), "--allow-unknown-tenant")) {
+				t.Errorf("%s: stdout %q, stderr %q: want nothing printed and the flag named", name, out, stderr.String())
+			}
+			if tc.exit == 0 && len(out) == 0 {
+				t.Errorf("%s: nothing on stdout", name)
+			}
+			if tc.tenant == "globex" && strings.Contains(stderr.String(), "check its spelling") {
+				t.Errorf("%s: stderr %q: a tenant with a key is no typo", name, stderr.String())
+			}
 		}
 	}
 	// A config the node does not serve (here: another ledger file, as

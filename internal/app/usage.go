@@ -56,6 +56,13 @@ type UsageReport struct {
 	// likely a misspelling, or that its keys sent nothing, or that no
 	// ledger is kept. Omitted (absent from the JSON) otherwise.
 	Note string `json:"note,omitempty"`
+	// UnknownTenant is true when Note says the asked-for tenant is likely
+	// misspelt: no key in the config or key store names it and the ledger
+	// has no record of it (the report is empty). Omitted (false)
+	// otherwise, a tenant with keys and no request included. A CSV answer
+	// carries it as the UnknownTenantHeader response header. `llmguard
+	// usage` exits 2 on it unless --allow-unknown-tenant.
+	UnknownTenant bool `json:"unknown_tenant,omitempty"`
 }
 
 // ReportPeriod is the calendar period a report covers, [Start, End).
@@ -285,38 +292,40 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 		rep.Quotas = []QuotaState{}
 	}
 	if err == nil {
-		rep.Note = a.emptyTenantNote(rep, now, slices.Contains(ledgerTenants, tenant))
+		rep.Note, rep.UnknownTenant = a.emptyTenantNote(rep, now, slices.Contains(ledgerTenants, tenant))
 	}
 	return rep, err
 }
 
 // emptyTenantNote is UsageReport.Note for rep, built at now: "" unless
 // rep is of one tenant with no request in the period and nothing used of
-// any quota. inLedger says the ledger has records of the tenant in a
-// window read first (UsageIn: the month, before its budgets' day).
-func (a *App) emptyTenantNote(rep *UsageReport, now time.Time, inLedger bool) string {
+// any quota; unknown is UsageReport.UnknownTenant (the note says the
+// tenant is likely misspelt). inLedger says the ledger has records of the
+// tenant in a window read first (UsageIn: the month, before its budgets'
+// day).
+func (a *App) emptyTenantNote(rep *UsageReport, now time.Time, inLedger bool) (note string, unknown bool) {
 	if rep.Tenant == "" || rep.Requests != 0 || slices.ContainsFunc(rep.Quotas, func(q QuotaState) bool { return q.Used != 0 }) {
-		return ""
+		return "", false
 	}
 	pol := a.policy()
 	known := slices.ContainsFunc(a.quotaPrincipals(pol, now), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant })
 	switch {
 	case !known && slices.ContainsFunc(a.formerStorePrincipals(now, time.Time{}), func(pr policy.Principal) bool { return pr.Tenant == rep.Tenant }):
 		// Not a misspelling: the key store knows the tenant (trial13).
-		return fmt.Sprintf("tenant %q has no active key (its stored keys are revoked or expired) and no request in this period", rep.Tenant)
+		return fmt.Sprintf("tenant %q has no active key (its stored keys are revoked or expired) and no request in this period", rep.Tenant), false
 	case !known && inLedger:
 		// Not a misspelling either: its records this month are older than
 		// its budgets' period (trial14).
-		return fmt.Sprintf("tenant %q has no key (its keys were removed from the file) and no request in this period; the ledger has records of it from before this period, so it is not a misspelling", rep.Tenant)
+		return fmt.Sprintf("tenant %q has no key (its keys were removed from the file) and no request in this period; the ledger has records of it from before this period, so it is not a misspelling", rep.Tenant), false
 	case !known:
-		return fmt.Sprintf("no keys or records for tenant %q in this period: check its spelling (`llmguard usage` without --tenant, or /admin/usage without tenant=, lists every tenant with spend)", rep.Tenant)
+		return fmt.Sprintf("no keys or records for tenant %q in this period: check its spelling (`llmguard usage` without --tenant, or /admin/usage without tenant=, lists every tenant with spend)", rep.Tenant), true
 	case rep.Source == "none":
-		return fmt.Sprintf("tenant %q has keys but nothing used of any quota, and no ledger is configured, so its requests are not counted", rep.Tenant)
+		return fmt.Sprintf("tenant %q has keys but nothing used of any quota, and no ledger is configured, so its requests are not counted", rep.Tenant), false
 	}
 	// The ledger holds forwarded requests only: a tenant whose every call
 	// was refused (a budget too small for its requests) has none there
 	// (trial4: such a tenant was told to check its spelling).
-	return fmt.Sprintf("tenant %q has keys but no request in this period and nothing used of any quota: the ledger records only the requests llmguard forwarded, so calls it refused (401, 403, 429) are not here; llmguard_requests_total counts them", rep.Tenant)
+	return fmt.Sprintf("tenant %q has keys but no request in this period and nothing used of any quota: the ledger records only the requests llmguard forwarded, so calls it refused (401, 403, 429) are not here; llmguard_requests_total counts them", rep.Tenant), false
 }
 
 // loadZone loads an IANA zone named by a caller. Errors: too long, or
@@ -504,6 +513,12 @@ func subjectOf(r *policy.Rule, pr policy.Principal) string {
 	return ""
 }
 
+// UnknownTenantHeader is the response header of a CSV answer of
+// /admin/usage (format=csv) whose tenant is likely misspelt
+// (UsageReport.UnknownTenant), with the value "true"; absent otherwise. A
+// JSON answer says it in its unknown_tenant field.
+const UnknownTenantHeader = "X-Llmguard-Unknown-Tenant"
+
 // usageHandler serves GET
 // /admin/usage?tenant=…&period=day|week|month&timezone=…&format=json|csv
 // (UsageQuery: period absent = the budgets' period; CSV: WriteUsageCSV). With
@@ -582,6 +597,9 @@ func (a *App) usageHandler(ctx *fasthttp.RequestCtx) {
 		if err = WriteUsageCSV(&buf, rep); err == nil {
 			ctx.SetContentType("text/csv; charset=utf-8")
 			ctx.Response.Header.Set("Content-Disposition", `attachment; filename="llmguard-usage-`+rep.Period.Name+`.csv"`)
+			if rep.UnknownTenant {
+				ctx.Response.Header.Set(UnknownTenantHeader, "true")
+			}
 			ctx.SetBody(buf.Bytes())
 			return
 		}

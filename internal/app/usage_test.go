@@ -491,8 +491,8 @@ ledger: {file: %q}
 		note, _ := m["note"].(string)
 		return m, note
 	}
-	if _, note := get("acme"); !strings.Contains(note, `tenant "acme" has keys but no request`) || !strings.Contains(note, "calls it refused (401, 403, 429) are not here") {
-		t.Errorf("acme before any request: note %q", note)
+	if m, note := get("acme"); !strings.Contains(note, `tenant "acme" has keys but no request`) || !strings.Contains(note, "calls it refused (401, 403, 429) are not here") || m["unknown_tenant"] != nil {
+		t.Errorf("acme before any request: note %q, unknown_tenant %v (want none: it has keys)", note, m["unknown_tenant"])
 	}
 	h.do("/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":50}`, "x-mock-completion-tokens", "20")
 	if m, _ := get("acme"); m["note"] != nil {
@@ -501,6 +501,11 @@ ledger: {file: %q}
 	m, note := get("acmee")
 	if want := `no keys or records for tenant "acmee" in this period: check its spelling`; !strings.Contains(note, want) {
 		t.Errorf("acmee: note %q, want %q", note, want)
+	}
+	// The signal `llmguard usage` exits 2 on (adv50), apart from the
+	// note's words.
+	if m["unknown_tenant"] != true {
+		t.Errorf("acmee: unknown_tenant %v, want true", m["unknown_tenant"])
 	}
 	// `llmguard usage` prints this note as it is, so it names the CLI's
 	// flag beside the endpoint's parameter (trial12: it named tenant= only).
