@@ -30,9 +30,17 @@ func wait(d time.Duration, done <-chan struct{}) bool {
 	}
 }
 
+// lateAnswer is when the "late" store answers: fifty times store.timeout,
+// so that a request that waited for it stands apart from one its deadline
+// ended even when the machine delays every request by seconds. At 1.5 s,
+// CI with both cores hogged and load 15 saw a request end at 2.7 s, its
+// deadline long past but the machine's delays (several wake-ups of a
+// request, the longest measured 0.96 s) above the bound's margin.
+const lateAnswer = 5 * time.Second
+
 var slowRedises = []slowRedis{
-	{"late 1.5s", func(args []string, w io.Writer, done <-chan struct{}) error {
-		if !wait(1500*time.Millisecond, done) {
+	{"late 5s", func(args []string, w io.Writer, done <-chan struct{}) error {
+		if !wait(lateAnswer, done) {
 			return io.EOF
 		}
 		_, err := io.WriteString(w, "-ERR unknown command\r\n")
@@ -67,7 +75,7 @@ var slowRedises = []slowRedis{
 }
 
 // TestAdv48SlowStoreBounded: a store that is slow rather than dead (it
-// answers 1.5 s late, stalls halfway through a reply, or trickles a byte
+// answers 5 s late, stalls halfway through a reply, or trickles a byte
 // every 100 ms) under 32 concurrent clients: every request ends before
 // the store would have answered (its own deadline, store.timeout 100 ms,
 // ends it; the bound adds the longest stall of this process measured in
@@ -79,7 +87,7 @@ func TestAdv48SlowStoreBounded(t *testing.T) {
 		t.Skip("hostile store test")
 	}
 	answers := map[string]time.Duration{ // when the fake would have answered a take
-		"late 1.5s": 1500 * time.Millisecond, "half an array then nothing": 1500 * time.Millisecond, // never, in truth
+		"late 5s": lateAnswer, "half an array then nothing": lateAnswer, // never, in truth
 		"a byte every 100ms": 100 * time.Millisecond * time.Duration(len("*2\r\n$20\r\n01234567890123456789\r\n:1\r\n")),
 	}
 	for _, s := range slowRedises {

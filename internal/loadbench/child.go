@@ -12,6 +12,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/app"
@@ -114,17 +115,7 @@ func Child(args []string) error {
 		go func() { served <- serveBare(ln, *upstream) }()
 		lines = append(lines, "listening http://"+ln.Addr().String())
 	case RoleLLMGuard:
-		store := "store: {backend: memory}"
-		switch {
-		case *redisAddr != "":
-			store = "store: {backend: redis, redis_url: \"redis://" + *redisAddr + "/0\"}"
-		case *clusterAddrs != "":
-			store = "store: {backend: redis_cluster, cluster_addrs: [" + *clusterAddrs + "]}"
-		}
-		if *storeTimeout > 0 && store != "store: {backend: memory}" {
-			store = strings.TrimSuffix(store, "}") + ", timeout: " + storeTimeout.String() + "}"
-		}
-		text := fmt.Appendf(nil, llmguardConfig, *upstream, store)
+		text := childConfig(*upstream, *redisAddr, *clusterAddrs, *storeTimeout)
 		if *configFile != "" {
 			if text, err = os.ReadFile(*configFile); err != nil {
 				return err
@@ -176,4 +167,29 @@ func answerCPU(in io.Reader, out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// childConfig is the config an llmguard child runs when given no -config:
+// the three rules of llmguardConfig forwarding to upstream, on the memory
+// store, or on the Redis at redisAddr or the cluster of clusterAddrs
+// (comma-separated host:port) with store.timeout storeTimeout (0: the
+// default). On Redis the idle health probe is off (health_check: 0s): a
+// child waiting between runs would otherwise send a probe take every 5 s,
+// counted in whatever run or floor another child is measuring on the same
+// servers (CI saw one in a 12-call FCALL floor).
+func childConfig(upstream, redisAddr, clusterAddrs string, storeTimeout time.Duration) []byte {
+	store := "store: {backend: memory}"
+	switch {
+	case redisAddr != "":
+		store = "store: {backend: redis, redis_url: \"redis://" + redisAddr + "/0\", health_check: 0s"
+	case clusterAddrs != "":
+		store = "store: {backend: redis_cluster, cluster_addrs: [" + clusterAddrs + "], health_check: 0s"
+	}
+	if redisAddr != "" || clusterAddrs != "" {
+		if storeTimeout > 0 {
+			store += ", timeout: " + storeTimeout.String()
+		}
+		store += "}"
+	}
+	return fmt.Appendf(nil, llmguardConfig, upstream, store)
 }
