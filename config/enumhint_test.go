@@ -22,6 +22,10 @@ func TestEnumValueSuggestsTheNearest(t *testing.T) {
 		{"unit", strings.Replace(upstream+limit+"}\n", "unit: tokens", "unit: token", 1), "limits[0].unit", "token", "tokens"},
 		{"algorithm", upstream + limit + ", algorithm: sliding-window}\n", "limits[0].algorithm", "sliding-window", "sliding_window"},
 		{"backend", upstream + limit + "}\nstore: {backend: reddis}\n", "store.backend", "reddis", "redis"},
+		// trial23: a value one letter off the longer of two values that begin
+		// alike was offered the shorter, and the shorter in capitals the longer
+		{"backend one letter off redis_cluster", upstream + limit + "}\nstore: {backend: redis_clustr}\n", "store.backend", "redis_clustr", "redis_cluster"},
+		{"backend in capitals", upstream + limit + "}\nstore: {backend: Redis}\n", "store.backend", "Redis", "redis"},
 		{"on_limit", upstream + limit + ", on_limit: wiat}\n", "limits[0].on_limit", "wiat", "wait"},
 		{"on_failure", upstream + limit + ", on_failure: clsed}\n", "limits[0].on_failure", "clsed", "closed"},
 		{"store on_failure", upstream + limit + "}\nstore: {on_failure: Open}\n", "store.on_failure", "Open", "open"},
