@@ -115,7 +115,7 @@ func (c *Config) validateAlerts(p *problems) {
 		p.add(f+".url", "%v", err)
 	}
 	if _, ok := spec.ParseAlertFormat(w.Format); !ok {
-		p.add(f+".format", "must be json or slack (got %q)%s", w.Format, didYouMean(w.Format, spec.AlertFormatNames()))
+		p.notOneOf(f+".format", w.Format, spec.AlertFormatNames())
 	}
 	if len(w.Thresholds) == 0 || len(w.Thresholds) > MaxWebhookThresholds {
 		p.add(f+".thresholds", "must list 1 to %d fractions of a quota (got %d)", MaxWebhookThresholds, len(w.Thresholds))

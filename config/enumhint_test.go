@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 // A value outside an enum is reported with the value it most likely
@@ -22,6 +24,10 @@ func TestEnumValueSuggestsTheNearest(t *testing.T) {
 		{"unit", strings.Replace(upstream+limit+"}\n", "unit: tokens", "unit: token", 1), "limits[0].unit", "token", "tokens"},
 		{"algorithm", upstream + limit + ", algorithm: sliding-window}\n", "limits[0].algorithm", "sliding-window", "sliding_window"},
 		{"backend", upstream + limit + "}\nstore: {backend: reddis}\n", "store.backend", "reddis", "redis"},
+		// trial23: a value one letter off the longer of two values that begin
+		// alike was offered the shorter, and the shorter in capitals the longer
+		{"backend one letter off redis_cluster", upstream + limit + "}\nstore: {backend: redis_clustr}\n", "store.backend", "redis_clustr", "redis_cluster"},
+		{"backend in capitals", upstream + limit + "}\nstore: {backend: Redis}\n", "store.backend", "Redis", "redis"},
 		{"on_limit", upstream + limit + ", on_limit: wiat}\n", "limits[0].on_limit", "wiat", "wait"},
 		{"on_failure", upstream + limit + ", on_failure: clsed}\n", "limits[0].on_failure", "clsed", "closed"},
 		{"store on_failure", upstream + limit + "}\nstore: {on_failure: Open}\n", "store.on_failure", "Open", "open"},
@@ -69,5 +75,42 @@ func TestDidYouMeanEmpty(t *testing.T) {
 	}
 	if got := didYouMean("users", []string{"tenant", "user"}); got != " (did you mean user?)" {
 		t.Errorf(`didYouMean("users") = %q`, got)
+	}
+}
+
+// TestEnumProblemListsItsTable: the enums trial23 tried each list their
+// values from their one table in spec, in one form, and offer the near
+// miss (before, four spelt their values out in the message, "must be open
+// or closed", which a value added to the table would have left behind).
+func TestEnumProblemListsItsTable(t *testing.T) {
+	const upstream = "upstreams:\n  - {name: o, flavor: openai, base_url: \"http://127.0.0.1:1\"}\n"
+	const limit = "limits:\n  - {name: a, scope: tenant, unit: tokens, rate: 1, per: 1s, burst: 3"
+	for _, tc := range []struct {
+		yaml, field, got, guess string
+		table                   []string
+	}{
+		{upstream + limit + "}\nstore: {backend: redis_clustr}\n", "store.backend", "redis_clustr", "redis_cluster", spec.BackendNames()},
+		{upstream + limit + ", on_failure: close}\n", "limits[0].on_failure", "close", "closed", spec.FailureModeNames()},
+		{upstream + limit + "}\nstore: {on_failure: opne}\n", "store.on_failure", "opne", "open", spec.FailureModeNames()},
+		{upstream + "limits:\n  - {name: a, scope: tenant, unit: tokens, quota: 10, period: daily}\n", "limits[0].period", "daily", "day", spec.PeriodNames()},
+		{upstream + limit + "}\ndefault_service_tier: priorty\n", "default_service_tier", "priorty", "priority", spec.ServiceTierNames()},
+		{upstream + limit + "}\naccess_log: {enabled: true, format: txt}\n", "access_log.format", "txt", "text", spec.LogFormatNames()},
+		{upstream + limit + "}\ntracing: {enabled: true, endpoint: \"127.0.0.1:4317\", protocol: https}\n", "tracing.protocol", "https", "http", spec.TraceProtocolNames()},
+		{upstream + limit + "}\nalerts: {webhook: {url: \"https://hooks.example.com/x\", format: JSON, thresholds: [0.5]}}\n", "alerts.webhook.format", "JSON", "json", spec.AlertFormatNames()},
+	} {
+		_, err := Parse([]byte(tc.yaml))
+		var ce *Error
+		if !errors.As(err, &ce) {
+			t.Errorf("%s: err = %v, want *Error", tc.field, err)
+			continue
+		}
+		want := tc.field + ": must be one of " + strings.Join(tc.table, ", ") + ` (got "` + tc.got + `") (did you mean ` + tc.guess + "?)"
+		found := false
+		for _, p := range ce.Problems {
+			found = found || strings.HasSuffix(p, want)
+		}
+		if !found {
+			t.Errorf("%s: no problem ending %q among:\n%s", tc.field, want, strings.Join(ce.Problems, "\n"))
+		}
 	}
 }

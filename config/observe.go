@@ -88,7 +88,7 @@ func (c *Config) applyObserveDefaults() {
 func (c *Config) validateObserve(p *problems) {
 	a := c.AccessLog
 	if _, ok := spec.ParseLogFormat(a.Format); !ok {
-		p.add("access_log.format", "must be one of %s (got %q)%s", strings.Join(spec.LogFormatNames(), ", "), a.Format, didYouMean(a.Format, spec.LogFormatNames()))
+		p.notOneOf("access_log.format", a.Format, spec.LogFormatNames())
 	}
 	if a.MaxSizeMB < 0 || a.MaxBackups < 0 {
 		p.add("access_log", "max_size_mb and max_backups must be positive")
@@ -98,7 +98,7 @@ func (c *Config) validateObserve(p *problems) {
 	}
 	t := c.Tracing
 	if _, ok := spec.ParseTraceProtocol(t.Protocol); !ok {
-		p.add("tracing.protocol", "must be one of %s (got %q)%s", strings.Join(spec.TraceProtocolNames(), ", "), t.Protocol, didYouMean(t.Protocol, spec.TraceProtocolNames()))
+		p.notOneOf("tracing.protocol", t.Protocol, spec.TraceProtocolNames())
 	}
 	if r := t.SampleRatio; r != nil && !(*r >= 0 && *r <= 1) {
 		p.add("tracing.sample_ratio", "must be in [0, 1] (got %v)", *r)

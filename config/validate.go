@@ -33,7 +33,7 @@ func (e *Error) Error() string {
 // ("open" or "closed").
 func checkFailureMode(p *problems, field, v string) {
 	if _, ok := spec.ParseFailureMode(v); !ok {
-		p.add(field, "must be open or closed (got %q)%s", v, didYouMean(v, spec.FailureModeNames()))
+		p.notOneOf(field, v, spec.FailureModeNames())
 	}
 }
 
@@ -138,7 +138,7 @@ func (c *Config) Validate() error {
 		}
 		names[u.Name] = true
 		if _, ok := spec.ParseFlavor(u.Flavor); !ok {
-			p.add(f+".flavor", "must be one of %s (got %q)%s", strings.Join(spec.FlavorNames(), ", "), u.Flavor, didYouMean(u.Flavor, spec.FlavorNames()))
+			p.notOneOf(f+".flavor", u.Flavor, spec.FlavorNames())
 		}
 		if pu, err := url.Parse(u.BaseURL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
 			p.add(f+".base_url", "must be an http:// or https:// URL with a host (got %q)%s", u.BaseURL, withScheme(u.BaseURL, "http://", ""))
@@ -218,7 +218,7 @@ func (c *Config) Validate() error {
 	for name, m := range c.Models {
 		f := fmt.Sprintf("models.%s", name)
 		if m.Encoding != "" && !slices.Contains(spec.EncodingNames(), m.Encoding) {
-			p.add(f+".encoding", "must be one of %s (got %q)%s", strings.Join(spec.EncodingNames(), ", "), m.Encoding, didYouMean(m.Encoding, spec.EncodingNames()))
+			p.notOneOf(f+".encoding", m.Encoding, spec.EncodingNames())
 		}
 		checkPrices(&p, f, m.Standard())
 		checkSearchFees(&p, f+".search_request_usd_per_k", m.SearchRequestUSDPerK)
@@ -264,8 +264,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if _, ok := spec.ParseServiceTier(c.DefaultServiceTier); !ok && c.DefaultServiceTier != "" {
-		p.add("default_service_tier", "must be default, priority or flex (got %q)%s", c.DefaultServiceTier,
-			didYouMean(c.DefaultServiceTier, spec.ServiceTierNames()))
+		p.notOneOf("default_service_tier", c.DefaultServiceTier, spec.ServiceTierNames())
 	}
 
 	lnames := map[string]bool{}
@@ -283,12 +282,12 @@ func (c *Config) Validate() error {
 		}
 		lnames[l.Name] = true
 		if _, ok := spec.ParseScope(l.Scope); !ok {
-			p.add(f+".scope", "must be one of %s (got %q)%s", strings.Join(spec.ScopeNames(), ", "), l.Scope, didYouMean(l.Scope, spec.ScopeNames()))
+			p.notOneOf(f+".scope", l.Scope, spec.ScopeNames())
 		}
 		checkFailureMode(&p, f+".on_failure", l.OnFailure)
 		unit, unitOK := spec.ParseUnit(l.Unit)
 		if !unitOK {
-			p.add(f+".unit", "must be one of %s (got %q)%s", strings.Join(spec.UnitNames(), ", "), l.Unit, didYouMean(l.Unit, spec.UnitNames()))
+			p.notOneOf(f+".unit", l.Unit, spec.UnitNames())
 		}
 		scale := 1.0
 		if unitOK && unit == spec.UnitUSD {
@@ -324,7 +323,7 @@ func (c *Config) Validate() error {
 
 	checkWaitQueue(&p, c.WaitQueue)
 	if _, ok := spec.ParseBackend(c.Store.Backend); !ok {
-		p.add("store.backend", "must be one of %s (got %q)%s", strings.Join(spec.BackendNames(), ", "), c.Store.Backend, didYouMean(c.Store.Backend, spec.BackendNames()))
+		p.notOneOf("store.backend", c.Store.Backend, spec.BackendNames())
 	}
 	if c.Store.Kind() == spec.BackendRedis {
 		if _, err := url.Parse(c.Store.RedisURL); err != nil || !strings.HasPrefix(c.Store.RedisURL, "redis") {
@@ -514,6 +513,15 @@ func (p *problems) add(field, format string, args ...any) {
 	*p = append(*p, field+": "+fmt.Sprintf(format, args...))
 }
 
+// notOneOf adds the problem of a value outside an enum, the enum's values
+// listed from its one table (spec's …Names) and the near miss offered:
+// `must be one of memory, redis, redis_cluster (got "redis_clustr") (did
+// you mean redis_cluster?)`. Before, four enums spelt their values out in
+// the message, which a value added to the table would have left behind.
+func (p *problems) notOneOf(field, got string, known []string) {
+	p.add(field, "must be one of %s (got %q)%s", strings.Join(known, ", "), got, didYouMean(got, known))
+}
+
 func oneOf(s string, set []string) bool { return slices.Contains(set, s) }
 
 // didYouMean is the hint after a value outside an enum: " (did you mean
@@ -635,7 +643,7 @@ func checkQuota(p *problems, f string, l Limit, scale float64) {
 		p.add(f, "set either rate/per/burst (a token bucket) or quota/period (a calendar quota), not both")
 	}
 	if _, ok := spec.ParsePeriod(l.Period); !ok {
-		p.add(f+".period", "must be day, week or month (got %q)%s", l.Period, didYouMean(l.Period, spec.PeriodNames()))
+		p.notOneOf(f+".period", l.Period, spec.PeriodNames())
 	}
 	if _, err := time.LoadLocation(l.Timezone); err != nil {
 		p.add(f+".timezone", "unknown time zone %q (want an IANA name such as UTC or Europe/Paris)", l.Timezone)

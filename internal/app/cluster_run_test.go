@@ -167,6 +167,11 @@ store:
 	if opened(first) == "" {
 		t.Fatalf("step 2: the first master's breaker did not open:\n%s", logs)
 	}
+	// The fail-open limit's fallback line names the master whose outage it
+	// is (trial23: one line per master's breaker, alike).
+	if lineOf("now served by this node's fallback bucket", "master="+first.Addr(), "limit=quota") == "" {
+		t.Errorf("step 2: no fallback line naming the first master:\n%s", logs)
+	}
 	// Traffic of a live master, and time: before, a success ended the
 	// run, and the second master's breaker opening then reset the outage.
 	for i := range 5 {

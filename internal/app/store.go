@@ -222,12 +222,15 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	// start logged (trial3: a Redis down 6 s under light traffic logged
 	// one "store take failed" and then nothing when it came back).
 	run := &failureRun{}
-	logFactors := func() {
+	// logFactors names the master whose breaker opened: on a cluster one
+	// line per master's outage, which without it could not be told apart
+	// (trial23: three alike as three masters' breakers opened).
+	logFactors := func(master string) {
 		for _, rule := range live().Rules() {
 			if rule.FailOpen {
 				oa := bucket.OverAdmissionOf(rule.LimitAt(time.Now()), c.Nodes, 0)
 				log.Warn("store unavailable: fail-open limit now served by this node's fallback bucket",
-					"limit", rule.Name, "nodes", c.Nodes, "node_capacity", oa.Node.Capacity, "over_admission_factor", oa.Factor)
+					"master", master, "limit", rule.Name, "nodes", c.Nodes, "node_capacity", oa.Node.Capacity, "over_admission_factor", oa.Factor)
 			}
 		}
 	}
@@ -274,7 +277,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 				outageFrom.Store(master, began)
 				run.logged.Store(false) // the breaker's close line ends it
 				log.Warn("store circuit breaker", "master", master, "from", from.String(), "to", to.String())
-				logFactors() // once per outage
+				logFactors(master) // once per outage (of this master)
 			case to == bucket.BreakerClosed:
 				began := time.Now()
 				if b, ok := outageFrom.LoadAndDelete(master); ok {

@@ -149,6 +149,9 @@
 //	x-mock-service-tier: T        chat, Responses: the answer says it was served at
 //	                              tier T (service_tier: each chat chunk, a Responses
 //	                              stream's final events; its earlier ones say "auto")
+//	x-mock-litellm-cost: C        every answer carries x-litellm-response-cost: C
+//	                              (C as sent: LiteLLM's proxy states its bill in
+//	                              USD so, JSON answers and streams alike)
 //
 // K counts content deltas (one per word, per choice); "x-mock-stream-error: K" is read
 // like "after=K". Streams are counted in [Server.StreamsCompleted] (the

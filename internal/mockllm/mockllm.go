@@ -139,6 +139,12 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		unauthorized(ctx, rt.flavor)
 		return
 	}
+	if cost := ctx.Request.Header.Peek("x-mock-litellm-cost"); len(cost) > 0 {
+		// What a LiteLLM proxy says it billed, sent as it does on every
+		// answer (docs.litellm.ai, "Response headers"), so llmguard's
+		// charge of it can be tried without a LiteLLM (trial23).
+		ctx.Response.Header.SetBytesV("x-litellm-response-cost", cost)
+	}
 	if st := ctx.Request.Header.Peek("x-mock-status"); len(st) > 0 {
 		code, _ := strconv.Atoi(string(st))
 		switch rt.flavor {

@@ -689,3 +689,31 @@ func TestReadMethodOnGeneratingPathIs404(t *testing.T) {
 		t.Errorf("POST /v1/chat/completions: %d %s, want 200", r.status, r.body)
 	}
 }
+
+// TestLiteLLMCostHeader: x-mock-litellm-cost comes back as LiteLLM's
+// x-litellm-response-cost on a JSON answer and a stream (trial23: trying
+// llmguard's charge of it needed an upstream of one's own); without it the
+// answer has no such header.
+func TestLiteLLMCostHeader(t *testing.T) {
+	s := start(t)
+	const chat = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":3`
+	for _, tc := range []struct {
+		name, body, cost, want string
+	}{
+		{"json", chat + `}`, "0.05", "0.05"},
+		{"stream", chat + `,"stream":true}`, "1.5e-3", "1.5e-3"},
+		{"none", chat + `}`, "", ""},
+	} {
+		hdr := map[string]string{}
+		if tc.cost != "" {
+			hdr["x-mock-litellm-cost"] = tc.cost
+		}
+		r := post(t, s, "/v1/chat/completions", tc.body, hdr)
+		if r.status != 200 || r.readErr != nil {
+			t.Fatalf("%s: status %d, read %v: %s", tc.name, r.status, r.readErr, r.body)
+		}
+		if got := r.header.Get("x-litellm-response-cost"); got != tc.want {
+			t.Errorf("%s: x-litellm-response-cost %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

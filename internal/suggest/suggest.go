@@ -11,26 +11,29 @@ import "strings"
 const MaxLen = 64
 
 // Closest returns the entry of known that s most likely stands for, or ""
-// when none is near: compared in lower case, first an entry that is a
-// prefix of s or has s as a prefix (a name cut short or run on), then the
-// first within an edit distance of 2 (an entry equal to s in lower case
-// included: "Name" stands for "name"). An s longer than MaxLen yields "".
+// when none is near: compared in lower case, among the entries within an
+// edit distance of 2 and those that are a prefix of s or have s as a
+// prefix (a name cut short or run on), the one nearest to s by edit
+// distance, the first in known on a tie. So an entry equal to s in lower
+// case wins ("Redis" stands for "redis", not for "redis_cluster", which it
+// begins), and a letter off beats a prefix ("redis_clustr" stands for
+// "redis_cluster", not for "redis"). An s longer than MaxLen yields "".
 func Closest(s string, known []string) string {
 	if len(s) > MaxLen {
 		return ""
 	}
 	f := strings.ToLower(s)
+	best, bestDistance := "", 0
 	for _, k := range known {
-		if k != f && (strings.HasPrefix(k, f) || strings.HasPrefix(f, k)) {
-			return k
+		d := Distance(f, k)
+		if d > 2 && !strings.HasPrefix(k, f) && !strings.HasPrefix(f, k) {
+			continue
+		}
+		if best == "" || d < bestDistance {
+			best, bestDistance = k, d
 		}
 	}
-	for _, k := range known {
-		if Distance(f, k) <= 2 {
-			return k
-		}
-	}
-	return ""
+	return best
 }
 
 // Distance is the Levenshtein distance between a and b, counted in bytes

@@ -33,3 +33,24 @@ func TestClosest(t *testing.T) {
 		}
 	}
 }
+
+// TestClosestPrefersTheNearest: an enum whose values begin one another
+// (store.backend's redis and redis_cluster). trial23: "redis_clustr" was
+// offered redis (its prefix, found first) and "Redis" redis_cluster (which
+// it begins), each the other value than the one meant.
+func TestClosestPrefersTheNearest(t *testing.T) {
+	backends := []string{"memory", "redis", "redis_cluster"}
+	for _, tc := range []struct{ in, want string }{
+		{"redis_clustr", "redis_cluster"}, // one letter off, though redis is its prefix
+		{"Redis", "redis"},                // a case off, though it begins redis_cluster
+		{"REDIS_CLUSTER", "redis_cluster"},
+		{"redis_cluster_tls", "redis_cluster"}, // run on: the longer prefix is nearer
+		{"redi", "redis"},                      // cut short: nearer redis than redis_cluster
+		{"memroy", "memory"},
+		{"postgres", ""},
+	} {
+		if got := Closest(tc.in, backends); got != tc.want {
+			t.Errorf("Closest(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
