@@ -2,7 +2,6 @@ package app
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -49,12 +48,7 @@ store:
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	a, err := newApp(cfg, slog.New(slog.NewTextHandler(logs, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := serveApp(t, mock, a, nil)
+	h, logs := serveLogged(t, mock, cfg)
 	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`
 	post := func(step, key string) {
 		t.Helper()
@@ -125,12 +119,7 @@ store:
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	a, err := newApp(cfg, slog.New(slog.NewTextHandler(logs, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := serveApp(t, mock, a, nil)
+	h, logs := serveLogged(t, mock, cfg)
 	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`
 	post := func(step, key string) {
 		t.Helper()

@@ -27,12 +27,7 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 500ms}
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	a, err := newApp(cfg, slog.New(slog.NewTextHandler(logs, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := serveApp(t, mock, a, nil)
+	h, logs := serveLogged(t, mock, cfg)
 	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`
 	if resp, b := h.post(testKey, body); resp.StatusCode != 200 {
 		t.Fatalf("healthy store: status %d: %s", resp.StatusCode, b)
@@ -122,12 +117,7 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, breaker: {min_
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	a, err := newApp(cfg, slog.New(slog.NewTextHandler(logs, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := serveApp(t, mock, a, nil)
+	h, logs := serveLogged(t, mock, cfg)
 	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`
 	admin := srv.Client()
 	defer admin.Close()

@@ -203,6 +203,18 @@ func serveApp(t *testing.T, mock *mockllm.Server, a *App, wrap func(net.Listener
 	return &harness{t: t, mock: mock, app: a, url: "http://" + ln.Addr().String(), admin: "http://" + adm.Addr().String()}
 }
 
+// serveLogged starts cfg's app behind serveApp, its log (text, level Info)
+// written to the returned buffer for the test to read.
+func serveLogged(t *testing.T, mock *mockllm.Server, cfg *config.Config) (*harness, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(logs, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveApp(t, mock, a, nil), logs
+}
+
 // post sends a raw chat request and returns the response with its body read.
 func (h *harness) post(key, body string, headers ...string) (*http.Response, string) {
 	h.t.Helper()

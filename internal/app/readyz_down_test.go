@@ -180,12 +180,7 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 50ms, health_check: 
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	a, err := newApp(cfg, slog.New(slog.NewTextHandler(logs, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := serveApp(t, mock, a, nil)
+	h, logs := serveLogged(t, mock, cfg)
 	const probeLine, takeLine = "store unreachable: a health probe failed", "store take failed"
 	srv.Kill()
 	for i := 0; !strings.Contains(logs.String(), probeLine); i++ {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -52,12 +51,7 @@ store: {backend: redis, redis_url: %q, timeout: 2s, health_check: 100ms, breaker
 			if err != nil {
 				t.Fatal(err)
 			}
-			logs := &syncBuffer{}
-			a, err := newApp(cfg, slog.New(slog.NewTextHandler(logs, nil)), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := serveApp(t, mock, a, nil)
+			h, logs := serveLogged(t, mock, cfg)
 			const startLine, probeLine, takeLine = "the store's Redis refused llmguard's credentials", "store unreachable: a health probe failed", "store take failed"
 			for i := 0; !strings.Contains(logs.String(), probeLine); i++ {
 				if i == 600 {

@@ -2,7 +2,6 @@ package app
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -35,12 +34,7 @@ store: {backend: redis, redis_url: "redis://%s/0", timeout: 500ms}
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	a, err := newApp(cfg, slog.New(slog.NewTextHandler(logs, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := serveApp(t, mock, a, nil)
+	h, logs := serveLogged(t, mock, cfg)
 	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`
 	for i := range 3 {
 		if resp, b := h.post(testKey, body); resp.StatusCode != 200 {
