@@ -39,24 +39,11 @@ import (
 //
 // No wall-clock bound: the waits are generous, the checks exact counts.
 func TestPartialClusterMasterKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
-	cluster := redistest.StartClusterWith(t, redistest.ClusterOptions{Masters: 3, ReplicasPerMaster: 1, NodeTimeout: time.Second, PartialCoverage: true})
+	cluster := startPartialCluster(t)
 	const globalTag = "llmguard:{global}:x"
 	victim := cluster.MasterOf(globalTag)
-	tenant := func(not string) string {
-		for n := range 200 {
-			name := fmt.Sprintf("t%d", n)
-			if name != not && cluster.MasterOf("{"+name+"}") != victim {
-				return name
-			}
-		}
-		t.Fatal("no tenant name off the victim")
-		return ""
-	}
-	ta := tenant("")
-	tb := tenant(ta)
+	ta := tenantOff(t, cluster, victim, "")
+	tb := tenantOff(t, cluster, victim, ta)
 	const quota = 100000
 	c, err := config.Parse(fmt.Appendf(nil, `
 upstreams: [{name: o, flavor: openai, base_url: "http://x"}]
@@ -219,6 +206,30 @@ limits:
 // testFailures is llmguard_store_failure_decisions_total{limit, decision}.
 func testFailures(m *Metrics, limit, decision string) float64 {
 	return testutil.ToFloat64(m.failures.WithLabelValues(limit, decision))
+}
+
+// startPartialCluster starts the Redis Cluster of the partial-failure
+// tests: 3 masters with a replica each, a 1 s node timeout, and partial
+// coverage (a master down fails its slots only). Skipped with -short.
+func startPartialCluster(t *testing.T) *redistest.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	return redistest.StartClusterWith(t, redistest.ClusterOptions{Masters: 3, ReplicasPerMaster: 1, NodeTimeout: time.Second, PartialCoverage: true})
+}
+
+// tenantOff is a tenant name "t<n>" other than not whose hash tag lives
+// on a master other than master.
+func tenantOff(t *testing.T, cluster *redistest.Cluster, master *redistest.Server, not string) string {
+	t.Helper()
+	for n := range 200 {
+		if name := fmt.Sprintf("t%d", n); name != not && cluster.MasterOf("{"+name+"}") != master {
+			return name
+		}
+	}
+	t.Fatalf("no tenant name off master %s", master.Addr())
+	return ""
 }
 
 // clusterStack is the production stack of stores over a Redis Cluster a

@@ -12,7 +12,6 @@ import (
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
-	"github.com/llmguard/llmguard/internal/redistest"
 	"github.com/llmguard/llmguard/policy"
 )
 
@@ -31,18 +30,9 @@ import (
 //
 // No wall-clock bound: the waits are generous, the checks exact counts.
 func TestPartialClusterLeaseMasterKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
-	cluster := redistest.StartClusterWith(t, redistest.ClusterOptions{Masters: 3, ReplicasPerMaster: 1, NodeTimeout: time.Second, PartialCoverage: true})
+	cluster := startPartialCluster(t)
 	victim := cluster.MasterOf("llmguard:{global}:x")
-	ta := ""
-	for n := range 200 {
-		if name := fmt.Sprintf("t%d", n); cluster.MasterOf("{"+name+"}") != victim {
-			ta = name
-			break
-		}
-	}
+	ta := tenantOff(t, cluster, victim, "")
 	// The tenant's bucket on a master other than {global}'s: the victim.
 	victim = cluster.MasterOf("{" + ta + "}")
 	const capacity, quota = 1000000, 100000

@@ -8,7 +8,6 @@ import (
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
-	"github.com/llmguard/llmguard/internal/redistest"
 	"github.com/llmguard/llmguard/policy"
 )
 
@@ -28,10 +27,7 @@ import (
 //
 // No wall-clock bound: the waits are generous, the checks exact counts.
 func TestPartialClusterShardMasterKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
-	cluster := redistest.StartClusterWith(t, redistest.ClusterOptions{Masters: 3, ReplicasPerMaster: 1, NodeTimeout: time.Second, PartialCoverage: true})
+	cluster := startPartialCluster(t)
 	const shards = 4
 	shardKey := func(i int) string { return fmt.Sprintf("llmguard:{global:%d}:g-shard", i) }
 	victim := cluster.MasterOf(shardKey(0))
@@ -44,13 +40,7 @@ func TestPartialClusterShardMasterKilled(t *testing.T) {
 	if len(live) == 0 {
 		t.Skip("every shard on one master")
 	}
-	ta := ""
-	for n := range 200 {
-		if name := fmt.Sprintf("t%d", n); cluster.MasterOf("{"+name+"}") != victim {
-			ta = name
-			break
-		}
-	}
+	ta := tenantOff(t, cluster, victim, "")
 	const quota = 100000
 	c, err := config.Parse(fmt.Appendf(nil, `
 upstreams: [{name: o, flavor: openai, base_url: "http://x"}]
