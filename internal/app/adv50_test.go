@@ -12,8 +12,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -29,24 +27,7 @@ const adv50ShadowUSD = `  - {name: shadow-usd, scope: user, unit: usd, rate: 0.0
 // (`"shadow-usd";r=…;t=…`), in the limit's units.
 func shadowRemaining(t *testing.T, h http.Header, name string) int64 {
 	t.Helper()
-	v := h.Get("x-llmguard-shadow")
-	for item := range strings.SplitSeq(v, ",") {
-		params := strings.Split(strings.TrimSpace(item), ";")
-		if params[0] != strconv.Quote(name) {
-			continue
-		}
-		for _, p := range params[1:] {
-			if r, ok := strings.CutPrefix(strings.TrimSpace(p), "r="); ok {
-				n, err := strconv.ParseInt(r, 10, 64)
-				if err != nil {
-					t.Fatalf("x-llmguard-shadow %q: %v", v, err)
-				}
-				return n
-			}
-		}
-	}
-	t.Fatalf("x-llmguard-shadow %q has no r for %s", v, name)
-	return 0
+	return itemRemaining(t, h, "x-llmguard-shadow", name)
 }
 
 // adv50USDCost is what alice's dollar bucket (user-usd, $100) and her

@@ -40,7 +40,14 @@ const usdLimit = `  - {name: user-usd, scope: user, unit: usd, rate: 0.000001, p
 // (`"user-tpm";r=99000;t=5, "user-usd";r=…;t=…`).
 func rateLimitRemaining(t *testing.T, h http.Header, name string) int64 {
 	t.Helper()
-	v := h.Get("RateLimit")
+	return itemRemaining(t, h, "RateLimit", name)
+}
+
+// itemRemaining is r of the named item of the header field of h, a list
+// of items `"name";r=…;t=…` (RateLimit, x-llmguard-shadow).
+func itemRemaining(t *testing.T, h http.Header, field, name string) int64 {
+	t.Helper()
+	v := h.Get(field)
 	for item := range strings.SplitSeq(v, ",") {
 		params := strings.Split(strings.TrimSpace(item), ";")
 		if params[0] != strconv.Quote(name) {
@@ -50,13 +57,13 @@ func rateLimitRemaining(t *testing.T, h http.Header, name string) int64 {
 			if r, ok := strings.CutPrefix(strings.TrimSpace(p), "r="); ok {
 				n, err := strconv.ParseInt(r, 10, 64)
 				if err != nil {
-					t.Fatalf("RateLimit %q: %v", v, err)
+					t.Fatalf("%s %q: %v", field, v, err)
 				}
 				return n
 			}
 		}
 	}
-	t.Fatalf("RateLimit %q has no r for %s", v, name)
+	t.Fatalf("%s %q has no r for %s", field, v, name)
 	return 0
 }
 
