@@ -167,6 +167,35 @@ func billedMicroUSD(cost, upstream, byok gjson.Result) int64 {
 	return max(c, u)
 }
 
+// billedFigures are the cost members of an OpenRouter usage object as a
+// gjson walk of it meets them (cost, is_byok,
+// cost_details.upstream_inference_cost), for billedMicroUSD: the Responses
+// and Messages usages carry chat's (responsesUsageOf,
+// anthropicUsage.merge; chat's own reader walks raw text).
+type billedFigures struct{ cost, byok, upstream gjson.Result }
+
+// note keeps f, the value of member k, when k is one of the cost members,
+// and reports whether it was.
+func (b *billedFigures) note(k string, f gjson.Result) bool {
+	switch k {
+	case "cost":
+		b.cost = f
+	case "is_byok":
+		b.byok = f
+	case "cost_details":
+		b.upstream = gjson.Result{}
+		if f.IsObject() {
+			b.upstream = f.Get("upstream_inference_cost")
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// microUSD is what the members noted say was billed (billedMicroUSD).
+func (b *billedFigures) microUSD() int64 { return billedMicroUSD(b.cost, b.upstream, b.byok) }
+
 // usdFigure is v, a cost in USD as rawValue gives it, in micro-USD rounded
 // up; 0 for none, for anything not a positive number or numeric string,
 // and at most maxBilledUSD. The figure is rounded to a pico-dollar first,

@@ -85,25 +85,19 @@ func toolCalls(output gjson.Result) (web, file int64) {
 // says it billed in it (cost, is_byok, cost_details: its Responses usage,
 // OpenResponsesUsage, carries the chat usage's cost figures,
 // https://openrouter.ai/docs/agent-sdk/typescript/models/openresponsesusage)
-// as BilledMicroUSD (billedMicroUSD).
+// as BilledMicroUSD (billedFigures).
 func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 	if !v.IsObject() {
 		return Usage{}, false
 	}
 	var in, out, total gjson.Result
-	var cost, byok, upstream gjson.Result // OpenRouter's (billedMicroUSD)
+	var billed billedFigures // OpenRouter's
 	var write int64
 	v.ForEach(func(k, f gjson.Result) bool {
+		if billed.note(k.Str, f) {
+			return true
+		}
 		switch k.Str {
-		case "cost":
-			cost = f
-		case "is_byok":
-			byok = f
-		case "cost_details":
-			upstream = gjson.Result{}
-			if f.IsObject() {
-				upstream = f.Get("upstream_inference_cost")
-			}
 		case "input_tokens":
 			in = f
 		case "output_tokens":
@@ -129,7 +123,7 @@ func responsesUsageOf(v gjson.Result) (u Usage, ok bool) {
 		return Usage{}, false
 	}
 	u = withLeftOut(u, apart{total: usageCount(total), cacheWrite: write})
-	u.BilledMicroUSD = billedMicroUSD(cost, upstream, byok)
+	u.BilledMicroUSD = billed.microUSD()
 	return u, true
 }
 
@@ -219,21 +213,12 @@ func (a *anthropicUsage) merge(v gjson.Result) bool {
 	read := false
 	var top, all, extra iterationFigures // v's own figures; its iterations' sums (all, and those not of type "message")
 	var iterations gjson.Result
-	var cost, byok, upstream gjson.Result // OpenRouter's (billedMicroUSD)
+	var billed billedFigures // OpenRouter's
 	v.ForEach(func(k, f gjson.Result) bool {
+		if billed.note(k.Str, f) {
+			return true
+		}
 		switch k.Str {
-		case "cost":
-			cost = f
-			return true
-		case "is_byok":
-			byok = f
-			return true
-		case "cost_details":
-			upstream = gjson.Result{}
-			if f.IsObject() {
-				upstream = f.Get("upstream_inference_cost")
-			}
-			return true
 		case "cache_creation":
 			top.cache1h = usageCount(f.Get("ephemeral_1h_input_tokens"))
 			a.cache1h = max(a.cache1h, top.cache1h)
@@ -277,7 +262,7 @@ func (a *anthropicUsage) merge(v gjson.Result) bool {
 		read = true
 		return true
 	})
-	a.billed = max(a.billed, billedMicroUSD(cost, upstream, byok))
+	a.billed = max(a.billed, billed.microUSD())
 	if iterations.IsArray() {
 		iterations.ForEach(func(_, it gjson.Result) bool {
 			var f iterationFigures
