@@ -469,11 +469,11 @@ const refundTimeout = 100 * time.Millisecond
 func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, groups []group) (Decision, error) {
 	d := Decision{Buckets: make([]Status, len(items))}
 	// With WithPartial, a group that fails is skipped and the others are
-	// taken (PartialError); failed are its items, firstFail its error.
+	// taken (PartialError); failed are its items, causes every failed
+	// group's error in order (the breakers count each).
 	var failed []int
 	var failedGroups []bool
-	var firstFail error
-	var causes []error // every failed group's error, for the breakers (PartialError)
+	var causes []error
 	for gi, g := range groups {
 		keys, args := r.takeArgs(requestID, items, g.idx, true)
 		reply, err := r.takes.do(ctx, g.slot, keys, args)
@@ -485,7 +485,6 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 			if !errors.Is(err, ErrVoided) && PartialAllowed(ctx) {
 				if failedGroups == nil {
 					failedGroups = make([]bool, len(groups))
-					firstFail = err
 				}
 				failedGroups[gi] = true
 				failed = append(failed, g.idx...)
@@ -538,7 +537,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 		return d, partialOf(failed, causes)
 	}
 	if failed != nil && len(failed) == len(items) {
-		return Decision{}, firstFail // nothing served: a failure, whole
+		return Decision{}, causes[0] // nothing served: a failure, whole
 	}
 	return d, partialOf(failed, causes)
 }

@@ -522,8 +522,6 @@ func (p *problems) notOneOf(field, got string, known []string) {
 	p.add(field, "must be one of %s (got %q)%s", strings.Join(known, ", "), got, didYouMean(got, known))
 }
 
-func oneOf(s string, set []string) bool { return slices.Contains(set, s) }
-
 // didYouMean is the hint after a value outside an enum: " (did you mean
 // user?)" when got is a near miss of one of known (a case, a letter or two
 // off, cut short or run on: suggest.Closest, the helper that names the key

@@ -193,19 +193,19 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	var firstFailure sync.Map
 	lastCall.Store(time.Now().UnixNano())
 	loadErr := r.Load(ctx)
-	switch {
-	case loadErr != nil && redisAuthHint(loadErr) != "":
+	if loadErr != nil {
+		lastFailed.Store(true) // degraded until a call succeeds; probed meanwhile
+	}
+	if loadErr != nil && redisAuthHint(loadErr) != "" {
 		// Refused for want of credentials (Redis closes the connection
 		// after refusing FUNCTION LOAD's long argument, so the INFO
 		// that logOldRedis would send next often fails as a reset, which
 		// names no cause): said now, with what to change.
 		logAuthRefused(log, loadErr)
-		lastFailed.Store(true)
-	case loadErr != nil:
-		log.Warn("could not load the Redis scripts at start-up; they will be loaded on first use", "err", loadErr)
-		lastFailed.Store(true) // degraded until a call succeeds; probed meanwhile
-		logOldRedis(ctx, client, log)
-	default:
+	} else {
+		if loadErr != nil {
+			log.Warn("could not load the Redis scripts at start-up; they will be loaded on first use", "err", loadErr)
+		}
 		logOldRedis(ctx, client, log)
 	}
 

@@ -178,18 +178,16 @@ func answerCPU(in io.Reader, out io.Writer) error {
 // counted in whatever run or floor another child is measuring on the same
 // servers (CI saw one in a 12-call FCALL floor).
 func childConfig(upstream, redisAddr, clusterAddrs string, storeTimeout time.Duration) []byte {
+	remote := ", health_check: 0s"
+	if storeTimeout > 0 {
+		remote += ", timeout: " + storeTimeout.String()
+	}
 	store := "store: {backend: memory}"
 	switch {
 	case redisAddr != "":
-		store = "store: {backend: redis, redis_url: \"redis://" + redisAddr + "/0\", health_check: 0s"
+		store = "store: {backend: redis, redis_url: \"redis://" + redisAddr + "/0\"" + remote + "}"
 	case clusterAddrs != "":
-		store = "store: {backend: redis_cluster, cluster_addrs: [" + clusterAddrs + "], health_check: 0s"
-	}
-	if redisAddr != "" || clusterAddrs != "" {
-		if storeTimeout > 0 {
-			store += ", timeout: " + storeTimeout.String()
-		}
-		store += "}"
+		store = "store: {backend: redis_cluster, cluster_addrs: [" + clusterAddrs + "]" + remote + "}"
 	}
 	return fmt.Appendf(nil, llmguardConfig, upstream, store)
 }
