@@ -4,16 +4,18 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
-// Algorithm is how a Limit that is not a calendar quota counts its units.
-// The zero value is TokenBucket.
-type Algorithm uint8
+// Algorithm is how a Limit that is not a calendar quota counts its units
+// (spec.Algorithm, whose table names them). The zero value is TokenBucket.
+type Algorithm = spec.Algorithm
 
 const (
 	// TokenBucket: Capacity units at most, refilled at Rate units per Per
 	// (tokenbucket.go).
-	TokenBucket Algorithm = iota
+	TokenBucket = spec.TokenBucket
 	// SlidingWindow: the sliding-window counter. Time is cut into windows
 	// of Per aligned on the Unix epoch (on the store's clock); a take at
 	// elapsed e into the current window counts
@@ -23,43 +25,13 @@ const (
 	// in any aligned window, and at most Capacity + prev × e/Per (under
 	// 2 × Capacity) in any span of length Per ending at e into a window
 	// (README, "Window algorithms", derives it).
-	SlidingWindow
+	SlidingWindow = spec.SlidingWindow
 	// FixedWindow: at most Capacity units in each window of Per aligned on
 	// the Unix epoch (on the store's clock); a new window starts from
 	// nothing. Up to 2 × Capacity can pass in a span of Per that straddles
 	// a boundary.
-	FixedWindow
+	FixedWindow = spec.FixedWindow
 )
-
-// algorithmNames is the one table of the algorithms' config names.
-var algorithmNames = [...]string{
-	TokenBucket:   "token_bucket",
-	SlidingWindow: "sliding_window",
-	FixedWindow:   "fixed_window",
-}
-
-// String is the algorithm's config name: token_bucket, sliding_window or
-// fixed_window.
-func (a Algorithm) String() string {
-	if int(a) < len(algorithmNames) {
-		return algorithmNames[a]
-	}
-	return fmt.Sprintf("algorithm(%d)", uint8(a))
-}
-
-// ParseAlgorithm returns the Algorithm named s (its String); "" is
-// TokenBucket. ok is false for any other name.
-func ParseAlgorithm(s string) (a Algorithm, ok bool) {
-	if s == "" {
-		return TokenBucket, true
-	}
-	for i, n := range algorithmNames {
-		if n == s {
-			return Algorithm(i), true
-		}
-	}
-	return TokenBucket, false
-}
 
 // Window returns the Limit of a window counter (SlidingWindow or
 // FixedWindow) of capacity units per window of per. It does not validate

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmguard/llmguard/spec"
 )
 
 func TestDefaultConfigParses(t *testing.T) {
@@ -245,7 +247,7 @@ func TestWaitConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Limits[0].MaxWait != Duration(DefaultMaxWait) || c.Limits[1].OnLimit != OnLimitFail || c.WaitQueue != (WaitQueue{PerBucket: 64, Total: 1024}) {
+	if c.Limits[0].MaxWait != Duration(DefaultMaxWait) || c.Limits[1].OnLimit != spec.OnLimitFail.String() || c.WaitQueue != (WaitQueue{PerBucket: 64, Total: 1024}) {
 		t.Fatalf("defaults: %+v %+v %+v", c.Limits[0], c.Limits[1], c.WaitQueue)
 	}
 	for _, bad := range []string{

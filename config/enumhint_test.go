@@ -97,6 +97,9 @@ func TestEnumProblemListsItsTable(t *testing.T) {
 		{upstream + limit + "}\naccess_log: {enabled: true, format: txt}\n", "access_log.format", "txt", "text", spec.LogFormatNames()},
 		{upstream + limit + "}\ntracing: {enabled: true, endpoint: \"127.0.0.1:4317\", protocol: https}\n", "tracing.protocol", "https", "http", spec.TraceProtocolNames()},
 		{upstream + limit + "}\nalerts: {webhook: {url: \"https://hooks.example.com/x\", format: JSON, thresholds: [0.5]}}\n", "alerts.webhook.format", "JSON", "json", spec.AlertFormatNames()},
+		{upstream + limit + ", algorithm: fixed-window}\n", "limits[0].algorithm", "fixed-window", "fixed_window", spec.AlgorithmNames()},
+		{upstream + limit + ", on_limit: Wait}\n", "limits[0].on_limit", "Wait", "wait", spec.OnLimitNames()},
+		{strings.Replace(upstream+limit+"}\n", "base_url:", "chat_output_field: max_completion_token, base_url:", 1), "upstreams[0].chat_output_field", "max_completion_token", "max_completion_tokens", spec.ChatOutputFieldNames()},
 	} {
 		_, err := Parse([]byte(tc.yaml))
 		var ce *Error

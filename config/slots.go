@@ -84,7 +84,7 @@ func checkShadow(p *problems, f string, l Limit) {
 	if l.Lease != nil {
 		p.add(f+".lease", "is not supported on a shadow limit")
 	}
-	if l.OnLimit == OnLimitWait {
+	if l.Waits() {
 		p.add(f+".on_limit", "wait means nothing on a shadow limit: it never denies")
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 	_ "time/tzdata" // time zones for quotas, on machines without a zoneinfo database
 
-	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/internal/suggest"
 	"github.com/llmguard/llmguard/spec"
 )
@@ -167,11 +166,8 @@ func (c *Config) Validate() error {
 		if len(u.Deployments) > 0 && u.Flavor != spec.FlavorAzure.String() {
 			p.add(f+".deployments", "only an azure upstream has deployments (flavor is %q)", u.Flavor)
 		}
-		switch u.ChatOutputField {
-		case "", "max_tokens", "max_completion_tokens":
-		default:
-			p.add(f+".chat_output_field", "must be max_tokens or max_completion_tokens (got %q)%s", u.ChatOutputField,
-				didYouMean(u.ChatOutputField, []string{"max_tokens", "max_completion_tokens"}))
+		if _, ok := spec.ParseChatOutputField(u.ChatOutputField); !ok && u.ChatOutputField != "" {
+			p.notOneOf(f+".chat_output_field", u.ChatOutputField, spec.ChatOutputFieldNames())
 		}
 		for _, d := range slices.Sorted(maps.Keys(u.Deployments)) {
 			if d == "" || strings.Contains(d, "/") || u.Deployments[d] == "" {
@@ -710,13 +706,15 @@ func checkShards(p *problems, f string, l Limit, scale float64) {
 // shards and leases split or lend a refilling level, and regions scale a
 // refill rate, none of which a window counter has.
 func checkAlgorithm(p *problems, f string, l Limit, scale float64) {
-	a, ok := bucket.ParseAlgorithm(l.Algorithm)
+	if l.Algorithm == "" {
+		return // the default, spec.TokenBucket
+	}
+	a, ok := spec.ParseAlgorithm(l.Algorithm)
 	if !ok {
-		names := []string{bucket.TokenBucket.String(), bucket.SlidingWindow.String(), bucket.FixedWindow.String()}
-		p.add(f+".algorithm", "must be %s, %s or %s (got %q)%s", names[0], names[1], names[2], l.Algorithm, didYouMean(l.Algorithm, names))
+		p.notOneOf(f+".algorithm", l.Algorithm, spec.AlgorithmNames())
 		return
 	}
-	if a == bucket.TokenBucket {
+	if a == spec.TokenBucket {
 		return
 	}
 	if l.Quota != 0 {

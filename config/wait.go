@@ -23,9 +23,6 @@ type WaitQueue struct {
 
 // Waiting bounds and defaults.
 const (
-	// OnLimitFail and OnLimitWait are the values of limits[].on_limit.
-	OnLimitFail = "fail"
-	OnLimitWait = "wait"
 	// DefaultMaxWait is limits[].max_wait when on_limit is wait.
 	DefaultMaxWait = 2 * time.Second
 	// MaxLimitWait is the longest max_wait: a held request keeps a
@@ -43,9 +40,9 @@ func (c *Config) applyWaitDefaults() {
 	for i := range c.Limits {
 		l := &c.Limits[i]
 		if l.OnLimit == "" {
-			l.OnLimit = OnLimitFail
+			l.OnLimit = spec.OnLimitFail.String()
 		}
-		if l.OnLimit == OnLimitWait && l.MaxWait == 0 {
+		if l.Waits() && l.MaxWait == 0 {
 			l.MaxWait = Duration(DefaultMaxWait)
 		}
 	}
@@ -59,12 +56,15 @@ func (c *Config) applyWaitDefaults() {
 
 // checkWait reports a bad on_limit or max_wait of limit l at field f.
 func checkWait(p *problems, f string, l Limit) {
-	switch l.OnLimit {
-	case "", OnLimitFail: // "": the default, fail
+	o, ok := spec.ParseOnLimit(l.OnLimit)
+	switch {
+	case l.OnLimit != "" && !ok:
+		p.notOneOf(f+".on_limit", l.OnLimit, spec.OnLimitNames())
+	case o == spec.OnLimitFail: // "" too: the default
 		if l.MaxWait != 0 {
 			p.add(f+".max_wait", "only with on_limit: wait")
 		}
-	case OnLimitWait: // 0: the default, DefaultMaxWait
+	case o == spec.OnLimitWait: // max_wait 0: the default, DefaultMaxWait
 		if u, ok := spec.ParseUnit(l.Unit); ok && u == spec.UnitConcurrent {
 			// A slot frees when a response ends, at no time a take can
 			// compute: nothing to wait for.
@@ -77,10 +77,12 @@ func checkWait(p *problems, f string, l Limit) {
 		if time.Duration(l.MaxWait) > MaxLimitWait {
 			p.add(f+".max_wait", "at most %s (got %s)", MaxLimitWait, time.Duration(l.MaxWait))
 		}
-	default:
-		p.add(f+".on_limit", "must be fail or wait (got %q)%s", l.OnLimit, didYouMean(l.OnLimit, []string{OnLimitFail, OnLimitWait}))
 	}
 }
+
+// Waits reports whether a request l denies waits for it (on_limit: wait,
+// spec.OnLimitWait) rather than failing at once.
+func (l Limit) Waits() bool { return l.OnLimit == spec.OnLimitWait.String() }
 
 // checkWaitQueue reports bad wait_queue bounds (0: the default).
 func checkWaitQueue(p *problems, q WaitQueue) {

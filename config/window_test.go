@@ -21,7 +21,7 @@ func TestAlgorithmValidation(t *testing.T) {
 		{"fixed", "{name: l, scope: tenant, unit: usd, rate: 2.5, per: 1h, algorithm: fixed_window}", ""},
 		{"burst equal to rate", "{name: l, scope: user, unit: requests, rate: 10, burst: 10, per: 1m, algorithm: fixed_window}", ""},
 		{"unknown", "{name: l, scope: user, unit: tokens, rate: 100, per: 1s, algorithm: leaky_bucket}",
-			`limits[0].algorithm: must be token_bucket, sliding_window or fixed_window (got "leaky_bucket")`},
+			`limits[0].algorithm: must be one of token_bucket, sliding_window, fixed_window (got "leaky_bucket")`},
 		{"quota", "{name: l, scope: user, unit: tokens, quota: 100, period: day, algorithm: fixed_window}",
 			"limits[0].algorithm: fixed_window applies to rate limits (rate: and per:), not to a calendar quota"},
 		{"burst", "{name: l, scope: user, unit: tokens, rate: 100, burst: 200, per: 1s, algorithm: sliding_window}",

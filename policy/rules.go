@@ -441,7 +441,7 @@ func compileRule(l config.Limit) Rule {
 		Rate:     int64(rate),
 		Per:      per,
 	}
-	if a, _ := bucket.ParseAlgorithm(l.Algorithm); a != bucket.TokenBucket { // Compile has refused an unknown name
+	if a, _ := spec.ParseAlgorithm(l.Algorithm); a != spec.TokenBucket { // "" is TokenBucket; Compile has refused an unknown name
 		limit = bucket.Window(a, int64(math.Floor(l.Rate*scale)), time.Duration(l.Per))
 	}
 	return Rule{
@@ -507,7 +507,7 @@ func capOutputMin(l config.Limit) int64 {
 
 // maxWait is l's max_wait under on_limit: wait, 0 otherwise.
 func maxWait(l config.Limit) time.Duration {
-	if l.OnLimit != config.OnLimitWait {
+	if !l.Waits() {
 		return 0
 	}
 	if l.MaxWait == 0 {

@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/spec"
 	"github.com/llmguard/llmguard/weigher"
 )
 
@@ -147,9 +148,10 @@ func mirrorMaxTokens(x *exchange, body []byte) []byte {
 // Chat output fields: the two names of a chat request's output maximum
 // (OpenAI's API reference: max_tokens "is now deprecated in favor of
 // max_completion_tokens, and is not compatible with o-series models").
-const (
-	chatMaxCompletionTokens = "max_completion_tokens"
-	chatMaxTokens           = "max_tokens"
+// spec.ChatOutputField's table spells them.
+var (
+	chatMaxCompletionTokens = spec.ChatMaxCompletionTokens.String()
+	chatMaxTokens           = spec.ChatMaxTokens.String()
 )
 
 // chatOutputFieldOf is the member a chat request that names no output

@@ -11,6 +11,7 @@ import (
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/policy"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // LimitsPath is the path, relative to an upstream (after its path_prefix),
@@ -164,9 +165,9 @@ func (p *Proxy) serveLimits(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		}
 		limit := r.LimitAt(now)
 		l := LimitState{Name: r.Name, Scope: r.Scope.String(), Unit: r.Unit.String(), Capacity: limit.Capacity, Rate: limit.Rate,
-			PerMS: limit.Per.Milliseconds(), PerModel: r.PerModel, Models: r.ModelGlobs(), Paths: r.PathGlobs(), OnLimit: "fail"}
+			PerMS: limit.Per.Milliseconds(), PerModel: r.PerModel, Models: r.ModelGlobs(), Paths: r.PathGlobs(), OnLimit: spec.OnLimitFail.String()}
 		if r.MaxWait > 0 {
-			l.OnLimit, l.MaxWaitMS = "wait", ceilMS(r.MaxWait)
+			l.OnLimit, l.MaxWaitMS = spec.OnLimitWait.String(), ceilMS(r.MaxWait)
 		}
 		if whole := r.Limit.Per; !limit.IsWindow() && !limit.Concurrent && whole > 0 && limit.Per > whole && limit.Per%whole == 0 {
 			// A region's share keeps its rate whole by a longer period

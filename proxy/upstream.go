@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/meter"
+	"github.com/llmguard/llmguard/spec"
 	"github.com/llmguard/llmguard/weigher"
 )
 
@@ -113,10 +114,8 @@ func (u *Upstream) init() error {
 		}
 	}
 	u.scheme, u.host, u.basePath = pu.Scheme, pu.Host, strings.TrimSuffix(pu.Path, "/")
-	switch u.ChatOutputField {
-	case "", chatMaxTokens, chatMaxCompletionTokens:
-	default:
-		return fmt.Errorf("proxy: upstream %q: chat output field %q is neither %s nor %s", u.Name, u.ChatOutputField, chatMaxTokens, chatMaxCompletionTokens)
+	if _, ok := spec.ParseChatOutputField(u.ChatOutputField); !ok && u.ChatOutputField != "" {
+		return fmt.Errorf("proxy: upstream %q: chat output field %q is not one of %s", u.Name, u.ChatOutputField, strings.Join(spec.ChatOutputFieldNames(), ", "))
 	}
 	u.chatOutputField = chatOutputFieldOf(u, pu.Hostname())
 	if u.IdleTimeout <= 0 {

@@ -53,6 +53,15 @@ func enums() []enum {
 		{"AlertFormat", func(v uint8) string { return AlertFormat(v).String() },
 			func(s string) (uint8, bool) { u, ok := ParseAlertFormat(s); return uint8(u), ok },
 			AlertFormatNames(), []uint8{uint8(AlertJSON), uint8(AlertSlack)}, 0, nil},
+		{"Algorithm", func(v uint8) string { return Algorithm(v).String() },
+			func(s string) (uint8, bool) { u, ok := ParseAlgorithm(s); return uint8(u), ok },
+			AlgorithmNames(), []uint8{uint8(TokenBucket), uint8(SlidingWindow), uint8(FixedWindow)}, 0, nil},
+		{"OnLimit", func(v uint8) string { return OnLimit(v).String() },
+			func(s string) (uint8, bool) { u, ok := ParseOnLimit(s); return uint8(u), ok },
+			OnLimitNames(), []uint8{uint8(OnLimitFail), uint8(OnLimitWait)}, 0, nil},
+		{"ChatOutputField", func(v uint8) string { return ChatOutputField(v).String() },
+			func(s string) (uint8, bool) { u, ok := ParseChatOutputField(s); return uint8(u), ok },
+			ChatOutputFieldNames(), []uint8{uint8(ChatMaxTokens), uint8(ChatMaxCompletionTokens)}, uint8(ChatMaxTokens), []uint8{uint8(ChatOutputAuto)}},
 	}
 }
 
