@@ -223,9 +223,13 @@ func printReport(out io.Writer, r *app.UsageReport) {
 			return
 		}
 		w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-		fmt.Fprintf(w, "%s\tspend USD\tmicro-USD\trequests\terrors\tinput tokens\toutput tokens\n", title)
+		// The input's cached and cache-write parts are priced at their
+		// own rates: without them, input × the input price did not give
+		// a Claude row's spend (trial24).
+		fmt.Fprintf(w, "%s\tspend USD\tmicro-USD\trequests\terrors\tinput tokens\tof which cached\tcache writes\toutput tokens\n", title)
 		for _, x := range rows {
-			fmt.Fprintf(w, "%s\t%.6f\t%d\t%d\t%d\t%d\t%d\n", name(x), x.Spend.USD, x.Spend.MicroUSD, x.Requests, x.Errors, x.Tokens.Input, x.Tokens.Output)
+			fmt.Fprintf(w, "%s\t%.6f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name(x), x.Spend.USD, x.Spend.MicroUSD, x.Requests, x.Errors,
+				x.Tokens.Input, x.Tokens.CachedInput, x.Tokens.CacheWrite, x.Tokens.Output)
 		}
 		w.Flush()
 		fmt.Fprintln(out)

@@ -247,7 +247,7 @@ func TestUsageTableNamesRecordsWithoutAModel(t *testing.T) {
 		{Model: "gpt-4o-mini", Requests: 3}, {Model: "", Requests: 7}}})
 	var rows []string
 	for _, line := range strings.Split(b.String(), "\n") {
-		if f := strings.Fields(line); len(f) >= 7 && f[len(f)-4] == "7" {
+		if f := strings.Fields(line); len(f) >= 9 && f[len(f)-6] == "7" {
 			rows = append(rows, line)
 		}
 	}
@@ -364,5 +364,29 @@ func TestQuotaBehindLedgerNotes(t *testing.T) {
 	rep.Source = "none"
 	if notes := quotaBehindLedgerNotes(rep); len(notes) != 0 {
 		t.Errorf("without a ledger: notes = %q, want none", notes)
+	}
+}
+
+// A row shows its input's cached and cache-write parts, which are priced
+// apart: trial24's finance check of a Claude user (4,800 input tokens, of
+// which 4,000 cache reads and 800 cache writes, $0.0342) by input × the
+// input price alone came to $0.0444.
+func TestUsageTableShowsCachedInput(t *testing.T) {
+	var b strings.Builder
+	printReport(&b, &app.UsageReport{ByUser: []app.UsageRow{{Tenant: "acme", User: "bob", Requests: 40,
+		Spend:  app.Spend{MicroUSD: 34200, USD: 0.0342},
+		Tokens: app.TokenTotals{Input: 4800, CachedInput: 4000, CacheWrite: 800, Output: 2000}}}})
+	lines := strings.Split(b.String(), "\n")
+	var header, row []string
+	for i, line := range lines {
+		if strings.HasPrefix(line, "user ") && i+1 < len(lines) {
+			header, row = strings.Split(line, "  "), strings.Fields(lines[i+1])
+		}
+	}
+	if header == nil || !strings.Contains(b.String(), "input tokens  of which cached  cache writes  output tokens") {
+		t.Fatalf("no user table with the cached columns in:\n%s", b.String())
+	}
+	if want := []string{"acme/bob", "0.034200", "34200", "40", "0", "4800", "4000", "800", "2000"}; strings.Join(row, " ") != strings.Join(want, " ") {
+		t.Errorf("row %q, want %q", row, want)
 	}
 }

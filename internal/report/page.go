@@ -40,7 +40,7 @@ svg text { font-size: 11px; fill: #5b6475; }
 <h1 id="title">{{.Tenant}} — {{.MonthLabel}}</h1>
 <p class="muted">llmguard spend report for tenant <b id="tenant">{{.Tenant}}</b>, month <b id="month">{{.Month}}</b>:
 from <time>{{rfc .Start}}</time> to <time>{{rfc .End}}</time> ({{.TimeZone}}). Amounts in US dollars from the usage ledger
-(exact to the micro-dollar in the tables).</p>
+(exact to the micro-dollar in the tables). Input tokens include the cached input and the cache writes, each priced at its own rate.</p>
 
 <div class="totals">
 <div>Spend<b id="total-spend">{{usd .Total.CostMicroUSD}}</b></div>
@@ -77,16 +77,16 @@ The budget is the tenant's monthly <code>usd</code> quota of scope tenant (<code
 <svg id="models" width="{{f .W}}" height="{{f .ModelsH}}" viewBox="0 0 {{f .W}} {{f .ModelsH}}" role="img" aria-label="Spend per model">
 {{range .ModelBars}}<text x="{{f (add .X -8)}}" y="{{f .TextY}}" text-anchor="end">{{.Label}}</text><rect class="bar model" x="{{f .X}}" y="{{f .Y}}" width="{{f .W}}" height="{{f .H}}"><title>{{.Label}}: {{.Value}}</title></rect><text x="{{f (add (add .X .W) 6)}}" y="{{f .TextY}}">{{.Value}}</text>
 {{end}}</svg>
-<table id="model-table"><tr><th>Model</th><th>Spend</th><th>micro-USD</th><th>Requests</th><th>Errors</th><th>Input tokens</th><th>Output tokens</th></tr>
-{{range .Models}}<tr><td>{{.Name}}</td><td>{{usd .CostMicroUSD}}</td><td>{{.CostMicroUSD}}</td><td>{{.Requests}}</td><td>{{.Errors}}</td><td>{{.InputTokens}}</td><td>{{.OutputTokens}}</td></tr>
+<table id="model-table"><tr><th>Model</th><th>Spend</th><th>micro-USD</th><th>Requests</th><th>Errors</th><th>Input tokens</th><th>of which cached</th><th>of which cache writes</th><th>Output tokens</th></tr>
+{{range .Models}}<tr><td>{{.Name}}</td><td>{{usd .CostMicroUSD}}</td><td>{{.CostMicroUSD}}</td><td>{{.Requests}}</td><td>{{.Errors}}</td><td>{{.InputTokens}}</td><td>{{.CachedInputTokens}}</td><td>{{.CacheWriteTokens}}</td><td>{{.OutputTokens}}</td></tr>
 {{end}}</table>
 
 <h2>Spend per user</h2>
 <svg id="users" width="{{f .W}}" height="{{f .UsersH}}" viewBox="0 0 {{f .W}} {{f .UsersH}}" role="img" aria-label="Spend per user">
 {{range .UserBars}}<text x="{{f (add .X -8)}}" y="{{f .TextY}}" text-anchor="end">{{.Label}}</text><rect class="bar user" x="{{f .X}}" y="{{f .Y}}" width="{{f .W}}" height="{{f .H}}"><title>{{.Label}}: {{.Value}}</title></rect><text x="{{f (add (add .X .W) 6)}}" y="{{f .TextY}}">{{.Value}}</text>
 {{end}}</svg>
-<table id="user-table"><tr><th>User</th><th>Spend</th><th>micro-USD</th><th>Requests</th><th>Errors</th><th>Input tokens</th><th>Output tokens</th></tr>
-{{range .Users}}<tr><td>{{.Name}}</td><td>{{usd .CostMicroUSD}}</td><td>{{.CostMicroUSD}}</td><td>{{.Requests}}</td><td>{{.Errors}}</td><td>{{.InputTokens}}</td><td>{{.OutputTokens}}</td></tr>
+<table id="user-table"><tr><th>User</th><th>Spend</th><th>micro-USD</th><th>Requests</th><th>Errors</th><th>Input tokens</th><th>of which cached</th><th>of which cache writes</th><th>Output tokens</th></tr>
+{{range .Users}}<tr><td>{{.Name}}</td><td>{{usd .CostMicroUSD}}</td><td>{{.CostMicroUSD}}</td><td>{{.Requests}}</td><td>{{.Errors}}</td><td>{{.InputTokens}}</td><td>{{.CachedInputTokens}}</td><td>{{.CacheWriteTokens}}</td><td>{{.OutputTokens}}</td></tr>
 {{end}}</table>
 
 <p class="muted">Total {{usd .Total.CostMicroUSD}} ({{.Total.CostMicroUSD}} micro-USD) over {{counted .Total.Requests "request" "requests"}}, {{counted .Total.Errors "error" "errors"}} among them. Generated {{rfc .GeneratedAt}} by llmguard report.</p>

@@ -79,13 +79,19 @@ type Report struct {
 }
 
 // Row is a model's or a user's (or the whole tenant's) share of the month.
+// Token counts are the ledger's: InputTokens includes CachedInputTokens and
+// CacheWriteTokens, which are priced at their own rates (a model's
+// cached_input_usd_per_mtok and cache_write_usd_per_mtok), so that input
+// × the input price alone does not give the cost (trial24's finance check).
 type Row struct {
-	Name         string
-	CostMicroUSD int64
-	Requests     int64
-	Errors       int64
-	InputTokens  int64
-	OutputTokens int64
+	Name              string
+	CostMicroUSD      int64
+	Requests          int64
+	Errors            int64
+	InputTokens       int64
+	CachedInputTokens int64
+	CacheWriteTokens  int64
+	OutputTokens      int64
 }
 
 // Day is one calendar day of the month in the report's zone.
@@ -99,13 +105,24 @@ type Day struct {
 }
 
 func (r *Row) add(rec ledger.Record) {
-	r.CostMicroUSD = ledger.AddSaturated(r.CostMicroUSD, rec.CostMicroUSD)
-	r.Requests++
+	var errs int64
 	if rec.Status < 200 || rec.Status > 299 {
-		r.Errors++
+		errs = 1
 	}
-	r.InputTokens = ledger.AddSaturated(r.InputTokens, rec.InputTokens)
-	r.OutputTokens = ledger.AddSaturated(r.OutputTokens, rec.OutputTokens)
+	r.merge(Row{CostMicroUSD: rec.CostMicroUSD, Requests: 1, Errors: errs, InputTokens: rec.InputTokens,
+		CachedInputTokens: rec.CachedInputTokens, CacheWriteTokens: rec.CacheWriteTokens, OutputTokens: rec.OutputTokens})
+}
+
+// merge adds o's amounts to r's (saturating), keeping r's name: one place
+// that knows every summed field, for a record and for a folded row alike.
+func (r *Row) merge(o Row) {
+	r.CostMicroUSD = ledger.AddSaturated(r.CostMicroUSD, o.CostMicroUSD)
+	r.Requests += o.Requests
+	r.Errors += o.Errors
+	r.InputTokens = ledger.AddSaturated(r.InputTokens, o.InputTokens)
+	r.CachedInputTokens = ledger.AddSaturated(r.CachedInputTokens, o.CachedInputTokens)
+	r.CacheWriteTokens = ledger.AddSaturated(r.CacheWriteTokens, o.CacheWriteTokens)
+	r.OutputTokens = ledger.AddSaturated(r.OutputTokens, o.OutputTokens)
 }
 
 // MaxNames bounds the distinct users a Builder keeps apart, MaxModels the
@@ -239,11 +256,7 @@ func top(m map[string]*Row) []Row {
 	if len(rows) > MaxRows {
 		rest := Row{Name: fmt.Sprintf("(%d others)", len(rows)-MaxRows+1)}
 		for _, r := range rows[MaxRows-1:] {
-			rest.CostMicroUSD = ledger.AddSaturated(rest.CostMicroUSD, r.CostMicroUSD)
-			rest.Requests += r.Requests
-			rest.Errors += r.Errors
-			rest.InputTokens = ledger.AddSaturated(rest.InputTokens, r.InputTokens)
-			rest.OutputTokens = ledger.AddSaturated(rest.OutputTokens, r.OutputTokens)
+			rest.merge(r)
 		}
 		rows = append(rows[:MaxRows-1], rest)
 	}

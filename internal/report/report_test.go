@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -480,6 +481,44 @@ func TestRenderCountsAgree(t *testing.T) {
 		}
 		if !strings.Contains(b.String(), tc.want) {
 			t.Errorf("the page does not say %q", tc.want)
+		}
+	}
+}
+
+// The model and user tables show the cached input and the cache writes
+// inside the input: trial24's finance check multiplied a Claude user's
+// 4,800 input tokens by the input price and got $0.0444 for a row of
+// $0.0342, 4,000 of them being cache reads at a tenth of it and 800 cache
+// writes. The parts are summed like the rest, folded rows included.
+func TestRenderShowsCachedInput(t *testing.T) {
+	var recs []ledger.Record
+	for i := range MaxRows + 3 {
+		recs = append(recs, ledger.Record{TS: time.Date(2026, 11, 2, 12, 0, 0, 0, time.UTC), Tenant: "acme", Model: "claude-sonnet-4-5",
+			User: "u" + strconv.Itoa(i), Status: 200, InputTokens: 120, CachedInputTokens: 100, CacheWriteTokens: 20, OutputTokens: 50, CostMicroUSD: 855})
+	}
+	rep, err := Build(recs, Options{Tenant: "acme", Year: 2026, Month: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(MaxRows + 3)
+	if m := rep.Models[0]; m.CachedInputTokens != 100*n || m.CacheWriteTokens != 20*n || m.InputTokens != 120*n {
+		t.Errorf("model row %+v, want %d input of which %d cached and %d cache writes", m, 120*n, 100*n, 20*n)
+	}
+	if last := rep.Users[MaxRows-1]; last.CachedInputTokens != 100*4 || last.CacheWriteTokens != 20*4 {
+		t.Errorf("folded row %+v, want the 4 folded users' 400 cached and 80 cache writes", last)
+	}
+	var b bytes.Buffer
+	if err := Render(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{
+		"<th>Input tokens</th><th>of which cached</th><th>of which cache writes</th><th>Output tokens</th>",
+		fmt.Sprintf("<td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr>", 120*n, 100*n, 20*n, 50*n),
+		"<td>480</td><td>400</td><td>80</td><td>200</td></tr>",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
 		}
 	}
 }
