@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -459,65 +460,105 @@ func periodMovedIn(cmd *redis.Cmd, owners []int, moved []bool, n int) []bool {
 func (r *Redis) PeriodMoved() uint64 { return r.periodMoved.Load() }
 
 // refundTimeout bounds the refund, in the background, of the slot groups
-// a take applied before a later group's call failed (takeGroups).
+// a take applied when another group's call failed (takeGroups).
 const refundTimeout = 100 * time.Millisecond
 
-// takeGroups is Take over several slot groups: one take per group, in
-// order; on a denial, one pipelined round trip refunds and re-reads the
-// groups before and checks the groups after, so the Decision reports every
-// bucket as Memory would.
+// groupAnswer is what one slot group's take (takeGroups) came back with:
+// its Decision over its own items (Buckets shared with the request's), or
+// the error of its call or of its reply.
+type groupAnswer struct {
+	d   Decision
+	err error
+}
+
+// takeGroups is Take over several slot groups: every group's take is sent
+// at once, each committing its own items all or nothing, each through the
+// take batching of its slot (takeBatcher.do), so that every master is
+// asked in parallel and each call ends on its own, within ctx (one dead
+// master costs the request that master's call, not the others'). When
+// every group answers, the request is decided as one take over all items
+// would be: every group allowed, admitted; a group denied, the groups
+// that took are refunded and re-read in one round trip, and the denial is
+// reported with every bucket's status, as Memory would report it.
 func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, groups []group) (Decision, error) {
 	d := Decision{Buckets: make([]Status, len(items))}
-	// With WithPartial, a group that fails is skipped and the others are
-	// taken (PartialError); failed are its items, causes every failed
+	answers := r.sendGroups(ctx, requestID, items, groups, d.Buckets)
+	// With WithPartial, a group that fails is left out and the others
+	// decide (PartialError); failed are its items, causes every failed
 	// group's error in order (the breakers count each).
+	partial := PartialAllowed(ctx)
 	var failed []int
-	var failedGroups []bool
 	var causes []error
+	var stop error // a failure that fails the whole take
+	var took, deniedBy []group
+	tookAt, deniedAt := make([]bool, len(groups)), -1
 	for gi, g := range groups {
-		keys, args := r.takeArgs(requestID, items, g.idx, true)
-		reply, err := r.takes.do(ctx, g.slot, keys, args)
-		if err == nil {
-			err = decide(&d, reply, g.idx)
-		}
-		if err != nil {
-			err = &StoreError{Op: "take", Subject: items[g.idx[0]].Key, Err: err}
-			if !errors.Is(err, ErrVoided) && PartialAllowed(ctx) {
-				if failedGroups == nil {
-					failedGroups = make([]bool, len(groups))
+		a := &answers[gi]
+		switch {
+		case a.err != nil:
+			err := &StoreError{Op: "take", Subject: items[g.idx[0]].Key, Err: a.err}
+			switch {
+			case errors.Is(err, ErrVoided):
+				// The request was voided: nothing else decides it.
+				if stop == nil || !errors.Is(stop, ErrVoided) {
+					stop = err
 				}
-				failedGroups[gi] = true
+			case partial:
 				failed = append(failed, g.idx...)
 				causes = append(causes, err)
-				continue
+			case stop == nil:
+				stop = err
 			}
-			if gi > 0 {
-				// The groups before took: give their costs back, in the
-				// background (at most refundTimeout), so that the request
-				// is answered within its own deadline, not that plus the
-				// refund's. With a request id each refund is the group's
-				// Void, so the caller's Void of the request, which a failed
-				// take is given, refunds nothing twice; without one this is
-				// the only refund, as before (a failure is not retried).
-				calls := r.refunds(requestID, items, servedOf(groups[:gi], failedGroups), false)
-				go func() {
-					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
-					defer cancel()
-					r.run(rctx, calls)
-				}()
+		case a.d.Allowed:
+			took = append(took, g)
+			tookAt[gi] = true
+		default:
+			deniedBy = append(deniedBy, g)
+			if deniedAt < 0 {
+				deniedAt = gi
 			}
-			return Decision{}, err
 		}
-		if d.Allowed {
-			continue
+	}
+	if stop == nil && len(failed) == len(items) {
+		return Decision{}, causes[0] // nothing served: a failure, whole
+	}
+	if stop != nil {
+		if len(took) > 0 {
+			// Those groups took: give their costs back, in the background
+			// (at most refundTimeout), so that the request is answered
+			// within its own deadline, not that plus the refund's. With a
+			// request id each refund is the group's Void, so the caller's
+			// Void of the request, which a failed take is given, refunds
+			// nothing twice; without one this is the only refund (a
+			// failure is not retried).
+			calls := r.refunds(requestID, items, took, false)
+			go func() {
+				defer func() { _ = recover() }() // best effort: units left taken refill in time
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
+				defer cancel()
+				r.run(rctx, calls)
+			}()
 		}
-		// Denied by group gi: refund and re-read the groups before (those
-		// served), check the groups after, in one round trip.
-		calls := r.refunds(requestID, items, servedOf(groups[:gi], failedGroups), true)
-		for _, later := range groups[gi+1:] {
-			keys, args := r.takeArgs("", items, later.idx, false)
-			calls = append(calls, scriptCall{script: r.take, keys: keys, args: args, idx: later.idx})
+		return Decision{}, stop
+	}
+	if deniedAt < 0 {
+		d.Allowed, d.DeniedBy = true, -1
+		d.Windows = groupWindows(answers, len(items))
+		return d, partialOf(failed, causes)
+	}
+	// Denied: the first denying group's verdict, merged with every other
+	// denying group's (Retry-After from the group that waits longest, a
+	// too-large bucket first); the groups that took refunded and re-read
+	// in one round trip for their statuses.
+	d = answers[deniedAt].d
+	for gi := range groups {
+		if gi != deniedAt && !tookAt[gi] && answers[gi].err == nil {
+			merge(&d, answers[gi].d)
 		}
+	}
+	d.Windows = groupWindows(answers, len(items))
+	if len(took) > 0 {
+		calls := r.refunds(requestID, items, took, true)
 		r.run(ctx, calls)
 		if err := firstErr(calls); err != nil {
 			return Decision{}, &StoreError{Op: "take", Subject: items[0].Key, Err: fmt.Errorf("refund: %w", err)}
@@ -527,19 +568,67 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 				continue
 			}
 			reply, _ := c.cmd.Int64Slice()
-			var e Decision
-			e.Buckets = d.Buckets
+			e := Decision{Buckets: d.Buckets, Windows: d.Windows}
 			if err := decide(&e, reply, c.idx); err != nil {
 				return Decision{}, &StoreError{Op: "take", Subject: items[0].Key, Err: err}
 			}
+			d.Windows = e.Windows
 			merge(&d, e)
 		}
-		return d, partialOf(failed, causes)
-	}
-	if failed != nil && len(failed) == len(items) {
-		return Decision{}, causes[0] // nothing served: a failure, whole
 	}
 	return d, partialOf(failed, causes)
+}
+
+// sendGroups sends the take of every group at once (the first on the
+// caller's goroutine, each other on one of its own) and returns each
+// group's answer, by position, once all have come back: each Decision
+// writes its statuses into buckets (the request's, by item). A panic in a
+// group's call is that group's error.
+func (r *Redis) sendGroups(ctx context.Context, requestID string, items []Item, groups []group, buckets []Status) []groupAnswer {
+	answers := make([]groupAnswer, len(groups))
+	one := func(gi int) {
+		g, a := groups[gi], &answers[gi]
+		defer func() {
+			if p := recover(); p != nil {
+				a.err = fmt.Errorf("panic in the take of a slot group: %v", p)
+			}
+		}()
+		keys, args := r.takeArgs(requestID, items, g.idx, true)
+		reply, err := r.takes.do(ctx, g.slot, keys, args)
+		if err == nil {
+			a.d.Buckets = buckets
+			err = decide(&a.d, reply, g.idx)
+		}
+		a.err = err
+	}
+	var wg sync.WaitGroup
+	for gi := 1; gi < len(groups); gi++ {
+		wg.Go(func() { one(gi) })
+	}
+	one(0)
+	wg.Wait()
+	return answers
+}
+
+// groupWindows joins the window starts of the groups' Decisions (each over
+// all n items, nil when its group has no window counter) into one slice,
+// or nil when no group has one.
+func groupWindows(answers []groupAnswer, n int) []time.Time {
+	var w []time.Time
+	for _, a := range answers {
+		if a.err != nil || a.d.Windows == nil {
+			continue
+		}
+		if w == nil {
+			w = make([]time.Time, n)
+		}
+		for i, t := range a.d.Windows {
+			if !t.IsZero() {
+				w[i] = t
+			}
+		}
+	}
+	return w
 }
 
 // partialOf is the PartialError of a take whose items at failed (in
@@ -551,21 +640,6 @@ func partialOf(failed []int, causes []error) error {
 	}
 	slices.Sort(failed)
 	return &PartialError{Failed: failed, Err: causes[0], causes: causes}
-}
-
-// servedOf returns the groups whose failed flag (by position; nil: none
-// failed) is not set.
-func servedOf(groups []group, failed []bool) []group {
-	if failed == nil {
-		return groups
-	}
-	out := make([]group, 0, len(groups))
-	for i, g := range groups {
-		if !failed[i] {
-			out = append(out, g)
-		}
-	}
-	return out
 }
 
 // refunds returns the calls that give back each group's costs, each
