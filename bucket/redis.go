@@ -32,7 +32,8 @@ type RedisScripter interface {
 // every other field is a documented default.
 type RedisOptions struct {
 	// Client runs the scripts. Size its pool for the load: every Take and
-	// Reconcile holds one connection for one round trip (per slot group).
+	// Reconcile holds one connection for one round trip (in a cluster, a
+	// Take one per slot group, at once, each on its group's master).
 	Client RedisScripter
 	// Now overrides the clock, for tests only: its reading (µs) is passed to
 	// the scripts. nil, the default, has every script read Redis TIME, one
@@ -95,12 +96,15 @@ type RedisOptions struct {
 //
 // In Redis Cluster, a request's keys may lie in several slots (a tenant's
 // buckets share its hash tag, global buckets do not). Take then runs the
-// script once per slot group, narrowest group first; when a group denies,
-// it refunds the groups that took before it. So Redis Cluster never admits
-// more than one Redis would, but a request denied by a later group holds
-// the earlier groups' units for the instant until the refund, which may
-// briefly deny another request (under-admission). On a denial the same
-// round trip re-reads the refunded groups and checks the later ones, so the
+// script once per slot group, every group's call sent at once (each
+// through its slot's batching, below), so that each master is asked in
+// parallel and a master that does not answer costs the request that
+// master's call only; the request is decided when every group has
+// answered. When a group denies, the groups that took are refunded. So
+// Redis Cluster never admits more than one Redis would, but a denied
+// request holds the other groups' units for the instant until the refund,
+// which may briefly deny another request (under-admission). On a denial
+// the same round trip as the refunds re-reads the refunded groups, so the
 // Decision reports every bucket (retry-after, too-large, statuses) as one
 // script would. A failed round trip leaves, at worst, units taken that
 // refill in time: never over-admission. Each master reads its own TIME, so
@@ -276,19 +280,22 @@ func (r *Redis) Load(ctx context.Context) error {
 	return nil
 }
 
-// Take implements Store in one round trip (one per slot group in a
-// cluster). Items must have valid limits, costs >= 0 and distinct keys;
-// otherwise Take sends nothing and returns an error wrapping ErrInvalid.
-// When requestID was voided (in any slot group) the take applies nothing
-// and the error wraps ErrVoided. Other errors are Redis's, the network's or
-// ctx's; the Decision is then the zero value. In a cluster, an error after
-// an earlier group took has that group refunded (best effort, within
-// 100ms, its error joined to the one returned; with a request id, as a Void
-// of that group, so that the caller's Void does not refund it again). With
-// ctx marked by WithPartial, a group that fails (but for ErrVoided) is
-// skipped instead and the later groups are taken: when another group was
-// served, the Decision over the served items comes with a *PartialError
-// naming the failed items (every group failed: the first failure, whole).
+// Take implements Store in one round trip (in a cluster, one per slot
+// group, all sent at once; a denial then adds the round trip that refunds
+// the groups that took). Items must have valid limits, costs >= 0 and
+// distinct keys; otherwise Take sends nothing and returns an error
+// wrapping ErrInvalid. When requestID was voided (in any slot group) the
+// take applies nothing and the error wraps ErrVoided. Other errors are
+// Redis's, the network's or ctx's; the Decision is then the zero value. In
+// a cluster, an error of one group has the groups that took refunded (best
+// effort, in the background, within 100ms, so that the request is answered
+// within ctx; with a request id, as a Void of each such group, so that the
+// caller's Void does not refund it again). With ctx marked by WithPartial,
+// a group that fails (but for ErrVoided) is left out instead and the other
+// groups decide: when another group was served, the Decision over the
+// served items comes with a *PartialError naming the failed items and
+// holding each failed group's error (every group failed: the first
+// failure, whole).
 func (r *Redis) Take(ctx context.Context, requestID string, items []Item) (Decision, error) {
 	if err := validateItems(items); err != nil {
 		return Decision{}, err
