@@ -497,7 +497,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 	var failed []int
 	var causes []error
 	var stop error // a failure that fails the whole take
-	var took, deniedBy []group
+	var took []group
 	tookAt, deniedAt := make([]bool, len(groups)), -1
 	for gi, g := range groups {
 		a := &answers[gi]
@@ -520,7 +520,6 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 			took = append(took, g)
 			tookAt[gi] = true
 		default:
-			deniedBy = append(deniedBy, g)
 			if deniedAt < 0 {
 				deniedAt = gi
 			}
