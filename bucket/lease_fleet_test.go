@@ -25,7 +25,7 @@ func TestLeaseFleetRedis(t *testing.T) {
 
 // The same over a Redis Cluster of three masters: a request's buckets lie
 // in two slots (its tenant's and {global}), so each take runs one script
-// per slot group and refunds the earlier groups on a denial.
+// per slot group, all at once, and refunds the groups that took on a denial.
 func TestLeaseFleetCluster(t *testing.T) {
 	leaseFleet(t, redistest.SharedCluster(t, 3).Client())
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +32,8 @@ type RedisScripter interface {
 // every other field is a documented default.
 type RedisOptions struct {
 	// Client runs the scripts. Size its pool for the load: every Take and
-	// Reconcile holds one connection for one round trip (per slot group).
+	// Reconcile holds one connection for one round trip (in a cluster, a
+	// Take one per slot group, at once, each on its group's master).
 	Client RedisScripter
 	// Now overrides the clock, for tests only: its reading (µs) is passed to
 	// the scripts. nil, the default, has every script read Redis TIME, one
@@ -94,12 +96,15 @@ type RedisOptions struct {
 //
 // In Redis Cluster, a request's keys may lie in several slots (a tenant's
 // buckets share its hash tag, global buckets do not). Take then runs the
-// script once per slot group, narrowest group first; when a group denies,
-// it refunds the groups that took before it. So Redis Cluster never admits
-// more than one Redis would, but a request denied by a later group holds
-// the earlier groups' units for the instant until the refund, which may
-// briefly deny another request (under-admission). On a denial the same
-// round trip re-reads the refunded groups and checks the later ones, so the
+// script once per slot group, every group's call sent at once (each
+// through its slot's batching, below), so that each master is asked in
+// parallel and a master that does not answer costs the request that
+// master's call only; the request is decided when every group has
+// answered. When a group denies, the groups that took are refunded. So
+// Redis Cluster never admits more than one Redis would, but a denied
+// request holds the other groups' units for the instant until the refund,
+// which may briefly deny another request (under-admission). On a denial
+// the same round trip as the refunds re-reads the refunded groups, so the
 // Decision reports every bucket (retry-after, too-large, statuses) as one
 // script would. A failed round trip leaves, at worst, units taken that
 // refill in time: never over-admission. Each master reads its own TIME, so
@@ -275,19 +280,22 @@ func (r *Redis) Load(ctx context.Context) error {
 	return nil
 }
 
-// Take implements Store in one round trip (one per slot group in a
-// cluster). Items must have valid limits, costs >= 0 and distinct keys;
-// otherwise Take sends nothing and returns an error wrapping ErrInvalid.
-// When requestID was voided (in any slot group) the take applies nothing
-// and the error wraps ErrVoided. Other errors are Redis's, the network's or
-// ctx's; the Decision is then the zero value. In a cluster, an error after
-// an earlier group took has that group refunded (best effort, within
-// 100ms, its error joined to the one returned; with a request id, as a Void
-// of that group, so that the caller's Void does not refund it again). With
-// ctx marked by WithPartial, a group that fails (but for ErrVoided) is
-// skipped instead and the later groups are taken: when another group was
-// served, the Decision over the served items comes with a *PartialError
-// naming the failed items (every group failed: the first failure, whole).
+// Take implements Store in one round trip (in a cluster, one per slot
+// group, all sent at once; a denial then adds the round trip that refunds
+// the groups that took). Items must have valid limits, costs >= 0 and
+// distinct keys; otherwise Take sends nothing and returns an error
+// wrapping ErrInvalid. When requestID was voided (in any slot group) the
+// take applies nothing and the error wraps ErrVoided. Other errors are
+// Redis's, the network's or ctx's; the Decision is then the zero value. In
+// a cluster, an error of one group has the groups that took refunded (best
+// effort, in the background, within 100ms, so that the request is answered
+// within ctx; with a request id, as a Void of each such group, so that the
+// caller's Void does not refund it again). With ctx marked by WithPartial,
+// a group that fails (but for ErrVoided) is left out instead and the other
+// groups decide: when another group was served, the Decision over the
+// served items comes with a *PartialError naming the failed items and
+// holding each failed group's error (every group failed: the first
+// failure, whole).
 func (r *Redis) Take(ctx context.Context, requestID string, items []Item) (Decision, error) {
 	if err := validateItems(items); err != nil {
 		return Decision{}, err
@@ -459,65 +467,104 @@ func periodMovedIn(cmd *redis.Cmd, owners []int, moved []bool, n int) []bool {
 func (r *Redis) PeriodMoved() uint64 { return r.periodMoved.Load() }
 
 // refundTimeout bounds the refund, in the background, of the slot groups
-// a take applied before a later group's call failed (takeGroups).
+// a take applied when another group's call failed (takeGroups).
 const refundTimeout = 100 * time.Millisecond
 
-// takeGroups is Take over several slot groups: one take per group, in
-// order; on a denial, one pipelined round trip refunds and re-reads the
-// groups before and checks the groups after, so the Decision reports every
-// bucket as Memory would.
+// groupAnswer is what one slot group's take (takeGroups) came back with:
+// its Decision over its own items (Buckets shared with the request's), or
+// the error of its call or of its reply.
+type groupAnswer struct {
+	d   Decision
+	err error
+}
+
+// takeGroups is Take over several slot groups: every group's take is sent
+// at once, each committing its own items all or nothing, each through the
+// take batching of its slot (takeBatcher.do), so that every master is
+// asked in parallel and each call ends on its own, within ctx (one dead
+// master costs the request that master's call, not the others'). When
+// every group answers, the request is decided as one take over all items
+// would be: every group allowed, admitted; a group denied, the groups
+// that took are refunded and re-read in one round trip, and the denial is
+// reported with every bucket's status, as Memory would report it.
 func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, groups []group) (Decision, error) {
 	d := Decision{Buckets: make([]Status, len(items))}
-	// With WithPartial, a group that fails is skipped and the others are
-	// taken (PartialError); failed are its items, causes every failed
+	answers := r.sendGroups(ctx, requestID, items, groups, d.Buckets)
+	// With WithPartial, a group that fails is left out and the others
+	// decide (PartialError); failed are its items, causes every failed
 	// group's error in order (the breakers count each).
+	partial := PartialAllowed(ctx)
 	var failed []int
-	var failedGroups []bool
 	var causes []error
+	var stop error // a failure that fails the whole take
+	var took []group
+	tookAt, deniedAt := make([]bool, len(groups)), -1
 	for gi, g := range groups {
-		keys, args := r.takeArgs(requestID, items, g.idx, true)
-		reply, err := r.takes.do(ctx, g.slot, keys, args)
-		if err == nil {
-			err = decide(&d, reply, g.idx)
-		}
-		if err != nil {
-			err = &StoreError{Op: "take", Subject: items[g.idx[0]].Key, Err: err}
-			if !errors.Is(err, ErrVoided) && PartialAllowed(ctx) {
-				if failedGroups == nil {
-					failedGroups = make([]bool, len(groups))
+		a := &answers[gi]
+		switch {
+		case a.err != nil:
+			err := &StoreError{Op: "take", Subject: items[g.idx[0]].Key, Err: a.err}
+			switch {
+			case errors.Is(err, ErrVoided):
+				// The request was voided: nothing else decides it.
+				if stop == nil || !errors.Is(stop, ErrVoided) {
+					stop = err
 				}
-				failedGroups[gi] = true
+			case partial:
 				failed = append(failed, g.idx...)
 				causes = append(causes, err)
-				continue
+			case stop == nil:
+				stop = err
 			}
-			if gi > 0 {
-				// The groups before took: give their costs back, in the
-				// background (at most refundTimeout), so that the request
-				// is answered within its own deadline, not that plus the
-				// refund's. With a request id each refund is the group's
-				// Void, so the caller's Void of the request, which a failed
-				// take is given, refunds nothing twice; without one this is
-				// the only refund, as before (a failure is not retried).
-				calls := r.refunds(requestID, items, servedOf(groups[:gi], failedGroups), false)
-				go func() {
-					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
-					defer cancel()
-					r.run(rctx, calls)
-				}()
+		case a.d.Allowed:
+			took = append(took, g)
+			tookAt[gi] = true
+		default:
+			if deniedAt < 0 {
+				deniedAt = gi
 			}
-			return Decision{}, err
 		}
-		if d.Allowed {
-			continue
+	}
+	if stop == nil && len(failed) == len(items) {
+		return Decision{}, causes[0] // nothing served: a failure, whole
+	}
+	if stop != nil {
+		if len(took) > 0 {
+			// Those groups took: give their costs back, in the background
+			// (at most refundTimeout), so that the request is answered
+			// within its own deadline, not that plus the refund's. With a
+			// request id each refund is the group's Void, so the caller's
+			// Void of the request, which a failed take is given, refunds
+			// nothing twice; without one this is the only refund (a
+			// failure is not retried).
+			calls := r.refunds(requestID, items, took, false)
+			go func() {
+				defer func() { _ = recover() }() // best effort: units left taken refill in time
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
+				defer cancel()
+				r.run(rctx, calls)
+			}()
 		}
-		// Denied by group gi: refund and re-read the groups before (those
-		// served), check the groups after, in one round trip.
-		calls := r.refunds(requestID, items, servedOf(groups[:gi], failedGroups), true)
-		for _, later := range groups[gi+1:] {
-			keys, args := r.takeArgs("", items, later.idx, false)
-			calls = append(calls, scriptCall{script: r.take, keys: keys, args: args, idx: later.idx})
+		return Decision{}, stop
+	}
+	if deniedAt < 0 {
+		d.Allowed, d.DeniedBy = true, -1
+		d.Windows = groupWindows(answers, len(items))
+		return d, partialOf(failed, causes)
+	}
+	// Denied: the first denying group's verdict, merged with every other
+	// denying group's (Retry-After from the group that waits longest, a
+	// too-large bucket first); the groups that took refunded and re-read
+	// in one round trip for their statuses.
+	d = answers[deniedAt].d
+	for gi := range groups {
+		if gi != deniedAt && !tookAt[gi] && answers[gi].err == nil {
+			merge(&d, answers[gi].d)
 		}
+	}
+	d.Windows = groupWindows(answers, len(items))
+	if len(took) > 0 {
+		calls := r.refunds(requestID, items, took, true)
 		r.run(ctx, calls)
 		if err := firstErr(calls); err != nil {
 			return Decision{}, &StoreError{Op: "take", Subject: items[0].Key, Err: fmt.Errorf("refund: %w", err)}
@@ -527,19 +574,67 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 				continue
 			}
 			reply, _ := c.cmd.Int64Slice()
-			var e Decision
-			e.Buckets = d.Buckets
+			e := Decision{Buckets: d.Buckets, Windows: d.Windows}
 			if err := decide(&e, reply, c.idx); err != nil {
 				return Decision{}, &StoreError{Op: "take", Subject: items[0].Key, Err: err}
 			}
+			d.Windows = e.Windows
 			merge(&d, e)
 		}
-		return d, partialOf(failed, causes)
-	}
-	if failed != nil && len(failed) == len(items) {
-		return Decision{}, causes[0] // nothing served: a failure, whole
 	}
 	return d, partialOf(failed, causes)
+}
+
+// sendGroups sends the take of every group at once (the first on the
+// caller's goroutine, each other on one of its own) and returns each
+// group's answer, by position, once all have come back: each Decision
+// writes its statuses into buckets (the request's, by item). A panic in a
+// group's call is that group's error.
+func (r *Redis) sendGroups(ctx context.Context, requestID string, items []Item, groups []group, buckets []Status) []groupAnswer {
+	answers := make([]groupAnswer, len(groups))
+	one := func(gi int) {
+		g, a := groups[gi], &answers[gi]
+		defer func() {
+			if p := recover(); p != nil {
+				a.err = fmt.Errorf("panic in the take of a slot group: %v", p)
+			}
+		}()
+		keys, args := r.takeArgs(requestID, items, g.idx, true)
+		reply, err := r.takes.do(ctx, g.slot, keys, args)
+		if err == nil {
+			a.d.Buckets = buckets
+			err = decide(&a.d, reply, g.idx)
+		}
+		a.err = err
+	}
+	var wg sync.WaitGroup
+	for gi := 1; gi < len(groups); gi++ {
+		wg.Go(func() { one(gi) })
+	}
+	one(0)
+	wg.Wait()
+	return answers
+}
+
+// groupWindows joins the window starts of the groups' Decisions (each over
+// all n items, nil when its group has no window counter) into one slice,
+// or nil when no group has one.
+func groupWindows(answers []groupAnswer, n int) []time.Time {
+	var w []time.Time
+	for _, a := range answers {
+		if a.err != nil || a.d.Windows == nil {
+			continue
+		}
+		if w == nil {
+			w = make([]time.Time, n)
+		}
+		for i, t := range a.d.Windows {
+			if !t.IsZero() {
+				w[i] = t
+			}
+		}
+	}
+	return w
 }
 
 // partialOf is the PartialError of a take whose items at failed (in
@@ -551,21 +646,6 @@ func partialOf(failed []int, causes []error) error {
 	}
 	slices.Sort(failed)
 	return &PartialError{Failed: failed, Err: causes[0], causes: causes}
-}
-
-// servedOf returns the groups whose failed flag (by position; nil: none
-// failed) is not set.
-func servedOf(groups []group, failed []bool) []group {
-	if failed == nil {
-		return groups
-	}
-	out := make([]group, 0, len(groups))
-	for i, g := range groups {
-		if !failed[i] {
-			out = append(out, g)
-		}
-	}
-	return out
 }
 
 // refunds returns the calls that give back each group's costs, each

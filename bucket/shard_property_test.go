@@ -42,7 +42,7 @@ func TestShardedPropertyRedis(t *testing.T) {
 }
 
 // In a cluster every shard lies in a slot of its own, so each try runs one
-// script per slot group, refunding the earlier groups on a denial.
+// script per slot group, all at once, refunding the groups that took on a denial.
 func TestShardedPropertyCluster(t *testing.T) {
 	c := redistest.SharedCluster(t, 3).Client()
 	shardProperty(t, func(t *testing.T, clock *storetest.Clock) bucket.Store {
