@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/llmguard/llmguard/internal/monoclock"
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/obs"
 )
@@ -134,20 +135,21 @@ func (p *Proxy) handled(ctx *fasthttp.RequestCtx, x *exchange) {
 	if x.streaming {
 		return
 	}
-	x.obs.overhead = overheadOf(x, time.Now())
+	x.obs.overhead = overheadOf(x, monoclock.Now())
 	p.settled(x, ctx.Response.StatusCode())
 }
 
-// overheadOf is llmguard's own time in x up to now: since the body was
-// read (or the request arrived, when it never was), less the time spent
-// waiting on the upstream and the time held waiting for its buckets
-// (on_limit: wait, a hold the operator asked for, not llmguard's work).
-func overheadOf(x *exchange, now time.Time) time.Duration {
+// overheadOf is llmguard's own time in x up to now (a monoclock.Now
+// reading): since the body was read (or the request arrived, when it never
+// was), less the time spent waiting on the upstream and the time held
+// waiting for its buckets (on_limit: wait, a hold the operator asked for,
+// not llmguard's work).
+func overheadOf(x *exchange, now time.Duration) time.Duration {
 	start := x.start
-	if start.IsZero() {
-		start = x.obs.begin
+	if start == 0 {
+		start = monoclock.Of(x.obs.begin)
 	}
-	return max(now.Sub(start)-x.upstreamTime-waitedOf(x), 0)
+	return max(now-start-x.upstreamTime-waitedOf(x), 0)
 }
 
 // waitedOf is how long x was held waiting for its buckets; zero before

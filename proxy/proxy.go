@@ -23,6 +23,7 @@ import (
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/internal/bufpool"
+	"github.com/llmguard/llmguard/internal/monoclock"
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/obs"
 	"github.com/llmguard/llmguard/policy"
@@ -419,7 +420,9 @@ type exchange struct {
 	// than two.
 	m         *meter.Exchange
 	admission meter.Exchange
-	start     time.Time
+	// start is when the body had been read (monoclock.Now; zero before):
+	// llmguard's overhead counts from it.
+	start time.Duration
 	// upstreamTime is the time spent waiting on the upstream (response
 	// headers, and the body when it is read whole).
 	upstreamTime time.Duration
@@ -666,7 +669,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		return r
 	}
 	body := held.b
-	x.start = time.Now() // llmguard's overhead excludes the client's upload
+	x.start = monoclock.Now() // llmguard's overhead excludes the client's upload
 
 	sp := x.span(spanWeigh)
 	r = p.weigh(ctx, x, body)
@@ -681,7 +684,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		return r
 	}
 	r = p.forward(ctx, x, rawUpPath, body)
-	p.opt.Metrics.Overhead(time.Since(x.start) - x.upstreamTime - waitedOf(x)) // the hold of on_limit: wait is not llmguard's work
+	p.opt.Metrics.Overhead(monoclock.Since(x.start) - x.upstreamTime - waitedOf(x)) // the hold of on_limit: wait is not llmguard's work
 	return r
 }
 
@@ -1358,7 +1361,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 	}
 
 	p.inject(pointForward)
-	t0 := time.Now()
+	t0 := monoclock.Now()
 	x.forwarded = true
 	if x.obs != nil {
 		p.startUpstream(x, req)
@@ -1377,7 +1380,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, x *exchange, upPath string, bo
 		sb.reset(nil, nil) // keep no body or answer in the pool
 		sentBodies.Put(sb)
 	}
-	x.upstreamTime = time.Since(t0)
+	x.upstreamTime = monoclock.Since(t0)
 	x.held = resp
 	if err != nil {
 		x.endUpstream(0, err)

@@ -13,13 +13,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/klauspost/compress/zstd"
 	brotli "github.com/molecule-man/go-brrr"
 	"github.com/valyala/fasthttp"
 
 	"github.com/llmguard/llmguard/internal/contentcoding"
+	"github.com/llmguard/llmguard/internal/monoclock"
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/spec"
 	"github.com/llmguard/llmguard/weigher"
@@ -95,7 +95,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		x.held = nil // the stream writer owns resp and src now
 		x.streaming = true
 		if x.obs != nil {
-			x.obs.overhead = overheadOf(x, time.Now())
+			x.obs.overhead = overheadOf(x, monoclock.Now())
 		}
 		// On a kept goroutine (stackPool): fasthttp's own is new per stream.
 		// resp first: NewStreamReader starts the writer at once. The writer
@@ -115,7 +115,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		p.finish(ctx, x, status)
 		return nil
 	}
-	t0 := time.Now()
+	t0 := monoclock.Now()
 	// Held until fasthttp has written the answer (heldAnswer.Close), or
 	// until an error path below gives it back first.
 	x.answer.p = p
@@ -126,7 +126,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 	end.on(st, resp.Header.ContentType(), resp.Header.ContentLength(), p.streamEndGrace())
 	full, err := x.answer.readFrom(st, p.opt.MaxResponseBytes+1, resp.Header.ContentLength(), &end)
 	body := x.answer.buf
-	x.upstreamTime += time.Since(t0)
+	x.upstreamTime += monoclock.Since(t0)
 	x.upstream.series.Record(status, x.upstreamTime)
 	if err != nil {
 		end.stop()
@@ -172,7 +172,7 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 			ub.count = newPassingCount(p, x, status)
 			x.streaming = true
 			if x.obs != nil {
-				x.obs.overhead = overheadOf(x, time.Now())
+				x.obs.overhead = overheadOf(x, monoclock.Now())
 			}
 		} else {
 			x.settle(unreadSettlement(x, status, !full))
@@ -1085,7 +1085,7 @@ func (p *Proxy) openStream(x *exchange, raw io.Reader, conn net.Conn, enc string
 			s.close()
 		}
 	}()
-	t0 := time.Now()
+	t0 := monoclock.Now()
 	// The decoder reads the coding's header from raw: keep those bytes, so
 	// that a stream it cannot decode is relayed whole.
 	head := &headRecorder{r: raw}
@@ -1098,7 +1098,7 @@ func (p *Proxy) openStream(x *exchange, raw io.Reader, conn net.Conn, enc string
 		}
 	}
 	head.buf, head.done = nil, true
-	x.upstreamTime += time.Since(t0)
+	x.upstreamTime += monoclock.Since(t0)
 	opened = true
 	return s
 }

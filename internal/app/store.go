@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/monoclock"
 	"github.com/llmguard/llmguard/internal/respguard"
 	"github.com/llmguard/llmguard/meter"
 	"github.com/llmguard/llmguard/policy"
@@ -567,9 +568,9 @@ type timed struct {
 }
 
 func (t timed) Take(ctx context.Context, id string, items []bucket.Item) (bucket.Decision, error) {
-	t0 := time.Now()
+	t0 := monoclock.Now()
 	d, err := t.Store.Take(ctx, id, items)
-	t.observe(bucket.OpTake, time.Since(t0))
+	t.observe(bucket.OpTake, monoclock.Since(t0))
 	return d, err
 }
 
@@ -581,23 +582,23 @@ func (t timed) TakeInto(ctx context.Context, id string, items []bucket.Item, sta
 	if !ok {
 		return t.Take(ctx, id, items)
 	}
-	t0 := time.Now()
+	t0 := monoclock.Now()
 	d, err := st.TakeInto(ctx, id, items, statuses)
-	t.observe(bucket.OpTake, time.Since(t0))
+	t.observe(bucket.OpTake, monoclock.Since(t0))
 	return d, err
 }
 
 func (t timed) Reconcile(ctx context.Context, id string, deltas []bucket.Delta) error {
-	t0 := time.Now()
+	t0 := monoclock.Now()
 	err := t.Store.Reconcile(ctx, id, deltas)
-	t.observe(bucket.OpReconcile, time.Since(t0))
+	t.observe(bucket.OpReconcile, monoclock.Since(t0))
 	return err
 }
 
 func (t timed) Void(ctx context.Context, id string, items []bucket.Item) error {
-	t0 := time.Now()
+	t0 := monoclock.Now()
 	err := t.Store.Void(ctx, id, items)
-	t.observe(bucket.OpReconcile, time.Since(t0))
+	t.observe(bucket.OpReconcile, monoclock.Since(t0))
 	return err
 }
 
