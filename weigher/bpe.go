@@ -598,8 +598,13 @@ func (c *bpeCounter) memoPieces(m *pieceMemo, text string, i, stop int) (n int64
 				if j < len(text) && j < i+3 && text[j] >= utf8.RuneSelf {
 					j = -1 // may be a digit of another script
 				}
-			case k == bOther: // '[^\s\p{L}\p{N}]+[\r\n/]*'
+			case k == bOther || b == ' ' && i+1 < len(text) && byteClass[text[i+1]] == bOther:
+				// ' ?[^\s\p{L}\p{N}]+[\r\n/]*' (a space before
+				// punctuation: ` "`, ` {"`, ` :=` in code and JSON)
 				j = i + 1
+				if k == bSpace {
+					j = i + 2
+				}
 				for j < len(text) && byteClass[text[j]] == bOther {
 					j++
 				}
@@ -610,9 +615,13 @@ func (c *bpeCounter) memoPieces(m *pieceMemo, text string, i, stop int) (n int64
 						j++
 					}
 				}
+			case k == bSpace && i+1 < len(text) && byteClass[text[i+1]]&(bDigit|bOther) != 0:
+				// '\s+': one whitespace byte before a digit, or before
+				// punctuation when it is not a space (a tab)
+				j = i + 1
 			}
-			// other pieces (spaces, a newline, a letter after a byte
-			// that is not ASCII) are piece's, asciiPieceO200k first
+			// other pieces (runs of spaces, a newline, a letter after a
+			// byte that is not ASCII) are piece's, asciiPieceO200k first
 		}
 		if j < 0 {
 			if n, i, j = c.pieceAt(text, i, n); j < 0 {
