@@ -600,11 +600,9 @@ func (c *bpeCounter) memoPieces(m *pieceMemo, text string, i, stop int) (n int64
 				}
 			case k == bOther || b == ' ' && i+1 < len(text) && byteClass[text[i+1]] == bOther:
 				// ' ?[^\s\p{L}\p{N}]+[\r\n/]*' (a space before
-				// punctuation: ` "`, ` {"`, ` :=` in code and JSON)
+				// punctuation: ` "`, ` {"`, ` :=` in code and JSON;
+				// its run starts at i+1 either way)
 				j = i + 1
-				if k == bSpace {
-					j = i + 2
-				}
 				for j < len(text) && byteClass[text[j]] == bOther {
 					j++
 				}
