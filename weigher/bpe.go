@@ -554,8 +554,10 @@ func (c *bpeCounter) memoPieces(m *pieceMemo, text string, i, stop int) (n int64
 		// piece, its o200k ASCII case written out (piece does not inline),
 		// and of that asciiPieceO200k's commonest pieces: a word (an
 		// optional byte that is neither a letter, a digit nor a newline,
-		// capitals, small letters, an optional contraction), digits and
-		// punctuation. Each gives up, as classRun and asciiDigits do,
+		// capitals, small letters, an optional contraction), digits,
+		// punctuation (after a space too), and one whitespace byte before
+		// a digit or punctuation. Each gives up, as classRun and
+		// asciiDigits do,
 		// where a decision would depend on a byte that is not ASCII.
 		j := -1
 		if b := text[i]; c.o200k && b < utf8.RuneSelf {
