@@ -557,8 +557,8 @@ func (c *bpeCounter) memoPieces(m *pieceMemo, text string, i, stop int) (n int64
 		// capitals, small letters, an optional contraction), digits,
 		// punctuation (after a space too), and one whitespace byte before
 		// a digit or punctuation. Each gives up, as classRun and
-		// asciiDigits do,
-		// where a decision would depend on a byte that is not ASCII.
+		// asciiDigits do, where a decision would depend on a byte that
+		// is not ASCII.
 		j := -1
 		if b := text[i]; c.o200k && b < utf8.RuneSelf {
 			k := byteClass[b]
