@@ -554,9 +554,11 @@ func (c *bpeCounter) memoPieces(m *pieceMemo, text string, i, stop int) (n int64
 		// piece, its o200k ASCII case written out (piece does not inline),
 		// and of that asciiPieceO200k's commonest pieces: a word (an
 		// optional byte that is neither a letter, a digit nor a newline,
-		// capitals, small letters, an optional contraction), digits and
-		// punctuation. Each gives up, as classRun and asciiDigits do,
-		// where a decision would depend on a byte that is not ASCII.
+		// capitals, small letters, an optional contraction), digits,
+		// punctuation (after a space too), and one whitespace byte before
+		// a digit or punctuation. Each gives up, as classRun and
+		// asciiDigits do, where a decision would depend on a byte that
+		// is not ASCII.
 		j := -1
 		if b := text[i]; c.o200k && b < utf8.RuneSelf {
 			k := byteClass[b]
@@ -598,7 +600,10 @@ func (c *bpeCounter) memoPieces(m *pieceMemo, text string, i, stop int) (n int64
 				if j < len(text) && j < i+3 && text[j] >= utf8.RuneSelf {
 					j = -1 // may be a digit of another script
 				}
-			case k == bOther: // '[^\s\p{L}\p{N}]+[\r\n/]*'
+			case k == bOther || b == ' ' && i+1 < len(text) && byteClass[text[i+1]] == bOther:
+				// ' ?[^\s\p{L}\p{N}]+[\r\n/]*' (a space before
+				// punctuation: ` "`, ` {"`, ` :=` in code and JSON;
+				// its run starts at i+1 either way)
 				j = i + 1
 				for j < len(text) && byteClass[text[j]] == bOther {
 					j++
@@ -610,9 +615,13 @@ func (c *bpeCounter) memoPieces(m *pieceMemo, text string, i, stop int) (n int64
 						j++
 					}
 				}
+			case k == bSpace && i+1 < len(text) && byteClass[text[i+1]]&(bDigit|bOther) != 0:
+				// '\s+': one whitespace byte before a digit, or before
+				// punctuation when it is not a space (a tab)
+				j = i + 1
 			}
-			// other pieces (spaces, a newline, a letter after a byte
-			// that is not ASCII) are piece's, asciiPieceO200k first
+			// other pieces (runs of spaces, a newline, a letter after a
+			// byte that is not ASCII) are piece's, asciiPieceO200k first
 		}
 		if j < 0 {
 			if n, i, j = c.pieceAt(text, i, n); j < 0 {
@@ -761,49 +770,78 @@ func (c *bpeCounter) pieceMerged(m *pieceMemo, p string) int64 {
 // mergeTokens is pieceTokens for a piece of 2 to maxPieceBytes bytes that
 // is not itself a token: the byte-pair merge's count of p (of any p of 2
 // or more bytes, a token or not).
+//
+// A piece of up to shortPiece bytes is merged by tiktoken's own loop: the
+// pair of the lowest rank found by a scan of the parts, merged, until no
+// pair is a token (quadratic in the piece, but fastest for the short
+// pieces of natural text). Each part is one word, the rank of the pair it
+// starts above the byte offset where it starts (mergePart), so that the
+// scan is a minimum of words: the lowest rank, and of equal ranks (a pair
+// that is no token, noPair) the leftmost, which is tiktoken's order. Its
+// rank look-ups go through rankOf (a string of up to 8 bytes keyed from
+// word loads, most strings that are not tokens turned away by the filter
+// without a probe). Against the loop over {start, rank int} pairs with a
+// closure over get, a cold 1 KiB load-benchmark body's merges took about
+// half the instructions (perf29); TestMergeTokensSameAsScan,
+// FuzzMergeTokensSameAsScan hold it to that loop.
 func (c *bpeCounter) mergeTokens(p string) int64 {
 	if longMerge(p) {
 		return c.cutMerge(nil, p)
 	}
-	// tiktoken's own loop: the pair of the lowest rank found by a scan of
-	// the parts, merged, until no pair is a token (quadratic in the
-	// piece, but fastest for the short pieces of natural text).
-	type part struct{ start, rank int }
-	var buf [shortPiece + 1]part
-	parts := buf[:0]
-	for i := 0; i <= len(p); i++ {
-		parts = append(parts, part{i, math.MaxInt})
+	var buf [shortPiece + 1]uint64
+	n := len(p)
+	parts := buf[:n+1]
+	pairs := c.pairs
+	for i := 0; i+1 < n; i++ {
+		parts[i] = mergePart(pairs[int(p[i])<<8|int(p[i+1])], i)
 	}
-	rank := func(i, skip int) int {
-		if i+skip+2 < len(parts) {
-			if r, ok := c.ranks.get(p[parts[i].start:parts[i+skip+2].start]); ok {
-				return r
+	parts[n-1] = mergePart(-1, n-1)
+	parts[n] = mergePart(-1, n)
+	t := c.ranks
+	for len(parts) > 2 {
+		// The least word of the parts that start a pair (all but the
+		// last part and the end).
+		last := len(parts) - 2
+		m, i := parts[0], 0
+		for k := 1; k < last; k++ {
+			if v := parts[k]; v < m {
+				m, i = v, k
 			}
 		}
-		return math.MaxInt
-	}
-	for i := 0; i < len(parts)-2; i++ {
-		if r := c.pairRank(p, i); r >= 0 {
-			parts[i].rank = r
-		}
-	}
-	for len(parts) > 1 {
-		minRank, i := math.MaxInt, -1
-		for k := 0; k < len(parts)-1; k++ {
-			if parts[k].rank < minRank {
-				minRank, i = parts[k].rank, k
-			}
-		}
-		if i < 0 {
+		if m >= noPair {
 			break
 		}
-		parts[i].rank = rank(i, 1)
-		if i > 0 {
-			parts[i-1].rank = rank(i-1, 1)
+		// Parts i and i+1 become one: the parts after them move down
+		// one place, and the pairs that part i now starts and ends
+		// are looked up.
+		for k := i + 1; k < len(parts)-1; k++ {
+			parts[k] = parts[k+1]
 		}
-		parts = append(parts[:i+1], parts[i+2:]...)
+		parts = parts[:len(parts)-1]
+		a := int(m & 0xff)
+		r := int32(-1)
+		if i+2 < len(parts) {
+			r = t.rankOf(p, a, int(parts[i+2]&0xff))
+		}
+		parts[i] = mergePart(r, a)
+		if i > 0 {
+			b := int(parts[i-1] & 0xff)
+			parts[i-1] = mergePart(t.rankOf(p, b, int(parts[i+1]&0xff)), b)
+		}
 	}
 	return int64(len(parts) - 1)
+}
+
+// noPair is a mergePart's rank of a pair that is no token (or no pair:
+// the last part), above every rank.
+const noPair = uint64(math.MaxUint32) << 8
+
+// mergePart is a part of mergeTokens' loop: the rank r of the pair it
+// starts (-1: not a token) above its start, a byte offset of the piece
+// (at most shortPiece, under 256).
+func mergePart(r int32, start int) uint64 {
+	// -1 as a uint32 is math.MaxUint32: noPair, without a branch
+	return uint64(uint32(r))<<8 | uint64(start)
 }
 
 // longMerge reports whether p is merged with the heap (heapMerge), not by

@@ -32,6 +32,8 @@ var inlinePieceSeeds = []string{
 	"9\xff", "007", "0000000", "x12y", "it's", "IT'S", "don'T", "a'll'", "'", "abcé", "ABCé", "Ab\u0301", " é", ".é",
 	" \"quoted\"", "\t(x)", "  a", "a  ", "\n\nA", "\"a", "a", "ab", "abc", "abcdefgh", "abcdefghi", "abcdefghijklmnop",
 	"abcdefghijklmnopq", " abcdefghijklmnop", "https://example.com/a/b?c=d&e=f", `{"k": [1, 2.5e10, "v\\n"]}`,
+	// a whitespace byte before punctuation or a digit (perf29's cases)
+	` {"id": 42}`, "\t}\n", "x = 42 ٣", " 4٣", "x := y", " \"é", " ,\u00a0", "\t\"x", "\v1", "\f!", " ::\r\n/x", " !\xff", " (\xe2\x82", "\t\t}",
 }
 
 // checkInlinePieces fails when a fast counter's count of s differs from
