@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"sync"
@@ -573,7 +574,8 @@ func compile(cfg *config.Config) (*policy.Policy, *weigher.Weigher, error) {
 	}
 	w, err := weigher.New(weigher.Options{Models: models, DefaultMaxOutputTokens: cfg.DefaultMaxOutputTokens,
 		DefaultMaxInputTokens: cfg.DefaultMaxInputTokens, CeilingWindow: cfg.UsageCeilingWindow, MaxDepth: cfg.MaxJSONDepth,
-		ExactMaxBytes: cfg.ExactCountMaxBytes, CountTimeBudget: time.Duration(cfg.CountTimeBudget),
+		CostCeilingMicroUSD: int64(math.Ceil(cfg.ReportedCostCeilingUSD * 1e6)),
+		ExactMaxBytes:       cfg.ExactCountMaxBytes, CountTimeBudget: time.Duration(cfg.CountTimeBudget),
 		CacheBytes: cfg.CountCacheBytes})
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: %w", err)
