@@ -11,12 +11,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/llmguard/llmguard/config"
+	"github.com/llmguard/llmguard/internal/mockllm"
 	"github.com/llmguard/llmguard/ledger"
 )
 
@@ -144,5 +147,86 @@ func TestAdv51ReportedCostIsBounded(t *testing.T) {
 				t.Errorf("reported_cost_micro_usd %d, want 0", reported)
 			}
 		})
+	}
+}
+
+// adv51AccessErrors is llmguard_access_log_errors_total as h's /metrics
+// reads now.
+func adv51AccessErrors(t *testing.T, h *harness) float64 {
+	t.Helper()
+	for line := range strings.Lines(h.metrics()) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "llmguard_access_log_errors_total "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("llmguard_access_log_errors_total %q: %v", v, err)
+			}
+			return f
+		}
+	}
+	t.Fatal("no llmguard_access_log_errors_total on /metrics")
+	return 0
+}
+
+// An access log that stopped taking lines (its file replaced by a
+// directory, as a full disk or a broken mount would fail it) was only
+// counted in llmguard_access_log_errors_total: the process log said
+// nothing. It now says so in one ERROR line per minute of the process's
+// clock (frozen here: one line, however many requests), and the counter
+// still counts every lost line.
+func TestAdv51AccessLogFailureIsLoggedOnce(t *testing.T) {
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	path := filepath.Join(t.TempDir(), "access.log")
+	cfg := obsConfig(t, mock.URL, "access_log: {enabled: true, output: "+path+"}\n")
+	logs := &syncBuffer{}
+	frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(logs, nil)), func() time.Time { return frozen })
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := serveApp(t, mock, a, nil)
+	const lost = "access log: a line could not be written"
+	if resp, text := h.post(obsKey, chatBody(false, 20), "x-mock-completion-tokens", "7"); resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, text)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The file is looked for again a second after the last look
+	// (obs.followEvery, on the wall clock): send until a line is lost.
+	sent := 0
+	for ; adv51AccessErrors(t, h) == 0; sent++ {
+		if sent == 400 {
+			t.Fatal("no access-log line lost after 400 requests")
+		}
+		h.post(obsKey, chatBody(false, 20), "x-mock-completion-tokens", "7")
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := adv51AccessErrors(t, h)
+	const more = 20
+	for range more {
+		if resp, text := h.post(obsKey, chatBody(false, 20), "x-mock-completion-tokens", "7"); resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, text)
+		}
+	}
+	for i := 0; adv51AccessErrors(t, h) < before+more; i++ { // lines are written once settled, just after the answer
+		if i == 500 {
+			t.Fatalf("llmguard_access_log_errors_total %v, want at least %v", adv51AccessErrors(t, h), before+more)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	n := strings.Count(logs.String(), lost)
+	t.Logf("%d requests before the first loss, %v lines lost, %d log lines", sent, adv51AccessErrors(t, h), n)
+	if n != 1 {
+		t.Errorf("%d %q lines in the process log, want 1 (the first failure, then one a minute):\n%s", n, lost, logs.String())
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("the line is not at ERROR:\n%s", logs.String())
 	}
 }

@@ -650,7 +650,8 @@ func (a *App) openObserve(cfg *config.Config, spans sdktrace.SpanProcessor) (*ob
 		if err != nil {
 			return nil, nil, fmt.Errorf("app: access_log.output: %w", err)
 		}
-		access, err = obs.NewAccessLog(obs.AccessLogOptions{Writer: w, Format: al.Format, SampleAllowed: ratioOr1(al.SampleAllowed), Errors: accessErrors})
+		access, err = obs.NewAccessLog(obs.AccessLogOptions{Writer: w, Format: al.Format, SampleAllowed: ratioOr1(al.SampleAllowed), Errors: accessErrors,
+			Log: a.log, Now: a.now})
 		if err != nil {
 			closeW()
 			return nil, nil, fmt.Errorf("app: %w", err)
