@@ -14,6 +14,8 @@ func (x *Exchange) settledUnits(a *Applied, src spec.Source, known bool, actual 
 	switch {
 	case a.Rule.Unit == policy.UnitConcurrent, src == spec.SourceRefund:
 		return 0
+	case !known && !x.req.Weighed && a.Rule.Unit == policy.UnitUSD:
+		return 0 // the hold of an unmetered call: what it billed, if said, comes from billedFloor
 	case !known:
 		return a.Reserved // nothing better known: keep the reservation
 	default:

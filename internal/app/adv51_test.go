@@ -116,6 +116,7 @@ func TestAdv51ReportedCostIsBounded(t *testing.T) {
 		{"chat: an error with a huge header", "500", 500, huge, errorBody, "POST", "/v1/chat/completions", chatBody, 500_000_000, true},
 		{"per image: a huge header", "2", 200, huge, image, "POST", "/v1/images/generations", imageBody, 2_000_000, true},
 		{"unmetered path: the header is charged", "2", 200, "x-litellm-response-cost: 0.25\r\n", `{}`, "POST", "/v1/audio/speech", speechBody, 250_000, false},
+		{"unmetered path: no header, nothing charged (the hold given back)", "2", 200, "", `{}`, "POST", "/v1/audio/speech", speechBody, 0, false},
 		{"unmetered path: a huge header", "2", 200, huge, `{}`, "POST", "/v1/audio/speech", speechBody, 2_000_000, true},
 		{"unmetered path: an error it says was billed", "2", 500, "x-litellm-response-cost: 0.25\r\n", errorBody, "POST", "/v1/audio/speech", speechBody, 250_000, false},
 		{"a read is not a bill", "2", 200, huge, `{"object":"list","data":[]}`, "GET", "/v1/files", "", 0, false},
@@ -228,5 +229,36 @@ func TestAdv51AccessLogFailureIsLoggedOnce(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "level=ERROR") {
 		t.Errorf("the line is not at ERROR:\n%s", logs.String())
+	}
+}
+
+// A call to a path unmetered_paths lets through reserved nothing on a
+// dollar rule, and a take of nothing always passes: once its gateway's
+// reported costs put the budget into debt, the caller went on calling, each
+// call charged more debt. It now holds one micro-dollar at admission, so a
+// spent budget refuses it, and settles at what its gateway billed (the hold
+// given back; nothing when it says nothing).
+func TestAdv51UnmeteredCallStopsAtASpentBudget(t *testing.T) {
+	const speechBody = `{"model":"tts-1","input":"hello","voice":"alloy"}`
+	fields := "x-litellm-response-cost: 0.6\r\n"
+	url := startRawUpstream(t, func(c net.Conn) {
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n%sContent-Length: 2\r\n\r\n{}", fields)
+	})
+	cfg, err := config.Parse([]byte(twoFlavorHead(url) + adv51CostConfig + "limits:\n" +
+		"  - {name: user-usd, scope: user, unit: usd, rate: 0.000001, per: 24h, burst: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+	statuses := make([]int, 0, 4)
+	for range 4 {
+		resp, _ := h.do("/v1/audio/speech", speechBody)
+		statuses = append(statuses, resp.StatusCode)
+	}
+	// $0.60 a call of a $1 budget: the second call puts it $0.20 into debt,
+	// the third finds it spent.
+	if fmt.Sprint(statuses) != "[200 200 429 429]" {
+		t.Errorf("statuses %v, want [200 200 429 429]", statuses)
 	}
 }
