@@ -62,9 +62,10 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		ctx.Response.Header.Add("x-llmguard-budget-warning", w)
 	}
 	status := resp.StatusCode()
-	if x.kind.Weighed() || !readMethod(ctx.Method()) {
-		// A read (GET /v1/models, a file's content) spends nothing: a cost
-		// header on one is not a bill.
+	if x.kind.Weighed() || x.kind == weigher.KindUnmetered && !readMethod(ctx.Method()) {
+		// A free endpoint (models, moderations, count_tokens) and a read
+		// (a file's content) spend nothing: a cost header on one is not a
+		// bill, and nothing is held for it (meter's unmeteredHoldMicroUSD).
 		x.billed = reportedCost(&resp.Header)
 	}
 	if status == fasthttp.StatusTooManyRequests {
@@ -201,9 +202,10 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 // LiteLLM sends the field on every answer it prices; it is read from
 // any upstream that sends it, since it can only raise a charge
 // (meter.Settlement.BilledMicroUSD): a provider that does not know it
-// does not send it. It is read on every call but a read (GET, HEAD…) to
-// an endpoint llmguard does not weigh, and charged at most the request's
-// cost ceiling (meter's costCeiling, reported_cost_ceiling_usd).
+// does not send it. It is read on the calls that may spend, weighed and
+// unmetered endpoints (not a read, GET, HEAD…, of an unmetered one), and
+// charged at most the request's cost ceiling (meter's costCeiling,
+// reported_cost_ceiling_usd).
 func reportedCost(h *fasthttp.ResponseHeader) int64 {
 	var billed int64
 	for k, v := range h.All() {

@@ -86,7 +86,8 @@ func adv51ReportedCost(t *testing.T, ceiling string, status int, fields, answer,
 // a usage's token figures are cut to the request's ceiling), and not read
 // at all on an endpoint llmguard does not weigh (an unmetered path let
 // through, whose dollar rules LiteLLM's bill is the only price of). A
-// reported cost is now charged on every call but a read, at most the
+// reported cost is now charged on every call that may spend (not a read
+// nor a free endpoint), at most the
 // larger of reported_cost_ceiling_usd and the request's usage ceiling at
 // the table's price; above it the ledger marks the record implausible
 // with the figure reported.
@@ -119,6 +120,7 @@ func TestAdv51ReportedCostIsBounded(t *testing.T) {
 		{"unmetered path: no header, nothing charged (the hold given back)", "2", 200, "", `{}`, "POST", "/v1/audio/speech", speechBody, 0, false},
 		{"unmetered path: a huge header", "2", 200, huge, `{}`, "POST", "/v1/audio/speech", speechBody, 2_000_000, true},
 		{"unmetered path: an error it says was billed", "2", 500, "x-litellm-response-cost: 0.25\r\n", errorBody, "POST", "/v1/audio/speech", speechBody, 250_000, false},
+		{"a free endpoint is not a bill", "2", 200, huge, `{"id":"m","results":[]}`, "POST", "/v1/moderations", `{"input":"hi"}`, 0, false},
 		{"a read is not a bill", "2", 200, huge, `{"object":"list","data":[]}`, "GET", "/v1/files", "", 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
