@@ -87,10 +87,9 @@ func adv51ReportedCost(t *testing.T, ceiling string, status int, fields, answer,
 // at all on an endpoint llmguard does not weigh (an unmetered path let
 // through, whose dollar rules LiteLLM's bill is the only price of). A
 // reported cost is now charged on every call that may spend (not a read
-// nor a free endpoint), at most the
-// larger of reported_cost_ceiling_usd and the request's usage ceiling at
-// the table's price; above it the ledger marks the record implausible
-// with the figure reported.
+// nor a free endpoint), at most the larger of reported_cost_ceiling_usd
+// and the request's usage ceiling at the table's price; above it the
+// ledger marks the record implausible with the figure reported.
 func TestAdv51ReportedCostIsBounded(t *testing.T) {
 	const chatBody = `{"model":"capped-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":100}`
 	const answer = `{"id":"c-1","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, friend."},"finish_reason":"stop"}],"usage":{"prompt_tokens":8,"completion_tokens":5,"total_tokens":13}}`
