@@ -44,10 +44,10 @@ type Settlement struct {
 	// Ceiling is the most the request can plausibly be billed
 	// (weigher.Weigher.Ceiling, which argues why): InputTokens and
 	// OutputTokens in tokens, WebSearches and FileSearches in searches,
-	// BilledMicroUSD the most a cost the upstream reports is charged where
-	// the tokens price no bound (a request not weighed, a per-image
-	// generation: reported_cost_ceiling_usd; costCeiling); a figure of 0
-	// bounds nothing (the zero value: no ceiling). A known Usage above it is
+	// BilledMicroUSD the least bound of a cost the upstream reports
+	// (reported_cost_ceiling_usd), which a weighed request's token figures
+	// priced at the table raise (costCeiling); a figure of 0 bounds
+	// nothing (the zero value: no ceiling). A known Usage above it is
 	// charged at it, logged, counted in usage_implausible_total and marked
 	// in the ledger record with the figures reported (ceiling.go). Given
 	// at settlement, not admission, so that an exchange does not carry it.
