@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmguard/llmguard/bucket"
 	"github.com/llmguard/llmguard/bucket/storetest"
+	"github.com/llmguard/llmguard/internal/redistest"
 )
 
 // errMoody is the failure of a moodyStore call: a timeout or a broken
@@ -140,8 +141,16 @@ func FuzzShardedLeasedBound(f *testing.F) {
 		if len(ops) > 600 {
 			ops = ops[:600]
 		}
-		shardedLeasedRun(t, ops)
+		clock := storetest.NewClock(storetest.Start)
+		shardedLeasedRun(t, ops, newFuzzMemory(t, clock), clock, "fz")
 	})
+}
+
+// newFuzzMemory is a memory store on clock, closed when t ends.
+func newFuzzMemory(t *testing.T, clock *storetest.Clock) bucket.Store {
+	m := bucket.NewMemory(bucket.MemoryOptions{Now: clock.Now, SweepEvery: -1})
+	t.Cleanup(func() { m.Close() })
+	return m
 }
 
 // TestShardedLeasedBound runs FuzzShardedLeasedBound's sequence on 20,000
@@ -149,9 +158,34 @@ func FuzzShardedLeasedBound(f *testing.F) {
 // limit binds, and checks that the run exercised it: admissions, denials,
 // failed takes, refunds and Voids.
 func TestShardedLeasedBound(t *testing.T) {
+	clock := storetest.NewClock(storetest.Start)
+	st := shardedLeasedRun(t, shardedOps(20_000), newFuzzMemory(t, clock), clock, "fz")
+	t.Logf("%+v", st)
+	if st.admitted < 1000 || st.denied < 1000 || st.failed < 500 || st.refunds < 200 || st.voids < 200 {
+		t.Fatalf("%+v: the run does not exercise the limit", st)
+	}
+}
+
+// TestShardedLeasedBoundRedis runs 3,000 of those operations on a real
+// redis-server (the scripts' Void markers and reconcile ids, on the
+// test's clock), under a key prefix of its own.
+func TestShardedLeasedBoundRedis(t *testing.T) {
+	c := redistest.Shared(t).Client()
+	clock := storetest.NewClock(storetest.Start)
+	s := newRedis(t, bucket.RedisOptions{Client: c, Now: clock.Now})
+	st := shardedLeasedRun(t, shardedOps(3_000), s, clock, fmt.Sprintf("fz%d", time.Now().UnixNano()))
+	t.Logf("%+v", st)
+	if st.admitted < 150 || st.denied < 150 || st.failed < 50 || st.refunds < 20 || st.voids < 20 {
+		t.Fatalf("%+v: the run does not exercise the limit", st)
+	}
+}
+
+// shardedOps is n operations of shardedLeasedRun drawn from a fixed seed,
+// weighted towards takes so that the limit binds.
+func shardedOps(n int) []byte {
 	r := rand.New(rand.NewPCG(51, 7))
-	ops := make([]byte, 0, 40_000)
-	for range 20_000 {
+	ops := make([]byte, 0, 2*n)
+	for range n {
 		op := byte(r.IntN(8))
 		if r.IntN(3) > 0 { // two in three: a take
 			op = byte(r.IntN(2))
@@ -165,11 +199,7 @@ func TestShardedLeasedBound(t *testing.T) {
 		}
 		ops = append(ops, op, arg)
 	}
-	st := shardedLeasedRun(t, ops)
-	t.Logf("%+v", st)
-	if st.admitted < 1000 || st.denied < 1000 || st.failed < 500 || st.refunds < 200 || st.voids < 200 {
-		t.Fatalf("%+v: the run does not exercise the limit", st)
-	}
+	return ops
 }
 
 // shardedStats counts what a shardedLeasedRun did.
@@ -179,15 +209,13 @@ type shardedStats struct {
 }
 
 // shardedLeasedRun is the body of FuzzShardedLeasedBound over ops (pairs
-// of an operation and its argument).
-func shardedLeasedRun(t *testing.T, ops []byte) (st shardedStats) {
+// of an operation and its argument), on mem, a store on clock (which
+// starts at storetest.Start), its keys under prefix.
+func shardedLeasedRun(t *testing.T, ops []byte, mem bucket.Store, clock *storetest.Clock, prefix string) (st shardedStats) {
 	t.Helper()
 	{
 		ctx := context.Background()
 		start := storetest.Start
-		clock := storetest.NewClock(start)
-		mem := bucket.NewMemory(bucket.MemoryOptions{Now: clock.Now, SweepEvery: -1})
-		defer mem.Close()
 		moody := &moodyStore{Store: mem}
 		v := &voider{Store: moody}
 		var nodes [2]*bucket.Leased
@@ -196,8 +224,8 @@ func shardedLeasedRun(t *testing.T, ops []byte) (st shardedStats) {
 		}
 		limit := bucket.Limit{Capacity: 1000, Rate: 100, Per: time.Second}
 		const k = 4
-		keys := bucket.ShardKeys{Prefix: "fz:{g:", Suffix: "}:l"}
-		item := bucket.Item{Key: "fz:{g}:l", Limit: limit, Lease: bucket.Lease{Size: 40, TTL: 100 * time.Millisecond, Label: "fz"}}
+		keys := bucket.ShardKeys{Prefix: prefix + ":{g:", Suffix: "}:l"}
+		item := bucket.Item{Key: prefix + ":{g}:l", Limit: limit, Lease: bucket.Lease{Size: 40, TTL: 100 * time.Millisecond, Label: "fz"}}
 		var (
 			net     int64 // units admitted, less those given back
 			open    []fuzzTake
