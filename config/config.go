@@ -102,6 +102,16 @@ type Config struct {
 	// ceiling: weigher.Weigher.Ceiling). Default 10000000
 	// (weigher.DefaultCeilingWindow).
 	UsageCeilingWindow int64 `yaml:"usage_ceiling_window"`
+	// ReportedCostCeilingUSD bounds, in USD, a cost the upstream reports
+	// for one request (LiteLLM's x-litellm-response-cost header,
+	// OpenRouter's usage.cost): it is charged at most the larger of this
+	// and, for a weighed request, its usage ceiling at the table's price.
+	// It alone bounds a request not weighed (an unmetered path, a free
+	// endpoint, whose dollar rules are charged the reported cost) and an
+	// image generation billed per image. Above the bound: charged at it,
+	// logged and counted in usage_implausible_total{figure="cost"}.
+	// Default 100 (weigher.DefaultCostCeilingMicroUSD); at most 1e12.
+	ReportedCostCeilingUSD float64 `yaml:"reported_cost_ceiling_usd"`
 	// CountCacheBytes bounds, in bytes, the memory of the cache of token
 	// counts of request elements (chat messages, Responses input items,
 	// Anthropic system prompts and messages, tool lists), keyed by a hash
@@ -1005,6 +1015,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.UsageCeilingWindow == 0 {
 		c.UsageCeilingWindow = 10_000_000 // weigher.DefaultCeilingWindow
+	}
+	if c.ReportedCostCeilingUSD == 0 {
+		c.ReportedCostCeilingUSD = 100 // weigher.DefaultCostCeilingMicroUSD
 	}
 	if c.DefaultMaxOutputTokens == 0 {
 		c.DefaultMaxOutputTokens = 4096

@@ -118,6 +118,9 @@ func (c *Config) Validate() error {
 	if c.UsageCeilingWindow < 0 {
 		p.add("usage_ceiling_window", "must be positive (got %d)", c.UsageCeilingWindow)
 	}
+	if v := c.ReportedCostCeilingUSD; !(v >= 0 && v <= 1e12) { // NaN fails both
+		p.add("reported_cost_ceiling_usd", "must be between 0 and 1e12 (got %v)", v)
+	}
 	if c.ExactCountMaxBytes < 0 {
 		p.add("exact_count_max_bytes", "must be positive (got %d)", c.ExactCountMaxBytes)
 	}

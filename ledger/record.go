@@ -107,9 +107,13 @@ type Record struct {
 	// ReportedInputTokens and ReportedOutputTokens hold the figures the
 	// upstream reported (read saturating at 1e15 tokens), for finance to
 	// take up with the upstream. Both are 0 when false.
+	// ReportedCostMicroUSD is the cost it reported (a LiteLLM cost header,
+	// an OpenRouter usage.cost; at most $1e12) when that was above the
+	// request's cost ceiling and CostMicroUSD was charged at it; 0 otherwise.
 	UsageImplausible     bool  `json:"usage_implausible"`
 	ReportedInputTokens  int64 `json:"reported_input_tokens"`
 	ReportedOutputTokens int64 `json:"reported_output_tokens"`
+	ReportedCostMicroUSD int64 `json:"reported_cost_micro_usd"`
 	// ServiceTier is the service tier CostMicroUSD is priced in ("default",
 	// "priority" or "flex", as OpenAI spells them): the dearer of the tier
 	// the request asked for (its service_tier, else default_service_tier)
@@ -127,6 +131,6 @@ func Fields() []string {
 		"reasoning_tokens", "audio_input_tokens", "audio_output_tokens", "web_searches",
 		"file_searches", "search_context_size", "search_results", "search_fee_micro_usd", "container_gb", "image_tokens", "code_execution_minutes", "estimated_input_tokens", "estimated_output_tokens", "reserved", "reserved_unit",
 		"cost_micro_usd", "unmetered", "usage_implausible", "reported_input_tokens",
-		"reported_output_tokens", "service_tier",
+		"reported_output_tokens", "reported_cost_micro_usd", "service_tier",
 	}
 }

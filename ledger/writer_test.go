@@ -26,14 +26,15 @@ import (
 // (file searches, the per-request fee's size, OpenRouter's web results, the
 // fees' part of the cost: bill16), the service tier the cost is priced
 // in (tier30), the hosted tools' container gigabyte-sessions (adv35),
-// image generation tokens and code execution minutes (adv37).
+// image generation tokens and code execution minutes (adv37), a reported
+// cost above the request's cost ceiling (adv51).
 var documented = []string{
 	"ts", "request_id", "key_id", "user", "tenant", "model", "flavor", "status",
 	"input_tokens", "cached_input_tokens", "cache_write_tokens", "cache_write_1h_tokens", "output_tokens",
 	"reasoning_tokens", "audio_input_tokens", "audio_output_tokens", "web_searches",
 	"file_searches", "search_context_size", "search_results", "search_fee_micro_usd", "container_gb", "image_tokens", "code_execution_minutes", "estimated_input_tokens", "estimated_output_tokens", "reserved", "reserved_unit",
 	"cost_micro_usd", "unmetered", "usage_implausible", "reported_input_tokens",
-	"reported_output_tokens", "service_tier",
+	"reported_output_tokens", "reported_cost_micro_usd", "service_tier",
 }
 
 // TestRecordJSONKeys pins the schema: Record's JSON keys are exactly the

@@ -6,7 +6,7 @@ import (
 
 // Figures a usage ceiling bounds: the figure label of
 // llmguard_usage_implausible_total, one table for the label and the bit.
-var ceilingFigures = [...]string{figureInput: "input", figureOutput: "output", figureWebSearches: "web_searches", figureFileSearches: "file_searches", figureImageTokens: "image_tokens"}
+var ceilingFigures = [...]string{figureInput: "input", figureOutput: "output", figureWebSearches: "web_searches", figureFileSearches: "file_searches", figureImageTokens: "image_tokens", figureCost: "cost"}
 
 // Bits of the figures over a ceiling (overCeiling), by index in
 // ceilingFigures.
@@ -16,6 +16,7 @@ const (
 	figureWebSearches
 	figureFileSearches
 	figureImageTokens
+	figureCost // a cost the upstream reports (costCeiling)
 )
 
 // overCeiling is u within the ceiling c (Settlement.Ceiling) and which of its
@@ -52,21 +53,61 @@ func overCeiling(u, c spec.Usage) (spec.Usage, uint8) {
 		over |= 1 << figureImageTokens
 		u.ImageTokens = c.ImageTokens
 	}
+	if c.BilledMicroUSD > 0 && u.BilledMicroUSD > c.BilledMicroUSD {
+		over |= 1 << figureCost
+		u.BilledMicroUSD = c.BilledMicroUSD
+	}
 	return u, over
+}
+
+// costCeiling is the most a cost the upstream reports for x (a LiteLLM
+// cost header, an OpenRouter usage.cost: Settlement.BilledMicroUSD,
+// spec.Usage.BilledMicroUSD) is charged, in micro-USD, given c, the
+// request's ceiling (Settlement.Ceiling): the larger of c.BilledMicroUSD
+// (reported_cost_ceiling_usd, $100 by default) and, for a request
+// weighed in tokens and priced, its token ceiling at the dearest tier the
+// table prices for its model, the most an implausible usage could be
+// charged. So a reported cost is bounded as the usage it stands for is,
+// and a gateway's dearer deployment behind a cheap model group (LiteLLM's
+// tag routing, which the header exists to bill) is charged in full up to
+// the configured figure however cheap the group's price. 0 bounds
+// nothing. Priced only for an answer that reports a cost.
+func (x *Exchange) costCeiling(c spec.Usage) int64 {
+	most := c.BilledMicroUSD
+	if !x.req.Weighed || x.req.PerImage > 0 || !x.quote.Priced || most <= 0 || (c.InputTokens <= 0 && c.OutputTokens <= 0) {
+		return most
+	}
+	c.BilledMicroUSD = 0
+	most = max(most, x.quote.Price.MicroUSD(c))
+	if q, ok := x.dearestPriced(c); ok {
+		most = max(most, q.Price.MicroUSD(c))
+	}
+	return most
 }
 
 // implausible records a settlement whose usage was over the request's
 // ceiling: usage_implausible_total{flavor,figure} once per figure over,
 // and a warning naming the request, what was reported and what was
 // charged (figures only: no request data).
-func (m *Meter) implausible(x *Exchange, reported, charged spec.Usage, over uint8) {
+//
+// reportedCost and chargedCost are the cost the upstream reported (its
+// header or usage figure, micro-USD) and the ceiling it was charged at
+// when over it; charged.BilledMicroUSD holds the latter for a known usage.
+func (m *Meter) implausible(x *Exchange, reported, charged spec.Usage, reportedCost, chargedCost int64, over uint8) {
 	m.opt.Metrics.implausible(x.req.Flavor, over)
+	if over&(1<<figureCost) != 0 {
+		chargedCost = max(chargedCost, charged.BilledMicroUSD)
+	} else {
+		reportedCost, chargedCost = 0, 0
+	}
 	m.log.Warn("the upstream reported more usage than the request can have used; charged at its ceiling",
 		"request_id", x.req.ID, "flavor", x.req.Flavor.String(), "model", x.req.Model,
 		"reported_input_tokens", reported.InputTokens, "reported_output_tokens", reported.OutputTokens,
 		"reported_web_searches", reported.WebSearches, "reported_file_searches", reported.FileSearches,
+		"reported_cost_micro_usd", reportedCost,
 		"charged_input_tokens", charged.InputTokens, "charged_output_tokens", charged.OutputTokens,
-		"charged_web_searches", charged.WebSearches, "charged_file_searches", charged.FileSearches)
+		"charged_web_searches", charged.WebSearches, "charged_file_searches", charged.FileSearches,
+		"charged_cost_micro_usd", chargedCost)
 }
 
 // implausible counts usage_implausible_total{flavor,figure} for each

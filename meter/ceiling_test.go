@@ -31,6 +31,8 @@ func TestOverCeiling(t *testing.T) {
 			spec.Usage{InputTokens: 9, OutputTokens: 9, FileSearches: 10}, 1 << figureFileSearches},
 		{"step 7 (image tokens)", spec.Usage{InputTokens: 9, OutputTokens: 9, ImageTokens: 2e9}, spec.Usage{InputTokens: 1000, OutputTokens: 500, ImageTokens: 6540},
 			spec.Usage{InputTokens: 9, OutputTokens: 9, ImageTokens: 6540}, 1 << figureImageTokens},
+		{"step 8 (a cost the usage reports)", spec.Usage{InputTokens: 9, OutputTokens: 9, BilledMicroUSD: 1e18}, spec.Usage{InputTokens: 1000, OutputTokens: 500, BilledMicroUSD: 100_000_000},
+			spec.Usage{InputTokens: 9, OutputTokens: 9, BilledMicroUSD: 100_000_000}, 1 << figureCost},
 	} {
 		got, over := overCeiling(tc.u, tc.c)
 		if got != tc.want || over != tc.over {

@@ -14,6 +14,8 @@ func (x *Exchange) settledUnits(a *Applied, src spec.Source, known bool, actual 
 	switch {
 	case a.Rule.Unit == policy.UnitConcurrent, src == spec.SourceRefund:
 		return 0
+	case !known && !x.req.Weighed && a.Rule.Unit == policy.UnitUSD:
+		return 0 // the hold of an unmetered call: what it billed, if said, comes from billedFloor
 	case !known:
 		return a.Reserved // nothing better known: keep the reservation
 	default:
@@ -37,11 +39,12 @@ func (x *Exchange) settledUnitsPriced(a *Applied, src spec.Source, known bool, a
 // billedFloor is units, what dollar rule a settled at, raised to billed,
 // what the upstream says it billed the request (Settlement.BilledMicroUSD),
 // in micro-USD, when the usage is not known: a reservation that stands, a
-// per-image generation's price, or a refund. A known usage's price holds
-// the bill already (policy.Price.MicroUSD). Rules in other units, and a
-// request that is not weighed, keep units.
+// per-image generation's price, a refund, or a request that is not
+// weighed (whose dollar rules nothing else prices). A known usage's price
+// holds the bill already (policy.Price.MicroUSD). Rules in other units
+// keep units.
 func (x *Exchange) billedFloor(a *Applied, known bool, units, billed int64) int64 {
-	if !known && billed > 0 && a.Rule.Unit == policy.UnitUSD && x.req.Weighed {
+	if !known && billed > 0 && a.Rule.Unit == policy.UnitUSD {
 		return max(units, billed)
 	}
 	return units

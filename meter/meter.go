@@ -768,8 +768,18 @@ func feesOf(e *spec.Usage) spec.Usage {
 		FileSearches: e.FileSearches, ImageTokens: e.ImageTokens, CodeExecutionMinutes: e.CodeExecutionMinutes}
 }
 
+// unmeteredHoldMicroUSD is what a call to an endpoint the operator lets
+// through unweighed (Request.UnmeteredAllowed) reserves on a dollar rule,
+// in micro-USD: one, so that a budget spent (or in debt from an earlier
+// call's reported cost) refuses it, where a take of nothing always
+// passes. Settlement charges what the upstream says it billed instead
+// (Settlement.BilledMicroUSD; 0 when it says nothing): the micro-dollar
+// is given back.
+const unmeteredHoldMicroUSD = 1
+
 // units is what t costs in rule's unit; a request that is not weighed
-// costs one request and nothing else.
+// costs one request and nothing else (but unmeteredHoldMicroUSD on a
+// dollar rule for an unmetered call let through).
 func (x *Exchange) units(rule *policy.Rule, t *spec.Usage) int64 {
 	if x.req.PerImage > 0 {
 		switch rule.Unit {
@@ -781,6 +791,9 @@ func (x *Exchange) units(rule *policy.Rule, t *spec.Usage) int64 {
 		return 0 // refused at admission: a token rule cannot weigh it
 	}
 	if !x.req.Weighed && !rule.Unit.PerCall() {
+		if rule.Unit == policy.UnitUSD && x.req.UnmeteredAllowed {
+			return unmeteredHoldMicroUSD
+		}
 		return 0
 	}
 	return rule.UnitsOf(t, &x.quote.Price)

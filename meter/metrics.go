@@ -276,7 +276,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) (*Metrics, error) {
 			"Verdicts of shadow limits on requests the real limits admitted: pass, would_deny (the shadow bucket could not pay and took nothing) or error.",
 			"limit", "decision"),
 		implausibleUsage: counter("usage_implausible_total",
-			"Settlements whose usage (reported, or counted) was above what the request can plausibly have used (the model's window per call, its choices, its reservation), charged at that ceiling instead, by figure: input, output, web_searches.",
+			"Settlements whose usage (reported, or counted) was above what the request can plausibly have used (the model's window per call, its choices, its reservation), charged at that ceiling instead, by figure: input, output, web_searches, file_searches, image_tokens, cost (a cost the upstream reports, above the larger of reported_cost_ceiling_usd and the token ceiling's price).",
 			"flavor", "figure"),
 		unpricedTier: counter("served_tier_unpriced_total",
 			"Answers that name a service tier dearer than the one asked for which the price table has no prices for their model (models.<model>.priority unset), charged at the dearest tier it prices instead, by model and tier (priority, default, flex).",

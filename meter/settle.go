@@ -37,12 +37,16 @@ type Settlement struct {
 	// raised to it, and a refund keeps it on the dollar rules (the
 	// upstream says it billed; token rules are refunded); shadow dollar
 	// rules settle at it alike, so that they report what enforcing them
-	// would have charged. Not bounded by Ceiling: it is the upstream's
-	// own bill.
+	// would have charged. A request that is not weighed is charged it on
+	// its dollar rules too (nothing else prices it). Bounded as a usage's
+	// own figure is, by the request's cost ceiling (costCeiling).
 	BilledMicroUSD int64
 	// Ceiling is the most the request can plausibly be billed
 	// (weigher.Weigher.Ceiling, which argues why): InputTokens and
-	// OutputTokens in tokens, WebSearches and FileSearches in searches; a figure of 0 bounds
+	// OutputTokens in tokens, WebSearches and FileSearches in searches,
+	// BilledMicroUSD the least bound of a cost the upstream reports
+	// (reported_cost_ceiling_usd), which a weighed request's token figures
+	// priced at the table raise (costCeiling); a figure of 0 bounds
 	// nothing (the zero value: no ceiling). A known Usage above it is
 	// charged at it, logged, counted in usage_implausible_total and marked
 	// in the ledger record with the figures reported (ceiling.go). Given
@@ -72,9 +76,21 @@ func (x *Exchange) Settle(s Settlement) bool {
 	var actual spec.Usage
 	var cost int64
 	var over uint8 // the figures above the request's ceiling (ceiling.go)
+	reportedCost := s.BilledMicroUSD
+	if known {
+		reportedCost = max(reportedCost, s.Usage.BilledMicroUSD)
+	}
+	if reportedCost > 0 { // priced only for an upstream that reports a cost
+		s.Ceiling.BilledMicroUSD = x.costCeiling(s.Ceiling)
+		if c := s.Ceiling.BilledMicroUSD; c > 0 && s.BilledMicroUSD > c {
+			s.BilledMicroUSD, over = c, 1<<figureCost
+		}
+	}
 	switch {
 	case known:
-		actual, over = overCeiling(x.searchFeesOf(s.Usage, s.Source), s.Ceiling)
+		var o uint8
+		actual, o = overCeiling(x.searchFeesOf(s.Usage, s.Source), s.Ceiling)
+		over |= o
 		actual.BilledMicroUSD = max(actual.BilledMicroUSD, s.BilledMicroUSD)
 		cost = x.quote.Price.MicroUSD(actual)
 		if s.Usage.ServiceTier != "" && x.quote.Priced && x.req.PerImage == 0 {
@@ -83,8 +99,10 @@ func (x *Exchange) Settle(s Settlement) bool {
 	case s.Source == spec.SourceReserved && x.req.Weighed:
 		// Nothing reported: the reservation stands, and so does its cost.
 		cost = max(x.quote.Price.MicroUSD(x.reservation(x.req.Estimate.InputTokens, x.req.Estimate.OutputTokens)), s.BilledMicroUSD)
-	case s.Source == spec.SourceRefund && x.req.Weighed:
-		cost = s.BilledMicroUSD // 0 but when the upstream says it billed the error
+	case s.Source == spec.SourceRefund && x.req.Weighed, !x.req.Weighed:
+		// A refund: 0 but when the upstream says it billed the error. A
+		// request not weighed: what the upstream says it billed, if it does.
+		cost = s.BilledMicroUSD
 	}
 	if s.Source == spec.SourceReported && s.Status < 300 && over == 0 {
 		// (An implausible output teaches the learned reservation nothing.)
@@ -103,8 +121,8 @@ func (x *Exchange) Settle(s Settlement) bool {
 		known, cost = false, max(x.imagesCost(), billed)
 		s.Source = spec.SourceReserved
 	}
-	if known && over != 0 {
-		m.contain(StageMetrics, x, func() { m.implausible(x, s.Usage, actual, over) })
+	if over != 0 {
+		m.contain(StageMetrics, x, func() { m.implausible(x, s.Usage, actual, reportedCost, s.BilledMicroUSD, over) })
 	}
 	var obuf [8]int
 	var sbuf [8]int64
@@ -149,8 +167,11 @@ func (x *Exchange) Settle(s Settlement) bool {
 	if m.opt.Ledger != nil || m.opt.Records {
 		m.contain(StageLedger, x, func() {
 			r := m.newRecord(x, s, actual, known, cost)
-			if known && over != 0 {
-				r.UsageImplausible, r.ReportedInputTokens, r.ReportedOutputTokens = true, s.Usage.InputTokens, s.Usage.OutputTokens
+			if over != 0 {
+				r.UsageImplausible, r.ReportedCostMicroUSD = true, reportedCost
+				if known {
+					r.ReportedInputTokens, r.ReportedOutputTokens = s.Usage.InputTokens, s.Usage.OutputTokens
+				}
 			}
 			if m.opt.Records {
 				kept := new(ledger.Record) // a copy: r itself stays on the stack

@@ -35,7 +35,23 @@ type AccessLogOptions struct {
 	// error), one per line: NewAccessLogErrors's
 	// llmguard_access_log_errors_total. nil: not counted.
 	Errors prometheus.Counter
+	// Log receives an ERROR line when Writer fails to take a line, at most
+	// one per ErrorEvery (the first at once; the next one says how many
+	// failed in between, "suppressed"), so that a full disk under the
+	// access log is seen in the process log without a line a request.
+	// nil: slog.Default().
+	Log *slog.Logger
+	// Now is the clock ErrorEvery is measured on. nil: time.Now.
+	Now func() time.Time
+	// ErrorEvery is the least time between two such lines. ≤ 0:
+	// DefaultAccessLogErrorEvery.
+	ErrorEvery time.Duration
 }
+
+// DefaultAccessLogErrorEvery is [AccessLogOptions.ErrorEvery]'s default:
+// one minute, so a disk full for a day costs at most 1,440 lines of the
+// process log.
+const DefaultAccessLogErrorEvery = time.Minute
 
 // NewAccessLogErrors builds the counter of access-log lines that could
 // not be written, llmguard_access_log_errors_total (AccessLogOptions.Errors),
@@ -60,6 +76,8 @@ func NewAccessLogErrors(reg prometheus.Registerer) (prometheus.Counter, error) {
 type AccessLog struct {
 	h      slog.Handler
 	errors prometheus.Counter // nil: failures not counted
+	log    *slog.Logger       // the process log, for failures (gate-limited)
+	failed gate
 	// keepAll and keepBelow are the sampling decision: every allowed
 	// request when keepAll, else those whose id hashes below keepBelow.
 	keepAll   bool
@@ -86,7 +104,10 @@ func NewAccessLog(o AccessLogOptions) (*AccessLog, error) {
 	default:
 		h = slog.NewJSONHandler(w, nil)
 	}
-	l := &AccessLog{h: h, errors: o.Errors, keepAll: o.SampleAllowed >= 1}
+	l := &AccessLog{h: h, errors: o.Errors, log: o.Log, failed: newGate(o.Now, o.ErrorEvery, DefaultAccessLogErrorEvery), keepAll: o.SampleAllowed >= 1}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
 	if !l.keepAll {
 		l.keepBelow = uint64(o.SampleAllowed * math.MaxUint64)
 	}
@@ -109,13 +130,20 @@ const outcomeAllowed = "allowed"
 
 // Write writes e as one line at level INFO with the message "access",
 // stamped now. It does not check Wants. A line the writer fails to take
-// is counted in AccessLogOptions.Errors, and lost.
+// is counted in AccessLogOptions.Errors, logged to AccessLogOptions.Log
+// at most once per ErrorEvery, and lost.
 func (l *AccessLog) Write(e *Entry) {
 	var buf [32]slog.Attr // every field fits: one allocation for the record's overflow, none for the list
 	r := slog.NewRecord(time.Now(), slog.LevelInfo, "access", 0)
 	r.AddAttrs(e.appendAttrs(buf[:0])...)
-	if err := l.h.Handle(context.Background(), r); err != nil && l.errors != nil {
-		l.errors.Inc()
+	if err := l.h.Handle(context.Background(), r); err != nil {
+		if l.errors != nil {
+			l.errors.Inc()
+		}
+		if suppressed, ok := l.failed.pass(); ok {
+			l.log.Error("access log: a line could not be written and is lost (see llmguard_access_log_errors_total)",
+				"err", err, "suppressed", suppressed, "every", l.failed.every)
+		}
 	}
 }
 

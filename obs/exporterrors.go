@@ -21,13 +21,8 @@ const DefaultExportErrorEvery = 30 * time.Second
 // with "suppressed" counting the errors dropped in between. The zero value
 // is not usable: build it with [NewExportErrorLog]. Safe for concurrent use.
 type ExportErrorLog struct {
-	log   *slog.Logger
-	now   func() time.Time
-	every time.Duration
-
-	mu         sync.Mutex
-	last       time.Time // when the last line was written; zero before the first
-	suppressed int64     // errors dropped since the last line
+	log *slog.Logger
+	gate
 }
 
 // ExportErrorLogOptions configures [NewExportErrorLog]; its zero value
@@ -43,15 +38,9 @@ type ExportErrorLogOptions struct {
 
 // NewExportErrorLog builds an ExportErrorLog from o.
 func NewExportErrorLog(o ExportErrorLogOptions) *ExportErrorLog {
-	l := &ExportErrorLog{log: o.Log, now: o.Now, every: o.Every}
+	l := &ExportErrorLog{log: o.Log, gate: newGate(o.Now, o.Every, DefaultExportErrorEvery)}
 	if l.log == nil {
 		l.log = slog.Default()
-	}
-	if l.now == nil {
-		l.now = time.Now
-	}
-	if l.every <= 0 {
-		l.every = DefaultExportErrorEvery
 	}
 	return l
 }
@@ -64,16 +53,49 @@ func (l *ExportErrorLog) Handle(err error) {
 	if err == nil {
 		return
 	}
-	now := l.now()
-	l.mu.Lock()
-	if !l.last.IsZero() && now.Sub(l.last) < l.every && !now.Before(l.last) {
-		l.suppressed++
-		l.mu.Unlock()
+	suppressed, ok := l.pass()
+	if !ok {
 		return
 	}
-	suppressed := l.suppressed
-	l.last, l.suppressed = now, 0
-	l.mu.Unlock()
 	l.log.Warn("tracing: OpenTelemetry error (spans may be lost: is the collector reachable?)",
 		"err", err, "suppressed", suppressed, "every", l.every)
+}
+
+// gate lets one event in per every, on the clock now: the first at once,
+// then the next one after every has passed; the events held back in
+// between are counted, and handed to the next that passes. A clock that
+// steps back lets the next event through. Safe for concurrent use.
+type gate struct {
+	now   func() time.Time
+	every time.Duration
+
+	mu         sync.Mutex
+	last       time.Time // when the last event passed; zero before the first
+	suppressed int64     // events held back since the last that passed
+}
+
+// newGate is a gate on now (nil: time.Now) of every (≤ 0: def).
+func newGate(now func() time.Time, every, def time.Duration) gate {
+	if now == nil {
+		now = time.Now
+	}
+	if every <= 0 {
+		every = def
+	}
+	return gate{now: now, every: every}
+}
+
+// pass reports whether this event passes (ok) and, when it does, how many
+// were held back since the last that did.
+func (g *gate) pass() (suppressed int64, ok bool) {
+	now := g.now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.last.IsZero() && now.Sub(g.last) < g.every && !now.Before(g.last) {
+		g.suppressed++
+		return 0, false
+	}
+	suppressed = g.suppressed
+	g.last, g.suppressed = now, 0
+	return suppressed, true
 }

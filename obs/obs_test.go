@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/llmguard/llmguard/internal/fakeclock"
 	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/meter"
 )
@@ -151,4 +153,68 @@ func TestAccessLogWriteErrorsCounted(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg, "llmguard_access_log_errors_total"); err != nil || n != 1 {
 		t.Errorf("registered series: %d, %v", n, err)
 	}
+}
+
+// TestAccessLogWriteErrorsLogged walks a fake clock through a full disk
+// under the access log: the first lost line is an ERROR in the process
+// log at once; losses within the next minute are only counted; the first
+// one after it is a line carrying how many were held back; a writer that
+// takes lines again logs nothing. Every loss is counted all along (adv51:
+// losses were counted and never logged).
+func TestAccessLogWriteErrorsLogged(t *testing.T) {
+	rec := &recordHandler{}
+	clock := fakeclock.New(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))
+	errs, _ := NewAccessLogErrors(nil)
+	var w switchWriter
+	l, err := NewAccessLog(AccessLogOptions{Writer: &w, SampleAllowed: 1, Errors: errs, Log: slog.New(rec), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range []struct {
+		name       string
+		advance    time.Duration
+		full       bool
+		writes     int
+		lines      int   // ERROR lines so far
+		suppressed int64 // the last line's count
+	}{
+		{name: "first loss", full: true, writes: 1, lines: 1},
+		{name: "a hundred more within the minute", advance: 30 * time.Second, full: true, writes: 100, lines: 1},
+		{name: "one just before the minute ends", advance: 30*time.Second - time.Nanosecond, full: true, writes: 1, lines: 1},
+		{name: "the minute ends", advance: time.Nanosecond, full: true, writes: 1, lines: 2, suppressed: 101},
+		{name: "the disk has room again", advance: time.Hour, writes: 50, lines: 2, suppressed: 101},
+	} {
+		clock.Advance(s.advance)
+		w.full = s.full
+		for range s.writes {
+			l.Write(&Entry{Record: ledger.Record{RequestID: "r"}, Outcome: "allowed"})
+		}
+		rec.mu.Lock()
+		recs := append([]slog.Record(nil), rec.recs...)
+		rec.mu.Unlock()
+		if len(recs) != s.lines {
+			t.Fatalf("step %d (%s): %d lines, want %d", i, s.name, len(recs), s.lines)
+		}
+		last := recs[len(recs)-1]
+		if last.Level != slog.LevelError {
+			t.Errorf("step %d (%s): level %v, want ERROR", i, s.name, last.Level)
+		}
+		if got := attr(last, "suppressed"); got != s.suppressed {
+			t.Errorf("step %d (%s): suppressed %v, want %d", i, s.name, got, s.suppressed)
+		}
+	}
+	if got := testutil.ToFloat64(errs); got != 103 {
+		t.Errorf("llmguard_access_log_errors_total %v, want 103", got)
+	}
+}
+
+// switchWriter fails every line (a full disk) while full, and takes them
+// otherwise.
+type switchWriter struct{ full bool }
+
+func (w *switchWriter) Write(p []byte) (int, error) {
+	if w.full {
+		return 0, syscall.ENOSPC
+	}
+	return len(p), nil
 }

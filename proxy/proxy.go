@@ -483,9 +483,10 @@ func (x *exchange) settle(s meter.Settlement) {
 	}
 	s.Status = x.status
 	s.BilledMicroUSD = x.billed
-	if s.Source.Known() && x.live != nil {
-		// The most the request can have used: an absurd usage is charged
-		// at it (meter.Settlement.Ceiling).
+	if (s.Source.Known() || x.billed > 0) && x.live != nil {
+		// The most the request can have used: an absurd usage, or a cost
+		// header above what it prices at, is charged at it
+		// (meter.Settlement.Ceiling).
 		s.Ceiling = x.live.weigher.Ceiling(&x.est)
 	}
 	if x.obs != nil {

@@ -62,7 +62,12 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		ctx.Response.Header.Add("x-llmguard-budget-warning", w)
 	}
 	status := resp.StatusCode()
-	x.billed = reportedCost(&resp.Header)
+	if x.kind.Weighed() || x.kind == weigher.KindUnmetered && !readMethod(ctx.Method()) {
+		// A free endpoint (models, moderations, count_tokens) and a read
+		// (a file's content) spend nothing: a cost header on one is not a
+		// bill, and nothing is held for it (meter's unmeteredHoldMicroUSD).
+		x.billed = reportedCost(&resp.Header)
+	}
 	if status == fasthttp.StatusTooManyRequests {
 		// The upstream's limit refused the call: its rate-limit fields
 		// say when it has room, not llmguard's
@@ -197,7 +202,10 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 // LiteLLM sends the field on every answer it prices; it is read from
 // any upstream that sends it, since it can only raise a charge
 // (meter.Settlement.BilledMicroUSD): a provider that does not know it
-// does not send it.
+// does not send it. It is read on the calls that may spend, weighed and
+// unmetered endpoints (not a read, GET, HEAD…, of an unmetered one), and
+// charged at most the request's cost ceiling (meter's costCeiling,
+// reported_cost_ceiling_usd).
 func reportedCost(h *fasthttp.ResponseHeader) int64 {
 	var billed int64
 	for k, v := range h.All() {

@@ -10,6 +10,16 @@ import "math"
 // 2,000,000, Claude's and GPT-4.1's 1,000,000).
 const DefaultCeilingWindow = 10_000_000
 
+// DefaultCostCeilingMicroUSD is [Options.CostCeilingMicroUSD]'s default:
+// $100 for one request not weighed or billed per image. The calls such
+// requests make cost dollars at most: OpenAI's price list bills audio by
+// the minute ($0.006 for Whisper), an image at cents, and its dearest
+// video, a Sora 2 Pro clip, at $0.50 a second of a clip of seconds
+// (https://platform.openai.com/docs/pricing). A reported cost above it is
+// a fault, not a bill; an operator whose gateway bills more per call
+// (fine-tuning through a pass-through route) raises it.
+const DefaultCostCeilingMicroUSD = 100_000_000
+
 // ceilingServerTurns is how many model calls the usage ceiling allows a
 // request that the upstream may run in a loop of its own
 // (Estimate.ServerContext: tools the upstream runs, hidden context), each
@@ -47,7 +57,7 @@ var ceilingImageTokensPerCall = perImageTokens("", "") + 3*partialImageTokens
 
 // Ceiling is the most the request e estimates can plausibly be billed, in
 // tokens per figure (InputTokens, OutputTokens, ImageTokens; WebSearches
-// and FileSearches in searches; the other figures 0: they are parts of those
+// and FileSearches in searches; BilledMicroUSD below; the other figures 0: they are parts of those
 // two and bounded by them, or a fee charged once, SearchContext).
 // An upstream answer reporting more (prompt_tokens 1e300, a gateway's
 // 9e18) is not a bill but a fault: settlement charges it at the ceiling
@@ -88,6 +98,10 @@ var ceilingImageTokensPerCall = perImageTokens("", "") + 3*partialImageTokens
 //     6.54M tokens, $262 at gpt-image-1's $40 per million, where a
 //     faulty tool_usage.image_gen was charged up to 2^31 tokens, $86,000).
 //
+// BilledMicroUSD is [Options.CostCeilingMicroUSD]: the least bound of a
+// cost the upstream reports, and the only one where these token figures
+// price none.
+//
 // Figures saturate at 1e15 tokens. e must not be nil; it is read, never
 // kept or changed (a pointer: the 240-byte Estimate passed by value cost
 // each settled request about 130 instructions of copying, perf22).
@@ -111,5 +125,6 @@ func (w *Weigher) Ceiling(e *Estimate) Usage {
 	unasked := max(mulCap(turns, ceilingSearchesPerTurn), ceilingSearches) // searches no reservation names
 	searches := min(max(e.WebSearches, 0)+unasked, maxTokens)
 	images := int32(min(max(int64(e.ImageTokens), mulCap(unasked, ceilingImageTokensPerCall)), math.MaxInt32))
-	return Usage{InputTokens: in, OutputTokens: out, WebSearches: searches, FileSearches: unasked, ImageTokens: images}
+	return Usage{InputTokens: in, OutputTokens: out, WebSearches: searches, FileSearches: unasked, ImageTokens: images,
+		BilledMicroUSD: w.costCeiling}
 }

@@ -18,7 +18,7 @@ func TestCeiling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	narrow, err := New(Options{CeilingWindow: 50_000})
+	narrow, err := New(Options{CeilingWindow: 50_000, CostCeilingMicroUSD: 2_500_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +54,11 @@ func TestCeiling(t *testing.T) {
 			Usage{InputTokens: win, OutputTokens: win, WebSearches: 1000, FileSearches: 1000, ImageTokens: 2e9}},
 	} {
 		got := tc.w.Ceiling(&tc.e)
+		// The cost bound: the configured one, else DefaultCostCeilingMicroUSD.
+		tc.want.BilledMicroUSD = DefaultCostCeilingMicroUSD
+		if tc.w == narrow {
+			tc.want.BilledMicroUSD = 2_500_000
+		}
 		if got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
@@ -63,5 +68,8 @@ func TestCeiling(t *testing.T) {
 	}
 	if _, err := New(Options{CeilingWindow: -1}); err == nil {
 		t.Error("a negative CeilingWindow was accepted")
+	}
+	if _, err := New(Options{CostCeilingMicroUSD: -1}); err == nil {
+		t.Error("a negative CostCeilingMicroUSD was accepted")
 	}
 }

@@ -105,6 +105,13 @@ type Options struct {
 	// ([Weigher.Ceiling]) assumes for a model with no MaxInputTokens of
 	// its own; 0 means [DefaultCeilingWindow] (10,000,000). Not negative.
 	CeilingWindow int64
+	// CostCeilingMicroUSD is the least bound, in micro-USD, of a cost an
+	// upstream reports for one request (a LiteLLM cost header, an
+	// OpenRouter usage.cost), and the only one where no token ceiling
+	// prices a bound: a request not weighed, an image generation billed
+	// per image ([Weigher.Ceiling]'s BilledMicroUSD; meter's costCeiling).
+	// 0 means [DefaultCostCeilingMicroUSD]; not negative.
+	CostCeilingMicroUSD int64
 	// MaxDepth is the most arrays and objects a JSON document may have open
 	// at once (a request body; an upstream answer or SSE event read through
 	// [Weigher.ParseUsage] or [Weigher.NewStream]); 0 means
@@ -153,12 +160,14 @@ type Weigher struct {
 	defaultOut int64
 	defaultIn  int64 // Options.DefaultMaxInputTokens, defaulted
 	ceiling    int64 // Options.CeilingWindow, defaulted
-	maxDepth   int   // Options.MaxDepth, defaulted
-	exactMax   int64 // Options.ExactMaxBytes
-	timeBudget time.Duration
-	now        func() time.Time // Options.Now, defaulted
-	encoders   map[string]counter
-	cache      *countCache // nil: off
+	// costCeiling is Options.CostCeilingMicroUSD, defaulted.
+	costCeiling int64
+	maxDepth    int   // Options.MaxDepth, defaulted
+	exactMax    int64 // Options.ExactMaxBytes
+	timeBudget  time.Duration
+	now         func() time.Time // Options.Now, defaulted
+	encoders    map[string]counter
+	cache       *countCache // nil: off
 	// budget is the request's exact-counting budget, set only on the
 	// per-request copy weighRow makes (nil: none): counts made once it is
 	// spent are bounds, which the cache must not remember.
@@ -223,6 +232,9 @@ func New(opts Options) (*Weigher, error) {
 	if opts.ExactMaxBytes < 0 {
 		return nil, fmt.Errorf("weigher: exact max bytes %d is negative", opts.ExactMaxBytes)
 	}
+	if opts.CostCeilingMicroUSD < 0 {
+		return nil, fmt.Errorf("weigher: cost ceiling %d is negative", opts.CostCeilingMicroUSD)
+	}
 	if opts.CeilingWindow < 0 {
 		return nil, fmt.Errorf("weigher: ceiling window %d is negative", opts.CeilingWindow)
 	}
@@ -238,6 +250,7 @@ func New(opts Options) (*Weigher, error) {
 		defaultOut:  opts.DefaultMaxOutputTokens,
 		defaultIn:   cmp.Or(opts.DefaultMaxInputTokens, DefaultMaxInputTokens),
 		ceiling:     min(cmp.Or(opts.CeilingWindow, DefaultCeilingWindow), maxTokens),
+		costCeiling: cmp.Or(opts.CostCeilingMicroUSD, DefaultCostCeilingMicroUSD),
 		maxDepth:    cmp.Or(opts.MaxDepth, DefaultMaxDepth),
 		encoders:    make(map[string]counter, 2),
 		cache:       cacheOf(opts.CacheBytes),

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"sync"
@@ -573,7 +574,8 @@ func compile(cfg *config.Config) (*policy.Policy, *weigher.Weigher, error) {
 	}
 	w, err := weigher.New(weigher.Options{Models: models, DefaultMaxOutputTokens: cfg.DefaultMaxOutputTokens,
 		DefaultMaxInputTokens: cfg.DefaultMaxInputTokens, CeilingWindow: cfg.UsageCeilingWindow, MaxDepth: cfg.MaxJSONDepth,
-		ExactMaxBytes: cfg.ExactCountMaxBytes, CountTimeBudget: time.Duration(cfg.CountTimeBudget),
+		CostCeilingMicroUSD: int64(math.Ceil(cfg.ReportedCostCeilingUSD * 1e6)),
+		ExactMaxBytes:       cfg.ExactCountMaxBytes, CountTimeBudget: time.Duration(cfg.CountTimeBudget),
 		CacheBytes: cfg.CountCacheBytes})
 	if err != nil {
 		return nil, nil, fmt.Errorf("app: %w", err)
@@ -648,7 +650,8 @@ func (a *App) openObserve(cfg *config.Config, spans sdktrace.SpanProcessor) (*ob
 		if err != nil {
 			return nil, nil, fmt.Errorf("app: access_log.output: %w", err)
 		}
-		access, err = obs.NewAccessLog(obs.AccessLogOptions{Writer: w, Format: al.Format, SampleAllowed: ratioOr1(al.SampleAllowed), Errors: accessErrors})
+		access, err = obs.NewAccessLog(obs.AccessLogOptions{Writer: w, Format: al.Format, SampleAllowed: ratioOr1(al.SampleAllowed), Errors: accessErrors,
+			Log: a.log, Now: a.now})
 		if err != nil {
 			closeW()
 			return nil, nil, fmt.Errorf("app: %w", err)
