@@ -1,6 +1,10 @@
 package bucket
 
-import "context"
+import (
+	"context"
+
+	"github.com/maypok86/otter/v2"
+)
 
 // ScaleLimit returns one node's share of l, for a cluster of nodes proxy
 // nodes that each enforce it alone while the shared store is unavailable:
@@ -96,6 +100,10 @@ type FallbackOptions struct {
 	Nodes int
 	// Memory configures the in-memory store that holds the node's buckets.
 	Memory MemoryOptions
+	// MaxSeen bounds how many quotas and window counters the Fallback
+	// remembers the shared level of (ObserveLevels), least recently used
+	// forgotten first; 0 means DefaultFallbackSeen (2^16 keys).
+	MaxSeen int
 }
 
 // Fallback is a Store for rules that fail open: while the shared store is
@@ -123,6 +131,7 @@ type FallbackOptions struct {
 type Fallback struct {
 	mem   *Memory
 	nodes int
+	seen  *otter.Cache[string, *seenLevel] // ObserveLevels' readings, by key
 }
 
 var _ Store = (*Fallback)(nil)
@@ -130,7 +139,7 @@ var _ Store = (*Fallback)(nil)
 // NewFallback returns a Fallback configured by o. It starts the Memory's
 // sweep goroutine unless o.Memory.SweepEvery is negative.
 func NewFallback(o FallbackOptions) *Fallback {
-	return &Fallback{mem: NewMemory(o.Memory), nodes: max(1, o.Nodes)}
+	return &Fallback{mem: NewMemory(o.Memory), nodes: max(1, o.Nodes), seen: newSeen(o.MaxSeen)}
 }
 
 // Nodes returns the number of nodes each limit is divided by.
@@ -155,6 +164,9 @@ func (f *Fallback) Take(ctx context.Context, requestID string, items []Item) (De
 	for i, it := range items {
 		node := ScaleLimit(it.Limit, f.nodes)
 		scaled[i] = Item{Key: it.Key, Limit: node, Cost: it.Cost}
+		if it.Limit.IsQuota() || it.Limit.IsWindow() {
+			f.seed(&items[i], node)
+		}
 		if it.Cost > node.Capacity && it.Cost <= it.Limit.Capacity {
 			scaled[i].Cost = node.Capacity
 			debts = append(debts, Delta{Key: it.Key, Limit: node, Units: it.Cost - node.Capacity})

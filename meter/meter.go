@@ -104,6 +104,10 @@ type Meter struct {
 	// statuses is opt.Store as a bucket.StatusTaker, nil when it is not
 	// one: asserted once here rather than on every take.
 	statuses bucket.StatusTaker
+	// levels is opt.Fallback as a bucket.LevelObserver, nil when it is not
+	// one: told each shared level the store reports, so that an outage's
+	// fallback starts a quota or window counter where the store had it.
+	levels bucket.LevelObserver
 	// keys keeps the bucket keys of recent callers (keymemo.go).
 	keys keyMemo
 	// warned remembers the budget thresholds already reported.
@@ -122,7 +126,8 @@ func New(opt Options) (*Meter, error) {
 		opt.Now = time.Now
 	}
 	st, _ := opt.Store.(bucket.StatusTaker)
-	return &Meter{opt: opt, log: opt.Logger, statuses: st}, nil
+	lv, _ := opt.Fallback.(bucket.LevelObserver)
+	return &Meter{opt: opt, log: opt.Logger, statuses: st, levels: lv}, nil
 }
 
 // Metrics returns the Metrics the meter records to (nil: none), for the
@@ -665,6 +670,11 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		for i := range x.rules {
 			x.rules[i].Fallback = true
 		}
+	} else if m.levels != nil && !x.fallback && !sharded(rules) {
+		// The shared levels, for the fallback of a later outage: only from
+		// a take the store answered whole (a partial one's statuses are
+		// in part the fallback's; a sharded one's are its shards').
+		m.levels.ObserveLevels(items, d)
 	}
 	if !d.Allowed && d.Cached {
 		// Answered from the deny cache: the request was judged by the
