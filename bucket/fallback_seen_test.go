@@ -17,16 +17,17 @@ func (c *seenClock) now() time.Time { return c.t }
 // seenStep is one step of a TestFallbackSeeded timeline: a reading the
 // store reported (observe), or a fallback take expected to pass or not.
 type seenStep struct {
-	name    string
-	at      time.Time // the fallback's clock for the step; zero: unchanged
-	key     string
-	limit   bucket.Limit
-	observe bool
-	left    int64     // observe: the shared Remaining reported
-	window  time.Time // observe, a window counter: the store's window start
-	cached  bool      // observe: as a cached denial of another item
-	cost    int64     // take
-	allowed bool      // take: expected verdict
+	name     string
+	at       time.Time // the fallback's clock for the step; zero: unchanged
+	key      string
+	limit    bucket.Limit
+	observe  bool
+	left     int64     // observe: the shared Remaining reported
+	window   time.Time // observe, a window counter: the store's window start
+	cached   bool      // observe: as a cached denial of another item
+	cost     int64     // take
+	allowed  bool      // take: expected verdict
+	wantLeft *int64    // take: the Remaining expected, when set
 }
 
 func runSeen(t *testing.T, f *bucket.Fallback, clock *seenClock, steps []seenStep) {
@@ -58,6 +59,9 @@ func runSeen(t *testing.T, f *bucket.Fallback, clock *seenClock, steps []seenSte
 			t.Errorf("step %d (%s): take %d of %s: allowed %v, want %v (remaining %d)",
 				i, s.name, s.cost, s.key, d.Allowed, s.allowed, d.Buckets[0].Remaining)
 		}
+		if s.wantLeft != nil && d.Buckets[0].Remaining != *s.wantLeft {
+			t.Errorf("step %d (%s): remaining %d, want %d", i, s.name, d.Buckets[0].Remaining, *s.wantLeft)
+		}
 	}
 }
 
@@ -77,6 +81,7 @@ func TestFallbackSeeded(t *testing.T) {
 	w := bucket.Window(bucket.FixedWindow, 300, time.Minute)
 	sw := bucket.Window(bucket.SlidingWindow, 300, time.Minute)
 	noon := day.Add(12 * time.Hour)
+	zero := int64(0)
 	for _, tc := range []struct {
 		name  string
 		steps []seenStep
@@ -93,7 +98,7 @@ func TestFallbackSeeded(t *testing.T) {
 		}},
 		{name: "in debt: nothing", steps: []seenStep{
 			{name: "read -40", at: noon, key: "a", limit: q, observe: true, left: -40},
-			{name: "1 is denied", key: "a", limit: q, cost: 1},
+			{name: "1 is denied, 0 left (the share used, no more)", key: "a", limit: q, cost: 1, wantLeft: &zero},
 		}},
 		{name: "a lot left: the share at most", steps: []seenStep{
 			{name: "read 4,999 left", at: noon, key: "a", limit: q, observe: true, left: 4999},
@@ -148,6 +153,12 @@ func TestFallbackSeeded(t *testing.T) {
 		{name: "sliding window: the weighted count", steps: []seenStep{
 			{name: "read 0 left", at: minute.Add(10 * time.Second), key: "s", limit: sw, observe: true, left: 0, window: minute},
 			{name: "1 is denied", key: "s", limit: sw, cost: 1},
+		}},
+		{name: "sliding window: the previous window's weight counts", steps: []seenStep{
+			{name: "90 in the window before", at: minute.Add(-50 * time.Second), key: "s", limit: sw, cost: 90, allowed: true},
+			{name: "read 150 left, half a window on", at: minute.Add(30 * time.Second), key: "s", limit: sw, observe: true, left: 150, window: minute},
+			{name: "50 fits: 45 weigh of the 90", key: "s", limit: sw, cost: 50, allowed: true},
+			{name: "then nothing", key: "s", limit: sw, cost: 1},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
