@@ -9,8 +9,8 @@ import (
 
 // DefaultFallbackSeen is FallbackOptions.MaxSeen's default: how many
 // quotas and window counters a Fallback remembers the shared level of at
-// once. Each reading costs its key plus about 120 bytes (the otter node and
-// a seenLevel), so 2^16 keys of 60 bytes hold about 12 MiB at most.
+// once. Measured: 7.6 MiB of heap for 2^16 keys of 60 bytes, the cache full
+// (2^17 keys offered), about 120 bytes a key with the key's copy.
 const DefaultFallbackSeen = 1 << 16
 
 // LevelObserver is told what the shared store answered to a take, so that
