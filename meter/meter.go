@@ -670,11 +670,10 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		for i := range x.rules {
 			x.rules[i].Fallback = true
 		}
-	} else if m.levels != nil && !x.fallback && !sharded(rules) {
-		// The shared levels, for the fallback of a later outage: only from
-		// a take the store answered whole (a partial one's statuses are
-		// in part the fallback's; a sharded one's are its shards').
-		m.levels.ObserveLevels(items, d)
+	} else if m.levels != nil && !sharded(rules) {
+		// The shared levels, for the fallback of a later outage (not a
+		// sharded take's: its statuses are its shards').
+		x.observeLevels(items, d, x.fallback)
 	}
 	if !d.Allowed && d.Cached {
 		// Answered from the deny cache: the request was judged by the
@@ -713,6 +712,28 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		return
 	}
 	m.budgetWarnings(x)
+}
+
+// observeLevels tells the fallback the shared levels d reports for items:
+// all of them, or, when partial (a take the store served in part, the
+// fallback the rest), only the rules the store judged, one at a time (a
+// rare path: a Redis Cluster master down), since the others' statuses are
+// the fallback's own.
+func (x *Exchange) observeLevels(items []bucket.Item, d bucket.Decision, partial bool) {
+	if !partial {
+		x.m.levels.ObserveLevels(items, d)
+		return
+	}
+	for i := range items {
+		if i >= len(x.rules) || x.rules[i].Fallback || i >= len(d.Buckets) {
+			continue
+		}
+		one := bucket.Decision{Allowed: d.Allowed, DeniedBy: -1, Buckets: d.Buckets[i : i+1]}
+		if i < len(d.Windows) {
+			one.Windows = d.Windows[i : i+1]
+		}
+		x.m.levels.ObserveLevels(items[i:i+1], one)
+	}
 }
 
 // sharded reports whether a rule of rules splits its buckets into shards.

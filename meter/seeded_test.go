@@ -30,9 +30,9 @@ func TestFallbackSeededFromStoreTake(t *testing.T) {
 }
 
 // A take served in part by the fallback (a Redis Cluster master down) is
-// no reading of the shared levels: the fallback's own status of the failed
-// rule must not seed its bucket later, nor the served rule's reading be
-// lost.
+// a reading of the rules the store judged only: the fallback's own status
+// of the failed rule must not seed its bucket later, and the served rule's
+// reading must not be lost.
 func TestFallbackNotSeededFromItsOwnStatus(t *testing.T) {
 	tl, hd := newHalfDown(t, `  - {name: t-day, scope: tenant, unit: tokens, quota: 1000, period: day, on_failure: open}
   - {name: g-day, scope: global, unit: tokens, quota: 1000, period: day, on_failure: open}
@@ -52,5 +52,10 @@ func TestFallbackNotSeededFromItsOwnStatus(t *testing.T) {
 	if x := tl.admit(50, 50); x.Verdict() != Admitted || !x.FromFallback() {
 		t.Fatalf("step 2 (all down, 100 reserved): %v (from the fallback %v), want admitted: g-day's fallback has 100 left",
 			x.Verdict(), x.FromFallback())
+	}
+	// t-day's reading in step 1 (600 left in the store) started its
+	// fallback at 600 / 2 = 300, less step 2's 100.
+	if got := tl.level(tl.fallback, "t-day"); got != 200 {
+		t.Fatalf("step 3: the fallback's t-day holds %d, want 600 / 2 − 100 = 200", got)
 	}
 }
