@@ -213,6 +213,18 @@ func (f *Fallback) Take(ctx context.Context, requestID string, items []Item) (De
 	return d, nil
 }
 
+// Held returns the status of the node's bucket of key under l (scaled to
+// the node's share), as a take of no cost would report it but without
+// seeding it from a reading first (ObserveLevels): what the fallback
+// itself has taken, for tests and debugging. Errors as Take's.
+func (f *Fallback) Held(ctx context.Context, key string, l Limit) (Status, error) {
+	d, err := f.mem.Take(ctx, "", []Item{{Key: key, Limit: ScaleLimit(l, f.nodes)}})
+	if err != nil {
+		return Status{}, err
+	}
+	return d.Buckets[0], nil
+}
+
 // Reconcile implements Store over the node's share of each limit: the
 // deltas' units apply in full to the node's buckets, once per requestID.
 func (f *Fallback) Reconcile(ctx context.Context, requestID string, deltas []Delta) error {
