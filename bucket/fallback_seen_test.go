@@ -193,3 +193,23 @@ func TestFallbackSeenEvicted(t *testing.T) {
 		t.Errorf("recent key read spent: take of 1: %+v, %v; want denied", d, err)
 	}
 }
+
+// TestFallbackHeldDoesNotSeed: Held reports what the node's bucket holds
+// without seeding it from a fresh reading; the next take does seed it.
+func TestFallbackHeldDoesNotSeed(t *testing.T) {
+	day := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	q := bucket.Quota(5000, day, day.Add(24*time.Hour))
+	clock := &seenClock{t: day.Add(time.Hour)}
+	f := bucket.NewFallback(bucket.FallbackOptions{Nodes: 3, Memory: bucket.MemoryOptions{Now: clock.now, SweepEvery: -1}})
+	defer f.Close()
+	f.ObserveLevels([]bucket.Item{{Key: "a", Limit: q}}, bucket.Decision{Allowed: true, DeniedBy: -1, Buckets: []bucket.Status{{Remaining: 300}}})
+	if st, err := f.Held(context.Background(), "a", q); err != nil || st.Remaining != 1666 {
+		t.Fatalf("step 1 (held): %+v, %v; want the full share 1666, unseeded", st, err)
+	}
+	if d, err := f.Take(context.Background(), "", []bucket.Item{{Key: "a", Limit: q}}); err != nil || d.Buckets[0].Remaining != 100 {
+		t.Fatalf("step 2 (a take of nothing): %+v, %v; want 300 / 3 = 100 left, seeded", d, err)
+	}
+	if st, err := f.Held(context.Background(), "a", q); err != nil || st.Remaining != 100 {
+		t.Fatalf("step 3 (held): %+v, %v; want the seeded 100", st, err)
+	}
+}
