@@ -3,6 +3,8 @@ package bucket_test
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,5 +213,37 @@ func TestFallbackHeldDoesNotSeed(t *testing.T) {
 	}
 	if st, err := f.Held(context.Background(), "a", q); err != nil || st.Remaining != 100 {
 		t.Fatalf("step 3 (held): %+v, %v; want the seeded 100", st, err)
+	}
+}
+
+// TestFallbackSeenConcurrent observes and takes one key from several
+// goroutines (run with -race): whatever the order, a node never admits
+// more than its share in the period.
+func TestFallbackSeenConcurrent(t *testing.T) {
+	day := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	q := bucket.Quota(3000, day, day.Add(24*time.Hour))
+	clock := &seenClock{t: day.Add(time.Hour)}
+	f := bucket.NewFallback(bucket.FallbackOptions{Nodes: 3, Memory: bucket.MemoryOptions{Now: clock.now, SweepEvery: -1}})
+	defer f.Close()
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 300 { // bounded
+				if (i+g)%3 == 0 {
+					f.ObserveLevels([]bucket.Item{{Key: "a", Limit: q}}, bucket.Decision{Allowed: true, DeniedBy: -1, Buckets: []bucket.Status{{Remaining: int64(3000 - i)}}})
+					continue
+				}
+				if d, err := f.Take(context.Background(), "", []bucket.Item{{Key: "a", Limit: q, Cost: 1}}); err == nil && d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := admitted.Load(); n > 1000 {
+		t.Errorf("admitted %d units, over the node's share of 1000", n)
 	}
 }
