@@ -1,6 +1,10 @@
 package bucket
 
-import "context"
+import (
+	"context"
+
+	"github.com/maypok86/otter/v2"
+)
 
 // ScaleLimit returns one node's share of l, for a cluster of nodes proxy
 // nodes that each enforce it alone while the shared store is unavailable:
@@ -49,14 +53,25 @@ type OverAdmission struct {
 	// once. Over a longer outage the ratio tends to Rate. About 2 when
 	// the limit is at least nodes units and requests fit a node's share.
 	// For a quota the worst window is the quota's own: the shared quota
-	// used up, then every node's share of it: 1 + Burst. A ChargeBack
-	// (meter.Options.Charges) does not lower this worst case, since the
-	// fallbacks cannot see the shared use, but bounds a period's total by
-	// max(Capacity, U + F), U the shared use when the outage began and F
-	// (at most Burst × Capacity) the fallbacks' spend, which it charges to
-	// the shared quota once the store is back; without it the total was
-	// Capacity + F wherever in the period the outage fell. Likewise for a
-	// window counter within its window.
+	// used up, then every node's share of it: 1 + Burst. That worst case
+	// is now only a node's that never read the quota in the period: a
+	// Fallback told the shared levels (ObserveLevels, fed by meter from
+	// every take the store answered) starts node k's quota at
+	// min(Node.Capacity, max(0, R_k) / nodes), R_k the units the shared
+	// quota had left at that node's last take in the same period, so the
+	// fallbacks' spend F is at most the sum over nodes of those starts,
+	// at most max_k R_k: what remained at the stalest node's last look
+	// (Node.Capacity for a node that did not look in the period, whose
+	// reading the LRU forgot, or whose limit changed since). A ChargeBack
+	// (meter.Options.Charges) bounds a period's total by max(Capacity,
+	// U + F), U the shared use when the outage began, which it charges
+	// the fallbacks' spend to once the store is back; with every node's
+	// reading in the period, U + F is at most Capacity plus what the
+	// shared quota spent between the stalest reading and the outage.
+	// Without the charge the total was Capacity + F wherever in the
+	// period the outage fell. Likewise for a window counter within the
+	// window it was read in. Factor itself knows no readings: it stays
+	// the unread worst case.
 	Factor float64
 }
 
@@ -96,15 +111,26 @@ type FallbackOptions struct {
 	Nodes int
 	// Memory configures the in-memory store that holds the node's buckets.
 	Memory MemoryOptions
+	// MaxSeen bounds how many quotas and window counters the Fallback
+	// remembers the shared level of (ObserveLevels), least recently used
+	// forgotten first; 0 means DefaultFallbackSeen (2^16 keys).
+	MaxSeen int
 }
 
 // Fallback is a Store for rules that fail open: while the shared store is
 // unavailable (Guarded returns ErrUnavailable) the proxy takes those rules'
 // costs here instead, from buckets held in this process, each limit scaled
-// to this node's share (ScaleLimit). A bucket the Fallback has not seen
-// starts full; a bucket keeps its level between outages, so an outage that
-// flaps does not refill it. What the cluster can then admit beyond each
-// limit is OverAdmissionOf's Factor.
+// to this node's share (ScaleLimit). A quota or window counter whose
+// shared level the node read in the same period (ObserveLevels: the
+// Remaining of its last take the store answered, remembered in an LRU of
+// FallbackOptions.MaxSeen keys) starts at min(share, max(0, Remaining) /
+// nodes), nothing when that reading found it spent; any other bucket the
+// Fallback has not seen starts full. A reading seeds the bucket once, at
+// the first fallback take after it, and only lowers what the node's
+// bucket has left. Token buckets are not seeded: see ObserveLevels. A
+// bucket keeps its level between outages, so an outage that flaps does not
+// refill it. What the cluster can then admit beyond each limit is
+// OverAdmissionOf's Factor.
 //
 // Items and deltas carry the configured (unscaled) limits and the request's
 // real costs. A cost above the node's share but within the limit's
@@ -123,6 +149,7 @@ type FallbackOptions struct {
 type Fallback struct {
 	mem   *Memory
 	nodes int
+	seen  *otter.Cache[string, *seenLevel] // ObserveLevels' readings, by key
 }
 
 var _ Store = (*Fallback)(nil)
@@ -130,7 +157,7 @@ var _ Store = (*Fallback)(nil)
 // NewFallback returns a Fallback configured by o. It starts the Memory's
 // sweep goroutine unless o.Memory.SweepEvery is negative.
 func NewFallback(o FallbackOptions) *Fallback {
-	return &Fallback{mem: NewMemory(o.Memory), nodes: max(1, o.Nodes)}
+	return &Fallback{mem: NewMemory(o.Memory), nodes: max(1, o.Nodes), seen: newSeen(o.MaxSeen)}
 }
 
 // Nodes returns the number of nodes each limit is divided by.
@@ -155,6 +182,9 @@ func (f *Fallback) Take(ctx context.Context, requestID string, items []Item) (De
 	for i, it := range items {
 		node := ScaleLimit(it.Limit, f.nodes)
 		scaled[i] = Item{Key: it.Key, Limit: node, Cost: it.Cost}
+		if it.Limit.IsQuota() || it.Limit.IsWindow() {
+			f.seed(&items[i], node)
+		}
 		if it.Cost > node.Capacity && it.Cost <= it.Limit.Capacity {
 			scaled[i].Cost = node.Capacity
 			debts = append(debts, Delta{Key: it.Key, Limit: node, Units: it.Cost - node.Capacity})
@@ -181,6 +211,18 @@ func (f *Fallback) Take(ctx context.Context, requestID string, items []Item) (De
 		d.Buckets[i].Reset += micros(wait(0, float64(extra), rate, per))
 	}
 	return d, nil
+}
+
+// Held returns the status of the node's bucket of key under l (scaled to
+// the node's share), as a take of no cost would report it but without
+// seeding it from a reading first (ObserveLevels): what the fallback
+// itself has taken, for tests and debugging. Errors as Take's.
+func (f *Fallback) Held(ctx context.Context, key string, l Limit) (Status, error) {
+	d, err := f.mem.Take(ctx, "", []Item{{Key: key, Limit: ScaleLimit(l, f.nodes)}})
+	if err != nil {
+		return Status{}, err
+	}
+	return d.Buckets[0], nil
 }
 
 // Reconcile implements Store over the node's share of each limit: the

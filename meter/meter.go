@@ -104,6 +104,10 @@ type Meter struct {
 	// statuses is opt.Store as a bucket.StatusTaker, nil when it is not
 	// one: asserted once here rather than on every take.
 	statuses bucket.StatusTaker
+	// levels is opt.Fallback as a bucket.LevelObserver, nil when it is not
+	// one: told each shared level the store reports, so that an outage's
+	// fallback starts a quota or window counter where the store had it.
+	levels bucket.LevelObserver
 	// keys keeps the bucket keys of recent callers (keymemo.go).
 	keys keyMemo
 	// warned remembers the budget thresholds already reported.
@@ -122,7 +126,8 @@ func New(opt Options) (*Meter, error) {
 		opt.Now = time.Now
 	}
 	st, _ := opt.Store.(bucket.StatusTaker)
-	return &Meter{opt: opt, log: opt.Logger, statuses: st}, nil
+	lv, _ := opt.Fallback.(bucket.LevelObserver)
+	return &Meter{opt: opt, log: opt.Logger, statuses: st, levels: lv}, nil
 }
 
 // Metrics returns the Metrics the meter records to (nil: none), for the
@@ -665,6 +670,10 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		for i := range x.rules {
 			x.rules[i].Fallback = true
 		}
+	} else if m.levels != nil && !sharded(rules) {
+		// The shared levels, for the fallback of a later outage (not a
+		// sharded take's: its statuses are its shards').
+		x.observeLevels(items, d, x.fallback)
 	}
 	if !d.Allowed && d.Cached {
 		// Answered from the deny cache: the request was judged by the
@@ -703,6 +712,28 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		return
 	}
 	m.budgetWarnings(x)
+}
+
+// observeLevels tells the fallback the shared levels d reports for items:
+// all of them, or, when partial (a take the store served in part, the
+// fallback the rest), only the rules the store judged, one at a time (a
+// rare path: a Redis Cluster master down), since the others' statuses are
+// the fallback's own.
+func (x *Exchange) observeLevels(items []bucket.Item, d bucket.Decision, partial bool) {
+	if !partial {
+		x.m.levels.ObserveLevels(items, d)
+		return
+	}
+	for i := range items {
+		if i >= len(x.rules) || x.rules[i].Fallback || i >= len(d.Buckets) {
+			continue
+		}
+		one := bucket.Decision{Allowed: d.Allowed, DeniedBy: -1, Buckets: d.Buckets[i : i+1]}
+		if i < len(d.Windows) {
+			one.Windows = d.Windows[i : i+1]
+		}
+		x.m.levels.ObserveLevels(items[i:i+1], one)
+	}
 }
 
 // sharded reports whether a rule of rules splits its buckets into shards.
