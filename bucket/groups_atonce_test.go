@@ -179,16 +179,7 @@ func TestGroupsSentAtOnceClusterMasterKilled(t *testing.T) {
 	cc := cl.Client()
 	ctx := context.Background()
 	// One key per master.
-	keys := make([]string, 3)
-	masters := make([]*redistest.Server, 3)
-	for i, found := 0, 0; found < 3; i++ {
-		k := fmt.Sprintf("llmguard:{t%d}:x", i)
-		m := cl.MasterOf(k)
-		if j := slices.Index(masters, m); j < 0 {
-			keys[found], masters[found] = k, m
-			found++
-		}
-	}
+	keys, masters := cl.KeysOnMasters("llmguard:{t%d}:x", 3)
 	r, err := bucket.NewRedis(bucket.RedisOptions{Client: cc})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package obs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -40,6 +41,27 @@ func attr(r slog.Record, key string) any {
 	return v
 }
 
+// checkLast checks that h holds lines records so far and that the last is
+// at level with its "suppressed" attribute equal to suppressed, naming the
+// step in each failure; it returns the last record.
+func (h *recordHandler) checkLast(t *testing.T, step string, lines int, level slog.Level, suppressed int64) slog.Record {
+	t.Helper()
+	h.mu.Lock()
+	recs := append([]slog.Record(nil), h.recs...)
+	h.mu.Unlock()
+	if len(recs) != lines {
+		t.Fatalf("%s: %d lines, want %d", step, len(recs), lines)
+	}
+	last := recs[len(recs)-1]
+	if last.Level != level {
+		t.Errorf("%s: level %v, want %v", step, last.Level, level)
+	}
+	if got := attr(last, "suppressed"); got != suppressed {
+		t.Errorf("%s: suppressed %v, want %d", step, got, suppressed)
+	}
+	return last
+}
+
 // TestExportErrorLogRateLimited walks a fake clock through a collector's
 // failures: the first error is a WARN line at once; errors within the
 // next 30 s are only counted; the first one after is a line carrying the
@@ -72,19 +94,7 @@ func TestExportErrorLogRateLimited(t *testing.T) {
 		if s.errs == 0 {
 			l.Handle(nil)
 		}
-		rec.mu.Lock()
-		recs := append([]slog.Record(nil), rec.recs...)
-		rec.mu.Unlock()
-		if len(recs) != s.lines {
-			t.Fatalf("step %d (%s): %d lines, want %d", i, s.name, len(recs), s.lines)
-		}
-		last := recs[len(recs)-1]
-		if last.Level != slog.LevelWarn {
-			t.Errorf("step %d (%s): level %v, want WARN", i, s.name, last.Level)
-		}
-		if got := attr(last, "suppressed"); got != s.suppressed {
-			t.Errorf("step %d (%s): suppressed %v, want %d", i, s.name, got, s.suppressed)
-		}
+		last := rec.checkLast(t, fmt.Sprintf("step %d (%s)", i, s.name), s.lines, slog.LevelWarn, s.suppressed)
 		if got, ok := attr(last, "err").(error); !ok || got.Error() != fail.Error() {
 			t.Errorf("step %d (%s): err %v, want %v", i, s.name, attr(last, "err"), fail)
 		}

@@ -189,19 +189,7 @@ func TestAccessLogWriteErrorsLogged(t *testing.T) {
 		for range s.writes {
 			l.Write(&Entry{Record: ledger.Record{RequestID: "r"}, Outcome: "allowed"})
 		}
-		rec.mu.Lock()
-		recs := append([]slog.Record(nil), rec.recs...)
-		rec.mu.Unlock()
-		if len(recs) != s.lines {
-			t.Fatalf("step %d (%s): %d lines, want %d", i, s.name, len(recs), s.lines)
-		}
-		last := recs[len(recs)-1]
-		if last.Level != slog.LevelError {
-			t.Errorf("step %d (%s): level %v, want ERROR", i, s.name, last.Level)
-		}
-		if got := attr(last, "suppressed"); got != s.suppressed {
-			t.Errorf("step %d (%s): suppressed %v, want %d", i, s.name, got, s.suppressed)
-		}
+		rec.checkLast(t, fmt.Sprintf("step %d (%s)", i, s.name), s.lines, slog.LevelError, s.suppressed)
 	}
 	if got := testutil.ToFloat64(errs); got != 103 {
 		t.Errorf("llmguard_access_log_errors_total %v, want 103", got)

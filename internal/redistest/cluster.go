@@ -227,6 +227,25 @@ func (c *Cluster) Slot(key string) int {
 	return 0
 }
 
+// KeysOnMasters returns n keys of the form fmt.Sprintf(format, i), for
+// i = 0, 1, …, each held by a different master, and those masters, in the
+// order found. It fails the test when the cluster has fewer than n masters
+// answering or none of the first 10,000 keys reaches the n-th.
+func (c *Cluster) KeysOnMasters(format string, n int) ([]string, []*Server) {
+	c.t.Helper()
+	keys, masters := make([]string, 0, n), make([]*Server, 0, n)
+	for i := 0; len(keys) < n; i++ {
+		if i == 10000 {
+			c.t.Fatalf("redistest: %d keys %q on %d masters: only %d found", n, format, n, len(keys))
+		}
+		k := fmt.Sprintf(format, i)
+		if m := c.MasterOf(k); !slices.Contains(masters, m) {
+			keys, masters = append(keys, k), append(masters, m)
+		}
+	}
+	return keys, masters
+}
+
 // MasterOf returns the node that serves key's slot as master, in the view
 // of the first running node that answers (CLUSTER SLOTS). Right after a
 // kill that view may still name the killed master: WaitFailover waits for
