@@ -61,9 +61,10 @@ type RedisOptions struct {
 	TakeBatch int
 	// Log receives the store's rare events, each once when it happens: the
 	// Functions library loaded again after a call found it missing (Warn),
-	// and the store turned to EVALSHA for good because the server has no
-	// FCALL or FUNCTION for this client (Warn). nil, the default, logs
-	// nothing.
+	// the store turned to EVALSHA for good because the server has no
+	// FCALL or FUNCTION for this client (Warn), and a panic recovered in
+	// the background give-back of a failed cluster take (Error). nil, the
+	// default, logs nothing.
 	Log *slog.Logger
 }
 
@@ -539,7 +540,14 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 			// failure is not retried).
 			calls := r.refunds(requestID, items, took, false)
 			go func() {
-				defer func() { _ = recover() }() // best effort: units left taken refill in time
+				defer func() {
+					// Best effort: units left taken refill in time; a panic
+					// here must not end the process (no request recovers
+					// it), but is not silent either.
+					if p := recover(); p != nil {
+						r.log.Error("redis: panic while giving back a failed take's served slot groups", "panic", fmt.Sprint(p))
+					}
+				}()
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
 				defer cancel()
 				r.run(rctx, calls)
