@@ -499,7 +499,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 	var causes []error
 	var stop error // a failure that fails the whole take
 	var took []group
-	tookAt, deniedAt := make([]bool, len(groups)), -1
+	deniedAt := -1
 	for gi, g := range groups {
 		a := &answers[gi]
 		switch {
@@ -519,7 +519,6 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 			}
 		case a.d.Allowed:
 			took = append(took, g)
-			tookAt[gi] = true
 		default:
 			if deniedAt < 0 {
 				deniedAt = gi
@@ -566,7 +565,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 	// in one round trip for their statuses.
 	d = answers[deniedAt].d
 	for gi := range groups {
-		if gi != deniedAt && !tookAt[gi] && answers[gi].err == nil {
+		if a := &answers[gi]; gi != deniedAt && a.err == nil && !a.d.Allowed { // another denying group
 			merge(&d, answers[gi].d)
 		}
 	}

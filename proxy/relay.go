@@ -62,10 +62,11 @@ func (p *Proxy) relay(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Resp
 		ctx.Response.Header.Add("x-llmguard-budget-warning", w)
 	}
 	status := resp.StatusCode()
-	if x.kind.Weighed() || x.kind == weigher.KindUnmetered && !readMethod(ctx.Method()) {
+	if x.kind.Weighed() || x.kind == weigher.KindUnmetered {
 		// A free endpoint (models, moderations, count_tokens) and a read
-		// (a file's content) spend nothing: a cost header on one is not a
-		// bill, and nothing is held for it (meter's unmeteredHoldMicroUSD).
+		// (GET, HEAD…: weigher.Classify makes every one KindOther) spend
+		// nothing: a cost header on one is not a bill, and nothing is held
+		// for it (meter's unmeteredHoldMicroUSD).
 		x.billed = reportedCost(&resp.Header)
 	}
 	if status == fasthttp.StatusTooManyRequests {
