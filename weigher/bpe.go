@@ -840,6 +840,7 @@ const noPair = uint64(math.MaxUint32) << 8
 // starts (-1: not a token) above its start, a byte offset of the piece
 // (at most shortPiece, under 256).
 func mergePart(r int32, start int) uint64 {
+	const _ uint8 = shortPiece // a start must fit the word's low byte
 	// -1 as a uint32 is math.MaxUint32: noPair, without a branch
 	return uint64(uint32(r))<<8 | uint64(start)
 }
