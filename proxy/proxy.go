@@ -378,6 +378,10 @@ type exchange struct {
 	// (internPath), which checkPath need not scan when it was sent as
 	// spelled.
 	knownPath bool
+	// known is the route newRouter worked out for that known path, when
+	// an upstream serves it (nil otherwise): its postKind is x.kind for a
+	// POST (exchange.classify).
+	known *pathRoute
 	// unmeteredAllowed: an unmetered endpoint the operator lets callers
 	// under token or dollar limits call (Options.UnmeteredPaths).
 	unmeteredAllowed bool
@@ -511,6 +515,15 @@ func classify(method []byte, path string) weigher.Kind {
 	return weigher.Classify(string(method), path)
 }
 
+// classify is classify(method, x.path), read from x's known route for a
+// POST to a known path: no look-up.
+func (x *exchange) classify(method []byte) weigher.Kind {
+	if x.known != nil && string(method) == fasthttp.MethodPost {
+		return x.known.postKind
+	}
+	return classify(method, x.path)
+}
+
 // readMethod is weigher.ReadMethod of method (GET, HEAD, DELETE or OPTIONS
 // in any case): false at once for "POST" as sent, which is none of them in
 // any case; the four case-folded comparisons (about 400 instructions a
@@ -640,7 +653,7 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	p.inject(pointHandler)
 	// A weighed endpoint takes only bodies llmguard can decode: refused
 	// from the headers, before a byte of the body is read.
-	x.kind = classify(ctx.Method(), x.path)
+	x.kind = x.classify(ctx.Method())
 	codings, r := checkEncoding(&ctx.Request.Header, x.kind, x.uncodedFields)
 	if r != nil {
 		return r
@@ -697,7 +710,16 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 // credential's header depends on the upstream's flavor. checkPath judges
 // the path itself once the caller is known.
 func (p *Proxy) route(ctx *fasthttp.RequestCtx, x *exchange) (path, upPath string, r *refusal) {
-	path, x.knownPath = internPath(ctx.Path())
+	path, i := internPathAt(ctx.Path())
+	x.knownPath = i >= 0
+	if x.knownPath && i < len(p.router.known) {
+		if kr := &p.router.known[i]; kr.up != nil {
+			// Worked out by newRouter, as the lines below would find it.
+			x.upstream, x.known = kr.up, kr
+			x.path, x.deployment = kr.path, kr.deployment
+			return path, kr.upPath, nil
+		}
+	}
 	// No known path doubles a version root (TestKnownPathsNotDoubled).
 	if !x.knownPath && hasPathPrefix(path, "/v1/") && hasPathPrefix(path[3:], "/v1") && !p.router.hasPrefixFor(path) {
 		rest := path[3:]
@@ -947,12 +969,19 @@ var knownPaths = func() []string {
 // internPath returns b as a string: one of knownPaths, without allocating,
 // when it spells one (known); a copy otherwise.
 func internPath(b []byte) (s string, known bool) {
-	for _, p := range knownPaths {
+	s, i := internPathAt(b)
+	return s, i >= 0
+}
+
+// internPathAt is internPath with the position in knownPaths of the path
+// b spells (-1: none).
+func internPathAt(b []byte) (s string, i int) {
+	for i, p := range knownPaths {
 		if string(b) == p {
-			return p, true
+			return p, i
 		}
 	}
-	return string(b), false
+	return string(b), -1
 }
 
 // identify finds the caller from the headers alone: an unknown caller is
@@ -971,7 +1000,7 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 	case policy.KeyExpired, policy.KeyRotated, policy.KeyRevoked:
 		// Refused, but named in the access log and traces: the operator
 		// sees which stored key a client still uses, and for what.
-		x.principal, x.kind = pr, classify(ctx.Method(), x.path)
+		x.principal, x.kind = pr, x.classify(ctx.Method())
 		switch st {
 		case policy.KeyExpired:
 			return &refusal{err: errKeyExpired, outcome: meter.OutcomeUnauthorized}
@@ -980,10 +1009,10 @@ func (p *Proxy) identify(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		}
 		return &refusal{err: errKeyRevoked, outcome: meter.OutcomeUnauthorized}
 	case policy.KeyMalformed:
-		x.kind = classify(ctx.Method(), x.path)
+		x.kind = x.classify(ctx.Method())
 		return &refusal{err: errKeyMalformed, outcome: meter.OutcomeUnauthorized}
 	default:
-		x.kind = classify(ctx.Method(), x.path)
+		x.kind = x.classify(ctx.Method())
 		if adminOnlyPath(x.path) {
 			return &refusal{err: errAdminPathUnauthorized, outcome: meter.OutcomeUnauthorized}
 		}

@@ -182,6 +182,25 @@ type router struct {
 	// anthropic is byFlavor's Anthropic upstream (nil: none), which an
 	// Anthropic SDK's call no dialect claims goes to (anthropicCall).
 	anthropic *Upstream
+	// known[i] is the route of knownPaths[i], worked out once (see
+	// pathRoute); its up is nil for a path no upstream serves, which
+	// Proxy.route then refuses by the long way.
+	known []pathRoute
+}
+
+// pathRoute is what Proxy.route finds for one of knownPaths: route's
+// upstream and upstream path, the upstream dialect's endpoint of that
+// path (path, deployment) and the kind of a POST to it (classify's). For a
+// known path each is a function of the path and of the router alone (its
+// fields are not read: see route), so newRouter works them out once, and a
+// request to a known path looks none of them up (perf30, issue #13: the
+// dialects' claims, the endpoint and classify's map cost some 500
+// instructions a request, callgrind).
+type pathRoute struct {
+	up               *Upstream // nil: no upstream serves the path
+	upPath           string
+	path, deployment string
+	postKind         weigher.Kind
 }
 
 func newRouter(ups []*Upstream) *router {
@@ -199,6 +218,16 @@ func newRouter(ups []*Upstream) *router {
 		r.fallback = ups[0]
 	}
 	sort.SliceStable(r.byPrefix, func(i, j int) bool { return len(r.byPrefix[i].PathPrefix) > len(r.byPrefix[j].PathPrefix) })
+	r.known = make([]pathRoute, len(knownPaths))
+	for i, p := range knownPaths {
+		up, upPath := r.route(p, nil)       // a known path's fields are not read
+		if up == nil || up.dialect == nil { // none serves it; or not set up (init): a test's router
+			continue
+		}
+		path, deployment := up.dialect.endpoint(upPath)
+		r.known[i] = pathRoute{up: up, upPath: upPath, path: path, deployment: deployment,
+			postKind: classify([]byte(fasthttp.MethodPost), path)}
+	}
 	return r
 }
 
