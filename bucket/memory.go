@@ -3,6 +3,7 @@ package bucket
 import (
 	"context"
 	"hash/maphash"
+	"math/bits"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -672,9 +673,29 @@ func (m *Memory) unlock(shards []uint32) {
 	}
 }
 
-// sortedUnique sorts s ascending in place (insertion sort: s is a request's
-// handful of shards) and returns it without repeats.
+// sortedUnique sorts s ascending in place and returns it without repeats.
+// Shards below 64 (every shard of the default 64) are sorted by their
+// bits in one word, read back lowest first: about 60 instructions for a
+// request's four or five, where the insertion sort below costs about 120
+// (perf30, issue #13, callgrind). Any other s is insertion-sorted (s is a
+// request's handful of shards).
 func sortedUnique(s []uint32) []uint32 {
+	var set uint64
+	for _, v := range s {
+		if v >= 64 {
+			return insertionUnique(s)
+		}
+		set |= 1 << v
+	}
+	out := s[:0] // every value is in set: s may be overwritten
+	for ; set != 0; set &= set - 1 {
+		out = append(out, uint32(bits.TrailingZeros64(set)))
+	}
+	return out
+}
+
+// insertionUnique is sortedUnique by insertion sort, for any values.
+func insertionUnique(s []uint32) []uint32 {
 	for i := 1; i < len(s); i++ {
 		for j := i; j > 0 && s[j] < s[j-1]; j-- {
 			s[j], s[j-1] = s[j-1], s[j]
