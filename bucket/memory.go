@@ -675,7 +675,7 @@ func (m *Memory) unlock(shards []uint32) {
 
 // sortedUnique sorts s ascending in place and returns it without repeats.
 // Shards below 64 (every shard of the default 64) are sorted by their
-// bits in one word, read back lowest first: about 60 instructions for a
+// bits in one word, read back lowest first: about 80 instructions for a
 // request's four or five, where the insertion sort below costs about 120
 // (perf30, issue #13, callgrind). Any other s is insertion-sorted (s is a
 // request's handful of shards).

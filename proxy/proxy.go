@@ -375,7 +375,7 @@ type exchange struct {
 	path       string
 	deployment string
 	// knownPath: the request's decoded path is one of knownPaths
-	// (internPath), which checkPath need not scan when it was sent as
+	// (internPathAt), which checkPath need not scan when it was sent as
 	// spelled.
 	knownPath bool
 	// known is the route newRouter worked out for that known path, when
@@ -920,7 +920,7 @@ func namesModelSegment(x *exchange, path, upPath string) bool {
 }
 
 // knownRoute reports whether x's decoded path is one of knownPaths
-// (internPath) and reached its upstream unchanged: route's path, upPath
+// (internPathAt) and reached its upstream unchanged: route's path, upPath
 // (no path_prefix stripped) and x.path (a dialect that maps it to itself)
 // are the same string. Such a path has no "engines" nor "deployments"
 // segment and is not LimitsPath in any spelling
@@ -966,15 +966,9 @@ var knownPaths = func() []string {
 	return ps
 }()
 
-// internPath returns b as a string: one of knownPaths, without allocating,
-// when it spells one (known); a copy otherwise.
-func internPath(b []byte) (s string, known bool) {
-	s, i := internPathAt(b)
-	return s, i >= 0
-}
-
-// internPathAt is internPath with the position in knownPaths of the path
-// b spells (-1: none).
+// internPathAt returns b as a string: one of knownPaths, without
+// allocating, when it spells one, with its position there (i); a copy
+// otherwise, with i -1.
 func internPathAt(b []byte) (s string, i int) {
 	for i, p := range knownPaths {
 		if string(b) == p {
