@@ -65,10 +65,10 @@ func (c toolsCounter) count(list gjson.Result) int64 {
 
 // countServer is count(list) and serverTools(list), found in one walk: a
 // new chat "tools" list had its server-tool verdict from a walk of its
-// own (serverToolsLaid: its members read again, each tool's "type"
-// decoded a second time; about 1,600 instructions of a cold 1 KiB chat
-// body's two function tools), where the count's walk reads every
-// member eachTool reads.
+// own (each tool's members read again, its "type" decoded a second
+// time: about 1,600 instructions of a cold 1 KiB chat body's two
+// function tools), where the count's walk reads every member eachTool
+// reads.
 func (c toolsCounter) countServer(list gjson.Result) (n int64, server bool) {
 	n, server, _ = c.walk(list, nil)
 	return n, server
