@@ -115,7 +115,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	var adapter gjson.Result         // KoboldCpp's chat adapter (koboldAdapterTokens)
 	var search searchAsk             // web_search_options and plugins (searchAsk.fees)
 	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens, llama.cpp's n_predict, TabbyAPI's max_length
-	var messageElems, toolsElems elements
+	var messageElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
 	toolsAt := -1    // the index of "tools" among the members
 	at := 0
@@ -178,7 +178,7 @@ members:
 				messagesAt = at
 			}
 		case "tools":
-			tools, toolsElems, toolsAt = v, it.elements(v), at
+			tools, toolsAt = v, at
 		case "tool_choice":
 			toolChoice = v
 		case "functions":
@@ -399,13 +399,14 @@ members:
 		if i == 0 {
 			// A new "tools" list is field-checked in the walk that
 			// counts it (parseOptions.countedList).
+			// Its server-tool verdict is found in the same walk.
 			t, listFine = d.memo.countChecked(w.budget, tctx, list.Raw, func(check bool) (tally, bool) {
-				hidden := serverToolsLaid(list, toolsElems)
 				if check {
-					n, ok := tc.countChecked(list, toolFields)
+					n, hidden, ok := tc.countCheckedServer(list, toolFields)
 					return tally{text: n, hidden: hidden}, ok
 				}
-				return tally{text: tc.count(list), hidden: hidden}, true
+				n, hidden := tc.countServer(list)
+				return tally{text: n, hidden: hidden}, true
 			})
 		} else { // "functions", checked in the walk above
 			t = d.memo.count(w.budget, tctx, list.Raw, func() tally {

@@ -59,8 +59,19 @@ func newToolsCounter(enc counter, encoding string) toolsCounter {
 // weighing went to those scans). The "name:desc" texts are joined in one
 // pooled buffer, not allocated.
 func (c toolsCounter) count(list gjson.Result) int64 {
-	n, _ := c.walk(list, nil)
+	n, _, _ := c.walk(list, nil)
 	return n
+}
+
+// countServer is count(list) and serverTools(list), found in one walk: a
+// new chat "tools" list had its server-tool verdict from a walk of its
+// own (each tool's members read again, its "type" decoded a second
+// time: about 1,600 instructions of a cold 1 KiB chat body's two
+// function tools), where the count's walk reads every member eachTool
+// reads.
+func (c toolsCounter) countServer(list gjson.Result) (n int64, server bool) {
+	n, server, _ = c.walk(list, nil)
+	return n, server
 }
 
 // countChecked is count(list) that also makes, in the same walk, the
@@ -76,6 +87,13 @@ func (c toolsCounter) count(list gjson.Result) int64 {
 // FuzzToolsCountCheckedSameAsWalk: count and checkElements are the
 // reference).
 func (c toolsCounter) countChecked(list gjson.Result, elem *fields) (n int64, ok bool) {
+	n, _, ok = c.walk(list, elem)
+	return n, ok
+}
+
+// countCheckedServer is countChecked(list, elem) and serverTools(list),
+// found in one walk (see countServer).
+func (c toolsCounter) countCheckedServer(list gjson.Result, elem *fields) (n int64, server, ok bool) {
 	return c.walk(list, elem)
 }
 
@@ -142,13 +160,17 @@ func checkedAt(f *fields, fd int) *fields {
 const toolElemDepth = 2
 
 // walk is count, and, when elem is set, countChecked's check of the
-// list's objects read with elem.
-func (c toolsCounter) walk(list gjson.Result, elem *fields) (int64, bool) {
+// list's objects read with elem (ok); server is serverTools(list): each
+// object tool judged by the members eachTool reads (its first key, its
+// "type", whether it names one of a client tool's members, a shell's
+// "environment"), met in the count's own walk of its members.
+func (c toolsCounter) walk(list gjson.Result, elem *fields) (n int64, server, ok bool) {
 	if !list.IsArray() {
 		// Not a list (one tool as an object, a string): the API refuses
 		// it, a lenient upstream may read it. Weighed by its JSON text.
-		// It holds no object checkWhole checks.
-		return countValue(c.enc, list), true
+		// It holds no object checkWhole checks, and no tool eachTool
+		// judges.
+		return countValue(c.enc, list), false, true
 	}
 	// The join buffer and the check come from a pool: a check of the
 	// walk's own escaped to the heap (the walk's recursion keeps it
@@ -171,8 +193,8 @@ func (c toolsCounter) walk(list gjson.Result, elem *fields) (int64, bool) {
 		tf = checkedAt(elem, toolElemDepth)
 	}
 	s := list.Raw
-	var n int64
 	functions := 0
+	anyServer := false // a tool judged a server tool, as eachTool judges it
 	walkArray(s, 0, func(v int) int {
 		if s[v] != '{' {
 			// Not a tool (a string, a list): the API refuses it, a
@@ -184,7 +206,21 @@ func (c toolsCounter) walk(list gjson.Result, elem *fields) (int64, bool) {
 		var own, inner function // t's own members; those of its "function" object
 		var typ gjson.Result
 		innerSeen := false
+		// What eachTool reads of the tool for its verdict: its first key
+		// (the first not empty), whether it names a member a client tool
+		// is shaped with, where its "environment" lies.
+		var first string
+		shaped, envAt := false, -1
 		end := walkObject(s, v, func(k string, x int) int {
+			if first == "" {
+				first = k
+			}
+			switch k {
+			case "name", "function", "input_schema", "parameters":
+				shaped = true
+			case "environment":
+				envAt = x
+			}
 			sub := c.ck.key(tf, k)
 			switch {
 			case k == "function" && !innerSeen && s[x] == '{':
@@ -201,6 +237,7 @@ func (c toolsCounter) walk(list gjson.Result, elem *fields) (int64, bool) {
 			}
 			return c.functionMember(buf, &own, s, k, x, sub, toolElemDepth+1)
 		})
+		anyServer = anyServer || toolServer(s, typ, first, shaped, envAt)
 		fn := own
 		if innerSeen {
 			fn = inner
@@ -227,7 +264,45 @@ func (c toolsCounter) walk(list gjson.Result, elem *fields) (int64, bool) {
 	if functions > 0 {
 		n += funcEnd
 	}
-	return n, c.ck == nil || !c.ck.failed
+	// serverTools judges no tool of a list mayName turns down (nor is it
+	// asked: a list of function tools holds no server tool).
+	server = anyServer && mayName(s, toolHints...)
+	return n, server, c.ck == nil || !c.ck.failed
+}
+
+// toolServer is eachTool's and serverTools' verdict on a tool object of
+// the list s, from what walk read of it: typ, its first "type" member's
+// value (rawValue; no Raw when it has none), first, its first key not
+// empty ("" when none), shaped, whether it names "name", "function",
+// "input_schema" or "parameters", and envAt, where its "environment"
+// member's value starts (-1: none).
+func toolServer(s string, typ gjson.Result, first string, shaped bool, envAt int) bool {
+	if typ.Raw == `"function"` { // the usual tool: a client's, not decoded
+		return false
+	}
+	var t string
+	switch {
+	case typ.Raw == "":
+		if !shaped && first != "" {
+			t = "untyped:" + strings.ToLower(first)
+		}
+	case typ.Type == gjson.String:
+		t = rawString(typ)
+	case typ.Type != gjson.Null:
+		t = typ.Raw
+	}
+	env := ""
+	if t == "shell" && envAt >= 0 && s[envAt] == '{' {
+		walkObject(s, envAt, func(k string, y int) int {
+			if k != "type" {
+				return -1
+			}
+			e := skipValue(s, y)
+			env = textOf(rawValue(s[y:e]))
+			return e
+		})
+	}
+	return !clientTool(t, env)
 }
 
 // function is what count reads of a function: its name and description,
@@ -659,85 +734,6 @@ func serverTools(tools gjson.Result) bool {
 		found = found || !clientTool(typ, env)
 	})
 	return found
-}
-
-// serverToolsLaid is serverTools(tools) for a list whose elements elems
-// finds where they lie (a laid layout: elements.laid), for a list that is
-// new (counted, not remembered). Each tool's members are walked only until
-// its verdict is known: a "type" other than "shell" decides it, so that
-// the "function" object after it, the larger part of a tool, is not
-// stepped over (serverTools found each tool's end by walking it through;
-// a cold 1 KiB chat body's two tools cost about 7,000 instructions so).
-// Without a laid layout it is serverTools. TestServerToolsLaidSameAsWalk
-// and FuzzServerToolsLaidSameAsWalk compare the two.
-func serverToolsLaid(tools gjson.Result, elems elements) bool {
-	if !elems.laid || !tools.IsArray() {
-		return serverTools(tools)
-	}
-	if !mayName(tools.Raw, toolHints...) {
-		return false // eachTool walks no tool of it
-	}
-	for _, sp := range elems.spans {
-		if t := elems.body[sp.Start:sp.End]; t[0] == '{' && serverTool(t) {
-			return true
-		}
-	}
-	return false
-}
-
-// serverTool reports whether the tool t (an object's JSON text) is run by
-// the upstream, as eachTool reads it and serverTools judges it
-// (!clientTool), stopping at the member that decides it.
-func serverTool(t string) bool {
-	var typ, env, first string
-	shaped, typed := false, false
-	w := newMemberWalk(t)
-	for {
-		k, more := w.key()
-		if !more {
-			break
-		}
-		if first == "" {
-			first = k
-		}
-		switch k {
-		case "name", "function", "input_schema", "parameters":
-			shaped = true
-		case "type":
-			typed = true
-			v := rawValue(w.text())
-			if v.Type == gjson.String {
-				typ = rawString(v)
-			} else if v.Type != gjson.Null {
-				typ = v.Raw
-			}
-			if typ != "shell" { // only a shell's verdict reads its environment
-				return !clientTool(typ, "")
-			}
-			continue
-		case "environment":
-			if v := w.text(); v[0] == '{' {
-				e := newMemberWalk(v)
-				for {
-					ek, more := e.key()
-					if !more {
-						break
-					}
-					if ek == "type" {
-						env = textOf(rawValue(e.text()))
-					} else {
-						e.skipTo(skipValue(e.obj, e.at()))
-					}
-				}
-			}
-			continue
-		}
-		w.skipTo(skipValue(w.obj, w.at()))
-	}
-	if !typed && !shaped && first != "" {
-		typ = "untyped:" + strings.ToLower(first)
-	}
-	return !clientTool(typ, env)
 }
 
 // eachTool calls fn with each tool of tools (a request's "tools" array,
