@@ -346,10 +346,14 @@ type Exchange struct {
 	// limits (no fallback, or it failed): admitted without any.
 	unlimited bool
 	// held: it joined a wait queue; peek: take reads the buckets'
-	// statuses, taking nothing (wait.go). (Beside the other bools: apart,
-	// each took 8 bytes of the exchange a request allocates.)
+	// statuses, taking nothing (wait.go); observed: the store's Decision
+	// was given to the fallback as a reading (observeLevels), so the
+	// deltas of the rules the store judged move those readings at
+	// settlement (observeDeltas). (Beside the other bools: apart, each
+	// took 8 bytes of the exchange a request allocates.)
 	held     bool
 	peek     bool
+	observed bool
 	warnings []string
 	settled  atomic.Bool
 	// record is the settlement's ledger record (Record), set by Settle
@@ -674,6 +678,7 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		// The shared levels, for the fallback of a later outage (not a
 		// sharded take's: its statuses are its shards').
 		x.observeLevels(items, d, x.fallback)
+		x.observed = !d.Cached
 	}
 	if !d.Allowed && d.Cached {
 		// Answered from the deny cache: the request was judged by the
