@@ -15,15 +15,15 @@ import (
 const bigBody = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":1000}`
 
 // TestChaosRedisPausedQuotaSeededSettled is the recipe of
-// TestChaosRedisPausedQuotaSeeded with each node's last take before the
-// outage reserving some 1,000 tokens (max_tokens 1000) that its answer
-// settles at a few dozen: the readings those takes report hold the
-// reservations, and only the node's own settlement (Fallback.ObserveDelta,
-// fed by meter) gives them back. The last node's reading is then under
-// three requests' reservations: read as it was, its fallback would start
-// below one request (Remaining / 3 < 124) and admit none; moved by its
-// settlement, it admits some. The day still closes within the quota plus
-// what the stalest reading missed.
+// TestChaosRedisPausedQuotaSeeded with the last node's last take before
+// the outage reserving some 1,000 tokens (max_tokens 1000) that its answer
+// settles at a few dozen: the reading that take reports holds the
+// reservation, and only the node's own settlement (Fallback.ObserveDelta,
+// fed by meter) gives it back. That reading is under three requests'
+// reservations: read as it was, the node's fallback would start below one
+// request (Remaining / 3 < 124) and admit none; moved by its settlement,
+// it admits some. The day still closes within the quota plus what the
+// stalest reading missed.
 func TestChaosRedisPausedQuotaSeededSettled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos test")
@@ -45,30 +45,37 @@ func TestChaosRedisPausedQuotaSeededSettled(t *testing.T) {
 			waitQuiet(t, h)
 		}
 	}
-	// Spend the quota to within 3,300 tokens: three reservations of some
-	// 1,030 then leave the last reading under 3 × 124.
+	// Spend the quota to within 1,300 tokens (every settlement in), then
+	// one last take on each node, the third reserving some 1,000 tokens:
+	// whether or not the first two's settlements are in by then, 1,028 to
+	// 1,252 are left before it, so its reading is at most some 250, under
+	// three reservations of 124.
 	for i := 0; i < quota; i++ {
 		status, left := postLeft(t, nodes[i%3].url, "sk-load")
 		if status != 200 {
 			t.Fatalf("request %d before the outage answered %d", i, status)
 		}
-		if left >= 3500 {
+		if left >= 1500 {
 			continue
 		}
 		quiet()
-		if storedQuotaUsed(t, srv, "acme", "user-tok", "loader") > quota-3300 {
+		if storedQuotaUsed(t, srv, "acme", "user-tok", "loader") > quota-1300 {
 			break
 		}
 	}
 	var readings [3]int64
 	for i, h := range nodes {
-		status, left := postLeftBody(t, h.url, "sk-load", bigBody)
+		body := hiBody
+		if i == 2 {
+			body = bigBody
+		}
+		status, left := postLeftBody(t, h.url, "sk-load", body)
 		if status != 200 {
 			t.Fatalf("the last take before the outage answered %d", status)
 		}
 		readings[i] = left
 	}
-	t.Logf("the nodes' last readings: %v tokens left, each before its 1,000-token reservation was given back", readings)
+	t.Logf("the nodes' last readings: %v tokens left, the last before its 1,000-token reservation was given back", readings)
 	if readings[2] >= 3*124 {
 		t.Fatalf("the last reading is %d: not under three requests' reservations, so the run shows nothing", readings[2])
 	}
