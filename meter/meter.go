@@ -587,6 +587,7 @@ func (k *ruleKeys) key(i int) string {
 // take takes the request's reservation under rules and sets the verdict.
 func (x *Exchange) take(rules []*policy.Rule) {
 	m, r := x.m, &x.req // not a copy: a Request is 360 bytes
+	x.observed = false  // a peek's reading (wait.go) is not this take's
 	reserve := x.reservation(r.Estimate.InputTokens, r.Estimate.OutputTokens)
 	// The clock is read once, and only for a rule whose limit depends on
 	// the instant (a quota's window, a region's share): a clock read costs
