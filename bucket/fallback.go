@@ -58,7 +58,8 @@ type OverAdmission struct {
 	// Fallback told the shared levels (ObserveLevels, fed by meter from
 	// every take the store answered) starts node k's quota at
 	// min(Node.Capacity, max(0, R_k) / nodes), R_k the units the shared
-	// quota had left at that node's last take in the same period, so the
+	// quota had left at that node's last take in the same period, moved
+	// by the node's own settlements since (ObserveDelta), so the
 	// fallbacks' spend F is at most the sum over nodes of those starts,
 	// at most max_k R_k: what remained at the stalest node's last look
 	// (Node.Capacity for a node that did not look in the period, whose
@@ -122,7 +123,8 @@ type FallbackOptions struct {
 // costs here instead, from buckets held in this process, each limit scaled
 // to this node's share (ScaleLimit). A quota or window counter whose
 // shared level the node read in the same period (ObserveLevels: the
-// Remaining of its last take the store answered, remembered in an LRU of
+// Remaining of its last take the store answered, moved by the node's
+// reconciliations since, ObserveDelta, remembered in an LRU of
 // FallbackOptions.MaxSeen keys) starts at min(share, max(0, Remaining) /
 // nodes), nothing when that reading found it spent; any other bucket the
 // Fallback has not seen starts full. A reading seeds the bucket once, at

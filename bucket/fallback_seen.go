@@ -1,6 +1,7 @@
 package bucket
 
 import (
+	"math"
 	"strings"
 	"sync"
 
@@ -18,19 +19,32 @@ const DefaultFallbackSeen = 1 << 16
 // shared one was instead of full (Fallback implements it; meter calls it
 // after each take the store answered).
 type LevelObserver interface {
-	// ObserveLevels records, for each quota and window counter of items
-	// that d describes (every item; on a cached denial only
-	// d.Buckets[d.DeniedBy]), its Remaining units and the period (a
-	// quota's WindowStart, a window counter's d.Windows[i]) they were
-	// read in. Items of other kinds are skipped. It must not keep items
-	// or d. Safe for concurrent use; no allocation once a key is known.
+	// ObserveLevels records, for each quota and window counter of items,
+	// its Remaining units in d and the period (a quota's WindowStart, a
+	// window counter's d.Windows[i]) they were read in. Items of other
+	// kinds are skipped, and so is a cached denial (d.Cached): its status
+	// is a copy of the store's earlier denial, observed then, and taken
+	// again it could replace a newer, lower reading. It must not keep
+	// items or d. Safe for concurrent use; no allocation once a key is
+	// known.
 	ObserveLevels(items []Item, d Decision)
+	// ObserveDelta moves the reading of d.Key by a reconciliation the
+	// node sends to the shared store after that reading: Remaining less
+	// d.Units (a charge lowers it, a refund raises it), when the reading
+	// is of d.Limit's Capacity and period (a quota's WindowStart, a window
+	// counter's, which the caller sets to the window its take counted in).
+	// The caller must send only deltas of takes the shared store judged
+	// and the node observed (ObserveLevels), not of a sharded bucket's
+	// shards nor of a take the fallback served. A key with no reading is
+	// left alone. Safe for concurrent use; no allocation.
+	ObserveDelta(d Delta)
 }
 
 var _ LevelObserver = (*Fallback)(nil)
 
 // seenLevel is one bucket's shared level as the node's last successful take
-// (or denial) reported it. Its mutex is held while a Fallback seeds its
+// (or denial) reported it, moved by the node's reconciliations since
+// (ObserveDelta). Its mutex is held while a Fallback seeds its
 // bucket from it, so that no concurrent fallback take of that key can pass
 // before the seed is applied.
 type seenLevel struct {
@@ -58,9 +72,10 @@ func newSeen(max int) *otter.Cache[string, *seenLevel] {
 
 // readingOf returns the period and per of item i's reading in d, and
 // whether it is one to keep: a quota's or a window counter's, not leased
-// (a lease's status is the node's own), with a known status and window.
+// (a lease's status is the node's own), with a known status and window,
+// not of a cached denial (see LevelObserver).
 func readingOf(it *Item, d *Decision, i int) (window, per int64, ok bool) {
-	if it.Lease.Size > 0 || i >= len(d.Buckets) || (d.Cached && i != d.DeniedBy) {
+	if it.Lease.Size > 0 || i >= len(d.Buckets) || d.Cached {
 		return 0, 0, false
 	}
 	switch {
@@ -105,6 +120,52 @@ func (f *Fallback) ObserveLevels(items []Item, d Decision) {
 			f.seen.Set(strings.Clone(it.Key), s)
 		}
 	}
+}
+
+// ObserveDelta implements LevelObserver. A reading is what the shared
+// bucket held right after one of the node's takes (its reservation
+// included): a later reconciliation of the node's is what that
+// reservation turned out to cost, applied after the reading, so the
+// reading moved by it is what the bucket holds after both, as the reading
+// itself was, unless other nodes took since (which every reading misses;
+// seed divides it among the nodes for that). The take the delta settles
+// is the reading's or an earlier one (a later take of the node would have
+// replaced the reading), so its reservation is in the reading and its
+// refund can be given back. A refund raises the reading even if the
+// reconciliation is then lost on its way to the store: what the reading
+// counts is what the requests used, which the shared bucket then
+// overstates. The reading stays fresh or spent as it was: a delta is no
+// new reading of the store.
+func (f *Fallback) ObserveDelta(d Delta) {
+	if d.Units == 0 || !(d.Limit.IsQuota() || d.Limit.IsWindow()) {
+		return
+	}
+	s, ok := f.seen.GetIfPresent(d.Key)
+	if !ok {
+		return
+	}
+	window, per := d.Limit.WindowStart.UnixMicro(), int64(0)
+	if d.Limit.IsWindow() {
+		per = d.Limit.Per.Microseconds()
+	}
+	s.mu.Lock()
+	if s.window == window && s.capacity == d.Limit.Capacity && s.per == per {
+		s.remaining = subUnits(s.remaining, d.Units)
+	}
+	s.mu.Unlock()
+}
+
+// subUnits is a − b, saturating at the int64 range (a reading in debt, a
+// delta of the largest units).
+func subUnits(a, b int64) int64 {
+	r := a - b
+	switch {
+	case b > 0 && r > a:
+		return math.MinInt64
+	case b < 0 && r < a:
+		return math.MaxInt64
+	}
+	return r
 }
 
 // seed brings the node's bucket of item it (a quota or window counter),

@@ -27,6 +27,8 @@ type seenStep struct {
 	left     int64     // observe: the shared Remaining reported
 	window   time.Time // observe, a window counter: the store's window start
 	cached   bool      // observe: as a cached denial of another item
+	ownDeny  bool      // observe: as a cached denial by this item, its status left
+	delta    int64     // observe: a reconciliation of the node's (ObserveDelta), not a reading
 	cost     int64     // take
 	allowed  bool      // take: expected verdict
 	wantLeft *int64    // take: the Remaining expected, when set
@@ -44,7 +46,18 @@ func runSeen(t *testing.T, f *bucket.Fallback, clock *seenClock, steps []seenSte
 			if !s.window.IsZero() {
 				d.Windows = []time.Time{s.window}
 			}
+			if s.delta != 0 {
+				l := s.limit
+				if !s.window.IsZero() {
+					l.WindowStart = s.window // a window counter's take's window, as the meter sends it
+				}
+				f.ObserveDelta(bucket.Delta{Key: s.key, Limit: l, Units: s.delta})
+				continue
+			}
 			items := []bucket.Item{it}
+			if s.ownDeny {
+				d = bucket.Decision{DeniedBy: 0, Cached: true, RetryAfter: time.Second, Buckets: []bucket.Status{{Remaining: s.left}}}
+			}
 			if s.cached {
 				other := bucket.Item{Key: s.key + "-other", Limit: bucket.Limit{Capacity: 1, Rate: 1, Per: time.Second}}
 				items = append(items, other)
@@ -129,6 +142,40 @@ func TestFallbackSeeded(t *testing.T) {
 		{name: "a cached denial of another item: not a reading", steps: []seenStep{
 			{name: "cached", at: noon, key: "a", limit: q, observe: true, cached: true},
 			{name: "the share fits", key: "a", limit: q, cost: 1666, allowed: true},
+		}},
+		{name: "a cached denial repeats an older reading: not taken again", steps: []seenStep{
+			{name: "read 300 left (a denial)", at: noon, key: "a", limit: q, observe: true, left: 300},
+			{name: "read 150 left (a later take)", key: "a", limit: q, observe: true, left: 150},
+			{name: "the cached denial's 300", key: "a", limit: q, observe: true, ownDeny: true, left: 300},
+			{name: "51 is over 150/3", key: "a", limit: q, cost: 51},
+			{name: "50 fits", key: "a", limit: q, cost: 50, allowed: true},
+		}},
+		{name: "a refund of the node's after its reading raises it", steps: []seenStep{
+			{name: "read 150 left", at: noon, key: "a", limit: q, observe: true, left: 150},
+			{name: "the take settled 150 under its reservation", key: "a", limit: q, observe: true, delta: -150},
+			{name: "101 is over 300/3", key: "a", limit: q, cost: 101},
+			{name: "100 fits", key: "a", limit: q, cost: 100, allowed: true},
+		}},
+		{name: "a charge of the node's after its reading lowers it", steps: []seenStep{
+			{name: "read 300 left", at: noon, key: "a", limit: q, observe: true, left: 300},
+			{name: "the take settled 150 over its reservation", key: "a", limit: q, observe: true, delta: 150},
+			{name: "51 is over 150/3", key: "a", limit: q, cost: 51},
+			{name: "50 fits", key: "a", limit: q, cost: 50, allowed: true},
+		}},
+		{name: "a delta of another period or limit, or with no reading, moves nothing", steps: []seenStep{
+			{name: "read 150 left", at: noon, key: "a", limit: q, observe: true, left: 150},
+			{name: "a refund of tomorrow's quota", key: "a", limit: q2, observe: true, delta: -3000},
+			{name: "a refund under 6,000", key: "a", limit: qBig, observe: true, delta: -3000},
+			{name: "a refund of a key never read", key: "b", limit: q, observe: true, delta: -3000},
+			{name: "51 is over 150/3", key: "a", limit: q, cost: 51},
+			{name: "b: the full share", key: "b", limit: q, cost: 1666, allowed: true},
+		}},
+		{name: "window counter: a refund in the reading's window", steps: []seenStep{
+			{name: "read 30 left", at: minute.Add(10 * time.Second), key: "w", limit: w, observe: true, left: 30, window: minute},
+			{name: "a refund of the minute before", key: "w", limit: w, observe: true, delta: -90, window: minute.Add(-time.Minute)},
+			{name: "a refund of this minute", key: "w", limit: w, observe: true, delta: -30, window: minute},
+			{name: "21 is over 60/3", key: "w", limit: w, cost: 21},
+			{name: "20 fits", key: "w", limit: w, cost: 20, allowed: true},
 		}},
 		{name: "not much left: its third", steps: []seenStep{
 			{name: "read 4,900 left", at: noon, key: "a", limit: q, observe: true, left: 4900},

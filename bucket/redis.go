@@ -105,7 +105,9 @@ type RedisOptions struct {
 // Redis Cluster never admits more than one Redis would, but a denied
 // request holds the other groups' units for the instant until the refund,
 // which may briefly deny another request (under-admission). On a denial
-// the same round trip as the refunds re-reads the refunded groups, so the
+// a refunded group's statuses are what it held before its take, worked
+// out from its take's reply (token buckets and quotas) or read again in
+// the refunds' round trip (in-flight limits, window counters), so the
 // Decision reports every bucket (retry-after, too-large, statuses) as one
 // script would. A failed round trip leaves, at worst, units taken that
 // refill in time: never over-admission. Each master reads its own TIME, so
@@ -486,8 +488,11 @@ type groupAnswer struct {
 // master costs the request that master's call, not the others'). When
 // every group answers, the request is decided as one take over all items
 // would be: every group allowed, admitted; a group denied, the groups
-// that took are refunded and re-read in one round trip, and the denial is
-// reported with every bucket's status, as Memory would report it.
+// that took are refunded in one round trip, and the denial is reported
+// with every bucket's status, as Memory would report it (a group that
+// took reports what it held before its take, worked out from its reply,
+// statusesBefore, or read again at cost zero in the refund's round trip
+// when its reply does not tell it).
 func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, groups []group) (Decision, error) {
 	d := Decision{Buckets: make([]Status, len(items))}
 	answers := r.sendGroups(ctx, requestID, items, groups, d.Buckets)
@@ -537,7 +542,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 			// Void of the request, which a failed take is given, refunds
 			// nothing twice; without one this is the only refund (a
 			// failure is not retried).
-			calls := r.refunds(requestID, items, took, false)
+			calls := r.refunds(requestID, items, took)
 			go func() {
 				defer func() {
 					// Best effort: units left taken refill in time; a panic
@@ -561,8 +566,8 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 	}
 	// Denied: the first denying group's verdict, merged with every other
 	// denying group's (Retry-After from the group that waits longest, a
-	// too-large bucket first); the groups that took refunded and re-read
-	// in one round trip for their statuses.
+	// too-large bucket first); the groups that took refunded in one round
+	// trip.
 	d = answers[deniedAt].d
 	for gi := range groups {
 		if a := &answers[gi]; gi != deniedAt && a.err == nil && !a.d.Allowed { // another denying group
@@ -571,7 +576,16 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 	}
 	d.Windows = groupWindows(answers, len(items))
 	if len(took) > 0 {
-		calls := r.refunds(requestID, items, took, true)
+		// Each group that took reports what it held before its take,
+		// worked out from its reply where that tells it (statusesBefore),
+		// else read again at cost zero after the refund.
+		var reread []group
+		for _, g := range took {
+			if !statusesBefore(items, g.idx, d.Buckets) {
+				reread = append(reread, g)
+			}
+		}
+		calls := append(r.refunds(requestID, items, took), r.rereads(items, reread)...)
 		r.run(ctx, calls)
 		if err := firstErr(calls); err != nil {
 			return Decision{}, &StoreError{Op: "take", Subject: items[0].Key, Err: fmt.Errorf("refund: %w", err)}
@@ -655,12 +669,11 @@ func partialOf(failed []int, causes []error) error {
 	return &PartialError{Failed: failed, Err: causes[0], causes: causes}
 }
 
-// refunds returns the calls that give back each group's costs, each
-// followed, with reread, by a check of the group at cost zero for its
-// statuses. With a request id each refund is the group's Void (its take
-// marker then says voided, so a later Void of the request refunds nothing
-// more); without, a reconcile with no marker.
-func (r *Redis) refunds(requestID string, items []Item, groups []group, reread bool) []scriptCall {
+// refunds returns the calls that give back each group's costs. With a
+// request id each refund is the group's Void (its take marker then says
+// voided, so a later Void of the request refunds nothing more); without,
+// a reconcile with no marker.
+func (r *Redis) refunds(requestID string, items []Item, groups []group) []scriptCall {
 	var calls []scriptCall
 	mode := modeRefund
 	if requestID != "" {
@@ -674,14 +687,21 @@ func (r *Redis) refunds(requestID string, items []Item, groups []group, reread b
 		c := r.newReconcileCall()
 		c.add(0, requestID, deltas, nil, mode)
 		calls = append(calls, scriptCall{script: r.reconcile, keys: c.keys(), args: c.args(r)})
-		if reread {
-			zero := make([]Item, len(g.idx))
-			for j, i := range g.idx {
-				zero[j] = Item{Key: items[i].Key, Limit: items[i].Limit}
-			}
-			keys, args := r.takeArgs("", zero, nil, false)
-			calls = append(calls, scriptCall{script: r.take, keys: keys, args: args, idx: g.idx})
+	}
+	return calls
+}
+
+// rereads returns the calls that check each group at cost zero for its
+// statuses (run after the groups' refunds, in the same round trip).
+func (r *Redis) rereads(items []Item, groups []group) []scriptCall {
+	var calls []scriptCall
+	for _, g := range groups {
+		zero := make([]Item, len(g.idx))
+		for j, i := range g.idx {
+			zero[j] = Item{Key: items[i].Key, Limit: items[i].Limit}
 		}
+		keys, args := r.takeArgs("", zero, nil, false)
+		calls = append(calls, scriptCall{script: r.take, keys: keys, args: args, idx: g.idx})
 	}
 	return calls
 }

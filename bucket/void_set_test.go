@@ -222,7 +222,7 @@ func voidSetSeenByEveryTake(t *testing.T, c *redis.Client, now time.Time) {
 			}
 			return n
 		}
-		calls := r.refunds(id, items, []group{{slot: slotOf(items[0].Key), idx: []int{0, 1, 2}[:len(items)]}}, false)
+		calls := r.refunds(id, items, []group{{slot: slotOf(items[0].Key), idx: []int{0, 1, 2}[:len(items)]}})
 		reply, err := r.call(ctx, calls[0].script, calls[0].keys, calls[0].args...).Int64Slice()
 		if err != nil || len(reply) != 1 {
 			t.Fatalf("void: %v %v", reply, err)

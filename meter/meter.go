@@ -346,10 +346,14 @@ type Exchange struct {
 	// limits (no fallback, or it failed): admitted without any.
 	unlimited bool
 	// held: it joined a wait queue; peek: take reads the buckets'
-	// statuses, taking nothing (wait.go). (Beside the other bools: apart,
-	// each took 8 bytes of the exchange a request allocates.)
+	// statuses, taking nothing (wait.go); observed: the store's Decision
+	// was given to the fallback as a reading (observeLevels), so the
+	// deltas of the rules the store judged move those readings at
+	// settlement (observeDeltas). (Beside the other bools: apart, each
+	// took 8 bytes of the exchange a request allocates.)
 	held     bool
 	peek     bool
+	observed bool
 	warnings []string
 	settled  atomic.Bool
 	// record is the settlement's ledger record (Record), set by Settle
@@ -583,6 +587,7 @@ func (k *ruleKeys) key(i int) string {
 // take takes the request's reservation under rules and sets the verdict.
 func (x *Exchange) take(rules []*policy.Rule) {
 	m, r := x.m, &x.req // not a copy: a Request is 360 bytes
+	x.observed = false  // a peek's reading (wait.go) is not this take's
 	reserve := x.reservation(r.Estimate.InputTokens, r.Estimate.OutputTokens)
 	// The clock is read once, and only for a rule whose limit depends on
 	// the instant (a quota's window, a region's share): a clock read costs
@@ -674,6 +679,7 @@ func (x *Exchange) take(rules []*policy.Rule) {
 		// The shared levels, for the fallback of a later outage (not a
 		// sharded take's: its statuses are its shards').
 		x.observeLevels(items, d, x.fallback)
+		x.observed = !d.Cached
 	}
 	if !d.Allowed && d.Cached {
 		// Answered from the deny cache: the request was judged by the

@@ -98,15 +98,15 @@ limits:
 	}
 	// Step 1: every master up; 3 requests each, judged by Redis.
 	const before = 3
-	var gSeen int64 // g-open's Remaining at a's last take through Redis
+	var gSeen int64 // g-open's Remaining at a's last take through Redis, then settled
 	for i := range before {
 		for _, p := range []policy.Principal{pa, pb} {
 			x := admit(p)
 			if x.Verdict() != Admitted || x.FromFallback() {
 				t.Fatalf("step 1, request %d of %s: %v (from the fallback %v), want admitted by Redis", i, p.Tenant, x.Verdict(), x.FromFallback())
 			}
-			if p == pa {
-				gSeen = x.Rules()[1].Status.Remaining
+			if p == pa { // the reading, moved by the settlement's delta (ObserveDelta)
+				gSeen = x.Rules()[1].Status.Remaining - (used - x.Rules()[1].Reserved)
 			}
 			settle(x)
 		}
@@ -125,7 +125,7 @@ limits:
 	// Step 2: the victim is down and not replaced. a: the tenant quota in
 	// Redis, the global one in the fallback; b: refused, given back.
 	const during = 8
-	var aSeen int64 // a-month's Remaining at a's last take, from Redis
+	var aSeen int64 // a-month's Remaining at a's last take, from Redis, then settled
 	for i := range during {
 		x := admit(pa)
 		if x.Verdict() != Admitted || !x.FromFallback() {
@@ -134,7 +134,7 @@ limits:
 		if rs := x.Rules(); len(rs) != 2 || rs[0].Rule.Name != "a-month" || rs[0].Fallback || rs[1].Rule.Name != "g-open" || !rs[1].Fallback {
 			t.Fatalf("step 2, request %d of a: rules %+v, want a-month by Redis, g-open by the fallback", i, rs)
 		}
-		aSeen = x.Rules()[0].Status.Remaining
+		aSeen = x.Rules()[0].Status.Remaining - (used - x.Rules()[0].Reserved)
 		settle(x)
 		y := admit(pb)
 		if y.Verdict() != FailClosed || y.ClosedBy() == nil || y.ClosedBy().Name != "g-closed" {
@@ -149,7 +149,8 @@ limits:
 		t.Fatalf("step 2: b-month holds %d in Redis, want %d: the refused requests' takes given back", got, want)
 	}
 	// The fallback started each quota at what a's last take through Redis
-	// saw left, over the two nodes (bucket.Fallback.ObserveLevels).
+	// saw left, moved by that take's settlement, over the two nodes
+	// (bucket.Fallback.ObserveLevels and ObserveDelta).
 	if got, want := fallbackLevel("g-open", pa), min(quota/2, gSeen/2)-during*used; got != want {
 		t.Fatalf("step 2: the fallback's g-open holds %d, want min(share, %d seen / 2) − settled = %d", got, gSeen, want)
 	}

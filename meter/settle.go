@@ -147,6 +147,7 @@ func (x *Exchange) Settle(s Settlement) bool {
 	if len(deltas) > 0 {
 		m.contain(StageSettle, x, func() {
 			m.inject(PointSettle)
+			x.observeDeltas(deltas, owners)
 			x.reconcile(deltas, owners) // each where its reservation was taken
 		})
 	}
@@ -185,6 +186,22 @@ func (x *Exchange) Settle(s Settlement) bool {
 		})
 	}
 	return true
+}
+
+// observeDeltas moves the fallback's readings (bucket.LevelObserver) by
+// the deltas of the rules whose take the store judged and the fallback
+// observed: not a rule the fallback served (its reservation is in no
+// reading), nor a sharded rule's (its take gave no reading; its deltas
+// are its shards'). owners[j] is deltas[j]'s rule.
+func (x *Exchange) observeDeltas(deltas []bucket.Delta, owners []int) {
+	if !x.observed || x.m.levels == nil {
+		return
+	}
+	for j := range deltas {
+		if a := &x.rules[owners[j]]; !a.Fallback && a.Taken == nil {
+			x.m.levels.ObserveDelta(deltas[j])
+		}
+	}
 }
 
 // chargeBack gives Options.Charges what a request admitted from the

@@ -38,29 +38,7 @@ func TestChaosRedisPausedQuotaSeeded(t *testing.T) {
 	}
 	t.Cleanup(func() { mock.Close() })
 	const quota = 5000
-	dir := t.TempDir()
-	var nodes [3]*harness
-	var ledgers [3]string
-	for i := range nodes {
-		ledgers[i] = filepath.Join(dir, fmt.Sprintf("ledger%d.jsonl", i))
-		nodes[i] = startConfig(t, mock, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin_listen: 127.0.0.1:0
-upstreams: [{name: mock, flavor: openai, base_url: "%s", no_key: true}]
-keys:
-  - {key: sk-load, user: loader, tenant: acme}
-  - {key: sk-other, user: other, tenant: acme}
-limits:
-  - {name: user-tok, scope: user, unit: tokens, quota: %d, period: day, users: [loader], on_failure: open}
-store:
-  backend: redis
-  redis_url: "redis://%s/0"
-  timeout: 25ms
-  nodes: 3
-  breaker: {min_calls: 3, open_for: 300ms}
-ledger: {file: %q}
-`, mock.URL, quota, srv.Addr(), ledgers[i]))
-	}
+	nodes, ledgers := startSeededNodes(t, srv, mock, quota)
 	quiet := func() { // every node's reconciliations applied, nothing held
 		for _, h := range nodes {
 			waitQuiet(t, h)
@@ -132,6 +110,37 @@ ledger: {file: %q}
 	}
 }
 
+// startSeededNodes starts the three nodes of the seeded-fallback chaos
+// tests on srv (store.nodes: 3): a fail-open day quota of quota tokens on
+// user loader, each node with its own ledger file, whose paths it returns.
+func startSeededNodes(t *testing.T, srv *redistest.Server, mock *mockllm.Server, quota int) ([3]*harness, [3]string) {
+	t.Helper()
+	dir := t.TempDir()
+	var nodes [3]*harness
+	var ledgers [3]string
+	for i := range nodes {
+		ledgers[i] = filepath.Join(dir, fmt.Sprintf("ledger%d.jsonl", i))
+		nodes[i] = startConfig(t, mock, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams: [{name: mock, flavor: openai, base_url: "%s", no_key: true}]
+keys:
+  - {key: sk-load, user: loader, tenant: acme}
+  - {key: sk-other, user: other, tenant: acme}
+limits:
+  - {name: user-tok, scope: user, unit: tokens, quota: %d, period: day, users: [loader], on_failure: open}
+store:
+  backend: redis
+  redis_url: "redis://%s/0"
+  timeout: 25ms
+  nodes: 3
+  breaker: {min_calls: 3, open_for: 300ms}
+ledger: {file: %q}
+`, mock.URL, quota, srv.Addr(), ledgers[i]))
+	}
+	return nodes, ledgers
+}
+
 // waitQuiet waits, a bounded loop, until h's node holds no reconciliation,
 // fallback charge or ledger record, without sending a request.
 func waitQuiet(t *testing.T, h *harness) {
@@ -169,7 +178,13 @@ func waitSettledAs(t *testing.T, h *harness, key string) {
 // status and the remaining tokens its answer reports (-1: none).
 func postLeft(t *testing.T, url, key string) (status int, left int64) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(hiBody))
+	return postLeftBody(t, url, key, hiBody)
+}
+
+// postLeftBody is postLeft with body.
+func postLeftBody(t *testing.T, url, key, body string) (status int, left int64) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

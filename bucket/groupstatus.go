@@ -1,0 +1,77 @@
+package bucket
+
+import (
+	"math/bits"
+	"time"
+)
+
+// maxExactUnits is the largest Capacity whose levels the scripts' doubles
+// hold to the unit (2^53): up to it a level minus a whole cost is exact,
+// so a take's reply plus its cost is the level before the take.
+const maxExactUnits = 1 << 53
+
+// statusesBefore turns the statuses an allowed take of a slot group wrote
+// into buckets (the request's, by item; the group's items at idx) into
+// what a take of cost zero would have read at the same instant, as if the
+// group had not taken: what takeGroups reports for a group it refunds
+// when another group denied the request, instead of reading the group
+// again after the refund (one script call and round trip fewer). It
+// returns false, and changes nothing, when an item's cannot be worked out
+// from the reply alone; the caller then reads the group again. Per kind:
+//
+//   - a quota: Remaining plus the cost (Remaining is Capacity minus the
+//     units used, a whole number); Reset unchanged (its window's end);
+//   - a token bucket: Remaining plus the cost (the level rounded down, less
+//     a whole cost); Reset 0 when that reaches Capacity (full), else the
+//     take's Reset less floor(cost × Per / Rate) µs, the refill of the
+//     cost, at least 1 µs: exact when cost × Per / Rate is a whole number
+//     of µs (wait rounds the time up to whole µs), otherwise at most 1 µs
+//     later than the script would say (never earlier: Reset is "full no
+//     sooner than");
+//   - in-flight limits and window counters (a slot freed, a sliding
+//     window's weight: their Reset is not a sum of the cost): not worked
+//     out; nor a bucket whose Capacity passes maxExactUnits, or whose Reset
+//     is the scripts' cap (maxWait µs), which no longer tells the level.
+//
+// The statuses are those of the take's instant, not of the refund's a
+// round trip later: a reading no older than the denying group's own.
+func statusesBefore(items []Item, idx []int, buckets []Status) bool {
+	for _, i := range idx {
+		l := &items[i].Limit
+		switch {
+		case l.Concurrent || l.IsWindow() || l.Capacity > maxExactUnits:
+			return false
+		case !l.IsQuota() && buckets[i].Reset >= maxWait*time.Microsecond:
+			return false
+		}
+	}
+	for _, i := range idx {
+		it, st := &items[i], &buckets[i]
+		st.Remaining += it.Cost
+		if it.Limit.IsQuota() {
+			continue
+		}
+		if st.Remaining >= it.Limit.Capacity {
+			st.Reset = 0
+			continue
+		}
+		w := int64(st.Reset/time.Microsecond) - refillMicros(it.Cost, it.Limit)
+		st.Reset = time.Duration(max(w, 1)) * time.Microsecond
+	}
+	return true
+}
+
+// refillMicros is floor(cost × Per / Rate), Per in µs: the whole µs a
+// token bucket of l takes to refill cost units; math.MaxInt64 when that
+// passes it. cost >= 0 and l a valid token bucket (Rate and Per > 0).
+func refillMicros(cost int64, l Limit) int64 {
+	hi, lo := bits.Mul64(uint64(cost), uint64(l.Per/time.Microsecond))
+	if hi >= uint64(l.Rate) {
+		return 1<<63 - 1
+	}
+	q, _ := bits.Div64(hi, lo, uint64(l.Rate))
+	if q > 1<<63-1 {
+		return 1<<63 - 1
+	}
+	return int64(q)
+}
