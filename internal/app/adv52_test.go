@@ -124,3 +124,43 @@ func TestAdv52HiddenReasoningStreamWithoutUsage(t *testing.T) {
 		})
 	}
 }
+
+// An Azure OpenAI deployment is weighed as the model upstreams[].deployments
+// maps it to, so a deployment of o3 reasons by default (HiddenReasoning)
+// whatever its name: an api-version that streams no usage (stream_options
+// came to Azure with 2024-09-01-preview) ends a stream of 3 words that
+// billed its reasoning, and is charged the reservation, not 10 tokens.
+func TestAdv52AzureReasoningDeploymentStreamWithoutUsage(t *testing.T) {
+	events := `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi."},"finish_reason":null}]}` + "\n\n" +
+		`data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"
+	url := startRawUpstream(t, func(c net.Conn) { io.WriteString(c, adv52SSE(events)) })
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+upstreams:
+  - {name: aoai, flavor: azure, base_url: "%s", no_key: true, deployments: {reasoner: o3, chatter: gpt-4o-mini}}
+keys:
+  - {key: %s, user: alice, tenant: acme}
+`, url, testKey) + userTokensLimit("user-tpm", 1_000_000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	h := startClock(t, nil, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return frozen })
+	body := []byte(`{"messages":[{"role":"user","content":"hi"}],"max_completion_tokens":8000,"stream":true}`)
+	for _, tc := range []struct {
+		deployment  string
+		least, most int64
+	}{{"reasoner", 8000, 8100}, {"chatter", 9, 20}} {
+		before := h.tokensLeft()
+		resp, _ := h.send("/openai/deployments/"+tc.deployment+"/chat/completions?api-version=2024-06-01", body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d", tc.deployment, resp.StatusCode)
+		}
+		got := before - h.tokensLeft()
+		t.Logf("%s: charged %d tokens", tc.deployment, got)
+		if got < tc.least || got > tc.most {
+			t.Errorf("%s: the token bucket lost %d, want %d to %d", tc.deployment, got, tc.least, tc.most)
+		}
+	}
+}
