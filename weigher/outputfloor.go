@@ -137,8 +137,9 @@ func reasoningEffortAsks(v gjson.Result) bool {
 // and Responses object, https://openrouter.ai/docs/use-cases/reasoning-tokens;
 // OpenAI's Responses reasoning configuration) asks the model to reason:
 // any value but null and false, unless an object turns it off ("enabled":
-// false, or an "effort" that does not ask: reasoningEffortAsks). One with
-// "exclude": true asks for reasoning whose tokens the answer leaves out.
+// false, or an "effort" of "none": reasoningEffortAsks; a null effort
+// leaves the upstream's default). One with "exclude": true asks for
+// reasoning whose tokens the answer leaves out.
 func reasoningAsks(v gjson.Result) bool {
 	switch {
 	case !v.Exists() || v.Type == gjson.Null || v.Type == gjson.False:
@@ -147,8 +148,8 @@ func reasoningAsks(v gjson.Result) bool {
 		if e := v.Get("enabled"); e.Type == gjson.False {
 			return false
 		}
-		if e := v.Get("effort"); e.Exists() && !reasoningEffortAsks(e) {
-			return false
+		if e := v.Get("effort"); e.Type == gjson.String && !reasoningEffortAsks(e) {
+			return false // "none"; a null effort is the upstream's default
 		}
 	}
 	return true
