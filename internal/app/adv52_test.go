@@ -164,3 +164,36 @@ keys:
 		}
 	}
 }
+
+// A JSON answer to a request whose model may reason unseen, with a usage
+// that leaves no token for the reasoning (0 output tokens beside its
+// text, as a gateway that zero-fills the figures it lacks sends), was
+// charged its visible text (10 tokens for o3) where its stream twin keeps
+// the reservation; it now keeps it too. A usage that covers the text is
+// the bill (an answer of 2 output tokens), and a model that does not
+// reason is charged its text, as before.
+func TestAdv52HiddenReasoningAnswerReportingNoOutput(t *testing.T) {
+	answer := func(usage string) string {
+		a := `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi."},"finish_reason":"stop"}],"usage":` + usage + `}`
+		return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(a), a)
+	}
+	body := func(model string) string {
+		return `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":8000}`
+	}
+	for _, tc := range []struct {
+		name, model, usage string
+		least, most        int64
+	}{
+		{"o3, 0 output", "o3", `{"prompt_tokens":8,"completion_tokens":0,"total_tokens":8}`, 8000, 8100},
+		{"o3, the text's output", "o3", `{"prompt_tokens":8,"completion_tokens":2,"total_tokens":10}`, 10, 10},
+		{"no reasoning, 0 output", "gpt-4o-mini", `{"prompt_tokens":8,"completion_tokens":0,"total_tokens":8}`, 9, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := adv52TokensCost(t, "", answer(tc.usage), "/v1/chat/completions", body(tc.model))
+			t.Logf("charged %d tokens", got)
+			if got < tc.least || got > tc.most {
+				t.Errorf("the token bucket lost %d, want %d to %d", got, tc.least, tc.most)
+			}
+		})
+	}
+}
