@@ -1206,6 +1206,17 @@ func (p *Proxy) settleStream(x *exchange, tap *usageTap, status int) {
 		// the upstream's end is read).
 		tap.unread = true
 	}
+	if x.est.HiddenReasoning && answered && source != spec.SourceRefund {
+		// A request whose model may reason (weigher.Estimate.
+		// HiddenReasoning), streamed without a usage: the reasoning
+		// tokens it billed as output never appear in a stream (OpenAI's
+		// chat chunks carry none; a Responses stream at most a summary),
+		// so the text it showed is not what it cost. At least the output
+		// reservation, as for output relayed unread (an answer to o3 of
+		// 3 words was charged 10 tokens against 8,000 reserved:
+		// TestAdv52HiddenReasoningStreamWithoutUsage).
+		tap.unread = true
+	}
 	if tap.unread {
 		// Output llmguard relayed but could not read (an event too large to
 		// parse, never finished, not JSON, too deep, or naming a key twice)

@@ -115,6 +115,7 @@ func (w *Weigher) chatFrom(body []byte, as func(string) string, mode resumeMode)
 	var adapter gjson.Result         // KoboldCpp's chat adapter (koboldAdapterTokens)
 	var search searchAsk             // web_search_options and plugins (searchAsk.fees)
 	var floor outputFloor            // vLLM's min_tokens and ignore_eos, OpenRouter's reasoning.max_tokens, llama.cpp's n_predict, TabbyAPI's max_length
+	thinks := false                  // a "thinking" member that may turn Claude's extended thinking on (Estimate.HiddenReasoning)
 	var messageElems elements
 	messagesAt := -1 // the index of "messages" among the members, when its key is written plain
 	toolsAt := -1    // the index of "tools" among the members
@@ -248,6 +249,14 @@ members:
 		case "audio", "modalities":
 			est.Audio = est.Audio || asksAudio(k, v)
 		default:
+			if k == "thinking" {
+				// Anthropic's extended thinking, which gateways
+				// (LiteLLM, OpenRouter) pass to a Claude model from a
+				// chat body: Claude 4 streams a summary of it and
+				// bills the whole (thinkingAsks). Weighed by its text
+				// as any member the chat API does not define.
+				thinks = thinkingAsks(v)
+			}
 			unknownTop.note(chatTopKnown, k, v)
 		}
 		at++
@@ -464,6 +473,7 @@ members:
 	// cost each body a configured look-up, some 450 instructions of a warm
 	// 1 KiB body for a name not configured (spec.AppendCanonModel).
 	floor.gemini(rules.family)
+	est.HiddenReasoning = floor.hiddenReasoning(rules.family) || thinks
 	out, est.OutputDefaulted = floor.apply(w, est.Model, out, est.OutputDefaulted)
 	est.OutputPinned = floor.pins()
 	choices := choiceVals.count()

@@ -370,10 +370,13 @@ func ParseUsage(k Kind, body []byte) (Usage, bool) { return parseUsage(k, body, 
 // (an honest usage counts every token of it, and more: reasoning,
 // framing). An answer so counted that also holds output llmguard cannot
 // read (hidden: an encrypted reasoning_details item, a redacted_thinking
-// block, a reasoning item's encrypted_content) and whose usage leaves no
-// token for it (output at or below the text counted) is charged at least
-// est.OutputTokens, as a stream whose output was not all counted is
-// (StreamUpdate.Uncounted): the reasoning was billed, its length unknown. An
+// block, a reasoning item's encrypted_content), or answers a request
+// whose model may reason unseen (est.HiddenReasoning), and whose usage
+// leaves no token for it (output at or below the text counted) is charged
+// at least est.OutputTokens, as a stream whose output was not all counted
+// is (StreamUpdate.Uncounted): the reasoning was billed, its length
+// unknown (an o3 answer of 3 words reporting 0 output tokens was charged
+// its text, 2 tokens, where its stream twin kept the reservation). An
 // answer that names a key twice (two usage
 // objects, a figure named twice) is read both ways a parser may read it,
 // first member and last, and settles at the dearer of the two
@@ -385,7 +388,7 @@ func (w *Weigher) ParseUsage(k Kind, body []byte, est *Estimate) (Usage, bool) {
 	}
 	if ok && (u.OutputTokens == 0 || int64(len(body)) > OutputCheckBytes(u.OutputTokens)) {
 		text, hidden := w.answerTokens(k, body, est.Model)
-		if hidden && u.OutputTokens <= text {
+		if (hidden || est.HiddenReasoning) && u.OutputTokens <= text {
 			text = max(text, est.OutputTokens)
 		}
 		u.OutputTokens = max(u.OutputTokens, text)

@@ -283,6 +283,7 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	if t := thinking.Get("type").String(); t == "enabled" || t == "adaptive" {
 		c.fixed += claudeThinkingTokens
 	}
+	est.HiddenReasoning = thinkingAsks(thinking)
 	c.text = min(c.text+structuredOutputTokens(c.enc, formats[:]), maxTokens)
 	c.text = unknownTop.add(c.enc, c.text)
 	est.ServerContext = est.ServerContext || c.hidden
@@ -806,4 +807,24 @@ func clearsThinking(cm gjson.Result) bool {
 		return !found
 	})
 	return found
+}
+
+// thinkingAsks reports whether a Messages "thinking" member v may turn
+// extended thinking on: any value but null, false and an object whose
+// "type" is "disabled" (read ignoring case and surrounding space, as a
+// lenient upstream may). Claude 4 and later models stream a summary of
+// their thinking, or none ("display": "omitted"), and bill the whole of it
+// as output ("you're charged for the full thinking tokens, not the
+// summary tokens", https://platform.claude.com/docs/en/build-with-claude/extended-thinking),
+// so a stream of such a request without a usage is not charged its text
+// alone (Estimate.HiddenReasoning).
+func thinkingAsks(v gjson.Result) bool {
+	switch {
+	case !v.Exists() || v.Type == gjson.Null || v.Type == gjson.False:
+		return false
+	case v.IsObject():
+		t := v.Get("type")
+		return t.Type != gjson.String || !strings.EqualFold(strings.TrimSpace(t.Str), "disabled")
+	}
+	return true
 }

@@ -61,6 +61,10 @@ type outputFloor struct {
 	// unbounded is set by an n_predict that is not a positive count
 	// (-1, 0, a word): the body's maximum no longer bounds the output.
 	unbounded bool
+	// reasons is set by a body that asks for reasoning: a
+	// reasoning_effort other than "none" (reasoningEffortAsks), a
+	// reasoning object not turned off (reasoningAsks).
+	reasons bool
 }
 
 // read takes the member k of value v into f when it is one of the floor's
@@ -87,6 +91,7 @@ func (f *outputFloor) read(k string, v gjson.Result) {
 		if v.IsObject() {
 			f.reasoning, _ = tokenCount(v.Get("max_tokens"))
 		}
+		f.reasons = f.reasons || reasoningAsks(v)
 	case "adapter":
 		if v.IsObject() {
 			f.adapter, _ = tokenCount(v.Get("max_length"))
@@ -95,7 +100,59 @@ func (f *outputFloor) read(k string, v gjson.Result) {
 		f.thinking = max(f.thinking, geminiThinkingBudget(k, v))
 	case "reasoning_effort":
 		f.effort = geminiEffortBudget(v)
+		f.reasons = f.reasons || reasoningEffortAsks(v)
 	}
+}
+
+// hiddenReasoning reports whether a request whose body asked f, of a model
+// of family (as Weigher.family gives it), may reason in tokens its stream
+// does not show (Estimate.HiddenReasoning): the body asks for reasoning
+// (reasons), names a Gemini thinking budget or a Gemini reasoning_effort
+// (thinking, effort), or the family reasons by default — OpenAI's
+// o-series and gpt-5 and later (reasoningFamily: "reasoning tokens are
+// not visible via the API", https://platform.openai.com/docs/guides/reasoning)
+// and Gemini's (geminiFamily: 2.5 and later models think by default, and
+// the OpenAI-compatible endpoint streams no thoughts unless asked,
+// https://ai.google.dev/gemini-api/docs/thinking). A Gemini model that
+// does not think is so taken for one that does: only a stream without a
+// usage is charged more for it.
+func (f *outputFloor) hiddenReasoning(family string) bool {
+	return f.reasons || f.thinking > 0 || f.effort > 0 || reasoningFamily(family) || geminiFamily(family)
+}
+
+// reasoningEffortAsks reports whether a reasoning_effort v asks the model
+// to reason: any value but null and "none" (read ignoring case and
+// surrounding space; OpenAI's "none" turns reasoning off on the models
+// that take it, https://platform.openai.com/docs/api-reference/chat/create),
+// a value llmguard does not know included, which an upstream may read as
+// its default effort.
+func reasoningEffortAsks(v gjson.Result) bool {
+	if !v.Exists() || v.Type == gjson.Null {
+		return false
+	}
+	return v.Type != gjson.String || !strings.EqualFold(strings.TrimSpace(v.Str), "none")
+}
+
+// reasoningAsks reports whether a "reasoning" member v (OpenRouter's chat
+// and Responses object, https://openrouter.ai/docs/use-cases/reasoning-tokens;
+// OpenAI's Responses reasoning configuration) asks the model to reason:
+// any value but null and false, unless an object turns it off ("enabled":
+// false, or an "effort" of "none": reasoningEffortAsks; a null effort
+// leaves the upstream's default). One with "exclude": true asks for
+// reasoning whose tokens the answer leaves out.
+func reasoningAsks(v gjson.Result) bool {
+	switch {
+	case !v.Exists() || v.Type == gjson.Null || v.Type == gjson.False:
+		return false
+	case v.IsObject():
+		if e := v.Get("enabled"); e.Type == gjson.False {
+			return false
+		}
+		if e := v.Get("effort"); e.Type == gjson.String && !reasoningEffortAsks(e) {
+			return false // "none"; a null effort is the upstream's default
+		}
+	}
+	return true
 }
 
 // gemini folds the budget of a reasoning_effort (effort) into the thinking

@@ -223,6 +223,7 @@ func (w *Weigher) responsesFrom(body []byte, as func(string) string, mode resume
 	}
 	out, est.OutputDefaulted = floor.apply(w, est.Model, out, est.OutputDefaulted)
 	est.OutputPinned = floor.pins()
+	est.HiddenReasoning = floor.hiddenReasoning(fam)
 	est.Choices = min(choiceVals.count(), maxTokens/max(1, min(out, maxTokens)))
 	est.OutputTokens = min(out, maxTokens) * est.Choices
 	if at, ok := responsesCompaction(compaction); ok && min(est.InputTokens+est.OutputTokens, maxTokens) >= at {

@@ -102,8 +102,8 @@ var textSeed = maphash.MakeSeed()
 type itemMemo struct {
 	text []byte // the text remembered, joined, at most itemMemoMax bytes
 	n    int    // bytes remembered, those past itemMemoMax included
-	// hidden: an item held output that is not text (a reasoning item's
-	// encrypted_content).
+	// hidden: an item held output that is not text (a reasoning item,
+	// encrypted_content or not: reasoningItem).
 	hidden bool
 	// keys are the texts counted and remembered (see above).
 	keys []textKey
@@ -186,7 +186,17 @@ func (m *itemMemo) part(l memoLevel, idx *eventIndex, p gjson.Result) {
 func (m *itemMemo) item(l memoLevel, idx *eventIndex, it gjson.Result) {
 	m.hidden = responsesOutputFields(it, func(r gjson.Result, _ bool) {
 		m.level(l, idx, r)
-	}) || m.hidden
+	}) || m.hidden || reasoningItem(it)
+}
+
+// reasoningItem reports whether it, a Responses output item, is a
+// reasoning item: the reasoning it stands for was billed as output
+// ("reasoning tokens are not visible via the API",
+// https://platform.openai.com/docs/guides/reasoning), and the item shows
+// at most a summary of it (by default an empty one, no
+// encrypted_content), so without a usage its text is not what it cost.
+func reasoningItem(it gjson.Result) bool {
+	return it.IsObject() && lastGet(it, "type").Str == "reasoning"
 }
 
 // clip is m with its text and keys clipped to their length, so that an
@@ -211,7 +221,7 @@ func stringBytes(r gjson.Result) int {
 // it as output_index i: each text of an item is joined into text unless
 // it repeats one counted or remembered (itemMemo.seen). n is text's length
 // in bytes; hidden is set by an item holding output that is not text
-// (responsesItemText).
+// (responsesOutputFields), or by a reasoning item (reasoningItem).
 func (m *itemMemo) outputText(out gjson.Result) (text string, n int, hidden bool) {
 	var j textJoiner
 	i := 0
@@ -221,7 +231,7 @@ func (m *itemMemo) outputText(out gjson.Result) (text string, n int, hidden bool
 				n += len(r.Str)
 				j.add(r)
 			}
-		}) || hidden
+		}) || hidden || reasoningItem(it)
 		i++
 		return true
 	})

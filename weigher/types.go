@@ -167,6 +167,21 @@ type Estimate struct {
 	// OutputDefaulted, unless output_reservation.pin writes its
 	// reservation into it as max_output_tokens.
 	Background bool
+	// HiddenReasoning is set for a chat, Responses or Messages request
+	// whose model may reason before it answers, in tokens billed as
+	// output that a stream never shows whole (OpenAI's chat streams carry
+	// none of a reasoning model's reasoning; its Responses streams show a
+	// reasoning item, at most a summary of it; Claude 4's thinking
+	// streams as a summary): a body asking for reasoning (a
+	// reasoning_effort other than "none", a reasoning object not turned
+	// off, a Gemini thinking budget; outputFloor.hiddenReasoning; a
+	// "thinking" not disabled, thinkingAsks: Messages, or chat through a
+	// gateway) or a model of a family that reasons by default (OpenAI's
+	// o-series and gpt-5 and later, Gemini). A stream of such a request
+	// that ends without a usage is charged at least its output
+	// reservation (proxy's settleStream): its visible text is not what
+	// it cost. A bool in the padding after Background.
+	HiddenReasoning bool
 	// ImageTokens is the image output tokens a Responses request's
 	// image_generation tool may write (imageGenTokens: the tool's size,
 	// quality and partial_images, the dearest for "auto" or absent, times
