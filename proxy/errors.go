@@ -195,6 +195,18 @@ func unmetered(path string, r *policy.Rule) apiError {
 	return e
 }
 
+// offProxy is the answer to a call that would open spending outside
+// llmguard (weigher.OffProxy: a Realtime client secret, session or WebRTC
+// call) and that unmetered_paths does not allow: 403 unmetered_endpoint,
+// to every caller, whatever its rules, since the key or session it returns
+// is used with the provider directly, where no limit of llmguard's counts.
+func offProxy(path string) apiError {
+	return apiError{status: fasthttp.StatusForbidden, openAIType: "invalid_request_error", openAICode: "unmetered_endpoint",
+		anthropicType: "permission_error",
+		message: fmt.Sprintf("%s returns a key or session used with the provider directly, outside every limit llmguard keeps, "+
+			"so llmguard refuses it to every caller. An operator can allow it with unmetered_paths.", clip(path))}
+}
+
 // below reports whether path is a resource under the endpoint known
 // (compared in lower case, as suggest.Closest compares): known followed
 // by "/".

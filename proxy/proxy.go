@@ -1056,6 +1056,12 @@ func (p *Proxy) weigh(ctx *fasthttp.RequestCtx, x *exchange, body []byte) *refus
 	}
 	if x.kind == weigher.KindUnmetered || x.perImage > 0 {
 		x.unmeteredAllowed = x.live.unmeteredAllowed(x.path)
+		if x.kind == weigher.KindUnmetered && !x.unmeteredAllowed && weigher.OffProxy(string(ctx.Method()), x.path) {
+			// A Realtime key or session: what it spends never passes
+			// through llmguard, so no rule, a request rule included,
+			// can count it.
+			return &refusal{err: offProxy(x.path), outcome: meter.OutcomeUnmetered}
+		}
 	}
 	if x.kind.Weighed() {
 		if !x.est.Parsed {

@@ -106,6 +106,37 @@ func Classify(method, path string) Kind {
 	return KindUnmetered
 }
 
+// offProxyFamilies are the unmetered API families (as unmeteredFamilies)
+// whose calls start spending that llmguard never sees, not even as
+// requests: the Realtime API's POSTs mint an ephemeral key
+// (/v1/realtime/client_secrets; /v1/realtime/sessions and
+// /v1/realtime/transcription_sessions before it) or answer a WebRTC offer
+// (/v1/realtime/calls), and the session that follows runs between the
+// caller and the provider directly, billed to the upstream's key (OpenAI
+// API reference, Realtime: https://platform.openai.com/docs/api-reference/realtime).
+var offProxyFamilies = []string{"realtime"}
+
+// OffProxy reports whether a call of method to path (upstream path,
+// decoded, as Classify reads it) opens spending outside llmguard: a POST
+// (or any method Classify reads by path) in an offProxyFamilies family,
+// which hands the caller a credential or a session no limit of llmguard's
+// can count afterwards. Such a call is KindUnmetered, and unlike other
+// unmetered calls it is refused to every caller, request-only ones
+// included, unless unmetered_paths allows it. It allocates only for a
+// path that needs lowering or cleaning.
+func OffProxy(method, path string) bool {
+	if ReadMethod(method) {
+		return false
+	}
+	rest := apiRelative(CanonicalPath(path))
+	for _, f := range offProxyFamilies {
+		if rest == "/"+f || strings.HasPrefix(rest, "/"+f+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // ReadMethod reports whether method (in any case, as a lenient server may
 // read it) is GET, HEAD, DELETE or OPTIONS: a method Classify counts as one
 // request whatever its path, since no API llmguard fronts bills one. Such

@@ -112,3 +112,31 @@ func FuzzClassify(f *testing.F) {
 		}
 	})
 }
+
+// OffProxy names the Realtime API's POSTs, whatever their spelling, and
+// nothing else: reads, other families, and a family whose name only
+// starts with realtime.
+func TestOffProxy(t *testing.T) {
+	for _, tc := range []struct {
+		method, path string
+		want         bool
+	}{
+		{"POST", "/v1/realtime/client_secrets", true},
+		{"POST", "/v1/realtime/sessions", true},
+		{"POST", "/v1/realtime/transcription_sessions", true},
+		{"POST", "/v1/realtime/calls", true},
+		{"POST", "/v1/realtime", true},
+		{"post", "/V1//Realtime/Client_Secrets/", true},
+		{"PUT", "/openai/v1/realtime/client_secrets?x=1", true},
+		{"POST", "/openai/deployments/d/realtime/sessions", true},
+		{"GET", "/v1/realtime/client_secrets", false},
+		{"POST", "/v1/realtimex/client_secrets", false},
+		{"POST", "/v1/audio/speech", false},
+		{"POST", "/v1/chat/completions", false},
+		{"POST", "/v1/responses", false},
+	} {
+		if got := OffProxy(tc.method, tc.path); got != tc.want {
+			t.Errorf("OffProxy(%s, %s) = %v, want %v", tc.method, tc.path, got, tc.want)
+		}
+	}
+}
