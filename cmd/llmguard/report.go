@@ -108,7 +108,7 @@ func (r *reportCmd) Run() error {
 	return w.Flush()
 }
 
-// oneNodeFileNote is the note report writes to stderr when it read the
+// oneNodeFileNote is the note report (and usage) writes to stderr when it read the
 // config's ledger.file alone (no --ledger) of a config whose store.nodes
 // says several nodes share the store: each node writes its own file, so
 // the page shows one node's spend (trial25: $0.008315 of a tenant's
@@ -117,8 +117,8 @@ func oneNodeFileNote(cfg *config.Config, ledgers []string) string {
 	if cfg == nil || len(ledgers) > 0 || cfg.Ledger.File == "" || cfg.Store.Nodes < 2 {
 		return ""
 	}
-	return fmt.Sprintf("read the one ledger.file %s of a config with store.nodes: %d: each node writes its own file, so this page is this node's spend alone; "+
-		"give every node's file (--ledger a.jsonl --ledger b.jsonl, their records are added up), or use ledger.redis_stream, which every node writes",
+	return fmt.Sprintf("read the one ledger.file %s of a config with store.nodes: %d: each node writes its own file, so the spend shown is this node's alone; "+
+		"`llmguard report --ledger a.jsonl --ledger b.jsonl` adds every node's file up, or use ledger.redis_stream, which every node writes",
 		cfg.Ledger.File, cfg.Store.Nodes)
 }
 

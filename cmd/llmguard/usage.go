@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/app"
 	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/spec"
@@ -127,7 +128,7 @@ func (u *usageCmd) Run() error {
 	for _, note := range quotaBehindLedgerNotes(&rep) {
 		fmt.Fprintln(os.Stderr, note)
 	}
-	for _, note := range quotaAheadOfNodeFileNotes(&rep, cfg.Store.Kind()) {
+	for _, note := range nodeFileNotes(&rep, cfg) {
 		fmt.Fprintln(os.Stderr, note)
 	}
 	return nil
@@ -162,6 +163,21 @@ func quotaBehindLedgerNotes(rep *app.UsageReport) []string {
 			q.Limit, cell(q.Subject), q.Used, rep.ByTenant[i].Spend.MicroUSD))
 	}
 	return notes
+}
+
+// nodeFileNotes are the lines usage writes to stderr when its spend came
+// from one node's ledger file of several: a tenant dollar quota counting
+// more than the file holds (quotaAheadOfNodeFileNotes), else, with no
+// such quota to compare, a config whose store.nodes is above one
+// (oneNodeFileNote).
+func nodeFileNotes(rep *app.UsageReport, cfg *config.Config) []string {
+	if ahead := quotaAheadOfNodeFileNotes(rep, cfg.Store.Kind()); len(ahead) > 0 {
+		return ahead
+	}
+	if note := oneNodeFileNote(cfg, nil); note != "" && rep.Source == "file" {
+		return []string{"llmguard usage: " + note}
+	}
+	return nil
 }
 
 // quotaAheadOfNodeFileNotes are the lines usage writes to stderr, when

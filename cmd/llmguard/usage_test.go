@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/app"
 	"github.com/llmguard/llmguard/internal/mockllm"
 	"github.com/llmguard/llmguard/spec"
@@ -393,6 +394,24 @@ func TestQuotaAheadOfNodeFileNotes(t *testing.T) {
 	rep.Source = "redis_stream"
 	if notes := quotaAheadOfNodeFileNotes(rep, spec.BackendRedisCluster); len(notes) != 0 {
 		t.Errorf("stream ledger: notes = %q, want none (every node's records)", notes)
+	}
+
+	// No quota to compare: store.nodes still says the file is one node's.
+	cfg, err := config.Parse([]byte(`
+upstreams: [{name: mock, flavor: openai, base_url: "http://127.0.0.1:1", no_key: true}]
+store: {backend: redis, redis_url: "redis://127.0.0.1:1/0", nodes: 2}
+ledger: {file: ledger.jsonl}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Quotas = nil
+	if notes := nodeFileNotes(rep, cfg); len(notes) != 0 {
+		t.Errorf("stream ledger, no quota: notes = %q, want none", notes)
+	}
+	rep.Source = "file"
+	if notes := nodeFileNotes(rep, cfg); len(notes) != 1 || !strings.Contains(notes[0], "llmguard usage: read the one ledger.file ledger.jsonl of a config with store.nodes: 2") {
+		t.Errorf("a file, store.nodes 2, no quota: notes = %q, want the one-node note", notes)
 	}
 }
 
