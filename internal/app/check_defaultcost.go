@@ -139,6 +139,9 @@ func sharedReservation(r *policy.Rule, over []overCost) (what, fix string) {
 	fit := slices.MinFunc(over, func(a, b overCost) int { return cmp.Compare(a.fit, b.fit) }).fit
 	setting := "default_max_output_tokens"
 	why := "they have no default_max_output_tokens of their own under models:, so such a request reserves the top-level default_max_output_tokens"
+	if len(over) == 1 {
+		why = "it has no default_max_output_tokens of its own under models:, so such a request reserves the top-level default_max_output_tokens"
+	}
 	if r.CapOutput {
 		setting, why = "cap_output_min", "cap_output lowers such a request's output no further than cap_output_min"
 	}
@@ -146,6 +149,14 @@ func sharedReservation(r *policy.Rule, over []overCost) (what, fix string) {
 		"%s, %d output tokens; a minimal request costs up to %s (%s: %d input tokens, %d output)",
 		modelList(over), why, worst.out, amount(r, worst.units), worst.model, worst.in, worst.out)
 	fix = fmt.Sprintf("set %s to %d or less, or raise the limit's burst or quota", setting, fit)
+	if !r.CapOutput && (len(over) == 1 || worst.units > over[len(over)-1].units) {
+		// The dearest model alone may set the bound (o1-pro's $600 per
+		// million output tokens under a dollar budget): a default of its
+		// own keeps the others' reservations. Among equal costs (a token
+		// limit) no model is the dearest.
+		fix = fmt.Sprintf("set %s to %d or less, give the dearest (%s) a smaller default_max_output_tokens of its own under models:, "+
+			"or raise the limit's burst or quota", setting, fit, worst.model)
+	}
 	if fit < 0 {
 		fix = "raise the limit's burst or quota (a minimal request to " + over[slices.IndexFunc(over, func(o overCost) bool { return o.fit < 0 })].model +
 			" costs more even with no output: its input, plus a search model's per-request fee)"

@@ -175,6 +175,7 @@ limits:
   - {name: free-user-tpm, scope: user, unit: tokens, rate: 2000, per: 1m}
   - {name: own-only, scope: user, unit: tokens, rate: 2000, per: 1m, models: ["gpt-4o", "gpt-4o-mini"]}
   - {name: capped, scope: user, unit: tokens, rate: 200, per: 1h, cap_output: true}
+  - {name: user-daily, scope: user, unit: usd, quota: 1, period: day}
 `, nil)
 	free := found(fs, "limits[0]")
 	if len(free) != 1 {
@@ -195,6 +196,9 @@ limits:
 			t.Errorf("limits[0] warning lacks %q:\n%s", want, m)
 		}
 	}
+	if strings.Contains(m, "give the dearest") {
+		t.Errorf("limits[0] warning offers a dearest model where the token costs tie:\n%s", m)
+	}
 	if strings.Contains(m, "chatgpt-4o-latest") {
 		t.Errorf("limits[0] warning names chatgpt-4o-latest, a model the config never names, first:\n%s", m)
 	}
@@ -206,6 +210,14 @@ limits:
 	capped := found(fs, "limits[2]")
 	if len(capped) != 1 || !strings.Contains(capped[0].Message, "set cap_output_min to 193 or less") {
 		t.Errorf("limits[2]: %v, want the fix named as cap_output_min 193 (200 - 7 input tokens)", capped)
+	}
+	// One dear model under a dollar budget: its own default is the fix
+	// that keeps the other models' reservations.
+	daily := found(fs, "limits[3]")
+	if len(daily) != 1 || !strings.Contains(daily[0].Message, "reserves for o1-pro (") ||
+		!strings.Contains(daily[0].Message, "it has no default_max_output_tokens of its own") ||
+		!strings.Contains(daily[0].Message, "give the dearest (o1-pro) a smaller default_max_output_tokens of its own under models:") {
+		t.Errorf("limits[3]: %v, want o1-pro alone, with its own default among the fixes", daily)
 	}
 }
 
