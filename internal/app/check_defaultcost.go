@@ -50,12 +50,12 @@ func defaultCosts(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher) []
 }
 
 // overCost is a model whose default request does not fit a limit: the
-// request's cost in the limit's unit, the output reservation it was
-// priced with, and the most output that would fit beside its input (-1:
-// not even the input alone fits).
+// request's cost in the limit's unit (units), the output reservation it
+// was priced with (reserve, tokens), and the most output that would fit
+// beside its input (fit, tokens; -1: not even the input alone fits).
 type overCost struct {
 	*defaultCost
-	out, units, fit int64
+	reserve, units, fit int64
 }
 
 // checkDefaultCosts warns of each limit whose capacity is below what a
@@ -92,7 +92,7 @@ func checkDefaultCosts(cfg *config.Config, pol *policy.Policy, w *weigher.Weighe
 			if units <= capacity {
 				continue
 			}
-			oc := overCost{defaultCost: c, out: o, units: units, fit: fittingOutput(r, c, o, capacity)}
+			oc := overCost{defaultCost: c, reserve: o, units: units, fit: fittingOutput(r, c, o, capacity)}
 			if c.own && !r.CapOutput {
 				own = append(own, oc)
 			} else {
@@ -147,7 +147,7 @@ func sharedReservation(r *policy.Rule, over []overCost) (what, fix string) {
 	}
 	what = fmt.Sprintf("%s (the embedded price table's models count, not only those under models:): "+
 		"%s, %d output tokens; a minimal request costs up to %s (%s: %d input tokens, %d output)",
-		modelList(over), why, worst.out, amount(r, worst.units), worst.model, worst.in, worst.out)
+		modelList(over), why, worst.reserve, amount(r, worst.units), worst.model, worst.in, worst.reserve)
 	fix = fmt.Sprintf("set %s to %d or less, or raise the limit's burst or quota", setting, fit)
 	if !r.CapOutput && (len(over) == 1 || worst.units > over[len(over)-1].units) {
 		// The dearest model alone may set the bound (o1-pro's $600 per
@@ -179,7 +179,7 @@ func ownReservation(r *policy.Rule, over []overCost) (what, fix string) {
 		}
 	}
 	what = fmt.Sprintf("%s%s, whose %s is %d: a minimal request costs %s (%d input tokens, %d output)",
-		worst.model, others, setting, worst.out, amount(r, worst.units), worst.in, worst.out)
+		worst.model, others, setting, worst.reserve, amount(r, worst.units), worst.in, worst.reserve)
 	fix = fmt.Sprintf("lower %s to %d or less, or raise the limit's burst or quota", setting, worst.fit)
 	if worst.fit < 0 {
 		fix = "raise the limit's burst or quota (a minimal request to " + worst.model +
