@@ -98,11 +98,28 @@ func (r *reportCmd) Run() error {
 	if msg := seen.emptyNote(rep, monthOnly); msg != "" {
 		fmt.Fprintln(os.Stderr, "llmguard report: "+msg)
 	}
+	if msg := oneNodeFileNote(cfg, r.Ledger); msg != "" {
+		fmt.Fprintln(os.Stderr, "llmguard report: "+msg)
+	}
 	w := bufio.NewWriter(os.Stdout)
 	if err := report.Render(w, rep); err != nil {
 		return err
 	}
 	return w.Flush()
+}
+
+// oneNodeFileNote is the note report (and usage) writes to stderr when it read the
+// config's ledger.file alone (no --ledger) of a config whose store.nodes
+// says several nodes share the store: each node writes its own file, so
+// the page shows one node's spend (trial25: $0.008315 of a tenant's
+// $0.016600 over two nodes). "" otherwise.
+func oneNodeFileNote(cfg *config.Config, ledgers []string) string {
+	if cfg == nil || len(ledgers) > 0 || cfg.Ledger.File == "" || cfg.Store.Nodes < 2 {
+		return ""
+	}
+	return fmt.Sprintf("read the one ledger.file %s of a config with store.nodes: %d: each node writes its own file, so the spend shown is this node's alone; "+
+		"`llmguard report --ledger a.jsonl --ledger b.jsonl` adds every node's file up, or use ledger.redis_stream, which every node writes",
+		cfg.Ledger.File, cfg.Store.Nodes)
 }
 
 // read passes fn the ledger's records: of --ledger, or of the config's

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/redistest"
 	"github.com/llmguard/llmguard/ledger"
 )
@@ -139,6 +140,39 @@ ledger: {file: rel-ledger.jsonl}
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "relative to the working directory llmguard serve runs in") {
 		t.Errorf("report with a relative ledger from elsewhere: %v, %s", err, out)
+	}
+}
+
+// report on a config's ledger.file alone, under store.nodes above one,
+// says the page is one node's (trial25: two nodes' files, the tenant's
+// spend read from one); with every file given by --ledger, a stream, or
+// one node, it says nothing.
+func TestReportOneNodeFileNote(t *testing.T) {
+	parse := func(nodes int, ledgerYAML string) *config.Config {
+		t.Helper()
+		cfg, err := config.Parse([]byte(fmt.Sprintf(`
+upstreams: [{name: mock, flavor: openai, base_url: "http://127.0.0.1:1", no_key: true}]
+store: {backend: redis, redis_url: "redis://127.0.0.1:1/0", nodes: %d}
+ledger: %s
+`, nodes, ledgerYAML)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	two := parse(2, "{file: ledger.jsonl}")
+	if note := oneNodeFileNote(two, nil); !strings.Contains(note, "ledger.file ledger.jsonl of a config with store.nodes: 2") ||
+		!strings.Contains(note, "--ledger a.jsonl --ledger b.jsonl") {
+		t.Errorf("two nodes, the config's file: note %q, want one naming the file, the nodes and --ledger", note)
+	}
+	if note := oneNodeFileNote(two, []string{"a.jsonl", "b.jsonl"}); note != "" {
+		t.Errorf("every file given: note %q, want none", note)
+	}
+	if note := oneNodeFileNote(parse(1, "{file: ledger.jsonl}"), nil); note != "" {
+		t.Errorf("one node: note %q, want none", note)
+	}
+	if note := oneNodeFileNote(parse(2, "{redis_stream: llmguard:ledger}"), nil); note != "" {
+		t.Errorf("a stream: note %q, want none", note)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/app"
 	"github.com/llmguard/llmguard/ledger"
 	"github.com/llmguard/llmguard/spec"
@@ -127,6 +128,9 @@ func (u *usageCmd) Run() error {
 	for _, note := range quotaBehindLedgerNotes(&rep) {
 		fmt.Fprintln(os.Stderr, note)
 	}
+	for _, note := range nodeFileNotes(&rep, cfg) {
+		fmt.Fprintln(os.Stderr, note)
+	}
 	return nil
 }
 
@@ -157,6 +161,55 @@ func quotaBehindLedgerNotes(rep *app.UsageReport) []string {
 			"the store lost usage (the in-memory store starts empty at every restart of the node, as does a Redis restarted without its data), the quota was added or renamed during the period, the fail-open fallback served requests while the store was down and its charge-back is still held or was dropped (llmguard_fallback_charges_held, llmguard_fallback_charges_dropped_total), "+
 			"or settlements are still in flight; the ledger is the record of spend, the quota what the proxy enforces",
 			q.Limit, cell(q.Subject), q.Used, rep.ByTenant[i].Spend.MicroUSD))
+	}
+	return notes
+}
+
+// nodeFileNotes are the lines usage writes to stderr when its spend came
+// from one node's ledger file of several: a tenant dollar quota counting
+// more than the file holds (quotaAheadOfNodeFileNotes), else, with no
+// such quota to compare, a config whose store.nodes is above one
+// (oneNodeFileNote).
+func nodeFileNotes(rep *app.UsageReport, cfg *config.Config) []string {
+	if ahead := quotaAheadOfNodeFileNotes(rep, cfg.Store.Kind()); len(ahead) > 0 {
+		return ahead
+	}
+	if note := oneNodeFileNote(cfg, nil); note != "" && rep.Source == "file" {
+		return []string{"llmguard usage: " + note}
+	}
+	return nil
+}
+
+// quotaAheadOfNodeFileNotes are the lines usage writes to stderr, when
+// the spend was read from a ledger file and the store is shared (Redis),
+// for each tenant dollar quota of the report's period whose store-counted
+// used is above the file's spend of its tenant: every node takes from the
+// quota, but a ledger file holds its own node's requests only. Trial25's
+// finance check of two nodes read $0.008315 for a tenant beside a quota
+// that counted 16,600 µUSD, the whole of both nodes' spend, with nothing
+// said; the README says it, in the Redis store's section.
+func quotaAheadOfNodeFileNotes(rep *app.UsageReport, store spec.Backend) []string {
+	if rep.Source != "file" || store == spec.BackendMemory {
+		return nil
+	}
+	var notes []string
+	for _, q := range rep.Quotas {
+		if q.Scope != spec.ScopeTenant.String() || q.Unit != spec.MicroUSD || q.Model != "" ||
+			!q.PeriodStart.Equal(rep.Period.Start) || !q.PeriodEnd.Equal(rep.Period.End) {
+			continue
+		}
+		var spent int64
+		if i := slices.IndexFunc(rep.ByTenant, func(r app.UsageRow) bool { return r.Tenant == q.Subject }); i >= 0 {
+			spent = rep.ByTenant[i].Spend.MicroUSD
+		}
+		if q.Used <= spent {
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("llmguard usage: quota %s of tenant %q counts %d µUSD used, more than the %d µUSD this node's ledger file holds for the tenant over the same period: "+
+			"every node sharing the store takes from the quota, but each writes its own ledger.file, so the spend above is this node's alone "+
+			"(add up every node's file with `llmguard report --tenant %s --ledger a.jsonl --ledger b.jsonl`, or set ledger.redis_stream, which every node writes and usage reads whole); "+
+			"requests still in flight also count in the quota until they settle",
+			q.Limit, cell(q.Subject), q.Used, spent, cell(q.Subject)))
 	}
 	return notes
 }

@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmguard/llmguard/config"
 	"github.com/llmguard/llmguard/internal/app"
 	"github.com/llmguard/llmguard/internal/mockllm"
+	"github.com/llmguard/llmguard/spec"
 )
 
 // `llmguard usage` prints the running proxy's report: --json as the
@@ -364,6 +366,52 @@ func TestQuotaBehindLedgerNotes(t *testing.T) {
 	rep.Source = "none"
 	if notes := quotaBehindLedgerNotes(rep); len(notes) != 0 {
 		t.Errorf("without a ledger: notes = %q, want none", notes)
+	}
+}
+
+// A tenant dollar quota that counts more than this node's ledger file
+// holds for its tenant, on a shared store, gets a note saying the file is
+// one node's (trial25: two nodes, $0.008315 read from one file beside a
+// quota at 16,600 µUSD, nothing said); a quota that counts no more, a
+// stream ledger (every node's) and the memory store (one node) get none.
+func TestQuotaAheadOfNodeFileNotes(t *testing.T) {
+	start, end := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	q := func(subject string, used int64) app.QuotaState {
+		return app.QuotaState{Limit: "tenant-monthly", Scope: "tenant", Subject: subject, Unit: "micro_usd", Used: used, Quota: 50_000_000, PeriodStart: start, PeriodEnd: end}
+	}
+	rep := &app.UsageReport{Source: "file", Period: app.ReportPeriod{Name: "month", Start: start, End: end},
+		ByTenant: []app.UsageRow{{Tenant: "acme", Spend: app.Spend{MicroUSD: 8315}}, {Tenant: "globex", Spend: app.Spend{MicroUSD: 16548}}},
+		Quotas:   []app.QuotaState{q("acme", 16600), q("globex", 16548), q("initech", 40)}}
+	notes := quotaAheadOfNodeFileNotes(rep, spec.BackendRedis)
+	if len(notes) != 2 || !strings.Contains(notes[0], `quota tenant-monthly of tenant "acme" counts 16600 µUSD used, more than the 8315 µUSD this node's ledger file holds`) ||
+		!strings.Contains(notes[0], "--ledger a.jsonl --ledger b.jsonl") || !strings.Contains(notes[0], "ledger.redis_stream") ||
+		!strings.Contains(notes[1], `tenant "initech" counts 40 µUSD used, more than the 0 µUSD`) {
+		t.Fatalf("notes = %q, want acme's and initech's (no spend in this file), naming the other nodes' files and the stream", notes)
+	}
+	if notes := quotaAheadOfNodeFileNotes(rep, spec.BackendMemory); len(notes) != 0 {
+		t.Errorf("memory store: notes = %q, want none (one node)", notes)
+	}
+	rep.Source = "redis_stream"
+	if notes := quotaAheadOfNodeFileNotes(rep, spec.BackendRedisCluster); len(notes) != 0 {
+		t.Errorf("stream ledger: notes = %q, want none (every node's records)", notes)
+	}
+
+	// No quota to compare: store.nodes still says the file is one node's.
+	cfg, err := config.Parse([]byte(`
+upstreams: [{name: mock, flavor: openai, base_url: "http://127.0.0.1:1", no_key: true}]
+store: {backend: redis, redis_url: "redis://127.0.0.1:1/0", nodes: 2}
+ledger: {file: ledger.jsonl}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Quotas = nil
+	if notes := nodeFileNotes(rep, cfg); len(notes) != 0 {
+		t.Errorf("stream ledger, no quota: notes = %q, want none", notes)
+	}
+	rep.Source = "file"
+	if notes := nodeFileNotes(rep, cfg); len(notes) != 1 || !strings.Contains(notes[0], "llmguard usage: read the one ledger.file ledger.jsonl of a config with store.nodes: 2") {
+		t.Errorf("a file, store.nodes 2, no quota: notes = %q, want the one-node note", notes)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -56,8 +55,7 @@ type Lookup func(name string) (string, bool)
 //   - a limit whose capacity is below some model's default request cost (a
 //     minimal request's input plus the model's default output reservation,
 //     priced in the standard tier for usd), so that every call to it that
-//     sets no maximum output is refused: the model with the highest such
-//     cost is named, with the count of others;
+//     sets no maximum output is refused (checkDefaultCosts);
 //   - a plans, tenants or users matcher entry that no key (nor the
 //     pass-through identity) has, a models glob that fits no priced
 //     model, and a paths glob that matches no path a rule sees
@@ -233,90 +231,6 @@ func checkAdminToken(cfg *config.Config, env Lookup) []Finding {
 	return []Finding{{Field: "admin_token_env", Fatal: true, Message: fmt.Sprintf(
 		"%s is not set (or empty), so /admin/* would answer loopback callers without a token: "+
 			"set it to the admin token, or remove admin_token_env to let loopback callers in without one", cfg.AdminTokenEnv)}}
-}
-
-// defaultCost is what a minimal request for one model reserves when it
-// sets no maximum output: its input and output tokens and its price.
-type defaultCost struct {
-	model   string
-	in, out int64
-	search  spec.SearchContextSize // the per-request search fee a minimal request reserves (a Sonar or search model)
-	quote   policy.Quote
-}
-
-// defaultCosts weighs a minimal request (one empty user message; an empty
-// input for an embedding model) for every model of cfg, sorted by name.
-func defaultCosts(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher) []defaultCost {
-	names := slices.Sorted(maps.Keys(cfg.Models))
-	out := make([]defaultCost, 0, len(names))
-	for _, name := range names {
-		q := strconv.Quote(name)
-		var est weigher.Estimate
-		switch {
-		case strings.Contains(name, "embedding"):
-			est = w.Embeddings([]byte(`{"model":` + q + `,"input":""}`))
-		case strings.HasPrefix(name, "claude") || strings.HasPrefix(name, "anthropic"):
-			est = w.Messages([]byte(`{"model":` + q + `,"messages":[{"role":"user","content":""}]}`))
-		default:
-			est = w.Chat([]byte(`{"model":` + q + `,"messages":[{"role":"user","content":""}]}`))
-		}
-		out = append(out, defaultCost{model: name, in: est.InputTokens, out: est.OutputTokens, search: est.SearchContext, quote: pol.Quote(name, "")})
-	}
-	return out
-}
-
-func checkDefaultCosts(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher) []Finding {
-	costs := defaultCosts(cfg, pol, w)
-	var out []Finding
-	for i, l := range cfg.Limits {
-		r := ruleNamed(pol, l.Name)
-		if r == nil || r.Unit == policy.UnitRequests || r.Unit == spec.UnitConcurrent || r.Shadow {
-			continue // a shadow limit never refuses
-		}
-		var worst *defaultCost
-		var worstUnits int64
-		over := 0
-		for j := range costs {
-			c := &costs[j]
-			if !r.MatchesModel(c.model) || (r.Unit == policy.UnitUSD && !c.quote.Priced) {
-				continue
-			}
-			out := c.out
-			if r.CapOutput { // lowered to cap_output_min before it is refused
-				out = min(out, r.CapOutputMin)
-			}
-			units := r.Units(spec.Usage{InputTokens: c.in, OutputTokens: out, SearchContext: c.search}, c.quote.Price)
-			if units <= r.RegionCapacity() {
-				continue
-			}
-			over++
-			if worst == nil || units > worstUnits {
-				worst, worstUnits = c, units
-			}
-		}
-		if worst == nil {
-			continue
-		}
-		others := ""
-		if over > 1 {
-			others = fmt.Sprintf(" (and of %d other models)", over-1)
-		}
-		out = append(out, Finding{Field: fmt.Sprintf("limits[%d]", i), Message: fmt.Sprintf(
-			"limit %s holds %s, less than the default cost of a request to %s%s: %d input tokens of a minimal request "+
-				"and %d of default output reservation, %s. Every call to it that sets no max_tokens is refused, and "+
-				"waiting will not help: raise the limit's burst or quota, or lower models.%s.default_max_output_tokens "+
-				"(or default_max_output_tokens)",
-			l.Name, amount(r, r.RegionCapacity()), worst.model, others, worst.in, worst.out, amount(r, worstUnits), strconv.Quote(worst.model))})
-	}
-	return out
-}
-
-// amount writes n units of r's unit for people: dollars for usd.
-func amount(r *policy.Rule, n int64) string {
-	if r.Unit == policy.UnitUSD {
-		return fmt.Sprintf("$%.6f", float64(n)/1e6)
-	}
-	return fmt.Sprintf("%d %s", n, r.Unit)
 }
 
 // ruleNamed is the compiled rule of a limit name (names are unique).

@@ -138,14 +138,14 @@ limits:
 	}
 	tiny := found(fs, "limits[0]")
 	if len(tiny) != 1 || tiny[0].Fatal || !strings.Contains(tiny[0].Message, "tiny-tokens holds 1000 tokens") ||
-		!strings.Contains(tiny[0].Message, "4096 of default output reservation") || !strings.Contains(tiny[0].Message, "other models") {
-		t.Errorf("limits[0]: %v, want a warning naming tiny-tokens, the 4096-token reservation and the other models", tiny)
+		!strings.Contains(tiny[0].Message, "default_max_output_tokens, 4096 output tokens") || !strings.Contains(tiny[0].Message, "models it applies to, such as") {
+		t.Errorf("limits[0]: %v, want a warning naming tiny-tokens, the 4096-token reservation and the models", tiny)
 	}
 	if got := found(fs, "limits[1]"); len(got) != 0 {
 		t.Errorf("limits[1]: %v, want nothing (gpt-4o-mini reserves 256)", got)
 	}
 	pro := found(fs, "limits[2]")
-	if len(pro) != 1 || !strings.Contains(pro[0].Message, "request to o1-pro:") || !strings.Contains(pro[0].Message, "$1.000000") ||
+	if len(pro) != 1 || !strings.Contains(pro[0].Message, "(o1-pro: 7 input tokens") || !strings.Contains(pro[0].Message, "$1.000000") ||
 		!strings.Contains(pro[0].Message, "$2.45") {
 		t.Errorf("limits[2]: %v, want o1-pro's $2.45… default cost against $1", pro)
 	}
@@ -154,6 +154,70 @@ limits:
 	}
 	if got := found(fs, "limits[4]"); len(got) != 0 {
 		t.Errorf("limits[4]: %v, want nothing for a requests limit", got)
+	}
+}
+
+// The warning of a limit below the default request cost names the
+// setting that makes the reservation and the largest value of it that
+// fits: trial25's platform team, whose config priced gpt-4o-mini alone
+// (256 tokens by default) under a 2000-token limit, read of
+// chatgpt-4o-latest "(and of 56 other models)" and was told to lower
+// models."chatgpt-4o-latest".default_max_output_tokens, a model it never
+// named: the embedded price table's models take the top-level default.
+func TestCheckDefaultCostNamesTheSettingToChange(t *testing.T) {
+	fs := checkOf(t, `
+upstreams: [{name: a, flavor: openai, base_url: "http://x", no_key: true}]
+keys: [{key: sk-a, user: alice, tenant: acme, plan: free}]
+models:
+  gpt-4o-mini: {default_max_output_tokens: 256}
+  gpt-4o: {default_max_output_tokens: 3000}
+limits:
+  - {name: free-user-tpm, scope: user, unit: tokens, rate: 2000, per: 1m}
+  - {name: own-only, scope: user, unit: tokens, rate: 2000, per: 1m, models: ["gpt-4o", "gpt-4o-mini"]}
+  - {name: capped, scope: user, unit: tokens, rate: 200, per: 1h, cap_output: true}
+  - {name: user-daily, scope: user, unit: usd, quota: 1, period: day}
+`, nil)
+	free := found(fs, "limits[0]")
+	if len(free) != 1 {
+		t.Fatalf("limits[0]: %v, want one warning", free)
+	}
+	m := free[0].Message
+	for _, want := range []string{
+		"limit free-user-tpm holds 2000 tokens",
+		"such as o1, o3, gpt-4 ", // the shortest names, not chatgpt-4o-latest
+		"the embedded price table's models count",
+		"the top-level default_max_output_tokens, 4096 output tokens",
+		"(o1: 7 input tokens, 4096 output)",
+		"set default_max_output_tokens to 1993 or less",                   // 2000 - 7 input tokens
+		`gpt-4o, whose models."gpt-4o".default_max_output_tokens is 3000`, // its own default, apart
+		`lower models."gpt-4o".default_max_output_tokens to 1993 or less`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("limits[0] warning lacks %q:\n%s", want, m)
+		}
+	}
+	if strings.Contains(m, "give the dearest") {
+		t.Errorf("limits[0] warning offers a dearest model where the token costs tie:\n%s", m)
+	}
+	if strings.Contains(m, "chatgpt-4o-latest") {
+		t.Errorf("limits[0] warning names chatgpt-4o-latest, a model the config never names, first:\n%s", m)
+	}
+	own := found(fs, "limits[1]")
+	if len(own) != 1 || strings.Contains(own[0].Message, "top-level") ||
+		!strings.Contains(own[0].Message, `lower models."gpt-4o".default_max_output_tokens to 1993 or less`) {
+		t.Errorf("limits[1]: %v, want gpt-4o's own default alone (gpt-4o-mini's 256 fits)", own)
+	}
+	capped := found(fs, "limits[2]")
+	if len(capped) != 1 || !strings.Contains(capped[0].Message, "set cap_output_min to 193 or less") {
+		t.Errorf("limits[2]: %v, want the fix named as cap_output_min 193 (200 - 7 input tokens)", capped)
+	}
+	// One dear model under a dollar budget: its own default is the fix
+	// that keeps the other models' reservations.
+	daily := found(fs, "limits[3]")
+	if len(daily) != 1 || !strings.Contains(daily[0].Message, "reserves for o1-pro (") ||
+		!strings.Contains(daily[0].Message, "it has no default_max_output_tokens of its own") ||
+		!strings.Contains(daily[0].Message, "give the dearest (o1-pro) a smaller default_max_output_tokens of its own under models:") {
+		t.Errorf("limits[3]: %v, want o1-pro alone, with its own default among the fixes", daily)
 	}
 }
 
@@ -306,7 +370,8 @@ models:
 limits:
   - {name: sonar-dollars, scope: user, unit: usd, quota: 0.02, period: day, models: ["sonar"]}
 `, nil)
-	if got := found(fs, "limits[0]"); len(got) != 1 || !strings.Contains(got[0].Message, "request to sonar") {
+	if got := found(fs, "limits[0]"); len(got) != 1 || !strings.Contains(got[0].Message, "reserves for sonar") ||
+		!strings.Contains(got[0].Message, "a minimal request to sonar costs more even with no output") {
 		t.Errorf("limits[0]: %v, want a warning: sonar's $0.03 search fee does not fit $0.02", got)
 	}
 }
