@@ -5,9 +5,6 @@ package app
 import (
 	"testing"
 	"time"
-
-	"github.com/llmguard/llmguard/internal/mockllm"
-	"github.com/llmguard/llmguard/internal/redistest"
 )
 
 // bigBody asks for 1,000 output tokens: a reservation some 1,000 tokens
@@ -28,23 +25,9 @@ func TestChaosRedisPausedQuotaSeededSettled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos test")
 	}
-	srv := redistest.Start(t)
-	mock, err := mockllm.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
 	const quota = 5000
-	nodes, ledgers := startSeededNodes(t, srv, mock, quota)
-	quiet := func() {
-		for _, h := range nodes {
-			waitQuiet(t, h)
-		}
-		time.Sleep(200 * time.Millisecond) // a settlement enqueued after its answer was read
-		for _, h := range nodes {
-			waitQuiet(t, h)
-		}
-	}
+	srv, nodes, ledgers := startSeededNodes(t, quota)
+	quiet := func() { quietSeeded(t, nodes) }
 	// Spend the quota to within 1,300 tokens (every settlement in), then
 	// one last take on each node, the third reserving some 1,000 tokens:
 	// whether or not the first two's settlements are in by then, 1,028 to

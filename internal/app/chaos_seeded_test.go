@@ -31,23 +31,9 @@ func TestChaosRedisPausedQuotaSeeded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos test")
 	}
-	srv := redistest.Start(t)
-	mock, err := mockllm.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
 	const quota = 5000
-	nodes, ledgers := startSeededNodes(t, srv, mock, quota)
-	quiet := func() { // every node's reconciliations applied, nothing held
-		for _, h := range nodes {
-			waitQuiet(t, h)
-		}
-		time.Sleep(200 * time.Millisecond) // a settlement enqueued after its answer was read
-		for _, h := range nodes {
-			waitQuiet(t, h)
-		}
-	}
+	srv, nodes, ledgers := startSeededNodes(t, quota)
+	quiet := func() { quietSeeded(t, nodes) }
 
 	// Spend the quota to within 450 tokens, round robin: until the answers
 	// report under 600 tokens left, then checked in Redis once the
@@ -110,11 +96,32 @@ func TestChaosRedisPausedQuotaSeeded(t *testing.T) {
 	}
 }
 
-// startSeededNodes starts the three nodes of the seeded-fallback chaos
-// tests on srv (store.nodes: 3): a fail-open day quota of quota tokens on
-// user loader, each node with its own ledger file, whose paths it returns.
-func startSeededNodes(t *testing.T, srv *redistest.Server, mock *mockllm.Server, quota int) ([3]*harness, [3]string) {
+// quietSeeded waits until every node's reconciliations are applied and
+// nothing is held, twice, 200 ms apart: a settlement is enqueued after its
+// answer was read, so one quiet look may come before it.
+func quietSeeded(t *testing.T, nodes [3]*harness) {
 	t.Helper()
+	for _, h := range nodes {
+		waitQuiet(t, h)
+	}
+	time.Sleep(200 * time.Millisecond)
+	for _, h := range nodes {
+		waitQuiet(t, h)
+	}
+}
+
+// startSeededNodes starts a Redis and a mock upstream of their own, and the
+// three nodes of the seeded-fallback chaos tests on that Redis
+// (store.nodes: 3): a fail-open day quota of quota tokens on user loader,
+// each node with its own ledger file, whose paths it returns.
+func startSeededNodes(t *testing.T, quota int) (*redistest.Server, [3]*harness, [3]string) {
+	t.Helper()
+	srv := redistest.Start(t)
+	mock, err := mockllm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
 	dir := t.TempDir()
 	var nodes [3]*harness
 	var ledgers [3]string
@@ -138,7 +145,7 @@ store:
 ledger: {file: %q}
 `, mock.URL, quota, srv.Addr(), ledgers[i]))
 	}
-	return nodes, ledgers
+	return srv, nodes, ledgers
 }
 
 // waitQuiet waits, a bounded loop, until h's node holds no reconciliation,
