@@ -188,9 +188,15 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 	// move it (trial22: a master down 48 s logged outage=30.667s, counted
 	// from when the cluster went down for every key 18 s after the kill).
 	var outageFrom sync.Map
-	// firstFailure: by master (Call.Master), its first failed call's time
-	// (a time.Time) since the run of failures began; cleared where the run
-	// ends (every master answers) and at the master's breaker's close.
+	// firstFailure: by master (Call.Master), when its first failed call
+	// since the run of failures began was sent (a time.Time: the report's
+	// time less the call's Duration; the master did not answer from then
+	// on); cleared where the run ends (every master answers) and at the
+	// master's breaker's close. Not the report's own time: since a
+	// request's slot groups go at once, a group's failed take can be
+	// reported after the request was answered by the fallback (CI:
+	// outage=821ms for a master that had failed a request 835 ms before
+	// its thaw).
 	var firstFailure sync.Map
 	lastCall.Store(time.Now().UnixNano())
 	loadErr := r.Load(ctx)
@@ -325,7 +331,7 @@ func openStore(cfg *config.Config, live func() *policy.Policy, reg prometheus.Re
 				run.fail()
 				if call.Master != "" {
 					if _, ok := firstFailure.Load(call.Master); !ok {
-						firstFailure.LoadOrStore(call.Master, time.Now())
+						firstFailure.LoadOrStore(call.Master, time.Now().Add(-call.Duration))
 					}
 				}
 				reloadCluster()
