@@ -1,6 +1,9 @@
 package weigher
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Which model names reason unseen by default (Estimate.HiddenReasoning
 // without a word of the body asking): every spelling of an o-series,
@@ -79,4 +82,27 @@ func TestAdv53HiddenReasoningAlias(t *testing.T) {
 			t.Errorf("alias %s: HiddenReasoning %v, want %v", model, est.HiddenReasoning, want)
 		}
 	}
+}
+
+// hiddenReasoningFamily reads a name as every gateway spells it: in any
+// ASCII case, and behind any route path ("x-ai/", "openrouter/x/").
+func FuzzHiddenReasoningFamily(f *testing.F) {
+	for _, s := range []string{"grok-4", "grok-4-fast-non-reasoning", "grok-99999999999999999999", "o3", "ft:o4-mini:a::b", "gemini-2.5-pro", "gpt-5", "grok-"} {
+		f.Add(s, "x-ai")
+	}
+	f.Fuzz(func(t *testing.T, name, route string) {
+		got := hiddenReasoningFamily(name)
+		upper := []byte(name)
+		for i, c := range upper {
+			if 'a' <= c && c <= 'z' {
+				upper[i] = c - ('a' - 'A')
+			}
+		}
+		if hiddenReasoningFamily(string(upper)) != got {
+			t.Fatalf("%q: %v, but %q answers %v", name, got, upper, !got)
+		}
+		if strings.IndexByte(name, '/') < 0 && hiddenReasoningFamily(route+"/"+name) != got {
+			t.Fatalf("%q: %v, but %q answers %v", name, got, route+"/"+name, !got)
+		}
+	})
 }
