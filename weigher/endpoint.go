@@ -114,24 +114,42 @@ func Classify(method, path string) Kind {
 // (/v1/realtime/calls), and the session that follows runs between the
 // caller and the provider directly, billed to the upstream's key (OpenAI
 // API reference, Realtime: https://platform.openai.com/docs/api-reference/realtime).
+// Azure OpenAI's preview spells the same calls /openai/realtimeapi/sessions
+// and /v1/realtimertc (https://learn.microsoft.com/azure/ai-foundry/openai/how-to/realtime-audio-webrtc),
+// so a family is matched as a segment's prefix (OffProxy).
 var offProxyFamilies = []string{"realtime"}
 
 // OffProxy reports whether a call of method to path (upstream path,
 // decoded, as Classify reads it) opens spending outside llmguard: a POST
-// (or any method Classify reads by path) in an offProxyFamilies family,
+// (or any method Classify reads by path) with a segment of its
+// API-relative path (after /openai/deployments/{d}, which names the
+// deployment, not the call) that starts with an offProxyFamilies family,
 // which hands the caller a credential or a session no limit of llmguard's
-// can count afterwards. Such a call is KindUnmetered, and unlike other
-// unmetered calls it is refused to every caller, request-only ones
-// included, unless unmetered_paths allows it. It allocates only for a
-// path that needs lowering or cleaning.
+// can count afterwards. Any segment, not only the first after /v1, and any
+// segment starting so ("realtimeapi", "realtimertc", and "realtime." or
+// "realtime " that a lenient server trims), since an upstream with another
+// API root (/api/v1/realtime/…) or another spelling serves the same key.
+// Such a call is KindUnmetered, and unlike other unmetered calls it is
+// refused to every caller, request-only ones included, unless
+// unmetered_paths allows it. It allocates only for a path that needs
+// lowering or cleaning.
 func OffProxy(method, path string) bool {
 	if ReadMethod(method) {
 		return false
 	}
 	rest := apiRelative(CanonicalPath(path))
-	for _, f := range offProxyFamilies {
-		if rest == "/"+f || strings.HasPrefix(rest, "/"+f+"/") {
-			return true
+	for rest != "" {
+		rest = rest[1:] // the '/' before the segment
+		seg := rest
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			seg, rest = rest[:i], rest[i:]
+		} else {
+			rest = ""
+		}
+		for _, f := range offProxyFamilies {
+			if strings.HasPrefix(seg, f) {
+				return true
+			}
 		}
 	}
 	return false

@@ -1,6 +1,9 @@
 package weigher
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Every spelling of a weighed endpoint an upstream might serve is that
 // endpoint; the families that spend without being weighed are unmetered
@@ -114,8 +117,8 @@ func FuzzClassify(f *testing.F) {
 }
 
 // OffProxy names the Realtime API's POSTs, whatever their spelling, and
-// nothing else: reads, other families, and a family whose name only
-// starts with realtime.
+// nothing else: reads and other families. A segment that starts with
+// realtime is one (Azure's realtimeapi and realtimertc; adv53).
 func TestOffProxy(t *testing.T) {
 	for _, tc := range []struct {
 		method, path string
@@ -130,7 +133,19 @@ func TestOffProxy(t *testing.T) {
 		{"PUT", "/openai/v1/realtime/client_secrets?x=1", true},
 		{"POST", "/openai/deployments/d/realtime/sessions", true},
 		{"GET", "/v1/realtime/client_secrets", false},
-		{"POST", "/v1/realtimex/client_secrets", false},
+		{"POST", "/v1/realtimex/client_secrets", true},
+		{"POST", "/openai/realtimeapi/sessions?api-version=2025-04-01-preview", true},
+		{"POST", "/v1/realtimertc", true},
+		{"POST", "/v1/realtime./calls", true},
+		{"POST", "/v1/realtime /calls", true},
+		{"POST", "/api/v1/realtime/client_secrets", true},
+		{"PATCH", "/v1/realtime/client_secrets;x", true},
+		{"POST", "/openai/deployments/realtime-prod/audio/speech", false},
+		{"POST", "/openai/deployments/realtime-prod", false},
+		{"POST", "/v1/files", false},
+		{"POST", "/", false},
+		{"POST", "", false},
+		{"HEAD", "/v1/realtime/calls", false},
 		{"POST", "/v1/audio/speech", false},
 		{"POST", "/v1/chat/completions", false},
 		{"POST", "/v1/responses", false},
@@ -139,4 +154,34 @@ func TestOffProxy(t *testing.T) {
 			t.Errorf("OffProxy(%s, %s) = %v, want %v", tc.method, tc.path, got, tc.want)
 		}
 	}
+}
+
+// OffProxy reads a path as Classify does: the canonical form answers the
+// same, a read method is never off-proxy, and a path with a segment
+// starting "realtime" (after any deployment) is, in any case, after
+// any prefix (adv53).
+func FuzzOffProxy(f *testing.F) {
+	for _, s := range []string{"/v1/realtime/client_secrets", "/openai/realtimeapi/sessions?api-version=x", "/v1/realtime./calls",
+		"/openai/deployments/realtime/x", "/api/v1/Realtime;p/calls", "//", ""} {
+		f.Add("POST", s, "")
+	}
+	f.Fuzz(func(t *testing.T, method, path, prefix string) {
+		got := OffProxy(method, path)
+		if c := CanonicalPath(path); OffProxy(method, c) != got {
+			t.Fatalf("OffProxy(%q, %q) = %v, but its canonical form %q answers %v", method, path, got, c, !got)
+		}
+		if got && ReadMethod(method) {
+			t.Fatalf("OffProxy(%q, %q): a read method is off-proxy", method, path)
+		}
+		if ReadMethod(method) || strings.ContainsAny(prefix, "?#;") || strings.Contains(strings.ToLower(prefix), "openai") {
+			return
+		}
+		p := "/" + prefix + "/RealTime/" + path
+		if strings.ContainsAny(path, "?#") {
+			return
+		}
+		if !OffProxy(method, p) {
+			t.Fatalf("OffProxy(%q, %q) = false, want true", method, p)
+		}
+	})
 }

@@ -283,7 +283,10 @@ func (w *Weigher) messagesFrom(body []byte, as func(string) string, mode resumeM
 	if t := thinking.Get("type").String(); t == "enabled" || t == "adaptive" {
 		c.fixed += claudeThinkingTokens
 	}
-	est.HiddenReasoning = thinkingAsks(thinking)
+	// A gateway that takes Messages bodies for any model (LiteLLM's
+	// /v1/messages) serves an o-series or Gemini name as that model,
+	// which reasons unseen whether or not the body asks.
+	est.HiddenReasoning = thinkingAsks(thinking) || hiddenReasoningFamily(fam)
 	c.text = min(c.text+structuredOutputTokens(c.enc, formats[:]), maxTokens)
 	c.text = unknownTop.add(c.enc, c.text)
 	est.ServerContext = est.ServerContext || c.hidden

@@ -1,6 +1,7 @@
 package weigher
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -108,16 +109,61 @@ func (f *outputFloor) read(k string, v gjson.Result) {
 // of family (as Weigher.family gives it), may reason in tokens its stream
 // does not show (Estimate.HiddenReasoning): the body asks for reasoning
 // (reasons), names a Gemini thinking budget or a Gemini reasoning_effort
-// (thinking, effort), or the family reasons by default — OpenAI's
-// o-series and gpt-5 and later (reasoningFamily: "reasoning tokens are
-// not visible via the API", https://platform.openai.com/docs/guides/reasoning)
-// and Gemini's (geminiFamily: 2.5 and later models think by default, and
-// the OpenAI-compatible endpoint streams no thoughts unless asked,
-// https://ai.google.dev/gemini-api/docs/thinking). A Gemini model that
-// does not think is so taken for one that does: only a stream without a
-// usage is charged more for it.
+// (thinking, effort), or the family reasons unseen by default
+// (hiddenReasoningFamily).
 func (f *outputFloor) hiddenReasoning(family string) bool {
-	return f.reasons || f.thinking > 0 || f.effort > 0 || reasoningFamily(family) || geminiFamily(family)
+	return f.reasons || f.thinking > 0 || f.effort > 0 || hiddenReasoningFamily(family)
+}
+
+// hiddenReasoningFamily reports whether family (a model name as
+// Weigher.family gives it: an alias's target, an Azure deployment's mapped
+// model) names a model that reasons by default in tokens billed as output
+// that its answer does not show. The name is read as canonicalModel
+// strips it (any case, a provider or route path before the last '/',
+// Bedrock's vendor, OpenAI's "ft:" fine-tune prefix), so that
+// "ft:o4-mini-2025-04-16:org::id" and "OpenAI/O3" are o-series models:
+//
+//   - OpenAI's o-series and gpt-5 and later (reasoningFamily: "reasoning
+//     tokens are not visible via the API",
+//     https://platform.openai.com/docs/guides/reasoning);
+//   - Gemini's (geminiFamily: 2.5 and later models think by default, and
+//     the OpenAI-compatible endpoint streams no thoughts unless asked,
+//     https://ai.google.dev/gemini-api/docs/thinking). A Gemini model
+//     that does not think is so taken for one that does: only a stream
+//     without a usage is charged more for it;
+//   - xAI's grok-4 and later (xaiHiddenReasoning).
+//
+// Not listed, as their reasoning is visible text the answer carries and
+// llmguard counts (reasoning_content, a thinking block or chunk):
+// DeepSeek's deepseek-reasoner and R1, Qwen's QwQ and qwen3 thinking
+// models, xAI's grok-3-mini, Mistral's magistral; Claude reasons only when
+// the body asks (thinking), which the body marks. docs/hostile-input.md
+// (adv53) holds the sources.
+func hiddenReasoningFamily(family string) bool {
+	c := canonicalModel(family)
+	return reasoningFamily(c) || geminiFamily(c) || xaiHiddenReasoning(c)
+}
+
+// xaiHiddenReasoning reports whether c, a model name as canonicalModel
+// gives it, is one of xAI's grok-4 or later models that reason unseen:
+// xAI's reasoning guide (https://docs.x.ai/docs/guides/reasoning) says
+// grok-4 and grok-4-fast-reasoning return no reasoning_content in Chat
+// Completions, their usage counting reasoning_tokens apart, and grok-4's
+// reasoning cannot be turned off. A name that says "non-reasoning"
+// (grok-4-fast-non-reasoning, grok-4-1-fast-non-reasoning) is that model
+// with reasoning disabled. grok-3 does not reason, and grok-3-mini shows
+// its reasoning as reasoning_content.
+func xaiHiddenReasoning(c string) bool {
+	rest, ok := strings.CutPrefix(c, "grok-")
+	if !ok || strings.Contains(c, "non-reasoning") {
+		return false
+	}
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	v, err := strconv.Atoi(rest[:n])
+	return err == nil && v >= 4
 }
 
 // reasoningEffortAsks reports whether a reasoning_effort v asks the model
