@@ -86,6 +86,22 @@ func (r *Record) Status(now time.Time) string {
 	return StatusActive
 }
 
+// StateGrace is the State of a key that was rotated (RotatedTo is set) and
+// still works: its rotation's grace period runs until its ExpiresAt.
+const StateGrace = "grace"
+
+// State is Status at now, with one more value to tell the two working keys
+// of a rotation apart (trial26: `keys list` showed the old key "active"
+// beside its successor): StateGrace for a key that was rotated and is
+// still in its grace period (neither revoked nor expired). "revoked",
+// "expired" and "active" otherwise, as Status.
+func (r *Record) State(now time.Time) string {
+	if st := r.Status(now); st != StatusActive || r.RotatedTo == "" {
+		return st
+	}
+	return StateGrace
+}
+
 // Stored is the record as the proxy's identification needs it.
 func (r *Record) Stored() policy.StoredKey {
 	return policy.StoredKey{

@@ -60,6 +60,34 @@ func TestRecordStatusIsExactToTheInstant(t *testing.T) {
 	}
 }
 
+// State tells a rotated key in its grace period ("grace") from a key that
+// was never rotated ("active"), while Status calls both active; past the
+// grace, or revoked, it is Status (trial26).
+func TestRecordStateGrace(t *testing.T) {
+	r := testRecord("sk-1", 1)
+	r.ExpiresAt = time.Date(2026, 12, 1, 12, 0, 10, 0, time.UTC)
+	at := r.ExpiresAt.Add(-time.Second)
+	if got := r.State(at); got != StatusActive {
+		t.Errorf("a key never rotated: state %s, want active", got)
+	}
+	r.RotatedTo = "9f86d081884c7d65"
+	for _, tc := range []struct {
+		at         time.Time
+		want, stat string
+	}{
+		{at, StateGrace, StatusActive},
+		{r.ExpiresAt, StatusExpired, StatusExpired},
+	} {
+		if got, st := r.State(tc.at), r.Status(tc.at); got != tc.want || st != tc.stat {
+			t.Errorf("a rotated key at %v: state %s, status %s; want %s, %s", tc.at, got, st, tc.want, tc.stat)
+		}
+	}
+	r.RevokedAt = t0
+	if got := r.State(at); got != StatusRevoked {
+		t.Errorf("a rotated key revoked: state %s, want revoked", got)
+	}
+}
+
 func FuzzParseRecord(f *testing.F) {
 	good, _ := json.Marshal(testRecord("sk-1", 3))
 	f.Add(good)

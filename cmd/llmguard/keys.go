@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -140,7 +141,7 @@ func printNewKey(b []byte, raw bool, verb string) error {
 	fmt.Fprintf(os.Stderr, "%s key %s for tenant %s, user %s%s, expires %s\n", verb, k.Key.ID, k.Key.Tenant, k.Key.User,
 		planText(k.Key.Plan), expiryText(k.Key.ExpiresAt))
 	if k.Previous != nil {
-		fmt.Fprintf(os.Stderr, "previous key %s is %s%s\n", k.Previous.ID, k.Previous.Status, untilText(k.Previous))
+		fmt.Fprintf(os.Stderr, "previous key %s is %s\n", k.Previous.ID, stateText(*k.Previous))
 	}
 	fmt.Fprintln(os.Stderr, "the secret above is shown only now: llmguard keeps only its SHA-256")
 	return nil
@@ -160,18 +161,39 @@ func expiryText(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func untilText(k *app.KeyInfo) string {
-	if k.Status == keystore.StatusActive && !k.ExpiresAt.IsZero() {
-		return " until " + k.ExpiresAt.UTC().Format(time.RFC3339)
+// stateText is a key's state as keys show and rotate print it: the state,
+// and for a key in its rotation's grace period which key replaced it and
+// until when it works ("grace: rotated to 9f86d081884c7d65, works until
+// 2026-12-07T21:00:00Z"), so that it reads apart from its successor.
+func stateText(k app.KeyInfo) string {
+	st := cmp.Or(k.State, k.Status) // an older node's answer has no state
+	switch {
+	case st == keystore.StateGrace:
+		return st + ": rotated to " + k.RotatedTo + ", works until " + expiryText(k.ExpiresAt)
+	case st == keystore.StatusActive && !k.ExpiresAt.IsZero():
+		return st + " until " + k.ExpiresAt.UTC().Format(time.RFC3339)
 	}
-	return ""
+	return st
+}
+
+// rotationText is a key's rotation cell in keys list: "replaced by ID" for
+// a rotated key, "replaces ID" for its successor, "" for neither.
+func rotationText(k app.KeyInfo) string {
+	var parts []string
+	if k.RotatedFrom != "" {
+		parts = append(parts, "replaces "+k.RotatedFrom)
+	}
+	if k.RotatedTo != "" {
+		parts = append(parts, "replaced by "+k.RotatedTo)
+	}
+	return strings.Join(parts, ", ")
 }
 
 type keysListCmd struct {
 	adminFlags `embed:""`
 	Tenant     string `help:"Only this tenant."`
 	User       string `help:"Only this user."`
-	Status     string `help:"Only keys in this status: active, expired or revoked." enum:",active,expired,revoked" default:""`
+	Status     string `help:"Only keys in this state: active (every key that works, those in a rotation's grace period included), grace (a rotated key that still works), expired or revoked." enum:",active,grace,expired,revoked" default:""`
 }
 
 // Run prints the keys as a table, or the JSON with --json.
@@ -201,10 +223,10 @@ func (c *keysListCmd) Run() error {
 		fmt.Fprintln(os.Stderr, "the store could not be read: this is the answering node's copy")
 	}
 	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "id\ttenant\tuser\tplan\tstatus\tcreated\texpires")
+	fmt.Fprintln(w, "id\ttenant\tuser\tplan\tstate\tcreated\texpires\trotation")
 	for _, k := range l.Keys {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Tenant, k.User, k.Plan, k.Status,
-			k.CreatedAt.UTC().Format(time.RFC3339), expiryText(k.ExpiresAt))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Tenant, k.User, k.Plan, cmp.Or(k.State, k.Status),
+			k.CreatedAt.UTC().Format(time.RFC3339), expiryText(k.ExpiresAt), rotationText(k))
 	}
 	return w.Flush()
 }
@@ -240,7 +262,7 @@ func printKey(b []byte, raw bool) error {
 	}
 	line("id", k.ID)
 	line("sha256", k.SHA256)
-	line("status", k.Status)
+	line("state", stateText(k))
 	line("tenant", k.Tenant)
 	line("user", k.User)
 	line("plan", k.Plan)

@@ -141,7 +141,34 @@ key_store: {enabled: true}
 		t.Errorf("the rotated key in its grace period answered %d", st)
 	}
 	successorSum := sha256.Sum256([]byte(successor))
-	out, _ = run("", "keys", "revoke", hex.EncodeToString(successorSum[:8]), "--config", cfg, "--actor", "ops-dan")
+	successorID := hex.EncodeToString(successorSum[:8])
+	// Both keys work now: list tells the old (state grace, replaced by the
+	// new) from the new (active, replaces the old), in the table and the
+	// JSON (trial26: both read "active").
+	out, _ = run("", "keys", "list", "--config", cfg, "--user", "erin")
+	rows := map[string][]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			rows[f[0]] = f
+		}
+	}
+	if r := rows[gracedID]; len(r) < 4 || r[3] != "grace" || !strings.Contains(strings.Join(r, " "), "replaced by "+successorID) {
+		t.Errorf("list: the key in its grace period reads %q, want state grace, replaced by %s:\n%s", r, successorID, out)
+	}
+	if r := rows[successorID]; len(r) < 4 || r[3] != "active" || !strings.Contains(strings.Join(r, " "), "replaces "+gracedID) {
+		t.Errorf("list: the successor reads %q, want state active, replaces %s:\n%s", r, gracedID, out)
+	}
+	out, _ = run("", "keys", "list", "--config", cfg, "--user", "erin", "--status", "grace", "--json")
+	var l app.KeyList
+	if err := json.Unmarshal([]byte(out), &l); err != nil || len(l.Keys) != 1 || l.Keys[0].ID != gracedID ||
+		l.Keys[0].State != "grace" || l.Keys[0].Status != "active" {
+		t.Errorf("list --status grace --json: %s %v, want %s alone, state grace, status active", out, err, gracedID)
+	}
+	out, _ = run("", "keys", "show", gracedID, "--config", cfg)
+	if !strings.Contains(out, "grace: rotated to "+successorID+", works until ") {
+		t.Errorf("show of the key in its grace period:\n%s", out)
+	}
+	out, _ = run("", "keys", "revoke", successorID, "--config", cfg, "--actor", "ops-dan")
 	if !strings.Contains(out, "also revoked") || !strings.Contains(out, gracedID) {
 		t.Errorf("revoke of a successor printed %q, want it to name %s", out, gracedID)
 	}

@@ -293,7 +293,7 @@ func printReport(out io.Writer, r *app.UsageReport) {
 	if len(r.Quotas) > 0 {
 		w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 		defer w.Flush()
-		fmt.Fprintf(w, "quota\tsubject\tunit\tused\tquota\tremaining\tused %%\tperiod end\tdays left\n")
+		fmt.Fprintf(w, "quota\tsubject\tunit\tused\tquota\tremaining\tused %%\tperiod end\trate since\tdays left\n")
 		for _, q := range r.Quotas {
 			days := "-"
 			var notes []string
@@ -313,10 +313,22 @@ func printReport(out io.Writer, r *app.UsageReport) {
 			if len(notes) > 0 {
 				days += " (" + strings.Join(notes, ", ") + ")"
 			}
-			fmt.Fprintf(w, "%s\t%s %s\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\n", q.Limit, q.Scope, cell(q.Subject), q.Unit, q.Used, q.Quota,
-				q.Remaining, 100*q.UsedFraction, q.PeriodEnd.Format(time.RFC3339), days)
+			fmt.Fprintf(w, "%s\t%s %s\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\n", q.Limit, q.Scope, cell(q.Subject), q.Unit, q.Used, q.Quota,
+				q.Remaining, 100*q.UsedFraction, q.PeriodEnd.Format(time.RFC3339), rateSince(q), days)
 		}
 	}
+}
+
+// rateSince says which span a quota's days left is measured over
+// (app.QuotaState.RateFrom and RateBasis): "2026-12-07T20:03:00Z (limit
+// added)"; "-" for an answer without it (an older node's).
+func rateSince(q app.QuotaState) string {
+	if q.RateFrom.IsZero() {
+		return "-"
+	}
+	why := map[string]string{app.RatePeriod: "period start", app.RateLimitAdded: "limit added",
+		app.RateFirstRecord: "first request", app.RateMinSpan: "last hour"}[q.RateBasis]
+	return q.RateFrom.Format(time.RFC3339) + " (" + cmp.Or(why, cell(q.RateBasis)) + ")"
 }
 
 // hoursMinutes is days (under 1) as whole hours and minutes, "7h05m" or

@@ -321,6 +321,29 @@ func TestUsageTableDaysLeft(t *testing.T) {
 	}
 }
 
+// The quota table names the span each days-left figure's rate is measured
+// over, before the days left (trial26); an answer without it (an older
+// node's) shows a dash.
+func TestUsageTableRateSince(t *testing.T) {
+	end := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	from := time.Date(2026, 12, 15, 12, 0, 0, 0, time.UTC)
+	var b strings.Builder
+	printReport(&b, &app.UsageReport{Quotas: []app.QuotaState{
+		{Limit: "added", Scope: "tenant", Subject: "acme", Unit: "tokens", PeriodEnd: end, DaysLeft: 0.5, RateFrom: from, RateBasis: app.RateLimitAdded},
+		{Limit: "old", Scope: "tenant", Subject: "acme", Unit: "tokens", PeriodEnd: end, DaysLeft: 2.5},
+	}})
+	for _, want := range []string{"rate since", "2026-12-15T12:00:00Z (limit added)  0.5 (12h00m)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, b.String())
+		}
+	}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[0] == "old" && (f[len(f)-2] != "-" || f[len(f)-1] != "2.5") {
+			t.Errorf("a quota without rate_from: %q, want it to end in \"- 2.5\"", line)
+		}
+	}
+}
+
 // The burn rate is printed to the micro-dollar, as the spend is: a small
 // one is not shown as $0.0000/day.
 func TestUsageBurnRatePrecision(t *testing.T) {

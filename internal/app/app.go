@@ -62,11 +62,18 @@ type App struct {
 	memManaged atomic.Bool
 	memBase    atomic.Int64
 
-	log         *slog.Logger
-	stores      *stores
-	reloadMu    sync.Mutex
-	loaded      []byte                        // the config file's content the last reload read (under reloadMu); nil before any
-	pol         atomic.Pointer[policy.Policy] // the policy in force
+	log      *slog.Logger
+	stores   *stores
+	reloadMu sync.Mutex
+	loaded   []byte                        // the config file's content the last reload read (under reloadMu); nil before any
+	pol      atomic.Pointer[policy.Policy] // the policy in force
+	// limitsAdded maps the name of each quota limit a reload added (one
+	// the previous policy did not have, or whose shards changed: its
+	// buckets start afresh) to when that reload applied it, by a.now;
+	// usage reports measure its burn rate from then (rateSpan). Limits
+	// in force since the start are absent: their buckets may hold usage
+	// from before it. Replaced whole under reloadMu; nil before any.
+	limitsAdded atomic.Pointer[map[string]time.Time]
 	cfg         atomic.Pointer[config.Config] // the config in force
 	now         func() time.Time
 	ledgerRedis redis.UniversalClient // the ledger stream's client, for reports

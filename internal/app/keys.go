@@ -172,7 +172,13 @@ func (a *App) formerStorePrincipals(now, since time.Time) []policy.Principal {
 // status at the time of the answer (active, expired, revoked).
 type KeyInfo struct {
 	keystore.Record
+	// Status is "active" for every key that works, an old key in its
+	// rotation's grace period included; "expired" or "revoked" otherwise.
 	Status string `json:"status"`
+	// State is Status, except "grace" for a key that was rotated and still
+	// works until its expires_at, so that it reads apart from its
+	// successor (keystore.Record.State).
+	State string `json:"state"`
 	// GraceEnded, in a revoke's answer only, lists the ids of the keys
 	// this one replaced that were still in their rotation's grace period
 	// and were revoked with it (keystore.Registry.Revoke).
@@ -329,12 +335,13 @@ func (a *App) serveKeys(ctx *fasthttp.RequestCtx, byToken bool) (int, any) {
 }
 
 // listKeys answers GET /admin/keys from the registry, or from this node's
-// copy when Redis cannot be read; tenant, user and status (active,
-// expired, revoked; default all) filter it.
+// copy when Redis cannot be read; tenant, user and status (active: every
+// key that works, those in a rotation's grace period included; grace: those
+// alone; expired; revoked; default all) filter it.
 func (a *App) listKeys(c context.Context, q *fasthttp.Args) (int, any) {
 	tenant, user, status := string(q.Peek("tenant")), string(q.Peek("user")), string(q.Peek("status"))
-	if status != "" && status != keystore.StatusActive && status != keystore.StatusExpired && status != keystore.StatusRevoked {
-		return fasthttp.StatusBadRequest, errorBody{"status must be active, expired or revoked"}
+	if status != "" && status != keystore.StatusActive && status != keystore.StatusExpired && status != keystore.StatusRevoked && status != keystore.StateGrace {
+		return fasthttp.StatusBadRequest, errorBody{"status must be active, grace, expired or revoked"}
 	}
 	out := KeyList{Keys: []KeyInfo{}, Source: "store"}
 	var recs []keystore.Record
@@ -348,14 +355,16 @@ func (a *App) listKeys(c context.Context, q *fasthttp.Args) (int, any) {
 	now := a.now()
 	for _, r := range recs {
 		k := info(r, now)
-		if (tenant == "" || r.Tenant == tenant) && (user == "" || r.User == user) && (status == "" || k.Status == status) {
+		if (tenant == "" || r.Tenant == tenant) && (user == "" || r.User == user) && (status == "" || k.Status == status || k.State == status) {
 			out.Keys = append(out.Keys, k)
 		}
 	}
 	return fasthttp.StatusOK, out
 }
 
-func info(r keystore.Record, now time.Time) KeyInfo { return KeyInfo{Record: r, Status: r.Status(now)} }
+func info(r keystore.Record, now time.Time) KeyInfo {
+	return KeyInfo{Record: r, Status: r.Status(now), State: r.State(now)}
+}
 
 // requestFailure answers a body ParseCreate or ParseRotate refused.
 func requestFailure(err error) (int, any) {

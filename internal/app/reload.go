@@ -118,6 +118,7 @@ func (a *App) apply(path string, b []byte) error {
 		}
 	}
 	warnRedefined(a.log, a.pol.Load(), pol)
+	a.limitsAdded.Store(limitsAdded(a.limitsAdded.Load(), a.pol.Load(), pol, a.now()))
 	// Upstreams change only at restart; the limits, keys and prices now.
 	logFindings(a.log, slices.Concat(checkDefaultCosts(cfg, pol, w), checkMatchers(cfg, pol), checkShards(cfg), checkLeases(cfg)))
 	pol.AdoptRegional(a.pol.Load()) // a region's held share and demand survive a reload that keeps its split
@@ -324,6 +325,32 @@ func warnRedefined(log *slog.Logger, old, next *policy.Policy) {
 				"limit", r.Name, "old_shards", o.Shards, "new_shards", r.Shards)
 		}
 	}
+}
+
+// limitsAdded is App.limitsAdded after a reload at now from old to next:
+// prev's entries for the quota limits next keeps (same name and shards),
+// now for those old did not have or whose shards changed (their buckets
+// start afresh), none for the rest.
+func limitsAdded(prev *map[string]time.Time, old, next *policy.Policy, now time.Time) *map[string]time.Time {
+	kept := map[string]*policy.Rule{}
+	for i := range old.Rules() {
+		kept[old.Rules()[i].Name] = &old.Rules()[i]
+	}
+	out := map[string]time.Time{}
+	for i := range next.Rules() {
+		r := &next.Rules()[i]
+		if !r.IsQuota() {
+			continue
+		}
+		if o, ok := kept[r.Name]; !ok || o.Shards != r.Shards {
+			out[r.Name] = now
+		} else if prev != nil {
+			if at, ok := (*prev)[r.Name]; ok {
+				out[r.Name] = at
+			}
+		}
+	}
+	return &out
 }
 
 // reloadStatus counts config reloads and remembers the last failure, for

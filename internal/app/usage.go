@@ -129,19 +129,68 @@ type QuotaState struct {
 	UsedFraction float64   `json:"used_fraction"`
 	PeriodStart  time.Time `json:"period_start"`
 	PeriodEnd    time.Time `json:"period_end"`
-	// DaysLeft is how long Remaining lasts at the period's burn rate so
-	// far (Used over the days since PeriodStart), in days, capped at the
-	// days until PeriodEnd, when the quota resets whatever is left; -1
-	// when nothing was used yet.
+	// DaysLeft is how long Remaining lasts at the burn rate observed (Used
+	// over the days from RateFrom to the report's time), in days, capped
+	// at the days until PeriodEnd, when the quota resets whatever is
+	// left; -1 when nothing was used yet.
 	DaysLeft float64 `json:"days_left"`
+	// RateFrom is the start of the span DaysLeft's burn rate is measured
+	// over, and RateBasis why it starts there (rateSpan): "period" (the
+	// period's start), "limit_added" (the config reload that added the
+	// limit, its bucket empty until then), "first_record" (the subject's
+	// first ledger record in the period) or "min_span" (either of those
+	// was under MinRateSpan before the report: the last MinRateSpan).
+	// trial26: a budget added partway through a month that spent 84% in a
+	// minute showed 1.3 days left at the whole month's average.
+	RateFrom  time.Time `json:"rate_from"`
+	RateBasis string    `json:"rate_basis"`
 	// LastsPeriod is true when the cap applied: at the burn rate so far
 	// the quota outlasts its period (a daily quota barely used would show
 	// tens of thousands of days otherwise).
 	LastsPeriod bool `json:"lasts_period,omitempty"`
 }
 
+// The values of QuotaState.RateBasis.
+const (
+	RatePeriod      = "period"
+	RateLimitAdded  = "limit_added"
+	RateFirstRecord = "first_record"
+	RateMinSpan     = "min_span"
+)
+
+// MinRateSpan is the shortest span a quota's burn rate is measured over
+// when it starts later than its period (rateSpan): a single request just
+// after a limit was added or a subject's first record would otherwise
+// make its whole amount a rate per millisecond.
+const MinRateSpan = time.Hour
+
+// rateSpan is where a quota's burn rate starts at now, and why
+// (QuotaState.RateBasis): the latest of the period's start, added (when a
+// reload added the limit; zero: in force since the start) and first (the
+// subject's first ledger record in the period; zero: none known), but no
+// later than MinRateSpan before now unless that is before the period's
+// start. The quota's bucket counted nothing before added, and its subject
+// spent nothing before first: an average over the whole period would
+// spread the spend over time it was not counted in.
+func rateSpan(periodStart, added, first, now time.Time) (from time.Time, basis string) {
+	from, basis = periodStart, RatePeriod
+	if added.After(from) {
+		from, basis = added, RateLimitAdded
+	}
+	if first.After(from) {
+		from, basis = first, RateFirstRecord
+	}
+	if basis != RatePeriod && now.Sub(from) < MinRateSpan {
+		if from = now.Add(-MinRateSpan); !from.After(periodStart) {
+			return periodStart, RatePeriod
+		}
+		basis = RateMinSpan
+	}
+	return from, basis
+}
+
 // daysLeft is how many days remaining units last when used units were
-// spent over the days from start to now, capped at the days from now to
+// spent over the days from start (the period's, or rateSpan's) to now, capped at the days from now to
 // end (the period's reset), and whether that cap applied; -1 when nothing
 // was used or no time has passed.
 func daysLeft(used, remaining int64, start, end, now time.Time) (days float64, lastsPeriod bool) {
@@ -287,6 +336,7 @@ func (a *App) UsageIn(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	slices.SortFunc(led.users, func(x, y ledger.UserKey) int {
 		return cmp.Or(cmp.Compare(x.Tenant, y.Tenant), cmp.Compare(x.User, y.User))
 	})
+	led.sum, led.from = &sum, w.start
 	rep.Quotas, err = a.quotas(ctx, tenant, now, led)
 	if rep.Quotas == nil {
 		rep.Quotas = []QuotaState{}
@@ -450,7 +500,12 @@ func (a *App) quotas(ctx context.Context, tenant string, now time.Time, led ledg
 					q.Model = cmp.Or(model, policy.UnpricedModelKey)
 				}
 				q.UsedFraction = float64(q.Used) / float64(max(q.Quota, 1))
-				q.DaysLeft, q.LastsPeriod = daysLeft(q.Used, q.Remaining, limit.WindowStart, limit.WindowEnd, now)
+				var added time.Time
+				if m := a.limitsAdded.Load(); m != nil {
+					added = (*m)[r.Name]
+				}
+				q.RateFrom, q.RateBasis = rateSpan(limit.WindowStart, added, led.first(r, pr, tenant, limit.WindowStart), now)
+				q.DaysLeft, q.LastsPeriod = daysLeft(q.Used, q.Remaining, q.RateFrom, limit.WindowEnd, now)
 				out = append(out, q)
 			}
 		}

@@ -37,13 +37,17 @@ import (
 //	                  may differ from the ledger's spend: a store that
 //	                  lost its data restarts it at 0); "" in spend rows
 //	used_fraction     used / quota, 4 decimals
-//	days_left         remaining at the period's burn rate so far, in days,
-//	                  capped at the days until the period ends
-//	                  (1 decimal); "" when nothing was used yet
+//	days_left         remaining at the burn rate observed from rate_from
+//	                  on, in days, capped at the days until the period
+//	                  ends (1 decimal); "" when nothing was used yet
+//	rate_from         start of the span days_left's rate is measured
+//	                  over (RFC 3339); "" in spend rows
+//	rate_basis        why it starts there: period, limit_added,
+//	                  first_record or min_span (QuotaState.RateBasis)
 var UsageCSVHeader = []string{"row", "tenant", "user", "model", "limit", "scope", "subject", "unit",
 	"period_start", "period_end", "timezone", "spend_micro_usd", "spend_usd", "requests", "errors",
 	"input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens",
-	"quota", "used", "remaining", "used_fraction", "days_left"}
+	"quota", "used", "remaining", "used_fraction", "days_left", "rate_from", "rate_basis"}
 
 // WriteUsageCSV writes r as CSV (RFC 4180, encoding/csv): the header
 // UsageCSVHeader, one "total" row, then a row per tenant, user and model
@@ -58,7 +62,7 @@ func WriteUsageCSV(w io.Writer, r *UsageReport) error {
 		return []string{kind, cell(x.Tenant), cell(x.User), cell(x.Model), "", "", "", "",
 			start, end, r.Period.TimeZone, strconv.FormatInt(x.Spend.MicroUSD, 10), usd(x.Spend.MicroUSD),
 			itoa(x.Requests), itoa(x.Errors), itoa(x.Tokens.Input), itoa(x.Tokens.CachedInput), itoa(x.Tokens.CacheWrite),
-			itoa(x.Tokens.Output), itoa(x.Tokens.Reasoning), "", "", "", "", ""}
+			itoa(x.Tokens.Output), itoa(x.Tokens.Reasoning), "", "", "", "", "", "", ""}
 	}
 	total := UsageRow{Tenant: r.Tenant, Spend: r.Spend, Requests: r.Requests, Tokens: r.Tokens}
 	for _, x := range r.ByTenant {
@@ -82,13 +86,22 @@ func WriteUsageCSV(w io.Writer, r *UsageReport) error {
 		cw.Write([]string{"quota", cell(q.Tenant), "", cell(q.Model), cell(q.Limit), q.Scope, cell(q.Subject), q.Unit,
 			q.PeriodStart.Format(time.RFC3339), q.PeriodEnd.Format(time.RFC3339), q.PeriodStart.Location().String(),
 			"", "", "", "", "", "", "", "", "",
-			itoa(q.Quota), itoa(q.Used), itoa(q.Remaining), strconv.FormatFloat(q.UsedFraction, 'f', 4, 64), days})
+			itoa(q.Quota), itoa(q.Used), itoa(q.Remaining), strconv.FormatFloat(q.UsedFraction, 'f', 4, 64), days,
+			rateFrom(q), q.RateBasis})
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {
 		return fmt.Errorf("usage csv: %w", err)
 	}
 	return nil
+}
+
+// rateFrom is q.RateFrom in RFC 3339, "" when unset.
+func rateFrom(q QuotaState) string {
+	if q.RateFrom.IsZero() {
+		return ""
+	}
+	return q.RateFrom.Format(time.RFC3339)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -65,6 +65,38 @@ func summaryTenants(sum ledger.Summary) []string {
 type ledgerNames struct {
 	tenants []string
 	users   []ledger.UserKey
+	// sum is the report's ledger summary, read from from on; nil when
+	// there is none (first then knows nothing).
+	sum  *ledger.Summary
+	from time.Time
+}
+
+// first is the instant of the first ledger record in the period starting
+// at periodStart of rule r's subject pr (its tenant or user; every
+// record's for a global rule in a report of every tenant), or zero when
+// the summary cannot tell: no summary, one read from after periodStart,
+// a subject it has no entry of (no record, or folded into
+// ledger.OtherName) or a first record before periodStart, a key's rule
+// (the summary keeps no key's records apart).
+func (l ledgerNames) first(r *policy.Rule, pr policy.Principal, tenant string, periodStart time.Time) time.Time {
+	if l.sum == nil || l.from.After(periodStart) {
+		return time.Time{}
+	}
+	var t ledger.Totals
+	switch r.Scope {
+	case policy.ScopeTenant:
+		t = l.sum.Tenants[pr.Tenant]
+	case policy.ScopeUser:
+		t = l.sum.Users[ledger.UserKey{Tenant: pr.Tenant, User: pr.User}]
+	case policy.ScopeGlobal:
+		if tenant == "" {
+			t = l.sum.Total
+		}
+	}
+	if t.Requests == 0 || t.First.Before(periodStart) {
+		return time.Time{}
+	}
+	return t.First
 }
 
 // appliedQuotas calls fn for each quota limit that applies to tenant's
