@@ -106,7 +106,7 @@ func Classify(method, path string) Kind {
 	return KindUnmetered
 }
 
-// offProxyFamilies are the unmetered API families (as unmeteredFamilies)
+// offProxyFamily is the unmetered API family (one of unmeteredFamilies)
 // whose calls start spending that llmguard never sees, not even as
 // requests: the Realtime API's POSTs mint an ephemeral key
 // (/v1/realtime/client_secrets; /v1/realtime/sessions and
@@ -116,14 +116,14 @@ func Classify(method, path string) Kind {
 // API reference, Realtime: https://platform.openai.com/docs/api-reference/realtime).
 // Azure OpenAI's preview spells the same calls /openai/realtimeapi/sessions
 // and /v1/realtimertc (https://learn.microsoft.com/azure/ai-foundry/openai/how-to/realtime-audio-webrtc),
-// so a family is matched as a segment's prefix (OffProxy).
-var offProxyFamilies = []string{"realtime"}
+// so the family is matched as a segment's prefix (OffProxy).
+const offProxyFamily = "realtime"
 
 // OffProxy reports whether a call of method to path (upstream path,
 // decoded, as Classify reads it) opens spending outside llmguard: a POST
 // (or any method Classify reads by path) with a segment of its
 // API-relative path (after /openai/deployments/{d}, which names the
-// deployment, not the call) that starts with an offProxyFamilies family,
+// deployment, not the call) that starts with offProxyFamily,
 // which hands the caller a credential or a session no limit of llmguard's
 // can count afterwards. Any segment, not only the first after /v1, and any
 // segment starting so ("realtimeapi", "realtimertc", and "realtime." or
@@ -146,10 +146,8 @@ func OffProxy(method, path string) bool {
 		} else {
 			rest = ""
 		}
-		for _, f := range offProxyFamilies {
-			if strings.HasPrefix(seg, f) {
-				return true
-			}
+		if strings.HasPrefix(seg, offProxyFamily) {
+			return true
 		}
 	}
 	return false
