@@ -473,7 +473,10 @@ members:
 	// cost each body a configured look-up, some 450 instructions of a warm
 	// 1 KiB body for a name not configured (spec.AppendCanonModel).
 	floor.gemini(rules.family)
-	est.HiddenReasoning = floor.hiddenReasoning(rules.family) || thinks
+	// The family's own default is held with the rules
+	// (chatRules.hiddenReasoning: floor.hiddenReasoning's name stripping,
+	// some 990 instructions of a warm 1 KiB body, found once a name).
+	est.HiddenReasoning = floor.asksReasoning() || rules.hiddenReasoning || thinks
 	out, est.OutputDefaulted = floor.apply(w, est.Model, out, est.OutputDefaulted)
 	est.OutputPinned = floor.pins()
 	choices := choiceVals.count()

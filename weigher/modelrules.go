@@ -41,6 +41,12 @@ type chatRules struct {
 	// configured look-up: some 450 instructions for a name not
 	// configured (spec.AppendCanonModel), 200 for one configured (perf24).
 	defaultOut int64
+	// hiddenReasoning is hiddenReasoningFamily(family): the family
+	// reasons by default in tokens its answer does not show
+	// (Estimate.HiddenReasoning). Found for each body, its name stripping
+	// (canonicalModel) and prefix matching cost a warm 1 KiB chat body
+	// about 990 instructions (whole-process callgrind, perf32).
+	hiddenReasoning bool
 }
 
 // chatRulesTable holds the chat rules of the model names bodies named
@@ -91,6 +97,7 @@ func (w *Weigher) findChatRules(model string) *chatRules {
 	r.toolsCtx = w.cache.context("chat.tools", r.encoding, "", "")
 	r.search, r.searchResults = searchAsk{}.fees(model)
 	r.defaultOut = w.defaultOutput(model)
+	r.hiddenReasoning = hiddenReasoningFamily(r.family)
 	return r
 }
 

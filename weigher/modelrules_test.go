@@ -29,7 +29,7 @@ func TestChatRulesSameAsFound(t *testing.T) {
 	names := []string{"gpt-4o-mini", "gpt-4o", "gpt-4o-2024-08-06", "gpt-4", "gpt-3.5-turbo", "o3-mini", "my-claude", "my-mini",
 		"legacy", "legacy-2", "claude-3-haiku", "claude-opus-4-7", "Anthropic/Claude-Opus-4.7", "openai/gpt-4o-mini",
 		"us.anthropic.claude-opus-4-7-v1:0", "ft:gpt-4o-mini-2024-07-18:org::id", "llama-3-70b", "x", "",
-		"my-long", strings.Repeat("gpt-4o-", 12)}
+		"my-long", strings.Repeat("gpt-4o-", 12), "o3", "gpt-5", "gemini-2.5-pro", "grok-4", "grok-4-fast-non-reasoning"}
 	for i := range 40 {
 		names = append(names, fmt.Sprintf("model-%d", i)) // more names than slots
 	}
@@ -140,5 +140,51 @@ func TestChatRulesSearchFees(t *testing.T) {
 				t.Fatalf("%s: estimate %v, %d results; fees %v, %d", body, e.SearchContext, e.SearchResults, size, results)
 			}
 		}
+	}
+}
+
+// A chat body's HiddenReasoning takes the family's default from the rules
+// held for its model name (chatRules.hiddenReasoning): for each name,
+// weighed twice (the rules found, then held) through more names than the
+// table has slots, it is hiddenReasoningFamily of the name's family, or
+// true when the body asks for reasoning itself (reasoning_effort), an
+// alias taking its target's default and a bare name its own.
+func TestChatHiddenReasoningHeld(t *testing.T) {
+	w, err := New(Options{Models: map[string]Model{
+		"team-thinker": {Family: "o3"},
+		"team-chat":    {Family: "gpt-4o"},
+		"o3-as-chat":   {Family: "gpt-4o-mini"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"o3", "o3-mini", "gpt-5", "gpt-4o", "gemini-2.5-pro", "google/Gemini-2.5-Flash", "grok-4",
+		"grok-4-fast-non-reasoning", "grok-3-mini", "claude-sonnet-4-5", "ft:o4-mini-2025-04-16:org::id",
+		"team-thinker", "Team-Thinker", "team-chat", "o3-as-chat", "deepseek-reasoner"}
+	for i := range 20 {
+		names = append(names, fmt.Sprintf("o%d-model-%d", i%5, i)) // more names than slots
+	}
+	seen := map[bool]int{}
+	for round := range 2 {
+		for _, name := range names {
+			want := hiddenReasoningFamily(w.family(name))
+			seen[want]++
+			for range 2 { // found, then (unless replaced since) held
+				est := w.Weigh(KindChat, []byte(`{"model":"`+name+`","messages":[{"role":"user","content":"hi"}]}`))
+				if est.HiddenReasoning != want {
+					t.Fatalf("round %d, %q: HiddenReasoning %v, want %v", round, name, est.HiddenReasoning, want)
+				}
+				est = w.Weigh(KindChat, []byte(`{"model":"`+name+`","reasoning_effort":"high","messages":[{"role":"user","content":"hi"}]}`))
+				if !est.HiddenReasoning {
+					t.Fatalf("round %d, %q with reasoning_effort high: HiddenReasoning false", round, name)
+				}
+			}
+		}
+	}
+	if seen[true] == 0 || seen[false] == 0 {
+		t.Fatalf("names of one verdict only: %v", seen)
+	}
+	if hiddenReasoningFamily(w.family("o3-as-chat")) || !hiddenReasoningFamily(w.family("team-thinker")) {
+		t.Fatal("the aliases' families are not what this test means them to be")
 	}
 }

@@ -112,7 +112,15 @@ func (f *outputFloor) read(k string, v gjson.Result) {
 // (thinking, effort), or the family reasons unseen by default
 // (hiddenReasoningFamily).
 func (f *outputFloor) hiddenReasoning(family string) bool {
-	return f.reasons || f.thinking > 0 || f.effort > 0 || hiddenReasoningFamily(family)
+	return f.asksReasoning() || hiddenReasoningFamily(family)
+}
+
+// asksReasoning reports whether the body asked f for reasoning: a
+// reasoning or reasoning_effort member that asks for it, or a Gemini
+// thinking budget or reasoning_effort (hiddenReasoning less the family's
+// own default, which a chat body takes from its model's chatRules).
+func (f *outputFloor) asksReasoning() bool {
+	return f.reasons || f.thinking > 0 || f.effort > 0
 }
 
 // hiddenReasoningFamily reports whether family (a model name as
