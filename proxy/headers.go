@@ -322,40 +322,22 @@ func setIETFHeaders(fs *limitFields, all []meter.Applied, items *ietfItems) {
 			texts[i] = items.of(&all[j])
 		}
 	}
-	writeIETFHeaders(fs, idx, texts[:len(idx)], items)
+	writeIETFHeaders(fs, idx, texts[:len(idx)])
 }
 
 // writeIETFHeaders adds the RateLimit-Policy and RateLimit fields of
 // fs.rules[idx[i]] to fs, texts[i] being that rule's cached text
 // (ietfItems.of), or nil to build it here. Each value is built at the end
-// of fs.buf (commit). When every rule has its text, the RateLimit-Policy
-// value is the one items holds for that list, if it holds it
-// (ietfItems.joinedFor), else joined here and offered to items.
-func writeIETFHeaders(fs *limitFields, idx []int, texts []*ietfItem, items *ietfItems) {
-	all := items != nil && len(texts) > 0
-	for _, t := range texts {
-		all = all && t != nil
-	}
-	var joined []byte
-	if all {
-		joined = items.joinedFor(texts)
-	}
-	if joined != nil {
-		fs.buf = append(fs.buf, joined...)
-	} else {
-		from := len(fs.buf)
-		for i, j := range idx {
-			if i > 0 {
-				fs.buf = append(fs.buf, ", "...)
-			}
-			if texts[i] != nil {
-				fs.buf = append(fs.buf, texts[i].policy...)
-			} else {
-				fs.buf = appendPolicyItem(fs.buf, &fs.rules[j])
-			}
+// of fs.buf (commit).
+func writeIETFHeaders(fs *limitFields, idx []int, texts []*ietfItem) {
+	for i, j := range idx {
+		if i > 0 {
+			fs.buf = append(fs.buf, ", "...)
 		}
-		if all {
-			items.keepJoined(texts, fs.buf[from:])
+		if texts[i] != nil {
+			fs.buf = append(fs.buf, texts[i].policy...)
+		} else {
+			fs.buf = appendPolicyItem(fs.buf, &fs.rules[j])
 		}
 	}
 	fs.commit(rateLimitPolicyField)

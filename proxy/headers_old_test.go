@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,7 +169,7 @@ func limitDecisions() [][]meter.Applied {
 // byte for byte those the strconv formatting wrote, for every decision of
 // limitDecisions, with the per-rule text cache (ietfItems) and without.
 func TestLimitHeadersSameAsOld(t *testing.T) {
-	cache := ietfItemsOf(limitDecisionRules)
+	cache := &ietfItems{rules: limitDecisionRules, items: make([]atomic.Pointer[ietfItem], len(limitDecisionRules))}
 	for i, rules := range limitDecisions() {
 		for _, f := range []Flavor{FlavorOpenAI, FlavorAzure, FlavorAnthropic} {
 			for _, normalizing := range []bool{false, true} {

@@ -26,87 +26,20 @@ import (
 type ietfItems struct {
 	rules []policy.Rule
 	items []atomic.Pointer[ietfItem]
-	// joined holds, for each rule, the RateLimit-Policy value of one list
-	// of items that begins with that rule's (see joinedPolicy).
-	joined []atomic.Pointer[joinedPolicy]
 }
 
 // ietfItem is one rule's text, for limit.
 type ietfItem struct {
 	limit    bucket.Limit
-	at       int    // the rule's position in the cache's rules
 	policy   []byte // the RateLimit-Policy item
 	rate     []byte // the RateLimit item's start: the quoted name and ";r="
 	capacity []byte // limit.Capacity in decimal (a flavor's x-ratelimit-limit-* value)
 }
 
-// joinedPolicy is a whole RateLimit-Policy value: the policy texts of
-// items[:n] joined with ", ", as writeIETFHeaders joins them. A value
-// depends only on its items (immutable, each for one rule and limit), and
-// a request's list of items is nearly always the one before: copying the
-// value whole costs an answer about 70 instructions where joining it cost
-// 250 (whole-process callgrind, 1 KiB warm JSON c32, three rules; perf32).
-type joinedPolicy struct {
-	items [maxRateLimitItems]*ietfItem
-	n     int
-	text  []byte
-}
-
 // newIETFItems returns the cache of pol's rules.
-func newIETFItems(pol *policy.Policy) *ietfItems { return ietfItemsOf(pol.Rules()) }
-
-// ietfItemsOf returns the cache of rules (a policy's Rules).
-func ietfItemsOf(rules []policy.Rule) *ietfItems {
-	return &ietfItems{rules: rules, items: make([]atomic.Pointer[ietfItem], len(rules)),
-		joined: make([]atomic.Pointer[joinedPolicy], len(rules))}
-}
-
-// joinedFor returns the RateLimit-Policy value held for the items texts
-// (every one of them an item of c, non-nil), or nil when none is held
-// (or c holds no values: an ietfItems without joined).
-func (c *ietfItems) joinedFor(texts []*ietfItem) []byte {
-	if texts[0].at >= len(c.joined) {
-		return nil
-	}
-	j := c.joined[texts[0].at].Load()
-	if j == nil || j.n != len(texts) {
-		return nil
-	}
-	for i, t := range texts {
-		if j.items[i] != t {
-			return nil
-		}
-	}
-	return j.text
-}
-
-// keepJoined holds text, the RateLimit-Policy value of texts (as
-// joinedFor), in the slot of texts' first rule when that slot is empty or
-// holds a list of which an item is no longer its rule's (a limit that
-// changed): a list still current is kept, so that two lists that begin
-// with the same rule and alternate do not replace each other on every
-// answer (an allocation each); the one not held is joined as before.
-func (c *ietfItems) keepJoined(texts []*ietfItem, text []byte) {
-	if texts[0].at >= len(c.joined) {
-		return
-	}
-	slot := &c.joined[texts[0].at]
-	if old := slot.Load(); old != nil && c.current(old) {
-		return
-	}
-	j := &joinedPolicy{n: len(texts), text: append([]byte(nil), text...)}
-	copy(j.items[:], texts)
-	slot.Store(j)
-}
-
-// current reports whether every item of j is still its rule's.
-func (c *ietfItems) current(j *joinedPolicy) bool {
-	for _, it := range j.items[:j.n] {
-		if c.items[it.at].Load() != it {
-			return false
-		}
-	}
-	return true
+func newIETFItems(pol *policy.Policy) *ietfItems {
+	rules := pol.Rules()
+	return &ietfItems{rules: rules, items: make([]atomic.Pointer[ietfItem], len(rules))}
 }
 
 // of returns a's text when a's rule is one of c's: the cached one when
@@ -120,7 +53,7 @@ func (c *ietfItems) of(a *meter.Applied) *ietfItem {
 	if it := c.items[i].Load(); it != nil && sameLimit(&it.limit, &a.Limit) {
 		return it
 	}
-	it := &ietfItem{limit: a.Limit, at: i, rate: append(appendQuoted(nil, a.Rule.Name), ";r="...),
+	it := &ietfItem{limit: a.Limit, rate: append(appendQuoted(nil, a.Rule.Name), ";r="...),
 		capacity: strconv.AppendInt(nil, a.Limit.Capacity, 10)}
 	it.policy = appendPolicyItem(nil, a)
 	c.items[i].Store(it)
