@@ -110,8 +110,16 @@ func (w *Weigher) Ceiling(e *Estimate) Usage {
 	if e.LongContext {
 		granted = LongContextInputTokens
 	}
-	if m, ok := w.configured(e.Model); ok && m.MaxInputTokens > 0 {
-		win = min(max(m.MaxInputTokens, granted)+max(m.MaxOutputTokens, 0), maxTokens)
+	var maxIn, maxOut int64
+	var set bool
+	if r := w.heldChatRules(e.Model); r != nil {
+		// A chat model's configuration, held with its rules.
+		maxIn, maxOut, set = r.maxIn, r.maxOut, r.windowSet
+	} else if m, ok := w.configured(e.Model); ok && m.MaxInputTokens > 0 {
+		maxIn, maxOut, set = m.MaxInputTokens, m.MaxOutputTokens, true
+	}
+	if set {
+		win = min(max(maxIn, granted)+max(maxOut, 0), maxTokens)
 	} else {
 		win = max(win, granted)
 	}

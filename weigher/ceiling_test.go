@@ -1,7 +1,9 @@
 package weigher
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -71,5 +73,63 @@ func TestCeiling(t *testing.T) {
 	}
 	if _, err := New(Options{CostCeilingMicroUSD: -1}); err == nil {
 		t.Error("a negative CostCeilingMicroUSD was accepted")
+	}
+}
+
+// The usage ceiling of a chat model whose rules the Weigher holds reads
+// the model's configured window from them (chatRules.maxIn, maxOut): for
+// configured names with and without a window, a name configured by
+// prefix, decorated and upper-case names, names not configured, a name
+// too long to hold, and more names than the table has slots (so that
+// names replace each other's), with and without the long-context grant,
+// each ceiling is the one found through the configuration (a copy of the
+// Weigher that holds no rules), after every chat body weighed; and a
+// ceiling asked before any body holds no rules (heldChatRules).
+func TestCeilingHeldSameAsFound(t *testing.T) {
+	w, err := New(Options{DefaultMaxOutputTokens: 256, Models: map[string]Model{
+		"big":        {MaxInputTokens: 200_000, MaxOutputTokens: 64_000},
+		"wide-in":    {MaxInputTokens: 1_000_000},
+		"no-window":  {MaxOutputTokens: 8_000},
+		"gpt-4o":     {MaxInputTokens: 128_000, MaxOutputTokens: 16_384},
+		"my-claude":  {Family: "claude-opus-4-7", MaxInputTokens: 500_000, MaxOutputTokens: 32_000},
+		"tiny-model": {MaxInputTokens: 4_000, MaxOutputTokens: 1_000},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := *w
+	found.rules = nil // finds every window through the configuration
+	names := []string{"big", "wide-in", "no-window", "gpt-4o", "gpt-4o-2024-08-06", "GPT-4o", "openai/gpt-4o", "my-claude",
+		"tiny-model", "unknown-model", "o3", strings.Repeat("big-", 20)}
+	for i := range 24 {
+		names = append(names, fmt.Sprintf("tiny-model-%d", i)) // by prefix; more names than slots
+	}
+	if c := w.Ceiling(&Estimate{Model: "big"}); c.InputTokens != 264_000 || w.heldChatRules("big") != nil {
+		t.Fatalf("before any body: input ceiling %d (want 264000), rules held %v", c.InputTokens, w.heldChatRules("big") != nil)
+	}
+	held := 0
+	for round := range 2 {
+		for _, name := range names {
+			if est := w.Weigh(KindChat, []byte(`{"model":"`+name+`","messages":[{"role":"user","content":"hi"}]}`)); !est.Parsed {
+				t.Fatalf("%q: not parsed", name)
+			}
+			if w.heldChatRules(name) != nil {
+				held++
+			}
+			for _, other := range names {
+				for _, long := range []bool{false, true} {
+					e := Estimate{Model: other, LongContext: long, InputTokens: 10, OutputTokens: 20, Choices: 1}
+					if got, want := w.Ceiling(&e), found.Ceiling(&e); got != want {
+						t.Fatalf("round %d, after %q: ceiling of %q (long context %v) %+v, found %+v", round, name, other, long, got, want)
+					}
+				}
+			}
+		}
+	}
+	if held < len(names) {
+		t.Fatalf("rules held after %d of %d bodies", held, 2*len(names))
+	}
+	if c := w.Ceiling(&Estimate{Model: "big"}); c.InputTokens != 264_000 {
+		t.Fatalf("big's input ceiling %d, want 264000", c.InputTokens)
 	}
 }

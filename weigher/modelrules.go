@@ -47,6 +47,15 @@ type chatRules struct {
 	// (canonicalModel) and prefix matching cost a warm 1 KiB chat body
 	// about 990 instructions (whole-process callgrind, perf32).
 	hiddenReasoning bool
+	// window is what Ceiling reads of the name's configuration (the
+	// configured Model's MaxInputTokens and MaxOutputTokens, windowSet
+	// when the name is configured with a MaxInputTokens above 0). Found
+	// at each settlement, the look-up (w.configured) cost a warm 1 KiB
+	// chat request about 200 instructions (whole-process callgrind,
+	// perf32); Ceiling reads it here when the rules are held
+	// (heldChatRules), and finds it as before when not.
+	maxIn, maxOut int64
+	windowSet     bool
 }
 
 // chatRulesTable holds the chat rules of the model names bodies named
@@ -72,10 +81,8 @@ const maxChatRulesName = 64
 // chatRules returns the chat rules of model (an Estimate's Model: not a
 // view of a body), held in w.rules when it is short enough.
 func (w *Weigher) chatRules(model string) *chatRules {
-	var slot *atomic.Pointer[chatRules]
-	if w.rules != nil && model != "" && len(model) <= maxChatRulesName {
-		h := uint(len(model))*0x9e37 ^ uint(model[0])*0x85eb ^ uint(model[len(model)-1])*0xc2b3 ^ uint(model[len(model)/2])*0x27d4
-		slot = &w.rules.slots[(h^h>>7)%chatRulesSlots]
+	slot := w.chatRulesSlot(model)
+	if slot != nil {
 		if r := slot.Load(); r != nil && r.model == model && r.cache == w.cache {
 			return r
 		}
@@ -88,6 +95,28 @@ func (w *Weigher) chatRules(model string) *chatRules {
 	return r
 }
 
+// chatRulesSlot is the slot of w.rules that holds model's rules, nil when
+// none can (no table, an empty name, one longer than maxChatRulesName).
+func (w *Weigher) chatRulesSlot(model string) *atomic.Pointer[chatRules] {
+	if w.rules == nil || model == "" || len(model) > maxChatRulesName {
+		return nil
+	}
+	h := uint(len(model))*0x9e37 ^ uint(model[0])*0x85eb ^ uint(model[len(model)-1])*0xc2b3 ^ uint(model[len(model)/2])*0x27d4
+	return &w.rules.slots[(h^h>>7)%chatRulesSlots]
+}
+
+// heldChatRules returns the chat rules w holds for model, nil when it
+// holds none; unlike chatRules it never finds nor holds them, so that a
+// caller for any kind of request (Ceiling) takes no chat name's slot.
+func (w *Weigher) heldChatRules(model string) *chatRules {
+	if slot := w.chatRulesSlot(model); slot != nil {
+		if r := slot.Load(); r != nil && r.model == model {
+			return r
+		}
+	}
+	return nil
+}
+
 // findChatRules makes model's chat rules afresh (the reference the held
 // ones are compared with: TestChatRulesSameAsFound).
 func (w *Weigher) findChatRules(model string) *chatRules {
@@ -98,6 +127,9 @@ func (w *Weigher) findChatRules(model string) *chatRules {
 	r.search, r.searchResults = searchAsk{}.fees(model)
 	r.defaultOut = w.defaultOutput(model)
 	r.hiddenReasoning = hiddenReasoningFamily(r.family)
+	if m, ok := w.configured(model); ok && m.MaxInputTokens > 0 {
+		r.maxIn, r.maxOut, r.windowSet = m.MaxInputTokens, m.MaxOutputTokens, true
+	}
 	return r
 }
 
