@@ -47,13 +47,13 @@ type chatRules struct {
 	// (canonicalModel) and prefix matching cost a warm 1 KiB chat body
 	// about 990 instructions (whole-process callgrind, perf32).
 	hiddenReasoning bool
-	// window is what Ceiling reads of the name's configuration (the
-	// configured Model's MaxInputTokens and MaxOutputTokens, windowSet
-	// when the name is configured with a MaxInputTokens above 0). Found
-	// at each settlement, the look-up (w.configured) cost a warm 1 KiB
-	// chat request about 200 instructions (whole-process callgrind,
-	// perf32); Ceiling reads it here when the rules are held
-	// (heldChatRules), and finds it as before when not.
+	// maxIn and maxOut are the name's configured Model.MaxInputTokens
+	// and MaxOutputTokens, in tokens, and windowSet whether the name is
+	// configured with a MaxInputTokens above 0: the window Ceiling reads.
+	// Found at each settlement, the look-up (w.configured) cost a warm
+	// 1 KiB chat request about 200 instructions (whole-process callgrind,
+	// perf32); Ceiling reads them here when the rules are held
+	// (heldChatRules), and finds them as before when not.
 	maxIn, maxOut int64
 	windowSet     bool
 }
@@ -108,6 +108,8 @@ func (w *Weigher) chatRulesSlot(model string) *atomic.Pointer[chatRules] {
 // heldChatRules returns the chat rules w holds for model, nil when it
 // holds none; unlike chatRules it never finds nor holds them, so that a
 // caller for any kind of request (Ceiling) takes no chat name's slot.
+// Rules held for another count cache (a copy of w) are returned too:
+// only their fields of the configuration (family, maxIn…) may be read.
 func (w *Weigher) heldChatRules(model string) *chatRules {
 	if slot := w.chatRulesSlot(model); slot != nil {
 		if r := slot.Load(); r != nil && r.model == model {
