@@ -224,3 +224,27 @@ func TestCacheSlotSharedByTwoKeys(t *testing.T) {
 	step("step 3 (k2 replaced k1, k1 read)", k1, 0, false)
 	step("step 4 (k2 read)", k2, 22, true)
 }
+
+// TestSystemPromptCacheKeysAreContextual is TestCacheKeysAreContextual for
+// an Anthropic system prompt, which is remembered by the count cache
+// directly (not through a scan's memo): one system prompt weighed for
+// models of different encodings and families is never counted under
+// another's.
+func TestSystemPromptCacheKeysAreContextual(t *testing.T) {
+	w, cold := cachedWeigher(t, 1<<20), uncached(t)
+	system := `[{"type":"text","text":"Vous êtes un assistant précis. 日本語で答えてください。 Réponds en français, ` +
+		`avec des exemples de code: func main() { fmt.Println(\"héllo\") } 😀👍🏽"}]`
+	seen := map[int64]bool{}
+	for _, model := range []string{"gpt-4o", "gpt-4", "claude-sonnet-4-5", "claude-3-5-haiku", "gpt-4o"} {
+		body := []byte(`{"model":"` + model + `","max_tokens":64,"system":` + system +
+			`,"messages":[{"role":"user","content":"hi"}]}`)
+		got, want := w.Messages(body), cold.Messages(body)
+		if got != want {
+			t.Errorf("%s: cached %d input tokens, cold %d", model, got.InputTokens, want.InputTokens)
+		}
+		seen[want.InputTokens] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("every model weighed the prompt alike (%v): the test cannot tell contexts apart", seen)
+	}
+}
