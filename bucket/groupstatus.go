@@ -19,8 +19,12 @@ const maxExactUnits = 1 << 53
 // returns false, and changes nothing, when an item's cannot be worked out
 // from the reply alone; the caller then reads the group again. Per kind:
 //
-//   - a quota: Remaining plus the cost (Remaining is Capacity minus the
-//     units used, a whole number); Reset unchanged (its window's end);
+//   - a quota or a fixed window: Remaining plus the cost (Remaining is
+//     Capacity minus the units counted, a whole number); Reset unchanged
+//     (its window's end, whatever it holds);
+//   - an in-flight limit: Remaining plus the cost (the slot it held);
+//     Reset 0 when it held one (its take found a slot free: live below
+//     Capacity), else unchanged;
 //   - a token bucket: Remaining plus the cost (the level rounded down, less
 //     a whole cost); Reset 0 when that reaches Capacity (full), else the
 //     take's Reset less floor(cost × Per / Rate) µs, the refill of the
@@ -28,10 +32,12 @@ const maxExactUnits = 1 << 53
 //     of µs (wait rounds the time up to whole µs), otherwise at most 1 µs
 //     later than the script would say (never earlier: Reset is "full no
 //     sooner than");
-//   - in-flight limits and window counters (a slot freed, a sliding
-//     window's weight: their Reset is not a sum of the cost): not worked
-//     out; nor a bucket whose Capacity passes maxExactUnits, or whose Reset
-//     is the scripts' cap (maxWait µs), which no longer tells the level.
+//   - a sliding window (a weighted count: its Remaining no sum of the
+//     cost, its Reset depends on whether the current window held
+//     anything): not worked out, its take's reply carries the statuses
+//     before it instead (take.lua, statusesIn); nor a token bucket whose
+//     Reset is the scripts' cap (maxWait µs), which no longer tells the
+//     level, nor a Capacity past maxExactUnits (Validate refuses it).
 //
 // The statuses are those of the take's instant, not of the refund's a
 // round trip later: a reading no older than the denying group's own.
@@ -39,16 +45,22 @@ func statusesBefore(items []Item, idx []int, buckets []Status) bool {
 	for _, i := range idx {
 		l := &items[i].Limit
 		switch {
-		case l.Concurrent || l.IsWindow() || l.Capacity > maxExactUnits:
+		case l.Algorithm == SlidingWindow || l.Capacity > maxExactUnits:
 			return false
-		case !l.IsQuota() && buckets[i].Reset >= maxWait*time.Microsecond:
+		case !l.IsQuota() && !l.IsWindow() && !l.Concurrent && buckets[i].Reset >= maxWait*time.Microsecond:
 			return false
 		}
 	}
 	for _, i := range idx {
 		it, st := &items[i], &buckets[i]
 		st.Remaining += it.Cost
-		if it.Limit.IsQuota() {
+		switch {
+		case it.Limit.IsQuota() || it.Limit.IsWindow():
+			continue
+		case it.Limit.Concurrent:
+			if it.Cost > 0 {
+				st.Reset = 0
+			}
 			continue
 		}
 		if st.Remaining >= it.Limit.Capacity {

@@ -53,6 +53,14 @@
 --                   it counts weighs; a fixed window: µs until its window ends
 --   [4+2n+i]        only when a bucket is a window counter: the start (µs) of
 --                   the window bucket i counted in (0 for other buckets)
+--   [3+3n+2i], [4+3n+2i]
+--                   only in an allowed committed take when a bucket is a
+--                   sliding window: the remaining and reset of bucket i
+--                   before the take (what a take of cost zero read at now),
+--                   for every bucket, as a denial reports them: what
+--                   package bucket reports for a slot group it refunds when
+--                   another group denied the request (a sliding window's
+--                   are no sum of the cost and the reply after the take)
 --
 -- State: one string per bucket. A token bucket: '<level> <updated>', level
 -- in units with 17 significant digits (it round-trips a double exactly),
@@ -180,6 +188,31 @@ local function windows(reply, n, seen, hasWindow)
   if hasWindow then
     for i = 1, n do
       reply[4 + 2 * n + i] = seen[i][10] or 0
+    end
+  end
+  return reply
+end
+
+-- statusesOf writes, from reply[at + 1] on, each of the n buckets'
+-- remaining and reset as phase one read them (seen, at now, before any
+-- commit): what a take of cost zero reports. A denial's and a check's
+-- statuses (at 4), and an allowed take's statuses before it (at 4 + 3n,
+-- when a bucket is a sliding window: see the reply).
+local function statusesOf(reply, at, n, seen)
+  for i = 1, n do
+    local s = seen[i]
+    local capacity, rate, per, windowEnd = s[4], s[5], s[6], s[8]
+    local r = at + 2 * i
+    if kindOf(rate, windowEnd) == 'c' then
+      reply[r - 1], reply[r] = floorUnits(capacity - s[1]), slotReset(s[1], capacity)
+    elseif windowEnd < 0 then
+      local sliding = isSliding(windowEnd)
+      reply[r - 1] = floorUnits(capacity - weigh(s[1], s[2], s[10], per, now, sliding))
+      reply[r] = windowReset(s[1], s[2], s[10], per, now, sliding)
+    elseif windowEnd > 0 then
+      reply[r - 1], reply[r] = floorUnits(capacity - s[1]), untilEnd(windowEnd, now)
+    else
+      reply[r - 1], reply[r] = floorUnits(s[1]), wait(s[1], capacity, rate, per)
     end
   end
   return reply
@@ -500,7 +533,7 @@ local seen = {nil, nil, nil}
 -- check each; write nothing.
 local firstLarge, slowest = -1, -1
 local retry = 0
-local hasWindow = false
+local hasWindow, hasSliding = false, false
 for i = 1, n do
   local a = 6 * i - 2
   local capacity, rate, per = ARGV[a] + 0, ARGV[a + 1] + 0, ARGV[a + 2] + 0
@@ -518,6 +551,9 @@ for i = 1, n do
     prev, cur, start, ok, tooLarge, short = checkWindowAt(prev, cur, start, per, capacity, now, cost, isSliding(windowEnd))
     seen[i] = {prev, cur, found, capacity, rate, per, windowStart, windowEnd, cost, start}
     hasWindow = true
+    if isSliding(windowEnd) then
+      hasSliding = true
+    end
   elseif limitKind == 'q' then
     local used, window, found = loadQuota(kind, x, y, windowStart)
     used, window = roll(used, window, windowStart, windowEnd)
@@ -554,24 +590,7 @@ if firstLarge >= 0 or slowest >= 0 then
 end
 
 if reply[1] == 0 or not commit then
-  for i = 1, n do
-    local s = seen[i]
-    local capacity, rate, per, windowEnd = s[4], s[5], s[6], s[8]
-    if kindOf(rate, windowEnd) == 'c' then
-      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - s[1]), slotReset(s[1], capacity)
-    elseif windowEnd < 0 then
-      local sliding = isSliding(windowEnd)
-      reply[3 + 2 * i] = floorUnits(capacity - weigh(s[1], s[2], s[10], per, now, sliding))
-      reply[4 + 2 * i] = windowReset(s[1], s[2], s[10], per, now, sliding)
-    elseif windowEnd > 0 then
-      local used = s[1]
-      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - used), untilEnd(windowEnd, now)
-    else
-      local level = s[1]
-      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, capacity, rate, per)
-    end
-  end
-  return windows(reply, n, seen, hasWindow)
+  return windows(statusesOf(reply, 4, n, seen), n, seen, hasWindow)
 end
 
 -- Phase 2: every bucket can pay; commit every cost.
@@ -609,4 +628,8 @@ for i = 1, n do
     reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), reset
   end
 end
-return windows(reply, n, seen, hasWindow)
+windows(reply, n, seen, hasWindow)
+if hasSliding then -- the statuses before the take, which its reply cannot tell (package bucket's statusesBefore)
+  statusesOf(reply, 4 + 3 * n, n, seen)
+end
+return reply
