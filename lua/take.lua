@@ -195,9 +195,10 @@ end
 
 -- statusesOf writes, from reply[at + 1] on, each of the n buckets'
 -- remaining and reset as phase one read them (seen, at now, before any
--- commit): what a take of cost zero reports. A denial's and a check's
--- statuses (at 4), and an allowed take's statuses before it (at 4 + 3n,
--- when a bucket is a sliding window: see the reply).
+-- commit): what a take of cost zero reports. An allowed take's statuses
+-- before it (at 4 + 3n, when a bucket is a sliding window: see the
+-- reply); the body's denial and check write the same statuses at 4
+-- inline (a Lua call saved).
 local function statusesOf(reply, at, n, seen)
   for i = 1, n do
     local s = seen[i]
@@ -551,7 +552,7 @@ for i = 1, n do
     prev, cur, start, ok, tooLarge, short = checkWindowAt(prev, cur, start, per, capacity, now, cost, isSliding(windowEnd))
     seen[i] = {prev, cur, found, capacity, rate, per, windowStart, windowEnd, cost, start}
     hasWindow = true
-    if isSliding(windowEnd) then
+    if windowEnd == -1 then -- isSliding(windowEnd), without a call
       hasSliding = true
     end
   elseif limitKind == 'q' then
@@ -590,7 +591,25 @@ if firstLarge >= 0 or slowest >= 0 then
 end
 
 if reply[1] == 0 or not commit then
-  return windows(statusesOf(reply, 4, n, seen), n, seen, hasWindow)
+  -- statusesOf(reply, 4, n, seen), inline: a Lua call a denial saved
+  for i = 1, n do
+    local s = seen[i]
+    local capacity, rate, per, windowEnd = s[4], s[5], s[6], s[8]
+    if kindOf(rate, windowEnd) == 'c' then
+      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - s[1]), slotReset(s[1], capacity)
+    elseif windowEnd < 0 then
+      local sliding = isSliding(windowEnd)
+      reply[3 + 2 * i] = floorUnits(capacity - weigh(s[1], s[2], s[10], per, now, sliding))
+      reply[4 + 2 * i] = windowReset(s[1], s[2], s[10], per, now, sliding)
+    elseif windowEnd > 0 then
+      local used = s[1]
+      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(capacity - used), untilEnd(windowEnd, now)
+    else
+      local level = s[1]
+      reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), wait(level, capacity, rate, per)
+    end
+  end
+  return windows(reply, n, seen, hasWindow)
 end
 
 -- Phase 2: every bucket can pay; commit every cost.
