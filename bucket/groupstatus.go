@@ -34,25 +34,37 @@ const maxExactUnits = 1 << 53
 //     sooner than");
 //   - a sliding window (a weighted count: its Remaining no sum of the
 //     cost, its Reset depends on whether the current window held
-//     anything): not worked out, its take's reply carries the statuses
-//     before it instead (take.lua, statusesIn); nor a token bucket whose
-//     Reset is the scripts' cap (maxWait µs), which no longer tells the
-//     level, nor a Capacity past maxExactUnits (Validate refuses it).
+//     anything): its status at the take's instant from its counts before
+//     the take, which its reply carries (take.lua, statusesIn: prev and
+//     cur, 2 numbers an item, in idx's order), by the script's arithmetic
+//     (windowStatus, which core.lua mirrors), the instant being the
+//     window's start plus two windows less the take's Reset (its current
+//     window counts the cost); a cost of 0 changed nothing; without the
+//     counts, not at all;
+//   - nor a token bucket whose Reset is the scripts' cap (maxWait µs),
+//     which no longer tells the level, nor a Capacity past maxExactUnits
+//     (Validate refuses it).
 //
 // The statuses are those of the take's instant, not of the refund's a
 // round trip later: a reading no older than the denying group's own.
-func statusesBefore(items []Item, idx []int, buckets []Status) bool {
+func statusesBefore(items []Item, idx []int, buckets []Status, windows []time.Time, before []int64) bool {
 	for _, i := range idx {
 		l := &items[i].Limit
 		switch {
-		case l.Algorithm == SlidingWindow || l.Capacity > maxExactUnits:
+		case l.Algorithm == SlidingWindow && (before == nil || i >= len(windows)) || l.Capacity > maxExactUnits:
 			return false
 		case !l.IsQuota() && !l.IsWindow() && !l.Concurrent && buckets[i].Reset >= maxWait*time.Microsecond:
 			return false
 		}
 	}
-	for _, i := range idx {
+	for j, i := range idx {
 		it, st := &items[i], &buckets[i]
+		if it.Limit.Algorithm == SlidingWindow {
+			if it.Cost > 0 {
+				*st = slidingBefore(it.Limit, st.Reset, windows[i], before[2*j], before[2*j+1])
+			}
+			continue
+		}
 		st.Remaining += it.Cost
 		switch {
 		case it.Limit.IsQuota() || it.Limit.IsWindow():
@@ -71,6 +83,17 @@ func statusesBefore(items []Item, idx []int, buckets []Status) bool {
 		st.Reset = time.Duration(max(w, 1)) * time.Microsecond
 	}
 	return true
+}
+
+// slidingBefore is the status of a sliding window of l that held prev
+// and cur units (slid to the window starting at start) at the instant of a
+// take of a positive cost that left it with Reset after (its current
+// window counting the cost: Reset is start + 2 Per − now, µs).
+func slidingBefore(l Limit, after time.Duration, start time.Time, prev, cur int64) Status {
+	capacity, per, _, _ := l.windowed()
+	s := start.UnixMicro()
+	now := s + 2*per - int64(after/time.Microsecond)
+	return windowStatus(float64(prev), float64(cur), s, per, capacity, now, true)
 }
 
 // refillMicros is floor(cost × Per / Rate), Per in µs: the whole µs a

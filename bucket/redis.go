@@ -480,9 +480,9 @@ type groupAnswer struct {
 	d   Decision
 	err error
 	// before is, for an allowed take whose reply carries them
-	// (statusesIn: a sliding window among its items), each item's
-	// remaining units and reset µs before the take, in the group's order;
-	// nil otherwise.
+	// (statusesIn: a sliding window among its items), each sliding
+	// window's prev and cur units before the take (2 numbers an item, in
+	// the group's order); nil otherwise.
 	before []int64
 }
 
@@ -583,19 +583,13 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 	}
 	d.Windows = groupWindows(answers, len(items))
 	if len(took) > 0 {
-		// Each group that took reports what it held before its take: as
-		// its reply says them (a sliding window among its items), else
-		// worked out from its reply (statusesBefore), else (a wait past
-		// the scripts' cap) read again at cost zero after the refund.
+		// Each group that took reports what it held before its take,
+		// worked out from its reply (statusesBefore; a sliding window's
+		// from the counts the reply carries), else (a wait past the
+		// scripts' cap) read again at cost zero after the refund.
 		var reread []group
 		for k, g := range took {
-			if before := answers[tookAt[k]].before; before != nil {
-				for j, i := range g.idx {
-					d.Buckets[i] = Status{Remaining: before[2*j], Reset: time.Duration(before[2*j+1]) * time.Microsecond}
-				}
-				continue
-			}
-			if !statusesBefore(items, g.idx, d.Buckets) {
+			if !statusesBefore(items, g.idx, d.Buckets, d.Windows, answers[tookAt[k]].before) {
 				reread = append(reread, g)
 			}
 		}
@@ -1061,7 +1055,7 @@ func (r *Redis) nowArg() string {
 
 // decide reads a take.lua reply into d: the verdict (for the items at idx,
 // when not nil, mapping the script's indexes back) and one Status per key;
-// or ErrVoided for the reply of a voided take. An allowed take's statuses
+// or ErrVoided for the reply of a voided take. An allowed take's counts
 // before it, which the reply carries when a bucket is a sliding window
 // (take.lua's reply), are left to statusesIn.
 func decide(d *Decision, reply []int64, idx []int) error {
@@ -1073,7 +1067,7 @@ func decide(d *Decision, reply []int64, idx []int) error {
 		n = len(idx)
 	}
 	// A window counter among the buckets: their windows follow (and, after
-	// an allowed take with a sliding window, the statuses before it).
+	// an allowed take with a sliding window, the counts before it).
 	windows := len(reply) == 4+3*n || len(reply) == 4+5*n && reply[0] == 1
 	if len(reply) != 4+2*n && !windows {
 		return fmt.Errorf("unexpected reply of %d numbers", len(reply))
@@ -1107,10 +1101,11 @@ func decide(d *Decision, reply []int64, idx []int) error {
 	return nil
 }
 
-// statusesIn returns the statuses before the take that an allowed
-// take.lua reply of n buckets carries after its windows when a bucket is a
-// sliding window (2 numbers a bucket: remaining units, reset µs), or nil
-// when it carries none.
+// statusesIn returns the counts before the take that an allowed take.lua
+// reply of n buckets carries after its windows when a bucket is a sliding
+// window (2 numbers a bucket: each sliding window's prev and cur units,
+// slid to now's window; 0 and 0 for the others), or nil when it carries
+// none.
 func statusesIn(reply []int64, n int) []int64 {
 	if len(reply) != 4+5*n || reply[0] != 1 {
 		return nil

@@ -55,12 +55,14 @@
 --                   the window bucket i counted in (0 for other buckets)
 --   [3+3n+2i], [4+3n+2i]
 --                   only in an allowed committed take when a bucket is a
---                   sliding window: the remaining and reset of bucket i
---                   before the take (what a take of cost zero read at now),
---                   for every bucket, as a denial reports them: what
---                   package bucket reports for a slot group it refunds when
---                   another group denied the request (a sliding window's
---                   are no sum of the cost and the reply after the take)
+--                   sliding window: when bucket i is one, its prev and cur
+--                   before the take (slid to now's window, whole units),
+--                   else 0 and 0: package bucket works out from them its
+--                   status before the take (what a take of cost zero read
+--                   at now), which it reports for a slot group it refunds
+--                   when another group denied the request (a sliding
+--                   window's is no sum of the cost and the reply after the
+--                   take; the other kinds' it works out from the reply)
 --
 -- State: one string per bucket. A token bucket: '<level> <updated>', level
 -- in units with 17 significant digits (it round-trips a double exactly),
@@ -188,32 +190,6 @@ local function windows(reply, n, seen, hasWindow)
   if hasWindow then
     for i = 1, n do
       reply[4 + 2 * n + i] = seen[i][10] or 0
-    end
-  end
-  return reply
-end
-
--- statusesOf writes, from reply[at + 1] on, each of the n buckets'
--- remaining and reset as phase one read them (seen, at now, before any
--- commit): what a take of cost zero reports. An allowed take's statuses
--- before it (at 4 + 3n, when a bucket is a sliding window: see the
--- reply); the body's denial and check write the same statuses at 4
--- inline (a Lua call saved).
-local function statusesOf(reply, at, n, seen)
-  for i = 1, n do
-    local s = seen[i]
-    local capacity, rate, per, windowEnd = s[4], s[5], s[6], s[8]
-    local r = at + 2 * i
-    if kindOf(rate, windowEnd) == 'c' then
-      reply[r - 1], reply[r] = floorUnits(capacity - s[1]), slotReset(s[1], capacity)
-    elseif windowEnd < 0 then
-      local sliding = isSliding(windowEnd)
-      reply[r - 1] = floorUnits(capacity - weigh(s[1], s[2], s[10], per, now, sliding))
-      reply[r] = windowReset(s[1], s[2], s[10], per, now, sliding)
-    elseif windowEnd > 0 then
-      reply[r - 1], reply[r] = floorUnits(capacity - s[1]), untilEnd(windowEnd, now)
-    else
-      reply[r - 1], reply[r] = floorUnits(s[1]), wait(s[1], capacity, rate, per)
     end
   end
   return reply
@@ -591,7 +567,6 @@ if firstLarge >= 0 or slowest >= 0 then
 end
 
 if reply[1] == 0 or not commit then
-  -- statusesOf(reply, 4, n, seen), inline: a Lua call a denial saved
   for i = 1, n do
     local s = seen[i]
     local capacity, rate, per, windowEnd = s[4], s[5], s[6], s[8]
@@ -648,7 +623,14 @@ for i = 1, n do
   end
 end
 windows(reply, n, seen, hasWindow)
-if hasSliding then -- the statuses before the take, which its reply cannot tell (package bucket's statusesBefore)
-  statusesOf(reply, 4 + 3 * n, n, seen)
+if hasSliding then -- each sliding window's counts before the take (package bucket's statusesBefore)
+  for i = 1, n do
+    local s = seen[i]
+    if s[8] == -1 then -- isSliding(windowEnd), without a call
+      reply[3 + 3 * n + 2 * i], reply[4 + 3 * n + 2 * i] = s[1], s[2]
+    else
+      reply[3 + 3 * n + 2 * i], reply[4 + 3 * n + 2 * i] = 0, 0
+    end
+  end
 end
 return reply
