@@ -30,8 +30,10 @@ const maxExactUnits = 1 << 53
 //     take's Reset less floor(cost × Per / Rate) µs, the refill of the
 //     cost, at least 1 µs: exact when cost × Per / Rate is a whole number
 //     of µs (wait rounds the time up to whole µs), otherwise at most 1 µs
-//     later than the script would say (never earlier: Reset is "full no
-//     sooner than");
+//     later than the script would say; but the script's own float rounding
+//     (wait's step check) can put its figure 1 µs past this one, and past
+//     2^33 µs up to 2 µs before or 3 after (FuzzStatusesBefore fails on
+//     such an input: docs/redis-work-history.md, redis28's "Left");
 //   - a sliding window (a weighted count: its Remaining no sum of the
 //     cost, its Reset depends on whether the current window held
 //     anything): its status at the take's instant from its counts before
