@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/maypok86/otter/v2"
 )
@@ -24,9 +25,11 @@ type LevelObserver interface {
 	// window counter's d.Windows[i]) they were read in. Items of other
 	// kinds are skipped, and so is a cached denial (d.Cached): its status
 	// is a copy of the store's earlier denial, observed then, and taken
-	// again it could replace a newer, lower reading. It must not keep
-	// items or d. Safe for concurrent use; no allocation once a key is
-	// known.
+	// again it could replace a newer, lower reading. A reading older than
+	// the key's last one by the store's clock (the take's Redis TIME) is
+	// dropped: two takes of one key may be observed in the other order
+	// than the store ran them. It must not keep items or d. Safe for
+	// concurrent use; no allocation once a key is known.
 	ObserveLevels(items []Item, d Decision)
 	// ObserveDelta moves the reading of d.Key by a reconciliation the
 	// node sends to the shared store after that reading: Remaining less
@@ -53,7 +56,11 @@ type seenLevel struct {
 	window    int64 // µs since the Unix epoch: the quota's WindowStart or the counter's window start
 	capacity  int64 // the limit's Capacity the reading was made under
 	per       int64 // µs: a window counter's Per; 0 for a quota
-	fresh     bool  // not yet used to seed the fallback's bucket
+	// at orders readings: the store's instant of the take that made it, µs
+	// since the Unix epoch on the store's clock (Redis TIME), or a lower
+	// bound of it (readingAt).
+	at    int64
+	fresh bool // not yet used to seed the fallback's bucket
 }
 
 // newSeen returns the LRU of readings, bounded by max keys (below 1:
@@ -87,10 +94,48 @@ func readingOf(it *Item, d *Decision, i int) (window, per int64, ok bool) {
 	return 0, 0, false
 }
 
+// readingAt returns the instant, µs since the Unix epoch on the store's
+// clock (Redis TIME), at which the store read st, the status of a quota or
+// window counter l whose period starts at window (µs), worked out from its
+// Reset, which the store computed from that instant (µs until the
+// period's end, or until nothing counted weighs): a quota's WindowEnd less
+// Reset, a fixed window's end less Reset, a sliding window's start plus
+// two windows less Reset when Reset is above Per (its current window
+// counts something), plus one window less Reset when Reset is at most Per
+// (only the previous one does). When Reset is 0 (a quota's window over, a
+// sliding window empty: Remaining is then Capacity), only a lower bound:
+// the quota's WindowEnd, the window's start.
+func readingAt(l *Limit, st Status, window, per int64) int64 {
+	reset := int64(st.Reset / time.Microsecond)
+	switch {
+	case l.IsQuota():
+		return l.WindowEnd.UnixMicro() - reset
+	case l.Algorithm == FixedWindow:
+		return window + per - reset
+	case reset > per:
+		return window + 2*per - reset
+	case reset > 0:
+		return window + per - reset
+	}
+	return window
+}
+
 // ObserveLevels implements LevelObserver: each quota's and window
 // counter's reading replaces the key's last one, fresh again for the next
-// outage. A key seen for the first time takes a slot in the LRU
-// (FallbackOptions.MaxSeen); the least recently used key is then
+// outage, unless the key's last one was read later (readingAt: the take's
+// Redis TIME, worked out from its Reset), or at the same instant with
+// fewer units left (a later take of the same call, which runs its takes
+// in order at one instant): two takes of one key on one node can be
+// observed in the other order than Redis ran them, and the older reading
+// (with more left, unless a refund came between) must not replace the
+// newer. A reading whose instant is only bounded (readingAt) is ordered
+// by its bound: when that loses, the reading (a sliding window's empty
+// counter, all of Capacity left) is dropped, and the fallback seeds from
+// the lower one it has. A Redis whose clock is behind the one before it
+// (a failover) has its readings of a key dropped until its clock passes
+// the key's last reading, at most the two clocks' skew. A key seen for the
+// first time takes a slot in the LRU (FallbackOptions.MaxSeen); the least
+// recently used key is then
 // forgotten, and its fallback bucket starts full as if never seen.
 //
 // Token buckets are not remembered. Their honest seed, the level read plus
@@ -108,12 +153,16 @@ func (f *Fallback) ObserveLevels(items []Item, d Decision) {
 		if !ok {
 			continue
 		}
+		st := d.Buckets[i]
+		at := readingAt(&it.Limit, st, window, per)
 		s, found := f.seen.GetIfPresent(it.Key)
 		if !found {
 			s = &seenLevel{}
 		}
 		s.mu.Lock()
-		s.remaining, s.window, s.capacity, s.per, s.fresh = d.Buckets[i].Remaining, window, it.Limit.Capacity, per, true
+		if !found || at > s.at || at == s.at && st.Remaining <= s.remaining {
+			s.remaining, s.window, s.capacity, s.per, s.at, s.fresh = st.Remaining, window, it.Limit.Capacity, per, at, true
+		}
 		s.mu.Unlock()
 		if !found {
 			// The key is copied: the caller's may alias a larger buffer.

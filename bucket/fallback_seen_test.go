@@ -25,6 +25,8 @@ type seenStep struct {
 	limit    bucket.Limit
 	observe  bool
 	left     int64     // observe: the shared Remaining reported
+	readAt   time.Time // observe: the store's instant of the reading (its Reset is of it); zero: the step's clock
+	prevOnly bool      // observe, a sliding window: only its previous window counts (Reset until its window's end)
 	window   time.Time // observe, a window counter: the store's window start
 	cached   bool      // observe: as a cached denial of another item
 	ownDeny  bool      // observe: as a cached denial by this item, its status left
@@ -42,7 +44,15 @@ func runSeen(t *testing.T, f *bucket.Fallback, clock *seenClock, steps []seenSte
 		}
 		it := bucket.Item{Key: s.key, Limit: s.limit, Cost: s.cost}
 		if s.observe {
-			d := bucket.Decision{Allowed: true, DeniedBy: -1, Buckets: []bucket.Status{{Remaining: s.left}}}
+			readAt := s.readAt
+			if readAt.IsZero() {
+				readAt = clock.t
+			}
+			st := bucket.Status{Remaining: s.left, Reset: seenReset(s.limit, s.window, readAt, s.left)}
+			if s.prevOnly {
+				st.Reset = s.window.Add(s.limit.Per).Sub(readAt)
+			}
+			d := bucket.Decision{Allowed: true, DeniedBy: -1, Buckets: []bucket.Status{st}}
 			if !s.window.IsZero() {
 				d.Windows = []time.Time{s.window}
 			}
@@ -56,7 +66,7 @@ func runSeen(t *testing.T, f *bucket.Fallback, clock *seenClock, steps []seenSte
 			}
 			items := []bucket.Item{it}
 			if s.ownDeny {
-				d = bucket.Decision{DeniedBy: 0, Cached: true, RetryAfter: time.Second, Buckets: []bucket.Status{{Remaining: s.left}}}
+				d = bucket.Decision{DeniedBy: 0, Cached: true, RetryAfter: time.Second, Buckets: []bucket.Status{st}}
 			}
 			if s.cached {
 				other := bucket.Item{Key: s.key + "-other", Limit: bucket.Limit{Capacity: 1, Rate: 1, Per: time.Second}}
@@ -78,6 +88,23 @@ func runSeen(t *testing.T, f *bucket.Fallback, clock *seenClock, steps []seenSte
 			t.Errorf("step %d (%s): remaining %d, want %d", i, s.name, d.Buckets[0].Remaining, *s.wantLeft)
 		}
 	}
+}
+
+// seenReset is the Reset a store reports, read at at, for a quota or
+// window counter l (window: a window counter's start) with left units
+// left: until the quota's or fixed window's end; a sliding window's, when
+// anything is left counted, until its next window's end (its current
+// window holds some), else 0 (empty).
+func seenReset(l bucket.Limit, window, at time.Time, left int64) time.Duration {
+	switch {
+	case l.IsQuota():
+		return max(l.WindowEnd.Sub(at), 0)
+	case l.Algorithm == bucket.FixedWindow:
+		return window.Add(l.Per).Sub(at)
+	case left < l.Capacity:
+		return window.Add(2 * l.Per).Sub(at)
+	}
+	return 0
 }
 
 // TestFallbackSeeded walks the fallback of 3 nodes through readings of a
@@ -122,7 +149,7 @@ func TestFallbackSeeded(t *testing.T) {
 		}},
 		{name: "latest reading wins", steps: []seenStep{
 			{name: "read 0", at: noon, key: "a", limit: q, observe: true, left: 0},
-			{name: "read 300", key: "a", limit: q, observe: true, left: 300},
+			{name: "read 300 a second later (a refund between)", key: "a", limit: q, observe: true, left: 300, readAt: noon.Add(time.Second)},
 			{name: "100 fits", key: "a", limit: q, cost: 100, allowed: true},
 			{name: "then nothing", key: "a", limit: q, cost: 1},
 		}},
@@ -149,6 +176,37 @@ func TestFallbackSeeded(t *testing.T) {
 			{name: "the cached denial's 300", key: "a", limit: q, observe: true, ownDeny: true, left: 300},
 			{name: "51 is over 150/3", key: "a", limit: q, cost: 51},
 			{name: "50 fits", key: "a", limit: q, cost: 50, allowed: true},
+		}},
+		{name: "two takes observed out of order: the older reading is dropped", steps: []seenStep{
+			{name: "read 150 left by the later take", at: noon, key: "a", limit: q, observe: true, left: 150, readAt: noon.Add(2 * time.Second)},
+			{name: "read 300 left by the earlier take, observed last", key: "a", limit: q, observe: true, left: 300, readAt: noon.Add(time.Second)},
+			{name: "51 is over 150/3", key: "a", limit: q, cost: 51},
+			{name: "50 fits", key: "a", limit: q, cost: 50, allowed: true},
+		}},
+		{name: "two takes of one call (one instant): the lower reading stays", steps: []seenStep{
+			{name: "read 150 left by the call's later take", at: noon, key: "a", limit: q, observe: true, left: 150},
+			{name: "read 300 left by its earlier take, observed last", key: "a", limit: q, observe: true, left: 300},
+			{name: "51 is over 150/3", key: "a", limit: q, cost: 51},
+			{name: "50 fits", key: "a", limit: q, cost: 50, allowed: true},
+		}},
+		{name: "window counter: two takes observed out of order", steps: []seenStep{
+			{name: "read 30 left 20 s in", at: minute.Add(30 * time.Second), key: "w", limit: w, observe: true, left: 30, window: minute, readAt: minute.Add(20 * time.Second)},
+			{name: "read 90 left 10 s in, observed last", key: "w", limit: w, observe: true, left: 90, window: minute, readAt: minute.Add(10 * time.Second)},
+			{name: "11 is over 30/3", key: "w", limit: w, cost: 11},
+			{name: "10 fits", key: "w", limit: w, cost: 10, allowed: true},
+		}},
+		{name: "sliding window: an older reading of it empty is dropped", steps: []seenStep{
+			{name: "read 150 left 30 s in", at: minute.Add(30 * time.Second), key: "s", limit: sw, observe: true, left: 150, window: minute},
+			{name: "read it empty (300 left, Reset 0) 5 s in, observed last", key: "s", limit: sw, observe: true, left: 300, window: minute, readAt: minute.Add(5 * time.Second)},
+			{name: "51 is over 150/3", key: "s", limit: sw, cost: 51},
+			{name: "50 fits", key: "s", limit: sw, cost: 50, allowed: true},
+		}},
+		{name: "sliding window: a reading with only the previous window counted, then a later one", steps: []seenStep{
+			{name: "read 30 left 10 s in", at: minute.Add(10 * time.Second), key: "s", limit: sw, observe: true, left: 30, window: minute},
+			{name: "the next window, 40 s in: 240 left, Reset 20 s (only the window before counts)", at: minute.Add(100 * time.Second), key: "s", limit: sw, observe: true, left: 240, window: minute.Add(time.Minute), prevOnly: true},
+			{name: "50 s in: 150 left (this window counts too)", at: minute.Add(110 * time.Second), key: "s", limit: sw, observe: true, left: 150, window: minute.Add(time.Minute)},
+			{name: "51 is over 150/3", key: "s", limit: sw, cost: 51},
+			{name: "50 fits", key: "s", limit: sw, cost: 50, allowed: true},
 		}},
 		{name: "a refund of the node's after its reading raises it", steps: []seenStep{
 			{name: "read 150 left", at: noon, key: "a", limit: q, observe: true, left: 150},

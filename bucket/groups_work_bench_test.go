@@ -18,7 +18,9 @@ import (
 // started for the run, a take over two slot groups on two masters (a
 // tenant's two buckets, "{<tenant>}", then a global one) with a request
 // id, as the proxy sends it: admitted; denied by the first group (the
-// tenant's bucket empty); denied by the second (the global one empty).
+// tenant's bucket empty); denied by the second (the global one empty),
+// the tenant's two limits token buckets, a sliding and a fixed window, or
+// an in-flight limit (cost 1) and a token bucket.
 // Besides ns/op (sequential: the latency of one request at c1) it reports
 // what Redis did per take, summed over the masters (INFO commandstats and
 // stats): commands run (those the scripts ran included), scripts, and
@@ -82,13 +84,29 @@ func benchGroupsWork(b *testing.B, cl *redistest.Cluster, cc *redis.ClusterClien
 	for _, c := range []struct {
 		name    string
 		emptyAt int // the item whose bucket is empty, -1 none
-	}{{"admitted", -1}, {"denied-first", 0}, {"denied-second", 2}} {
+		// tenant: the tenant's two limits, when not two token buckets
+		// (the refunded group's statuses come from the take's reply
+		// another way).
+		tenant [2]bucket.Limit
+	}{
+		{name: "admitted", emptyAt: -1},
+		{name: "denied-first", emptyAt: 0},
+		{name: "denied-second", emptyAt: 2},
+		{name: "denied-second-windows", emptyAt: 2, tenant: [2]bucket.Limit{
+			bucket.Window(bucket.SlidingWindow, 1<<50, time.Minute), bucket.Window(bucket.FixedWindow, 1<<50, time.Minute)}},
+		{name: "denied-second-inflight", emptyAt: 2, tenant: [2]bucket.Limit{bucket.Slots(bucket.MaxSlots, 10*time.Second), big}},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			run := fmt.Sprintf("%s-%d-%d", c.name, b.N, time.Now().UnixNano())
 			items := []bucket.Item{
 				{Key: "llmguard:{" + tenant + "}:rpm:" + run, Limit: big, Cost: 1},
 				{Key: "llmguard:{" + tenant + "}:tpm:" + run, Limit: big, Cost: 1500},
 				{Key: global + ":" + run, Limit: big, Cost: 1500},
+			}
+			for j, l := range c.tenant {
+				if l.Capacity > 0 {
+					items[j].Limit = l
+				}
 			}
 			if c.emptyAt >= 0 {
 				it := &items[c.emptyAt]

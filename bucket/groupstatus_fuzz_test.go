@@ -33,7 +33,7 @@ func FuzzStatusesBefore(f *testing.F) {
 		}
 		items := []Item{{Key: "k", Limit: l, Cost: cost}}
 		buckets := []Status{{Remaining: int64(scriptUnits(after)), Reset: time.Duration(int64(reset)) * time.Microsecond}}
-		if !statusesBefore(items, []int{0}, buckets) {
+		if !statusesBefore(items, []int{0}, buckets, nil, nil) {
 			t.Fatalf("a token bucket of capacity %d not worked out", capacity)
 		}
 		wantRemaining := int64(scriptUnits(level))
@@ -44,7 +44,7 @@ func FuzzStatusesBefore(f *testing.F) {
 		}
 		q := Quota(capacity, time.Unix(0, 0), time.Unix(86400, 0))
 		qs := []Status{{Remaining: capacity - cost - 1, Reset: time.Hour}}
-		if !statusesBefore([]Item{{Key: "q", Limit: q, Cost: cost}}, []int{0}, qs) || qs[0] != (Status{Remaining: capacity - 1, Reset: time.Hour}) {
+		if !statusesBefore([]Item{{Key: "q", Limit: q, Cost: cost}}, []int{0}, qs, nil, nil) || qs[0] != (Status{Remaining: capacity - 1, Reset: time.Hour}) {
 			t.Fatalf("quota of %d, cost %d: %+v", capacity, cost, qs[0])
 		}
 	})

@@ -20,8 +20,11 @@ type groupDenialCase struct {
 	name  string
 	a     []bucket.Item // the first group's items; Cost is the request's
 	spent []int64       // taken from each of a before the request
+	// spentAgo is how long before the request spent is taken (0: at its
+	// instant): a sliding window's previous window.
+	spentAgo time.Duration
 	// reread: the first group's statuses are read again after the refund
-	// (a window counter or an in-flight limit), not worked out from its
+	// (a token bucket's wait past the scripts' cap), not taken from its
 	// take's reply: one script call more.
 	reread bool
 	// slack is how much later than Memory's a reported Reset may be (a
@@ -32,17 +35,28 @@ type groupDenialCase struct {
 func groupDenialCases(now time.Time) []groupDenialCase {
 	day := bucket.Quota(100, now.Add(-time.Hour), now.Add(23*time.Hour))
 	tb := bucket.Limit{Capacity: 100, Rate: 1, Per: time.Second}
-	thirds := bucket.Limit{Capacity: 10, Rate: 3, Per: time.Second} // a unit refills in 333,333.3 µs
+	thirds := bucket.Limit{Capacity: 10, Rate: 3, Per: time.Second}              // a unit refills in 333,333.3 µs
+	slow := bucket.Limit{Capacity: 100, Rate: 1, Per: 10 * 365 * 24 * time.Hour} // 40 units' refill: past 2^53 µs
+	sliding := bucket.Window(bucket.SlidingWindow, 100, time.Minute)
 	return []groupDenialCase{
 		{name: "token bucket", a: []bucket.Item{{Limit: tb, Cost: 10}}, spent: []int64{30}},
 		{name: "token bucket full before the take", a: []bucket.Item{{Limit: tb, Cost: 10}}, spent: []int64{0}},
 		{name: "token bucket, a cost's refill not whole µs", a: []bucket.Item{{Limit: thirds, Cost: 1}, {Limit: thirds, Cost: 2}}, spent: []int64{4, 3}, slack: time.Microsecond},
 		{name: "quota", a: []bucket.Item{{Limit: day, Cost: 10}}, spent: []int64{30}},
 		{name: "token bucket and quota", a: []bucket.Item{{Limit: tb, Cost: 10}, {Limit: day, Cost: 25}}, spent: []int64{30, 40}},
-		{name: "sliding window", a: []bucket.Item{{Limit: bucket.Window(bucket.SlidingWindow, 100, time.Minute), Cost: 10}}, spent: []int64{30}, reread: true},
-		{name: "fixed window", a: []bucket.Item{{Limit: bucket.Window(bucket.FixedWindow, 100, time.Minute), Cost: 10}}, spent: []int64{30}, reread: true},
-		{name: "in-flight", a: []bucket.Item{{Limit: bucket.Slots(5, 10*time.Second), Cost: 1}}, spent: []int64{0}, reread: true},
-		{name: "token bucket and in-flight", a: []bucket.Item{{Limit: tb, Cost: 10}, {Limit: bucket.Slots(5, 10*time.Second), Cost: 1}}, spent: []int64{30, 0}, reread: true},
+		{name: "token bucket waiting past the cap", a: []bucket.Item{{Limit: slow, Cost: 10}}, spent: []int64{30}, reread: true},
+		// now is 20 s into its minute (1,700,000,000 s is 28,333,333 minutes and 20 s).
+		{name: "sliding window", a: []bucket.Item{{Limit: sliding, Cost: 10}}, spent: []int64{30}},
+		{name: "sliding window, its current window empty before the take", a: []bucket.Item{{Limit: sliding, Cost: 10}}, spent: []int64{30}, spentAgo: 30 * time.Second},
+		{name: "sliding window, a weight not whole", a: []bucket.Item{{Limit: sliding, Cost: 10}}, spent: []int64{7}, spentAgo: 30 * time.Second},
+		{name: "sliding window, empty before the take", a: []bucket.Item{{Limit: sliding, Cost: 10}}, spent: []int64{0}},
+		{name: "sliding window with a token bucket, a cost's refill not whole µs", a: []bucket.Item{{Limit: sliding, Cost: 10}, {Limit: thirds, Cost: 1}}, spent: []int64{30, 4}},
+		{name: "fixed window", a: []bucket.Item{{Limit: bucket.Window(bucket.FixedWindow, 100, time.Minute), Cost: 10}}, spent: []int64{30}},
+		{name: "fixed window and quota", a: []bucket.Item{{Limit: bucket.Window(bucket.FixedWindow, 100, time.Minute), Cost: 10}, {Limit: day, Cost: 25}}, spent: []int64{30, 40}},
+		{name: "in-flight", a: []bucket.Item{{Limit: bucket.Slots(5, 10*time.Second), Cost: 1}}, spent: []int64{0}},
+		{name: "in-flight, its last slot", a: []bucket.Item{{Limit: bucket.Slots(5, 10*time.Second), Cost: 1}}, spent: []int64{4}},
+		{name: "in-flight, holding none", a: []bucket.Item{{Limit: bucket.Slots(5, 10*time.Second), Cost: 0}}, spent: []int64{5}},
+		{name: "token bucket and in-flight", a: []bucket.Item{{Limit: tb, Cost: 10}, {Limit: bucket.Slots(5, 10*time.Second), Cost: 1}}, spent: []int64{30, 0}},
 	}
 }
 
@@ -77,7 +91,8 @@ func TestGroupDenialStatusesFromTheTake(t *testing.T) {
 func testGroupDenialStatuses(t *testing.T, client redis.UniversalClient, store func(now func() time.Time) *bucket.Redis) {
 	ctx := context.Background()
 	now := time.Unix(1_700_000_000, 0)
-	clock := func() time.Time { return now }
+	at := now // the stores' clock
+	clock := func() time.Time { return at }
 	counter := &tripCounter{commands: map[string]int{}}
 	client.AddHook(counter)
 	short := bucket.Limit{Capacity: 10, Rate: 1, Per: time.Second}
@@ -94,15 +109,23 @@ func testGroupDenialStatuses(t *testing.T, client redis.UniversalClient, store f
 			r, mem := store(clock), bucket.NewMemory(bucket.MemoryOptions{Now: clock, SweepEvery: -1})
 			var got, want bucket.Decision
 			for _, s := range []bucket.Store{r, mem} {
+				at = now.Add(-c.spentAgo)
 				for j, spent := range c.spent {
-					if spent == 0 {
-						continue
-					}
 					pre := []bucket.Item{{Key: items[j].Key, Limit: items[j].Limit, Cost: spent}}
-					if d, err := s.Take(ctx, "", pre); err != nil || !d.Allowed {
-						t.Fatalf("%T: spending %d of item %d first: %+v, %v", s, spent, j, d, err)
+					takes, id := 1, ""
+					if items[j].Limit.Concurrent { // a slot a holder
+						takes, pre[0].Cost = int(spent), 1
+					}
+					for range takes {
+						if items[j].Limit.Concurrent {
+							id = bucket.NewRequestID(at)
+						}
+						if d, err := s.Take(ctx, id, pre); spent > 0 && (err != nil || !d.Allowed) {
+							t.Fatalf("%T: spending %d of item %d first: %+v, %v", s, spent, j, d, err)
+						}
 					}
 				}
+				at = now
 				b := []bucket.Item{{Key: items[len(c.a)].Key, Limit: short, Cost: 7}}
 				if d, err := s.Take(ctx, "", b); err != nil || !d.Allowed {
 					t.Fatalf("%T: spending 7 of {b}: %+v, %v", s, d, err)

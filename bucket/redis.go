@@ -479,6 +479,11 @@ const refundTimeout = 100 * time.Millisecond
 type groupAnswer struct {
 	d   Decision
 	err error
+	// before is, for an allowed take whose reply carries them
+	// (statusesIn: a sliding window among its items), each sliding
+	// window's prev and cur units before the take (2 numbers an item, in
+	// the group's order); nil otherwise.
+	before []int64
 }
 
 // takeGroups is Take over several slot groups: every group's take is sent
@@ -490,9 +495,9 @@ type groupAnswer struct {
 // would be: every group allowed, admitted; a group denied, the groups
 // that took are refunded in one round trip, and the denial is reported
 // with every bucket's status, as Memory would report it (a group that
-// took reports what it held before its take, worked out from its reply,
-// statusesBefore, or read again at cost zero in the refund's round trip
-// when its reply does not tell it).
+// took reports what it held before its take, as its reply says or worked
+// out from it, statusesBefore; read again at
+// cost zero in the refund's round trip only when neither tells it).
 func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, groups []group) (Decision, error) {
 	d := Decision{Buckets: make([]Status, len(items))}
 	answers := r.sendGroups(ctx, requestID, items, groups, d.Buckets)
@@ -504,6 +509,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 	var causes []error
 	var stop error // a failure that fails the whole take
 	var took []group
+	var tookAt []int // each group of took's index in groups
 	deniedAt := -1
 	for gi, g := range groups {
 		a := &answers[gi]
@@ -524,6 +530,7 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 			}
 		case a.d.Allowed:
 			took = append(took, g)
+			tookAt = append(tookAt, gi)
 		default:
 			if deniedAt < 0 {
 				deniedAt = gi
@@ -577,11 +584,12 @@ func (r *Redis) takeGroups(ctx context.Context, requestID string, items []Item, 
 	d.Windows = groupWindows(answers, len(items))
 	if len(took) > 0 {
 		// Each group that took reports what it held before its take,
-		// worked out from its reply where that tells it (statusesBefore),
-		// else read again at cost zero after the refund.
+		// worked out from its reply (statusesBefore; a sliding window's
+		// from the counts the reply carries), else (a wait past the
+		// scripts' cap) read again at cost zero after the refund.
 		var reread []group
-		for _, g := range took {
-			if !statusesBefore(items, g.idx, d.Buckets) {
+		for k, g := range took {
+			if !statusesBefore(items, g.idx, d.Buckets, d.Windows, answers[tookAt[k]].before) {
 				reread = append(reread, g)
 			}
 		}
@@ -625,6 +633,7 @@ func (r *Redis) sendGroups(ctx context.Context, requestID string, items []Item, 
 		if err == nil {
 			a.d.Buckets = buckets
 			err = decide(&a.d, reply, g.idx)
+			a.before = statusesIn(reply, len(g.idx))
 		}
 		a.err = err
 	}
@@ -1046,7 +1055,9 @@ func (r *Redis) nowArg() string {
 
 // decide reads a take.lua reply into d: the verdict (for the items at idx,
 // when not nil, mapping the script's indexes back) and one Status per key;
-// or ErrVoided for the reply of a voided take.
+// or ErrVoided for the reply of a voided take. An allowed take's counts
+// before it, which the reply carries when a bucket is a sliding window
+// (take.lua's reply), are left to statusesIn.
 func decide(d *Decision, reply []int64, idx []int) error {
 	if len(reply) == 1 && reply[0] == -1 {
 		return ErrVoided
@@ -1055,7 +1066,9 @@ func decide(d *Decision, reply []int64, idx []int) error {
 	if idx != nil {
 		n = len(idx)
 	}
-	windows := len(reply) == 4+3*n // a window counter among the buckets: their windows follow
+	// A window counter among the buckets: their windows follow (and, after
+	// an allowed take with a sliding window, the counts before it).
+	windows := len(reply) == 4+3*n || len(reply) == 4+5*n && reply[0] == 1
 	if len(reply) != 4+2*n && !windows {
 		return fmt.Errorf("unexpected reply of %d numbers", len(reply))
 	}
@@ -1086,6 +1099,18 @@ func decide(d *Decision, reply []int64, idx []int) error {
 		}
 	}
 	return nil
+}
+
+// statusesIn returns the counts before the take that an allowed take.lua
+// reply of n buckets carries after its windows when a bucket is a sliding
+// window (2 numbers a bucket: each sliding window's prev and cur units,
+// slid to now's window; 0 and 0 for the others), or nil when it carries
+// none.
+func statusesIn(reply []int64, n int) []int64 {
+	if len(reply) != 4+5*n || reply[0] != 1 {
+		return nil
+	}
+	return reply[4+3*n:]
 }
 
 // scriptCall is one script run of a pipelined round trip.

@@ -258,7 +258,9 @@ func replyNumbers(cmd *redis.Cmd) (batchNumbers, error) {
 // takebatch.lua's reply, which holds them in order, each allowed one
 // without its -1, 0, 0. How many numbers follow a take's first comes from
 // its ARGV (take.lua's single layout): 2 per bucket, 3 when a bucket is a
-// window counter (windowEnd < 0). In a packed reply a run of token-bucket
+// window counter (windowEnd < 0), and in an allowed take 2 more per bucket
+// when one is a sliding window (its statuses before the take, statusesIn).
+// In a packed reply a run of token-bucket
 // takes (runTokens) opens with 3 and its buckets' levels at now, and an
 // allowed take of it is 2 alone: its reply is worked out here from those
 // levels (runLevels). Errors: errTakeReply, when nums does not hold
@@ -280,11 +282,13 @@ func splitNumbers(nums batchNumbers, takes []*queuedTake) error {
 		if at >= total {
 			return fmt.Errorf("%w: %d numbers for %d takes", errTakeReply, total, len(takes))
 		}
-		w := 2 * n
+		w, before := 2*n, 0 // before: the statuses before an allowed take (a sliding window among its buckets)
 		for j := range n {
 			if e, _ := q.args[3+6*j+4].(int64); e < 0 {
 				w = 3 * n
-				break
+				if e == windowSliding {
+					before = 2 * n
+				}
 			}
 		}
 		switch nums.at(at) {
@@ -296,6 +300,7 @@ func splitNumbers(nums batchNumbers, takes []*queuedTake) error {
 			}
 			q.reply, at = runLevels(levels, q.args), at+1
 		case 1:
+			w += before
 			if at+1+w > total {
 				return fmt.Errorf("%w: take %d of %d cut short", errTakeReply, i, len(takes))
 			}

@@ -104,6 +104,7 @@ func runTakeLoneCase(t testing.TB, c *redis.Client, tc takeLayoutCase, edge int,
 				reply, err = oldTakeScript.Run(ctx, c, keys, args...).Int64Slice()
 			} else {
 				reply, err = r.takes.lone(ctx, keys, args)
+				reply = asOldTakeReply(reply, args)
 			}
 			if err != nil {
 				res.err = true

@@ -39,7 +39,8 @@ func flatOf(replies [][]int64) []int64 {
 
 // TestSplitReplies checks that splitReplies gives each take of a batch its
 // take.lua reply back from takebatch.lua's flat reply (allowed, denied and
-// voided takes; a window counter's extra start), and rejects a reply that
+// voided takes; a window counter's extra start, an allowed take's
+// statuses before it with a sliding window), and rejects a reply that
 // is cut short, runs past the last take or opens a take with another
 // number.
 func TestSplitReplies(t *testing.T) {
@@ -49,7 +50,7 @@ func TestSplitReplies(t *testing.T) {
 		{-1},
 		{0, 1, 0, 500, 4, 100, 0, 900, 0, 1741561440000000},
 		{0, 0, 1, 0, 3, 0, 2, 0},
-		{1, -1, 0, 0, 5, 60, 1741561440000000},
+		{1, -1, 0, 0, 5, 60, 1741561440000000, 6, 0}, // a sliding window: its status before the take follows
 	}
 	flat := flatOf(want)
 	if err := splitReplies(flat, takes); err != nil {

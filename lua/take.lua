@@ -53,6 +53,16 @@
 --                   it counts weighs; a fixed window: µs until its window ends
 --   [4+2n+i]        only when a bucket is a window counter: the start (µs) of
 --                   the window bucket i counted in (0 for other buckets)
+--   [3+3n+2i], [4+3n+2i]
+--                   only in an allowed committed take when a bucket is a
+--                   sliding window: when bucket i is one, its prev and cur
+--                   before the take (slid to now's window, whole units),
+--                   else 0 and 0: package bucket works out from them its
+--                   status before the take (what a take of cost zero read
+--                   at now), which it reports for a slot group it refunds
+--                   when another group denied the request (a sliding
+--                   window's is no sum of the cost and the reply after the
+--                   take; the other kinds' it works out from the reply)
 --
 -- State: one string per bucket. A token bucket: '<level> <updated>', level
 -- in units with 17 significant digits (it round-trips a double exactly),
@@ -500,7 +510,7 @@ local seen = {nil, nil, nil}
 -- check each; write nothing.
 local firstLarge, slowest = -1, -1
 local retry = 0
-local hasWindow = false
+local hasWindow, hasSliding = false, false
 for i = 1, n do
   local a = 6 * i - 2
   local capacity, rate, per = ARGV[a] + 0, ARGV[a + 1] + 0, ARGV[a + 2] + 0
@@ -518,6 +528,9 @@ for i = 1, n do
     prev, cur, start, ok, tooLarge, short = checkWindowAt(prev, cur, start, per, capacity, now, cost, isSliding(windowEnd))
     seen[i] = {prev, cur, found, capacity, rate, per, windowStart, windowEnd, cost, start}
     hasWindow = true
+    if windowEnd == -1 then -- isSliding(windowEnd), without a call
+      hasSliding = true
+    end
   elseif limitKind == 'q' then
     local used, window, found = loadQuota(kind, x, y, windowStart)
     used, window = roll(used, window, windowStart, windowEnd)
@@ -609,4 +622,15 @@ for i = 1, n do
     reply[3 + 2 * i], reply[4 + 2 * i] = floorUnits(level), reset
   end
 end
-return windows(reply, n, seen, hasWindow)
+windows(reply, n, seen, hasWindow)
+if hasSliding then -- each sliding window's counts before the take (package bucket's statusesBefore)
+  for i = 1, n do
+    local s = seen[i]
+    if s[8] == -1 then -- isSliding(windowEnd), without a call
+      reply[3 + 3 * n + 2 * i], reply[4 + 3 * n + 2 * i] = s[1], s[2]
+    else
+      reply[3 + 3 * n + 2 * i], reply[4 + 3 * n + 2 * i] = 0, 0
+    end
+  end
+end
+return reply
