@@ -30,10 +30,12 @@ const maxExactUnits = 1 << 53
 //     take's Reset less floor(cost × Per / Rate) µs, the refill of the
 //     cost, at least 1 µs: exact when cost × Per / Rate is a whole number
 //     of µs (wait rounds the time up to whole µs), otherwise at most 1 µs
-//     later than the script would say; but the script's own float rounding
-//     (wait's step check) can put its figure 1 µs past this one, and past
-//     2^33 µs up to 2 µs before or 3 after (FuzzStatusesBefore fails on
-//     such an input: docs/redis-work-history.md, redis28's "Left");
+//     later than the script would say, give or take the script's own
+//     rounding: its level is a double, so where the exact wait is a whole
+//     number of µs its figure can be 1 µs past this one, and a capacity's
+//     or a long wait's ulps weigh Per/Rate µs a unit (FuzzStatusesBefore
+//     holds it to that bound, resetSlack); a refunded group's Reset is a
+//     header's figure, never a decision;
 //   - a sliding window (a weighted count: its Remaining no sum of the
 //     cost, its Reset depends on whether the current window held
 //     anything): its status at the take's instant from its counts before
