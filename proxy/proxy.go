@@ -678,6 +678,9 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		// unweighed.
 		return &refusal{err: errReadWithBody, outcome: meter.OutcomeInvalid}
 	}
+	if !x.est.LongContext && trailerLongContext(&ctx.Request.Header) {
+		x.est.LongContext = true
+	}
 	ctx.Request.SetBodyRaw(held.b) // later readers of ctx.Request.Body() get these bytes
 	if r := p.decodeBody(ctx, &held, codings); r != nil {
 		return r
@@ -868,6 +871,30 @@ func readFields(h *fasthttp.RequestHeader) (f fieldsRead) {
 		}
 	}
 	return f
+}
+
+// trailerLongContext reports whether a field of h's trailer section (the
+// fields a chunked body ends with, read with the body, after checkPath
+// walked the header section) is an anthropic-beta naming a context-1m
+// beta (weigher.LongContextBeta). fasthttp keeps trailer fields apart
+// until the request is forwarded, where they join the header section
+// (removeFields drops the Trailer announcement) and reach the upstream:
+// such a beta widens the window the upstream reads as one in the header
+// section does (adv54: sent as a trailer, it reserved the model's
+// 200,000-token window while the upstream read 900,000). A request
+// without a trailer costs one length check.
+func trailerLongContext(h *fasthttp.RequestHeader) bool {
+	for _, k := range h.PeekTrailerKeys() {
+		if len(k) != len(anthropicBeta) || !bytes.EqualFold(k, anthropicBeta) {
+			continue
+		}
+		for _, v := range h.PeekAll(string(k)) {
+			if weigher.LongContextBeta(v) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // contentEncoding is the name of the Content-Encoding field.
