@@ -805,8 +805,10 @@ func (p *Proxy) checkPath(ctx *fasthttp.RequestCtx, x *exchange, path, upPath st
 var portkeyPassed = []string{"trace-id", "metadata", "span-id", "parent-span-id", "span-name"}
 
 // isRoutingField reports whether k, a field name in any case, is a
-// routing field.
+// routing field, or one behind LiteLLM's x-pass- prefix (passedName),
+// which reaches the upstream under the routing field's own name.
 func isRoutingField(k []byte) bool {
+	k = passedName(k)
 	const portkey = "x-portkey-"
 	switch {
 	case len(k) > len(portkey) && (k[0]|0x20) == 'x' && bytes.EqualFold(k[:len(portkey)], []byte(portkey)):
@@ -832,8 +834,8 @@ type fieldsRead struct {
 	// a routing request too (the walk stops there: the request is
 	// refused, and long and coded are then not known).
 	routes bool
-	// long: an anthropic-beta field, its name in any case, any of its
-	// repeats, naming a context-1m beta (weigher.LongContextBeta): such a
+	// long: an anthropic-beta field (isAnthropicBeta: its name in any
+	// case, or behind LiteLLM's x-pass- prefix), any of its repeats, naming a context-1m beta (weigher.LongContextBeta): such a
 	// call may read up to weigher.LongContextInputTokens of input whatever
 	// the model's configured max_input_tokens, so its hidden-context
 	// reservation and usage ceiling take that window
@@ -863,10 +865,7 @@ func readFields(h *fasthttp.RequestHeader) (f fieldsRead) {
 			f.routes = true
 			return f
 		}
-		// The length first: bytes.EqualFold is a call that compares until
-		// the first byte that differs, about 40 instructions a field of
-		// another name (perf30).
-		if !f.long && len(k) == len(anthropicBeta) && bytes.EqualFold(k, anthropicBeta) && weigher.LongContextBeta(v) {
+		if !f.long && isAnthropicBeta(k) && weigher.LongContextBeta(v) {
 			f.long = true
 		}
 	}
@@ -878,14 +877,14 @@ func readFields(h *fasthttp.RequestHeader) (f fieldsRead) {
 // walked the header section) is an anthropic-beta naming a context-1m
 // beta (weigher.LongContextBeta). fasthttp keeps trailer fields apart
 // until the request is forwarded, where they join the header section
-// (removeFields drops the Trailer announcement) and reach the upstream:
-// such a beta widens the window the upstream reads as one in the header
+// (removeFields drops the Trailer announcement) and reach the upstream
+// (an x-pass-anthropic-beta too: isAnthropicBeta): such a beta widens the window the upstream reads as one in the header
 // section does (adv54: sent as a trailer, it reserved the model's
 // 200,000-token window while the upstream read 900,000). A request
 // without a trailer costs one length check.
 func trailerLongContext(h *fasthttp.RequestHeader) bool {
 	for _, k := range h.PeekTrailerKeys() {
-		if len(k) != len(anthropicBeta) || !bytes.EqualFold(k, anthropicBeta) {
+		if !isAnthropicBeta(k) {
 			continue
 		}
 		for _, v := range h.PeekAll(string(k)) {
@@ -895,6 +894,35 @@ func trailerLongContext(h *fasthttp.RequestHeader) bool {
 		}
 	}
 	return false
+}
+
+// passPrefix is the prefix of a request field LiteLLM's pass-through
+// routes (its /anthropic, /vertex_ai, /bedrock… endpoints) forward to the
+// provider under the rest of its name, whatever their allowlist: a
+// caller's "x-pass-anthropic-beta: v" reaches Anthropic as
+// "anthropic-beta: v" (https://docs.litellm.ai/docs/proxy/forward_client_headers,
+// litellm/constants.py PASS_THROUGH_HEADER_PREFIX).
+const passPrefix = "x-pass-"
+
+// passedName is the field name k an upstream such as LiteLLM forwards a
+// field named k under: k without its x-pass- prefixes (ASCII case aside;
+// all of them, where LiteLLM strips one, erring towards reading the
+// field). It never allocates.
+func passedName(k []byte) []byte {
+	for len(k) > len(passPrefix) && (k[0]|0x20) == 'x' && bytes.EqualFold(k[:len(passPrefix)], []byte(passPrefix)) {
+		k = k[len(passPrefix):]
+	}
+	return k
+}
+
+// isAnthropicBeta reports whether a request field named k reaches the
+// upstream as anthropic-beta: that name in any case, or behind an x-pass-
+// prefix (passedName). Its length is compared first: bytes.EqualFold is a
+// call that compares until the first byte that differs, about 40
+// instructions a field of another name (perf30).
+func isAnthropicBeta(k []byte) bool {
+	k = passedName(k)
+	return len(k) == len(anthropicBeta) && bytes.EqualFold(k, anthropicBeta)
 }
 
 // contentEncoding is the name of the Content-Encoding field.

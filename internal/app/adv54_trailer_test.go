@@ -18,7 +18,8 @@ import (
 
 // betaUpstream is an Anthropic-compatible upstream that bills a stored
 // document at 900,000 input tokens when the call opts into the 1M-context
-// beta, in a header field or a trailer field, and at 150,000 otherwise
+// beta, in a header field or a trailer field, plain or behind LiteLLM's
+// x-pass- prefix, and at 150,000 otherwise
 // (the 200,000-token window bounds it); betas records the anthropic-beta
 // values it saw, header and trailer joined, one entry a call.
 type betaUpstream struct {
@@ -37,7 +38,13 @@ func startBetaUpstream(t *testing.T) *betaUpstream {
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		seen := strings.Join(append(r.Header.Values("Anthropic-Beta"), r.Trailer.Values("Anthropic-Beta")...), ",")
+		// LiteLLM's pass-through routes forward an x-pass- field with
+		// its prefix stripped.
+		var betas []string
+		for _, name := range []string{"Anthropic-Beta", "X-Pass-Anthropic-Beta"} {
+			betas = append(append(betas, r.Header.Values(name)...), r.Trailer.Values(name)...)
+		}
+		seen := strings.Join(betas, ",")
 		in := int64(150_000)
 		if strings.Contains(strings.ToLower(seen), "context-1m") {
 			in = 900_000
@@ -85,13 +92,16 @@ func (h *harness) chunked(path, head, body, trailer string) int {
 // trailer's field, with which the upstream read and billed 900,000: two
 // calls passed a 1,500,000-token bucket, 1,800,020 tokens billed. The
 // trailer's beta now reserves the 1M window, as the header's does, and
-// the second call waits.
-func TestAdv54LongContextBetaInTrailer(t *testing.T) {
+// the second call waits. So does one named x-pass-anthropic-beta, which
+// LiteLLM's pass-through routes forward as anthropic-beta (below).
+func TestAdv54LongContextBetaInTrailerOrPassPrefix(t *testing.T) {
 	up := startBetaUpstream(t)
 	for _, tc := range []struct{ name, head, trailer string }{
 		{name: "unannounced", trailer: "anthropic-beta: context-1m-2025-08-07\r\n"},
 		{name: "announced", head: "Trailer: anthropic-beta\r\n", trailer: "Anthropic-Beta: context-1m-2025-08-07\r\n"},
 		{name: "beside a header beta", head: "anthropic-beta: files-api-2025-04-14\r\n", trailer: "anthropic-beta: context-1m-2025-08-07\r\n"},
+		{name: "x-pass- in the trailer", trailer: "X-Pass-Anthropic-Beta: context-1m-2025-08-07\r\n"},
+		{name: "x-pass- in the header section", head: "x-pass-anthropic-beta: context-1m-2025-08-07\r\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := frozenHarness(t, longContextConfig(t, up.url, 1_500_000))
@@ -115,5 +125,27 @@ func TestAdv54LongContextBetaInTrailer(t *testing.T) {
 				t.Errorf("the upstream billed %d tokens through a bucket holding 1,500,000 (%d of 3 calls passed)", billed, passed)
 			}
 		})
+	}
+}
+
+// LiteLLM's pass-through routes (/anthropic/v1/messages, Vertex AI's,
+// Bedrock's) forward a field named x-pass-<name>, in any case, as <name>
+// ("x-pass-anthropic-beta: value becomes anthropic-beta: value",
+// https://docs.litellm.ai/docs/proxy/forward_client_headers and
+// litellm/constants.py PASS_THROUGH_HEADER_PREFIX): llmguard read neither
+// the beta nor a routing field under that prefix. A routing field so
+// named is refused as the plain one is, before anything is forwarded.
+func TestAdv54PassPrefixedRoutingFieldRefused(t *testing.T) {
+	up := startBetaUpstream(t)
+	h := frozenHarness(t, longContextConfig(t, up.url, 1_500_000))
+	for _, head := range []string{
+		"x-portkey-config: {\"targets\":[{\"override_params\":{\"model\":\"claude-opus-4-1\"}}]}\r\n",
+		"x-pass-x-portkey-config: {\"targets\":[{\"override_params\":{\"model\":\"claude-opus-4-1\"}}]}\r\n",
+		"X-PASS-Helicone-Fallbacks: [\"claude-opus-4-1\"]\r\n",
+	} {
+		before := up.billed.Load()
+		if st := h.chunked("/v1/messages", head, longContextBody, ""); st != http.StatusBadRequest || up.billed.Load() != before {
+			t.Errorf("%q: status %d, forwarded %v; want 400, nothing forwarded", head, st, up.billed.Load() != before)
+		}
 	}
 }
