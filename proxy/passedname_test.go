@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"strconv"
 	"testing"
 )
 
@@ -31,6 +32,30 @@ func FuzzPassedName(f *testing.F) {
 			if isRoutingField(q) != isRoutingField(k) || isAnthropicBeta(q) != isAnthropicBeta(k) {
 				t.Fatalf("%q reads as routing %v, beta %v; %q as %v, %v", q, isRoutingField(q), isAnthropicBeta(q), k, isRoutingField(k), isAnthropicBeta(k))
 			}
+		}
+	})
+}
+
+// FuzzGatewayRetries: an x-litellm-num-retries value is refused unless it
+// reads as a count of 0 or less; an integer count above 0 always is, and
+// the field's name in another case or behind x-pass- reads the same.
+func FuzzGatewayRetries(f *testing.F) {
+	for _, s := range []string{"0", "1", "50", " 2 ", "-1", "1.5", "many", "", "NaN", "1e3", "0x10"} {
+		f.Add(s, int64(3))
+	}
+	f.Fuzz(func(t *testing.T, v string, n int64) {
+		plain := gatewayRetries([]byte(gatewayRetryField), []byte(v))
+		for _, k := range []string{"X-LiteLLM-Num-Retries", "x-pass-x-litellm-num-retries"} {
+			if gatewayRetries([]byte(k), []byte(v)) != plain {
+				t.Fatalf("%q: %q reads otherwise than %q", v, k, gatewayRetryField)
+			}
+		}
+		if gatewayRetries([]byte("x-litellm-timeout"), []byte(v)) {
+			t.Fatalf("x-litellm-timeout: %q read as retries", v)
+		}
+		count := strconv.FormatInt(n, 10)
+		if got := gatewayRetries([]byte(gatewayRetryField), []byte(count)); got != (n > 0) {
+			t.Fatalf("count %s: retries %v", count, got)
 		}
 	})
 }

@@ -782,6 +782,9 @@ func (p *Proxy) checkPath(ctx *fasthttp.RequestCtx, x *exchange, path, upPath st
 		if f = readFields(&ctx.Request.Header); f.routes {
 			return "", &refusal{err: errModelOutsideBody, outcome: meter.OutcomeInvalid}
 		}
+		if f.retries {
+			return "", &refusal{err: errGatewayRetryField, outcome: meter.OutcomeInvalid}
+		}
 		x.est.LongContext, x.uncodedFields = f.long, !f.coded
 
 	}
@@ -844,6 +847,10 @@ type fieldsRead struct {
 	// Claude from another API's request, and the field only ever raises
 	// the caller's own reservation.
 	long bool
+	// retries: a field with which a gateway upstream retries the call
+	// itself (gatewayRetries), every attempt billed while llmguard
+	// settles one.
+	retries bool
 	// coded: a field named Content-Encoding, in any case, empty or not
 	// (checkEncoding reads their values; without one it has none to read:
 	// fasthttp keeps no Content-Encoding of a request outside its list of
@@ -867,6 +874,9 @@ func readFields(h *fasthttp.RequestHeader) (f fieldsRead) {
 		}
 		if !f.long && isAnthropicBeta(k) && weigher.LongContextBeta(v) {
 			f.long = true
+		}
+		if !f.retries && gatewayRetries(k, v) {
+			f.retries = true
 		}
 	}
 	return f
@@ -894,6 +904,38 @@ func trailerLongContext(h *fasthttp.RequestHeader) bool {
 		}
 	}
 	return false
+}
+
+// gatewayRetryField is the request field with which a caller sets how
+// many times LiteLLM's proxy retries a failed or timed-out call itself,
+// ahead of a body's num_retries and its config's
+// (https://docs.litellm.ai/docs/proxy/request_headers: "The number of
+// retries for the request"); with x-litellm-timeout short, each attempt
+// runs, and is billed, upstream while the gateway gives up on it.
+const gatewayRetryField = "x-litellm-num-retries"
+
+// isGatewayRetryField reports whether a request field named k reaches a
+// gateway as gatewayRetryField (any case, or behind an x-pass- prefix):
+// removeFields drops one that a chunked body's trailer brought after
+// checkPath read the fields; one of value 0 in the header section goes
+// too, which leaves the gateway's configured retries, the operator's.
+func isGatewayRetryField(k []byte) bool {
+	k = passedName(k)
+	return len(k) == len(gatewayRetryField) && bytes.EqualFold(k, []byte(gatewayRetryField))
+}
+
+// gatewayRetries reports whether a request field k: v asks a gateway to
+// retry the call itself: k is gatewayRetryField (any case, or behind an
+// x-pass- prefix) and v is not a count of 0 or less (a value LiteLLM
+// cannot read as a count is refused too, erring towards refusing). As a
+// body's num_retries (weigher.FaultGatewayRetries), it is refused:
+// llmguard would reserve and settle one call for every attempt billed.
+func gatewayRetries(k, v []byte) bool {
+	if !isGatewayRetryField(k) {
+		return false
+	}
+	n, err := strconv.ParseFloat(strings.TrimSpace(string(v)), 64)
+	return err != nil || !(n <= 0)
 }
 
 // passPrefix is the prefix of a request field LiteLLM's pass-through
