@@ -37,25 +37,29 @@ func FuzzPassedName(f *testing.F) {
 }
 
 // FuzzGatewayRetries: an x-litellm-num-retries value is refused unless it
-// reads as a count of 0 or less; an integer count above 0 always is, and
+// reads as a count of 0 or less (cf-aig-max-attempts: 1 or less); an
+// integer count above those always is, and
 // the field's name in another case or behind x-pass- reads the same.
 func FuzzGatewayRetries(f *testing.F) {
 	for _, s := range []string{"0", "1", "50", " 2 ", "-1", "1.5", "many", "", "NaN", "1e3", "0x10"} {
 		f.Add(s, int64(3))
 	}
 	f.Fuzz(func(t *testing.T, v string, n int64) {
-		plain := gatewayRetries([]byte(gatewayRetryField), []byte(v))
+		plain := gatewayRetries([]byte("x-litellm-num-retries"), []byte(v))
 		for _, k := range []string{"X-LiteLLM-Num-Retries", "x-pass-x-litellm-num-retries"} {
 			if gatewayRetries([]byte(k), []byte(v)) != plain {
-				t.Fatalf("%q: %q reads otherwise than %q", v, k, gatewayRetryField)
+				t.Fatalf("%q: %q reads otherwise than x-litellm-num-retries", v, k)
 			}
 		}
 		if gatewayRetries([]byte("x-litellm-timeout"), []byte(v)) {
 			t.Fatalf("x-litellm-timeout: %q read as retries", v)
 		}
 		count := strconv.FormatInt(n, 10)
-		if got := gatewayRetries([]byte(gatewayRetryField), []byte(count)); got != (n > 0) {
+		if got := gatewayRetries([]byte("x-litellm-num-retries"), []byte(count)); got != (n > 0) {
 			t.Fatalf("count %s: retries %v", count, got)
+		}
+		if got := gatewayRetries([]byte("CF-AIG-Max-Attempts"), []byte(count)); got != (n > 1) {
+			t.Fatalf("cf-aig-max-attempts %s: retries %v", count, got)
 		}
 	})
 }

@@ -906,36 +906,58 @@ func trailerLongContext(h *fasthttp.RequestHeader) bool {
 	return false
 }
 
-// gatewayRetryField is the request field with which a caller sets how
-// many times LiteLLM's proxy retries a failed or timed-out call itself,
-// ahead of a body's num_retries and its config's
-// (https://docs.litellm.ai/docs/proxy/request_headers: "The number of
-// retries for the request"); with x-litellm-timeout short, each attempt
-// runs, and is billed, upstream while the gateway gives up on it.
-const gatewayRetryField = "x-litellm-num-retries"
-
-// isGatewayRetryField reports whether a request field named k reaches a
-// gateway as gatewayRetryField (any case, or behind an x-pass- prefix):
-// removeFields drops one that a chunked body's trailer brought after
-// checkPath read the fields; one of value 0 in the header section goes
-// too, which leaves the gateway's configured retries, the operator's.
-func isGatewayRetryField(k []byte) bool {
-	k = passedName(k)
-	return len(k) == len(gatewayRetryField) && bytes.EqualFold(k, []byte(gatewayRetryField))
+// gatewayRetryField is a request field with which a caller sets how many
+// times a gateway upstream tries a call itself, and the largest value
+// that asks for no retry. With a short timeout (x-litellm-timeout,
+// cf-aig-request-timeout) each attempt runs, and is billed, upstream while
+// the gateway gives up on it, where llmguard settles one call.
+type gatewayRetryField struct {
+	name string // lower case
+	most float64
 }
 
+// gatewayRetryFields: LiteLLM's proxy reads x-litellm-num-retries (retries
+// after the first call) ahead of a body's num_retries and its config's
+// (https://docs.litellm.ai/docs/proxy/request_headers: "The number of
+// retries for the request"); Cloudflare AI Gateway reads
+// cf-aig-max-attempts (attempts, 1 to 5, the first included; a timeout
+// triggers a retry: https://developers.cloudflare.com/ai-gateway/configuration/request-handling/).
+// An immutable table.
+var gatewayRetryFields = [...]gatewayRetryField{{"x-litellm-num-retries", 0}, {"cf-aig-max-attempts", 1}}
+
+// retryFieldOf is the gatewayRetryFields entry a request field named k
+// reaches a gateway as (any case, or behind an x-pass- prefix), nil for
+// none. removeFields drops such a field that a chunked body's trailer
+// brought after checkPath read the fields; one in the header section
+// asking for no retry goes too, which leaves the gateway's configured
+// retries, the operator's.
+func retryFieldOf(k []byte) *gatewayRetryField {
+	k = passedName(k)
+	for i := range gatewayRetryFields {
+		if f := &gatewayRetryFields[i]; len(k) == len(f.name) && bytes.EqualFold(k, []byte(f.name)) {
+			return f
+		}
+	}
+	return nil
+}
+
+// isGatewayRetryField reports whether a request field named k is one of
+// gatewayRetryFields (retryFieldOf).
+func isGatewayRetryField(k []byte) bool { return retryFieldOf(k) != nil }
+
 // gatewayRetries reports whether a request field k: v asks a gateway to
-// retry the call itself: k is gatewayRetryField (any case, or behind an
-// x-pass- prefix) and v is not a count of 0 or less (a value LiteLLM
-// cannot read as a count is refused too, erring towards refusing). As a
-// body's num_retries (weigher.FaultGatewayRetries), it is refused:
-// llmguard would reserve and settle one call for every attempt billed.
+// retry the call itself: k is one of gatewayRetryFields and v is not a
+// count at most its entry's (a value the gateway cannot read as a count
+// is refused too, erring towards refusing). As a body's num_retries
+// (weigher.FaultGatewayRetries), it is refused: llmguard would reserve
+// and settle one call for every attempt billed.
 func gatewayRetries(k, v []byte) bool {
-	if !isGatewayRetryField(k) {
+	f := retryFieldOf(k)
+	if f == nil {
 		return false
 	}
 	n, err := strconv.ParseFloat(strings.TrimSpace(string(v)), 64)
-	return err != nil || !(n <= 0)
+	return err != nil || !(n <= f.most)
 }
 
 // passPrefix is the prefix of a request field LiteLLM's pass-through

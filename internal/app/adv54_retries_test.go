@@ -23,6 +23,8 @@ import (
 // above 0, or a value that is no count, is refused (400 gateway_retries),
 // in any case or behind LiteLLM's x-pass- prefix; 0 passes; and one in a
 // chunked body's trailer, after the fields were judged, is not forwarded.
+// So is Cloudflare AI Gateway's cf-aig-max-attempts above 1 (its
+// cf-aig-request-timeout retries a slow call).
 func TestAdv54GatewayRetryFieldRefused(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string // the retry fields each forwarded call carried
@@ -61,6 +63,8 @@ func TestAdv54GatewayRetryFieldRefused(t *testing.T) {
 		{"x-pass-x-litellm-num-retries", "3"},
 		{"x-litellm-num-retries", " 1.5 "},
 		{"x-litellm-num-retries", "many"},
+		{"cf-aig-request-timeout", "100", "cf-aig-max-attempts", "5"},
+		{"CF-AIG-MAX-ATTEMPTS", "2"},
 	} {
 		before := calls()
 		resp, b := h.do("/v1/chat/completions", body, headers...)
@@ -68,8 +72,10 @@ func TestAdv54GatewayRetryFieldRefused(t *testing.T) {
 			t.Errorf("%q: %d %.160s, forwarded %v; want 400 gateway_retries, nothing forwarded", headers, resp.StatusCode, b, calls() != before)
 		}
 	}
-	if resp, b := h.do("/v1/chat/completions", body, "x-litellm-num-retries", "0"); resp.StatusCode != http.StatusOK {
-		t.Errorf("x-litellm-num-retries: 0: %d %.160s, want 200", resp.StatusCode, b)
+	for _, ok := range [][]string{{"x-litellm-num-retries", "0"}, {"cf-aig-max-attempts", "1"}} {
+		if resp, b := h.do("/v1/chat/completions", body, ok...); resp.StatusCode != http.StatusOK {
+			t.Errorf("%q: %d %.160s, want 200", ok, resp.StatusCode, b)
+		}
 	}
 	// A chunked body's trailer, read after the fields were judged.
 	c, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
