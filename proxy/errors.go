@@ -92,6 +92,13 @@ var (
 	errModelOutsideBody = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "model_outside_body",
 		anthropicType: "invalid_request_error", message: "The request names a model outside its body (a model query parameter, an engines path, a deployments " +
 			"path to an upstream that is not Azure, or a gateway's routing field such as x-portkey-config): an upstream may bill that model, while llmguard prices the body's. Name the model in the body only."}
+	// errGatewayRetryField answers a request whose x-litellm-num-retries
+	// or cf-aig-max-attempts field asks a gateway to retry the call itself
+	// (gatewayRetries),
+	// as a body's num_retries is answered (weigher.FaultGatewayRetries).
+	errGatewayRetryField = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "gateway_retries",
+		anthropicType: "invalid_request_error", message: "The request's x-litellm-num-retries or cf-aig-max-attempts field asks the gateway to retry the call itself, and an upstream may " +
+			"bill every attempt while llmguard counts one. Retry the call yourself: each retry is then weighed and counted."}
 	// errReadWithBody answers a GET, HEAD, DELETE or OPTIONS that carries
 	// a body (see weigher.ReadMethod): no API llmguard fronts takes one.
 	errReadWithBody = apiError{status: fasthttp.StatusBadRequest, openAIType: "invalid_request_error", openAICode: "invalid_body",

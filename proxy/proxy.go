@@ -678,6 +678,9 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx, x *exchange) *refusal {
 		// unweighed.
 		return &refusal{err: errReadWithBody, outcome: meter.OutcomeInvalid}
 	}
+	if !x.est.LongContext && trailerLongContext(&ctx.Request.Header) {
+		x.est.LongContext = true
+	}
 	ctx.Request.SetBodyRaw(held.b) // later readers of ctx.Request.Body() get these bytes
 	if r := p.decodeBody(ctx, &held, codings); r != nil {
 		return r
@@ -779,6 +782,9 @@ func (p *Proxy) checkPath(ctx *fasthttp.RequestCtx, x *exchange, path, upPath st
 		if f = readFields(&ctx.Request.Header); f.routes {
 			return "", &refusal{err: errModelOutsideBody, outcome: meter.OutcomeInvalid}
 		}
+		if f.retries {
+			return "", &refusal{err: errGatewayRetryField, outcome: meter.OutcomeInvalid}
+		}
 		x.est.LongContext, x.uncodedFields = f.long, !f.coded
 
 	}
@@ -802,8 +808,10 @@ func (p *Proxy) checkPath(ctx *fasthttp.RequestCtx, x *exchange, path, upPath st
 var portkeyPassed = []string{"trace-id", "metadata", "span-id", "parent-span-id", "span-name"}
 
 // isRoutingField reports whether k, a field name in any case, is a
-// routing field.
+// routing field, or one behind LiteLLM's x-pass- prefix (passedName),
+// which reaches the upstream under the routing field's own name.
 func isRoutingField(k []byte) bool {
+	k = passedName(k)
 	const portkey = "x-portkey-"
 	switch {
 	case len(k) > len(portkey) && (k[0]|0x20) == 'x' && bytes.EqualFold(k[:len(portkey)], []byte(portkey)):
@@ -829,8 +837,8 @@ type fieldsRead struct {
 	// a routing request too (the walk stops there: the request is
 	// refused, and long and coded are then not known).
 	routes bool
-	// long: an anthropic-beta field, its name in any case, any of its
-	// repeats, naming a context-1m beta (weigher.LongContextBeta): such a
+	// long: an anthropic-beta field (isAnthropicBeta: its name in any
+	// case, or behind LiteLLM's x-pass- prefix), any of its repeats, naming a context-1m beta (weigher.LongContextBeta): such a
 	// call may read up to weigher.LongContextInputTokens of input whatever
 	// the model's configured max_input_tokens, so its hidden-context
 	// reservation and usage ceiling take that window
@@ -839,6 +847,10 @@ type fieldsRead struct {
 	// Claude from another API's request, and the field only ever raises
 	// the caller's own reservation.
 	long bool
+	// retries: a field with which a gateway upstream retries the call
+	// itself (gatewayRetries), every attempt billed while llmguard
+	// settles one.
+	retries bool
 	// coded: a field named Content-Encoding, in any case, empty or not
 	// (checkEncoding reads their values; without one it has none to read:
 	// fasthttp keeps no Content-Encoding of a request outside its list of
@@ -860,14 +872,121 @@ func readFields(h *fasthttp.RequestHeader) (f fieldsRead) {
 			f.routes = true
 			return f
 		}
-		// The length first: bytes.EqualFold is a call that compares until
-		// the first byte that differs, about 40 instructions a field of
-		// another name (perf30).
-		if !f.long && len(k) == len(anthropicBeta) && bytes.EqualFold(k, anthropicBeta) && weigher.LongContextBeta(v) {
+		if !f.long && isAnthropicBeta(k) && weigher.LongContextBeta(v) {
 			f.long = true
+		}
+		if !f.retries && gatewayRetries(k, v) {
+			f.retries = true
 		}
 	}
 	return f
+}
+
+// trailerLongContext reports whether a field of h's trailer section (the
+// fields a chunked body ends with, read with the body, after checkPath
+// walked the header section) is an anthropic-beta naming a context-1m
+// beta (weigher.LongContextBeta). fasthttp keeps trailer fields apart
+// until the request is forwarded, where they join the header section
+// (removeFields drops the Trailer announcement) and reach the upstream
+// (an x-pass-anthropic-beta too: isAnthropicBeta): such a beta widens the window the upstream reads as one in the header
+// section does (adv54: sent as a trailer, it reserved the model's
+// 200,000-token window while the upstream read 900,000). A request
+// without a trailer costs one length check.
+func trailerLongContext(h *fasthttp.RequestHeader) bool {
+	for _, k := range h.PeekTrailerKeys() {
+		if !isAnthropicBeta(k) {
+			continue
+		}
+		for _, v := range h.PeekAll(string(k)) {
+			if weigher.LongContextBeta(v) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// gatewayRetryField is a request field with which a caller sets how many
+// times a gateway upstream tries a call itself, and the largest value
+// that asks for no retry. With a short timeout (x-litellm-timeout,
+// cf-aig-request-timeout) each attempt runs, and is billed, upstream while
+// the gateway gives up on it, where llmguard settles one call.
+type gatewayRetryField struct {
+	name string // lower case
+	most float64
+}
+
+// gatewayRetryFields: LiteLLM's proxy reads x-litellm-num-retries (retries
+// after the first call) ahead of a body's num_retries and its config's
+// (https://docs.litellm.ai/docs/proxy/request_headers: "The number of
+// retries for the request"); Cloudflare AI Gateway reads
+// cf-aig-max-attempts (attempts, 1 to 5, the first included; a timeout
+// triggers a retry: https://developers.cloudflare.com/ai-gateway/configuration/request-handling/).
+// An immutable table.
+var gatewayRetryFields = [...]gatewayRetryField{{"x-litellm-num-retries", 0}, {"cf-aig-max-attempts", 1}}
+
+// retryFieldOf is the gatewayRetryFields entry a request field named k
+// reaches a gateway as (any case, or behind an x-pass- prefix), nil for
+// none. removeFields drops such a field that a chunked body's trailer
+// brought after checkPath read the fields; one in the header section
+// asking for no retry goes too, which leaves the gateway's configured
+// retries, the operator's.
+func retryFieldOf(k []byte) *gatewayRetryField {
+	k = passedName(k)
+	for i := range gatewayRetryFields {
+		if f := &gatewayRetryFields[i]; len(k) == len(f.name) && bytes.EqualFold(k, []byte(f.name)) {
+			return f
+		}
+	}
+	return nil
+}
+
+// isGatewayRetryField reports whether a request field named k is one of
+// gatewayRetryFields (retryFieldOf).
+func isGatewayRetryField(k []byte) bool { return retryFieldOf(k) != nil }
+
+// gatewayRetries reports whether a request field k: v asks a gateway to
+// retry the call itself: k is one of gatewayRetryFields and v is not a
+// count at most its entry's (a value the gateway cannot read as a count
+// is refused too, erring towards refusing). As a body's num_retries
+// (weigher.FaultGatewayRetries), it is refused: llmguard would reserve
+// and settle one call for every attempt billed.
+func gatewayRetries(k, v []byte) bool {
+	f := retryFieldOf(k)
+	if f == nil {
+		return false
+	}
+	n, err := strconv.ParseFloat(strings.TrimSpace(string(v)), 64)
+	return err != nil || !(n <= f.most)
+}
+
+// passPrefix is the prefix of a request field LiteLLM's pass-through
+// routes (its /anthropic, /vertex_ai, /bedrock… endpoints) forward to the
+// provider under the rest of its name, whatever their allowlist: a
+// caller's "x-pass-anthropic-beta: v" reaches Anthropic as
+// "anthropic-beta: v" (https://docs.litellm.ai/docs/proxy/forward_client_headers,
+// litellm/constants.py PASS_THROUGH_HEADER_PREFIX).
+const passPrefix = "x-pass-"
+
+// passedName is the field name k an upstream such as LiteLLM forwards a
+// field named k under: k without its x-pass- prefixes (ASCII case aside;
+// all of them, where LiteLLM strips one, erring towards reading the
+// field). It never allocates.
+func passedName(k []byte) []byte {
+	for len(k) > len(passPrefix) && (k[0]|0x20) == 'x' && bytes.EqualFold(k[:len(passPrefix)], []byte(passPrefix)) {
+		k = k[len(passPrefix):]
+	}
+	return k
+}
+
+// isAnthropicBeta reports whether a request field named k reaches the
+// upstream as anthropic-beta: that name in any case, or behind an x-pass-
+// prefix (passedName). Its length is compared first: bytes.EqualFold is a
+// call that compares until the first byte that differs, about 40
+// instructions a field of another name (perf30).
+func isAnthropicBeta(k []byte) bool {
+	k = passedName(k)
+	return len(k) == len(anthropicBeta) && bytes.EqualFold(k, anthropicBeta)
 }
 
 // contentEncoding is the name of the Content-Encoding field.

@@ -380,7 +380,7 @@ func removeFieldsOnce(h headerSet, also *fieldSet, walkAgain bool) {
 	lens := hopFields.lens | also.lengths()
 	_, request := h.(*fasthttp.RequestHeader) // routing fields go upstream only
 	for _, k := range h.PeekKeys() {
-		if request && isRoutingField(k) {
+		if request && (isRoutingField(k) || isGatewayRetryField(k)) {
 			// One a chunked body's trailer brought, after checkPath
 			// refused any in the headers: never forwarded.
 			named = append(named, string(k))
