@@ -643,7 +643,11 @@ func checkQuota(p *problems, f string, l Limit, scale float64) {
 		p.notOneOf(f+".period", l.Period, spec.PeriodNames())
 	}
 	if _, err := time.LoadLocation(l.Timezone); err != nil {
-		p.add(f+".timezone", "unknown time zone %q (want an IANA name such as UTC or Europe/Paris)", l.Timezone)
+		hint := "" // Go's zone names are case-sensitive: "utc" is not UTC
+		if strings.EqualFold(l.Timezone, "UTC") || strings.EqualFold(l.Timezone, "GMT") {
+			hint = " (did you mean UTC?)"
+		}
+		p.add(f+".timezone", "unknown time zone %q (want an IANA name such as UTC or Europe/Paris)%s", l.Timezone, hint)
 	}
 	// Each threshold is judged once, for what is wrong with it: out of
 	// (0, 1] (a percentage gets the fraction to write), or not above the
