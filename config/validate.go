@@ -532,6 +532,23 @@ func didYouMean(got string, known []string) string {
 	if guess := suggest.Closest(got, known); guess != "" {
 		return " (did you mean " + guess + "?)"
 	}
+	// A value with words around the one meant (on_failure: fail-open,
+	// fail_closed: trial27), when exactly one word is a choice.
+	words := strings.FieldsFunc(got, func(r rune) bool { return r == '-' || r == '_' || r == ' ' || r == '.' })
+	guess := ""
+	for _, w := range words {
+		for _, k := range known {
+			if strings.EqualFold(w, k) && len(words) > 1 {
+				if guess != "" && guess != k {
+					return ""
+				}
+				guess = k
+			}
+		}
+	}
+	if guess != "" {
+		return " (did you mean " + guess + "?)"
+	}
 	return ""
 }
 
