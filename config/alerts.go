@@ -123,7 +123,11 @@ func (c *Config) validateAlerts(p *problems) {
 	for i, th := range w.Thresholds {
 		switch {
 		case !(th > 0 && th <= 10):
-			p.add(fmt.Sprintf("%s.thresholds[%d]", f, i), "must be a fraction of the quota in (0, 10] (got %v)", th)
+			hint := "" // a percentage gets the fraction to write, as warn_at's does
+			if th > 10 && th <= 1000 {
+				hint = fmt.Sprintf(" (write %v for %v%%)", th/100, th)
+			}
+			p.add(fmt.Sprintf("%s.thresholds[%d]", f, i), "must be a fraction of the quota in (0, 10] (got %v)%s", th, hint)
 		case i > 0 && th <= w.Thresholds[i-1]:
 			p.add(fmt.Sprintf("%s.thresholds[%d]", f, i), "must be above the one before it (%v), in increasing order (got %v)", w.Thresholds[i-1], th)
 		}

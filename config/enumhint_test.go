@@ -39,6 +39,9 @@ func TestEnumValueSuggestsTheNearest(t *testing.T) {
 		{"access_log", upstream + limit + "}\naccess_log: {format: jsn}\n", "access_log.format", "jsn", "json"},
 		{"tracing", upstream + limit + "}\ntracing: {protocol: grcp}\n", "tracing.protocol", "grcp", "grpc"},
 		{"webhook", upstream + limit + "}\nalerts: {webhook: {url: \"https://hooks.example.com/x\", format: slak, thresholds: [0.5]}}\n", "alerts.webhook.format", "slak", "slack"},
+		// trial27: the words around the value meant
+		{"on_failure with words", upstream + limit + ", on_failure: fail-open}\n", "limits[0].on_failure", "fail-open", "open"},
+		{"store on_failure with words", upstream + limit + "}\nstore: {on_failure: fail_closed}\n", "store.on_failure", "fail_closed", "closed"},
 		{"far from all", strings.Replace(upstream+limit+"}\n", "scope: user", "scope: planet", 1), "limits[0].scope", "planet", ""},
 		{"empty", strings.Replace(upstream+limit+"}\n", "scope: user", `scope: ""`, 1), "limits[0].scope", "", ""},
 	} {

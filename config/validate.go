@@ -532,6 +532,23 @@ func didYouMean(got string, known []string) string {
 	if guess := suggest.Closest(got, known); guess != "" {
 		return " (did you mean " + guess + "?)"
 	}
+	// A value with words around the one meant (on_failure: fail-open,
+	// fail_closed: trial27), when exactly one word is a choice.
+	words := strings.FieldsFunc(got, func(r rune) bool { return r == '-' || r == '_' || r == ' ' || r == '.' })
+	guess := ""
+	for _, w := range words {
+		for _, k := range known {
+			if strings.EqualFold(w, k) && len(words) > 1 {
+				if guess != "" && guess != k {
+					return ""
+				}
+				guess = k
+			}
+		}
+	}
+	if guess != "" {
+		return " (did you mean " + guess + "?)"
+	}
 	return ""
 }
 
@@ -643,7 +660,11 @@ func checkQuota(p *problems, f string, l Limit, scale float64) {
 		p.notOneOf(f+".period", l.Period, spec.PeriodNames())
 	}
 	if _, err := time.LoadLocation(l.Timezone); err != nil {
-		p.add(f+".timezone", "unknown time zone %q (want an IANA name such as UTC or Europe/Paris)", l.Timezone)
+		hint := "" // Go's zone names are case-sensitive: "utc" is not UTC
+		if strings.EqualFold(l.Timezone, "UTC") || strings.EqualFold(l.Timezone, "GMT") {
+			hint = " (did you mean UTC?)"
+		}
+		p.add(f+".timezone", "unknown time zone %q (want an IANA name such as UTC or Europe/Paris)%s", l.Timezone, hint)
 	}
 	// Each threshold is judged once, for what is wrong with it: out of
 	// (0, 1] (a percentage gets the fraction to write), or not above the

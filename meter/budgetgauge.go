@@ -55,6 +55,26 @@ type subjectLevel struct {
 	key            string // the bucket's store key: one per user, key or tenant
 	used, capacity int64
 	start, end     time.Time
+	// seq is the admission (budgetGauges.seq) of the request whose level
+	// used was read from; 0 for a level observed without one.
+	seq uint64
+	// deltas is the sum, over this node's settlements of the bucket that
+	// reached observe, of cost − reservation (in the rule's unit): a
+	// running count whose differences only matter, carried across
+	// periods. An admission keeps its value (gaugeMark.deltas).
+	deltas int64
+}
+
+// gaugeMark is what the budget gauges note on a quota rule of a request
+// at its admission (budgetGauges.admit), so that its settlement can tell
+// which of the bucket's settlements its level at admission already
+// counts: its place in the order of admissions, and the bucket's
+// subjectLevel.deltas then. The zero value is a request admitted before
+// any other and before any settlement of its bucket.
+type gaugeMark struct {
+	seq    uint64
+	deltas int64
+	series *quotaSeries // the rule's series under the tenant label, when it existed at admission
 }
 
 // share is l's used / capacity.
@@ -92,6 +112,9 @@ type budgetGauges struct {
 	used, limit, end, util, exhausted *prometheus.Desc
 
 	groups sync.Map // quotaGroup → *quotaSeries
+	// seq numbers quota admissions in the order admit sees them
+	// (gaugeMark.seq), from 1.
+	seq atomic.Uint64
 	// quotas are the quota rules by name since the last prepare; nil
 	// before the first: every quota observed is kept.
 	quotas atomic.Pointer[map[string]*policy.Rule]
@@ -111,25 +134,84 @@ func newBudgetGauges(now func() time.Time, max int) *budgetGauges {
 	}
 }
 
-// observe keeps the settled use of quota a's bucket (used units, in a's
-// unit) under the tenant label, at now (the Metrics' clock). A level of a
-// period that has already ended is ignored (a request settled after its
-// period turned), and so is a limit the prepared policy has no quota of
-// (a reload removed it, or made it a rate).
-func (g *budgetGauges) observe(a *Applied, tenant string, used int64, now time.Time) {
+// admit notes on quota a, admitted for a request under the tenant label,
+// its place in the order of admissions and its bucket's settlement deltas
+// so far, which observe reads when the request settles.
+func (g *budgetGauges) admit(a *Applied, tenant string) {
+	a.gauge = gaugeMark{seq: g.seq.Add(1)}
 	if a.Rule.Scope == policy.ScopeGlobal {
 		tenant = ""
 	}
-	l := subjectLevel{key: a.Key, used: max(used, 0), capacity: a.Limit.Capacity, start: a.Limit.WindowStart, end: a.Limit.WindowEnd}
+	v, ok := g.groups.Load(quotaGroup{a.Rule.Name, tenant})
+	if !ok {
+		return
+	}
+	s := v.(*quotaSeries)
+	a.gauge.series = s
+	s.mu.Lock()
+	for _, l := range s.subjects {
+		if l.key == a.Key {
+			a.gauge.deltas = l.deltas
+			break
+		}
+	}
+	s.mu.Unlock()
+}
+
+// observe keeps the settled use of quota a's bucket (used units, in a's
+// unit: its level at admission with the request's reservation replaced by
+// its cost, which is delta more than the reservation) under the tenant
+// label, at now (the Metrics' clock). A level of a period that has already
+// ended is ignored (a request settled after its period turned), and so is
+// a limit the prepared policy has no quota of (a reload removed it, or
+// made it a rate).
+//
+// Requests settle in another order than they were admitted: a stream
+// admitted first may settle after many short calls admitted later. Its
+// level at admission is then older than the one kept, which counts its
+// reservation (it was in flight at their admission): it moves the kept
+// level by its delta rather than replacing it. The level of the latest
+// admission replaces the kept one, plus the deltas of the settlements
+// that came after its admission (the reservations it counted, settled
+// since). Before, the last request to settle set the level: in trial27 a
+// tenant's quota_used read $0.041948 while the store and the ledger said
+// $0.042440, and stayed so until its next request.
+func (g *budgetGauges) observe(a *Applied, tenant string, used, delta int64, now time.Time) {
+	if a.Rule.Scope == policy.ScopeGlobal {
+		tenant = ""
+	}
+	l := subjectLevel{key: a.Key, used: max(used, 0), capacity: a.Limit.Capacity, start: a.Limit.WindowStart, end: a.Limit.WindowEnd, seq: a.gauge.seq}
 	if l.capacity <= 0 || !now.Before(l.end) {
 		return
 	}
 	if q := g.quotas.Load(); q != nil && (*q)[a.Rule.Name] == nil {
 		return
 	}
-	s := g.series(a, tenant)
+	s := a.gauge.series
+	if s == nil {
+		s = g.series(a, tenant)
+	}
 	s.mu.Lock()
 	s.rule = a.Rule
+	l.deltas = delta
+	for i := range s.subjects {
+		k := &s.subjects[i]
+		if k.key != l.key {
+			continue
+		}
+		l.deltas = k.deltas + delta
+		if k.start.Equal(l.start) {
+			if k.seq > l.seq {
+				// A later admission's level, which counted this
+				// request's reservation: replace that by its cost.
+				k.used, k.deltas = max(k.used+delta, 0), l.deltas
+				s.mu.Unlock()
+				return
+			}
+			l.used = max(l.used+k.deltas-a.gauge.deltas, 0)
+		}
+		break
+	}
 	s.subjects = keepLevel(s.subjects, l, g.max)
 	s.mu.Unlock()
 }
@@ -160,9 +242,16 @@ func (g *budgetGauges) deny(a *Applied, tenant string, now time.Time) {
 		return
 	}
 	s := g.series(a, tenant)
-	l := subjectLevel{key: a.Key, used: max(a.Limit.Capacity-a.Status.Remaining, 0), capacity: a.Limit.Capacity, start: a.Limit.WindowStart, end: a.Limit.WindowEnd}
+	l := subjectLevel{key: a.Key, used: max(a.Limit.Capacity-a.Status.Remaining, 0), capacity: a.Limit.Capacity, start: a.Limit.WindowStart, end: a.Limit.WindowEnd,
+		seq: g.seq.Add(1)} // the store's level now: newer than every admission's so far
 	s.mu.Lock()
 	s.rule = a.Rule
+	for _, k := range s.subjects {
+		if k.key == l.key {
+			l.deltas = k.deltas
+			break
+		}
+	}
 	s.subjects = keepLevel(s.subjects, l, g.max)
 	s.denied.end, s.denied.capacity = a.Limit.WindowEnd, a.Limit.Capacity
 	s.mu.Unlock()

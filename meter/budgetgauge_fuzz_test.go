@@ -79,7 +79,7 @@ func FuzzBudgetGaugeBounded(f *testing.F) {
 				oracle.observe(subjectLevel{key: key, used: used, capacity: 200, start: start, end: start.Add(day)})
 				keys[key] = true
 			}
-			g.observe(a, "acme", used, now)
+			g.observe(a, "acme", used, 0, now)
 
 			if v, ok := g.groups.Load(quotaGroup{"q", "acme"}); ok {
 				s := v.(*quotaSeries)

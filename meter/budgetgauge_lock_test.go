@@ -26,7 +26,7 @@ func TestBudgetGaugeSeriesLockIsItsOwn(t *testing.T) {
 	g := newBudgetGauges(func() time.Time { return now }, defaultMaxSubjects)
 	a := &policy.Rule{Name: "a", Scope: policy.ScopeTenant, Unit: policy.UnitTokens, Period: policy.PeriodDay, Location: time.UTC, Limit: bucket.Limit{Capacity: 100}}
 	b := &policy.Rule{Name: "b", Scope: policy.ScopeTenant, Unit: policy.UnitTokens, Period: policy.PeriodDay, Location: time.UTC, Limit: bucket.Limit{Capacity: 100}}
-	g.observe(quotaApplied(a, "ka", start), "acme", 10, now)
+	g.observe(quotaApplied(a, "ka", start), "acme", 10, 0, now)
 	v, ok := g.groups.Load(quotaGroup{"a", "acme"})
 	if !ok {
 		t.Fatal("no series of limit a after a settlement under it")
@@ -35,8 +35,8 @@ func TestBudgetGaugeSeriesLockIsItsOwn(t *testing.T) {
 	held.mu.Lock()
 	done := make(chan struct{})
 	go func() {
-		g.observe(quotaApplied(b, "kb", start), "acme", 20, now)
-		g.observe(quotaApplied(b, "kb", start), "globex", 30, now)
+		g.observe(quotaApplied(b, "kb", start), "acme", 20, 0, now)
+		g.observe(quotaApplied(b, "kb", start), "globex", 30, 0, now)
 		close(done)
 	}()
 	select {
@@ -80,7 +80,7 @@ func TestBudgetGaugeConcurrentSettlements(t *testing.T) {
 				tenant := fmt.Sprintf("t%d", i%2)
 				// key u<w> reaches used w*10+i/100 at most: the
 				// most used key of every series is u7.
-				g.observe(quotaApplied(r, fmt.Sprintf("u%d", w), start), tenant, int64(w*10+i/100), now)
+				g.observe(quotaApplied(r, fmt.Sprintf("u%d", w), start), tenant, int64(w*10+i/100), 0, now)
 				if i%50 == 0 {
 					g.rows(now)
 				}
@@ -109,7 +109,7 @@ func TestBudgetGaugeConcurrentSettlements(t *testing.T) {
 			t.Errorf("series %v of a removed limit", r.group)
 		}
 	}
-	g.observe(quotaApplied(&rules[2], "u0", start), "t0", 5, now) // a late settlement under the removed limit
+	g.observe(quotaApplied(&rules[2], "u0", start), "t0", 5, 0, now) // a late settlement under the removed limit
 	for _, r := range g.rows(now) {
 		if r.group.limit == "q2" {
 			t.Errorf("series %v of a removed limit after a late settlement", r.group)

@@ -318,6 +318,8 @@ type Applied struct {
 	// series are the rule's metric series for the request's tenant
 	// (bundles.go), nil until its metrics are first recorded.
 	series *ruleSeries
+	// gauge is what the budget gauges noted at admission (a quota's).
+	gauge gaugeMark
 }
 
 // Exchange is one admitted (or refused) request, from admission until it is

@@ -385,7 +385,11 @@ func (m *Metrics) admitted(x *Exchange) {
 			rs.reserved.get(m.cReserved, 1, labelValues{rs.limit}).Add(float64(a.Reserved))
 		}
 		// A quota's gauges follow its spend, not this reservation: they
-		// are set at settlement (budgetSettled).
+		// are set at settlement (budgetSettled), which reads the mark
+		// admit leaves.
+		if isQuota(a) && !a.Fallback {
+			m.budget.admit(a, fs.tenant)
+		}
 		if c := a.Limit.Capacity; c > 0 && !a.Limit.IsQuota() {
 			// (capacity − remaining) / capacity: the difference of two
 			// integers below 2^53 is exact, so 74 of 1000 in use reads
@@ -413,7 +417,7 @@ func (m *Metrics) budgetSettled(x *Exchange, settled []int64) {
 			if now.IsZero() {
 				tenant, now = m.flowIn(x).tenant, m.budget.now()
 			}
-			m.budget.observe(a, tenant, settledLevel(a, settled[i]), now)
+			m.budget.observe(a, tenant, settledLevel(a, settled[i]), settled[i]-a.Reserved, now)
 		}
 	}
 }

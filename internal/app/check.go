@@ -72,6 +72,9 @@ type Lookup func(name string) (string, bool)
 //   - an openai or anthropic upstream without a path_prefix whose
 //     base_url ends in /v1, to which callers' /v1 paths would be appended
 //     (checkBaseURLs);
+//   - a model priced a hundredth or less, or a hundred times or more, of
+//     the embedded table's price for its name: a price per 1K tokens or
+//     per token where USD per million is meant (checkPriceScale);
 //   - an access_log output other than stderr without enabled: true, so
 //     that nothing is written there (checkAccessLogOutput);
 //   - a ledger.file that exists and is not a regular file (checkLedgerFile).
@@ -88,6 +91,7 @@ func Check(cfg *config.Config, pol *policy.Policy, w *weigher.Weigher, env Looku
 	out = append(out, checkShards(cfg)...)
 	out = append(out, checkLeases(cfg)...)
 	out = append(out, checkBaseURLs(cfg)...)
+	out = append(out, checkPriceScale(cfg)...)
 	out = append(out, checkTLSFiles(cfg, time.Now())...)
 	out = append(out, checkAccessLogOutput(cfg)...)
 	out = append(out, checkLedgerFile(cfg)...)

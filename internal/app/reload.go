@@ -120,7 +120,7 @@ func (a *App) apply(path string, b []byte) error {
 	warnRedefined(a.log, a.pol.Load(), pol)
 	a.limitsAdded.Store(limitsAdded(a.limitsAdded.Load(), a.pol.Load(), pol, a.now()))
 	// Upstreams change only at restart; the limits, keys and prices now.
-	logFindings(a.log, slices.Concat(checkDefaultCosts(cfg, pol, w), checkMatchers(cfg, pol), checkShards(cfg), checkLeases(cfg)))
+	logFindings(a.log, slices.Concat(checkDefaultCosts(cfg, pol, w), checkMatchers(cfg, pol), checkShards(cfg), checkLeases(cfg), checkPriceScale(cfg)))
 	pol.AdoptRegional(a.pol.Load()) // a region's held share and demand survive a reload that keeps its split
 	a.Proxy.Reload(pol, w, proxy.Settings{UnmeteredPaths: cfg.UnmeteredPaths, MaxRetryWait: time.Duration(cfg.MaxRetryWait)})
 	a.pol.Store(pol)
