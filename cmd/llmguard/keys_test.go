@@ -223,10 +223,10 @@ func TestKeysHashCommand(t *testing.T) {
 	}
 }
 
-// waitHealthy waits for a serve process's admin listener (20 s at most).
+// waitHealthy waits for a serve process's admin listener (startWait at most).
 func waitHealthy(t *testing.T, admin string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(startWait)
 	for {
 		if resp, err := http.Get("http://" + admin + "/healthz"); err == nil {
 			resp.Body.Close()

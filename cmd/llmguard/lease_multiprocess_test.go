@@ -48,7 +48,7 @@ func serveProcess(t *testing.T, bin, cfg string) (proxy, admin string, cmd *exec
 		if !ok {
 			t.Fatal("llmguard exited before listening")
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(startWait):
 		t.Fatal("llmguard did not start")
 	}
 	return "http://" + listen, "http://" + adminListen, cmd

@@ -33,6 +33,13 @@ var (
 // which TestVersionCommand reads back.
 const testVersion = "v9.8.7-test"
 
+// startWait is how long a test waits for a started llmguard (or its
+// listener) before calling it hung: a deadline for a process that never
+// comes up, not a measure of speed. trial27 saw 20 s pass at load average
+// 15–27 on 2 cores with the race detector's binaries starting three at a
+// time; two minutes leaves room for that and still ends a hang.
+const startWait = 2 * time.Minute
+
 // binary builds llmguard once per test run, linked with testVersion as the
 // version (one build serves every test, TestVersionCommand's too: a second
 // link for it alone took 87 s of the package's 383 s at load 18).
@@ -159,7 +166,7 @@ func TestServeEmbeddedDefault(t *testing.T) {
 		}
 		close(lines)
 	}()
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(startWait)
 	for listening := false; !listening; {
 		select {
 		case l, ok := <-lines:

@@ -76,7 +76,7 @@ func startServe(t *testing.T, bin, cfg string) (url, said string, ok bool) {
 		if !ok {
 			return "", early.String(), false
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(startWait):
 		t.Fatal("llmguard did not start")
 	}
 	return "http://" + listen, "", true

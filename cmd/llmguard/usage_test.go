@@ -44,7 +44,7 @@ ledger: {file: %q}
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(startWait)
 	for {
 		if resp, err := http.Get("http://" + admin + "/healthz"); err == nil {
 			resp.Body.Close()
