@@ -60,7 +60,7 @@ func TestEmbeddedPricesEveryFamily(t *testing.T) {
 	want := map[string]perMTok{
 		// GPT-5 family, -pro included
 		"gpt-5.5": openai(5, 0.5, 30), "gpt-5.5-pro": openai(30, 0, 180),
-		"gpt-5.4": openai(2.5, 0.25, 15), "gpt-5.4-pro": openai(30, 0, 180), "gpt-5.4-mini": openai(0.75, 0.075, 4.5),
+		"gpt-5.4": openai(2.5, 0.25, 15), "gpt-5.4-pro": openai(30, 0, 180), "gpt-5.4-mini": openai(0.75, 0.075, 4.5), "gpt-5.4-nano": openai(0.2, 0.02, 1.25),
 		"gpt-5.2": openai(1.75, 0.175, 14), "gpt-5.2-pro": openai(21, 0, 168),
 		"gpt-5.1": openai(1.25, 0.125, 10), "gpt-5.1-codex": openai(1.25, 0.125, 10),
 		"gpt-5": openai(1.25, 0.125, 10), "gpt-5-codex": openai(1.25, 0.125, 10), "gpt-5-chat-latest": openai(1.25, 0.125, 10),
@@ -83,6 +83,12 @@ func TestEmbeddedPricesEveryFamily(t *testing.T) {
 		"gpt-image-1": openai(5, 1.25, 40), "gpt-image-1-mini": openai(2, 0.2, 8), // image output tokens
 		"text-embedding-3-small": openai(0.02, 0, 0), "text-embedding-3-large": openai(0.13, 0, 0),
 		"text-embedding-ada-002": openai(0.1, 0, 0),
+		// Claude 5.x (prices55): Anthropic's pricing and model pages; a
+		// cache hit reported below 0.1x input (Opus 5.5, Fable 5.2) kept at 0.1x
+		"claude-opus-5": claude(5, 25), "claude-opus-5-5": claude(4, 20),
+		"claude-sonnet-5": claude(2, 10), "claude-sonnet-5-5": claude(2, 10), "claude-haiku-5-5": claude(0.1, 0.5),
+		"claude-fable-5": claude(10, 50), "claude-mythos-5": claude(10, 50), "claude-fable-5-2": claude(8, 40),
+		"claude-fable-5-1": {10, 0.25, 12.5, 20, 50}, "claude-mythos-5-1": {10, 0.25, 12.5, 20, 50},
 		// Claude 4.x, Opus 4.1 included, and the Claude 3.x names
 		"claude-opus-4-8": claude(5, 25), "claude-opus-4-7": claude(5, 25), "claude-opus-4-6": claude(5, 25),
 		"claude-opus-4-5": claude(5, 25), "claude-opus-4-1": claude(15, 75), "claude-opus-4": claude(15, 75),

@@ -19,11 +19,15 @@ import (
 // 1,500,000-token bucket and 1,800,020 were billed. With the table's
 // window at 1M the second call waits. Opus 4.6 (1M already) is the
 // control; no config names a window, so the table's is the one used.
+// prices55 (2026-12-07): the Claude 5-series (native 1M windows on
+// Anthropic's model pages) had no entry, so their hidden context reserved
+// default_max_input_tokens, 200,000, and two passed the same way.
 func TestAdv54NativeMillionWindowReserved(t *testing.T) {
 	up := startBilling16(t, func(string, map[string]any) (int64, int64) {
 		return 900_000, 10 // the stored file fills most of the 1M window
 	})
-	for _, model := range []string{"claude-opus-4-7", "claude-opus-4-8", "claude-opus-4-6"} {
+	for _, model := range []string{"claude-opus-4-7", "claude-opus-4-8", "claude-opus-4-6",
+		"claude-opus-5", "claude-opus-5-5", "claude-sonnet-5", "claude-sonnet-5-5", "claude-haiku-5-5", "claude-fable-5-1"} {
 		t.Run(model, func(t *testing.T) {
 			cfg, err := config.Parse([]byte(claudeConfig(up.url, "user-tpd", 1_500_000)))
 			if err != nil {
