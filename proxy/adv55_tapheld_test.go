@@ -14,8 +14,8 @@ import (
 // from max_inflight_response_bytes must cover what it holds after every
 // read: before, it took twice the pending event's raw size, so a finished
 // event's copy and append's slack went uncounted, and eight gzip bombs of
-// one 16 MiB event each (64 MiB decoded) grew the heap by 566 MiB under a
-// 256 MiB budget (344 MiB now; adv55_bomb probe in hostile-input.md).
+// one 64 MiB event each (held up to the 16 MiB event limit) grew the heap
+// by 566 MiB under a 256 MiB budget (344 MiB now; hostile-input.md, adv55).
 func TestAdv55TapTakesWhatItHolds(t *testing.T) {
 	p := &Proxy{}
 	p.answers.max = 1 << 30
