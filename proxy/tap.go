@@ -141,6 +141,11 @@ func (t *usageTap) settleRead(est weigher.Estimate) (weigher.Usage, weigher.Sour
 // feed consumes one upstream read and returns the bytes to send the client
 // now. The result is valid until the next call.
 func (t *usageTap) feed(p []byte) []byte {
+	if cap(t.out) > tapEventFree {
+		// A large event's copy, sent by now: not kept for the stream's
+		// life (what bound took for it stays taken until the end).
+		t.out = nil
+	}
 	t.out = t.out[:0]
 	t.sc.Feed(p, t.onEvent)
 	t.bound()
@@ -150,19 +155,27 @@ func (t *usageTap) feed(p []byte) []byte {
 	return t.out
 }
 
-// bound takes from t.mem what the scanner's buffers need for the event
-// pending now, when it is over tapEventFree: twice its raw size (the raw
-// bytes and the data parsed from them), rounded up to tapEventStep. When
-// the budget has no room, the scanner's limit is lowered to the bytes it
-// holds, so that the event is passed on in Truncated pieces from the next
-// feed (the stream is then unread), and it holds no more than now (and one
-// read more, at most readChunk) until the stream ends.
+// bound takes from t.mem what the tap holds for the event pending now,
+// when it is over tapEventFree: at least twice its raw size (the raw bytes
+// and the data parsed from them), and at least what the scanner's buffers
+// and the tap's output buffer hold (their capacity: append's slack, and
+// with strip set the copy of a finished event's raw bytes in out), rounded
+// up to tapEventStep. When the budget has no room, the scanner's limit is
+// lowered to the bytes it holds, so that the event is passed on in
+// Truncated pieces from the next feed (the stream is then unread), and it
+// holds no more than now (and one read more, at most readChunk) until the
+// stream ends.
 func (t *usageTap) bound() {
 	n := len(t.sc.Buffered())
-	if t.mem == nil || n <= tapEventFree || 2*int64(n) <= t.eventHeld {
+	held := int64(t.sc.HeldBytes() + cap(t.out))
+	if t.mem == nil || max(int64(n), held) <= tapEventFree {
 		return
 	}
-	want := 2 * int64((n+tapEventStep-1)/tapEventStep*tapEventStep)
+	want := max(2*int64(n), held)
+	want = (want + tapEventStep - 1) / tapEventStep * tapEventStep
+	if want <= t.eventHeld {
+		return
+	}
 	if t.mem.take(want - t.eventHeld) {
 		t.eventHeld = want
 		return

@@ -194,6 +194,16 @@ func (s *Scanner) Buffered() []byte {
 	return s.buf
 }
 
+// HeldBytes returns the capacity, in bytes, of the buffers s keeps from one
+// Feed to the next: the pending event's raw bytes and its parsed data,
+// type and last event ID. They keep their capacity across events and
+// Reset, so after a large event this is what s holds, not what it uses
+// now. For a caller that accounts for the memory a stream holds (the
+// proxy's max_inflight_response_bytes).
+func (s *Scanner) HeldBytes() int {
+	return cap(s.buf) + cap(s.data) + cap(s.typ) + cap(s.id)
+}
+
 // Reset discards all state, including the last event ID and any buffered
 // bytes, so s can scan a new stream. It keeps MaxEventBytes and the
 // allocated buffers.
