@@ -157,7 +157,9 @@ var (
 // chatOutputFieldOf is the member a chat request that names no output
 // maximum has one written in (output_reservation.pin, cap_output) on its
 // way to upstream u, whose base URL names hostname: u.ChatOutputField when set; else
-// max_completion_tokens for OpenAI's own API (host api.openai.com) and
+// max_completion_tokens for OpenAI's own API (host api.openai.com, or a
+// data-residency host under it: eu.api.openai.com, us.api.openai.com,
+// per OpenAI's data residency guide) and
 // Azure OpenAI (flavor azure, or a host under .openai.azure.com), whose
 // reasoning models refuse max_tokens, and which refuse the two together
 // ("Setting 'max_tokens' and 'max_completion_tokens' at the same time is
@@ -176,7 +178,7 @@ func chatOutputFieldOf(u *Upstream, hostname string) string {
 		return u.ChatOutputField
 	}
 	h := strings.TrimSuffix(strings.ToLower(hostname), ".")
-	if u.Flavor == FlavorAzure || h == "api.openai.com" || strings.HasSuffix(h, ".openai.azure.com") {
+	if u.Flavor == FlavorAzure || h == "api.openai.com" || strings.HasSuffix(h, ".api.openai.com") || strings.HasSuffix(h, ".openai.azure.com") {
 		return chatMaxCompletionTokens
 	}
 	return chatMaxTokens

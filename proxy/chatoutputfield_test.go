@@ -20,6 +20,9 @@ func TestChatOutputFieldDefaults(t *testing.T) {
 		{FlavorOpenAI, "http://127.0.0.1:11434", "", "max_tokens"},
 		{FlavorOpenAI, "https://openrouter.ai/api", "", "max_tokens"},
 		{FlavorOpenAI, "https://api.openai.com.evil.example", "", "max_tokens"},
+		{FlavorOpenAI, "https://eu.api.openai.com/v1", "", "max_completion_tokens"}, // data residency
+		{FlavorOpenAI, "https://US.api.openai.com.", "", "max_completion_tokens"},
+		{FlavorOpenAI, "https://evil-api.openai.com.example", "", "max_tokens"},
 		{FlavorOpenAI, "http://127.0.0.1:11434", "max_completion_tokens", "max_completion_tokens"},
 		{FlavorOpenAI, "https://api.openai.com", "max_tokens", "max_tokens"},
 	} {
