@@ -810,8 +810,11 @@ var portkeyPassed = []string{"trace-id", "metadata", "span-id", "parent-span-id"
 // isRoutingField reports whether k, a field name in any case, is a
 // routing field, or one behind LiteLLM's x-pass- prefix (passedName),
 // which reaches the upstream under the routing field's own name.
-func isRoutingField(k []byte) bool {
-	k = passedName(k)
+func isRoutingField(k []byte) bool { return routingName(passedName(k)) }
+
+// routingName is isRoutingField for a name already without its x-pass-
+// prefixes (passedName).
+func routingName(k []byte) bool {
 	const portkey = "x-portkey-"
 	switch {
 	case len(k) > len(portkey) && (k[0]|0x20) == 'x' && bytes.EqualFold(k[:len(portkey)], []byte(portkey)):
@@ -868,14 +871,15 @@ func readFields(h *fasthttp.RequestHeader) (f fieldsRead) {
 		if len(v) == 0 {
 			continue
 		}
-		if isRoutingField(k) {
+		n := passedName(k) // once a field, for the three name checks
+		if routingName(n) {
 			f.routes = true
 			return f
 		}
-		if !f.long && isAnthropicBeta(k) && weigher.LongContextBeta(v) {
+		if !f.long && anthropicBetaName(n) && weigher.LongContextBeta(v) {
 			f.long = true
 		}
-		if !f.retries && gatewayRetries(k, v) {
+		if !f.retries && retriesNamed(n, v) {
 			f.retries = true
 		}
 	}
@@ -931,8 +935,11 @@ var gatewayRetryFields = [...]gatewayRetryField{{"x-litellm-num-retries", 0}, {"
 // brought after checkPath read the fields; one in the header section
 // asking for no retry goes too, which leaves the gateway's configured
 // retries, the operator's.
-func retryFieldOf(k []byte) *gatewayRetryField {
-	k = passedName(k)
+func retryFieldOf(k []byte) *gatewayRetryField { return retryFieldNamed(passedName(k)) }
+
+// retryFieldNamed is retryFieldOf for a name already without its x-pass-
+// prefixes (passedName).
+func retryFieldNamed(k []byte) *gatewayRetryField {
 	for i := range gatewayRetryFields {
 		if f := &gatewayRetryFields[i]; len(k) == len(f.name) && bytes.EqualFold(k, []byte(f.name)) {
 			return f
@@ -951,8 +958,12 @@ func isGatewayRetryField(k []byte) bool { return retryFieldOf(k) != nil }
 // is refused too, erring towards refusing). As a body's num_retries
 // (weigher.FaultGatewayRetries), it is refused: llmguard would reserve
 // and settle one call for every attempt billed.
-func gatewayRetries(k, v []byte) bool {
-	f := retryFieldOf(k)
+func gatewayRetries(k, v []byte) bool { return retriesNamed(passedName(k), v) }
+
+// retriesNamed is gatewayRetries for a name already without its x-pass-
+// prefixes (passedName).
+func retriesNamed(k, v []byte) bool {
+	f := retryFieldNamed(k)
 	if f == nil {
 		return false
 	}
@@ -984,8 +995,11 @@ func passedName(k []byte) []byte {
 // prefix (passedName). Its length is compared first: bytes.EqualFold is a
 // call that compares until the first byte that differs, about 40
 // instructions a field of another name (perf30).
-func isAnthropicBeta(k []byte) bool {
-	k = passedName(k)
+func isAnthropicBeta(k []byte) bool { return anthropicBetaName(passedName(k)) }
+
+// anthropicBetaName is isAnthropicBeta for a name already without its
+// x-pass- prefixes (passedName).
+func anthropicBetaName(k []byte) bool {
 	return len(k) == len(anthropicBeta) && bytes.EqualFold(k, anthropicBeta)
 }
 
